@@ -1,0 +1,35 @@
+"""Shared fixtures: tiny models built once per test session and saved to disk.
+
+Tests load them back through the public loaders, exactly as a user would load a downloaded model.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("DIFFUSERS_VERBOSITY", "error")
+
+
+@pytest.fixture(scope="session")
+def tiny_sd1_dir(tmp_path_factory):
+    from mixkit.testing.tiny_models import build_tiny_sd1
+
+    return build_tiny_sd1(tmp_path_factory.mktemp("tiny-sd1"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_sd2v_dir(tmp_path_factory):
+    from mixkit.testing.tiny_models import build_tiny_sd1
+
+    return build_tiny_sd1(tmp_path_factory.mktemp("tiny-sd2v"), seed=0, prediction_type="v_prediction", sd2=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_sdxl_dir(tmp_path_factory):
+    from mixkit.testing.tiny_models import build_tiny_sdxl
+
+    return build_tiny_sdxl(tmp_path_factory.mktemp("tiny-sdxl"), seed=0)

@@ -1,0 +1,52 @@
+"""The `mixkit` command line: one module per sub-command, each a thin layer over the Python API.
+
+Each module in `SUBCOMMANDS` defines `add_parser(subparsers)` (which sets `func` on its parser)
+and does its heavy imports inside the function it runs, so `mixkit --help` stays fast.
+User errors (bad values, missing files, unsafe checkpoints) end in one line on stderr and exit
+code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS = ["generate", "info", "tiny_model"]
+
+USER_ERRORS = (ValueError, TypeError, FileNotFoundError, NotADirectoryError, PermissionError, KeyError)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mixkit", description="mixkit: multimodal generation and understanding on PyTorch.")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        importlib.import_module(f"webui.cli.{name}").add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from mixkit import __version__
+
+        print(f"mixkit {__version__}")
+        return 0
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("mixkit: interrupted", file=sys.stderr)
+        return 130
+    except USER_ERRORS as error:
+        message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
+        print(f"mixkit: error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

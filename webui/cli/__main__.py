@@ -1,0 +1,5 @@
+import sys
+
+from webui.cli import main
+
+sys.exit(main())
