@@ -1,0 +1,41 @@
+"""Which Stable Diffusion family a model belongs to, decided from its configs.
+
+The family decides conditioning (one or two text encoders, pooled embeddings, time ids), which
+LoRA keys can match, and which single-file layout applies; so it is detected once, at load time,
+from the configs rather than from file or folder names (which users rename freely).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Mapping
+
+
+class ModelFamily(str, enum.Enum):
+    SD1 = "sd1"
+    SD2 = "sd2"
+    SDXL = "sdxl"
+
+    @property
+    def label(self) -> str:
+        return {"sd1": "SD 1.x", "sd2": "SD 2.x", "sdxl": "SDXL base"}[self.value]
+
+
+def detect_family(unet_config: Mapping[str, Any], has_second_text_encoder: bool) -> ModelFamily:
+    """Classify a UNet config: SDXL by its text-time embedding, SD 2.x by linear projections / 1024-d context."""
+    if unet_config.get("addition_embed_type") == "text_time":
+        if not has_second_text_encoder:
+            raise ValueError(
+                "This looks like an SDXL refiner (text-time UNet with a single text encoder); "
+                "only SDXL base models are supported for text-to-image."
+            )
+        return ModelFamily.SDXL
+    if unet_config.get("use_linear_projection") or unet_config.get("cross_attention_dim") == 1024:
+        return ModelFamily.SD2
+    return ModelFamily.SD1
+
+
+def describe(family: ModelFamily, prediction_type: str) -> str:
+    """Human-readable name, e.g. 'SD 2.x (v-prediction)'."""
+    suffix = " (v-prediction)" if prediction_type == "v_prediction" else ""
+    return family.label + suffix

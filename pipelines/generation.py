@@ -1,0 +1,175 @@
+"""State one loaded model keeps across generations: prompt encoders, LoRA and embedding libraries.
+
+`ModelSession.prepared(...)` is the single place where per-call model changes happen (LoRAs
+from parameters and prompt tags); it is a context manager so that the model is restored even
+when sampling fails or is interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from mixkit import __version__
+from mixkit.models.diffusion import DiffusionModel, ModelFamily
+
+
+@dataclass
+class GenerationResult:
+    images: list = field(default_factory=list)
+    seeds: list = field(default_factory=list)
+    infotexts: list = field(default_factory=list)
+    interrupted: bool = False
+
+    def add(self, image, seed: int, infotext: str) -> None:
+        self.images.append(image)
+        self.seeds.append(seed)
+        self.infotexts.append(infotext)
+
+    def save(self, folder: str | os.PathLike) -> list:
+        """Write each image as PNG with its infotext; returns the paths (names: counter-seed.png)."""
+        from pipelines.png import next_image_path, save_png
+
+        paths = []
+        for image, seed, infotext in zip(self.images, self.seeds, self.infotexts):
+            path = next_image_path(folder, seed)
+            save_png(image, path, infotext)
+            paths.append(path)
+        return paths
+
+
+@dataclass(frozen=True)
+class ResolvedSampler:
+    """A sampler name and schedule type checked against the registry, bound to one model's schedule."""
+
+    name: str
+    schedule_type: str
+    base_config: dict
+
+    def make_schedulers(self, count: int, steps: int, device) -> list:
+        from pipelines.samplers import make_scheduler
+
+        schedulers = []
+        for _ in range(count):
+            scheduler = make_scheduler(self.name, self.base_config, self.schedule_type)
+            scheduler.set_timesteps(steps, device=device)
+            schedulers.append(scheduler)
+        return schedulers
+
+
+class PreparedCall:
+    """Conditioning and infotext details for one call, with its LoRAs applied."""
+
+    def __init__(self, encoder, prompts: list[str], negatives: list[str], loras, embeddings_used) -> None:
+        self._encoder = encoder
+        self._prompts = prompts
+        self._negatives = negatives
+        self._loras = loras
+        self._plans: dict[int, Any] = {}
+
+    def plan(self, steps: int):
+        from mixkit.prompts import build_conditioning_plan
+
+        if steps not in self._plans:
+            self._plans[steps] = build_conditioning_plan(self._encoder, self._prompts, self._negatives, steps)
+        return self._plans[steps]
+
+    @staticmethod
+    def combine_cfg(noise_pred, step_cond, cfg_scale: float):
+        from mixkit.prompts import combine_cfg
+
+        return combine_cfg(noise_pred, step_cond, cfg_scale)
+
+    def infotext_extras(self) -> dict[str, Any]:
+        extras: dict[str, Any] = {}
+        if self._loras is not None:
+            extras["Lora hashes"] = self._loras.infotext_hashes() or None
+        ti_hashes = self._encoder.used_embedding_hashes() if hasattr(self._encoder, "used_embedding_hashes") else None
+        if ti_hashes:
+            extras["TI hashes"] = ti_hashes
+        return extras
+
+
+class ModelSession:
+    def __init__(self, model: DiffusionModel, *, embeddings_dir=None, lora_dir=None) -> None:
+        self.model = model
+        self.embeddings_dir = embeddings_dir
+        self.lora_dir = lora_dir
+        self._encoders: dict[int, Any] = {}
+
+    def resolve_sampler(self, name: str, schedule_type: str) -> ResolvedSampler:
+        from pipelines.samplers import resolve_sampler
+
+        canonical, schedule = resolve_sampler(name, schedule_type)
+        return ResolvedSampler(canonical, schedule, dict(self.model.scheduler_config))
+
+    def encoder(self, clip_skip: int):
+        """One cached PromptEncoder per clip skip, so unchanged prompts are never re-encoded."""
+        if clip_skip not in self._encoders:
+            from mixkit.prompts import PromptEncoder
+
+            embeddings = None
+            if self.embeddings_dir is not None:
+                from mixkit.prompts import EmbeddingLibrary
+
+                embeddings = EmbeddingLibrary(self.embeddings_dir)
+            self._encoders[clip_skip] = PromptEncoder(
+                self.model.tokenizers, self.model.text_encoders, is_sdxl=self.model.family is ModelFamily.SDXL,
+                clip_skip=clip_skip, embeddings=embeddings,
+            )
+        return self._encoders[clip_skip]
+
+    @contextlib.contextmanager
+    def prepared(self, prompts: list[str], negatives: list[str], loras: list, clip_skip: int):
+        from mixkit.prompts import extract_extra_networks
+
+        clean_prompts, requests = [], []
+        for prompt in prompts:
+            text, tags = extract_extra_networks(prompt)
+            clean_prompts.append(text)
+            requests.extend(tags)
+        clean_negatives = [extract_extra_networks(n)[0] for n in negatives]
+        lora_requests = self._lora_requests(loras, requests)
+        applied = None
+        if lora_requests:
+            from mixkit.lora import apply_loras
+
+            applied = apply_loras(self.model.unet, self.model.text_encoders, lora_requests, mode="merge")
+            self._encoders.clear()  # text-encoder weights changed: cached encodings are stale
+        try:
+            yield PreparedCall(self.encoder(clip_skip), clean_prompts, clean_negatives, applied, None)
+        finally:
+            if applied is not None:
+                applied.remove()
+                self._encoders.clear()
+
+    def _lora_requests(self, loras: list, tags: list) -> list:
+        if not loras and not tags:
+            return []
+        from mixkit.lora import LoraRequest, resolve_lora_requests
+
+        explicit = [r if isinstance(r, LoraRequest) else LoraRequest.parse(str(r)) for r in loras]
+        return resolve_lora_requests(explicit, tags, self.lora_dir)
+
+    def infotext(self, params, sampler: ResolvedSampler, *, prompt: str, negative_prompt: str, seed: int,
+                 extra: dict[str, Any]) -> str:
+        from pipelines.infotext import build_infotext
+
+        model = self.model
+        values: dict[str, Any] = {
+            "Steps": params.steps,
+            "Sampler": sampler.name,
+            "Schedule type": sampler.schedule_type,
+            "CFG scale": params.cfg_scale,
+            "Seed": seed,
+            "Size": f"{params.width}x{params.height}",
+            "Model hash": model.model_hash,
+            "Model": model.name,
+            "VAE": model.extras.get("vae_name"),
+            "Clip skip": params.clip_skip if params.clip_skip > 1 else None,
+        }
+        values.update(extra)
+        values["Version"] = f"mixkit {__version__}"
+        return build_infotext(prompt, negative_prompt, values)

@@ -1,0 +1,110 @@
+"""Generation parameters and their limits, validated once at the pipeline's entry point.
+
+The same dataclasses feed the CLI flags, the web UI widgets and the HTTP API, so a limit is
+defined here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+SEED_MAX = 2**32 - 1
+
+
+@dataclass(frozen=True)
+class GenerationLimits:
+    """Upper bounds that protect the process (memory, time); adjustable by the operator."""
+
+    max_side: int = 4096
+    max_pixels: int = 2048 * 2048  # per image; 4096x4096 would need ~10 GB of UNet activations in fp32
+    max_steps: int = 1000
+    max_batch_size: int = 16
+    max_batch_count: int = 100
+    max_cfg_scale: float = 100.0
+    max_prompt_chars: int = 32_000
+
+
+@dataclass
+class Txt2ImgParams:
+    """Everything that decides a text-to-image result, with A1111 WebUI's defaults."""
+
+    prompt: str | list[str] = ""
+    negative_prompt: str | list[str] = ""
+    steps: int = 20
+    cfg_scale: float = 7.0
+    width: int = 512
+    height: int = 512
+    seed: int = -1
+    batch_size: int = 1
+    batch_count: int = 1
+    sampler: str = "DPM++ 2M"
+    schedule_type: str = "Automatic"
+    clip_skip: int = 1
+    loras: list = field(default_factory=list)
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> "Txt2ImgParams":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise TypeError(f"Unknown generation parameter(s) {unknown}; valid ones: {sorted(known)}.")
+        return cls(**kwargs)
+
+    @property
+    def total_images(self) -> int:
+        return self.batch_size * self.batch_count
+
+
+def _check_int(name: str, value: Any, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer in [{low}, {high}], got {value!r}.")
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be in [{low}, {high}], got {value}.")
+
+
+def _check_prompts(name: str, value: Any, batch_size: int, limits: GenerationLimits) -> None:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(p, str) for p in items):
+        raise TypeError(f"{name} must be a string or a list of strings, got {type(value).__name__}.")
+    if not isinstance(value, str) and len(items) != batch_size:
+        raise ValueError(f"{name} has {len(items)} entries but batch_size is {batch_size}; give one per image or a single string.")
+    for text in items:
+        if len(text) > limits.max_prompt_chars:
+            raise ValueError(f"{name} is {len(text)} characters long; the limit is {limits.max_prompt_chars}.")
+        if "\x00" in text:
+            raise ValueError(f"{name} contains a NUL character; remove it.")
+
+
+def check_size(width: Any, height: Any, multiple: int, limits: GenerationLimits) -> None:
+    for name, value in (("width", width), ("height", height)):
+        _check_int(name, value, multiple, limits.max_side)
+        if value % multiple:
+            raise ValueError(f"{name} must be a multiple of {multiple}, got {value}; try {max(multiple, value - value % multiple)}.")
+    if width * height > limits.max_pixels:
+        raise ValueError(
+            f"{width}x{height} is {width * height} pixels, over the budget of {limits.max_pixels} per image; "
+            "generate smaller and upscale (hires fix) instead."
+        )
+
+
+def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_multiple: int = 8) -> None:
+    """Raise ValueError/TypeError naming the first bad value; nothing has run yet when this raises."""
+    _check_int("batch_size", params.batch_size, 1, limits.max_batch_size)
+    _check_int("batch_count", params.batch_count, 1, limits.max_batch_count)
+    _check_prompts("prompt", params.prompt, params.batch_size, limits)
+    _check_prompts("negative_prompt", params.negative_prompt, params.batch_size, limits)
+    _check_int("steps", params.steps, 1, limits.max_steps)
+    check_size(params.width, params.height, size_multiple, limits)
+    cfg = params.cfg_scale
+    if isinstance(cfg, bool) or not isinstance(cfg, (int, float)) or not math.isfinite(cfg):
+        raise ValueError(f"cfg_scale must be a finite number in [0, {limits.max_cfg_scale}], got {cfg!r}.")
+    if not 0 <= cfg <= limits.max_cfg_scale:
+        raise ValueError(f"cfg_scale must be in [0, {limits.max_cfg_scale}], got {cfg}.")
+    _check_int("seed", params.seed, -1, SEED_MAX)
+    _check_int("clip_skip", params.clip_skip, 1, 12)
+
+
+def per_image(value: str | list[str], batch_size: int) -> list[str]:
+    return [value] * batch_size if isinstance(value, str) else list(value)

@@ -1,0 +1,78 @@
+"""The denoising loop shared by every diffusion pipeline.
+
+One scheduler instance per image: schedulers keep per-trajectory state (multistep history,
+Brownian trees of SDE samplers), and a per-image instance stepping with that image's own
+generator makes each image independent of its batch. The UNet still runs on the whole batch.
+Conditioning is asked for at every step, so prompt editing / alternation switch inside the loop,
+and AND parts are combined in classifier-free guidance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass
+class SamplingRequest:
+    unet: Any
+    schedulers: list  # one per image, already `set_timesteps`
+    latents: Any  # [B, C, h, w] float32 on the UNet device, already scaled by init_noise_sigma / noised for img2img
+    plan: Any  # ConditioningPlan: .at_step(step) -> StepConditioning
+    combine_cfg: Callable  # (noise_pred [R,...], step_cond, cfg_scale) -> [B,...]
+    cfg_scale: float
+    generators: list  # one per image
+    steps: int  # WebUI step count, for conditioning schedules and progress
+    timesteps: Any = None  # default: the first scheduler's timesteps
+    step_offset: int = 0  # img2img: steps already "done" by the noise level it starts from
+    time_ids: Any = None  # SDXL: [B, 6] micro-conditioning
+    on_step: Callable[[int, Any], bool] | None = None  # (steps completed, latents) -> False to stop
+
+
+def run_sampler(request: SamplingRequest):
+    """Denoise `request.latents`; returns the final latents (or the current ones when stopped)."""
+    import torch
+
+    unet, schedulers, latents = request.unet, request.schedulers, request.latents
+    timesteps = schedulers[0].timesteps if request.timesteps is None else request.timesteps
+    evaluations = len(timesteps)
+    sampler_steps = max(1, request.steps - request.step_offset)
+    done = 0
+    with torch.inference_mode():
+        for index, t in enumerate(timesteps):
+            # Second-order samplers evaluate the model ~2x per step; the WebUI counts steps, not evaluations.
+            step = request.step_offset + index * sampler_steps // evaluations
+            cond = request.plan.at_step(step)
+            rows = _row_owners(cond, latents.shape[0])
+            scaled = torch.cat([s.scale_model_input(latents[i:i + 1], t) for i, s in enumerate(schedulers)])
+            model_input = scaled[rows].to(device=unet.device, dtype=unet.dtype)
+            kwargs = {}
+            if request.time_ids is not None:
+                kwargs["added_cond_kwargs"] = {
+                    "text_embeds": cond.pooled.to(device=unet.device, dtype=unet.dtype),
+                    "time_ids": request.time_ids[rows].to(device=unet.device, dtype=unet.dtype),
+                }
+            noise_pred = unet(
+                model_input, t, encoder_hidden_states=cond.embeds.to(device=unet.device, dtype=unet.dtype), **kwargs
+            ).sample.float()
+            guided = request.combine_cfg(noise_pred, cond, request.cfg_scale)
+            latents = torch.cat([
+                s.step(guided[i:i + 1], t, latents[i:i + 1], generator=request.generators[i]).prev_sample
+                for i, s in enumerate(schedulers)
+            ])
+            completed = request.step_offset + (index + 1) * sampler_steps // evaluations
+            if completed > done or index == evaluations - 1:
+                done = completed
+                if request.on_step is not None and request.on_step(done, latents) is False:
+                    break
+    return latents
+
+
+def _row_owners(cond, batch: int) -> list[int]:
+    """Which image each conditioning row belongs to (its uncond row and every AND part)."""
+    owners = [0] * cond.embeds.shape[0]
+    for image in range(batch):
+        owners[cond.uncond_rows[image]] = image
+        for row, _weight in cond.cond_rows[image]:
+            owners[row] = image
+    return owners

@@ -1,0 +1,88 @@
+"""`mixkit generate`: PNGs with infotext, one-line errors with exit code 2, nothing half-written."""
+
+import subprocess
+import sys
+
+import pytest
+from PIL import Image
+
+from webui.cli import main
+
+ARGS = ["--width", "64", "--height", "64", "--steps", "3", "--seed", "21"]
+
+
+def test_generate_writes_pngs_with_infotext_and_prints_their_paths(tiny_sd1_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main(["generate", "a red circle", "--model", str(tiny_sd1_dir), "--negative", "blurry",
+                 "--batch-size", "2", "-o", str(out), *ARGS])
+    assert code == 0
+    printed = capsys.readouterr().out.split()
+    assert len(printed) == 2 and all(p.endswith(".png") for p in printed)
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.split("/")[-1] for p in printed)
+    infotext = Image.open(printed[1]).text["parameters"]
+    assert infotext.startswith("a red circle\nNegative prompt: blurry\nSteps: 3, Sampler: DPM++ 2M")
+    assert "Seed: 22," in infotext
+
+
+def test_the_same_command_twice_gives_identical_images(tiny_sd1_dir, tmp_path, capsys):
+    for folder in ("a", "b"):
+        assert main(["generate", "x", "--model", str(tiny_sd1_dir), "-o", str(tmp_path / folder), *ARGS]) == 0
+    a, b = (next((tmp_path / f).iterdir()) for f in ("a", "b"))
+    assert Image.open(a).tobytes() == Image.open(b).tobytes()
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--width", "63"], "multiple of 8"),
+    (["--steps", "0"], "steps must be in"),
+    (["--sampler", "Nope"], "Unknown sampler"),
+    (["--cfg", "nan"], "cfg_scale"),
+])
+def test_user_errors_are_one_line_with_exit_code_2(tiny_sd1_dir, tmp_path, capsys, extra, message):
+    out = tmp_path / "out"
+    code = main(["generate", "a", "--model", str(tiny_sd1_dir), "-o", str(out), *ARGS, *extra])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1].startswith("mixkit: error:") and message in err[-1]
+    assert "Traceback" not in "\n".join(err)
+    assert not out.exists() or not any(out.glob("*.png"))
+
+
+def test_missing_model_path(tmp_path, capsys):
+    assert main(["generate", "a", "--model", str(tmp_path / "nope"), "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "nope" in err and ("does not exist" in err or "not found" in err.lower())
+
+
+def test_output_folder_that_is_a_file_is_refused_before_loading(tiny_sd1_dir, tmp_path, capsys):
+    target = tmp_path / "file"
+    target.write_text("x")
+    assert main(["generate", "a", "--model", str(tiny_sd1_dir), "-o", str(target / "sub"), *ARGS]) == 2
+    assert "not writable" in capsys.readouterr().err
+    assert target.read_text() == "x"
+
+
+def test_output_folder_that_cannot_be_written(tiny_sd1_dir, tmp_path, capsys, monkeypatch):
+    """Running as root ignores chmod, so make the write probe fail the way a read-only mount would."""
+    import tempfile
+
+    def read_only(*args, **kwargs):
+        raise PermissionError(30, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", read_only)
+    out = tmp_path / "ro"
+    assert main(["generate", "a", "--model", str(tiny_sd1_dir), "-o", str(out), *ARGS]) == 2
+    assert "not writable" in capsys.readouterr().err
+    assert not any(out.glob("*"))
+
+
+def test_cli_process_has_no_traceback_on_user_error(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "webui.cli", "generate", "a", "--model", str(tmp_path / "missing")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and proc.stderr.strip().startswith("mixkit: error:")
+
+
+def test_importing_mixkit_is_cheap_and_does_not_import_gradio():
+    code = "import sys, mixkit, mixkit.registry, mixkit.errors; print(sorted(m for m in ('gradio', 'torch', 'diffusers') if m in sys.modules))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "[]"

@@ -1,0 +1,87 @@
+"""`mixkit generate "prompt"`: text-to-image from the command line, writing PNGs with infotext."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+DEFAULT_MODEL_ENV = "MIXKIT_MODEL"
+
+
+def add_parser(subparsers) -> None:
+    from pipelines.params import Txt2ImgParams
+
+    d = Txt2ImgParams()
+    p = subparsers.add_parser("generate", help="generate images from a text prompt",
+                              description="Generate images from a text prompt and save them as PNG with A1111 infotext.")
+    p.add_argument("prompt", help="the prompt, in the A1111 prompt language")
+    p.add_argument("--model", default=os.environ.get(DEFAULT_MODEL_ENV),
+                   help=f"diffusers folder, single .safetensors file or Hugging Face id (default: ${DEFAULT_MODEL_ENV})")
+    p.add_argument("--negative", default=d.negative_prompt, help="negative prompt")
+    p.add_argument("--sampler", default=d.sampler, help=f"sampler by WebUI name (default: {d.sampler}); see `mixkit samplers`")
+    p.add_argument("--schedule-type", default=d.schedule_type, help="Automatic, Karras, Exponential, ...")
+    p.add_argument("--steps", type=int, default=d.steps)
+    p.add_argument("--cfg", type=float, default=d.cfg_scale, help="CFG scale")
+    p.add_argument("--seed", type=int, default=d.seed, help="-1 for a random seed")
+    p.add_argument("--width", type=int, default=d.width)
+    p.add_argument("--height", type=int, default=d.height)
+    p.add_argument("--batch-size", type=int, default=d.batch_size)
+    p.add_argument("--batch-count", type=int, default=d.batch_count)
+    p.add_argument("--clip-skip", type=int, default=d.clip_skip)
+    p.add_argument("--lora", action="append", default=[], metavar="NAME_OR_PATH[:WEIGHT]",
+                   help="apply a LoRA (repeatable); a file path or a name in --lora-dir")
+    p.add_argument("--lora-dir", default=None, help="folder of LoRA files for names and <lora:...> tags")
+    p.add_argument("--embeddings-dir", default=None, help="folder of textual-inversion embeddings")
+    p.add_argument("--vae", default=None, help="override the model's VAE (folder or single file)")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cpu)")
+    p.add_argument("-o", "--output", default="outputs", help="output folder (default: ./outputs)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
+
+    if not args.model:
+        raise ValueError(f"No model given: pass --model (a diffusers folder, a .safetensors file or a hub id) or set ${DEFAULT_MODEL_ENV}.")
+    params = Txt2ImgParams(
+        prompt=args.prompt, negative_prompt=args.negative, steps=args.steps, cfg_scale=args.cfg, width=args.width,
+        height=args.height, seed=args.seed, batch_size=args.batch_size, batch_count=args.batch_count,
+        sampler=args.sampler, schedule_type=args.schedule_type, clip_skip=args.clip_skip, loras=list(args.lora),
+    )
+    check_txt2img_params(params, GenerationLimits())  # fail before the (slow) model load
+    output = ensure_writable_folder(args.output)
+
+    from tqdm import tqdm
+
+    from pipelines.txt2img import TextToImage
+
+    pipe = TextToImage.from_pretrained(args.model, device=args.device, lora_dir=args.lora_dir,
+                                       embeddings_dir=args.embeddings_dir, vae=args.vae)
+    print(f"Loaded {pipe.model.description} from {args.model}", file=sys.stderr)
+    with tqdm(total=params.steps * params.batch_count, unit="step", file=sys.stderr) as bar:
+        def progress(state) -> None:
+            bar.n = state.batch_index * state.total_steps + state.step
+            bar.refresh()
+
+        result = pipe(params, callback=progress)
+    for path in result.save(output):
+        print(path)
+    return 0
+
+
+def ensure_writable_folder(folder: str | os.PathLike) -> Path:
+    """Create the output folder and prove it is writable before any generation work."""
+    import tempfile
+
+    path = Path(folder)
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(f"Output path {path} exists and is not a folder.")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".mixkit-write-test-"):
+            pass
+    except OSError as error:
+        raise PermissionError(f"Output folder {path} is not writable ({error.strerror or error}); choose another with -o.") from None
+    return path
