@@ -102,8 +102,8 @@ class ModelSession:
     def resolve_sampler(self, name: str, schedule_type: str) -> ResolvedSampler:
         from pipelines.samplers import resolve_sampler
 
-        canonical, schedule = resolve_sampler(name, schedule_type)
-        return ResolvedSampler(canonical, schedule, dict(self.model.scheduler_config))
+        spec, schedule = resolve_sampler(name, schedule_type)
+        return ResolvedSampler(spec.name, schedule, dict(self.model.scheduler_config))
 
     def encoder(self, clip_skip: int):
         """One cached PromptEncoder per clip skip, so unchanged prompts are never re-encoded."""

@@ -22,10 +22,13 @@ class SamplingRequest:
     combine_cfg: Callable  # (noise_pred [R,...], step_cond, cfg_scale) -> [B,...]
     cfg_scale: float
     generators: list  # one per image
-    steps: int  # WebUI step count, for conditioning schedules and progress
-    timesteps: Any = None  # default: the first scheduler's timesteps
-    step_offset: int = 0  # img2img: steps already "done" by the noise level it starts from
+    steps: int  # steps this run makes (WebUI counting), for conditioning schedules and progress
+    timesteps: Any = None  # default: the first scheduler's timesteps; img2img passes the tail it runs
     time_ids: Any = None  # SDXL: [B, 6] micro-conditioning
+    extra_channels: Any = None  # inpainting UNets: [B, k, h, w] appended to each row's input channels
+    post_step: Callable[[Any, int], Any] | None = None  # (latents, evaluation index) -> latents
+    # ControlNet & co: (model_input, t, step_cond, step, row_owners) -> extra UNet keyword arguments
+    unet_extra: Callable[..., dict] | None = None
     on_step: Callable[[int, Any], bool] | None = None  # (steps completed, latents) -> False to stop
 
 
@@ -36,15 +39,17 @@ def run_sampler(request: SamplingRequest):
     unet, schedulers, latents = request.unet, request.schedulers, request.latents
     timesteps = schedulers[0].timesteps if request.timesteps is None else request.timesteps
     evaluations = len(timesteps)
-    sampler_steps = max(1, request.steps - request.step_offset)
+    sampler_steps = max(1, request.steps)
     done = 0
     with torch.inference_mode():
         for index, t in enumerate(timesteps):
             # Second-order samplers evaluate the model ~2x per step; the WebUI counts steps, not evaluations.
-            step = request.step_offset + index * sampler_steps // evaluations
+            step = index * sampler_steps // evaluations
             cond = request.plan.at_step(step)
             rows = _row_owners(cond, latents.shape[0])
             scaled = torch.cat([s.scale_model_input(latents[i:i + 1], t) for i, s in enumerate(schedulers)])
+            if request.extra_channels is not None:
+                scaled = torch.cat([scaled, request.extra_channels.to(scaled)], dim=1)
             model_input = scaled[rows].to(device=unet.device, dtype=unet.dtype)
             kwargs = {}
             if request.time_ids is not None:
@@ -52,6 +57,8 @@ def run_sampler(request: SamplingRequest):
                     "text_embeds": cond.pooled.to(device=unet.device, dtype=unet.dtype),
                     "time_ids": request.time_ids[rows].to(device=unet.device, dtype=unet.dtype),
                 }
+            if request.unet_extra is not None:
+                kwargs.update(request.unet_extra(model_input, t, cond, step, rows))
             noise_pred = unet(
                 model_input, t, encoder_hidden_states=cond.embeds.to(device=unet.device, dtype=unet.dtype), **kwargs
             ).sample.float()
@@ -60,7 +67,9 @@ def run_sampler(request: SamplingRequest):
                 s.step(guided[i:i + 1], t, latents[i:i + 1], generator=request.generators[i]).prev_sample
                 for i, s in enumerate(schedulers)
             ])
-            completed = request.step_offset + (index + 1) * sampler_steps // evaluations
+            if request.post_step is not None:
+                latents = request.post_step(latents, index)
+            completed = (index + 1) * sampler_steps // evaluations
             if completed > done or index == evaluations - 1:
                 done = completed
                 if request.on_step is not None and request.on_step(done, latents) is False:

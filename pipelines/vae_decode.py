@@ -21,15 +21,16 @@ def decode_latents(vae, latents) -> list:
     return images
 
 
-def encode_images(vae, pixels, generators):
-    """Pixels in [-1, 1] -> scaled latents, sampling the posterior with each image's generator."""
+def encode_images(vae, pixels):
+    """Pixels in [-1, 1] -> scaled latents, using the posterior mean: deterministic, and it keeps
+    each image's generator stream identical to text-to-image (noise first, then sampler noise)."""
     import torch
 
     scale = vae.config.scaling_factor
     shift = getattr(vae.config, "shift_factor", None) or 0.0
     latents = []
     with torch.inference_mode():
-        for image, generator in zip(pixels, generators):
+        for image in pixels:
             dist = vae.encode(image.unsqueeze(0).to(device=vae.device, dtype=vae.dtype)).latent_dist
-            latents.append(((dist.sample(generator=generator) - shift) * scale).float().cpu()[0])
+            latents.append(((dist.mean - shift) * scale).float()[0])
     return torch.stack(latents)

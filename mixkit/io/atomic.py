@@ -1,0 +1,80 @@
+"""Write a file so that readers see either the old content or the complete new one, never a mix.
+
+The new content goes to a temporary file in the destination folder (same filesystem, so the final
+`os.replace` is an atomic rename), is fsync'ed, and only then replaces the target. Any failure
+(permission, disk full, a serializer error) removes the temporary file and leaves the old file
+untouched. A crash mid-write leaves at most a hidden `.<name>.*.tmp` file, never a bad checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+from mixkit.errors import MixkitError
+
+# mkstemp creates files 0600; a saved model should be as readable as one written with open().
+DEFAULT_FILE_MODE = 0o644
+
+
+class CheckpointWriteError(MixkitError, OSError):
+    """A file could not be written; nothing was changed on disk."""
+
+
+@contextlib.contextmanager
+def atomic_output_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path to write to; on normal exit it atomically becomes `path`."""
+    target = Path(path).expanduser().absolute()
+    folder = target.parent
+    if not folder.is_dir():
+        what = "is a file, not a folder" if folder.exists() else "does not exist"
+        raise CheckpointWriteError(f"Cannot write {str(target)!r}: the folder {str(folder)!r} {what}; "
+                                   "create the folder or choose another output path.")
+    if target.is_dir():
+        raise CheckpointWriteError(f"Cannot write {str(target)!r}: a folder with that name exists; choose a file name.")
+    try:
+        handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except OSError as error:
+        raise CheckpointWriteError(f"Cannot write to folder {str(folder)!r} ({error.strerror or error}); "
+                                   "check its permissions or choose another output path.") from None
+    os.close(handle)
+    temp = Path(temp_name)
+    try:
+        yield temp
+        _fsync_file(temp)
+        os.chmod(temp, target.stat().st_mode & 0o7777 if target.exists() else DEFAULT_FILE_MODE)
+        os.replace(temp, target)
+    except BaseException as error:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        if isinstance(error, OSError) and not isinstance(error, MixkitError):
+            raise CheckpointWriteError(
+                f"Writing {str(target)!r} failed ({error.strerror or error}); the previous file, if any, is unchanged. "
+                "Check free disk space and permissions."
+            ) from error
+        raise
+    _fsync_folder(folder)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Atomically replace `path` with `data`."""
+    with atomic_output_path(path) as temp:
+        temp.write_bytes(data)
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb+") as handle:
+        os.fsync(handle.fileno())
+
+
+def _fsync_folder(folder: Path) -> None:
+    # Makes the rename itself durable; not supported on every platform/filesystem, hence best effort.
+    with contextlib.suppress(OSError):
+        descriptor = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)

@@ -1,0 +1,132 @@
+"""Reading user images into plain 8-bit RGB, refusing files that are not safe or not images.
+
+Models expect RGB pixels the right way up, but real files arrive as CMYK JPEGs, 16-bit PNGs,
+palette GIFs, RGBA with transparency, or phone photos whose orientation lives in an EXIF tag.
+Everything is normalised here once. Sizes are checked against our own pixel cap after reading
+the header and before decoding, so a decompression bomb (a tiny file that decodes to gigabytes)
+is refused without allocating its pixels.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any, Iterable
+
+from mixkit.errors import MixkitError
+
+DEFAULT_MAX_PIXELS = 64_000_000
+"""64 megapixels: above any camera or generated image a VLM needs, far below a bomb."""
+
+TRANSPARENT_BACKGROUND = (255, 255, 255)
+
+
+class InvalidImageError(MixkitError, ValueError):
+    """A file or object is not a readable image (not an image, truncated, unsupported)."""
+
+
+class ImageTooLargeError(InvalidImageError):
+    """An image has more pixels than the caller's cap; refused before decoding."""
+
+
+def _describe(source: Any) -> str:
+    if isinstance(source, (str, Path)):
+        return f"image file {str(source)!r}"
+    return f"image {type(source).__name__}"
+
+
+def _open(source: Any, max_pixels: int):
+    from PIL import Image, UnidentifiedImageError
+
+    if isinstance(source, Image.Image):
+        return source
+    if isinstance(source, (bytes, bytearray)):
+        stream: Any = io.BytesIO(source)
+    elif isinstance(source, (str, Path)):
+        path = Path(source)
+        if not path.is_file():
+            raise FileNotFoundError(f"{_describe(source)} does not exist or is not a file; check the path")
+        stream = path
+    else:
+        raise TypeError(
+            f"expected an image path, bytes, PIL.Image or numpy array, got {type(source).__name__}"
+        )
+    try:
+        return Image.open(stream)
+    except Image.DecompressionBombError as error:
+        raise ImageTooLargeError(
+            f"{_describe(source)} declares more pixels than the {max_pixels:,}-pixel cap ({error}); "
+            "it may be a decompression bomb. Pass a larger max_pixels only if you trust the file."
+        ) from None
+    except UnidentifiedImageError:
+        raise InvalidImageError(
+            f"{_describe(source)} is not an image format Pillow can read; pass a PNG, JPEG, WebP, GIF, BMP or TIFF file"
+        ) from None
+    except (OSError, SyntaxError) as error:
+        raise InvalidImageError(f"{_describe(source)} has an unreadable header ({error}); it may be truncated or corrupt") from None
+
+
+def _to_8bit_rgb(image):
+    from PIL import Image
+
+    if image.mode in ("I;16", "I;16B", "I;16L", "I"):
+        # 16-bit greyscale: scale 0..65535 onto 0..255 instead of clipping (which turns it white).
+        import numpy as np
+
+        values = np.asarray(image, dtype=np.float64)
+        image = Image.fromarray(np.clip(np.rint(values / 257.0), 0, 255).astype("uint8"), mode="L")
+    elif image.mode == "F":
+        import numpy as np
+
+        values = np.asarray(image, dtype=np.float64)
+        image = Image.fromarray(np.clip(np.rint(values * 255.0), 0, 255).astype("uint8"), mode="L")
+    if image.mode == "P":
+        image = image.convert("RGBA" if "transparency" in image.info else "RGB")
+    if image.mode in ("RGBA", "LA", "PA", "RGBa", "La"):
+        rgba = image.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, TRANSPARENT_BACKGROUND + (255,))
+        image = Image.alpha_composite(background, rgba)
+    return image.convert("RGB") if image.mode != "RGB" else image
+
+
+def load_image(source: Any, *, max_pixels: int = DEFAULT_MAX_PIXELS):
+    """One image as an upright 8-bit RGB `PIL.Image`.
+
+    `source` is a path, raw bytes, a `PIL.Image` or an (H, W[, C]) uint8 numpy array.
+    Transparent pixels are composited on white; EXIF orientation is applied.
+    """
+    from PIL import Image, ImageOps
+
+    if not isinstance(max_pixels, int) or max_pixels < 1:
+        raise ValueError(f"max_pixels must be a positive int, got {max_pixels!r}")
+    if type(source).__module__ == "numpy":
+        try:
+            source = Image.fromarray(source)
+        except (TypeError, ValueError) as error:
+            raise InvalidImageError(f"numpy array of shape {source.shape} is not an image: {error}") from None
+    image = _open(source, max_pixels)
+    width, height = image.size
+    if width * height > max_pixels:
+        raise ImageTooLargeError(
+            f"{_describe(source)} is {width}x{height} = {width * height:,} pixels, above the {max_pixels:,}-pixel cap; "
+            "downscale it or pass a larger max_pixels if you trust the file"
+        )
+    try:
+        image.seek(0)
+        image.load()
+        image = ImageOps.exif_transpose(image)
+        return _to_8bit_rgb(image)
+    except (OSError, SyntaxError, ValueError) as error:
+        raise InvalidImageError(f"{_describe(source)} could not be decoded ({error}); it may be truncated or corrupt") from None
+
+
+def load_images(sources: Iterable[Any], *, max_pixels: int = DEFAULT_MAX_PIXELS) -> list:
+    """Several images via `load_image`; a single path or image is accepted as a batch of one."""
+    from PIL import Image
+
+    if isinstance(sources, (str, Path, bytes, Image.Image)) or type(sources).__module__ == "numpy":
+        sources = [sources]
+    images = [load_image(source, max_pixels=max_pixels) for source in sources]
+    if not images:
+        raise ValueError("no images given: pass at least one image path or PIL.Image")
+    return images

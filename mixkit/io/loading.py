@@ -1,0 +1,133 @@
+"""Load a checkpoint file into a flat name -> tensor dict, refusing anything that would run code.
+
+safetensors is read directly (memory-mapped by the safetensors library). Pickle-based files
+(`.ckpt/.pt/.bin`, zip or legacy) are scanned for imported globals first and then loaded only
+with `torch.load(weights_only=True)`. There is deliberately no `allow_unsafe` switch and no retry
+with `weights_only=False`: a checkpoint that needs arbitrary globals must be converted to
+safetensors by someone who trusts it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mixkit.errors import CheckpointFormatError, UnsafeCheckpointError
+from mixkit.io.formats import check_checkpoint_file, detect_checkpoint_format
+from mixkit.io.pickle_scan import DYNAMIC_GLOBAL, globals_in_checkpoint, torch_allowed_globals, unsafe_globals
+from mixkit.io.safetensors_header import read_safetensors_header
+
+if TYPE_CHECKING:
+    import torch
+
+logger = logging.getLogger(__name__)
+
+# A1111/LDM `.ckpt` files are PyTorch Lightning checkpoints: the weights sit under "state_dict"
+# next to bookkeeping such as "global_step" and "epoch".
+NESTED_STATE_DICT_KEY = "state_dict"
+
+
+def load_state_dict(path: str | os.PathLike, device: "str | torch.device" = "cpu") -> dict[str, "torch.Tensor"]:
+    """Load every tensor of a checkpoint file onto `device`, choosing the reader by file content."""
+    import torch
+
+    file = check_checkpoint_file(path)
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be a str or torch.device such as 'cpu' or 'cuda:0', got {device!r}")
+    try:
+        device = torch.device(device)
+    except RuntimeError as error:
+        raise ValueError(f"device {device!r} is not a valid torch device ({error}); use e.g. 'cpu' or 'cuda:0'") from None
+    try:  # checked here so a missing GPU is not later misreported as a corrupt checkpoint
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError) as error:
+        raise ValueError(f"device {str(device)!r} is not available on this machine ({error}); use 'cpu'") from None
+
+    checkpoint_format = detect_checkpoint_format(file)
+    if checkpoint_format == "safetensors":
+        return _load_safetensors(file, device)
+    return _load_pickled(file, checkpoint_format, device)
+
+
+def _load_safetensors(file: Path, device: "torch.device") -> dict[str, "torch.Tensor"]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    read_safetensors_header(file)  # validates offsets, so a truncated download fails with a clear message
+    try:
+        return load_file(file, device=str(device))
+    except (SafetensorError, OSError, ValueError) as error:
+        raise CheckpointFormatError(
+            f"safetensors file {str(file)!r} could not be read ({error}); it is corrupt. Re-download or re-export it."
+        ) from None
+
+
+def _load_pickled(file: Path, checkpoint_format: str, device: "torch.device") -> dict[str, "torch.Tensor"]:
+    import torch
+
+    allowed = torch_allowed_globals()
+    if allowed is not None:
+        refused = unsafe_globals(globals_in_checkpoint(file, checkpoint_format), allowed)
+        if refused:
+            raise _unsafe(file, checkpoint_format, refused)
+    try:
+        loaded = torch.load(
+            file, map_location=device, weights_only=True, mmap=checkpoint_format == "torch-zip"
+        )
+    except pickle.UnpicklingError as error:
+        raise _unsafe(file, checkpoint_format, [], torch_reason=_core_reason(error)) from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as error:
+        raise CheckpointFormatError(
+            f"{checkpoint_format} checkpoint {str(file)!r} could not be read ({_core_reason(error)}); "
+            "it is truncated, corrupt or not a torch.save file. Re-download it."
+        ) from None
+    return _flatten_to_tensors(file, loaded)
+
+
+def _flatten_to_tensors(file: Path, loaded: Any) -> dict[str, "torch.Tensor"]:
+    import torch
+
+    if isinstance(loaded, dict) and isinstance(loaded.get(NESTED_STATE_DICT_KEY), dict):
+        loaded = loaded[NESTED_STATE_DICT_KEY]
+    if not isinstance(loaded, dict):
+        raise CheckpointFormatError(
+            f"{str(file)!r} holds a {type(loaded).__name__}, not a dict of tensors; it is not a model checkpoint."
+        )
+    tensors = {key: value for key, value in loaded.items() if isinstance(key, str) and isinstance(value, torch.Tensor)}
+    skipped = [key for key in loaded if key not in tensors]
+    if not tensors:
+        raise CheckpointFormatError(
+            f"{str(file)!r} holds no tensors (keys: {list(loaded)[:10]!r}); it is not a model checkpoint."
+        )
+    if skipped:
+        # Training bookkeeping (step counters, optimizer names) is expected in .ckpt files; weights are not lost.
+        logger.debug("%s: ignored %d non-tensor entries: %s", file, len(skipped), skipped[:10])
+    return tensors
+
+
+def _unsafe(file: Path, checkpoint_format: str, refused: list[str], torch_reason: str = "") -> UnsafeCheckpointError:
+    if refused:
+        named = [name for name in refused if name != DYNAMIC_GLOBAL] or refused
+        what = f"it imports {', '.join(named)}, which could run arbitrary code"
+    else:
+        what = f"torch's weights-only loader refused it ({torch_reason})"
+    return UnsafeCheckpointError(
+        f"Refusing to load {checkpoint_format} checkpoint {str(file)!r}: {what}. mixkit only loads pickles "
+        "with torch.load(weights_only=True) and never falls back to unsafe loading. Use a .safetensors "
+        "version of this model, or convert the file in a sandbox you trust."
+    )
+
+
+def _core_reason(error: BaseException) -> str:
+    """The informative lines of a torch error, without its advice to pass weights_only=False."""
+    message = str(error)
+    lines = [
+        line.strip() for line in message.splitlines()
+        if line.strip() and "weights_only" not in line and "Please file an issue" not in line
+        and not line.startswith("Check the documentation")
+    ]
+    return " ".join(lines)[:500] or type(error).__name__

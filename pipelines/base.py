@@ -1,0 +1,150 @@
+"""What every SD pipeline shares: loading, the batch loop, LoRA application, seeds and infotext.
+
+A concrete pipeline (text-to-image, image-to-image, inpaint) only says how a batch starts
+(`_start_batch`: latents, timesteps and extra model inputs) and how it ends (`_finish_image`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Any
+
+from mixkit.models.diffusion import DiffusionModel, ModelFamily
+from pipelines.control import GenerationControl, StepCallback, StepProgress
+from pipelines.generation import GenerationResult, ModelSession
+from pipelines.params import GenerationLimits, Txt2ImgParams, per_image
+from pipelines.sampling import SamplingRequest, run_sampler
+from pipelines.seeds import image_generators, image_seeds, resolve_seed
+from pipelines.vae_decode import decode_latents
+
+
+@dataclass
+class BatchStart:
+    """How one batch begins: starting latents and the part of the schedule left to run."""
+
+    latents: Any
+    schedulers: list
+    timesteps: Any = None  # None: the whole schedule
+    steps: int | None = None  # steps this batch runs (img2img: fewer than params.steps)
+    extra_channels: Any = None  # inpainting UNets: [B, 5, h, w] concatenated to the model input
+    post_step: Any = None  # (latents, index) -> latents, e.g. re-imposing the unmasked area
+    unet_extra: Any = None  # (model_input, t, step_cond, step, row_owners) -> UNet kwargs (ControlNet residuals)
+
+
+class DiffusionPipelineBase:
+    params_class = Txt2ImgParams
+
+    def __init__(self, model: DiffusionModel, *, limits: GenerationLimits | None = None,
+                 embeddings_dir: str | os.PathLike | None = None, lora_dir: str | os.PathLike | None = None,
+                 session: ModelSession | None = None) -> None:
+        self.model = model
+        self.limits = limits or GenerationLimits()
+        self.session = session or ModelSession(model, embeddings_dir=embeddings_dir, lora_dir=lora_dir)
+
+    @classmethod
+    def from_pretrained(cls, source: str | os.PathLike, *, dtype=None, device: str | None = None,
+                        vae: str | os.PathLike | None = None, **kwargs: Any):
+        """Load a diffusers folder, a single-file checkpoint or a hub id (see `load_diffusion_model`)."""
+        from mixkit.models.diffusion.loading import load_diffusion_model
+
+        return cls(load_diffusion_model(source, dtype=dtype, device=device, vae=vae), **kwargs)
+
+    @classmethod
+    def from_pipeline(cls, other: "DiffusionPipelineBase"):
+        """Share another pipeline's loaded model and caches (no second copy of the weights)."""
+        return cls(other.model, limits=other.limits, session=other.session)
+
+    # -- hooks for concrete pipelines --------------------------------------------------------
+    def check_inputs(self, params) -> None:
+        raise NotImplementedError
+
+    def _prepare(self, params) -> Any:
+        """Per-call work done once before the first batch (e.g. encoding input images); the
+        returned state is handed to the other hooks, so a pipeline object holds no call state."""
+        return None
+
+    def _start_batch(self, params, state, sampler, generators: list, first_image: int) -> BatchStart:
+        raise NotImplementedError
+
+    def _finish_image(self, params, state, image, index: int):
+        return image
+
+    def _infotext_extras(self, params) -> dict[str, Any]:
+        return {}
+
+    # -- the shared recipe ------------------------------------------------------------------
+    def __call__(self, params=None, *, callback: StepCallback | None = None,
+                 control: GenerationControl | None = None, generator=None, **kwargs: Any) -> GenerationResult:
+        # 1. Check inputs before any work
+        if params is None:
+            params = self.params_class.from_kwargs(**kwargs)
+        elif kwargs:
+            params = replace(params, **kwargs)
+        self.check_inputs(params)
+        control = control or GenerationControl()
+        sampler = self.session.resolve_sampler(params.sampler, params.schedule_type)
+        seeds, generators = self._seeds_and_generators(params, generator)
+        prompts = per_image(params.prompt, params.batch_size)
+        negatives = per_image(params.negative_prompt, params.batch_size)
+        state = self._prepare(params)
+
+        # 2. Apply LoRAs (from params and prompt tags) for this call only
+        result = GenerationResult()
+        with self.session.prepared(prompts, negatives, params.loras, params.clip_skip) as prepared:
+            for batch_index in range(params.batch_count):
+                if control.interrupted:
+                    break
+                first = batch_index * params.batch_size
+                batch_seeds = seeds[first:first + params.batch_size]
+                batch_generators = generators[first:first + params.batch_size]
+                # 3. Prepare latents and conditioning (encodings are cached across batches)
+                start = self._start_batch(params, state, sampler, batch_generators, first)
+                steps = params.steps if start.steps is None else start.steps
+                # Schedules ([a:b:when]) count in params.steps, as the WebUI does even for img2img.
+                plan = prepared.plan(params.steps)
+
+                # 4. Denoise
+                def on_step(done: int, current, batch_index=batch_index) -> bool:
+                    if callback is not None:
+                        callback(StepProgress(done, steps, batch_index, params.batch_count, current, control))
+                    return not (control.interrupted or control.take_skip())
+
+                latents = run_sampler(SamplingRequest(
+                    unet=self.model.unet, schedulers=start.schedulers, latents=start.latents, plan=plan,
+                    combine_cfg=prepared.combine_cfg, cfg_scale=float(params.cfg_scale), generators=batch_generators,
+                    steps=steps, timesteps=start.timesteps,
+                    time_ids=self._time_ids(params, len(batch_seeds)), extra_channels=start.extra_channels,
+                    post_step=start.post_step, unet_extra=start.unet_extra, on_step=on_step,
+                ))
+                # 5. Decode, finish (e.g. paste back) and describe
+                extras = {**self._infotext_extras(params), **prepared.infotext_extras()}
+                for k, image in enumerate(decode_latents(self.model.vae, latents)):
+                    infotext = self.session.infotext(params, sampler, prompt=prompts[k], negative_prompt=negatives[k],
+                                                     seed=batch_seeds[k], extra=extras)
+                    result.add(self._finish_image(params, state, image, first + k), batch_seeds[k], infotext)
+        result.interrupted = control.interrupted
+        return result
+
+    def _seeds_and_generators(self, params, generator):
+        total = params.total_images
+        if generator is None:
+            seeds = image_seeds(resolve_seed(params.seed), total)
+            return seeds, image_generators(seeds)
+        generators = generator if isinstance(generator, list) else [generator] * total
+        if len(generators) != total:
+            raise ValueError(f"Got {len(generators)} generators for {total} images; pass one per image or a single one.")
+        return [g.initial_seed() for g in generators], generators
+
+    def _time_ids(self, params, batch: int):
+        """SDXL micro-conditioning: original size, crop (0, 0), target size, as the WebUI sends it."""
+        if self.model.family is not ModelFamily.SDXL:
+            return None
+        import torch
+
+        row = [params.height, params.width, 0, 0, params.height, params.width]
+        return torch.tensor([row] * batch, dtype=torch.float32)
+
+    def _latent_shape(self, params) -> tuple[int, int, int]:
+        factor = self.model.vae_scale_factor
+        return (self.model.vae.config.latent_channels, params.height // factor, params.width // factor)

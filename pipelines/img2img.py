@@ -1,0 +1,213 @@
+"""Image-to-image and inpainting with the WebUI's semantics.
+
+Denoising strength follows A1111: with 20 steps and strength 0.75 the sampler runs the last 16
+steps of a 20-step schedule (`int(strength * steps) + 1`), or exactly 20 steps of a longer
+schedule with `exact_steps`. Strength 0 is a VAE round trip; strength 1 starts from pure noise,
+ignoring the input. A `mask` turns the call into inpainting (white = repaint): the unmasked area
+is re-imposed after every step and pasted back in pixel space at the end, so unmasked pixels are
+returned unchanged. Dedicated inpainting checkpoints (9-channel UNets) get the mask and the masked
+image as extra input channels.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipelines.base import BatchStart, DiffusionPipelineBase
+from pipelines.image_prep import check_resize_mode, resize_image, to_model_pixels
+from pipelines.inpaint_mask import (
+    CropRegion, blur_mask, check_masked_content, expand_crop_region, fill_masked_area, latent_mask, mask_bbox,
+    paste_back, prepare_mask,
+)
+from pipelines.params import Txt2ImgParams, check_txt2img_params
+from pipelines.seeds import initial_noise
+from pipelines.vae_decode import encode_images
+
+
+@dataclass
+class Img2ImgParams(Txt2ImgParams):
+    """Text-to-image parameters plus the input image(s) and A1111's img2img/inpaint options."""
+
+    init_images: list = field(default_factory=list)  # PIL images: one for the whole batch, or one per image
+    denoising_strength: float = 0.75
+    resize_mode: str = "just resize"
+    exact_steps: bool = False
+    mask: Any = None  # PIL image, white = repaint
+    mask_blur: int = 4
+    inpainting_mask_invert: bool = False  # "inpaint not masked"
+    inpainting_fill: str = "original"  # original | fill | latent noise | latent nothing
+    inpaint_full_res: bool = False  # "only masked": work on the mask's region at full resolution
+    inpaint_full_res_padding: int = 32
+
+
+def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
+    from PIL import Image
+
+    check_txt2img_params(params, limits, multiple)
+    strength = params.denoising_strength
+    if isinstance(strength, bool) or not isinstance(strength, (int, float)) or not math.isfinite(strength) \
+            or not 0 <= strength <= 1:
+        raise ValueError(f"denoising_strength must be a number in [0, 1], got {strength!r}.")
+    images = params.init_images
+    if not isinstance(images, list) or not images:
+        raise ValueError("init_images must be a non-empty list of PIL images.")
+    if len(images) not in (1, params.batch_size):
+        raise ValueError(f"Got {len(images)} init images for batch_size {params.batch_size}; give one, or one per image.")
+    for index, image in enumerate(images):
+        if not isinstance(image, Image.Image):
+            raise TypeError(f"init_images[{index}] must be a PIL image, got {type(image).__name__}.")
+        if image.width * image.height > limits.max_pixels * 4:
+            raise ValueError(f"init_images[{index}] is {image.width}x{image.height}, too large to process; downscale it first.")
+    check_resize_mode(params.resize_mode)
+    check_masked_content(params.inpainting_fill)
+    if params.mask is not None and not isinstance(params.mask, Image.Image):
+        raise TypeError(f"mask must be a PIL image or None, got {type(params.mask).__name__}.")
+    for name, value, high in (("mask_blur", params.mask_blur, 64), ("inpaint_full_res_padding", params.inpaint_full_res_padding, 512)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
+            raise ValueError(f"{name} must be an integer in [0, {high}], got {value!r}.")
+
+
+def img2img_steps(steps: int, strength: float, exact_steps: bool) -> tuple[int, int]:
+    """(schedule length, steps actually run), as A1111's `setup_img2img_steps`."""
+    if strength == 0:
+        return steps, 0
+    capped = min(strength, 0.999)
+    if exact_steps:
+        return int(steps / capped), steps
+    return steps, int(capped * steps) + 1
+
+
+@dataclass
+class _Inputs:
+    """Per-call preprocessed inputs, one entry per distinct init image."""
+
+    originals: list  # what the result is pasted onto (resized image, or the full original for 'only masked')
+    init_latents: Any  # [N, C, h, w]
+    overlay_masks: list | None = None  # blurred masks for pixel-space paste-back
+    latent_mask: Any = None  # [N, 1, h, w], 1 = repaint
+    masked_image_latents: Any = None  # 9-channel UNets only
+    crop: CropRegion | None = None
+
+
+class ImageToImage(DiffusionPipelineBase):
+    """img2img, and inpainting when `mask` is given; shares loading and caching with TextToImage."""
+
+    params_class = Img2ImgParams
+
+    def check_inputs(self, params: Img2ImgParams) -> None:
+        check_img2img_params(params, self.limits, self.model.vae_scale_factor)
+
+    def _prepare(self, params: Img2ImgParams) -> _Inputs:
+        images = [image.convert("RGB") for image in params.init_images]
+        if params.mask is None:
+            resized = [resize_image(image, params.width, params.height, params.resize_mode) for image in images]
+            return _Inputs(originals=resized, init_latents=self._encode(resized))
+        return self._prepare_inpaint(params, images)
+
+    def _prepare_inpaint(self, params: Img2ImgParams, images: list) -> _Inputs:
+        size = images[0].size
+        if any(image.size != size for image in images):
+            raise ValueError("All init images must have the same size when a mask is given.")
+        mask = prepare_mask(params.mask, size, invert=params.inpainting_mask_invert)
+        overlay = blur_mask(mask, params.mask_blur)
+        crop = None
+        bbox = mask_bbox(mask)
+        if params.inpaint_full_res and bbox is not None:
+            crop = expand_crop_region(bbox, params.inpaint_full_res_padding, params.width, params.height, *size)
+            box = (crop.left, crop.top, crop.right, crop.bottom)
+            work_images = [image.crop(box).resize((params.width, params.height)) for image in images]
+            work_mask = mask.crop(box).resize((params.width, params.height))
+            originals, overlays = images, [overlay] * len(images)
+        else:
+            work_images = [resize_image(image, params.width, params.height, params.resize_mode) for image in images]
+            work_mask = resize_image(mask, params.width, params.height, params.resize_mode)
+            originals = work_images
+            overlays = [resize_image(overlay, params.width, params.height, params.resize_mode)] * len(images)
+        if params.inpainting_fill == "fill":
+            work_images = [fill_masked_area(image, work_mask) for image in work_images]
+        shape = self._latent_shape(params)
+        inputs = _Inputs(originals=originals, init_latents=self._encode(work_images), overlay_masks=overlays,
+                         latent_mask=latent_mask(work_mask, (shape[2], shape[1])), crop=crop)
+        if self.model.unet.config.in_channels == 9:
+            from PIL import Image
+
+            keep = work_mask.point(lambda v: 0 if v >= 128 else 255)
+            black = Image.new("RGB", work_mask.size)
+            masked = [Image.composite(image, black, keep) for image in work_images]
+            inputs.masked_image_latents = self._encode(masked)
+        return inputs
+
+    def _encode(self, images: list):
+        return encode_images(self.model.vae, to_model_pixels(images)).to(self.model.device)
+
+    def _start_batch(self, params: Img2ImgParams, inputs: _Inputs, sampler, generators: list, first_image: int) -> BatchStart:
+        import torch
+
+        count = len(generators)
+        pick = [(first_image + k) % len(inputs.originals) for k in range(count)]
+        init = inputs.init_latents[pick]
+        noise = initial_noise(generators, self._latent_shape(params)).to(self.model.device)
+        total, run = img2img_steps(params.steps, float(params.denoising_strength), params.exact_steps)
+        schedulers = sampler.make_schedulers(count, total, self.model.device)
+        order = schedulers[0].order
+        begin = (total - run) * order
+        timesteps = schedulers[0].timesteps[begin:] if run else schedulers[0].timesteps[:0]
+        for scheduler in schedulers:
+            if hasattr(scheduler, "set_begin_index"):
+                scheduler.set_begin_index(begin)
+        mask = None if inputs.latent_mask is None else inputs.latent_mask.to(init)
+        if mask is not None and params.inpainting_fill == "latent noise":
+            init = init * (1 - mask) + noise * mask
+        elif mask is not None and params.inpainting_fill == "latent nothing":
+            init = init * (1 - mask)
+        if run == 0:
+            latents = init
+        elif params.denoising_strength >= 1:
+            latents = noise * schedulers[0].init_noise_sigma
+        else:
+            latents = schedulers[0].add_noise(init, noise, timesteps[:1].repeat(count))
+        start = BatchStart(latents=latents, schedulers=schedulers, timesteps=timesteps, steps=run)
+        if mask is not None:
+            start.post_step = _keep_unmasked(schedulers, init, noise, mask, timesteps)
+            if inputs.masked_image_latents is not None:
+                channels = torch.cat([mask.expand(count, -1, -1, -1), inputs.masked_image_latents[pick]], dim=1)
+                start.extra_channels = channels
+        return start
+
+    def _finish_image(self, params: Img2ImgParams, inputs: _Inputs, image, index: int):
+        if inputs.overlay_masks is None:
+            return image
+        which = index % len(inputs.originals)
+        original, overlay = inputs.originals[which], inputs.overlay_masks[which]
+        if inputs.crop is None:
+            return paste_back(image, original, overlay)
+        placed = original.copy()
+        placed.paste(image.resize(inputs.crop.size), (inputs.crop.left, inputs.crop.top))
+        return paste_back(placed, original, overlay)
+
+    def _infotext_extras(self, params: Img2ImgParams) -> dict[str, Any]:
+        extras: dict[str, Any] = {"Denoising strength": params.denoising_strength}
+        if params.mask is not None:
+            extras["Mask blur"] = params.mask_blur
+            if params.inpainting_mask_invert:
+                extras["Mask mode"] = "Inpaint not masked"
+            extras["Masked content"] = params.inpainting_fill
+            if params.inpaint_full_res:
+                extras["Inpaint area"] = "Only masked"
+                extras["Masked area padding"] = params.inpaint_full_res_padding
+        return extras
+
+
+def _keep_unmasked(schedulers, init, noise, mask, timesteps):
+    """After each step, put back the original latents (noised to the next step's level) outside the mask."""
+
+    def post_step(latents, index: int):
+        if index + 1 < len(timesteps):
+            keep = schedulers[0].add_noise(init, noise, timesteps[index + 1:index + 2].repeat(init.shape[0]))
+        else:
+            keep = init
+        return keep * (1 - mask) + latents * mask
+
+    return post_step

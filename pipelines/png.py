@@ -1,0 +1,127 @@
+"""Saving generated images as PNG files that carry their A1111 infotext.
+
+Writes are atomic (a temporary file in the target folder, then `os.replace`) so an interrupted
+run or a full disk never leaves a truncated PNG that image browsers would choke on.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from pathlib import Path
+
+from PIL import Image, PngImagePlugin
+
+INFOTEXT_KEY = "parameters"  # the PNG text keyword A1111 (and Civitai, ComfyUI readers) use
+COUNTER_PATTERN = re.compile(r"^(\d+)(?:-|$)")  # matched against the name without extension
+COUNTER_DIGITS = 5
+
+
+def infotext_png_info(infotext: str) -> PngImagePlugin.PngInfo:
+    """PNG text chunks for an infotext: `tEXt` when Latin-1 can hold it, `iTXt` (UTF-8) otherwise.
+
+    This is the choice A1111 gets from Pillow's `PngInfo.add_text(key, value)`: the PNG spec
+    makes `tEXt` Latin-1 only, so Japanese or emoji prompts need the UTF-8 `iTXt` chunk.
+    Neither is compressed, as in A1111, so plain-text tools can still find the prompt.
+    """
+    info = PngImagePlugin.PngInfo()
+    try:
+        infotext.encode("latin-1")
+    except UnicodeEncodeError:
+        info.add_itxt(INFOTEXT_KEY, infotext, zip=False)
+    else:
+        info.add_text(INFOTEXT_KEY, infotext, zip=False)
+    return info
+
+
+def check_save_png_inputs(image: object, path: Path, infotext: object) -> None:
+    """Validate `save_png` arguments; raise TypeError/ValueError naming the bad value."""
+    if not isinstance(image, Image.Image):
+        raise TypeError(f"image must be a PIL.Image.Image, got {type(image).__name__}")
+    if infotext is not None and not isinstance(infotext, str):
+        raise TypeError(f"infotext must be a str or None, got {type(infotext).__name__}")
+    if path.suffix.lower() != ".png":
+        raise ValueError(f"PNG output path must end in .png, got {str(path)!r}")
+    if path.exists() and path.is_dir():
+        raise ValueError(f"PNG output path {str(path)!r} is a folder; give a file name such as 00000-1234.png")
+
+
+def prepare_output_folder(folder: Path) -> None:
+    """Create the output folder if needed, turning OS errors into one clear message that names it."""
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"Output folder {str(folder)!r} exists and is not a folder; choose another output folder.")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as error:
+        raise NotADirectoryError(
+            f"Cannot create output folder {str(folder)!r}: a part of its path is a file ({error.strerror}). "
+            "Choose another output folder."
+        ) from error
+    except PermissionError as error:
+        raise PermissionError(f"Cannot create output folder {str(folder)!r}: permission denied. Choose a writable folder.") from error
+
+
+def save_png(image: Image.Image, path: str | os.PathLike, infotext: str | None) -> Path:
+    """Save `image` as PNG at `path` with `infotext` in the `parameters` text chunk; returns the path.
+
+    The parent folder is created if missing (as A1111 does). An existing file at `path` is
+    replaced. On any failure nothing is left behind: neither a partial PNG nor the temporary file.
+    """
+    path = Path(path)
+    check_save_png_inputs(image, path, infotext)
+    folder = path.parent
+    prepare_output_folder(folder)
+    png_info = infotext_png_info(infotext) if infotext is not None else None
+    handle, temp_path = open_temporary_file(folder, path.stem)
+    try:
+        with handle:
+            image.save(handle, format="PNG", pnginfo=png_info)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp_path, path)
+    except BaseException:
+        temp_path.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def open_temporary_file(folder: Path, stem: str):
+    """Create a new hidden temporary file in `folder`; returns (binary file object, its path).
+
+    Unlike `tempfile`, the file gets the usual permissions (0666 minus the umask): the finished PNG
+    is this very file, and image browsers or web servers running as other users must read it.
+    """
+    for _ in range(100):
+        temp_path = folder / f".{stem}.{secrets.token_hex(4)}.tmp"
+        try:
+            descriptor = os.open(temp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+        except FileExistsError:
+            continue
+        except PermissionError as error:
+            raise PermissionError(f"Output folder {str(folder)!r} is not writable; choose a writable folder.") from error
+        return os.fdopen(descriptor, "wb"), temp_path
+    raise FileExistsError(f"Could not create a temporary file in {str(folder)!r}: 100 random names were all taken.")
+
+
+def next_image_path(folder: str | os.PathLike, seed: int) -> Path:
+    """The next free A1111-style file name in `folder`: `00000-1234.png`, `00001-1234.png`, ...
+
+    The counter is one more than the highest counter any file in the folder starts with (A1111's
+    `get_next_sequence_number`), so numbering continues across runs and other file types. Names
+    carry no prompt text, so a prompt can never produce an unsafe or overlong file name.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}: {seed!r}")
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0 for a file name, got {seed}; resolve a random seed (-1) before saving")
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"Output folder {str(folder)!r} exists and is not a folder; choose another output folder.")
+    highest = -1
+    if folder.is_dir():
+        for name in os.listdir(folder):
+            match = COUNTER_PATTERN.match(os.path.splitext(name)[0])
+            if match is not None:
+                highest = max(highest, int(match.group(1)))
+    return folder / f"{highest + 1:0{COUNTER_DIGITS}d}-{seed}.png"

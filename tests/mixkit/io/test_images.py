@@ -1,0 +1,115 @@
+"""Image normalisation and refusal of bad files."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from mixkit.io.images import ImageTooLargeError, InvalidImageError, load_image, load_images
+
+
+def png_header_only(path, width: int, height: int) -> None:
+    """A PNG that declares width x height but carries one empty data chunk: a bomb's header."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b""))
+
+
+def test_not_an_image_names_the_file(tmp_path):
+    path = tmp_path / "notes.png"
+    path.write_text("hello")
+    with pytest.raises(InvalidImageError, match="notes.png"):
+        load_image(path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.jpg"):
+        load_image(tmp_path / "nope.jpg")
+
+
+def test_truncated_jpeg_is_refused(tmp_path):
+    path = tmp_path / "cut.jpg"
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8)).save(path, quality=95)
+    path.write_bytes(path.read_bytes()[:600])
+    with pytest.raises(InvalidImageError, match="truncated"):
+        load_image(path)
+
+
+def test_cmyk_jpeg_becomes_rgb(tmp_path):
+    path = tmp_path / "cmyk.jpg"
+    Image.new("CMYK", (8, 8), (0, 255, 255, 0)).save(path)  # pure red in CMYK
+    image = load_image(path)
+    assert image.mode == "RGB"
+    red, green, blue = image.getpixel((4, 4))
+    assert red > 200 and green < 60 and blue < 60
+
+
+def test_16_bit_greyscale_is_scaled_not_clipped(tmp_path):
+    path = tmp_path / "deep.png"
+    Image.fromarray(np.full((4, 4), 32896, dtype=np.uint16)).save(path)  # 32896 = 128 * 257
+    image = load_image(path)
+    assert image.mode == "RGB" and image.getpixel((0, 0)) == (128, 128, 128)
+
+
+def test_rgba_transparency_is_composited_on_white(tmp_path):
+    path = tmp_path / "alpha.png"
+    pixels = np.zeros((2, 2, 4), dtype=np.uint8)
+    pixels[0, 0] = (255, 0, 0, 255)  # opaque red, the rest fully transparent black
+    Image.fromarray(pixels, mode="RGBA").save(path)
+    image = load_image(path)
+    assert image.getpixel((0, 0)) == (255, 0, 0) and image.getpixel((1, 1)) == (255, 255, 255)
+
+
+def test_palette_with_transparency(tmp_path):
+    path = tmp_path / "palette.gif"
+    image = Image.new("P", (2, 1))
+    image.putpalette([0, 0, 255, 0, 255, 0] + [0] * 762)
+    image.putpixel((0, 0), 0)
+    image.putpixel((1, 0), 1)
+    image.save(path, transparency=1)
+    loaded = load_image(path)
+    assert loaded.getpixel((0, 0)) == (0, 0, 255) and loaded.getpixel((1, 0)) == (255, 255, 255)
+
+
+def test_exif_orientation_is_applied(tmp_path):
+    path = tmp_path / "phone.jpg"
+    exif = Image.Exif()
+    exif[0x0112] = 6  # "rotate 90 CW to display"
+    Image.new("RGB", (40, 20), (10, 200, 10)).save(path, exif=exif)
+    assert load_image(path).size == (20, 40)
+
+
+def test_bomb_refused_by_our_cap_before_decoding(tmp_path):
+    path = tmp_path / "bomb.png"
+    png_header_only(path, 9000, 9000)  # 81 Mpx: below Pillow's own bomb limit, above our 64 Mpx
+    with pytest.raises(ImageTooLargeError, match="9000x9000"):
+        load_image(path)
+    with pytest.raises(ImageTooLargeError, match="cap"):
+        load_image(path, max_pixels=100)
+
+
+def test_huge_bomb_also_refused(tmp_path):
+    path = tmp_path / "huge.png"
+    png_header_only(path, 100_000, 100_000)
+    with pytest.raises(ImageTooLargeError, match="huge.png"):
+        load_image(path)
+
+
+def test_arrays_bytes_and_batches(tmp_path):
+    array = np.zeros((3, 5, 3), dtype=np.uint8)
+    assert load_image(array).size == (5, 3)
+    path = tmp_path / "a.png"
+    Image.fromarray(array).save(path)
+    assert load_image(path.read_bytes()).size == (5, 3)
+    assert len(load_images([path, str(path), array])) == 3
+    assert len(load_images(path)) == 1
+    with pytest.raises(ValueError, match="no images"):
+        load_images([])
+    with pytest.raises(TypeError, match="int"):
+        load_image(3)
