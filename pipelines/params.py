@@ -95,6 +95,10 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     _check_int("batch_count", params.batch_count, 1, limits.max_batch_count)
     _check_prompts("prompt", params.prompt, params.batch_size, limits)
     _check_prompts("negative_prompt", params.negative_prompt, params.batch_size, limits)
+    from pipelines.infotext import check_infotext_prompts
+
+    for prompt, negative in zip(per_image(params.prompt, params.batch_size), per_image(params.negative_prompt, params.batch_size)):
+        check_infotext_prompts(prompt, negative)  # refuse what the infotext could not record, before any work
     _check_int("steps", params.steps, 1, limits.max_steps)
     check_size(params.width, params.height, size_multiple, limits)
     cfg = params.cfg_scale
