@@ -38,12 +38,16 @@ def load_diffusion_model(source: str | os.PathLike, *, dtype=None, device: str |
     if path.is_file():
         from mixkit.models.diffusion.single_file import load_single_file
 
-        model = load_single_file(path, vae_path=vae, torch_dtype=dtype)
+        model = load_single_file(path, torch_dtype=dtype)
     else:
         model = _load_folder(path, str(source), dtype)
-        if vae is not None:
-            model.vae = load_vae(vae, dtype=dtype)
-            model.extras["vae_name"] = Path(vae).stem if Path(str(vae)).exists() else str(vae)
+    if vae is not None:
+        model.vae = load_vae(vae, dtype=dtype, like=model.vae.config)
+        model.extras["vae_name"] = Path(str(vae)).stem
+        if Path(str(vae)).is_file():
+            from mixkit.io.hashing import a1111_model_hash
+
+            model.extras["vae_hash"] = a1111_model_hash(vae)
     if device is not None:
         move_model(model, device)
     logger.info("Loaded %s from %s", model.description, source)
@@ -55,8 +59,12 @@ def move_model(model: DiffusionModel, device) -> None:
         module.to(device)
 
 
-def load_vae(source: str | os.PathLike, *, dtype=None):
-    """A VAE from a diffusers VAE folder (with or without a `vae/` subfolder) or a single file."""
+def load_vae(source: str | os.PathLike, *, dtype=None, like=None):
+    """A VAE from a diffusers VAE folder (with or without a `vae/` subfolder) or a single file.
+
+    A single file does not record its latent scaling factor (SD 1.x 0.18215, SDXL 0.13025), so
+    `like` (the config of the VAE it replaces) supplies the architecture and scaling.
+    """
     import torch
     from diffusers import AutoencoderKL
 
@@ -65,7 +73,7 @@ def load_vae(source: str | os.PathLike, *, dtype=None):
     if path.is_file():
         from mixkit.models.diffusion.single_file import load_single_file_vae
 
-        return load_single_file_vae(path, torch_dtype=dtype)
+        return load_single_file_vae(path, torch_dtype=dtype, vae_config=dict(like) if like is not None else None)
     subfolder = "vae" if (path / "vae" / "config.json").is_file() else None
     if not (path / (subfolder or "") / "config.json").is_file():
         raise ModelNotFoundError(f"{path} is not a VAE folder: it has no config.json (nor vae/config.json).")

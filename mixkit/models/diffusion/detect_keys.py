@@ -1,0 +1,129 @@
+"""Which model a single-file (LDM/SGM layout) checkpoint holds, decided from its keys and shapes.
+
+Users rename files freely, so like A1111, ComfyUI and diffusers we look at marker keys:
+the text-encoder layout tells the family apart (OpenAI CLIP for SD 1.x, OpenCLIP for SD 2.x,
+both under `conditioner.embedders` for SDXL), and the UNet's first conv tells text-to-image (4
+input channels) from inpainting/instruct variants, which mixkit does not load.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import torch
+
+from mixkit.errors import CheckpointFormatError
+from mixkit.models.diffusion.family import ModelFamily
+
+UNET_IN = "model.diffusion_model.input_blocks.0.0.weight"
+LABEL_EMB = "model.diffusion_model.label_emb.0.0.weight"
+SD1_CLIP = "cond_stage_model.transformer.text_model.embeddings.token_embedding.weight"
+SD2_OPEN_CLIP = "cond_stage_model.model.token_embedding.weight"
+SDXL_CLIP = "conditioner.embedders.0.transformer.text_model.embeddings.token_embedding.weight"
+SDXL_OPEN_CLIP = "conditioner.embedders.1.model.token_embedding.weight"
+SDXL_REFINER_OPEN_CLIP = "conditioner.embedders.0.model.token_embedding.weight"
+
+# ComfyUI's SD 2.x rule: v-prediction fine-tunes move this LayerNorm bias far more than
+# epsilon ones (population std > 0.09). A1111 instead runs the UNet once at t=999 on a constant
+# input; diffusers defaults SD 2.x to v unless `global_step == 875000` (the 512-base release).
+SD2_V_PROBE_KEY = "model.diffusion_model.output_blocks.11.1.transformer_blocks.0.norm1.bias"
+SD2_V_PROBE_THRESHOLD = 0.09
+# Marker tensors some trainers (and ComfyUI's "save checkpoint") add to v-prediction files.
+V_PRED_MARKER = "v_pred"
+# Stability's ModelSpec metadata, written by kohya sd-scripts: "epsilon" or "v".
+MODELSPEC_PREDICTION = "modelspec.prediction_type"
+MODELSPEC_VALUES = {"epsilon": "epsilon", "v": "v_prediction", "v_prediction": "v_prediction"}
+
+# Early SD 1.x files were saved with transformers < 4.x, whose CLIPTextModel had no `text_model.`
+# level; A1111 renames them on load (`checkpoint_dict_replacements_sd1`), and so do we.
+LEGACY_SD1_CLIP_RENAMES = {
+    f"cond_stage_model.transformer.{part}.": f"cond_stage_model.transformer.text_model.{part}."
+    for part in ("embeddings", "encoder", "final_layer_norm")
+}
+
+WHAT_WE_LOOK_FOR = (
+    f"SD 1.x: {UNET_IN!r} + {SD1_CLIP!r}; "
+    f"SD 2.x: {UNET_IN!r} + {SD2_OPEN_CLIP!r}; "
+    f"SDXL base: {UNET_IN!r} + {LABEL_EMB!r} + {SDXL_CLIP!r} + {SDXL_OPEN_CLIP!r}"
+)
+
+
+def _looks_like(keys: Sequence[str]) -> str:
+    """A hint for common wrong files, so the error tells the user what they actually picked."""
+    sample = keys[:2000]
+    if any("lora_" in k or ".lora_down." in k or ".lora_A." in k or "hada_w1" in k for k in sample):
+        return " It looks like a LoRA/LyCORIS file: load it as a LoRA on top of a base model instead."
+    if any(k.startswith(("encoder.", "decoder.")) for k in sample) and not any(k.startswith("model.") for k in sample):
+        return " It looks like a VAE-only file: pass it as vae_path= together with a full checkpoint."
+    if any(k.startswith(("down_blocks.", "unet.", "text_encoder.")) for k in sample):
+        return " It looks like diffusers-format weights: load the diffusers folder instead of a single file."
+    return ""
+
+
+def normalize_legacy_keys(state: dict) -> dict:
+    """The same tensors with pre-`text_model.` SD 1.x CLIP keys renamed to today's layout."""
+    if not any(key.startswith(old) for key in state for old in LEGACY_SD1_CLIP_RENAMES):
+        return state
+    renamed = {}
+    for key, value in state.items():
+        old = next((o for o in LEGACY_SD1_CLIP_RENAMES if key.startswith(o)), None)
+        renamed[LEGACY_SD1_CLIP_RENAMES[old] + key[len(old):] if old else key] = value
+    return renamed
+
+
+def detect_family(shapes: Mapping[str, Sequence[int]], path: str = "<state dict>") -> ModelFamily:
+    """The family of an LDM-layout checkpoint given its key -> shape table; errors name what is missing."""
+    keys = list(shapes)
+    if UNET_IN not in shapes:
+        raise CheckpointFormatError(
+            f"{path} is not a Stable Diffusion single-file checkpoint in the LDM/A1111 layout: key "
+            f"{UNET_IN!r} is missing (found {len(keys)} keys, e.g. {keys[:3]}).{_looks_like(keys)} "
+            f"Looked for: {WHAT_WE_LOOK_FOR}."
+        )
+    in_channels = int(shapes[UNET_IN][1])
+    if in_channels != 4:
+        raise CheckpointFormatError(
+            f"{path}: the UNet takes {in_channels} input channels ({UNET_IN} has shape {list(shapes[UNET_IN])}); "
+            "this is an inpainting/instruct model and only 4-channel text-to-image models are supported."
+        )
+    if SDXL_REFINER_OPEN_CLIP in shapes:
+        raise CheckpointFormatError(f"{path} is an SDXL refiner ({SDXL_REFINER_OPEN_CLIP!r}); only SDXL base is supported.")
+    if SDXL_OPEN_CLIP in shapes and SDXL_CLIP in shapes:
+        if LABEL_EMB not in shapes:
+            raise CheckpointFormatError(f"{path} has SDXL text encoders but no {LABEL_EMB!r}; the UNet is incomplete.")
+        return ModelFamily.SDXL
+    if LABEL_EMB in shapes:
+        raise CheckpointFormatError(
+            f"{path} has a class/ADM embedding ({LABEL_EMB!r}) without SDXL's text encoders "
+            "(an unCLIP or upscaler model?); only SD 1.x, SD 2.x and SDXL base are supported."
+        )
+    if SD2_OPEN_CLIP in shapes:
+        return ModelFamily.SD2
+    if SD1_CLIP in shapes:
+        return ModelFamily.SD1
+    raise CheckpointFormatError(
+        f"{path} has an LDM UNet but no text encoder this loader knows. Looked for: {WHAT_WE_LOOK_FOR}."
+    )
+
+
+def guess_prediction_type(
+    state: Mapping[str, torch.Tensor], family: ModelFamily, metadata: Mapping[str, str] | None = None
+) -> tuple[str, str]:
+    """(prediction_type, reason) for a file whose configs say nothing; pass prediction_type= to override.
+
+    Order: the `v_pred` marker key, ModelSpec metadata, then (SD 2.x only) ComfyUI's statistic.
+    """
+    if V_PRED_MARKER in state:
+        return "v_prediction", f"the file has a {V_PRED_MARKER!r} marker key"
+    declared = MODELSPEC_VALUES.get(str((metadata or {}).get(MODELSPEC_PREDICTION, "")).strip().lower())
+    if declared:
+        return declared, f"safetensors metadata {MODELSPEC_PREDICTION}={metadata[MODELSPEC_PREDICTION]!r}"
+    if family is not ModelFamily.SD2:
+        return "epsilon", f"{family.label} checkpoints are epsilon-prediction unless marked {V_PRED_MARKER!r}"
+    probe = state.get(SD2_V_PROBE_KEY)
+    if probe is None:
+        return "epsilon", f"SD 2.x file without {SD2_V_PROBE_KEY!r} to test; assuming epsilon"
+    spread = float(probe.float().std(unbiased=False))
+    if spread > SD2_V_PROBE_THRESHOLD:
+        return "v_prediction", f"std of {SD2_V_PROBE_KEY} is {spread:.3f} > {SD2_V_PROBE_THRESHOLD} (ComfyUI's SD 2.x rule)"
+    return "epsilon", f"std of {SD2_V_PROBE_KEY} is {spread:.3f} <= {SD2_V_PROBE_THRESHOLD} (ComfyUI's SD 2.x rule)"
