@@ -48,13 +48,15 @@ class ResolvedSampler:
     schedule_type: str
     base_config: dict
 
-    def make_schedulers(self, count: int, steps: int, device) -> list:
-        from pipelines.samplers import make_scheduler
+    def make_schedulers(self, generators: list, steps: int, device) -> list:
+        """One fresh scheduler per image; SDE samplers with Brownian trees get that image's seed."""
+        from pipelines.samplers import make_scheduler, seed_brownian_noise
 
         schedulers = []
-        for _ in range(count):
+        for generator in generators:
             scheduler = make_scheduler(self.name, self.base_config, self.schedule_type)
             scheduler.set_timesteps(steps, device=device)
+            seed_brownian_noise(scheduler, [generator.initial_seed()])
             schedulers.append(scheduler)
         return schedulers
 
@@ -167,6 +169,7 @@ class ModelSession:
             "Size": f"{params.width}x{params.height}",
             "Model hash": model.model_hash,
             "Model": model.name,
+            "VAE hash": model.extras.get("vae_hash"),
             "VAE": model.extras.get("vae_name"),
             "Clip skip": params.clip_skip if params.clip_skip > 1 else None,
         }

@@ -150,7 +150,7 @@ class ImageToImage(DiffusionPipelineBase):
         init = inputs.init_latents[pick]
         noise = initial_noise(generators, self._latent_shape(params)).to(self.model.device)
         total, run = img2img_steps(params.steps, float(params.denoising_strength), params.exact_steps)
-        schedulers = sampler.make_schedulers(count, total, self.model.device)
+        schedulers = sampler.make_schedulers(generators, total, self.model.device)
         order = schedulers[0].order
         begin = (total - run) * order
         timesteps = schedulers[0].timesteps[begin:] if run else schedulers[0].timesteps[:0]

@@ -36,6 +36,8 @@ def run_sampler(request: SamplingRequest):
     """Denoise `request.latents`; returns the final latents (or the current ones when stopped)."""
     import torch
 
+    from pipelines.samplers import extra_step_kwargs
+
     unet, schedulers, latents = request.unet, request.schedulers, request.latents
     timesteps = schedulers[0].timesteps if request.timesteps is None else request.timesteps
     evaluations = len(timesteps)
@@ -64,7 +66,7 @@ def run_sampler(request: SamplingRequest):
             ).sample.float()
             guided = request.combine_cfg(noise_pred, cond, request.cfg_scale)
             latents = torch.cat([
-                s.step(guided[i:i + 1], t, latents[i:i + 1], generator=request.generators[i]).prev_sample
+                s.step(guided[i:i + 1], t, latents[i:i + 1], **extra_step_kwargs(s, request.generators[i])).prev_sample
                 for i, s in enumerate(schedulers)
             ])
             if request.post_step is not None:

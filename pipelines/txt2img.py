@@ -20,6 +20,6 @@ class TextToImage(DiffusionPipelineBase):
         check_txt2img_params(params, self.limits, self.model.vae_scale_factor)
 
     def _start_batch(self, params: Txt2ImgParams, state, sampler, generators: list, first_image: int) -> BatchStart:
-        schedulers = sampler.make_schedulers(len(generators), params.steps, self.model.device)
+        schedulers = sampler.make_schedulers(generators, params.steps, self.model.device)
         noise = initial_noise(generators, self._latent_shape(params)).to(self.model.device)
         return BatchStart(latents=noise * schedulers[0].init_noise_sigma, schedulers=schedulers)

@@ -1,0 +1,207 @@
+"""Hires fix: generate at the base size, upscale, then refine with a second img2img pass.
+
+Parameters and infotext follow A1111's txt2img "Hires. fix": `hr_scale` (or `hr_resize_x/y`),
+`hr_upscaler`, `hr_second_pass_steps` (0 = same as `steps`) and `denoising_strength`. Latent
+upscalers ("Latent", "Latent (nearest)", ...) resize the first pass's latents directly; pixel
+upscalers ("Lanczos", "Nearest", or an `SDx4Upscaler`) decode, upscale the image and re-encode it.
+The second pass uses the same seeds and prompts. The infotext is A1111's: `Size` is the first
+pass size, plus `Denoising strength`, `Hires upscale` (or `Hires resize`), `Hires steps` (when
+set) and `Hires upscaler`, so "send to txt2img" restores the whole recipe.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+from mixkit.registry import Registry
+from pipelines.generation import GenerationResult
+from pipelines.img2img import Img2ImgParams, ImageToImage, _Inputs
+from pipelines.params import Txt2ImgParams, check_size
+from pipelines.txt2img import TextToImage
+from pipelines.upscale import UPSCALERS
+
+MAX_HIRES_SCALE = 8.0
+
+# A1111's latent upscale modes: name -> (torch.nn.functional.interpolate mode, antialias).
+LATENT_UPSCALERS: Registry[tuple[str, bool]] = Registry("latent upscaler")
+for _name, _mode in (("Latent", ("bilinear", False)), ("Latent (antialiased)", ("bilinear", True)),
+                     ("Latent (bicubic)", ("bicubic", False)), ("Latent (bicubic antialiased)", ("bicubic", True)),
+                     ("Latent (nearest)", ("nearest", False)), ("Latent (nearest-exact)", ("nearest-exact", False))):
+    LATENT_UPSCALERS.register(_name, _mode)
+
+
+@dataclass
+class HiresParams(Txt2ImgParams):
+    """Text-to-image parameters plus A1111's hires-fix fields."""
+
+    hr_scale: float = 2.0
+    hr_resize_x: int = 0  # 0 = use hr_scale; one of x/y 0 keeps the aspect ratio
+    hr_resize_y: int = 0
+    hr_upscaler: Any = "Latent"  # a LATENT_UPSCALERS or UPSCALERS name, or an object with .upscale(image, w, h)
+    hr_second_pass_steps: int = 0  # 0 = same as steps
+    denoising_strength: float = 0.7
+
+
+def hires_target_size(params: HiresParams) -> tuple[int, int]:
+    """Final size, as A1111: width/height * hr_scale, or hr_resize_x/y (one of them 0 keeps the aspect ratio)."""
+    x, y = params.hr_resize_x, params.hr_resize_y
+    if x == 0 and y == 0:
+        return int(params.width * params.hr_scale), int(params.height * params.hr_scale)
+    if y == 0:
+        return x, x * params.height // params.width
+    if x == 0:
+        return y * params.width // params.height, y
+    return x, y
+
+
+def upscaler_name(upscaler: Any) -> str:
+    return upscaler if isinstance(upscaler, str) else getattr(upscaler, "name", type(upscaler).__name__)
+
+
+def check_hires_params(params: HiresParams, limits, multiple: int) -> tuple[int, int]:
+    """Validate the hires fields (the txt2img fields are checked by the first pass); return the target size."""
+    scale = params.hr_scale
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) \
+            or not 1 <= scale <= MAX_HIRES_SCALE:
+        raise ValueError(f"hr_scale must be a number in [1, {MAX_HIRES_SCALE}], got {scale!r}.")
+    for name in ("hr_resize_x", "hr_resize_y", "hr_second_pass_steps"):
+        value = getattr(params, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a non-negative integer (0 = automatic), got {value!r}.")
+    if params.hr_second_pass_steps > limits.max_steps:
+        raise ValueError(f"hr_second_pass_steps must be in [0, {limits.max_steps}], got {params.hr_second_pass_steps}.")
+    strength = params.denoising_strength
+    if isinstance(strength, bool) or not isinstance(strength, (int, float)) or not math.isfinite(strength) \
+            or not 0 <= strength <= 1:
+        raise ValueError(f"denoising_strength must be a number in [0, 1], got {strength!r}.")
+    upscaler = params.hr_upscaler
+    if isinstance(upscaler, str):
+        if upscaler not in LATENT_UPSCALERS and upscaler not in UPSCALERS:
+            valid = LATENT_UPSCALERS.names() + UPSCALERS.names()
+            raise ValueError(f"Unknown hr_upscaler {upscaler!r}; valid ones: {', '.join(valid)} (or an SDx4Upscaler).")
+    elif not hasattr(upscaler, "upscale"):
+        raise TypeError(f"hr_upscaler must be an upscaler name or an object with .upscale(image, width, height), "
+                        f"got {type(upscaler).__name__}.")
+    width, height = hires_target_size(params)
+    try:
+        check_size(width, height, multiple, limits)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"The hires-fix target size {width}x{height} is not usable: {error}") from None
+    return width, height
+
+
+def hires_infotext(params: HiresParams) -> dict[str, Any]:
+    extras: dict[str, Any] = {"Denoising strength": params.denoising_strength}
+    if params.hr_resize_x or params.hr_resize_y:
+        extras["Hires resize"] = f"{params.hr_resize_x}x{params.hr_resize_y}"
+    else:
+        extras["Hires upscale"] = params.hr_scale
+    extras["Hires steps"] = params.hr_second_pass_steps or None
+    extras["Hires upscaler"] = upscaler_name(params.hr_upscaler)
+    return extras
+
+
+class _FirstPass(TextToImage):
+    """Text-to-image that also keeps each image's final latents (for latent upscaling) and writes the hires infotext."""
+
+    def _prepare(self, params) -> dict:
+        return {"latents": {}}
+
+    def _start_batch(self, params, state: dict, sampler, generators: list, first_image: int):
+        start = super()._start_batch(params, state, sampler, generators, first_image)
+        state["first"] = first_image
+
+        def keep_latents(latents, index: int):
+            state["current"] = latents
+            return latents
+
+        start.post_step = keep_latents
+        return start
+
+    def _finish_image(self, params, state: dict, image, index: int):
+        state["latents"][index] = state["current"][index - state["first"]]
+        return image
+
+    def _infotext_extras(self, params) -> dict[str, Any]:
+        return {**super()._infotext_extras(params), **hires_infotext(params)}
+
+
+class _LatentSecondPass(ImageToImage):
+    """img2img starting from given latents instead of encoding the init images."""
+
+    def __init__(self, *args, init_latents=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.init_latents = init_latents
+
+    def _prepare(self, params: Img2ImgParams) -> _Inputs:
+        return _Inputs(originals=list(params.init_images), init_latents=self.init_latents.to(self.model.device))
+
+
+class HiresFix:
+    """Two-pass text-to-image (A1111's "Hires. fix") sharing one loaded model with a TextToImage."""
+
+    params_class = HiresParams
+
+    def __init__(self, pipe: TextToImage) -> None:
+        self.pipe = pipe
+        self.model = pipe.model
+        self.limits = pipe.limits
+
+    def check_inputs(self, params: HiresParams) -> tuple[int, int]:
+        _FirstPass.from_pipeline(self.pipe).check_inputs(params)
+        return check_hires_params(params, self.limits, self.model.vae_scale_factor)
+
+    def __call__(self, params: HiresParams | None = None, *, callback=None, control=None, **kwargs: Any) -> GenerationResult:
+        # 1. Check every input before the first pass starts
+        from dataclasses import replace
+
+        params = HiresParams.from_kwargs(**kwargs) if params is None else replace(params, **kwargs)
+        width, height = self.check_inputs(params)
+        # 2. First pass at the base size
+        first_pass = _FirstPass.from_pipeline(self.pipe)
+        state_holder: dict = {}
+        original_prepare = first_pass._prepare
+        first_pass._prepare = lambda p: state_holder.setdefault("state", original_prepare(p))
+        first = first_pass(params, callback=callback, control=control)
+        if first.interrupted or not first.images:
+            return first
+        latents = state_holder["state"]["latents"]
+        # 3. Upscale and refine, one first-pass batch at a time (same seeds, same prompts)
+        result = GenerationResult(interrupted=False)
+        size = params.batch_size
+        for start in range(0, len(first.images), size):
+            batch = list(range(start, min(start + size, len(first.images))))
+            second = self._second_pass(params, width, height, [first.images[i] for i in batch],
+                                       [latents[i] for i in batch], first.seeds[start], callback, control)
+            for k, image in zip(batch, second.images):
+                result.add(image, first.seeds[k], first.infotexts[k])
+            if second.interrupted:
+                result.interrupted = True
+                break
+        return result
+
+    def _second_pass(self, params: HiresParams, width: int, height: int, images: list, latents: list, seed: int,
+                     callback, control) -> GenerationResult:
+        import torch
+
+        base = {f.name: getattr(params, f.name) for f in fields(Txt2ImgParams)}
+        base.update(width=width, height=height, seed=seed, batch_size=len(images), batch_count=1,
+                    steps=params.hr_second_pass_steps or params.steps)
+        upscaler = params.hr_upscaler
+        if isinstance(upscaler, str) and upscaler in LATENT_UPSCALERS:
+            mode, antialias = LATENT_UPSCALERS.get(upscaler)
+            factor = self.model.vae_scale_factor
+            upscaled = torch.nn.functional.interpolate(
+                torch.stack(latents), size=(height // factor, width // factor), mode=mode, antialias=antialias)
+            second = _LatentSecondPass.from_pipeline(self.pipe)
+            second.init_latents = upscaled
+            init_images = [image.resize((width, height)) for image in images]
+        else:
+            from pipelines.upscale import upscale_image
+
+            second = ImageToImage.from_pipeline(self.pipe)
+            init_images = [upscale_image(image, width=width, height=height, upscaler=upscaler) for image in images]
+        return second(Img2ImgParams(**base, init_images=init_images, denoising_strength=params.denoising_strength),
+                      callback=callback, control=control)

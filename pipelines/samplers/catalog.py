@@ -1,0 +1,149 @@
+"""The samplers of AUTOMATIC1111 WebUI v1.10, by their WebUI names, as diffusers recipes.
+
+Defaults follow A1111's `modules/sd_samplers_kdiffusion.py`: a sampler's `options["scheduler"]`
+is what "Automatic" means for it (DPM++ 2M, DPM++ SDE, DPM2, DPM2 a -> Karras; DPM++ 2M SDE ->
+Exponential); samplers without that option use the model's own (uniform) timesteps. DDIM, PLMS
+and UniPC come from A1111's timestep samplers and LCM from its own module; A1111 ignores schedule
+types for the former, and diffusers' LCMScheduler has none, so they only offer "Automatic".
+
+"DPM++ 2S a" uses mixkit's own scheduler (dpmpp_2s_ancestral.py): diffusers'
+DPMSolverSinglestepScheduler is not ancestral (adds no noise).
+
+Left out on purpose (not reproducible with diffusers schedulers):
+- "DPM++ 3M SDE": diffusers' third-order "sde-dpmsolver++" update weights the second difference
+  by (..) - 0.5 where k-diffusion's `sample_dpmpp_3m_sde` uses (..) + 0.5.
+- "DPM fast", "DPM adaptive", "Restart", "DDIM CFG++", "Heun PP2": no diffusers counterpart.
+"""
+
+from __future__ import annotations
+
+from mixkit.registry import Registry
+
+from pipelines.samplers.spec import SamplerSpec
+
+SAMPLERS: Registry[SamplerSpec] = Registry("sampler")
+
+_K_SCHEDULES = ("Automatic", "Uniform", "Karras", "Exponential", "SGM Uniform")
+# diffusers' multistep DPM-Solver never ends its uniform spacings on t=0 (see schedule_types.py).
+_MULTISTEP_SCHEDULES = ("Automatic", "Karras", "Exponential", "SGM Uniform")
+
+_DPMPP_MULTISTEP = {
+    "solver_order": 2,
+    "solver_type": "midpoint",
+    # k-diffusion drops to first order only on the first step and on the step to sigma=0;
+    # diffusers' `lower_order_final` would also lower the second-to-last step below 15 steps.
+    "lower_order_final": False,
+    "euler_at_final": False,
+    "final_sigmas_type": "zero",
+    "thresholding": False,
+}
+
+_DISCARD_NOTE = (
+    "A1111 computes this sampler's schedule for steps+1 and drops the next-to-last sigma; "
+    "diffusers uses the plain steps schedule."
+)
+
+
+def _register(spec: SamplerSpec) -> None:
+    SAMPLERS.register(spec.name, spec)
+
+
+_register(SamplerSpec(
+    "DPM++ 2M", "DPMSolverMultistepScheduler", aliases=("k_dpmpp_2m",),
+    config_overrides={"algorithm_type": "dpmsolver++", **_DPMPP_MULTISTEP},
+    schedule_types=_MULTISTEP_SCHEDULES, default_schedule="Karras",
+    notes="diffusers rounds the model timesteps of Karras/Exponential sigmas to integers.",
+))
+_register(SamplerSpec(
+    "DPM++ SDE", "DPMSolverSDEScheduler", aliases=("k_dpmpp_sde",),
+    schedule_types=_K_SCHEDULES, default_schedule="Karras",
+    stochastic=True, second_order=True, noise_source="brownian_seeds", requires=("torchsde",),
+))
+_register(SamplerSpec(
+    "DPM++ 2M SDE", "DPMSolverMultistepScheduler", aliases=("k_dpmpp_2m_sde",),
+    config_overrides={"algorithm_type": "sde-dpmsolver++", **_DPMPP_MULTISTEP},
+    schedule_types=_MULTISTEP_SCHEDULES, default_schedule="Exponential",
+    stochastic=True, noise_source="generator",
+    notes="A1111 draws this sampler's noise from a Brownian tree; diffusers uses Gaussian noise per step.",
+))
+_register(SamplerSpec(
+    "DPM++ 2M SDE Heun", "DPMSolverMultistepScheduler", aliases=("k_dpmpp_2m_sde_heun",),
+    config_overrides={"algorithm_type": "sde-dpmsolver++", **_DPMPP_MULTISTEP, "solver_type": "heun"},
+    schedule_types=_MULTISTEP_SCHEDULES, default_schedule="Exponential",
+    stochastic=True, noise_source="generator",
+    notes="A1111 draws this sampler's noise from a Brownian tree; diffusers uses Gaussian noise per step.",
+))
+_register(SamplerSpec(
+    "DPM++ 2S a", "DPMSolverPlusPlus2SAncestralScheduler", aliases=("k_dpmpp_2s_a",),
+    schedule_types=_K_SCHEDULES, default_schedule="Karras",
+    stochastic=True, ancestral=True, second_order=True, noise_source="generator",
+))
+_register(SamplerSpec(
+    "Euler a", "EulerAncestralDiscreteScheduler", aliases=("k_euler_a", "k_euler_ancestral"),
+    # diffusers' ancestral Euler has no Karras/Exponential switch.
+    schedule_types=("Automatic", "Uniform", "SGM Uniform"), default_schedule="Uniform",
+    stochastic=True, ancestral=True, noise_source="generator",
+))
+_register(SamplerSpec(
+    "Euler", "EulerDiscreteScheduler", aliases=("k_euler",),
+    config_overrides={"interpolation_type": "linear", "timestep_type": "discrete", "final_sigmas_type": "zero"},
+    schedule_types=_K_SCHEDULES, default_schedule="Uniform",
+))
+_register(SamplerSpec(
+    "LMS", "LMSDiscreteScheduler", aliases=("k_lms",),
+    schedule_types=_K_SCHEDULES, default_schedule="Uniform", requires=("scipy",),
+))
+_register(SamplerSpec(
+    "Heun", "HeunDiscreteScheduler", aliases=("k_heun",), config_overrides={"clip_sample": False},
+    schedule_types=_K_SCHEDULES, default_schedule="Uniform", second_order=True,
+))
+_register(SamplerSpec(
+    "DPM2", "KDPM2DiscreteScheduler", aliases=("k_dpm_2",),
+    schedule_types=_K_SCHEDULES, default_schedule="Karras", second_order=True, notes=_DISCARD_NOTE,
+))
+_register(SamplerSpec(
+    "DPM2 a", "KDPM2AncestralDiscreteScheduler", aliases=("k_dpm_2_a",),
+    schedule_types=_K_SCHEDULES, default_schedule="Karras",
+    stochastic=True, ancestral=True, second_order=True, noise_source="generator", notes=_DISCARD_NOTE,
+))
+_register(SamplerSpec(
+    "DDIM", "DDIMScheduler", aliases=("ddim",),
+    # A1111: timesteps range(0, 1000, 1000 // steps) + 1, alphas_prev of the last step is
+    # alphas_cumprod[0], no clipping, eta 0 by default (diffusers' step(eta=0.0)).
+    config_overrides={
+        "timestep_spacing": "leading", "steps_offset": 1, "set_alpha_to_one": False,
+        "clip_sample": False, "thresholding": False,
+    },
+    notes="A1111 runs len(range(0, 1000, 1000 // steps)) steps, one more when 1000 % steps is large.",
+))
+_register(SamplerSpec(
+    "PLMS", "PNDMScheduler", aliases=("plms",),
+    config_overrides={"skip_prk_steps": True, "timestep_spacing": "leading", "steps_offset": 1, "set_alpha_to_one": False},
+))
+_register(SamplerSpec(
+    "UniPC", "UniPCMultistepScheduler", aliases=("unipc",),
+    # A1111 defaults: variant bh1, order 3, lower_order_final, skip type time_uniform (t 999 -> 0)
+    # ending *at* t=0, i.e. sigma_min, not sigma 0 (bh1 stepping to sigma 0 also gives NaN).
+    config_overrides={
+        "solver_type": "bh1", "solver_order": 3, "predict_x0": True, "lower_order_final": True,
+        "timestep_spacing": "linspace", "final_sigmas_type": "sigma_min", "thresholding": False,
+    },
+    notes="diffusers rounds UniPC's time-uniform timesteps to integers.",
+))
+_register(SamplerSpec(
+    "LCM", "LCMScheduler", aliases=("k_lcm",),
+    config_overrides={"timestep_spacing": "leading", "original_inference_steps": 50, "clip_sample": False, "thresholding": False},
+    stochastic=True, noise_source="generator",
+))
+
+_ALIASES = {alias.casefold(): name for name, spec in SAMPLERS.items() for alias in spec.aliases}
+
+
+def find_sampler(name: str) -> SamplerSpec | None:
+    """The sampler called `name` (WebUI name or alias, any case), or None."""
+    if not isinstance(name, str):
+        return None
+    if name in SAMPLERS or name.casefold() in {n.casefold() for n in SAMPLERS}:
+        return SAMPLERS.get(name)
+    canonical = _ALIASES.get(name.casefold())
+    return SAMPLERS.get(canonical) if canonical else None

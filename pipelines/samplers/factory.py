@@ -1,0 +1,159 @@
+"""Build a configured diffusers scheduler from an A1111 sampler name and a model's config."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+from typing import Any, Mapping
+
+import diffusers
+
+from mixkit.errors import UnknownNameError
+from pipelines.samplers.catalog import SAMPLERS, find_sampler
+from pipelines.samplers.dpmpp_2s_ancestral import DPMSolverPlusPlus2SAncestralScheduler
+from pipelines.samplers.schedule_types import (
+    SCHEDULE_TYPES,
+    SIGMA_SCHEDULE_FLAGS,
+    get_schedule_type,
+    schedule_name_variants,
+)
+from pipelines.samplers.spec import SamplerSpec
+
+# Facts about how the *model* was trained; everything else is the sampler's choice. Keeping
+# `prediction_type` is what makes v-prediction (SD 2.x 768) models work with every sampler.
+MODEL_SCHEDULE_KEYS = (
+    "num_train_timesteps",
+    "beta_start",
+    "beta_end",
+    "beta_schedule",
+    "trained_betas",
+    "prediction_type",
+    "rescale_betas_zero_snr",
+)
+
+# Schedulers mixkit adds where diffusers has no faithful counterpart; the rest come from diffusers.
+MIXKIT_SCHEDULERS = {cls.__name__: cls for cls in (DPMSolverPlusPlus2SAncestralScheduler,)}
+
+# Suffixes of old k-diffusion aliases ("k_dpmpp_2m_ka") that named a schedule before A1111 1.9.
+_OLD_ALIAS_SUFFIXES = {"_ka": "Karras", "_exp": "Exponential"}
+
+
+def resolve_sampler(sampler_name: str, schedule_type: str = "Automatic") -> tuple[SamplerSpec, str]:
+    """Resolve a sampler name and schedule type to (spec, concrete schedule type name).
+
+    Accepts pre-1.9 A1111 names such as "DPM++ 2M Karras" or "k_dpmpp_2m_ka", which carry the
+    schedule type in the sampler name, so infotext pasted from older versions keeps working.
+    "Automatic" becomes the sampler's own default (e.g. "Karras" for "DPM++ 2M").
+    """
+    if not isinstance(sampler_name, str):
+        raise TypeError(f"sampler_name must be a string, got {type(sampler_name).__name__} {sampler_name!r}")
+    if not isinstance(schedule_type, str):
+        raise TypeError(f"schedule_type must be a string, got {type(schedule_type).__name__} {schedule_type!r}")
+    requested = get_schedule_type(schedule_type).name
+    spec, implied = _split_sampler_name(sampler_name.strip())
+    if implied is not None and requested not in ("Automatic", implied):
+        raise ValueError(
+            f"Sampler name {sampler_name!r} already implies schedule type {implied!r}, "
+            f"but schedule type {requested!r} was also given; pass {spec.name!r} with the schedule type you want."
+        )
+    chosen = implied or requested
+    if chosen not in spec.schedule_types:
+        raise ValueError(
+            f"Schedule type {chosen!r} does not apply to sampler {spec.name!r}; "
+            f"valid schedule types for it: {', '.join(spec.schedule_types)}."
+        )
+    return spec, spec.default_schedule if chosen == "Automatic" else chosen
+
+
+def _split_sampler_name(name: str) -> tuple[SamplerSpec, str | None]:
+    spec = find_sampler(name)
+    if spec is not None:
+        return spec, None
+    for suffix, schedule in _OLD_ALIAS_SUFFIXES.items():
+        if name.casefold().endswith(suffix) and (spec := find_sampler(name[: -len(suffix)])) is not None:
+            return spec, schedule
+    for schedule_name in SCHEDULE_TYPES.names():
+        for variant in schedule_name_variants(SCHEDULE_TYPES.get(schedule_name)):
+            tail = " " + variant
+            if name.casefold().endswith(tail.casefold()) and (spec := find_sampler(name[: -len(tail)])) is not None:
+                return spec, schedule_name
+    raise UnknownNameError(SAMPLERS.unknown_message(name))
+
+
+def scheduler_config_for(
+    spec: SamplerSpec, schedule_name: str, base_scheduler_config: Mapping[str, Any], accepted: set[str]
+) -> dict[str, Any]:
+    """The config for `spec`'s scheduler class: model facts, then sampler, then schedule choices."""
+    config = {key: base_scheduler_config[key] for key in MODEL_SCHEDULE_KEYS if key in base_scheduler_config}
+    config.update(dict.fromkeys(SIGMA_SCHEDULE_FLAGS, False))
+    config.update(spec.config_overrides)
+    config.update(SCHEDULE_TYPES.get(schedule_name).config_overrides or {})
+    return {key: value for key, value in config.items() if key in accepted}
+
+
+def make_scheduler(
+    sampler_name: str, base_scheduler_config: Mapping[str, Any], schedule_type: str = "Automatic"
+) -> diffusers.SchedulerMixin:
+    """A fresh diffusers scheduler reproducing the A1111 sampler `sampler_name` for this model.
+
+    `base_scheduler_config` is the model's own scheduler config (`pipe.scheduler.config` or the
+    parsed `scheduler/scheduler_config.json`); its betas and `prediction_type` are kept.
+    """
+    if not isinstance(base_scheduler_config, Mapping):
+        raise TypeError(
+            "base_scheduler_config must be a mapping such as pipe.scheduler.config, "
+            f"got {type(base_scheduler_config).__name__}"
+        )
+    spec, schedule_name = resolve_sampler(sampler_name, schedule_type)
+    for package in spec.requires:
+        if importlib.util.find_spec(package) is None:
+            raise ImportError(
+                f"Sampler {spec.name!r} needs the optional package {package!r} "
+                f"(used by diffusers' {spec.scheduler_class_name}); install it with `pip install {package}`."
+            )
+    scheduler_class = scheduler_class_of(spec)
+    accepted = set(inspect.signature(scheduler_class.__init__).parameters) - {"self"}
+    if base_scheduler_config.get("rescale_betas_zero_snr") and "rescale_betas_zero_snr" not in accepted:
+        raise ValueError(
+            f"The model's scheduler config sets rescale_betas_zero_snr=True, which diffusers' "
+            f"{spec.scheduler_class_name} (sampler {spec.name!r}) cannot honour; choose one of: "
+            f"{', '.join(zero_snr_samplers())}."
+        )
+    return scheduler_class(**scheduler_config_for(spec, schedule_name, base_scheduler_config, accepted))
+
+
+def scheduler_class_of(spec: SamplerSpec) -> type:
+    """The scheduler class named by `spec` (mixkit's own first, then diffusers')."""
+    return MIXKIT_SCHEDULERS.get(spec.scheduler_class_name) or getattr(diffusers, spec.scheduler_class_name)
+
+
+def zero_snr_samplers() -> list[str]:
+    """Samplers whose diffusers class supports zero-terminal-SNR rescaled betas."""
+    return [
+        name
+        for name, spec in SAMPLERS.items()
+        if "rescale_betas_zero_snr" in inspect.signature(scheduler_class_of(spec).__init__).parameters
+    ]
+
+
+def list_samplers() -> list[dict[str, Any]]:
+    """Samplers shaped like A1111's `/sdapi/v1/samplers` items: {"name", "aliases", "options"}.
+
+    `options` keeps A1111's keys ("scheduler", "second_order", "brownian_noise", "uses_ensd") and
+    adds mixkit's "schedule_types" and "stochastic".
+    """
+    items = []
+    for name, spec in SAMPLERS.items():
+        options: dict[str, Any] = {}
+        if spec.default_schedule not in ("Automatic", "Uniform"):
+            options["scheduler"] = SCHEDULE_TYPES.get(spec.default_schedule).internal_name
+        if spec.second_order:
+            options["second_order"] = True
+        if spec.noise_source == "brownian_seeds":
+            options["brownian_noise"] = True
+        if spec.ancestral:
+            options["uses_ensd"] = True
+        options["schedule_types"] = list(spec.schedule_types)
+        options["stochastic"] = spec.stochastic
+        items.append({"name": name, "aliases": list(spec.aliases), "options": options})
+    return items

@@ -1,0 +1,74 @@
+"""Typed descriptions of a sampler and of a schedule type, as plain data.
+
+A sampler here is *not* code: it is the recipe "diffusers class X with config Y" that reproduces
+the AUTOMATIC1111 WebUI sampler of the same name. Keeping it as data lets the CLI, the HTTP API
+and the tests enumerate every sampler without instantiating anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, Mapping
+
+NoiseSource = Literal["none", "generator", "brownian_seeds"]
+"""Where a sampler's per-step noise comes from.
+
+- "none": deterministic; the result depends only on the initial latents.
+- "generator": drawn with `diffusers.utils.torch_utils.randn_tensor` inside `scheduler.step`, so
+  passing a list of per-image `torch.Generator`s gives per-image reproducible noise.
+- "brownian_seeds": drawn from a Brownian tree (DPMSolverSDEScheduler) that ignores generators;
+  call `seed_brownian_noise(scheduler, seeds)` with one seed per image instead.
+"""
+
+
+def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True)
+class ScheduleType:
+    """An A1111 "Schedule type" expressed as diffusers scheduler config keys.
+
+    `config_overrides` is None only for "Automatic", which means "the sampler's own default".
+    """
+
+    name: str
+    internal_name: str  # A1111's `Scheduler.name` ("karras"), used in its API `options`
+    aliases: tuple[str, ...] = ()
+    config_overrides: Mapping[str, Any] | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.config_overrides is not None:
+            object.__setattr__(self, "config_overrides", _frozen(self.config_overrides))
+
+
+@dataclass(frozen=True)
+class SamplerSpec:
+    """An A1111 sampler name mapped onto a diffusers scheduler class and its config."""
+
+    name: str
+    scheduler_class_name: str
+    aliases: tuple[str, ...] = ()
+    config_overrides: Mapping[str, Any] = field(default_factory=dict)
+    schedule_types: tuple[str, ...] = ("Automatic",)
+    default_schedule: str = "Automatic"
+    stochastic: bool = False  # the result depends on noise drawn during sampling
+    ancestral: bool = False  # A1111 "uses_ensd": noise is added back after each step
+    second_order: bool = False  # two model evaluations per step (len(timesteps) ~ 2 * steps)
+    noise_source: NoiseSource = "none"
+    requires: tuple[str, ...] = ()  # optional Python packages the diffusers class needs
+    notes: str = ""  # known, measured differences from A1111
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "config_overrides", _frozen(self.config_overrides))
+        if "Automatic" not in self.schedule_types:
+            raise ValueError(f"sampler {self.name!r}: schedule_types must include 'Automatic'")
+        if self.default_schedule not in self.schedule_types:
+            raise ValueError(
+                f"sampler {self.name!r}: default_schedule {self.default_schedule!r} "
+                f"is not one of its schedule_types {self.schedule_types}"
+            )
+        if self.stochastic != (self.noise_source != "none"):
+            raise ValueError(f"sampler {self.name!r}: stochastic must be True exactly when noise_source is not 'none'")

@@ -1,0 +1,215 @@
+"""Image upscaling: plain resamplers and the Stable Diffusion x4 upscaler, tiled for large images.
+
+Every upscale is checked against a pixel budget before it starts, because the output of an x4
+model on a large input is the first thing to exhaust memory. Tiling splits the input into
+overlapping tiles, upscales each, and blends the overlaps with linear ramps so no seam shows;
+for a plain resampler, tiled and untiled results agree up to the resampler's edge handling.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from mixkit.registry import Registry
+
+
+@dataclass(frozen=True)
+class UpscaleLimits:
+    max_pixels: int = 4096 * 4096  # output pixels; ~200 MB as float32 RGB during blending
+    max_scale: float = 8.0
+
+
+def _resampler(method_name: str):
+    def upscale(image, width: int, height: int):
+        from PIL import Image
+
+        return image.resize((width, height), getattr(Image.Resampling, method_name))
+
+    return upscale
+
+
+# Pixel upscalers by the names the WebUI shows: (image, width, height) -> image.
+UPSCALERS: Registry[Callable] = Registry("upscaler")
+UPSCALERS.register("Lanczos", _resampler("LANCZOS"))
+UPSCALERS.register("Nearest", _resampler("NEAREST"))
+UPSCALERS.register("Bicubic", _resampler("BICUBIC"))
+
+
+def target_size(width: int, height: int, scale: Any) -> tuple[int, int]:
+    return round(width * scale), round(height * scale)
+
+
+def check_upscale(width: int, height: int, scale: Any, limits: UpscaleLimits) -> tuple[int, int]:
+    """Validate a scale factor for an image of width x height; return the output size."""
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) \
+            or not 0 < scale <= limits.max_scale:
+        raise ValueError(f"Upscale factor must be a number in (0, {limits.max_scale}], got {scale!r}.")
+    out_w, out_h = target_size(width, height, scale)
+    check_output_size(out_w, out_h, limits)
+    return out_w, out_h
+
+
+def check_output_size(width: int, height: int, limits: UpscaleLimits) -> None:
+    if width < 1 or height < 1:
+        raise ValueError(f"The upscaled size {width}x{height} is empty; use a larger scale.")
+    if width * height > limits.max_pixels:
+        raise ValueError(
+            f"Upscaling to {width}x{height} ({width * height} pixels) is over the budget of {limits.max_pixels} "
+            "pixels (UpscaleLimits.max_pixels); use a smaller scale or raise the limit."
+        )
+
+
+def _tile_starts(length: int, tile: int, overlap: int) -> list[int]:
+    if length <= tile:
+        return [0]
+    stride = tile - overlap
+    starts = list(range(0, length - tile, stride)) + [length - tile]
+    return sorted(set(starts))
+
+
+def _ramp(length: int, before: int, after: int):
+    """Blend weights along one axis: rising over `before` pixels, falling over `after` pixels."""
+    import numpy as np
+
+    weights = np.ones(length, dtype=np.float64)
+    if before:
+        weights[:before] = np.minimum(weights[:before], (np.arange(before) + 0.5) / before)
+    if after:
+        weights[length - after:] = np.minimum(weights[length - after:], (after - np.arange(after) - 0.5) / after)
+    return weights
+
+
+def tiled_upscale(image, width: int, height: int, upscale_tile: Callable, *, tile: int = 512, overlap: int = 32):
+    """Upscale `image` to width x height tile by tile; `upscale_tile(tile_image, w, h)` does one tile.
+
+    Tiles are `tile` input pixels wide and overlap by `overlap`; in the overlaps the outputs are
+    blended with linear weights, so a tile's border pixels (where a resampler or a model sees
+    only half its context) count for little.
+    """
+    import numpy as np
+    from PIL import Image
+
+    if not isinstance(tile, int) or tile < 8:
+        raise ValueError(f"tile must be an integer >= 8 pixels, got {tile!r}.")
+    if not isinstance(overlap, int) or not 0 <= overlap < tile // 2:
+        raise ValueError(f"overlap must be an integer in [0, {tile // 2 - 1}] for tile {tile}, got {overlap!r}.")
+    image = image.convert("RGB")
+    src_w, src_h = image.size
+    sx, sy = width / src_w, height / src_h
+    total = np.zeros((height, width, 3), dtype=np.float64)
+    weight = np.zeros((height, width, 1), dtype=np.float64)
+    xs, ys = _tile_starts(src_w, tile, overlap), _tile_starts(src_h, tile, overlap)
+    for y0 in ys:
+        for x0 in xs:
+            x1, y1 = min(src_w, x0 + tile), min(src_h, y0 + tile)
+            ox0, ox1, oy0, oy1 = round(x0 * sx), round(x1 * sx), round(y0 * sy), round(y1 * sy)
+            piece = upscale_tile(image.crop((x0, y0, x1, y1)), ox1 - ox0, oy1 - oy0)
+            if piece.size != (ox1 - ox0, oy1 - oy0):
+                piece = piece.resize((ox1 - ox0, oy1 - oy0), Image.Resampling.LANCZOS)
+            ramp_x = _ramp(ox1 - ox0, round(overlap * sx) if x0 > 0 else 0, round(overlap * sx) if x1 < src_w else 0)
+            ramp_y = _ramp(oy1 - oy0, round(overlap * sy) if y0 > 0 else 0, round(overlap * sy) if y1 < src_h else 0)
+            w = (ramp_y[:, None] * ramp_x[None, :])[..., None]
+            total[oy0:oy1, ox0:ox1] += np.asarray(piece.convert("RGB"), dtype=np.float64) * w
+            weight[oy0:oy1, ox0:ox1] += w
+    return Image.fromarray(np.clip(np.round(total / weight), 0, 255).astype(np.uint8))
+
+
+def upscale_image(image, scale: float | None = None, *, width: int | None = None, height: int | None = None,
+                  upscaler: Any = "Lanczos", tile_size: int = 0, tile_overlap: int = 32,
+                  limits: UpscaleLimits | None = None):
+    """Upscale a PIL image by `scale` (or to width x height) with a named resampler or a model.
+
+    `upscaler` is a name from `UPSCALERS` ("Lanczos", "Nearest", "Bicubic") or an object with
+    `upscale(image, width, height)` such as `SDx4Upscaler`. `tile_size` > 0 processes tiles of that
+    many input pixels (models do this themselves with their own tile size).
+    """
+    from PIL import Image
+
+    limits = limits or UpscaleLimits()
+    if not isinstance(image, Image.Image):
+        raise TypeError(f"image must be a PIL image, got {type(image).__name__}.")
+    if (scale is None) == (width is None and height is None):
+        raise ValueError("Give either scale or width/height, not both and not neither.")
+    if scale is not None:
+        out_w, out_h = check_upscale(image.width, image.height, scale, limits)
+    else:
+        for name, value in (("width", width), ("height", height)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+        out_w, out_h = width, height
+        check_output_size(out_w, out_h, limits)
+    run = upscaler.upscale if hasattr(upscaler, "upscale") else UPSCALERS.get(upscaler)
+    if tile_size and not hasattr(upscaler, "upscale"):
+        return tiled_upscale(image, out_w, out_h, run, tile=tile_size, overlap=tile_overlap)
+    return run(image.convert("RGB"), out_w, out_h)
+
+
+class SDx4Upscaler:
+    """Stable Diffusion's x4 upscaler (diffusers `StableDiffusionUpscalePipeline`), run on tiles.
+
+    The model denoises at the input's resolution and decodes 4x larger, so memory grows with the
+    input: inputs larger than `tile_size` are processed in overlapping tiles and blended.
+    """
+
+    scale = 4
+
+    def __init__(self, pipeline, *, prompt: str = "", negative_prompt: str = "", steps: int = 20,
+                 guidance_scale: float = 9.0, noise_level: int = 20, seed: int = 0, tile_size: int = 128,
+                 tile_overlap: int = 16, limits: UpscaleLimits | None = None) -> None:
+        self.pipeline = pipeline
+        self.prompt, self.negative_prompt = prompt, negative_prompt
+        self.steps, self.guidance_scale, self.noise_level, self.seed = steps, guidance_scale, noise_level, seed
+        self.tile_size, self.tile_overlap = tile_size, tile_overlap
+        self.limits = limits or UpscaleLimits()
+        max_noise = pipeline.config.get("max_noise_level", 350) if hasattr(pipeline, "config") else 350
+        if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 1000:
+            raise ValueError(f"steps must be an integer in [1, 1000], got {steps!r}.")
+        if isinstance(noise_level, bool) or not isinstance(noise_level, int) or not 0 <= noise_level <= max_noise:
+            raise ValueError(f"noise_level must be an integer in [0, {max_noise}], got {noise_level!r}.")
+
+    @classmethod
+    def from_pretrained(cls, source: str | os.PathLike, *, dtype=None, device=None, **options: Any) -> "SDx4Upscaler":
+        """Load a diffusers x4-upscaler folder (e.g. a local copy of stabilityai/stable-diffusion-x4-upscaler)."""
+        from pathlib import Path
+
+        import torch
+        from diffusers import StableDiffusionUpscalePipeline
+
+        from mixkit.errors import ModelNotFoundError
+
+        folder = Path(source).expanduser()
+        if not (folder / "model_index.json").is_file():
+            raise ModelNotFoundError(f"{folder} is not a diffusers x4-upscaler folder (model_index.json is missing).")
+        pipeline = StableDiffusionUpscalePipeline.from_pretrained(folder, dtype=dtype or torch.float32)
+        pipeline.set_progress_bar_config(disable=True)
+        if device is not None:
+            pipeline.to(device)
+        return cls(pipeline, **options)
+
+    def _upscale_tile(self, tile, width: int, height: int):
+        import torch
+        from PIL import Image
+
+        generator = torch.Generator("cpu").manual_seed(self.seed)  # same noise per tile: tiles match in overlaps
+        out = self.pipeline(
+            prompt=self.prompt, negative_prompt=self.negative_prompt or None, image=tile,
+            num_inference_steps=self.steps, guidance_scale=self.guidance_scale, noise_level=self.noise_level,
+            generator=generator, output_type="pil",
+        ).images[0]
+        return out if out.size == (width, height) else out.resize((width, height), Image.Resampling.LANCZOS)
+
+    def upscale(self, image, width: int, height: int):
+        """Upscale 4x with the model, then resample to exactly width x height."""
+        from PIL import Image
+
+        image = image.convert("RGB")
+        x4_w, x4_h = image.width * self.scale, image.height * self.scale
+        check_output_size(max(width, x4_w), max(height, x4_h), self.limits)
+        if image.width <= self.tile_size and image.height <= self.tile_size:
+            result = self._upscale_tile(image, x4_w, x4_h)
+        else:
+            result = tiled_upscale(image, x4_w, x4_h, self._upscale_tile, tile=self.tile_size, overlap=self.tile_overlap)
+        return result if result.size == (width, height) else result.resize((width, height), Image.Resampling.LANCZOS)

@@ -1,0 +1,175 @@
+"""Reference noise schedules and a toy model, written from the k-diffusion / A1111 formulas.
+
+These are the oracle for the sampler tests: k-diffusion's `DiscreteSchedule` sigmas (log-linear
+interpolation between training timesteps), A1111's `sgm_uniform`, and Karras et al. 2022 eq. 5.
+`k-diffusion` itself is not installed because it drags in torchvision/CLIP; the formulas are short.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+SD15_SCHEDULER_CONFIG = {
+    "_class_name": "PNDMScheduler",
+    "_diffusers_version": "0.6.0",
+    "beta_end": 0.012,
+    "beta_schedule": "scaled_linear",
+    "beta_start": 0.00085,
+    "num_train_timesteps": 1000,
+    "set_alpha_to_one": False,
+    "skip_prk_steps": True,
+    "steps_offset": 1,
+    "trained_betas": None,
+    "clip_sample": False,
+}
+
+SD2_V_SCHEDULER_CONFIG = {
+    "_class_name": "DDIMScheduler",
+    "beta_end": 0.012,
+    "beta_schedule": "scaled_linear",
+    "beta_start": 0.00085,
+    "clip_sample": False,
+    "num_train_timesteps": 1000,
+    "prediction_type": "v_prediction",
+    "set_alpha_to_one": False,
+    "steps_offset": 1,
+    "trained_betas": None,
+}
+
+
+def alphas_cumprod(config: dict) -> torch.Tensor:
+    """SD's "scaled_linear" betas: linear in sqrt(beta)."""
+    assert config["beta_schedule"] == "scaled_linear"
+    n = config["num_train_timesteps"]
+    betas = torch.linspace(config["beta_start"] ** 0.5, config["beta_end"] ** 0.5, n, dtype=torch.float64) ** 2
+    return torch.cumprod(1.0 - betas, dim=0)
+
+
+def training_sigmas(config: dict) -> torch.Tensor:
+    ac = alphas_cumprod(config)
+    return ((1 - ac) / ac).sqrt()
+
+
+def t_to_sigma(config: dict, t: torch.Tensor) -> torch.Tensor:
+    log_sigmas = training_sigmas(config).log()
+    low = t.floor().long().clamp(0, len(log_sigmas) - 2)
+    w = t - low
+    return ((1 - w) * log_sigmas[low] + w * log_sigmas[low + 1]).exp()
+
+
+def _append_zero(sigmas: torch.Tensor) -> torch.Tensor:
+    return torch.cat([sigmas, sigmas.new_zeros(1)])
+
+
+def uniform_sigmas(config: dict, n: int) -> torch.Tensor:
+    t_max = config["num_train_timesteps"] - 1
+    return _append_zero(t_to_sigma(config, torch.linspace(t_max, 0, n, dtype=torch.float64)))
+
+
+def sgm_uniform_sigmas(config: dict, n: int) -> torch.Tensor:
+    t_max = config["num_train_timesteps"] - 1
+    return _append_zero(t_to_sigma(config, torch.linspace(t_max, 0, n + 1, dtype=torch.float64)[:-1]))
+
+
+def karras_sigmas(config: dict, n: int, rho: float = 7.0) -> torch.Tensor:
+    sigmas = training_sigmas(config)
+    lo, hi = sigmas[0].item() ** (1 / rho), sigmas[-1].item() ** (1 / rho)
+    ramp = torch.linspace(0, 1, n, dtype=torch.float64)
+    return _append_zero((hi + ramp * (lo - hi)) ** rho)
+
+
+def exponential_sigmas(config: dict, n: int) -> torch.Tensor:
+    sigmas = training_sigmas(config)
+    return _append_zero(torch.linspace(math.log(sigmas[-1].item()), math.log(sigmas[0].item()), n, dtype=torch.float64).exp())
+
+
+REFERENCE_SCHEDULES = {
+    "Uniform": uniform_sigmas,
+    "Karras": karras_sigmas,
+    "Exponential": exponential_sigmas,
+    "SGM Uniform": sgm_uniform_sigmas,
+}
+
+
+class GaussianDataModel:
+    """The exact denoiser for data ~ N(mean, std^2), in the model's own parameterisation.
+
+    Called like a UNet on the *scaled* model input x_t = sqrt(a) x0 + sqrt(1 - a) eps at a
+    (possibly fractional) timestep t; returns epsilon or v as the config's prediction_type says.
+    A correct sampler must then turn N(0, I) latents into samples with this mean and std.
+    """
+
+    def __init__(self, config: dict, mean: float = 0.5, std: float = 0.5) -> None:
+        self.ac = alphas_cumprod(config).float()
+        self.prediction_type = config.get("prediction_type", "epsilon")
+        self.mean, self.std = mean, std
+
+    def alpha_bar(self, t) -> torch.Tensor:
+        t = torch.as_tensor(t, dtype=torch.float64).clamp(0, len(self.ac) - 1)
+        low = t.floor().long().clamp(max=len(self.ac) - 2)
+        w = (t - low).float()
+        return (1 - w) * self.ac[low] + w * self.ac[low + 1]
+
+    def __call__(self, x_t: torch.Tensor, t) -> torch.Tensor:
+        a = self.alpha_bar(t)
+        sa, sb = a.sqrt(), (1 - a).sqrt()
+        var = a * self.std**2 + (1 - a)
+        eps = sb * (x_t - sa * self.mean) / var
+        if self.prediction_type == "epsilon":
+            return eps
+        x0 = self.mean + sa * self.std**2 * (x_t - sa * self.mean) / var
+        assert self.prediction_type == "v_prediction"
+        return sa * eps - sb * x0
+
+
+def gaussian_denoiser(x: torch.Tensor, sigma: float, mean: float = 0.5, std: float = 0.5) -> torch.Tensor:
+    """k-diffusion's D(x, sigma) for data ~ N(mean, std^2) with x = x0 + sigma * noise."""
+    return mean + std**2 * (x - mean) / (std**2 + sigma**2)
+
+
+def sample_euler(x: torch.Tensor, sigmas: torch.Tensor) -> torch.Tensor:
+    """k-diffusion `sample_euler` (no churn), written from Karras et al. 2022 alg. 1."""
+    for i in range(len(sigmas) - 1):
+        s, s_next = sigmas[i].item(), sigmas[i + 1].item()
+        x = x + (x - gaussian_denoiser(x, s)) / s * (s_next - s)
+    return x
+
+
+def sample_dpmpp_2m(x: torch.Tensor, sigmas: torch.Tensor) -> torch.Tensor:
+    """k-diffusion `sample_dpmpp_2m`: DPM-Solver++(2M), first order on the first and last steps."""
+    old, h_last = None, None
+    for i in range(len(sigmas) - 1):
+        s, s_next = sigmas[i].item(), sigmas[i + 1].item()
+        denoised = gaussian_denoiser(x, s)
+        if s_next == 0:
+            x = denoised
+            break
+        h = math.log(s / s_next)
+        if old is None:
+            d = denoised
+        else:
+            r = h_last / h
+            d = (1 + 1 / (2 * r)) * denoised - (1 / (2 * r)) * old
+        x = (s_next / s) * x - math.expm1(-h) * d
+        old, h_last = denoised, h
+    return x
+
+
+def sample_dpmpp_2s_ancestral(x: torch.Tensor, sigmas: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """k-diffusion `sample_dpmpp_2s_ancestral` (eta=1); noise drawn in float32 from `generator`."""
+    for i in range(len(sigmas) - 1):
+        s, s_next = sigmas[i].item(), sigmas[i + 1].item()
+        denoised = gaussian_denoiser(x, s)
+        s_up = min(s_next, (s_next**2 * (s**2 - s_next**2) / s**2) ** 0.5)
+        s_down = (s_next**2 - s_up**2) ** 0.5
+        if s_down == 0:
+            x = denoised
+        else:
+            h, s_mid = math.log(s / s_down), (s * s_down) ** 0.5
+            x_mid = (s_mid / s) * x - math.expm1(-h / 2) * denoised
+            x = (s_down / s) * x - math.expm1(-h) * gaussian_denoiser(x_mid, s_mid)
+        if s_next > 0:
+            x = x + torch.randn(x.shape, generator=generator, dtype=torch.float32).double() * s_up
+    return x

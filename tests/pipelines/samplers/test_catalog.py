@@ -1,0 +1,120 @@
+"""The sampler catalog: A1111 names, aliases, defaults and the API listing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mixkit.errors import UnknownNameError
+from pipelines.samplers import SAMPLERS, SCHEDULE_TYPES, find_sampler, list_samplers, resolve_sampler
+
+A1111_REQUIRED = [
+    "Euler", "Euler a", "Heun", "LMS", "DPM2", "DPM2 a", "DPM++ 2M", "DPM++ 2M SDE",
+    "DPM++ SDE", "DPM++ 2S a", "DDIM", "PLMS", "UniPC", "LCM",
+]
+
+
+@pytest.mark.parametrize("name", A1111_REQUIRED)
+def test_a1111_sampler_is_registered(name):
+    assert SAMPLERS.get(name).name == name
+
+
+@pytest.mark.parametrize(
+    "alias, canonical",
+    [("k_euler_a", "Euler a"), ("k_euler_ancestral", "Euler a"), ("k_dpmpp_2m", "DPM++ 2M"),
+     ("k_dpm_2_a", "DPM2 a"), ("k_dpmpp_2s_a", "DPM++ 2S a"), ("K_LMS", "LMS"), ("euler A", "Euler a"), ("ddim", "DDIM")],
+)
+def test_aliases_resolve_to_the_canonical_sampler(alias, canonical):
+    assert find_sampler(alias).name == canonical
+    assert resolve_sampler(alias)[0].name == canonical
+
+
+@pytest.mark.parametrize(
+    "old_name, sampler, schedule",
+    [("DPM++ 2M Karras", "DPM++ 2M", "Karras"), ("DPM2 a Karras", "DPM2 a", "Karras"),
+     ("LMS Karras", "LMS", "Karras"), ("DPM++ 2M SDE Exponential", "DPM++ 2M SDE", "Exponential"),
+     ("Euler SGM Uniform", "Euler", "SGM Uniform"), ("k_dpmpp_2m_ka", "DPM++ 2M", "Karras"),
+     ("k_dpmpp_sde_ka", "DPM++ SDE", "Karras"), ("DPM++ 2M SDE Heun", "DPM++ 2M SDE Heun", "Exponential"),
+     ("DPM++ 2S a Karras", "DPM++ 2S a", "Karras"), ("k_dpmpp_2s_a_ka", "DPM++ 2S a", "Karras")],
+)
+def test_old_style_names_imply_their_schedule(old_name, sampler, schedule):
+    spec, resolved = resolve_sampler(old_name)
+    assert (spec.name, resolved) == (sampler, schedule)
+
+
+def test_old_style_name_with_a_conflicting_schedule_type_is_refused():
+    with pytest.raises(ValueError, match="already implies schedule type 'Karras'"):
+        resolve_sampler("DPM++ 2M Karras", "Exponential")
+    assert resolve_sampler("DPM++ 2M Karras", "Karras")[1] == "Karras"
+
+
+@pytest.mark.parametrize(
+    "name, automatic",
+    # A1111 v1.10 sd_samplers_kdiffusion.py options["scheduler"]; others use the model's uniform steps.
+    [("DPM++ 2M", "Karras"), ("DPM++ SDE", "Karras"), ("DPM++ 2M SDE", "Exponential"), ("DPM2", "Karras"),
+     ("DPM2 a", "Karras"), ("DPM++ 2S a", "Karras"), ("Euler", "Uniform"), ("Euler a", "Uniform"), ("Heun", "Uniform"), ("LMS", "Uniform"),
+     ("DDIM", "Automatic"), ("UniPC", "Automatic")],
+)
+def test_automatic_is_the_a1111_default(name, automatic):
+    assert resolve_sampler(name, "Automatic")[1] == automatic
+    assert resolve_sampler(name)[1] == automatic
+
+
+def test_unknown_sampler_lists_valid_names():
+    with pytest.raises(UnknownNameError) as info:
+        resolve_sampler("Euler b")
+    message = str(info.value)
+    assert "'Euler b'" in message
+    for name in SAMPLERS.names():
+        assert repr(name) in message
+
+
+def test_unknown_schedule_type_lists_valid_names():
+    with pytest.raises(UnknownNameError, match="'Karras'"):
+        resolve_sampler("Euler", "Karas")
+
+
+@pytest.mark.parametrize("sampler, schedule", [("DDIM", "Karras"), ("Euler a", "Karras"), ("DPM++ 2M", "Uniform"), ("LCM", "SGM Uniform")])
+def test_inapplicable_schedule_type_lists_the_valid_ones(sampler, schedule):
+    spec = SAMPLERS.get(sampler)
+    with pytest.raises(ValueError, match="does not apply") as info:
+        resolve_sampler(sampler, schedule)
+    assert all(valid in str(info.value) for valid in spec.schedule_types)
+
+
+def test_schedule_types_accept_a1111_internal_names():
+    assert resolve_sampler("Euler", "karras")[1] == "Karras"
+    assert resolve_sampler("Euler", "sgm_uniform")[1] == "SGM Uniform"
+    assert resolve_sampler("Euler", "SGMUniform")[1] == "SGM Uniform"
+
+
+@pytest.mark.parametrize("name", SAMPLERS.names())
+def test_spec_is_consistent(name):
+    spec = SAMPLERS.get(name)
+    assert spec.default_schedule in spec.schedule_types
+    assert all(schedule in SCHEDULE_TYPES for schedule in spec.schedule_types)
+    assert spec.stochastic == (spec.noise_source != "none")
+    assert not spec.ancestral or spec.stochastic
+
+
+def test_wrong_argument_types_raise_type_error():
+    with pytest.raises(TypeError, match="sampler_name"):
+        resolve_sampler(None)
+    with pytest.raises(TypeError, match="schedule_type"):
+        resolve_sampler("Euler", 3)
+
+
+def test_list_samplers_is_shaped_like_the_a1111_api():
+    items = list_samplers()
+    json.dumps(items)
+    assert [item["name"] for item in items] == SAMPLERS.names()
+    by_name = {item["name"]: item for item in items}
+    assert set(by_name["DPM++ 2M"]) == {"name", "aliases", "options"}
+    assert by_name["DPM++ 2M"]["aliases"] == ["k_dpmpp_2m"]
+    assert by_name["DPM++ 2M"]["options"]["scheduler"] == "karras"
+    assert by_name["DPM++ 2M SDE"]["options"]["scheduler"] == "exponential"
+    assert by_name["DPM++ SDE"]["options"]["brownian_noise"] is True
+    assert by_name["Heun"]["options"]["second_order"] is True
+    assert by_name["Euler a"]["options"]["uses_ensd"] is True
+    assert "scheduler" not in by_name["Euler"]["options"]

@@ -1,0 +1,58 @@
+"""Schedule types against k-diffusion's own schedules (the formulas A1111 runs)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pipelines.samplers import SAMPLERS, make_scheduler
+
+from .kdiffusion_reference import REFERENCE_SCHEDULES, SD15_SCHEDULER_CONFIG
+from .sampling_loop import fresh_scheduler
+
+# SGM Uniform: diffusers' "trailing" steps by 1000/n timesteps where A1111 steps by 999/n.
+TOLERANCE = {"Uniform": 1e-4, "Karras": 1e-4, "Exponential": 1e-4, "SGM Uniform": 2.5e-2}
+
+PAIRS = [
+    (name, schedule)
+    for name in SAMPLERS.names()
+    for schedule in SAMPLERS.get(name).schedule_types
+    if schedule in REFERENCE_SCHEDULES
+]
+
+
+def distinct_sigmas(scheduler) -> torch.Tensor:
+    """The sigma schedule without the repeats second-order schedulers store for their 2nd stage."""
+    return torch.unique_consecutive(scheduler.sigmas.double())
+
+
+@pytest.mark.parametrize("sampler, schedule", PAIRS)
+@pytest.mark.parametrize("steps", [4, 10, 30])
+def test_sigmas_match_k_diffusion(sampler, schedule, steps):
+    scheduler = fresh_scheduler(sampler, schedule)
+    scheduler.set_timesteps(steps)
+    expected = REFERENCE_SCHEDULES[schedule](SD15_SCHEDULER_CONFIG, steps)
+    torch.testing.assert_close(distinct_sigmas(scheduler), expected, rtol=TOLERANCE[schedule], atol=1e-6)
+
+
+def test_karras_spans_the_full_training_range_even_when_the_model_config_says_leading():
+    # SD 1.5 / SDXL configs carry timestep_spacing="leading", which would start Karras below sigma_max.
+    scheduler = make_scheduler("DPM2", {**SD15_SCHEDULER_CONFIG, "timestep_spacing": "leading"}, "Karras")
+    scheduler.set_timesteps(10)
+    assert scheduler.sigmas[0].item() == pytest.approx(14.6146, rel=1e-4)
+    assert distinct_sigmas(scheduler)[-2].item() == pytest.approx(0.0292, rel=1e-2)
+
+
+def test_ddim_uses_a1111_timesteps():
+    scheduler = make_scheduler("DDIM", SD15_SCHEDULER_CONFIG)
+    scheduler.set_timesteps(20)
+    # A1111 sd_samplers_timesteps: range(0, 1000, 1000 // steps) + 1, run from high to low.
+    assert scheduler.timesteps.tolist() == list(range(1, 1000, 50))[::-1]
+
+
+def test_automatic_equals_the_sampler_default_schedule():
+    auto = make_scheduler("DPM++ 2M", SD15_SCHEDULER_CONFIG, "Automatic")
+    karras = make_scheduler("DPM++ 2M", SD15_SCHEDULER_CONFIG, "Karras")
+    auto.set_timesteps(12)
+    karras.set_timesteps(12)
+    assert torch.equal(auto.sigmas, karras.sigmas)
