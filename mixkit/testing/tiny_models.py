@@ -62,11 +62,11 @@ def tiny_vae(seed: int):
     from diffusers import AutoencoderKL
 
     torch.manual_seed(seed)
+    # Four levels, like the real SD VAE, so latents are 1/8 of the image size as in production.
     return AutoencoderKL(
-        block_out_channels=[8, 16], in_channels=3, out_channels=3,
-        down_block_types=["DownEncoderBlock2D", "DownEncoderBlock2D"],
-        up_block_types=["UpDecoderBlock2D", "UpDecoderBlock2D"],
-        latent_channels=4, norm_num_groups=4, sample_size=32,
+        block_out_channels=[8, 8, 16, 16], in_channels=3, out_channels=3,
+        down_block_types=["DownEncoderBlock2D"] * 4, up_block_types=["UpDecoderBlock2D"] * 4,
+        latent_channels=4, norm_num_groups=4, sample_size=64, layers_per_block=1,
     ).eval()
 
 

@@ -89,3 +89,41 @@ def test_a_truncated_safetensors_checkpoint_is_refused(tmp_path):
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointFormatError, match="truncated|corrupt"):
         load_diffusion_model(path)
+
+
+def test_single_file_checkpoint_generates_the_same_images_as_its_folder(tiny_sd1_dir, tmp_path):
+    """A user exporting to (or downloading) the A1111 single-file layout gets the same pictures."""
+    import numpy as np
+
+    from mixkit.models.diffusion.single_file import load_single_file
+    from mixkit.models.diffusion.single_file_writer import save_ldm_checkpoint
+    from pipelines.txt2img import TextToImage
+
+    folder_model = load_diffusion_model(tiny_sd1_dir)
+    path = save_ldm_checkpoint(folder_model, tmp_path / "tiny.safetensors")
+    file_model = load_single_file(path, config_dir=tiny_sd1_dir)
+    kwargs = dict(prompt="a red circle", seed=3, width=64, height=64, steps=3)
+    a = TextToImage(folder_model)(**kwargs)
+    b = TextToImage(file_model)(**kwargs)
+    assert np.array_equal(np.asarray(a.images[0]), np.asarray(b.images[0]))
+    assert f"Model hash: {file_model.model_hash}" in b.infotexts[0] and len(file_model.model_hash) == 10
+
+
+def test_vae_override_from_a_single_file(tiny_sd1_dir, tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    from mixkit.models.diffusion.ldm_layout import vae_to_ldm
+
+    base = load_diffusion_model(tiny_sd1_dir)
+    other_vae = load_diffusion_model(tiny_sd1_dir).vae
+    with torch.no_grad():
+        for p in other_vae.parameters():
+            p.mul_(0.5)
+    state = {key: tensor.contiguous() for key, tensor in vae_to_ldm(other_vae, "").items()}
+    save_file(state, str(tmp_path / "my-vae.safetensors"))
+    model = load_diffusion_model(tiny_sd1_dir, vae=tmp_path / "my-vae.safetensors")
+    assert model.extras["vae_name"] == "my-vae" and len(model.extras["vae_hash"]) == 10
+    for (name, a), b in zip(model.vae.state_dict().items(), other_vae.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert model.vae.config.scaling_factor == base.vae.config.scaling_factor

@@ -1,0 +1,146 @@
+"""BLIP-2, InstructBLIP and LLaVA: image-conditioned text generation (captions, VQA).
+
+Batches are padded the way each language model needs: decoder-only LMs (OPT, Vicuna, Llama) on
+the left, so every row's last real token sits at the end where generation continues; encoder-
+decoder LMs (Flan-T5) on the right, since their encoder attends bidirectionally under a mask.
+Decoding is greedy by default so a batch of N gives what N single calls give.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from mixkit.models.vlm.family import GENERATIVE_TASKS, VLM_FAMILIES, VisionLanguageAdapter, check_texts
+from mixkit.models.vlm.templates import BLIP2_QUESTION_FORMAT, LLAVA_CAPTION_PROMPT, LLAVA_CHAT_FORMAT
+
+DEFAULT_GENERATION = {"max_new_tokens": 20, "do_sample": False, "num_beams": 1}
+
+
+def pad_token_rows(rows: list[list[int]], pad_id: int, side: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input_ids, attention_mask) for ragged token lists, padded on `side` ('left' or 'right')."""
+    width = max(len(row) for row in rows)
+    ids, mask = [], []
+    for row in rows:
+        padding = width - len(row)
+        ids.append([pad_id] * padding + row if side == "left" else row + [pad_id] * padding)
+        mask.append([0] * padding + [1] * len(row) if side == "left" else [1] * len(row) + [0] * padding)
+    return torch.tensor(ids, dtype=torch.long), torch.tensor(mask, dtype=torch.long)
+
+
+class GenerativeAdapter(VisionLanguageAdapter):
+    tasks = GENERATIVE_TASKS
+    question_format = BLIP2_QUESTION_FORMAT
+    caption_prompt = ""
+
+    @property
+    def decoder_only(self) -> bool:
+        return not self.model.config.text_config.is_encoder_decoder
+
+    def caption(self, images: Any, prompt: str | None = None, **generation: Any) -> list[str]:
+        images = self._images(images)
+        if prompt is not None and not isinstance(prompt, str):
+            raise TypeError(f"prompt must be a string or None, got {type(prompt).__name__}")
+        text = self.caption_prompt if prompt is None else prompt
+        return self._generate_all(images, [text] * len(images), generation)
+
+    def answer(self, images: Any, questions: Sequence[str], **generation: Any) -> list[str]:
+        images = self._images(images)
+        questions = check_texts(questions, "questions")
+        if len(questions) != len(images):
+            raise ValueError(
+                f"answer() pairs each image with one question, got {len(images)} images and {len(questions)} questions"
+            )
+        return self._generate_all(images, [self.question_format.format(q) for q in questions], generation)
+
+    def _generate_all(self, images: list, prompts: list[str], generation: dict) -> list[str]:
+        options = {**DEFAULT_GENERATION, **generation}
+        answers: list[str] = []
+        size = self.default_batch_size
+        for start in range(0, len(images), size):
+            answers += self._generate_batch(images[start:start + size], prompts[start:start + size], options)
+        return answers
+
+    @torch.no_grad()
+    def _generate_batch(self, images: list, prompts: list[str], options: dict) -> list[str]:
+        inputs = self._model_inputs(images, prompts)
+        prompt_length = inputs["input_ids"].shape[1]
+        output = self.model.generate(**inputs, **options)
+        if self.decoder_only and output.shape[1] >= prompt_length:
+            output = output[:, prompt_length:]
+        return [text.strip() for text in self.processor.tokenizer.batch_decode(output, skip_special_tokens=True)]
+
+    def _pixel_values(self, images: list) -> torch.Tensor:
+        pixels = self.processor.image_processor(images, return_tensors="pt")["pixel_values"]
+        return pixels.to(self.device, self.dtype)
+
+    def _query_prefixed_tokens(self, prompts: list[str]) -> dict:
+        """Q image placeholder tokens (replaced by Q-Former outputs inside the model), then the prompt."""
+        config, tokenizer = self.model.config, self.processor.tokenizer
+        if config.image_token_index is None:
+            raise ValueError(
+                f"{self.source!r} has no image_token_index in config.json (a checkpoint saved before transformers 4.47); "
+                "load it with a current transformers and save it again, or use an updated copy from the hub"
+            )
+        placeholders = [config.image_token_index] * config.num_query_tokens
+        if self.decoder_only:
+            bos = config.text_config.bos_token_id
+            rows = [placeholders + [bos] + tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        else:
+            rows = [placeholders + tokenizer(p)["input_ids"] for p in prompts]
+        pad_id = config.text_config.pad_token_id
+        input_ids, attention_mask = pad_token_rows(rows, pad_id, "left" if self.decoder_only else "right")
+        return {"input_ids": input_ids.to(self.device), "attention_mask": attention_mask.to(self.device)}
+
+
+@VLM_FAMILIES.register("blip2")
+class Blip2Adapter(GenerativeAdapter):
+    """BLIP-2 (`Blip2ForConditionalGeneration`) with an OPT or Flan-T5 language model."""
+
+    family = "blip2"
+    model_types = ("blip-2",)
+
+    def _model_inputs(self, images: list, prompts: list[str]) -> dict:
+        return {"pixel_values": self._pixel_values(images), **self._query_prefixed_tokens(prompts)}
+
+
+@VLM_FAMILIES.register("instructblip")
+class InstructBlipAdapter(GenerativeAdapter):
+    """InstructBLIP: like BLIP-2, but the instruction is also fed to the Q-Former."""
+
+    family = "instructblip"
+    model_types = ("instructblip",)
+    caption_prompt = "A short image description:"
+
+    def _model_inputs(self, images: list, prompts: list[str]) -> dict:
+        qformer = self.processor.qformer_tokenizer(prompts, padding=True, truncation=True, max_length=512, return_tensors="pt")
+        return {
+            "pixel_values": self._pixel_values(images),
+            "qformer_input_ids": qformer["input_ids"].to(self.device),
+            "qformer_attention_mask": qformer["attention_mask"].to(self.device),
+            **self._query_prefixed_tokens(prompts),
+        }
+
+
+@VLM_FAMILIES.register("llava")
+class LlavaAdapter(GenerativeAdapter):
+    """LLaVA-1.5 style (`LlavaForConditionalGeneration`): CLIP patches through an MLP into a chat LM."""
+
+    family = "llava"
+    model_types = ("llava",)
+    question_format = LLAVA_CHAT_FORMAT
+    caption_prompt = LLAVA_CAPTION_PROMPT
+
+    def caption(self, images: Any, prompt: str | None = None, **generation: Any) -> list[str]:
+        images = self._images(images)
+        text = LLAVA_CHAT_FORMAT.format(self.caption_prompt if prompt is None else prompt)
+        return self._generate_all(images, [text] * len(images), generation)
+
+    def _model_inputs(self, images: list, prompts: list[str]) -> dict:
+        # LLaVA's processor expands <image> into one token per patch, so it builds the ids; the LM
+        # is decoder-only, hence left padding whatever the saved tokenizer says.
+        self.processor.tokenizer.padding_side = "left"
+        inputs = self.processor(images=images, text=prompts, padding=True, return_tensors="pt")
+        inputs["pixel_values"] = inputs["pixel_values"].to(self.dtype)
+        return {key: value.to(self.device) for key, value in inputs.items()}

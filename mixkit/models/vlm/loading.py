@@ -1,0 +1,122 @@
+"""`load_vlm`: one entry point from a hub id or local folder to a task adapter.
+
+The family is chosen from the checkpoint's `config.json` `model_type` through the family
+registry, so a new family is one registered adapter class. Checkpoints that need their own
+Python code (`auto_map` in the config) are refused unless the caller opts in, because loading
+them executes code downloaded with the weights.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+
+from mixkit.errors import ModelNotFoundError, UnknownNameError, UnsafeCheckpointError
+from mixkit.models.vlm.family import VLM_FAMILIES, VisionLanguageAdapter
+
+_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
+           "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa", "mixkit")
+"""transformers' own kernels fixed at load, or "mixkit": every attention call goes through
+`mixkit.attention`, following its `attention_backend(...)` context manager at run time."""
+
+
+def pick_dtype(device: torch.device, dtype: str | torch.dtype | None) -> torch.dtype:
+    """fp32 on CPU (half precision is slow there and loses accuracy), bf16 or fp16 on GPUs."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype is not None:
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(_DTYPES)} or a torch.dtype, got {dtype!r}")
+        return _DTYPES[dtype]
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float32
+
+
+def keep_qformer_in_fp32(model: torch.nn.Module) -> None:
+    """Put a BLIP-2 / InstructBLIP Q-Former and its query tokens back in fp32.
+
+    The Q-Former was trained in fp32 and its post-LayerNorm BERT layers lose accuracy in half
+    precision (the reference code keeps it fp32 too); transformers only does this for fp16, not bf16.
+    It is small (~100M parameters), so fp32 costs little; its outputs are cast back for the LM.
+    """
+    if hasattr(model, "qformer"):
+        model.qformer.float()
+    if isinstance(getattr(model, "query_tokens", None), torch.nn.Parameter):
+        model.query_tokens.data = model.query_tokens.data.float()
+
+
+def resolve_config_file(source: str) -> Path:
+    """The local `config.json` of a folder or hub id (hub ids come from the cache when HF_HUB_OFFLINE is set)."""
+    from mixkit.io.sources import resolve_model_source
+
+    folder = resolve_model_source(source)
+    if not (folder / "config.json").is_file():
+        raise ModelNotFoundError(
+            f"{str(folder)!r} has no config.json; pass a folder saved with save_pretrained or a hub id"
+        )
+    return folder / "config.json"
+
+
+def family_for_config(config: dict, source: str) -> type[VisionLanguageAdapter]:
+    model_type = config.get("model_type")
+    for _, adapter in VLM_FAMILIES.items():
+        if model_type in adapter.model_types:
+            return adapter
+    known = sorted(t for _, adapter in VLM_FAMILIES.items() for t in adapter.model_types)
+    raise UnknownNameError(
+        f"{source!r} has model_type {model_type!r}, which no vision-language family handles; "
+        f"supported model types: {', '.join(known)}"
+    )
+
+
+def load_vlm(
+    source: str | os.PathLike,
+    *,
+    device: str | torch.device = "cpu",
+    dtype: str | torch.dtype | None = None,
+    trust_remote_code: bool = False,
+    attn_implementation: str = "sdpa",
+) -> VisionLanguageAdapter:
+    """Load a CLIP / SigLIP / BLIP-2 / InstructBLIP / LLaVA checkpoint with its processor."""
+    from transformers import AutoModel, AutoModelForImageTextToText, AutoProcessor
+
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"source must be a hub id or folder path, got {type(source).__name__}: {source!r}")
+    source = str(source)
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device must be a torch device such as 'cpu', 'cuda' or 'cuda:1', got {device!r}") from None
+    torch_dtype = pick_dtype(device, dtype)
+    if attn_implementation not in ATTENTION_IMPLEMENTATIONS:
+        raise ValueError(f"attn_implementation must be one of {ATTENTION_IMPLEMENTATIONS}, got {attn_implementation!r}")
+    if attn_implementation == "mixkit":
+        from mixkit.attention import register_with_transformers
+
+        register_with_transformers()
+    config_file = resolve_config_file(source)
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ModelNotFoundError(f"{str(config_file)!r} is not a readable JSON config ({error})") from None
+    if "auto_map" in config and not trust_remote_code:
+        raise UnsafeCheckpointError(
+            f"{source!r} needs its own Python code (config.json 'auto_map': {config['auto_map']}); loading it would run "
+            "that code. Pass trust_remote_code=True only if you trust its author."
+        )
+    adapter = family_for_config(config, source)
+    folder = str(config_file.parent)
+    model_class = AutoModelForImageTextToText if "caption" in adapter.tasks else AutoModel
+    model = model_class.from_pretrained(
+        folder, dtype=torch_dtype, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code,
+        local_files_only=True,
+    ).to(device).eval()
+    if torch_dtype != torch.float32:
+        keep_qformer_in_fp32(model)
+    processor = AutoProcessor.from_pretrained(folder, trust_remote_code=trust_remote_code, local_files_only=True)
+    return adapter(model, processor, device=device, dtype=torch_dtype, source=source)

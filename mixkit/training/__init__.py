@@ -1,0 +1,1 @@
+"""Training building blocks: objectives as pure functions over model outputs."""
