@@ -12,7 +12,7 @@ set) and `Hires upscaler`, so "send to txt2img" restores the whole recipe.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from mixkit.registry import Registry
@@ -104,10 +104,13 @@ def hires_infotext(params: HiresParams) -> dict[str, Any]:
 
 
 class _FirstPass(TextToImage):
-    """Text-to-image that also keeps each image's final latents (for latent upscaling) and writes the hires infotext."""
+    """Text-to-image that also keeps each image's final latents (for latent upscaling) and writes the
+    hires infotext. One instance per hires call: `latents_out` collects image index -> latents."""
+
+    latents_out: dict
 
     def _prepare(self, params) -> dict:
-        return {"latents": {}}
+        return {}
 
     def _start_batch(self, params, state: dict, sampler, generators: list, first_image: int):
         start = super()._start_batch(params, state, sampler, generators, first_image)
@@ -121,7 +124,7 @@ class _FirstPass(TextToImage):
         return start
 
     def _finish_image(self, params, state: dict, image, index: int):
-        state["latents"][index] = state["current"][index - state["first"]]
+        self.latents_out[index] = state["current"][index - state["first"]]
         return image
 
     def _infotext_extras(self, params) -> dict[str, Any]:
@@ -131,9 +134,7 @@ class _FirstPass(TextToImage):
 class _LatentSecondPass(ImageToImage):
     """img2img starting from given latents instead of encoding the init images."""
 
-    def __init__(self, *args, init_latents=None, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.init_latents = init_latents
+    init_latents: Any  # [N, C, h, w], set on the per-call instance
 
     def _prepare(self, params: Img2ImgParams) -> _Inputs:
         return _Inputs(originals=list(params.init_images), init_latents=self.init_latents.to(self.model.device))
@@ -155,19 +156,15 @@ class HiresFix:
 
     def __call__(self, params: HiresParams | None = None, *, callback=None, control=None, **kwargs: Any) -> GenerationResult:
         # 1. Check every input before the first pass starts
-        from dataclasses import replace
-
         params = HiresParams.from_kwargs(**kwargs) if params is None else replace(params, **kwargs)
         width, height = self.check_inputs(params)
         # 2. First pass at the base size
         first_pass = _FirstPass.from_pipeline(self.pipe)
-        state_holder: dict = {}
-        original_prepare = first_pass._prepare
-        first_pass._prepare = lambda p: state_holder.setdefault("state", original_prepare(p))
+        first_pass.latents_out = {}
         first = first_pass(params, callback=callback, control=control)
         if first.interrupted or not first.images:
             return first
-        latents = state_holder["state"]["latents"]
+        latents = first_pass.latents_out
         # 3. Upscale and refine, one first-pass batch at a time (same seeds, same prompts)
         result = GenerationResult(interrupted=False)
         size = params.batch_size
@@ -197,6 +194,7 @@ class HiresFix:
                 torch.stack(latents), size=(height // factor, width // factor), mode=mode, antialias=antialias)
             second = _LatentSecondPass.from_pipeline(self.pipe)
             second.init_latents = upscaled
+            # only placeholders (img2img's checks want images; nothing is encoded or pasted back)
             init_images = [image.resize((width, height)) for image in images]
         else:
             from pipelines.upscale import upscale_image

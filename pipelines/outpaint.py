@@ -50,14 +50,14 @@ def outpaint_canvas(image, left: int, right: int, top: int, bottom: int):
 
 
 def outpaint(pipe, image, left: int = 0, right: int = 0, top: int = 0, bottom: int = 0, *,
-             inpainting_fill: str = "fill", mask_blur: int = 4, denoising_strength: float = 0.8,
-             **img2img_params: Any) -> GenerationResult:
+             inpainting_fill: str = "fill", mask_blur: int = 4, **img2img_params: Any) -> GenerationResult:
     """Extend `image` by the given pixels per side with an `ImageToImage` pipeline.
 
     The result has size (width + left + right, height + top + bottom), which must be a multiple
-    of the model's size step (8 for SD). Other keyword arguments are `Img2ImgParams` fields
-    (prompt, steps, seed, controlnets for a ControlNet pipeline, ...); width/height/init_images/mask
-    are set here. The infotext records Denoising strength, Mask blur and Masked content like the
+    of the model's size step (8 for SD). Masked content and mask blur default to the WebUI
+    script's "fill" and 4. Other keyword arguments are `Img2ImgParams` fields (prompt, steps,
+    seed, denoising_strength, controlnets for a ControlNet pipeline, ...); width, height,
+    init_images and mask are set here. The infotext records Denoising strength, Mask blur and Masked content like the
     WebUI's script, so "send to img2img" restores them.
     """
     for reserved in ("width", "height", "init_images", "mask", "inpaint_full_res"):
@@ -66,7 +66,7 @@ def outpaint(pipe, image, left: int = 0, right: int = 0, top: int = 0, bottom: i
     width, height = check_outpaint_inputs(image, left, right, top, bottom, pipe.model.vae_scale_factor)
     canvas, mask = outpaint_canvas(image, left, right, top, bottom)
     result = pipe(init_images=[canvas], mask=mask, width=width, height=height, inpainting_fill=inpainting_fill,
-                  mask_blur=mask_blur, denoising_strength=denoising_strength, **img2img_params)
+                  mask_blur=mask_blur, **img2img_params)
     original = image.convert("RGB")
     images = []
     for generated in result.images:

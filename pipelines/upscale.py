@@ -62,12 +62,22 @@ def check_output_size(width: int, height: int, limits: UpscaleLimits) -> None:
         )
 
 
-def _tile_starts(length: int, tile: int, overlap: int) -> list[int]:
+def tile_starts(length: int, tile: int, overlap: int) -> list[int]:
+    """Evenly spread tile offsets along one axis, adjacent tiles overlapping by at least `overlap`."""
     if length <= tile:
         return [0]
-    stride = tile - overlap
-    starts = list(range(0, length - tile, stride)) + [length - tile]
-    return sorted(set(starts))
+    count = math.ceil((length - overlap) / (tile - overlap))
+    return [round(i * (length - tile) / (count - 1)) for i in range(count)]
+
+
+def _aligned_tiles(length: int, out_length: int, tile: int, overlap: int) -> tuple[list[int], int]:
+    """Tile offsets and size snapped to the scale's period (2 source pixels for x1.5), so that every
+    tile's output pixels sample the source at the same positions as an untiled resize would."""
+    period = length // math.gcd(length, out_length)
+    if period == 1 or period > tile // 4:
+        return tile_starts(length, tile, overlap), tile
+    tile -= tile % period
+    return [start - start % period for start in tile_starts(length, tile, overlap)], tile
 
 
 def _ramp(length: int, before: int, after: int):
@@ -101,10 +111,10 @@ def tiled_upscale(image, width: int, height: int, upscale_tile: Callable, *, til
     sx, sy = width / src_w, height / src_h
     total = np.zeros((height, width, 3), dtype=np.float64)
     weight = np.zeros((height, width, 1), dtype=np.float64)
-    xs, ys = _tile_starts(src_w, tile, overlap), _tile_starts(src_h, tile, overlap)
+    (xs, tile_w), (ys, tile_h) = _aligned_tiles(src_w, width, tile, overlap), _aligned_tiles(src_h, height, tile, overlap)
     for y0 in ys:
         for x0 in xs:
-            x1, y1 = min(src_w, x0 + tile), min(src_h, y0 + tile)
+            x1, y1 = min(src_w, x0 + tile_w), min(src_h, y0 + tile_h)
             ox0, ox1, oy0, oy1 = round(x0 * sx), round(x1 * sx), round(y0 * sy), round(y1 * sy)
             piece = upscale_tile(image.crop((x0, y0, x1, y1)), ox1 - ox0, oy1 - oy0)
             if piece.size != (ox1 - ox0, oy1 - oy0):
@@ -154,6 +164,7 @@ class SDx4Upscaler:
     input: inputs larger than `tile_size` are processed in overlapping tiles and blended.
     """
 
+    name = "SD x4"  # what the infotext's "Hires upscaler" shows
     scale = 4
 
     def __init__(self, pipeline, *, prompt: str = "", negative_prompt: str = "", steps: int = 20,

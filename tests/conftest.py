@@ -14,6 +14,13 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("DIFFUSERS_VERBOSITY", "error")
 
 
+def pytest_configure(config):
+    """Tiny models spend more time in thread hand-offs than in math: one thread is several times faster."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 @pytest.fixture(scope="session")
 def tiny_sd1_dir(tmp_path_factory):
     from mixkit.testing.tiny_models import build_tiny_sd1

@@ -1,0 +1,85 @@
+"""Text-to-image and image-to-image (incl. inpainting) with ControlNets, through the `unet_extra` hook.
+
+`ControlNetMixin` adds the `controlnets` parameter to any pipeline built on
+`DiffusionPipelineBase`: it checks the units with the other inputs, preprocesses the control
+images once per call, and hands the sampling loop a `unet_extra` callable per batch. The plain
+pipelines stay untouched; an empty `controlnets` list gives exactly their result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pipelines.controlnet.infotext import controlnet_infotext
+from pipelines.controlnet.residuals import controlnet_unet_extra, prepare_control_images
+from pipelines.controlnet.units import ControlNetLimits, check_controlnet_units
+from pipelines.img2img import Img2ImgParams, ImageToImage
+from pipelines.params import Txt2ImgParams
+from pipelines.txt2img import TextToImage
+
+
+@dataclass
+class ControlTxt2ImgParams(Txt2ImgParams):
+    controlnets: list = field(default_factory=list)  # ControlNetUnit, at most ControlNetLimits.max_units
+
+
+@dataclass
+class ControlImg2ImgParams(Img2ImgParams):
+    controlnets: list = field(default_factory=list)
+
+
+@dataclass
+class _ControlState:
+    base: Any  # the wrapped pipeline's own per-call state
+    controls: list
+
+
+class ControlNetMixin:
+    """Put before a pipeline class: `class P(ControlNetMixin, TextToImage)`."""
+
+    controlnet_limits = ControlNetLimits()
+
+    def check_inputs(self, params) -> None:
+        super().check_inputs(params)
+        check_controlnet_units(params.controlnets, self.model.unet.config, self.controlnet_limits,
+                               has_init_image=bool(getattr(params, "init_images", None)))
+
+    def _prepare(self, params) -> _ControlState:
+        base = super()._prepare(params)
+        init_images = getattr(params, "init_images", None)
+        fallback = init_images[0] if init_images else None
+        crop = getattr(base, "crop", None)
+        if crop is not None:  # inpaint "only masked": control images of the init image's size are cropped alike
+            box = (crop.left, crop.top, crop.right, crop.bottom)
+            units = [replace(u, image=u.image.crop(box)) if u.image is not None and u.image.size == fallback.size else u
+                     for u in params.controlnets]
+            fallback = fallback.crop(box)
+        else:
+            units = params.controlnets
+        return _ControlState(base, prepare_control_images(units, params.width, params.height, fallback))
+
+    def _start_batch(self, params, state: _ControlState, sampler, generators: list, first_image: int):
+        start = super()._start_batch(params, state.base, sampler, generators, first_image)
+        if state.controls:
+            total = params.steps if start.steps is None else start.steps
+            start.unet_extra = controlnet_unet_extra(state.controls, total, self._time_ids(params, len(generators)))
+        return start
+
+    def _finish_image(self, params, state: _ControlState, image, index: int):
+        return super()._finish_image(params, state.base, image, index)
+
+    def _infotext_extras(self, params) -> dict[str, Any]:
+        return {**super()._infotext_extras(params), **controlnet_infotext(params.controlnets)}
+
+
+class ControlNetTextToImage(ControlNetMixin, TextToImage):
+    """Text-to-image guided by ControlNets (SD 1.x/2.x and SDXL)."""
+
+    params_class = ControlTxt2ImgParams
+
+
+class ControlNetImageToImage(ControlNetMixin, ImageToImage):
+    """img2img / inpainting guided by ControlNets; a unit without image uses the init image."""
+
+    params_class = ControlImg2ImgParams

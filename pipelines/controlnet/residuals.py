@@ -1,0 +1,101 @@
+"""Run the active ControlNets at one sampling step and sum their residuals for the UNet.
+
+This is the `unet_extra` hook of the sampling loop: it receives the batched UNet input (one row
+per conditioning row), the step's conditioning and which image each row belongs to, and returns
+the `down_block_additional_residuals` / `mid_block_additional_residual` keyword arguments. Several
+ControlNets add up, as diffusers' MultiControlNetModel and sd-webui-controlnet do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pipelines.image_prep import resize_image
+
+
+@dataclass
+class PreparedControl:
+    """One unit with its control image as a [1, 3, H, W] tensor in [0, 1] (RGB)."""
+
+    unit: Any
+    image: Any  # the preprocessed PIL control image (kept for previews)
+    tensor: Any
+
+
+def prepare_control_images(units: list, width: int, height: int, fallback_image=None) -> list[PreparedControl]:
+    """Resize each unit's image to the generation size per its resize mode, then preprocess it."""
+    import numpy as np
+    import torch
+
+    from pipelines.preprocessors import run_preprocessor
+
+    prepared = []
+    for unit in units:
+        source = unit.image if unit.image is not None else fallback_image
+        resized = resize_image(source.convert("RGB"), width, height, unit.resize_mode)
+        control = run_preprocessor(unit.preprocessor, resized, unit.threshold_a, unit.threshold_b)
+        array = np.asarray(control, dtype=np.float32) / 255.0
+        prepared.append(PreparedControl(unit, control, torch.from_numpy(array).permute(2, 0, 1)[None].contiguous()))
+    return prepared
+
+
+def is_active(unit, step: int, total_steps: int) -> bool:
+    """sd-webui-controlnet's schedule: active while start <= step / total <= end (step counted from 0)."""
+    fraction = step / max(1, total_steps)
+    return unit.guidance_start <= fraction <= unit.guidance_end
+
+
+def controlnet_unet_extra(controls: list[PreparedControl], total_steps: int, time_ids=None):
+    """Build the `unet_extra(model_input, t, step_cond, step, row_owners)` callable for a batch.
+
+    `total_steps` is the number of steps this batch runs (img2img: fewer than `steps`), the
+    denominator of the guidance window; `time_ids` ([B, 6], SDXL only) is each image's micro-conditioning.
+    """
+
+    def unet_extra(model_input, t, step_cond, step: int, row_owners: list[int]) -> dict:
+        import torch
+
+        down, mid = None, None
+        uncond = set(step_cond.uncond_rows)
+        for control in controls:
+            unit = control.unit
+            if not is_active(unit, step, total_steps):
+                continue
+            model = unit.model
+            rows = [r for r in range(len(row_owners)) if r not in uncond] if unit.guess_mode else list(range(len(row_owners)))
+            if not rows:
+                continue
+            latents = model_input[rows, :model.config.in_channels].to(device=model.device, dtype=model.dtype)
+            kwargs = {}
+            if time_ids is not None:
+                kwargs["added_cond_kwargs"] = {
+                    "text_embeds": step_cond.pooled[rows].to(device=model.device, dtype=model.dtype),
+                    "time_ids": time_ids[[row_owners[r] for r in rows]].to(device=model.device, dtype=model.dtype),
+                }
+            image = control.tensor.to(device=model.device, dtype=model.dtype).expand(len(rows), -1, -1, -1)
+            unit_down, unit_mid = model(
+                latents, t, encoder_hidden_states=step_cond.embeds[rows].to(device=model.device, dtype=model.dtype),
+                controlnet_cond=image, conditioning_scale=float(unit.weight), guess_mode=unit.guess_mode,
+                return_dict=False, **kwargs,
+            )
+            if len(rows) != len(row_owners):  # guess mode: unconditional rows get no control
+                unit_down = [_scatter_rows(r, rows, len(row_owners)) for r in unit_down]
+                unit_mid = _scatter_rows(unit_mid, rows, len(row_owners))
+            down = list(unit_down) if down is None else [a + b for a, b in zip(down, unit_down)]
+            mid = unit_mid if mid is None else mid + unit_mid
+        if down is None:
+            return {}
+        dtype = model_input.dtype
+        return {"down_block_additional_residuals": [r.to(dtype) for r in down],
+                "mid_block_additional_residual": mid.to(dtype)}
+
+    return unet_extra
+
+
+def _scatter_rows(values, rows: list[int], total: int):
+    import torch
+
+    full = torch.zeros((total, *values.shape[1:]), dtype=values.dtype, device=values.device)
+    full[rows] = values
+    return full

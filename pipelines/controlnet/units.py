@@ -1,0 +1,106 @@
+"""What one ControlNet contributes to a generation, and the checks run before anything starts."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from pipelines.image_prep import check_resize_mode
+
+
+@dataclass(frozen=True)
+class ControlNetLimits:
+    """Operator limits: every unit runs a UNet-sized encoder at each step, so their number is capped."""
+
+    max_units: int = 4
+
+
+@dataclass
+class ControlNetUnit:
+    """One ControlNet with its control image and schedule, as a unit of sd-webui-controlnet.
+
+    `image` is the picture handed to `preprocessor` (None in img2img: the init image is used,
+    as the WebUI does). The control image is brought to the generation size with `resize_mode`
+    ("just resize", "crop and resize", "resize and fill"), then preprocessed. The unit is active
+    at sampling step s of S while `guidance_start <= s / S <= guidance_end` (sd-webui-controlnet's
+    rule, s counted from 0 over the steps actually run). `guess_mode` follows diffusers: the
+    ControlNet sees only the conditional rows and its residuals are scaled from 0.1 (shallow)
+    to 1.0 (deepest), recorded as "Control Mode: ControlNet is more important".
+    """
+
+    model: Any  # a loaded diffusers ControlNetModel (see `load_controlnet`)
+    image: Any = None  # PIL image, or None in img2img to use the init image
+    weight: float = 1.0
+    guidance_start: float = 0.0
+    guidance_end: float = 1.0
+    guess_mode: bool = False
+    resize_mode: str = "crop and resize"
+    preprocessor: str = "none"
+    threshold_a: float | None = None
+    threshold_b: float | None = None
+    model_name: str | None = None  # what the infotext calls the model; default: the folder/file it came from
+
+    @property
+    def display_name(self) -> str:
+        if self.model_name:
+            return self.model_name
+        source = getattr(getattr(self.model, "config", None), "_name_or_path", None) or "controlnet"
+        name = str(source).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+        stem, dot, extension = name.rpartition(".")
+        return stem if dot and extension.lower() in ("safetensors", "pth", "pt", "ckpt", "bin") else name
+
+
+def _number(label: str, value: Any, low: float, high: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not low <= value <= high:
+        raise ValueError(f"{label} must be a number in [{low}, {high}], got {value!r}.")
+
+
+def check_controlnet_units(units: Any, unet_config, limits: ControlNetLimits, *, has_init_image: bool) -> None:
+    """Raise ValueError/TypeError naming the unit and value; called before any model runs."""
+    from PIL import Image
+
+    from pipelines.preprocessors import PREPROCESSORS
+
+    if not isinstance(units, (list, tuple)):
+        raise TypeError(f"controlnets must be a list of ControlNetUnit, got {type(units).__name__}.")
+    if len(units) > limits.max_units:
+        raise ValueError(f"Got {len(units)} ControlNet units; the limit is {limits.max_units} "
+                         "(ControlNetLimits.max_units). Remove some units or raise the limit.")
+    for index, unit in enumerate(units):
+        label = f"ControlNet {index}"
+        if not isinstance(unit, ControlNetUnit):
+            raise TypeError(f"{label} must be a ControlNetUnit, got {type(unit).__name__}.")
+        config = getattr(unit.model, "config", None)
+        if config is None or not hasattr(config, "conditioning_embedding_out_channels"):
+            raise TypeError(f"{label}: model must be a loaded diffusers ControlNetModel (see load_controlnet), "
+                            f"got {type(unit.model).__name__}.")
+        check_controlnet_matches_unet(config, unet_config, label, unit.display_name)
+        _number(f"{label} weight", unit.weight, 0.0, 2.0)
+        _number(f"{label} guidance_start", unit.guidance_start, 0.0, 1.0)
+        _number(f"{label} guidance_end", unit.guidance_end, 0.0, 1.0)
+        if unit.guidance_start > unit.guidance_end:
+            raise ValueError(f"{label}: guidance_start {unit.guidance_start} is after guidance_end {unit.guidance_end}.")
+        if not isinstance(unit.guess_mode, bool):
+            raise TypeError(f"{label}: guess_mode must be True or False, got {unit.guess_mode!r}.")
+        check_resize_mode(unit.resize_mode)
+        preprocessor = PREPROCESSORS.get(unit.preprocessor)
+        preprocessor.resolve_thresholds(unit.threshold_a, unit.threshold_b)
+        if unit.image is None and not has_init_image:
+            raise ValueError(f"{label} has no image; give the unit an image (only img2img falls back to the init image).")
+        if unit.image is not None and not isinstance(unit.image, Image.Image):
+            raise TypeError(f"{label}: image must be a PIL image or None, got {type(unit.image).__name__}.")
+
+
+def check_controlnet_matches_unet(controlnet_config, unet_config, label: str, name: str) -> None:
+    """A ControlNet only fits the UNet family it was trained with: same text width and extra embeddings."""
+    want = (unet_config.cross_attention_dim, unet_config.addition_embed_type, tuple(unet_config.block_out_channels))
+    got = (controlnet_config.cross_attention_dim, controlnet_config.addition_embed_type,
+           tuple(controlnet_config.block_out_channels))
+    if want != got:
+        raise ValueError(
+            f"{label} ({name}) does not fit this model: the ControlNet has cross-attention width {got[0]}, "
+            f"added embedding {got[1]!r} and blocks {list(got[2])}, the model's UNet has {want[0]}, {want[1]!r} and "
+            f"{list(want[2])} (an SDXL ControlNet needs an SDXL model, an SD 1.x one an SD 1.x model). "
+            "Pick a ControlNet made for this model family."
+        )

@@ -1,0 +1,90 @@
+"""img2img and inpainting with ControlNets, on a tiny 9-channel inpainting model and a plain SD 1.x model."""
+
+import numpy as np
+import pytest
+from PIL import Image, ImageFilter
+
+from pipelines.controlnet import ControlNetImageToImage, ControlNetUnit, load_controlnet
+
+SIZE = 64
+SMALL = dict(prompt="a cat", seed=11, width=SIZE, height=SIZE, steps=4, sampler="Euler", denoising_strength=0.75)
+
+
+def pixels(image):
+    return np.asarray(image).astype(np.int16)
+
+
+@pytest.fixture(scope="module")
+def inpaint_dir(tmp_path_factory):
+    from mixkit.testing.tiny_controlnet import build_tiny_sd1_inpaint
+
+    return build_tiny_sd1_inpaint(tmp_path_factory.mktemp("tiny-sd1-inpaint"), seed=0)
+
+
+@pytest.fixture(scope="module")
+def controlnet(tmp_path_factory):
+    from mixkit.testing.tiny_controlnet import build_tiny_controlnet
+
+    return load_controlnet(build_tiny_controlnet(tmp_path_factory.mktemp("tiny-cn-inpaint"), seed=1))
+
+
+@pytest.fixture(scope="module")
+def picture():
+    return Image.fromarray(np.random.default_rng(3).integers(0, 255, (SIZE, SIZE, 3), dtype=np.uint8))
+
+
+@pytest.fixture(scope="module")
+def mask():
+    mask = Image.new("L", (SIZE, SIZE), 0)
+    mask.paste(255, (16, 16, 48, 40))
+    return mask
+
+
+def test_nine_channel_unet_inpaints_with_unmasked_pixels_bit_identical(inpaint_dir, picture, mask, controlnet):
+    pipe = ControlNetImageToImage.from_pretrained(inpaint_dir)
+    assert pipe.model.unet.config.in_channels == 9
+    channels = []
+    handle = pipe.model.unet.register_forward_pre_hook(lambda module, args: channels.append(args[0].shape[1]))
+    try:
+        plain = pipe(init_images=[picture], mask=mask, mask_blur=2, **SMALL)
+        controlled = pipe(init_images=[picture], mask=mask, mask_blur=2, controlnets=[ControlNetUnit(controlnet)], **SMALL)
+    finally:
+        handle.remove()
+    assert set(channels) == {9}
+    untouched = np.asarray(mask.filter(ImageFilter.GaussianBlur(2))) == 0
+    for result in (plain, controlled):
+        out = pixels(result.images[0])
+        assert np.array_equal(out[untouched], pixels(picture)[untouched])
+        assert np.abs(out[~untouched] - pixels(picture)[~untouched]).mean() > 1
+    # the unit without image used the init image, and it changed the masked area
+    assert not np.array_equal(pixels(plain.images[0]), pixels(controlled.images[0]))
+    assert 'ControlNet 0: "Module: none' in controlled.infotexts[0] and "Mask blur: 2" in controlled.infotexts[0]
+
+
+def test_img2img_guidance_fraction_counts_the_steps_actually_run(tiny_sd1_dir, picture, controlnet):
+    """Strength 0.5 of 8 steps runs 5 steps; window [0, 0.5] covers steps 0, 1, 2 of those 5 (step/5 <= 0.5)."""
+    pipe = ControlNetImageToImage.from_pretrained(tiny_sd1_dir)
+    ran = []
+    handle = controlnet.register_forward_pre_hook(lambda module, args: ran.append(float(args[1])))
+    try:
+        pipe(init_images=[picture], controlnets=[ControlNetUnit(controlnet, picture, guidance_end=0.5)],
+             **{**SMALL, "steps": 8, "denoising_strength": 0.5})
+    finally:
+        handle.remove()
+    assert len(ran) == 3
+    assert ran == sorted(ran, reverse=True)
+
+
+def test_only_masked_inpainting_crops_the_control_image_like_the_init_image(tiny_sd1_dir, picture, mask, controlnet):
+    from pipelines.inpaint_mask import expand_crop_region, mask_bbox
+
+    pipe = ControlNetImageToImage.from_pretrained(tiny_sd1_dir)
+    options = dict(init_images=[picture], mask=mask, inpaint_full_res=True, inpaint_full_res_padding=4, **SMALL)
+    implicit = pipe(controlnets=[ControlNetUnit(controlnet)], **options)
+    crop = expand_crop_region(mask_bbox(mask), 4, SIZE, SIZE, SIZE, SIZE)
+    cropped = picture.crop((crop.left, crop.top, crop.right, crop.bottom))
+    assert cropped.size != picture.size
+    explicit = pipe(controlnets=[ControlNetUnit(controlnet, cropped)], **options)
+    uncropped = pipe(controlnets=[ControlNetUnit(controlnet, picture.resize((SIZE // 2, SIZE // 2)))], **options)
+    assert np.array_equal(pixels(implicit.images[0]), pixels(explicit.images[0]))
+    assert not np.array_equal(pixels(implicit.images[0]), pixels(uncropped.images[0]))

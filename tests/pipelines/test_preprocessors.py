@@ -1,0 +1,91 @@
+"""ControlNet preprocessors: canny against OpenCV (the implementation sd-webui-controlnet calls),
+the simple maps by exact values, and clear errors for unknown names, bad thresholds and missing weights."""
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw, ImageFilter
+
+from mixkit.errors import UnknownNameError
+from pipelines.preprocessors import PREPROCESSORS, PreprocessorWeightsMissing, canny_edges, run_preprocessor
+
+
+def shapes_image(noise: int = 0) -> Image.Image:
+    image = Image.new("RGB", (96, 80), (30, 40, 50))
+    draw = ImageDraw.Draw(image)
+    draw.ellipse((10, 10, 60, 50), fill=(200, 100, 30))
+    draw.rectangle((50, 30, 90, 70), fill=(20, 220, 120))
+    draw.line((0, 79, 95, 0), fill=(255, 255, 255), width=3)
+    pixels = np.asarray(image.filter(ImageFilter.GaussianBlur(1.5))).astype(int)
+    if noise:
+        pixels = pixels + np.random.default_rng(0).integers(-noise, noise, pixels.shape)
+    return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+
+
+@pytest.mark.parametrize("low, high", [(100, 200), (50, 100), (10, 30)])
+def test_canny_matches_opencv_on_clean_shapes(low, high):
+    cv2 = pytest.importorskip("cv2")  # test extra: opencv-python-headless
+    pixels = np.asarray(shapes_image())
+    assert np.array_equal(canny_edges(pixels, low, high), cv2.Canny(pixels, low, high))
+    grey = np.ascontiguousarray(pixels[..., 1])
+    assert np.array_equal(canny_edges(grey, low, high), cv2.Canny(grey, low, high))
+
+
+def test_canny_matches_opencv_on_noisy_colour_images():
+    """Noise exercises ties in non-maximum suppression and the per-pixel choice of colour channel."""
+    cv2 = pytest.importorskip("cv2")
+    for pixels in (np.asarray(shapes_image(noise=20)), np.random.default_rng(1).integers(0, 255, (64, 64, 3), dtype=np.uint8)):
+        theirs = cv2.Canny(pixels, 50, 100)
+        assert (theirs > 0).sum() > 100
+        assert np.array_equal(canny_edges(pixels, 50, 100), theirs)
+
+
+def test_canny_preprocessor_gives_white_edges_on_black_rgb():
+    out = run_preprocessor("canny", shapes_image())
+    array = np.asarray(out)
+    assert out.mode == "RGB" and out.size == (96, 80)
+    assert set(np.unique(array)) == {0, 255}
+    assert np.array_equal(array[..., 0], canny_edges(np.asarray(shapes_image()), 100, 200))
+
+
+def test_simple_maps_have_exact_values():
+    image = Image.fromarray(np.array([[[0, 0, 0], [100, 100, 100], [200, 200, 200]]], dtype=np.uint8))
+    assert np.asarray(run_preprocessor("invert", image))[0, :, 0].tolist() == [255, 155, 55]
+    assert np.asarray(run_preprocessor("threshold", image, threshold_a=150))[0, :, 0].tolist() == [255, 255, 0]
+    assert np.array_equal(np.asarray(run_preprocessor("none", image)), np.asarray(image))
+    coloured = Image.new("RGB", (4, 4), (255, 0, 0))
+    mono = np.asarray(run_preprocessor("monochrome", coloured))
+    assert (mono == mono[0, 0, 0]).all() and mono[0, 0, 0] == 76  # ITU-R 601 luma of pure red
+
+
+def test_tile_and_blur_keep_size_and_remove_detail():
+    detailed = Image.fromarray(np.random.default_rng(0).integers(0, 255, (32, 32, 3), dtype=np.uint8))
+    for name, option in (("tile_resample", 4.0), ("blur_gaussian", 3.0)):
+        out = run_preprocessor(name, detailed, threshold_a=option)
+        assert out.size == detailed.size
+        assert np.asarray(out).astype(float).std() < 0.5 * np.asarray(detailed).astype(float).std()
+
+
+def test_unknown_preprocessor_lists_valid_names():
+    with pytest.raises(UnknownNameError) as error:
+        run_preprocessor("cany", shapes_image())
+    assert "'canny'" in str(error.value)
+    assert {"none", "canny", "invert", "threshold", "tile_resample"} <= set(PREPROCESSORS.names())
+
+
+@pytest.mark.parametrize("value", [0, 256, float("nan"), "100"])
+def test_canny_threshold_out_of_range_is_refused(value):
+    with pytest.raises(ValueError, match="threshold_a"):
+        run_preprocessor("canny", shapes_image(), threshold_a=value)
+
+
+def test_depth_without_cached_weights_names_the_model_id(monkeypatch, tmp_path):
+    import huggingface_hub.constants
+
+    from pipelines.preprocessors import depth
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    depth._depth_pipeline.cache_clear()
+    with pytest.raises(PreprocessorWeightsMissing) as error:
+        run_preprocessor("depth_anything", shapes_image())
+    assert depth.DEPTH_MODELS["depth_anything"] in str(error.value)
+    assert "huggingface-cli download" in str(error.value)
