@@ -59,8 +59,9 @@ def _read_json(path: Path) -> dict:
 
 
 def _tokenizer(folder: Path):
-    """A folder with vocab.json/merges.txt (a diffusers model's own tokenizer) or only a config."""
-    if (folder / "vocab.json").is_file():
+    """A folder with a saved tokenizer (vocab.json/merges.txt, or tokenizer.json as transformers 5
+    writes it) or only a config, which selects the shipped CLIP vocabulary."""
+    if (folder / "vocab.json").is_file() or (folder / "tokenizer.json").is_file():
         from transformers import CLIPTokenizer
 
         return CLIPTokenizer.from_pretrained(folder)
