@@ -1,0 +1,206 @@
+"""Apply several LoRAs to a UNet and its text encoders, and take them off again bit for bit.
+
+Two modes, chosen by name from `LORA_APPLY_MODES`:
+- "merge": weights are rewritten once (fastest sampling); the original tensors are kept and copied
+  back on `remove()`, so restoring is exact whatever rounding the merge caused.
+- "runtime": parameters are never written; patched forwards add the LoRA outputs (see `runtime`).
+Each LoRA's change is computed against the original weight and the changes are summed, so several
+LoRAs commute and strength s of a linear family scales its change by s.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+
+from mixkit.errors import ModelNotFoundError
+from mixkit.lora.lora_file import LoraFile, load_lora
+from mixkit.lora.matching import MatchedModule, match_lora
+from mixkit.lora.model_index import UNET, ModelIndex
+from mixkit.lora.requests import LoraRequest
+from mixkit.lora.runtime import BypassBranch, RuntimePatch, can_bypass, install_patch
+from mixkit.registry import Registry
+
+# Handles applied to a model and not yet removed, in application order (keyed by the UNet).
+_ACTIVE: "weakref.WeakKeyDictionary[nn.Module, list[AppliedLoras]]" = weakref.WeakKeyDictionary()
+
+
+@dataclass
+class LoadedRequest:
+    request: LoraRequest
+    lora: LoraFile
+    matched: list[MatchedModule]
+
+    def strength_for(self, component: str) -> float:
+        return float(self.request.unet_weight if component == UNET else self.request.te_weight)
+
+
+@dataclass
+class AppliedLoras:
+    """LoRAs currently applied to a model; `remove()` restores the model exactly."""
+
+    mode: str
+    loaded: list[LoadedRequest]
+    _unet: nn.Module
+    _undo: list[Callable[[], None]] = field(default_factory=list)
+    removed: bool = False
+
+    def names(self) -> list[str]:
+        return [item.request.display_name for item in self.loaded]
+
+    def infotext_hashes(self) -> str:
+        """A1111's `Lora hashes` value: `name1: hash12, name2: hash12`."""
+        return ", ".join(f"{item.request.display_name}: {item.lora.short_hash()}" for item in self.loaded)
+
+    def module_count(self) -> int:
+        return sum(len(item.matched) for item in self.loaded)
+
+    def remove(self) -> None:
+        """Undo this application; LoRA sets applied later to the same model must be removed first."""
+        if self.removed:
+            return
+        stack = _ACTIVE.get(self._unet, [])
+        if stack and stack[-1] is not self:
+            raise ValueError(
+                f"LoRAs {', '.join(self.names())} were applied before {', '.join(stack[-1].names())}, "
+                "which is still applied; remove the most recently applied LoRAs first."
+            )
+        for undo in reversed(self._undo):
+            undo()
+        self._undo.clear()
+        if stack:
+            stack.pop()
+        self.removed = True
+
+    def __enter__(self) -> "AppliedLoras":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+
+def _changes(module: nn.Module, items: list[tuple[MatchedModule, float]]) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """Summed float32 weight and bias changes of all LoRAs on one module, each against the original weight."""
+    original = module.weight.detach().float()
+    weight_total, bias_total = None, None
+    for match, strength in items:
+        weights = match.lora_module.weights
+        change = weights.weight_change(original, strength).reshape(original.shape)
+        weight_total = change if weight_total is None else weight_total + change
+        bias = weights.bias_change(strength)
+        if bias is not None:
+            bias_total = bias if bias_total is None else bias_total + bias
+    return weight_total, bias_total
+
+
+def _apply_merge(targets: dict[int, tuple[nn.Module, list]], undo: list[Callable[[], None]]) -> None:
+    for module, items in targets.values():
+        weight_change, bias_change = _changes(module, items)
+        for name, change in (("weight", weight_change), ("bias", bias_change)):
+            if change is None:
+                continue
+            param = getattr(module, name)
+            # The backup lives on the CPU (as in A1111) so GPU memory does not double during generation.
+            saved = param.detach().to("cpu", copy=True)
+            with torch.no_grad():
+                param.copy_((param.detach().float() + change.reshape(param.shape)).to(param.dtype))
+            undo.append(lambda param=param, saved=saved: _restore(param, saved))
+
+
+def _restore(param: torch.Tensor, saved: torch.Tensor) -> None:
+    with torch.no_grad():
+        param.copy_(saved)
+
+
+def _apply_runtime(targets: dict[int, tuple[nn.Module, list]], undo: list[Callable[[], None]]) -> None:
+    for module, items in targets.values():
+        patch = RuntimePatch()
+        dense_items = []
+        for match, strength in items:
+            factors = match.lora_module.weights.low_rank_factors() if can_bypass(module) else None
+            if factors is None:
+                dense_items.append((match, strength))
+                continue
+            dtype = module.weight.dtype
+            down, up, mid = (None if t is None else t.to(module.weight.device, dtype) for t in factors)
+            patch.branches.append(BypassBranch(down, up, mid, match.lora_module.weights.scale() * strength))
+        if dense_items:
+            weight_change, bias_change = _changes(module, dense_items)
+            cast = lambda t: None if t is None else t.to(module.weight.device, module.weight.dtype)  # noqa: E731
+            patch.weight_change = None if weight_change is None else cast(weight_change.reshape(module.weight.shape))
+            patch.bias_change = cast(bias_change)
+        undo.append(install_patch(module, patch))
+
+
+LORA_APPLY_MODES: Registry[Callable] = Registry("LoRA apply mode")
+LORA_APPLY_MODES.register("merge", _apply_merge)
+LORA_APPLY_MODES.register("runtime", _apply_runtime)
+
+
+def _resolve_source(request: LoraRequest, library) -> Path:
+    path = Path(str(request.source)).expanduser()
+    if path.is_file():
+        return path.resolve()
+    if library is not None:
+        return library.resolve(str(request.source))
+    raise ModelNotFoundError(
+        f"LoRA {request.source!r} is not a file; pass a path to a .safetensors file, or a LoraLibrary to resolve names."
+    )
+
+
+def check_inputs(unet, text_encoders, requests, mode) -> None:
+    if not isinstance(unet, nn.Module):
+        raise TypeError(f"unet must be a torch.nn.Module (a diffusers UNet2DConditionModel), got {type(unet).__name__}")
+    if not isinstance(text_encoders, (list, tuple)) or not all(isinstance(t, nn.Module) for t in text_encoders):
+        raise TypeError("text_encoders must be a list of torch modules: [te] for SD 1.x/2.x, [te1, te2] for SDXL")
+    if len(text_encoders) > 2:
+        raise ValueError(f"text_encoders holds {len(text_encoders)} models; at most 2 (SDXL) are supported")
+    if not isinstance(requests, (list, tuple)) or not all(isinstance(r, LoraRequest) for r in requests):
+        raise TypeError("requests must be a list of LoraRequest (see parse_lora_cli_spec / LoraRequest.from_extra_network)")
+    LORA_APPLY_MODES.get(mode)
+
+
+def apply_loras(unet: nn.Module, text_encoders: list[nn.Module], requests: list[LoraRequest], *,
+                mode: str = "merge", library=None) -> AppliedLoras:
+    """Apply `requests` to the model; every key must match or nothing is applied (LoraMismatchError)."""
+    check_inputs(unet, text_encoders, requests, mode)
+    index = ModelIndex(unet, list(text_encoders))
+    runtime = mode == "runtime"
+    loaded: list[LoadedRequest] = []
+    seen: dict[Path, LoraRequest] = {}
+    # 1. Resolve, read and match every file before touching the model.
+    for request in requests:
+        path = _resolve_source(request, library)
+        if path in seen:
+            raise ValueError(
+                f"LoRA {path} is requested twice ({seen[path].source!r} and {request.source!r}); "
+                "list it once and combine the strengths."
+            )
+        seen[path] = request
+        lora = load_lora(path)
+        loaded.append(LoadedRequest(request, lora, match_lora(lora, index, runtime=runtime)))
+    # 2. Group all (module, strength) pairs by target module; strength 0 is skipped (a no-op by definition).
+    targets: dict[int, tuple[nn.Module, list]] = {}
+    for item in loaded:
+        for match in item.matched:
+            strength = item.strength_for(match.target.component)
+            if strength == 0:
+                continue
+            targets.setdefault(id(match.target.module), (match.target.module, []))[1].append((match, strength))
+    # 3. Apply; if anything fails half way, undo what was done so the model is unchanged.
+    undo: list[Callable[[], None]] = []
+    try:
+        with torch.no_grad():
+            LORA_APPLY_MODES.get(mode)(targets, undo)
+    except BaseException:
+        for step in reversed(undo):
+            step()
+        raise
+    handle = AppliedLoras(mode=mode, loaded=loaded, _unet=unet, _undo=undo)
+    _ACTIVE.setdefault(unet, []).append(handle)
+    return handle

@@ -1,0 +1,128 @@
+"""Convert LoRA files between kohya naming (A1111, ComfyUI) and diffusers/PEFT naming.
+
+Only plain low-rank LoRA modules exist in both worlds: LoHa, LoKr, IA3, full, norm, Tucker LoCon
+and DoRA have no PEFT LoRA equivalent, so converting them to diffusers is refused with the list
+of modules, never approximated. Alphas are carried exactly: kohya keeps one `.alpha` per module,
+PEFT a default `lora_alpha` plus an `alpha_pattern` of exact module paths.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import torch
+
+from mixkit.lora.diffusers_format import METADATA_KEY
+from mixkit.lora.errors import LoraMismatchError, list_for_humans
+from mixkit.lora.kohya import kohya_module_name
+from mixkit.lora.lora_file import LoraFile, LoraModule, load_lora
+from mixkit.lora.model_index import TE1, TE2, UNET, ModelIndex
+from mixkit.registry import Registry
+
+_DIFFUSERS_PREFIX = {UNET: "unet", TE1: "text_encoder", TE2: "text_encoder_2"}
+
+
+def _kohya_flat_name(module: LoraModule) -> str:
+    if module.component != UNET and not module.name.startswith(("text_model.", "text_model_")):
+        return "text_model_" + module.name.replace(".", "_")
+    return module.name.replace(".", "_")
+
+
+def to_kohya(lora: LoraFile, index: ModelIndex | None) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Kohya keys for every module (any family); diffusers paths become `lora_unet_<path_with_underscores>`."""
+    tensors: dict[str, torch.Tensor] = {}
+    for module in lora.modules:
+        name = kohya_module_name(module.component, _kohya_flat_name(module))
+        for suffix, tensor in module.weights.tensors.items():
+            tensors[f"{name}.{suffix}"] = tensor
+        rank = module.weights.rank()
+        if rank is not None:
+            alpha = module.weights.alpha if module.weights.alpha is not None else float(rank)
+            tensors[f"{name}.alpha"] = torch.tensor(float(alpha))
+        if module.weights.dora_scale is not None:
+            tensors[f"{name}.dora_scale"] = module.weights.dora_scale
+    metadata = {k: v for k, v in lora.metadata.raw.items() if k != METADATA_KEY}
+    return tensors, metadata
+
+
+def to_diffusers(lora: LoraFile, index: ModelIndex | None) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """PEFT keys + `lora_adapter_metadata`; kohya names need the model to recover dotted paths."""
+    blocked = [m.weights.keys[0].split(".")[0] for m in lora.modules
+               if m.weights.family != "lora" or m.weights.dora_scale is not None or "lora_mid.weight" in m.weights.tensors]
+    if blocked:
+        raise ValueError(
+            f"{lora.path}: {len(blocked)} module(s) are not plain LoRA and have no diffusers/PEFT form: "
+            f"{list_for_humans(blocked)}. Keep this file in kohya format (A1111, ComfyUI and mixkit read it)."
+        )
+    if lora.format.name != "diffusers" and index is None:
+        raise ValueError(
+            f"{lora.path}: converting kohya names to diffusers paths needs the base model "
+            "(underscores in names are ambiguous); pass --model DIR."
+        )
+    tensors: dict[str, torch.Tensor] = {}
+    per_component: dict[str, list[tuple[str, int, float]]] = {}
+    for module in lora.modules:
+        if lora.format.name == "diffusers":
+            path = module.name
+        else:
+            target = lora.format.find(index, module.component, module.name)
+            if target is None:
+                raise LoraMismatchError(f"{lora.path}: module {module.weights.keys[0]} matches no module of the given model.",
+                                        [module.weights.keys[0]])
+            path = index.canonical_path(module.component, target.module)
+        prefix = _DIFFUSERS_PREFIX[module.component]
+        down, up = module.weights.tensors["lora_down.weight"], module.weights.tensors["lora_up.weight"]
+        tensors[f"{prefix}.{path}.lora_A.weight"] = down
+        tensors[f"{prefix}.{path}.lora_B.weight"] = up
+        rank = int(down.shape[0])
+        alpha = module.weights.alpha if module.weights.alpha is not None else float(rank)
+        per_component.setdefault(prefix, []).append((path, rank, alpha))
+    adapter: dict[str, object] = {}
+    for prefix, entries in per_component.items():
+        rank = Counter(r for _, r, _ in entries).most_common(1)[0][0]
+        alpha = Counter(a for _, _, a in entries).most_common(1)[0][0]
+        adapter[f"{prefix}.r"] = rank
+        adapter[f"{prefix}.lora_alpha"] = alpha
+        # PEFT reads pattern keys as regexes matched at the end of module paths; full paths are exact enough.
+        adapter[f"{prefix}.rank_pattern"] = {p: r for p, r, _ in entries if r != rank}
+        adapter[f"{prefix}.alpha_pattern"] = {p: a for p, _, a in entries if a != alpha}
+        adapter[f"{prefix}.target_modules"] = sorted(p for p, _, _ in entries)
+    metadata = {k: v for k, v in lora.metadata.raw.items() if k != METADATA_KEY}
+    metadata[METADATA_KEY] = json.dumps(adapter, sort_keys=True)
+    return tensors, metadata
+
+
+LORA_CONVERTERS: Registry = Registry("LoRA output format")
+LORA_CONVERTERS.register("kohya", to_kohya)
+LORA_CONVERTERS.register("diffusers", to_diffusers)
+
+
+def convert_lora(source: str | Path, to: str, output: str | Path, index: ModelIndex | None = None) -> Path:
+    """Write `source` in format `to` at `output` (atomic: a temp file renamed into place)."""
+    from safetensors.torch import save_file
+
+    converter = LORA_CONVERTERS.get(to)
+    output = Path(output)
+    if output.suffix.lower() != ".safetensors":
+        raise ValueError(f"output {output} must end in .safetensors (converted LoRAs are always written as safetensors)")
+    if output.resolve() == Path(source).resolve():
+        raise ValueError(f"output {output} is the input file; choose another path")
+    lora = load_lora(source)
+    if lora.unclaimed_keys:
+        raise LoraMismatchError(f"{lora.path}: keys that cannot be converted: {list_for_humans(lora.unclaimed_keys)}",
+                                lora.unclaimed_keys)
+    tensors, metadata = converter(lora, index)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(prefix=output.name, suffix=".tmp", dir=output.parent)
+    os.close(handle)
+    try:
+        save_file({k: v.contiguous() for k, v in tensors.items()}, temp, metadata=metadata)
+        os.replace(temp, output)
+    finally:
+        if os.path.exists(temp):
+            os.remove(temp)
+    return output

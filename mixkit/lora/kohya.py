@@ -1,0 +1,30 @@
+"""Kohya / LyCORIS naming: `lora_unet_<flat path>.<tensor>`, `lora_te[1|2]_<flat path>.<tensor>`.
+
+The flattened path is a diffusers (SD 1.x/2.x trainers) or an LDM/SGM (SDXL trainers) module path
+with dots replaced by underscores; `ModelIndex.find_flat` resolves both. LyCORIS used on a bare
+module writes `lycoris_<flat path>`; A1111 treats those as UNet modules and so do we.
+"""
+
+from __future__ import annotations
+
+from mixkit.lora.model_index import TE1, TE2, UNET
+
+# Longest prefixes first: `lora_te1_` must not be read as `lora_te_` + `1_...`.
+KOHYA_PREFIXES = (("lora_te1_", TE1), ("lora_te2_", TE2), ("lora_te_", TE1), ("lora_unet_", UNET), ("lycoris_", UNET))
+
+
+def split_kohya_key(key: str) -> tuple[str, str, str] | None:
+    """`lora_unet_x_y.lora_down.weight` -> ("unet", "x_y", "lora_down.weight"); None if not kohya."""
+    module_name, dot, suffix = key.partition(".")
+    if not dot:
+        return None
+    for prefix, component in KOHYA_PREFIXES:
+        if module_name.startswith(prefix) and len(module_name) > len(prefix):
+            return component, module_name[len(prefix):], suffix
+    return None
+
+
+def kohya_module_name(component: str, flat_name: str) -> str:
+    """The kohya module name of a component's flat path (SD 1.x-style `lora_te_` for one encoder)."""
+    prefix = {UNET: "lora_unet_", TE1: "lora_te1_", TE2: "lora_te2_"}[component]
+    return prefix + flat_name

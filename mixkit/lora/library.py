@@ -1,0 +1,105 @@
+"""A folder of LoRA files: list, search, and resolve `<lora:name:...>` names to files.
+
+Names resolve like A1111: the file stem (`add_detail`), the path relative to the folder without
+suffix (`styles/add_detail`), or the alias the trainer stored (`ss_output_name`). A name that fits
+several files is an error listing them, never a silent pick.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mixkit.errors import ModelNotFoundError
+from mixkit.lora.reading import LORA_SUFFIXES, read_safetensors_header
+
+
+@dataclass(frozen=True)
+class LoraEntry:
+    """One file of the library."""
+
+    path: Path
+    name: str
+    relative_name: str
+    alias: str | None
+
+
+class LoraLibrary:
+    """The LoRA files under `folder` (recursively), indexed by name, relative name and alias."""
+
+    def __init__(self, folder: str | Path) -> None:
+        folder = Path(folder).expanduser()
+        if not folder.is_dir():
+            raise ModelNotFoundError(f"LoRA folder not found: {folder}; create it or pass the folder holding your LoRA files.")
+        self.folder = folder
+        self._entries: list[LoraEntry] | None = None
+
+    def refresh(self) -> None:
+        """Forget the scan so files added since are found."""
+        self._entries = None
+
+    def entries(self) -> list[LoraEntry]:
+        if self._entries is None:
+            found = []
+            for path in sorted(self.folder.rglob("*")):
+                if path.is_file() and path.suffix.lower() in LORA_SUFFIXES:
+                    relative = path.relative_to(self.folder).with_suffix("").as_posix()
+                    found.append(LoraEntry(path=path, name=path.stem, relative_name=relative, alias=_alias(path)))
+            self._entries = found
+        return list(self._entries)
+
+    def names(self) -> list[str]:
+        return [entry.relative_name for entry in self.entries()]
+
+    def search(self, text: str) -> list[LoraEntry]:
+        """Entries whose name, relative name or alias contains `text` (case-insensitive)."""
+        needle = text.casefold()
+        return [e for e in self.entries()
+                if needle in e.relative_name.casefold() or (e.alias and needle in e.alias.casefold())]
+
+    def resolve(self, name_or_path: str) -> Path:
+        """A file path, or the one library file whose name, relative name or alias is `name_or_path`."""
+        if not isinstance(name_or_path, str) or not name_or_path.strip():
+            raise ValueError(f"LoRA name must be a non-empty string, got {name_or_path!r}")
+        direct = Path(name_or_path).expanduser()
+        if direct.is_file():
+            return direct.resolve()
+        in_folder = (self.folder / name_or_path).resolve()
+        if in_folder.is_file() and in_folder.is_relative_to(self.folder.resolve()):
+            return in_folder
+        return self.resolve_name(name_or_path)
+
+    def resolve_name(self, name: str) -> Path:
+        """The one library file called `name` (stem, relative name or alias); never a path outside the folder.
+
+        Prompt tags come from untrusted text (the HTTP API), so they resolve only through this.
+        """
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"LoRA name must be a non-empty string, got {name!r}")
+        name_or_path = name
+        entries = self.entries()
+        for field in ("relative_name", "name", "alias"):
+            hits = [e for e in entries if getattr(e, field) == name_or_path]
+            if not hits:
+                hits = [e for e in entries if (getattr(e, field) or "").casefold() == name_or_path.casefold()]
+            if len(hits) == 1:
+                return hits[0].path.resolve()
+            if len(hits) > 1:
+                listed = ", ".join(h.relative_name + h.path.suffix for h in hits)
+                raise ValueError(f"LoRA name {name_or_path!r} fits several files in {self.folder}: {listed}; use the relative path.")
+        close = [e.relative_name for e in self.search(name_or_path)][:5]
+        hint = f" Similar: {', '.join(close)}." if close else f" {len(entries)} LoRA file(s) in the folder."
+        raise ModelNotFoundError(f"No LoRA named {name_or_path!r} in {self.folder}.{hint}")
+
+
+def _alias(path: Path) -> str | None:
+    """`ss_output_name` from a safetensors header (only the header is read); None if absent or unreadable."""
+    if path.suffix.lower() != ".safetensors":
+        return None
+    try:
+        header, _ = read_safetensors_header(path)
+    except (ValueError, OSError):
+        return None
+    metadata = header.get("__metadata__") or {}
+    alias = metadata.get("ss_output_name") if isinstance(metadata, dict) else None
+    return str(alias) if alias else None

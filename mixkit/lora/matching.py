@@ -1,0 +1,132 @@
+"""Match every module of a LoRA file to the model, or fail with one error naming every bad key.
+
+Nothing is applied here: `apply_loras` matches all requested files first, so a mismatch leaves the
+model untouched. A file for another base model (SDXL on SD 1.x, SD 2.x on SD 1.x) shows up as
+missing components, unknown modules or wrong shapes; the error adds what the file looks like it
+was trained for, judged from its own keys and shapes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from torch import nn
+
+from mixkit.lora.errors import LoraMismatchError, list_for_humans
+from mixkit.lora.lora_file import LoraFile, LoraModule
+from mixkit.lora.model_index import COMPONENT_LABELS, TE2, ModelIndex, TargetModule
+
+# Module types whose forward runtime mode knows how to recompute with changed parameters.
+RUNTIME_MODULE_TYPES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.GroupNorm, nn.LayerNorm)
+# Width of the text-encoder context each base model's cross-attention reads.
+_CONTEXT_WIDTHS = {768: "SD 1.x", 1024: "SD 2.x", 2048: "SDXL"}
+
+
+@dataclass(frozen=True)
+class MatchedModule:
+    target: TargetModule
+    lora_module: LoraModule
+
+
+def _key_of(module: LoraModule) -> str:
+    return module.weights.keys[0].split(".")[0] if module.weights.keys else module.name
+
+
+def guess_base_model(lora: LoraFile) -> str | None:
+    """What the file was trained for, from a second text encoder or the cross-attention input width."""
+    if any(m.component == TE2 for m in lora.modules):
+        return "SDXL"
+    widths = set()
+    for module in lora.modules:
+        if module.name.replace(".", "_").endswith(("attn2_to_k", "attn2_to_v")):
+            widths.add(module.weights.implied_shape()[1])
+    guesses = {_CONTEXT_WIDTHS[w] for w in widths if w in _CONTEXT_WIDTHS}
+    if len(guesses) == 1:
+        return guesses.pop()
+    return lora.metadata.architecture or None
+
+
+def _shape_problem(module: LoraModule, target: TargetModule) -> str | None:
+    weight = getattr(target.module, "weight", None)
+    if weight is None:
+        return f"{_key_of(module)}: target {target.path} has no weight"
+    out_dim, in_flat = weight.shape[0], int(math.prod(weight.shape[1:]))
+    want_out, want_in = module.weights.implied_shape()
+    if (want_out not in (-1, out_dim)) or (want_in not in (-1, in_flat)):
+        return f"{_key_of(module)}: file [{want_out}, {want_in}] vs model {target.path} {list(weight.shape)}"
+    layout = module.weights.layout_tensor()
+    if layout is not None and layout.dim() != weight.dim():
+        # A Linear-shaped LoRA on a 1x1 Conv (or back) is the SD 2.x / SD 1.x proj_in difference:
+        # same numbers, different base model, so it is reported instead of reshaped.
+        return (f"{_key_of(module)}: file has a {layout.dim()}-D ({'Linear' if layout.dim() == 2 else 'Conv'}) "
+                f"tensor {list(layout.shape)} for {type(target.module).__name__} {target.path} {list(weight.shape)}")
+    if module.weights.dora_scale is not None and module.weights.dora_scale.numel() not in (weight.shape[0], weight.shape[1]):
+        return f"{_key_of(module)}.dora_scale: {list(module.weights.dora_scale.shape)} fits neither side of {list(weight.shape)}"
+    if module.weights.bias_change(1.0) is not None:
+        bias = getattr(target.module, "bias", None)
+        if bias is None or bias.numel() != module.weights.bias_change(1.0).numel():
+            return f"{_key_of(module)}: bias change for {target.path}, which has {'no bias' if bias is None else list(bias.shape)}"
+    return None
+
+
+@dataclass
+class MatchResult:
+    matched: list[MatchedModule]
+    unmatched: list[str]
+    shape_problems: list[str]
+    missing_components: set[str]
+
+    @property
+    def problems(self) -> list[str]:
+        return sorted(self.unmatched) + self.shape_problems
+
+
+def find_matches(lora: LoraFile, index: ModelIndex, *, runtime: bool = False) -> MatchResult:
+    """Sort every module of `lora` into matched, unmatched and mismatched, without raising."""
+    matched: list[MatchedModule] = []
+    unmatched = list(lora.unclaimed_keys)
+    shapes: list[str] = []
+    missing_components: set[str] = set()
+    claimed: dict[int, str] = {}
+    for module in lora.modules:
+        if not index.has(module.component):
+            missing_components.add(module.component)
+            unmatched.append(_key_of(module))
+            continue
+        target = lora.format.find(index, module.component, module.name)
+        if target is None:
+            unmatched.append(_key_of(module))
+            continue
+        problem = _shape_problem(module, target)
+        if problem is None and runtime and not isinstance(target.module, RUNTIME_MODULE_TYPES):
+            problem = f"{_key_of(module)}: runtime mode cannot patch a {type(target.module).__name__}; use mode='merge'"
+        if problem is None and id(target.module) in claimed:
+            # Two names for one module (e.g. diffusers and LDM naming mixed) would apply it twice.
+            problem = f"{_key_of(module)} and {claimed[id(target.module)]} both target {target.path}"
+        if problem:
+            shapes.append(problem)
+            continue
+        claimed[id(target.module)] = _key_of(module)
+        matched.append(MatchedModule(target, module))
+    return MatchResult(matched, unmatched, shapes, missing_components)
+
+
+def match_lora(lora: LoraFile, index: ModelIndex, *, runtime: bool = False) -> list[MatchedModule]:
+    """Every module of `lora` with its target in the model; LoraMismatchError listing all problems otherwise."""
+    result = find_matches(lora, index, runtime=runtime)
+    unmatched, shapes, missing_components = result.unmatched, result.shape_problems, result.missing_components
+    if not unmatched and not shapes:
+        return result.matched
+    parts = [f"LoRA {lora.path} does not fit this model ({index.family_label()})."]
+    guess = guess_base_model(lora)
+    if guess:
+        parts.append(f"The file looks trained for {guess}.")
+    for component in sorted(missing_components):
+        parts.append(f"It has weights for the {COMPONENT_LABELS[component]}, which this model does not have.")
+    if unmatched:
+        parts.append(f"{len(unmatched)} key(s) match no module: {list_for_humans(sorted(unmatched))}.")
+    if shapes:
+        parts.append(f"{len(shapes)} shape mismatch(es) or conflicts: {list_for_humans(shapes, 6)}.")
+    parts.append("Use a LoRA made for this base model; the model was left unchanged.")
+    raise LoraMismatchError(" ".join(parts), problems=sorted(unmatched) + shapes)

@@ -1,0 +1,111 @@
+"""What a user asks for: which LoRA, at which text-encoder and UNet strength."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+
+# Prompt-tag kinds that name a LoRA (A1111 accepted `lyco` for LyCORIS files before merging both into `lora`).
+LORA_TAG_KINDS = ("lora", "lyco")
+
+
+@dataclass(frozen=True)
+class LoraRequest:
+    """One LoRA to apply: a file path or a library name, with A1111's `<lora:name:te:unet>` strengths."""
+
+    source: str | Path
+    te_weight: float = 1.0
+    unet_weight: float = 1.0
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.source, (str, Path)) or not str(self.source).strip():
+            raise TypeError(f"LoraRequest.source must be a non-empty path or name, got {self.source!r}")
+        for field_name in ("te_weight", "unet_weight"):
+            value = getattr(self, field_name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"LoraRequest.{field_name} must be a finite number, got {value!r} (for {self.source})")
+
+    @property
+    def display_name(self) -> str:
+        return self.name or Path(str(self.source)).stem
+
+    @classmethod
+    def parse(cls, spec: str) -> "LoraRequest":
+        """Same as `parse_lora_cli_spec`: `NAME_OR_PATH[:STRENGTH[:UNET_STRENGTH]]`."""
+        return parse_lora_cli_spec(spec)
+
+    @classmethod
+    def from_extra_network(cls, request) -> "LoraRequest":
+        """From a prompt tag request (`kind`, `name`, `te_weight`, `unet_weight`), as the prompt parser yields."""
+        kind = getattr(request, "kind", "lora")
+        raw = getattr(request, "raw", request)
+        if kind not in LORA_TAG_KINDS:
+            raise ValueError(f"extra network {raw!r} is a {kind!r}; mixkit applies only {' and '.join(LORA_TAG_KINDS)} tags")
+        if getattr(request, "dyn_dim", None) is not None:
+            raise ValueError(f"extra network {raw!r}: dyn (DyLoRA rank cut) is not supported; remove the dyn value")
+        unet = getattr(request, "unet_weight", None)
+        te = getattr(request, "te_weight", 1.0)
+        return cls(source=request.name, te_weight=float(te), unet_weight=float(te if unet is None else unet), name=request.name)
+
+
+def parse_lora_cli_spec(spec: str) -> LoraRequest:
+    """`NAME_OR_PATH[:STRENGTH[:UNET_STRENGTH]]` -> LoraRequest (one strength sets both, as in A1111).
+
+    Strengths are read from the right so paths containing ':' (Windows drives) still work.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"--lora expects NAME_OR_PATH[:STRENGTH[:UNET_STRENGTH]], got {spec!r}")
+    parts = spec.split(":")
+    numbers: list[float] = []
+    while len(parts) > 1 and len(numbers) < 2:
+        try:
+            value = float(parts[-1])
+        except ValueError:
+            break
+        numbers.insert(0, value)
+        parts.pop()
+    source = ":".join(parts)
+    if not source.strip():
+        raise ValueError(f"--lora {spec!r} names no LoRA; expected NAME_OR_PATH[:STRENGTH[:UNET_STRENGTH]]")
+    if any(not math.isfinite(n) for n in numbers):
+        raise ValueError(f"--lora {spec!r}: strengths must be finite numbers")
+    te = numbers[0] if numbers else 1.0
+    unet = numbers[1] if len(numbers) > 1 else te
+    return LoraRequest(source=source, te_weight=te, unet_weight=unet)
+
+
+def resolve_lora_requests(explicit: list[LoraRequest], tags: list, lora_dir: str | Path | None = None) -> list[LoraRequest]:
+    """CLI/API requests plus prompt-tag requests, each with `source` resolved to a file path.
+
+    Names resolve through a `LoraLibrary` on `lora_dir` (file stem, relative name or alias); explicit
+    requests may also be paths to files, prompt tags never (they are untrusted text). The display name (for `Lora hashes`) stays what the user wrote.
+    """
+    from mixkit.errors import ModelNotFoundError
+    from mixkit.lora.library import LoraLibrary
+
+    tag_requests = [LoraRequest.from_extra_network(tag) for tag in tags]
+    library = LoraLibrary(lora_dir) if lora_dir else None
+    if tag_requests and library is None:
+        raise ModelNotFoundError(
+            f"prompt tag {tags[0].raw!r} names a LoRA but no LoRA folder is set; set the LoRA folder (--lora-dir)."
+        )
+    resolved = []
+    for from_tag, request in [(False, r) for r in explicit] + [(True, r) for r in tag_requests]:
+        path = Path(str(request.source)).expanduser()
+        if from_tag:
+            # Tags come from prompt text (possibly the HTTP API): names in the folder only, never paths.
+            path = library.resolve_name(str(request.source))
+        elif path.is_file():
+            path = path.resolve()
+        elif library is not None:
+            path = library.resolve(str(request.source))
+        else:
+            raise ModelNotFoundError(
+                f"LoRA {request.source!r} is not a file and no LoRA folder is set; pass a path or set the LoRA folder (--lora-dir)."
+            )
+        resolved.append(LoraRequest(source=path, te_weight=request.te_weight, unet_weight=request.unet_weight,
+                                    name=request.name or Path(str(request.source)).stem))
+    return resolved

@@ -1,0 +1,110 @@
+"""Runtime mode: LoRAs applied in the forward pass, the model's parameters never written.
+
+Plain low-rank LoRA runs as a bypass branch (`x -> down -> [mid] -> up`), which costs O(rank)
+per call instead of a full weight; every other family (LoHa, LoKr, IA3, DoRA, full, norm) has
+its weight change precomputed once and the output change `op(x, ΔW)` is added. Patching the
+instance's `forward` (not the class) keeps removal exact: the attribute is deleted or restored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass
+class BypassBranch:
+    """One low-rank branch: down (and Tucker mid) then up, times scale*strength."""
+
+    down: torch.Tensor
+    up: torch.Tensor
+    mid: torch.Tensor | None
+    factor: float
+
+
+@dataclass
+class RuntimePatch:
+    """What one patched module adds: a dense weight/bias change and/or low-rank branches."""
+
+    weight_change: torch.Tensor | None = None
+    bias_change: torch.Tensor | None = None
+    branches: list[BypassBranch] = field(default_factory=list)
+
+
+def _dense_change(module: nn.Module, x: torch.Tensor, patch: RuntimePatch) -> torch.Tensor:
+    """The output change caused by ΔW/Δb; every supported layer is linear in its parameters.
+
+    Adding a change to the module's own output (instead of re-running it with W + ΔW) keeps
+    several runtime patches on one module stackable and leaves the original forward untouched.
+    """
+    weight, bias = patch.weight_change, patch.bias_change
+    if isinstance(module, nn.Linear):
+        return F.linear(x, weight, bias) if weight is not None else bias
+    if isinstance(module, (nn.Conv1d, nn.Conv2d)):
+        if weight is None:
+            return bias.reshape(1, -1, *([1] * (x.dim() - 2)))
+        conv = F.conv2d if isinstance(module, nn.Conv2d) else F.conv1d
+        return conv(x, weight, bias, module.stride, module.padding, module.dilation, module.groups)
+    if isinstance(module, nn.GroupNorm):
+        normalized = F.group_norm(x, module.num_groups, None, None, module.eps)
+        view = (1, -1, *([1] * (x.dim() - 2)))
+        change = normalized * weight.reshape(view) if weight is not None else torch.zeros_like(x)
+        return change + bias.reshape(view) if bias is not None else change
+    if isinstance(module, nn.LayerNorm):
+        normalized = F.layer_norm(x, module.normalized_shape, None, None, module.eps)
+        change = normalized * weight if weight is not None else torch.zeros_like(x)
+        return change + bias if bias is not None else change
+    raise TypeError(f"runtime LoRA cannot patch {type(module).__name__}")  # excluded by matching
+
+
+def _branch_output(module: nn.Module, x: torch.Tensor, branch: BypassBranch) -> torch.Tensor:
+    if isinstance(module, nn.Linear):
+        hidden = F.linear(x, branch.down.reshape(branch.down.shape[0], -1))
+        return F.linear(hidden, branch.up.reshape(branch.up.shape[0], -1)) * branch.factor
+    conv = F.conv2d if isinstance(module, nn.Conv2d) else F.conv1d
+    spatial = module.weight.dim() - 2
+    down = branch.down.reshape(*branch.down.shape[:2], *([1] * spatial)) if branch.down.dim() == 2 else branch.down
+    up = branch.up.reshape(*branch.up.shape[:2], *([1] * spatial))
+    geometry = dict(stride=module.stride, padding=module.padding, dilation=module.dilation)
+    if branch.mid is not None:
+        hidden = conv(conv(x, down), branch.mid, **geometry)
+    else:
+        hidden = conv(x, down, **geometry)
+    return conv(hidden, up) * branch.factor
+
+
+def can_bypass(module: nn.Module) -> bool:
+    """Low-rank branches need a plain (ungrouped, zero-padded) Linear or Conv."""
+    if isinstance(module, nn.Linear):
+        return True
+    return isinstance(module, (nn.Conv1d, nn.Conv2d)) and module.groups == 1 and module.padding_mode == "zeros"
+
+
+def install_patch(module: nn.Module, patch: RuntimePatch) -> Callable[[], None]:
+    """Replace `module.forward` by one adding `patch`; return the function that undoes it exactly."""
+    had_instance_forward = "forward" in module.__dict__
+    previous = module.__dict__.get("forward")
+    original_forward = module.forward
+    dense = patch.weight_change is not None or patch.bias_change is not None
+
+    def forward(x, *args, **kwargs):
+        out = original_forward(x, *args, **kwargs)
+        if dense:
+            out = out + _dense_change(module, x, patch)
+        for branch in patch.branches:
+            out = out + _branch_output(module, x, branch)
+        return out
+
+    module.forward = forward
+
+    def undo() -> None:
+        if had_instance_forward:
+            module.forward = previous
+        else:
+            del module.forward
+
+    return undo

@@ -1,0 +1,154 @@
+"""Applying several LoRAs: strengths, sums of deltas, no-ops, ordering, duplicates, mismatches."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mixkit.lora import LoraMismatchError, LoraRequest, apply_loras
+from mixkit.errors import UnknownNameError
+from tests.mixkit.lora.conftest import assert_bit_identical, make_peer_lora, snapshot
+
+
+def _merged_change(model, requests):
+    before = snapshot(model)
+    handle = apply_loras(model.unet, model.text_encoders, requests, mode="merge")
+    after = snapshot(model)
+    handle.remove()
+    return {k: after[k].double() - before[k].double() for k in before}
+
+
+def test_two_loras_merge_to_the_sum_of_their_deltas(tmp_path, sd1):
+    first = make_peer_lora(tmp_path, sd1, "lokr", seed=11, name="first").path
+    second = make_peer_lora(tmp_path, sd1, "loha", seed=12, name="second").path
+    a, b = 0.8, -0.35
+    delta_first = _merged_change(sd1, [LoraRequest(first)])
+    delta_second = _merged_change(sd1, [LoraRequest(second)])
+    combined = _merged_change(sd1, [LoraRequest(first, a, a), LoraRequest(second, b, b)])
+    for key, change in combined.items():
+        expected = a * delta_first[key] + b * delta_second[key]
+        assert torch.allclose(change, expected, rtol=1e-4, atol=1e-6), key
+
+
+def test_text_encoder_and_unet_strengths_are_separate(tmp_path, sd1):
+    path = make_peer_lora(tmp_path, sd1, "lora", seed=13).path
+    only_unet = _merged_change(sd1, [LoraRequest(path, te_weight=0.0, unet_weight=1.0)])
+    only_te = _merged_change(sd1, [LoraRequest(path, te_weight=1.0, unet_weight=0.0)])
+    assert all(not torch.any(v) for k, v in only_unet.items() if k.startswith("te0."))
+    assert any(torch.any(v) for k, v in only_unet.items() if k.startswith("unet."))
+    assert all(not torch.any(v) for k, v in only_te.items() if k.startswith("unet."))
+    assert any(torch.any(v) for k, v in only_te.items() if k.startswith("te0."))
+
+
+@pytest.mark.parametrize("algo, kwargs", [("lora", {}), ("lora", {"dora_wd": True}), ("ia3", {})])
+def test_strength_zero_is_a_no_op(tmp_path, sd1, algo, kwargs):
+    path = make_peer_lora(tmp_path, sd1, algo, seed=14, **kwargs).path
+    before = snapshot(sd1)
+    for mode in ("merge", "runtime"):
+        handle = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path, 0.0, 0.0)], mode=mode)
+        assert_bit_identical(sd1, before)
+        handle.remove()
+
+
+def test_handles_must_be_removed_last_first(tmp_path, sd1):
+    first = make_peer_lora(tmp_path, sd1, "lora", seed=15, name="first").path
+    second = make_peer_lora(tmp_path, sd1, "loha", seed=16, name="second").path
+    before = snapshot(sd1)
+    handle_first = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(first)], mode="merge")
+    handle_second = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(second)], mode="runtime")
+    with pytest.raises(ValueError, match="remove the most recently applied"):
+        handle_first.remove()
+    handle_second.remove()
+    handle_first.remove()
+    handle_first.remove()  # idempotent
+    assert_bit_identical(sd1, before)
+
+
+def test_same_lora_listed_twice_is_refused(tmp_path, sd1):
+    path = make_peer_lora(tmp_path, sd1, "lora", seed=17).path
+    before = snapshot(sd1)
+    with pytest.raises(ValueError, match="requested twice"):
+        apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path, 0.5), LoraRequest(str(path), 0.3)])
+    assert_bit_identical(sd1, before)
+
+
+def test_sdxl_lora_on_sd1_lists_keys_and_leaves_model_untouched(tmp_path, sd1, sdxl):
+    good = make_peer_lora(tmp_path, sd1, "lora", seed=18, name="good").path
+    xl = make_peer_lora(tmp_path, sdxl, "lora", seed=18, name="xl").path
+    before = snapshot(sd1)
+    with pytest.raises(LoraMismatchError) as caught:
+        apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(good), LoraRequest(xl)], mode="merge")
+    message = str(caught.value)
+    assert "xl.safetensors" in message and "SDXL" in message and "second text encoder" in message
+    assert any(p.startswith("lora_te2_") for p in caught.value.problems)
+    assert_bit_identical(sd1, before)
+
+
+def test_sd2_lora_on_sd1_reports_shape_mismatches(tmp_path, tiny_sd2v_dir, sd1):
+    from tests.mixkit.lora.conftest import _load
+
+    sd2 = _load(tiny_sd2v_dir, sdxl=False)
+    path = make_peer_lora(tmp_path, sd2, "lora", seed=19, name="sd2").path
+    before = snapshot(sd1)
+    with pytest.raises(LoraMismatchError, match="shape mismatch") as caught:
+        apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path)], mode="runtime")
+    assert "attn1_to_q" in str(caught.value) or "attentions_0" in str(caught.value)
+    assert_bit_identical(sd1, before)
+
+
+def test_unknown_mode_and_bad_requests(tmp_path, sd1):
+    path = make_peer_lora(tmp_path, sd1, "lora", seed=20).path
+    with pytest.raises(UnknownNameError, match="runtime"):
+        apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path)], mode="fast")
+    with pytest.raises(TypeError, match="LoraRequest"):
+        apply_loras(sd1.unet, sd1.text_encoders, [str(path)])
+    with pytest.raises(ValueError, match="finite"):
+        LoraRequest(path, te_weight=float("nan"))
+    with pytest.raises(FileNotFoundError, match="not a file"):
+        apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest("no_such_lora")])
+
+
+def test_unmatched_key_is_reported_not_ignored(tmp_path, sd1):
+    from safetensors.torch import save_file
+
+    peer = make_peer_lora(tmp_path, sd1, "lora", seed=21)
+    state = dict(peer.state_dict)
+    state["lora_unet_down_blocks_9_attentions_0_proj_in.lora_down.weight"] = torch.zeros(4, 32)
+    state["lora_unet_down_blocks_9_attentions_0_proj_in.lora_up.weight"] = torch.zeros(32, 4)
+    state["lora_unet_down_blocks_0_attentions_0_proj_in.mystery"] = torch.zeros(1)
+    path = tmp_path / "extra.safetensors"
+    save_file(state, str(path))
+    before = snapshot(sd1)
+    with pytest.raises(LoraMismatchError) as caught:
+        apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path)])
+    assert "lora_unet_down_blocks_9_attentions_0_proj_in" in str(caught.value)
+    assert "mystery" in str(caught.value)
+    assert_bit_identical(sd1, before)
+
+
+def test_infotext_hashes_format(tmp_path, sd1):
+    import hashlib
+    import struct
+
+    first = make_peer_lora(tmp_path, sd1, "lora", seed=22, name="first").path
+    second = make_peer_lora(tmp_path, sd1, "lora", seed=23, name="second",
+                            metadata={"sshs_model_hash": "abcdef0123456789" * 4}).path
+    data = first.read_bytes()
+    (header_length,) = struct.unpack("<Q", data[:8])
+    expected_first = hashlib.sha256(data[8 + header_length:]).hexdigest()[:12]
+    handle = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(first), LoraRequest(second, name="styled")])
+    assert handle.infotext_hashes() == f"first: {expected_first}, styled: abcdef012345"
+    handle.remove()
+
+
+def test_one_module_under_two_names_is_a_conflict(tmp_path, sd1):
+    from safetensors.torch import save_file
+
+    lora = {"lora_unet_down_blocks_0_attentions_0_proj_in.lora_down.weight": torch.ones(1, 32, 1, 1),
+            "lora_unet_down_blocks_0_attentions_0_proj_in.lora_up.weight": torch.ones(32, 1, 1, 1),
+            "lora_unet_input_blocks_1_1_proj_in.lora_down.weight": torch.ones(1, 32, 1, 1),
+            "lora_unet_input_blocks_1_1_proj_in.lora_up.weight": torch.ones(32, 1, 1, 1)}
+    path = tmp_path / "twice.safetensors"
+    save_file(lora, str(path))
+    with pytest.raises(LoraMismatchError, match="both target down_blocks.0.attentions.0.proj_in"):
+        apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path)])

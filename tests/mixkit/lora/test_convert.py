@@ -1,0 +1,77 @@
+"""kohya <-> diffusers conversion; diffusers' own loader is the oracle for the diffusers output."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors import safe_open
+
+from mixkit.lora import LoraRequest, apply_loras, load_lora
+from mixkit.lora.convert import convert_lora
+from mixkit.lora.model_index import ModelIndex
+from tests.mixkit.lora.conftest import make_peer_lora, relative_error, snapshot, unet_inputs
+
+
+def _merged(model, path):
+    before = snapshot(model)
+    handle = apply_loras(model.unet, model.text_encoders, [LoraRequest(path)], mode="merge")
+    after = snapshot(model)
+    handle.remove()
+    return {k: after[k] - before[k] for k in before}
+
+
+def test_kohya_to_diffusers_keeps_per_module_alphas_and_loads_in_diffusers(tmp_path, sd1, tiny_sd1_dir):
+    from diffusers import StableDiffusionPipeline
+
+    peer = make_peer_lora(tmp_path, sd1, "lora", seed=41, per_module_alpha=True)
+    out = convert_lora(peer.path, "diffusers", tmp_path / "out" / "converted.safetensors", ModelIndex(sd1.unet, sd1.text_encoders))
+    with safe_open(str(out), "pt") as handle:
+        keys = list(handle.keys())
+        adapter = json.loads(handle.metadata()["lora_adapter_metadata"])
+    assert all(k.startswith(("unet.", "text_encoder.")) and k.endswith((".lora_A.weight", ".lora_B.weight")) for k in keys)
+    assert adapter["unet.alpha_pattern"], "per-module alphas must survive"
+    original, converted = _merged(sd1, peer.path), _merged(sd1, out)
+    for key in original:
+        assert torch.allclose(original[key], converted[key], atol=1e-6), key
+    # Oracle: diffusers loads the converted file into a pipeline; its UNet must equal ours with the original file.
+    pipe = StableDiffusionPipeline.from_pretrained(tiny_sd1_dir, safety_checker=None)
+    pipe.load_lora_weights(str(out))
+    sample, timestep, context, _ = unet_inputs(sd1.unet)
+    handle = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(peer.path)], mode="runtime")
+    with torch.no_grad():
+        ours = sd1.unet(sample, timestep, context).sample
+        theirs = pipe.unet(sample, timestep, context).sample
+    handle.remove()
+    assert relative_error(ours, theirs) < 1e-5
+
+
+def test_diffusers_to_kohya_round_trip(tmp_path, sd1):
+    peer = make_peer_lora(tmp_path, sd1, "lora", seed=42, per_module_alpha=True)
+    index = ModelIndex(sd1.unet, sd1.text_encoders)
+    as_diffusers = convert_lora(peer.path, "diffusers", tmp_path / "d.safetensors", index)
+    as_kohya = convert_lora(as_diffusers, "kohya", tmp_path / "k.safetensors")
+    lora = load_lora(as_kohya)
+    assert lora.format.name == "kohya"
+    assert any(m.name.startswith("text_model_encoder_") for m in lora.modules if m.component == "te1")
+    original, round_trip = _merged(sd1, peer.path), _merged(sd1, as_kohya)
+    for key in original:
+        assert torch.allclose(original[key], round_trip[key], atol=1e-6), key
+
+
+def test_lycoris_families_refuse_diffusers_output(tmp_path, sd1):
+    peer = make_peer_lora(tmp_path, sd1, "loha", seed=43, include_te=False)
+    target = tmp_path / "x.safetensors"
+    with pytest.raises(ValueError, match="not plain LoRA.*lora_unet_"):
+        convert_lora(peer.path, "diffusers", target, ModelIndex(sd1.unet, sd1.text_encoders))
+    assert not target.exists()
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_kohya_to_diffusers_needs_the_model(tmp_path, sd1):
+    peer = make_peer_lora(tmp_path, sd1, "lora", seed=44, include_te=False)
+    with pytest.raises(ValueError, match="--model"):
+        convert_lora(peer.path, "diffusers", tmp_path / "x.safetensors")
+    with pytest.raises(ValueError, match="Unknown LoRA output format"):
+        convert_lora(peer.path, "comfy", tmp_path / "x.safetensors")

@@ -1,0 +1,67 @@
+"""`mixkit lora inspect FILE [--model DIR]` and `mixkit lora convert FILE --to kohya|diffusers -o OUT`.
+
+inspect prints a LoRA's format, algorithm families, base model, rank/alpha, hash and tags, and with
+`--model` how many of its modules match that model (and every key that does not). convert rewrites
+a file in kohya (A1111/ComfyUI) or diffusers/PEFT naming; kohya -> diffusers needs `--model`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("lora", help="inspect or convert LoRA files", description=__doc__.splitlines()[0])
+    actions = parser.add_subparsers(dest="lora_command", metavar="ACTION", required=True)
+
+    inspect = actions.add_parser("inspect", help="describe a LoRA file (and check it against a model)")
+    inspect.add_argument("file", help="LoRA file (.safetensors, or a plain-tensor .pt)")
+    inspect.add_argument("--model", metavar="DIR", help="diffusers model folder to match the LoRA against")
+    inspect.set_defaults(func=run_inspect)
+
+    convert = actions.add_parser("convert", help="rewrite a LoRA in kohya or diffusers naming")
+    convert.add_argument("file", help="LoRA file to convert")
+    convert.add_argument("--to", required=True, choices=["kohya", "diffusers"], help="output naming")
+    convert.add_argument("-o", "--output", required=True, help="output .safetensors path")
+    convert.add_argument("--model", metavar="DIR", help="diffusers model folder (needed for kohya -> diffusers)")
+    convert.set_defaults(func=run_convert)
+
+
+def load_model_components(folder: str | Path):
+    """(unet, [text encoders]) from a diffusers folder: two encoders when it has `text_encoder_2` (SDXL)."""
+    from diffusers import UNet2DConditionModel
+    from transformers import CLIPTextModel, CLIPTextModelWithProjection
+
+    from mixkit.errors import ModelNotFoundError
+
+    folder = Path(folder)
+    if not (folder / "unet").is_dir() or not (folder / "text_encoder").is_dir():
+        raise ModelNotFoundError(f"{folder} is not a diffusers model folder (needs unet/ and text_encoder/ subfolders).")
+    unet = UNet2DConditionModel.from_pretrained(folder, subfolder="unet")
+    encoders = [CLIPTextModel.from_pretrained(folder, subfolder="text_encoder")]
+    if (folder / "text_encoder_2").is_dir():
+        encoders.append(CLIPTextModelWithProjection.from_pretrained(folder, subfolder="text_encoder_2"))
+    return unet, encoders
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    from mixkit.lora.report import inspect_lora
+
+    unet, encoders = load_model_components(args.model) if args.model else (None, None)
+    report = inspect_lora(args.file, unet, encoders)
+    print("\n".join(report.lines()))
+    return 0 if not report.problems else 1
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    from mixkit.lora.convert import convert_lora
+    from mixkit.lora.model_index import ModelIndex
+
+    index = None
+    if args.model:
+        unet, encoders = load_model_components(args.model)
+        index = ModelIndex(unet, encoders)
+    written = convert_lora(args.file, args.to, args.output, index)
+    print(written)
+    return 0
