@@ -64,7 +64,7 @@ class ResolvedSampler:
 class PreparedCall:
     """Conditioning and infotext details for one call, with its LoRAs applied."""
 
-    def __init__(self, encoder, prompts: list[str], negatives: list[str], loras, embeddings_used) -> None:
+    def __init__(self, encoder, prompts: list[str], negatives: list[str], loras) -> None:
         self._encoder = encoder
         self._prompts = prompts
         self._negatives = negatives
@@ -72,6 +72,7 @@ class PreparedCall:
         self._plans: dict[int, Any] = {}
 
     def plan(self, steps: int):
+        """The prompt schedule for `steps` (built once: every text is encoded before sampling starts)."""
         from mixkit.prompts import build_conditioning_plan
 
         if steps not in self._plans:
@@ -88,9 +89,8 @@ class PreparedCall:
         extras: dict[str, Any] = {}
         if self._loras is not None:
             extras["Lora hashes"] = self._loras.infotext_hashes() or None
-        ti_hashes = self._encoder.used_embedding_hashes() if hasattr(self._encoder, "used_embedding_hashes") else None
-        if ti_hashes:
-            extras["TI hashes"] = ti_hashes
+        ti_hashes = ", ".join(filter(None, (plan.ti_hashes for plan in self._plans.values())))
+        extras["TI hashes"] = ti_hashes or None
         return extras
 
 
@@ -141,7 +141,7 @@ class ModelSession:
             applied = apply_loras(self.model.unet, self.model.text_encoders, lora_requests, mode="merge")
             self._encoders.clear()  # text-encoder weights changed: cached encodings are stale
         try:
-            yield PreparedCall(self.encoder(clip_skip), clean_prompts, clean_negatives, applied, None)
+            yield PreparedCall(self.encoder(clip_skip), clean_prompts, clean_negatives, applied)
         finally:
             if applied is not None:
                 applied.remove()

@@ -1,0 +1,145 @@
+"""Per-step conditioning for the sampling loop: prompt editing, alternation, AND and CFG combination.
+
+`build_conditioning_plan` parses every prompt of a batch once (AND split, then a step schedule per
+part, as A1111 does) and `ConditioningPlan.at_step` returns the batch tensors for one step. Row
+layout (A1111's): the AND parts of image 0, of image 1, ..., then one negative-prompt row per image;
+`row_image` says which image's latent each row needs (`expand_latents` builds that input).
+
+Step semantics are A1111's: `at_step(s)` (0-based, the sampler's step counter) uses, for each
+schedule, the first entry whose end step is >= s. So `[a:b:3]` shows "a" on steps 0..3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from mixkit.prompts.composable import get_multicond_prompt_list
+from mixkit.prompts.embeddings import ti_hashes_infotext
+from mixkit.prompts.encoder import PromptEncoder
+from mixkit.prompts.scheduling import get_learned_conditioning_prompt_schedules
+
+
+@dataclass
+class StepConditioning:
+    embeds: torch.Tensor  # [R, T, D]
+    pooled: torch.Tensor | None  # [R, D2] (SDXL) or None
+    uncond_rows: list[int]  # per image, its negative-prompt row
+    cond_rows: list[list[tuple[int, float]]]  # per image, (row, weight) of each AND part
+    row_image: list[int] = field(default_factory=list)  # per row, the image whose latent it denoises
+
+
+def _entry_at(schedule: list[list], step: int) -> int:
+    for index, (end, _) in enumerate(schedule):
+        if step <= end:
+            return index
+    return len(schedule) - 1
+
+
+class ConditioningPlan:
+    """All schedules of one batch; `at_step` is cheap and returns the same object while nothing changes."""
+
+    def __init__(self, encoder: PromptEncoder, cond_parts: list[list[tuple[list[list], float]]],
+                 uncond_schedules: list[list[list]], steps: int) -> None:
+        self.encoder = encoder
+        self.cond_parts = cond_parts  # per image: [(schedule, weight)]
+        self.uncond_schedules = uncond_schedules
+        self.steps = steps
+        self._by_texts: dict[tuple[str, ...], StepConditioning] = {}
+        self.embeddings_used: dict[str, str] = {}
+
+    @property
+    def ti_hashes(self) -> str:
+        """The `TI hashes` infotext value for the embeddings encoded so far (empty when none)."""
+        return ti_hashes_infotext(self.embeddings_used)
+
+    def texts_at(self, step: int) -> tuple[str, ...]:
+        """The row texts at `step`: every AND part of every image, then every negative prompt."""
+        texts = [schedule[_entry_at(schedule, step)][1] for parts in self.cond_parts for schedule, _ in parts]
+        texts += [schedule[_entry_at(schedule, step)][1] for schedule in self.uncond_schedules]
+        return tuple(texts)
+
+    def at_step(self, step: int) -> StepConditioning:
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ValueError(f"step must be an int >= 0 (0-based sampling step), got {step!r}")
+        texts = self.texts_at(step)
+        cached = self._by_texts.get(texts)
+        if cached is None:
+            cached = self._build(texts)
+            self._by_texts[texts] = cached
+        return cached
+
+    def _build(self, texts: tuple[str, ...]) -> StepConditioning:
+        encoded = [self.encoder.encode(text) for text in texts]
+        for item in encoded:
+            self.embeddings_used.update(item.embeddings_used)
+        length = max(item.hidden.shape[0] for item in encoded)
+        empty = self.encoder.encode("").hidden  # A1111's pad_cond: pad with the empty prompt's chunk
+        rows = []
+        for item in encoded:
+            missing = (length - item.hidden.shape[0]) // empty.shape[0]
+            rows.append(torch.cat([item.hidden] + [empty] * missing, dim=0) if missing else item.hidden)
+        embeds = torch.stack(rows)
+        pooled = torch.stack([item.pooled for item in encoded]) if encoded[0].pooled is not None else None
+
+        cond_rows, row_image, row = [], [], 0
+        for image, parts in enumerate(self.cond_parts):
+            cond_rows.append([(row + j, weight) for j, (_, weight) in enumerate(parts)])
+            row_image += [image] * len(parts)
+            row += len(parts)
+        uncond_rows = [row + image for image in range(len(self.uncond_schedules))]
+        row_image += list(range(len(self.uncond_schedules)))
+        return StepConditioning(embeds=embeds, pooled=pooled, uncond_rows=uncond_rows, cond_rows=cond_rows,
+                                row_image=row_image)
+
+
+def build_conditioning_plan(encoder: PromptEncoder, prompts: list[str], negative_prompts: list[str],
+                            steps: int) -> ConditioningPlan:
+    """Parse a batch's prompts (one per image, extra-network tags already removed) into a plan.
+
+    Positive prompts get AND splitting and scheduling; negative prompts get scheduling only
+    (as in A1111, where "AND" in a negative prompt is ordinary text).
+    """
+    for label, batch in (("prompts", prompts), ("negative_prompts", negative_prompts)):
+        if isinstance(batch, str) or not isinstance(batch, (list, tuple)) or not all(isinstance(p, str) for p in batch):
+            raise TypeError(f"{label} must be a list of str (one per image), got {batch!r:.100}")
+    if len(prompts) != len(negative_prompts) or not prompts:
+        raise ValueError(
+            f"prompts and negative_prompts must be non-empty and of equal length (one per image), "
+            f"got {len(prompts)} and {len(negative_prompts)}"
+        )
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be an int >= 1, got {steps!r}")
+    indexes, flat, _ = get_multicond_prompt_list(list(prompts))
+    flat_schedules = get_learned_conditioning_prompt_schedules(flat, steps)
+    cond_parts = [[(flat_schedules[index], weight) for index, weight in row] for row in indexes]
+    uncond_schedules = get_learned_conditioning_prompt_schedules(list(negative_prompts), steps)
+    plan = ConditioningPlan(encoder, cond_parts, uncond_schedules, steps)
+    # Encode every text of every schedule now (each once, cached in the encoder), so a bad prompt
+    # or embedding fails before the first UNet call instead of in the middle of sampling.
+    texts = {text for parts in cond_parts for schedule, _ in parts for _, text in schedule}
+    texts |= {text for schedule in uncond_schedules for _, text in schedule}
+    for text in sorted(texts):
+        plan.embeddings_used.update(encoder.encode(text).embeddings_used)
+    plan.at_step(0)
+    return plan
+
+
+def expand_latents(latents: torch.Tensor, step_cond: StepConditioning) -> torch.Tensor:
+    """[B, ...] latents -> [R, ...]: the latent of the image each conditioning row belongs to."""
+    return latents[torch.as_tensor(step_cond.row_image, device=latents.device)]
+
+
+def combine_cfg(noise_pred: torch.Tensor, step_cond: StepConditioning, cfg_scale: float) -> torch.Tensor:
+    """[R, ...] predictions -> [B, ...]: uncond_i + sum_j w_ij * cfg * (cond_ij - uncond_i)."""
+    if noise_pred.shape[0] != len(step_cond.row_image):
+        raise ValueError(f"noise_pred has {noise_pred.shape[0]} rows; the step conditioning has {len(step_cond.row_image)}")
+    images = []
+    for image, parts in enumerate(step_cond.cond_rows):
+        uncond = noise_pred[step_cond.uncond_rows[image]]
+        result = uncond.clone()
+        for row, weight in parts:
+            result = result + (noise_pred[row] - uncond) * (weight * cfg_scale)
+        images.append(result)
+    return torch.stack(images)

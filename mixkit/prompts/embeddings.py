@@ -1,0 +1,185 @@
+"""Textual-inversion embeddings: files in a folder, used in prompts by file name.
+
+Formats (as A1111 v1.10 reads them): A1111 `.pt`/`.bin` with `string_to_param` (one tensor
+[n, dim]); a single-tensor `.safetensors`/`.pt` (`emb_params` from kohya, `*`, or any one key);
+SDXL files with both `clip_l` [n, 768] and `clip_g` [n, 1280]. Pickles are only read with
+`torch.load(weights_only=True)`, so a file that needs code execution is refused, never run.
+Files load lazily on first use; listing a folder costs only a directory scan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mixkit.errors import CheckpointFormatError, ModelNotFoundError, UnsafeCheckpointError
+
+EMBEDDING_SUFFIXES = (".safetensors", ".pt", ".bin")
+SDXL_KEYS = ("clip_l", "clip_g")
+
+
+@dataclass
+class TextualInversion:
+    """One loaded embedding. `vectors` maps "" (single-encoder file) or "clip_l"/"clip_g" to [n, dim]."""
+
+    name: str
+    path: Path
+    vectors: dict = field(repr=False)
+    sha256: str = ""
+
+    @property
+    def shorthash(self) -> str:
+        """First 12 hex digits of the file's sha256: what A1111 writes in the `TI hashes` infotext."""
+        return self.sha256[:12]
+
+    @property
+    def num_vectors(self) -> int:
+        return int(next(iter(self.vectors.values())).shape[0])
+
+    def vectors_for(self, key: str, dim: int, model_kind: str):
+        """The [n, dim] vectors for one text encoder ("" for SD1/SD2, "clip_l"/"clip_g" for SDXL)."""
+        if key and key not in self.vectors:
+            raise ValueError(
+                f"embedding {self.name!r} ({self.path}) is a single-encoder SD1/SD2 embedding "
+                f"(dim {self.num_dims()}); {model_kind} needs an embedding with {' and '.join(SDXL_KEYS)} tensors. "
+                f"Use an SDXL version of this embedding or remove its name from the prompt."
+            )
+        if not key and "" not in self.vectors:
+            raise ValueError(
+                f"embedding {self.name!r} ({self.path}) is an SDXL embedding (clip_l/clip_g); "
+                f"{model_kind} needs a single-tensor embedding of dim {dim}."
+            )
+        vectors = self.vectors[key]
+        if vectors.shape[-1] != dim:
+            raise ValueError(
+                f"embedding {self.name!r} ({self.path}) has vectors of dim {vectors.shape[-1]}"
+                f"{' for ' + key if key else ''}, but this {model_kind} text encoder needs dim {dim}; "
+                f"it was trained for a different model family."
+            )
+        return vectors
+
+    def num_dims(self) -> str:
+        return "+".join(str(v.shape[-1]) for v in self.vectors.values())
+
+
+def _read_tensor_file(path: Path) -> dict:
+    """The one place embedding files are deserialized (switch to mixkit.io.checkpoint once it exists)."""
+    import torch
+
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        try:
+            return load_file(str(path))
+        except Exception as error:  # safetensors raises its own SafetensorError for corrupt headers
+            raise CheckpointFormatError(f"embedding file {path} is not a readable safetensors file: {error}") from error
+    try:
+        return torch.load(str(path), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        raise UnsafeCheckpointError(
+            f"embedding file {path} needs code execution to load (weights_only=True refused it: "
+            f"{str(error).splitlines()[0][:200]}). It was not loaded. Convert it to .safetensors with a trusted tool."
+        ) from error
+    except (RuntimeError, EOFError, OSError, ValueError) as error:
+        raise CheckpointFormatError(f"embedding file {path} is not a readable PyTorch file: {error}") from error
+
+
+def embedding_vectors_from_data(data: object, path: Path) -> dict:
+    """Normalize the formats above to {"" or "clip_l"/"clip_g": float32 [n, dim]}."""
+    import torch
+
+    def as_matrix(value: object, key: str) -> "torch.Tensor":
+        if not isinstance(value, torch.Tensor) or value.ndim not in (1, 2) or value.numel() == 0:
+            raise CheckpointFormatError(
+                f"embedding file {path}: {key!r} must be a non-empty [vectors, dim] tensor, got "
+                f"{getattr(value, 'shape', type(value).__name__)}"
+            )
+        value = value.detach().to(torch.float32)
+        if not torch.isfinite(value).all():
+            raise CheckpointFormatError(f"embedding file {path}: {key!r} contains NaN or infinite values")
+        return value.unsqueeze(0) if value.ndim == 1 else value
+
+    if not isinstance(data, dict):
+        raise CheckpointFormatError(f"embedding file {path} holds a {type(data).__name__}, not a dict of tensors")
+    if "string_to_param" in data:
+        params = data["string_to_param"]
+        if not isinstance(params, dict) or len(params) != 1:
+            raise CheckpointFormatError(f"embedding file {path}: 'string_to_param' must hold exactly one tensor")
+        return {"": as_matrix(next(iter(params.values())), "string_to_param")}
+    if all(key in data for key in SDXL_KEYS):
+        vectors = {key: as_matrix(data[key], key) for key in SDXL_KEYS}
+        if vectors["clip_l"].shape[0] != vectors["clip_g"].shape[0]:
+            raise CheckpointFormatError(f"embedding file {path}: clip_l and clip_g have different vector counts")
+        return vectors
+    tensors = {key: value for key, value in data.items() if isinstance(value, torch.Tensor)}
+    if len(tensors) == 1:
+        key, value = next(iter(tensors.items()))
+        return {"": as_matrix(value, key)}
+    raise CheckpointFormatError(
+        f"embedding file {path} is not a textual-inversion embedding: expected 'string_to_param', "
+        f"'clip_l'+'clip_g' or a single tensor; found keys {sorted(map(str, data))[:10]}"
+    )
+
+
+def sha256_of_file(path: Path) -> str:
+    """Hex sha256 of a file (switch to mixkit.io.hashing.sha256_file once it exists)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def load_textual_inversion(path: str | Path, name: str | None = None) -> TextualInversion:
+    """Load one embedding file; `name` defaults to the file name without its suffix."""
+    path = Path(path)
+    if not path.is_file():
+        raise ModelNotFoundError(f"embedding file {path} does not exist")
+    vectors = embedding_vectors_from_data(_read_tensor_file(path), path)
+    return TextualInversion(name=name or path.stem, path=path, vectors=vectors, sha256=sha256_of_file(path))
+
+
+class EmbeddingLibrary:
+    """The embeddings of one folder (recursively), by file name; loaded on first use and cached."""
+
+    def __init__(self, folder: str | Path | None = None) -> None:
+        self._paths: dict[str, Path] = {}
+        self._loaded: dict[str, TextualInversion] = {}
+        if folder is not None:
+            self.add_folder(folder)
+
+    def add_folder(self, folder: str | Path) -> None:
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise ModelNotFoundError(f"embeddings folder {folder} does not exist or is not a folder")
+        # .safetensors wins over a .pt of the same name: it is the safe, preferred format.
+        for path in sorted(folder.rglob("*"), key=lambda p: (EMBEDDING_SUFFIXES.index(p.suffix) if p.suffix in EMBEDDING_SUFFIXES else 9, str(p))):
+            if path.suffix in EMBEDDING_SUFFIXES and path.is_file() and path.stem not in self._paths:
+                self._paths[path.stem] = path
+
+    def add(self, embedding: TextualInversion) -> None:
+        """Register an already loaded embedding (e.g. from training) under its name."""
+        self._paths[embedding.name] = embedding.path
+        self._loaded[embedding.name] = embedding
+
+    def names(self) -> list[str]:
+        return sorted(self._paths)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._paths
+
+    def get(self, name: str) -> TextualInversion:
+        if name not in self._loaded:
+            if name not in self._paths:
+                from mixkit.errors import UnknownNameError
+
+                raise UnknownNameError(f"Unknown embedding {name!r}. Valid names: {', '.join(self.names()) or '(none)'}.")
+            self._loaded[name] = load_textual_inversion(self._paths[name], name)
+        return self._loaded[name]
+
+
+def ti_hashes_infotext(used: dict[str, str]) -> str:
+    """A1111's `TI hashes` infotext value: "name: shorthash, name: shorthash" (sha256, 12 hex)."""
+    return ", ".join(f"{name}: {shorthash}" for name, shorthash in used.items())

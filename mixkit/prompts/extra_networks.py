@@ -1,0 +1,85 @@
+"""Extra-network tags such as `<lora:name:0.8>`: removed from the prompt text, returned as requests.
+
+Syntax follows A1111 v1.10: `<kind:arg1:arg2:...>`; arguments containing "=" are named
+(`te=0.5`, `unet=1`, `dyn=8`), the others positional. For LoRA-like kinds the positional arguments
+are name, text-encoder weight, UNet weight and dyn dim; the UNet weight defaults to the text-encoder
+weight, which defaults to 1. Applying the networks is the LoRA module's job; this one only parses.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+_TAG = re.compile(r"<(\w+):([^>]*)>")
+
+
+@dataclass(frozen=True)
+class ExtraNetworkRequest:
+    """One `<kind:name:...>` tag of a prompt."""
+
+    kind: str  # "lora", "lyco", "hypernet", ...: the caller decides which kinds it supports
+    name: str
+    te_weight: float
+    unet_weight: float
+    raw: str  # the tag as written, for error messages and infotext
+    dyn_dim: int | None = None
+
+
+def _number(raw: str, field: str, value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError(f"extra network tag {raw!r}: {field} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"extra network tag {raw!r}: {field} must be finite, got {value!r}")
+    return number
+
+
+def parse_extra_network_tag(kind: str, body: str, raw: str) -> ExtraNetworkRequest:
+    positional: list[str] = []
+    named: dict[str, str] = {}
+    for item in body.split(":"):
+        key, sep, value = item.partition("=")
+        if sep:
+            named[key.strip()] = value.strip()
+        else:
+            positional.append(item)
+    unknown = set(named) - {"te", "unet", "dyn"}
+    if unknown:
+        raise ValueError(f"extra network tag {raw!r}: unknown named argument(s) {sorted(unknown)}; allowed: te, unet, dyn")
+    name = positional[0].strip() if positional else ""
+    if not name:
+        raise ValueError(f"extra network tag {raw!r} has no name; write it as <{kind}:name:weight>")
+    if len(positional) > 4:
+        raise ValueError(f"extra network tag {raw!r} has {len(positional)} positional fields; at most 4 (name:te:unet:dyn)")
+    te = _number(raw, "te weight", positional[1]) if len(positional) > 1 else 1.0
+    te = _number(raw, "te weight", named["te"]) if "te" in named else te
+    unet = _number(raw, "unet weight", positional[2]) if len(positional) > 2 else te
+    unet = _number(raw, "unet weight", named["unet"]) if "unet" in named else unet
+    dyn_text = named.get("dyn", positional[3] if len(positional) > 3 else None)
+    dyn = None
+    if dyn_text is not None:
+        if not dyn_text.strip().isdigit():
+            raise ValueError(f"extra network tag {raw!r}: dyn must be a positive integer, got {dyn_text!r}")
+        dyn = int(dyn_text)
+    return ExtraNetworkRequest(kind=kind, name=name, te_weight=te, unet_weight=unet, raw=raw, dyn_dim=dyn)
+
+
+def extract_extra_networks(prompt: str) -> tuple[str, list[ExtraNetworkRequest]]:
+    """Remove every `<kind:...>` tag from `prompt`; return (cleaned prompt, requests in order).
+
+    A malformed tag (`<lora:>`, `<lora::1>`, `<lora:x:abc>`) is a ValueError naming the tag, so a
+    typo never silently drops a LoRA. Text like `<3` or `a < b` is not a tag and stays.
+    """
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
+    requests: list[ExtraNetworkRequest] = []
+
+    def take(match: re.Match) -> str:
+        requests.append(parse_extra_network_tag(match.group(1), match.group(2), match.group()))
+        return ""
+
+    cleaned = _TAG.sub(take, prompt)
+    return cleaned, requests

@@ -1,0 +1,151 @@
+"""Textual inversion: file formats, use in prompts (diffusers' loader is the oracle), hashes, refusals."""
+
+import hashlib
+import pickle
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from mixkit.errors import CheckpointFormatError, UnsafeCheckpointError
+from mixkit.prompts import EmbeddingLibrary, PromptEncoder, build_conditioning_plan, load_textual_inversion
+
+
+@pytest.fixture
+def vectors():
+    torch.manual_seed(11)
+    return torch.randn(2, 32)
+
+
+def sd1_encoder_with(pipe, folder, **kwargs):
+    return PromptEncoder([pipe.tokenizer], [pipe.text_encoder], is_sdxl=False, embeddings=EmbeddingLibrary(folder), **kwargs)
+
+
+def test_multi_vector_embedding_equals_diffusers_textual_inversion(tiny_sd1_dir, sd1_pipe, tmp_path, vectors):
+    from diffusers import StableDiffusionPipeline
+
+    save_file({"emb_params": vectors}, tmp_path / "zz.safetensors")
+    encoded = sd1_encoder_with(sd1_pipe, tmp_path).encode("a zz b").hidden
+
+    oracle = StableDiffusionPipeline.from_pretrained(tiny_sd1_dir)  # own copy: loading TI resizes its vocab
+    oracle.load_textual_inversion(str(tmp_path / "zz.safetensors"), token="zz")
+    expected, _ = oracle.encode_prompt("a zz b", "cpu", 1, False)
+    torch.testing.assert_close(encoded, expected[0], atol=1e-6, rtol=0)
+    without = PromptEncoder([sd1_pipe.tokenizer], [sd1_pipe.text_encoder], is_sdxl=False).encode("a zz b")
+    assert not torch.allclose(encoded[:6], without.hidden[:6])
+
+
+def test_a1111_pt_format_loads_with_weights_only(tmp_path, vectors):
+    torch.save({"string_to_token": {"*": 265}, "string_to_param": {"*": vectors}, "name": "x", "step": 10},
+               tmp_path / "x.pt")
+    save_file({"emb_params": vectors}, tmp_path / "y.safetensors")
+    assert torch.equal(load_textual_inversion(tmp_path / "x.pt").vectors[""], vectors)
+    assert load_textual_inversion(tmp_path / "x.pt").num_vectors == 2
+
+
+def test_same_vectors_same_encoding_across_formats(sd1_pipe, tmp_path, vectors):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    torch.save({"string_to_param": {"*": vectors}}, tmp_path / "a" / "qq.pt")
+    save_file({"emb_params": vectors}, tmp_path / "b" / "qq.safetensors")
+    torch.testing.assert_close(sd1_encoder_with(sd1_pipe, tmp_path / "a").encode("(qq:1.2), cat").hidden,
+                               sd1_encoder_with(sd1_pipe, tmp_path / "b").encode("(qq:1.2), cat").hidden)
+
+
+def test_pickle_with_code_is_refused_and_never_run(tmp_path):
+    sentinel = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            import os
+
+            return os.system, (f"touch {sentinel}",)
+
+    with open(tmp_path / "evil.pt", "wb") as handle:
+        pickle.dump({"string_to_param": {"*": Payload()}}, handle, protocol=2)
+    with pytest.raises(UnsafeCheckpointError, match="evil.pt"):
+        load_textual_inversion(tmp_path / "evil.pt")
+    assert not sentinel.exists()
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"a": torch.zeros(1, 32), "b": torch.zeros(1, 32)}, "not a textual-inversion embedding"),
+    ({"emb_params": torch.zeros(0, 32)}, "non-empty"),
+    ({"emb_params": torch.full((1, 32), float("nan"))}, "NaN"),
+])
+def test_bad_files_are_clear_errors(tmp_path, data, message):
+    save_file(data, tmp_path / "bad.safetensors")
+    with pytest.raises(CheckpointFormatError, match=message):
+        load_textual_inversion(tmp_path / "bad.safetensors")
+    (tmp_path / "trunc.safetensors").write_bytes(b"\x10\x00\x00")
+    with pytest.raises(CheckpointFormatError, match="trunc.safetensors"):
+        load_textual_inversion(tmp_path / "trunc.safetensors")
+
+
+def test_sd1_embedding_on_sdxl_is_a_clear_error(sdxl_pipe, tmp_path, vectors):
+    save_file({"emb_params": vectors}, tmp_path / "sd1emb.safetensors")
+    encoder = PromptEncoder([sdxl_pipe.tokenizer, sdxl_pipe.tokenizer_2],
+                            [sdxl_pipe.text_encoder, sdxl_pipe.text_encoder_2], is_sdxl=True,
+                            embeddings=EmbeddingLibrary(tmp_path))
+    with pytest.raises(ValueError, match="'sd1emb'.*single-encoder SD1/SD2 embedding.*SDXL needs"):
+        encoder.encode("a sd1emb")
+    assert encoder.encode("a cat").hidden.shape == (77, 64)  # other prompts still work
+
+
+def test_sdxl_embedding_uses_clip_l_and_clip_g(sdxl_pipe, sd1_pipe, tmp_path):
+    torch.manual_seed(0)
+    clip_l, clip_g = torch.randn(3, 32), torch.randn(3, 32)
+    save_file({"clip_l": clip_l, "clip_g": clip_g}, tmp_path / "xl.safetensors")
+    library = EmbeddingLibrary(tmp_path)
+    encoder = PromptEncoder([sdxl_pipe.tokenizer, sdxl_pipe.tokenizer_2],
+                            [sdxl_pipe.text_encoder, sdxl_pipe.text_encoder_2], is_sdxl=True, embeddings=library)
+    seen = {}  # token embeddings at positions 2..4 (BOS, "a", then the 3 vectors), seen after position embeddings
+
+    def watch(key, embeddings):
+        def hook(module, inputs, output):
+            seen[key] = output[0, 2:5] - embeddings.position_embedding.weight[2:5]
+        return embeddings.register_forward_hook(hook)
+
+    hooks = [watch("l", sdxl_pipe.text_encoder.embeddings), watch("g", sdxl_pipe.text_encoder_2.text_model.embeddings)]
+    try:
+        encoder.encode("a xl b")
+    finally:
+        for hook in hooks:
+            hook.remove()
+    torch.testing.assert_close(seen["l"], clip_l, atol=1e-6, rtol=0)
+    torch.testing.assert_close(seen["g"], clip_g, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="SDXL embedding"):
+        sd1_encoder_with(sd1_pipe, tmp_path).encode("a xl b")
+
+
+def test_wrong_dimension_is_a_clear_error(sd1_pipe, tmp_path):
+    save_file({"emb_params": torch.zeros(1, 768)}, tmp_path / "big.safetensors")
+    with pytest.raises(ValueError, match="'big'.*dim 768.*needs dim 32"):
+        sd1_encoder_with(sd1_pipe, tmp_path).encode("big")
+
+
+def test_embedding_never_straddles_chunks(sd1_pipe, tmp_path, vectors):
+    save_file({"emb_params": vectors}, tmp_path / "zz.safetensors")
+    encoder = sd1_encoder_with(sd1_pipe, tmp_path)
+    chunks = encoder.chunks_for("b" * 74 + " zz")
+    assert [len(chunk.tokens) for chunk in chunks] == [74, 2] and chunks[1].fixes == [(0, "zz")]
+
+
+def test_ti_hashes_for_infotext(sd1_pipe, tmp_path, vectors):
+    save_file({"emb_params": vectors}, tmp_path / "zz.safetensors")
+    save_file({"emb_params": vectors[:1]}, tmp_path / "unused.safetensors")
+    digest = hashlib.sha256((tmp_path / "zz.safetensors").read_bytes()).hexdigest()
+    plan = build_conditioning_plan(sd1_encoder_with(sd1_pipe, tmp_path), ["a zz"], ["b"], 4)
+    assert plan.ti_hashes == f"zz: {digest[:12]}"
+    assert load_textual_inversion(tmp_path / "zz.safetensors").shorthash == digest[:12]
+
+
+def test_library_lists_names_and_prefers_safetensors(tmp_path, vectors):
+    torch.save({"string_to_param": {"*": vectors * 2}}, tmp_path / "same.pt")
+    save_file({"emb_params": vectors}, tmp_path / "same.safetensors")
+    (tmp_path / "sub").mkdir()
+    save_file({"emb_params": vectors}, tmp_path / "sub" / "nested.safetensors")
+    (tmp_path / "notes.txt").write_text("x")
+    library = EmbeddingLibrary(tmp_path)
+    assert library.names() == ["nested", "same"]
+    assert torch.equal(library.get("same").vectors[""], vectors)
