@@ -12,7 +12,7 @@ import argparse
 import importlib
 import sys
 
-SUBCOMMANDS = ["generate", "info", "lora", "samplers", "tiny_model"]
+SUBCOMMANDS = ["apps", "generate", "info", "lora", "samplers", "tiny_model"]
 
 USER_ERRORS = (ValueError, TypeError, FileNotFoundError, NotADirectoryError, PermissionError, KeyError)
 

@@ -1,0 +1,74 @@
+"""One process-wide model cache, keyed by (kind, source, dtype, device), shared by every flow.
+
+Two apps that name the same Stable Diffusion folder get the same loaded object, so an inpainting
+chain and a text-to-image chain in one process hold one copy of the weights. `release` drops
+entries (all, or one source) so the memory can be reclaimed.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from appflow.model_kinds import ModelKind
+
+
+def normalize_source(source: str | os.PathLike) -> str:
+    """Local paths as absolute paths (so './sd' and '/abs/sd' share an entry); hub ids unchanged."""
+    path = Path(source).expanduser()
+    return str(path.resolve()) if path.exists() else str(source)
+
+
+class ModelCache:
+    """Loaded models by key; `loads` counts real loads (for tests and monitoring)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, str, str, str], Any] = {}
+        self._lock = threading.RLock()
+        self.loads = 0
+
+    @staticmethod
+    def key(kind: ModelKind, source: str | os.PathLike, device: str, dtype: Any) -> tuple[str, str, str, str]:
+        return kind.name, normalize_source(source), str(dtype), str(device)
+
+    def get(self, kind: ModelKind, source: str | os.PathLike, device: str, dtype: Any) -> Any:
+        key = self.key(kind, source, device, dtype)
+        with self._lock:  # one load per key even when two threads ask at once
+            if key not in self._entries:
+                self._entries[key] = kind.load(str(source), device, dtype)
+                self.loads += 1
+            return self._entries[key]
+
+    def __contains__(self, key: tuple) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def release(self, source: str | os.PathLike | None = None) -> int:
+        """Drop every entry (or those loaded from `source`); returns how many were dropped."""
+        with self._lock:
+            wanted = None if source is None else normalize_source(source)
+            doomed = [key for key in self._entries if wanted is None or key[1] == wanted]
+            for key in doomed:
+                del self._entries[key]
+        gc.collect()
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except ImportError:  # pragma: no cover
+            pass
+        return len(doomed)
+
+
+MODEL_CACHE = ModelCache()
+
+
+def release_models(source: str | os.PathLike | None = None) -> int:
+    """Release models from the process-wide cache (all, or one source)."""
+    return MODEL_CACHE.release(source)

@@ -1,0 +1,146 @@
+"""The model kinds AppFlow's built-in tasks use, each with its public loader.
+
+Detection and segmentation models are transformers' Grounding DINO and SAM loaded with
+`from_pretrained` next to their processors; Stable Diffusion comes through mixkit's
+`TextToImage.from_pretrained` (one load serves txt2img, img2img and inpainting); vision-language
+models through `mixkit.models.vlm.load_vlm`; the dialog LLM is any transformers causal LM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from appflow.model_kinds import ModelKind, register_model_kind
+
+SD_PIPELINE_CLASSES = (
+    "StableDiffusionPipeline", "StableDiffusionXLPipeline", "StableDiffusionImg2ImgPipeline",
+    "StableDiffusionInpaintPipeline", "StableDiffusionXLImg2ImgPipeline", "StableDiffusionXLInpaintPipeline",
+)
+
+
+@dataclass
+class ProcessorModel:
+    """A transformers model with the processor that prepares its inputs and decodes its outputs."""
+
+    model: Any
+    processor: Any
+    source: str
+
+
+def _from_pretrained(model_class: Any, source: str, device: str, dtype: Any) -> ProcessorModel:
+    from transformers import AutoProcessor
+
+    from mixkit.errors import ModelNotFoundError
+
+    try:
+        model = model_class.from_pretrained(source, dtype=dtype).to(device).eval()
+        processor = AutoProcessor.from_pretrained(source)
+    except OSError as error:
+        raise ModelNotFoundError(f"Cannot load {source!r}: {str(error).splitlines()[0]}. Download it first or pass a "
+                                 "local folder.") from None
+    return ProcessorModel(model, processor, source)
+
+
+def _load_stable_diffusion(source: str, device: str, dtype: Any):
+    from pipelines.txt2img import TextToImage
+
+    return TextToImage.from_pretrained(source, dtype=dtype, device=device)
+
+
+def _load_grounding_dino(source: str, device: str, dtype: Any) -> ProcessorModel:
+    from transformers import GroundingDinoForObjectDetection
+
+    return _from_pretrained(GroundingDinoForObjectDetection, source, device, dtype)
+
+
+def _load_sam(source: str, device: str, dtype: Any) -> ProcessorModel:
+    from transformers import SamModel
+
+    return _from_pretrained(SamModel, source, device, dtype)
+
+
+def _load_vlm(source: str, device: str, dtype: Any):
+    from mixkit.models.vlm import load_vlm
+
+    return load_vlm(source, device=device, dtype=dtype)
+
+
+def _load_causal_lm(source: str, device: str, dtype: Any) -> ProcessorModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from mixkit.errors import ModelNotFoundError
+
+    try:
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(device).eval()
+        tokenizer = AutoTokenizer.from_pretrained(source)
+    except OSError as error:
+        raise ModelNotFoundError(f"Cannot load {source!r}: {str(error).splitlines()[0]}.") from None
+    return ProcessorModel(model, tokenizer, source)
+
+
+def _causal_lm_types() -> tuple[str, ...]:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return tuple(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+
+
+def _is_pipeline(obj: Any) -> bool:
+    from pipelines.base import DiffusionPipelineBase
+
+    return isinstance(obj, DiffusionPipelineBase)
+
+
+def _is_processor_model(obj: Any) -> bool:
+    return isinstance(obj, ProcessorModel)
+
+
+def _has_method(name: str):
+    return lambda obj: callable(getattr(obj, name, None))
+
+
+register_model_kind(ModelKind(
+    "stable-diffusion", "a Stable Diffusion 1.x/2.x/SDXL model (diffusers folder, single file or hub id)",
+    SD_PIPELINE_CLASSES, _load_stable_diffusion, _is_pipeline))
+register_model_kind(ModelKind(
+    "grounding-dino", "a Grounding DINO detector (transformers GroundingDinoForObjectDetection)",
+    ("grounding-dino",), _load_grounding_dino, _is_processor_model))
+register_model_kind(ModelKind(
+    "sam", "a Segment Anything model (transformers SamModel)", ("sam",), _load_sam, _is_processor_model))
+register_model_kind(ModelKind(
+    "vlm-generative", "a captioning/VQA vision-language model (BLIP-2, InstructBLIP, LLaVA)",
+    ("blip-2", "instructblip", "llava"), _load_vlm, _has_method("caption")))
+register_model_kind(ModelKind(
+    "vlm-contrastive", "a contrastive image-text model (CLIP, SigLIP)", ("clip", "siglip"), _load_vlm,
+    _has_method("classify")))
+# The dialog LLM slot also takes any callable `reply(prompt) -> str`: tests and users plug in
+# scripted replies or a remote chat API there.
+register_model_kind(ModelKind(
+    "causal-lm", "an instruction-following causal language model (transformers AutoModelForCausalLM)",
+    _causal_lm_types, _load_causal_lm, lambda obj: callable(obj) or _is_processor_model(obj)))
+
+
+def _load_x4_upscaler(source: str, device: str, dtype: Any):
+    from mixkit.io.sources import resolve_model_source
+    from pipelines.upscale import SDx4Upscaler
+
+    return SDx4Upscaler.from_pretrained(resolve_model_source(source), dtype=dtype, device=device)
+
+
+def _load_controlnet(source: str, device: str, dtype: Any):
+    from mixkit.io.sources import resolve_model_source
+    from pipelines.controlnet import load_controlnet
+
+    return load_controlnet(resolve_model_source(source), dtype=dtype, device=device)
+
+
+def _is_controlnet(obj: Any) -> bool:
+    return hasattr(getattr(obj, "config", None), "conditioning_embedding_out_channels")
+
+
+register_model_kind(ModelKind(
+    "sd-x4-upscaler", "a Stable Diffusion x4 upscaler (diffusers StableDiffusionUpscalePipeline folder)",
+    ("StableDiffusionUpscalePipeline",), _load_x4_upscaler, _has_method("upscale")))
+register_model_kind(ModelKind(
+    "controlnet", "a diffusers ControlNet (folder or single file) for the chain's SD model",
+    ("ControlNetModel",), _load_controlnet, _is_controlnet))

@@ -1,0 +1,102 @@
+"""Model kinds: how AppFlow checks that a model source fits a role, and how it loads one.
+
+Checking reads only `config.json` / `model_index.json`, so a wrong model ("a SAM checkpoint where a
+detector is expected") is reported when the flow is built, before any weights load. Loaders use
+the libraries' public `from_pretrained` paths, exactly as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from mixkit.errors import ModelNotFoundError
+from mixkit.registry import Registry
+
+
+@dataclass(frozen=True)
+class ModelKind:
+    """A kind of model a task role accepts."""
+
+    name: str
+    description: str
+    # transformers `model_type`s or diffusers `_class_name`s that fit, or a function returning them
+    # (so listing apps does not import transformers' large auto-mappings)
+    model_types: tuple[str, ...] | Callable[[], tuple[str, ...]]
+    load: Callable[[str, str, Any], Any]  # (source, device, dtype) -> loaded object
+    accepts: Callable[[Any], bool] = lambda obj: False  # already-loaded objects passed instead of a source
+
+
+MODEL_KINDS: Registry[ModelKind] = Registry("AppFlow model kind")
+
+
+def register_model_kind(kind: ModelKind) -> ModelKind:
+    return MODEL_KINDS.register(kind.name, kind)
+
+
+def local_config(source: str) -> tuple[str, dict] | None:
+    """(file name, parsed JSON) of a source's config, or None when it is a hub id not cached locally."""
+    path = Path(source).expanduser()
+    if path.is_file():
+        return None  # single-file checkpoints carry no config; the loader checks them
+    if path.is_dir():
+        for name in ("model_index.json", "config.json"):
+            if (path / name).is_file():
+                return name, _read_json(path / name)
+        raise ModelNotFoundError(f"Model folder {str(path)!r} has neither model_index.json nor config.json; "
+                                 "pass a folder saved with save_pretrained, a single checkpoint file or a hub id.")
+    if str(source).startswith((".", "/", "~")) or str(source).count("/") > 1:
+        raise ModelNotFoundError(f"Model path {source!r} does not exist; check the path.")
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - huggingface_hub ships with transformers
+        return None
+    for name in ("model_index.json", "config.json"):
+        try:
+            cached = try_to_load_from_cache(str(source), name)
+        except ValueError:  # huggingface_hub's HFValidationError: not shaped like a repo id
+            raise ModelNotFoundError(f"Model {source!r} is neither an existing path nor a Hugging Face id "
+                                     "('org/name'); check the spelling.") from None
+        if isinstance(cached, str):
+            return name, _read_json(Path(cached))
+    return None
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ModelNotFoundError(f"{str(path)!r} is not a readable JSON config ({error}); re-download the model.") from None
+
+
+def config_identity(name: str, config: dict) -> str:
+    """What a config says the model is: diffusers' `_class_name` or transformers' `model_type`."""
+    if name == "model_index.json":
+        return str(config.get("_class_name", "a diffusers pipeline"))
+    return str(config.get("model_type") or config.get("_class_name") or "unknown")
+
+
+def check_fit(kind: ModelKind, source: Any, where: str) -> None:
+    """Raise ValueError if `source` is clearly not a `kind` model; pass when that cannot be told yet."""
+    if not isinstance(source, (str, os.PathLike)):
+        if kind.accepts(source):
+            return
+        raise TypeError(f"{where} needs {kind.description}: a hub id, a local folder or file, "
+                        f"or a loaded object of that kind; got {type(source).__name__}.")
+    if not str(source).strip():
+        raise ValueError(f"{where} needs {kind.description}; got an empty model source.")
+    found = local_config(str(source))
+    if found is None:
+        return
+    identity = config_identity(*found)
+    accepted = kind.model_types() if callable(kind.model_types) else kind.model_types
+    if identity in accepted:
+        return
+    listed = ", ".join(sorted(accepted)[:12]) + (" ..." if len(accepted) > 12 else "")
+    raise ValueError(
+        f"{where} needs {kind.description}, but {str(source)!r} is a {identity!r} model "
+        f"(from its {found[0]}); accepted: {listed}. Pass a matching model in `models=`."
+    )

@@ -1,0 +1,114 @@
+"""QR-code art: encode a text as a QR code, let a ControlNet paint a picture over it, check it scans.
+
+Generation uses `segno` (pure Python) with the highest error correction (H, 30% of the code may
+be damaged), the usual choice for artistic QR codes. The check decodes the result with OpenCV's
+`QRCodeDetector`; an unscannable image is returned with `scannable=False` rather than raised,
+since the user may still want it (lower `controlnet_weight` trades scannability for art).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from appflow.task import Port, Task, register_task
+from appflow.tasks.diffusion import DEFAULT_SD, GENERATION_OPTIONS, generation_kwargs
+
+QR_ERROR_LEVELS = ("l", "m", "q", "h")
+
+
+def qr_code_image(text: str, size: int, error: str = "h", border: int = 4):
+    """A black-on-white QR code for `text` on a size x size canvas.
+
+    Modules are scaled by a whole number of pixels and the code is centred on white: fractional
+    scaling makes module edges uneven, which decoders (and the ControlNet) handle badly.
+    """
+    try:
+        import segno
+    except ImportError:
+        raise ImportError("QR codes need the 'segno' package: pip install segno.") from None
+    import numpy as np
+    from PIL import Image
+
+    code = segno.make(text, error=error, micro=False)
+    dark = np.array([list(row) for row in code.matrix], dtype=bool)
+    modules = dark.shape[0] + 2 * border
+    if size < modules:
+        raise ValueError(f"A QR code for {len(text)} characters needs at least {modules} pixels; width is {size}.")
+    scale = size // modules
+    pixels = np.pad(np.where(dark, 0, 255).astype(np.uint8), border, constant_values=255)  # quiet zone
+    code_image = Image.fromarray(pixels).resize((modules * scale, modules * scale), Image.Resampling.NEAREST)
+    canvas = Image.new("L", (size, size), 255)
+    offset = (size - modules * scale) // 2
+    canvas.paste(code_image, (offset, offset))
+    return canvas.convert("RGB")
+
+
+def decode_qr(image) -> str:
+    """The text encoded in the image's QR code, or '' when none can be read."""
+    try:
+        import cv2
+    except ImportError:
+        raise ImportError("Checking QR codes needs OpenCV: pip install opencv-python-headless.") from None
+    import numpy as np
+
+    text, _, _ = cv2.QRCodeDetector().detectAndDecode(np.asarray(image.convert("RGB"))[:, :, ::-1].copy())
+    return text or ""
+
+
+@register_task
+class QrCodeTask(Task):
+    """Text or URL -> a QR code image (the ControlNet's control image)."""
+
+    name = "qr_code"
+    description = "text -> QR code image (segno)"
+    inputs = {"text": Port("text")}
+    outputs = {"qr_image": "image"}
+    main_output = "qr_image"
+    options = {"width": 512, "qr_error": "h"}
+
+    def run(self, models, options, *, text: str) -> dict[str, Any]:
+        if not text:
+            raise ValueError("Task 'qr_code': text is empty; pass the text or URL to encode.")
+        if options["qr_error"] not in QR_ERROR_LEVELS:
+            raise ValueError(f"qr_error must be one of {QR_ERROR_LEVELS}, got {options['qr_error']!r}.")
+        return {"qr_image": qr_code_image(text, int(options["width"]), options["qr_error"])}
+
+
+@register_task
+class ControlNetTextToImageTask(Task):
+    """Text-to-image guided by one ControlNet and its control image."""
+
+    name = "controlnet_text_to_image"
+    description = "SD txt2img + ControlNet"
+    inputs = {"prompt": Port("text"), "control_image": Port("image")}
+    outputs = {"image": "image"}
+    main_output = "image"
+    models = {"generator": "stable-diffusion", "controlnet": "controlnet"}
+    default_models = {"generator": DEFAULT_SD, "controlnet": "monster-labs/control_v1p_sd15_qrcode_monster"}
+    options = {**GENERATION_OPTIONS, "width": 512, "controlnet_weight": 1.35, "guidance_start": 0.0, "guidance_end": 1.0}
+
+    def run(self, models, options, *, prompt: str, control_image) -> dict[str, Any]:
+        from pipelines.controlnet import ControlNetTextToImage, ControlNetUnit
+
+        pipe = ControlNetTextToImage.from_pipeline(models.get("generator"))
+        unit = ControlNetUnit(model=models.get("controlnet"), image=control_image, weight=options["controlnet_weight"],
+                              guidance_start=options["guidance_start"], guidance_end=options["guidance_end"],
+                              resize_mode="just resize")
+        size = options["width"]
+        result = pipe(prompt=prompt, width=size, height=size, controlnets=[unit], **generation_kwargs(options))
+        return {"image": result.images[0]}
+
+
+@register_task
+class QrCheckTask(Task):
+    """Decode the QR code in an image and compare it with the text it should carry."""
+
+    name = "qr_check"
+    description = "decode a QR code (OpenCV) and compare"
+    inputs = {"image": Port("image"), "text": Port("text")}
+    outputs = {"scannable": "flag", "decoded": "text"}
+    main_output = "scannable"
+
+    def run(self, models, options, *, image, text: str) -> dict[str, Any]:
+        decoded = decode_qr(image)
+        return {"scannable": decoded == text, "decoded": decoded}

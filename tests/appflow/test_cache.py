@@ -1,0 +1,63 @@
+"""The model cache: one load per (kind, source, dtype, device), shared between flows, released on request."""
+
+from __future__ import annotations
+
+import torch
+
+from appflow import Appflow, ModelCache
+from appflow.cache import normalize_source
+
+SD_FAST = dict(steps=2, seed=7)
+
+
+def test_two_apps_with_the_same_sd_model_load_it_once(tiny_sd1_dir, photo):
+    cache = ModelCache()
+    text2image = Appflow("text2image_generation", models=[tiny_sd1_dir], width=32, height=32, cache=cache, **SD_FAST)
+    image2image = Appflow("image2image_text_guided_generation", models=[str(tiny_sd1_dir) + "/."], cache=cache,
+                          **SD_FAST)
+    text2image(prompt="a cat")
+    assert cache.loads == 1
+    image2image(image=photo, prompt="a cat")
+    assert cache.loads == 1 and len(cache) == 1
+    assert cache.get(*_sd_key_args(text2image)) is cache.get(*_sd_key_args(image2image))
+    assert cache.loads == 1
+
+
+def _sd_key_args(flow):
+    from appflow.model_kinds import MODEL_KINDS
+
+    return MODEL_KINDS.get("stable-diffusion"), flow.models["generator"], flow.device, flow.dtype
+
+
+def test_dtype_and_device_are_part_of_the_key_and_release_frees_entries(tmp_path):
+    from appflow.model_kinds import ModelKind
+
+    loads = []
+    kind = ModelKind("test-cache-kind", "a fake model", (), lambda source, device, dtype: loads.append(dtype) or object())
+    cache = ModelCache()
+    (tmp_path / "a").mkdir()
+    first = cache.get(kind, tmp_path / "a", "cpu", torch.float32)
+    assert cache.get(kind, str(tmp_path / "a") + "/.", "cpu", torch.float32) is first
+    assert cache.get(kind, tmp_path / "a", "cpu", torch.float64) is not first
+    assert cache.get(kind, tmp_path / "a", "meta", torch.float32) is not first
+    cache.get(kind, "org/other", "cpu", torch.float32)
+    assert loads == [torch.float32, torch.float64, torch.float32, torch.float32] and cache.loads == 4
+    assert cache.release(tmp_path / "a") == 3 and len(cache) == 1
+    assert cache.get(kind, tmp_path / "a", "cpu", torch.float32) is not first  # reloaded after release
+    assert cache.release() == 2 and len(cache) == 0
+
+
+def test_flow_release_drops_its_models_from_the_shared_cache(tiny_dino_dir, tiny_sam_dir, photo):
+    cache = ModelCache()
+    flow = Appflow("openset_det_sam", models=[tiny_dino_dir, tiny_sam_dir], cache=cache, box_threshold=0.0,
+                   text_threshold=0.0)
+    flow(image=photo, prompt="dog")
+    assert cache.loads == 2 and len(cache) == 2
+    assert flow.release() == 2 and len(cache) == 0
+    flow(image=photo, prompt="dog")
+    assert cache.loads == 4
+
+
+def test_local_paths_are_normalised_hub_ids_are_not(tmp_path):
+    assert normalize_source(str(tmp_path) + "/.") == str(tmp_path.resolve())
+    assert normalize_source("org/model") == "org/model"
