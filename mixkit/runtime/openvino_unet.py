@@ -1,0 +1,145 @@
+"""Run a diffusers UNet through OpenVINO (the `openvino` package alone, no optimum-intel).
+
+Why not optimum-intel: its releases pin an older transformers/huggingface_hub than diffusers
+needs (issue 8), so mixkit converts the torch module itself with `openvino.convert_model`.
+The converted graph is saved once per (weights fingerprint, config, precision) in the cache
+folder; each new input shape is compiled once with static shapes, which OpenVINO's CPU plugin
+runs faster than dynamic ones. The weights fingerprint changes when a LoRA is merged, so a
+changed LoRA set re-exports and a known one reuses its cache entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+OPENVINO_HINT = "pip install openvino  (or: pip install 'mixkit[openvino]')"
+
+
+def require_openvino():
+    try:
+        import openvino
+    except ImportError as error:
+        raise ImportError(f"The 'openvino' execution backend needs the openvino package: {OPENVINO_HINT}") from error
+    return openvino
+
+
+def weights_fingerprint(module: torch.nn.Module) -> str:
+    """A content hash of every parameter and buffer (sha256 of the raw bytes).
+
+    Hashing all bytes costs about a second per GB, paid once per export; a cheaper sum-based key
+    could collide after a LoRA merge with small changes and silently reuse a stale graph.
+    """
+    digest = hashlib.sha256()
+    for name, tensor in list(module.named_parameters()) + list(module.named_buffers()):
+        digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
+        digest.update(tensor.detach().contiguous().view(torch.uint8).numpy().tobytes()
+                      if tensor.dtype != torch.bfloat16 else tensor.detach().float().numpy().tobytes())
+    return digest.hexdigest()[:24]
+
+
+class _UNetGraph(torch.nn.Module):
+    """The UNet with plain tensor inputs and output, as a traced graph needs (SDXL: two more inputs)."""
+
+    def __init__(self, unet: torch.nn.Module, sdxl: bool) -> None:
+        super().__init__()
+        self.unet, self.sdxl = unet, sdxl
+
+    def forward(self, sample, timestep, encoder_hidden_states, text_embeds=None, time_ids=None):
+        added = {"text_embeds": text_embeds, "time_ids": time_ids} if self.sdxl else None
+        return self.unet(sample, timestep, encoder_hidden_states, added_cond_kwargs=added, return_dict=False)[0]
+
+
+@dataclass
+class _Output:
+    sample: torch.Tensor
+
+
+class OpenVinoUNet:
+    """Stands in for a diffusers UNet in mixkit's sampling loop (same call, `.sample` output).
+
+    Inputs and outputs are float32 on the CPU; OpenVINO chooses the inner precision from
+    `inference_precision` ("bf16" on AVX512-BF16/AMX CPUs, else "f32"). Keyword features the graph
+    does not contain (ControlNet residuals, cross-attention kwargs) are refused, never ignored.
+    """
+
+    def __init__(self, unet: torch.nn.Module, *, cache_dir: str | os.PathLike, inference_precision: str = "f32") -> None:
+        ov = require_openvino()
+        self.torch_module = unet
+        self.config = unet.config
+        self.sdxl = unet.config.get("addition_embed_type") == "text_time"
+        self.inference_precision = inference_precision
+        self._core = ov.Core()
+        self._compiled: dict[tuple, object] = {}
+        key = {"fingerprint": weights_fingerprint(unet), "config": dict(unet.config), "sdxl": self.sdxl}
+        self.cache_key = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
+        self.cache_path = Path(cache_dir) / f"unet-{self.cache_key}.xml"
+        self._core.set_property({"CACHE_DIR": str(Path(cache_dir) / "blobs")})
+        if self.cache_path.exists():
+            self._model = self._core.read_model(self.cache_path)
+            self.cache_hit = True
+        else:
+            self._model = self._convert(ov)
+            self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.cache_path.with_suffix(".tmp.xml")
+            ov.save_model(self._model, tmp, compress_to_fp16=False)
+            os.replace(tmp.with_suffix(".bin"), self.cache_path.with_suffix(".bin"))  # weights first, then the
+            os.replace(tmp, self.cache_path)  # graph: a present .xml always has its .bin
+            self.cache_hit = False
+
+    dtype = torch.float32
+    device = torch.device("cpu")
+
+    def _example(self, batch: int = 2):
+        cfg = self.config
+        size = cfg.sample_size if isinstance(cfg.sample_size, int) else cfg.sample_size[0]
+        example = [torch.randn(batch, cfg.in_channels, size, size), torch.full((batch,), 500.0),
+                   torch.randn(batch, 77, cfg.cross_attention_dim)]
+        if self.sdxl:
+            pooled = cfg.projection_class_embeddings_input_dim - 6 * cfg.addition_time_embed_dim
+            example += [torch.randn(batch, pooled), torch.randn(batch, 6)]
+        return tuple(example)
+
+    def _convert(self, ov):
+        graph = _UNetGraph(self.torch_module, self.sdxl).eval()
+        example = self._example()
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)  # shape checks traced as constants: fine,
+            # every new shape is reshaped and compiled statically. Tracing here without check_trace halves the
+            # conversion time (convert_model would trace again, run the model twice more and compare).
+            traced = torch.jit.trace(graph, example, check_trace=False, strict=False)
+        return ov.convert_model(traced, example_input=example)
+
+    def _compiled_for(self, inputs: list[torch.Tensor]):
+        shapes = tuple(tuple(x.shape) for x in inputs)
+        if shapes not in self._compiled:
+            model = self._model.clone()
+            model.reshape({port.get_any_name(): list(shape) for port, shape in zip(model.inputs, shapes)})
+            self._compiled[shapes] = self._core.compile_model(
+                model, "CPU", {"INFERENCE_PRECISION_HINT": self.inference_precision})
+        return self._compiled[shapes]
+
+    def __getattr__(self, name: str):
+        # Only reached for attributes a torch UNet has and this stand-in does not (modules, LoRA hooks...).
+        raise AttributeError(f"{name!r}: the openvino backend runs a converted UNet graph, so features that need "
+                             "the torch UNet's modules (LoRA, ControlNet, attention changes) need backend='torch'")
+
+    def __call__(self, sample, timestep, encoder_hidden_states, added_cond_kwargs=None, **kwargs) -> _Output:
+        unsupported = sorted(k for k, v in kwargs.items() if v is not None and k != "return_dict")
+        if unsupported:
+            raise ValueError(f"The openvino backend runs a fixed UNet graph and cannot honour {unsupported} "
+                             "(e.g. ControlNet residuals); use backend='torch' for this generation")
+        batch = sample.shape[0]
+        t = torch.as_tensor(timestep, dtype=torch.float32).reshape(-1).expand(batch).contiguous()
+        inputs = [sample.float().contiguous(), t, encoder_hidden_states.float().contiguous()]
+        if self.sdxl:
+            inputs += [added_cond_kwargs["text_embeds"].float().contiguous(), added_cond_kwargs["time_ids"].float().contiguous()]
+        compiled = self._compiled_for(inputs)
+        result = compiled([x.numpy() for x in inputs])
+        return _Output(torch.from_numpy(result[compiled.outputs[0]].copy()))

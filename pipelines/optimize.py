@@ -1,0 +1,58 @@
+"""The one switch that makes a loaded pipeline fast or small: `optimize(pipe, "fast")`.
+
+Presets (see `mixkit.runtime.PRESETS`):
+- "exact": changes nothing; output bit-identical to an unoptimised pipeline.
+- "fast": bf16 (CPUs with AVX512-BF16/AMX, GPUs) or fp16 UNet, channels-last, fused QKV, VAE
+  decode in reduced precision with a NaN guard. Output equal to "exact" up to bf16 rounding.
+  Where the hardware has no fast reduced precision it stays fp32 and says so (a warning and
+  `report.fallbacks`).
+- "low-memory": fp32, attention slicing, VAE tiling and slicing (offload via `offload=`).
+Backends: "torch" (eager), "torch.compile", "openvino" (CPU; the `openvino` extra).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mixkit.runtime import (EXECUTION_BACKENDS, PRESETS, OptimizationReport, RuntimeConfig, apply_runtime,
+                            check_backend_supports)
+
+
+def check_optimize_inputs(pipe, preset: str, backend: str, overrides: dict[str, Any]) -> RuntimeConfig:
+    """Resolve names and overrides before touching the model, so a bad call changes nothing."""
+    if not hasattr(pipe, "model") or not hasattr(pipe.model, "unet"):
+        raise TypeError(f"optimize() expects a mixkit pipeline with a .model (TextToImage, ImageToImage, ...), "
+                        f"got {type(pipe).__name__}")
+    if not isinstance(preset, str):
+        raise TypeError(f"preset must be a name (str), got {type(preset).__name__}; valid: {PRESETS.names()}")
+    config = PRESETS.get(preset)  # UnknownNameError lists the presets
+    EXECUTION_BACKENDS.get(backend)  # ... and the backends
+    unknown = sorted(set(overrides) - set(RuntimeConfig.__dataclass_fields__))
+    if unknown:
+        raise ValueError(f"optimize(): unknown option(s) {unknown}; valid: {sorted(RuntimeConfig.__dataclass_fields__)}")
+    config = config.with_changes(**overrides)  # RuntimeConfig validates the values
+    check_backend_supports(config, backend)
+    if backend == "openvino":
+        from mixkit.runtime.openvino_unet import require_openvino
+
+        require_openvino()  # ImportError naming the extra, before anything changes
+    if config.offload != "none":
+        from mixkit.runtime.memory import require_accelerate
+
+        require_accelerate()
+    return config
+
+
+def optimize(pipe, preset: str = "fast", backend: str = "torch", *, cache_dir=None, execution_device=None,
+             **overrides: Any) -> OptimizationReport:
+    """Optimise `pipe.model` in place; returns (and stores as `pipe.optimization`) what was done.
+
+    `overrides` change single fields of the preset, e.g. `optimize(pipe, "fast", compile=True)` or
+    `optimize(pipe, "low-memory", offload="model")`. Apply it once, right after loading: fused
+    and compiled modules assume the dtype and device they were prepared for.
+    """
+    config = check_optimize_inputs(pipe, preset, backend, overrides)
+    report = apply_runtime(pipe.model, config, backend=backend, preset=preset, cache_dir=cache_dir,
+                           execution_device=execution_device)
+    pipe.optimization = report
+    return report

@@ -1,0 +1,57 @@
+"""The OpenVINO UNet against the torch UNet it was converted from (one conversion, ~20 s on 2 cores)."""
+
+import pytest
+import torch
+
+openvino = pytest.importorskip("openvino", reason="openvino not installed: pip install 'mixkit[openvino]'")
+
+from mixkit.runtime.openvino_unet import OpenVinoUNet, weights_fingerprint  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def converted(tiny_sd1_dir, tmp_path_factory):
+    from diffusers import UNet2DConditionModel
+
+    unet = UNet2DConditionModel.from_pretrained(tiny_sd1_dir, subfolder="unet").eval()
+    cache = tmp_path_factory.mktemp("ov-cache")
+    return unet, OpenVinoUNet(unet, cache_dir=cache, inference_precision="f32"), cache
+
+
+def test_openvino_unet_matches_torch(converted, unet_inputs):
+    unet, ov_unet, _ = converted
+    sample, t, context = unet_inputs
+    with torch.no_grad():
+        expected = unet(sample, t, context).sample
+    got = ov_unet(sample, t, encoder_hidden_states=context).sample
+    assert not ov_unet.cache_hit
+    assert got.dtype == torch.float32 and got.shape == expected.shape
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    # a batch size never seen before compiles a second static-shape graph from the same conversion
+    got_one = ov_unet(sample[:1], t, encoder_hidden_states=context[:1]).sample
+    torch.testing.assert_close(got_one, expected[:1], rtol=1e-4, atol=1e-4)
+
+
+def test_second_load_reuses_the_cached_graph(converted, unet_inputs):
+    unet, first, cache = converted
+    second = OpenVinoUNet(unet, cache_dir=cache)
+    assert second.cache_hit and second.cache_path == first.cache_path
+    sample, t, context = unet_inputs
+    torch.testing.assert_close(second(sample, t, context).sample, first(sample, t, context).sample)
+
+
+def test_changed_weights_change_the_cache_key(converted):
+    """A merged LoRA changes the weights, so it must not reuse the graph of the plain model."""
+    unet, first, _ = converted
+    before = weights_fingerprint(unet)
+    with torch.no_grad():
+        unet.conv_in.weight[0, 0, 0, 0] += 1e-3
+        after = weights_fingerprint(unet)
+        unet.conv_in.weight[0, 0, 0, 0] -= 1e-3
+    assert before != after
+
+
+def test_unsupported_keywords_are_refused(converted, unet_inputs):
+    _, ov_unet, _ = converted
+    sample, t, context = unet_inputs
+    with pytest.raises(ValueError, match="down_block_additional_residuals.*backend='torch'"):
+        ov_unet(sample, t, context, down_block_additional_residuals=[torch.zeros(1)])

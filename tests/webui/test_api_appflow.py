@@ -1,0 +1,86 @@
+"""`POST /appflow/{app}`: inputs from the app's declared ports, models from the operator, never from the request."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import httpx
+import pytest
+from PIL import Image
+
+OPTIONS = {"steps": 1, "width": 64, "height": 64, "sampler": "Euler", "seed": 5}
+
+
+@pytest.fixture(scope="module")
+def server(tiny_sd1_dir, tmp_path_factory):
+    from webui.config import ServerConfig
+    from webui.server import RunningServer
+    from webui.server_state import ServerState
+
+    root = tmp_path_factory.mktemp("appflow")
+    config = ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False,
+                          appflow_models={"text2image_generation": {"generator": str(tiny_sd1_dir)},
+                                          "image2image_text_guided_generation": {"generator": str(tiny_sd1_dir)}})
+    running = RunningServer(ServerState(config)).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture()
+def client(server):
+    with httpx.Client(base_url=server.url, timeout=120) as http:
+        yield http
+
+
+def test_apps_are_listed_with_their_declared_inputs_and_configured_models(client, server):
+    from appflow import APPS
+
+    apps = {a["name"]: a for a in client.get("/appflow").json()}
+    assert list(apps) == APPS.names()
+    assert apps["text2image_generation"]["inputs"] == {"prompt": "text"}
+    assert apps["text2image_generation"]["models"]["generator"]["source"] == str(server.state.config.models[0])
+
+
+def test_text_to_image_app_runs_and_returns_png_images(client):
+    response = client.post("/appflow/text2image_generation", json={"inputs": {"prompt": "a lamp"}, "options": OPTIONS})
+    assert response.status_code == 200, response.text
+    outputs = response.json()["outputs"]
+    image = Image.open(io.BytesIO(base64.b64decode(outputs["images"][0])))
+    assert image.format == "PNG" and image.size == (64, 64)
+
+
+def test_image_input_is_decoded_from_base64(client):
+    buffer = io.BytesIO()
+    Image.new("RGB", (64, 64), (0, 90, 200)).save(buffer, format="PNG")
+    inputs = {"image": base64.b64encode(buffer.getvalue()).decode(), "prompt": "sea"}
+    response = client.post("/appflow/image2image_text_guided_generation", json={"inputs": inputs, "options": OPTIONS})
+    assert response.status_code == 200, response.text
+    assert Image.open(io.BytesIO(base64.b64decode(response.json()["outputs"]["image"]))).size == (64, 64)
+
+
+@pytest.mark.parametrize("app, body, status, fragment", [
+    ("no_such_app", {"inputs": {}}, 422, "no_such_app"),
+    ("..%2F..%2Fetc%2Fpasswd", {"inputs": {}}, 404, "Not Found"),
+    ("..passwd", {"inputs": {}}, 422, "AppFlow app"),
+    ("text2image_generation", {"inputs": {"prompt": "x", "extra": 1}}, 422, "has no input(s) ['extra']"),
+    ("text2image_generation", {"inputs": {}}, 422, "required"),
+    ("text2image_generation", {"inputs": {"prompt": 5}}, 422, "must be a string"),
+    ("image2image_text_guided_generation", {"inputs": {"image": "/etc/passwd", "prompt": "x"}}, 422, "not valid base64"),
+    ("text2image_generation", {"inputs": {"prompt": "x"}, "options": {"steps": 10**9}}, 422, "option steps"),
+    ("text2image_generation", {"inputs": {"prompt": "x"}, "options": {"width": 100000}}, 422, "width"),
+    ("text2image_generation", {"inputs": {"prompt": "x"}, "options": {"no_option": 1}}, 422, "no_option"),
+    ("text2image_generation", {"inputs": {"prompt": "x"}, "models": ["/etc/passwd"]}, 422, "models"),
+])
+def test_bad_app_requests(client, app, body, status, fragment):
+    response = client.post(f"/appflow/{app}", json=body)
+    assert response.status_code == status, response.text
+    assert fragment in response.text and "root:" not in response.text
+
+
+def test_ui_widgets_follow_the_declared_ports():
+    from webui.ui.appflow_tab import widget_value
+
+    assert widget_value("texts", "cat\n\n dog \n") == ["cat", "dog"]
+    assert widget_value("text?", "") is None and widget_value("texts", "") is None
+    assert widget_value("flag", True) is True

@@ -1,0 +1,89 @@
+"""Binding, auth and the `mixkit webui` flags: localhost by default, --listen only with --auth."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+
+import httpx
+import pytest
+
+from webui.config import ServerConfig, check_server_config
+from webui.http_guards import parse_credentials
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    from webui.cli import webui as webui_cli
+
+    parser = argparse.ArgumentParser(prog="mixkit")
+    webui_cli.add_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["webui", *argv])
+
+
+def test_defaults_bind_localhost_with_a_queue_of_8(tmp_path):
+    from webui.cli.webui import config_from_args
+
+    config = config_from_args(parse(["--model", str(tmp_path)]))
+    assert config.host == "127.0.0.1" and config.port == 7860 and config.queue_size == 8 and config.auth is None
+
+
+def test_listen_requires_auth_or_explicit_insecure_flag(tmp_path):
+    from webui.cli.webui import config_from_args
+
+    with pytest.raises(ValueError, match="--listen exposes the server.*--auth user:password.*--insecure-no-auth"):
+        config_from_args(parse(["--model", str(tmp_path), "--listen"]))
+    config = config_from_args(parse(["--model", str(tmp_path), "--listen", "--auth", "me:pw:x"]))
+    assert config.host == "0.0.0.0" and config.auth == ("me", "pw:x")
+    assert config_from_args(parse(["--model", str(tmp_path), "--listen", "--insecure-no-auth"])).auth is None
+    with pytest.raises(ValueError, match="contradict"):
+        config_from_args(parse(["--model", str(tmp_path), "--auth", "a:b", "--insecure-no-auth"]))
+
+
+@pytest.mark.parametrize("text", ["nopassword", ":pw", "user:", ""])
+def test_bad_credentials_are_refused(text):
+    with pytest.raises(ValueError, match="--auth"):
+        parse_credentials(text)
+
+
+@pytest.mark.parametrize("changes, fragment", [
+    ({"queue_size": -1}, "queue size"), ({"port": 70000}, "port"), ({"models": []}, "No model to serve"),
+])
+def test_config_values_are_checked(tmp_path, changes, fragment):
+    config = ServerConfig(models=[str(tmp_path)])
+    for key, value in changes.items():
+        setattr(config, key, value)
+    with pytest.raises(ValueError, match=fragment):
+        check_server_config(config)
+
+
+@pytest.fixture(scope="module")
+def guarded_server(tiny_sd1_dir, tmp_path_factory):
+    """An API server with auth whose model is never loaded: auth is checked before any route."""
+    from webui.config import ServerConfig
+    from webui.server import RunningServer
+    from webui.server_state import ServerState
+
+    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(tmp_path_factory.mktemp("auth")),
+                                     ui=False, auth=("user", "pass")))
+    running = RunningServer(state).start()
+    yield running
+    running.stop()
+
+
+@pytest.mark.parametrize("headers", [
+    {}, {"Authorization": "Basic " + base64.b64encode(b"user:wrong").decode()},
+    {"Authorization": "Bearer whatever"}, {"Authorization": "Basic !!!not-base64"},
+])
+def test_requests_without_valid_credentials_get_401(guarded_server, headers):
+    for method, path in (("GET", "/sdapi/v1/options"), ("POST", "/sdapi/v1/txt2img"), ("GET", "/docs"), ("GET", "/")):
+        response = httpx.request(method, guarded_server.url + path, headers=headers, json={})
+        assert response.status_code == 401, (path, response.status_code)
+        assert response.headers["www-authenticate"].startswith("Basic")
+
+
+def test_valid_credentials_pass_and_no_model_is_a_clear_503(guarded_server):
+    auth = ("user", "pass")
+    assert httpx.get(guarded_server.url + "/sdapi/v1/options", auth=auth).status_code == 200
+    response = httpx.post(guarded_server.url + "/sdapi/v1/txt2img", auth=auth, timeout=60,
+                          json={"prompt": "x", "steps": 1, "width": 64, "height": 64})
+    assert response.status_code == 503 and "No model is loaded" in response.json()["detail"]

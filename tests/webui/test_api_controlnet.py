@@ -1,0 +1,91 @@
+"""ControlNet units over the API, as sd-webui-controlnet clients send them (webuiapi's ControlNetUnit)."""
+
+from __future__ import annotations
+
+import pytest
+from PIL import Image, ImageDraw
+
+webuiapi = pytest.importorskip("webuiapi", reason="test dependency webuiapi is not installed (pip install webuiapi)")
+
+
+@pytest.fixture(scope="module")
+def server(tiny_sd1_dir, tmp_path_factory):
+    from mixkit.testing.tiny_controlnet import build_tiny_controlnet
+    from webui.config import ServerConfig
+    from webui.server import RunningServer
+    from webui.server_state import ServerState
+
+    root = tmp_path_factory.mktemp("controlnet")
+    build_tiny_controlnet(root / "controlnets" / "tiny_canny", seed=1)
+    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False,
+                                     controlnet_dir=str(root / "controlnets")))
+    state.load_initial_model()
+    running = RunningServer(state).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture()
+def api(server):
+    return webuiapi.WebUIApi(host="127.0.0.1", port=server.port, sampler="Euler", steps=1)
+
+
+def control_image() -> Image.Image:
+    image = Image.new("RGB", (64, 64), "black")
+    ImageDraw.Draw(image).rectangle((16, 16, 48, 48), outline="white", width=3)
+    return image
+
+
+def test_model_and_module_lists(api):
+    from pipelines.preprocessors import PREPROCESSORS
+
+    assert api.custom_get("controlnet/model_list") == {"model_list": ["tiny_canny"]}
+    assert api.custom_get("controlnet/module_list") == {"module_list": PREPROCESSORS.names()}
+
+
+def test_txt2img_with_a_controlnet_unit_changes_the_image_and_records_it(api):
+    plain = api.txt2img(prompt="a box", seed=11, width=64, height=64)
+    unit = webuiapi.ControlNetUnit(image=control_image(), module="canny", model="tiny_canny [0123abcd]", weight=1.5,
+                                   resize_mode="Just Resize", threshold_a=100, threshold_b=200)
+    controlled = api.txt2img(prompt="a box", seed=11, width=64, height=64, controlnet_units=[unit])
+    assert controlled.image.size == (64, 64)
+    assert controlled.image.tobytes() != plain.image.tobytes()
+    infotext = controlled.info["infotexts"][0]
+    assert "ControlNet 0:" in infotext and "tiny_canny" in infotext and "canny" in infotext
+    disabled = webuiapi.ControlNetUnit(image=control_image(), model="tiny_canny", enabled=False)
+    again = api.txt2img(prompt="a box", seed=11, width=64, height=64, controlnet_units=[disabled])
+    assert again.image.tobytes() == plain.image.tobytes()
+
+
+def test_img2img_unit_without_image_uses_the_init_image(api):
+    unit = webuiapi.ControlNetUnit(image=None, module="none", model="tiny_canny")
+    result = api.img2img(images=[control_image()], prompt="x", seed=2, width=64, height=64, controlnet_units=[unit])
+    assert "ControlNet 0:" in result.info["infotexts"][0]
+
+
+@pytest.mark.parametrize("changes, fragment", [
+    ({"model": "../../etc/passwd"}, "Unknown ControlNet model"),
+    ({"model": "/etc/passwd"}, "Unknown ControlNet model"),
+    ({"module": "rm -rf"}, "unknown module"),
+    ({"weight": 50}, "weight must be"),
+    ({"guidance_start": 0.9, "guidance_end": 0.1}, "guidance_start"),
+    ({"control_mode": 1}, "control_mode"),
+    ({"resize_mode": "Stretch"}, "resize_mode"),
+    ({"image": "not-an-image"}, "not valid base64"),
+])
+def test_bad_units_are_422(api, changes, fragment):
+    import requests
+
+    unit = {**webuiapi.ControlNetUnit(image=control_image(), model="tiny_canny").to_dict(), **changes}
+    payload = {"prompt": "x", "steps": 1, "width": 64, "height": 64, "alwayson_scripts": {"controlnet": {"args": [unit]}}}
+    response = requests.post(f"{api.baseurl}/txt2img", json=payload, timeout=120)
+    assert response.status_code == 422, response.text
+    assert fragment in response.text
+
+
+def test_units_need_a_controlnet_folder():
+    from webui.api_controlnet import parse_units
+
+    with pytest.raises(ValueError, match="--controlnet-dir"):
+        parse_units([{"model": "x"}], models=None, max_units=4, max_pixels=10**6, max_bytes=10**6)
+    assert parse_units([{"model": "x", "enabled": False}], models=None, max_units=4, max_pixels=10**6, max_bytes=10**6) == []

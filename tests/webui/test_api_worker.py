@@ -1,0 +1,137 @@
+"""The generation worker: one job at a time, a bounded queue, cancel/interrupt, progress and ETA."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch
+
+from pipelines.control import StepProgress
+from webui.worker import GenerationWorker, QueueFullError, estimate_eta
+
+
+def blocking_job(release: threading.Event, log: list, name: str):
+    def run(control, on_step):
+        log.append(f"start {name}")
+        release.wait(10)
+        log.append(f"end {name}")
+        return name
+    return run
+
+
+@pytest.fixture()
+def worker():
+    made = GenerationWorker(2, preview_every=2)
+    yield made
+    made.close()
+
+
+def wait_until(condition, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
+def test_jobs_run_one_at_a_time_in_order(worker):
+    release, log = threading.Event(), []
+    jobs = [worker.submit(blocking_job(release, log, str(i)), "job") for i in range(3)]
+    wait_until(lambda: log == ["start 0"])
+    assert worker.queued == 2
+    release.set()
+    assert [job.future.result(10) for job in jobs] == ["0", "1", "2"]
+    assert log == ["start 0", "end 0", "start 1", "end 1", "start 2", "end 2"]
+
+
+def test_queue_full_is_refused_with_a_clear_message(worker):
+    release, log = threading.Event(), []
+    first = worker.submit(blocking_job(release, log, "running"), "job")
+    wait_until(lambda: log == ["start running"])
+    waiting = [worker.submit(blocking_job(release, log, f"w{i}"), "job") for i in range(2)]
+    with pytest.raises(QueueFullError, match=r"Queue full: 2 job\(s\) are waiting \(the limit is 2\)"):
+        worker.submit(blocking_job(release, log, "extra"), "job")
+    release.set()
+    for job in [first, *waiting]:
+        job.future.result(10)
+    worker.submit(lambda control, on_step: "after", "job").future.result(10)  # room again
+
+
+def test_cancel_drops_a_waiting_job_and_interrupts_a_running_one(worker):
+    seen = {}
+
+    def interruptible(control, on_step):
+        seen["started"] = True
+        while not control.interrupted:
+            time.sleep(0.01)
+        return "interrupted"
+
+    running = worker.submit(interruptible, "job")
+    waiting = worker.submit(lambda control, on_step: "never", "job")
+    wait_until(lambda: seen.get("started"))
+    worker.cancel(waiting)
+    assert waiting.future.cancelled() and worker.queued == 0
+    worker.cancel(running)
+    assert running.future.result(10) == "interrupted"
+
+
+def test_interrupt_and_skip_report_whether_something_ran(worker):
+    assert worker.interrupt() is False and worker.skip() is False
+    started = threading.Event()
+
+    def job(control, on_step):
+        started.set()
+        while not control.take_skip():
+            time.sleep(0.01)
+        while not control.interrupted:
+            time.sleep(0.01)
+        return "done"
+
+    submitted = worker.submit(job, "job")
+    started.wait(10)
+    assert worker.skip() is True and worker.progress().skipped
+    assert worker.interrupt() is True and worker.progress().interrupted
+    assert submitted.future.result(10) == "done"
+
+
+def test_a_failing_job_raises_for_its_caller_and_the_worker_goes_on(worker):
+    def broken(control, on_step):
+        raise ValueError("bad LoRA")
+
+    with pytest.raises(ValueError, match="bad LoRA"):
+        worker.submit(broken, "job").future.result(10)
+    assert worker.submit(lambda control, on_step: 5, "job").future.result(10) == 5
+    assert not worker.progress().busy
+
+
+def test_progress_tracks_steps_and_keeps_previews_every_n_steps(worker):
+    gate, seen = threading.Event(), threading.Event()
+
+    def job(control, on_step):
+        for step in (1, 2, 3):
+            on_step(StepProgress(step, 4, 0, 2, torch.full((1, 4, 2, 2), float(step)), control))
+        seen.set()
+        gate.wait(10)
+
+    submitted = worker.submit(job, "txt2img")
+    seen.wait(10)
+    snapshot = worker.progress()
+    assert (snapshot.job, snapshot.step, snapshot.total_steps, snapshot.batch_count) == ("txt2img", 3, 4, 2)
+    assert snapshot.fraction == pytest.approx(3 / 8)
+    assert snapshot.preview_latents[0, 0, 0, 0].item() == 2.0  # previews at steps 2, 4, ... (every 2)
+    gate.set()
+    submitted.future.result(10)
+    assert worker.progress().step == 0 and not worker.progress().busy
+
+
+def test_estimate_eta():
+    assert estimate_eta(10.0, 0.25) == pytest.approx(30.0)
+    assert estimate_eta(5.0, 0.0) == 0.0
+    assert estimate_eta(5.0, 1.0) == 0.0
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "8", 10_001])
+def test_queue_size_is_validated(bad):
+    with pytest.raises(ValueError, match="max_queued"):
+        GenerationWorker(bad)

@@ -1,0 +1,80 @@
+"""End to end in a real browser: type a prompt, Generate, wait for the gallery, read the infotext in PNG Info.
+
+Runs headless Debian Chromium through Playwright's Python package (`.ci/install-browser.sh`
+installs both); skipped, with the reason, only when either is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (run .ci/install-browser.sh)")
+
+
+@pytest.fixture(scope="module")
+def ui_server(tiny_sd1_dir, tmp_path_factory):
+    from webui.config import ServerConfig
+    from webui.server import RunningServer
+    from webui.server_state import ServerState
+
+    root = tmp_path_factory.mktemp("browser")
+    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), preview_every=1))
+    state.load_initial_model()
+    running = RunningServer(state).start()
+    yield running
+    running.stop()
+
+
+def set_number(page, elem_id: str, value: int) -> None:
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def test_generate_in_the_browser_and_read_infotext_in_png_info(ui_server, tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (run .ci/install-browser.sh)")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
+            viewport={"width": 1280, "height": 900})
+        try:
+            page = browser.new_page()
+            page.goto(ui_server.url + "/", timeout=60_000)
+            page.locator("#txt2img_prompt textarea").wait_for(timeout=60_000)
+            page.locator("#txt2img_prompt textarea").fill("a red cube on a table")
+            set_number(page, "txt2img_steps", 2)
+            set_number(page, "txt2img_width", 64)
+            set_number(page, "txt2img_height", 64)
+            set_number(page, "txt2img_seed", 4242)
+            page.locator("#txt2img_generate").click()
+            page.locator("#txt2img_gallery img").first.wait_for(timeout=120_000)
+            page.locator("#txt2img_progress", has_text="Done: 1 image(s)").wait_for(timeout=30_000)
+            infotext = page.locator("#txt2img_infotext textarea").input_value()
+            assert infotext.startswith("a red cube on a table\nSteps: 2, ") and "Seed: 4242," in infotext
+            page.screenshot(path=str(tmp_path / "txt2img.png"), full_page=True)
+
+            saved = sorted(ui_server.state.output_dir.glob("*.png"))
+            assert len(saved) == 1 and saved[0].name.endswith("-4242.png")
+            page.get_by_role("tab", name="PNG Info").click()
+            page.locator("#pnginfo_image input[type=file]").set_input_files(str(saved[0]))
+            read = page.locator("#pnginfo_infotext textarea")
+            sync_api.expect(read).to_have_value(infotext, timeout=30_000)
+
+            page.locator("#pnginfo_send_to_img2img").click()
+            sync_api.expect(page.locator("#img2img_prompt textarea")).to_have_value("a red cube on a table", timeout=30_000)
+            sync_api.expect(page.locator("#img2img_seed input")).to_have_value("4242", timeout=30_000)
+            page.screenshot(path=str(tmp_path / "pnginfo_sent.png"), full_page=True)
+        finally:
+            browser.close()
+    shots = os.environ.get("MIXKIT_SCREENSHOT_DIR")
+    if shots:  # CI keeps them as artifacts
+        for name in ("txt2img.png", "pnginfo_sent.png"):
+            shutil.copy(tmp_path / name, os.path.join(shots, name))
+    assert (tmp_path / "txt2img.png").stat().st_size > 10_000

@@ -1,0 +1,170 @@
+"""The Gradio UI: widgets built from the same limits as the API, infotext paste, masks, LoRA tags, file serving."""
+
+from __future__ import annotations
+
+import io
+
+import httpx
+import pytest
+from PIL import Image
+
+from pipelines.params import GenerationLimits, Txt2ImgParams
+from webui.ui.generate_tab import editor_mask, outpaint_sides_from, progress_html
+from webui.ui.lora_tab import add_tag
+from webui.ui.paste_infotext import infotext_to_form_values
+from webui.ui.widgets import GenerationWidgets, values_to_params, widget_ranges
+
+LIMITS = GenerationLimits(max_side=1024, max_steps=77, max_batch_size=3, max_batch_count=5, max_cfg_scale=20.0)
+
+
+def test_widget_ranges_are_the_generation_limits():
+    ranges = widget_ranges(LIMITS)
+    assert ranges["steps"].maximum == 77 and ranges["width"].maximum == 1024 and ranges["height"].maximum == 1024
+    assert ranges["batch_size"].maximum == 3 and ranges["batch_count"].maximum == 5 and ranges["cfg_scale"].maximum == 20.0
+    assert ranges["width"].step == 8 and ranges["seed"].minimum == -1
+
+
+def test_values_to_params_turns_whole_floats_into_ints():
+    values = ["a cat", None, "Euler a", "Karras", 20.0, 7, 512.0, 768.0, -1.0, 2.0, 1.0, 2.0]
+    params = values_to_params(values)
+    assert params == Txt2ImgParams(prompt="a cat", negative_prompt="", sampler="Euler a", schedule_type="Karras", steps=20,
+                                   cfg_scale=7.0, width=512, height=768, seed=-1, batch_count=2, batch_size=1, clip_skip=2)
+    assert isinstance(params.steps, int) and len(values) == len(GenerationWidgets.FIELDS)
+
+
+def test_infotext_paste_fills_every_field_and_skips_values_over_the_limits():
+    from pipelines.infotext import build_infotext
+
+    text = build_infotext("a (red:1.1) cube", "blurry", {"Steps": 30, "Sampler": "DPM++ 2M", "Schedule type": "Karras",
+                                                          "CFG scale": 6.5, "Seed": 123, "Size": "512x768", "Clip skip": 2,
+                                                          "Denoising strength": 0.4})
+    values, notes = infotext_to_form_values(text, GenerationLimits(), ["DPM++ 2M", "Euler"], ["Automatic", "Karras"])
+    assert values == {"prompt": "a (red:1.1) cube", "negative_prompt": "blurry", "steps": 30, "cfg_scale": 6.5,
+                      "seed": 123, "width": 512, "height": 768, "clip_skip": 2, "sampler": "DPM++ 2M",
+                      "schedule_type": "Karras", "denoising_strength": 0.4}
+    assert notes == []
+    values, notes = infotext_to_form_values(text, LIMITS, ["Euler"], ["Automatic"])
+    assert "steps" in values and "sampler" not in values and "width" in values
+    assert any("DPM++ 2M" in n for n in notes)
+    values, notes = infotext_to_form_values(text.replace("Steps: 30", "Steps: 500"), LIMITS, ["Euler"], ["Automatic"])
+    assert "steps" not in values and any("Steps: '500' is outside [1, 77]" in n for n in notes)
+
+
+def test_editor_mask_is_the_union_of_painted_pixels():
+    first = Image.new("RGBA", (16, 16), (0, 0, 0, 0))
+    first.paste((255, 255, 255, 255), (0, 0, 4, 4))
+    second = Image.new("RGBA", (16, 16), (0, 0, 0, 0))
+    second.paste((255, 0, 0, 10), (8, 8, 16, 16))
+    mask = editor_mask([first, second])
+    assert mask.mode == "L" and mask.getpixel((1, 1)) == 255 and mask.getpixel((12, 12)) == 255
+    assert mask.getpixel((6, 6)) == 0
+    assert editor_mask([Image.new("RGBA", (16, 16))]) is None and editor_mask(None) is None
+
+
+def test_outpaint_directions():
+    assert outpaint_sides_from(64, ["left", "down"]) == {"left": 64, "right": 0, "top": 0, "bottom": 64}
+    for bad in ([], ["sideways"]):
+        with pytest.raises(ValueError, match="directions"):
+            outpaint_sides_from(8, bad)
+
+
+def test_lora_tag_insert_and_progress_html():
+    assert add_tag("a cat", "<lora:style:1>") == "a cat <lora:style:1>"
+    assert add_tag("a cat <lora:style:1>", "<lora:style:1>") == "a cat <lora:style:1>"
+    assert add_tag("", "<lora:x:1>") == "<lora:x:1>"
+    html_text = progress_html(1.7, "<script>x</script>")
+    assert "width:100.0%" in html_text and "<script>" not in html_text
+
+
+def test_png_info_upload_refuses_bombs_and_non_images(tmp_path):
+    from webui.ui.png_info_tab import read_upload_infotext
+
+    (tmp_path / "text.png").write_text("not an image")
+    with pytest.raises(ValueError, match="not an image"):
+        read_upload_infotext(str(tmp_path / "text.png"), 10_000)
+    Image.new("RGB", (200, 200)).save(tmp_path / "big.png")
+    with pytest.raises(ValueError, match="200x200, above the 10,000-pixel limit"):
+        read_upload_infotext(str(tmp_path / "big.png"), 10_000)
+    from pipelines.png import save_png
+
+    save_png(Image.new("RGB", (8, 8)), tmp_path / "ok.png", "hello\nSteps: 1")
+    assert read_upload_infotext(str(tmp_path / "ok.png"), 10_000) == "hello\nSteps: 1"
+
+
+@pytest.fixture(scope="module")
+def ui_server(tiny_sd1_dir, tmp_path_factory):
+    """The full app (API + Gradio UI) on a tiny model."""
+    from webui.config import ServerConfig
+    from webui.server import RunningServer
+    from webui.server_state import ServerState
+
+    root = tmp_path_factory.mktemp("ui")
+    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), limits=LIMITS))
+    state.load_initial_model()
+    running = RunningServer(state).start()
+    yield running
+    running.stop()
+
+
+def test_ui_sliders_carry_the_server_limits(ui_server):
+    config = httpx.get(ui_server.url + "/config", timeout=30).json()
+    by_id = {c["props"].get("elem_id"): c["props"] for c in config["components"] if c["props"].get("elem_id")}
+    assert by_id["txt2img_steps"]["maximum"] == 77 and by_id["img2img_steps"]["maximum"] == 77
+    assert by_id["txt2img_width"]["maximum"] == 1024 and by_id["txt2img_batch_size"]["maximum"] == 3
+    assert by_id["txt2img_prompt"]["max_length"] == LIMITS.max_prompt_chars
+    tabs = [c["props"].get("label") for c in config["components"] if c["type"] == "tabitem"]
+    assert tabs == ["txt2img", "img2img", "Extras", "PNG Info", "AppFlow", "LoRA", "Settings"]
+
+
+@pytest.mark.parametrize("path", ["/gradio_api/file=/etc/passwd", "/gradio_api/file=../../../../etc/passwd",
+                                  "/gradio_api/file=%2Fetc%2Fpasswd", "/file=/etc/passwd", "/gradio_api/file=/proc/self/environ"])
+def test_ui_file_route_serves_no_arbitrary_file(ui_server, path):
+    response = httpx.get(ui_server.url + path, timeout=30)
+    assert response.status_code in (403, 404), (path, response.status_code)
+    assert "root:" not in response.text and "PATH=" not in response.text
+
+
+def test_ui_upload_over_the_limit_is_refused(ui_server):
+    limit = ui_server.state.config.request_limits.max_body_bytes
+    response = httpx.post(ui_server.url + "/gradio_api/upload", files={"files": ("x.png", io.BytesIO(b"\0" * (limit + 1)))},
+                          timeout=60)
+    assert response.status_code == 413
+
+
+def test_img2img_tab_outpaint_mode_extends_the_canvas_and_keeps_the_original(ui_server):
+    from pipelines.img2img import Img2ImgParams
+
+    source = Image.new("RGB", (32, 32), (12, 34, 56))
+    params = Img2ImgParams(prompt="sky", steps=1, seed=3, sampler="Euler", init_images=[source], inpainting_fill="fill",
+                           mask_blur=0, denoising_strength=0.8)
+    outcome = ui_server.state.submit_outpaint(params, outpaint_sides_from(16, ["right", "down"]), save=False).future.result(120)
+    image = outcome.result.images[0]
+    assert image.size == (48, 48)
+    assert image.crop((0, 0, 32, 32)).tobytes() == source.tobytes()
+    with pytest.raises(ValueError, match="multiple of 8"):
+        ui_server.state.submit_outpaint(params, {"left": 3, "right": 0, "top": 0, "bottom": 0}, save=False)
+
+
+def test_controlnet_unit_widgets_become_a_checked_unit_spec(tmp_path):
+    from types import SimpleNamespace
+
+    from webui.controlnet_models import ControlNetModels
+    from webui.ui.generate_tab import with_controlnet
+
+    (tmp_path / "canny_model").mkdir()
+    (tmp_path / "canny_model" / "config.json").write_text("{}")
+    state = SimpleNamespace(controlnets=ControlNetModels(tmp_path))
+    image = Image.new("RGB", (8, 8))
+    params = Txt2ImgParams(prompt="x")
+    assert with_controlnet(state, "txt2img", params, [False, image, "canny", "canny_model", 1.0, 0.0, 1.0]) is params
+    controlled = with_controlnet(state, "txt2img", params, [True, image, "canny", "canny_model [1234]", 0.5, 0.1, 0.9])
+    (spec,) = controlled.controlnets
+    assert controlled.prompt == "x"
+    assert (spec.model_name, spec.preprocessor, spec.weight, spec.guidance_start, spec.guidance_end) == \
+        ("canny_model", "canny", 0.5, 0.1, 0.9)
+    for values, fragment in (([True, None, "canny", "canny_model", 1, 0, 1], "control image"),
+                             ([True, image, "canny", "../canny_model", 1, 0, 1], "Unknown ControlNet model"),
+                             ([True, image, "nope", "canny_model", 1, 0, 1], "nope"),
+                             ([True, image, "canny", "canny_model", 5, 0, 1], "weight")):
+        with pytest.raises(ValueError, match=fragment):
+            with_controlnet(state, "txt2img", params, values)

@@ -1,0 +1,286 @@
+"""The A1111-compatible HTTP API (`/sdapi/v1/...`) plus `/appflow/{app}`.
+
+Every request is validated completely before it is queued (see `webui.api_convert`); invalid
+input gets 422 with a message naming the field and the allowed range, a full queue gets 503
+with `Retry-After`, and a client that disconnects has its queued job dropped or its running
+job interrupted, so the queue moves on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from fastapi import APIRouter, FastAPI, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from webui.api_convert import generation_info, info_json, job_timestamp, request_parameters, to_img2img_params, to_txt2img_params
+from webui.api_requests import AppflowRequest, ExtrasSingleImageRequest, Img2ImgRequest, PngInfoRequest, Txt2ImgRequest
+from webui.base64_images import decode_base64_image, decode_base64_png_info, encode_png_base64
+from webui.options import MODEL_KEY
+from webui.server_state import ServerState
+from webui.worker import Job, QueueFullError
+
+logger = logging.getLogger(__name__)
+
+DISCONNECT_POLL_SECONDS = 0.25
+
+
+class ClientGone(Exception):
+    """The client closed the connection while its job waited or ran."""
+
+
+def _unprocessable(error: Exception) -> HTTPException:
+    message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
+    return HTTPException(status_code=422, detail=message)
+
+
+def _queue_full(error: QueueFullError) -> HTTPException:
+    return HTTPException(status_code=503, detail=str(error), headers={"Retry-After": "5"})
+
+
+async def wait_for_job(job: Job, request: Request, state: ServerState):
+    """The job's result; cancels (queued) or interrupts (running) it if the client goes away."""
+    future = asyncio.wrap_future(job.future)
+    while True:
+        done, _ = await asyncio.wait({future}, timeout=DISCONNECT_POLL_SECONDS)
+        if done:
+            return future.result()
+        if await request.is_disconnected():
+            state.worker.cancel(job)
+            raise ClientGone()
+
+
+async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, state: ServerState):
+    save = bool(body.save_images) and not body.do_not_save_samples and state.options.get("samples_save")
+    try:
+        job = state.submit_generation(kind, params, save=save)
+    except QueueFullError as error:
+        raise _queue_full(error) from None
+    try:
+        outcome = await wait_for_job(job, request, state)
+    except (ValueError, TypeError, KeyError, FileNotFoundError) as error:  # e.g. a LoRA that does not fit the model
+        raise _unprocessable(error) from None
+    except RuntimeError as error:
+        raise HTTPException(status_code=503, detail=str(error)) from None
+    except Exception as error:  # a bug or a broken model: A1111's error shape, and the server lives on
+        logger.exception("%s failed", kind)
+        return JSONResponse(status_code=500, content={"error": type(error).__name__, "detail": str(error),
+                                                      "errors": f"{kind} failed: {error}"})
+    result = outcome.result
+
+    def encode() -> list[str]:
+        if not body.send_images:
+            return []
+        return [encode_png_base64(image, text) for image, text in zip(result.images, result.infotexts)]
+
+    images = await run_in_threadpool(encode)
+    info = generation_info(params, result, model_name=outcome.model_title, model_hash=outcome.model_hash,
+                           job_timestamp=job_timestamp())
+    return {"images": images, "parameters": request_parameters(body), "info": info_json(info)}
+
+
+def build_api(state: ServerState) -> APIRouter:
+    router = APIRouter()
+    limits, request_limits = state.limits, state.config.request_limits
+
+    def validation_context() -> dict:
+        return {"limits": limits, "lora_names": state.lora_names(), "controlnet_models": state.controlnets,
+                "default_clip_skip": state.options.get("CLIP_stop_at_last_layers"), "current_model": state.model_title}
+
+    @router.post("/sdapi/v1/txt2img")
+    async def txt2img(body: Txt2ImgRequest, request: Request):
+        try:
+            params = await run_in_threadpool(to_txt2img_params, body, request_limits=request_limits, **validation_context())
+        except (ValueError, TypeError, KeyError) as error:
+            raise _unprocessable(error) from None
+        return await _generate("txt2img", params, body, request, state)
+
+    @router.post("/sdapi/v1/img2img")
+    async def img2img(body: Img2ImgRequest, request: Request):
+        try:
+            params = await run_in_threadpool(to_img2img_params, body, request_limits=request_limits, **validation_context())
+        except (ValueError, TypeError, KeyError) as error:
+            raise _unprocessable(error) from None
+        return await _generate("img2img", params, body, request, state)
+
+    @router.get("/controlnet/model_list")
+    async def controlnet_model_list():
+        return {"model_list": state.controlnets.names() if state.controlnets is not None else []}
+
+    @router.get("/controlnet/module_list")
+    async def controlnet_module_list():
+        from pipelines.preprocessors import PREPROCESSORS
+
+        return {"module_list": PREPROCESSORS.names()}
+
+    @router.get("/appflow")
+    async def appflow_apps():
+        from appflow import APPS
+
+        return [state.describe_app(name) for name in APPS.names()]
+
+    @router.post("/appflow/{app}")
+    async def appflow_run(app: str, body: AppflowRequest, request: Request):
+        from webui.appflow_io import check_app_options, decode_app_inputs, encode_app_output
+
+        try:
+            description = state.describe_app(app)
+            inputs = await run_in_threadpool(decode_app_inputs, description, body.inputs, max_pixels=limits.max_pixels * 4,
+                                             max_bytes=request_limits.max_image_bytes, max_chars=limits.max_prompt_chars)
+            job = state.submit_app(app, inputs, check_app_options(body.options, limits))
+        except QueueFullError as error:
+            raise _queue_full(error) from None
+        except (ValueError, TypeError, KeyError) as error:
+            raise _unprocessable(error) from None
+        try:
+            outputs = await wait_for_job(job, request, state)
+        except (ValueError, TypeError, KeyError) as error:
+            raise _unprocessable(error) from None
+        except (OSError, RuntimeError) as error:  # a model missing offline, a task that failed
+            raise HTTPException(status_code=503, detail=f"App {app!r} could not run: {error}") from None
+        return {"app": app, "outputs": await run_in_threadpool(lambda: {k: encode_app_output(v) for k, v in outputs.items()})}
+
+    @router.get("/sdapi/v1/progress")
+    async def progress(skip_current_image: bool = False):
+        snapshot = state.worker.progress()
+        current_image = None
+        if not skip_current_image and snapshot.preview_latents is not None:
+            preview = await run_in_threadpool(state.current_preview)
+            current_image = encode_png_base64(preview) if preview is not None else None
+        textinfo = "Waiting..." if not snapshot.busy else (
+            f"Step {snapshot.step}/{snapshot.total_steps}, batch {snapshot.batch_index + 1}/{max(1, snapshot.batch_count)}")
+        return {
+            "progress": round(snapshot.fraction, 4), "eta_relative": round(snapshot.eta_seconds, 2),
+            "state": {"skipped": snapshot.skipped, "interrupted": snapshot.interrupted, "stopping_generation": False,
+                      "job": snapshot.job, "job_count": snapshot.queued + (1 if snapshot.busy else 0),
+                      "job_timestamp": job_timestamp(), "job_no": snapshot.job_number,
+                      "sampling_step": snapshot.step, "sampling_steps": snapshot.total_steps},
+            "current_image": current_image, "textinfo": textinfo, "current_task": snapshot.job or None,
+            "queued": snapshot.queued,
+        }
+
+    @router.post("/sdapi/v1/interrupt")
+    async def interrupt():
+        # A1111 answers 200 even when nothing runs; `interrupted` says whether something was.
+        return {"interrupted": state.worker.interrupt()}
+
+    @router.post("/sdapi/v1/skip")
+    async def skip():
+        return {"skipped": state.worker.skip()}
+
+    @router.get("/sdapi/v1/samplers")
+    async def samplers():
+        from pipelines.samplers import list_samplers
+
+        return list_samplers()
+
+    @router.get("/sdapi/v1/schedulers")
+    async def schedulers():
+        from pipelines.samplers.schedule_types import SCHEDULE_TYPES
+
+        return [{"name": name.lower().replace(" ", "_"), "label": name} for name in SCHEDULE_TYPES.names()]
+
+    @router.get("/sdapi/v1/scripts")
+    async def scripts():
+        # Clients (webuiapi) probe this for extensions; none are installed.
+        return {"txt2img": [], "img2img": []}
+
+    @router.get("/sdapi/v1/sd-models")
+    async def sd_models():
+        return [entry.as_a1111() for entry in state.catalog.entries()]
+
+    @router.post("/sdapi/v1/refresh-checkpoints")
+    async def refresh_checkpoints():
+        await run_in_threadpool(state.catalog.refresh)
+        return {}
+
+    @router.get("/sdapi/v1/loras")
+    async def loras():
+        from webui.lora_cards import lora_cards
+
+        if state.lora_library is None:
+            return []
+        return await run_in_threadpool(lambda: [card.as_a1111() for card in lora_cards(state.lora_library)])
+
+    @router.post("/sdapi/v1/refresh-loras")
+    async def refresh_loras():
+        if state.lora_library is not None:
+            state.lora_library.refresh()
+        return {}
+
+    @router.get("/sdapi/v1/options")
+    async def get_options():
+        return state.options_snapshot()
+
+    @router.post("/sdapi/v1/options")
+    async def set_options(request: Request):
+        try:
+            changes = await request.json()
+        except ValueError:
+            raise HTTPException(status_code=422, detail="The options body is not valid JSON; send a JSON object.") from None
+        try:
+            checked = state.options.check_update(changes)
+            title = changes.get(MODEL_KEY)
+            job = state.submit_model_switch(title) if title is not None and title != state.model_title else None
+        except QueueFullError as error:
+            raise _queue_full(error) from None
+        except (ValueError, TypeError, KeyError) as error:
+            raise _unprocessable(error) from None
+        if job is not None:
+            try:
+                await wait_for_job(job, request, state)
+            except (ValueError, TypeError, OSError, RuntimeError) as error:
+                raise HTTPException(status_code=422, detail=f"Could not load checkpoint {title!r}: {error}; "
+                                                            f"still serving {state.model_title!r}.") from None
+        state.options.apply(checked)
+        return None
+
+    @router.post("/sdapi/v1/extra-single-image")
+    async def extra_single_image(body: ExtrasSingleImageRequest, request: Request):
+        unsupported = [name for name in ("extras_upscaler_2_visibility", "gfpgan_visibility", "codeformer_visibility")
+                       if getattr(body, name)]
+        if body.resize_mode != 0 or body.upscaler_2 not in ("None", "", None) or unsupported:
+            raise HTTPException(status_code=422, detail="Only resize_mode 0 with upscaler_1 is supported "
+                                                        f"(got resize_mode={body.resize_mode}, upscaler_2={body.upscaler_2!r}, "
+                                                        f"other options {unsupported}).")
+        try:
+            image = await run_in_threadpool(decode_base64_image, "image", body.image, max_pixels=limits.max_pixels * 4,
+                                            max_bytes=request_limits.max_image_bytes)
+            job = state.submit_upscale(image, body.upscaling_resize, "Lanczos" if body.upscaler_1 == "None" else body.upscaler_1)
+        except QueueFullError as error:
+            raise _queue_full(error) from None
+        except (ValueError, TypeError, KeyError) as error:
+            raise _unprocessable(error) from None
+        upscaled = await wait_for_job(job, request, state)
+        return {"html_info": "", "image": await run_in_threadpool(encode_png_base64, upscaled)}
+
+    @router.get("/sdapi/v1/upscalers")
+    async def upscalers():
+        from pipelines.upscale import UPSCALERS
+
+        return [{"name": name, "model_name": None, "model_path": None, "model_url": None, "scale": None}
+                for name in UPSCALERS.names()]
+
+    @router.post("/sdapi/v1/png-info")
+    async def png_info(body: PngInfoRequest):
+        try:
+            read = await run_in_threadpool(decode_base64_png_info, "image", body.image, max_pixels=limits.max_pixels * 4,
+                                           max_bytes=request_limits.max_image_bytes)
+        except (ValueError, TypeError) as error:
+            raise _unprocessable(error) from None
+        from pipelines.infotext import parse_infotext
+
+        text = read["infotext"] or ""
+        return {"info": text, "items": {k: v for k, v in read["items"].items() if k != "parameters"},
+                "parameters": parse_infotext(text) if text else {}}
+
+    return router
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ClientGone)
+    async def client_gone(request: Request, error: ClientGone):
+        # Nobody reads this answer; 499 is nginx's "client closed request", for the server log.
+        return JSONResponse(status_code=499, content={"detail": "client closed the connection"})

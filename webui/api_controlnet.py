@@ -1,0 +1,125 @@
+"""sd-webui-controlnet's API units (`alwayson_scripts: {"controlnet": {"args": [...]}}`) -> unit specs.
+
+Units are validated here (names, numbers, images); the models are only loaded in the generation
+worker, which turns each `UnitSpec` into a `pipelines.controlnet.ControlNetUnit`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from webui.base64_images import decode_base64_image
+
+RESIZE_MODES = {"just resize": "just resize", "crop and resize": "crop and resize", "resize and fill": "resize and fill",
+                "inner fit (scale to fit)": "crop and resize", "outer fit (shrink to fit)": "resize and fill",
+                "envelope (outer fit)": "resize and fill", "scale to fit (inner fit)": "crop and resize"}
+RESIZE_CODES = {0: "just resize", 1: "crop and resize", 2: "resize and fill"}
+CONTROL_MODES = {0: False, "balanced": False, 2: True, "controlnet is more important": True}
+# sd-webui-controlnet module names -> mixkit preprocessors (same algorithm, different name).
+MODULE_ALIASES = {"none": "none", "canny": "canny", "invert": "invert", "invert (from white bg & black line)": "invert",
+                  "threshold": "threshold", "blur_gaussian": "blur_gaussian", "tile_resample": "tile_resample",
+                  "depth_midas": "depth_midas", "depth_anything": "depth_anything", "monochrome": "monochrome"}
+
+
+@dataclass
+class UnitSpec:
+    model_name: str
+    image: Any
+    weight: float
+    guidance_start: float
+    guidance_end: float
+    guess_mode: bool
+    resize_mode: str
+    preprocessor: str
+    threshold_a: float | None
+    threshold_b: float | None
+
+
+def _number(label: str, value: Any, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not low <= value <= high:
+        raise ValueError(f"{label} must be a number in [{low}, {high}], got {value!r}.")
+    return float(value)
+
+
+def controlnet_args(alwayson_scripts: dict) -> tuple[list, dict]:
+    """(ControlNet args, the other scripts) from an A1111 `alwayson_scripts` object."""
+    rest = dict(alwayson_scripts)
+    for key in list(rest):
+        if key.lower() == "controlnet":
+            entry = rest.pop(key)
+            args = entry.get("args") if isinstance(entry, dict) else None
+            if not isinstance(args, list):
+                raise ValueError("alwayson_scripts.controlnet must be {\"args\": [unit, ...]}.")
+            return args, rest
+    return [], rest
+
+
+def parse_units(args: list, *, models, max_units: int, max_pixels: int, max_bytes: int) -> list[UnitSpec]:
+    """UnitSpecs for the enabled units; raises ValueError naming the unit and the field."""
+    from pipelines.preprocessors import PREPROCESSORS
+
+    specs = []
+    for index, unit in enumerate(args):
+        label = f"controlnet unit {index}"
+        if not isinstance(unit, dict):
+            raise ValueError(f"{label} must be an object, got {type(unit).__name__}.")
+        if not unit.get("enabled", True):
+            continue
+        if models is None:
+            raise ValueError(f"{label}: this server has no ControlNet folder (start it with --controlnet-dir).")
+        if unit.get("mask") or (isinstance(unit.get("image"), dict) and unit["image"].get("mask")):
+            raise ValueError(f"{label}: ControlNet masks are not supported; send the unit without 'mask'.")
+        image = unit.get("image") or unit.get("input_image")
+        if isinstance(image, dict):
+            image = image.get("image")
+        decoded = decode_base64_image(f"{label} image", image, max_pixels=max_pixels, max_bytes=max_bytes) if image else None
+        module = str(unit.get("module", "none")).lower()
+        if module not in MODULE_ALIASES:
+            raise ValueError(f"{label}: unknown module {unit.get('module')!r}; available: {', '.join(PREPROCESSORS.names())}.")
+        resize = unit.get("resize_mode", "Crop and Resize")
+        resize_mode = RESIZE_CODES.get(resize) if isinstance(resize, int) else RESIZE_MODES.get(str(resize).lower())
+        if resize_mode is None:
+            raise ValueError(f"{label}: resize_mode {resize!r} is not one of {list(RESIZE_CODES.values())} (or 0, 1, 2).")
+        control = unit.get("control_mode", 0)
+        control_key = control.lower() if isinstance(control, str) else control
+        if control_key not in CONTROL_MODES:
+            raise ValueError(f"{label}: control_mode {control!r} is not supported; use 'Balanced' or 'ControlNet is more important'.")
+        thresholds = [unit.get(name, -1) for name in ("threshold_a", "threshold_b")]
+        thresholds = [None if value is None or value == -1 else _number(f"{label} threshold", value, -1e6, 1e6)
+                      for value in thresholds]
+        specs.append(UnitSpec(
+            model_name=models.resolve(unit.get("model")), image=decoded,
+            weight=_number(f"{label} weight", unit.get("weight", 1.0), 0.0, 2.0),
+            guidance_start=_number(f"{label} guidance_start", unit.get("guidance_start", 0.0), 0.0, 1.0),
+            guidance_end=_number(f"{label} guidance_end", unit.get("guidance_end", 1.0), 0.0, 1.0),
+            guess_mode=CONTROL_MODES[control_key], resize_mode=resize_mode, preprocessor=MODULE_ALIASES[module],
+            threshold_a=thresholds[0], threshold_b=thresholds[1]))
+    if len(specs) > max_units:
+        raise ValueError(f"Got {len(specs)} enabled ControlNet units; the limit is {max_units}.")
+    return specs
+
+
+def ui_unit_spec(models, model_name: str, image, preprocessor: str, weight: float, start: float, end: float) -> UnitSpec:
+    """A UnitSpec from the UI's ControlNet widgets, with the same checks as an API unit."""
+    from pipelines.preprocessors import PREPROCESSORS
+
+    if models is None:
+        raise ValueError("This server has no ControlNet folder (start it with --controlnet-dir).")
+    PREPROCESSORS.get(preprocessor)  # unknown -> error listing the valid ones
+    return UnitSpec(model_name=models.resolve(model_name), image=image, weight=_number("ControlNet weight", weight, 0.0, 2.0),
+                    guidance_start=_number("ControlNet guidance_start", start, 0.0, 1.0),
+                    guidance_end=_number("ControlNet guidance_end", end, 0.0, 1.0), guess_mode=False,
+                    resize_mode="crop and resize", preprocessor=preprocessor, threshold_a=None, threshold_b=None)
+
+
+def build_units(specs: list[UnitSpec], models, base_unet) -> list:
+    """ControlNetUnits with loaded models (runs in the worker: loading may take a while)."""
+    from pipelines.controlnet import ControlNetUnit
+
+    return [ControlNetUnit(model=models.load(spec.model_name, base_unet), image=spec.image, weight=spec.weight,
+                           guidance_start=spec.guidance_start, guidance_end=spec.guidance_end, guess_mode=spec.guess_mode,
+                           resize_mode=spec.resize_mode, preprocessor=spec.preprocessor, threshold_a=spec.threshold_a,
+                           threshold_b=spec.threshold_b, model_name=spec.model_name)
+            for spec in specs]

@@ -1,0 +1,221 @@
+"""A1111 API requests -> mixkit parameters, and results -> A1111 response bodies.
+
+Validation happens here, once, before a request enters the queue: the pipelines' own
+`check_*_params` with the server's `GenerationLimits`, sampler names against the sampler
+registry, LoRA tags against the LoRA library, and images through the pixel-capped decoder.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
+from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
+from webui.base64_images import decode_base64_image
+from webui.prompt_guard import check_prompt_networks
+
+# A1111's integer codes for img2img choices, in its order.
+RESIZE_MODES = {0: "just resize", 1: "crop and resize", 2: "resize and fill"}
+INPAINTING_FILL = {0: "fill", 1: "original", 2: "latent noise", 3: "latent nothing"}
+
+SETTABLE_OVERRIDES = {"CLIP_stop_at_last_layers"}
+
+
+@dataclass(frozen=True)
+class RequestLimits:
+    """What a single HTTP request may carry, on top of the generation limits."""
+
+    max_body_bytes: int = 50 * 1024 * 1024
+    max_image_bytes: int = 40 * 1024 * 1024
+
+
+def _unsupported(request: Txt2ImgRequest) -> list[str]:
+    """A1111 features this server does not implement, but the request turned on."""
+    found = []
+    for name in ("restore_faces", "tiling"):
+        if getattr(request, name):
+            found.append(f"{name}=true")
+    if request.subseed_strength:
+        found.append(f"subseed_strength={request.subseed_strength}")
+    if request.seed_resize_from_h > 0 or request.seed_resize_from_w > 0:
+        found.append("seed_resize_from_h/w")
+    if request.styles:
+        found.append(f"styles={request.styles}")
+    if request.script_name:
+        found.append(f"script_name={request.script_name!r}")
+    from webui.api_controlnet import controlnet_args
+
+    _, other_scripts = controlnet_args(request.alwayson_scripts)
+    if other_scripts:
+        found.append(f"alwayson_scripts={sorted(other_scripts)}")
+    if request.refiner_checkpoint:
+        found.append("refiner_checkpoint")
+    if request.enable_hr:
+        for name in ("hr_checkpoint_name", "hr_sampler_name", "hr_scheduler", "hr_prompt", "hr_negative_prompt"):
+            if getattr(request, name):
+                found.append(f"{name}={getattr(request, name)!r}")
+    for name, neutral in (("eta", 1.0), ("s_churn", 0.0), ("s_tmin", 0.0), ("s_tmax", 0.0), ("s_noise", 1.0)):
+        value = getattr(request, name)
+        if value is not None and value != neutral and not (name == "eta" and value == 0.0):
+            found.append(f"{name}={value}")
+    return found
+
+
+def _clip_skip(request: Txt2ImgRequest, default_clip_skip: int, current_model: str | None) -> int:
+    overrides = dict(request.override_settings or {})
+    model = overrides.pop("sd_model_checkpoint", None)
+    if model is not None and model != current_model:
+        raise ValueError(f"override_settings.sd_model_checkpoint={model!r} is not supported per request; "
+                         "switch models with POST /sdapi/v1/options first.")
+    unknown = sorted(set(overrides) - SETTABLE_OVERRIDES)
+    if unknown:
+        raise ValueError(f"override_settings keys {unknown} are not supported; supported: {sorted(SETTABLE_OVERRIDES)}.")
+    return overrides.get("CLIP_stop_at_last_layers", default_clip_skip)
+
+
+def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora_names: set[str] | None,
+                      default_clip_skip: int = 1, current_model: str | None = None, controlnet_models=None,
+                      request_limits: RequestLimits | None = None) -> Txt2ImgParams:
+    """Txt2ImgParams for a request, validated; raises ValueError/TypeError naming the bad field."""
+    from pipelines.samplers import resolve_sampler
+
+    unsupported = _unsupported(request)
+    if unsupported:
+        raise ValueError(f"Not supported by this server: {', '.join(unsupported)}; leave these at their defaults.")
+    sampler = request.sampler_name or request.sampler_index
+    schedule = request.scheduler or "Automatic"
+    resolve_sampler(sampler, schedule)  # unknown name -> error listing the valid ones
+    params = Txt2ImgParams(
+        prompt=request.prompt, negative_prompt=request.negative_prompt, steps=request.steps, cfg_scale=request.cfg_scale,
+        width=request.width, height=request.height, seed=request.seed, batch_size=request.batch_size,
+        batch_count=request.n_iter, sampler=sampler, schedule_type=schedule,
+        clip_skip=_clip_skip(request, default_clip_skip, current_model),
+    )
+    check_txt2img_params(params, limits)
+    if request.enable_hr and not isinstance(request, Img2ImgRequest):
+        params = _hires_params(request, params, limits)
+    units = _controlnet_units(request, limits, request_limits or RequestLimits(), controlnet_models)
+    if units:
+        if request.enable_hr:
+            raise ValueError("Hires fix together with ControlNet is not supported; turn one of them off.")
+        from pipelines.controlnet import ControlTxt2ImgParams
+
+        params = ControlTxt2ImgParams(**{f: getattr(params, f) for f in params.__dataclass_fields__}, controlnets=units)
+    if not request.disable_extra_networks:
+        check_prompt_networks("prompt", request.prompt, lora_names)
+    check_prompt_networks("negative_prompt", request.negative_prompt, lora_names)
+    return params
+
+
+def _controlnet_units(request: Txt2ImgRequest, limits: GenerationLimits, request_limits: RequestLimits, models) -> list:
+    from pipelines.controlnet import ControlNetLimits
+    from webui.api_controlnet import controlnet_args, parse_units
+
+    args, _ = controlnet_args(request.alwayson_scripts)
+    return parse_units(args, models=models, max_units=ControlNetLimits().max_units, max_pixels=limits.max_pixels * 4,
+                       max_bytes=request_limits.max_image_bytes)
+
+
+def _hires_params(request: Txt2ImgRequest, params: Txt2ImgParams, limits: GenerationLimits):
+    """A1111's "Hires. fix" fields -> HiresParams (first pass at width x height, then upscale and refine)."""
+    from pipelines.hires import HiresParams, check_hires_params
+
+    hires = HiresParams(
+        **{f: getattr(params, f) for f in params.__dataclass_fields__},
+        hr_scale=request.hr_scale, hr_resize_x=request.hr_resize_x, hr_resize_y=request.hr_resize_y,
+        hr_upscaler=request.hr_upscaler or "Latent", hr_second_pass_steps=request.hr_second_pass_steps,
+        denoising_strength=0.7 if request.denoising_strength is None else request.denoising_strength,
+    )
+    check_hires_params(hires, limits, 8)
+    return hires
+
+
+def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, request_limits: RequestLimits,
+                      lora_names: set[str] | None, default_clip_skip: int = 1, current_model: str | None = None,
+                      controlnet_models=None):
+    """Img2ImgParams for a request with its images decoded; raises ValueError naming the bad field."""
+    from pipelines.img2img import Img2ImgParams, check_img2img_params
+
+    base = to_txt2img_params(request, limits=limits, lora_names=lora_names, default_clip_skip=default_clip_skip,
+                             current_model=current_model, controlnet_models=controlnet_models,
+                             request_limits=request_limits)
+    units = getattr(base, "controlnets", None) or []
+    if request.resize_mode not in RESIZE_MODES:
+        raise ValueError(f"resize_mode must be one of {sorted(RESIZE_MODES)} ({RESIZE_MODES}), got {request.resize_mode}.")
+    if request.inpainting_fill not in INPAINTING_FILL:
+        raise ValueError(f"inpainting_fill must be one of {sorted(INPAINTING_FILL)} ({INPAINTING_FILL}), got {request.inpainting_fill}.")
+    if request.inpainting_mask_invert not in (0, 1):
+        raise ValueError(f"inpainting_mask_invert must be 0 or 1, got {request.inpainting_mask_invert}.")
+    if request.initial_noise_multiplier not in (None, 1.0):
+        raise ValueError(f"initial_noise_multiplier={request.initial_noise_multiplier} is not supported; leave it at 1.")
+    if request.latent_mask:
+        raise ValueError("latent_mask is not supported; send the mask in 'mask'.")
+    if not request.init_images:
+        raise ValueError("init_images must hold at least one base64-encoded image.")
+    if len(request.init_images) not in (1, request.batch_size):
+        raise ValueError(f"Got {len(request.init_images)} init_images for batch_size {request.batch_size}; give one, or one per image.")
+    max_pixels = limits.max_pixels * 4
+    decode = lambda field, data: decode_base64_image(field, data, max_pixels=max_pixels,  # noqa: E731
+                                                     max_bytes=request_limits.max_image_bytes)
+    images = [decode(f"init_images[{i}]", data) for i, data in enumerate(request.init_images)]
+    mask = decode("mask", request.mask).convert("L") if request.mask else None
+    blur = request.mask_blur if request.mask_blur is not None else max(request.mask_blur_x, request.mask_blur_y)
+    params_class = Img2ImgParams
+    extra = {}
+    if units:
+        from pipelines.controlnet import ControlImg2ImgParams
+
+        params_class, extra = ControlImg2ImgParams, {"controlnets": units}
+    params = params_class(
+        **{f: getattr(base, f) for f in Txt2ImgParams.__dataclass_fields__}, **extra,
+        init_images=images, denoising_strength=request.denoising_strength, resize_mode=RESIZE_MODES[request.resize_mode],
+        mask=mask, mask_blur=blur, inpainting_mask_invert=bool(request.inpainting_mask_invert),
+        inpainting_fill=INPAINTING_FILL[request.inpainting_fill], inpaint_full_res=request.inpaint_full_res,
+        inpaint_full_res_padding=request.inpaint_full_res_padding,
+    )
+    check_img2img_params(params, limits, 8)
+    return params
+
+
+def generation_info(params: Txt2ImgParams, result, *, model_name: str | None, model_hash: str | None,
+                    job_timestamp: str) -> dict[str, Any]:
+    """The JSON A1111 returns (as a string) in a response's `info` field."""
+    from pipelines.params import per_image
+
+    prompts = per_image(params.prompt, params.batch_size) * params.batch_count
+    negatives = per_image(params.negative_prompt, params.batch_size) * params.batch_count
+    count = len(result.images)
+    return {
+        "prompt": prompts[0] if prompts else "", "all_prompts": prompts[:count],
+        "negative_prompt": negatives[0] if negatives else "", "all_negative_prompts": negatives[:count],
+        "seed": result.seeds[0] if result.seeds else params.seed, "all_seeds": list(result.seeds),
+        "subseed": -1, "all_subseeds": [-1] * count, "subseed_strength": 0,
+        "width": params.width, "height": params.height, "sampler_name": params.sampler, "scheduler": params.schedule_type,
+        "cfg_scale": params.cfg_scale, "steps": params.steps, "batch_size": params.batch_size,
+        "restore_faces": False, "face_restoration_model": None, "sd_model_name": model_name, "sd_model_hash": model_hash,
+        "sd_vae_name": None, "sd_vae_hash": None, "seed_resize_from_w": -1, "seed_resize_from_h": -1,
+        "denoising_strength": getattr(params, "denoising_strength", None), "extra_generation_params": {},
+        "index_of_first_image": 0, "infotexts": list(result.infotexts), "styles": [], "job_timestamp": job_timestamp,
+        "clip_skip": params.clip_skip, "is_using_inpainting_conditioning": False, "interrupted": result.interrupted,
+        "version": "mixkit",
+    }
+
+
+def request_parameters(request: Txt2ImgRequest) -> dict[str, Any]:
+    """The request echoed back in `parameters`, images left out (A1111 sets them to None)."""
+    echoed = request.model_dump()
+    for name in ("init_images", "mask"):
+        if name in echoed and not echoed.get("include_init_images"):
+            echoed[name] = None
+    return echoed
+
+
+def job_timestamp() -> str:
+    return time.strftime("%Y%m%d%H%M%S")
+
+
+def info_json(info: dict[str, Any]) -> str:
+    return json.dumps(info, ensure_ascii=False)

@@ -1,0 +1,116 @@
+"""A1111's `/sdapi/v1/txt2img` and `/img2img` request bodies: its field names and its defaults.
+
+Only types are declared here; value ranges come from `pipelines.params.GenerationLimits` and are
+checked by the pipelines' own `check_*_params` (see `webui.api_convert`), so the API, the CLI and
+the UI sliders share one set of limits. Fields A1111 has but mixkit does not implement are
+accepted at their "off" value and refused otherwise, never silently ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Txt2ImgRequest(BaseModel):
+    # A1111's models ignore unknown keys; clients such as webuiapi send extension fields.
+    model_config = ConfigDict(extra="ignore")
+
+    prompt: str = ""
+    negative_prompt: str = ""
+    styles: list[str] | None = None
+    seed: int = -1
+    subseed: int = -1
+    subseed_strength: float = 0.0
+    seed_resize_from_h: int = -1
+    seed_resize_from_w: int = -1
+    sampler_name: str | None = None
+    sampler_index: str = "Euler"  # A1111's API default sampler
+    scheduler: str | None = None
+    batch_size: int = 1
+    n_iter: int = 1
+    steps: int = 50  # A1111's API default (its UI's is 20)
+    cfg_scale: float = 7.0
+    width: int = 512
+    height: int = 512
+    restore_faces: bool | None = None
+    tiling: bool | None = None
+    do_not_save_samples: bool = False
+    do_not_save_grid: bool = False
+    eta: float | None = None
+    denoising_strength: float | None = None
+    s_min_uncond: float | None = None
+    s_churn: float | None = None
+    s_tmax: float | None = None
+    s_tmin: float | None = None
+    s_noise: float | None = None
+    override_settings: dict[str, Any] | None = None
+    override_settings_restore_afterwards: bool = True
+    refiner_checkpoint: str | None = None
+    refiner_switch_at: float | None = None
+    disable_extra_networks: bool = False
+    comments: dict[str, Any] | None = None
+    enable_hr: bool = False
+    firstphase_width: int = 0
+    firstphase_height: int = 0
+    hr_scale: float = 2.0
+    hr_upscaler: str | None = None
+    hr_second_pass_steps: int = 0
+    hr_resize_x: int = 0
+    hr_resize_y: int = 0
+    hr_checkpoint_name: str | None = None
+    hr_sampler_name: str | None = None
+    hr_scheduler: str | None = None
+    hr_prompt: str = ""
+    hr_negative_prompt: str = ""
+    script_name: str | None = None
+    script_args: list[Any] = Field(default_factory=list)
+    send_images: bool = True
+    save_images: bool = False
+    alwayson_scripts: dict[str, Any] = Field(default_factory=dict)
+    infotext: str | None = None
+
+
+class Img2ImgRequest(Txt2ImgRequest):
+    init_images: list[str] = Field(default_factory=list)
+    resize_mode: int = 0
+    denoising_strength: float = 0.75
+    image_cfg_scale: float | None = None
+    mask: str | None = None
+    mask_blur_x: int = 4
+    mask_blur_y: int = 4
+    mask_blur: int | None = None
+    mask_round: bool = True
+    inpainting_fill: int = 0
+    inpaint_full_res: bool = True
+    inpaint_full_res_padding: int = 0
+    inpainting_mask_invert: int = 0
+    initial_noise_multiplier: float | None = None
+    latent_mask: str | None = None
+    include_init_images: bool = False
+
+
+class ExtrasSingleImageRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    image: str
+    resize_mode: int = 0  # 0: scale by upscaling_resize (the only mode supported)
+    upscaling_resize: float = 2.0
+    upscaler_1: str = "None"
+    upscaler_2: str = "None"
+    extras_upscaler_2_visibility: float = 0.0
+    gfpgan_visibility: float = 0.0
+    codeformer_visibility: float = 0.0
+    show_extras_results: bool = True
+
+
+class PngInfoRequest(BaseModel):
+    image: str
+
+
+class AppflowRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    options: dict[str, Any] = Field(default_factory=dict)  # per-call task options (steps, width, seed, ...)

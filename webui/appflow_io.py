@@ -1,0 +1,117 @@
+"""AppFlow over HTTP and in the UI: JSON inputs -> typed app inputs, app outputs -> JSON.
+
+Which inputs an app takes comes from its declared ports (`appflow.describe_app`), so the API and
+the UI offer exactly what the chain validates. Images arrive as base64 only (never a path or
+URL); models are the operator's (`--appflow-config`), never chosen by a request.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any
+
+from webui.base64_images import decode_base64_image, encode_png_base64
+
+HTTP_PORT_TYPES = ("image", "images", "text", "texts", "flag", "json")
+
+
+def decode_app_inputs(description: dict, inputs: Any, *, max_pixels: int, max_bytes: int, max_chars: int) -> dict:
+    """Typed inputs for `Appflow(**inputs)`; raises ValueError naming the input and what it expects."""
+    if not isinstance(inputs, dict):
+        raise ValueError(f"inputs must be a JSON object, got {type(inputs).__name__}.")
+    declared = {name: kind.rstrip("?") for name, kind in description["inputs"].items()}
+    unknown = sorted(set(inputs) - set(declared))
+    if unknown:
+        raise ValueError(f"App {description['name']!r} has no input(s) {unknown}; its inputs: {description['inputs']}.")
+    decoded = {}
+    for name, value in inputs.items():
+        kind, where = declared[name], f"input {name!r} ({declared[name]})"
+        if value is None:
+            continue
+        if kind == "image":
+            decoded[name] = decode_base64_image(where, value, max_pixels=max_pixels, max_bytes=max_bytes)
+        elif kind == "images":
+            if not isinstance(value, list) or not value:
+                raise ValueError(f"{where} must be a non-empty list of base64 images.")
+            decoded[name] = [decode_base64_image(f"{where}[{i}]", v, max_pixels=max_pixels, max_bytes=max_bytes)
+                             for i, v in enumerate(value)]
+        elif kind in ("text", "texts"):
+            items = [value] if kind == "text" else value
+            if not isinstance(items, list) or not all(isinstance(t, str) for t in items):
+                raise ValueError(f"{where} must be {'a string' if kind == 'text' else 'a list of strings'}.")
+            if any(len(t) > max_chars or "\x00" in t for t in items):
+                raise ValueError(f"{where} is longer than {max_chars} characters or contains NUL.")
+            decoded[name] = value
+        elif kind == "flag":
+            if not isinstance(value, bool):
+                raise ValueError(f"{where} must be true or false, got {value!r}.")
+            decoded[name] = value
+        elif kind == "json":
+            if not isinstance(value, dict):
+                raise ValueError(f"{where} must be a JSON object.")
+            decoded[name] = value
+        else:
+            raise ValueError(f"{where} cannot be sent over HTTP; accepted input types: {', '.join(HTTP_PORT_TYPES)}.")
+    return decoded
+
+
+def check_app_options(options: Any, limits) -> dict:
+    """Per-call options, with the generation ones held to the server's limits (the app's own checks use defaults)."""
+    from pipelines.params import SEED_MAX, check_size
+
+    if not isinstance(options, dict):
+        raise ValueError(f"options must be a JSON object, got {type(options).__name__}.")
+    ranges = {"steps": (1, limits.max_steps), "batch_size": (1, limits.max_batch_size),
+              "batch_count": (1, limits.max_batch_count), "seed": (-1, SEED_MAX)}
+    for name, (low, high) in ranges.items():
+        value = options.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high):
+            raise ValueError(f"option {name} must be an integer in [{low}, {high}], got {value!r}.")
+    if options.get("width") is not None or options.get("height") is not None:
+        check_size(options.get("width", 512), options.get("height", 512), 8, limits)
+    return dict(options)
+
+
+def _mask_png(mask) -> str:
+    from PIL import Image
+
+    array = (mask.detach().cpu().numpy().astype("uint8") * 255)
+    buffer = io.BytesIO()
+    Image.fromarray(array, mode="L").save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def encode_app_output(value: Any) -> Any:
+    """JSON for one output: images as base64 PNG, bool masks as base64 PNG masks, tensors as lists."""
+    from PIL import Image
+
+    if isinstance(value, Image.Image):
+        return encode_png_base64(value)
+    if isinstance(value, (list, tuple)):
+        return [encode_app_output(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): encode_app_output(v) for k, v in value.items()}
+    if type(value).__module__.startswith("torch"):
+        import torch
+
+        if value.dtype == torch.bool and value.ndim == 3:
+            return [_mask_png(m) for m in value]
+        return value.detach().cpu().tolist()
+    if type(value).__module__.startswith("numpy"):
+        return value.tolist()
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return repr(value)
+
+
+def output_images(outputs: dict) -> list:
+    """Every PIL image among an app's outputs (for the UI gallery), in output order, without duplicates."""
+    from PIL import Image
+
+    found: list = []
+    for value in outputs.values():
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, Image.Image) and not any(item is seen for seen in found):
+                found.append(item)
+    return found

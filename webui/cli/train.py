@@ -1,0 +1,72 @@
+"""`mixkit train <trainer> --config run.json [--set key=value ...]`: run a trainer from a JSON config.
+
+Runs on one process as is; `accelerate launch --num_processes N -m webui.cli train ...` spreads the
+same command over N processes (or GPUs, or DeepSpeed/FSDP through an accelerate config).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("train", help="train a LoRA or model (sd-lora, ...) from a JSON config")
+    p.add_argument("trainer", help="which trainer to run, e.g. sd-lora (an unknown name lists the valid ones)")
+    p.add_argument("--config", type=Path, help="JSON file with the trainer's settings (keys of its config dataclass)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one setting; VALUE is JSON if it parses (4, 1e-4, true, null) else a string")
+    p.add_argument("--stop-at-step", type=int, default=None, help="stop after this step with a checkpoint (resume later)")
+    p.add_argument("--print-config", action="store_true", help="print the resolved config as JSON and exit")
+    p.set_defaults(func=run)
+
+
+def parse_override(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"--set expects KEY=VALUE, got {text!r}")
+    try:
+        return key.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return key.strip(), value
+
+
+def resolve_config(config_cls, config_file: Path | None, overrides: list[str]):
+    """The trainer's config from the JSON file plus `--set` overrides; unknown keys are named in the error."""
+    data = {}
+    if config_file is not None:
+        if not config_file.is_file():
+            raise FileNotFoundError(f"Config file {str(config_file)!r} does not exist.")
+        try:
+            data = json.loads(config_file.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{config_file} is not valid JSON ({error.msg}, line {error.lineno}).") from None
+    data.update(parse_override(text) for text in overrides)
+    known = {f.name for f in dataclasses.fields(config_cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"unknown setting(s) {unknown} for {config_cls.__name__}; valid: {sorted(known)}")
+    required = [f.name for f in dataclasses.fields(config_cls)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and f.name not in data]
+    if required:
+        raise ValueError(f"missing required setting(s) {required}; put them in --config or pass --set {required[0]}=...")
+    return config_cls(**data)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mixkit.training.trainers import TRAINERS
+
+    config_cls, train = TRAINERS.get(args.trainer).load()
+    config = resolve_config(config_cls, args.config, args.overrides)
+    config.check()
+    if args.print_config:
+        print(config.to_json())
+        return 0
+    result = train(config, stop_at_step=args.stop_at_step)
+    print(f"trained {result.steps} steps in {result.seconds:.1f} s"
+          + (f"; wrote {result.output}" if result.output else "")
+          + (f"; checkpoint {result.last_checkpoint}" if result.last_checkpoint else "")
+          + (f"; skipped {len(result.skipped_images)} unreadable images" if result.skipped_images else ""))
+    return 0

@@ -1,0 +1,76 @@
+"""`mixkit webui`: the Gradio web UI and the A1111-compatible HTTP API in one local server."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+DEFAULT_MODEL_ENV = "MIXKIT_MODEL"
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "webui", help="start the web UI and the A1111-compatible HTTP API",
+        description="Serve the mixkit web UI at http://127.0.0.1:PORT/ and the A1111 API at /sdapi/v1/. "
+                    "Binds to localhost unless --listen; --listen requires --auth (or --insecure-no-auth).")
+    p.add_argument("--model", action="append", default=[], metavar="SOURCE",
+                   help=f"a model the server may load (repeatable; the first is loaded at start): diffusers folder, "
+                        f".safetensors file or hub id (default: ${DEFAULT_MODEL_ENV})")
+    p.add_argument("--models-dir", default=None, help="folder whose checkpoints and diffusers folders are offered too")
+    p.add_argument("--port", type=int, default=7860, help="port (default: 7860)")
+    p.add_argument("--listen", action="store_true", help="bind to all interfaces (0.0.0.0) instead of 127.0.0.1")
+    p.add_argument("--auth", default=None, metavar="USER:PASS", help="require HTTP Basic auth for the UI and the API")
+    p.add_argument("--insecure-no-auth", action="store_true", help="allow --listen without --auth (trusted networks only)")
+    p.add_argument("--queue", type=int, default=8, metavar="N",
+                   help="how many requests may wait behind the running one; more get HTTP 503 (default: 8)")
+    p.add_argument("--output-dir", default="outputs", help="where generated images are saved (default: ./outputs)")
+    p.add_argument("--lora-dir", default=None, help="folder of LoRA files for <lora:name:w> tags and the LoRA tab")
+    p.add_argument("--embeddings-dir", default=None, help="folder of textual-inversion embeddings")
+    p.add_argument("--controlnet-dir", default=None, help="folder of ControlNet models (files or diffusers folders)")
+    p.add_argument("--appflow-config", default=None, metavar="JSON",
+                   help='models for AppFlow apps: {"app": {"role": "model source"}} (default: each app\'s default models)')
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cpu)")
+    p.add_argument("--preview-every", type=int, default=5, metavar="STEPS", help="live preview every N steps (0: off)")
+    p.add_argument("--api-only", action="store_true", help="serve the HTTP API without the Gradio UI")
+    p.set_defaults(func=run)
+
+
+def config_from_args(args: argparse.Namespace):
+    """A checked ServerConfig from the parsed flags (raises ValueError with the flag to fix)."""
+    from webui.config import ServerConfig, check_server_config
+    from webui.http_guards import parse_credentials
+
+    appflow_models = read_appflow_config(args.appflow_config) if args.appflow_config else {}
+    models = list(args.model) or ([os.environ[DEFAULT_MODEL_ENV]] if os.environ.get(DEFAULT_MODEL_ENV) else [])
+    config = ServerConfig(
+        models=models, models_dir=args.models_dir, output_dir=args.output_dir, lora_dir=args.lora_dir,
+        embeddings_dir=args.embeddings_dir, controlnet_dir=args.controlnet_dir, appflow_models=appflow_models, device=args.device, port=args.port, listen=args.listen,
+        auth=parse_credentials(args.auth) if args.auth is not None else None, insecure_no_auth=args.insecure_no_auth,
+        queue_size=args.queue, preview_every=args.preview_every, ui=not args.api_only,
+    )
+    check_server_config(config)
+    return config
+
+
+def read_appflow_config(path: str) -> dict[str, dict[str, str]]:
+    """{"app": {"role": "source"}} from a JSON file, checked for shape (names are checked when an app runs)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except OSError as error:
+        raise FileNotFoundError(f"--appflow-config {path!r} cannot be read ({error.strerror}).") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--appflow-config {path!r} is not valid JSON: {error}.") from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
+                                             for v in data.values()):
+        raise ValueError(f'--appflow-config {path!r} must be {{"app": {{"role": "model source"}}}}.')
+    return data
+
+
+def run(args: argparse.Namespace) -> int:
+    from webui.server import serve
+
+    serve(config_from_args(args))
+    return 0

@@ -1,0 +1,51 @@
+"""How a web UI server is set up: what it serves, where it writes, and what it protects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pipelines.params import GenerationLimits
+from webui.api_convert import RequestLimits
+
+LOCALHOST = "127.0.0.1"
+ALL_INTERFACES = "0.0.0.0"
+
+
+@dataclass
+class ServerConfig:
+    models: list[str] = field(default_factory=list)  # sources the operator allows; the first is loaded at start
+    models_dir: str | None = None
+    output_dir: str = "outputs"
+    lora_dir: str | None = None
+    embeddings_dir: str | None = None
+    controlnet_dir: str | None = None
+    appflow_models: dict[str, dict[str, str]] = field(default_factory=dict)  # app -> role -> model source
+    device: str | None = None
+    port: int = 7860
+    listen: bool = False
+    auth: tuple[str, str] | None = None
+    insecure_no_auth: bool = False
+    queue_size: int = 8
+    preview_every: int = 5
+    limits: GenerationLimits = field(default_factory=GenerationLimits)
+    request_limits: RequestLimits = field(default_factory=RequestLimits)
+    ui: bool = True  # mount the Gradio UI next to the API
+
+    @property
+    def host(self) -> str:
+        return ALL_INTERFACES if self.listen else LOCALHOST
+
+
+def check_server_config(config: ServerConfig) -> None:
+    """Refuse an unsafe or impossible setup before anything is loaded or bound."""
+    if config.listen and config.auth is None and not config.insecure_no_auth:
+        raise ValueError("--listen exposes the server to the network: add --auth user:password, "
+                         "or --insecure-no-auth if the network is trusted.")
+    if config.auth is not None and config.insecure_no_auth:
+        raise ValueError("--auth and --insecure-no-auth contradict each other; pass one of them.")
+    if isinstance(config.port, bool) or not isinstance(config.port, int) or not 0 <= config.port <= 65535:
+        raise ValueError(f"port must be an integer in [0, 65535] (0 = any free port), got {config.port!r}.")
+    if isinstance(config.queue_size, bool) or not isinstance(config.queue_size, int) or not 0 <= config.queue_size <= 1000:
+        raise ValueError(f"queue size must be an integer in [0, 1000], got {config.queue_size!r}.")
+    if not config.models and not config.models_dir:
+        raise ValueError("No model to serve: pass --model (a diffusers folder, .safetensors file or hub id) or --models-dir.")

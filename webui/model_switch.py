@@ -1,0 +1,128 @@
+"""The loaded model and how it is replaced: new-before-old only when memory allows.
+
+Loading the new model first keeps the old one serving if the load fails, but briefly needs room
+for both. When that room is missing, the old model is released first and, should the new one
+fail to load, loaded again, so a failed switch still leaves a working server.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+from webui.checkpoints import CheckpointCatalog, CheckpointEntry
+
+logger = logging.getLogger(__name__)
+
+LOAD_MARGIN = 1.5  # loaded fp32 modules and temporary copies take more than the files on disk
+
+
+def source_size_bytes(source: str) -> int:
+    """Bytes of weight files behind a source (0 when unknown, e.g. a hub id not on disk)."""
+    path = Path(source)
+    if path.is_file():
+        return path.stat().st_size
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*")
+                   if p.is_file() and p.suffix in (".safetensors", ".bin", ".ckpt", ".pt", ".pth"))
+    return 0
+
+
+def available_memory_bytes(device: str | None) -> int:
+    """Free memory where the model will live: the CUDA device's, else the machine's RAM."""
+    if device and str(device).startswith("cuda"):
+        import torch
+
+        free, _total = torch.cuda.mem_get_info(torch.device(device))
+        return int(free)
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def load_new_first(new_bytes: int, available_bytes: int, margin: float = LOAD_MARGIN) -> bool:
+    """True when the new model fits next to the loaded one (with `margin` for load-time copies)."""
+    return new_bytes * margin <= available_bytes
+
+
+class ModelHolder:
+    """Holds the current text-to-image pipeline (and an img2img view sharing its weights).
+
+    Call `switch` only from the generation worker, so no sampling runs on a model being replaced.
+    """
+
+    def __init__(self, catalog: CheckpointCatalog, *, device: str | None = None, pipeline_kwargs: dict | None = None,
+                 loader: Callable[[str], Any] | None = None,
+                 memory_probe: Callable[[str | None], int] = available_memory_bytes) -> None:
+        self.catalog = catalog
+        self.device = device
+        self.pipeline_kwargs = pipeline_kwargs or {}
+        self._loader = loader or self._load_pipeline
+        self._memory_probe = memory_probe
+        self._lock = threading.Lock()
+        self.entry: CheckpointEntry | None = None
+        self._txt2img = None
+        self._img2img = None
+
+    def _load_pipeline(self, source: str):
+        from pipelines.txt2img import TextToImage
+
+        return TextToImage.from_pretrained(source, device=self.device, **self.pipeline_kwargs)
+
+    @property
+    def loaded(self) -> bool:
+        return self._txt2img is not None
+
+    def txt2img(self):
+        with self._lock:
+            if self._txt2img is None:
+                raise RuntimeError("No model is loaded; choose one in Settings or set sd_model_checkpoint via /sdapi/v1/options.")
+            return self._txt2img
+
+    def img2img(self):
+        from pipelines.img2img import ImageToImage
+
+        pipe = self.txt2img()
+        with self._lock:
+            if self._img2img is None or self._img2img.model is not pipe.model:
+                self._img2img = ImageToImage.from_pipeline(pipe)
+            return self._img2img
+
+    def switch(self, title: str) -> CheckpointEntry:
+        """Load the checkpoint `title` (from the catalog) and make it current; a failure keeps the old one."""
+        entry = self.catalog.find(title)
+        if self.entry is not None and entry == self.entry and self.loaded:
+            return entry
+        previous_entry, previous = self.entry, self._txt2img
+        if previous is None or load_new_first(source_size_bytes(entry.source), self._memory_probe(self.device)):
+            new = self._loader(entry.source)  # raises: nothing changed
+            self._install(entry, new)
+            return entry
+        logger.info("Not enough free memory to hold two models: releasing %s before loading %s", previous_entry.title, entry.title)
+        self._install(None, None)
+        del previous
+        _release_memory(self.device)
+        try:
+            new = self._loader(entry.source)
+        except BaseException:
+            logger.warning("Loading %s failed; reloading %s", entry.title, previous_entry.title)
+            self._install(previous_entry, self._loader(previous_entry.source))
+            raise
+        self._install(entry, new)
+        return entry
+
+    def _install(self, entry: CheckpointEntry | None, pipe) -> None:
+        with self._lock:
+            self.entry, self._txt2img, self._img2img = entry, pipe, None
+
+
+def _release_memory(device: str | None) -> None:
+    gc.collect()
+    if device and str(device).startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
+

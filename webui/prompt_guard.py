@@ -1,0 +1,30 @@
+"""Refuse `<lora:...>` tags that would make the server read a file outside its LoRA folder.
+
+The pipelines resolve a LoRA tag as a name in the library *or* as a file path, which is right
+for a local user but not for a network client: `<lora:../../etc/passwd:1>` must never open a
+file. Over the network a tag may only name an entry the library lists.
+"""
+
+from __future__ import annotations
+
+import re
+
+EXTRA_NETWORK_TAG = re.compile(r"<(lora|lyco|hypernet):([^:>]*)(?::[^>]*)?>", re.IGNORECASE)
+
+
+def extra_network_names(prompt: str) -> list[tuple[str, str]]:
+    """(kind, name) of every `<kind:name[:weights]>` tag in a prompt."""
+    return [(m.group(1).lower(), m.group(2).strip()) for m in EXTRA_NETWORK_TAG.finditer(prompt)]
+
+
+def check_prompt_networks(field: str, prompt: str, lora_names: set[str] | None) -> None:
+    """Raise ValueError unless every LoRA tag names an entry of the library (`lora_names`)."""
+    for kind, name in extra_network_names(prompt):
+        if kind == "hypernet":
+            raise ValueError(f"{field}: hypernetworks are not supported (tag <{kind}:{name}>); remove the tag.")
+        if lora_names is None:
+            raise ValueError(f"{field}: <{kind}:{name}> needs a LoRA folder, and this server has none (start it with --lora-dir).")
+        if name not in lora_names:
+            shown = ", ".join(sorted(lora_names)[:10]) or "(none)"
+            raise ValueError(f"{field}: no LoRA named {name!r} in the server's LoRA folder; available: {shown}. "
+                             "Tags name a LoRA from GET /sdapi/v1/loras, never a file path.")

@@ -1,0 +1,96 @@
+"""One uvicorn server holding the HTTP API and the Gradio UI, with auth and size limits in front.
+
+`build_app(state)` returns the ASGI app (tests serve it on a free port); `serve(config)` loads
+the first model and runs it until interrupted.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from fastapi import FastAPI
+
+from webui.api import build_api, install_error_handlers
+from webui.config import ServerConfig, check_server_config
+from webui.http_guards import BasicAuthMiddleware, BodySizeLimitMiddleware
+from webui.server_state import ServerState
+
+logger = logging.getLogger(__name__)
+
+
+def build_app(state: ServerState):
+    """The ASGI app: API routes, the UI at `/` (when enabled), auth and the body-size cap around both."""
+    app = FastAPI(title="mixkit", docs_url="/docs", redoc_url=None)
+    install_error_handlers(app)
+    app.include_router(build_api(state))
+    if state.config.ui:
+        import gradio as gr
+
+        from webui.ui.app import build_ui
+
+        from webui.ui.app import CSS
+
+        # Only the output folder is served besides Gradio's own upload/cache folders.
+        app = gr.mount_gradio_app(app, build_ui(state), path="/", max_file_size=state.config.request_limits.max_image_bytes,
+                                  allowed_paths=[str(state.output_dir)], show_error=True, ssr_mode=False, css=CSS)
+    guarded = BodySizeLimitMiddleware(app, state.config.request_limits.max_body_bytes)
+    if state.config.auth is not None:
+        guarded = BasicAuthMiddleware(guarded, state.config.auth)
+    return guarded
+
+
+class RunningServer:
+    """A uvicorn server on a background thread (for tests and for embedding); `stop()` ends it."""
+
+    def __init__(self, state: ServerState, port: int = 0) -> None:
+        import socket
+
+        import uvicorn
+
+        self.state = state
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind((state.config.host, port))
+        self.port = self._socket.getsockname()[1]
+        config = uvicorn.Config(build_app(state), log_level="warning", timeout_graceful_shutdown=2, ws="none")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.state.config.host}:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> "RunningServer":
+        import time
+
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError(f"The web server did not start within {timeout} s.")
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(10)
+        self.state.close()
+        self._socket.close()
+
+
+def serve(config: ServerConfig) -> None:
+    """Validate the config, load the first model, then serve until Ctrl+C."""
+    import uvicorn
+
+    check_server_config(config)
+    state = ServerState(config)
+    state.load_initial_model()
+    if config.auth is None and config.listen:
+        logger.warning("Serving on all interfaces WITHOUT authentication (--insecure-no-auth).")
+    app = build_app(state)
+    print(f"mixkit web UI: http://{config.host}:{config.port}/  (API: /sdapi/v1/, docs: /docs)", flush=True)
+    try:
+        uvicorn.run(app, host=config.host, port=config.port, log_level="warning")
+    finally:
+        state.close()

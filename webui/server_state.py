@@ -1,0 +1,211 @@
+"""Everything one running server shares between the HTTP API and the UI.
+
+Both front ends call the same methods here, so the UI cannot do anything the API does not
+validate, and both use the single generation worker (one job at a time per device).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from webui.checkpoints import CheckpointCatalog
+from webui.config import ServerConfig
+from webui.model_switch import ModelHolder
+from webui.options import ServerOptions
+from webui.worker import GenerationWorker, Job
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class GenerationOutcome:
+    """A finished job: the pipeline's result plus where its images were saved (if they were)."""
+
+    result: Any  # pipelines.generation.GenerationResult
+    params: Any
+    saved: list = field(default_factory=list)
+    model_title: str | None = None
+    model_hash: str | None = None
+
+
+class ServerState:
+    def __init__(self, config: ServerConfig, *, holder: ModelHolder | None = None) -> None:
+        self.config = config
+        self.limits = config.limits
+        self.output_dir = Path(config.output_dir).expanduser().resolve()
+        self.catalog = CheckpointCatalog(config.models, config.models_dir)
+        self.holder = holder or ModelHolder(self.catalog, device=config.device, pipeline_kwargs={
+            "lora_dir": config.lora_dir, "embeddings_dir": config.embeddings_dir, "limits": config.limits})
+        self.options = ServerOptions(str(self.output_dir), config.preview_every)
+        self.worker = GenerationWorker(config.queue_size, preview_every=config.preview_every)
+        self.controlnets = None
+        if config.controlnet_dir:
+            from webui.controlnet_models import ControlNetModels
+
+            self.controlnets = ControlNetModels(config.controlnet_dir)
+        self._flows: dict[str, object] = {}
+        self._lora_library = None
+        if config.lora_dir:
+            from mixkit.lora import LoraLibrary
+
+            self._lora_library = LoraLibrary(config.lora_dir)
+
+    # -- models ------------------------------------------------------------------------------
+    def load_initial_model(self) -> None:
+        titles = self.catalog.titles()
+        if titles and not self.holder.loaded:
+            self.holder.switch(titles[0])
+
+    @property
+    def model_title(self) -> str | None:
+        return self.holder.entry.title if self.holder.entry else None
+
+    def submit_model_switch(self, title: str) -> Job:
+        """Queue a model switch behind running generations; the job returns the new entry."""
+        self.catalog.find(title)  # unknown title: fail now, not in the queue
+        return self.worker.submit(lambda control, on_step: self.holder.switch(title), f"load model {title}")
+
+    # -- LoRA --------------------------------------------------------------------------------
+    @property
+    def lora_library(self):
+        return self._lora_library
+
+    def lora_names(self) -> set[str] | None:
+        """Every name a prompt tag may use (relative names, stems, aliases), or None without a folder."""
+        if self._lora_library is None:
+            return None
+        names: set[str] = set()
+        for entry in self._lora_library.entries():
+            names.update(n for n in (entry.relative_name, entry.name, entry.alias) if n)
+        return names
+
+    # -- generation --------------------------------------------------------------------------
+    def check_params(self, kind: str, params) -> None:
+        """The checks the API applies, for params built elsewhere (the UI): limits, sampler, LoRA tags."""
+        from pipelines.params import check_txt2img_params
+        from pipelines.samplers import resolve_sampler
+        from webui.prompt_guard import check_prompt_networks
+
+        if kind == "img2img":
+            from pipelines.img2img import check_img2img_params
+
+            check_img2img_params(params, self.limits, 8)
+        else:
+            check_txt2img_params(params, self.limits)
+        resolve_sampler(params.sampler, params.schedule_type)
+        names = self.lora_names()
+        for field in ("prompt", "negative_prompt"):
+            value = getattr(params, field)
+            for text in [value] if isinstance(value, str) else value:
+                check_prompt_networks(field, text, names)
+
+    def submit_generation(self, kind: str, params, *, save: bool) -> Job:
+        """Queue a txt2img/img2img call with already validated params; raises QueueFullError."""
+        if kind not in ("txt2img", "img2img"):
+            raise ValueError(f"kind must be 'txt2img' or 'img2img', got {kind!r}.")
+
+        def run(control, on_step) -> GenerationOutcome:
+            pipe = self.holder.txt2img() if kind == "txt2img" else self.holder.img2img()
+            run_params = params
+            if kind == "txt2img" and hasattr(params, "hr_scale"):
+                from pipelines.hires import HiresFix
+
+                pipe = HiresFix(pipe)
+            elif getattr(params, "controlnets", None):
+                from dataclasses import replace
+
+                from pipelines.controlnet import ControlNetImageToImage, ControlNetTextToImage
+                from webui.api_controlnet import build_units
+
+                units = build_units(params.controlnets, self.controlnets, pipe.model.unet)
+                control_class = ControlNetTextToImage if kind == "txt2img" else ControlNetImageToImage
+                pipe, run_params = control_class.from_pipeline(pipe), replace(params, controlnets=units)
+            result = pipe(run_params, callback=on_step, control=control)
+            saved = result.save(self.output_dir) if save and result.images else []
+            return GenerationOutcome(result=result, params=params, saved=saved, model_title=self.model_title,
+                                     model_hash=pipe.model.model_hash)
+
+        return self.worker.submit(run, kind)
+
+    def submit_outpaint(self, params, sides: dict[str, int], *, save: bool) -> Job:
+        """Queue an outpaint of `params.init_images[0]` by `sides` (left/right/top/bottom pixels).
+
+        Checked now: the extension, and the img2img limits at the extended size.
+        """
+        from dataclasses import replace
+
+        from pipelines.outpaint import check_outpaint_inputs, outpaint
+
+        image = params.init_images[0]
+        width, height = check_outpaint_inputs(image, sides["left"], sides["right"], sides["top"], sides["bottom"], 8)
+        self.check_params("img2img", replace(params, width=width, height=height))
+        reserved = {"width", "height", "init_images", "mask", "inpaint_full_res", "inpainting_fill", "mask_blur",
+                    "denoising_strength"}
+        rest = {k: getattr(params, k) for k in params.__dataclass_fields__ if k not in reserved}
+
+        def run(control, on_step) -> GenerationOutcome:
+            pipe = self.holder.img2img()
+            result = outpaint(pipe, image, **sides, inpainting_fill=params.inpainting_fill, mask_blur=params.mask_blur,
+                              denoising_strength=params.denoising_strength, callback=on_step, control=control, **rest)
+            saved = result.save(self.output_dir) if save and result.images else []
+            return GenerationOutcome(result=result, params=params, saved=saved, model_title=self.model_title,
+                                     model_hash=pipe.model.model_hash)
+
+        return self.worker.submit(run, "outpaint")
+
+    # -- AppFlow ------------------------------------------------------------------------------
+    def describe_app(self, name: str) -> dict:
+        """An app's declared inputs/outputs, with the models this server runs it with."""
+        from appflow import describe_app
+
+        description = describe_app(name)  # unknown name -> UnknownNameError listing the apps
+        configured = self.config.appflow_models.get(name, {})
+        for role, model in description["models"].items():
+            model["source"] = configured.get(role, model["default"])
+        return description
+
+    def submit_app(self, name: str, inputs: dict, options: dict | None = None) -> Job:
+        """Queue one run of app `name` with decoded inputs; the flow (and its models) is built once per app."""
+        description = self.describe_app(name)
+
+        def run(control, on_step):
+            from appflow import Appflow
+
+            if name not in self._flows:
+                models = {role: model["source"] for role, model in description["models"].items()}
+                self._flows[name] = Appflow(app=name, models=models, device=self.config.device or "cpu")
+            return self._flows[name](**inputs, **(options or {}))
+
+        return self.worker.submit(run, f"appflow {name}")
+
+    def submit_upscale(self, image, scale: float, upscaler: str) -> Job:
+        """Queue an Extras upscale (validated now: upscaler name, scale and output size)."""
+        from pipelines.upscale import UPSCALERS, UpscaleLimits, check_upscale, upscale_image
+
+        UPSCALERS.get(upscaler)  # unknown name -> error listing the valid ones
+        check_upscale(image.width, image.height, scale, UpscaleLimits())
+        return self.worker.submit(lambda control, on_step: upscale_image(image, scale, upscaler=upscaler), "extras")
+
+    def current_preview(self):
+        """A cheap RGB preview of the running job's latest latents, or None."""
+        latents = self.worker.progress().preview_latents
+        if latents is None or latents.shape[1] != 4:  # the cheap preview factors are for 4-channel latents
+            return None
+        from mixkit.models.diffusion import ModelFamily
+        from pipelines.preview import latent_preview
+
+        try:
+            sdxl = self.holder.txt2img().model.family is ModelFamily.SDXL
+        except RuntimeError:
+            return None
+        return latent_preview(latents[:1], sdxl=sdxl)[0]
+
+    def options_snapshot(self) -> dict:
+        return self.options.snapshot(self.model_title)
+
+    def close(self) -> None:
+        self.worker.close()
+

@@ -1,0 +1,43 @@
+"""The Gradio Blocks app: txt2img, img2img, Extras, PNG Info, AppFlow, LoRA and Settings tabs over one `ServerState`."""
+
+from __future__ import annotations
+
+import gradio as gr
+from webui.server_state import ServerState
+
+CSS = """
+.mixkit-progress { height: 10px; background: var(--neutral-200); border-radius: 5px; overflow: hidden; }
+.mixkit-progress-bar { height: 100%; background: var(--color-accent); transition: width 0.3s; }
+.mixkit-progress-text { font-size: 0.85em; margin-top: 4px; }
+"""
+
+
+def build_ui(state: ServerState):
+    from pipelines.samplers import list_samplers
+    from pipelines.samplers.schedule_types import SCHEDULE_TYPES
+    from webui.ui.appflow_tab import build_appflow_tab
+    from webui.ui.extras_tab import build_extras_tab
+    from webui.ui.generate_tab import build_generate_tab
+    from webui.ui.lora_tab import build_lora_tab
+    from webui.ui.png_info_tab import build_png_info_tab
+    from webui.ui.settings_tab import build_settings_tab
+
+    sampler_names = [item["name"] for item in list_samplers()]
+    schedule_names = SCHEDULE_TYPES.names()
+    with gr.Blocks(title="mixkit", analytics_enabled=False) as blocks:
+        with gr.Tabs() as tabs:
+            with gr.Tab("txt2img", id="txt2img"):
+                txt2img = build_generate_tab(state, "txt2img", sampler_names, schedule_names)
+            with gr.Tab("img2img", id="img2img"):
+                img2img = build_generate_tab(state, "img2img", sampler_names, schedule_names)
+            with gr.Tab("Extras", id="extras"):
+                build_extras_tab(state)
+            with gr.Tab("PNG Info", id="pnginfo"):
+                build_png_info_tab(state, tabs, {"txt2img": txt2img, "img2img": img2img}, sampler_names, schedule_names)
+            with gr.Tab("AppFlow", id="appflow"):
+                build_appflow_tab(state)
+            with gr.Tab("LoRA", id="lora"):
+                build_lora_tab(state, txt2img.widgets.prompt)
+            with gr.Tab("Settings", id="settings"):
+                build_settings_tab(state)
+    return blocks

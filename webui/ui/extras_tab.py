@@ -1,0 +1,34 @@
+"""Extras: upscale an image with a named upscaler, through the same queue and limits as the API."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from webui.server_state import ServerState
+
+
+def build_extras_tab(state: ServerState) -> None:
+    from pipelines.upscale import UPSCALERS, UpscaleLimits
+
+    with gr.Row():
+        with gr.Column():
+            source = gr.Image(label="Image", type="pil", image_mode="RGB", elem_id="extras_image")
+            with gr.Row():
+                upscaler = gr.Dropdown(UPSCALERS.names(), value=UPSCALERS.names()[0], label="Upscaler", elem_id="extras_upscaler")
+                scale = gr.Slider(1, UpscaleLimits().max_scale, value=2, step=0.05, label="Scale by", elem_id="extras_scale")
+            run = gr.Button("Upscale", variant="primary", elem_id="extras_generate")
+        with gr.Column():
+            result = gr.Image(label="Result", type="pil", format="png", interactive=False, elem_id="extras_result")
+            size = gr.Markdown(elem_id="extras_size")
+
+    def upscale(image, name: str, factor: float):
+        if image is None:
+            raise gr.Error("Drop an image to upscale first.")
+        try:
+            job = state.submit_upscale(image.convert("RGB"), float(factor), name)
+            upscaled = job.future.result()
+        except Exception as error:  # queue full, limits, bad name: tell the user, keep the UI alive
+            raise gr.Error(str(error)) from None
+        return upscaled, f"{image.width}x{image.height} -> {upscaled.width}x{upscaled.height}"
+
+    run.click(upscale, inputs=[source, upscaler, scale], outputs=[result, size])

@@ -1,0 +1,241 @@
+"""The txt2img and img2img tabs: form, Generate/Interrupt/Skip, live progress with previews, gallery.
+
+The handler validates with the same checks as the API (`ServerState.check_params`), queues the
+job on the shared worker and polls its progress, so UI and API users wait in one queue.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from dataclasses import dataclass
+
+import gradio as gr
+
+from webui.server_state import ServerState
+from webui.ui.widgets import GenerationWidgets, build_generation_widgets, values_to_params
+from webui.worker import QueueFullError
+
+POLL_SECONDS = 0.4
+IMG2IMG_MODES = ("img2img", "inpaint", "sketch", "outpaint")
+OUTPAINT_SIDES = ("left", "right", "up", "down")
+
+
+def progress_html(fraction: float, text: str) -> str:
+    percent = max(0.0, min(1.0, fraction)) * 100
+    return (f'<div class="mixkit-progress"><div class="mixkit-progress-bar" style="width:{percent:.1f}%"></div></div>'
+            f'<div class="mixkit-progress-text">{html.escape(text)}</div>')
+
+
+def status_text(state: ServerState, job) -> tuple[float, str]:
+    """(fraction, "Step 3/20, batch 1/2, ETA 4s") for `job`, or its place in the queue."""
+    snapshot = state.worker.progress()
+    if snapshot.job_number != job.number:
+        return 0.0, f"Waiting in queue ({snapshot.queued} job(s) queued)"
+    if not snapshot.total_steps:
+        return 0.0, "Starting..."
+    return snapshot.fraction, (f"Step {snapshot.step}/{snapshot.total_steps}, batch {snapshot.batch_index + 1}/"
+                               f"{snapshot.batch_count}, ETA {snapshot.eta_seconds:.0f}s")
+
+
+def editor_mask(layers: list):
+    """An L-mode mask (255 = repaint) from the editor's drawn layers: every painted pixel counts."""
+    from PIL import ImageChops
+
+    mask = None
+    for layer in layers or []:
+        alpha = layer.convert("RGBA").getchannel("A").point(lambda v: 255 if v > 0 else 0)
+        mask = alpha if mask is None else ImageChops.lighter(mask, alpha)
+    if mask is None or mask.getbbox() is None:
+        return None
+    return mask
+
+
+def outpaint_sides_from(pixels: int, directions: list[str]) -> dict[str, int]:
+    """A1111's outpaint directions (left/right/up/down) -> pixels per side for `pipelines.outpaint`."""
+    unknown = sorted(set(directions) - set(OUTPAINT_SIDES))
+    if unknown or not directions:
+        raise ValueError(f"Choose outpaint directions among {', '.join(OUTPAINT_SIDES)}; got {directions!r}.")
+    return {"left": pixels * ("left" in directions), "right": pixels * ("right" in directions),
+            "top": pixels * ("up" in directions), "bottom": pixels * ("down" in directions)}
+
+
+def build_controlnet_unit(state: ServerState, kind: str) -> list:
+    """One ControlNet unit's widgets in an accordion; [] when the server has no ControlNet folder."""
+    from pipelines.preprocessors import PREPROCESSORS
+
+    if state.controlnets is None:
+        return []
+    with gr.Accordion("ControlNet", open=False, elem_id=f"{kind}_controlnet"):
+        enabled = gr.Checkbox(False, label="Enable", elem_id=f"{kind}_controlnet_enable")
+        image = gr.Image(label="Control image" + (" (empty: use the init image)" if kind == "img2img" else ""),
+                         type="pil", image_mode="RGB", height=220)
+        with gr.Row():
+            preprocessor = gr.Dropdown(PREPROCESSORS.names(), value="none", label="Preprocessor")
+            model = gr.Dropdown(state.controlnets.names(), label="Model")
+        with gr.Row():
+            weight = gr.Slider(0, 2, value=1, step=0.05, label="Control weight")
+            start = gr.Slider(0, 1, value=0, step=0.01, label="Starting control step")
+            end = gr.Slider(0, 1, value=1, step=0.01, label="Ending control step")
+    return [enabled, image, preprocessor, model, weight, start, end]
+
+
+def with_controlnet(state: ServerState, kind: str, params, control_values: list):
+    """`params` as ControlNet params carrying one unit spec when the unit is enabled."""
+    if not control_values or not control_values[0]:
+        return params
+    from pipelines.controlnet import ControlImg2ImgParams, ControlTxt2ImgParams
+    from webui.api_controlnet import ui_unit_spec
+
+    _enabled, image, preprocessor, model, weight, start, end = control_values
+    if image is None and kind == "txt2img":
+        raise ValueError("The ControlNet unit needs a control image.")
+    spec = ui_unit_spec(state.controlnets, model, image, preprocessor, weight, start, end)
+    params_class = ControlTxt2ImgParams if kind == "txt2img" else ControlImg2ImgParams
+    return params_class(**vars(params), controlnets=[spec])
+
+
+@dataclass
+class GenerateTab:
+    kind: str
+    widgets: GenerationWidgets
+    denoising_strength: object = None  # img2img only
+
+
+def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], schedule_names: list[str]) -> GenerateTab:
+    """Create the tab's components inside the current `gr.Tab` and wire their events."""
+    extra_inputs: list = []
+    tab = GenerateTab(kind, None)
+    with gr.Row():
+        with gr.Column(scale=3):
+            if kind == "img2img":
+                editor = gr.ImageEditor(label="Image (draw on it to mark the area to inpaint, or to sketch)", type="pil",
+                                        image_mode="RGBA", elem_id="img2img_image", brush=gr.Brush(colors=["#ffffff", "#000000", "#ff0000"]),
+                                        height=420)
+                with gr.Row():
+                    mode = gr.Radio(list(IMG2IMG_MODES), value="img2img", label="Mode", elem_id="img2img_mode")
+                    resize = gr.Dropdown(["just resize", "crop and resize", "resize and fill"], value="just resize",
+                                         label="Resize mode")
+                with gr.Row():
+                    strength = gr.Slider(0, 1, value=0.75, step=0.01, label="Denoising strength", elem_id="img2img_denoising_strength")
+                    mask_blur = gr.Slider(0, 64, value=4, step=1, label="Mask blur")
+                with gr.Row():
+                    fill = gr.Dropdown(["original", "fill", "latent noise", "latent nothing"], value="original",
+                                       label="Masked content")
+                    only_masked = gr.Checkbox(False, label="Inpaint area: only masked")
+                with gr.Row():
+                    outpaint_pixels = gr.Slider(8, 256, value=64, step=8, label="Outpaint: pixels to expand",
+                                                elem_id="img2img_outpaint_pixels")
+                    outpaint_sides = gr.CheckboxGroup(list(OUTPAINT_SIDES), value=list(OUTPAINT_SIDES),
+                                                      label="Outpaint: directions", elem_id="img2img_outpaint_sides")
+                extra_inputs = [editor, mode, resize, strength, mask_blur, fill, only_masked, outpaint_pixels, outpaint_sides]
+                tab.denoising_strength = strength
+            widgets = build_generation_widgets(kind, state.limits, sampler_names, schedule_names)
+            tab.widgets = widgets
+            control_inputs = build_controlnet_unit(state, kind)
+        with gr.Column(scale=2):
+            with gr.Row():
+                generate = gr.Button("Generate", variant="primary", elem_id=f"{kind}_generate", scale=3)
+                interrupt = gr.Button("Interrupt", elem_id=f"{kind}_interrupt", scale=1)
+                skip = gr.Button("Skip", elem_id=f"{kind}_skip", scale=1)
+            progress = gr.HTML(progress_html(0, "Idle"), elem_id=f"{kind}_progress")
+            preview = gr.Image(label="Live preview", type="pil", interactive=False, height=160, elem_id=f"{kind}_preview",
+                               visible=True)
+            gallery = gr.Gallery(label="Results", columns=2, height=360, format="png", elem_id=f"{kind}_gallery",
+                                 interactive=False)
+            infotext = gr.Textbox(label="Generation parameters", lines=4, interactive=False, elem_id=f"{kind}_infotext")
+    infotexts = gr.State([])
+    last_seeds = gr.State([])
+
+    def to_params(values: list):
+        control_values, values = values[-len(control_inputs):] if control_inputs else [], \
+            values[:len(values) - len(control_inputs)]
+        params = with_controlnet(state, kind, _base_params(values), control_values)
+        return params
+
+    def _base_params(values: list):
+        params = values_to_params(values[:len(GenerationWidgets.FIELDS)])
+        if kind == "txt2img":
+            return params
+        from pipelines.img2img import Img2ImgParams
+
+        editor_value, mode, resize, strength, blur, fill, only, _pixels, _sides = values[len(GenerationWidgets.FIELDS):]
+        if not editor_value or editor_value.get("background") is None:
+            raise ValueError("Drop an image into the img2img editor first.")
+        background = editor_value["background"].convert("RGB")
+        mask = editor_mask(editor_value.get("layers")) if mode == "inpaint" else None
+        if mode == "inpaint" and mask is None:
+            raise ValueError("Inpaint mode needs a mask: paint over the area to repaint.")
+        init = editor_value["composite"].convert("RGB") if mode == "sketch" else background
+        return Img2ImgParams(**vars(params), init_images=[init], denoising_strength=float(strength), resize_mode=resize,
+                             mask=mask, mask_blur=int(blur), inpainting_fill=fill, inpaint_full_res=bool(only))
+
+    def run(*values):
+        base_values = list(values[:len(values) - len(control_inputs)])
+        outpainting = kind == "img2img" and base_values[len(GenerationWidgets.FIELDS) + 1] == "outpaint"
+        try:
+            params = to_params(list(values))
+            if outpainting and getattr(params, "controlnets", None):
+                raise ValueError("Outpaint mode does not take a ControlNet unit here; disable the unit.")
+            if not outpainting:
+                state.check_params(kind, params)  # outpaint is checked at its extended size when submitted
+        except (ValueError, TypeError, KeyError) as error:
+            message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
+            raise gr.Error(message) from None
+        save = bool(state.options.get("samples_save"))
+        try:
+            if outpainting:
+                pixels, sides = int(base_values[-2]), base_values[-1] or []
+                job = state.submit_outpaint(params, outpaint_sides_from(pixels, sides), save=save)
+            else:
+                job = state.submit_generation(kind, params, save=save)
+        except (ValueError, TypeError) as error:
+            raise gr.Error(str(error)) from None
+        except QueueFullError as error:
+            gr.Warning("Queue full: " + str(error))
+            yield progress_html(0, "Queue full - try again in a moment"), None, gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return
+        started = time.monotonic()
+        while not job.future.done():
+            fraction, text = status_text(state, job)
+            preview_image = state.current_preview() if state.options.get("live_previews_enable") and fraction else None
+            yield progress_html(fraction, text), preview_image, gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            time.sleep(POLL_SECONDS)
+        try:
+            outcome = job.future.result()
+        except Exception as error:  # a LoRA that does not fit, a model that failed: show it, keep the UI alive
+            raise gr.Error(f"Generation failed: {error}") from None
+        result = outcome.result
+        items = [(str(path), None) for path in outcome.saved] if outcome.saved else list(zip(result.images, [None] * len(result.images)))
+        label = "Interrupted" if result.interrupted else "Done"
+        done = progress_html(1.0, f"{label}: {len(result.images)} image(s) in {time.monotonic() - started:.1f}s")
+        yield done, None, items, (result.infotexts[0] if result.infotexts else ""), list(result.infotexts), list(result.seeds)
+
+    generate.click(run, inputs=widgets.inputs() + extra_inputs + control_inputs,
+                   outputs=[progress, preview, gallery, infotext, infotexts, last_seeds], concurrency_limit=None)
+    interrupt.click(lambda: state.worker.interrupt() and None, queue=False)
+    skip.click(lambda: state.worker.skip() and None, queue=False)
+    widgets.seed_dice.click(lambda: -1, outputs=widgets.seed, queue=False)
+    widgets.seed_recycle.click(lambda seeds: seeds[0] if seeds else -1, inputs=last_seeds, outputs=widgets.seed, queue=False)
+
+    def show_infotext(texts: list, event: gr.SelectData):
+        return texts[event.index] if texts and event.index is not None and event.index < len(texts) else ""
+
+    gallery.select(show_infotext, inputs=infotexts, outputs=infotext, queue=False)
+    return tab
+
+
+def apply_form_values(tab: GenerateTab, values: dict) -> list:
+    """Gradio updates for every form field, in `form_outputs(tab)` order; fields not in `values` are kept."""
+    updates = [gr.update(value=values[name]) if name in values else gr.skip() for name in GenerationWidgets.FIELDS]
+    if tab.denoising_strength is not None:
+        updates.append(gr.update(value=values["denoising_strength"]) if "denoising_strength" in values else gr.skip())
+    return updates
+
+
+def form_outputs(tab: GenerateTab) -> list:
+    outputs = tab.widgets.inputs()
+    if tab.denoising_strength is not None:
+        outputs.append(tab.denoising_strength)
+    return outputs
+

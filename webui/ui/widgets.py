@@ -1,0 +1,115 @@
+"""Generation widgets built from `GenerationLimits` and `Txt2ImgParams`, the schema the API validates with.
+
+`widget_ranges(limits)` is the single translation from limits to slider ranges; the values a
+user submits still go through the pipelines' `check_*_params`, so a client that bypasses the
+sliders (or a stale page) meets the same limits as the API.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipelines.params import SEED_MAX, GenerationLimits, Txt2ImgParams
+
+SIZE_STEP = 8  # SD's VAE downsamples by 8; the pipelines refuse other sizes
+
+
+@dataclass(frozen=True)
+class WidgetRange:
+    minimum: float
+    maximum: float
+    step: float
+
+
+def widget_ranges(limits: GenerationLimits) -> dict[str, WidgetRange]:
+    """Slider ranges per `Txt2ImgParams` field; the maxima are the limits the API enforces."""
+    return {
+        "steps": WidgetRange(1, limits.max_steps, 1),
+        "cfg_scale": WidgetRange(0, limits.max_cfg_scale, 0.5),
+        "width": WidgetRange(SIZE_STEP * 8, limits.max_side, SIZE_STEP),
+        "height": WidgetRange(SIZE_STEP * 8, limits.max_side, SIZE_STEP),
+        "batch_size": WidgetRange(1, limits.max_batch_size, 1),
+        "batch_count": WidgetRange(1, limits.max_batch_count, 1),
+        "clip_skip": WidgetRange(1, 12, 1),
+        "seed": WidgetRange(-1, SEED_MAX, 1),
+    }
+
+
+@dataclass
+class GenerationWidgets:
+    """The components of one generation form, in the order `values_to_params` expects."""
+
+    prompt: object
+    negative_prompt: object
+    sampler: object
+    schedule_type: object
+    steps: object
+    cfg_scale: object
+    width: object
+    height: object
+    seed: object
+    batch_count: object
+    batch_size: object
+    clip_skip: object
+    seed_dice: object = None  # sets the seed to -1 (random)
+    seed_recycle: object = None  # sets the seed to the last image's
+
+    FIELDS = ("prompt", "negative_prompt", "sampler", "schedule_type", "steps", "cfg_scale", "width", "height", "seed",
+              "batch_count", "batch_size", "clip_skip")
+
+    def inputs(self) -> list:
+        return [getattr(self, name) for name in self.FIELDS]
+
+
+def values_to_params(values: list) -> Txt2ImgParams:
+    """Txt2ImgParams from the widget values (Gradio delivers numbers as floats; whole ones become ints)."""
+    named = dict(zip(GenerationWidgets.FIELDS, values))
+    for name in ("steps", "width", "height", "seed", "batch_count", "batch_size", "clip_skip"):
+        value = named[name]
+        if isinstance(value, float) and value.is_integer():
+            named[name] = int(value)
+    named["cfg_scale"] = float(named["cfg_scale"])
+    named["prompt"] = named["prompt"] or ""
+    named["negative_prompt"] = named["negative_prompt"] or ""
+    return Txt2ImgParams(**named)
+
+
+def build_generation_widgets(prefix: str, limits: GenerationLimits, sampler_names: list[str],
+                             schedule_names: list[str]) -> GenerationWidgets:
+    """Create the widgets inside the current Gradio layout; element ids are `{prefix}_{field}`."""
+    import gradio as gr
+
+    d = Txt2ImgParams()
+    r = widget_ranges(limits)
+
+    def slider(name: str, label: str):
+        spec = r[name]
+        return gr.Slider(spec.minimum, spec.maximum, value=getattr(d, name), step=spec.step, label=label,
+                         elem_id=f"{prefix}_{name}")
+
+    prompt = gr.Textbox(label="Prompt", lines=3, max_length=limits.max_prompt_chars, elem_id=f"{prefix}_prompt",
+                        placeholder="Prompt (A1111 syntax: (word:1.2), [a:b:0.5], <lora:name:1>)")
+    negative = gr.Textbox(label="Negative prompt", lines=2, max_length=limits.max_prompt_chars,
+                          elem_id=f"{prefix}_negative_prompt")
+    with gr.Row():
+        sampler = gr.Dropdown(sampler_names, value=d.sampler if d.sampler in sampler_names else sampler_names[0],
+                              label="Sampling method", elem_id=f"{prefix}_sampler")
+        schedule = gr.Dropdown(schedule_names, value=d.schedule_type, label="Schedule type", elem_id=f"{prefix}_schedule_type")
+        steps = slider("steps", "Sampling steps")
+    with gr.Row():
+        width = slider("width", "Width")
+        height = slider("height", "Height")
+    with gr.Row():
+        batch_count = slider("batch_count", "Batch count")
+        batch_size = slider("batch_size", "Batch size")
+    with gr.Row():
+        cfg = slider("cfg_scale", "CFG Scale")
+        clip_skip = slider("clip_skip", "Clip skip")
+    with gr.Row(equal_height=True):
+        seed_range = r["seed"]
+        seed = gr.Number(value=d.seed, minimum=seed_range.minimum, maximum=seed_range.maximum, precision=0, label="Seed",
+                         elem_id=f"{prefix}_seed", scale=4)
+        dice = gr.Button("Random", elem_id=f"{prefix}_random_seed", scale=0, min_width=90)
+        recycle = gr.Button("Reuse", elem_id=f"{prefix}_reuse_seed", scale=0, min_width=90)
+    return GenerationWidgets(prompt, negative, sampler, schedule, steps, cfg, width, height, seed, batch_count,
+                             batch_size, clip_skip, dice, recycle)

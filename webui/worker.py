@@ -1,0 +1,195 @@
+"""One generation at a time per device, behind a bounded queue that both the UI and the API share.
+
+A diffusion model cannot usefully run two samplings at once on one device (they would only
+compete for memory and time), so every job runs on a single worker thread. The queue is bounded
+so that a burst of requests gets a fast, clear "queue full" answer instead of piling up memory
+and timing out minutes later.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import itertools
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from pipelines.control import GenerationControl, StepProgress
+
+JobFunction = Callable[[GenerationControl, Callable[[StepProgress], None]], Any]
+
+
+class QueueFullError(RuntimeError):
+    """The queue holds its maximum number of waiting jobs; the caller should retry later."""
+
+
+@dataclass
+class Job:
+    """A queued or running unit of work; `future` resolves to the function's return value."""
+
+    number: int
+    description: str
+    function: JobFunction
+    control: GenerationControl = field(default_factory=GenerationControl)
+    future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
+
+
+@dataclass
+class ProgressSnapshot:
+    """What `/sdapi/v1/progress` and the UI's progress bar show, copied under the worker's lock."""
+
+    job: str = ""
+    job_number: int = 0
+    queued: int = 0
+    step: int = 0
+    total_steps: int = 0
+    batch_index: int = 0
+    batch_count: int = 0
+    fraction: float = 0.0
+    eta_seconds: float = 0.0
+    started_at: float | None = None
+    interrupted: bool = False
+    skipped: bool = False
+    preview_latents: Any = None  # latents of the last preview step (cloned), or None
+
+    @property
+    def busy(self) -> bool:
+        return self.started_at is not None
+
+
+def estimate_eta(elapsed: float, fraction: float) -> float:
+    """Seconds left, assuming the remaining steps take as long as the finished ones did."""
+    if fraction <= 0:
+        return 0.0
+    return max(0.0, elapsed / fraction * (1.0 - fraction))
+
+
+class GenerationWorker:
+    """Runs submitted jobs one by one on a daemon thread; at most `max_queued` wait behind the running one."""
+
+    def __init__(self, max_queued: int, *, preview_every: int = 5) -> None:
+        if isinstance(max_queued, bool) or not isinstance(max_queued, int) or not 0 <= max_queued <= 10_000:
+            raise ValueError(f"max_queued must be an integer in [0, 10000], got {max_queued!r}.")
+        if isinstance(preview_every, bool) or not isinstance(preview_every, int) or preview_every < 0:
+            raise ValueError(f"preview_every must be a non-negative integer (0 = no previews), got {preview_every!r}.")
+        self.max_queued = max_queued
+        self.preview_every = preview_every
+        self._waiting: collections.deque[Job] = collections.deque()
+        self._condition = threading.Condition()
+        self._numbers = itertools.count(1)
+        self._current: Job | None = None
+        self._progress = ProgressSnapshot()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="mixkit-generation", daemon=True)
+        self._thread.start()
+
+    # -- submitting ----------------------------------------------------------------------------
+    def submit(self, function: JobFunction, description: str) -> Job:
+        """Queue `function(control, on_step)`; raises QueueFullError when `max_queued` jobs already wait."""
+        with self._condition:
+            if self._closed:
+                raise RuntimeError("The generation worker has been shut down.")
+            # Counted as running + waiting, so the answer does not depend on whether the worker
+            # thread has already picked up the previous job.
+            active = len(self._waiting) + (self._current is not None)
+            if active >= self.max_queued + 1:
+                raise QueueFullError(
+                    f"Queue full: {active - 1} job(s) are waiting (the limit is {self.max_queued}); "
+                    "retry when the current generations have finished."
+                )
+            job = Job(next(self._numbers), description, function)
+            self._waiting.append(job)
+            self._condition.notify_all()
+            return job
+
+    def cancel(self, job: Job) -> None:
+        """Drop `job` if it still waits, or interrupt it if it runs (a client went away)."""
+        with self._condition:
+            if job in self._waiting:
+                self._waiting.remove(job)
+                job.future.cancel()
+                return
+        job.control.interrupt()
+
+    # -- controlling the running job -----------------------------------------------------------
+    def interrupt(self) -> bool:
+        """Interrupt the running job (it returns what it has); False when nothing runs."""
+        with self._condition:
+            if self._current is None:
+                return False
+            self._current.control.interrupt()
+            self._progress.interrupted = True
+            return True
+
+    def skip(self) -> bool:
+        """End the running job's current batch; False when nothing runs."""
+        with self._condition:
+            if self._current is None:
+                return False
+            self._current.control.skip()
+            self._progress.skipped = True
+            return True
+
+    def progress(self) -> ProgressSnapshot:
+        with self._condition:
+            snapshot = ProgressSnapshot(**vars(self._progress))
+            snapshot.queued = len(self._waiting)
+        if snapshot.started_at is not None:
+            snapshot.eta_seconds = estimate_eta(time.monotonic() - snapshot.started_at, snapshot.fraction)
+        return snapshot
+
+    @property
+    def queued(self) -> int:
+        with self._condition:
+            return len(self._waiting)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop taking jobs, cancel waiting ones, interrupt the running one and join the thread."""
+        with self._condition:
+            self._closed = True
+            while self._waiting:
+                self._waiting.popleft().future.cancel()
+            if self._current is not None:
+                self._current.control.interrupt()
+            self._condition.notify_all()
+        self._thread.join(timeout)
+
+    # -- the worker thread ---------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            with self._condition:
+                while not self._waiting and not self._closed:
+                    self._condition.wait()
+                if self._closed:
+                    return
+                job = self._waiting.popleft()
+                if not job.future.set_running_or_notify_cancel():
+                    continue
+                self._current = job
+                self._progress = ProgressSnapshot(job=job.description, job_number=job.number, started_at=time.monotonic())
+            value, failure = None, None
+            try:
+                value = job.function(job.control, self._on_step)
+            except BaseException as error:  # the job's error belongs to its caller; the worker lives on
+                failure = error
+            with self._condition:  # idle before the caller hears back, so its next /progress reads idle
+                self._current = None
+                self._progress = ProgressSnapshot()
+            if failure is not None:
+                job.future.set_exception(failure)
+            else:
+                job.future.set_result(value)
+
+    def _on_step(self, state: StepProgress) -> None:
+        preview = None
+        if self.preview_every and (state.step % self.preview_every == 0 or state.step == state.total_steps):
+            preview = state.latents.detach().to("cpu", copy=True)
+        with self._condition:
+            progress = self._progress
+            progress.step, progress.total_steps = state.step, state.total_steps
+            progress.batch_index, progress.batch_count = state.batch_index, state.batch_count
+            progress.fraction = state.fraction
+            if preview is not None:
+                progress.preview_latents = preview
