@@ -86,3 +86,15 @@ def test_importing_mixkit_is_cheap_and_does_not_import_gradio():
     code = "import sys, mixkit, mixkit.registry, mixkit.errors; print(sorted(m for m in ('gradio', 'torch', 'diffusers') if m in sys.modules))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip() == "[]"
+
+
+def test_fast_preset_from_the_cli(tiny_sd1_dir, tmp_path, capsys):
+    code = main(["generate", "a", "--model", str(tiny_sd1_dir), "--preset", "fast", "-o", str(tmp_path / "o"), *ARGS])
+    captured = capsys.readouterr()
+    assert code == 0 and captured.out.strip().endswith(".png")
+    assert "fast" in captured.err
+
+
+def test_unknown_preset_is_a_one_line_error(tiny_sd1_dir, tmp_path, capsys):
+    assert main(["generate", "a", "--model", str(tiny_sd1_dir), "--preset", "turbo", "-o", str(tmp_path / "o"), *ARGS]) == 2
+    assert "turbo" in capsys.readouterr().err

@@ -36,6 +36,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--embeddings-dir", default=None, help="folder of textual-inversion embeddings")
     p.add_argument("--vae", default=None, help="override the model's VAE (folder or single file)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cpu)")
+    p.add_argument("--preset", default="exact", help="performance preset: exact (default), fast, low-memory")
+    p.add_argument("--backend", default="torch", help="execution backend: torch (default), torch.compile, openvino")
     p.add_argument("-o", "--output", default="outputs", help="output folder (default: ./outputs)")
     p.set_defaults(func=run)
 
@@ -60,6 +62,10 @@ def run(args: argparse.Namespace) -> int:
     pipe = TextToImage.from_pretrained(args.model, device=args.device, lora_dir=args.lora_dir,
                                        embeddings_dir=args.embeddings_dir, vae=args.vae)
     print(f"Loaded {pipe.model.description} from {args.model}", file=sys.stderr)
+    if args.preset != "exact" or args.backend != "torch":
+        from pipelines.optimize import optimize
+
+        print(optimize(pipe, args.preset, args.backend).summary(), file=sys.stderr)
     with tqdm(total=params.steps * params.batch_count, unit="step", file=sys.stderr) as bar:
         def progress(state) -> None:
             bar.n = state.batch_index * state.total_steps + state.step
