@@ -66,9 +66,9 @@ def write_loras(unet, rank: int, folder: Path) -> tuple[Path, dict]:
     return file, {"state": peft, "metadata": metadata}
 
 
-def unet_step_inputs(config: dict):
+def unet_step_inputs(config: dict, latent_size: int | None = None):
     generator = torch.Generator().manual_seed(2)
-    size = config["sample_size"]
+    size = latent_size or config["sample_size"]
     sample = torch.randn(1, 4, size, size, generator=generator)
     context = torch.randn(1, 77, config["cross_attention_dim"], generator=generator)
     embeds = config["projection_class_embeddings_input_dim"] - 6 * config["addition_time_embed_dim"]
@@ -103,11 +103,11 @@ def alternate(variants: dict, repeats: int) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in times.items()}
 
 
-def step_variants(unet, kohya_file: Path, diffusers_lora: dict, config: dict):
+def step_variants(unet, kohya_file: Path, diffusers_lora: dict, config: dict, latent_size: int | None = None):
     """One UNet forward without LoRA, merged, in runtime mode, and with diffusers' unfused adapter."""
     from mixkit.lora import LoraRequest, apply_loras
 
-    sample, timestep, context, added = unet_step_inputs(config)
+    sample, timestep, context, added = unet_step_inputs(config, latent_size)
 
     def step():
         with torch.no_grad():
@@ -156,6 +156,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="tiny UNet, rank 4: a smoke run of the script")
     parser.add_argument("--rank", type=int, default=None, help="LoRA rank (default 128; 4 with --quick)")
     parser.add_argument("--repeats", type=int, default=3, help="alternating rounds per variant (median reported)")
+    parser.add_argument("--latent-size", type=int, default=None,
+                        help="latent side for the per-step timing (default: the UNet's sample size, 128 = 1024 px "
+                             "for SDXL; 64 = 512 px keeps a CPU run to minutes)")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
@@ -171,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"UNet {'tiny' if args.quick else 'SDXL base'} ({sum(p.numel() for p in unet.parameters()) / 1e6:.1f} M params), "
               f"rank-{rank} LoRA on {modules} layers, {args.repeats} alternating rounds, medians\n")
         apply_times = alternate(apply_remove_variants(unet, kohya_file, diffusers_lora), args.repeats)
-        steps = step_variants(unet, kohya_file, diffusers_lora, config)
+        steps = step_variants(unet, kohya_file, diffusers_lora, config, args.latent_size)
         steps["no LoRA"]()  # warm-up: first-call allocations must not land on one variant
         step_times = alternate_timed(steps, args.repeats)
     base = apply_times["diffusers"]
