@@ -1,0 +1,108 @@
+"""Turn scanned records into deterministic batches of pixel tensors, one bucket per batch.
+
+The order of an epoch is a pure function of (seed, epoch), so a resumed run can jump straight to
+batch k of epoch e and see exactly the batches an uninterrupted run would have seen.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+from mixkit.data.bucketing import Bucket, assign_bucket, check_bucket_inputs, make_buckets
+from mixkit.data.records import ImageRecord
+from mixkit.errors import MixkitError
+
+
+class EmptyDatasetError(MixkitError, ValueError):
+    """A dataset has no usable image."""
+
+
+@dataclass(frozen=True)
+class BucketSettings:
+    """`enabled=False` center-crops everything to resolution x resolution."""
+
+    enabled: bool = False
+    step: int = 64
+    min_side: int = 256
+    max_side: int = 1024
+
+
+def _resize_and_crop(image, bucket: Bucket):
+    """Scale to cover the bucket, then center-crop; returns the image and the (top, left) crop offset."""
+    from PIL import Image
+
+    scale = max(bucket.width / image.width, bucket.height / image.height)
+    size = (max(bucket.width, round(image.width * scale)), max(bucket.height, round(image.height * scale)))
+    image = image.resize(size, Image.Resampling.LANCZOS)
+    left = (size[0] - bucket.width) // 2
+    top = (size[1] - bucket.height) // 2
+    return image.crop((left, top, left + bucket.width, top + bucket.height)), (top, left)
+
+
+class BucketedImageDataset:
+    """Records with repeats expanded, each assigned to a bucket; yields batches from one bucket at a time."""
+
+    def __init__(self, records: list[ImageRecord], resolution: int, buckets: BucketSettings = BucketSettings(),
+                 *, source: str = "dataset") -> None:
+        if not records:
+            raise EmptyDatasetError(
+                f"{source} has no usable images (none found, or all were unreadable); add .png/.jpg files "
+                "with .txt captions, in the folder itself or in '<repeats>_<concept>' subfolders."
+            )
+        if buckets.enabled:
+            choices = make_buckets(resolution, step=buckets.step, min_side=min(buckets.min_side, resolution),
+                                   max_side=max(buckets.max_side, resolution))
+        else:
+            check_bucket_inputs(resolution, 8, resolution, resolution)
+            choices = [Bucket(resolution, resolution)]
+        self.records = records
+        self.resolution = resolution
+        self.buckets = [assign_bucket(r.width, r.height, choices) for r in records]
+        # Repeats are realised as duplicated indices, as kohya does, so an epoch has sum(repeats) samples.
+        self.samples = [i for i, record in enumerate(records) for _ in range(record.repeats)]
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def epoch_batches(self, epoch: int, batch_size: int, seed: int) -> list[list[int]]:
+        """The batches of `epoch` (lists of record indices), shuffled within and across buckets."""
+        rng = random.Random(f"{seed}:{epoch}")
+        by_bucket: dict[Bucket, list[int]] = {}
+        for index in self.samples:
+            by_bucket.setdefault(self.buckets[index], []).append(index)
+        batches: list[list[int]] = []
+        for bucket in sorted(by_bucket):
+            members = by_bucket[bucket]
+            rng.shuffle(members)
+            batches.extend(members[i:i + batch_size] for i in range(0, len(members), batch_size))
+        rng.shuffle(batches)
+        return batches
+
+    def batches_per_epoch(self, batch_size: int) -> int:
+        counts: dict[Bucket, int] = {}
+        for index in self.samples:
+            counts[self.buckets[index]] = counts.get(self.buckets[index], 0) + 1
+        return sum(math.ceil(n / batch_size) for n in counts.values())
+
+    def load_batch(self, indices: list[int]) -> dict:
+        """Pixels in [-1, 1] (B, 3, H, W), captions, SDXL's original size / crop conditioning, loss weights."""
+        import numpy as np
+        import torch
+
+        from mixkit.io.images import load_image
+
+        pixels, captions, original_sizes, crops = [], [], [], []
+        for index in indices:
+            record = self.records[index]
+            image = load_image(record.path)
+            original_sizes.append((image.height, image.width))
+            image, crop = _resize_and_crop(image, self.buckets[index])
+            crops.append(crop)
+            array = np.asarray(image, dtype=np.float32) / 127.5 - 1.0
+            pixels.append(torch.from_numpy(array).permute(2, 0, 1))
+            captions.append(record.caption)
+        weights = torch.tensor([self.records[i].loss_weight for i in indices], dtype=torch.float32)
+        return {"pixels": torch.stack(pixels), "captions": captions, "original_sizes": original_sizes, "crops": crops,
+                "loss_weights": weights}

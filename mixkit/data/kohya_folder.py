@@ -1,0 +1,75 @@
+"""Scan a kohya-style training folder: `<root>/<repeats>_<concept>/image.png` + `image.txt`.
+
+A subfolder named `10_sks dog` means "repeat these images 10 times per epoch, concept `sks dog`"
+(kohya's DreamBooth convention). Images directly in the root count once, concept = root name.
+Unreadable images are skipped and reported, never fatal: one corrupt file among thousands should
+not cost a training run.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+from mixkit.data.captions import MISSING_CAPTION_POLICIES, read_caption
+from mixkit.data.image_probe import is_image_file, probe_image
+from mixkit.data.records import ImageRecord, ScanReport
+
+logger = logging.getLogger(__name__)
+
+REPEAT_FOLDER = re.compile(r"^(\d+)_(.+)$")
+
+
+def parse_repeat_folder(name: str) -> tuple[int, str] | None:
+    """`10_sks dog` -> (10, "sks dog"); None for a folder without the repeat prefix."""
+    match = REPEAT_FOLDER.match(name)
+    if not match:
+        return None
+    return int(match.group(1)), match.group(2).strip()
+
+
+def _check_inputs(root: Path, missing_captions: str, caption_extension: str) -> None:
+    if not root.is_dir():
+        what = "is a file" if root.exists() else "does not exist"
+        raise FileNotFoundError(f"Dataset folder {str(root)!r} {what}; pass a folder of images with .txt captions.")
+    MISSING_CAPTION_POLICIES.get(missing_captions)
+    if not caption_extension.startswith("."):
+        raise ValueError(f"caption_extension must start with a dot, like '.txt', got {caption_extension!r}")
+
+
+def _scan_images(folder: Path, repeats: int, concept: str, policy: str, extension: str, report: ScanReport) -> None:
+    choose_caption = MISSING_CAPTION_POLICIES.get(policy)
+    for image in sorted(p for p in folder.iterdir() if is_image_file(p)):
+        size = probe_image(image)
+        if isinstance(size, str):
+            report.skipped.append((image, size))
+            logger.warning("Skipping unreadable training image %s: %s", image, size)
+            continue
+        caption = read_caption(image, extension)
+        if caption is None:
+            caption = choose_caption(image, concept)
+            message = f"{image} has no {extension} caption; using {caption!r} (missing_captions={policy!r})"
+            report.warnings.append(message)
+            logger.warning(message)
+        report.records.append(ImageRecord(image, caption, repeats, concept, size[0], size[1]))
+
+
+def scan_kohya_folder(root: str | Path, *, missing_captions: str = "folder_name",
+                      caption_extension: str = ".txt") -> ScanReport:
+    """Every usable image under `root` with caption and repeat count; skipped files listed in the report."""
+    root = Path(root).expanduser()
+    _check_inputs(root, missing_captions, caption_extension)
+    report = ScanReport()
+    _scan_images(root, 1, root.name, missing_captions, caption_extension, report)
+    for sub in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        parsed = parse_repeat_folder(sub.name)
+        if parsed is None:
+            report.warnings.append(f"{sub} is not named '<repeats>_<concept>' (like '10_dog'); its images are ignored")
+            logger.warning(report.warnings[-1])
+            continue
+        repeats, concept = parsed
+        if repeats < 1:
+            raise ValueError(f"Folder {str(sub)!r} asks for {repeats} repeats; use at least 1 (like '1_{concept}').")
+        _scan_images(sub, repeats, concept, missing_captions, caption_extension, report)
+    return report

@@ -1,0 +1,45 @@
+"""What a scan of a dataset produces: one record per usable image, plus what was skipped and why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ImageRecord:
+    """One training image: where it is, its caption, how often an epoch repeats it, its pixel size."""
+
+    path: Path
+    caption: str
+    repeats: int = 1
+    concept: str = ""
+    width: int = 0
+    height: int = 0
+    loss_weight: float = 1.0  # DreamBooth class (prior-preservation) images get the prior loss weight
+
+
+@dataclass
+class ScanReport:
+    """Images kept, and images skipped with the reason (corrupt file, missing caption...)."""
+
+    records: list[ImageRecord] = field(default_factory=list)
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def tag_frequency(self) -> dict[str, dict[str, int]]:
+        """kohya's `ss_tag_frequency`: per concept folder, how many images carry each comma tag."""
+        result: dict[str, dict[str, int]] = {}
+        for record in self.records:
+            counts = result.setdefault(record.concept or "dataset", {})
+            for tag in {t.strip() for t in record.caption.split(",") if t.strip()}:
+                counts[tag] = counts.get(tag, 0) + 1
+        return result
+
+    def dataset_dirs(self) -> dict[str, dict[str, int]]:
+        """kohya's `ss_dataset_dirs`: per concept folder, its repeat count and image count."""
+        result: dict[str, dict[str, int]] = {}
+        for record in self.records:
+            entry = result.setdefault(record.concept or "dataset", {"n_repeats": record.repeats, "img_count": 0})
+            entry["img_count"] += 1
+        return result

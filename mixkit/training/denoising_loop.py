@@ -1,0 +1,120 @@
+"""The training loop shared by the SD trainers (LoRA and full fine-tune): data order, noise, loss, steps.
+
+The loop owns its data order and randomness instead of delegating them to a DataLoader: micro-batch
+i of the run is batch i of the deterministic epoch order (seed, epoch), and its noise, timesteps and
+VAE sample come from a generator seeded by (seed, i). A resumed run therefore only needs weights,
+optimizer, LR schedule and step count to continue exactly. With W processes, process r takes
+micro-batches r, r + W, ..., which is the same set one process sees with W-fold accumulation.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable, Iterable
+
+import torch
+from torch import nn
+
+from mixkit.training import diffusion_objective as objective
+from mixkit.training.text_conditioning import encode_sd, encode_sdxl
+from mixkit.training.training_state import checkpoint_path, save_training_state
+
+MAX_GRAD_NORM = 1.0  # kohya's and diffusers' default clipping
+SEED_STRIDE = 1_000_003  # a prime, so (seed, micro-batch) pairs map to distinct generator seeds
+
+
+class ConditionedDenoiser(nn.Module):
+    """UNet + text encoders (+ optional adapters): captions in, predicted noise/velocity out.
+
+    One module for what accelerate wraps, so DDP sees every trainable parameter (UNet, adapters).
+    """
+
+    def __init__(self, model, train_text_encoder: bool = False, adapters: nn.Module | None = None) -> None:
+        super().__init__()
+        self.unet = model.unet
+        self.text_encoders = nn.ModuleList(model.text_encoders)
+        self.adapters = adapters
+        self.tokenizers = model.tokenizers
+        self.is_sdxl = model.family.value == "sdxl"
+        self.train_text_encoder = train_text_encoder
+
+    def forward(self, noisy_latents, timesteps, captions, original_sizes, crops):
+        with torch.set_grad_enabled(self.train_text_encoder and torch.is_grad_enabled()):
+            if self.is_sdxl:
+                target_size = (noisy_latents.shape[-2] * 8, noisy_latents.shape[-1] * 8)
+                cond = encode_sdxl(list(self.text_encoders), self.tokenizers, captions, noisy_latents.device,
+                                   original_sizes, crops, target_size)
+            else:
+                cond = encode_sd(list(self.text_encoders), self.tokenizers, captions, noisy_latents.device)
+        return self.unet(noisy_latents, timesteps, **cond).sample
+
+
+def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimizer, lr_schedule, step: int,
+                       stop_at_step: int | None, checkpoint_dir: Path, fingerprint: str,
+                       clipped: Callable[[], Iterable[torch.nn.Parameter]], trainable_state: Callable[[], dict],
+                       result, after_optimizer_step: Callable[[], None] | None = None) -> int:
+    """Train from `step` to `stop_at_step` or `config.max_steps`; appends losses and checkpoints to `result`."""
+    from diffusers import DDPMScheduler
+    from tqdm.auto import tqdm
+
+    noise_schedule = DDPMScheduler.from_config(model.scheduler_config)
+    alphas_cumprod = noise_schedule.alphas_cumprod
+    num_timesteps = noise_schedule.config.num_train_timesteps
+    world, rank = accelerator.num_processes, accelerator.process_index
+    accum = config.gradient_accumulation_steps
+    batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
+    epoch_cache: dict[int, list[list[int]]] = {}
+    vae, scaling = model.vae, model.vae.config.scaling_factor
+    end = stop_at_step or config.max_steps
+    bar = tqdm(total=config.max_steps, initial=step, disable=not accelerator.is_local_main_process, desc="train")
+    tick = time.perf_counter()
+    while step < end:
+        step_loss = 0.0
+        for micro in range(accum):
+            index = (step * accum + micro) * world + rank
+            epoch, position = divmod(index, batches_per_epoch)
+            if epoch not in epoch_cache:
+                epoch_cache = {epoch: dataset.epoch_batches(epoch, config.batch_size, config.seed)}
+            batch = dataset.load_batch(epoch_cache[epoch][position])
+            generator = torch.Generator().manual_seed(config.seed * SEED_STRIDE + index)
+            with accelerator.accumulate(denoiser):
+                with torch.no_grad():
+                    pixels = batch["pixels"].to(accelerator.device, vae.dtype)
+                    latents = vae.encode(pixels).latent_dist.sample(generator=generator) * scaling
+                noise = objective.offset_noise(latents.shape, generator, config.noise_offset)
+                timesteps = torch.randint(0, num_timesteps, (latents.shape[0],), generator=generator)
+                noisy = objective.add_noise(latents, noise, timesteps, alphas_cumprod)
+                prediction = denoiser(noisy, timesteps.to(accelerator.device), batch["captions"],
+                                      batch["original_sizes"], batch["crops"])
+                target = objective.diffusion_target(latents, noise, timesteps, alphas_cumprod, model.prediction_type)
+                weights = batch["loss_weights"]
+                if config.min_snr_gamma:
+                    weights = weights * objective.min_snr_weights(alphas_cumprod, timesteps, config.min_snr_gamma,
+                                                                  model.prediction_type)
+                loss = objective.weighted_mse(prediction, target, weights)
+                accelerator.backward(loss)
+                if accelerator.sync_gradients:
+                    accelerator.clip_grad_norm_(clipped(), MAX_GRAD_NORM)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            step_loss += loss.detach().item() / accum
+        # Stepped by hand once per optimizer step: accelerate's scheduler wrapper would step it once
+        # per process, making the schedule depend on the number of processes.
+        lr_schedule.step()
+        if after_optimizer_step is not None:
+            after_optimizer_step()
+        step += 1
+        mean_loss = accelerator.reduce(torch.tensor(step_loss, device=accelerator.device), "mean").item()
+        result.losses.append(mean_loss)
+        bar.update(1)
+        bar.set_postfix(loss=f"{mean_loss:.4f}", its=f"{1 / max(time.perf_counter() - tick, 1e-9):.2f}")
+        tick = time.perf_counter()
+        due = config.checkpoint_every and step % config.checkpoint_every == 0
+        if (due or step == stop_at_step) and accelerator.is_main_process:
+            result.last_checkpoint = save_training_state(
+                checkpoint_path(checkpoint_dir, step), step=step, fingerprint=fingerprint, trainable=trainable_state(),
+                optimizer=getattr(optimizer, "optimizer", optimizer), scheduler=lr_schedule, config_json=config.to_json())
+        accelerator.wait_for_everyone()
+    bar.close()
+    return step

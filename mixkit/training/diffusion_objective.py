@@ -1,0 +1,69 @@
+"""The denoising objective of Stable Diffusion training, as pure functions on tensors.
+
+Kept free of models and optimizers so each piece (noise offset, target, min-SNR weights) is
+testable on its own against the formulas of the papers.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def offset_noise(shape, generator: torch.Generator, offset: float, dtype=torch.float32) -> torch.Tensor:
+    """Gaussian noise plus `offset` * per-channel constant noise (Guttenberg 2023, "noise offset").
+
+    Plain noise never shifts an image's mean, so models cannot learn very dark or bright images;
+    the constant term lets them.
+    """
+    noise = torch.randn(shape, generator=generator, dtype=dtype)
+    if offset:
+        noise = noise + offset * torch.randn((shape[0], shape[1], 1, 1), generator=generator, dtype=dtype)
+    return noise
+
+
+def snr(alphas_cumprod: torch.Tensor, timesteps: torch.Tensor) -> torch.Tensor:
+    """Signal-to-noise ratio alpha_bar / (1 - alpha_bar) at each timestep."""
+    alpha_bar = alphas_cumprod.to(torch.float64)[timesteps]
+    return (alpha_bar / (1.0 - alpha_bar)).to(torch.float32)
+
+
+def min_snr_weights(alphas_cumprod: torch.Tensor, timesteps: torch.Tensor, gamma: float,
+                    prediction_type: str) -> torch.Tensor:
+    """Per-sample loss weights of Min-SNR-gamma (Hang et al. 2023, eq. 10) for an MSE on the model output.
+
+    For epsilon targets the weight is min(SNR, gamma) / SNR; for v targets min(SNR, gamma) / (SNR + 1),
+    the paper's conversion of the same x0-space weighting to each parameterisation.
+    """
+    ratio = snr(alphas_cumprod, timesteps)
+    clipped = torch.clamp(ratio, max=gamma)
+    if prediction_type == "v_prediction":
+        return clipped / (ratio + 1.0)
+    if prediction_type == "epsilon":
+        return clipped / ratio
+    raise ValueError(f"min-SNR weighting supports prediction types 'epsilon' and 'v_prediction', got {prediction_type!r}")
+
+
+def diffusion_target(latents: torch.Tensor, noise: torch.Tensor, timesteps: torch.Tensor,
+                     alphas_cumprod: torch.Tensor, prediction_type: str) -> torch.Tensor:
+    """What the UNet should output: the noise (epsilon) or the velocity v = sqrt(a) eps - sqrt(1-a) x0."""
+    if prediction_type == "epsilon":
+        return noise
+    if prediction_type == "v_prediction":
+        alpha_bar = alphas_cumprod[timesteps].to(latents.dtype).view(-1, 1, 1, 1)
+        return alpha_bar.sqrt() * noise - (1 - alpha_bar).sqrt() * latents
+    raise ValueError(f"training supports prediction types 'epsilon' and 'v_prediction', got {prediction_type!r}")
+
+
+def add_noise(latents: torch.Tensor, noise: torch.Tensor, timesteps: torch.Tensor,
+              alphas_cumprod: torch.Tensor) -> torch.Tensor:
+    """Forward diffusion q(x_t | x_0) = sqrt(a_bar) x_0 + sqrt(1 - a_bar) eps."""
+    alpha_bar = alphas_cumprod[timesteps].to(latents.dtype).view(-1, 1, 1, 1)
+    return alpha_bar.sqrt() * latents + (1 - alpha_bar).sqrt() * noise
+
+
+def weighted_mse(prediction: torch.Tensor, target: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    """Mean squared error per sample, optionally weighted, averaged over the batch."""
+    per_sample = (prediction.float() - target.float()).pow(2).flatten(1).mean(dim=1)
+    if weights is not None:
+        per_sample = per_sample * weights
+    return per_sample.mean()

@@ -1,0 +1,110 @@
+"""Trainable LoRA / LoCon adapters attached to a frozen UNet and text encoders, in kohya's layout.
+
+Each adapter is `up(down(x)) * alpha / rank` added to the output of an existing Linear or Conv2d
+through a forward hook, so the base model's own modules and state-dict names stay untouched and
+removing the hooks restores it exactly. Module names follow kohya's sd-scripts
+(`lora_unet_<diffusers path with _>`), so `LoraNetwork.state_dict()` *is* the shareable file:
+`<name>.lora_down.weight`, `<name>.lora_up.weight`, `<name>.alpha`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+# Which parent modules are adapted, as in kohya's networks/lora.py: attention blocks always,
+# ResNet and resampling blocks only for LoCon (their 3x3 convs are where LoCon adds capacity).
+UNET_ATTENTION_PARENTS = ("Transformer2DModel",)
+UNET_CONV_PARENTS = ("ResnetBlock2D", "Downsample2D", "Upsample2D")
+TEXT_ENCODER_PARENTS = ("CLIPAttention", "CLIPSdpaAttention", "CLIPMLP")
+
+
+class LoraAdapter(nn.Module):
+    """down (rank outputs, same kernel/stride/padding as the base layer) then up (1x1), scaled by alpha/rank."""
+
+    def __init__(self, base: nn.Module, rank: int, alpha: float) -> None:
+        super().__init__()
+        if isinstance(base, nn.Conv2d):
+            self.lora_down = nn.Conv2d(base.in_channels, rank, base.kernel_size, base.stride, base.padding, bias=False)
+            self.lora_up = nn.Conv2d(rank, base.out_channels, 1, bias=False)
+        else:
+            self.lora_down = nn.Linear(base.in_features, rank, bias=False)
+            self.lora_up = nn.Linear(rank, base.out_features, bias=False)
+        # kohya's initialisation: random down, zero up, so training starts from the unchanged model.
+        nn.init.kaiming_uniform_(self.lora_down.weight, a=math.sqrt(5))
+        nn.init.zeros_(self.lora_up.weight)
+        self.register_buffer("alpha", torch.tensor(float(alpha)))
+        self.rank = rank
+        self.multiplier = 1.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lora_up(self.lora_down(x)) * (self.multiplier * self.alpha / self.rank)
+
+
+def _is_1x1(module: nn.Module) -> bool:
+    return isinstance(module, nn.Conv2d) and tuple(module.kernel_size) == (1, 1)
+
+
+def find_targets(root: nn.Module, parents: tuple[str, ...], *, include_3x3: bool) -> list[tuple[str, nn.Module]]:
+    """(dotted path, layer) of every Linear/Conv2d inside modules whose class name is in `parents`."""
+    found: dict[str, nn.Module] = {}
+    for parent_name, parent in root.named_modules():
+        if type(parent).__name__ not in parents:
+            continue
+        for child_name, child in parent.named_modules():
+            if isinstance(child, nn.Linear) or _is_1x1(child) or (include_3x3 and isinstance(child, nn.Conv2d)):
+                found[f"{parent_name}.{child_name}".strip(".")] = child
+    return sorted(found.items())
+
+
+class LoraNetwork(nn.Module):
+    """All adapters of one run, keyed by kohya module name; `attach`/`detach` manage the hooks."""
+
+    def __init__(self, unet: nn.Module, text_encoders: list[nn.Module], *, rank: int, alpha: float,
+                 conv_rank: int | None = None, conv_alpha: float | None = None, train_text_encoder: bool = False) -> None:
+        super().__init__()
+        self.adapters = nn.ModuleDict()
+        self._targets: dict[str, nn.Module] = {}
+        self._hooks: list = []
+        groups = [("lora_unet", unet, UNET_ATTENTION_PARENTS, False)]
+        if conv_rank:
+            groups.append(("lora_unet", unet, UNET_CONV_PARENTS, True))
+        if train_text_encoder:
+            prefixes = ["lora_te"] if len(text_encoders) == 1 else ["lora_te1", "lora_te2"]
+            groups += [(p, te, TEXT_ENCODER_PARENTS, False) for p, te in zip(prefixes, text_encoders)]
+        for prefix, root, parents, include_3x3 in groups:
+            # transformers 5 dropped CLIPTextModel's `text_model.` level; shared files (A1111, kohya,
+            # diffusers' converter) still name text-encoder modules `text_model_encoder_...`.
+            level = "text_model." if prefix.startswith("lora_te") and not hasattr(root, "text_model") else ""
+            for path, layer in find_targets(root, parents, include_3x3=include_3x3):
+                name = f"{prefix}_{(level + path).replace('.', '_')}"
+                if name in self.adapters:
+                    continue
+                is_3x3 = isinstance(layer, nn.Conv2d) and not _is_1x1(layer)
+                self.adapters[name] = LoraAdapter(layer, conv_rank if is_3x3 else rank, conv_alpha if is_3x3 else alpha)
+                self._targets[name] = layer
+
+    def attach(self) -> "LoraNetwork":
+        """Add each adapter's output to its layer's output (idempotent)."""
+        self.detach()
+        for name, layer in self._targets.items():
+            adapter = self.adapters[name]
+            self._hooks.append(layer.register_forward_hook(lambda _m, args, out, a=adapter: out + a(args[0])))
+        return self
+
+    def detach(self) -> None:
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks.clear()
+
+    def parameter_groups(self, unet_lr: float, text_encoder_lr: float) -> list[dict]:
+        unet = [p for n, a in self.adapters.items() if n.startswith("lora_unet") for p in a.parameters()]
+        te = [p for n, a in self.adapters.items() if n.startswith("lora_te") for p in a.parameters()]
+        return [g for g in ({"params": unet, "lr": unet_lr}, {"params": te, "lr": text_encoder_lr}) if g["params"]]
+
+    def kohya_state_dict(self) -> dict[str, torch.Tensor]:
+        """The tensors of the shareable file: float32 copies with kohya's key names."""
+        return {f"{name}.{key}": value.detach().float().cpu().clone()
+                for name, adapter in self.adapters.items() for key, value in adapter.state_dict().items()}

@@ -1,0 +1,128 @@
+"""Full UNet fine-tune (or from-scratch training of a small UNet) of Stable Diffusion, with EMA.
+
+Uses the same deterministic loop as the LoRA trainer (`run_denoising_loop`), so resume is exact;
+the EMA shadow weights are part of each checkpoint. The result is a complete diffusers folder
+(the base model's other components copied, the UNet replaced by the EMA or the raw weights),
+assembled in a temporary folder and renamed into place, so a failed save leaves no partial model.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from mixkit.data import BucketedImageDataset, BucketSettings
+from mixkit.training.accelerator_setup import make_accelerator
+from mixkit.training.denoising_loop import ConditionedDenoiser, run_denoising_loop
+from mixkit.training.ema import EmaWeights
+from mixkit.training.sd_finetune_config import SDFinetuneConfig
+from mixkit.training.sd_lora_trainer import TrainingResult, scan_dataset
+from mixkit.training.training_state import architecture_fingerprint, load_training_state, restore_rng_states
+
+logger = logging.getLogger(__name__)
+
+
+def _check_paths(config: SDFinetuneConfig) -> None:
+    if not (Path(config.model) / "model_index.json").is_file():
+        raise ValueError(f"Full fine-tuning needs a diffusers model folder (with model_index.json) as model, "
+                         f"got {config.model!r}; convert a single-file checkpoint to a folder first.")
+    output = Path(config.output)
+    if output.exists() and (not output.is_dir() or any(output.iterdir())):
+        raise ValueError(f"Output {str(output)!r} already exists and is not empty; choose a new folder "
+                         "(a trained model never overwrites another).")
+
+
+def _write_model_folder(config: SDFinetuneConfig, unet) -> Path:
+    """Copy the base model folder, save `unet` into it, then rename the whole folder into place."""
+    output = Path(config.output).absolute()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    temp = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent))
+    try:
+        shutil.copytree(config.model, temp, dirs_exist_ok=True, ignore=shutil.ignore_patterns("unet"))
+        unet.save_pretrained(temp / "unet")
+        (temp / "mixkit_training_config.json").write_text(config.to_json(), encoding="utf-8")
+        if output.exists():
+            output.rmdir()  # checked empty before training
+        os.replace(temp, output)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    return output
+
+
+def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = None) -> TrainingResult:
+    """Fine-tune (or train from scratch) the UNet of `config.model`; writes the model folder `config.output`."""
+    from mixkit.models.diffusion.loading import load_diffusion_model
+
+    # 1. Validate settings, paths and data before loading the model.
+    config.check()
+    if stop_at_step is not None and not 0 < stop_at_step <= config.max_steps:
+        raise ValueError(f"stop_at_step must be in 1..max_steps={config.max_steps}, got {stop_at_step}")
+    _check_paths(config)
+    report = scan_dataset(config)
+    dataset = BucketedImageDataset(report.records, config.resolution,
+                                   BucketSettings(config.bucketing, step=config.bucket_step), source=config.dataset)
+    accelerator = make_accelerator(mixed_precision=config.mixed_precision,
+                                   gradient_accumulation_steps=config.gradient_accumulation_steps)
+    started = time.time()
+
+    # 2. Model: frozen VAE and text encoders, trainable UNet (re-initialised when training from scratch).
+    model = load_diffusion_model(config.model)
+    for module in [model.vae, *model.text_encoders]:
+        module.requires_grad_(False)
+    torch.manual_seed(config.seed)
+    if config.from_scratch:
+        model.unet = type(model.unet).from_config(model.unet.config)
+    unet = model.unet.requires_grad_(True).train()
+    if config.gradient_checkpointing:
+        unet.enable_gradient_checkpointing()
+    parameters = [p for p in unet.parameters()]
+    ema = EmaWeights(parameters, config.ema_decay) if config.use_ema else None
+    optimizer = torch.optim.AdamW(parameters, lr=config.learning_rate, weight_decay=1e-2)
+    warmup = config.warmup_steps
+    lr_schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
+    fingerprint = architecture_fingerprint(dict(unet.state_dict()), {"trainer": "sd-finetune", "ema": config.use_ema})
+
+    def trainable_state() -> dict:
+        return {**{f"unet.{k}": v for k, v in unet.state_dict().items()}, **(ema.state_dict() if ema else {})}
+
+    # 3. Resume.
+    step = 0
+    if config.resume_from:
+        state = load_training_state(config.resume_from, fingerprint)
+        unet.load_state_dict({k[5:]: v for k, v in state["trainable"].items() if k.startswith("unet.")})
+        if ema:
+            ema.load_state_dict(state["trainable"])
+        optimizer.load_state_dict(state["optimizer"])
+        lr_schedule.load_state_dict(state["scheduler"])
+        restore_rng_states(state["rng"])
+        step = state["step"]
+    denoiser, optimizer = accelerator.prepare(ConditionedDenoiser(model), optimizer)
+
+    # 4. Train; the EMA follows every optimizer step.
+    result = TrainingResult(output=None, steps=step, skipped_images=list(report.skipped))
+    step = run_denoising_loop(
+        config, accelerator=accelerator, model=model, denoiser=denoiser, dataset=dataset, optimizer=optimizer,
+        lr_schedule=lr_schedule, step=step, stop_at_step=stop_at_step,
+        checkpoint_dir=Path(config.checkpoint_dir or f"{config.output}-checkpoints"), fingerprint=fingerprint,
+        clipped=lambda: parameters, trainable_state=trainable_state, result=result,
+        after_optimizer_step=(lambda: ema.update(parameters)) if ema else None)
+    result.steps = step
+
+    # 5. Save the whole model with the EMA (or raw) UNet weights.
+    if step == config.max_steps and accelerator.is_main_process:
+        unet.eval()
+        if config.gradient_checkpointing:
+            unet.disable_gradient_checkpointing()
+        if ema:
+            ema.copy_to(parameters)
+        result.output = _write_model_folder(config, unet)
+    result.seconds = time.time() - started
+    logger.info("Fine-tuned %d steps in %.1f s; output %s", step, result.seconds, result.output)
+    return result

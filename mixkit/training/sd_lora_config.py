@@ -1,0 +1,92 @@
+"""Settings of a Stable Diffusion LoRA / LoCon run, as a typed dataclass that round-trips to JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from mixkit.registry import Registry
+
+MIXED_PRECISION = ("no", "bf16", "fp16")
+NETWORK_KINDS: Registry[str] = Registry("network kind")
+NETWORK_KINDS.register("lora", "LoRA on attention/MLP linears and 1x1 convs (kohya networks.lora)")
+NETWORK_KINDS.register("locon", "LoRA plus ResNet/down/upsample 3x3 convs (kohya conv_dim, LyCORIS LoCon)")
+
+
+@dataclass
+class SDLoraTrainingConfig:
+    """Everything that decides the result of a run; saved next to the output so it can be repeated."""
+
+    model: str
+    dataset: str
+    output: str
+    network: str = "lora"
+    rank: int = 4
+    alpha: float = 1.0
+    conv_rank: int = 4
+    conv_alpha: float = 1.0
+    train_text_encoder: bool = False
+    resolution: int = 512
+    bucketing: bool = False
+    bucket_step: int = 64
+    missing_captions: str = "folder_name"
+    class_dataset: str | None = None
+    prior_loss_weight: float = 1.0
+    batch_size: int = 1
+    gradient_accumulation_steps: int = 1
+    max_steps: int = 100
+    learning_rate: float = 1e-4
+    text_encoder_learning_rate: float | None = None
+    warmup_steps: int = 0
+    seed: int = 0
+    noise_offset: float = 0.0
+    min_snr_gamma: float | None = None
+    mixed_precision: str = "no"
+    gradient_checkpointing: bool = False
+    checkpoint_every: int = 0
+    checkpoint_dir: str | None = None
+    resume_from: str | None = None
+    output_name: str | None = None
+
+    def check(self) -> None:
+        """Raise ValueError naming the first setting out of range."""
+        NETWORK_KINDS.get(self.network)
+        for name in ("rank", "batch_size", "gradient_accumulation_steps", "max_steps", "resolution"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.network == "locon" and (not isinstance(self.conv_rank, int) or self.conv_rank <= 0):
+            raise ValueError(f"conv_rank must be a positive integer for a LoCon network, got {self.conv_rank!r}")
+        if self.resolution % 8:
+            raise ValueError(f"resolution must be divisible by 8 (the VAE downsamples by 8), got {self.resolution}; "
+                             f"try {self.resolution // 8 * 8 or 8}")
+        for name in ("learning_rate", "text_encoder_learning_rate", "alpha", "conv_alpha", "noise_offset", "min_snr_gamma",
+                     "prior_loss_weight"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
+        if self.min_snr_gamma is not None and self.min_snr_gamma <= 0:
+            raise ValueError(f"min_snr_gamma must be > 0 (5 is the paper's value) or None, got {self.min_snr_gamma!r}")
+        if self.mixed_precision not in MIXED_PRECISION:
+            raise ValueError(f"mixed_precision must be one of {MIXED_PRECISION}, got {self.mixed_precision!r}")
+        if self.checkpoint_every < 0 or self.warmup_steps < 0:
+            raise ValueError(f"checkpoint_every and warmup_steps must be >= 0, got {self.checkpoint_every}, {self.warmup_steps}")
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json_file(cls, path: str | Path) -> "SDLoraTrainingConfig":
+        """Load a config; unknown keys are an error naming them (a typo must not be silently ignored)."""
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"{path}: unknown config keys {unknown}; valid keys: {sorted(known)}")
+        return cls(**data)

@@ -1,0 +1,167 @@
+"""Train a LoRA / LoCon on Stable Diffusion 1.x/2.x/SDXL with accelerate, and export it in kohya format.
+
+Adapters are attached to the frozen model with hooks (`LoraNetwork`), trained by the shared
+`run_denoising_loop` (deterministic data order and noise, so resume is exact), and written as the
+kohya `.safetensors` people share; the caller's model is left as it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from mixkit.data import BucketedImageDataset, BucketSettings, ScanReport, scan_jsonl_manifest, scan_kohya_folder
+from mixkit.training.accelerator_setup import make_accelerator
+from mixkit.training.denoising_loop import ConditionedDenoiser, run_denoising_loop
+from mixkit.training.kohya_export import save_kohya_lora, training_metadata
+from mixkit.training.lora_network import LoraNetwork
+from mixkit.training.sd_lora_config import SDLoraTrainingConfig
+from mixkit.training.training_state import architecture_fingerprint, load_training_state, restore_rng_states
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainingResult:
+    output: Path | None
+    steps: int
+    losses: list[float] = field(default_factory=list)
+    last_checkpoint: Path | None = None
+    skipped_images: list = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _scan(path: Path, missing_captions: str) -> ScanReport:
+    if path.suffix.lower() == ".jsonl":
+        return scan_jsonl_manifest(path)
+    return scan_kohya_folder(path, missing_captions=missing_captions)
+
+
+def scan_dataset(config) -> ScanReport:
+    """The training images, plus DreamBooth class images (weighted by `prior_loss_weight`) if configured.
+
+    Prior preservation (Ruiz et al. 2023) trains on generic images of the class ("a dog") alongside
+    the instance images ("a sks dog") so the model does not forget the class; as in kohya, the class
+    images are simply more samples whose loss is scaled by the prior loss weight.
+    """
+    report = _scan(Path(config.dataset), config.missing_captions)
+    class_dataset = getattr(config, "class_dataset", None)
+    if class_dataset:
+        prior = _scan(Path(class_dataset), config.missing_captions)
+        if not prior.records:
+            raise ValueError(f"class_dataset {class_dataset!r} has no usable images; add class images or unset it.")
+        weight = config.prior_loss_weight
+        report.records += [dataclasses.replace(r, loss_weight=weight, concept=f"class: {r.concept}") for r in prior.records]
+        report.skipped += prior.skipped
+        report.warnings += prior.warnings
+    return report
+
+
+def _freeze(model) -> None:
+    for module in [model.unet, model.vae, *model.text_encoders]:
+        module.requires_grad_(False)
+
+
+def _settings(config: SDLoraTrainingConfig) -> dict:
+    keys = ("learning_rate", "text_encoder_learning_rate", "max_steps", "batch_size", "gradient_accumulation_steps",
+            "resolution", "seed", "noise_offset", "min_snr_gamma", "mixed_precision", "gradient_checkpointing", "bucketing",
+            "prior_loss_weight")
+    renamed = {"max_steps": "max_train_steps", "batch_size": "batch_size_per_device", "bucketing": "enable_bucket"}
+    return {renamed.get(k, k): getattr(config, k) for k in keys}
+
+
+def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = None, model=None) -> TrainingResult:
+    """Run (or resume) a LoRA training; writes `config.output` unless stopped early by `stop_at_step`.
+
+    `stop_at_step` ends the run after that step with a checkpoint (for time-sliced jobs); `model`
+    lets a caller pass an already loaded `DiffusionModel` instead of loading `config.model`.
+    """
+
+    # 1. Validate settings and data before loading anything heavy.
+    config.check()
+    if stop_at_step is not None and not 0 < stop_at_step <= config.max_steps:
+        raise ValueError(f"stop_at_step must be in 1..max_steps={config.max_steps}, got {stop_at_step}")
+    report = scan_dataset(config)
+    dataset = BucketedImageDataset(report.records, config.resolution,
+                                   BucketSettings(config.bucketing, step=config.bucket_step), source=config.dataset)
+    accelerator = make_accelerator(mixed_precision=config.mixed_precision,
+                                   gradient_accumulation_steps=config.gradient_accumulation_steps)
+    started = time.time()
+
+    # 2. Load and freeze the base model; attach adapters initialised from the seed.
+    if model is None:
+        from mixkit.models.diffusion.loading import load_diffusion_model
+
+        model = load_diffusion_model(config.model)
+    _freeze(model)
+    torch.manual_seed(config.seed)
+    conv_rank = config.conv_rank if config.network == "locon" else None
+    network = LoraNetwork(model.unet, model.text_encoders, rank=config.rank, alpha=config.alpha, conv_rank=conv_rank,
+                          conv_alpha=config.conv_alpha, train_text_encoder=config.train_text_encoder).attach()
+    if config.gradient_checkpointing:
+        model.unet.enable_gradient_checkpointing()
+    model.unet.train()
+    denoiser = ConditionedDenoiser(model, config.train_text_encoder, adapters=network)
+    te_lr = config.text_encoder_learning_rate if config.text_encoder_learning_rate is not None else config.learning_rate
+    optimizer = torch.optim.AdamW(network.parameter_groups(config.learning_rate, te_lr), weight_decay=1e-2)
+    warmup = config.warmup_steps
+    lr_schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
+    fingerprint = architecture_fingerprint(
+        network.kohya_state_dict(),
+        {"unet": {k: v for k, v in dict(model.unet.config).items() if not k.startswith("_")}, "family": model.family.value},
+    )
+
+    # 3. Resume: weights, optimizer, schedule, RNGs and step.
+    step = 0
+    if config.resume_from:
+        state = load_training_state(config.resume_from, fingerprint)
+        network.load_state_dict(state["trainable"])
+        optimizer.load_state_dict(state["optimizer"])
+        lr_schedule.load_state_dict(state["scheduler"])
+        restore_rng_states(state["rng"])
+        step = state["step"]
+    denoiser, optimizer = accelerator.prepare(denoiser, optimizer)
+
+    # 4. Train (the loop is shared with the full fine-tune trainer).
+    checkpoint_dir = Path(config.checkpoint_dir or Path(config.output).with_suffix("").as_posix() + "-checkpoints")
+    result = TrainingResult(output=None, steps=step, skipped_images=list(report.skipped))
+    try:
+        step = run_denoising_loop(
+            config, accelerator=accelerator, model=model, denoiser=denoiser, dataset=dataset, optimizer=optimizer,
+            lr_schedule=lr_schedule, step=step, stop_at_step=stop_at_step, checkpoint_dir=checkpoint_dir,
+            fingerprint=fingerprint, clipped=lambda: network.parameters(), trainable_state=network.state_dict,
+            result=result)
+        accum, world = config.gradient_accumulation_steps, accelerator.num_processes
+        batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
+        result.steps = step
+
+        # 5. Export the kohya file (main process only), then detach so the caller's model is unchanged.
+        if step == config.max_steps and accelerator.is_main_process:
+            metadata = training_metadata(
+                network=config.network, rank=config.rank, alpha=config.alpha, conv_rank=conv_rank,
+                conv_alpha=config.conv_alpha,
+                family=model.family.value, train_text_encoder=config.train_text_encoder,
+                tag_frequency=report.tag_frequency(), dataset_dirs=report.dataset_dirs(), num_images=len(dataset),
+                settings={**_settings(config), "steps": step, "epoch": math.ceil(step * accum * world / batches_per_epoch),
+                          "output_name": config.output_name or Path(config.output).stem},
+                started_at=started, base_model_name=getattr(model, "name", str(config.model)))
+            metadata["mixkit_training_config"] = config.to_json()
+            result.output = save_kohya_lora(network.kohya_state_dict(), config.output, metadata)
+    finally:
+        # Also on errors (disk full, interrupt): the caller's model must come back unchanged.
+        network.detach()
+        model.unet.eval()
+        if config.gradient_checkpointing:
+            model.unet.disable_gradient_checkpointing()
+    result.seconds = time.time() - started
+    if accelerator.is_main_process:
+        logger.info("Trained %d steps in %.1f s; final loss %.4f; skipped %d unreadable images; output %s",
+                    step, result.seconds, result.losses[-1] if result.losses else float("nan"),
+                    len(report.skipped), result.output)
+    return result

@@ -1,0 +1,40 @@
+"""Every trainer by name (`sd-lora`, `clip`, ...), for the CLI and apps; imports happen on use.
+
+An entry names its config dataclass and its train function as import paths, so listing trainers
+(`mixkit train --help`) does not import torch, diffusers or transformers.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from mixkit.registry import Registry
+
+
+@dataclass(frozen=True)
+class TrainerEntry:
+    """Where a trainer's config class and train function live, and what it trains."""
+
+    config: str
+    train: str
+    description: str
+
+    def load(self):
+        """(config class, train function)."""
+        config_module, config_name = self.config.rsplit(".", 1)
+        train_module, train_name = self.train.rsplit(".", 1)
+        return (getattr(importlib.import_module(config_module), config_name),
+                getattr(importlib.import_module(train_module), train_name))
+
+
+TRAINERS: Registry[TrainerEntry] = Registry("trainer")
+TRAINERS.register("sd-lora", TrainerEntry(
+    "mixkit.training.sd_lora_config.SDLoraTrainingConfig", "mixkit.training.sd_lora_trainer.train_sd_lora",
+    "LoRA / LoCon for Stable Diffusion 1.x/2.x/SDXL, exported in kohya format"))
+TRAINERS.register("clip", TrainerEntry(
+    "mixkit.training.clip_config.ClipTrainingConfig", "mixkit.training.clip_trainer.train_clip",
+    "CLIP contrastive fine-tuning on image-text pairs (all-gathered negatives across processes)"))
+TRAINERS.register("sd-finetune", TrainerEntry(
+    "mixkit.training.sd_finetune_config.SDFinetuneConfig", "mixkit.training.sd_finetune_trainer.train_sd_finetune",
+    "full UNet fine-tune or from-scratch training of Stable Diffusion, with EMA; writes a diffusers folder"))

@@ -1,0 +1,108 @@
+"""Save and restore everything a run needs to continue bit-for-bit: weights, optimizer, LR schedule, RNGs.
+
+One file per checkpoint, written through `atomic_output_path` (temp file, fsync, rename), so a
+crash or a full disk while saving leaves the previous checkpoint untouched. The file is a plain
+`torch.save` of tensors, numbers and strings only, so it loads with `weights_only=True` (no
+pickled code). A fingerprint of the trained architecture guards against resuming on another model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from mixkit.errors import MixkitError
+from mixkit.io.atomic import atomic_output_path
+
+STATE_FORMAT = "mixkit-training-state/1"
+CHECKPOINT_NAME = re.compile(r"^step-(\d+)\.pt$")
+
+
+class CheckpointMismatchError(MixkitError, ValueError):
+    """A training checkpoint belongs to a different model, network or trainer."""
+
+
+def architecture_fingerprint(parameters: dict[str, torch.Tensor], extra: dict) -> str:
+    """sha256 over parameter names and shapes plus `extra` (model config): equal iff resuming is meaningful."""
+    digest = hashlib.sha256()
+    for name in sorted(parameters):
+        digest.update(f"{name}:{tuple(parameters[name].shape)};".encode())
+    digest.update(json.dumps(extra, sort_keys=True, default=str).encode())
+    return digest.hexdigest()[:16]
+
+
+def capture_rng_states() -> dict:
+    numpy_state = np.random.get_state()
+    return {
+        "torch": torch.get_rng_state(),
+        "python": random.getstate(),
+        "numpy": {"key": torch.from_numpy(numpy_state[1].astype(np.int64)), "pos": int(numpy_state[2]),
+                  "has_gauss": int(numpy_state[3]), "cached_gaussian": float(numpy_state[4])},
+    }
+
+
+def restore_rng_states(states: dict) -> None:
+    torch.set_rng_state(states["torch"])
+    version, internal, gauss = states["python"]
+    random.setstate((version, tuple(internal), gauss))
+    n = states["numpy"]
+    np.random.set_state(("MT19937", n["key"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"]))
+
+
+def checkpoint_path(folder: str | Path, step: int) -> Path:
+    return Path(folder) / f"step-{step:08d}.pt"
+
+
+def save_training_state(path: str | Path, *, step: int, fingerprint: str, trainable: dict[str, torch.Tensor],
+                        optimizer, scheduler, config_json: str) -> Path:
+    """Write one checkpoint atomically; on any failure the previous file at `path` is unchanged."""
+    state = {
+        "format": STATE_FORMAT, "step": step, "fingerprint": fingerprint, "config": config_json,
+        "trainable": {k: v.detach().cpu().clone() for k, v in trainable.items()},
+        "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": capture_rng_states(),
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_output_path(path) as temp:
+        torch.save(state, temp)
+    return path
+
+
+def latest_checkpoint(folder: str | Path) -> Path | None:
+    """The highest-step `step-*.pt` in `folder` (temp files from crashed saves are ignored)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    steps = [(int(m.group(1)), p) for p in folder.iterdir() if (m := CHECKPOINT_NAME.match(p.name))]
+    return max(steps)[1] if steps else None
+
+
+def load_training_state(source: str | Path, fingerprint: str) -> dict:
+    """Read a checkpoint (a file, or the latest in a folder) and check it belongs to this run's model."""
+    path = Path(source)
+    if path.is_dir():
+        found = latest_checkpoint(path)
+        if found is None:
+            raise FileNotFoundError(f"No checkpoint (step-*.pt) in {str(path)!r}; pass a checkpoint file or folder.")
+        path = found
+    if not path.is_file():
+        raise FileNotFoundError(f"Checkpoint {str(path)!r} does not exist; pass a step-*.pt file or its folder.")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises several types for truncated or foreign files
+        raise CheckpointMismatchError(f"{path} is not a readable mixkit training checkpoint ({error}).") from None
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        raise CheckpointMismatchError(f"{path} is not a mixkit training checkpoint (format {STATE_FORMAT!r} expected).")
+    if state["fingerprint"] != fingerprint:
+        raise CheckpointMismatchError(
+            f"{path} was saved for a different model or network (fingerprint {state['fingerprint']}, this run "
+            f"{fingerprint}); resume with the same base model, network type, rank and text-encoder setting, "
+            "or start a new run without resume_from."
+        )
+    return state

@@ -1,0 +1,26 @@
+import pytest
+
+from mixkit.data import Bucket, assign_bucket, make_buckets
+
+
+def test_buckets_fit_the_area_and_step():
+    buckets = make_buckets(512, step=64, min_side=256, max_side=1024)
+    assert Bucket(512, 512) in buckets and Bucket(256, 1024) in buckets and Bucket(1024, 256) in buckets
+    for bucket in buckets:
+        assert bucket.width % 64 == 0 and bucket.height % 64 == 0
+        assert bucket.width * bucket.height <= 512 * 512
+    assert Bucket(640, 384) in buckets  # 640 * 384 = 245760 <= 262144, 640 * 448 would exceed it
+
+
+def test_assign_bucket_by_log_aspect():
+    buckets = make_buckets(512, step=64, min_side=256, max_side=1024)
+    assert assign_bucket(1000, 1000, buckets) == Bucket(512, 512)
+    assert assign_bucket(2000, 500, buckets) == Bucket(1024, 256)
+    # 1:2 lies between 320x704 (log distance 0.095) and 384x640 (0.18): the nearer one wins.
+    assert assign_bucket(500, 1000, buckets) == Bucket(320, 704)
+
+
+@pytest.mark.parametrize("resolution", [500, 0, -64])
+def test_bad_resolution(resolution):
+    with pytest.raises(ValueError, match="resolution"):
+        make_buckets(resolution)

@@ -1,0 +1,39 @@
+import pytest
+
+from mixkit.data import BucketedImageDataset, BucketSettings, EmptyDatasetError, ImageRecord
+
+
+def _records(tmp_path, image_writer):
+    wide = image_writer(tmp_path / "wide.png", size=(64, 32), colour=(255, 0, 0))
+    tall = image_writer(tmp_path / "tall.png", size=(32, 64), colour=(0, 0, 255))
+    return [ImageRecord(wide, "wide", 2, "c", 64, 32), ImageRecord(tall, "tall", 1, "c", 32, 64)]
+
+
+def test_batches_are_deterministic_single_bucket_and_cover_repeats(tmp_path, image_writer):
+    dataset = BucketedImageDataset(_records(tmp_path, image_writer), 32, BucketSettings(True, step=16, min_side=16, max_side=64))
+    assert len(dataset) == 3
+    batches = dataset.epoch_batches(0, 2, seed=1)
+    assert batches == dataset.epoch_batches(0, 2, seed=1)
+    assert sorted(i for b in batches for i in b) == [0, 0, 1]
+    assert len(batches) == dataset.batches_per_epoch(2) == 2  # two buckets: wide (twice) and tall
+    for batch in batches:
+        assert len({dataset.buckets[i] for i in batch}) == 1
+    loaded = dataset.load_batch(batches[0])
+    bucket = dataset.buckets[batches[0][0]]
+    assert loaded["pixels"].shape[-2:] == (bucket.height, bucket.width)
+    assert loaded["pixels"].min() >= -1 and loaded["pixels"].max() <= 1
+
+
+def test_square_crop_keeps_colour(tmp_path, image_writer):
+    dataset = BucketedImageDataset(_records(tmp_path, image_writer), 16)
+    pixels = dataset.load_batch([0])["pixels"]
+    assert pixels.shape == (1, 3, 16, 16)
+    assert dataset.load_batch([0, 1])["loss_weights"].tolist() == [1.0, 1.0]
+    assert pixels[0, 0].mean().item() == pytest.approx(1.0) and pixels[0, 2].mean().item() == pytest.approx(-1.0)
+
+
+def test_empty_dataset_and_bad_resolution(tmp_path, image_writer):
+    with pytest.raises(EmptyDatasetError, match="no usable images"):
+        BucketedImageDataset([], 32, source="/data/x")
+    with pytest.raises(ValueError, match="divisible by 8"):
+        BucketedImageDataset(_records(tmp_path, image_writer), 30)

@@ -1,0 +1,238 @@
+"""SD LoRA training end to end on tiny models: the loss falls, the file is kohya-shaped and loads in
+mixkit and diffusers alike, resume is exact, and bad input fails early with a clear message."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from mixkit.io import addnet_sha256_safetensors, read_safetensors_metadata
+from mixkit.models.diffusion.loading import load_diffusion_model
+from mixkit.training.sd_lora_config import SDLoraTrainingConfig
+from mixkit.training.sd_lora_trainer import train_sd_lora
+from mixkit.training.training_state import CheckpointMismatchError
+
+
+def _config(model, dataset, output, **overrides) -> SDLoraTrainingConfig:
+    settings = dict(model=str(model), dataset=str(dataset), output=str(output), resolution=32, batch_size=3,
+                    max_steps=6, learning_rate=1e-2, rank=4, alpha=4.0, seed=3)
+    return SDLoraTrainingConfig(**{**settings, **overrides})
+
+
+@pytest.fixture(scope="module")
+def trained_sd1(tiny_sd1_dir, colour_dataset, tmp_path_factory):
+    output = tmp_path_factory.mktemp("sd1-lora") / "colours.safetensors"
+    config = _config(tiny_sd1_dir, colour_dataset, output, train_text_encoder=True, min_snr_gamma=5.0, noise_offset=0.05,
+                     max_steps=10, learning_rate=2e-2)
+    return config, train_sd_lora(config)
+
+
+def test_file_is_kohya_format_with_metadata_and_hashes(trained_sd1):
+    config, result = trained_sd1
+    from safetensors.torch import load_file
+
+    tensors = load_file(result.output)
+    names = {key.split(".")[0] for key in tensors}
+    assert any(n.startswith("lora_unet_down_blocks_0_attentions_0_transformer_blocks_0_attn1_to_q") for n in names)
+    assert any(n.startswith("lora_te_text_model_encoder_layers_0_self_attn_q_proj") for n in names)
+    for name in names:
+        assert tensors[f"{name}.alpha"].item() == 4.0
+        assert tensors[f"{name}.lora_down.weight"].shape[0] == 4 == tensors[f"{name}.lora_up.weight"].shape[1]
+    metadata = read_safetensors_metadata(result.output)
+    assert metadata["ss_network_module"] == "networks.lora"
+    assert (metadata["ss_network_dim"], metadata["ss_network_alpha"]) == ("4", "4.0")
+    assert metadata["ss_base_model_version"] == "sd_v1"
+    assert json.loads(metadata["ss_tag_frequency"]) == {"square": {"flat": 3, "a red square": 1, "a blue square": 1,
+                                                                   "a green square": 1}}
+    assert json.loads(metadata["ss_dataset_dirs"]) == {"square": {"n_repeats": 2, "img_count": 3}}
+    assert metadata["ss_min_snr_gamma"] == "5.0" and metadata["ss_max_train_steps"] == "10"
+    # kohya hashes the tensor bytes; A1111 recomputes the same value from the finished file.
+    assert metadata["sshs_model_hash"] == addnet_sha256_safetensors(result.output, use_cache=False)
+    assert len(metadata["sshs_legacy_hash"]) == 8
+
+
+def test_loss_falls_on_a_fixed_evaluation_set(trained_sd1, tiny_sd1_dir, colour_dataset, fixed_denoising_loss):
+    from mixkit.lora import LoraRequest, apply_loras
+
+    _, result = trained_sd1
+    model = load_diffusion_model(tiny_sd1_dir)
+    before = fixed_denoising_loss(model, colour_dataset)
+    apply_loras(model.unet, model.text_encoders, [LoraRequest(str(result.output))], mode="merge")
+    after = fixed_denoising_loss(model, colour_dataset)
+    assert after < 0.9 * before, (before, after)
+
+
+def test_mixkit_and_diffusers_loaders_change_the_image_the_same_way(trained_sd1, tiny_sd1_dir):
+    from diffusers import StableDiffusionPipeline
+
+    from mixkit.lora import LoraRequest, apply_loras
+
+    _, result = trained_sd1
+
+    def generate(pipe):
+        return pipe("a red square", num_inference_steps=2, height=32, width=32, output_type="np",
+                    generator=torch.Generator().manual_seed(0)).images
+
+    pipe = StableDiffusionPipeline.from_pretrained(tiny_sd1_dir, safety_checker=None, requires_safety_checker=False)
+    pipe.set_progress_bar_config(disable=True)
+    base = generate(pipe)
+    pipe.load_lora_weights(str(result.output))
+    with_diffusers = generate(pipe)
+    pipe.unload_lora_weights()
+    torch.testing.assert_close(torch.from_numpy(generate(pipe)), torch.from_numpy(base))
+    apply_loras(pipe.unet, [pipe.text_encoder], [LoraRequest(str(result.output))], mode="merge")
+    with_mixkit = generate(pipe)
+    change = abs(with_diffusers - base).max()
+    assert change > 1e-2, "the trained LoRA should visibly change the image"
+    assert abs(with_mixkit - with_diffusers).max() < 0.05 * change
+
+
+def test_resume_reaches_the_same_weights_as_an_uninterrupted_run(tiny_sd1_dir, colour_dataset, tmp_path):
+    from safetensors.torch import load_file
+
+    settings = dict(max_steps=4, batch_size=2, gradient_accumulation_steps=2, min_snr_gamma=5.0, noise_offset=0.1,
+                    warmup_steps=2)
+    model = load_diffusion_model(tiny_sd1_dir)
+    straight = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "straight.safetensors", **settings), model=model)
+    interrupted = _config(tiny_sd1_dir, colour_dataset, tmp_path / "resumed.safetensors",
+                          checkpoint_dir=str(tmp_path / "ckpt"), **settings)
+    first = train_sd_lora(interrupted, stop_at_step=2, model=model)
+    assert first.output is None and first.last_checkpoint.name == "step-00000002.pt"
+    interrupted.resume_from = str(tmp_path / "ckpt")
+    resumed = train_sd_lora(interrupted, model=model)
+    assert resumed.losses == straight.losses[2:]
+    a, b = load_file(straight.output), load_file(resumed.output)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert any(v.abs().sum() > 0 for k, v in a.items() if "lora_up" in k)
+
+
+def test_sdxl_trains_both_encoders_and_refuses_an_sd1_checkpoint(tiny_sdxl_dir, tiny_sd1_dir, colour_dataset, tmp_path):
+    from safetensors.torch import load_file
+
+    sd1_run = _config(tiny_sd1_dir, colour_dataset, tmp_path / "sd1.safetensors", max_steps=2, batch_size=1,
+                      checkpoint_dir=str(tmp_path / "sd1-ckpt"))
+    train_sd_lora(sd1_run, stop_at_step=1)
+    config = _config(tiny_sdxl_dir, colour_dataset, tmp_path / "xl.safetensors", max_steps=2, batch_size=2,
+                     train_text_encoder=True)
+    result = train_sd_lora(config)
+    names = {key.split(".")[0] for key in load_file(result.output)}
+    assert any(n.startswith("lora_te1_") for n in names) and any(n.startswith("lora_te2_") for n in names)
+    assert read_safetensors_metadata(result.output)["ss_base_model_version"] == "sdxl_base_v1-0"
+    config.resume_from = str(tmp_path / "sd1-ckpt")
+    with pytest.raises(CheckpointMismatchError, match="different model"):
+        train_sd_lora(config)
+
+
+def test_locon_adapts_resnet_convs_and_loads_in_mixkit(tiny_sd1_dir, colour_dataset, tmp_path):
+    from safetensors.torch import load_file
+
+    from mixkit.lora import LoraRequest, apply_loras
+
+    config = _config(tiny_sd1_dir, colour_dataset, tmp_path / "locon.safetensors", network="locon", conv_rank=2,
+                     conv_alpha=1.0, max_steps=1, batch_size=1)
+    result = train_sd_lora(config)
+    tensors = load_file(result.output)
+    assert tensors["lora_unet_down_blocks_0_resnets_0_conv1.lora_down.weight"].shape[:2] == (2, 32)
+    assert tensors["lora_unet_down_blocks_0_resnets_0_conv1.alpha"].item() == 1.0
+    assert json.loads(read_safetensors_metadata(result.output)["ss_network_args"]) == {"conv_dim": "2", "conv_alpha": "1.0"}
+    model = load_diffusion_model(tiny_sd1_dir)
+    applied = apply_loras(model.unet, model.text_encoders, [LoraRequest(str(result.output))], mode="merge")
+    assert applied is not None
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"rank": 0}, "rank must be a positive integer"),
+    ({"rank": -2}, "rank must be a positive integer"),
+    ({"learning_rate": float("nan")}, "learning_rate must be a finite number"),
+    ({"resolution": 500}, "divisible by 8"),
+    ({"network": "loha"}, "Unknown network kind"),
+    ({"mixed_precision": "fp8"}, "mixed_precision"),
+])
+def test_bad_settings_fail_before_loading_anything(overrides, message, tmp_path):
+    config = _config(tmp_path / "no-model", tmp_path, tmp_path / "out.safetensors", **overrides)
+    with pytest.raises(ValueError, match=message):
+        train_sd_lora(config)
+
+
+def test_empty_dataset_is_a_clear_error(tmp_path):
+    from mixkit.data import EmptyDatasetError
+
+    (tmp_path / "data" / "3_empty").mkdir(parents=True)
+    with pytest.raises(EmptyDatasetError, match="no usable images"):
+        train_sd_lora(_config(tmp_path / "no-model", tmp_path / "data", tmp_path / "out.safetensors"))
+    assert not (tmp_path / "out.safetensors").exists()
+
+
+def test_bf16_and_gradient_checkpointing_run_and_leave_the_model_unchanged(tiny_sd1_dir, colour_dataset, tmp_path):
+    model = load_diffusion_model(tiny_sd1_dir)
+    before = {k: v.clone() for k, v in model.unet.state_dict().items()}
+    result = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "bf16.safetensors", max_steps=2, batch_size=1,
+                                   mixed_precision="bf16", gradient_checkpointing=True), model=model)
+    assert result.output.is_file() and all(torch.isfinite(torch.tensor(result.losses)))
+    assert not model.unet.training and not model.unet.is_gradient_checkpointing
+    after = model.unet.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    # A later full-precision run in the same process is not blocked by accelerate's global state.
+    assert train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "fp32.safetensors", max_steps=1,
+                                 batch_size=1), model=model).output.is_file()
+
+
+def test_two_processes_match_one_process_with_gradient_accumulation(tiny_sd1_dir, colour_dataset, tmp_path):
+    """2 processes x batch 1 see batches 2s and 2s+1 at step s, like one process accumulating over 2
+    micro-batches; DDP's gradient mean equals accelerate's loss / 2, so the weights agree."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    script = Path(__file__).with_name("sd_lora_two_process_run.py")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3]), "OMP_NUM_THREADS": "1",
+           "ACCELERATE_USE_CPU": "1"}
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--num_machines", "1",
+               "--multi_gpu", "--mixed_precision", "no", "--dynamo_backend", "no",
+               "--main_process_port", str(_free_port()),
+               str(script), str(tiny_sd1_dir), str(colour_dataset), str(tmp_path / "two.safetensors")]
+    completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    single = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "one.safetensors", max_steps=2,
+                                   batch_size=1, gradient_accumulation_steps=2))
+    two, one = load_file(tmp_path / "two.safetensors"), load_file(single.output)
+    assert two.keys() == one.keys()
+    assert any(one[k].abs().sum() > 0 for k in one if "lora_up" in k)
+    for key in one:
+        torch.testing.assert_close(two[key], one[key], rtol=1e-4, atol=1e-6)
+
+
+def _free_port() -> int:
+    """A TCP port nobody listens on now, so parallel test runs on one machine do not collide."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_dreambooth_class_images_join_with_the_prior_loss_weight(tiny_sd1_dir, colour_dataset, tmp_path):
+    from PIL import Image
+
+    from mixkit.training.sd_lora_trainer import scan_dataset
+
+    class_dir = tmp_path / "class" / "1_square"
+    class_dir.mkdir(parents=True)
+    Image.new("RGB", (32, 32), (128, 128, 128)).save(class_dir / "grey.png")
+    config = _config(tiny_sd1_dir, colour_dataset, tmp_path / "db.safetensors", class_dataset=str(tmp_path / "class"),
+                     prior_loss_weight=0.5, max_steps=1, batch_size=2)
+    report = scan_dataset(config)
+    weights = {r.path.name: r.loss_weight for r in report.records}
+    assert weights == {"red.png": 1.0, "blue.png": 1.0, "green.png": 1.0, "grey.png": 0.5}
+    result = train_sd_lora(config)
+    metadata = read_safetensors_metadata(result.output)
+    assert metadata["ss_prior_loss_weight"] == "0.5"
+    assert json.loads(metadata["ss_dataset_dirs"])["class: square"] == {"n_repeats": 1, "img_count": 1}
+    config.prior_loss_weight = float("inf")
+    with pytest.raises(ValueError, match="prior_loss_weight"):
+        train_sd_lora(config)

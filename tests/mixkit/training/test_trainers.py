@@ -1,0 +1,57 @@
+"""The trainer registry and the `mixkit train` command built on it (run through its own parser)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from mixkit.errors import UnknownNameError
+from mixkit.training.trainers import TRAINERS
+from webui.cli import train as train_cli
+
+
+def _run(argv):
+    parser = argparse.ArgumentParser()
+    train_cli.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["train", *argv])
+    return args.func(args)
+
+
+@pytest.mark.parametrize("name", TRAINERS.names())
+def test_every_trainer_loads_a_config_class_with_check(name):
+    config_cls, train = TRAINERS.get(name).load()
+    assert callable(train) and hasattr(config_cls, "check") and hasattr(config_cls, "to_json")
+
+
+def test_unknown_trainer_lists_valid_names():
+    with pytest.raises(UnknownNameError, match="sd-lora"):
+        _run(["dreamfusion"])
+
+
+def test_config_file_plus_overrides(tmp_path, capsys):
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"model": "m", "dataset": "d", "output": "o.safetensors", "rank": 8}))
+    assert _run(["sd-lora", "--config", str(config), "--set", "learning_rate=3e-4", "--set", "network=locon",
+                 "--print-config"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert (printed["rank"], printed["learning_rate"], printed["network"]) == (8, 3e-4, "locon")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--set", "model=m", "--set", "dataset=d"], "missing required setting"),
+    (["--set", "model=m", "--set", "dataset=d", "--set", "output=o", "--set", "rnak=4"], "unknown setting.*rnak"),
+    (["--set", "model=m", "--set", "dataset=d", "--set", "output=o", "--set", "rank=0"], "rank must be a positive"),
+    (["--set", "oops"], "KEY=VALUE"),
+])
+def test_bad_cli_settings(argv, message):
+    with pytest.raises(ValueError, match=message):
+        _run(["sd-lora", *argv, "--print-config"])
+
+
+def test_cli_trains_and_reports(tiny_sd1_dir, colour_dataset, tmp_path, capsys):
+    output = tmp_path / "cli.safetensors"
+    assert _run(["sd-lora", "--set", f"model={tiny_sd1_dir}", "--set", f"dataset={colour_dataset}",
+                 "--set", f"output={output}", "--set", "resolution=32", "--set", "max_steps=1"]) == 0
+    assert output.is_file() and f"wrote {output}" in capsys.readouterr().out
