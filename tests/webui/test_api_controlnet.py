@@ -43,23 +43,27 @@ def test_model_and_module_lists(api):
     assert api.custom_get("controlnet/module_list") == {"module_list": PREPROCESSORS.names()}
 
 
+# webuiapi 0.9.17 writes ControlNet units into its mutable default `alwayson_scripts={}`, so units
+# would leak into every later call of the process; each call here passes a fresh dict.
+
+
 def test_txt2img_with_a_controlnet_unit_changes_the_image_and_records_it(api):
     plain = api.txt2img(prompt="a box", seed=11, width=64, height=64)
     unit = webuiapi.ControlNetUnit(image=control_image(), module="canny", model="tiny_canny [0123abcd]", weight=1.5,
                                    resize_mode="Just Resize", threshold_a=100, threshold_b=200)
-    controlled = api.txt2img(prompt="a box", seed=11, width=64, height=64, controlnet_units=[unit])
+    controlled = api.txt2img(prompt="a box", seed=11, width=64, height=64, controlnet_units=[unit], alwayson_scripts={})
     assert controlled.image.size == (64, 64)
     assert controlled.image.tobytes() != plain.image.tobytes()
     infotext = controlled.info["infotexts"][0]
     assert "ControlNet 0:" in infotext and "tiny_canny" in infotext and "canny" in infotext
     disabled = webuiapi.ControlNetUnit(image=control_image(), model="tiny_canny", enabled=False)
-    again = api.txt2img(prompt="a box", seed=11, width=64, height=64, controlnet_units=[disabled])
+    again = api.txt2img(prompt="a box", seed=11, width=64, height=64, controlnet_units=[disabled], alwayson_scripts={})
     assert again.image.tobytes() == plain.image.tobytes()
 
 
 def test_img2img_unit_without_image_uses_the_init_image(api):
     unit = webuiapi.ControlNetUnit(image=None, module="none", model="tiny_canny")
-    result = api.img2img(images=[control_image()], prompt="x", seed=2, width=64, height=64, controlnet_units=[unit])
+    result = api.img2img(images=[control_image()], prompt="x", seed=2, width=64, height=64, controlnet_units=[unit], alwayson_scripts={})
     assert "ControlNet 0:" in result.info["infotexts"][0]
 
 
