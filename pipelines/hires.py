@@ -17,7 +17,7 @@ from typing import Any
 
 from mixkit.registry import Registry
 from pipelines.generation import GenerationResult
-from pipelines.img2img import Img2ImgParams, ImageToImage, _Inputs
+from pipelines.img2img import Img2ImgParams, ImageToImage, Img2ImgInputs
 from pipelines.params import Txt2ImgParams, check_size
 from pipelines.txt2img import TextToImage
 from pipelines.upscale import UPSCALERS
@@ -136,8 +136,8 @@ class _LatentSecondPass(ImageToImage):
 
     init_latents: Any  # [N, C, h, w], set on the per-call instance
 
-    def _prepare(self, params: Img2ImgParams) -> _Inputs:
-        return _Inputs(originals=list(params.init_images), init_latents=self.init_latents.to(self.model.device))
+    def _prepare(self, params: Img2ImgParams) -> Img2ImgInputs:
+        return Img2ImgInputs(originals=list(params.init_images), init_latents=self.init_latents.to(self.model.device))
 
 
 class HiresFix:

@@ -80,8 +80,11 @@ def img2img_steps(steps: int, strength: float, exact_steps: bool) -> tuple[int, 
 
 
 @dataclass
-class _Inputs:
-    """Per-call preprocessed inputs, one entry per distinct init image."""
+class Img2ImgInputs:
+    """Per-call preprocessed inputs, one entry per distinct init image.
+
+    Public so that pipelines starting from ready latents (hires fix's latent upscale) can build one.
+    """
 
     originals: list  # what the result is pasted onto (resized image, or the full original for 'only masked')
     init_latents: Any  # [N, C, h, w]
@@ -99,14 +102,14 @@ class ImageToImage(DiffusionPipelineBase):
     def check_inputs(self, params: Img2ImgParams) -> None:
         check_img2img_params(params, self.limits, self.model.vae_scale_factor)
 
-    def _prepare(self, params: Img2ImgParams) -> _Inputs:
+    def _prepare(self, params: Img2ImgParams) -> Img2ImgInputs:
         images = [image.convert("RGB") for image in params.init_images]
         if params.mask is None:
             resized = [resize_image(image, params.width, params.height, params.resize_mode) for image in images]
-            return _Inputs(originals=resized, init_latents=self._encode(resized))
+            return Img2ImgInputs(originals=resized, init_latents=self._encode(resized))
         return self._prepare_inpaint(params, images)
 
-    def _prepare_inpaint(self, params: Img2ImgParams, images: list) -> _Inputs:
+    def _prepare_inpaint(self, params: Img2ImgParams, images: list) -> Img2ImgInputs:
         size = images[0].size
         if any(image.size != size for image in images):
             raise ValueError("All init images must have the same size when a mask is given.")
@@ -128,7 +131,7 @@ class ImageToImage(DiffusionPipelineBase):
         if params.inpainting_fill == "fill":
             work_images = [fill_masked_area(image, work_mask) for image in work_images]
         shape = self._latent_shape(params)
-        inputs = _Inputs(originals=originals, init_latents=self._encode(work_images), overlay_masks=overlays,
+        inputs = Img2ImgInputs(originals=originals, init_latents=self._encode(work_images), overlay_masks=overlays,
                          latent_mask=latent_mask(work_mask, (shape[2], shape[1])), crop=crop)
         if self.model.unet.config.in_channels == 9:
             from PIL import Image
@@ -142,7 +145,7 @@ class ImageToImage(DiffusionPipelineBase):
     def _encode(self, images: list):
         return encode_images(self.model.vae, to_model_pixels(images)).to(self.model.device)
 
-    def _start_batch(self, params: Img2ImgParams, inputs: _Inputs, sampler, generators: list, first_image: int) -> BatchStart:
+    def _start_batch(self, params: Img2ImgParams, inputs: Img2ImgInputs, sampler, generators: list, first_image: int) -> BatchStart:
         import torch
 
         count = len(generators)
@@ -176,7 +179,7 @@ class ImageToImage(DiffusionPipelineBase):
                 start.extra_channels = channels
         return start
 
-    def _finish_image(self, params: Img2ImgParams, inputs: _Inputs, image, index: int):
+    def _finish_image(self, params: Img2ImgParams, inputs: Img2ImgInputs, image, index: int):
         if inputs.overlay_masks is None:
             return image
         which = index % len(inputs.originals)
