@@ -80,7 +80,7 @@ def run_train_judge(args: argparse.Namespace) -> int:
     from mixkit.evaluation import JudgeTrainingConfig, save_judge, train_judge
 
     torch.set_num_threads(1)  # the recipe's timing is measured on one thread
-    recipe = replace(JudgeTrainingConfig(), seed=args.seed)
+    recipe = replace(JudgeTrainingConfig(), seed=args.seed, validation_seed=args.seed + 1)
     if args.steps is not None:
         recipe = replace(recipe, steps=args.steps)
     judge, record = train_judge(recipe, progress=lambda step, loss: print(f"step {step}: loss {loss:.4f}", flush=True))
