@@ -63,7 +63,3 @@ class Registry(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._entries)
-
-def first_line(doc: str | None) -> str:
-    """The first line of a docstring, for listings in the CLI and UI."""
-    return (doc or "").strip().splitlines()[0] if doc and doc.strip() else ""
