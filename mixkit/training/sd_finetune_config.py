@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import asdict, dataclass, fields
-from pathlib import Path
+from dataclasses import dataclass
+
+from mixkit.training.config_json import JsonConfig
 
 MIXED_PRECISION = ("no", "bf16", "fp16")
 
 
 @dataclass
-class SDFinetuneConfig:
+class SDFinetuneConfig(JsonConfig):
     """`model` must be a diffusers folder; `output` is a new folder holding the whole model with the trained UNet."""
 
     model: str
@@ -62,14 +62,3 @@ class SDFinetuneConfig:
             raise ValueError(f"mixed_precision must be one of {MIXED_PRECISION}, got {self.mixed_precision!r}")
         if self.checkpoint_every < 0 or self.warmup_steps < 0:
             raise ValueError(f"checkpoint_every and warmup_steps must be >= 0, got {self.checkpoint_every}, {self.warmup_steps}")
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True)
-
-    @classmethod
-    def from_json_file(cls, path: str | Path) -> "SDFinetuneConfig":
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        unknown = sorted(set(data) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"{path}: unknown config keys {unknown}; valid keys: {sorted(f.name for f in fields(cls))}")
-        return cls(**data)

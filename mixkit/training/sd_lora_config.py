@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import asdict, dataclass, fields
-from pathlib import Path
+from dataclasses import dataclass
+
+from mixkit.training.config_json import JsonConfig
 
 from mixkit.registry import Registry
 
@@ -16,7 +16,7 @@ NETWORK_KINDS.register("locon", "LoRA plus ResNet/down/upsample 3x3 convs (kohya
 
 
 @dataclass
-class SDLoraTrainingConfig:
+class SDLoraTrainingConfig(JsonConfig):
     """Everything that decides the result of a run; saved next to the output so it can be repeated."""
 
     model: str
@@ -77,16 +77,3 @@ class SDLoraTrainingConfig:
             raise ValueError(f"mixed_precision must be one of {MIXED_PRECISION}, got {self.mixed_precision!r}")
         if self.checkpoint_every < 0 or self.warmup_steps < 0:
             raise ValueError(f"checkpoint_every and warmup_steps must be >= 0, got {self.checkpoint_every}, {self.warmup_steps}")
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True)
-
-    @classmethod
-    def from_json_file(cls, path: str | Path) -> "SDLoraTrainingConfig":
-        """Load a config; unknown keys are an error naming them (a typo must not be silently ignored)."""
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"{path}: unknown config keys {unknown}; valid keys: {sorted(known)}")
-        return cls(**data)

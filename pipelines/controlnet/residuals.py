@@ -54,8 +54,6 @@ def controlnet_unet_extra(controls: list[PreparedControl], total_steps: int, tim
     """
 
     def unet_extra(model_input, t, step_cond, step: int, row_owners: list[int]) -> dict:
-        import torch
-
         down, mid = None, None
         uncond = set(step_cond.uncond_rows)
         for control in controls:
