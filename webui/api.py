@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from webui.api_convert import generation_info, info_json, job_timestamp, request_parameters, to_img2img_params, to_txt2img_params
 from webui.api_requests import AppflowRequest, ExtrasSingleImageRequest, Img2ImgRequest, PngInfoRequest, Txt2ImgRequest
 from webui.base64_images import decode_base64_image, decode_base64_png_info, encode_png_base64
-from webui.options import MODEL_KEY
+from webui.options import MODEL_KEY, VAE_KEY
 from webui.server_state import ServerState
 from webui.worker import Job, QueueFullError
 
@@ -234,6 +234,19 @@ def build_api(state: ServerState) -> APIRouter:
             except (ValueError, TypeError, OSError, RuntimeError) as error:
                 raise HTTPException(status_code=422, detail=f"Could not load checkpoint {title!r}: {error}; "
                                                             f"still serving {state.model_title!r}.") from None
+        vae = changes.get(VAE_KEY)
+        if vae is not None and vae != state.holder.vae_name:
+            try:
+                vae_job = state.submit_vae_switch(vae)
+            except QueueFullError as error:
+                raise _queue_full(error) from None
+            except (ValueError, TypeError, KeyError, FileNotFoundError) as error:
+                raise _unprocessable(error) from None
+            try:
+                await wait_for_job(vae_job, request, state)
+            except (ValueError, TypeError, OSError, RuntimeError) as error:
+                raise HTTPException(status_code=422, detail=f"Could not load VAE {vae!r}: {error}; "
+                                                            f"still using {state.holder.vae_name!r}.") from None
         state.options.apply(checked)
         return None
 

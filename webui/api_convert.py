@@ -96,7 +96,7 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     )
     check_txt2img_params(params, limits)
     if request.enable_hr and not isinstance(request, Img2ImgRequest):
-        params = _hires_params(request, params, limits)
+        params = hires_params(request, params, limits)
     units = _controlnet_units(request, limits, request_limits or RequestLimits(), controlnet_models)
     if units:
         if request.enable_hr:
@@ -119,7 +119,7 @@ def _controlnet_units(request: Txt2ImgRequest, limits: GenerationLimits, request
                        max_bytes=request_limits.max_image_bytes)
 
 
-def _hires_params(request: Txt2ImgRequest, params: Txt2ImgParams, limits: GenerationLimits):
+def hires_params(request: Txt2ImgRequest, params: Txt2ImgParams, limits: GenerationLimits):
     """A1111's "Hires. fix" fields -> HiresParams (first pass at width x height, then upscale and refine)."""
     from pipelines.hires import HiresParams, check_hires_params
 

@@ -66,6 +66,8 @@ class ModelHolder:
         self.entry: CheckpointEntry | None = None
         self._txt2img = None
         self._img2img = None
+        self._own_vae = None  # the checkpoint's VAE and infotext extras, restored by "Automatic"
+        self.vae_name = "Automatic"
 
     def _load_pipeline(self, source: str):
         from pipelines.txt2img import TextToImage
@@ -114,9 +116,41 @@ class ModelHolder:
         self._install(entry, new)
         return entry
 
+    def set_vae(self, name: str, path: Path | None) -> str:
+        """Decode with the VAE at `path` (None: the checkpoint's own); a failed load keeps the current VAE.
+
+        Call only from the generation worker. Only the VAE changes, so the UNet and text encoders
+        stay loaded; the infotext's `VAE:` / `VAE hash:` follow the swap as A1111's do.
+        """
+        model = self.txt2img().model
+        if self._own_vae is None:
+            raise RuntimeError(f"The loaded model {self.entry.title if self.entry else ''!r} has no VAE to replace.")
+        own_vae, own_extras = self._own_vae
+        if path is None:
+            vae, extras = own_vae, own_extras
+        else:
+            from mixkit.io.hashing import a1111_model_hash
+            from mixkit.models.diffusion.loading import load_vae
+
+            vae = load_vae(path, dtype=own_vae.dtype, like=own_vae.config).to(own_vae.device)  # raises: nothing changed
+            extras = {"vae_name": Path(path).stem, "vae_hash": a1111_model_hash(path) if Path(path).is_file() else None}
+        with self._lock:
+            model.vae = vae
+            for key, value in extras.items():
+                if value is None:
+                    model.extras.pop(key, None)
+                else:
+                    model.extras[key] = value
+            self.vae_name = name
+        return name
+
     def _install(self, entry: CheckpointEntry | None, pipe) -> None:
         with self._lock:
             self.entry, self._txt2img, self._img2img = entry, pipe, None
+            model = getattr(pipe, "model", None)
+            has_vae = hasattr(model, "vae") and isinstance(getattr(model, "extras", None), dict)
+            self._own_vae = (model.vae, {k: model.extras.get(k) for k in ("vae_name", "vae_hash")}) if has_vae else None
+            self.vae_name = "Automatic"
 
 
 def _release_memory(device: str | None) -> None:

@@ -37,6 +37,7 @@ SETTABLE = {
     "show_progress_every_n_steps": _check_preview_every,
 }
 MODEL_KEY = "sd_model_checkpoint"
+VAE_KEY = "sd_vae"  # like the model key, applied by the caller: it loads a file
 
 
 class ServerOptions:
@@ -68,16 +69,16 @@ class ServerOptions:
             return self._values[key]
 
     def check_update(self, changes: Any) -> dict[str, Any]:
-        """Validated copies of the changes (model key excluded); raises ValueError on any bad key/value."""
+        """Validated copies of the changes (model and VAE keys excluded); raises ValueError on any bad key/value."""
         if not isinstance(changes, dict):
             raise ValueError(f"The options body must be a JSON object, got {type(changes).__name__}.")
         checked = {}
         for key, value in changes.items():
-            if key == MODEL_KEY:
+            if key in (MODEL_KEY, VAE_KEY):
                 continue
             if key not in SETTABLE:
                 readonly = " (set by the server operator on the command line)" if key in self._values else ""
-                raise ValueError(f"Option {key!r} cannot be set over the API{readonly}; settable: {sorted([MODEL_KEY, *SETTABLE])}.")
+                raise ValueError(f"Option {key!r} cannot be set over the API{readonly}; settable: {sorted([MODEL_KEY, VAE_KEY, *SETTABLE])}.")
             checked[key] = SETTABLE[key](value)
         return checked
 

@@ -12,6 +12,7 @@ import threading
 from fastapi import FastAPI
 
 from webui.api import build_api, install_error_handlers
+from webui.api_embeddings import build_embeddings_router
 from webui.config import ServerConfig, check_server_config
 from webui.http_guards import BasicAuthMiddleware, BodySizeLimitMiddleware
 from webui.server_state import ServerState
@@ -24,6 +25,7 @@ def build_app(state: ServerState):
     app = FastAPI(title="mixkit", docs_url="/docs", redoc_url=None)
     install_error_handlers(app)
     app.include_router(build_api(state))
+    app.include_router(build_embeddings_router(state))
     if state.config.ui:
         import gradio as gr
 

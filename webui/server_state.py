@@ -37,6 +37,11 @@ class ServerState:
         self.limits = config.limits
         self.output_dir = Path(config.output_dir).expanduser().resolve()
         self.catalog = CheckpointCatalog(config.models, config.models_dir)
+        self._embedding_library = None
+        self.refresh_embeddings()  # before any thread starts: a missing folder fails here, naming it
+        from webui.vae_catalog import VaeCatalog
+
+        self.vaes = VaeCatalog(config.vae_dir)
         self.holder = holder or ModelHolder(self.catalog, device=config.device, pipeline_kwargs={
             "lora_dir": config.lora_dir, "embeddings_dir": config.embeddings_dir, "limits": config.limits})
         self.options = ServerOptions(str(self.output_dir), config.preview_every)
@@ -64,9 +69,36 @@ class ServerState:
         return self.holder.entry.title if self.holder.entry else None
 
     def submit_model_switch(self, title: str) -> Job:
-        """Queue a model switch behind running generations; the job returns the new entry."""
+        """Queue a model switch behind running generations; the job returns the new entry.
+
+        The chosen `sd_vae` is put on the new checkpoint too (A1111 keeps it across switches); if it
+        does not fit the new model, the model's own VAE is used and `sd_vae` says "Automatic".
+        """
         self.catalog.find(title)  # unknown title: fail now, not in the queue
-        return self.worker.submit(lambda control, on_step: self.holder.switch(title), f"load model {title}")
+
+        def run(control, on_step):
+            entry = self.holder.switch(title)
+            wanted = self.options.get("sd_vae")
+            if wanted != self.holder.vae_name:
+                try:
+                    self.holder.set_vae(wanted, self.vaes.find(wanted))
+                except Exception as error:  # the checkpoint is loaded; only the VAE choice falls back
+                    logger.warning("VAE %r does not fit %s (%s); using the checkpoint's own VAE.", wanted, title, error)
+                    self.options.apply({"sd_vae": self.holder.vae_name})
+            return entry
+
+        return self.worker.submit(run, f"load model {title}")
+
+    def submit_vae_switch(self, name: str) -> Job:
+        """Queue a VAE swap (`sd_vae`); the name is checked now, the file is loaded in the queue."""
+        path = self.vaes.find(name)  # unknown name: fail now, listing the valid ones
+
+        def run(control, on_step):
+            self.holder.set_vae(name, path)
+            self.options.apply({"sd_vae": name})
+            return name
+
+        return self.worker.submit(run, f"load VAE {name}")
 
     # -- LoRA --------------------------------------------------------------------------------
     @property
@@ -81,6 +113,19 @@ class ServerState:
         for entry in self._lora_library.entries():
             names.update(n for n in (entry.relative_name, entry.name, entry.alias) if n)
         return names
+
+    # -- textual inversion -------------------------------------------------------------------
+    @property
+    def embedding_library(self):
+        """The `--embeddings-dir` files as an `EmbeddingLibrary` (browser and API), or None without a folder."""
+        return self._embedding_library
+
+    def refresh_embeddings(self) -> None:
+        """Re-scan `--embeddings-dir` (new or removed files); a missing folder raises ModelNotFoundError naming it."""
+        if self.config.embeddings_dir:
+            from mixkit.prompts import EmbeddingLibrary
+
+            self._embedding_library = EmbeddingLibrary(self.config.embeddings_dir)
 
     # -- generation --------------------------------------------------------------------------
     def check_params(self, kind: str, params) -> None:

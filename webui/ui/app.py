@@ -1,4 +1,4 @@
-"""The Gradio Blocks app: txt2img, img2img, Extras, PNG Info, AppFlow, LoRA and Settings tabs over one `ServerState`."""
+"""The Gradio Blocks app: txt2img, img2img, Extras, PNG Info, AppFlow, LoRA, Textual Inversion and Settings tabs over one `ServerState`."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ def build_ui(state: ServerState):
     from pipelines.samplers import list_samplers
     from pipelines.samplers.schedule_types import SCHEDULE_TYPES
     from webui.ui.appflow_tab import build_appflow_tab
+    from webui.ui.embeddings_tab import build_embeddings_tab
     from webui.ui.extras_tab import build_extras_tab
     from webui.ui.generate_tab import build_generate_tab
     from webui.ui.lora_tab import build_lora_tab
@@ -38,6 +39,8 @@ def build_ui(state: ServerState):
                 build_appflow_tab(state)
             with gr.Tab("LoRA", id="lora"):
                 build_lora_tab(state, txt2img.widgets.prompt)
+            with gr.Tab("Textual Inversion", id="embeddings"):
+                build_embeddings_tab(state, txt2img.widgets.prompt)
             with gr.Tab("Settings", id="settings"):
                 build_settings_tab(state)
     return blocks

@@ -132,6 +132,10 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                 tab.denoising_strength = strength
             widgets = build_generation_widgets(kind, state.limits, sampler_names, schedule_names)
             tab.widgets = widgets
+            if kind == "txt2img":
+                from webui.ui.hires_controls import build_hires_controls
+
+                extra_inputs = build_hires_controls(state.limits)
             control_inputs = build_controlnet_unit(state, kind)
         with gr.Column(scale=2):
             with gr.Row():
@@ -150,13 +154,17 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
     def to_params(values: list):
         control_values, values = values[-len(control_inputs):] if control_inputs else [], \
             values[:len(values) - len(control_inputs)]
-        params = with_controlnet(state, kind, _base_params(values), control_values)
-        return params
+        params = _base_params(values)
+        if control_values and control_values[0] and hasattr(params, "hr_scale"):
+            raise ValueError("Hires fix together with ControlNet is not supported; turn one of them off.")
+        return with_controlnet(state, kind, params, control_values)
 
     def _base_params(values: list):
         params = values_to_params(values[:len(GenerationWidgets.FIELDS)])
         if kind == "txt2img":
-            return params
+            from webui.ui.hires_controls import with_hires
+
+            return with_hires(params, values[len(GenerationWidgets.FIELDS):], state.limits)
         from pipelines.img2img import Img2ImgParams
 
         editor_value, mode, resize, strength, blur, fill, only, _pixels, _sides = values[len(GenerationWidgets.FIELDS):]

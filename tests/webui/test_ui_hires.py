@@ -1,0 +1,59 @@
+"""Hires. fix controls of the txt2img tab: same conversion and checks as the API, and a real two-pass run."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines.params import GenerationLimits, Txt2ImgParams
+from webui.api_convert import to_txt2img_params
+from webui.api_requests import Txt2ImgRequest
+from webui.ui.hires_controls import HIRES_FIELDS, hires_upscaler_names, with_hires
+
+LIMITS = GenerationLimits(max_side=1024, max_steps=77)
+BASE = Txt2ImgParams(prompt="a cube", steps=1, width=32, height=32, seed=5, sampler="Euler")
+
+
+def form(**changes) -> list:
+    values = {"enable_hr": True, "hr_upscaler": "Latent", "hr_scale": 2.0, "hr_second_pass_steps": 0.0,
+              "hr_resize_x": 0.0, "hr_resize_y": 0.0, "denoising_strength": 0.7, **changes}
+    return [values[name] for name in HIRES_FIELDS]
+
+
+def test_hires_off_keeps_the_params():
+    assert with_hires(BASE, form(enable_hr=False), LIMITS) is BASE
+
+
+def test_hires_form_equals_the_api_conversion():
+    ui = with_hires(BASE, form(hr_upscaler="Lanczos", hr_scale=1.5, hr_second_pass_steps=3.0, denoising_strength=0.4), LIMITS)
+    api = to_txt2img_params(Txt2ImgRequest(prompt="a cube", steps=1, width=32, height=32, seed=5, sampler_name="Euler",
+                                           enable_hr=True, hr_upscaler="Lanczos", hr_scale=1.5, hr_second_pass_steps=3,
+                                           denoising_strength=0.4), limits=LIMITS, lora_names=None)
+    assert ui == api
+    assert (ui.hr_upscaler, ui.hr_scale, ui.hr_second_pass_steps, ui.denoising_strength) == ("Lanczos", 1.5, 3, 0.4)
+    assert isinstance(ui.hr_second_pass_steps, int)
+    assert hires_upscaler_names()[0] == "Latent" and "Lanczos" in hires_upscaler_names()
+
+
+@pytest.mark.parametrize("changes, fragment", [({"hr_scale": 9.0}, "hr_scale"), ({"hr_upscaler": "ESRGAN"}, "ESRGAN"),
+                                               ({"hr_second_pass_steps": 78.0}, "hr_second_pass_steps"),
+                                               ({"hr_resize_x": 4096.0}, "target size 4096x4096")])
+def test_hires_form_errors_name_the_field(changes, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        with_hires(BASE, form(**changes), LIMITS)
+
+
+def test_hires_from_the_form_runs_two_passes_at_the_target_size(tiny_sd1_dir, tmp_path):
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+
+    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(tmp_path / "out"), ui=False))
+    try:
+        state.load_initial_model()
+        params = with_hires(BASE, form(hr_resize_x=48.0), LIMITS)
+        state.check_params("txt2img", params)
+        outcome = state.submit_generation("txt2img", params, save=False).future.result(120)
+    finally:
+        state.close()
+    image = outcome.result.images[0]
+    assert image.size == (48, 48)
+    assert "Hires resize: 48x0" in outcome.result.infotexts[0] and "Size: 32x32" in outcome.result.infotexts[0]

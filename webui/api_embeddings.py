@@ -1,0 +1,20 @@
+"""`GET /sdapi/v1/embeddings`: the textual-inversion embeddings a prompt may name on this server."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.concurrency import run_in_threadpool
+
+from webui.embedding_list import embeddings_response
+from webui.server_state import ServerState
+
+
+def build_embeddings_router(state: ServerState) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/sdapi/v1/embeddings")
+    async def embeddings():
+        # Reading the files hashes them once (cached by the library): keep it off the event loop.
+        return await run_in_threadpool(embeddings_response, state.embedding_library)
+
+    return router

@@ -1,0 +1,40 @@
+"""Embeddings browser: one row per file of `--embeddings-dir`; clicking a row adds its name to the prompt.
+
+A1111 triggers an embedding by its bare name in the prompt (no tag syntax), so the name is
+what gets inserted.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+from webui.embedding_list import embeddings_response
+from webui.server_state import ServerState
+from webui.ui.lora_tab import add_tag
+
+
+def embedding_rows(state: ServerState) -> list[list[str]]:
+    """[name, "N vectors", "dim D"] per readable embedding, sorted by name."""
+    loaded = embeddings_response(state.embedding_library)["loaded"]
+    return [[name, f"{info['vectors']} vectors", f"dim {info['shape']}"] for name, info in loaded.items()]
+
+
+def build_embeddings_tab(state: ServerState, prompt_box) -> None:
+    if state.embedding_library is None:
+        gr.Markdown("No embeddings folder configured: start the server with `--embeddings-dir FOLDER`.")
+        return
+    rows = gr.Dataset(components=[gr.Textbox(visible=False), gr.Textbox(visible=False), gr.Textbox(visible=False)],
+                      headers=["Embedding", "Vectors", "Width"], samples=embedding_rows(state),
+                      label="Textual inversion embeddings (click to add to the txt2img prompt)",
+                      elem_id="embedding_cards", samples_per_page=24)
+    refresh = gr.Button("Refresh", elem_id="embedding_refresh")
+
+    def pick(prompt: str, event: gr.SelectData):
+        name = event.value[0] if isinstance(event.value, list) else event.value
+        return add_tag(prompt, name)
+
+    def do_refresh():
+        state.refresh_embeddings()
+        return gr.Dataset(samples=embedding_rows(state))
+
+    rows.select(pick, inputs=prompt_box, outputs=prompt_box, queue=False)
+    refresh.click(do_refresh, outputs=rows)
