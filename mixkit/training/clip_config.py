@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from mixkit.training.config_checks import check_mixed_precision, check_non_negative_numbers, check_positive_ints
 from mixkit.training.config_json import JsonConfig
 
-MIXED_PRECISION = ("no", "bf16", "fp16")
 
 
 @dataclass
@@ -30,17 +29,10 @@ class ClipTrainingConfig(JsonConfig):
 
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
-        for name in ("batch_size", "max_steps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("learning_rate", "weight_decay"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        check_positive_ints(self, ("batch_size", "max_steps"))
+        check_non_negative_numbers(self, ("learning_rate", "weight_decay"))
         if self.learning_rate == 0:
             raise ValueError("learning_rate must be > 0, got 0")
-        if self.mixed_precision not in MIXED_PRECISION:
-            raise ValueError(f"mixed_precision must be one of {MIXED_PRECISION}, got {self.mixed_precision!r}")
+        check_mixed_precision(self)
         if self.checkpoint_every < 0:
             raise ValueError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from mixkit.training.config_checks import check_diffusion_training, check_non_negative_numbers, check_positive_ints
 from mixkit.training.config_json import JsonConfig
 
-MIXED_PRECISION = ("no", "bf16", "fp16")
 
 
 @dataclass
@@ -40,25 +39,8 @@ class SDFinetuneConfig(JsonConfig):
 
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
-        for name in ("batch_size", "gradient_accumulation_steps", "max_steps", "resolution"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.resolution % 8:
-            raise ValueError(f"resolution must be divisible by 8 (the VAE downsamples by 8), got {self.resolution}")
-        for name in ("learning_rate", "noise_offset", "min_snr_gamma", "ema_decay"):
-            value = getattr(self, name)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
+        check_positive_ints(self, ("batch_size", "gradient_accumulation_steps", "max_steps", "resolution"))
+        check_non_negative_numbers(self, ("learning_rate", "noise_offset", "min_snr_gamma", "ema_decay"))
+        check_diffusion_training(self)
         if not self.ema_decay < 1:
             raise ValueError(f"ema_decay must be below 1 (0.9999 is usual), got {self.ema_decay!r}")
-        if self.min_snr_gamma is not None and self.min_snr_gamma <= 0:
-            raise ValueError(f"min_snr_gamma must be > 0 or None, got {self.min_snr_gamma!r}")
-        if self.mixed_precision not in MIXED_PRECISION:
-            raise ValueError(f"mixed_precision must be one of {MIXED_PRECISION}, got {self.mixed_precision!r}")
-        if self.checkpoint_every < 0 or self.warmup_steps < 0:
-            raise ValueError(f"checkpoint_every and warmup_steps must be >= 0, got {self.checkpoint_every}, {self.warmup_steps}")

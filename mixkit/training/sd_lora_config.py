@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from mixkit.registry import Registry
+from mixkit.training.config_checks import check_diffusion_training, check_non_negative_numbers, check_positive_ints
 from mixkit.training.config_json import JsonConfig
 
-from mixkit.registry import Registry
-
-MIXED_PRECISION = ("no", "bf16", "fp16")
 NETWORK_KINDS: Registry[str] = Registry("network kind")
 NETWORK_KINDS.register("lora", "LoRA on attention/MLP linears and 1x1 convs (kohya networks.lora)")
 NETWORK_KINDS.register("locon", "LoRA plus ResNet/down/upsample 3x3 convs (kohya conv_dim, LyCORIS LoCon)")
@@ -53,27 +51,9 @@ class SDLoraTrainingConfig(JsonConfig):
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
         NETWORK_KINDS.get(self.network)
-        for name in ("rank", "batch_size", "gradient_accumulation_steps", "max_steps", "resolution"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        check_positive_ints(self, ("rank", "batch_size", "gradient_accumulation_steps", "max_steps", "resolution"))
         if self.network == "locon" and (not isinstance(self.conv_rank, int) or self.conv_rank <= 0):
             raise ValueError(f"conv_rank must be a positive integer for a LoCon network, got {self.conv_rank!r}")
-        if self.resolution % 8:
-            raise ValueError(f"resolution must be divisible by 8 (the VAE downsamples by 8), got {self.resolution}; "
-                             f"try {self.resolution // 8 * 8 or 8}")
-        for name in ("learning_rate", "text_encoder_learning_rate", "alpha", "conv_alpha", "noise_offset", "min_snr_gamma",
-                     "prior_loss_weight"):
-            value = getattr(self, name)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
-        if self.min_snr_gamma is not None and self.min_snr_gamma <= 0:
-            raise ValueError(f"min_snr_gamma must be > 0 (5 is the paper's value) or None, got {self.min_snr_gamma!r}")
-        if self.mixed_precision not in MIXED_PRECISION:
-            raise ValueError(f"mixed_precision must be one of {MIXED_PRECISION}, got {self.mixed_precision!r}")
-        if self.checkpoint_every < 0 or self.warmup_steps < 0:
-            raise ValueError(f"checkpoint_every and warmup_steps must be >= 0, got {self.checkpoint_every}, {self.warmup_steps}")
+        check_non_negative_numbers(self, ("learning_rate", "text_encoder_learning_rate", "alpha", "conv_alpha",
+                                          "noise_offset", "min_snr_gamma", "prior_loss_weight"))
+        check_diffusion_training(self)

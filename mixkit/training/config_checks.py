@@ -1,0 +1,43 @@
+"""Range checks shared by the trainers' config dataclasses (one message per rule, everywhere)."""
+
+from __future__ import annotations
+
+import math
+
+MIXED_PRECISION = ("no", "bf16", "fp16")
+
+
+def check_positive_ints(config, names: tuple[str, ...]) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def check_non_negative_numbers(config, names: tuple[str, ...]) -> None:
+    """Finite numbers >= 0; None means "not used" and is allowed."""
+    for name in names:
+        value = getattr(config, name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+def check_diffusion_training(config) -> None:
+    """The rules every SD trainer shares: resolution, learning rate, min-SNR, precision, schedule."""
+    if config.resolution % 8:
+        raise ValueError(f"resolution must be divisible by 8 (the VAE downsamples by 8), got {config.resolution}; "
+                         f"try {config.resolution // 8 * 8 or 8}")
+    if config.learning_rate <= 0:
+        raise ValueError(f"learning_rate must be > 0, got {config.learning_rate!r}")
+    if config.min_snr_gamma is not None and config.min_snr_gamma <= 0:
+        raise ValueError(f"min_snr_gamma must be > 0 (5 is the paper's value) or None, got {config.min_snr_gamma!r}")
+    check_mixed_precision(config)
+    if config.checkpoint_every < 0 or config.warmup_steps < 0:
+        raise ValueError(f"checkpoint_every and warmup_steps must be >= 0, got {config.checkpoint_every}, {config.warmup_steps}")
+
+
+def check_mixed_precision(config) -> None:
+    if config.mixed_precision not in MIXED_PRECISION:
+        raise ValueError(f"mixed_precision must be one of {MIXED_PRECISION}, got {config.mixed_precision!r}")
