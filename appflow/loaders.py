@@ -108,8 +108,8 @@ register_model_kind(ModelKind(
 register_model_kind(ModelKind(
     "sam", "a Segment Anything model (transformers SamModel)", ("sam",), _load_sam, _is_processor_model))
 register_model_kind(ModelKind(
-    "vlm-generative", "a captioning/VQA vision-language model (BLIP-2, InstructBLIP, LLaVA)",
-    ("blip-2", "instructblip", "llava"), _load_vlm, _has_method("caption")))
+    "vlm-generative", "a captioning/VQA vision-language model (BLIP-2, InstructBLIP, LLaVA, mixkit modular VLMs)",
+    ("blip-2", "instructblip", "llava", "mixkit-vlm"), _load_vlm, _has_method("caption")))
 register_model_kind(ModelKind(
     "vlm-contrastive", "a contrastive image-text model (CLIP, SigLIP)", ("clip", "siglip"), _load_vlm,
     _has_method("classify")))

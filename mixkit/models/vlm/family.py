@@ -8,6 +8,7 @@ a family cannot do fail with a message naming a family that can.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
 import torch
@@ -57,6 +58,32 @@ class VisionLanguageAdapter:
         self.device = device
         self.dtype = dtype
         self.source = source
+
+    @classmethod
+    def from_folder(
+        cls,
+        folder: Path,
+        *,
+        source: str,
+        device: torch.device,
+        dtype: torch.dtype,
+        attn_implementation: str,
+        trust_remote_code: bool,
+    ) -> "VisionLanguageAdapter":
+        """Load a transformers checkpoint folder with its processor; mixkit's own formats override this."""
+        from transformers import AutoModel, AutoModelForImageTextToText, AutoProcessor
+
+        from mixkit.models.vlm.loading import keep_qformer_in_fp32
+
+        model_class = AutoModelForImageTextToText if "caption" in cls.tasks else AutoModel
+        model = model_class.from_pretrained(
+            str(folder), dtype=dtype, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code,
+            local_files_only=True,
+        ).to(device).eval()
+        if dtype != torch.float32:
+            keep_qformer_in_fp32(model)
+        processor = AutoProcessor.from_pretrained(str(folder), trust_remote_code=trust_remote_code, local_files_only=True)
+        return cls(model, processor, device=device, dtype=dtype, source=source)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(source={self.source!r}, device={self.device}, dtype={self.dtype})"

@@ -17,6 +17,8 @@ import torch
 from mixkit.errors import ModelNotFoundError, UnknownNameError, UnsafeCheckpointError
 from mixkit.models.vlm.family import VLM_FAMILIES, VisionLanguageAdapter
 
+MODULAR_ARCHITECTURE_NAME = "mixkit_vlm.json"  # what VisionLanguageModel.save_pretrained writes
+
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
            "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
 ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa", "mixkit")
@@ -55,6 +57,12 @@ def resolve_config_file(source: str) -> Path:
     from mixkit.io.sources import resolve_model_source
 
     folder = resolve_model_source(source)
+    if not (folder / "config.json").is_file() and (folder / MODULAR_ARCHITECTURE_NAME).is_file():
+        raise ModelNotFoundError(
+            f"{str(folder)!r} holds a modular VisionLanguageModel ({MODULAR_ARCHITECTURE_NAME}) but not the tokenizer, "
+            "image preprocessing and prompts that captioning needs; save it with "
+            "mixkit.models.vlm.modular.save_modular_vlm(model, folder, tokenizer=...) instead of model.save_pretrained"
+        )
     if not (folder / "config.json").is_file():
         raise ModelNotFoundError(
             f"{str(folder)!r} has no config.json; pass a folder saved with save_pretrained or a hub id"
@@ -82,9 +90,8 @@ def load_vlm(
     trust_remote_code: bool = False,
     attn_implementation: str = "sdpa",
 ) -> VisionLanguageAdapter:
-    """Load a CLIP / SigLIP / BLIP-2 / InstructBLIP / LLaVA checkpoint with its processor."""
-    from transformers import AutoModel, AutoModelForImageTextToText, AutoProcessor
-
+    """Load a CLIP / SigLIP / BLIP-2 / InstructBLIP / LLaVA checkpoint with its processor, or a
+    mixkit modular VLM folder written by `save_modular_vlm`."""
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"source must be a hub id or folder path, got {type(source).__name__}: {source!r}")
     source = str(source)
@@ -110,13 +117,5 @@ def load_vlm(
             "that code. Pass trust_remote_code=True only if you trust its author."
         )
     adapter = family_for_config(config, source)
-    folder = str(config_file.parent)
-    model_class = AutoModelForImageTextToText if "caption" in adapter.tasks else AutoModel
-    model = model_class.from_pretrained(
-        folder, dtype=torch_dtype, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code,
-        local_files_only=True,
-    ).to(device).eval()
-    if torch_dtype != torch.float32:
-        keep_qformer_in_fp32(model)
-    processor = AutoProcessor.from_pretrained(folder, trust_remote_code=trust_remote_code, local_files_only=True)
-    return adapter(model, processor, device=device, dtype=torch_dtype, source=source)
+    return adapter.from_folder(config_file.parent, source=source, device=device, dtype=torch_dtype,
+                               attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)

@@ -25,6 +25,7 @@ class Bridge(nn.Module):
 
     kind = ""
     config_class: type = object
+    takes_instruction = False  # only an instruction-aware Q-Former reads the prompt text
 
     def config_dict(self) -> dict:
         return {"kind": self.kind, **asdict(self.config)}
@@ -34,10 +35,15 @@ class Bridge(nn.Module):
 class QFormerBridgeConfig:
     qformer: QFormerConfig = field(default_factory=QFormerConfig)
     output_size: int = 2560
+    # InstructBLIP: the instruction text also enters the Q-Former. Off for BLIP-2, whose Q-Former
+    # may have a text path (from stage-1 training) that stage 2 and inference never feed.
+    instruction_aware: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.qformer, dict):
             self.qformer = QFormerConfig(**self.qformer)
+        if self.instruction_aware and self.qformer.text_vocab_size == 0:
+            raise ValueError("an instruction_aware Q-Former bridge needs a text path: set qformer.text_vocab_size > 0")
 
 
 @BRIDGES.register("qformer")
@@ -58,13 +64,40 @@ class QFormerBridge(Bridge):
     def num_output_tokens(self) -> int:
         return self.config.qformer.num_query_tokens
 
-    def query_outputs(self, image_features: torch.Tensor) -> torch.Tensor:
-        """The Q-Former's query states (batch, queries, hidden) in the Q-Former's own dtype."""
-        queries = self.query_tokens.expand(image_features.shape[0], -1, -1)
-        return self.qformer(queries, image_features)
+    @property
+    def takes_instruction(self) -> bool:
+        """True when the Q-Former reads the instruction text (InstructBLIP), not for BLIP-2."""
+        return self.config.instruction_aware
 
-    def forward(self, image_features: torch.Tensor) -> torch.Tensor:
-        states = self.query_outputs(image_features)
+    def query_outputs(
+        self,
+        image_features: torch.Tensor,
+        instruction_ids: torch.Tensor | None = None,
+        instruction_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The Q-Former's query states (batch, queries, hidden) in the Q-Former's own dtype.
+
+        With `instruction_ids` the instruction tokens join the queries in self-attention, as in
+        InstructBLIP, so the queries extract what the instruction asks about; padded instruction
+        tokens (`instruction_mask` 0) are hidden from every position.
+        """
+        queries = self.query_tokens.expand(image_features.shape[0], -1, -1)
+        if instruction_ids is None:
+            return self.qformer(queries, image_features)
+        if instruction_mask is None:
+            instruction_mask = torch.ones_like(instruction_ids)
+        num_queries, length = queries.shape[1], instruction_ids.shape[1]
+        keys = torch.cat([torch.ones_like(instruction_mask[:, :1]).expand(-1, num_queries), instruction_mask], dim=1)
+        mask = keys.bool().unsqueeze(1).expand(-1, num_queries + length, -1)
+        return self.qformer(queries, image_features, instruction_ids, mask)[:, :num_queries]
+
+    def forward(
+        self,
+        image_features: torch.Tensor,
+        instruction_ids: torch.Tensor | None = None,
+        instruction_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        states = self.query_outputs(image_features, instruction_ids, instruction_mask)
         return self.projection(states.to(self.projection.weight.dtype))
 
     def keep_qformer_in_fp32(self) -> "QFormerBridge":
@@ -77,6 +110,8 @@ class QFormerBridge(Bridge):
 class ProjectionBridgeConfig:
     input_size: int = 1024
     output_size: int = 4096
+    hidden_act: str = "gelu"  # MLP only; LLaVA's `projector_hidden_act`, a transformers ACT2FN name
+    bias: bool = True  # LLaVA's `multimodal_projector_bias`
 
 
 @BRIDGES.register("linear")
@@ -87,7 +122,7 @@ class LinearBridge(Bridge):
     def __init__(self, config: ProjectionBridgeConfig) -> None:
         super().__init__()
         self.config = config
-        self.projection = nn.Linear(config.input_size, config.output_size)
+        self.projection = nn.Linear(config.input_size, config.output_size, bias=config.bias)
 
     def forward(self, image_features: torch.Tensor) -> torch.Tensor:
         return self.projection(image_features.to(self.projection.weight.dtype))
@@ -101,9 +136,14 @@ class MLPBridge(Bridge):
     def __init__(self, config: ProjectionBridgeConfig) -> None:
         super().__init__()
         self.config = config
-        self.up = nn.Linear(config.input_size, config.output_size)
-        self.act = nn.GELU()
-        self.down = nn.Linear(config.output_size, config.output_size)
+        from transformers.activations import ACT2FN
+
+        if config.hidden_act not in ACT2FN:
+            raise ValueError(f"MLP bridge hidden_act {config.hidden_act!r} is not a transformers activation; "
+                             f"use one of {sorted(ACT2FN)}")
+        self.up = nn.Linear(config.input_size, config.output_size, bias=config.bias)
+        self.act = ACT2FN[config.hidden_act]
+        self.down = nn.Linear(config.output_size, config.output_size, bias=config.bias)
 
     def forward(self, image_features: torch.Tensor) -> torch.Tensor:
         return self.down(self.act(self.up(image_features.to(self.up.weight.dtype))))

@@ -62,7 +62,7 @@ class VisionLanguageModel(nn.Module):
         language_model: nn.Module,
         *,
         image_token_index: int | None = None,
-        vision_feature_layer: int | None = None,
+        vision_feature_layer: int | list[int] | None = None,
         drop_cls_token: bool = False,
     ) -> None:
         super().__init__()
@@ -87,24 +87,58 @@ class VisionLanguageModel(nn.Module):
                 raise ValueError(f"cannot freeze {part!r}: not a part of this model; use one of {choices}")
         return self
 
+    def set_attn_implementation(self, implementation: str) -> "VisionLanguageModel":
+        """Switch every part's attention kernel ("sdpa", "eager" or "mixkit") after building or loading."""
+        for part in (self.vision_encoder, self.language_model):
+            if hasattr(part, "set_attn_implementation"):
+                part.set_attn_implementation(implementation)
+        qformer_config = getattr(getattr(self.bridge, "config", None), "qformer", None)
+        if qformer_config is not None:
+            qformer_config.attn_implementation = implementation
+            for module in self.bridge.modules():
+                if hasattr(module, "implementation"):  # Q-Former attention layers read it at each call
+                    module.implementation = implementation
+        return self
+
     def frozen_parts(self) -> list[str]:
         return [name for name, module in self.named_children()
                 if all(not p.requires_grad for p in module.parameters())]
 
     # --- forward -----------------------------------------------------------------------------
-    def encode_images(self, pixel_values: torch.Tensor) -> torch.Tensor:
-        """(batch, tokens, lm_width) embeddings the LM reads in place of the image."""
+    def encode_images(self, pixel_values: torch.Tensor, instruction_ids=None, instruction_mask=None) -> torch.Tensor:
+        """(batch, tokens, lm_width) embeddings the LM reads in place of the image.
+
+        `vision_feature_layer` picks a hidden layer (LLaVA uses the penultimate) or a list of
+        layers whose features are concatenated (LLaVA-NeXT style); `instruction_ids` feed an
+        instruction-aware Q-Former (InstructBLIP) and are refused by other bridges.
+        """
         vision_dtype = next(self.vision_encoder.parameters()).dtype
-        wants_layer = self.vision_feature_layer is not None
-        output = self.vision_encoder(pixel_values=pixel_values.to(vision_dtype), output_hidden_states=wants_layer)
-        features = output.hidden_states[self.vision_feature_layer] if wants_layer else output.last_hidden_state
+        layer = self.vision_feature_layer
+        output = self.vision_encoder(pixel_values=pixel_values.to(vision_dtype), output_hidden_states=layer is not None)
+        if layer is None:
+            features = output.last_hidden_state
+        elif isinstance(layer, int):
+            features = output.hidden_states[layer]
+        else:
+            features = torch.cat([output.hidden_states[i] for i in layer], dim=-1)
         if self.drop_cls_token:
             features = features[:, 1:]
-        return self.bridge(features)
+        if instruction_ids is None:
+            return self.bridge(features)
+        if not self.bridge.takes_instruction:
+            raise ValueError(f"this model's {self.bridge.kind!r} bridge does not read instructions; "
+                             "pass instruction_ids only to an InstructBLIP-style (instruction_aware) Q-Former")
+        return self.bridge(features, instruction_ids, instruction_mask)
 
-    def embed_inputs(self, pixel_values, input_ids, attention_mask=None) -> tuple[torch.Tensor, torch.Tensor]:
-        """LM input embeddings with the image spliced in at placeholders (or prepended), and the mask."""
-        image_embeds = self.encode_images(pixel_values)
+    def embed_inputs(
+        self, pixel_values, input_ids, attention_mask=None, *, instruction_ids=None, instruction_mask=None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """LM input embeddings with the image spliced in at placeholders (or prepended), and the mask.
+
+        Prepending to left-padded text (decoder-only batches) keeps the padding at the far left,
+        [pad, image, text], so every row's last real token is where generation continues.
+        """
+        image_embeds = self.encode_images(pixel_values, instruction_ids, instruction_mask)
         embedding = self.language_model.get_input_embeddings()
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
@@ -121,16 +155,28 @@ class VisionLanguageModel(nn.Module):
             return text_embeds.masked_scatter(placeholders.unsqueeze(-1), image_embeds), attention_mask
         text_embeds = embedding(input_ids)
         image_mask = torch.ones(image_embeds.shape[:2], dtype=attention_mask.dtype, device=attention_mask.device)
-        return torch.cat([image_embeds.to(text_embeds.dtype), text_embeds], dim=1), torch.cat([image_mask, attention_mask], 1)
+        embeds = torch.cat([image_embeds.to(text_embeds.dtype), text_embeds], dim=1)
+        mask = torch.cat([image_mask, attention_mask], 1)
+        if input_ids.shape[1] and (attention_mask[:, 0] == 0).any():  # left padded: move padding before the image
+            order = mask.argsort(dim=1, stable=True)  # zeros first, real positions keep their order
+            embeds = embeds.gather(1, order.unsqueeze(-1).expand_as(embeds))
+            mask = mask.gather(1, order)
+        return embeds, mask
 
-    def forward(self, pixel_values, input_ids, attention_mask=None, **language_model_kwargs):
-        inputs_embeds, attention_mask = self.embed_inputs(pixel_values, input_ids, attention_mask)
+    def forward(self, pixel_values, input_ids, attention_mask=None, *, instruction_ids=None, instruction_mask=None,
+                **language_model_kwargs):
+        inputs_embeds, attention_mask = self.embed_inputs(
+            pixel_values, input_ids, attention_mask, instruction_ids=instruction_ids, instruction_mask=instruction_mask,
+        )
         return self.language_model(inputs_embeds=inputs_embeds, attention_mask=attention_mask, **language_model_kwargs)
 
     @torch.no_grad()
-    def generate(self, pixel_values, input_ids, attention_mask=None, **generation):
+    def generate(self, pixel_values, input_ids, attention_mask=None, *, instruction_ids=None, instruction_mask=None,
+                 **generation):
         """Greedy by default; returns only the new tokens for decoder-only LMs."""
-        inputs_embeds, attention_mask = self.embed_inputs(pixel_values, input_ids, attention_mask)
+        inputs_embeds, attention_mask = self.embed_inputs(
+            pixel_values, input_ids, attention_mask, instruction_ids=instruction_ids, instruction_mask=instruction_mask,
+        )
         options = {"do_sample": False, "num_beams": 1, **generation}
         return self.language_model.generate(inputs_embeds=inputs_embeds, attention_mask=attention_mask, **options)
 

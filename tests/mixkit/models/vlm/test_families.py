@@ -17,14 +17,15 @@ BUILDERS = {
 }
 
 
+SESSION_FOLDERS = {"clip": "tiny_clip_dir", "blip2": "tiny_blip2_opt_dir",
+                   "modular": "tiny_modular_blip2_dir"}  # built once in conftest
+
+
 def test_every_registered_family_has_a_tiny_builder():
-    assert sorted(VLM_FAMILIES.names()) == sorted(BUILDERS)
+    assert sorted(VLM_FAMILIES.names()) == sorted(set(BUILDERS) | set(SESSION_FOLDERS))
 
 
-SESSION_FOLDERS = {"clip": "tiny_clip_dir", "blip2": "tiny_blip2_opt_dir"}  # built once in conftest
-
-
-@pytest.fixture(scope="module", params=sorted(BUILDERS))
+@pytest.fixture(scope="module", params=sorted(set(BUILDERS) | set(SESSION_FOLDERS)))
 def family_model(request, tmp_path_factory):
     if request.param in SESSION_FOLDERS:
         folder = request.getfixturevalue(SESSION_FOLDERS[request.param])

@@ -84,6 +84,17 @@ def test_bridge_registry_builds_by_name():
         build_bridge({"kind": "resampler"})
     with pytest.raises(ValueError, match="bad 'linear' bridge config"):
         build_bridge({"kind": "linear", "width": 3})
+    with pytest.raises(ValueError, match="hidden_act 'wiggle'.*'gelu'"):
+        build_bridge({"kind": "mlp", "input_size": 4, "output_size": 2, "hidden_act": "wiggle"})
+    without_bias = build_bridge({"kind": "mlp", "input_size": 4, "output_size": 2, "bias": False})
+    assert without_bias.up.bias is None and without_bias.down.bias is None
+
+
+def test_instruction_aware_bridge_needs_a_text_path():
+    from mixkit.models.vlm.modular import QFormerBridgeConfig, QFormerConfig
+
+    with pytest.raises(ValueError, match="text_vocab_size > 0"):
+        QFormerBridgeConfig(qformer=QFormerConfig(hidden_size=8, num_attention_heads=2), instruction_aware=True)
 
 
 def test_loading_missing_or_corrupt_files(blip2, tmp_path):
@@ -109,3 +120,16 @@ def test_half_precision_keeps_the_qformer_in_fp32(blip2):
         logits = half(pixels, ids).logits
     assert logits.dtype == torch.bfloat16
     torch.testing.assert_close(logits.float(), reference, atol=0.05, rtol=0.05)
+
+
+def test_prefix_mode_moves_left_padding_before_the_image(blip2):
+    """[pad, image, text]: a left-padded row gives the unpadded row's logits at its real positions."""
+    pixels = torch.randn(2, 3, 30, 30, generator=torch.Generator().manual_seed(5))
+    ids = torch.tensor([[1, 1, 2, 7], [2, 9, 10, 11]])
+    mask = torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]])
+    with torch.no_grad():
+        embeds, full_mask = blip2.embed_inputs(pixels, ids, mask)
+        batch = blip2(pixels, ids, mask).logits
+        single = blip2(pixels[:1], torch.tensor([[2, 7]])).logits
+    assert full_mask[0].tolist() == [0, 0] + [1] * 6
+    torch.testing.assert_close(batch[0, 2:], single[0], atol=1e-5, rtol=1e-5)
