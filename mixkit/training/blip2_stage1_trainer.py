@@ -1,18 +1,18 @@
 """BLIP-2 stage 1 (Li et al. 2023): train the Q-Former and its heads on image-text pairs, vision frozen.
 
-A Python-API trainer over mixkit's modular parts (`QFormerBridge`, `Blip2Stage1Heads`) and the pure
-ITC/ITM/ITG losses: the caller supplies the frozen vision encoder and a `tokenize` function for the
-Q-Former's text vocabulary (BLIP-2 uses BERT's), so no tokenizer or checkpoint layout is imposed.
-Data order and hard-negative sampling are functions of (seed, step), as in the other trainers.
+Two entry points over mixkit's modular parts (`QFormerBridge`, `Blip2Stage1Heads`) and the pure
+ITC/ITM/ITG losses: `train_blip2_stage1` takes the frozen vision encoder, the parts and a
+`tokenize` function (no tokenizer or checkpoint layout imposed), and `run_blip2_stage1`, behind
+`mixkit train blip2-stage1`, builds them from the config's folders and writes the output folder.
+Data order and hard-negative sampling are functions of (seed, step), so a resumed run (weights,
+optimizer and RNGs from an atomic checkpoint) reproduces an uninterrupted one.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
+import logging
 import time
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import torch
@@ -20,43 +20,23 @@ from torch import nn
 
 from mixkit.data import BucketedImageDataset
 from mixkit.training.accelerator_setup import make_accelerator
+from mixkit.training.blip2_stage1_config import Blip2Stage1Config
 from mixkit.training.sd_lora_trainer import TrainingResult, scan_dataset
+from mixkit.training.training_state import (
+    architecture_fingerprint, checkpoint_path, load_training_state, restore_rng_states, save_training_state,
+)
+from mixkit.training.vlm_lm_training import decay_groups
+from mixkit.training.vlm_samples import CLIP_MEAN, CLIP_STD, image_batch
 
-# CLIP's normalisation, which BLIP-2's EVA-CLIP image encoder also uses.
-CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
-CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+__all__ = ["CLIP_MEAN", "CLIP_STD", "Blip2Stage1Config", "Stage1Model", "image_batch", "run_blip2_stage1",
+           "train_blip2_stage1"]
+
+logger = logging.getLogger(__name__)
 ORDER_ONLY_RESOLUTION = 64  # the dataset only provides the order; images are resized to image_size here
 
 
-@dataclass
-class Blip2Stage1Config:
-    dataset: str
-    image_size: int = 224
-    batch_size: int = 8
-    max_steps: int = 100
-    learning_rate: float = 1e-4
-    weight_decay: float = 0.05
-    seed: int = 0
-    missing_captions: str = "folder_name"
-    mixed_precision: str = "no"
-
-    def check(self) -> None:
-        for name in ("image_size", "batch_size", "max_steps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.batch_size < 2:
-            raise ValueError(f"batch_size must be >= 2: ITC and ITM need in-batch negatives, got {self.batch_size}")
-        for name in ("learning_rate", "weight_decay"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        if self.learning_rate == 0:
-            raise ValueError("learning_rate must be > 0, got 0")
-
-
 class Stage1Model(nn.Module):
-    """Frozen vision encoder + trainable bridge and heads; forward returns the summed stage-1 loss."""
+    """Frozen vision encoder + trainable bridge and heads; forward returns the stage-1 losses."""
 
     def __init__(self, vision_encoder: nn.Module, bridge: nn.Module, heads: nn.Module) -> None:
         super().__init__()
@@ -71,53 +51,124 @@ class Stage1Model(nn.Module):
                                    generator=generator)
 
 
-def image_batch(paths: list[Path], size: int) -> torch.Tensor:
-    """Images resized to size x size (bicubic), normalised with CLIP's mean and std."""
-    import numpy as np
-    from PIL import Image
-
-    from mixkit.io.images import load_image
-
-    mean, std = np.array(CLIP_MEAN, dtype=np.float32), np.array(CLIP_STD, dtype=np.float32)
-    arrays = []
-    for path in paths:
-        pixels = np.asarray(load_image(path).resize((size, size), Image.Resampling.BICUBIC), dtype=np.float32)
-        arrays.append((pixels / 255 - mean) / std)
-    return torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous()
+def _trainable_state(bridge: nn.Module, heads: nn.Module) -> dict[str, torch.Tensor]:
+    return {**{f"bridge.{k}": v for k, v in bridge.state_dict().items()},
+            **{f"heads.{k}": v for k, v in heads.state_dict().items()}}
 
 
 def train_blip2_stage1(config: Blip2Stage1Config, *, vision_encoder: nn.Module, bridge: nn.Module, heads: nn.Module,
-                       tokenize: Callable[[list[str]], tuple[torch.Tensor, torch.Tensor]]) -> TrainingResult:
-    """Train `bridge` and `heads` in place for `config.max_steps`; returns losses (the caller saves the parts)."""
+                       tokenize: Callable[[list[str]], tuple[torch.Tensor, torch.Tensor]],
+                       stop_at_step: int | None = None) -> TrainingResult:
+    """Train `bridge` and `heads` in place (resuming from `config.resume_from` if set); the caller saves them."""
+
+    # 1. Validate and scan the data.
     config.check()
+    if stop_at_step is not None and not 0 < stop_at_step <= config.max_steps:
+        raise ValueError(f"stop_at_step must be in 1..max_steps={config.max_steps}, got {stop_at_step}")
+    checkpoint_dir = config.checkpoint_dir or (f"{config.output}-checkpoints" if config.output else None)
+    if (config.checkpoint_every or stop_at_step) and checkpoint_dir is None:
+        raise ValueError("checkpoints need a folder: set checkpoint_dir (or output, whose '-checkpoints' folder is used)")
+    from mixkit.training.vlm_parts import vision_image_size
+
+    image_size = config.image_size or vision_image_size(vision_encoder)
     report = scan_dataset(config)
     records = [dataclasses.replace(r, repeats=1) for r in report.records]  # a repeated pair is a false negative
     dataset = BucketedImageDataset(records, ORDER_ONLY_RESOLUTION, source=config.dataset)
     accelerator = make_accelerator(mixed_precision=config.mixed_precision)
     world, rank = accelerator.num_processes, accelerator.process_index
     started = time.time()
+
+    # 2. Model, optimizer, fingerprint, optional resume.
     torch.manual_seed(config.seed)
     model = Stage1Model(vision_encoder, bridge, heads)
-    bridge.train()
-    heads.train()
+    bridge.requires_grad_(True).train()
+    heads.requires_grad_(True).train()
     trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=config.learning_rate, weight_decay=config.weight_decay)
+    optimizer = torch.optim.AdamW(decay_groups(trainable, config.weight_decay), lr=config.learning_rate)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
+    fingerprint = architecture_fingerprint(_trainable_state(bridge, heads), {"trainer": "blip2-stage1"})
+    step = 0
+    if config.resume_from:
+        state = load_training_state(config.resume_from, fingerprint)
+        model.load_state_dict(state["trainable"], strict=False)
+        optimizer.load_state_dict(state["optimizer"])
+        schedule.load_state_dict(state["scheduler"])
+        restore_rng_states(state["rng"])
+        step = state["step"]
     model, optimizer = accelerator.prepare(model, optimizer)
-    result = TrainingResult(output=None, steps=0, skipped_images=list(report.skipped))
+
+    # 3. Train: process r takes batch step * world + r; hard negatives drawn from a (seed, batch) generator.
+    result = TrainingResult(output=None, steps=step, skipped_images=list(report.skipped))
     batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
-    for step in range(config.max_steps):
+    end = stop_at_step or config.max_steps
+    while step < end:
         epoch, position = divmod(step * world + rank, batches_per_epoch)
         indices = dataset.epoch_batches(epoch, config.batch_size, config.seed)[position]
-        pixels = image_batch([dataset.records[i].path for i in indices], config.image_size).to(accelerator.device)
+        pixels = image_batch([dataset.records[i].path for i in indices], image_size).to(accelerator.device)
         text_ids, text_mask = tokenize([dataset.records[i].caption for i in indices])
         generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step * world + rank)
-        losses = model(pixels, text_ids.to(accelerator.device), text_mask.to(accelerator.device), generator)
+        with accelerator.autocast():
+            losses = model(pixels, text_ids.to(accelerator.device), text_mask.to(accelerator.device), generator)
         accelerator.backward(losses.total)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        schedule.step()
+        step += 1
         result.losses.append(accelerator.reduce(losses.total.detach(), "mean").item())
-    result.steps = config.max_steps
+        if ((config.checkpoint_every and step % config.checkpoint_every == 0) or step == stop_at_step) \
+                and accelerator.is_main_process:
+            result.last_checkpoint = save_training_state(
+                checkpoint_path(checkpoint_dir, step), step=step, fingerprint=fingerprint,
+                trainable=_trainable_state(bridge, heads), optimizer=optimizer.optimizer, scheduler=schedule,
+                config_json=config.to_json())
+        accelerator.wait_for_everyone()
+    result.steps = step
     bridge.eval()
     heads.eval()
     result.seconds = time.time() - started
+    return result
+
+
+def build_stage1_parts(config: Blip2Stage1Config, vision_encoder: nn.Module, vocab_size: int):
+    """A fresh text-enabled Q-Former bridge and stage-1 heads sized from the config, vision encoder and vocabulary."""
+    from mixkit.models.vlm.modular import QFormerBridge, QFormerBridgeConfig, QFormerConfig
+    from mixkit.models.vlm.modular.stage1 import Blip2Stage1Heads
+
+    torch.manual_seed(config.seed)
+    qformer = QFormerConfig(**{**config.qformer, "encoder_hidden_size": vision_encoder.config.hidden_size,
+                               "text_vocab_size": vocab_size})
+    if config.max_text_length > qformer.max_position_embeddings:
+        raise ValueError(f"max_text_length {config.max_text_length} exceeds the Q-Former's max_position_embeddings "
+                         f"{qformer.max_position_embeddings}; lower it or raise qformer.max_position_embeddings.")
+    bridge = QFormerBridge(QFormerBridgeConfig(qformer=qformer, output_size=qformer.hidden_size))
+    return bridge, Blip2Stage1Heads(qformer.hidden_size, vocab_size, embed_dim=config.embed_dim)
+
+
+def run_blip2_stage1(config: Blip2Stage1Config, *, stop_at_step: int | None = None) -> TrainingResult:
+    """`mixkit train blip2-stage1`: load the parts named by the config, train, write `config.output`."""
+    from mixkit.training.blip2_stage1_output import save_blip2_stage1
+    from mixkit.training.vlm_lm_training import check_output_folder
+    from mixkit.training.vlm_parts import load_tokenizer, load_vision_encoder, tokenizer_folder
+
+    config.check()
+    config.check_paths()
+    check_output_folder(config.output)
+    vision_encoder = load_vision_encoder(config.vision_model)
+    tokenizer = load_tokenizer(tokenizer_folder(config.tokenizer, None))
+    if tokenizer.pad_token_id is None:
+        raise ValueError(f"tokenizer {config.tokenizer!r} has no padding token; use one that defines pad_token "
+                         "(BERT's, as BLIP-2 uses, does).")
+    bridge, heads = build_stage1_parts(config, vision_encoder, len(tokenizer))
+
+    def tokenize(captions: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        encoded = tokenizer(captions, padding=True, truncation=True, max_length=config.max_text_length,
+                            return_tensors="pt")
+        return encoded["input_ids"], encoded["attention_mask"]
+
+    result = train_blip2_stage1(config, vision_encoder=vision_encoder, bridge=bridge, heads=heads, tokenize=tokenize,
+                                stop_at_step=stop_at_step)
+    accelerator_main = not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
+    if result.steps == config.max_steps and accelerator_main:
+        result.output = save_blip2_stage1(config.output, bridge, heads, tokenizer, config.to_json())
+    logger.info("BLIP-2 stage 1: %d steps in %.1f s; output %s", result.steps, result.seconds, result.output)
     return result

@@ -50,11 +50,22 @@ class ConditionedDenoiser(nn.Module):
         return self.unet(noisy_latents, timesteps, **cond).sample
 
 
+def check_stop_at_step(stop_at_step: int | None, max_steps: int) -> None:
+    """`stop_at_step` (end early with a checkpoint, for time-sliced jobs) must lie in 1..max_steps."""
+    if stop_at_step is not None and not 0 < stop_at_step <= max_steps:
+        raise ValueError(f"stop_at_step must be in 1..max_steps={max_steps}, got {stop_at_step}")
+
+
 def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimizer, lr_schedule, step: int,
                        stop_at_step: int | None, checkpoint_dir: Path, fingerprint: str,
                        clipped: Callable[[], Iterable[torch.nn.Parameter]], trainable_state: Callable[[], dict],
-                       result, after_optimizer_step: Callable[[], None] | None = None) -> int:
-    """Train from `step` to `stop_at_step` or `config.max_steps`; appends losses and checkpoints to `result`."""
+                       result, after_optimizer_step: Callable[[], None] | None = None,
+                       after_step: Callable[[int, float, float, float], None] | None = None) -> int:
+    """Train from `step` to `stop_at_step` or `config.max_steps`; appends losses and checkpoints to `result`.
+
+    `after_step(step, mean loss, learning rate, seconds)` runs on every process after each optimizer
+    step, before that step's checkpoint (logging and validation images, see `run_reporting`).
+    """
     from diffusers import DDPMScheduler
     from tqdm.auto import tqdm
 
@@ -101,14 +112,18 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
             step_loss += loss.detach().item() / accum
         # Stepped by hand once per optimizer step: accelerate's scheduler wrapper would step it once
         # per process, making the schedule depend on the number of processes.
+        learning_rate = lr_schedule.get_last_lr()[0]
         lr_schedule.step()
         if after_optimizer_step is not None:
             after_optimizer_step()
         step += 1
         mean_loss = accelerator.reduce(torch.tensor(step_loss, device=accelerator.device), "mean").item()
         result.losses.append(mean_loss)
+        seconds = time.perf_counter() - tick
         bar.update(1)
-        bar.set_postfix(loss=f"{mean_loss:.4f}", its=f"{1 / max(time.perf_counter() - tick, 1e-9):.2f}")
+        bar.set_postfix(loss=f"{mean_loss:.4f}", its=f"{1 / max(seconds, 1e-9):.2f}")
+        if after_step is not None:
+            after_step(step, mean_loss, learning_rate, seconds)
         tick = time.perf_counter()
         due = config.checkpoint_every and step % config.checkpoint_every == 0
         if (due or step == stop_at_step) and accelerator.is_main_process:

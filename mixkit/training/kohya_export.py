@@ -16,9 +16,15 @@ from pathlib import Path
 import torch
 
 from mixkit.io.saving import save_safetensors
+from mixkit.registry import Registry
 
 BASE_MODEL_VERSIONS = {"sd1": "sd_v1", "sd2": "sd_v2", "sdxl": "sdxl_base_v1-0"}
 KOHYA_LEGACY_OFFSET, KOHYA_LEGACY_LENGTH = 0x100000, 0x10000
+
+# How SDXL UNet module names are written. SD 1.x/2.x files always use the diffusers layout, as kohya does.
+SDXL_KEY_LAYOUTS: Registry[str] = Registry("SDXL LoRA key layout")
+SDXL_KEY_LAYOUTS.register("sgm", "lora_unet_input_blocks_4_1_... (kohya sdxl_train_network; A1111, ComfyUI, Civitai)")
+SDXL_KEY_LAYOUTS.register("diffusers", "lora_unet_down_blocks_1_attentions_0_... (diffusers paths, flattened)")
 
 
 def kohya_hashes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> tuple[str, str]:
@@ -64,3 +70,37 @@ def save_kohya_lora(tensors: dict[str, torch.Tensor], path: str | Path, metadata
     model_hash, legacy_hash = kohya_hashes(tensors, metadata)
     save_safetensors(tensors, path, {**metadata, "sshs_model_hash": model_hash, "sshs_legacy_hash": legacy_hash})
     return Path(path)
+
+
+def sgm_lora_names(unet) -> dict[str, str]:
+    """Map kohya diffusers-layout UNet module names to the SGM (original SDXL) layout kohya writes for SDXL.
+
+    kohya's SDXL trainer builds its own UNet with Stability's module names, so its files (and those
+    A1111, ComfyUI and Civitai expect) say `lora_unet_input_blocks_4_1_transformer_blocks_0_attn1_to_q`
+    where the SD 1.x trainer says `lora_unet_down_blocks_1_attentions_0_...`. Underscores are ambiguous,
+    so the map is generated from the model's own module paths rather than by editing names.
+    """
+    from mixkit.lora.model_index import ldm_block_prefixes, ldm_name
+
+    prefixes = ldm_block_prefixes(unet)
+    names = {}
+    for path, _ in unet.named_modules():
+        sgm = ldm_name(path, prefixes) if path else None
+        if sgm is not None:
+            names[f"lora_unet_{path.replace('.', '_')}"] = f"lora_unet_{sgm.replace('.', '_')}"
+    return names
+
+
+def to_sgm_layout(tensors: dict[str, torch.Tensor], unet) -> dict[str, torch.Tensor]:
+    """Rename every `lora_unet_*` key to the SGM layout; text-encoder keys (`lora_te1_`/`lora_te2_`) keep theirs."""
+    names = sgm_lora_names(unet)
+    renamed = {}
+    for key, tensor in tensors.items():
+        module, _, suffix = key.partition(".")
+        if module.startswith("lora_unet_"):
+            if module not in names:
+                raise ValueError(f"LoRA module {module!r} has no SGM (original SDXL) name in this UNet; "
+                                 "save with sdxl_key_layout='diffusers' instead.")
+            module = names[module]
+        renamed[f"{module}.{suffix}"] = tensor
+    return renamed

@@ -6,12 +6,15 @@ from dataclasses import dataclass
 
 from mixkit.training.config_checks import check_diffusion_training, check_non_negative_numbers, check_positive_ints
 from mixkit.training.config_json import JsonConfig
-
+from mixkit.training.sd_run_options import SDRunOptions
 
 
 @dataclass
-class SDFinetuneConfig(JsonConfig):
-    """`model` must be a diffusers folder; `output` is a new folder holding the whole model with the trained UNet."""
+class SDFinetuneConfig(SDRunOptions, JsonConfig):
+    """`model` must be a diffusers folder; `output` is a new folder holding the whole model with the trained UNet.
+
+    Optimizer, validation images and TensorBoard options come from `SDRunOptions`.
+    """
 
     model: str
     dataset: str
@@ -42,5 +45,6 @@ class SDFinetuneConfig(JsonConfig):
         check_positive_ints(self, ("batch_size", "gradient_accumulation_steps", "max_steps", "resolution"))
         check_non_negative_numbers(self, ("learning_rate", "noise_offset", "min_snr_gamma", "ema_decay"))
         check_diffusion_training(self)
+        self.check_run_options()
         if not self.ema_decay < 1:
             raise ValueError(f"ema_decay must be below 1 (0.9999 is usual), got {self.ema_decay!r}")

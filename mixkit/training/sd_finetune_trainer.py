@@ -4,6 +4,7 @@ Uses the same deterministic loop as the LoRA trainer (`run_denoising_loop`), so 
 the EMA shadow weights are part of each checkpoint. The result is a complete diffusers folder
 (the base model's other components copied, the UNet replaced by the EMA or the raw weights),
 assembled in a temporary folder and renamed into place, so a failed save leaves no partial model.
+Validation images and TensorBoard logs go to `<output>-run/` beside it (see `run_reporting`).
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ import torch
 
 from mixkit.data import BucketedImageDataset, BucketSettings
 from mixkit.training.accelerator_setup import make_accelerator
-from mixkit.training.denoising_loop import ConditionedDenoiser, run_denoising_loop
+from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_step, run_denoising_loop
 from mixkit.training.ema import EmaWeights
+from mixkit.training.optimizers import linear_warmup, make_optimizer
+from mixkit.training.run_reporting import StepReporter
 from mixkit.training.sd_finetune_config import SDFinetuneConfig
 from mixkit.training.sd_lora_trainer import TrainingResult, scan_dataset
-from mixkit.training.training_state import architecture_fingerprint, load_training_state, restore_rng_states
+from mixkit.training.training_state import architecture_fingerprint, resume_run
 
 logger = logging.getLogger(__name__)
 
@@ -62,14 +65,16 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
 
     # 1. Validate settings, paths and data before loading the model.
     config.check()
-    if stop_at_step is not None and not 0 < stop_at_step <= config.max_steps:
-        raise ValueError(f"stop_at_step must be in 1..max_steps={config.max_steps}, got {stop_at_step}")
+    check_stop_at_step(stop_at_step, config.max_steps)
     _check_paths(config)
     report = scan_dataset(config)
     dataset = BucketedImageDataset(report.records, config.resolution,
                                    BucketSettings(config.bucketing, step=config.bucket_step), source=config.dataset)
     accelerator = make_accelerator(mixed_precision=config.mixed_precision,
                                    gradient_accumulation_steps=config.gradient_accumulation_steps)
+    # The output folder appears only when the model is complete, so images and logs go next to it.
+    reporter = StepReporter(config, run_dir=f"{Path(config.output).absolute()}-run", run_name=Path(config.output).name,
+                            enabled=accelerator.is_main_process)
     started = time.time()
 
     # 2. Model: frozen VAE and text encoders, trainable UNet (re-initialised when training from scratch).
@@ -84,9 +89,8 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
         unet.enable_gradient_checkpointing()
     parameters = [p for p in unet.parameters()]
     ema = EmaWeights(parameters, config.ema_decay) if config.use_ema else None
-    optimizer = torch.optim.AdamW(parameters, lr=config.learning_rate, weight_decay=1e-2)
-    warmup = config.warmup_steps
-    lr_schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
+    optimizer = make_optimizer(config.optimizer, [{"params": parameters}], config.learning_rate)
+    lr_schedule = linear_warmup(optimizer, config.warmup_steps)
     fingerprint = architecture_fingerprint(dict(unet.state_dict()), {"trainer": "sd-finetune", "ema": config.use_ema})
 
     def trainable_state() -> dict:
@@ -95,24 +99,24 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
     # 3. Resume.
     step = 0
     if config.resume_from:
-        state = load_training_state(config.resume_from, fingerprint)
-        unet.load_state_dict({k[5:]: v for k, v in state["trainable"].items() if k.startswith("unet.")})
+        trainable, step = resume_run(config.resume_from, fingerprint, optimizer=optimizer, lr_schedule=lr_schedule)
+        unet.load_state_dict({k[5:]: v for k, v in trainable.items() if k.startswith("unet.")})
         if ema:
-            ema.load_state_dict(state["trainable"])
-        optimizer.load_state_dict(state["optimizer"])
-        lr_schedule.load_state_dict(state["scheduler"])
-        restore_rng_states(state["rng"])
-        step = state["step"]
+            ema.load_state_dict(trainable)
     denoiser, optimizer = accelerator.prepare(ConditionedDenoiser(model), optimizer)
 
     # 4. Train; the EMA follows every optimizer step.
     result = TrainingResult(output=None, steps=step, skipped_images=list(report.skipped))
-    step = run_denoising_loop(
-        config, accelerator=accelerator, model=model, denoiser=denoiser, dataset=dataset, optimizer=optimizer,
-        lr_schedule=lr_schedule, step=step, stop_at_step=stop_at_step,
-        checkpoint_dir=Path(config.checkpoint_dir or f"{config.output}-checkpoints"), fingerprint=fingerprint,
-        clipped=lambda: parameters, trainable_state=trainable_state, result=result,
-        after_optimizer_step=(lambda: ema.update(parameters)) if ema else None)
+    reporter.model = model
+    try:
+        step = run_denoising_loop(
+            config, accelerator=accelerator, model=model, denoiser=denoiser, dataset=dataset, optimizer=optimizer,
+            lr_schedule=lr_schedule, step=step, stop_at_step=stop_at_step,
+            checkpoint_dir=Path(config.checkpoint_dir or f"{config.output}-checkpoints"), fingerprint=fingerprint,
+            clipped=lambda: parameters, trainable_state=trainable_state, result=result,
+            after_optimizer_step=(lambda: ema.update(parameters)) if ema else None, after_step=reporter)
+    finally:
+        reporter.close()
     result.steps = step
 
     # 5. Save the whole model with the EMA (or raw) UNet weights.

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from mixkit.registry import Registry
 from mixkit.training.config_checks import check_diffusion_training, check_non_negative_numbers, check_positive_ints
 from mixkit.training.config_json import JsonConfig
+from mixkit.training.kohya_export import SDXL_KEY_LAYOUTS
+from mixkit.training.sd_run_options import SDRunOptions
 
 NETWORK_KINDS: Registry[str] = Registry("network kind")
 NETWORK_KINDS.register("lora", "LoRA on attention/MLP linears and 1x1 convs (kohya networks.lora)")
@@ -14,8 +16,13 @@ NETWORK_KINDS.register("locon", "LoRA plus ResNet/down/upsample 3x3 convs (kohya
 
 
 @dataclass
-class SDLoraTrainingConfig(JsonConfig):
-    """Everything that decides the result of a run; saved next to the output so it can be repeated."""
+class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
+    """Everything that decides the result of a run; saved next to the output so it can be repeated.
+
+    `sdxl_key_layout` names SDXL UNet modules as kohya's SDXL trainer does ("sgm", what A1111, ComfyUI
+    and Civitai files use) or by flattened diffusers paths ("diffusers"); SD 1.x/2.x files always use
+    the latter, as kohya's do. Optimizer, validation and logging options come from `SDRunOptions`.
+    """
 
     model: str
     dataset: str
@@ -47,13 +54,16 @@ class SDLoraTrainingConfig(JsonConfig):
     checkpoint_dir: str | None = None
     resume_from: str | None = None
     output_name: str | None = None
+    sdxl_key_layout: str = "sgm"
 
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
         NETWORK_KINDS.get(self.network)
+        SDXL_KEY_LAYOUTS.get(self.sdxl_key_layout)
         check_positive_ints(self, ("rank", "batch_size", "gradient_accumulation_steps", "max_steps", "resolution"))
         if self.network == "locon" and (not isinstance(self.conv_rank, int) or self.conv_rank <= 0):
             raise ValueError(f"conv_rank must be a positive integer for a LoCon network, got {self.conv_rank!r}")
         check_non_negative_numbers(self, ("learning_rate", "text_encoder_learning_rate", "alpha", "conv_alpha",
                                           "noise_offset", "min_snr_gamma", "prior_loss_weight"))
         check_diffusion_training(self)
+        self.check_run_options()

@@ -2,7 +2,8 @@
 
 Adapters are attached to the frozen model with hooks (`LoraNetwork`), trained by the shared
 `run_denoising_loop` (deterministic data order and noise, so resume is exact), and written as the
-kohya `.safetensors` people share; the caller's model is left as it was.
+kohya `.safetensors` people share (SDXL in kohya's SGM key layout by default); the caller's model
+is left as it was. Optional validation images and TensorBoard logs come from `run_reporting`.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ import torch
 
 from mixkit.data import BucketedImageDataset, BucketSettings, ScanReport, scan_jsonl_manifest, scan_kohya_folder
 from mixkit.training.accelerator_setup import make_accelerator
-from mixkit.training.denoising_loop import ConditionedDenoiser, run_denoising_loop
-from mixkit.training.kohya_export import save_kohya_lora, training_metadata
+from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_step, run_denoising_loop
+from mixkit.training.kohya_export import save_kohya_lora, to_sgm_layout, training_metadata
 from mixkit.training.lora_network import LoraNetwork
+from mixkit.training.optimizers import linear_warmup, make_optimizer
+from mixkit.training.run_reporting import StepReporter
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
-from mixkit.training.training_state import architecture_fingerprint, load_training_state, restore_rng_states
+from mixkit.training.training_state import architecture_fingerprint, resume_run
 
 logger = logging.getLogger(__name__)
 
@@ -85,13 +88,14 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
 
     # 1. Validate settings and data before loading anything heavy.
     config.check()
-    if stop_at_step is not None and not 0 < stop_at_step <= config.max_steps:
-        raise ValueError(f"stop_at_step must be in 1..max_steps={config.max_steps}, got {stop_at_step}")
+    check_stop_at_step(stop_at_step, config.max_steps)
     report = scan_dataset(config)
     dataset = BucketedImageDataset(report.records, config.resolution,
                                    BucketSettings(config.bucketing, step=config.bucket_step), source=config.dataset)
     accelerator = make_accelerator(mixed_precision=config.mixed_precision,
                                    gradient_accumulation_steps=config.gradient_accumulation_steps)
+    reporter = StepReporter(config, run_dir=Path(config.output).parent, run_name=Path(config.output).stem,
+                            enabled=accelerator.is_main_process)
     started = time.time()
 
     # 2. Load and freeze the base model; attach adapters initialised from the seed.
@@ -109,9 +113,9 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     model.unet.train()
     denoiser = ConditionedDenoiser(model, config.train_text_encoder, adapters=network)
     te_lr = config.text_encoder_learning_rate if config.text_encoder_learning_rate is not None else config.learning_rate
-    optimizer = torch.optim.AdamW(network.parameter_groups(config.learning_rate, te_lr), weight_decay=1e-2)
-    warmup = config.warmup_steps
-    lr_schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
+    optimizer = make_optimizer(config.optimizer, network.parameter_groups(config.learning_rate, te_lr),
+                               config.learning_rate)
+    lr_schedule = linear_warmup(optimizer, config.warmup_steps)
     fingerprint = architecture_fingerprint(
         network.kohya_state_dict(),
         {"unet": {k: v for k, v in dict(model.unet.config).items() if not k.startswith("_")}, "family": model.family.value},
@@ -120,23 +124,20 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     # 3. Resume: weights, optimizer, schedule, RNGs and step.
     step = 0
     if config.resume_from:
-        state = load_training_state(config.resume_from, fingerprint)
-        network.load_state_dict(state["trainable"])
-        optimizer.load_state_dict(state["optimizer"])
-        lr_schedule.load_state_dict(state["scheduler"])
-        restore_rng_states(state["rng"])
-        step = state["step"]
+        trainable, step = resume_run(config.resume_from, fingerprint, optimizer=optimizer, lr_schedule=lr_schedule)
+        network.load_state_dict(trainable)
     denoiser, optimizer = accelerator.prepare(denoiser, optimizer)
 
     # 4. Train (the loop is shared with the full fine-tune trainer).
     checkpoint_dir = Path(config.checkpoint_dir or Path(config.output).with_suffix("").as_posix() + "-checkpoints")
     result = TrainingResult(output=None, steps=step, skipped_images=list(report.skipped))
+    reporter.model = model
     try:
         step = run_denoising_loop(
             config, accelerator=accelerator, model=model, denoiser=denoiser, dataset=dataset, optimizer=optimizer,
             lr_schedule=lr_schedule, step=step, stop_at_step=stop_at_step, checkpoint_dir=checkpoint_dir,
             fingerprint=fingerprint, clipped=lambda: network.parameters(), trainable_state=network.state_dict,
-            result=result)
+            result=result, after_step=reporter)
         accum, world = config.gradient_accumulation_steps, accelerator.num_processes
         batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
         result.steps = step
@@ -152,8 +153,12 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                           "output_name": config.output_name or Path(config.output).stem},
                 started_at=started, base_model_name=getattr(model, "name", str(config.model)))
             metadata["mixkit_training_config"] = config.to_json()
-            result.output = save_kohya_lora(network.kohya_state_dict(), config.output, metadata)
+            tensors = network.kohya_state_dict()
+            if model.family.value == "sdxl" and config.sdxl_key_layout == "sgm":
+                tensors = to_sgm_layout(tensors, model.unet)
+            result.output = save_kohya_lora(tensors, config.output, metadata)
     finally:
+        reporter.close()
         # Also on errors (disk full, interrupt): the caller's model must come back unchanged.
         network.detach()
         model.unet.eval()

@@ -38,3 +38,12 @@ TRAINERS.register("clip", TrainerEntry(
 TRAINERS.register("sd-finetune", TrainerEntry(
     "mixkit.training.sd_finetune_config.SDFinetuneConfig", "mixkit.training.sd_finetune_trainer.train_sd_finetune",
     "full UNet fine-tune or from-scratch training of Stable Diffusion, with EMA; writes a diffusers folder"))
+TRAINERS.register("blip2-stage1", TrainerEntry(
+    "mixkit.training.blip2_stage1_config.Blip2Stage1Config", "mixkit.training.blip2_stage1_trainer.run_blip2_stage1",
+    "BLIP-2 stage 1: Q-Former pre-training (ITC + ITM + ITG) on image-text pairs, vision frozen"))
+TRAINERS.register("blip2-stage2", TrainerEntry(
+    "mixkit.training.blip2_stage2_config.Blip2Stage2Config", "mixkit.training.blip2_stage2_trainer.train_blip2_stage2",
+    "BLIP-2 stage 2: Q-Former + projection into a language model (LM loss; LM frozen unless asked)"))
+TRAINERS.register("minigpt4", TrainerEntry(
+    "mixkit.training.minigpt4_config.MiniGPT4Config", "mixkit.training.minigpt4_trainer.train_minigpt4",
+    "MiniGPT-4: one linear layer from a frozen BLIP-2 Q-Former into a frozen chat LM"))

@@ -106,3 +106,12 @@ def load_training_state(source: str | Path, fingerprint: str) -> dict:
             "or start a new run without resume_from."
         )
     return state
+
+
+def resume_run(source: str | Path, fingerprint: str, *, optimizer, lr_schedule) -> tuple[dict[str, torch.Tensor], int]:
+    """Restore optimizer, LR schedule and RNGs from a checkpoint; return (trainable tensors, step) for the caller."""
+    state = load_training_state(source, fingerprint)
+    optimizer.load_state_dict(state["optimizer"])
+    lr_schedule.load_state_dict(state["scheduler"])
+    restore_rng_states(state["rng"])
+    return state["trainable"], state["step"]

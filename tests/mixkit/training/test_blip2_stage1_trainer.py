@@ -63,3 +63,15 @@ def test_bad_settings():
         Blip2Stage1Config(dataset="d", batch_size=1).check()
     with pytest.raises(ValueError, match="learning_rate"):
         Blip2Stage1Config(dataset="d", learning_rate=float("nan")).check()
+
+
+def test_config_round_trips_and_checkpoints_need_a_folder(tmp_path):
+    config = Blip2Stage1Config(dataset="d", output="o", qformer={"hidden_size": 16, "num_query_tokens": 3})
+    (tmp_path / "run.json").write_text(config.to_json())
+    assert Blip2Stage1Config.from_json_file(tmp_path / "run.json") == config
+    vision, bridge, heads = _parts()
+    with pytest.raises(ValueError, match="checkpoints need a folder: set checkpoint_dir"):
+        train_blip2_stage1(Blip2Stage1Config(dataset=str(tmp_path), checkpoint_every=1), vision_encoder=vision,
+                           bridge=bridge, heads=heads, tokenize=_tokenize)
+    with pytest.raises(ValueError, match=r"qformer has unknown key\(s\) \['encoder_hidden_size'\].*come from"):
+        Blip2Stage1Config(dataset="d", qformer={"encoder_hidden_size": 8}).check()

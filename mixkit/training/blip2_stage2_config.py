@@ -1,0 +1,67 @@
+"""Settings of a BLIP-2 stage-2 run (bridge into a language model), as a typed dataclass that round-trips to JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mixkit.training.config_checks import check_mixed_precision, check_non_negative_numbers, check_positive_ints
+from mixkit.training.config_json import JsonConfig
+
+# BLIP-2's prompt for VQA fine-tuning and zero-shot VQA (OPT models); "" is its captioning prompt.
+BLIP2_VQA_PROMPT = "Question: {} Short answer:"
+
+
+def check_prompt(name: str, value) -> None:
+    if not isinstance(value, str) or value.count("{}") > 1:
+        raise ValueError(f"{name} must be a string with at most one '{{}}' (the question's place), got {value!r}; "
+                         f"e.g. {BLIP2_VQA_PROMPT!r}")
+
+
+def check_language_modelling(config) -> None:
+    """Rules the image-to-text trainers share: sizes, rates, precision, checkpoints."""
+    check_positive_ints(config, ("batch_size", "max_steps", "max_text_length"))
+    check_non_negative_numbers(config, ("learning_rate", "weight_decay"))
+    if config.learning_rate == 0:
+        raise ValueError("learning_rate must be > 0, got 0")
+    check_mixed_precision(config)
+    for name in ("checkpoint_every", "warmup_steps"):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+
+
+@dataclass
+class Blip2Stage2Config(JsonConfig):
+    """`model`: a folder saved by `VisionLanguageModel.save_pretrained`; `output`: a new folder of the same kind.
+
+    `tokenizer` defaults to `<model>/tokenizer`. `qformer_from` takes the Q-Former and queries of a
+    `blip2-stage1` output (the paper's stage 1 -> stage 2 hand-over). `prompt` is prepended and not
+    supervised; `{}` in it is filled with the question of VQA samples (JSONL `question`/`answer`).
+    """
+
+    model: str
+    dataset: str
+    output: str
+    tokenizer: str | None = None
+    qformer_from: str | None = None
+    prompt: str = ""
+    train_language_model: bool = False
+    max_text_length: int = 32
+    batch_size: int = 8
+    max_steps: int = 100
+    learning_rate: float = 1e-4
+    weight_decay: float = 0.05
+    warmup_steps: int = 0
+    seed: int = 0
+    missing_captions: str = "folder_name"
+    mixed_precision: str = "no"
+    checkpoint_every: int = 0
+    checkpoint_dir: str | None = None
+    resume_from: str | None = None
+
+    def check(self) -> None:
+        """Raise ValueError naming the first setting out of range."""
+        check_language_modelling(self)
+        check_prompt("prompt", self.prompt)
+        if not isinstance(self.train_language_model, bool):
+            raise ValueError(f"train_language_model must be true or false, got {self.train_language_model!r}")

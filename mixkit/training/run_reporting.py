@@ -1,0 +1,103 @@
+"""What an SD training run reports while it trains: loss/lr/it/s to TensorBoard, validation images to disk.
+
+Shared by the LoRA and full fine-tune trainers (`StepReporter` is the `after_step` callback of
+`run_denoising_loop`). TensorBoard goes through accelerate's `TensorBoardTracker`, written by the
+main process only. Validation renders with the weights as they are at that step (LoRA hooks
+attached, raw UNet weights for a fine-tune) and never touches the training RNG streams.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+from mixkit.training.validation_images import render_validation_images, save_validation_images
+
+logger = logging.getLogger(__name__)
+
+
+def require_tensorboard() -> None:
+    """Raise ImportError naming `pip install tensorboard` if TensorBoard logging cannot work here."""
+    try:
+        import tensorboard  # noqa: F401  (torch.utils.tensorboard needs it; checked here to name the package)
+        import accelerate.tracking  # noqa: F401
+    except ImportError as error:
+        raise ImportError(f"log_with='tensorboard' needs the tensorboard package: pip install tensorboard "
+                          f"(or set log_with=None); import failed with: {error}") from None
+
+
+def open_tensorboard(logging_dir: str | Path, run_name: str):
+    """accelerate's TensorBoard tracker writing under `logging_dir/run_name`."""
+    require_tensorboard()
+    from accelerate.tracking import TensorBoardTracker
+
+    tracker = TensorBoardTracker(run_name, str(logging_dir))
+    tracker.start()
+    return tracker
+
+
+class StepReporter:
+    """Called after every optimizer step; logs scalars and, every `validation_every` steps, validation images.
+
+    `enabled` is False on all but the main process, so multi-process runs write each file once. The
+    TensorBoard requirement is checked at construction (before any model loads), but the event file
+    is only opened at the first step, so a run that fails while loading leaves no log behind.
+    `model` (the `DiffusionModel` being trained) must be set before the first step.
+    """
+
+    def __init__(self, config, *, run_dir: str | Path, run_name: str, enabled: bool, model=None) -> None:
+        self.config = config
+        self.model = model
+        self.validation_dir = Path(run_dir) / "validation"
+        self.enabled = enabled
+        self.run_name = run_name
+        self.tracker = None
+        self.logging_dir = Path(config.logging_dir or Path(run_dir) / "logs")
+        if config.log_with == "tensorboard":
+            require_tensorboard()
+        self.resolution = config.resolution
+        self.saved_images: list[Path] = []
+
+    def __call__(self, step: int, loss: float, learning_rate: float, seconds: float) -> None:
+        if not self.enabled:
+            return
+        if self.config.log_with == "tensorboard" and self.tracker is None:
+            self.tracker = open_tensorboard(self.logging_dir, self.run_name)
+            self.tracker.store_init_configuration(_hparams(self.config))
+        if self.tracker is not None:
+            self.tracker.log({"loss": loss, "lr": learning_rate, "it_per_s": 1.0 / max(seconds, 1e-9)}, step=step)
+        every = self.config.validation_every
+        if every and step % every == 0:
+            self.validate(step)
+
+    def validate(self, step: int) -> list[Path]:
+        """Render and save one image per validation prompt at the current weights."""
+        config = self.config
+        images = render_validation_images(
+            self.model, config.validation_prompts, steps=config.validation_steps, seed=config.validation_seed,
+            guidance_scale=config.validation_guidance_scale, height=self.resolution, width=self.resolution)
+        paths = save_validation_images(images, self.validation_dir, step)
+        self.saved_images += paths
+        if self.tracker is not None:
+            import numpy as np
+
+            self.tracker.log_images({"validation": np.stack([np.asarray(image) for image in images])}, step=step,
+                                    dataformats="NHWC")
+        logger.info("Step %d: validation images %s", step, ", ".join(p.name for p in paths))
+        return paths
+
+    def close(self) -> None:
+        if self.tracker is not None:
+            self.tracker.finish()
+            self.tracker = None
+
+
+def _hparams(config) -> dict:
+    """Config values TensorBoard's hparams accept (numbers, strings, bools); lists become strings."""
+    values = {}
+    for key, value in vars(config).items():
+        if value is None or (isinstance(value, float) and not math.isfinite(value)):
+            continue
+        values[key] = value if isinstance(value, (int, float, str, bool)) else str(value)
+    return values

@@ -1,0 +1,52 @@
+"""Settings both SD trainers share beyond the core math: optimizer, validation images, TensorBoard.
+
+A keyword-only dataclass mixed into `SDLoraTrainingConfig` and `SDFinetuneConfig`, so each config
+keeps its own required positional fields (model, dataset, output) and the shared fields, their
+defaults and their checks exist once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mixkit.registry import Registry
+
+LOG_TARGETS: Registry[str] = Registry("training log target")
+LOG_TARGETS.register("tensorboard", "TensorBoard event files under logging_dir (pip install tensorboard)")
+
+
+@dataclass(kw_only=True)
+class SDRunOptions:
+    """`optimizer` by name (see `optimizers.OPTIMIZERS`); validation every `validation_every` steps (0 = off)."""
+
+    optimizer: str = "adamw"
+    validation_prompts: list[str] = field(default_factory=list)
+    validation_every: int = 0
+    validation_steps: int = 20
+    validation_seed: int = 0
+    validation_guidance_scale: float = 7.0
+    log_with: str | None = None
+    logging_dir: str | None = None
+
+    def check_run_options(self) -> None:
+        """Raise ValueError/TypeError naming the first run option out of range."""
+        from mixkit.training.optimizers import OPTIMIZERS
+
+        OPTIMIZERS.get(self.optimizer)
+        if self.log_with is not None:
+            LOG_TARGETS.get(self.log_with)
+        if not isinstance(self.validation_prompts, list) or not all(isinstance(p, str) for p in self.validation_prompts):
+            raise TypeError(f"validation_prompts must be a list of strings, got {self.validation_prompts!r}")
+        for name in ("validation_every", "validation_seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+        steps = self.validation_steps
+        if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 1000:
+            raise ValueError(f"validation_steps must be an integer in 1..1000, got {steps!r}")
+        scale = self.validation_guidance_scale
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 1.0 <= scale <= 100.0:
+            raise ValueError(f"validation_guidance_scale must be a number in 1..100 (1 = no guidance), got {scale!r}")
+        if self.validation_every and not self.validation_prompts:
+            raise ValueError(f"validation_every={self.validation_every} needs at least one entry in validation_prompts "
+                             "(or set validation_every=0 to turn validation off)")
