@@ -37,6 +37,8 @@ class Blip2Stage2Config(JsonConfig):
     `tokenizer` defaults to `<model>/tokenizer`. `qformer_from` takes the Q-Former and queries of a
     `blip2-stage1` output (the paper's stage 1 -> stage 2 hand-over). `prompt` is prepended and not
     supervised; `{}` in it is filled with the question of VQA samples (JSONL `question`/`answer`).
+    `caption_prompt` (when set) is the prompt of caption samples, so one dataset can mix captions
+    and VQA lines, as a model that should both caption and answer needs.
     """
 
     model: str
@@ -45,6 +47,7 @@ class Blip2Stage2Config(JsonConfig):
     tokenizer: str | None = None
     qformer_from: str | None = None
     prompt: str = ""
+    caption_prompt: str | None = None
     train_language_model: bool = False
     max_text_length: int = 32
     batch_size: int = 8
@@ -63,5 +66,9 @@ class Blip2Stage2Config(JsonConfig):
         """Raise ValueError naming the first setting out of range."""
         check_language_modelling(self)
         check_prompt("prompt", self.prompt)
+        if self.caption_prompt is not None:
+            check_prompt("caption_prompt", self.caption_prompt)
+            if "{}" in self.caption_prompt:
+                raise ValueError(f"caption_prompt must not contain '{{}}' (captions have no question), got {self.caption_prompt!r}")
         if not isinstance(self.train_language_model, bool):
             raise ValueError(f"train_language_model must be true or false, got {self.train_language_model!r}")

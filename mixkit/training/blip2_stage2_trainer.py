@@ -25,7 +25,14 @@ def check_tokenizer_fits(tokenizer, language_model, setting: str) -> None:
                          "use the tokenizer the language model was built with.")
 
 
-def caption_tokenizer(tokenizer, prompt: str, source: str):
+def sample_prompt(prompt: str, caption_prompt: str | None, sample: VlmSample, source: str) -> str:
+    """The prompt text of one sample: `caption_prompt` for captions when given, else `prompt` (filled)."""
+    if sample.question is None and caption_prompt is not None:
+        return caption_prompt
+    return format_prompt(prompt, sample, source)
+
+
+def caption_tokenizer(tokenizer, prompt: str, source: str, caption_prompt: str | None = None):
     """sample -> (tokenizer(prompt), target ids + [eos]); the target follows a non-empty prompt after a space.
 
     The prompt is tokenized exactly as `load_vlm` tokenizes it at inference (special tokens, such
@@ -34,17 +41,19 @@ def caption_tokenizer(tokenizer, prompt: str, source: str):
     eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
 
     def tokenize(sample: VlmSample) -> tuple[list[int], list[int]]:
-        text = format_prompt(prompt, sample, source)
+        text = sample_prompt(prompt, caption_prompt, sample, source)
         target = (" " if text else "") + sample.target
         return tokenizer(text)["input_ids"], tokenizer(target, add_special_tokens=False)["input_ids"] + eos
 
     return tokenize
 
 
-def saved_prompts(task, prompt: str):
-    """The input's task config with the trained prompt as its caption prompt or VQA template."""
+def saved_prompts(task, prompt: str, caption_prompt: str | None = None):
+    """The input's task config with the trained prompt(s) as its caption prompt and/or VQA template."""
     import dataclasses
 
+    if caption_prompt is not None:
+        task = dataclasses.replace(task, caption_prompt=caption_prompt)
     if "{}" in prompt:
         return dataclasses.replace(task, vqa_template=prompt)
     return dataclasses.replace(task, caption_prompt=prompt)
@@ -78,7 +87,7 @@ def train_blip2_stage2(config: Blip2Stage2Config, *, stop_at_step: int | None = 
     check_output_folder(config.output)
     scan = scan_vlm_samples(config.dataset, missing_captions=config.missing_captions)
     for sample in scan.samples:  # a question without '{}' in the prompt (or the reverse) fails before loading
-        format_prompt(config.prompt, sample, config.dataset)
+        sample_prompt(config.prompt, config.caption_prompt, sample, config.dataset)
 
     # 2. Model and tokenizer; only the bridge (and optionally the LM) is trained.
     model = VisionLanguageModel.from_pretrained(config.model)
@@ -99,12 +108,12 @@ def train_blip2_stage2(config: Blip2Stage2Config, *, stop_at_step: int | None = 
     torch.manual_seed(config.seed)
 
     # 3. Train and save; the image embeddings go before the text (no placeholders in captions).
-    task = saved_prompts(task_config_for(config.model, model.vision_encoder), config.prompt)
+    task = saved_prompts(task_config_for(config.model, model.vision_encoder), config.prompt, config.caption_prompt)
     with torch.no_grad():
         prefix_tokens = model.eval().encode_images(torch.zeros(1, 3, task.image_size, task.image_size)).shape[1]
     run = LanguageModellingRun(
         trainer="blip2-stage2", model=model, tokenizer=tokenizer, samples=scan.samples, skipped=scan.skipped,
-        tokenize=caption_tokenizer(tokenizer, config.prompt, config.dataset),
+        tokenize=caption_tokenizer(tokenizer, config.prompt, config.dataset, config.caption_prompt),
         task=task, fingerprint_extra={"lm": config.train_language_model}, prefix_tokens=prefix_tokens,
     )
     return run_language_modelling(config, run, stop_at_step=stop_at_step)

@@ -150,3 +150,22 @@ def test_qformer_from_stage1_output(world, tmp_path):
         batch_size=4, max_steps=1))
     with pytest.raises(ValueError, match="does not fit the model's Q-Former"):
         load_stage1_qformer(model.bridge, str(small.output))
+
+
+def test_mixed_captions_and_questions_use_their_own_prompts(world, tmp_path):
+    """With caption_prompt set, one JSONL can mix captions and VQA lines; both prompts are saved for load_vlm."""
+    lines = [json.dumps({"image": str(world["captions"] / "red.png"), "caption": "a red square"}),
+             json.dumps({"image": str(world["captions"] / "red.png"), "question": "what colour is it?", "answer": "red"})]
+    manifest = tmp_path / "mixed.jsonl"
+    manifest.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tokenizer = load_tokenizer(world["model"] / "tokenizer")
+    caption, question = scan_vlm_samples(manifest).samples
+    tokenize = caption_tokenizer(tokenizer, BLIP2_VQA_PROMPT, "test", caption_prompt="")
+    assert tokenize(caption)[0] == tokenizer("")["input_ids"]
+    assert tokenize(question)[0] == tokenizer("Question: what colour is it? Short answer:")["input_ids"]
+    result = train_blip2_stage2(_config(world, tmp_path, dataset=str(manifest), prompt=BLIP2_VQA_PROMPT,
+                                        caption_prompt="", max_steps=1))
+    saved = json.loads((result.output / "config.json").read_text(encoding="utf-8"))
+    assert saved["caption_prompt"] == "" and saved["vqa_template"] == BLIP2_VQA_PROMPT
+    with pytest.raises(ValueError, match="caption_prompt must not contain"):
+        _config(world, tmp_path, caption_prompt="Q: {}").check()
