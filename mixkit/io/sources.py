@@ -41,11 +41,21 @@ def resolve_model_source(source: str | os.PathLike, *, allow_patterns: list[str]
     local = Path(text).expanduser()
     if local.exists():
         return local
+    shipped = _shipped_tiny_model(text)
+    if shipped is not None:
+        return shipped
     hub_id = None if isinstance(source, Path) else parse_hub_id(text)
     if hub_id is None:
         raise ModelNotFoundError(f"Model path {text!r} does not exist; check the path (it is not a Hugging Face "
                                  "id either, which looks like 'org/name' or 'org/name@revision').")
     return _snapshot(text, *hub_id, allow_patterns=allow_patterns)
+
+
+def _shipped_tiny_model(name: str) -> Path | None:
+    """The package's own mixkit-tiny models answer to their names (e.g. "mixkit-tiny-sd")."""
+    from mixkit.tiny.shipped import SHIPPED_MODELS, shipped_model_path
+
+    return shipped_model_path(name) if name in SHIPPED_MODELS.names() else None
 
 
 def _snapshot(source: str, repo_id: str, revision: str | None, allow_patterns) -> Path:

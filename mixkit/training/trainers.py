@@ -47,3 +47,13 @@ TRAINERS.register("blip2-stage2", TrainerEntry(
 TRAINERS.register("minigpt4", TrainerEntry(
     "mixkit.training.minigpt4_config.MiniGPT4Config", "mixkit.training.minigpt4_trainer.train_minigpt4",
     "MiniGPT-4: one linear layer from a frozen BLIP-2 Q-Former into a frozen chat LM"))
+# The mixkit-tiny recipes: trainers whose every setting has a default (`mixkit train recipe tiny-sd`).
+TRAINERS.register("tiny-clip", TrainerEntry(
+    "mixkit.tiny.recipe_clip.TinyClipRecipe", "mixkit.tiny.recipe_clip.train_tiny_clip",
+    "recipe: mixkit-tiny-clip, a small CLIP trained from scratch on the shapes world"))
+TRAINERS.register("tiny-sd", TrainerEntry(
+    "mixkit.tiny.recipe_sd.TinySDRecipe", "mixkit.tiny.recipe_sd.train_tiny_sd",
+    "recipe: mixkit-tiny-sd, a small Stable Diffusion (VAE + UNet) on the shapes world, conditioned on tiny-clip"))
+TRAINERS.register("tiny-blip2", TrainerEntry(
+    "mixkit.tiny.recipe_blip2.TinyBlip2Recipe", "mixkit.tiny.recipe_blip2.train_tiny_blip2",
+    "recipe: mixkit-tiny-blip2, a BLIP-2-style captioner / VQA model (stage 1 + stage 2) on the shapes world"))

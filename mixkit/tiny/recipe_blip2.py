@@ -1,0 +1,202 @@
+"""Recipe for mixkit-tiny-blip2: a BLIP-2-style captioner and VQA model of the shapes world.
+
+The parts are mixkit's modular BLIP-2: mixkit-tiny-clip's vision tower (frozen), a small Q-Former
+bridge, and a small GPT-2 language model that speaks the world's word-level vocabulary. It is
+trained by mixkit's own trainers, the way a real BLIP-2 is: `blip2-stage1` (ITC/ITM/ITG on the
+Q-Former) and then `blip2-stage2` (bridge into the LM, on captions and VQA pairs). Unlike the real
+one the tiny LM has no pre-training to keep, so stage 2 trains it too (`train_language_model`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from mixkit.tiny.recipe_common import RecipeClock, base_world, write_record
+from mixkit.tiny.world_tokenizer import build_world_tokenizer
+from mixkit.tiny.world_vqa import scene_questions
+from mixkit.training.config_json import JsonConfig
+
+logger = logging.getLogger(__name__)
+VQA_TEMPLATE = "question: {} answer:"
+
+
+@dataclass
+class TinyBlip2Recipe(JsonConfig):
+    output: str = "mixkit-tiny-blip2"
+    clip: str = "mixkit-tiny-clip"
+    work_dir: str | None = None  # dataset and stage-1 output; default: <output>.work (removed at the end)
+    train_images: int = 4000
+    image_size: int = 64
+    qformer_hidden: int = 96
+    qformer_layers: int = 2
+    query_tokens: int = 8
+    lm_hidden: int = 128
+    lm_layers: int = 2
+    stage1_steps: int = 200
+    stage2_steps: int = 1200
+    batch_size: int = 32
+    learning_rate: float = 1e-3
+    seed: int = 0
+    threads: int = 0
+
+    def check(self) -> None:
+        for name in ("train_images", "image_size", "qformer_hidden", "qformer_layers", "query_tokens", "lm_hidden",
+                     "lm_layers", "stage2_steps", "batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.stage1_steps, int) or self.stage1_steps < 0:
+            raise ValueError(f"stage1_steps must be an integer >= 0 (0 skips stage 1), got {self.stage1_steps!r}")
+        from mixkit.io.sources import resolve_model_source
+
+        try:
+            self.clip = str(resolve_model_source(self.clip))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"tiny CLIP folder {self.clip!r} not found; train it first with "
+                                    "`mixkit train recipe tiny-clip --set output=...` and pass --set clip=<folder> "
+                                    "(the default, mixkit-tiny-clip, is the shipped one)") from None
+
+
+def write_world_dataset(folder: Path, count: int, seed: int, size: int) -> tuple[Path, Path]:
+    """Images plus two manifests: captions (stage 1) and captions mixed with VQA pairs (stage 2)."""
+    from mixkit.data.shapes import WorldConfig
+
+    world = WorldConfig(**{**base_world().__dict__, "caption_mode": "rich"})
+    from mixkit.data.shapes import generate_samples
+
+    images = folder / "images"
+    images.mkdir(parents=True, exist_ok=True)
+    captions, mixed = [], []
+    for sample in generate_samples(count, seed, world):
+        name = f"images/{sample.index:06d}.png"
+        sample.render(size, world).save(folder / name)
+        captions.append(json.dumps({"image": name, "text": sample.caption}))
+        mixed.append(json.dumps({"image": name, "text": sample.caption}))
+        for question, answer in scene_questions(sample.scene):
+            mixed.append(json.dumps({"image": name, "question": question, "answer": answer}))
+    caption_manifest, mixed_manifest = folder / "captions.jsonl", folder / "captions_and_vqa.jsonl"
+    caption_manifest.write_text("\n".join(captions) + "\n", encoding="utf-8")
+    mixed_manifest.write_text("\n".join(mixed) + "\n", encoding="utf-8")
+    return caption_manifest, mixed_manifest
+
+
+def build_initial_model(recipe: TinyBlip2Recipe, folder: Path, tokenizer) -> Path:
+    """The untrained modular BLIP-2 (vision tower taken from tiny-clip), saved for the trainers."""
+    from transformers import CLIPModel, CLIPVisionModel, GPT2Config, GPT2LMHeadModel
+
+    from mixkit.models.vlm.modular import QFormerBridge, VisionLanguageModel, save_modular_vlm
+    from mixkit.models.vlm.modular.bridges import QFormerBridgeConfig
+    from mixkit.models.vlm.modular.qformer import QFormerConfig
+
+    clip = CLIPModel.from_pretrained(recipe.clip, torch_dtype=torch.float32)
+    vision = CLIPVisionModel(clip.config.vision_config)
+    source = clip.state_dict()
+    vision.load_state_dict({key: source[key if key in source else f"vision_model.{key}"] for key in vision.state_dict()})
+    torch.manual_seed(recipe.seed)
+    qformer = QFormerConfig(hidden_size=recipe.qformer_hidden, num_hidden_layers=recipe.qformer_layers,
+                            num_attention_heads=4, intermediate_size=4 * recipe.qformer_hidden,
+                            encoder_hidden_size=clip.config.vision_config.hidden_size, cross_attention_frequency=1,
+                            num_query_tokens=recipe.query_tokens, max_position_embeddings=64)
+    bridge = QFormerBridge(QFormerBridgeConfig(qformer=qformer, output_size=recipe.lm_hidden))
+    lm = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=recipe.lm_hidden,
+                                    n_layer=recipe.lm_layers, n_head=4, bos_token_id=tokenizer.bos_token_id,
+                                    eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id))
+    model = VisionLanguageModel(vision, bridge, lm)
+    return save_modular_vlm(model, folder, tokenizer=tokenizer, image_size=recipe.image_size,
+                            caption_prompt="", vqa_template=VQA_TEMPLATE, overwrite=True)
+
+
+def train_tiny_blip2(recipe: TinyBlip2Recipe, stop_at_step: int | None = None):
+    from mixkit.training.blip2_stage1_config import Blip2Stage1Config
+    from mixkit.training.blip2_stage1_trainer import run_blip2_stage1
+    from mixkit.training.blip2_stage2_config import Blip2Stage2Config
+    from mixkit.training.blip2_stage2_trainer import train_blip2_stage2
+    from mixkit.training.sd_lora_trainer import TrainingResult
+
+    recipe.check()
+    if recipe.threads:
+        torch.set_num_threads(recipe.threads)
+    clock, curve = RecipeClock(), []
+    output = Path(recipe.output)
+    work = Path(recipe.work_dir) if recipe.work_dir else output.with_name(output.name + ".work")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    tokenizer = build_world_tokenizer()
+    tokenizer.save_pretrained(work / "tokenizer")
+    captions, mixed = write_world_dataset(work / "data", recipe.train_images, recipe.seed, recipe.image_size)
+    initial = build_initial_model(recipe, work / "initial", tokenizer)
+    curve.append({"stage": "data", "wall_seconds": clock.wall()})
+    qformer_from = None
+    if recipe.stage1_steps:
+        stage1 = Blip2Stage1Config(
+            dataset=str(captions), output=str(work / "stage1"), vision_model=str(initial), tokenizer=str(work / "tokenizer"),
+            qformer={"hidden_size": recipe.qformer_hidden, "num_hidden_layers": recipe.qformer_layers,
+                     "num_attention_heads": 4, "intermediate_size": 4 * recipe.qformer_hidden,
+                     "cross_attention_frequency": 1, "num_query_tokens": recipe.query_tokens,
+                     "max_position_embeddings": 64},
+            embed_dim=64, batch_size=recipe.batch_size, max_steps=recipe.stage1_steps,
+            learning_rate=recipe.learning_rate, seed=recipe.seed)
+        result = run_blip2_stage1(stage1)
+        curve.append({"stage": "stage1", "steps": result.steps, "final_loss": _last(result.losses),
+                      "wall_seconds": clock.wall()})
+        qformer_from = str(work / "stage1")
+    stage2 = Blip2Stage2Config(
+        model=str(initial), dataset=str(mixed), output=str(work / "stage2"), qformer_from=qformer_from,
+        prompt=VQA_TEMPLATE, caption_prompt="", train_language_model=True, batch_size=recipe.batch_size,
+        max_steps=recipe.stage2_steps, learning_rate=recipe.learning_rate, warmup_steps=50, seed=recipe.seed)
+    result = train_blip2_stage2(stage2, stop_at_step=stop_at_step)
+    curve.append({"stage": "stage2", "steps": result.steps, "final_loss": _last(result.losses),
+                  "wall_seconds": clock.wall()})
+    metrics = evaluate_captioner(work / "stage2", recipe.seed + 7)
+    finished = _save_half(work / "stage2", output)
+    write_record(finished, "tiny-blip2", recipe, metrics, curve, clock)
+    shutil.rmtree(work, ignore_errors=True)
+    return TrainingResult(steps=result.steps, seconds=clock.wall(), output=finished, last_checkpoint=None)
+
+
+def _last(losses) -> float | None:
+    return round(float(losses[-1]), 4) if losses else None
+
+
+def evaluate_captioner(folder: Path, seed: int, count: int = 200) -> dict[str, float]:
+    """Caption and VQA accuracy on unseen renders (held-out combinations included)."""
+    from mixkit.evaluation import score_captions
+    from mixkit.models.vlm import load_vlm
+    from mixkit.data.shapes import WorldConfig, generate_samples
+
+    world = WorldConfig(**{**base_world().__dict__, "held_out": ()})
+    samples = generate_samples(count, seed, world)
+    images = [s.render(64, world) for s in samples]
+    vlm = load_vlm(str(folder))
+    captions = [c for start in range(0, count, 50) for c in vlm.caption(images[start:start + 50])]
+    scores = {f"caption/{k}": round(v, 4) for k, v in score_captions(captions, [s.scene for s in samples]).items()}
+    questions = [(i, q, a) for i, s in enumerate(samples) for q, a in scene_questions(s.scene)]
+    answers = []
+    for start in range(0, len(questions), 50):
+        chunk = questions[start:start + 50]
+        answers += vlm.answer([images[i] for i, _, _ in chunk], [q for _, q, _ in chunk])
+    right = [a.strip() == truth for a, (_, _, truth) in zip(answers, questions)]
+    scores["vqa/accuracy"] = round(sum(right) / len(right), 4)
+    return scores
+
+
+def _save_half(source: Path, output: Path) -> Path:
+    """Copy the trained folder to `output` with fp16 weights (the shipped form)."""
+    from safetensors.torch import load_file, save_file
+
+    partial = output.with_name(output.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(source, partial)
+    for path in partial.glob("*.safetensors"):
+        tensors = {k: (v.half() if v.is_floating_point() else v) for k, v in load_file(path).items()}
+        save_file(tensors, path, metadata={"format": "pt"})
+    if output.exists():
+        shutil.rmtree(output)
+    partial.rename(output)
+    return output

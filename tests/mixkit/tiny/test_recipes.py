@@ -1,0 +1,69 @@
+"""The mixkit-tiny recipes run end to end through `mixkit train recipe ...` (tiny sizes, a few steps).
+
+These prove the recipes work and write loadable models; the quality of the full recipes is
+measured by `mixkit eval tiny` (see README), not here.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from webui.cli import main
+
+
+@pytest.fixture(scope="module")
+def recipe_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("recipes")
+
+
+@pytest.fixture(scope="module")
+def tiny_clip(recipe_root):
+    import os
+
+    os.environ["MIXKIT_CACHE"] = str(recipe_root / "cache")
+    folder = recipe_root / "clip"
+    code = main(["train", "recipe", "tiny-clip", "--set", f"output={folder}", "--set", "train_images=48",
+                 "--set", "batch_size=8", "--set", "steps=2", "--set", "hidden_size=32", "--set", "layers=1"])
+    assert code == 0
+    return folder
+
+
+def test_tiny_clip_recipe_writes_a_clip_that_load_vlm_reads(tiny_clip):
+    from mixkit.models.vlm import load_vlm
+    from mixkit.data.shapes_render import render_scene
+    from mixkit.data.shapes_vocab import Scene, ShapeSpec
+
+    record = json.loads((tiny_clip / "recipe_record.json").read_text())
+    assert record["model"] == "tiny-clip" and record["recipe"]["steps"] == 2
+    image = render_scene(Scene((ShapeSpec("star", "red", "small", "center"),), "blue"), 64)
+    scores = load_vlm(str(tiny_clip)).classify([image], ["a red star", "a blue circle"])
+    assert len(scores) == 1
+
+
+def test_tiny_sd_recipe_writes_a_diffusers_folder_the_pipeline_loads(tiny_clip, recipe_root):
+    from pipelines.txt2img import TextToImage
+
+    folder = recipe_root / "sd"
+    code = main(["train", "recipe", "tiny-sd", "--set", f"output={folder}", "--set", f"clip={tiny_clip}",
+                 "--set", "train_images=32", "--set", "batch_size=4", "--set", "steps=2", "--set", "vae_steps=2",
+                 "--set", "eval_prompts=2", "--set", "eval_every=2", "--set", "unet_channels=[32, 32, 32]"])
+    assert code == 0
+    record = json.loads((folder / "recipe_record.json").read_text())
+    assert {"single/shape", "single/colour", "single/background"} <= set(record["metrics"])
+    result = TextToImage.from_pretrained(folder)(prompt="a red circle on a blue background", steps=2, width=64,
+                                                 height=64, seed=1)
+    assert result.images[0].size == (64, 64)
+
+
+def test_recipe_needs_a_name_and_unknown_names_list_the_valid_ones(capsys):
+    assert main(["train", "recipe"]) == 2
+    assert "tiny-sd" in capsys.readouterr().err
+    assert main(["train", "recipe", "tiny-nothing"]) == 2
+    assert "tiny-blip2" in capsys.readouterr().err
+
+
+def test_tiny_sd_recipe_without_its_clip_says_what_to_do(tmp_path, capsys):
+    assert main(["train", "recipe", "tiny-sd", "--set", f"clip={tmp_path / 'missing'}"]) == 2
+    assert "mixkit train recipe tiny-clip" in capsys.readouterr().err
