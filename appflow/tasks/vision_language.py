@@ -17,7 +17,7 @@ class ImageCaptionTask(Task):
     outputs = {"text": "text"}
     main_output = "text"
     models = {"captioner": "vlm-generative"}
-    default_models = {"captioner": "Salesforce/blip2-opt-2.7b"}
+    default_models = {"captioner": "mixkit-tiny-blip2"}  # shipped, offline; Salesforce/blip2-opt-2.7b for real photos
     options = {"max_new_tokens": 20}
 
     def run(self, models, options, *, image, prompt: str | None = None, question: str | None = None) -> dict[str, Any]:
@@ -42,7 +42,7 @@ class ZeroShotClassificationTask(Task):
     outputs = {"scores": "label_scores"}
     main_output = "scores"
     models = {"classifier": "vlm-contrastive"}
-    default_models = {"classifier": "openai/clip-vit-base-patch32"}
+    default_models = {"classifier": "mixkit-tiny-clip"}  # shipped, offline; openai/clip-vit-base-patch32 for real photos
     options = {"templates": None}  # None: the model family's default prompt templates
 
     def run(self, models, options, *, image, labels: list[str]) -> dict[str, Any]:
