@@ -173,6 +173,9 @@ class ModelSession:
             "VAE": model.extras.get("vae_name"),
             "Clip skip": params.clip_skip if params.clip_skip > 1 else None,
         }
+        from pipelines.approx.labels import model_labels
+
+        values.update(model_labels(model).infotext_values())  # optimisation / approximation labels of this model
         values.update(extra)
         values["Version"] = f"mixkit {__version__}"
         return build_infotext(prompt, negative_prompt, values)

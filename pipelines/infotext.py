@@ -196,6 +196,21 @@ def parse_infotext(text: str, *, defaults: bool = True) -> dict[str, object]:
     return result
 
 
+def parse_optimization(infotext: str | Mapping[str, object]):
+    """The optimisation labels of an infotext (text, or a `parse_infotext` / `split_infotext` dict).
+
+    Returns `pipelines.approx.OptimizationLabels`: `.exact` holds the `Optimization:` parts
+    (preset, precision, layout ...), `.taesd`, `.deepcache`, `.tome` the approximate settings and
+    `.approximate` whether any is on. Raises ValueError naming a malformed key.
+    """
+    from pipelines.approx.labels import OptimizationLabels
+
+    params = split_infotext(infotext)[2] if isinstance(infotext, str) else infotext
+    if not isinstance(params, Mapping):
+        raise TypeError(f"infotext must be a str or a mapping of infotext keys, got {type(infotext).__name__}")
+    return OptimizationLabels.from_infotext(params)
+
+
 def join_lines_like_a1111(lines: list[str]) -> str:
     """Join prompt lines as A1111 does: empty lines before the first non-empty one are dropped."""
     joined = ""

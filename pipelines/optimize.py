@@ -12,6 +12,7 @@ Backends: "torch" (eager), "torch.compile", "openvino" (CPU; the `openvino` extr
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from mixkit.runtime import (EXECUTION_BACKENDS, PRESETS, OptimizationReport, RuntimeConfig, apply_runtime,
@@ -55,4 +56,34 @@ def optimize(pipe, preset: str = "fast", backend: str = "torch", *, cache_dir=No
     report = apply_runtime(pipe.model, config, backend=backend, preset=preset, cache_dir=cache_dir,
                            execution_device=execution_device)
     pipe.optimization = report
+    _label_infotexts(pipe, optimization_label_parts(preset, config, report))
     return report
+
+
+_SHORT_PRECISION = {"bfloat16": "bf16", "float16": "fp16"}
+_FLAG_LABELS = (("channels_last", "channels-last"), ("fuse_qkv", "fused-qkv"), ("attention_slicing", "attention-slicing"),
+                ("vae_tiling", "vae-tiling"), ("vae_slicing", "vae-slicing"))
+
+
+def optimization_label_parts(preset: str, config: RuntimeConfig, report: OptimizationReport) -> tuple[str, ...]:
+    """The infotext's `Optimization:` parts, e.g. ("fast", "bf16", "channels-last", "fused-qkv").
+
+    Empty for the exact preset on the eager backend (nothing changed). The precision part is
+    what was actually used (a CPU without bf16 stays fp32 and gets no precision part).
+    """
+    parts = [name for field_name, name in _FLAG_LABELS if getattr(config, field_name)]
+    if report.precision in _SHORT_PRECISION:
+        parts.insert(0, _SHORT_PRECISION[report.precision])
+    if report.backend != "torch":
+        parts.append(report.backend)
+    if config.offload != "none":
+        parts.append(f"offload-{config.offload}")
+    return (preset, *parts) if parts or preset != "exact" else ()
+
+
+def _label_infotexts(pipe, parts: tuple[str, ...]) -> None:
+    from pipelines.approx.labels import label_infotexts, model_labels, set_model_labels
+
+    set_model_labels(pipe.model, replace(model_labels(pipe.model), exact=parts))
+    if hasattr(pipe, "session"):
+        label_infotexts(pipe.session)

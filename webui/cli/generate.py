@@ -38,6 +38,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cpu)")
     p.add_argument("--preset", default="exact", help="performance preset: exact (default), fast, low-memory")
     p.add_argument("--backend", default="torch", help="execution backend: torch (default), torch.compile, openvino")
+    p.add_argument("--taesd", nargs="?", const="auto", default=None, metavar="FOLDER_OR_HUB_ID",
+                   help="APPROXIMATE: decode with the tiny TAESD VAE (default: madebyollin/taesd or taesdxl by model family)")
+    p.add_argument("--deepcache", type=int, default=None, metavar="N",
+                   help="APPROXIMATE: DeepCache, run the full UNet every N steps and reuse deep features in between")
+    p.add_argument("--tome", type=float, default=None, metavar="R",
+                   help="APPROXIMATE: token merging, merge ratio R (0-0.75) of self-attention tokens")
     p.add_argument("-o", "--output", default="outputs", help="output folder (default: ./outputs)")
     p.set_defaults(func=run)
 
@@ -53,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
         sampler=args.sampler, schedule_type=args.schedule_type, clip_skip=args.clip_skip, loras=list(args.lora),
     )
     check_txt2img_params(params, GenerationLimits())  # fail before the (slow) model load
+    check_approximation_args(args)
     output = ensure_writable_folder(args.output)
 
     from tqdm import tqdm
@@ -66,6 +73,12 @@ def run(args: argparse.Namespace) -> int:
         from pipelines.optimize import optimize
 
         print(optimize(pipe, args.preset, args.backend).summary(), file=sys.stderr)
+    if args.taesd is not None or args.deepcache is not None or args.tome is not None:
+        from pipelines.approx import approximate
+
+        approximation = approximate(pipe, taesd=args.taesd, deepcache=args.deepcache, tome=args.tome)
+        if approximation.approximate:
+            print(approximation.warning(), file=sys.stderr)
     with tqdm(total=params.steps * params.batch_count, unit="step", file=sys.stderr) as bar:
         def progress(state) -> None:
             bar.n = state.batch_index * state.total_steps + state.step
@@ -75,6 +88,20 @@ def run(args: argparse.Namespace) -> int:
     for path in result.save(output):
         print(path)
     return 0
+
+
+def check_approximation_args(args: argparse.Namespace) -> None:
+    """Range-check --deepcache / --tome before the model load (the same checks `approximate` runs)."""
+    from pipelines.approx.deepcache import check_deepcache_interval
+    from pipelines.approx.tome_unet import check_tome_ratio
+
+    for flag, value, check in (("--deepcache", args.deepcache, check_deepcache_interval),
+                               ("--tome", args.tome, check_tome_ratio)):
+        if value is not None:
+            try:
+                check(value)
+            except ValueError as error:
+                raise ValueError(f"{flag}: {error}") from None
 
 
 def ensure_writable_folder(folder: str | os.PathLike) -> Path:

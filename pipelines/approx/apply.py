@@ -1,0 +1,128 @@
+"""`approximate(pipe, taesd=..., deepcache=N, tome=r)`: opt-in speed-ups that change the image.
+
+Unlike `optimize` presets (exact up to rounding), each of these trades fidelity for time, so each
+is off by default, labelled "approximate" in the report, the infotext and the CLI, and removable
+with `remove_approximations(pipe)`. Apply them after `optimize`: optimisations that replace
+attention processors or compile the UNet would otherwise undo or refuse them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from mixkit.models.diffusion import ModelFamily
+from pipelines.approx.deepcache import (DeepCacheSettings, apply_deepcache, check_deepcache_interval,
+                                        check_deepcache_unet, remove_deepcache)
+from pipelines.approx.labels import label_infotexts, model_labels, set_model_labels
+from pipelines.approx.taesd import default_taesd_source, install_taesd_decode, load_taesd, remove_taesd_decode
+from pipelines.approx.tome_unet import TokenMergingSettings, apply_token_merging, check_tome_ratio, remove_token_merging
+
+AUTO_TAESD = "auto"  # the family's default TAESD hub id
+
+
+@dataclass
+class ApproximationReport:
+    """What `approximate` installed; `approximate` is True when the output is no longer exact."""
+
+    applied: list[str] = field(default_factory=list)
+    taesd_source: str | None = None
+    deepcache: int | None = None
+    tome: float | None = None
+
+    @property
+    def approximate(self) -> bool:
+        return bool(self.applied)
+
+    def warning(self) -> str:
+        """The line the CLI prints: the output is approximate, and why."""
+        return ("Output is APPROXIMATE (not comparable to exact generations): " + "; ".join(self.applied)
+                if self.applied else "")
+
+
+def check_approximate_inputs(pipe, taesd, deepcache, tome, taesd_variant) -> None:
+    """Validate everything before any model change, so a bad call leaves the pipeline as it was."""
+    if not hasattr(pipe, "model") or not hasattr(pipe.model, "unet"):
+        raise TypeError(f"approximate() expects a mixkit pipeline with a .model (TextToImage, ...), got {type(pipe).__name__}")
+    if taesd is not None and not isinstance(taesd, (str, os.PathLike)):
+        raise TypeError(f"taesd must be a folder, a hub id or {AUTO_TAESD!r}, got {type(taesd).__name__}: {taesd!r}")
+    if taesd_variant is not None and taesd is None:
+        raise ValueError("taesd_variant is given but taesd is not; pass taesd=<folder or hub id>")
+    if deepcache is not None:
+        check_deepcache_interval(deepcache)
+    if tome is not None:
+        check_tome_ratio(tome)
+
+
+def approximate(pipe, *, taesd: str | os.PathLike | None = None, deepcache: int | None = None,
+                tome: float | None = None, taesd_variant: str | None = None,
+                deepcache_shallow_layers: int = 1) -> ApproximationReport:
+    """Install the approximations asked for on `pipe.model`, replacing earlier ones.
+
+    - `taesd`: a TAESD folder or hub id ("auto": madebyollin/taesd or taesdxl by model family);
+      decodes (and previews) with the tiny VAE.
+    - `deepcache`: full UNet every N steps, the shallow branch on cached deep features between
+      (N=1: off; exact).
+    - `tome`: ratio of self-attention tokens merged at full latent resolution (0: off; exact).
+    The report (also `pipe.approximation`) lists what was applied.
+    """
+    check_approximate_inputs(pipe, taesd, deepcache, tome, taesd_variant)
+    model = pipe.model
+    use_deepcache = deepcache is not None and deepcache > 1
+    use_tome = tome is not None and tome > 0
+    deepcache_settings = DeepCacheSettings(deepcache, deepcache_shallow_layers) if use_deepcache else None
+    # SDXL has no attention at full latent resolution (its first level is convolution only), so
+    # ToMe there merges in the first level that has attention, at 1/2 resolution.
+    max_downsample = 2 if model.family is ModelFamily.SDXL else 1
+    tome_settings = TokenMergingSettings(tome, max_downsample=max_downsample) if use_tome else None
+    if use_deepcache or use_tome:
+        _check_plain_unet(model.unet)
+    if deepcache_settings is not None:
+        check_deepcache_unet(model.unet, deepcache_settings)
+    tiny_vae = None
+    source = None
+    if taesd is not None:  # loading may fail (missing folder, offline): still nothing changed
+        source = default_taesd_source(model.family) if str(taesd) == AUTO_TAESD else str(taesd)
+        tiny_vae = load_taesd(source, model.family, variant=taesd_variant, device=model.vae.device,
+                              latent_channels=model.vae.config.latent_channels)
+
+    remove_approximations(pipe)
+    report = ApproximationReport(taesd_source=source, deepcache=deepcache if use_deepcache else None,
+                                 tome=float(tome) if use_tome else None)
+    if tiny_vae is not None:
+        install_taesd_decode(model.vae, tiny_vae)
+        report.applied.append(f"TAESD decode ({tiny_vae.mixkit_variant} from {source})")
+    if deepcache_settings is not None:
+        apply_deepcache(model.unet, deepcache_settings)
+        report.applied.append(f"DeepCache: full UNet every {deepcache} steps, "
+                              f"{deepcache_settings.shallow_layers} shallow layer(s) in between")
+    if tome_settings is not None:
+        count = apply_token_merging(model.unet, tome_settings)
+        report.applied.append(f"ToMe: {tome:g} of self-attention tokens merged in the transformer blocks at up to "
+                              f"1/{max_downsample} latent resolution ({count} self-attention layers wrapped)")
+    set_model_labels(model, model_labels(model).with_approximations(
+        taesd=tiny_vae is not None, deepcache=report.deepcache, tome=report.tome))
+    label_infotexts(pipe.session)
+    pipe.approximation = report
+    return report
+
+
+def remove_approximations(pipe) -> None:
+    """Undo `approximate`: full VAE decode, plain UNet forward and attention processors."""
+    model = pipe.model
+    remove_taesd_decode(model.vae)
+    remove_deepcache(model.unet)
+    remove_token_merging(model.unet)
+    set_model_labels(model, model_labels(model).with_approximations(taesd=False, deepcache=None, tome=None))
+    pipe.approximation = ApproximationReport()
+
+
+def _check_plain_unet(unet) -> None:
+    from diffusers import UNet2DConditionModel
+
+    if not isinstance(unet, UNet2DConditionModel):
+        raise ValueError(f"DeepCache and ToMe need the diffusers UNet; this model's UNet is {type(unet).__name__} "
+                         "(e.g. the openvino backend's compiled graph). Use backend 'torch' with them.")
+    if "_mixkit_eager_forward" in unet.__dict__:  # mixkit.runtime.compile's marker
+        raise ValueError("DeepCache and ToMe cannot be used on a compiled UNet (the compiled graph fixes the "
+                         "control flow and attention they change); drop compile or these approximations")

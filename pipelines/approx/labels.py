@@ -1,0 +1,116 @@
+"""How a model's optimisations are labelled in the infotext, and read back from it.
+
+Keys follow A1111 where A1111 has one, so A1111 and Civitai read them back:
+    Optimization: "fast, bf16, channels-last, fused-qkv"   (mixkit; exact up to rounding)
+    VAE Decoder: TAESD                                      (A1111 1.6+ `sd_vae_decode_method`)
+    DeepCache: 3                                            (mixkit; full UNet every 3 steps)
+    Token merging ratio: 0.5                                (A1111's ToMe setting)
+The last three are approximations: an image made with them is not what the exact model makes.
+The labels live in `model.extras`, because the changes they describe are made to the model,
+which every pipeline built from it (txt2img, img2img, hires fix) shares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+MODEL_EXTRAS_KEY = "optimization_labels"
+OPTIMIZATION_KEY = "Optimization"
+VAE_DECODER_KEY = "VAE Decoder"
+DEEPCACHE_KEY = "DeepCache"
+TOME_KEY = "Token merging ratio"
+TOME_SHORT_KEY = "ToMe"  # accepted when reading (hand-written labels)
+TAESD_VALUE = "TAESD"
+
+
+@dataclass(frozen=True)
+class OptimizationLabels:
+    """What was done to a model beyond loading it. Empty (the default) means: exact."""
+
+    exact: tuple[str, ...] = ()  # preset and what it applied, e.g. ("fast", "bf16", "channels-last")
+    taesd: bool = False
+    deepcache: int | None = None  # DeepCache interval (> 1)
+    tome: float | None = None  # ToMe ratio (> 0)
+
+    @property
+    def approximate(self) -> bool:
+        return self.taesd or self.deepcache is not None or self.tome is not None
+
+    def approximations(self) -> list[str]:
+        """Human-readable list of the approximate settings, for the CLI's warning line."""
+        items = ["TAESD decode"] if self.taesd else []
+        if self.deepcache is not None:
+            items.append(f"DeepCache (full UNet every {self.deepcache} steps)")
+        if self.tome is not None:
+            items.append(f"ToMe ratio {self.tome:g}")
+        return items
+
+    def infotext_values(self) -> dict[str, str | int | float | None]:
+        """Infotext keys and values; None for settings that are off (the infotext leaves them out)."""
+        return {
+            OPTIMIZATION_KEY: ", ".join(self.exact) or None,
+            VAE_DECODER_KEY: TAESD_VALUE if self.taesd else None,
+            DEEPCACHE_KEY: self.deepcache,
+            TOME_KEY: self.tome,
+        }
+
+    def with_approximations(self, *, taesd: bool, deepcache: int | None, tome: float | None) -> "OptimizationLabels":
+        return replace(self, taesd=taesd, deepcache=deepcache, tome=tome)
+
+    @classmethod
+    def from_infotext(cls, params: Mapping[str, object]) -> "OptimizationLabels":
+        """Read labels back from `parse_infotext(...)` / `split_infotext(...)[2]` values.
+
+        Unknown or malformed values raise ValueError naming the key, so a pasted infotext never
+        silently turns an approximate image into an "exact" one.
+        """
+        exact = tuple(part.strip() for part in str(params.get(OPTIMIZATION_KEY, "")).split(",") if part.strip())
+        decoder = str(params.get(VAE_DECODER_KEY, "Full")).strip()
+        if decoder not in ("Full", TAESD_VALUE):
+            raise ValueError(f"infotext {VAE_DECODER_KEY}: {decoder!r} is not 'Full' or 'TAESD'")
+        deepcache = _number(params, DEEPCACHE_KEY, int)
+        tome = _number(params, TOME_KEY, float)
+        if tome is None:
+            tome = _number(params, TOME_SHORT_KEY, float)
+        return cls(exact=exact, taesd=decoder == TAESD_VALUE,
+                   deepcache=deepcache if deepcache not in (None, 1) else None,
+                   tome=tome if tome not in (None, 0.0) else None)
+
+
+def _number(params: Mapping[str, object], key: str, kind: type):
+    if key not in params or str(params[key]).strip() == "":
+        return None
+    text = str(params[key]).strip()
+    try:
+        return kind(text)
+    except ValueError:
+        raise ValueError(f"infotext {key}: {text!r} is not a{'n integer' if kind is int else ' number'}") from None
+
+
+def model_labels(model) -> OptimizationLabels:
+    """The labels recorded on a loaded `DiffusionModel` (empty when nothing was applied)."""
+    return model.extras.get(MODEL_EXTRAS_KEY) or OptimizationLabels()
+
+
+def set_model_labels(model, labels: OptimizationLabels) -> None:
+    model.extras[MODEL_EXTRAS_KEY] = labels
+
+
+def label_infotexts(session) -> None:
+    """Make `session` (a `pipelines.generation.ModelSession`) add its model's labels to every infotext.
+
+    A bridge until `ModelSession.infotext` reads `model_labels(model).infotext_values()` itself:
+    it wraps that one method on this session object only, once. The session is shared by every
+    pipeline made with `from_pipeline`, so they are all labelled.
+    """
+    if "infotext" in session.__dict__:
+        return
+    plain = session.infotext
+
+    def infotext(params, sampler, *, prompt, negative_prompt, seed, extra):
+        labels = model_labels(session.model).infotext_values()
+        return plain(params, sampler, prompt=prompt, negative_prompt=negative_prompt, seed=seed,
+                     extra={**extra, **labels})
+
+    session.infotext = infotext
