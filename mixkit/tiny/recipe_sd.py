@@ -171,6 +171,9 @@ def train_tiny_sd(recipe: TinySDRecipe, stop_at_step: int | None = None):
     prompts = [p.prompt for p in eval_prompts(dataclasses.replace(world, held_out=()), count=recipe.eval_prompts, seed=1234)]
 
     vae, vae_psnr = train_tiny_vae(TinyVaeSettings(steps=recipe.vae_steps), train, valid, recipe.seed, clock, curve)
+    vae_reading = reconstruction_accuracy(vae, valid, judge)
+    curve.append({"stage": "vae-judge", **vae_reading, "wall_seconds": clock.wall()})
+    logger.info("tiny-vae reconstructions read by the judge: %s", vae_reading)
     means, stds = encode_all(vae, train)
     scaling = float(1.0 / means.std())
     vae.register_to_config(scaling_factor=scaling)
@@ -217,6 +220,19 @@ def train_tiny_sd(recipe: TinySDRecipe, stop_at_step: int | None = None):
     output = save_tiny_sd(Path(recipe.output), unet, vae, tokenizer, text_encoder)
     write_record(output, "tiny-sd", recipe, {"vae_psnr": round(vae_psnr, 2), **metrics}, curve, clock)
     return TrainingResult(steps=done, seconds=clock.wall(), output=output, last_checkpoint=None)
+
+
+@torch.no_grad()
+def reconstruction_accuracy(vae, data, judge, count: int = 128) -> dict[str, float]:
+    """How well the judge reads the autoencoder's reconstructions: the ceiling for the whole model."""
+    from mixkit.data.shapes_captions import caption_scene
+    from mixkit.evaluation import score_images
+
+    index = torch.arange(min(count, len(data)))
+    reconstruction = vae.decode(vae.encode(data.float_images(index)).latent_dist.mean).sample
+    prompts = [caption_scene(data.scenes[i], "plain") for i in index.tolist()]
+    scores = score_images(judge, (reconstruction / 2 + 0.5).clamp(0, 1), prompts)
+    return {k: round(v, 4) for k, v in scores.items() if k.startswith("single/") and not k.endswith("/n")}
 
 
 def _alphas_cumprod() -> torch.Tensor:
