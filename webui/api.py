@@ -18,7 +18,6 @@ from fastapi.responses import JSONResponse
 from webui.api_convert import generation_info, info_json, job_timestamp, request_parameters, to_img2img_params, to_txt2img_params
 from webui.api_requests import AppflowRequest, ExtrasSingleImageRequest, Img2ImgRequest, PngInfoRequest, Txt2ImgRequest
 from webui.base64_images import decode_base64_image, decode_base64_png_info, encode_png_base64
-from webui.options import MODEL_KEY, VAE_KEY
 from webui.server_state import ServerState
 from webui.worker import Job, QueueFullError
 
@@ -31,12 +30,12 @@ class ClientGone(Exception):
     """The client closed the connection while its job waited or ran."""
 
 
-def _unprocessable(error: Exception) -> HTTPException:
+def unprocessable(error: Exception) -> HTTPException:
     message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
     return HTTPException(status_code=422, detail=message)
 
 
-def _queue_full(error: QueueFullError) -> HTTPException:
+def queue_full(error: QueueFullError) -> HTTPException:
     return HTTPException(status_code=503, detail=str(error), headers={"Retry-After": "5"})
 
 
@@ -57,11 +56,11 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
     try:
         job = state.submit_generation(kind, params, save=save)
     except QueueFullError as error:
-        raise _queue_full(error) from None
+        raise queue_full(error) from None
     try:
         outcome = await wait_for_job(job, request, state)
     except (ValueError, TypeError, KeyError, FileNotFoundError) as error:  # e.g. a LoRA that does not fit the model
-        raise _unprocessable(error) from None
+        raise unprocessable(error) from None
     except RuntimeError as error:
         raise HTTPException(status_code=503, detail=str(error)) from None
     except Exception as error:  # a bug or a broken model: A1111's error shape, and the server lives on
@@ -87,14 +86,15 @@ def build_api(state: ServerState) -> APIRouter:
 
     def validation_context() -> dict:
         return {"limits": limits, "lora_names": state.lora_names(), "controlnet_models": state.controlnets,
-                "default_clip_skip": state.options.get("CLIP_stop_at_last_layers"), "current_model": state.model_title}
+                "default_clip_skip": state.options.get("CLIP_stop_at_last_layers"), "current_model": state.model_title,
+                "defaults": state.generation_defaults()}
 
     @router.post("/sdapi/v1/txt2img")
     async def txt2img(body: Txt2ImgRequest, request: Request):
         try:
             params = await run_in_threadpool(to_txt2img_params, body, request_limits=request_limits, **validation_context())
         except (ValueError, TypeError, KeyError) as error:
-            raise _unprocessable(error) from None
+            raise unprocessable(error) from None
         return await _generate("txt2img", params, body, request, state)
 
     @router.post("/sdapi/v1/img2img")
@@ -102,7 +102,7 @@ def build_api(state: ServerState) -> APIRouter:
         try:
             params = await run_in_threadpool(to_img2img_params, body, request_limits=request_limits, **validation_context())
         except (ValueError, TypeError, KeyError) as error:
-            raise _unprocessable(error) from None
+            raise unprocessable(error) from None
         return await _generate("img2img", params, body, request, state)
 
     @router.get("/controlnet/model_list")
@@ -131,13 +131,13 @@ def build_api(state: ServerState) -> APIRouter:
                                              max_bytes=request_limits.max_image_bytes, max_chars=limits.max_prompt_chars)
             job = state.submit_app(app, inputs, check_app_options(body.options, limits))
         except QueueFullError as error:
-            raise _queue_full(error) from None
+            raise queue_full(error) from None
         except (ValueError, TypeError, KeyError) as error:
-            raise _unprocessable(error) from None
+            raise unprocessable(error) from None
         try:
             outputs = await wait_for_job(job, request, state)
         except (ValueError, TypeError, KeyError) as error:
-            raise _unprocessable(error) from None
+            raise unprocessable(error) from None
         except (OSError, RuntimeError) as error:  # a model missing offline, a task that failed
             raise HTTPException(status_code=503, detail=f"App {app!r} could not run: {error}") from None
         return {"app": app, "outputs": await run_in_threadpool(lambda: {k: encode_app_output(v) for k, v in outputs.items()})}
@@ -196,60 +196,6 @@ def build_api(state: ServerState) -> APIRouter:
         await run_in_threadpool(state.catalog.refresh)
         return {}
 
-    @router.get("/sdapi/v1/loras")
-    async def loras():
-        from webui.lora_cards import lora_cards
-
-        if state.lora_library is None:
-            return []
-        return await run_in_threadpool(lambda: [card.as_a1111() for card in lora_cards(state.lora_library)])
-
-    @router.post("/sdapi/v1/refresh-loras")
-    async def refresh_loras():
-        if state.lora_library is not None:
-            state.lora_library.refresh()
-        return {}
-
-    @router.get("/sdapi/v1/options")
-    async def get_options():
-        return state.options_snapshot()
-
-    @router.post("/sdapi/v1/options")
-    async def set_options(request: Request):
-        try:
-            changes = await request.json()
-        except ValueError:
-            raise HTTPException(status_code=422, detail="The options body is not valid JSON; send a JSON object.") from None
-        try:
-            checked = state.options.check_update(changes)
-            title = changes.get(MODEL_KEY)
-            job = state.submit_model_switch(title) if title is not None and title != state.model_title else None
-        except QueueFullError as error:
-            raise _queue_full(error) from None
-        except (ValueError, TypeError, KeyError) as error:
-            raise _unprocessable(error) from None
-        if job is not None:
-            try:
-                await wait_for_job(job, request, state)
-            except (ValueError, TypeError, OSError, RuntimeError) as error:
-                raise HTTPException(status_code=422, detail=f"Could not load checkpoint {title!r}: {error}; "
-                                                            f"still serving {state.model_title!r}.") from None
-        vae = changes.get(VAE_KEY)
-        if vae is not None and vae != state.holder.vae_name:
-            try:
-                vae_job = state.submit_vae_switch(vae)
-            except QueueFullError as error:
-                raise _queue_full(error) from None
-            except (ValueError, TypeError, KeyError, FileNotFoundError) as error:
-                raise _unprocessable(error) from None
-            try:
-                await wait_for_job(vae_job, request, state)
-            except (ValueError, TypeError, OSError, RuntimeError) as error:
-                raise HTTPException(status_code=422, detail=f"Could not load VAE {vae!r}: {error}; "
-                                                            f"still using {state.holder.vae_name!r}.") from None
-        state.options.apply(checked)
-        return None
-
     @router.post("/sdapi/v1/extra-single-image")
     async def extra_single_image(body: ExtrasSingleImageRequest, request: Request):
         unsupported = [name for name in ("extras_upscaler_2_visibility", "gfpgan_visibility", "codeformer_visibility")
@@ -263,9 +209,9 @@ def build_api(state: ServerState) -> APIRouter:
                                             max_bytes=request_limits.max_image_bytes)
             job = state.submit_upscale(image, body.upscaling_resize, "Lanczos" if body.upscaler_1 == "None" else body.upscaler_1)
         except QueueFullError as error:
-            raise _queue_full(error) from None
+            raise queue_full(error) from None
         except (ValueError, TypeError, KeyError) as error:
-            raise _unprocessable(error) from None
+            raise unprocessable(error) from None
         upscaled = await wait_for_job(job, request, state)
         return {"html_info": "", "image": await run_in_threadpool(encode_png_base64, upscaled)}
 
@@ -282,7 +228,7 @@ def build_api(state: ServerState) -> APIRouter:
             read = await run_in_threadpool(decode_base64_png_info, "image", body.image, max_pixels=limits.max_pixels * 4,
                                            max_bytes=request_limits.max_image_bytes)
         except (ValueError, TypeError) as error:
-            raise _unprocessable(error) from None
+            raise unprocessable(error) from None
         from pipelines.infotext import parse_infotext
 
         text = read["infotext"] or ""

@@ -15,6 +15,7 @@ from typing import Any
 from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
 from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
 from webui.base64_images import decode_base64_image
+from webui.generation_defaults import GenerationDefaults, apply_request_defaults
 from webui.prompt_guard import check_prompt_networks
 
 # A1111's integer codes for img2img choices, in its order.
@@ -22,6 +23,9 @@ RESIZE_MODES = {0: "just resize", 1: "crop and resize", 2: "resize and fill"}
 INPAINTING_FILL = {0: "fill", 1: "original", 2: "latent noise", 3: "latent nothing"}
 
 SETTABLE_OVERRIDES = {"CLIP_stop_at_last_layers"}
+# What A1111's API request models default to (its UI's defaults differ: 20 steps, DPM++ 2M).
+A1111_API_DEFAULTS = GenerationDefaults(sampler="Euler", schedule_type="Automatic", steps=50, cfg_scale=7.0, width=512,
+                                        height=512)
 
 
 @dataclass(frozen=True)
@@ -78,20 +82,22 @@ def _clip_skip(request: Txt2ImgRequest, default_clip_skip: int, current_model: s
 
 def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora_names: set[str] | None,
                       default_clip_skip: int = 1, current_model: str | None = None, controlnet_models=None,
-                      request_limits: RequestLimits | None = None) -> Txt2ImgParams:
-    """Txt2ImgParams for a request, validated; raises ValueError/TypeError naming the bad field."""
+                      request_limits: RequestLimits | None = None, defaults: GenerationDefaults | None = None) -> Txt2ImgParams:
+    """Txt2ImgParams for a request, validated; raises ValueError/TypeError naming the bad field.
+
+    Sampler, scheduler, steps, CFG scale and size the request leaves out come from `defaults`
+    (Settings); without `defaults`, from A1111's API request defaults (Euler, 50 steps).
+    """
     from pipelines.samplers import resolve_sampler
 
     unsupported = _unsupported(request)
     if unsupported:
         raise ValueError(f"Not supported by this server: {', '.join(unsupported)}; leave these at their defaults.")
-    sampler = request.sampler_name or request.sampler_index
-    schedule = request.scheduler or "Automatic"
-    resolve_sampler(sampler, schedule)  # unknown name -> error listing the valid ones
+    chosen = apply_request_defaults(request, defaults or A1111_API_DEFAULTS)
+    resolve_sampler(chosen["sampler"], chosen["schedule_type"])  # unknown name -> error listing the valid ones
     params = Txt2ImgParams(
-        prompt=request.prompt, negative_prompt=request.negative_prompt, steps=request.steps, cfg_scale=request.cfg_scale,
-        width=request.width, height=request.height, seed=request.seed, batch_size=request.batch_size,
-        batch_count=request.n_iter, sampler=sampler, schedule_type=schedule,
+        prompt=request.prompt, negative_prompt=request.negative_prompt, **chosen, seed=request.seed,
+        batch_size=request.batch_size, batch_count=request.n_iter,
         clip_skip=_clip_skip(request, default_clip_skip, current_model),
     )
     check_txt2img_params(params, limits)
@@ -135,13 +141,13 @@ def hires_params(request: Txt2ImgRequest, params: Txt2ImgParams, limits: Generat
 
 def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, request_limits: RequestLimits,
                       lora_names: set[str] | None, default_clip_skip: int = 1, current_model: str | None = None,
-                      controlnet_models=None):
+                      controlnet_models=None, defaults: GenerationDefaults | None = None):
     """Img2ImgParams for a request with its images decoded; raises ValueError naming the bad field."""
     from pipelines.img2img import Img2ImgParams, check_img2img_params
 
     base = to_txt2img_params(request, limits=limits, lora_names=lora_names, default_clip_skip=default_clip_skip,
                              current_model=current_model, controlnet_models=controlnet_models,
-                             request_limits=request_limits)
+                             request_limits=request_limits, defaults=defaults)
     units = getattr(base, "controlnets", None) or []
     if request.resize_mode not in RESIZE_MODES:
         raise ValueError(f"resize_mode must be one of {sorted(RESIZE_MODES)} ({RESIZE_MODES}), got {request.resize_mode}.")

@@ -4,6 +4,10 @@ Only types are declared here; value ranges come from `pipelines.params.Generatio
 checked by the pipelines' own `check_*_params` (see `webui.api_convert`), so the API, the CLI and
 the UI sliders share one set of limits. Fields A1111 has but mixkit does not implement are
 accepted at their "off" value and refused otherwise, never silently ignored.
+
+Sampler, scheduler, steps, CFG scale, width and height keep A1111's defaults here for the
+schema, but a request that leaves them out gets the server's Settings defaults instead: pydantic's
+`model_fields_set` tells omitted from explicit (see `webui.generation_defaults`).
 """
 
 from __future__ import annotations

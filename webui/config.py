@@ -31,6 +31,7 @@ class ServerConfig:
     limits: GenerationLimits = field(default_factory=GenerationLimits)
     request_limits: RequestLimits = field(default_factory=RequestLimits)
     ui: bool = True  # mount the Gradio UI next to the API
+    settings_file: str | None = None  # JSON file the Settings/options changes are saved to (A1111's config.json)
 
     @property
     def host(self) -> str:

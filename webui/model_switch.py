@@ -3,6 +3,10 @@
 Loading the new model first keeps the old one serving if the load fails, but briefly needs room
 for both. When that room is missing, the old model is released first and, should the new one
 fail to load, loaded again, so a failed switch still leaves a working server.
+
+The performance preset (`pipelines.optimize`) is part of what is loaded: `optimize()` is
+apply-once (fused and cast modules cannot be undone), so another preset means loading the
+checkpoint again through the same path, with the same keep-the-old-model-on-failure rule.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from webui.checkpoints import CheckpointCatalog, CheckpointEntry
 
 logger = logging.getLogger(__name__)
 
+EXACT_PRESET = "exact"  # the preset that changes nothing (mixkit.runtime.PRESETS)
 LOAD_MARGIN = 1.5  # loaded fp32 modules and temporary copies take more than the files on disk
 
 
@@ -56,11 +61,14 @@ class ModelHolder:
 
     def __init__(self, catalog: CheckpointCatalog, *, device: str | None = None, pipeline_kwargs: dict | None = None,
                  loader: Callable[[str], Any] | None = None,
-                 memory_probe: Callable[[str | None], int] = available_memory_bytes) -> None:
+                 memory_probe: Callable[[str | None], int] = available_memory_bytes,
+                 preset: str = EXACT_PRESET, optimizer: Callable[[Any, str], Any] | None = None) -> None:
         self.catalog = catalog
         self.device = device
         self.pipeline_kwargs = pipeline_kwargs or {}
         self._loader = loader or self._load_pipeline
+        self._optimizer = optimizer or _optimize
+        self.preset = check_preset_name(preset)  # the preset of the loaded model (or of the next load)
         self._memory_probe = memory_probe
         self._lock = threading.Lock()
         self.entry: CheckpointEntry | None = None
@@ -73,6 +81,13 @@ class ModelHolder:
         from pipelines.txt2img import TextToImage
 
         return TextToImage.from_pretrained(source, device=self.device, **self.pipeline_kwargs)
+
+    def _load(self, source: str, preset: str):
+        """Load `source` and apply `preset` to it; either step raising leaves the holder unchanged."""
+        pipe = self._loader(source)
+        if preset != EXACT_PRESET:  # "exact" changes nothing by definition: skip the call
+            self._optimizer(pipe, preset)
+        return pipe
 
     @property
     def loaded(self) -> bool:
@@ -93,27 +108,33 @@ class ModelHolder:
                 self._img2img = ImageToImage.from_pipeline(pipe)
             return self._img2img
 
-    def switch(self, title: str) -> CheckpointEntry:
-        """Load the checkpoint `title` (from the catalog) and make it current; a failure keeps the old one."""
+    def switch(self, title: str, preset: str | None = None) -> CheckpointEntry:
+        """Load checkpoint `title` (from the catalog) with `preset` (None: the current one); a failure keeps the old model.
+
+        Choosing the loaded checkpoint with another preset reloads it: the only way back from an
+        applied preset.
+        """
         entry = self.catalog.find(title)
-        if self.entry is not None and entry == self.entry and self.loaded:
+        preset = self.preset if preset is None else check_preset_name(preset)
+        if self.entry is not None and entry == self.entry and self.loaded and preset == self.preset:
             return entry
-        previous_entry, previous = self.entry, self._txt2img
+        previous_entry, previous, previous_preset = self.entry, self._txt2img, self.preset
         if previous is None or load_new_first(source_size_bytes(entry.source), self._memory_probe(self.device)):
-            new = self._loader(entry.source)  # raises: nothing changed
-            self._install(entry, new)
+            new = self._load(entry.source, preset)  # raises: nothing changed
+            self._install(entry, new, preset)
             return entry
         logger.info("Not enough free memory to hold two models: releasing %s before loading %s", previous_entry.title, entry.title)
-        self._install(None, None)
+        self._install(None, None, previous_preset)
         del previous
         _release_memory(self.device)
         try:
-            new = self._loader(entry.source)
+            new = self._load(entry.source, preset)
         except BaseException:
-            logger.warning("Loading %s failed; reloading %s", entry.title, previous_entry.title)
-            self._install(previous_entry, self._loader(previous_entry.source))
+            logger.warning("Loading %s (%s) failed; reloading %s (%s)", entry.title, preset, previous_entry.title,
+                           previous_preset)
+            self._install(previous_entry, self._load(previous_entry.source, previous_preset), previous_preset)
             raise
-        self._install(entry, new)
+        self._install(entry, new, preset)
         return entry
 
     def set_vae(self, name: str, path: Path | None) -> str:
@@ -144,13 +165,29 @@ class ModelHolder:
             self.vae_name = name
         return name
 
-    def _install(self, entry: CheckpointEntry | None, pipe) -> None:
+    def _install(self, entry: CheckpointEntry | None, pipe, preset: str) -> None:
         with self._lock:
-            self.entry, self._txt2img, self._img2img = entry, pipe, None
+            self.entry, self._txt2img, self._img2img, self.preset = entry, pipe, None, preset
             model = getattr(pipe, "model", None)
             has_vae = hasattr(model, "vae") and isinstance(getattr(model, "extras", None), dict)
             self._own_vae = (model.vae, {k: model.extras.get(k) for k in ("vae_name", "vae_hash")}) if has_vae else None
             self.vae_name = "Automatic"
+
+
+def check_preset_name(preset: object) -> str:
+    """`preset` if it names a `mixkit.runtime.PRESETS` entry; UnknownNameError listing them otherwise."""
+    from mixkit.runtime import PRESETS
+
+    if not isinstance(preset, str):
+        raise TypeError(f"performance preset must be a name (str), got {preset!r}; valid: {PRESETS.names()}.")
+    PRESETS.get(preset)
+    return preset
+
+
+def _optimize(pipe, preset: str) -> None:
+    from pipelines.optimize import optimize
+
+    optimize(pipe, preset)
 
 
 def _release_memory(device: str | None) -> None:

@@ -2,12 +2,18 @@
 
 Paths (output folders) are set by the operator on the command line and are read-only over the
 API: a network client choosing where the server writes files would be a path-traversal hole.
+Settable values (and the performance preset) are saved to the settings file when one is given,
+and read back from it at start.
 """
 
 from __future__ import annotations
 
 import threading
 from typing import Any
+
+from pipelines.params import GenerationLimits
+from webui.generation_defaults import (OPTION_KEYS, GenerationDefaults, check_generation_defaults, check_option_value,
+                                       defaults_from_options, options_from_defaults)
 
 
 def _check_clip_skip(value: Any) -> int:
@@ -30,21 +36,38 @@ def _check_preview_every(value: Any) -> int:
     return value
 
 
+DEFAULT_CONTROLNET_UNITS = 3  # sd-webui-controlnet's default for `control_net_unit_count`
+MAX_CONTROLNET_UNITS = 4  # pipelines.controlnet.ControlNetLimits().max_units
+
+
+def _check_unit_count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CONTROLNET_UNITS:
+        raise ValueError(f"control_net_unit_count must be an integer in [1, {MAX_CONTROLNET_UNITS}], got {value!r}.")
+    return value
+
+
 SETTABLE = {
     "CLIP_stop_at_last_layers": _check_clip_skip,
     "samples_save": _check_bool("samples_save"),
     "live_previews_enable": _check_bool("live_previews_enable"),
     "show_progress_every_n_steps": _check_preview_every,
+    "control_net_unit_count": _check_unit_count,  # sd-webui-controlnet's key; the UI uses it when it is built
+    **{key: (lambda value, key=key: check_option_value(key, value)) for key in OPTION_KEYS},
 }
 MODEL_KEY = "sd_model_checkpoint"
 VAE_KEY = "sd_vae"  # like the model key, applied by the caller: it loads a file
+PRESET_KEY = "performance_preset"  # applied by the caller too: switching reloads the model (see ServerState)
+CALLER_APPLIED = (MODEL_KEY, VAE_KEY, PRESET_KEY)
 
 
 class ServerOptions:
-    """Current option values; `sd_model_checkpoint` is handled by the caller (it loads a model)."""
+    """Current option values; the model, VAE and preset keys are handled by the caller (they load models)."""
 
-    def __init__(self, output_dir: str, preview_every: int) -> None:
+    def __init__(self, output_dir: str, preview_every: int, *, limits: GenerationLimits | None = None,
+                 settings_file: str | None = None) -> None:
         self._lock = threading.Lock()
+        self.limits = limits or GenerationLimits()
+        self.settings_file = settings_file
         self._values: dict[str, Any] = {
             "sd_vae": "Automatic",
             "samples_save": True,
@@ -56,7 +79,12 @@ class ServerOptions:
             "live_previews_enable": preview_every > 0,
             "show_progress_every_n_steps": preview_every,
             "eta_noise_seed_delta": 0,
+            "control_net_unit_count": DEFAULT_CONTROLNET_UNITS,
+            PRESET_KEY: "exact",
+            **options_from_defaults(GenerationDefaults()),
         }
+        if settings_file:
+            self._values.update(self._read_saved(settings_file))
 
     def snapshot(self, model_title: str | None) -> dict[str, Any]:
         with self._lock:
@@ -68,20 +96,64 @@ class ServerOptions:
         with self._lock:
             return self._values[key]
 
+    def generation_defaults(self) -> GenerationDefaults:
+        """What requests that omit sampler/scheduler/steps/CFG/size get, and what the UI starts with."""
+        with self._lock:
+            return defaults_from_options(self._values)
+
     def check_update(self, changes: Any) -> dict[str, Any]:
-        """Validated copies of the changes (model and VAE keys excluded); raises ValueError on any bad key/value."""
+        """Validated copies of the changes (model, VAE and preset keys excluded); raises ValueError on any bad key/value."""
         if not isinstance(changes, dict):
             raise ValueError(f"The options body must be a JSON object, got {type(changes).__name__}.")
         checked = {}
         for key, value in changes.items():
-            if key in (MODEL_KEY, VAE_KEY):
+            if key in CALLER_APPLIED:
                 continue
             if key not in SETTABLE:
                 readonly = " (set by the server operator on the command line)" if key in self._values else ""
-                raise ValueError(f"Option {key!r} cannot be set over the API{readonly}; settable: {sorted([MODEL_KEY, VAE_KEY, *SETTABLE])}.")
+                raise ValueError(f"Option {key!r} cannot be set over the API{readonly}; "
+                                 f"settable: {sorted([*CALLER_APPLIED, *SETTABLE])}.")
             checked[key] = SETTABLE[key](value)
+        if any(key in OPTION_KEYS for key in checked):
+            with self._lock:
+                merged = {**self._values, **checked}
+            check_generation_defaults(defaults_from_options(merged), self.limits)
         return checked
 
     def apply(self, checked: dict[str, Any]) -> None:
+        """Make checked changes current; with a settings file, saved first, so a failed write changes nothing."""
         with self._lock:
+            if self.settings_file and any(key in PERSISTED for key in checked):
+                from webui.settings_file import write_settings_file
+
+                saved = {key: value for key, value in {**self._values, **checked}.items() if key in PERSISTED}
+                write_settings_file(self.settings_file, saved)
             self._values.update(checked)
+
+    def _read_saved(self, path: str) -> dict[str, Any]:
+        """The known keys of the settings file, each checked as an API change would be; ValueError naming file and key."""
+        from webui.settings_file import read_settings_file
+
+        saved = {key: value for key, value in read_settings_file(path).items() if key in PERSISTED}
+        checked = {}
+        for key, value in saved.items():
+            try:
+                checked[key] = check_preset(value) if key == PRESET_KEY else SETTABLE[key](value)
+            except ValueError as error:
+                raise ValueError(f"Settings file {path!r}, key {key!r}: {error} Fix the value or delete the key.") from None
+        try:
+            check_generation_defaults(defaults_from_options({**self._values, **checked}), self.limits)
+        except ValueError as error:
+            raise ValueError(f"Settings file {path!r}: {error} Fix the values or delete the keys.") from None
+        return checked
+
+
+def check_preset(value: Any) -> str:
+    from mixkit.runtime import PRESETS
+
+    if not isinstance(value, str) or value not in PRESETS.names():
+        raise ValueError(f"{PRESET_KEY} must be one of {PRESETS.names()}, got {value!r}.")
+    return value
+
+
+PERSISTED = (*SETTABLE, PRESET_KEY)

@@ -13,6 +13,8 @@ from fastapi import FastAPI
 
 from webui.api import build_api, install_error_handlers
 from webui.api_embeddings import build_embeddings_router
+from webui.api_loras import build_lora_router
+from webui.api_options import build_options_router
 from webui.config import ServerConfig, check_server_config
 from webui.http_guards import BasicAuthMiddleware, BodySizeLimitMiddleware
 from webui.server_state import ServerState
@@ -26,6 +28,8 @@ def build_app(state: ServerState):
     install_error_handlers(app)
     app.include_router(build_api(state))
     app.include_router(build_embeddings_router(state))
+    app.include_router(build_options_router(state))
+    app.include_router(build_lora_router(state))
     if state.config.ui:
         import gradio as gr
 

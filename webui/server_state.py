@@ -14,7 +14,7 @@ from typing import Any
 from webui.checkpoints import CheckpointCatalog
 from webui.config import ServerConfig
 from webui.model_switch import ModelHolder
-from webui.options import ServerOptions
+from webui.options import PRESET_KEY, ServerOptions
 from webui.worker import GenerationWorker, Job
 
 logger = logging.getLogger(__name__)
@@ -42,9 +42,12 @@ class ServerState:
         from webui.vae_catalog import VaeCatalog
 
         self.vaes = VaeCatalog(config.vae_dir)
+        # Read before the model loads: the saved preset decides how it is loaded; a broken file fails here.
+        self.options = ServerOptions(str(self.output_dir), config.preview_every, limits=config.limits,
+                                     settings_file=config.settings_file)
         self.holder = holder or ModelHolder(self.catalog, device=config.device, pipeline_kwargs={
-            "lora_dir": config.lora_dir, "embeddings_dir": config.embeddings_dir, "limits": config.limits})
-        self.options = ServerOptions(str(self.output_dir), config.preview_every)
+            "lora_dir": config.lora_dir, "embeddings_dir": config.embeddings_dir, "limits": config.limits},
+            preset=self.options.get(PRESET_KEY))
         self.worker = GenerationWorker(config.queue_size, preview_every=config.preview_every)
         self.controlnets = None
         if config.controlnet_dir:
@@ -68,16 +71,32 @@ class ServerState:
     def model_title(self) -> str | None:
         return self.holder.entry.title if self.holder.entry else None
 
-    def submit_model_switch(self, title: str) -> Job:
-        """Queue a model switch behind running generations; the job returns the new entry.
+    @property
+    def preset(self) -> str:
+        """The performance preset of the loaded model (or of the next load when none is loaded)."""
+        return self.holder.preset
+
+    def submit_model_switch(self, title: str, preset: str | None = None) -> Job:
+        """Queue a model switch (and/or a preset change) behind running generations; the job returns the new entry.
 
         The chosen `sd_vae` is put on the new checkpoint too (A1111 keeps it across switches); if it
         does not fit the new model, the model's own VAE is used and `sd_vae` says "Automatic".
+        A preset change is saved as the `performance_preset` option only once the reload worked.
         """
+        from webui.model_switch import check_preset_name
+
         self.catalog.find(title)  # unknown title: fail now, not in the queue
+        if preset is not None:
+            check_preset_name(preset)  # unknown preset: fail now, listing the presets
 
         def run(control, on_step):
-            entry = self.holder.switch(title)
+            entry = self.holder.switch(title, preset)
+            if preset is not None and self.options.get(PRESET_KEY) != self.holder.preset:
+                try:
+                    self.options.apply({PRESET_KEY: self.holder.preset})
+                except OSError as error:  # the reload worked; only remembering it for the next start failed
+                    logger.warning("Preset %r is active but could not be saved to %s: %s", self.holder.preset,
+                                   self.options.settings_file, error)
             wanted = self.options.get("sd_vae")
             if wanted != self.holder.vae_name:
                 try:
@@ -87,7 +106,19 @@ class ServerState:
                     self.options.apply({"sd_vae": self.holder.vae_name})
             return entry
 
-        return self.worker.submit(run, f"load model {title}")
+        return self.worker.submit(run, f"load model {title}" + (f" ({preset})" if preset else ""))
+
+    def submit_preset_switch(self, preset: str) -> Job | None:
+        """Apply another performance preset: reload the current model with it (queued), or, with no model
+        loaded, just remember it for the next load (returns None then)."""
+        from webui.model_switch import check_preset_name
+
+        check_preset_name(preset)
+        if self.model_title is None:
+            self.holder.preset = preset
+            self.options.apply({PRESET_KEY: preset})
+            return None
+        return self.submit_model_switch(self.model_title, preset)
 
     def submit_vae_switch(self, name: str) -> Job:
         """Queue a VAE swap (`sd_vae`); the name is checked now, the file is loaded in the queue."""
@@ -142,12 +173,16 @@ class ServerState:
             check_txt2img_params(params, self.limits)
         resolve_sampler(params.sampler, params.schedule_type)
         names = self.lora_names()
-        for field in ("prompt", "negative_prompt"):
-            value = getattr(params, field)
+        for name in ("prompt", "negative_prompt"):
+            value = getattr(params, name)
             for text in [value] if isinstance(value, str) else value:
-                check_prompt_networks(field, text, names)
+                check_prompt_networks(name, text, names)
 
-    def submit_generation(self, kind: str, params, *, save: bool) -> Job:
+    def cancel_session(self, session: str) -> int:
+        """Drop the queued jobs and interrupt the running one of a UI session that ended (its tab closed)."""
+        return self.worker.cancel_session(session)
+
+    def submit_generation(self, kind: str, params, *, save: bool, session: str | None = None) -> Job:
         """Queue a txt2img/img2img call with already validated params; raises QueueFullError."""
         if kind not in ("txt2img", "img2img"):
             raise ValueError(f"kind must be 'txt2img' or 'img2img', got {kind!r}.")
@@ -173,9 +208,9 @@ class ServerState:
             return GenerationOutcome(result=result, params=params, saved=saved, model_title=self.model_title,
                                      model_hash=pipe.model.model_hash)
 
-        return self.worker.submit(run, kind)
+        return self.worker.submit(run, kind, session=session)
 
-    def submit_outpaint(self, params, sides: dict[str, int], *, save: bool) -> Job:
+    def submit_outpaint(self, params, sides: dict[str, int], *, save: bool, session: str | None = None) -> Job:
         """Queue an outpaint of `params.init_images[0]` by `sides` (left/right/top/bottom pixels).
 
         Checked now: the extension, and the img2img limits at the extended size.
@@ -199,7 +234,7 @@ class ServerState:
             return GenerationOutcome(result=result, params=params, saved=saved, model_title=self.model_title,
                                      model_hash=pipe.model.model_hash)
 
-        return self.worker.submit(run, "outpaint")
+        return self.worker.submit(run, "outpaint", session=session)
 
     # -- AppFlow ------------------------------------------------------------------------------
     def describe_app(self, name: str) -> dict:
@@ -212,7 +247,7 @@ class ServerState:
             model["source"] = configured.get(role, model["default"])
         return description
 
-    def submit_app(self, name: str, inputs: dict, options: dict | None = None) -> Job:
+    def submit_app(self, name: str, inputs: dict, options: dict | None = None, *, session: str | None = None) -> Job:
         """Queue one run of app `name` with decoded inputs; the flow (and its models) is built once per app."""
         description = self.describe_app(name)
 
@@ -224,15 +259,16 @@ class ServerState:
                 self._flows[name] = Appflow(app=name, models=models, device=self.config.device or "cpu")
             return self._flows[name](**inputs, **(options or {}))
 
-        return self.worker.submit(run, f"appflow {name}")
+        return self.worker.submit(run, f"appflow {name}", session=session)
 
-    def submit_upscale(self, image, scale: float, upscaler: str) -> Job:
+    def submit_upscale(self, image, scale: float, upscaler: str, *, session: str | None = None) -> Job:
         """Queue an Extras upscale (validated now: upscaler name, scale and output size)."""
         from pipelines.upscale import UPSCALERS, UpscaleLimits, check_upscale, upscale_image
 
         UPSCALERS.get(upscaler)  # unknown name -> error listing the valid ones
         check_upscale(image.width, image.height, scale, UpscaleLimits())
-        return self.worker.submit(lambda control, on_step: upscale_image(image, scale, upscaler=upscaler), "extras")
+        return self.worker.submit(lambda control, on_step: upscale_image(image, scale, upscaler=upscaler), "extras",
+                                  session=session)
 
     def current_preview(self):
         """A cheap RGB preview of the running job's latest latents, or None."""
@@ -249,7 +285,13 @@ class ServerState:
         return latent_preview(latents[:1], sdxl=sdxl)[0]
 
     def options_snapshot(self) -> dict:
-        return self.options.snapshot(self.model_title)
+        values = self.options.snapshot(self.model_title)
+        values[PRESET_KEY] = self.holder.preset  # what is applied, not only what was asked for
+        return values
+
+    def generation_defaults(self):
+        """Settings' sampler/scheduler/steps/CFG/size defaults (`webui.generation_defaults.GenerationDefaults`)."""
+        return self.options.generation_defaults()
 
     def close(self) -> None:
         self.worker.close()

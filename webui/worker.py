@@ -34,6 +34,7 @@ class Job:
     function: JobFunction
     control: GenerationControl = field(default_factory=GenerationControl)
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
+    session: str | None = None  # the UI session (browser tab) that asked for it; None for API and CLI jobs
 
 
 @dataclass
@@ -86,8 +87,11 @@ class GenerationWorker:
         self._thread.start()
 
     # -- submitting ----------------------------------------------------------------------------
-    def submit(self, function: JobFunction, description: str) -> Job:
-        """Queue `function(control, on_step)`; raises QueueFullError when `max_queued` jobs already wait."""
+    def submit(self, function: JobFunction, description: str, *, session: str | None = None) -> Job:
+        """Queue `function(control, on_step)`; raises QueueFullError when `max_queued` jobs already wait.
+
+        `session` ties the job to a UI session, so `cancel_session` can drop it when the tab closes.
+        """
         with self._condition:
             if self._closed:
                 raise RuntimeError("The generation worker has been shut down.")
@@ -99,7 +103,7 @@ class GenerationWorker:
                     f"Queue full: {active - 1} job(s) are waiting (the limit is {self.max_queued}); "
                     "retry when the current generations have finished."
                 )
-            job = Job(next(self._numbers), description, function)
+            job = Job(next(self._numbers), description, function, session=session)
             self._waiting.append(job)
             self._condition.notify_all()
             return job
@@ -112,6 +116,24 @@ class GenerationWorker:
                 job.future.cancel()
                 return
         job.control.interrupt()
+
+    def cancel_session(self, session: str) -> int:
+        """Drop every queued job of `session` and interrupt its running one; returns how many were hit.
+
+        A closed browser tab cannot show its result, so its work would only delay everyone else's.
+        """
+        if not session:
+            return 0
+        with self._condition:
+            dropped = [job for job in self._waiting if job.session == session]
+            for job in dropped:
+                self._waiting.remove(job)
+                job.future.cancel()
+            running = self._current if self._current is not None and self._current.session == session else None
+            if running is not None:
+                running.control.interrupt()
+                self._progress.interrupted = True
+        return len(dropped) + (running is not None)
 
     # -- controlling the running job -----------------------------------------------------------
     def interrupt(self) -> bool:

@@ -27,6 +27,15 @@ def test_defaults_bind_localhost_with_a_queue_of_8(tmp_path):
     assert config.host == "127.0.0.1" and config.port == 7860 and config.queue_size == 8 and config.auth is None
 
 
+def test_ui_settings_file_flag(tmp_path):
+    from webui.cli.webui import DEFAULT_SETTINGS_FILE, config_from_args
+
+    assert config_from_args(parse(["--model", str(tmp_path)])).settings_file == DEFAULT_SETTINGS_FILE
+    chosen = str(tmp_path / "mine.json")
+    assert config_from_args(parse(["--model", str(tmp_path), "--ui-settings-file", chosen])).settings_file == chosen
+    assert config_from_args(parse(["--model", str(tmp_path), "--ui-settings-file", ""])).settings_file is None
+
+
 def test_listen_requires_auth_or_explicit_insecure_flag(tmp_path):
     from webui.cli.webui import config_from_args
 

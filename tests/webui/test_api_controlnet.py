@@ -93,3 +93,23 @@ def test_units_need_a_controlnet_folder():
     with pytest.raises(ValueError, match="--controlnet-dir"):
         parse_units([{"model": "x"}], models=None, max_units=4, max_pixels=10**6, max_bytes=10**6)
     assert parse_units([{"model": "x", "enabled": False}], models=None, max_units=4, max_pixels=10**6, max_bytes=10**6) == []
+
+
+def test_ui_units_reach_the_pipeline_as_a_list(server):
+    from pipelines.params import Txt2ImgParams
+    from webui.ui.controlnet_units import with_controlnet
+
+    state = server.state
+    params = Txt2ImgParams(prompt="a box", steps=1, width=64, height=64, seed=11, sampler="Euler")
+    first = [True, control_image(), "canny", "tiny_canny", 1.0, 0.0, 1.0]
+    off = [False, None, "none", None, 1.0, 0.0, 1.0]
+    second = [True, control_image().rotate(90), "none", "tiny_canny", 0.5, 0.0, 0.5]
+    both = with_controlnet(state, "txt2img", params, first + off + second)
+    state.check_params("txt2img", both)
+    outcome = state.submit_generation("txt2img", both, save=False).future.result(120)
+    infotext = outcome.result.infotexts[0]
+    assert "ControlNet 0: " in infotext and "ControlNet 1: " in infotext and "ControlNet 2" not in infotext
+    assert "Weight: 0.5" in infotext.split("ControlNet 1: ")[1]
+    one = state.submit_generation("txt2img", with_controlnet(state, "txt2img", params, first + off + off),
+                                  save=False).future.result(120)
+    assert one.result.images[0].tobytes() != outcome.result.images[0].tobytes()  # the second unit counted

@@ -95,3 +95,56 @@ def test_catalog_scans_models_dir_and_refreshes(tmp_path):
     catalog.refresh()
     assert catalog.titles() == ["folder", "one", "two"]
     assert catalog.find("one [abcdef1234]").model_name == "one"  # A1111 titles carry a hash suffix
+
+
+def make_preset_holder(tmp_path, free_bytes: int, fail_presets: set[str] = frozenset()):
+    holder, events = make_holder(tmp_path, free_bytes)
+
+    def optimizer(pipe, preset):
+        events.append(f"optimize {pipe.source.rsplit('/', 1)[-1]} {preset}")
+        if preset in fail_presets:
+            raise RuntimeError(f"{preset} is not supported here")
+        pipe.preset = preset
+
+    holder._optimizer = optimizer
+    return holder, events
+
+
+def test_preset_switch_reloads_the_same_checkpoint_and_applies_the_preset(tmp_path):
+    holder, events = make_preset_holder(tmp_path, free_bytes=10**9)
+    holder.switch("a")
+    first = holder.txt2img()
+    holder.switch("a")  # same checkpoint, same preset: nothing to do
+    holder.switch("a", "fast")
+    assert holder.preset == "fast" and holder.txt2img() is not first and holder.txt2img().preset == "fast"
+    holder.switch("b")  # a later model switch keeps the preset
+    assert holder.txt2img().preset == "fast"
+    holder.switch("b", "exact")  # back to exact: a fresh load, no optimize() call
+    assert holder.preset == "exact" and not hasattr(holder.txt2img(), "preset")
+    assert events == ["load a (alive: [])", "load a (alive: ['a'])", "optimize a fast", "load b (alive: ['a'])",
+                      "optimize b fast", "load b (alive: ['a', 'b'])"]
+
+
+@pytest.mark.parametrize("free_bytes", [10**9, 100])  # new-before-old, and release-first when memory is tight
+def test_failed_preset_keeps_the_old_model_and_preset(tmp_path, free_bytes):
+    holder, events = make_preset_holder(tmp_path, free_bytes=free_bytes, fail_presets={"low-memory"})
+    holder.switch("a", "fast")
+    before = holder.txt2img()
+    with pytest.raises(RuntimeError, match="low-memory is not supported"):
+        holder.switch("a", "low-memory")
+    assert holder.preset == "fast" and holder.entry.title == "a" and holder.txt2img().preset == "fast"
+    if free_bytes == 10**9:
+        assert holder.txt2img() is before
+    else:  # released, failed, and reloaded with the previous preset
+        assert events[-2:] == ["load a (alive: ['a'])", "optimize a fast"]
+
+
+def test_unknown_preset_is_refused_before_loading(tmp_path):
+    from mixkit.errors import UnknownNameError
+
+    holder, events = make_preset_holder(tmp_path, free_bytes=10**9)
+    with pytest.raises(UnknownNameError, match="exact.*fast.*low-memory"):
+        holder.switch("a", "turbo")
+    with pytest.raises(TypeError, match="preset"):
+        holder.switch("a", 3)
+    assert events == [] and holder.preset == "exact"

@@ -135,3 +135,46 @@ def test_estimate_eta():
 def test_queue_size_is_validated(bad):
     with pytest.raises(ValueError, match="max_queued"):
         GenerationWorker(bad)
+
+
+def test_ending_a_session_cancels_only_that_sessions_jobs():
+    worker = GenerationWorker(4)
+    try:
+        started, gate = threading.Event(), threading.Event()
+
+        def until_interrupted(control, on_step):
+            started.set()
+            while not control.interrupted:
+                time.sleep(0.01)
+            return "interrupted"
+
+        running = worker.submit(until_interrupted, "txt2img", session="tab-a")
+        started.wait(10)
+        mine = worker.submit(lambda control, on_step: "never", "txt2img", session="tab-a")
+        other = worker.submit(lambda control, on_step: (gate.wait(10), "other")[1], "txt2img", session="tab-b")
+        api = worker.submit(lambda control, on_step: "api", "txt2img")
+        assert worker.cancel_session("tab-c") == 0 and worker.cancel_session("") == 0
+        assert worker.cancel_session("tab-a") == 2
+        assert mine.future.cancelled() and running.future.result(10) == "interrupted"
+        gate.set()
+        assert other.future.result(10) == "other" and api.future.result(10) == "api"
+        wait_until(lambda: not worker.progress().busy)
+        assert worker.cancel_session("tab-a") == 0  # nothing of it is left
+    finally:
+        worker.close()
+
+
+def test_a_session_whose_job_is_waiting_frees_its_queue_place():
+    worker = GenerationWorker(1)
+    try:
+        release = threading.Event()
+        first = worker.submit(blocking_job(release, [], "first"), "job", session="tab-b")
+        worker.submit(lambda control, on_step: "queued", "job", session="tab-a")
+        with pytest.raises(QueueFullError):
+            worker.submit(lambda control, on_step: "late", "job", session="tab-c")
+        worker.cancel_session("tab-a")
+        late = worker.submit(lambda control, on_step: "late", "job", session="tab-c")  # room again
+        release.set()
+        assert first.future.result(10) == "first" and late.future.result(10) == "late"
+    finally:
+        worker.close()

@@ -1,4 +1,5 @@
-"""End to end in a real browser: type a prompt, Generate, wait for the gallery, read the infotext in PNG Info.
+"""End to end in a real browser: type a prompt, Generate, wait for the gallery, read the infotext in PNG Info;
+closing a tab cancels its generation.
 
 Runs headless Debian Chromium through Playwright's Python package (`.ci/install-browser.sh`
 installs both); skipped, with the reason, only when either is missing.
@@ -26,6 +27,8 @@ def ui_server(tiny_sd1_dir, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("browser")
     state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), preview_every=1))
+    # Settings defaults the page starts from (and the values the first test types in anyway).
+    state.options.apply(state.options.check_update({"default_steps": 2, "default_width": 64, "default_height": 64}))
     state.load_initial_model()
     running = RunningServer(state).start()
     yield running
@@ -48,6 +51,8 @@ def test_generate_in_the_browser_and_read_infotext_in_png_info(ui_server, tmp_pa
             page = browser.new_page()
             page.goto(ui_server.url + "/", timeout=60_000)
             page.locator("#txt2img_prompt textarea").wait_for(timeout=60_000)
+            sync_api.expect(page.locator("#txt2img_steps input[type=number]")).to_have_value("2", timeout=30_000)
+            sync_api.expect(page.locator("#txt2img_width input[type=number]")).to_have_value("64", timeout=30_000)
             page.locator("#txt2img_prompt textarea").fill("a red cube on a table")
             set_number(page, "txt2img_steps", 2)
             set_number(page, "txt2img_width", 64)
@@ -78,3 +83,41 @@ def test_generate_in_the_browser_and_read_infotext_in_png_info(ui_server, tmp_pa
         for name in ("txt2img.png", "pnginfo_sent.png"):
             shutil.copy(tmp_path / name, os.path.join(shots, name))
     assert (tmp_path / "txt2img.png").stat().st_size > 10_000
+
+
+def test_closing_the_tab_cancels_its_running_generation(ui_server, tmp_path, monkeypatch):
+    import time
+
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (run .ci/install-browser.sh)")
+    state = ui_server.state
+    ended = []  # (session, jobs hit) per session end the UI reports
+    cancel_session = state.cancel_session
+    monkeypatch.setattr(state, "cancel_session", lambda session: ended.append((session, cancel_session(session))) or ended[-1][1])
+    state.options.apply({"samples_save": False})
+    # Settings default of 1000 steps: the page's load event sets it, so typing cannot race that event.
+    state.options.apply(state.options.check_update({"default_steps": 1000}))
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
+            viewport={"width": 1280, "height": 900})
+        try:
+            page = browser.new_page()
+            page.goto(ui_server.url + "/", timeout=60_000)
+            page.locator("#txt2img_prompt textarea").wait_for(timeout=60_000)
+            page.locator("#txt2img_prompt textarea").fill("a long one")
+            sync_api.expect(page.locator("#txt2img_steps input[type=number]")).to_have_value("1000", timeout=60_000)
+            page.locator("#txt2img_generate").click()
+            page.locator("#txt2img_progress", has_text="Step ").wait_for(timeout=60_000)
+            at_close = state.worker.progress()
+            assert at_close.busy and at_close.total_steps == 1000 and at_close.step < 1000
+            page.close()
+            closed = time.monotonic()
+            while state.worker.progress().busy and time.monotonic() - closed < 15:
+                time.sleep(0.05)
+            idle_after = time.monotonic() - closed
+        finally:
+            state.worker.interrupt()  # never leave a 1000-step job behind for later tests
+            browser.close()
+            state.options.apply({"samples_save": True, "default_steps": 2})
+    assert idle_after < 5, f"the closed tab's generation was still running {idle_after:.1f} s later"
+    assert len(ended) == 1 and ended[0][0] and ended[0][1] == 1  # its session ended, taking its one job

@@ -151,7 +151,7 @@ def test_controlnet_unit_widgets_become_a_checked_unit_spec(tmp_path):
     from types import SimpleNamespace
 
     from webui.controlnet_models import ControlNetModels
-    from webui.ui.generate_tab import with_controlnet
+    from webui.ui.controlnet_units import with_controlnet
 
     (tmp_path / "canny_model").mkdir()
     (tmp_path / "canny_model" / "config.json").write_text("{}")

@@ -6,6 +6,7 @@ import argparse
 import os
 
 DEFAULT_MODEL_ENV = "MIXKIT_MODEL"
+DEFAULT_SETTINGS_FILE = "mixkit-webui-settings.json"
 
 
 def add_parser(subparsers) -> None:
@@ -33,6 +34,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cpu)")
     p.add_argument("--preview-every", type=int, default=5, metavar="STEPS", help="live preview every N steps (0: off)")
     p.add_argument("--api-only", action="store_true", help="serve the HTTP API without the Gradio UI")
+    p.add_argument("--ui-settings-file", default=DEFAULT_SETTINGS_FILE, metavar="JSON",
+                   help="where Settings changes (sampler defaults, performance preset, ...) are saved and read back at "
+                        f"start (default: ./{DEFAULT_SETTINGS_FILE}; '' to keep them in memory only)")
     p.set_defaults(func=run)
 
 
@@ -48,6 +52,7 @@ def config_from_args(args: argparse.Namespace):
         embeddings_dir=args.embeddings_dir, vae_dir=args.vae_dir, controlnet_dir=args.controlnet_dir, appflow_models=appflow_models, device=args.device, port=args.port, listen=args.listen,
         auth=parse_credentials(args.auth) if args.auth is not None else None, insecure_no_auth=args.insecure_no_auth,
         queue_size=args.queue, preview_every=args.preview_every, ui=not args.api_only,
+        settings_file=args.ui_settings_file or None,
     )
     check_server_config(config)
     return config

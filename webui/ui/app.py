@@ -43,4 +43,11 @@ def build_ui(state: ServerState):
                 build_embeddings_tab(state, txt2img.widgets.prompt)
             with gr.Tab("Settings", id="settings"):
                 build_settings_tab(state)
+
+        def end_session(request: gr.Request):
+            # The tab was closed or reloaded (Gradio's heartbeat connection ended): its results
+            # can no longer be shown, so its queued jobs are dropped and its running one interrupted.
+            state.cancel_session(getattr(request, "session_hash", None))
+
+        blocks.unload(end_session)
     return blocks

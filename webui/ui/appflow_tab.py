@@ -57,14 +57,15 @@ def build_appflow_tab(state: ServerState) -> None:
         gallery = gr.Gallery(label="Images", format="png", interactive=False, elem_id="appflow_images")
         result = gr.JSON(label="Outputs", elem_id="appflow_outputs")
 
-        def execute(*values):
+        def execute(request: gr.Request, *values):
             inputs = {n: widget_value(ports[n], v) for n, v in zip(widgets, values)}
             inputs = {n: v for n, v in inputs.items() if v is not None}
             missing = [n for n, p in ports.items() if not p.endswith("?") and n not in inputs]
             if missing:
                 raise gr.Error(f"Fill in the required input(s): {', '.join(missing)}.")
             try:
-                outputs = state.submit_app(name, inputs).future.result()
+                session = getattr(request, "session_hash", None)  # dropped if the tab closes
+                outputs = state.submit_app(name, inputs, session=session).future.result()
             except Exception as error:  # missing model, bad input, queue full: show it, keep the UI alive
                 raise gr.Error(f"{name} failed: {error}") from None
             text_outputs = {k: v for k, v in outputs.items() if k != "result"}

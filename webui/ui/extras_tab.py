@@ -21,11 +21,12 @@ def build_extras_tab(state: ServerState) -> None:
             result = gr.Image(label="Result", type="pil", format="png", interactive=False, elem_id="extras_result")
             size = gr.Markdown(elem_id="extras_size")
 
-    def upscale(image, name: str, factor: float):
+    def upscale(image, name: str, factor: float, request: gr.Request):
         if image is None:
             raise gr.Error("Drop an image to upscale first.")
         try:
-            job = state.submit_upscale(image.convert("RGB"), float(factor), name)
+            job = state.submit_upscale(image.convert("RGB"), float(factor), name,
+                                       session=getattr(request, "session_hash", None))  # dropped if the tab closes
             upscaled = job.future.result()
         except Exception as error:  # queue full, limits, bad name: tell the user, keep the UI alive
             raise gr.Error(str(error)) from None

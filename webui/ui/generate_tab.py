@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from webui.server_state import ServerState
+from webui.ui.controlnet_units import build_controlnet_units, controlnet_enabled, with_controlnet
 from webui.ui.widgets import GenerationWidgets, build_generation_widgets, values_to_params
 from webui.worker import QueueFullError
 
@@ -60,41 +61,6 @@ def outpaint_sides_from(pixels: int, directions: list[str]) -> dict[str, int]:
             "top": pixels * ("up" in directions), "bottom": pixels * ("down" in directions)}
 
 
-def build_controlnet_unit(state: ServerState, kind: str) -> list:
-    """One ControlNet unit's widgets in an accordion; [] when the server has no ControlNet folder."""
-    from pipelines.preprocessors import PREPROCESSORS
-
-    if state.controlnets is None:
-        return []
-    with gr.Accordion("ControlNet", open=False, elem_id=f"{kind}_controlnet"):
-        enabled = gr.Checkbox(False, label="Enable", elem_id=f"{kind}_controlnet_enable")
-        image = gr.Image(label="Control image" + (" (empty: use the init image)" if kind == "img2img" else ""),
-                         type="pil", image_mode="RGB", height=220)
-        with gr.Row():
-            preprocessor = gr.Dropdown(PREPROCESSORS.names(), value="none", label="Preprocessor")
-            model = gr.Dropdown(state.controlnets.names(), label="Model")
-        with gr.Row():
-            weight = gr.Slider(0, 2, value=1, step=0.05, label="Control weight")
-            start = gr.Slider(0, 1, value=0, step=0.01, label="Starting control step")
-            end = gr.Slider(0, 1, value=1, step=0.01, label="Ending control step")
-    return [enabled, image, preprocessor, model, weight, start, end]
-
-
-def with_controlnet(state: ServerState, kind: str, params, control_values: list):
-    """`params` as ControlNet params carrying one unit spec when the unit is enabled."""
-    if not control_values or not control_values[0]:
-        return params
-    from pipelines.controlnet import ControlImg2ImgParams, ControlTxt2ImgParams
-    from webui.api_controlnet import ui_unit_spec
-
-    _enabled, image, preprocessor, model, weight, start, end = control_values
-    if image is None and kind == "txt2img":
-        raise ValueError("The ControlNet unit needs a control image.")
-    spec = ui_unit_spec(state.controlnets, model, image, preprocessor, weight, start, end)
-    params_class = ControlTxt2ImgParams if kind == "txt2img" else ControlImg2ImgParams
-    return params_class(**vars(params), controlnets=[spec])
-
-
 @dataclass
 class GenerateTab:
     kind: str
@@ -130,13 +96,14 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                                                       label="Outpaint: directions", elem_id="img2img_outpaint_sides")
                 extra_inputs = [editor, mode, resize, strength, mask_blur, fill, only_masked, outpaint_pixels, outpaint_sides]
                 tab.denoising_strength = strength
-            widgets = build_generation_widgets(kind, state.limits, sampler_names, schedule_names)
+            widgets = build_generation_widgets(kind, state.limits, sampler_names, schedule_names,
+                                               defaults=state.generation_defaults)
             tab.widgets = widgets
             if kind == "txt2img":
                 from webui.ui.hires_controls import build_hires_controls
 
                 extra_inputs = build_hires_controls(state.limits)
-            control_inputs = build_controlnet_unit(state, kind)
+            control_inputs = build_controlnet_units(state, kind, state.options.get("control_net_unit_count"))
         with gr.Column(scale=2):
             with gr.Row():
                 generate = gr.Button("Generate", variant="primary", elem_id=f"{kind}_generate", scale=3)
@@ -155,7 +122,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         control_values, values = values[-len(control_inputs):] if control_inputs else [], \
             values[:len(values) - len(control_inputs)]
         params = _base_params(values)
-        if control_values and control_values[0] and hasattr(params, "hr_scale"):
+        if control_values and controlnet_enabled(control_values) and hasattr(params, "hr_scale"):
             raise ValueError("Hires fix together with ControlNet is not supported; turn one of them off.")
         return with_controlnet(state, kind, params, control_values)
 
@@ -178,7 +145,8 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         return Img2ImgParams(**vars(params), init_images=[init], denoising_strength=float(strength), resize_mode=resize,
                              mask=mask, mask_blur=int(blur), inpainting_fill=fill, inpaint_full_res=bool(only))
 
-    def run(*values):
+    def run(request: gr.Request, *values):
+        session = getattr(request, "session_hash", None)  # ties the job to this tab: closing it cancels the job
         base_values = list(values[:len(values) - len(control_inputs)])
         outpainting = kind == "img2img" and base_values[len(GenerationWidgets.FIELDS) + 1] == "outpaint"
         try:
@@ -194,9 +162,9 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         try:
             if outpainting:
                 pixels, sides = int(base_values[-2]), base_values[-1] or []
-                job = state.submit_outpaint(params, outpaint_sides_from(pixels, sides), save=save)
+                job = state.submit_outpaint(params, outpaint_sides_from(pixels, sides), save=save, session=session)
             else:
-                job = state.submit_generation(kind, params, save=save)
+                job = state.submit_generation(kind, params, save=save, session=session)
         except (ValueError, TypeError) as error:
             raise gr.Error(str(error)) from None
         except QueueFullError as error:
@@ -209,6 +177,8 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
             preview_image = state.current_preview() if state.options.get("live_previews_enable") and fraction else None
             yield progress_html(fraction, text), preview_image, gr.skip(), gr.skip(), gr.skip(), gr.skip()
             time.sleep(POLL_SECONDS)
+        if job.future.cancelled():  # the tab's session ended while the job waited
+            return
         try:
             outcome = job.future.result()
         except Exception as error:  # a LoRA that does not fit, a model that failed: show it, keep the UI alive

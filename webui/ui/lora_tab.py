@@ -1,9 +1,14 @@
-"""LoRA browser: one card per file of the LoRA folder; clicking a card adds `<lora:name:1>` to the prompt."""
+"""LoRA browser: one card per file of the LoRA folder, with its preview image; clicking a card adds `<lora:name:1>`.
+
+Card images are thumbnails decoded on the server from the preview next to each LoRA file (see
+`webui.lora_previews`), or a placeholder, so the browser never needs a file URL into the folder.
+"""
 
 from __future__ import annotations
 
 import gradio as gr
-from webui.lora_cards import lora_cards
+from webui.lora_cards import LoraCard, lora_cards
+from webui.lora_previews import load_thumbnail, placeholder_image
 from webui.server_state import ServerState
 
 
@@ -15,30 +20,45 @@ def add_tag(prompt: str, tag: str) -> str:
     return f"{prompt.rstrip()} {tag}".strip()
 
 
+def card_caption(card: LoraCard) -> str:
+    """The name, then base model, dimension and top training tags when the file's metadata has them."""
+    details = [x for x in (card.base_model, f"dim {card.network_dim}" if card.network_dim else None) if x]
+    if card.top_tags:
+        details.append(", ".join(card.top_tags[:3]))
+    return " | ".join([card.name, *details])
+
+
+def card_items(library) -> tuple[list[tuple], list[str]]:
+    """(gallery items [(image, caption)], names in the same order): a placeholder where there is no usable preview."""
+    items, names = [], []
+    for card in lora_cards(library):
+        image = load_thumbnail(card.preview) if card.preview else None
+        items.append((image if image is not None else placeholder_image(card.name), card_caption(card)))
+        names.append(card.name)
+    return items, names
+
+
 def build_lora_tab(state: ServerState, prompt_box) -> None:
     if state.lora_library is None:
         gr.Markdown("No LoRA folder configured: start the server with `--lora-dir FOLDER`.")
         return
-
-    def samples() -> list[list[str]]:
-        rows = []
-        for card in lora_cards(state.lora_library):
-            details = ", ".join(x for x in (card.base_model, f"dim {card.network_dim}" if card.network_dim else None) if x)
-            rows.append([card.name, details or "-", ", ".join(card.top_tags) or "-"])
-        return rows
-
-    cards = gr.Dataset(components=[gr.Textbox(visible=False), gr.Textbox(visible=False), gr.Textbox(visible=False)],
-                       headers=["LoRA", "Base model", "Training tags"], samples=samples(), label="LoRA (click to add to the txt2img prompt)",
-                       elem_id="lora_cards", samples_per_page=24)
+    items, names = card_items(state.lora_library)
+    card_names = gr.State(names)
+    cards = gr.Gallery(items, label="LoRA (click a card to add it to the txt2img prompt; preview: NAME.png / "
+                                    "NAME.preview.png next to the file)",
+                       columns=6, height="auto", allow_preview=False, interactive=False, format="png",
+                       elem_id="lora_cards")
     refresh = gr.Button("Refresh", elem_id="lora_refresh")
 
-    def pick(prompt: str, event: gr.SelectData):
-        name = event.value[0] if isinstance(event.value, list) else event.value
-        return add_tag(prompt, f"<lora:{name}:1>")
+    def pick(prompt: str, shown: list[str], event: gr.SelectData):
+        if event.index is None or not 0 <= event.index < len(shown):
+            return prompt
+        return add_tag(prompt, f"<lora:{shown[event.index]}:1>")
 
     def do_refresh():
         state.lora_library.refresh()
-        return gr.Dataset(samples=samples())
+        new_items, new_names = card_items(state.lora_library)
+        return new_items, new_names
 
-    cards.select(pick, inputs=prompt_box, outputs=prompt_box, queue=False)
-    refresh.click(do_refresh, outputs=cards)
+    cards.select(pick, inputs=[prompt_box, card_names], outputs=prompt_box, queue=False)
+    refresh.click(do_refresh, outputs=[cards, card_names])

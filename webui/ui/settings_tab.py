@@ -1,12 +1,16 @@
-"""Settings: which checkpoint and VAE are loaded, whether images are saved, live previews, default clip skip.
+"""Settings: checkpoint, VAE and performance preset; saving, live previews, clip skip; sampler defaults.
 
 Changes go through the same `ServerOptions` checks and the same queued model switch as
-`POST /sdapi/v1/options`. The output folder is shown, not editable: it is the operator's choice.
+`POST /sdapi/v1/options`, and are saved to the settings file when the server has one. The
+output folder is shown, not editable: it is the operator's choice.
 """
 
 from __future__ import annotations
 
 import gradio as gr
+from mixkit.runtime import PRESETS
+from webui.generation_defaults import OPTION_KEYS
+from webui.options import MAX_CONTROLNET_UNITS
 from webui.server_state import ServerState
 
 
@@ -21,6 +25,34 @@ def switch_vae(state: ServerState, name: str) -> str:
     return f"Loaded: **{state.model_title}**, VAE: **{state.holder.vae_name}**"
 
 
+def switch_preset(state: ServerState, preset: str) -> str:
+    """Reload the model with `preset` (queued, waited for) and return the status line; a failure keeps the old model."""
+    if not preset:
+        raise gr.Error("Choose a performance preset first.")
+    try:
+        job = state.submit_preset_switch(preset)
+        if job is not None:
+            job.future.result()
+    except Exception as error:  # keep serving the previous model and preset; tell the user why
+        raise gr.Error(f"Could not apply preset {preset!r}: {error}. Still using {state.model_title!r} "
+                       f"with preset {state.preset!r}.") from None
+    return status_line(state)
+
+
+def status_line(state: ServerState) -> str:
+    return (f"Loaded: **{state.model_title or 'none'}**, VAE: **{state.holder.vae_name}**, "
+            f"performance preset: **{state.preset}**")
+
+
+def apply_settings(state: ServerState, values: dict) -> str:
+    """Check and apply option changes from the form (`/sdapi/v1/options` keys); gr.Error naming the bad value."""
+    try:
+        state.options.apply(state.options.check_update(values))
+    except (ValueError, OSError) as error:
+        raise gr.Error(str(error)) from None
+    return "Settings applied."
+
+
 def build_settings_tab(state: ServerState) -> None:
     with gr.Row():
         checkpoint = gr.Dropdown(state.catalog.titles(), value=state.model_title, label="Stable Diffusion checkpoint",
@@ -32,13 +64,22 @@ def build_settings_tab(state: ServerState) -> None:
                           elem_id="settings_sd_vae", scale=4)
         vae_refresh = gr.Button("\U0001f504", scale=0, min_width=40, elem_id="settings_refresh_vaes")
         vae_load = gr.Button("Use VAE", scale=1, elem_id="settings_load_vae")
-    status = gr.Markdown(f"Loaded: **{state.model_title or 'none'}**", elem_id="settings_status")
+    with gr.Row():
+        preset = gr.Radio(PRESETS.names(), value=lambda: state.preset, elem_id="settings_performance_preset",
+                          label="Performance preset (exact: reference output; fast: reduced precision, fused attention; "
+                                "low-memory: slicing and tiling). Switching reloads the model.", scale=4)
+        preset_apply = gr.Button("Apply preset", scale=1, elem_id="settings_apply_preset")
+    status = gr.Markdown(lambda: status_line(state), elem_id="settings_status")
     gr.Textbox(str(state.output_dir), label="Output folder (set with --output-dir)", interactive=False)
     with gr.Row():
-        save = gr.Checkbox(state.options.get("samples_save"), label="Save generated images with their infotext")
-        previews = gr.Checkbox(state.options.get("live_previews_enable"), label="Live previews")
-        clip_skip = gr.Slider(1, 12, value=state.options.get("CLIP_stop_at_last_layers"), step=1,
+        save = gr.Checkbox(lambda: state.options.get("samples_save"), label="Save generated images with their infotext")
+        previews = gr.Checkbox(lambda: state.options.get("live_previews_enable"), label="Live previews")
+        clip_skip = gr.Slider(1, 12, value=lambda: state.options.get("CLIP_stop_at_last_layers"), step=1,
                               label="Default clip skip (API requests)")
+    defaults_widgets = build_defaults_widgets(state)
+    unit_count = gr.Slider(1, MAX_CONTROLNET_UNITS, value=lambda: state.options.get("control_net_unit_count"), step=1,
+                           label="ControlNet units per tab (control_net_unit_count; takes effect after a restart)",
+                           elem_id="settings_control_net_unit_count")
     apply = gr.Button("Apply settings", elem_id="settings_apply")
 
     def do_refresh():
@@ -52,16 +93,13 @@ def build_settings_tab(state: ServerState) -> None:
             job.future.result()
         except Exception as error:  # keep serving the previous model; tell the user why
             raise gr.Error(f"Could not load {title!r}: {error}. Still using {state.model_title!r}.") from None
-        return f"Loaded: **{state.model_title}**"
+        return status_line(state)
 
-    def do_apply(save_value: bool, previews_value: bool, clip_value: float):
-        try:
-            checked = state.options.check_update({"samples_save": bool(save_value), "live_previews_enable": bool(previews_value),
-                                                  "CLIP_stop_at_last_layers": int(clip_value)})
-        except ValueError as error:
-            raise gr.Error(str(error)) from None
-        state.options.apply(checked)
-        return "Settings applied."
+    def do_apply(save_value: bool, previews_value: bool, clip_value: float, units: float, *default_values):
+        values = {"samples_save": bool(save_value), "live_previews_enable": bool(previews_value),
+                  "CLIP_stop_at_last_layers": int(clip_value), "control_net_unit_count": int(units)}
+        values.update(zip(OPTION_KEYS, default_values))
+        return apply_settings(state, values)
 
     def do_vae_refresh():
         state.vaes.refresh()
@@ -71,4 +109,38 @@ def build_settings_tab(state: ServerState) -> None:
     vae_refresh.click(do_vae_refresh, outputs=vae)
     vae_load.click(lambda name: switch_vae(state, name), inputs=vae, outputs=status)
     load.click(do_load, inputs=checkpoint, outputs=status)
-    apply.click(do_apply, inputs=[save, previews, clip_skip], outputs=status)
+    apply.click(do_apply, inputs=[save, previews, clip_skip, unit_count, *defaults_widgets], outputs=status)
+    preset_apply.click(lambda name: switch_preset(state, name), inputs=preset, outputs=status)
+
+
+def build_defaults_widgets(state: ServerState) -> list:
+    """Sampler defaults, in OPTION_KEYS order: what new pages start with and what API requests that omit them get."""
+    from pipelines.samplers import list_samplers
+    from pipelines.samplers.schedule_types import SCHEDULE_TYPES
+    from webui.ui.widgets import widget_ranges
+
+    ranges = widget_ranges(state.limits)
+
+    def current(field: str):
+        return lambda: getattr(state.generation_defaults(), field)
+
+    def slider(field: str, label: str):
+        spec = ranges[field]
+        return gr.Slider(spec.minimum, spec.maximum, value=current(field), step=spec.step, label=label,
+                         elem_id=f"settings_default_{field}")
+
+    with gr.Accordion("Generation defaults (new pages, and API requests that leave these fields out)", open=True,
+                      elem_id="settings_defaults"):
+        with gr.Row():
+            sampler = gr.Dropdown([item["name"] for item in list_samplers()], value=current("sampler"),
+                                  label="Sampling method", elem_id="settings_default_sampler")
+            schedule = gr.Dropdown(SCHEDULE_TYPES.names(), value=current("schedule_type"), label="Schedule type",
+                                   elem_id="settings_default_schedule_type")
+            steps = slider("steps", "Sampling steps")
+        with gr.Row():
+            cfg = slider("cfg_scale", "CFG Scale")
+            width = slider("width", "Width")
+            height = slider("height", "Height")
+    widgets = {"sampler": sampler, "schedule_type": schedule, "steps": steps, "cfg_scale": cfg, "width": width,
+               "height": height}
+    return [widgets[field] for field in OPTION_KEYS.values()]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pipelines.params import SEED_MAX, GenerationLimits, Txt2ImgParams
 
 SIZE_STEP = 8  # SD's VAE downsamples by 8; the pipelines refuse other sizes
+DEFAULTED_FIELDS = ("sampler", "schedule_type", "steps", "cfg_scale", "width", "height")  # from Settings
 
 
 @dataclass(frozen=True)
@@ -75,16 +76,26 @@ def values_to_params(values: list) -> Txt2ImgParams:
 
 
 def build_generation_widgets(prefix: str, limits: GenerationLimits, sampler_names: list[str],
-                             schedule_names: list[str]) -> GenerationWidgets:
-    """Create the widgets inside the current Gradio layout; element ids are `{prefix}_{field}`."""
+                             schedule_names: list[str], defaults=None) -> GenerationWidgets:
+    """Create the widgets inside the current Gradio layout; element ids are `{prefix}_{field}`.
+
+    `defaults` (a function returning `GenerationDefaults`, i.e. Settings) gives sampler, schedule
+    type, steps, CFG scale and size; it is called on every page load, so a page opened after a
+    Settings change starts from the new values. Without it the `Txt2ImgParams` defaults are used.
+    """
     import gradio as gr
 
     d = Txt2ImgParams()
     r = widget_ranges(limits)
 
+    def initial(name: str):
+        if defaults is None or name not in DEFAULTED_FIELDS:
+            return getattr(d, name)
+        return lambda: getattr(defaults(), name)
+
     def slider(name: str, label: str):
         spec = r[name]
-        return gr.Slider(spec.minimum, spec.maximum, value=getattr(d, name), step=spec.step, label=label,
+        return gr.Slider(spec.minimum, spec.maximum, value=initial(name), step=spec.step, label=label,
                          elem_id=f"{prefix}_{name}")
 
     prompt = gr.Textbox(label="Prompt", lines=3, max_length=limits.max_prompt_chars, elem_id=f"{prefix}_prompt",
@@ -92,9 +103,11 @@ def build_generation_widgets(prefix: str, limits: GenerationLimits, sampler_name
     negative = gr.Textbox(label="Negative prompt", lines=2, max_length=limits.max_prompt_chars,
                           elem_id=f"{prefix}_negative_prompt")
     with gr.Row():
-        sampler = gr.Dropdown(sampler_names, value=d.sampler if d.sampler in sampler_names else sampler_names[0],
+        sampler = gr.Dropdown(sampler_names, value=initial("sampler") if defaults else
+                              (d.sampler if d.sampler in sampler_names else sampler_names[0]),
                               label="Sampling method", elem_id=f"{prefix}_sampler")
-        schedule = gr.Dropdown(schedule_names, value=d.schedule_type, label="Schedule type", elem_id=f"{prefix}_schedule_type")
+        schedule = gr.Dropdown(schedule_names, value=initial("schedule_type"), label="Schedule type",
+                               elem_id=f"{prefix}_schedule_type")
         steps = slider("steps", "Sampling steps")
     with gr.Row():
         width = slider("width", "Width")

@@ -1,0 +1,113 @@
+"""Settings over `/sdapi/v1/options` on a live server: sampler defaults for omitted fields, the performance preset."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+
+import httpx
+import numpy as np
+import pytest
+from PIL import Image
+
+PROMPT = {"prompt": "a cube", "seed": 5}
+
+
+@pytest.fixture(scope="module")
+def server(tiny_sd1_dir, tmp_path_factory):
+    from webui.config import ServerConfig
+    from webui.server import RunningServer
+    from webui.server_state import ServerState
+
+    root = tmp_path_factory.mktemp("settings")
+    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False,
+                                     settings_file=str(root / "config.json")))
+    state.load_initial_model()
+    running = RunningServer(state).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture()
+def client(server):
+    with httpx.Client(base_url=server.url, timeout=120) as http:
+        yield http
+
+
+def generate(client, **fields) -> tuple[np.ndarray, dict]:
+    response = client.post("/sdapi/v1/txt2img", json={**PROMPT, **fields})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    image = Image.open(io.BytesIO(base64.b64decode(body["images"][0])))
+    return np.asarray(image.convert("RGB"), dtype=np.int16), json.loads(body["info"])
+
+
+def test_omitted_fields_take_settings_defaults_and_explicit_ones_win(client, server):
+    options = client.get("/sdapi/v1/options").json()
+    assert (options["default_steps"], options["default_sampler_name"], options["performance_preset"]) == (20, "DPM++ 2M", "exact")
+    changes = {"default_sampler_name": "LMS", "default_scheduler": "Karras", "default_steps": 2,
+               "default_cfg_scale": 3.5, "default_width": 64, "default_height": 48}
+    assert client.post("/sdapi/v1/options", json=changes).status_code == 200
+    assert {k: client.get("/sdapi/v1/options").json()[k] for k in changes} == changes
+    saved = json.loads((server.state.output_dir.parent / "config.json").read_text())
+    assert {k: saved[k] for k in changes} == changes
+
+    image, info = generate(client)
+    assert image.shape == (48, 64, 3)
+    assert (info["sampler_name"], info["scheduler"], info["steps"], info["cfg_scale"]) == ("LMS", "Karras", 2, 3.5)
+    assert "Steps: 2, Sampler: LMS, Schedule type: Karras, CFG scale: 3.5" in info["infotexts"][0]
+
+    # Sent explicitly, even A1111's own default values win over Settings.
+    image, info = generate(client, steps=1, sampler_name="Euler", scheduler="Automatic", cfg_scale=7.0, width=64, height=64)
+    assert image.shape == (64, 64, 3) and (info["sampler_name"], info["steps"], info["cfg_scale"]) == ("Euler", 1, 7.0)
+
+
+@pytest.mark.parametrize("changes, fragment", [
+    ({"default_steps": 0}, "steps must be"),
+    ({"default_sampler_name": "Nope"}, "is not a sampler name"),
+    ({"default_width": 65}, "multiple of 8"),
+    ({"performance_preset": "turbo"}, "performance_preset must be one of ['exact', 'fast', 'low-memory']"),
+    ({"control_net_unit_count": 9}, "control_net_unit_count must be an integer in [1, 4]"),
+])
+def test_bad_settings_are_refused_and_change_nothing(client, changes, fragment):
+    before = client.get("/sdapi/v1/options").json()
+    response = client.post("/sdapi/v1/options", json=changes)
+    assert response.status_code == 422 and fragment in response.json()["detail"]
+    assert client.get("/sdapi/v1/options").json() == before
+
+
+def test_preset_switch_reloads_the_model_and_back_to_exact_is_bit_identical(client, server):
+    state = server.state
+    small = {"steps": 2, "sampler_name": "Euler", "width": 64, "height": 64}
+    exact_image, _ = generate(client, **small)
+    exact_model = state.holder.txt2img().model
+    assert client.post("/sdapi/v1/options", json={"performance_preset": "low-memory"}).status_code == 200
+    pipe = state.holder.txt2img()
+    assert pipe.model is not exact_model and pipe.optimization.preset == "low-memory"
+    assert "attention slicing" in pipe.optimization.applied
+    assert client.get("/sdapi/v1/options").json()["performance_preset"] == "low-memory"
+    assert json.loads((state.output_dir.parent / "config.json").read_text())["performance_preset"] == "low-memory"
+    sliced_image, _ = generate(client, **small)
+    assert np.abs(sliced_image - exact_image).max() <= 2  # same fp32 math, sliced: equal up to rounding
+
+    assert client.post("/sdapi/v1/options", json={"performance_preset": "exact"}).status_code == 200
+    assert state.preset == "exact" and not hasattr(state.holder.txt2img(), "optimization")
+    back_image, _ = generate(client, **small)
+    assert np.array_equal(back_image, exact_image)
+
+
+def test_a_preset_that_fails_to_apply_keeps_the_old_model(client, server, monkeypatch):
+    state = server.state
+    model = state.holder.txt2img().model
+
+    def failing(pipe, preset):
+        raise RuntimeError("no such kernel")
+
+    monkeypatch.setattr(state.holder, "_optimizer", failing)
+    response = client.post("/sdapi/v1/options", json={"performance_preset": "fast", "default_steps": 3})
+    assert response.status_code == 422
+    assert "no such kernel" in response.json()["detail"] and "still serving" in response.json()["detail"]
+    assert state.holder.txt2img().model is model and state.preset == "exact"
+    options = client.get("/sdapi/v1/options").json()
+    assert options["performance_preset"] == "exact" and options["default_steps"] != 3  # the whole body was refused

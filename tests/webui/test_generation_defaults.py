@@ -1,0 +1,117 @@
+"""Settings' sampler defaults: omitted API fields take them, explicit fields win; saved to and read from the settings file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipelines.params import GenerationLimits
+from webui.api_convert import to_txt2img_params
+from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
+from webui.generation_defaults import GenerationDefaults, apply_request_defaults
+from webui.options import ServerOptions
+
+CUSTOM = GenerationDefaults(sampler="DPM++ 2M", schedule_type="Karras", steps=9, cfg_scale=4.5, width=320, height=192)
+
+
+def chosen(body: dict, defaults: GenerationDefaults = CUSTOM) -> dict:
+    return apply_request_defaults(Txt2ImgRequest(**body), defaults)
+
+
+def test_omitted_fields_take_the_settings_defaults():
+    assert chosen({"prompt": "x"}) == {"sampler": "DPM++ 2M", "schedule_type": "Karras", "steps": 9, "cfg_scale": 4.5,
+                                       "width": 320, "height": 192}
+
+
+def test_explicit_fields_win_even_when_equal_to_a1111s_defaults():
+    # 50 steps / 512 / Euler / 7.0 are the request model's own defaults: sent explicitly, they must still win.
+    body = {"steps": 50, "width": 512, "height": 512, "cfg_scale": 7.0, "sampler_name": "Euler", "scheduler": "Uniform"}
+    assert chosen(body) == {"sampler": "Euler", "schedule_type": "Uniform", "steps": 50, "cfg_scale": 7.0,
+                            "width": 512, "height": 512}
+
+
+def test_sampler_index_and_null_fields():
+    assert chosen({"sampler_index": "Heun"})["sampler"] == "Heun"
+    assert chosen({"sampler_name": "LMS", "sampler_index": "Heun"})["sampler"] == "LMS"
+    explicit_nulls = chosen({"sampler_name": None, "scheduler": None})
+    assert (explicit_nulls["sampler"], explicit_nulls["schedule_type"]) == ("DPM++ 2M", "Karras")
+    assert chosen({"steps": 3}, GenerationDefaults())["sampler"] == "DPM++ 2M"  # A1111's UI default
+
+
+def test_to_params_uses_defaults_and_without_them_a1111_api_defaults():
+    request = Txt2ImgRequest(prompt="x", seed=1, width=64)
+    params = to_txt2img_params(request, limits=GenerationLimits(), lora_names=None, defaults=CUSTOM)
+    assert (params.sampler, params.schedule_type, params.steps, params.cfg_scale, params.width, params.height) == \
+        ("DPM++ 2M", "Karras", 9, 4.5, 64, 192)
+    plain = to_txt2img_params(request, limits=GenerationLimits(), lora_names=None)
+    assert (plain.sampler, plain.steps, plain.width, plain.height) == ("Euler", 50, 64, 512)
+
+
+def test_img2img_request_takes_the_defaults_too():
+    request = Img2ImgRequest(prompt="x", steps=4)
+    assert apply_request_defaults(request, CUSTOM) == {"sampler": "DPM++ 2M", "schedule_type": "Karras", "steps": 4,
+                                                       "cfg_scale": 4.5, "width": 320, "height": 192}
+
+
+def make_options(tmp_path, limits=None, settings_file="settings.json") -> ServerOptions:
+    path = str(tmp_path / settings_file) if settings_file else None
+    return ServerOptions(str(tmp_path / "out"), 5, limits=limits or GenerationLimits(), settings_file=path)
+
+
+def test_default_options_are_checked_against_limits_and_registries(tmp_path):
+    options = make_options(tmp_path, limits=GenerationLimits(max_steps=30, max_side=1024))
+    assert options.generation_defaults() == GenerationDefaults()
+    for changes, fragment in (({"default_steps": 31}, "steps must be"),
+                              ({"default_width": 100}, "multiple of 8"),
+                              ({"default_width": 2048}, "2048"),
+                              ({"default_cfg_scale": "high"}, "default_cfg_scale must be a number"),
+                              ({"default_steps": True}, "default_steps must be an integer"),
+                              ({"default_sampler_name": "k_euler"}, "default_sampler_name='k_euler' is not a sampler"),
+                              ({"default_scheduler": "Weird"}, "default_scheduler='Weird' is not a schedule type")):
+        with pytest.raises(ValueError, match=fragment):
+            options.check_update(changes)
+    assert options.generation_defaults() == GenerationDefaults()
+    checked = options.check_update({"default_steps": 12.0, "default_sampler_name": "Euler a", "default_width": 256})
+    assert checked == {"default_steps": 12, "default_sampler_name": "Euler a", "default_width": 256}
+    options.apply(checked)
+    assert options.generation_defaults() == GenerationDefaults(sampler="Euler a", steps=12, width=256)
+
+
+def test_changes_are_saved_and_read_back_keeping_foreign_keys(tmp_path):
+    (tmp_path / "settings.json").write_text(json.dumps({"some_other_tool": {"x": 1}, "default_steps": 7}))
+    options = make_options(tmp_path)
+    assert options.generation_defaults().steps == 7
+    options.apply(options.check_update({"default_cfg_scale": 3, "control_net_unit_count": 2}))
+    options.apply({"performance_preset": "low-memory"})
+    saved = json.loads((tmp_path / "settings.json").read_text())
+    assert saved["some_other_tool"] == {"x": 1}
+    assert (saved["default_steps"], saved["default_cfg_scale"], saved["control_net_unit_count"]) == (7, 3.0, 2)
+    assert saved["performance_preset"] == "low-memory" and "outdir_samples" not in saved  # paths stay operator-only
+    again = make_options(tmp_path)
+    assert again.generation_defaults() == GenerationDefaults(steps=7, cfg_scale=3.0)
+    assert again.get("control_net_unit_count") == 2 and again.get("performance_preset") == "low-memory"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["settings.json"]  # no temporary files left
+
+
+@pytest.mark.parametrize("content, fragment", [
+    ("{not json", "is not valid JSON"),
+    ("[1, 2]", "must hold a JSON object"),
+    (json.dumps({"default_steps": -3}), "Generation defaults"),
+    (json.dumps({"performance_preset": "turbo"}), "key 'performance_preset'"),
+    (json.dumps({"CLIP_stop_at_last_layers": 40}), "key 'CLIP_stop_at_last_layers'"),
+])
+def test_a_broken_settings_file_is_refused_naming_file_and_key(tmp_path, content, fragment):
+    (tmp_path / "settings.json").write_text(content)
+    with pytest.raises(ValueError, match=fragment) as raised:
+        make_options(tmp_path)
+    assert "settings.json" in str(raised.value)
+
+
+def test_a_failed_save_changes_nothing(tmp_path):
+    options = make_options(tmp_path, settings_file="settings.json")
+    (tmp_path / "settings.json").mkdir()  # a folder where the file should be: os.replace fails for anyone
+    with pytest.raises(OSError):
+        options.apply(options.check_update({"default_steps": 5}))
+    assert options.generation_defaults().steps == 20
+    assert [p.name for p in tmp_path.iterdir()] == ["settings.json"]  # the temporary file was removed

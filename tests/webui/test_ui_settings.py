@@ -1,0 +1,114 @@
+"""The UI built from Settings: initial values from the sampler defaults, N ControlNet units, the session-end handler."""
+
+from __future__ import annotations
+
+import json
+import threading
+from types import SimpleNamespace
+
+import pytest
+from PIL import Image
+
+from pipelines.params import Txt2ImgParams
+from webui.ui.controlnet_units import UNIT_FIELDS, with_controlnet
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A UI over a server state that has a ControlNet folder and a settings file (no model is loaded: none is needed)."""
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+    from webui.ui.app import build_ui
+
+    root = tmp_path_factory.mktemp("ui-settings")
+    (root / "models").mkdir()
+    (root / "controlnets" / "canny_model").mkdir(parents=True)
+    (root / "controlnets" / "canny_model" / "config.json").write_text("{}")
+    (root / "config.json").write_text(json.dumps({"control_net_unit_count": 2, "default_steps": 7,
+                                                  "default_sampler_name": "Heun", "default_width": 320}))
+    state = ServerState(ServerConfig(models_dir=str(root / "models"), output_dir=str(root / "out"),
+                                     controlnet_dir=str(root / "controlnets"), settings_file=str(root / "config.json")))
+    blocks = build_ui(state)
+    yield state, blocks
+    state.close()
+
+
+def component(blocks, elem_id: str):
+    found = [block for block in blocks.blocks.values() if getattr(block, "elem_id", None) == elem_id]
+    assert len(found) == 1, elem_id
+    return found[0]
+
+
+def load_value(blocks, elem_id: str):
+    """What the page-load event sets the component to (Gradio calls it on every page load)."""
+    target = component(blocks, elem_id)
+    (fn,) = [f for f in blocks.fns.values() if any(t[1] == "load" for t in f.targets)
+             and [o._id for o in f.outputs] == [target._id]]
+    return fn.fn()
+
+
+def test_forms_start_from_the_settings_defaults_and_follow_later_changes(built):
+    state, blocks = built
+    for kind in ("txt2img", "img2img"):
+        assert component(blocks, f"{kind}_steps").value == 7 and component(blocks, f"{kind}_sampler").value == "Heun"
+        assert component(blocks, f"{kind}_width").value == 320 and component(blocks, f"{kind}_height").value == 512
+    assert component(blocks, "settings_default_steps").value == 7
+    assert component(blocks, "settings_performance_preset").value == "exact"
+    state.options.apply(state.options.check_update({"default_steps": 11, "default_sampler_name": "LMS"}))
+    assert load_value(blocks, "txt2img_steps") == 11 and load_value(blocks, "img2img_sampler") == "LMS"
+    assert load_value(blocks, "settings_default_steps") == 11
+
+
+def test_control_net_unit_count_decides_the_units_per_tab(built):
+    _, blocks = built
+    ids = {getattr(block, "elem_id", None) for block in blocks.blocks.values()}
+    for kind in ("txt2img", "img2img"):
+        assert {f"{kind}_controlnet_0_enable", f"{kind}_controlnet_1_enable", f"{kind}_controlnet_1_model"} <= ids
+        assert f"{kind}_controlnet_2_enable" not in ids
+
+
+def test_closing_the_tab_runs_the_session_end_handler(built):
+    state, blocks = built
+    (unload,) = [f for f in blocks.fns.values() if any(t[1] == "unload" for t in f.targets)]
+    started = threading.Event()
+
+    def until_interrupted(control, on_step):
+        started.set()
+        while not control.interrupted:
+            started.wait(0.01)
+        return "interrupted"
+
+    running = state.worker.submit(until_interrupted, "txt2img", session="tab-1")
+    started.wait(10)
+    queued = state.worker.submit(lambda control, on_step: "never", "txt2img", session="tab-1")
+    unload.fn(SimpleNamespace(session_hash="tab-1"))
+    assert queued.future.cancelled() and running.future.result(10) == "interrupted"
+
+
+def unit(enabled, image, model="canny_model", preprocessor="canny", weight=1.0, start=0.0, end=1.0) -> list:
+    values = [enabled, image, preprocessor, model, weight, start, end]
+    assert len(values) == len(UNIT_FIELDS)
+    return values
+
+
+def test_enabled_units_become_a_list_in_unit_order(tmp_path):
+    from webui.controlnet_models import ControlNetModels
+
+    for name in ("canny_model", "depth_model"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text("{}")
+    state = SimpleNamespace(controlnets=ControlNetModels(tmp_path))
+    image = Image.new("RGB", (8, 8))
+    params = Txt2ImgParams(prompt="x")
+    values = unit(True, image, weight=0.5) + unit(False, None) + unit(True, image, model="depth_model", preprocessor="none",
+                                                                     start=0.2)
+    controlled = with_controlnet(state, "txt2img", params, values)
+    assert [(s.model_name, s.preprocessor, s.weight, s.guidance_start) for s in controlled.controlnets] == \
+        [("canny_model", "canny", 0.5, 0.0), ("depth_model", "none", 1.0, 0.2)]
+    assert with_controlnet(state, "txt2img", params, unit(False, image) * 3) is params
+    with pytest.raises(ValueError, match="ControlNet Unit 2 needs a control image"):
+        with_controlnet(state, "txt2img", params, unit(True, image) + unit(False, None) + unit(True, None))
+    with pytest.raises(ValueError, match="ControlNet Unit 1: Unknown ControlNet model"):
+        with_controlnet(state, "txt2img", params, unit(True, image) + unit(True, image, model="../etc"))
+    with pytest.raises(ValueError, match="7 values per ControlNet unit"):
+        with_controlnet(state, "txt2img", params, unit(True, image)[:-1])

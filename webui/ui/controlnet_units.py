@@ -1,0 +1,75 @@
+"""ControlNet units in the txt2img/img2img tabs: `control_net_unit_count` accordions, enabled ones sent as a list.
+
+Each unit's values are checked by `webui.api_controlnet.ui_unit_spec`, the checks an API unit
+gets, and errors name the unit ("ControlNet Unit 1: ...") as the accordions are titled.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from webui.server_state import ServerState
+
+UNIT_FIELDS = ("enabled", "image", "preprocessor", "model", "weight", "start", "end")
+
+
+def build_controlnet_units(state: ServerState, kind: str, count: int) -> list:
+    """`count` ControlNet units' widgets (UNIT_FIELDS each, flattened) in accordions; [] without a ControlNet folder.
+
+    Like sd-webui-controlnet, the number of units is the `control_net_unit_count` setting read when
+    the page is built (a change takes effect after a server restart).
+    """
+    from pipelines.preprocessors import PREPROCESSORS
+
+    if state.controlnets is None:
+        return []
+    widgets = []
+    for index in range(count):
+        prefix = f"{kind}_controlnet_{index}"
+        with gr.Accordion(f"ControlNet Unit {index}", open=False, elem_id=prefix):
+            enabled = gr.Checkbox(False, label="Enable", elem_id=f"{prefix}_enable")
+            image = gr.Image(label="Control image" + (" (empty: use the init image)" if kind == "img2img" else ""),
+                             type="pil", image_mode="RGB", height=220, elem_id=f"{prefix}_image")
+            with gr.Row():
+                preprocessor = gr.Dropdown(PREPROCESSORS.names(), value="none", label="Preprocessor",
+                                           elem_id=f"{prefix}_preprocessor")
+                model = gr.Dropdown(state.controlnets.names(), label="Model", elem_id=f"{prefix}_model")
+            with gr.Row():
+                weight = gr.Slider(0, 2, value=1, step=0.05, label="Control weight", elem_id=f"{prefix}_weight")
+                start = gr.Slider(0, 1, value=0, step=0.01, label="Starting control step", elem_id=f"{prefix}_start")
+                end = gr.Slider(0, 1, value=1, step=0.01, label="Ending control step", elem_id=f"{prefix}_end")
+        widgets += [enabled, image, preprocessor, model, weight, start, end]
+    return widgets
+
+
+def controlnet_enabled(control_values: list) -> bool:
+    return any(control_values[i] for i in range(0, len(control_values), len(UNIT_FIELDS)))
+
+
+def with_controlnet(state: ServerState, kind: str, params, control_values: list):
+    """`params` as ControlNet params carrying one unit spec per enabled unit (in unit order); unchanged if none is.
+
+    `control_values` holds UNIT_FIELDS values per unit, one unit after the other, as the widgets are laid out.
+    """
+    if len(control_values) % len(UNIT_FIELDS):
+        raise ValueError(f"Expected {len(UNIT_FIELDS)} values per ControlNet unit, got {len(control_values)} values.")
+    from pipelines.controlnet import ControlImg2ImgParams, ControlTxt2ImgParams
+    from webui.api_controlnet import ui_unit_spec
+
+    specs = []
+    for index in range(0, len(control_values), len(UNIT_FIELDS)):
+        enabled, image, preprocessor, model, weight, start, end = control_values[index:index + len(UNIT_FIELDS)]
+        if not enabled:
+            continue
+        unit = index // len(UNIT_FIELDS)
+        if image is None and kind == "txt2img":
+            raise ValueError(f"ControlNet Unit {unit} needs a control image.")
+        try:
+            specs.append(ui_unit_spec(state.controlnets, model, image, preprocessor, weight, start, end))
+        except (ValueError, TypeError, KeyError) as error:
+            message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
+            raise ValueError(f"ControlNet Unit {unit}: {message}") from None
+    if not specs:
+        return params
+    params_class = ControlTxt2ImgParams if kind == "txt2img" else ControlImg2ImgParams
+    return params_class(**vars(params), controlnets=specs)
