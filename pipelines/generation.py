@@ -138,6 +138,13 @@ class ModelSession:
         if lora_requests:
             from mixkit.lora import apply_loras
 
+            backend = self.model.extras.get("execution_backend")
+            if backend not in (None, "torch", "torch.compile"):
+                names = ", ".join(str(getattr(r, "name", r)) for r in lora_requests)
+                raise ValueError(f"LoRAs per generation ({names}) cannot be applied on the {backend} backend, whose "
+                                 "graphs are compiled with fixed weights; merge the LoRAs before optimize(..., "
+                                 f"backend={backend!r}) or use backend='torch'.")
+
             applied = apply_loras(self.model.unet, self.model.text_encoders, lora_requests, mode="merge")
             self._encoders.clear()  # text-encoder weights changed: cached encodings are stale
         try:

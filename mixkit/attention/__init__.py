@@ -7,7 +7,8 @@
 
 Backends: `math` (reference), `sdpa` (PyTorch picks), `sdpa_flash` / `sdpa_efficient` /
 `sdpa_math` (PyTorch pinned to one kernel), `flash_attn` and `xformers` (optional CUDA packages).
-Models opt in with `apply_to_diffusers(unet_or_vae)` and `apply_to_transformers(model)`.
+Models opt in with `apply_to_diffusers(unet_or_vae)` and `apply_to_transformers(model)`; loaders
+do both at load time through `install_attention(parts, "auto")` (`"diffusers"` keeps the defaults).
 Importing this package loads torch only; diffusers/transformers are imported by those functions.
 """
 
@@ -32,6 +33,7 @@ from mixkit.attention.dispatch import (  # noqa: E402
     set_attention_backend,
 )
 from mixkit.attention.diffusers_processor import MixkitAttnProcessor, apply_to_diffusers  # noqa: E402
+from mixkit.attention.install import ATTENTION_INSTALL_MODES, AttentionInstall, install_attention  # noqa: E402
 from mixkit.attention.transformers_attention import (  # noqa: E402
     MIXKIT_ATTN_IMPLEMENTATION,
     apply_to_transformers,
@@ -40,7 +42,8 @@ from mixkit.attention.transformers_attention import (  # noqa: E402
 )
 
 __all__ = [
-    "ATTENTION_BACKENDS", "AUTO", "AUTO_PREFERENCE", "AttentionBackend", "AttentionBackendUnavailableError",
+    "ATTENTION_BACKENDS", "ATTENTION_INSTALL_MODES", "AUTO", "AUTO_PREFERENCE", "AttentionBackend", "AttentionBackendUnavailableError",
+    "AttentionInstall", "install_attention",
     "MIXKIT_ATTN_IMPLEMENTATION", "MixkitAttnProcessor", "apply_to_diffusers", "apply_to_transformers",
     "attention", "attention_backend", "available_backend_names", "check_attention_inputs",
     "get_attention_backend", "register_backend", "register_with_transformers", "select_backend",

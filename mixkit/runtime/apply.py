@@ -30,10 +30,11 @@ def check_backend_supports(config: RuntimeConfig, backend: str) -> None:
     if backend != "openvino":
         return
     refused = [name for name, on in (("compile", config.compile), ("attention_slicing", config.attention_slicing),
-                                     ("offload", config.offload != "none")) if on]
+                                     ("offload", config.offload != "none"), ("vae_tiling", config.vae_tiling),
+                                     ("vae_slicing", config.vae_slicing)) if on]
     if refused:
-        raise ValueError(f"backend 'openvino' runs its own compiled UNet graph and cannot honour {refused}; "
-                         "drop them or use backend='torch'")
+        raise ValueError(f"backend 'openvino' runs its own compiled UNet, VAE and text-encoder graphs and cannot "
+                         f"honour {refused}; drop them or use backend='torch'")
 
 
 def apply_runtime(model, config: RuntimeConfig, *, backend: str = "torch", preset: str = "custom",
@@ -69,7 +70,7 @@ def apply_runtime(model, config: RuntimeConfig, *, backend: str = "torch", prese
     # 3. VAE decode precision with the NaN guard
     vae_precision = resolve_precision(config.vae_precision, model.vae.device, report) \
         if config.vae_precision != config.unet_precision else unet_precision
-    if vae_precision.dtype != torch.float32:
+    if vae_precision.dtype != torch.float32 and backend != "openvino":  # OpenVINO: bf16 inside its VAE graph
         install_vae_guard(model.vae, vae_precision.dtype, report)
         report.step(f"VAE decode under {vae_precision.dtype_name} autocast, NaN guard -> float32 per image")
 
@@ -85,7 +86,8 @@ def apply_runtime(model, config: RuntimeConfig, *, backend: str = "torch", prese
     if config.compile and backend == "torch":
         prepare = EXECUTION_BACKENDS.get("torch.compile")
         report.backend = "torch.compile"
-    prepare(model, report, precision=unet_precision, cache_dir=cache_dir, freezing=config.compile_freezing)
+    prepare(model, report, precision=unet_precision, cache_dir=cache_dir, freezing=config.compile_freezing,
+            vae_precision=vae_precision)
 
     # 6. Offload last: it wraps whatever modules the steps above left
     if config.offload != "none":

@@ -1,7 +1,8 @@
-"""Execution backends by name: what runs the UNet once the model is optimised.
+"""Execution backends by name: what runs the model's parts once the model is optimised.
 
-Each entry is `prepare(model, report, *, precision, cache_dir) -> None` and changes
-`model.unet` in place (or replaces it with a stand-in that has the same call signature).
+Each entry is `prepare(model, report, *, precision, cache_dir, freezing, vae_precision) -> None`
+and changes `model.unet` in place or replaces the UNet (OpenVINO: also the VAE and the text
+encoders) with stand-ins that have the same call signatures.
 """
 
 from __future__ import annotations
@@ -17,29 +18,65 @@ EXECUTION_BACKENDS: Registry[Callable] = Registry("execution backend")
 
 
 @EXECUTION_BACKENDS.register("torch")
-def prepare_torch(model, report: OptimizationReport, *, precision, cache_dir=None, freezing: bool = True) -> None:
+def prepare_torch(model, report: OptimizationReport, *, precision, cache_dir=None, freezing: bool = True,
+                  vae_precision=None) -> None:
     """Eager PyTorch: the reference, and what every other backend is compared with."""
 
 
 @EXECUTION_BACKENDS.register("torch.compile")
-def prepare_torch_compile(model, report: OptimizationReport, *, precision, cache_dir=None, freezing: bool = True) -> None:
+def prepare_torch_compile(model, report: OptimizationReport, *, precision, cache_dir=None, freezing: bool = True,
+                          vae_precision=None) -> None:
     """PyTorch eager code compiled by inductor; compiled kernels cached on disk across processes."""
     compile_module(model.unet, report, freezing=freezing, cache_dir=cache_dir, name="UNet")
 
 
 @EXECUTION_BACKENDS.register("openvino")
-def prepare_openvino(model, report: OptimizationReport, *, precision, cache_dir=None, freezing: bool = True) -> None:
-    """OpenVINO on CPU: the UNet converted once (cached on disk), bf16 inside where the CPU has it."""
+def prepare_openvino(model, report: OptimizationReport, *, precision, cache_dir=None, freezing: bool = True,
+                     vae_precision=None) -> None:
+    """OpenVINO on CPU: UNet, VAE and text encoder(s) converted once each (cached on disk), bf16 inside
+    where the CPU has it. The VAE and text encoders convert on first use, at the shape they are used with."""
+    from mixkit.runtime.openvino_cache import ov_precision
+    from mixkit.runtime.openvino_text import OpenVinoTextEncoder
     from mixkit.runtime.openvino_unet import OpenVinoUNet
+    from mixkit.runtime.openvino_vae import OpenVinoVae
 
-    if model.unet.device.type != "cpu":
-        raise ValueError(f"The openvino backend runs on the CPU; the model is on {model.unet.device}. "
-                         "Use backend='torch' on GPUs (TensorRT is planned)")
+    parts = [("UNet", model.unet), ("VAE", model.vae), *(("text encoder", e) for e in model.text_encoders)]
+    for name, part in parts:
+        device = getattr(part, "device", None)
+        if device is not None and device.type != "cpu":
+            raise ValueError(f"The openvino backend runs on the CPU; the {name} is on {device}. "
+                             "Use backend='torch' on GPUs (TensorRT is planned)")
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir().parent / "openvino"
-    model.unet = OpenVinoUNet(model.unet.float(), cache_dir=folder,
-                              inference_precision="bf16" if precision.dtype_name == "bfloat16" else "f32")
-    state = "reused cached graph" if model.unet.cache_hit else "converted and cached"
-    report.step(f"OpenVINO UNet ({state}: {model.unet.cache_path}; inference precision {model.unet.inference_precision})")
+    identity = export_identity(model)
+    unet_precision = ov_precision(precision.dtype_name)
+    text_precision = unet_precision
+    vae_ov_precision = ov_precision(vae_precision.dtype_name if vae_precision is not None else None)
+    # Build every stand-in before replacing anything, so a failure leaves the model as it was.
+    unet = model.unet if isinstance(model.unet, OpenVinoUNet) else OpenVinoUNet(
+        model.unet.float(), cache_dir=folder, inference_precision=unet_precision, identity=identity)
+    vae = model.vae if isinstance(model.vae, OpenVinoVae) else OpenVinoVae(
+        model.vae, cache_dir=folder, inference_precision=vae_ov_precision, identity=identity)
+    encoders = [e if isinstance(e, OpenVinoTextEncoder) else OpenVinoTextEncoder(
+        e, cache_dir=folder, inference_precision=text_precision, identity=identity, part=f"text-encoder-{i + 1}")
+        for i, e in enumerate(model.text_encoders)]
+    model.unet, model.vae, model.text_encoders = unet, vae, encoders
+    model.extras["execution_backend"] = "openvino"
+    state = "reused cached graph" if unet.cache_hit else "converted and cached"
+    report.step(f"OpenVINO UNet ({state}: {unet.cache_path}; inference precision {unet.inference_precision})")
+    report.step(f"OpenVINO VAE decoder/encoder and {len(encoders)} text encoder(s): converted on first use per "
+                f"static shape, cached in {folder} (model hash {identity.model_hash}, LoRAs {list(identity.loras) or 'none'})")
+
+
+def export_identity(model):
+    """Model hash and merged-LoRA set of a DiffusionModel, for the OpenVINO cache keys.
+
+    `extras["merged_loras"]` (strings such as "name:hash:strength") is where code that merges LoRAs
+    permanently records them; the weights fingerprint in every key covers merges nobody recorded.
+    """
+    from mixkit.runtime.openvino_cache import ExportIdentity
+
+    return ExportIdentity(model_hash=getattr(model, "model_hash", None),
+                          loras=tuple(getattr(model, "extras", {}).get("merged_loras", ())))
 
 
 def execution_backend_names() -> list[str]:

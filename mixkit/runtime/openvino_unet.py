@@ -19,29 +19,9 @@ from pathlib import Path
 
 import torch
 
-OPENVINO_HINT = "pip install openvino  (or: pip install 'mixkit[openvino]')"
-
-
-def require_openvino():
-    try:
-        import openvino
-    except ImportError as error:
-        raise ImportError(f"The 'openvino' execution backend needs the openvino package: {OPENVINO_HINT}") from error
-    return openvino
-
-
-def weights_fingerprint(module: torch.nn.Module) -> str:
-    """A content hash of every parameter and buffer (sha256 of the raw bytes).
-
-    Hashing all bytes costs about a second per GB, paid once per export; a cheaper sum-based key
-    could collide after a LoRA merge with small changes and silently reuse a stale graph.
-    """
-    digest = hashlib.sha256()
-    for name, tensor in list(module.named_parameters()) + list(module.named_buffers()):
-        digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
-        digest.update(tensor.detach().contiguous().view(torch.uint8).numpy().tobytes()
-                      if tensor.dtype != torch.bfloat16 else tensor.detach().float().numpy().tobytes())
-    return digest.hexdigest()[:24]
+# Shared with the VAE and text-encoder stand-ins; re-exported here for existing imports.
+from mixkit.runtime.openvino_cache import (OPENVINO_HINT, ExportIdentity, require_openvino,  # noqa: F401
+                                           weights_fingerprint)
 
 
 class _UNetGraph(torch.nn.Module):
@@ -69,7 +49,8 @@ class OpenVinoUNet:
     does not contain (ControlNet residuals, cross-attention kwargs) are refused, never ignored.
     """
 
-    def __init__(self, unet: torch.nn.Module, *, cache_dir: str | os.PathLike, inference_precision: str = "f32") -> None:
+    def __init__(self, unet: torch.nn.Module, *, cache_dir: str | os.PathLike, inference_precision: str = "f32",
+                 identity: ExportIdentity | None = None) -> None:
         ov = require_openvino()
         self.torch_module = unet
         self.config = unet.config
@@ -78,6 +59,8 @@ class OpenVinoUNet:
         self._core = ov.Core()
         self._compiled: dict[tuple, object] = {}
         key = {"fingerprint": weights_fingerprint(unet), "config": dict(unet.config), "sdxl": self.sdxl}
+        if identity is not None:  # model hash + merged LoRA set, as for the VAE and text encoders
+            key.update(model_hash=identity.model_hash, loras=list(identity.loras))
         self.cache_key = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
         self.cache_path = Path(cache_dir) / f"unet-{self.cache_key}.xml"
         self._core.set_property({"CACHE_DIR": str(Path(cache_dir) / "blobs")})

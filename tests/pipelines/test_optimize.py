@@ -109,3 +109,16 @@ def test_nan_in_reduced_precision_vae_gives_a_finite_image(tiny_sd1_dir):
     assert report.nan_fallbacks == 1
     # the same latents decoded in fp32 instead of bf16: a few levels of 255 apart, never black
     assert image.std() > 1 and np.abs(image.astype(float) - expected).max() <= 8
+
+
+def test_per_generation_loras_on_a_compiled_backend_are_refused_before_any_work(tiny_sd1_dir, tmp_path):
+    from safetensors.torch import save_file
+
+    from pipelines.txt2img import TextToImage
+
+    pipe = TextToImage.from_pretrained(tiny_sd1_dir)
+    pipe.model.extras["execution_backend"] = "openvino"  # what optimize(..., backend="openvino") records
+    lora = tmp_path / "style.safetensors"
+    save_file({"lora_unet_x.lora_down.weight": torch.zeros(1, 1)}, lora)
+    with pytest.raises(ValueError, match="cannot be applied on the openvino backend"):
+        pipe(prompt="a cat", steps=1, width=64, height=64, loras=[str(lora)])

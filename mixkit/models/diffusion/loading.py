@@ -23,22 +23,40 @@ SINGLE_FILE_SUFFIXES = (".safetensors", ".ckpt", ".pt", ".pth", ".bin")
 
 
 def load_diffusion_model(source: str | os.PathLike, *, dtype=None, device: str | None = None,
-                         vae: str | os.PathLike | None = None) -> DiffusionModel:
+                         vae: str | os.PathLike | None = None, attention: str = "auto",
+                         config_dir: str | os.PathLike | None = None) -> DiffusionModel:
     """Load SD 1.x / 2.x / SDXL base from `source` and report which family it is.
 
     `source` is a local diffusers folder, a single `.safetensors`/`.ckpt` file (original LDM/SGM
     layout, as shared on Civitai), or a Hugging Face id (`org/name`), which is looked up in the
     hub cache and respects `HF_HUB_OFFLINE`. `vae` optionally overrides the model's VAE with a
-    diffusers VAE folder or a single-file VAE.
+    diffusers VAE folder or a single-file VAE. `config_dir` (single files only) is a diffusers folder
+    whose configs replace the shipped SD 1.x/2.x/XL ones (see `load_single_file`).
+
+    `attention="auto"` routes the UNet's, VAE's and text encoders' attention through
+    `mixkit.attention` (kernel chosen per call site, switchable with `set_attention_backend`);
+    `attention="diffusers"` keeps diffusers'/transformers' own processors. What was switched is
+    kept in `extras["attention"]`.
+
+    Loading aims at one copy of the weights in memory: single files are read memory-mapped
+    (safetensors) into modules built on the meta device and assigned in place; diffusers folders
+    load with `low_cpu_mem_usage=True` (meta init, no random-init copy); `benchmarks/load_memory.py`
+    measures the peak against a naive load.
     """
     import torch
 
+    from mixkit.attention.install import check_attention_mode, install_attention
+
+    check_attention_mode(attention)  # an unknown name fails before anything is read
     dtype = dtype or torch.float32
     path = _resolve(source)
+    if config_dir is not None and not path.is_file():
+        raise ValueError(f"config_dir={str(config_dir)!r} only applies to single-file checkpoints; {path} is a folder "
+                         "with its own configs: drop config_dir")
     if path.is_file():
         from mixkit.models.diffusion.single_file import load_single_file
 
-        model = load_single_file(path, torch_dtype=dtype)
+        model = load_single_file(path, torch_dtype=dtype, config_dir=config_dir)
     else:
         model = _load_folder(path, str(source), dtype)
     if vae is not None:
@@ -50,6 +68,9 @@ def load_diffusion_model(source: str | os.PathLike, *, dtype=None, device: str |
             model.extras["vae_hash"] = a1111_model_hash(vae)
     if device is not None:
         move_model(model, device)
+    parts = [("unet", model.unet), ("vae", model.vae)]
+    parts += [(f"text_encoder{'_' + str(i + 1) if i else ''}", e) for i, e in enumerate(model.text_encoders)]
+    model.extras["attention"] = install_attention(parts, attention).summary()
     logger.info("Loaded %s from %s", model.description, source)
     return model
 
@@ -105,8 +126,11 @@ def _load_folder(folder: Path, source: str, dtype) -> DiffusionModel:
     for part in ("unet", "vae", "text_encoder", "tokenizer", "scheduler"):
         if part not in index or not (folder / part).is_dir():
             raise ModelNotFoundError(f"{folder} is missing the '{part}' component of a Stable Diffusion model.")
-    unet = UNet2DConditionModel.from_pretrained(folder, subfolder="unet", torch_dtype=dtype).eval()
-    vae = AutoencoderKL.from_pretrained(folder, subfolder="vae", torch_dtype=dtype).eval()
+    # low_cpu_mem_usage: modules built on the meta device, then given the file's tensors, instead of a
+    # random init plus a copy (2x the weights at peak). It is diffusers' default only when accelerate
+    # is installed, so it is asked for explicitly.
+    unet = UNet2DConditionModel.from_pretrained(folder, subfolder="unet", torch_dtype=dtype, low_cpu_mem_usage=True).eval()
+    vae = AutoencoderKL.from_pretrained(folder, subfolder="vae", torch_dtype=dtype, low_cpu_mem_usage=True).eval()
     has_second = "text_encoder_2" in index and (folder / "text_encoder_2").is_dir()
     family = detect_family(unet.config, has_second)
     text_encoders = [_load_text_encoder(folder / "text_encoder", dtype)]

@@ -24,3 +24,9 @@ def unet_inputs(tiny_unet):
     sample = torch.randn(2, 4, 8, 8, generator=gen)
     context = torch.randn(2, 77, tiny_unet.config.cross_attention_dim, generator=gen)
     return sample, torch.tensor(500), context
+
+
+@pytest.fixture(scope="session")
+def ov_cache(tmp_path_factory):
+    """One OpenVINO cache folder for the session: later tests reuse what earlier ones converted."""
+    return tmp_path_factory.mktemp("ov-shared-cache")
