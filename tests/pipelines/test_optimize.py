@@ -63,7 +63,8 @@ def test_fast_preset_without_bf16_cpu_says_so_and_stays_fp32(tiny_sd1_dir, refer
     (dict(preset="fast", channel_last=True), ValueError, "unknown option.*channel_last"),
     (dict(preset="fast", offload="disk"), ValueError, "offload='disk'"),
     (dict(preset="fast", backend="openvino", compile=True), ValueError, "cannot honour \\['compile'\\]"),
-    (dict(preset="low-memory", backend="openvino"), ValueError, "cannot honour \\['attention_slicing'\\]"),
+    (dict(preset="low-memory", backend="openvino"), ValueError,
+     "cannot honour \\['attention_slicing', 'vae_tiling', 'vae_slicing'\\]"),
 ])
 def test_bad_input_changes_nothing(tiny_sd1_dir, kwargs, error, match):
     pipe = fresh(tiny_sd1_dir)
