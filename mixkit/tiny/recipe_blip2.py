@@ -9,6 +9,7 @@ one the tiny LM has no pre-training to keep, so stage 2 trains it too (`train_la
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import shutil
@@ -65,11 +66,9 @@ class TinyBlip2Recipe(JsonConfig):
 
 def write_world_dataset(folder: Path, count: int, seed: int, size: int) -> tuple[Path, Path]:
     """Images plus two manifests: captions (stage 1) and captions mixed with VQA pairs (stage 2)."""
-    from mixkit.data.shapes import WorldConfig
-
-    world = WorldConfig(**{**base_world().__dict__, "caption_mode": "rich"})
     from mixkit.data.shapes import generate_samples
 
+    world = dataclasses.replace(base_world(), caption_mode="rich")
     images = folder / "images"
     images.mkdir(parents=True, exist_ok=True)
     captions, mixed = [], []
@@ -166,11 +165,11 @@ def _last(losses) -> float | None:
 
 def evaluate_captioner(folder: Path, seed: int, count: int = 200) -> dict[str, float]:
     """Caption and VQA accuracy on unseen renders (held-out combinations included)."""
+    from mixkit.data.shapes import generate_samples
     from mixkit.evaluation import score_captions
     from mixkit.models.vlm import load_vlm
-    from mixkit.data.shapes import WorldConfig, generate_samples
 
-    world = WorldConfig(**{**base_world().__dict__, "held_out": ()})
+    world = dataclasses.replace(base_world(), held_out=())
     samples = generate_samples(count, seed, world)
     images = [s.render(64, world) for s in samples]
     vlm = load_vlm(str(folder))

@@ -48,13 +48,12 @@ def run(args: argparse.Namespace) -> int:
     world = base_world() if args.held_out_only else replace(base_world(), held_out=())
     prompts = eval_prompts(world, count=args.prompts, seed=1234, two_shape_count=args.two_shape)
     pipe = TextToImage.from_pretrained(args.model)
-    size = pipe.model.default_size if hasattr(pipe.model, "default_size") else None
+    size = native_size(pipe.model)
     images = []
     for start in range(0, len(prompts), args.batch_size):
         chunk = [p.prompt for p in prompts[start:start + args.batch_size]]
-        kwargs = {"width": size, "height": size} if size else {}
         result = pipe(prompt=chunk, batch_size=len(chunk), steps=args.steps, cfg_scale=args.cfg, sampler=args.sampler,
-                      seed=args.seed + start, **kwargs)
+                      seed=args.seed + start, width=size, height=size)
         images += result.images
         print(f"generated {len(images)}/{len(prompts)}", file=sys.stderr)
     judge = load_shipped_judge()
@@ -75,6 +74,12 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         args.json.write_text(json.dumps(scores, indent=2) + "\n", encoding="utf-8")
     return 0
+
+
+def native_size(model) -> int:
+    """The image side the model was trained at (UNet sample size x VAE downsampling), as diffusers defaults to."""
+    downsampling = 2 ** (len(model.vae.config.block_out_channels) - 1)
+    return int(model.unet.config.sample_size) * downsampling
 
 
 def _caption_all(vlm, images, batch_size: int) -> list[str]:

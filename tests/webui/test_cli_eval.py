@@ -1,0 +1,24 @@
+"""`mixkit eval tiny` runs the pipeline, the judge and the captioner, and writes its scores."""
+
+from __future__ import annotations
+
+import json
+
+from webui.cli import main
+
+
+def test_eval_tiny_scores_a_model_and_the_shipped_captioner(tiny_sd1_dir, tmp_path, capsys):
+    out = tmp_path / "scores.json"
+    code = main(["eval", "tiny", "--model", str(tiny_sd1_dir), "--prompts", "2", "--two-shape", "1", "--steps", "1",
+                 "--json", str(out)])
+    assert code == 0
+    scores = json.loads(out.read_text())
+    assert scores["single/n"] == 2 and scores["two/n"] == 1
+    assert {"single/shape", "caption/colour", "round_trip/all"} <= set(scores)
+    assert all(0.0 <= v <= 1.0 for k, v in scores.items() if not k.endswith("/n"))
+    assert "single/shape" in capsys.readouterr().out
+
+
+def test_eval_tiny_rejects_bad_counts_before_loading(capsys):
+    assert main(["eval", "tiny", "--prompts", "0"]) == 2
+    assert "--prompts must be >= 1" in capsys.readouterr().err
