@@ -2,13 +2,15 @@
 
 Architecture as SD 1.x (UNet2DConditionModel + AutoencoderKL + CLIP text encoder + SD's 1000-step
 scaled-linear schedule), only small: 64 px images, 16x16x4 latents (4x autoencoder), the text tower of
-mixkit-tiny-clip (frozen). What makes it learn shapes in CPU minutes rather than hours:
+mixkit-tiny-clip (frozen). Choices aimed at learning in CPU minutes (not yet enough to ship: the
+autoencoder caps quality, see the README's mixkit-tiny status and `reconstruction_accuracy`):
   - a word-level tokenizer and a contrastively trained text encoder, so "star" and "cross" are
     different vectors from the first step (a byte-level random encoder spells them out);
-  - latents and text states computed once, so a step costs one UNet forward/backward in bf16;
+  - latents and text states computed once, so a step costs one UNet forward/backward (fp32:
+    measured faster than bf16 autocast for a UNet this small on CPU);
   - min-SNR-5 loss weighting (Hang et al. 2023) and an EMA of the weights;
   - 10% empty captions, so classifier-free guidance works at sampling time.
-Progress is measured with the independent judge on held-out prompts during training.
+Progress is measured with the independent judge during training (prompts of every combination).
 """
 
 from __future__ import annotations
