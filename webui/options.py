@@ -83,8 +83,22 @@ class ServerOptions:
             PRESET_KEY: "exact",
             **options_from_defaults(GenerationDefaults()),
         }
-        if settings_file:
-            self._values.update(self._read_saved(settings_file))
+        self._adopted: set[str] = set()  # size defaults taken from the loaded model, not chosen by the user
+        saved = self._read_saved(settings_file) if settings_file else {}
+        self._values.update(saved)
+        self._from_file = set(saved)
+
+    def adopt_native_size(self, size: int) -> None:
+        """Start the size defaults at the model's native size (64 px for mixkit-tiny-sd, 512 for SD 1.5)
+        unless the settings file chose them; adopted values are not written to the settings file."""
+        changes = {key: size for key in ("default_width", "default_height") if key not in self._from_file}
+        try:
+            check_generation_defaults(defaults_from_options({**self._values, **changes}), self.limits)
+        except ValueError:
+            return  # a size the limits refuse stays at the usual default
+        with self._lock:
+            self._values.update(changes)
+            self._adopted.update(changes)
 
     def snapshot(self, model_title: str | None) -> dict[str, Any]:
         with self._lock:
@@ -126,9 +140,11 @@ class ServerOptions:
             if self.settings_file and any(key in PERSISTED for key in checked):
                 from webui.settings_file import write_settings_file
 
-                saved = {key: value for key, value in {**self._values, **checked}.items() if key in PERSISTED}
+                current = {key: value for key, value in self._values.items() if key not in self._adopted}
+                saved = {key: value for key, value in {**current, **checked}.items() if key in PERSISTED}
                 write_settings_file(self.settings_file, saved)
             self._values.update(checked)
+            self._adopted.difference_update(checked)
 
     def _read_saved(self, path: str) -> dict[str, Any]:
         """The known keys of the settings file, each checked as an API change would be; ValueError naming file and key."""

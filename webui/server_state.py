@@ -66,6 +66,7 @@ class ServerState:
         titles = self.catalog.titles()
         if titles and not self.holder.loaded:
             self.holder.switch(titles[0])
+            self.options.adopt_native_size(self.holder.txt2img().model.native_size)
 
     @property
     def model_title(self) -> str | None:

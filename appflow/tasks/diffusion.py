@@ -11,7 +11,10 @@ from typing import Any
 
 from appflow.task import Port, Task, register_task
 
-DEFAULT_SD = "stable-diffusion-v1-5/stable-diffusion-v1-5"
+from mixkit.tiny.shipped import DEFAULT_TEXT_TO_IMAGE
+
+DEFAULT_SD = DEFAULT_TEXT_TO_IMAGE  # shipped and offline; pass models={"generator": ...} for a real checkpoint
+SD15 = "stable-diffusion-v1-5/stable-diffusion-v1-5"  # for apps whose add-on models (ControlNets) need SD 1.5
 
 GENERATION_OPTIONS: dict[str, Any] = {
     "negative_prompt": "", "steps": 20, "cfg_scale": 7.0, "seed": -1, "sampler": "DPM++ 2M",
@@ -49,11 +52,13 @@ class TextToImageTask(Task):
     main_output = "images"
     models = {"generator": "stable-diffusion"}
     default_models = {"generator": DEFAULT_SD}
-    options = {**GENERATION_OPTIONS, "width": 512, "height": 512, "batch_size": 1, "batch_count": 1}
+    options = {**GENERATION_OPTIONS, "width": None, "height": None, "batch_size": 1, "batch_count": 1}
 
     def run(self, models, options, *, prompt: str) -> dict[str, Any]:
         pipe = models.get("generator")
-        result = pipe(prompt=prompt, width=options["width"], height=options["height"], batch_size=options["batch_size"],
+        native = pipe.model.native_size  # None: the size the model was trained at (512 for SD 1.5), as diffusers does
+        result = pipe(prompt=prompt, width=options["width"] or native, height=options["height"] or native,
+                      batch_size=options["batch_size"],
                       batch_count=options["batch_count"], **generation_kwargs(options))
         return {"images": result.images}
 

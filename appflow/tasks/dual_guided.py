@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from appflow.task import Port, Task, register_task
-from appflow.tasks.diffusion import GENERATION_OPTIONS, generation_kwargs, image_to_image_pipeline, working_size
+from appflow.tasks.diffusion import DEFAULT_SD, GENERATION_OPTIONS, generation_kwargs, image_to_image_pipeline, working_size
 
 
 def blend_images(images: list, weights: list[float] | None = None):
@@ -38,7 +38,7 @@ class DualGuidedGenerationTask(Task):
     outputs = {"image": "image", "blend": "image"}
     main_output = "image"
     models = {"generator": "stable-diffusion"}
-    default_models = {"generator": "stable-diffusion-v1-5/stable-diffusion-v1-5"}
+    default_models = {"generator": DEFAULT_SD}
     options = {**GENERATION_OPTIONS, "denoising_strength": 0.6, "image_weights": None, "width": None, "height": None}
 
     def run(self, models, options, *, images: list, prompt: str) -> dict[str, Any]:

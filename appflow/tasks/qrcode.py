@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from appflow.task import Port, Task, register_task
-from appflow.tasks.diffusion import DEFAULT_SD, GENERATION_OPTIONS, generation_kwargs
+from appflow.tasks.diffusion import GENERATION_OPTIONS, SD15, generation_kwargs
 
 QR_ERROR_LEVELS = ("l", "m", "q", "h")
 
@@ -84,7 +84,7 @@ class ControlNetTextToImageTask(Task):
     outputs = {"image": "image"}
     main_output = "image"
     models = {"generator": "stable-diffusion", "controlnet": "controlnet"}
-    default_models = {"generator": DEFAULT_SD, "controlnet": "monster-labs/control_v1p_sd15_qrcode_monster"}
+    default_models = {"generator": SD15, "controlnet": "monster-labs/control_v1p_sd15_qrcode_monster"}
     options = {**GENERATION_OPTIONS, "width": 512, "controlnet_weight": 1.35, "guidance_start": 0.0, "guidance_end": 1.0}
 
     def run(self, models, options, *, prompt: str, control_image) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Recipe for the autoencoder of mixkit-tiny-sd: a small diffusers `AutoencoderKL`, 4x downsampling.
+"""Recipe for the autoencoder of mixkit-tiny-sd (`mixkit train recipe tiny-vae`): a small diffusers
+`AutoencoderKL`, 4x downsampling.
 
 The world is flat colours and sharp edges, so a slim VAE suffices. It has no attention in its mid
 block (fully convolutional, so it also trains on crops when `crop` is below the image size).
@@ -7,6 +8,9 @@ recipe (PSNR 20 dB after 500 steps at 8x, and the judge could not read its recon
 it is trained as a plain autoencoder on the posterior mean, with the log-variance pulled to a
 small value so that `latent_dist.sample()` (img2img) stays close to the mean. The latent scaling
 factor is measured on the trained encoder (1 / std of the latents), as SD's 0.18215 was.
+Measured here (2 threads): PSNR 22 dB after 250 steps, 27 dB after 500, 28 dB after 750, and the judge
+reads colour and shape from the reconstructions only from about 750 steps on; the curve in the
+shipped record shows the rest. It is the slow part of the tiny-sd recipe (about 0.8 s per step).
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from mixkit.tiny.recipe_common import RecipeClock, warmup_cosine
-from mixkit.tiny.world_data import WorldTensors
+from mixkit.tiny.recipe_common import RecipeClock, base_world, warmup_cosine, write_record
+from mixkit.tiny.world_data import WorldTensors, render_world
+from mixkit.training.config_json import JsonConfig
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +34,7 @@ class TinyVaeSettings:
     latent_channels: int = 4
     crop: int = 64
     batch_size: int = 32
-    steps: int = 600
+    steps: int = 3000
     learning_rate: float = 2e-3
     warmup_steps: int = 30
     logvar_target: float = -12.0
@@ -113,3 +118,87 @@ def encode_all(vae, data: WorldTensors, batch_size: int = 64) -> tuple[torch.Ten
         means.append(posterior.mean.float())
         stds.append(posterior.std.float())
     return torch.cat(means), torch.cat(stds)
+
+
+@dataclass
+class TinyVaeRecipe(JsonConfig):
+    output: str = "mixkit-tiny-vae"
+    image_size: int = 64
+    train_images: int = 3000  # flat colours and edges: more images do not help, more steps do
+    data_seed: int = 5
+    steps: int = 3000
+    batch_size: int = 32
+    learning_rate: float = 2e-3
+    seed: int = 0
+    threads: int = 0
+
+    def check(self) -> None:
+        for name in ("image_size", "train_images", "steps", "batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.image_size % 4:
+            raise ValueError(f"image_size must be a multiple of 4 (the autoencoder downsamples 4x), got {self.image_size}")
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
+
+    def settings(self) -> TinyVaeSettings:
+        return TinyVaeSettings(crop=self.image_size, batch_size=self.batch_size, steps=self.steps,
+                               learning_rate=self.learning_rate)
+
+
+def train_autoencoder(recipe: TinyVaeRecipe, clock: RecipeClock, curve: list[dict]):
+    """(vae with its measured scaling factor, metrics): the tiny-vae recipe as a stage of the tiny-sd one."""
+    from mixkit.evaluation import load_shipped_judge
+
+    recipe.check()
+    world = base_world()
+    train = render_world(recipe.train_images, recipe.data_seed, world, recipe.image_size)
+    valid = render_world(128, recipe.data_seed + 1, world, recipe.image_size)
+    vae, quality = train_tiny_vae(recipe.settings(), train, valid, recipe.seed, clock, curve)
+    means, _ = encode_all(vae, train)
+    vae.register_to_config(scaling_factor=round(float(1.0 / means.std()), 5))
+    reading = reconstruction_accuracy(vae, valid, load_shipped_judge())
+    curve.append({"stage": "vae-judge", **reading, "wall_seconds": clock.wall()})
+    logger.info("tiny-vae reconstructions read by the judge: %s", reading)
+    return vae, {"vae_psnr": round(quality, 2), **{f"vae_reconstruction/{k}": v for k, v in reading.items()}}
+
+
+def train_tiny_vae_recipe(recipe: TinyVaeRecipe, stop_at_step: int | None = None):
+    """`mixkit train recipe tiny-vae`: train the autoencoder alone and write it as a diffusers folder."""
+    import dataclasses
+    import shutil
+    from pathlib import Path
+
+    from mixkit.training.sd_lora_trainer import TrainingResult
+
+    recipe.check()
+    if stop_at_step is not None:
+        recipe = dataclasses.replace(recipe, steps=min(recipe.steps, stop_at_step))
+    if recipe.threads:
+        torch.set_num_threads(recipe.threads)
+    clock, curve = RecipeClock(), []
+    vae, metrics = train_autoencoder(recipe, clock, curve)
+    folder = Path(recipe.output)
+    partial = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    vae.save_pretrained(partial, safe_serialization=True)
+    write_record(partial, "tiny-vae", recipe, metrics, curve, clock)
+    if folder.exists():
+        shutil.rmtree(folder)
+    partial.rename(folder)
+    return TrainingResult(steps=recipe.steps, seconds=clock.wall(), output=folder, last_checkpoint=None)
+
+
+@torch.no_grad()
+def reconstruction_accuracy(vae, data: WorldTensors, judge, count: int = 128) -> dict[str, float]:
+    """How well the judge reads the autoencoder's reconstructions: the ceiling for the whole model."""
+    from mixkit.data.shapes_captions import caption_scene
+    from mixkit.evaluation import score_images
+
+    index = torch.arange(min(count, len(data)))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        reconstruction = vae.decode(vae.encode(data.float_images(index)).latent_dist.mean).sample.float()
+    prompts = [caption_scene(data.scenes[i], "plain") for i in index.tolist()]
+    scores = score_images(judge, (reconstruction / 2 + 0.5).clamp(0, 1), prompts)
+    return {k: round(v, 4) for k, v in scores.items() if k.startswith("single/") and not k.endswith("/n")}

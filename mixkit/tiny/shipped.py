@@ -9,6 +9,10 @@ from mixkit.errors import ModelNotFoundError
 from mixkit.registry import Registry
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
+# What the CLI, AppFlow and the web UI use when no model is given: offline, a few MB, trained here.
+DEFAULT_TEXT_TO_IMAGE = "mixkit-tiny-sd"
+DEFAULT_CAPTIONER = "mixkit-tiny-blip2"
+DEFAULT_CLIP = "mixkit-tiny-clip"
 
 
 @dataclass(frozen=True)
@@ -19,7 +23,7 @@ class ShippedModel:
 
 
 SHIPPED_MODELS: Registry[ShippedModel] = Registry("shipped tiny model")
-SHIPPED_MODELS.register("mixkit-tiny-sd", ShippedModel("mixkit-tiny-sd", "text-to-image (Stable Diffusion 1.x layout, 128 px)", "tiny-sd"))
+SHIPPED_MODELS.register("mixkit-tiny-sd", ShippedModel("mixkit-tiny-sd", "text-to-image (Stable Diffusion 1.x layout, 64 px)", "tiny-sd"))
 SHIPPED_MODELS.register("mixkit-tiny-clip", ShippedModel("mixkit-tiny-clip", "CLIP image-text model", "tiny-clip"))
 SHIPPED_MODELS.register("mixkit-tiny-blip2", ShippedModel("mixkit-tiny-blip2", "captioning / VQA (modular BLIP-2)", "tiny-blip2"))
 

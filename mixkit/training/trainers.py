@@ -51,6 +51,9 @@ TRAINERS.register("minigpt4", TrainerEntry(
 TRAINERS.register("tiny-clip", TrainerEntry(
     "mixkit.tiny.recipe_clip.TinyClipRecipe", "mixkit.tiny.recipe_clip.train_tiny_clip",
     "recipe: mixkit-tiny-clip, a small CLIP trained from scratch on the shapes world"))
+TRAINERS.register("tiny-vae", TrainerEntry(
+    "mixkit.tiny.recipe_vae.TinyVaeRecipe", "mixkit.tiny.recipe_vae.train_tiny_vae_recipe",
+    "recipe: the autoencoder of mixkit-tiny-sd alone (4x, fully convolutional), to reuse with --set vae=DIR"))
 TRAINERS.register("tiny-sd", TrainerEntry(
     "mixkit.tiny.recipe_sd.TinySDRecipe", "mixkit.tiny.recipe_sd.train_tiny_sd",
     "recipe: mixkit-tiny-sd, a small Stable Diffusion (VAE + UNet) on the shapes world, conditioned on tiny-clip"))

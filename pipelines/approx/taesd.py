@@ -84,27 +84,34 @@ def check_taesd_family(source: str | os.PathLike, family: ModelFamily, variant: 
 
 def load_taesd(source: str | os.PathLike, family: ModelFamily, *, variant: str | None = None, device=None,
                dtype=None, latent_channels: int = 4):
-    """Load a diffusers `AutoencoderTiny` from a local folder or hub id, checked against `family`.
+    """Load a diffusers `AutoencoderTiny` from a local folder, an original TAESD decoder file (A1111's
+    `models/VAE-approx/taesd_decoder.pth`) or a hub id, checked against `family`.
 
-    Only safetensors weights are read. Raises ModelNotFoundError (missing folder, hub id not
+    Folders and hub ids are read as safetensors only; `.pth` files with `weights_only=True`. Raises ModelNotFoundError (missing folder, hub id not
     available offline) and ValueError (wrong family or latent channels), naming the source.
     """
     import torch
     from diffusers import AutoencoderTiny
 
+    from pipelines.approx.taesd_files import is_taesd_file, load_taesd_file
+
     chosen = check_taesd_family(source, family, variant)
     path = Path(source)
     is_local = path.exists() or HUB_ID_PATTERN.fullmatch(str(source)) is None
-    if is_local and not path.is_dir():
+    if is_taesd_file(path):
+        taesd = load_taesd_file(path, dtype=dtype)  # A1111 / ComfyUI's taesd_decoder.pth and friends
+    elif is_local and not path.is_dir():
         raise ModelNotFoundError(f"TAESD folder {str(source)!r} does not exist (or is not a folder); pass a folder "
-                                 f"with config.json and diffusion_pytorch_model.safetensors, or the hub id {chosen.hub_id!r}")
-    try:
-        taesd = AutoencoderTiny.from_pretrained(str(source), use_safetensors=True, torch_dtype=dtype or torch.float32)
-    except (OSError, ValueError) as error:
-        where = "folder" if is_local else "hub id"
-        raise ModelNotFoundError(f"Could not load TAESD from {where} {str(source)!r}: {str(error).rstrip('.')}. Download "
-                                 f"{chosen.hub_id!r} (config.json + diffusion_pytorch_model.safetensors) to a folder "
-                                 "and pass that folder.") from None
+                                 f"with config.json and diffusion_pytorch_model.safetensors, an original "
+                                 f"taesd_decoder.pth / .safetensors file, or the hub id {chosen.hub_id!r}")
+    else:
+        try:
+            taesd = AutoencoderTiny.from_pretrained(str(source), use_safetensors=True, torch_dtype=dtype or torch.float32)
+        except (OSError, ValueError) as error:
+            where = "folder" if is_local else "hub id"
+            raise ModelNotFoundError(f"Could not load TAESD from {where} {str(source)!r}: {str(error).rstrip('.')}. "
+                                     f"Download {chosen.hub_id!r} (config.json + diffusion_pytorch_model.safetensors) "
+                                     "to a folder and pass that folder.") from None
     if taesd.config.latent_channels != latent_channels:
         raise ValueError(f"TAESD {str(source)!r} has {taesd.config.latent_channels} latent channels, the model's VAE "
                          f"{latent_channels}; use {chosen.hub_id!r}")

@@ -115,3 +115,23 @@ def test_a_failed_save_changes_nothing(tmp_path):
         options.apply(options.check_update({"default_steps": 5}))
     assert options.generation_defaults().steps == 20
     assert [p.name for p in tmp_path.iterdir()] == ["settings.json"]  # the temporary file was removed
+
+
+def test_size_defaults_start_at_the_loaded_models_native_size_and_are_not_saved(tmp_path):
+    options = make_options(tmp_path)
+    options.adopt_native_size(64)  # mixkit-tiny-sd is trained at 64 px; 512 would tile its shapes
+    assert (options.generation_defaults().width, options.generation_defaults().height) == (64, 64)
+    options.apply(options.check_update({"default_steps": 9}))
+    saved = json.loads((tmp_path / "settings.json").read_text())
+    assert saved["default_steps"] == 9 and "default_width" not in saved and "default_height" not in saved
+    options.apply(options.check_update({"default_width": 96}))  # chosen by the user: saved from now on
+    assert json.loads((tmp_path / "settings.json").read_text())["default_width"] == 96
+
+
+def test_a_size_from_the_settings_file_wins_over_the_models_native_size(tmp_path):
+    (tmp_path / "settings.json").write_text(json.dumps({"default_width": 320}))
+    options = make_options(tmp_path)
+    options.adopt_native_size(64)
+    assert (options.generation_defaults().width, options.generation_defaults().height) == (320, 64)
+    options.adopt_native_size(65)  # not a multiple of 8: refused by the limits, the defaults stay
+    assert (options.generation_defaults().width, options.generation_defaults().height) == (320, 64)

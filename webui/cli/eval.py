@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     world = base_world() if args.held_out_only else replace(base_world(), held_out=())
     prompts = eval_prompts(world, count=args.prompts, seed=1234, two_shape_count=args.two_shape)
     pipe = TextToImage.from_pretrained(args.model)
-    size = native_size(pipe.model)
+    size = pipe.model.native_size
     images = []
     for start in range(0, len(prompts), args.batch_size):
         chunk = [p.prompt for p in prompts[start:start + args.batch_size]]
@@ -74,12 +74,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         args.json.write_text(json.dumps(scores, indent=2) + "\n", encoding="utf-8")
     return 0
-
-
-def native_size(model) -> int:
-    """The image side the model was trained at (UNet sample size x VAE downsampling), as diffusers defaults to."""
-    downsampling = 2 ** (len(model.vae.config.block_out_channels) - 1)
-    return int(model.unet.config.sample_size) * downsampling
 
 
 def _caption_all(vlm, images, batch_size: int) -> list[str]:

@@ -11,22 +11,24 @@ DEFAULT_MODEL_ENV = "MIXKIT_MODEL"
 
 
 def add_parser(subparsers) -> None:
+    from mixkit.tiny.shipped import DEFAULT_TEXT_TO_IMAGE as BUILT_IN_MODEL
     from pipelines.params import Txt2ImgParams
 
     d = Txt2ImgParams()
     p = subparsers.add_parser("generate", help="generate images from a text prompt",
                               description="Generate images from a text prompt and save them as PNG with A1111 infotext.")
     p.add_argument("prompt", help="the prompt, in the A1111 prompt language")
-    p.add_argument("--model", default=os.environ.get(DEFAULT_MODEL_ENV),
-                   help=f"diffusers folder, single .safetensors file or Hugging Face id (default: ${DEFAULT_MODEL_ENV})")
+    p.add_argument("--model", default=os.environ.get(DEFAULT_MODEL_ENV) or BUILT_IN_MODEL,
+                   help=f"diffusers folder, single .safetensors file or Hugging Face id (default: ${DEFAULT_MODEL_ENV}, "
+                        f"else the built-in {BUILT_IN_MODEL})")
     p.add_argument("--negative", default=d.negative_prompt, help="negative prompt")
     p.add_argument("--sampler", default=d.sampler, help=f"sampler by WebUI name (default: {d.sampler}); see `mixkit samplers`")
     p.add_argument("--schedule-type", default=d.schedule_type, help="Automatic, Karras, Exponential, ...")
     p.add_argument("--steps", type=int, default=d.steps)
     p.add_argument("--cfg", type=float, default=d.cfg_scale, help="CFG scale")
     p.add_argument("--seed", type=int, default=d.seed, help="-1 for a random seed")
-    p.add_argument("--width", type=int, default=d.width)
-    p.add_argument("--height", type=int, default=d.height)
+    p.add_argument("--width", type=int, default=None, help="default: the model's native size (512 for SD 1.5)")
+    p.add_argument("--height", type=int, default=None, help="default: the model's native size")
     p.add_argument("--batch-size", type=int, default=d.batch_size)
     p.add_argument("--batch-count", type=int, default=d.batch_count)
     p.add_argument("--clip-skip", type=int, default=d.clip_skip)
@@ -38,8 +40,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cpu)")
     p.add_argument("--preset", default="exact", help="performance preset: exact (default), fast, low-memory")
     p.add_argument("--backend", default="torch", help="execution backend: torch (default), torch.compile, openvino")
-    p.add_argument("--taesd", nargs="?", const="auto", default=None, metavar="FOLDER_OR_HUB_ID",
-                   help="APPROXIMATE: decode with the tiny TAESD VAE (default: madebyollin/taesd or taesdxl by model family)")
+    p.add_argument("--taesd", nargs="?", const="auto", default=None, metavar="SOURCE",
+                   help="APPROXIMATE: decode with the tiny TAESD VAE: a diffusers folder, hub id or A1111 taesd_decoder.pth "
+                        "(default: madebyollin/taesd or taesdxl by model family)")
     p.add_argument("--deepcache", type=int, default=None, metavar="N",
                    help="APPROXIMATE: DeepCache, run the full UNet every N steps and reuse deep features in between")
     p.add_argument("--tome", type=float, default=None, metavar="R",
@@ -51,11 +54,13 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
 
-    if not args.model:
-        raise ValueError(f"No model given: pass --model (a diffusers folder, a .safetensors file or a hub id) or set ${DEFAULT_MODEL_ENV}.")
+    from dataclasses import replace
+
+    d = Txt2ImgParams()
     params = Txt2ImgParams(
-        prompt=args.prompt, negative_prompt=args.negative, steps=args.steps, cfg_scale=args.cfg, width=args.width,
-        height=args.height, seed=args.seed, batch_size=args.batch_size, batch_count=args.batch_count,
+        prompt=args.prompt, negative_prompt=args.negative, steps=args.steps, cfg_scale=args.cfg,
+        width=d.width if args.width is None else args.width, height=d.height if args.height is None else args.height,
+        seed=args.seed, batch_size=args.batch_size, batch_count=args.batch_count,
         sampler=args.sampler, schedule_type=args.schedule_type, clip_skip=args.clip_skip, loras=list(args.lora),
     )
     check_txt2img_params(params, GenerationLimits())  # fail before the (slow) model load
@@ -69,6 +74,10 @@ def run(args: argparse.Namespace) -> int:
     pipe = TextToImage.from_pretrained(args.model, device=args.device, lora_dir=args.lora_dir,
                                        embeddings_dir=args.embeddings_dir, vae=args.vae)
     print(f"Loaded {pipe.model.description} from {args.model}", file=sys.stderr)
+    if args.width is None or args.height is None:
+        native = pipe.model.native_size
+        params = replace(params, width=args.width or native, height=args.height or native)
+        check_txt2img_params(params, GenerationLimits())
     if args.preset != "exact" or args.backend != "torch":
         from pipelines.optimize import optimize
 

@@ -15,7 +15,7 @@ from pathlib import Path
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("train", help="train a LoRA or model (sd-lora, ...) from a JSON config")
     p.add_argument("trainer", help="which trainer to run, e.g. sd-lora (an unknown name lists the valid ones); "
-                                   "`recipe NAME` runs a mixkit-tiny recipe (tiny-clip, tiny-sd, tiny-blip2)")
+                                   "`recipe NAME` runs a mixkit-tiny recipe (tiny-clip, tiny-vae, tiny-sd, tiny-blip2)")
     p.add_argument("recipe", nargs="?", default=None, help=argparse.SUPPRESS)
     p.add_argument("--config", type=Path, help="JSON file with the trainer's settings (keys of its config dataclass)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -58,12 +58,17 @@ def resolve_config(config_cls, config_file: Path | None, overrides: list[str]):
 
 
 def run(args: argparse.Namespace) -> int:
+    import logging
+
     from mixkit.training.trainers import TRAINERS
+
+    # Trainers report progress (steps, validation figures) through logging; show it unless the caller set logging up.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
     name = args.trainer
     if name == "recipe":
         if not args.recipe:
-            raise ValueError("`mixkit train recipe` needs a recipe name: tiny-clip, tiny-sd or tiny-blip2")
+            raise ValueError("`mixkit train recipe` needs a recipe name: tiny-clip, tiny-vae, tiny-sd or tiny-blip2")
         name = args.recipe
     elif args.recipe:
         raise ValueError(f"unexpected extra argument {args.recipe!r}; did you mean `mixkit train recipe {args.recipe}`?")

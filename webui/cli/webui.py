@@ -16,7 +16,7 @@ def add_parser(subparsers) -> None:
                     "Binds to localhost unless --listen; --listen requires --auth (or --insecure-no-auth).")
     p.add_argument("--model", action="append", default=[], metavar="SOURCE",
                    help=f"a model the server may load (repeatable; the first is loaded at start): diffusers folder, "
-                        f".safetensors file or hub id (default: ${DEFAULT_MODEL_ENV})")
+                        f".safetensors file or hub id (default: ${DEFAULT_MODEL_ENV}, else the built-in mixkit-tiny-sd)")
     p.add_argument("--models-dir", default=None, help="folder whose checkpoints and diffusers folders are offered too")
     p.add_argument("--port", type=int, default=7860, help="port (default: 7860)")
     p.add_argument("--listen", action="store_true", help="bind to all interfaces (0.0.0.0) instead of 127.0.0.1")
@@ -46,7 +46,9 @@ def config_from_args(args: argparse.Namespace):
     from webui.http_guards import parse_credentials
 
     appflow_models = read_appflow_config(args.appflow_config) if args.appflow_config else {}
-    models = list(args.model) or ([os.environ[DEFAULT_MODEL_ENV]] if os.environ.get(DEFAULT_MODEL_ENV) else [])
+    from mixkit.tiny.shipped import DEFAULT_TEXT_TO_IMAGE
+
+    models = list(args.model) or [os.environ.get(DEFAULT_MODEL_ENV) or DEFAULT_TEXT_TO_IMAGE]
     config = ServerConfig(
         models=models, models_dir=args.models_dir, output_dir=args.output_dir, lora_dir=args.lora_dir,
         embeddings_dir=args.embeddings_dir, vae_dir=args.vae_dir, controlnet_dir=args.controlnet_dir, appflow_models=appflow_models, device=args.device, port=args.port, listen=args.listen,

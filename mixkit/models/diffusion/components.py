@@ -41,6 +41,11 @@ class DiffusionModel:
         return 2 ** (len(self.vae.config.block_out_channels) - 1)
 
     @property
+    def native_size(self) -> int:
+        """The image side the model was trained at (UNet sample size x VAE downsampling), diffusers' default."""
+        return int(self.unet.config.sample_size) * self.vae_scale_factor
+
+    @property
     def dtype(self):
         return self.unet.dtype
 

@@ -42,16 +42,29 @@ def test_tiny_clip_recipe_writes_a_clip_that_load_vlm_reads(tiny_clip):
     assert len(scores) == 1
 
 
-def test_tiny_sd_recipe_writes_a_diffusers_folder_the_pipeline_loads(tiny_clip, recipe_root):
+def test_tiny_vae_recipe_then_tiny_sd_recipe_reusing_it_give_a_folder_the_pipeline_loads(tiny_clip, recipe_root):
+    from diffusers import AutoencoderKL
+
     from pipelines.txt2img import TextToImage
+
+    vae_folder = recipe_root / "vae"
+    assert main(["train", "recipe", "tiny-vae", "--set", f"output={vae_folder}", "--set", "train_images=16",
+                 "--set", "batch_size=4", "--set", "steps=2"]) == 0
+    vae_record = json.loads((vae_folder / "recipe_record.json").read_text())
+    assert vae_record["model"] == "tiny-vae" and "vae_psnr" in vae_record["metrics"]
+    assert not (recipe_root / "vae.partial").exists()
+    vae = AutoencoderKL.from_pretrained(vae_folder)
+    assert vae.config.scaling_factor > 0 and vae.config.scaling_factor != 0.18215  # measured, not SD's
 
     folder = recipe_root / "sd"
     code = main(["train", "recipe", "tiny-sd", "--set", f"output={folder}", "--set", f"clip={tiny_clip}",
-                 "--set", "train_images=32", "--set", "batch_size=4", "--set", "steps=2", "--set", "vae_steps=2",
+                 "--set", f"vae={vae_folder}", "--set", "train_images=32", "--set", "batch_size=4", "--set", "steps=2",
                  "--set", "eval_prompts=2", "--set", "eval_every=2", "--set", "unet_channels=[32, 32, 32]"])
     assert code == 0
     record = json.loads((folder / "recipe_record.json").read_text())
-    assert {"single/shape", "single/colour", "single/background"} <= set(record["metrics"])
+    assert {"single/shape", "single/colour", "single/background", "vae_psnr"} <= set(record["metrics"])
+    shipped_vae = AutoencoderKL.from_pretrained(folder / "vae")
+    assert shipped_vae.config.scaling_factor == vae.config.scaling_factor
     result = TextToImage.from_pretrained(folder)(prompt="a red circle on a blue background", steps=2, width=64,
                                                  height=64, seed=1)
     assert result.images[0].size == (64, 64)
@@ -67,3 +80,8 @@ def test_recipe_needs_a_name_and_unknown_names_list_the_valid_ones(capsys):
 def test_tiny_sd_recipe_without_its_clip_says_what_to_do(tmp_path, capsys):
     assert main(["train", "recipe", "tiny-sd", "--set", f"clip={tmp_path / 'missing'}"]) == 2
     assert "mixkit train recipe tiny-clip" in capsys.readouterr().err
+
+
+def test_tiny_sd_recipe_with_a_missing_vae_folder_says_what_to_do(tmp_path, capsys):
+    assert main(["train", "recipe", "tiny-sd", "--set", f"vae={tmp_path / 'missing'}"]) == 2
+    assert "mixkit train recipe tiny-vae" in capsys.readouterr().err
