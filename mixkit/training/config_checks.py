@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-MIXED_PRECISION = ("no", "bf16", "fp16")
+MIXED_PRECISION = ("no", "bf16", "fp16", "auto")  # auto: see accelerator_setup.resolve_mixed_precision
 
 
 def check_positive_ints(config, names: tuple[str, ...]) -> None:

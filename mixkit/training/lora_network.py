@@ -40,7 +40,12 @@ class LoraAdapter(nn.Module):
         self.multiplier = 1.0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.lora_up(self.lora_down(x)) * (self.multiplier * self.alpha / self.rank)
+        # The adapter's weights stay fp32 (they are trained) while a frozen base may run in bf16/fp16;
+        # under autocast the matmuls pick their dtype themselves, outside it (validation images) cast here.
+        dtype = self.lora_down.weight.dtype
+        if x.dtype == dtype or torch.is_autocast_enabled(x.device.type):
+            return self.lora_up(self.lora_down(x)) * (self.multiplier * self.alpha / self.rank)
+        return (self.lora_up(self.lora_down(x.to(dtype))) * (self.multiplier * self.alpha / self.rank)).to(x.dtype)
 
 
 def _is_1x1(module: nn.Module) -> bool:

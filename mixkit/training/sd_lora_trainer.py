@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from mixkit.data import BucketedImageDataset, BucketSettings, ScanReport, scan_jsonl_manifest, scan_kohya_folder
-from mixkit.training.accelerator_setup import make_accelerator
+from mixkit.training.accelerator_setup import make_accelerator, resolve_mixed_precision
 from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_step, run_denoising_loop
 from mixkit.training.kohya_export import save_kohya_lora, to_sgm_layout, training_metadata
 from mixkit.training.lora_network import LoraNetwork
@@ -71,6 +71,20 @@ def _freeze(model) -> None:
         module.requires_grad_(False)
 
 
+def _frozen_weights_in_half_precision(model, precision: str, train_text_encoder: bool) -> None:
+    """Store the frozen UNet (and text encoders unless they get adapters) in bf16/fp16, as diffusers'
+    LoRA script does, so autocast does not re-cast every weight at every step; on CPU also channels-last
+    (oneDNN's fast convolution layout). Adapters stay fp32. Only for a model this run loaded itself:
+    a caller's model must come back unchanged, and a round trip through bf16 would not."""
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    model.unet.to(dtype=dtype)
+    if model.unet.device.type == "cpu":
+        model.unet.to(memory_format=torch.channels_last)
+    if not train_text_encoder:
+        for encoder in model.text_encoders:
+            encoder.to(dtype=dtype)
+
+
 def _settings(config: SDLoraTrainingConfig) -> dict:
     keys = ("learning_rate", "text_encoder_learning_rate", "max_steps", "batch_size", "gradient_accumulation_steps",
             "resolution", "seed", "noise_offset", "min_snr_gamma", "mixed_precision", "gradient_checkpointing", "bucketing",
@@ -92,18 +106,22 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     report = scan_dataset(config)
     dataset = BucketedImageDataset(report.records, config.resolution,
                                    BucketSettings(config.bucketing, step=config.bucket_step), source=config.dataset)
-    accelerator = make_accelerator(mixed_precision=config.mixed_precision,
+    precision = resolve_mixed_precision(config.mixed_precision)
+    accelerator = make_accelerator(mixed_precision=precision,
                                    gradient_accumulation_steps=config.gradient_accumulation_steps)
     reporter = StepReporter(config, run_dir=Path(config.output).parent, run_name=Path(config.output).stem,
                             enabled=accelerator.is_main_process)
     started = time.time()
 
     # 2. Load and freeze the base model; attach adapters initialised from the seed.
+    owns_model = model is None
     if model is None:
         from mixkit.models.diffusion.loading import load_diffusion_model
 
         model = load_diffusion_model(config.model)
     _freeze(model)
+    if owns_model and precision in ("bf16", "fp16"):
+        _frozen_weights_in_half_precision(model, precision, config.train_text_encoder)
     torch.manual_seed(config.seed)
     conv_rank = config.conv_rank if config.network == "locon" else None
     network = LoraNetwork(model.unet, model.text_encoders, rank=config.rank, alpha=config.alpha, conv_rank=conv_rank,

@@ -179,6 +179,25 @@ def test_bf16_and_gradient_checkpointing_run_and_leave_the_model_unchanged(tiny_
                                  batch_size=1), model=model).output.is_file()
 
 
+def test_bf16_with_a_model_the_trainer_loads_itself_trains_what_fp32_trains(tiny_sd1_dir, colour_dataset, tmp_path):
+    """bf16 stores the frozen UNet and text encoder in bf16 (channels-last on CPU), adapters in fp32; the
+    adapters learn the same thing as in fp32, up to bf16 rounding, and validation images still render."""
+    from safetensors.torch import load_file
+
+    common = dict(max_steps=3, batch_size=2, validation_prompts=["red"], validation_every=3, validation_steps=2)
+    half = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "bf16.safetensors", mixed_precision="bf16",
+                                 **common))
+    full = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "fp32.safetensors", **common))
+    half_tensors, full_tensors = load_file(half.output), load_file(full.output)
+    assert half_tensors.keys() == full_tensors.keys()
+    assert all(t.dtype == torch.float32 for t in half_tensors.values())
+    ups = [k for k in full_tensors if k.endswith("lora_up.weight")]
+    moved = sum(float(full_tensors[k].abs().sum()) for k in ups)
+    gap = sum(float((half_tensors[k] - full_tensors[k]).abs().sum()) for k in ups)
+    assert moved > 0 and gap < 0.1 * moved  # same direction of learning, bf16 rounding apart
+    assert (tmp_path / "validation" / "step-000003-0.png").is_file() or any(tmp_path.rglob("step-000003-0.png"))
+
+
 def test_two_processes_match_one_process_with_gradient_accumulation(tiny_sd1_dir, colour_dataset, tmp_path):
     """2 processes x batch 1 see batches 2s and 2s+1 at step s, like one process accumulating over 2
     micro-batches; DDP's gradient mean equals accelerate's loss / 2, so the weights agree."""

@@ -55,3 +55,13 @@ def test_cli_trains_and_reports(tiny_sd1_dir, colour_dataset, tmp_path, capsys):
     assert _run(["sd-lora", "--set", f"model={tiny_sd1_dir}", "--set", f"dataset={colour_dataset}",
                  "--set", f"output={output}", "--set", "resolution=32", "--set", "max_steps=1"]) == 0
     assert output.is_file() and f"wrote {output}" in capsys.readouterr().out
+
+
+def test_mixed_precision_auto_picks_bf16_only_where_it_is_fast():
+    from mixkit.training.accelerator_setup import resolve_mixed_precision
+
+    assert resolve_mixed_precision("auto", cuda=False, cpu_bf16=True) == "bf16"  # AVX512-BF16 / AMX CPU
+    assert resolve_mixed_precision("auto", cuda=False, cpu_bf16=False) == "no"  # emulated bf16 is slower than fp32
+    assert resolve_mixed_precision("auto", cuda=True, cuda_bf16=True) == "bf16"
+    assert resolve_mixed_precision("auto", cuda=True, cuda_bf16=False) == "fp16"
+    assert resolve_mixed_precision("fp16", cuda=False, cpu_bf16=True) == "fp16"  # explicit values are kept
