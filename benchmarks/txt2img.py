@@ -3,7 +3,9 @@
 Run from the repository root:  python -m benchmarks.txt2img [--quick] [--arch sd15|tiny] [--rows ...]
 
 Workload (issue 8): 512x512, 20 steps, DPM++ 2M, CFG 7, batch 1, SD 1.5 architecture from mixkit's
-shipped config with random weights (or `--model PATH` for a real diffusers folder). `--quick` is a
+shipped config with random weights (or `--model PATH` for a real diffusers folder; `--model
+mixkit-tiny-sd --size 64 --prompt "a red circle on a blue background"` gives the PSNR column on the
+shipped trained model, where it says how much a preset changes a real image). `--quick` is a
 smoke run: the tiny test model at 256x256, 4 steps. Rows run in alternation (A B C A B C ...) in
 one process, so drifting load on a shared machine spreads over all rows; each time is the median
 of `--rounds` (>= 3). Columns:
@@ -59,7 +61,8 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny model, 256x256, 4 steps")
     parser.add_argument("--arch", choices=("sd15", "tiny"), default=None)
-    parser.add_argument("--model", help="a diffusers SD 1.x folder with real weights")
+    parser.add_argument("--model", help="a diffusers SD 1.x folder with real weights, or mixkit-tiny-sd")
+    parser.add_argument("--prompt", default=PROMPT)
     parser.add_argument("--size", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=3)
@@ -111,7 +114,7 @@ def diffusers_row(name: str, folder: Path, args, *, fast: bool) -> Row:
         pipe.vae.to(memory_format=torch.channels_last)
 
     def generate(seed: int) -> np.ndarray:
-        out = pipe(PROMPT, negative_prompt=NEGATIVE, width=args.size, height=args.size, num_inference_steps=args.steps,
+        out = pipe(args.prompt, negative_prompt=NEGATIVE, width=args.size, height=args.size, num_inference_steps=args.steps,
                    guidance_scale=7.0, generator=torch.Generator().manual_seed(seed), output_type="np")
         return (out.images[0] * 255).round().astype(np.uint8)
     return Row(name, generate, pipe.unet, "diffusers")
@@ -128,7 +131,7 @@ def mixkit_row(name: str, folder: Path, args) -> Row:
     print(f"[{name}]\n{report.summary()}")
 
     def generate(seed: int) -> np.ndarray:
-        result = pipe(prompt=PROMPT, negative_prompt=NEGATIVE, width=args.size, height=args.size, steps=args.steps,
+        result = pipe(prompt=args.prompt, negative_prompt=NEGATIVE, width=args.size, height=args.size, steps=args.steps,
                       cfg_scale=7.0, sampler="DPM++ 2M", seed=seed)
         return np.asarray(result.images[0])
     return Row(name, generate, pipe.model.unet, "mixkit")
@@ -225,7 +228,12 @@ def run(args) -> list[Row]:
     if args.threads:
         torch.set_num_threads(args.threads)
     work = Path(tempfile.mkdtemp(prefix="mixkit-bench-"))
-    folder = Path(args.model) if args.model else build_model_folder(args.arch, work / "model")
+    if args.model:
+        from mixkit.io.sources import resolve_model_source
+
+        folder = Path(resolve_model_source(args.model))  # a folder, or a shipped name such as mixkit-tiny-sd
+    else:
+        folder = build_model_folder(args.arch, work / "model")
     flops = unet_flops(folder, args.size)
     peak = bf16_matmul_peak()
     rows = [diffusers_row(n, folder, args, fast=n.endswith("cl")) if n.startswith("diffusers") else mixkit_row(n, folder, args)

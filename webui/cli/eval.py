@@ -28,7 +28,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--cfg", type=float, default=5.0)
     p.add_argument("--sampler", default="DPM++ 2M")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--batch-size", type=int, default=25)
+    p.add_argument("--batch-size", type=int, default=16, help="images per pipeline call (the pipeline allows up to 16)")
     p.add_argument("--json", type=Path, default=None, help="also write the scores to this JSON file")
     p.set_defaults(func=run)
 

@@ -65,6 +65,14 @@ def test_tiny_vae_recipe_then_tiny_sd_recipe_reusing_it_give_a_folder_the_pipeli
     assert {"single/shape", "single/colour", "single/background", "vae_psnr"} <= set(record["metrics"])
     shipped_vae = AutoencoderKL.from_pretrained(folder / "vae")
     assert shipped_vae.config.scaling_factor == vae.config.scaling_factor
+
+    continued = recipe_root / "sd-continued"  # training can continue from a tiny-sd folder; the record keeps the chain
+    assert main(["train", "recipe", "tiny-sd", "--set", f"output={continued}", "--set", f"clip={tiny_clip}",
+                 "--set", f"vae={vae_folder}", "--set", f"init_from={folder}", "--set", "train_images=32",
+                 "--set", "batch_size=4", "--set", "steps=1", "--set", "eval_prompts=2", "--set", "eval_every=1",
+                 "--set", "unet_channels=[32, 32, 32]"]) == 0
+    chain = json.loads((continued / "recipe_record.json").read_text())["curve"]
+    assert chain[0]["stage"] == "init" and chain[0]["recipe"]["steps"] == 2
     result = TextToImage.from_pretrained(folder)(prompt="a red circle on a blue background", steps=2, width=64,
                                                  height=64, seed=1)
     assert result.images[0].size == (64, 64)
@@ -85,3 +93,7 @@ def test_tiny_sd_recipe_without_its_clip_says_what_to_do(tmp_path, capsys):
 def test_tiny_sd_recipe_with_a_missing_vae_folder_says_what_to_do(tmp_path, capsys):
     assert main(["train", "recipe", "tiny-sd", "--set", f"vae={tmp_path / 'missing'}"]) == 2
     assert "mixkit train recipe tiny-vae" in capsys.readouterr().err
+    assert main(["train", "recipe", "tiny-sd", "--set", f"init_from={tmp_path}"]) == 2
+    assert "not a tiny-sd folder" in capsys.readouterr().err
+    assert main(["train", "recipe", "tiny-sd", "--set", "offset_noise=1.5"]) == 2
+    assert "offset_noise" in capsys.readouterr().err

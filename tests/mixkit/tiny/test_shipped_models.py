@@ -68,6 +68,9 @@ def test_tiny_blip2_captions_parse_and_name_the_colours():
 
 # -- mixkit-tiny-sd: the default text-to-image model of the CLI, AppFlow and the web UI -------------------------
 SD_PROMPTS = 24
+# Measured on the shipped weights with these prompts and seeds (README: `mixkit eval tiny`): background
+# 100%, colour 100%, shape 67%. Chance is 1/7 for colours and 1/5 for shapes.
+SD_FLOORS = {"background": 0.9, "colour": 0.75, "shape": 0.4}
 
 
 @pytest.fixture(scope="module")
@@ -98,8 +101,11 @@ def test_tiny_sd_draws_what_the_prompt_says(tiny_sd):
     from mixkit.tiny.recipe_common import base_world
 
     prompts = [p.prompt for p in eval_prompts(replace(base_world(), held_out=()), count=SD_PROMPTS, seed=77)]
-    images = tiny_sd(prompt=prompts, batch_size=len(prompts), steps=20, cfg_scale=5.0, sampler="DPM++ 2M", seed=5,
-                     width=64, height=64).images
+    images = []
+    for start, seed in ((0, 5), (16, 21)):  # the pipeline takes batches of at most 16
+        chunk = prompts[start:start + 16]
+        images += tiny_sd(prompt=chunk, batch_size=len(chunk), steps=20, cfg_scale=5.0, sampler="DPM++ 2M", seed=seed,
+                          width=64, height=64).images
     scores = score_images(load_shipped_judge(), images, prompts)
     assert scores["single/background"] >= SD_FLOORS["background"], scores
     assert scores["single/colour"] >= SD_FLOORS["colour"], scores
