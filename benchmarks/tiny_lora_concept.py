@@ -51,7 +51,7 @@ def concept_world(concept: str):
     return replace(world, shapes=(concept,))
 
 
-def score(pipe, prompts, judge, lora: Path | None, batch: int = 25) -> dict[str, float]:
+def score(pipe, prompts, judge, lora: Path | None, batch: int = 16) -> dict[str, float]:
     from mixkit.evaluation import score_images
 
     size = pipe.model.native_size
