@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from mixkit.tiny.recipe_common import RecipeClock, base_world, write_record
+from mixkit.tiny.recipe_common import RecipeClock, base_world, resolve_tiny_clip, write_record
 from mixkit.tiny.world_tokenizer import build_world_tokenizer
 from mixkit.tiny.world_vqa import scene_questions
 from mixkit.training.config_json import JsonConfig
@@ -54,14 +54,7 @@ class TinyBlip2Recipe(JsonConfig):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if not isinstance(self.stage1_steps, int) or self.stage1_steps < 0:
             raise ValueError(f"stage1_steps must be an integer >= 0 (0 skips stage 1), got {self.stage1_steps!r}")
-        from mixkit.io.sources import resolve_model_source
-
-        try:
-            self.clip = str(resolve_model_source(self.clip))
-        except FileNotFoundError:
-            raise FileNotFoundError(f"tiny CLIP folder {self.clip!r} not found; train it first with "
-                                    "`mixkit train recipe tiny-clip --set output=...` and pass --set clip=<folder> "
-                                    "(the default, mixkit-tiny-clip, is the shipped one)") from None
+        self.clip = resolve_tiny_clip(self.clip)
 
 
 def write_world_dataset(folder: Path, count: int, seed: int, size: int) -> tuple[Path, Path]:

@@ -23,6 +23,18 @@ def base_world() -> WorldConfig:
     return with_held_out(WorldConfig(), HELD_OUT_FRACTION, seed=0)
 
 
+def resolve_tiny_clip(source: str) -> str:
+    """The folder of the tiny CLIP a recipe builds on (a path or a shipped name), or an error saying how to make one."""
+    from mixkit.io.sources import resolve_model_source
+
+    try:
+        return str(resolve_model_source(source))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"tiny CLIP folder {source!r} not found; train it first with "
+                                "`mixkit train recipe tiny-clip --set output=...` and pass --set clip=<folder> "
+                                "(the default, mixkit-tiny-clip, is the shipped one)") from None
+
+
 def warmup_cosine(step: int, total: int, warmup: int) -> float:
     """Learning-rate factor: linear warm-up, then cosine decay to 10% of the peak."""
     if step < warmup:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from mixkit.tiny.recipe_common import RecipeClock, base_world, warmup_cosine, write_record
+from mixkit.tiny.recipe_common import RecipeClock, base_world, resolve_tiny_clip, warmup_cosine, write_record
 from mixkit.tiny.recipe_vae import TinyVaeRecipe, encode_all, train_autoencoder
 from mixkit.tiny.world_data import render_world
 from mixkit.training.config_json import JsonConfig
@@ -70,14 +70,7 @@ class TinySDRecipe(JsonConfig):
             raise ValueError(f"image_size must be a multiple of 8, got {self.image_size}")
         if not 0 <= self.empty_caption_fraction < 1:
             raise ValueError(f"empty_caption_fraction must be in [0, 1), got {self.empty_caption_fraction!r}")
-        from mixkit.io.sources import resolve_model_source
-
-        try:
-            self.clip = str(resolve_model_source(self.clip))
-        except FileNotFoundError:
-            raise FileNotFoundError(f"tiny CLIP folder {self.clip!r} not found; train it first with "
-                                    "`mixkit train recipe tiny-clip --set output=...` and pass --set clip=<folder> "
-                                    "(the default, mixkit-tiny-clip, is the shipped one)") from None
+        self.clip = resolve_tiny_clip(self.clip)
         if self.init_from and not (Path(self.init_from) / "unet" / "config.json").is_file():
             raise FileNotFoundError(f"init_from {self.init_from!r} is not a tiny-sd folder (no unet/config.json)")
         if not 0 <= self.offset_noise < 1:
