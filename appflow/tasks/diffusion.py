@@ -56,7 +56,7 @@ class TextToImageTask(Task):
 
     def run(self, models, options, *, prompt: str) -> dict[str, Any]:
         pipe = models.get("generator")
-        native = pipe.model.native_size  # None: the size the model was trained at (512 for SD 1.5), as diffusers does
+        native = pipe.model.native_size  # used when width/height are None: the training size, as diffusers does
         result = pipe(prompt=prompt, width=options["width"] or native, height=options["height"] or native,
                       batch_size=options["batch_size"],
                       batch_count=options["batch_count"], **generation_kwargs(options))

@@ -52,9 +52,9 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
-
     from dataclasses import replace
+
+    from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
 
     d = Txt2ImgParams()
     params = Txt2ImgParams(
