@@ -81,7 +81,7 @@ class TinySDRecipe(JsonConfig):
 
 
 def build_tiny_unet(channels: list[int], cross_attention_dim: int, sample_size: int, seed: int,
-                    full_resolution_attention: bool = True):
+                    full_resolution_attention: bool = False):
     from diffusers import UNet2DConditionModel
 
     torch.manual_seed(seed)
@@ -189,13 +189,14 @@ def train_tiny_sd(recipe: TinySDRecipe, stop_at_step: int | None = None):
     empty_state, _ = encode_captions(tokenizer, text_encoder, [""])
     rows_tensor = torch.tensor(rows)
     downsampling = 2 ** (len(vae.config.block_out_channels) - 1)
-    unet = build_tiny_unet(recipe.unet_channels, text_encoder.config.hidden_size, recipe.image_size // downsampling,
-                           recipe.seed, recipe.full_resolution_attention)
     if recipe.init_from:
         from diffusers import UNet2DConditionModel
 
         unet = UNet2DConditionModel.from_pretrained(recipe.init_from, subfolder="unet", torch_dtype=torch.float32)
         curve.append({"stage": "init", "from": recipe.init_from, **_earlier_record(recipe.init_from)})
+    else:
+        unet = build_tiny_unet(recipe.unet_channels, text_encoder.config.hidden_size, recipe.image_size // downsampling,
+                               recipe.seed, recipe.full_resolution_attention)
     ema = EmaWeights(unet.parameters(), max_decay=recipe.ema_decay)
     optimizer = torch.optim.AdamW(unet.parameters(), lr=recipe.learning_rate, weight_decay=0.01)
     alphas_cumprod = _alphas_cumprod()

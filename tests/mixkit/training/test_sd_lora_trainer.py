@@ -187,6 +187,7 @@ def test_bf16_with_a_model_the_trainer_loads_itself_trains_what_fp32_trains(tiny
     common = dict(max_steps=3, batch_size=2, validation_prompts=["red"], validation_every=3, validation_steps=2)
     half = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "bf16.safetensors", mixed_precision="bf16",
                                  **common))
+    assert (tmp_path / "validation" / "step-000003-0.png").is_file()  # rendered by the bf16 run (fp32 adapters, bf16 base)
     full = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "fp32.safetensors", **common))
     half_tensors, full_tensors = load_file(half.output), load_file(full.output)
     assert half_tensors.keys() == full_tensors.keys()
@@ -195,7 +196,6 @@ def test_bf16_with_a_model_the_trainer_loads_itself_trains_what_fp32_trains(tiny
     moved = sum(float(full_tensors[k].abs().sum()) for k in ups)
     gap = sum(float((half_tensors[k] - full_tensors[k]).abs().sum()) for k in ups)
     assert moved > 0 and gap < 0.1 * moved  # same direction of learning, bf16 rounding apart
-    assert (tmp_path / "validation" / "step-000003-0.png").is_file() or any(tmp_path.rglob("step-000003-0.png"))
 
 
 def test_two_processes_match_one_process_with_gradient_accumulation(tiny_sd1_dir, colour_dataset, tmp_path):
