@@ -36,6 +36,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--rank", type=int, default=8)
     p.add_argument("--learning-rate", type=float, default=2e-3)
+    p.add_argument("--network", default="lora", choices=["lora", "locon"])
+    p.add_argument("--train-text-encoder", action="store_true",
+                   help="also adapt the text encoder (a new word needs its own embedding direction)")
+    p.add_argument("--noise-offset", type=float, default=0.3,
+                   help="the shipped model's recipe trained with offset noise 0.3; keep it for its LoRAs")
+    p.add_argument("--mixed-precision", default="auto", choices=["no", "auto", "bf16"])
     p.add_argument("--prompts", type=int, default=100, help="evaluation prompts per set")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--keep", type=Path, default=None, help="copy the trained LoRA file here")
@@ -95,7 +101,9 @@ def main(argv=None) -> None:
         config = SDLoraTrainingConfig(model=model, dataset=str(data), output=str(tmp / f"{args.concept}.safetensors"),
                                       class_dataset=str(prior), resolution=size, batch_size=args.batch_size,
                                       max_steps=args.steps, rank=args.rank, alpha=float(args.rank),
-                                      learning_rate=args.learning_rate, min_snr_gamma=5.0, seed=0)
+                                      learning_rate=args.learning_rate, min_snr_gamma=5.0, seed=0,
+                                      network=args.network, train_text_encoder=args.train_text_encoder,
+                                      noise_offset=args.noise_offset, mixed_precision=args.mixed_precision)
         wall, cpu = time.perf_counter(), time.process_time()
         result = train_sd_lora(config)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -107,8 +115,9 @@ def main(argv=None) -> None:
             args.keep.write_bytes(lora.read_bytes())
 
     print(f"LoRA for {args.concept!r} on {args.model}: {args.steps} steps, batch {args.batch_size} (+ prior images), "
-          f"rank {args.rank}; {wall / 60:.1f} wall min, {cpu / 60:.1f} process-CPU min ({torch.get_num_threads()} threads); "
-          f"{lora_bytes} bytes")
+          f"rank {args.rank}, {args.network}, text encoder {'on' if args.train_text_encoder else 'off'}, "
+          f"noise offset {args.noise_offset}, precision {args.mixed_precision}; {wall / 60:.1f} wall min, "
+          f"{cpu / 60:.1f} process-CPU min ({torch.get_num_threads()} threads); {lora_bytes} bytes")
     print(f"{'prompts':<22} {'metric':<20} {'before':>7} {'after':>7}  target")
     print(f"{args.concept + ' (new concept)':<22} {key:<20} {before_concept[key]:>7.2f} {after_concept[key]:>7.2f}  >= 0.80")
     for metric in ("single/shape", "single/colour", "single/background"):

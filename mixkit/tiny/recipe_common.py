@@ -57,6 +57,15 @@ class RecipeClock:
         return round(time.process_time() - self.cpu_start, 1)
 
 
+def earlier_record(folder: str) -> dict:
+    """The recipe, metrics and time of the model a run continues from, so the record shows the whole chain."""
+    record = Path(folder) / "recipe_record.json"
+    if not record.is_file():
+        return {}
+    data = json.loads(record.read_text(encoding="utf-8"))
+    return {"recipe": data.get("recipe"), "metrics": data.get("metrics"), "wall_seconds": data.get("wall_seconds")}
+
+
 def write_record(folder: Path, name: str, config, metrics: dict, curve: list[dict], clock: RecipeClock) -> Path:
     """`recipe_record.json`: how the weights were made and what they scored, next to the weights."""
     record = {

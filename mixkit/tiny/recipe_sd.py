@@ -22,7 +22,8 @@ from pathlib import Path
 
 import torch
 
-from mixkit.tiny.recipe_common import RecipeClock, base_world, resolve_tiny_clip, warmup_cosine, write_record
+from mixkit.tiny.recipe_common import (RecipeClock, base_world, earlier_record, resolve_tiny_clip, warmup_cosine,
+                                       write_record)
 from mixkit.tiny.recipe_vae import TinyVaeRecipe, encode_all, train_autoencoder
 from mixkit.tiny.world_data import render_world
 from mixkit.training.config_json import JsonConfig
@@ -193,7 +194,7 @@ def train_tiny_sd(recipe: TinySDRecipe, stop_at_step: int | None = None):
         from diffusers import UNet2DConditionModel
 
         unet = UNet2DConditionModel.from_pretrained(recipe.init_from, subfolder="unet", torch_dtype=torch.float32)
-        curve.append({"stage": "init", "from": recipe.init_from, **_earlier_record(recipe.init_from)})
+        curve.append({"stage": "init", "from": recipe.init_from, **earlier_record(recipe.init_from)})
     else:
         unet = build_tiny_unet(recipe.unet_channels, text_encoder.config.hidden_size, recipe.image_size // downsampling,
                                recipe.seed, recipe.full_resolution_attention)
@@ -248,17 +249,6 @@ def _autoencoder(recipe: TinySDRecipe, clock: RecipeClock, curve: list[dict]):
     record = Path(recipe.vae) / "recipe_record.json"
     metrics = json.loads(record.read_text(encoding="utf-8")).get("metrics", {}) if record.is_file() else {}
     return vae, {"vae": recipe.vae, **metrics}
-
-
-def _earlier_record(folder: str) -> dict:
-    """The metrics and recipe of the model a run continues from, so the record shows the whole chain."""
-    import json
-
-    record = Path(folder) / "recipe_record.json"
-    if not record.is_file():
-        return {}
-    data = json.loads(record.read_text(encoding="utf-8"))
-    return {"recipe": data.get("recipe"), "metrics": data.get("metrics"), "wall_seconds": data.get("wall_seconds")}
 
 
 def _alphas_cumprod() -> torch.Tensor:

@@ -14,23 +14,12 @@ SMALL = {"steps": 1, "width": 64, "height": 64, "sampler_name": "Euler", "cfg_sc
 
 
 @pytest.fixture(scope="module")
-def server(tiny_sd1_dir, tmp_path_factory):
+def server(tiny_sd1_dir, tmp_path_factory, serving):
     from webui.config import ServerConfig
-    from webui.server import RunningServer
-    from webui.server_state import ServerState
 
     root = tmp_path_factory.mktemp("api")
-    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False, queue_size=4))
-    state.load_initial_model()
-    running = RunningServer(state).start()
-    yield running
-    running.stop()
-
-
-@pytest.fixture()
-def client(server):
-    with httpx.Client(base_url=server.url, timeout=120) as http:
-        yield http
+    with serving(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False, queue_size=4)) as running:
+        yield running
 
 
 def decode_png(data: str) -> Image.Image:

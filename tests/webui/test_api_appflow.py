@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import io
 
-import httpx
 import pytest
 from PIL import Image
 
@@ -13,24 +12,15 @@ OPTIONS = {"steps": 1, "width": 64, "height": 64, "sampler": "Euler", "seed": 5}
 
 
 @pytest.fixture(scope="module")
-def server(tiny_sd1_dir, tmp_path_factory):
+def server(tiny_sd1_dir, tmp_path_factory, serving):
     from webui.config import ServerConfig
-    from webui.server import RunningServer
-    from webui.server_state import ServerState
 
     root = tmp_path_factory.mktemp("appflow")
     config = ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False,
                           appflow_models={"text2image_generation": {"generator": str(tiny_sd1_dir)},
                                           "image2image_text_guided_generation": {"generator": str(tiny_sd1_dir)}})
-    running = RunningServer(ServerState(config)).start()
-    yield running
-    running.stop()
-
-
-@pytest.fixture()
-def client(server):
-    with httpx.Client(base_url=server.url, timeout=120) as http:
-        yield http
+    with serving(config, load_model=False) as running:
+        yield running
 
 
 def test_apps_are_listed_with_their_declared_inputs_and_configured_models(client, server):

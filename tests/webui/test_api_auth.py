@@ -66,17 +66,14 @@ def test_config_values_are_checked(tmp_path, changes, fragment):
 
 
 @pytest.fixture(scope="module")
-def guarded_server(tiny_sd1_dir, tmp_path_factory):
+def guarded_server(tiny_sd1_dir, tmp_path_factory, serving):
     """An API server with auth whose model is never loaded: auth is checked before any route."""
     from webui.config import ServerConfig
-    from webui.server import RunningServer
-    from webui.server_state import ServerState
 
-    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(tmp_path_factory.mktemp("auth")),
-                                     ui=False, auth=("user", "pass")))
-    running = RunningServer(state).start()
-    yield running
-    running.stop()
+    config = ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(tmp_path_factory.mktemp("auth")), ui=False,
+                          auth=("user", "pass"))
+    with serving(config, load_model=False) as running:
+        yield running
 
 
 @pytest.mark.parametrize("headers", [

@@ -18,11 +18,9 @@ BODY_LIMIT = 400_000
 
 
 @pytest.fixture(scope="module")
-def server(tiny_sd1_dir, tmp_path_factory):
+def server(tiny_sd1_dir, tmp_path_factory, serving):
     from webui.api_convert import RequestLimits
     from webui.config import ServerConfig
-    from webui.server import RunningServer
-    from webui.server_state import ServerState
 
     root = tmp_path_factory.mktemp("bad-input")
     (root / "loras" / "styles").mkdir(parents=True)
@@ -34,17 +32,8 @@ def server(tiny_sd1_dir, tmp_path_factory):
     config = ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), lora_dir=str(root / "loras"),
                           ui=False, queue_size=2,
                           request_limits=RequestLimits(max_body_bytes=BODY_LIMIT, max_image_bytes=BODY_LIMIT))
-    state = ServerState(config)
-    state.load_initial_model()
-    running = RunningServer(state).start()
-    yield running
-    running.stop()
-
-
-@pytest.fixture()
-def client(server):
-    with httpx.Client(base_url=server.url, timeout=120) as http:
-        yield http
+    with serving(config) as running:
+        yield running
 
 
 def png_bytes(image: Image.Image) -> bytes:

@@ -9,20 +9,15 @@ webuiapi = pytest.importorskip("webuiapi", reason="test dependency webuiapi is n
 
 
 @pytest.fixture(scope="module")
-def server(tiny_sd1_dir, tmp_path_factory):
+def server(tiny_sd1_dir, tmp_path_factory, serving):
     from mixkit.testing.tiny_controlnet import build_tiny_controlnet
     from webui.config import ServerConfig
-    from webui.server import RunningServer
-    from webui.server_state import ServerState
 
     root = tmp_path_factory.mktemp("controlnet")
     build_tiny_controlnet(root / "controlnets" / "tiny_canny", seed=1)
-    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False,
-                                     controlnet_dir=str(root / "controlnets")))
-    state.load_initial_model()
-    running = RunningServer(state).start()
-    yield running
-    running.stop()
+    with serving(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False,
+                              controlnet_dir=str(root / "controlnets"))) as running:
+        yield running
 
 
 @pytest.fixture()

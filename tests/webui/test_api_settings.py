@@ -6,7 +6,6 @@ import base64
 import io
 import json
 
-import httpx
 import numpy as np
 import pytest
 from PIL import Image
@@ -15,24 +14,13 @@ PROMPT = {"prompt": "a cube", "seed": 5}
 
 
 @pytest.fixture(scope="module")
-def server(tiny_sd1_dir, tmp_path_factory):
+def server(tiny_sd1_dir, tmp_path_factory, serving):
     from webui.config import ServerConfig
-    from webui.server import RunningServer
-    from webui.server_state import ServerState
 
     root = tmp_path_factory.mktemp("settings")
-    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False,
-                                     settings_file=str(root / "config.json")))
-    state.load_initial_model()
-    running = RunningServer(state).start()
-    yield running
-    running.stop()
-
-
-@pytest.fixture()
-def client(server):
-    with httpx.Client(base_url=server.url, timeout=120) as http:
-        yield http
+    with serving(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False,
+                              settings_file=str(root / "config.json"))) as running:
+        yield running
 
 
 def generate(client, **fields) -> tuple[np.ndarray, dict]:

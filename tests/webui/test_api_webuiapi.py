@@ -12,18 +12,13 @@ webuiapi = pytest.importorskip("webuiapi", reason="test dependency webuiapi is n
 
 
 @pytest.fixture(scope="module")
-def server(tiny_sd1_dir, tmp_path_factory):
+def server(tiny_sd1_dir, tmp_path_factory, serving):
     from webui.config import ServerConfig
-    from webui.server import RunningServer
-    from webui.server_state import ServerState
 
     root = tmp_path_factory.mktemp("webuiapi")
-    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False,
-                                     auth=("alice", "s3cret:with:colons")))
-    state.load_initial_model()
-    running = RunningServer(state).start()
-    yield running
-    running.stop()
+    with serving(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False,
+                              auth=("alice", "s3cret:with:colons"))) as running:
+        yield running
 
 
 @pytest.fixture()

@@ -20,19 +20,16 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not instal
 
 
 @pytest.fixture(scope="module")
-def ui_server(tiny_sd1_dir, tmp_path_factory):
+def ui_server(tiny_sd1_dir, tmp_path_factory, serving):
     from webui.config import ServerConfig
-    from webui.server import RunningServer
     from webui.server_state import ServerState
 
     root = tmp_path_factory.mktemp("browser")
     state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), preview_every=1))
     # Settings defaults the page starts from (and the values the first test types in anyway).
     state.options.apply(state.options.check_update({"default_steps": 2, "default_width": 64, "default_height": 64}))
-    state.load_initial_model()
-    running = RunningServer(state).start()
-    yield running
-    running.stop()
+    with serving(state) as running:
+        yield running
 
 
 def set_number(page, elem_id: str, value: int) -> None:

@@ -17,17 +17,12 @@ QUEUE = 8
 
 
 @pytest.fixture(scope="module")
-def server(tiny_sd1_dir, tmp_path_factory):
+def server(tiny_sd1_dir, tmp_path_factory, serving):
     from webui.config import ServerConfig
-    from webui.server import RunningServer
-    from webui.server_state import ServerState
 
     root = tmp_path_factory.mktemp("load")
-    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False, queue_size=QUEUE))
-    state.load_initial_model()
-    running = RunningServer(state).start()
-    yield running
-    running.stop()
+    with serving(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False, queue_size=QUEUE)) as running:
+        yield running
 
 
 def test_burst_of_40_requests_with_queue_of_8(server):

@@ -87,23 +87,17 @@ def test_missing_vae_dir_is_named(tmp_path):
     assert VaeCatalog(None).names() == ["Automatic"]
 
 
-def test_sd_vae_over_the_options_api(state):
+def test_sd_vae_over_the_options_api(state, serving):
     """A1111 clients switch the VAE with POST /sdapi/v1/options {"sd_vae": name}."""
     import httpx
 
-    from webui.server import RunningServer
-
-    running = RunningServer(state).start()
-    try:
-        with httpx.Client(base_url=running.url, timeout=120) as http:
-            assert http.post("/sdapi/v1/options", json={"sd_vae": "other-vae"}).status_code == 200
-            assert http.get("/sdapi/v1/options").json()["sd_vae"] == "other-vae"
-            unknown = http.post("/sdapi/v1/options", json={"sd_vae": "../../etc/passwd"})
-            assert unknown.status_code == 422 and "Automatic" in unknown.text
-            broken = http.post("/sdapi/v1/options", json={"sd_vae": "broken.safetensors"})
-            assert broken.status_code == 422 and "still using 'other-vae'" in broken.text
-            assert http.post("/sdapi/v1/options", json={"sd_vae": "Automatic"}).status_code == 200
-            assert http.get("/sdapi/v1/options").json()["sd_vae"] == "Automatic"
-            assert http.get("/sdapi/v1/embeddings").status_code == 200
-    finally:
-        running.stop()
+    with serving(state, load_model=False) as running, httpx.Client(base_url=running.url, timeout=120) as http:
+        assert http.post("/sdapi/v1/options", json={"sd_vae": "other-vae"}).status_code == 200
+        assert http.get("/sdapi/v1/options").json()["sd_vae"] == "other-vae"
+        unknown = http.post("/sdapi/v1/options", json={"sd_vae": "../../etc/passwd"})
+        assert unknown.status_code == 422 and "Automatic" in unknown.text
+        broken = http.post("/sdapi/v1/options", json={"sd_vae": "broken.safetensors"})
+        assert broken.status_code == 422 and "still using 'other-vae'" in broken.text
+        assert http.post("/sdapi/v1/options", json={"sd_vae": "Automatic"}).status_code == 200
+        assert http.get("/sdapi/v1/options").json()["sd_vae"] == "Automatic"
+        assert http.get("/sdapi/v1/embeddings").status_code == 200

@@ -92,18 +92,13 @@ def test_png_info_upload_refuses_bombs_and_non_images(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def ui_server(tiny_sd1_dir, tmp_path_factory):
+def ui_server(tiny_sd1_dir, tmp_path_factory, serving):
     """The full app (API + Gradio UI) on a tiny model."""
     from webui.config import ServerConfig
-    from webui.server import RunningServer
-    from webui.server_state import ServerState
 
     root = tmp_path_factory.mktemp("ui")
-    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), limits=LIMITS))
-    state.load_initial_model()
-    running = RunningServer(state).start()
-    yield running
-    running.stop()
+    with serving(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), limits=LIMITS)) as running:
+        yield running
 
 
 def test_ui_sliders_carry_the_server_limits(ui_server):

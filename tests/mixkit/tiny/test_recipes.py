@@ -30,6 +30,14 @@ def tiny_clip(recipe_root):
     return folder
 
 
+@pytest.fixture(scope="module")
+def vae_folder(recipe_root):
+    folder = recipe_root / "vae"
+    assert main(["train", "recipe", "tiny-vae", "--set", f"output={folder}", "--set", "train_images=16",
+                 "--set", "batch_size=4", "--set", "steps=2"]) == 0
+    return folder
+
+
 def test_tiny_clip_recipe_writes_a_clip_that_load_vlm_reads(tiny_clip):
     from mixkit.models.vlm import load_vlm
     from mixkit.data.shapes_render import render_scene
@@ -42,14 +50,12 @@ def test_tiny_clip_recipe_writes_a_clip_that_load_vlm_reads(tiny_clip):
     assert len(scores) == 1
 
 
-def test_tiny_vae_recipe_then_tiny_sd_recipe_reusing_it_give_a_folder_the_pipeline_loads(tiny_clip, recipe_root):
+def test_tiny_vae_recipe_then_tiny_sd_recipe_reusing_it_give_a_folder_the_pipeline_loads(tiny_clip, recipe_root,
+                                                                                          vae_folder):
     from diffusers import AutoencoderKL
 
     from pipelines.txt2img import TextToImage
 
-    vae_folder = recipe_root / "vae"
-    assert main(["train", "recipe", "tiny-vae", "--set", f"output={vae_folder}", "--set", "train_images=16",
-                 "--set", "batch_size=4", "--set", "steps=2"]) == 0
     vae_record = json.loads((vae_folder / "recipe_record.json").read_text())
     assert vae_record["model"] == "tiny-vae" and "vae_psnr" in vae_record["metrics"]
     assert not (recipe_root / "vae.partial").exists()
@@ -76,6 +82,66 @@ def test_tiny_vae_recipe_then_tiny_sd_recipe_reusing_it_give_a_folder_the_pipeli
     result = TextToImage.from_pretrained(folder)(prompt="a red circle on a blue background", steps=2, width=64,
                                                  height=64, seed=1)
     assert result.images[0].size == (64, 64)
+
+
+def test_tiny_vae_can_continue_with_a_frozen_encoder_so_its_latents_stay_valid(vae_folder, recipe_root):
+    import torch
+    from diffusers import AutoencoderKL
+
+    sharper = recipe_root / "vae-decoder"
+    assert main(["train", "recipe", "tiny-vae", "--set", f"output={sharper}", "--set", f"init_from={vae_folder}",
+                 "--set", "train_encoder=false", "--set", "foreground_weight=4", "--set", "train_images=16",
+                 "--set", "batch_size=4", "--set", "steps=2", "--set", "learning_rate=0.01"]) == 0
+    before, after = AutoencoderKL.from_pretrained(vae_folder), AutoencoderKL.from_pretrained(sharper)
+    old, new = before.state_dict(), after.state_dict()
+    frozen = [k for k in old if k.startswith(("encoder.", "quant_conv."))]
+    trained = [k for k in old if k.startswith(("decoder.", "post_quant_conv."))]
+    assert frozen and all(torch.equal(old[k], new[k]) for k in frozen)
+    assert any(not torch.equal(old[k], new[k]) for k in trained)
+    assert after.config.scaling_factor == before.config.scaling_factor  # same latents, same scale
+    record = json.loads((sharper / "recipe_record.json").read_text())
+    assert record["curve"][0]["stage"] == "init" and record["curve"][0]["recipe"]["steps"] == 2
+    assert record["recipe"]["foreground_weight"] == 4
+
+
+def test_foreground_mask_marks_shape_pixels_and_a_one_pixel_rim():
+    import torch
+
+    from mixkit.tiny.recipe_vae import foreground_mask
+
+    images = torch.zeros(1, 3, 6, 6)
+    images[:, 2] = -1.0  # background: one colour everywhere ...
+    images[0, :, 2, 3] = torch.tensor([1.0, 0.0, 0.0])  # ... but one shape pixel
+    expected = torch.zeros(1, 1, 6, 6)
+    expected[0, 0, 1:4, 2:5] = 1.0
+    assert torch.equal(foreground_mask(images), expected)
+
+
+def test_reconstruction_loss_weights_shape_pixels_and_is_plain_l1_plus_mse_at_zero():
+    import torch
+    import torch.nn.functional as F
+
+    from mixkit.tiny.recipe_vae import reconstruction_loss
+
+    images = torch.zeros(1, 3, 4, 4)
+    images[0, 0, 0, 0] = 1.0  # shape pixel; its rim covers (0..1, 0..1): 4 of 16 pixels weighted
+    reconstruction = torch.full_like(images, 0.5)
+    assert torch.equal(reconstruction_loss(reconstruction, images, 0.0),
+                       F.l1_loss(reconstruction, images) + F.mse_loss(reconstruction, images))
+    # every error is 0.5 (|e| = 0.5, e^2 = 0.25); weights are 3 on 4 pixels x 3 channels, 1 elsewhere
+    mean_weight = (12 * 3 + 36 * 1) / 48
+    assert torch.allclose(reconstruction_loss(reconstruction, images, 2.0), torch.tensor(mean_weight * 0.75))
+
+
+@pytest.mark.parametrize("settings, fragment", [
+    (["train_encoder=false"], "set init_from"),
+    (["init_from=/nowhere/at/all"], "not an autoencoder folder"),
+    (["foreground_weight=-1"], "foreground_weight"),
+])
+def test_tiny_vae_recipe_refuses_settings_that_cannot_work(settings, fragment, capsys):
+    args = [a for s in settings for a in ("--set", s)]
+    assert main(["train", "recipe", "tiny-vae", *args]) == 2
+    assert fragment in capsys.readouterr().err
 
 
 def test_recipe_needs_a_name_and_unknown_names_list_the_valid_ones(capsys):
