@@ -52,7 +52,9 @@ def test_tiny_clip_recipe_writes_a_clip_that_load_vlm_reads(tiny_clip):
 
 def test_tiny_vae_recipe_then_tiny_sd_recipe_reusing_it_give_a_folder_the_pipeline_loads(tiny_clip, recipe_root,
                                                                                           vae_folder):
+    import torch
     from diffusers import AutoencoderKL
+    from transformers import CLIPTextModel
 
     from pipelines.txt2img import TextToImage
 
@@ -76,9 +78,12 @@ def test_tiny_vae_recipe_then_tiny_sd_recipe_reusing_it_give_a_folder_the_pipeli
     assert main(["train", "recipe", "tiny-sd", "--set", f"output={continued}", "--set", f"clip={tiny_clip}",
                  "--set", f"vae={vae_folder}", "--set", f"init_from={folder}", "--set", "train_images=32",
                  "--set", "batch_size=4", "--set", "steps=1", "--set", "eval_prompts=2", "--set", "eval_every=1",
-                 "--set", "unet_channels=[32, 32, 32]"]) == 0
+                 "--set", "unet_channels=[32, 32, 32]", "--set", "train_text_encoder=true",
+                 "--set", "text_encoder_learning_rate=0.01", "--set", "ema_decay=0"]) == 0
     chain = json.loads((continued / "recipe_record.json").read_text())["curve"]
     assert chain[0]["stage"] == "init" and chain[0]["recipe"]["steps"] == 2
+    first, second = (CLIPTextModel.from_pretrained(f / "text_encoder").state_dict() for f in (folder, continued))
+    assert any(not torch.equal(first[k], second[k]) for k in first)  # the text encoder was trained and saved
     result = TextToImage.from_pretrained(folder)(prompt="a red circle on a blue background", steps=2, width=64,
                                                  height=64, seed=1)
     assert result.images[0].size == (64, 64)
