@@ -58,12 +58,18 @@ class RecipeClock:
 
 
 def earlier_record(folder: str) -> dict:
-    """The recipe, metrics and time of the model a run continues from, so the record shows the whole chain."""
+    """The recipe, metrics and time of a model a run builds on, so the record shows the whole chain.
+
+    The earlier record's own "init" / "vae-from" entries come along (as `earlier`), so a run continued
+    several times still names every run that led to it.
+    """
     record = Path(folder) / "recipe_record.json"
     if not record.is_file():
         return {}
     data = json.loads(record.read_text(encoding="utf-8"))
-    return {"recipe": data.get("recipe"), "metrics": data.get("metrics"), "wall_seconds": data.get("wall_seconds")}
+    earlier = [entry for entry in data.get("curve", []) if entry.get("stage") in ("init", "vae-from")]
+    return {"model": data.get("model"), "recipe": data.get("recipe"), "metrics": data.get("metrics"),
+            "wall_seconds": data.get("wall_seconds"), **({"earlier": earlier} if earlier else {})}
 
 
 def write_record(folder: Path, name: str, config, metrics: dict, curve: list[dict], clock: RecipeClock) -> Path:

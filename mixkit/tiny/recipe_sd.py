@@ -293,6 +293,7 @@ def _autoencoder(recipe: TinySDRecipe, clock: RecipeClock, curve: list[dict]):
     if not recipe.vae:
         return train_autoencoder(TinyVaeRecipe(image_size=recipe.image_size), clock, curve)
     vae = AutoencoderKL.from_pretrained(recipe.vae, torch_dtype=torch.float32).eval()
+    curve.append({"stage": "vae-from", "from": recipe.vae, **earlier_record(recipe.vae)})
     record = Path(recipe.vae) / "recipe_record.json"
     metrics = json.loads(record.read_text(encoding="utf-8")).get("metrics", {}) if record.is_file() else {}
     return vae, {"vae": recipe.vae, **metrics}

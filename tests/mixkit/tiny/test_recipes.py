@@ -80,8 +80,10 @@ def test_tiny_vae_recipe_then_tiny_sd_recipe_reusing_it_give_a_folder_the_pipeli
                  "--set", "batch_size=4", "--set", "steps=1", "--set", "eval_prompts=2", "--set", "eval_every=1",
                  "--set", "unet_channels=[32, 32, 32]", "--set", "train_text_encoder=true",
                  "--set", "text_encoder_learning_rate=0.01", "--set", "ema_decay=0"]) == 0
-    chain = json.loads((continued / "recipe_record.json").read_text())["curve"]
-    assert chain[0]["stage"] == "init" and chain[0]["recipe"]["steps"] == 2
+    chain = {entry["stage"]: entry for entry in json.loads((continued / "recipe_record.json").read_text())["curve"]}
+    assert chain["init"]["recipe"]["steps"] == 2 and chain["init"]["model"] == "tiny-sd"
+    assert chain["init"]["earlier"][0]["stage"] == "vae-from"  # the earlier run's own sources come along
+    assert chain["vae-from"]["model"] == "tiny-vae"
     first, second = (CLIPTextModel.from_pretrained(f / "text_encoder").state_dict() for f in (folder, continued))
     assert any(not torch.equal(first[k], second[k]) for k in first)  # the text encoder was trained and saved
     result = TextToImage.from_pretrained(folder)(prompt="a red circle on a blue background", steps=2, width=64,
