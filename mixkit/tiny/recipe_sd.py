@@ -286,17 +286,14 @@ def train_tiny_sd(recipe: TinySDRecipe, stop_at_step: int | None = None):
 
 def _autoencoder(recipe: TinySDRecipe, clock: RecipeClock, curve: list[dict]):
     """The recipe's `vae` folder when given (with the metrics its record holds), else a freshly trained one."""
-    import json
-
     from diffusers import AutoencoderKL
 
     if not recipe.vae:
         return train_autoencoder(TinyVaeRecipe(image_size=recipe.image_size), clock, curve)
     vae = AutoencoderKL.from_pretrained(recipe.vae, torch_dtype=torch.float32).eval()
-    curve.append({"stage": "vae-from", "from": recipe.vae, **earlier_record(recipe.vae)})
-    record = Path(recipe.vae) / "recipe_record.json"
-    metrics = json.loads(record.read_text(encoding="utf-8")).get("metrics", {}) if record.is_file() else {}
-    return vae, {"vae": recipe.vae, **metrics}
+    earlier = earlier_record(recipe.vae)
+    curve.append({"stage": "vae-from", "from": recipe.vae, **earlier})
+    return vae, {"vae": recipe.vae, **(earlier.get("metrics") or {})}
 
 
 def _alphas_cumprod() -> torch.Tensor:

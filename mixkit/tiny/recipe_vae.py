@@ -131,7 +131,6 @@ def train_tiny_vae(settings: TinyVaeSettings, train: WorldTensors, valid: WorldT
                           **reading, "wall_seconds": clock.wall()})
             logger.info("tiny-vae step %d loss %.4f psnr %.2f %s(%.0f s)", step + 1, loss.item(), quality,
                         f"judge {reading} " if reading else "", clock.wall())
-            vae.train()
     vae.eval()
     return vae, validation_psnr(vae, valid_images)
 
