@@ -3,18 +3,19 @@
 Both run the same BLIP-2-OPT weights, greedy decoding, and exactly `--new-tokens` new tokens
 (`min_new_tokens` is set too, so random weights that emit EOS early cannot skew the ratio).
 The baseline is what a user writes from the model card: processor + `generate` per image.
-Figures are printed as ratios measured in one run, so they compare like with like on a shared
-machine. `--model full` builds the BLIP-2-OPT-2.7B architecture with random weights (~16 GB in
+Variants alternate (loop, batch sizes, loop, ...) for `--rounds` rounds in one process and each
+figure is the median, printed as ratios, so they compare like with like on a shared machine. `--model full` builds the BLIP-2-OPT-2.7B architecture with random weights (~16 GB in
 fp32); the default `tiny` model measures framework overhead.
 
     python -m benchmarks.caption --model tiny --images 16   (from the repository root)
-    python -m benchmarks.caption --model full --images 8 --new-tokens 10
+    python -m benchmarks.caption --model full --images 8 --new-tokens 10 --rounds 1   (~6 min per round)
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import tempfile
 import time
 
@@ -88,7 +89,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--new-tokens", type=int, default=20)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--attn", default="sdpa", choices=["sdpa", "eager", "mixkit"], help="mixkit's attention backend")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; each figure is their median")
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds must be >= 1, got {args.rounds}")
     if args.images < max(args.batch_sizes):
         parser.error(f"--images ({args.images}) must be at least the largest batch size ({max(args.batch_sizes)})")
 
@@ -97,11 +101,17 @@ def main(argv: list[str] | None = None) -> None:
     # Warm both paths up (first-call allocations, lazy imports) before timing either.
     mixkit_batched(adapter, images[:2], 2, 2)
     baseline_loop(adapter, images[:1], 2)
-    base = baseline_loop(adapter, images, args.new_tokens)
-    print(f"model={args.model} images={args.images} new_tokens={args.new_tokens} attn={args.attn}")
+    runs: dict[str, list[float]] = {"loop": [], **{f"batch {b}": [] for b in args.batch_sizes}}
+    for _ in range(args.rounds):
+        runs["loop"].append(baseline_loop(adapter, images, args.new_tokens))
+        for batch_size in args.batch_sizes:
+            runs[f"batch {batch_size}"].append(mixkit_batched(adapter, images, args.new_tokens, batch_size))
+    base = statistics.median(runs["loop"])
+    print(f"model={args.model} images={args.images} new_tokens={args.new_tokens} attn={args.attn} "
+          f"rounds={args.rounds} (medians)")
     print(f"transformers loop (batch 1): {base:8.2f} images/s")
     for batch_size in args.batch_sizes:
-        ours = mixkit_batched(adapter, images, args.new_tokens, batch_size)
+        ours = statistics.median(runs[f"batch {batch_size}"])
         print(f"mixkit caption batch {batch_size:>3}: {ours:8.2f} images/s  ratio {ours / base:5.2f}x")
 
 
