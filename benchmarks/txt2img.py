@@ -1,6 +1,7 @@
 """Whole-image txt2img speed: diffusers as users call it vs mixkit's presets and backends; prints a table.
 
 Run from the repository root:  python -m benchmarks.txt2img [--quick] [--arch sd15|tiny] [--rows ...]
+    [--optimum-venv PATH]
 
 Workload (issue 8): 512x512, 20 steps, DPM++ 2M, CFG 7, batch 1, SD 1.5 architecture from mixkit's
 shipped config with random weights (or `--model PATH` for a real diffusers folder; `--model
@@ -19,6 +20,10 @@ of `--rounds` (>= 3). Columns:
   mixkit "exact"): the two libraries' DPM++ 2M schedules differ in detail, so cross-library
   PSNR is printed once, separately. With random weights the PSNR says how much rounding moves
   the output, not how good an image looks.
+`--optimum-venv PATH` (or MIXKIT_OPTIMUM_VENV) adds an "optimum-intel" row: optimum-intel's
+OVStableDiffusionPipeline in its own virtualenv and process (benchmarks/optimum_intel_row.py),
+exported once before the rounds, then timed in the same alternation; its ΔRSS and UNet time are
+measured inside that process, and its PSNR is against diffusers fp32 (same latents, same scheduler).
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from typing import Callable
 import numpy as np
 import torch
 
+from benchmarks.optimum_intel_client import SKIP_REASON, OptimumIntelServer, venv_python
+
 PROMPT = "a photograph of an astronaut riding a horse on the moon, detailed, 8k"
 NEGATIVE = "blurry, low quality"
 ROWS = ("diffusers-fp32", "diffusers-bf16-sdpa-cl", "mixkit-exact", "mixkit-fast", "mixkit-fast-openvino",
@@ -50,10 +57,11 @@ class Row:
     generate: Callable[[int], np.ndarray]  # seed -> HxWx3 uint8
     unet: object  # the module whose calls are timed
     library: str
+    measure: Callable[[int], tuple[np.ndarray, dict]] | None = None  # a row in another process times itself
     times: list[float] = field(default_factory=list)
     unet_times: list[float] = field(default_factory=list)
     unet_calls: list[int] = field(default_factory=list)
-    rss_delta: int = 0
+    rss_delta: int | None = 0  # None: that process could not reset its peak RSS
     image: np.ndarray | None = None
 
 
@@ -68,7 +76,14 @@ def parse_args(argv=None):
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(DEFAULT_ROWS))
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--optimum-venv", default=os.environ.get("MIXKIT_OPTIMUM_VENV"),
+                        help="virtualenv with optimum-intel: adds its row (see benchmarks/optimum_intel_row.py)")
     args = parser.parse_args(argv)
+    if args.optimum_venv:
+        try:
+            args.optimum_python = venv_python(args.optimum_venv)
+        except ValueError as error:
+            parser.error(str(error))
     if args.rounds < 3:
         parser.error(f"--rounds must be >= 3 for a median that means something, got {args.rounds}")
     args.arch = args.arch or ("tiny" if args.quick else "sd15")
@@ -238,24 +253,43 @@ def run(args) -> list[Row]:
     peak = bf16_matmul_peak()
     rows = [diffusers_row(n, folder, args, fast=n.endswith("cl")) if n.startswith("diffusers") else mixkit_row(n, folder, args)
             for n in args.rows]
-    for row in rows:  # warm-up (first-call allocations, OpenVINO/compile build) outside the timings
-        row.image = row.generate(1)
-    gc.collect()
-    for _ in range(args.rounds):
-        for row in rows:
-            with PeakRss() as rss, UnetTimer(row.unet) as timer:
-                start = time.perf_counter()
-                image = row.generate(1)
-                row.times.append(time.perf_counter() - start)
-            row.unet_times.append(timer.seconds)
-            row.unet_calls.append(timer.calls)
-            row.rss_delta = max(row.rss_delta, rss.peak - rss.start)
-            assert np.array_equal(image, row.image) or row.name.endswith(("openvino", "compile")), row.name
-    print_table(rows, args, flops, peak)
+    server = None
+    if args.optimum_venv:  # exports before the rounds; blocks until its process is ready
+        server = OptimumIntelServer(args.optimum_python, folder, work, size=args.size, steps=args.steps,
+                                    prompt=args.prompt, negative_prompt=NEGATIVE, threads=args.threads)
+        rows.append(Row("optimum-intel", lambda seed: server.generate(seed)[0], None, "diffusers",
+                        measure=server.generate))
+    try:
+        for row in rows:  # warm-up (first-call allocations, OpenVINO/compile build) outside the timings
+            row.image = row.generate(1)
+        gc.collect()
+        for _ in range(args.rounds):
+            for row in rows:
+                image, cost = row.measure(1) if row.measure else measure_in_process(row, 1)
+                row.times.append(cost["seconds"])
+                row.unet_times.append(cost["unet_seconds"])
+                row.unet_calls.append(cost["unet_calls"])
+                row.rss_delta = None if cost["rss_delta"] is None else max(row.rss_delta, cost["rss_delta"])
+                exact = not row.name.endswith(("openvino", "compile", "optimum-intel"))
+                assert np.array_equal(image, row.image) or not exact, row.name
+    finally:
+        if server is not None:
+            server.close()
+    print_table(rows, args, flops, peak, note=server.describe() if server else SKIP_REASON)
     return rows
 
 
-def print_table(rows: list[Row], args, flops: int, peak: float) -> None:
+def measure_in_process(row: Row, seed: int) -> tuple[np.ndarray, dict]:
+    """One generation of an in-process row, with its seconds, UNet seconds and calls, ΔRSS (bytes)."""
+    with PeakRss() as rss, UnetTimer(row.unet) as timer:
+        start = time.perf_counter()
+        image = row.generate(seed)
+        seconds = time.perf_counter() - start
+    return image, {"seconds": seconds, "unet_seconds": timer.seconds, "unet_calls": timer.calls,
+                   "rss_delta": rss.peak - rss.start}
+
+
+def print_table(rows: list[Row], args, flops: int, peak: float, note: str = "") -> None:
     base = next((r for r in rows if r.name == "diffusers-fp32"), rows[0])
     references = {"diffusers": next((r for r in rows if r.name == "diffusers-fp32"), None),
                   "mixkit": next((r for r in rows if r.name == "mixkit-exact"), None)}
@@ -270,11 +304,14 @@ def print_table(rows: list[Row], args, flops: int, peak: float) -> None:
         unet_rate = flops * statistics.median(row.unet_calls) / statistics.median(row.unet_times)
         ref = references[row.library]
         quality = "ref" if ref is row or ref is None else f"{psnr(row.image, ref.image):.1f}"
-        print(f"| {row.name:24} | {seconds:7.2f} | {base_time / seconds:7.2f}x | {row.rss_delta / 2**20:7.0f} | "
+        rss = "n/a" if row.rss_delta is None else f"{row.rss_delta / 2**20:.0f}"
+        print(f"| {row.name:24} | {seconds:7.2f} | {base_time / seconds:7.2f}x | {rss:>7} | "
               f"{unet_rate / 1e9:12.1f} | {100 * unet_rate / peak:10.0f}% | {quality:>7} |")
     if references["diffusers"] is not None and references["mixkit"] is not None:
         print(f"\nmixkit exact vs diffusers fp32 (schedules differ in detail): "
               f"{psnr(references['mixkit'].image, references['diffusers'].image):.1f} dB")
+    if note:
+        print(f"\n{note}")
 
 
 if __name__ == "__main__":

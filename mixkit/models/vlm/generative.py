@@ -3,7 +3,9 @@
 Batches are padded the way each language model needs: decoder-only LMs (OPT, Vicuna, Llama) on
 the left, so every row's last real token sits at the end where generation continues; encoder-
 decoder LMs (Flan-T5) on the right, since their encoder attends bidirectionally under a mask.
-Decoding is greedy by default so a batch of N gives what N single calls give.
+Decoding is greedy by default so a batch of N gives what N single calls give. On CPU in fp32 the
+large linears are routed through oneDNN for the few-row products of batched decoding
+(`mixkit.runtime.cpu_linear`), which is where batching pays on a CPU.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import torch
 
 from mixkit.models.vlm.family import GENERATIVE_TASKS, VLM_FAMILIES, VisionLanguageAdapter, check_texts
 from mixkit.models.vlm.templates import BLIP2_QUESTION_FORMAT, LLAVA_CAPTION_PROMPT, LLAVA_CHAT_FORMAT
+from mixkit.runtime.cpu_linear import onednn_small_batch_linears
 
 DEFAULT_GENERATION = {"max_new_tokens": 20, "do_sample": False, "num_beams": 1}
 
@@ -58,8 +61,9 @@ class GenerativeAdapter(VisionLanguageAdapter):
         options = {**DEFAULT_GENERATION, **generation}
         answers: list[str] = []
         size = self.default_batch_size
-        for start in range(0, len(images), size):
-            answers += self._generate_batch(images[start:start + size], prompts[start:start + size], options)
+        with onednn_small_batch_linears(self.model):
+            for start in range(0, len(images), size):
+                answers += self._generate_batch(images[start:start + size], prompts[start:start + size], options)
         return answers
 
     @torch.no_grad()
