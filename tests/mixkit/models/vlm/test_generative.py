@@ -66,3 +66,22 @@ def test_question_count_must_match_images(blip2_opt, photos):
         blip2_opt.answer(photos, ["a?", "b?"])
     with pytest.raises(ValueError, match="cannot classify.*'clip'"):
         blip2_opt.classify(photos, ["cat"])
+
+
+@pytest.mark.skipif(not __import__("mixkit.runtime.cpu_linear").runtime.cpu_linear.onednn_linear_available(),
+                    reason="this torch build has no oneDNN linear op")
+def test_caption_routes_linears_through_onednn_and_unpatches_them(blip2_opt, photos, monkeypatch):
+    """With the bounds lowered so the tiny model's layers and batch qualify, captions are unchanged."""
+    from torch import nn
+
+    from mixkit.runtime import cpu_linear
+
+    expected = blip2_opt.caption(photos[:3], max_new_tokens=6)
+    calls = []
+    real = cpu_linear.onednn_linear
+    monkeypatch.setattr(cpu_linear, "MIN_WEIGHT_ELEMENTS", 1)
+    monkeypatch.setattr(cpu_linear, "MIN_ROWS", 1)
+    monkeypatch.setattr(cpu_linear, "onednn_linear", lambda *a: calls.append(a[0].shape[0]) or real(*a))
+    assert blip2_opt.caption(photos[:3], max_new_tokens=6) == expected
+    assert 3 in calls  # the batch-of-3 decode steps went through oneDNN
+    assert not any("forward" in m.__dict__ for m in blip2_opt.model.modules() if isinstance(m, nn.Linear))
