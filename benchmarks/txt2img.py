@@ -294,7 +294,7 @@ def print_table(rows: list[Row], args, flops: int, peak: float, note: str = "") 
     references = {"diffusers": next((r for r in rows if r.name == "diffusers-fp32"), None),
                   "mixkit": next((r for r in rows if r.name == "mixkit-exact"), None)}
     base_time = statistics.median(base.times)
-    print(f"\n{args.arch} architecture, {args.size}x{args.size}, {args.steps} steps, DPM++ 2M, CFG 7, batch 1; "
+    print(f"\n{args.model or (args.arch + ' architecture, random weights')}, {args.size}x{args.size}, {args.steps} steps, DPM++ 2M, CFG 7, batch 1; "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads; median of {args.rounds} alternating rounds")
     print(f"UNet: {flops / 1e9:.1f} GFLOP per CFG call; bf16 matmul peak measured now: {peak / 1e9:.0f} GFLOP/s\n")
     print(f"| {'row':24} | s/image | speed-up | ΔRSS MB | UNet GFLOP/s | % bf16 peak | PSNR dB |")
