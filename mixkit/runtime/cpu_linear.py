@@ -62,7 +62,9 @@ def onednn_linear(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
 
 
 def _routable_layers(model: nn.Module) -> list[nn.Linear]:
-    """Plain `nn.Linear` layers big enough to route; patched ones (LoRA, hooks) are left alone."""
+    """Plain `nn.Linear` layers big enough to route. A layer whose forward is already replaced (a
+    runtime LoRA patch, or another thread's routing of the same model) is left alone; hooks still run,
+    since they wrap whatever forward is."""
     return [
         module for module in model.modules()
         if type(module) is nn.Linear and "forward" not in module.__dict__
