@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import shutil
 import statistics
 import tempfile
 import threading
@@ -240,9 +241,17 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def run(args) -> list[Row]:
+    """The table for `args`; the work folder (random-weight model, exports: GBs at SD size) is removed after."""
     if args.threads:
         torch.set_num_threads(args.threads)
     work = Path(tempfile.mkdtemp(prefix="mixkit-bench-"))
+    try:
+        return _run_in(work, args)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_in(work: Path, args) -> list[Row]:
     if args.model:
         from mixkit.io.sources import resolve_model_source
 
