@@ -7,6 +7,7 @@ import torch
 
 from mixkit.models.vlm import load_vlm
 from mixkit.models.vlm.generative import pad_token_rows
+from mixkit.runtime.cpu_linear import onednn_linear_available
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +69,7 @@ def test_question_count_must_match_images(blip2_opt, photos):
         blip2_opt.classify(photos, ["cat"])
 
 
-@pytest.mark.skipif(not __import__("mixkit.runtime.cpu_linear").runtime.cpu_linear.onednn_linear_available(),
-                    reason="this torch build has no oneDNN linear op")
+@pytest.mark.skipif(not onednn_linear_available(), reason="this torch build has no oneDNN linear op")
 def test_caption_routes_linears_through_onednn_and_unpatches_them(blip2_opt, photos, monkeypatch):
     """With the bounds lowered so the tiny model's layers and batch qualify, captions are unchanged."""
     from torch import nn
