@@ -54,7 +54,7 @@ class TinySDRecipe(JsonConfig):
     # the text; at sampling time pure noise has none. Per-channel offset noise hides it.
     offset_noise: float = 0.3
     init_from: str = ""  # a tiny-sd folder whose UNet (and text encoder) training continues from (empty: from scratch)
-    # Measured: tiny-clip's text tower, trained against a vision tower that barely tells shapes apart,
+    # Measured: tiny-clip v1's text tower, trained against a vision tower that barely tells shapes apart,
     # maps "circle" and "square" to nearly the same states (distance 2.7 against 12.5 for a colour
     # word), and the UNet drew most circles as squares. Training the text encoder with the UNet (at a
     # lower rate, EMA on both) lets the diffusion loss pull the shape words apart.

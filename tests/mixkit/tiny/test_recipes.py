@@ -25,9 +25,29 @@ def tiny_clip(recipe_root):
     os.environ["MIXKIT_CACHE"] = str(recipe_root / "cache")
     folder = recipe_root / "clip"
     code = main(["train", "recipe", "tiny-clip", "--set", f"output={folder}", "--set", "train_images=48",
-                 "--set", "batch_size=8", "--set", "steps=2", "--set", "hidden_size=32", "--set", "layers=1"])
+                 "--set", "batch_size=10", "--set", "steps=2", "--set", "hidden_size=32", "--set", "layers=1",
+                 "--set", "shape_warmup_steps=1"])
     assert code == 0
     return folder
+
+
+def _saved_keys(folder):
+    from safetensors import safe_open
+
+    with safe_open(str(folder / "model.safetensors"), "pt") as f:
+        return list(f.keys())
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"shape_warmup_steps": -1}, "shape_warmup_steps"),
+    ({"shape_head_weight": 0.0}, "shape_head_weight > 0"),
+    ({"shape_head_weight": -1.0}, "shape_head_weight must be >= 0"),
+])
+def test_tiny_clip_recipe_refuses_bad_shape_settings(setting, message):
+    from mixkit.tiny.recipe_clip import TinyClipRecipe
+
+    with pytest.raises(ValueError, match=message):
+        TinyClipRecipe(**setting).check()
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +65,8 @@ def test_tiny_clip_recipe_writes_a_clip_that_load_vlm_reads(tiny_clip):
 
     record = json.loads((tiny_clip / "recipe_record.json").read_text())
     assert record["model"] == "tiny-clip" and record["recipe"]["steps"] == 2
+    assert 0 <= record["metrics"]["shape_top1"] <= 1 and record["curve"][-1]["step"] == 3  # 1 shape warm-up + 2
+    assert not any("shape_head" in key for key in _saved_keys(tiny_clip))  # the auxiliary head is not shipped
     image = render_scene(Scene((ShapeSpec("star", "red", "small", "center"),), "blue"), 64)
     scores = load_vlm(str(tiny_clip)).classify([image], ["a red star", "a blue circle"])
     assert len(scores) == 1
