@@ -23,7 +23,9 @@ SKIP_REASON = ("optimum-intel: skipped, no --optimum-venv PATH (or MIXKIT_OPTIMU
 
 def venv_python(venv: str) -> Path:
     """The interpreter of the optimum-intel virtualenv `venv`; ValueError if it has none."""
-    python = Path(venv).expanduser() / "bin" / "python"
+    from benchmarks.optimum_intel_row import venv_python_path  # stdlib-only module, safe to import here
+
+    python = venv_python_path(venv)
     if not python.is_file():
         raise ValueError(f"optimum-intel virtualenv {venv!r} has no bin/python; "
                          f"benchmarks/optimum_intel_row.py says how to make one")

@@ -87,8 +87,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def venv_python_path(venv: str) -> Path:
+    """Where virtualenv `venv` keeps its interpreter (it may not exist)."""
+    return Path(venv).expanduser() / "bin" / "python"
+
+
 def reexec_in_venv(venv: str, argv: list[str]) -> int:
-    python = Path(venv).expanduser() / "bin" / "python"
+    python = venv_python_path(venv)
     if not python.is_file():
         print(f"--venv {venv!r} has no bin/python.\n{SETUP_HINT}", file=sys.stderr)
         return 2

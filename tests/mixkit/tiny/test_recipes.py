@@ -26,7 +26,7 @@ def tiny_clip(recipe_root):
     folder = recipe_root / "clip"
     code = main(["train", "recipe", "tiny-clip", "--set", f"output={folder}", "--set", "train_images=48",
                  "--set", "batch_size=10", "--set", "steps=2", "--set", "hidden_size=32", "--set", "layers=1",
-                 "--set", "shape_warmup_steps=1"])
+                 "--set", "shape_warmup_steps=1", "--set", "layout_head=true"])
     assert code == 0
     return folder
 
@@ -192,3 +192,45 @@ def test_tiny_sd_recipe_with_a_missing_vae_folder_says_what_to_do(tmp_path, caps
     assert "not a tiny-sd folder" in capsys.readouterr().err
     assert main(["train", "recipe", "tiny-sd", "--set", "offset_noise=1.5"]) == 2
     assert "offset_noise" in capsys.readouterr().err
+
+
+def test_attribute_head_targets_read_layout_only_for_a_lone_shape():
+    import torch
+
+    from mixkit.data.shapes import WorldConfig
+    from mixkit.data.shapes_vocab import Scene, ShapeSpec
+    from mixkit.tiny.recipe_clip import AttributeHead
+
+    world = WorldConfig()
+    lone = Scene((ShapeSpec("star", "red", "small", "top left"),), "blue")
+    pair = Scene((ShapeSpec("star", "red", "small"), ShapeSpec("cross", "green", "large")), "blue", "left of")
+    head = AttributeHead(8, world, layout=True)
+    targets = head.targets([lone, pair])
+    shapes = len(world.shapes)
+    assert targets[0, :shapes].tolist() == [float(s == "star") for s in world.shapes]
+    assert targets[1, :shapes].tolist() == [float(s in ("star", "cross")) for s in world.shapes]
+    assert targets[0, shapes:].tolist() == [world.positions.index("top left"), world.sizes.index("small")]
+    assert targets[1, shapes:].tolist() == [-100, -100]  # a pair has no single position or size
+    assert head(torch.zeros(2, 8)).shape == (2, shapes + len(world.positions) + len(world.sizes))
+    loss = head.loss(torch.randn(2, 8), targets)
+    assert torch.isfinite(loss)
+    only_pairs = head.loss(torch.randn(1, 8), targets[1:])  # nothing to read layout from: shape loss only
+    assert torch.isfinite(only_pairs)
+    assert AttributeHead(8, world, layout=False).targets([lone]).shape == (1, shapes)
+
+
+def test_attribute_head_loss_leaves_layout_out_when_asked():
+    import torch
+
+    from mixkit.data.shapes import WorldConfig
+    from mixkit.data.shapes_vocab import Scene, ShapeSpec
+    from mixkit.tiny.recipe_clip import AttributeHead
+
+    world = WorldConfig()
+    head = AttributeHead(8, world, layout=True)
+    targets = head.targets([Scene((ShapeSpec("star", "red", "small", "top left"),), "blue")])
+    pooled = torch.randn(1, 8)
+    shape_only = torch.nn.functional.binary_cross_entropy_with_logits(head(pooled)[:, :len(world.shapes)],
+                                                                      targets[:, :len(world.shapes)])
+    assert torch.equal(head.loss(pooled, targets, layout=False), shape_only)
+    assert head.loss(pooled, targets, layout=True) > shape_only
