@@ -13,15 +13,16 @@ its processor so `load_vlm` and the trainers load it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from mixkit.data.shapes_captions import caption_scene
 from mixkit.tiny.recipe_common import RecipeClock, base_world, warmup_cosine, write_record
-from mixkit.data.shapes_captions import CAPTION_STYLES, caption_scene
-from mixkit.tiny.world_data import render_shape_variants, render_world
+from mixkit.tiny.world_data import caption_style, render_shape_variants, render_world
 from mixkit.tiny.world_tokenizer import build_world_tokenizer
 from mixkit.training.config_json import JsonConfig
 from mixkit.training.losses import clip_contrastive_loss
@@ -127,15 +128,12 @@ def retrieval_accuracy(model, tokenizer, data, count: int = 512) -> float:
 def variant_accuracy(model, tokenizer, data, world, attribute: str = "shape", count: int = 400) -> float:
     """Single-shape validation images: how often the true caption beats the same caption with each other
     value of `attribute` (shape, position or size; the last two in the rich style, which names them)."""
-    import dataclasses
-
     values = {"shape": world.shapes, "position": world.positions, "size": world.sizes}[attribute]
-    keep = [i for i, scene in enumerate(data.scenes) if len(scene.objects) == 1][:count]
+    keep = _lone_shape_rows(data, count)
     captions = []
     for i in keep:
         scene = data.scenes[i]
-        style = ("rich" if attribute != "shape" else
-                 next(style for style in CAPTION_STYLES if caption_scene(scene, style) == data.captions[i]))
+        style = "rich" if attribute != "shape" else caption_style(scene, data.captions[i])
         captions += [caption_scene(dataclasses.replace(scene, objects=(dataclasses.replace(scene.objects[0],
                                                                                            **{attribute: value}),)),
                                    style) for value in values]
@@ -152,11 +150,15 @@ def variant_accuracy(model, tokenizer, data, world, attribute: str = "shape", co
 def shape_head_accuracy(model, head, data, world, count: int = 400) -> float:
     """How often the auxiliary head's top shape is the shape of a single-shape validation image (the
     image tower's own reading, without the text tower)."""
-    keep = [i for i, scene in enumerate(data.scenes) if len(scene.objects) == 1][:count]
+    keep = _lone_shape_rows(data, count)
     with torch.no_grad():
         pooled = model.vision_model(pixel_values=normalise(data.images[torch.tensor(keep)])).pooler_output
     truth = torch.tensor([world.shapes.index(data.scenes[i].objects[0].shape) for i in keep])
     return head(pooled)[:, :len(world.shapes)].argmax(dim=1).eq(truth).float().mean().item()
+
+
+def _lone_shape_rows(data, count: int) -> list[int]:
+    return [i for i, scene in enumerate(data.scenes) if len(scene.objects) == 1][:count]
 
 
 class AttributeHead(torch.nn.Module):

@@ -77,8 +77,8 @@ def render_shape_variants(count: int, seed: int, world: WorldConfig, size: int =
     held = set(world.held_out)
     rows, valid = [], []
     for sample in generate_samples(count, seed, world):
+        first = sample.scene.objects[0]
         for shape in world.shapes:
-            first = sample.scene.objects[0]
             ok = (shape, first.colour, sample.scene.background) not in held or shape == first.shape
             rows.append(with_first_shape(sample, shape if ok else first.shape))
             valid.append(ok)
@@ -90,8 +90,13 @@ def with_first_shape(sample: ShapesSample, shape: str) -> ShapesSample:
     """`sample` with its first object's shape replaced, captioned in the same style."""
     first = sample.scene.objects[0]
     scene = dataclasses.replace(sample.scene, objects=(dataclasses.replace(first, shape=shape), *sample.scene.objects[1:]))
-    style = next(style for style in CAPTION_STYLES if caption_scene(sample.scene, style) == sample.caption)
-    return ShapesSample(sample.index, scene, caption_scene(scene, style), sample.jitter_seed)
+    return ShapesSample(sample.index, scene, caption_scene(scene, caption_style(sample.scene, sample.caption)),
+                        sample.jitter_seed)
+
+
+def caption_style(scene: Scene, caption: str) -> str:
+    """Which of the caption styles wrote `caption` for `scene` (samples do not store it)."""
+    return next(style for style in CAPTION_STYLES if caption_scene(scene, style) == caption)
 
 
 def _cached_render(samples: list[ShapesSample], world: WorldConfig, size: int, key_parts: list,
