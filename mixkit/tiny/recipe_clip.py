@@ -258,12 +258,14 @@ def train_tiny_clip(recipe: TinyClipRecipe, stop_at_step: int | None = None):
             model.eval()
             accuracy = retrieval_accuracy(model, tokenizer, valid)
             shape = variant_accuracy(model, tokenizer, valid, world, "shape")
-            head = shape_head_accuracy(model, shape_head, valid, world)
+            # An untrained head (shape_head_weight=0) would report noise, so its reading is left out then.
+            head = shape_head_accuracy(model, shape_head, valid, world) if recipe.shape_head_weight else None
             model.train()
             curve.append({"step": step + 1, "loss": round(loss.item(), 4), "retrieval_top1": round(accuracy, 4),
-                          "shape_top1": round(shape, 4), "shape_head": round(head, 4), "wall_seconds": clock.wall()})
-            logger.info("tiny-clip step %d loss %.4f top1 %.3f shape %.3f head %.3f (%.0f s)", step + 1, loss.item(),
-                        accuracy, shape, head, clock.wall())
+                          "shape_top1": round(shape, 4), "wall_seconds": clock.wall(),
+                          **({"shape_head": round(head, 4)} if head is not None else {})})
+            logger.info("tiny-clip step %d loss %.4f top1 %.3f shape %.3f head %s (%.0f s)", step + 1, loss.item(),
+                        accuracy, shape, "-" if head is None else f"{head:.3f}", clock.wall())
         if stop_at_step is not None and step + 1 >= stop_at_step:
             break
     output = Path(recipe.output)
