@@ -229,56 +229,73 @@ def train_tiny_clip(recipe: TinyClipRecipe, stop_at_step: int | None = None):
     curve = []
     total = recipe.shape_warmup_steps + recipe.steps
     for step in range(total):
-        contrastive_step = step - recipe.shape_warmup_steps
-        factor = (min(1.0, (step + 1) / recipe.warmup_steps) if contrastive_step < 0 else
-                  warmup_cosine(contrastive_step, recipe.steps, recipe.warmup_steps))
+        contrastive = step >= recipe.shape_warmup_steps
         for group in optimizer.param_groups:
-            group["lr"] = recipe.learning_rate * factor
+            group["lr"] = recipe.learning_rate * _learning_rate_factor(recipe, step)
         if recipe.shape_variants:
             scenes = torch.randint(0, recipe.train_images, (scenes_per_batch,), generator=generator)
             index = (scenes[:, None] * variants.variants + torch.arange(variants.variants))[variants.valid[scenes]]
         else:
             index = torch.randint(0, len(train), (recipe.batch_size,), generator=generator)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=recipe.bf16):
-            pooled = model.vision_model(pixel_values=normalise(train.images[index])).pooler_output
-            if contrastive_step >= 0:
-                image_features = model.visual_projection(pooled)
-                text_features = _features(model.get_text_features(input_ids=tokens.input_ids[index],
-                                                                  attention_mask=tokens.attention_mask[index]))
-        loss = torch.zeros(())
-        if contrastive_step >= 0:
-            loss = clip_contrastive_loss(image_features.float(), text_features.float(), model.logit_scale)
-        if recipe.shape_head_weight:
-            loss = loss + recipe.shape_head_weight * shape_head.loss(pooled.float(), targets[index],
-                                                                     layout=contrastive_step >= 0)
+        loss = _step_loss(recipe, model, shape_head, train.images[index], tokens.input_ids[index],
+                          tokens.attention_mask[index], targets[index], contrastive)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
         if (step + 1) % 100 == 0 or step + 1 == total:
-            model.eval()
-            accuracy = retrieval_accuracy(model, tokenizer, valid)
-            shape = variant_accuracy(model, tokenizer, valid, world, "shape")
-            # An untrained head (shape_head_weight=0) would report noise, so its reading is left out then.
-            head = shape_head_accuracy(model, shape_head, valid, world) if recipe.shape_head_weight else None
-            model.train()
-            curve.append({"step": step + 1, "loss": round(loss.item(), 4), "retrieval_top1": round(accuracy, 4),
-                          "shape_top1": round(shape, 4), "wall_seconds": clock.wall(),
-                          **({"shape_head": round(head, 4)} if head is not None else {})})
-            logger.info("tiny-clip step %d loss %.4f top1 %.3f shape %.3f head %s (%.0f s)", step + 1, loss.item(),
-                        accuracy, shape, "-" if head is None else f"{head:.3f}", clock.wall())
+            curve.append(_curve_point(recipe, model, shape_head, tokenizer, valid, world, step + 1, loss, clock))
         if stop_at_step is not None and step + 1 >= stop_at_step:
             break
+    model.eval()
+    # Measured before the fp16 cast so the record and the curve describe the same (fp32) weights.
+    metrics = {key: curve[-1][key] for key in ("retrieval_top1", "shape_top1")}
+    metrics.update({f"{name}_top1": round(variant_accuracy(model, tokenizer, valid, world, name), 4)
+                    for name in ("position", "size")})
     output = Path(recipe.output)
     output.mkdir(parents=True, exist_ok=True)
-    model.eval()
     model.half().save_pretrained(output, safe_serialization=True)
     image_processor = CLIPImageProcessor(size={"shortest_edge": recipe.image_size},
                                          crop_size={"height": recipe.image_size, "width": recipe.image_size},
                                          image_mean=list(CLIP_MEAN), image_std=list(CLIP_STD))
     CLIPProcessor(image_processor=image_processor, tokenizer=tokenizer).save_pretrained(output)
-    model.eval()
-    metrics = {key: curve[-1][key] for key in ("retrieval_top1", "shape_top1")}
-    metrics.update({f"{name}_top1": round(variant_accuracy(model, tokenizer, valid, world, name), 4)
-                    for name in ("position", "size")})
     write_record(output, "tiny-clip", recipe, metrics, curve, clock)
     return TrainingResult(steps=step + 1, seconds=clock.wall(), output=output, last_checkpoint=None)
+
+
+def _learning_rate_factor(recipe: TinyClipRecipe, step: int) -> float:
+    """Linear warm-up through the shape warm-up phase; warm-up then cosine over the contrastive phase."""
+    contrastive_step = step - recipe.shape_warmup_steps
+    if contrastive_step < 0:
+        return min(1.0, (step + 1) / recipe.warmup_steps)
+    return warmup_cosine(contrastive_step, recipe.steps, recipe.warmup_steps)
+
+
+def _step_loss(recipe: TinyClipRecipe, model, shape_head: AttributeHead, images, input_ids, attention_mask, targets,
+               contrastive: bool) -> torch.Tensor:
+    """One batch's loss: the head's (image tower only) during the shape warm-up, plus CLIP's after it."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=recipe.bf16):
+        pooled = model.vision_model(pixel_values=normalise(images)).pooler_output
+        if contrastive:
+            image_features = model.visual_projection(pooled)
+            text_features = _features(model.get_text_features(input_ids=input_ids, attention_mask=attention_mask))
+    loss = torch.zeros(())
+    if contrastive:
+        loss = clip_contrastive_loss(image_features.float(), text_features.float(), model.logit_scale)
+    if recipe.shape_head_weight:
+        loss = loss + recipe.shape_head_weight * shape_head.loss(pooled.float(), targets, layout=contrastive)
+    return loss
+
+
+def _curve_point(recipe: TinyClipRecipe, model, shape_head: AttributeHead, tokenizer, valid, world, step: int,
+                 loss: torch.Tensor, clock: RecipeClock) -> dict:
+    model.eval()
+    accuracy = retrieval_accuracy(model, tokenizer, valid)
+    shape = variant_accuracy(model, tokenizer, valid, world, "shape")
+    # An untrained head (shape_head_weight=0) would report noise, so its reading is left out then.
+    head = shape_head_accuracy(model, shape_head, valid, world) if recipe.shape_head_weight else None
+    model.train()
+    logger.info("tiny-clip step %d loss %.4f top1 %.3f shape %.3f head %s (%.0f s)", step, loss.item(),
+                accuracy, shape, "-" if head is None else f"{head:.3f}", clock.wall())
+    return {"step": step, "loss": round(loss.item(), 4), "retrieval_top1": round(accuracy, 4),
+            "shape_top1": round(shape, 4), "wall_seconds": clock.wall(),
+            **({"shape_head": round(head, 4)} if head is not None else {})}
