@@ -1,8 +1,8 @@
-"""A LoRA teaches mixkit-tiny-sd a concept its base data never had (default: the colour orange).
+"""A LoRA teaches mixkit-tiny-sd a concept its base data never had (default: the shape heart).
 
-Run from the repository root:  python -m benchmarks.tiny_lora_concept  [--concept orange] [--steps 400]
+Run from the repository root:  python -m benchmarks.tiny_lora_concept  [--concept heart] [--steps 400]
 
-1. Data: `write_kohya_folder` of the concept (orange shapes of every base shape, on every base
+1. Data: `write_kohya_folder` of the concept (hearts in every base colour, on every base
    background) and of the base world, used as prior-preservation ("class") images so the other
    concepts stay where they were.
 2. Training: `mixkit train sd-lora`'s trainer (kohya LoRA on the UNet of the shipped model, 64 px);
@@ -29,13 +29,15 @@ SHAPE_CONCEPTS = ("diamond", "heart")
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="mixkit-tiny-sd")
-    p.add_argument("--concept", default="orange", choices=COLOUR_CONCEPTS + SHAPE_CONCEPTS)
+    p.add_argument("--concept", default="heart", choices=COLOUR_CONCEPTS + SHAPE_CONCEPTS)
     p.add_argument("--images", type=int, default=600, help="concept images (default 600)")
     p.add_argument("--class-images", type=int, default=600, help="base-world prior-preservation images")
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--rank", type=int, default=8)
     p.add_argument("--learning-rate", type=float, default=2e-3)
+    p.add_argument("--text-encoder-learning-rate", type=float, default=None,
+                   help="with --train-text-encoder: its own rate (default: --learning-rate)")
     p.add_argument("--network", default="lora", choices=["lora", "locon"])
     p.add_argument("--train-text-encoder", action="store_true",
                    help="also adapt the text encoder (a new word needs its own embedding direction)")
@@ -78,6 +80,8 @@ def main(argv=None) -> None:
     from mixkit.evaluation import eval_prompts, load_shipped_judge
     from mixkit.io.sources import resolve_model_source
     from mixkit.tiny.recipe_common import base_world
+    from mixkit.tiny.recipe_vae import reconstruction_accuracy
+    from mixkit.tiny.world_data import render_world
     from mixkit.training.sd_lora_config import SDLoraTrainingConfig
     from mixkit.training.sd_lora_trainer import train_sd_lora
     from pipelines.txt2img import TextToImage
@@ -96,6 +100,11 @@ def main(argv=None) -> None:
         data = write_kohya_folder(tmp / "concept", args.images, seed=11, size=size, config=world, concept=args.concept)
         prior = write_kohya_folder(tmp / "base", args.class_images, seed=12, size=size,
                                    config=replace(base_world(), two_shape_fraction=0.0), concept="shapes")
+        # A LoRA on the UNet and text encoder only moves latents: what the autoencoder cannot draw, no
+        # LoRA can, so the judge's reading of its reconstructions of true concept renders is the ceiling.
+        # Measured: the shipped autoencoder, trained on the base colours only, turns orange into yellow
+        # (27% read orange) and grey into purple (15%), while new shapes survive (diamond 91%, heart 98%).
+        ceiling = reconstruction_accuracy(pipe.model.vae, render_world(128, 3, world, size), judge)[key]
         before_concept = score(pipe, concept_prompts, judge, None)
         before_base = score(pipe, base_prompts, judge, None)
         config = SDLoraTrainingConfig(model=model, dataset=str(data), output=str(tmp / f"{args.concept}.safetensors"),
@@ -103,6 +112,7 @@ def main(argv=None) -> None:
                                       max_steps=args.steps, rank=args.rank, alpha=float(args.rank),
                                       learning_rate=args.learning_rate, min_snr_gamma=5.0, seed=0,
                                       network=args.network, train_text_encoder=args.train_text_encoder,
+                                      text_encoder_learning_rate=args.text_encoder_learning_rate,
                                       noise_offset=args.noise_offset, mixed_precision=args.mixed_precision)
         wall, cpu = time.perf_counter(), time.process_time()
         result = train_sd_lora(config)
@@ -120,6 +130,7 @@ def main(argv=None) -> None:
           f"{cpu / 60:.1f} process-CPU min ({torch.get_num_threads()} threads); {lora_bytes} bytes")
     print(f"{'prompts':<22} {'metric':<20} {'before':>7} {'after':>7}  target")
     print(f"{args.concept + ' (new concept)':<22} {key:<20} {before_concept[key]:>7.2f} {after_concept[key]:>7.2f}  >= 0.80")
+    print(f"{'  autoencoder ceiling':<22} {key:<20} {ceiling:>7.2f} {ceiling:>7.2f}  (judge on the VAE's reconstructions)")
     for metric in ("single/shape", "single/colour", "single/background"):
         print(f"{'base world':<22} {metric:<20} {before_base[metric]:>7.2f} {after_base[metric]:>7.2f}  >= 0.90")
 

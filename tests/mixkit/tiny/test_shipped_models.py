@@ -135,6 +135,26 @@ def test_tiny_sd_draws_what_the_prompt_says(tiny_sd):
     assert scores["single/shape"] >= SD_FLOORS["shape"], scores
 
 
+def test_tiny_sd_autoencoder_draws_new_shapes_but_not_new_colours(tiny_sd):
+    """The ceiling a LoRA for a new concept works under (benchmarks/tiny_lora_concept.py prints it).
+
+    The autoencoder was trained on the base colours only: it reconstructs a heart or a diamond that
+    the judge still reads, but turns orange into yellow, so a colour LoRA cannot reach 80% on it."""
+    from dataclasses import replace
+
+    from mixkit.evaluation import load_shipped_judge
+    from mixkit.tiny.recipe_common import base_world
+    from mixkit.tiny.recipe_vae import reconstruction_accuracy
+    from mixkit.tiny.world_data import render_world
+
+    judge, world = load_shipped_judge(), replace(base_world(), held_out=(), two_shape_fraction=0.0)
+    ceiling = {concept: reconstruction_accuracy(tiny_sd.model.vae, render_world(48, 3, replace(world, **{field: (concept,)}), 64),
+                                                judge)[f"single/{field[:-1]}"]
+               for concept, field in (("heart", "shapes"), ("diamond", "shapes"), ("orange", "colours"))}
+    assert ceiling["heart"] >= 0.9 and ceiling["diamond"] >= 0.8, ceiling
+    assert ceiling["orange"] <= 0.5, ceiling
+
+
 def test_generate_without_a_model_uses_the_shipped_tiny_sd_at_its_native_size(tmp_path, monkeypatch):
     from PIL import Image
 
