@@ -116,12 +116,7 @@ def retrieval_accuracy(model, tokenizer, data, count: int = 512) -> float:
             keep.append(i)
         if len(keep) == count:
             break
-    index = torch.tensor(keep)
-    with torch.no_grad():
-        tokens = tokenizer([data.captions[i] for i in keep], padding=True, return_tensors="pt")
-        text = torch.nn.functional.normalize(_features(model.get_text_features(**tokens)), dim=-1)
-        image = torch.nn.functional.normalize(
-            _features(model.get_image_features(pixel_values=normalise(data.images[index]))), dim=-1)
+    image, text = _unit_features(model, tokenizer, data.images[torch.tensor(keep)], [data.captions[i] for i in keep])
     return (image @ text.T).argmax(dim=1).eq(torch.arange(len(keep))).float().mean().item()
 
 
@@ -137,11 +132,7 @@ def variant_accuracy(model, tokenizer, data, world, attribute: str = "shape", co
         captions += [caption_scene(dataclasses.replace(scene, objects=(dataclasses.replace(scene.objects[0],
                                                                                            **{attribute: value}),)),
                                    style) for value in values]
-    with torch.no_grad():
-        tokens = tokenizer(captions, padding=True, return_tensors="pt")
-        text = torch.nn.functional.normalize(_features(model.get_text_features(**tokens)), dim=-1)
-        image = torch.nn.functional.normalize(
-            _features(model.get_image_features(pixel_values=normalise(data.images[torch.tensor(keep)]))), dim=-1)
+    image, text = _unit_features(model, tokenizer, data.images[torch.tensor(keep)], captions)
     scores = torch.einsum("nd,nkd->nk", image, text.view(len(keep), len(values), -1))
     truth = torch.tensor([values.index(getattr(data.scenes[i].objects[0], attribute)) for i in keep])
     return scores.argmax(dim=1).eq(truth).float().mean().item()
@@ -200,6 +191,15 @@ class AttributeHead(torch.nn.Module):
 
 def _features(output):
     return output if isinstance(output, torch.Tensor) else output.pooler_output
+
+
+@torch.no_grad()
+def _unit_features(model, tokenizer, images_uint8: torch.Tensor, captions: list[str]):
+    """(image, text) embeddings scaled to unit length, as CLIP compares them."""
+    tokens = tokenizer(captions, padding=True, return_tensors="pt")
+    text = _features(model.get_text_features(**tokens))
+    image = _features(model.get_image_features(pixel_values=normalise(images_uint8)))
+    return torch.nn.functional.normalize(image, dim=-1), torch.nn.functional.normalize(text, dim=-1)
 
 
 def train_tiny_clip(recipe: TinyClipRecipe, stop_at_step: int | None = None):
