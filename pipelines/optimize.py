@@ -6,7 +6,9 @@ Presets (see `mixkit.runtime.PRESETS`):
   decode in reduced precision with a NaN guard. Output equal to "exact" up to bf16 rounding.
   Where the hardware has no fast reduced precision it stays fp32 and says so (a warning and
   `report.fallbacks`).
-- "low-memory": fp32, attention slicing, VAE tiling and slicing (offload via `offload=`).
+- "low-memory": fp32 compute on float16-held weights (cast one layer at a time), attention slicing,
+  VAE tiling and slicing (offload via `offload=`). Load with `dtype=load_dtype_for("low-memory")` so
+  no float32 copy is ever held.
 Backends: "torch" (eager), "torch.compile", "openvino" (CPU; the `openvino` extra).
 """
 
@@ -17,6 +19,18 @@ from typing import Any
 
 from mixkit.runtime import (EXECUTION_BACKENDS, PRESETS, OptimizationReport, RuntimeConfig, apply_runtime,
                             check_backend_supports)
+
+
+def load_dtype_for(preset: str, **overrides: Any):
+    """The dtype to load weights in for `preset` (None: float32, the loaders' default).
+
+    A preset that holds its weights in half precision is loaded in it directly, so the float32 copy
+    that a cast after loading would need never exists: the peak memory is the half-precision one.
+    """
+    from mixkit.runtime.weight_storage import STORAGE_DTYPES
+
+    config = PRESETS.get(preset)
+    return STORAGE_DTYPES.get(config.with_changes(**overrides).weight_storage if overrides else config.weight_storage)
 
 
 def check_optimize_inputs(pipe, preset: str, backend: str, overrides: dict[str, Any]) -> RuntimeConfig:
@@ -76,6 +90,8 @@ def optimization_label_parts(preset: str, config: RuntimeConfig, report: Optimiz
         parts.insert(0, _SHORT_PRECISION[report.precision])
     if report.backend != "torch":
         parts.append(report.backend)
+    if config.weight_storage != "float32":
+        parts.append(f"{_SHORT_PRECISION[config.weight_storage]}-weights")
     if config.offload != "none":
         parts.append(f"offload-{config.offload}")
     return (preset, *parts) if parts or preset != "exact" else ()

@@ -77,14 +77,16 @@ class ModelHolder:
         self._own_vae = None  # the checkpoint's VAE and infotext extras, restored by "Automatic"
         self.vae_name = "Automatic"
 
-    def _load_pipeline(self, source: str):
+    def _load_pipeline(self, source: str, preset: str = EXACT_PRESET):
+        from pipelines.optimize import load_dtype_for
         from pipelines.txt2img import TextToImage
 
-        return TextToImage.from_pretrained(source, device=self.device, **self.pipeline_kwargs)
+        # A half-precision-storage preset loads in that dtype: no float32 copy at the load's peak.
+        return TextToImage.from_pretrained(source, device=self.device, dtype=load_dtype_for(preset), **self.pipeline_kwargs)
 
     def _load(self, source: str, preset: str):
         """Load `source` and apply `preset` to it; either step raising leaves the holder unchanged."""
-        pipe = self._loader(source)
+        pipe = self._load_pipeline(source, preset) if self._loader == self._load_pipeline else self._loader(source)
         if preset != EXACT_PRESET:  # "exact" changes nothing by definition: skip the call
             self._optimizer(pipe, preset)
         return pipe

@@ -41,7 +41,7 @@ def _dense_change(module: nn.Module, x: torch.Tensor, patch: RuntimePatch) -> to
     Adding a change to the module's own output (instead of re-running it with W + ΔW) keeps
     several runtime patches on one module stackable and leaves the original forward untouched.
     """
-    weight, bias = patch.weight_change, patch.bias_change
+    weight, bias = (None if t is None else _like(t, x) for t in (patch.weight_change, patch.bias_change))
     if isinstance(module, nn.Linear):
         return F.linear(x, weight, bias) if weight is not None else bias
     if isinstance(module, (nn.Conv1d, nn.Conv2d)):
@@ -61,17 +61,25 @@ def _dense_change(module: nn.Module, x: torch.Tensor, patch: RuntimePatch) -> to
     raise TypeError(f"runtime LoRA cannot patch {type(module).__name__}")  # excluded by matching
 
 
+def _like(tensor: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """The patch tensor in the input's dtype: a layer whose weights are stored in half precision and
+    computed in float32 (the low-memory preset) sees float32 inputs but had half-precision weights
+    when the patch was made."""
+    return tensor if tensor.dtype == x.dtype else tensor.to(x.dtype)
+
+
 def _branch_output(module: nn.Module, x: torch.Tensor, branch: BypassBranch) -> torch.Tensor:
+    branch_down, branch_up = _like(branch.down, x), _like(branch.up, x)
     if isinstance(module, nn.Linear):
-        hidden = F.linear(x, branch.down.reshape(branch.down.shape[0], -1))
-        return F.linear(hidden, branch.up.reshape(branch.up.shape[0], -1)) * branch.factor
+        hidden = F.linear(x, branch_down.reshape(branch_down.shape[0], -1))
+        return F.linear(hidden, branch_up.reshape(branch_up.shape[0], -1)) * branch.factor
     conv = F.conv2d if isinstance(module, nn.Conv2d) else F.conv1d
     spatial = module.weight.dim() - 2
-    down = branch.down.reshape(*branch.down.shape[:2], *([1] * spatial)) if branch.down.dim() == 2 else branch.down
-    up = branch.up.reshape(*branch.up.shape[:2], *([1] * spatial))
+    down = branch_down.reshape(*branch_down.shape[:2], *([1] * spatial)) if branch_down.dim() == 2 else branch_down
+    up = branch_up.reshape(*branch_up.shape[:2], *([1] * spatial))
     geometry = dict(stride=module.stride, padding=module.padding, dilation=module.dilation)
     if branch.mid is not None:
-        hidden = conv(conv(x, down), branch.mid, **geometry)
+        hidden = conv(conv(x, down), _like(branch.mid, x), **geometry)
     else:
         hidden = conv(x, down, **geometry)
     return conv(hidden, up) * branch.factor

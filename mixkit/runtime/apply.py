@@ -12,6 +12,7 @@ from mixkit.runtime.layout import cast_module, to_channels_last
 from mixkit.runtime.memory import enable_attention_slicing, enable_offload, enable_vae_slicing, enable_vae_tiling
 from mixkit.runtime.report import OptimizationReport
 from mixkit.runtime.vae_guard import install_vae_guard
+from mixkit.runtime.weight_storage import apply_weight_storage
 
 FP32 = PrecisionChoice("float32", "requested")
 
@@ -31,7 +32,8 @@ def check_backend_supports(config: RuntimeConfig, backend: str) -> None:
         return
     refused = [name for name, on in (("compile", config.compile), ("attention_slicing", config.attention_slicing),
                                      ("offload", config.offload != "none"), ("vae_tiling", config.vae_tiling),
-                                     ("vae_slicing", config.vae_slicing)) if on]
+                                     ("vae_slicing", config.vae_slicing),
+                                     ("weight_storage", config.weight_storage != "float32")) if on]
     if refused:
         raise ValueError(f"backend 'openvino' runs its own compiled UNet, VAE and text-encoder graphs and cannot "
                          f"honour {refused}; drop them or use backend='torch'")
@@ -54,7 +56,9 @@ def apply_runtime(model, config: RuntimeConfig, *, backend: str = "torch", prese
     # 1. Precision
     unet_precision = resolve_precision(config.unet_precision, device, report)
     report.precision = unet_precision.dtype_name
-    if unet_precision.dtype != model.unet.dtype and backend != "openvino":
+    if config.weight_storage != "float32":  # float32 compute on half-precision weights, layer by layer
+        apply_weight_storage(model, config.weight_storage, report)
+    elif unet_precision.dtype != model.unet.dtype and backend != "openvino":
         cast_module(model.unet, unet_precision.dtype)
         report.step(f"UNet weights in {unet_precision.dtype_name} ({unet_precision.reason})")
 

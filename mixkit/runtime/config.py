@@ -8,6 +8,7 @@ from mixkit.registry import Registry
 
 PRECISIONS = ("float32", "auto")  # "auto": the device's fast reduced precision (see capability)
 OFFLOAD_MODES = ("none", "model", "sequential")
+WEIGHT_STORAGE = ("float32", "float16", "bfloat16")  # what the weights are held in between layer calls
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,9 @@ class RuntimeConfig:
     vae_tiling: bool = False
     vae_slicing: bool = False
     offload: str = "none"
+    # "float16"/"bfloat16": linear and convolution weights held in half precision, cast to float32 one
+    # layer at a time for compute (mixkit.runtime.weight_storage); halves the weights' memory.
+    weight_storage: str = "float32"
 
     def __post_init__(self) -> None:
         for name in ("unet_precision", "vae_precision"):
@@ -32,6 +36,17 @@ class RuntimeConfig:
                 raise ValueError(f"RuntimeConfig.{name}={value!r}; allowed: {', '.join(PRECISIONS)}")
         if self.offload not in OFFLOAD_MODES:
             raise ValueError(f"RuntimeConfig.offload={self.offload!r}; allowed: {', '.join(OFFLOAD_MODES)}")
+        if self.weight_storage not in WEIGHT_STORAGE:
+            raise ValueError(f"RuntimeConfig.weight_storage={self.weight_storage!r}; allowed: {', '.join(WEIGHT_STORAGE)}")
+        if self.weight_storage != "float32" and self.unet_precision != "float32":
+            raise ValueError(f"weight_storage={self.weight_storage!r} keeps float32 compute with half-precision weights; "
+                             f"unet_precision={self.unet_precision!r} already computes in half precision (its weights "
+                             "are half precision too): use one or the other")
+        if self.weight_storage != "float32" and (self.compile or self.fuse_qkv):
+            clash = "compile" if self.compile else "fuse_qkv"
+            raise ValueError(f"weight_storage={self.weight_storage!r} casts each layer's weights around its call, which "
+                             f"{clash}=True cannot keep (a compiled graph or fused weight view bakes one dtype in); "
+                             f"drop {clash} or keep weight_storage='float32'")
 
     def with_changes(self, **changes) -> "RuntimeConfig":
         return replace(self, **changes)
@@ -43,5 +58,7 @@ PRESETS.register("exact", RuntimeConfig())
 # "fast": output-preserving up to bf16/fp16 rounding (issue 8's "exact, on by default" list).
 PRESETS.register("fast", RuntimeConfig(unet_precision="auto", vae_precision="auto", channels_last=True,
                                        fuse_qkv=True))
-# "low-memory": fp32 numerics, peak memory traded for time (slicing, tiling; offload needs a GPU).
-PRESETS.register("low-memory", RuntimeConfig(attention_slicing=True, vae_tiling=True, vae_slicing=True))
+# "low-memory": fp32 compute on float16-held weights (exact against a float16 checkpoint, the usual
+# download), peak memory traded for time (slicing, tiling; offload needs a GPU).
+PRESETS.register("low-memory", RuntimeConfig(attention_slicing=True, vae_tiling=True, vae_slicing=True,
+                                             weight_storage="float16"))

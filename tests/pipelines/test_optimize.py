@@ -6,7 +6,7 @@ import torch
 
 from mixkit.errors import UnknownNameError
 from mixkit.runtime import RuntimeFallbackWarning
-from pipelines.optimize import optimize
+from pipelines.optimize import load_dtype_for, optimize
 from pipelines.txt2img import TextToImage
 
 CALL = dict(prompt="a red cube", negative_prompt="blurry", width=64, height=64, steps=4, seed=7, cfg_scale=7.0)
@@ -64,7 +64,8 @@ def test_fast_preset_without_bf16_cpu_says_so_and_stays_fp32(tiny_sd1_dir, refer
     (dict(preset="fast", offload="disk"), ValueError, "offload='disk'"),
     (dict(preset="fast", backend="openvino", compile=True), ValueError, "cannot honour \\['compile'\\]"),
     (dict(preset="low-memory", backend="openvino"), ValueError,
-     "cannot honour \\['attention_slicing', 'vae_tiling', 'vae_slicing'\\]"),
+     "cannot honour \\['attention_slicing', 'vae_tiling', 'vae_slicing', 'weight_storage'\\]"),
+    (dict(preset="low-memory", compile=True), ValueError, "compile=True cannot keep"),
 ])
 def test_bad_input_changes_nothing(tiny_sd1_dir, kwargs, error, match):
     pipe = fresh(tiny_sd1_dir)
@@ -84,13 +85,53 @@ def test_offload_without_accelerate_is_a_clear_error(tiny_sd1_dir, monkeypatch):
     assert pipe.model.unet.dtype == torch.float32 and not hasattr(pipe, "optimization")
 
 
-def test_low_memory_preset_runs(tiny_sd1_dir, reference_image):
-    pipe = fresh(tiny_sd1_dir)
+def float32_pipe_on_float16_weights(tiny_sd1_dir):
+    """The exact pipeline on the weights as a float16 file holds them: the oracle of the low-memory preset."""
+    pipe = TextToImage.from_pretrained(tiny_sd1_dir, dtype=torch.float16)
+    for module in [pipe.model.unet, pipe.model.vae, *pipe.model.text_encoders]:
+        module.float()
+    return pipe
+
+
+def test_low_memory_preset_loads_half_and_computes_float32(tiny_sd1_dir):
+    assert load_dtype_for("low-memory") == torch.float16 and load_dtype_for("fast") is None
+    pipe = TextToImage.from_pretrained(tiny_sd1_dir, dtype=load_dtype_for("low-memory"))
     report = optimize(pipe, "low-memory")
-    assert report.applied == ["attention slicing", "VAE tiling", "VAE slicing"]
-    image = np.asarray(pipe(**CALL).images[0]).astype(float)
-    # 64 px is below the VAE tile size, so only summation order may differ
-    assert np.abs(image - reference_image.astype(float)).max() <= 1
+    assert report.applied[0].startswith("weights stored in float16, computed in float32 layer by layer")
+    assert report.applied[1:] == ["attention slicing", "VAE tiling", "VAE slicing"]
+    assert pipe.model.unet.conv_in.weight.dtype == torch.float16 and pipe.model.unet.dtype == torch.float32
+    result = pipe(**CALL)
+    assert 'Optimization: "low-memory, attention-slicing, vae-tiling, vae-slicing, fp16-weights"' in result.infotexts[0]
+    image = np.asarray(result.images[0]).astype(float)
+    expected = np.asarray(float32_pipe_on_float16_weights(tiny_sd1_dir)(**CALL).images[0]).astype(float)
+    # 64 px is below the VAE tile size, so only summation order (slicing) may differ
+    assert np.abs(image - expected).max() <= 1
+
+
+def test_low_memory_preset_with_a_lora_matches_float32_and_leaves_no_trace(tiny_sd1_dir, tmp_path):
+    from safetensors.torch import save_file
+
+    pipe = TextToImage.from_pretrained(tiny_sd1_dir, dtype=torch.float16, lora_dir=tmp_path)
+    generator, tensors = torch.Generator().manual_seed(0), {}
+    for name, module in pipe.model.unet.named_modules():
+        if isinstance(module, torch.nn.Linear) and name.endswith(("to_q", "to_k", "to_v")):
+            key = "lora_unet_" + name.replace(".", "_")
+            tensors[f"{key}.lora_down.weight"] = 0.2 * torch.randn(2, module.in_features, generator=generator)
+            tensors[f"{key}.lora_up.weight"] = 0.2 * torch.randn(module.out_features, 2, generator=generator)
+            tensors[f"{key}.alpha"] = torch.tensor(2.0)
+    save_file(tensors, str(tmp_path / "shiny.safetensors"))
+    optimize(pipe, "low-memory")
+    before = {k: v.clone() for k, v in pipe.model.unet.state_dict().items()}
+    call = {**CALL, "prompt": "a red cube <lora:shiny:0.8>"}
+    with_lora = np.asarray(pipe(**call).images[0]).astype(float)
+    oracle = float32_pipe_on_float16_weights(tiny_sd1_dir)
+    oracle = TextToImage(oracle.model, lora_dir=tmp_path)
+    expected = np.asarray(oracle(**call).images[0]).astype(float)
+    plain = np.asarray(pipe(**CALL).images[0]).astype(float)
+    assert np.abs(with_lora - plain).max() > 10  # the LoRA did something
+    assert np.abs(with_lora - expected).max() <= 2  # ... the same thing as in float32
+    after = pipe.model.unet.state_dict()
+    assert all(after[k].dtype == v.dtype and torch.equal(after[k], v) for k, v in before.items())
 
 
 @pytest.mark.skipif(not __import__("mixkit.runtime.capability", fromlist=["x"]).cpu_has_native_bf16(),
