@@ -76,7 +76,7 @@ def optimize(pipe, preset: str = "fast", backend: str = "torch", *, cache_dir=No
 
 _SHORT_PRECISION = {"bfloat16": "bf16", "float16": "fp16"}
 _FLAG_LABELS = (("channels_last", "channels-last"), ("fuse_qkv", "fused-qkv"), ("attention_slicing", "attention-slicing"),
-                ("vae_tiling", "vae-tiling"), ("vae_slicing", "vae-slicing"))
+                ("vae_tiling", "vae-tiling"), ("vae_slicing", "vae-slicing"), ("page_out_idle", "page-out-idle"))
 
 
 def optimization_label_parts(preset: str, config: RuntimeConfig, report: OptimizationReport) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from mixkit.runtime.fused_qkv import fuse_qkv
 from mixkit.runtime.layout import cast_module, to_channels_last
 from mixkit.runtime.memory import enable_attention_slicing, enable_offload, enable_vae_slicing, enable_vae_tiling
 from mixkit.runtime.report import OptimizationReport
+from mixkit.runtime.resident_pages import install_idle_page_out
 from mixkit.runtime.vae_guard import install_vae_guard
 from mixkit.runtime.weight_storage import apply_weight_storage
 
@@ -33,7 +34,8 @@ def check_backend_supports(config: RuntimeConfig, backend: str) -> None:
     refused = [name for name, on in (("compile", config.compile), ("attention_slicing", config.attention_slicing),
                                      ("offload", config.offload != "none"), ("vae_tiling", config.vae_tiling),
                                      ("vae_slicing", config.vae_slicing),
-                                     ("weight_storage", config.weight_storage != "float32")) if on]
+                                     ("weight_storage", config.weight_storage != "float32"),
+                                     ("page_out_idle", config.page_out_idle)) if on]
     if refused:
         raise ValueError(f"backend 'openvino' runs its own compiled UNet, VAE and text-encoder graphs and cannot "
                          f"honour {refused}; drop them or use backend='torch'")
@@ -85,6 +87,8 @@ def apply_runtime(model, config: RuntimeConfig, *, backend: str = "torch", prese
         enable_vae_tiling(model.vae, report)
     if config.vae_slicing:
         enable_vae_slicing(model.vae, report)
+    if config.page_out_idle:  # the backends that cannot keep it were refused above
+        install_idle_page_out(model, report)
 
     # 5. Execution backend (compile, OpenVINO)
     if config.compile and backend == "torch":

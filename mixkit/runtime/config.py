@@ -28,6 +28,9 @@ class RuntimeConfig:
     # "float16"/"bfloat16": linear and convolution weights held in half precision, cast to float32 one
     # layer at a time for compute (mixkit.runtime.weight_storage); halves the weights' memory.
     weight_storage: str = "float32"
+    # CPU: before a component runs, the others' memory-mapped weights go back to the page cache
+    # (mixkit.runtime.resident_pages), so text encoders, UNet and VAE are resident in turn.
+    page_out_idle: bool = False
 
     def __post_init__(self) -> None:
         for name in ("unet_precision", "vae_precision"):
@@ -42,6 +45,9 @@ class RuntimeConfig:
             raise ValueError(f"weight_storage={self.weight_storage!r} keeps float32 compute with half-precision weights; "
                              f"unet_precision={self.unet_precision!r} already computes in half precision (its weights "
                              "are half precision too): use one or the other")
+        if self.page_out_idle and self.compile:
+            raise ValueError("page_out_idle=True switches components with forward hooks, which compile=True does "
+                             "not keep; drop one of them")
         if self.weight_storage != "float32" and (self.compile or self.fuse_qkv):
             clash = "compile" if self.compile else "fuse_qkv"
             raise ValueError(f"weight_storage={self.weight_storage!r} casts each layer's weights around its call, which "
@@ -59,6 +65,7 @@ PRESETS.register("exact", RuntimeConfig())
 PRESETS.register("fast", RuntimeConfig(unet_precision="auto", vae_precision="auto", channels_last=True,
                                        fuse_qkv=True))
 # "low-memory": fp32 compute on float16-held weights (exact against a float16 checkpoint, the usual
-# download), peak memory traded for time (slicing, tiling; offload needs a GPU).
+# download), idle components paged out on the CPU, peak memory traded for time (slicing, tiling;
+# offload needs a GPU).
 PRESETS.register("low-memory", RuntimeConfig(attention_slicing=True, vae_tiling=True, vae_slicing=True,
-                                             weight_storage="float16"))
+                                             weight_storage="float16", page_out_idle=True))

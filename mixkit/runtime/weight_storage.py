@@ -3,10 +3,14 @@
 Why: on a CPU the weights are the memory. SDXL's UNet and text encoders are 13 GB in float32 and
 6.7 GB in float16, and most shared checkpoints are float16 files anyway, so holding them as float16
 loses nothing against the file while every matmul and convolution still runs in float32: each
-linear or convolution layer is cast up just before its forward and back right after (diffusers'
-layerwise-casting hook, so the float32 copy exists for one layer at a time). The float16 -> float32
--> float16 round trip is exact, so repeated generations do not drift. Everything else (norms,
-embeddings, biases of other layers) is small and is held in float32.
+linear, convolution and embedding layer gets a float32 copy of its weights just before its forward,
+dropped right after, so a float32 copy exists for one layer at a time.
+
+Built on diffusers' hook registry (its `ModelMixin.dtype` then reports float32, the compute dtype),
+but not on its `LayerwiseCastingHook`: that one casts the module back after every call, which
+allocates new storage for every weight. The loaded weights are often memory-mapped from the
+safetensors file, and the first pass would then hold the mapped pages and the new copies together
+(measured: 2x the weights at peak for SD 1.5). Here the stored tensors are never replaced.
 """
 
 from __future__ import annotations
@@ -16,29 +20,61 @@ import torch
 from mixkit.runtime.report import OptimizationReport
 
 STORAGE_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
-_CAST_HOOK = "layerwise_casting"
+_CAST_HOOK = "layerwise_casting"  # diffusers' name: ModelMixin.dtype looks for it to report compute_dtype
+_LAYERS = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d, torch.nn.ConvTranspose2d,
+           torch.nn.Embedding)
+
+
+def _compute_hook_class():
+    from diffusers.hooks.hooks import ModelHook
+
+    class ComputeInFloat32Hook(ModelHook):
+        """Swap the layer's half-precision tensors for float32 copies around its forward, then back."""
+
+        _is_stateful = False
+
+        def __init__(self, storage_dtype: torch.dtype, compute_dtype: torch.dtype) -> None:
+            super().__init__()
+            self.storage_dtype, self.compute_dtype = storage_dtype, compute_dtype
+
+        def initialize_hook(self, module):
+            for param in module.parameters(recurse=False):
+                if param.is_floating_point() and param.dtype != self.storage_dtype:
+                    param.data = param.data.to(self.storage_dtype)
+            return module
+
+        def pre_forward(self, module, *args, **kwargs):
+            module._mixkit_stored = [(param, param.data) for param in module.parameters(recurse=False)]
+            for param, stored in module._mixkit_stored:
+                param.data = stored.to(self.compute_dtype)
+            return args, kwargs
+
+        def post_forward(self, module, output):
+            for param, stored in module.__dict__.pop("_mixkit_stored", []):
+                param.data = stored  # the very tensor that was stored: no new allocation, no rounding
+            return output
+
+    return ComputeInFloat32Hook
 
 
 def store_weights_in(module: torch.nn.Module, storage: torch.dtype, compute: torch.dtype) -> int:
-    """Linear/convolution weights held in `storage`, cast to `compute` per forward; the rest in `compute`.
+    """Linear/convolution/embedding weights held in `storage`, computed in `compute`; the rest in `compute`.
 
-    Returns how many layers got the casting hook. Works on diffusers and transformers modules alike.
-    Parameters outside the hooked layers are converted one by one, so the module never holds a
-    second full-precision copy of itself.
+    Returns how many layers got the hook. Works on diffusers and transformers modules alike.
+    Parameters are converted one by one, so the module never holds a second full copy of itself.
     """
-    from diffusers.hooks import apply_layerwise_casting
+    from diffusers.hooks import HookRegistry
 
-    # An empty pattern tuple: no layer is skipped (diffusers' "auto" skips norms and proj_in/out,
-    # which matters for its float8 storage, not for float16).
-    apply_layerwise_casting(module, storage_dtype=storage, compute_dtype=compute, skip_modules_pattern=())
+    hook_class = _compute_hook_class()
     hooked = 0
     for submodule in module.modules():
-        if _has_cast_hook(submodule):
+        if isinstance(submodule, _LAYERS) and not _has_cast_hook(submodule):
+            HookRegistry.check_if_exists_or_initialize(submodule).register_hook(hook_class(storage, compute), _CAST_HOOK)
             hooked += 1
-            continue
-        for name, tensor in list(submodule.named_parameters(recurse=False)) + list(submodule.named_buffers(recurse=False)):
-            if tensor.is_floating_point() and tensor.dtype != compute:
-                tensor.data = tensor.data.to(compute)
+        elif not _has_cast_hook(submodule):
+            for tensor in list(submodule.parameters(recurse=False)) + list(submodule.buffers(recurse=False)):
+                if tensor.is_floating_point() and tensor.dtype != compute:
+                    tensor.data = tensor.data.to(compute)
     return hooked
 
 
