@@ -37,9 +37,9 @@ pipe(PROMPT, negative_prompt=NEGATIVE, num_inference_steps=STEPS, guidance_scale
      generator=torch.Generator().manual_seed(0))
 """
 _MIXKIT = """
-from pipelines.optimize import load_dtype_for, optimize
+from pipelines.optimize import load_options_for, optimize
 from pipelines.txt2img import TextToImage
-pipe = TextToImage.from_pretrained(FOLDER, dtype=load_dtype_for({preset!r}))
+pipe = TextToImage.from_pretrained(FOLDER, **load_options_for({preset!r}))
 if {preset!r} != "exact":
     optimize(pipe, {preset!r})
 loaded()

@@ -7,8 +7,8 @@ Presets (see `mixkit.runtime.PRESETS`):
   Where the hardware has no fast reduced precision it stays fp32 and says so (a warning and
   `report.fallbacks`).
 - "low-memory": fp32 compute on float16-held weights (cast one layer at a time), attention slicing,
-  VAE tiling and slicing (offload via `offload=`). Load with `dtype=load_dtype_for("low-memory")` so
-  no float32 copy is ever held.
+  VAE tiling and slicing (offload via `offload=`).
+Load with `**load_options_for(preset)` so a half-precision preset never holds a float32 copy.
 Backends: "torch" (eager), "torch.compile", "openvino" (CPU; the `openvino` extra).
 """
 
@@ -21,16 +21,32 @@ from mixkit.runtime import (EXECUTION_BACKENDS, PRESETS, OptimizationReport, Run
                             check_backend_supports)
 
 
-def load_dtype_for(preset: str, **overrides: Any):
-    """The dtype to load weights in for `preset` (None: float32, the loaders' default).
+def load_options_for(preset: str, device: str | None = None, backend: str = "torch", **overrides: Any) -> dict[str, Any]:
+    """Loader dtypes for `preset`: `TextToImage.from_pretrained(path, **load_options_for(preset))`.
 
-    A preset that holds its weights in half precision is loaded in it directly, so the float32 copy
-    that a cast after loading would need never exists: the peak memory is the half-precision one.
+    A preset that holds weights in half precision is loaded in it directly, so the float32 copy that
+    a cast after loading would need never exists: the peak memory is the half-precision one
+    ("low-memory": everything float16; "fast": the UNet in the device's fast precision, bfloat16 on
+    AVX512-BF16/AMX CPUs). Empty when the preset keeps float32 (the loaders' default) and for the
+    openvino backend, which converts float32 modules into graphs of its own precision.
     """
+    import torch
+
+    from mixkit.runtime.capability import choose_fast_precision
     from mixkit.runtime.weight_storage import STORAGE_DTYPES
 
     config = PRESETS.get(preset)
-    return STORAGE_DTYPES.get(config.with_changes(**overrides).weight_storage if overrides else config.weight_storage)
+    config = config.with_changes(**overrides) if overrides else config
+    options: dict[str, Any] = {}
+    if backend == "openvino":
+        return options
+    if config.weight_storage in STORAGE_DTYPES:
+        options["dtype"] = STORAGE_DTYPES[config.weight_storage]
+    elif config.unet_precision == "auto":
+        choice = choose_fast_precision(torch.device(device or "cpu").type)
+        if not choice.is_fallback and choice.dtype != torch.float32:
+            options["unet_dtype"] = choice.dtype
+    return options
 
 
 def check_optimize_inputs(pipe, preset: str, backend: str, overrides: dict[str, Any]) -> RuntimeConfig:

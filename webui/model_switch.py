@@ -78,11 +78,12 @@ class ModelHolder:
         self.vae_name = "Automatic"
 
     def _load_pipeline(self, source: str, preset: str = EXACT_PRESET):
-        from pipelines.optimize import load_dtype_for
+        from pipelines.optimize import load_options_for
         from pipelines.txt2img import TextToImage
 
-        # A half-precision-storage preset loads in that dtype: no float32 copy at the load's peak.
-        return TextToImage.from_pretrained(source, device=self.device, dtype=load_dtype_for(preset), **self.pipeline_kwargs)
+        # A half-precision preset loads in that dtype: no float32 copy at the load's peak.
+        return TextToImage.from_pretrained(source, device=self.device, **load_options_for(preset, self.device),
+                                           **self.pipeline_kwargs)
 
     def _load(self, source: str, preset: str):
         """Load `source` and apply `preset` to it; either step raising leaves the holder unchanged."""

@@ -63,6 +63,8 @@ def apply_runtime(model, config: RuntimeConfig, *, backend: str = "torch", prese
     elif unet_precision.dtype != model.unet.dtype and backend != "openvino":
         cast_module(model.unet, unet_precision.dtype)
         report.step(f"UNet weights in {unet_precision.dtype_name} ({unet_precision.reason})")
+    elif unet_precision.dtype != torch.float32 and backend != "openvino":  # loaded so (load_options_for)
+        report.step(f"UNet weights in {unet_precision.dtype_name}, as loaded ({unet_precision.reason})")
 
     # 2. Layout and fused projections
     if config.channels_last and backend != "openvino":

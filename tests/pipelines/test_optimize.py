@@ -6,7 +6,7 @@ import torch
 
 from mixkit.errors import UnknownNameError
 from mixkit.runtime import RuntimeFallbackWarning
-from pipelines.optimize import load_dtype_for, optimize
+from pipelines.optimize import load_options_for, optimize
 from pipelines.txt2img import TextToImage
 
 CALL = dict(prompt="a red cube", negative_prompt="blurry", width=64, height=64, steps=4, seed=7, cfg_scale=7.0)
@@ -44,10 +44,25 @@ def test_fast_preset_matches_exact_within_bf16_rounding(tiny_sd1_dir, reference_
     assert report.nan_fallbacks == 0
 
 
+@pytest.mark.skipif(not __import__("mixkit.runtime.capability", fromlist=["x"]).cpu_has_native_bf16(),
+                    reason="this CPU has no AVX512-BF16/AMX: the fast preset loads float32 (tested below)")
+def test_fast_preset_loaded_in_bfloat16_equals_cast_after_loading(tiny_sd1_dir):
+    assert load_options_for("fast") == {"unet_dtype": torch.bfloat16}
+    assert load_options_for("fast", backend="openvino") == {} and load_options_for("exact") == {}
+    cast_later = fresh(tiny_sd1_dir)
+    optimize(cast_later, "fast")
+    loaded = TextToImage.from_pretrained(tiny_sd1_dir, **load_options_for("fast"))
+    assert loaded.model.unet.dtype == torch.bfloat16 and loaded.model.text_encoders[0].dtype == torch.float32
+    report = optimize(loaded, "fast")
+    assert report.applied[0] == "UNet weights in bfloat16, as loaded (CPU has AVX512-BF16/AMX)"
+    np.testing.assert_array_equal(np.asarray(loaded(**CALL).images[0]), np.asarray(cast_later(**CALL).images[0]))
+
+
 def test_fast_preset_without_bf16_cpu_says_so_and_stays_fp32(tiny_sd1_dir, reference_image, monkeypatch):
     import mixkit.runtime.capability as capability
 
     monkeypatch.setattr(capability, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    assert load_options_for("fast") == {}  # no bfloat16 UNet load on such a CPU either
     pipe = fresh(tiny_sd1_dir)
     with pytest.warns(RuntimeFallbackWarning, match="neither AVX512-BF16 nor AMX"):
         report = optimize(pipe, "fast")
@@ -94,8 +109,8 @@ def float32_pipe_on_float16_weights(tiny_sd1_dir):
 
 
 def test_low_memory_preset_loads_half_and_computes_float32(tiny_sd1_dir):
-    assert load_dtype_for("low-memory") == torch.float16 and load_dtype_for("fast") is None
-    pipe = TextToImage.from_pretrained(tiny_sd1_dir, dtype=load_dtype_for("low-memory"))
+    assert load_options_for("low-memory") == {"dtype": torch.float16}
+    pipe = TextToImage.from_pretrained(tiny_sd1_dir, **load_options_for("low-memory"))
     report = optimize(pipe, "low-memory")
     assert report.applied[0].startswith("weights stored in float16, computed in float32 layer by layer")
     assert report.applied[1:4] == ["attention slicing", "VAE tiling", "VAE slicing"]

@@ -69,12 +69,12 @@ def run(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
-    from pipelines.optimize import load_dtype_for
+    from pipelines.optimize import load_options_for
     from pipelines.txt2img import TextToImage
 
     pipe = TextToImage.from_pretrained(args.model, device=args.device, lora_dir=args.lora_dir,
                                        embeddings_dir=args.embeddings_dir, vae=args.vae,
-                                       dtype=load_dtype_for(args.preset))
+                                       **load_options_for(args.preset, args.device, args.backend))
     print(f"Loaded {pipe.model.description} from {args.model}", file=sys.stderr)
     if args.width is None or args.height is None:
         native = pipe.model.native_size

@@ -24,7 +24,7 @@ SINGLE_FILE_SUFFIXES = (".safetensors", ".ckpt", ".pt", ".pth", ".bin")
 
 def load_diffusion_model(source: str | os.PathLike, *, dtype=None, device: str | None = None,
                          vae: str | os.PathLike | None = None, attention: str = "auto",
-                         config_dir: str | os.PathLike | None = None) -> DiffusionModel:
+                         config_dir: str | os.PathLike | None = None, unet_dtype=None) -> DiffusionModel:
     """Load SD 1.x / 2.x / SDXL base from `source` and report which family it is.
 
     `source` is a local diffusers folder, a single `.safetensors`/`.ckpt` file (original LDM/SGM
@@ -38,6 +38,9 @@ def load_diffusion_model(source: str | os.PathLike, *, dtype=None, device: str |
     `attention="diffusers"` keeps diffusers'/transformers' own processors. What was switched is
     kept in `extras["attention"]`.
 
+    `unet_dtype` (default: `dtype`) loads the UNet in another dtype than the text encoders and VAE (the
+    fast preset's bfloat16 UNet next to float32 ones), so the UNet is never held in float32 first.
+
     Loading aims at one copy of the weights in memory: single files are read memory-mapped
     (safetensors) into modules built on the meta device and assigned in place; diffusers folders
     load with `low_cpu_mem_usage=True` (meta init, no random-init copy); `benchmarks/load_memory.py`
@@ -49,6 +52,8 @@ def load_diffusion_model(source: str | os.PathLike, *, dtype=None, device: str |
 
     check_attention_mode(attention)  # an unknown name fails before anything is read
     dtype = dtype or torch.float32
+    if unet_dtype is not None and not (isinstance(unet_dtype, torch.dtype) and unet_dtype.is_floating_point):
+        raise TypeError(f"unet_dtype must be a floating torch.dtype (torch.bfloat16, ...) or None, got {unet_dtype!r}")
     path = _resolve(source)
     if config_dir is not None and not path.is_file():
         raise ValueError(f"config_dir={str(config_dir)!r} only applies to single-file checkpoints; {path} is a folder "
@@ -56,9 +61,9 @@ def load_diffusion_model(source: str | os.PathLike, *, dtype=None, device: str |
     if path.is_file():
         from mixkit.models.diffusion.single_file import load_single_file
 
-        model = load_single_file(path, torch_dtype=dtype, config_dir=config_dir)
+        model = load_single_file(path, torch_dtype=dtype, config_dir=config_dir, unet_dtype=unet_dtype)
     else:
-        model = _load_folder(path, str(source), dtype)
+        model = _load_folder(path, str(source), dtype, unet_dtype or dtype)
     if vae is not None:
         model.vae = load_vae(vae, dtype=dtype, like=model.vae.config)
         model.extras["vae_name"] = Path(str(vae)).stem
@@ -112,7 +117,7 @@ def _resolve(source: str | os.PathLike) -> Path:
     return resolve_model_source(source)
 
 
-def _load_folder(folder: Path, source: str, dtype) -> DiffusionModel:
+def _load_folder(folder: Path, source: str, dtype, unet_dtype) -> DiffusionModel:
     from diffusers import AutoencoderKL, UNet2DConditionModel
 
     index_file = folder / "model_index.json"
@@ -129,7 +134,8 @@ def _load_folder(folder: Path, source: str, dtype) -> DiffusionModel:
     # low_cpu_mem_usage: modules built on the meta device, then given the file's tensors, instead of a
     # random init plus a copy (2x the weights at peak). It is diffusers' default only when accelerate
     # is installed, so it is asked for explicitly.
-    unet = UNet2DConditionModel.from_pretrained(folder, subfolder="unet", torch_dtype=dtype, low_cpu_mem_usage=True).eval()
+    unet = UNet2DConditionModel.from_pretrained(folder, subfolder="unet", torch_dtype=unet_dtype,
+                                                low_cpu_mem_usage=True).eval()
     vae = AutoencoderKL.from_pretrained(folder, subfolder="vae", torch_dtype=dtype, low_cpu_mem_usage=True).eval()
     has_second = "text_encoder_2" in index and (folder / "text_encoder_2").is_dir()
     family = detect_family(unet.config, has_second)

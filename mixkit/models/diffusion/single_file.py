@@ -52,6 +52,7 @@ def load_single_file(
     config_dir: str | os.PathLike | None = None,
     torch_dtype: torch.dtype = torch.float32,
     prediction_type: str | None = None,
+    unet_dtype: torch.dtype | None = None,
 ) -> DiffusionModel:
     """Load an SD 1.x / 2.x / SDXL base single-file checkpoint, optionally with a separate VAE file.
 
@@ -60,10 +61,12 @@ def load_single_file(
     scheduler config, a `v_pred` marker key, `modelspec.prediction_type` metadata, then for SD 2.x
     ComfyUI's weight statistic (see `detect_keys.guess_prediction_type`); the reason is kept in
     `extras["prediction_type_reason"]`. A separate VAE's name and A1111 hash go to `extras["vae_name"]`
-    and `extras["vae_hash"]` (the infotext's `VAE:` / `VAE hash:`).
+    and `extras["vae_hash"]` (the infotext's `VAE:` / `VAE hash:`). `unet_dtype` (default: `torch_dtype`)
+    loads the UNet in another dtype, e.g. bfloat16 for the fast preset, without a float32 copy first.
     """
     # 1. Check inputs
     path, vae_path, config_dir = _check_inputs(path, vae_path, config_dir, torch_dtype, prediction_type)
+    unet_dtype = _check_dtype(unet_dtype, "unet_dtype") if unet_dtype is not None else torch_dtype
     from mixkit.io import a1111_model_hash, load_state_dict
 
     # 2. Read the weights and detect the family from their keys
@@ -86,7 +89,7 @@ def load_single_file(
     # 5. Convert (diffusers' converters) and assign the tensors in place
     from diffusers.loaders.single_file_utils import convert_ldm_unet_checkpoint
 
-    _assign(unet, convert_ldm_unet_checkpoint(_under(state, UNET_PREFIX), dict(unet.config)), torch_dtype, "UNet", path)
+    _assign(unet, convert_ldm_unet_checkpoint(_under(state, UNET_PREFIX), dict(unet.config)), unet_dtype, "UNet", path)
     for encoder, converted in zip(encoders, _convert_text_encoders(state, encoders, family)):
         _assign(encoder, to_module_keys(converted, encoder), torch_dtype, "text encoder", path)
 
@@ -136,6 +139,12 @@ def load_single_file_vae(
     return vae.eval()
 
 
+def _check_dtype(dtype, name: str):
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"{name} must be a floating torch.dtype (torch.float32, torch.float16, ...), got {dtype!r}")
+    return dtype
+
+
 def _check_inputs(path, vae_path, config_dir, torch_dtype, prediction_type):
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike to a .safetensors/.ckpt file, got {type(path).__name__}")
@@ -150,8 +159,7 @@ def _check_inputs(path, vae_path, config_dir, torch_dtype, prediction_type):
         config_dir = Path(config_dir)
         if not (config_dir / "unet" / "config.json").is_file():
             raise ModelNotFoundError(f"config_dir {str(config_dir)!r} is not a diffusers model folder (no unet/config.json)")
-    if not isinstance(torch_dtype, torch.dtype) or not torch_dtype.is_floating_point:
-        raise TypeError(f"torch_dtype must be a floating torch.dtype (torch.float32, torch.float16, ...), got {torch_dtype!r}")
+    _check_dtype(torch_dtype, "torch_dtype")
     if prediction_type is not None and prediction_type not in PREDICTION_TYPES:
         raise ValueError(f"prediction_type must be one of {PREDICTION_TYPES} or None (auto), got {prediction_type!r}")
     return path, vae_path, config_dir

@@ -134,6 +134,19 @@ def test_float16_export_and_load(reference, tmp_path):
         assert torch.equal(value.half(), loaded.unet.state_dict()[key]), key
 
 
+def test_unet_in_its_own_dtype_the_rest_float32(reference, tmp_path):
+    """The fast preset's load: a bfloat16 UNet straight from the file, text encoder and VAE float32."""
+    folder, original = reference("tiny_sd1_dir")
+    file = save_ldm_checkpoint(original, tmp_path / "full.safetensors")
+    loaded = load_single_file(file, config_dir=folder, unet_dtype=torch.bfloat16)
+    assert loaded.unet.dtype == torch.bfloat16
+    assert loaded.vae.dtype == loaded.text_encoders[0].dtype == torch.float32
+    for key, value in original.unet.state_dict().items():
+        assert torch.equal(value.bfloat16(), loaded.unet.state_dict()[key]), key
+    with pytest.raises(TypeError, match="unet_dtype must be a floating torch.dtype"):
+        load_single_file(file, config_dir=folder, unet_dtype="bf16")
+
+
 # --- prediction type -------------------------------------------------------------------------
 
 def test_v_prediction_marker_and_override(reference, tmp_path):
