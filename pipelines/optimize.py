@@ -6,8 +6,9 @@ Presets (see `mixkit.runtime.PRESETS`):
   decode in reduced precision with a NaN guard. Output equal to "exact" up to bf16 rounding.
   Where the hardware has no fast reduced precision it stays fp32 and says so (a warning and
   `report.fallbacks`).
-- "low-memory": fp32 compute on float16-held weights (cast one layer at a time), attention slicing,
-  VAE tiling and slicing (offload via `offload=`).
+- "low-memory": fp32 compute on float16-held weights (cast one layer at a time), on the CPU the idle
+  components' memory-mapped weights paged out, attention slicing, VAE tiling and slicing (offload via
+  `offload=` on a GPU).
 Load with `**load_options_for(preset)` so a half-precision preset never holds a float32 copy.
 Backends: "torch" (eager), "torch.compile", "openvino" (CPU; the `openvino` extra).
 """

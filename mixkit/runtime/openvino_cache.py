@@ -20,6 +20,8 @@ from typing import Callable, Sequence
 
 import torch
 
+from mixkit.runtime.resident_pages import page_out_mappings_under
+
 OPENVINO_HINT = "pip install openvino  (or: pip install 'mixkit[openvino]')"
 
 
@@ -126,6 +128,7 @@ class CompiledShapes:
         ov = require_openvino()
         self.model = model
         self.inference_precision = inference_precision
+        self.cache_dir = Path(cache_dir)
         self._core = ov.Core()
         self._core.set_property({"CACHE_DIR": str(Path(cache_dir) / "blobs")})
         self._compiled: dict[tuple, object] = {}
@@ -139,6 +142,7 @@ class CompiledShapes:
                 model.reshape({port.get_any_name(): list(shape) for port, shape in zip(model.inputs, shapes)})
             self._compiled[shapes] = self._core.compile_model(
                 model, "CPU", {"INFERENCE_PRECISION_HINT": self.inference_precision})
+            page_out_mappings_under(self.cache_dir)  # the compiled copy is what runs; the file pages can go
         compiled = self._compiled[shapes]
         result = compiled(inputs)
         return [torch.from_numpy(result[port].copy()) for port in compiled.outputs]

@@ -22,6 +22,7 @@ import torch
 # Shared with the VAE and text-encoder stand-ins; re-exported here for existing imports.
 from mixkit.runtime.openvino_cache import (OPENVINO_HINT, ExportIdentity, require_openvino,  # noqa: F401
                                            weights_fingerprint)
+from mixkit.runtime.resident_pages import page_out_mappings_under
 
 
 class _UNetGraph(torch.nn.Module):
@@ -58,7 +59,11 @@ class OpenVinoUNet:
         self.inference_precision = inference_precision
         self._core = ov.Core()
         self._compiled: dict[tuple, object] = {}
-        key = {"fingerprint": weights_fingerprint(unet), "config": dict(unet.config), "sdxl": self.sdxl}
+        # bf16 inference: the graph file holds float16 weights (half the mapped pages while compiling;
+        # float16 keeps more mantissa than the bfloat16 the plugin computes in, so nothing is lost).
+        self.weights_file_precision = "f16" if inference_precision == "bf16" else "f32"
+        key = {"fingerprint": weights_fingerprint(unet), "config": dict(unet.config), "sdxl": self.sdxl,
+               "weights_file": self.weights_file_precision}
         if identity is not None:  # model hash + merged LoRA set, as for the VAE and text encoders
             key.update(model_hash=identity.model_hash, loras=list(identity.loras))
         self.cache_key = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
@@ -71,7 +76,7 @@ class OpenVinoUNet:
             self._model = self._convert(ov)
             self.cache_path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.cache_path.with_suffix(".tmp.xml")
-            ov.save_model(self._model, tmp, compress_to_fp16=False)
+            ov.save_model(self._model, tmp, compress_to_fp16=self.weights_file_precision == "f16")
             os.replace(tmp.with_suffix(".bin"), self.cache_path.with_suffix(".bin"))  # weights first, then the
             os.replace(tmp, self.cache_path)  # graph: a present .xml always has its .bin
             # Read back from disk: OpenVINO maps the .bin, so the converted float32 constants built in
@@ -112,6 +117,7 @@ class OpenVinoUNet:
             model.reshape({port.get_any_name(): list(shape) for port, shape in zip(model.inputs, shapes)})
             self._compiled[shapes] = self._core.compile_model(
                 model, "CPU", {"INFERENCE_PRECISION_HINT": self.inference_precision})
+            page_out_mappings_under(self.cache_path.parent)  # the graph file's pages, once compiled
         return self._compiled[shapes]
 
     def __getattr__(self, name: str):

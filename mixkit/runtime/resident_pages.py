@@ -97,3 +97,29 @@ def install_idle_page_out(model, report: OptimizationReport) -> None:
         if hasattr(model.vae, part):
             getattr(model.vae, part).register_forward_pre_hook(switch_to("VAE"))
     report.step("idle components' memory-mapped weights paged out (text encoders, UNet, VAE resident in turn)")
+
+
+def page_out_mappings_under(folder) -> int:
+    """Page out every mapping of a file under `folder` in this process; returns the bytes advised.
+
+    For OpenVINO: compiling a graph reads its memory-mapped `.bin` weights and repacks them into
+    the compiled model's own buffers, but keeps the mapping, so the file's pages stay resident next
+    to the repacked copy (SD 1.5 UNet: 3.4 GB mapped + 1.7 GB bfloat16). The compiled model does not
+    read them again (measured: no page comes back over a generation), so they can go.
+    """
+    import os
+
+    madvise = _madvise()
+    if madvise is None:
+        return 0
+    prefix = os.path.realpath(folder).rstrip("/") + "/"
+    advised = 0
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            if len(fields) < 6 or not fields[5].strip().startswith(prefix):
+                continue
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            if madvise(start, end - start, MADV_PAGEOUT) == 0:
+                advised += end - start
+    return advised

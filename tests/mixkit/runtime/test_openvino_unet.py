@@ -55,3 +55,13 @@ def test_unsupported_keywords_are_refused(converted, unet_inputs):
     sample, t, context = unet_inputs
     with pytest.raises(ValueError, match="down_block_additional_residuals.*backend='torch'"):
         ov_unet(sample, t, context, down_block_additional_residuals=[torch.zeros(1)])
+
+
+def test_bf16_graph_file_holds_float16_weights(converted, tmp_path):
+    """For bf16 inference the saved graph is float16 (half the pages to map while compiling), its own entry."""
+    unet, f32_graph, _ = converted
+    bf16_graph = OpenVinoUNet(unet, cache_dir=tmp_path, inference_precision="bf16")
+    assert bf16_graph.weights_file_precision == "f16" and f32_graph.weights_file_precision == "f32"
+    assert bf16_graph.cache_key != f32_graph.cache_key
+    half, full = (g.cache_path.with_suffix(".bin").stat().st_size for g in (bf16_graph, f32_graph))
+    assert half < 0.6 * full

@@ -78,3 +78,18 @@ def test_generation_is_identical_with_idle_components_paged_out(tiny_sd1_dir, mo
     # text encoder first (UNet and VAE paged out), then the UNet (text encoder and VAE), then the VAE
     assert calls == ["UNet2DConditionModel", "AutoencoderKL", "CLIPTextModel", "AutoencoderKL",
                      "CLIPTextModel", "UNet2DConditionModel"]
+
+
+@needs_pageout
+def test_page_out_mappings_under_a_folder(tmp_path):
+    """What the OpenVINO stand-ins call after compiling: every mapped file under the cache folder goes."""
+    from mixkit.runtime.resident_pages import page_out_mappings_under
+
+    (tmp_path / "cache").mkdir()
+    layer = mapped_linear(tmp_path / "cache" / "w.safetensors")
+    checksum = layer.weight.float().sum().item()
+    touched = resident_bytes()
+    assert page_out_mappings_under(tmp_path / "cache") > 60 * MB
+    assert touched - resident_bytes() > 48 * MB
+    assert page_out_mappings_under(tmp_path / "elsewhere") == 0
+    assert layer.weight.float().sum().item() == checksum
