@@ -70,9 +70,10 @@ def test_optimization_preset_is_labelled(tiny_sd1_dir, tiny_taesd_dir):
     optimize(pipe, "low-memory")
     approximate(pipe, deepcache=4)
     infotext = pipe(**CALL).infotexts[0]
-    assert 'Optimization: "low-memory, attention-slicing, vae-tiling, vae-slicing", DeepCache: 4,' in infotext
+    parts = ("low-memory", "attention-slicing", "vae-tiling", "vae-slicing", "page-out-idle", "fp16-weights")
+    assert f'Optimization: "{", ".join(parts)}", DeepCache: 4,' in infotext
     labels = parse_optimization(infotext)
-    assert labels.exact == ("low-memory", "attention-slicing", "vae-tiling", "vae-slicing") and labels.deepcache == 4
+    assert labels.exact == parts and labels.deepcache == 4
 
 
 def test_fast_preset_label_names_what_was_used(tiny_sd1_dir, monkeypatch):
