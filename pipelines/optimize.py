@@ -36,8 +36,7 @@ def load_options_for(preset: str, device: str | None = None, backend: str = "tor
     from mixkit.runtime.capability import choose_fast_precision
     from mixkit.runtime.weight_storage import STORAGE_DTYPES
 
-    config = PRESETS.get(preset)
-    config = config.with_changes(**overrides) if overrides else config
+    config = PRESETS.get(preset).with_changes(**overrides)
     options: dict[str, Any] = {}
     if backend == "openvino":
         return options

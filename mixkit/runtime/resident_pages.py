@@ -14,6 +14,7 @@ Tensors that are not file-backed (float32 copies, converted weights) are skipped
 from __future__ import annotations
 
 import ctypes
+import functools
 import mmap
 import sys
 
@@ -25,6 +26,7 @@ MADV_PAGEOUT = 21  # linux/mman.h
 _PAGE = mmap.PAGESIZE
 
 
+@functools.cache
 def _madvise():
     if not sys.platform.startswith("linux"):
         return None

@@ -15,6 +15,8 @@ safetensors file, and the first pass would then hold the mapped pages and the ne
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from mixkit.runtime.report import OptimizationReport
@@ -25,6 +27,7 @@ _LAYERS = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d, t
            torch.nn.Embedding)
 
 
+@functools.cache  # one class, built on first use: importing diffusers is left to the first caller
 def _compute_hook_class():
     from diffusers.hooks.hooks import ModelHook
 

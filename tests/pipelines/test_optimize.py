@@ -126,17 +126,10 @@ def test_low_memory_preset_loads_half_and_computes_float32(tiny_sd1_dir):
 
 
 def test_low_memory_preset_with_a_lora_matches_float32_and_leaves_no_trace(tiny_sd1_dir, tmp_path):
-    from safetensors.torch import save_file
+    from mixkit.testing.tiny_lora import write_attention_lora
 
     pipe = TextToImage.from_pretrained(tiny_sd1_dir, dtype=torch.float16, lora_dir=tmp_path)
-    generator, tensors = torch.Generator().manual_seed(0), {}
-    for name, module in pipe.model.unet.named_modules():
-        if isinstance(module, torch.nn.Linear) and name.endswith(("to_q", "to_k", "to_v")):
-            key = "lora_unet_" + name.replace(".", "_")
-            tensors[f"{key}.lora_down.weight"] = 0.2 * torch.randn(2, module.in_features, generator=generator)
-            tensors[f"{key}.lora_up.weight"] = 0.2 * torch.randn(module.out_features, 2, generator=generator)
-            tensors[f"{key}.alpha"] = torch.tensor(2.0)
-    save_file(tensors, str(tmp_path / "shiny.safetensors"))
+    write_attention_lora(pipe.model.unet, tmp_path / "shiny.safetensors", scale=0.2)
     optimize(pipe, "low-memory")
     before = {k: v.clone() for k, v in pipe.model.unet.state_dict().items()}
     call = {**CALL, "prompt": "a red cube <lora:shiny:0.8>"}

@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import save_file
 
 SMALL = dict(width=64, height=64, steps=3, seed=4, prompt="a red circle")
 
@@ -11,16 +10,10 @@ SMALL = dict(width=64, height=64, steps=3, seed=4, prompt="a red circle")
 @pytest.fixture(scope="module")
 def lora_dir(tmp_path_factory, sd1_pipe):
     """A kohya-format LoRA on every attention projection of the tiny UNet, written by hand."""
+    from mixkit.testing.tiny_lora import write_attention_lora
+
     folder = tmp_path_factory.mktemp("loras")
-    generator = torch.Generator().manual_seed(0)
-    tensors = {}
-    for name, module in sd1_pipe.model.unet.named_modules():
-        if isinstance(module, torch.nn.Linear) and name.endswith(("to_q", "to_k", "to_v")):
-            key = "lora_unet_" + name.replace(".", "_")
-            tensors[f"{key}.lora_down.weight"] = torch.randn(2, module.in_features, generator=generator)
-            tensors[f"{key}.lora_up.weight"] = torch.randn(module.out_features, 2, generator=generator)
-            tensors[f"{key}.alpha"] = torch.tensor(2.0)
-    save_file(tensors, str(folder / "shiny.safetensors"))
+    write_attention_lora(sd1_pipe.model.unet, folder / "shiny.safetensors")
     return folder
 
 

@@ -94,18 +94,10 @@ def test_runtime_lora_on_half_stored_weights_matches_float32(tiny_unet, unet_inp
     """A runtime (bypass) LoRA patch made while the weights are float16 runs in float32 with them."""
     import copy
 
-    from safetensors.torch import save_file
-
     from mixkit.lora import LoraRequest, apply_loras
+    from mixkit.testing.tiny_lora import write_attention_lora
 
-    generator, tensors = torch.Generator().manual_seed(0), {}
-    for name, module in tiny_unet.named_modules():
-        if isinstance(module, torch.nn.Linear) and name.endswith(("to_q", "to_v")):
-            key = "lora_unet_" + name.replace(".", "_")
-            tensors[f"{key}.lora_down.weight"] = 0.2 * torch.randn(2, module.in_features, generator=generator)
-            tensors[f"{key}.lora_up.weight"] = 0.2 * torch.randn(module.out_features, 2, generator=generator)
-            tensors[f"{key}.alpha"] = torch.tensor(2.0)
-    save_file(tensors, str(tmp_path / "bypass.safetensors"))
+    write_attention_lora(tiny_unet, tmp_path / "bypass.safetensors", projections=("to_q", "to_v"), scale=0.2)
     request = [LoraRequest(str(tmp_path / "bypass.safetensors"))]
     oracle = round_to(copy.deepcopy(tiny_unet), torch.float16)
     store_weights_in(tiny_unet, torch.float16, torch.float32)
