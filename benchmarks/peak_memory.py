@@ -125,8 +125,7 @@ def build_half_model_folder(arch: str, folder: Path) -> Path:
                     tensor.fill_(1.0)
                 else:
                     tensor.normal_(0.0, 1.0 / math.sqrt(tensor[0].numel()), generator=generator)
-        if hasattr(module, "position_ids") or any(k.endswith("position_ids") for k, _ in module.named_buffers()):
-            for key, buffer in module.named_buffers():
+            for key, buffer in module.named_buffers():  # integer buffers left empty by to_empty()
                 if key.endswith("position_ids"):
                     buffer.copy_(torch.arange(buffer.shape[-1]).expand_as(buffer))
         module.save_pretrained(folder / name, safe_serialization=True)
