@@ -60,7 +60,7 @@ class ModelHolder:
     """
 
     def __init__(self, catalog: CheckpointCatalog, *, device: str | None = None, pipeline_kwargs: dict | None = None,
-                 loader: Callable[[str], Any] | None = None,
+                 loader: Callable[[str, str], Any] | None = None,
                  memory_probe: Callable[[str | None], int] = available_memory_bytes,
                  preset: str = EXACT_PRESET, optimizer: Callable[[Any, str], Any] | None = None) -> None:
         self.catalog = catalog
@@ -77,7 +77,7 @@ class ModelHolder:
         self._own_vae = None  # the checkpoint's VAE and infotext extras, restored by "Automatic"
         self.vae_name = "Automatic"
 
-    def _load_pipeline(self, source: str, preset: str = EXACT_PRESET):
+    def _load_pipeline(self, source: str, preset: str):
         from pipelines.optimize import load_options_for
         from pipelines.txt2img import TextToImage
 
@@ -87,7 +87,7 @@ class ModelHolder:
 
     def _load(self, source: str, preset: str):
         """Load `source` and apply `preset` to it; either step raising leaves the holder unchanged."""
-        pipe = self._load_pipeline(source, preset) if self._loader == self._load_pipeline else self._loader(source)
+        pipe = self._loader(source, preset)  # the preset may choose the load dtypes (load_options_for)
         if preset != EXACT_PRESET:  # "exact" changes nothing by definition: skip the call
             self._optimizer(pipe, preset)
         return pipe

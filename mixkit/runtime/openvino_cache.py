@@ -130,7 +130,7 @@ class CompiledShapes:
         self.inference_precision = inference_precision
         self.cache_dir = Path(cache_dir)
         self._core = ov.Core()
-        self._core.set_property({"CACHE_DIR": str(Path(cache_dir) / "blobs")})
+        self._core.set_property({"CACHE_DIR": str(self.cache_dir / "blobs")})
         self._compiled: dict[tuple, object] = {}
 
     def __call__(self, inputs: list) -> list:

@@ -24,7 +24,7 @@ def make_holder(tmp_path, free_bytes: int, fail: set[str] = frozenset()):
     events = []
     alive = set()
 
-    def loader(source: str):
+    def loader(source: str, preset: str):
         events.append(f"load {source.rsplit('/', 1)[-1]} (alive: {sorted(alive)})")
         if source.rsplit("/", 1)[-1] in fail:
             raise OSError("corrupt file")
