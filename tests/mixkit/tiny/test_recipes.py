@@ -101,8 +101,11 @@ def test_tiny_vae_recipe_then_tiny_sd_recipe_reusing_it_give_a_folder_the_pipeli
                  "--set", f"vae={vae_folder}", "--set", f"init_from={folder}", "--set", "train_images=32",
                  "--set", "batch_size=4", "--set", "steps=1", "--set", "eval_prompts=2", "--set", "eval_every=1",
                  "--set", "unet_channels=[32, 32, 32]", "--set", "train_text_encoder=true",
-                 "--set", "text_encoder_learning_rate=0.01", "--set", "ema_decay=0"]) == 0
+                 "--set", "text_encoder_learning_rate=0.01", "--set", "ema_decay=0",
+                 "--set", "full_resolution_attention=true"]) == 0
     chain = {entry["stage"]: entry for entry in json.loads((continued / "recipe_record.json").read_text())["curve"]}
+    assert chain["grow"]["parameters_after"] > chain["grow"]["parameters_before"]  # grown on the way
+    assert json.loads((continued / "unet" / "config.json").read_text())["down_block_types"][0] == "CrossAttnDownBlock2D"
     assert chain["init"]["recipe"]["steps"] == 2 and chain["init"]["model"] == "tiny-sd"
     assert chain["init"]["earlier"][0]["stage"] == "vae-from"  # the earlier run's own sources come along
     assert chain["vae-from"]["model"] == "tiny-vae"

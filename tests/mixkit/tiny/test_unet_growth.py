@@ -1,0 +1,54 @@
+"""Growing a tiny UNet by full-resolution cross-attention keeps its output bit for bit and only adds weights."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mixkit.tiny.recipe_sd import build_tiny_unet
+from mixkit.tiny.unet_growth import grow_full_resolution_attention, has_full_resolution_attention
+
+
+def _randomised(unet):
+    """Trained-looking weights: diffusers zero-initialises some layers, which would hide a wrong mapping."""
+    generator = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for parameter in unet.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.05)
+    return unet.eval()
+
+
+def test_grown_unet_computes_exactly_what_the_trained_one_did():
+    unet = _randomised(build_tiny_unet([32, 32], cross_attention_dim=16, sample_size=8, seed=0))
+    assert not has_full_resolution_attention(unet.config)
+    grown = grow_full_resolution_attention(unet, seed=1).eval()
+    assert has_full_resolution_attention(grown.config)
+    assert list(grown.config.down_block_types[1:]) == list(unet.config.down_block_types[1:])
+
+    old, new = unet.state_dict(), grown.state_dict()
+    assert all(torch.equal(old[key], new[key]) for key in old)  # every trained weight kept
+    added = set(new) - set(old)
+    assert added and all(k.startswith(("down_blocks.0.attentions.", "up_blocks.1.attentions.")) for k in added)
+
+    generator = torch.Generator().manual_seed(0)
+    latents = torch.randn(2, 4, 8, 8, generator=generator)
+    context = torch.randn(2, 5, 16, generator=generator)
+    with torch.no_grad():
+        before = unet(latents, torch.tensor([10, 900]), encoder_hidden_states=context).sample
+        after = grown(latents, torch.tensor([10, 900]), encoder_hidden_states=context).sample
+    assert torch.equal(before, after)
+
+    # and the new blocks are trainable: their output projection gets a gradient from the first step
+    grown.train()
+    grown(latents, torch.tensor([10, 900]), encoder_hidden_states=context).sample.square().mean().backward()
+    assert grown.down_blocks[0].attentions[0].proj_out.weight.grad.abs().sum() > 0
+
+
+def test_growing_twice_or_an_unknown_layout_is_refused_with_the_reason():
+    unet = build_tiny_unet([32, 32], cross_attention_dim=16, sample_size=8, seed=0, full_resolution_attention=True)
+    with pytest.raises(ValueError, match="has full-resolution attention already"):
+        grow_full_resolution_attention(unet)
+    plain = build_tiny_unet([32, 32], cross_attention_dim=16, sample_size=8, seed=0)
+    plain.register_to_config(up_block_types=("CrossAttnUpBlock2D", "AttnUpBlock2D"))
+    with pytest.raises(ValueError, match="can only grow"):
+        grow_full_resolution_attention(plain)
