@@ -38,7 +38,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--learning-rate", type=float, default=2e-3)
     p.add_argument("--text-encoder-learning-rate", type=float, default=None,
                    help="with --train-text-encoder: its own rate (default: --learning-rate)")
-    p.add_argument("--network", default="lora", choices=["lora", "locon"])
+    p.add_argument("--network", default="lora", choices=["lora", "locon", "cross-kv"])
     p.add_argument("--train-text-encoder", action="store_true",
                    help="also adapt the text encoder (a new word needs its own embedding direction)")
     p.add_argument("--noise-offset", type=float, default=0.3,

@@ -169,19 +169,6 @@ class CaptionBatches:
 
 
 @torch.no_grad()
-def encode_captions(tokenizer, text_encoder, captions: list[str]) -> tuple[torch.Tensor, list[int]]:
-    """Hidden states of each distinct caption (as the SD pipeline computes them) and each caption's row."""
-    distinct = sorted(set(captions))
-    rows = {caption: i for i, caption in enumerate(distinct)}
-    states = []
-    for start in range(0, len(distinct), 256):
-        tokens = tokenizer(distinct[start:start + 256], padding="max_length", max_length=MAX_TOKENS,
-                           truncation=True, return_tensors="pt")
-        states.append(text_encoder(tokens.input_ids).last_hidden_state)
-    return torch.cat(states), [rows[c] for c in captions]
-
-
-@torch.no_grad()
 def sample_latents(unet, scheduler_config: dict, text_states: torch.Tensor, empty_state: torch.Tensor,
                    steps: int = 20, guidance: float = 5.0, seed: int = 0) -> torch.Tensor:
     """A plain DDIM loop with classifier-free guidance, for measuring progress during training."""
@@ -204,9 +191,8 @@ def sample_latents(unet, scheduler_config: dict, text_states: torch.Tensor, empt
 def judge_accuracy(unet, vae, scaling: float, tokenizer, text_encoder, prompts: list[str], judge) -> dict[str, float]:
     from mixkit.evaluation import score_images
 
-    states, rows = encode_captions(tokenizer, text_encoder, prompts)
-    empty, _ = encode_captions(tokenizer, text_encoder, [""])
-    latents = sample_latents(unet, sd_scheduler_config(), states[rows], empty)
+    captions = CaptionBatches(tokenizer, text_encoder, prompts, trained=False)  # the last row is the empty caption
+    latents = sample_latents(unet, sd_scheduler_config(), captions.frozen[captions.rows], captions.frozen[-1:])
     with torch.autocast("cpu", dtype=torch.bfloat16):
         images = vae.decode(latents / scaling).sample.float()
     return score_images(judge, (images / 2 + 0.5).clamp(0, 1), prompts)

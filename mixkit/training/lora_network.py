@@ -19,6 +19,9 @@ from torch import nn
 UNET_ATTENTION_PARENTS = ("Transformer2DModel",)
 UNET_CONV_PARENTS = ("ResnetBlock2D", "Downsample2D", "Upsample2D")
 TEXT_ENCODER_PARENTS = ("CLIPAttention", "CLIPSdpaAttention", "CLIPMLP")
+# The "cross-kv" network (Kumari et al. 2023, Custom Diffusion): only the projections that turn text
+# states into cross-attention keys and values, the one place where a new word enters the UNet.
+CROSS_ATTENTION_KV = ("attn2.to_k", "attn2.to_v")
 
 
 class LoraAdapter(nn.Module):
@@ -68,7 +71,9 @@ class LoraNetwork(nn.Module):
     """All adapters of one run, keyed by kohya module name; `attach`/`detach` manage the hooks."""
 
     def __init__(self, unet: nn.Module, text_encoders: list[nn.Module], *, rank: int, alpha: float,
-                 conv_rank: int | None = None, conv_alpha: float | None = None, train_text_encoder: bool = False) -> None:
+                 conv_rank: int | None = None, conv_alpha: float | None = None, train_text_encoder: bool = False,
+                 unet_layers: tuple[str, ...] | None = None) -> None:
+        """`unet_layers`: adapt only the UNet layers whose path ends with one of these (None: all targets)."""
         super().__init__()
         self.adapters = nn.ModuleDict()
         self._targets: dict[str, nn.Module] = {}
@@ -85,7 +90,7 @@ class LoraNetwork(nn.Module):
             level = "text_model." if prefix.startswith("lora_te") and not hasattr(root, "text_model") else ""
             for path, layer in find_targets(root, parents, include_3x3=include_3x3):
                 name = f"{prefix}_{(level + path).replace('.', '_')}"
-                if name in self.adapters:
+                if name in self.adapters or (prefix == "lora_unet" and unet_layers and not path.endswith(unet_layers)):
                     continue
                 is_3x3 = isinstance(layer, nn.Conv2d) and not _is_1x1(layer)
                 self.adapters[name] = LoraAdapter(layer, conv_rank if is_3x3 else rank, conv_alpha if is_3x3 else alpha)

@@ -21,7 +21,7 @@ from mixkit.data import BucketedImageDataset, BucketSettings, ScanReport, scan_j
 from mixkit.training.accelerator_setup import make_accelerator, resolve_mixed_precision
 from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_step, run_denoising_loop
 from mixkit.training.kohya_export import save_kohya_lora, to_sgm_layout, training_metadata
-from mixkit.training.lora_network import LoraNetwork
+from mixkit.training.lora_network import CROSS_ATTENTION_KV, LoraNetwork
 from mixkit.training.optimizers import linear_warmup, make_optimizer
 from mixkit.training.run_reporting import StepReporter
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
@@ -125,7 +125,8 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     torch.manual_seed(config.seed)
     conv_rank = config.conv_rank if config.network == "locon" else None
     network = LoraNetwork(model.unet, model.text_encoders, rank=config.rank, alpha=config.alpha, conv_rank=conv_rank,
-                          conv_alpha=config.conv_alpha, train_text_encoder=config.train_text_encoder).attach()
+                          conv_alpha=config.conv_alpha, train_text_encoder=config.train_text_encoder,
+                          unet_layers=CROSS_ATTENTION_KV if config.network == "cross-kv" else None).attach()
     if config.gradient_checkpointing:
         model.unet.enable_gradient_checkpointing()
     model.unet.train()
