@@ -5,7 +5,7 @@ colour and background; a from-scratch UNet with full-resolution attention costs 
 starts from nothing. The grown UNet keeps every trained weight and adds a transformer block per
 full-resolution ResNet whose output projection is zero: a transformer block adds its output to its
 input, so at step 0 the grown UNet computes exactly what the trained one did, and training only has
-to learn what the new attention adds (measured: the shapes the 16x16 level draws, +2.5 points).
+to learn what the new attention adds (measured on mixkit-tiny-sd: shape 86% -> 91.5% after 2400 steps).
 """
 
 from __future__ import annotations

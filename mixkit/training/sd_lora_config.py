@@ -13,7 +13,8 @@ from mixkit.training.sd_run_options import SDRunOptions
 NETWORK_KINDS: Registry[str] = Registry("network kind")
 NETWORK_KINDS.register("lora", "LoRA on attention/MLP linears and 1x1 convs (kohya networks.lora)")
 NETWORK_KINDS.register("locon", "LoRA plus ResNet/down/upsample 3x3 convs (kohya conv_dim, LyCORIS LoCon)")
-NETWORK_KINDS.register("cross-kv", "LoRA on the cross-attention key/value projections only (Custom Diffusion's choice: they map text to image features, so a new word moves other concepts least)")
+NETWORK_KINDS.register("cross-kv", "LoRA on the cross-attention key/value projections only (Custom Diffusion's "
+                                     "choice of layers: where text states enter the UNet)")
 
 
 @dataclass
