@@ -49,6 +49,10 @@ class Blip2Stage2Config(JsonConfig):
     prompt: str = ""
     caption_prompt: str | None = None
     train_language_model: bool = False
+    # The paper keeps the image encoder frozen (it is a large pre-trained ViT); a small tower trained
+    # here contrastively can learn from the captions what contrast never asked of it (where things are).
+    train_vision_encoder: bool = False
+    vision_learning_rate: float = 1e-5  # the tower's rate when train_vision_encoder is on
     max_text_length: int = 32
     batch_size: int = 8
     max_steps: int = 100
@@ -70,5 +74,7 @@ class Blip2Stage2Config(JsonConfig):
             check_prompt("caption_prompt", self.caption_prompt)
             if "{}" in self.caption_prompt:
                 raise ValueError(f"caption_prompt must not contain '{{}}' (captions have no question), got {self.caption_prompt!r}")
-        if not isinstance(self.train_language_model, bool):
-            raise ValueError(f"train_language_model must be true or false, got {self.train_language_model!r}")
+        check_non_negative_numbers(self, ("vision_learning_rate",))
+        for name in ("train_language_model", "train_vision_encoder"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")

@@ -105,6 +105,8 @@ def train_blip2_stage2(config: Blip2Stage2Config, *, stop_at_step: int | None = 
     model.bridge.requires_grad_(True)
     if config.train_language_model:
         model.language_model.requires_grad_(True)
+    if config.train_vision_encoder:
+        model.vision_encoder.requires_grad_(True)
     torch.manual_seed(config.seed)
 
     # 3. Train and save; the image embeddings go before the text (no placeholders in captions).
@@ -114,6 +116,7 @@ def train_blip2_stage2(config: Blip2Stage2Config, *, stop_at_step: int | None = 
     run = LanguageModellingRun(
         trainer="blip2-stage2", model=model, tokenizer=tokenizer, samples=scan.samples, skipped=scan.skipped,
         tokenize=caption_tokenizer(tokenizer, config.prompt, config.dataset, config.caption_prompt),
-        task=task, fingerprint_extra={"lm": config.train_language_model}, prefix_tokens=prefix_tokens,
+        task=task, fingerprint_extra={"lm": config.train_language_model, "vision": config.train_vision_encoder}, prefix_tokens=prefix_tokens,
+        part_learning_rates={"vision_encoder.": config.vision_learning_rate} if config.train_vision_encoder else {},
     )
     return run_language_modelling(config, run, stop_at_step=stop_at_step)

@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -50,6 +50,9 @@ class LanguageModellingRun:
     task: object  # ModularTaskConfig: pixel size and statistics, and the prompts saved with the output
     fingerprint_extra: dict
     prefix_tokens: int = 0  # image embeddings the model puts before the text (0 when placeholders are inline)
+    # {"vision_encoder.": 1e-5}: parameters whose names start with a key train at that rate, the rest
+    # at the config's learning_rate (a fine-tuned tower needs a far smaller step than a fresh bridge).
+    part_learning_rates: dict[str, float] = field(default_factory=dict)
 
 
 def check_output_folder(output: str) -> None:
@@ -135,6 +138,15 @@ def decay_groups(parameters: list[nn.Parameter], weight_decay: float) -> list[di
             {"params": [p for p in parameters if p.ndim < 2], "weight_decay": 0.0}]
 
 
+def rate_groups(named: dict[str, nn.Parameter], weight_decay: float, part_learning_rates: dict[str, float]) -> list[dict]:
+    """`decay_groups` per learning rate: parameters under a prefix of `part_learning_rates` get its rate."""
+    groups, rest = [], dict(named)
+    for prefix, rate in part_learning_rates.items():
+        chosen = [rest.pop(name) for name in [n for n in rest if n.startswith(prefix)]]
+        groups += [{**group, "lr": rate} for group in decay_groups(chosen, weight_decay) if group["params"]]
+    return [group for group in decay_groups(list(rest.values()), weight_decay) if group["params"]] + groups
+
+
 def run_language_modelling(config, run: LanguageModellingRun, *, stop_at_step: int | None = None) -> TrainingResult:
     """Train `run.model`'s unfrozen parameters for `config.max_steps`; writes `config.output` at the end."""
     if stop_at_step is not None and not 0 < stop_at_step <= config.max_steps:
@@ -146,7 +158,7 @@ def run_language_modelling(config, run: LanguageModellingRun, *, stop_at_step: i
     named = {name: p for name, p in model.named_parameters() if p.requires_grad}
     if not named:
         raise ValueError(f"{run.trainer}: nothing to train, every parameter is frozen")
-    optimizer = torch.optim.AdamW(decay_groups(list(named.values()), config.weight_decay), lr=config.learning_rate)
+    optimizer = torch.optim.AdamW(rate_groups(named, config.weight_decay, run.part_learning_rates), lr=config.learning_rate)
     warmup = config.warmup_steps
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
     fingerprint = architecture_fingerprint({k: v.detach() for k, v in named.items()},

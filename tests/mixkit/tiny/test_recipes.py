@@ -72,6 +72,28 @@ def test_tiny_clip_recipe_writes_a_clip_that_load_vlm_reads(tiny_clip):
     assert len(scores) == 1
 
 
+def test_tiny_blip2_recipe_with_image_positions_writes_a_captioner_load_vlm_reads(tiny_clip, recipe_root):
+    from mixkit.data.shapes_render import render_scene
+    from mixkit.data.shapes_vocab import Scene, ShapeSpec
+    from mixkit.models.vlm import load_vlm
+
+    folder = recipe_root / "blip2"
+    assert main(["train", "recipe", "tiny-blip2", "--set", f"clip={tiny_clip}", "--set", f"output={folder}",
+                 "--set", "train_images=24", "--set", "batch_size=4", "--set", "stage1_steps=1",
+                 "--set", "stage2_steps=2", "--set", "qformer_hidden=16", "--set", "lm_hidden=16",
+                 "--set", "image_positions=true", "--set", "train_vision=true"]) == 0
+    record = json.loads((folder / "recipe_record.json").read_text())
+    assert [stage["stage"] for stage in record["curve"]] == ["data", "stage1", "stage2"]
+    assert 0 <= record["metrics"]["vqa/accuracy"] <= 1
+    architecture = json.loads((folder / "mixkit_vlm.json").read_text())
+    assert architecture["bridge"]["qformer"]["image_positions"] == 65  # 8x8 patches of 64 px + CLS
+    assert not (recipe_root / "blip2.work").exists()
+    assert "bridge.qformer.image_position_embeddings" in _saved_keys(folder)
+    captioner = load_vlm(str(folder))
+    image = render_scene(Scene((ShapeSpec("star", "red", "small", "center"),), "blue"), 64)
+    assert isinstance(captioner.caption([image], max_new_tokens=4)[0], str)
+
+
 def test_tiny_vae_recipe_then_tiny_sd_recipe_reusing_it_give_a_folder_the_pipeline_loads(tiny_clip, recipe_root,
                                                                                           vae_folder):
     import torch

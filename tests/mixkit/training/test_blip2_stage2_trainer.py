@@ -71,6 +71,43 @@ def test_language_model_frozen_by_default(world, tmp_path):
     assert not any(torch.equal(base[k], trained[k]) for k in ("bridge.query_tokens", "bridge.projection.weight"))
 
 
+def test_train_vision_encoder_trains_the_tower_at_its_own_rate(world, tmp_path):
+    """LAVIS's `freeze_vit: False`: the tower trains too, at `vision_learning_rate`, and is saved."""
+    base = VisionLanguageModel.from_pretrained(world["model"]).state_dict()
+    slow = train_blip2_stage2(_config(world, tmp_path / "slow", train_vision_encoder=True, vision_learning_rate=1e-6))
+    fast = train_blip2_stage2(_config(world, tmp_path / "fast", train_vision_encoder=True, vision_learning_rate=1e-2))
+    slow_state = VisionLanguageModel.from_pretrained(slow.output).state_dict()
+    fast_state = VisionLanguageModel.from_pretrained(fast.output).state_dict()
+    changed = {k.split(".")[0] for k in base if not torch.equal(base[k], fast_state[k])}
+    assert changed == {"bridge", "vision_encoder"}
+
+    def moved(state, key):
+        return (state[key].float() - base[key].float()).abs().max().item()
+
+    key = next(k for k in base if k.startswith("vision_encoder.") and k.endswith("fc1.weight"))
+    assert moved(fast_state, key) > 1000 * moved(slow_state, key) > 0
+    # The bridge's rate is the config's learning_rate in both runs: its first step moves it alike.
+    torch.testing.assert_close(slow_state["bridge.projection.bias"], fast_state["bridge.projection.bias"],
+                               atol=0.05, rtol=0)
+    saved = json.loads((fast.output / "mixkit_training_config.json").read_text())
+    assert saved["train_vision_encoder"] is True and saved["vision_learning_rate"] == 1e-2
+
+
+def test_rate_groups_give_each_part_its_rate_and_decay_weights_only():
+    from torch import nn
+
+    from mixkit.training.vlm_lm_training import rate_groups
+
+    model = nn.ModuleDict({"vision_encoder": nn.Linear(2, 2), "bridge": nn.Linear(2, 2)})
+    named = dict(model.named_parameters())
+    groups = rate_groups(named, 0.05, {"vision_encoder.": 1e-5})
+    by_id = {id(p): name for name, p in named.items()}
+    summary = [(sorted(by_id[id(p)] for p in g["params"]), g.get("lr"), g["weight_decay"]) for g in groups]
+    assert summary == [(["bridge.weight"], None, 0.05), (["bridge.bias"], None, 0.0),
+                       (["vision_encoder.weight"], 1e-5, 0.05), (["vision_encoder.bias"], 1e-5, 0.0)]
+    assert rate_groups(named, 0.0, {}) == rate_groups(named, 0.0, {"text.": 1.0})  # an unused prefix adds nothing
+
+
 def test_resume_is_exact(world, tmp_path):
     straight = train_blip2_stage2(_config(world, tmp_path / "a", max_steps=4, train_language_model=True))
     first = train_blip2_stage2(_config(world, tmp_path / "b", max_steps=4, train_language_model=True), stop_at_step=2)
@@ -109,6 +146,8 @@ def test_question_without_prompt_slot_fails_before_loading(world, tmp_path):
     ({"learning_rate": 0}, "learning_rate must be > 0"),
     ({"mixed_precision": "fp8"}, "mixed_precision"),
     ({"train_language_model": "yes"}, "train_language_model"),
+    ({"train_vision_encoder": 1}, "train_vision_encoder must be true or false"),
+    ({"vision_learning_rate": -1.0}, "vision_learning_rate must be a finite number >= 0"),
 ])
 def test_bad_settings(world, tmp_path, settings, message):
     with pytest.raises(ValueError, match=message):

@@ -9,6 +9,7 @@ Layers are BERT-style post-LayerNorm because BLIP-2 initialises the Q-Former fro
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -34,6 +35,10 @@ class QFormerConfig:
     text_vocab_size: int = 0  # 0: queries only (inference); > 0 adds the text path for stage-1 training
     max_position_embeddings: int = 512
     attn_implementation: str = "sdpa"
+    # > 0: a learned position embedding per image token, added to the image features the
+    # cross-attention reads (Qwen-VL's position-aware adapter does this too). A contrastively
+    # trained tower's last layer keeps what is in the image but little of where; 0 is BLIP-2.
+    image_positions: int = 0
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_attention_heads:
@@ -45,6 +50,9 @@ class QFormerConfig:
                 f"cross_attention_frequency and num_query_tokens must be >= 1, got "
                 f"{self.cross_attention_frequency} and {self.num_query_tokens}"
             )
+        if not isinstance(self.image_positions, int) or self.image_positions < 0:
+            raise ValueError(f"image_positions must be an integer >= 0 (the number of image tokens, or 0 for none), "
+                             f"got {self.image_positions!r}")
         if self.attn_implementation not in ATTENTION_IMPLEMENTATIONS:
             raise ValueError(f"attn_implementation must be one of {ATTENTION_IMPLEMENTATIONS}, got {self.attn_implementation!r}")
 
@@ -61,6 +69,35 @@ def multi_head_attention(query, key, value, mask: torch.Tensor | None, implement
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     return scores.softmax(dim=-1) @ value
+
+
+def grid_position_encoding(tokens: int, width: int) -> torch.Tensor:
+    """2-D sine-cosine codes (MAE / Qwen-VL style) for a square grid of patches, plus a zero row for a
+    leading CLS token when `tokens` is one more than a square.
+
+    Used as the *start* of the learned image positions: from zero they barely grow in a short run
+    (measured: std 0.06 after 1200 steps against features of std 2.2, and captions kept saying
+    "at the top left"), while a code that already tells every patch apart only has to be read.
+    """
+    side = math.isqrt(tokens)
+    has_cls = side * side != tokens
+    if has_cls:
+        side = math.isqrt(tokens - 1)
+        if side * side != tokens - 1:
+            raise ValueError(f"image_positions {tokens} is neither a square number of patches nor one more (CLS)")
+    quarter = width // 4
+    frequencies = 1.0 / 10000 ** (torch.arange(quarter, dtype=torch.float64) / max(quarter, 1))
+    rows, columns = torch.meshgrid(torch.arange(side, dtype=torch.float64), torch.arange(side, dtype=torch.float64),
+                                   indexing="ij")
+    codes = []
+    for axis in (rows.reshape(-1), columns.reshape(-1)):
+        angles = axis[:, None] * frequencies[None]
+        codes += [angles.sin(), angles.cos()]
+    grid = torch.cat(codes, dim=1)
+    grid = torch.cat([grid, grid.new_zeros(grid.shape[0], width - grid.shape[1])], dim=1)
+    if has_cls:
+        grid = torch.cat([grid.new_zeros(1, width), grid])
+    return grid.float()
 
 
 class QFormerAttention(nn.Module):
@@ -136,6 +173,9 @@ class QFormer(nn.Module):
         if config.text_vocab_size > 0:
             self.word_embeddings = nn.Embedding(config.text_vocab_size, config.hidden_size)
             self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        if config.image_positions:
+            grid = grid_position_encoding(config.image_positions, config.encoder_hidden_size)
+            self.image_position_embeddings = nn.Parameter(grid.unsqueeze(0))
         self.input_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.layers = nn.ModuleList(QFormerLayer(config, i) for i in range(config.num_hidden_layers))
 
@@ -158,6 +198,11 @@ class QFormer(nn.Module):
         hidden = self.input_norm(hidden)
         mask = attention_mask.unsqueeze(1) if attention_mask is not None else None
         image_features = image_features.to(hidden.dtype)
+        if self.config.image_positions:
+            if image_features.shape[1] != self.config.image_positions:
+                raise ValueError(f"this Q-Former was built for {self.config.image_positions} image tokens "
+                                 f"(image_positions) but got {image_features.shape[1]}; use the image size it was trained on")
+            image_features = image_features + self.image_position_embeddings.to(image_features.dtype)
         for layer in self.layers:
             hidden = layer(hidden, image_features, num_queries, mask)
         return hidden

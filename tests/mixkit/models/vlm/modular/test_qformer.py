@@ -54,3 +54,44 @@ def test_config_errors_name_values():
         tiny_config(attn_implementation="flash")
     with pytest.raises(ValueError, match="text_vocab_size"):
         QFormer(tiny_config(text_vocab_size=0))(torch.randn(1, 3, 16), torch.randn(1, 5, 8), torch.tensor([[1]]))
+
+
+def test_blip2_qformer_ignores_token_order_but_image_positions_do_not():
+    """Attention pooling forgets where a token was; learned image positions (Qwen-VL style) keep it."""
+    torch.manual_seed(0)
+    queries, image = torch.randn(1, 3, 16), torch.randn(1, 5, 8)
+    order = torch.tensor([0, 3, 1, 4, 2])
+    plain = QFormer(tiny_config(text_vocab_size=0)).eval()
+    torch.testing.assert_close(plain(queries, image[:, order]), plain(queries, image), atol=1e-5, rtol=1e-5)
+    placed = QFormer(tiny_config(text_vocab_size=0, image_positions=5)).eval()
+    assert placed.image_position_embeddings.shape == (1, 5, 8)
+    assert not torch.allclose(placed(queries, image[:, order]), placed(queries, image), atol=1e-3)
+    with pytest.raises(ValueError, match="built for 5 image tokens.*got 4"):
+        placed(queries, image[:, :4])
+
+
+def test_grid_position_encoding_starts_every_patch_apart_and_cls_at_zero():
+    from mixkit.models.vlm.modular.qformer import grid_position_encoding
+
+    with_cls = grid_position_encoding(65, 96)
+    assert with_cls.shape == (65, 96) and torch.equal(with_cls[0], torch.zeros(96))
+    patches = grid_position_encoding(64, 96)
+    torch.testing.assert_close(with_cls[1:], patches)
+    distances = torch.cdist(patches, patches) + torch.eye(64) * 1e3
+    assert distances.min() > 0.1  # no two patches share a code
+    # Row-major 8x8 grid: the first quarter of the channels codes the row (sin), patch 0 and 7 share row 0.
+    torch.testing.assert_close(patches[0, :24], patches[7, :24])
+    assert not torch.allclose(patches[0, :24], patches[8, :24])
+    with pytest.raises(ValueError, match="neither a square number of patches nor one more"):
+        grid_position_encoding(11, 8)
+
+
+def test_image_positions_setting_is_checked_and_saved():
+    from mixkit.models.vlm.modular.bridges import QFormerBridge, QFormerBridgeConfig, build_bridge
+
+    with pytest.raises(ValueError, match="image_positions must be an integer >= 0"):
+        tiny_config(image_positions=-1)
+    bridge = QFormerBridge(QFormerBridgeConfig(qformer=tiny_config(text_vocab_size=0, image_positions=5), output_size=6))
+    rebuilt = build_bridge(bridge.config_dict())
+    assert rebuilt.config.qformer.image_positions == 5
+    rebuilt.load_state_dict(bridge.state_dict())  # strict: the position table is part of the saved weights
