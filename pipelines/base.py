@@ -7,7 +7,7 @@ A concrete pipeline (text-to-image, image-to-image, inpaint) only says how a bat
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from mixkit.models.diffusion import DiffusionModel, ModelFamily
@@ -30,6 +30,16 @@ class BatchStart:
     extra_channels: Any = None  # inpainting UNets: [B, 5, h, w] concatenated to the model input
     post_step: Any = None  # (latents, index) -> latents, e.g. re-imposing the unmasked area
     unet_extra: Any = None  # (model_input, t, step_cond, step, row_owners) -> UNet kwargs (ControlNet residuals)
+
+
+def recommended_for(model: DiffusionModel, params_class) -> dict[str, Any]:
+    """The model's recommended settings (`mixkit_generation.json`) that `params_class` has.
+
+    Only keyword calls use them, for the settings the caller leaves out: a params object is
+    complete by construction, so what it holds is what runs.
+    """
+    known = {f.name for f in fields(params_class)}
+    return {name: value for name, value in model.recommended.generation_values().items() if name in known}
 
 
 class DiffusionPipelineBase:
@@ -81,7 +91,7 @@ class DiffusionPipelineBase:
                  control: GenerationControl | None = None, generator=None, **kwargs: Any) -> GenerationResult:
         # 1. Check inputs before any work
         if params is None:
-            params = self.params_class.from_kwargs(**kwargs)
+            params = self.params_class.from_kwargs(**{**recommended_for(self.model, self.params_class), **kwargs})
         elif kwargs:
             params = replace(params, **kwargs)
         self.check_inputs(params)

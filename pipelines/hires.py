@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from mixkit.registry import Registry
+from pipelines.base import recommended_for
 from pipelines.generation import GenerationResult
 from pipelines.img2img import Img2ImgParams, ImageToImage, Img2ImgInputs
 from pipelines.params import Txt2ImgParams, check_size
@@ -156,7 +157,10 @@ class HiresFix:
 
     def __call__(self, params: HiresParams | None = None, *, callback=None, control=None, **kwargs: Any) -> GenerationResult:
         # 1. Check every input before the first pass starts
-        params = HiresParams.from_kwargs(**kwargs) if params is None else replace(params, **kwargs)
+        if params is None:
+            params = HiresParams.from_kwargs(**{**recommended_for(self.model, HiresParams), **kwargs})
+        else:
+            params = replace(params, **kwargs)
         width, height = self.check_inputs(params)
         # 2. First pass at the base size
         first_pass = _FirstPass.from_pipeline(self.pipe)

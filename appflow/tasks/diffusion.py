@@ -16,15 +16,17 @@ from mixkit.tiny.shipped import DEFAULT_TEXT_TO_IMAGE
 DEFAULT_SD = DEFAULT_TEXT_TO_IMAGE  # shipped and offline; pass models={"generator": ...} for a real checkpoint
 SD15 = "stable-diffusion-v1-5/stable-diffusion-v1-5"  # for apps whose add-on models (ControlNets) need SD 1.5
 
+# None: the model's recommended value (its mixkit_generation.json: CFG 5 for mixkit-tiny-sd), else A1111's
+# (20 steps, CFG 7, DPM++ 2M), chosen by the pipeline.
 GENERATION_OPTIONS: dict[str, Any] = {
-    "negative_prompt": "", "steps": 20, "cfg_scale": 7.0, "seed": -1, "sampler": "DPM++ 2M",
+    "negative_prompt": "", "steps": None, "cfg_scale": None, "seed": -1, "sampler": None,
     "schedule_type": "Automatic", "clip_skip": 1, "loras": [],
 }
 
 
 def generation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
-    """The pipeline keywords among a task's options (the pipeline validates their values)."""
-    return {key: options[key] for key in GENERATION_OPTIONS}
+    """The pipeline keywords among a task's options (the pipeline validates their values); None is left out."""
+    return {key: options[key] for key in GENERATION_OPTIONS if options[key] is not None}
 
 
 def working_size(image, pipe, width: int | None, height: int | None) -> tuple[int, int]:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from mixkit.models.diffusion.recommended import RECOMMENDED_FILE, RecommendedSettings
 from mixkit.tiny.recipe_common import (RecipeClock, base_world, earlier_record, resolve_tiny_clip, warmup_cosine,
                                        write_record)
 from mixkit.tiny.recipe_vae import TinyVaeRecipe, encode_all, train_autoencoder
@@ -316,6 +317,11 @@ def _evaluate(trained, ema, unet, vae, scaling, tokenizer, text_encoder, prompts
     return {k: v for k, v in scores.items() if k.startswith("single/") and not k.endswith("/n")}
 
 
+# Written into every tiny-sd folder; measured on the step-4 UNet of the README's history.
+TINY_SD_RECOMMENDED = RecommendedSettings(
+    cfg_scale=5.0, note="mixkit eval tiny, 200 prompts, DPM++ 2M 20 steps: shape 83.5% at CFG 3, 86% at 5, 79.5% at 8")
+
+
 def save_tiny_sd(folder: Path, unet, vae, tokenizer, text_encoder) -> Path:
     """Write a diffusers StableDiffusionPipeline folder with fp16 safetensors (atomically: temp, then rename)."""
     import shutil
@@ -328,6 +334,7 @@ def save_tiny_sd(folder: Path, unet, vae, tokenizer, text_encoder) -> Path:
                                    scheduler=DDIMScheduler(**sd_scheduler_config()), safety_checker=None,
                                    feature_extractor=None, requires_safety_checker=False)
     pipe.to(torch.float16).save_pretrained(partial, safe_serialization=True)
+    (partial / RECOMMENDED_FILE).write_text(TINY_SD_RECOMMENDED.to_json(), encoding="utf-8")
     if folder.exists():
         shutil.rmtree(folder)
     partial.rename(folder)

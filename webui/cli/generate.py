@@ -22,10 +22,12 @@ def add_parser(subparsers) -> None:
                    help=f"diffusers folder, single .safetensors file or Hugging Face id (default: ${DEFAULT_MODEL_ENV}, "
                         f"else the built-in {BUILT_IN_MODEL})")
     p.add_argument("--negative", default=d.negative_prompt, help="negative prompt")
-    p.add_argument("--sampler", default=d.sampler, help=f"sampler by WebUI name (default: {d.sampler}); see `mixkit samplers`")
+    p.add_argument("--sampler", default=None, help=f"sampler by WebUI name (default: the model's recommended one, else "
+                                                   f"{d.sampler}); see `mixkit samplers`")
     p.add_argument("--schedule-type", default=d.schedule_type, help="Automatic, Karras, Exponential, ...")
-    p.add_argument("--steps", type=int, default=d.steps)
-    p.add_argument("--cfg", type=float, default=d.cfg_scale, help="CFG scale")
+    p.add_argument("--steps", type=int, default=None, help=f"default: the model's recommended steps, else {d.steps}")
+    p.add_argument("--cfg", type=float, default=None,
+                   help=f"CFG scale (default: the model's recommended one, e.g. 5 for mixkit-tiny-sd, else {d.cfg_scale})")
     p.add_argument("--seed", type=int, default=d.seed, help="-1 for a random seed")
     p.add_argument("--width", type=int, default=None, help="default: the model's native size (512 for SD 1.5)")
     p.add_argument("--height", type=int, default=None, help="default: the model's native size")
@@ -57,11 +59,13 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
 
     d = Txt2ImgParams()
+    chosen = {"steps": args.steps, "cfg_scale": args.cfg, "sampler": args.sampler}  # None: the model's, else A1111's
     params = Txt2ImgParams(
-        prompt=args.prompt, negative_prompt=args.negative, steps=args.steps, cfg_scale=args.cfg,
+        prompt=args.prompt, negative_prompt=args.negative, steps=_or(args.steps, d.steps),
+        cfg_scale=_or(args.cfg, d.cfg_scale),
         width=d.width if args.width is None else args.width, height=d.height if args.height is None else args.height,
         seed=args.seed, batch_size=args.batch_size, batch_count=args.batch_count,
-        sampler=args.sampler, schedule_type=args.schedule_type, clip_skip=args.clip_skip, loras=list(args.lora),
+        sampler=_or(args.sampler, d.sampler), schedule_type=args.schedule_type, clip_skip=args.clip_skip, loras=list(args.lora),
     )
     check_txt2img_params(params, GenerationLimits())  # fail before the (slow) model load
     check_approximation_args(args)
@@ -69,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
+    from pipelines.base import recommended_for
     from pipelines.optimize import load_options_for
     from pipelines.txt2img import TextToImage
 
@@ -76,6 +81,13 @@ def run(args: argparse.Namespace) -> int:
                                        embeddings_dir=args.embeddings_dir, vae=args.vae,
                                        **load_options_for(args.preset, args.device, args.backend))
     print(f"Loaded {pipe.model.description} from {args.model}", file=sys.stderr)
+    recommended = {k: v for k, v in recommended_for(pipe.model, Txt2ImgParams).items() if chosen[k] is None}
+    if recommended:
+        params = replace(params, **recommended)
+        check_txt2img_params(params, GenerationLimits())
+        listed = ", ".join(f"{k}={v}" for k, v in recommended.items())
+        print(f"Using the model's recommended {listed} (its mixkit_generation.json); --steps/--cfg/--sampler override",
+              file=sys.stderr)
     if args.width is None or args.height is None:
         native = pipe.model.native_size
         params = replace(params, width=args.width or native, height=args.height or native)
@@ -99,6 +111,10 @@ def run(args: argparse.Namespace) -> int:
     for path in result.save(output):
         print(path)
     return 0
+
+
+def _or(value, default):
+    return default if value is None else value
 
 
 def check_approximation_args(args: argparse.Namespace) -> None:

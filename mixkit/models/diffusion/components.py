@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mixkit.models.diffusion.family import ModelFamily, describe
+from mixkit.models.diffusion.recommended import RecommendedSettings
 
 
 @dataclass
@@ -27,6 +28,7 @@ class DiffusionModel:
     source: str
     model_hash: str | None = None
     extras: dict = field(default_factory=dict)
+    recommended: RecommendedSettings = field(default_factory=RecommendedSettings)  # the folder's mixkit_generation.json
 
     @property
     def prediction_type(self) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 from mixkit.errors import ModelNotFoundError
 from mixkit.models.diffusion.components import DiffusionModel
 from mixkit.models.diffusion.family import ModelFamily, detect_family
+from mixkit.models.diffusion.recommended import read_recommended
 
 logger = logging.getLogger(__name__)
 
@@ -149,6 +150,7 @@ def _load_folder(folder: Path, source: str, dtype, unet_dtype) -> DiffusionModel
     return DiffusionModel(
         unet=unet, vae=vae, text_encoders=text_encoders, tokenizers=tokenizers, scheduler_config=scheduler_config,
         family=family, name=folder.name, source=source, model_hash=_folder_hash(folder / "unet"),
+        recommended=read_recommended(folder),
     )
 
 

@@ -117,6 +117,7 @@ def test_tiny_vae_recipe_then_tiny_sd_recipe_reusing_it_give_a_folder_the_pipeli
     assert {"single/shape", "single/colour", "single/background", "vae_psnr"} <= set(record["metrics"])
     shipped_vae = AutoencoderKL.from_pretrained(folder / "vae")
     assert shipped_vae.config.scaling_factor == vae.config.scaling_factor
+    assert TextToImage.from_pretrained(folder).model.recommended.cfg_scale == 5.0  # its mixkit_generation.json
 
     continued = recipe_root / "sd-continued"  # training can continue from a tiny-sd folder; the record keeps the chain
     assert main(["train", "recipe", "tiny-sd", "--set", f"output={continued}", "--set", f"clip={tiny_clip}",

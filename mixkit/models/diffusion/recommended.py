@@ -1,0 +1,70 @@
+"""A model's recommended generation settings (`mixkit_generation.json` beside `model_index.json`).
+
+Civitai pages list the sampler, steps and CFG scale a checkpoint's makers found best; A1111 and
+diffusers leave the user to copy them by hand, so a model tuned for CFG 5 is run at 7. A model
+folder may carry them in `mixkit_generation.json`, e.g. `{"cfg_scale": 5.0, "note": "judge: 86% vs 81%"}`;
+a setting the caller does not pass comes from there, then from A1111's defaults. Settings passed
+explicitly always win, and the infotext records what was used.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+RECOMMENDED_FILE = "mixkit_generation.json"
+
+
+@dataclass(frozen=True)
+class RecommendedSettings:
+    """None: the model recommends nothing for that setting."""
+
+    sampler: str | None = None
+    steps: int | None = None
+    cfg_scale: float | None = None
+    note: str = ""  # why: what was measured (not used for generation)
+
+    def __post_init__(self) -> None:
+        if self.sampler is not None and (not isinstance(self.sampler, str) or not self.sampler.strip()):
+            raise ValueError(f"sampler must be a WebUI sampler name, got {self.sampler!r}")
+        if self.steps is not None and (isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1):
+            raise ValueError(f"steps must be an integer >= 1, got {self.steps!r}")
+        if self.cfg_scale is not None and (isinstance(self.cfg_scale, bool) or not isinstance(self.cfg_scale, (int, float))
+                                           or not math.isfinite(self.cfg_scale) or self.cfg_scale < 0):
+            raise ValueError(f"cfg_scale must be a finite number >= 0, got {self.cfg_scale!r}")
+        if not isinstance(self.note, str):
+            raise ValueError(f"note must be a string, got {self.note!r}")
+
+    def generation_values(self) -> dict:
+        """{setting: value} for the settings the model recommends (the note left out)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name != "note" and getattr(self, f.name) is not None}
+
+    def to_json(self) -> str:
+        values = self.generation_values()
+        if self.note:
+            values["note"] = self.note
+        return json.dumps(values, indent=2) + "\n"
+
+
+def read_recommended(folder: str | Path) -> RecommendedSettings:
+    """The folder's recommended settings; none when it has no `mixkit_generation.json`."""
+    path = Path(folder) / RECOMMENDED_FILE
+    if not path.is_file():
+        return RecommendedSettings()
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is not valid JSON ({error}); fix or delete it") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"{path} must hold a JSON object such as {{\"cfg_scale\": 5.0}}, got {type(values).__name__}")
+    known = [f.name for f in fields(RecommendedSettings)]
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ValueError(f"{path}: unknown setting(s) {unknown}; valid ones: {known}")
+    try:
+        return RecommendedSettings(**values)
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
