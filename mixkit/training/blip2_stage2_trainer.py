@@ -113,10 +113,12 @@ def train_blip2_stage2(config: Blip2Stage2Config, *, stop_at_step: int | None = 
     task = saved_prompts(task_config_for(config.model, model.vision_encoder), config.prompt, config.caption_prompt)
     with torch.no_grad():
         prefix_tokens = model.eval().encode_images(torch.zeros(1, 3, task.image_size, task.image_size)).shape[1]
+    # "vision" only when trained, so checkpoints from before the option existed still resume.
+    fingerprint_extra = {"lm": config.train_language_model, **({"vision": True} if config.train_vision_encoder else {})}
     run = LanguageModellingRun(
         trainer="blip2-stage2", model=model, tokenizer=tokenizer, samples=scan.samples, skipped=scan.skipped,
         tokenize=caption_tokenizer(tokenizer, config.prompt, config.dataset, config.caption_prompt),
-        task=task, fingerprint_extra={"lm": config.train_language_model, "vision": config.train_vision_encoder}, prefix_tokens=prefix_tokens,
+        task=task, fingerprint_extra=fingerprint_extra, prefix_tokens=prefix_tokens,
         part_learning_rates={"vision_encoder.": config.vision_learning_rate} if config.train_vision_encoder else {},
     )
     return run_language_modelling(config, run, stop_at_step=stop_at_step)

@@ -65,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
         cfg_scale=_or(args.cfg, d.cfg_scale),
         width=d.width if args.width is None else args.width, height=d.height if args.height is None else args.height,
         seed=args.seed, batch_size=args.batch_size, batch_count=args.batch_count,
-        sampler=_or(args.sampler, d.sampler), schedule_type=args.schedule_type, clip_skip=args.clip_skip, loras=list(args.lora),
+        sampler=_or(args.sampler, d.sampler), schedule_type=args.schedule_type, clip_skip=args.clip_skip,
+        loras=list(args.lora),
     )
     check_txt2img_params(params, GenerationLimits())  # fail before the (slow) model load
     check_approximation_args(args)

@@ -201,7 +201,8 @@ class QFormer(nn.Module):
         if self.config.image_positions:
             if image_features.shape[1] != self.config.image_positions:
                 raise ValueError(f"this Q-Former was built for {self.config.image_positions} image tokens "
-                                 f"(image_positions) but got {image_features.shape[1]}; use the image size it was trained on")
+                                 f"(image_positions) but got {image_features.shape[1]}; "
+                                 "use the image size it was trained on")
             image_features = image_features + self.image_position_embeddings.to(image_features.dtype)
         for layer in self.layers:
             hidden = layer(hidden, image_features, num_queries, mask)
