@@ -40,17 +40,17 @@ class TinyBlip2Recipe(JsonConfig):
     # A learned position per vision token, added before the Q-Former's cross-attention: the
     # tiny-clip tower's last layer says what is in the image but barely where (its zero-shot
     # position is 13% among 9), so without it every caption says "at the top left".
-    image_positions: bool = False
+    image_positions: bool = True
     # Each "where is the …?" pair is written this many times into the stage-2 mix: learning where things
     # are has a long plateau, which position questions alone get past in ~600 steps and a mix where they
     # are one line in seven did not in 3000.
-    position_question_repeats: int = 1
+    position_question_repeats: int = 4
     train_vision: bool = False
     vision_learning_rate: float = 1e-4
     lm_hidden: int = 128
     lm_layers: int = 2
     stage1_steps: int = 200
-    stage2_steps: int = 1200
+    stage2_steps: int = 3000
     batch_size: int = 32
     learning_rate: float = 1e-3
     seed: int = 0
