@@ -89,6 +89,21 @@ def test_tiny_blip2_captions_parse_and_name_colours_and_shapes():
     assert answers[1] == "one"
 
 
+def test_tiny_blip2_says_where_the_shape_is():
+    """Learned image positions + position questions: before them every caption said "at the top left"."""
+    from mixkit.evaluation import score_captions
+    from mixkit.models.vlm import load_vlm
+
+    world = WorldConfig(two_shape_fraction=0.0, caption_mode="rich")
+    samples = [s for s in generate_samples(60, 5, world) if s.scene.objects[0].position][:24]
+    vlm = load_vlm("mixkit-tiny-blip2")
+    scores = score_captions(vlm.caption([s.render(64, world) for s in samples]), [s.scene for s in samples])
+    # Measured on the shipped weights with these 24 images: position named 100%, right 96%; chance is 1/9.
+    assert scores["position_named"] >= 0.9 and scores["position"] >= 0.7, scores
+    answers = vlm.answer([samples[0].render(64, world)], [f"where is the {samples[0].scene.objects[0].shape}?"])
+    assert answers == [samples[0].scene.objects[0].position]
+
+
 # -- mixkit-tiny-sd: the default text-to-image model of the CLI, AppFlow and the web UI -------------------------
 SD_PROMPTS = 24
 # Measured on the shipped weights with these prompts and seeds (README: `mixkit eval tiny`): background
