@@ -92,11 +92,14 @@ def test_round_trip_is_exact(fixture_name, reference, tmp_path):
     assert len(loaded.text_encoders) == len(original.text_encoders)
     for a, b in zip(original.text_encoders, loaded.text_encoders):
         assert_same_parameters(a, b)
-    assert torch.equal(unet_output(original), unet_output(loaded))
+    # The weights are equal bit for bit (above). The same weights in other buffers can round the last bit
+    # differently on some CPUs (seen on an AMD EPYC, 2026-11-24: 2e-7), so outputs get a last-bit tolerance.
+    torch.testing.assert_close(unet_output(original), unet_output(loaded), atol=1e-6, rtol=1e-6)
     ids = torch.tensor([[512, 7, 8, 9, 513]])  # tiny byte-level tokenizer: bos 512, eos 513
     for a, b in zip(original.text_encoders, loaded.text_encoders):
         with torch.no_grad():
-            assert torch.equal(a(ids, output_hidden_states=True).hidden_states[-2], b(ids, output_hidden_states=True).hidden_states[-2])
+            torch.testing.assert_close(a(ids, output_hidden_states=True).hidden_states[-2],
+                                       b(ids, output_hidden_states=True).hidden_states[-2], atol=1e-6, rtol=1e-6)
     assert loaded.name == "model" and loaded.source == str(file)
     assert loaded.model_hash == hashlib.sha256(file.read_bytes()).hexdigest()[:10]
 

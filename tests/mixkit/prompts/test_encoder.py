@@ -113,8 +113,10 @@ def test_break_starts_a_new_chunk(sd1_encoder, sdxl_encoder):
 def test_long_prompt_chunks_are_encoded_independently(sd1_encoder):
     text = "b" * 75 + " " + "c" * 10
     encoded = sd1_encoder.encode(text).hidden
-    torch.testing.assert_close(encoded[:77], sd1_encoder.encode("b" * 75).hidden, atol=0, rtol=0)
-    torch.testing.assert_close(encoded[77:], sd1_encoder.encode("c" * 10).hidden, atol=0, rtol=0)
+    # Chunks share one batched text-encoder call; a batch of two may round the last bit differently from a
+    # batch of one on some CPUs (AMD EPYC: 2.4e-7), which says nothing about chunks seeing each other.
+    torch.testing.assert_close(encoded[:77], sd1_encoder.encode("b" * 75).hidden, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(encoded[77:], sd1_encoder.encode("c" * 10).hidden, atol=1e-6, rtol=1e-5)
 
 
 def test_cache_returns_the_same_object_until_weights_change(sd1_pipe):
