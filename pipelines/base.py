@@ -42,6 +42,11 @@ def recommended_for(model: DiffusionModel, params_class) -> dict[str, Any]:
     return {name: value for name, value in model.recommended.generation_values().items() if name in known}
 
 
+def params_from_keywords(model: DiffusionModel, params_class, keywords: dict[str, Any]):
+    """A keyword call's params: what the caller passed, then the model's recommended settings, then defaults."""
+    return params_class.from_kwargs(**{**recommended_for(model, params_class), **keywords})
+
+
 class DiffusionPipelineBase:
     params_class = Txt2ImgParams
 
@@ -91,7 +96,7 @@ class DiffusionPipelineBase:
                  control: GenerationControl | None = None, generator=None, **kwargs: Any) -> GenerationResult:
         # 1. Check inputs before any work
         if params is None:
-            params = self.params_class.from_kwargs(**{**recommended_for(self.model, self.params_class), **kwargs})
+            params = params_from_keywords(self.model, self.params_class, kwargs)
         elif kwargs:
             params = replace(params, **kwargs)
         self.check_inputs(params)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from mixkit.registry import Registry
-from pipelines.base import recommended_for
+from pipelines.base import params_from_keywords
 from pipelines.generation import GenerationResult
 from pipelines.img2img import Img2ImgParams, ImageToImage, Img2ImgInputs
 from pipelines.params import Txt2ImgParams, check_size
@@ -158,7 +158,7 @@ class HiresFix:
     def __call__(self, params: HiresParams | None = None, *, callback=None, control=None, **kwargs: Any) -> GenerationResult:
         # 1. Check every input before the first pass starts
         if params is None:
-            params = HiresParams.from_kwargs(**{**recommended_for(self.model, HiresParams), **kwargs})
+            params = params_from_keywords(self.model, HiresParams, kwargs)
         else:
             params = replace(params, **kwargs)
         width, height = self.check_inputs(params)

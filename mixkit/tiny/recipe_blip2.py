@@ -90,7 +90,7 @@ def write_world_dataset(folder: Path, count: int, seed: int, size: int,
     return caption_manifest, mixed_manifest
 
 
-def build_initial_model(recipe: TinyBlip2Recipe, folder: Path, tokenizer) -> Path:
+def build_initial_model(recipe: TinyBlip2Recipe, folder: Path, tokenizer, image_positions: int = 0) -> Path:
     """The untrained modular BLIP-2 (vision tower taken from tiny-clip), saved for the trainers."""
     from transformers import CLIPModel, CLIPVisionModel, GPT2Config, GPT2LMHeadModel
 
@@ -107,7 +107,7 @@ def build_initial_model(recipe: TinyBlip2Recipe, folder: Path, tokenizer) -> Pat
                             num_attention_heads=4, intermediate_size=4 * recipe.qformer_hidden,
                             encoder_hidden_size=clip.config.vision_config.hidden_size, cross_attention_frequency=1,
                             num_query_tokens=recipe.query_tokens, max_position_embeddings=64,
-                            image_positions=_image_tokens(recipe, clip.config.vision_config))
+                            image_positions=image_positions)
     bridge = QFormerBridge(QFormerBridgeConfig(qformer=qformer, output_size=recipe.lm_hidden))
     lm = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=recipe.lm_hidden,
                                     n_layer=recipe.lm_layers, n_head=4, bos_token_id=tokenizer.bos_token_id,
@@ -145,8 +145,8 @@ def train_tiny_blip2(recipe: TinyBlip2Recipe, stop_at_step: int | None = None):
     tokenizer.save_pretrained(work / "tokenizer")
     captions, mixed = write_world_dataset(work / "data", recipe.train_images, recipe.seed, recipe.image_size,
                                            recipe.position_question_repeats)
-    initial = build_initial_model(recipe, work / "initial", tokenizer)
     image_positions = _image_tokens(recipe, CLIPConfig.from_pretrained(recipe.clip).vision_config)
+    initial = build_initial_model(recipe, work / "initial", tokenizer, image_positions)
     curve.append({"stage": "data", "wall_seconds": clock.wall()})
     qformer_from = None
     if recipe.stage1_steps:
