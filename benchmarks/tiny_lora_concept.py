@@ -32,6 +32,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--concept", default="heart", choices=COLOUR_CONCEPTS + SHAPE_CONCEPTS)
     p.add_argument("--images", type=int, default=600, help="concept images (default 600)")
     p.add_argument("--class-images", type=int, default=600, help="base-world prior-preservation images")
+    p.add_argument("--prior-target", default="noise", choices=["noise", "base_model"],
+                   help="what the class images are trained towards (see SDLoraTrainingConfig.prior_target)")
+    p.add_argument("--prior-loss-weight", type=float, default=1.0)
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--rank", type=int, default=8)
@@ -108,7 +111,8 @@ def main(argv=None) -> None:
         before_concept = score(pipe, concept_prompts, judge, None)
         before_base = score(pipe, base_prompts, judge, None)
         config = SDLoraTrainingConfig(model=model, dataset=str(data), output=str(tmp / f"{args.concept}.safetensors"),
-                                      class_dataset=str(prior), resolution=size, batch_size=args.batch_size,
+                                      class_dataset=str(prior), prior_target=args.prior_target,
+                                      prior_loss_weight=args.prior_loss_weight, resolution=size, batch_size=args.batch_size,
                                       max_steps=args.steps, rank=args.rank, alpha=float(args.rank),
                                       learning_rate=args.learning_rate, min_snr_gamma=5.0, seed=0,
                                       network=args.network, train_text_encoder=args.train_text_encoder,
@@ -126,7 +130,8 @@ def main(argv=None) -> None:
 
     print(f"LoRA for {args.concept!r} on {args.model}: {args.steps} steps, batch {args.batch_size} (+ prior images), "
           f"rank {args.rank}, {args.network}, text encoder {'on' if args.train_text_encoder else 'off'}, "
-          f"noise offset {args.noise_offset}, precision {args.mixed_precision}; {wall / 60:.1f} wall min, "
+          f"noise offset {args.noise_offset}, precision {args.mixed_precision}, {args.class_images} class images "
+          f"towards {args.prior_target} x{args.prior_loss_weight}; {wall / 60:.1f} wall min, "
           f"{cpu / 60:.1f} process-CPU min ({torch.get_num_threads()} threads); {lora_bytes} bytes")
     print(f"{'prompts':<22} {'metric':<20} {'before':>7} {'after':>7}  target")
     print(f"{args.concept + ' (new concept)':<22} {key:<20} {before_concept[key]:>7.2f} {after_concept[key]:>7.2f}  >= 0.80")

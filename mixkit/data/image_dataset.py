@@ -104,5 +104,6 @@ class BucketedImageDataset:
             pixels.append(torch.from_numpy(array).permute(2, 0, 1))
             captions.append(record.caption)
         weights = torch.tensor([self.records[i].loss_weight for i in indices], dtype=torch.float32)
+        prior = torch.tensor([self.records[i].prior for i in indices], dtype=torch.bool)
         return {"pixels": torch.stack(pixels), "captions": captions, "original_sizes": original_sizes, "crops": crops,
-                "loss_weights": weights}
+                "loss_weights": weights, "prior": prior}

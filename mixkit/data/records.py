@@ -17,6 +17,7 @@ class ImageRecord:
     width: int = 0
     height: int = 0
     loss_weight: float = 1.0  # DreamBooth class (prior-preservation) images get the prior loss weight
+    prior: bool = False  # a class (prior-preservation) image, not one of the concept being trained
 
 
 @dataclass

@@ -20,7 +20,7 @@ import torch
 
 from mixkit.tiny.recipe_common import RecipeClock, base_world, resolve_tiny_clip, write_record
 from mixkit.tiny.world_tokenizer import build_world_tokenizer
-from mixkit.tiny.world_vqa import scene_questions
+from mixkit.tiny.world_vqa import question_kind, scene_questions
 from mixkit.training.config_json import JsonConfig
 
 logger = logging.getLogger(__name__)
@@ -45,6 +45,8 @@ class TinyBlip2Recipe(JsonConfig):
     # are has a long plateau, which position questions alone get past in ~600 steps and a mix where they
     # are one line in seven did not in 3000.
     position_question_repeats: int = 4
+    # The same lever for "what size is the …?": size is the attribute the captioner reads worst.
+    size_question_repeats: int = 1
     train_vision: bool = False
     vision_learning_rate: float = 1e-4
     lm_hidden: int = 128
@@ -58,7 +60,8 @@ class TinyBlip2Recipe(JsonConfig):
 
     def check(self) -> None:
         for name in ("train_images", "image_size", "qformer_hidden", "qformer_layers", "query_tokens", "lm_hidden",
-                     "lm_layers", "stage2_steps", "batch_size", "position_question_repeats"):
+                     "lm_layers", "stage2_steps", "batch_size", "position_question_repeats",
+                     "size_question_repeats"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -68,8 +71,12 @@ class TinyBlip2Recipe(JsonConfig):
 
 
 def write_world_dataset(folder: Path, count: int, seed: int, size: int,
-                        position_question_repeats: int = 1) -> tuple[Path, Path]:
-    """Images plus two manifests: captions (stage 1) and captions mixed with VQA pairs (stage 2)."""
+                        question_repeats: dict[str, int] | None = None) -> tuple[Path, Path]:
+    """Images plus two manifests: captions (stage 1) and captions mixed with VQA pairs (stage 2).
+
+    `question_repeats` maps a kind of question (`world_vqa.QUESTION_KINDS`) to how many times each such
+    pair is written into the stage-2 mix; kinds it does not name are written once.
+    """
     from mixkit.data.shapes import generate_samples
 
     world = dataclasses.replace(base_world(), caption_mode="rich")
@@ -82,7 +89,7 @@ def write_world_dataset(folder: Path, count: int, seed: int, size: int,
         captions.append(json.dumps({"image": name, "text": sample.caption}))
         mixed.append(json.dumps({"image": name, "text": sample.caption}))
         for question, answer in scene_questions(sample.scene):
-            repeats = position_question_repeats if question.startswith("where is") else 1
+            repeats = (question_repeats or {}).get(question_kind(question), 1)
             mixed += [json.dumps({"image": name, "question": question, "answer": answer})] * repeats
     caption_manifest, mixed_manifest = folder / "captions.jsonl", folder / "captions_and_vqa.jsonl"
     caption_manifest.write_text("\n".join(captions) + "\n", encoding="utf-8")
@@ -144,7 +151,8 @@ def train_tiny_blip2(recipe: TinyBlip2Recipe, stop_at_step: int | None = None):
     tokenizer = build_world_tokenizer()
     tokenizer.save_pretrained(work / "tokenizer")
     captions, mixed = write_world_dataset(work / "data", recipe.train_images, recipe.seed, recipe.image_size,
-                                           recipe.position_question_repeats)
+                                           {"position": recipe.position_question_repeats,
+                                            "size": recipe.size_question_repeats})
     image_positions = _image_tokens(recipe, CLIPConfig.from_pretrained(recipe.clip).vision_config)
     initial = build_initial_model(recipe, work / "initial", tokenizer, image_positions)
     curve.append({"stage": "data", "wall_seconds": clock.wall()})

@@ -9,6 +9,17 @@ from __future__ import annotations
 from mixkit.data.shapes_vocab import Scene
 
 COUNT_WORDS = {1: "one", 2: "two"}
+# What each question asks about, by its opening words; recipes weight the kinds of question separately.
+QUESTION_KINDS = {"what colour is the background": "background", "how many": "count", "what colour": "colour",
+                  "what size": "size", "where is": "position", "what shape": "shape"}
+
+
+def question_kind(question: str) -> str:
+    """The attribute a question of `scene_questions` asks about ("colour", "size", "position", …)."""
+    for opening, kind in QUESTION_KINDS.items():
+        if question.startswith(opening):
+            return kind
+    raise ValueError(f"{question!r} is not a shapes-world question; known openings: {sorted(QUESTION_KINDS)}")
 
 
 def scene_questions(scene: Scene) -> list[tuple[str, str]]:

@@ -50,6 +50,19 @@ class ConditionedDenoiser(nn.Module):
         return self.unet(noisy_latents, timesteps, **cond).sample
 
 
+def _base_model_targets(reference, target: torch.Tensor, batch: dict, noisy: torch.Tensor,
+                        timesteps: torch.Tensor) -> torch.Tensor:
+    """`target` with the prior samples' rows replaced by the base model's prediction for the same input."""
+    rows = batch["prior"].nonzero().flatten().tolist()
+    pick = lambda values: [values[i] for i in rows]  # noqa: E731
+    with torch.no_grad():
+        base = reference(noisy[rows], timesteps[rows], pick(batch["captions"]), pick(batch["original_sizes"]),
+                         pick(batch["crops"]))
+    target = target.clone()
+    target[rows] = base.to(target.dtype)
+    return target
+
+
 def check_stop_at_step(stop_at_step: int | None, max_steps: int) -> None:
     """`stop_at_step` (end early with a checkpoint, for time-sliced jobs) must lie in 1..max_steps."""
     if stop_at_step is not None and not 0 < stop_at_step <= max_steps:
@@ -60,8 +73,12 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
                        stop_at_step: int | None, checkpoint_dir: Path, fingerprint: str,
                        clipped: Callable[[], Iterable[torch.nn.Parameter]], trainable_state: Callable[[], dict],
                        result, after_optimizer_step: Callable[[], None] | None = None,
-                       after_step: Callable[[int, float, float, float], None] | None = None) -> int:
+                       after_step: Callable[[int, float, float, float], None] | None = None,
+                       prior_reference: Callable[..., torch.Tensor] | None = None) -> int:
     """Train from `step` to `stop_at_step` or `config.max_steps`; appends losses and checkpoints to `result`.
+
+    `prior_reference(noisy, timesteps, captions, original_sizes, crops)`, when given, is the frozen base
+    model's prediction; class (prior) images are then trained towards it instead of their true target.
 
     `after_step(step, mean loss, learning rate, seconds)` runs on every process after each optimizer
     step, before that step's checkpoint (logging and validation images, see `run_reporting`).
@@ -99,6 +116,8 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
                 prediction = denoiser(noisy, timesteps.to(accelerator.device), batch["captions"],
                                       batch["original_sizes"], batch["crops"])
                 target = objective.diffusion_target(latents, noise, timesteps, alphas_cumprod, model.prediction_type)
+                if prior_reference is not None and batch["prior"].any():
+                    target = _base_model_targets(prior_reference, target, batch, noisy, timesteps.to(accelerator.device))
                 weights = batch["loss_weights"]
                 if config.min_snr_gamma:
                     weights = weights * objective.min_snr_weights(alphas_cumprod, timesteps, config.min_snr_gamma,

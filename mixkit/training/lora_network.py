@@ -9,6 +9,8 @@ removing the hooks restores it exactly. Module names follow kohya's sd-scripts
 
 from __future__ import annotations
 
+import contextlib
+
 import math
 
 import torch
@@ -108,6 +110,17 @@ class LoraNetwork(nn.Module):
         for hook in self._hooks:
             hook.remove()
         self._hooks.clear()
+
+    @contextlib.contextmanager
+    def disabled(self):
+        """The base model's own behaviour for the duration (hooks off, not zeroed: no adapter compute)."""
+        attached = bool(self._hooks)
+        self.detach()
+        try:
+            yield
+        finally:
+            if attached:
+                self.attach()
 
     def parameter_groups(self, unet_lr: float, text_encoder_lr: float) -> list[dict]:
         unet = [p for n, a in self.adapters.items() if n.startswith("lora_unet") for p in a.parameters()]

@@ -16,6 +16,12 @@ NETWORK_KINDS.register("locon", "LoRA plus ResNet/down/upsample 3x3 convs (kohya
 NETWORK_KINDS.register("cross-kv", "LoRA on the cross-attention key/value projections only (Custom Diffusion's "
                                      "choice of layers: where text states enter the UNet)")
 
+PRIOR_TARGETS: Registry[str] = Registry("prior-preservation target")
+PRIOR_TARGETS.register("noise", "class images are denoised towards their true noise, as DreamBooth and kohya do")
+PRIOR_TARGETS.register("base_model", "class images are denoised towards the base model's own prediction (adapters "
+                                     "off): the LoRA is taught to leave what the base model draws unchanged, "
+                                     "not to redraw the class images")
+
 
 @dataclass
 class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
@@ -41,6 +47,7 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     missing_captions: str = "folder_name"
     class_dataset: str | None = None
     prior_loss_weight: float = 1.0
+    prior_target: str = "noise"
     batch_size: int = 1
     gradient_accumulation_steps: int = 1
     max_steps: int = 100
@@ -61,6 +68,10 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
         NETWORK_KINDS.get(self.network)
+        PRIOR_TARGETS.get(self.prior_target)
+        if self.prior_target != "noise" and not self.class_dataset:
+            raise ValueError(f"prior_target={self.prior_target!r} acts on class images; set class_dataset "
+                             "(a folder or manifest of base-world images) or leave prior_target='noise'")
         SDXL_KEY_LAYOUTS.get(self.sdxl_key_layout)
         check_positive_ints(self, ("rank", "batch_size", "gradient_accumulation_steps", "max_steps", "resolution"))
         if self.network == "locon" and (not isinstance(self.conv_rank, int) or self.conv_rank <= 0):

@@ -60,7 +60,8 @@ def scan_dataset(config) -> ScanReport:
         if not prior.records:
             raise ValueError(f"class_dataset {class_dataset!r} has no usable images; add class images or unset it.")
         weight = config.prior_loss_weight
-        report.records += [dataclasses.replace(r, loss_weight=weight, concept=f"class: {r.concept}") for r in prior.records]
+        report.records += [dataclasses.replace(r, loss_weight=weight, concept=f"class: {r.concept}", prior=True)
+                           for r in prior.records]
         report.skipped += prior.skipped
         report.warnings += prior.warnings
     return report
@@ -88,7 +89,7 @@ def _frozen_weights_in_half_precision(model, precision: str, train_text_encoder:
 def _settings(config: SDLoraTrainingConfig) -> dict:
     keys = ("learning_rate", "text_encoder_learning_rate", "max_steps", "batch_size", "gradient_accumulation_steps",
             "resolution", "seed", "noise_offset", "min_snr_gamma", "mixed_precision", "gradient_checkpointing", "bucketing",
-            "prior_loss_weight")
+            "prior_loss_weight", "prior_target")
     renamed = {"max_steps": "max_train_steps", "batch_size": "batch_size_per_device", "bucketing": "enable_bucket"}
     return {renamed.get(k, k): getattr(config, k) for k in keys}
 
@@ -148,6 +149,13 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     denoiser, optimizer = accelerator.prepare(denoiser, optimizer)
 
     # 4. Train (the loop is shared with the full fine-tune trainer).
+    prior_reference = None
+    if config.prior_target == "base_model":
+        plain = accelerator.unwrap_model(denoiser)
+
+        def prior_reference(*inputs):
+            with network.disabled(), accelerator.autocast():
+                return plain(*inputs)
     checkpoint_dir = Path(config.checkpoint_dir or Path(config.output).with_suffix("").as_posix() + "-checkpoints")
     result = TrainingResult(output=None, steps=step, skipped_images=list(report.skipped))
     reporter.model = model
@@ -156,7 +164,7 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
             config, accelerator=accelerator, model=model, denoiser=denoiser, dataset=dataset, optimizer=optimizer,
             lr_schedule=lr_schedule, step=step, stop_at_step=stop_at_step, checkpoint_dir=checkpoint_dir,
             fingerprint=fingerprint, clipped=lambda: network.parameters(), trainable_state=network.state_dict,
-            result=result, after_step=reporter)
+            result=result, after_step=reporter, prior_reference=prior_reference)
         accum, world = config.gradient_accumulation_steps, accelerator.num_processes
         batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
         result.steps = step

@@ -94,18 +94,19 @@ def test_tiny_blip2_recipe_with_image_positions_writes_a_captioner_load_vlm_read
     assert isinstance(captioner.caption([image], max_new_tokens=4)[0], str)
 
 
-def test_tiny_blip2_dataset_repeats_only_the_position_questions(tmp_path):
+def test_tiny_blip2_dataset_repeats_only_the_kinds_of_question_asked_for(tmp_path):
     from mixkit.tiny.recipe_blip2 import write_world_dataset
 
     def lines(folder, repeats):
-        _, mixed = write_world_dataset(folder, 12, 0, 16, position_question_repeats=repeats)
+        _, mixed = write_world_dataset(folder, 12, 0, 16, question_repeats=repeats)
         return [json.loads(line) for line in mixed.read_text().splitlines()]
 
-    once, thrice = lines(tmp_path / "a", 1), lines(tmp_path / "b", 3)
+    once, more = lines(tmp_path / "a", None), lines(tmp_path / "b", {"position": 3, "size": 2})
     where = [row for row in once if row.get("question", "").startswith("where is")]
-    assert where and len(thrice) == len(once) + 2 * len(where)
-    assert [row for row in thrice if row not in where] == [row for row in once if row not in where]
-    assert all(thrice.count(row) == 3 for row in where)
+    sizes = [row for row in once if row.get("question", "").startswith("what size")]
+    assert where and sizes and len(more) == len(once) + 2 * len(where) + len(sizes)
+    assert [row for row in more if row not in where + sizes] == [row for row in once if row not in where + sizes]
+    assert all(more.count(row) == 3 for row in where) and all(more.count(row) == 2 for row in sizes)
 
 
 def test_tiny_vae_recipe_then_tiny_sd_recipe_reusing_it_give_a_folder_the_pipeline_loads(tiny_clip, recipe_root,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from mixkit.data.shapes_vocab import Scene, ShapeSpec
-from mixkit.tiny.world_vqa import scene_questions
+import pytest
+
+from mixkit.tiny.world_vqa import question_kind, scene_questions
 
 
 def test_single_shape_questions():
@@ -21,3 +23,12 @@ def test_two_shapes_of_the_same_kind_are_not_asked_about():
     assert pairs["how many shapes are there?"] == "two"
     other = Scene((ShapeSpec("circle", "red", "small"), ShapeSpec("cross", "green", "large")), "white", "above")
     assert dict(scene_questions(other))["what colour is the cross?"] == "green"
+
+
+def test_every_question_has_its_kind_and_a_foreign_one_is_refused():
+    scene = Scene((ShapeSpec("star", "red", "small", "top left"),), "blue")
+    kinds = {question_kind(q): a for q, a in scene_questions(scene)}
+    assert kinds == {"background": "blue", "count": "one", "colour": "red", "size": "small",
+                     "position": "top left", "shape": "star"}
+    with pytest.raises(ValueError, match="not a shapes-world question"):
+        question_kind("is it raining?")

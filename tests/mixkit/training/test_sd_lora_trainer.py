@@ -276,3 +276,73 @@ def test_dreambooth_class_images_join_with_the_prior_loss_weight(tiny_sd1_dir, c
     config.prior_loss_weight = float("inf")
     with pytest.raises(ValueError, match="prior_loss_weight"):
         train_sd_lora(config)
+
+
+def _class_folder(root, source):
+    """The instance images again, as a one-repeat class (prior-preservation) folder."""
+    import shutil
+
+    folder = root / "1_square"
+    folder.mkdir(parents=True)
+    for image in (source / "2_square").glob("*.png"):
+        shutil.copy(image, folder / image.name)
+        shutil.copy(image.with_suffix(".txt"), folder / image.with_suffix(".txt").name)
+    return root
+
+
+def test_base_model_prior_target_asks_class_images_for_what_the_base_model_already_predicts(
+        tiny_sd1_dir, colour_dataset, tmp_path):
+    # One batch holds the six instance samples and the three class samples. The adapters start at zero,
+    # so at the first step the model *is* the base model: with prior_target='base_model' the class rows
+    # add nothing to the loss, whatever their weight, exactly as rows of weight 0 would.
+    classes = _class_folder(tmp_path / "class", colour_dataset)
+
+    def first_loss(name, **overrides):
+        config = _config(tiny_sd1_dir, colour_dataset, tmp_path / f"{name}.safetensors", class_dataset=str(classes),
+                         batch_size=9, max_steps=1, **overrides)
+        return train_sd_lora(config).losses[0]
+
+    base_model = first_loss("base", prior_target="base_model", prior_loss_weight=1000.0)
+    ignored = first_loss("zero", prior_target="noise", prior_loss_weight=0.0)
+    dreambooth = first_loss("noise", prior_target="noise", prior_loss_weight=1000.0)
+    assert base_model == pytest.approx(ignored, rel=1e-5)
+    assert dreambooth > 100 * base_model
+
+
+def test_base_model_prior_target_trains_and_is_recorded(tiny_sd1_dir, colour_dataset, tmp_path):
+    classes = _class_folder(tmp_path / "class", colour_dataset)
+    config = _config(tiny_sd1_dir, colour_dataset, tmp_path / "kept.safetensors", class_dataset=str(classes),
+                     prior_target="base_model", max_steps=3)
+    result = train_sd_lora(config)
+    from safetensors.torch import load_file
+
+    weights = load_file(result.output)
+    assert any(weights[k].abs().sum() > 0 for k in weights if "lora_up" in k)
+    assert read_safetensors_metadata(result.output)["ss_prior_target"] == "base_model"
+
+
+def test_prior_target_is_checked(tiny_sd1_dir, colour_dataset, tmp_path):
+    with pytest.raises(KeyError, match="base_model"):
+        train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "x.safetensors", prior_target="teacher"))
+    with pytest.raises(ValueError, match="class_dataset"):
+        train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "x.safetensors", prior_target="base_model"))
+    assert not (tmp_path / "x.safetensors").exists()
+
+
+def test_disabled_network_runs_the_base_model_and_reattaches(tiny_sd1_dir):
+    from mixkit.training.lora_network import LoraNetwork
+
+    model = load_diffusion_model(str(tiny_sd1_dir))
+    unet = model.unet
+    torch.manual_seed(0)
+    inputs = (torch.randn(1, 4, 4, 4), torch.tensor([10]), torch.randn(1, 77, unet.config.cross_attention_dim))
+    with torch.no_grad():
+        plain = unet(*inputs).sample
+        network = LoraNetwork(unet, model.text_encoders, rank=2, alpha=2.0).attach()
+        for adapter in network.adapters.values():
+            torch.nn.init.normal_(adapter.lora_up.weight)
+        adapted = unet(*inputs).sample
+        with network.disabled():
+            assert torch.equal(unet(*inputs).sample, plain)
+        assert torch.equal(unet(*inputs).sample, adapted) and not torch.allclose(adapted, plain)
+    network.detach()
