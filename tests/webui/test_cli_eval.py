@@ -22,3 +22,16 @@ def test_eval_tiny_scores_a_model_and_the_shipped_captioner(tiny_sd1_dir, tmp_pa
 def test_eval_tiny_rejects_bad_counts_before_loading(capsys):
     assert main(["eval", "tiny", "--prompts", "0"]) == 2
     assert "--prompts must be >= 1" in capsys.readouterr().err
+
+
+def test_eval_tiny_runs_a_model_with_its_recommended_settings_unless_told_otherwise(tiny_sd1_dir, tmp_path, capsys):
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_sd1_dir, model)
+    (model / "mixkit_generation.json").write_text(json.dumps({"steps": 1, "cfg_scale": 3.0}))
+    common = ["eval", "tiny", "--model", str(model), "--captioner", "none", "--prompts", "1", "--two-shape", "0"]
+    assert main(common) == 0
+    assert "generating with steps=1, cfg_scale=3.0, sampler=DPM++ 2M" in capsys.readouterr().err
+    assert main(common + ["--steps", "2", "--sampler", "Euler"]) == 0
+    assert "generating with steps=2, cfg_scale=3.0, sampler=Euler" in capsys.readouterr().err

@@ -14,6 +14,8 @@ from pathlib import Path
 
 TARGETS = {"single/shape": 0.95, "single/colour": 0.95, "single/background": 0.95,
            "caption/shape": 0.95, "caption/colour": 0.95, "caption/background": 0.95, "round_trip/all": 0.90}
+# Used for what neither the command line nor the model's recommended settings say.
+EVAL_DEFAULTS = {"steps": 20, "cfg_scale": 5.0, "sampler": "DPM++ 2M"}
 
 
 def add_parser(subparsers) -> None:
@@ -24,9 +26,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--prompts", type=int, default=200, help="single-shape prompts (default 200)")
     p.add_argument("--two-shape", type=int, default=50, help="two-shape prompts, reported separately (default 50)")
     p.add_argument("--held-out-only", action="store_true", help="only prompts whose combination was held out of training")
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--cfg", type=float, default=5.0)
-    p.add_argument("--sampler", default="DPM++ 2M")
+    p.add_argument("--steps", type=int, default=None,
+                   help=f"default: the model's recommended steps (mixkit_generation.json), else {EVAL_DEFAULTS['steps']}")
+    p.add_argument("--cfg", type=float, default=None,
+                   help=f"default: the model's recommended CFG scale, else {EVAL_DEFAULTS['cfg_scale']}")
+    p.add_argument("--sampler", default=None,
+                   help=f"default: the model's recommended sampler, else {EVAL_DEFAULTS['sampler']}")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch-size", type=int, default=16, help="images per pipeline call (the pipeline allows up to 16)")
     p.add_argument("--json", type=Path, default=None, help="also write the scores to this JSON file")
@@ -35,7 +40,7 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     for name in ("prompts", "batch_size", "steps"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.two_shape < 0:
         raise ValueError(f"--two-shape must be >= 0, got {args.two_shape}")
@@ -49,11 +54,12 @@ def run(args: argparse.Namespace) -> int:
     prompts = eval_prompts(world, count=args.prompts, seed=1234, two_shape_count=args.two_shape)
     pipe = TextToImage.from_pretrained(args.model)
     size = pipe.model.native_size
+    settings = _generation_settings(pipe, args)
+    print("generating with " + ", ".join(f"{k}={v}" for k, v in settings.items()), file=sys.stderr)
     images = []
     for start in range(0, len(prompts), args.batch_size):
         chunk = [p.prompt for p in prompts[start:start + args.batch_size]]
-        result = pipe(prompt=chunk, batch_size=len(chunk), steps=args.steps, cfg_scale=args.cfg, sampler=args.sampler,
-                      seed=args.seed + start, width=size, height=size)
+        result = pipe(prompt=chunk, batch_size=len(chunk), seed=args.seed + start, width=size, height=size, **settings)
         images += result.images
         print(f"generated {len(images)}/{len(prompts)}", file=sys.stderr)
     judge = load_shipped_judge()
@@ -74,6 +80,17 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         args.json.write_text(json.dumps(scores, indent=2) + "\n", encoding="utf-8")
     return 0
+
+
+def _generation_settings(pipe, args: argparse.Namespace) -> dict:
+    """Steps, CFG and sampler: the command line's, else the model's recommended ones (as `mixkit generate`
+    uses them, so a model is scored as it is meant to be run), else `EVAL_DEFAULTS`."""
+    from pipelines.base import recommended_for
+    from pipelines.params import Txt2ImgParams
+
+    given = {"steps": args.steps, "cfg_scale": args.cfg, "sampler": args.sampler}
+    recommended = recommended_for(pipe.model, Txt2ImgParams)
+    return {k: given[k] if given[k] is not None else recommended.get(k, EVAL_DEFAULTS[k]) for k in given}
 
 
 def _caption_all(vlm, images, batch_size: int) -> list[str]:
