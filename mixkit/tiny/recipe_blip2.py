@@ -22,6 +22,7 @@ from mixkit.tiny.recipe_common import RecipeClock, base_world, resolve_tiny_clip
 from mixkit.tiny.world_tokenizer import build_world_tokenizer
 from mixkit.tiny.world_vqa import question_kind, scene_questions
 from mixkit.training.config_json import JsonConfig
+from mixkit.training.optimizers import LR_SCHEDULES
 
 logger = logging.getLogger(__name__)
 VQA_TEMPLATE = "question: {} answer:"
@@ -53,6 +54,7 @@ class TinyBlip2Recipe(JsonConfig):
     lm_layers: int = 2
     stage1_steps: int = 200
     stage2_steps: int = 3000
+    lr_schedule: str = "constant"  # stage 2, after its 50 warm-up steps: "constant" or "cosine"
     batch_size: int = 32
     learning_rate: float = 1e-3
     seed: int = 0
@@ -67,6 +69,7 @@ class TinyBlip2Recipe(JsonConfig):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if not isinstance(self.stage1_steps, int) or self.stage1_steps < 0:
             raise ValueError(f"stage1_steps must be an integer >= 0 (0 skips stage 1), got {self.stage1_steps!r}")
+        LR_SCHEDULES.get(self.lr_schedule)
         self.clip = resolve_tiny_clip(self.clip)
 
 
@@ -174,7 +177,8 @@ def train_tiny_blip2(recipe: TinyBlip2Recipe, stop_at_step: int | None = None):
         model=str(initial), dataset=str(mixed), output=str(work / "stage2"), qformer_from=qformer_from,
         prompt=VQA_TEMPLATE, caption_prompt="", train_language_model=True, train_vision_encoder=recipe.train_vision,
         vision_learning_rate=recipe.vision_learning_rate, batch_size=recipe.batch_size,
-        max_steps=recipe.stage2_steps, learning_rate=recipe.learning_rate, warmup_steps=50, seed=recipe.seed)
+        max_steps=recipe.stage2_steps, learning_rate=recipe.learning_rate, warmup_steps=50,
+        lr_schedule=recipe.lr_schedule, seed=recipe.seed)
     result = train_blip2_stage2(stage2, stop_at_step=stop_at_step)
     curve.append({"stage": "stage2", "steps": result.steps, "final_loss": _last(result.losses),
                   "wall_seconds": clock.wall()})

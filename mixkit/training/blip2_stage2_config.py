@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from mixkit.training.config_checks import check_mixed_precision, check_non_negative_numbers, check_positive_ints
 from mixkit.training.config_json import JsonConfig
+from mixkit.training.optimizers import LR_SCHEDULES
 
 # BLIP-2's prompt for VQA fine-tuning and zero-shot VQA (OPT models); "" is its captioning prompt.
 BLIP2_VQA_PROMPT = "Question: {} Short answer:"
@@ -24,6 +25,7 @@ def check_language_modelling(config) -> None:
     if config.learning_rate == 0:
         raise ValueError("learning_rate must be > 0, got 0")
     check_mixed_precision(config)
+    LR_SCHEDULES.get(config.lr_schedule)
     for name in ("checkpoint_every", "warmup_steps"):
         value = getattr(config, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -59,6 +61,7 @@ class Blip2Stage2Config(JsonConfig):
     learning_rate: float = 1e-4
     weight_decay: float = 0.05
     warmup_steps: int = 0
+    lr_schedule: str = "constant"  # after warm-up: "constant" or "cosine" (LAVIS's linear_warmup_cosine_lr)
     seed: int = 0
     missing_captions: str = "folder_name"
     mixed_precision: str = "no"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import math
+
 import torch
 
 from mixkit.registry import Registry
@@ -42,3 +44,19 @@ def linear_warmup(optimizer: torch.optim.Optimizer, warmup_steps: int) -> torch.
     """LR factor (s + 1) / warmup_steps for the first steps, then 1 (constant), as both SD trainers use."""
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / warmup_steps) if warmup_steps else 1.0)
+
+
+# Learning-rate factor per optimizer step after warm-up, as f(progress in [0, 1]).
+LR_SCHEDULES: Registry[Callable[[float], float]] = Registry("learning-rate schedule")
+LR_SCHEDULES.register("constant", lambda progress: 1.0)
+# LAVIS's `linear_warmup_cosine_lr` (BLIP-2's schedule) decays to its min_lr; 0 here, as in its stage-2 configs
+# where min_lr is 1e-5 against an init_lr of 1e-4 (close enough to 0 that the end matters little).
+LR_SCHEDULES.register("cosine", lambda progress: 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress))))
+
+
+def warmup_then(schedule: str, step: int, warmup_steps: int, total_steps: int) -> float:
+    """LR factor at `step` (0-based): linear warm-up over `warmup_steps`, then the named schedule."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+    return LR_SCHEDULES.get(schedule)(progress)
