@@ -1,6 +1,10 @@
 """A LoRA teaches mixkit-tiny-sd a concept its base data never had (default: the shape heart).
 
-Run from the repository root:  python -m benchmarks.tiny_lora_concept  [--concept heart] [--steps 400]
+Run from the repository root:  python -m benchmarks.tiny_lora_concept  [--concept heart] [--steps 650]
+
+The defaults are the recipe that meets the issue's target on the shipped model (README: concept
+≥ 80%, base world ≥ 90%, ≤ 10 CPU minutes): UNet and text-encoder LoRA at 2e-3 for 650 steps, with
+the class images trained towards the base model's own prediction at prior weight 3, fp32, one thread.
 
 1. Data: `write_kohya_folder` of the concept (hearts in every base colour, on every base
    background) and of the base world, used as prior-preservation ("class") images so the other
@@ -32,23 +36,27 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--concept", default="heart", choices=COLOUR_CONCEPTS + SHAPE_CONCEPTS)
     p.add_argument("--images", type=int, default=600, help="concept images (default 600)")
     p.add_argument("--class-images", type=int, default=600, help="base-world prior-preservation images")
-    p.add_argument("--prior-target", default="noise", choices=["noise", "base_model"],
+    p.add_argument("--prior-target", default="base_model", choices=["noise", "base_model"],
                    help="what the class images are trained towards (see SDLoraTrainingConfig.prior_target)")
-    p.add_argument("--prior-loss-weight", type=float, default=1.0)
-    p.add_argument("--steps", type=int, default=400)
+    p.add_argument("--prior-loss-weight", type=float, default=3.0)
+    p.add_argument("--steps", type=int, default=650)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--rank", type=int, default=8)
     p.add_argument("--learning-rate", type=float, default=2e-3)
     p.add_argument("--text-encoder-learning-rate", type=float, default=None,
                    help="with --train-text-encoder: its own rate (default: --learning-rate)")
     p.add_argument("--network", default="lora", choices=["lora", "locon", "cross-kv"])
-    p.add_argument("--train-text-encoder", action="store_true",
+    p.add_argument("--train-text-encoder", action=argparse.BooleanOptionalAction, default=True,
                    help="also adapt the text encoder (a new word needs its own embedding direction)")
     p.add_argument("--noise-offset", type=float, default=0.3,
                    help="the shipped model's recipe trained with offset noise 0.3; keep it for its LoRAs")
-    p.add_argument("--mixed-precision", default="auto", choices=["no", "auto", "bf16"])
+    # fp32: bf16 autocast does not pay for a UNet this small on a CPU (README, the 64-px fidelity row).
+    p.add_argument("--mixed-precision", default="no", choices=["no", "auto", "bf16"])
+    p.add_argument("--seed", type=int, default=0, help="training seed (adapter init, data order, noise)")
     p.add_argument("--prompts", type=int, default=100, help="evaluation prompts per set")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads (0: torch's default); one spends no CPU time on synchronisation, "
+                        "and CPU minutes are the budget")
     p.add_argument("--keep", type=Path, default=None, help="copy the trained LoRA file here")
     return p.parse_args(argv)
 
@@ -114,7 +122,7 @@ def main(argv=None) -> None:
                                       class_dataset=str(prior), prior_target=args.prior_target,
                                       prior_loss_weight=args.prior_loss_weight, resolution=size, batch_size=args.batch_size,
                                       max_steps=args.steps, rank=args.rank, alpha=float(args.rank),
-                                      learning_rate=args.learning_rate, min_snr_gamma=5.0, seed=0,
+                                      learning_rate=args.learning_rate, min_snr_gamma=5.0, seed=args.seed,
                                       network=args.network, train_text_encoder=args.train_text_encoder,
                                       text_encoder_learning_rate=args.text_encoder_learning_rate,
                                       noise_offset=args.noise_offset, mixed_precision=args.mixed_precision)

@@ -53,8 +53,11 @@ class TinyBlip2Recipe(JsonConfig):
     lm_hidden: int = 128
     lm_layers: int = 2
     stage1_steps: int = 200
-    stage2_steps: int = 3000
-    lr_schedule: str = "constant"  # stage 2, after its 50 warm-up steps: "constant" or "cosine"
+    # Measured with one thread (README): at 3000 constant-rate steps the default recipe learnt position in one
+    # run (90%) and not in its rerun (34%): where-questions leave their plateau near that step. 5000 steps
+    # got past it in both schedules tried, and the cosine decay also read size better (89% against 82%).
+    stage2_steps: int = 5000
+    lr_schedule: str = "cosine"  # stage 2, after its 50 warm-up steps: "constant" or "cosine"
     batch_size: int = 32
     learning_rate: float = 1e-3
     seed: int = 0
