@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from mixkit.data.shapes_vocab import Scene, ShapeSpec
 import pytest
 
+from mixkit.data.shapes_vocab import Scene, ShapeSpec
 from mixkit.tiny.world_vqa import question_kind, scene_questions
 
 

@@ -310,12 +310,12 @@ def test_base_model_prior_target_asks_class_images_for_what_the_base_model_alrea
 
 
 def test_base_model_prior_target_trains_and_is_recorded(tiny_sd1_dir, colour_dataset, tmp_path):
+    from safetensors.torch import load_file
+
     classes = _class_folder(tmp_path / "class", colour_dataset)
     config = _config(tiny_sd1_dir, colour_dataset, tmp_path / "kept.safetensors", class_dataset=str(classes),
                      prior_target="base_model", max_steps=3)
     result = train_sd_lora(config)
-    from safetensors.torch import load_file
-
     weights = load_file(result.output)
     assert any(weights[k].abs().sum() > 0 for k in weights if "lora_up" in k)
     assert read_safetensors_metadata(result.output)["ss_prior_target"] == "base_model"
