@@ -40,7 +40,9 @@ MAX_TOKENS = 77
 class TinySDRecipe(JsonConfig):
     output: str = "mixkit-tiny-sd"
     clip: str = "mixkit-tiny-clip"  # the trained tiny CLIP folder (its text tower is used, frozen)
-    vae: str = ""  # a `tiny-vae` recipe output to reuse; empty: train one first (the slow stage)
+    # A `tiny-vae` recipe output to reuse; empty: init_from's own autoencoder when continuing (its UNet knows only
+    # those latents), else train one first (the slow stage).
+    vae: str = ""
     image_size: int = 64
     train_images: int = 12000
     unet_channels: list[int] = field(default_factory=lambda: [32, 64, 128])
@@ -84,6 +86,8 @@ class TinySDRecipe(JsonConfig):
         self.clip = resolve_tiny_clip(self.clip)
         if self.init_from and not (Path(self.init_from) / "unet" / "config.json").is_file():
             raise FileNotFoundError(f"init_from {self.init_from!r} is not a tiny-sd folder (no unet/config.json)")
+        if self.init_from and not self.vae and (Path(self.init_from) / "vae" / "config.json").is_file():
+            self.vae = str(Path(self.init_from) / "vae")
         if not self.text_encoder_learning_rate > 0:
             raise ValueError(f"text_encoder_learning_rate must be > 0, got {self.text_encoder_learning_rate!r}")
         if not 0 <= self.offset_noise < 1:

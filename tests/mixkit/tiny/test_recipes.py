@@ -226,6 +226,20 @@ def test_tiny_sd_recipe_without_its_clip_says_what_to_do(tmp_path, capsys):
     assert "mixkit train recipe tiny-clip" in capsys.readouterr().err
 
 
+def test_tiny_sd_recipe_continuing_a_model_keeps_its_autoencoder_unless_told_otherwise(tmp_path):
+    from mixkit.tiny.recipe_sd import TinySDRecipe
+    from mixkit.tiny.shipped import shipped_model_path
+
+    shipped = shipped_model_path("mixkit-tiny-sd")
+    recipe = TinySDRecipe(init_from=str(shipped))
+    recipe.check()
+    assert recipe.vae == str(shipped / "vae")
+    (tmp_path / "config.json").write_text("{}")
+    other = TinySDRecipe(init_from=str(shipped), vae=str(tmp_path))
+    other.check()
+    assert other.vae == str(tmp_path)
+
+
 def test_tiny_sd_recipe_with_a_missing_vae_folder_says_what_to_do(tmp_path, capsys):
     assert main(["train", "recipe", "tiny-sd", "--set", f"vae={tmp_path / 'missing'}"]) == 2
     assert "mixkit train recipe tiny-vae" in capsys.readouterr().err
