@@ -10,7 +10,6 @@ removing the hooks restores it exactly. Module names follow kohya's sd-scripts
 from __future__ import annotations
 
 import contextlib
-
 import math
 
 import torch

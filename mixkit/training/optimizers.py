@@ -1,4 +1,4 @@
-"""Optimizers by name for the SD trainers: AdamW, and 8-bit AdamW from bitsandbytes.
+"""Optimizers by name for the SD trainers (AdamW, 8-bit AdamW from bitsandbytes), and learning-rate schedules.
 
 8-bit AdamW (Dettmers et al. 2022, block-wise quantised optimizer states) keeps both Adam moments
 in one byte per value instead of four, which is what lets people fine-tune SDXL on consumer GPUs.
@@ -7,9 +7,8 @@ bitsandbytes keeps tensors under `min_8bit_size` values (4096 by default) in 32-
 
 from __future__ import annotations
 
-from typing import Callable
-
 import math
+from typing import Callable
 
 import torch
 
@@ -42,8 +41,7 @@ def make_optimizer(name: str, parameter_groups: list, learning_rate: float) -> t
 
 def linear_warmup(optimizer: torch.optim.Optimizer, warmup_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
     """LR factor (s + 1) / warmup_steps for the first steps, then 1 (constant), as both SD trainers use."""
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min(1.0, (s + 1) / warmup_steps) if warmup_steps else 1.0)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: warmup_then("constant", s, warmup_steps, 1))
 
 
 # Learning-rate factor per optimizer step after warm-up, as f(progress in [0, 1]).
