@@ -46,6 +46,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--learning-rate", type=float, default=2e-3)
     p.add_argument("--text-encoder-learning-rate", type=float, default=None,
                    help="with --train-text-encoder: its own rate (default: --learning-rate)")
+    p.add_argument("--lr-schedule", default="constant", choices=["constant", "cosine", "linear"],
+                   help="after 0 warm-up steps (the trainer's lr_schedule)")
     p.add_argument("--network", default="lora", choices=["lora", "locon", "cross-kv"])
     p.add_argument("--train-text-encoder", action=argparse.BooleanOptionalAction, default=True,
                    help="also adapt the text encoder (a new word needs its own embedding direction)")
@@ -123,7 +125,8 @@ def main(argv=None) -> None:
                                       class_dataset=str(prior), prior_target=args.prior_target,
                                       prior_loss_weight=args.prior_loss_weight, resolution=size, batch_size=args.batch_size,
                                       max_steps=args.steps, rank=args.rank, alpha=float(args.rank),
-                                      learning_rate=args.learning_rate, min_snr_gamma=5.0, seed=args.seed,
+                                      learning_rate=args.learning_rate, lr_schedule=args.lr_schedule,
+                                      min_snr_gamma=5.0, seed=args.seed,
                                       network=args.network, train_text_encoder=args.train_text_encoder,
                                       text_encoder_learning_rate=args.text_encoder_learning_rate,
                                       noise_offset=args.noise_offset, mixed_precision=args.mixed_precision)
@@ -138,7 +141,8 @@ def main(argv=None) -> None:
             args.keep.write_bytes(lora.read_bytes())
 
     print(f"LoRA for {args.concept!r} on {args.model}: {args.steps} steps, batch {args.batch_size} (+ prior images), "
-          f"rank {args.rank}, {args.network}, text encoder {'on' if args.train_text_encoder else 'off'}, "
+          f"rank {args.rank}, {args.network}, lr {args.learning_rate} {args.lr_schedule}, "
+          f"text encoder {'on' if args.train_text_encoder else 'off'}, "
           f"noise offset {args.noise_offset}, precision {args.mixed_precision}, {args.class_images} class images "
           f"towards {args.prior_target} x{args.prior_loss_weight}; {wall / 60:.1f} wall min, "
           f"{cpu / 60:.1f} process-CPU min ({torch.get_num_threads()} threads); {lora_bytes} bytes")

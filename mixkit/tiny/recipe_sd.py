@@ -67,6 +67,11 @@ class TinySDRecipe(JsonConfig):
     train_text_encoder: bool = False
     text_encoder_learning_rate: float = 1e-4
     ema_decay: float = 0.999
+    # Extra loss weight on the latent cells a shape covers (1 + foreground_weight there, 1 on the background).
+    # A shape (with its rim) touches 5-38% of a 16x16 latent's cells, median 15%, so the plain mean loss is mostly
+    # flat background the UNet already draws; the same lever took the autoencoder's shapes from 92% to 98.9%
+    # (tiny-vae's foreground_weight).
+    foreground_weight: float = 0.0
     empty_caption_fraction: float = 0.1
     eval_every: int = 400
     eval_prompts: int = 96
@@ -90,6 +95,9 @@ class TinySDRecipe(JsonConfig):
             self.vae = str(Path(self.init_from) / "vae")
         if not self.text_encoder_learning_rate > 0:
             raise ValueError(f"text_encoder_learning_rate must be > 0, got {self.text_encoder_learning_rate!r}")
+        if not self.foreground_weight >= 0:
+            raise ValueError(f"foreground_weight must be >= 0 (0: every latent cell counts the same), "
+                             f"got {self.foreground_weight!r}")
         if not 0 <= self.offset_noise < 1:
             raise ValueError(f"offset_noise must be in [0, 1), got {self.offset_noise!r}")
         if self.vae and not (Path(self.vae) / "config.json").is_file():
@@ -225,6 +233,7 @@ def train_tiny_sd(recipe: TinySDRecipe, stop_at_step: int | None = None):
 
     captions = CaptionBatches(tokenizer, text_encoder, train.captions, trained=recipe.train_text_encoder)
     downsampling = 2 ** (len(vae.config.block_out_channels) - 1)
+    cell_weights = latent_foreground_weights(train, downsampling, recipe.foreground_weight)
     if recipe.init_from:
         from diffusers import UNet2DConditionModel
 
@@ -262,7 +271,7 @@ def train_tiny_sd(recipe: TinySDRecipe, stop_at_step: int | None = None):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=recipe.unet_bf16):
             prediction = unet(noisy, timesteps, encoder_hidden_states=context).sample
         weights = min_snr_weights(alphas_cumprod, timesteps, recipe.min_snr_gamma, "epsilon")
-        loss = weighted_mse(prediction, noise, weights)
+        loss = weighted_mse(prediction, noise, weights, None if cell_weights is None else cell_weights[index])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -293,6 +302,22 @@ def _autoencoder(recipe: TinySDRecipe, clock: RecipeClock, curve: list[dict]):
     earlier = earlier_record(recipe.vae)
     curve.append({"stage": "vae-from", "from": recipe.vae, **earlier})
     return vae, {"vae": recipe.vae, **(earlier.get("metrics") or {})}
+
+
+def latent_foreground_weights(train, downsampling: int, foreground_weight: float) -> torch.Tensor | None:
+    """(N, 1, h, w) loss weights per latent cell: 1 + foreground_weight where any pixel of the cell's
+    `downsampling`-square patch is shape (`foreground_mask`, rim included), 1 elsewhere; None when 0."""
+    if not foreground_weight:
+        return None
+    import torch.nn.functional as F
+
+    from mixkit.tiny.recipe_vae import foreground_mask
+
+    masks = []
+    for start in range(0, len(train), 1024):
+        indices = torch.arange(start, min(start + 1024, len(train)))
+        masks.append(F.max_pool2d(foreground_mask(train.float_images(indices)), downsampling))
+    return 1.0 + foreground_weight * torch.cat(masks)
 
 
 def _alphas_cumprod() -> torch.Tensor:

@@ -61,7 +61,7 @@ class Blip2Stage2Config(JsonConfig):
     learning_rate: float = 1e-4
     weight_decay: float = 0.05
     warmup_steps: int = 0
-    lr_schedule: str = "constant"  # after warm-up: "constant" or "cosine" (LAVIS's linear_warmup_cosine_lr)
+    lr_schedule: str = "constant"  # after warm-up: "constant", "cosine" or "linear" (LAVIS's linear_warmup_cosine_lr)
     seed: int = 0
     missing_captions: str = "folder_name"
     mixed_precision: str = "no"

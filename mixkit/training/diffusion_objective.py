@@ -61,9 +61,17 @@ def add_noise(latents: torch.Tensor, noise: torch.Tensor, timesteps: torch.Tenso
     return alpha_bar.sqrt() * latents + (1 - alpha_bar).sqrt() * noise
 
 
-def weighted_mse(prediction: torch.Tensor, target: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
-    """Mean squared error per sample, optionally weighted, averaged over the batch."""
-    per_sample = (prediction.float() - target.float()).pow(2).flatten(1).mean(dim=1)
+def weighted_mse(prediction: torch.Tensor, target: torch.Tensor, weights: torch.Tensor | None,
+                 element_weights: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean squared error per sample, optionally weighted, averaged over the batch.
+
+    `element_weights` (broadcast to the prediction, e.g. (B, 1, H, W)) weigh each latent cell inside a
+    sample's mean before `weights` weigh the samples: a spatial mask that makes some regions count more.
+    """
+    squared = (prediction.float() - target.float()).pow(2)
+    if element_weights is not None:
+        squared = squared * element_weights.float()
+    per_sample = squared.flatten(1).mean(dim=1)
     if weights is not None:
         per_sample = per_sample * weights
     return per_sample.mean()

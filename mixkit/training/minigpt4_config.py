@@ -32,7 +32,7 @@ class MiniGPT4Config(JsonConfig):
     learning_rate: float = 1e-4
     weight_decay: float = 0.05
     warmup_steps: int = 0
-    lr_schedule: str = "constant"  # after warm-up: "constant" or "cosine" (MiniGPT-4's stage 1 uses cosine)
+    lr_schedule: str = "constant"  # after warm-up: "constant", "cosine" or "linear" (MiniGPT-4's stage 1 uses cosine)
     seed: int = 0
     missing_captions: str = "folder_name"
     mixed_precision: str = "no"

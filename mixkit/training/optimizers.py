@@ -39,9 +39,12 @@ def make_optimizer(name: str, parameter_groups: list, learning_rate: float) -> t
     return OPTIMIZERS.get(name)(parameter_groups, learning_rate)
 
 
-def linear_warmup(optimizer: torch.optim.Optimizer, warmup_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
-    """LR factor (s + 1) / warmup_steps for the first steps, then 1 (constant), as both SD trainers use."""
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: warmup_then("constant", s, warmup_steps, 1))
+def warmup_schedule(optimizer: torch.optim.Optimizer, schedule: str, warmup_steps: int,
+                    total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """The LambdaLR every mixkit trainer steps once per optimizer step: `warmup_then` for each step."""
+    LR_SCHEDULES.get(schedule)  # an unknown name fails here, listing the known ones, not at the first step
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: warmup_then(schedule, s, warmup_steps, total_steps))
 
 
 # Learning-rate factor per optimizer step after warm-up, as f(progress in [0, 1]).
@@ -50,6 +53,8 @@ LR_SCHEDULES.register("constant", lambda progress: 1.0)
 # LAVIS's `linear_warmup_cosine_lr` (BLIP-2's schedule) decays to its min_lr; 0 here, as in its stage-2 configs
 # where min_lr is 1e-5 against an init_lr of 1e-4 (close enough to 0 that the end matters little).
 LR_SCHEDULES.register("cosine", lambda progress: 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress))))
+# kohya's and diffusers' `linear`: straight down to 0 at the last step.
+LR_SCHEDULES.register("linear", lambda progress: max(0.0, 1.0 - progress))
 
 
 def warmup_then(schedule: str, step: int, warmup_steps: int, total_steps: int) -> float:

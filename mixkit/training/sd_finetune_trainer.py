@@ -22,7 +22,7 @@ from mixkit.data import BucketedImageDataset, BucketSettings
 from mixkit.training.accelerator_setup import make_accelerator
 from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_step, run_denoising_loop
 from mixkit.training.ema import EmaWeights
-from mixkit.training.optimizers import linear_warmup, make_optimizer
+from mixkit.training.optimizers import make_optimizer, warmup_schedule
 from mixkit.training.run_reporting import StepReporter
 from mixkit.training.sd_finetune_config import SDFinetuneConfig
 from mixkit.training.sd_lora_trainer import TrainingResult, scan_dataset
@@ -90,7 +90,7 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
     parameters = [p for p in unet.parameters()]
     ema = EmaWeights(parameters, config.ema_decay) if config.use_ema else None
     optimizer = make_optimizer(config.optimizer, [{"params": parameters}], config.learning_rate)
-    lr_schedule = linear_warmup(optimizer, config.warmup_steps)
+    lr_schedule = warmup_schedule(optimizer, config.lr_schedule, config.warmup_steps, config.max_steps)
     fingerprint = architecture_fingerprint(dict(unet.state_dict()), {"trainer": "sd-finetune", "ema": config.use_ema})
 
     def trainable_state() -> dict:

@@ -22,7 +22,7 @@ from mixkit.training.accelerator_setup import make_accelerator, resolve_mixed_pr
 from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_step, run_denoising_loop
 from mixkit.training.kohya_export import save_kohya_lora, to_sgm_layout, training_metadata
 from mixkit.training.lora_network import CROSS_ATTENTION_KV, LoraNetwork
-from mixkit.training.optimizers import linear_warmup, make_optimizer
+from mixkit.training.optimizers import make_optimizer, warmup_schedule
 from mixkit.training.run_reporting import StepReporter
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 from mixkit.training.training_state import architecture_fingerprint, resume_run
@@ -89,8 +89,9 @@ def _frozen_weights_in_half_precision(model, precision: str, train_text_encoder:
 def _settings(config: SDLoraTrainingConfig) -> dict:
     keys = ("learning_rate", "text_encoder_learning_rate", "max_steps", "batch_size", "gradient_accumulation_steps",
             "resolution", "seed", "noise_offset", "min_snr_gamma", "mixed_precision", "gradient_checkpointing", "bucketing",
-            "prior_loss_weight", "prior_target")
-    renamed = {"max_steps": "max_train_steps", "batch_size": "batch_size_per_device", "bucketing": "enable_bucket"}
+            "prior_loss_weight", "prior_target", "lr_schedule", "warmup_steps")
+    renamed = {"max_steps": "max_train_steps", "batch_size": "batch_size_per_device", "bucketing": "enable_bucket",
+               "lr_schedule": "lr_scheduler", "warmup_steps": "lr_warmup_steps"}
     return {renamed.get(k, k): getattr(config, k) for k in keys}
 
 
@@ -135,7 +136,7 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     te_lr = config.text_encoder_learning_rate if config.text_encoder_learning_rate is not None else config.learning_rate
     optimizer = make_optimizer(config.optimizer, network.parameter_groups(config.learning_rate, te_lr),
                                config.learning_rate)
-    lr_schedule = linear_warmup(optimizer, config.warmup_steps)
+    lr_schedule = warmup_schedule(optimizer, config.lr_schedule, config.warmup_steps, config.max_steps)
     fingerprint = architecture_fingerprint(
         network.kohya_state_dict(),
         {"unet": {k: v for k, v in dict(model.unet.config).items() if not k.startswith("_")}, "family": model.family.value},

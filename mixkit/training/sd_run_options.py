@@ -20,6 +20,9 @@ class SDRunOptions:
     """`optimizer` by name (see `optimizers.OPTIMIZERS`); validation every `validation_every` steps (0 = off)."""
 
     optimizer: str = "adamw"
+    # After `warmup_steps`: "constant" (the default, as before), "cosine" or "linear" to 0 at max_steps.
+    # A rate that ends low averages the last steps' noise out of the weights (kohya's --lr_scheduler).
+    lr_schedule: str = "constant"
     validation_prompts: list[str] = field(default_factory=list)
     validation_every: int = 0
     validation_steps: int = 20
@@ -30,9 +33,10 @@ class SDRunOptions:
 
     def check_run_options(self) -> None:
         """Raise ValueError/TypeError naming the first run option out of range."""
-        from mixkit.training.optimizers import OPTIMIZERS
+        from mixkit.training.optimizers import LR_SCHEDULES, OPTIMIZERS
 
         OPTIMIZERS.get(self.optimizer)
+        LR_SCHEDULES.get(self.lr_schedule)
         if self.log_with is not None:
             LOG_TARGETS.get(self.log_with)
         if not isinstance(self.validation_prompts, list) or not all(isinstance(p, str) for p in self.validation_prompts):

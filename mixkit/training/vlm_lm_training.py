@@ -25,7 +25,7 @@ from torch import nn
 
 from mixkit.training.accelerator_setup import make_accelerator
 from mixkit.training.losses import build_lm_labels, causal_lm_loss
-from mixkit.training.optimizers import warmup_then
+from mixkit.training.optimizers import warmup_schedule
 from mixkit.training.sd_lora_trainer import TrainingResult
 from mixkit.training.training_state import (
     architecture_fingerprint, checkpoint_path, load_training_state, restore_rng_states, save_training_state,
@@ -160,8 +160,7 @@ def run_language_modelling(config, run: LanguageModellingRun, *, stop_at_step: i
     if not named:
         raise ValueError(f"{run.trainer}: nothing to train, every parameter is frozen")
     optimizer = torch.optim.AdamW(rate_groups(named, config.weight_decay, run.part_learning_rates), lr=config.learning_rate)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: warmup_then(config.lr_schedule, s, config.warmup_steps, config.max_steps))
+    schedule = warmup_schedule(optimizer, config.lr_schedule, config.warmup_steps, config.max_steps)
     fingerprint = architecture_fingerprint({k: v.detach() for k, v in named.items()},
                                            {"trainer": run.trainer, **run.fingerprint_extra})
 

@@ -140,7 +140,7 @@ def test_tiny_vae_recipe_then_tiny_sd_recipe_reusing_it_give_a_folder_the_pipeli
                  "--set", "batch_size=4", "--set", "steps=1", "--set", "eval_prompts=2", "--set", "eval_every=1",
                  "--set", "unet_channels=[32, 32, 32]", "--set", "train_text_encoder=true",
                  "--set", "text_encoder_learning_rate=0.01", "--set", "ema_decay=0",
-                 "--set", "full_resolution_attention=true"]) == 0
+                 "--set", "full_resolution_attention=true", "--set", "foreground_weight=4"]) == 0
     chain = {entry["stage"]: entry for entry in json.loads((continued / "recipe_record.json").read_text())["curve"]}
     assert chain["grow"]["parameters_after"] > chain["grow"]["parameters_before"]  # grown on the way
     assert json.loads((continued / "unet" / "config.json").read_text())["down_block_types"][0] == "CrossAttnDownBlock2D"
@@ -185,6 +185,21 @@ def test_foreground_mask_marks_shape_pixels_and_a_one_pixel_rim():
     expected = torch.zeros(1, 1, 6, 6)
     expected[0, 0, 1:4, 2:5] = 1.0
     assert torch.equal(foreground_mask(images), expected)
+
+
+def test_tiny_sd_foreground_weights_mark_every_latent_cell_a_shape_or_its_rim_touches():
+    import torch
+
+    from mixkit.tiny.recipe_sd import latent_foreground_weights
+    from mixkit.tiny.world_data import WorldTensors
+
+    images = torch.zeros(1, 3, 8, 8, dtype=torch.uint8)  # black background, 4x4 pixels per latent cell
+    images[0, 0, 2, 3] = 255  # one red pixel; with its rim: rows 1..3, columns 2..4
+    train = WorldTensors(images, ["a red dot"], [None])
+    expected = torch.ones(1, 1, 2, 2)
+    expected[0, 0, 0, :] = 5.0  # the rim reaches column 4, the second cell of the top row
+    assert torch.equal(latent_foreground_weights(train, 4, 4.0), expected)
+    assert latent_foreground_weights(train, 4, 0.0) is None
 
 
 def test_reconstruction_loss_weights_shape_pixels_and_is_plain_l1_plus_mse_at_zero():
@@ -247,6 +262,8 @@ def test_tiny_sd_recipe_with_a_missing_vae_folder_says_what_to_do(tmp_path, caps
     assert "not a tiny-sd folder" in capsys.readouterr().err
     assert main(["train", "recipe", "tiny-sd", "--set", "offset_noise=1.5"]) == 2
     assert "offset_noise" in capsys.readouterr().err
+    assert main(["train", "recipe", "tiny-sd", "--set", "foreground_weight=-1"]) == 2
+    assert "foreground_weight must be >= 0" in capsys.readouterr().err
 
 
 def test_attribute_head_targets_read_layout_only_for_a_lone_shape():

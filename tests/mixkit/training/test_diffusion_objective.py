@@ -52,3 +52,8 @@ def test_weighted_mse():
     prediction, target = torch.zeros(2, 1, 2, 2), torch.tensor([1.0, 2.0]).view(2, 1, 1, 1).expand(2, 1, 2, 2)
     assert objective.weighted_mse(prediction, target, None).item() == pytest.approx(2.5)
     assert objective.weighted_mse(prediction, target, torch.tensor([1.0, 0.0])).item() == pytest.approx(0.5)
+    # A per-cell weight map counts inside each sample's mean, before the per-sample weights.
+    cells = torch.tensor([[[[1.0, 3.0]]], [[[0.0, 2.0]]]])
+    # per sample: (1 + 3 + 1 + 3) / 4 * 1 = 2 and (0 + 2 + 0 + 2) / 4 * 4 = 4
+    assert objective.weighted_mse(prediction, target, None, cells).item() == pytest.approx(3.0)
+    assert objective.weighted_mse(prediction, target, torch.tensor([0.0, 2.0]), cells).item() == pytest.approx(4.0)

@@ -48,6 +48,7 @@ def test_file_is_kohya_format_with_metadata_and_hashes(trained_sd1):
                                                                    "a green square": 1}}
     assert json.loads(metadata["ss_dataset_dirs"]) == {"square": {"n_repeats": 2, "img_count": 3}}
     assert metadata["ss_min_snr_gamma"] == "5.0" and metadata["ss_max_train_steps"] == "10"
+    assert (metadata["ss_lr_scheduler"], metadata["ss_lr_warmup_steps"]) == ("constant", "0")
     # kohya hashes the tensor bytes; A1111 recomputes the same value from the finished file.
     assert metadata["sshs_model_hash"] == addnet_sha256_safetensors(result.output, use_cache=False)
     assert len(metadata["sshs_legacy_hash"]) == 8
