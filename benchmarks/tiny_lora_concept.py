@@ -48,6 +48,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="with --train-text-encoder: its own rate (default: --learning-rate)")
     p.add_argument("--lr-schedule", default="constant", choices=["constant", "cosine", "linear"],
                    help="after 0 warm-up steps (the trainer's lr_schedule)")
+    p.add_argument("--word-vectors", action=argparse.BooleanOptionalAction, default=False,
+                   help="train the concept word's input vectors too (pivotal tuning; bundled in the LoRA file)")
+    p.add_argument("--word-vectors-lr", type=float, default=5e-3)
     p.add_argument("--network", default="lora", choices=["lora", "locon", "cross-kv"])
     p.add_argument("--train-text-encoder", action=argparse.BooleanOptionalAction, default=True,
                    help="also adapt the text encoder (a new word needs its own embedding direction)")
@@ -126,6 +129,8 @@ def main(argv=None) -> None:
                                       prior_loss_weight=args.prior_loss_weight, resolution=size, batch_size=args.batch_size,
                                       max_steps=args.steps, rank=args.rank, alpha=float(args.rank),
                                       learning_rate=args.learning_rate, lr_schedule=args.lr_schedule,
+                                      train_word_vectors=[args.concept] if args.word_vectors else [],
+                                      word_vectors_learning_rate=args.word_vectors_lr,
                                       min_snr_gamma=5.0, seed=args.seed,
                                       network=args.network, train_text_encoder=args.train_text_encoder,
                                       text_encoder_learning_rate=args.text_encoder_learning_rate,
@@ -143,6 +148,7 @@ def main(argv=None) -> None:
     print(f"LoRA for {args.concept!r} on {args.model}: {args.steps} steps, batch {args.batch_size} (+ prior images), "
           f"rank {args.rank}, {args.network}, lr {args.learning_rate} {args.lr_schedule}, "
           f"text encoder {'on' if args.train_text_encoder else 'off'}, "
+          f"word vectors {f'at {args.word_vectors_lr}' if args.word_vectors else 'off'}, "
           f"noise offset {args.noise_offset}, precision {args.mixed_precision}, {args.class_images} class images "
           f"towards {args.prior_target} x{args.prior_loss_weight}; {wall / 60:.1f} wall min, "
           f"{cpu / 60:.1f} process-CPU min ({torch.get_num_threads()} threads); {lora_bytes} bytes")

@@ -107,16 +107,20 @@ class ModelSession:
         spec, schedule = resolve_sampler(name, schedule_type)
         return ResolvedSampler(spec.name, schedule, dict(self.model.scheduler_config))
 
-    def encoder(self, clip_skip: int):
-        """One cached PromptEncoder per clip skip, so unchanged prompts are never re-encoded."""
+    def encoder(self, clip_skip: int, bundled: dict | None = None):
+        """One cached PromptEncoder per clip skip, so unchanged prompts are never re-encoded.
+
+        `bundled`: embeddings carried by the LoRAs applied for this call (they win over a folder embedding
+        of the same name, as the LoRA was trained with them); the cache is cleared when those LoRAs come off.
+        """
         if clip_skip not in self._encoders:
-            from mixkit.prompts import PromptEncoder
+            from mixkit.prompts import EmbeddingLibrary, PromptEncoder
 
             embeddings = None
-            if self.embeddings_dir is not None:
-                from mixkit.prompts import EmbeddingLibrary
-
+            if self.embeddings_dir is not None or bundled:
                 embeddings = EmbeddingLibrary(self.embeddings_dir)
+                for embedding in (bundled or {}).values():
+                    embeddings.add(embedding)
             self._encoders[clip_skip] = PromptEncoder(
                 self.model.tokenizers, self.model.text_encoders, is_sdxl=self.model.family is ModelFamily.SDXL,
                 clip_skip=clip_skip, embeddings=embeddings,
@@ -148,7 +152,8 @@ class ModelSession:
             applied = apply_loras(self.model.unet, self.model.text_encoders, lora_requests, mode="merge")
             self._encoders.clear()  # text-encoder weights changed: cached encodings are stale
         try:
-            yield PreparedCall(self.encoder(clip_skip), clean_prompts, clean_negatives, applied)
+            bundled = applied.bundled_embeddings() if applied is not None else None
+            yield PreparedCall(self.encoder(clip_skip, bundled), clean_prompts, clean_negatives, applied)
         finally:
             if applied is not None:
                 applied.remove()

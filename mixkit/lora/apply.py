@@ -60,6 +60,10 @@ class AppliedLoras:
     def module_count(self) -> int:
         return sum(len(item.matched) for item in self.loaded)
 
+    def bundled_embeddings(self) -> dict:
+        """Trigger-word vectors bundled in the applied files (`bundle_emb.*`), by word, for the prompt encoder."""
+        return {word: embedding for item in self.loaded for word, embedding in item.lora.embeddings.items()}
+
     def remove(self) -> None:
         """Undo this application; LoRA sets applied later to the same model must be removed first."""
         if self.removed:
@@ -183,6 +187,11 @@ def apply_loras(unet: nn.Module, text_encoders: list[nn.Module], requests: list[
             )
         seen[path] = request
         lora = load_lora(path)
+        for word in lora.embeddings:
+            other = next((item for item in loaded if word in item.lora.embeddings), None)
+            if other is not None:
+                raise ValueError(f"LoRAs {other.request.display_name!r} and {request.display_name!r} both bundle "
+                                 f"vectors for the word {word!r}; a prompt can read only one: apply one of them")
         loaded.append(LoadedRequest(request, lora, match_lora(lora, index, runtime=runtime)))
     # 2. Group all (module, strength) pairs by target module; strength 0 is skipped (a no-op by definition).
     targets: dict[int, tuple[nn.Module, list]] = {}

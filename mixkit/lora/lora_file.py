@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mixkit.lora.algorithms import LORA_ALGORITHMS, ModuleWeights, build_module
+from mixkit.lora.bundled_embeddings import split_bundled_embeddings
 from mixkit.lora.diffusers_format import parse_adapter_metadata, peft_alpha
-from mixkit.lora.formats import LoraFormat, detect_format
+from mixkit.lora.formats import LORA_FORMATS, LoraFormat, detect_format
 from mixkit.lora.metadata import LoraMetadata, read_metadata
 from mixkit.lora.reading import read_lora_file
 
@@ -31,6 +32,8 @@ class LoraFile:
     modules: list[LoraModule]
     metadata: LoraMetadata
     unclaimed_keys: list[str] = field(default_factory=list)
+    # A1111's bundled textual-inversion vectors (`bundle_emb.<word>.*`), by word: see bundled_embeddings.
+    embeddings: dict = field(default_factory=dict)
     _hash: str | None = None
 
     @property
@@ -76,12 +79,16 @@ def load_lora(path: str | Path) -> LoraFile:
     """Read and parse a LoRA file; unclaimed keys are kept for the caller to report, never dropped."""
     contents = read_lora_file(path)
     source = str(contents.path)
-    fmt, splits = detect_format(list(contents.tensors), source)
+    embeddings, tensors = split_bundled_embeddings(contents.tensors, contents.path)
+    if embeddings and not tensors:  # only a trigger word's vectors, no modules: still a valid (kohya) file
+        fmt, splits = LORA_FORMATS.get("kohya"), {}
+    else:
+        fmt, splits = detect_format(list(tensors), source)
     adapter_metadata = parse_adapter_metadata(contents.metadata, source) if fmt.name == "diffusers" else {}
     groups: dict[tuple[str, str], dict[str, object]] = {}
     group_keys: dict[tuple[str, str], list[str]] = {}
     unclaimed: list[str] = []
-    for key, tensor in contents.tensors.items():
+    for key, tensor in tensors.items():
         parts = splits.get(key)
         if parts is None:
             unclaimed.append(key)
@@ -102,4 +109,4 @@ def load_lora(path: str | Path) -> LoraFile:
             weights.alpha = peft_alpha(adapter_metadata, component, name, weights.rank())
         modules.append(LoraModule(component, name, weights))
     return LoraFile(path=contents.path, format=fmt, modules=modules,
-                    metadata=read_metadata(contents.metadata), unclaimed_keys=sorted(unclaimed))
+                    metadata=read_metadata(contents.metadata), unclaimed_keys=sorted(unclaimed), embeddings=embeddings)

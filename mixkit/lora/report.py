@@ -26,6 +26,7 @@ class LoraReport:
     top_tags: list[tuple[str, int]]
     metadata_warnings: list[str]
     unclaimed_keys: list[str]
+    embeddings: dict[str, str] = field(default_factory=dict)  # bundled trigger words -> "n vectors, dim d"
     model: str | None = None
     matched: int | None = None
     problems: list[str] = field(default_factory=list)
@@ -43,6 +44,9 @@ class LoraReport:
         ]
         if self.top_tags:
             rows.append("tags:        " + ", ".join(f"{t} ({c})" for t, c in self.top_tags))
+        if self.embeddings:
+            rows.append("embeddings:  " + ", ".join(f"{w} ({d})" for w, d in self.embeddings.items())
+                        + " (bundled; the word reads these vectors while the LoRA is applied)")
         rows += [f"warning:     {w}" for w in self.metadata_warnings]
         if self.unclaimed_keys:
             rows.append(f"unreadable:  {len(self.unclaimed_keys)} key(s): {', '.join(self.unclaimed_keys[:8])}")
@@ -69,6 +73,8 @@ def inspect_lora(path: str | Path, unet=None, text_encoders=None) -> LoraReport:
         module_count=len(lora.modules), ranks=lora.ranks(), alphas=lora.alphas(), base_model=guess_base_model(lora),
         short_hash=lora.short_hash(), top_tags=lora.metadata.top_tags(8), metadata_warnings=lora.metadata.warnings,
         unclaimed_keys=lora.unclaimed_keys,
+        embeddings={word: f"{e.num_vectors} vector{'s' if e.num_vectors > 1 else ''}, dim {e.num_dims()}"
+                    for word, e in lora.embeddings.items()},
     )
     if unet is not None:
         index = ModelIndex(unet, list(text_encoders or []))

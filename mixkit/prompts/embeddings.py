@@ -181,5 +181,8 @@ class EmbeddingLibrary:
 
 
 def ti_hashes_infotext(used: dict[str, str]) -> str:
-    """A1111's `TI hashes` infotext value: "name: shorthash, name: shorthash" (sha256, 12 hex)."""
-    return ", ".join(f"{name}: {shorthash}" for name, shorthash in used.items())
+    """A1111's `TI hashes` infotext value: "name: shorthash, name: shorthash" (sha256, 12 hex).
+
+    Embeddings without a file of their own (bundled in a LoRA, whose hash the infotext already has) are left out.
+    """
+    return ", ".join(f"{name}: {shorthash}" for name, shorthash in used.items() if shorthash)

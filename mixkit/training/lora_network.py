@@ -73,9 +73,11 @@ class LoraNetwork(nn.Module):
 
     def __init__(self, unet: nn.Module, text_encoders: list[nn.Module], *, rank: int, alpha: float,
                  conv_rank: int | None = None, conv_alpha: float | None = None, train_text_encoder: bool = False,
-                 unet_layers: tuple[str, ...] | None = None) -> None:
-        """`unet_layers`: adapt only the UNet layers whose path ends with one of these (None: all targets)."""
+                 unet_layers: tuple[str, ...] | None = None, word_vectors: nn.Module | None = None) -> None:
+        """`unet_layers`: adapt only the UNet layers whose path ends with one of these (None: all targets);
+        `word_vectors`: a `TrainedWordVectors` trained, attached and switched off together with the adapters."""
         super().__init__()
+        self.word_vectors = word_vectors
         self.adapters = nn.ModuleDict()
         self._targets: dict[str, nn.Module] = {}
         self._hooks: list = []
@@ -103,12 +105,16 @@ class LoraNetwork(nn.Module):
         for name, layer in self._targets.items():
             adapter = self.adapters[name]
             self._hooks.append(layer.register_forward_hook(lambda _m, args, out, a=adapter: out + a(args[0])))
+        if self.word_vectors is not None:
+            self.word_vectors.attach()
         return self
 
     def detach(self) -> None:
         for hook in self._hooks:
             hook.remove()
         self._hooks.clear()
+        if self.word_vectors is not None:
+            self.word_vectors.detach()
 
     @contextlib.contextmanager
     def disabled(self):
@@ -121,10 +127,16 @@ class LoraNetwork(nn.Module):
             if attached:
                 self.attach()
 
-    def parameter_groups(self, unet_lr: float, text_encoder_lr: float) -> list[dict]:
+    def parameter_groups(self, unet_lr: float, text_encoder_lr: float, word_vectors_lr: float | None = None) -> list[dict]:
+        """UNet adapters, text-encoder adapters, then word vectors (without weight decay, as textual inversion
+        trains them: decay would pull a word towards the zero vector, not towards its starting point)."""
         unet = [p for n, a in self.adapters.items() if n.startswith("lora_unet") for p in a.parameters()]
         te = [p for n, a in self.adapters.items() if n.startswith("lora_te") for p in a.parameters()]
-        return [g for g in ({"params": unet, "lr": unet_lr}, {"params": te, "lr": text_encoder_lr}) if g["params"]]
+        groups = [{"params": unet, "lr": unet_lr}, {"params": te, "lr": text_encoder_lr}]
+        if self.word_vectors is not None:
+            groups.append({"params": list(self.word_vectors.parameters()),
+                           "lr": text_encoder_lr if word_vectors_lr is None else word_vectors_lr, "weight_decay": 0.0})
+        return [g for g in groups if g["params"]]
 
     def kohya_state_dict(self) -> dict[str, torch.Tensor]:
         """The tensors of the shareable file: float32 copies with kohya's key names."""

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mixkit.registry import Registry
 from mixkit.training.config_checks import check_diffusion_training, check_non_negative_numbers, check_positive_ints
 from mixkit.training.config_json import JsonConfig
 from mixkit.training.kohya_export import SDXL_KEY_LAYOUTS
 from mixkit.training.sd_run_options import SDRunOptions
+from mixkit.training.word_vectors import check_words
 
 NETWORK_KINDS: Registry[str] = Registry("network kind")
 NETWORK_KINDS.register("lora", "LoRA on attention/MLP linears and 1x1 convs (kohya networks.lora)")
@@ -53,6 +54,10 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     max_steps: int = 100
     learning_rate: float = 1e-4
     text_encoder_learning_rate: float | None = None
+    # Words (a new concept's trigger words) whose input vectors are trained too and saved in the file as A1111
+    # bundled embeddings (pivotal tuning), at `word_vectors_learning_rate` (None: the text-encoder rate).
+    train_word_vectors: list[str] = field(default_factory=list)
+    word_vectors_learning_rate: float | None = None
     warmup_steps: int = 0
     seed: int = 0
     noise_offset: float = 0.0
@@ -76,7 +81,9 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
         check_positive_ints(self, ("rank", "batch_size", "gradient_accumulation_steps", "max_steps", "resolution"))
         if self.network == "locon" and (not isinstance(self.conv_rank, int) or self.conv_rank <= 0):
             raise ValueError(f"conv_rank must be a positive integer for a LoCon network, got {self.conv_rank!r}")
-        check_non_negative_numbers(self, ("learning_rate", "text_encoder_learning_rate", "alpha", "conv_alpha",
+        check_words(self.train_word_vectors)
+        check_non_negative_numbers(self, ("learning_rate", "text_encoder_learning_rate", "word_vectors_learning_rate",
+                                          "alpha", "conv_alpha",
                                           "noise_offset", "min_snr_gamma", "prior_loss_weight"))
         check_diffusion_training(self)
         self.check_run_options()

@@ -26,6 +26,7 @@ from mixkit.training.optimizers import make_optimizer, warmup_schedule
 from mixkit.training.run_reporting import StepReporter
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 from mixkit.training.training_state import architecture_fingerprint, resume_run
+from mixkit.training.word_vectors import TrainedWordVectors
 
 logger = logging.getLogger(__name__)
 
@@ -126,20 +127,26 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
         _frozen_weights_in_half_precision(model, precision, config.train_text_encoder)
     torch.manual_seed(config.seed)
     conv_rank = config.conv_rank if config.network == "locon" else None
+    words = (TrainedWordVectors(model.text_encoders, model.tokenizers, config.train_word_vectors)
+             if config.train_word_vectors else None)
     network = LoraNetwork(model.unet, model.text_encoders, rank=config.rank, alpha=config.alpha, conv_rank=conv_rank,
                           conv_alpha=config.conv_alpha, train_text_encoder=config.train_text_encoder,
-                          unet_layers=CROSS_ATTENTION_KV if config.network == "cross-kv" else None).attach()
+                          unet_layers=CROSS_ATTENTION_KV if config.network == "cross-kv" else None,
+                          word_vectors=words).attach()
     if config.gradient_checkpointing:
         model.unet.enable_gradient_checkpointing()
     model.unet.train()
-    denoiser = ConditionedDenoiser(model, config.train_text_encoder, adapters=network)
+    # Word vectors sit at the text encoder's input, so its forward pass needs gradients for them too.
+    denoiser = ConditionedDenoiser(model, config.train_text_encoder or words is not None, adapters=network)
     te_lr = config.text_encoder_learning_rate if config.text_encoder_learning_rate is not None else config.learning_rate
-    optimizer = make_optimizer(config.optimizer, network.parameter_groups(config.learning_rate, te_lr),
+    optimizer = make_optimizer(config.optimizer,
+                               network.parameter_groups(config.learning_rate, te_lr, config.word_vectors_learning_rate),
                                config.learning_rate)
     lr_schedule = warmup_schedule(optimizer, config.lr_schedule, config.warmup_steps, config.max_steps)
     fingerprint = architecture_fingerprint(
         network.kohya_state_dict(),
-        {"unet": {k: v for k, v in dict(model.unet.config).items() if not k.startswith("_")}, "family": model.family.value},
+        {"unet": {k: v for k, v in dict(model.unet.config).items() if not k.startswith("_")}, "family": model.family.value,
+         **({"word_vectors": list(config.train_word_vectors)} if words is not None else {})},
     )
 
     # 3. Resume: weights, optimizer, schedule, RNGs and step.
@@ -184,6 +191,8 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
             tensors = network.kohya_state_dict()
             if model.family.value == "sdxl" and config.sdxl_key_layout == "sgm":
                 tensors = to_sgm_layout(tensors, model.unet)
+            if words is not None:
+                tensors.update(words.bundled_tensors())
             result.output = save_kohya_lora(tensors, config.output, metadata)
     finally:
         reporter.close()

@@ -54,3 +54,24 @@ def test_unknown_lora_tag_is_a_clear_error_and_the_model_is_untouched(sd1_pipe, 
         pipe(**{**SMALL, "prompt": "x <lora:nothere:1>"})
     after = pipe.model.unet.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_vectors_bundled_in_a_lora_act_as_an_embedding_only_while_it_is_applied(sd1_pipe, tmp_path):
+    """A bundled word reads exactly what an embeddings-folder file with the same vectors gives, and is plain
+    text again once the LoRA is off; the infotext names it through the LoRA's hash, not as a TI file."""
+    from safetensors.torch import save_file
+
+    from pipelines.txt2img import TextToImage
+
+    vectors = torch.randn(2, 32, generator=torch.Generator().manual_seed(3))
+    save_file({"bundle_emb.shinystyle.string_to_param.*": vectors}, str(tmp_path / "bundle.safetensors"))
+    (tmp_path / "embeddings").mkdir()
+    save_file({"emb_params": vectors}, str(tmp_path / "embeddings" / "shinystyle.safetensors"))
+    prompt = {**SMALL, "prompt": "a cat, shinystyle"}
+    bundled = sd1_pipe(loras=[str(tmp_path / "bundle.safetensors")], **prompt)
+    from_folder = TextToImage(sd1_pipe.model, embeddings_dir=tmp_path / "embeddings")(**prompt)
+    literal = sd1_pipe(**prompt)
+    assert np.array_equal(pixels(bundled), pixels(from_folder))
+    assert not np.array_equal(pixels(bundled), pixels(literal))
+    assert np.array_equal(pixels(literal), pixels(sd1_pipe(**prompt)))  # the word is plain text again
+    assert "Lora hashes" in bundled.infotexts[0] and "TI hashes" not in bundled.infotexts[0]

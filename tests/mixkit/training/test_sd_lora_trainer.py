@@ -93,8 +93,9 @@ def test_mixkit_and_diffusers_loaders_change_the_image_the_same_way(trained_sd1,
 def test_resume_reaches_the_same_weights_as_an_uninterrupted_run(tiny_sd1_dir, colour_dataset, tmp_path):
     from safetensors.torch import load_file
 
+    # With a decaying rate and trained word vectors: the resumed run replays the schedule and restores the vectors.
     settings = dict(max_steps=4, batch_size=2, gradient_accumulation_steps=2, min_snr_gamma=5.0, noise_offset=0.1,
-                    warmup_steps=2)
+                    warmup_steps=2, lr_schedule="cosine", train_word_vectors=["square"])
     model = load_diffusion_model(tiny_sd1_dir)
     straight = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "straight.safetensors", **settings), model=model)
     interrupted = _config(tiny_sd1_dir, colour_dataset, tmp_path / "resumed.safetensors",
@@ -107,6 +108,7 @@ def test_resume_reaches_the_same_weights_as_an_uninterrupted_run(tiny_sd1_dir, c
     a, b = load_file(straight.output), load_file(resumed.output)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert any(v.abs().sum() > 0 for k, v in a.items() if "lora_up" in k)
+    assert "bundle_emb.square.string_to_param.*" in a
 
 
 def test_sdxl_trains_both_encoders_and_refuses_an_sd1_checkpoint(tiny_sdxl_dir, tiny_sd1_dir, colour_dataset, tmp_path):
