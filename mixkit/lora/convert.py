@@ -9,13 +9,13 @@ PEFT a default `lora_alpha` plus an `alpha_pattern` of exact module paths.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections import Counter
 from pathlib import Path
 
 import torch
 
+from mixkit.io.atomic import atomic_output_path
+from mixkit.lora.bundled_embeddings import bundled_embedding_tensors
 from mixkit.lora.diffusers_format import METADATA_KEY
 from mixkit.lora.errors import LoraMismatchError, list_for_humans
 from mixkit.lora.kohya import kohya_module_name
@@ -116,13 +116,9 @@ def convert_lora(source: str | Path, to: str, output: str | Path, index: ModelIn
         raise LoraMismatchError(f"{lora.path}: keys that cannot be converted: {list_for_humans(lora.unclaimed_keys)}",
                                 lora.unclaimed_keys)
     tensors, metadata = converter(lora, index)
+    for word, embedding in lora.embeddings.items():  # bundled trigger words travel with either layout
+        tensors.update(bundled_embedding_tensors(word, embedding.vectors))
     output.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=output.name, suffix=".tmp", dir=output.parent)
-    os.close(handle)
-    try:
-        save_file({k: v.contiguous() for k, v in tensors.items()}, temp, metadata=metadata)
-        os.replace(temp, output)
-    finally:
-        if os.path.exists(temp):
-            os.remove(temp)
+    with atomic_output_path(output) as temp:  # readable like any saved file (0644), never half-written
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(temp), metadata=metadata)
     return output

@@ -60,6 +60,18 @@ def test_diffusers_to_kohya_round_trip(tmp_path, sd1):
         assert torch.allclose(original[key], round_trip[key], atol=1e-6), key
 
 
+def test_bundled_embeddings_travel_with_the_conversion_and_the_file_is_readable(tmp_path, sd1):
+    from safetensors.torch import load_file, save_file
+
+    peer = make_peer_lora(tmp_path, sd1, "lora", seed=45, include_te=False)
+    vectors = torch.randn(2, 32)
+    save_file({**load_file(str(peer.path)), "bundle_emb.heart.string_to_param.*": vectors}, str(tmp_path / "b.safetensors"))
+    out = convert_lora(tmp_path / "b.safetensors", "diffusers", tmp_path / "d.safetensors",
+                       ModelIndex(sd1.unet, sd1.text_encoders))
+    assert torch.equal(load_lora(out).embeddings["heart"].vectors[""], vectors)
+    assert out.stat().st_mode & 0o777 == 0o644  # not the 0600 of a bare temporary file
+
+
 def test_lycoris_families_refuse_diffusers_output(tmp_path, sd1):
     peer = make_peer_lora(tmp_path, sd1, "loha", seed=43, include_te=False)
     target = tmp_path / "x.safetensors"
