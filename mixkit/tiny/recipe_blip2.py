@@ -48,8 +48,11 @@ class TinyBlip2Recipe(JsonConfig):
     position_question_repeats: int = 4
     # The same lever for "what size is the …?": size is the attribute the captioner reads worst.
     size_question_repeats: int = 1
-    train_vision: bool = False
-    vision_learning_rate: float = 1e-4
+    # Measured (README): the tower trained too at 3e-5 over the 5000 stage-2 steps read size 93% against 89%
+    # frozen on the recipe's renders (86% against 87% on `mixkit eval tiny`'s) and position 99% against 95%;
+    # at 1e-4 over 1200 steps position was lost, at 1e-3 the tower collapsed.
+    train_vision: bool = True
+    vision_learning_rate: float = 3e-5
     lm_hidden: int = 128
     lm_layers: int = 2
     stage1_steps: int = 200
