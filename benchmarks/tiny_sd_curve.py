@@ -55,7 +55,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     record = json.loads((Path(resolve_model_source(args.model)) / "recipe_record.json").read_text(encoding="utf-8"))
     percent = lambda v: "-" if v is None else f"{100 * v:.1f}%"  # noqa: E731
-    print(f"| steps | minutes | cumulative | shape | colour | background | settings |")
+    print("| steps | minutes | cumulative | shape | colour | background | settings |")
     print("|---|---|---|---|---|---|---|")
     for row in curve_rows(record, args.vae_minutes):
         settings = ", ".join(f"{k}={v}" for k, v in row["changed"].items())
