@@ -110,22 +110,25 @@ class ModelSession:
     def encoder(self, clip_skip: int, bundled: dict | None = None):
         """One cached PromptEncoder per clip skip, so unchanged prompts are never re-encoded.
 
-        `bundled`: embeddings carried by the LoRAs applied for this call (they win over a folder embedding
-        of the same name, as the LoRA was trained with them); the cache is cleared when those LoRAs come off.
+        `bundled`: embeddings carried by the LoRAs applied for one call (they win over a folder embedding of
+        the same name, as the LoRA was trained with them); that encoder is built for the call and never cached.
         """
+        if bundled:
+            return self._new_encoder(clip_skip, bundled)
         if clip_skip not in self._encoders:
-            from mixkit.prompts import EmbeddingLibrary, PromptEncoder
-
-            embeddings = None
-            if self.embeddings_dir is not None or bundled:
-                embeddings = EmbeddingLibrary(self.embeddings_dir)
-                for embedding in (bundled or {}).values():
-                    embeddings.add(embedding)
-            self._encoders[clip_skip] = PromptEncoder(
-                self.model.tokenizers, self.model.text_encoders, is_sdxl=self.model.family is ModelFamily.SDXL,
-                clip_skip=clip_skip, embeddings=embeddings,
-            )
+            self._encoders[clip_skip] = self._new_encoder(clip_skip, {})
         return self._encoders[clip_skip]
+
+    def _new_encoder(self, clip_skip: int, bundled: dict):
+        from mixkit.prompts import EmbeddingLibrary, PromptEncoder
+
+        embeddings = None
+        if self.embeddings_dir is not None or bundled:
+            embeddings = EmbeddingLibrary(self.embeddings_dir)
+            for embedding in bundled.values():
+                embeddings.add(embedding)
+        return PromptEncoder(self.model.tokenizers, self.model.text_encoders,
+                             is_sdxl=self.model.family is ModelFamily.SDXL, clip_skip=clip_skip, embeddings=embeddings)
 
     @contextlib.contextmanager
     def prepared(self, prompts: list[str], negatives: list[str], loras: list, clip_skip: int):
