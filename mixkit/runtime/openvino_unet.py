@@ -14,8 +14,10 @@ import hashlib
 import json
 import os
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
@@ -89,6 +91,32 @@ class OpenVinoUNet:
 
     dtype = torch.float32
     device = torch.device("cpu")
+    int8_path: Path | None = None  # the int8 graph in use (pipelines.approx.int8), None: the float graph
+    _recorded: list | None = None  # inputs collected by `recording()`
+
+    @property
+    def graph(self):
+        """The OpenVINO model every new input shape is compiled from (float, or int8 once quantized)."""
+        return self._model
+
+    def use_graph(self, model, *, int8_path: Path | None = None) -> None:
+        """Run `model` from now on (a quantized version of this graph); compiled shapes are rebuilt."""
+        self._model, self._compiled, self.int8_path = model, {}, int8_path
+
+    def use_float_graph(self) -> None:
+        """Back to the converted float graph (read again from the cache; no-op when it is in use)."""
+        if self.int8_path is not None:
+            self.use_graph(self._core.read_model(self.cache_path))
+
+    @contextmanager
+    def recording(self) -> Iterator[list]:
+        """Collect the inputs of every call made inside the block (numpy arrays in graph input order),
+        the calibration data of post-training quantization."""
+        self._recorded = []
+        try:
+            yield self._recorded
+        finally:
+            self._recorded = None
 
     def _example(self, batch: int = 2):
         cfg = self.config
@@ -136,5 +164,8 @@ class OpenVinoUNet:
         if self.sdxl:
             inputs += [added_cond_kwargs["text_embeds"].float().contiguous(), added_cond_kwargs["time_ids"].float().contiguous()]
         compiled = self._compiled_for(inputs)
-        result = compiled([x.numpy() for x in inputs])
+        arrays = [x.numpy() for x in inputs]
+        if self._recorded is not None:
+            self._recorded.append([a.copy() for a in arrays])
+        result = compiled(arrays)
         return _Output(torch.from_numpy(result[compiled.outputs[0]].copy()))

@@ -348,7 +348,17 @@ def _evaluate(trained, ema, unet, vae, scaling, tokenizer, text_encoder, prompts
 
 # Written into every tiny-sd folder; measured on the step-4 UNet of the README's history.
 TINY_SD_RECOMMENDED = RecommendedSettings(
-    cfg_scale=5.0, note="mixkit eval tiny, 200 prompts, DPM++ 2M 20 steps: shape 83.5% at CFG 3, 86% at 5, 79.5% at 8")
+    cfg_scale=5.0, note="mixkit eval tiny, 200 prompts, DPM++ 2M 20 steps: shape 83.5% at CFG 3, 86% at 5, 79.5% at 8",
+    calibration_prompts=(  # int8 calibration (pipelines.approx.int8): every shape and colour, one- and two-shape scenes
+        "a red circle on a blue background",
+        "a black star on a yellow background",
+        "a small white triangle below a small white circle, on a green background",
+        "a small green square at the top left, on a purple background",
+        "a large blue cross at the bottom right, on a red background",
+        "a purple circle and a red triangle on a white background",
+        "a large yellow square on a black background",
+        "a small red star on the left of a blue cross, on a yellow background",
+    ))
 
 
 def save_tiny_sd(folder: Path, unet, vae, tokenizer, text_encoder) -> Path:

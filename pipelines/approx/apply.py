@@ -1,4 +1,4 @@
-"""`approximate(pipe, taesd=..., deepcache=N, tome=r)`: opt-in speed-ups that change the image.
+"""`approximate(pipe, taesd=..., deepcache=N, tome=r, int8=...)`: opt-in speed-ups that change the image.
 
 Unlike `optimize` presets (exact up to rounding), each of these trades fidelity for time, so each
 is off by default, labelled "approximate" in the report, the infotext and the CLI, and removable
@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from mixkit.models.diffusion import ModelFamily
 from pipelines.approx.deepcache import (DeepCacheSettings, apply_deepcache, check_deepcache_interval,
                                         check_deepcache_unet, remove_deepcache)
+from pipelines.approx.int8 import (Int8Calibration, calibration_params, check_int8_target, install_int8_unet,
+                                   remove_int8_unet)
 from pipelines.approx.labels import label_infotexts, model_labels, set_model_labels
 from pipelines.approx.taesd import default_taesd_source, install_taesd_decode, load_taesd, remove_taesd_decode
 from pipelines.approx.tome_unet import TokenMergingSettings, apply_token_merging, check_tome_ratio, remove_token_merging
@@ -29,6 +31,7 @@ class ApproximationReport:
     taesd_source: str | None = None
     deepcache: int | None = None
     tome: float | None = None
+    int8: bool = False
 
     @property
     def approximate(self) -> bool:
@@ -40,7 +43,7 @@ class ApproximationReport:
                 if self.applied else "")
 
 
-def check_approximate_inputs(pipe, taesd, deepcache, tome, taesd_variant) -> None:
+def check_approximate_inputs(pipe, taesd, deepcache, tome, taesd_variant, int8=None) -> None:
     """Validate everything before any model change, so a bad call leaves the pipeline as it was."""
     if not hasattr(pipe, "model") or not hasattr(pipe.model, "unet"):
         raise TypeError(f"approximate() expects a mixkit pipeline with a .model (TextToImage, ...), got {type(pipe).__name__}")
@@ -52,10 +55,15 @@ def check_approximate_inputs(pipe, taesd, deepcache, tome, taesd_variant) -> Non
         check_deepcache_interval(deepcache)
     if tome is not None:
         check_tome_ratio(tome)
+    if int8 is not None and int8 is not False:
+        if int8 is not True and not isinstance(int8, Int8Calibration):
+            raise TypeError(f"int8 must be True, False or an Int8Calibration(...), got {type(int8).__name__}: {int8!r}")
+        check_int8_target(pipe.model)
+        calibration_params(pipe.model, _calibration(int8), getattr(pipe, "limits", None))  # bad sizes etc. fail now
 
 
 def approximate(pipe, *, taesd: str | os.PathLike | None = None, deepcache: int | None = None,
-                tome: float | None = None, taesd_variant: str | None = None,
+                tome: float | None = None, int8: bool | Int8Calibration = False, taesd_variant: str | None = None,
                 deepcache_shallow_layers: int = 1) -> ApproximationReport:
     """Install the approximations asked for on `pipe.model`, replacing earlier ones.
 
@@ -64,9 +72,12 @@ def approximate(pipe, *, taesd: str | os.PathLike | None = None, deepcache: int 
     - `deepcache`: full UNet every N steps, the shallow branch on cached deep features between
       (N=1: off; exact).
     - `tome`: ratio of self-attention tokens merged at full latent resolution (0: off; exact).
+    - `int8`: quantize the OpenVINO UNet graph to int8 (backend "openvino" only): True calibrates
+      with the model's defaults (its calibration prompts, native size, recommended sampler/steps/CFG),
+      `Int8Calibration(width=..., steps=...)` chooses; the int8 graph is cached per calibration.
     The report (also `pipe.approximation`) lists what was applied.
     """
-    check_approximate_inputs(pipe, taesd, deepcache, tome, taesd_variant)
+    check_approximate_inputs(pipe, taesd, deepcache, tome, taesd_variant, int8)
     model = pipe.model
     use_deepcache = deepcache is not None and deepcache > 1
     use_tome = tome is not None and tome > 0
@@ -86,9 +97,14 @@ def approximate(pipe, *, taesd: str | os.PathLike | None = None, deepcache: int 
         tiny_vae = load_taesd(source, model.family, variant=taesd_variant, device=model.vae.device,
                               latent_channels=model.vae.config.latent_channels)
 
-    remove_approximations(pipe)
+    int8_line = None
+    if int8 is not None and int8 is not False:  # slow and may fail: before anything else changes
+        int8_line = install_int8_unet(pipe, _calibration(int8))
+    remove_approximations(pipe, keep_int8=int8_line is not None)
     report = ApproximationReport(taesd_source=source, deepcache=deepcache if use_deepcache else None,
-                                 tome=float(tome) if use_tome else None)
+                                 tome=float(tome) if use_tome else None, int8=int8_line is not None)
+    if int8_line is not None:
+        report.applied.append(int8_line)
     if tiny_vae is not None:
         install_taesd_decode(model.vae, tiny_vae)
         report.applied.append(f"TAESD decode ({tiny_vae.mixkit_variant} from {source})")
@@ -101,20 +117,27 @@ def approximate(pipe, *, taesd: str | os.PathLike | None = None, deepcache: int 
         report.applied.append(f"ToMe: {tome:g} of self-attention tokens merged in the transformer blocks at up to "
                               f"1/{max_downsample} latent resolution ({count} self-attention layers wrapped)")
     set_model_labels(model, model_labels(model).with_approximations(
-        taesd=tiny_vae is not None, deepcache=report.deepcache, tome=report.tome))
+        taesd=tiny_vae is not None, deepcache=report.deepcache, tome=report.tome, int8=report.int8))
     label_infotexts(pipe.session)
     pipe.approximation = report
     return report
 
 
-def remove_approximations(pipe) -> None:
-    """Undo `approximate`: full VAE decode, plain UNet forward and attention processors."""
+def remove_approximations(pipe, *, keep_int8: bool = False) -> None:
+    """Undo `approximate`: full VAE decode, plain UNet forward and attention processors, float UNet graph."""
     model = pipe.model
     remove_taesd_decode(model.vae)
     remove_deepcache(model.unet)
     remove_token_merging(model.unet)
-    set_model_labels(model, model_labels(model).with_approximations(taesd=False, deepcache=None, tome=None))
+    if not keep_int8:
+        remove_int8_unet(model)
+    set_model_labels(model, model_labels(model).with_approximations(taesd=False, deepcache=None, tome=None,
+                                                                    int8=keep_int8))
     pipe.approximation = ApproximationReport()
+
+
+def _calibration(int8: bool | Int8Calibration) -> Int8Calibration:
+    return int8 if isinstance(int8, Int8Calibration) else Int8Calibration()
 
 
 def _check_plain_unet(unet) -> None:

@@ -5,7 +5,8 @@ Keys follow A1111 where A1111 has one, so A1111 and Civitai read them back:
     VAE Decoder: TAESD                                      (A1111 1.6+ `sd_vae_decode_method`)
     DeepCache: 3                                            (mixkit; full UNet every 3 steps)
     Token merging ratio: 0.5                                (A1111's ToMe setting)
-The last three are approximations: an image made with them is not what the exact model makes.
+    UNet quantization: int8                                 (mixkit; OpenVINO graph quantized by NNCF)
+The last four are approximations: an image made with them is not what the exact model makes.
 The labels live in `model.extras`, because the changes they describe are made to the model,
 which every pipeline built from it (txt2img, img2img, hires fix) shares.
 """
@@ -21,6 +22,8 @@ VAE_DECODER_KEY = "VAE Decoder"
 DEEPCACHE_KEY = "DeepCache"
 TOME_KEY = "Token merging ratio"
 TOME_SHORT_KEY = "ToMe"  # accepted when reading (hand-written labels)
+QUANTIZATION_KEY = "UNet quantization"
+INT8_VALUE = "int8"
 TAESD_VALUE = "TAESD"
 
 
@@ -32,10 +35,11 @@ class OptimizationLabels:
     taesd: bool = False
     deepcache: int | None = None  # DeepCache interval (> 1)
     tome: float | None = None  # ToMe ratio (> 0)
+    int8: bool = False  # int8 UNet graph (OpenVINO backend)
 
     @property
     def approximate(self) -> bool:
-        return self.taesd or self.deepcache is not None or self.tome is not None
+        return self.taesd or self.deepcache is not None or self.tome is not None or self.int8
 
     def approximations(self) -> list[str]:
         """Human-readable list of the approximate settings, for the CLI's warning line."""
@@ -44,6 +48,8 @@ class OptimizationLabels:
             items.append(f"DeepCache (full UNet every {self.deepcache} steps)")
         if self.tome is not None:
             items.append(f"ToMe ratio {self.tome:g}")
+        if self.int8:
+            items.append("int8 UNet")
         return items
 
     def infotext_values(self) -> dict[str, str | int | float | None]:
@@ -53,10 +59,12 @@ class OptimizationLabels:
             VAE_DECODER_KEY: TAESD_VALUE if self.taesd else None,
             DEEPCACHE_KEY: self.deepcache,
             TOME_KEY: self.tome,
+            QUANTIZATION_KEY: INT8_VALUE if self.int8 else None,
         }
 
-    def with_approximations(self, *, taesd: bool, deepcache: int | None, tome: float | None) -> "OptimizationLabels":
-        return replace(self, taesd=taesd, deepcache=deepcache, tome=tome)
+    def with_approximations(self, *, taesd: bool, deepcache: int | None, tome: float | None,
+                            int8: bool = False) -> "OptimizationLabels":
+        return replace(self, taesd=taesd, deepcache=deepcache, tome=tome, int8=int8)
 
     @classmethod
     def from_infotext(cls, params: Mapping[str, object]) -> "OptimizationLabels":
@@ -69,13 +77,16 @@ class OptimizationLabels:
         decoder = str(params.get(VAE_DECODER_KEY, "Full")).strip()
         if decoder not in ("Full", TAESD_VALUE):
             raise ValueError(f"infotext {VAE_DECODER_KEY}: {decoder!r} is not 'Full' or 'TAESD'")
+        quantization = str(params.get(QUANTIZATION_KEY, "none")).strip()
+        if quantization not in ("none", INT8_VALUE):
+            raise ValueError(f"infotext {QUANTIZATION_KEY}: {quantization!r} is not {INT8_VALUE!r}")
         deepcache = _number(params, DEEPCACHE_KEY, int)
         tome = _number(params, TOME_KEY, float)
         if tome is None:
             tome = _number(params, TOME_SHORT_KEY, float)
         return cls(exact=exact, taesd=decoder == TAESD_VALUE,
                    deepcache=deepcache if deepcache not in (None, 1) else None,
-                   tome=tome if tome not in (None, 0.0) else None)
+                   tome=tome if tome not in (None, 0.0) else None, int8=quantization == INT8_VALUE)
 
 
 def _number(params: Mapping[str, object], key: str, kind: type):

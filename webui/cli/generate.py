@@ -49,6 +49,9 @@ def add_parser(subparsers) -> None:
                    help="APPROXIMATE: DeepCache, run the full UNet every N steps and reuse deep features in between")
     p.add_argument("--tome", type=float, default=None, metavar="R",
                    help="APPROXIMATE: token merging, merge ratio R (0-0.75) of self-attention tokens")
+    p.add_argument("--int8", action="store_true",
+                   help="APPROXIMATE: int8 UNet (needs --backend openvino): calibrated once on the model's calibration "
+                        "prompts at this size and these settings, then cached")
     p.add_argument("-o", "--output", default="outputs", help="output folder (default: ./outputs)")
     p.set_defaults(func=run)
 
@@ -97,10 +100,12 @@ def run(args: argparse.Namespace) -> int:
         from pipelines.optimize import optimize
 
         print(optimize(pipe, args.preset, args.backend).summary(), file=sys.stderr)
-    if args.taesd is not None or args.deepcache is not None or args.tome is not None:
-        from pipelines.approx import approximate
+    if args.taesd is not None or args.deepcache is not None or args.tome is not None or args.int8:
+        from pipelines.approx import Int8Calibration, approximate
 
-        approximation = approximate(pipe, taesd=args.taesd, deepcache=args.deepcache, tome=args.tome)
+        int8 = Int8Calibration(width=params.width, height=params.height, steps=params.steps, cfg_scale=params.cfg_scale,
+                               sampler=params.sampler) if args.int8 else False
+        approximation = approximate(pipe, taesd=args.taesd, deepcache=args.deepcache, tome=args.tome, int8=int8)
         if approximation.approximate:
             print(approximation.warning(), file=sys.stderr)
     with tqdm(total=params.steps * params.batch_count, unit="step", file=sys.stderr) as bar:
@@ -119,7 +124,8 @@ def _or(value, default):
 
 
 def check_approximation_args(args: argparse.Namespace) -> None:
-    """Range-check --deepcache / --tome before the model load (the same checks `approximate` runs)."""
+    """Range-check --deepcache / --tome, and what --int8 needs, before the model load (the same checks
+    `approximate` runs)."""
     from pipelines.approx.deepcache import check_deepcache_interval
     from pipelines.approx.tome_unet import check_tome_ratio
 
@@ -130,6 +136,12 @@ def check_approximation_args(args: argparse.Namespace) -> None:
                 check(value)
             except ValueError as error:
                 raise ValueError(f"{flag}: {error}") from None
+    if getattr(args, "int8", False):
+        if args.backend != "openvino":
+            raise ValueError(f"--int8 quantizes the OpenVINO UNet graph; add --backend openvino (got --backend {args.backend})")
+        from mixkit.runtime.openvino_int8 import require_nncf
+
+        require_nncf()
 
 
 def ensure_writable_folder(folder: str | os.PathLike) -> Path:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 RECOMMENDED_FILE = "mixkit_generation.json"
+_NOT_GENERATION = ("note", "calibration_prompts")
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,8 @@ class RecommendedSettings:
     steps: int | None = None
     cfg_scale: float | None = None
     note: str = ""  # why: what was measured (not used for generation)
+    # Prompts from the model's own domain, for int8 calibration (pipelines.approx.int8); not a generation setting.
+    calibration_prompts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.sampler is not None and (not isinstance(self.sampler, str) or not self.sampler.strip()):
@@ -36,16 +39,22 @@ class RecommendedSettings:
             raise ValueError(f"cfg_scale must be a finite number >= 0, got {self.cfg_scale!r}")
         if not isinstance(self.note, str):
             raise ValueError(f"note must be a string, got {self.note!r}")
+        if isinstance(self.calibration_prompts, str) or not isinstance(self.calibration_prompts, (list, tuple)) or \
+                not all(isinstance(p, str) and p.strip() for p in self.calibration_prompts):
+            raise ValueError(f"calibration_prompts must be a list of non-empty strings, got {self.calibration_prompts!r}")
+        object.__setattr__(self, "calibration_prompts", tuple(self.calibration_prompts))
 
     def generation_values(self) -> dict:
         """{setting: value} for the settings the model recommends (the note left out)."""
         return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name != "note" and getattr(self, f.name) is not None}
+                if f.name not in _NOT_GENERATION and getattr(self, f.name) is not None}
 
     def to_json(self) -> str:
         values = self.generation_values()
         if self.note:
             values["note"] = self.note
+        if self.calibration_prompts:
+            values["calibration_prompts"] = list(self.calibration_prompts)
         return json.dumps(values, indent=2) + "\n"
 
 

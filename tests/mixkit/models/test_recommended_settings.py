@@ -21,8 +21,19 @@ def test_the_file_round_trips_and_the_note_is_not_a_generation_setting(tmp_path)
     assert settings.generation_values() == {"sampler": "Euler a", "steps": 30, "cfg_scale": 5.0}
 
 
+def test_calibration_prompts_round_trip_and_are_not_generation_settings(tmp_path):
+    settings = RecommendedSettings(cfg_scale=5.0, calibration_prompts=["a red circle", "a blue star"])
+    assert settings.calibration_prompts == ("a red circle", "a blue star")  # a JSON list becomes a tuple
+    (tmp_path / RECOMMENDED_FILE).write_text(settings.to_json())
+    assert read_recommended(tmp_path) == settings
+    assert settings.generation_values() == {"cfg_scale": 5.0}
+
+
 @pytest.mark.parametrize("text, message", [
-    ('{"cfg": 5}', r"unknown setting\(s\) \['cfg'\]; valid ones: \['sampler', 'steps', 'cfg_scale', 'note'\]"),
+    ('{"cfg": 5}', r"unknown setting\(s\) \['cfg'\]; valid ones: \['sampler', 'steps', 'cfg_scale', 'note', "
+                   r"'calibration_prompts'\]"),
+    ('{"calibration_prompts": "a cube"}', "calibration_prompts must be a list of non-empty strings"),
+    ('{"calibration_prompts": ["a cube", ""]}', "calibration_prompts must be a list of non-empty strings"),
     ('{"steps": 0}', "steps must be an integer >= 1, got 0"),
     ('{"steps": 2.5}', "steps must be an integer"),
     ('{"cfg_scale": -1}', "cfg_scale must be a finite number >= 0"),

@@ -120,6 +120,8 @@ def test_compiled_or_replaced_unets_are_refused(tiny_sd1_dir):
     ({}, OptimizationLabels()),
     ({"Optimization": "fast, bf16", "ToMe": "0.4"}, OptimizationLabels(exact=("fast", "bf16"), tome=0.4)),
     ({"VAE Decoder": "Full", "DeepCache": "1", "Token merging ratio": "0"}, OptimizationLabels()),
+    ({"UNet quantization": "int8"}, OptimizationLabels(int8=True)),
+    ({"UNet quantization": "none"}, OptimizationLabels()),
 ])
 def test_labels_read_back_from_infotext_values(params, expected):
     assert OptimizationLabels.from_infotext(params) == expected
@@ -129,6 +131,7 @@ def test_labels_read_back_from_infotext_values(params, expected):
     ({"DeepCache": "three"}, "infotext DeepCache: 'three' is not an integer"),
     ({"Token merging ratio": "x"}, "infotext Token merging ratio: 'x' is not a number"),
     ({"VAE Decoder": "Tiny"}, "infotext VAE Decoder: 'Tiny' is not 'Full' or 'TAESD'"),
+    ({"UNet quantization": "int4"}, "infotext UNet quantization: 'int4' is not 'int8'"),
 ])
 def test_malformed_labels_are_errors(params, match):
     with pytest.raises(ValueError, match=match):

@@ -1,5 +1,6 @@
 """`mixkit generate --taesd/--deepcache/--tome`: labelled images and an "approximate" line on stderr."""
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -41,3 +42,28 @@ def test_bad_values_are_one_line_errors_and_write_nothing(tiny_sd1_dir, tmp_path
     assert code == 2
     assert err[-1].startswith("mixkit: error:") and message in err[-1]
     assert not out.exists() or not any(out.glob("*.png"))
+
+
+def test_int8_needs_the_openvino_backend_and_says_so_before_loading(tiny_sd1_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main(["generate", "a", "--model", str(tiny_sd1_dir), "-o", str(out), *ARGS, "--int8"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and "--int8 quantizes the OpenVINO UNet graph; add --backend openvino" in err[-1]
+    assert not any(line.startswith("Loaded ") for line in err)
+    assert not out.exists() or not any(out.glob("*.png"))
+
+
+def test_int8_on_openvino_labels_the_png_and_reuses_its_calibration(tiny_sd1_dir, tmp_path, capsys, monkeypatch):
+    pytest.importorskip("openvino", reason="openvino not installed: pip install 'mixkit[openvino]'")
+    pytest.importorskip("nncf", reason="nncf not installed: pip install 'mixkit[openvino]'")
+    monkeypatch.setenv("MIXKIT_CACHE", str(tmp_path / "cache"))
+    run = ["generate", "a cube", "--model", str(tiny_sd1_dir), *ARGS, "--steps", "2", "--backend", "openvino", "--int8"]
+    assert main([*run, "-o", str(tmp_path / "a")]) == 0
+    first = capsys.readouterr()
+    warning = [line for line in first.err.splitlines() if line.startswith("Output is APPROXIMATE")]
+    assert len(warning) == 1 and "int8 UNet" in warning[0] and "calibrated on 8 prompt(s) x 2 steps at 64x64" in warning[0]
+    assert parse_optimization(Image.open(first.out.split()[0]).text["parameters"]).int8
+    assert main([*run, "-o", str(tmp_path / "b")]) == 0  # a second process-like run: the cached graph
+    second = capsys.readouterr()
+    assert "int8 UNet" in second.err and "(OpenVINO, NNCF post-training quantization; cached at 64x64" in second.err
+    assert np.array_equal(np.asarray(Image.open(first.out.split()[0])), np.asarray(Image.open(second.out.split()[0])))
