@@ -7,8 +7,9 @@ trained model; mixkit-tiny-sd is the one shipped. One prompt says little (diffus
 a small change in one step can move a shape), so this prints the median, the minimum and the
 share of prompts at >= 30 dB over held-out shapes-world captions that are not among the model's
 int8 calibration prompts. Workload: the model's native size, 20 steps, DPM++ 2M, its recommended
-CFG, seed i for prompt i. Rows: "fast" (torch bf16), "fast+openvino" (bf16 graphs) and
-"fast+openvino+int8" (APPROXIMATE: int8 UNet calibrated on the model's own calibration prompts).
+CFG, seed i for prompt i. Rows: "fast" (torch bf16), "fast+openvino" (bf16 graphs), and the
+APPROXIMATE int8 UNets calibrated on the model's own calibration prompts: "fast+int8" (torch:
+torchao + inductor) and "fast+openvino+int8" (NNCF).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 
 import numpy as np
 
-ROWS = ("fast", "fast+openvino", "fast+openvino+int8")
+ROWS = ("fast", "fast+int8", "fast+openvino", "fast+openvino+int8")
 
 
 def parse_args(argv=None):

@@ -48,7 +48,7 @@ from benchmarks.optimum_intel_client import SKIP_REASON, OptimumIntelServer, ven
 PROMPT = "a photograph of an astronaut riding a horse on the moon, detailed, 8k"
 NEGATIVE = "blurry, low quality"
 ROWS = ("diffusers-fp32", "diffusers-bf16-sdpa-cl", "mixkit-exact", "mixkit-fast", "mixkit-fast-openvino",
-        "mixkit-fast-compile", "mixkit-fast-openvino-int8")
+        "mixkit-fast-compile", "mixkit-fast-int8", "mixkit-fast-openvino-int8")
 DEFAULT_ROWS = ROWS[:5] + ROWS[6:]  # compile is opt-in (its first run compiles for minutes)
 
 

@@ -58,6 +58,9 @@ def check_approximate_inputs(pipe, taesd, deepcache, tome, taesd_variant, int8=N
     if int8 is not None and int8 is not False:
         if int8 is not True and not isinstance(int8, Int8Calibration):
             raise TypeError(f"int8 must be True, False or an Int8Calibration(...), got {type(int8).__name__}: {int8!r}")
+        if (deepcache is not None and deepcache > 1) or (tome is not None and tome > 0):
+            raise ValueError("int8 runs a fixed quantized graph: DeepCache and ToMe cannot be combined with it; "
+                             "choose int8 or them")
         check_int8_target(pipe.model)
         calibration_params(pipe.model, _calibration(int8), getattr(pipe, "limits", None))  # bad sizes etc. fail now
 
@@ -99,6 +102,8 @@ def approximate(pipe, *, taesd: str | os.PathLike | None = None, deepcache: int 
 
     int8_line = None
     if int8 is not None and int8 is not False:  # slow and may fail: before anything else changes
+        remove_deepcache(model.unet)  # calibrate on the plain UNet (no-ops on the OpenVINO graph)
+        remove_token_merging(model.unet)
         int8_line = install_int8_unet(pipe, _calibration(int8))
     remove_approximations(pipe, keep_int8=int8_line is not None)
     report = ApproximationReport(taesd_source=source, deepcache=deepcache if use_deepcache else None,

@@ -1,10 +1,11 @@
-"""int8 UNet on the OpenVINO backend: calibrate on real denoising inputs, quantize once, cache.
+"""int8 UNet (OpenVINO graph, or torch + inductor): calibrate on real denoising inputs, quantize.
 
 Post-training quantization needs the activation ranges the UNet really sees, which depend on the
 prompts, the size, the sampler's noise levels and CFG. So calibration runs this pipeline itself
-(the bf16 graph) on a few prompts at the size and settings the user generates with, records every
-UNet call, and hands them to NNCF (`mixkit.runtime.openvino_int8`). The int8 graph is cached next
-to the float one, keyed by those settings, so later processes skip both calibration and NNCF.
+(the float UNet) on a few prompts at the size and settings the user generates with, records every
+UNet call, and hands them to NNCF (`mixkit.runtime.openvino_int8`; the int8 graph is cached next to
+the float one, keyed by those settings, so later processes skip calibration and NNCF) or to
+torchao's PT2E quantizer (`mixkit.runtime.torch_int8`; in-process only).
 Which prompts: the model's own (`calibration_prompts` in its `mixkit_generation.json`, e.g.
 mixkit-tiny-sd's shapes-world captions), else a generic set like the captions users write.
 """
@@ -12,6 +13,8 @@ mixkit-tiny-sd's shapes-world captions), else a generic set like the captions us
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+
+import torch
 
 from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
 
@@ -74,38 +77,72 @@ def calibration_params(model, calibration: Int8Calibration, limits: GenerationLi
 
 
 def check_int8_target(model) -> None:
-    """int8 needs the OpenVINO UNet graph and NNCF; say so before anything changes."""
+    """int8 needs the OpenVINO UNet graph and NNCF, or an eager torch UNet on the CPU and torchao;
+    say so before anything changes."""
     from mixkit.runtime.openvino_unet import OpenVinoUNet
+    from mixkit.runtime.torch_int8 import TorchInt8UNet
 
-    if not isinstance(model.unet, OpenVinoUNet):
-        raise ValueError(f"int8 quantizes the OpenVINO UNet graph; this model's UNet is {type(model.unet).__name__}. "
-                         "Run optimize(pipe, 'fast', backend='openvino') first (CLI: --preset fast --backend openvino)")
-    from mixkit.runtime.openvino_int8 import require_nncf
+    unet = model.unet
+    if isinstance(unet, OpenVinoUNet):
+        from mixkit.runtime.openvino_int8 import require_nncf
 
-    require_nncf()
+        require_nncf()
+        return
+    from diffusers import UNet2DConditionModel
+
+    if isinstance(unet, TorchInt8UNet):
+        unet = unet.float_unet
+    if not isinstance(unet, UNet2DConditionModel):
+        raise ValueError(f"int8 quantizes the OpenVINO UNet graph or a diffusers UNet on the torch backend; this "
+                         f"model's UNet is {type(unet).__name__}")
+    if unet.device.type != "cpu":
+        raise ValueError(f"int8 runs on the CPU (oneDNN int8 kernels); the UNet is on {unet.device}. "
+                         "On GPUs use the fast preset's fp16/bf16")
+    if "_mixkit_eager_forward" in unet.__dict__:  # mixkit.runtime.compile's marker
+        raise ValueError("int8 compiles its own graph; drop compile=True from optimize() to use it")
+    from mixkit.runtime.torch_int8 import require_torchao
+
+    require_torchao()
 
 
 def install_int8_unet(pipe, calibration: Int8Calibration) -> str:
-    """Calibrate (on a cache miss), quantize and install the int8 UNet graph; returns the report line.
+    """Calibrate (OpenVINO: on a cache miss), quantize and install the int8 UNet; returns the report line.
 
-    On any failure the UNet keeps the graph it had (float, or an earlier int8 one).
+    On any failure the model keeps the UNet it had (float, or an earlier int8 one).
     """
-    from mixkit.runtime.openvino_int8 import load_or_quantize
+    from mixkit.runtime.openvino_unet import OpenVinoUNet
+
+    params = calibration_params(pipe.model, calibration, getattr(pipe, "limits", None))
+    if isinstance(pipe.model.unet, OpenVinoUNet):
+        engine, origin, detail = _install_openvino_int8(pipe, params, calibration.seed)
+    else:
+        engine, origin, detail = _install_torch_int8(pipe, params)
+    first = params[0]
+    return (f"int8 UNet ({engine}; {origin} at {first.width}x{first.height}, {first.sampler}, "
+            f"CFG {first.cfg_scale:g}; {detail})")
+
+
+def _run_calibration(pipe, params) -> None:
     from pipelines.txt2img import TextToImage
 
-    model = pipe.model
-    params = calibration_params(model, calibration, getattr(pipe, "limits", None))
-    unet = model.unet
-    settings = {"prompts": [p.prompt for p in params], "negative_prompt": params[0].negative_prompt,
-                "width": params[0].width, "height": params[0].height, "steps": params[0].steps,
-                "cfg_scale": params[0].cfg_scale, "sampler": params[0].sampler, "seed": calibration.seed}
+    runner = TextToImage.from_pipeline(pipe)
+    for item in params:
+        runner(item)
+
+
+def _install_openvino_int8(pipe, params, seed: int) -> tuple[str, str, str]:
+    from mixkit.runtime.openvino_int8 import load_or_quantize
+
+    unet = pipe.model.unet
+    first = params[0]
+    settings = {"prompts": [p.prompt for p in params], "negative_prompt": first.negative_prompt, "width": first.width,
+                "height": first.height, "steps": first.steps, "cfg_scale": first.cfg_scale, "sampler": first.sampler,
+                "seed": seed}
     previous = (unet.graph, unet.int8_path)
 
     def calibrate():
-        runner = TextToImage.from_pipeline(pipe)
         with unet.recording() as calls:
-            for item in params:
-                runner(item)
+            _run_calibration(pipe, params)
         return calls
 
     try:
@@ -115,16 +152,53 @@ def install_int8_unet(pipe, calibration: Int8Calibration) -> str:
         unet.use_graph(previous[0], int8_path=previous[1])
         raise
     unet.use_graph(graph, int8_path=path)
-    origin = "cached" if cached else f"calibrated on {len(params)} prompt(s) x {params[0].steps} steps"
-    return (f"int8 UNet (OpenVINO, NNCF post-training quantization; {origin} at {params[0].width}x{params[0].height}, "
-            f"{params[0].sampler}, CFG {params[0].cfg_scale:g}; graph {path.name})")
+    origin = "cached" if cached else f"calibrated on {len(params)} prompt(s) x {first.steps} steps"
+    return "OpenVINO, NNCF post-training quantization", origin, f"graph {path.name}"
+
+
+def _install_torch_int8(pipe, params) -> tuple[str, str, str]:
+    from mixkit.runtime.capability import choose_fast_precision
+    from mixkit.runtime.torch_int8 import TorchInt8UNet, quantize_unet
+
+    model = pipe.model
+    previous = model.unet
+    float_unet = previous.float_unet if isinstance(previous, TorchInt8UNet) else previous
+    calls = []
+
+    def record(module, args, kwargs):
+        sample, timestep = args[0], args[1] if len(args) > 1 else kwargs["timestep"]
+        batch = sample.shape[0]
+        inputs = [sample, torch.as_tensor(timestep).reshape(-1).expand(batch), kwargs["encoder_hidden_states"]]
+        added = kwargs.get("added_cond_kwargs")
+        if added:
+            inputs += [added["text_embeds"], added["time_ids"]]
+        calls.append([x.detach().float().clone() for x in inputs])
+
+    hook = float_unet.register_forward_pre_hook(record, with_kwargs=True)
+    try:
+        model.unet = float_unet  # calibrate on the float UNet's activations, never on an earlier int8 one
+        _run_calibration(pipe, params)
+        hook.remove()
+        # Recorded under inference_mode: cloned again here, outside it, so export can trace through them.
+        graph = quantize_unet(float_unet, [[x.clone() for x in call] for call in calls])
+        bf16 = not choose_fast_precision("cpu").is_fallback
+        model.unet = TorchInt8UNet(float_unet, graph, [x.shape for x in calls[0]], autocast_bf16=bf16)
+    except BaseException:
+        hook.remove()
+        model.unet = previous
+        raise
+    return (f"torch: PT2E X86InductorQuantizer, inductor-compiled{', bf16 elsewhere' if bf16 else ''}",
+            f"calibrated on {len(params)} prompt(s) x {params[0].steps} steps", "in this process, not cached")
 
 
 def remove_int8_unet(model) -> None:
     from mixkit.runtime.openvino_unet import OpenVinoUNet
+    from mixkit.runtime.torch_int8 import TorchInt8UNet
 
     if isinstance(model.unet, OpenVinoUNet):
         model.unet.use_float_graph()
+    elif isinstance(model.unet, TorchInt8UNet):
+        model.unet = model.unet.float_unet
 
 
 def _first(*values):

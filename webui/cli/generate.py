@@ -50,8 +50,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--tome", type=float, default=None, metavar="R",
                    help="APPROXIMATE: token merging, merge ratio R (0-0.75) of self-attention tokens")
     p.add_argument("--int8", action="store_true",
-                   help="APPROXIMATE: int8 UNet (needs --backend openvino): calibrated once on the model's calibration "
-                        "prompts at this size and these settings, then cached")
+                   help="APPROXIMATE: int8 UNet, calibrated on the model's calibration prompts at this size and these "
+                        "settings (--backend openvino: NNCF, cached across runs; --backend torch: torchao + inductor, "
+                        "calibrated and compiled in each run)")
     p.add_argument("-o", "--output", default="outputs", help="output folder (default: ./outputs)")
     p.set_defaults(func=run)
 
@@ -137,11 +138,17 @@ def check_approximation_args(args: argparse.Namespace) -> None:
             except ValueError as error:
                 raise ValueError(f"{flag}: {error}") from None
     if getattr(args, "int8", False):
-        if args.backend != "openvino":
-            raise ValueError(f"--int8 quantizes the OpenVINO UNet graph; add --backend openvino (got --backend {args.backend})")
-        from mixkit.runtime.openvino_int8 import require_nncf
+        if args.backend == "openvino":
+            from mixkit.runtime.openvino_int8 import require_nncf
 
-        require_nncf()
+            require_nncf()
+        elif args.backend == "torch":
+            from mixkit.runtime.torch_int8 import require_torchao
+
+            require_torchao()
+        else:
+            raise ValueError(f"--int8 compiles its own int8 graph; use --backend openvino (cached across runs) or "
+                             f"--backend torch, not --backend {args.backend}")
 
 
 def ensure_writable_folder(folder: str | os.PathLike) -> Path:

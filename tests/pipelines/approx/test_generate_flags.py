@@ -44,11 +44,12 @@ def test_bad_values_are_one_line_errors_and_write_nothing(tiny_sd1_dir, tmp_path
     assert not out.exists() or not any(out.glob("*.png"))
 
 
-def test_int8_needs_the_openvino_backend_and_says_so_before_loading(tiny_sd1_dir, tmp_path, capsys):
+def test_int8_with_torch_compile_is_refused_before_loading(tiny_sd1_dir, tmp_path, capsys):
     out = tmp_path / "out"
-    code = main(["generate", "a", "--model", str(tiny_sd1_dir), "-o", str(out), *ARGS, "--int8"])
+    code = main(["generate", "a", "--model", str(tiny_sd1_dir), "-o", str(out), *ARGS, "--int8",
+                 "--backend", "torch.compile"])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and "--int8 quantizes the OpenVINO UNet graph; add --backend openvino" in err[-1]
+    assert code == 2 and "--int8 compiles its own int8 graph; use --backend openvino" in err[-1]
     assert not any(line.startswith("Loaded ") for line in err)
     assert not out.exists() or not any(out.glob("*.png"))
 

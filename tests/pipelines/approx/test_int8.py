@@ -115,12 +115,14 @@ def test_a_failed_quantization_leaves_the_model_as_it_was(pipe, quantized, monke
     assert not list(unet.cache_path.parent.glob("*.tmp.*"))
 
 
-def test_int8_on_the_torch_backend_is_refused_before_anything_changes(tiny_sd1_dir):
+def test_int8_on_a_unet_it_cannot_quantize_is_refused_before_anything_changes(tiny_sd1_dir):
+    import torch
+
     torch_pipe = TextToImage.from_pretrained(tiny_sd1_dir)
-    unet = torch_pipe.model.unet
-    with pytest.raises(ValueError, match=r"int8 quantizes the OpenVINO UNet graph.*backend='openvino'"):
+    torch_pipe.model.unet = torch.nn.Identity()
+    with pytest.raises(ValueError, match=r"int8 quantizes the OpenVINO UNet graph or a diffusers UNet.*Identity"):
         approximate(torch_pipe, int8=True)
-    assert torch_pipe.model.unet is unet and not model_labels(torch_pipe.model).approximate
+    assert isinstance(torch_pipe.model.unet, torch.nn.Identity) and not model_labels(torch_pipe.model).approximate
 
 
 @pytest.mark.parametrize("int8, error, message", [
