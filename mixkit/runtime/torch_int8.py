@@ -12,10 +12,13 @@ except inductor's own kernels, so each process calibrates and compiles again (mi
 from __future__ import annotations
 
 import copy
+import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
 import torch
+
+from mixkit.runtime.report import RuntimeFallbackWarning
 
 TORCHAO_HINT = "pip install torchao  (or: pip install 'mixkit[int8]')"
 
@@ -103,7 +106,9 @@ class TorchInt8UNet:
         self.autocast_bf16 = autocast_bf16
         self.shapes = tuple(tuple(shape) for shape in shapes)
         use_compile_cache()
+        self._graph = graph
         self._compiled = torch.compile(graph, dynamic=False)
+        self.compile_failure: str | None = None  # why the compiled graph was given up for the eager one
 
     def __getattr__(self, name: str):
         raise AttributeError(f"{name!r}: the int8 UNet is a compiled graph, so features that need the torch UNet's "
@@ -128,4 +133,11 @@ class TorchInt8UNet:
         # int8 kernels; as a torch.compile option instead, the int8 prepack op fails on fake tensors (torch 2.13).
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast_bf16), \
                 torch._inductor.config.patch(freezing=True):
-            return _Output(self._compiled(*inputs).float())
+            if self.compile_failure is None:
+                try:
+                    return _Output(self._compiled(*inputs).float())
+                except Exception as error:  # noqa: BLE001 - a compile failure must not end the generation
+                    self.compile_failure = f"{type(error).__name__}: {error}"
+                    warnings.warn(f"compiling the int8 UNet failed ({self.compile_failure}); running its graph "
+                                  "eagerly (same quantization, much slower)", RuntimeFallbackWarning, stacklevel=2)
+            return _Output(self._graph(*inputs).float())

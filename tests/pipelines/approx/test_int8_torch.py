@@ -80,6 +80,26 @@ def test_a_failed_quantization_leaves_the_model_as_it_was(pipe, quantized, monke
     assert not unet.float_unet._forward_pre_hooks  # the recording hook is gone
 
 
+def test_a_compile_failure_falls_back_to_the_eager_int8_graph_with_a_warning(pipe, quantized, monkeypatch):
+    from mixkit.runtime.report import RuntimeFallbackWarning
+
+    unet = pipe.model.unet
+    expected = unet._graph
+
+    def broken(*inputs):
+        raise RuntimeError("no C++ compiler")
+    monkeypatch.setattr(unet, "_compiled", broken)
+    monkeypatch.setattr(unet, "compile_failure", None)
+    sample = torch.randn(*unet.shapes[0])
+    context = torch.randn(*unet.shapes[2])
+    with pytest.warns(RuntimeFallbackWarning, match="compiling the int8 UNet failed .*no C\\+\\+ compiler"):
+        out = unet(sample, 500, context).sample
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=unet.autocast_bf16):
+        reference = expected(sample, torch.full((2,), 500.0), context).float()
+    torch.testing.assert_close(out, reference)
+    assert "no C++ compiler" in unet.compile_failure
+
+
 def test_remove_approximations_puts_the_float_unet_back_bit_for_bit(pipe, float_state, quantized):
     remove_approximations(pipe)
     assert pipe.model.unet is float_state[0] and not model_labels(pipe.model).approximate
@@ -101,3 +121,4 @@ def test_missing_torchao_names_what_to_install(tiny_sd1_dir, monkeypatch):
     with pytest.raises(ImportError, match=r"int8 on the torch backend needs torchao: pip install torchao"):
         approximate(plain, int8=True)
     assert isinstance(plain.model.unet, torch.nn.Module)
+
