@@ -55,7 +55,7 @@ def check_approximate_inputs(pipe, taesd, deepcache, tome, taesd_variant, int8=N
         check_deepcache_interval(deepcache)
     if tome is not None:
         check_tome_ratio(tome)
-    if int8 is not None and int8 is not False:
+    if _wants_int8(int8):
         if int8 is not True and not isinstance(int8, Int8Calibration):
             raise TypeError(f"int8 must be True, False or an Int8Calibration(...), got {type(int8).__name__}: {int8!r}")
         if (deepcache is not None and deepcache > 1) or (tome is not None and tome > 0):
@@ -75,9 +75,10 @@ def approximate(pipe, *, taesd: str | os.PathLike | None = None, deepcache: int 
     - `deepcache`: full UNet every N steps, the shallow branch on cached deep features between
       (N=1: off; exact).
     - `tome`: ratio of self-attention tokens merged at full latent resolution (0: off; exact).
-    - `int8`: quantize the OpenVINO UNet graph to int8 (backend "openvino" only): True calibrates
-      with the model's defaults (its calibration prompts, native size, recommended sampler/steps/CFG),
-      `Int8Calibration(width=..., steps=...)` chooses; the int8 graph is cached per calibration.
+    - `int8`: an int8 UNet, on the CPU (backend "openvino": the graph quantized by NNCF, cached per
+      calibration; backend "torch": torchao + inductor, this process and the calibrated size only).
+      True calibrates with the model's defaults (its calibration prompts, native size, recommended
+      sampler/steps/CFG); `Int8Calibration(width=..., steps=...)` chooses.
     The report (also `pipe.approximation`) lists what was applied.
     """
     check_approximate_inputs(pipe, taesd, deepcache, tome, taesd_variant, int8)
@@ -101,7 +102,7 @@ def approximate(pipe, *, taesd: str | os.PathLike | None = None, deepcache: int 
                               latent_channels=model.vae.config.latent_channels)
 
     int8_line = None
-    if int8 is not None and int8 is not False:  # slow and may fail: before anything else changes
+    if _wants_int8(int8):  # slow and may fail: before anything else changes
         remove_deepcache(model.unet)  # calibrate on the plain UNet (no-ops on the OpenVINO graph)
         remove_token_merging(model.unet)
         int8_line = install_int8_unet(pipe, _calibration(int8))
@@ -139,6 +140,10 @@ def remove_approximations(pipe, *, keep_int8: bool = False) -> None:
     set_model_labels(model, model_labels(model).with_approximations(taesd=False, deepcache=None, tome=None,
                                                                     int8=keep_int8))
     pipe.approximation = ApproximationReport()
+
+
+def _wants_int8(int8) -> bool:
+    return int8 is not None and int8 is not False
 
 
 def _calibration(int8: bool | Int8Calibration) -> Int8Calibration:

@@ -146,6 +146,9 @@ def check_approximation_args(args: argparse.Namespace) -> None:
             from mixkit.runtime.torch_int8 import require_torchao
 
             require_torchao()
+            if args.batch_size != 1:
+                raise ValueError("--int8 on --backend torch compiles its graph for one image at a time; "
+                                 "use --batch-count instead of --batch-size, or --backend openvino")
         else:
             raise ValueError(f"--int8 compiles its own int8 graph; use --backend openvino (cached across runs) or "
                              f"--backend torch, not --backend {args.backend}")

@@ -34,6 +34,7 @@ def test_exact_run_prints_no_approximate_line(tiny_sd1_dir, tmp_path, capsys):
     (["--tome", "0.9"], "--tome: ToMe ratio must be a number in [0, 0.75]"),
     (["--deepcache", "0"], "--deepcache: DeepCache interval must be an integer in [1, 50]"),
     (["--taesd", "/nonexistent/taesd"], "TAESD folder '/nonexistent/taesd' does not exist"),
+    (["--int8", "--batch-size", "2"], "--int8 on --backend torch compiles its graph for one image at a time"),
 ])
 def test_bad_values_are_one_line_errors_and_write_nothing(tiny_sd1_dir, tmp_path, capsys, extra, message):
     out = tmp_path / "out"
