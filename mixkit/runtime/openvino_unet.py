@@ -25,18 +25,7 @@ import torch
 from mixkit.runtime.openvino_cache import (OPENVINO_HINT, ExportIdentity, require_openvino,  # noqa: F401
                                            weights_fingerprint)
 from mixkit.runtime.resident_pages import page_out_mappings_under
-
-
-class _UNetGraph(torch.nn.Module):
-    """The UNet with plain tensor inputs and output, as a traced graph needs (SDXL: two more inputs)."""
-
-    def __init__(self, unet: torch.nn.Module, sdxl: bool) -> None:
-        super().__init__()
-        self.unet, self.sdxl = unet, sdxl
-
-    def forward(self, sample, timestep, encoder_hidden_states, text_embeds=None, time_ids=None):
-        added = {"text_embeds": text_embeds, "time_ids": time_ids} if self.sdxl else None
-        return self.unet(sample, timestep, encoder_hidden_states, added_cond_kwargs=added, return_dict=False)[0]
+from mixkit.runtime.unet_graph import UNetGraph, flat_unet_inputs, is_sdxl, refuse_graph_keywords
 
 
 @dataclass
@@ -57,7 +46,7 @@ class OpenVinoUNet:
         ov = require_openvino()
         self.torch_module = unet
         self.config = unet.config
-        self.sdxl = unet.config.get("addition_embed_type") == "text_time"
+        self.sdxl = is_sdxl(unet.config)
         self.inference_precision = inference_precision
         self._core = ov.Core()
         self._compiled: dict[tuple, object] = {}
@@ -129,7 +118,7 @@ class OpenVinoUNet:
         return tuple(example)
 
     def _convert(self, ov):
-        graph = _UNetGraph(self.torch_module, self.sdxl).eval()  # runs in __init__, before the reference goes
+        graph = UNetGraph(self.torch_module, self.sdxl).eval()  # runs in __init__, before the reference goes
         example = self._example()
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", torch.jit.TracerWarning)  # shape checks traced as constants: fine,
@@ -154,15 +143,8 @@ class OpenVinoUNet:
                              "the torch UNet's modules (LoRA, ControlNet, attention changes) need backend='torch'")
 
     def __call__(self, sample, timestep, encoder_hidden_states, added_cond_kwargs=None, **kwargs) -> _Output:
-        unsupported = sorted(k for k, v in kwargs.items() if v is not None and k != "return_dict")
-        if unsupported:
-            raise ValueError(f"The openvino backend runs a fixed UNet graph and cannot honour {unsupported} "
-                             "(e.g. ControlNet residuals); use backend='torch' for this generation")
-        batch = sample.shape[0]
-        t = torch.as_tensor(timestep, dtype=torch.float32).reshape(-1).expand(batch).contiguous()
-        inputs = [sample.float().contiguous(), t, encoder_hidden_states.float().contiguous()]
-        if self.sdxl:
-            inputs += [added_cond_kwargs["text_embeds"].float().contiguous(), added_cond_kwargs["time_ids"].float().contiguous()]
+        refuse_graph_keywords(kwargs, "The openvino backend", "use backend='torch' for this generation")
+        inputs = flat_unet_inputs(sample, timestep, encoder_hidden_states, added_cond_kwargs, self.sdxl)
         compiled = self._compiled_for(inputs)
         arrays = [x.numpy() for x in inputs]
         if self._recorded is not None:

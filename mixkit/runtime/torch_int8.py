@@ -19,6 +19,7 @@ from typing import Sequence
 import torch
 
 from mixkit.runtime.report import RuntimeFallbackWarning
+from mixkit.runtime.unet_graph import UNetGraph, flat_unet_inputs, is_sdxl, refuse_graph_keywords
 
 TORCHAO_HINT = "pip install torchao  (or: pip install 'mixkit[int8]')"
 
@@ -53,18 +54,15 @@ def quantize_unet(unet: torch.nn.Module, calibration: Sequence[Sequence[torch.Te
     import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as x86
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    from mixkit.runtime.openvino_unet import _UNetGraph
-
     if not calibration:
         raise ValueError("int8 quantization needs at least one recorded UNet call to calibrate on; got none")
-    sdxl = unet.config.get("addition_embed_type") == "text_time"
     float_unet = copy.deepcopy(unet).float().eval()  # the fast preset holds the UNet in bf16
     # diffusers' own SDPA processors on the copy: mixkit's (backend dispatch, fused-QKV storage checks)
     # look at real tensor storage, which export's fake tensors do not have. Same math.
     from diffusers.models.attention_processor import AttnProcessor2_0
 
     float_unet.set_attn_processor(AttnProcessor2_0())
-    graph = _UNetGraph(float_unet, sdxl).eval()
+    graph = UNetGraph(float_unet, is_sdxl(unet.config)).eval()
     example = tuple(calibration[0])
     # Static shapes: with dynamic ones, inductor's int8 weight prepacking fails (torch 2.13), so the
     # graph serves the calibrated size only (the stand-in says so for any other).
@@ -102,7 +100,7 @@ class TorchInt8UNet:
 
         self.float_unet = float_unet
         self.config = float_unet.config
-        self.sdxl = float_unet.config.get("addition_embed_type") == "text_time"
+        self.sdxl = is_sdxl(float_unet.config)
         self.autocast_bf16 = autocast_bf16
         self.shapes = tuple(tuple(shape) for shape in shapes)
         use_compile_cache()
@@ -115,15 +113,8 @@ class TorchInt8UNet:
                              "modules (LoRA changes, ControlNet, attention changes) need remove_approximations(pipe)")
 
     def __call__(self, sample, timestep, encoder_hidden_states, added_cond_kwargs=None, **kwargs) -> _Output:
-        unsupported = sorted(k for k, v in kwargs.items() if v is not None and k != "return_dict")
-        if unsupported:
-            raise ValueError(f"The int8 UNet runs a fixed graph and cannot honour {unsupported} (e.g. ControlNet "
-                             "residuals); call remove_approximations(pipe) for this generation")
-        batch = sample.shape[0]
-        t = torch.as_tensor(timestep, dtype=torch.float32).reshape(-1).expand(batch).contiguous()
-        inputs = [sample.float(), t, encoder_hidden_states.float()]
-        if self.sdxl:
-            inputs += [added_cond_kwargs["text_embeds"].float(), added_cond_kwargs["time_ids"].float()]
+        refuse_graph_keywords(kwargs, "The int8 UNet", "call remove_approximations(pipe) for this generation")
+        inputs = flat_unet_inputs(sample, timestep, encoder_hidden_states, added_cond_kwargs, self.sdxl)
         shapes = tuple(tuple(x.shape) for x in inputs)
         if shapes != self.shapes:
             raise ValueError(f"The torch int8 UNet was calibrated and compiled for UNet inputs of shapes {self.shapes} "

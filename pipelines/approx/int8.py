@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import torch
-
 from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
 
 DEFAULT_CALIBRATION_PROMPTS = (
@@ -159,6 +157,7 @@ def _install_openvino_int8(pipe, params, seed: int) -> tuple[str, str, str]:
 def _install_torch_int8(pipe, params) -> tuple[str, str, str]:
     from mixkit.runtime.capability import choose_fast_precision
     from mixkit.runtime.torch_int8 import TorchInt8UNet, quantize_unet
+    from mixkit.runtime.unet_graph import flat_unet_inputs, is_sdxl
 
     model = pipe.model
     previous = model.unet
@@ -166,13 +165,10 @@ def _install_torch_int8(pipe, params) -> tuple[str, str, str]:
     calls = []
 
     def record(module, args, kwargs):
-        sample, timestep = args[0], args[1] if len(args) > 1 else kwargs["timestep"]
-        batch = sample.shape[0]
-        inputs = [sample, torch.as_tensor(timestep).reshape(-1).expand(batch), kwargs["encoder_hidden_states"]]
-        added = kwargs.get("added_cond_kwargs")
-        if added:
-            inputs += [added["text_embeds"], added["time_ids"]]
-        calls.append([x.detach().float().clone() for x in inputs])
+        timestep = args[1] if len(args) > 1 else kwargs["timestep"]
+        inputs = flat_unet_inputs(args[0], timestep, kwargs["encoder_hidden_states"], kwargs.get("added_cond_kwargs"),
+                                  is_sdxl(module.config))
+        calls.append([x.detach().clone() for x in inputs])
 
     hook = float_unet.register_forward_pre_hook(record, with_kwargs=True)
     try:

@@ -1,0 +1,45 @@
+"""The UNet as a graph of plain tensors: what OpenVINO conversion and torch export trace, and how a
+diffusers-style UNet call is flattened into that graph's inputs.
+
+Shared by every stand-in that replaces the UNet with a fixed graph (OpenVINO, the torch int8 graph)
+and by int8 calibration, which records calls in the same flat form.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class UNetGraph(torch.nn.Module):
+    """The UNet with plain tensor inputs and output, as a traced graph needs (SDXL: two more inputs)."""
+
+    def __init__(self, unet: torch.nn.Module, sdxl: bool) -> None:
+        super().__init__()
+        self.unet, self.sdxl = unet, sdxl
+
+    def forward(self, sample, timestep, encoder_hidden_states, text_embeds=None, time_ids=None):
+        added = {"text_embeds": text_embeds, "time_ids": time_ids} if self.sdxl else None
+        return self.unet(sample, timestep, encoder_hidden_states, added_cond_kwargs=added, return_dict=False)[0]
+
+
+def is_sdxl(unet_config) -> bool:
+    return unet_config.get("addition_embed_type") == "text_time"
+
+
+def refuse_graph_keywords(kwargs: dict, what: str, remedy: str) -> None:
+    """A fixed graph has no ControlNet residuals or cross-attention kwargs: refuse them, never ignore them."""
+    unsupported = sorted(k for k, v in kwargs.items() if v is not None and k != "return_dict")
+    if unsupported:
+        raise ValueError(f"{what} runs a fixed UNet graph and cannot honour {unsupported} (e.g. ControlNet "
+                         f"residuals); {remedy}")
+
+
+def flat_unet_inputs(sample, timestep, encoder_hidden_states, added_cond_kwargs, sdxl: bool) -> list[torch.Tensor]:
+    """The graph's inputs for one UNet call: float32, contiguous, the timestep as one value per row."""
+    batch = sample.shape[0]
+    t = torch.as_tensor(timestep, dtype=torch.float32).reshape(-1).expand(batch).contiguous()
+    inputs = [sample.float().contiguous(), t, encoder_hidden_states.float().contiguous()]
+    if sdxl:
+        inputs += [added_cond_kwargs["text_embeds"].float().contiguous(),
+                   added_cond_kwargs["time_ids"].float().contiguous()]
+    return inputs
