@@ -24,6 +24,8 @@ of `--rounds` (>= 3). Columns:
 OVStableDiffusionPipeline in its own virtualenv and process (benchmarks/optimum_intel_row.py),
 exported once before the rounds, then timed in the same alternation; its ΔRSS and UNet time are
 measured inside that process, and its PSNR is against diffusers fp32 (same latents, same scheduler).
+Rows `mixkit-fast-int8` (torch) and `mixkit-fast-openvino-int8` are APPROXIMATE: an int8 UNet calibrated
+on this workload before the rounds (untimed); their fidelity on a trained model is `benchmarks.fidelity`'s.
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ PROMPT = "a photograph of an astronaut riding a horse on the moon, detailed, 8k"
 NEGATIVE = "blurry, low quality"
 ROWS = ("diffusers-fp32", "diffusers-bf16-sdpa-cl", "mixkit-exact", "mixkit-fast", "mixkit-fast-openvino",
         "mixkit-fast-compile", "mixkit-fast-int8", "mixkit-fast-openvino-int8")
-DEFAULT_ROWS = ROWS[:5] + ROWS[6:]  # compile is opt-in (its first run compiles for minutes)
+# Opt-in rows: compile (its first run compiles for minutes) and the APPROXIMATE int8 ones (calibration
+# takes 5-10 minutes at 256 px and much longer at 512): --rows ... mixkit-fast-int8 mixkit-fast-openvino-int8
+DEFAULT_ROWS = ROWS[:5]
 
 
 @dataclass
