@@ -96,9 +96,13 @@ def load_or_export(cache_dir: Path, key: dict, convert: Callable[[], object]):
     model = convert()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.xml")
-    ov.save_model(model, tmp, compress_to_fp16=False)
-    os.replace(tmp.with_suffix(".bin"), path.with_suffix(".bin"))  # weights first, then the
-    os.replace(tmp, path)  # graph: a present .xml always has its .bin
+    try:
+        ov.save_model(model, tmp, compress_to_fp16=False)
+        os.replace(tmp.with_suffix(".bin"), path.with_suffix(".bin"))  # weights first, then the
+        os.replace(tmp, path)  # graph: a present .xml always has its .bin
+    finally:  # a failed save (disk full...) leaves no half-written temporary files behind
+        for leftover in (tmp, tmp.with_suffix(".bin")):
+            leftover.unlink(missing_ok=True)
     readable = {k: v for k, v in key.items() if k != "config"}
     path.with_suffix(".json").write_text(json.dumps(readable, indent=1, default=str), encoding="utf-8")
     return model, path, False

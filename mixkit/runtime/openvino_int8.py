@@ -20,15 +20,14 @@ With calibration on all steps of 8 prompts: 32.1 dB median, at 1.62x per UNet ca
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+
+from mixkit.runtime.openvino_cache import key_digest, load_or_export, require_openvino
 
 NNCF_HINT = "pip install nncf  (or: pip install 'mixkit[openvino]', which includes it)"
 KEPT_IN_FLOAT = (".*conv_in.*", ".*conv_out.*", ".*time_embedding.*", ".*time_emb_proj.*", ".*conv_shortcut.*")
@@ -43,13 +42,17 @@ def require_nncf():
     return nncf
 
 
-def int8_graph_path(float_graph_path: Path, settings: dict) -> Path:
-    """Cache path of the int8 graph made from `float_graph_path` with these calibration `settings`."""
+def int8_graph_key(float_graph_path: Path, settings: dict) -> dict:
+    """Everything the int8 graph made from `float_graph_path` with these calibration `settings` depends on."""
     nncf = require_nncf()
-    key = {"float_graph": float_graph_path.name, "settings": settings, "kept_in_float": KEPT_IN_FLOAT,
-           "recipe": RECIPE_VERSION, "nncf": nncf.__version__}
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    return float_graph_path.with_name(f"{float_graph_path.stem}-int8-{digest}.xml")
+    return {"part": f"{float_graph_path.stem}-int8", "float_graph": float_graph_path.name, "settings": settings,
+            "kept_in_float": list(KEPT_IN_FLOAT), "recipe": RECIPE_VERSION, "nncf": nncf.__version__}
+
+
+def int8_graph_path(float_graph_path: Path, settings: dict) -> Path:
+    """Cache path of that int8 graph (named as `openvino_cache.load_or_export` names every entry)."""
+    key = int8_graph_key(float_graph_path, settings)
+    return float_graph_path.parent / f"{key['part']}-{key_digest(key)}.xml"
 
 
 def quantize_graph(graph, calibration: Sequence[Sequence[np.ndarray]]):
@@ -78,26 +81,12 @@ def quantize_graph(graph, calibration: Sequence[Sequence[np.ndarray]]):
 
 
 def load_or_quantize(unet, settings: dict, calibrate: Callable[[], Sequence[Sequence[np.ndarray]]]):
-    """The int8 graph of the OpenVINO UNet stand-in `unet` for these settings, and whether it came from
-    the cache. `calibrate()` (which runs the pipeline: slow) is only called on a cache miss. Writes are
-    atomic (weights, then graph), so an interrupted run never leaves a graph without its weights."""
-    from mixkit.runtime.openvino_cache import require_openvino
-
+    """The int8 graph of the OpenVINO UNet stand-in `unet` for these settings, its path, and whether it came
+    from the cache. `calibrate()` (which runs the pipeline: slow) is only called on a cache miss; saving is
+    `load_or_export`'s (atomic, a readable `.json` beside the graph)."""
     ov = require_openvino()
-    path = int8_graph_path(unet.cache_path, settings)
     core = ov.Core()
-    if path.exists():
-        return core.read_model(path), path, True
-    quantized = quantize_graph(core.read_model(unet.cache_path), calibrate())  # always from the float graph
-    tmp = path.with_suffix(".tmp.xml")
-    try:
-        ov.save_model(quantized, tmp, compress_to_fp16=False)
-        os.replace(tmp.with_suffix(".bin"), path.with_suffix(".bin"))
-        os.replace(tmp, path)
-    finally:
-        for leftover in (tmp, tmp.with_suffix(".bin")):
-            leftover.unlink(missing_ok=True)
-    (path.with_suffix(".json")).write_text(json.dumps({"float_graph": unet.cache_path.name, "settings": settings,
-                                                       "kept_in_float": KEPT_IN_FLOAT, "recipe": RECIPE_VERSION},
-                                                      indent=2, default=str) + "\n")
-    return core.read_model(path), path, False
+    model, path, hit = load_or_export(unet.cache_path.parent, int8_graph_key(unet.cache_path, settings),
+                                      lambda: quantize_graph(core.read_model(unet.cache_path), calibrate()))
+    # Read back after a fresh save: OpenVINO then maps the weights file instead of holding NNCF's copy.
+    return (model if hit else core.read_model(path)), path, hit
