@@ -142,7 +142,8 @@ class CompiledShapes:
         shapes = tuple(tuple(x.shape) for x in inputs)
         if shapes not in self._compiled:
             model = self.model.clone()
-            if not all(port.get_partial_shape().is_static for port in model.inputs):
+            if [tuple(port.get_partial_shape()) for port in model.inputs] != [tuple(s) for s in shapes]:
+                # a dynamic graph, or a static one made at another size (the int8 VAE decoder)
                 model.reshape({port.get_any_name(): list(shape) for port, shape in zip(model.inputs, shapes)})
             self._compiled[shapes] = self._core.compile_model(
                 model, "CPU", {"INFERENCE_PRECISION_HINT": self.inference_precision})

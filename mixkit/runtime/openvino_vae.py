@@ -10,7 +10,9 @@ size never adds a shape.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
@@ -48,6 +50,9 @@ class OpenVinoVae:
 
     dtype = torch.float32
     device = torch.device("cpu")
+    int8_decoder_path: Path | None = None  # the int8 decoder graph in use (pipelines.approx.int8), None: float
+    _int8_decoder: CompiledShapes | None = None
+    _recorded: list | None = None  # decoder inputs collected by `recording()`
 
     def __init__(self, vae: torch.nn.Module, *, cache_dir: str | os.PathLike, inference_precision: str = "f32",
                  identity: ExportIdentity | None = None) -> None:
@@ -66,14 +71,53 @@ class OpenVinoVae:
         self.cache_paths: dict[tuple, Path] = {}
         self.cache_hits: dict[tuple, bool] = {}
 
+    @contextmanager
+    def recording(self) -> Iterator[list]:
+        """Collect the decoder's inputs inside the block (one [1, C, h, w] numpy array per image, in a
+        list each, as NNCF's dataset wants them): the calibration data of the int8 decoder."""
+        self._recorded = []
+        try:
+            yield self._recorded
+        finally:
+            self._recorded = None
+
+    def dynamic_decoder_graph(self):
+        """The float decoder converted with free batch, height and width: the source of the int8 decoder,
+        which serves every image size from one calibration (its per-channel ranges do not depend on size)."""
+        example = torch.zeros(1, self.config.latent_channels, 8, 8)
+        return trace_to_openvino(_DecoderGraph(self.torch_module), (example,), static=False)
+
+    def use_int8_decoder(self, model, path: Path) -> None:
+        """Decode with the quantized decoder graph `model` from now on (compiled once per image size)."""
+        self._int8_decoder = CompiledShapes(model, cache_dir=self.cache_dir, inference_precision=self.inference_precision)
+        self.int8_decoder_path = path
+
+    @property
+    def int8_decoder_graph(self):
+        """The quantized decoder graph in use, or None (the float one)."""
+        return self._int8_decoder.model if self._int8_decoder is not None else None
+
+    def use_float_decoder(self) -> None:
+        self._int8_decoder, self.int8_decoder_path = None, None
+
+    def fingerprint(self) -> str:
+        """A content hash of the VAE weights (see `openvino_cache.weights_fingerprint`), computed once."""
+        if self._fingerprint is None:  # once: the weights cannot change under a converted model
+            self._fingerprint = weights_fingerprint(self.torch_module)
+        return self._fingerprint
+
     def _run(self, part: str, graph: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
         outputs = []
         for item in x.float().contiguous().split(1):  # one image at a time: one static shape per size
+            if part == "decoder" and self._recorded is not None:
+                self._recorded.append([item.numpy().copy()])
+            if part == "decoder" and self._int8_decoder is not None:
+                outputs.append(self._int8_decoder([item.numpy()])[0])
+                continue
             slot = (part, tuple(item.shape))
             if slot not in self._parts:
-                if self._fingerprint is None:  # once: the weights cannot change under a converted model
-                    self._fingerprint = weights_fingerprint(self.torch_module)
-                key = cache_key(f"vae-{part}", self.torch_module, self.identity, [item.shape], fingerprint=self._fingerprint)
+                key = cache_key(f"vae-{part}", self.torch_module, self.identity, [item.shape],
+                                fingerprint=self.fingerprint())
                 model, path, hit = load_or_export(self.cache_dir, key,
                                                   lambda: trace_to_openvino(graph, (item,), static=True))
                 self._parts[slot] = CompiledShapes(model, cache_dir=self.cache_dir,

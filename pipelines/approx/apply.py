@@ -9,15 +9,15 @@ attention processors or compile the UNet would otherwise undo or refuse them.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mixkit.models.diffusion import ModelFamily
 from pipelines.approx.deepcache import (DeepCacheSettings, apply_deepcache, check_deepcache_interval,
                                         check_deepcache_unet, remove_deepcache)
-from pipelines.approx.int8 import (Int8Calibration, calibration_params, check_int8_target, install_int8_unet,
-                                   remove_int8_unet)
+from pipelines.approx.int8 import Int8Calibration, calibration_params, check_int8_target, install_int8, remove_int8
 from pipelines.approx.labels import label_infotexts, model_labels, set_model_labels
-from pipelines.approx.taesd import default_taesd_source, install_taesd_decode, load_taesd, remove_taesd_decode
+from pipelines.approx.taesd import (default_taesd_source, install_taesd_decode, load_taesd, remove_taesd_decode,
+                                   taesd_suspended)
 from pipelines.approx.tome_unet import TokenMergingSettings, apply_token_merging, check_tome_ratio, remove_token_merging
 
 AUTO_TAESD = "auto"  # the family's default TAESD hub id
@@ -32,6 +32,7 @@ class ApproximationReport:
     deepcache: int | None = None
     tome: float | None = None
     int8: bool = False
+    int8_vae: bool = False  # the VAE decoder is int8 too (OpenVINO)
 
     @property
     def approximate(self) -> bool:
@@ -61,7 +62,10 @@ def check_approximate_inputs(pipe, taesd, deepcache, tome, taesd_variant, int8=N
         if (deepcache is not None and deepcache > 1) or (tome is not None and tome > 0):
             raise ValueError("int8 runs a fixed quantized graph: DeepCache and ToMe cannot be combined with it; "
                              "choose int8 or them")
-        check_int8_target(pipe.model)
+        if taesd is not None and _calibration(int8).vae_decoder:
+            raise ValueError("TAESD replaces the VAE decoder, so an int8 VAE decoder (vae_decoder=True) would never "
+                             "run; choose one of them")
+        check_int8_target(pipe.model, _calibration(int8))
         calibration_params(pipe.model, _calibration(int8), getattr(pipe, "limits", None))  # bad sizes etc. fail now
 
 
@@ -76,7 +80,8 @@ def approximate(pipe, *, taesd: str | os.PathLike | None = None, deepcache: int 
       (N=1: off; exact).
     - `tome`: ratio of self-attention tokens merged at full latent resolution (0: off; exact).
     - `int8`: an int8 UNet, on the CPU (backend "openvino": the graph quantized by NNCF, cached per
-      calibration; backend "torch": torchao + inductor, this process and the calibrated size only).
+      calibration, and the VAE decoder too unless `vae_decoder=False` or TAESD decodes; backend
+      "torch": torchao + inductor, UNet only, this process and the calibrated size only).
       True calibrates with the model's defaults (its calibration prompts, native size, recommended
       sampler/steps/CFG); `Int8Calibration(width=..., steps=...)` chooses.
     The report (also `pipe.approximation`) lists what was applied.
@@ -101,16 +106,21 @@ def approximate(pipe, *, taesd: str | os.PathLike | None = None, deepcache: int 
         tiny_vae = load_taesd(source, model.family, variant=taesd_variant, device=model.vae.device,
                               latent_channels=model.vae.config.latent_channels)
 
-    int8_line = None
+    installed = None
     if _wants_int8(int8):  # slow and may fail: before anything else changes
         remove_deepcache(model.unet)  # calibrate on the plain UNet (no-ops on the OpenVINO graph)
         remove_token_merging(model.unet)
-        int8_line = install_int8_unet(pipe, _calibration(int8))
-    remove_approximations(pipe, keep_int8=int8_line is not None)
+        calibration = _calibration(int8)
+        if taesd is not None and calibration.vae_decoder is None:
+            calibration = replace(calibration, vae_decoder=False)  # TAESD decodes: the VAE decoder never runs
+        with taesd_suspended(model.vae):
+            installed = install_int8(pipe, calibration)
+    remove_approximations(pipe, keep_int8=installed is not None)
     report = ApproximationReport(taesd_source=source, deepcache=deepcache if use_deepcache else None,
-                                 tome=float(tome) if use_tome else None, int8=int8_line is not None)
-    if int8_line is not None:
-        report.applied.append(int8_line)
+                                 tome=float(tome) if use_tome else None, int8=installed is not None,
+                                 int8_vae=installed is not None and installed.vae_decoder)
+    if installed is not None:
+        report.applied.append(installed.line)
     if tiny_vae is not None:
         install_taesd_decode(model.vae, tiny_vae)
         report.applied.append(f"TAESD decode ({tiny_vae.mixkit_variant} from {source})")
@@ -123,7 +133,8 @@ def approximate(pipe, *, taesd: str | os.PathLike | None = None, deepcache: int 
         report.applied.append(f"ToMe: {tome:g} of self-attention tokens merged in the transformer blocks at up to "
                               f"1/{max_downsample} latent resolution ({count} self-attention layers wrapped)")
     set_model_labels(model, model_labels(model).with_approximations(
-        taesd=tiny_vae is not None, deepcache=report.deepcache, tome=report.tome, int8=report.int8))
+        taesd=tiny_vae is not None, deepcache=report.deepcache, tome=report.tome, int8=report.int8,
+        int8_vae=report.int8_vae))
     label_infotexts(pipe.session)
     pipe.approximation = report
     return report
@@ -135,10 +146,11 @@ def remove_approximations(pipe, *, keep_int8: bool = False) -> None:
     remove_taesd_decode(model.vae)
     remove_deepcache(model.unet)
     remove_token_merging(model.unet)
+    labels = model_labels(model)
     if not keep_int8:
-        remove_int8_unet(model)
-    set_model_labels(model, model_labels(model).with_approximations(taesd=False, deepcache=None, tome=None,
-                                                                    int8=keep_int8))
+        remove_int8(model)
+    set_model_labels(model, labels.with_approximations(taesd=False, deepcache=None, tome=None, int8=keep_int8,
+                                                       int8_vae=keep_int8 and labels.int8_vae))
     pipe.approximation = ApproximationReport()
 
 

@@ -5,8 +5,9 @@ Keys follow A1111 where A1111 has one, so A1111 and Civitai read them back:
     VAE Decoder: TAESD                                      (A1111 1.6+ `sd_vae_decode_method`)
     DeepCache: 3                                            (mixkit; full UNet every 3 steps)
     Token merging ratio: 0.5                                (A1111's ToMe setting)
-    UNet quantization: int8                                 (mixkit; OpenVINO graph quantized by NNCF)
-The last four are approximations: an image made with them is not what the exact model makes.
+    UNet quantization: int8                                 (mixkit; int8 UNet: NNCF or torchao)
+    VAE quantization: int8                                  (mixkit; OpenVINO VAE decoder quantized by NNCF)
+The last five are approximations: an image made with them is not what the exact model makes.
 The labels live in `model.extras`, because the changes they describe are made to the model,
 which every pipeline built from it (txt2img, img2img, hires fix) shares.
 """
@@ -23,6 +24,7 @@ DEEPCACHE_KEY = "DeepCache"
 TOME_KEY = "Token merging ratio"
 TOME_SHORT_KEY = "ToMe"  # accepted when reading (hand-written labels)
 QUANTIZATION_KEY = "UNet quantization"
+VAE_QUANTIZATION_KEY = "VAE quantization"
 INT8_VALUE = "int8"
 TAESD_VALUE = "TAESD"
 
@@ -35,11 +37,12 @@ class OptimizationLabels:
     taesd: bool = False
     deepcache: int | None = None  # DeepCache interval (> 1)
     tome: float | None = None  # ToMe ratio (> 0)
-    int8: bool = False  # int8 UNet graph (OpenVINO backend)
+    int8: bool = False  # int8 UNet
+    int8_vae: bool = False  # int8 VAE decoder (OpenVINO backend)
 
     @property
     def approximate(self) -> bool:
-        return self.taesd or self.deepcache is not None or self.tome is not None or self.int8
+        return self.taesd or self.deepcache is not None or self.tome is not None or self.int8 or self.int8_vae
 
     def approximations(self) -> list[str]:
         """Human-readable list of the approximate settings, for the CLI's warning line."""
@@ -50,6 +53,8 @@ class OptimizationLabels:
             items.append(f"ToMe ratio {self.tome:g}")
         if self.int8:
             items.append("int8 UNet")
+        if self.int8_vae:
+            items.append("int8 VAE decoder")
         return items
 
     def infotext_values(self) -> dict[str, str | int | float | None]:
@@ -60,11 +65,12 @@ class OptimizationLabels:
             DEEPCACHE_KEY: self.deepcache,
             TOME_KEY: self.tome,
             QUANTIZATION_KEY: INT8_VALUE if self.int8 else None,
+            VAE_QUANTIZATION_KEY: INT8_VALUE if self.int8_vae else None,
         }
 
     def with_approximations(self, *, taesd: bool, deepcache: int | None, tome: float | None,
-                            int8: bool = False) -> "OptimizationLabels":
-        return replace(self, taesd=taesd, deepcache=deepcache, tome=tome, int8=int8)
+                            int8: bool = False, int8_vae: bool = False) -> "OptimizationLabels":
+        return replace(self, taesd=taesd, deepcache=deepcache, tome=tome, int8=int8, int8_vae=int8_vae)
 
     @classmethod
     def from_infotext(cls, params: Mapping[str, object]) -> "OptimizationLabels":
@@ -77,16 +83,18 @@ class OptimizationLabels:
         decoder = str(params.get(VAE_DECODER_KEY, "Full")).strip()
         if decoder not in ("Full", TAESD_VALUE):
             raise ValueError(f"infotext {VAE_DECODER_KEY}: {decoder!r} is not 'Full' or 'TAESD'")
-        quantization = str(params.get(QUANTIZATION_KEY, "none")).strip()
-        if quantization not in ("none", INT8_VALUE):
-            raise ValueError(f"infotext {QUANTIZATION_KEY}: {quantization!r} is not {INT8_VALUE!r}")
+        quantization = {key: str(params.get(key, "none")).strip() for key in (QUANTIZATION_KEY, VAE_QUANTIZATION_KEY)}
+        for key, value in quantization.items():
+            if value not in ("none", INT8_VALUE):
+                raise ValueError(f"infotext {key}: {value!r} is not {INT8_VALUE!r}")
         deepcache = _number(params, DEEPCACHE_KEY, int)
         tome = _number(params, TOME_KEY, float)
         if tome is None:
             tome = _number(params, TOME_SHORT_KEY, float)
         return cls(exact=exact, taesd=decoder == TAESD_VALUE,
                    deepcache=deepcache if deepcache not in (None, 1) else None,
-                   tome=tome if tome not in (None, 0.0) else None, int8=quantization == INT8_VALUE)
+                   tome=tome if tome not in (None, 0.0) else None, int8=quantization[QUANTIZATION_KEY] == INT8_VALUE,
+                   int8_vae=quantization[VAE_QUANTIZATION_KEY] == INT8_VALUE)
 
 
 def _number(params: Mapping[str, object], key: str, kind: type):

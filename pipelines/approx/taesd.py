@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from mixkit.errors import ModelNotFoundError
 from mixkit.models.diffusion import ModelFamily
@@ -150,6 +152,19 @@ def remove_taesd_decode(vae) -> bool:
     else:
         vae.__dict__["decode"] = previous
     return True
+
+
+@contextmanager
+def taesd_suspended(vae) -> Iterator[None]:
+    """The VAE's own decode inside the block (int8 calibration records what the real decoder sees),
+    the TAESD decode installed before (if any) again after it, also when the block fails."""
+    installed = installed_taesd(vae)
+    remove_taesd_decode(vae)
+    try:
+        yield
+    finally:
+        if installed is not None:
+            install_taesd_decode(vae, installed)
 
 
 def installed_taesd(vae):

@@ -122,6 +122,7 @@ def test_compiled_or_replaced_unets_are_refused(tiny_sd1_dir):
     ({"VAE Decoder": "Full", "DeepCache": "1", "Token merging ratio": "0"}, OptimizationLabels()),
     ({"UNet quantization": "int8"}, OptimizationLabels(int8=True)),
     ({"UNet quantization": "none"}, OptimizationLabels()),
+    ({"UNet quantization": "int8", "VAE quantization": "int8"}, OptimizationLabels(int8=True, int8_vae=True)),
 ])
 def test_labels_read_back_from_infotext_values(params, expected):
     assert OptimizationLabels.from_infotext(params) == expected
@@ -132,6 +133,7 @@ def test_labels_read_back_from_infotext_values(params, expected):
     ({"Token merging ratio": "x"}, "infotext Token merging ratio: 'x' is not a number"),
     ({"VAE Decoder": "Tiny"}, "infotext VAE Decoder: 'Tiny' is not 'Full' or 'TAESD'"),
     ({"UNet quantization": "int4"}, "infotext UNet quantization: 'int4' is not 'int8'"),
+    ({"VAE quantization": "fp8"}, "infotext VAE quantization: 'fp8' is not 'int8'"),
 ])
 def test_malformed_labels_are_errors(params, match):
     with pytest.raises(ValueError, match=match):
