@@ -24,7 +24,7 @@ of `--rounds` (>= 3). Columns:
 OVStableDiffusionPipeline in its own virtualenv and process (benchmarks/optimum_intel_row.py),
 exported once before the rounds, then timed in the same alternation; its ΔRSS and UNet time are
 measured inside that process, and its PSNR is against diffusers fp32 (same latents, same scheduler).
-Rows `mixkit-fast-int8` (torch) and `mixkit-fast-openvino-int8` are APPROXIMATE: an int8 UNet calibrated
+Rows `mixkit-fast-int8` (torch: int8 UNet) and `mixkit-fast-openvino-int8` (int8 UNet and VAE decoder) are APPROXIMATE, calibrated
 on this workload before the rounds (untimed); their fidelity on a trained model is `benchmarks.fidelity`'s.
 """
 
@@ -81,6 +81,8 @@ def parse_args(argv=None):
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(DEFAULT_ROWS))
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--calibration-prompts", type=int, default=None,
+                        help="int8 rows: calibrate on the first N of the model's (or the generic 8) prompts")
     parser.add_argument("--optimum-venv", default=os.environ.get("MIXKIT_OPTIMUM_VENV"),
                         help="virtualenv with optimum-intel: adds its row (see benchmarks/optimum_intel_row.py)")
     args = parser.parse_args(argv)
@@ -89,6 +91,8 @@ def parse_args(argv=None):
             args.optimum_python = venv_python(args.optimum_venv)
         except ValueError as error:
             parser.error(str(error))
+    if args.calibration_prompts is not None and args.calibration_prompts < 1:
+        parser.error(f"--calibration-prompts must be >= 1, got {args.calibration_prompts}")
     if args.rounds < 3:
         parser.error(f"--rounds must be >= 3 for a median that means something, got {args.rounds}")
     args.arch = args.arch or ("tiny" if args.quick else "sd15")
@@ -153,7 +157,14 @@ def mixkit_row(name: str, folder: Path, args) -> Row:
         from pipelines.approx import Int8Calibration, approximate
 
         start = time.perf_counter()
-        calibration = Int8Calibration(width=args.size, height=args.size, steps=args.steps, cfg_scale=7.0, sampler="DPM++ 2M")
+        prompts = None
+        if args.calibration_prompts is not None:  # fewer than the model's (or the generic) set: faster at 512 px
+            from pipelines.approx import DEFAULT_CALIBRATION_PROMPTS
+
+            own = pipe.model.recommended.calibration_prompts or DEFAULT_CALIBRATION_PROMPTS
+            prompts = tuple(own[:args.calibration_prompts])
+        calibration = Int8Calibration(prompts=prompts, width=args.size, height=args.size, steps=args.steps,
+                                      cfg_scale=7.0, sampler="DPM++ 2M")
         print(approximate(pipe, int8=calibration).warning(), f"({time.perf_counter() - start:.0f} s)")
 
     def generate(seed: int) -> np.ndarray:

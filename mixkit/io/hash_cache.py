@@ -10,22 +10,20 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 
 from mixkit.io.atomic import atomic_write_bytes
+from mixkit.io.cache_root import cache_root
 
 logger = logging.getLogger(__name__)
 
-CACHE_DIR_ENV = "MIXKIT_CACHE_DIR"
 CACHE_FILE_NAME = "hashes.json"
 CACHE_VERSION = 1
 
 
 def hash_cache_file() -> Path:
     """Where hashes are cached: `$MIXKIT_CACHE_DIR/hashes.json`, else `~/.cache/mixkit/hashes.json`."""
-    folder = os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "mixkit"
-    return Path(folder).expanduser() / CACHE_FILE_NAME
+    return cache_root() / CACHE_FILE_NAME
 
 
 def _file_key(path: Path) -> tuple[str, dict[str, int]]:

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Callable
 
 from mixkit.registry import Registry
-from mixkit.runtime.compile import compile_module, default_cache_dir
+from mixkit.runtime.compile import compile_module
+from mixkit.runtime.openvino_cache import openvino_cache_dir
 from mixkit.runtime.report import OptimizationReport
 
 EXECUTION_BACKENDS: Registry[Callable] = Registry("execution backend")
@@ -46,7 +47,7 @@ def prepare_openvino(model, report: OptimizationReport, *, precision, cache_dir=
         if device is not None and device.type != "cpu":
             raise ValueError(f"The openvino backend runs on the CPU; the {name} is on {device}. "
                              "Use backend='torch' on GPUs (TensorRT is planned)")
-    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir().parent / "openvino"
+    folder = Path(cache_dir) if cache_dir is not None else openvino_cache_dir()
     identity = export_identity(model)
     unet_precision = ov_precision(precision.dtype_name)
     text_precision = unet_precision

@@ -22,8 +22,9 @@ _EAGER = "_mixkit_eager_forward"
 
 
 def default_cache_dir() -> Path:
-    root = os.environ.get("MIXKIT_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "mixkit")
-    return Path(root) / "compile"
+    from mixkit.io.cache_root import cache_root
+
+    return cache_root() / "compile"
 
 
 def use_compile_cache(cache_dir: str | os.PathLike | None = None) -> Path:

@@ -25,6 +25,13 @@ from mixkit.runtime.resident_pages import page_out_mappings_under
 OPENVINO_HINT = "pip install openvino  (or: pip install 'mixkit[openvino]')"
 
 
+def openvino_cache_dir() -> Path:
+    """Where converted graphs live unless a caller says otherwise: `<mixkit cache>/openvino`."""
+    from mixkit.io.cache_root import cache_root
+
+    return cache_root() / "openvino"
+
+
 def require_openvino():
     try:
         import openvino
@@ -72,11 +79,17 @@ def cache_key(part: str, module: torch.nn.Module, identity: ExportIdentity, shap
 
     `fingerprint` is `weights_fingerprint(module)` if the caller already has it (it costs a pass over the weights).
     """
-    config = getattr(module, "config", {})
-    config = config.to_dict() if hasattr(config, "to_dict") else dict(config)
     return {"part": part, "model_hash": identity.model_hash, "loras": list(identity.loras),
             "shapes": [list(s) for s in shapes] if shapes is not None else None,
-            "fingerprint": fingerprint or weights_fingerprint(module), "config": config, **(extra or {})}
+            "fingerprint": fingerprint or weights_fingerprint(module), "config": graph_config(module), **(extra or {})}
+
+
+def graph_config(module) -> dict:
+    """The module's config as a converted graph depends on it: without `_name_or_path` (where the folder was
+    loaded from), so the same weights loaded from another path or a copied folder reuse the cache entry."""
+    config = getattr(module, "config", {})
+    config = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+    return {k: v for k, v in config.items() if k != "_name_or_path"}
 
 
 def key_digest(key: dict) -> str:

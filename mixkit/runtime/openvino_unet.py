@@ -22,8 +22,8 @@ from typing import Iterator
 import torch
 
 # Shared with the VAE and text-encoder stand-ins; re-exported here for existing imports.
-from mixkit.runtime.openvino_cache import (OPENVINO_HINT, ExportIdentity, require_openvino,  # noqa: F401
-                                           weights_fingerprint)
+from mixkit.runtime.openvino_cache import (OPENVINO_HINT, ExportIdentity, graph_config,  # noqa: F401
+                                           require_openvino, weights_fingerprint)
 from mixkit.runtime.resident_pages import page_out_mappings_under
 from mixkit.runtime.unet_graph import UNetGraph, flat_unet_inputs, is_sdxl, refuse_graph_keywords
 
@@ -53,7 +53,7 @@ class OpenVinoUNet:
         # bf16 inference: the graph file holds float16 weights (half the mapped pages while compiling;
         # float16 keeps more mantissa than the bfloat16 the plugin computes in, so nothing is lost).
         self.weights_file_precision = "f16" if inference_precision == "bf16" else "f32"
-        key = {"fingerprint": weights_fingerprint(unet), "config": dict(unet.config), "sdxl": self.sdxl,
+        key = {"fingerprint": weights_fingerprint(unet), "config": graph_config(unet), "sdxl": self.sdxl,
                "weights_file": self.weights_file_precision}
         if identity is not None:  # model hash + merged LoRA set, as for the VAE and text encoders
             key.update(model_hash=identity.model_hash, loras=list(identity.loras))
@@ -70,6 +70,8 @@ class OpenVinoUNet:
             ov.save_model(self._model, tmp, compress_to_fp16=self.weights_file_precision == "f16")
             os.replace(tmp.with_suffix(".bin"), self.cache_path.with_suffix(".bin"))  # weights first, then the
             os.replace(tmp, self.cache_path)  # graph: a present .xml always has its .bin
+            readable = {"part": "unet", **{k: v for k, v in key.items() if k != "config"}}
+            self.cache_path.with_suffix(".json").write_text(json.dumps(readable, indent=1, default=str), encoding="utf-8")
             # Read back from disk: OpenVINO maps the .bin, so the converted float32 constants built in
             # memory by convert_model are dropped instead of held next to the compiled graph.
             self._model = self._core.read_model(self.cache_path)

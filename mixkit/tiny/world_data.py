@@ -39,7 +39,9 @@ class WorldTensors:
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("MIXKIT_CACHE", Path.home() / ".cache" / "mixkit")) / "world_tensors"
+    from mixkit.io.cache_root import cache_root
+
+    return cache_root() / "world_tensors"
 
 
 def render_world(count: int, seed: int, world: WorldConfig, size: int = 64, split: str = "train",

@@ -184,7 +184,7 @@ def _install_openvino_int8(pipe, params, seed: int, with_decoder: bool) -> tuple
         unet.use_float_graph()
         if previous_decoder is not None:
             vae.use_float_decoder()
-        graph, path, cached = load_or_quantize(unet, settings, lambda: calibrate("unet"))
+        graph, path, _ = load_or_quantize(unet, settings, lambda: calibrate("unet"))
         decoder = load_or_quantize_decoder(vae, settings, lambda: calibrate("decoder")) if with_decoder else None
     except BaseException:
         unet.use_graph(previous_unet[0], int8_path=previous_unet[1])

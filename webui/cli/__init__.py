@@ -12,7 +12,7 @@ import argparse
 import importlib
 import sys
 
-SUBCOMMANDS = ["apps", "eval", "generate", "info", "lora", "samplers", "tiny_model", "train", "webui", "world"]
+SUBCOMMANDS = ["apps", "cache", "eval", "generate", "info", "lora", "samplers", "tiny_model", "train", "webui", "world"]
 
 USER_ERRORS = (ValueError, TypeError, FileNotFoundError, NotADirectoryError, PermissionError, KeyError)
 

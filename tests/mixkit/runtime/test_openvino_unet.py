@@ -39,6 +39,19 @@ def test_second_load_reuses_the_cached_graph(converted, unet_inputs):
     torch.testing.assert_close(second(sample, t, context).sample, first(sample, t, context).sample)
 
 
+def test_the_same_weights_from_another_folder_reuse_the_cached_graph(converted, tiny_sd1_dir, tmp_path):
+    """The cache key ignores where the model was loaded from (`_name_or_path`); the weights decide."""
+    import shutil
+
+    from diffusers import UNet2DConditionModel
+
+    _, first, cache = converted
+    copy = shutil.copytree(tiny_sd1_dir / "unet", tmp_path / "elsewhere" / "unet")
+    moved = UNet2DConditionModel.from_pretrained(copy.parent, subfolder="unet").eval()
+    assert moved.config._name_or_path != first.config._name_or_path
+    assert OpenVinoUNet(moved, cache_dir=cache).cache_path == first.cache_path
+
+
 def test_changed_weights_change_the_cache_key(converted):
     """A merged LoRA changes the weights, so it must not reuse the graph of the plain model."""
     unet, first, _ = converted

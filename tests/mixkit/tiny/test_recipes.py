@@ -22,7 +22,7 @@ def recipe_root(tmp_path_factory):
 def tiny_clip(recipe_root):
     import os
 
-    os.environ["MIXKIT_CACHE"] = str(recipe_root / "cache")
+    os.environ["MIXKIT_CACHE_DIR"] = str(recipe_root / "cache")
     folder = recipe_root / "clip"
     code = main(["train", "recipe", "tiny-clip", "--set", f"output={folder}", "--set", "train_images=48",
                  "--set", "batch_size=10", "--set", "steps=2", "--set", "hidden_size=32", "--set", "layers=1",

@@ -58,7 +58,7 @@ def test_int8_with_torch_compile_is_refused_before_loading(tiny_sd1_dir, tmp_pat
 def test_int8_on_openvino_labels_the_png_and_reuses_its_calibration(tiny_sd1_dir, tmp_path, capsys, monkeypatch):
     pytest.importorskip("openvino", reason="openvino not installed: pip install 'mixkit[openvino]'")
     pytest.importorskip("nncf", reason="nncf not installed: pip install 'mixkit[openvino]'")
-    monkeypatch.setenv("MIXKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("MIXKIT_CACHE_DIR", str(tmp_path / "cache"))
     run = ["generate", "a cube", "--model", str(tiny_sd1_dir), *ARGS, "--steps", "2", "--backend", "openvino", "--int8"]
     assert main([*run, "-o", str(tmp_path / "a")]) == 0
     first = capsys.readouterr()

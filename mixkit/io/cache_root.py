@@ -1,0 +1,17 @@
+"""The one folder for everything mixkit caches on disk: `$MIXKIT_CACHE_DIR`, else `~/.cache/mixkit`.
+
+Inside it: `hashes.json` (model file hashes), `openvino/` (converted and int8 graphs, compiled
+blobs), `compile/` (inductor's kernels) and `world_tensors/` (rendered shapes-world datasets).
+`mixkit cache list` / `mixkit cache clear` (`mixkit.io.cache_inventory`) show and remove them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CACHE_DIR_ENV = "MIXKIT_CACHE_DIR"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "mixkit").expanduser()
