@@ -38,6 +38,7 @@ from mixkit.data.shapes_vocab import (
     Scene,
     ShapeSpec,
 )
+from mixkit.io.atomic import publish_permissions
 
 Split = Literal["train", "held_out", "all"]
 SPLITS: tuple[str, ...] = ("train", "held_out", "all")
@@ -229,6 +230,7 @@ def write_kohya_folder(folder: str | os.PathLike, count: int, *, seed: int = 0, 
         (staging / "world.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
         if target.exists():
             target.rmdir()
+        publish_permissions(staging)
         os.replace(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

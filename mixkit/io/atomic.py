@@ -59,6 +59,19 @@ def atomic_output_path(path: str | os.PathLike) -> Iterator[Path]:
     _fsync_folder(folder)
 
 
+def publish_permissions(folder: str | os.PathLike) -> None:
+    """Give a finished output folder the permissions `open()`/`mkdir()` would have: the temporary folders
+    outputs are staged in are 0700 (`mkdtemp`), and safetensors' `save_file` (so every `save_pretrained`)
+    writes 0600 files, which other users of a shared machine could then not load."""
+    umask = os.umask(0)
+    os.umask(umask)
+    root = Path(folder)
+    for path in [root, *root.rglob("*")]:
+        if path.is_symlink():
+            continue
+        os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~umask)
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Atomically replace `path` with `data`."""
     with atomic_output_path(path) as temp:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from mixkit.io.atomic import publish_permissions
 from mixkit.tiny.recipe_common import RecipeClock, base_world, resolve_tiny_clip, write_record
 from mixkit.tiny.world_tokenizer import build_world_tokenizer
 from mixkit.tiny.world_vqa import question_kind, scene_questions
@@ -53,6 +54,13 @@ class TinyBlip2Recipe(JsonConfig):
     # at 1e-4 over 1200 steps position was lost, at 1e-3 the tower collapsed.
     train_vision: bool = True
     vision_learning_rate: float = 3e-5
+    # Share of training images passed through a VAE (encode, then decode) before training: a text-to-image
+    # model's pictures come out of its VAE decoder, softer than renders (small shapes round off), and the
+    # captioner reads them in `mixkit eval tiny`'s round trip. Labels stay exact: they are the renders' scenes.
+    # Measured (README): 0.5 took the round trip from 88.5% to 91.5% on 200 prompts of another seed and
+    # 89.5% to 90.5% on `mixkit eval tiny`'s, captions of clean renders unchanged within noise.
+    decoded_fraction: float = 0.5
+    decoder_vae: str = "mixkit-tiny-sd"  # a diffusers SD folder or shipped name (its vae/), or a VAE folder
     lm_hidden: int = 128
     lm_layers: int = 2
     stage1_steps: int = 200
@@ -73,6 +81,9 @@ class TinyBlip2Recipe(JsonConfig):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if isinstance(self.decoded_fraction, bool) or not isinstance(self.decoded_fraction, (int, float)) \
+                or not 0 <= self.decoded_fraction <= 1:
+            raise ValueError(f"decoded_fraction must be a number in [0, 1], got {self.decoded_fraction!r}")
         if not isinstance(self.stage1_steps, int) or self.stage1_steps < 0:
             raise ValueError(f"stage1_steps must be an integer >= 0 (0 skips stage 1), got {self.stage1_steps!r}")
         LR_SCHEDULES.get(self.lr_schedule)
@@ -80,21 +91,30 @@ class TinyBlip2Recipe(JsonConfig):
 
 
 def write_world_dataset(folder: Path, count: int, seed: int, size: int,
-                        question_repeats: dict[str, int] | None = None) -> tuple[Path, Path]:
+                        question_repeats: dict[str, int] | None = None, decoded_fraction: float = 0.0,
+                        decoder_vae: str | None = None) -> tuple[Path, Path]:
     """Images plus two manifests: captions (stage 1) and captions mixed with VQA pairs (stage 2).
 
     `question_repeats` maps a kind of question (`world_vqa.QUESTION_KINDS`) to how many times each such
-    pair is written into the stage-2 mix; kinds it does not name are written once.
+    pair is written into the stage-2 mix; kinds it does not name are written once. `decoded_fraction` of
+    the images (a seeded choice) are replaced by their round trip through the VAE `decoder_vae`.
     """
     from mixkit.data.shapes import generate_samples
 
     world = dataclasses.replace(base_world(), caption_mode="rich")
     images = folder / "images"
     images.mkdir(parents=True, exist_ok=True)
+    samples = list(generate_samples(count, seed, world))
+    rendered = [sample.render(size, world) for sample in samples]
+    if decoded_fraction > 0:
+        chosen = torch.rand(len(samples), generator=torch.Generator().manual_seed(seed + 1)) < decoded_fraction
+        picked = [i for i in range(len(samples)) if chosen[i]]
+        for i, image in zip(picked, vae_round_trip([rendered[i] for i in picked], decoder_vae or "mixkit-tiny-sd")):
+            rendered[i] = image
     captions, mixed = [], []
-    for sample in generate_samples(count, seed, world):
+    for sample, image in zip(samples, rendered):
         name = f"images/{sample.index:06d}.png"
-        sample.render(size, world).save(folder / name)
+        image.save(folder / name)
         captions.append(json.dumps({"image": name, "text": sample.caption}))
         mixed.append(json.dumps({"image": name, "text": sample.caption}))
         for question, answer in scene_questions(sample.scene):
@@ -104,6 +124,28 @@ def write_world_dataset(folder: Path, count: int, seed: int, size: int,
     caption_manifest.write_text("\n".join(captions) + "\n", encoding="utf-8")
     mixed_manifest.write_text("\n".join(mixed) + "\n", encoding="utf-8")
     return caption_manifest, mixed_manifest
+
+
+def vae_round_trip(images: list, source: str, batch_size: int = 64) -> list:
+    """Each PIL image encoded by the VAE of `source` (its posterior's mean) and decoded again."""
+    import numpy as np
+    from diffusers import AutoencoderKL
+    from PIL import Image
+
+    from mixkit.io.sources import resolve_model_source
+
+    folder = Path(resolve_model_source(source))
+    vae = AutoencoderKL.from_pretrained(folder / "vae" if (folder / "vae").is_dir() else folder,
+                                        torch_dtype=torch.float32).eval()
+    out = []
+    with torch.no_grad():
+        for start in range(0, len(images), batch_size):
+            batch = torch.from_numpy(np.stack([np.asarray(im.convert("RGB")) for im in images[start:start + batch_size]]))
+            pixels = batch.permute(0, 3, 1, 2).float().div(127.5).sub(1.0)
+            decoded = vae.decode(vae.encode(pixels).latent_dist.mean).sample
+            arrays = decoded.clamp(-1, 1).add(1).mul(127.5).round().byte().permute(0, 2, 3, 1).numpy()
+            out += [Image.fromarray(a) for a in arrays]
+    return out
 
 
 def build_initial_model(recipe: TinyBlip2Recipe, folder: Path, tokenizer, image_positions: int = 0) -> Path:
@@ -161,7 +203,8 @@ def train_tiny_blip2(recipe: TinyBlip2Recipe, stop_at_step: int | None = None):
     tokenizer.save_pretrained(work / "tokenizer")
     captions, mixed = write_world_dataset(work / "data", recipe.train_images, recipe.seed, recipe.image_size,
                                            {"position": recipe.position_question_repeats,
-                                            "size": recipe.size_question_repeats})
+                                            "size": recipe.size_question_repeats},
+                                           recipe.decoded_fraction, recipe.decoder_vae)
     image_positions = _image_tokens(recipe, CLIPConfig.from_pretrained(recipe.clip).vision_config)
     initial = build_initial_model(recipe, work / "initial", tokenizer, image_positions)
     curve.append({"stage": "data", "wall_seconds": clock.wall()})
@@ -233,5 +276,6 @@ def _save_half(source: Path, output: Path) -> Path:
         save_file(tensors, path, metadata={"format": "pt"})
     if output.exists():
         shutil.rmtree(output)
+    publish_permissions(partial)
     partial.rename(output)
     return output

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from mixkit.io.atomic import publish_permissions
 from mixkit.models.diffusion.recommended import RECOMMENDED_FILE, RecommendedSettings
 from mixkit.tiny.recipe_common import (RecipeClock, base_world, earlier_record, resolve_tiny_clip, warmup_cosine,
                                        write_record)
@@ -376,5 +377,6 @@ def save_tiny_sd(folder: Path, unet, vae, tokenizer, text_encoder) -> Path:
     (partial / RECOMMENDED_FILE).write_text(TINY_SD_RECOMMENDED.to_json(), encoding="utf-8")
     if folder.exists():
         shutil.rmtree(folder)
+    publish_permissions(partial)
     partial.rename(folder)
     return folder

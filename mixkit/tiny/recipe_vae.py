@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from mixkit.io.atomic import publish_permissions
 from mixkit.tiny.recipe_common import RecipeClock, base_world, earlier_record, warmup_cosine, write_record
 from mixkit.tiny.world_data import WorldTensors, render_world
 from mixkit.training.config_json import JsonConfig
@@ -246,6 +247,7 @@ def train_tiny_vae_recipe(recipe: TinyVaeRecipe, stop_at_step: int | None = None
     write_record(partial, "tiny-vae", recipe, metrics, curve, clock)
     if folder.exists():
         shutil.rmtree(folder)
+    publish_permissions(partial)
     partial.rename(folder)
     return TrainingResult(steps=recipe.steps, seconds=clock.wall(), output=folder, last_checkpoint=None)
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from torch import nn
 
+from mixkit.io.atomic import publish_permissions
+
 CONFIG_NAME = "mixkit_blip2_stage1.json"
 WEIGHTS_NAME = "model.safetensors"
 
@@ -48,6 +50,7 @@ def save_blip2_stage1(folder: str | Path, bridge, heads, tokenizer, config_json:
             tokenizer.save_pretrained(temp / "tokenizer")
         if target.exists():
             target.rmdir()  # checked empty before training
+        publish_permissions(temp)
         os.replace(temp, target)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from mixkit.data import BucketedImageDataset, BucketSettings
+from mixkit.io.atomic import publish_permissions
 from mixkit.training.accelerator_setup import make_accelerator
 from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_step, run_denoising_loop
 from mixkit.training.ema import EmaWeights
@@ -52,6 +53,7 @@ def _write_model_folder(config: SDFinetuneConfig, unet) -> Path:
         (temp / "mixkit_training_config.json").write_text(config.to_json(), encoding="utf-8")
         if output.exists():
             output.rmdir()  # checked empty before training
+        publish_permissions(temp)
         os.replace(temp, output)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)

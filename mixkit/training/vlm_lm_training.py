@@ -23,6 +23,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from mixkit.io.atomic import publish_permissions
 from mixkit.training.accelerator_setup import make_accelerator
 from mixkit.training.losses import build_lm_labels, causal_lm_loss
 from mixkit.training.optimizers import warmup_schedule
@@ -123,6 +124,7 @@ def write_model_folder(model: nn.Module, tokenizer, task, config_json: str, outp
         (temp / "mixkit_training_config.json").write_text(config_json, encoding="utf-8")
         if target.exists():
             target.rmdir()  # checked empty before training
+        publish_permissions(temp)
         os.replace(temp, target)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)

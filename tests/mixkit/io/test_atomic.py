@@ -48,3 +48,26 @@ def test_target_that_is_a_folder(tmp_path):
     with pytest.raises(CheckpointWriteError, match="a folder with that name exists"):
         with atomic_output_path(tmp_path / "out"):
             pass  # pragma: no cover
+
+
+def test_publish_permissions_makes_a_staged_folder_readable_like_open_would(tmp_path):
+    import os
+    import tempfile
+    from pathlib import Path
+
+    import torch
+    from safetensors.torch import save_file
+
+    from mixkit.io.atomic import publish_permissions
+
+    staged = Path(tempfile.mkdtemp(dir=tmp_path))  # 0700, as every staged output starts
+    (staged / "unet").mkdir()
+    save_file({"w": torch.zeros(2)}, str(staged / "unet" / "model.safetensors"))  # 0600 (safetensors' own choice)
+    (staged / "unet" / "link").symlink_to(staged / "unet" / "model.safetensors")
+    old = os.umask(0o022)
+    try:
+        publish_permissions(staged)
+    finally:
+        os.umask(old)
+    assert (staged.stat().st_mode & 0o777, (staged / "unet").stat().st_mode & 0o777) == (0o755, 0o755)
+    assert (staged / "unet" / "model.safetensors").stat().st_mode & 0o777 == 0o644

@@ -7,6 +7,7 @@ measured by `mixkit eval tiny` (see README), not here.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -20,8 +21,6 @@ def recipe_root(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tiny_clip(recipe_root):
-    import os
-
     os.environ["MIXKIT_CACHE_DIR"] = str(recipe_root / "cache")
     folder = recipe_root / "clip"
     code = main(["train", "recipe", "tiny-clip", "--set", f"output={folder}", "--set", "train_images=48",
@@ -89,6 +88,10 @@ def test_tiny_blip2_recipe_with_image_positions_writes_a_captioner_load_vlm_read
     assert architecture["bridge"]["qformer"]["image_positions"] == 65  # 8x8 patches of 64 px + CLS
     assert not (recipe_root / "blip2.work").exists()
     assert "bridge.qformer.image_position_embeddings" in _saved_keys(folder)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (folder / "model.safetensors").stat().st_mode & 0o777 == 0o666 & ~umask  # not safetensors' 0600
+    assert folder.stat().st_mode & 0o777 == 0o777 & ~umask
     captioner = load_vlm(str(folder))
     image = render_scene(Scene((ShapeSpec("star", "red", "small", "center"),), "blue"), 64)
     assert isinstance(captioner.caption([image], max_new_tokens=4)[0], str)
@@ -107,6 +110,31 @@ def test_tiny_blip2_dataset_repeats_only_the_kinds_of_question_asked_for(tmp_pat
     assert where and sizes and len(more) == len(once) + 2 * len(where) + len(sizes)
     assert [row for row in more if row not in where + sizes] == [row for row in once if row not in where + sizes]
     assert all(more.count(row) == 3 for row in where) and all(more.count(row) == 2 for row in sizes)
+
+
+def test_tiny_blip2_dataset_decodes_the_chosen_share_of_images_through_the_vae(tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    from mixkit.tiny.recipe_blip2 import TinyBlip2Recipe, vae_round_trip, write_world_dataset
+
+    def images(folder, fraction):
+        captions, _ = write_world_dataset(folder, 40, 0, 32, decoded_fraction=fraction)
+        rows = [json.loads(line) for line in captions.read_text().splitlines()]
+        return [np.asarray(Image.open(folder / row["image"])) for row in rows], [row["text"] for row in rows]
+
+    clean, texts = images(tmp_path / "clean", 0.0)
+    half, half_texts = images(tmp_path / "half", 0.5)
+    every, _ = images(tmp_path / "all", 1.0)
+    assert half_texts == texts  # labels are the renders' scenes either way
+    decoded = vae_round_trip([Image.fromarray(a) for a in clean], "mixkit-tiny-sd")
+    assert all(np.array_equal(a, np.asarray(b)) for a, b in zip(every, decoded))
+    same = [np.array_equal(a, b) for a, b in zip(half, clean)]
+    assert 10 <= same.count(False) <= 30  # about half, a seeded choice
+    assert all(np.array_equal(h, c if kept else np.asarray(d)) for h, c, d, kept in zip(half, clean, decoded, same))
+    for bad in (-0.1, 1.5, "half", True):
+        with pytest.raises(ValueError, match="decoded_fraction must be a number in \\[0, 1\\]"):
+            TinyBlip2Recipe(decoded_fraction=bad).check()
 
 
 def test_tiny_vae_recipe_then_tiny_sd_recipe_reusing_it_give_a_folder_the_pipeline_loads(tiny_clip, recipe_root,
