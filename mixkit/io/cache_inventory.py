@@ -103,7 +103,7 @@ def _describe_graph(xml: Path) -> str:
     try:
         key = json.loads(xml.with_suffix(".json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return xml.stem.rsplit("-", 1)[0]  # e.g. a UNet graph (its key lives in its name only)
+        return xml.stem.rsplit("-", 1)[0]  # a graph saved before graphs had a .json beside them
     parts = [str(key.get("part", xml.stem))]
     if key.get("model_hash"):
         parts.append(f"model {key['model_hash']}")

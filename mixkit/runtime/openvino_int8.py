@@ -16,9 +16,9 @@ against the float32 torch image; all layers quantized: 24.6 dB):
   halves have different ranges (Q-Diffusion's "shortcut splitting" problem), and they are cheap.
 With calibration on all steps of 8 prompts: 32.1 dB median, at 1.62x per UNet call.
 
-The VAE decoder (`quantize_decoder`) is quantized the same way, with its first and last layers in
-float (`DECODER_KEPT_IN_FLOAT`): at 256 px its 256- and 128-channel convolutions over 128x128 and
-256x256 maps are a fifth of an int8 generation's time in bf16. It is converted with free height and
+The VAE decoder (`load_or_quantize_decoder`) is quantized the same way, with its first and last layers
+in float (`DECODER_KEPT_IN_FLOAT`): at 256 px its 256- and 128-channel convolutions over 128x128 and
+256x256 maps took a fifth of a generation with the int8 UNet while they ran in bf16. It is converted with free height and
 width, so one calibration (at the size the UNet was calibrated at) serves every image size.
 """
 

@@ -4,7 +4,8 @@ Each part is converted on first use at the shape it is called with and saved as 
 graph, keyed by model hash + merged LoRA set + weights + shape (see `openvino_cache`): the image
 size is fixed for a whole generation, and static graphs are what OpenVINO's CPU plugin runs
 fastest. Images are processed one at a time (pipelines decode per image anyway), so the batch
-size never adds a shape.
+size never adds a shape. The int8 decoder (`pipelines.approx.int8`) is the exception: it is made
+from a graph with free height and width and reshaped per size, so one calibration serves all sizes.
 """
 
 from __future__ import annotations
