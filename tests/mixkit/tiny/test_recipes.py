@@ -19,9 +19,16 @@ def recipe_root(tmp_path_factory):
     return tmp_path_factory.mktemp("recipes")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def isolated_cache(recipe_root):
+    """Rendered worlds and hashes go to this module's folder: not ~/.cache, and not left set for later modules."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MIXKIT_CACHE_DIR", str(recipe_root / "cache"))
+        yield
+
+
 @pytest.fixture(scope="module")
 def tiny_clip(recipe_root):
-    os.environ["MIXKIT_CACHE_DIR"] = str(recipe_root / "cache")
     folder = recipe_root / "clip"
     code = main(["train", "recipe", "tiny-clip", "--set", f"output={folder}", "--set", "train_images=48",
                  "--set", "batch_size=10", "--set", "steps=2", "--set", "hidden_size=32", "--set", "layers=1",
