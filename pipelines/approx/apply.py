@@ -62,11 +62,12 @@ def check_approximate_inputs(pipe, taesd, deepcache, tome, taesd_variant, int8=N
         if (deepcache is not None and deepcache > 1) or (tome is not None and tome > 0):
             raise ValueError("int8 runs a fixed quantized graph: DeepCache and ToMe cannot be combined with it; "
                              "choose int8 or them")
-        if taesd is not None and _calibration(int8).vae_decoder:
+        calibration = _calibration(int8)
+        if taesd is not None and calibration.vae_decoder:
             raise ValueError("TAESD replaces the VAE decoder, so an int8 VAE decoder (vae_decoder=True) would never "
                              "run; choose one of them")
-        check_int8_target(pipe.model, _calibration(int8))
-        calibration_params(pipe.model, _calibration(int8), getattr(pipe, "limits", None))  # bad sizes etc. fail now
+        check_int8_target(pipe.model, calibration)
+        calibration_params(pipe.model, calibration, getattr(pipe, "limits", None))  # bad sizes etc. fail now
 
 
 def approximate(pipe, *, taesd: str | os.PathLike | None = None, deepcache: int | None = None,

@@ -178,7 +178,7 @@ def test_taesd_with_int8_leaves_the_decoder_alone_and_calibrates_on_the_real_dec
         approximate(pipe, int8=CALIBRATION)
 
 
-def test_other_calibration_settings_make_another_graph(pipe, quantized, monkeypatch):
+def test_other_calibration_settings_make_another_graph(pipe):
     from mixkit.runtime.openvino_int8 import int8_graph_path
 
     unet = pipe.model.unet
