@@ -27,7 +27,8 @@ from mixkit.models.diffusion.recommended import RECOMMENDED_FILE, RecommendedSet
 from mixkit.tiny.recipe_common import (RecipeClock, base_world, earlier_record, resolve_tiny_clip, warmup_cosine,
                                        write_record)
 from mixkit.tiny.recipe_vae import TinyVaeRecipe, encode_all, train_autoencoder
-from mixkit.tiny.unet_growth import grow_full_resolution_attention, has_full_resolution_attention
+from mixkit.tiny.unet_growth import (grow_full_resolution_attention, grow_transformer_depth,
+                                     has_full_resolution_attention, transformer_layers)
 from mixkit.tiny.world_data import render_world
 from mixkit.training.config_json import JsonConfig
 from mixkit.training.diffusion_objective import add_noise, min_snr_weights, offset_noise, weighted_mse
@@ -50,6 +51,10 @@ class TinySDRecipe(JsonConfig):
     # Cross-attention at the 16x16 level too; measured: 2.2x the step time (1.7 vs 0.78 s at batch 64, 2 threads).
     # With init_from a UNet without it, the UNet is grown (new blocks start with zero output, see unet_growth).
     full_resolution_attention: bool = False
+    # Transformer blocks in each 16x16 attention (needs full_resolution_attention). With init_from a UNet that has
+    # fewer, it is deepened (the new block's outputs start at zero, see unet_growth): more capacity where shapes
+    # get their outlines.
+    full_resolution_transformer_layers: int = 1
     batch_size: int = 64
     steps: int = 2400
     learning_rate: float = 6e-4
@@ -81,10 +86,14 @@ class TinySDRecipe(JsonConfig):
     unet_bf16: bool = False  # measured: fp32 is faster than bf16 autocast for a UNet this small on CPU
 
     def check(self) -> None:
-        for name in ("image_size", "train_images", "batch_size", "steps", "eval_prompts"):
+        for name in ("image_size", "train_images", "batch_size", "steps", "eval_prompts",
+                     "full_resolution_transformer_layers"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.full_resolution_transformer_layers > 1 and not self.full_resolution_attention:
+            raise ValueError("full_resolution_transformer_layers > 1 needs full_resolution_attention=true "
+                             "(there is no 16x16 attention to deepen without it)")
         if self.image_size % 8:
             raise ValueError(f"image_size must be a multiple of 8, got {self.image_size}")
         if not 0 <= self.empty_caption_fraction < 1:
@@ -107,7 +116,7 @@ class TinySDRecipe(JsonConfig):
 
 
 def build_tiny_unet(channels: list[int], cross_attention_dim: int, sample_size: int, seed: int,
-                    full_resolution_attention: bool = False):
+                    full_resolution_attention: bool = False, full_resolution_transformer_layers: int = 1):
     from diffusers import UNet2DConditionModel
 
     torch.manual_seed(seed)
@@ -118,7 +127,9 @@ def build_tiny_unet(channels: list[int], cross_attention_dim: int, sample_size: 
         sample_size=sample_size, in_channels=4, out_channels=4, block_out_channels=tuple(channels), layers_per_block=1,
         down_block_types=(first_down,) + ("CrossAttnDownBlock2D",) * (depth - 1),
         up_block_types=("CrossAttnUpBlock2D",) * (depth - 1) + (last_up,),
-        cross_attention_dim=cross_attention_dim, attention_head_dim=8, norm_num_groups=32)
+        cross_attention_dim=cross_attention_dim, attention_head_dim=8, norm_num_groups=32,
+        transformer_layers_per_block=(1 if full_resolution_transformer_layers == 1
+                                      else [full_resolution_transformer_layers] + [1] * (depth - 1)))
 
 
 def sd_scheduler_config() -> dict:
@@ -245,9 +256,15 @@ def train_tiny_sd(recipe: TinySDRecipe, stop_at_step: int | None = None):
             unet = grow_full_resolution_attention(unet, recipe.seed)
             curve.append({"stage": "grow", "what": "full-resolution cross-attention (zero output: same UNet output)",
                           "parameters_before": before, "parameters_after": sum(p.numel() for p in unet.parameters())})
+        while recipe.full_resolution_attention and \
+                transformer_layers(unet.config)[0] < recipe.full_resolution_transformer_layers:
+            before = sum(p.numel() for p in unet.parameters())
+            unet = grow_transformer_depth(unet, level=0, seed=recipe.seed)
+            curve.append({"stage": "grow", "what": "one more 16x16 transformer block (zero output: same UNet output)",
+                          "parameters_before": before, "parameters_after": sum(p.numel() for p in unet.parameters())})
     else:
         unet = build_tiny_unet(recipe.unet_channels, text_encoder.config.hidden_size, recipe.image_size // downsampling,
-                               recipe.seed, recipe.full_resolution_attention)
+                               recipe.seed, recipe.full_resolution_attention, recipe.full_resolution_transformer_layers)
     trained = [unet, text_encoder] if recipe.train_text_encoder else [unet]
     text_encoder.requires_grad_(recipe.train_text_encoder)
     ema = EmaWeights(_parameters(trained), max_decay=recipe.ema_decay)

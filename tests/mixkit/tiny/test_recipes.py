@@ -87,9 +87,11 @@ def test_tiny_blip2_recipe_with_image_positions_writes_a_captioner_load_vlm_read
     assert main(["train", "recipe", "tiny-blip2", "--set", f"clip={tiny_clip}", "--set", f"output={folder}",
                  "--set", "train_images=24", "--set", "batch_size=4", "--set", "stage1_steps=1",
                  "--set", "stage2_steps=2", "--set", "qformer_hidden=16", "--set", "lm_hidden=16",
-                 "--set", "image_positions=true", "--set", "train_vision=true"]) == 0
+                 "--set", "image_positions=true", "--set", "train_vision=true",
+                 "--set", "tower_warmup_steps=2", "--set", "tower_warmup_images=8"]) == 0
     record = json.loads((folder / "recipe_record.json").read_text())
-    assert [stage["stage"] for stage in record["curve"]] == ["data", "stage1", "stage2"]
+    assert [stage["stage"] for stage in record["curve"]] == ["data", "tower_warmup", "stage1", "stage2"]
+    assert record["curve"][1]["curve"][-1]["step"] == 2
     assert 0 <= record["metrics"]["vqa/accuracy"] <= 1
     architecture = json.loads((folder / "mixkit_vlm.json").read_text())
     assert architecture["bridge"]["qformer"]["image_positions"] == 65  # 8x8 patches of 64 px + CLS
@@ -175,18 +177,25 @@ def test_tiny_vae_recipe_then_tiny_sd_recipe_reusing_it_give_a_folder_the_pipeli
                  "--set", "batch_size=4", "--set", "steps=1", "--set", "eval_prompts=2", "--set", "eval_every=1",
                  "--set", "unet_channels=[32, 32, 32]", "--set", "train_text_encoder=true",
                  "--set", "text_encoder_learning_rate=0.01", "--set", "ema_decay=0",
-                 "--set", "full_resolution_attention=true", "--set", "foreground_weight=4"]) == 0
-    chain = {entry["stage"]: entry for entry in json.loads((continued / "recipe_record.json").read_text())["curve"]}
-    assert chain["grow"]["parameters_after"] > chain["grow"]["parameters_before"]  # grown on the way
-    assert json.loads((continued / "unet" / "config.json").read_text())["down_block_types"][0] == "CrossAttnDownBlock2D"
+                 "--set", "full_resolution_attention=true", "--set", "foreground_weight=4",
+                 "--set", "full_resolution_transformer_layers=2"]) == 0
+    curve = json.loads((continued / "recipe_record.json").read_text())["curve"]
+    chain = {entry["stage"]: entry for entry in curve}
+    grows = [entry for entry in curve if entry["stage"] == "grow"]  # attention at 16x16, then a second block there
+    assert len(grows) == 2 and grows[1]["parameters_before"] == grows[0]["parameters_after"]
+    assert all(grow["parameters_after"] > grow["parameters_before"] for grow in grows)
+    unet_config = json.loads((continued / "unet" / "config.json").read_text())
+    assert unet_config["down_block_types"][0] == "CrossAttnDownBlock2D"
+    assert unet_config["transformer_layers_per_block"] == [2, 1, 1]
     assert chain["init"]["recipe"]["steps"] == 2 and chain["init"]["model"] == "tiny-sd"
     assert chain["init"]["earlier"][0]["stage"] == "vae-from"  # the earlier run's own sources come along
     assert chain["vae-from"]["model"] == "tiny-vae"
     first, second = (CLIPTextModel.from_pretrained(f / "text_encoder").state_dict() for f in (folder, continued))
     assert any(not torch.equal(first[k], second[k]) for k in first)  # the text encoder was trained and saved
-    result = TextToImage.from_pretrained(folder)(prompt="a red circle on a blue background", steps=2, width=64,
-                                                 height=64, seed=1)
-    assert result.images[0].size == (64, 64)
+    for source in (folder, continued):  # the grown UNet loads through the same public path
+        result = TextToImage.from_pretrained(source)(prompt="a red circle on a blue background", steps=2, width=64,
+                                                     height=64, seed=1)
+        assert result.images[0].size == (64, 64)
 
 
 def test_tiny_vae_can_continue_with_a_frozen_encoder_so_its_latents_stay_valid(vae_folder, recipe_root):
