@@ -13,12 +13,13 @@ from dataclasses import dataclass, field, replace
 
 from mixkit.models.diffusion import ModelFamily
 from pipelines.approx.deepcache import (DeepCacheSettings, apply_deepcache, check_deepcache_interval,
-                                        check_deepcache_unet, remove_deepcache)
+                                        check_deepcache_unet, deepcache_state, remove_deepcache)
 from pipelines.approx.int8 import Int8Calibration, calibration_params, check_int8_target, install_int8, remove_int8
 from pipelines.approx.labels import label_infotexts, model_labels, set_model_labels
 from pipelines.approx.taesd import (default_taesd_source, install_taesd_decode, load_taesd, remove_taesd_decode,
                                    taesd_suspended)
-from pipelines.approx.tome_unet import TokenMergingSettings, apply_token_merging, check_tome_ratio, remove_token_merging
+from pipelines.approx.tome_unet import (TokenMergingSettings, apply_token_merging, check_tome_ratio, remove_token_merging,
+                                       token_merging_state)
 
 AUTO_TAESD = "auto"  # the family's default TAESD hub id
 
@@ -109,13 +110,18 @@ def approximate(pipe, *, taesd: str | os.PathLike | None = None, deepcache: int 
 
     installed = None
     if _wants_int8(int8):  # slow and may fail: before anything else changes
+        earlier = _unet_wrappers(model.unet)
         remove_deepcache(model.unet)  # calibrate on the plain UNet (no-ops on the OpenVINO graph)
         remove_token_merging(model.unet)
         calibration = _calibration(int8)
         if taesd is not None and calibration.vae_decoder is None:
             calibration = replace(calibration, vae_decoder=False)  # TAESD decodes: the VAE decoder never runs
-        with taesd_suspended(model.vae):
-            installed = install_int8(pipe, calibration)
+        try:
+            with taesd_suspended(model.vae):
+                installed = install_int8(pipe, calibration)
+        except BaseException:
+            _reinstall_unet_wrappers(model.unet, earlier)  # a failed int8 leaves the approximations it found
+            raise
     remove_approximations(pipe, keep_int8=installed is not None)
     report = ApproximationReport(taesd_source=source, deepcache=deepcache if use_deepcache else None,
                                  tome=float(tome) if use_tome else None, int8=installed is not None,
@@ -153,6 +159,20 @@ def remove_approximations(pipe, *, keep_int8: bool = False) -> None:
     set_model_labels(model, labels.with_approximations(taesd=False, deepcache=None, tome=None, int8=keep_int8,
                                                        int8_vae=keep_int8 and labels.int8_vae))
     pipe.approximation = ApproximationReport()
+
+
+def _unet_wrappers(unet) -> tuple[DeepCacheSettings | None, TokenMergingSettings | None]:
+    """The DeepCache and ToMe settings installed on `unet` by an earlier `approximate`, if any."""
+    deepcache, tome = deepcache_state(unet), token_merging_state(unet)
+    return (deepcache.settings if deepcache is not None else None, tome.settings if tome is not None else None)
+
+
+def _reinstall_unet_wrappers(unet, settings: tuple[DeepCacheSettings | None, TokenMergingSettings | None]) -> None:
+    deepcache, tome = settings
+    if deepcache is not None:
+        apply_deepcache(unet, deepcache)
+    if tome is not None:
+        apply_token_merging(unet, tome)
 
 
 def _wants_int8(int8) -> bool:

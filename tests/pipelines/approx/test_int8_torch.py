@@ -80,6 +80,23 @@ def test_a_failed_quantization_leaves_the_model_as_it_was(pipe, quantized, monke
     assert not unet.float_unet._forward_pre_hooks  # the recording hook is gone
 
 
+def test_a_failed_quantization_puts_back_the_deepcache_and_tome_it_found(tiny_sd1_dir, monkeypatch):
+    from pipelines.approx.deepcache import deepcache_state
+    from pipelines.approx.tome_unet import token_merging_state
+
+    fresh = TextToImage.from_pretrained(tiny_sd1_dir)
+    approximate(fresh, deepcache=3, tome=0.5, deepcache_shallow_layers=2)
+    unet, labels = fresh.model.unet, model_labels(fresh.model)
+    before = fresh(**RUN).images[0]
+    monkeypatch.setattr("pipelines.approx.apply.install_int8", lambda *a: (_ for _ in ()).throw(RuntimeError("boom")))
+    with pytest.raises(RuntimeError, match="boom"):
+        approximate(fresh, int8=CALIBRATION)
+    assert fresh.model.unet is unet and model_labels(fresh.model) == labels
+    assert deepcache_state(unet).settings.interval == 3 and deepcache_state(unet).settings.shallow_layers == 2
+    assert token_merging_state(unet).settings.ratio == 0.5
+    assert np.array_equal(np.asarray(fresh(**RUN).images[0]), np.asarray(before))  # and they still run as before
+
+
 def test_a_compile_failure_falls_back_to_the_eager_int8_graph_with_a_warning(pipe, quantized, monkeypatch):
     from mixkit.runtime.report import RuntimeFallbackWarning
 
