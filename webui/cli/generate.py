@@ -53,6 +53,9 @@ def add_parser(subparsers) -> None:
                    help="APPROXIMATE: int8 UNet, calibrated on the model's calibration prompts at this size and these "
                         "settings (--backend openvino: NNCF, cached across runs; --backend torch: torchao + inductor, "
                         "calibrated and compiled in each run)")
+    p.add_argument("--int8-vae-decoder", choices=("auto", "on", "off"), default="auto",
+                   help="with --int8: also quantize the VAE decoder (auto: where the backend can, i.e. openvino; "
+                        "off: keep it in float)")
     p.add_argument("-o", "--output", default="outputs", help="output folder (default: ./outputs)")
     p.set_defaults(func=run)
 
@@ -105,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
         from pipelines.approx import Int8Calibration, approximate
 
         int8 = Int8Calibration(width=params.width, height=params.height, steps=params.steps, cfg_scale=params.cfg_scale,
-                               sampler=params.sampler) if args.int8 else False
+                               sampler=params.sampler, vae_decoder=VAE_DECODER_CHOICES[args.int8_vae_decoder]
+                               ) if args.int8 else False
         approximation = approximate(pipe, taesd=args.taesd, deepcache=args.deepcache, tome=args.tome, int8=int8)
         if approximation.approximate:
             print(approximation.warning(), file=sys.stderr)
@@ -118,6 +122,9 @@ def run(args: argparse.Namespace) -> int:
     for path in result.save(output):
         print(path)
     return 0
+
+
+VAE_DECODER_CHOICES = {"auto": None, "on": True, "off": False}  # --int8-vae-decoder -> Int8Calibration.vae_decoder
 
 
 def _or(value, default):
@@ -137,7 +144,13 @@ def check_approximation_args(args: argparse.Namespace) -> None:
                 check(value)
             except ValueError as error:
                 raise ValueError(f"{flag}: {error}") from None
+    vae_decoder = getattr(args, "int8_vae_decoder", "auto")
+    if vae_decoder != "auto" and not getattr(args, "int8", False):
+        raise ValueError(f"--int8-vae-decoder {vae_decoder} needs --int8 (it says whether --int8 covers the VAE decoder)")
     if getattr(args, "int8", False):
+        if vae_decoder == "on" and args.backend != "openvino":
+            raise ValueError("--int8-vae-decoder on needs --backend openvino (on the torch backend --int8 quantizes "
+                             "the UNet only)")
         if args.backend == "openvino":
             from mixkit.runtime.openvino_int8 import require_nncf
 

@@ -35,6 +35,8 @@ def test_exact_run_prints_no_approximate_line(tiny_sd1_dir, tmp_path, capsys):
     (["--deepcache", "0"], "--deepcache: DeepCache interval must be an integer in [1, 50]"),
     (["--taesd", "/nonexistent/taesd"], "TAESD folder '/nonexistent/taesd' does not exist"),
     (["--int8", "--batch-size", "2"], "--int8 on --backend torch compiles its graph for one image at a time"),
+    (["--int8-vae-decoder", "off"], "--int8-vae-decoder off needs --int8"),
+    (["--int8", "--int8-vae-decoder", "on"], "--int8-vae-decoder on needs --backend openvino"),
 ])
 def test_bad_values_are_one_line_errors_and_write_nothing(tiny_sd1_dir, tmp_path, capsys, extra, message):
     out = tmp_path / "out"
@@ -69,3 +71,8 @@ def test_int8_on_openvino_labels_the_png_and_reuses_its_calibration(tiny_sd1_dir
     second = capsys.readouterr()
     assert "int8 UNet" in second.err and "(OpenVINO, NNCF post-training quantization; cached at 64x64" in second.err
     assert np.array_equal(np.asarray(Image.open(first.out.split()[0])), np.asarray(Image.open(second.out.split()[0])))
+    assert parse_optimization(Image.open(first.out.split()[0]).text["parameters"]).int8_vae
+    assert main([*run, "--int8-vae-decoder", "off", "-o", str(tmp_path / "c")]) == 0  # the decoder stays in float
+    third = capsys.readouterr()
+    labels = parse_optimization(Image.open(third.out.split()[0]).text["parameters"])
+    assert labels.int8 and not labels.int8_vae and "int8 UNet (OpenVINO" in third.err
