@@ -10,6 +10,7 @@ An OpenVINO graph is one entry of its `.xml`, `.bin` and `.json`, removed togeth
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -61,6 +62,39 @@ def select_entries(entries: list[CacheEntry], kinds: tuple[str, ...], older_than
     wanted = set(KINDS) if "all" in kinds else set(kinds)
     return [e for e in entries if e.kind in wanted
             and (older_than_days is None or e.age_days(now) >= older_than_days)]
+
+
+def oldest_until_under(entries: list[CacheEntry], candidates: list[CacheEntry], limit_bytes: int) -> list[CacheEntry]:
+    """The candidates to remove, least recently modified first, until the whole cache (`entries`) holds at
+    most `limit_bytes`; every candidate when even that is not enough, none when the cache already fits.
+
+    Modification time, not last use: OpenVINO maps its graphs without touching them, so the time a
+    graph was written (converted or calibrated) is the only age the files carry.
+    """
+    if isinstance(limit_bytes, bool) or not isinstance(limit_bytes, int) or limit_bytes < 0:
+        raise ValueError(f"the size limit must be a number of bytes >= 0, got {limit_bytes!r}")
+    total = sum(e.size for e in entries)
+    chosen = []
+    for entry in sorted(candidates, key=lambda e: e.modified):
+        if total <= limit_bytes:
+            break
+        chosen.append(entry)
+        total -= entry.size
+    return chosen
+
+
+_SIZE_UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "M": 1024 ** 2, "MB": 1024 ** 2, "G": 1024 ** 3, "GB": 1024 ** 3,
+               "T": 1024 ** 4, "TB": 1024 ** 4}
+
+
+def parse_size(text: str) -> int:
+    """Bytes in "10G", "1.5 GB", "500M", "800KB" or "4096" (binary units, as `mixkit cache list` prints them)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
+    unit = match.group(2).upper() if match else None
+    if match is None or unit not in _SIZE_UNITS:
+        raise ValueError(f"cannot read the size {text!r}: give a number with an optional unit K, M, G or T "
+                         "(e.g. 10G, 1.5GB, 500M)")
+    return int(float(match.group(1)) * _SIZE_UNITS[unit])
 
 
 def remove_entries(entries: list[CacheEntry], root: Path | None = None) -> int:

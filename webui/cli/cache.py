@@ -21,6 +21,9 @@ def add_parser(subparsers) -> None:
                             "shapes-world data), hashes (model file hashes), or all")
     clear.add_argument("--older-than", type=float, default=None, metavar="DAYS",
                        help="only entries not modified for at least DAYS days")
+    clear.add_argument("--keep-under", default=None, metavar="SIZE",
+                       help="remove only as many of those entries as it takes, oldest first, for the whole cache to "
+                            "hold at most SIZE (e.g. 10G, 500M)")
     clear.add_argument("--dry-run", action="store_true", help="print what would be removed, remove nothing")
     clear.set_defaults(func=run_clear)
 
@@ -37,13 +40,20 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_clear(args: argparse.Namespace) -> int:
-    from mixkit.io.cache_inventory import cache_entries, remove_entries, select_entries
+    from mixkit.io.cache_inventory import cache_entries, oldest_until_under, parse_size, remove_entries, select_entries
 
-    chosen = select_entries(cache_entries(), tuple(args.kinds), args.older_than)
+    limit = parse_size(args.keep_under) if args.keep_under is not None else None  # a bad size fails before anything
+    entries = cache_entries()
+    chosen = select_entries(entries, tuple(args.kinds), args.older_than)
+    if limit is not None:
+        chosen = oldest_until_under(entries, chosen, limit)
     for e in chosen:
         print(f"{'would remove' if args.dry_run else 'removing'} {e.kind} {_size(e.size)}: {e.detail}  [{e.path}]")
     freed = sum(e.size for e in chosen) if args.dry_run else remove_entries(chosen)
     print(f"{'would free' if args.dry_run else 'freed'} {_size(freed)} ({len(chosen)} entries)", file=sys.stderr)
+    if limit is not None and sum(e.size for e in entries) - freed > limit:
+        print(f"the cache still holds {_size(sum(e.size for e in entries) - freed)}, over {args.keep_under}: "
+              "the kinds chosen were not enough (try: all)", file=sys.stderr)
     return 0
 
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from mixkit.io.cache_inventory import cache_entries, remove_entries, select_entries
+from mixkit.io.cache_inventory import cache_entries, oldest_until_under, parse_size, remove_entries, select_entries
 from mixkit.io.cache_root import cache_root
 
 
@@ -106,3 +106,44 @@ def test_cli_lists_and_clears(filled, capsys):
     assert not (filled / "hashes.json").exists() and not list((filled / "world_tensors").iterdir())
     assert main(["cache", "clear", "models"]) == 2
     assert "unknown cache kind(s) ['models']" in capsys.readouterr().err
+
+
+def test_keep_under_removes_the_oldest_of_the_chosen_until_the_whole_cache_fits(filled):
+    entries = cache_entries()
+    total = sum(e.size for e in entries)  # 7037 bytes
+    graphs = select_entries(entries, ("openvino",))
+    # the 40-day-old decoder (1010 + its .json) goes first; that is enough for total - 1000
+    first = oldest_until_under(entries, graphs, total - 1000)
+    assert [e.path.name for e in first] == ["vae-decoder-abc.xml"]
+    assert oldest_until_under(entries, graphs, total) == []  # already fits: nothing
+    everything = oldest_until_under(entries, graphs, 0)  # not enough: every candidate, oldest first
+    assert len(everything) == len(graphs) and everything[0].path.name == "vae-decoder-abc.xml"
+    assert [e.modified for e in everything] == sorted(e.modified for e in everything)
+    with pytest.raises(ValueError, match="size limit must be a number of bytes >= 0"):
+        oldest_until_under(entries, graphs, -1)
+
+
+@pytest.mark.parametrize("text, expected", [("4096", 4096), ("10G", 10 * 1024 ** 3), ("1.5 GB", 3 * 1024 ** 3 // 2),
+                                            ("500m", 500 * 1024 ** 2), ("800KB", 800 * 1024), ("2T", 2 * 1024 ** 4)])
+def test_sizes_are_read_in_the_units_the_listing_prints(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "ten G", "10 parsecs", "-5G", "1e9"])
+def test_unreadable_sizes_say_how_to_write_one(text):
+    with pytest.raises(ValueError, match="give a number with an optional unit K, M, G or T"):
+        parse_size(text)
+
+
+def test_cli_keep_under_stops_as_soon_as_the_cache_fits(filled, capsys):
+    from webui.cli import main
+
+    assert main(["cache", "clear", "all", "--keep-under", "6K"]) == 0  # 7037 bytes -> at most 6144
+    captured = capsys.readouterr()
+    assert "removing openvino" in captured.out and "vae-decoder" in captured.out
+    assert (filled / "openvino" / "unet-def.bin").exists()  # newer and not needed
+    assert sum(e.size for e in cache_entries()) <= 6 * 1024
+    assert main(["cache", "clear", "world", "--keep-under", "10"]) == 0
+    assert "the cache still holds" in capsys.readouterr().err
+    assert main(["cache", "clear", "all", "--keep-under", "lots"]) == 2
+    assert "cannot read the size 'lots'" in capsys.readouterr().err
