@@ -19,6 +19,18 @@ def _randomised(unet):
     return unet.eval()
 
 
+def _assert_same_output(unet, grown):
+    """Both UNets give bit-identical outputs on random inputs; returns those inputs for further calls."""
+    generator = torch.Generator().manual_seed(0)
+    latents = torch.randn(2, 4, 8, 8, generator=generator)
+    context = torch.randn(2, 5, 16, generator=generator)
+    with torch.no_grad():
+        before = unet(latents, torch.tensor([10, 900]), encoder_hidden_states=context).sample
+        after = grown(latents, torch.tensor([10, 900]), encoder_hidden_states=context).sample
+    assert torch.equal(before, after)
+    return latents, context
+
+
 def test_grown_unet_computes_exactly_what_the_trained_one_did():
     unet = _randomised(build_tiny_unet([32, 32], cross_attention_dim=16, sample_size=8, seed=0))
     assert not has_full_resolution_attention(unet.config)
@@ -31,13 +43,7 @@ def test_grown_unet_computes_exactly_what_the_trained_one_did():
     added = set(new) - set(old)
     assert added and all(k.startswith(("down_blocks.0.attentions.", "up_blocks.1.attentions.")) for k in added)
 
-    generator = torch.Generator().manual_seed(0)
-    latents = torch.randn(2, 4, 8, 8, generator=generator)
-    context = torch.randn(2, 5, 16, generator=generator)
-    with torch.no_grad():
-        before = unet(latents, torch.tensor([10, 900]), encoder_hidden_states=context).sample
-        after = grown(latents, torch.tensor([10, 900]), encoder_hidden_states=context).sample
-    assert torch.equal(before, after)
+    latents, context = _assert_same_output(unet, grown)
 
     # and the new blocks are trainable: their output projection gets a gradient from the first step
     grown.train()
@@ -70,13 +76,7 @@ def test_a_deeper_transformer_computes_exactly_what_the_trained_one_did(level):
     assert {k.split(".attentions.")[0] for k in added} == {f"down_blocks.{level}", f"up_blocks.{up}"} | (
         {"mid_block"} if level == 1 else set())
 
-    generator = torch.Generator().manual_seed(0)
-    latents = torch.randn(2, 4, 8, 8, generator=generator)
-    context = torch.randn(2, 5, 16, generator=generator)
-    with torch.no_grad():
-        before = unet(latents, torch.tensor([10, 900]), encoder_hidden_states=context).sample
-        after = grown(latents, torch.tensor([10, 900]), encoder_hidden_states=context).sample
-    assert torch.equal(before, after)
+    latents, context = _assert_same_output(unet, grown)
 
     grown.train()  # the zeroed outputs are where learning starts: they get a gradient on the first step
     grown(latents, torch.tensor([10, 900]), encoder_hidden_states=context).sample.square().mean().backward()
