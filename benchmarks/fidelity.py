@@ -10,7 +10,9 @@ int8 calibration prompts. Workload: the model's native size, 20 steps, DPM++ 2M,
 CFG, seed i for prompt i. Rows: "fast" (torch bf16), "fast+openvino" (bf16 graphs), and the
 APPROXIMATE int8 paths calibrated on the model's own calibration prompts: "fast+int8" (torch UNet:
 torchao + inductor), "fast+openvino+int8" (NNCF: UNet and VAE decoder) and
-"fast+openvino+int8-unet" (NNCF, the UNet only: what the int8 decoder adds).
+"fast+openvino+int8-unet" (NNCF, the UNet only: what the int8 decoder adds). A row ending in "+ngms"
+also skips the negative prompt on some steps (APPROXIMATE, A1111's NGMS: `--ngms SIGMA`, and
+`--ngms-all-steps`), as `python -m benchmarks.txt2img --ngms ...` times it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import time
 
 import numpy as np
 
-ROWS = ("fast", "fast+int8", "fast+openvino", "fast+openvino+int8", "fast+openvino+int8-unet")
+ROWS = ("fast", "fast+int8", "fast+openvino", "fast+openvino+int8", "fast+openvino+int8-unet", "fast+ngms",
+        "fast+openvino+ngms", "fast+openvino+int8+ngms")
 DEFAULT_ROWS = ROWS[:4]
 
 
@@ -31,6 +34,8 @@ def parse_args(argv=None):
     parser.add_argument("--prompts", type=int, default=24, help="held-out shapes-world captions (>= 3)")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(DEFAULT_ROWS))
+    parser.add_argument("--ngms", type=float, default=1.0, metavar="SIGMA", help="+ngms rows: s_min_uncond (default 1)")
+    parser.add_argument("--ngms-all-steps", action="store_true", help="+ngms rows: skip on every step below that sigma")
     args = parser.parse_args(argv)
     if args.prompts < 3:
         parser.error(f"--prompts must be >= 3 for a median that means something, got {args.prompts}")
@@ -76,13 +81,18 @@ def run(args) -> dict[str, list[float]]:
 
     size = reference.model.native_size
 
-    def images(pipe) -> list[np.ndarray]:
-        return [np.asarray(pipe(prompt=p, seed=i, steps=args.steps, sampler="DPM++ 2M", width=size, height=size).images[0])
-                for i, p in enumerate(prompts)]
+    def images(pipe, ngms: bool = False) -> list[np.ndarray]:
+        skip = dict(s_min_uncond=args.ngms, s_min_uncond_all=args.ngms_all_steps) if ngms else {}
+        return [np.asarray(pipe(prompt=p, seed=i, steps=args.steps, sampler="DPM++ 2M", width=size, height=size,
+                                **skip).images[0]) for i, p in enumerate(prompts)]
 
     expected = images(reference)
-    scores = {name: [psnr(a, b) for a, b in zip(images(build_row(name, args.model, args.steps)), expected)] for name in args.rows}
-    print(f"\n{args.model}, {len(prompts)} held-out prompts, {args.steps} steps, DPM++ 2M, recommended CFG; "
+    scores = {name: [psnr(a, b) for a, b in zip(images(build_row(name.removesuffix("+ngms"), args.model, args.steps),
+                                                        ngms=name.endswith("+ngms")), expected)]
+              for name in args.rows}
+    ngms = f"; +ngms: NGMS {args.ngms}{' all steps' if args.ngms_all_steps else ''}" if any(
+        name.endswith("+ngms") for name in args.rows) else ""
+    print(f"\n{args.model}, {len(prompts)} held-out prompts, {args.steps} steps, DPM++ 2M, recommended CFG{ngms}; "
           f"PSNR against the float32 torch image of the same prompt and seed\n")
     print(f"| {'row':23} | median dB | min dB | prompts >= 30 dB |")
     print(f"|{'-' * 25}|-----------|--------|------------------|")

@@ -26,6 +26,8 @@ exported once before the rounds, then timed in the same alternation; its ΔRSS a
 measured inside that process, and its PSNR is against diffusers fp32 (same latents, same scheduler).
 Rows `mixkit-fast-int8` (torch: int8 UNet) and `mixkit-fast-openvino-int8` (int8 UNet and VAE decoder) are APPROXIMATE, calibrated
 on this workload before the rounds (untimed); their fidelity on a trained model is `benchmarks.fidelity`'s.
+Rows ending in `-ngms` also skip the negative prompt on some steps (APPROXIMATE, A1111's NGMS: `--ngms SIGMA`,
+`--ngms-all-steps`); `benchmarks.fidelity`'s `+ngms` rows measure what that does to a trained model's images.
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ from benchmarks.optimum_intel_client import SKIP_REASON, OptimumIntelServer, ven
 PROMPT = "a photograph of an astronaut riding a horse on the moon, detailed, 8k"
 NEGATIVE = "blurry, low quality"
 ROWS = ("diffusers-fp32", "diffusers-bf16-sdpa-cl", "mixkit-exact", "mixkit-fast", "mixkit-fast-openvino",
-        "mixkit-fast-compile", "mixkit-fast-int8", "mixkit-fast-openvino-int8")
+        "mixkit-fast-compile", "mixkit-fast-int8", "mixkit-fast-openvino-int8", "mixkit-fast-openvino-ngms",
+        "mixkit-fast-openvino-int8-ngms")
 # Opt-in rows: compile (its first run compiles for minutes) and the APPROXIMATE int8 ones (calibration
 # takes 5-10 minutes at 256 px and much longer at 512): --rows ... mixkit-fast-int8 mixkit-fast-openvino-int8
 DEFAULT_ROWS = ROWS[:5]
@@ -81,6 +84,8 @@ def parse_args(argv=None):
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(DEFAULT_ROWS))
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--ngms", type=float, default=1.0, metavar="SIGMA", help="-ngms rows: s_min_uncond (default 1)")
+    parser.add_argument("--ngms-all-steps", action="store_true", help="-ngms rows: skip on every step below that sigma")
     parser.add_argument("--calibration-prompts", type=int, default=None,
                         help="int8 rows: calibrate on the first N of the model's (or the generic 8) prompts")
     parser.add_argument("--optimum-venv", default=os.environ.get("MIXKIT_OPTIMUM_VENV"),
@@ -153,7 +158,9 @@ def mixkit_row(name: str, folder: Path, args) -> Row:
     backend = "openvino" if "openvino" in name else "torch"
     report = optimize(pipe, preset, backend, compile=name.endswith("compile"))
     print(f"[{name}]\n{report.summary()}")
-    if name.endswith("int8"):  # APPROXIMATE: calibrated on the model's (or the generic) prompts at this workload
+    ngms = name.endswith("-ngms")  # APPROXIMATE: NGMS, skipping the negative prompt on some late steps
+    skip = dict(s_min_uncond=args.ngms, s_min_uncond_all=args.ngms_all_steps) if ngms else {}
+    if name.removesuffix("-ngms").endswith("int8"):  # APPROXIMATE: calibrated on the model's (or the generic) prompts at this workload
         from pipelines.approx import Int8Calibration, approximate
 
         start = time.perf_counter()
@@ -169,7 +176,7 @@ def mixkit_row(name: str, folder: Path, args) -> Row:
 
     def generate(seed: int) -> np.ndarray:
         result = pipe(prompt=args.prompt, negative_prompt=NEGATIVE, width=args.size, height=args.size, steps=args.steps,
-                      cfg_scale=7.0, sampler="DPM++ 2M", seed=seed)
+                      cfg_scale=7.0, sampler="DPM++ 2M", seed=seed, **skip)
         return np.asarray(result.images[0])
     return Row(name, generate, pipe.model.unet, "mixkit")
 
@@ -189,7 +196,9 @@ class UnetTimer:
                 return timer._call(module, *a, **k)
             finally:
                 timer.seconds += time.perf_counter() - start
-                timer.calls += 1
+                # in CFG calls (batch 2, what `unet_flops` counts): a step that skips the negative prompt is half of one
+                sample = a[0] if a else k.get("sample")
+                timer.calls += sample.shape[0] / 2 if hasattr(sample, "shape") else 1
         self._timed = timed
 
     def __enter__(self):
@@ -300,7 +309,7 @@ def _run_in(work: Path, args) -> list[Row]:
                 row.unet_times.append(cost["unet_seconds"])
                 row.unet_calls.append(cost["unet_calls"])
                 row.rss_delta = None if cost["rss_delta"] is None else max(row.rss_delta, cost["rss_delta"])
-                exact = not row.name.endswith(("openvino", "compile", "optimum-intel", "int8"))
+                exact = not row.name.endswith(("openvino", "compile", "optimum-intel", "int8", "ngms"))
                 assert np.array_equal(image, row.image) or not exact, row.name
     finally:
         if server is not None:
@@ -341,7 +350,7 @@ def print_table(rows: list[Row], args, flops: int, peak: float, note: str = "") 
     if references["diffusers"] is not None and references["mixkit"] is not None:
         print(f"\nmixkit exact vs diffusers fp32 (schedules differ in detail): "
               f"{psnr(references['mixkit'].image, references['diffusers'].image):.1f} dB")
-    if any(row.name.endswith("int8") for row in rows):
+    if any("int8" in row.name for row in rows):
         print("\nint8 rows (APPROXIMATE) compute in int8, whose peak is above the bf16 one: their % can pass 100.")
     if note:
         print(f"\n{note}")

@@ -13,7 +13,7 @@ from typing import Any
 from mixkit.models.diffusion import DiffusionModel, ModelFamily
 from pipelines.control import GenerationControl, StepCallback, StepProgress
 from pipelines.generation import GenerationResult, ModelSession
-from pipelines.params import GenerationLimits, Txt2ImgParams, per_image
+from pipelines.params import GenerationLimits, Txt2ImgParams, per_image, uncond_skip_of
 from pipelines.sampling import SamplingRequest, run_sampler
 from pipelines.seeds import image_generators, image_seeds, resolve_seed
 from pipelines.vae_decode import decode_latents
@@ -134,6 +134,7 @@ class DiffusionPipelineBase:
                     steps=steps, timesteps=start.timesteps,
                     time_ids=self._time_ids(params, len(batch_seeds)), extra_channels=start.extra_channels,
                     post_step=start.post_step, unet_extra=start.unet_extra, on_step=on_step,
+                    uncond_skip=uncond_skip_of(params),
                 ))
                 # 5. Decode, finish (e.g. paste back) and describe
                 extras = {**self._infotext_extras(params), **prepared.infotext_extras()}

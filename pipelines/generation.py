@@ -191,6 +191,9 @@ class ModelSession:
         from pipelines.approx.labels import model_labels
 
         values.update(model_labels(model).infotext_values())  # optimisation / approximation labels of this model
+        from pipelines.params import uncond_skip_of
+
+        values.update(uncond_skip_of(params).infotext_values())  # NGMS / Skip Early CFG: approximate, per call
         values.update(extra)
         values["Version"] = f"mixkit {__version__}"
         return build_infotext(prompt, negative_prompt, values)

@@ -43,6 +43,11 @@ class Txt2ImgParams:
     schedule_type: str = "Automatic"
     clip_skip: int = 1
     loras: list = field(default_factory=list)
+    # Approximate speed-ups that leave out the negative prompt on some steps (pipelines.uncond_skip;
+    # A1111's names and semantics): NGMS sigma, NGMS on every step below it, Skip Early CFG fraction.
+    s_min_uncond: float = 0.0
+    s_min_uncond_all: bool = False
+    skip_early_cond: float = 0.0
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> "Txt2ImgParams":
@@ -108,6 +113,16 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
         raise ValueError(f"cfg_scale must be in [0, {limits.max_cfg_scale}], got {cfg}.")
     _check_int("seed", params.seed, -1, SEED_MAX)
     _check_int("clip_skip", params.clip_skip, 1, 12)
+    from pipelines.uncond_skip import check_uncond_skip
+
+    check_uncond_skip(params.s_min_uncond, params.s_min_uncond_all, params.skip_early_cond)
+
+
+def uncond_skip_of(params: Txt2ImgParams):
+    """The params' NGMS / Skip Early CFG settings as a `pipelines.uncond_skip.UncondSkip`."""
+    from pipelines.uncond_skip import UncondSkip
+
+    return UncondSkip(float(params.s_min_uncond), params.s_min_uncond_all, float(params.skip_early_cond))
 
 
 def per_image(value: str | list[str], batch_size: int) -> list[str]:

@@ -30,6 +30,7 @@ class SamplingRequest:
     # ControlNet & co: (model_input, t, step_cond, step, row_owners) -> extra UNet keyword arguments
     unet_extra: Callable[..., dict] | None = None
     on_step: Callable[[int, Any], bool] | None = None  # (steps completed, latents) -> False to stop
+    uncond_skip: Any = None  # pipelines.uncond_skip.UncondSkip: steps that leave out the negative prompt (NGMS)
 
 
 def run_sampler(request: SamplingRequest):
@@ -37,6 +38,7 @@ def run_sampler(request: SamplingRequest):
     import torch
 
     from pipelines.samplers import extra_step_kwargs
+    from pipelines.uncond_skip import timestep_sigmas, without_uncond
 
     unet, schedulers, latents = request.unet, request.schedulers, request.latents
     timesteps = schedulers[0].timesteps if request.timesteps is None else request.timesteps
@@ -46,11 +48,16 @@ def run_sampler(request: SamplingRequest):
     # Read once: a diffusers model's .device/.dtype walk its parameters and offload hooks on every
     # access, which cost ~9% of a step on mixkit-tiny-sd when done four times per step.
     device, dtype = unet.device, unet.dtype
+    skip = request.uncond_skip if request.uncond_skip is not None and request.uncond_skip.active else None
+    sigmas = timestep_sigmas(schedulers[0].alphas_cumprod, timesteps) if skip is not None else None
     with torch.inference_mode():
         for index, t in enumerate(timesteps):
             # Second-order samplers evaluate the model ~2x per step; the WebUI counts steps, not evaluations.
             step = index * sampler_steps // evaluations
             cond = request.plan.at_step(step)
+            cfg_scale = request.cfg_scale
+            if skip is not None and skip.skips(index, evaluations, sigmas[index]):
+                cond, cfg_scale = without_uncond(cond), 1.0
             rows = _row_owners(cond, latents.shape[0])
             scaled = torch.cat([s.scale_model_input(latents[i:i + 1], t) for i, s in enumerate(schedulers)])
             if request.extra_channels is not None:
@@ -67,7 +74,7 @@ def run_sampler(request: SamplingRequest):
             noise_pred = unet(
                 model_input, t, encoder_hidden_states=cond.embeds.to(device=device, dtype=dtype), **kwargs
             ).sample.float()
-            guided = request.combine_cfg(noise_pred, cond, request.cfg_scale)
+            guided = request.combine_cfg(noise_pred, cond, cfg_scale)
             latents = torch.cat([
                 s.step(guided[i:i + 1], t, latents[i:i + 1], **extra_step_kwargs(s, request.generators[i])).prev_sample
                 for i, s in enumerate(schedulers)

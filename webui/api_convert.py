@@ -16,13 +16,15 @@ from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_para
 from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
 from webui.base64_images import decode_base64_image
 from webui.generation_defaults import GenerationDefaults, apply_request_defaults
+from webui.options import UNCOND_SKIP_KEYS, uncond_skip_values
 from webui.prompt_guard import check_prompt_networks
 
 # A1111's integer codes for img2img choices, in its order.
 RESIZE_MODES = {0: "just resize", 1: "crop and resize", 2: "resize and fill"}
 INPAINTING_FILL = {0: "fill", 1: "original", 2: "latent noise", 3: "latent nothing"}
 
-SETTABLE_OVERRIDES = {"CLIP_stop_at_last_layers"}
+# A1111's option keys for skipping the negative prompt (NGMS, Skip Early CFG) may also come per request.
+SETTABLE_OVERRIDES = {"CLIP_stop_at_last_layers", *UNCOND_SKIP_KEYS}
 # What A1111's API request models default to (its UI's defaults differ: 20 steps, DPM++ 2M).
 A1111_API_DEFAULTS = GenerationDefaults(sampler="Euler", schedule_type="Automatic", steps=50, cfg_scale=7.0, width=512,
                                         height=512)
@@ -80,13 +82,26 @@ def _clip_skip(request: Txt2ImgRequest, default_clip_skip: int, current_model: s
     return overrides.get("CLIP_stop_at_last_layers", default_clip_skip)
 
 
+def _uncond_skip(request: Txt2ImgRequest, options: dict[str, Any] | None) -> dict[str, Any]:
+    """s_min_uncond / s_min_uncond_all / skip_early_cond: Settings, then override_settings, then the request field."""
+    values = dict(options or {})
+    overrides = request.override_settings or {}
+    values.update({key: overrides[key] for key in UNCOND_SKIP_KEYS if key in overrides})
+    if request.s_min_uncond is not None:
+        values["s_min_uncond"] = request.s_min_uncond
+    return uncond_skip_values(values)
+
+
 def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora_names: set[str] | None,
                       default_clip_skip: int = 1, current_model: str | None = None, controlnet_models=None,
-                      request_limits: RequestLimits | None = None, defaults: GenerationDefaults | None = None) -> Txt2ImgParams:
+                      request_limits: RequestLimits | None = None, defaults: GenerationDefaults | None = None,
+                      uncond_skip_options: dict[str, Any] | None = None) -> Txt2ImgParams:
     """Txt2ImgParams for a request, validated; raises ValueError/TypeError naming the bad field.
 
     Sampler, scheduler, steps, CFG scale and size the request leaves out come from `defaults`
     (Settings); without `defaults`, from A1111's API request defaults (Euler, 50 steps).
+    NGMS and Skip Early CFG come from `uncond_skip_options` (Settings), override_settings and
+    the request's `s_min_uncond`, in that order.
     """
     from pipelines.samplers import resolve_sampler
 
@@ -99,6 +114,7 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
         prompt=request.prompt, negative_prompt=request.negative_prompt, **chosen, seed=request.seed,
         batch_size=request.batch_size, batch_count=request.n_iter,
         clip_skip=_clip_skip(request, default_clip_skip, current_model),
+        **_uncond_skip(request, uncond_skip_options),
     )
     check_txt2img_params(params, limits)
     if request.enable_hr and not isinstance(request, Img2ImgRequest):
@@ -141,13 +157,15 @@ def hires_params(request: Txt2ImgRequest, params: Txt2ImgParams, limits: Generat
 
 def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, request_limits: RequestLimits,
                       lora_names: set[str] | None, default_clip_skip: int = 1, current_model: str | None = None,
-                      controlnet_models=None, defaults: GenerationDefaults | None = None):
+                      controlnet_models=None, defaults: GenerationDefaults | None = None,
+                      uncond_skip_options: dict[str, Any] | None = None):
     """Img2ImgParams for a request with its images decoded; raises ValueError naming the bad field."""
     from pipelines.img2img import Img2ImgParams, check_img2img_params
 
     base = to_txt2img_params(request, limits=limits, lora_names=lora_names, default_clip_skip=default_clip_skip,
                              current_model=current_model, controlnet_models=controlnet_models,
-                             request_limits=request_limits, defaults=defaults)
+                             request_limits=request_limits, defaults=defaults,
+                             uncond_skip_options=uncond_skip_options)
     units = getattr(base, "controlnets", None) or []
     if request.resize_mode not in RESIZE_MODES:
         raise ValueError(f"resize_mode must be one of {sorted(RESIZE_MODES)} ({RESIZE_MODES}), got {request.resize_mode}.")

@@ -36,6 +36,34 @@ def _check_preview_every(value: Any) -> int:
     return value
 
 
+UNCOND_SKIP_KEYS = ("s_min_uncond", "s_min_uncond_all", "skip_early_cond")  # A1111's option names
+
+
+def uncond_skip_values(values: dict[str, Any]) -> dict[str, Any]:
+    """NGMS / Skip Early CFG params (`Txt2ImgParams` fields of the same names) from option values.
+
+    A standing "NGMS all steps" says how often NGMS skips; without a sigma it does nothing, as in A1111.
+    """
+    chosen = {"s_min_uncond": 0.0, "s_min_uncond_all": False, "skip_early_cond": 0.0,
+              **{key: values[key] for key in UNCOND_SKIP_KEYS if key in values}}
+    if not chosen["s_min_uncond"]:
+        chosen["s_min_uncond_all"] = False
+    return chosen
+
+
+def _check_uncond_skip(key: str):
+    """A1111's NGMS / Skip Early CFG options, checked by the pipeline's own rule (pipelines.uncond_skip)."""
+    from pipelines.uncond_skip import check_uncond_skip
+
+    def check(value: Any):
+        settings = {"s_min_uncond": 0.0, "s_min_uncond_all": False, "skip_early_cond": 0.0, key: value}
+        if key == "s_min_uncond_all":
+            settings["s_min_uncond"] = 1.0  # on its own it is only a how-often switch, valid without a sigma yet
+        check_uncond_skip(**settings)
+        return value
+    return check
+
+
 DEFAULT_CONTROLNET_UNITS = 3  # sd-webui-controlnet's default for `control_net_unit_count`
 MAX_CONTROLNET_UNITS = 4  # pipelines.controlnet.ControlNetLimits().max_units
 
@@ -52,6 +80,8 @@ SETTABLE = {
     "live_previews_enable": _check_bool("live_previews_enable"),
     "show_progress_every_n_steps": _check_preview_every,
     "control_net_unit_count": _check_unit_count,  # sd-webui-controlnet's key; the UI uses it when it is built
+    # A1111's Settings > Optimizations: skip the negative prompt on some steps (approximate; see pipelines.uncond_skip)
+    **{key: _check_uncond_skip(key) for key in UNCOND_SKIP_KEYS},
     **{key: (lambda value, key=key: check_option_value(key, value)) for key in OPTION_KEYS},
 }
 MODEL_KEY = "sd_model_checkpoint"
@@ -80,6 +110,9 @@ class ServerOptions:
             "show_progress_every_n_steps": preview_every,
             "eta_noise_seed_delta": 0,
             "control_net_unit_count": DEFAULT_CONTROLNET_UNITS,
+            "s_min_uncond": 0.0,
+            "s_min_uncond_all": False,
+            "skip_early_cond": 0.0,
             PRESET_KEY: "exact",
             **options_from_defaults(GenerationDefaults()),
         }
@@ -109,6 +142,11 @@ class ServerOptions:
     def get(self, key: str) -> Any:
         with self._lock:
             return self._values[key]
+
+    def uncond_skip(self) -> dict[str, Any]:
+        """The NGMS / Skip Early CFG settings every generation starts from (`uncond_skip_values`)."""
+        with self._lock:
+            return uncond_skip_values(self._values)
 
     def generation_defaults(self) -> GenerationDefaults:
         """What requests that omit sampler/scheduler/steps/CFG/size get, and what the UI starts with."""

@@ -115,6 +115,8 @@ class TorchInt8UNet:
     def __call__(self, sample, timestep, encoder_hidden_states, added_cond_kwargs=None, **kwargs) -> _Output:
         refuse_graph_keywords(kwargs, "The int8 UNet", "call remove_approximations(pipe) for this generation")
         inputs = flat_unet_inputs(sample, timestep, encoder_hidden_states, added_cond_kwargs, self.sdxl)
+        rows = inputs[0].shape[0]
+        inputs = _padded_to_batch(inputs, self.shapes)
         shapes = tuple(tuple(x.shape) for x in inputs)
         if shapes != self.shapes:
             raise ValueError(f"The torch int8 UNet was calibrated and compiled for UNet inputs of shapes {self.shapes} "
@@ -126,9 +128,23 @@ class TorchInt8UNet:
                 torch._inductor.config.patch(freezing=True):
             if self.compile_failure is None:
                 try:
-                    return _Output(self._compiled(*inputs).float())
+                    return _Output(self._compiled(*inputs).float()[:rows])
                 except Exception as error:  # noqa: BLE001 - a compile failure must not end the generation
                     self.compile_failure = f"{type(error).__name__}: {error}"
                     warnings.warn(f"compiling the int8 UNet failed ({self.compile_failure}); running its graph "
                                   "eagerly (same quantization, much slower)", RuntimeFallbackWarning, stacklevel=2)
-            return _Output(self._graph(*inputs).float())
+            return _Output(self._graph(*inputs).float()[:rows])
+
+
+def _padded_to_batch(inputs: Sequence[torch.Tensor], shapes: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+    """`inputs` with fewer rows than the compiled batch padded by repeating their last row.
+
+    A step that leaves out the negative prompt (NGMS, Skip Early CFG) calls the UNet with half the
+    rows; the graph is compiled for one batch only (inductor's int8 prepacking fails with dynamic
+    shapes), so such a call runs at the compiled batch: the same result, no time saved.
+    """
+    wanted = shapes[0][0]
+    rows = inputs[0].shape[0]
+    if rows >= wanted or any(tuple(x.shape[1:]) != tuple(shape[1:]) for x, shape in zip(inputs, shapes)):
+        return list(inputs)
+    return [torch.cat([x, x[-1:].expand(wanted - rows, *x.shape[1:])]) for x in inputs]

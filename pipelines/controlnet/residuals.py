@@ -55,13 +55,15 @@ def controlnet_unet_extra(controls: list[PreparedControl], total_steps: int, tim
 
     def unet_extra(model_input, t, step_cond, step: int, row_owners: list[int]) -> dict:
         down, mid = None, None
-        uncond = set(step_cond.uncond_rows)
+        # Prompt rows, not "rows that are not negative": a step that skips the negative prompt
+        # (pipelines.uncond_skip) lets a prompt row stand in for it, and that row keeps its control.
+        prompt_rows = {row for parts in step_cond.cond_rows for row, _ in parts}
         for control in controls:
             unit = control.unit
             if not is_active(unit, step, total_steps):
                 continue
             model = unit.model
-            rows = [r for r in range(len(row_owners)) if r not in uncond] if unit.guess_mode else list(range(len(row_owners)))
+            rows = [r for r in range(len(row_owners)) if r in prompt_rows] if unit.guess_mode else list(range(len(row_owners)))
             if not rows:
                 continue
             latents = model_input[rows, :model.config.in_channels].to(device=model.device, dtype=model.dtype)

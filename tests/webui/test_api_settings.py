@@ -57,12 +57,46 @@ def test_omitted_fields_take_settings_defaults_and_explicit_ones_win(client, ser
     ({"default_width": 65}, "multiple of 8"),
     ({"performance_preset": "turbo"}, "performance_preset must be one of ['exact', 'fast', 'low-memory']"),
     ({"control_net_unit_count": 9}, "control_net_unit_count must be an integer in [1, 4]"),
+    ({"s_min_uncond": -0.5}, "s_min_uncond (NGMS) must be a sigma in [0, 15.0]"),
+    ({"skip_early_cond": 1.5}, "skip_early_cond must be a fraction of the steps in [0, 1]"),
+    ({"s_min_uncond_all": 1}, "s_min_uncond_all (NGMS all steps) must be True or False"),
 ])
 def test_bad_settings_are_refused_and_change_nothing(client, changes, fragment):
     before = client.get("/sdapi/v1/options").json()
     response = client.post("/sdapi/v1/options", json=changes)
     assert response.status_code == 422 and fragment in response.json()["detail"]
     assert client.get("/sdapi/v1/options").json() == before
+
+
+def test_ngms_and_skip_early_cfg_come_from_settings_overrides_and_the_request_field(client):
+    options = client.get("/sdapi/v1/options").json()
+    assert (options["s_min_uncond"], options["s_min_uncond_all"], options["skip_early_cond"]) == (0.0, False, 0.0)
+    small = {"steps": 2, "sampler_name": "Euler", "width": 64, "height": 64}
+    try:
+        assert client.post("/sdapi/v1/options", json={"s_min_uncond": 15.0, "s_min_uncond_all": True}).status_code == 200
+        _, info = generate(client, **small)
+        assert "NGMS: 15, NGMS all steps: True" in info["infotexts"][0]
+        _, info = generate(client, s_min_uncond=2.5, **small)  # the request field wins over Settings
+        assert "NGMS: 2.5, NGMS all steps: True" in info["infotexts"][0]
+        _, info = generate(client, s_min_uncond=0.0, **small)  # 0 turns it off; "all steps" alone does nothing
+        assert "NGMS" not in info["infotexts"][0]
+        _, info = generate(client, override_settings={"skip_early_cond": 0.5, "s_min_uncond_all": False}, **small)
+        assert "Skip Early CFG: 0.5, NGMS: 15," in info["infotexts"][0] and "all steps" not in info["infotexts"][0]
+    finally:
+        client.post("/sdapi/v1/options", json={"s_min_uncond": 0.0, "s_min_uncond_all": False, "skip_early_cond": 0.0})
+    _, info = generate(client, **small)
+    assert "NGMS" not in info["infotexts"][0] and "Skip Early CFG" not in info["infotexts"][0]
+
+
+@pytest.mark.parametrize("fields, fragment", [
+    ({"s_min_uncond": -1}, "s_min_uncond (NGMS) must be a sigma in [0, 15.0]"),
+    ({"s_min_uncond": 99.0}, "s_min_uncond (NGMS) must be a sigma in [0, 15.0]"),
+    ({"override_settings": {"skip_early_cond": 2}}, "skip_early_cond must be a fraction"),
+    ({"override_settings": {"s_min_uncond_all": "yes"}, "s_min_uncond": 1.0}, "s_min_uncond_all"),
+])
+def test_bad_ngms_in_a_request_is_refused_by_name(client, fields, fragment):
+    response = client.post("/sdapi/v1/txt2img", json={**PROMPT, "steps": 1, **fields})
+    assert response.status_code == 422 and fragment in response.json()["detail"]
 
 
 def test_preset_switch_reloads_the_model_and_back_to_exact_is_bit_identical(client, server):

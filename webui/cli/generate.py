@@ -56,6 +56,14 @@ def add_parser(subparsers) -> None:
     p.add_argument("--int8-vae-decoder", choices=("auto", "on", "off"), default="auto",
                    help="with --int8: also quantize the VAE decoder (auto: where the backend can, i.e. openvino; "
                         "off: keep it in float)")
+    p.add_argument("--ngms", type=float, default=d.s_min_uncond, metavar="SIGMA",
+                   help="APPROXIMATE: A1111's negative guidance minimum sigma (s_min_uncond): below this noise level "
+                        "every other step runs without the negative prompt (0: off; about 1 for SD)")
+    p.add_argument("--ngms-all-steps", action="store_true",
+                   help="APPROXIMATE: with --ngms, skip the negative prompt on every step below that sigma")
+    p.add_argument("--skip-early-cfg", type=float, default=d.skip_early_cond, metavar="FRACTION",
+                   help="APPROXIMATE: A1111's skip_early_cond: the first FRACTION (0-1) of the steps run without the "
+                        "negative prompt")
     p.add_argument("-o", "--output", default="outputs", help="output folder (default: ./outputs)")
     p.set_defaults(func=run)
 
@@ -73,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
         width=d.width if args.width is None else args.width, height=d.height if args.height is None else args.height,
         seed=args.seed, batch_size=args.batch_size, batch_count=args.batch_count,
         sampler=_or(args.sampler, d.sampler), schedule_type=args.schedule_type, clip_skip=args.clip_skip,
-        loras=list(args.lora),
+        loras=list(args.lora), s_min_uncond=args.ngms, s_min_uncond_all=args.ngms_all_steps,
+        skip_early_cond=args.skip_early_cfg,
     )
     check_txt2img_params(params, GenerationLimits())  # fail before the (slow) model load
     check_approximation_args(args)

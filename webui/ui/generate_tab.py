@@ -127,7 +127,10 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         return with_controlnet(state, kind, params, control_values)
 
     def _base_params(values: list):
-        params = values_to_params(values[:len(GenerationWidgets.FIELDS)])
+        from dataclasses import replace
+
+        # NGMS / Skip Early CFG are Settings here, as in A1111 (Settings > Optimizations), not form fields.
+        params = replace(values_to_params(values[:len(GenerationWidgets.FIELDS)]), **state.options.uncond_skip())
         if kind == "txt2img":
             from webui.ui.hires_controls import with_hires
 

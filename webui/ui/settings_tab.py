@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gradio as gr
 from mixkit.runtime import PRESETS
+from pipelines.uncond_skip import MAX_S_MIN_UNCOND
 from webui.generation_defaults import OPTION_KEYS
 from webui.options import MAX_CONTROLNET_UNITS
 from webui.server_state import ServerState
@@ -80,6 +81,17 @@ def build_settings_tab(state: ServerState) -> None:
     unit_count = gr.Slider(1, MAX_CONTROLNET_UNITS, value=lambda: state.options.get("control_net_unit_count"), step=1,
                            label="ControlNet units per tab (control_net_unit_count; takes effect after a restart)",
                            elem_id="settings_control_net_unit_count")
+    with gr.Accordion("Optimizations (APPROXIMATE: the image changes; recorded in the infotext)", open=False,
+                      elem_id="settings_optimizations"):
+        with gr.Row():
+            ngms = gr.Slider(0, MAX_S_MIN_UNCOND, value=lambda: state.options.get("s_min_uncond"), step=0.01,
+                             label="Negative Guidance minimum sigma (NGMS): below it, every other step skips the "
+                                   "negative prompt (0: off)", elem_id="settings_s_min_uncond")
+            ngms_all = gr.Checkbox(lambda: state.options.get("s_min_uncond_all"), elem_id="settings_s_min_uncond_all",
+                                   label="NGMS on every step below that sigma, not every other one")
+            skip_early = gr.Slider(0, 1, value=lambda: state.options.get("skip_early_cond"), step=0.01,
+                                   label="Ignore the negative prompt during the first fraction of the steps "
+                                         "(Skip Early CFG; 0: off)", elem_id="settings_skip_early_cond")
     apply = gr.Button("Apply settings", elem_id="settings_apply")
 
     def do_refresh():
@@ -95,9 +107,12 @@ def build_settings_tab(state: ServerState) -> None:
             raise gr.Error(f"Could not load {title!r}: {error}. Still using {state.model_title!r}.") from None
         return status_line(state)
 
-    def do_apply(save_value: bool, previews_value: bool, clip_value: float, units: float, *default_values):
+    def do_apply(save_value: bool, previews_value: bool, clip_value: float, units: float, ngms_value: float,
+                 ngms_all_value: bool, skip_early_value: float, *default_values):
         values = {"samples_save": bool(save_value), "live_previews_enable": bool(previews_value),
-                  "CLIP_stop_at_last_layers": int(clip_value), "control_net_unit_count": int(units)}
+                  "CLIP_stop_at_last_layers": int(clip_value), "control_net_unit_count": int(units),
+                  "s_min_uncond": float(ngms_value), "s_min_uncond_all": bool(ngms_all_value),
+                  "skip_early_cond": float(skip_early_value)}
         values.update(zip(OPTION_KEYS, default_values))
         return apply_settings(state, values)
 
@@ -109,7 +124,8 @@ def build_settings_tab(state: ServerState) -> None:
     vae_refresh.click(do_vae_refresh, outputs=vae)
     vae_load.click(lambda name: switch_vae(state, name), inputs=vae, outputs=status)
     load.click(do_load, inputs=checkpoint, outputs=status)
-    apply.click(do_apply, inputs=[save, previews, clip_skip, unit_count, *defaults_widgets], outputs=status)
+    apply.click(do_apply, inputs=[save, previews, clip_skip, unit_count, ngms, ngms_all, skip_early, *defaults_widgets],
+                outputs=status)
     preset_apply.click(lambda name: switch_preset(state, name), inputs=preset, outputs=status)
 
 

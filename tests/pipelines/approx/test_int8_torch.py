@@ -64,6 +64,17 @@ def test_another_size_is_a_clear_error_and_changes_nothing(pipe, quantized):
     assert pipe.model.unet is unet
 
 
+def test_a_step_without_the_negative_prompt_runs_padded_to_the_compiled_batch(pipe, quantized):
+    unet = pipe.model.unet
+    sample, context = torch.randn(*unet.shapes[0]), torch.randn(*unet.shapes[2])
+    both = unet(sample, 500, encoder_hidden_states=context).sample
+    first = unet(sample[:1], 500, encoder_hidden_states=context[:1]).sample  # NGMS: the prompt row alone
+    assert first.shape == both[:1].shape
+    torch.testing.assert_close(first, both[:1], rtol=0, atol=1e-6)  # static quantization: rows are independent
+    result = pipe(**RUN, s_min_uncond=15.0)
+    assert parse_optimization(result.infotexts[0]).int8 and "NGMS: 15" in result.infotexts[0]
+
+
 def test_int8_with_deepcache_or_tome_is_refused(pipe, quantized):
     unet = pipe.model.unet
     with pytest.raises(ValueError, match="DeepCache and ToMe cannot be combined with it"):
