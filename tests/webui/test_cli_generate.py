@@ -36,6 +36,9 @@ def test_the_same_command_twice_gives_identical_images(tiny_sd1_dir, tmp_path, c
     (["--steps", "0"], "steps must be in"),
     (["--sampler", "Nope"], "Unknown sampler"),
     (["--cfg", "nan"], "cfg_scale"),
+    (["--ngms", "-1"], "s_min_uncond (NGMS) must be a sigma in [0, 15.0]"),
+    (["--ngms-all-steps"], "needs s_min_uncond > 0"),
+    (["--skip-early-cfg", "2"], "skip_early_cond must be a fraction"),
 ])
 def test_user_errors_are_one_line_with_exit_code_2(tiny_sd1_dir, tmp_path, capsys, extra, message):
     out = tmp_path / "out"
@@ -45,6 +48,14 @@ def test_user_errors_are_one_line_with_exit_code_2(tiny_sd1_dir, tmp_path, capsy
     assert err[-1].startswith("mixkit: error:") and message in err[-1]
     assert "Traceback" not in "\n".join(err)
     assert not out.exists() or not any(out.glob("*.png"))
+
+
+def test_ngms_flags_reach_the_infotext(tiny_sd1_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["generate", "a", "--model", str(tiny_sd1_dir), "-o", str(out), *ARGS, "--ngms", "15",
+                 "--ngms-all-steps", "--skip-early-cfg", "0.25"]) == 0
+    infotext = Image.open(capsys.readouterr().out.split()[0]).text["parameters"]
+    assert "Skip Early CFG: 0.25, NGMS: 15, NGMS all steps: True" in infotext
 
 
 def test_missing_model_path(tmp_path, capsys):

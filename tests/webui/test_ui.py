@@ -48,6 +48,10 @@ def test_infotext_paste_fills_every_field_and_skips_values_over_the_limits():
     assert any("DPM++ 2M" in n for n in notes)
     values, notes = infotext_to_form_values(text.replace("Steps: 30", "Steps: 500"), LIMITS, ["Euler"], ["Automatic"])
     assert "steps" not in values and any("Steps: '500' is outside [1, 77]" in n for n in notes)
+    values, notes = infotext_to_form_values(text.replace("Clip skip: 2", "Clip skip: 2, NGMS: 1.5"), GenerationLimits(),
+                                            ["DPM++ 2M"], ["Karras"])
+    assert notes == ["NGMS: 1.5 is a setting here (Settings > Optimizations), not a form field; set it there to "
+                     "reproduce this image."]
 
 
 def test_editor_mask_is_the_union_of_painted_pixels():

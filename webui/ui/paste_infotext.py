@@ -56,4 +56,8 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
     strength = _float(parsed.get("Denoising strength", ""))
     if strength is not None and 0 <= strength <= 1:
         values["denoising_strength"] = strength
+    for key in ("Skip Early CFG", "NGMS", "NGMS all steps"):  # A1111 pastes these as setting overrides
+        if key in parsed:
+            notes.append(f"{key}: {parsed[key]} is a setting here (Settings > Optimizations), not a form field; "
+                         "set it there to reproduce this image.")
     return values, notes
