@@ -9,9 +9,11 @@ and read back from it at start.
 from __future__ import annotations
 
 import threading
+from dataclasses import asdict
 from typing import Any
 
 from pipelines.params import GenerationLimits
+from pipelines.uncond_skip import UncondSkip, check_uncond_skip
 from webui.generation_defaults import (OPTION_KEYS, GenerationDefaults, check_generation_defaults, check_option_value,
                                        defaults_from_options, options_from_defaults)
 
@@ -36,7 +38,8 @@ def _check_preview_every(value: Any) -> int:
     return value
 
 
-UNCOND_SKIP_KEYS = ("s_min_uncond", "s_min_uncond_all", "skip_early_cond")  # A1111's option names
+UNCOND_SKIP_OFF = asdict(UncondSkip())  # A1111's option names (s_min_uncond, ...) at their "off" values
+UNCOND_SKIP_KEYS = tuple(UNCOND_SKIP_OFF)
 
 
 def uncond_skip_values(values: dict[str, Any]) -> dict[str, Any]:
@@ -44,8 +47,7 @@ def uncond_skip_values(values: dict[str, Any]) -> dict[str, Any]:
 
     A standing "NGMS all steps" says how often NGMS skips; without a sigma it does nothing, as in A1111.
     """
-    chosen = {"s_min_uncond": 0.0, "s_min_uncond_all": False, "skip_early_cond": 0.0,
-              **{key: values[key] for key in UNCOND_SKIP_KEYS if key in values}}
+    chosen = {**UNCOND_SKIP_OFF, **{key: values[key] for key in UNCOND_SKIP_KEYS if key in values}}
     if not chosen["s_min_uncond"]:
         chosen["s_min_uncond_all"] = False
     return chosen
@@ -53,10 +55,8 @@ def uncond_skip_values(values: dict[str, Any]) -> dict[str, Any]:
 
 def _check_uncond_skip(key: str):
     """A1111's NGMS / Skip Early CFG options, checked by the pipeline's own rule (pipelines.uncond_skip)."""
-    from pipelines.uncond_skip import check_uncond_skip
-
     def check(value: Any):
-        settings = {"s_min_uncond": 0.0, "s_min_uncond_all": False, "skip_early_cond": 0.0, key: value}
+        settings = {**UNCOND_SKIP_OFF, key: value}
         if key == "s_min_uncond_all":
             settings["s_min_uncond"] = 1.0  # on its own it is only a how-often switch, valid without a sigma yet
         check_uncond_skip(**settings)
@@ -110,9 +110,7 @@ class ServerOptions:
             "show_progress_every_n_steps": preview_every,
             "eta_noise_seed_delta": 0,
             "control_net_unit_count": DEFAULT_CONTROLNET_UNITS,
-            "s_min_uncond": 0.0,
-            "s_min_uncond_all": False,
-            "skip_early_cond": 0.0,
+            **UNCOND_SKIP_OFF,
             PRESET_KEY: "exact",
             **options_from_defaults(GenerationDefaults()),
         }
