@@ -68,6 +68,8 @@ class TinyBlip2Recipe(JsonConfig):
     tower_warmup_steps: int = 0
     tower_warmup_images: int = 16000
     tower_warmup_learning_rate: float = 1e-3
+    # Weight of a loss that keeps the tower's last-layer tokens near their values before the warm-up (0: off).
+    tower_warmup_feature_weight: float = 0.0
     lm_hidden: int = 128
     lm_layers: int = 2
     stage1_steps: int = 200
@@ -98,6 +100,9 @@ class TinyBlip2Recipe(JsonConfig):
         if isinstance(self.tower_warmup_learning_rate, bool) or not isinstance(self.tower_warmup_learning_rate, (int, float)) \
                 or not self.tower_warmup_learning_rate > 0:
             raise ValueError(f"tower_warmup_learning_rate must be a number > 0, got {self.tower_warmup_learning_rate!r}")
+        weight = self.tower_warmup_feature_weight
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight >= 0:
+            raise ValueError(f"tower_warmup_feature_weight must be a number >= 0 (0: off), got {weight!r}")
         LR_SCHEDULES.get(self.lr_schedule)
         self.clip = resolve_tiny_clip(self.clip)
 
@@ -184,7 +189,8 @@ def warm_up_vision(recipe: TinyBlip2Recipe, vision) -> list[dict]:
     return warm_up_tower(vision, images.contiguous(), attribute_targets([s.scene for s in samples]),
                          steps=recipe.tower_warmup_steps, learning_rate=recipe.tower_warmup_learning_rate,
                          batch_size=recipe.batch_size, image_mean=processor.image_mean,
-                         image_std=processor.image_std, seed=recipe.seed)
+                         image_std=processor.image_std, seed=recipe.seed,
+                         feature_weight=recipe.tower_warmup_feature_weight)
 
 
 def _with_vae_share(images: list, fraction: float, decoder_vae: str | None, seed: int) -> list:

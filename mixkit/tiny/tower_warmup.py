@@ -12,6 +12,7 @@ thrown away afterwards; only the tower's weights change.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Sequence
 
@@ -34,11 +35,15 @@ def attribute_targets(scenes: Sequence[Scene], config: JudgeConfig | None = None
 
 def warm_up_tower(vision: nn.Module, images: torch.Tensor, targets: torch.Tensor, *, steps: int,
                   learning_rate: float, batch_size: int, image_mean: Sequence[float], image_std: Sequence[float],
-                  seed: int = 0, config: JudgeConfig | None = None, log_every: int = 400) -> list[dict]:
+                  seed: int = 0, config: JudgeConfig | None = None, log_every: int = 400,
+                  feature_weight: float = 0.0) -> list[dict]:
     """Train `vision` (a CLIPVisionModel) in place to read `targets` from its last layer's CLS token.
 
     `images` is (N, 3, S, S) uint8, kept as bytes so 16,000 of them cost 200 MB, not 800. Returns the
     curve: per `log_every` steps, the mean loss and each head's accuracy on the batches since the last entry.
+    `feature_weight` > 0 adds that weight times the mean squared distance of every last-layer token from
+    what the tower gave before the warm-up (a frozen copy), as "learning without forgetting" does: the
+    captioners built on towers warmed up without it never learnt colour (README).
     """
     config = config or JudgeConfig()
     if images.dtype != torch.uint8 or images.ndim != 4 or images.shape[1] != 3:
@@ -54,6 +59,7 @@ def warm_up_tower(vision: nn.Module, images: torch.Tensor, targets: torch.Tensor
     optimizer = torch.optim.AdamW(parameters, lr=learning_rate, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, steps, min(100, steps)))
     generator = torch.Generator().manual_seed(seed)
+    original = copy.deepcopy(vision).eval().requires_grad_(False) if feature_weight > 0 else None
     was_training = vision.training
     vision.train()
     curve, losses, hits, counts = [], [], torch.zeros(len(heads)), torch.zeros(len(heads))
@@ -61,8 +67,13 @@ def warm_up_tower(vision: nn.Module, images: torch.Tensor, targets: torch.Tensor
         index = torch.randint(0, images.shape[0], (batch_size,), generator=generator)
         pixels = (images[index].float() / 255.0 - mean) / std
         batch_targets = targets[index]
-        cls = vision(pixel_values=pixels).last_hidden_state[:, 0]  # what the Q-Former reads, before post_layernorm
+        features = vision(pixel_values=pixels).last_hidden_state  # what the Q-Former reads, before post_layernorm
+        cls = features[:, 0]
         loss = torch.zeros(())
+        if original is not None:
+            with torch.no_grad():
+                before = original(pixel_values=pixels).last_hidden_state
+            loss = feature_weight * nn.functional.mse_loss(features, before)
         for i, head in enumerate(heads):
             wanted = batch_targets[:, i]
             applies = wanted != IGNORE
@@ -75,7 +86,7 @@ def warm_up_tower(vision: nn.Module, images: torch.Tensor, targets: torch.Tensor
         loss.backward()
         optimizer.step()
         schedule.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         if (step + 1) % log_every == 0 or step + 1 == steps:
             accuracy = {name: round(float(hits[i] / counts[i]), 4)
                         for i, name in enumerate(config.head_sizes()) if counts[i] > 0}
