@@ -7,7 +7,9 @@ shape's area, given its shape, separates the three sizes with a gap of 1.7x), it
 for. Here the tower is trained, with one linear head per attribute on its CLS output, to read every
 attribute of the scene (the judge's label layout: shape, colour, size of each slot, position,
 layout, background), so that the Q-Former finds each of them one linear map away. The heads are
-thrown away afterwards; only the tower's weights change.
+thrown away afterwards; only the tower's weights change. Left alone, that training moves every token far
+from the contrastive features (their norm doubled) and the captioner built on it never learnt colour, so
+the recipe also keeps the tokens near their old values (`feature_weight`, learning without forgetting).
 """
 
 from __future__ import annotations
