@@ -108,5 +108,5 @@ def without_uncond(step_cond: StepConditioning) -> StepConditioning:
         pooled=None if step_cond.pooled is None else step_cond.pooled[keep],
         uncond_rows=[renumbered[parts[0][0]] for parts in step_cond.cond_rows],
         cond_rows=[[(renumbered[row], weight) for row, weight in parts] for parts in step_cond.cond_rows],
-        row_image=[step_cond.row_image[row] for row in keep] if step_cond.row_image else [],
+        row_image=[step_cond.row_image[row] for row in keep],
     )
