@@ -12,7 +12,8 @@ APPROXIMATE int8 paths calibrated on the model's own calibration prompts: "fast+
 torchao + inductor), "fast+openvino+int8" (NNCF: UNet and VAE decoder) and
 "fast+openvino+int8-unet" (NNCF, the UNet only: what the int8 decoder adds). A row ending in "+ngms"
 also skips the negative prompt on some steps (APPROXIMATE, A1111's NGMS: `--ngms SIGMA`, and
-`--ngms-all-steps`), as `python -m benchmarks.txt2img --ngms ...` times it.
+`--ngms-all-steps`), as `python -m benchmarks.txt2img --ngms ...` times it. A row ending in "+deepcache" runs
+the full UNet every `--deepcache N` steps (default 2) and DeepCache's shallow branch between (APPROXIMATE).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import time
 import numpy as np
 
 ROWS = ("fast", "fast+int8", "fast+openvino", "fast+openvino+int8", "fast+openvino+int8-unet", "fast+ngms",
-        "fast+openvino+ngms", "fast+openvino+int8+ngms")
+        "fast+openvino+ngms", "fast+openvino+int8+ngms", "fast+deepcache", "fast+openvino+deepcache",
+        "fast+openvino+int8+deepcache")
 DEFAULT_ROWS = ROWS[:4]
 
 
@@ -36,7 +38,10 @@ def parse_args(argv=None):
     parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(DEFAULT_ROWS))
     parser.add_argument("--ngms", type=float, default=1.0, metavar="SIGMA", help="+ngms rows: s_min_uncond (default 1)")
     parser.add_argument("--ngms-all-steps", action="store_true", help="+ngms rows: skip on every step below that sigma")
+    parser.add_argument("--deepcache", type=int, default=2, metavar="N", help="+deepcache rows: full UNet every N steps")
     args = parser.parse_args(argv)
+    if not 2 <= args.deepcache <= 50:
+        parser.error(f"--deepcache must be in [2, 50] (1 would be the plain UNet), got {args.deepcache}")
     if args.prompts < 3:
         parser.error(f"--prompts must be >= 3 for a median that means something, got {args.prompts}")
     return args
@@ -59,17 +64,18 @@ def held_out_prompts(count: int, calibration: tuple[str, ...]) -> list[str]:
     return prompts
 
 
-def build_row(name: str, model: str, steps: int):
+def build_row(name: str, model: str, steps: int, deepcache: int):
     from pipelines.approx import Int8Calibration, approximate
     from pipelines.optimize import optimize
     from pipelines.txt2img import TextToImage
 
     pipe = TextToImage.from_pretrained(model)
     optimize(pipe, "fast", "openvino" if "openvino" in name else "torch")
-    if "int8" in name:
+    int8 = "int8" in name and Int8Calibration(steps=steps, vae_decoder=False if name.endswith("-unet") else None)
+    cache = deepcache if name.endswith("+deepcache") else None
+    if int8 or cache:
         start = time.perf_counter()
-        calibration = Int8Calibration(steps=steps, vae_decoder=False if name.endswith("-unet") else None)
-        print(approximate(pipe, int8=calibration).warning(), f"({time.perf_counter() - start:.0f} s)")
+        print(approximate(pipe, int8=int8, deepcache=cache).warning(), f"({time.perf_counter() - start:.0f} s)")
     return pipe
 
 
@@ -87,18 +93,21 @@ def run(args) -> dict[str, list[float]]:
                                 **skip).images[0]) for i, p in enumerate(prompts)]
 
     expected = images(reference)
-    scores = {name: [psnr(a, b) for a, b in zip(images(build_row(name.removesuffix("+ngms"), args.model, args.steps),
-                                                        ngms=name.endswith("+ngms")), expected)]
-              for name in args.rows}
-    ngms = f"; +ngms: NGMS {args.ngms}{' all steps' if args.ngms_all_steps else ''}" if any(
+    scores = {}
+    for name in args.rows:
+        pipe = build_row(name.removesuffix("+ngms"), args.model, args.steps, args.deepcache)
+        scores[name] = [psnr(a, b) for a, b in zip(images(pipe, ngms=name.endswith("+ngms")), expected)]
+    notes = f"; +ngms: NGMS {args.ngms}{' all steps' if args.ngms_all_steps else ''}" if any(
         name.endswith("+ngms") for name in args.rows) else ""
-    print(f"\n{args.model}, {len(prompts)} held-out prompts, {args.steps} steps, DPM++ 2M, recommended CFG{ngms}; "
+    if any(name.endswith("+deepcache") for name in args.rows):
+        notes += f"; +deepcache: full UNet every {args.deepcache} steps"
+    print(f"\n{args.model}, {len(prompts)} held-out prompts, {args.steps} steps, DPM++ 2M, recommended CFG{notes}; "
           f"PSNR against the float32 torch image of the same prompt and seed\n")
-    print(f"| {'row':23} | median dB | min dB | prompts >= 30 dB |")
-    print(f"|{'-' * 25}|-----------|--------|------------------|")
+    print(f"| {'row':28} | median dB | min dB | prompts >= 30 dB |")
+    print(f"|{'-' * 30}|-----------|--------|------------------|")
     for name, values in scores.items():
         share = sum(v >= 30 for v in values) / len(values)
-        print(f"| {name:23} | {statistics.median(values):9.1f} | {min(values):6.1f} | {100 * share:15.0f}% |")
+        print(f"| {name:28} | {statistics.median(values):9.1f} | {min(values):6.1f} | {100 * share:15.0f}% |")
     return scores
 
 

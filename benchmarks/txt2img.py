@@ -28,6 +28,9 @@ Rows `mixkit-fast-int8` (torch: int8 UNet) and `mixkit-fast-openvino-int8` (int8
 on this workload before the rounds (untimed); their fidelity on a trained model is `benchmarks.fidelity`'s.
 Rows ending in `-ngms` also skip the negative prompt on some steps (APPROXIMATE, A1111's NGMS: `--ngms SIGMA`,
 `--ngms-all-steps`); `benchmarks.fidelity`'s `+ngms` rows measure what that does to a trained model's images.
+Rows ending in `-deepcache` run the full UNet every `--deepcache N` steps (default 2) and DeepCache's shallow
+branch in between (APPROXIMATE; on OpenVINO the branch is a graph of its own); their UNet GFLOP/s counts every
+call as a full one (the work a plain UNet would have done per second), so it can pass the peak.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ PROMPT = "a photograph of an astronaut riding a horse on the moon, detailed, 8k"
 NEGATIVE = "blurry, low quality"
 ROWS = ("diffusers-fp32", "diffusers-bf16-sdpa-cl", "mixkit-exact", "mixkit-fast", "mixkit-fast-openvino",
         "mixkit-fast-compile", "mixkit-fast-int8", "mixkit-fast-openvino-int8", "mixkit-fast-openvino-ngms",
-        "mixkit-fast-openvino-int8-ngms")
+        "mixkit-fast-openvino-int8-ngms", "mixkit-fast-openvino-deepcache", "mixkit-fast-openvino-int8-deepcache")
 # Opt-in rows: compile (its first run compiles for minutes) and the APPROXIMATE int8 ones (calibration
 # takes 5-10 minutes at 256 px and much longer at 512): --rows ... mixkit-fast-int8 mixkit-fast-openvino-int8
 DEFAULT_ROWS = ROWS[:5]
@@ -86,6 +89,8 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--ngms", type=float, default=1.0, metavar="SIGMA", help="-ngms rows: s_min_uncond (default 1)")
     parser.add_argument("--ngms-all-steps", action="store_true", help="-ngms rows: skip on every step below that sigma")
+    parser.add_argument("--deepcache", type=int, default=2, metavar="N",
+                        help="-deepcache rows: full UNet every N steps (default 2)")
     parser.add_argument("--calibration-prompts", type=int, default=None,
                         help="int8 rows: calibrate on the first N of the model's (or the generic 8) prompts")
     parser.add_argument("--optimum-venv", default=os.environ.get("MIXKIT_OPTIMUM_VENV"),
@@ -100,6 +105,8 @@ def parse_args(argv=None):
         parser.error(f"--calibration-prompts must be >= 1, got {args.calibration_prompts}")
     if args.rounds < 3:
         parser.error(f"--rounds must be >= 3 for a median that means something, got {args.rounds}")
+    if not 2 <= args.deepcache <= 50:
+        parser.error(f"--deepcache must be in [2, 50] (1 would be the plain UNet), got {args.deepcache}")
     args.arch = args.arch or ("tiny" if args.quick else "sd15")
     args.size = args.size or (256 if args.quick else 512)
     args.steps = args.steps or (4 if args.quick else 20)
@@ -160,19 +167,23 @@ def mixkit_row(name: str, folder: Path, args) -> Row:
     print(f"[{name}]\n{report.summary()}")
     ngms = name.endswith("-ngms")  # APPROXIMATE: NGMS, skipping the negative prompt on some late steps
     skip = dict(s_min_uncond=args.ngms, s_min_uncond_all=args.ngms_all_steps) if ngms else {}
-    if name.removesuffix("-ngms").endswith("int8"):  # APPROXIMATE: calibrated on the model's (or the generic) prompts at this workload
-        from pipelines.approx import Int8Calibration, approximate
+    deepcache = args.deepcache if name.endswith("-deepcache") else None  # APPROXIMATE: DeepCache
+    from pipelines.approx import Int8Calibration, approximate
 
-        start = time.perf_counter()
+    int8 = False
+    if name.removesuffix("-ngms").removesuffix("-deepcache").endswith("int8"):
+        # APPROXIMATE: calibrated on the model's (or the generic) prompts at this workload
         prompts = None
         if args.calibration_prompts is not None:  # fewer than the model's (or the generic) set: faster at 512 px
             from pipelines.approx import DEFAULT_CALIBRATION_PROMPTS
 
             own = pipe.model.recommended.calibration_prompts or DEFAULT_CALIBRATION_PROMPTS
             prompts = tuple(own[:args.calibration_prompts])
-        calibration = Int8Calibration(prompts=prompts, width=args.size, height=args.size, steps=args.steps,
-                                      cfg_scale=7.0, sampler="DPM++ 2M")
-        print(approximate(pipe, int8=calibration).warning(), f"({time.perf_counter() - start:.0f} s)")
+        int8 = Int8Calibration(prompts=prompts, width=args.size, height=args.size, steps=args.steps,
+                               cfg_scale=7.0, sampler="DPM++ 2M")
+    if int8 or deepcache:
+        start = time.perf_counter()
+        print(approximate(pipe, int8=int8, deepcache=deepcache).warning(), f"({time.perf_counter() - start:.0f} s)")
 
     def generate(seed: int) -> np.ndarray:
         result = pipe(prompt=args.prompt, negative_prompt=NEGATIVE, width=args.size, height=args.size, steps=args.steps,
@@ -309,7 +320,7 @@ def _run_in(work: Path, args) -> list[Row]:
                 row.unet_times.append(cost["unet_seconds"])
                 row.unet_calls.append(cost["unet_calls"])
                 row.rss_delta = None if cost["rss_delta"] is None else max(row.rss_delta, cost["rss_delta"])
-                exact = not row.name.endswith(("openvino", "compile", "optimum-intel", "int8", "ngms"))
+                exact = not row.name.endswith(("openvino", "compile", "optimum-intel", "int8", "ngms", "deepcache"))
                 assert np.array_equal(image, row.image) or not exact, row.name
     finally:
         if server is not None:
@@ -352,6 +363,9 @@ def print_table(rows: list[Row], args, flops: int, peak: float, note: str = "") 
               f"{psnr(references['mixkit'].image, references['diffusers'].image):.1f} dB")
     if any("int8" in row.name for row in rows):
         print("\nint8 rows (APPROXIMATE) compute in int8, whose peak is above the bf16 one: their % can pass 100.")
+    if any(row.name.endswith("-deepcache") for row in rows):
+        print(f"\n-deepcache rows (APPROXIMATE, full UNet every {args.deepcache} steps): GFLOP/s counts each shallow call "
+              "as a full one (the plain UNet's work per second).")
     if note:
         print(f"\n{note}")
 

@@ -22,10 +22,15 @@ from typing import Iterator
 import torch
 
 # Shared with the VAE and text-encoder stand-ins; re-exported here for existing imports.
-from mixkit.runtime.openvino_cache import (OPENVINO_HINT, ExportIdentity, graph_config,  # noqa: F401
-                                           require_openvino, weights_fingerprint)
+from mixkit.runtime.openvino_cache import (OPENVINO_HINT, CompiledShapes, ExportIdentity,  # noqa: F401
+                                           graph_config, load_or_export, require_openvino, trace_to_openvino,
+                                           weights_fingerprint)
+from mixkit.models.diffusion.deepcache_branch import branch_layers, shallow_part
 from mixkit.runtime.resident_pages import page_out_mappings_under
-from mixkit.runtime.unet_graph import UNetGraph, flat_unet_inputs, is_sdxl, refuse_graph_keywords
+from mixkit.runtime.unet_graph import (FeatureUNetGraph, ShallowUNetGraph, UNetGraph, flat_unet_inputs, is_sdxl,
+                                       refuse_graph_keywords)
+
+GRAPH_OUTPUTS = "sample+deepcache-features"  # in the cache key: graphs saved before had the sample only
 
 
 @dataclass
@@ -39,11 +44,16 @@ class OpenVinoUNet:
     Inputs and outputs are float32 on the CPU; OpenVINO chooses the inner precision from
     `inference_precision` ("bf16" on AVX512-BF16/AMX CPUs, else "f32"). Keyword features the graph
     does not contain (ControlNet residuals, cross-attention kwargs) are refused, never ignored.
+
+    The graph also returns DeepCache's deep features (`FeatureUNetGraph`; read only when DeepCache
+    asks), and the stand-in keeps the shallow branch's torch modules (a few percent of the weights), so
+    `deepcache_branch` can export that branch later without the full torch UNet.
     """
 
     def __init__(self, unet: torch.nn.Module, *, cache_dir: str | os.PathLike, inference_precision: str = "f32",
                  identity: ExportIdentity | None = None) -> None:
         ov = require_openvino()
+        self._ov = ov
         self.torch_module = unet
         self.config = unet.config
         self.sdxl = is_sdxl(unet.config)
@@ -53,8 +63,9 @@ class OpenVinoUNet:
         # bf16 inference: the graph file holds float16 weights (half the mapped pages while compiling;
         # float16 keeps more mantissa than the bfloat16 the plugin computes in, so nothing is lost).
         self.weights_file_precision = "f16" if inference_precision == "bf16" else "f32"
+        self.deepcache_layers = branch_layers(unet)  # 0: the UNet's layout has no DeepCache branch
         key = {"fingerprint": weights_fingerprint(unet), "config": graph_config(unet), "sdxl": self.sdxl,
-               "weights_file": self.weights_file_precision}
+               "weights_file": self.weights_file_precision, "outputs": GRAPH_OUTPUTS}
         if identity is not None:  # model hash + merged LoRA set, as for the VAE and text encoders
             key.update(model_hash=identity.model_hash, loras=list(identity.loras))
         self.cache_key = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
@@ -78,12 +89,16 @@ class OpenVinoUNet:
             self.cache_hit = False
         # The torch UNet is only needed to convert; dropping it frees its weights (SD 1.5: 3.4 GB in
         # float32) once the pipeline's own reference is replaced by this stand-in.
+        self._shallow_part = shallow_part(unet) if self.deepcache_layers else None
+        self._branches: dict[int, OpenVinoDeepCacheBranch] = {}
         self.torch_module = None
 
     dtype = torch.float32
     device = torch.device("cpu")
     int8_path: Path | None = None  # the int8 graph in use (pipelines.approx.int8), None: the float graph
     _recorded: list | None = None  # inputs collected by `recording()`
+    # Set by pipelines.approx.deepcache: takes over calls (same signature as __call__); None: the plain graph.
+    call_hook = None
 
     @property
     def graph(self):
@@ -120,7 +135,8 @@ class OpenVinoUNet:
         return tuple(example)
 
     def _convert(self, ov):
-        graph = UNetGraph(self.torch_module, self.sdxl).eval()  # runs in __init__, before the reference goes
+        graph = (FeatureUNetGraph(self.torch_module, self.sdxl, self.deepcache_layers) if self.deepcache_layers
+                 else UNetGraph(self.torch_module, self.sdxl)).eval()  # runs in __init__, before the reference goes
         example = self._example()
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", torch.jit.TracerWarning)  # shape checks traced as constants: fine,
@@ -129,15 +145,20 @@ class OpenVinoUNet:
             traced = torch.jit.trace(graph, example, check_trace=False, strict=False)
         return ov.convert_model(traced, example_input=example)
 
-    def _compiled_for(self, inputs: list[torch.Tensor]):
+    def _compiled_for(self, inputs: list[torch.Tensor], with_features: bool = False):
+        """The graph compiled for these input shapes; without `with_features` its DeepCache feature outputs
+        are cut off first, so a plain call runs exactly the plain UNet graph."""
         shapes = tuple(tuple(x.shape) for x in inputs)
-        if shapes not in self._compiled:
+        key = (shapes, with_features and len(self._model.outputs) > 1)
+        if key not in self._compiled:
             model = self._model.clone()
+            if not key[1] and len(model.outputs) > 1:
+                model = self._ov.Model([model.output(0)], model.get_parameters(), model.get_friendly_name())
             model.reshape({port.get_any_name(): list(shape) for port, shape in zip(model.inputs, shapes)})
-            self._compiled[shapes] = self._core.compile_model(
+            self._compiled[key] = self._core.compile_model(
                 model, "CPU", {"INFERENCE_PRECISION_HINT": self.inference_precision})
             page_out_mappings_under(self.cache_path.parent)  # the graph file's pages, once compiled
-        return self._compiled[shapes]
+        return self._compiled[key]
 
     def __getattr__(self, name: str):
         # Only reached for attributes a torch UNet has and this stand-in does not (modules, LoRA hooks...).
@@ -145,11 +166,83 @@ class OpenVinoUNet:
                              "the torch UNet's modules (LoRA, ControlNet, attention changes) need backend='torch'")
 
     def __call__(self, sample, timestep, encoder_hidden_states, added_cond_kwargs=None, **kwargs) -> _Output:
+        if self.call_hook is not None:
+            return self.call_hook(sample, timestep, encoder_hidden_states, added_cond_kwargs, **kwargs)
+        return _Output(self.run_graph(sample, timestep, encoder_hidden_states, added_cond_kwargs, kwargs)[0])
+
+    def run_graph(self, sample, timestep, encoder_hidden_states, added_cond_kwargs, kwargs: dict,
+                  feature: int = 0) -> list[torch.Tensor]:
+        """One call of the UNet graph (recorded for calibration): [UNet output] or, with `feature` k,
+        [UNet output, the deep feature of a DeepCache branch with k shallow layers]."""
         refuse_graph_keywords(kwargs, "The openvino backend", "use backend='torch' for this generation")
         inputs = flat_unet_inputs(sample, timestep, encoder_hidden_states, added_cond_kwargs, self.sdxl)
-        compiled = self._compiled_for(inputs)
+        compiled = self._compiled_for(inputs, with_features=bool(feature))
         arrays = [x.numpy() for x in inputs]
         if self._recorded is not None:
             self._recorded.append([a.copy() for a in arrays])
         result = compiled(arrays)
-        return _Output(torch.from_numpy(result[compiled.outputs[0]].copy()))
+        wanted = [0, feature] if feature else [0]
+        return [torch.from_numpy(result[compiled.outputs[i]].copy()) for i in wanted]
+
+    def check_deepcache_branch(self, shallow_layers: int) -> None:
+        """Refuse a DeepCache setting this graph cannot serve, naming why (before anything changes)."""
+        if not self.deepcache_layers:
+            raise ValueError("DeepCache cannot split this UNet's outer blocks (not diffusers' SD layout), so its "
+                             "OpenVINO graph has no DeepCache branch; generate without DeepCache")
+        if shallow_layers > self.deepcache_layers:
+            raise ValueError(f"shallow_layers={shallow_layers} exceeds the {self.deepcache_layers} layers of the "
+                             f"UNet's final up block; use 1 .. {self.deepcache_layers}")
+
+    def deepcache_branch(self, shallow_layers: int) -> "OpenVinoDeepCacheBranch":
+        """DeepCache's two halves on this graph: exports (once, cached on disk next to the UNet graph) the
+        shallow branch with `shallow_layers` layers; the full half is the UNet graph's own feature output."""
+        self.check_deepcache_branch(shallow_layers)
+        if shallow_layers not in self._branches:
+            self._branches[shallow_layers] = OpenVinoDeepCacheBranch(self, shallow_layers)
+        return self._branches[shallow_layers]
+
+
+class OpenVinoDeepCacheBranch:
+    """The shallow branch as a graph of its own, kept in floating point (bf16 inference) also when the UNet
+    graph is int8: it is a small share of the work, and it is what carries each step's detail."""
+
+    def __init__(self, unet: OpenVinoUNet, shallow_layers: int) -> None:
+        self.unet, self.shallow_layers = unet, shallow_layers
+        key = {"part": "unet-shallow", "unet": unet.cache_key, "shallow_layers": shallow_layers}
+        model, self.cache_path, self.cache_hit = load_or_export(
+            unet.cache_path.parent, key, lambda: trace_to_openvino(self._graph(), self._example(), static=False))
+        self._compiled = CompiledShapes(model, cache_dir=unet.cache_path.parent,
+                                        inference_precision=unet.inference_precision)
+
+    def _graph(self) -> ShallowUNetGraph:
+        return ShallowUNetGraph(self.unet._shallow_part, self.unet.sdxl, self.shallow_layers)
+
+    def _example(self) -> tuple:
+        part = self.unet._shallow_part
+        example = list(self.unet._example(batch=2))
+        last = part.up_blocks[-1]
+        index = len(last.resnets) - self.shallow_layers  # the layer the feature enters
+        channels = last.resnets[index].conv1.in_channels - _skip_channels(part, self.shallow_layers)
+        size = example[0].shape[-1]
+        example.insert(3, torch.randn(2, channels, size, size))
+        return tuple(example)
+
+    def full(self, sample, timestep, encoder_hidden_states, added_cond_kwargs=None, **kwargs):
+        """A full UNet call; returns (output, the feature the shallow branch starts from)."""
+        output, feature = self.unet.run_graph(sample, timestep, encoder_hidden_states, added_cond_kwargs, kwargs,
+                                              feature=self.shallow_layers)
+        return _Output(output), feature
+
+    def shallow(self, feature, sample, timestep, encoder_hidden_states, added_cond_kwargs=None, **kwargs) -> _Output:
+        refuse_graph_keywords(kwargs, "The openvino backend", "use backend='torch' for this generation")
+        inputs = flat_unet_inputs(sample, timestep, encoder_hidden_states, added_cond_kwargs, self.unet.sdxl)
+        inputs.insert(3, feature.float().contiguous())
+        return _Output(self._compiled([x.numpy() for x in inputs])[0])
+
+
+def _skip_channels(part, shallow_layers: int) -> int:
+    """Channels of the skip concatenated with the feature at the first recomputed layer (deepest skip first)."""
+    first = part.down_blocks[0]
+    if shallow_layers == 1:
+        return part.conv_in.out_channels
+    return first.resnets[shallow_layers - 2].out_channels

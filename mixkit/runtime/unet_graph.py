@@ -43,3 +43,41 @@ def flat_unet_inputs(sample, timestep, encoder_hidden_states, added_cond_kwargs,
         inputs += [added_cond_kwargs["text_embeds"].float().contiguous(),
                    added_cond_kwargs["time_ids"].float().contiguous()]
     return inputs
+
+
+class FeatureUNetGraph(torch.nn.Module):
+    """`UNetGraph` that also returns DeepCache's deep features: output 0 is the UNet's output, output k
+    (1 .. `layers`) the feature a DeepCache branch with k shallow layers starts from. One graph serves the
+    plain call and every branch depth, so a backend stores one UNet graph, not one per setting."""
+
+    def __init__(self, unet: torch.nn.Module, sdxl: bool, layers: int) -> None:
+        super().__init__()
+        self.plain, self.layers = UNetGraph(unet, sdxl), layers  # not "graph": a traced module's own attribute
+
+    def forward(self, sample, timestep, encoder_hidden_states, text_embeds=None, time_ids=None):
+        from mixkit.models.diffusion.deepcache_branch import capture_feature
+
+        features: dict[int, torch.Tensor] = {}
+        hooks = [capture_feature(self.plain.unet, k, lambda x, k=k: features.__setitem__(k, x))
+                 for k in range(1, self.layers + 1)]
+        try:
+            output = self.plain(sample, timestep, encoder_hidden_states, text_embeds, time_ids)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        return (output, *(features[k] for k in range(1, self.layers + 1)))
+
+
+class ShallowUNetGraph(torch.nn.Module):
+    """DeepCache's shallow branch with plain tensor inputs: the UNet inputs, then the cached feature."""
+
+    def __init__(self, unet: torch.nn.Module, sdxl: bool, shallow_layers: int) -> None:
+        super().__init__()
+        self.unet, self.sdxl, self.shallow_layers = unet, sdxl, shallow_layers
+
+    def forward(self, sample, timestep, encoder_hidden_states, feature, text_embeds=None, time_ids=None):
+        from mixkit.models.diffusion.deepcache_branch import shallow_forward
+
+        added = {"text_embeds": text_embeds, "time_ids": time_ids} if self.sdxl else None
+        return shallow_forward(self.unet, feature, self.shallow_layers, sample, timestep, encoder_hidden_states,
+                               added_cond_kwargs=added).sample

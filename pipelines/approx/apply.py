@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from mixkit.models.diffusion import ModelFamily
 from pipelines.approx.deepcache import (DeepCacheSettings, apply_deepcache, check_deepcache_interval,
-                                        check_deepcache_unet, deepcache_state, remove_deepcache)
+                                        deepcache_state, prepare_deepcache, remove_deepcache)
 from pipelines.approx.int8 import Int8Calibration, calibration_params, check_int8_target, install_int8, remove_int8
 from pipelines.approx.labels import label_infotexts, model_labels, set_model_labels
 from pipelines.approx.taesd import (default_taesd_source, install_taesd_decode, load_taesd, remove_taesd_decode,
@@ -60,9 +60,12 @@ def check_approximate_inputs(pipe, taesd, deepcache, tome, taesd_variant, int8=N
     if _wants_int8(int8):
         if int8 is not True and not isinstance(int8, Int8Calibration):
             raise TypeError(f"int8 must be True, False or an Int8Calibration(...), got {type(int8).__name__}: {int8!r}")
-        if (deepcache is not None and deepcache > 1) or (tome is not None and tome > 0):
-            raise ValueError("int8 runs a fixed quantized graph: DeepCache and ToMe cannot be combined with it; "
-                             "choose int8 or them")
+        if tome is not None and tome > 0:
+            raise ValueError("int8 runs a fixed quantized graph: ToMe (which changes its attention) cannot be "
+                             "combined with it; choose int8 or ToMe")
+        if deepcache is not None and deepcache > 1 and not _is_openvino_unet(pipe.model.unet):
+            raise ValueError("int8 on the torch backend compiles one fixed graph, which DeepCache's shallow branch "
+                             "cannot run on; use backend 'openvino' for int8 with DeepCache, or choose one of them")
         calibration = _calibration(int8)
         if taesd is not None and calibration.vae_decoder:
             raise ValueError("TAESD replaces the VAE decoder, so an int8 VAE decoder (vae_decoder=True) would never "
@@ -97,10 +100,10 @@ def approximate(pipe, *, taesd: str | os.PathLike | None = None, deepcache: int 
     # ToMe there merges in the first level that has attention, at 1/2 resolution.
     max_downsample = 2 if model.family is ModelFamily.SDXL else 1
     tome_settings = TokenMergingSettings(tome, max_downsample=max_downsample) if use_tome else None
-    if use_deepcache or use_tome:
+    if use_tome:
         _check_plain_unet(model.unet)
     if deepcache_settings is not None:
-        check_deepcache_unet(model.unet, deepcache_settings)
+        prepare_deepcache(model.unet, deepcache_settings)  # OpenVINO exports its shallow branch: may fail, no change
     tiny_vae = None
     source = None
     if taesd is not None:  # loading may fail (missing folder, offline): still nothing changed
@@ -183,12 +186,19 @@ def _calibration(int8: bool | Int8Calibration) -> Int8Calibration:
     return int8 if isinstance(int8, Int8Calibration) else Int8Calibration()
 
 
+def _is_openvino_unet(unet) -> bool:
+    from mixkit.runtime.openvino_unet import OpenVinoUNet
+
+    return isinstance(unet, OpenVinoUNet)
+
+
 def _check_plain_unet(unet) -> None:
+    """ToMe replaces attention processors, so it needs the diffusers UNet's modules (DeepCache checks its own)."""
     from diffusers import UNet2DConditionModel
 
     if not isinstance(unet, UNet2DConditionModel):
-        raise ValueError(f"DeepCache and ToMe need the diffusers UNet; this model's UNet is {type(unet).__name__} "
-                         "(e.g. the openvino backend's compiled graph). Use backend 'torch' with them.")
+        raise ValueError(f"ToMe needs the diffusers UNet; this model's UNet is {type(unet).__name__} "
+                         "(e.g. the openvino backend's compiled graph). Use backend 'torch' with it.")
     if "_mixkit_eager_forward" in unet.__dict__:  # mixkit.runtime.compile's marker
-        raise ValueError("DeepCache and ToMe cannot be used on a compiled UNet (the compiled graph fixes the "
-                         "control flow and attention they change); drop compile or these approximations")
+        raise ValueError("ToMe cannot be used on a compiled UNet (the compiled graph fixes the attention it "
+                         "changes); drop compile or ToMe")

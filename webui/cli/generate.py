@@ -153,6 +153,12 @@ def check_approximation_args(args: argparse.Namespace) -> None:
                 check(value)
             except ValueError as error:
                 raise ValueError(f"{flag}: {error}") from None
+    if (args.tome or 0) > 0 and args.backend != "torch":
+        raise ValueError(f"--tome changes the diffusers UNet's attention, which --backend {args.backend} replaces with "
+                         "a fixed graph; use --backend torch for --tome")
+    if (args.deepcache or 1) > 1 and args.backend == "torch.compile":
+        raise ValueError("--deepcache changes the UNet's control flow, which --backend torch.compile fixes; "
+                         "use --backend torch or openvino for --deepcache")
     vae_decoder = getattr(args, "int8_vae_decoder", "auto")
     if vae_decoder != "auto" and not getattr(args, "int8", False):
         raise ValueError(f"--int8-vae-decoder {vae_decoder} needs --int8 (it says whether --int8 covers the VAE decoder)")
@@ -168,6 +174,9 @@ def check_approximation_args(args: argparse.Namespace) -> None:
             from mixkit.runtime.torch_int8 import require_torchao
 
             require_torchao()
+            if (args.deepcache or 1) > 1:
+                raise ValueError("--int8 on --backend torch compiles one fixed graph, which DeepCache's shallow branch "
+                                 "cannot run on; use --backend openvino for --int8 with --deepcache")
             if args.batch_size != 1:
                 raise ValueError("--int8 on --backend torch compiles its graph for one image at a time; "
                                  "use --batch-count instead of --batch-size, or --backend openvino")

@@ -112,8 +112,11 @@ def test_compiled_or_replaced_unets_are_refused(tiny_sd1_dir):
     with pytest.raises(ValueError, match="cannot be used on a compiled UNet"):
         approximate(pipe, tome=0.5)
     pipe.model.unet = torch.nn.Identity()
-    with pytest.raises(ValueError, match="need the diffusers UNet; this model's UNet is Identity"):
+    with pytest.raises(ValueError, match="DeepCache needs a diffusers UNet2DConditionModel or the openvino backend's "
+                                         "UNet graph, got Identity"):
         approximate(pipe, deepcache=2)
+    with pytest.raises(ValueError, match="ToMe needs the diffusers UNet; this model's UNet is Identity"):
+        approximate(pipe, tome=0.5)
 
 
 @pytest.mark.parametrize("params, expected", [

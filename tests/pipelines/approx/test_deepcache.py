@@ -140,7 +140,7 @@ def test_unsupported_unets_are_refused_and_left_alone(tiny_sd1_dir):
     with pytest.raises(ValueError, match="cannot wrap a compiled UNet"):
         apply_deepcache(unet, DeepCacheSettings(interval=2))
     assert deepcache_state(unet) is None
-    with pytest.raises(ValueError, match="needs a diffusers UNet2DConditionModel, got Linear"):
+    with pytest.raises(ValueError, match="needs a diffusers UNet2DConditionModel or the openvino backend.s UNet graph, got Linear"):
         apply_deepcache(torch.nn.Linear(2, 2), DeepCacheSettings(interval=2))
 
 

@@ -37,6 +37,9 @@ def test_exact_run_prints_no_approximate_line(tiny_sd1_dir, tmp_path, capsys):
     (["--int8", "--batch-size", "2"], "--int8 on --backend torch compiles its graph for one image at a time"),
     (["--int8-vae-decoder", "off"], "--int8-vae-decoder off needs --int8"),
     (["--int8", "--int8-vae-decoder", "on"], "--int8-vae-decoder on needs --backend openvino"),
+    (["--int8", "--deepcache", "2"], "use --backend openvino for --int8 with --deepcache"),
+    (["--tome", "0.5", "--backend", "openvino"], "use --backend torch for --tome"),
+    (["--deepcache", "2", "--backend", "torch.compile"], "use --backend torch or openvino for --deepcache"),
 ])
 def test_bad_values_are_one_line_errors_and_write_nothing(tiny_sd1_dir, tmp_path, capsys, extra, message):
     out = tmp_path / "out"
@@ -76,3 +79,14 @@ def test_int8_on_openvino_labels_the_png_and_reuses_its_calibration(tiny_sd1_dir
     third = capsys.readouterr()
     labels = parse_optimization(Image.open(third.out.split()[0]).text["parameters"])
     assert labels.int8 and not labels.int8_vae and "int8 UNet (OpenVINO" in third.err
+
+
+def test_deepcache_on_openvino_labels_the_png(tiny_sd1_dir, tmp_path, capsys, monkeypatch):
+    pytest.importorskip("openvino", reason="openvino not installed: pip install 'mixkit[openvino]'")
+    monkeypatch.setenv("MIXKIT_CACHE_DIR", str(tmp_path / "cache"))
+    assert main(["generate", "a cube", "--model", str(tiny_sd1_dir), *ARGS, "--backend", "openvino", "--deepcache", "2",
+                 "-o", str(tmp_path / "out")]) == 0
+    captured = capsys.readouterr()
+    assert "DeepCache: full UNet every 2 steps" in captured.err
+    assert parse_optimization(Image.open(captured.out.split()[0]).text["parameters"]).deepcache == 2
+    assert list((tmp_path / "cache" / "openvino").glob("unet-shallow-*.xml"))  # the branch's graph, cached

@@ -77,8 +77,10 @@ def test_a_step_without_the_negative_prompt_runs_padded_to_the_compiled_batch(pi
 
 def test_int8_with_deepcache_or_tome_is_refused(pipe, quantized):
     unet = pipe.model.unet
-    with pytest.raises(ValueError, match="DeepCache and ToMe cannot be combined with it"):
+    with pytest.raises(ValueError, match="use backend 'openvino' for int8 with DeepCache"):
         approximate(pipe, int8=CALIBRATION, deepcache=2)
+    with pytest.raises(ValueError, match="ToMe .*cannot be combined with it"):
+        approximate(pipe, int8=CALIBRATION, tome=0.5)
     assert pipe.model.unet is unet
 
 
