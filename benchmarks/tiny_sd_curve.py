@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 SETTINGS = ("learning_rate", "train_images", "seed", "offset_noise", "train_text_encoder",
-            "full_resolution_attention", "foreground_weight")
+            "full_resolution_attention", "full_resolution_transformer_layers", "foreground_weight")
 
 
 def run_chain(record: dict) -> list[dict]:
