@@ -71,7 +71,8 @@ def build_row(name: str, model: str, steps: int, deepcache: int):
 
     pipe = TextToImage.from_pretrained(model)
     optimize(pipe, "fast", "openvino" if "openvino" in name else "torch")
-    int8 = "int8" in name and Int8Calibration(steps=steps, vae_decoder=False if name.endswith("-unet") else None)
+    int8 = (Int8Calibration(steps=steps, vae_decoder=False if name.endswith("-unet") else None)
+            if "int8" in name else False)
     cache = deepcache if name.endswith("+deepcache") else None
     if int8 or cache:
         start = time.perf_counter()

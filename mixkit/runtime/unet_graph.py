@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from mixkit.models.diffusion.deepcache_branch import capture_feature, shallow_forward
+
 
 class UNetGraph(torch.nn.Module):
     """The UNet with plain tensor inputs and output, as a traced graph needs (SDXL: two more inputs)."""
@@ -55,8 +57,6 @@ class FeatureUNetGraph(torch.nn.Module):
         self.plain, self.layers = UNetGraph(unet, sdxl), layers  # not "graph": a traced module's own attribute
 
     def forward(self, sample, timestep, encoder_hidden_states, text_embeds=None, time_ids=None):
-        from mixkit.models.diffusion.deepcache_branch import capture_feature
-
         features: dict[int, torch.Tensor] = {}
         hooks = [capture_feature(self.plain.unet, k, lambda x, k=k: features.__setitem__(k, x))
                  for k in range(1, self.layers + 1)]
@@ -76,8 +76,6 @@ class ShallowUNetGraph(torch.nn.Module):
         self.unet, self.sdxl, self.shallow_layers = unet, sdxl, shallow_layers
 
     def forward(self, sample, timestep, encoder_hidden_states, feature, text_embeds=None, time_ids=None):
-        from mixkit.models.diffusion.deepcache_branch import shallow_forward
-
         added = {"text_embeds": text_embeds, "time_ids": time_ids} if self.sdxl else None
         return shallow_forward(self.unet, feature, self.shallow_layers, sample, timestep, encoder_hidden_states,
                                added_cond_kwargs=added).sample

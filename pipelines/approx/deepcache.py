@@ -73,10 +73,12 @@ def apply_deepcache(unet, settings: DeepCacheSettings) -> DeepCacheState:
     not know.
     """
     check_deepcache_unet(unet, settings)
+    # A graph stand-in's branch may be exported now (slow) or fail: before anything changes.
+    branch = unet.deepcache_branch(settings.shallow_layers) if _is_graph_standin(unet) else None
     remove_deepcache(unet)
     state = DeepCacheState(settings)
-    if _is_graph_standin(unet):
-        _install_on_graph(unet, state)
+    if branch is not None:
+        _install_on_graph(unet, branch, state)
         return state
     plain_forward = unet.forward
 
@@ -120,10 +122,9 @@ def _is_graph_standin(unet) -> bool:
     return callable(getattr(type(unet), "deepcache_branch", None))
 
 
-def _install_on_graph(unet, state: DeepCacheState) -> None:
+def _install_on_graph(unet, branch, state: DeepCacheState) -> None:
     """The same schedule on a graph stand-in: its full graph also returns the feature, its shallow graph
-    takes it back."""
-    branch = unet.deepcache_branch(state.settings.shallow_layers)  # may export (slow) or fail: before any change
+    (`branch`, from `unet.deepcache_branch`) takes it back."""
 
     def call(sample, timestep, encoder_hidden_states, added_cond_kwargs=None, **kwargs):
         if _should_run_full(state, sample, timestep):
