@@ -25,7 +25,7 @@ import torch
 from mixkit.runtime.openvino_cache import (OPENVINO_HINT, CompiledShapes, ExportIdentity,  # noqa: F401
                                            graph_config, load_or_export, require_openvino, trace_to_openvino,
                                            weights_fingerprint)
-from mixkit.models.diffusion.deepcache_branch import branch_layers, shallow_part
+from mixkit.models.diffusion.deepcache_branch import branch_layers, check_shallow_layers, shallow_part
 from mixkit.runtime.resident_pages import page_out_mappings_under
 from mixkit.runtime.unet_graph import (FeatureUNetGraph, ShallowUNetGraph, UNetGraph, flat_unet_inputs, is_sdxl,
                                        refuse_graph_keywords)
@@ -189,9 +189,7 @@ class OpenVinoUNet:
         if not self.deepcache_layers:
             raise ValueError("DeepCache cannot split this UNet's outer blocks (not diffusers' SD layout), so its "
                              "OpenVINO graph has no DeepCache branch; generate without DeepCache")
-        if shallow_layers > self.deepcache_layers:
-            raise ValueError(f"shallow_layers={shallow_layers} exceeds the {self.deepcache_layers} layers of the "
-                             f"UNet's final up block; use 1 .. {self.deepcache_layers}")
+        check_shallow_layers(shallow_layers, self.deepcache_layers)
 
     def deepcache_branch(self, shallow_layers: int) -> "OpenVinoDeepCacheBranch":
         """DeepCache's two halves on this graph: exports (once, cached on disk next to the UNet graph) the
@@ -218,11 +216,9 @@ class OpenVinoDeepCacheBranch:
         return ShallowUNetGraph(self.unet._shallow_part, self.unet.sdxl, self.shallow_layers)
 
     def _example(self) -> tuple:
-        part = self.unet._shallow_part
         example = list(self.unet._example(batch=2))
-        last = part.up_blocks[-1]
-        index = len(last.resnets) - self.shallow_layers  # the layer the feature enters
-        channels = last.resnets[index].conv1.in_channels - _skip_channels(part, self.shallow_layers)
+        # The UNet graph's own feature output says the feature's channels (static even in a dynamic graph).
+        channels = self.unet.graph.outputs[self.shallow_layers].get_partial_shape()[1].get_length()
         size = example[0].shape[-1]
         example.insert(3, torch.randn(2, channels, size, size))
         return tuple(example)
@@ -239,10 +235,3 @@ class OpenVinoDeepCacheBranch:
         inputs.insert(3, feature.float().contiguous())
         return _Output(self._compiled([x.numpy() for x in inputs])[0])
 
-
-def _skip_channels(part, shallow_layers: int) -> int:
-    """Channels of the skip concatenated with the feature at the first recomputed layer (deepest skip first)."""
-    first = part.down_blocks[0]
-    if shallow_layers == 1:
-        return part.conv_in.out_channels
-    return first.resnets[shallow_layers - 2].out_channels

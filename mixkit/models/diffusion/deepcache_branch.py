@@ -42,7 +42,11 @@ def check_branch_layout(unet, shallow_layers: int) -> None:
     problem = layout_problem(unet)
     if problem:
         raise ValueError(problem)
-    layers = len(unet.up_blocks[-1].resnets)
+    check_shallow_layers(shallow_layers, len(unet.up_blocks[-1].resnets))
+
+
+def check_shallow_layers(shallow_layers: int, layers: int) -> None:
+    """The branch recomputes at most the final up block's `layers` layers."""
     if shallow_layers > layers:
         raise ValueError(f"shallow_layers={shallow_layers} exceeds the {layers} layers of the UNet's final "
                          f"up block; use 1 .. {layers}")

@@ -10,7 +10,8 @@ pytest.importorskip("openvino", reason="openvino not installed: pip install 'mix
 
 from mixkit.runtime.openvino_unet import OpenVinoUNet  # noqa: E402
 from pipelines.approx import approximate, deepcache_state, model_labels, remove_approximations  # noqa: E402
-from pipelines.approx.deepcache import DeepCacheSettings, apply_deepcache, shallow_forward  # noqa: E402
+from pipelines.approx.deepcache import (DeepCacheSettings, apply_deepcache, remove_deepcache,  # noqa: E402
+                                        shallow_forward)
 from pipelines.infotext import parse_optimization  # noqa: E402
 from pipelines.optimize import optimize  # noqa: E402
 from pipelines.txt2img import TextToImage  # noqa: E402
@@ -63,7 +64,6 @@ def test_feature_output_and_shallow_graph_match_the_eager_deepcache(converted, s
                                    rtol=1e-4, atol=1e-4)
         assert sorted(len(c.outputs) for c in standin._compiled.values()) == [1, 1 + standin.deepcache_layers]
     finally:
-        from pipelines.approx.deepcache import remove_deepcache
         remove_deepcache(eager)
 
 
