@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from mixkit.training import diffusion_objective as objective
+from mixkit.training.latent_cache import LatentCache
 from mixkit.training.text_conditioning import encode_sd, encode_sdxl
 from mixkit.training.training_state import checkpoint_path, save_training_state
 
@@ -94,6 +95,7 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
     batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
     epoch_cache: dict[int, list[list[int]]] = {}
     vae, scaling = model.vae, model.vae.config.scaling_factor
+    latent_cache = LatentCache() if config.cache_latents else None
     end = stop_at_step or config.max_steps
     bar = tqdm(total=config.max_steps, initial=step, disable=not accelerator.is_local_main_process, desc="train")
     tick = time.perf_counter()
@@ -104,12 +106,15 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
             epoch, position = divmod(index, batches_per_epoch)
             if epoch not in epoch_cache:
                 epoch_cache = {epoch: dataset.epoch_batches(epoch, config.batch_size, config.seed)}
-            batch = dataset.load_batch(epoch_cache[epoch][position])
+            records = epoch_cache[epoch][position]
+            batch = dataset.load_batch(records)
             generator = torch.Generator().manual_seed(config.seed * SEED_STRIDE + index)
             with accelerator.accumulate(denoiser):
                 with torch.no_grad():
                     pixels = batch["pixels"].to(accelerator.device, vae.dtype)
-                    latents = vae.encode(pixels).latent_dist.sample(generator=generator) * scaling
+                    posterior = (latent_cache.posterior(vae, records, pixels) if latent_cache is not None
+                                 else vae.encode(pixels).latent_dist)
+                    latents = posterior.sample(generator=generator) * scaling
                 noise = objective.offset_noise(latents.shape, generator, config.noise_offset)
                 timesteps = torch.randint(0, num_timesteps, (latents.shape[0],), generator=generator)
                 noisy = objective.add_noise(latents, noise, timesteps, alphas_cumprod)

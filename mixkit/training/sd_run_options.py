@@ -30,6 +30,9 @@ class SDRunOptions:
     validation_guidance_scale: float = 7.0
     log_with: str | None = None
     logging_dir: str | None = None
+    # Encode each training image once and keep its posterior in memory (kohya's --cache_latents): the frozen
+    # VAE and the trainers' fixed centre crops make that exact; only the sampled latent changes per step.
+    cache_latents: bool = False
 
     def check_run_options(self) -> None:
         """Raise ValueError/TypeError naming the first run option out of range."""
@@ -39,6 +42,8 @@ class SDRunOptions:
         LR_SCHEDULES.get(self.lr_schedule)
         if self.log_with is not None:
             LOG_TARGETS.get(self.log_with)
+        if not isinstance(self.cache_latents, bool):
+            raise TypeError(f"cache_latents must be true or false, got {self.cache_latents!r}")
         if not isinstance(self.validation_prompts, list) or not all(isinstance(p, str) for p in self.validation_prompts):
             raise TypeError(f"validation_prompts must be a list of strings, got {self.validation_prompts!r}")
         for name in ("validation_every", "validation_seed"):

@@ -349,3 +349,32 @@ def test_disabled_network_runs_the_base_model_and_reattaches(tiny_sd1_dir):
             assert torch.equal(unet(*inputs).sample, plain)
         assert torch.equal(unet(*inputs).sample, adapted) and not torch.allclose(adapted, plain)
     network.detach()
+
+
+def test_cached_latents_train_what_per_step_encoding_trains_and_encode_each_image_once(tiny_sd1_dir, colour_dataset,
+                                                                                      tmp_path):
+    from safetensors.torch import load_file
+
+    model = load_diffusion_model(tiny_sd1_dir)
+    encoded_rows = []
+    encode = model.vae.encode
+    model.vae.encode = lambda pixels, *a, **k: encoded_rows.append(len(pixels)) or encode(pixels, *a, **k)
+    # Two epochs of three images repeated twice (kohya's 2_square): per-step encoding sees each image four
+    # times, the cache once, also where a batch holds an image and its repeat.
+    settings = dict(max_steps=4, batch_size=3, noise_offset=0.1, min_snr_gamma=5.0)
+    plain = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "plain.safetensors", **settings), model=model)
+    per_step_rows, encoded_rows[:] = sum(encoded_rows), []
+    cached = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "cached.safetensors", cache_latents=True,
+                                   **settings), model=model)
+    images = len(list(colour_dataset.glob("*/*.png")))
+    assert images == 3 and per_step_rows == 4 * 3 and sum(encoded_rows) == images
+    # The same latent draws: only the encoder's batch composition differs, so the runs agree to rounding.
+    assert cached.losses == pytest.approx(plain.losses, rel=1e-4)
+    a, b = load_file(plain.output), load_file(cached.output)
+    assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
+    assert read_safetensors_metadata(cached.output)["ss_cache_latents"] == "True"
+
+
+def test_cache_latents_must_be_a_boolean(tiny_sd1_dir, colour_dataset, tmp_path):
+    with pytest.raises(TypeError, match="cache_latents must be true or false"):
+        train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "x.safetensors", cache_latents="yes"))

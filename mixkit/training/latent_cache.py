@@ -1,0 +1,39 @@
+"""The VAE's posterior per training image, encoded once instead of at every step (kohya's `cache_latents`).
+
+The SD trainers freeze the autoencoder and apply no random augmentation (images are centre-cropped to
+their bucket), so an image's posterior (mean and log-variance) is the same every time it is drawn; only
+the latent *sampled* from it changes, and that draw still comes from the step's generator. On a small
+UNet the encoder is a tenth of a step's compute (mixkit-tiny-sd's LoRA benchmark: 0.13 of 1.15 s).
+
+Posteriors are kept in memory, at the VAE's dtype and device, keyed by dataset record: a record repeated
+in an epoch is encoded once. Memory: 2 x latent size per image (SD 1.5 at 512 px: 131 KB in fp32).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class LatentCache:
+    """Posterior parameters by record index, filled on first sight, so a resumed run needs no warm-up."""
+
+    def __init__(self) -> None:
+        self._parameters: dict[int, torch.Tensor] = {}
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def posterior(self, vae, records: list[int], pixels: torch.Tensor):
+        """The batch's posterior (a diffusers `DiagonalGaussianDistribution`) for `records`, encoding only new ones.
+
+        `pixels` are the batch's images in the order of `records`; rows already cached are not encoded.
+        Sampling from the result draws the same noise as `vae.encode(pixels).latent_dist` would.
+        """
+        from diffusers.models.autoencoders.vae import DiagonalGaussianDistribution
+
+        # A record repeated within the batch (kohya repeats) is encoded once: its first row stands for it.
+        missing = {record: row for row, record in reversed(list(enumerate(records))) if record not in self._parameters}
+        if missing:
+            encoded = vae.encode(pixels[list(missing.values())]).latent_dist.parameters
+            self._parameters.update(zip(missing, encoded))
+        return DiagonalGaussianDistribution(torch.stack([self._parameters[record] for record in records]))
