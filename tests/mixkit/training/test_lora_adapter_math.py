@@ -1,0 +1,39 @@
+"""The training adapter adds exactly `up(down(x)) * multiplier * alpha / rank`, whichever path computes it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from mixkit.training.lora_network import LoraAdapter
+
+
+@pytest.mark.parametrize("base, x", [(nn.Linear(6, 5), torch.randn(2, 7, 6)), (nn.Linear(6, 5), torch.randn(6)),
+                                     (nn.Conv2d(6, 5, 1), torch.randn(2, 6, 3, 3)),
+                                     (nn.Conv2d(6, 5, 3, padding=1), torch.randn(2, 6, 4, 4))])
+def test_added_output_is_the_scaled_low_rank_product(base, x):
+    torch.manual_seed(0)
+    adapter = LoraAdapter(base, rank=3, alpha=1.5)
+    nn.init.normal_(adapter.lora_up.weight)
+    adapter.multiplier = 0.7
+    out = base(x)
+    expected = out + adapter.lora_up(adapter.lora_down(x)) * (0.7 * 1.5 / 3)
+    torch.testing.assert_close(adapter.added_to(out, x), expected)
+    torch.testing.assert_close(out + adapter(x), expected)
+
+
+def test_fused_add_trains_the_same_gradients_as_the_plain_sum():
+    torch.manual_seed(0)
+    base, x = nn.Linear(6, 5), torch.randn(4, 6, requires_grad=True)
+    adapter = LoraAdapter(base, rank=2, alpha=2.0)
+    nn.init.normal_(adapter.lora_up.weight)
+    grads = []
+    for combine in (lambda out: adapter.added_to(out, x),
+                    lambda out: out + adapter.lora_up(adapter.lora_down(x)) * (2.0 / 2)):
+        adapter.zero_grad(set_to_none=True)
+        x.grad = None
+        combine(base(x)).square().sum().backward()
+        grads.append([x.grad.clone(), adapter.lora_down.weight.grad.clone(), adapter.lora_up.weight.grad.clone()])
+    for fused, plain in zip(*grads):
+        torch.testing.assert_close(fused, plain)
