@@ -6,7 +6,7 @@ The defaults are the fastest recipe measured on the shipped model that keeps ins
 UNet and text-encoder LoRA at 2e-3 for 500 steps, 1200 concept images against 600 class images (two thirds
 of each batch show the concept), the class images trained towards the base model's own prediction at prior
 weight 4.5, latents cached, fp32, one thread: 8.5-9.0 CPU minutes, base world 93-97%, but hearts at 69-85%
-over seeds (76%, 73%, 85% on the step-7 UNet; 69% on the shipped one, seed 2): the 80% is not yet reliable.
+over seeds (76%, 73%, 85% on the step-7 UNet; 84%, 82%, 69% on the shipped one): met by two seeds of three.
 
 1. Data: `write_kohya_folder` of the concept (hearts in every base colour, on every base
    background) and of the base world, used as prior-preservation ("class") images so the other
