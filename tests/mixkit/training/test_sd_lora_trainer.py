@@ -360,7 +360,7 @@ def test_cached_latents_train_what_per_step_encoding_trains_and_encode_each_imag
     encode = model.vae.encode
     model.vae.encode = lambda pixels, *a, **k: encoded_rows.append(len(pixels)) or encode(pixels, *a, **k)
     # Two epochs of three images repeated twice (kohya's 2_square): per-step encoding sees each image four
-    # times, the cache once, also where a batch holds an image and its repeat.
+    # times, the cache once (a repeat inside one batch: test_latent_cache.py).
     settings = dict(max_steps=4, batch_size=3, noise_offset=0.1, min_snr_gamma=5.0)
     plain = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "plain.safetensors", **settings), model=model)
     per_step_rows, encoded_rows[:] = sum(encoded_rows), []
