@@ -90,6 +90,10 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
     noise_schedule = DDPMScheduler.from_config(model.scheduler_config)
     alphas_cumprod = noise_schedule.alphas_cumprod
     num_timesteps = noise_schedule.config.num_train_timesteps
+    low, high = config.min_timestep, config.max_timestep or num_timesteps
+    if high > num_timesteps or low >= high:
+        raise ValueError(f"min_timestep={config.min_timestep} and max_timestep={config.max_timestep} must lie in "
+                         f"0..{num_timesteps}, the model's num_train_timesteps, with min below max")
     world, rank = accelerator.num_processes, accelerator.process_index
     accum = config.gradient_accumulation_steps
     batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
@@ -116,7 +120,7 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
                                  else vae.encode(pixels).latent_dist)
                     latents = posterior.sample(generator=generator) * scaling
                 noise = objective.offset_noise(latents.shape, generator, config.noise_offset)
-                timesteps = torch.randint(0, num_timesteps, (latents.shape[0],), generator=generator)
+                timesteps = torch.randint(low, high, (latents.shape[0],), generator=generator)
                 noisy = objective.add_noise(latents, noise, timesteps, alphas_cumprod)
                 prediction = denoiser(noisy, timesteps.to(accelerator.device), batch["captions"],
                                       batch["original_sizes"], batch["crops"])

@@ -20,6 +20,7 @@ import torch
 from mixkit.data import BucketedImageDataset, BucketSettings, ScanReport, scan_jsonl_manifest, scan_kohya_folder
 from mixkit.training.accelerator_setup import make_accelerator, resolve_mixed_precision
 from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_step, run_denoising_loop
+from mixkit.training.ema import EmaWeights
 from mixkit.training.kohya_export import save_kohya_lora, to_sgm_layout, training_metadata
 from mixkit.training.lora_network import CROSS_ATTENTION_KV, LoraNetwork
 from mixkit.training.optimizers import make_optimizer, warmup_schedule
@@ -90,10 +91,14 @@ def _frozen_weights_in_half_precision(model, precision: str, train_text_encoder:
 def _settings(config: SDLoraTrainingConfig) -> dict:
     keys = ("learning_rate", "text_encoder_learning_rate", "max_steps", "batch_size", "gradient_accumulation_steps",
             "resolution", "seed", "noise_offset", "min_snr_gamma", "mixed_precision", "gradient_checkpointing", "bucketing",
-            "prior_loss_weight", "prior_target", "lr_schedule", "warmup_steps", "cache_latents")
+            "prior_loss_weight", "prior_target", "lr_schedule", "warmup_steps", "cache_latents", "use_ema",
+            "min_timestep", "max_timestep")
     renamed = {"max_steps": "max_train_steps", "batch_size": "batch_size_per_device", "bucketing": "enable_bucket",
                "lr_schedule": "lr_scheduler", "warmup_steps": "lr_warmup_steps"}
-    return {renamed.get(k, k): getattr(config, k) for k in keys}
+    settings = {renamed.get(k, k): getattr(config, k) for k in keys}
+    if config.use_ema:
+        settings["ema_decay"] = config.ema_decay
+    return settings
 
 
 def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = None, model=None) -> TrainingResult:
@@ -143,20 +148,28 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                                network.parameter_groups(config.learning_rate, te_lr, config.word_vectors_learning_rate),
                                config.learning_rate)
     lr_schedule = warmup_schedule(optimizer, config.lr_schedule, config.warmup_steps, config.max_steps)
+    trained = list(network.parameters())
+    ema = EmaWeights(trained, config.ema_decay) if config.use_ema else None
     fingerprint = architecture_fingerprint(
         network.kohya_state_dict(),
         {"unet": {k: v for k, v in dict(model.unet.config).items() if not k.startswith("_")}, "family": model.family.value,
-         **({"word_vectors": list(config.train_word_vectors)} if words is not None else {})},
+         **({"word_vectors": list(config.train_word_vectors)} if words is not None else {}),
+         **({"ema": True} if ema is not None else {})},
     )
+
+    def trainable_state() -> dict:
+        return {**network.state_dict(), **(ema.state_dict() if ema is not None else {})}
 
     # 3. Resume: weights, optimizer, schedule, RNGs and step.
     step = 0
     if config.resume_from:
         trainable, step = resume_run(config.resume_from, fingerprint, optimizer=optimizer, lr_schedule=lr_schedule)
-        network.load_state_dict(trainable)
+        network.load_state_dict({k: v for k, v in trainable.items() if not k.startswith("ema.")})
+        if ema is not None:
+            ema.load_state_dict(trainable)
     denoiser, optimizer = accelerator.prepare(denoiser, optimizer)
 
-    # 4. Train (the loop is shared with the full fine-tune trainer).
+    # 4. Train (the loop is shared with the full fine-tune trainer); the EMA follows every optimizer step.
     prior_reference = None
     if config.prior_target == "base_model":
         plain = accelerator.unwrap_model(denoiser)
@@ -171,8 +184,9 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
         step = run_denoising_loop(
             config, accelerator=accelerator, model=model, denoiser=denoiser, dataset=dataset, optimizer=optimizer,
             lr_schedule=lr_schedule, step=step, stop_at_step=stop_at_step, checkpoint_dir=checkpoint_dir,
-            fingerprint=fingerprint, clipped=lambda: network.parameters(), trainable_state=network.state_dict,
-            result=result, after_step=reporter, prior_reference=prior_reference)
+            fingerprint=fingerprint, clipped=lambda: network.parameters(), trainable_state=trainable_state,
+            result=result, after_optimizer_step=(lambda: ema.update(trained)) if ema is not None else None,
+            after_step=reporter, prior_reference=prior_reference)
         accum, world = config.gradient_accumulation_steps, accelerator.num_processes
         batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
         result.steps = step
@@ -188,6 +202,8 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                           "output_name": config.output_name or Path(config.output).stem},
                 started_at=started, base_model_name=getattr(model, "name", str(config.model)))
             metadata["mixkit_training_config"] = config.to_json()
+            if ema is not None:
+                ema.copy_to(trained)  # the network is discarded after export; the caller's model is untouched
             tensors = network.kohya_state_dict()
             if model.family.value == "sdxl" and config.sdxl_key_layout == "sgm":
                 tensors = to_sgm_layout(tensors, model.unet)

@@ -33,6 +33,11 @@ class SDRunOptions:
     # Encode each training image once and keep its posterior in memory (kohya's --cache_latents): the frozen
     # VAE and the trainers' fixed centre crops make that exact; only the sampled latent changes per step.
     cache_latents: bool = False
+    # Train on timesteps drawn uniformly from [min_timestep, max_timestep) only (kohya's --min_timestep /
+    # --max_timestep; None: the scheduler's num_train_timesteps). Composition and shape are decided at high
+    # noise, texture at low noise: a concept that is a new shape learns where it is decided.
+    min_timestep: int = 0
+    max_timestep: int | None = None
 
     def check_run_options(self) -> None:
         """Raise ValueError/TypeError naming the first run option out of range."""
@@ -44,6 +49,12 @@ class SDRunOptions:
             LOG_TARGETS.get(self.log_with)
         if not isinstance(self.cache_latents, bool):
             raise TypeError(f"cache_latents must be true or false, got {self.cache_latents!r}")
+        low, high = self.min_timestep, self.max_timestep
+        if isinstance(low, bool) or not isinstance(low, int) or low < 0:
+            raise ValueError(f"min_timestep must be an integer >= 0, got {low!r}")
+        if high is not None and (isinstance(high, bool) or not isinstance(high, int) or high <= low):
+            raise ValueError(f"max_timestep must be an integer above min_timestep={low} (or None for all "
+                             f"timesteps), got {high!r}")
         if not isinstance(self.validation_prompts, list) or not all(isinstance(p, str) for p in self.validation_prompts):
             raise TypeError(f"validation_prompts must be a list of strings, got {self.validation_prompts!r}")
         for name in ("validation_every", "validation_seed"):

@@ -52,3 +52,15 @@ def test_refuses_existing_output_and_single_files(tiny_sd1_dir, colour_dataset, 
         train_sd_finetune(_config(tmp_path / "model.safetensors", colour_dataset, tmp_path / "new"))
     with pytest.raises(ValueError, match="ema_decay"):
         _config(tiny_sd1_dir, colour_dataset, tmp_path / "new", ema_decay=1.5).check()
+
+
+def test_timestep_bounds_reach_the_shared_loop(tiny_sd1_dir, colour_dataset, tmp_path):
+    # The bounds are run options of both SD trainers; the loop checks them against the model's schedule.
+    with pytest.raises(ValueError, match="min_timestep must be an integer >= 0"):
+        train_sd_finetune(_config(tiny_sd1_dir, colour_dataset, tmp_path / "a", min_timestep=-5))
+    with pytest.raises(ValueError, match="must lie in 0..1000"):
+        train_sd_finetune(_config(tiny_sd1_dir, colour_dataset, tmp_path / "b", min_timestep=990, max_timestep=1001))
+    assert not (tmp_path / "b").exists()
+    result = train_sd_finetune(_config(tiny_sd1_dir, colour_dataset, tmp_path / "c", max_steps=2, use_ema=False,
+                                       min_timestep=500, max_timestep=600))
+    assert len(result.losses) == 2 and (result.output / "unet").is_dir()

@@ -378,3 +378,94 @@ def test_cached_latents_train_what_per_step_encoding_trains_and_encode_each_imag
 def test_cache_latents_must_be_a_boolean(tiny_sd1_dir, colour_dataset, tmp_path):
     with pytest.raises(TypeError, match="cache_latents must be true or false"):
         train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "x.safetensors", cache_latents="yes"))
+
+
+def test_ema_exports_the_moving_average_of_the_steps_weights(tiny_sd1_dir, colour_dataset, tmp_path):
+    from safetensors.torch import load_file
+
+    # With the word vectors trained too: they are averaged and bundled like the adapters.
+    settings = dict(max_steps=3, batch_size=2, train_word_vectors=["square"])
+    model = load_diffusion_model(tiny_sd1_dir)
+    raw = [load_file(train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / f"raw{n}.safetensors",
+                                           **{**settings, "max_steps": n}), model=model).output) for n in (1, 2, 3)]
+    ema_run = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "ema.safetensors", use_ema=True,
+                                    ema_decay=0.5, **settings), model=model)
+    ema = load_file(ema_run.output)
+    # Update 1 copies; update 2 decays by min(2/11, 0.5); update 3 by min(3/12, 0.5) (diffusers' warm-up).
+    d2, d3 = 2 / 11, 3 / 12
+    for key, last in raw[2].items():
+        expected = ((raw[0][key] * d2 + raw[1][key] * (1 - d2)) * d3 + last * (1 - d3)) if key.endswith("weight") \
+            or key.startswith("bundle_emb") else last
+        assert torch.allclose(ema[key], expected, atol=1e-6), key
+    assert any(not torch.allclose(ema[k], raw[2][k]) for k in ema if "lora_up" in k)
+    assert "bundle_emb.square.string_to_param.*" in ema
+    metadata = read_safetensors_metadata(ema_run.output)
+    assert (metadata["ss_use_ema"], metadata["ss_ema_decay"]) == ("True", "0.5")
+    assert read_safetensors_metadata(tmp_path / "raw3.safetensors")["ss_use_ema"] == "False"
+    assert "ss_ema_decay" not in read_safetensors_metadata(tmp_path / "raw3.safetensors")
+
+
+def test_ema_is_part_of_the_checkpoint_so_resume_is_exact(tiny_sd1_dir, colour_dataset, tmp_path):
+    from safetensors.torch import load_file
+
+    settings = dict(max_steps=4, batch_size=2, use_ema=True, ema_decay=0.9)
+    model = load_diffusion_model(tiny_sd1_dir)
+    straight = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "straight.safetensors", **settings),
+                             model=model)
+    interrupted = _config(tiny_sd1_dir, colour_dataset, tmp_path / "resumed.safetensors",
+                          checkpoint_dir=str(tmp_path / "ckpt"), **settings)
+    train_sd_lora(interrupted, stop_at_step=2, model=model)
+    interrupted.resume_from = str(tmp_path / "ckpt")
+    resumed = train_sd_lora(interrupted, model=model)
+    a, b = load_file(straight.output), load_file(resumed.output)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    # A checkpoint of a run without EMA cannot seed one with it (the averages would be missing).
+    plain = _config(tiny_sd1_dir, colour_dataset, tmp_path / "plain.safetensors", max_steps=4, batch_size=2,
+                    resume_from=str(tmp_path / "ckpt"), use_ema=False)
+    with pytest.raises(CheckpointMismatchError):
+        train_sd_lora(plain, model=model)
+
+
+@pytest.mark.parametrize("overrides, error, message", [
+    ({"use_ema": "yes"}, TypeError, "use_ema must be true or false"),
+    ({"use_ema": True, "ema_decay": 1.0}, ValueError, r"ema_decay must be a number in \[0, 1\)"),
+    ({"use_ema": True, "ema_decay": -0.1}, ValueError, "ema_decay"),
+])
+def test_ema_settings_are_checked(overrides, error, message, tmp_path):
+    with pytest.raises(error, match=message):
+        train_sd_lora(_config(tmp_path / "no-model", tmp_path, tmp_path / "out.safetensors", **overrides))
+
+
+def test_min_and_max_timestep_bound_the_trained_timesteps(tiny_sd1_dir, colour_dataset, tmp_path):
+    model = load_diffusion_model(tiny_sd1_dir)
+    seen = []
+    hook = model.unet.register_forward_pre_hook(lambda _m, args: seen.extend(args[1].tolist()))
+    try:
+        train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "high.safetensors", max_steps=4,
+                              min_timestep=900), model=model)
+        high, seen[:] = list(seen), []
+        train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "low.safetensors", max_steps=4,
+                              max_timestep=50), model=model)
+        low = list(seen)
+    finally:
+        hook.remove()
+    assert len(high) == len(low) == 4 * 3
+    assert all(900 <= t < 1000 for t in high) and all(0 <= t < 50 for t in low)
+    metadata = read_safetensors_metadata(tmp_path / "high.safetensors")
+    assert (metadata["ss_min_timestep"], metadata["ss_max_timestep"]) == ("900", "None")
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"min_timestep": -1}, "min_timestep must be an integer >= 0"),
+    ({"min_timestep": 10.5}, "min_timestep must be an integer >= 0"),
+    ({"min_timestep": 500, "max_timestep": 500}, "max_timestep must be an integer above min_timestep=500"),
+])
+def test_timestep_bounds_are_checked_before_loading(overrides, message, tmp_path):
+    with pytest.raises(ValueError, match=message):
+        train_sd_lora(_config(tmp_path / "no-model", tmp_path, tmp_path / "out.safetensors", **overrides))
+
+
+def test_max_timestep_beyond_the_models_schedule_is_refused(tiny_sd1_dir, colour_dataset, tmp_path):
+    with pytest.raises(ValueError, match="must lie in 0..1000, the model's num_train_timesteps"):
+        train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "out.safetensors", max_timestep=2000))
+    assert not (tmp_path / "out.safetensors").exists()
