@@ -136,6 +136,7 @@ def main(argv=None) -> None:
                                       class_dataset=str(prior), prior_target=args.prior_target,
                                       prior_loss_weight=args.prior_loss_weight, resolution=size, batch_size=args.batch_size,
                                       max_steps=args.steps, rank=args.rank, alpha=float(args.rank),
+                                      conv_rank=args.rank, conv_alpha=float(args.rank),
                                       learning_rate=args.learning_rate, lr_schedule=args.lr_schedule,
                                       train_word_vectors=[args.concept] if args.word_vectors else [],
                                       word_vectors_learning_rate=args.word_vectors_lr,

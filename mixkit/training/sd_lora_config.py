@@ -70,8 +70,9 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     output_name: str | None = None
     sdxl_key_layout: str = "sgm"
     # Export an exponential moving average of the adapters (and word vectors) instead of the last step's
-    # weights: with a constant rate the last step is one noisy point of the run's trajectory, and which
-    # point it is decides a small concept's accuracy from seed to seed. Off by default, as in kohya.
+    # weights: with a constant rate the last step is one noisy point around where a finished run has
+    # settled. A run still learning at its last step is better exported as is (the average lags; measured
+    # on the tiny heart LoRA, README). Off by default, as kohya has no EMA for networks.
     use_ema: bool = False
     ema_decay: float = 0.99
 
@@ -96,5 +97,5 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
             raise TypeError(f"use_ema must be true or false, got {self.use_ema!r}")
         decay = self.ema_decay
         if isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0 <= decay < 1:
-            raise ValueError(f"ema_decay must be a number in [0, 1) (0.99 averages about the last 100 steps), "
+            raise ValueError(f"ema_decay must be a number in [0, 1) (0.99 averages about the last 100 steps once warmed up), "
                              f"got {decay!r}")
