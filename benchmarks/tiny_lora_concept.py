@@ -61,6 +61,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--mixed-precision", default="no", choices=["no", "auto", "bf16"])
     p.add_argument("--cache-latents", action=argparse.BooleanOptionalAction, default=True,
                    help="encode each image once (kohya's cache_latents; the same latent draws, a tenth less CPU)")
+    p.add_argument("--loraplus-lr-ratio", type=float, default=None,
+                   help="LoRA+: the up weights learn at this multiple of the rate (kohya's loraplus_lr_ratio)")
     p.add_argument("--min-timestep", type=int, default=0,
                    help="train on timesteps >= this only (kohya's --min_timestep)")
     p.add_argument("--ema", action=argparse.BooleanOptionalAction, default=False,
@@ -145,7 +147,7 @@ def main(argv=None) -> None:
                                       text_encoder_learning_rate=args.text_encoder_learning_rate,
                                       noise_offset=args.noise_offset, mixed_precision=args.mixed_precision,
                                       cache_latents=args.cache_latents, use_ema=args.ema, ema_decay=args.ema_decay,
-                                      min_timestep=args.min_timestep)
+                                      min_timestep=args.min_timestep, loraplus_lr_ratio=args.loraplus_lr_ratio)
         wall, cpu = time.perf_counter(), time.process_time()
         result = train_sd_lora(config)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -162,7 +164,7 @@ def main(argv=None) -> None:
           f"word vectors {f'at {args.word_vectors_lr}' if args.word_vectors else 'off'}, "
           f"noise offset {args.noise_offset}, precision {args.mixed_precision}, "
           f"latents {'cached' if args.cache_latents else 'encoded per step'}, "
-          f"{f'EMA {args.ema_decay}' if args.ema else 'last weights'}, timesteps >= {args.min_timestep}, "
+          f"{f'EMA {args.ema_decay}' if args.ema else 'last weights'}, LoRA+ ratio {args.loraplus_lr_ratio}, timesteps >= {args.min_timestep}, "
           f"{args.class_images} class images "
           f"towards {args.prior_target} x{args.prior_loss_weight}; {wall / 60:.1f} wall min, "
           f"{cpu / 60:.1f} process-CPU min ({torch.get_num_threads()} threads); {lora_bytes} bytes")

@@ -148,12 +148,22 @@ class LoraNetwork(nn.Module):
             if attached:
                 self.attach()
 
-    def parameter_groups(self, unet_lr: float, text_encoder_lr: float, word_vectors_lr: float | None = None) -> list[dict]:
+    def parameter_groups(self, unet_lr: float, text_encoder_lr: float, word_vectors_lr: float | None = None,
+                         up_lr_ratio: float | None = None) -> list[dict]:
         """UNet adapters, text-encoder adapters, then word vectors (without weight decay, as textual inversion
-        trains them: decay would pull a word towards the zero vector, not towards its starting point)."""
-        unet = [p for n, a in self.adapters.items() if n.startswith("lora_unet") for p in a.parameters()]
-        te = [p for n, a in self.adapters.items() if n.startswith("lora_te") for p in a.parameters()]
-        groups = [{"params": unet, "lr": unet_lr}, {"params": te, "lr": text_encoder_lr}]
+        trains them: decay would pull a word towards the zero vector, not towards its starting point).
+
+        With `up_lr_ratio` (LoRA+, Hayou et al. 2024; kohya's `loraplus_lr_ratio`) each adapter set is split
+        into its down weights at the set's rate and its up weights at `up_lr_ratio` times that: with up
+        starting at zero, equal rates leave the up side learning too slowly for the width of the layer."""
+        groups = []
+        for prefix, lr in (("lora_unet", unet_lr), ("lora_te", text_encoder_lr)):
+            adapters = [a for n, a in self.adapters.items() if n.startswith(prefix)]
+            if up_lr_ratio is None:
+                groups.append({"params": [p for a in adapters for p in a.parameters()], "lr": lr})
+            else:
+                groups += [{"params": [a.lora_down.weight for a in adapters], "lr": lr},
+                           {"params": [a.lora_up.weight for a in adapters], "lr": lr * up_lr_ratio}]
         if self.word_vectors is not None:
             groups.append({"params": list(self.word_vectors.parameters()),
                            "lr": text_encoder_lr if word_vectors_lr is None else word_vectors_lr, "weight_decay": 0.0})

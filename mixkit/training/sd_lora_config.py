@@ -58,6 +58,8 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     # bundled embeddings (pivotal tuning), at `word_vectors_learning_rate` (None: the text-encoder rate).
     train_word_vectors: list[str] = field(default_factory=list)
     word_vectors_learning_rate: float | None = None
+    # LoRA+ (kohya's loraplus_lr_ratio): the adapters' up weights learn at this multiple of their rate.
+    loraplus_lr_ratio: float | None = None
     warmup_steps: int = 0
     seed: int = 0
     noise_offset: float = 0.0
@@ -88,6 +90,11 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
         if self.network == "locon" and (not isinstance(self.conv_rank, int) or self.conv_rank <= 0):
             raise ValueError(f"conv_rank must be a positive integer for a LoCon network, got {self.conv_rank!r}")
         check_words(self.train_word_vectors)
+        ratio = self.loraplus_lr_ratio
+        if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
+                                  or not 0 < ratio < float("inf")):
+            raise ValueError(f"loraplus_lr_ratio must be a positive number (16 is LoRA+'s suggestion) or None, "
+                             f"got {ratio!r}")
         check_non_negative_numbers(self, ("learning_rate", "text_encoder_learning_rate", "word_vectors_learning_rate",
                                           "alpha", "conv_alpha",
                                           "noise_offset", "min_snr_gamma", "prior_loss_weight"))

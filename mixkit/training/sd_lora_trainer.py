@@ -92,7 +92,7 @@ def _settings(config: SDLoraTrainingConfig) -> dict:
     keys = ("learning_rate", "text_encoder_learning_rate", "max_steps", "batch_size", "gradient_accumulation_steps",
             "resolution", "seed", "noise_offset", "min_snr_gamma", "mixed_precision", "gradient_checkpointing", "bucketing",
             "prior_loss_weight", "prior_target", "lr_schedule", "warmup_steps", "cache_latents", "use_ema",
-            "min_timestep", "max_timestep")
+            "min_timestep", "max_timestep", "loraplus_lr_ratio")
     renamed = {"max_steps": "max_train_steps", "batch_size": "batch_size_per_device", "bucketing": "enable_bucket",
                "lr_schedule": "lr_scheduler", "warmup_steps": "lr_warmup_steps"}
     settings = {renamed.get(k, k): getattr(config, k) for k in keys}
@@ -145,7 +145,8 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     denoiser = ConditionedDenoiser(model, config.train_text_encoder or words is not None, adapters=network)
     te_lr = config.text_encoder_learning_rate if config.text_encoder_learning_rate is not None else config.learning_rate
     optimizer = make_optimizer(config.optimizer,
-                               network.parameter_groups(config.learning_rate, te_lr, config.word_vectors_learning_rate),
+                               network.parameter_groups(config.learning_rate, te_lr, config.word_vectors_learning_rate,
+                                                        up_lr_ratio=config.loraplus_lr_ratio),
                                config.learning_rate)
     lr_schedule = warmup_schedule(optimizer, config.lr_schedule, config.warmup_steps, config.max_steps)
     trained = list(network.parameters())

@@ -469,3 +469,43 @@ def test_max_timestep_beyond_the_models_schedule_is_refused(tiny_sd1_dir, colour
     with pytest.raises(ValueError, match="must lie in 0..1000, the model's num_train_timesteps"):
         train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "out.safetensors", max_timestep=2000))
     assert not (tmp_path / "out.safetensors").exists()
+
+
+def test_loraplus_puts_the_up_weights_in_groups_of_their_own_at_the_ratio(tiny_sd1_dir):
+    from mixkit.training.lora_network import LoraNetwork
+
+    model = load_diffusion_model(tiny_sd1_dir)
+    network = LoraNetwork(model.unet, model.text_encoders, rank=2, alpha=2.0, train_text_encoder=True)
+    plain = network.parameter_groups(1e-3, 5e-4)
+    split = network.parameter_groups(1e-3, 5e-4, up_lr_ratio=16.0)
+    assert [g["lr"] for g in plain] == [1e-3, 5e-4]
+    assert [g["lr"] for g in split] == [1e-3, 1e-3 * 16, 5e-4, 5e-4 * 16]
+    ups = {id(a.lora_up.weight) for a in network.adapters.values()}
+    assert all(id(p) in ups for g in split[1::2] for p in g["params"])
+    assert not any(id(p) in ups for g in split[0::2] for p in g["params"])
+    # Every trained tensor is in exactly one group either way.
+    assert sorted(id(p) for g in split for p in g["params"]) == sorted(id(p) for g in plain for p in g["params"])
+
+
+def test_loraplus_trains_and_is_recorded(tiny_sd1_dir, colour_dataset, tmp_path):
+    from safetensors.torch import load_file
+
+    model = load_diffusion_model(tiny_sd1_dir)
+    settings = dict(max_steps=2, batch_size=2, learning_rate=1e-3)
+    plain = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "plain.safetensors", **settings), model=model)
+    plus = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "plus.safetensors", loraplus_lr_ratio=8.0,
+                                 **settings), model=model)
+    a, b = load_file(plain.output), load_file(plus.output)
+    # Step 1 moves only the up weights (down gets no gradient while up is zero); Adam's first steps move each
+    # weight by about its rate, so the up weights moved about 8 times as far.
+    ups = [k for k in a if "lora_up" in k]
+    ratio = sum(b[k].abs().sum() for k in ups) / sum(a[k].abs().sum() for k in ups)
+    assert 6.0 < ratio < 10.0
+    assert read_safetensors_metadata(plus.output)["ss_loraplus_lr_ratio"] == "8.0"
+    assert read_safetensors_metadata(plain.output)["ss_loraplus_lr_ratio"] == "None"
+
+
+@pytest.mark.parametrize("ratio", [0, -2.0, float("inf"), True, "16"])
+def test_loraplus_ratio_is_checked(ratio, tmp_path):
+    with pytest.raises(ValueError, match="loraplus_lr_ratio must be a positive number"):
+        train_sd_lora(_config(tmp_path / "no-model", tmp_path, tmp_path / "out.safetensors", loraplus_lr_ratio=ratio))
