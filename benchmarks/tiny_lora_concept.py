@@ -65,6 +65,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="LoRA+: the up weights learn at this multiple of the rate (kohya's loraplus_lr_ratio)")
     p.add_argument("--min-timestep", type=int, default=0,
                    help="train on timesteps >= this only (kohya's --min_timestep)")
+    p.add_argument("--timestep-sampling", default="uniform", choices=["uniform", "stratified"])
     p.add_argument("--ema", action=argparse.BooleanOptionalAction, default=False,
                    help="export the moving average of the adapters instead of the last step's (use_ema)")
     p.add_argument("--ema-decay", type=float, default=0.99)
@@ -147,7 +148,8 @@ def main(argv=None) -> None:
                                       text_encoder_learning_rate=args.text_encoder_learning_rate,
                                       noise_offset=args.noise_offset, mixed_precision=args.mixed_precision,
                                       cache_latents=args.cache_latents, use_ema=args.ema, ema_decay=args.ema_decay,
-                                      min_timestep=args.min_timestep, loraplus_lr_ratio=args.loraplus_lr_ratio)
+                                      min_timestep=args.min_timestep,
+                                      timestep_sampling=args.timestep_sampling, loraplus_lr_ratio=args.loraplus_lr_ratio)
         wall, cpu = time.perf_counter(), time.process_time()
         result = train_sd_lora(config)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -164,7 +166,7 @@ def main(argv=None) -> None:
           f"word vectors {f'at {args.word_vectors_lr}' if args.word_vectors else 'off'}, "
           f"noise offset {args.noise_offset}, precision {args.mixed_precision}, "
           f"latents {'cached' if args.cache_latents else 'encoded per step'}, "
-          f"{f'EMA {args.ema_decay}' if args.ema else 'last weights'}, LoRA+ ratio {args.loraplus_lr_ratio}, timesteps >= {args.min_timestep}, "
+          f"{f'EMA {args.ema_decay}' if args.ema else 'last weights'}, LoRA+ ratio {args.loraplus_lr_ratio}, timesteps >= {args.min_timestep} {args.timestep_sampling}, "
           f"{args.class_images} class images "
           f"towards {args.prior_target} x{args.prior_loss_weight}; {wall / 60:.1f} wall min, "
           f"{cpu / 60:.1f} process-CPU min ({torch.get_num_threads()} threads); {lora_bytes} bytes")

@@ -120,7 +120,8 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
                                  else vae.encode(pixels).latent_dist)
                     latents = posterior.sample(generator=generator) * scaling
                 noise = objective.offset_noise(latents.shape, generator, config.noise_offset)
-                timesteps = torch.randint(low, high, (latents.shape[0],), generator=generator)
+                timesteps = objective.sample_timesteps(latents.shape[0], low, high, generator,
+                                                       stratified=config.timestep_sampling == "stratified")
                 noisy = objective.add_noise(latents, noise, timesteps, alphas_cumprod)
                 prediction = denoiser(noisy, timesteps.to(accelerator.device), batch["captions"],
                                       batch["original_sizes"], batch["crops"])

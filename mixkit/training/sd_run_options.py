@@ -14,6 +14,10 @@ from mixkit.registry import Registry
 LOG_TARGETS: Registry[str] = Registry("training log target")
 LOG_TARGETS.register("tensorboard", "TensorBoard event files under logging_dir (pip install tensorboard)")
 
+TIMESTEP_SAMPLINGS: Registry[str] = Registry("timestep sampling")
+TIMESTEP_SAMPLINGS.register("uniform", "independent uniform draws in [min_timestep, max_timestep) (kohya, diffusers)")
+TIMESTEP_SAMPLINGS.register("stratified", "one uniform offset per batch, rows spread evenly over the range (VDM)")
+
 
 @dataclass(kw_only=True)
 class SDRunOptions:
@@ -39,6 +43,9 @@ class SDRunOptions:
     # heart LoRA: no gain there, README).
     min_timestep: int = 0
     max_timestep: int | None = None
+    # "uniform" (independent draws, as kohya and diffusers do) or "stratified": one draw per batch spread
+    # evenly over the range (VDM's low-discrepancy sampler), less noise in each step's gradient.
+    timestep_sampling: str = "uniform"
 
     def check_run_options(self) -> None:
         """Raise ValueError/TypeError naming the first run option out of range."""
@@ -50,6 +57,7 @@ class SDRunOptions:
             LOG_TARGETS.get(self.log_with)
         if not isinstance(self.cache_latents, bool):
             raise TypeError(f"cache_latents must be true or false, got {self.cache_latents!r}")
+        TIMESTEP_SAMPLINGS.get(self.timestep_sampling)
         low, high = self.min_timestep, self.max_timestep
         if isinstance(low, bool) or not isinstance(low, int) or low < 0:
             raise ValueError(f"min_timestep must be an integer >= 0, got {low!r}")

@@ -57,3 +57,32 @@ def test_weighted_mse():
     # per sample: (1 + 3 + 1 + 3) / 4 * 1 = 2 and (0 + 2 + 0 + 2) / 4 * 4 = 4
     assert objective.weighted_mse(prediction, target, None, cells).item() == pytest.approx(3.0)
     assert objective.weighted_mse(prediction, target, torch.tensor([0.0, 2.0]), cells).item() == pytest.approx(4.0)
+
+
+def test_uniform_timesteps_are_torch_randint_draws():
+    # The default keeps the draws runs have always made (and resumed checkpoints expect).
+    drawn = objective.sample_timesteps(6, 0, 1000, torch.Generator().manual_seed(3))
+    assert torch.equal(drawn, torch.randint(0, 1000, (6,), generator=torch.Generator().manual_seed(3)))
+
+
+@pytest.mark.parametrize("count, low, high", [(8, 0, 1000), (5, 200, 1000), (24, 0, 1000), (3, 10, 12), (1, 0, 1000)])
+def test_stratified_timesteps_put_one_draw_in_each_equal_slice_of_the_range(count, low, high):
+    generator = torch.Generator().manual_seed(7)
+    for _ in range(20):
+        drawn = objective.sample_timesteps(count, low, high, generator, stratified=True)
+        assert drawn.dtype == torch.long and drawn.shape == (count,)
+        assert int(drawn.min()) >= low and int(drawn.max()) < high
+        # One point per slice of width (high - low) / count, for the offset the generator drew.
+        fractions = ((drawn.double() - low) / (high - low) * count).floor().long()
+        if (high - low) % count == 0:
+            assert sorted(fractions.tolist()) == list(range(count))
+    # Over many batches every timestep of the range is reachable, with the same mean as uniform draws.
+    many = torch.cat([objective.sample_timesteps(count, low, high, generator, stratified=True) for _ in range(4000)])
+    assert abs(many.double().mean().item() - (low + high - 1) / 2) < 0.02 * (high - low)
+
+
+def test_stratified_draws_depend_only_on_the_generator():
+    a = objective.sample_timesteps(8, 0, 1000, torch.Generator().manual_seed(1), stratified=True)
+    b = objective.sample_timesteps(8, 0, 1000, torch.Generator().manual_seed(1), stratified=True)
+    c = objective.sample_timesteps(8, 0, 1000, torch.Generator().manual_seed(2), stratified=True)
+    assert torch.equal(a, b) and not torch.equal(a, c)

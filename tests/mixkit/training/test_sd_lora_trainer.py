@@ -509,3 +509,23 @@ def test_loraplus_trains_and_is_recorded(tiny_sd1_dir, colour_dataset, tmp_path)
 def test_loraplus_ratio_is_checked(ratio, tmp_path):
     with pytest.raises(ValueError, match="loraplus_lr_ratio must be a positive number"):
         train_sd_lora(_config(tmp_path / "no-model", tmp_path, tmp_path / "out.safetensors", loraplus_lr_ratio=ratio))
+
+
+def test_stratified_timestep_sampling_spreads_each_batch_over_the_range(tiny_sd1_dir, colour_dataset, tmp_path):
+    model = load_diffusion_model(tiny_sd1_dir)
+    seen = []
+    hook = model.unet.register_forward_pre_hook(lambda _m, args: seen.append(sorted(args[1].tolist())))
+    try:
+        result = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "s.safetensors", max_steps=3,
+                                       min_timestep=100, max_timestep=400, timestep_sampling="stratified"),
+                               model=model)
+    finally:
+        hook.remove()
+    # Batches of 3 over [100, 400): one timestep in each 100-wide slice.
+    assert len(seen) == 3 and all([t // 100 for t in batch] == [1, 2, 3] for batch in seen)
+    assert read_safetensors_metadata(result.output)["ss_timestep_sampling"] == "stratified"
+
+
+def test_unknown_timestep_sampling_lists_the_valid_ones(tmp_path):
+    with pytest.raises(ValueError, match="stratified"):
+        train_sd_lora(_config(tmp_path / "no-model", tmp_path, tmp_path / "out.safetensors", timestep_sampling="logit"))
