@@ -21,7 +21,8 @@ def offset_noise(shape, generator: torch.Generator, offset: float, dtype=torch.f
     return noise
 
 
-def sample_timesteps(count: int, low: int, high: int, generator: torch.Generator, stratified: bool = False) -> torch.Tensor:
+def sample_timesteps(count: int, low: int, high: int, generator: torch.Generator,
+                     stratified: bool = False) -> torch.Tensor:
     """`count` integer timesteps in [low, high): independent uniform draws, or with `stratified` one uniform
     offset u and the points (u + i / count) mod 1 (the low-discrepancy sampler of Kingma et al. 2021, VDM):
     each batch then covers the range evenly, which lowers the variance of the batch's loss and gradient."""

@@ -104,5 +104,5 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
             raise TypeError(f"use_ema must be true or false, got {self.use_ema!r}")
         decay = self.ema_decay
         if isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0 <= decay < 1:
-            raise ValueError(f"ema_decay must be a number in [0, 1) (0.99 averages about the last 100 steps once warmed up), "
-                             f"got {decay!r}")
+            raise ValueError(f"ema_decay must be a number in [0, 1) (0.99 averages about the last 100 steps once "
+                             f"warmed up), got {decay!r}")
