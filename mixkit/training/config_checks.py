@@ -24,6 +24,14 @@ def check_non_negative_numbers(config, names: tuple[str, ...]) -> None:
             raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
 
 
+def check_ema_decay(config) -> None:
+    """`ema_decay` of a trainer with an exponential moving average: a number in [0, 1)."""
+    decay = config.ema_decay
+    if isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0 <= decay < 1:
+        raise ValueError(f"ema_decay must be a number in [0, 1) (0.99 averages about the last 100 steps once "
+                         f"warmed up, 0.9999 the last 10,000), got {decay!r}")
+
+
 def check_diffusion_training(config) -> None:
     """The rules every SD trainer shares: resolution, learning rate, min-SNR, precision, schedule."""
     if config.resolution % 8:

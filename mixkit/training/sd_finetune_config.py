@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mixkit.training.config_checks import check_diffusion_training, check_non_negative_numbers, check_positive_ints
+from mixkit.training.config_checks import (check_diffusion_training, check_ema_decay, check_non_negative_numbers,
+                                           check_positive_ints)
 from mixkit.training.config_json import JsonConfig
 from mixkit.training.sd_run_options import SDRunOptions
 
@@ -43,8 +44,7 @@ class SDFinetuneConfig(SDRunOptions, JsonConfig):
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
         check_positive_ints(self, ("batch_size", "gradient_accumulation_steps", "max_steps", "resolution"))
-        check_non_negative_numbers(self, ("learning_rate", "noise_offset", "min_snr_gamma", "ema_decay"))
+        check_non_negative_numbers(self, ("learning_rate", "noise_offset", "min_snr_gamma"))
+        check_ema_decay(self)
         check_diffusion_training(self)
         self.check_run_options()
-        if not self.ema_decay < 1:
-            raise ValueError(f"ema_decay must be below 1 (0.9999 is usual), got {self.ema_decay!r}")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mixkit.registry import Registry
-from mixkit.training.config_checks import check_diffusion_training, check_non_negative_numbers, check_positive_ints
+from mixkit.training.config_checks import (check_diffusion_training, check_ema_decay, check_non_negative_numbers,
+                                           check_positive_ints)
 from mixkit.training.config_json import JsonConfig
 from mixkit.training.kohya_export import SDXL_KEY_LAYOUTS
 from mixkit.training.sd_run_options import SDRunOptions
@@ -102,7 +103,4 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
         self.check_run_options()
         if not isinstance(self.use_ema, bool):
             raise TypeError(f"use_ema must be true or false, got {self.use_ema!r}")
-        decay = self.ema_decay
-        if isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0 <= decay < 1:
-            raise ValueError(f"ema_decay must be a number in [0, 1) (0.99 averages about the last 100 steps once "
-                             f"warmed up), got {decay!r}")
+        check_ema_decay(self)
