@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mixkit.io.cache_root import cache_root
 
-KINDS = ("openvino", "compile", "world", "hashes")
+KINDS = ("openvino", "compile", "world", "latents", "hashes")
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,9 @@ def cache_entries(root: Path | None = None) -> list[CacheEntry]:
     world = root / "world_tensors"
     if world.is_dir():
         entries += [_entry("world", f, (f,), f"rendered shapes-world images ({f.name})") for f in sorted(world.iterdir())]
+    latents = root / "latents"
+    if latents.is_dir():
+        entries += [_entry("latents", f, (f,), _describe_latents(f)) for f in sorted(latents.iterdir()) if f.is_dir()]
     hashes = root / "hashes.json"
     if hashes.is_file():
         entries.append(_entry("hashes", hashes, (hashes,), "model file hashes"))
@@ -149,6 +152,17 @@ def _describe_graph(xml: Path) -> str:
     if isinstance(settings, dict) and settings.get("width"):
         parts.append(f"int8 calibrated at {settings['width']}x{settings.get('height')}, {settings.get('steps')} steps")
     return "; ".join(parts)
+
+
+def _describe_latents(folder: Path) -> str:
+    """One VAE encoder's cached training latents (`cache_latents_to_disk`): the VAE class, dtype and image count."""
+    images = sum(1 for _ in folder.glob("*.safetensors"))
+    try:
+        about = json.loads((folder / "about.json").read_text(encoding="utf-8"))
+        made_by = f"{about.get('vae', 'VAE')} encoder in {about.get('dtype', '?')}"
+    except (OSError, ValueError):
+        made_by = "VAE encoder"
+    return f"training latents of {images} images ({made_by}, fingerprint {folder.name[:10]})"
 
 
 def _entry(kind: str, path: Path, files: tuple[Path, ...], detail: str) -> CacheEntry:

@@ -1,7 +1,8 @@
 """The one folder for everything mixkit caches on disk: `$MIXKIT_CACHE_DIR`, else `~/.cache/mixkit`.
 
 Inside it: `hashes.json` (model file hashes), `openvino/` (converted and int8 graphs, compiled
-blobs), `compile/` (inductor's kernels) and `world_tensors/` (rendered shapes-world datasets).
+blobs), `compile/` (inductor's kernels), `world_tensors/` (rendered shapes-world datasets) and `latents/`
+(the SD trainers' `cache_latents_to_disk`).
 `mixkit cache list` / `mixkit cache clear` (`mixkit.io.cache_inventory`) show and remove them.
 """
 

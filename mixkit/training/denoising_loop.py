@@ -18,6 +18,7 @@ from torch import nn
 
 from mixkit.training import diffusion_objective as objective
 from mixkit.training.latent_cache import LatentCache
+from mixkit.training.latent_disk_store import LatentDiskStore
 from mixkit.training.text_conditioning import encode_sd, encode_sdxl
 from mixkit.training.training_state import checkpoint_path, save_training_state
 
@@ -99,7 +100,11 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
     batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
     epoch_cache: dict[int, list[list[int]]] = {}
     vae, scaling = model.vae, model.vae.config.scaling_factor
-    latent_cache = LatentCache() if config.cache_latents else None
+    latent_cache = None
+    if config.cache_latents_to_disk:
+        latent_cache = LatentCache(LatentDiskStore.for_vae(vae))
+    elif config.cache_latents:
+        latent_cache = LatentCache()
     end = stop_at_step or config.max_steps
     bar = tqdm(total=config.max_steps, initial=step, disable=not accelerator.is_local_main_process, desc="train")
     tick = time.perf_counter()

@@ -96,6 +96,7 @@ def _settings(config: SDLoraTrainingConfig) -> dict:
     renamed = {"max_steps": "max_train_steps", "batch_size": "batch_size_per_device", "bucketing": "enable_bucket",
                "lr_schedule": "lr_scheduler", "warmup_steps": "lr_warmup_steps"}
     settings = {renamed.get(k, k): getattr(config, k) for k in keys}
+    settings["cache_latents"] = config.cache_latents or config.cache_latents_to_disk
     if config.use_ema:
         settings["ema_decay"] = config.ema_decay
     return settings

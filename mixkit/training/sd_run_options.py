@@ -37,6 +37,9 @@ class SDRunOptions:
     # Encode each training image once and keep its posterior in memory (kohya's --cache_latents): the frozen
     # VAE and the trainers' fixed centre crops make that exact; only the sampled latent changes per step.
     cache_latents: bool = False
+    # The same posteriors in `<cache root>/latents/` instead of RAM (kohya's --cache_latents_to_disk): later runs on the
+    # same images and VAE encoder skip the encoder from their first step (implies cache_latents).
+    cache_latents_to_disk: bool = False
     # Train on timesteps drawn uniformly from [min_timestep, max_timestep) only (kohya's --min_timestep /
     # --max_timestep; None: the scheduler's num_train_timesteps). Composition and shape are decided at high
     # noise, texture at low noise, so a run can spend its steps on one or the other (measured on the tiny
@@ -55,8 +58,9 @@ class SDRunOptions:
         LR_SCHEDULES.get(self.lr_schedule)
         if self.log_with is not None:
             LOG_TARGETS.get(self.log_with)
-        if not isinstance(self.cache_latents, bool):
-            raise TypeError(f"cache_latents must be true or false, got {self.cache_latents!r}")
+        for name in ("cache_latents", "cache_latents_to_disk"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be true or false, got {getattr(self, name)!r}")
         TIMESTEP_SAMPLINGS.get(self.timestep_sampling)
         low, high = self.min_timestep, self.max_timestep
         if isinstance(low, bool) or not isinstance(low, int) or low < 0:

@@ -18,7 +18,8 @@ def add_parser(subparsers) -> None:
     clear = actions.add_parser("clear", help="remove entries of the given kinds")
     clear.add_argument("kinds", nargs="+", metavar="KIND",
                        help="openvino (graphs and compiled blobs), compile (inductor kernels), world (rendered "
-                            "shapes-world data), hashes (model file hashes), or all")
+                            "shapes-world data), latents (training latents cached on disk), hashes (model file "
+                            "hashes), or all")
     clear.add_argument("--older-than", type=float, default=None, metavar="DAYS",
                        help="only entries not modified for at least DAYS days")
     clear.add_argument("--keep-under", default=None, metavar="SIZE",

@@ -35,6 +35,9 @@ def filled(isolated_hash_cache):
     write(root / "compile" / "fxgraph" / "a", 50, age_days=3)
     write(root / "world_tensors" / "world-1.npz", 400, age_days=10)
     write(root / "hashes.json", 5)
+    write(root / "latents" / "f00dfeed1234" / "ab.safetensors", 60, age_days=2)
+    write(root / "latents" / "f00dfeed1234" / "cd.safetensors", 60, age_days=2)
+    (root / "latents" / "f00dfeed1234" / "about.json").write_text(json.dumps({"vae": "AutoencoderKL", "dtype": "float32"}))
     return root
 
 
@@ -57,7 +60,9 @@ def test_entries_group_a_graph_with_its_weights_and_describe_it(filled):
     assert graph.detail == "vae-decoder; model 0e82eca28a; LoRAs detail:1a2b:0.8; shape 1x4x32x32"
     assert 39.9 < graph.age_days() < 40.1
     kinds = sorted(e.kind for e in entries)
-    assert kinds == ["compile", "hashes", "openvino", "openvino", "openvino", "openvino", "world"]
+    assert kinds == ["compile", "hashes", "latents", "openvino", "openvino", "openvino", "openvino", "world"]
+    latents = next(e for e in entries if e.kind == "latents")
+    assert latents.detail == "training latents of 2 images (AutoencoderKL encoder in float32, fingerprint f00dfeed12)"
     assert any(e.detail.startswith("unfinished conversion") for e in entries)
     assert [e.size for e in entries] == sorted((e.size for e in entries), reverse=True)
 
@@ -99,18 +104,20 @@ def test_cli_lists_and_clears(filled, capsys):
 
     assert main(["cache", "list"]) == 0
     out = capsys.readouterr().out
-    assert str(filled) in out and "7 entries" in out and "vae-decoder; model 0e82eca28a" in out
+    assert str(filled) in out and "8 entries" in out and "vae-decoder; model 0e82eca28a" in out
     assert main(["cache", "clear", "world", "hashes", "--dry-run"]) == 0
     assert "would remove world" in capsys.readouterr().out and (filled / "hashes.json").exists()
     assert main(["cache", "clear", "world", "hashes"]) == 0
     assert not (filled / "hashes.json").exists() and not list((filled / "world_tensors").iterdir())
+    assert main(["cache", "clear", "latents"]) == 0
+    assert not (filled / "latents" / "f00dfeed1234").exists()
     assert main(["cache", "clear", "models"]) == 2
     assert "unknown cache kind(s) ['models']" in capsys.readouterr().err
 
 
 def test_keep_under_removes_the_oldest_of_the_chosen_until_the_whole_cache_fits(filled):
     entries = cache_entries()
-    total = sum(e.size for e in entries)  # 7037 bytes
+    total = sum(e.size for e in entries)
     graphs = select_entries(entries, ("openvino",))
     # the 40-day-old decoder (1010 + its .json) goes first; that is enough for total - 1000
     first = oldest_until_under(entries, graphs, total - 1000)

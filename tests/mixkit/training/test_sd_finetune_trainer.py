@@ -64,3 +64,17 @@ def test_timestep_bounds_reach_the_shared_loop(tiny_sd1_dir, colour_dataset, tmp
     result = train_sd_finetune(_config(tiny_sd1_dir, colour_dataset, tmp_path / "c", max_steps=2, use_ema=False,
                                        min_timestep=500, max_timestep=600))
     assert len(result.losses) == 2 and (result.output / "unet").is_dir()
+
+
+def test_latents_on_disk_reach_the_fine_tune_and_give_the_same_run(tiny_sd1_dir, colour_dataset, tmp_path, monkeypatch):
+    # The disk cache is a run option of both SD trainers: files appear under the cache root, and the run
+    # (sampled latents, losses) is the in-memory cache's.
+    from mixkit.io.cache_root import cache_root
+
+    monkeypatch.setenv("MIXKIT_CACHE_DIR", str(tmp_path / "cache"))
+    settings = dict(max_steps=2, use_ema=False)
+    memory = train_sd_finetune(_config(tiny_sd1_dir, colour_dataset, tmp_path / "a", cache_latents=True, **settings))
+    disk = train_sd_finetune(_config(tiny_sd1_dir, colour_dataset, tmp_path / "b", cache_latents_to_disk=True,
+                                     **settings))
+    assert disk.losses == memory.losses
+    assert len(list((cache_root() / "latents").glob("*/*.safetensors"))) == len(list(colour_dataset.glob("*/*.png")))

@@ -375,9 +375,42 @@ def test_cached_latents_train_what_per_step_encoding_trains_and_encode_each_imag
     assert read_safetensors_metadata(cached.output)["ss_cache_latents"] == "True"
 
 
+def test_latents_cached_on_disk_serve_a_later_run_without_the_encoder(tiny_sd1_dir, colour_dataset, tmp_path,
+                                                                      monkeypatch):
+    from safetensors.torch import load_file
+
+    from mixkit.io.cache_inventory import cache_entries
+
+    monkeypatch.setenv("MIXKIT_CACHE_DIR", str(tmp_path / "cache"))
+    model = load_diffusion_model(tiny_sd1_dir)
+    encoded_rows = []
+    encode = model.vae.encode
+    model.vae.encode = lambda pixels, *a, **k: encoded_rows.append(len(pixels)) or encode(pixels, *a, **k)
+    settings = dict(max_steps=4, batch_size=3, noise_offset=0.1, min_snr_gamma=5.0)
+    in_memory = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "memory.safetensors", cache_latents=True,
+                                      **settings), model=model)
+    runs, rows_per_run = [], []
+    for i in range(2):
+        encoded_rows.clear()
+        runs.append(train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / f"disk{i}.safetensors",
+                                          cache_latents_to_disk=True, **settings), model=model))
+        rows_per_run.append(sum(encoded_rows))
+    images = len(list(colour_dataset.glob("*/*.png")))
+    assert rows_per_run == [images, 0]  # the first disk run encodes each image once, the second none
+    expected = load_file(in_memory.output)
+    for run in runs:
+        assert run.losses == in_memory.losses
+        assert all(torch.equal(tensor, expected[key]) for key, tensor in load_file(run.output).items())
+        assert read_safetensors_metadata(run.output)["ss_cache_latents"] == "True"
+    [entry] = [e for e in cache_entries() if e.kind == "latents"]
+    assert entry.detail.startswith(f"training latents of {images} images (AutoencoderKL encoder in float32")
+
+
 def test_cache_latents_must_be_a_boolean(tiny_sd1_dir, colour_dataset, tmp_path):
     with pytest.raises(TypeError, match="cache_latents must be true or false"):
         train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "x.safetensors", cache_latents="yes"))
+    with pytest.raises(TypeError, match="cache_latents_to_disk must be true or false"):
+        train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "x.safetensors", cache_latents_to_disk=1))
 
 
 def test_ema_exports_the_moving_average_of_the_steps_weights(tiny_sd1_dir, colour_dataset, tmp_path):
