@@ -48,7 +48,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--text-encoder-learning-rate", type=float, default=None,
                    help="with --train-text-encoder: its own rate (default: --learning-rate)")
     p.add_argument("--lr-schedule", default="constant", choices=["constant", "cosine", "linear"],
-                   help="after 0 warm-up steps (the trainer's lr_schedule)")
+                   help="after the warm-up steps (the trainer's lr_schedule)")
+    p.add_argument("--warmup-steps", type=int, default=0, help="linear warm-up of the rate (the trainer's warmup_steps)")
     p.add_argument("--word-vectors", action=argparse.BooleanOptionalAction, default=False,
                    help="train the concept word's input vectors too (pivotal tuning; bundled in the LoRA file)")
     p.add_argument("--word-vectors-lr", type=float, default=5e-3)
@@ -141,6 +142,7 @@ def main(argv=None) -> None:
                                       max_steps=args.steps, rank=args.rank, alpha=float(args.rank),
                                       conv_rank=args.rank, conv_alpha=float(args.rank),
                                       learning_rate=args.learning_rate, lr_schedule=args.lr_schedule,
+                                      warmup_steps=args.warmup_steps,
                                       train_word_vectors=[args.concept] if args.word_vectors else [],
                                       word_vectors_learning_rate=args.word_vectors_lr,
                                       min_snr_gamma=5.0, seed=args.seed,
@@ -161,7 +163,8 @@ def main(argv=None) -> None:
             args.keep.write_bytes(lora.read_bytes())
 
     print(f"LoRA for {args.concept!r} on {args.model}: {args.steps} steps, batch {args.batch_size} (+ prior images), "
-          f"rank {args.rank}, {args.network}, lr {args.learning_rate} {args.lr_schedule}, "
+          f"rank {args.rank}, {args.network}, lr {args.learning_rate} {args.lr_schedule} "
+          f"after {args.warmup_steps} warm-up steps, "
           f"text encoder {'on' if args.train_text_encoder else 'off'}, "
           f"word vectors {f'at {args.word_vectors_lr}' if args.word_vectors else 'off'}, "
           f"noise offset {args.noise_offset}, precision {args.mixed_precision}, "
