@@ -1,13 +1,18 @@
-"""Optimizers by name for the SD trainers (AdamW, 8-bit AdamW from bitsandbytes), and learning-rate schedules.
+"""Optimizers by name for the SD trainers (kohya's `optimizer_type` set), and learning-rate schedules.
 
 8-bit AdamW (Dettmers et al. 2022, block-wise quantised optimizer states) keeps both Adam moments
 in one byte per value instead of four, which is what lets people fine-tune SDXL on consumer GPUs.
 bitsandbytes keeps tensors under `min_8bit_size` values (4096 by default) in 32-bit state.
+Lion (`mixkit.training.lion`) keeps one moment and moves every weight by the rate; Prodigy (Mishchenko &
+Defazio 2024, the `prodigyopt` package) estimates the step size itself, so it runs at a learning rate
+of about 1.0 (a multiplier on its estimate); Adafactor (transformers') factors the second moment into
+row and column statistics, the memory-light choice for full fine-tunes.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Callable
 
 import torch
@@ -36,6 +41,42 @@ def make_adamw_8bit(parameter_groups: list, learning_rate: float) -> torch.optim
         raise ImportError("optimizer='adamw8bit' needs the bitsandbytes package: pip install bitsandbytes "
                           f"(or use optimizer='adamw'); import failed with: {error}") from None
     return bitsandbytes.optim.AdamW8bit(parameter_groups, lr=learning_rate, weight_decay=WEIGHT_DECAY)
+
+
+@OPTIMIZERS.register("lion")
+def make_lion(parameter_groups: list, learning_rate: float) -> torch.optim.Optimizer:
+    from mixkit.training.lion import Lion
+
+    # Decay 10x AdamW's: Lion runs at a ~10x lower rate and scales the decay by it (the paper's advice).
+    return Lion(parameter_groups, lr=learning_rate, weight_decay=10 * WEIGHT_DECAY)
+
+
+@OPTIMIZERS.register("prodigy")
+def make_prodigy(parameter_groups: list, learning_rate: float) -> torch.optim.Optimizer:
+    try:
+        from prodigyopt import Prodigy
+    except ImportError as error:
+        raise ImportError("optimizer='prodigy' needs the prodigyopt package: pip install prodigyopt (or pip install "
+                          f"'mixkit[train]'); import failed with: {error}") from None
+    rates = [group.get("lr", learning_rate) for group in parameter_groups] or [learning_rate]
+    if max(rates) <= 0.1:
+        # kohya warns the same way: Prodigy's rate multiplies its own step-size estimate.
+        warnings.warn(f"optimizer='prodigy' with learning rate {max(rates)}: Prodigy finds the step size itself and "
+                      "expects a rate of about 1.0 (a multiplier on its estimate); at this rate it barely moves",
+                      UserWarning, stacklevel=3)
+    # Bias correction and the warm-up safeguard: the settings Prodigy's authors suggest for diffusion models.
+    return Prodigy(parameter_groups, lr=learning_rate, weight_decay=WEIGHT_DECAY, decouple=True,
+                   use_bias_correction=True, safeguard_warmup=True)
+
+
+@OPTIMIZERS.register("adafactor")
+def make_adafactor(parameter_groups: list, learning_rate: float) -> torch.optim.Optimizer:
+    from transformers.optimization import Adafactor
+
+    # At the given rate (kohya's recommended "scale_parameter=False relative_step=False warmup_init=False"),
+    # not Adafactor's own time-dependent rate, so lr_schedule and warm-up mean what they mean elsewhere.
+    return Adafactor(parameter_groups, lr=learning_rate, scale_parameter=False, relative_step=False,
+                     warmup_init=False, weight_decay=0.0)
 
 
 def make_optimizer(name: str, parameter_groups: list, learning_rate: float) -> torch.optim.Optimizer:

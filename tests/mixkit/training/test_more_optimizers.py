@@ -1,0 +1,101 @@
+"""Lion, Prodigy and Adafactor by name: Lion equals lion-pytorch (kohya's Lion) step for step, every one trains
+a LoRA that lowers the loss and resumes bit for bit, and Prodigy at an Adam-sized rate warns."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mixkit.training.optimizers import OPTIMIZERS, make_optimizer
+
+
+def _groups():
+    torch.manual_seed(0)
+    weights = [torch.nn.Parameter(torch.randn(16, 8)), torch.nn.Parameter(torch.randn(8))]
+    words = torch.nn.Parameter(torch.randn(4, 8))
+    return weights, words, [{"params": weights, "lr": 3e-4}, {"params": [words], "lr": 1e-3, "weight_decay": 0.0}]
+
+
+def test_lion_matches_lion_pytorch_exactly_with_groups_and_decay():
+    lion_pytorch = pytest.importorskip("lion_pytorch", reason="lion-pytorch is the oracle (the test extra)")
+    weights, words, groups = _groups()
+    theirs_params = [torch.nn.Parameter(p.detach().clone()) for p in (*weights, words)]
+    ours = make_optimizer("lion", groups, 3e-4)
+    theirs = lion_pytorch.Lion([{"params": theirs_params[:2], "lr": 3e-4}, {"params": theirs_params[2:], "lr": 1e-3,
+                                                                           "weight_decay": 0.0}],
+                               lr=3e-4, weight_decay=ours.defaults["weight_decay"])
+    assert ours.defaults["weight_decay"] == pytest.approx(0.1) and ours.defaults["betas"] == (0.9, 0.99)
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(5):
+        for mine, other in zip((*weights, words), theirs_params):
+            grad = torch.randn(mine.shape, generator=generator)
+            mine.grad, other.grad = grad.clone(), grad.clone()
+        ours.step()
+        theirs.step()
+    for mine, other in zip((*weights, words), theirs_params):
+        assert torch.equal(mine, other)
+    # Every step moves each weight by the rate (a sign update), whatever the gradient's size.
+    before = weights[0].detach().clone()
+    weights[0].grad = 1e-9 * torch.ones_like(weights[0])
+    ours.step()
+    step = (before * (1 - 3e-4 * 0.1) - weights[0]).abs()
+    assert torch.allclose(step, torch.full_like(step, 3e-4), rtol=1e-3)
+
+
+def test_lion_refuses_bad_settings():
+    from mixkit.training.lion import Lion
+
+    p = [torch.nn.Parameter(torch.zeros(2))]
+    with pytest.raises(ValueError, match="positive learning rate"):
+        Lion(p, lr=0.0)
+    with pytest.raises(ValueError, match=r"betas must be two numbers in \[0, 1\)"):
+        Lion(p, betas=(0.9, 1.0))
+    with pytest.raises(ValueError, match="weight_decay must be >= 0"):
+        Lion(p, weight_decay=-1.0)
+
+
+def test_prodigy_at_an_adam_sized_rate_warns_and_the_registry_lists_every_name():
+    pytest.importorskip("prodigyopt", reason="prodigyopt is in the train and test extras")
+    _, _, groups = _groups()
+    with pytest.warns(UserWarning, match="expects a rate of about 1.0"):
+        make_optimizer("prodigy", groups, 3e-4)
+    assert {"adamw", "adamw8bit", "lion", "prodigy", "adafactor"} <= set(OPTIMIZERS.names())
+
+
+def test_prodigy_without_the_package_names_it(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "prodigyopt", None)
+    with pytest.raises(ImportError, match="pip install prodigyopt"):
+        make_optimizer("prodigy", _groups()[2], 1.0)
+
+
+@pytest.mark.parametrize("name, rate", [("lion", 2e-4), ("prodigy", 1.0), ("adafactor", 2e-3)])
+def test_each_optimizer_trains_a_lora_and_resumes_bit_for_bit(name, rate, tiny_sd1_dir, colour_dataset, tmp_path,
+                                                              fixed_denoising_loss):
+    from safetensors.torch import load_file
+
+    from mixkit.lora import LoraRequest, apply_loras
+    from mixkit.models.diffusion.loading import load_diffusion_model
+    from mixkit.training.sd_lora_config import SDLoraTrainingConfig
+    from mixkit.training.sd_lora_trainer import train_sd_lora
+
+    if name == "prodigy":
+        pytest.importorskip("prodigyopt", reason="prodigyopt is in the train and test extras")
+
+    def config(output, **overrides):
+        return SDLoraTrainingConfig(model=str(tiny_sd1_dir), dataset=str(colour_dataset), output=str(tmp_path / output),
+                                    resolution=32, batch_size=3, max_steps=8, rank=4, alpha=4.0, learning_rate=rate,
+                                    seed=3, optimizer=name, checkpoint_dir=str(tmp_path / f"{output}-ckpt"),
+                                    **overrides)
+
+    straight = train_sd_lora(config("straight.safetensors"))
+    first = train_sd_lora(config("resumed.safetensors"), stop_at_step=4)
+    resumed = train_sd_lora(config("resumed.safetensors", resume_from=str(first.last_checkpoint)))
+    assert first.losses + resumed.losses == straight.losses
+    a, b = load_file(straight.output), load_file(resumed.output)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    model = load_diffusion_model(tiny_sd1_dir)
+    before = fixed_denoising_loss(model, colour_dataset)
+    apply_loras(model.unet, model.text_encoders, [LoraRequest(str(straight.output))], mode="merge")
+    assert fixed_denoising_loss(model, colour_dataset) < before
