@@ -45,6 +45,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--rank", type=int, default=8)
     p.add_argument("--learning-rate", type=float, default=2e-3)
+    p.add_argument("--optimizer", default="adamw", help="the trainer's optimizer by name (adamw, lion, prodigy, ...)")
     p.add_argument("--text-encoder-learning-rate", type=float, default=None,
                    help="with --train-text-encoder: its own rate (default: --learning-rate)")
     p.add_argument("--lr-schedule", default="constant", choices=["constant", "cosine", "linear"],
@@ -142,7 +143,7 @@ def main(argv=None) -> None:
                                       max_steps=args.steps, rank=args.rank, alpha=float(args.rank),
                                       conv_rank=args.rank, conv_alpha=float(args.rank),
                                       learning_rate=args.learning_rate, lr_schedule=args.lr_schedule,
-                                      warmup_steps=args.warmup_steps,
+                                      warmup_steps=args.warmup_steps, optimizer=args.optimizer,
                                       train_word_vectors=[args.concept] if args.word_vectors else [],
                                       word_vectors_learning_rate=args.word_vectors_lr,
                                       min_snr_gamma=5.0, seed=args.seed,
@@ -163,7 +164,7 @@ def main(argv=None) -> None:
             args.keep.write_bytes(lora.read_bytes())
 
     print(f"LoRA for {args.concept!r} on {args.model}: {args.steps} steps, batch {args.batch_size} (+ prior images), "
-          f"rank {args.rank}, {args.network}, lr {args.learning_rate} {args.lr_schedule} "
+          f"rank {args.rank}, {args.network}, {args.optimizer} at lr {args.learning_rate} {args.lr_schedule} "
           f"after {args.warmup_steps} warm-up steps, "
           f"text encoder {'on' if args.train_text_encoder else 'off'}, "
           f"word vectors {f'at {args.word_vectors_lr}' if args.word_vectors else 'off'}, "

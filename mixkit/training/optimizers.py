@@ -33,13 +33,20 @@ def make_adamw(parameter_groups: list, learning_rate: float) -> torch.optim.Opti
     return torch.optim.AdamW(groups, lr=learning_rate, weight_decay=WEIGHT_DECAY, fused=True if fusable else None)
 
 
+def _optional_package(module: str, optimizer: str, install: str):
+    """The optimizer's package, or an ImportError that says which one to install."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise ImportError(f"optimizer={optimizer!r} needs the {install} package: pip install {install} (or pip install "
+                          f"'mixkit[train]', or use optimizer='adamw'); import failed with: {error}") from None
+
+
 @OPTIMIZERS.register("adamw8bit")
 def make_adamw_8bit(parameter_groups: list, learning_rate: float) -> torch.optim.Optimizer:
-    try:
-        import bitsandbytes
-    except ImportError as error:
-        raise ImportError("optimizer='adamw8bit' needs the bitsandbytes package: pip install bitsandbytes "
-                          f"(or use optimizer='adamw'); import failed with: {error}") from None
+    bitsandbytes = _optional_package("bitsandbytes", "adamw8bit", "bitsandbytes")
     return bitsandbytes.optim.AdamW8bit(parameter_groups, lr=learning_rate, weight_decay=WEIGHT_DECAY)
 
 
@@ -53,11 +60,7 @@ def make_lion(parameter_groups: list, learning_rate: float) -> torch.optim.Optim
 
 @OPTIMIZERS.register("prodigy")
 def make_prodigy(parameter_groups: list, learning_rate: float) -> torch.optim.Optimizer:
-    try:
-        from prodigyopt import Prodigy
-    except ImportError as error:
-        raise ImportError("optimizer='prodigy' needs the prodigyopt package: pip install prodigyopt (or pip install "
-                          f"'mixkit[train]'); import failed with: {error}") from None
+    prodigy = _optional_package("prodigyopt", "prodigy", "prodigyopt")
     rates = [group.get("lr", learning_rate) for group in parameter_groups] or [learning_rate]
     if max(rates) <= 0.1:
         # kohya warns the same way: Prodigy's rate multiplies its own step-size estimate.
@@ -65,7 +68,7 @@ def make_prodigy(parameter_groups: list, learning_rate: float) -> torch.optim.Op
                       "expects a rate of about 1.0 (a multiplier on its estimate); at this rate it barely moves",
                       UserWarning, stacklevel=3)
     # Bias correction and the warm-up safeguard: the settings Prodigy's authors suggest for diffusion models.
-    return Prodigy(parameter_groups, lr=learning_rate, weight_decay=WEIGHT_DECAY, decouple=True,
+    return prodigy.Prodigy(parameter_groups, lr=learning_rate, weight_decay=WEIGHT_DECAY, decouple=True,
                    use_bias_correction=True, safeguard_warmup=True)
 
 
