@@ -69,7 +69,7 @@ def make_prodigy(parameter_groups: list, learning_rate: float) -> torch.optim.Op
                       UserWarning, stacklevel=3)
     # Bias correction and the warm-up safeguard: the settings Prodigy's authors suggest for diffusion models.
     return prodigy.Prodigy(parameter_groups, lr=learning_rate, weight_decay=WEIGHT_DECAY, decouple=True,
-                   use_bias_correction=True, safeguard_warmup=True)
+                           use_bias_correction=True, safeguard_warmup=True)
 
 
 @OPTIMIZERS.register("adafactor")
