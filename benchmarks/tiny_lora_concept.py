@@ -28,6 +28,8 @@ from pathlib import Path
 
 import torch
 
+from mixkit.training.sd_run_options import TIMESTEP_SAMPLINGS
+
 COLOUR_CONCEPTS = ("orange", "grey")
 SHAPE_CONCEPTS = ("diamond", "heart")
 
@@ -67,7 +69,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="LoRA+: the up weights learn at this multiple of the rate (kohya's loraplus_lr_ratio)")
     p.add_argument("--min-timestep", type=int, default=0,
                    help="train on timesteps >= this only (kohya's --min_timestep)")
-    p.add_argument("--timestep-sampling", default="uniform", choices=["uniform", "stratified"])
+    p.add_argument("--timestep-sampling", default="uniform", choices=TIMESTEP_SAMPLINGS.names())
     p.add_argument("--ema", action=argparse.BooleanOptionalAction, default=False,
                    help="export the moving average of the adapters instead of the last step's (use_ema)")
     p.add_argument("--ema-decay", type=float, default=0.99)

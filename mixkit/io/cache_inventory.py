@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mixkit.io.cache_root import cache_root
+from mixkit.io.cache_root import LATENTS_DESCRIPTION, LATENTS_FOLDER, WORLD_TENSORS_FOLDER, cache_root
 
 KINDS = ("openvino", "compile", "world", "latents", "hashes")
 
@@ -42,12 +42,13 @@ def cache_entries(root: Path | None = None) -> list[CacheEntry]:
                                  ("openvino", root / "openvino" / "blobs", "OpenVINO compiled blobs (per shape)")):
         if folder.is_dir():
             entries.append(_entry(kind, folder, (folder,), detail))
-    world = root / "world_tensors"
+    world = root / WORLD_TENSORS_FOLDER
     if world.is_dir():
         entries += [_entry("world", f, (f,), f"rendered shapes-world images ({f.name})") for f in sorted(world.iterdir())]
-    latents = root / "latents"
+    latents = root / LATENTS_FOLDER
     if latents.is_dir():
-        entries += [_entry("latents", f, (f,), _describe_latents(f)) for f in sorted(latents.iterdir()) if f.is_dir()]
+        entries += [_entry("latents", f, (f,), _describe_latents(f))
+                    for f in sorted(latents.iterdir()) if f.is_dir()]
     hashes = root / "hashes.json"
     if hashes.is_file():
         entries.append(_entry("hashes", hashes, (hashes,), "model file hashes"))
@@ -158,7 +159,7 @@ def _describe_latents(folder: Path) -> str:
     """One VAE encoder's cached training latents (`cache_latents_to_disk`): the VAE class, dtype and image count."""
     images = sum(1 for _ in folder.glob("*.safetensors"))
     try:
-        about = json.loads((folder / "about.json").read_text(encoding="utf-8"))
+        about = json.loads((folder / LATENTS_DESCRIPTION).read_text(encoding="utf-8"))
         made_by = f"{about.get('vae', 'VAE')} encoder in {about.get('dtype', '?')}"
     except (OSError, ValueError):
         made_by = "VAE encoder"

@@ -12,6 +12,10 @@ import os
 from pathlib import Path
 
 CACHE_DIR_ENV = "MIXKIT_CACHE_DIR"
+# Folder and file names of the layout above: written by their producers, read by `mixkit cache list`.
+WORLD_TENSORS_FOLDER = "world_tensors"
+LATENTS_FOLDER = "latents"
+LATENTS_DESCRIPTION = "about.json"  # in each latents/<encoder fingerprint>/: what made it
 
 
 def cache_root() -> Path:

@@ -39,9 +39,9 @@ class WorldTensors:
 
 
 def default_cache_dir() -> Path:
-    from mixkit.io.cache_root import cache_root
+    from mixkit.io.cache_root import WORLD_TENSORS_FOLDER, cache_root
 
-    return cache_root() / "world_tensors"
+    return cache_root() / WORLD_TENSORS_FOLDER
 
 
 def render_world(count: int, seed: int, world: WorldConfig, size: int = 64, split: str = "train",

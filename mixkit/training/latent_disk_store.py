@@ -25,10 +25,8 @@ import torch
 
 from mixkit.errors import MixkitError
 from mixkit.io.atomic import atomic_output_path
-from mixkit.io.cache_root import cache_root
+from mixkit.io.cache_root import LATENTS_DESCRIPTION, LATENTS_FOLDER, cache_root
 
-FOLDER = "latents"
-DESCRIPTION = "about.json"  # what made a fingerprint folder, for `mixkit cache list`
 _ENCODER_PARTS = ("encoder.", "quant_conv.")  # all a diffusers AutoencoderKL's posterior depends on
 
 
@@ -37,7 +35,7 @@ class LatentCacheFolderError(MixkitError, OSError):
 
 
 def latent_cache_dir(root: Path | None = None) -> Path:
-    return (Path(root) if root is not None else cache_root()) / FOLDER
+    return (Path(root) if root is not None else cache_root()) / LATENTS_FOLDER
 
 
 def encoder_fingerprint(vae: torch.nn.Module) -> str:
@@ -74,7 +72,7 @@ class LatentDiskStore:
         folder = latent_cache_dir(root) / encoder_fingerprint(vae)
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            about = folder / DESCRIPTION
+            about = folder / LATENTS_DESCRIPTION
             if not about.exists():
                 dtype = next((p.dtype for p in vae.parameters()), torch.float32)
                 with atomic_output_path(about) as temp:
