@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from mixkit.training.optimizers import LR_SCHEDULES
 from mixkit.training.sd_run_options import TIMESTEP_SAMPLINGS
 
 COLOUR_CONCEPTS = ("orange", "grey")
@@ -50,7 +51,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--optimizer", default="adamw", help="the trainer's optimizer by name (adamw, lion, prodigy, ...)")
     p.add_argument("--text-encoder-learning-rate", type=float, default=None,
                    help="with --train-text-encoder: its own rate (default: --learning-rate)")
-    p.add_argument("--lr-schedule", default="constant", choices=["constant", "cosine", "linear"],
+    p.add_argument("--lr-schedule", default="constant", choices=LR_SCHEDULES.names(),
                    help="after the warm-up steps (the trainer's lr_schedule)")
     p.add_argument("--warmup-steps", type=int, default=0, help="linear warm-up of the rate (the trainer's warmup_steps)")
     p.add_argument("--word-vectors", action=argparse.BooleanOptionalAction, default=False,
@@ -69,6 +70,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="LoRA+: the up weights learn at this multiple of the rate (kohya's loraplus_lr_ratio)")
     p.add_argument("--min-timestep", type=int, default=0,
                    help="train on timesteps >= this only (kohya's --min_timestep)")
+    p.add_argument("--min-snr-gamma", type=float, default=5.0,
+                   help="Min-SNR loss weighting (5, the paper's value; 0 turns it off: low-noise steps at full weight)")
     p.add_argument("--timestep-sampling", default="uniform", choices=TIMESTEP_SAMPLINGS.names())
     p.add_argument("--ema", action=argparse.BooleanOptionalAction, default=False,
                    help="export the moving average of the adapters instead of the last step's (use_ema)")
@@ -148,7 +151,7 @@ def main(argv=None) -> None:
                                       warmup_steps=args.warmup_steps, optimizer=args.optimizer,
                                       train_word_vectors=[args.concept] if args.word_vectors else [],
                                       word_vectors_learning_rate=args.word_vectors_lr,
-                                      min_snr_gamma=5.0, seed=args.seed,
+                                      min_snr_gamma=args.min_snr_gamma or None, seed=args.seed,
                                       network=args.network, train_text_encoder=args.train_text_encoder,
                                       text_encoder_learning_rate=args.text_encoder_learning_rate,
                                       noise_offset=args.noise_offset, mixed_precision=args.mixed_precision,
@@ -173,6 +176,7 @@ def main(argv=None) -> None:
           f"noise offset {args.noise_offset}, precision {args.mixed_precision}, "
           f"latents {'cached' if args.cache_latents else 'encoded per step'}, "
           f"{f'EMA {args.ema_decay}' if args.ema else 'last weights'}, LoRA+ ratio {args.loraplus_lr_ratio}, timesteps >= {args.min_timestep} {args.timestep_sampling}, "
+          f"min-SNR gamma {args.min_snr_gamma or 'off'}, "
           f"{args.class_images} class images "
           f"towards {args.prior_target} x{args.prior_loss_weight}; {wall / 60:.1f} wall min, "
           f"{cpu / 60:.1f} process-CPU min ({torch.get_num_threads()} threads); {lora_bytes} bytes")
