@@ -31,6 +31,9 @@ Rows ending in `-ngms` also skip the negative prompt on some steps (APPROXIMATE,
 Rows ending in `-deepcache` run the full UNet every `--deepcache N` steps (default 2) and DeepCache's shallow
 branch in between (APPROXIMATE; on OpenVINO the branch is a graph of its own); their UNet GFLOP/s counts every
 call as a full one (the work a plain UNet would have done per second), so it can pass the peak.
+Row `mixkit-fast-openvino-one-request` is `mixkit-fast-openvino` with the UNet's prompt and negative-prompt rows
+run as one request instead of one request per CPU stream (`OpenVinoUNet.parallel_requests = 1`, the path before
+2026-11-26), to measure what the parallel requests are worth.
 """
 
 from __future__ import annotations
@@ -56,7 +59,8 @@ PROMPT = "a photograph of an astronaut riding a horse on the moon, detailed, 8k"
 NEGATIVE = "blurry, low quality"
 ROWS = ("diffusers-fp32", "diffusers-bf16-sdpa-cl", "mixkit-exact", "mixkit-fast", "mixkit-fast-openvino",
         "mixkit-fast-compile", "mixkit-fast-int8", "mixkit-fast-openvino-int8", "mixkit-fast-openvino-ngms",
-        "mixkit-fast-openvino-int8-ngms", "mixkit-fast-openvino-deepcache", "mixkit-fast-openvino-int8-deepcache")
+        "mixkit-fast-openvino-int8-ngms", "mixkit-fast-openvino-deepcache", "mixkit-fast-openvino-int8-deepcache",
+        "mixkit-fast-openvino-one-request")
 # Opt-in rows: compile (its first run compiles for minutes) and the APPROXIMATE int8 ones (calibration
 # takes 5-10 minutes at 256 px and much longer at 512): --rows ... mixkit-fast-int8 mixkit-fast-openvino-int8
 DEFAULT_ROWS = ROWS[:5]
@@ -165,6 +169,8 @@ def mixkit_row(name: str, folder: Path, args) -> Row:
     backend = "openvino" if "openvino" in name else "torch"
     report = optimize(pipe, preset, backend, compile=name.endswith("compile"))
     print(f"[{name}]\n{report.summary()}")
+    if name.endswith("-one-request"):  # the UNet's CFG rows as one request, not one per CPU stream
+        pipe.model.unet.parallel_requests = 1
     ngms = name.endswith("-ngms")  # APPROXIMATE: NGMS, skipping the negative prompt on some late steps
     skip = dict(s_min_uncond=args.ngms, s_min_uncond_all=args.ngms_all_steps) if ngms else {}
     deepcache = args.deepcache if name.endswith("-deepcache") else None  # APPROXIMATE: DeepCache

@@ -78,3 +78,37 @@ def test_bf16_graph_file_holds_float16_weights(converted, tmp_path):
     assert bf16_graph.cache_key != f32_graph.cache_key
     half, full = (g.cache_path.with_suffix(".bin").stat().st_size for g in (bf16_graph, f32_graph))
     assert half < 0.6 * full
+
+
+def test_an_even_batch_runs_as_two_requests_on_two_streams(converted, unet_inputs, monkeypatch):
+    """CFG's two rows as two one-row requests in parallel: the same result as one two-row request."""
+    import mixkit.runtime.openvino_unet as module
+
+    unet, ov_unet, _ = converted
+    sample, t, context = unet_inputs
+    monkeypatch.setattr(module, "usable_cores", lambda: 2)
+    with torch.no_grad():
+        expected = unet(sample, t, context).sample
+    split = ov_unet(sample, t, context).sample
+    monkeypatch.setattr(ov_unet, "parallel_requests", 1)
+    whole = ov_unet(sample, t, context).sample
+    torch.testing.assert_close(split, expected, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(split, whole, rtol=1e-5, atol=1e-5)
+    streamed = [(key, compiled) for key, (compiled, requests) in ov_unet._compiled.items() if len(requests) == 2]
+    assert streamed, "the two-row call did not run as two requests"
+    key, compiled = streamed[0]
+    assert key[0][0][0] == 1  # compiled for one row per request
+    assert int(compiled.get_property("NUM_STREAMS")) == 2
+
+
+def test_odd_batches_and_single_cores_run_one_request(converted, unet_inputs, monkeypatch):
+    import mixkit.runtime.openvino_unet as module
+
+    _, ov_unet, _ = converted
+    monkeypatch.setattr(module, "usable_cores", lambda: 2)
+    assert ov_unet._request_count(2) == 2 and ov_unet._request_count(4) == 2
+    assert ov_unet._request_count(1) == 1 and ov_unet._request_count(3) == 1
+    monkeypatch.setattr(module, "usable_cores", lambda: 1)
+    assert ov_unet._request_count(2) == 1
+    sample, t, context = unet_inputs
+    assert ov_unet(sample[:1], t, context[:1]).sample.shape == sample[:1].shape
