@@ -198,19 +198,16 @@ class OpenVinoUNet:
         refuse_graph_keywords(kwargs, "The openvino backend", "use backend='torch' for this generation")
         inputs = flat_unet_inputs(sample, timestep, encoder_hidden_states, added_cond_kwargs, self.sdxl)
         count = self._request_count(inputs[0].shape[0])
-        compiled, requests = self._compiled_for(inputs, with_features=bool(feature), requests=count)
+        _, requests = self._compiled_for(inputs, with_features=bool(feature), requests=count)
         arrays = [x.numpy() for x in inputs]
         if self._recorded is not None:
             self._recorded.append([a.copy() for a in arrays])
-        wanted = [0, feature] if feature else [0]
-        if count == 1:
-            result = compiled(arrays)
-            return [torch.from_numpy(result[compiled.outputs[i]].copy()) for i in wanted]
         rows = arrays[0].shape[0] // count
         for part, request in enumerate(requests):  # started together: one stream each
             request.start_async([a[part * rows:(part + 1) * rows] for a in arrays])
         for request in requests:
             request.wait()
+        wanted = [0, feature] if feature else [0]
         return [torch.cat([torch.from_numpy(r.get_output_tensor(i).data.copy()) for r in requests]) for i in wanted]
 
     def check_deepcache_branch(self, shallow_layers: int) -> None:
