@@ -106,7 +106,19 @@ class OpenVinoUNet:
     # of the cores. Two half-batch requests kept both cores busier than one batch-2 request: 1.02-1.075x
     # per SD 1.5 call at 256 px and 1.02-1.05x at 512 px (2-core AVX512-BF16 CPU, bf16, alternating
     # rounds). Each row's arithmetic is the same as in the whole batch, up to bf16 rounding. 1: one request.
-    parallel_requests: int = 2
+    _parallel_requests: int = 2
+
+    @property
+    def parallel_requests(self) -> int:
+        return self._parallel_requests
+
+    @parallel_requests.setter
+    def parallel_requests(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"parallel_requests must be a positive integer (1: the whole batch as one request), "
+                             f"got {value!r}")
+        self._parallel_requests = value
+
     int8_path: Path | None = None  # the int8 graph in use (pipelines.approx.int8), None: the float graph
     _recorded: list | None = None  # inputs collected by `recording()`
     # Set by pipelines.approx.deepcache: takes over calls (same signature as __call__); None: the plain graph.
@@ -159,7 +171,7 @@ class OpenVinoUNet:
 
     def _request_count(self, batch: int) -> int:
         """How many requests share a call's rows: `parallel_requests` when the rows and cores split evenly."""
-        parts = max(1, int(self.parallel_requests))
+        parts = self.parallel_requests
         return parts if parts > 1 and batch % parts == 0 and usable_cores() >= parts else 1
 
     def _compiled_for(self, inputs: list[torch.Tensor], with_features: bool = False, requests: int = 1):

@@ -112,3 +112,11 @@ def test_odd_batches_and_single_cores_run_one_request(converted, unet_inputs, mo
     assert ov_unet._request_count(2) == 1
     sample, t, context = unet_inputs
     assert ov_unet(sample[:1], t, context[:1]).sample.shape == sample[:1].shape
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True, None])
+def test_parallel_requests_must_be_a_positive_integer(converted, bad):
+    _, ov_unet, _ = converted
+    with pytest.raises(ValueError, match="parallel_requests must be a positive integer"):
+        ov_unet.parallel_requests = bad
+    assert ov_unet.parallel_requests == 2  # unchanged by the refused value
