@@ -1,6 +1,6 @@
 """A LoRA teaches mixkit-tiny-sd a concept its base data never had (default: the shape heart).
 
-Run from the repository root:  python -m benchmarks.tiny_lora_concept  [--concept heart] [--steps 500]
+Run from the repository root:  python -m benchmarks.tiny_lora_concept  [--concept heart] [--steps 500] [--save-every 100]
 
 The defaults are the fastest recipe measured on the shipped model that keeps inside the budget (README):
 UNet and text-encoder LoRA at 2e-3 for 500 steps, 1200 concept images against 600 class images (two thirds
@@ -82,6 +82,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="torch threads (0: torch's default); one spends no CPU time on synchronisation, "
                         "and CPU minutes are the budget")
     p.add_argument("--keep", type=Path, default=None, help="copy the trained LoRA file here")
+    p.add_argument("--save-every", type=int, default=0,
+                   help="also write the LoRA every N steps (the trainer's save_every_n_steps) and score each: the curve")
     return p.parse_args(argv)
 
 
@@ -157,12 +159,15 @@ def main(argv=None) -> None:
                                       noise_offset=args.noise_offset, mixed_precision=args.mixed_precision,
                                       cache_latents=args.cache_latents, use_ema=args.ema, ema_decay=args.ema_decay,
                                       min_timestep=args.min_timestep,
-                                      timestep_sampling=args.timestep_sampling, loraplus_lr_ratio=args.loraplus_lr_ratio)
+                                      timestep_sampling=args.timestep_sampling, loraplus_lr_ratio=args.loraplus_lr_ratio,
+                                      save_every_n_steps=args.save_every)
         wall, cpu = time.perf_counter(), time.process_time()
         result = train_sd_lora(config)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         lora = Path(result.output)
         lora_bytes = lora.stat().st_size
+        curve = [(int(path.stem.rsplit("-step", 1)[1]), score(pipe, concept_prompts, judge, path)[key],
+                  score(pipe, base_prompts, judge, path)["single/shape"]) for path in result.intermediate_outputs]
         after_concept = score(pipe, concept_prompts, judge, lora)
         after_base = score(pipe, base_prompts, judge, lora)
         if args.keep:
@@ -185,6 +190,8 @@ def main(argv=None) -> None:
     print(f"{'  autoencoder ceiling':<22} {key:<20} {ceiling:>7.2f} {ceiling:>7.2f}  (judge on the VAE's reconstructions)")
     for metric in ("single/shape", "single/colour", "single/background"):
         print(f"{'base world':<22} {metric:<20} {before_base[metric]:>7.2f} {after_base[metric]:>7.2f}  >= 0.90")
+    for step, concept, base_shape in curve:
+        print(f"after step {step}: {args.concept} {concept:.2f}, base world shape {base_shape:.2f}")
 
 
 if __name__ == "__main__":

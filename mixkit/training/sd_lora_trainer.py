@@ -40,6 +40,13 @@ class TrainingResult:
     last_checkpoint: Path | None = None
     skipped_images: list = field(default_factory=list)
     seconds: float = 0.0
+    intermediate_outputs: list[Path] = field(default_factory=list)  # files written by `save_every_n_steps`
+
+
+def intermediate_output(output: str | Path, step: int) -> Path:
+    """Where `save_every_n_steps` writes the file of step `step`: next to the output, named as kohya names them."""
+    output = Path(output)
+    return output.with_name(f"{output.stem}-step{step:08d}{output.suffix}")
 
 
 def _scan(path: Path, missing_captions: str) -> ScanReport:
@@ -182,36 +189,53 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     checkpoint_dir = Path(config.checkpoint_dir or Path(config.output).with_suffix("").as_posix() + "-checkpoints")
     result = TrainingResult(output=None, steps=step, skipped_images=list(report.skipped))
     reporter.model = model
+    accum, world = config.gradient_accumulation_steps, accelerator.num_processes
+    batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
+
+    def save_lora(path: str | Path, at_step: int) -> Path:
+        """The kohya file of the adapters (their moving average with EMA) and trained word vectors as they are now."""
+        metadata = training_metadata(
+            network=config.network, rank=config.rank, alpha=config.alpha, conv_rank=conv_rank,
+            conv_alpha=config.conv_alpha,
+            family=model.family.value, train_text_encoder=config.train_text_encoder,
+            tag_frequency=report.tag_frequency(), dataset_dirs=report.dataset_dirs(), num_images=len(dataset),
+            settings={**_settings(config), "steps": at_step,
+                      "epoch": math.ceil(at_step * accum * world / batches_per_epoch),
+                      "output_name": config.output_name or Path(config.output).stem},
+            started_at=started, base_model_name=getattr(model, "name", str(config.model)))
+        metadata["mixkit_training_config"] = config.to_json()
+        live = [p.detach().clone() for p in trained] if ema is not None else []
+        if ema is not None:
+            ema.copy_to(trained)
+        try:
+            tensors = network.kohya_state_dict()
+            if model.family.value == "sdxl" and config.sdxl_key_layout == "sgm":
+                tensors = to_sgm_layout(tensors, model.unet)
+            if words is not None:
+                tensors.update(words.bundled_tensors())
+        finally:
+            for parameter, value in zip(trained, live):  # an intermediate file must not change the run
+                parameter.data.copy_(value)
+        return save_kohya_lora(tensors, path, metadata)
+
+    def after_step(at_step: int, *logged) -> None:
+        reporter(at_step, *logged)
+        every = config.save_every_n_steps
+        if every and at_step % every == 0 and at_step < config.max_steps and accelerator.is_main_process:
+            result.intermediate_outputs.append(save_lora(intermediate_output(config.output, at_step), at_step))
+
     try:
         step = run_denoising_loop(
             config, accelerator=accelerator, model=model, denoiser=denoiser, dataset=dataset, optimizer=optimizer,
             lr_schedule=lr_schedule, step=step, stop_at_step=stop_at_step, checkpoint_dir=checkpoint_dir,
             fingerprint=fingerprint, clipped=lambda: network.parameters(), trainable_state=trainable_state,
             result=result, after_optimizer_step=(lambda: ema.update(trained)) if ema is not None else None,
-            after_step=reporter, prior_reference=prior_reference)
-        accum, world = config.gradient_accumulation_steps, accelerator.num_processes
-        batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
+            after_step=after_step, prior_reference=prior_reference)
         result.steps = step
 
         # 5. Export the kohya file (main process only), then detach so the caller's model is unchanged.
         if step == config.max_steps and accelerator.is_main_process:
-            metadata = training_metadata(
-                network=config.network, rank=config.rank, alpha=config.alpha, conv_rank=conv_rank,
-                conv_alpha=config.conv_alpha,
-                family=model.family.value, train_text_encoder=config.train_text_encoder,
-                tag_frequency=report.tag_frequency(), dataset_dirs=report.dataset_dirs(), num_images=len(dataset),
-                settings={**_settings(config), "steps": step, "epoch": math.ceil(step * accum * world / batches_per_epoch),
-                          "output_name": config.output_name or Path(config.output).stem},
-                started_at=started, base_model_name=getattr(model, "name", str(config.model)))
-            metadata["mixkit_training_config"] = config.to_json()
-            if ema is not None:
-                ema.copy_to(trained)  # the network is discarded after export; the caller's model is untouched
-            tensors = network.kohya_state_dict()
-            if model.family.value == "sdxl" and config.sdxl_key_layout == "sgm":
-                tensors = to_sgm_layout(tensors, model.unet)
-            if words is not None:
-                tensors.update(words.bundled_tensors())
-            result.output = save_kohya_lora(tensors, config.output, metadata)
+            result.output = save_lora(config.output, step)
     finally:
         reporter.close()
         # Also on errors (disk full, interrupt): the caller's model must come back unchanged.

@@ -459,6 +459,34 @@ def test_ema_is_part_of_the_checkpoint_so_resume_is_exact(tiny_sd1_dir, colour_d
         train_sd_lora(plain, model=model)
 
 
+@pytest.mark.parametrize("use_ema", [False, True])
+def test_save_every_n_steps_writes_the_file_a_shorter_run_would_end_with(tiny_sd1_dir, colour_dataset, tmp_path,
+                                                                         use_ema):
+    """The step-2 file of a 4-step run is the 2-step run's file (constant rate), and writing it (with EMA: from the
+    averages) leaves the run itself unchanged: its final file is the one a run without intermediate files writes."""
+    from safetensors.torch import load_file
+
+    settings = dict(max_steps=4, batch_size=2, train_word_vectors=["square"], use_ema=use_ema, ema_decay=0.5)
+    model = load_diffusion_model(tiny_sd1_dir)
+    saving = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "run.safetensors", save_every_n_steps=2,
+                                   **settings), model=model)
+    plain = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "plain.safetensors", **settings), model=model)
+    short = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "short.safetensors",
+                                  **{**settings, "max_steps": 2}), model=model)
+    assert saving.intermediate_outputs == [tmp_path / "run-step00000002.safetensors"]  # step 4: the output itself
+    for written, expected in ((saving.intermediate_outputs[0], short.output), (saving.output, plain.output)):
+        a, b = load_file(written), load_file(expected)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), written
+    assert "bundle_emb.square.string_to_param.*" in load_file(saving.intermediate_outputs[0])
+    assert read_safetensors_metadata(saving.intermediate_outputs[0])["ss_steps"] == "2"
+
+
+@pytest.mark.parametrize("every", [-1, True, 2.5, "100"])
+def test_save_every_n_steps_must_be_a_count(every, tmp_path):
+    with pytest.raises(ValueError, match="save_every_n_steps must be an integer >= 0"):
+        train_sd_lora(_config(tmp_path / "no-model", tmp_path, tmp_path / "out.safetensors", save_every_n_steps=every))
+
+
 @pytest.mark.parametrize("overrides, error, message", [
     ({"use_ema": "yes"}, TypeError, "use_ema must be true or false"),
     ({"use_ema": True, "ema_decay": 1.0}, ValueError, r"ema_decay must be a number in \[0, 1\)"),
