@@ -7,6 +7,7 @@ averages are not dominated by the random start.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Iterable
 
 import torch
@@ -41,6 +42,20 @@ class EmaWeights:
     def copy_to(self, parameters: Iterable[torch.nn.Parameter]) -> None:
         for shadow, param in zip(self.shadow, parameters):
             param.copy_(shadow.to(param.dtype))
+
+    @contextlib.contextmanager
+    def applied_to(self, parameters: Iterable[torch.nn.Parameter]):
+        """The averages in `parameters` inside the block and their own values back after it (also on errors):
+        exporting a file mid-run must not change the run."""
+        parameters = list(parameters)
+        live = [p.detach().clone() for p in parameters]
+        self.copy_to(parameters)
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for param, value in zip(parameters, live):
+                    param.copy_(value)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         state = {f"ema.{i}": t for i, t in enumerate(self.shadow)}

@@ -8,6 +8,7 @@ is left as it was. Optional validation images and TensorBoard logs come from `ru
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -204,18 +205,12 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                       "output_name": config.output_name or Path(config.output).stem},
             started_at=started, base_model_name=getattr(model, "name", str(config.model)))
         metadata["mixkit_training_config"] = config.to_json()
-        live = [p.detach().clone() for p in trained] if ema is not None else []
-        if ema is not None:
-            ema.copy_to(trained)
-        try:
+        with ema.applied_to(trained) if ema is not None else contextlib.nullcontext():
             tensors = network.kohya_state_dict()
             if model.family.value == "sdxl" and config.sdxl_key_layout == "sgm":
                 tensors = to_sgm_layout(tensors, model.unet)
             if words is not None:
                 tensors.update(words.bundled_tensors())
-        finally:
-            for parameter, value in zip(trained, live):  # an intermediate file must not change the run
-                parameter.data.copy_(value)
         return save_kohya_lora(tensors, path, metadata)
 
     def after_step(at_step: int, *logged) -> None:

@@ -37,3 +37,15 @@ def test_matches_diffusers_ema_model():
 def test_bad_decay():
     with pytest.raises(ValueError, match="decay"):
         EmaWeights([torch.nn.Parameter(torch.zeros(1))], max_decay=1.0)
+
+
+def test_applied_to_swaps_the_averages_in_and_the_weights_back_also_on_errors():
+    param = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+    ema = EmaWeights([param], max_decay=0.5)
+    with torch.no_grad():
+        param.copy_(torch.tensor([3.0, 4.0]))
+    with pytest.raises(RuntimeError, match="inside"):
+        with ema.applied_to([param]):
+            assert torch.equal(param.detach(), torch.tensor([1.0, 2.0]))
+            raise RuntimeError("inside")
+    assert torch.equal(param.detach(), torch.tensor([3.0, 4.0]))
