@@ -4,11 +4,13 @@ Uses the same deterministic loop as the LoRA trainer (`run_denoising_loop`), so 
 the EMA shadow weights are part of each checkpoint. The result is a complete diffusers folder
 (the base model's other components copied, the UNet replaced by the EMA or the raw weights),
 assembled in a temporary folder and renamed into place, so a failed save leaves no partial model.
+`save_every_n_steps` writes such a folder at every N steps too (`<output>-step00000500/`).
 Validation images and TensorBoard logs go to `<output>-run/` beside it (see `run_reporting`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -32,19 +34,37 @@ from mixkit.training.training_state import architecture_fingerprint, resume_run
 logger = logging.getLogger(__name__)
 
 
+def _check_free(output: Path, what: str) -> None:
+    if output.exists() and (not output.is_dir() or any(output.iterdir())):
+        raise ValueError(f"{what} {str(output)!r} already exists and is not empty; choose a new output folder "
+                         "(a trained model never overwrites another).")
+
+
 def _check_paths(config: SDFinetuneConfig) -> None:
     if not (Path(config.model) / "model_index.json").is_file():
         raise ValueError(f"Full fine-tuning needs a diffusers model folder (with model_index.json) as model, "
                          f"got {config.model!r}; convert a single-file checkpoint to a folder first.")
-    output = Path(config.output)
-    if output.exists() and (not output.is_dir() or any(output.iterdir())):
-        raise ValueError(f"Output {str(output)!r} already exists and is not empty; choose a new folder "
-                         "(a trained model never overwrites another).")
+    _check_free(Path(config.output), "Output")
 
 
-def _write_model_folder(config: SDFinetuneConfig, unet) -> Path:
+def intermediate_folder(output: str | Path, step: int) -> Path:
+    """Where `save_every_n_steps` writes the model of step `step`: beside the output, named by the step."""
+    output = Path(output)
+    return output.with_name(f"{output.name}-step{step:08d}")
+
+
+def _intermediate_folders(config: SDFinetuneConfig, after_step: int) -> list[Path]:
+    """The `save_every_n_steps` model folders a run from `after_step` to the end will write."""
+    every = config.save_every_n_steps
+    if not every:
+        return []
+    first = (after_step // every + 1) * every
+    return [intermediate_folder(config.output, at) for at in range(first, config.max_steps, every)]
+
+
+def _write_model_folder(config: SDFinetuneConfig, unet, output: str | Path) -> Path:
     """Copy the base model folder, save `unet` into it, then rename the whole folder into place."""
-    output = Path(config.output).absolute()
+    output = Path(output).absolute()
     output.parent.mkdir(parents=True, exist_ok=True)
     temp = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent))
     try:
@@ -105,18 +125,31 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
         unet.load_state_dict({k[5:]: v for k, v in trainable.items() if k.startswith("unet.")})
         if ema:
             ema.load_state_dict(trainable)
+    # Checked once the start step is known: a resumed run has written the folders of its earlier steps itself.
+    for folder in _intermediate_folders(config, step):
+        _check_free(folder, "The save_every_n_steps folder")
     denoiser, optimizer = accelerator.prepare(ConditionedDenoiser(model), optimizer)
 
     # 4. Train; the EMA follows every optimizer step.
     result = TrainingResult(output=None, steps=step, skipped_images=list(report.skipped))
     reporter.model = model
+
+    def after_step(at_step: int, *logged) -> None:
+        reporter(at_step, *logged)
+        every = config.save_every_n_steps
+        if every and at_step % every == 0 and at_step < config.max_steps and accelerator.is_main_process:
+            # The EMA weights are what the final folder will hold, so they are what each folder holds too.
+            with ema.applied_to(parameters) if ema else contextlib.nullcontext():
+                result.intermediate_outputs.append(
+                    _write_model_folder(config, unet, intermediate_folder(config.output, at_step)))
+
     try:
         step = run_denoising_loop(
             config, accelerator=accelerator, model=model, denoiser=denoiser, dataset=dataset, optimizer=optimizer,
             lr_schedule=lr_schedule, step=step, stop_at_step=stop_at_step,
             checkpoint_dir=Path(config.checkpoint_dir or f"{config.output}-checkpoints"), fingerprint=fingerprint,
             clipped=lambda: parameters, trainable_state=trainable_state, result=result,
-            after_optimizer_step=(lambda: ema.update(parameters)) if ema else None, after_step=reporter)
+            after_optimizer_step=(lambda: ema.update(parameters)) if ema else None, after_step=after_step)
     finally:
         reporter.close()
     result.steps = step
@@ -128,7 +161,7 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
             unet.disable_gradient_checkpointing()
         if ema:
             ema.copy_to(parameters)
-        result.output = _write_model_folder(config, unet)
+        result.output = _write_model_folder(config, unet, config.output)
     result.seconds = time.time() - started
     logger.info("Fine-tuned %d steps in %.1f s; output %s", step, result.seconds, result.output)
     return result

@@ -78,9 +78,6 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     # on the tiny heart LoRA, README). Off by default, as kohya has no EMA for networks.
     use_ema: bool = False
     ema_decay: float = 0.99
-    # Also write the LoRA file every this many steps (0: only at the end), next to `output` as
-    # `<stem>-step00000500.safetensors` (kohya's save_every_n_steps): a run's curve without a resume state.
-    save_every_n_steps: int = 0
 
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
@@ -104,9 +101,6 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
                                           "noise_offset", "min_snr_gamma", "prior_loss_weight"))
         check_diffusion_training(self)
         self.check_run_options()
-        every = self.save_every_n_steps
-        if isinstance(every, bool) or not isinstance(every, int) or every < 0:
-            raise ValueError(f"save_every_n_steps must be an integer >= 0 (0: the file at the end only), got {every!r}")
         if not isinstance(self.use_ema, bool):
             raise TypeError(f"use_ema must be true or false, got {self.use_ema!r}")
         check_ema_decay(self)

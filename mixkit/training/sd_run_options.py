@@ -49,6 +49,10 @@ class SDRunOptions:
     # "uniform" (independent draws, as kohya and diffusers do) or "stratified": one draw per batch spread
     # evenly over the range (VDM's low-discrepancy sampler), less noise in each step's gradient.
     timestep_sampling: str = "uniform"
+    # Also write the result every this many steps (0: only at the end), next to `output` and named by its step
+    # (kohya's save_every_n_steps): the LoRA trainer's `<stem>-step00000500.safetensors`, the fine-tune's
+    # `<output>-step00000500/` model folder. A run's curve to choose from, loadable as it is (a resume state is not).
+    save_every_n_steps: int = 0
 
     def check_run_options(self) -> None:
         """Raise ValueError/TypeError naming the first run option out of range."""
@@ -62,6 +66,9 @@ class SDRunOptions:
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be true or false, got {getattr(self, name)!r}")
         TIMESTEP_SAMPLINGS.get(self.timestep_sampling)
+        every = self.save_every_n_steps
+        if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+            raise ValueError(f"save_every_n_steps must be an integer >= 0 (0: the result at the end only), got {every!r}")
         low, high = self.min_timestep, self.max_timestep
         if isinstance(low, bool) or not isinstance(low, int) or low < 0:
             raise ValueError(f"min_timestep must be an integer >= 0, got {low!r}")

@@ -78,3 +78,49 @@ def test_latents_on_disk_reach_the_fine_tune_and_give_the_same_run(tiny_sd1_dir,
                                      **settings))
     assert disk.losses == memory.losses
     assert len(list((cache_root() / "latents").glob("*/*.safetensors"))) == len(list(colour_dataset.glob("*/*.png")))
+
+
+def test_save_every_n_steps_writes_the_model_a_shorter_run_ends_with(tiny_sd1_dir, colour_dataset, tmp_path):
+    """The step-2 folder of a 4-step run holds the EMA UNet a 2-step run ends with, loads through the public
+    loader, and writing it (EMA weights in, live weights back) leaves the run unchanged."""
+    from safetensors.torch import load_file
+
+    settings = dict(batch_size=2, use_ema=True, ema_decay=0.5)
+    unet_file = ("unet", "diffusion_pytorch_model.safetensors")
+    saving = train_sd_finetune(_config(tiny_sd1_dir, colour_dataset, tmp_path / "run", max_steps=4,
+                                       save_every_n_steps=2, **settings))
+    plain = train_sd_finetune(_config(tiny_sd1_dir, colour_dataset, tmp_path / "plain", max_steps=4, **settings))
+    short = train_sd_finetune(_config(tiny_sd1_dir, colour_dataset, tmp_path / "short", max_steps=2, **settings))
+    assert saving.intermediate_outputs == [(tmp_path / "run-step00000002").absolute()]  # step 4: the output itself
+    assert saving.losses == plain.losses
+    for written, expected in ((saving.intermediate_outputs[0], short.output), (saving.output, plain.output)):
+        a, b = load_file(written.joinpath(*unet_file)), load_file(expected.joinpath(*unet_file))
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert load_diffusion_model(saving.intermediate_outputs[0]).unet is not None
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_save_every_n_steps_refuses_a_taken_folder_before_training(tiny_sd1_dir, colour_dataset, tmp_path):
+    (tmp_path / "run-step00000002").mkdir()
+    (tmp_path / "run-step00000002" / "x.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="save_every_n_steps folder .*run-step00000002"):
+        train_sd_finetune(_config(tiny_sd1_dir, colour_dataset, tmp_path / "run", max_steps=4, save_every_n_steps=2))
+    assert not (tmp_path / "run").exists()
+    assert (tmp_path / "run-step00000002" / "x.txt").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("every", [-1, True, 2.5, "100"])
+def test_save_every_n_steps_must_be_a_count(every, tmp_path):
+    with pytest.raises(ValueError, match="save_every_n_steps must be an integer >= 0"):
+        _config(tmp_path / "no-model", tmp_path, tmp_path / "out", save_every_n_steps=every).check()
+
+
+def test_a_resumed_run_keeps_the_folders_it_wrote_and_writes_the_rest(tiny_sd1_dir, colour_dataset, tmp_path):
+    config = _config(tiny_sd1_dir, colour_dataset, tmp_path / "run", max_steps=4, batch_size=2, use_ema=False,
+                     save_every_n_steps=1, checkpoint_dir=str(tmp_path / "ck"))
+    first = train_sd_finetune(config, stop_at_step=2)
+    assert [p.name for p in first.intermediate_outputs] == ["run-step00000001", "run-step00000002"]
+    config.resume_from = str(tmp_path / "ck")
+    resumed = train_sd_finetune(config)
+    assert [p.name for p in resumed.intermediate_outputs] == ["run-step00000003"]
+    assert resumed.output == (tmp_path / "run").absolute()
