@@ -29,13 +29,15 @@ class BucketSettings:
     max_side: int = 1024
 
 
-def _resize_and_crop(image, bucket: Bucket):
-    """Scale to cover the bucket, then center-crop; returns the image and the (top, left) crop offset."""
+def _resize_and_crop(image, bucket: Bucket, resample=None):
+    """Scale to cover the bucket, then center-crop; returns the image and the (top, left) crop offset.
+
+    A loss mask goes through the same geometry with `resample=BOX` (area averaging: no ringing past 0 and 1)."""
     from PIL import Image
 
     scale = max(bucket.width / image.width, bucket.height / image.height)
     size = (max(bucket.width, round(image.width * scale)), max(bucket.height, round(image.height * scale)))
-    image = image.resize(size, Image.Resampling.LANCZOS)
+    image = image.resize(size, Image.Resampling.LANCZOS if resample is None else resample)
     left = (size[0] - bucket.width) // 2
     top = (size[1] - bucket.height) // 2
     return image.crop((left, top, left + bucket.width, top + bucket.height)), (top, left)
@@ -45,7 +47,7 @@ class BucketedImageDataset:
     """Records with repeats expanded, each assigned to a bucket; yields batches from one bucket at a time."""
 
     def __init__(self, records: list[ImageRecord], resolution: int, buckets: BucketSettings = BucketSettings(),
-                 *, source: str = "dataset") -> None:
+                 *, source: str = "dataset", loss_masks: bool = False) -> None:
         if not records:
             raise EmptyDatasetError(
                 f"{source} has no usable images (none found, or all were unreadable); add .png/.jpg files "
@@ -59,6 +61,7 @@ class BucketedImageDataset:
             choices = [Bucket(resolution, resolution)]
         self.records = records
         self.resolution = resolution
+        self.loss_masks = loss_masks
         self.buckets = [assign_bucket(r.width, r.height, choices) for r in records]
         # Repeats are realised as duplicated indices, as kohya does, so an epoch has sum(repeats) samples.
         self.samples = [i for i, record in enumerate(records) for _ in range(record.repeats)]
@@ -87,13 +90,16 @@ class BucketedImageDataset:
         return sum(math.ceil(n / batch_size) for n in counts.values())
 
     def load_batch(self, indices: list[int]) -> dict:
-        """Pixels in [-1, 1] (B, 3, H, W), captions, SDXL's original size / crop conditioning, loss weights."""
+        """Pixels in [-1, 1] (B, 3, H, W), captions, SDXL's original size / crop conditioning, loss weights;
+        with `loss_masks` also "masks" (B, 1, H, W) in [0, 1], cropped as the pixels are (1 where an image has none)."""
         import numpy as np
         import torch
+        from PIL import Image
 
+        from mixkit.data.loss_masks import load_loss_mask
         from mixkit.io.images import load_image
 
-        pixels, captions, original_sizes, crops = [], [], [], []
+        pixels, captions, original_sizes, crops, masks = [], [], [], [], []
         for index in indices:
             record = self.records[index]
             image = load_image(record.path)
@@ -103,7 +109,17 @@ class BucketedImageDataset:
             array = np.asarray(image, dtype=np.float32) / 127.5 - 1.0
             pixels.append(torch.from_numpy(array).permute(2, 0, 1))
             captions.append(record.caption)
+            if self.loss_masks:
+                mask = load_loss_mask(record.path, record.mask)
+                if mask is None:
+                    masks.append(torch.ones(1, *array.shape[:2]))
+                else:
+                    mask, _ = _resize_and_crop(mask, self.buckets[index], Image.Resampling.BOX)
+                    masks.append(torch.from_numpy(np.asarray(mask, dtype=np.float32) / 255.0)[None])
         weights = torch.tensor([self.records[i].loss_weight for i in indices], dtype=torch.float32)
         prior = torch.tensor([self.records[i].prior for i in indices], dtype=torch.bool)
-        return {"pixels": torch.stack(pixels), "captions": captions, "original_sizes": original_sizes, "crops": crops,
-                "loss_weights": weights, "prior": prior}
+        batch = {"pixels": torch.stack(pixels), "captions": captions, "original_sizes": original_sizes, "crops": crops,
+                 "loss_weights": weights, "prior": prior}
+        if self.loss_masks:
+            batch["masks"] = torch.stack(masks)
+        return batch

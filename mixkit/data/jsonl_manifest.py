@@ -2,7 +2,8 @@
 
 Relative image paths are resolved against the manifest's folder, so a dataset folder can be
 moved as a whole. `caption` is accepted as an alias of `text` (both spellings are common), and
-an optional `repeats` integer plays the role of kohya's folder prefix.
+an optional `repeats` integer plays the role of kohya's folder prefix, and an optional `mask` path names
+the image's loss mask for masked training (`loss_masks`; default: a `<stem>-masklabel.png` beside it).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 from pathlib import Path
 
 from mixkit.data.image_probe import probe_image
+from mixkit.data.loss_masks import mask_file_beside
 from mixkit.data.records import ImageRecord, ScanReport
 
 logger = logging.getLogger(__name__)
@@ -19,7 +21,7 @@ logger = logging.getLogger(__name__)
 TEXT_KEYS = ("text", "caption")
 
 
-def _parse_line(line: str, number: int, manifest: Path) -> tuple[str, str, int]:
+def _parse_line(line: str, number: int, manifest: Path) -> tuple[str, str, int, str | None]:
     where = f"{manifest}, line {number}"
     try:
         entry = json.loads(line)
@@ -33,7 +35,10 @@ def _parse_line(line: str, number: int, manifest: Path) -> tuple[str, str, int]:
     repeats = entry.get("repeats", 1)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"{where}: 'repeats' must be an integer >= 1, got {repeats!r}.")
-    return entry["image"], text, repeats
+    mask = entry.get("mask")
+    if mask is not None and not isinstance(mask, str):
+        raise ValueError(f"{where}: 'mask' must be a path string (the image's loss mask), got {mask!r}.")
+    return entry["image"], text, repeats, mask
 
 
 def scan_jsonl_manifest(manifest: str | Path) -> ScanReport:
@@ -46,12 +51,19 @@ def scan_jsonl_manifest(manifest: str | Path) -> ScanReport:
     for number, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
-        image, text, repeats = _parse_line(line, number, manifest)
+        image, text, repeats, mask = _parse_line(line, number, manifest)
         path = Path(image) if Path(image).is_absolute() else manifest.parent / image
+        if mask is not None:
+            mask_path = Path(mask) if Path(mask).is_absolute() else manifest.parent / mask
+            if not mask_path.is_file():
+                raise ValueError(f"{manifest}, line {number}: the mask {str(mask_path)!r} of {image!r} does not exist; "
+                                 "fix the path or drop the 'mask' key.")
+        else:
+            mask_path = mask_file_beside(path)
         size = probe_image(path) if path.is_file() else f"file not found (listed on line {number})"
         if isinstance(size, str):
             report.skipped.append((path, size))
             logger.warning("Skipping training image %s: %s", path, size)
             continue
-        report.records.append(ImageRecord(path, text, repeats, concept, size[0], size[1]))
+        report.records.append(ImageRecord(path, text, repeats, concept, size[0], size[1], mask=mask_path))
     return report

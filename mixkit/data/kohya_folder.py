@@ -2,6 +2,7 @@
 
 A subfolder named `10_sks dog` means "repeat these images 10 times per epoch, concept `sks dog`"
 (kohya's DreamBooth convention). Images directly in the root count once, concept = root name.
+A `<stem>-masklabel.png` beside an image is its loss mask (`loss_masks`), not an image of its own.
 Unreadable images are skipped and reported, never fatal: one corrupt file among thousands should
 not cost a training run.
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from mixkit.data.captions import MISSING_CAPTION_POLICIES, read_caption
 from mixkit.data.image_probe import is_image_file, probe_image
+from mixkit.data.loss_masks import is_mask_file, mask_file_beside
 from mixkit.data.records import ImageRecord, ScanReport
 
 logger = logging.getLogger(__name__)
@@ -40,7 +42,8 @@ def _check_inputs(root: Path, missing_captions: str, caption_extension: str) -> 
 
 def _scan_images(folder: Path, repeats: int, concept: str, policy: str, extension: str, report: ScanReport) -> None:
     choose_caption = MISSING_CAPTION_POLICIES.get(policy)
-    for image in sorted(p for p in folder.iterdir() if is_image_file(p)):
+    # `<stem>-masklabel.png` files are loss masks of the image beside them, not training images.
+    for image in sorted(p for p in folder.iterdir() if is_image_file(p) and not is_mask_file(p)):
         size = probe_image(image)
         if isinstance(size, str):
             report.skipped.append((image, size))
@@ -52,7 +55,8 @@ def _scan_images(folder: Path, repeats: int, concept: str, policy: str, extensio
             message = f"{image} has no {extension} caption; using {caption!r} (missing_captions={policy!r})"
             report.warnings.append(message)
             logger.warning(message)
-        report.records.append(ImageRecord(image, caption, repeats, concept, size[0], size[1]))
+        report.records.append(ImageRecord(image, caption, repeats, concept, size[0], size[1],
+                                          mask=mask_file_beside(image)))
 
 
 def scan_kohya_folder(root: str | Path, *, missing_captions: str = "folder_name",

@@ -18,6 +18,7 @@ class ImageRecord:
     height: int = 0
     loss_weight: float = 1.0  # DreamBooth class (prior-preservation) images get the prior loss weight
     prior: bool = False  # a class (prior-preservation) image, not one of the concept being trained
+    mask: Path | None = None  # a loss mask file for masked training (`loss_masks`), if the image has one
 
 
 @dataclass

@@ -137,7 +137,12 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
                 if config.min_snr_gamma:
                     weights = weights * objective.min_snr_weights(alphas_cumprod, timesteps, config.min_snr_gamma,
                                                                   model.prediction_type)
-                loss = objective.weighted_mse(prediction, target, weights)
+                cell_weights = None
+                if config.masked_loss:
+                    cell_weights = objective.latent_loss_mask(batch["masks"], latents.shape[-2:],
+                                                              config.masked_loss_unmasked_weight,
+                                                              config.masked_loss_normalize).to(accelerator.device)
+                loss = objective.weighted_mse(prediction, target, weights, cell_weights)
                 accelerator.backward(loss)
                 if accelerator.sync_gradients:
                     accelerator.clip_grad_norm_(clipped(), MAX_GRAD_NORM)

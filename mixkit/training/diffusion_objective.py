@@ -73,6 +73,24 @@ def add_noise(latents: torch.Tensor, noise: torch.Tensor, timesteps: torch.Tenso
     return alpha_bar.sqrt() * latents + (1 - alpha_bar).sqrt() * noise
 
 
+def latent_loss_mask(masks: torch.Tensor, latent_size: tuple[int, int], unmasked_weight: float = 0.0,
+                     normalize: bool = False) -> torch.Tensor:
+    """Per-latent-cell loss weights (B, 1, h, w) from pixel masks (B, 1, H, W) in [0, 1].
+
+    Each latent cell gets the mean of the mask pixels it covers (area averaging, as kohya's masked loss
+    does), raised to at least `unmasked_weight` (OneTrainer's "unmasked weight": the background is still
+    learned a little, so the model keeps drawing one). With `normalize` each sample's weights are divided by
+    their mean (OneTrainer's normalize_masked_area_loss), so an image whose subject is small weighs as much
+    in the batch as one filled by it; an all-zero mask stays all zero.
+    """
+    weights = torch.nn.functional.interpolate(masks.float(), size=tuple(latent_size), mode="area")
+    weights = weights.clamp(min=unmasked_weight, max=1.0)
+    if normalize:
+        mean = weights.mean(dim=(1, 2, 3), keepdim=True)
+        weights = torch.where(mean > 0, weights / mean.clamp(min=torch.finfo(weights.dtype).tiny), weights)
+    return weights
+
+
 def weighted_mse(prediction: torch.Tensor, target: torch.Tensor, weights: torch.Tensor | None,
                  element_weights: torch.Tensor | None = None) -> torch.Tensor:
     """Mean squared error per sample, optionally weighted, averaged over the batch.

@@ -91,7 +91,8 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
     _check_paths(config)
     report = scan_dataset(config)
     dataset = BucketedImageDataset(report.records, config.resolution,
-                                   BucketSettings(config.bucketing, step=config.bucket_step), source=config.dataset)
+                                   BucketSettings(config.bucketing, step=config.bucket_step), source=config.dataset,
+                                   loss_masks=config.masked_loss)
     accelerator = make_accelerator(mixed_precision=config.mixed_precision,
                                    gradient_accumulation_steps=config.gradient_accumulation_steps)
     # The output folder appears only when the model is complete, so images and logs go next to it.

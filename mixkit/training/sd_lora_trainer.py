@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import logging
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 import torch
 
 from mixkit.data import BucketedImageDataset, BucketSettings, ScanReport, scan_jsonl_manifest, scan_kohya_folder
+from mixkit.data.loss_masks import MASK_SUFFIX, check_loss_masks
 from mixkit.training.accelerator_setup import make_accelerator, resolve_mixed_precision
 from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_step, run_denoising_loop
 from mixkit.training.ema import EmaWeights
@@ -74,7 +76,33 @@ def scan_dataset(config) -> ScanReport:
                            for r in prior.records]
         report.skipped += prior.skipped
         report.warnings += prior.warnings
+    if getattr(config, "masked_loss", False):
+        files, alphas = check_loss_masks(report.records)
+        logger.info("Masked loss: %d images with a mask file, %d masked by their alpha channel, %d learned whole",
+                    files, alphas, len(report.records) - files - alphas)
+    elif any(r.mask is not None for r in report.records):
+        report.warnings.append(f"{sum(r.mask is not None for r in report.records)} images have a "
+                               f"'{MASK_SUFFIX}' mask beside them, unused: set masked_loss: true to train with them")
+        logger.warning(report.warnings[-1])
     return report
+
+
+def check_output_path(output: str | Path) -> None:
+    """Refuse, before any training, an output the LoRA file cannot become: finding out when the finished run
+    writes it would lose the run. A missing folder is fine (it is created at the first write, as kohya does)."""
+    output = Path(output).expanduser().absolute()
+    if output.is_dir():
+        raise ValueError(f"output {str(output)!r} is a folder; name the LoRA file to write, like "
+                         f"{str(output / 'my_lora.safetensors')!r}")
+    existing = output.parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f"the folder of output {str(output)!r} cannot be created: {str(existing)!r} is a file; "
+                         "choose another output path")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"the folder of output {str(output)!r} cannot be written: {str(existing)!r} is not "
+                         "writable; choose another output path")
 
 
 def _freeze(model) -> None:
@@ -100,13 +128,16 @@ def _settings(config: SDLoraTrainingConfig) -> dict:
     keys = ("learning_rate", "text_encoder_learning_rate", "max_steps", "batch_size", "gradient_accumulation_steps",
             "resolution", "seed", "noise_offset", "min_snr_gamma", "mixed_precision", "gradient_checkpointing", "bucketing",
             "prior_loss_weight", "prior_target", "lr_schedule", "warmup_steps", "cache_latents", "use_ema",
-            "min_timestep", "max_timestep", "timestep_sampling", "loraplus_lr_ratio")
+            "min_timestep", "max_timestep", "timestep_sampling", "loraplus_lr_ratio", "masked_loss")
     renamed = {"max_steps": "max_train_steps", "batch_size": "batch_size_per_device", "bucketing": "enable_bucket",
                "lr_schedule": "lr_scheduler", "warmup_steps": "lr_warmup_steps"}
     settings = {renamed.get(k, k): getattr(config, k) for k in keys}
     settings["cache_latents"] = config.cache_latents or config.cache_latents_to_disk
     if config.use_ema:
         settings["ema_decay"] = config.ema_decay
+    if config.masked_loss:
+        settings["masked_loss_unmasked_weight"] = config.masked_loss_unmasked_weight
+        settings["masked_loss_normalize"] = config.masked_loss_normalize
     return settings
 
 
@@ -120,9 +151,11 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     # 1. Validate settings and data before loading anything heavy.
     config.check()
     check_stop_at_step(stop_at_step, config.max_steps)
+    check_output_path(config.output)
     report = scan_dataset(config)
     dataset = BucketedImageDataset(report.records, config.resolution,
-                                   BucketSettings(config.bucketing, step=config.bucket_step), source=config.dataset)
+                                   BucketSettings(config.bucketing, step=config.bucket_step), source=config.dataset,
+                                   loss_masks=config.masked_loss)
     precision = resolve_mixed_precision(config.mixed_precision)
     accelerator = make_accelerator(mixed_precision=precision,
                                    gradient_accumulation_steps=config.gradient_accumulation_steps)
@@ -211,6 +244,7 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                 tensors = to_sgm_layout(tensors, model.unet)
             if words is not None:
                 tensors.update(words.bundled_tensors())
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         return save_kohya_lora(tensors, path, metadata)
 
     def after_step(at_step: int, *logged) -> None:

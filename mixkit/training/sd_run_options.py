@@ -53,6 +53,13 @@ class SDRunOptions:
     # (kohya's save_every_n_steps): the LoRA trainer's `<stem>-step00000500.safetensors`, the fine-tune's
     # `<output>-step00000500/` model folder. A run's curve to choose from, loadable as it is (a resume state is not).
     save_every_n_steps: int = 0
+    # Masked training (kohya's --masked_loss / --alpha_mask, OneTrainer's masked training): the loss counts each
+    # image's masked part only, from `<stem>-masklabel.png` beside it or its alpha channel (`mixkit.data.loss_masks`).
+    # The background keeps `masked_loss_unmasked_weight` (0..1) of its weight; `masked_loss_normalize` divides each
+    # image's weights by their mean, so a small subject counts as much as a large one.
+    masked_loss: bool = False
+    masked_loss_unmasked_weight: float = 0.0
+    masked_loss_normalize: bool = False
 
     def check_run_options(self) -> None:
         """Raise ValueError/TypeError naming the first run option out of range."""
@@ -66,6 +73,16 @@ class SDRunOptions:
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be true or false, got {getattr(self, name)!r}")
         TIMESTEP_SAMPLINGS.get(self.timestep_sampling)
+        for name in ("masked_loss", "masked_loss_normalize"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        floor = self.masked_loss_unmasked_weight
+        if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 <= floor <= 1:
+            raise ValueError(f"masked_loss_unmasked_weight must be a number in 0..1 (the loss weight the unmasked "
+                             f"background keeps), got {floor!r}")
+        if not self.masked_loss and (floor or self.masked_loss_normalize):
+            raise ValueError("masked_loss_unmasked_weight and masked_loss_normalize act on masked training only; "
+                             "set masked_loss: true or leave them at their defaults")
         every = self.save_every_n_steps
         if isinstance(every, bool) or not isinstance(every, int) or every < 0:
             raise ValueError(f"save_every_n_steps must be an integer >= 0 (0: the result at the end only), got {every!r}")

@@ -124,3 +124,16 @@ def test_a_resumed_run_keeps_the_folders_it_wrote_and_writes_the_rest(tiny_sd1_d
     resumed = train_sd_finetune(config)
     assert [p.name for p in resumed.intermediate_outputs] == ["run-step00000003"]
     assert resumed.output == (tmp_path / "run").absolute()
+
+
+def test_masked_loss_reaches_the_fine_tune(tiny_sd1_dir, colour_dataset, tmp_path):
+    import shutil
+
+    from PIL import Image
+
+    shutil.copytree(colour_dataset, tmp_path / "data")
+    for image in (tmp_path / "data").glob("*/*.png"):
+        Image.new("L", (32, 32), 0).save(image.with_name(f"{image.stem}-masklabel.png"))
+    result = train_sd_finetune(_config(tiny_sd1_dir, tmp_path / "data", tmp_path / "out", max_steps=2, use_ema=False,
+                                       masked_loss=True))
+    assert result.losses == [0.0, 0.0]

@@ -590,3 +590,82 @@ def test_stratified_timestep_sampling_spreads_each_batch_over_the_range(tiny_sd1
 def test_unknown_timestep_sampling_lists_the_valid_ones(tmp_path):
     with pytest.raises(ValueError, match="stratified"):
         train_sd_lora(_config(tmp_path / "no-model", tmp_path, tmp_path / "out.safetensors", timestep_sampling="logit"))
+
+
+def _masked_copy(dataset, target, value: int):
+    """The colour dataset with a uniform `-masklabel.png` (grey level `value`) beside every image."""
+    import shutil
+
+    from PIL import Image
+
+    shutil.copytree(dataset, target)
+    for image in target.glob("*/*.png"):
+        Image.new("L", (32, 32), value).save(image.with_name(f"{image.stem}-masklabel.png"))
+    return target
+
+
+def test_masked_loss_with_white_masks_is_the_unmasked_run_and_black_masks_learn_nothing(tiny_sd1_dir, colour_dataset,
+                                                                                        tmp_path):
+    from safetensors.torch import load_file
+
+    settings = dict(max_steps=3, batch_size=2)
+    model = load_diffusion_model(tiny_sd1_dir)
+    plain = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "plain.safetensors", **settings),
+                          model=model)
+    white = train_sd_lora(_config(tiny_sd1_dir, _masked_copy(colour_dataset, tmp_path / "white", 255),
+                                  tmp_path / "white.safetensors", masked_loss=True, **settings), model=model)
+    assert white.losses == plain.losses
+    a, b = load_file(white.output), load_file(plain.output)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert read_safetensors_metadata(white.output)["ss_masked_loss"] == "True"
+    assert read_safetensors_metadata(plain.output)["ss_masked_loss"] == "False"
+
+    black = train_sd_lora(_config(tiny_sd1_dir, _masked_copy(colour_dataset, tmp_path / "black", 0),
+                                  tmp_path / "black.safetensors", masked_loss=True, **settings), model=model)
+    assert black.losses == [0.0, 0.0, 0.0]
+    ups = [t for k, t in load_file(black.output).items() if k.endswith("lora_up.weight")]
+    assert ups and all(not t.any() for t in ups)  # zero-initialised up weights never received a gradient
+
+
+def test_masked_loss_weighs_the_background_by_the_unmasked_weight(tiny_sd1_dir, colour_dataset, tmp_path):
+    # Black masks with a floor of 0.25 weigh every cell 0.25: the first step's loss is a quarter of the
+    # unmasked run's (same noise, same weights before the first update); normalised, it is the unmasked loss.
+    model = load_diffusion_model(tiny_sd1_dir)
+    black = _masked_copy(colour_dataset, tmp_path / "black", 0)
+    plain = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "p.safetensors", max_steps=1), model=model)
+    floor = train_sd_lora(_config(tiny_sd1_dir, black, tmp_path / "f.safetensors", max_steps=1, masked_loss=True,
+                                  masked_loss_unmasked_weight=0.25), model=model)
+    normalized = train_sd_lora(_config(tiny_sd1_dir, black, tmp_path / "n.safetensors", max_steps=1, masked_loss=True,
+                                       masked_loss_unmasked_weight=0.25, masked_loss_normalize=True), model=model)
+    assert floor.losses[0] == pytest.approx(plain.losses[0] / 4, rel=1e-6)
+    assert normalized.losses[0] == pytest.approx(plain.losses[0], rel=1e-6)
+
+
+def test_masks_are_refused_or_reported_before_loading(colour_dataset, tmp_path):
+    from mixkit.data.loss_masks import LossMaskError
+    from mixkit.training.sd_lora_trainer import scan_dataset
+
+    with pytest.raises(LossMaskError, match="masked_loss is on but none of the 3 training images has a mask"):
+        train_sd_lora(_config(tmp_path / "no-model", colour_dataset, tmp_path / "o.safetensors", masked_loss=True))
+    masked = _masked_copy(colour_dataset, tmp_path / "masked", 255)
+    report = scan_dataset(_config(tmp_path / "no-model", masked, tmp_path / "o.safetensors"))
+    assert len(report.records) == 3  # the masks are not training images
+    assert any("3 images have a '-masklabel' mask beside them, unused" in w for w in report.warnings)
+    for settings, message in [(dict(masked_loss="yes"), "masked_loss must be true or false"),
+                              (dict(masked_loss=True, masked_loss_unmasked_weight=1.5), "a number in 0..1"),
+                              (dict(masked_loss_normalize=True), "act on masked training only")]:
+        with pytest.raises((ValueError, TypeError), match=message):
+            train_sd_lora(_config(tmp_path / "no-model", masked, tmp_path / "o.safetensors", **settings))
+
+
+def test_the_output_folder_is_made_or_refused_before_training(tiny_sd1_dir, colour_dataset, tmp_path):
+    # A missing folder used to be found when the finished run wrote its file, losing the run.
+    result = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "new" / "deeper" / "l.safetensors",
+                                   max_steps=1))
+    assert result.output.is_file()
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(ValueError, match="is a folder; name the LoRA file"):
+        train_sd_lora(_config(tmp_path / "no-model", colour_dataset, tmp_path / "taken"))
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(ValueError, match="cannot be created"):
+        train_sd_lora(_config(tmp_path / "no-model", colour_dataset, tmp_path / "a-file" / "l.safetensors"))
