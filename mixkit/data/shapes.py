@@ -17,8 +17,6 @@ import itertools
 import json
 import os
 import random
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterator, Literal
@@ -38,7 +36,7 @@ from mixkit.data.shapes_vocab import (
     Scene,
     ShapeSpec,
 )
-from mixkit.io.atomic import publish_permissions
+from mixkit.io.atomic import atomic_output_folder, check_new_output_folder
 
 Split = Literal["train", "held_out", "all"]
 SPLITS: tuple[str, ...] = ("train", "held_out", "all")
@@ -209,11 +207,8 @@ def write_kohya_folder(folder: str | os.PathLike, count: int, *, seed: int = 0, 
     if not isinstance(size, int) or not 8 <= size <= 4096:
         raise ValueError(f"image size must be an integer in [8, 4096], got {size!r}")
     target = Path(folder).expanduser().absolute()
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise ValueError(f"{str(target)!r} already exists and is not an empty folder; choose a new folder")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    try:
+    check_new_output_folder(target, "The dataset folder")
+    with atomic_output_folder(target) as staging:
         images = staging / f"{repeats}_{concept}"
         images.mkdir()
         with open(staging / "manifest.jsonl", "w", encoding="utf-8") as manifest:
@@ -228,13 +223,6 @@ def write_kohya_folder(folder: str | os.PathLike, count: int, *, seed: int = 0, 
         info = {"seed": seed, "size": size, "count": count, "split": split, "repeats": repeats,
                 "concept": concept, "config": config.to_dict()}
         (staging / "world.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        if target.exists():
-            target.rmdir()
-        publish_permissions(staging)
-        os.replace(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return target
 
 

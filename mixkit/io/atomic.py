@@ -72,6 +72,40 @@ def publish_permissions(folder: str | os.PathLike) -> None:
         os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~umask)
 
 
+def check_new_output_folder(path: str | os.PathLike, what: str = "Output") -> None:
+    """Refuse a folder output that exists and is not empty: a trained model or dataset never overwrites another.
+    Called before the work that fills it, so a taken name costs nothing."""
+    target = Path(path).expanduser()
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise ValueError(f"{what} {str(target)!r} already exists and is not an empty folder; choose a new one "
+                         "(nothing mixkit writes replaces what is there).")
+
+
+@contextlib.contextmanager
+def atomic_output_folder(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a hidden temporary folder beside `path`; on normal exit it becomes `path` in one rename.
+
+    The folder version of `atomic_output_path`: readers (and a crashed run's next attempt) see no folder or
+    the complete one, never half a model. `path` must be missing or empty (see `check_new_output_folder`);
+    on any error the temporary folder is removed.
+    """
+    import shutil
+
+    target = Path(path).expanduser().absolute()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        yield temp
+        check_new_output_folder(target)  # nothing else may have filled it meanwhile
+        if target.exists():
+            target.rmdir()
+        publish_permissions(temp)
+        os.replace(temp, target)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Atomically replace `path` with `data`."""
     with atomic_output_path(path) as temp:

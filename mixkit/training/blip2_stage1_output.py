@@ -8,14 +8,11 @@ assembled in a temporary folder and renamed into place, so a failed save leaves 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from torch import nn
 
-from mixkit.io.atomic import publish_permissions
+from mixkit.io.atomic import atomic_output_folder
 
 CONFIG_NAME = "mixkit_blip2_stage1.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -38,24 +35,14 @@ def heads_config(heads) -> dict:
 def save_blip2_stage1(folder: str | Path, bridge, heads, tokenizer, config_json: str) -> Path:
     from safetensors.torch import save_model
 
-    target = Path(folder).absolute()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    try:
+    with atomic_output_folder(folder) as temp:
         save_model(Stage1Parts(bridge, heads), str(temp / WEIGHTS_NAME))
         config = {"bridge": bridge.config_dict(), "heads": heads_config(heads)}
         (temp / CONFIG_NAME).write_text(json.dumps(config, indent=2), encoding="utf-8")
         (temp / "mixkit_training_config.json").write_text(config_json, encoding="utf-8")
         if tokenizer is not None:
             tokenizer.save_pretrained(temp / "tokenizer")
-        if target.exists():
-            target.rmdir()  # checked empty before training
-        publish_permissions(temp)
-        os.replace(temp, target)
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        raise
-    return target
+    return Path(folder).absolute()
 
 
 def load_blip2_stage1(folder: str | Path):

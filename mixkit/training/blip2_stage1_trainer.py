@@ -147,12 +147,12 @@ def build_stage1_parts(config: Blip2Stage1Config, vision_encoder: nn.Module, voc
 def run_blip2_stage1(config: Blip2Stage1Config, *, stop_at_step: int | None = None) -> TrainingResult:
     """`mixkit train blip2-stage1`: load the parts named by the config, train, write `config.output`."""
     from mixkit.training.blip2_stage1_output import save_blip2_stage1
-    from mixkit.training.vlm_lm_training import check_output_folder
+    from mixkit.io.atomic import check_new_output_folder
     from mixkit.training.vlm_parts import load_tokenizer, load_vision_encoder, tokenizer_folder
 
     config.check()
     config.check_paths()
-    check_output_folder(config.output)
+    check_new_output_folder(config.output)
     vision_encoder = load_vision_encoder(config.vision_model)
     tokenizer = load_tokenizer(tokenizer_folder(config.tokenizer, None))
     if tokenizer.pad_token_id is None:

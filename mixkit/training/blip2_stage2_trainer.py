@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import torch
 
+from mixkit.io.atomic import check_new_output_folder
 from mixkit.training.blip2_stage2_config import Blip2Stage2Config
 from mixkit.training.sd_lora_trainer import TrainingResult
-from mixkit.training.vlm_lm_training import LanguageModellingRun, check_output_folder, run_language_modelling
+from mixkit.training.vlm_lm_training import LanguageModellingRun, run_language_modelling
 from mixkit.training.vlm_parts import load_tokenizer, task_config_for, tokenizer_folder
 from mixkit.training.vlm_samples import VlmSample, format_prompt, scan_vlm_samples
 
@@ -84,7 +85,7 @@ def train_blip2_stage2(config: Blip2Stage2Config, *, stop_at_step: int | None = 
 
     # 1. Validate settings, output and data before loading the model.
     config.check()
-    check_output_folder(config.output)
+    check_new_output_folder(config.output)
     scan = scan_vlm_samples(config.dataset, missing_captions=config.missing_captions)
     for sample in scan.samples:  # a question without '{}' in the prompt (or the reverse) fails before loading
         sample_prompt(config.prompt, config.caption_prompt, sample, config.dataset)

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from mixkit.data import BucketedImageDataset, scan_jsonl_manifest, scan_kohya_folder
+from mixkit.io.atomic import atomic_output_folder, check_new_output_folder
 from mixkit.training.accelerator_setup import make_accelerator
 from mixkit.training.clip_config import ClipTrainingConfig
 from mixkit.training.losses import clip_contrastive_loss
@@ -74,6 +75,7 @@ def train_clip(config: ClipTrainingConfig, *, stop_at_step: int | None = None) -
     config.check()
     if stop_at_step is not None and not 0 < stop_at_step <= config.max_steps:
         raise ValueError(f"stop_at_step must be in 1..max_steps={config.max_steps}, got {stop_at_step}")
+    check_new_output_folder(config.output)
     path = Path(config.dataset)
     report = scan_jsonl_manifest(path) if path.suffix.lower() == ".jsonl" else scan_kohya_folder(
         path, missing_captions=config.missing_captions)
@@ -131,10 +133,11 @@ def train_clip(config: ClipTrainingConfig, *, stop_at_step: int | None = None) -
         accelerator.wait_for_everyone()
     result.steps = step
 
-    # 4. Save the fine-tuned model (safetensors via save_pretrained) with its processor.
+    # 4. Save the fine-tuned model (safetensors via save_pretrained) with its processor, in one rename.
     if step == config.max_steps and accelerator.is_main_process:
-        accelerator.unwrap_model(encoder).clip.save_pretrained(config.output)
-        processor.save_pretrained(config.output)
+        with atomic_output_folder(config.output) as temp:
+            accelerator.unwrap_model(encoder).clip.save_pretrained(temp)
+            processor.save_pretrained(temp)
         result.output = Path(config.output)
     result.seconds = time.time() - started
     if accelerator.is_main_process:

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import torch
 
+from mixkit.io.atomic import check_new_output_folder
 from mixkit.training.minigpt4_config import MiniGPT4Config
 from mixkit.training.sd_lora_trainer import TrainingResult
-from mixkit.training.vlm_lm_training import LanguageModellingRun, check_output_folder, run_language_modelling
+from mixkit.training.vlm_lm_training import LanguageModellingRun, run_language_modelling
 from mixkit.training.vlm_parts import load_tokenizer, task_config_for, tokenizer_folder
 from mixkit.training.vlm_samples import VlmSample, scan_vlm_samples
 
@@ -103,7 +104,7 @@ def train_minigpt4(config: MiniGPT4Config, *, stop_at_step: int | None = None) -
     """Run (or resume) MiniGPT-4 projection training; writes a modular folder (with tokenizer/) to `config.output`."""
     # 1. Validate settings, output and data before loading models.
     config.check()
-    check_output_folder(config.output)
+    check_new_output_folder(config.output)
     scan = scan_vlm_samples(config.dataset, missing_captions=config.missing_captions)
 
     # 2. Model: vision, Q-Former and LM frozen; one linear layer trained.

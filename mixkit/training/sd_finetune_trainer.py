@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
 from mixkit.data import BucketedImageDataset, BucketSettings
-from mixkit.io.atomic import publish_permissions
+from mixkit.io.atomic import atomic_output_folder, check_new_output_folder
 from mixkit.training.accelerator_setup import make_accelerator
 from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_step, run_denoising_loop
 from mixkit.training.ema import EmaWeights
@@ -34,17 +32,11 @@ from mixkit.training.training_state import architecture_fingerprint, resume_run
 logger = logging.getLogger(__name__)
 
 
-def _check_free(output: Path, what: str) -> None:
-    if output.exists() and (not output.is_dir() or any(output.iterdir())):
-        raise ValueError(f"{what} {str(output)!r} already exists and is not empty; choose a new output folder "
-                         "(a trained model never overwrites another).")
-
-
 def _check_paths(config: SDFinetuneConfig) -> None:
     if not (Path(config.model) / "model_index.json").is_file():
         raise ValueError(f"Full fine-tuning needs a diffusers model folder (with model_index.json) as model, "
                          f"got {config.model!r}; convert a single-file checkpoint to a folder first.")
-    _check_free(Path(config.output), "Output")
+    check_new_output_folder(config.output)
 
 
 def intermediate_folder(output: str | Path, step: int) -> Path:
@@ -64,21 +56,11 @@ def _intermediate_folders(config: SDFinetuneConfig, after_step: int) -> list[Pat
 
 def _write_model_folder(config: SDFinetuneConfig, unet, output: str | Path) -> Path:
     """Copy the base model folder, save `unet` into it, then rename the whole folder into place."""
-    output = Path(output).absolute()
-    output.parent.mkdir(parents=True, exist_ok=True)
-    temp = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent))
-    try:
+    with atomic_output_folder(output) as temp:
         shutil.copytree(config.model, temp, dirs_exist_ok=True, ignore=shutil.ignore_patterns("unet"))
         unet.save_pretrained(temp / "unet")
         (temp / "mixkit_training_config.json").write_text(config.to_json(), encoding="utf-8")
-        if output.exists():
-            output.rmdir()  # checked empty before training
-        publish_permissions(temp)
-        os.replace(temp, output)
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        raise
-    return output
+    return Path(output).expanduser().absolute()
 
 
 def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = None) -> TrainingResult:
@@ -128,7 +110,7 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
             ema.load_state_dict(trainable)
     # Checked once the start step is known: a resumed run has written the folders of its earlier steps itself.
     for folder in _intermediate_folders(config, step):
-        _check_free(folder, "The save_every_n_steps folder")
+        check_new_output_folder(folder, "The save_every_n_steps folder")
     denoiser, optimizer = accelerator.prepare(ConditionedDenoiser(model), optimizer)
 
     # 4. Train; the EMA follows every optimizer step.

@@ -12,9 +12,6 @@ place, so a failed save leaves no partial model.
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +20,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from mixkit.io.atomic import publish_permissions
+from mixkit.io.atomic import atomic_output_folder
 from mixkit.training.accelerator_setup import make_accelerator
 from mixkit.training.losses import build_lm_labels, causal_lm_loss
 from mixkit.training.optimizers import warmup_schedule
@@ -55,13 +52,6 @@ class LanguageModellingRun:
     # {"vision_encoder.": 1e-5}: parameters whose names start with a key train at that rate, the rest
     # at the config's learning_rate (a fine-tuned tower needs a far smaller step than a fresh bridge).
     part_learning_rates: dict[str, float] = field(default_factory=dict)
-
-
-def check_output_folder(output: str) -> None:
-    """Refuse an existing non-empty output before any work: a trained model never overwrites another."""
-    path = Path(output)
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise ValueError(f"output {output!r} already exists and is not empty; choose a new folder.")
 
 
 def collate_token_rows(rows: list[TokenRow], pad_id: int, max_length: int, source: str = "dataset"):
@@ -114,22 +104,12 @@ def write_model_folder(model: nn.Module, tokenizer, task, config_json: str, outp
     """
     from mixkit.models.vlm.modular.task_config import TASK_CONFIG_NAME, TOKENIZER_FOLDER
 
-    target = Path(output).absolute()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    try:
+    with atomic_output_folder(output) as temp:
         model.save_pretrained(temp)
         (temp / TASK_CONFIG_NAME).write_text(task.to_json(), encoding="utf-8")
         tokenizer.save_pretrained(temp / TOKENIZER_FOLDER)
         (temp / "mixkit_training_config.json").write_text(config_json, encoding="utf-8")
-        if target.exists():
-            target.rmdir()  # checked empty before training
-        publish_permissions(temp)
-        os.replace(temp, target)
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        raise
-    return target
+    return Path(output).absolute()
 
 
 def decay_groups(parameters: list[nn.Parameter], weight_decay: float) -> list[dict]:

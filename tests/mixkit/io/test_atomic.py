@@ -71,3 +71,38 @@ def test_publish_permissions_makes_a_staged_folder_readable_like_open_would(tmp_
         os.umask(old)
     assert (staged.stat().st_mode & 0o777, (staged / "unet").stat().st_mode & 0o777) == (0o755, 0o755)
     assert (staged / "unet" / "model.safetensors").stat().st_mode & 0o777 == 0o644
+
+
+def test_an_output_folder_appears_whole_or_not_at_all(tmp_path):
+    from mixkit.io.atomic import atomic_output_folder
+
+    target = tmp_path / "deep" / "model"
+    with atomic_output_folder(target) as temp:
+        assert temp.parent == target.parent and temp.name.startswith(".model.") and not target.exists()
+        (temp / "weights.bin").write_bytes(b"w")
+    assert (target / "weights.bin").read_bytes() == b"w"
+    assert [p.name for p in target.parent.iterdir()] == ["model"]
+
+    with pytest.raises(RuntimeError, match="serializer failed"):
+        with atomic_output_folder(tmp_path / "broken") as temp:
+            (temp / "half.bin").write_bytes(b"h")
+            raise RuntimeError("serializer failed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deep"]  # no target, no hidden leftover
+
+
+def test_an_output_folder_never_replaces_a_filled_one(tmp_path):
+    from mixkit.io.atomic import atomic_output_folder, check_new_output_folder
+
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "keep.txt").write_text("mine")
+    with pytest.raises(ValueError, match="already exists and is not an empty folder"):
+        check_new_output_folder(tmp_path / "taken")
+    with pytest.raises(ValueError, match="already exists"):
+        with atomic_output_folder(tmp_path / "taken") as temp:
+            (temp / "new.bin").write_bytes(b"n")
+    assert [p.name for p in (tmp_path / "taken").iterdir()] == ["keep.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
+    (tmp_path / "empty").mkdir()
+    with atomic_output_folder(tmp_path / "empty") as temp:  # an empty folder may be filled
+        (temp / "a").write_text("a")
+    assert (tmp_path / "empty" / "a").is_file()

@@ -157,7 +157,7 @@ def test_bad_settings(world, tmp_path, settings, message):
 def test_existing_output_and_missing_tokenizer_are_refused(world, tmp_path):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "keep.txt").write_text("mine")
-    with pytest.raises(ValueError, match="already exists and is not empty"):
+    with pytest.raises(ValueError, match="already exists and is not an empty folder"):
         train_blip2_stage2(_config(world, tmp_path))
     bare = tmp_path / "bare"
     VisionLanguageModel.from_pretrained(world["model"]).save_pretrained(bare)

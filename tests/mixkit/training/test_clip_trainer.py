@@ -115,3 +115,11 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def test_a_filled_output_is_refused_before_loading(pairs_dataset, tmp_path):
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "notes.txt").write_text("keep")
+    with pytest.raises(ValueError, match="already exists and is not an empty folder"):
+        train_clip(_config(tmp_path / "no-model", pairs_dataset, tmp_path / "taken"))
+    assert [p.name for p in (tmp_path / "taken").iterdir()] == ["notes.txt"]
