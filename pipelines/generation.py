@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from mixkit import __version__
@@ -38,6 +39,28 @@ class GenerationResult:
             save_png(image, path, infotext)
             paths.append(path)
         return paths
+
+    def save_as(self, path: str | os.PathLike) -> list:
+        """Write the images to a PNG file name of the caller's choosing (with infotext): one image as `path`
+        itself, several as `<stem>-1.png`, `<stem>-2.png`, ... beside it. Existing files of those names are
+        replaced (each atomically), as a tool told to write `cat.png` is expected to do."""
+        from pipelines.png import save_png
+
+        path = Path(path)
+        check_png_file_name(path)
+        if len(self.images) == 1:
+            targets = [path]
+        else:
+            targets = [path.with_name(f"{path.stem}-{n}{path.suffix}") for n in range(1, len(self.images) + 1)]
+        return [save_png(image, target, infotext)
+                for image, target, infotext in zip(self.images, targets, self.infotexts)]
+
+
+def check_png_file_name(path: str | os.PathLike) -> None:
+    """An output file name must end in .png: the infotext travels in a PNG text chunk."""
+    if Path(path).suffix.lower() != ".png":
+        raise ValueError(f"output file {str(path)!r} must end in .png (the generation parameters are stored in a "
+                         "PNG text chunk); name a .png file or a folder")
 
 
 @dataclass(frozen=True)

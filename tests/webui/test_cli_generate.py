@@ -109,3 +109,30 @@ def test_fast_preset_from_the_cli(tiny_sd1_dir, tmp_path, capsys):
 def test_unknown_preset_is_a_one_line_error(tiny_sd1_dir, tmp_path, capsys):
     assert main(["generate", "a", "--model", str(tiny_sd1_dir), "--preset", "turbo", "-o", str(tmp_path / "o"), *ARGS]) == 2
     assert "turbo" in capsys.readouterr().err
+
+
+def test_a_png_file_name_is_written_as_named(tiny_sd1_dir, tmp_path, capsys):
+    # -o cat.png writes cat.png itself (a user naming a file does not want a folder called cat.png); a batch
+    # gets cat-1.png, cat-2.png; running again replaces them.
+    single = tmp_path / "sub" / "cat.png"
+    assert main(["generate", "a red circle", "--model", str(tiny_sd1_dir), "-o", str(single), *ARGS]) == 0
+    assert capsys.readouterr().out.split() == [str(single)]
+    assert "Seed: 21," in Image.open(single).text["parameters"]
+    for _ in range(2):
+        assert main(["generate", "a red circle", "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "b.png"),
+                     "--batch-size", "2", *ARGS]) == 0
+    assert capsys.readouterr().out.split()[-2:] == [str(tmp_path / "b-1.png"), str(tmp_path / "b-2.png")]
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["b-1.png", "b-2.png"]
+    (tmp_path / "pics.png").mkdir()  # an existing folder of that name stays a folder
+    assert main(["generate", "a", "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "pics.png"), *ARGS]) == 0
+    assert [p.name for p in (tmp_path / "pics.png").iterdir()] == ["00000-21.png"]
+
+
+def test_a_non_png_file_name_and_a_misspelt_sampler_fail_before_loading(tmp_path, capsys):
+    missing_model = str(tmp_path / "no-model")
+    assert main(["generate", "a", "--model", missing_model, "-o", str(tmp_path / "cat.jpg"), *ARGS]) == 2
+    assert "must end in .png" in capsys.readouterr().err
+    assert main(["generate", "a", "--model", missing_model, "-o", str(tmp_path / "o"), "--sampler", "DPM++ 9M",
+                 *ARGS]) == 2
+    assert "Unknown sampler 'DPM++ 9M'. Did you mean 'DPM++ 2M'?" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists() and not (tmp_path / "cat.jpg").exists()

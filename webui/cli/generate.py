@@ -64,7 +64,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--skip-early-cfg", type=float, default=d.skip_early_cond, metavar="FRACTION",
                    help="APPROXIMATE: A1111's skip_early_cond: the first FRACTION (0-1) of the steps run without the "
                         "negative prompt")
-    p.add_argument("-o", "--output", default="outputs", help="output folder (default: ./outputs)")
+    p.add_argument("-o", "--output", default="outputs",
+                   help="output folder (A1111 names: 00000-<seed>.png; default: ./outputs), or a .png file name "
+                        "(several images: <name>-1.png, <name>-2.png, ...; existing files are replaced)")
     p.set_defaults(func=run)
 
 
@@ -86,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     )
     check_txt2img_params(params, GenerationLimits())  # fail before the (slow) model load
     check_approximation_args(args)
-    output = ensure_writable_folder(args.output)
+    output, output_is_file = output_target(args.output)
 
     from tqdm import tqdm
 
@@ -128,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
             bar.refresh()
 
         result = pipe(params, callback=progress)
-    for path in result.save(output):
+    for path in (result.save_as(output) if output_is_file else result.save(output)):
         print(path)
     return 0
 
@@ -183,6 +185,23 @@ def check_approximation_args(args: argparse.Namespace) -> None:
         else:
             raise ValueError(f"--int8 compiles its own int8 graph; use --backend openvino (cached across runs) or "
                              f"--backend torch, not --backend {args.backend}")
+
+
+# Names that say "a file", not "a folder": -o cat.png writes cat.png (a .jpg/.webp is refused: PNG holds the infotext).
+FILE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
+
+
+def output_target(value: str) -> tuple[Path, bool]:
+    """(path, is_file) for -o: an image file name (unless a folder of that name exists) or a folder, made and
+    proven writable before any generation work."""
+    from pipelines.generation import check_png_file_name
+
+    path = Path(value)
+    if path.suffix.lower() in FILE_SUFFIXES and not path.is_dir():
+        check_png_file_name(path)
+        ensure_writable_folder(path.parent)
+        return path, True
+    return ensure_writable_folder(path), False
 
 
 def ensure_writable_folder(folder: str | os.PathLike) -> Path:
