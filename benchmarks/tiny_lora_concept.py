@@ -81,7 +81,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (0: torch's default); one spends no CPU time on synchronisation, "
                         "and CPU minutes are the budget")
-    p.add_argument("--keep", type=Path, default=None, help="copy the trained LoRA file here")
+    p.add_argument("--keep", type=Path, default=None,
+                   help="copy the trained LoRA file here (with --save-every, the curve's files beside it)")
     p.add_argument("--save-every", type=int, default=0,
                    help="also write the LoRA every N steps (the trainer's save_every_n_steps) and score each: the curve")
     return p.parse_args(argv)
@@ -172,6 +173,9 @@ def main(argv=None) -> None:
         after_base = score(pipe, base_prompts, judge, lora)
         if args.keep:
             args.keep.write_bytes(lora.read_bytes())
+            for path in result.intermediate_outputs:  # kept beside it: <keep>-step00000100.safetensors
+                args.keep.with_name(f"{args.keep.stem}-{path.stem.rsplit('-', 1)[1]}{path.suffix}").write_bytes(
+                    path.read_bytes())
 
     print(f"LoRA for {args.concept!r} on {args.model}: {args.steps} steps, batch {args.batch_size} (+ prior images), "
           f"rank {args.rank}, {args.network}, {args.optimizer} at lr {args.learning_rate} {args.lr_schedule} "

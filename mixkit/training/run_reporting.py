@@ -58,18 +58,39 @@ class StepReporter:
             require_tensorboard()
         self.resolution = config.resolution
         self.saved_images: list[Path] = []
+        # Set by the trainer when it has held-out images: a no-argument function giving their loss now.
+        self.held_out_loss = None
+        self.validation_losses: list[tuple[int, float]] = []
+
+    def _open_tracker(self) -> None:
+        if self.config.log_with == "tensorboard" and self.tracker is None:
+            self.tracker = open_tensorboard(self.logging_dir, self.run_name)
+            self.tracker.store_init_configuration(_hparams(self.config))
 
     def __call__(self, step: int, loss: float, learning_rate: float, seconds: float) -> None:
         if not self.enabled:
             return
-        if self.config.log_with == "tensorboard" and self.tracker is None:
-            self.tracker = open_tensorboard(self.logging_dir, self.run_name)
-            self.tracker.store_init_configuration(_hparams(self.config))
+        self._open_tracker()
         if self.tracker is not None:
             self.tracker.log({"loss": loss, "lr": learning_rate, "it_per_s": 1.0 / max(seconds, 1e-9)}, step=step)
         every = self.config.validation_every
         if every and step % every == 0:
             self.validate(step)
+        every = self.config.validation_loss_every
+        if self.held_out_loss is not None and ((every and step % every == 0) or step == self.config.max_steps):
+            self.record_validation_loss(step)
+
+    def record_validation_loss(self, step: int) -> float | None:
+        """The held-out loss at `step` (the trainer also calls this before its first step), logged and kept."""
+        if not self.enabled or self.held_out_loss is None:
+            return None
+        self._open_tracker()
+        value = self.held_out_loss()
+        self.validation_losses.append((step, value))
+        if self.tracker is not None:
+            self.tracker.log({"validation_loss": value}, step=step)
+        logger.info("Step %d: validation loss %.5f", step, value)
+        return value
 
     def validate(self, step: int) -> list[Path]:
         """Render and save one image per validation prompt at the current weights."""

@@ -26,7 +26,8 @@ from mixkit.training.ema import EmaWeights
 from mixkit.training.optimizers import make_optimizer, warmup_schedule
 from mixkit.training.run_reporting import StepReporter
 from mixkit.training.sd_finetune_config import SDFinetuneConfig
-from mixkit.training.sd_lora_trainer import TrainingResult, scan_dataset
+from mixkit.training.sd_lora_trainer import TrainingResult, scan_dataset, scan_path
+from mixkit.training.validation_loss import held_out_evaluator, held_out_records
 from mixkit.training.training_state import architecture_fingerprint, resume_run
 
 logger = logging.getLogger(__name__)
@@ -72,9 +73,12 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
     check_stop_at_step(stop_at_step, config.max_steps)
     _check_paths(config)
     report = scan_dataset(config)
-    dataset = BucketedImageDataset(report.records, config.resolution,
-                                   BucketSettings(config.bucketing, step=config.bucket_step), source=config.dataset,
+    records, held_records = held_out_records(config, report.records, scan_path)
+    buckets = BucketSettings(config.bucketing, step=config.bucket_step)
+    dataset = BucketedImageDataset(records, config.resolution, buckets, source=config.dataset,
                                    loss_masks=config.masked_loss)
+    held_dataset = (BucketedImageDataset(held_records, config.resolution, buckets, source="held-out images",
+                                         loss_masks=config.masked_loss) if held_records else None)
     accelerator = make_accelerator(mixed_precision=config.mixed_precision,
                                    gradient_accumulation_steps=config.gradient_accumulation_steps)
     # The output folder appears only when the model is complete, so images and logs go next to it.
@@ -116,6 +120,11 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
     # 4. Train; the EMA follows every optimizer step.
     result = TrainingResult(output=None, steps=step, skipped_images=list(report.skipped))
     reporter.model = model
+    if held_dataset is not None:
+        reporter.held_out_loss = held_out_evaluator(config, held_dataset, model, denoiser, accelerator,
+                                                    (lambda: ema.applied_to(parameters)) if ema else None)
+        if step == 0:
+            reporter.record_validation_loss(0)
 
     def after_step(at_step: int, *logged) -> None:
         reporter(at_step, *logged)
@@ -136,6 +145,7 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
     finally:
         reporter.close()
     result.steps = step
+    result.validation_losses = list(reporter.validation_losses)
 
     # 5. Save the whole model with the EMA (or raw) UNet weights.
     if step == config.max_steps and accelerator.is_main_process:

@@ -30,6 +30,7 @@ from mixkit.training.optimizers import make_optimizer, warmup_schedule
 from mixkit.training.run_reporting import StepReporter
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 from mixkit.training.training_state import architecture_fingerprint, resume_run
+from mixkit.training.validation_loss import held_out_evaluator, held_out_records
 from mixkit.training.word_vectors import TrainedWordVectors
 
 logger = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ class TrainingResult:
     skipped_images: list = field(default_factory=list)
     seconds: float = 0.0
     intermediate_outputs: list[Path] = field(default_factory=list)  # files written by `save_every_n_steps`
+    validation_losses: list[tuple[int, float]] = field(default_factory=list)  # (step, held-out loss)
 
 
 def intermediate_output(output: str | Path, step: int) -> Path:
@@ -52,7 +54,8 @@ def intermediate_output(output: str | Path, step: int) -> Path:
     return output.with_name(f"{output.stem}-step{step:08d}{output.suffix}")
 
 
-def _scan(path: Path, missing_captions: str) -> ScanReport:
+def scan_path(path: Path, missing_captions: str) -> ScanReport:
+    """A dataset folder (kohya layout) or a .jsonl manifest."""
     if path.suffix.lower() == ".jsonl":
         return scan_jsonl_manifest(path)
     return scan_kohya_folder(path, missing_captions=missing_captions)
@@ -65,10 +68,10 @@ def scan_dataset(config) -> ScanReport:
     the instance images ("a sks dog") so the model does not forget the class; as in kohya, the class
     images are simply more samples whose loss is scaled by the prior loss weight.
     """
-    report = _scan(Path(config.dataset), config.missing_captions)
+    report = scan_path(Path(config.dataset), config.missing_captions)
     class_dataset = getattr(config, "class_dataset", None)
     if class_dataset:
-        prior = _scan(Path(class_dataset), config.missing_captions)
+        prior = scan_path(Path(class_dataset), config.missing_captions)
         if not prior.records:
             raise ValueError(f"class_dataset {class_dataset!r} has no usable images; add class images or unset it.")
         weight = config.prior_loss_weight
@@ -153,9 +156,12 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     check_stop_at_step(stop_at_step, config.max_steps)
     check_output_path(config.output)
     report = scan_dataset(config)
-    dataset = BucketedImageDataset(report.records, config.resolution,
-                                   BucketSettings(config.bucketing, step=config.bucket_step), source=config.dataset,
+    report.records, held_records = held_out_records(config, report.records, scan_path)
+    buckets = BucketSettings(config.bucketing, step=config.bucket_step)
+    dataset = BucketedImageDataset(report.records, config.resolution, buckets, source=config.dataset,
                                    loss_masks=config.masked_loss)
+    held_dataset = (BucketedImageDataset(held_records, config.resolution, buckets, source="held-out images",
+                                         loss_masks=config.masked_loss) if held_records else None)
     precision = resolve_mixed_precision(config.mixed_precision)
     accelerator = make_accelerator(mixed_precision=precision,
                                    gradient_accumulation_steps=config.gradient_accumulation_steps)
@@ -223,6 +229,11 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     checkpoint_dir = Path(config.checkpoint_dir or Path(config.output).with_suffix("").as_posix() + "-checkpoints")
     result = TrainingResult(output=None, steps=step, skipped_images=list(report.skipped))
     reporter.model = model
+    if held_dataset is not None:
+        reporter.held_out_loss = held_out_evaluator(config, held_dataset, model, denoiser, accelerator,
+                                                    (lambda: ema.applied_to(trained)) if ema is not None else None)
+        if step == 0:
+            reporter.record_validation_loss(0)
     accum, world = config.gradient_accumulation_steps, accelerator.num_processes
     batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
 
@@ -261,6 +272,7 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
             result=result, after_optimizer_step=(lambda: ema.update(trained)) if ema is not None else None,
             after_step=after_step, prior_reference=prior_reference)
         result.steps = step
+        result.validation_losses = list(reporter.validation_losses)
 
         # 5. Export the kohya file (main process only), then detach so the caller's model is unchanged.
         if step == config.max_steps and accelerator.is_main_process:

@@ -60,6 +60,13 @@ class SDRunOptions:
     masked_loss: bool = False
     masked_loss_unmasked_weight: float = 0.0
     masked_loss_normalize: bool = False
+    # Validation loss (kohya's validation_split / validate_every_n_steps): the denoising loss of held-out images,
+    # `validation_split` of the dataset (chosen by the seed, never trained on) or a separate `validation_dataset`,
+    # with fixed timesteps and noise (`validation_loss.HeldOutLoss`), at the start, every `validation_loss_every`
+    # steps (0: no others) and at the end; in the result's `validation_losses` and TensorBoard.
+    validation_split: float = 0.0
+    validation_dataset: str | None = None
+    validation_loss_every: int = 0
 
     def check_run_options(self) -> None:
         """Raise ValueError/TypeError naming the first run option out of range."""
@@ -80,6 +87,21 @@ class SDRunOptions:
         if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 <= floor <= 1:
             raise ValueError(f"masked_loss_unmasked_weight must be a number in 0..1 (the loss weight the unmasked "
                              f"background keeps), got {floor!r}")
+        split = self.validation_split
+        if isinstance(split, bool) or not isinstance(split, (int, float)) or not 0 <= split < 1:
+            raise ValueError(f"validation_split must be a fraction in [0, 1) of the dataset to hold out (0.1 is "
+                             f"common; 0: none), got {split!r}")
+        if split and self.validation_dataset:
+            raise ValueError("set validation_split (hold out part of the dataset) or validation_dataset (separate "
+                             "images), not both")
+        if self.validation_dataset is not None and not isinstance(self.validation_dataset, str):
+            raise TypeError(f"validation_dataset must be a folder or .jsonl path, got {self.validation_dataset!r}")
+        every_loss = self.validation_loss_every
+        if isinstance(every_loss, bool) or not isinstance(every_loss, int) or every_loss < 0:
+            raise ValueError(f"validation_loss_every must be an integer >= 0, got {every_loss!r}")
+        if every_loss and not (split or self.validation_dataset):
+            raise ValueError(f"validation_loss_every={every_loss} needs held-out images: set validation_split "
+                             "(like 0.1) or validation_dataset")
         if not self.masked_loss and (floor or self.masked_loss_normalize):
             raise ValueError("masked_loss_unmasked_weight and masked_loss_normalize act on masked training only; "
                              "set masked_loss: true or leave them at their defaults")

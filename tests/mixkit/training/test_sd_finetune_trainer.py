@@ -137,3 +137,14 @@ def test_masked_loss_reaches_the_fine_tune(tiny_sd1_dir, colour_dataset, tmp_pat
     result = train_sd_finetune(_config(tiny_sd1_dir, tmp_path / "data", tmp_path / "out", max_steps=2, use_ema=False,
                                        masked_loss=True))
     assert result.losses == [0.0, 0.0]
+
+
+def test_the_fine_tune_reports_the_held_out_loss_of_its_ema_weights(tiny_sd1_dir, colour_dataset, tmp_path):
+    # The step-0 value is the base model's; with EMA the final value is the averaged UNet's, which is what
+    # the folder holds: a fresh run's step-0 value on that folder reproduces it.
+    result = train_sd_finetune(_config(tiny_sd1_dir, colour_dataset, tmp_path / "out", max_steps=2, batch_size=2,
+                                       use_ema=True, ema_decay=0.5, validation_dataset=str(colour_dataset)))
+    assert [step for step, _ in result.validation_losses] == [0, 2]
+    check = train_sd_finetune(_config(result.output, colour_dataset, tmp_path / "check", max_steps=1, batch_size=2,
+                                      use_ema=False, validation_dataset=str(colour_dataset)))
+    assert check.validation_losses[0][1] == pytest.approx(result.validation_losses[-1][1], rel=1e-5)

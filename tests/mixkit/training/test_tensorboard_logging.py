@@ -60,3 +60,12 @@ def test_missing_tensorboard_names_the_package_and_writes_nothing(monkeypatch, t
 def test_unknown_log_target_lists_the_valid_ones(tmp_path):
     with pytest.raises(ValueError, match="Unknown training log target 'wandb'.*'tensorboard'"):
         _config(tmp_path, tmp_path, tmp_path / "x.safetensors", log_with="wandb").check()
+
+
+def test_the_validation_loss_is_logged_from_the_start(tiny_sd1_dir, colour_dataset, tmp_path):
+    logs = tmp_path / "tb"
+    result = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "v.safetensors", logging_dir=str(logs),
+                                   validation_dataset=str(colour_dataset), validation_loss_every=2))
+    logged = [(e.step, e.value) for e in _read_events(logs / "v").Scalars("validation_loss")]
+    assert [step for step, _ in logged] == [0, 2, 3]
+    assert [value for _, value in logged] == pytest.approx([value for _, value in result.validation_losses], rel=1e-6)
