@@ -85,6 +85,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="copy the trained LoRA file here (with --save-every, the curve's files beside it)")
     p.add_argument("--save-every", type=int, default=0,
                    help="also write the LoRA every N steps (the trainer's save_every_n_steps) and score each: the curve")
+    p.add_argument("--validation-images", type=int, default=0,
+                   help="also render N other concept images (another seed) and report the trainer's validation loss "
+                        "on them at the start, at every --save-every step and at the end")
     return p.parse_args(argv)
 
 
@@ -161,7 +164,11 @@ def main(argv=None) -> None:
                                       cache_latents=args.cache_latents, use_ema=args.ema, ema_decay=args.ema_decay,
                                       min_timestep=args.min_timestep,
                                       timestep_sampling=args.timestep_sampling, loraplus_lr_ratio=args.loraplus_lr_ratio,
-                                      save_every_n_steps=args.save_every)
+                                      save_every_n_steps=args.save_every,
+                                      validation_dataset=str(write_kohya_folder(
+                                          tmp / "held-out", args.validation_images, seed=13, size=size, config=world,
+                                          concept=args.concept)) if args.validation_images else None,
+                                      validation_loss_every=args.save_every if args.validation_images else 0)
         wall, cpu = time.perf_counter(), time.process_time()
         result = train_sd_lora(config)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -194,8 +201,12 @@ def main(argv=None) -> None:
     print(f"{'  autoencoder ceiling':<22} {key:<20} {ceiling:>7.2f} {ceiling:>7.2f}  (judge on the VAE's reconstructions)")
     for metric in ("single/shape", "single/colour", "single/background"):
         print(f"{'base world':<22} {metric:<20} {before_base[metric]:>7.2f} {after_base[metric]:>7.2f}  >= 0.90")
+    held_out = dict(result.validation_losses)
     for step, concept, base_shape in curve:
-        print(f"after step {step}: {args.concept} {concept:.2f}, base world shape {base_shape:.2f}")
+        loss = f", validation loss {held_out[step]:.5f}" if step in held_out else ""
+        print(f"after step {step}: {args.concept} {concept:.2f}, base world shape {base_shape:.2f}{loss}")
+    if held_out:
+        print("validation loss by step: " + ", ".join(f"{step}: {loss:.5f}" for step, loss in held_out.items()))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import random
 import torch
 
 from mixkit.training import diffusion_objective as objective
+from mixkit.training.denoising_loop import SEED_STRIDE
 
 # Where in [min_timestep, max_timestep) each held-out image is scored: low, middle and high noise alike.
 TIMESTEP_FRACTIONS = (0.1, 0.3, 0.5, 0.7, 0.9)
@@ -57,7 +58,7 @@ class HeldOutLoss:
                 latents = vae.encode(pixels).latent_dist.mean.float() * scaling
             noises = []
             for index in batch_indices:
-                generator = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
+                generator = torch.Generator().manual_seed(self.seed * SEED_STRIDE + index)
                 noises.append(torch.randn((len(TIMESTEP_FRACTIONS), *latents.shape[1:]), generator=generator))
             prepared.append({**batch, "latents": latents.cpu(), "noise": torch.stack(noises, dim=1)})
         return prepared
