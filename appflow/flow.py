@@ -10,6 +10,7 @@ configs only); weights load on the first call that needs them, through the share
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from appflow.cache import MODEL_CACHE, ModelCache
@@ -156,7 +157,7 @@ class Appflow:
                     raise ValueError(f"{where} is required: pass {name}=<{port.type}>.")
                 inputs.pop(name, None)
                 continue
-            inputs[name] = _coerce_input(port.type, inputs[name])
+            inputs[name] = _coerce_input(port.type, inputs[name], where)
             check_value(port.type, inputs[name], where)
 
         # 2. Run the steps in dependency order
@@ -194,10 +195,22 @@ class Appflow:
         return f"Appflow(app={self.name!r}, models={self.models!r}, device={self.device!r})"
 
 
-def _coerce_input(port_type: str, value: Any) -> Any:
-    """Image ports also take a path to an image file, as PaddleMIX's examples pass them."""
-    if port_type == "image" and isinstance(value, os.PathLike):
-        from PIL import Image
+def _coerce_input(port_type: str, value: Any, where: str) -> Any:
+    """Image ports also take a path (str or Path) to an image file, as PaddleMIX's examples pass them, or a
+    numpy array; they are read as `load_image` reads any image (upright, alpha on white, pixel cap), and a
+    missing or unreadable file is an error naming the input. An "images" port takes a list of them."""
+    from mixkit.io.images import load_image
 
-        return Image.open(value).convert("RGB")
+    def one(item: Any) -> Any:
+        if isinstance(item, (str, os.PathLike)) or type(item).__module__ == "numpy":
+            try:
+                return load_image(Path(item) if isinstance(item, os.PathLike) else item)
+            except (OSError, ValueError, TypeError) as error:
+                raise ValueError(f"{where}: {error}") from None
+        return item
+
+    if port_type == "image":
+        return one(value)
+    if port_type == "images" and isinstance(value, (list, tuple)):
+        return [one(item) for item in value]
     return value

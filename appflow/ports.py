@@ -46,8 +46,8 @@ def register_port_type(name: str, description: str, check: Callable[[Any], bool]
     return PORT_TYPES.register(name, PortType(name, description, check))
 
 
-register_port_type("image", "a PIL image", _is_image)
-register_port_type("images", "a list of PIL images", lambda v: isinstance(v, (list, tuple)) and bool(v)
+register_port_type("image", "a PIL image, or an image file path or numpy array", _is_image)
+register_port_type("images", "a list of PIL images (or image file paths / numpy arrays)", lambda v: isinstance(v, (list, tuple)) and bool(v)
                    and _is_list_of(v, _is_image))
 register_port_type("text", "a string", lambda v: isinstance(v, str))
 register_port_type("texts", "a list of strings", lambda v: _is_list_of(v, lambda s: isinstance(s, str)))

@@ -71,8 +71,11 @@ def test_missing_input_wrong_type_and_unknown_keyword_fail_before_loading(tiny_d
         flow(image=image)
     with pytest.raises(TypeError, match="input 'prompt' \\(read by step 'detect'\\) expects text \\(a string\\), got Image"):
         flow(image=image, prompt=image)
-    with pytest.raises(TypeError, match="input 'image' .* expects image \\(a PIL image\\), got str 'dog'"):
-        flow(image="dog", prompt="dog")
+    with pytest.raises(ValueError, match="input 'image' .*: image file 'dog' does not exist"):
+        flow(image="dog", prompt="dog")  # a string for an image is a path
+    with pytest.raises(TypeError, match="input 'image' .* expects image \\(a PIL image, or an image file path or "
+                                        "numpy array\\), got int"):
+        flow(image=3, prompt="dog")
     with pytest.raises(TypeError, match="unknown keyword 'promt'"):
         flow(image=image, promt="dog")
     assert cache.loads == 0
@@ -84,3 +87,20 @@ def test_image_inputs_also_accept_a_path(tmp_path, tiny_dino_dir, tiny_sam_dir):
     flow = Appflow("openset_det_sam", models=[tiny_dino_dir, tiny_sam_dir], box_threshold=0.0, text_threshold=0.0,
                    cache=ModelCache())
     assert flow(image=path, prompt="dog")["seg_masks"].shape[1:] == (24, 40)
+
+
+def test_image_inputs_take_path_strings_and_arrays_and_name_the_input_when_unreadable(tmp_path, tiny_dino_dir,
+                                                                                        tiny_sam_dir):
+    import numpy as np
+
+    path = tmp_path / "in.png"
+    Image.new("RGBA", (40, 24), (10, 200, 10, 255)).save(path)
+    flow = Appflow("openset_det_sam", models=[tiny_dino_dir, tiny_sam_dir], box_threshold=0.0, text_threshold=0.0,
+                   cache=ModelCache())
+    assert flow(image=str(path), prompt="dog")["seg_masks"].shape[1:] == (24, 40)
+    assert flow(image=np.zeros((24, 40, 3), dtype=np.uint8), prompt="dog")["seg_masks"].shape[1:] == (24, 40)
+    with pytest.raises(ValueError, match="input 'image' .*nope.png.* does not exist"):
+        flow(image=str(tmp_path / "nope.png"), prompt="dog")
+    (tmp_path / "bad.png").write_bytes(b"not an image")
+    with pytest.raises(ValueError, match="input 'image'"):
+        flow(image=tmp_path / "bad.png", prompt="dog")
