@@ -9,6 +9,7 @@ micro-batches r, r + W, ..., which is the same set one process sees with W-fold 
 
 from __future__ import annotations
 
+import random
 import time
 from pathlib import Path
 from typing import Callable, Iterable
@@ -16,6 +17,7 @@ from typing import Callable, Iterable
 import torch
 from torch import nn
 
+from mixkit.data.caption_augmentation import augment_caption
 from mixkit.training import diffusion_objective as objective
 from mixkit.training.latent_cache import LatentCache
 from mixkit.training.latent_disk_store import LatentDiskStore
@@ -105,6 +107,7 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
         latent_cache = LatentCache(LatentDiskStore.for_vae(vae))
     elif config.cache_latents:
         latent_cache = LatentCache()
+    captions = config.caption_augmentation()
     end = stop_at_step or config.max_steps
     bar = tqdm(total=config.max_steps, initial=step, disable=not accelerator.is_local_main_process, desc="train")
     tick = time.perf_counter()
@@ -117,6 +120,9 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
                 epoch_cache = {epoch: dataset.epoch_batches(epoch, config.batch_size, config.seed)}
             records = epoch_cache[epoch][position]
             batch = dataset.load_batch(records)
+            if captions.active:
+                batch["captions"] = [augment_caption(caption, captions, random.Random(f"{config.seed}:{index}:{row}"))
+                                     for row, caption in enumerate(batch["captions"])]
             generator = torch.Generator().manual_seed(config.seed * SEED_STRIDE + index)
             with accelerator.accumulate(denoiser):
                 with torch.no_grad():

@@ -131,7 +131,8 @@ def _settings(config: SDLoraTrainingConfig) -> dict:
     keys = ("learning_rate", "text_encoder_learning_rate", "max_steps", "batch_size", "gradient_accumulation_steps",
             "resolution", "seed", "noise_offset", "min_snr_gamma", "mixed_precision", "gradient_checkpointing", "bucketing",
             "prior_loss_weight", "prior_target", "lr_schedule", "warmup_steps", "cache_latents", "use_ema",
-            "min_timestep", "max_timestep", "timestep_sampling", "loraplus_lr_ratio", "masked_loss")
+            "min_timestep", "max_timestep", "timestep_sampling", "loraplus_lr_ratio", "masked_loss",
+            "shuffle_caption", "keep_tokens", "caption_tag_dropout_rate", "caption_dropout_rate")
     renamed = {"max_steps": "max_train_steps", "batch_size": "batch_size_per_device", "bucketing": "enable_bucket",
                "lr_schedule": "lr_scheduler", "warmup_steps": "lr_warmup_steps"}
     settings = {renamed.get(k, k): getattr(config, k) for k in keys}

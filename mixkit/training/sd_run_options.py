@@ -67,6 +67,20 @@ class SDRunOptions:
     validation_split: float = 0.0
     validation_dataset: str | None = None
     validation_loss_every: int = 0
+    # Caption augmentation for tag captions (kohya's names; `mixkit.data.caption_augmentation`): shuffle the tags after
+    # the first `keep_tokens`, drop single tags / whole captions with these probabilities. Drawn from (seed, micro-batch,
+    # row), so resume stays exact; held-out images for the validation loss are never augmented.
+    shuffle_caption: bool = False
+    keep_tokens: int = 0
+    caption_tag_dropout_rate: float = 0.0
+    caption_dropout_rate: float = 0.0
+    caption_separator: str = ","
+
+    def caption_augmentation(self):
+        from mixkit.data.caption_augmentation import CaptionAugmentation
+
+        return CaptionAugmentation(self.shuffle_caption, self.keep_tokens, self.caption_tag_dropout_rate,
+                                   self.caption_dropout_rate, self.caption_separator)
 
     def check_run_options(self) -> None:
         """Raise ValueError/TypeError naming the first run option out of range."""
@@ -80,6 +94,7 @@ class SDRunOptions:
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be true or false, got {getattr(self, name)!r}")
         TIMESTEP_SAMPLINGS.get(self.timestep_sampling)
+        self.caption_augmentation().check()
         for name in ("masked_loss", "masked_loss_normalize"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be true or false, got {getattr(self, name)!r}")

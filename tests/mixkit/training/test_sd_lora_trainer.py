@@ -93,9 +93,11 @@ def test_mixkit_and_diffusers_loaders_change_the_image_the_same_way(trained_sd1,
 def test_resume_reaches_the_same_weights_as_an_uninterrupted_run(tiny_sd1_dir, colour_dataset, tmp_path):
     from safetensors.torch import load_file
 
-    # With a decaying rate and trained word vectors: the resumed run replays the schedule and restores the vectors.
+    # With a decaying rate, trained word vectors and caption augmentation: the resumed run replays the schedule,
+    # restores the vectors and draws the same captions.
     settings = dict(max_steps=4, batch_size=2, gradient_accumulation_steps=2, min_snr_gamma=5.0, noise_offset=0.1,
-                    warmup_steps=2, lr_schedule="cosine", train_word_vectors=["square"])
+                    warmup_steps=2, lr_schedule="cosine", train_word_vectors=["square"], shuffle_caption=True,
+                    caption_tag_dropout_rate=0.3, caption_dropout_rate=0.2)
     model = load_diffusion_model(tiny_sd1_dir)
     straight = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "straight.safetensors", **settings), model=model)
     interrupted = _config(tiny_sd1_dir, colour_dataset, tmp_path / "resumed.safetensors",
@@ -669,3 +671,30 @@ def test_the_output_folder_is_made_or_refused_before_training(tiny_sd1_dir, colo
     (tmp_path / "a-file").write_text("x")
     with pytest.raises(ValueError, match="cannot be created"):
         train_sd_lora(_config(tmp_path / "no-model", colour_dataset, tmp_path / "a-file" / "l.safetensors"))
+
+
+def test_a_caption_dropout_rate_of_one_trains_as_on_empty_captions(tiny_sd1_dir, colour_dataset, tmp_path):
+    import shutil
+
+    from safetensors.torch import load_file
+
+    shutil.copytree(colour_dataset, tmp_path / "empty")
+    for caption in (tmp_path / "empty").glob("*/*.txt"):
+        caption.write_text("", encoding="utf-8")
+    model = load_diffusion_model(tiny_sd1_dir)
+    dropped = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "d.safetensors", max_steps=2,
+                                    caption_dropout_rate=1.0), model=model)
+    empty = train_sd_lora(_config(tiny_sd1_dir, tmp_path / "empty", tmp_path / "e.safetensors", max_steps=2),
+                          model=model)
+    plain = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "p.safetensors", max_steps=2), model=model)
+    assert dropped.losses == empty.losses != plain.losses
+    a, b = load_file(dropped.output), load_file(empty.output)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert read_safetensors_metadata(dropped.output)["ss_caption_dropout_rate"] == "1.0"
+
+
+@pytest.mark.parametrize("settings, message", [(dict(keep_tokens=-1), "keep_tokens must be an integer >= 0"),
+                                               (dict(caption_dropout_rate=2), "caption_dropout_rate must be")])
+def test_caption_settings_are_checked_before_loading(colour_dataset, tmp_path, settings, message):
+    with pytest.raises(ValueError, match=message):
+        train_sd_lora(_config(tmp_path / "no-model", colour_dataset, tmp_path / "o.safetensors", **settings))
