@@ -24,7 +24,6 @@ from mixkit.training.latent_disk_store import LatentDiskStore
 from mixkit.training.text_conditioning import encode_sd, encode_sdxl
 from mixkit.training.training_state import checkpoint_path, save_training_state
 
-MAX_GRAD_NORM = 1.0  # kohya's and diffusers' default clipping
 SEED_STRIDE = 1_000_003  # a prime, so (seed, micro-batch) pairs map to distinct generator seeds
 
 
@@ -133,7 +132,10 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
                 noise = objective.offset_noise(latents.shape, generator, config.noise_offset)
                 timesteps = objective.sample_timesteps(latents.shape[0], low, high, generator,
                                                        stratified=config.timestep_sampling == "stratified")
-                noisy = objective.add_noise(latents, noise, timesteps, alphas_cumprod)
+                noised_with = noise
+                if config.ip_noise_gamma:  # drawn after everything else, so runs without it keep their draws
+                    noised_with = noise + config.ip_noise_gamma * torch.randn(noise.shape, generator=generator)
+                noisy = objective.add_noise(latents, noised_with, timesteps, alphas_cumprod)
                 prediction = denoiser(noisy, timesteps.to(accelerator.device), batch["captions"],
                                       batch["original_sizes"], batch["crops"])
                 target = objective.diffusion_target(latents, noise, timesteps, alphas_cumprod, model.prediction_type)
@@ -148,10 +150,14 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
                     cell_weights = objective.latent_loss_mask(batch["masks"], latents.shape[-2:],
                                                               config.masked_loss_unmasked_weight,
                                                               config.masked_loss_normalize).to(accelerator.device)
-                loss = objective.weighted_mse(prediction, target, weights, cell_weights)
+                huber_c = (objective.scheduled_huber_c(timesteps, alphas_cumprod, config.huber_c, config.huber_schedule)
+                           if config.loss_type != "l2" else None)
+                elementwise = objective.elementwise_loss(prediction, target, config.loss_type,
+                                                         huber_c.to(prediction.device) if huber_c is not None else None)
+                loss = objective.weighted_mean(elementwise, weights, cell_weights)
                 accelerator.backward(loss)
-                if accelerator.sync_gradients:
-                    accelerator.clip_grad_norm_(clipped(), MAX_GRAD_NORM)
+                if accelerator.sync_gradients and config.max_grad_norm:
+                    accelerator.clip_grad_norm_(clipped(), config.max_grad_norm)
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
             step_loss += loss.detach().item() / accum

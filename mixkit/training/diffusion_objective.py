@@ -6,6 +6,8 @@ testable on its own against the formulas of the papers.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -91,17 +93,61 @@ def latent_loss_mask(masks: torch.Tensor, latent_size: tuple[int, int], unmasked
     return weights
 
 
-def weighted_mse(prediction: torch.Tensor, target: torch.Tensor, weights: torch.Tensor | None,
-                 element_weights: torch.Tensor | None = None) -> torch.Tensor:
-    """Mean squared error per sample, optionally weighted, averaged over the batch.
+def scheduled_huber_c(timesteps: torch.Tensor, alphas_cumprod: torch.Tensor, huber_c: float,
+                      schedule: str) -> torch.Tensor:
+    """The pseudo-Huber threshold per sample (Khrapov et al. 2024, "scheduled pseudo-Huber loss"; kohya's
+    huber_schedule): "constant" keeps `huber_c`; "exponential" is exp(-alpha t) with alpha = -ln(huber_c) / T,
+    1 at t = 0 falling to `huber_c` at t = T; "snr" is (1 - c) / (1 + sigma_t)^2 + c with
+    sigma_t = sqrt((1 - a_bar) / a_bar): near 1 (squared error) at low noise, near c (robust) at high noise."""
+    t = timesteps.to(torch.float64)
+    if schedule == "constant":
+        values = torch.full_like(t, huber_c)
+    elif schedule == "exponential":
+        alpha = -math.log(huber_c) / len(alphas_cumprod)
+        values = torch.exp(-alpha * t)
+    elif schedule == "snr":
+        alpha_bar = alphas_cumprod.to(torch.float64)[timesteps]
+        sigma = ((1.0 - alpha_bar) / alpha_bar).sqrt()
+        values = (1.0 - huber_c) / (1.0 + sigma) ** 2 + huber_c
+    else:
+        raise ValueError(f"huber_schedule must be 'constant', 'exponential' or 'snr', got {schedule!r}")
+    return values.to(torch.float32)
 
-    `element_weights` (broadcast to the prediction, e.g. (B, 1, H, W)) weigh each latent cell inside a
+
+def elementwise_loss(prediction: torch.Tensor, target: torch.Tensor, loss_type: str = "l2",
+                     huber_c: torch.Tensor | None = None) -> torch.Tensor:
+    """The loss of each element, in float32: "l2" (squared error), "huber" 2c (sqrt(d^2 + c^2) - c) (pseudo-Huber,
+    about d^2 for |d| << c and 2c|d| beyond: outliers, such as a mislabelled image, pull linearly, not
+    quadratically) or "smooth_l1" 2 (sqrt(d^2 + c^2) - c) (the same without the factor c); `huber_c` per sample."""
+    difference = prediction.float() - target.float()
+    if loss_type == "l2":
+        return difference.pow(2)
+    if loss_type not in ("huber", "smooth_l1"):
+        raise ValueError(f"loss_type must be 'l2', 'huber' or 'smooth_l1', got {loss_type!r}")
+    c = huber_c.float().view(-1, *([1] * (difference.ndim - 1)))
+    squared = difference.pow(2)
+    # sqrt(d^2 + c^2) - c written as d^2 / (sqrt(d^2 + c^2) + c): the same number without float32's cancellation
+    # for |d| << c (where the difference form loses most digits of a loss near d^2).
+    robust = 2.0 * squared / ((squared + c.pow(2)).sqrt() + c)
+    return robust * c if loss_type == "huber" else robust
+
+
+def weighted_mean(elementwise: torch.Tensor, weights: torch.Tensor | None,
+                  element_weights: torch.Tensor | None = None) -> torch.Tensor:
+    """An elementwise loss averaged per sample, optionally weighted, then over the batch.
+
+    `element_weights` (broadcast to the loss, e.g. (B, 1, H, W)) weigh each latent cell inside a
     sample's mean before `weights` weigh the samples: a spatial mask that makes some regions count more.
     """
-    squared = (prediction.float() - target.float()).pow(2)
     if element_weights is not None:
-        squared = squared * element_weights.float()
-    per_sample = squared.flatten(1).mean(dim=1)
+        elementwise = elementwise * element_weights.float()
+    per_sample = elementwise.flatten(1).mean(dim=1)
     if weights is not None:
         per_sample = per_sample * weights
     return per_sample.mean()
+
+
+def weighted_mse(prediction: torch.Tensor, target: torch.Tensor, weights: torch.Tensor | None,
+                 element_weights: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean squared error per sample, optionally weighted (see `weighted_mean`), averaged over the batch."""
+    return weighted_mean(elementwise_loss(prediction, target), weights, element_weights)

@@ -132,13 +132,17 @@ def _settings(config: SDLoraTrainingConfig) -> dict:
             "resolution", "seed", "noise_offset", "min_snr_gamma", "mixed_precision", "gradient_checkpointing", "bucketing",
             "prior_loss_weight", "prior_target", "lr_schedule", "warmup_steps", "cache_latents", "use_ema",
             "min_timestep", "max_timestep", "timestep_sampling", "loraplus_lr_ratio", "masked_loss",
-            "shuffle_caption", "keep_tokens", "caption_tag_dropout_rate", "caption_dropout_rate")
+            "shuffle_caption", "keep_tokens", "caption_tag_dropout_rate", "caption_dropout_rate", "loss_type",
+            "ip_noise_gamma", "max_grad_norm")
     renamed = {"max_steps": "max_train_steps", "batch_size": "batch_size_per_device", "bucketing": "enable_bucket",
                "lr_schedule": "lr_scheduler", "warmup_steps": "lr_warmup_steps"}
     settings = {renamed.get(k, k): getattr(config, k) for k in keys}
     settings["cache_latents"] = config.cache_latents or config.cache_latents_to_disk
     if config.use_ema:
         settings["ema_decay"] = config.ema_decay
+    if config.loss_type != "l2":
+        settings["huber_c"] = config.huber_c
+        settings["huber_schedule"] = config.huber_schedule
     if config.masked_loss:
         settings["masked_loss_unmasked_weight"] = config.masked_loss_unmasked_weight
         settings["masked_loss_normalize"] = config.masked_loss_normalize

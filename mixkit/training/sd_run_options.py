@@ -18,6 +18,16 @@ TIMESTEP_SAMPLINGS: Registry[str] = Registry("timestep sampling")
 TIMESTEP_SAMPLINGS.register("uniform", "independent uniform draws in [min_timestep, max_timestep) (kohya, diffusers)")
 TIMESTEP_SAMPLINGS.register("stratified", "one uniform offset per batch, rows spread evenly over the range (VDM)")
 
+LOSS_TYPES: Registry[str] = Registry("loss type")
+LOSS_TYPES.register("l2", "squared error (kohya's and diffusers' default)")
+LOSS_TYPES.register("huber", "pseudo-Huber 2c(sqrt(d^2 + c^2) - c): squared near 0, linear for outliers (Khrapov et al. 2024)")
+LOSS_TYPES.register("smooth_l1", "2(sqrt(d^2 + c^2) - c): pseudo-Huber without the factor c")
+
+HUBER_SCHEDULES: Registry[str] = Registry("huber schedule")
+HUBER_SCHEDULES.register("snr", "c from about 1 at low noise to huber_c at high noise, by the noise level (kohya's default)")
+HUBER_SCHEDULES.register("exponential", "c = exp(-alpha t), from 1 at t = 0 to huber_c at the last timestep")
+HUBER_SCHEDULES.register("constant", "c = huber_c at every timestep")
+
 
 @dataclass(kw_only=True)
 class SDRunOptions:
@@ -75,6 +85,16 @@ class SDRunOptions:
     caption_tag_dropout_rate: float = 0.0
     caption_dropout_rate: float = 0.0
     caption_separator: str = ","
+    # The loss (kohya's loss_type / huber_c / huber_schedule): "l2", or the scheduled pseudo-Huber "huber" /
+    # "smooth_l1", robust to a few bad images or captions (`diffusion_objective.elementwise_loss`).
+    loss_type: str = "l2"
+    huber_c: float = 0.1
+    huber_schedule: str = "snr"
+    # Input perturbation (Ning et al. 2023, kohya's ip_noise_gamma): the UNet sees latents noised with
+    # noise + gamma * extra noise but learns to predict the noise alone, which lessens exposure bias (0.1 is usual).
+    ip_noise_gamma: float = 0.0
+    # Gradient clipping by global norm (kohya's max_grad_norm; 0: no clipping).
+    max_grad_norm: float = 1.0
 
     def caption_augmentation(self):
         from mixkit.data.caption_augmentation import CaptionAugmentation
@@ -95,6 +115,15 @@ class SDRunOptions:
                 raise TypeError(f"{name} must be true or false, got {getattr(self, name)!r}")
         TIMESTEP_SAMPLINGS.get(self.timestep_sampling)
         self.caption_augmentation().check()
+        LOSS_TYPES.get(self.loss_type)
+        HUBER_SCHEDULES.get(self.huber_schedule)
+        c = self.huber_c
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c <= 1:
+            raise ValueError(f"huber_c must be a number in (0, 1] (0.1 is kohya's default), got {c!r}")
+        for name in ("ip_noise_gamma", "max_grad_norm"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
         for name in ("masked_loss", "masked_loss_normalize"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be true or false, got {getattr(self, name)!r}")

@@ -86,3 +86,35 @@ def test_stratified_draws_depend_only_on_the_generator():
     b = objective.sample_timesteps(8, 0, 1000, torch.Generator().manual_seed(1), stratified=True)
     c = objective.sample_timesteps(8, 0, 1000, torch.Generator().manual_seed(2), stratified=True)
     assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_pseudo_huber_losses_by_their_formulas():
+    prediction = torch.tensor([[0.0, 3.0], [1.0, -1.0]])
+    target = torch.tensor([[0.0, 0.0], [1.0, 1.0]])
+    c = torch.tensor([4.0, 1.0])
+    # row 0: d = 0 -> 0; d = 3, c = 4 -> 2 (sqrt(9 + 16) - 4) = 2, times c for "huber" = 8.
+    # row 1: d = 0 -> 0; d = -2, c = 1 -> 2 (sqrt(4 + 1) - 1).
+    robust = 2 * (5 ** 0.5 - 1)
+    assert torch.allclose(objective.elementwise_loss(prediction, target, "smooth_l1", c),
+                          torch.tensor([[0.0, 2.0], [0.0, robust]]))
+    assert torch.allclose(objective.elementwise_loss(prediction, target, "huber", c),
+                          torch.tensor([[0.0, 8.0], [0.0, robust]]))
+    assert torch.equal(objective.elementwise_loss(prediction, target), torch.tensor([[0.0, 9.0], [0.0, 4.0]]))
+    small = objective.elementwise_loss(torch.tensor([[1e-3]]), torch.zeros(1, 1), "huber", torch.tensor([0.5]))
+    assert small.item() == pytest.approx(1e-6, rel=1e-4)  # near zero pseudo-Huber is the squared error
+    with pytest.raises(ValueError, match="loss_type must be"):
+        objective.elementwise_loss(prediction, target, "l1")
+
+
+def test_huber_schedules_reach_their_ends(scheduler):
+    alphas = scheduler.alphas_cumprod
+    t = torch.tensor([0, 500, 999])
+    assert torch.allclose(objective.scheduled_huber_c(t, alphas, 0.1, "constant"), torch.full((3,), 0.1))
+    exponential = objective.scheduled_huber_c(torch.tensor([0, 1000]), alphas, 0.1, "exponential")
+    assert torch.allclose(exponential, torch.tensor([1.0, 0.1]))
+    snr = objective.scheduled_huber_c(t, alphas, 0.1, "snr")
+    sigma = ((1 - alphas[t].double()) / alphas[t].double()).sqrt()
+    assert torch.allclose(snr, ((0.9 / (1 + sigma) ** 2) + 0.1).float())
+    assert snr[0] > 0.9 and snr[2] < 0.11  # near squared error at low noise, robust at high noise
+    with pytest.raises(ValueError, match="huber_schedule must be"):
+        objective.scheduled_huber_c(t, alphas, 0.1, "cosine")
