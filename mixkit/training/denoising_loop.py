@@ -19,6 +19,7 @@ from torch import nn
 
 from mixkit.data.caption_augmentation import augment_caption
 from mixkit.training import diffusion_objective as objective
+from mixkit.training.flip_augmentation import flip_draws, flip_rows
 from mixkit.training.latent_cache import LatentCache
 from mixkit.training.latent_disk_store import LatentDiskStore
 from mixkit.training.text_conditioning import encode_sd, encode_sdxl
@@ -119,6 +120,11 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
                 epoch_cache = {epoch: dataset.epoch_batches(epoch, config.batch_size, config.seed)}
             records = epoch_cache[epoch][position]
             batch = dataset.load_batch(records)
+            cache_keys = records
+            if config.flip_aug:
+                flips = flip_draws(config.seed, index, len(records))
+                batch = flip_rows(batch, flips)
+                cache_keys = list(zip(records, flips))  # a mirrored image has its own posterior
             if captions.active:
                 batch["captions"] = [augment_caption(caption, captions, random.Random(f"{config.seed}:{index}:{row}"))
                                      for row, caption in enumerate(batch["captions"])]
@@ -126,7 +132,7 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
             with accelerator.accumulate(denoiser):
                 with torch.no_grad():
                     pixels = batch["pixels"].to(accelerator.device, vae.dtype)
-                    posterior = (latent_cache.posterior(vae, records, pixels) if latent_cache is not None
+                    posterior = (latent_cache.posterior(vae, cache_keys, pixels) if latent_cache is not None
                                  else vae.encode(pixels).latent_dist)
                     latents = posterior.sample(generator=generator) * scaling
                 noise = objective.offset_noise(latents.shape, generator, config.noise_offset)

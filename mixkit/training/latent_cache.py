@@ -1,7 +1,8 @@
 """The VAE's posterior per training image, encoded once instead of at every step (kohya's `cache_latents`).
 
-The SD trainers freeze the autoencoder and apply no random augmentation (images are centre-cropped to
-their bucket), so an image's posterior (mean and log-variance) is the same every time it is drawn; only
+The SD trainers freeze the autoencoder and crop without randomness (images are centre-cropped to their
+bucket; the one augmentation, `flip_aug`, keys a mirrored image apart), so an image's posterior (mean and
+log-variance) is the same every time it is drawn; only
 the latent *sampled* from it changes, and that draw still comes from the step's generator. On a small
 UNet the encoder is a tenth of a step's compute (mixkit-tiny-sd's LoRA benchmark: 0.13 of 1.15 s).
 
@@ -13,6 +14,8 @@ on the same images and encoder, and memory holds only each record's file key.
 
 from __future__ import annotations
 
+from typing import Hashable
+
 import torch
 
 from mixkit.training.latent_disk_store import LatentDiskStore
@@ -23,14 +26,16 @@ class LatentCache:
 
     def __init__(self, disk: LatentDiskStore | None = None) -> None:
         self.disk = disk
-        self._parameters: dict[int, torch.Tensor] = {}
-        self._keys: dict[int, str] = {}  # with a disk store: record -> file key
+        self._parameters: dict[Hashable, torch.Tensor] = {}
+        self._keys: dict[Hashable, str] = {}  # with a disk store: record -> file key
 
     def __len__(self) -> int:
         return len(self._parameters) + len(self._keys)
 
-    def posterior(self, vae, records: list[int], pixels: torch.Tensor):
+    def posterior(self, vae, records: list[Hashable], pixels: torch.Tensor):
         """The batch's posterior (a diffusers `DiagonalGaussianDistribution`) for `records`, encoding only new ones.
+
+        A record is any key that names the exact pixels: the record index, or (index, flipped) with `flip_aug`.
 
         `pixels` are the batch's images in the order of `records`; rows already cached are not encoded.
         Sampling from the result draws the same noise as `vae.encode(pixels).latent_dist` would.
@@ -46,7 +51,7 @@ class LatentCache:
             self._parameters.update(zip(missing, encoded))
         return DiagonalGaussianDistribution(torch.stack([self._parameters[record] for record in records]))
 
-    def _from_disk(self, vae, records: list[int], pixels: torch.Tensor) -> torch.Tensor:
+    def _from_disk(self, vae, records: list[Hashable], pixels: torch.Tensor) -> torch.Tensor:
         """The batch's posterior parameters read from the store; rows without a readable file are encoded
         (in one batch) and written, also when a file vanished during the run."""
         first_rows = {record: row for row, record in reversed(list(enumerate(records)))}

@@ -85,6 +85,8 @@ class SDRunOptions:
     caption_tag_dropout_rate: float = 0.0
     caption_dropout_rate: float = 0.0
     caption_separator: str = ","
+    # Mirror each training image left to right with probability 1/2 (kohya's flip_aug; `flip_augmentation`).
+    flip_aug: bool = False
     # The loss (kohya's loss_type / huber_c / huber_schedule): "l2", or the scheduled pseudo-Huber "huber" /
     # "smooth_l1", robust to a few bad images or captions (`diffusion_objective.elementwise_loss`).
     loss_type: str = "l2"
@@ -124,7 +126,7 @@ class SDRunOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        for name in ("masked_loss", "masked_loss_normalize"):
+        for name in ("masked_loss", "masked_loss_normalize", "flip_aug"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be true or false, got {getattr(self, name)!r}")
         floor = self.masked_loss_unmasked_weight

@@ -730,3 +730,39 @@ def test_loss_type_input_perturbation_and_clipping_reach_the_step(tiny_sd1_dir, 
     assert (metadata["ss_loss_type"], metadata["ss_huber_c"], metadata["ss_huber_schedule"]) == ("huber", "0.1",
                                                                                                  "constant")
     assert read_safetensors_metadata(runs["ip"].output)["ss_ip_noise_gamma"] == "0.1"
+
+
+def test_flip_aug_mirrors_rows_by_the_seed_and_caches_mirrored_latents_apart(tiny_sd1_dir, tmp_path):
+    from PIL import Image
+    from safetensors.torch import load_file
+
+    from mixkit.training.flip_augmentation import flip_draws, flip_rows
+
+    # The draw: per (seed, micro-batch), about half the rows; the flip mirrors pixels and masks of those rows only.
+    draws = [flip for index in range(200) for flip in flip_draws(3, index, 4)]
+    assert draws == [flip for index in range(200) for flip in flip_draws(3, index, 4)] and 300 < sum(draws) < 500
+    pixels, masks = torch.arange(12.0).view(2, 1, 2, 3), torch.arange(12.0).view(2, 1, 2, 3)
+    flipped = flip_rows({"pixels": pixels, "masks": masks, "captions": ["a", "b"]}, [False, True])
+    assert torch.equal(flipped["pixels"][0], pixels[0]) and torch.equal(flipped["pixels"][1], pixels[1].flip(-1))
+    assert torch.equal(flipped["masks"][1], masks[1].flip(-1)) and flipped["captions"] == ["a", "b"]
+
+    # Through the trainer, on images whose mirror differs: cached latents train what per-step encoding trains
+    # (a cache keyed by image alone would hand a mirrored draw the unmirrored posterior), and a run flips.
+    data = tmp_path / "halves" / "2_card"
+    data.mkdir(parents=True)
+    for name, (left, right) in {"rb": ((255, 0, 0), (0, 0, 255)), "gy": ((0, 200, 0), (250, 220, 0))}.items():
+        image = Image.new("RGB", (32, 32), left)
+        image.paste(Image.new("RGB", (16, 32), right), (16, 0))
+        image.save(data / f"{name}.png")
+        (data / f"{name}.txt").write_text("a two-coloured card", encoding="utf-8")
+    model = load_diffusion_model(tiny_sd1_dir)
+    settings = dict(max_steps=4, batch_size=2, flip_aug=True)
+    per_step = train_sd_lora(_config(tiny_sd1_dir, data.parent, tmp_path / "a.safetensors", **settings), model=model)
+    cached = train_sd_lora(_config(tiny_sd1_dir, data.parent, tmp_path / "b.safetensors", cache_latents=True,
+                                   **settings), model=model)
+    plain = train_sd_lora(_config(tiny_sd1_dir, data.parent, tmp_path / "c.safetensors", max_steps=4, batch_size=2),
+                          model=model)
+    assert cached.losses == pytest.approx(per_step.losses, rel=1e-4) and per_step.losses != plain.losses
+    a, b = load_file(per_step.output), load_file(cached.output)
+    assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
+    assert read_safetensors_metadata(per_step.output)["ss_flip_aug"] == "True"
