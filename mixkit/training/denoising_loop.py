@@ -138,6 +138,9 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
                 noise = objective.offset_noise(latents.shape, generator, config.noise_offset)
                 timesteps = objective.sample_timesteps(latents.shape[0], low, high, generator,
                                                        stratified=config.timestep_sampling == "stratified")
+                if config.multires_noise_iterations:  # drawn after the timesteps: those stay as without it
+                    noise = objective.pyramid_noise(noise, generator, config.multires_noise_iterations,
+                                                    config.multires_noise_discount)
                 noised_with = noise
                 if config.ip_noise_gamma:  # drawn after everything else, so runs without it keep their draws
                     noised_with = noise + config.ip_noise_gamma * torch.randn(noise.shape, generator=generator)
@@ -151,6 +154,8 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
                 if config.min_snr_gamma:
                     weights = weights * objective.min_snr_weights(alphas_cumprod, timesteps, config.min_snr_gamma,
                                                                   model.prediction_type)
+                if config.debiased_estimation_loss:
+                    weights = weights * objective.debiased_weights(alphas_cumprod, timesteps, model.prediction_type)
                 cell_weights = None
                 if config.masked_loss:
                     cell_weights = objective.latent_loss_mask(batch["masks"], latents.shape[-2:],

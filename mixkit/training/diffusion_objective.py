@@ -23,6 +23,38 @@ def offset_noise(shape, generator: torch.Generator, offset: float, dtype=torch.f
     return noise
 
 
+def pyramid_noise(noise: torch.Tensor, generator: torch.Generator, iterations: int, discount: float) -> torch.Tensor:
+    """Multi-resolution ("pyramid") noise (Whitaker 2023; kohya's multires_noise_iterations / _discount).
+
+    Plain noise is independent per latent cell, so it barely disturbs an image's coarse structure at
+    moderate timesteps and the model never learns to change it; adding upsampled lower-resolution noise
+    (level i at a random 1/r^i of the size, r in [2, 4), weighted discount^i, stopping at a 1-cell side)
+    and renormalising to unit standard deviation lets training move large-scale colour and layout.
+    """
+    batch, channels, height, width = noise.shape
+    result = noise.clone()
+    for level in range(iterations):
+        ratio = float(torch.rand((), generator=generator)) * 2 + 2
+        size = (max(1, int(height / ratio ** level)), max(1, int(width / ratio ** level)))
+        coarse = torch.randn((batch, channels, *size), generator=generator, dtype=noise.dtype)
+        result = result + torch.nn.functional.interpolate(coarse, size=(height, width), mode="bilinear") * discount ** level
+        if 1 in size:
+            break
+    return result / result.std()
+
+
+def debiased_weights(alphas_cumprod: torch.Tensor, timesteps: torch.Tensor, prediction_type: str) -> torch.Tensor:
+    """Per-sample loss weights of debiased estimation (Yu et al. 2024; kohya's debiased_estimation_loss):
+    1 / sqrt(SNR) for epsilon targets, 1 / (SNR + 1) for v targets, with SNR capped at 1000 so the
+    nearly clean timesteps do not vanish entirely."""
+    ratio = torch.clamp(snr(alphas_cumprod, timesteps), max=1000.0)
+    if prediction_type == "v_prediction":
+        return 1.0 / (ratio + 1.0)
+    if prediction_type == "epsilon":
+        return 1.0 / ratio.sqrt()
+    raise ValueError(f"debiased estimation supports prediction types 'epsilon' and 'v_prediction', got {prediction_type!r}")
+
+
 def sample_timesteps(count: int, low: int, high: int, generator: torch.Generator,
                      stratified: bool = False) -> torch.Tensor:
     """`count` integer timesteps in [low, high): independent uniform draws, or with `stratified` one uniform

@@ -97,6 +97,11 @@ class SDRunOptions:
     ip_noise_gamma: float = 0.0
     # Gradient clipping by global norm (kohya's max_grad_norm; 0: no clipping).
     max_grad_norm: float = 1.0
+    # Multi-resolution noise (kohya's multires_noise_iterations, 6-10 usual; 0: off) with its per-level discount.
+    multires_noise_iterations: int = 0
+    multires_noise_discount: float = 0.3
+    # Debiased estimation (Yu et al. 2024; kohya's debiased_estimation_loss): weights 1/sqrt(SNR) per sample.
+    debiased_estimation_loss: bool = False
 
     def caption_augmentation(self):
         from mixkit.data.caption_augmentation import CaptionAugmentation
@@ -122,11 +127,18 @@ class SDRunOptions:
         c = self.huber_c
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c <= 1:
             raise ValueError(f"huber_c must be a number in (0, 1] (0.1 is kohya's default), got {c!r}")
+        levels = self.multires_noise_iterations
+        if isinstance(levels, bool) or not isinstance(levels, int) or not 0 <= levels <= 20:
+            raise ValueError(f"multires_noise_iterations must be an integer in 0..20 (6-10 is usual; 0: off), got {levels!r}")
+        discount = self.multires_noise_discount
+        if isinstance(discount, bool) or not isinstance(discount, (int, float)) or not 0 < discount <= 1:
+            raise ValueError(f"multires_noise_discount must be a number in (0, 1] (0.3 is kohya's default), "
+                             f"got {discount!r}")
         for name in ("ip_noise_gamma", "max_grad_norm"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        for name in ("masked_loss", "masked_loss_normalize", "flip_aug"):
+        for name in ("masked_loss", "masked_loss_normalize", "flip_aug", "debiased_estimation_loss"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be true or false, got {getattr(self, name)!r}")
         floor = self.masked_loss_unmasked_weight

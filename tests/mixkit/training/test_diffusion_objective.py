@@ -118,3 +118,33 @@ def test_huber_schedules_reach_their_ends(scheduler):
     assert snr[0] > 0.9 and snr[2] < 0.11  # near squared error at low noise, robust at high noise
     with pytest.raises(ValueError, match="huber_schedule must be"):
         objective.scheduled_huber_c(t, alphas, 0.1, "cosine")
+
+
+def test_pyramid_noise_adds_coarse_levels_and_keeps_unit_std():
+    generator = torch.Generator().manual_seed(0)
+    noise = torch.randn((4, 4, 64, 64), generator=generator)
+    pyramid = objective.pyramid_noise(noise, torch.Generator().manual_seed(1), iterations=6, discount=0.4)
+    assert pyramid.shape == noise.shape and pyramid.std().item() == pytest.approx(1.0, abs=1e-5)
+    # Coarse levels correlate neighbouring cells, which independent noise does not.
+    def neighbour_correlation(x):
+        return torch.corrcoef(torch.stack([x[..., :-1].flatten(), x[..., 1:].flatten()]))[0, 1].item()
+    strong = objective.pyramid_noise(noise, torch.Generator().manual_seed(1), iterations=6, discount=0.8)
+    assert abs(neighbour_correlation(noise)) < 0.01
+    assert 0.02 < neighbour_correlation(pyramid) < neighbour_correlation(strong)  # more with a milder discount
+    again = objective.pyramid_noise(noise, torch.Generator().manual_seed(1), iterations=6, discount=0.4)
+    assert torch.equal(pyramid, again)
+    # One level is the noise plus a full-size copy of fresh noise, renormalised.
+    fresh = torch.Generator().manual_seed(2)
+    ratio = float(torch.rand((), generator=fresh)) * 2 + 2  # drawn but unused at level 0 (r^0 = 1)
+    expected = noise + torch.randn(noise.shape, generator=fresh)
+    one = objective.pyramid_noise(noise, torch.Generator().manual_seed(2), iterations=1, discount=0.4)
+    assert ratio >= 2 and torch.allclose(one, expected / expected.std(), atol=1e-6)
+
+
+def test_debiased_weights_are_the_inverse_root_snr(scheduler):
+    alphas = scheduler.alphas_cumprod
+    t = torch.tensor([0, 10, 500, 999])
+    ratio = objective.snr(alphas, t)
+    assert torch.allclose(objective.debiased_weights(alphas, t, "epsilon"), 1 / ratio.clamp(max=1000).sqrt())
+    assert torch.allclose(objective.debiased_weights(alphas, t, "v_prediction"), 1 / (ratio.clamp(max=1000) + 1))
+    assert ratio[0] > 1000 and objective.debiased_weights(alphas, t[:1], "epsilon").item() == pytest.approx(1000 ** -0.5)

@@ -97,7 +97,8 @@ def test_resume_reaches_the_same_weights_as_an_uninterrupted_run(tiny_sd1_dir, c
     # the resumed run replays the schedule, restores the vectors and draws the same captions and noise.
     settings = dict(max_steps=4, batch_size=2, gradient_accumulation_steps=2, min_snr_gamma=5.0, noise_offset=0.1,
                     warmup_steps=2, lr_schedule="cosine", train_word_vectors=["square"], shuffle_caption=True,
-                    caption_tag_dropout_rate=0.3, caption_dropout_rate=0.2, loss_type="huber", ip_noise_gamma=0.1)
+                    caption_tag_dropout_rate=0.3, caption_dropout_rate=0.2, loss_type="huber", ip_noise_gamma=0.1,
+                    multires_noise_iterations=4, debiased_estimation_loss=True)
     model = load_diffusion_model(tiny_sd1_dir)
     straight = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "straight.safetensors", **settings), model=model)
     interrupted = _config(tiny_sd1_dir, colour_dataset, tmp_path / "resumed.safetensors",
@@ -699,13 +700,15 @@ def test_a_caption_dropout_rate_of_one_trains_as_on_empty_captions(tiny_sd1_dir,
                                                (dict(huber_schedule="cosine"), "Unknown huber schedule"),
                                                (dict(huber_c=0), "huber_c must be a number in \\(0, 1\\]"),
                                                (dict(ip_noise_gamma=-0.1), "ip_noise_gamma must be a finite number"),
-                                               (dict(max_grad_norm=float("nan")), "max_grad_norm must be")])
+                                               (dict(max_grad_norm=float("nan")), "max_grad_norm must be"),
+                                               (dict(multires_noise_iterations=-1), "multires_noise_iterations must"),
+                                               (dict(multires_noise_discount=0), "multires_noise_discount must")])
 def test_caption_and_loss_settings_are_checked_before_loading(colour_dataset, tmp_path, settings, message):
     with pytest.raises(ValueError, match=message):
         train_sd_lora(_config(tmp_path / "no-model", colour_dataset, tmp_path / "o.safetensors", **settings))
 
 
-def test_loss_type_input_perturbation_and_clipping_reach_the_step(tiny_sd1_dir, colour_dataset, tmp_path, monkeypatch):
+def test_loss_and_noise_options_and_clipping_reach_the_step(tiny_sd1_dir, colour_dataset, tmp_path, monkeypatch):
     import accelerate
 
     norms = []
@@ -717,6 +720,7 @@ def test_loss_type_input_perturbation_and_clipping_reach_the_step(tiny_sd1_dir, 
     runs = {}
     for name, settings in [("plain", {}), ("huber", dict(loss_type="huber", huber_schedule="constant")),
                            ("ip", dict(ip_noise_gamma=0.1)), ("unclipped", dict(max_grad_norm=0.0)),
+                           ("multires", dict(multires_noise_iterations=6)), ("debiased", dict(debiased_estimation_loss=True)),
                            ("clip", dict(max_grad_norm=0.5))]:
         norms.clear()
         runs[name] = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / f"{name}.safetensors", max_steps=2,
@@ -726,6 +730,9 @@ def test_loss_type_input_perturbation_and_clipping_reach_the_step(tiny_sd1_dir, 
     # pseudo-Huber with c = 0.1 is below the squared error wherever |d| is not tiny
     assert runs["huber"].losses[0] < runs["plain"].losses[0]
     assert runs["ip"].losses[0] != runs["plain"].losses[0]
+    assert runs["multires"].losses[0] != runs["plain"].losses[0] != runs["debiased"].losses[0]
+    assert read_safetensors_metadata(runs["multires"].output)["ss_multires_noise_iterations"] == "6"
+    assert read_safetensors_metadata(runs["debiased"].output)["ss_debiased_estimation_loss"] == "True"
     metadata = read_safetensors_metadata(runs["huber"].output)
     assert (metadata["ss_loss_type"], metadata["ss_huber_c"], metadata["ss_huber_schedule"]) == ("huber", "0.1",
                                                                                                  "constant")
