@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from mixkit.training.optimizers import LR_SCHEDULES
-from mixkit.training.sd_run_options import TIMESTEP_SAMPLINGS
+from mixkit.training.sd_objective_options import TIMESTEP_SAMPLINGS
 
 COLOUR_CONCEPTS = ("orange", "grey")
 SHAPE_CONCEPTS = ("diamond", "heart")

@@ -24,6 +24,31 @@ def check_non_negative_numbers(config, names: tuple[str, ...]) -> None:
             raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
 
 
+def check_bools(config, names: tuple[str, ...]) -> None:
+    """Settings that must be exactly true or false (not 1, "yes" or None)."""
+    for name in names:
+        if not isinstance(getattr(config, name), bool):
+            raise TypeError(f"{name} must be true or false, got {getattr(config, name)!r}")
+
+
+def check_int_in(config, name: str, low: int, high: int, hint: str = "") -> None:
+    """An integer setting in [low, high]; `hint` (like "(0: off)") is added to the message."""
+    value = getattr(config, name)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer in {low}..{high}{' ' + hint if hint else ''}, got {value!r}")
+
+
+def check_number_in(config, name: str, interval: str, hint: str = "") -> None:
+    """A number setting in an interval written as in the message: "[0, 1]", "(0, 1]", "[0, 1)" or "[0, inf)"."""
+    value = getattr(config, name)
+    low, high = (float(bound) for bound in interval[1:-1].split(", "))
+    inside = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+              and (low <= value if interval[0] == "[" else low < value)
+              and (value <= high if interval[-1] == "]" else value < high))
+    if not inside:
+        raise ValueError(f"{name} must be a number in {interval}{' ' + hint if hint else ''}, got {value!r}")
+
+
 def check_ema_decay(config) -> None:
     """`ema_decay` of a trainer with an exponential moving average: a number in [0, 1)."""
     decay = config.ema_decay

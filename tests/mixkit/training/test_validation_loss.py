@@ -83,7 +83,7 @@ def test_a_split_trains_on_the_rest_only(tiny_sd1_dir, colour_dataset, tmp_path)
 
 
 @pytest.mark.parametrize("settings, message", [
-    (dict(validation_split=1.0), "validation_split must be a fraction in"),
+    (dict(validation_split=1.0), "validation_split must be a number in \\[0, 1\\)"),
     (dict(validation_split=0.2, validation_dataset="x"), "not both"),
     (dict(validation_loss_every=5), "needs held-out images"),
     (dict(validation_loss_every=-1, validation_split=0.2), "validation_loss_every must be an integer >= 0"),

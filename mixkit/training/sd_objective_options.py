@@ -1,0 +1,102 @@
+"""What each SD training step optimises, shared by both SD trainers: timesteps, noise, loss, masks, augmentation.
+
+A keyword-only dataclass that `SDRunOptions` extends, so the options of the step's objective (kohya's names
+wherever kohya has the option), their defaults and their checks exist once. The defaults are plain SD
+training: uniform timesteps, Gaussian noise, squared error, whole images, captions as written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mixkit.registry import Registry
+from mixkit.training.config_checks import check_bools, check_int_in, check_number_in
+
+TIMESTEP_SAMPLINGS: Registry[str] = Registry("timestep sampling")
+TIMESTEP_SAMPLINGS.register("uniform", "independent uniform draws in [min_timestep, max_timestep) (kohya, diffusers)")
+TIMESTEP_SAMPLINGS.register("stratified", "one uniform offset per batch, rows spread evenly over the range (VDM)")
+
+LOSS_TYPES: Registry[str] = Registry("loss type")
+LOSS_TYPES.register("l2", "squared error (kohya's and diffusers' default)")
+LOSS_TYPES.register("huber", "pseudo-Huber 2c(sqrt(d^2 + c^2) - c): squared near 0, linear for outliers "
+                             "(Khrapov et al. 2024)")
+LOSS_TYPES.register("smooth_l1", "2(sqrt(d^2 + c^2) - c): pseudo-Huber without the factor c")
+
+HUBER_SCHEDULES: Registry[str] = Registry("huber schedule")
+HUBER_SCHEDULES.register("snr", "c from about 1 at low noise to huber_c at high noise, by the noise level "
+                                "(kohya's default)")
+HUBER_SCHEDULES.register("exponential", "c = exp(-alpha t), from 1 at t = 0 to huber_c at the last timestep")
+HUBER_SCHEDULES.register("constant", "c = huber_c at every timestep")
+
+
+@dataclass(kw_only=True)
+class SDObjectiveOptions:
+    """The per-step objective; see each group's comment, and `diffusion_objective` for the formulas."""
+
+    # Train on timesteps drawn uniformly from [min_timestep, max_timestep) only (kohya's --min_timestep /
+    # --max_timestep; None: the scheduler's num_train_timesteps). Composition and shape are decided at high
+    # noise, texture at low noise, so a run can spend its steps on one or the other (measured on the tiny
+    # heart LoRA: no gain there, README).
+    min_timestep: int = 0
+    max_timestep: int | None = None
+    # "uniform" (independent draws, as kohya and diffusers do) or "stratified": one draw per batch spread
+    # evenly over the range (VDM's low-discrepancy sampler), less noise in each step's gradient.
+    timestep_sampling: str = "uniform"
+    # Masked training (kohya's --masked_loss / --alpha_mask, OneTrainer's masked training): the loss counts each
+    # image's masked part only, from `<stem>-masklabel.png` beside it or its alpha channel (`mixkit.data.loss_masks`).
+    # The background keeps `masked_loss_unmasked_weight` (0..1) of its weight; `masked_loss_normalize` divides each
+    # image's weights by their mean, so a small subject counts as much as a large one.
+    masked_loss: bool = False
+    masked_loss_unmasked_weight: float = 0.0
+    masked_loss_normalize: bool = False
+    # Caption augmentation for tag captions (kohya's names; `mixkit.data.caption_augmentation`): shuffle the tags after
+    # the first `keep_tokens`, drop single tags / whole captions with these probabilities. Drawn from (seed, micro-batch,
+    # row), so resume stays exact; held-out images for the validation loss are never augmented.
+    shuffle_caption: bool = False
+    keep_tokens: int = 0
+    caption_tag_dropout_rate: float = 0.0
+    caption_dropout_rate: float = 0.0
+    caption_separator: str = ","
+    # Mirror each training image left to right with probability 1/2 (kohya's flip_aug; `flip_augmentation`).
+    flip_aug: bool = False
+    # The loss (kohya's loss_type / huber_c / huber_schedule): "l2", or the scheduled pseudo-Huber "huber" /
+    # "smooth_l1", robust to a few bad images or captions (`diffusion_objective.elementwise_loss`).
+    loss_type: str = "l2"
+    huber_c: float = 0.1
+    huber_schedule: str = "snr"
+    # Input perturbation (Ning et al. 2023, kohya's ip_noise_gamma): the UNet sees latents noised with
+    # noise + gamma * extra noise but learns to predict the noise alone, which lessens exposure bias (0.1 is usual).
+    ip_noise_gamma: float = 0.0
+    # Multi-resolution noise (kohya's multires_noise_iterations, 6-10 usual; 0: off) with its per-level discount.
+    multires_noise_iterations: int = 0
+    multires_noise_discount: float = 0.3
+    # Debiased estimation (Yu et al. 2024; kohya's debiased_estimation_loss): weights 1/sqrt(SNR) per sample.
+    debiased_estimation_loss: bool = False
+
+    def caption_augmentation(self):
+        from mixkit.data.caption_augmentation import CaptionAugmentation
+
+        return CaptionAugmentation(self.shuffle_caption, self.keep_tokens, self.caption_tag_dropout_rate,
+                                   self.caption_dropout_rate, self.caption_separator)
+
+    def check_objective_options(self) -> None:
+        """Raise ValueError/TypeError naming the first objective option out of range."""
+        TIMESTEP_SAMPLINGS.get(self.timestep_sampling)
+        LOSS_TYPES.get(self.loss_type)
+        HUBER_SCHEDULES.get(self.huber_schedule)
+        self.caption_augmentation().check()
+        check_bools(self, ("masked_loss", "masked_loss_normalize", "flip_aug", "debiased_estimation_loss"))
+        low, high = self.min_timestep, self.max_timestep
+        if isinstance(low, bool) or not isinstance(low, int) or low < 0:
+            raise ValueError(f"min_timestep must be an integer >= 0, got {low!r}")
+        if high is not None and (isinstance(high, bool) or not isinstance(high, int) or high <= low):
+            raise ValueError(f"max_timestep must be an integer above min_timestep={low} (or None for all "
+                             f"timesteps), got {high!r}")
+        check_number_in(self, "huber_c", "(0, 1]", "(0.1 is kohya's default)")
+        check_number_in(self, "ip_noise_gamma", "[0, inf)", "(0.1 is usual; 0: off)")
+        check_int_in(self, "multires_noise_iterations", 0, 20, "(6-10 is usual; 0: off)")
+        check_number_in(self, "multires_noise_discount", "(0, 1]", "(0.3 is kohya's default)")
+        check_number_in(self, "masked_loss_unmasked_weight", "[0, 1]", "(the loss weight the unmasked background keeps)")
+        if not self.masked_loss and (self.masked_loss_unmasked_weight or self.masked_loss_normalize):
+            raise ValueError("masked_loss_unmasked_weight and masked_loss_normalize act on masked training only; "
+                             "set masked_loss: true or leave them at their defaults")
