@@ -123,8 +123,6 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
     if held_dataset is not None:
         reporter.held_out_loss = held_out_evaluator(config, held_dataset, model, denoiser, accelerator,
                                                     (lambda: ema.applied_to(parameters)) if ema else None)
-        if step == 0:
-            reporter.record_validation_loss(0)
 
     def after_step(at_step: int, *logged) -> None:
         reporter(at_step, *logged)
@@ -136,6 +134,8 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
                     _write_model_folder(config, unet, intermediate_folder(config.output, at_step)))
 
     try:
+        if held_dataset is not None and step == 0:
+            reporter.record_validation_loss(0)  # the base model's, for comparison
         step = run_denoising_loop(
             config, accelerator=accelerator, model=model, denoiser=denoiser, dataset=dataset, optimizer=optimizer,
             lr_schedule=lr_schedule, step=step, stop_at_step=stop_at_step,

@@ -238,8 +238,6 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     if held_dataset is not None:
         reporter.held_out_loss = held_out_evaluator(config, held_dataset, model, denoiser, accelerator,
                                                     (lambda: ema.applied_to(trained)) if ema is not None else None)
-        if step == 0:
-            reporter.record_validation_loss(0)
     accum, world = config.gradient_accumulation_steps, accelerator.num_processes
     batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
 
@@ -271,6 +269,8 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
             result.intermediate_outputs.append(save_lora(intermediate_output(config.output, at_step), at_step))
 
     try:
+        if held_dataset is not None and step == 0:
+            reporter.record_validation_loss(0)  # the base model's, for comparison
         step = run_denoising_loop(
             config, accelerator=accelerator, model=model, denoiser=denoiser, dataset=dataset, optimizer=optimizer,
             lr_schedule=lr_schedule, step=step, stop_at_step=stop_at_step, checkpoint_dir=checkpoint_dir,
