@@ -27,8 +27,8 @@ from mixkit.training.optimizers import make_optimizer, warmup_schedule
 from mixkit.training.run_reporting import StepReporter
 from mixkit.training.sd_finetune_config import SDFinetuneConfig
 from mixkit.training.sd_lora_trainer import TrainingResult, scan_dataset, scan_path
-from mixkit.training.validation_loss import held_out_evaluator, held_out_records
 from mixkit.training.training_state import architecture_fingerprint, resume_run
+from mixkit.training.validation_loss import held_out_evaluator, held_out_records
 
 logger = logging.getLogger(__name__)
 
