@@ -2,8 +2,8 @@
 
 Shared by the LoRA and full fine-tune trainers (`StepReporter` is the `after_step` callback of
 `run_denoising_loop`). TensorBoard goes through accelerate's `TensorBoardTracker`, written by the
-main process only. Validation renders with the weights as they are at that step (LoRA hooks
-attached, raw UNet weights for a fine-tune) and never touches the training RNG streams.
+main process only. Validation renders with the weights a file saved at that step would hold (LoRA hooks
+attached; the EMA average when the run keeps one) and never touches the training RNG streams.
 """
 
 from __future__ import annotations
@@ -60,6 +60,9 @@ class StepReporter:
         self.saved_images: list[Path] = []
         # Set by the trainer when it has held-out images: a no-argument function giving their loss now.
         self.held_out_loss = None
+        # Set by a trainer with EMA: a context manager factory swapping in the averaged weights, so validation
+        # images show the model a file saved at that step would hold (as diffusers' EMA training scripts do).
+        self.averaged_weights = None
         self.validation_losses: list[tuple[int, float]] = []
 
     def _open_tracker(self) -> None:
@@ -94,10 +97,13 @@ class StepReporter:
 
     def validate(self, step: int) -> list[Path]:
         """Render and save one image per validation prompt at the current weights."""
+        import contextlib
+
         config = self.config
-        images = render_validation_images(
-            self.model, config.validation_prompts, steps=config.validation_steps, seed=config.validation_seed,
-            guidance_scale=config.validation_guidance_scale, height=self.resolution, width=self.resolution)
+        with self.averaged_weights() if self.averaged_weights else contextlib.nullcontext():
+            images = render_validation_images(
+                self.model, config.validation_prompts, steps=config.validation_steps, seed=config.validation_seed,
+                guidance_scale=config.validation_guidance_scale, height=self.resolution, width=self.resolution)
         paths = save_validation_images(images, self.validation_dir, step)
         self.saved_images += paths
         if self.tracker is not None:

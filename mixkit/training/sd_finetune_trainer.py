@@ -120,9 +120,10 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
     # 4. Train; the EMA follows every optimizer step.
     result = TrainingResult(output=None, steps=step, skipped_images=list(report.skipped))
     reporter.model = model
+    reporter.averaged_weights = (lambda: ema.applied_to(parameters)) if ema else None
     if held_dataset is not None:
         reporter.held_out_loss = held_out_evaluator(config, held_dataset, model, denoiser, accelerator,
-                                                    (lambda: ema.applied_to(parameters)) if ema else None)
+                                                    reporter.averaged_weights)
 
     def after_step(at_step: int, *logged) -> None:
         reporter(at_step, *logged)

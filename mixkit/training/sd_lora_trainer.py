@@ -235,9 +235,10 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     checkpoint_dir = Path(config.checkpoint_dir or Path(config.output).with_suffix("").as_posix() + "-checkpoints")
     result = TrainingResult(output=None, steps=step, skipped_images=list(report.skipped))
     reporter.model = model
+    reporter.averaged_weights = (lambda: ema.applied_to(trained)) if ema is not None else None
     if held_dataset is not None:
         reporter.held_out_loss = held_out_evaluator(config, held_dataset, model, denoiser, accelerator,
-                                                    (lambda: ema.applied_to(trained)) if ema is not None else None)
+                                                    reporter.averaged_weights)
     accum, world = config.gradient_accumulation_steps, accelerator.num_processes
     batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
 
