@@ -4,7 +4,7 @@ Uses the same deterministic loop as the LoRA trainer (`run_denoising_loop`), so 
 the EMA shadow weights are part of each checkpoint. The result is a complete diffusers folder
 (the base model's other components copied, the UNet replaced by the EMA or the raw weights),
 assembled in a temporary folder and renamed into place, so a failed save leaves no partial model.
-`save_every_n_steps` writes such a folder at every N steps too (`<output>-step00000500/`).
+`save_every_n_steps` / `save_every_n_epochs` write such a folder along the way too (`<output>-step00000500/`).
 Validation images and TensorBoard logs go to `<output>-run/` beside it (see `run_reporting`).
 """
 
@@ -25,6 +25,7 @@ from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_st
 from mixkit.training.ema import EmaWeights
 from mixkit.training.optimizers import make_optimizer, warmup_schedule
 from mixkit.training.run_reporting import StepReporter
+from mixkit.training.run_schedule import intermediate_saves, resolve_epochs
 from mixkit.training.sd_finetune_config import SDFinetuneConfig
 from mixkit.training.sd_lora_trainer import TrainingResult, scan_dataset, scan_path
 from mixkit.training.training_state import architecture_fingerprint, resume_run
@@ -40,19 +41,11 @@ def _check_paths(config: SDFinetuneConfig) -> None:
     check_new_output_folder(config.output)
 
 
-def intermediate_folder(output: str | Path, step: int) -> Path:
-    """Where `save_every_n_steps` writes the model of step `step`: beside the output, named by the step."""
+def intermediate_folder(output: str | Path, suffix: str) -> Path:
+    """Where a model written before the end goes (`run_schedule.intermediate_saves` names it, e.g. "step00000500"):
+    beside the output, `<output>-<suffix>/`."""
     output = Path(output)
-    return output.with_name(f"{output.name}-step{step:08d}")
-
-
-def _intermediate_folders(config: SDFinetuneConfig, after_step: int) -> list[Path]:
-    """The `save_every_n_steps` model folders a run from `after_step` to the end will write."""
-    every = config.save_every_n_steps
-    if not every:
-        return []
-    first = (after_step // every + 1) * every
-    return [intermediate_folder(config.output, at) for at in range(first, config.max_steps, every)]
+    return output.with_name(f"{output.name}-{suffix}")
 
 
 def _write_model_folder(config: SDFinetuneConfig, unet, output: str | Path) -> Path:
@@ -70,7 +63,6 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
 
     # 1. Validate settings, paths and data before loading the model.
     config.check()
-    check_stop_at_step(stop_at_step, config.max_steps)
     _check_paths(config)
     report = scan_dataset(config)
     records, held_records = held_out_records(config, report.records, scan_path)
@@ -81,6 +73,9 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
                                          loss_masks=config.masked_loss) if held_records else None)
     accelerator = make_accelerator(mixed_precision=config.mixed_precision,
                                    gradient_accumulation_steps=config.gradient_accumulation_steps)
+    config = resolve_epochs(config, dataset.batches_per_epoch(config.batch_size), accelerator.num_processes)
+    check_stop_at_step(stop_at_step, config.max_steps)
+    saves = intermediate_saves(config, dataset.batches_per_epoch(config.batch_size), accelerator.num_processes)
     # The output folder appears only when the model is complete, so images and logs go next to it.
     reporter = StepReporter(config, run_dir=f"{Path(config.output).absolute()}-run", run_name=Path(config.output).name,
                             enabled=accelerator.is_main_process)
@@ -113,8 +108,8 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
         if ema:
             ema.load_state_dict(trainable)
     # Checked once the start step is known: a resumed run has written the folders of its earlier steps itself.
-    for folder in _intermediate_folders(config, step):
-        check_new_output_folder(folder, "The save_every_n_steps folder")
+    for suffix in [suffix for at, suffixes in saves.items() if at > step for suffix in suffixes]:
+        check_new_output_folder(intermediate_folder(config.output, suffix), "The intermediate model folder")
     denoiser, optimizer = accelerator.prepare(ConditionedDenoiser(model), optimizer)
 
     # 4. Train; the EMA follows every optimizer step.
@@ -127,12 +122,11 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
 
     def after_step(at_step: int, *logged) -> None:
         reporter(at_step, *logged)
-        every = config.save_every_n_steps
-        if every and at_step % every == 0 and at_step < config.max_steps and accelerator.is_main_process:
+        for suffix in saves.get(at_step, []) if accelerator.is_main_process else []:
             # The EMA weights are what the final folder will hold, so they are what each folder holds too.
             with ema.applied_to(parameters) if ema else contextlib.nullcontext():
                 result.intermediate_outputs.append(
-                    _write_model_folder(config, unet, intermediate_folder(config.output, at_step)))
+                    _write_model_folder(config, unet, intermediate_folder(config.output, suffix)))
 
     try:
         if held_dataset is not None and step == 0:

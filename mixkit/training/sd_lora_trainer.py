@@ -28,6 +28,7 @@ from mixkit.training.kohya_export import save_kohya_lora, to_sgm_layout, trainin
 from mixkit.training.lora_network import CROSS_ATTENTION_KV, LoraNetwork
 from mixkit.training.optimizers import make_optimizer, warmup_schedule
 from mixkit.training.run_reporting import StepReporter
+from mixkit.training.run_schedule import intermediate_saves, resolve_epochs
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 from mixkit.training.training_state import architecture_fingerprint, resume_run
 from mixkit.training.validation_loss import held_out_evaluator, held_out_records
@@ -48,10 +49,11 @@ class TrainingResult:
     validation_losses: list[tuple[int, float]] = field(default_factory=list)  # (step, held-out loss)
 
 
-def intermediate_output(output: str | Path, step: int) -> Path:
-    """Where `save_every_n_steps` writes the file of step `step`: next to the output, named as kohya names them."""
+def intermediate_output(output: str | Path, suffix: str) -> Path:
+    """Where a file written before the end goes (`run_schedule.intermediate_saves` names it, e.g. "step00000500"):
+    next to the output, `<stem>-<suffix>.safetensors`."""
     output = Path(output)
-    return output.with_name(f"{output.stem}-step{step:08d}{output.suffix}")
+    return output.with_name(f"{output.stem}-{suffix}{output.suffix}")
 
 
 def scan_path(path: Path, missing_captions: str) -> ScanReport:
@@ -134,7 +136,7 @@ def _settings(config: SDLoraTrainingConfig) -> dict:
             "min_timestep", "max_timestep", "timestep_sampling", "loraplus_lr_ratio", "masked_loss",
             "shuffle_caption", "keep_tokens", "caption_tag_dropout_rate", "caption_dropout_rate", "loss_type",
             "ip_noise_gamma", "max_grad_norm", "flip_aug", "multires_noise_iterations", "multires_noise_discount",
-            "debiased_estimation_loss")
+            "debiased_estimation_loss", "max_train_epochs")
     renamed = {"max_steps": "max_train_steps", "batch_size": "batch_size_per_device", "bucketing": "enable_bucket",
                "lr_schedule": "lr_scheduler", "warmup_steps": "lr_warmup_steps"}
     settings = {renamed.get(k, k): getattr(config, k) for k in keys}
@@ -159,7 +161,6 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
 
     # 1. Validate settings and data before loading anything heavy.
     config.check()
-    check_stop_at_step(stop_at_step, config.max_steps)
     check_output_path(config.output)
     report = scan_dataset(config)
     report.records, held_records = held_out_records(config, report.records, scan_path)
@@ -171,6 +172,8 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     precision = resolve_mixed_precision(config.mixed_precision)
     accelerator = make_accelerator(mixed_precision=precision,
                                    gradient_accumulation_steps=config.gradient_accumulation_steps)
+    config = resolve_epochs(config, dataset.batches_per_epoch(config.batch_size), accelerator.num_processes)
+    check_stop_at_step(stop_at_step, config.max_steps)
     reporter = StepReporter(config, run_dir=Path(config.output).parent, run_name=Path(config.output).stem,
                             enabled=accelerator.is_main_process)
     started = time.time()
@@ -263,11 +266,12 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         return save_kohya_lora(tensors, path, metadata)
 
+    saves = intermediate_saves(config, batches_per_epoch, world)
+
     def after_step(at_step: int, *logged) -> None:
         reporter(at_step, *logged)
-        every = config.save_every_n_steps
-        if every and at_step % every == 0 and at_step < config.max_steps and accelerator.is_main_process:
-            result.intermediate_outputs.append(save_lora(intermediate_output(config.output, at_step), at_step))
+        for suffix in saves.get(at_step, []) if accelerator.is_main_process else []:
+            result.intermediate_outputs.append(save_lora(intermediate_output(config.output, suffix), at_step))
 
     try:
         if held_dataset is not None and step == 0:

@@ -44,6 +44,11 @@ class SDRunOptions(SDObjectiveOptions):
     # (kohya's save_every_n_steps): the LoRA trainer's `<stem>-step00000500.safetensors`, the fine-tune's
     # `<output>-step00000500/` model folder. A run's curve to choose from, loadable as it is (a resume state is not).
     save_every_n_steps: int = 0
+    # Epochs, kohya's way: `max_train_epochs` (when set) decides max_steps from the dataset's size (one epoch = one
+    # pass over its batches, repeats included); `save_every_n_epochs` writes the result at the end of every N-th epoch,
+    # as `<stem>-epoch000002.safetensors` (LoRA) or `<output>-epoch000002/` (fine-tune). See `epochs`.
+    max_train_epochs: int | None = None
+    save_every_n_epochs: int = 0
     # Validation loss (kohya's validation_split / validate_every_n_steps): the denoising loss of held-out images,
     # `validation_split` of the dataset (chosen by the seed, never trained on) or a separate `validation_dataset`,
     # with fixed timesteps and noise (`validation_loss.HeldOutLoss`), at the start, every `validation_loss_every`
@@ -82,6 +87,9 @@ class SDRunOptions(SDObjectiveOptions):
         every = self.save_every_n_steps
         if isinstance(every, bool) or not isinstance(every, int) or every < 0:
             raise ValueError(f"save_every_n_steps must be an integer >= 0 (0: the result at the end only), got {every!r}")
+        if self.max_train_epochs is not None:
+            check_int_in(self, "max_train_epochs", 1, 1_000_000, "(or None to count max_steps)")
+        check_int_in(self, "save_every_n_epochs", 0, 1_000_000, "(0: off)")
         if not isinstance(self.validation_prompts, list) or not all(isinstance(p, str) for p in self.validation_prompts):
             raise TypeError(f"validation_prompts must be a list of strings, got {self.validation_prompts!r}")
         for name in ("validation_every", "validation_seed"):

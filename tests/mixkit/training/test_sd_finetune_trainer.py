@@ -103,7 +103,7 @@ def test_save_every_n_steps_writes_the_model_a_shorter_run_ends_with(tiny_sd1_di
 def test_save_every_n_steps_refuses_a_taken_folder_before_training(tiny_sd1_dir, colour_dataset, tmp_path):
     (tmp_path / "run-step00000002").mkdir()
     (tmp_path / "run-step00000002" / "x.txt").write_text("keep me")
-    with pytest.raises(ValueError, match="save_every_n_steps folder .*run-step00000002"):
+    with pytest.raises(ValueError, match="intermediate model folder .*run-step00000002"):
         train_sd_finetune(_config(tiny_sd1_dir, colour_dataset, tmp_path / "run", max_steps=4, save_every_n_steps=2))
     assert not (tmp_path / "run").exists()
     assert (tmp_path / "run-step00000002" / "x.txt").read_text() == "keep me"
