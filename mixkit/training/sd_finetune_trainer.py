@@ -73,9 +73,10 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
                                          loss_masks=config.masked_loss) if held_records else None)
     accelerator = make_accelerator(mixed_precision=config.mixed_precision,
                                    gradient_accumulation_steps=config.gradient_accumulation_steps)
-    config = resolve_epochs(config, dataset.batches_per_epoch(config.batch_size), accelerator.num_processes)
+    batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
+    config = resolve_epochs(config, batches_per_epoch, accelerator.num_processes)
     check_stop_at_step(stop_at_step, config.max_steps)
-    saves = intermediate_saves(config, dataset.batches_per_epoch(config.batch_size), accelerator.num_processes)
+    saves = intermediate_saves(config, batches_per_epoch, accelerator.num_processes)
     # The output folder appears only when the model is complete, so images and logs go next to it.
     reporter = StepReporter(config, run_dir=f"{Path(config.output).absolute()}-run", run_name=Path(config.output).name,
                             enabled=accelerator.is_main_process)

@@ -172,7 +172,8 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     precision = resolve_mixed_precision(config.mixed_precision)
     accelerator = make_accelerator(mixed_precision=precision,
                                    gradient_accumulation_steps=config.gradient_accumulation_steps)
-    config = resolve_epochs(config, dataset.batches_per_epoch(config.batch_size), accelerator.num_processes)
+    batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
+    config = resolve_epochs(config, batches_per_epoch, accelerator.num_processes)
     check_stop_at_step(stop_at_step, config.max_steps)
     reporter = StepReporter(config, run_dir=Path(config.output).parent, run_name=Path(config.output).stem,
                             enabled=accelerator.is_main_process)
@@ -243,7 +244,6 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
         reporter.held_out_loss = held_out_evaluator(config, held_dataset, model, denoiser, accelerator,
                                                     reporter.averaged_weights)
     accum, world = config.gradient_accumulation_steps, accelerator.num_processes
-    batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
 
     def save_lora(path: str | Path, at_step: int) -> Path:
         """The kohya file of the adapters (their moving average with EMA) and trained word vectors as they are now."""

@@ -48,6 +48,7 @@ class HeldOutLoss:
         self.seed = seed
         self.batches = [sorted(batch) for batch in dataset.epoch_batches(0, batch_size, seed)]
         self._fixed: list[dict] | None = None
+        self._schedule = None
 
     def _prepare(self, vae, scaling: float, device) -> list[dict]:
         prepared = []
@@ -69,11 +70,11 @@ class HeldOutLoss:
         """The loss of `denoiser` (captions -> prediction, as in training) at its current weights."""
         from diffusers import DDPMScheduler
 
-        schedule = DDPMScheduler.from_config(model.scheduler_config)
-        alphas_cumprod = schedule.alphas_cumprod
-        low, high = min_timestep, max_timestep or schedule.config.num_train_timesteps
-        if self._fixed is None:
+        if self._fixed is None:  # latents, noise and the schedule, once
+            self._schedule = DDPMScheduler.from_config(model.scheduler_config)
             self._fixed = self._prepare(model.vae, model.vae.config.scaling_factor, device)
+        alphas_cumprod = self._schedule.alphas_cumprod
+        low, high = min_timestep, max_timestep or self._schedule.config.num_train_timesteps
         total, count = 0.0, 0
         for batch in self._fixed:
             latents = batch["latents"]
