@@ -40,9 +40,12 @@ def kohya_hashes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> 
 
 def training_metadata(*, network: str, rank: int, alpha: float, conv_rank: int | None, conv_alpha: float | None,
                       family: str, train_text_encoder: bool, tag_frequency: dict, dataset_dirs: dict,
-                      num_images: int, settings: dict, started_at: float, base_model_name: str) -> dict[str, str]:
-    """kohya's `ss_*` keys (strings only, JSON for nested values)."""
+                      num_images: int, settings: dict, started_at: float, base_model_name: str,
+                      extra_network_args: dict | None = None) -> dict[str, str]:
+    """kohya's `ss_*` keys (strings only, JSON for nested values); `extra_network_args` (like rank_dropout) join
+    `ss_network_args` as kohya's --network_args do."""
     network_args = {"conv_dim": str(conv_rank), "conv_alpha": str(conv_alpha)} if network == "locon" else {}
+    network_args.update({key: str(value) for key, value in (extra_network_args or {}).items()})
     metadata = {
         "ss_network_module": "networks.lora",
         "ss_network_dim": str(rank),

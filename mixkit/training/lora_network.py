@@ -42,6 +42,32 @@ class LoraAdapter(nn.Module):
         self.register_buffer("alpha", torch.tensor(float(alpha)))
         self.rank = rank
         self.multiplier = 1.0
+        # kohya's regularisers, active in training mode only (set by `LoraNetwork`): `dropout` on the rank-wide
+        # hidden values, `rank_dropout` of whole rank channels per sample (the rest scaled up by 1/(1-p)),
+        # `module_dropout`: the whole adapter skipped for a step with this probability.
+        self.dropout = 0.0
+        self.rank_dropout = 0.0
+        self.module_dropout = 0.0
+
+    def _skipped(self) -> bool:
+        return self.training and self.module_dropout > 0 and torch.rand(()) < self.module_dropout
+
+    def _down(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = self.lora_down(x)
+        if not self.training:
+            return hidden
+        if self.dropout:
+            hidden = nn.functional.dropout(hidden, self.dropout)
+        if self.rank_dropout:
+            # One keep/drop per (sample, rank channel); channels sit last for a Linear, second for a conv.
+            samples = hidden.shape[0] if hidden.ndim > 1 else 1
+            keep = (torch.rand(samples, self.rank, device=hidden.device) > self.rank_dropout).to(hidden.dtype)
+            if isinstance(self.lora_down, nn.Linear):
+                keep = keep.view(*([samples] if hidden.ndim > 1 else []), *([1] * (hidden.ndim - 2)), self.rank)
+            else:
+                keep = keep.view(samples, self.rank, *([1] * (hidden.ndim - 2)))
+            hidden = hidden * keep / (1.0 - self.rank_dropout)
+        return hidden
 
     def _scaled_up(self) -> torch.Tensor:
         # The scale goes on the rank x out weight, not on the tokens x out output: one small multiply per
@@ -59,16 +85,18 @@ class LoraAdapter(nn.Module):
         # under autocast the matmuls pick their dtype themselves, outside it (validation images) cast here.
         dtype = self.lora_down.weight.dtype
         if x.dtype == dtype or torch.is_autocast_enabled(x.device.type):
-            return self._delta(self.lora_down(x))
-        return self._delta(self.lora_down(x.to(dtype))).to(x.dtype)
+            return self._delta(self._down(x))
+        return self._delta(self._down(x.to(dtype))).to(x.dtype)
 
     def added_to(self, out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """`out + self(x)`; for a Linear base in full precision the add rides in the up matmul (addmm)."""
+        if self._skipped():
+            return out
         fused = (isinstance(self.lora_up, nn.Linear) and out.dtype == x.dtype == self.lora_down.weight.dtype
                  and not torch.is_autocast_enabled(x.device.type))
         if not fused:
             return out + self(x)
-        hidden = self.lora_down(x)
+        hidden = self._down(x)
         flat = torch.addmm(out.reshape(-1, out.shape[-1]), hidden.reshape(-1, hidden.shape[-1]), self._scaled_up().t())
         return flat.view(out.shape)
 
@@ -94,9 +122,12 @@ class LoraNetwork(nn.Module):
 
     def __init__(self, unet: nn.Module, text_encoders: list[nn.Module], *, rank: int, alpha: float,
                  conv_rank: int | None = None, conv_alpha: float | None = None, train_text_encoder: bool = False,
-                 unet_layers: tuple[str, ...] | None = None, word_vectors: nn.Module | None = None) -> None:
+                 unet_layers: tuple[str, ...] | None = None, word_vectors: nn.Module | None = None,
+                 dropout: float = 0.0, rank_dropout: float = 0.0, module_dropout: float = 0.0) -> None:
         """`unet_layers`: adapt only the UNet layers whose path ends with one of these (None: all targets);
-        `word_vectors`: a `TrainedWordVectors` trained, attached and switched off together with the adapters."""
+        `word_vectors`: a `TrainedWordVectors` trained, attached and switched off together with the adapters;
+        `dropout` / `rank_dropout` / `module_dropout`: kohya's network_dropout and network_args (see `LoraAdapter`),
+        active while the network is in training mode."""
         super().__init__()
         self.word_vectors = word_vectors
         self.adapters = nn.ModuleDict()
@@ -117,7 +148,9 @@ class LoraNetwork(nn.Module):
                 if name in self.adapters or (prefix == "lora_unet" and unet_layers and not path.endswith(unet_layers)):
                     continue
                 is_3x3 = isinstance(layer, nn.Conv2d) and not _is_1x1(layer)
-                self.adapters[name] = LoraAdapter(layer, conv_rank if is_3x3 else rank, conv_alpha if is_3x3 else alpha)
+                adapter = LoraAdapter(layer, conv_rank if is_3x3 else rank, conv_alpha if is_3x3 else alpha)
+                adapter.dropout, adapter.rank_dropout, adapter.module_dropout = dropout, rank_dropout, module_dropout
+                self.adapters[name] = adapter
                 self._targets[name] = layer
 
     def attach(self) -> "LoraNetwork":

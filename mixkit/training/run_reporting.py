@@ -63,6 +63,8 @@ class StepReporter:
         # Set by a trainer with EMA: a context manager factory swapping in the averaged weights, so validation
         # images show the model a file saved at that step would hold (as diffusers' EMA training scripts do).
         self.averaged_weights = None
+        # Modules beside the model to put in eval mode while rendering (the LoRA network: its dropouts off).
+        self.eval_modules: list = []
         self.validation_losses: list[tuple[int, float]] = []
 
     def _open_tracker(self) -> None:
@@ -100,7 +102,10 @@ class StepReporter:
         import contextlib
 
         config = self.config
-        with self.averaged_weights() if self.averaged_weights else contextlib.nullcontext():
+        from mixkit.training.eval_mode import eval_mode
+
+        with eval_mode(*self.eval_modules), \
+                self.averaged_weights() if self.averaged_weights else contextlib.nullcontext():
             images = render_validation_images(
                 self.model, config.validation_prompts, steps=config.validation_steps, seed=config.validation_seed,
                 guidance_scale=config.validation_guidance_scale, height=self.resolution, width=self.resolution)

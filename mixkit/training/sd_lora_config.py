@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from mixkit.registry import Registry
 from mixkit.training.config_checks import (check_diffusion_training, check_ema_decay, check_non_negative_numbers,
-                                           check_positive_ints)
+                                           check_number_in, check_positive_ints)
 from mixkit.training.config_json import JsonConfig
 from mixkit.training.kohya_export import SDXL_KEY_LAYOUTS
 from mixkit.training.sd_run_options import SDRunOptions
@@ -78,6 +78,11 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     # on the tiny heart LoRA, README). Off by default, as kohya has no EMA for networks.
     use_ema: bool = False
     ema_decay: float = 0.99
+    # kohya's LoRA regularisers (network_dropout; rank_dropout and module_dropout of --network_args): dropout of the
+    # adapters' rank-wide hidden values, of whole rank channels per sample, of whole adapters per step. 0: off.
+    network_dropout: float = 0.0
+    rank_dropout: float = 0.0
+    module_dropout: float = 0.0
 
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
@@ -104,3 +109,5 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
         if not isinstance(self.use_ema, bool):
             raise TypeError(f"use_ema must be true or false, got {self.use_ema!r}")
         check_ema_decay(self)
+        for name in ("network_dropout", "rank_dropout", "module_dropout"):
+            check_number_in(self, name, "[0, 1)", "(a probability; 0.1 is usual, 0: off)")

@@ -136,7 +136,7 @@ def _settings(config: SDLoraTrainingConfig) -> dict:
             "min_timestep", "max_timestep", "timestep_sampling", "loraplus_lr_ratio", "masked_loss",
             "shuffle_caption", "keep_tokens", "caption_tag_dropout_rate", "caption_dropout_rate", "loss_type",
             "ip_noise_gamma", "max_grad_norm", "flip_aug", "multires_noise_iterations", "multires_noise_discount",
-            "debiased_estimation_loss", "max_train_epochs")
+            "debiased_estimation_loss", "max_train_epochs", "network_dropout")
     renamed = {"max_steps": "max_train_steps", "batch_size": "batch_size_per_device", "bucketing": "enable_bucket",
                "lr_schedule": "lr_scheduler", "warmup_steps": "lr_warmup_steps"}
     settings = {renamed.get(k, k): getattr(config, k) for k in keys}
@@ -195,10 +195,12 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     network = LoraNetwork(model.unet, model.text_encoders, rank=config.rank, alpha=config.alpha, conv_rank=conv_rank,
                           conv_alpha=config.conv_alpha, train_text_encoder=config.train_text_encoder,
                           unet_layers=CROSS_ATTENTION_KV if config.network == "cross-kv" else None,
-                          word_vectors=words).attach()
+                          word_vectors=words, dropout=config.network_dropout, rank_dropout=config.rank_dropout,
+                          module_dropout=config.module_dropout).attach()
     if config.gradient_checkpointing:
         model.unet.enable_gradient_checkpointing()
     model.unet.train()
+    network.train()  # kohya's dropouts act in training mode; validation switches it to eval (`eval_mode`)
     # Word vectors sit at the text encoder's input, so its forward pass needs gradients for them too.
     denoiser = ConditionedDenoiser(model, config.train_text_encoder or words is not None, adapters=network)
     te_lr = config.text_encoder_learning_rate if config.text_encoder_learning_rate is not None else config.learning_rate
@@ -240,9 +242,10 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     result = TrainingResult(output=None, steps=step, skipped_images=list(report.skipped))
     reporter.model = model
     reporter.averaged_weights = (lambda: ema.applied_to(trained)) if ema is not None else None
+    reporter.eval_modules = [network]
     if held_dataset is not None:
         reporter.held_out_loss = held_out_evaluator(config, held_dataset, model, denoiser, accelerator,
-                                                    reporter.averaged_weights)
+                                                    reporter.averaged_weights, extra_modules=[network])
     accum, world = config.gradient_accumulation_steps, accelerator.num_processes
 
     def save_lora(path: str | Path, at_step: int) -> Path:
@@ -255,7 +258,8 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
             settings={**_settings(config), "steps": at_step,
                       "epoch": math.ceil(at_step * accum * world / batches_per_epoch),
                       "output_name": config.output_name or Path(config.output).stem},
-            started_at=started, base_model_name=getattr(model, "name", str(config.model)))
+            started_at=started, base_model_name=getattr(model, "name", str(config.model)),
+            extra_network_args={k: getattr(config, k) for k in ("rank_dropout", "module_dropout") if getattr(config, k)})
         metadata["mixkit_training_config"] = config.to_json()
         with ema.applied_to(trained) if ema is not None else contextlib.nullcontext():
             tensors = network.kohya_state_dict()

@@ -109,27 +109,23 @@ def held_out_records(config, records: list, scan) -> tuple[list, list]:
     return records, []
 
 
-def held_out_evaluator(config, held_dataset, model, denoiser, accelerator, averaged_weights):
+def held_out_evaluator(config, held_dataset, model, denoiser, accelerator, averaged_weights, extra_modules=()):
     """A no-argument function giving the held-out loss of the weights a file saved now would hold:
     `averaged_weights()` is a context manager that swaps them in (the EMA's, or nothing to do). Model parts
-    are put in eval mode for the evaluation and back as they were."""
+    and `extra_modules` (the LoRA network, whose dropouts must be off) are in eval mode for the evaluation."""
     import contextlib
+
+    from mixkit.training.eval_mode import eval_mode
 
     loss = HeldOutLoss(held_dataset, batch_size=config.batch_size, seed=config.seed)
 
     def evaluate() -> float:
         plain = accelerator.unwrap_model(denoiser)
-        modes = [(part, part.training) for part in (model.unet, *model.text_encoders)]
-        for part, _ in modes:
-            part.eval()
-        try:
-            with averaged_weights() if averaged_weights else contextlib.nullcontext(), accelerator.autocast():
-                return loss(plain, model, accelerator.device, min_timestep=config.min_timestep,
-                            max_timestep=config.max_timestep, masked=config.masked_loss,
-                            unmasked_weight=config.masked_loss_unmasked_weight,
-                            normalize_masks=config.masked_loss_normalize)
-        finally:
-            for part, training in modes:
-                part.train(training)
+        with eval_mode(model.unet, *model.text_encoders, *extra_modules), \
+                averaged_weights() if averaged_weights else contextlib.nullcontext(), accelerator.autocast():
+            return loss(plain, model, accelerator.device, min_timestep=config.min_timestep,
+                        max_timestep=config.max_timestep, masked=config.masked_loss,
+                        unmasked_weight=config.masked_loss_unmasked_weight,
+                        normalize_masks=config.masked_loss_normalize)
 
     return evaluate

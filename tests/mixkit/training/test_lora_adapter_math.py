@@ -37,3 +37,31 @@ def test_fused_add_trains_the_same_gradients_as_the_plain_sum():
         grads.append([x.grad.clone(), adapter.lora_down.weight.grad.clone(), adapter.lora_up.weight.grad.clone()])
     for fused, plain in zip(*grads):
         torch.testing.assert_close(fused, plain)
+
+
+@pytest.mark.parametrize("base, x", [(nn.Linear(6, 5), torch.randn(2, 7, 6)), (nn.Conv2d(6, 5, 1), torch.randn(2, 6, 3, 3))])
+def test_kohya_dropouts_act_in_training_mode_only(base, x):
+    torch.manual_seed(0)
+    adapter = LoraAdapter(base, rank=4, alpha=4.0)
+    nn.init.normal_(adapter.lora_up.weight)
+    out = base(x)
+    plain = adapter.added_to(out, x)
+    adapter.dropout, adapter.rank_dropout, adapter.module_dropout = 0.5, 0.5, 0.5
+    adapter.eval()
+    torch.testing.assert_close(adapter.added_to(out, x), plain)  # eval: no dropout, no random draw
+    adapter.train()
+    adapter.dropout = adapter.module_dropout = 0.0
+    # rank dropout: per sample, the kept rank channels scaled by 1 / (1 - p); replay the draw.
+    torch.manual_seed(7)
+    dropped = adapter.added_to(out, x)
+    torch.manual_seed(7)
+    keep = (torch.rand(x.shape[0], 4) > 0.5).float()
+    hidden = adapter.lora_down(x)
+    keep = keep.view(2, 1, 4) if isinstance(base, nn.Linear) else keep.view(2, 4, 1, 1)
+    expected = out + adapter.lora_up(hidden * keep / 0.5) * (4.0 / 4)
+    torch.testing.assert_close(dropped, expected)
+    # module dropout: the whole adapter skipped for the call with probability p
+    adapter.rank_dropout, adapter.module_dropout = 0.0, 0.999999
+    torch.testing.assert_close(adapter.added_to(out, x), out)
+    adapter.module_dropout, adapter.dropout = 0.0, 0.999999  # every hidden value dropped
+    torch.testing.assert_close(adapter.added_to(out, x), out)

@@ -98,7 +98,8 @@ def test_resume_reaches_the_same_weights_as_an_uninterrupted_run(tiny_sd1_dir, c
     settings = dict(max_steps=4, batch_size=2, gradient_accumulation_steps=2, min_snr_gamma=5.0, noise_offset=0.1,
                     warmup_steps=2, lr_schedule="cosine", train_word_vectors=["square"], shuffle_caption=True,
                     caption_tag_dropout_rate=0.3, caption_dropout_rate=0.2, loss_type="huber", ip_noise_gamma=0.1,
-                    multires_noise_iterations=4, debiased_estimation_loss=True)
+                    multires_noise_iterations=4, debiased_estimation_loss=True, network_dropout=0.1,
+                    rank_dropout=0.2, module_dropout=0.1)
     model = load_diffusion_model(tiny_sd1_dir)
     straight = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "straight.safetensors", **settings), model=model)
     interrupted = _config(tiny_sd1_dir, colour_dataset, tmp_path / "resumed.safetensors",
@@ -703,7 +704,8 @@ def test_a_caption_dropout_rate_of_one_trains_as_on_empty_captions(tiny_sd1_dir,
                                                (dict(ip_noise_gamma=-0.1), "ip_noise_gamma must be a number in \\[0, inf\\)"),
                                                (dict(max_grad_norm=float("nan")), "max_grad_norm must be"),
                                                (dict(multires_noise_iterations=-1), "multires_noise_iterations must"),
-                                               (dict(multires_noise_discount=0), "multires_noise_discount must")])
+                                               (dict(multires_noise_discount=0), "multires_noise_discount must"),
+                                               (dict(rank_dropout=1.0), "rank_dropout must be a number in")])
 def test_caption_and_loss_settings_are_checked_before_loading(colour_dataset, tmp_path, settings, message):
     with pytest.raises(ValueError, match=message):
         train_sd_lora(_config(tmp_path / "no-model", colour_dataset, tmp_path / "o.safetensors", **settings))
@@ -734,6 +736,12 @@ def test_loss_and_noise_options_and_clipping_reach_the_step(tiny_sd1_dir, colour
     assert runs["multires"].losses[0] != runs["plain"].losses[0] != runs["debiased"].losses[0]
     assert read_safetensors_metadata(runs["multires"].output)["ss_multires_noise_iterations"] == "6"
     assert read_safetensors_metadata(runs["debiased"].output)["ss_debiased_estimation_loss"] == "True"
+    dropouts = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "drop.safetensors", max_steps=2,
+                                     network_dropout=0.1, rank_dropout=0.25, module_dropout=0.05), model=model)
+    assert dropouts.losses[1] != runs["plain"].losses[1]
+    metadata = read_safetensors_metadata(dropouts.output)
+    assert metadata["ss_network_dropout"] == "0.1"
+    assert json.loads(metadata["ss_network_args"]) == {"rank_dropout": "0.25", "module_dropout": "0.05"}
     metadata = read_safetensors_metadata(runs["huber"].output)
     assert (metadata["ss_loss_type"], metadata["ss_huber_c"], metadata["ss_huber_schedule"]) == ("huber", "0.1",
                                                                                                  "constant")

@@ -48,7 +48,9 @@ def test_measuring_the_validation_loss_leaves_the_run_unchanged(tiny_sd1_dir, co
     from safetensors.torch import load_file
 
     model = load_diffusion_model(tiny_sd1_dir)
-    settings = dict(use_ema=use_ema, ema_decay=0.5, train_word_vectors=["square"])
+    # With kohya's dropouts on: the measurement runs in eval mode and draws no random numbers of the run's.
+    settings = dict(use_ema=use_ema, ema_decay=0.5, train_word_vectors=["square"], network_dropout=0.1,
+                    rank_dropout=0.2, module_dropout=0.1)
     plain = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "p.safetensors", **settings), model=model)
     measured = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "m.safetensors",
                                      validation_dataset=str(colour_dataset), validation_loss_every=2, **settings),
