@@ -101,6 +101,14 @@ class LoraAdapter(nn.Module):
         return flat.view(out.shape)
 
 
+def max_norm_ratio(up: torch.Tensor, down: torch.Tensor, scale: float, max_norm: float) -> float:
+    """The factor that brings the adapter's weight change `scale * up @ down` (Frobenius norm) down to `max_norm`,
+    1.0 when it is already within (kohya's scale_weight_norms, max-norm regularisation after Srivastava et al. 2014).
+    A conv adapter's change is the same product over the flattened kernels (its up is 1x1)."""
+    norm = (up.flatten(1).double() @ down.flatten(1).double()).norm().item() * abs(scale)
+    return 1.0 if norm <= max_norm else max_norm / norm
+
+
 def _is_1x1(module: nn.Module) -> bool:
     return isinstance(module, nn.Conv2d) and tuple(module.kernel_size) == (1, 1)
 
@@ -201,6 +209,20 @@ class LoraNetwork(nn.Module):
             groups.append({"params": list(self.word_vectors.parameters()),
                            "lr": text_encoder_lr if word_vectors_lr is None else word_vectors_lr, "weight_decay": 0.0})
         return [g for g in groups if g["params"]]
+
+    @torch.no_grad()
+    def apply_max_norm(self, max_norm: float) -> int:
+        """Scale every adapter whose weight change is longer than `max_norm` back to it, up and down by the square
+        root of the factor each (as kohya does after each step); returns how many adapters were scaled."""
+        scaled = 0
+        for adapter in self.adapters.values():
+            ratio = max_norm_ratio(adapter.lora_up.weight, adapter.lora_down.weight,
+                                   float(adapter.alpha) / adapter.rank, max_norm)
+            if ratio < 1.0:
+                adapter.lora_up.weight.mul_(ratio ** 0.5)
+                adapter.lora_down.weight.mul_(ratio ** 0.5)
+                scaled += 1
+        return scaled
 
     def kohya_state_dict(self) -> dict[str, torch.Tensor]:
         """The tensors of the shareable file: float32 copies with kohya's key names."""

@@ -83,6 +83,9 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     network_dropout: float = 0.0
     rank_dropout: float = 0.0
     module_dropout: float = 0.0
+    # Max-norm regularisation (kohya's scale_weight_norms, 1.0 is common): after every step each adapter's weight
+    # change alpha/rank * up @ down is scaled back to this Frobenius norm if longer, so no layer "overcooks". None: off.
+    scale_weight_norms: float | None = None
 
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
@@ -111,3 +114,5 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
         check_ema_decay(self)
         for name in ("network_dropout", "rank_dropout", "module_dropout"):
             check_number_in(self, name, "[0, 1)", "(a probability; 0.1 is usual, 0: off)")
+        if self.scale_weight_norms is not None:
+            check_number_in(self, "scale_weight_norms", "(0, inf)", "(1.0 is common; None: off)")

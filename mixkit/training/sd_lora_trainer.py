@@ -136,7 +136,7 @@ def _settings(config: SDLoraTrainingConfig) -> dict:
             "min_timestep", "max_timestep", "timestep_sampling", "loraplus_lr_ratio", "masked_loss",
             "shuffle_caption", "keep_tokens", "caption_tag_dropout_rate", "caption_dropout_rate", "loss_type",
             "ip_noise_gamma", "max_grad_norm", "flip_aug", "multires_noise_iterations", "multires_noise_discount",
-            "debiased_estimation_loss", "max_train_epochs", "network_dropout")
+            "debiased_estimation_loss", "max_train_epochs", "network_dropout", "scale_weight_norms")
     renamed = {"max_steps": "max_train_steps", "batch_size": "batch_size_per_device", "bucketing": "enable_bucket",
                "lr_schedule": "lr_scheduler", "warmup_steps": "lr_warmup_steps"}
     settings = {renamed.get(k, k): getattr(config, k) for k in keys}
@@ -272,6 +272,12 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
 
     saves = intermediate_saves(config, batches_per_epoch, world)
 
+    def after_optimizer_step() -> None:
+        if config.scale_weight_norms:  # before the EMA sees the step's weights
+            network.apply_max_norm(config.scale_weight_norms)
+        if ema is not None:
+            ema.update(trained)
+
     def after_step(at_step: int, *logged) -> None:
         reporter(at_step, *logged)
         for suffix in saves.get(at_step, []) if accelerator.is_main_process else []:
@@ -284,7 +290,7 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
             config, accelerator=accelerator, model=model, denoiser=denoiser, dataset=dataset, optimizer=optimizer,
             lr_schedule=lr_schedule, step=step, stop_at_step=stop_at_step, checkpoint_dir=checkpoint_dir,
             fingerprint=fingerprint, clipped=lambda: network.parameters(), trainable_state=trainable_state,
-            result=result, after_optimizer_step=(lambda: ema.update(trained)) if ema is not None else None,
+            result=result, after_optimizer_step=after_optimizer_step,
             after_step=after_step, prior_reference=prior_reference)
         result.steps = step
         result.validation_losses = list(reporter.validation_losses)

@@ -65,3 +65,14 @@ def test_kohya_dropouts_act_in_training_mode_only(base, x):
     torch.testing.assert_close(adapter.added_to(out, x), out)
     adapter.module_dropout, adapter.dropout = 0.0, 0.999999  # every hidden value dropped
     torch.testing.assert_close(adapter.added_to(out, x), out)
+
+
+def test_max_norm_ratio_brings_the_change_to_the_bound():
+    from mixkit.training.lora_network import max_norm_ratio
+
+    up, down = torch.tensor([[3.0]]), torch.tensor([[4.0]])  # change 12 at scale 1
+    assert max_norm_ratio(up, down, 1.0, 6.0) == 0.5 and max_norm_ratio(up, down, 0.25, 6.0) == 1.0
+    conv_up, conv_down = torch.randn(5, 3, 1, 1), torch.randn(3, 6, 3, 3)
+    ratio = max_norm_ratio(conv_up, conv_down, 0.5, 0.1)
+    change = nn.functional.conv2d(conv_down.permute(1, 0, 2, 3), conv_up).permute(1, 0, 2, 3) * 0.5
+    assert ratio == pytest.approx(0.1 / change.norm().item(), rel=1e-5)

@@ -782,3 +782,25 @@ def test_flip_aug_mirrors_rows_by_the_seed_and_caches_mirrored_latents_apart(tin
     a, b = load_file(per_step.output), load_file(cached.output)
     assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
     assert read_safetensors_metadata(per_step.output)["ss_flip_aug"] == "True"
+
+
+def test_scale_weight_norms_keeps_every_adapters_change_within_the_bound(tiny_sd1_dir, colour_dataset, tmp_path):
+    from safetensors.torch import load_file
+
+    model = load_diffusion_model(tiny_sd1_dir)
+    settings = dict(max_steps=3, learning_rate=5e-2, train_text_encoder=True)
+    plain = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "p.safetensors", **settings), model=model)
+    loose = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "l.safetensors", scale_weight_norms=1e6,
+                                  **settings), model=model)
+    bound = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "b.safetensors", scale_weight_norms=0.01,
+                                  **settings), model=model)
+
+    def norms(path):
+        tensors = load_file(path)
+        names = {k.rsplit(".", 2)[0] for k in tensors if k.endswith("lora_up.weight")}
+        return [(tensors[f"{n}.lora_up.weight"].flatten(1).double() @ tensors[f"{n}.lora_down.weight"].flatten(1).double()
+                 ).norm().item() * tensors[f"{n}.alpha"].item() / 4 for n in names]
+
+    assert loose.losses == plain.losses  # a bound nothing reaches changes nothing
+    assert max(norms(plain.output)) > 0.01 and max(norms(bound.output)) <= 0.01 * (1 + 1e-5)
+    assert read_safetensors_metadata(bound.output)["ss_scale_weight_norms"] == "0.01"
