@@ -50,13 +50,17 @@ class SDObjectiveOptions:
     masked_loss_unmasked_weight: float = 0.0
     masked_loss_normalize: bool = False
     # Caption augmentation for tag captions (kohya's names; `mixkit.data.caption_augmentation`): shuffle the tags after
-    # the first `keep_tokens`, drop single tags / whole captions with these probabilities. Drawn from (seed, micro-batch,
-    # row), so resume stays exact; held-out images for the validation loss are never augmented.
+    # the first `keep_tokens` (or around `keep_tokens_separator`), drop single tags / whole captions with these
+    # probabilities, add `caption_prefix` / `caption_suffix`. Drawn from (seed, micro-batch, row), so resume stays
+    # exact; held-out images for the validation loss are never augmented.
     shuffle_caption: bool = False
     keep_tokens: int = 0
     caption_tag_dropout_rate: float = 0.0
     caption_dropout_rate: float = 0.0
     caption_separator: str = ","
+    caption_prefix: str = ""
+    caption_suffix: str = ""
+    keep_tokens_separator: str = ""
     # Mirror each training image left to right with probability 1/2 (kohya's flip_aug; `flip_augmentation`).
     flip_aug: bool = False
     # The loss (kohya's loss_type / huber_c / huber_schedule): "l2", or the scheduled pseudo-Huber "huber" /
@@ -77,7 +81,8 @@ class SDObjectiveOptions:
         from mixkit.data.caption_augmentation import CaptionAugmentation
 
         return CaptionAugmentation(self.shuffle_caption, self.keep_tokens, self.caption_tag_dropout_rate,
-                                   self.caption_dropout_rate, self.caption_separator)
+                                   self.caption_dropout_rate, self.caption_separator, self.caption_prefix,
+                                   self.caption_suffix, self.keep_tokens_separator)
 
     def check_objective_options(self) -> None:
         """Raise ValueError/TypeError naming the first objective option out of range."""

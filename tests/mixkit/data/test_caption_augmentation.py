@@ -62,3 +62,19 @@ def test_the_rates_drop_about_as_often_as_asked():
 def test_bad_settings_are_named(settings, message):
     with pytest.raises((ValueError, TypeError), match=message):
         settings.check()
+
+
+def test_prefix_suffix_and_the_keep_separator():
+    settings = CaptionAugmentation(prefix="sks,", suffix=", masterpiece")
+    assert augment_caption("1girl, smile", settings, random.Random(0)) == "sks, 1girl, smile, masterpiece"
+    # With the separator the parts around it stay put, in order, and only the middle shuffles / drops.
+    settings = CaptionAugmentation(shuffle=True, tag_dropout_rate=0.5, keep_separator="|||", keep_tokens=5)
+    for seed in range(20):
+        tags = augment_caption("sks, 1girl ||| red hair, smile, outdoors ||| best quality", settings,
+                               random.Random(seed)).split(", ")
+        assert tags[:2] == ["sks", "1girl"] and tags[-1] == "best quality"
+        assert set(tags[2:-1]) <= {"red hair", "smile", "outdoors"}
+    # Without a shuffle or dropout the separator still goes: it is markup, not caption text.
+    assert augment_caption("a ||| b, c", CaptionAugmentation(keep_separator="|||"), random.Random(0)) == "a, b, c"
+    with pytest.raises(ValueError, match="keep_tokens_separator must be"):
+        CaptionAugmentation(keep_separator=",").check()
