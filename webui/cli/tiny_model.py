@@ -20,14 +20,14 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mixkit.io.atomic import check_new_output_folder
     from mixkit.testing.tiny_models import build_tiny_sd1, build_tiny_sdxl
 
     folder = Path(args.folder)
     if (folder / "model_index.json").is_file():
         print(folder)  # already there: keeps the README's one-line demo re-runnable
         return 0
-    if folder.exists() and any(folder.iterdir()):
-        raise ValueError(f"{folder} exists and is not empty; choose a new folder.")
+    check_new_output_folder(folder, "The model folder")  # also a file of that name, which iterdir() crashed on
     if args.family == "sdxl":
         build_tiny_sdxl(folder, seed=args.seed)
     else:
