@@ -81,7 +81,7 @@ def scan_dataset(config) -> ScanReport:
                            for r in prior.records]
         report.skipped += prior.skipped
         report.warnings += prior.warnings
-    if config.masked_loss:
+    if getattr(config, "masked_loss", False):  # scan_dataset also serves the BLIP-2 trainers' configs
         files, alphas = check_loss_masks(report.records)
         logger.info("Masked loss: %d images with a mask file, %d masked by their alpha channel, %d learned whole",
                     files, alphas, len(report.records) - files - alphas)
