@@ -11,6 +11,7 @@ Validation images and TensorBoard logs go to `<output>-run/` beside it (see `run
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import shutil
 import time
@@ -28,6 +29,7 @@ from mixkit.training.run_reporting import StepReporter
 from mixkit.training.run_schedule import intermediate_saves, resolve_epochs
 from mixkit.training.sd_finetune_config import SDFinetuneConfig
 from mixkit.training.sd_lora_trainer import TrainingResult, scan_dataset, scan_path
+from mixkit.training.training_schedule import SCHEDULE_KEYS, with_training_schedule
 from mixkit.training.training_state import architecture_fingerprint, resume_run
 from mixkit.training.validation_loss import held_out_evaluator, held_out_records
 
@@ -48,11 +50,17 @@ def intermediate_folder(output: str | Path, suffix: str) -> Path:
     return output.with_name(f"{output.name}-{suffix}")
 
 
-def _write_model_folder(config: SDFinetuneConfig, unet, output: str | Path) -> Path:
-    """Copy the base model folder, save `unet` into it, then rename the whole folder into place."""
+def _write_model_folder(config: SDFinetuneConfig, unet, output: str | Path, scheduler_config: dict) -> Path:
+    """Copy the base model folder, save `unet` and the run's scheduler config into it (the trained prediction
+    type and schedule, see `training_schedule`), then rename the whole folder into place."""
     with atomic_output_folder(output) as temp:
         shutil.copytree(config.model, temp, dirs_exist_ok=True, ignore=shutil.ignore_patterns("unet"))
         unet.save_pretrained(temp / "unet")
+        scheduler_file = temp / "scheduler" / "scheduler_config.json"
+        base = json.loads(scheduler_file.read_text(encoding="utf-8")) if scheduler_file.is_file() else None
+        changed = {key: scheduler_config[key] for key in SCHEDULE_KEYS if key in scheduler_config}
+        if base is not None and any(base.get(key) != value for key, value in changed.items()):
+            scheduler_file.write_text(json.dumps({**base, **changed}, indent=2) + "\n", encoding="utf-8")
         (temp / "mixkit_training_config.json").write_text(config.to_json(), encoding="utf-8")
     return Path(output).expanduser().absolute()
 
@@ -83,7 +91,8 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
     started = time.time()
 
     # 2. Model: frozen VAE and text encoders, trainable UNet (re-initialised when training from scratch).
-    model = load_diffusion_model(config.model)
+    model = with_training_schedule(load_diffusion_model(config.model), config.prediction_type,
+                                   config.zero_terminal_snr)
     for module in [model.vae, *model.text_encoders]:
         module.requires_grad_(False)
     torch.manual_seed(config.seed)
@@ -127,7 +136,7 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
             # The EMA weights are what the final folder will hold, so they are what each folder holds too.
             with ema.applied_to(parameters) if ema else contextlib.nullcontext():
                 result.intermediate_outputs.append(
-                    _write_model_folder(config, unet, intermediate_folder(config.output, suffix)))
+                    _write_model_folder(config, unet, intermediate_folder(config.output, suffix), model.scheduler_config))
 
     try:
         if held_dataset is not None and step == 0:
@@ -150,7 +159,7 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
             unet.disable_gradient_checkpointing()
         if ema:
             ema.copy_to(parameters)
-        result.output = _write_model_folder(config, unet, config.output)
+        result.output = _write_model_folder(config, unet, config.output, model.scheduler_config)
     result.seconds = time.time() - started
     logger.info("Fine-tuned %d steps in %.1f s; output %s", step, result.seconds, result.output)
     return result

@@ -30,6 +30,7 @@ from mixkit.training.optimizers import make_optimizer, warmup_schedule
 from mixkit.training.run_reporting import StepReporter
 from mixkit.training.run_schedule import intermediate_saves, resolve_epochs
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
+from mixkit.training.training_schedule import with_training_schedule
 from mixkit.training.training_state import architecture_fingerprint, resume_run
 from mixkit.training.validation_loss import held_out_evaluator, held_out_records
 from mixkit.training.word_vectors import TrainedWordVectors
@@ -136,7 +137,8 @@ def _settings(config: SDLoraTrainingConfig) -> dict:
             "min_timestep", "max_timestep", "timestep_sampling", "loraplus_lr_ratio", "masked_loss",
             "shuffle_caption", "keep_tokens", "caption_tag_dropout_rate", "caption_dropout_rate", "loss_type",
             "ip_noise_gamma", "max_grad_norm", "flip_aug", "multires_noise_iterations", "multires_noise_discount",
-            "debiased_estimation_loss", "max_train_epochs", "network_dropout", "scale_weight_norms")
+            "debiased_estimation_loss", "max_train_epochs", "network_dropout", "scale_weight_norms",
+            "zero_terminal_snr")
     renamed = {"max_steps": "max_train_steps", "batch_size": "batch_size_per_device", "bucketing": "enable_bucket",
                "lr_schedule": "lr_scheduler", "warmup_steps": "lr_warmup_steps"}
     settings = {renamed.get(k, k): getattr(config, k) for k in keys}
@@ -185,6 +187,7 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
         from mixkit.models.diffusion.loading import load_diffusion_model
 
         model = load_diffusion_model(config.model)
+    model = with_training_schedule(model, config.prediction_type, config.zero_terminal_snr)
     _freeze(model)
     if owns_model and precision in ("bf16", "fp16"):
         _frozen_weights_in_half_precision(model, precision, config.train_text_encoder)
@@ -257,10 +260,13 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
             tag_frequency=report.tag_frequency(), dataset_dirs=report.dataset_dirs(), num_images=len(dataset),
             settings={**_settings(config), "steps": at_step,
                       "epoch": math.ceil(at_step * accum * world / batches_per_epoch),
-                      "output_name": config.output_name or Path(config.output).stem},
+                      "output_name": config.output_name or Path(config.output).stem,
+                      "v_parameterization": model.prediction_type == "v_prediction"},
             started_at=started, base_model_name=getattr(model, "name", str(config.model)),
             extra_network_args={k: getattr(config, k) for k in ("rank_dropout", "module_dropout") if getattr(config, k)})
         metadata["mixkit_training_config"] = config.to_json()
+        # SAI's model spec: what the LoRA was trained to predict, so a loader can warn of a mismatched base.
+        metadata["modelspec.prediction_type"] = "v" if model.prediction_type == "v_prediction" else "epsilon"
         with ema.applied_to(trained) if ema is not None else contextlib.nullcontext():
             tensors = network.kohya_state_dict()
             if model.family.value == "sdxl" and config.sdxl_key_layout == "sgm":

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from mixkit.registry import Registry
 from mixkit.training.config_checks import check_bools, check_int_in, check_number_in
+from mixkit.training.training_schedule import PREDICTION_TYPES, training_scheduler_config
 
 TIMESTEP_SAMPLINGS: Registry[str] = Registry("timestep sampling")
 TIMESTEP_SAMPLINGS.register("uniform", "independent uniform draws in [min_timestep, max_timestep) (kohya, diffusers)")
@@ -76,6 +77,13 @@ class SDObjectiveOptions:
     multires_noise_discount: float = 0.3
     # Debiased estimation (Yu et al. 2024; kohya's debiased_estimation_loss): weights 1/sqrt(SNR) per sample.
     debiased_estimation_loss: bool = False
+    # The target the UNet learns: None keeps the model's (its scheduler config's prediction_type); "v_prediction"
+    # is kohya's --v_parameterization. `zero_terminal_snr` (kohya's) rescales the schedule so the last timestep is
+    # pure noise (Lin et al. 2024) and needs v-prediction. A fine-tune writes both into its model folder's
+    # scheduler config; a LoRA records them (ss_v_parameterization, ss_zero_terminal_snr) and is meant for a base
+    # model sampled the same way (`training_schedule`).
+    prediction_type: str | None = None
+    zero_terminal_snr: bool = False
 
     def caption_augmentation(self):
         from mixkit.data.caption_augmentation import CaptionAugmentation
@@ -90,7 +98,13 @@ class SDObjectiveOptions:
         LOSS_TYPES.get(self.loss_type)
         HUBER_SCHEDULES.get(self.huber_schedule)
         self.caption_augmentation().check()
-        check_bools(self, ("masked_loss", "masked_loss_normalize", "flip_aug", "debiased_estimation_loss"))
+        check_bools(self, ("masked_loss", "masked_loss_normalize", "flip_aug", "debiased_estimation_loss",
+                           "zero_terminal_snr"))
+        if self.prediction_type is not None and self.prediction_type not in PREDICTION_TYPES:
+            raise ValueError(f"prediction_type must be one of {', '.join(PREDICTION_TYPES)} (or None for the "
+                             f"model's own), got {self.prediction_type!r}")
+        if self.zero_terminal_snr and self.prediction_type == "epsilon":
+            training_scheduler_config({}, self.prediction_type, self.zero_terminal_snr)  # raises, saying why
         low, high = self.min_timestep, self.max_timestep
         if isinstance(low, bool) or not isinstance(low, int) or low < 0:
             raise ValueError(f"min_timestep must be an integer >= 0, got {low!r}")
