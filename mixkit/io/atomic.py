@@ -82,12 +82,13 @@ def check_new_output_folder(path: str | os.PathLike, what: str = "Output") -> No
 
 
 @contextlib.contextmanager
-def atomic_output_folder(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_output_folder(path: str | os.PathLike, *, replace: bool = False) -> Iterator[Path]:
     """Yield a hidden temporary folder beside `path`; on normal exit it becomes `path` in one rename.
 
     The folder version of `atomic_output_path`: readers (and a crashed run's next attempt) see no folder or
-    the complete one, never half a model. `path` must be missing or empty (see `check_new_output_folder`);
-    on any error the temporary folder is removed.
+    the complete one, never half a model. `path` must be missing or empty (see `check_new_output_folder`)
+    unless `replace` (a recipe rebuilding its own output): the old folder is then moved aside and deleted only
+    once the new one is in place. On any error the temporary folder is removed and the old one stays.
     """
     import shutil
 
@@ -96,10 +97,16 @@ def atomic_output_folder(path: str | os.PathLike) -> Iterator[Path]:
     temp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
         yield temp
+        publish_permissions(temp)
+        if replace and target.is_dir() and any(target.iterdir()):
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+            os.replace(target, old)  # onto the empty folder just made: an atomic swap of names
+            os.replace(temp, target)
+            shutil.rmtree(old, ignore_errors=True)
+            return
         check_new_output_folder(target)  # nothing else may have filled it meanwhile
         if target.exists():
             target.rmdir()
-        publish_permissions(temp)
         os.replace(temp, target)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)

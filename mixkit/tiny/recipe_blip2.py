@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from mixkit.io.atomic import publish_permissions
+from mixkit.io.atomic import atomic_output_folder
 from mixkit.tiny.recipe_common import RecipeClock, base_world, resolve_tiny_clip, write_record
 from mixkit.tiny.world_tokenizer import build_world_tokenizer
 from mixkit.tiny.world_vqa import question_kind, scene_questions
@@ -329,14 +329,9 @@ def _save_half(source: Path, output: Path) -> Path:
     """Copy the trained folder to `output` with fp16 weights (the shipped form)."""
     from safetensors.torch import load_file, save_file
 
-    partial = output.with_name(output.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    shutil.copytree(source, partial)
-    for path in partial.glob("*.safetensors"):
-        tensors = {k: (v.half() if v.is_floating_point() else v) for k, v in load_file(path).items()}
-        save_file(tensors, path, metadata={"format": "pt"})
-    if output.exists():
-        shutil.rmtree(output)
-    publish_permissions(partial)
-    partial.rename(output)
+    with atomic_output_folder(output, replace=True) as staged:
+        shutil.copytree(source, staged, dirs_exist_ok=True)
+        for path in staged.glob("*.safetensors"):
+            tensors = {k: (v.half() if v.is_floating_point() else v) for k, v in load_file(path).items()}
+            save_file(tensors, path, metadata={"format": "pt"})
     return output

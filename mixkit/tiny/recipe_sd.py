@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from mixkit.io.atomic import publish_permissions
+from mixkit.io.atomic import atomic_output_folder
 from mixkit.models.diffusion.recommended import RECOMMENDED_FILE, RecommendedSettings
 from mixkit.tiny.recipe_common import (RecipeClock, base_world, earlier_record, resolve_tiny_clip, warmup_cosine,
                                        write_record)
@@ -381,19 +381,12 @@ TINY_SD_RECOMMENDED = RecommendedSettings(
 
 def save_tiny_sd(folder: Path, unet, vae, tokenizer, text_encoder) -> Path:
     """Write a diffusers StableDiffusionPipeline folder with fp16 safetensors (atomically: temp, then rename)."""
-    import shutil
-
     from diffusers import DDIMScheduler, StableDiffusionPipeline
 
-    partial = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
     pipe = StableDiffusionPipeline(vae=vae, text_encoder=text_encoder, tokenizer=tokenizer, unet=unet,
                                    scheduler=DDIMScheduler(**sd_scheduler_config()), safety_checker=None,
                                    feature_extractor=None, requires_safety_checker=False)
-    pipe.to(torch.float16).save_pretrained(partial, safe_serialization=True)
-    (partial / RECOMMENDED_FILE).write_text(TINY_SD_RECOMMENDED.to_json(), encoding="utf-8")
-    if folder.exists():
-        shutil.rmtree(folder)
-    publish_permissions(partial)
-    partial.rename(folder)
+    with atomic_output_folder(folder, replace=True) as staged:
+        pipe.to(torch.float16).save_pretrained(staged, safe_serialization=True)
+        (staged / RECOMMENDED_FILE).write_text(TINY_SD_RECOMMENDED.to_json(), encoding="utf-8")
     return folder

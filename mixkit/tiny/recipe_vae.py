@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from mixkit.io.atomic import publish_permissions
+from mixkit.io.atomic import atomic_output_folder
 from mixkit.tiny.recipe_common import RecipeClock, base_world, earlier_record, warmup_cosine, write_record
 from mixkit.tiny.world_data import WorldTensors, render_world
 from mixkit.training.config_json import JsonConfig
@@ -228,7 +228,6 @@ def train_autoencoder(recipe: TinyVaeRecipe, clock: RecipeClock, curve: list[dic
 def train_tiny_vae_recipe(recipe: TinyVaeRecipe, stop_at_step: int | None = None):
     """`mixkit train recipe tiny-vae`: train the autoencoder alone and write it as a diffusers folder."""
     import dataclasses
-    import shutil
     from pathlib import Path
 
     from mixkit.training.sd_lora_trainer import TrainingResult
@@ -241,14 +240,9 @@ def train_tiny_vae_recipe(recipe: TinyVaeRecipe, stop_at_step: int | None = None
     clock, curve = RecipeClock(), []
     vae, metrics = train_autoencoder(recipe, clock, curve)
     folder = Path(recipe.output)
-    partial = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    vae.save_pretrained(partial, safe_serialization=True)
-    write_record(partial, "tiny-vae", recipe, metrics, curve, clock)
-    if folder.exists():
-        shutil.rmtree(folder)
-    publish_permissions(partial)
-    partial.rename(folder)
+    with atomic_output_folder(folder, replace=True) as staged:
+        vae.save_pretrained(staged, safe_serialization=True)
+        write_record(staged, "tiny-vae", recipe, metrics, curve, clock)
     return TrainingResult(steps=recipe.steps, seconds=clock.wall(), output=folder, last_checkpoint=None)
 
 

@@ -106,3 +106,26 @@ def test_an_output_folder_never_replaces_a_filled_one(tmp_path):
     with atomic_output_folder(tmp_path / "empty") as temp:  # an empty folder may be filled
         (temp / "a").write_text("a")
     assert (tmp_path / "empty" / "a").is_file()
+
+
+def test_a_replacing_output_folder_swaps_in_whole_and_keeps_the_old_one_on_failure(tmp_path):
+    from mixkit.io.atomic import atomic_output_folder
+
+    target = tmp_path / "recipe"
+    target.mkdir()
+    (target / "old.bin").write_bytes(b"old")
+    with pytest.raises(RuntimeError, match="training crashed"):
+        with atomic_output_folder(target, replace=True) as temp:
+            (temp / "new.bin").write_bytes(b"new")
+            raise RuntimeError("training crashed")
+    assert [p.name for p in target.iterdir()] == ["old.bin"]  # a failed rebuild keeps the last good output
+    with atomic_output_folder(target, replace=True) as temp:
+        (temp / "new.bin").write_bytes(b"new")
+        assert (target / "old.bin").is_file()  # the old output is readable until the new one is complete
+    assert [p.name for p in target.iterdir()] == ["new.bin"]
+    assert [p.name for p in tmp_path.iterdir()] == ["recipe"]  # neither the staged nor the old folder is left
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(ValueError, match="already exists"):
+        with atomic_output_folder(tmp_path / "a-file", replace=True) as temp:
+            (temp / "n").write_text("n")
+    assert (tmp_path / "a-file").read_text() == "x"
