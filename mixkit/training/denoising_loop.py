@@ -22,7 +22,7 @@ from mixkit.training import diffusion_objective as objective
 from mixkit.training.flip_augmentation import flip_draws, flip_rows
 from mixkit.training.latent_cache import LatentCache
 from mixkit.training.latent_disk_store import LatentDiskStore
-from mixkit.training.text_conditioning import encode_sd, encode_sdxl
+from mixkit.training.text_conditioning import CaptionEncoding, encode_sd, encode_sdxl
 from mixkit.training.training_state import checkpoint_path, save_training_state
 
 SEED_STRIDE = 1_000_003  # a prime, so (seed, micro-batch) pairs map to distinct generator seeds
@@ -34,8 +34,10 @@ class ConditionedDenoiser(nn.Module):
     One module for what accelerate wraps, so DDP sees every trainable parameter (UNet, adapters).
     """
 
-    def __init__(self, model, train_text_encoder: bool = False, adapters: nn.Module | None = None) -> None:
+    def __init__(self, model, train_text_encoder: bool = False, adapters: nn.Module | None = None,
+                 encoding: CaptionEncoding = CaptionEncoding()) -> None:
         super().__init__()
+        self.encoding = encoding
         self.unet = model.unet
         self.text_encoders = nn.ModuleList(model.text_encoders)
         self.adapters = adapters
@@ -48,9 +50,10 @@ class ConditionedDenoiser(nn.Module):
             if self.is_sdxl:
                 target_size = (noisy_latents.shape[-2] * 8, noisy_latents.shape[-1] * 8)
                 cond = encode_sdxl(list(self.text_encoders), self.tokenizers, captions, noisy_latents.device,
-                                   original_sizes, crops, target_size)
+                                   original_sizes, crops, target_size, self.encoding)
             else:
-                cond = encode_sd(list(self.text_encoders), self.tokenizers, captions, noisy_latents.device)
+                cond = encode_sd(list(self.text_encoders), self.tokenizers, captions, noisy_latents.device,
+                                 self.encoding)
         return self.unet(noisy_latents, timesteps, **cond).sample
 
 

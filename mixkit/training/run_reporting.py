@@ -108,7 +108,8 @@ class StepReporter:
                 self.averaged_weights() if self.averaged_weights else contextlib.nullcontext():
             images = render_validation_images(
                 self.model, config.validation_prompts, steps=config.validation_steps, seed=config.validation_seed,
-                guidance_scale=config.validation_guidance_scale, height=self.resolution, width=self.resolution)
+                guidance_scale=config.validation_guidance_scale, height=self.resolution, width=self.resolution,
+                encoding=config.caption_encoding())
         paths = save_validation_images(images, self.validation_dir, step)
         self.saved_images += paths
         if self.tracker is not None:

@@ -11,6 +11,7 @@ Validation images and TensorBoard logs go to `<output>-run/` beside it (see `run
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import shutil
@@ -21,6 +22,7 @@ import torch
 
 from mixkit.data import BucketedImageDataset, BucketSettings
 from mixkit.io.atomic import atomic_output_folder, check_new_output_folder
+from mixkit.models.diffusion.recommended import RECOMMENDED_FILE, read_recommended
 from mixkit.training.accelerator_setup import make_accelerator
 from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_step, run_denoising_loop
 from mixkit.training.ema import EmaWeights
@@ -52,7 +54,8 @@ def intermediate_folder(output: str | Path, suffix: str) -> Path:
 
 def _write_model_folder(config: SDFinetuneConfig, unet, output: str | Path, scheduler_config: dict) -> Path:
     """Copy the base model folder, save `unet` and the run's scheduler config into it (the trained prediction
-    type and schedule, see `training_schedule`), then rename the whole folder into place."""
+    type and schedule, see `training_schedule`; a clip_skip other than 1 as the recommended one), then rename
+    the whole folder into place."""
     with atomic_output_folder(output) as temp:
         shutil.copytree(config.model, temp, dirs_exist_ok=True, ignore=shutil.ignore_patterns("unet"))
         unet.save_pretrained(temp / "unet")
@@ -61,6 +64,9 @@ def _write_model_folder(config: SDFinetuneConfig, unet, output: str | Path, sche
         changed = {key: scheduler_config[key] for key in SCHEDULE_KEYS if key in scheduler_config}
         if base is not None and any(base.get(key) != value for key, value in changed.items()):
             scheduler_file.write_text(json.dumps({**base, **changed}, indent=2) + "\n", encoding="utf-8")
+        if config.clip_skip != 1:  # trained on an earlier layer: generation should read the same one
+            recommended = dataclasses.replace(read_recommended(temp), clip_skip=config.clip_skip)
+            (temp / RECOMMENDED_FILE).write_text(recommended.to_json(), encoding="utf-8")
         (temp / "mixkit_training_config.json").write_text(config.to_json(), encoding="utf-8")
     return Path(output).expanduser().absolute()
 
@@ -93,6 +99,7 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
     # 2. Model: frozen VAE and text encoders, trainable UNet (re-initialised when training from scratch).
     model = with_training_schedule(load_diffusion_model(config.model), config.prediction_type,
                                    config.zero_terminal_snr)
+    config.caption_encoding().check_layers(model.text_encoders)
     for module in [model.vae, *model.text_encoders]:
         module.requires_grad_(False)
     torch.manual_seed(config.seed)
@@ -120,7 +127,7 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
     # Checked once the start step is known: a resumed run has written the folders of its earlier steps itself.
     for suffix in [suffix for at, suffixes in saves.items() if at > step for suffix in suffixes]:
         check_new_output_folder(intermediate_folder(config.output, suffix), "The intermediate model folder")
-    denoiser, optimizer = accelerator.prepare(ConditionedDenoiser(model), optimizer)
+    denoiser, optimizer = accelerator.prepare(ConditionedDenoiser(model, encoding=config.caption_encoding()), optimizer)
 
     # 4. Train; the EMA follows every optimizer step.
     result = TrainingResult(output=None, steps=step, skipped_images=list(report.skipped))

@@ -138,7 +138,7 @@ def _settings(config: SDLoraTrainingConfig) -> dict:
             "shuffle_caption", "keep_tokens", "caption_tag_dropout_rate", "caption_dropout_rate", "loss_type",
             "ip_noise_gamma", "max_grad_norm", "flip_aug", "multires_noise_iterations", "multires_noise_discount",
             "debiased_estimation_loss", "max_train_epochs", "network_dropout", "scale_weight_norms",
-            "zero_terminal_snr")
+            "zero_terminal_snr", "clip_skip", "max_token_length")
     renamed = {"max_steps": "max_train_steps", "batch_size": "batch_size_per_device", "bucketing": "enable_bucket",
                "lr_schedule": "lr_scheduler", "warmup_steps": "lr_warmup_steps"}
     settings = {renamed.get(k, k): getattr(config, k) for k in keys}
@@ -188,6 +188,7 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
 
         model = load_diffusion_model(config.model)
     model = with_training_schedule(model, config.prediction_type, config.zero_terminal_snr)
+    config.caption_encoding().check_layers(model.text_encoders)
     _freeze(model)
     if owns_model and precision in ("bf16", "fp16"):
         _frozen_weights_in_half_precision(model, precision, config.train_text_encoder)
@@ -205,7 +206,8 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     model.unet.train()
     network.train()  # kohya's dropouts act in training mode; validation switches it to eval (`eval_mode`)
     # Word vectors sit at the text encoder's input, so its forward pass needs gradients for them too.
-    denoiser = ConditionedDenoiser(model, config.train_text_encoder or words is not None, adapters=network)
+    denoiser = ConditionedDenoiser(model, config.train_text_encoder or words is not None, adapters=network,
+                                   encoding=config.caption_encoding())
     te_lr = config.text_encoder_learning_rate if config.text_encoder_learning_rate is not None else config.learning_rate
     optimizer = make_optimizer(config.optimizer,
                                network.parameter_groups(config.learning_rate, te_lr, config.word_vectors_learning_rate,

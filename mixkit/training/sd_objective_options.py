@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from mixkit.registry import Registry
 from mixkit.training.config_checks import check_bools, check_int_in, check_number_in
+from mixkit.training.text_conditioning import MAX_TOKEN_LENGTHS
 from mixkit.training.training_schedule import PREDICTION_TYPES, training_scheduler_config
 
 TIMESTEP_SAMPLINGS: Registry[str] = Registry("timestep sampling")
@@ -84,6 +85,12 @@ class SDObjectiveOptions:
     # model sampled the same way (`training_schedule`).
     prediction_type: str | None = None
     zero_terminal_snr: bool = False
+    # Which text-encoder layer conditions the UNet (A1111's "Clip skip", kohya's clip_skip; 2 for models trained
+    # that way, e.g. NovelAI-derived anime models) and how many caption tokens reach it (kohya's max_token_length:
+    # 75, 150 or 225, in 75-token chunks as inference cuts a prompt; `text_conditioning`). A fine-tune records
+    # clip_skip as its folder's recommended setting, so generation uses it unless told otherwise.
+    clip_skip: int = 1
+    max_token_length: int = 75
 
     def caption_augmentation(self):
         from mixkit.data.caption_augmentation import CaptionAugmentation
@@ -91,6 +98,11 @@ class SDObjectiveOptions:
         return CaptionAugmentation(self.shuffle_caption, self.keep_tokens, self.caption_tag_dropout_rate,
                                    self.caption_dropout_rate, self.caption_separator, self.caption_prefix,
                                    self.caption_suffix, self.keep_tokens_separator)
+
+    def caption_encoding(self):
+        from mixkit.training.text_conditioning import CaptionEncoding
+
+        return CaptionEncoding(self.clip_skip, self.max_token_length)
 
     def check_objective_options(self) -> None:
         """Raise ValueError/TypeError naming the first objective option out of range."""
@@ -111,6 +123,10 @@ class SDObjectiveOptions:
         if high is not None and (isinstance(high, bool) or not isinstance(high, int) or high <= low):
             raise ValueError(f"max_timestep must be an integer above min_timestep={low} (or None for all "
                              f"timesteps), got {high!r}")
+        check_int_in(self, "clip_skip", 1, 48, "(1: the last layer; 2 for models trained with clip skip 2)")
+        if self.max_token_length not in MAX_TOKEN_LENGTHS or isinstance(self.max_token_length, bool):
+            raise ValueError(f"max_token_length must be one of {', '.join(map(str, MAX_TOKEN_LENGTHS))} (75-token "
+                             f"chunks, as kohya allows), got {self.max_token_length!r}")
         check_number_in(self, "huber_c", "(0, 1]", "(0.1 is kohya's default)")
         check_number_in(self, "ip_noise_gamma", "[0, inf)", "(0.1 is usual; 0: off)")
         check_int_in(self, "multires_noise_iterations", 0, 20, "(6-10 is usual; 0: off)")

@@ -15,7 +15,7 @@ from typing import Callable
 
 import torch
 
-from mixkit.training.text_conditioning import encode_sd, encode_sdxl
+from mixkit.training.text_conditioning import CaptionEncoding, encode_sd, encode_sdxl
 
 
 def trailing_timesteps(num_train_timesteps: int, steps: int) -> list[int]:
@@ -54,12 +54,12 @@ def sample_ddim(denoise: Callable[[torch.Tensor, int], torch.Tensor], latents: t
     return latents
 
 
-def _conditioning(model, captions: list[str], height: int, width: int) -> dict:
+def _conditioning(model, captions: list[str], height: int, width: int, encoding: CaptionEncoding) -> dict:
     if model.family.value == "sdxl":
         sizes = [(height, width)] * len(captions)
         return encode_sdxl(model.text_encoders, model.tokenizers, captions, "cpu", sizes, [(0, 0)] * len(captions),
-                           (height, width))
-    return encode_sd(model.text_encoders, model.tokenizers, captions, "cpu")
+                           (height, width), encoding)
+    return encode_sd(model.text_encoders, model.tokenizers, captions, "cpu", encoding)
 
 
 def _to_device(cond: dict, device, dtype) -> dict:
@@ -72,7 +72,7 @@ def _to_device(cond: dict, device, dtype) -> dict:
 
 @torch.no_grad()
 def render_validation_images(model, prompts: list[str], *, steps: int, seed: int, guidance_scale: float,
-                             height: int, width: int) -> list:
+                             height: int, width: int, encoding: CaptionEncoding = CaptionEncoding()) -> list:
     """One PIL image per prompt; prompt i starts from noise seeded by `seed + i`, independent of the others."""
     from diffusers import DDPMScheduler
     from PIL import Image
@@ -87,10 +87,10 @@ def render_validation_images(model, prompts: list[str], *, steps: int, seed: int
     for module in modules:
         module.eval()  # dropout would otherwise draw from the global RNG
     try:
-        negative = _conditioning(model, [""], height, width) if guidance_scale > 1 else None
+        negative = _conditioning(model, [""], height, width, encoding) if guidance_scale > 1 else None
         images = []
         for index, prompt in enumerate(prompts):
-            cond = _conditioning(model, [prompt], height, width)
+            cond = _conditioning(model, [prompt], height, width, encoding)
             both = cond if negative is None else _concat(negative, cond)
             both = _to_device(both, device, dtype)
             generator = torch.Generator().manual_seed(seed + index)

@@ -33,7 +33,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--height", type=int, default=None, help="default: the model's native size")
     p.add_argument("--batch-size", type=int, default=d.batch_size)
     p.add_argument("--batch-count", type=int, default=d.batch_count)
-    p.add_argument("--clip-skip", type=int, default=d.clip_skip)
+    p.add_argument("--clip-skip", type=int, default=None,
+                   help=f"text-encoder layers to skip from the end (default: the model's recommended one, else {d.clip_skip})")
     p.add_argument("--lora", action="append", default=[], metavar="NAME_OR_PATH[:WEIGHT]",
                    help="apply a LoRA (repeatable); a file path or a name in --lora-dir")
     p.add_argument("--lora-dir", default=None, help="folder of LoRA files for names and <lora:...> tags")
@@ -76,13 +77,14 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
 
     d = Txt2ImgParams()
-    chosen = {"steps": args.steps, "cfg_scale": args.cfg, "sampler": args.sampler}  # None: the model's, else A1111's
+    chosen = {"steps": args.steps, "cfg_scale": args.cfg, "sampler": args.sampler,  # None: the model's, else A1111's
+              "clip_skip": args.clip_skip}
     params = Txt2ImgParams(
         prompt=args.prompt, negative_prompt=args.negative, steps=_or(args.steps, d.steps),
         cfg_scale=_or(args.cfg, d.cfg_scale),
         width=d.width if args.width is None else args.width, height=d.height if args.height is None else args.height,
         seed=args.seed, batch_size=args.batch_size, batch_count=args.batch_count,
-        sampler=_or(args.sampler, d.sampler), schedule_type=args.schedule_type, clip_skip=args.clip_skip,
+        sampler=_or(args.sampler, d.sampler), schedule_type=args.schedule_type, clip_skip=_or(args.clip_skip, d.clip_skip),
         loras=list(args.lora), s_min_uncond=args.ngms, s_min_uncond_all=args.ngms_all_steps,
         skip_early_cond=args.skip_early_cfg,
     )
@@ -105,8 +107,8 @@ def run(args: argparse.Namespace) -> int:
         params = replace(params, **recommended)
         check_txt2img_params(params, GenerationLimits())
         listed = ", ".join(f"{k}={v}" for k, v in recommended.items())
-        print(f"Using the model's recommended {listed} (its mixkit_generation.json); --steps/--cfg/--sampler override",
-              file=sys.stderr)
+        print(f"Using the model's recommended {listed} (its mixkit_generation.json); "
+              "--steps/--cfg/--sampler/--clip-skip override", file=sys.stderr)
     if args.width is None or args.height is None:
         native = pipe.model.native_size
         params = replace(params, width=args.width or native, height=args.height or native)

@@ -25,6 +25,7 @@ class RecommendedSettings:
     sampler: str | None = None
     steps: int | None = None
     cfg_scale: float | None = None
+    clip_skip: int | None = None  # A1111's "Clip skip": 2 for models trained on the penultimate layer
     note: str = ""  # why: what was measured (not used for generation)
     # Prompts from the model's own domain, for int8 calibration (pipelines.approx.int8); not a generation setting.
     calibration_prompts: tuple[str, ...] = ()
@@ -37,6 +38,9 @@ class RecommendedSettings:
         if self.cfg_scale is not None and (isinstance(self.cfg_scale, bool) or not isinstance(self.cfg_scale, (int, float))
                                            or not math.isfinite(self.cfg_scale) or self.cfg_scale < 0):
             raise ValueError(f"cfg_scale must be a finite number >= 0, got {self.cfg_scale!r}")
+        if self.clip_skip is not None and (isinstance(self.clip_skip, bool) or not isinstance(self.clip_skip, int)
+                                           or self.clip_skip < 1):
+            raise ValueError(f"clip_skip must be an integer >= 1, got {self.clip_skip!r}")
         if not isinstance(self.note, str):
             raise ValueError(f"note must be a string, got {self.note!r}")
         if isinstance(self.calibration_prompts, str) or not isinstance(self.calibration_prompts, (list, tuple)) or \

@@ -30,8 +30,10 @@ def test_calibration_prompts_round_trip_and_are_not_generation_settings(tmp_path
 
 
 @pytest.mark.parametrize("text, message", [
-    ('{"cfg": 5}', r"unknown setting\(s\) \['cfg'\]; valid ones: \['sampler', 'steps', 'cfg_scale', 'note', "
+    ('{"cfg": 5}', r"unknown setting\(s\) \['cfg'\]; valid ones: \['sampler', 'steps', 'cfg_scale', 'clip_skip', 'note', "
                    r"'calibration_prompts'\]"),
+    ('{"clip_skip": 0}', "clip_skip must be an integer >= 1, got 0"),
+    ('{"clip_skip": 2.0}', "clip_skip must be an integer >= 1"),
     ('{"calibration_prompts": "a cube"}', "calibration_prompts must be a list of non-empty strings"),
     ('{"calibration_prompts": ["a cube", ""]}', "calibration_prompts must be a list of non-empty strings"),
     ('{"steps": 0}', "steps must be an integer >= 1, got 0"),
@@ -53,7 +55,8 @@ def test_a_bad_file_names_the_file_and_what_is_wrong(tmp_path, text, message):
 def recommending_model(tiny_sd1_dir, tmp_path_factory):
     folder = tmp_path_factory.mktemp("recommending") / "sd"
     shutil.copytree(tiny_sd1_dir, folder)
-    (folder / RECOMMENDED_FILE).write_text(RecommendedSettings(cfg_scale=3.5, steps=3, sampler="Euler").to_json())
+    (folder / RECOMMENDED_FILE).write_text(RecommendedSettings(cfg_scale=3.5, steps=3, sampler="Euler",
+                                                                     clip_skip=2).to_json())
     return folder
 
 
@@ -64,7 +67,7 @@ def test_the_pipeline_uses_them_for_what_the_caller_leaves_out(recommending_mode
     pipe = TextToImage.from_pretrained(recommending_model)
     assert pipe.model.recommended.cfg_scale == 3.5
     left_out = pipe(prompt="a red circle", width=64, height=64, seed=1).infotexts[0]
-    assert "Steps: 3, Sampler: Euler, " in left_out and "CFG scale: 3.5," in left_out
+    assert "Steps: 3, Sampler: Euler, " in left_out and "CFG scale: 3.5," in left_out and "Clip skip: 2" in left_out
     chosen = pipe(prompt="a red circle", width=64, height=64, seed=1, cfg_scale=7.0, steps=2).infotexts[0]
     assert "Steps: 2, Sampler: Euler, " in chosen and "CFG scale: 7," in chosen
     # A params object is complete: its A1111 defaults are what runs.
@@ -80,13 +83,15 @@ def test_generate_on_the_command_line_says_it_uses_them_and_flags_override(recom
     base = ["generate", "a red circle", "--model", str(recommending_model), "--width", "64", "--height", "64",
             "--seed", "3"]
     assert main([*base, "-o", str(tmp_path / "a")]) == 0
-    assert "recommended sampler=Euler, steps=3, cfg_scale=3.5 (its mixkit_generation.json)" in capsys.readouterr().err
+    assert ("recommended sampler=Euler, steps=3, cfg_scale=3.5, clip_skip=2 (its mixkit_generation.json)"
+            in capsys.readouterr().err)
     infotext = Image.open(next((tmp_path / "a").iterdir())).text["parameters"]
-    assert "Steps: 3, Sampler: Euler, " in infotext and "CFG scale: 3.5," in infotext
-    assert main([*base, "--cfg", "6", "--steps", "2", "--sampler", "DPM++ 2M", "-o", str(tmp_path / "b")]) == 0
+    assert "Steps: 3, Sampler: Euler, " in infotext and "CFG scale: 3.5," in infotext and "Clip skip: 2" in infotext
+    assert main([*base, "--cfg", "6", "--steps", "2", "--sampler", "DPM++ 2M", "--clip-skip", "1",
+                 "-o", str(tmp_path / "b")]) == 0
     assert "recommended" not in capsys.readouterr().err
     infotext = Image.open(next((tmp_path / "b").iterdir())).text["parameters"]
-    assert "Steps: 2, Sampler: DPM++ 2M, " in infotext and "CFG scale: 6," in infotext
+    assert "Steps: 2, Sampler: DPM++ 2M, " in infotext and "CFG scale: 6," in infotext and "Clip skip" not in infotext
 
 
 def test_the_shipped_tiny_model_recommends_the_cfg_it_was_measured_best_at():

@@ -125,6 +125,7 @@ def test_a_v_prediction_lora_records_its_target_and_leaves_the_callers_model_alo
     metadata = read_safetensors_metadata(result.output)
     assert (metadata["ss_zero_terminal_snr"], metadata["ss_v_parameterization"]) == ("True", "True")
     assert metadata["modelspec.prediction_type"] == "v"
+    assert (metadata["ss_clip_skip"], metadata["ss_max_token_length"]) == ("1", "75")
     plain = train_sd_lora(SDLoraTrainingConfig(**_common(tiny_sd1_dir, colour_dataset, tmp_path / "e.safetensors",
                                                          rank=2, alpha=2.0)), model=model)
     metadata = read_safetensors_metadata(plain.output)
