@@ -86,6 +86,9 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     # Max-norm regularisation (kohya's scale_weight_norms, 1.0 is common): after every step each adapter's weight
     # change alpha/rank * up @ down is scaled back to this Frobenius norm if longer, so no layer "overcooks". None: off.
     scale_weight_norms: float | None = None
+    # Start from an existing kohya LoRA file's adapters (kohya's --network_weights): its rank and alpha must be this
+    # run's; modules it lacks start fresh (`network_weights`). Unlike resume_from, the schedule starts anew.
+    network_weights: str | None = None
 
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
@@ -114,5 +117,8 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
         check_ema_decay(self)
         for name in ("network_dropout", "rank_dropout", "module_dropout"):
             check_number_in(self, name, "[0, 1)", "(a probability; 0.1 is usual, 0: off)")
+        if self.network_weights is not None and (not isinstance(self.network_weights, str)
+                                                 or not self.network_weights.strip()):
+            raise ValueError(f"network_weights must be the path of a kohya LoRA file or None, got {self.network_weights!r}")
         if self.scale_weight_norms is not None:
             check_number_in(self, "scale_weight_norms", "(0, inf)", "(1.0 is common; None: off)")

@@ -26,6 +26,7 @@ from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_st
 from mixkit.training.ema import EmaWeights
 from mixkit.training.kohya_export import save_kohya_lora, to_sgm_layout, training_metadata
 from mixkit.training.lora_network import CROSS_ATTENTION_KV, LoraNetwork
+from mixkit.training.network_weights import load_network_weights
 from mixkit.training.optimizers import make_optimizer, warmup_schedule
 from mixkit.training.run_reporting import StepReporter
 from mixkit.training.run_schedule import intermediate_saves, resolve_epochs
@@ -164,6 +165,9 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     # 1. Validate settings and data before loading anything heavy.
     config.check()
     check_output_path(config.output)
+    if config.network_weights and not Path(config.network_weights).expanduser().is_file():
+        raise FileNotFoundError(f"network_weights {config.network_weights!r} is not a file; name the kohya LoRA "
+                                "(.safetensors) to start from")
     report = scan_dataset(config)
     report.records, held_records = held_out_records(config, report.records, scan_path)
     buckets = BucketSettings(config.bucketing, step=config.bucket_step)
@@ -200,7 +204,10 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                           conv_alpha=config.conv_alpha, train_text_encoder=config.train_text_encoder,
                           unet_layers=CROSS_ATTENTION_KV if config.network == "cross-kv" else None,
                           word_vectors=words, dropout=config.network_dropout, rank_dropout=config.rank_dropout,
-                          module_dropout=config.module_dropout).attach()
+                          module_dropout=config.module_dropout)
+    if config.network_weights:  # before the hooks go on: a refused file leaves the model as it was
+        load_network_weights(network, config.network_weights, unet=model.unet, sdxl=model.family.value == "sdxl")
+    network.attach()
     if config.gradient_checkpointing:
         model.unet.enable_gradient_checkpointing()
     model.unet.train()
