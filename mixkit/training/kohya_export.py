@@ -68,6 +68,21 @@ def training_metadata(*, network: str, rank: int, alpha: float, conv_rank: int |
     return metadata
 
 
+SAVE_PRECISIONS: Registry[str] = Registry("save precision")
+SAVE_PRECISIONS.register("float", "float32 tensors (exact)")
+SAVE_PRECISIONS.register("fp16", "float16 tensors: half the size, what most shared LoRA files hold")
+SAVE_PRECISIONS.register("bf16", "bfloat16 tensors: half the size, float32's range")
+SAVE_DTYPES = {"float": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def cast_for_saving(tensors: dict[str, torch.Tensor], precision: str) -> dict[str, torch.Tensor]:
+    """The tensors in the file's precision ("float", "fp16", "bf16"); `.alpha` scalars stay float32, so a rank/alpha
+    ratio such as 0.3 / 8 is written exactly whatever the weights' precision."""
+    dtype = SAVE_DTYPES[precision]
+    return {key: value if key.endswith(".alpha") or not value.is_floating_point() else value.to(dtype)
+            for key, value in tensors.items()}
+
+
 def save_kohya_lora(tensors: dict[str, torch.Tensor], path: str | Path, metadata: dict[str, str]) -> Path:
     """Add `sshs_*` hashes and save atomically; returns the path."""
     model_hash, legacy_hash = kohya_hashes(tensors, metadata)

@@ -8,7 +8,7 @@ from mixkit.registry import Registry
 from mixkit.training.config_checks import (check_diffusion_training, check_ema_decay, check_non_negative_numbers,
                                            check_number_in, check_positive_ints)
 from mixkit.training.config_json import JsonConfig
-from mixkit.training.kohya_export import SDXL_KEY_LAYOUTS
+from mixkit.training.kohya_export import SAVE_PRECISIONS, SDXL_KEY_LAYOUTS
 from mixkit.training.sd_run_options import SDRunOptions
 from mixkit.training.word_vectors import check_words
 
@@ -89,6 +89,11 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     # Start from an existing kohya LoRA file's adapters (kohya's --network_weights): its rank and alpha must be this
     # run's; modules it lacks start fresh (`network_weights`). Unlike resume_from, the schedule starts anew.
     network_weights: str | None = None
+    # The file's tensor precision (kohya's save_precision): "float" (float32), or "fp16" / "bf16" for half-size files
+    # (what most shared LoRAs are; the loaders compute in the model's dtype either way). Alphas stay exact in each.
+    save_precision: str = "float"
+    # Free text recorded as ss_training_comment (kohya's training_comment): trigger words, licence, where it came from.
+    training_comment: str = ""
 
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
@@ -117,6 +122,9 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
         check_ema_decay(self)
         for name in ("network_dropout", "rank_dropout", "module_dropout"):
             check_number_in(self, name, "[0, 1)", "(a probability; 0.1 is usual, 0: off)")
+        SAVE_PRECISIONS.get(self.save_precision)
+        if not isinstance(self.training_comment, str):
+            raise ValueError(f"training_comment must be a string, got {self.training_comment!r}")
         if self.network_weights is not None and (not isinstance(self.network_weights, str)
                                                  or not self.network_weights.strip()):
             raise ValueError(f"network_weights must be the path of a kohya LoRA file or None, got {self.network_weights!r}")

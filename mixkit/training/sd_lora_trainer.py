@@ -24,7 +24,7 @@ from mixkit.data.loss_masks import MASK_SUFFIX, check_loss_masks
 from mixkit.training.accelerator_setup import make_accelerator, resolve_mixed_precision
 from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_step, run_denoising_loop
 from mixkit.training.ema import EmaWeights
-from mixkit.training.kohya_export import save_kohya_lora, to_sgm_layout, training_metadata
+from mixkit.training.kohya_export import cast_for_saving, save_kohya_lora, to_sgm_layout, training_metadata
 from mixkit.training.lora_network import CROSS_ATTENTION_KV, LoraNetwork
 from mixkit.training.network_weights import load_network_weights
 from mixkit.training.optimizers import make_optimizer, warmup_schedule
@@ -139,7 +139,7 @@ def _settings(config: SDLoraTrainingConfig) -> dict:
             "shuffle_caption", "keep_tokens", "caption_tag_dropout_rate", "caption_dropout_rate", "loss_type",
             "ip_noise_gamma", "max_grad_norm", "flip_aug", "multires_noise_iterations", "multires_noise_discount",
             "debiased_estimation_loss", "max_train_epochs", "network_dropout", "scale_weight_norms",
-            "zero_terminal_snr", "clip_skip", "max_token_length")
+            "zero_terminal_snr", "clip_skip", "max_token_length", "training_comment")
     renamed = {"max_steps": "max_train_steps", "batch_size": "batch_size_per_device", "bucketing": "enable_bucket",
                "lr_schedule": "lr_scheduler", "warmup_steps": "lr_warmup_steps"}
     settings = {renamed.get(k, k): getattr(config, k) for k in keys}
@@ -283,7 +283,7 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
             if words is not None:
                 tensors.update(words.bundled_tensors())
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        return save_kohya_lora(tensors, path, metadata)
+        return save_kohya_lora(cast_for_saving(tensors, config.save_precision), path, metadata)
 
     saves = intermediate_saves(config, batches_per_epoch, world)
 
