@@ -48,6 +48,16 @@ def make_buckets(resolution: int, *, step: int = 64, min_side: int = 256, max_si
     return sorted(buckets)
 
 
+def no_upscale_bucket(width: int, height: int, resolution: int, step: int) -> Bucket:
+    """An image's own bucket (kohya's bucket_no_upscale): its size rounded down to multiples of `step`, after
+    scaling down to an area of resolution² if larger, so the image is only ever shrunk or cropped by under a step."""
+    if width <= 0 or height <= 0:
+        raise ValueError(f"image size must be positive, got {width}x{height}")
+    scale = min(1.0, math.sqrt(resolution * resolution / (width * height)))
+    fit = lambda side: max(step, int(side * scale) // step * step)  # noqa: E731
+    return Bucket(fit(width), fit(height))
+
+
 def assign_bucket(width: int, height: int, buckets: list[Bucket]) -> Bucket:
     """The bucket whose aspect ratio is closest to the image's, in log space (2:1 is as far from 1:1 as 1:2)."""
     if width <= 0 or height <= 0:

@@ -10,7 +10,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from mixkit.data.bucketing import Bucket, assign_bucket, check_bucket_inputs, make_buckets
+from mixkit.data.bucketing import Bucket, assign_bucket, check_bucket_inputs, make_buckets, no_upscale_bucket
 from mixkit.data.records import ImageRecord
 from mixkit.errors import MixkitError
 
@@ -27,6 +27,7 @@ class BucketSettings:
     step: int = 64
     min_side: int = 256
     max_side: int = 1024
+    no_upscale: bool = False  # each image its own bucket, never enlarged (`bucketing.no_upscale_bucket`)
 
 
 def _resize_and_crop(image, bucket: Bucket, resample=None):
@@ -62,7 +63,10 @@ class BucketedImageDataset:
         self.records = records
         self.resolution = resolution
         self.loss_masks = loss_masks
-        self.buckets = [assign_bucket(r.width, r.height, choices) for r in records]
+        if buckets.enabled and buckets.no_upscale:
+            self.buckets = [no_upscale_bucket(r.width, r.height, resolution, buckets.step) for r in records]
+        else:
+            self.buckets = [assign_bucket(r.width, r.height, choices) for r in records]
         # Repeats are realised as duplicated indices, as kohya does, so an epoch has sum(repeats) samples.
         self.samples = [i for i, record in enumerate(records) for _ in range(record.repeats)]
 

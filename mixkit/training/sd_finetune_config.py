@@ -24,8 +24,6 @@ class SDFinetuneConfig(SDRunOptions, JsonConfig):
     use_ema: bool = True
     ema_decay: float = 0.9999
     resolution: int = 512
-    bucketing: bool = False
-    bucket_step: int = 64
     missing_captions: str = "folder_name"
     batch_size: int = 1
     gradient_accumulation_steps: int = 1

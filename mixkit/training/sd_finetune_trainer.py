@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from mixkit.data import BucketedImageDataset, BucketSettings
+from mixkit.data import BucketedImageDataset
 from mixkit.io.atomic import atomic_output_folder, check_new_output_folder
 from mixkit.models.diffusion.recommended import RECOMMENDED_FILE, read_recommended
 from mixkit.training.accelerator_setup import make_accelerator
@@ -80,7 +80,7 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
     _check_paths(config)
     report = scan_dataset(config)
     records, held_records = held_out_records(config, report.records, scan_path)
-    buckets = BucketSettings(config.bucketing, step=config.bucket_step)
+    buckets = config.bucket_settings()
     dataset = BucketedImageDataset(records, config.resolution, buckets, source=config.dataset,
                                    loss_masks=config.masked_loss)
     held_dataset = (BucketedImageDataset(held_records, config.resolution, buckets, source="held-out images",

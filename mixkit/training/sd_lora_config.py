@@ -44,8 +44,6 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     conv_alpha: float = 1.0
     train_text_encoder: bool = False
     resolution: int = 512
-    bucketing: bool = False
-    bucket_step: int = 64
     missing_captions: str = "folder_name"
     class_dataset: str | None = None
     prior_loss_weight: float = 1.0

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from mixkit.data import BucketedImageDataset, BucketSettings, ScanReport, scan_jsonl_manifest, scan_kohya_folder
+from mixkit.data import BucketedImageDataset, ScanReport, scan_jsonl_manifest, scan_kohya_folder
 from mixkit.data.loss_masks import MASK_SUFFIX, check_loss_masks
 from mixkit.training.accelerator_setup import make_accelerator, resolve_mixed_precision
 from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_step, run_denoising_loop
@@ -139,7 +139,8 @@ def _settings(config: SDLoraTrainingConfig) -> dict:
             "shuffle_caption", "keep_tokens", "caption_tag_dropout_rate", "caption_dropout_rate", "loss_type",
             "ip_noise_gamma", "max_grad_norm", "flip_aug", "multires_noise_iterations", "multires_noise_discount",
             "debiased_estimation_loss", "max_train_epochs", "network_dropout", "scale_weight_norms",
-            "zero_terminal_snr", "clip_skip", "max_token_length", "training_comment")
+            "zero_terminal_snr", "clip_skip", "max_token_length", "training_comment", "min_bucket_reso",
+            "max_bucket_reso", "bucket_no_upscale")
     renamed = {"max_steps": "max_train_steps", "batch_size": "batch_size_per_device", "bucketing": "enable_bucket",
                "lr_schedule": "lr_scheduler", "warmup_steps": "lr_warmup_steps"}
     settings = {renamed.get(k, k): getattr(config, k) for k in keys}
@@ -170,7 +171,7 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                                 "(.safetensors) to start from")
     report = scan_dataset(config)
     report.records, held_records = held_out_records(config, report.records, scan_path)
-    buckets = BucketSettings(config.bucketing, step=config.bucket_step)
+    buckets = config.bucket_settings()
     dataset = BucketedImageDataset(report.records, config.resolution, buckets, source=config.dataset,
                                    loss_masks=config.masked_loss)
     held_dataset = (BucketedImageDataset(held_records, config.resolution, buckets, source="held-out images",

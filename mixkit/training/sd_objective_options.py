@@ -65,6 +65,15 @@ class SDObjectiveOptions:
     keep_tokens_separator: str = ""
     # Mirror each training image left to right with probability 1/2 (kohya's flip_aug; `flip_augmentation`).
     flip_aug: bool = False
+    # Aspect-ratio bucketing (kohya's enable_bucket and its knobs; `mixkit.data.bucketing`): buckets of `bucket_step`
+    # multiples between min_bucket_reso and max_bucket_reso with area up to resolution² (the square resolution is
+    # always one); `bucket_no_upscale` gives each image its own size rounded down to the step instead (scaled down to
+    # the area if larger), so small images are never blown up. Off: every image is cropped to resolution².
+    bucketing: bool = False
+    bucket_step: int = 64
+    min_bucket_reso: int = 256
+    max_bucket_reso: int = 1024
+    bucket_no_upscale: bool = False
     # The loss (kohya's loss_type / huber_c / huber_schedule): "l2", or the scheduled pseudo-Huber "huber" /
     # "smooth_l1", robust to a few bad images or captions (`diffusion_objective.elementwise_loss`).
     loss_type: str = "l2"
@@ -99,6 +108,12 @@ class SDObjectiveOptions:
                                    self.caption_dropout_rate, self.caption_separator, self.caption_prefix,
                                    self.caption_suffix, self.keep_tokens_separator)
 
+    def bucket_settings(self):
+        from mixkit.data import BucketSettings
+
+        return BucketSettings(self.bucketing, step=self.bucket_step, min_side=self.min_bucket_reso,
+                              max_side=self.max_bucket_reso, no_upscale=self.bucket_no_upscale)
+
     def caption_encoding(self):
         from mixkit.training.text_conditioning import CaptionEncoding
 
@@ -111,7 +126,9 @@ class SDObjectiveOptions:
         HUBER_SCHEDULES.get(self.huber_schedule)
         self.caption_augmentation().check()
         check_bools(self, ("masked_loss", "masked_loss_normalize", "flip_aug", "debiased_estimation_loss",
-                           "zero_terminal_snr"))
+                           "zero_terminal_snr", "bucketing", "bucket_no_upscale"))
+        if self.bucket_no_upscale and not self.bucketing:
+            raise ValueError("bucket_no_upscale sizes the buckets; it needs bucketing: true")
         if self.prediction_type is not None and self.prediction_type not in PREDICTION_TYPES:
             raise ValueError(f"prediction_type must be one of {', '.join(PREDICTION_TYPES)} (or None for the "
                              f"model's own), got {self.prediction_type!r}")

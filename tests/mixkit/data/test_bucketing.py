@@ -24,3 +24,15 @@ def test_assign_bucket_by_log_aspect():
 def test_bad_resolution(resolution):
     with pytest.raises(ValueError, match="resolution"):
         make_buckets(resolution)
+
+
+def test_no_upscale_buckets_round_down_and_shrink_only_large_images():
+    from mixkit.data.bucketing import Bucket, no_upscale_bucket
+
+    assert no_upscale_bucket(500, 300, 512, 64) == Bucket(448, 256)  # small: rounded down, not enlarged
+    assert no_upscale_bucket(512, 512, 512, 64) == Bucket(512, 512)
+    # 2048x1024 has 8x the area of 512²: scaled by sqrt(1/8) to 724x362, then rounded down.
+    assert no_upscale_bucket(2048, 1024, 512, 64) == Bucket(704, 320)
+    assert no_upscale_bucket(40, 30, 512, 64) == Bucket(64, 64)  # below one step: the smallest bucket
+    with pytest.raises(ValueError, match="image size must be positive"):
+        no_upscale_bucket(0, 10, 512, 64)

@@ -37,3 +37,15 @@ def test_empty_dataset_and_bad_resolution(tmp_path, image_writer):
         BucketedImageDataset([], 32, source="/data/x")
     with pytest.raises(ValueError, match="divisible by 8"):
         BucketedImageDataset(_records(tmp_path, image_writer), 30)
+
+
+def test_no_upscale_keeps_each_small_image_at_its_own_size(tmp_path, image_writer):
+    small = image_writer(tmp_path / "small.png", size=(40, 24), colour=(0, 255, 0))
+    records = [*_records(tmp_path, image_writer), ImageRecord(small, "small", 1, "c", 40, 24)]
+    settings = BucketSettings(True, step=8, min_side=16, max_side=64, no_upscale=True)
+    dataset = BucketedImageDataset(records, 32, settings)
+    # 64x32 and 32x64 have twice 32²: scaled by 1/sqrt(2) (45x22), rounded down to the step; 40x24 stays itself.
+    assert [(b.width, b.height) for b in dataset.buckets] == [(40, 16), (16, 40), (40, 24)]
+    loaded = dataset.load_batch([2])
+    assert loaded["pixels"].shape == (1, 3, 24, 40)
+    assert loaded["pixels"][0, 1].mean().item() == pytest.approx(1.0)

@@ -61,3 +61,4 @@ def test_a_half_precision_file_loads_and_acts_as_the_float_file(tiny_sd1_dir, co
 def test_an_unknown_precision_is_refused():
     with pytest.raises(ValueError, match="Unknown save precision 'half'. Valid names: 'float', 'fp16', 'bf16'"):
         SDLoraTrainingConfig(model="m", dataset="d", output="o.safetensors", save_precision="half").check()
+
