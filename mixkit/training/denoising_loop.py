@@ -138,7 +138,9 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
                     posterior = (latent_cache.posterior(vae, cache_keys, pixels) if latent_cache is not None
                                  else vae.encode(pixels).latent_dist)
                     latents = posterior.sample(generator=generator) * scaling
-                noise = objective.offset_noise(latents.shape, generator, config.noise_offset)
+                noise = objective.offset_noise(latents.shape, generator, config.noise_offset,
+                                               random_strength=config.noise_offset_random_strength,
+                                               adaptive_scale=config.adaptive_noise_scale, latents=latents)
                 timesteps = objective.sample_timesteps(latents.shape[0], low, high, generator,
                                                        stratified=config.timestep_sampling == "stratified")
                 if config.multires_noise_iterations:  # drawn after the timesteps: those stay as without it
@@ -146,7 +148,10 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
                                                     config.multires_noise_discount)
                 noised_with = noise
                 if config.ip_noise_gamma:  # drawn after everything else, so runs without it keep their draws
-                    noised_with = noise + config.ip_noise_gamma * torch.randn(noise.shape, generator=generator)
+                    extra = torch.randn(noise.shape, generator=generator)
+                    if config.ip_noise_gamma_random_strength:  # kohya's: gamma times one uniform draw per batch
+                        extra = extra * torch.rand((), generator=generator)
+                    noised_with = noise + config.ip_noise_gamma * extra
                 noisy = objective.add_noise(latents, noised_with, timesteps, alphas_cumprod)
                 prediction = denoiser(noisy, timesteps.to(accelerator.device), batch["captions"],
                                       batch["original_sizes"], batch["crops"])

@@ -11,15 +11,26 @@ import math
 import torch
 
 
-def offset_noise(shape, generator: torch.Generator, offset: float, dtype=torch.float32) -> torch.Tensor:
-    """Gaussian noise plus `offset` * per-channel constant noise (Guttenberg 2023, "noise offset").
+def offset_noise(shape, generator: torch.Generator, offset: float, dtype=torch.float32, *,
+                 random_strength: bool = False, adaptive_scale: float = 0.0,
+                 latents: torch.Tensor | None = None) -> torch.Tensor:
+    """Gaussian noise plus a per-channel constant noise times `offset` (Guttenberg 2023, "noise offset").
 
     Plain noise never shifts an image's mean, so models cannot learn very dark or bright images;
-    the constant term lets them.
+    the constant term lets them. kohya's variants: `random_strength` scales the offset by one uniform draw per
+    batch (noise_offset_random_strength), `adaptive_scale` adds |mean of each latent channel| times it per sample
+    (adaptive_noise_scale: more offset for images far from mid-grey), the sum clamped at 0. Their draws come after
+    the plain ones, so a run without them draws exactly what it did before.
     """
     noise = torch.randn(shape, generator=generator, dtype=dtype)
     if offset:
-        noise = noise + offset * torch.randn((shape[0], shape[1], 1, 1), generator=generator, dtype=dtype)
+        constant = torch.randn((shape[0], shape[1], 1, 1), generator=generator, dtype=dtype)
+        scale = torch.tensor(float(offset), dtype=dtype)
+        if random_strength:
+            scale = scale * torch.rand((), generator=generator, dtype=dtype)
+        if adaptive_scale:
+            scale = (scale + adaptive_scale * latents.to(dtype).mean(dim=(2, 3), keepdim=True).abs()).clamp(min=0)
+        noise = noise + scale * constant
     return noise
 
 

@@ -31,7 +31,6 @@ class SDFinetuneConfig(SDRunOptions, JsonConfig):
     learning_rate: float = 1e-5
     warmup_steps: int = 0
     seed: int = 0
-    noise_offset: float = 0.0
     min_snr_gamma: float | None = None
     mixed_precision: str = "no"
     gradient_checkpointing: bool = False

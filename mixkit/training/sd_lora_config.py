@@ -61,7 +61,6 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     loraplus_lr_ratio: float | None = None
     warmup_steps: int = 0
     seed: int = 0
-    noise_offset: float = 0.0
     min_snr_gamma: float | None = None
     mixed_precision: str = "auto"  # bf16 where it is fast (measured 1.7x over fp32 at SD 1.5 size), else fp32
     gradient_checkpointing: bool = False

@@ -140,7 +140,8 @@ def _settings(config: SDLoraTrainingConfig) -> dict:
             "ip_noise_gamma", "max_grad_norm", "flip_aug", "multires_noise_iterations", "multires_noise_discount",
             "debiased_estimation_loss", "max_train_epochs", "network_dropout", "scale_weight_norms",
             "zero_terminal_snr", "clip_skip", "max_token_length", "training_comment", "min_bucket_reso",
-            "max_bucket_reso", "bucket_no_upscale")
+            "max_bucket_reso", "bucket_no_upscale", "noise_offset_random_strength", "adaptive_noise_scale",
+            "ip_noise_gamma_random_strength")
     renamed = {"max_steps": "max_train_steps", "batch_size": "batch_size_per_device", "bucketing": "enable_bucket",
                "lr_schedule": "lr_scheduler", "warmup_steps": "lr_warmup_steps"}
     settings = {renamed.get(k, k): getattr(config, k) for k in keys}

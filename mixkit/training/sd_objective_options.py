@@ -82,6 +82,14 @@ class SDObjectiveOptions:
     # Input perturbation (Ning et al. 2023, kohya's ip_noise_gamma): the UNet sees latents noised with
     # noise + gamma * extra noise but learns to predict the noise alone, which lessens exposure bias (0.1 is usual).
     ip_noise_gamma: float = 0.0
+    # kohya's ip_noise_gamma_random_strength: gamma times one uniform draw in [0, 1) per batch.
+    ip_noise_gamma_random_strength: bool = False
+    # Noise offset (Guttenberg 2023; 0.05-0.1 usual, 0: off): lets the model learn very dark and bright images.
+    noise_offset: float = 0.0
+    # kohya's noise-offset variants (`diffusion_objective.offset_noise`): noise_offset times a uniform draw per batch,
+    # and adaptive_noise_scale times |each latent channel's mean| added per sample (may be negative; clamped at 0).
+    noise_offset_random_strength: bool = False
+    adaptive_noise_scale: float = 0.0
     # Multi-resolution noise (kohya's multires_noise_iterations, 6-10 usual; 0: off) with its per-level discount.
     multires_noise_iterations: int = 0
     multires_noise_discount: float = 0.3
@@ -149,6 +157,14 @@ class SDObjectiveOptions:
         check_int_in(self, "multires_noise_iterations", 0, 20, "(6-10 is usual; 0: off)")
         check_number_in(self, "multires_noise_discount", "(0, 1]", "(0.3 is kohya's default)")
         check_number_in(self, "masked_loss_unmasked_weight", "[0, 1]", "(the loss weight the unmasked background keeps)")
+        check_bools(self, ("ip_noise_gamma_random_strength", "noise_offset_random_strength"))
+        check_number_in(self, "adaptive_noise_scale", "(-inf, inf)", "(kohya suggests about a tenth of noise_offset)")
+        if (self.noise_offset_random_strength or self.adaptive_noise_scale) and not self.noise_offset:
+            raise ValueError("noise_offset_random_strength and adaptive_noise_scale change the noise offset; set "
+                             "noise_offset (0.05-0.1 is usual) or leave them off")
+        if self.ip_noise_gamma_random_strength and not self.ip_noise_gamma:
+            raise ValueError("ip_noise_gamma_random_strength scales ip_noise_gamma; set ip_noise_gamma (0.1 is usual) "
+                             "or leave it off")
         if not self.masked_loss and (self.masked_loss_unmasked_weight or self.masked_loss_normalize):
             raise ValueError("masked_loss_unmasked_weight and masked_loss_normalize act on masked training only; "
                              "set masked_loss: true or leave them at their defaults")

@@ -48,6 +48,23 @@ def test_noise_offset_shifts_channel_means_only_when_asked():
     assert difference.flatten(1).std() > 0.5
 
 
+def test_kohyas_noise_offset_variants_by_the_formula():
+    shape, offset = (3, 4, 8, 8), 0.1
+    latents = torch.randn(shape, generator=torch.Generator().manual_seed(7))
+    draws = torch.Generator().manual_seed(2)
+    base, constant = torch.randn(shape, generator=draws), torch.randn((3, 4, 1, 1), generator=draws)
+    strength = torch.rand((), generator=draws)
+    plain = objective.offset_noise(shape, torch.Generator().manual_seed(2), offset)
+    assert torch.equal(plain, base + torch.tensor(offset) * constant)
+    random = objective.offset_noise(shape, torch.Generator().manual_seed(2), offset, random_strength=True)
+    assert torch.equal(random, base + torch.tensor(offset) * strength * constant)
+    adaptive = objective.offset_noise(shape, torch.Generator().manual_seed(2), offset, adaptive_scale=-0.5,
+                                      latents=latents)
+    scale = (offset - 0.5 * latents.mean(dim=(2, 3), keepdim=True).abs()).clamp(min=0)
+    assert torch.equal(adaptive, base + scale * constant)
+    assert (scale == 0).any() and (scale > 0).any()  # a negative scale clamps some channels' offset to 0
+
+
 def test_weighted_mse():
     prediction, target = torch.zeros(2, 1, 2, 2), torch.tensor([1.0, 2.0]).view(2, 1, 1, 1).expand(2, 1, 2, 2)
     assert objective.weighted_mse(prediction, target, None).item() == pytest.approx(2.5)
