@@ -30,18 +30,22 @@ class ScanReport:
     warnings: list[str] = field(default_factory=list)
 
     def tag_frequency(self) -> dict[str, dict[str, int]]:
-        """kohya's `ss_tag_frequency`: per concept folder, how many images carry each comma tag."""
+        """kohya's `ss_tag_frequency`: per image folder (its name, as kohya keys it: "10_sks dog"), how many images
+        carry each comma tag."""
         result: dict[str, dict[str, int]] = {}
         for record in self.records:
-            counts = result.setdefault(record.concept or "dataset", {})
+            counts = result.setdefault(record.path.parent.name, {})
             for tag in {t.strip() for t in record.caption.split(",") if t.strip()}:
                 counts[tag] = counts.get(tag, 0) + 1
         return result
 
-    def dataset_dirs(self) -> dict[str, dict[str, int]]:
-        """kohya's `ss_dataset_dirs`: per concept folder, its repeat count and image count."""
+    def dataset_dirs(self, prior: bool = False) -> dict[str, dict[str, int]]:
+        """kohya's `ss_dataset_dirs` (with `prior`: `ss_reg_dataset_dirs`, the class images'): per image folder (by
+        name, as kohya), its repeat count and image count."""
         result: dict[str, dict[str, int]] = {}
         for record in self.records:
-            entry = result.setdefault(record.concept or "dataset", {"n_repeats": record.repeats, "img_count": 0})
+            if record.prior != prior:
+                continue
+            entry = result.setdefault(record.path.parent.name, {"n_repeats": record.repeats, "img_count": 0})
             entry["img_count"] += 1
         return result

@@ -41,7 +41,7 @@ def kohya_hashes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> 
 def training_metadata(*, network: str, rank: int, alpha: float, conv_rank: int | None, conv_alpha: float | None,
                       family: str, train_text_encoder: bool, tag_frequency: dict, dataset_dirs: dict,
                       num_images: int, settings: dict, started_at: float, base_model_name: str,
-                      extra_network_args: dict | None = None) -> dict[str, str]:
+                      extra_network_args: dict | None = None, reg_dataset_dirs: dict | None = None) -> dict[str, str]:
     """kohya's `ss_*` keys (strings only, JSON for nested values); `extra_network_args` (like rank_dropout) join
     `ss_network_args` as kohya's --network_args do."""
     network_args = {"conv_dim": str(conv_rank), "conv_alpha": str(conv_alpha)} if network == "locon" else {}
@@ -58,6 +58,8 @@ def training_metadata(*, network: str, rank: int, alpha: float, conv_rank: int |
         "ss_tag_frequency": json.dumps(tag_frequency),
         "ss_dataset_dirs": json.dumps(dataset_dirs),
         "ss_num_train_images": str(num_images),
+        "ss_reg_dataset_dirs": json.dumps(reg_dataset_dirs or {}),
+        "ss_num_reg_images": str(sum(d["img_count"] * d["n_repeats"] for d in (reg_dataset_dirs or {}).values())),
         "ss_training_started_at": str(started_at),
         "ss_training_finished_at": str(time.time()),
         "modelspec.architecture": {"sd1": "stable-diffusion-v1", "sd2": "stable-diffusion-v2",

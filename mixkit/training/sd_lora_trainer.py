@@ -101,6 +101,10 @@ def check_output_path(output: str | Path) -> None:
     if output.is_dir():
         raise ValueError(f"output {str(output)!r} is a folder; name the LoRA file to write, like "
                          f"{str(output / 'my_lora.safetensors')!r}")
+    if output.suffix.lower() != ".safetensors":
+        raise ValueError(f"output {str(output)!r} must end in .safetensors: the file is written in that format, "
+                         "which A1111, ComfyUI and mixkit's LoRA folders list by that suffix (a .ckpt name would "
+                         f"make other tools unpickle it); try {str(output.with_suffix('.safetensors'))!r}")
     existing = output.parent
     while not existing.exists():
         existing = existing.parent
@@ -269,7 +273,8 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
             conv_alpha=config.conv_alpha,
             family=model.family.value, train_text_encoder=config.train_text_encoder,
             tag_frequency=report.tag_frequency(), dataset_dirs=report.dataset_dirs(), num_images=len(dataset),
-            settings={**_settings(config), "steps": at_step,
+            reg_dataset_dirs=report.dataset_dirs(prior=True),
+            settings={**_settings(config), "steps": at_step, "mixed_precision": precision,  # what ran, not "auto"
                       "epoch": math.ceil(at_step * accum * world / batches_per_epoch),
                       "output_name": config.output_name or Path(config.output).stem,
                       "v_parameterization": model.prediction_type == "v_prediction"},

@@ -44,9 +44,12 @@ def test_file_is_kohya_format_with_metadata_and_hashes(trained_sd1):
     assert metadata["ss_network_module"] == "networks.lora"
     assert (metadata["ss_network_dim"], metadata["ss_network_alpha"]) == ("4", "4.0")
     assert metadata["ss_base_model_version"] == "sd_v1"
-    assert json.loads(metadata["ss_tag_frequency"]) == {"square": {"flat": 3, "a red square": 1, "a blue square": 1,
+    assert json.loads(metadata["ss_tag_frequency"]) == {"2_square": {"flat": 3, "a red square": 1, "a blue square": 1,
                                                                    "a green square": 1}}
-    assert json.loads(metadata["ss_dataset_dirs"]) == {"square": {"n_repeats": 2, "img_count": 3}}
+    # kohya keys both by the image folder's name; class images go to ss_reg_dataset_dirs.
+    assert json.loads(metadata["ss_dataset_dirs"]) == {"2_square": {"n_repeats": 2, "img_count": 3}}
+    assert (metadata["ss_reg_dataset_dirs"], metadata["ss_num_reg_images"]) == ("{}", "0")
+    assert metadata["ss_mixed_precision"] in ("no", "bf16", "fp16")  # what ran, never "auto"
     assert metadata["ss_min_snr_gamma"] == "5.0" and metadata["ss_max_train_steps"] == "10"
     assert (metadata["ss_lr_scheduler"], metadata["ss_lr_warmup_steps"]) == ("constant", "0")
     # kohya hashes the tensor bytes; A1111 recomputes the same value from the finished file.
@@ -279,7 +282,9 @@ def test_dreambooth_class_images_join_with_the_prior_loss_weight(tiny_sd1_dir, c
     result = train_sd_lora(config)
     metadata = read_safetensors_metadata(result.output)
     assert metadata["ss_prior_loss_weight"] == "0.5"
-    assert json.loads(metadata["ss_dataset_dirs"])["class: square"] == {"n_repeats": 1, "img_count": 1}
+    assert json.loads(metadata["ss_reg_dataset_dirs"]) == {"1_square": {"n_repeats": 1, "img_count": 1}}
+    assert json.loads(metadata["ss_dataset_dirs"]) == {"2_square": {"n_repeats": 2, "img_count": 3}}
+    assert metadata["ss_num_reg_images"] == "1"
     config.prior_loss_weight = float("inf")
     with pytest.raises(ValueError, match="prior_loss_weight"):
         train_sd_lora(config)
@@ -674,6 +679,10 @@ def test_the_output_folder_is_made_or_refused_before_training(tiny_sd1_dir, colo
     (tmp_path / "a-file").write_text("x")
     with pytest.raises(ValueError, match="cannot be created"):
         train_sd_lora(_config(tmp_path / "no-model", colour_dataset, tmp_path / "a-file" / "l.safetensors"))
+    # kohya writes .safetensors names; a suffix-less file is listed by no LoRA folder, a .ckpt name makes tools unpickle.
+    for name in ("noext", "x.ckpt", "x.pt"):
+        with pytest.raises(ValueError, match=r"must end in \.safetensors.*try '.*\.safetensors'"):
+            train_sd_lora(_config(tmp_path / "no-model", colour_dataset, tmp_path / name))
 
 
 def test_a_caption_dropout_rate_of_one_trains_as_on_empty_captions(tiny_sd1_dir, colour_dataset, tmp_path):

@@ -79,7 +79,7 @@ def test_a_split_trains_on_the_rest_only(tiny_sd1_dir, colour_dataset, tmp_path)
     result = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "s.safetensors", max_steps=1,
                                    validation_split=0.3))
     metadata = read_safetensors_metadata(result.output)
-    assert json.loads(metadata["ss_dataset_dirs"]) == {"square": {"n_repeats": 2, "img_count": 2}}
+    assert json.loads(metadata["ss_dataset_dirs"]) == {"2_square": {"n_repeats": 2, "img_count": 2}}
     assert metadata["ss_num_train_images"] == "4"  # two images, two repeats each
     assert [step for step, _ in result.validation_losses] == [0, 1]
 
