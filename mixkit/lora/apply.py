@@ -10,6 +10,7 @@ LoRAs commute and strength s of a linear family scales its change by s.
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,6 +147,18 @@ LORA_APPLY_MODES.register("merge", _apply_merge)
 LORA_APPLY_MODES.register("runtime", _apply_runtime)
 
 
+def _combined_by_file(requests: list[LoraRequest], library) -> dict[Path, LoraRequest]:
+    """One request per file, in first-mention order: a file named twice (`<lora:a:1> ... <lora:a:0.5>`) is applied
+    once at the sum of its strengths, text encoder and UNet each, as stacking the same LoRA twice does for a LoRA."""
+    combined: dict[Path, LoraRequest] = {}
+    for request in requests:
+        path = _resolve_source(request, library)
+        first = combined.get(path)
+        combined[path] = request if first is None else dataclasses.replace(
+            first, te_weight=first.te_weight + request.te_weight, unet_weight=first.unet_weight + request.unet_weight)
+    return combined
+
+
 def _resolve_source(request: LoraRequest, library) -> Path:
     path = Path(str(request.source)).expanduser()
     if path.is_file():
@@ -176,16 +189,8 @@ def apply_loras(unet: nn.Module, text_encoders: list[nn.Module], requests: list[
     index = ModelIndex(unet, list(text_encoders))
     runtime = mode == "runtime"
     loaded: list[LoadedRequest] = []
-    seen: dict[Path, LoraRequest] = {}
     # 1. Resolve, read and match every file before touching the model.
-    for request in requests:
-        path = _resolve_source(request, library)
-        if path in seen:
-            raise ValueError(
-                f"LoRA {path} is requested twice ({seen[path].source!r} and {request.source!r}); "
-                "list it once and combine the strengths."
-            )
-        seen[path] = request
+    for path, request in _combined_by_file(requests, library).items():
         lora = load_lora(path)
         for word in lora.embeddings:
             other = next((item for item in loaded if word in item.lora.embeddings), None)

@@ -64,12 +64,20 @@ def test_handles_must_be_removed_last_first(tmp_path, sd1):
     assert_bit_identical(sd1, before)
 
 
-def test_same_lora_listed_twice_is_refused(tmp_path, sd1):
+def test_a_lora_listed_twice_is_applied_once_at_the_sum_of_its_strengths(tmp_path, sd1):
+    # `<lora:a:1> ... <lora:a:0.5>` in one prompt stacks, as two LoRA loaders on one file do in ComfyUI.
     path = make_peer_lora(tmp_path, sd1, "lora", seed=17).path
     before = snapshot(sd1)
-    with pytest.raises(ValueError, match="requested twice"):
-        apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path, 0.5), LoraRequest(str(path), 0.3)])
+    handle = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path, 0.5, 0.25), LoraRequest(str(path), 0.3, 0.5)])
+    twice = snapshot(sd1)
+    handle.remove()
     assert_bit_identical(sd1, before)
+    handle = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path, 0.8, 0.75)])
+    once = snapshot(sd1)
+    handle.remove()
+    assert twice.keys() == once.keys() and all(torch.equal(twice[k], once[k]) for k in once)
+    assert any(not torch.equal(once[k], before[k]) for k in once)
+    assert [item.request.te_weight for item in handle.loaded] == [0.8]
 
 
 def test_sdxl_lora_on_sd1_lists_keys_and_leaves_model_untouched(tmp_path, sd1, sdxl):
