@@ -63,6 +63,8 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
         raise unprocessable(error) from None
     except RuntimeError as error:
         raise HTTPException(status_code=503, detail=str(error)) from None
+    except ClientGone:
+        raise  # not a failure: the client left, its job was cancelled (see install_error_handlers)
     except Exception as error:  # a bug or a broken model: A1111's error shape, and the server lives on
         logger.exception("%s failed", kind)
         return JSONResponse(status_code=500, content={"error": type(error).__name__, "detail": str(error),
@@ -76,7 +78,7 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
 
     images = await run_in_threadpool(encode)
     info = generation_info(params, result, model_name=outcome.model_title, model_hash=outcome.model_hash,
-                           job_timestamp=job_timestamp())
+                           job_timestamp=job_timestamp(), vae_name=outcome.vae_name, vae_hash=outcome.vae_hash)
     return {"images": images, "parameters": request_parameters(body), "info": info_json(info)}
 
 
@@ -208,7 +210,9 @@ def build_api(state: ServerState) -> APIRouter:
         try:
             image = await run_in_threadpool(decode_base64_image, "image", body.image, max_pixels=limits.max_pixels * 4,
                                             max_bytes=request_limits.max_image_bytes)
-            job = state.submit_upscale(image, body.upscaling_resize, "Lanczos" if body.upscaler_1 == "None" else body.upscaler_1)
+            if body.upscaler_1 in ("None", "", None):  # A1111: no upscaler, the image comes back as it was sent
+                return {"html_info": "", "image": await run_in_threadpool(encode_png_base64, image)}
+            job = state.submit_upscale(image, body.upscaling_resize, body.upscaler_1)
         except QueueFullError as error:
             raise queue_full(error) from None
         except (ValueError, TypeError, KeyError) as error:
@@ -221,7 +225,7 @@ def build_api(state: ServerState) -> APIRouter:
         from pipelines.upscale import UPSCALERS
 
         return [{"name": name, "model_name": None, "model_path": None, "model_url": None, "scale": None}
-                for name in UPSCALERS.names()]
+                for name in ["None", *UPSCALERS.names()]]  # A1111 lists "None" (no upscaling) first
 
     @router.post("/sdapi/v1/png-info")
     async def png_info(body: PngInfoRequest):

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from mixkit.prompts import extract_extra_networks
 from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
 from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
 from webui.base64_images import decode_base64_image
@@ -60,9 +61,15 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
     if request.refiner_checkpoint:
         found.append("refiner_checkpoint")
     if request.enable_hr:
-        for name in ("hr_checkpoint_name", "hr_sampler_name", "hr_scheduler", "hr_prompt", "hr_negative_prompt"):
-            if getattr(request, name):
-                found.append(f"{name}={getattr(request, name)!r}")
+        # A1111's UI sends its "off" values ("Use same sampler", the first pass's prompt...): the first pass's
+        # settings, which is what this server's hires pass uses.
+        same = {"hr_checkpoint_name": ("Use same checkpoint",), "hr_sampler_name": ("Use same sampler",),
+                "hr_scheduler": ("Use same scheduler",), "hr_prompt": (request.prompt,),
+                "hr_negative_prompt": (request.negative_prompt,)}
+        for name, neutral in same.items():
+            value = getattr(request, name)
+            if value and value not in neutral:
+                found.append(f"{name}={value!r}")
     for name, neutral in (("eta", 1.0), ("s_churn", 0.0), ("s_tmin", 0.0), ("s_tmax", 0.0), ("s_noise", 1.0)):
         value = getattr(request, name)
         if value is not None and value != neutral and not (name == "eta" and value == 0.0):
@@ -73,13 +80,18 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
 def _clip_skip(request: Txt2ImgRequest, default_clip_skip: int, current_model: str | None) -> int:
     overrides = dict(request.override_settings or {})
     model = overrides.pop("sd_model_checkpoint", None)
-    if model is not None and model != current_model:
+    if model is not None and _bare_title(model) != _bare_title(current_model):
         raise ValueError(f"override_settings.sd_model_checkpoint={model!r} is not supported per request; "
                          "switch models with POST /sdapi/v1/options first.")
     unknown = sorted(set(overrides) - SETTABLE_OVERRIDES)
     if unknown:
         raise ValueError(f"override_settings keys {unknown} are not supported; supported: {sorted(SETTABLE_OVERRIDES)}.")
     return overrides.get("CLIP_stop_at_last_layers", default_clip_skip)
+
+
+def _bare_title(title) -> str | None:
+    """A checkpoint title without A1111's " [hash]" suffix, as `/sdapi/v1/options` accepts either."""
+    return title.split(" [", 1)[0].strip() if isinstance(title, str) else title
 
 
 def _uncond_skip(request: Txt2ImgRequest, options: dict[str, Any] | None) -> dict[str, Any]:
@@ -110,8 +122,10 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
         raise ValueError(f"Not supported by this server: {', '.join(unsupported)}; leave these at their defaults.")
     chosen = apply_request_defaults(request, defaults or A1111_API_DEFAULTS)
     resolve_sampler(chosen["sampler"], chosen["schedule_type"])  # unknown name -> error listing the valid ones
+    # disable_extra_networks (A1111): the tags leave the prompt but nothing is applied.
+    prompt = extract_extra_networks(request.prompt)[0] if request.disable_extra_networks else request.prompt
     params = Txt2ImgParams(
-        prompt=request.prompt, negative_prompt=request.negative_prompt, **chosen, seed=request.seed,
+        prompt=prompt, negative_prompt=request.negative_prompt, **chosen, seed=request.seed,
         batch_size=request.batch_size, batch_count=request.n_iter,
         clip_skip=_clip_skip(request, default_clip_skip, current_model),
         **_uncond_skip(request, uncond_skip_options),
@@ -205,9 +219,13 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
 
 
 def generation_info(params: Txt2ImgParams, result, *, model_name: str | None, model_hash: str | None,
-                    job_timestamp: str) -> dict[str, Any]:
-    """The JSON A1111 returns (as a string) in a response's `info` field."""
+                    job_timestamp: str, vae_name: str | None = None, vae_hash: str | None = None) -> dict[str, Any]:
+    """The JSON A1111 returns (as a string) in a response's `info` field: canonical names, as the infotext's
+    ("k_dpmpp_2m" comes back as "DPM++ 2M" with its schedule type "Karras")."""
     from pipelines.params import per_image
+    from pipelines.samplers import resolve_sampler
+
+    spec, schedule_type = resolve_sampler(params.sampler, params.schedule_type)
 
     prompts = per_image(params.prompt, params.batch_size) * params.batch_count
     negatives = per_image(params.negative_prompt, params.batch_size) * params.batch_count
@@ -217,10 +235,10 @@ def generation_info(params: Txt2ImgParams, result, *, model_name: str | None, mo
         "negative_prompt": negatives[0] if negatives else "", "all_negative_prompts": negatives[:count],
         "seed": result.seeds[0] if result.seeds else params.seed, "all_seeds": list(result.seeds),
         "subseed": -1, "all_subseeds": [-1] * count, "subseed_strength": 0,
-        "width": params.width, "height": params.height, "sampler_name": params.sampler, "scheduler": params.schedule_type,
+        "width": params.width, "height": params.height, "sampler_name": spec.name, "scheduler": schedule_type,
         "cfg_scale": params.cfg_scale, "steps": params.steps, "batch_size": params.batch_size,
         "restore_faces": False, "face_restoration_model": None, "sd_model_name": model_name, "sd_model_hash": model_hash,
-        "sd_vae_name": None, "sd_vae_hash": None, "seed_resize_from_w": -1, "seed_resize_from_h": -1,
+        "sd_vae_name": vae_name, "sd_vae_hash": vae_hash, "seed_resize_from_w": -1, "seed_resize_from_h": -1,
         "denoising_strength": getattr(params, "denoising_strength", None), "extra_generation_params": {},
         "index_of_first_image": 0, "infotexts": list(result.infotexts), "styles": [], "job_timestamp": job_timestamp,
         "clip_skip": params.clip_skip, "is_using_inpainting_conditioning": False, "interrupted": result.interrupted,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 
 class Txt2ImgRequest(BaseModel):
@@ -74,6 +74,14 @@ class Txt2ImgRequest(BaseModel):
     save_images: bool = False
     alwayson_scripts: dict[str, Any] = Field(default_factory=dict)
     infotext: str | None = None
+
+    @field_validator("script_args", "alwayson_scripts", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: Any, info: ValidationInfo) -> Any:
+        """A1111 declares these Optional; clients send null for "none"."""
+        if value is None:
+            return [] if info.field_name == "script_args" else {}
+        return value
 
 
 class Img2ImgRequest(Txt2ImgRequest):

@@ -22,17 +22,38 @@ def describe_embedding(embedding) -> dict[str, Any]:
             "vectors": embedding.num_vectors}
 
 
-def embeddings_response(library) -> dict[str, dict]:
-    """`{"loaded": {name: ...}, "skipped": {}}` for an `EmbeddingLibrary` (or None = no folder).
+def encoder_widths(model) -> list[tuple[str, int]]:
+    """(embedding key, vector width) per text encoder of a loaded `DiffusionModel`: [("", 768)] for SD 1.x,
+    [("clip_l", 768), ("clip_g", 1280)] for SDXL: what `Embedding.vectors_for` checks a prompt's embedding against."""
+    sdxl = model.family.value == "sdxl"
+    keys = ("clip_l", "clip_g") if sdxl else ("",)
+    return [(key, encoder.get_input_embeddings().embedding_dim) for key, encoder in zip(keys, model.text_encoders)]
 
-    A file that cannot be read is left out and logged (A1111 does the same); it stays usable
-    nowhere, and the prompt check names it if a prompt asks for it.
+
+def embeddings_response(library, model=None) -> dict[str, dict]:
+    """`{"loaded": {name: ...}, "skipped": {name: ...}}` for an `EmbeddingLibrary` (or None = no folder).
+
+    With the loaded `model`, an embedding whose vectors do not fit its text encoders is listed under
+    `skipped`, as A1111 lists embeddings of another model family: a prompt naming it would be refused.
+    A file that cannot be read is left out and logged (A1111 does the same).
     """
     loaded: dict[str, dict] = {}
+    skipped: dict[str, dict] = {}
+    widths = encoder_widths(model) if model is not None else []
+    kind = "SDXL" if len(widths) == 2 else "SD1/SD2"
     if library is not None:
         for name in library.names():
             try:
-                loaded[name] = describe_embedding(library.get(name))
+                embedding = library.get(name)
+                described = describe_embedding(embedding)
             except (OSError, ValueError) as error:
                 logger.warning("embedding %r skipped: %s", name, error)
-    return {"loaded": loaded, "skipped": {}}
+                continue
+            try:
+                for key, width in widths:
+                    embedding.vectors_for(key, width, kind)
+            except ValueError:
+                skipped[name] = described
+                continue
+            loaded[name] = described
+    return {"loaded": loaded, "skipped": skipped}

@@ -160,7 +160,11 @@ class ServerOptions:
             if key in CALLER_APPLIED:
                 continue
             if key not in SETTABLE:
-                readonly = " (set by the server operator on the command line)" if key in self._values else ""
+                with self._lock:
+                    unchanged = key in self._values and self._values[key] == value
+                if unchanged:  # a client posting back the whole GET /options body, one key changed
+                    continue
+                readonly = " (fixed on this server; output folders come from --output-dir)" if key in self._values else ""
                 raise ValueError(f"Option {key!r} cannot be set over the API{readonly}; "
                                  f"settable: {sorted([*CALLER_APPLIED, *SETTABLE])}.")
             checked[key] = SETTABLE[key](value)

@@ -29,6 +29,8 @@ class GenerationOutcome:
     saved: list = field(default_factory=list)
     model_title: str | None = None
     model_hash: str | None = None
+    vae_name: str | None = None  # a VAE chosen in Settings (None: the checkpoint's own), as the infotext's VAE:
+    vae_hash: str | None = None
 
 
 class ServerState:
@@ -207,7 +209,8 @@ class ServerState:
             result = pipe(run_params, callback=on_step, control=control)
             saved = result.save(self.output_dir) if save and result.images else []
             return GenerationOutcome(result=result, params=params, saved=saved, model_title=self.model_title,
-                                     model_hash=pipe.model.model_hash)
+                                     model_hash=pipe.model.model_hash, vae_name=pipe.model.extras.get("vae_name"),
+                                     vae_hash=pipe.model.extras.get("vae_hash"))
 
         return self.worker.submit(run, kind, session=session)
 
@@ -233,7 +236,8 @@ class ServerState:
                               denoising_strength=params.denoising_strength, callback=on_step, control=control, **rest)
             saved = result.save(self.output_dir) if save and result.images else []
             return GenerationOutcome(result=result, params=params, saved=saved, model_title=self.model_title,
-                                     model_hash=pipe.model.model_hash)
+                                     model_hash=pipe.model.model_hash, vae_name=pipe.model.extras.get("vae_name"),
+                                     vae_hash=pipe.model.extras.get("vae_hash"))
 
         return self.worker.submit(run, "outpaint", session=session)
 

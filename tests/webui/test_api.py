@@ -178,13 +178,17 @@ def test_extras_upscale(client):
     buffer = io.BytesIO()
     source.save(buffer, format="PNG")
     data = base64.b64encode(buffer.getvalue()).decode()
-    assert [u["name"] for u in client.get("/sdapi/v1/upscalers").json()] == UPSCALERS.names()
+    assert [u["name"] for u in client.get("/sdapi/v1/upscalers").json()] == ["None", *UPSCALERS.names()]
+    # "None" (webuiapi's default upscaler_1) is A1111's "no upscaler": the image comes back as sent.
+    response = client.post("/sdapi/v1/extra-single-image", json={"image": data, "upscaling_resize": 2})
+    assert response.status_code == 200, response.text
+    assert decode_png(response.json()["image"]).convert("RGB").tobytes() == source.tobytes()
     response = client.post("/sdapi/v1/extra-single-image", json={"image": data, "upscaling_resize": 2, "upscaler_1": "Nearest"})
     assert response.status_code == 200, response.text
     upscaled = decode_png(response.json()["image"]).convert("RGB")
     assert upscaled.size == (32, 16)
     assert upscaled.tobytes() == source.resize((32, 16), Image.Resampling.NEAREST).tobytes()
-    for bad, fragment in (({"upscaler_1": "../../x"}, "../../x"), ({"upscaling_resize": 1000}, "scale"),
+    for bad, fragment in (({"upscaler_1": "../../x"}, "../../x"), ({"upscaling_resize": 1000, "upscaler_1": "Nearest"}, "scale"),
                           ({"gfpgan_visibility": 1}, "gfpgan_visibility")):
         response = client.post("/sdapi/v1/extra-single-image", json={"image": data, **bad})
         assert response.status_code == 422 and fragment in response.text

@@ -68,10 +68,17 @@ def test_refresh_picks_up_new_files_and_browser_rows_follow(tmp_path, embeddings
     try:
         assert embedding_rows(state) == [["cube-style", "2 vectors", "dim 32"], ["xl-thing", "3 vectors", "dim 24"]]
         save_file({"emb_params": torch.randn(4, 32)}, str(embeddings_dir / "added.safetensors"))
-        assert "added" not in get_embeddings(state)["loaded"]
-        state.refresh_embeddings()
+        # The list reads the folder as prompts do (A1111 rescans before each generation): no refresh call needed.
         assert get_embeddings(state)["loaded"]["added"]["vectors"] == 4
         assert embedding_rows(state)[0] == ["added", "4 vectors", "dim 32"]
+        (embeddings_dir / "added.safetensors").unlink()
+        app = FastAPI()
+        from webui.api_embeddings import build_embeddings_router
+
+        app.include_router(build_embeddings_router(state))
+        with TestClient(app) as client:
+            assert client.post("/sdapi/v1/refresh-embeddings").json() == {}  # A1111's explicit refresh route
+        assert embedding_rows(state)[0] == ["cube-style", "2 vectors", "dim 32"]
     finally:
         state.close()
     # The browser inserts the bare name (A1111's trigger), once.
@@ -84,3 +91,18 @@ def test_missing_embeddings_folder_is_named_at_startup(tmp_path):
 
     with pytest.raises(ModelNotFoundError, match="nope"):
         make_state(tmp_path, tmp_path / "nope")
+
+
+@pytest.mark.parametrize("model_fixture, loaded, skipped", [
+    ("tiny_sd1_dir", ["cube-style"], ["xl-thing"]),
+    ("tiny_sdxl_dir", [], ["cube-style", "xl-thing"]),
+])
+def test_embeddings_that_do_not_fit_the_loaded_model_are_listed_as_skipped(request, embeddings_dir, model_fixture,
+                                                                           loaded, skipped):
+    from mixkit.models.diffusion.loading import load_diffusion_model
+    from mixkit.prompts import EmbeddingLibrary
+    from webui.embedding_list import embeddings_response, encoder_widths
+
+    model = load_diffusion_model(request.getfixturevalue(model_fixture))
+    body = embeddings_response(EmbeddingLibrary(embeddings_dir), model)
+    assert (sorted(body["loaded"]), sorted(body["skipped"])) == (loaded, skipped), encoder_widths(model)

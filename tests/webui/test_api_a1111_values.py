@@ -1,0 +1,68 @@
+"""Values A1111's clients send that mean "off" or "the same", and what A1111 answers with: accepted, and answered
+in A1111's own terms (found by driving the server with webuiapi and curl as a client would)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines.params import GenerationLimits
+from webui.api_convert import generation_info, to_txt2img_params
+from webui.api_requests import Txt2ImgRequest
+from webui.options import ServerOptions
+
+SMALL = dict(steps=4, width=64, height=64, seed=1)
+
+
+def _params(**fields):
+    return to_txt2img_params(Txt2ImgRequest(**{**SMALL, **fields}), limits=GenerationLimits(), lora_names={"shiny"},
+                             current_model="mixkit-tiny-sd")
+
+
+def test_disable_extra_networks_takes_the_tags_out_and_applies_nothing():
+    assert _params(prompt="a cat <lora:shiny:1>").prompt == "a cat <lora:shiny:1>"  # applied by the pipeline
+    assert _params(prompt="a cat <lora:shiny:1>", disable_extra_networks=True).prompt == "a cat "
+    # An unknown name is no error when nothing will be applied.
+    assert _params(prompt="a cat <lora:nope:1>", disable_extra_networks=True).prompt == "a cat "
+
+
+def test_hires_fields_at_a1111s_same_as_first_pass_values_are_accepted():
+    same = dict(enable_hr=True, hr_scale=2.0, hr_sampler_name="Use same sampler", hr_scheduler="Use same scheduler",
+                hr_checkpoint_name="Use same checkpoint", prompt="a cat", hr_prompt="a cat", negative_prompt="dog",
+                hr_negative_prompt="dog")
+    assert _params(**same).hr_scale == 2.0
+    for name, value in (("hr_sampler_name", "Euler"), ("hr_prompt", "a dog"), ("hr_checkpoint_name", "other")):
+        with pytest.raises(ValueError, match=f"Not supported by this server: {name}="):
+            _params(**{**same, name: value})
+
+
+def test_the_current_checkpoint_may_be_named_with_its_hash_in_override_settings():
+    assert _params(override_settings={"sd_model_checkpoint": "mixkit-tiny-sd [7eaacd0cee]"}).steps == 4
+    assert _params(override_settings={"sd_model_checkpoint": "mixkit-tiny-sd"}).steps == 4
+    with pytest.raises(ValueError, match="is not supported per request; switch models with POST /sdapi/v1/options"):
+        _params(override_settings={"sd_model_checkpoint": "sd15 [0123456789]"})
+
+
+def test_null_script_fields_mean_none():
+    assert _params(alwayson_scripts=None, script_args=None).steps == 4
+
+
+def test_the_info_json_names_the_sampler_schedule_and_vae_as_the_infotext_does():
+    class Result:
+        images, seeds, infotexts, interrupted = [object()], [1], ["x"], False
+
+    for sampler, scheduler in (("k_dpmpp_2m", None), ("DPM++ 2M Karras", None), ("DPM++ 2M", "karras")):
+        params = _params(sampler_name=sampler, **({"scheduler": scheduler} if scheduler else {}))
+        info = generation_info(params, Result(), model_name="m", model_hash=None, job_timestamp="t",
+                               vae_name="tinyvae", vae_hash="abcd")
+        assert (info["sampler_name"], info["scheduler"]) == ("DPM++ 2M", "Karras"), sampler
+        assert (info["sd_vae_name"], info["sd_vae_hash"]) == ("tinyvae", "abcd")
+
+
+def test_options_posted_back_whole_keep_their_read_only_keys(tmp_path):
+    options = ServerOptions(str(tmp_path / "out"), 5)
+    snapshot = options.snapshot("mixkit-tiny-sd")
+    changed = {**snapshot, "CLIP_stop_at_last_layers": 2}  # GET, change one key, POST everything back
+    assert options.check_update(changed)["CLIP_stop_at_last_layers"] == 2
+    assert "samples_format" not in options.check_update(changed)
+    with pytest.raises(ValueError, match="Option 'samples_format' cannot be set over the API \\(fixed on this server"):
+        options.check_update({"samples_format": "jpg"})
