@@ -86,8 +86,9 @@ def build_api(state: ServerState) -> APIRouter:
     router = APIRouter()
     limits, request_limits = state.limits, state.config.request_limits
 
-    def validation_context() -> dict:
-        return {"limits": limits, "lora_names": state.lora_names(), "controlnet_models": state.controlnets,
+    def validation_context(body) -> dict:
+        prompts = (body.prompt, body.negative_prompt)  # a tag naming a new file rescans the LoRA folder
+        return {"limits": limits, "lora_names": state.lora_names(prompts), "controlnet_models": state.controlnets,
                 "default_clip_skip": state.options.get("CLIP_stop_at_last_layers"), "current_model": state.model_title,
                 "defaults": state.generation_defaults(),
                 "uncond_skip_options": state.options.uncond_skip()}
@@ -95,7 +96,7 @@ def build_api(state: ServerState) -> APIRouter:
     @router.post("/sdapi/v1/txt2img")
     async def txt2img(body: Txt2ImgRequest, request: Request):
         try:
-            params = await run_in_threadpool(to_txt2img_params, body, request_limits=request_limits, **validation_context())
+            params = await run_in_threadpool(to_txt2img_params, body, request_limits=request_limits, **validation_context(body))
         except (ValueError, TypeError, KeyError) as error:
             raise unprocessable(error) from None
         return await _generate("txt2img", params, body, request, state)
@@ -103,7 +104,7 @@ def build_api(state: ServerState) -> APIRouter:
     @router.post("/sdapi/v1/img2img")
     async def img2img(body: Img2ImgRequest, request: Request):
         try:
-            params = await run_in_threadpool(to_img2img_params, body, request_limits=request_limits, **validation_context())
+            params = await run_in_threadpool(to_img2img_params, body, request_limits=request_limits, **validation_context(body))
         except (ValueError, TypeError, KeyError) as error:
             raise unprocessable(error) from None
         return await _generate("img2img", params, body, request, state)

@@ -139,10 +139,23 @@ class ServerState:
     def lora_library(self):
         return self._lora_library
 
-    def lora_names(self) -> set[str] | None:
-        """Every name a prompt tag may use (relative names, stems, aliases), or None without a folder."""
+    def lora_names(self, prompts: tuple[str, ...] = ()) -> set[str] | None:
+        """Every name a prompt tag may use (relative names, stems, aliases), or None without a folder.
+
+        When a tag in `prompts` names none of them, the folder is scanned again first, as A1111 rescans
+        before refusing: a LoRA copied in while the server runs works without a refresh call."""
         if self._lora_library is None:
             return None
+        names = self._scanned_lora_names()
+        from webui.prompt_guard import extra_network_names
+
+        wanted = {name for prompt in prompts for kind, name in extra_network_names(prompt) if kind != "hypernet"}
+        if wanted - names:
+            self._lora_library.refresh()
+            names = self._scanned_lora_names()
+        return names
+
+    def _scanned_lora_names(self) -> set[str]:
         names: set[str] = set()
         for entry in self._lora_library.entries():
             names.update(n for n in (entry.relative_name, entry.name, entry.alias) if n)
@@ -175,7 +188,7 @@ class ServerState:
         else:
             check_txt2img_params(params, self.limits)
         resolve_sampler(params.sampler, params.schedule_type)
-        names = self.lora_names()
+        names = self.lora_names((params.prompt, params.negative_prompt))
         for name in ("prompt", "negative_prompt"):
             value = getattr(params, name)
             for text in [value] if isinstance(value, str) else value:

@@ -27,7 +27,12 @@ class ModuleWeights:
     tensors: dict[str, torch.Tensor]
     alpha: float | None = None
     dora_scale: torch.Tensor | None = None
+    peft_magnitude: torch.Tensor | None = None  # PEFT's lora_magnitude_vector: DoRA in PEFT's form
     keys: list[str] = field(default_factory=list)
+
+    @property
+    def is_dora(self) -> bool:
+        return self.dora_scale is not None or self.peft_magnitude is not None
 
     @property
     def spec(self) -> "AlgorithmFamily":
@@ -50,6 +55,8 @@ class ModuleWeights:
         if spec.multiplicative is not None:
             return spec.multiplicative(self.tensors, weight, strength) - weight
         delta = spec.delta(self.tensors, self.scale(), weight.shape)
+        if self.peft_magnitude is not None:
+            return deltas.peft_dora_weight(weight + delta * strength, self.peft_magnitude.float()) - weight
         if self.dora_scale is None:
             return delta * strength
         return deltas.dora_weight(weight + delta, self.dora_scale.float(), strength) - weight
@@ -67,7 +74,7 @@ class ModuleWeights:
 
     def low_rank_factors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None:
         """(down, up, mid) when runtime mode can apply this module as a cheap bypass branch."""
-        if self.family != "lora" or self.dora_scale is not None:
+        if self.family != "lora" or self.is_dora:
             return None
         return self.tensors["lora_down.weight"], self.tensors["lora_up.weight"], self.tensors.get("lora_mid.weight")
 
@@ -105,7 +112,7 @@ class AlgorithmFamily:
 LORA_ALGORITHMS: Registry[AlgorithmFamily] = Registry("LoRA algorithm")
 
 # Keys every family may carry next to its own tensors.
-SHARED_KEYS = ("alpha", "dora_scale")
+SHARED_KEYS = ("alpha", "dora_scale", "lora_magnitude_vector")
 
 
 def _f(tensors: dict, key: str) -> torch.Tensor | None:
@@ -239,7 +246,8 @@ def build_module(tensors_by_suffix: dict[str, torch.Tensor], keys: list[str]) ->
             module = ModuleWeights(
                 family=name, tensors=own,
                 alpha=None if alpha is None else float(alpha.float().reshape(-1)[0].item()),
-                dora_scale=tensors_by_suffix.get("dora_scale"), keys=keys,
+                dora_scale=tensors_by_suffix.get("dora_scale"),
+                peft_magnitude=tensors_by_suffix.get("lora_magnitude_vector"), keys=keys,
             )
             return module, sorted(suffixes - claimed)
     return None, sorted(suffixes)

@@ -45,6 +45,10 @@ def to_kohya(lora: LoraFile, index: ModelIndex | None) -> tuple[dict[str, torch.
             tensors[f"{name}.alpha"] = torch.tensor(float(alpha))
         if module.weights.dora_scale is not None:
             tensors[f"{name}.dora_scale"] = module.weights.dora_scale
+        if module.weights.peft_magnitude is not None:
+            raise ValueError(f"{lora.path}: {module.name} is DoRA in PEFT's form (lora_magnitude_vector), which kohya "
+                             "files cannot express (LyCORIS's dora_scale applies the strength differently); keep the "
+                             "file in diffusers format (mixkit and diffusers read it)")
     metadata = {k: v for k, v in lora.metadata.raw.items() if k != METADATA_KEY}
     return tensors, metadata
 
@@ -52,7 +56,7 @@ def to_kohya(lora: LoraFile, index: ModelIndex | None) -> tuple[dict[str, torch.
 def to_diffusers(lora: LoraFile, index: ModelIndex | None) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """PEFT keys + `lora_adapter_metadata`; kohya names need the model to recover dotted paths."""
     blocked = [m.weights.keys[0].split(".")[0] for m in lora.modules
-               if m.weights.family != "lora" or m.weights.dora_scale is not None or "lora_mid.weight" in m.weights.tensors]
+               if m.weights.family != "lora" or m.weights.is_dora or "lora_mid.weight" in m.weights.tensors]
     if blocked:
         raise ValueError(
             f"{lora.path}: {len(blocked)} module(s) are not plain LoRA and have no diffusers/PEFT form: "

@@ -93,3 +93,12 @@ def dora_weight(weight: torch.Tensor, dora_scale: torch.Tensor, strength: float)
     if strength != 1:
         factor = strength * (factor - 1) + 1
     return weight * factor
+
+
+def peft_dora_weight(merged: torch.Tensor, magnitude: torch.Tensor) -> torch.Tensor:
+    """DoRA as PEFT (and so diffusers) defines it: m * (W0 + s·ΔW) / ||W0 + s·ΔW||, the norm per output row.
+
+    Unlike LyCORIS's form (`dora_weight`) the strength scales ΔW inside the norm (PEFT's `scaling`, which
+    diffusers' adapter weight multiplies), and there is no eps; `merged` is W0 + strength·ΔW."""
+    norm = merged.reshape(merged.shape[0], -1).norm(dim=1).reshape(merged.shape[0], *([1] * (merged.dim() - 1)))
+    return merged * (magnitude.reshape(norm.shape) / norm)

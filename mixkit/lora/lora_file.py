@@ -41,7 +41,7 @@ class LoraFile:
         return self.path.stem
 
     def family_counts(self) -> dict[str, int]:
-        counts = Counter(LORA_ALGORITHMS.get(m.weights.family).label + (" + DoRA" if m.weights.dora_scale is not None else "")
+        counts = Counter(LORA_ALGORITHMS.get(m.weights.family).label + (" + DoRA" if m.weights.is_dora else "")
                          for m in self.modules)
         return dict(sorted(counts.items()))
 

@@ -61,6 +61,9 @@ def _shape_problem(module: LoraModule, target: TargetModule) -> str | None:
         # same numbers, different base model, so it is reported instead of reshaped.
         return (f"{_key_of(module)}: file has a {layout.dim()}-D ({'Linear' if layout.dim() == 2 else 'Conv'}) "
                 f"tensor {list(layout.shape)} for {type(target.module).__name__} {target.path} {list(weight.shape)}")
+    magnitude = module.weights.peft_magnitude
+    if magnitude is not None and magnitude.numel() != weight.shape[0]:
+        return f"{_key_of(module)}.lora_magnitude_vector: {list(magnitude.shape)} is not one value per output of {list(weight.shape)}"
     if module.weights.dora_scale is not None and module.weights.dora_scale.numel() not in (weight.shape[0], weight.shape[1]):
         return f"{_key_of(module)}.dora_scale: {list(module.weights.dora_scale.shape)} fits neither side of {list(weight.shape)}"
     if module.weights.bias_change(1.0) is not None:

@@ -11,6 +11,10 @@ from pathlib import Path
 LORA_TAG_KINDS = ("lora", "lyco")
 
 
+# Far beyond any use (strengths are used near -2..2), far below what overflows fp16 weights into NaN.
+MAX_STRENGTH = 100.0
+
+
 @dataclass(frozen=True)
 class LoraRequest:
     """One LoRA to apply: a file path or a library name, with A1111's `<lora:name:te:unet>` strengths."""
@@ -27,6 +31,9 @@ class LoraRequest:
             value = getattr(self, field_name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"LoraRequest.{field_name} must be a finite number, got {value!r} (for {self.source})")
+            if abs(value) > MAX_STRENGTH:
+                raise ValueError(f"LoraRequest.{field_name}={value!r} for {self.source} is beyond ±{MAX_STRENGTH:g}: such "
+                                 "a strength overflows the weights into a black image; LoRAs are used near -2..2")
 
     @property
     def display_name(self) -> str:

@@ -15,7 +15,8 @@ UNET_TARGETS = ["to_q", "to_k", "to_v", "to_out.0", "proj_in"]
 TE_TARGETS = ["q_proj", "v_proj"]
 
 
-def _peft_lora(model, tmp_path, *, unet_alpha=8, te_alpha=3, alpha_pattern=None, seed=0):
+def _peft_lora(model, tmp_path, *, unet_alpha=8, te_alpha=3, alpha_pattern=None, seed=0, use_dora=False,
+               unet_targets=UNET_TARGETS):
     """Wrap a copy with PEFT adapters (random, non-zero B), save through diffusers; return (file, wrapped copy)."""
     from diffusers import StableDiffusionPipeline
     from peft import LoraConfig
@@ -23,9 +24,15 @@ def _peft_lora(model, tmp_path, *, unet_alpha=8, te_alpha=3, alpha_pattern=None,
 
     wrapped = model.copy()
     torch.manual_seed(seed)
-    wrapped.unet.add_adapter(LoraConfig(r=4, lora_alpha=unet_alpha, target_modules=UNET_TARGETS,
+    wrapped.unet.add_adapter(LoraConfig(r=4, lora_alpha=unet_alpha, target_modules=unet_targets, use_dora=use_dora,
                                         alpha_pattern=alpha_pattern or {}, init_lora_weights=False))
-    wrapped.text_encoders[0].add_adapter(LoraConfig(r=2, lora_alpha=te_alpha, target_modules=TE_TARGETS, init_lora_weights=False))
+    wrapped.text_encoders[0].add_adapter(LoraConfig(r=2, lora_alpha=te_alpha, target_modules=TE_TARGETS,
+                                                    use_dora=use_dora, init_lora_weights=False))
+    if use_dora:  # a trained magnitude, not PEFT's initial ||W|| (which would hide a wrong norm)
+        with torch.no_grad():
+            for name, parameter in [*wrapped.unet.named_parameters(), *wrapped.text_encoders[0].named_parameters()]:
+                if "lora_magnitude_vector" in name:
+                    parameter.mul_(1 + 0.2 * torch.rand_like(parameter))
     unet_layers = get_peft_model_state_dict(wrapped.unet)
     te_layers = get_peft_model_state_dict(wrapped.text_encoders[0])
     StableDiffusionPipeline.save_lora_weights(
@@ -94,3 +101,31 @@ def test_old_attention_processor_layout(tmp_path, sd1):
     for ours, reference in zip(run_model(sd1), run_model(wrapped)):
         assert relative_error(ours, reference) < 1e-5
     handle.remove()
+
+
+def test_peft_dora_files_match_peft_at_full_and_half_strength(tmp_path, sd1):
+    # diffusers' training scripts write DoRA as PEFT's lora_magnitude_vector; PEFT puts the strength inside the norm.
+    path, wrapped, _ = _peft_lora(sd1, tmp_path, use_dora=True, unet_targets=[*UNET_TARGETS, "conv1"])
+    lora = load_lora(path)
+    assert not lora.unclaimed_keys and all(m.weights.peft_magnitude is not None for m in lora.modules)
+    assert any(m.weights.tensors["lora_down.weight"].dim() == 4 for m in lora.modules)  # a Conv2d DoRA too
+    before = snapshot(sd1)
+    for strength in (1.0, 0.5):
+        wrapped.unet.set_adapters(["default"], weights=[strength])
+        reference_outputs = run_model(wrapped)
+        for mode in ("merge", "runtime"):
+            handle = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path, 1.0, strength)], mode=mode)
+            for ours, reference in zip(run_model(sd1), reference_outputs):
+                assert relative_error(ours, reference) < 1e-5, (strength, mode)
+            handle.remove()
+            assert_bit_identical(sd1, before)
+
+
+def test_a_peft_dora_file_is_not_converted_to_kohya(tmp_path, sd1):
+    import pytest
+
+    from mixkit.lora.convert import to_kohya
+
+    path, _, _ = _peft_lora(sd1, tmp_path, use_dora=True)
+    with pytest.raises(ValueError, match="DoRA in PEFT's form"):
+        to_kohya(load_lora(path), None)

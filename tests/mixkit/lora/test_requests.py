@@ -22,7 +22,7 @@ def test_parse_lora_cli_spec(spec, expected):
     assert (request.source, request.te_weight, request.unet_weight) == expected
 
 
-@pytest.mark.parametrize("spec", ["", ":0.5", "detail:inf", "detail:nan:1"])
+@pytest.mark.parametrize("spec", ["", ":0.5", "detail:inf", "detail:nan:1", "detail:1e30", "detail:1:-101"])
 def test_bad_cli_specs(spec):
     with pytest.raises(ValueError):
         parse_lora_cli_spec(spec)
@@ -35,6 +35,12 @@ class ExtraNetworkRequest:
     te_weight: float
     unet_weight: float | None
     raw: str
+
+
+def test_a_strength_that_would_overflow_is_refused_naming_it():
+    with pytest.raises(ValueError, match=r"unet_weight=1e\+30 for detail is beyond ±100"):
+        LoraRequest("detail", 1.0, 1e30)
+    assert LoraRequest("detail", -100.0, 100.0).unet_weight == 100.0
 
 
 def test_from_extra_network():
