@@ -8,6 +8,7 @@ registry, LoRA tags against the LoRA library, and images through the pixel-cappe
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -89,6 +90,16 @@ def _clip_skip(request: Txt2ImgRequest, default_clip_skip: int, current_model: s
     return overrides.get("CLIP_stop_at_last_layers", default_clip_skip)
 
 
+# The pipeline's parameter names that an A1111 request spells otherwise.
+REQUEST_NAMES = {"batch_count": "n_iter", "clip_skip": "CLIP_stop_at_last_layers (clip skip)",
+                 "schedule_type": "scheduler"}
+
+
+def in_request_terms(message: str) -> str:
+    """A pipeline check's message with its parameter names as the request wrote them (n_iter, not batch_count)."""
+    return re.sub(r"\b(" + "|".join(REQUEST_NAMES) + r")\b", lambda found: REQUEST_NAMES[found.group(1)], message)
+
+
 def _bare_title(title) -> str | None:
     """A checkpoint title without A1111's " [hash]" suffix, as `/sdapi/v1/options` accepts either."""
     return title.split(" [", 1)[0].strip() if isinstance(title, str) else title
@@ -130,7 +141,10 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
         clip_skip=_clip_skip(request, default_clip_skip, current_model),
         **_uncond_skip(request, uncond_skip_options),
     )
-    check_txt2img_params(params, limits)
+    try:
+        check_txt2img_params(params, limits)
+    except ValueError as error:
+        raise ValueError(in_request_terms(str(error))) from None
     if request.enable_hr and not isinstance(request, Img2ImgRequest):
         params = hires_params(request, params, limits)
     units = _controlnet_units(request, limits, request_limits or RequestLimits(), controlnet_models)

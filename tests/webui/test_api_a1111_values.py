@@ -66,3 +66,11 @@ def test_options_posted_back_whole_keep_their_read_only_keys(tmp_path):
     assert "samples_format" not in options.check_update(changed)
     with pytest.raises(ValueError, match="Option 'samples_format' cannot be set over the API \\(fixed on this server"):
         options.check_update({"samples_format": "jpg"})
+
+
+def test_errors_name_the_fields_as_the_request_does():
+    with pytest.raises(ValueError, match=r"^n_iter must be") as error:
+        _params(n_iter=0)
+    assert "batch_count" not in str(error.value)
+    with pytest.raises(ValueError, match=r"CLIP_stop_at_last_layers \(clip skip\) must be"):
+        _params(override_settings={"CLIP_stop_at_last_layers": 40})
