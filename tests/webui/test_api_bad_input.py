@@ -63,7 +63,7 @@ def assert_no_secret(response: httpx.Response) -> None:
     ({"width": 4096, "height": 4096}, "pixel"),
     ({"width": 65}, "multiple of 8"),
     ({"batch_size": 1000}, "batch_size must be in"),
-    ({"n_iter": 10**6}, "batch_count must be in"),
+    ({"n_iter": 10**6}, "n_iter must be in"),
     ({"cfg_scale": 1e9}, "cfg_scale must be in"),
     ({"seed": 2**40}, "seed must be in"),
     ({"sampler_name": "Euler; rm -rf /"}, "Valid names"),
