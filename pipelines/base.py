@@ -43,8 +43,25 @@ def recommended_for(model: DiffusionModel, params_class) -> dict[str, Any]:
 
 
 def params_from_keywords(model: DiffusionModel, params_class, keywords: dict[str, Any]):
-    """A keyword call's params: what the caller passed, then the model's recommended settings, then defaults."""
-    return params_class.from_kwargs(**{**recommended_for(model, params_class), **keywords})
+    """A keyword call's params: what the caller passed, then the model's recommended settings, then its default
+    size (`default_size`), then A1111's defaults."""
+    values = {**recommended_for(model, params_class), **keywords}
+    for name, side in default_size(model, values).items():
+        values.setdefault(name, side)
+    return params_class.from_kwargs(**values)
+
+
+def default_size(model: DiffusionModel, keywords: dict[str, Any]) -> dict[str, int]:
+    """The size a keyword call gets when it names none: an img2img call's first init image, rounded down to the
+    VAE's grid (as diffusers' image processor does), else the model's native size (diffusers' default: 64 px for
+    mixkit-tiny-sd, 512 for SD 1.5, 1024 for SDXL), where A1111's fixed 512 would be 8x the tiny model's work."""
+    images = keywords.get("init_images")
+    first = images[0] if isinstance(images, (list, tuple)) and images else None
+    if hasattr(first, "size") and isinstance(first.size, tuple):
+        grid = model.vae_scale_factor
+        width, height = (max(grid, side // grid * grid) for side in first.size)
+        return {"width": width, "height": height}
+    return {"width": model.native_size, "height": model.native_size}
 
 
 class DiffusionPipelineBase:

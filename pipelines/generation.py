@@ -197,6 +197,11 @@ class ModelSession:
                  extra: dict[str, Any]) -> str:
         from pipelines.infotext import build_infotext
 
+        if params.loras:  # LoRAs passed outside the prompt (`loras=`, `--lora`) go into it as tags, so a paste redoes them
+            from mixkit.lora import LoraRequest
+
+            requests = [r if isinstance(r, LoraRequest) else LoraRequest.parse(str(r)) for r in params.loras]
+            prompt = " ".join([prompt, *(request.prompt_tag for request in requests)]).strip()
         model = self.model
         values: dict[str, Any] = {
             "Steps": params.steps,
@@ -210,6 +215,9 @@ class ModelSession:
             "VAE hash": model.extras.get("vae_hash"),
             "VAE": model.extras.get("vae_name"),
             "Clip skip": params.clip_skip if params.clip_skip > 1 else None,
+            # Initial noise comes from CPU generators (`pipelines.seeds`); A1111 reads a missing key as "GPU" noise,
+            # so without this its "paste" would redraw every image differently.
+            "RNG": "CPU",
         }
         from pipelines.approx.labels import model_labels
 

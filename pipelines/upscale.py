@@ -103,9 +103,9 @@ def tiled_upscale(image, width: int, height: int, upscale_tile: Callable, *, til
     from PIL import Image
 
     if not isinstance(tile, int) or tile < 8:
-        raise ValueError(f"tile must be an integer >= 8 pixels, got {tile!r}.")
+        raise ValueError(f"tile_size must be an integer >= 8 pixels, got {tile!r}.")
     if not isinstance(overlap, int) or not 0 <= overlap < tile // 2:
-        raise ValueError(f"overlap must be an integer in [0, {tile // 2 - 1}] for tile {tile}, got {overlap!r}.")
+        raise ValueError(f"tile_overlap must be an integer in [0, {tile // 2 - 1}] for tile_size {tile}, got {overlap!r}.")
     image = image.convert("RGB")
     src_w, src_h = image.size
     sx, sy = width / src_w, height / src_h
@@ -128,13 +128,14 @@ def tiled_upscale(image, width: int, height: int, upscale_tile: Callable, *, til
 
 
 def upscale_image(image, scale: float | None = None, *, width: int | None = None, height: int | None = None,
-                  upscaler: Any = "Lanczos", tile_size: int = 0, tile_overlap: int = 32,
+                  upscaler: Any = "Lanczos", tile_size: int = 0, tile_overlap: int | None = None,
                   limits: UpscaleLimits | None = None):
     """Upscale a PIL image by `scale` (or to width x height) with a named resampler or a model.
 
     `upscaler` is a name from `UPSCALERS` ("Lanczos", "Nearest", "Bicubic") or an object with
     `upscale(image, width, height)` such as `SDx4Upscaler`. `tile_size` > 0 processes tiles of that
-    many input pixels (models do this themselves with their own tile size).
+    many input pixels (models do this themselves with their own tile size), overlapping by `tile_overlap`
+    (default 32 pixels, less for tiles under 66 pixels: the overlap must stay under half a tile).
     """
     from PIL import Image
 
@@ -153,7 +154,9 @@ def upscale_image(image, scale: float | None = None, *, width: int | None = None
         check_output_size(out_w, out_h, limits)
     run = upscaler.upscale if hasattr(upscaler, "upscale") else UPSCALERS.get(upscaler)
     if tile_size and not hasattr(upscaler, "upscale"):
-        return tiled_upscale(image, out_w, out_h, run, tile=tile_size, overlap=tile_overlap)
+        overlap = tile_overlap if tile_overlap is not None else (min(32, tile_size // 2 - 1)
+                                                                 if isinstance(tile_size, int) else 32)
+        return tiled_upscale(image, out_w, out_h, run, tile=tile_size, overlap=overlap)
     return run(image.convert("RGB"), out_w, out_h)
 
 

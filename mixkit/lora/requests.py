@@ -39,6 +39,13 @@ class LoraRequest:
     def display_name(self) -> str:
         return self.name or Path(str(self.source)).stem
 
+    @property
+    def prompt_tag(self) -> str:
+        """A1111's tag for this request (`<lora:name:0.8>`, `<lora:name:0.8:0.5>`), for an infotext prompt to carry
+        LoRAs passed outside the prompt: pasted back, the tag applies the same file at the same strengths."""
+        weights = f"{self.te_weight:g}" + (f":{self.unet_weight:g}" if self.unet_weight != self.te_weight else "")
+        return f"<lora:{self.display_name}:{weights}>"
+
     @classmethod
     def parse(cls, spec: str) -> "LoraRequest":
         """Same as `parse_lora_cli_spec`: `NAME_OR_PATH[:STRENGTH[:UNET_STRENGTH]]`."""
@@ -108,7 +115,14 @@ def resolve_lora_requests(explicit: list[LoraRequest], tags: list, lora_dir: str
         elif path.is_file():
             path = path.resolve()
         elif library is not None:
-            path = library.resolve(str(request.source))
+            try:
+                path = library.resolve(str(request.source))
+            except ModelNotFoundError as error:
+                name, colon, tail = str(request.source).rpartition(":")
+                if not colon or not name:
+                    raise
+                raise ModelNotFoundError(f"{error} (If {tail!r} after the last ':' is meant as the strength, it is not "
+                                         f"a number: write {name}:0.8.)") from None
         else:
             raise ModelNotFoundError(
                 f"LoRA {request.source!r} is not a file and no LoRA folder is set; pass a path or set the LoRA folder (--lora-dir)."

@@ -11,21 +11,23 @@ from __future__ import annotations
 import re
 
 _AND = re.compile(r"\bAND\b")
-# text, then an optional ":weight" at the very end. "." does not cross newlines, so (as in A1111) a
-# part spanning several lines keeps its ":weight" as text and gets weight 1.
-_PART_WEIGHT = re.compile(r"^(\s*.*?)(?:\s*:\s*([-+]?(?:\d+\.?|\d*\.\d+)))?\s*$")
+# text, then an optional ":weight" at the very end; the text may span lines (A1111 v1.10's `(?:\s|.)*?`, from
+# its commit 28bd8e1: before it, a part spanning several lines kept its ":weight" as text).
+_PART_WEIGHT = re.compile(r"^((?:\s|.)*?)(?:\s*:\s*([-+]?(?:\d+\.?|\d*\.\d+)))?\s*$")
+# Far beyond any use (AND weights are used near -1..2); a larger one overflows CFG into a black image.
+MAX_PART_WEIGHT = 100.0
 
 
 def split_and_parts(prompt: str) -> list[tuple[str, float]]:
     """[(text, weight), ...] for the AND-separated parts of one prompt."""
     parts = []
     for part in _AND.split(prompt):
-        match = _PART_WEIGHT.search(part)
-        if match is None:
-            parts.append((part, 1.0))
-        else:
-            text, weight = match.groups()
-            parts.append((text, float(weight) if weight is not None else 1.0))
+        text, weight = _PART_WEIGHT.search(part).groups()  # always matches: every group may be empty
+        value = float(weight) if weight is not None else 1.0
+        if not abs(value) <= MAX_PART_WEIGHT:  # also catches inf (a weight of 400 digits parses as inf)
+            raise ValueError(f"AND part {text.strip()[:40]!r} has weight {weight}, beyond ±{MAX_PART_WEIGHT:g}: it would "
+                             "overflow into a black image; use weights near -1..2, like 'a cat AND a dog:0.8'")
+        parts.append((text, value))
     return parts
 
 

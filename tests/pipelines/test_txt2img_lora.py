@@ -33,6 +33,9 @@ def test_lora_from_parameters_and_from_prompt_tag_agree_and_are_removed(sd1_pipe
     assert np.array_equal(pixels(by_param), pixels(by_tag))
     assert "Lora hashes: \"shiny: " in by_tag.infotexts[0] or "Lora hashes: shiny: " in by_tag.infotexts[0]
     assert by_tag.infotexts[0].startswith("a red circle <lora:shiny:0.8>\n")  # tags stay in the recorded prompt
+    # A LoRA passed outside the prompt is recorded in it as a tag, so pasting the infotext redoes it.
+    assert by_param.infotexts[0].startswith("a red circle <lora:shiny:0.8>\n")
+    assert "RNG: CPU" in by_param.infotexts[0]  # A1111 reads a missing RNG key as GPU noise
     after = pipe.model.unet.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert np.array_equal(pixels(plain), pixels(pipe(**SMALL)))
@@ -75,3 +78,16 @@ def test_vectors_bundled_in_a_lora_act_as_an_embedding_only_while_it_is_applied(
     assert not np.array_equal(pixels(bundled), pixels(literal))
     assert np.array_equal(pixels(literal), pixels(sd1_pipe(**prompt)))  # the word is plain text again
     assert "Lora hashes" in bundled.infotexts[0] and "TI hashes" not in bundled.infotexts[0]
+
+
+def test_an_infotext_with_explicit_loras_regenerates_the_image(sd1_pipe, lora_dir):
+    from mixkit.lora import LoraRequest
+    from pipelines.infotext import parse_infotext
+    from pipelines.txt2img import TextToImage
+
+    pipe = TextToImage(sd1_pipe.model, lora_dir=lora_dir)
+    first = pipe(loras=[LoraRequest(str(lora_dir / "shiny.safetensors"), 0.6, 1.2)], **SMALL)
+    recorded = parse_infotext(first.infotexts[0])
+    assert recorded["Prompt"] == "a red circle <lora:shiny:0.6:1.2>"
+    again = pipe(**{**SMALL, "prompt": recorded["Prompt"]})
+    assert np.array_equal(pixels(first), pixels(again))

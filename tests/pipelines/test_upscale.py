@@ -70,8 +70,10 @@ def test_pixel_budget_and_bad_scales_are_refused(picture):
         upscale_image(picture, 2, width=10, height=10)
     with pytest.raises(UnknownNameError, match="Lanczos"):
         upscale_image(picture, 2, upscaler="lanczoz")
-    with pytest.raises(ValueError, match="overlap"):
+    with pytest.raises(ValueError, match=r"tile_overlap must be an integer in \[0, 7\] for tile_size 16, got 8"):
         upscale_image(picture, 2, tile_size=16, tile_overlap=8)
+    # Without tile_overlap a small tile gets an overlap that fits it (the default 32 would not).
+    assert upscale_image(picture, 2, tile_size=16).size == (picture.width * 2, picture.height * 2)
 
 
 @pytest.fixture(scope="module")

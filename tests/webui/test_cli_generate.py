@@ -59,9 +59,10 @@ def test_ngms_flags_reach_the_infotext(tiny_sd1_dir, tmp_path, capsys):
 
 
 def test_missing_model_path(tmp_path, capsys):
-    assert main(["generate", "a", "--model", str(tmp_path / "nope"), "-o", str(tmp_path / "o")]) == 2
+    assert main(["generate", "a", "--model", str(tmp_path / "nope"), "-o", str(tmp_path / "o" / "deeper")]) == 2
     err = capsys.readouterr().err
     assert "nope" in err and ("does not exist" in err or "not found" in err.lower())
+    assert not (tmp_path / "o").exists()  # the probed output folders are gone again: nothing is written
 
 
 def test_output_folder_that_is_a_file_is_refused_before_loading(tiny_sd1_dir, tmp_path, capsys):
@@ -136,3 +137,34 @@ def test_a_non_png_file_name_and_a_misspelt_sampler_fail_before_loading(tmp_path
                  *ARGS]) == 2
     assert "Unknown sampler 'DPM++ 9M'. Did you mean 'DPM++ 2M'?" in capsys.readouterr().err
     assert not (tmp_path / "o").exists() and not (tmp_path / "cat.jpg").exists()
+
+
+def test_ctrl_c_stops_after_the_step_and_keeps_the_images_made(tiny_sd1_dir, tmp_path, capsys, monkeypatch):
+    import os
+    import signal
+
+    from pipelines.txt2img import TextToImage
+
+    original = TextToImage.__call__
+
+    def interrupted_in_the_second_batch(self, params=None, *, callback=None, **kwargs):
+        def on_step(state):
+            if state.batch_index == 1 and state.step == 1:
+                os.kill(os.getpid(), signal.SIGINT)  # as a terminal's Ctrl-C: the CLI's handler runs, no exception
+            return callback(state) if callback else None
+
+        return original(self, params, callback=on_step, **kwargs)
+
+    monkeypatch.setattr(TextToImage, "__call__", interrupted_in_the_second_batch)
+    before = signal.getsignal(signal.SIGINT)
+    out = tmp_path / "out"
+    code = main(["generate", "x", "--model", str(tiny_sd1_dir), "--batch-count", "3", "-o", str(out), *ARGS])
+    assert code == 130
+    assert "interrupted; kept 2 of 3 image(s)" in capsys.readouterr().err
+    assert len(list(out.iterdir())) == 2  # batch 0 finished, batch 1 stopped after its step (as A1111 keeps it)
+    assert signal.getsignal(signal.SIGINT) is before  # the handler is the caller's again
+
+
+def test_a_png_name_ending_in_a_slash_is_a_folder(tiny_sd1_dir, tmp_path, capsys):
+    assert main(["generate", "x", "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "shots.png") + "/", *ARGS]) == 0
+    assert (tmp_path / "shots.png").is_dir() and len(list((tmp_path / "shots.png").glob("*.png"))) == 1

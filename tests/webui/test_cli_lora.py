@@ -64,3 +64,16 @@ def test_bad_arguments(tmp_path, tiny_sd1_dir):
     args = _parse(["lora", "inspect", str(tmp_path / "missing.safetensors"), "--model", str(tmp_path)])
     with pytest.raises(FileNotFoundError, match="not a diffusers model folder"):
         args.func(args)
+
+
+def test_inspect_takes_the_models_generate_takes(tmp_path, capsys):
+    # --model accepts what `mixkit generate --model` does: here the built-in name (was: a folder path only).
+    from mixkit.testing.tiny_lora import write_attention_lora
+    from webui.cli import main
+
+    from mixkit.models.diffusion.loading import load_diffusion_model
+
+    path = tmp_path / "ink.safetensors"
+    write_attention_lora(load_diffusion_model("mixkit-tiny-sd").unet, path)
+    assert main(["lora", "inspect", str(path), "--model", "mixkit-tiny-sd"]) == 0
+    assert "ink.safetensors" in capsys.readouterr().out

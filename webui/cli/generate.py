@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 DEFAULT_MODEL_ENV = "MIXKIT_MODEL"
@@ -95,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from pipelines.base import recommended_for
+    from pipelines.control import GenerationControl
     from pipelines.optimize import load_options_for
     from pipelines.txt2img import TextToImage
 
@@ -126,15 +130,40 @@ def run(args: argparse.Namespace) -> int:
         approximation = approximate(pipe, taesd=args.taesd, deepcache=args.deepcache, tome=args.tome, int8=int8)
         if approximation.approximate:
             print(approximation.warning(), file=sys.stderr)
-    with tqdm(total=params.steps * params.batch_count, unit="step", file=sys.stderr) as bar:
+    control = GenerationControl()
+    with tqdm(total=params.steps * params.batch_count, unit="step", file=sys.stderr) as bar, \
+            interrupt_keeps_images(control):
         def progress(state) -> None:
             bar.n = state.batch_index * state.total_steps + state.step
             bar.refresh()
 
-        result = pipe(params, callback=progress)
+        result = pipe(params, callback=progress, control=control)
     for path in (result.save_as(output) if output_is_file else result.save(output)):
         print(path)
+    if result.interrupted:
+        print(f"mixkit: interrupted; kept {len(result.images)} of {params.total_images} image(s)", file=sys.stderr)
+        return 130
     return 0
+
+
+@contextlib.contextmanager
+def interrupt_keeps_images(control):
+    """The first Ctrl-C stops the generation after its current step and keeps what was made (A1111's Interrupt:
+    finished images are saved, the interrupted batch too); a second one aborts at once."""
+    def on_sigint(signum, frame) -> None:
+        if control.interrupted:
+            raise KeyboardInterrupt
+        control.interrupt()
+        print("\nmixkit: interrupting after this step; Ctrl-C again to abort without saving", file=sys.stderr)
+
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 VAE_DECODER_CHOICES = {"auto": None, "on": True, "off": False}  # --int8-vae-decoder -> Int8Calibration.vae_decoder
@@ -194,12 +223,13 @@ FILE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
 
 
 def output_target(value: str) -> tuple[Path, bool]:
-    """(path, is_file) for -o: an image file name (unless a folder of that name exists) or a folder, made and
-    proven writable before any generation work."""
+    """(path, is_file) for -o: an image file name (unless a folder of that name exists, or the name ends in a
+    slash) or a folder, proven writable before any generation work."""
     from pipelines.generation import check_png_file_name
 
     path = Path(value)
-    if path.suffix.lower() in FILE_SUFFIXES and not path.is_dir():
+    named_as_folder = value.endswith(("/", os.sep))  # `-o shots.png/`: the user says folder
+    if path.suffix.lower() in FILE_SUFFIXES and not path.is_dir() and not named_as_folder:
         check_png_file_name(path)
         ensure_writable_folder(path.parent)
         return path, True
@@ -207,16 +237,23 @@ def output_target(value: str) -> tuple[Path, bool]:
 
 
 def ensure_writable_folder(folder: str | os.PathLike) -> Path:
-    """Create the output folder and prove it is writable before any generation work."""
+    """Prove the output folder writable before any generation work, by writing a probe file (the permission bits
+    say nothing for root or a read-only mount). Folders made for the probe are removed again: saving creates
+    them, so a run that fails before it leaves nothing behind."""
     import tempfile
 
     path = Path(folder)
     if path.exists() and not path.is_dir():
         raise NotADirectoryError(f"Output path {path} exists and is not a folder.")
+    made = [parent for parent in (path, *path.parents) if not parent.exists()]
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".mixkit-write-test-"):
             pass
     except OSError as error:
         raise PermissionError(f"Output folder {path} is not writable ({error.strerror or error}); choose another with -o.") from None
+    finally:
+        for created in made:  # innermost first
+            with contextlib.suppress(OSError):
+                created.rmdir()
     return path

@@ -28,21 +28,13 @@ def add_parser(subparsers) -> None:
     convert.set_defaults(func=run_convert)
 
 
-def load_model_components(folder: str | Path):
-    """(unet, [text encoders]) from a diffusers folder: two encoders when it has `text_encoder_2` (SDXL)."""
-    from diffusers import UNet2DConditionModel
-    from transformers import CLIPTextModel, CLIPTextModelWithProjection
+def load_model_components(source: str | Path):
+    """(unet, [text encoders]) of the model `--model` names, in any form `mixkit generate` takes: a diffusers
+    folder, a single-file checkpoint, a Hugging Face id in the cache, or a built-in name such as mixkit-tiny-sd."""
+    from mixkit.models.diffusion.loading import load_diffusion_model
 
-    from mixkit.errors import ModelNotFoundError
-
-    folder = Path(folder)
-    if not (folder / "unet").is_dir() or not (folder / "text_encoder").is_dir():
-        raise ModelNotFoundError(f"{folder} is not a diffusers model folder (needs unet/ and text_encoder/ subfolders).")
-    unet = UNet2DConditionModel.from_pretrained(folder, subfolder="unet")
-    encoders = [CLIPTextModel.from_pretrained(folder, subfolder="text_encoder")]
-    if (folder / "text_encoder_2").is_dir():
-        encoders.append(CLIPTextModelWithProjection.from_pretrained(folder, subfolder="text_encoder_2"))
-    return unet, encoders
+    model = load_diffusion_model(source)
+    return model.unet, list(model.text_encoders)
 
 
 def run_inspect(args: argparse.Namespace) -> int:

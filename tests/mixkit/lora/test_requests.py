@@ -93,3 +93,12 @@ def test_prompt_tags_never_resolve_to_paths(tmp_path):
         _, tags = extract_extra_networks(prompt)
         with pytest.raises(FileNotFoundError, match="No LoRA named"):
             resolve_lora_requests([], tags, folder)
+
+
+def test_a_misspelt_strength_is_named_in_the_not_found_message(tmp_path):
+    from mixkit.errors import ModelNotFoundError
+    from mixkit.lora import resolve_lora_requests
+
+    with pytest.raises(ModelNotFoundError, match=r"No LoRA named 'ink:abc'.*If 'abc' after the last ':' is meant as the "
+                                                 r"strength, it is not a number: write ink:0.8"):
+        resolve_lora_requests([LoraRequest.parse("ink:abc")], [], tmp_path)

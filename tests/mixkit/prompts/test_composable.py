@@ -19,7 +19,10 @@ from mixkit.prompts.composable import split_and_parts
     ("ANDROID", [("ANDROID", 1.0)]),  # whole words only
     ("a and b", [("a and b", 1.0)]),  # upper case only
     ("(x:1.2) AND y", [("(x:1.2)", 1.0), (" y", 1.0)]),
-    ("line one\nline two :1.5", [("line one\nline two :1.5", 1.0)]),  # A1111: no weight across lines
+    # A1111 v1.10 reads a weight after a multi-line part and drops its trailing whitespace (commit 28bd8e1).
+    ("line one\nline two :1.5", [("line one\nline two", 1.5)]),
+    ("masterpiece,\nbest quality:1.2 AND cat", [("masterpiece,\nbest quality", 1.2), (" cat", 1.0)]),
+    ("a red circle\non blue \n", [("a red circle\non blue", 1.0)]),
 ])
 def test_split_and_parts(prompt, expected):
     assert split_and_parts(prompt) == expected
@@ -32,3 +35,9 @@ def test_batch_shares_identical_parts():
     assert index_of == {"a": 0, " b": 1, "b": 2, " a": 3, "c": 4}
     indexes, flat, _ = get_multicond_prompt_list(["x AND y", "x AND y"])
     assert flat == ["x", " y"] and indexes[0] == indexes[1]
+
+
+@pytest.mark.parametrize("prompt", ["a AND b:" + "9" * 45, "a AND b:" + "9" * 400, "a:-101 AND b"])
+def test_a_weight_that_would_overflow_is_refused(prompt):
+    with pytest.raises(ValueError, match="beyond ±100: it would overflow into a black image"):
+        split_and_parts(prompt)
