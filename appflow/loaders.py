@@ -4,13 +4,17 @@ Detection and segmentation models are transformers' Grounding DINO and SAM loade
 `from_pretrained` next to their processors; Stable Diffusion comes through mixkit's
 `TextToImage.from_pretrained` (one load serves txt2img, img2img and inpainting); vision-language
 models through `mixkit.models.vlm.load_vlm`; the dialog LLM is any transformers causal LM.
+Hub ids bound for transformers pass through `appflow.hub` first, so one that is not cached fails
+at once when the hub is unreachable or HF_HUB_OFFLINE is set, as the SD loader does.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from appflow.hub import hub_load_arguments
 from appflow.model_kinds import ModelKind, register_model_kind
 
 SD_PIPELINE_CLASSES = (
@@ -28,18 +32,29 @@ class ProcessorModel:
     source: str
 
 
-def _from_pretrained(model_class: Any, source: str, device: str, dtype: Any) -> ProcessorModel:
-    from transformers import AutoProcessor
+def _from_pretrained(model_class: str, source: str, device: str, dtype: Any) -> ProcessorModel:
+    # Checked before importing transformers' model classes (seconds on a small CPU), so an id that cannot
+    # load fails at once instead of after transformers' minute of hub retries.
+    name, options = hub_load_arguments(source)
+    import transformers
 
+    with _load_errors_named(source):
+        model = getattr(transformers, model_class).from_pretrained(name, dtype=dtype, **options).to(device).eval()
+        processor = transformers.AutoProcessor.from_pretrained(name, **options)
+    return ProcessorModel(model, processor, source)
+
+
+@contextmanager
+def _load_errors_named(source: str):
+    """transformers reports missing files as OSError; re-raise it naming the model and what to do."""
     from mixkit.errors import ModelNotFoundError
 
     try:
-        model = model_class.from_pretrained(source, dtype=dtype).to(device).eval()
-        processor = AutoProcessor.from_pretrained(source)
+        yield
     except OSError as error:
-        raise ModelNotFoundError(f"Cannot load {source!r}: {str(error).splitlines()[0]}. Download it first or pass a "
-                                 "local folder.") from None
-    return ProcessorModel(model, processor, source)
+        reason = str(error).strip().splitlines()[0].rstrip(".") if str(error).strip() else type(error).__name__
+        raise ModelNotFoundError(f"Cannot load {source!r}: {reason}. Download it once with network access, "
+                                 "or pass a local folder saved with save_pretrained.") from None
 
 
 def _load_stable_diffusion(source: str, device: str, dtype: Any):
@@ -49,15 +64,11 @@ def _load_stable_diffusion(source: str, device: str, dtype: Any):
 
 
 def _load_grounding_dino(source: str, device: str, dtype: Any) -> ProcessorModel:
-    from transformers import GroundingDinoForObjectDetection
-
-    return _from_pretrained(GroundingDinoForObjectDetection, source, device, dtype)
+    return _from_pretrained("GroundingDinoForObjectDetection", source, device, dtype)
 
 
 def _load_sam(source: str, device: str, dtype: Any) -> ProcessorModel:
-    from transformers import SamModel
-
-    return _from_pretrained(SamModel, source, device, dtype)
+    return _from_pretrained("SamModel", source, device, dtype)
 
 
 def _load_vlm(source: str, device: str, dtype: Any):
@@ -67,15 +78,12 @@ def _load_vlm(source: str, device: str, dtype: Any):
 
 
 def _load_causal_lm(source: str, device: str, dtype: Any) -> ProcessorModel:
+    name, options = hub_load_arguments(source)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from mixkit.errors import ModelNotFoundError
-
-    try:
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(device).eval()
-        tokenizer = AutoTokenizer.from_pretrained(source)
-    except OSError as error:
-        raise ModelNotFoundError(f"Cannot load {source!r}: {str(error).splitlines()[0]}.") from None
+    with _load_errors_named(source):
+        model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype, **options).to(device).eval()
+        tokenizer = AutoTokenizer.from_pretrained(name, **options)
     return ProcessorModel(model, tokenizer, source)
 
 

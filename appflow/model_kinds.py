@@ -40,6 +40,11 @@ def register_model_kind(kind: ModelKind) -> ModelKind:
 def local_config(source: str) -> tuple[str, dict] | None:
     """(file name, parsed JSON) of a source's config, or None when it is a hub id not cached locally."""
     path = Path(source).expanduser()
+    if not path.exists():
+        # A shipped mixkit-tiny name stands for its folder inside the package, exactly as the loaders resolve
+        # it (`mixkit.io.sources.resolve_model_source`), so its role is checked like any folder's; a local
+        # path of the same name still wins, as it does there.
+        path = _shipped_folder(str(source)) or path
     if path.is_file():
         return None  # single-file checkpoints carry no config; the loader checks them
     if path.is_dir():
@@ -54,15 +59,22 @@ def local_config(source: str) -> tuple[str, dict] | None:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:  # pragma: no cover - huggingface_hub ships with transformers
         return None
+    cache_dir = os.environ.get("HF_HUB_CACHE") or None  # read per call, as mixkit.io.sources and appflow.hub do
     for name in ("model_index.json", "config.json"):
         try:
-            cached = try_to_load_from_cache(str(source), name)
+            cached = try_to_load_from_cache(str(source), name, cache_dir=cache_dir)
         except ValueError:  # huggingface_hub's HFValidationError: not shaped like a repo id
             raise ModelNotFoundError(f"Model {source!r} is neither an existing path nor a Hugging Face id "
                                      "('org/name'); check the spelling.") from None
         if isinstance(cached, str):
             return name, _read_json(Path(cached))
     return None
+
+
+def _shipped_folder(name: str) -> Path | None:
+    from mixkit.tiny.shipped import SHIPPED_MODELS, shipped_model_path  # names and paths only: no torch
+
+    return shipped_model_path(name) if name in SHIPPED_MODELS.names() else None
 
 
 def _read_json(path: Path) -> dict:

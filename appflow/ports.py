@@ -20,6 +20,9 @@ class PortType:
     name: str
     description: str
     check: Callable[[Any], bool]
+    # Fewest items a list port needs. Checked apart from `check` so an empty list is reported as empty
+    # ("pass at least 1 image"), not as a value of the wrong kind ("expects images, got list").
+    min_items: int = 0
 
 
 PORT_TYPES: Registry[PortType] = Registry("AppFlow port type")
@@ -41,14 +44,16 @@ def _is_list_of(value: Any, check: Callable[[Any], bool]) -> bool:
     return isinstance(value, (list, tuple)) and all(check(item) for item in value)
 
 
-def register_port_type(name: str, description: str, check: Callable[[Any], bool]) -> PortType:
+def register_port_type(name: str, description: str, check: Callable[[Any], bool], *, min_items: int = 0) -> PortType:
     """Add a port type (e.g. 'audio' for an audio app); chains can then declare ports of it."""
-    return PORT_TYPES.register(name, PortType(name, description, check))
+    if isinstance(min_items, bool) or not isinstance(min_items, int) or min_items < 0:
+        raise ValueError(f"min_items of port type {name!r} must be a non-negative int, got {min_items!r}.")
+    return PORT_TYPES.register(name, PortType(name, description, check, min_items))
 
 
 register_port_type("image", "a PIL image, or an image file path or numpy array", _is_image)
-register_port_type("images", "a list of PIL images (or image file paths / numpy arrays)", lambda v: isinstance(v, (list, tuple)) and bool(v)
-                   and _is_list_of(v, _is_image))
+register_port_type("images", "a list of PIL images (or image file paths / numpy arrays)",
+                   lambda v: _is_list_of(v, _is_image), min_items=1)
 register_port_type("text", "a string", lambda v: isinstance(v, str))
 register_port_type("texts", "a list of strings", lambda v: _is_list_of(v, lambda s: isinstance(s, str)))
 register_port_type("boxes", "a float tensor (N, 4) of x0, y0, x1, y1 pixel boxes",
@@ -73,7 +78,12 @@ def describe_value(value: Any) -> str:
 
 
 def check_value(port_type: str, value: Any, where: str) -> None:
-    """Raise TypeError naming `where` (task and key) if `value` is not of `port_type`."""
+    """Raise TypeError naming `where` (task and key) if `value` is not of `port_type`, ValueError if it is too short."""
     kind = PORT_TYPES.get(port_type)
+    if isinstance(value, (list, tuple)) and len(value) < kind.min_items:
+        # List ports are named for their items in the plural ("images"), so one item is the name without "s".
+        noun = kind.name[:-1] if kind.min_items == 1 and kind.name.endswith("s") else kind.name
+        held = "is an empty list" if not value else f"holds only {len(value)}"
+        raise ValueError(f"{where} {held}; pass at least {kind.min_items} {noun}: {kind.description}.")
     if not kind.check(value):
         raise TypeError(f"{where} expects {kind.name} ({kind.description}), got {describe_value(value)}.")

@@ -89,10 +89,46 @@ def _to_8bit_rgb(image):
     return image.convert("RGB") if image.mode != "RGB" else image
 
 
+def _from_array(array):
+    """A PIL image from one (H, W[, C]) numpy array: integers as Pillow reads them, floats in [0, 1] scaled to 0..255.
+
+    Floats are what diffusers returns for `output_type="np"`; they are scaled and rounded exactly as
+    diffusers' own `numpy_to_pil` does, so a generated image survives the round trip unchanged.
+    Floats outside [0, 1] are refused rather than clipped: they follow another convention ([-1, 1]
+    as SD's VAE decodes, or 0..255 floats) that clipping would silently wash out.
+    """
+    import numpy as np
+    from PIL import Image
+
+    shape = tuple(array.shape)
+    what = f"numpy array of shape {shape} and dtype {array.dtype}"
+    if array.ndim not in (2, 3) or (array.ndim == 3 and shape[-1] not in (1, 2, 3, 4)) or array.size == 0:
+        raise InvalidImageError(
+            f"{what} is not one image; pass (H, W) or (H, W, C) with C in 1..4 (one image of a batch is "
+            "images[0]; a channels-first (C, H, W) array is array.transpose(1, 2, 0))")
+    if np.issubdtype(array.dtype, np.floating):
+        if not np.isfinite(array).all():
+            raise InvalidImageError(f"{what} contains NaN or infinite values; it is not an image")
+        low, high = float(array.min()), float(array.max())
+        if low < 0.0 or high > 1.0:
+            raise InvalidImageError(
+                f"{what} has values from {low:g} to {high:g}; float images must be in [0, 1] (diffusers' "
+                "output_type='np'). Rescale [-1, 1] values with (array + 1) / 2, or pass 0..255 values as uint8")
+        array = (array * 255).round().astype(np.uint8)
+    if array.ndim == 3 and shape[-1] == 1:
+        array = array[..., 0]  # Pillow has no (H, W, 1) mode; diffusers squeezes to greyscale too
+    try:
+        return Image.fromarray(array)
+    except (TypeError, ValueError) as error:
+        raise InvalidImageError(
+            f"{what} is not an image Pillow can read ({error}); pass uint8 values 0..255 or floats in [0, 1]") from None
+
+
 def load_image(source: Any, *, max_pixels: int = DEFAULT_MAX_PIXELS):
     """One image as an upright 8-bit RGB `PIL.Image`.
 
-    `source` is a path, raw bytes, a `PIL.Image` or an (H, W[, C]) uint8 numpy array.
+    `source` is a path, raw bytes, a `PIL.Image` or an (H, W[, C]) numpy array: uint8, or float in
+    [0, 1] as diffusers returns with `output_type="np"`.
     Transparent pixels are composited on white; EXIF orientation is applied.
     """
     from PIL import Image, ImageOps
@@ -100,10 +136,7 @@ def load_image(source: Any, *, max_pixels: int = DEFAULT_MAX_PIXELS):
     if not isinstance(max_pixels, int) or max_pixels < 1:
         raise ValueError(f"max_pixels must be a positive int, got {max_pixels!r}")
     if type(source).__module__ == "numpy":
-        try:
-            source = Image.fromarray(source)
-        except (TypeError, ValueError) as error:
-            raise InvalidImageError(f"numpy array of shape {source.shape} is not an image: {error}") from None
+        source = _from_array(source)
     image = _open(source, max_pixels)
     width, height = image.size
     if width * height > max_pixels:

@@ -99,6 +99,10 @@ def test_image_inputs_take_path_strings_and_arrays_and_name_the_input_when_unrea
                    cache=ModelCache())
     assert flow(image=str(path), prompt="dog")["seg_masks"].shape[1:] == (24, 40)
     assert flow(image=np.zeros((24, 40, 3), dtype=np.uint8), prompt="dog")["seg_masks"].shape[1:] == (24, 40)
+    # diffusers' output_type="np": float32 in [0, 1]
+    assert flow(image=np.full((24, 40, 3), 0.5, dtype=np.float32), prompt="dog")["seg_masks"].shape[1:] == (24, 40)
+    with pytest.raises(ValueError, match=r"input 'image' .*float images must be in \[0, 1\]"):
+        flow(image=np.full((24, 40, 3), 255.0, dtype=np.float32), prompt="dog")
     with pytest.raises(ValueError, match="input 'image' .*nope.png.* does not exist"):
         flow(image=str(tmp_path / "nope.png"), prompt="dog")
     (tmp_path / "bad.png").write_bytes(b"not an image")

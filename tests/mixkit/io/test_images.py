@@ -113,3 +113,38 @@ def test_arrays_bytes_and_batches(tmp_path):
         load_images([])
     with pytest.raises(TypeError, match="int"):
         load_image(3)
+
+
+@pytest.mark.parametrize("shape, dtype", [((6, 5, 3), np.float32), ((6, 5, 4), np.float64), ((6, 5, 1), np.float16),
+                                          ((6, 5), np.float32)])
+def test_float_arrays_in_0_1_are_scaled_as_diffusers_numpy_to_pil_does(shape, dtype):
+    """diffusers' `output_type="np"` gives float arrays in [0, 1]; its own numpy_to_pil is the oracle."""
+    from diffusers.utils.pil_utils import numpy_to_pil
+
+    array = np.random.default_rng(0).random(shape).astype(dtype)
+    array.flat[:2] = 0.0, 1.0  # both ends of the range are allowed
+    expected = numpy_to_pil(array if array.ndim == 3 else array[..., None])[0].convert("RGBA" if shape[-1] == 4 else "RGB")
+    if expected.mode == "RGBA":  # load_image composites alpha on white, so do the same to the oracle
+        expected = Image.alpha_composite(Image.new("RGBA", expected.size, (255, 255, 255, 255)), expected).convert("RGB")
+    image = load_image(array)
+    assert image.mode == "RGB" and image.size == (5, 6)
+    assert np.array_equal(np.asarray(image), np.asarray(expected))
+
+
+def test_a_diffusers_np_output_round_trips_unchanged():
+    pixels = np.random.default_rng(1).integers(0, 256, (8, 9, 3), dtype=np.uint8)
+    assert np.array_equal(np.asarray(load_image(pixels.astype(np.float32) / 255)), pixels)
+
+
+@pytest.mark.parametrize("array, match", [
+    (np.full((4, 4, 3), 255.0, dtype=np.float32), r"values from 255 to 255; float images must be in \[0, 1\].*uint8"),
+    (np.full((4, 4, 3), -1.0), r"values from -1 to -1.*\(array \+ 1\) / 2"),
+    (np.full((4, 4, 3), np.nan, dtype=np.float32), "NaN or infinite"),
+    (np.zeros((1, 4, 4, 3), dtype=np.float32), r"shape \(1, 4, 4, 3\) .* is not one image.*images\[0\]"),
+    (np.zeros((3, 4, 5), dtype=np.float32), r"channels-first.*transpose\(1, 2, 0\)"),
+    (np.zeros((0, 4, 3), dtype=np.uint8), "is not one image"),
+    (np.zeros((4, 4, 3), dtype=np.complex64), r"dtype complex64 is not an image Pillow can read.*uint8 .* or floats"),
+])
+def test_arrays_that_are_not_one_image_are_refused_naming_shape_dtype_and_the_fix(array, match):
+    with pytest.raises(InvalidImageError, match=match):
+        load_image(array)
