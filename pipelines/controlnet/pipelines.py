@@ -43,7 +43,8 @@ class ControlNetMixin:
     def check_inputs(self, params) -> None:
         super().check_inputs(params)
         check_controlnet_units(params.controlnets, self.model.unet.config, self.controlnet_limits,
-                               has_init_image=bool(getattr(params, "init_images", None)))
+                               has_init_image=bool(getattr(params, "init_images", None)),
+                               vae_scale_factor=self.model.vae_scale_factor)
 
     def _prepare(self, params) -> _ControlState:
         base = super()._prepare(params)

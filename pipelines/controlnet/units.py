@@ -56,7 +56,8 @@ def _number(label: str, value: Any, low: float, high: float) -> None:
         raise ValueError(f"{label} must be a number in [{low}, {high}], got {value!r}.")
 
 
-def check_controlnet_units(units: Any, unet_config, limits: ControlNetLimits, *, has_init_image: bool) -> None:
+def check_controlnet_units(units: Any, unet_config, limits: ControlNetLimits, *, has_init_image: bool,
+                           vae_scale_factor: int = 8) -> None:
     """Raise ValueError/TypeError naming the unit and value; called before any model runs."""
     from PIL import Image
 
@@ -76,6 +77,13 @@ def check_controlnet_units(units: Any, unet_config, limits: ControlNetLimits, *,
             raise TypeError(f"{label}: model must be a loaded diffusers ControlNetModel (see load_controlnet), "
                             f"got {type(unit.model).__name__}.")
         check_controlnet_matches_unet(config, unet_config, label, unit.display_name)
+        # The ControlNet's conditioning embedding brings the image to the latent grid with stride-2 convolutions,
+        # one fewer than its channel list; a different factor than the VAE's fails deep in diffusers.
+        factor = 2 ** (len(config.conditioning_embedding_out_channels) - 1)
+        if factor != vae_scale_factor:
+            raise ValueError(f"{label} ({unit.display_name}) does not fit this model: its conditioning embedding "
+                             f"downsamples images by {factor}, the model's VAE by {vae_scale_factor}; pick a ControlNet "
+                             "made for this model family.")
         _number(f"{label} weight", unit.weight, 0.0, 2.0)
         _number(f"{label} guidance_start", unit.guidance_start, 0.0, 1.0)
         _number(f"{label} guidance_end", unit.guidance_end, 0.0, 1.0)

@@ -204,6 +204,24 @@ def test_sdxl_controlnet_on_sd1_model_is_refused_before_running(pipe, control_im
         pipe(controlnets=[ControlNetUnit(xl, control_image)], **SMALL)
 
 
+def test_a_controlnet_of_another_downsampling_is_refused_before_running(pipe, control_image, monkeypatch):
+    # Same UNet family, but its conditioning embedding brings images to a grid the VAE does not use: this used to
+    # pass the fit check and fail inside diffusers with a shape error.
+    from diffusers import ControlNetModel
+
+    from mixkit.testing.tiny_controlnet import TINY_CONDITIONING_CHANNELS
+
+    channels = (*TINY_CONDITIONING_CHANNELS, TINY_CONDITIONING_CHANNELS[-1])  # one more stride-2 step
+    other = ControlNetModel(block_out_channels=(32, 64), layers_per_block=1, in_channels=4,
+                            down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), cross_attention_dim=32,
+                            norm_num_groups=8, attention_head_dim=4, conditioning_embedding_out_channels=channels)
+    monkeypatch.setattr(pipe.model.unet, "forward", lambda *a, **k: pytest.fail("the UNet ran"))
+    factor = 2 ** len(TINY_CONDITIONING_CHANNELS)
+    with pytest.raises(ValueError, match=f"downsamples images by {factor}, the model's VAE by "
+                                         f"{pipe.model.vae_scale_factor}"):
+        pipe(controlnets=[ControlNetUnit(other, control_image)], **SMALL)
+
+
 def test_more_units_than_the_limit_is_refused(pipe, controlnet, control_image):
     units = [ControlNetUnit(controlnet, control_image)] * (ControlNetLimits().max_units + 1)
     with pytest.raises(ValueError, match="limit is 4"):
