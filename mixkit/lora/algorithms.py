@@ -9,6 +9,7 @@ same function of the file.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Callable
@@ -225,6 +226,19 @@ LORA_ALGORITHMS.register("norm", AlgorithmFamily(
     delta=lambda t, s, shape: _f(t, "w_norm").reshape(shape) * s,
     bias_key="b_norm", layout_key="w_norm",
 ))
+
+
+def rank_cut(weights: ModuleWeights, rank: int) -> ModuleWeights:
+    """A1111's `dyn` for DyLoRA files: only the first `rank` ranks of a plain LoRA module (down rows, up columns),
+    at the scale of the whole module (alpha over the full rank), as A1111's `rebuild_conventional` slices them.
+    Other families and Tucker LoRAs are returned unchanged, as A1111 leaves them."""
+    full = weights.rank()
+    if weights.family != "lora" or "lora_mid.weight" in weights.tensors or full is None or rank >= full:
+        return weights
+    tensors = {**weights.tensors, "lora_down.weight": weights.tensors["lora_down.weight"][:rank],
+               "lora_up.weight": weights.tensors["lora_up.weight"][:, :rank]}
+    alpha = weights.alpha if not weights.alpha else weights.alpha * rank / full  # keeps alpha / rank = alpha / full
+    return dataclasses.replace(weights, tensors=tensors, alpha=alpha)
 
 
 def build_module(tensors_by_suffix: dict[str, torch.Tensor], keys: list[str]) -> tuple[ModuleWeights | None, list[str]]:

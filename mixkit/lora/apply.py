@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from mixkit.errors import ModelNotFoundError
+from mixkit.lora.algorithms import rank_cut
 from mixkit.lora.lora_file import LoraFile, load_lora
 from mixkit.lora.matching import MatchedModule, match_lora
 from mixkit.lora.model_index import UNET, ModelIndex
@@ -154,6 +155,9 @@ def _combined_by_file(requests: list[LoraRequest], library) -> dict[Path, LoraRe
     for request in requests:
         path = _resolve_source(request, library)
         first = combined.get(path)
+        if first is not None and first.dyn_dim != request.dyn_dim:
+            raise ValueError(f"LoRA {first.display_name!r} is named twice with different dyn ({first.dyn_dim} and "
+                             f"{request.dyn_dim}); one file can be cut to one rank: name it once")
         combined[path] = request if first is None else dataclasses.replace(
             first, te_weight=first.te_weight + request.te_weight, unet_weight=first.unet_weight + request.unet_weight)
     return combined
@@ -192,6 +196,9 @@ def apply_loras(unet: nn.Module, text_encoders: list[nn.Module], requests: list[
     # 1. Resolve, read and match every file before touching the model.
     for path, request in _combined_by_file(requests, library).items():
         lora = load_lora(path)
+        if request.dyn_dim is not None:
+            lora = dataclasses.replace(lora, modules=[dataclasses.replace(m, weights=rank_cut(m.weights, request.dyn_dim))
+                                                      for m in lora.modules])
         for word in lora.embeddings:
             other = next((item for item in loaded if word in item.lora.embeddings), None)
             if other is not None:

@@ -23,6 +23,8 @@ class LoraRequest:
     te_weight: float = 1.0
     unet_weight: float = 1.0
     name: str | None = None
+    # A1111's `dyn` (DyLoRA): use only the first `dyn_dim` ranks of each plain LoRA module (`algorithms.rank_cut`).
+    dyn_dim: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.source, (str, Path)) or not str(self.source).strip():
@@ -35,6 +37,11 @@ class LoraRequest:
                 raise ValueError(f"LoraRequest.{field_name}={value!r} for {self.source} is beyond ±{MAX_STRENGTH:g}: such "
                                  "a strength overflows the weights into a black image; LoRAs are used near -2..2")
 
+        dyn = self.dyn_dim
+        if dyn is not None and (isinstance(dyn, bool) or not isinstance(dyn, int) or dyn < 1):
+            raise ValueError(f"LoraRequest.dyn_dim must be a positive integer (a rank) or None, got {dyn!r} "
+                             f"(for {self.source})")
+
     @property
     def display_name(self) -> str:
         return self.name or Path(str(self.source)).stem
@@ -44,7 +51,8 @@ class LoraRequest:
         """A1111's tag for this request (`<lora:name:0.8>`, `<lora:name:0.8:0.5>`), for an infotext prompt to carry
         LoRAs passed outside the prompt: pasted back, the tag applies the same file at the same strengths."""
         weights = f"{self.te_weight:g}" + (f":{self.unet_weight:g}" if self.unet_weight != self.te_weight else "")
-        return f"<lora:{self.display_name}:{weights}>"
+        dyn = f":dyn={self.dyn_dim}" if self.dyn_dim is not None else ""
+        return f"<lora:{self.display_name}:{weights}{dyn}>"
 
     @classmethod
     def parse(cls, spec: str) -> "LoraRequest":
@@ -58,11 +66,10 @@ class LoraRequest:
         raw = getattr(request, "raw", request)
         if kind not in LORA_TAG_KINDS:
             raise ValueError(f"extra network {raw!r} is a {kind!r}; mixkit applies only {' and '.join(LORA_TAG_KINDS)} tags")
-        if getattr(request, "dyn_dim", None) is not None:
-            raise ValueError(f"extra network {raw!r}: dyn (DyLoRA rank cut) is not supported; remove the dyn value")
         unet = getattr(request, "unet_weight", None)
         te = getattr(request, "te_weight", 1.0)
-        return cls(source=request.name, te_weight=float(te), unet_weight=float(te if unet is None else unet), name=request.name)
+        return cls(source=request.name, te_weight=float(te), unet_weight=float(te if unet is None else unet), name=request.name,
+                   dyn_dim=getattr(request, "dyn_dim", None))
 
 
 def parse_lora_cli_spec(spec: str) -> LoraRequest:
@@ -128,5 +135,5 @@ def resolve_lora_requests(explicit: list[LoraRequest], tags: list, lora_dir: str
                 f"LoRA {request.source!r} is not a file and no LoRA folder is set; pass a path or set the LoRA folder (--lora-dir)."
             )
         resolved.append(LoraRequest(source=path, te_weight=request.te_weight, unet_weight=request.unet_weight,
-                                    name=request.name or Path(str(request.source)).stem))
+                                    name=request.name or Path(str(request.source)).stem, dyn_dim=request.dyn_dim))
     return resolved

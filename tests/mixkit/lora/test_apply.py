@@ -7,7 +7,7 @@ import torch
 
 from mixkit.lora import LoraMismatchError, LoraRequest, apply_loras
 from mixkit.errors import UnknownNameError
-from tests.mixkit.lora.conftest import assert_bit_identical, make_peer_lora, snapshot
+from tests.mixkit.lora.conftest import assert_bit_identical, make_peer_lora, relative_error, run_model, snapshot
 
 
 def _merged_change(model, requests):
@@ -160,3 +160,33 @@ def test_one_module_under_two_names_is_a_conflict(tmp_path, sd1):
     save_file(lora, str(path))
     with pytest.raises(LoraMismatchError, match="both target down_blocks.0.attentions.0.proj_in"):
         apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path)])
+
+
+def test_dyn_cuts_a_lora_to_its_first_ranks_at_the_full_files_scale(tmp_path, sd1):
+    # A1111's `<lora:name:1:1:dyn=2>` (DyLoRA): rebuild_conventional slices up[:, :dyn] and down[:dyn], and the scale
+    # stays alpha over the file's full rank (its calc_scale reads the rank from the stored lora_down).
+    from safetensors.torch import load_file
+
+    path = make_peer_lora(tmp_path, sd1, "lora", seed=19, dim=4, alpha=2.0).path
+    tensors = load_file(path)
+    name = next(k[:-len(".lora_down.weight")] for k in tensors if k.endswith(".lora_down.weight") and "lora_unet" in k)
+    down, up, alpha = tensors[f"{name}.lora_down.weight"], tensors[f"{name}.lora_up.weight"], tensors[f"{name}.alpha"]
+    expected = (up[:, :2].reshape(up.shape[0], -1) @ down[:2].reshape(2, -1)) * (alpha.item() / 4) * 0.5
+    before = snapshot(sd1)
+    outputs = {}
+    for mode in ("merge", "runtime"):
+        handle = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path, 0.5, 0.5, dyn_dim=2)], mode=mode)
+        if mode == "merge":
+            changed = {k: v - before[k] for k, v in snapshot(sd1).items() if not torch.equal(v, before[k])}
+            key = next(k for k in changed if k.replace(".", "_").startswith("unet_" + name[len("lora_unet_"):]))
+            assert torch.allclose(changed[key].reshape(expected.shape), expected, atol=1e-6)
+        outputs[mode] = run_model(sd1)
+        handle.remove()
+        assert_bit_identical(sd1, before)
+    assert all(relative_error(a, b) < 1e-5 for a, b in zip(outputs["merge"], outputs["runtime"]))
+    handle = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path, 0.5, 0.5)])
+    full = run_model(sd1)
+    handle.remove()
+    assert relative_error(outputs["merge"][0], full[0]) > 1e-4  # the cut changes the result
+    with pytest.raises(ValueError, match="named twice with different dyn"):
+        apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path, dyn_dim=2), LoraRequest(path, dyn_dim=3)])

@@ -73,9 +73,11 @@ def test_resolve_lora_requests_with_prompt_tags(tmp_path):
     assert explicit[0].te_weight == 0.5 and explicit[0].display_name == "paper"
     with pytest.raises(ModelNotFoundError, match="--lora-dir"):
         resolve_lora_requests([LoraRequest.parse("paper")], [], None)
-    _, dyn_tags = extract_extra_networks("<lora:paper:1:1:8>")
-    with pytest.raises(ValueError, match="dyn"):
-        resolve_lora_requests([], dyn_tags, tmp_path)
+    _, dyn_tags = extract_extra_networks("<lora:paper:1:1:8>")  # A1111's DyLoRA rank cut
+    assert resolve_lora_requests([], dyn_tags, tmp_path)[0].dyn_dim == 8
+    assert resolve_lora_requests([], dyn_tags, tmp_path)[0].prompt_tag == "<lora:paper:1:dyn=8>"
+    with pytest.raises(ValueError, match="dyn_dim must be a positive integer"):
+        LoraRequest("paper", dyn_dim=0)
 
 
 def test_prompt_tags_never_resolve_to_paths(tmp_path):
