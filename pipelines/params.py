@@ -10,7 +10,10 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-SEED_MAX = 2**32 - 1
+# A1111 takes any integer seed (random ones are drawn below 2**32, and image k of a batch uses seed + k, past 2**32
+# without wrapping); the bound is the largest integer JSON and browsers carry exactly, far above any real seed.
+SEED_MAX = 2**53 - 1
+RANDOM_SEED_MAX = 2**32 - 1  # what -1 draws from, as A1111
 
 
 @dataclass(frozen=True)

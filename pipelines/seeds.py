@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import random
 
-from pipelines.params import SEED_MAX
+from pipelines.params import RANDOM_SEED_MAX
 
 
 def resolve_seed(seed: int) -> int:
     """-1 means a fresh random seed, as in the WebUI."""
-    return random.randint(0, SEED_MAX) if seed == -1 else seed
+    return random.randint(0, RANDOM_SEED_MAX) if seed == -1 else seed
 
 
 def image_seeds(first_seed: int, count: int) -> list[int]:
-    """Seeds wrap around at 2**32 so seed + k is always a valid seed."""
-    return [(first_seed + k) % (SEED_MAX + 1) for k in range(count)]
+    """seed + k, without wrapping at 2**32: A1111 seeds image k of 4294967295 with 4294967296, so its infotexts
+    carry such seeds, and they must reproduce here (torch seeds generators up to 2**64 - 1)."""
+    return [first_seed + k for k in range(count)]
 
 
 def image_generators(seeds: list[int]):

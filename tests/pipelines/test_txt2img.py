@@ -146,3 +146,12 @@ def test_every_registered_sampler_generates_and_reproduces_per_seed(sd1_pipe, sa
     assert np.abs(arrays[1] - pixels(single.images[0])).max() <= 1
     assert f"Sampler: {sampler}," in batch.infotexts[0]
     assert sd1_pipe.model.scheduler_config == config_before  # samplers never change the model's own schedule
+
+
+def test_seeds_past_two_to_the_32_continue_as_in_a1111(sd1_pipe):
+    # A1111 seeds image 1 of seed 4294967295 with 4294967296 (no wrap); such an infotext seed must reproduce.
+    batch = sd1_pipe(prompt="a cat", seed=2**32 - 1, batch_size=2, **SMALL)
+    assert batch.seeds == [2**32 - 1, 2**32]
+    alone = sd1_pipe(prompt="a cat", seed=2**32, **SMALL)
+    assert np.abs(pixels(batch.images[1]) - pixels(alone.images[0])).max() <= 1
+    assert "Seed: 4294967296," in alone.infotexts[0]
