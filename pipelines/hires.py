@@ -4,6 +4,8 @@ Parameters and infotext follow A1111's txt2img "Hires. fix": `hr_scale` (or `hr_
 `hr_upscaler`, `hr_second_pass_steps` (0 = same as `steps`) and `denoising_strength`. Latent
 upscalers ("Latent", "Latent (nearest)", ...) resize the first pass's latents directly; pixel
 upscalers ("Lanczos", "Nearest", or an `SDx4Upscaler`) decode, upscale the image and re-encode it.
+Sizes are A1111 1.10's (pipelines.hires_size): any scale is accepted and the result snapped to whole
+latent cells (x1.3 of 512 runs at 664), and hr_resize_x *and* y cover-and-crop instead of stretching.
 The second pass uses the same seeds and prompts. The infotext is A1111's: `Size` is the first
 pass size, plus `Denoising strength`, `Hires upscale` (or `Hires resize`), `Hires steps` (when
 set) and `Hires upscaler`, so "send to txt2img" restores the whole recipe.
@@ -18,6 +20,7 @@ from typing import Any
 from mixkit.registry import Registry
 from pipelines.base import params_from_keywords
 from pipelines.generation import GenerationResult
+from pipelines.hires_size import HiresSize, plan_hires_size
 from pipelines.img2img import Img2ImgParams, ImageToImage, Img2ImgInputs
 from pipelines.params import Txt2ImgParams, check_size
 from pipelines.txt2img import TextToImage
@@ -45,24 +48,26 @@ class HiresParams(Txt2ImgParams):
     denoising_strength: float = 0.7
 
 
-def hires_target_size(params: HiresParams) -> tuple[int, int]:
-    """Final size, as A1111: width/height * hr_scale, or hr_resize_x/y (one of them 0 keeps the aspect ratio)."""
-    x, y = params.hr_resize_x, params.hr_resize_y
-    if x == 0 and y == 0:
-        return int(params.width * params.hr_scale), int(params.height * params.hr_scale)
-    if y == 0:
-        return x, x * params.height // params.width
-    if x == 0:
-        return y * params.width // params.height, y
-    return x, y
+def hires_size(params: HiresParams, factor: int = 8) -> HiresSize:
+    """Upscale size and latent crop of the second pass, as A1111 1.10 (see pipelines.hires_size)."""
+    return plan_hires_size(params.width, params.height, params.hr_scale, params.hr_resize_x, params.hr_resize_y, factor)
+
+
+def hires_target_size(params: HiresParams, factor: int = 8) -> tuple[int, int]:
+    """Final image size, as A1111: the upscaled size truncated to whole latent cells, minus any crop."""
+    return hires_size(params, factor).size
 
 
 def upscaler_name(upscaler: Any) -> str:
     return upscaler if isinstance(upscaler, str) else getattr(upscaler, "name", type(upscaler).__name__)
 
 
-def check_hires_params(params: HiresParams, limits, multiple: int) -> tuple[int, int]:
-    """Validate the hires fields (the txt2img fields are checked by the first pass); return the target size."""
+def check_hires_params(params: HiresParams, limits, multiple: int) -> HiresSize:
+    """Validate the hires fields (the txt2img fields are checked by the first pass); return the second pass's size.
+
+    `multiple` is the VAE's scale factor. Like A1111, any scale or resize is accepted and the result
+    snapped to whole latent cells; only the final size must fit the limits (and the upscaled image,
+    before cropping, must stay within the 4x budget img2img allows for input images)."""
     scale = params.hr_scale
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) \
             or not 1 <= scale <= MAX_HIRES_SCALE:
@@ -85,12 +90,19 @@ def check_hires_params(params: HiresParams, limits, multiple: int) -> tuple[int,
     elif not hasattr(upscaler, "upscale"):
         raise TypeError(f"hr_upscaler must be an upscaler name or an object with .upscale(image, width, height), "
                         f"got {type(upscaler).__name__}.")
-    width, height = hires_target_size(params)
+    size = hires_size(params, multiple)
     try:
-        check_size(width, height, multiple, limits)
+        check_size(size.width, size.height, multiple, limits)
     except (TypeError, ValueError) as error:
-        raise ValueError(f"The hires-fix target size {width}x{height} is not usable: {error}") from None
-    return width, height
+        raise ValueError(f"The hires-fix target size {size.width}x{size.height} is not usable: {error}") from None
+    # Covering hr_resize_x x hr_resize_y from a first pass of a very different aspect ratio makes an
+    # upscaled image far larger than the result; it is VAE-encoded whole, so bound it before any work.
+    if size.upscale_width * size.upscale_height > 4 * limits.max_pixels:
+        raise ValueError(
+            f"hr_resize {params.hr_resize_x}x{params.hr_resize_y} from a {params.width}x{params.height} first pass "
+            f"upscales to {size.upscale_width}x{size.upscale_height} before cropping, over the budget of "
+            f"{4 * limits.max_pixels} pixels; choose a resize closer to the first pass's aspect ratio.")
+    return size
 
 
 def hires_infotext(params: HiresParams) -> dict[str, Any]:
@@ -132,13 +144,20 @@ class _FirstPass(TextToImage):
         return {**super()._infotext_extras(params), **hires_infotext(params)}
 
 
-class _LatentSecondPass(ImageToImage):
-    """img2img starting from given latents instead of encoding the init images."""
+class _SecondPass(ImageToImage):
+    """img2img starting from given (upscaled, cropped) latents instead of encoding the init images."""
 
     init_latents: Any  # [N, C, h, w], set on the per-call instance
+    upscale_size: tuple[int, int]  # (width, height) before cropping, set on the per-call instance
 
     def _prepare(self, params: Img2ImgParams) -> Img2ImgInputs:
         return Img2ImgInputs(originals=list(params.init_images), init_latents=self.init_latents.to(self.model.device))
+
+    def _time_ids(self, params, batch: int):
+        # A1111 conditions SDXL's hires pass on hr_upscale_to_x/y (SdConditioning in calculate_hr_conds),
+        # the size before latent truncation and cropping, not on the size it samples at.
+        width, height = self.upscale_size
+        return super()._time_ids(replace(params, width=width, height=height), batch)
 
 
 class HiresFix:
@@ -151,7 +170,7 @@ class HiresFix:
         self.model = pipe.model
         self.limits = pipe.limits
 
-    def check_inputs(self, params: HiresParams) -> tuple[int, int]:
+    def check_inputs(self, params: HiresParams) -> HiresSize:
         _FirstPass.from_pipeline(self.pipe).check_inputs(params)
         return check_hires_params(params, self.limits, self.model.vae_scale_factor)
 
@@ -161,7 +180,7 @@ class HiresFix:
             params = params_from_keywords(self.model, HiresParams, kwargs)
         else:
             params = replace(params, **kwargs)
-        width, height = self.check_inputs(params)
+        target = self.check_inputs(params)
         # 2. First pass at the base size
         first_pass = _FirstPass.from_pipeline(self.pipe)
         first_pass.latents_out = {}
@@ -174,7 +193,7 @@ class HiresFix:
         size = params.batch_size
         for start in range(0, len(first.images), size):
             batch = list(range(start, min(start + size, len(first.images))))
-            second = self._second_pass(params, width, height, [first.images[i] for i in batch],
+            second = self._second_pass(params, target, [first.images[i] for i in batch],
                                        [latents[i] for i in batch], first.seeds[start], callback, control)
             for k, image in zip(batch, second.images):
                 result.add(image, first.seeds[k], first.infotexts[k])
@@ -183,27 +202,37 @@ class HiresFix:
                 break
         return result
 
-    def _second_pass(self, params: HiresParams, width: int, height: int, images: list, latents: list, seed: int,
+    def _second_pass(self, params: HiresParams, target: HiresSize, images: list, latents: list, seed: int,
                      callback, control) -> GenerationResult:
         import torch
 
         base = {f.name: getattr(params, f.name) for f in fields(Txt2ImgParams)}
-        base.update(width=width, height=height, seed=seed, batch_size=len(images), batch_count=1,
+        base.update(width=target.width, height=target.height, seed=seed, batch_size=len(images), batch_count=1,
                     steps=params.hr_second_pass_steps or params.steps)
         upscaler = params.hr_upscaler
+        # a. Upscale to A1111's hr_upscale_to size: latents to its whole cells, or the image to its exact
+        #    pixels and then VAE-encoded (the encoder floors odd sizes to whole cells, as in A1111)
         if isinstance(upscaler, str) and upscaler in LATENT_UPSCALERS:
             mode, antialias = LATENT_UPSCALERS.get(upscaler)
-            factor = self.model.vae_scale_factor
+            grid_width, grid_height = target.grid
             upscaled = torch.nn.functional.interpolate(
-                torch.stack(latents), size=(height // factor, width // factor), mode=mode, antialias=antialias)
-            second = _LatentSecondPass.from_pipeline(self.pipe)
-            second.init_latents = upscaled
-            # only placeholders (img2img's checks want images; nothing is encoded or pasted back)
-            init_images = [image.resize((width, height)) for image in images]
+                torch.stack(latents), size=(grid_height, grid_width), mode=mode, antialias=antialias)
         else:
-            from pipelines.upscale import upscale_image
+            from pipelines.image_prep import to_model_pixels
+            from pipelines.upscale import UpscaleLimits, upscale_image
+            from pipelines.vae_decode import encode_images
 
-            second = ImageToImage.from_pipeline(self.pipe)
-            init_images = [upscale_image(image, width=width, height=height, upscaler=upscaler) for image in images]
+            # check_hires_params allowed up to 4x max_pixels before cropping; don't refuse it mid-run
+            budget = UpscaleLimits(max_pixels=max(UpscaleLimits().max_pixels, 4 * self.limits.max_pixels))
+            pixels = [upscale_image(image, width=target.upscale_width, height=target.upscale_height,
+                                    upscaler=upscaler, limits=budget) for image in images]
+            upscaled = encode_images(self.model.vae, to_model_pixels(pixels))
+        # b. Crop the latents (A1111 does it on latents for every upscaler) and refine them
+        left, top, right, bottom = target.crop
+        second = _SecondPass.from_pipeline(self.pipe)
+        second.init_latents = upscaled[:, :, top:bottom, left:right]
+        second.upscale_size = (target.upscale_width, target.upscale_height)
+        # only placeholders (img2img's checks want images; nothing is encoded or pasted back)
+        init_images = [image.resize(target.size) for image in images]
         return second(Img2ImgParams(**base, init_images=init_images, denoising_strength=params.denoising_strength),
                       callback=callback, control=control)
