@@ -19,7 +19,13 @@ from pathlib import Path
 import torch
 
 from mixkit.io.atomic import atomic_output_folder
-from mixkit.tiny.recipe_common import RecipeClock, base_world, resolve_tiny_clip, write_record
+from mixkit.tiny.recipe_common import (
+    RecipeClock,
+    base_world,
+    check_recipe_output,
+    resolve_tiny_clip,
+    write_record,
+)
 from mixkit.tiny.world_tokenizer import build_world_tokenizer
 from mixkit.tiny.world_vqa import question_kind, scene_questions
 from mixkit.training.config_json import JsonConfig
@@ -210,7 +216,11 @@ def build_initial_model(recipe: TinyBlip2Recipe, folder: Path, tokenizer, image_
     """The untrained modular BLIP-2 (vision tower: `vision`, else tiny-clip's), saved for the trainers."""
     from transformers import CLIPConfig, GPT2Config, GPT2LMHeadModel
 
-    from mixkit.models.vlm.modular import QFormerBridge, VisionLanguageModel, save_modular_vlm
+    from mixkit.models.vlm.modular import (
+        QFormerBridge,
+        VisionLanguageModel,
+        save_modular_vlm,
+    )
     from mixkit.models.vlm.modular.bridges import QFormerBridgeConfig
     from mixkit.models.vlm.modular.qformer import QFormerConfig
 
@@ -248,6 +258,7 @@ def train_tiny_blip2(recipe: TinyBlip2Recipe, stop_at_step: int | None = None):
     from mixkit.training.sd_lora_trainer import TrainingResult
 
     recipe.check()
+    check_recipe_output(recipe.output)  # before any work: never a user's folder
     if recipe.threads:
         torch.set_num_threads(recipe.threads)
     clock, curve = RecipeClock(), []

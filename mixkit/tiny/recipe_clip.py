@@ -21,7 +21,14 @@ from pathlib import Path
 import torch
 
 from mixkit.data.shapes_captions import caption_scene
-from mixkit.tiny.recipe_common import RecipeClock, base_world, warmup_cosine, write_record
+from mixkit.io.atomic import atomic_output_folder
+from mixkit.tiny.recipe_common import (
+    RecipeClock,
+    base_world,
+    check_recipe_output,
+    warmup_cosine,
+    write_record,
+)
 from mixkit.tiny.world_data import caption_style, render_shape_variants, render_world
 from mixkit.tiny.world_tokenizer import build_world_tokenizer
 from mixkit.training.config_json import JsonConfig
@@ -208,6 +215,7 @@ def train_tiny_clip(recipe: TinyClipRecipe, stop_at_step: int | None = None):
     from mixkit.training.sd_lora_trainer import TrainingResult
 
     recipe.check()
+    check_recipe_output(recipe.output)  # before any work: never a user's folder
     if recipe.threads:
         torch.set_num_threads(recipe.threads)
     clock = RecipeClock()
@@ -242,9 +250,10 @@ def train_tiny_clip(recipe: TinyClipRecipe, stop_at_step: int | None = None):
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        if (step + 1) % 100 == 0 or step + 1 == total:
+        stopping = stop_at_step is not None and step + 1 >= stop_at_step
+        if (step + 1) % 100 == 0 or step + 1 == total or stopping:  # the record needs the last step's point
             curve.append(_curve_point(recipe, model, shape_head, tokenizer, valid, world, step + 1, loss, clock))
-        if stop_at_step is not None and step + 1 >= stop_at_step:
+        if stopping:
             break
     model.eval()
     # Measured before the fp16 cast so the record and the curve describe the same (fp32) weights.
@@ -252,13 +261,13 @@ def train_tiny_clip(recipe: TinyClipRecipe, stop_at_step: int | None = None):
     metrics.update({f"{name}_top1": round(variant_accuracy(model, tokenizer, valid, world, name), 4)
                     for name in ("position", "size")})
     output = Path(recipe.output)
-    output.mkdir(parents=True, exist_ok=True)
-    model.half().save_pretrained(output, safe_serialization=True)
     image_processor = CLIPImageProcessor(size={"shortest_edge": recipe.image_size},
                                          crop_size={"height": recipe.image_size, "width": recipe.image_size},
                                          image_mean=list(CLIP_MEAN), image_std=list(CLIP_STD))
-    CLIPProcessor(image_processor=image_processor, tokenizer=tokenizer).save_pretrained(output)
-    write_record(output, "tiny-clip", recipe, metrics, curve, clock)
+    with atomic_output_folder(output, replace=True) as staged:  # an earlier output stays until this one is whole
+        model.half().save_pretrained(staged, safe_serialization=True)
+        CLIPProcessor(image_processor=image_processor, tokenizer=tokenizer).save_pretrained(staged)
+        write_record(staged, "tiny-clip", recipe, metrics, curve, clock)
     return TrainingResult(steps=step + 1, seconds=clock.wall(), output=output, last_checkpoint=None)
 
 

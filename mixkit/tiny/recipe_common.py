@@ -57,19 +57,39 @@ class RecipeClock:
         return round(time.process_time() - self.cpu_start, 1)
 
 
+RECORD_FILE = "recipe_record.json"  # written next to every recipe output; marks a folder a rerun may replace
+
+
 def earlier_record(folder: str) -> dict:
     """The recipe, metrics and time of a model a run builds on, so the record shows the whole chain.
 
     The earlier record's own "init" / "vae-from" entries come along (as `earlier`), so a run continued
     several times still names every run that led to it.
     """
-    record = Path(folder) / "recipe_record.json"
+    record = Path(folder) / RECORD_FILE
     if not record.is_file():
         return {}
     data = json.loads(record.read_text(encoding="utf-8"))
     earlier = [entry for entry in data.get("curve", []) if entry.get("stage") in ("init", "vae-from")]
     return {"model": data.get("model"), "recipe": data.get("recipe"), "metrics": data.get("metrics"),
             "wall_seconds": data.get("wall_seconds"), **({"earlier": earlier} if earlier else {})}
+
+
+def check_recipe_output(output: str) -> Path:
+    """The folder a recipe may write: new, empty, or an earlier output of a recipe (it holds recipe_record.json),
+    which a rerun replaces whole. Anything else is refused before training: a recipe must never delete a
+    user's files (an output of "." used to replace the working folder)."""
+    from mixkit.io.atomic import check_new_output_folder
+
+    if not isinstance(output, str) or not output.strip():
+        raise ValueError(f"output must name the folder the recipe writes, like 'mixkit-tiny-sd', got {output!r}")
+    path = Path(output).expanduser()
+    if path.exists() and path.resolve() == Path.cwd().resolve():
+        raise ValueError(f"output {output!r} is the current folder; name a new folder for the recipe to write")
+    if path.is_dir() and (path / RECORD_FILE).is_file():
+        return path  # an earlier recipe output: replaced only once the new one is complete
+    check_new_output_folder(path, "The recipe's output")
+    return path
 
 
 def write_record(folder: Path, name: str, config, metrics: dict, curve: list[dict], clock: RecipeClock) -> Path:

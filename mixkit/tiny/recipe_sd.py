@@ -24,14 +24,30 @@ import torch
 
 from mixkit.io.atomic import atomic_output_folder
 from mixkit.models.diffusion.recommended import RECOMMENDED_FILE, RecommendedSettings
-from mixkit.tiny.recipe_common import (RecipeClock, base_world, earlier_record, resolve_tiny_clip, warmup_cosine,
-                                       write_record)
+from mixkit.tiny.recipe_common import (
+    RecipeClock,
+    base_world,
+    check_recipe_output,
+    earlier_record,
+    resolve_tiny_clip,
+    warmup_cosine,
+    write_record,
+)
 from mixkit.tiny.recipe_vae import TinyVaeRecipe, encode_all, train_autoencoder
-from mixkit.tiny.unet_growth import (grow_full_resolution_attention, grow_transformer_depth,
-                                     has_full_resolution_attention, transformer_layers)
+from mixkit.tiny.unet_growth import (
+    grow_full_resolution_attention,
+    grow_transformer_depth,
+    has_full_resolution_attention,
+    transformer_layers,
+)
 from mixkit.tiny.world_data import render_world
 from mixkit.training.config_json import JsonConfig
-from mixkit.training.diffusion_objective import add_noise, min_snr_weights, offset_noise, weighted_mse
+from mixkit.training.diffusion_objective import (
+    add_noise,
+    min_snr_weights,
+    offset_noise,
+    weighted_mse,
+)
 from mixkit.training.ema import EmaWeights
 
 logger = logging.getLogger(__name__)
@@ -228,6 +244,7 @@ def train_tiny_sd(recipe: TinySDRecipe, stop_at_step: int | None = None):
     from mixkit.training.sd_lora_trainer import TrainingResult
 
     recipe.check()
+    check_recipe_output(recipe.output)  # before any work: never a user's folder
     if recipe.threads:
         torch.set_num_threads(recipe.threads)
     clock, curve = RecipeClock(), []

@@ -28,7 +28,14 @@ import torch
 import torch.nn.functional as F
 
 from mixkit.io.atomic import atomic_output_folder
-from mixkit.tiny.recipe_common import RecipeClock, base_world, earlier_record, warmup_cosine, write_record
+from mixkit.tiny.recipe_common import (
+    RecipeClock,
+    base_world,
+    check_recipe_output,
+    earlier_record,
+    warmup_cosine,
+    write_record,
+)
 from mixkit.tiny.world_data import WorldTensors, render_world
 from mixkit.training.config_json import JsonConfig
 
@@ -233,6 +240,7 @@ def train_tiny_vae_recipe(recipe: TinyVaeRecipe, stop_at_step: int | None = None
     from mixkit.training.sd_lora_trainer import TrainingResult
 
     recipe.check()
+    check_recipe_output(recipe.output)  # before any work: never a user's folder
     if stop_at_step is not None:
         recipe = dataclasses.replace(recipe, steps=min(recipe.steps, stop_at_step))
     if recipe.threads:

@@ -350,3 +350,31 @@ def test_attribute_head_loss_leaves_layout_out_when_asked():
                                                                       targets[:, :len(world.shapes)])
     assert torch.equal(head.loss(pooled, targets, layout=False), shape_only)
     assert head.loss(pooled, targets, layout=True) > shape_only
+
+
+def test_a_recipe_replaces_only_its_own_earlier_output(tiny_clip, tmp_path, monkeypatch):
+    # A recipe pointed at "." used to delete the working folder's files; only a folder holding recipe_record.json
+    # (an earlier recipe output) may be replaced, and only once the new output is whole.
+    from mixkit.tiny.recipe_common import check_recipe_output
+
+    precious = tmp_path / "mine"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep")
+    args = ["train", "recipe", "tiny-vae", "--set", "train_images=8", "--set", "batch_size=4", "--set", "steps=1"]
+    monkeypatch.chdir(precious)
+    for output in (".", str(precious), ""):
+        assert main([*args, "--set", f"output={output}"]) == 2
+    assert [p.name for p in precious.iterdir()] == ["notes.txt"] and (precious / "notes.txt").read_text() == "keep"
+    with pytest.raises(ValueError, match="is the current folder"):
+        check_recipe_output(".")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="already exists and is not an empty folder"):
+        check_recipe_output(str(precious))
+    assert check_recipe_output(str(tmp_path / "new")) == tmp_path / "new"
+    # A rerun of tiny-clip onto its own output replaces it (the record marks it), with a curve point at a stop step.
+    record = (tiny_clip / "recipe_record.json").read_text()
+    assert main(["train", "recipe", "tiny-clip", "--set", f"output={tiny_clip}", "--set", "train_images=48",
+                 "--set", "batch_size=10", "--set", "steps=3", "--set", "hidden_size=32", "--set", "layers=1",
+                 "--set", "shape_warmup_steps=1", "--set", "layout_head=true", "--stop-at-step", "1"]) == 0
+    assert (tiny_clip / "recipe_record.json").read_text() != record
+    assert [p.name for p in tiny_clip.parent.iterdir() if p.name.startswith(".")] == []
