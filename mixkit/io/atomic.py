@@ -79,6 +79,11 @@ def check_new_output_folder(path: str | os.PathLike, what: str = "Output") -> No
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise ValueError(f"{what} {str(target)!r} already exists and is not an empty folder; choose a new one "
                          "(nothing mixkit writes replaces what is there).")
+    existing = target.absolute().parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():  # found now, not by the write at the end of a long run
+        raise ValueError(f"{what} {str(target)!r} cannot be created: {str(existing)!r} is a file; choose another path.")
 
 
 @contextlib.contextmanager

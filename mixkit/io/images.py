@@ -131,7 +131,7 @@ def load_image(source: Any, *, max_pixels: int = DEFAULT_MAX_PIXELS):
     [0, 1] as diffusers returns with `output_type="np"`.
     Transparent pixels are composited on white; EXIF orientation is applied.
     """
-    from PIL import Image, ImageOps
+    from PIL import ImageOps
 
     if not isinstance(max_pixels, int) or max_pixels < 1:
         raise ValueError(f"max_pixels must be a positive int, got {max_pixels!r}")

@@ -51,6 +51,22 @@ def resolve_model_source(source: str | os.PathLike, *, allow_patterns: list[str]
     return _snapshot(text, *hub_id, allow_patterns=allow_patterns)
 
 
+def with_shipped_folders(config, names: tuple[str, ...]):
+    """A copy of a dataclass config whose settings `names` that name a shipped tiny model (and no local path) hold
+    its folder: the trainers read those settings as folders (tokenizer/ inside, config.json), and the shipped
+    models must work wherever a model path does."""
+    import dataclasses
+
+    changes = {}
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, str) and value and not Path(value).expanduser().exists():
+            shipped = _shipped_tiny_model(value)
+            if shipped is not None:
+                changes[name] = str(shipped)
+    return dataclasses.replace(config, **changes) if changes else config
+
+
 def _shipped_tiny_model(name: str) -> Path | None:
     """The package's own mixkit-tiny models answer to their names (e.g. "mixkit-tiny-sd")."""
     from mixkit.tiny.shipped import SHIPPED_MODELS, shipped_model_path

@@ -23,7 +23,7 @@ from mixkit.training.accelerator_setup import make_accelerator
 from mixkit.training.blip2_stage1_config import Blip2Stage1Config
 from mixkit.training.sd_lora_trainer import TrainingResult, scan_dataset
 from mixkit.training.training_state import (
-    architecture_fingerprint, checkpoint_path, load_training_state, restore_rng_states, save_training_state,
+    architecture_fingerprint, check_finite_loss, checkpoint_path, load_training_state, restore_rng_states, save_training_state,
 )
 from mixkit.training.vlm_lm_training import decay_groups
 from mixkit.training.vlm_samples import CLIP_MEAN, CLIP_STD, image_batch
@@ -89,7 +89,7 @@ def train_blip2_stage1(config: Blip2Stage1Config, *, vision_encoder: nn.Module, 
     fingerprint = architecture_fingerprint(_trainable_state(bridge, heads), {"trainer": "blip2-stage1"})
     step = 0
     if config.resume_from:
-        state = load_training_state(config.resume_from, fingerprint)
+        state = load_training_state(config.resume_from, fingerprint, config.max_steps)
         model.load_state_dict(state["trainable"], strict=False)
         optimizer.load_state_dict(state["optimizer"])
         schedule.load_state_dict(state["scheduler"])
@@ -115,6 +115,7 @@ def train_blip2_stage1(config: Blip2Stage1Config, *, vision_encoder: nn.Module, 
         schedule.step()
         step += 1
         result.losses.append(accelerator.reduce(losses.total.detach(), "mean").item())
+        check_finite_loss(result.losses[-1], step)
         if ((config.checkpoint_every and step % config.checkpoint_every == 0) or step == stop_at_step) \
                 and accelerator.is_main_process:
             result.last_checkpoint = save_training_state(
@@ -148,9 +149,11 @@ def run_blip2_stage1(config: Blip2Stage1Config, *, stop_at_step: int | None = No
     """`mixkit train blip2-stage1`: load the parts named by the config, train, write `config.output`."""
     from mixkit.training.blip2_stage1_output import save_blip2_stage1
     from mixkit.io.atomic import check_new_output_folder
+    from mixkit.io.sources import with_shipped_folders
     from mixkit.training.vlm_parts import load_tokenizer, load_vision_encoder, tokenizer_folder
 
     config.check()
+    config = with_shipped_folders(config, ("vision_model",))
     config.check_paths()
     check_new_output_folder(config.output)
     vision_encoder = load_vision_encoder(config.vision_model)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from mixkit.io.atomic import check_new_output_folder
+from mixkit.io.sources import with_shipped_folders
 from mixkit.training.blip2_stage2_config import Blip2Stage2Config
 from mixkit.training.sd_lora_trainer import TrainingResult
 from mixkit.training.vlm_lm_training import LanguageModellingRun, run_language_modelling
@@ -85,6 +86,7 @@ def train_blip2_stage2(config: Blip2Stage2Config, *, stop_at_step: int | None = 
 
     # 1. Validate settings, output and data before loading the model.
     config.check()
+    config = with_shipped_folders(config, ("model", "qformer_from"))
     check_new_output_folder(config.output)
     scan = scan_vlm_samples(config.dataset, missing_captions=config.missing_captions)
     for sample in scan.samples:  # a question without '{}' in the prompt (or the reverse) fails before loading

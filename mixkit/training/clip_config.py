@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mixkit.training.config_checks import check_mixed_precision, check_non_negative_numbers, check_positive_ints
+from mixkit.training.config_checks import (check_int_in, check_mixed_precision, check_non_negative_numbers,
+                                           check_positive_ints)
 from mixkit.training.config_json import JsonConfig
-
 
 
 @dataclass
@@ -30,9 +30,12 @@ class ClipTrainingConfig(JsonConfig):
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
         check_positive_ints(self, ("batch_size", "max_steps"))
+        if self.batch_size < 2:  # each pair's negatives are the batch's other pairs: one pair learns nothing
+            raise ValueError(f"batch_size must be at least 2 for contrastive training (the other pairs of a batch "
+                             f"are each pair's negatives), got {self.batch_size}")
         check_non_negative_numbers(self, ("learning_rate", "weight_decay"))
         if self.learning_rate == 0:
             raise ValueError("learning_rate must be > 0, got 0")
         check_mixed_precision(self)
-        if self.checkpoint_every < 0:
-            raise ValueError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
+        check_int_in(self, "checkpoint_every", 0, 10**9, "(0: only at stop_at_step)")
+        check_int_in(self, "seed", 0, 2**63 - 1)

@@ -23,7 +23,8 @@ from mixkit.training.clip_config import ClipTrainingConfig
 from mixkit.training.losses import clip_contrastive_loss
 from mixkit.training.sd_lora_trainer import TrainingResult
 from mixkit.training.training_state import (
-    architecture_fingerprint, checkpoint_path, load_training_state, restore_rng_states, save_training_state,
+    architecture_fingerprint, check_finite_loss, checkpoint_path, load_training_state, restore_rng_states,
+    save_training_state,
 )
 
 logger = logging.getLogger(__name__)
@@ -59,13 +60,19 @@ def clip_batch(processor, dataset: BucketedImageDataset, indices: list[int]) -> 
             "attention_mask": encoded["attention_mask"]}
 
 
-def load_clip(folder: str):
+def load_clip(source: str):
+    """The CLIP model (float32 master weights) and processor of a folder, a shipped name (mixkit-tiny-clip) or a
+    cached hub id. Float32 whatever the file stores: the shipped fp16 weights, trained in fp16 by AdamW, overflowed
+    to NaN within two steps; mixed precision comes from autocast, not from the stored dtype."""
+    import torch
     from transformers import CLIPModel, CLIPProcessor
 
-    path = Path(folder)
+    from mixkit.io.sources import resolve_model_source
+
+    path = resolve_model_source(source)
     if not (path / "config.json").is_file():
-        raise FileNotFoundError(f"{folder!r} is not a CLIP model folder (no config.json); pass a transformers CLIP folder.")
-    return CLIPModel.from_pretrained(path), CLIPProcessor.from_pretrained(path)
+        raise FileNotFoundError(f"{source!r} is not a CLIP model folder (no config.json); pass a transformers CLIP folder.")
+    return CLIPModel.from_pretrained(path, dtype=torch.float32), CLIPProcessor.from_pretrained(path)
 
 
 def train_clip(config: ClipTrainingConfig, *, stop_at_step: int | None = None) -> TrainingResult:
@@ -96,7 +103,7 @@ def train_clip(config: ClipTrainingConfig, *, stop_at_step: int | None = None) -
     fingerprint = architecture_fingerprint(dict(clip.state_dict()), {"trainer": "clip"})
     step = 0
     if config.resume_from:
-        state = load_training_state(config.resume_from, fingerprint)
+        state = load_training_state(config.resume_from, fingerprint, config.max_steps)
         clip.load_state_dict(state["trainable"])
         optimizer.load_state_dict(state["optimizer"])
         schedule.load_state_dict(state["scheduler"])
@@ -124,6 +131,7 @@ def train_clip(config: ClipTrainingConfig, *, stop_at_step: int | None = None) -
         schedule.step()
         step += 1
         result.losses.append(accelerator.reduce(loss.detach(), "mean").item())
+        check_finite_loss(result.losses[-1], step)
         if ((config.checkpoint_every and step % config.checkpoint_every == 0) or step == stop_at_step) \
                 and accelerator.is_main_process:
             result.last_checkpoint = save_training_state(

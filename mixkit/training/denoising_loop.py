@@ -23,7 +23,7 @@ from mixkit.training.flip_augmentation import flip_draws, flip_rows
 from mixkit.training.latent_cache import LatentCache
 from mixkit.training.latent_disk_store import LatentDiskStore
 from mixkit.training.text_conditioning import CaptionEncoding, encode_sd, encode_sdxl
-from mixkit.training.training_state import checkpoint_path, save_training_state
+from mixkit.training.training_state import check_finite_loss, checkpoint_path, save_training_state
 
 SEED_STRIDE = 1_000_003  # a prime, so (seed, micro-batch) pairs map to distinct generator seeds
 
@@ -189,6 +189,7 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
         step += 1
         mean_loss = accelerator.reduce(torch.tensor(step_loss, device=accelerator.device), "mean").item()
         result.losses.append(mean_loss)
+        check_finite_loss(mean_loss, step)
         seconds = time.perf_counter() - tick
         bar.update(1)
         bar.set_postfix(loss=f"{mean_loss:.4f}", its=f"{1 / max(seconds, 1e-9):.2f}")

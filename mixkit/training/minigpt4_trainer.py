@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from mixkit.io.atomic import check_new_output_folder
+from mixkit.io.sources import with_shipped_folders
 from mixkit.training.minigpt4_config import MiniGPT4Config
 from mixkit.training.sd_lora_trainer import TrainingResult
 from mixkit.training.vlm_lm_training import LanguageModellingRun, run_language_modelling
@@ -104,6 +105,7 @@ def train_minigpt4(config: MiniGPT4Config, *, stop_at_step: int | None = None) -
     """Run (or resume) MiniGPT-4 projection training; writes a modular folder (with tokenizer/) to `config.output`."""
     # 1. Validate settings, output and data before loading models.
     config.check()
+    config = with_shipped_folders(config, ("blip2", "init_from"))
     check_new_output_folder(config.output)
     scan = scan_vlm_samples(config.dataset, missing_captions=config.missing_captions)
 

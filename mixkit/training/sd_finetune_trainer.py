@@ -120,7 +120,8 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
     # 3. Resume.
     step = 0
     if config.resume_from:
-        trainable, step = resume_run(config.resume_from, fingerprint, optimizer=optimizer, lr_schedule=lr_schedule)
+        trainable, step = resume_run(config.resume_from, fingerprint, optimizer=optimizer, lr_schedule=lr_schedule,
+                                   max_steps=config.max_steps)
         unet.load_state_dict({k[5:]: v for k, v in trainable.items() if k.startswith("unet.")})
         if ema:
             ema.load_state_dict(trainable)

@@ -242,7 +242,8 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     # 3. Resume: weights, optimizer, schedule, RNGs and step.
     step = 0
     if config.resume_from:
-        trainable, step = resume_run(config.resume_from, fingerprint, optimizer=optimizer, lr_schedule=lr_schedule)
+        trainable, step = resume_run(config.resume_from, fingerprint, optimizer=optimizer, lr_schedule=lr_schedule,
+                                   max_steps=config.max_steps)
         network.load_state_dict({k: v for k, v in trainable.items() if not k.startswith("ema.")})
         if ema is not None:
             ema.load_state_dict(trainable)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import re
 from pathlib import Path
@@ -83,8 +84,19 @@ def latest_checkpoint(folder: str | Path) -> Path | None:
     return max(steps)[1] if steps else None
 
 
-def load_training_state(source: str | Path, fingerprint: str) -> dict:
-    """Read a checkpoint (a file, or the latest in a folder) and check it belongs to this run's model."""
+def check_finite_loss(loss: float, step: int) -> None:
+    """Stop a run whose loss became NaN or infinite: every later step would train on garbage and the saved
+    weights would be NaN (a CLIP run on fp16 weights used to save an all-NaN model and exit 0)."""
+    if not math.isfinite(loss):
+        raise FloatingPointError(f"the training loss became {loss} at step {step}; nothing was saved after that. "
+                                 "Lower the learning rate, or train in float32 (mixed_precision: no), and resume "
+                                 "from the last checkpoint before it.")
+
+
+def load_training_state(source: str | Path, fingerprint: str, max_steps: int | None = None) -> dict:
+    """Read a checkpoint (a file, or the latest in a folder) and check it belongs to this run's model and, with
+    `max_steps`, that the run has steps left to reach (a checkpoint past the end used to train nothing, write
+    nothing and exit 0)."""
     path = Path(source)
     if path.is_dir():
         found = latest_checkpoint(path)
@@ -105,12 +117,17 @@ def load_training_state(source: str | Path, fingerprint: str) -> dict:
             f"{fingerprint}); resume with the same base model, network type, rank and text-encoder setting, "
             "or start a new run without resume_from."
         )
+    if max_steps is not None and state["step"] > max_steps:
+        raise CheckpointMismatchError(
+            f"{path} was saved at step {state['step']}, past this run's max_steps={max_steps}; set max_steps to at "
+            f"least {state['step']} to continue it, or start a new run without resume_from.")
     return state
 
 
-def resume_run(source: str | Path, fingerprint: str, *, optimizer, lr_schedule) -> tuple[dict[str, torch.Tensor], int]:
+def resume_run(source: str | Path, fingerprint: str, *, optimizer, lr_schedule,
+               max_steps: int | None = None) -> tuple[dict[str, torch.Tensor], int]:
     """Restore optimizer, LR schedule and RNGs from a checkpoint; return (trainable tensors, step) for the caller."""
-    state = load_training_state(source, fingerprint)
+    state = load_training_state(source, fingerprint, max_steps)
     optimizer.load_state_dict(state["optimizer"])
     lr_schedule.load_state_dict(state["scheduler"])
     restore_rng_states(state["rng"])

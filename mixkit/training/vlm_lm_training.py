@@ -26,7 +26,7 @@ from mixkit.training.losses import build_lm_labels, causal_lm_loss
 from mixkit.training.optimizers import warmup_schedule
 from mixkit.training.sd_lora_trainer import TrainingResult
 from mixkit.training.training_state import (
-    architecture_fingerprint, checkpoint_path, load_training_state, restore_rng_states, save_training_state,
+    architecture_fingerprint, check_finite_loss, checkpoint_path, load_training_state, restore_rng_states, save_training_state,
 )
 from mixkit.training.vlm_samples import VlmSample, batch_for_step, image_batch
 
@@ -149,7 +149,7 @@ def run_language_modelling(config, run: LanguageModellingRun, *, stop_at_step: i
     # Resume: trainable weights, optimizer, schedule, RNGs; data order follows from the step.
     step = 0
     if config.resume_from:
-        state = load_training_state(config.resume_from, fingerprint)
+        state = load_training_state(config.resume_from, fingerprint, config.max_steps)
         with torch.no_grad():
             for name, value in state["trainable"].items():
                 named[name].copy_(value)
@@ -181,6 +181,7 @@ def run_language_modelling(config, run: LanguageModellingRun, *, stop_at_step: i
         schedule.step()
         step += 1
         result.losses.append(accelerator.reduce(loss.detach(), "mean").item())
+        check_finite_loss(result.losses[-1], step)
         if ((config.checkpoint_every and step % config.checkpoint_every == 0) or step == stop_at_step) \
                 and accelerator.is_main_process:
             result.last_checkpoint = save_training_state(

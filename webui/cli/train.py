@@ -20,7 +20,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--config", type=Path, help="JSON file with the trainer's settings (keys of its config dataclass)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override one setting; VALUE is JSON if it parses (4, 1e-4, true, null) else a string")
-    p.add_argument("--stop-at-step", type=int, default=None, help="stop after this step with a checkpoint (resume later)")
+    p.add_argument("--stop-at-step", type=int, default=None, help="stop after this step with a checkpoint (resume later; the tiny recipes write what they have instead)")
     p.add_argument("--print-config", action="store_true", help="print the resolved config as JSON and exit")
     p.set_defaults(func=run)
 

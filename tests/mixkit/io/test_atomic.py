@@ -129,3 +129,12 @@ def test_a_replacing_output_folder_swaps_in_whole_and_keeps_the_old_one_on_failu
         with atomic_output_folder(tmp_path / "a-file", replace=True) as temp:
             (temp / "n").write_text("n")
     assert (tmp_path / "a-file").read_text() == "x"
+
+
+def test_an_output_folder_under_a_file_is_refused_before_any_work(tmp_path):
+    from mixkit.io.atomic import check_new_output_folder
+
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ValueError, match="cannot be created: .*afile' is a file"):
+        check_new_output_folder(tmp_path / "afile" / "sub" / "deeper", "The model folder")
+    check_new_output_folder(tmp_path / "new" / "deeper")  # missing folders are fine: they are made at the end

@@ -117,3 +117,21 @@ def test_bad_argument_types():
         resolve_model_source(42)
     with pytest.raises(ValueError, match="empty"):
         resolve_model_source("  ")
+
+
+def test_shipped_names_in_trainer_settings_become_their_folders(tmp_path, monkeypatch):
+    from dataclasses import dataclass
+
+    from mixkit.io.sources import with_shipped_folders
+    from mixkit.tiny.shipped import shipped_model_path
+
+    @dataclass
+    class Settings:
+        model: str | None
+        other: str | None
+
+    monkeypatch.chdir(tmp_path)
+    changed = with_shipped_folders(Settings("mixkit-tiny-blip2", None), ("model", "other"))
+    assert changed == Settings(str(shipped_model_path("mixkit-tiny-blip2")), None)
+    (tmp_path / "mixkit-tiny-blip2").mkdir()  # a local folder of that name wins, as everywhere
+    assert with_shipped_folders(Settings("mixkit-tiny-blip2", "x/y"), ("model", "other")) == Settings("mixkit-tiny-blip2", "x/y")

@@ -208,3 +208,10 @@ def test_mixed_captions_and_questions_use_their_own_prompts(world, tmp_path):
     assert saved["caption_prompt"] == "" and saved["vqa_template"] == BLIP2_VQA_PROMPT
     with pytest.raises(ValueError, match="caption_prompt must not contain"):
         _config(world, tmp_path, caption_prompt="Q: {}").check()
+
+
+def test_the_shipped_tiny_blip2_trains_by_name(world, tmp_path):
+    # The README says the shipped names work wherever a model path does; the trainers read them as folders
+    # (tokenizer/ inside) and refused them ("not a saved VisionLanguageModel").
+    result = train_blip2_stage2(_config(world, tmp_path, model="mixkit-tiny-blip2", max_steps=1, learning_rate=1e-4))
+    assert result.output is not None and (result.output / "tokenizer").is_dir()

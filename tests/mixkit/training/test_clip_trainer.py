@@ -123,3 +123,43 @@ def test_a_filled_output_is_refused_before_loading(pairs_dataset, tmp_path):
     with pytest.raises(ValueError, match="already exists and is not an empty folder"):
         train_clip(_config(tmp_path / "no-model", pairs_dataset, tmp_path / "taken"))
     assert [p.name for p in (tmp_path / "taken").iterdir()] == ["notes.txt"]
+
+
+def test_the_shipped_fp16_tiny_clip_trains_by_name_in_float32(pairs_dataset, tmp_path):
+    # mixkit-tiny-clip stores fp16 weights; trained as stored, AdamW overflowed them to NaN in two steps and an all-NaN
+    # model was saved with exit code 0. By name it was refused ("not a CLIP model folder").
+    from safetensors.torch import load_file
+
+    result = train_clip(_config("mixkit-tiny-clip", pairs_dataset, tmp_path / "o", max_steps=3, learning_rate=1e-4))
+    assert all(map(lambda loss: loss == loss, result.losses))  # no NaN
+    weights = load_file(result.output / "model.safetensors")
+    assert all(torch.isfinite(t).all() for t in weights.values())
+    assert {t.dtype for t in weights.values() if t.is_floating_point()} == {torch.float32}
+
+
+def test_a_non_finite_loss_stops_the_run_and_writes_nothing(tiny_clip_dir, pairs_dataset, tmp_path):
+    from mixkit.training.training_state import check_finite_loss
+
+    with pytest.raises(FloatingPointError, match="loss became nan at step 3; nothing was saved"):
+        check_finite_loss(float("nan"), 3)
+    with pytest.raises(FloatingPointError, match="loss became (nan|inf) at step"):
+        train_clip(_config(tiny_clip_dir, pairs_dataset, tmp_path / "o", max_steps=2, learning_rate=1e30))
+    assert not (tmp_path / "o").exists()
+
+
+def test_contrastive_batches_need_two_pairs_and_types_are_checked():
+    for settings, message in ((dict(batch_size=1), "batch_size must be at least 2"),
+                              (dict(checkpoint_every="abc"), "checkpoint_every must be an integer"),
+                              (dict(seed="abc"), "seed must be an integer")):
+        with pytest.raises(ValueError, match=message):
+            ClipTrainingConfig(model="m", dataset="d", output="o", **settings).check()
+
+
+def test_a_checkpoint_past_max_steps_is_refused_not_silently_finished(tiny_clip_dir, pairs_dataset, tmp_path):
+    from mixkit.training.training_state import CheckpointMismatchError
+
+    config = _config(tiny_clip_dir, pairs_dataset, tmp_path / "b", max_steps=4, checkpoint_dir=str(tmp_path / "ck"))
+    train_clip(config, stop_at_step=3)
+    config.max_steps, config.resume_from = 2, str(tmp_path / "ck")
+    with pytest.raises(CheckpointMismatchError, match="saved at step 3, past this run's max_steps=2"):
+        train_clip(config)
