@@ -105,5 +105,22 @@ def apply_request_defaults(request, defaults: GenerationDefaults) -> dict:
     if not sampler and "sampler_index" in sent:
         sampler = request.sampler_index
     values["sampler"] = sampler or defaults.sampler
-    values["schedule_type"] = (request.scheduler if "scheduler" in sent else None) or defaults.schedule_type
+    schedule = request.scheduler if "scheduler" in sent else None
+    if not schedule:
+        schedule = defaults.schedule_type
+        if sampler and not _schedule_applies(sampler, schedule):
+            # The Settings default (say Karras, chosen for DPM++ 2M) must not make a request that names another
+            # sampler (DDIM, UniPC) fail: that sampler gets its own default schedule, as "Automatic" means.
+            schedule = "Automatic"
+    values["schedule_type"] = schedule
     return values
+
+
+def _schedule_applies(sampler: str, schedule: str) -> bool:
+    from pipelines.samplers import resolve_sampler
+
+    try:
+        resolve_sampler(sampler, schedule)
+    except (ValueError, KeyError):
+        return False
+    return True

@@ -188,6 +188,11 @@ class ServerState:
         else:
             check_txt2img_params(params, self.limits)
         resolve_sampler(params.sampler, params.schedule_type)
+        if self.holder.loaded:  # the UI slider goes to 12; a 3-layer text encoder must refuse 4 here, not in the queue
+            layers = min(encoder.config.num_hidden_layers for encoder in self.holder.txt2img().model.text_encoders)
+            if params.clip_skip > layers:
+                raise ValueError(f"clip_skip {params.clip_skip} is more than the loaded model's text encoder has "
+                                 f"layers ({layers}); use 1..{layers}")
         names = self.lora_names((params.prompt, params.negative_prompt))
         for name in ("prompt", "negative_prompt"):
             value = getattr(params, name)

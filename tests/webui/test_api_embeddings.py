@@ -84,6 +84,7 @@ def test_refresh_picks_up_new_files_and_browser_rows_follow(tmp_path, embeddings
     # The browser inserts the bare name (A1111's trigger), once.
     assert add_tag("a cat", "cube-style") == "a cat cube-style"
     assert add_tag("a cat cube-style", "cube-style") == "a cat cube-style"
+    assert add_tag("a cat cube-style2", "cube-style") == "a cat cube-style2 cube-style"  # another name, not this one
 
 
 def test_missing_embeddings_folder_is_named_at_startup(tmp_path):

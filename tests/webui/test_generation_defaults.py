@@ -39,6 +39,16 @@ def test_sampler_index_and_null_fields():
     assert chosen({"steps": 3}, GenerationDefaults())["sampler"] == "DPM++ 2M"  # A1111's UI default
 
 
+def test_a_named_sampler_the_default_schedule_does_not_fit_gets_its_own_default():
+    # Settings say DPM++ 2M / Karras; a request naming DDIM (which has no Karras) used to be refused (422).
+    assert chosen({"sampler_name": "DDIM"})["schedule_type"] == "Automatic"
+    assert chosen({"sampler_name": "DPM++ 2M SDE"})["schedule_type"] == "Karras"  # fits: the default stays
+    assert chosen({"sampler_name": "DDIM", "scheduler": "Karras"})["schedule_type"] == "Karras"  # explicit: checked
+    params = to_txt2img_params(Txt2ImgRequest(sampler_name="DDIM", steps=2, width=64, height=64),
+                               limits=GenerationLimits(), lora_names=None, defaults=CUSTOM)
+    assert (params.sampler, params.schedule_type) == ("DDIM", "Automatic")
+
+
 def test_to_params_uses_defaults_and_without_them_a1111_api_defaults():
     request = Txt2ImgRequest(prompt="x", seed=1, width=64)
     params = to_txt2img_params(request, limits=GenerationLimits(), lora_names=None, defaults=CUSTOM)

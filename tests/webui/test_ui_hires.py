@@ -57,3 +57,21 @@ def test_hires_from_the_form_runs_two_passes_at_the_target_size(tiny_sd1_dir, tm
     image = outcome.result.images[0]
     assert image.size == (48, 48)
     assert "Hires resize: 48x0" in outcome.result.infotexts[0] and "Size: 32x32" in outcome.result.infotexts[0]
+
+
+def test_a_clip_skip_beyond_the_loaded_models_layers_is_refused_before_queueing(tiny_sd1_dir, tmp_path):
+    # The UI slider goes to 12; the tiny text encoder has fewer layers, and the job used to fail in the queue.
+    from dataclasses import replace
+
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+
+    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(tmp_path / "out"), ui=False))
+    try:
+        state.load_initial_model()
+        layers = state.holder.txt2img().model.text_encoders[0].config.num_hidden_layers
+        state.check_params("txt2img", replace(BASE, clip_skip=layers))
+        with pytest.raises(ValueError, match=f"clip_skip {layers + 1} is more than .* layers \\({layers}\\)"):
+            state.check_params("txt2img", replace(BASE, clip_skip=layers + 1))
+    finally:
+        state.close()

@@ -13,8 +13,10 @@ from webui.ui.lora_tab import add_tag
 
 
 def embedding_rows(state: ServerState) -> list[list[str]]:
-    """[name, "N vectors", "dim D"] per readable embedding, sorted by name."""
-    loaded = embeddings_response(state.embedding_library)["loaded"]
+    """[name, "N vectors", "dim D"] per embedding the loaded model can use (as `/sdapi/v1/embeddings`' loaded), sorted
+    by name."""
+    model = state.holder.txt2img().model if state.holder.loaded else None
+    loaded = embeddings_response(state.embedding_library, model)["loaded"]
     return [[name, f"{info['vectors']} vectors", f"dim {info['shape']}"] for name, info in loaded.items()]
 
 

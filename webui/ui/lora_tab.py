@@ -6,6 +6,8 @@ Card images are thumbnails decoded on the server from the preview next to each L
 
 from __future__ import annotations
 
+import re
+
 import gradio as gr
 from webui.lora_cards import LoraCard, lora_cards
 from webui.lora_previews import load_thumbnail, placeholder_image
@@ -15,7 +17,9 @@ from webui.server_state import ServerState
 def add_tag(prompt: str, tag: str) -> str:
     """The prompt with `tag` appended (A1111 adds it after a comma-free space); unchanged if already there."""
     prompt = prompt or ""
-    if tag in prompt:
+    # An embedding name counts as present only as a whole word: "shinystyle2" in the prompt is not "shinystyle".
+    present = tag in prompt if tag.startswith("<") else re.search(rf"(?<!\w){re.escape(tag)}(?!\w)", prompt)
+    if present:
         return prompt
     return f"{prompt.rstrip()} {tag}".strip()
 
