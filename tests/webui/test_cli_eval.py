@@ -24,6 +24,17 @@ def test_eval_tiny_rejects_bad_counts_before_loading(capsys):
     assert "--prompts must be >= 1" in capsys.readouterr().err
 
 
+def test_eval_tiny_refuses_a_bad_json_path_and_captioner_before_generating(tmp_path, capsys, monkeypatch):
+    from pipelines.txt2img import TextToImage
+
+    monkeypatch.setattr(TextToImage, "__call__", lambda *a, **k: (_ for _ in ()).throw(AssertionError("generated")))
+    assert main(["eval", "tiny", "--prompts", "1", "--json", str(tmp_path)]) == 2
+    assert "must be a file name in an existing folder" in capsys.readouterr().err
+    assert main(["eval", "tiny", "--prompts", "1", "--json", str(tmp_path / "no" / "s.json")]) == 2
+    assert main(["eval", "tiny", "--prompts", "1", "--captioner", str(tmp_path / "nope")]) == 2
+    assert "nope" in capsys.readouterr().err
+
+
 def test_eval_tiny_runs_a_model_with_its_recommended_settings_unless_told_otherwise(tiny_sd1_dir, tmp_path, capsys):
     import shutil
 

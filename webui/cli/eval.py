@@ -44,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.two_shape < 0:
         raise ValueError(f"--two-shape must be >= 0, got {args.two_shape}")
+    if args.json is not None and (args.json.is_dir() or not args.json.absolute().parent.is_dir()):
+        raise ValueError(f"--json {str(args.json)!r} must be a file name in an existing folder")  # not after the run
     from dataclasses import replace
 
     from mixkit.evaluation import eval_prompts, load_shipped_judge, score_captions, score_images
@@ -52,6 +54,11 @@ def run(args: argparse.Namespace) -> int:
 
     world = base_world() if args.held_out_only else replace(base_world(), held_out=())
     prompts = eval_prompts(world, count=args.prompts, seed=1234, two_shape_count=args.two_shape)
+    vlm = None
+    if args.captioner != "none":  # loaded first: a wrong captioner fails before minutes of generation
+        from mixkit.models.vlm import load_vlm
+
+        vlm = load_vlm(args.captioner)
     pipe = TextToImage.from_pretrained(args.model)
     size = pipe.model.native_size
     settings = _generation_settings(pipe, args)
@@ -64,11 +71,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"generated {len(images)}/{len(prompts)}", file=sys.stderr)
     judge = load_shipped_judge()
     scores = {k: v for k, v in score_images(judge, images, [p.prompt for p in prompts]).items()}
-    if args.captioner != "none":
+    if vlm is not None:
         from mixkit.data.shapes_render import render_scene
-        from mixkit.models.vlm import load_vlm
 
-        vlm = load_vlm(args.captioner)
         singles = [p for p in prompts if len(p.scene.objects) == 1]
         truth_images = [render_scene(p.scene, 64, jitter=0.03, jitter_seed=i) for i, p in enumerate(singles)]
         captions = _caption_all(vlm, truth_images, args.batch_size)
