@@ -23,6 +23,7 @@ from mixkit.tiny.recipe_common import (
     RecipeClock,
     base_world,
     check_recipe_output,
+    check_recipe_types,
     resolve_tiny_clip,
     write_record,
 )
@@ -257,6 +258,7 @@ def train_tiny_blip2(recipe: TinyBlip2Recipe, stop_at_step: int | None = None):
     from mixkit.training.blip2_stage2_trainer import train_blip2_stage2
     from mixkit.training.sd_lora_trainer import TrainingResult
 
+    check_recipe_types(recipe)
     recipe.check()
     check_recipe_output(recipe.output)  # before any work: never a user's folder
     if recipe.threads:

@@ -26,6 +26,7 @@ from mixkit.tiny.recipe_common import (
     RecipeClock,
     base_world,
     check_recipe_output,
+    check_recipe_types,
     warmup_cosine,
     write_record,
 )
@@ -214,6 +215,7 @@ def train_tiny_clip(recipe: TinyClipRecipe, stop_at_step: int | None = None):
 
     from mixkit.training.sd_lora_trainer import TrainingResult
 
+    check_recipe_types(recipe)
     recipe.check()
     check_recipe_output(recipe.output)  # before any work: never a user's folder
     if recipe.threads:

@@ -75,6 +75,29 @@ def earlier_record(folder: str) -> dict:
             "wall_seconds": data.get("wall_seconds"), **({"earlier": earlier} if earlier else {})}
 
 
+def check_recipe_types(recipe) -> None:
+    """Each setting of the type its default has (a `--set learning_rate=abc` used to surface as "'>' not supported
+    between 'str' and 'float'"), and `threads` >= 0 (-1 reached torch as a raw RuntimeError)."""
+    import dataclasses
+    import math
+
+    for setting in dataclasses.fields(recipe):
+        value, default = getattr(recipe, setting.name), setting.default
+        if isinstance(default, bool):
+            wrong, kind = not isinstance(value, bool), "true or false"
+        elif isinstance(default, int):
+            wrong, kind = isinstance(value, bool) or not isinstance(value, int), "an integer"
+        elif isinstance(default, float):
+            wrong = isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            kind = "a finite number"
+        else:
+            continue
+        if wrong:
+            raise ValueError(f"{setting.name} must be {kind}, got {value!r}")
+    if getattr(recipe, "threads", 0) < 0:
+        raise ValueError(f"threads must be >= 0 (0: torch's default), got {recipe.threads}")
+
+
 def check_recipe_output(output: str) -> Path:
     """The folder a recipe may write: new, empty, or an earlier output of a recipe (it holds recipe_record.json),
     which a rerun replaces whole. Anything else is refused before training: a recipe must never delete a

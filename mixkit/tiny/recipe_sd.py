@@ -28,6 +28,7 @@ from mixkit.tiny.recipe_common import (
     RecipeClock,
     base_world,
     check_recipe_output,
+    check_recipe_types,
     earlier_record,
     resolve_tiny_clip,
     warmup_cosine,
@@ -243,6 +244,7 @@ def train_tiny_sd(recipe: TinySDRecipe, stop_at_step: int | None = None):
     from mixkit.evaluation import eval_prompts, load_shipped_judge
     from mixkit.training.sd_lora_trainer import TrainingResult
 
+    check_recipe_types(recipe)
     recipe.check()
     check_recipe_output(recipe.output)  # before any work: never a user's folder
     if recipe.threads:

@@ -32,6 +32,7 @@ from mixkit.tiny.recipe_common import (
     RecipeClock,
     base_world,
     check_recipe_output,
+    check_recipe_types,
     earlier_record,
     warmup_cosine,
     write_record,
@@ -239,6 +240,7 @@ def train_tiny_vae_recipe(recipe: TinyVaeRecipe, stop_at_step: int | None = None
 
     from mixkit.training.sd_lora_trainer import TrainingResult
 
+    check_recipe_types(recipe)
     recipe.check()
     check_recipe_output(recipe.output)  # before any work: never a user's folder
     if stop_at_step is not None:

@@ -378,3 +378,20 @@ def test_a_recipe_replaces_only_its_own_earlier_output(tiny_clip, tmp_path, monk
                  "--set", "shape_warmup_steps=1", "--set", "layout_head=true", "--stop-at-step", "1"]) == 0
     assert (tiny_clip / "recipe_record.json").read_text() != record
     assert [p.name for p in tiny_clip.parent.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("recipe_class", ["recipe_clip.TinyClipRecipe", "recipe_sd.TinySDRecipe",
+                                          "recipe_vae.TinyVaeRecipe", "recipe_blip2.TinyBlip2Recipe"])
+def test_recipe_settings_of_the_wrong_type_are_named(recipe_class):
+    import importlib
+
+    from mixkit.tiny.recipe_common import check_recipe_types
+
+    module, name = recipe_class.split(".")
+    recipe = getattr(importlib.import_module(f"mixkit.tiny.{module}"), name)
+    check_recipe_types(recipe())  # the defaults pass
+    steps = "stage2_steps" if name == "TinyBlip2Recipe" else "steps"
+    for settings, message in (({"learning_rate": "abc"}, "learning_rate must be a finite number, got 'abc'"),
+                              ({"threads": -1}, "threads must be >= 0"), ({steps: 2.5}, f"{steps} must be an integer")):
+        with pytest.raises(ValueError, match=message):
+            check_recipe_types(recipe(**settings))
