@@ -137,6 +137,11 @@ class ServerOptions:
         values[MODEL_KEY] = model_title
         return values
 
+    def remembered(self, key: str) -> Any:
+        """A value the settings file (or a change since) holds for a key with no default, such as the checkpoint."""
+        with self._lock:
+            return self._values.get(key)
+
     def get(self, key: str) -> Any:
         with self._lock:
             return self._values[key]
@@ -194,6 +199,11 @@ class ServerOptions:
         checked = {}
         for key, value in saved.items():
             try:
+                if key in (MODEL_KEY, VAE_KEY):
+                    if not isinstance(value, str) or not value.strip():
+                        raise ValueError(f"{key} must be a name from the models / VAE list, got {value!r}.")
+                    checked[key] = value
+                    continue
                 checked[key] = check_preset(value) if key == PRESET_KEY else SETTABLE[key](value)
             except ValueError as error:
                 raise ValueError(f"Settings file {path!r}, key {key!r}: {error} Fix the value or delete the key.") from None
@@ -212,4 +222,6 @@ def check_preset(value: Any) -> str:
     return value
 
 
-PERSISTED = (*SETTABLE, PRESET_KEY)
+# The checkpoint and VAE are remembered too (A1111 restarts with the ones last chosen); they are written once a
+# switch has loaded, and a saved name the folder no longer has falls back at start-up (`ServerState`).
+PERSISTED = (*SETTABLE, PRESET_KEY, MODEL_KEY, VAE_KEY)

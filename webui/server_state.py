@@ -14,7 +14,7 @@ from typing import Any
 from webui.checkpoints import CheckpointCatalog
 from webui.config import ServerConfig
 from webui.model_switch import ModelHolder
-from webui.options import PRESET_KEY, ServerOptions
+from webui.options import MODEL_KEY, PRESET_KEY, ServerOptions
 from webui.worker import GenerationWorker, Job
 
 logger = logging.getLogger(__name__)
@@ -65,10 +65,27 @@ class ServerState:
 
     # -- models ------------------------------------------------------------------------------
     def load_initial_model(self) -> None:
+        """The checkpoint (and VAE) the settings file remembers, else the first of the catalog."""
         titles = self.catalog.titles()
-        if titles and not self.holder.loaded:
-            self.holder.switch(titles[0])
-            self.options.adopt_native_size(self.holder.txt2img().model.native_size)
+        if not titles or self.holder.loaded:
+            return
+        title = titles[0]
+        remembered = self.options.remembered(MODEL_KEY)
+        if remembered:
+            try:
+                title = self.catalog.find(remembered).title
+            except ValueError:
+                logger.warning("The remembered checkpoint %r is not in the models folder; starting with %r.",
+                               remembered, title)
+        self.holder.switch(title)
+        self.options.adopt_native_size(self.holder.txt2img().model.native_size)
+        wanted = self.options.get("sd_vae")
+        if wanted != self.holder.vae_name:
+            try:
+                self.holder.set_vae(wanted, self.vaes.find(wanted))
+            except Exception as error:  # the checkpoint is loaded; only the VAE choice falls back
+                logger.warning("The remembered VAE %r cannot be used (%s); using the checkpoint's own VAE.", wanted, error)
+                self.options.apply({"sd_vae": self.holder.vae_name})
 
     @property
     def model_title(self) -> str | None:
@@ -94,6 +111,7 @@ class ServerState:
 
         def run(control, on_step):
             entry = self.holder.switch(title, preset)
+            self._remember_checkpoint(entry.title)
             if preset is not None and self.options.get(PRESET_KEY) != self.holder.preset:
                 try:
                     self.options.apply({PRESET_KEY: self.holder.preset})
@@ -110,6 +128,13 @@ class ServerState:
             return entry
 
         return self.worker.submit(run, f"load model {title}" + (f" ({preset})" if preset else ""))
+
+    def _remember_checkpoint(self, title: str) -> None:
+        try:
+            self.options.apply({MODEL_KEY: title})
+        except OSError as error:  # the switch worked; only remembering it for the next start failed
+            logger.warning("Checkpoint %r is loaded but could not be saved to %s: %s", title,
+                           self.options.settings_file, error)
 
     def submit_preset_switch(self, preset: str) -> Job | None:
         """Apply another performance preset: reload the current model with it (queued), or, with no model

@@ -101,3 +101,45 @@ def test_sd_vae_over_the_options_api(state, serving):
         assert http.post("/sdapi/v1/options", json={"sd_vae": "Automatic"}).status_code == 200
         assert http.get("/sdapi/v1/options").json()["sd_vae"] == "Automatic"
         assert http.get("/sdapi/v1/embeddings").status_code == 200
+
+
+def test_a_restarted_server_comes_back_with_the_checkpoint_and_vae_last_chosen(tiny_sd1_dir, tmp_path):
+    # A1111 restarts with the last checkpoint and VAE; the settings file used to keep only the preset.
+    import json
+    import shutil
+
+    from mixkit.testing.tiny_models import tiny_vae
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+
+    models = tmp_path / "models"
+    models.mkdir()
+    for name in ("first", "second"):
+        shutil.copytree(tiny_sd1_dir, models / name)
+    (tmp_path / "vaes").mkdir()
+    tiny_vae(seed=7).save_pretrained(tmp_path / "vaes" / "other-vae")
+    config = ServerConfig(models_dir=str(models), output_dir=str(tmp_path / "out"), ui=False, vae_dir=str(tmp_path / "vaes"),
+                          settings_file=str(tmp_path / "settings.json"))
+    server = ServerState(config)
+    try:
+        server.load_initial_model()
+        assert server.model_title == "first"
+        server.submit_model_switch("second").future.result(120)
+        server.submit_vae_switch("other-vae").future.result(120)
+    finally:
+        server.close()
+    saved = json.loads((tmp_path / "settings.json").read_text())
+    assert (saved["sd_model_checkpoint"], saved["sd_vae"]) == ("second", "other-vae")
+    again = ServerState(config)
+    try:
+        again.load_initial_model()
+        assert (again.model_title, again.holder.vae_name) == ("second", "other-vae")
+    finally:
+        again.close()
+    shutil.rmtree(models / "second")  # a remembered checkpoint that is gone: the first one, with a warning
+    last = ServerState(config)
+    try:
+        last.load_initial_model()
+        assert last.model_title == "first"
+    finally:
+        last.close()

@@ -56,12 +56,15 @@ def apply_settings(state: ServerState, values: dict) -> str:
 
 def build_settings_tab(state: ServerState) -> None:
     with gr.Row():
-        checkpoint = gr.Dropdown(state.catalog.titles(), value=state.model_title, label="Stable Diffusion checkpoint",
+        # Values as callables: Gradio evaluates them at each page load, so a page opened after a switch shows the
+        # checkpoint and VAE that are loaded, not those of the moment the UI was built.
+        checkpoint = gr.Dropdown(state.catalog.titles(), value=lambda: state.model_title, label="Stable Diffusion checkpoint",
                                  elem_id="settings_checkpoint", scale=4)
         refresh = gr.Button("\U0001f504", scale=0, min_width=40, elem_id="settings_refresh_checkpoints")
         load = gr.Button("Load", variant="primary", scale=1, elem_id="settings_load_checkpoint")
     with gr.Row():
-        vae = gr.Dropdown(state.vaes.names(), value=state.options.get("sd_vae"), label="SD VAE (Automatic: the checkpoint's own)",
+        vae = gr.Dropdown(state.vaes.names(), value=lambda: state.options.get("sd_vae"),
+                          label="SD VAE (Automatic: the checkpoint's own)",
                           elem_id="settings_sd_vae", scale=4)
         vae_refresh = gr.Button("\U0001f504", scale=0, min_width=40, elem_id="settings_refresh_vaes")
         vae_load = gr.Button("Use VAE", scale=1, elem_id="settings_load_vae")
