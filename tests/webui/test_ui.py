@@ -37,7 +37,7 @@ def test_infotext_paste_fills_every_field_and_skips_values_over_the_limits():
 
     text = build_infotext("a (red:1.1) cube", "blurry", {"Steps": 30, "Sampler": "DPM++ 2M", "Schedule type": "Karras",
                                                           "CFG scale": 6.5, "Seed": 123, "Size": "512x768", "Clip skip": 2,
-                                                          "Denoising strength": 0.4})
+                                                          "Denoising strength": 0.4, "RNG": "CPU"})
     values, notes = infotext_to_form_values(text, GenerationLimits(), ["DPM++ 2M", "Euler"], ["Automatic", "Karras"])
     assert values == {"prompt": "a (red:1.1) cube", "negative_prompt": "blurry", "steps": 30, "cfg_scale": 6.5,
                       "seed": 123, "width": 512, "height": 768, "clip_skip": 2, "sampler": "DPM++ 2M",
@@ -52,6 +52,23 @@ def test_infotext_paste_fills_every_field_and_skips_values_over_the_limits():
                                             ["DPM++ 2M"], ["Karras"])
     assert notes == ["NGMS: 1.5 is a setting here (Settings > Optimizations), not a form field; set it there to "
                      "reproduce this image."]
+
+
+def test_a_paste_names_what_the_form_cannot_reproduce():
+    from pipelines.infotext import build_infotext
+
+    text = build_infotext("a cube", "", {"Steps": 20, "Sampler": "Euler", "CFG scale": 7, "Seed": 1, "Size": "100x96",
+                                         "Model": "other-model", "VAE": "kl-f8", "Denoising strength": 1.5,
+                                         "Hires upscale": 2, "Hires upscaler": "Latent", "Variation seed": 5})
+    values, notes = infotext_to_form_values(text, GenerationLimits(), ["Euler"], ["Automatic"],
+                                            current_model="mixkit-tiny-sd")
+    assert "width" not in values and values["height"] == 96 and "denoising_strength" not in values
+    joined = "\n".join(notes)
+    for fragment in ("Size-1: 100 is not a multiple of 8", "Denoising strength: '1.5' is outside [0, 1]",
+                     "made with 'other-model', the loaded checkpoint is 'mixkit-tiny-sd'", "VAE: the image was decoded "
+                     "with 'kl-f8'", "Hires fix (Hires upscale: 2, Hires upscaler: Latent)", "Variation seed",
+                     "RNG: the image's noise was drawn on the GPU"):
+        assert fragment in joined, fragment
 
 
 def test_editor_mask_is_the_union_of_painted_pixels():

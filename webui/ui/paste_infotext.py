@@ -24,8 +24,12 @@ def _float(text: object) -> float | None:
 
 
 def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: list[str],
-                            schedule_names: list[str]) -> tuple[dict[str, object], list[str]]:
-    """(field -> value for `GenerationWidgets` fields and "denoising_strength", notes about skipped values)."""
+                            schedule_names: list[str], current_model: str | None = None,
+                            size_multiple: int = 8) -> tuple[dict[str, object], list[str]]:
+    """(field -> value for `GenerationWidgets` fields and "denoising_strength", notes about skipped values).
+
+    Every recorded value the form cannot take is named in a note, so a paste never looks complete when the image
+    cannot be reproduced from the form alone (another checkpoint or VAE, GPU noise, a hires pass, variation seeds)."""
     from pipelines.infotext import parse_infotext
     from pipelines.infotext_samplers import sampler_and_schedule
     from webui.ui.widgets import widget_ranges
@@ -45,6 +49,9 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
             notes.append(f"{key}: {parsed[key]!r} is outside [{spec.minimum}, {spec.maximum}]; kept the current value.")
             continue
         values[field] = value
+    for field, key in (("width", "Size-1"), ("height", "Size-2")):
+        if field in values and values[field] % size_multiple:
+            notes.append(f"{key}: {values.pop(field)} is not a multiple of {size_multiple}; kept the current value.")
     sampler, schedule = sampler_and_schedule(parsed)
     if sampler is not None:
         if sampler in sampler_names:
@@ -56,8 +63,33 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
     strength = _float(parsed.get("Denoising strength", ""))
     if strength is not None and 0 <= strength <= 1:
         values["denoising_strength"] = strength
+    elif "Denoising strength" in parsed:
+        notes.append(f"Denoising strength: {parsed['Denoising strength']!r} is outside [0, 1]; kept the current value.")
+    notes += _reproduction_notes(parsed, current_model)
     for key in ("Skip Early CFG", "NGMS", "NGMS all steps"):  # A1111 pastes these as setting overrides
         if key in parsed:
             notes.append(f"{key}: {parsed[key]} is a setting here (Settings > Optimizations), not a form field; "
                          "set it there to reproduce this image.")
     return values, notes
+
+
+def _reproduction_notes(parsed: dict, current_model: str | None) -> list[str]:
+    """What else the image was made with, which the form does not carry."""
+    notes = []
+    model = parsed.get("Model")
+    if model and current_model and model != current_model.split(" [", 1)[0]:
+        notes.append(f"Model: the image was made with {model!r}, the loaded checkpoint is {current_model!r}; "
+                     "load it in Settings to reproduce the image.")
+    if parsed.get("VAE"):
+        notes.append(f"VAE: the image was decoded with {parsed['VAE']!r}; choose it in Settings > SD VAE.")
+    hires = [key for key in ("Hires upscale", "Hires resize-1", "Hires resize-2", "Hires steps", "Hires upscaler")
+             if key in parsed and str(parsed[key]) not in ("0", "")]  # the paste's defaults fill resize with 0
+    if hires:
+        recipe = ", ".join(f"{key}: {parsed[key]}" for key in hires)
+        notes.append(f"Hires fix ({recipe}): set it in the Hires. fix controls; the paste fills the first pass.")
+    if "Variation seed" in parsed:
+        notes.append("Variation seed: not supported here; the image will differ.")
+    if parsed.get("RNG", "GPU") != "CPU":
+        notes.append(f"RNG: the image's noise was drawn on the {parsed.get('RNG', 'GPU')} (A1111's default when the "
+                     "key is missing); this server draws CPU noise, so the same seed gives another image.")
+    return notes

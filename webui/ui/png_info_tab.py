@@ -55,7 +55,8 @@ def build_png_info_tab(state: ServerState, tabs, targets: dict[str, GenerateTab]
         def send(text: str, tab=tab, kind=kind):
             if not text:
                 raise gr.Error("Drop an image with generation parameters first.")
-            values, skipped = infotext_to_form_values(text, state.limits, sampler_names, schedule_names)
+            values, skipped = infotext_to_form_values(text, state.limits, sampler_names, schedule_names,
+                                                      current_model=state.model_title)
             note = "\n".join(f"- {n}" for n in skipped)
             return [*apply_form_values(tab, values), gr.Tabs(selected=kind), note]
 
