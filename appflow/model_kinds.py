@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mixkit.errors import ModelNotFoundError
+from mixkit.io.sources import shipped_tiny_model
 from mixkit.registry import Registry
 
 
@@ -44,7 +45,7 @@ def local_config(source: str) -> tuple[str, dict] | None:
         # A shipped mixkit-tiny name stands for its folder inside the package, exactly as the loaders resolve
         # it (`mixkit.io.sources.resolve_model_source`), so its role is checked like any folder's; a local
         # path of the same name still wins, as it does there.
-        path = _shipped_folder(str(source)) or path
+        path = shipped_tiny_model(str(source)) or path
     if path.is_file():
         return None  # single-file checkpoints carry no config; the loader checks them
     if path.is_dir():
@@ -69,12 +70,6 @@ def local_config(source: str) -> tuple[str, dict] | None:
         if isinstance(cached, str):
             return name, _read_json(Path(cached))
     return None
-
-
-def _shipped_folder(name: str) -> Path | None:
-    from mixkit.tiny.shipped import SHIPPED_MODELS, shipped_model_path  # names and paths only: no torch
-
-    return shipped_model_path(name) if name in SHIPPED_MODELS.names() else None
 
 
 def _read_json(path: Path) -> dict:

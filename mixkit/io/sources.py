@@ -41,7 +41,7 @@ def resolve_model_source(source: str | os.PathLike, *, allow_patterns: list[str]
     local = Path(text).expanduser()
     if local.exists():
         return local
-    shipped = _shipped_tiny_model(text)
+    shipped = shipped_tiny_model(text)
     if shipped is not None:
         return shipped
     hub_id = None if isinstance(source, Path) else parse_hub_id(text)
@@ -61,13 +61,13 @@ def with_shipped_folders(config, names: tuple[str, ...]):
     for name in names:
         value = getattr(config, name)
         if isinstance(value, str) and value and not Path(value).expanduser().exists():
-            shipped = _shipped_tiny_model(value)
+            shipped = shipped_tiny_model(value)
             if shipped is not None:
                 changes[name] = str(shipped)
     return dataclasses.replace(config, **changes) if changes else config
 
 
-def _shipped_tiny_model(name: str) -> Path | None:
+def shipped_tiny_model(name: str) -> Path | None:
     """The package's own mixkit-tiny models answer to their names (e.g. "mixkit-tiny-sd")."""
     from mixkit.tiny.shipped import SHIPPED_MODELS, shipped_model_path
 
