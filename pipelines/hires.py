@@ -4,7 +4,7 @@ Parameters and infotext follow A1111's txt2img "Hires. fix": `hr_scale` (or `hr_
 `hr_upscaler`, `hr_second_pass_steps` (0 = same as `steps`) and `denoising_strength`. Latent
 upscalers ("Latent", "Latent (nearest)", ...) resize the first pass's latents directly; pixel
 upscalers ("Lanczos", "Nearest", or an `SDx4Upscaler`) decode, upscale the image and re-encode it.
-Sizes are A1111 1.10's (pipelines.hires_size): any scale is accepted and the result snapped to whole
+Sizes are A1111's (pipelines.hires_size): any scale is accepted and the result snapped to whole
 latent cells (x1.3 of 512 runs at 664), and hr_resize_x *and* y cover-and-crop instead of stretching.
 The second pass uses the same seeds and prompts. The infotext is A1111's: `Size` is the first
 pass size, plus `Denoising strength`, `Hires upscale` (or `Hires resize`), `Hires steps` (when
@@ -49,7 +49,7 @@ class HiresParams(Txt2ImgParams):
 
 
 def hires_size(params: HiresParams, factor: int = 8) -> HiresSize:
-    """Upscale size and latent crop of the second pass, as A1111 1.10 (see pipelines.hires_size)."""
+    """Upscale size and latent crop of the second pass, as A1111 (see pipelines.hires_size)."""
     return plan_hires_size(params.width, params.height, params.hr_scale, params.hr_resize_x, params.hr_resize_y, factor)
 
 

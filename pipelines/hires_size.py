@@ -1,4 +1,4 @@
-"""Where the hires fix's second pass runs, computed exactly as AUTOMATIC1111 WebUI 1.10 does.
+"""Where the hires fix's second pass runs, computed as AUTOMATIC1111 WebUI does (checked against its processing.py).
 
 A1111 (`StableDiffusionProcessingTxt2Img.calculate_target_resolution` and `sample_hr_pass`, in
 modules/processing.py) never refuses a hires size and never stretches the image:

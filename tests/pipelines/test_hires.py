@@ -1,4 +1,4 @@
-"""Hires fix: A1111 1.10's sizes and crops, A1111 infotext keys, latent and pixel upscalers,
+"""Hires fix: A1111's sizes and crops, A1111 infotext keys, latent and pixel upscalers,
 second-pass steps, bad input."""
 
 import numpy as np
@@ -68,7 +68,7 @@ def test_bad_hires_settings_are_refused_before_any_pass(hires, change, message, 
         hires(**{**BASE, **change})
 
 
-# -- A1111 1.10's target size and crop ------------------------------------------------------------
+# -- A1111's target size and crop ------------------------------------------------------------
 
 def test_scale_1_3_on_512_is_usable_and_the_infotext_reproduces_it():
     size = check_hires_params(HiresParams(width=512, height=512, hr_scale=1.3), GenerationLimits(), 8)
