@@ -162,6 +162,13 @@ class GenerationWorker:
             snapshot.eta_seconds = estimate_eta(time.monotonic() - snapshot.started_at, snapshot.fraction)
         return snapshot
 
+    def jobs_ahead(self, job: Job) -> int | None:
+        """How many jobs run before `job` (the running one included), or None once it is no longer waiting."""
+        with self._condition:
+            if job not in self._waiting:
+                return None
+            return self._waiting.index(job) + (self._current is not None)
+
     @property
     def queued(self) -> int:
         with self._condition:

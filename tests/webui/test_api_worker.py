@@ -178,3 +178,22 @@ def test_a_session_whose_job_is_waiting_frees_its_queue_place():
         assert first.future.result(10) == "first" and late.future.result(10) == "late"
     finally:
         worker.close()
+
+
+def test_a_waiting_job_counts_the_jobs_ahead_of_it_not_itself(worker):
+    from types import SimpleNamespace
+
+    from webui.ui.generate_tab import status_text
+
+    release, log = threading.Event(), []
+    first = worker.submit(blocking_job(release, log, "running"), "job")
+    wait_until(lambda: log == ["start running"])
+    second = worker.submit(blocking_job(release, log, "second"), "job")
+    third = worker.submit(blocking_job(release, log, "third"), "job")
+    assert (worker.jobs_ahead(first), worker.jobs_ahead(second), worker.jobs_ahead(third)) == (None, 1, 2)
+    state = SimpleNamespace(worker=worker)
+    assert status_text(state, third) == (0.0, "Waiting in queue (2 job(s) ahead)")
+    release.set()
+    for job in (first, second, third):
+        job.future.result(10)
+    assert worker.jobs_ahead(third) is None

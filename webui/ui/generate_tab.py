@@ -32,7 +32,8 @@ def status_text(state: ServerState, job) -> tuple[float, str]:
     """(fraction, "Step 3/20, batch 1/2, ETA 4s") for `job`, or its place in the queue."""
     snapshot = state.worker.progress()
     if snapshot.job_number != job.number:
-        return 0.0, f"Waiting in queue ({snapshot.queued} job(s) queued)"
+        ahead = state.worker.jobs_ahead(job)  # the job itself is not counted (it used to read "1 job(s) queued")
+        return 0.0, (f"Waiting in queue ({ahead} job(s) ahead)" if ahead else "Starting...")
     if not snapshot.total_steps:
         return 0.0, "Starting..."
     return snapshot.fraction, (f"Step {snapshot.step}/{snapshot.total_steps}, batch {snapshot.batch_index + 1}/"
