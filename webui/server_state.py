@@ -197,7 +197,9 @@ class ServerState:
         if self.config.embeddings_dir:
             from mixkit.prompts import EmbeddingLibrary
 
-            self._embedding_library = EmbeddingLibrary(self.config.embeddings_dir)
+            current = self._embedding_library
+            self._embedding_library = (current.refreshed() if current is not None
+                                       else EmbeddingLibrary(self.config.embeddings_dir))
 
     # -- generation --------------------------------------------------------------------------
     def check_params(self, kind: str, params) -> None:
@@ -214,7 +216,9 @@ class ServerState:
             check_txt2img_params(params, self.limits)
         resolve_sampler(params.sampler, params.schedule_type)
         if self.holder.loaded:  # the UI slider goes to 12; a 3-layer text encoder must refuse 4 here, not in the queue
-            layers = min(encoder.config.num_hidden_layers for encoder in self.holder.txt2img().model.text_encoders)
+            from mixkit.prompts.encoder import text_encoder_layers
+
+            layers = text_encoder_layers(self.holder.txt2img().model.text_encoders)
             if params.clip_skip > layers:
                 raise ValueError(f"clip_skip {params.clip_skip} is more than the loaded model's text encoder has "
                                  f"layers ({layers}); use 1..{layers}")

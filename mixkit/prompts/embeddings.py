@@ -147,13 +147,29 @@ class EmbeddingLibrary:
     def __init__(self, folder: str | Path | None = None) -> None:
         self._paths: dict[str, Path] = {}
         self._loaded: dict[str, TextualInversion] = {}
+        self._stamps: dict[str, tuple[int, int]] = {}  # (mtime_ns, size) of each loaded file when it was read
+        self._folders: list[Path] = []
         if folder is not None:
             self.add_folder(folder)
+
+    def refreshed(self) -> "EmbeddingLibrary":
+        """The same folders scanned again (files added or removed since), keeping the embeddings already read from
+        files that have not changed: the web UI lists the folder on every request and must not reread it all.
+        Embeddings registered with `add` (not files of the folders) are not carried over."""
+        fresh = EmbeddingLibrary()
+        for folder in self._folders:
+            fresh.add_folder(folder)
+        for name, embedding in self._loaded.items():
+            path = fresh._paths.get(name)
+            if path is not None and path == self._paths.get(name) and _stamp(path) == self._stamps.get(name):
+                fresh._loaded[name], fresh._stamps[name] = embedding, self._stamps[name]
+        return fresh
 
     def add_folder(self, folder: str | Path) -> None:
         folder = Path(folder)
         if not folder.is_dir():
             raise ModelNotFoundError(f"embeddings folder {folder} does not exist or is not a folder")
+        self._folders.append(folder)
         # .safetensors wins over a .pt of the same name: it is the safe, preferred format.
         for path in sorted(folder.rglob("*"), key=lambda p: (EMBEDDING_SUFFIXES.index(p.suffix) if p.suffix in EMBEDDING_SUFFIXES else 9, str(p))):
             if path.suffix in EMBEDDING_SUFFIXES and path.is_file() and path.stem not in self._paths:
@@ -176,8 +192,17 @@ class EmbeddingLibrary:
                 from mixkit.errors import UnknownNameError
 
                 raise UnknownNameError(f"Unknown embedding {name!r}. Valid names: {', '.join(self.names()) or '(none)'}.")
+            self._stamps[name] = _stamp(self._paths[name])
             self._loaded[name] = load_textual_inversion(self._paths[name], name)
         return self._loaded[name]
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return status.st_mtime_ns, status.st_size
 
 
 def ti_hashes_infotext(used: dict[str, str]) -> str:

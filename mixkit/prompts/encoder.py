@@ -31,6 +31,12 @@ class EncodedPrompt:
     embeddings_used: dict = field(default_factory=dict)  # name -> A1111 shorthash (sha256[:12])
 
 
+def text_encoder_layers(text_encoders: list) -> int:
+    """The largest clip skip the text encoders allow (their smallest layer count): what inference, training and the
+    web UI check a clip skip against."""
+    return min(encoder.config.num_hidden_layers for encoder in text_encoders)
+
+
 class PromptEncoder:
     """Holds the tokenizer(s)/text encoder(s) of one model; encodes prompts and caches the results.
 
@@ -48,7 +54,7 @@ class PromptEncoder:
             )
         self.emphasis = EMPHASIS_MODES.get(emphasis)
         self.emphasis_name = emphasis
-        layers = min(encoder.config.num_hidden_layers for encoder in text_encoders)
+        layers = text_encoder_layers(text_encoders)
         if isinstance(clip_skip, bool) or not isinstance(clip_skip, int) or not 1 <= clip_skip <= layers:
             raise ValueError(f"clip_skip must be an int in 1..{layers} (the text encoder's layer count), got {clip_skip!r}")
         self.tokenizers = list(tokenizers)

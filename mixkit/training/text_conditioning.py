@@ -15,7 +15,13 @@ from dataclasses import dataclass
 
 import torch
 
-from mixkit.prompts.chunking import CHUNK_TOKENS, TokenRun, frame_chunk, split_into_chunks
+from mixkit.prompts.chunking import (
+    CHUNK_TOKENS,
+    TokenRun,
+    frame_chunk,
+    split_into_chunks,
+)
+from mixkit.prompts.encoder import text_encoder_layers
 
 MAX_TOKEN_LENGTHS = (75, 150, 225)  # kohya's choices: one, two or three chunks
 
@@ -29,7 +35,7 @@ class CaptionEncoding:
 
     def check_layers(self, text_encoders: list) -> None:
         """Raise ValueError when `clip_skip` reaches below the text encoders' first layer."""
-        layers = min(encoder.config.num_hidden_layers for encoder in text_encoders)
+        layers = text_encoder_layers(text_encoders)
         if self.clip_skip > layers:
             raise ValueError(f"clip_skip={self.clip_skip} is more than the text encoder's {layers} layers; use 1..{layers}")
 

@@ -149,3 +149,21 @@ def test_library_lists_names_and_prefers_safetensors(tmp_path, vectors):
     library = EmbeddingLibrary(tmp_path)
     assert library.names() == ["nested", "same"]
     assert torch.equal(library.get("same").vectors[""], vectors)
+
+
+def test_a_refreshed_library_sees_new_files_and_rereads_only_changed_ones(tmp_path):
+    import os
+
+    save_file({"emb_params": torch.randn(2, 8)}, str(tmp_path / "kept.safetensors"))
+    save_file({"emb_params": torch.randn(1, 8)}, str(tmp_path / "changed.safetensors"))
+    library = EmbeddingLibrary(tmp_path)
+    kept, changed = library.get("kept"), library.get("changed")
+    save_file({"emb_params": torch.randn(3, 8)}, str(tmp_path / "changed.safetensors"))
+    os.utime(tmp_path / "changed.safetensors", ns=(1, 1))  # a different stamp even within the clock's resolution
+    save_file({"emb_params": torch.randn(4, 8)}, str(tmp_path / "added.safetensors"))
+    fresh = library.refreshed()
+    assert fresh.names() == ["added", "changed", "kept"]
+    assert fresh.get("kept") is kept  # unchanged file: not read again
+    assert fresh.get("changed") is not changed and fresh.get("changed").num_vectors == 3
+    (tmp_path / "kept.safetensors").unlink()
+    assert library.refreshed().names() == ["added", "changed"]
