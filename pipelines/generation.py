@@ -70,15 +70,17 @@ class ResolvedSampler:
     name: str
     schedule_type: str
     base_config: dict
+    sdxl: bool = False  # "Align Your Steps" has SDXL's own sigmas
 
     def make_schedulers(self, generators: list, steps: int, device) -> list:
         """One fresh scheduler per image; SDE samplers with Brownian trees get that image's seed."""
-        from pipelines.samplers import make_scheduler, seed_brownian_noise
+        from pipelines.samplers import make_scheduler, seed_brownian_noise, start_at_first_step
 
         schedulers = []
         for generator in generators:
-            scheduler = make_scheduler(self.name, self.base_config, self.schedule_type)
+            scheduler = make_scheduler(self.name, self.base_config, self.schedule_type, sdxl=self.sdxl)
             scheduler.set_timesteps(steps, device=device)
+            start_at_first_step(scheduler)
             seed_brownian_noise(scheduler, [generator.initial_seed()])
             schedulers.append(scheduler)
         return schedulers
@@ -128,7 +130,8 @@ class ModelSession:
         from pipelines.samplers import resolve_sampler
 
         spec, schedule = resolve_sampler(name, schedule_type)
-        return ResolvedSampler(spec.name, schedule, dict(self.model.scheduler_config))
+        sdxl = self.model.family is ModelFamily.SDXL
+        return ResolvedSampler(spec.name, schedule, dict(self.model.scheduler_config), sdxl)
 
     def encoder(self, clip_skip: int, bundled: dict | None = None):
         """One cached PromptEncoder per clip skip, so unchanged prompts are never re-encoded.
@@ -196,6 +199,7 @@ class ModelSession:
     def infotext(self, params, sampler: ResolvedSampler, *, prompt: str, negative_prompt: str, seed: int,
                  extra: dict[str, Any]) -> str:
         from pipelines.infotext import build_infotext
+        from pipelines.samplers.sigma_schedules import beta_schedule_infotext
 
         if params.loras:  # LoRAs passed outside the prompt (`loras=`, `--lora`) go into it as tags, so a paste redoes them
             from mixkit.lora import LoraRequest
@@ -215,6 +219,7 @@ class ModelSession:
             "VAE hash": model.extras.get("vae_hash"),
             "VAE": model.extras.get("vae_name"),
             "Clip skip": params.clip_skip if params.clip_skip > 1 else None,
+            **beta_schedule_infotext(sampler.schedule_type),
             # Initial noise comes from CPU generators (`pipelines.seeds`); A1111 reads a missing key as "GPU" noise,
             # so without this its "paste" would redraw every image differently.
             "RNG": "CPU",

@@ -7,6 +7,7 @@ from pipelines.samplers.factory import (
     list_samplers,
     make_scheduler,
     resolve_sampler,
+    start_at_first_step,
     zero_snr_samplers,
 )
 from pipelines.samplers.noise import extra_step_kwargs, seed_brownian_noise
@@ -27,5 +28,6 @@ __all__ = [
     "make_scheduler",
     "resolve_sampler",
     "seed_brownian_noise",
+    "start_at_first_step",
     "zero_snr_samplers",
 ]

@@ -7,7 +7,11 @@ and UniPC come from A1111's timestep samplers and LCM from its own module; A1111
 types for the former, and diffusers' LCMScheduler has none, so they only offer "Automatic".
 
 "DPM++ 2S a" uses mixkit's own scheduler (dpmpp_2s_ancestral.py): diffusers'
-DPMSolverSinglestepScheduler is not ancestral (adds no noise).
+DPMSolverSinglestepScheduler is not ancestral (adds no noise). So does "Euler a"
+(euler_ancestral.py): diffusers' EulerAncestralDiscreteScheduler has no schedule switches.
+
+"KL Optimal" ends at sigma_min in A1111; the samplers whose diffusers class has no
+`final_sigmas_type` (LMS, Heun, DPM2, DPM2 a, DPM++ 2S a, DPM++ SDE) end it at 0 instead.
 
 Left out on purpose (not reproducible with diffusers schedulers):
 - "DPM++ 3M SDE": diffusers' third-order "sde-dpmsolver++" update weights the second difference
@@ -23,9 +27,13 @@ from pipelines.samplers.spec import SamplerSpec
 
 SAMPLERS: Registry[SamplerSpec] = Registry("sampler")
 
-_K_SCHEDULES = ("Automatic", "Uniform", "Karras", "Exponential", "SGM Uniform")
+# A1111 1.10's schedule types, in its order. DDIM, PLMS, UniPC and LCM take none (A1111 ignores them).
+_K_SCHEDULES = (
+    "Automatic", "Uniform", "Karras", "Exponential", "Polyexponential", "SGM Uniform", "KL Optimal",
+    "Align Your Steps", "Simple", "Normal", "DDIM", "Beta",
+)
 # diffusers' multistep DPM-Solver never ends its uniform spacings on t=0 (see schedule_types.py).
-_MULTISTEP_SCHEDULES = ("Automatic", "Karras", "Exponential", "SGM Uniform")
+_MULTISTEP_SCHEDULES = tuple(name for name in _K_SCHEDULES if name not in ("Uniform", "Normal"))
 
 _DPMPP_MULTISTEP = {
     "solver_order": 2,
@@ -78,16 +86,16 @@ _register(SamplerSpec(
     schedule_types=_K_SCHEDULES, default_schedule="Karras",
     stochastic=True, ancestral=True, second_order=True, noise_source="generator",
 ))
+_EULER = {"interpolation_type": "linear", "timestep_type": "discrete", "final_sigmas_type": "zero"}
 _register(SamplerSpec(
-    "Euler a", "EulerAncestralDiscreteScheduler", aliases=("k_euler_a", "k_euler_ancestral"),
-    # diffusers' ancestral Euler has no Karras/Exponential switch.
-    schedule_types=("Automatic", "Uniform", "SGM Uniform"), default_schedule="Uniform",
+    # mixkit's own (euler_ancestral.py): diffusers' ancestral Euler has no Karras/Exponential switch.
+    "Euler a", "EulerAncestralAnyScheduleScheduler", aliases=("k_euler_a", "k_euler_ancestral"),
+    config_overrides=_EULER, schedule_types=_K_SCHEDULES, default_schedule="Uniform",
     stochastic=True, ancestral=True, noise_source="generator",
 ))
 _register(SamplerSpec(
     "Euler", "EulerDiscreteScheduler", aliases=("k_euler",),
-    config_overrides={"interpolation_type": "linear", "timestep_type": "discrete", "final_sigmas_type": "zero"},
-    schedule_types=_K_SCHEDULES, default_schedule="Uniform",
+    config_overrides=_EULER, schedule_types=_K_SCHEDULES, default_schedule="Uniform",
 ))
 _register(SamplerSpec(
     "LMS", "LMSDiscreteScheduler", aliases=("k_lms",),

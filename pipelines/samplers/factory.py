@@ -10,7 +10,9 @@ import diffusers
 
 from mixkit.errors import UnknownNameError
 from pipelines.samplers.catalog import SAMPLERS, find_sampler
+from pipelines.samplers.custom_sigmas import with_sigma_schedule
 from pipelines.samplers.dpmpp_2s_ancestral import DPMSolverPlusPlus2SAncestralScheduler
+from pipelines.samplers.euler_ancestral import EulerAncestralAnyScheduleScheduler
 from pipelines.samplers.schedule_types import (
     SCHEDULE_TYPES,
     SIGMA_SCHEDULE_FLAGS,
@@ -32,7 +34,9 @@ MODEL_SCHEDULE_KEYS = (
 )
 
 # Schedulers mixkit adds where diffusers has no faithful counterpart; the rest come from diffusers.
-MIXKIT_SCHEDULERS = {cls.__name__: cls for cls in (DPMSolverPlusPlus2SAncestralScheduler,)}
+MIXKIT_SCHEDULERS = {
+    cls.__name__: cls for cls in (DPMSolverPlusPlus2SAncestralScheduler, EulerAncestralAnyScheduleScheduler)
+}
 
 # Suffixes of old k-diffusion aliases ("k_dpmpp_2m_ka") that named a schedule before A1111 1.9.
 _OLD_ALIAS_SUFFIXES = {"_ka": "Karras", "_exp": "Exponential"}
@@ -87,17 +91,22 @@ def scheduler_config_for(
     config = {key: base_scheduler_config[key] for key in MODEL_SCHEDULE_KEYS if key in base_scheduler_config}
     config.update(dict.fromkeys(SIGMA_SCHEDULE_FLAGS, False))
     config.update(spec.config_overrides)
-    config.update(SCHEDULE_TYPES.get(schedule_name).config_overrides or {})
+    schedule = SCHEDULE_TYPES.get(schedule_name)
+    config.update(schedule.config_overrides or {})
+    if schedule.ends_at_sigma_min:
+        config["final_sigmas_type"] = "sigma_min"  # where the class has the switch; others end at 0
     return {key: value for key, value in config.items() if key in accepted}
 
 
 def make_scheduler(
-    sampler_name: str, base_scheduler_config: Mapping[str, Any], schedule_type: str = "Automatic"
+    sampler_name: str, base_scheduler_config: Mapping[str, Any], schedule_type: str = "Automatic", *,
+    sdxl: bool = False,
 ) -> diffusers.SchedulerMixin:
     """A fresh diffusers scheduler reproducing the A1111 sampler `sampler_name` for this model.
 
     `base_scheduler_config` is the model's own scheduler config (`pipe.scheduler.config` or the
-    parsed `scheduler/scheduler_config.json`); its betas and `prediction_type` are kept.
+    parsed `scheduler/scheduler_config.json`); its betas and `prediction_type` are kept. `sdxl`
+    picks the SDXL variant of schedules that have one ("Align Your Steps"), as A1111 does.
     """
     if not isinstance(base_scheduler_config, Mapping):
         raise TypeError(
@@ -112,6 +121,9 @@ def make_scheduler(
                 f"(used by diffusers' {spec.scheduler_class_name}); install it with `pip install {package}`."
             )
     scheduler_class = scheduler_class_of(spec)
+    sigma_function = SCHEDULE_TYPES.get(schedule_name).sigma_function
+    if sigma_function is not None:
+        scheduler_class = with_sigma_schedule(scheduler_class, sigma_function, bool(sdxl))
     accepted = set(inspect.signature(scheduler_class.__init__).parameters) - {"self"}
     if base_scheduler_config.get("rescale_betas_zero_snr") and "rescale_betas_zero_snr" not in accepted:
         raise ValueError(
@@ -120,6 +132,18 @@ def make_scheduler(
             f"{', '.join(zero_snr_samplers())}."
         )
     return scheduler_class(**scheduler_config_for(spec, schedule_name, base_scheduler_config, accepted))
+
+
+def start_at_first_step(scheduler) -> None:
+    """Make a scheduler's first `step` the first of its schedule, even when timesteps repeat.
+
+    diffusers finds its place from the timestep it is given and, for a timestep listed twice,
+    takes the *second* (its img2img guess). Schedules whose first sigmas round to the same model
+    timestep (Beta at 60 steps: 999, 999, ...) would then start one step in and run off the end.
+    img2img sets its own begin index afterwards.
+    """
+    if hasattr(scheduler, "set_begin_index"):
+        scheduler.set_begin_index(0)
 
 
 def scheduler_class_of(spec: SamplerSpec) -> type:

@@ -11,14 +11,18 @@ Measured against k-diffusion's schedules on SD 1.5's training schedule (see the 
   schedule below sigma_max.
 - "SGM Uniform" is `linspace(999, 0, n + 1)[:-1]` in timesteps; diffusers' "trailing" is
   `999, 999 - 1000/n, ...`, within 0.2% of it.
-- "Beta" is not offered: diffusers' `use_beta_sigmas` spreads the beta quantiles linearly in
-  *sigma*, while A1111 spreads them over *timestep indices*, a different schedule.
+- "Polyexponential" at A1111's default rho = 1 is "Exponential"; "Normal" (A1111's
+  `normal_scheduler`, linspace from t(sigma_max) to t(sigma_min)) is "Uniform".
+- "KL Optimal", "Align Your Steps", "Simple", "DDIM" and "Beta" have no diffusers switch: their
+  sigmas come from sigma_schedules.py through custom_sigmas.py. A1111's "Beta" spreads the
+  Beta(0.6, 0.6) quantiles linearly in sigma (its `beta_scheduler`).
 """
 
 from __future__ import annotations
 
 from mixkit.registry import Registry
 
+from pipelines.samplers import sigma_schedules
 from pipelines.samplers.spec import ScheduleType
 
 SCHEDULE_TYPES: Registry[ScheduleType] = Registry("schedule type")
@@ -54,9 +58,54 @@ _register(
 )
 _register(
     ScheduleType(
+        "Polyexponential", "polyexponential",
+        config_overrides={"timestep_spacing": "linspace", "use_exponential_sigmas": True},
+        description="A1111's polyexponential at its default rho = 1, which is the exponential schedule",
+    )
+)
+_register(
+    ScheduleType(
         "SGM Uniform", "sgm_uniform", aliases=("SGMUniform",), config_overrides={"timestep_spacing": "trailing"},
         description="timesteps evenly spaced, last step ending above t=0 (Stability's SGM code)",
     )
+)
+
+
+def _register_custom(name: str, internal_name: str, function, description: str, **kwargs) -> None:
+    # `use_karras_sigmas` routes set_timesteps through the conversion custom_sigmas.py replaces;
+    # "linspace" keeps the interpolated training sigmas' end points at sigma(999) and sigma(0).
+    _register(ScheduleType(
+        name, internal_name, config_overrides={"timestep_spacing": "linspace", "use_karras_sigmas": True},
+        description=description, sigma_function=function, **kwargs,
+    ))
+
+
+_register_custom(
+    "KL Optimal", "kl_optimal", sigma_schedules.kl_optimal_sigmas,
+    "uniform in arctan(sigma) from sigma_max to sigma_min (Sabour et al. 2024); ends at sigma_min, as in A1111",
+    ends_at_sigma_min=True,
+)
+_register_custom(
+    "Align Your Steps", "align_your_steps", sigma_schedules.align_your_steps_sigmas,
+    "NVIDIA's optimised sigmas (SD 1.x or SDXL), log-linearly resampled to the step count",
+)
+_register_custom(
+    "Simple", "simple", sigma_schedules.simple_sigmas,
+    "every (1000 / steps)-th training sigma from the top (ComfyUI's simple)",
+)
+_register(
+    ScheduleType(
+        "Normal", "normal", config_overrides={"timestep_spacing": "linspace"},
+        description="timesteps evenly spaced from t(sigma_max) to t(sigma_min): the same sigmas as Uniform",
+    )
+)
+_register_custom(
+    "DDIM", "ddim", sigma_schedules.ddim_sigmas,
+    "the training sigmas at timesteps 1, 1 + k, ... (k = 1000 // steps); may run a step more, as in A1111",
+)
+_register_custom(
+    "Beta", "beta", sigma_schedules.beta_sigmas,
+    "Beta(0.6, 0.6) quantiles between sigma_min and sigma_max (Lee et al. 2024)",
 )
 
 _ALIASES = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 NoiseSource = Literal["none", "generator", "brownian_seeds"]
 """Where a sampler's per-step noise comes from.
@@ -31,6 +31,9 @@ class ScheduleType:
     """An A1111 "Schedule type" expressed as diffusers scheduler config keys.
 
     `config_overrides` is None only for "Automatic", which means "the sampler's own default".
+    A schedule diffusers has no switch for carries `sigma_function` (see sigma_schedules.py),
+    which replaces diffusers' Karras conversion (custom_sigmas.py); `ends_at_sigma_min` says its
+    last sigma is the training sigma_min rather than 0.
     """
 
     name: str
@@ -38,6 +41,8 @@ class ScheduleType:
     aliases: tuple[str, ...] = ()
     config_overrides: Mapping[str, Any] | None = None
     description: str = ""
+    sigma_function: Callable[..., Any] | None = None
+    ends_at_sigma_min: bool = False
 
     def __post_init__(self) -> None:
         if self.config_overrides is not None:

@@ -71,6 +71,19 @@ def test_a_paste_names_what_the_form_cannot_reproduce():
         assert fragment in joined, fragment
 
 
+def test_a_paste_of_a_beta_schedule_notes_only_settings_other_than_a1111s_defaults():
+    from pipelines.infotext import build_infotext
+
+    schedules = ["Automatic", "Beta", "Align Your Steps"]
+    fields = {"Steps": 20, "Sampler": "Euler", "Schedule type": "Beta", "CFG scale": 7, "Seed": 1, "Size": "64x64",
+              "Beta schedule alpha": 0.6, "Beta schedule beta": 0.6, "RNG": "CPU"}
+    values, notes = infotext_to_form_values(build_infotext("a cube", "", fields), GenerationLimits(), ["Euler"], schedules)
+    assert values["schedule_type"] == "Beta" and notes == []
+    fields.update({"Beta schedule alpha": 0.5, "Schedule rho": 5})
+    _, notes = infotext_to_form_values(build_infotext("a cube", "", fields), GenerationLimits(), ["Euler"], schedules)
+    assert len(notes) == 1 and notes[0].startswith("Beta schedule alpha: 0.5, Schedule rho: 5: ")
+
+
 def test_editor_mask_is_the_union_of_painted_pixels():
     first = Image.new("RGBA", (16, 16), (0, 0, 0, 0))
     first.paste((255, 255, 255, 255), (0, 0, 4, 4))

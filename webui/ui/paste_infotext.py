@@ -87,9 +87,24 @@ def _reproduction_notes(parsed: dict, current_model: str | None) -> list[str]:
     if hires:
         recipe = ", ".join(f"{key}: {parsed[key]}" for key in hires)
         notes.append(f"Hires fix ({recipe}): set it in the Hires. fix controls; the paste fills the first pass.")
+    notes += _schedule_setting_notes(parsed)
     if "Variation seed" in parsed:
         notes.append("Variation seed: not supported here; the image will differ.")
     if parsed.get("RNG", "GPU") != "CPU":
         notes.append(f"RNG: the image's noise was drawn on the {parsed.get('RNG', 'GPU')} (A1111's default when the "
                      "key is missing); this server draws CPU noise, so the same seed gives another image.")
     return notes
+
+
+def _schedule_setting_notes(parsed: dict) -> list[str]:
+    """A1111 settings that reshape a schedule and that mixkit keeps at A1111's defaults."""
+    from pipelines.samplers.sigma_schedules import BETA_ALPHA, BETA_BETA
+
+    fixed = {"Beta schedule alpha": BETA_ALPHA, "Beta schedule beta": BETA_BETA,
+             "Schedule rho": 0, "Schedule max sigma": 0, "Schedule min sigma": 0}
+    changed = [f"{key}: {parsed[key]}" for key, default in fixed.items()
+               if key in parsed and _float(str(parsed[key])) != default]
+    if not changed:
+        return []
+    return [f"{', '.join(changed)}: this server runs schedules at A1111's default settings "
+            "(Beta 0.6/0.6, no custom rho or sigma range); the image will differ."]

@@ -85,11 +85,65 @@ def exponential_sigmas(config: dict, n: int) -> torch.Tensor:
     return _append_zero(torch.linspace(math.log(sigmas[-1].item()), math.log(sigmas[0].item()), n, dtype=torch.float64).exp())
 
 
+def kl_optimal_sigmas(config: dict, n: int) -> torch.Tensor:
+    """A1111's `kl_optimal`: n + 1 sigmas uniform in arctan(sigma), ending *at* sigma_min (no zero)."""
+    sigmas = training_sigmas(config)
+    angles = torch.linspace(math.atan(sigmas[-1].item()), math.atan(sigmas[0].item()), n + 1, dtype=torch.float64)
+    return angles.tan()
+
+
+AYS_SD15 = [14.615, 6.475, 3.861, 2.697, 1.886, 1.396, 0.963, 0.652, 0.399, 0.152, 0.029]
+AYS_SDXL = [14.615, 6.315, 3.771, 2.181, 1.342, 0.862, 0.555, 0.380, 0.234, 0.113, 0.029]
+
+
+def align_your_steps_sigmas(config: dict, n: int, sdxl: bool = False) -> torch.Tensor:
+    """NVIDIA's AYS list; other step counts: piecewise-linear log sigma at n evenly spaced points."""
+    published = torch.tensor(AYS_SDXL if sdxl else AYS_SD15, dtype=torch.float64)
+    if n == len(published):
+        return _append_zero(published)
+    logs = published.log()
+    positions = torch.linspace(0, len(published) - 1, n, dtype=torch.float64)
+    low = positions.floor().long().clamp(max=len(published) - 2)
+    w = positions - low
+    return _append_zero(((1 - w) * logs[low] + w * logs[low + 1]).exp())
+
+
+def simple_sigmas(config: dict, n: int) -> torch.Tensor:
+    """A1111's `simple_scheduler`: the training sigma at index 999 - int(k * 1000 / n), k = 0..n-1."""
+    sigmas = training_sigmas(config)
+    count = len(sigmas)
+    return _append_zero(torch.stack([sigmas[count - 1 - int(k * count / n)] for k in range(n)]))
+
+
+def ddim_uniform_sigmas(config: dict, n: int) -> torch.Tensor:
+    """A1111's `ddim_scheduler`: training sigmas at t = 1, 1 + k, ... < 1000 (k = 1000 // n), top first."""
+    sigmas = training_sigmas(config)
+    stride = max(len(sigmas) // n, 1)
+    return _append_zero(sigmas[torch.arange(1, len(sigmas), stride)].flip(0))
+
+
+def beta_schedule_sigmas(config: dict, n: int, alpha: float = 0.6, beta: float = 0.6) -> torch.Tensor:
+    """A1111's `beta_scheduler`: sigma_min + ppf(1 - k / (n - 1)) * (sigma_max - sigma_min)."""
+    from scipy.special import betaincinv
+
+    sigmas = training_sigmas(config)
+    low, high = sigmas[0].item(), sigmas[-1].item()
+    quantiles = [1.0 - k / (n - 1) if n > 1 else 1.0 for k in range(n)]
+    return _append_zero(torch.tensor([low + betaincinv(alpha, beta, q) * (high - low) for q in quantiles], dtype=torch.float64))
+
+
 REFERENCE_SCHEDULES = {
     "Uniform": uniform_sigmas,
     "Karras": karras_sigmas,
     "Exponential": exponential_sigmas,
+    "Polyexponential": exponential_sigmas,  # A1111's default rho = 1
     "SGM Uniform": sgm_uniform_sigmas,
+    "KL Optimal": kl_optimal_sigmas,
+    "Align Your Steps": align_your_steps_sigmas,
+    "Simple": simple_sigmas,
+    "Normal": uniform_sigmas,  # linspace(t(sigma_max), t(sigma_min), n) is linspace(999, 0, n)
+    "DDIM": ddim_uniform_sigmas,
+    "Beta": beta_schedule_sigmas,
 }
 
 
@@ -154,6 +208,40 @@ def sample_dpmpp_2m(x: torch.Tensor, sigmas: torch.Tensor) -> torch.Tensor:
             d = (1 + 1 / (2 * r)) * denoised - (1 / (2 * r)) * old
         x = (s_next / s) * x - math.expm1(-h) * d
         old, h_last = denoised, h
+    return x
+
+
+def sample_euler_ancestral(x: torch.Tensor, sigmas: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """k-diffusion `sample_euler_ancestral` (eta=1); noise drawn in float32 from `generator`."""
+    for i in range(len(sigmas) - 1):
+        s, s_next = sigmas[i].item(), sigmas[i + 1].item()
+        s_up = min(s_next, (s_next**2 * (s**2 - s_next**2) / s**2) ** 0.5)
+        s_down = (s_next**2 - s_up**2) ** 0.5
+        x = x + (x - gaussian_denoiser(x, s)) / s * (s_down - s)
+        noise = torch.randn(x.shape, generator=generator, dtype=torch.float32).double()
+        if s_next > 0:
+            x = x + noise * s_up
+    return x
+
+
+def sample_dpmpp_2m_sde(x: torch.Tensor, sigmas: torch.Tensor, generator: torch.Generator, heun: bool = False) -> torch.Tensor:
+    """k-diffusion `sample_dpmpp_2m_sde` (eta=1), Gaussian noise per step instead of a Brownian tree."""
+    old, h_last = None, None
+    for i in range(len(sigmas) - 1):
+        s, s_next = sigmas[i].item(), sigmas[i + 1].item()
+        denoised = gaussian_denoiser(x, s)
+        if s_next == 0:
+            x = denoised
+        else:
+            h = math.log(s / s_next)  # eta * h with eta = 1
+            decay = -math.expm1(-2 * h)  # 1 - exp(-2h)
+            x = (s_next / s) * math.exp(-h) * x + decay * denoised
+            if old is not None:
+                weight = 1 - decay / (2 * h) if heun else 0.5 * decay  # (1 - e^-2h) / (-2h) + 1, or midpoint's
+                x = x + weight * (h / h_last) * (denoised - old)
+            x = x + torch.randn(x.shape, generator=generator, dtype=torch.float64) * s_next * decay**0.5
+            h_last = h
+        old = denoised
     return x
 
 

@@ -7,7 +7,7 @@ import functools
 
 import torch
 
-from pipelines.samplers import extra_step_kwargs, make_scheduler, seed_brownian_noise
+from pipelines.samplers import extra_step_kwargs, make_scheduler, seed_brownian_noise, start_at_first_step
 
 from .kdiffusion_reference import SD2_V_SCHEDULER_CONFIG, SD15_SCHEDULER_CONFIG
 
@@ -30,6 +30,7 @@ def fresh_scheduler(sampler: str, schedule: str = "Automatic", config_name: str 
 
 def run_sampler(scheduler, model, latents: torch.Tensor, steps: int, generator=None, seeds=None) -> torch.Tensor:
     scheduler.set_timesteps(steps, device="cpu")
+    start_at_first_step(scheduler)
     if seeds is not None:
         seed_brownian_noise(scheduler, seeds)
     x = latents * scheduler.init_noise_sigma

@@ -1,0 +1,48 @@
+"""A1111's "Euler a" (k-diffusion `sample_euler_ancestral`, eta = 1) on any sigma schedule.
+
+diffusers' EulerAncestralDiscreteScheduler has no Karras/Exponential switch (0.42), yet "Euler a"
+with Karras is a common Civitai pairing that A1111 runs. EulerDiscreteScheduler has every
+schedule switch; only its update differs. This step splits each move sigma -> sigma_next into a
+deterministic Euler step down to sigma_down and fresh noise of std sigma_up, with
+sigma_up^2 + sigma_down^2 = sigma_next^2 (Song et al. 2021's ancestral sampling in sigma space,
+as in k-diffusion's `get_ancestral_step`). The noise is one `randn_tensor` per step from the
+image's generator, the draw order of diffusers' own ancestral Euler, so "Uniform" images are
+unchanged by the switch.
+"""
+
+from __future__ import annotations
+
+import torch
+from diffusers import EulerDiscreteScheduler
+from diffusers.schedulers.scheduling_euler_discrete import EulerDiscreteSchedulerOutput
+from diffusers.utils.torch_utils import randn_tensor
+
+from pipelines.samplers.dpmpp_2s_ancestral import predicted_original
+
+
+def ancestral_split(sigma: torch.Tensor, sigma_next: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(sigma_down, sigma_up) for an ancestral step from `sigma` to `sigma_next` at eta = 1."""
+    sigma_up = torch.minimum(sigma_next, (sigma_next**2 * (sigma**2 - sigma_next**2) / sigma**2).clamp(min=0).sqrt())
+    sigma_down = (sigma_next**2 - sigma_up**2).clamp(min=0).sqrt()
+    return sigma_down, sigma_up
+
+
+class EulerAncestralAnyScheduleScheduler(EulerDiscreteScheduler):
+    """Euler ancestral steps over EulerDiscreteScheduler's sigmas (Karras, Exponential, custom ...)."""
+
+    def step(self, model_output, timestep, sample, generator=None, return_dict: bool = True):
+        if self.step_index is None:
+            self._init_step_index(timestep)
+        # Upcast as diffusers' Euler does: fp16 latents lose the small noise increments otherwise.
+        sample = sample.to(torch.float32)
+        sigma, sigma_next = self.sigmas[self.step_index], self.sigmas[self.step_index + 1]
+        denoised = predicted_original(model_output, sample, sigma, self.config.prediction_type)
+        sigma_down, sigma_up = ancestral_split(sigma, sigma_next)
+        derivative = (sample - denoised) / sigma
+        prev_sample = sample + derivative * (sigma_down - sigma)
+        noise = randn_tensor(model_output.shape, dtype=model_output.dtype, device=model_output.device, generator=generator)
+        prev_sample = (prev_sample + noise * sigma_up).to(model_output.dtype)
+        self._step_index += 1
+        if not return_dict:
+            return prev_sample, denoised
+        return EulerDiscreteSchedulerOutput(prev_sample=prev_sample, pred_original_sample=denoised)

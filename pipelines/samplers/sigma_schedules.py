@@ -1,0 +1,78 @@
+"""A1111 1.10's sigma schedules that diffusers has no switch for, as pure functions.
+
+Each takes the step count `n` and the model's training sigmas (ascending, sigma(t=0) first, as
+k-diffusion's `DiscreteSchedule.sigmas`) and returns the whole schedule the sampler walks,
+*including* its last entry: 0 for most, sigma_min for "KL Optimal", which A1111 ends there
+(its `kl_optimal` returns n + 1 sigmas from sigma_max down to sigma_min, no zero appended).
+The formulas follow A1111's `modules/sd_schedulers.py`; the references are in each docstring.
+
+"Polyexponential" (A1111's default rho = 1) and "Normal" are not here: they are exactly
+"Exponential" and "Uniform" and reuse diffusers' switches for those.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Align Your Steps (Sabour et al. 2024): NVIDIA's 11 sigmas for SD 1.5 and SDXL, as published on
+# the project page and used by A1111 as they are at 11 steps (then 0); other step counts
+# interpolate them in log sigma.
+ALIGN_YOUR_STEPS_SD15 = (14.615, 6.475, 3.861, 2.697, 1.886, 1.396, 0.963, 0.652, 0.399, 0.152, 0.029)
+ALIGN_YOUR_STEPS_SDXL = (14.615, 6.315, 3.771, 2.181, 1.342, 0.862, 0.555, 0.380, 0.234, 0.113, 0.029)
+
+# A1111's defaults for its "Beta" schedule (settings beta_dist_alpha / beta_dist_beta), the values
+# Lee et al. 2024 ("Beta Sampling is All You Need") recommend.
+BETA_ALPHA = 0.6
+BETA_BETA = 0.6
+
+
+def kl_optimal_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False) -> np.ndarray:
+    """KL-optimal schedule (Sabour et al. 2024, eq. 9): uniform in arctan(sigma), sigma_max to sigma_min."""
+    low, high = np.arctan(training_sigmas[0]), np.arctan(training_sigmas[-1])
+    fraction = np.arange(n + 1) / n
+    return np.tan(fraction * low + (1.0 - fraction) * high)
+
+
+def align_your_steps_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False) -> np.ndarray:
+    """NVIDIA's Align Your Steps sigmas for the model family, log-linearly resampled unless `n` is 11."""
+    published = np.array(ALIGN_YOUR_STEPS_SDXL if sdxl else ALIGN_YOUR_STEPS_SD15)
+    if n != len(published):
+        # Interpolate log sigma over a uniform grid, from sigma_min upwards, as the AYS how-to does.
+        ascending_logs = np.log(published[::-1])
+        grid = np.linspace(0, 1, len(published))
+        published = np.exp(np.interp(np.linspace(0, 1, n), grid, ascending_logs))[::-1]
+    return np.append(published, 0.0)
+
+
+def simple_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False) -> np.ndarray:
+    """ComfyUI's "simple": every (1000 / n)-th training sigma from the top, truncated to an index."""
+    stride = len(training_sigmas) / n
+    picked = [training_sigmas[-(1 + int(step * stride))] for step in range(n)]
+    return np.append(np.array(picked, dtype=np.float64), 0.0)
+
+
+def ddim_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False) -> np.ndarray:
+    """The training sigmas at timesteps 1, 1 + k, 1 + 2k, ... (k = 1000 // n), top first.
+
+    As A1111's DDIM schedule this can walk more than `n` steps when 1000 is not a multiple of
+    `n` (30 steps: k = 33, 31 sigmas); the sampler runs them all, as A1111 does.
+    """
+    stride = max(len(training_sigmas) // n, 1)
+    picked = training_sigmas[1::stride][::-1]
+    return np.append(np.array(picked, dtype=np.float64), 0.0)
+
+
+def beta_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False) -> np.ndarray:
+    """Beta(0.6, 0.6) quantiles spread linearly between sigma_min and sigma_max (A1111's "Beta")."""
+    from scipy import stats
+
+    sigma_min, sigma_max = float(training_sigmas[0]), float(training_sigmas[-1])
+    quantiles = stats.beta.ppf(1.0 - np.linspace(0, 1, n), BETA_ALPHA, BETA_BETA)
+    return np.append(sigma_min + quantiles * (sigma_max - sigma_min), 0.0)
+
+
+def beta_schedule_infotext(schedule_type: str) -> dict[str, float]:
+    """The keys A1111 adds to an infotext made with its "Beta" schedule (always both)."""
+    if schedule_type != "Beta":
+        return {}
+    return {"Beta schedule alpha": BETA_ALPHA, "Beta schedule beta": BETA_BETA}
