@@ -56,6 +56,15 @@ def controlnet_args(alwayson_scripts: dict) -> tuple[list, dict]:
     return [], rest
 
 
+def _model_name(label: str, models, name: object) -> str:
+    """The catalog name, refused now (a 422, not a failed job) if the ControlNet infotext could not hold it."""
+    from pipelines.controlnet.units import check_infotext_name
+
+    resolved = models.resolve(name)
+    check_infotext_name(label, resolved)
+    return resolved
+
+
 def parse_units(args: list, *, models, max_units: int, max_pixels: int, max_bytes: int) -> list[UnitSpec]:
     """UnitSpecs for the enabled units; raises ValueError naming the unit and the field."""
     from pipelines.preprocessors import PREPROCESSORS
@@ -90,7 +99,7 @@ def parse_units(args: list, *, models, max_units: int, max_pixels: int, max_byte
         thresholds = [None if value is None or value == -1 else _number(f"{label} threshold", value, -1e6, 1e6)
                       for value in thresholds]
         specs.append(UnitSpec(
-            model_name=models.resolve(unit.get("model")), image=decoded,
+            model_name=_model_name(label, models, unit.get("model")), image=decoded,
             weight=_number(f"{label} weight", unit.get("weight", 1.0), 0.0, 2.0),
             guidance_start=_number(f"{label} guidance_start", unit.get("guidance_start", 0.0), 0.0, 1.0),
             guidance_end=_number(f"{label} guidance_end", unit.get("guidance_end", 1.0), 0.0, 1.0),
@@ -108,7 +117,8 @@ def ui_unit_spec(models, model_name: str, image, preprocessor: str, weight: floa
     if models is None:
         raise ValueError("This server has no ControlNet folder (start it with --controlnet-dir).")
     PREPROCESSORS.get(preprocessor)  # unknown -> error listing the valid ones
-    return UnitSpec(model_name=models.resolve(model_name), image=image, weight=_number("ControlNet weight", weight, 0.0, 2.0),
+    return UnitSpec(model_name=_model_name("ControlNet", models, model_name), image=image,
+                    weight=_number("ControlNet weight", weight, 0.0, 2.0),
                     guidance_start=_number("ControlNet guidance_start", start, 0.0, 1.0),
                     guidance_end=_number("ControlNet guidance_end", end, 0.0, 1.0), guess_mode=False,
                     resize_mode="crop and resize", preprocessor=preprocessor, threshold_a=None, threshold_b=None)

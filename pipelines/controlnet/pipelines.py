@@ -49,16 +49,21 @@ class ControlNetMixin:
     def _prepare(self, params) -> _ControlState:
         base = super()._prepare(params)
         init_images = getattr(params, "init_images", None)
+        # A unit without image takes the init image resized the way ImageToImage resizes it (sd-webui-controlnet uses
+        # p.resize_mode here), not by the unit's own mode: otherwise the control map is cropped or padded differently
+        # from the picture being denoised.
         fallback = init_images[0] if init_images else None
+        fallback_mode = getattr(params, "resize_mode", "just resize")
         crop = getattr(base, "crop", None)
         if crop is not None:  # inpaint "only masked": control images of the init image's size are cropped alike
             box = (crop.left, crop.top, crop.right, crop.bottom)
             units = [replace(u, image=u.image.crop(box)) if u.image is not None and u.image.size == fallback.size else u
                      for u in params.controlnets]
-            fallback = fallback.crop(box)
+            fallback, fallback_mode = fallback.crop(box), "just resize"  # ImageToImage stretches its crop to the size
         else:
             units = params.controlnets
-        return _ControlState(base, prepare_control_images(units, params.width, params.height, fallback))
+        controls = prepare_control_images(units, params.width, params.height, fallback, fallback_mode)
+        return _ControlState(base, controls)
 
     def _start_batch(self, params, state: _ControlState, sampler, generators: list, first_image: int):
         start = super()._start_batch(params, state.base, sampler, generators, first_image)

@@ -23,8 +23,13 @@ class PreparedControl:
     tensor: Any
 
 
-def prepare_control_images(units: list, width: int, height: int, fallback_image=None) -> list[PreparedControl]:
-    """Resize each unit's image to the generation size per its resize mode, then preprocess it."""
+def prepare_control_images(units: list, width: int, height: int, fallback_image=None,
+                           fallback_resize_mode: str = "just resize") -> list[PreparedControl]:
+    """Resize each unit's image to the generation size per its resize mode, then preprocess it.
+
+    A unit without image gets `fallback_image` (img2img's init image) resized with
+    `fallback_resize_mode`, the mode the init image itself was resized with.
+    """
     import numpy as np
     import torch
 
@@ -32,8 +37,11 @@ def prepare_control_images(units: list, width: int, height: int, fallback_image=
 
     prepared = []
     for unit in units:
-        source = unit.image if unit.image is not None else fallback_image
-        resized = resize_image(source.convert("RGB"), width, height, unit.resize_mode)
+        if unit.image is not None:
+            source, mode = unit.image, unit.resize_mode
+        else:
+            source, mode = fallback_image, fallback_resize_mode
+        resized = resize_image(source.convert("RGB"), width, height, mode)
         control = run_preprocessor(unit.preprocessor, resized, unit.threshold_a, unit.threshold_b)
         array = np.asarray(control, dtype=np.float32) / 255.0
         prepared.append(PreparedControl(unit, control, torch.from_numpy(array).permute(2, 0, 1)[None].contiguous()))

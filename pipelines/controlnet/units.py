@@ -20,9 +20,11 @@ class ControlNetLimits:
 class ControlNetUnit:
     """One ControlNet with its control image and schedule, as a unit of sd-webui-controlnet.
 
-    `image` is the picture handed to `preprocessor` (None in img2img: the init image is used,
-    as the WebUI does). The control image is brought to the generation size with `resize_mode`
-    ("just resize", "crop and resize", "resize and fill"), then preprocessed. The unit is active
+    `image` is the picture handed to `preprocessor`, brought to the generation size with
+    `resize_mode` ("just resize", "crop and resize", "resize and fill") first. In img2img a unit
+    without image uses the init image resized as img2img resizes it (`Img2ImgParams.resize_mode`,
+    not the unit's), so the control map lines up with the picture being denoised, as in
+    sd-webui-controlnet; the infotext still records the unit's own resize mode. The unit is active
     at sampling step s of S while `guidance_start <= s / S <= guidance_end` (sd-webui-controlnet's
     rule, s counted from 0 over the steps actually run). `guess_mode` follows diffusers: the
     ControlNet sees only the conditional rows and its residuals are scaled from 0.1 (shallow)
@@ -51,6 +53,16 @@ class ControlNetUnit:
         return stem if dot and extension.lower() in ("safetensors", "pth", "pt", "ckpt", "bin") else name
 
 
+INFOTEXT_RESERVED = ",:"  # the separators of sd-webui-controlnet's "Name: value, Name: value" unit text
+
+
+def check_infotext_name(label: str, name: str) -> None:
+    """Refuse a model name the ControlNet infotext cannot hold (it would be written after sampling)."""
+    if any(c in name for c in INFOTEXT_RESERVED):
+        raise ValueError(f"{label}: model name {name!r} contains ',' or ':', which the ControlNet infotext format "
+                         "cannot hold; rename it (ControlNetUnit.model_name, or the model's file or folder).")
+
+
 def _number(label: str, value: Any, low: float, high: float) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not low <= value <= high:
         raise ValueError(f"{label} must be a number in [{low}, {high}], got {value!r}.")
@@ -76,6 +88,9 @@ def check_controlnet_units(units: Any, unet_config, limits: ControlNetLimits, *,
         if config is None or not hasattr(config, "conditioning_embedding_out_channels"):
             raise TypeError(f"{label}: model must be a loaded diffusers ControlNetModel (see load_controlnet), "
                             f"got {type(unit.model).__name__}.")
+        if unit.model_name is not None and not isinstance(unit.model_name, str):
+            raise TypeError(f"{label}: model_name must be a string or None, got {type(unit.model_name).__name__}.")
+        check_infotext_name(label, unit.display_name)
         check_controlnet_matches_unet(config, unet_config, label, unit.display_name)
         # The ControlNet's conditioning embedding brings the image to the latent grid with stride-2 convolutions,
         # one fewer than its channel list; a different factor than the VAE's fails deep in diffusers.

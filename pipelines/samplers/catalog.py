@@ -32,8 +32,6 @@ _K_SCHEDULES = (
     "Automatic", "Uniform", "Karras", "Exponential", "Polyexponential", "SGM Uniform", "KL Optimal",
     "Align Your Steps", "Simple", "Normal", "DDIM", "Beta",
 )
-# diffusers' multistep DPM-Solver never ends its uniform spacings on t=0 (see schedule_types.py).
-_MULTISTEP_SCHEDULES = tuple(name for name in _K_SCHEDULES if name not in ("Uniform", "Normal"))
 
 _DPMPP_MULTISTEP = {
     "solver_order": 2,
@@ -59,7 +57,7 @@ def _register(spec: SamplerSpec) -> None:
 _register(SamplerSpec(
     "DPM++ 2M", "DPMSolverMultistepScheduler", aliases=("k_dpmpp_2m",),
     config_overrides={"algorithm_type": "dpmsolver++", **_DPMPP_MULTISTEP},
-    schedule_types=_MULTISTEP_SCHEDULES, default_schedule="Karras",
+    schedule_types=_K_SCHEDULES, default_schedule="Karras",
     notes="diffusers rounds the model timesteps of Karras/Exponential sigmas to integers.",
 ))
 _register(SamplerSpec(
@@ -70,14 +68,14 @@ _register(SamplerSpec(
 _register(SamplerSpec(
     "DPM++ 2M SDE", "DPMSolverMultistepScheduler", aliases=("k_dpmpp_2m_sde",),
     config_overrides={"algorithm_type": "sde-dpmsolver++", **_DPMPP_MULTISTEP},
-    schedule_types=_MULTISTEP_SCHEDULES, default_schedule="Exponential",
+    schedule_types=_K_SCHEDULES, default_schedule="Exponential",
     stochastic=True, noise_source="generator",
     notes="A1111 draws this sampler's noise from a Brownian tree; diffusers uses Gaussian noise per step.",
 ))
 _register(SamplerSpec(
     "DPM++ 2M SDE Heun", "DPMSolverMultistepScheduler", aliases=("k_dpmpp_2m_sde_heun",),
     config_overrides={"algorithm_type": "sde-dpmsolver++", **_DPMPP_MULTISTEP, "solver_type": "heun"},
-    schedule_types=_MULTISTEP_SCHEDULES, default_schedule="Exponential",
+    schedule_types=_K_SCHEDULES, default_schedule="Exponential",
     stochastic=True, noise_source="generator",
     notes="A1111 draws this sampler's noise from a Brownian tree; diffusers uses Gaussian noise per step.",
 ))

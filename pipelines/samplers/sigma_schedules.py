@@ -6,8 +6,12 @@ k-diffusion's `DiscreteSchedule.sigmas`) and returns the whole schedule the samp
 (its `kl_optimal` returns n + 1 sigmas from sigma_max down to sigma_min, no zero appended).
 The formulas follow A1111's `modules/sd_schedulers.py`; the references are in each docstring.
 
-"Polyexponential" (A1111's default rho = 1) and "Normal" are not here: they are exactly
-"Exponential" and "Uniform" and reuse diffusers' switches for those.
+A1111's own four (Uniform, Karras, Exponential, SGM Uniform) are here too, although diffusers has
+switches for them: diffusers derives them from its interpolated timestep grid, which at one step
+collapses to t = 0 (a one-step "Karras" run started at sigma_min and returned the noise), and
+interpolates sigma linearly where k-diffusion interpolates log sigma. "Polyexponential" at
+A1111's default rho = 1 is "Exponential"; "Normal" (linspace from t(sigma_max) to t(sigma_min))
+is "Uniform".
 """
 
 from __future__ import annotations
@@ -24,6 +28,34 @@ ALIGN_YOUR_STEPS_SDXL = (14.615, 6.315, 3.771, 2.181, 1.342, 0.862, 0.555, 0.380
 # Lee et al. 2024 ("Beta Sampling is All You Need") recommend.
 BETA_ALPHA = 0.6
 BETA_BETA = 0.6
+
+
+def _sigma_at(timesteps: np.ndarray, training_sigmas: np.ndarray) -> np.ndarray:
+    """k-diffusion's `t_to_sigma`: log sigma interpolated linearly between integer timesteps."""
+    return np.exp(np.interp(timesteps, np.arange(len(training_sigmas)), np.log(training_sigmas)))
+
+
+def uniform_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False) -> np.ndarray:
+    """k-diffusion's `DiscreteSchedule.get_sigmas`: timesteps linspace(999, 0, n), then 0."""
+    last = len(training_sigmas) - 1
+    return np.append(_sigma_at(np.linspace(last, 0, n), training_sigmas), 0.0)
+
+
+def sgm_uniform_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False) -> np.ndarray:
+    """A1111's `sgm_uniform`: n of n + 1 evenly spaced timesteps from 999 (the last, t = 0, dropped)."""
+    last = len(training_sigmas) - 1
+    return np.append(_sigma_at(np.linspace(last, 0, n + 1)[:-1], training_sigmas), 0.0)
+
+
+def karras_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False, rho: float = 7.0) -> np.ndarray:
+    """Karras et al. 2022, eq. 5 (rho = 7) between the training schedule's sigma_max and sigma_min."""
+    low, high = training_sigmas[0] ** (1 / rho), training_sigmas[-1] ** (1 / rho)
+    return np.append((high + np.linspace(0, 1, n) * (low - high)) ** rho, 0.0)
+
+
+def exponential_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False) -> np.ndarray:
+    """Sigmas evenly spaced in log sigma from sigma_max to sigma_min."""
+    return np.append(np.exp(np.linspace(np.log(training_sigmas[-1]), np.log(training_sigmas[0]), n)), 0.0)
 
 
 def kl_optimal_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False) -> np.ndarray:

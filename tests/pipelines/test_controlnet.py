@@ -240,6 +240,19 @@ def test_bad_unit_fields_are_refused(pipe, controlnet, control_image, change, me
         pipe(controlnets=[unit], **SMALL)
 
 
+@pytest.mark.parametrize("model_name", ["tiny, v2", "tiny:v2", None])
+def test_a_model_name_the_infotext_cannot_hold_is_refused_before_running(pipe, control_image, tmp_path, model_name,
+                                                                          monkeypatch):
+    # The infotext is written after sampling; this name used to be refused only there, with every step lost.
+    from mixkit.testing.tiny_controlnet import build_tiny_controlnet
+
+    model = load_controlnet(build_tiny_controlnet(tmp_path / "control_tiny:v2", seed=0))  # None: named by its folder
+    unit = ControlNetUnit(model, control_image, model_name=model_name)
+    monkeypatch.setattr(pipe.model.unet, "forward", lambda *a, **k: pytest.fail("the UNet ran"))
+    with pytest.raises(ValueError, match=r"ControlNet 0: model name .*(,|:).* contains ',' or ':'"):
+        pipe(controlnets=[unit], **SMALL)
+
+
 def test_sdxl_controlnet_runs_on_sdxl(tiny_sdxl_dir, control_image):
     from mixkit.testing.tiny_controlnet import tiny_controlnet
 

@@ -88,3 +88,34 @@ def test_only_masked_inpainting_crops_the_control_image_like_the_init_image(tiny
     uncropped = pipe(controlnets=[ControlNetUnit(controlnet, picture.resize((SIZE // 2, SIZE // 2)))], **options)
     assert np.array_equal(pixels(implicit.images[0]), pixels(explicit.images[0]))
     assert not np.array_equal(pixels(implicit.images[0]), pixels(uncropped.images[0]))
+
+
+@pytest.mark.parametrize("img2img_mode, unit_mode", [
+    ("just resize", "crop and resize"),  # both defaults: the tester's case
+    ("crop and resize", "just resize"),
+    ("resize and fill", "crop and resize"),
+])
+def test_a_unit_without_image_gets_the_init_image_resized_as_img2img_resizes_it(tiny_sd1_dir, controlnet,
+                                                                                img2img_mode, unit_mode):
+    """sd-webui-controlnet resizes the init image for such a unit with img2img's resize mode (p.resize_mode), so
+    the control map lines up with the picture being denoised; the unit's own mode is for its own image."""
+    from pipelines.image_prep import resize_image
+
+    init = Image.new("RGB", (2 * SIZE, SIZE), "black")
+    init.paste((255, 255, 255), (0, 0, SIZE // 2, SIZE))  # a white band on the left quarter
+    pipe = ControlNetImageToImage.from_pretrained(tiny_sd1_dir)
+    seen = []
+    handle = controlnet.register_forward_pre_hook(
+        lambda module, args, kwargs: seen.append(kwargs["controlnet_cond"].detach().clone()), with_kwargs=True)
+    try:
+        pipe(init_images=[init], resize_mode=img2img_mode, controlnets=[ControlNetUnit(controlnet, resize_mode=unit_mode)],
+             **{**SMALL, "steps": 2})
+    finally:
+        handle.remove()
+    assert seen
+    control = np.rint(seen[0][0].permute(1, 2, 0).numpy() * 255).astype(np.int16)
+    denoised = pixels(resize_image(init, SIZE, SIZE, img2img_mode))
+    assert np.array_equal(control, denoised)
+    assert not np.array_equal(control, pixels(resize_image(init, SIZE, SIZE, unit_mode)))
+    if img2img_mode == "just resize":  # the band is at columns 0-15 of the denoised image, and of the control map
+        assert (control[:, :SIZE // 4 - 1] > 200).all() and (control[:, SIZE // 4 + 1:] < 50).all()

@@ -75,7 +75,7 @@ def test_unknown_schedule_type_lists_valid_names():
         resolve_sampler("Euler", "Karas")
 
 
-@pytest.mark.parametrize("sampler, schedule", [("DDIM", "Karras"), ("UniPC", "Beta"), ("DPM++ 2M", "Uniform"), ("LCM", "SGM Uniform")])
+@pytest.mark.parametrize("sampler, schedule", [("DDIM", "Karras"), ("UniPC", "Beta"), ("PLMS", "Uniform"), ("LCM", "SGM Uniform")])
 def test_inapplicable_schedule_type_lists_the_valid_ones(sampler, schedule):
     spec = SAMPLERS.get(sampler)
     with pytest.raises(ValueError, match="does not apply") as info:

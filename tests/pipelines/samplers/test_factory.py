@@ -11,7 +11,7 @@ import torch
 from pipelines.samplers import SAMPLERS, make_scheduler
 from pipelines.samplers.factory import scheduler_class_of
 
-from .kdiffusion_reference import SD2_V_SCHEDULER_CONFIG, SD15_SCHEDULER_CONFIG, alphas_cumprod
+from .kdiffusion_reference import SD2_V_SCHEDULER_CONFIG, SD15_SCHEDULER_CONFIG, alphas_cumprod, uniform_sigmas
 from .sampling_loop import CONFIGS, fresh_scheduler
 
 # Same cases as test_sampling.py, so each scheduler is built once per session (see fresh_scheduler).
@@ -35,13 +35,13 @@ def test_scheduler_keeps_model_betas_and_prediction_type(sampler, schedule, conf
     [
         ("Euler a", {}),
         ("DPM++ 2M", {"algorithm_type": "dpmsolver++", "solver_order": 2, "use_karras_sigmas": True, "lower_order_final": False}),
-        ("DPM++ 2M SDE", {"algorithm_type": "sde-dpmsolver++", "solver_order": 2, "use_exponential_sigmas": True}),
+        ("DPM++ 2M SDE", {"algorithm_type": "sde-dpmsolver++", "solver_order": 2, "use_exponential_sigmas": False}),
         ("DPM++ 2M SDE Heun", {"algorithm_type": "sde-dpmsolver++", "solver_type": "heun"}),
         ("DPM2", {"use_karras_sigmas": True, "timestep_spacing": "linspace"}),
         ("DDIM", {"timestep_spacing": "leading", "steps_offset": 1, "set_alpha_to_one": False, "clip_sample": False}),
         ("PLMS", {"skip_prk_steps": True, "steps_offset": 1}),
         ("UniPC", {"solver_type": "bh1", "solver_order": 3}),
-        ("Euler", {"timestep_spacing": "linspace", "use_karras_sigmas": False}),
+        ("Euler", {"timestep_spacing": "linspace", "final_sigmas_type": "zero"}),
     ],
 )
 def test_sampler_config_matches_a1111(sampler, expected):
@@ -50,10 +50,11 @@ def test_sampler_config_matches_a1111(sampler, expected):
 
 
 def test_schedule_flags_of_the_model_config_do_not_leak():
-    karras_model = {**SD15_SCHEDULER_CONFIG, "use_karras_sigmas": True, "timestep_spacing": "leading"}
-    config = make_scheduler("Euler", karras_model, "Uniform").config
-    assert config.use_karras_sigmas is False
-    assert config.timestep_spacing == "linspace"
+    exponential_model = {**SD15_SCHEDULER_CONFIG, "use_exponential_sigmas": True, "timestep_spacing": "leading"}
+    scheduler = make_scheduler("Euler", exponential_model, "Uniform")
+    assert scheduler.config.use_exponential_sigmas is False
+    scheduler.set_timesteps(10)
+    torch.testing.assert_close(scheduler.sigmas.double(), uniform_sigmas(SD15_SCHEDULER_CONFIG, 10), rtol=1e-5, atol=1e-6)
 
 
 def test_accepts_a_live_scheduler_config_and_returns_a_fresh_scheduler():

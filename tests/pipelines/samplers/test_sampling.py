@@ -44,10 +44,11 @@ def test_runs_without_nan_and_reaches_the_data_distribution(sampler, schedule, c
     # The toy model is the exact denoiser of N(0.5, 0.5^2): a sampler that mishandles the
     # prediction type, the input scaling or the sigmas lands elsewhere. The std bound is loose:
     # first-order and ancestral samplers (and LCM on a non-distilled denoiser) under-disperse, and
-    # the SDE samplers over-disperse at 20 steps on schedules with long last steps (DDIM, Beta):
-    # k-diffusion's own algorithm gives std 0.80 there (test_sigma_schedules.py compares them).
+    # the SDE samplers over-disperse at 20 steps on schedules with long low-noise steps (Uniform,
+    # DDIM, Beta): k-diffusion's own DPM++ 2M SDE Heun gives std 0.92 on Uniform and 0.80 on DDIM
+    # (test_sigma_schedules.py compares the two).
     assert x.mean().item() == pytest.approx(0.5, abs=0.05)
-    assert 0.28 < x.std().item() < 0.85
+    assert 0.28 < x.std().item() < 0.95
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS.names())

@@ -57,12 +57,14 @@ def test_kl_optimal_ends_at_sigma_min_where_the_class_can():
 
 
 def test_euler_a_on_uniform_is_diffusers_ancestral_euler_draw_for_draw():
+    # diffusers interpolates sigma linearly between timesteps where k-diffusion (and mixkit) interpolate
+    # log sigma: the schedules differ by up to 1e-4 relative, the samples by less than 1e-3.
     latents = _latents().float()
     model = GaussianDataModel(SD15_SCHEDULER_CONFIG)
     ours = run_sampler(fresh_scheduler("Euler a", "Uniform"), model, latents, 9, generator=torch.Generator().manual_seed(5))
     theirs_scheduler = EulerAncestralDiscreteScheduler.from_config({**SD15_SCHEDULER_CONFIG, "timestep_spacing": "linspace"})
     theirs = run_sampler(theirs_scheduler, model, latents, 9, generator=torch.Generator().manual_seed(5))
-    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5)
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-3)
 
 
 @pytest.mark.parametrize("schedule", ["Karras", "Exponential", "Align Your Steps", "Beta", "KL Optimal"])
