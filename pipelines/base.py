@@ -136,8 +136,9 @@ class DiffusionPipelineBase:
                 # 3. Prepare latents and conditioning (encodings are cached across batches)
                 start = self._start_batch(params, state, sampler, batch_generators, first)
                 steps = params.steps if start.steps is None else start.steps
-                # Schedules ([a:b:when]) count in params.steps, as the WebUI does even for img2img.
-                plan = prepared.plan(params.steps)
+                # Schedules ([a:b:when]) count in params.steps, as the WebUI does even for img2img, times two
+                # for second-order samplers: A1111 builds them over `total_steps` and counts model calls.
+                plan = prepared.plan(params.steps * sampler.calls_per_step)
 
                 # 4. Denoise
                 def on_step(done: int, current, batch_index=batch_index) -> bool:

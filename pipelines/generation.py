@@ -72,6 +72,13 @@ class ResolvedSampler:
     base_config: dict
     sdxl: bool = False  # "Align Your Steps" has SDXL's own sigmas
 
+    @property
+    def calls_per_step(self) -> int:
+        """A1111's step multiplier: 2 for second-order samplers, whose prompt schedules count model calls."""
+        from pipelines.samplers import SAMPLERS
+
+        return 2 if SAMPLERS.get(self.name).second_order else 1
+
     def make_schedulers(self, generators: list, steps: int, device) -> list:
         """One fresh scheduler per image; SDE samplers with Brownian trees get that image's seed."""
         from pipelines.samplers import make_scheduler, seed_brownian_noise, start_at_first_step

@@ -18,7 +18,7 @@ class SamplingRequest:
     unet: Any
     schedulers: list  # one per image, already `set_timesteps`
     latents: Any  # [B, C, h, w] float32 on the UNet device, already scaled by init_noise_sigma / noised for img2img
-    plan: Any  # ConditioningPlan: .at_step(step) -> StepConditioning
+    plan: Any  # ConditioningPlan: .at_step(model call index) -> StepConditioning
     combine_cfg: Callable  # (noise_pred [R,...], step_cond, cfg_scale) -> [B,...]
     cfg_scale: float
     generators: list  # one per image
@@ -52,9 +52,11 @@ def run_sampler(request: SamplingRequest):
     sigmas = timestep_sigmas(schedulers[0].alphas_cumprod, timesteps) if skip is not None else None
     with torch.inference_mode():
         for index, t in enumerate(timesteps):
-            # Second-order samplers evaluate the model ~2x per step; the WebUI counts steps, not evaluations.
+            # Second-order samplers evaluate the model ~2x per step. Progress and ControlNet windows count
+            # steps; prompt schedules count model calls, as A1111's denoiser does (the plan was built over
+            # steps x 2 for them, so `[a:b:10]` with Heun switches at call 10, i.e. step 5, as there).
             step = index * sampler_steps // evaluations
-            cond = request.plan.at_step(step)
+            cond = request.plan.at_step(index)
             cfg_scale = request.cfg_scale
             if skip is not None and skip.skips(index, evaluations, sigmas[index]):
                 cond, cfg_scale = without_uncond(cond), 1.0
@@ -63,17 +65,18 @@ def run_sampler(request: SamplingRequest):
             if request.extra_channels is not None:
                 scaled = torch.cat([scaled, request.extra_channels.to(scaled)], dim=1)
             model_input = scaled[rows].to(device=device, dtype=dtype)
-            kwargs = {}
-            if request.time_ids is not None:
-                kwargs["added_cond_kwargs"] = {
-                    "text_embeds": cond.pooled.to(device=device, dtype=dtype),
-                    "time_ids": request.time_ids[rows].to(device=device, dtype=dtype),
-                }
-            if request.unet_extra is not None:
-                kwargs.update(request.unet_extra(model_input, t, cond, step, rows))
-            noise_pred = unet(
-                model_input, t, encoder_hidden_states=cond.embeds.to(device=device, dtype=dtype), **kwargs
-            ).sample.float()
+            groups = cond.token_groups()
+            if len(groups) == 1:
+                noise_pred = _predict(request, unet, model_input, t, cond, step, rows, device, dtype)
+            else:
+                # Prompt and negative prompt of different lengths: one UNet call each, as A1111 runs them.
+                noise_pred = None
+                for group, tokens in groups:
+                    part = _predict(request, unet, model_input[group], t, cond.subset(group, tokens), step,
+                                    [rows[r] for r in group], device, dtype)
+                    if noise_pred is None:
+                        noise_pred = part.new_empty((len(rows), *part.shape[1:]))
+                    noise_pred[group] = part
             guided = request.combine_cfg(noise_pred, cond, cfg_scale)
             latents = torch.cat([
                 s.step(guided[i:i + 1], t, latents[i:i + 1], **extra_step_kwargs(s, request.generators[i])).prev_sample
@@ -87,6 +90,19 @@ def run_sampler(request: SamplingRequest):
                 if request.on_step is not None and request.on_step(done, latents) is False:
                     break
     return latents
+
+
+def _predict(request: SamplingRequest, unet, model_input, t, cond, step: int, rows: list[int], device, dtype):
+    """The UNet's float32 prediction for `model_input`'s rows under `cond` (ControlNet & SDXL extras included)."""
+    kwargs = {}
+    if request.time_ids is not None:
+        kwargs["added_cond_kwargs"] = {
+            "text_embeds": cond.pooled.to(device=device, dtype=dtype),
+            "time_ids": request.time_ids[rows].to(device=device, dtype=dtype),
+        }
+    if request.unet_extra is not None:
+        kwargs.update(request.unet_extra(model_input, t, cond, step, rows))
+    return unet(model_input, t, encoder_hidden_states=cond.embeds.to(device=device, dtype=dtype), **kwargs).sample.float()
 
 
 def _row_owners(cond, batch: int) -> list[int]:

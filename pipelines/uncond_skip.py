@@ -103,8 +103,9 @@ def without_uncond(step_cond: StepConditioning) -> StepConditioning:
     """
     keep = sorted({row for parts in step_cond.cond_rows for row, _ in parts})
     renumbered = {row: index for index, row in enumerate(keep)}
+    tokens = step_cond.embeds.shape[1] if step_cond.row_tokens is None else step_cond.row_tokens[keep[0]]
     return StepConditioning(
-        embeds=step_cond.embeds[keep],
+        embeds=step_cond.embeds[keep, :tokens],
         pooled=None if step_cond.pooled is None else step_cond.pooled[keep],
         uncond_rows=[renumbered[parts[0][0]] for parts in step_cond.cond_rows],
         cond_rows=[[(renumbered[row], weight) for row, weight in parts] for parts in step_cond.cond_rows],

@@ -7,6 +7,13 @@ layout (A1111's): the AND parts of image 0, of image 1, ..., then one negative-p
 
 Step semantics are A1111's: `at_step(s)` (0-based, the sampler's step counter) uses, for each
 schedule, the first entry whose end step is >= s. So `[a:b:3]` shows "a" on steps 0..3.
+
+Rows of different lengths are padded as A1111 1.10 does with its default settings: the texts of
+one prompt's schedule are encoded as one batch, so the shorter ones get the empty prompt's chunk;
+AND parts (and the prompts of a batch) are stacked by repeating each row's last vector
+(`stack_conds`); negative prompts of a batch are padded with the empty chunk. Prompt rows and
+negative rows are *not* padded to each other (A1111's "Pad prompt/negative prompt" is off by
+default): `row_tokens` gives each row's length and the sampler runs each length on its own.
 """
 
 from __future__ import annotations
@@ -28,6 +35,33 @@ class StepConditioning:
     uncond_rows: list[int]  # per image, its negative-prompt row
     cond_rows: list[list[tuple[int, float]]]  # per image, (row, weight) of each AND part
     row_image: list[int] = field(default_factory=list)  # per row, the image whose latent it denoises
+    # per row, how many of `embeds`' tokens are its own (None: all); rows of unequal length run as
+    # separate UNet calls, the rest of `embeds` past a row's length is zero filler
+    row_tokens: list[int] | None = None
+
+    def subset(self, rows: list[int], tokens: int) -> "StepConditioning":
+        """These rows alone, cut to `tokens`, for one UNet call (combine_cfg still takes the whole step).
+
+        Rows are renumbered; a prompt or negative row left out is dropped from `cond_rows` / marked -1
+        in `uncond_rows`, so a ControlNet still tells prompt rows from negative ones.
+        """
+        index = {row: position for position, row in enumerate(rows)}
+        return StepConditioning(
+            embeds=self.embeds[rows, :tokens],
+            pooled=None if self.pooled is None else self.pooled[rows],
+            uncond_rows=[index.get(row, -1) for row in self.uncond_rows],
+            cond_rows=[[(index[row], weight) for row, weight in parts if row in index] for parts in self.cond_rows],
+            row_image=[self.row_image[row] for row in rows],
+        )
+
+    def token_groups(self) -> list[tuple[list[int], int]]:
+        """(rows, token count) for each distinct row length, in row order of first appearance."""
+        if self.row_tokens is None or len(set(self.row_tokens)) == 1:
+            return [(list(range(self.embeds.shape[0])), self.embeds.shape[1])]
+        groups: dict[int, list[int]] = {}
+        for row, tokens in enumerate(self.row_tokens):
+            groups.setdefault(tokens, []).append(row)
+        return [(rows, tokens) for tokens, rows in groups.items()]
 
 
 def _entry_at(schedule: list[list], step: int) -> int:
@@ -48,6 +82,17 @@ class ConditioningPlan:
         self.steps = steps
         self._by_texts: dict[tuple[str, ...], StepConditioning] = {}
         self.embeddings_used: dict[str, str] = {}
+        self._schedule_chunks: list[int] | None = None  # per row: the most chunks among its schedule's texts
+
+    def _row_schedules(self) -> list[list[list]]:
+        return [schedule for parts in self.cond_parts for schedule, _ in parts] + list(self.uncond_schedules)
+
+    def _chunks_per_row(self) -> list[int]:
+        if self._schedule_chunks is None:
+            chunk = self.encoder.encode("").hidden.shape[0]
+            self._schedule_chunks = [max(self.encoder.encode(text).hidden.shape[0] for _, text in schedule) // chunk
+                                     for schedule in self._row_schedules()]
+        return self._schedule_chunks
 
     @property
     def ti_hashes(self) -> str:
@@ -74,13 +119,14 @@ class ConditioningPlan:
         encoded = [self.encoder.encode(text) for text in texts]
         for item in encoded:
             self.embeddings_used.update(item.embeddings_used)
-        length = max(item.hidden.shape[0] for item in encoded)
-        empty = self.encoder.encode("").hidden  # A1111's pad_cond: pad with the empty prompt's chunk
-        rows = []
-        for item in encoded:
-            missing = (length - item.hidden.shape[0]) // empty.shape[0]
-            rows.append(torch.cat([item.hidden] + [empty] * missing, dim=0) if missing else item.hidden)
-        embeds = torch.stack(rows)
+        empty = self.encoder.encode("").hidden  # the empty prompt's chunk, A1111's padding chunk
+        rows = [_pad_with(item.hidden, empty, chunks) for item, chunks in zip(encoded, self._chunks_per_row())]
+        n_cond = sum(len(parts) for parts in self.cond_parts)
+        cond = _stack_repeating_last(rows[:n_cond])
+        negative = _stack_with_empty_chunks(rows[n_cond:], empty)
+        tokens = max(cond.shape[1], negative.shape[1])
+        embeds = torch.cat([_zero_fill(cond, tokens), _zero_fill(negative, tokens)])
+        row_tokens = [cond.shape[1]] * n_cond + [negative.shape[1]] * negative.shape[0]
         pooled = torch.stack([item.pooled for item in encoded]) if encoded[0].pooled is not None else None
 
         cond_rows, row_image, row = [], [], 0
@@ -91,7 +137,29 @@ class ConditioningPlan:
         uncond_rows = [row + image for image in range(len(self.uncond_schedules))]
         row_image += list(range(len(self.uncond_schedules)))
         return StepConditioning(embeds=embeds, pooled=pooled, uncond_rows=uncond_rows, cond_rows=cond_rows,
-                                row_image=row_image)
+                                row_image=row_image, row_tokens=row_tokens)
+
+
+def _pad_with(hidden: torch.Tensor, empty: torch.Tensor, chunks: int) -> torch.Tensor:
+    missing = chunks - hidden.shape[0] // empty.shape[0]
+    return torch.cat([hidden] + [empty] * missing) if missing > 0 else hidden
+
+
+def _stack_repeating_last(rows: list[torch.Tensor]) -> torch.Tensor:
+    """A1111's `stack_conds`: shorter rows continue with copies of their last token vector."""
+    length = max(row.shape[0] for row in rows)
+    return torch.stack([torch.cat([row, row[-1:].expand(length - row.shape[0], -1)]) for row in rows])
+
+
+def _stack_with_empty_chunks(rows: list[torch.Tensor], empty: torch.Tensor) -> torch.Tensor:
+    length = max(row.shape[0] for row in rows)
+    return torch.stack([_pad_with(row, empty, length // empty.shape[0]) for row in rows])
+
+
+def _zero_fill(stacked: torch.Tensor, tokens: int) -> torch.Tensor:
+    if stacked.shape[1] == tokens:
+        return stacked
+    return torch.cat([stacked, stacked.new_zeros(stacked.shape[0], tokens - stacked.shape[1], stacked.shape[2])], dim=1)
 
 
 def build_conditioning_plan(encoder: PromptEncoder, prompts: list[str], negative_prompts: list[str],

@@ -65,7 +65,9 @@ def test_matches_diffusers_pipeline_on_the_same_noise(sd1_pipe, tiny_sd1_dir):
 
 def test_model_weights_are_unchanged_by_generation(sd1_pipe):
     before = {k: v.clone() for k, v in sd1_pipe.model.unet.state_dict().items()}
-    sd1_pipe(prompt="(a cat:1.3)", seed=1, **SMALL)
+    # No emphasis here: the tiny text encoder's hidden states average ~1e-8 (a final LayerNorm without bias), so
+    # A1111's mean-restoring emphasis divides by float noise and an emphasised prompt can be refused as non-finite.
+    sd1_pipe(prompt="a cat, a red circle", seed=1, **SMALL)
     after = sd1_pipe.model.unet.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
 

@@ -35,6 +35,38 @@ def test_prompt_editing_switches_inside_the_loop_at_a1111_steps(sd1_pipe):
     assert used == ["cat", "cat", "cat", "dog"]  # A1111: [a:b:2] shows "a" through 0-based step 2
 
 
+@pytest.mark.parametrize("sampler, expected", [
+    # A1111 builds second-order samplers' schedules over steps x 2 and counts model calls: Heun's
+    # 6 steps are 11 calls, [cat:dog:0.5] ends at call int(0.5 * 12) = 6.
+    ("Heun", ["cat"] * 7 + ["dog"] * 4),
+    ("DPM2", ["cat"] * 7 + ["dog"] * 4),
+    ("Euler", ["cat"] * 4 + ["dog"] * 2),
+])
+def test_schedules_count_model_calls_for_second_order_samplers(sd1_pipe, sampler, expected):
+    seen, restore = record_unet_context(sd1_pipe)
+    try:
+        sd1_pipe(prompt="[cat:dog:0.5]", negative_prompt="", width=64, height=64, steps=6, seed=9, sampler=sampler)
+    finally:
+        restore()
+    encoder = sd1_pipe.session.encoder(1)
+    cat, dog = encoder.encode("cat").hidden, encoder.encode("dog").hidden
+    assert ["cat" if torch.equal(ctx[0], cat) else "dog" if torch.equal(ctx[0], dog) else "?" for ctx in seen] == expected
+
+
+def test_a_long_prompt_and_a_short_negative_run_at_their_own_lengths(sd1_pipe):
+    # A1111's default (no "Pad prompt/negative prompt"): one UNet call per length, nothing padded.
+    seen, restore = record_unet_context(sd1_pipe)
+    long_prompt = "a red circle, " * 12
+    try:
+        sd1_pipe(prompt=long_prompt, negative_prompt="blurry", **SMALL)
+    finally:
+        restore()
+    encoder = sd1_pipe.session.encoder(1)
+    assert [tuple(ctx.shape[:2]) for ctx in seen] == [(1, 154), (1, 77)] * SMALL["steps"]
+    torch.testing.assert_close(seen[0][0], encoder.encode(long_prompt).hidden, rtol=0, atol=0)
+    torch.testing.assert_close(seen[1][0], encoder.encode("blurry").hidden, rtol=0, atol=0)
+
+
 def test_alternation_follows_a1111_steps(sd1_pipe):
     seen, restore = record_unet_context(sd1_pipe)
     try:

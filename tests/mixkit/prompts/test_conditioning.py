@@ -38,12 +38,35 @@ def test_and_parts_become_weighted_rows(sd1_encoder):
         torch.testing.assert_close(step.embeds[row], sd1_encoder.encode(text).hidden, atol=0, rtol=0)
 
 
-def test_rows_are_padded_with_the_empty_prompt_chunk(sd1_encoder):
+def test_prompt_and_negative_of_different_lengths_are_not_padded_to_each_other(sd1_encoder):
+    # A1111's "Pad prompt/negative prompt" is off by default: each runs at its own length.
     plan = build_conditioning_plan(sd1_encoder, ["b" * 80], ["short"], 2)
     step = plan.at_step(0)
-    assert step.embeds.shape == (2, 154, 32)
+    assert step.row_tokens == [154, 77] and step.embeds.shape == (2, 154, 32)
+    assert step.token_groups() == [([0], 154), ([1], 77)]
+    torch.testing.assert_close(step.embeds[0], sd1_encoder.encode("b" * 80).hidden, atol=0, rtol=0)
     torch.testing.assert_close(step.embeds[1, :77], sd1_encoder.encode("short").hidden, atol=0, rtol=0)
-    torch.testing.assert_close(step.embeds[1, 77:], sd1_encoder.encode("").hidden, atol=0, rtol=0)
+    negative = step.subset([1], 77)
+    assert negative.embeds.shape == (1, 77, 32) and negative.uncond_rows == [0] and negative.cond_rows == [[]]
+
+
+def test_and_parts_of_different_lengths_repeat_their_last_vector(sd1_encoder):
+    # A1111's stack_conds; negatives of a batch are padded with the empty prompt's chunk instead.
+    plan = build_conditioning_plan(sd1_encoder, ["blue AND " + "b" * 80, "red"], ["n", "m" * 80], 2)
+    step = plan.at_step(0)
+    assert step.row_tokens == [154, 154, 154, 154, 154]
+    short = sd1_encoder.encode("blue").hidden
+    torch.testing.assert_close(step.embeds[0, :77], short, atol=0, rtol=0)
+    torch.testing.assert_close(step.embeds[0, 77:], short[-1:].expand(77, -1), atol=0, rtol=0)
+    torch.testing.assert_close(step.embeds[3, 77:], sd1_encoder.encode("").hidden, atol=0, rtol=0)
+
+
+def test_texts_of_one_schedule_are_padded_to_its_longest_with_the_empty_chunk(sd1_encoder):
+    # A1111 encodes a prompt's schedule texts as one batch, whose shorter texts get the empty chunk.
+    plan = build_conditioning_plan(sd1_encoder, ["[short:" + "b" * 80 + ":1]"], ["n"], 4)
+    early = plan.at_step(0)
+    assert early.row_tokens == [154, 77]
+    torch.testing.assert_close(early.embeds[0, 77:], sd1_encoder.encode("").hidden, atol=0, rtol=0)
 
 
 def test_sdxl_rows_carry_pooled(sdxl_encoder):
