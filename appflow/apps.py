@@ -6,6 +6,7 @@ and video apps can join the same registry once their tasks exist.
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 import appflow.loaders  # noqa: F401  (registers the model kinds)
@@ -13,7 +14,33 @@ import appflow.tasks  # noqa: F401  (registers the built-in tasks)
 from appflow.chain import Chain, Step, validate_chain
 from mixkit.registry import Registry
 
-APPS: Registry[Chain] = Registry("AppFlow app")
+class AppRegistry(Registry[Chain]):
+    """The apps by name; an alias (PaddleMIX's name for the same app) opens the app it stands for."""
+
+    def __init__(self) -> None:
+        super().__init__("AppFlow app")
+        self.aliases: dict[str, str] = {}
+
+    def register_alias(self, alias: str, name: str) -> None:
+        self.get(name)  # an alias of an unknown app fails now, not at first use
+        if alias in self or alias in self.aliases:
+            raise ValueError(f"AppFlow app name {alias!r} is already taken; pick another alias.")
+        self.aliases[alias] = name
+
+    def get(self, name: str) -> Chain:
+        if isinstance(name, str) and name not in self and name in self.aliases:
+            return super().get(self.aliases[name])
+        return super().get(name)
+
+    def unknown_message(self, name: object) -> str:
+        close = difflib.get_close_matches(str(name), [*self.names(), *self.aliases], n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        aliases = ", ".join(f"{alias!r} (= {target!r})" for alias, target in self.aliases.items())
+        return (f"Unknown {self.kind} {name!r}.{hint} Valid names: {', '.join(repr(n) for n in self.names())}"
+                + (f"; aliases: {aliases}." if aliases else "."))
+
+
+APPS = AppRegistry()
 
 
 def register_app(chain: Chain, *, replace: bool = False) -> Chain:
@@ -70,8 +97,17 @@ register_app(Chain(
     description="Paint a scannable QR code for `text` as art (segno -> ControlNet txt2img -> OpenCV decode check)."))
 
 
+def register_app_alias(alias: str, name: str) -> None:
+    """Let `alias` (another project's name for the same app) open the registered app `name`."""
+    APPS.register_alias(alias, name)
+
+
+# PaddleMIX's `inpainting` with its default models (a detector, SAM and an SD model) is this chain.
+register_app_alias("inpainting", "text_guided_inpainting")
+
+
 def describe_app(name: str) -> dict[str, Any]:
-    """Inputs (with port types; '?' = optional), outputs and default models of a registered app."""
+    """Inputs (with port types; '?' = optional), outputs, options (with defaults) and default models of an app."""
     from appflow.model_kinds import MODEL_KINDS
 
     plan = validate_chain(APPS.get(name))
@@ -80,10 +116,20 @@ def describe_app(name: str) -> dict[str, Any]:
         for role, source in plan.task_classes[step.id].default_models.items():
             defaults.setdefault(role, source)
     defaults.update(plan.chain.default_models)
+    options: dict[str, Any] = {}
+    option_aliases: dict[str, str] = {}
+    for step in plan.order:
+        option_aliases.update(plan.task_classes[step.id].option_aliases)
+        options.update({key: value for key, value in plan.task_classes[step.id].options.items() if key not in options})
+        chosen = plan.task_classes[step.id].canonical_options(step.options)
+        options.update({key: value for key, value in chosen.items() if key in options})
     return {
-        "name": name, "description": plan.chain.description,
+        "name": plan.chain.name, "description": plan.chain.description,
+        "aliases": [alias for alias, target in APPS.aliases.items() if target == plan.chain.name],
         "inputs": {k: p.type + ("?" if p.optional else "") for k, p in plan.app_inputs.items()},
         "outputs": list(plan.outputs),
+        "options": options,
+        "option_aliases": option_aliases,  # other accepted spellings (PaddleMIX's) -> the option
         "models": {role: {"kind": MODEL_KINDS.get(kind).name, "default": defaults.get(role)}
                    for role, kind in plan.model_roles.items()},
         "steps": [f"{step.id}:{step.task}" for step in plan.order],

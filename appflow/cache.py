@@ -17,8 +17,14 @@ from appflow.model_kinds import ModelKind
 
 
 def normalize_source(source: str | os.PathLike) -> str:
-    """Local paths as absolute paths (so './sd' and '/abs/sd' share an entry); hub ids unchanged."""
+    """Local paths as absolute paths (so './sd' and '/abs/sd' share an entry), shipped tiny names as their folder
+    (so 'mixkit-tiny-sd' and its path share one too; a local folder of that name wins, as the loaders decide);
+    hub ids unchanged."""
+    from mixkit.io.sources import shipped_tiny_model
+
     path = Path(source).expanduser()
+    if not path.exists():
+        path = shipped_tiny_model(str(source)) or path
     return str(path.resolve()) if path.exists() else str(source)
 
 

@@ -89,10 +89,21 @@ def validate_chain(chain: Chain) -> ChainPlan:
         except UnknownNameError as error:
             raise ChainError(f"Chain {chain.name!r}, step {step.id!r}: {error}") from None
         steps[step.id] = step
-        unknown = sorted(set(step.options) - set(classes[step.id].options))
+        cls = classes[step.id]
+        where = f"Chain {chain.name!r}, step {step.id!r}"
+        try:
+            options = cls.canonical_options(step.options)
+        except TypeError as error:
+            raise ChainError(f"{where}: {error}") from None
+        unknown = sorted(set(options) - set(cls.options))
         if unknown:
-            raise ChainError(f"Chain {chain.name!r}, step {step.id!r}: task {step.task!r} has no option(s) {unknown}; "
-                             f"its options are {sorted(classes[step.id].options)}.")
+            raise ChainError(f"{where}: task {step.task!r} has no option(s) {unknown}; "
+                             f"its options are {sorted(cls.options)}.")
+        try:
+            if options:  # (a chain that sets none has nothing to check, and listing apps stays light)
+                cls.check_options({**cls.options, **options})
+        except (TypeError, ValueError) as error:
+            raise ChainError(f"{where}: {error}") from None
     position = {step_id: index for index, step_id in enumerate(steps)}
     producers: dict[str, list[str]] = {}
     for step_id, cls in classes.items():

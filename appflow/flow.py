@@ -17,6 +17,7 @@ from appflow.cache import MODEL_CACHE, ModelCache
 from appflow.chain import Chain, ChainPlan, validate_chain
 from appflow.model_kinds import MODEL_KINDS, check_fit
 from appflow.ports import check_value
+from appflow.task import Port, rename_aliases
 
 _DTYPE_NAMES = ("float32", "float16", "bfloat16")
 
@@ -34,9 +35,27 @@ def resolve_dtype(dtype: Any, device: str):
     return getattr(torch, dtype)
 
 
+def check_device(device: Any) -> str:
+    """`device` if this torch can use it, else ValueError saying what is available (not a bare AssertionError later)."""
+    if not isinstance(device, str) or not device.split(":")[0] in ("cpu", "cuda", "mps", "xpu"):
+        raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N', 'mps' or 'xpu', got {device!r}.")
+    kind, _, index = device.partition(":")
+    if kind == "cpu":
+        return device
+    import torch
+
+    backend = {"cuda": torch.cuda, "mps": getattr(torch.backends, "mps", None), "xpu": getattr(torch, "xpu", None)}[kind]
+    if backend is None or not backend.is_available():
+        raise ValueError(f"device {device!r} is not available: this torch {torch.__version__} has no usable {kind} "
+                         "device (not compiled with it, or no device or driver found); use device='cpu'.")
+    count = backend.device_count() if hasattr(backend, "device_count") else 1
+    if index and (not index.isdigit() or int(index) >= count):
+        raise ValueError(f"device {device!r} does not exist: {count} {kind} device(s), numbered from 0.")
+    return device
+
+
 def resolve_app(app: Any) -> Chain:
     """A Chain from an app name, a Chain, a chain dict, or a .json/.yaml chain file path."""
-    from appflow.apps import APPS
     from appflow.chain_files import chain_from_dict, load_chain
 
     if isinstance(app, Chain):
@@ -46,7 +65,9 @@ def resolve_app(app: Any) -> Chain:
     if isinstance(app, os.PathLike) or (isinstance(app, str) and app.endswith((".json", ".yaml", ".yml"))):
         return load_chain(app)
     if isinstance(app, str):
-        return APPS.get(app)  # unknown name -> UnknownNameError listing the valid apps
+        from appflow.apps import APPS
+
+        return APPS.get(app)  # an app name or an alias; unknown -> UnknownNameError listing the valid apps
     raise TypeError(f"app must be an app name, a Chain, a dict or a chain file path, got {type(app).__name__}.")
 
 
@@ -67,33 +88,74 @@ class _StepModels:
             return source  # an object the user passed in (a loaded model, a scripted LM)
         return self.flow.cache.get(kind, source, self.flow.device, self.flow.dtype)
 
+    def extra_network_folders(self) -> dict[str, Any]:
+        """The flow's LoRA and textual-inversion folders (`Appflow(..., lora_dir=, embeddings_dir=)`)."""
+        return {"lora_dir": self.flow.lora_dir, "embeddings_dir": self.flow.embeddings_dir}
+
+    def flow_state(self, key: Any, make: Any) -> Any:
+        """An object kept for the flow's life (built by `make()` on first use), e.g. a prompt session on a cached model."""
+        if key not in self.flow._state:
+            self.flow._state[key] = make()
+        return self.flow._state[key]
+
 
 class Appflow:
     """One app (a validated chain of tasks) bound to its models, device and options."""
 
-    def __init__(self, app: Any, models: list | dict | None = None, *, device: str = "cpu", dtype: Any = None,
-                 cache: ModelCache | None = None, **options: Any) -> None:
-        self.plan: ChainPlan = validate_chain(resolve_app(app))
+    def __init__(self, app: Any = None, models: list | dict | None = None, *, task: Any = None, device: str = "cpu",
+                 dtype: Any = None, cache: ModelCache | None = None, lora_dir: str | os.PathLike | None = None,
+                 embeddings_dir: str | os.PathLike | None = None, **options: Any) -> None:
+        # 1. The app (PaddleMIX's README also spells it `task=`)
+        if app is not None and task is not None:
+            raise TypeError(f"Pass the app once: app={app!r} and task={task!r} name the same thing (task= is "
+                            "PaddleMIX's spelling of app=).")
+        if app is None and task is None:
+            raise TypeError("Appflow needs an app: Appflow(app='text2image_generation'); `python -m appflow list` "
+                            "lists them.")
+        self.plan: ChainPlan = validate_chain(resolve_app(app if app is not None else task))
         self.name = self.plan.chain.name
-        if not isinstance(device, str) or not device.split(":")[0] in ("cpu", "cuda", "mps", "xpu"):
-            raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N', 'mps' or 'xpu', got {device!r}.")
-        self.device = device
+        # 2. Where it runs, checked now rather than at the first call
+        self.device = check_device(device)
         self.dtype = resolve_dtype(dtype, device)
         self.cache = cache if cache is not None else MODEL_CACHE
+        self.lora_dir = _check_folder("lora_dir", lora_dir)
+        self.embeddings_dir = _check_folder("embeddings_dir", embeddings_dir)
+        self._state: dict[Any, Any] = {}
+        # 3. Options, values checked before any model loads
         self.tasks = {step.id: self.plan.task_classes[step.id](**step.options) for step in self.plan.order}
         for name, value in self._route_options(options).items():
             for step_id in value[1]:
                 self.tasks[step_id].settings[name] = value[0]
+        for step_id, task in self.tasks.items():
+            self._check_options(step_id, task.settings)
+        # 4. Models: each source checked against its role (configs only, no weights)
         self.models = self._assign_models(models)
 
     # -- construction ------------------------------------------------------------------------
     def option_names(self) -> list[str]:
         return sorted({name for task in self.tasks.values() for name in task.options})
 
+    def option_aliases(self) -> dict[str, str]:
+        """Other accepted spellings (PaddleMIX's) of this app's options -> the option they stand for."""
+        return {alias: name for task in self.tasks.values() for alias, name in task.option_aliases.items()}
+
+    def _canonical_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        return rename_aliases(options, self.option_aliases(), f"App {self.name!r}")
+
+    def _check_options(self, step_id: str, options: dict[str, Any]) -> None:
+        try:
+            self.tasks[step_id].check_options(options)
+        except (TypeError, ValueError) as error:
+            try:  # the same exception type, so callers catching e.g. UnknownNameError still do, now naming the step
+                named = type(error)(f"App {self.name!r}, step {step_id!r}: {error}")
+            except Exception:  # an exception class taking other arguments: raise it unchanged
+                raise error from None
+            raise named from None
+
     def _route_options(self, options: dict[str, Any]) -> dict[str, tuple[Any, list[str]]]:
         """Each option goes to every step whose task declares it; an option nobody declares is an error."""
         routed = {}
-        for name, value in options.items():
+        for name, value in self._canonical_options(options).items():
             steps = [sid for sid, task in self.tasks.items() if name in task.options]
             if not steps:
                 raise TypeError(f"App {self.name!r} has no option {name!r}; its options are {self.option_names()} "
@@ -139,16 +201,22 @@ class Appflow:
     # -- running -----------------------------------------------------------------------------
     def __call__(self, **kwargs: Any) -> dict[str, Any]:
         """Run the chain; keywords are app inputs (see `.inputs`) or per-call option overrides."""
-        # 1. Sort keywords into inputs and options; check every input before any model loads
+        # 1. Sort keywords into inputs and options; check every input and option before any model loads
         inputs, overrides = {}, {}
-        for name, value in kwargs.items():
+        aliases = self.option_aliases()
+        for name, value in self._single_image_as_list(kwargs).items():
             if name in self.plan.app_inputs:
                 inputs[name] = value
-            elif name in self.option_names():
+            elif name in self.option_names() or name in aliases:
                 overrides[name] = value
             else:
                 raise TypeError(f"App {self.name!r} got an unknown keyword {name!r}; "
                                 f"inputs: {sorted(self.plan.app_inputs)}, options: {self.option_names()}.")
+        overrides = self._canonical_options(overrides)
+        per_task = {step_id: {**task.settings, **{k: v for k, v in overrides.items() if k in task.options}}
+                    for step_id, task in self.tasks.items()}
+        for step_id in self.tasks:
+            self._check_options(step_id, per_task[step_id])
         for name, port in self.plan.app_inputs.items():
             readers = self.plan.consumers[name]
             where = f"App {self.name!r}: input {name!r} (read by step {', '.join(repr(r) for r in readers)})"
@@ -166,8 +234,7 @@ class Appflow:
             task = self.tasks[step.id]
             step_inputs = {key: values[(b.step, b.key)] for key, b in self.plan.bindings[step.id].items()
                            if (b.step, b.key) in values}
-            options = {**task.settings, **{k: v for k, v in overrides.items() if k in task.options}}
-            produced = task.run(_StepModels(self, step.id), options, **step_inputs)
+            produced = task.run(_StepModels(self, step.id), per_task[step.id], **step_inputs)
             for key, port_type in task.outputs.items():
                 if key not in produced:
                     raise RuntimeError(f"Step {step.id!r} (task {task.name!r}) did not return its output {key!r}.")
@@ -176,6 +243,20 @@ class Appflow:
 
         # 3. Collect the named outputs, with the main one under "result"
         return {name: values[(b.step, b.key)] for name, b in self.plan.outputs.items()}
+
+    def _single_image_as_list(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """PaddleMIX passes `image=` to apps whose input here is a list `images` (dual-guided generation): take it as
+        a list of one, for an app with an `images` input and no `image` input."""
+        ports = self.plan.app_inputs
+        if "image" not in kwargs or "image" in ports or ports.get("images", Port("")).type != "images":
+            return kwargs
+        if kwargs.get("images") is not None:
+            raise TypeError(f"App {self.name!r} got both image= and images=; pass one image as image=, or a list as "
+                            "images=.")
+        kwargs = dict(kwargs)
+        image = kwargs.pop("image")
+        kwargs["images"] = None if image is None else [image]
+        return kwargs
 
     # -- introspection and memory -------------------------------------------------------------
     @property
@@ -204,9 +285,14 @@ def _coerce_input(port_type: str, value: Any, where: str) -> Any:
     def one(item: Any) -> Any:
         if isinstance(item, (str, os.PathLike)) or type(item).__module__ == "numpy":
             try:
-                return load_image(Path(item) if isinstance(item, os.PathLike) else item)
+                item = load_image(Path(item) if isinstance(item, os.PathLike) else item)
             except (OSError, ValueError, TypeError) as error:
                 raise ValueError(f"{where}: {error}") from None
+        size = getattr(item, "size", None)
+        if isinstance(size, tuple) and len(size) == 2 and min(size) <= 0 and hasattr(item, "getbbox"):
+            # Every image input passes here: an empty image would fail deep inside a model (a division by its size).
+            raise ValueError(f"{where} is an empty {size[0]}x{size[1]} image; pass an image at least 1 pixel wide "
+                             "and high.")
         return item
 
     if port_type == "image":
@@ -214,3 +300,16 @@ def _coerce_input(port_type: str, value: Any, where: str) -> Any:
     if port_type == "images" and isinstance(value, (list, tuple)):
         return [one(item) for item in value]
     return value
+
+
+def _check_folder(option: str, folder: str | os.PathLike | None) -> str | None:
+    """A LoRA / embeddings folder as given, once it is known to be an existing folder."""
+    if folder is None:
+        return None
+    if not isinstance(folder, (str, os.PathLike)) or not str(folder).strip():
+        raise TypeError(f"{option} must be a folder path (str or Path), got {folder!r}.")
+    path = Path(folder).expanduser()
+    if not path.is_dir():
+        raise ValueError(f"{option} {str(folder)!r} is not an existing folder; create it or pass the folder that holds "
+                         f"your {'LoRA files' if option == 'lora_dir' else 'textual-inversion embeddings'}.")
+    return str(path)

@@ -99,8 +99,34 @@ def _is_pipeline(obj: Any) -> bool:
     return isinstance(obj, DiffusionPipelineBase)
 
 
-def _is_processor_model(obj: Any) -> bool:
-    return isinstance(obj, ProcessorModel)
+def model_type_of(obj: Any) -> str | None:
+    """The transformers `model_type` of a loaded model (or of a ProcessorModel's model), None if it has none."""
+    model = obj.model if isinstance(obj, ProcessorModel) else obj
+    return getattr(getattr(model, "config", None), "model_type", None)
+
+
+def _processor_model_of(model_types, *processor_methods: str):
+    """A ProcessorModel whose model is one of `model_types` and whose processor has what the role's task calls.
+
+    Any ProcessorModel used to fit every transformers role, so SAM passed as the detector was accepted and failed
+    at the first call inside the detection task."""
+    def accepts(obj: Any) -> bool:
+        types = model_types() if callable(model_types) else model_types
+        return (isinstance(obj, ProcessorModel) and model_type_of(obj) in types
+                and all(callable(getattr(obj.processor, name, None)) for name in processor_methods))
+
+    return accepts
+
+
+def _is_reply_function(obj: Any) -> bool:
+    """A plain `reply(prompt) -> str` callable: not a model object (an nn.Module is callable too, but on tensors)."""
+    if not callable(obj) or isinstance(obj, (type, ProcessorModel)):
+        return False
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch ships with mixkit
+        return True
+    return not isinstance(obj, torch.nn.Module)
 
 
 def _has_method(name: str):
@@ -112,9 +138,11 @@ register_model_kind(ModelKind(
     SD_PIPELINE_CLASSES, _load_stable_diffusion, _is_pipeline))
 register_model_kind(ModelKind(
     "grounding-dino", "a Grounding DINO detector (transformers GroundingDinoForObjectDetection)",
-    ("grounding-dino",), _load_grounding_dino, _is_processor_model))
+    ("grounding-dino",), _load_grounding_dino,
+    _processor_model_of(("grounding-dino",), "post_process_grounded_object_detection")))
 register_model_kind(ModelKind(
-    "sam", "a Segment Anything model (transformers SamModel)", ("sam",), _load_sam, _is_processor_model))
+    "sam", "a Segment Anything model (transformers SamModel)", ("sam",), _load_sam,
+    _processor_model_of(("sam",), "post_process_masks")))
 register_model_kind(ModelKind(
     "vlm-generative", "a captioning/VQA vision-language model (BLIP-2, InstructBLIP, LLaVA, mixkit modular VLMs)",
     ("blip-2", "instructblip", "llava", "mixkit-vlm"), _load_vlm, _has_method("caption")))
@@ -122,10 +150,11 @@ register_model_kind(ModelKind(
     "vlm-contrastive", "a contrastive image-text model (CLIP, SigLIP)", ("clip", "siglip"), _load_vlm,
     _has_method("classify")))
 # The dialog LLM slot also takes any callable `reply(prompt) -> str`: tests and users plug in
-# scripted replies or a remote chat API there.
+# scripted replies or a remote chat API there. A loaded model needs its tokenizer: ProcessorModel(model, tokenizer).
 register_model_kind(ModelKind(
     "causal-lm", "an instruction-following causal language model (transformers AutoModelForCausalLM)",
-    _causal_lm_types, _load_causal_lm, lambda obj: callable(obj) or _is_processor_model(obj)))
+    _causal_lm_types, _load_causal_lm,
+    lambda obj: _is_reply_function(obj) or _processor_model_of(_causal_lm_types, "decode")(obj)))
 
 
 def _load_x4_upscaler(source: str, device: str, dtype: Any):

@@ -46,6 +46,8 @@ def local_config(source: str) -> tuple[str, dict] | None:
         # it (`mixkit.io.sources.resolve_model_source`), so its role is checked like any folder's; a local
         # path of the same name still wins, as it does there.
         path = shipped_tiny_model(str(source)) or path
+        if not path.exists():
+            _refuse_misspelt_shipped_name(str(source))
     if path.is_file():
         return None  # single-file checkpoints carry no config; the loader checks them
     if path.is_dir():
@@ -72,6 +74,25 @@ def local_config(source: str) -> tuple[str, dict] | None:
     return None
 
 
+def _refuse_misspelt_shipped_name(source: str) -> None:
+    """A bare name that looks like a shipped mixkit-tiny model but is none, refused now with the closest one.
+
+    Without this, "mixkit-tiny-xx" passes as a possible hub id and fails only when the first call loads it."""
+    import difflib
+
+    from mixkit.tiny.shipped import SHIPPED_MODELS
+
+    if "/" in source or "\\" in source:
+        return
+    names = SHIPPED_MODELS.names()
+    close = difflib.get_close_matches(source, names, n=1, cutoff=0.8)
+    if not close and not source.lower().startswith("mixkit-tiny"):
+        return
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise ModelNotFoundError(f"Model {source!r} is neither a local path nor a shipped tiny model.{hint} Shipped: "
+                             f"{', '.join(repr(n) for n in names)}; a Hugging Face id has the form 'org/name'.")
+
+
 def _read_json(path: Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -92,7 +113,7 @@ def check_fit(kind: ModelKind, source: Any, where: str) -> None:
         if kind.accepts(source):
             return
         raise TypeError(f"{where} needs {kind.description}: a hub id, a local folder or file, "
-                        f"or a loaded object of that kind; got {type(source).__name__}.")
+                        f"or a loaded object of that kind; got {_describe_object(source)}.")
     if not str(source).strip():
         raise ValueError(f"{where} needs {kind.description}; got an empty model source.")
     found = local_config(str(source))
@@ -107,3 +128,19 @@ def check_fit(kind: ModelKind, source: Any, where: str) -> None:
         f"{where} needs {kind.description}, but {str(source)!r} is a {identity!r} model "
         f"(from its {found[0]}); accepted: {listed}. Pass a matching model in `models=`."
     )
+
+
+def _describe_object(obj: Any) -> str:
+    """What a refused model object is, and for a bare transformers model how to pass it."""
+    inner = getattr(obj, "model", None) if hasattr(obj, "processor") else None
+    model = inner if inner is not None else obj
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    text = type(obj).__name__
+    if inner is not None:
+        text += f" of {type(inner).__name__} with {type(obj.processor).__name__}"
+    if model_type:
+        text += f" (a {model_type!r} model)"
+    if inner is None and model_type:
+        text += ("; a loaded transformers model needs its processor or tokenizer: pass "
+                 "appflow.loaders.ProcessorModel(model, processor, name), or the model's folder or hub id")
+    return text

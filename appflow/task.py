@@ -40,16 +40,42 @@ class Task:
     models: ClassVar[dict[str, str]] = {}  # role -> model kind (see `appflow.model_kinds`)
     default_models: ClassVar[dict[str, str]] = {}  # role -> hub id used when the user gives none
     options: ClassVar[dict[str, Any]] = {}  # option name -> default value
+    # other spellings of options (PaddleMIX's `guidance_scale` for `cfg_scale`) -> the option they stand for
+    option_aliases: ClassVar[dict[str, str]] = {}
 
     def __init__(self, **options: Any) -> None:
+        options = self.canonical_options(options)
         unknown = sorted(set(options) - set(self.options))
         if unknown:
             raise TypeError(f"Task {self.name!r} has no option(s) {unknown}; its options are {sorted(self.options)}.")
         self.settings = {**self.options, **options}
+        self.check_options(self.settings)
+
+    @classmethod
+    def canonical_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """`options` with aliases renamed to the options they stand for; two spellings of one option are an error."""
+        return rename_aliases(options, cls.option_aliases, f"Task {cls.name!r}")
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        """Raise ValueError/TypeError for a bad option value; called before any model loads (at build and per call)."""
 
     def run(self, models: ModelAccess, options: dict[str, Any], **inputs: Any) -> dict[str, Any]:
         """Compute the outputs from the inputs; `options` is `settings` with per-call overrides."""
         raise NotImplementedError
+
+
+def rename_aliases(options: dict[str, Any], aliases: dict[str, str], who: str) -> dict[str, Any]:
+    """`options` with each alias renamed to its option; the same option under two spellings is a TypeError."""
+    renamed: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
+    for name, value in options.items():
+        canonical = aliases.get(name, name)
+        if canonical in renamed:
+            raise TypeError(f"{who} got option {canonical!r} twice, as {spelled[canonical]!r} and as {name!r} "
+                            "(the same option); pass only one.")
+        renamed[canonical], spelled[canonical] = value, name
+    return renamed
 
 
 TASKS: Registry[type[Task]] = Registry("AppFlow task")

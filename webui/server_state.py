@@ -308,7 +308,8 @@ class ServerState:
 
             if name not in self._flows:
                 models = {role: model["source"] for role, model in description["models"].items()}
-                self._flows[name] = Appflow(app=name, models=models, device=self.config.device or "cpu")
+                self._flows[name] = Appflow(app=name, models=models, device=self.config.device or "cpu",
+                                            lora_dir=self.config.lora_dir, embeddings_dir=self.config.embeddings_dir)
             return self._flows[name](**inputs, **(options or {}))
 
         return self.worker.submit(run, f"appflow {name}", session=session)

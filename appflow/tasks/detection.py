@@ -47,13 +47,18 @@ class OpenVocabularyDetectionTask(Task):
     # caption treat an empty caption as "nothing to detect" instead of an error.
     options = {"box_threshold": 0.35, "text_threshold": 0.25, "empty_prompt": "error"}
 
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        check_threshold("box_threshold", options["box_threshold"])
+        check_threshold("text_threshold", options["text_threshold"])
+        if options["empty_prompt"] not in EMPTY_PROMPT_POLICIES:
+            raise ValueError(f"empty_prompt must be one of {EMPTY_PROMPT_POLICIES}, got {options['empty_prompt']!r}.")
+
     def run(self, models, options, *, image, prompt: str) -> dict[str, Any]:
         import torch
 
-        box_threshold = check_threshold("box_threshold", options["box_threshold"])
-        text_threshold = check_threshold("text_threshold", options["text_threshold"])
-        if options["empty_prompt"] not in EMPTY_PROMPT_POLICIES:
-            raise ValueError(f"empty_prompt must be one of {EMPTY_PROMPT_POLICIES}, got {options['empty_prompt']!r}.")
+        box_threshold = float(options["box_threshold"])
+        text_threshold = float(options["text_threshold"])
         if not prompt.strip(" .\n\t"):
             if options["empty_prompt"] == "no_detections":
                 return empty_detections()

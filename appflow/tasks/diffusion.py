@@ -22,11 +22,75 @@ GENERATION_OPTIONS: dict[str, Any] = {
     "negative_prompt": "", "steps": None, "cfg_scale": None, "seed": -1, "sampler": None,
     "schedule_type": "Automatic", "clip_skip": 1, "loras": [],
 }
+# PaddleMIX's and diffusers' spelling of the same option.
+GENERATION_ALIASES = {"guidance_scale": "cfg_scale"}
+IMG2IMG_ALIASES = {**GENERATION_ALIASES, "strength": "denoising_strength"}
+_CHECKED_WITH_PARAMS = (*GENERATION_OPTIONS, "width", "height", "batch_size", "batch_count")
 
 
 def generation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
     """The pipeline keywords among a task's options (the pipeline validates their values); None is left out."""
     return {key: options[key] for key in GENERATION_OPTIONS if options[key] is not None}
+
+
+def check_generation_options(options: dict[str, Any]) -> None:
+    """The generation options' values checked as the pipeline checks them, but before the model loads.
+
+    What depends on the model stays with the pipeline: the size's multiple (the VAE's: 4 px for mixkit-tiny-sd,
+    8 for SD) and, when no sampler is named, the model's recommended sampler with the schedule type.
+    """
+    import math
+
+    from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
+
+    values = {key: options[key] for key in _CHECKED_WITH_PARAMS if options.get(key) is not None}
+    if "sampler" not in values:
+        values.pop("schedule_type", None)
+    check_txt2img_params(Txt2ImgParams(**values), GenerationLimits(), size_multiple=1)
+    strength = options.get("denoising_strength")
+    if strength is not None and (isinstance(strength, bool) or not isinstance(strength, (int, float))
+                                 or not math.isfinite(strength) or not 0 <= strength <= 1):
+        raise ValueError(f"denoising_strength must be a number in [0, 1], got {strength!r}.")
+    if "inpainting_fill" in options:
+        from pipelines.inpaint_mask import check_masked_content
+
+        check_masked_content(options["inpainting_fill"])
+    blur = options.get("mask_blur")
+    if blur is not None and (isinstance(blur, bool) or not isinstance(blur, int) or not 0 <= blur <= 64):
+        raise ValueError(f"mask_blur must be an integer in [0, 64], got {blur!r}.")
+
+
+def check_lora_folder(models, prompt: str, task: str) -> None:
+    """Prompt tags (`<lora:name:0.8>`) name LoRAs in the flow's LoRA folder: refuse them before loading without one."""
+    from mixkit.prompts import extract_extra_networks
+
+    tags = extract_extra_networks(prompt)[1]
+    if tags and folders_of(models)["lora_dir"] is None:
+        raise ValueError(f"Task {task!r}: prompt tag {tags[0].raw!r} names a LoRA but this flow has no LoRA folder; "
+                         "build it with Appflow(app=..., lora_dir='path/to/loras').")
+
+
+def folders_of(models) -> dict[str, Any]:
+    """The flow's LoRA and embeddings folders (none for a `ModelAccess` that does not carry them)."""
+    folders = getattr(models, "extra_network_folders", None)
+    return folders() if callable(folders) else {"lora_dir": None, "embeddings_dir": None}
+
+
+def sd_pipeline(models, pipeline_class):
+    """The shared SD model as a `pipeline_class`, prompts read with the flow's LoRA and embeddings folders.
+
+    The cached model serves every flow; the folders belong to one flow, so a flow that sets them gets its own
+    `ModelSession` (kept for the flow's life, so its prompt encodings stay cached across calls).
+    """
+    loaded = models.get("generator")
+    folders = folders_of(models)
+    if folders["lora_dir"] is None and folders["embeddings_dir"] is None:
+        return pipeline_class.from_pipeline(loaded)
+    from pipelines.generation import ModelSession
+
+    session = models.flow_state(("sd-session", id(loaded.model)),
+                                lambda: ModelSession(loaded.model, **folders))
+    return pipeline_class(loaded.model, limits=loaded.limits, session=session)
 
 
 def working_size(image, pipe, width: int | None, height: int | None) -> tuple[int, int]:
@@ -40,33 +104,50 @@ def working_size(image, pipe, width: int | None, height: int | None) -> tuple[in
 def image_to_image_pipeline(models):
     from pipelines.img2img import ImageToImage
 
-    return ImageToImage.from_pipeline(models.get("generator"))
+    return sd_pipeline(models, ImageToImage)
+
+
+class GenerationTask(Task):
+    """Shared by the SD tasks: PaddleMIX's option spellings, and option values checked before the model loads."""
+
+    option_aliases = GENERATION_ALIASES
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        check_generation_options(options)
 
 
 @register_task
-class TextToImageTask(Task):
-    """Text-to-image with every mixkit prompt feature (weights, schedules, LoRA tags, embeddings)."""
+class TextToImageTask(GenerationTask):
+    """Text-to-image with every mixkit prompt feature (weights, schedules, LoRA tags, embeddings).
+
+    `images` holds every image of the call; `image` (the main output, as PaddleMIX's `result`) is the first,
+    so the task chains into the tasks that take one `image` (img2img, inpaint, upscale).
+    """
 
     name = "text_to_image"
     description = "SD/SDXL txt2img"
     inputs = {"prompt": Port("text")}
-    outputs = {"images": "images"}
-    main_output = "images"
+    outputs = {"image": "image", "images": "images"}
+    main_output = "image"
     models = {"generator": "stable-diffusion"}
     default_models = {"generator": DEFAULT_SD}
     options = {**GENERATION_OPTIONS, "width": None, "height": None, "batch_size": 1, "batch_count": 1}
 
     def run(self, models, options, *, prompt: str) -> dict[str, Any]:
-        pipe = models.get("generator")
+        from pipelines.txt2img import TextToImage
+
+        check_lora_folder(models, prompt, self.name)
+        pipe = sd_pipeline(models, TextToImage)
         native = pipe.model.native_size  # used when width/height are None: the training size, as diffusers does
         result = pipe(prompt=prompt, width=options["width"] or native, height=options["height"] or native,
                       batch_size=options["batch_size"],
                       batch_count=options["batch_count"], **generation_kwargs(options))
-        return {"images": result.images}
+        return {"image": result.images[0], "images": result.images}
 
 
 @register_task
-class ImageToImageTask(Task):
+class ImageToImageTask(GenerationTask):
     """img2img: repaint an image guided by a prompt; strength 0 keeps it, 1 ignores it."""
 
     name = "image_to_image"
@@ -77,8 +158,10 @@ class ImageToImageTask(Task):
     models = {"generator": "stable-diffusion"}
     default_models = {"generator": DEFAULT_SD}
     options = {**GENERATION_OPTIONS, "denoising_strength": 0.75, "width": None, "height": None}
+    option_aliases = IMG2IMG_ALIASES
 
     def run(self, models, options, *, image, prompt: str) -> dict[str, Any]:
+        check_lora_folder(models, prompt, self.name)
         pipe = image_to_image_pipeline(models)
         width, height = working_size(image, pipe, options["width"], options["height"])
         result = pipe(prompt=prompt, init_images=[image], width=width, height=height,
@@ -87,7 +170,7 @@ class ImageToImageTask(Task):
 
 
 @register_task
-class InpaintTask(Task):
+class InpaintTask(GenerationTask):
     """Repaint the white area of `mask` with `prompt`; an all-black mask returns the image unchanged."""
 
     name = "inpaint"
@@ -99,8 +182,10 @@ class InpaintTask(Task):
     default_models = {"generator": DEFAULT_SD}
     options = {**GENERATION_OPTIONS, "denoising_strength": 1.0, "mask_blur": 4, "inpainting_fill": "original",
                "width": None, "height": None}
+    option_aliases = IMG2IMG_ALIASES
 
     def run(self, models, options, *, image, mask, prompt: str) -> dict[str, Any]:
+        check_lora_folder(models, prompt, self.name)
         if mask.size != image.size:
             raise ValueError(f"Task 'inpaint': mask is {mask.size[0]}x{mask.size[1]} but image is "
                              f"{image.size[0]}x{image.size[1]}; they must match.")

@@ -2,15 +2,20 @@
 
 PaddleMIX uses Versatile Diffusion's dual-guided pipeline; mixkit has no Versatile Diffusion
 model, so this task reaches the same user goal with the shared SD model: a weighted pixel blend of
-the input images is the img2img starting point and the prompt steers the denoising.
+the input images is the img2img starting point and the prompt steers the denoising. PaddleMIX's
+`text_to_image_strength` (how far the text outweighs the image, 0..1) is therefore this task's
+`denoising_strength` (how far the result departs from the blend towards the prompt, 0..1).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from appflow.task import Port, Task, register_task
-from appflow.tasks.diffusion import DEFAULT_SD, GENERATION_OPTIONS, generation_kwargs, image_to_image_pipeline, working_size
+from appflow.task import Port, register_task
+from appflow.tasks.diffusion import (
+    DEFAULT_SD, GENERATION_OPTIONS, IMG2IMG_ALIASES, GenerationTask, check_lora_folder, generation_kwargs,
+    image_to_image_pipeline, working_size,
+)
 
 
 def blend_images(images: list, weights: list[float] | None = None):
@@ -29,7 +34,7 @@ def blend_images(images: list, weights: list[float] | None = None):
 
 
 @register_task
-class DualGuidedGenerationTask(Task):
+class DualGuidedGenerationTask(GenerationTask):
     """One image guided by several images (blended) and a prompt."""
 
     name = "dual_guided_generation"
@@ -40,8 +45,10 @@ class DualGuidedGenerationTask(Task):
     models = {"generator": "stable-diffusion"}
     default_models = {"generator": DEFAULT_SD}
     options = {**GENERATION_OPTIONS, "denoising_strength": 0.6, "image_weights": None, "width": None, "height": None}
+    option_aliases = {**IMG2IMG_ALIASES, "text_to_image_strength": "denoising_strength"}
 
     def run(self, models, options, *, images: list, prompt: str) -> dict[str, Any]:
+        check_lora_folder(models, prompt, self.name)
         blend = blend_images(list(images), options["image_weights"])
         pipe = image_to_image_pipeline(models)
         width, height = working_size(blend, pipe, options["width"], options["height"])

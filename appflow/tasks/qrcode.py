@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from appflow.task import Port, Task, register_task
-from appflow.tasks.diffusion import GENERATION_OPTIONS, SD15, generation_kwargs
+from appflow.tasks.diffusion import (
+    GENERATION_OPTIONS, SD15, GenerationTask, check_lora_folder, generation_kwargs, sd_pipeline,
+)
 
 QR_ERROR_LEVELS = ("l", "m", "q", "h")
 
@@ -75,7 +77,7 @@ class QrCodeTask(Task):
 
 
 @register_task
-class ControlNetTextToImageTask(Task):
+class ControlNetTextToImageTask(GenerationTask):
     """Text-to-image guided by one ControlNet and its control image."""
 
     name = "controlnet_text_to_image"
@@ -90,7 +92,8 @@ class ControlNetTextToImageTask(Task):
     def run(self, models, options, *, prompt: str, control_image) -> dict[str, Any]:
         from pipelines.controlnet import ControlNetTextToImage, ControlNetUnit
 
-        pipe = ControlNetTextToImage.from_pipeline(models.get("generator"))
+        check_lora_folder(models, prompt, self.name)
+        pipe = sd_pipeline(models, ControlNetTextToImage)
         unit = ControlNetUnit(model=models.get("controlnet"), image=control_image, weight=options["controlnet_weight"],
                               guidance_start=options["guidance_start"], guidance_end=options["guidance_end"],
                               resize_mode="just resize")

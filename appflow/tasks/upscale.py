@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from appflow.task import Port, Task, register_task
+from appflow.tasks.diffusion import GENERATION_ALIASES
 
 
 @register_task
@@ -18,13 +20,44 @@ class TextGuidedUpscaleTask(Task):
     main_output = "image"
     models = {"upscaler": "sd-x4-upscaler"}
     default_models = {"upscaler": "stabilityai/stable-diffusion-x4-upscaler"}
-    options = {"negative_prompt": "", "steps": 20, "guidance_scale": 9.0, "noise_level": 20, "seed": 0,
+    # The names and the seed convention (-1: a new random seed per call) of the other SD tasks; CFG 9 and 20 noise
+    # levels are the x4 upscaler's own defaults (diffusers' StableDiffusionUpscalePipeline).
+    options = {"negative_prompt": "", "steps": 20, "cfg_scale": 9.0, "noise_level": 20, "seed": -1,
                "tile_size": 128, "tile_overlap": 16}
+    option_aliases = GENERATION_ALIASES  # `guidance_scale`, this task's option's earlier name and diffusers' spelling
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        import math
+
+        from pipelines.params import SEED_MAX
+
+        def check_int(name: str, low: int, high: int | None) -> None:
+            value = options[name]
+            if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+                bounds = f"in [{low}, {high}]" if high is not None else f">= {low}"
+                raise ValueError(f"{name} must be an integer {bounds}, got {value!r}.")
+
+        check_int("steps", 1, 1000)
+        check_int("seed", -1, SEED_MAX)
+        check_int("noise_level", 0, None)  # the upper bound is the model's (max_noise_level), checked once it loads
+        check_int("tile_size", 8, None)
+        check_int("tile_overlap", 0, options["tile_size"] // 2 - 1)
+        cfg = options["cfg_scale"]
+        if isinstance(cfg, bool) or not isinstance(cfg, (int, float)) or not math.isfinite(cfg) or not 0 <= cfg <= 100:
+            raise ValueError(f"cfg_scale must be a number in [0, 100], got {cfg!r}.")
+        if not isinstance(options["negative_prompt"], str):
+            raise TypeError(f"negative_prompt must be a string, got {type(options['negative_prompt']).__name__}.")
 
     def run(self, models, options, *, image, prompt: str) -> dict[str, Any]:
+        from pipelines.params import RANDOM_SEED_MAX
         from pipelines.upscale import SDx4Upscaler, upscale_image
 
         loaded = models.get("upscaler")
+        settings = dict(options)
+        settings["guidance_scale"] = settings.pop("cfg_scale")
+        if settings["seed"] == -1:
+            settings["seed"] = random.randint(0, RANDOM_SEED_MAX)  # as A1111 draws a seed for -1
         # A per-call view on the cached diffusers pipeline: the settings differ per call, the weights do not.
-        upscaler = SDx4Upscaler(loaded.pipeline, prompt=prompt, **options)
+        upscaler = SDx4Upscaler(loaded.pipeline, prompt=prompt, **settings)
         return {"image": upscale_image(image.convert("RGB"), SDx4Upscaler.scale, upscaler=upscaler)}

@@ -20,12 +20,16 @@ class ImageCaptionTask(Task):
     default_models = {"captioner": "mixkit-tiny-blip2"}  # shipped, offline; Salesforce/blip2-opt-2.7b for real photos
     options = {"max_new_tokens": 20}
 
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        tokens = options["max_new_tokens"]
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or not 1 <= tokens <= 1024:
+            raise ValueError(f"Task 'image_caption': max_new_tokens must be an integer in [1, 1024], got {tokens!r}.")
+
     def run(self, models, options, *, image, prompt: str | None = None, question: str | None = None) -> dict[str, Any]:
         if prompt is not None and question is not None:
             raise ValueError("Task 'image_caption': pass either prompt (caption prefix) or question (VQA), not both.")
         tokens = options["max_new_tokens"]
-        if isinstance(tokens, bool) or not isinstance(tokens, int) or not 1 <= tokens <= 1024:
-            raise ValueError(f"Task 'image_caption': max_new_tokens must be an integer in [1, 1024], got {tokens!r}.")
         vlm = models.get("captioner")
         if question is not None:
             return {"text": vlm.answer([image], [question], max_new_tokens=tokens)[0]}

@@ -116,7 +116,8 @@ def test_text2image_equals_the_pipeline_called_by_hand(tiny_sd1_dir, shared_cach
     flow = Appflow("text2image_generation", models=[tiny_sd1_dir], cache=shared_cache, width=32, height=32,
                    negative_prompt="blurry", **SD_FAST)
     result = flow(prompt="a (red:1.2) cat")
-    assert len(result["images"]) == 1 and result["result"] is result["images"]
+    # PaddleMIX's convention: `result` is the image (`result.save(...)`); `images` keeps every image of the call.
+    assert len(result["images"]) == 1 and result["result"] is result["image"] is result["images"][0]
     by_hand = sd_by_hand(prompt="a (red:1.2) cat", negative_prompt="blurry", width=32, height=32, **SD_FAST)
     assert np.array_equal(pixels(result["images"][0]), pixels(by_hand.images[0]))
 
@@ -225,7 +226,7 @@ def test_upscaling_app_is_4x_and_equals_the_upscaler_called_by_hand(tiny_x4_dir)
     from pipelines.upscale import SDx4Upscaler, upscale_image
 
     small = Image.new("RGB", (12, 10), (200, 100, 50))
-    result = Appflow("image2image_text_guided_upscaling", models=[tiny_x4_dir], cache=ModelCache(), steps=2)(
+    result = Appflow("image2image_text_guided_upscaling", models=[tiny_x4_dir], cache=ModelCache(), steps=2, seed=0)(
         image=small, prompt="a sharp photo")
     assert result["result"].size == (48, 40)
     by_hand = upscale_image(small, 4, upscaler=SDx4Upscaler.from_pretrained(tiny_x4_dir, prompt="a sharp photo", steps=2))
@@ -244,7 +245,7 @@ def test_qrcode_art_generates_with_the_controlnet_and_reports_scannability(tiny_
     assert result["scannable"] == (result["decoded"] == "https://example.org")
     plain = Appflow("text2image_generation", models=[tiny_sd1_dir], cache=shared_cache, width=96, height=96,
                     **SD_FAST)(prompt="a garden")
-    assert not np.array_equal(pixels(result["result"]), pixels(plain["result"][0]))  # the ControlNet acted
+    assert not np.array_equal(pixels(result["result"]), pixels(plain["result"]))  # the ControlNet acted
 
 
 # -- vision-language apps --------------------------------------------------------------------------
@@ -272,3 +273,70 @@ def test_zero_shot_classification_scores_sum_to_one_and_match_clip(tiny_clip_dir
     assert scores == pytest.approx(expected, abs=1e-6)
     with pytest.raises(TypeError, match="input 'labels' .* expects texts"):
         Appflow("zero_shot_classification", models=[tiny_clip_dir], cache=shared_cache)(image=photo, labels=photo)
+
+
+# -- LoRA tags, embeddings, PaddleMIX conventions, chaining ----------------------------------------
+def test_lora_tags_and_embeddings_use_the_flows_folders_as_the_pipeline_does(tiny_sd1_dir, tmp_path, shared_cache,
+                                                                            sd_by_hand):
+    from safetensors.torch import save_file
+
+    from mixkit.testing.tiny_lora import write_attention_lora
+    from pipelines.txt2img import TextToImage
+
+    (tmp_path / "loras").mkdir()
+    (tmp_path / "embeddings").mkdir()
+    write_attention_lora(sd_by_hand.model.unet, tmp_path / "loras" / "shiny.safetensors", scale=0.5)
+    save_file({"emb_params": torch.randn(2, 32, generator=torch.Generator().manual_seed(0))},
+              str(tmp_path / "embeddings" / "glowstyle.safetensors"))
+    folders = dict(lora_dir=tmp_path / "loras", embeddings_dir=tmp_path / "embeddings")
+    flow = Appflow("text2image_generation", models=[tiny_sd1_dir], cache=shared_cache, width=32, height=32,
+                   **folders, **SD_FAST)
+    prompt = "a cat, glowstyle <lora:shiny:0.8>"
+    by_hand = TextToImage(sd_by_hand.model, **folders)(prompt=prompt, width=32, height=32, **SD_FAST)
+    assert "Lora hashes" in by_hand.infotexts[0] and "TI hashes" in by_hand.infotexts[0]
+    assert np.array_equal(pixels(flow(prompt=prompt)["result"]), pixels(by_hand.images[0]))
+    plain = flow(prompt="a cat, glowstyle")["result"]
+    assert not np.array_equal(pixels(plain), pixels(by_hand.images[0]))  # the LoRA acted
+    # Another flow on the same cached model without the folders is unaffected (the LoRA was removed after the call).
+    other = Appflow("text2image_generation", models=[tiny_sd1_dir], cache=shared_cache, width=32, height=32, **SD_FAST)
+    assert np.array_equal(pixels(other(prompt="a cat")["result"]),
+                          pixels(sd_by_hand(prompt="a cat", width=32, height=32, **SD_FAST).images[0]))
+
+
+def test_dual_guided_generation_takes_a_single_image_as_paddlemix_passes_it(tiny_sd1_dir, photo, shared_cache):
+    flow = Appflow("dual_text_and_image_guided_generation", models=[tiny_sd1_dir], cache=shared_cache,
+                   text_to_image_strength=0.5, **SD_FAST)
+    single = flow(prompt="a red car", image=photo)  # PaddleMIX README: app(prompt=prompt, image=image)
+    assert np.array_equal(pixels(single["result"]), pixels(flow(prompt="a red car", images=[photo])["result"]))
+    with pytest.raises(TypeError, match="got both image= and images="):
+        flow(prompt="x", image=photo, images=[photo])
+
+
+def test_text_to_image_chains_into_image_to_image(tiny_sd1_dir, shared_cache, sd_by_hand):
+    from appflow import Chain, Step
+
+    chain = Chain("draft_then_refine", [Step("text_to_image", id="draft"),
+                                        Step("image_to_image", id="refine", inputs={"prompt": "prompt"})],
+                  inputs=["prompt"])
+    result = Appflow(chain, models=[tiny_sd1_dir], cache=shared_cache, width=32, height=32, **SD_FAST)(
+        prompt="a cat")
+    draft = sd_by_hand(prompt="a cat", width=32, height=32, **SD_FAST).images[0]
+    assert np.array_equal(pixels(result["images"][0]), pixels(draft))
+    refined = by_hand_img2img(sd_by_hand, prompt="a cat", init_images=[draft], width=32, height=32,
+                              denoising_strength=0.75, **SD_FAST)
+    assert np.array_equal(pixels(result["result"]), pixels(refined))
+
+
+def test_upscaling_takes_cfg_scale_or_guidance_scale_and_a_random_seed_by_default(tiny_x4_dir):
+    from pipelines.upscale import SDx4Upscaler, upscale_image
+
+    small = Image.new("RGB", (12, 10), (200, 100, 50))
+    flow = Appflow("image2image_text_guided_upscaling", models=[tiny_x4_dir], cache=ModelCache(), steps=2,
+                   guidance_scale=4.0)
+    assert flow.tasks["upscale"].settings["seed"] == -1
+    assert flow(image=small, prompt="a photo")["result"].size == (48, 40)  # seed -1: drawn, as the SD apps do
+    by_hand = upscale_image(small, 4, upscaler=SDx4Upscaler.from_pretrained(tiny_x4_dir, prompt="a photo", steps=2,
+                                                                             guidance_scale=4.0, seed=3))
+    assert np.array_equal(pixels(flow(image=small, prompt="a photo", seed=3)["result"]), pixels(by_hand))
+    assert np.array_equal(pixels(flow(image=small, prompt="a photo", seed=3, cfg_scale=4.0)["result"]),
+                          pixels(by_hand))

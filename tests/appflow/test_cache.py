@@ -61,3 +61,17 @@ def test_flow_release_drops_its_models_from_the_shared_cache(tiny_dino_dir, tiny
 def test_local_paths_are_normalised_hub_ids_are_not(tmp_path):
     assert normalize_source(str(tmp_path) + "/.") == str(tmp_path.resolve())
     assert normalize_source("org/model") == "org/model"
+
+
+def test_a_shipped_name_and_its_folder_share_one_cache_entry():
+    from mixkit.tiny.shipped import shipped_model_path
+
+    folder = shipped_model_path("mixkit-tiny-sd")
+    assert normalize_source("mixkit-tiny-sd") == normalize_source(folder) == str(folder.resolve())
+    assert normalize_source("mixkit-tiny-nope") == "mixkit-tiny-nope"  # not shipped: left as given
+
+
+def test_a_local_folder_named_like_a_shipped_model_keeps_its_own_key(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mixkit-tiny-sd").mkdir()
+    assert normalize_source("mixkit-tiny-sd") == str((tmp_path / "mixkit-tiny-sd").resolve())

@@ -52,3 +52,19 @@ def test_python_m_appflow_list_prints_the_same_listing(cli, capsys):
     cli(["apps"])
     assert capsys.readouterr().out == from_module
     assert appflow_main(["list", "nope"]) == 2
+
+
+def test_the_listing_shows_each_apps_options_with_defaults_and_aliases(cli, capsys):
+    assert cli(["apps", "text2image_generation"]) == 0
+    out = capsys.readouterr().out
+    options = out.split("  options: ")[1].split("\n  also:")[0]
+    for shown in ("negative_prompt=''", "steps=auto", "cfg_scale=auto", "seed=-1", "width=auto", "batch_size=1"):
+        assert shown in options
+    assert "also:    guidance_scale (= cfg_scale)" in out
+    assert cli(["apps", "image2image_text_guided_upscaling", "--json"]) == 0
+    [info] = json.loads(capsys.readouterr().out)
+    assert info["options"]["cfg_scale"] == 9.0 and info["options"]["seed"] == -1  # as the other SD apps name them
+    assert info["option_aliases"] == {"guidance_scale": "cfg_scale"}
+    assert appflow_main(["list", "inpainting"]) == 0  # PaddleMIX's name lists the app it opens
+    out = capsys.readouterr().out
+    assert out.startswith("text_guided_inpainting\n") and "  aliases: inpainting\n" in out

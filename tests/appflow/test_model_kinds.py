@@ -54,3 +54,38 @@ def test_a_local_folder_named_like_a_shipped_model_wins(tmp_path, monkeypatch):
     shutil.copy(shipped_model_path("mixkit-tiny-clip") / "config.json", tmp_path / "mixkit-tiny-sd")
     with pytest.raises(ValueError, match="'mixkit-tiny-sd' is a 'clip' model"):
         Appflow("text2image_generation", models=["mixkit-tiny-sd"], cache=ModelCache())
+
+
+# -- loaded objects are checked against what the role needs ----------------------------------------
+@pytest.fixture(scope="module")
+def loaded_sam(tiny_sam_dir):
+    from appflow import MODEL_KINDS
+
+    return MODEL_KINDS.get("sam").load(str(tiny_sam_dir), "cpu", None)
+
+
+def test_a_loaded_sam_fits_the_segmenter_role_but_not_the_detector_role(loaded_sam, tiny_dino_dir):
+    cache = ModelCache()
+    with pytest.raises(TypeError, match="model role 'detector' needs a Grounding DINO detector.*got ProcessorModel of "
+                                        "SamModel with SamProcessor \\(a 'sam' model\\)"):
+        Appflow("openset_det_sam", models={"detector": loaded_sam, "segmenter": loaded_sam}, cache=cache)
+    assert Appflow("openset_det_sam", models={"detector": tiny_dino_dir, "segmenter": loaded_sam}, cache=cache)
+    assert cache.loads == 0
+
+
+def test_the_llm_role_takes_a_reply_function_or_a_model_with_its_tokenizer_not_a_bare_model(tiny_lm_dir):
+    from appflow import MODEL_KINDS
+    from appflow.loaders import ProcessorModel
+
+    loaded = MODEL_KINDS.get("causal-lm").load(str(tiny_lm_dir), "cpu", None)
+    cache = ModelCache()
+    with pytest.raises(TypeError, match="model role 'llm' needs an instruction-following causal language model.*"
+                                        "needs its processor or tokenizer: pass appflow.loaders.ProcessorModel"):
+        Appflow("dialog_image_editing", models={"llm": loaded.model}, cache=cache)  # a bare AutoModelForCausalLM
+    assert Appflow("dialog_image_editing", models={"llm": loaded}, cache=cache)
+    assert Appflow("dialog_image_editing", models={"llm": ProcessorModel(loaded.model, loaded.processor, "mine")},
+                   cache=cache)
+    assert Appflow("dialog_image_editing", models={"llm": lambda prompt: '{"what": "a", "into": "b"}'}, cache=cache)
+    with pytest.raises(TypeError, match="needs an instruction-following"):
+        Appflow("dialog_image_editing", models={"llm": ProcessorModel(loaded.model, object(), "no tokenizer")},
+                cache=cache)

@@ -74,3 +74,20 @@ def test_ui_widgets_follow_the_declared_ports():
     assert widget_value("texts", "cat\n\n dog \n") == ["cat", "dog"]
     assert widget_value("text?", "") is None and widget_value("texts", "") is None
     assert widget_value("flag", True) is True
+
+
+def test_a_lora_tag_in_an_app_uses_the_servers_lora_folder(tiny_sd1_dir, tmp_path, serving):
+    import httpx
+
+    from webui.config import ServerConfig
+
+    (tmp_path / "loras").mkdir()
+    config = ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(tmp_path / "outputs"), ui=False,
+                          lora_dir=str(tmp_path / "loras"),
+                          appflow_models={"text2image_generation": {"generator": str(tiny_sd1_dir)}})
+    with serving(config, load_model=False) as running, httpx.Client(base_url=running.url, timeout=120) as http:
+        response = http.post(
+            "/appflow/text2image_generation", json={"inputs": {"prompt": "a lamp <lora:nowhere:1>"}, "options": OPTIONS})
+    # The flow looked in the server's folder (before: "this flow has no LoRA folder").
+    assert response.status_code == 503 and "No LoRA named 'nowhere'" in response.text
+    assert "no LoRA folder" not in response.text

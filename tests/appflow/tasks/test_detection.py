@@ -23,7 +23,9 @@ def test_a_bad_threshold_option_fails_before_the_detector_loads(tiny_dino_dir, t
     from appflow import Appflow, ModelCache
 
     cache = ModelCache()
-    flow = Appflow("openset_det_sam", models=[tiny_dino_dir, tiny_sam_dir], cache=cache, box_threshold=2)
     with pytest.raises(ValueError, match="box_threshold must be a number in \\[0, 1\\], got 2"):
-        flow(image=photo, prompt="dog")
+        Appflow("openset_det_sam", models=[tiny_dino_dir, tiny_sam_dir], cache=cache, box_threshold=2)
+    flow = Appflow("openset_det_sam", models=[tiny_dino_dir, tiny_sam_dir], cache=cache)
+    with pytest.raises(ValueError, match="box_threshold must be a number in \\[0, 1\\], got 2"):
+        flow(image=photo, prompt="dog", box_threshold=2)  # a per-call value too
     assert cache.loads == 0
