@@ -116,9 +116,10 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
         raise ValueError(f"cfg_scale must be in [0, {limits.max_cfg_scale}], got {cfg}.")
     _check_int("seed", params.seed, -1, SEED_MAX)
     _check_int("clip_skip", params.clip_skip, 1, 12)
-    from pipelines.samplers import resolve_sampler
+    from pipelines.samplers import check_sampler_steps, resolve_sampler
 
     resolve_sampler(params.sampler, params.schedule_type)  # a misspelt sampler fails before the model loads
+    check_sampler_steps(params.sampler, params.steps)
     from pipelines.uncond_skip import check_uncond_skip
 
     check_uncond_skip(params.s_min_uncond, params.s_min_uncond_all, params.skip_early_cond)

@@ -120,7 +120,8 @@ def _schedule_applies(sampler: str, schedule: str) -> bool:
     from pipelines.samplers import resolve_sampler
 
     try:
-        resolve_sampler(sampler, schedule)
+        _, resolved = resolve_sampler(sampler, schedule)
     except (ValueError, KeyError):
         return False
-    return True
+    # A sampler without schedule choice (DDIM, UniPC) runs a given schedule as "Automatic", which it then is.
+    return resolved == schedule or schedule == "Automatic"

@@ -4,6 +4,7 @@ from pipelines.samplers.catalog import SAMPLERS, find_sampler
 from pipelines.samplers.dpmpp_2s_ancestral import DPMSolverPlusPlus2SAncestralScheduler
 from pipelines.samplers.factory import (
     MODEL_SCHEDULE_KEYS,
+    check_sampler_steps,
     list_samplers,
     make_scheduler,
     resolve_sampler,
@@ -21,6 +22,7 @@ __all__ = [
     "SCHEDULE_TYPES",
     "SamplerSpec",
     "ScheduleType",
+    "check_sampler_steps",
     "extra_step_kwargs",
     "find_sampler",
     "get_schedule_type",

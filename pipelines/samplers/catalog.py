@@ -120,11 +120,15 @@ _register(SamplerSpec(
         "timestep_spacing": "leading", "steps_offset": 1, "set_alpha_to_one": False,
         "clip_sample": False, "thresholding": False,
     },
-    notes="A1111 runs len(range(0, 1000, 1000 // steps)) steps, one more when 1000 % steps is large.",
+    max_steps=999,  # "leading" + steps_offset 1 reaches t = 1000 at 1000 steps
+    notes="diffusers' leading spacing: steps x (1000 // steps) + 1, from the bottom; A1111 takes range(0, 1000, "
+          "1000 // steps) + 1 and runs it from the top but one, so for steps that do not divide 1000 (30: t 958 vs "
+          "991) it starts higher, and it ends at alphas_cumprod[1].",
 ))
 _register(SamplerSpec(
     "PLMS", "PNDMScheduler", aliases=("plms",),
     config_overrides={"skip_prk_steps": True, "timestep_spacing": "leading", "steps_offset": 1, "set_alpha_to_one": False},
+    max_steps=999,  # as DDIM
 ))
 _register(SamplerSpec(
     "UniPC", "UniPCMultistepScheduler", aliases=("unipc",),
@@ -134,12 +138,16 @@ _register(SamplerSpec(
         "solver_type": "bh1", "solver_order": 3, "predict_x0": True, "lower_order_final": True,
         "timestep_spacing": "linspace", "final_sigmas_type": "sigma_min", "thresholding": False,
     },
+    max_steps=999,  # rounded time-uniform timesteps repeat beyond, and the solver's system turns singular
     notes="diffusers rounds UniPC's time-uniform timesteps to integers.",
 ))
 _register(SamplerSpec(
     "LCM", "LCMScheduler", aliases=("k_lcm",),
     config_overrides={"timestep_spacing": "leading", "original_inference_steps": 50, "clip_sample": False, "thresholding": False},
     stochastic=True, noise_source="generator",
+    max_steps=50,  # diffusers' LCMScheduler picks from its 50 distilled timesteps
+    notes="diffusers spaces LCM's steps over its 50 distilled timesteps from the top (4 steps: 999, 759, 499, 259); "
+          "A1111 ends at 19 (999, 679, 339, 19).",
 ))
 
 _ALIASES = {alias.casefold(): name for name, spec in SAMPLERS.items() for alias in spec.aliases}

@@ -61,6 +61,10 @@ def resolve_sampler(sampler_name: str, schedule_type: str = "Automatic") -> tupl
             f"but schedule type {requested!r} was also given; pass {spec.name!r} with the schedule type you want."
         )
     chosen = implied or requested
+    if spec.schedule_types == ("Automatic",):
+        # A1111 ignores the schedule type for its timestep samplers (DDIM, PLMS, UniPC) and LCM, so a pasted
+        # "DDIM, Schedule type: Karras" or a Settings default of Karras runs rather than fails.
+        return spec, "Automatic"
     if chosen not in spec.schedule_types:
         raise ValueError(
             f"Schedule type {chosen!r} does not apply to sampler {spec.name!r}; "
@@ -82,6 +86,14 @@ def _split_sampler_name(name: str) -> tuple[SamplerSpec, str | None]:
             if name.casefold().endswith(tail.casefold()) and (spec := find_sampler(name[: -len(tail)])) is not None:
                 return spec, schedule_name
     raise UnknownNameError(SAMPLERS.unknown_message(name))
+
+
+def check_sampler_steps(sampler_name: str, steps: int) -> None:
+    """Refuse a step count the sampler's diffusers class cannot run (checked before any work)."""
+    spec, _ = resolve_sampler(sampler_name)
+    if spec.max_steps is not None and steps > spec.max_steps:
+        raise ValueError(f"Sampler {spec.name!r} runs at most {spec.max_steps} steps here, got {steps}; "
+                         "use fewer steps or another sampler.")
 
 
 def scheduler_config_for(

@@ -64,6 +64,7 @@ class SamplerSpec:
     second_order: bool = False  # two model evaluations per step (len(timesteps) ~ 2 * steps)
     noise_source: NoiseSource = "none"
     requires: tuple[str, ...] = ()  # optional Python packages the diffusers class needs
+    max_steps: int | None = None  # where the diffusers class breaks beyond it (None: the caller's limit)
     notes: str = ""  # known, measured differences from A1111
 
     def __post_init__(self) -> None:

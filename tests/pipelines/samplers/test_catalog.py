@@ -76,11 +76,25 @@ def test_unknown_schedule_type_lists_valid_names():
 
 
 @pytest.mark.parametrize("sampler, schedule", [("DDIM", "Karras"), ("UniPC", "Beta"), ("PLMS", "Uniform"), ("LCM", "SGM Uniform")])
-def test_inapplicable_schedule_type_lists_the_valid_ones(sampler, schedule):
-    spec = SAMPLERS.get(sampler)
-    with pytest.raises(ValueError, match="does not apply") as info:
-        resolve_sampler(sampler, schedule)
-    assert all(valid in str(info.value) for valid in spec.schedule_types)
+def test_samplers_without_schedule_choice_ignore_the_schedule_type_as_a1111(sampler, schedule):
+    # A1111's timestep samplers (and LCM) ignore "Schedule type": a pasted "DDIM, Schedule type: Karras" runs.
+    assert resolve_sampler(sampler, schedule) == (SAMPLERS.get(sampler), "Automatic")
+    assert resolve_sampler(f"{sampler} Karras") == (SAMPLERS.get(sampler), "Automatic")
+
+
+def test_an_unknown_schedule_type_lists_the_valid_ones():
+    with pytest.raises(UnknownNameError, match="Karras"):
+        resolve_sampler("DDIM", "Karas")
+
+
+@pytest.mark.parametrize("sampler, steps", [("DDIM", 1000), ("PLMS", 1000), ("UniPC", 1000), ("LCM", 51)])
+def test_step_counts_a_sampler_cannot_run_are_refused_before_any_work(sampler, steps):
+    from pipelines.samplers import check_sampler_steps
+
+    check_sampler_steps(sampler, steps - 1)
+    with pytest.raises(ValueError, match=f"runs at most {steps - 1} steps"):
+        check_sampler_steps(sampler, steps)
+    check_sampler_steps("Euler", 1000)
 
 
 def test_schedule_types_accept_a1111_internal_names():
