@@ -96,7 +96,7 @@ _register(SamplerSpec(
     config_overrides=_EULER, schedule_types=_K_SCHEDULES, default_schedule="Uniform",
 ))
 _register(SamplerSpec(
-    "LMS", "LMSDiscreteScheduler", aliases=("k_lms",),
+    "LMS", "LMSScheduler", aliases=("k_lms",),  # mixkit's (lms.py): img2img's first steps at the right order
     schedule_types=_K_SCHEDULES, default_schedule="Uniform", requires=("scipy",),
 ))
 _register(SamplerSpec(

@@ -13,6 +13,7 @@ from pipelines.samplers.catalog import SAMPLERS, find_sampler
 from pipelines.samplers.custom_sigmas import with_sigma_schedule
 from pipelines.samplers.dpmpp_2s_ancestral import DPMSolverPlusPlus2SAncestralScheduler
 from pipelines.samplers.euler_ancestral import EulerAncestralAnyScheduleScheduler
+from pipelines.samplers.lms import LMSScheduler
 from pipelines.samplers.schedule_types import (
     SCHEDULE_TYPES,
     SIGMA_SCHEDULE_FLAGS,
@@ -35,7 +36,7 @@ MODEL_SCHEDULE_KEYS = (
 
 # Schedulers mixkit adds where diffusers has no faithful counterpart; the rest come from diffusers.
 MIXKIT_SCHEDULERS = {
-    cls.__name__: cls for cls in (DPMSolverPlusPlus2SAncestralScheduler, EulerAncestralAnyScheduleScheduler)
+    cls.__name__: cls for cls in (DPMSolverPlusPlus2SAncestralScheduler, EulerAncestralAnyScheduleScheduler, LMSScheduler)
 }
 
 # Suffixes of old k-diffusion aliases ("k_dpmpp_2m_ka") that named a schedule before A1111 1.9.

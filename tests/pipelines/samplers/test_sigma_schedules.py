@@ -20,6 +20,7 @@ from .kdiffusion_reference import (
     sample_dpmpp_2m,
     sample_dpmpp_2m_sde,
     sample_euler_ancestral,
+    sample_lms,
 )
 from .sampling_loop import fresh_scheduler, run_sampler
 
@@ -124,3 +125,20 @@ def test_a_schedule_whose_first_timesteps_repeat_runs_every_step(sd1_pipe):
     sd1_pipe(prompt="a red circle", seed=3, sampler="DPM++ 2M", schedule_type="Beta", steps=60, width=64, height=64,
              callback=lambda progress: steps.append(progress.step))
     assert steps[-1] == 60
+
+
+@pytest.mark.parametrize("begin", [0, 4])
+def test_lms_matches_k_diffusion_also_from_partway_down_the_schedule(begin):
+    # img2img starts at step `begin` (set_begin_index); k-diffusion's order counts derivatives from there.
+    steps, latents = 10, _latents()
+    sigmas = REFERENCE_SCHEDULES["Uniform"](SD15_SCHEDULER_CONFIG, steps)
+    init = torch.full_like(latents, 0.3)
+    expected = sample_lms(init + latents * sigmas[begin], sigmas[begin:])
+    scheduler = fresh_scheduler("LMS", "Uniform")
+    scheduler.set_timesteps(steps)
+    scheduler.set_begin_index(begin)
+    model = GaussianDataModel(SD15_SCHEDULER_CONFIG)
+    x = (init + latents * sigmas[begin]).float()
+    for t in scheduler.timesteps[begin:]:
+        x = scheduler.step(model(scheduler.scale_model_input(x, t), t), t, x).prev_sample
+    torch.testing.assert_close(x.double(), expected, rtol=0, atol=1e-3)
