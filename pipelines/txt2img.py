@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pipelines.base import BatchStart, DiffusionPipelineBase
 from pipelines.params import Txt2ImgParams, check_txt2img_params
+from pipelines.samplers import initial_noise_scale
 from pipelines.seeds import initial_noise
 
 
@@ -22,4 +23,4 @@ class TextToImage(DiffusionPipelineBase):
     def _start_batch(self, params: Txt2ImgParams, state, sampler, generators: list, first_image: int) -> BatchStart:
         schedulers = sampler.make_schedulers(generators, params.steps, self.model.device)
         noise = initial_noise(generators, self._latent_shape(params)).to(self.model.device)
-        return BatchStart(latents=noise * schedulers[0].init_noise_sigma, schedulers=schedulers)
+        return BatchStart(latents=noise * initial_noise_scale(schedulers[0]), schedulers=schedulers)

@@ -7,7 +7,7 @@ import functools
 
 import torch
 
-from pipelines.samplers import extra_step_kwargs, make_scheduler, seed_brownian_noise, start_at_first_step
+from pipelines.samplers import extra_step_kwargs, initial_noise_scale, make_scheduler, seed_brownian_noise, start_at_first_step
 
 from .kdiffusion_reference import SD2_V_SCHEDULER_CONFIG, SD15_SCHEDULER_CONFIG
 
@@ -33,7 +33,7 @@ def run_sampler(scheduler, model, latents: torch.Tensor, steps: int, generator=N
     start_at_first_step(scheduler)
     if seeds is not None:
         seed_brownian_noise(scheduler, seeds)
-    x = latents * scheduler.init_noise_sigma
+    x = latents * initial_noise_scale(scheduler)
     kwargs = extra_step_kwargs(scheduler, generator)
     for t in scheduler.timesteps:
         model_input = scheduler.scale_model_input(x, t)

@@ -16,14 +16,15 @@ from .kdiffusion_reference import (
 from .sampling_loop import fresh_scheduler, run_sampler
 
 REFERENCE_SAMPLERS = {"Euler": sample_euler, "DPM++ 2M": sample_dpmpp_2m}
-# Euler matches to float32 precision. DPM++ 2M keeps two differences: diffusers rounds the model
-# timesteps and starts multistep solvers at sqrt(1 + sigma_max^2) instead of sigma_max (0.2%);
-# measured max error 0.005 on outputs of magnitude ~2.
-TOLERANCE = {"Euler": 1e-4, "DPM++ 2M": 1e-2}
+# Euler matches to float32 precision. DPM++ 2M keeps one difference: diffusers rounds the model
+# timesteps (the toy model depends on t); measured max error 0.0015 on outputs of magnitude ~2. (Its
+# start at sqrt(1 + sigma_max^2), 0.2% too much noise, is corrected by `initial_noise_scale`: 0.005 before.)
+TOLERANCE = {"Euler": 1e-4, "DPM++ 2M": 3e-3}
 
 
 @pytest.mark.parametrize(
-    "sampler, schedule", [("Euler", "Uniform"), ("Euler", "Karras"), ("DPM++ 2M", "Karras"), ("DPM++ 2M", "Exponential")]
+    "sampler, schedule", [("Euler", "Uniform"), ("Euler", "Karras"), ("DPM++ 2M", "Karras"), ("DPM++ 2M", "Exponential"),
+                          ("DPM++ 2M", "Uniform")]
 )
 @pytest.mark.parametrize("steps", [5, 12])
 def test_matches_k_diffusion_sampler(sampler, schedule, steps):
