@@ -76,14 +76,18 @@ class DiffusionPipelineBase:
 
     @classmethod
     def from_pretrained(cls, source: str | os.PathLike, *, dtype=None, device: str | None = None,
-                        vae: str | os.PathLike | None = None, unet_dtype=None, **kwargs: Any):
+                        vae: str | os.PathLike | None = None, unet_dtype=None,
+                        config_dir: str | os.PathLike | None = None, **kwargs: Any):
         """Load a diffusers folder, a single-file checkpoint or a hub id (see `load_diffusion_model`).
 
-        For a performance preset, `**load_options_for(preset)` (pipelines.optimize) gives the dtypes
-        that let it skip a float32 copy of the weights."""
+        `config_dir` (single files only) is a diffusers folder whose configs replace the shipped ones, for
+        checkpoints of a non-standard architecture. For a performance preset, `**load_options_for(preset)`
+        (pipelines.optimize) gives the dtypes that let it skip a float32 copy of the weights."""
         from mixkit.models.diffusion.loading import load_diffusion_model
 
-        return cls(load_diffusion_model(source, dtype=dtype, device=device, vae=vae, unet_dtype=unet_dtype), **kwargs)
+        model = load_diffusion_model(source, dtype=dtype, device=device, vae=vae, unet_dtype=unet_dtype,
+                                     config_dir=config_dir)
+        return cls(model, **kwargs)
 
     @classmethod
     def from_pipeline(cls, other: "DiffusionPipelineBase"):

@@ -77,6 +77,12 @@ def run_sampler(request: SamplingRequest):
                     if noise_pred is None:
                         noise_pred = part.new_empty((len(rows), *part.shape[1:]))
                     noise_pred[group] = part
+            if not torch.isfinite(noise_pred).all():
+                # A1111's NaN check (NansException): fp16 overflow or broken weights would give a black image.
+                raise ValueError(
+                    f"The UNet produced NaN/inf at step {step + 1}: an fp16 overflow (try a float32 or bf16 UNet: "
+                    "--preset exact) or a broken checkpoint/LoRA (non-finite weights); the images of this batch "
+                    "are lost.")
             guided = request.combine_cfg(noise_pred, cond, cfg_scale)
             latents = torch.cat([
                 s.step(guided[i:i + 1], t, latents[i:i + 1], **extra_step_kwargs(s, request.generators[i])).prev_sample

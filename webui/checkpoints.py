@@ -23,10 +23,32 @@ class CheckpointEntry:
     source: str  # a diffusers folder, a single file, or a Hugging Face id
 
     def as_a1111(self) -> dict:
-        """The item shape of A1111's `/sdapi/v1/sd-models`."""
+        """The item shape of A1111's `/sdapi/v1/sd-models`.
+
+        `sha256`/`hash` (its first 10 digits) are filled once the file has been hashed (loading a model hashes it),
+        like A1111, which hashes lazily; a listing never hashes files itself, so it stays fast.
+        """
         filename = self.source if os.path.exists(self.source) else None
-        return {"title": self.title, "model_name": self.model_name, "hash": None, "sha256": None,
-                "filename": filename or self.source, "config": None}
+        sha256 = known_sha256(self.source)
+        return {"title": self.title, "model_name": self.model_name, "hash": sha256[:10] if sha256 else None,
+                "sha256": sha256, "filename": filename or self.source, "config": None}
+
+
+def known_sha256(source: str) -> str | None:
+    """The sha256 already computed for a checkpoint (mixkit's hash cache), without hashing; None if not yet known.
+
+    A diffusers folder's hash is its UNet weights file's (the loader's "Model hash"); a hub id has none here.
+    """
+    from mixkit.io.hash_cache import cached_hash
+
+    path = Path(source)
+    if path.is_dir():
+        weights = sorted((path / "unet").glob("*.safetensors")) or sorted((path / "unet").glob("*.bin"))
+        path = weights[0] if len(weights) == 1 else path
+    try:
+        return cached_hash(path, "sha256") if path.is_file() else None
+    except OSError:
+        return None
 
 
 def _is_diffusers_folder(path: Path) -> bool:
@@ -80,9 +102,10 @@ class CheckpointCatalog:
         """The entry whose title (or model name, or A1111-style "name [hash]") is `title`."""
         if not isinstance(title, str):
             raise TypeError(f"A checkpoint title must be a string, got {type(title).__name__}.")
-        bare = title.split(" [", 1)[0].strip()
-        for entry in self._entries:
-            if title in (entry.title, entry.model_name) or bare in (entry.title, entry.model_name):
-                return entry
+        # The exact title first: "model [v2]" is a file's own name before it is "model" with an A1111 " [hash]".
+        for candidate in (title, title.split(" [", 1)[0].strip()):
+            for entry in self._entries:
+                if candidate in (entry.title, entry.model_name):
+                    return entry
         raise ValueError(f"Unknown checkpoint {title!r}; available: {', '.join(self.titles()) or '(none)'}. "
                          "Call /sdapi/v1/refresh-checkpoints after adding files to the models folder.")

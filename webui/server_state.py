@@ -338,8 +338,12 @@ class ServerState:
         return latent_preview(latents[:1], sdxl=sdxl)[0]
 
     def options_snapshot(self) -> dict:
+        from webui.checkpoints import known_sha256
+
         values = self.options.snapshot(self.model_title)
         values[PRESET_KEY] = self.holder.preset  # what is applied, not only what was asked for
+        # A1111 fills this once the loaded checkpoint's sha256 is known; never hashed here (that is the loader's work).
+        values["sd_checkpoint_hash"] = known_sha256(self.holder.entry.source) if self.holder.entry else None
         return values
 
     def generation_defaults(self):

@@ -15,7 +15,7 @@ from mixkit.io.hashing import (
     legacy_a1111_hash,
     sha256_file,
 )
-from mixkit.io.loading import load_state_dict
+from mixkit.io.loading import check_pickle_is_safe, load_state_dict, read_checkpoint
 from mixkit.io.safetensors_header import read_safetensors_header, read_safetensors_metadata
 from mixkit.io.saving import save_safetensors
 from mixkit.io.sources import resolve_model_source
@@ -27,9 +27,11 @@ __all__ = [
     "addnet_hash_safetensors",
     "addnet_sha256_safetensors",
     "atomic_output_path",
+    "check_pickle_is_safe",
     "detect_checkpoint_format",
     "legacy_a1111_hash",
     "load_state_dict",
+    "read_checkpoint",
     "read_safetensors_header",
     "read_safetensors_metadata",
     "resolve_model_source",

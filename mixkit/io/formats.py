@@ -20,6 +20,9 @@ PICKLE_PROTO_OPCODE = 0x80
 # safetensors refuses headers above 100 MB; a real header is KBs. The bound also keeps a pickle
 # whose first 8 bytes happen to decode to a small integer from looking like a safetensors file.
 SAFETENSORS_MAX_HEADER_BYTES = 100_000_000
+# What a protocol 0/1 pickle of a dict, list or object starts with: MARK, EMPTY_DICT, EMPTY_LIST,
+# EMPTY_TUPLE, GLOBAL, INST; text files rarely parse past these, and an HTML page never starts so.
+OLD_PROTOCOL_FIRST_OPCODES = (b"(", b"}", b"]", b")", b"c", b"i")
 
 
 def check_checkpoint_file(path: str | os.PathLike) -> Path:
@@ -53,12 +56,36 @@ def format_from_leading_bytes(head: bytes) -> CheckpointFormat | None:
     return None
 
 
+def is_old_protocol_pickle(file: Path) -> bool:
+    """True if `file` parses as a protocol 0/1 pickle, which has no PROTO opcode to recognise it by.
+
+    Such files are rare but not harmless: `pickle.dumps(obj, protocol=0)` can import `os.system` as
+    well as any other. Recognising them lets the refusal name the global instead of only saying
+    "not a checkpoint". Only the opcodes are read (pickletools), nothing is unpickled.
+    """
+    import pickletools
+
+    with open(file, "rb") as handle:
+        if handle.read(1) not in OLD_PROTOCOL_FIRST_OPCODES:
+            return False
+        handle.seek(0)
+        try:
+            for opcode, _, _ in pickletools.genops(handle):
+                if opcode.proto >= 2:  # a protocol 2+ opcode without a PROTO header: not a pickle
+                    return False
+        except (ValueError, UnicodeDecodeError, EOFError):
+            return False
+    return True
+
+
 def detect_checkpoint_format(path: str | os.PathLike) -> CheckpointFormat:
-    """Decide whether `path` holds safetensors, a torch zip archive or a legacy pickle stream."""
+    """Decide whether `path` holds safetensors, a torch zip archive or a (legacy or plain) pickle stream."""
     file = check_checkpoint_file(path)
     with open(file, "rb") as handle:
         head = handle.read(16)
     detected = format_from_leading_bytes(head)
+    if detected is None and is_old_protocol_pickle(file):
+        detected = "pickle"
     if detected is None:
         raise CheckpointFormatError(
             f"{str(file)!r} is not a recognised checkpoint (first bytes {head[:16].hex(' ')}): expected "

@@ -33,9 +33,37 @@ NESTED_STATE_DICT_KEY = "state_dict"
 
 def load_state_dict(path: str | os.PathLike, device: "str | torch.device" = "cpu") -> dict[str, "torch.Tensor"]:
     """Load every tensor of a checkpoint file onto `device`, choosing the reader by file content."""
+    file = check_checkpoint_file(path)
+    return _flatten_to_tensors(file, read_checkpoint(file, device))
+
+
+def read_checkpoint(path: str | os.PathLike, device: "str | torch.device" = "cpu") -> Any:
+    """What a checkpoint file holds, as saved: a safetensors file's tensors, or a pickle's object (usually a dict).
+
+    For files whose non-tensor entries matter (an A1111 embedding's `step` and `sd_checkpoint`, nested
+    `string_to_param`); `load_state_dict` is this flattened to tensors. The same refusals apply.
+    """
+    file = check_checkpoint_file(path)
+    device = _check_device(device)
+    checkpoint_format = detect_checkpoint_format(file)
+    if checkpoint_format == "safetensors":
+        return _load_safetensors(file, device)
+    return _load_pickled(file, checkpoint_format, device)
+
+
+def check_pickle_is_safe(path: str | os.PathLike) -> None:
+    """Refuse (UnsafeCheckpointError naming the globals) a pickled file that imports anything torch's weights-only
+    loader would not allow; safetensors files pass. For files another library (diffusers, transformers) is about
+    to load itself: its refusal would be a raw UnpicklingError that does not name the global."""
+    file = check_checkpoint_file(path)
+    checkpoint_format = detect_checkpoint_format(file)
+    if checkpoint_format != "safetensors":
+        _refuse_unsafe_globals(file, checkpoint_format)
+
+
+def _check_device(device) -> "torch.device":
     import torch
 
-    file = check_checkpoint_file(path)
     if not isinstance(device, (str, torch.device)):
         raise TypeError(f"device must be a str or torch.device such as 'cpu' or 'cuda:0', got {device!r}")
     try:
@@ -46,11 +74,7 @@ def load_state_dict(path: str | os.PathLike, device: "str | torch.device" = "cpu
         torch.empty(0, device=device)
     except (RuntimeError, AssertionError) as error:
         raise ValueError(f"device {str(device)!r} is not available on this machine ({error}); use 'cpu'") from None
-
-    checkpoint_format = detect_checkpoint_format(file)
-    if checkpoint_format == "safetensors":
-        return _load_safetensors(file, device)
-    return _load_pickled(file, checkpoint_format, device)
+    return device
 
 
 def _load_safetensors(file: Path, device: "torch.device") -> dict[str, "torch.Tensor"]:
@@ -66,26 +90,33 @@ def _load_safetensors(file: Path, device: "torch.device") -> dict[str, "torch.Te
         ) from None
 
 
-def _load_pickled(file: Path, checkpoint_format: str, device: "torch.device") -> dict[str, "torch.Tensor"]:
-    import torch
-
+def _refuse_unsafe_globals(file: Path, checkpoint_format: str) -> None:
     allowed = torch_allowed_globals()
     if allowed is not None:
         refused = unsafe_globals(globals_in_checkpoint(file, checkpoint_format), allowed)
         if refused:
             raise _unsafe(file, checkpoint_format, refused)
+
+
+def _load_pickled(file: Path, checkpoint_format: str, device: "torch.device") -> Any:
+    import torch
+    from safetensors import SafetensorError
+
+    _refuse_unsafe_globals(file, checkpoint_format)
     try:
-        loaded = torch.load(
-            file, map_location=device, weights_only=True, mmap=checkpoint_format == "torch-zip"
-        )
+        if file.name.endswith(".safetensors"):
+            # torch >= 2.11 hands any *path* ending in .safetensors to the safetensors reader, whatever the
+            # content; a pickle renamed so must be read as what it is, so torch gets a file object (no mmap).
+            with open(file, "rb") as handle:
+                return torch.load(handle, map_location=device, weights_only=True)
+        return torch.load(file, map_location=device, weights_only=True, mmap=checkpoint_format == "torch-zip")
     except pickle.UnpicklingError as error:
         raise _unsafe(file, checkpoint_format, [], torch_reason=_core_reason(error)) from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as error:
+    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError, SafetensorError) as error:
         raise CheckpointFormatError(
             f"{checkpoint_format} checkpoint {str(file)!r} could not be read ({_core_reason(error)}); "
             "it is truncated, corrupt or not a torch.save file. Re-download it."
         ) from None
-    return _flatten_to_tensors(file, loaded)
 
 
 def _flatten_to_tensors(file: Path, loaded: Any) -> dict[str, "torch.Tensor"]:

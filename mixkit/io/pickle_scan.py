@@ -105,7 +105,9 @@ def _legacy_globals(path: Path) -> list[str]:
     with open(path, "rb") as handle:
         for index in range(_LEGACY_PICKLES_TO_SCAN):
             start = handle.tell()
-            if handle.read(1) != b"\x80":  # protocol >= 2 pickles start with PROTO; raw bytes follow the last
+            # protocol >= 2 pickles start with PROTO; raw bytes follow the last. The first one may also be a
+            # protocol 0/1 pickle (no PROTO), which formats.is_old_protocol_pickle has already recognised.
+            if index and handle.read(1) != b"\x80":
                 break
             handle.seek(start)
             try:

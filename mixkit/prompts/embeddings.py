@@ -2,19 +2,24 @@
 
 Formats (as A1111 v1.10 reads them): A1111 `.pt`/`.bin` with `string_to_param` (one tensor
 [n, dim]); a single-tensor `.safetensors`/`.pt` (`emb_params` from kohya, `*`, or any one key);
-SDXL files with both `clip_l` [n, 768] and `clip_g` [n, 1280]. Pickles are only read with
-`torch.load(weights_only=True)`, so a file that needs code execution is refused, never run.
-Files load lazily on first use; listing a folder costs only a directory scan.
+SDXL files with both `clip_l` [n, 768] and `clip_g` [n, 1280]. Files are read through mixkit.io (format
+decided by content; pickles scanned, then read with `torch.load(weights_only=True)`), so a file that
+needs code execution is refused, never run, and the refusal names what it imports.
+
+A file that cannot be read is *skipped*: it is no embedding name, so a prompt word that matches it
+stays plain text (as in A1111), and `EmbeddingLibrary.skipped()` says why (the web UI logs it).
+Files load on first use of the library's names and are kept while they are unchanged.
 """
 
 from __future__ import annotations
 
-import hashlib
-import pickle
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mixkit.errors import CheckpointFormatError, ModelNotFoundError, UnsafeCheckpointError
+from mixkit.errors import CheckpointFormatError, ModelNotFoundError
+
+logger = logging.getLogger(__name__)
 
 EMBEDDING_SUFFIXES = (".safetensors", ".pt", ".bin")
 SDXL_KEYS = ("clip_l", "clip_g")
@@ -28,6 +33,10 @@ class TextualInversion:
     path: Path
     vectors: dict = field(repr=False)
     sha256: str = ""
+    # A1111's training metadata in its .pt files (what /sdapi/v1/embeddings reports); None when the file has none.
+    step: int | None = None
+    sd_checkpoint: str | None = None
+    sd_checkpoint_name: str | None = None
 
     @property
     def shorthash(self) -> str:
@@ -64,26 +73,22 @@ class TextualInversion:
         return "+".join(str(v.shape[-1]) for v in self.vectors.values())
 
 
-def _read_tensor_file(path: Path) -> dict:
-    """The one place embedding files are deserialized (switch to mixkit.io.checkpoint once it exists)."""
-    import torch
+def _read_tensor_file(path: Path) -> object:
+    """The one place embedding files are deserialized: mixkit.io's reader, which decides the format by content."""
+    from mixkit.io.loading import read_checkpoint
 
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
+    return read_checkpoint(path)
 
-        try:
-            return load_file(str(path))
-        except Exception as error:  # safetensors raises its own SafetensorError for corrupt headers
-            raise CheckpointFormatError(f"embedding file {path} is not a readable safetensors file: {error}") from error
-    try:
-        return torch.load(str(path), map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as error:
-        raise UnsafeCheckpointError(
-            f"embedding file {path} needs code execution to load (weights_only=True refused it: "
-            f"{str(error).splitlines()[0][:200]}). It was not loaded. Convert it to .safetensors with a trusted tool."
-        ) from error
-    except (RuntimeError, EOFError, OSError, ValueError) as error:
-        raise CheckpointFormatError(f"embedding file {path} is not a readable PyTorch file: {error}") from error
+
+def training_metadata(data: object) -> dict:
+    """`step`, `sd_checkpoint`, `sd_checkpoint_name` as A1111's textual-inversion trainer saves them (None if absent)."""
+    data = data if isinstance(data, dict) else {}
+    step = data.get("step")
+    values = {"step": step if isinstance(step, int) and not isinstance(step, bool) else None}
+    for key in ("sd_checkpoint", "sd_checkpoint_name"):
+        value = data.get(key)
+        values[key] = value if isinstance(value, str) else None
+    return values
 
 
 def embedding_vectors_from_data(data: object, path: Path) -> dict:
@@ -123,31 +128,49 @@ def embedding_vectors_from_data(data: object, path: Path) -> dict:
     )
 
 
-def sha256_of_file(path: Path) -> str:
-    """Hex sha256 of a file (switch to mixkit.io.hashing.sha256_file once it exists)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def load_textual_inversion(path: str | Path, name: str | None = None) -> TextualInversion:
     """Load one embedding file; `name` defaults to the file name without its suffix."""
+    from mixkit.io.hashing import sha256_file
+
     path = Path(path)
     if not path.is_file():
         raise ModelNotFoundError(f"embedding file {path} does not exist")
-    vectors = embedding_vectors_from_data(_read_tensor_file(path), path)
-    return TextualInversion(name=name or path.stem, path=path, vectors=vectors, sha256=sha256_of_file(path))
+    data = _read_tensor_file(path)
+    vectors = embedding_vectors_from_data(data, path)
+    return TextualInversion(name=name or path.stem, path=path, vectors=vectors, sha256=sha256_file(path, use_cache=False),
+                            **training_metadata(data))
+
+
+def encoder_widths(text_encoders: list, is_sdxl: bool) -> list[tuple[str, int]]:
+    """(embedding key, vector width) per text encoder: [("", 768)] for SD 1.x, [("clip_l", 768), ("clip_g", 1280)]
+    for SDXL; what `TextualInversion.vectors_for` checks an embedding against."""
+    keys = SDXL_KEYS if is_sdxl else ("",)
+    return [(key, encoder.get_input_embeddings().embedding_dim) for key, encoder in zip(keys, text_encoders)]
+
+
+def fit_problem(embedding: TextualInversion, widths: list[tuple[str, int]]) -> str | None:
+    """Why `embedding` cannot serve text encoders of `widths` (another model family), or None if it fits."""
+    kind = "SDXL" if len(widths) == 2 else "SD1/SD2"
+    try:
+        for key, width in widths:
+            embedding.vectors_for(key, width, kind)
+    except ValueError as error:
+        return str(error)
+    return None
 
 
 class EmbeddingLibrary:
-    """The embeddings of one folder (recursively), by file name; loaded on first use and cached."""
+    """The embeddings of one folder (recursively), by file name; read on first use and cached.
+
+    `names()` are the embeddings a prompt can use; files that cannot be read are left out of it and
+    listed by `skipped()` with the reason, so a prompt word matching one stays plain text.
+    """
 
     def __init__(self, folder: str | Path | None = None) -> None:
         self._paths: dict[str, Path] = {}
         self._loaded: dict[str, TextualInversion] = {}
-        self._stamps: dict[str, tuple[int, int]] = {}  # (mtime_ns, size) of each loaded file when it was read
+        self._failed: dict[str, str] = {}  # name -> why its file could not be read
+        self._stamps: dict[str, tuple[int, int]] = {}  # (mtime_ns, size) of each file when it was read
         self._folders: list[Path] = []
         if folder is not None:
             self.add_folder(folder)
@@ -159,10 +182,14 @@ class EmbeddingLibrary:
         fresh = EmbeddingLibrary()
         for folder in self._folders:
             fresh.add_folder(folder)
-        for name, embedding in self._loaded.items():
+        for name in [*self._loaded, *self._failed]:
             path = fresh._paths.get(name)
             if path is not None and path == self._paths.get(name) and _stamp(path) == self._stamps.get(name):
-                fresh._loaded[name], fresh._stamps[name] = embedding, self._stamps[name]
+                fresh._stamps[name] = self._stamps[name]
+                if name in self._loaded:
+                    fresh._loaded[name] = self._loaded[name]
+                else:
+                    fresh._failed[name] = self._failed[name]
         return fresh
 
     def add_folder(self, folder: str | Path) -> None:
@@ -179,22 +206,61 @@ class EmbeddingLibrary:
         """Register an already loaded embedding (e.g. from training) under its name."""
         self._paths[embedding.name] = embedding.path
         self._loaded[embedding.name] = embedding
+        self._failed.pop(embedding.name, None)
 
-    def names(self) -> list[str]:
+    def file_names(self) -> list[str]:
+        """Every embedding file found, readable or not."""
         return sorted(self._paths)
 
+    def names(self) -> list[str]:
+        """The embeddings a prompt can use: every file that reads as an embedding (each is read once)."""
+        return [name for name in self.file_names() if self._try_load(name)]
+
+    def names_for(self, text_encoders: list, is_sdxl: bool) -> list[str]:
+        """The usable embeddings that fit these text encoders; the others (another model family's) are skipped,
+        so their names in a prompt stay plain text, as A1111 does."""
+        widths = encoder_widths(text_encoders, is_sdxl)
+        fitting = []
+        for name in self.names():
+            problem = fit_problem(self._loaded[name], widths)
+            if problem is None:
+                fitting.append(name)
+            else:
+                logger.debug("embedding %r skipped for this model: %s", name, problem)
+        return fitting
+
+    def skipped(self) -> dict[str, str]:
+        """{name: reason} for the files that could not be read as embeddings (unsafe, corrupt, not an embedding)."""
+        self.names()
+        return {name: self._failed[name] for name in sorted(self._failed)}
+
     def __contains__(self, name: object) -> bool:
-        return name in self._paths
+        return isinstance(name, str) and name in self._paths and self._try_load(name)
 
     def get(self, name: str) -> TextualInversion:
-        if name not in self._loaded:
-            if name not in self._paths:
-                from mixkit.errors import UnknownNameError
+        if name not in self._paths:
+            from mixkit.errors import UnknownNameError
 
-                raise UnknownNameError(f"Unknown embedding {name!r}. Valid names: {', '.join(self.names()) or '(none)'}.")
+            raise UnknownNameError(f"Unknown embedding {name!r}. Valid names: {', '.join(self.names()) or '(none)'}.")
+        if name not in self._loaded:
+            self._failed.pop(name, None)
             self._stamps[name] = _stamp(self._paths[name])
             self._loaded[name] = load_textual_inversion(self._paths[name], name)
         return self._loaded[name]
+
+    def _try_load(self, name: str) -> bool:
+        """Read `name`'s file once; a failure is remembered (and logged once) until the file changes."""
+        if name in self._loaded:
+            return True
+        if name in self._failed:
+            return False
+        try:
+            self.get(name)
+        except (OSError, ValueError) as error:  # mixkit's checkpoint errors subclass these
+            self._failed[name] = str(error)
+            logger.warning("embedding %r skipped (its name stays plain text in prompts): %s", name, error)
+            return False
+        return True
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:

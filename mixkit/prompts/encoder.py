@@ -101,7 +101,7 @@ class PromptEncoder:
             self._name_tokens = [{} for _ in self.tokenizers]
             for index, tokenizer in enumerate(self.tokenizers):
                 table = self._name_tokens[index]
-                for name in self.embeddings.names():
+                for name in self.embeddings.names_for(self.text_encoders, self.is_sdxl):  # other families: plain text
                     ids = tuple(tokenizer(name, add_special_tokens=False)["input_ids"])
                     if ids:
                         table.setdefault(ids[0], []).append((ids, name))

@@ -49,3 +49,19 @@ def test_unknown_sampler_lists_the_valid_ones(sd1_pipe):
 def test_unknown_parameter_name_is_a_type_error(sd1_pipe):
     with pytest.raises(TypeError, match="Unknown generation parameter"):
         sd1_pipe(prompt="a", stepz=3)
+
+
+def test_a_unet_output_with_nan_stops_with_a1111s_nan_check(sd1_pipe):
+    original = sd1_pipe.model.unet.forward
+
+    def broken(*args, **kwargs):
+        output = original(*args, **kwargs)
+        output.sample[0, 0, 0, 0] = float("nan")
+        return output
+
+    sd1_pipe.model.unet.forward = broken
+    try:
+        with pytest.raises(ValueError, match="NaN/inf at step 1"):
+            sd1_pipe(prompt="a cat", seed=1, steps=2, width=64, height=64)
+    finally:
+        sd1_pipe.model.unet.forward = original

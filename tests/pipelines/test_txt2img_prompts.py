@@ -114,13 +114,14 @@ def test_textual_inversion_from_the_embeddings_folder(sd1_pipe, tmp_path):
     assert not np.array_equal(np.asarray(styled.images[0]), np.asarray(literal.images[0]))
 
 
-def test_wrong_dimension_embedding_is_a_clear_error(sdxl_pipe, tmp_path):
+def test_an_embedding_of_another_family_is_plain_text_in_a_generation(sdxl_pipe, tmp_path):
     from pipelines.txt2img import TextToImage
 
     save_file({"emb_params": torch.randn(1, 32)}, str(tmp_path / "sd1only.safetensors"))  # an SD1 file on SDXL
-    pipe = TextToImage(sdxl_pipe.model, embeddings_dir=tmp_path)
-    with pytest.raises(ValueError, match="sd1only"):
-        pipe(prompt="a sd1only cat", **SMALL)
+    with_folder = TextToImage(sdxl_pipe.model, embeddings_dir=tmp_path)(prompt="a sd1only cat", **SMALL)
+    without = TextToImage(sdxl_pipe.model)(prompt="a sd1only cat", **SMALL)
+    assert np.array_equal(np.asarray(with_folder.images[0]), np.asarray(without.images[0]))
+    assert "TI hashes" not in with_folder.infotexts[0]
 
 
 def test_clip_skip_changes_the_conditioning_and_is_recorded(sd1_pipe):

@@ -107,3 +107,21 @@ def test_embeddings_that_do_not_fit_the_loaded_model_are_listed_as_skipped(reque
     model = load_diffusion_model(request.getfixturevalue(model_fixture))
     body = embeddings_response(EmbeddingLibrary(embeddings_dir), model)
     assert (sorted(body["loaded"]), sorted(body["skipped"])) == (loaded, skipped), encoder_widths(model)
+
+
+def test_a1111_training_metadata_and_unreadable_files(tmp_path):
+    import os
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path / 'PWNED'}",))
+
+    folder = tmp_path / "emb"
+    folder.mkdir()
+    torch.save({"string_to_token": {"*": 265}, "string_to_param": {"*": torch.randn(3, 32)}, "name": "foo",
+                "step": 1000, "sd_checkpoint": "abc123", "sd_checkpoint_name": "v1-5"}, folder / "foo.pt")
+    torch.save({"string_to_param": {"*": torch.randn(2, 32)}, "x": Payload()}, folder / "evil.pt")
+    body = get_embeddings(make_state(tmp_path, folder))
+    assert body == {"skipped": {}, "loaded": {
+        "foo": {"step": 1000, "sd_checkpoint": "abc123", "sd_checkpoint_name": "v1-5", "shape": 32, "vectors": 3}}}
+    assert not (tmp_path / "PWNED").exists()

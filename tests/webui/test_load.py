@@ -67,3 +67,62 @@ def test_burst_of_40_requests_with_queue_of_8(server):
     assert server.state.worker.queued == 0 and not server.state.worker.progress().busy
     with httpx.Client(base_url=server.url, timeout=60) as after:
         assert after.post("/sdapi/v1/txt2img", json={**payload, "save_images": False}).status_code == 200
+
+
+# -- what loading a model means for the server: catalog titles, known hashes, refused broken models --------------
+
+def test_catalog_finds_the_exact_title_before_the_hash_stripped_name(tmp_path):
+    from webui.checkpoints import CheckpointCatalog
+
+    (tmp_path / "model" / "unet").mkdir(parents=True)
+    (tmp_path / "model" / "model_index.json").write_text("{}")
+    (tmp_path / "model [v2].safetensors").write_bytes(b"x")
+    catalog = CheckpointCatalog(models_dir=tmp_path)
+    assert catalog.find("model [v2]").source.endswith("model [v2].safetensors")
+    assert catalog.find("model [abcdef1234]").source.endswith("/model")  # A1111's "title [hash]" still works
+
+
+def test_sd_models_fills_hash_and_sha256_once_known_without_hashing(tmp_path, monkeypatch):
+    import hashlib
+
+    from mixkit.io.hashing import a1111_model_hash
+    from webui.checkpoints import CheckpointCatalog
+
+    monkeypatch.setenv("MIXKIT_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "a.safetensors").write_bytes(b"weights a")
+    (tmp_path / "b.safetensors").write_bytes(b"weights b")
+    catalog = CheckpointCatalog(models_dir=tmp_path)
+    assert [(e["hash"], e["sha256"]) for e in map(lambda e: e.as_a1111(), catalog.entries())] == [(None, None)] * 2
+    a1111_model_hash(tmp_path / "a.safetensors")  # what loading the model does
+    listed = {e.title: e.as_a1111() for e in catalog.entries()}
+    digest = hashlib.sha256(b"weights a").hexdigest()
+    assert (listed["a"]["sha256"], listed["a"]["hash"]) == (digest, digest[:10])
+    assert listed["b"]["sha256"] is None  # never hashed by a listing
+
+
+@pytest.fixture(scope="module")
+def switch_server(tiny_sd1_dir, tmp_path_factory, serving):
+    import shutil
+
+    from webui.config import ServerConfig
+
+    root = tmp_path_factory.mktemp("switch")
+    broken = root / "no-tokenizer"
+    shutil.copytree(tiny_sd1_dir, broken)
+    for file in (broken / "tokenizer").iterdir():
+        file.unlink()
+    with serving(ServerConfig(models=[str(tiny_sd1_dir), str(broken)], output_dir=str(root / "out"), ui=False)) as running:
+        yield running
+
+
+def test_switching_to_a_model_without_tokenizer_is_refused_and_keeps_the_old_one(switch_server):
+    with httpx.Client(base_url=switch_server.url, timeout=120) as http:
+        before = http.get("/sdapi/v1/options").json()["sd_model_checkpoint"]
+        response = http.post("/sdapi/v1/options", json={"sd_model_checkpoint": "no-tokenizer"})
+        assert response.status_code == 422, response.text
+        assert "no-tokenizer/tokenizer has no tokenizer vocabulary" in response.json()["detail"]
+        assert http.get("/sdapi/v1/options").json()["sd_model_checkpoint"] == before
+        listed = {m["title"]: m for m in http.get("/sdapi/v1/sd-models").json()}
+        assert len(listed[before]["sha256"]) == 64 and listed[before]["hash"] == listed[before]["sha256"][:10]
+        options = http.get("/sdapi/v1/options").json()
+        assert options["sd_checkpoint_hash"] == listed[before]["sha256"]  # A1111 fills it for the loaded model

@@ -43,6 +43,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--lora-dir", default=None, help="folder of LoRA files for names and <lora:...> tags")
     p.add_argument("--embeddings-dir", default=None, help="folder of textual-inversion embeddings")
     p.add_argument("--vae", default=None, help="override the model's VAE (folder or single file)")
+    p.add_argument("--config-dir", default=None,
+                   help="single-file checkpoint of a non-standard architecture: a diffusers folder whose configs fit it")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cpu)")
     p.add_argument("--preset", default="exact", help="performance preset: exact (default), fast, low-memory")
     p.add_argument("--backend", default="torch", help="execution backend: torch (default), torch.compile, openvino")
@@ -103,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.txt2img import TextToImage
 
     pipe = TextToImage.from_pretrained(args.model, device=args.device, lora_dir=args.lora_dir,
-                                       embeddings_dir=args.embeddings_dir, vae=args.vae,
+                                       embeddings_dir=args.embeddings_dir, vae=args.vae, config_dir=args.config_dir,
                                        **load_options_for(args.preset, args.device, args.backend))
     print(f"Loaded {pipe.model.description} from {args.model}", file=sys.stderr)
     recommended = {k: v for k, v in recommended_for(pipe.model, Txt2ImgParams).items() if chosen[k] is None}

@@ -17,6 +17,7 @@ import torch
 
 from mixkit.errors import CheckpointFormatError, ModelNotFoundError
 from mixkit.models.diffusion.components import DiffusionModel
+from mixkit.models.diffusion.diffusers_folder import check_tokenizer
 from mixkit.models.diffusion.detect_keys import detect_family, guess_prediction_type, normalize_legacy_keys
 from mixkit.models.diffusion.family import ModelFamily
 from mixkit.models.diffusion.single_file_clip import (
@@ -43,6 +44,10 @@ IGNORED_KEYS = re.compile(
 IGNORED_VAE_KEYS = re.compile(r"^(loss\..*|model_ema\..*)$")
 VAE_FILE_PREFIXES = (VAE_PREFIX, "vae.")
 EXAMPLES = 5
+CONFIG_DIR_HOW = (
+    "load it with the configs of a diffusers folder that matches it: load_diffusion_model(path, config_dir=FOLDER) "
+    "or TextToImage.from_pretrained(path, config_dir=FOLDER); on the command line, mixkit generate --config-dir FOLDER"
+)
 
 
 def load_single_file(
@@ -85,6 +90,8 @@ def load_single_file(
         return _ignored(key, expected) or (vae_path is not None and key.startswith(VAE_PREFIX))
 
     _check_layout(state, expected, path, configs.source, unused)
+    for tokenizer, encoder in zip(configs.tokenizers, encoders):
+        check_tokenizer(tokenizer, encoder.config.vocab_size, f"{path} with the {configs.source!r} configs")
 
     # 5. Convert (diffusers' converters) and assign the tensors in place
     from diffusers.loaders.single_file_utils import convert_ldm_unet_checkpoint
@@ -238,7 +245,7 @@ def _check_layout(state: dict, expected: dict, path: Path, source: str, ignored)
     if problems:
         raise CheckpointFormatError(
             f"{path} does not match the {source!r} configs: " + "; ".join(problems) + ". If the file is complete, "
-            "it has a different architecture: pass config_dir= a diffusers folder with matching configs."
+            f"it has a different architecture: {CONFIG_DIR_HOW}."
         )
 
 

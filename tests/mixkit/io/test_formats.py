@@ -66,3 +66,15 @@ def test_folder_is_not_a_checkpoint_file(tmp_path):
 def test_non_path_argument_is_a_type_error():
     with pytest.raises(TypeError, match="str or os.PathLike"):
         detect_checkpoint_format(123)
+
+
+def test_protocol_0_and_1_pickles_are_detected_as_pickle(tmp_path):
+    import pickle
+
+    for protocol in (0, 1):
+        path = tmp_path / f"p{protocol}.ckpt"
+        path.write_bytes(pickle.dumps({"state_dict": {"w": [1.0, 2.0]}}, protocol=protocol))
+        assert detect_checkpoint_format(path) == "pickle"
+    (tmp_path / "notes.ckpt").write_text("(not a pickle at all, just text)")
+    with pytest.raises(CheckpointFormatError, match="not a recognised checkpoint"):
+        detect_checkpoint_format(tmp_path / "notes.ckpt")

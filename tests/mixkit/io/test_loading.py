@@ -178,3 +178,43 @@ def test_control_the_payload_does_run_under_plain_pickle(malicious_checkpoints, 
     with open(malicious_checkpoints["pickle"], "rb") as handle:
         pickle.load(handle)
     assert sentinel.exists()
+
+
+def test_safe_torch_pickle_named_safetensors_loads_by_content(tensors, tmp_path):
+    # torch >= 2.11 hands a *path* ending in .safetensors to safetensors ("header too large"); mixkit reads content.
+    for legacy in (False, True):
+        path = tmp_path / f"renamed-{legacy}.safetensors"
+        torch.save(tensors, path, _use_new_zipfile_serialization=not legacy)
+        assert_same(load_state_dict(path), tensors)
+
+
+@pytest.mark.parametrize("protocol", [0, 1])
+def test_old_protocol_pickle_payload_is_refused_naming_the_global(tmp_path, sentinel, protocol):
+    class RunsShellCommand:
+        def __reduce__(self):
+            return (os.system, (f"touch {sentinel}",))
+
+    path = tmp_path / f"p{protocol}.ckpt"
+    path.write_bytes(pickle.dumps({"state_dict": {"w": RunsShellCommand()}}, protocol=protocol))
+    with pytest.raises(UnsafeCheckpointError, match=r"p\d\.ckpt.*posix\.system"):
+        load_state_dict(path)
+    assert not sentinel.exists()
+
+
+def test_read_checkpoint_keeps_non_tensor_entries(tmp_path):
+    from mixkit.io import read_checkpoint
+
+    torch.save({"string_to_param": {"*": torch.ones(2, 4)}, "step": 7, "name": "x"}, tmp_path / "emb.pt")
+    loaded = read_checkpoint(tmp_path / "emb.pt")
+    assert loaded["step"] == 7 and torch.equal(loaded["string_to_param"]["*"], torch.ones(2, 4))
+
+
+def test_check_pickle_is_safe_names_the_global_and_passes_safe_files(malicious_checkpoints, tensors, tmp_path):
+    from mixkit.io import check_pickle_is_safe
+
+    with pytest.raises(UnsafeCheckpointError, match=r"posix\.system"):
+        check_pickle_is_safe(malicious_checkpoints["torch-zip"])
+    torch.save(tensors, tmp_path / "ok.bin")
+    save_file(tensors, tmp_path / "ok.safetensors")
+    check_pickle_is_safe(tmp_path / "ok.bin")
+    check_pickle_is_safe(tmp_path / "ok.safetensors")

@@ -42,3 +42,9 @@ def test_zip_scan_agrees_with_torch(malicious_checkpoints, tmp_path):
 def test_legacy_stream_is_scanned_past_its_header_pickles(malicious_checkpoints):
     found = globals_in_checkpoint(malicious_checkpoints["torch-legacy"], "pickle")
     assert "posix.system" in found and "torch._utils._rebuild_tensor_v2" in found
+
+
+def test_protocol_0_global_in_a_file_is_named(tmp_path):
+    path = tmp_path / "p0.ckpt"
+    path.write_bytes(pickle.dumps({"f": print}, protocol=0))
+    assert globals_in_checkpoint(path, "pickle") == ["__builtin__.print"]  # protocol < 3 writes Python 2 names

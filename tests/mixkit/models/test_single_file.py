@@ -320,6 +320,21 @@ def test_shape_mismatch_with_shipped_configs_says_what_to_do(reference, tmp_path
         load_single_file(file)  # a tiny model against the full-size SD 1.5 configs
 
 
+def test_the_config_dir_advice_works_as_written(reference, tmp_path):
+    """The mismatch message names the ways to pass config_dir; from_pretrained forwards it to the loader."""
+    from pipelines.txt2img import TextToImage
+
+    folder, original = reference("tiny_sd1_dir")
+    file = save_ldm_checkpoint(original, tmp_path / "model.safetensors")
+    with pytest.raises(CheckpointFormatError) as info:
+        TextToImage.from_pretrained(file)
+    message = str(info.value)
+    assert "TextToImage.from_pretrained(path, config_dir=FOLDER)" in message and "--config-dir FOLDER" in message
+    pipe = TextToImage.from_pretrained(file, config_dir=folder)
+    assert pipe.model.extras["configs"] == str(folder)
+    assert_same_parameters(pipe.model.unet, original.unet)
+
+
 def test_config_dir_of_another_family_is_refused(reference, tmp_path):
     _, original = reference("tiny_sd1_dir")
     sdxl_folder, _ = reference("tiny_sdxl_dir")

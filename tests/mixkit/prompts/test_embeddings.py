@@ -82,14 +82,16 @@ def test_bad_files_are_clear_errors(tmp_path, data, message):
         load_textual_inversion(tmp_path / "trunc.safetensors")
 
 
-def test_sd1_embedding_on_sdxl_is_a_clear_error(sdxl_pipe, tmp_path, vectors):
+def test_an_sd1_embedding_on_sdxl_is_plain_text_as_in_a1111(sdxl_pipe, tmp_path, vectors):
+    # A1111 lists another family's embeddings as skipped and reads their names as ordinary words.
     save_file({"emb_params": vectors}, tmp_path / "sd1emb.safetensors")
     encoder = PromptEncoder([sdxl_pipe.tokenizer, sdxl_pipe.tokenizer_2],
                             [sdxl_pipe.text_encoder, sdxl_pipe.text_encoder_2], is_sdxl=True,
                             embeddings=EmbeddingLibrary(tmp_path))
-    with pytest.raises(ValueError, match="'sd1emb'.*single-encoder SD1/SD2 embedding.*SDXL needs"):
-        encoder.encode("a sd1emb")
-    assert encoder.encode("a cat").hidden.shape == (77, 64)  # other prompts still work
+    plain = PromptEncoder([sdxl_pipe.tokenizer, sdxl_pipe.tokenizer_2],
+                          [sdxl_pipe.text_encoder, sdxl_pipe.text_encoder_2], is_sdxl=True)
+    encoded = encoder.encode("a sd1emb")
+    assert torch.equal(encoded.hidden, plain.encode("a sd1emb").hidden) and encoded.embeddings_used == {}
 
 
 def test_sdxl_embedding_uses_clip_l_and_clip_g(sdxl_pipe, sd1_pipe, tmp_path):
@@ -114,14 +116,15 @@ def test_sdxl_embedding_uses_clip_l_and_clip_g(sdxl_pipe, sd1_pipe, tmp_path):
             hook.remove()
     torch.testing.assert_close(seen["l"], clip_l, atol=1e-6, rtol=0)
     torch.testing.assert_close(seen["g"], clip_g, atol=1e-6, rtol=0)
-    with pytest.raises(ValueError, match="SDXL embedding"):
-        sd1_encoder_with(sd1_pipe, tmp_path).encode("a xl b")
+    sd1 = sd1_encoder_with(sd1_pipe, tmp_path)  # on SD1 the SDXL file is skipped: "xl" is a plain word
+    assert torch.equal(sd1.encode("a xl b").hidden, PromptEncoder([sd1_pipe.tokenizer], [sd1_pipe.text_encoder], is_sdxl=False).encode("a xl b").hidden)
 
 
-def test_wrong_dimension_is_a_clear_error(sd1_pipe, tmp_path):
-    save_file({"emb_params": torch.zeros(1, 768)}, tmp_path / "big.safetensors")
-    with pytest.raises(ValueError, match="'big'.*dim 768.*needs dim 32"):
-        sd1_encoder_with(sd1_pipe, tmp_path).encode("big")
+def test_an_embedding_of_another_width_is_plain_text(sd1_pipe, tmp_path):
+    save_file({"emb_params": torch.zeros(1, 768)}, tmp_path / "big.safetensors")  # an SD2 (768-wide) file on SD1
+    encoded = sd1_encoder_with(sd1_pipe, tmp_path).encode("big")
+    assert encoded.embeddings_used == {}
+    assert torch.equal(encoded.hidden, PromptEncoder([sd1_pipe.tokenizer], [sd1_pipe.text_encoder], is_sdxl=False).encode("big").hidden)
 
 
 def test_embedding_never_straddles_chunks(sd1_pipe, tmp_path, vectors):
