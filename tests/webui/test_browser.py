@@ -118,3 +118,31 @@ def test_closing_the_tab_cancels_its_running_generation(ui_server, tmp_path, mon
             state.options.apply({"samples_save": True, "default_steps": 2})
     assert idle_after < 5, f"the closed tab's generation was still running {idle_after:.1f} s later"
     assert len(ended) == 1 and ended[0][0] and ended[0][1] == 1  # its session ended, taking its one job
+
+
+def test_appflow_form_follows_the_chosen_app(ui_server, tmp_path):
+    # Switching from {prompt} to {image, prompt} used to crash the page's render (a TypeError in Gallery):
+    # the old form stayed, with no input widgets for the new app.
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (run .ci/install-browser.sh)")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
+            viewport={"width": 1280, "height": 900})
+        try:
+            page = browser.new_page()
+            errors = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(ui_server.url + "/", timeout=60_000)
+            page.get_by_role("tab", name="AppFlow").click()
+            page.locator("#appflow_input_prompt textarea").wait_for(timeout=60_000)
+            for app, inputs in (("image2image_text_guided_generation", ["image", "prompt"]),
+                                ("zero_shot_classification", ["image", "labels"]), ("text2image_generation", ["prompt"])):
+                page.locator("#appflow_app input").click()
+                page.locator("ul[role=listbox] li", has_text=app).first.click()
+                page.get_by_text(f"{app}:", exact=False).first.wait_for(timeout=30_000)
+                shown = page.locator("[id^=appflow_input_]")
+                sync_api.expect(shown).to_have_count(len(inputs), timeout=30_000)
+                assert [element.get_attribute("id") for element in shown.all()] == [f"appflow_input_{n}" for n in inputs]
+            assert errors == []
+        finally:
+            browser.close()

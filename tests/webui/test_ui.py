@@ -199,3 +199,40 @@ def test_controlnet_unit_widgets_become_a_checked_unit_spec(tmp_path):
                              ([True, image, "canny", "canny_model", 5, 0, 1], "weight")):
         with pytest.raises(ValueError, match=fragment):
             with_controlnet(state, "txt2img", params, values)
+
+
+def test_a_paste_says_what_is_wrong_with_a_value_and_names_schedules_it_cannot_set():
+    text = "cat\nSteps: 20.0, Sampler: Euler, Schedule type: Beta, CFG scale: 7, Seed: 5.0, Size: 512x512, RNG: CPU"
+    values, notes = infotext_to_form_values(text, GenerationLimits(), ["Euler"], ["Automatic", "Karras"])
+    assert "steps" not in values and "seed" not in values and "schedule_type" not in values
+    assert notes == ["Steps: '20.0' is not an integer; kept the current value.",
+                     "Seed: '5.0' is not an integer; kept the current value.",
+                     "Schedule type 'Beta' is not available here; kept the current schedule type."]
+    values, notes = infotext_to_form_values(text.replace("Beta", "Turbo"), GenerationLimits(), ["Euler"], ["Automatic"])
+    assert "schedule_type" not in values and "Schedule type 'Turbo' is not an A1111 schedule type" in notes[-1]
+
+
+def test_a_prompt_without_parameters_gets_no_rng_note():
+    values, notes = infotext_to_form_values("just a prompt", GenerationLimits(), ["Euler"], ["Automatic"])
+    assert values["prompt"] == "just a prompt" and notes == []
+    _, notes = infotext_to_form_values("cat\nSteps: 20, Sampler: Euler, Seed: 5", GenerationLimits(), ["Euler"], ["Automatic"])
+    assert len(notes) == 1 and notes[0].startswith("RNG: the image's noise was drawn on the GPU")
+
+
+def test_ui_gallery_images_carry_their_infotext_when_saving_is_off(ui_server):
+    from gradio_client import Client
+
+    state = ui_server.state
+    state.options.apply({"samples_save": False})
+    try:
+        client = Client(ui_server.url + "/", verbose=False)
+        hires_off = [False, "Latent", 2, 0, 0, 0, 0.7]
+        result = client.predict("a cube", "", "Euler", "Automatic", 1, 7, 64, 64, 1000, 1, 2, 1, *hires_off, api_name="/run")
+    finally:
+        state.options.apply({"samples_save": True})
+    gallery = result[2]
+    assert [item["image"].rsplit("/", 1)[1] for item in gallery] == ["00001-1000.png", "00002-1001.png"]
+    for item, seed in zip(gallery, (1000, 1001)):
+        with Image.open(item["image"]) as image:
+            assert image.format == "PNG" and f"Seed: {seed}," in image.info["parameters"]
+    assert not list(state.output_dir.glob("*.png"))

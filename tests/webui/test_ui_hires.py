@@ -75,3 +75,35 @@ def test_a_clip_skip_beyond_the_loaded_models_layers_is_refused_before_queueing(
             state.check_params("txt2img", replace(BASE, clip_skip=layers + 1))
     finally:
         state.close()
+
+
+def parsed(**keys) -> dict:
+    from pipelines.infotext import build_infotext, parse_infotext
+
+    return parse_infotext(build_infotext("a cube", "", {"Steps": 20, "Sampler": "Euler", "Seed": 1, "Size": "64x64", **keys}))
+
+
+def test_an_infotexts_hires_recipe_fills_the_controls():
+    from webui.ui.hires_controls import infotext_hires_values
+
+    values, notes = infotext_hires_values(parsed(**{"Denoising strength": 0.45, "Hires upscale": 1.5, "Hires steps": 10,
+                                                    "Hires upscaler": "Latent"}), LIMITS, hires_upscaler_names())
+    assert values == {"enable_hr": True, "hr_scale": 1.5, "hr_second_pass_steps": 10, "hr_resize_x": 0, "hr_resize_y": 0,
+                      "hr_upscaler": "Latent"} and notes == []
+    assert set(values) <= set(HIRES_FIELDS)
+    values, notes = infotext_hires_values(parsed(**{"Denoising strength": 0.3, "Hires resize": "640x0",
+                                                    "Hires upscaler": "SwinIR_4x"}), LIMITS, hires_upscaler_names())
+    assert values == {"enable_hr": True, "hr_second_pass_steps": 0, "hr_resize_x": 640, "hr_resize_y": 0}
+    assert len(notes) == 1 and notes[0].startswith("Hires upscaler 'SwinIR_4x' is not available here")
+
+
+def test_an_infotext_without_a_hires_recipe_leaves_hires_fix_alone():
+    from webui.ui.hires_controls import infotext_hires_values
+
+    assert infotext_hires_values(parsed(**{"Denoising strength": 0.45}), LIMITS, hires_upscaler_names()) == ({}, [])
+    values, notes = infotext_hires_values(parsed(**{"Hires upscale": 2}), LIMITS, hires_upscaler_names())
+    assert values == {} and "no Denoising strength" in notes[0]
+    values, notes = infotext_hires_values(parsed(**{"Denoising strength": 0.5, "Hires upscale": 20, "Hires steps": 78,
+                                                    "Hires sampler": "Heun"}), LIMITS, hires_upscaler_names())
+    assert values == {"enable_hr": True, "hr_resize_x": 0, "hr_resize_y": 0}
+    assert [n.split(":")[0] for n in notes] == ["Hires upscale", "Hires steps", "Hires sampler"]

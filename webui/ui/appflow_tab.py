@@ -5,6 +5,8 @@ from __future__ import annotations
 import gradio as gr
 
 from webui.server_state import ServerState
+from webui.ui.errors import failed, refused
+from webui.worker import QueueFullError
 
 
 def input_widget(name: str, port: str):
@@ -52,7 +54,12 @@ def build_appflow_tab(state: ServerState) -> None:
         models = ", ".join(f"{role}: {m['source']}" for role, m in description["models"].items())
         gr.Markdown(f"**{name}**: {description['description']}  \nModels: {models}")
         ports = description["inputs"]
-        widgets = {n: w for n, p in ports.items() if (w := input_widget(n, p)) is not None}
+        # The inputs get their own Column: Gradio wraps consecutive form widgets (Textbox, Checkbox...) in a
+        # hidden "form" block, and when that block sat directly in the render container next to an Image
+        # (switching {prompt} -> {image, prompt}), Gradio 6's page failed to patch the new layout (a
+        # TypeError in Gallery) and kept showing the old form. Inside a Column every switch renders.
+        with gr.Column(elem_id="appflow_inputs"):
+            widgets = {n: w for n, p in ports.items() if (w := input_widget(n, p)) is not None}
         run = gr.Button("Run", variant="primary", elem_id="appflow_run")
         gallery = gr.Gallery(label="Images", format="png", interactive=False, elem_id="appflow_images")
         result = gr.JSON(label="Outputs", elem_id="appflow_outputs")
@@ -62,12 +69,14 @@ def build_appflow_tab(state: ServerState) -> None:
             inputs = {n: v for n, v in inputs.items() if v is not None}
             missing = [n for n, p in ports.items() if not p.endswith("?") and n not in inputs]
             if missing:
-                raise gr.Error(f"Fill in the required input(s): {', '.join(missing)}.")
+                raise refused(f"Fill in the required input(s): {', '.join(missing)}.")
             try:
                 session = getattr(request, "session_hash", None)  # dropped if the tab closes
                 outputs = state.submit_app(name, inputs, session=session).future.result()
-            except Exception as error:  # missing model, bad input, queue full: show it, keep the UI alive
-                raise gr.Error(f"{name} failed: {error}") from None
+            except (ValueError, TypeError, QueueFullError) as error:  # bad input, queue full: show it
+                raise refused(f"{name} failed: {error}") from None
+            except Exception as error:  # missing model, a model that failed: show it, keep the UI alive
+                raise failed(f"{name} failed: {error}", error) from None
             text_outputs = {k: v for k, v in outputs.items() if k != "result"}
             return output_images(outputs), {k: encode_app_output(v) for k, v in text_outputs.items()
                                             if not output_images({k: v})}

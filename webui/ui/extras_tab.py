@@ -5,6 +5,8 @@ from __future__ import annotations
 import gradio as gr
 
 from webui.server_state import ServerState
+from webui.ui.errors import failed, refused
+from webui.worker import QueueFullError
 
 
 def build_extras_tab(state: ServerState) -> None:
@@ -23,13 +25,15 @@ def build_extras_tab(state: ServerState) -> None:
 
     def upscale(image, name: str, factor: float, request: gr.Request):
         if image is None:
-            raise gr.Error("Drop an image to upscale first.")
+            raise refused("Drop an image to upscale first.")
         try:
             job = state.submit_upscale(image.convert("RGB"), float(factor), name,
                                        session=getattr(request, "session_hash", None))  # dropped if the tab closes
             upscaled = job.future.result()
-        except Exception as error:  # queue full, limits, bad name: tell the user, keep the UI alive
-            raise gr.Error(str(error)) from None
+        except (ValueError, TypeError, QueueFullError) as error:  # limits, bad name, queue full: tell the user
+            raise refused(str(error)) from None
+        except Exception as error:  # the upscaler failed: tell the user, keep the UI alive
+            raise failed(str(error), error) from None
         return upscaled, f"{image.width}x{image.height} -> {upscaled.width}x{upscaled.height}"
 
     run.click(upscale, inputs=[source, upscaler, scale], outputs=[result, size])

@@ -14,6 +14,7 @@ import gradio as gr
 
 from webui.server_state import ServerState
 from webui.ui.controlnet_units import build_controlnet_units, controlnet_enabled, with_controlnet
+from webui.ui.errors import failed, refused
 from webui.ui.widgets import GenerationWidgets, build_generation_widgets, values_to_params
 from webui.worker import QueueFullError
 
@@ -67,6 +68,15 @@ class GenerateTab:
     kind: str
     widgets: GenerationWidgets
     denoising_strength: object = None  # img2img only
+    init_image: object = None  # img2img only: the editor PNG Info sends its image to
+    hires: list | None = None  # txt2img only: the Hires. fix widgets, in `HIRES_FIELDS` order
+
+
+def reused_seed(seeds: list, selected: int | None) -> int:
+    """The seed "Reuse" puts in the form: the selected gallery image's, else the first image's (-1 if none)."""
+    if not seeds:
+        return -1
+    return seeds[selected] if selected is not None and 0 <= selected < len(seeds) else seeds[0]
 
 
 def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], schedule_names: list[str]) -> GenerateTab:
@@ -78,7 +88,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
             if kind == "img2img":
                 editor = gr.ImageEditor(label="Image (draw on it to mark the area to inpaint, or to sketch)", type="pil",
                                         image_mode="RGBA", elem_id="img2img_image", brush=gr.Brush(colors=["#ffffff", "#000000", "#ff0000"]),
-                                        height=420)
+                                        height=420, format="png")  # an image sent from PNG Info stays lossless
                 with gr.Row():
                     mode = gr.Radio(list(IMG2IMG_MODES), value="img2img", label="Mode", elem_id="img2img_mode")
                     resize = gr.Dropdown(["just resize", "crop and resize", "resize and fill"], value="just resize",
@@ -96,14 +106,14 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                     outpaint_sides = gr.CheckboxGroup(list(OUTPAINT_SIDES), value=list(OUTPAINT_SIDES),
                                                       label="Outpaint: directions", elem_id="img2img_outpaint_sides")
                 extra_inputs = [editor, mode, resize, strength, mask_blur, fill, only_masked, outpaint_pixels, outpaint_sides]
-                tab.denoising_strength = strength
+                tab.denoising_strength, tab.init_image = strength, editor
             widgets = build_generation_widgets(kind, state.limits, sampler_names, schedule_names,
                                                defaults=state.generation_defaults)
             tab.widgets = widgets
             if kind == "txt2img":
                 from webui.ui.hires_controls import build_hires_controls
 
-                extra_inputs = build_hires_controls(state.limits)
+                extra_inputs = tab.hires = build_hires_controls(state.limits)
             control_inputs = build_controlnet_units(state, kind, state.options.get("control_net_unit_count"))
         with gr.Column(scale=2):
             with gr.Row():
@@ -118,6 +128,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
             infotext = gr.Textbox(label="Generation parameters", lines=4, interactive=False, elem_id=f"{kind}_infotext")
     infotexts = gr.State([])
     last_seeds = gr.State([])
+    selected = gr.State(None)  # the gallery image the user clicked, for "Reuse"
 
     def to_params(values: list):
         control_values, values = values[-len(control_inputs):] if control_inputs else [], \
@@ -161,7 +172,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                 state.check_params(kind, params)  # outpaint is checked at its extended size when submitted
         except (ValueError, TypeError, KeyError) as error:
             message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
-            raise gr.Error(message) from None
+            raise refused(message) from None
         save = bool(state.options.get("samples_save"))
         try:
             if outpainting:
@@ -170,54 +181,69 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
             else:
                 job = state.submit_generation(kind, params, save=save, session=session)
         except (ValueError, TypeError) as error:
-            raise gr.Error(str(error)) from None
+            raise refused(str(error)) from None
         except QueueFullError as error:
             gr.Warning("Queue full: " + str(error))
-            yield progress_html(0, "Queue full - try again in a moment"), None, gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            yield progress_html(0, "Queue full - try again in a moment"), None, *[gr.skip()] * 5
             return
         started = time.monotonic()
         while not job.future.done():
             fraction, text = status_text(state, job)
             preview_image = state.current_preview() if state.options.get("live_previews_enable") and fraction else None
-            yield progress_html(fraction, text), preview_image, gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            yield progress_html(fraction, text), preview_image, *[gr.skip()] * 5
             time.sleep(POLL_SECONDS)
         if job.future.cancelled():  # the tab's session ended while the job waited
             return
         try:
             outcome = job.future.result()
         except Exception as error:  # a LoRA that does not fit, a model that failed: show it, keep the UI alive
-            raise gr.Error(f"Generation failed: {error}") from None
+            raise failed(f"Generation failed: {error}", error) from None
         result = outcome.result
-        items = [(str(path), None) for path in outcome.saved] if outcome.saved else list(zip(result.images, [None] * len(result.images)))
+        if outcome.saved:
+            paths = [str(path) for path in outcome.saved]
+        else:
+            from webui.ui.gallery_files import gallery_pngs
+
+            paths = gallery_pngs(result.images, result.seeds, result.infotexts, gallery.GRADIO_CACHE)
         label = "Interrupted" if result.interrupted else "Done"
         done = progress_html(1.0, f"{label}: {len(result.images)} image(s) in {time.monotonic() - started:.1f}s")
-        yield done, None, items, (result.infotexts[0] if result.infotexts else ""), list(result.infotexts), list(result.seeds)
+        yield (done, None, [(path, None) for path in paths], (result.infotexts[0] if result.infotexts else ""),
+               list(result.infotexts), list(result.seeds), None)
 
     generate.click(run, inputs=widgets.inputs() + extra_inputs + control_inputs,
-                   outputs=[progress, preview, gallery, infotext, infotexts, last_seeds], concurrency_limit=None)
+                   outputs=[progress, preview, gallery, infotext, infotexts, last_seeds, selected], concurrency_limit=None)
     interrupt.click(lambda: state.worker.interrupt() and None, queue=False)
     skip.click(lambda: state.worker.skip() and None, queue=False)
     widgets.seed_dice.click(lambda: -1, outputs=widgets.seed, queue=False)
-    widgets.seed_recycle.click(lambda seeds: seeds[0] if seeds else -1, inputs=last_seeds, outputs=widgets.seed, queue=False)
+    widgets.seed_recycle.click(reused_seed, inputs=[last_seeds, selected], outputs=widgets.seed, queue=False)
 
     def show_infotext(texts: list, event: gr.SelectData):
-        return texts[event.index] if texts and event.index is not None and event.index < len(texts) else ""
+        if texts and isinstance(event.index, int) and 0 <= event.index < len(texts):
+            return texts[event.index], event.index
+        return "", None
 
-    gallery.select(show_infotext, inputs=infotexts, outputs=infotext, queue=False)
+    gallery.select(show_infotext, inputs=infotexts, outputs=[infotext, selected], queue=False)
     return tab
+
+
+def _form_fields(tab: GenerateTab) -> list[tuple[str, object]]:
+    """(value name, widget) for every field a paste can fill: the generation widgets, then img2img's denoising
+    strength or txt2img's Hires. fix widgets (whose "denoising_strength" is the second pass's)."""
+    fields = list(zip(GenerationWidgets.FIELDS, tab.widgets.inputs()))
+    if tab.denoising_strength is not None:
+        fields.append(("denoising_strength", tab.denoising_strength))
+    if tab.hires is not None:
+        from webui.ui.hires_controls import HIRES_FIELDS
+
+        fields += list(zip(HIRES_FIELDS, tab.hires))
+    return fields
 
 
 def apply_form_values(tab: GenerateTab, values: dict) -> list:
     """Gradio updates for every form field, in `form_outputs(tab)` order; fields not in `values` are kept."""
-    updates = [gr.update(value=values[name]) if name in values else gr.skip() for name in GenerationWidgets.FIELDS]
-    if tab.denoising_strength is not None:
-        updates.append(gr.update(value=values["denoising_strength"]) if "denoising_strength" in values else gr.skip())
-    return updates
+    return [gr.update(value=values[name]) if name in values else gr.skip() for name, _ in _form_fields(tab)]
 
 
 def form_outputs(tab: GenerateTab) -> list:
-    outputs = tab.widgets.inputs()
-    if tab.denoising_strength is not None:
-        outputs.append(tab.denoising_strength)
-    return outputs
+    return [widget for _, widget in _form_fields(tab)]
 

@@ -56,3 +56,59 @@ def with_hires(params, values: list, limits):
                              hr_second_pass_steps=whole(fields["hr_second_pass_steps"]), hr_resize_x=whole(fields["hr_resize_x"]),
                              hr_resize_y=whole(fields["hr_resize_y"]), denoising_strength=float(fields["denoising_strength"]))
     return hires_params(request, params, limits)
+
+
+# Hires keys the form has no control for, with the value A1111 writes (or assumes) when they are unused.
+_UNCONTROLLED_HIRES_KEYS = {"Hires sampler": "Use same sampler", "Hires schedule type": None, "Hires CFG Scale": None,
+                            "Hires checkpoint": "Use same checkpoint", "Hires prompt": "", "Hires negative prompt": ""}
+
+
+def infotext_hires_values(parsed: dict, limits, upscaler_names: list[str]) -> tuple[dict[str, object], list[str]]:
+    """(Hires. fix form values, notes) from a parsed infotext, as A1111's paste fills its Hires. fix controls.
+
+    A1111 ticks hires fix when the infotext has "Denoising strength" and a hires recipe ("Hires upscale",
+    "Hires upscaler" or "Hires resize"); A1111's default resize of 0x0 does not count as a recipe here, or every
+    img2img infotext would tick it. A value outside the controls' range (the API's limits) or an upscaler this
+    server lacks is left out and named in a note. "Denoising strength" itself is filled with the other fields."""
+    from pipelines.hires import MAX_HIRES_SCALE
+
+    recipe = [key for key in ("Hires upscale", "Hires upscaler", "Hires resize-1", "Hires resize-2")
+              if str(parsed.get(key, "0")) not in ("0", "")]
+    if not recipe:
+        return {}, []
+    if "Denoising strength" not in parsed:
+        return {}, [f"Hires fix ({', '.join(f'{key}: {parsed[key]}' for key in recipe)}): the infotext has no "
+                    "Denoising strength, so hires fix is left off, as A1111 does."]
+    values: dict[str, object] = {"enable_hr": True, "hr_second_pass_steps": 0, "hr_resize_x": 0, "hr_resize_y": 0}
+    notes: list[str] = []
+    numeric = {"hr_scale": ("Hires upscale", float, 1, MAX_HIRES_SCALE),
+               "hr_second_pass_steps": ("Hires steps", int, 0, limits.max_steps),
+               "hr_resize_x": ("Hires resize-1", int, 0, limits.max_side),
+               "hr_resize_y": ("Hires resize-2", int, 0, limits.max_side)}
+    for field, (key, convert, low, high) in numeric.items():
+        if key not in parsed:
+            continue  # A1111 leaves these out at their defaults (steps 0 = same as sampling, resize 0 = use scale)
+        try:
+            value = convert(str(parsed[key]).strip())
+        except ValueError:
+            values.pop(field, None)
+            notes.append(f"{key}: {parsed[key]!r} is not {'an integer' if convert is int else 'a number'}; "
+                         "kept the current value.")
+            continue
+        if not low <= value <= high:
+            values.pop(field, None)
+            notes.append(f"{key}: {parsed[key]!r} is outside [{low}, {high}]; kept the current value.")
+            continue
+        values[field] = value
+    upscaler = parsed.get("Hires upscaler")
+    if upscaler is not None:
+        if upscaler in upscaler_names:
+            values["hr_upscaler"] = upscaler
+        else:
+            notes.append(f"Hires upscaler {upscaler!r} is not available here (choose one of {', '.join(upscaler_names)}); "
+                         "kept the current upscaler.")
+    for key, unused in _UNCONTROLLED_HIRES_KEYS.items():
+        if key in parsed and parsed[key] != unused:
+            notes.append(f"{key}: {parsed[key]}: the Hires. fix here has no such control (its second pass uses the "
+                         "first pass's); the image will differ.")
+    return values, notes

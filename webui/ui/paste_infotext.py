@@ -25,16 +25,21 @@ def _float(text: object) -> float | None:
 
 def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: list[str],
                             schedule_names: list[str], current_model: str | None = None,
-                            size_multiple: int = 8) -> tuple[dict[str, object], list[str]]:
-    """(field -> value for `GenerationWidgets` fields and "denoising_strength", notes about skipped values).
+                            size_multiple: int = 8, hires_upscalers: list[str] | None = None,
+                            ) -> tuple[dict[str, object], list[str]]:
+    """(field -> value for `GenerationWidgets` fields, "denoising_strength" and the Hires. fix fields, notes about
+    skipped values).
 
+    `hires_upscalers` (the Hires. fix upscaler choices) says the target form has Hires. fix controls: the
+    recorded hires recipe fills them, as A1111's paste does; without it the recipe is only named in a note.
     Every recorded value the form cannot take is named in a note, so a paste never looks complete when the image
     cannot be reproduced from the form alone (another checkpoint or VAE, GPU noise, a hires pass, variation seeds)."""
-    from pipelines.infotext import parse_infotext
-    from pipelines.infotext_samplers import sampler_and_schedule
+    from pipelines.infotext import parse_infotext, split_infotext
+    from pipelines.infotext_samplers import SCHEDULE_LABELS, sampler_and_schedule
     from webui.ui.widgets import widget_ranges
 
     parsed = parse_infotext(text)
+    written = split_infotext(text)[2]  # the keys the text itself has, before A1111's defaults are added
     values: dict[str, object] = {"prompt": parsed.get("Prompt", ""), "negative_prompt": parsed.get("Negative prompt", "")}
     notes: list[str] = []
     ranges = widget_ranges(limits)
@@ -45,7 +50,11 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
             continue
         value = convert(parsed[key])
         spec = ranges[field]
-        if value is None or not spec.minimum <= value <= spec.maximum:
+        if value is None:
+            kind = "an integer" if convert is _int else "a number"
+            notes.append(f"{key}: {parsed[key]!r} is not {kind}; kept the current value.")
+            continue
+        if not spec.minimum <= value <= spec.maximum:
             notes.append(f"{key}: {parsed[key]!r} is outside [{spec.minimum}, {spec.maximum}]; kept the current value.")
             continue
         values[field] = value
@@ -58,14 +67,26 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
             values["sampler"] = sampler
         else:
             notes.append(f"Sampler {sampler!r} is not available here; kept the current sampler.")
-    if schedule in schedule_names:
+    written_schedule = written.get("Schedule type")
+    if written_schedule is not None and written_schedule not in SCHEDULE_LABELS:
+        notes.append(f"Schedule type {written_schedule!r} is not an A1111 schedule type; kept the current schedule type.")
+    elif schedule in schedule_names:
         values["schedule_type"] = schedule
+    else:
+        notes.append(f"Schedule type {schedule!r} is not available here; kept the current schedule type.")
     strength = _float(parsed.get("Denoising strength", ""))
     if strength is not None and 0 <= strength <= 1:
         values["denoising_strength"] = strength
     elif "Denoising strength" in parsed:
         notes.append(f"Denoising strength: {parsed['Denoising strength']!r} is outside [0, 1]; kept the current value.")
-    notes += _reproduction_notes(parsed, current_model)
+    if hires_upscalers is not None:
+        from webui.ui.hires_controls import infotext_hires_values
+
+        hires_values, hires_notes = infotext_hires_values(parsed, limits, hires_upscalers)
+        values.update(hires_values)
+        notes += hires_notes
+    notes += _reproduction_notes(parsed, current_model, hires_filled=hires_upscalers is not None,
+                                 has_parameters=bool(written))
     for key in ("Skip Early CFG", "NGMS", "NGMS all steps"):  # A1111 pastes these as setting overrides
         if key in parsed:
             notes.append(f"{key}: {parsed[key]} is a setting here (Settings > Optimizations), not a form field; "
@@ -73,8 +94,11 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
     return values, notes
 
 
-def _reproduction_notes(parsed: dict, current_model: str | None) -> list[str]:
-    """What else the image was made with, which the form does not carry."""
+def _reproduction_notes(parsed: dict, current_model: str | None, hires_filled: bool, has_parameters: bool) -> list[str]:
+    """What else the image was made with, which the form does not carry.
+
+    `hires_filled`: the Hires. fix controls took the recipe (their own notes cover it); `has_parameters`:
+    the text had a parameters line (a bare prompt says nothing about the noise, so no RNG note)."""
     notes = []
     model = parsed.get("Model")
     if model and current_model and model != current_model.split(" [", 1)[0]:
@@ -84,13 +108,13 @@ def _reproduction_notes(parsed: dict, current_model: str | None) -> list[str]:
         notes.append(f"VAE: the image was decoded with {parsed['VAE']!r}; choose it in Settings > SD VAE.")
     hires = [key for key in ("Hires upscale", "Hires resize-1", "Hires resize-2", "Hires steps", "Hires upscaler")
              if key in parsed and str(parsed[key]) not in ("0", "")]  # the paste's defaults fill resize with 0
-    if hires:
+    if hires and not hires_filled:
         recipe = ", ".join(f"{key}: {parsed[key]}" for key in hires)
         notes.append(f"Hires fix ({recipe}): set it in the Hires. fix controls; the paste fills the first pass.")
     notes += _schedule_setting_notes(parsed)
     if "Variation seed" in parsed:
         notes.append("Variation seed: not supported here; the image will differ.")
-    if parsed.get("RNG", "GPU") != "CPU":
+    if has_parameters and parsed.get("RNG", "GPU") != "CPU":
         notes.append(f"RNG: the image's noise was drawn on the {parsed.get('RNG', 'GPU')} (A1111's default when the "
                      "key is missing); this server draws CPU noise, so the same seed gives another image.")
     return notes

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import gradio as gr
 from webui.server_state import ServerState
+from webui.ui.errors import refused
 from webui.ui.generate_tab import GenerateTab, apply_form_values, form_outputs
 from webui.ui.paste_infotext import infotext_to_form_values
 
 
 def read_upload_infotext(path: str, max_pixels: int) -> str:
     """The infotext of an uploaded file ("" if none); refuses images above `max_pixels` before decoding."""
-    from PIL import Image, UnidentifiedImageError
-
     from pipelines.infotext_read import infotext_from_image
+
+    return infotext_from_image(read_upload_image(path, max_pixels)) or ""
+
+
+def read_upload_image(path: str, max_pixels: int):
+    """The uploaded file as a loaded PIL image (text chunks included); refuses images above `max_pixels` before
+    decoding, and files that are not images, with a ValueError saying which."""
+    from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(path) as image:
@@ -20,7 +27,7 @@ def read_upload_infotext(path: str, max_pixels: int) -> str:
                 raise ValueError(f"The image is {image.width}x{image.height}, above the {max_pixels:,}-pixel limit; "
                                  "it is not read (it may be a decompression bomb).")
             image.load()  # text chunks after the pixel data are only seen once the image is read
-            return infotext_from_image(image) or ""
+            return image
     except (UnidentifiedImageError, Image.DecompressionBombError):
         raise ValueError("The file is not an image Pillow can read (PNG, JPEG, WebP...) or is too large.") from None
     except (OSError, SyntaxError) as error:
@@ -44,7 +51,7 @@ def build_png_info_tab(state: ServerState, tabs, targets: dict[str, GenerateTab]
         try:
             text = read_upload_infotext(path, state.limits.max_pixels * 4)
         except ValueError as error:
-            raise gr.Error(str(error)) from None
+            raise refused(str(error)) from None
         return text, ("" if text else "This image has no generation parameters.")
 
     upload.change(read, inputs=upload, outputs=[infotext, notes])
@@ -52,12 +59,24 @@ def build_png_info_tab(state: ServerState, tabs, targets: dict[str, GenerateTab]
     for kind, button in buttons.items():
         tab = targets[kind]
 
-        def send(text: str, tab=tab, kind=kind):
+        def send(text: str, path: str | None, tab=tab, kind=kind):
             if not text:
-                raise gr.Error("Drop an image with generation parameters first.")
-            values, skipped = infotext_to_form_values(text, state.limits, sampler_names, schedule_names,
-                                                      current_model=state.model_title)
-            note = "\n".join(f"- {n}" for n in skipped)
-            return [*apply_form_values(tab, values), gr.Tabs(selected=kind), note]
+                raise refused("Drop an image with generation parameters first.")
+            upscalers = None
+            if tab.hires is not None:
+                from webui.ui.hires_controls import hires_upscaler_names
 
-        button.click(send, inputs=infotext, outputs=[*form_outputs(tab), tabs, notes], queue=False)
+                upscalers = hires_upscaler_names()
+            values, skipped = infotext_to_form_values(text, state.limits, sampler_names, schedule_names,
+                                                      current_model=state.model_title, hires_upscalers=upscalers)
+            image = []
+            if tab.init_image is not None:  # A1111 sends the picture along to img2img
+                try:
+                    image = [read_upload_image(path, state.limits.max_pixels * 4) if path else gr.skip()]
+                except ValueError as error:
+                    raise refused(str(error)) from None
+            note = "\n".join(f"- {n}" for n in skipped)
+            return [*apply_form_values(tab, values), *image, gr.Tabs(selected=kind), note]
+
+        init_image = [tab.init_image] if tab.init_image is not None else []
+        button.click(send, inputs=[infotext, upload], outputs=[*form_outputs(tab), *init_image, tabs, notes], queue=False)

@@ -13,30 +13,31 @@ from pipelines.uncond_skip import MAX_S_MIN_UNCOND
 from webui.generation_defaults import OPTION_KEYS
 from webui.options import MAX_CONTROLNET_UNITS
 from webui.server_state import ServerState
+from webui.ui.errors import failed, refused
 
 
 def switch_vae(state: ServerState, name: str) -> str:
     """Queue the VAE swap, wait for it, and return the status line; a failure keeps the current VAE and says so."""
     if not name:
-        raise gr.Error("Choose a VAE first.")
+        raise refused("Choose a VAE first.")
     try:
         state.submit_vae_switch(name).future.result()
     except Exception as error:  # keep decoding with the previous VAE; tell the user why
-        raise gr.Error(f"Could not use VAE {name!r}: {error}. Still using {state.holder.vae_name!r}.") from None
+        raise failed(f"Could not use VAE {name!r}: {error}. Still using {state.holder.vae_name!r}.", error) from None
     return f"Loaded: **{state.model_title}**, VAE: **{state.holder.vae_name}**"
 
 
 def switch_preset(state: ServerState, preset: str) -> str:
     """Reload the model with `preset` (queued, waited for) and return the status line; a failure keeps the old model."""
     if not preset:
-        raise gr.Error("Choose a performance preset first.")
+        raise refused("Choose a performance preset first.")
     try:
         job = state.submit_preset_switch(preset)
         if job is not None:
             job.future.result()
     except Exception as error:  # keep serving the previous model and preset; tell the user why
-        raise gr.Error(f"Could not apply preset {preset!r}: {error}. Still using {state.model_title!r} "
-                       f"with preset {state.preset!r}.") from None
+        raise failed(f"Could not apply preset {preset!r}: {error}. Still using {state.model_title!r} "
+                     f"with preset {state.preset!r}.", error) from None
     return status_line(state)
 
 
@@ -50,7 +51,7 @@ def apply_settings(state: ServerState, values: dict) -> str:
     try:
         state.options.apply(state.options.check_update(values))
     except (ValueError, OSError) as error:
-        raise gr.Error(str(error)) from None
+        raise refused(str(error)) from None
     return "Settings applied."
 
 
@@ -102,12 +103,12 @@ def build_settings_tab(state: ServerState) -> None:
 
     def do_load(title: str):
         if not title:
-            raise gr.Error("Choose a checkpoint first.")
+            raise refused("Choose a checkpoint first.")
         try:
             job = state.submit_model_switch(title)
             job.future.result()
         except Exception as error:  # keep serving the previous model; tell the user why
-            raise gr.Error(f"Could not load {title!r}: {error}. Still using {state.model_title!r}.") from None
+            raise failed(f"Could not load {title!r}: {error}. Still using {state.model_title!r}.", error) from None
         return status_line(state)
 
     def do_apply(save_value: bool, previews_value: bool, clip_value: float, units: float, ngms_value: float,
