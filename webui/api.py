@@ -184,7 +184,9 @@ def build_api(state: ServerState) -> APIRouter:
     async def schedulers():
         from pipelines.samplers.schedule_types import SCHEDULE_TYPES
 
-        return [{"name": name.lower().replace(" ", "_"), "label": name} for name in SCHEDULE_TYPES.names()]
+        return [{"name": schedule.internal_name, "label": schedule.name, "aliases": list(schedule.aliases) or None,
+                 "default_rho": schedule.default_rho, "need_inner_model": schedule.need_inner_model}
+                for _, schedule in SCHEDULE_TYPES.items()]
 
     @router.get("/sdapi/v1/scripts")
     async def scripts():

@@ -40,20 +40,21 @@ def _register_custom(name: str, internal_name: str, function, description: str, 
 
 _register_custom(
     "Uniform", "uniform", sigma_schedules.uniform_sigmas,
-    "timesteps evenly spaced from the last training timestep to the first",
+    "timesteps evenly spaced from the last training timestep to the first", need_inner_model=True,
 )
 _register_custom(
     "Karras", "karras", sigma_schedules.karras_sigmas,
-    "Karras et al. 2022 (rho=7) between the training schedule's sigma_max and sigma_min",
+    "Karras et al. 2022 (rho=7) between the training schedule's sigma_max and sigma_min", default_rho=7.0,
 )
 _register_custom("Exponential", "exponential", sigma_schedules.exponential_sigmas, "sigmas evenly spaced in log(sigma)")
 _register_custom(
     "Polyexponential", "polyexponential", sigma_schedules.exponential_sigmas,
-    "A1111's polyexponential at its default rho = 1, which is the exponential schedule",
+    "A1111's polyexponential at its default rho = 1, which is the exponential schedule", default_rho=1.0,
 )
 _register_custom(
     "SGM Uniform", "sgm_uniform", sigma_schedules.sgm_uniform_sigmas,
     "timesteps evenly spaced, last step ending above t=0 (Stability's SGM code)", aliases=("SGMUniform",),
+    need_inner_model=True,
 )
 _register_custom(
     "KL Optimal", "kl_optimal", sigma_schedules.kl_optimal_sigmas,
@@ -66,19 +67,20 @@ _register_custom(
 )
 _register_custom(
     "Simple", "simple", sigma_schedules.simple_sigmas,
-    "every (1000 / steps)-th training sigma from the top (ComfyUI's simple)",
+    "every (1000 / steps)-th training sigma from the top (ComfyUI's simple)", need_inner_model=True,
 )
 _register_custom(
     "Normal", "normal", sigma_schedules.uniform_sigmas,
-    "timesteps evenly spaced from t(sigma_max) to t(sigma_min): the same sigmas as Uniform",
+    "timesteps evenly spaced from t(sigma_max) to t(sigma_min): the same sigmas as Uniform", need_inner_model=True,
 )
 _register_custom(
     "DDIM", "ddim", sigma_schedules.ddim_sigmas,
     "the training sigmas at timesteps 1, 1 + k, ... (k = 1000 // steps); may run a step more, as in A1111",
+    need_inner_model=True,
 )
 _register_custom(
     "Beta", "beta", sigma_schedules.beta_sigmas,
-    "Beta(0.6, 0.6) quantiles between sigma_min and sigma_max (Lee et al. 2024)",
+    "Beta(0.6, 0.6) quantiles between sigma_min and sigma_max (Lee et al. 2024)", need_inner_model=True,
 )
 
 _ALIASES = {

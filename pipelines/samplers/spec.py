@@ -43,6 +43,9 @@ class ScheduleType:
     description: str = ""
     sigma_function: Callable[..., Any] | None = None
     ends_at_sigma_min: bool = False
+    # A1111's `/sdapi/v1/schedulers` fields: the schedule's rho (-1: none) and whether it reads the model's sigmas
+    default_rho: float = -1.0
+    need_inner_model: bool = False
 
     def __post_init__(self) -> None:
         if self.config_overrides is not None:

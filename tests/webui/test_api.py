@@ -148,6 +148,18 @@ def test_progress_idle_shape_and_interrupt_with_nothing_running(client):
     assert response.status_code == 200 and response.json() == {"interrupted": False}
 
 
+def test_schedulers_are_a1111s_twelve_with_its_fields(client):
+    listed = client.get("/sdapi/v1/schedulers").json()
+    assert [s["name"] for s in listed] == [
+        "automatic", "uniform", "karras", "exponential", "polyexponential", "sgm_uniform", "kl_optimal",
+        "align_your_steps", "simple", "normal", "ddim", "beta"]
+    by_name = {s["name"]: s for s in listed}
+    assert by_name["karras"] == {"name": "karras", "label": "Karras", "aliases": None, "default_rho": 7.0,
+                                 "need_inner_model": False}
+    assert by_name["sgm_uniform"]["aliases"] == ["SGMUniform"] and by_name["sgm_uniform"]["need_inner_model"] is True
+    assert by_name["polyexponential"]["default_rho"] == 1.0 and by_name["kl_optimal"]["default_rho"] == -1.0
+
+
 def test_samplers_models_loras_and_refresh(client, server):
     from pipelines.samplers import list_samplers
 
