@@ -58,8 +58,11 @@ def default_size(model: DiffusionModel, keywords: dict[str, Any]) -> dict[str, i
     images = keywords.get("init_images")
     first = images[0] if isinstance(images, (list, tuple)) and images else None
     if hasattr(first, "size") and isinstance(first.size, tuple):
+        from pipelines.image_prep import normalize_init_image
+
         grid = model.vae_scale_factor
-        width, height = (max(grid, side // grid * grid) for side in first.size)
+        upright = normalize_init_image(first).size  # an EXIF-rotated photo's size as the pipeline will see it
+        width, height = (max(grid, side // grid * grid) for side in upright)
         return {"width": width, "height": height}
     return {"width": model.native_size, "height": model.native_size}
 

@@ -2,24 +2,27 @@
 
 Denoising strength follows A1111: with 20 steps and strength 0.75 the sampler runs the last 16
 steps of a 20-step schedule (`int(strength * steps) + 1`), or exactly 20 steps of a longer
-schedule with `exact_steps`. Strength 0 is a VAE round trip; strength 1 starts from pure noise,
-ignoring the input. A `mask` turns the call into inpainting (white = repaint): the unmasked area
+schedule with `exact_steps`. Strength 0 is a VAE round trip; strength 1 is A1111's 0.999: the
+whole schedule from the init image noised to sigma_max, which keeps a trace of its colours (not
+pure noise). A `mask` turns the call into inpainting (white = repaint): the unmasked area
 is re-imposed after every step and pasted back in pixel space at the end, so unmasked pixels are
 returned unchanged. Dedicated inpainting checkpoints (9-channel UNets) get the mask and the masked
-image as extra input channels.
+image (masked area mid grey) as extra input channels; without a mask, a full mask (as A1111 does).
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.base import BatchStart, DiffusionPipelineBase
-from pipelines.image_prep import check_resize_mode, resize_image, to_model_pixels
+from pipelines.image_prep import check_resize_mode, normalize_init_image, resize_image, to_model_pixels
 from pipelines.inpaint_mask import (
-    CropRegion, blur_mask, check_masked_content, expand_crop_region, fill_masked_area, latent_mask, mask_bbox,
-    paste_back, prepare_mask,
+    CropRegion, blur_mask, check_mask_image, check_masked_content, expand_crop_region, fill_masked_area,
+    full_mask_channels, is_blank, is_inpainting_unet, latent_mask, mask_bbox, masked_model_pixels, paste_back,
+    prepare_mask, repaint_mask,
 )
 from pipelines.params import Txt2ImgParams, check_txt2img_params
 from pipelines.seeds import initial_noise
@@ -30,11 +33,12 @@ from pipelines.vae_decode import encode_images
 class Img2ImgParams(Txt2ImgParams):
     """Text-to-image parameters plus the input image(s) and A1111's img2img/inpaint options."""
 
-    init_images: list = field(default_factory=list)  # PIL images: one for the whole batch, or one per image
+    # PIL images: one for the whole batch, or one per image; read upright, 8-bit, transparency on white
+    init_images: list = field(default_factory=list)
     denoising_strength: float = 0.75
     resize_mode: str = "just resize"
     exact_steps: bool = False
-    mask: Any = None  # PIL image, white = repaint
+    mask: Any = None  # PIL image, white = repaint; a transparent RGBA mask: its alpha strokes (binary_mask)
     mask_blur: int = 4
     inpainting_mask_invert: bool = False  # "inpaint not masked"
     inpainting_fill: str = "original"  # original | fill | latent noise | latent nothing
@@ -43,13 +47,15 @@ class Img2ImgParams(Txt2ImgParams):
 
 
 def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
+    """Raise ValueError/TypeError naming the first bad value; nothing has run yet when this raises.
+
+    Accepted spellings are normalised in place (masked content and resize mode in A1111's lower
+    case, a numpy strength to a Python float), so that what runs and what the infotext records agree.
+    """
     from PIL import Image
 
     check_txt2img_params(params, limits, multiple)
-    strength = params.denoising_strength
-    if isinstance(strength, bool) or not isinstance(strength, (int, float)) or not math.isfinite(strength) \
-            or not 0 <= strength <= 1:
-        raise ValueError(f"denoising_strength must be a number in [0, 1], got {strength!r}.")
+    params.denoising_strength = _checked_strength(params.denoising_strength)
     images = params.init_images
     if not isinstance(images, list) or not images:
         raise ValueError("init_images must be a non-empty list of PIL images.")
@@ -58,15 +64,36 @@ def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
     for index, image in enumerate(images):
         if not isinstance(image, Image.Image):
             raise TypeError(f"init_images[{index}] must be a PIL image, got {type(image).__name__}.")
+        if image.width < 1 or image.height < 1:
+            raise ValueError(f"init_images[{index}] is {image.width}x{image.height} pixels; give an image with pixels "
+                             "(an empty image cannot be resized to the output size).")
         if image.width * image.height > limits.max_pixels * 4:
             raise ValueError(f"init_images[{index}] is {image.width}x{image.height}, too large to process; downscale it first.")
-    check_resize_mode(params.resize_mode)
-    check_masked_content(params.inpainting_fill)
-    if params.mask is not None and not isinstance(params.mask, Image.Image):
-        raise TypeError(f"mask must be a PIL image or None, got {type(params.mask).__name__}.")
+    params.resize_mode = check_resize_mode(params.resize_mode)
+    params.inpainting_fill = check_masked_content(params.inpainting_fill)
+    check_mask_image(params.mask)
+    for name in ("exact_steps", "inpainting_mask_invert", "inpaint_full_res"):
+        _check_flag(name, getattr(params, name))
     for name, value, high in (("mask_blur", params.mask_blur, 64), ("inpaint_full_res_padding", params.inpaint_full_res_padding, 512)):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
             raise ValueError(f"{name} must be an integer in [0, {high}], got {value!r}.")
+
+
+def _checked_strength(value: Any) -> float:
+    """denoising_strength as a Python float; any real number in [0, 1] (numpy's too), not a bool."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or not 0 <= value <= 1:
+        raise ValueError(f"denoising_strength must be a number in [0, 1], got {value!r}.")
+    # numpy's float32(0.7) is 0.699999988 as a float64: it would run int(0.6999 * 10) = 6 steps instead of 7 and
+    # print the long number in the infotext. Its shortest decimal (numpy's str) is the number the caller wrote.
+    return float(str(value)) if type(value).__module__ == "numpy" else float(value)
+
+
+def _check_flag(name: str, value: Any) -> None:
+    """A switch must be a bool (numpy's included): the string "False" or "no" is truthy and would turn it on."""
+    import numpy as np
+
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__}); pass a bool.")
 
 
 def img2img_steps(steps: int, strength: float, exact_steps: bool) -> tuple[int, int]:
@@ -77,6 +104,28 @@ def img2img_steps(steps: int, strength: float, exact_steps: bool) -> tuple[int, 
     if exact_steps:
         return int(steps / capped), steps
     return steps, int(capped * steps) + 1
+
+
+def img2img_timesteps(scheduler, total: int, run: int):
+    """(begin index, timesteps to evaluate) for the last `run` steps of the `total`-step schedule `scheduler` holds.
+
+    Every sampler then starts at the noise level of step `total - run`, as A1111's img2img does.
+    A second-order sampler lists its timesteps interleaved (`order` evaluations per step, one fewer
+    in all); that is what `(total - run) * order` counts. PLMS (diffusers' PNDM) instead lists one
+    evaluation *more* than its steps: its first step evaluates the model twice (improved Euler, its
+    second timestep listed twice), so slicing its list started one step too noisy with one model call
+    too many; its tail is rebuilt here from its distinct timesteps, first step doubled again.
+    """
+    import torch
+
+    timesteps = scheduler.timesteps
+    if run == 0:
+        return len(timesteps), timesteps[:0]
+    if scheduler.order == 1 and len(timesteps) == total + 1 and total > 1 and timesteps[1] == timesteps[2]:
+        steps = torch.cat([timesteps[:1], timesteps[2:]])[total - run:]  # one timestep per step
+        return None, torch.cat([steps[:2], steps[1:]]) if run > 1 else steps
+    begin = (total - run) * scheduler.order
+    return begin, timesteps[begin:]
 
 
 @dataclass
@@ -103,7 +152,7 @@ class ImageToImage(DiffusionPipelineBase):
         check_img2img_params(params, self.limits, self.model.vae_scale_factor)
 
     def _prepare(self, params: Img2ImgParams) -> Img2ImgInputs:
-        images = [image.convert("RGB") for image in params.init_images]
+        images = [normalize_init_image(image) for image in params.init_images]
         if params.mask is None:
             resized = [resize_image(image, params.width, params.height, params.resize_mode) for image in images]
             return Img2ImgInputs(originals=resized, init_latents=self._encode(resized))
@@ -116,8 +165,9 @@ class ImageToImage(DiffusionPipelineBase):
         mask = prepare_mask(params.mask, size, invert=params.inpainting_mask_invert)
         overlay = blur_mask(mask, params.mask_blur)
         crop = None
-        bbox = mask_bbox(mask)
-        if params.inpaint_full_res and bbox is not None:
+        if _works_on_masked_region(params):
+            # A faint mask can vanish when resized to the image; then the region is the whole image.
+            bbox = mask_bbox(mask) or (0, 0, *size)
             crop = expand_crop_region(bbox, params.inpaint_full_res_padding, params.width, params.height, *size)
             box = (crop.left, crop.top, crop.right, crop.bottom)
             work_images = [image.crop(box).resize((params.width, params.height)) for image in images]
@@ -132,14 +182,10 @@ class ImageToImage(DiffusionPipelineBase):
             work_images = [fill_masked_area(image, work_mask) for image in work_images]
         shape = self._latent_shape(params)
         inputs = Img2ImgInputs(originals=originals, init_latents=self._encode(work_images), overlay_masks=overlays,
-                         latent_mask=latent_mask(work_mask, (shape[2], shape[1])), crop=crop)
-        if self.model.unet.config.in_channels == 9:
-            from PIL import Image
-
-            keep = work_mask.point(lambda v: 0 if v >= 128 else 255)
-            black = Image.new("RGB", work_mask.size)
-            masked = [Image.composite(image, black, keep) for image in work_images]
-            inputs.masked_image_latents = self._encode(masked)
+                               latent_mask=latent_mask(work_mask, (shape[2], shape[1])), crop=crop)
+        if is_inpainting_unet(self.model.unet):
+            pixels = masked_model_pixels(to_model_pixels(work_images), work_mask)
+            inputs.masked_image_latents = encode_images(self.model.vae, pixels).to(self.model.device)
         return inputs
 
     def _encode(self, images: list):
@@ -154,11 +200,9 @@ class ImageToImage(DiffusionPipelineBase):
         noise = initial_noise(generators, self._latent_shape(params)).to(self.model.device)
         total, run = img2img_steps(params.steps, float(params.denoising_strength), params.exact_steps)
         schedulers = sampler.make_schedulers(generators, total, self.model.device)
-        order = schedulers[0].order
-        begin = (total - run) * order
-        timesteps = schedulers[0].timesteps[begin:] if run else schedulers[0].timesteps[:0]
+        begin, timesteps = img2img_timesteps(schedulers[0], total, run)
         for scheduler in schedulers:
-            if hasattr(scheduler, "set_begin_index"):
+            if begin is not None and hasattr(scheduler, "set_begin_index"):
                 scheduler.set_begin_index(begin)
         mask = None if inputs.latent_mask is None else inputs.latent_mask.to(init)
         if mask is not None and params.inpainting_fill == "latent noise":
@@ -167,16 +211,15 @@ class ImageToImage(DiffusionPipelineBase):
             init = init * (1 - mask)
         if run == 0:
             latents = init
-        elif params.denoising_strength >= 1:
-            latents = noise * schedulers[0].init_noise_sigma
-        else:
+        else:  # strength 1 too: A1111 caps it at 0.999 and noises the init image to the schedule's first sigma
             latents = schedulers[0].add_noise(init, noise, timesteps[:1].repeat(count))
         start = BatchStart(latents=latents, schedulers=schedulers, timesteps=timesteps, steps=run)
         if mask is not None:
             start.post_step = _keep_unmasked(schedulers, init, noise, mask, timesteps)
-            if inputs.masked_image_latents is not None:
-                channels = torch.cat([mask.expand(count, -1, -1, -1), inputs.masked_image_latents[pick]], dim=1)
-                start.extra_channels = channels
+        if inputs.masked_image_latents is not None:
+            start.extra_channels = torch.cat([mask.expand(count, -1, -1, -1), inputs.masked_image_latents[pick]], dim=1)
+        else:  # no mask (plain img2img, hires fix's second pass): an inpainting checkpoint repaints everything
+            start.extra_channels = full_mask_channels(self.model, count, self._latent_shape(params))
         return start
 
     def _finish_image(self, params: Img2ImgParams, inputs: Img2ImgInputs, image, index: int):
@@ -191,16 +234,24 @@ class ImageToImage(DiffusionPipelineBase):
         return paste_back(placed, original, overlay)
 
     def _infotext_extras(self, params: Img2ImgParams) -> dict[str, Any]:
+        """A1111's img2img keys, for what ran: no "Mask blur: 0", and no "Only masked" when a blank mask
+        sent the call to the whole image."""
         extras: dict[str, Any] = {"Denoising strength": params.denoising_strength}
         if params.mask is not None:
-            extras["Mask blur"] = params.mask_blur
+            if params.mask_blur > 0:
+                extras["Mask blur"] = params.mask_blur
             if params.inpainting_mask_invert:
                 extras["Mask mode"] = "Inpaint not masked"
             extras["Masked content"] = params.inpainting_fill
-            if params.inpaint_full_res:
+            if _works_on_masked_region(params):
                 extras["Inpaint area"] = "Only masked"
                 extras["Masked area padding"] = params.inpaint_full_res_padding
         return extras
+
+
+def _works_on_masked_region(params: Img2ImgParams) -> bool:
+    """Whether "only masked" applies: asked for, and the mask repaints something (a blank one has no region)."""
+    return bool(params.inpaint_full_res) and not is_blank(repaint_mask(params.mask, invert=params.inpainting_mask_invert))
 
 
 def _keep_unmasked(schedulers, init, noise, mask, timesteps):

@@ -27,18 +27,72 @@ class CropRegion:
 
 
 def check_masked_content(value: str) -> str:
+    """The canonical (A1111) spelling of a masked-content choice: "Latent Noise" and " fill " are accepted, and the
+    pipeline runs and records the canonical name, so what ran and what the infotext says cannot differ."""
     folded = value.strip().lower() if isinstance(value, str) else value
     if folded not in MASKED_CONTENT:
         raise ValueError(f"Unknown masked content {value!r}; valid ones: {', '.join(MASKED_CONTENT)}.")
     return folded
 
 
-def prepare_mask(mask, image_size: tuple[int, int], *, invert: bool = False):
-    """Greyscale mask at the image's size; a mask of another size is resized with a warning when
-    its aspect ratio matches (a scaled copy), and refused otherwise (it would not line up)."""
-    from PIL import Image, ImageOps
+def check_mask_image(mask) -> None:
+    """Refuse what no mask can be: not a PIL image, or without pixels (its aspect ratio would divide by zero)."""
+    from PIL import Image
 
-    mask = mask.convert("L") if mask.mode != "L" else mask
+    if mask is None:
+        return
+    if not isinstance(mask, Image.Image):
+        raise TypeError(f"mask must be a PIL image or None, got {type(mask).__name__}.")
+    if mask.width < 1 or mask.height < 1:
+        raise ValueError(f"mask is {mask.width}x{mask.height} pixels; give a mask of the init image's size "
+                         "(white = repaint), or None for plain img2img.")
+
+
+def binary_mask(mask):
+    """A user's mask as 8-bit greyscale (white = repaint), read as A1111's `create_binary_mask` reads it.
+
+    A mask with transparency that is not fully opaque carries its strokes in the alpha channel (A1111's
+    canvas sends the strokes as opaque pixels on a transparent layer), so the alpha is thresholded
+    (> 128 = repaint) and the colours are ignored. Any other mask is its grey levels, read like an
+    init image (`mixkit.io.images.load_image`: upright, 16-bit scaled to 8-bit). A1111 looks at
+    alpha only in RGBA masks; here LA and palette masks with transparency are read the same way, as
+    their alpha means the same thing.
+    """
+    from PIL import ImageOps
+
+    from mixkit.io.images import load_image
+
+    upright = ImageOps.exif_transpose(mask)
+    if _has_alpha(upright):
+        alpha = upright.convert("RGBA").getchannel("A")
+        if alpha.getextrema() != (255, 255):
+            return alpha.point(lambda v: 255 if v > 128 else 0)
+    return load_image(upright, max_pixels=max(1, upright.width * upright.height)).convert("L")
+
+
+def _has_alpha(image) -> bool:
+    return image.mode in ("RGBA", "LA", "PA", "RGBa", "La") or (image.mode == "P" and "transparency" in image.info)
+
+
+def repaint_mask(mask, *, invert: bool = False):
+    """`binary_mask`, inverted for "inpaint not masked" (A1111 inverts before blurring and resizing)."""
+    from PIL import ImageOps
+
+    binary = binary_mask(mask)
+    return ImageOps.invert(binary) if invert else binary
+
+
+def is_blank(mask) -> bool:
+    """True when a greyscale mask repaints nothing (every pixel 0)."""
+    return mask.getextrema()[1] == 0
+
+
+def prepare_mask(mask, image_size: tuple[int, int], *, invert: bool = False):
+    """Greyscale mask at the image's size (see `repaint_mask`); a mask of another size is resized with a warning
+    when its aspect ratio matches (a scaled copy), and refused otherwise (it would not line up)."""
+    from PIL import Image
+
+    mask = repaint_mask(mask, invert=invert)
     if mask.size != image_size:
         mask_ratio, image_ratio = mask.size[0] / mask.size[1], image_size[0] / image_size[1]
         if abs(mask_ratio / image_ratio - 1) > 0.01:
@@ -49,7 +103,7 @@ def prepare_mask(mask, image_size: tuple[int, int], *, invert: bool = False):
         warnings.warn(f"Mask resized from {mask.size[0]}x{mask.size[1]} to the image's {image_size[0]}x{image_size[1]}.",
                       stacklevel=3)
         mask = mask.resize(image_size, Image.Resampling.LANCZOS)
-    return ImageOps.invert(mask) if invert else mask
+    return mask
 
 
 def blur_mask(mask, radius: int):
@@ -110,3 +164,46 @@ def paste_back(generated, original, overlay_mask):
     from PIL import Image
 
     return Image.composite(generated.convert("RGB"), original.convert("RGB"), overlay_mask)
+
+
+INPAINTING_UNET_CHANNELS = 9  # 4 noisy latent + 1 mask + 4 masked-image latent channels
+
+
+def is_inpainting_unet(unet) -> bool:
+    return unet.config.in_channels == INPAINTING_UNET_CHANNELS
+
+
+def masked_model_pixels(pixels, mask):
+    """The masked image an inpainting checkpoint is conditioned on: `pixels` ([B, 3, H, W] in the VAE's [-1, 1])
+    with the repainted area (mask >= 128, A1111's rounding) set to 0, mid grey.
+
+    0 is what these checkpoints were trained with (diffusers' `init_image * (mask < 0.5)`, A1111's
+    `inpainting_image_conditioning`); black (-1) reads to the model as a black object to keep.
+    """
+    import numpy as np
+    import torch
+
+    keep = torch.from_numpy(np.asarray(mask.convert("L")) < 128)
+    return pixels * keep.to(pixels.dtype)[None, None]
+
+
+def full_mask_channels(model, count: int, latent_shape: tuple[int, int, int]):
+    """The extra UNet input of an inpainting checkpoint when no mask is given (txt2img, img2img without mask,
+    hires fix's second pass): a mask repainting everything and the VAE encoding of a fully masked image
+    (0 everywhere in model space), [count, 5, h, w]. None for any other UNet, which takes no extra input.
+
+    A1111 does the same (`txt2img_image_conditioning`; `img2img_image_conditioning` without a mask,
+    whose full mask blanks out the init image at the default inpainting_mask_weight of 1), so such a
+    checkpoint generates like a regular one instead of failing on its 9 input channels.
+    """
+    if not is_inpainting_unet(model.unet):
+        return None
+    import torch
+
+    from pipelines.vae_decode import encode_images
+
+    _, height, width = latent_shape
+    factor = model.vae_scale_factor
+    blank = encode_images(model.vae, torch.zeros(1, 3, height * factor, width * factor)).to(model.device)
+    mask = torch.ones(1, 1, height, width, device=model.device, dtype=blank.dtype)
+    return torch.cat([mask, blank], dim=1).expand(count, -1, -1, -1)

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from pipelines.generation import GenerationResult
+from pipelines.image_prep import normalize_init_image
 
 MAX_EXTENSION = 2048  # pixels per side; the resulting size is further bounded by the pipeline's limits
 
@@ -22,6 +23,8 @@ def check_outpaint_inputs(image, left: Any, right: Any, top: Any, bottom: Any, m
 
     if not isinstance(image, Image.Image):
         raise TypeError(f"image must be a PIL image, got {type(image).__name__}.")
+    if image.width < 1 or image.height < 1:
+        raise ValueError(f"image is {image.width}x{image.height} pixels; give an image with pixels to extend.")
     for name, value in (("left", left), ("right", right), ("top", top), ("bottom", bottom)):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_EXTENSION:
             raise ValueError(f"{name} must be an integer number of pixels in [0, {MAX_EXTENSION}], got {value!r}.")
@@ -38,7 +41,10 @@ def check_outpaint_inputs(image, left: Any, right: Any, top: Any, bottom: Any, m
 
 
 def outpaint_canvas(image, left: int, right: int, top: int, bottom: int):
-    """(canvas, mask): the image on a black canvas of the new size, and a mask white over the new area."""
+    """(canvas, mask): the image on a black canvas of the new size, and a mask white over the new area.
+
+    `image` is expected as `normalize_init_image` returns it (RGB); `outpaint` passes it so.
+    """
     from PIL import Image
 
     width, height = image.width + left + right, image.height + top + bottom
@@ -63,11 +69,15 @@ def outpaint(pipe, image, left: int = 0, right: int = 0, top: int = 0, bottom: i
     for reserved in ("width", "height", "init_images", "mask", "inpaint_full_res"):
         if reserved in img2img_params:
             raise TypeError(f"outpaint() sets {reserved} itself; remove it from the arguments.")
-    width, height = check_outpaint_inputs(image, left, right, top, bottom, pipe.model.vae_scale_factor)
-    canvas, mask = outpaint_canvas(image, left, right, top, bottom)
+    from PIL import Image
+
+    # Read as img2img reads init images (upright, transparency on white, not on the canvas's black), and sized after
+    # that: an EXIF rotation swaps width and height. Anything else is refused by check_outpaint_inputs.
+    original = normalize_init_image(image) if isinstance(image, Image.Image) and image.width and image.height else image
+    width, height = check_outpaint_inputs(original, left, right, top, bottom, pipe.model.vae_scale_factor)
+    canvas, mask = outpaint_canvas(original, left, right, top, bottom)
     result = pipe(init_images=[canvas], mask=mask, width=width, height=height, inpainting_fill=inpainting_fill,
                   mask_blur=mask_blur, **img2img_params)
-    original = image.convert("RGB")
     images = []
     for generated in result.images:
         generated = generated.copy()

@@ -213,7 +213,7 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
     decode = lambda field, data: decode_base64_image(field, data, max_pixels=max_pixels,  # noqa: E731
                                                      max_bytes=request_limits.max_image_bytes)
     images = [decode(f"init_images[{i}]", data) for i, data in enumerate(request.init_images)]
-    mask = decode("mask", request.mask).convert("L") if request.mask else None
+    mask = _decode_mask(request.mask, decode) if request.mask else None
     blur = request.mask_blur if request.mask_blur is not None else max(request.mask_blur_x, request.mask_blur_y)
     params_class = Img2ImgParams
     extra = {}
@@ -230,6 +230,30 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
     )
     check_img2img_params(params, limits, 8)
     return params
+
+
+def _decode_mask(data: str, decode):
+    """The request's mask read as A1111 reads it (`pipelines.inpaint_mask.binary_mask`): strokes in the alpha
+    channel of a transparent mask (A1111's canvas), else its grey levels.
+
+    `decode` (the init images' decoder) checks the field first: base64, byte size, pixel cap, a readable image.
+    It flattens transparency onto white, which would erase alpha strokes (a black canvas mask with
+    transparent background turned inside out), so the checked bytes are then read again as they are.
+    """
+    import base64
+    import io
+
+    from PIL import Image
+
+    from pipelines.inpaint_mask import binary_mask
+
+    decode("mask", data)
+    text = data.strip()
+    if text.startswith("data:"):
+        text = text.partition(",")[2]
+    with Image.open(io.BytesIO(base64.b64decode(text, validate=True))) as image:
+        image.load()
+        return binary_mask(image)
 
 
 def generation_info(params: Txt2ImgParams, result, *, model_name: str | None, model_hash: str | None,

@@ -189,11 +189,14 @@ class InpaintTask(GenerationTask):
         if mask.size != image.size:
             raise ValueError(f"Task 'inpaint': mask is {mask.size[0]}x{mask.size[1]} but image is "
                              f"{image.size[0]}x{image.size[1]}; they must match.")
-        if mask.convert("L").getbbox() is None:
+        from pipelines.inpaint_mask import binary_mask
+
+        # Read as the pipeline reads it (strokes in the alpha channel count), so the shortcut agrees with it.
+        if binary_mask(mask).getbbox() is None:
             return {"image": image.copy()}  # nothing to repaint (e.g. nothing was detected); skip loading SD
         pipe = image_to_image_pipeline(models)
         width, height = working_size(image, pipe, options["width"], options["height"])
-        result = pipe(prompt=prompt, init_images=[image.convert("RGB")], mask=mask.convert("L"), width=width,
+        result = pipe(prompt=prompt, init_images=[image.convert("RGB")], mask=mask, width=width,
                       height=height, denoising_strength=options["denoising_strength"], mask_blur=options["mask_blur"],
                       inpainting_fill=options["inpainting_fill"], **generation_kwargs(options))
         painted = result.images[0]
@@ -202,5 +205,5 @@ class InpaintTask(GenerationTask):
             from PIL import Image
 
             painted = Image.composite(painted.resize(image.size, Image.Resampling.LANCZOS), image.convert("RGB"),
-                                      mask.convert("L"))
+                                      binary_mask(mask))
         return {"image": painted}

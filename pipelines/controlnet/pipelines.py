@@ -52,7 +52,9 @@ class ControlNetMixin:
         # A unit without image takes the init image resized the way ImageToImage resizes it (sd-webui-controlnet uses
         # p.resize_mode here), not by the unit's own mode: otherwise the control map is cropped or padded differently
         # from the picture being denoised.
-        fallback = init_images[0] if init_images else None
+        from pipelines.image_prep import normalize_init_image
+
+        fallback = normalize_init_image(init_images[0]) if init_images else None  # the pixels img2img itself uses
         fallback_mode = getattr(params, "resize_mode", "just resize")
         crop = getattr(base, "crop", None)
         if crop is not None:  # inpaint "only masked": control images of the init image's size are cropped alike

@@ -49,11 +49,14 @@ def test_strength_0_is_a_vae_round_trip(i2i):
 
 
 @pytest.mark.parametrize("fixture", ["i2i", "i2i_xl"])
-def test_strength_1_ignores_the_input(request, fixture):
+def test_strength_1_is_a1111s_0_999_noising_the_input(request, fixture):
+    # A1111 caps strength at 0.999 and noises the init image to sigma_max: a trace of the input stays.
     pipe = request.getfixturevalue(fixture)
     a = pipe(init_images=[noise_image(1)], denoising_strength=1.0, **SMALL)
+    capped = pipe(init_images=[noise_image(1)], denoising_strength=0.999, **SMALL)
     b = pipe(init_images=[noise_image(2)], denoising_strength=1.0, **SMALL)
-    assert np.array_equal(px(a.images[0]), px(b.images[0]))
+    assert np.array_equal(px(a.images[0]), px(capped.images[0]))
+    assert not np.array_equal(px(a.images[0]), px(b.images[0]))
 
 
 def test_partial_strength_runs_a1111_step_count_and_depends_on_input(i2i):

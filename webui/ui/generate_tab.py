@@ -152,7 +152,9 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         editor_value, mode, resize, strength, blur, fill, only, _pixels, _sides = values[len(GenerationWidgets.FIELDS):]
         if not editor_value or editor_value.get("background") is None:
             raise ValueError("Drop an image into the img2img editor first.")
-        background = editor_value["background"].convert("RGB")
+        from pipelines.image_prep import normalize_init_image
+
+        background = normalize_init_image(editor_value["background"])  # transparency on white, as A1111
         mask = editor_mask(editor_value.get("layers")) if mode == "inpaint" else None
         if mode == "inpaint" and mask is None:
             raise ValueError("Inpaint mode needs a mask: paint over the area to repaint.")

@@ -287,3 +287,18 @@ def test_int8_graphs_reshape_to_other_sizes(pipe, quantized):
     int8 = vae.decode(latents).sample
     assert int8.shape == reference.shape == (1, 3, 64, 96)
     assert 0 < float((int8 - reference).abs().mean()) < 0.1 * float(reference.abs().mean())
+
+
+def test_the_overflow_fix_follows_the_cpus_int8_instructions(monkeypatch, tmp_path):
+    import builtins
+
+    from mixkit.runtime import openvino_int8
+
+    real_open = builtins.open
+    for flags, expected in (("fma avx2 avx512f", "enable"), ("avx2 avx512_vnni", "first_layer_only"),
+                            ("avx2 avx_vnni", "first_layer_only")):
+        cpuinfo = tmp_path / "cpuinfo"
+        cpuinfo.write_text(f"flags\t\t: {flags}\n")
+        monkeypatch.setattr(builtins, "open", lambda path, *a, **k: real_open(cpuinfo if path == "/proc/cpuinfo" else path, *a, **k))
+        assert openvino_int8.int8_overflow_fix() == expected
+        monkeypatch.setattr(builtins, "open", real_open)

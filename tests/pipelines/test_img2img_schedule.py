@@ -1,0 +1,63 @@
+"""img2img starts every sampler at the noise level of step `total - run` and runs `run` steps (A1111's
+int(steps * strength) + 1), PLMS included, whose diffusers timestep list doubles its first step."""
+
+import functools
+
+import pytest
+from PIL import Image
+
+from pipelines.img2img import ImageToImage, img2img_timesteps
+from pipelines.samplers import SAMPLERS, make_scheduler
+
+CONFIG = {"num_train_timesteps": 1000, "beta_start": 0.00085, "beta_end": 0.012, "beta_schedule": "scaled_linear"}
+
+
+@functools.lru_cache(maxsize=None)
+def _made(name):
+    return make_scheduler(name, CONFIG)  # slow for some samplers (~1 s): one per sampler, re-set per use
+
+
+def scheduler(name, steps):
+    made = _made(name)
+    made.set_timesteps(steps)
+    return made
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLERS))
+def test_tail_has_the_model_calls_of_a_schedule_of_that_many_steps(name):
+    for total, run in ((10, 6), (10, 1), (10, 10), (7, 3)):
+        calls = len(img2img_timesteps(scheduler(name, total), total, run)[1])
+        assert calls == len(scheduler(name, run).timesteps), (total, run)
+
+
+@pytest.mark.parametrize("name, first", [
+    ("DDIM", 501), ("PLMS", 501), ("Euler", 555), ("Heun", 555), ("DPM2", 523), ("UniPC", 599),
+])
+def test_tail_starts_at_step_total_minus_run(name, first):
+    begin, timesteps = img2img_timesteps(scheduler(name, 10), 10, 6)
+    assert int(timesteps[0]) == first
+
+
+def test_plms_repeats_its_second_timestep_like_a_fresh_schedule():
+    _, timesteps = img2img_timesteps(scheduler("PLMS", 10), 10, 6)
+    assert [int(t) for t in timesteps] == [501, 401, 401, 301, 201, 101, 1]
+    _, single = img2img_timesteps(scheduler("PLMS", 10), 10, 1)
+    assert [int(t) for t in single] == [1]
+
+
+@pytest.mark.parametrize("sampler, expected", [
+    ("DDIM", [501, 401, 301, 201, 101, 1]),
+    ("PLMS", [501, 401, 401, 301, 201, 101, 1]),  # A1111's PLMS evaluates its first step twice too
+])
+def test_plms_and_ddim_img2img_start_at_the_same_timestep(sd1_pipe, sampler, expected):
+    i2i = ImageToImage.from_pipeline(sd1_pipe)
+    seen = []
+    handle = i2i.model.unet.register_forward_pre_hook(lambda module, args: seen.append(int(args[1])))
+    progress = []
+    try:
+        i2i(init_images=[Image.new("RGB", (64, 64), (90, 120, 30))], denoising_strength=0.5, steps=10, seed=1,
+            width=64, height=64, sampler=sampler, callback=lambda p: progress.append((p.step, p.total_steps)))
+    finally:
+        handle.remove()
+    assert seen == expected
+    assert progress[-1] == (6, 6)

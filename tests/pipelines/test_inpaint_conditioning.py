@@ -1,0 +1,104 @@
+"""What a 9-channel inpainting UNet is given: the masked area of the masked image at 0 in model space (mid grey, as
+diffusers and A1111), and without a mask a full mask over a fully masked image (A1111's conditioning for plain
+img2img), so such checkpoints no longer fail outside inpainting."""
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from pipelines.image_prep import to_model_pixels
+from pipelines.img2img import ImageToImage
+from pipelines.inpaint_mask import full_mask_channels, masked_model_pixels
+from pipelines.vae_decode import encode_images
+
+SMALL = dict(prompt="a cat", seed=11, width=64, height=64, steps=3, sampler="Euler", denoising_strength=0.75)
+
+
+@pytest.fixture(scope="module")
+def inpaint_pipe(tmp_path_factory):
+    from mixkit.testing.tiny_controlnet import build_tiny_sd1_inpaint
+
+    pipe = ImageToImage.from_pretrained(build_tiny_sd1_inpaint(tmp_path_factory.mktemp("tiny-inpaint"), seed=0))
+    assert pipe.model.unet.config.in_channels == 9
+    return pipe
+
+
+@pytest.fixture(scope="module")
+def picture():
+    return Image.fromarray(np.random.default_rng(3).integers(0, 255, (64, 64, 3), dtype=np.uint8))
+
+
+def square_mask():
+    mask = Image.new("L", (64, 64), 0)
+    mask.paste(255, (16, 16, 48, 40))
+    return mask
+
+
+def unet_inputs(pipe):
+    """Record the UNet's input tensors during a call."""
+    seen = []
+    handle = pipe.model.unet.register_forward_pre_hook(lambda module, args: seen.append(args[0].detach().clone()))
+    return seen, handle
+
+
+def test_masked_area_is_zero_in_model_space():
+    pixels = torch.rand(2, 3, 8, 8) * 2 - 1
+    mask = Image.new("L", (8, 8), 0)
+    mask.paste(255, (0, 0, 4, 8))
+    mask.putpixel((5, 0), 128)  # A1111 rounds mask / 255: 128 repaints, 127 keeps
+    mask.putpixel((6, 0), 127)
+    masked = masked_model_pixels(pixels, mask)
+    repaint = torch.from_numpy(np.asarray(mask) >= 128)
+    assert torch.equal(masked[:, :, repaint], torch.zeros_like(masked[:, :, repaint]))
+    assert torch.equal(masked[:, :, ~repaint], pixels[:, :, ~repaint])
+
+
+def test_inpainting_unet_gets_the_mid_grey_masked_image(inpaint_pipe, picture):
+    mask = square_mask()
+    seen, handle = unet_inputs(inpaint_pipe)
+    try:
+        inpaint_pipe(init_images=[picture], mask=mask, mask_blur=0, inpainting_fill="original", **SMALL)
+    finally:
+        handle.remove()
+    keep = torch.from_numpy(np.asarray(mask) < 128).float()
+    oracle = encode_images(inpaint_pipe.model.vae, to_model_pixels([picture]) * keep)  # diffusers' masked image
+    assert torch.equal(seen[0][0, 5:9], oracle[0])
+    assert torch.equal(seen[0][0, 4:5], torch.from_numpy(np.asarray(mask.resize((8, 8))) >= 128).float()[None])
+
+
+def test_inpainting_unet_runs_img2img_without_mask_with_a1111s_full_mask(inpaint_pipe, picture):
+    seen, handle = unet_inputs(inpaint_pipe)
+    try:
+        result = inpaint_pipe(init_images=[picture], batch_size=2, **SMALL)
+    finally:
+        handle.remove()
+    assert len(result.images) == 2 and len(seen) == 3  # int(0.75 * 3) + 1 steps
+    blank = encode_images(inpaint_pipe.model.vae, torch.zeros(1, 3, 64, 64))[0]
+    for model_input in seen:
+        assert model_input.shape[1] == 9
+        assert torch.equal(model_input[:, 4], torch.ones_like(model_input[:, 4]))  # everything repainted
+        for row in model_input:
+            assert torch.equal(row[5:9], blank)  # the init image fully masked out: 0 in model space
+
+
+def test_full_mask_channels_only_for_inpainting_unets(inpaint_pipe, sd1_pipe):
+    assert full_mask_channels(sd1_pipe.model, 2, (4, 8, 8)) is None
+    channels = full_mask_channels(inpaint_pipe.model, 2, (4, 8, 8))
+    assert channels.shape == (2, 5, 8, 8)
+
+
+def test_an_inpainting_checkpoint_runs_txt2img_with_a_full_mask(inpaint_pipe):
+    from pipelines.txt2img import TextToImage
+
+    pipe = TextToImage.from_pipeline(inpaint_pipe)
+    seen, handle = unet_inputs(pipe)
+    try:
+        result = pipe(prompt="a cat", width=64, height=64, steps=2, seed=1, sampler="Euler")
+    finally:
+        handle.remove()
+    assert len(result.images) == 1 and len(seen) == 2
+    blank = encode_images(pipe.model.vae, torch.zeros(1, 3, 64, 64))[0]
+    for model_input in seen:
+        assert model_input.shape[1] == 9 and torch.equal(model_input[:, 4], torch.ones_like(model_input[:, 4]))
+        assert all(torch.equal(row[5:9], blank) for row in model_input)
