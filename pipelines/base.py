@@ -121,7 +121,7 @@ class DiffusionPipelineBase:
         # 1. Check inputs before any work
         if params is None:
             params = params_from_keywords(self.model, self.params_class, kwargs)
-        elif kwargs:
+        else:  # a copy: the checks normalise spellings in place, and the caller's object stays as given
             params = replace(params, **kwargs)
         self.check_inputs(params)
         control = control or GenerationControl()

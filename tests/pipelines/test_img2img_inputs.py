@@ -164,3 +164,12 @@ def test_empty_outpaint_image_is_refused(i2i):
 def test_resize_and_fill_leaves_no_black_band(size):
     filled = resize_image(Image.new("RGB", size, (200, 200, 200)), 64, 64, "resize and fill")
     assert np.array_equal(np.asarray(filled), np.full((64, 64, 3), 200, dtype=np.uint8))
+
+
+def test_the_callers_params_object_is_left_as_given(i2i):
+    from pipelines.img2img import Img2ImgParams
+
+    params = Img2ImgParams(prompt="a cat", init_images=[Image.new("RGB", (64, 64), (90, 20, 20))], steps=2, width=64,
+                           height=64, seed=1, inpainting_fill="Latent Noise", resize_mode="Just Resize")
+    i2i(params)
+    assert (params.inpainting_fill, params.resize_mode) == ("Latent Noise", "Just Resize")

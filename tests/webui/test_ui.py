@@ -82,6 +82,9 @@ def test_a_paste_of_a_beta_schedule_notes_only_settings_other_than_a1111s_defaul
     fields.update({"Beta schedule alpha": 0.5, "Schedule rho": 5})
     _, notes = infotext_to_form_values(build_infotext("a cube", "", fields), GenerationLimits(), ["Euler"], schedules)
     assert len(notes) == 1 and notes[0].startswith("Beta schedule alpha: 0.5, Schedule rho: 5: ")
+    fields.update({"Beta schedule alpha": 0.6, "Schedule rho": 0, "Pad conds": True})
+    _, notes = infotext_to_form_values(build_infotext("a cube", "", fields), GenerationLimits(), ["Euler"], schedules)
+    assert len(notes) == 1 and notes[0].startswith("Pad conds: True: ") and "not padded" in notes[0]
 
 
 def test_editor_mask_is_the_union_of_painted_pixels():

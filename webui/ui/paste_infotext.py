@@ -128,7 +128,9 @@ def _schedule_setting_notes(parsed: dict) -> list[str]:
              "Schedule rho": 0, "Schedule max sigma": 0, "Schedule min sigma": 0}
     changed = [f"{key}: {parsed[key]}" for key, default in fixed.items()
                if key in parsed and _float(str(parsed[key])) != default]
+    if str(parsed.get("Pad conds", "False")) == "True":  # A1111's "Pad prompt/negative prompt" setting was on
+        changed.append("Pad conds: True")
     if not changed:
         return []
-    return [f"{', '.join(changed)}: this server runs schedules at A1111's default settings "
-            "(Beta 0.6/0.6, no custom rho or sigma range); the image will differ."]
+    return [f"{', '.join(changed)}: this server runs A1111's default settings here (Beta 0.6/0.6, no custom rho "
+            "or sigma range, prompt and negative prompt not padded to each other); the image will differ."]
