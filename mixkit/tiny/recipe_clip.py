@@ -22,6 +22,7 @@ import torch
 
 from mixkit.data.shapes_captions import caption_scene
 from mixkit.io.atomic import atomic_output_folder
+from mixkit.runtime.capability import cpu_bf16_autocast
 from mixkit.tiny.recipe_common import (
     RecipeClock,
     base_world,
@@ -284,7 +285,7 @@ def _learning_rate_factor(recipe: TinyClipRecipe, step: int) -> float:
 def _step_loss(recipe: TinyClipRecipe, model, shape_head: AttributeHead, images, input_ids, attention_mask, targets,
                contrastive: bool) -> torch.Tensor:
     """One batch's loss: the head's (image tower only) during the shape warm-up, plus CLIP's after it."""
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=recipe.bf16):
+    with cpu_bf16_autocast(recipe.bf16):
         pooled = model.vision_model(pixel_values=normalise(images)).pooler_output
         if contrastive:
             image_features = model.visual_projection(pooled)

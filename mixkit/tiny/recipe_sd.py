@@ -24,6 +24,7 @@ import torch
 
 from mixkit.io.atomic import atomic_output_folder
 from mixkit.models.diffusion.recommended import RECOMMENDED_FILE, RecommendedSettings
+from mixkit.runtime.capability import cpu_bf16_autocast
 from mixkit.tiny.recipe_common import (
     RecipeClock,
     base_world,
@@ -235,7 +236,7 @@ def judge_accuracy(unet, vae, scaling: float, tokenizer, text_encoder, prompts: 
 
     captions = CaptionBatches(tokenizer, text_encoder, prompts, trained=False)  # the last row is the empty caption
     latents = sample_latents(unet, sd_scheduler_config(), captions.frozen[captions.rows], captions.frozen[-1:])
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with cpu_bf16_autocast():
         images = vae.decode(latents / scaling).sample.float()
     return score_images(judge, (images / 2 + 0.5).clamp(0, 1), prompts)
 
@@ -305,7 +306,7 @@ def train_tiny_sd(recipe: TinySDRecipe, stop_at_step: int | None = None):
         noise = offset_noise(latents.shape, generator, recipe.offset_noise)
         timesteps = torch.randint(0, 1000, (recipe.batch_size,), generator=generator)
         noisy = add_noise(latents, noise, timesteps, alphas_cumprod)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=recipe.unet_bf16):
+        with cpu_bf16_autocast(recipe.unet_bf16):
             prediction = unet(noisy, timesteps, encoder_hidden_states=context).sample
         weights = min_snr_weights(alphas_cumprod, timesteps, recipe.min_snr_gamma, "epsilon")
         loss = weighted_mse(prediction, noise, weights, None if cell_weights is None else cell_weights[index])

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from mixkit.io.atomic import atomic_output_folder
+from mixkit.runtime.capability import cpu_bf16_autocast
 from mixkit.tiny.recipe_common import (
     RecipeClock,
     base_world,
@@ -123,9 +124,9 @@ def train_tiny_vae(settings: TinyVaeSettings, train: WorldTensors, valid: WorldT
         images = train.float_images(index)
         if settings.crop < size:
             images = random_crops(images, settings.crop, generator)
-        with torch.autocast("cpu", dtype=torch.bfloat16), torch.set_grad_enabled(settings.train_encoder):
+        with cpu_bf16_autocast(), torch.set_grad_enabled(settings.train_encoder):
             posterior = vae.encode(images).latent_dist
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with cpu_bf16_autocast():
             reconstruction = vae.decode(posterior.mean).sample.float()
         loss = reconstruction_loss(reconstruction, images, settings.foreground_weight)
         if settings.train_encoder:
@@ -148,7 +149,7 @@ def train_tiny_vae(settings: TinyVaeSettings, train: WorldTensors, valid: WorldT
 def validation_psnr(vae, images: torch.Tensor) -> float:
     was_training = vae.training
     vae.eval()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with cpu_bf16_autocast():
         reconstruction = vae.decode(vae.encode(images).latent_dist.mean).sample.float()
     vae.train(was_training)
     return psnr(reconstruction, images)
@@ -160,7 +161,7 @@ def encode_all(vae, data: WorldTensors, batch_size: int = 64) -> tuple[torch.Ten
     means, stds = [], []
     for start in range(0, len(data), batch_size):
         index = torch.arange(start, min(start + batch_size, len(data)))
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with cpu_bf16_autocast():
             posterior = vae.encode(data.float_images(index)).latent_dist
         means.append(posterior.mean.float())
         stds.append(posterior.std.float())
@@ -263,7 +264,7 @@ def reconstruction_accuracy(vae, data: WorldTensors, judge, count: int = 128) ->
     from mixkit.evaluation import score_images
 
     index = torch.arange(min(count, len(data)))
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with cpu_bf16_autocast():
         reconstruction = vae.decode(vae.encode(data.float_images(index)).latent_dist.mean).sample.float()
     prompts = [caption_scene(data.scenes[i], "plain") for i in index.tolist()]
     scores = score_images(judge, (reconstruction / 2 + 0.5).clamp(0, 1), prompts)
