@@ -111,21 +111,27 @@ def img2img_timesteps(scheduler, total: int, run: int):
 
     Every sampler then starts at the noise level of step `total - run`, as A1111's img2img does.
     A second-order sampler lists its timesteps interleaved (`order` evaluations per step, one fewer
-    in all); that is what `(total - run) * order` counts. PLMS (diffusers' PNDM) instead lists one
-    evaluation *more* than its steps: its first step evaluates the model twice (improved Euler, its
-    second timestep listed twice), so slicing its list started one step too noisy with one model call
-    too many; its tail is rebuilt here from its distinct timesteps, first step doubled again.
+    in all); that is what `(total - run) * order` counts. A1111's DDIM and PLMS walk their own grid
+    (`set_img2img_start`, with A1111's t_enc = run - 1): begin None, the scheduler already starts there.
     """
-    import torch
-
+    if hasattr(scheduler, "set_img2img_start"):
+        scheduler.set_img2img_start(max(run - 1, 0), device=scheduler.timesteps.device)
+        return None, scheduler.timesteps
     timesteps = scheduler.timesteps
     if run == 0:
         return len(timesteps), timesteps[:0]
-    if scheduler.order == 1 and len(timesteps) == total + 1 and total > 1 and timesteps[1] == timesteps[2]:
-        steps = torch.cat([timesteps[:1], timesteps[2:]])[total - run:]  # one timestep per step
-        return None, torch.cat([steps[:2], steps[1:]]) if run > 1 else steps
     begin = (total - run) * scheduler.order
     return begin, timesteps[begin:]
+
+
+def img2img_noise_timestep(scheduler, timesteps):
+    """The timestep whose noise level the init latents get: the first one evaluated, except for A1111's
+    DDIM/PLMS, which noise to the grid point above it (grid[t_enc]) and evaluate from grid[t_enc - 1]."""
+    import torch
+
+    if hasattr(scheduler, "noise_timestep"):
+        return torch.tensor([scheduler.noise_timestep], dtype=torch.long, device=timesteps.device)
+    return timesteps[:1]
 
 
 @dataclass
@@ -201,6 +207,8 @@ class ImageToImage(DiffusionPipelineBase):
         total, run = img2img_steps(params.steps, float(params.denoising_strength), params.exact_steps)
         schedulers = sampler.make_schedulers(generators, total, self.model.device)
         begin, timesteps = img2img_timesteps(schedulers[0], total, run)
+        for scheduler in schedulers[1:]:
+            img2img_timesteps(scheduler, total, run)
         for scheduler in schedulers:
             if begin is not None and hasattr(scheduler, "set_begin_index"):
                 scheduler.set_begin_index(begin)
@@ -212,7 +220,7 @@ class ImageToImage(DiffusionPipelineBase):
         if run == 0:
             latents = init
         else:  # strength 1 too: A1111 caps it at 0.999 and noises the init image to the schedule's first sigma
-            latents = schedulers[0].add_noise(init, noise, timesteps[:1].repeat(count))
+            latents = schedulers[0].add_noise(init, noise, img2img_noise_timestep(schedulers[0], timesteps).repeat(count))
         start = BatchStart(latents=latents, schedulers=schedulers, timesteps=timesteps, steps=run)
         if mask is not None:
             start.post_step = _keep_unmasked(schedulers, init, noise, mask, timesteps)

@@ -113,22 +113,16 @@ _register(SamplerSpec(
     stochastic=True, ancestral=True, second_order=True, noise_source="generator", notes=_DISCARD_NOTE,
 ))
 _register(SamplerSpec(
-    "DDIM", "DDIMScheduler", aliases=("ddim",),
-    # A1111: timesteps range(0, 1000, 1000 // steps) + 1, alphas_prev of the last step is
-    # alphas_cumprod[0], no clipping, eta 0 by default (diffusers' step(eta=0.0)).
-    config_overrides={
-        "timestep_spacing": "leading", "steps_offset": 1, "set_alpha_to_one": False,
-        "clip_sample": False, "thresholding": False,
-    },
-    max_steps=999,  # "leading" + steps_offset 1 reaches t = 1000 at 1000 steps
-    notes="diffusers' leading spacing: steps x (1000 // steps) + 1, from the bottom; A1111 takes range(0, 1000, "
-          "1000 // steps) + 1 and runs it from the top but one, so for steps that do not divide 1000 (30: t 958 vs "
-          "991) it starts higher, and it ends at alphas_cumprod[1].",
+    "DDIM", "A1111DDIMScheduler", aliases=("ddim",),
+    # A1111's own walk (a1111_timesteps.py): grid range(0, 1000, 1000 // steps) + 1, calls from the top but
+    # one, ending at t = 1; eta 0, no clipping.
+    config_overrides={"set_alpha_to_one": False, "clip_sample": False, "thresholding": False},
+    max_steps=999, min_steps=2,
 ))
 _register(SamplerSpec(
-    "PLMS", "PNDMScheduler", aliases=("plms",),
-    config_overrides={"skip_prk_steps": True, "timestep_spacing": "leading", "steps_offset": 1, "set_alpha_to_one": False},
-    max_steps=999,  # as DDIM
+    "PLMS", "A1111PLMSScheduler", aliases=("plms",),
+    config_overrides={"set_alpha_to_one": False, "clip_sample": False, "thresholding": False},
+    max_steps=999, min_steps=2,  # as DDIM
 ))
 _register(SamplerSpec(
     "UniPC", "UniPCMultistepScheduler", aliases=("unipc",),

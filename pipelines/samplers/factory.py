@@ -9,6 +9,7 @@ from typing import Any, Mapping
 import diffusers
 
 from mixkit.errors import UnknownNameError
+from pipelines.samplers.a1111_timesteps import A1111DDIMScheduler, A1111PLMSScheduler
 from pipelines.samplers.catalog import SAMPLERS, find_sampler
 from pipelines.samplers.custom_sigmas import with_sigma_schedule
 from pipelines.samplers.dpmpp_2s_ancestral import DPMSolverPlusPlus2SAncestralScheduler
@@ -36,7 +37,10 @@ MODEL_SCHEDULE_KEYS = (
 
 # Schedulers mixkit adds where diffusers has no faithful counterpart; the rest come from diffusers.
 MIXKIT_SCHEDULERS = {
-    cls.__name__: cls for cls in (DPMSolverPlusPlus2SAncestralScheduler, EulerAncestralAnyScheduleScheduler, LMSScheduler)
+    cls.__name__: cls for cls in (
+        A1111DDIMScheduler, A1111PLMSScheduler, DPMSolverPlusPlus2SAncestralScheduler, EulerAncestralAnyScheduleScheduler,
+        LMSScheduler,
+    )
 }
 
 # Suffixes of old k-diffusion aliases ("k_dpmpp_2m_ka") that named a schedule before A1111 1.9.
@@ -90,8 +94,12 @@ def _split_sampler_name(name: str) -> tuple[SamplerSpec, str | None]:
 
 
 def check_sampler_steps(sampler_name: str, steps: int) -> None:
-    """Refuse a step count the sampler's diffusers class cannot run (checked before any work)."""
+    """Refuse a step count the sampler cannot run, or runs without a model call (checked before any work)."""
     spec, _ = resolve_sampler(sampler_name)
+    if steps < spec.min_steps:
+        raise ValueError(f"Sampler {spec.name!r} needs at least {spec.min_steps} steps, got {steps}: at {steps} its "
+                         "walk makes no model call and the image would be the starting noise (as in A1111); use "
+                         f"{spec.min_steps} or more steps, or Euler for single-step models.")
     if spec.max_steps is not None and steps > spec.max_steps:
         raise ValueError(f"Sampler {spec.name!r} runs at most {spec.max_steps} steps here, got {steps}; "
                          "use fewer steps or another sampler.")

@@ -68,6 +68,7 @@ class SamplerSpec:
     noise_source: NoiseSource = "none"
     requires: tuple[str, ...] = ()  # optional Python packages the diffusers class needs
     max_steps: int | None = None  # where the diffusers class breaks beyond it (None: the caller's limit)
+    min_steps: int = 1  # fewer steps make no model call at all (A1111's DDIM/PLMS at 1 step return the noise)
     notes: str = ""  # known, measured differences from A1111
 
     def __post_init__(self) -> None:

@@ -57,8 +57,9 @@ def test_karras_spans_the_full_training_range_even_when_the_model_config_says_le
 def test_ddim_uses_a1111_timesteps():
     scheduler = make_scheduler("DDIM", SD15_SCHEDULER_CONFIG)
     scheduler.set_timesteps(20)
-    # A1111 sd_samplers_timesteps: range(0, 1000, 1000 // steps) + 1, run from high to low.
-    assert scheduler.timesteps.tolist() == list(range(1, 1000, 50))[::-1]
+    # A1111 sd_samplers_timesteps: range(0, 1000, 1000 // steps) + 1, run from high to low, the lowest
+    # (t = 1) being where the walk ends rather than a model call.
+    assert scheduler.timesteps.tolist() == list(range(51, 1000, 50))[::-1]
 
 
 def test_automatic_equals_the_sampler_default_schedule():
