@@ -44,11 +44,6 @@ _DPMPP_MULTISTEP = {
     "thresholding": False,
 }
 
-_DISCARD_NOTE = (
-    "A1111 computes this sampler's schedule for steps+1 and drops the next-to-last sigma; "
-    "diffusers uses the plain steps schedule."
-)
-
 
 def _register(spec: SamplerSpec) -> None:
     SAMPLERS.register(spec.name, spec)
@@ -105,12 +100,12 @@ _register(SamplerSpec(
 ))
 _register(SamplerSpec(
     "DPM2", "KDPM2DiscreteScheduler", aliases=("k_dpm_2",),
-    schedule_types=_K_SCHEDULES, default_schedule="Karras", second_order=True, notes=_DISCARD_NOTE,
+    schedule_types=_K_SCHEDULES, default_schedule="Karras", second_order=True, discard_penultimate_sigma=True,
 ))
 _register(SamplerSpec(
     "DPM2 a", "KDPM2AncestralDiscreteScheduler", aliases=("k_dpm_2_a",),
     schedule_types=_K_SCHEDULES, default_schedule="Karras",
-    stochastic=True, ancestral=True, second_order=True, noise_source="generator", notes=_DISCARD_NOTE,
+    stochastic=True, ancestral=True, second_order=True, noise_source="generator", discard_penultimate_sigma=True,
 ))
 _register(SamplerSpec(
     "DDIM", "A1111DDIMScheduler", aliases=("ddim",),

@@ -144,7 +144,7 @@ def make_scheduler(
     scheduler_class = scheduler_class_of(spec)
     sigma_function = SCHEDULE_TYPES.get(schedule_name).sigma_function
     if sigma_function is not None:
-        scheduler_class = with_sigma_schedule(scheduler_class, sigma_function, bool(sdxl))
+        scheduler_class = with_sigma_schedule(scheduler_class, sigma_function, bool(sdxl), spec.discard_penultimate_sigma)
     accepted = set(inspect.signature(scheduler_class.__init__).parameters) - {"self"}
     if base_scheduler_config.get("rescale_betas_zero_snr") and "rescale_betas_zero_snr" not in accepted:
         raise ValueError(

@@ -68,6 +68,8 @@ class SamplerSpec:
     noise_source: NoiseSource = "none"
     requires: tuple[str, ...] = ()  # optional Python packages the diffusers class needs
     max_steps: int | None = None  # where the diffusers class breaks beyond it (None: the caller's limit)
+    # A1111's `discard_next_to_last_sigma` (DPM2, DPM2 a): schedule for steps + 1, its penultimate sigma dropped
+    discard_penultimate_sigma: bool = False
     min_steps: int = 1  # fewer steps make no model call at all (A1111's DDIM/PLMS at 1 step return the noise)
     notes: str = ""  # known, measured differences from A1111
 

@@ -31,7 +31,12 @@ def distinct_sigmas(scheduler) -> torch.Tensor:
 def test_sigmas_match_k_diffusion(sampler, schedule, steps):
     scheduler = fresh_scheduler(sampler, schedule)
     scheduler.set_timesteps(steps)
-    expected = REFERENCE_SCHEDULES[schedule](SD15_SCHEDULER_CONFIG, steps)
+    if SAMPLERS.get(sampler).discard_penultimate_sigma:
+        # A1111's DPM2 (a): the schedule for steps + 1 without its next-to-last sigma.
+        longer = REFERENCE_SCHEDULES[schedule](SD15_SCHEDULER_CONFIG, steps + 1)
+        expected = torch.cat([longer[:-2], longer[-1:]])
+    else:
+        expected = REFERENCE_SCHEDULES[schedule](SD15_SCHEDULER_CONFIG, steps)
     if schedule == "KL Optimal" and "final_sigmas_type" not in scheduler.config:
         # A1111 ends KL Optimal at sigma_min; these classes always end at 0 (catalog.py says so).
         expected = torch.cat([expected[:-1], expected.new_zeros(1)])
@@ -48,7 +53,7 @@ def test_every_a1111_schedule_type_is_offered_in_its_order():
 
 def test_karras_spans_the_full_training_range_even_when_the_model_config_says_leading():
     # SD 1.5 / SDXL configs carry timestep_spacing="leading", which would start Karras below sigma_max.
-    scheduler = make_scheduler("DPM2", {**SD15_SCHEDULER_CONFIG, "timestep_spacing": "leading"}, "Karras")
+    scheduler = make_scheduler("Heun", {**SD15_SCHEDULER_CONFIG, "timestep_spacing": "leading"}, "Karras")
     scheduler.set_timesteps(10)
     assert scheduler.sigmas[0].item() == pytest.approx(14.6146, rel=1e-4)
     assert distinct_sigmas(scheduler)[-2].item() == pytest.approx(0.0292, rel=1e-2)
@@ -78,3 +83,12 @@ def test_one_step_starts_at_sigma_max(sampler, schedule):
     scheduler.set_timesteps(1)
     assert scheduler.sigmas[0].item() == pytest.approx(14.6146, rel=1e-4)
     assert scheduler.timesteps[0].item() == pytest.approx(999, abs=0.5)
+
+
+@pytest.mark.parametrize("sampler", ["DPM2", "DPM2 a"])
+def test_dpm2_discards_the_next_to_last_sigma_as_a1111(sampler):
+    # A1111 options {"discard_next_to_last_sigma": True}: Karras for 5 steps, 0.0292 (sigma_min) dropped.
+    scheduler = fresh_scheduler(sampler)
+    scheduler.set_timesteps(4)
+    assert distinct_sigmas(scheduler).tolist() == pytest.approx([14.6146, 4.7965, 1.2741, 0.24795, 0.0], rel=1e-4)
+    assert [SAMPLERS.get(name).discard_penultimate_sigma for name in SAMPLERS.names()].count(True) == 2
