@@ -71,6 +71,7 @@ class ResolvedSampler:
     schedule_type: str
     base_config: dict
     sdxl: bool = False  # "Align Your Steps" has SDXL's own sigmas
+    eta: float | None = None  # what `sampler_eta` resolved (None: the sampler has no eta)
 
     @property
     def calls_per_step(self) -> int:
@@ -86,6 +87,8 @@ class ResolvedSampler:
         schedulers = []
         for generator in generators:
             scheduler = make_scheduler(self.name, self.base_config, self.schedule_type, sdxl=self.sdxl)
+            if self.eta is not None and hasattr(scheduler, "eta"):
+                scheduler.eta = self.eta
             scheduler.set_timesteps(steps, device=device)
             start_at_first_step(scheduler)
             seed_brownian_noise(scheduler, [generator.initial_seed()])
@@ -133,12 +136,12 @@ class ModelSession:
         self.lora_dir = lora_dir
         self._encoders: dict[int, Any] = {}
 
-    def resolve_sampler(self, name: str, schedule_type: str) -> ResolvedSampler:
-        from pipelines.samplers import resolve_sampler
+    def resolve_sampler(self, name: str, schedule_type: str, eta: float | None = None) -> ResolvedSampler:
+        from pipelines.samplers import resolve_sampler, sampler_eta
 
         spec, schedule = resolve_sampler(name, schedule_type)
         sdxl = self.model.family is ModelFamily.SDXL
-        return ResolvedSampler(spec.name, schedule, dict(self.model.scheduler_config), sdxl)
+        return ResolvedSampler(spec.name, schedule, dict(self.model.scheduler_config), sdxl, sampler_eta(name, eta))
 
     def encoder(self, clip_skip: int, bundled: dict | None = None):
         """One cached PromptEncoder per clip skip, so unchanged prompts are never re-encoded.
@@ -227,6 +230,7 @@ class ModelSession:
             "VAE": model.extras.get("vae_name"),
             "Clip skip": params.clip_skip if params.clip_skip > 1 else None,
             **beta_schedule_infotext(sampler.schedule_type),
+            **_eta_infotext(sampler),
             # Initial noise comes from CPU generators (`pipelines.seeds`); A1111 reads a missing key as "GPU" noise,
             # so without this its "paste" would redraw every image differently.
             "RNG": "CPU",
@@ -240,3 +244,13 @@ class ModelSession:
         values.update(extra)
         values["Version"] = f"mixkit {__version__}"
         return build_infotext(prompt, negative_prompt, values)
+
+
+def _eta_infotext(sampler: ResolvedSampler) -> dict[str, float]:
+    """A1111 writes "Eta" / "Eta DDIM" only when the sampler's eta is not its default."""
+    from pipelines.samplers import SAMPLERS
+
+    spec = SAMPLERS.get(sampler.name)
+    if sampler.eta is None or sampler.eta == spec.eta_default:
+        return {}
+    return {spec.eta_infotext_key: sampler.eta}

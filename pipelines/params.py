@@ -44,6 +44,7 @@ class Txt2ImgParams:
     batch_count: int = 1
     sampler: str = "DPM++ 2M"
     schedule_type: str = "Automatic"
+    eta: float | None = None  # A1111's eta (ancestral samplers 1, DDIM 0 when None); ignored by samplers without one
     clip_skip: int = 1
     loras: list = field(default_factory=list)
     # Approximate speed-ups that leave out the negative prompt on some steps (pipelines.uncond_skip;
@@ -116,10 +117,11 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
         raise ValueError(f"cfg_scale must be in [0, {limits.max_cfg_scale}], got {cfg}.")
     _check_int("seed", params.seed, -1, SEED_MAX)
     _check_int("clip_skip", params.clip_skip, 1, 12)
-    from pipelines.samplers import check_sampler_steps, resolve_sampler
+    from pipelines.samplers import check_sampler_steps, resolve_sampler, sampler_eta
 
     resolve_sampler(params.sampler, params.schedule_type)  # a misspelt sampler fails before the model loads
     check_sampler_steps(params.sampler, params.steps)
+    sampler_eta(params.sampler, params.eta)
     from pipelines.uncond_skip import check_uncond_skip
 
     check_uncond_skip(params.s_min_uncond, params.s_min_uncond_all, params.skip_early_cond)

@@ -5,6 +5,7 @@ from pipelines.samplers.dpmpp_2s_ancestral import DPMSolverPlusPlus2SAncestralSc
 from pipelines.samplers.factory import (
     MODEL_SCHEDULE_KEYS,
     check_sampler_steps,
+    sampler_eta,
     initial_noise_scale,
     list_samplers,
     make_scheduler,
@@ -24,6 +25,7 @@ __all__ = [
     "SamplerSpec",
     "ScheduleType",
     "check_sampler_steps",
+    "sampler_eta",
     "initial_noise_scale",
     "extra_step_kwargs",
     "find_sampler",

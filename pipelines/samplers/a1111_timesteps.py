@@ -78,11 +78,13 @@ class TimestepStepOutput:
 
 
 class A1111DDIMScheduler(DDIMScheduler):
-    """A1111's DDIM (eta 0): model calls at grid[-1] ... grid[1], ending at grid[0] = 1.
+    """A1111's DDIM (eta 0 unless set): model calls at grid[-1] ... grid[1], ending at grid[0] = 1.
 
     Inherits the model's betas, `add_noise` and unit `init_noise_sigma` from DDIMScheduler; only the
     grid and the step are A1111's. `noise_timestep` is where img2img noises its init latents.
     """
+
+    eta = 0.0  # A1111's "Eta DDIM" (eta_ddim)
 
     def set_timesteps(self, num_inference_steps: int, device=None, **_):
         self.num_inference_steps = num_inference_steps
@@ -129,10 +131,12 @@ class A1111DDIMScheduler(DDIMScheduler):
         alpha = float(self.alphas_cumprod.double()[int(self.grid[index])])
         return as_epsilon(model_output, sample, alpha, self.config.prediction_type)
 
-    def step(self, model_output, timestep, sample, eta: float = 0.0, generator=None, return_dict: bool = True, **_):
+    def step(self, model_output, timestep, sample, eta: float | None = None, generator=None, return_dict: bool = True,
+             **_):
         index = len(self.grid) - 1 - self._calls
         self._calls += 1
         alpha, alpha_prev = self._alphas(index)
+        eta = self.eta if eta is None else eta
         sigma = ddim_sigma(eta, alpha, alpha_prev) if eta else 0.0
         noise = None
         if sigma:
@@ -142,7 +146,7 @@ class A1111DDIMScheduler(DDIMScheduler):
         return output if return_dict else (output.prev_sample,)
 
 
-class A1111PLMSScheduler(A1111DDIMScheduler):
+class A1111PLMSScheduler(A1111DDIMScheduler):  # no eta: A1111's PLMS has none
     """A1111's PLMS: DDIM's walk with Adams-Bashforth noise estimates.
 
     Its first step is improved Euler: the model is called again at the grid point below on the

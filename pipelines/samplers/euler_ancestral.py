@@ -1,4 +1,4 @@
-"""A1111's "Euler a" (k-diffusion `sample_euler_ancestral`, eta = 1) on any sigma schedule.
+"""A1111's "Euler a" (k-diffusion `sample_euler_ancestral`, eta 1 by default) on any sigma schedule.
 
 diffusers' EulerAncestralDiscreteScheduler has no Karras/Exponential switch (0.42), yet "Euler a"
 with Karras is a common Civitai pairing that A1111 runs. EulerDiscreteScheduler has every
@@ -20,15 +20,17 @@ from diffusers.utils.torch_utils import randn_tensor
 from pipelines.samplers.dpmpp_2s_ancestral import predicted_original
 
 
-def ancestral_split(sigma: torch.Tensor, sigma_next: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(sigma_down, sigma_up) for an ancestral step from `sigma` to `sigma_next` at eta = 1."""
-    sigma_up = torch.minimum(sigma_next, (sigma_next**2 * (sigma**2 - sigma_next**2) / sigma**2).clamp(min=0).sqrt())
+def ancestral_split(sigma: torch.Tensor, sigma_next: torch.Tensor, eta: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(sigma_down, sigma_up) for an ancestral step from `sigma` to `sigma_next` (eta 0: plain Euler, no noise)."""
+    sigma_up = torch.minimum(sigma_next, eta * (sigma_next**2 * (sigma**2 - sigma_next**2) / sigma**2).clamp(min=0).sqrt())
     sigma_down = (sigma_next**2 - sigma_up**2).clamp(min=0).sqrt()
     return sigma_down, sigma_up
 
 
 class EulerAncestralAnyScheduleScheduler(EulerDiscreteScheduler):
     """Euler ancestral steps over EulerDiscreteScheduler's sigmas (Karras, Exponential, custom ...)."""
+
+    eta = 1.0  # A1111's "Eta" (eta_ancestral); the noise is drawn at any eta, as k-diffusion does
 
     def step(self, model_output, timestep, sample, generator=None, return_dict: bool = True):
         if self.step_index is None:
@@ -37,7 +39,7 @@ class EulerAncestralAnyScheduleScheduler(EulerDiscreteScheduler):
         sample = sample.to(torch.float32)
         sigma, sigma_next = self.sigmas[self.step_index], self.sigmas[self.step_index + 1]
         denoised = predicted_original(model_output, sample, sigma, self.config.prediction_type)
-        sigma_down, sigma_up = ancestral_split(sigma, sigma_next)
+        sigma_down, sigma_up = ancestral_split(sigma, sigma_next, self.eta)
         derivative = (sample - denoised) / sigma
         prev_sample = sample + derivative * (sigma_down - sigma)
         noise = randn_tensor(model_output.shape, dtype=model_output.dtype, device=model_output.device, generator=generator)

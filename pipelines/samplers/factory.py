@@ -105,6 +105,26 @@ def check_sampler_steps(sampler_name: str, steps: int) -> None:
                          "use fewer steps or another sampler.")
 
 
+def sampler_eta(sampler_name: str, eta: float | None) -> float | None:
+    """The eta the sampler runs with (None: it has none), refusing a value it cannot honour.
+
+    A1111 applies its eta setting only to samplers with an eta argument and ignores it for the others (a
+    client sending the default `"eta": 0` with DPM++ 2M gets DPM++ 2M); so does this.
+    """
+    if eta is not None and (isinstance(eta, bool) or not isinstance(eta, (int, float)) or not 0.0 <= eta <= 1.0):
+        raise ValueError(f"eta must be a number in [0, 1] (or None for the sampler's default), got {eta!r}.")
+    spec, _ = resolve_sampler(sampler_name)
+    if spec.eta_default is None:
+        return None
+    if eta is None or float(eta) == spec.eta_default:
+        return spec.eta_default
+    if not spec.eta_settable:
+        settable = ", ".join(name for name, other in SAMPLERS.items() if other.eta_settable)
+        raise ValueError(f"Sampler {spec.name!r} runs only at eta {spec.eta_default:g} here (its diffusers class has "
+                         f"no eta), got {eta}; use eta {spec.eta_default:g}, or a sampler that takes it: {settable}.")
+    return float(eta)
+
+
 def scheduler_config_for(
     spec: SamplerSpec, schedule_name: str, base_scheduler_config: Mapping[str, Any], accepted: set[str]
 ) -> dict[str, Any]:

@@ -21,12 +21,20 @@ def _step(x, e, a, a_prev):
     return a_prev**0.5 * pred_x0 + (1 - a_prev) ** 0.5 * e
 
 
-def ddim(model, x: torch.Tensor, timesteps: list[int], alphas: torch.Tensor, calls: list | None = None):
+def ddim(model, x: torch.Tensor, timesteps: list[int], alphas: torch.Tensor, calls: list | None = None,
+         eta: float = 0.0, generator: torch.Generator | None = None):
+    """With `eta` > 0, noise of std eta * sqrt((1 - a_prev) / (1 - a) * (1 - a / a_prev)) drawn in float32 each step."""
     for index in range(len(timesteps) - 1, 0, -1):
         t = timesteps[index]
         if calls is not None:
             calls.append(t)
-        x = _step(x, model(x, t), float(alphas[t]), float(alphas[timesteps[index - 1]]))
+        a, a_prev = float(alphas[t]), float(alphas[timesteps[index - 1]])
+        e = model(x, t)
+        sigma = eta * ((1 - a_prev) / (1 - a) * (1 - a / a_prev)) ** 0.5
+        pred_x0 = (x - (1 - a) ** 0.5 * e) / a**0.5
+        x = a_prev**0.5 * pred_x0 + (1 - a_prev - sigma**2) ** 0.5 * e
+        if eta:
+            x = x + sigma * torch.randn(x.shape, generator=generator, dtype=torch.float32).double()
     return x
 
 

@@ -211,11 +211,11 @@ def sample_dpmpp_2m(x: torch.Tensor, sigmas: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def sample_euler_ancestral(x: torch.Tensor, sigmas: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """k-diffusion `sample_euler_ancestral` (eta=1); noise drawn in float32 from `generator`."""
+def sample_euler_ancestral(x: torch.Tensor, sigmas: torch.Tensor, generator: torch.Generator, eta: float = 1.0) -> torch.Tensor:
+    """k-diffusion `sample_euler_ancestral`; noise drawn in float32 from `generator` (at every eta)."""
     for i in range(len(sigmas) - 1):
         s, s_next = sigmas[i].item(), sigmas[i + 1].item()
-        s_up = min(s_next, (s_next**2 * (s**2 - s_next**2) / s**2) ** 0.5)
+        s_up = min(s_next, eta * (s_next**2 * (s**2 - s_next**2) / s**2) ** 0.5)
         s_down = (s_next**2 - s_up**2) ** 0.5
         x = x + (x - gaussian_denoiser(x, s)) / s * (s_down - s)
         noise = torch.randn(x.shape, generator=generator, dtype=torch.float32).double()

@@ -137,3 +137,16 @@ def test_txt2img_pipeline_calls_the_unet_at_a1111s_timesteps(sd1_pipe, sampler, 
     finally:
         handle.remove()
     assert seen == expected
+
+
+def test_ddim_eta_adds_a1111s_noise_with_the_images_generator():
+    latents = torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    expected = reference.ddim(GaussianDataModel(SD15_SCHEDULER_CONFIG), latents, reference.grid(10),
+                              alphas_cumprod(SD15_SCHEDULER_CONFIG), eta=0.6, generator=torch.Generator().manual_seed(4))
+    scheduler = fresh_scheduler("DDIM")
+    scheduler.eta = 0.6
+    model, _ = _model(SD15_SCHEDULER_CONFIG)
+    got = run_sampler(scheduler, model, latents.float(), 10, generator=torch.Generator().manual_seed(4))
+    torch.testing.assert_close(got.double(), expected, rtol=0, atol=5e-4)
+    deterministic = run_sampler(fresh_scheduler("DDIM"), model, latents.float(), 10, generator=torch.Generator().manual_seed(4))
+    assert (got - deterministic).abs().max() > 0.05

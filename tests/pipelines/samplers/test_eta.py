@@ -1,0 +1,73 @@
+"""A1111's eta: ancestral samplers at eta 1 and DDIM at 0 by default, other values where mixkit can run them."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pipelines.samplers import sampler_eta
+
+from .kdiffusion_reference import REFERENCE_SCHEDULES, SD15_SCHEDULER_CONFIG, GaussianDataModel, sample_euler_ancestral
+from .sampling_loop import fresh_scheduler, run_sampler
+
+
+def _latents():
+    return torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+
+
+@pytest.mark.parametrize("eta", [0.0, 0.5, 1.0])
+def test_euler_a_matches_k_diffusion_at_any_eta(eta):
+    sigmas = REFERENCE_SCHEDULES["Karras"](SD15_SCHEDULER_CONFIG, 8)
+    latents = _latents()
+    expected = sample_euler_ancestral(latents * sigmas[0], sigmas, torch.Generator().manual_seed(9), eta=eta)
+    scheduler = fresh_scheduler("Euler a", "Karras")
+    scheduler.eta = eta
+    got = run_sampler(scheduler, GaussianDataModel(SD15_SCHEDULER_CONFIG), latents.float(), 8,
+                      generator=torch.Generator().manual_seed(9))
+    torch.testing.assert_close(got.double(), expected, rtol=0, atol=2e-3)
+
+
+def test_euler_a_at_eta_0_is_euler():
+    scheduler = fresh_scheduler("Euler a", "Karras")
+    scheduler.eta = 0.0
+    model = GaussianDataModel(SD15_SCHEDULER_CONFIG)
+    ancestral = run_sampler(scheduler, model, _latents().float(), 8, generator=torch.Generator().manual_seed(9))
+    euler = run_sampler(fresh_scheduler("Euler", "Karras"), model, _latents().float(), 8)
+    torch.testing.assert_close(ancestral, euler, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("sampler, eta, expected", [
+    ("Euler a", None, 1.0), ("Euler a", 0, 0.0), ("Euler a", 0.25, 0.25), ("DDIM", None, 0.0), ("DDIM", 1, 1.0),
+    ("DPM2 a", 1.0, 1.0), ("DPM++ SDE", None, 1.0),
+    ("DPM++ 2M", 0.0, None), ("Euler", 0.3, None), ("PLMS", 0.5, None),  # no eta: ignored, as A1111
+])
+def test_sampler_eta_resolves_as_a1111(sampler, eta, expected):
+    assert sampler_eta(sampler, eta) == expected
+
+
+@pytest.mark.parametrize("sampler", ["DPM2 a", "DPM++ 2S a", "DPM++ SDE", "DPM++ 2M SDE", "DPM++ 2M SDE Heun"])
+def test_an_eta_the_sampler_cannot_run_is_refused_naming_those_that_can(sampler):
+    with pytest.raises(ValueError, match=r"runs only at eta 1 here.*Euler a, DDIM"):
+        sampler_eta(sampler, 0.5)
+
+
+@pytest.mark.parametrize("eta", [-0.1, 1.5, float("nan"), "0.5", True])
+def test_bad_eta_is_refused(eta):
+    with pytest.raises(ValueError, match="eta must be a number in"):
+        sampler_eta("Euler a", eta)
+
+
+@pytest.mark.parametrize("sampler, eta, key", [("Euler a", 0.5, "Eta: 0.5"), ("DDIM", 0.3, "Eta DDIM: 0.3")])
+def test_a_non_default_eta_changes_the_image_and_is_recorded(sd1_pipe, sampler, eta, key):
+    call = dict(prompt="a red circle", seed=3, sampler=sampler, steps=4, width=64, height=64)
+    default = sd1_pipe(**call)
+    changed = sd1_pipe(**call, eta=eta)
+    assert key in changed.infotexts[0] and "Eta" not in default.infotexts[0]
+    assert changed.images[0].tobytes() != default.images[0].tobytes()
+    same = sd1_pipe(**call, eta=1.0 if sampler == "Euler a" else 0.0)  # the default, given explicitly
+    assert same.images[0].tobytes() == default.images[0].tobytes() and "Eta" not in same.infotexts[0]
+
+
+def test_eta_for_a_sampler_without_one_is_ignored_and_not_recorded(sd1_pipe):
+    call = dict(prompt="a red circle", seed=3, sampler="DPM++ 2M", steps=4, width=64, height=64)
+    assert sd1_pipe(**call, eta=0.0).images[0].tobytes() == sd1_pipe(**call).images[0].tobytes()
