@@ -3,7 +3,10 @@
 Parameters and infotext follow A1111's txt2img "Hires. fix": `hr_scale` (or `hr_resize_x/y`),
 `hr_upscaler`, `hr_second_pass_steps` (0 = same as `steps`) and `denoising_strength`. Latent
 upscalers ("Latent", "Latent (nearest)", ...) resize the first pass's latents directly; pixel
-upscalers ("Lanczos", "Nearest", or an `SDx4Upscaler`) decode, upscale the image and re-encode it.
+upscalers ("Lanczos", "Nearest", or an `SDx4Upscaler`) decode, upscale the image and re-encode it;
+"None" (A1111's "no upscaler") is a plain Lanczos resize of the decoded image, as A1111's `resize_image` does.
+`hr_upscaler=None` means A1111's default (the "Latent" upscale) with no "Hires upscaler" key in the infotext,
+as A1111 writes it when a request names no upscaler.
 Sizes are A1111's (pipelines.hires_size): any scale is accepted and the result snapped to whole
 latent cells (x1.3 of 512 runs at 664), and hr_resize_x *and* y cover-and-crop instead of stretching.
 The second pass uses the same seeds and prompts. The infotext is A1111's: `Size` is the first
@@ -34,6 +37,14 @@ for _name, _mode in (("Latent", ("bilinear", False)), ("Latent (antialiased)", (
                      ("Latent (bicubic)", ("bicubic", False)), ("Latent (bicubic antialiased)", ("bicubic", True)),
                      ("Latent (nearest)", ("nearest", False)), ("Latent (nearest-exact)", ("nearest-exact", False))):
     LATENT_UPSCALERS.register(_name, _mode)
+# A1111's "no upscaler" choice: the decoded image resized with Lanczos (its `images.resize_image` fallback).
+NO_UPSCALER = "None"
+DEFAULT_LATENT_UPSCALER = "Latent"  # what A1111 uses when a request names no hr_upscaler
+
+
+def hires_upscaler_names() -> list[str]:
+    """Every name `hr_upscaler` accepts: the latent modes, "None" and the pixel upscalers."""
+    return [*LATENT_UPSCALERS.names(), NO_UPSCALER, *UPSCALERS.names()]
 
 
 @dataclass
@@ -43,7 +54,9 @@ class HiresParams(Txt2ImgParams):
     hr_scale: float = 2.0
     hr_resize_x: int = 0  # 0 = use hr_scale; one of x/y 0 keeps the aspect ratio
     hr_resize_y: int = 0
-    hr_upscaler: Any = "Latent"  # a LATENT_UPSCALERS or UPSCALERS name, or an object with .upscale(image, w, h)
+    # a LATENT_UPSCALERS or UPSCALERS name, "None" (Lanczos resize), None (A1111's unnamed default: "Latent"),
+    # or an object with .upscale(image, w, h)
+    hr_upscaler: Any = "Latent"
     hr_second_pass_steps: int = 0  # 0 = same as steps
     denoising_strength: float = 0.7
 
@@ -58,7 +71,9 @@ def hires_target_size(params: HiresParams, factor: int = 8) -> tuple[int, int]:
     return hires_size(params, factor).size
 
 
-def upscaler_name(upscaler: Any) -> str:
+def upscaler_name(upscaler: Any) -> str | None:
+    if upscaler is None:
+        return None
     return upscaler if isinstance(upscaler, str) else getattr(upscaler, "name", type(upscaler).__name__)
 
 
@@ -84,11 +99,11 @@ def check_hires_params(params: HiresParams, limits, multiple: int) -> HiresSize:
         raise ValueError(f"denoising_strength must be a number in [0, 1], got {strength!r}.")
     upscaler = params.hr_upscaler
     if isinstance(upscaler, str):
-        if upscaler not in LATENT_UPSCALERS and upscaler not in UPSCALERS:
-            valid = LATENT_UPSCALERS.names() + UPSCALERS.names()
-            raise ValueError(f"Unknown hr_upscaler {upscaler!r}; valid ones: {', '.join(valid)} (or an SDx4Upscaler).")
-    elif not hasattr(upscaler, "upscale"):
-        raise TypeError(f"hr_upscaler must be an upscaler name or an object with .upscale(image, width, height), "
+        if upscaler not in hires_upscaler_names():
+            raise ValueError(f"Unknown hr_upscaler {upscaler!r}; valid ones: {', '.join(hires_upscaler_names())} "
+                             "(or an SDx4Upscaler).")
+    elif upscaler is not None and not hasattr(upscaler, "upscale"):
+        raise TypeError(f"hr_upscaler must be an upscaler name, None or an object with .upscale(image, width, height), "
                         f"got {type(upscaler).__name__}.")
     size = hires_size(params, multiple)
     try:
@@ -112,7 +127,7 @@ def hires_infotext(params: HiresParams) -> dict[str, Any]:
     else:
         extras["Hires upscale"] = params.hr_scale
     extras["Hires steps"] = params.hr_second_pass_steps or None
-    extras["Hires upscaler"] = upscaler_name(params.hr_upscaler)
+    extras["Hires upscaler"] = upscaler_name(params.hr_upscaler)  # None (not named by the caller): not written
     return extras
 
 
@@ -209,7 +224,9 @@ class HiresFix:
         base = {f.name: getattr(params, f.name) for f in fields(Txt2ImgParams)}
         base.update(width=target.width, height=target.height, seed=seed, batch_size=len(images), batch_count=1,
                     steps=params.hr_second_pass_steps or params.steps)
-        upscaler = params.hr_upscaler
+        upscaler = DEFAULT_LATENT_UPSCALER if params.hr_upscaler is None else params.hr_upscaler
+        if upscaler == NO_UPSCALER:
+            upscaler = "Lanczos"
         # a. Upscale to A1111's hr_upscale_to size: latents to its whole cells, or the image to its exact
         #    pixels and then VAE-encoded (the encoder floors odd sizes to whole cells, as in A1111)
         if isinstance(upscaler, str) and upscaler in LATENT_UPSCALERS:

@@ -16,6 +16,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from webui.api_convert import generation_info, info_json, job_timestamp, request_parameters, to_img2img_params, to_txt2img_params
+from webui.api_extras import encode_png_with_chunks, plaintext_to_html, postprocessing_text, source_text_chunks
+from webui.api_infotext import apply_infotext
 from webui.api_requests import AppflowRequest, ExtrasSingleImageRequest, Img2ImgRequest, PngInfoRequest, Txt2ImgRequest
 from webui.base64_images import decode_base64_image, decode_base64_png_info, encode_png_base64
 from webui.server_state import ServerState
@@ -51,12 +53,29 @@ async def wait_for_job(job: Job, request: Request, state: ServerState):
             raise ClientGone()
 
 
+def kept_overrides(body: Txt2ImgRequest, state: ServerState) -> dict:
+    """The checked option changes of `override_settings` when `override_settings_restore_afterwards` is false:
+    A1111 then leaves them set after the job. The checkpoint key names the loaded model (else refused earlier)."""
+    if body.override_settings_restore_afterwards or not body.override_settings:
+        return {}
+    changes = {key: value for key, value in body.override_settings.items() if key != "sd_model_checkpoint"}
+    return state.options.check_update(changes)
+
+
 async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, state: ServerState):
     save = bool(body.save_images) and not body.do_not_save_samples and state.options.get("samples_save")
     try:
+        kept = kept_overrides(body, state)
         job = state.submit_generation(kind, params, save=save)
     except QueueFullError as error:
         raise queue_full(error) from None
+    except (ValueError, TypeError) as error:
+        raise unprocessable(error) from None
+    if kept:
+        try:
+            state.options.apply(kept)  # as A1111: set when the job starts, kept even if it then fails
+        except OSError as error:  # in effect; only saving them for the next start failed
+            logger.warning("override_settings %s are set but could not be saved: %s", sorted(kept), error)
     try:
         outcome = await wait_for_job(job, request, state)
     except (ValueError, TypeError, KeyError, FileNotFoundError) as error:  # e.g. a LoRA that does not fit the model
@@ -96,6 +115,7 @@ def build_api(state: ServerState) -> APIRouter:
     @router.post("/sdapi/v1/txt2img")
     async def txt2img(body: Txt2ImgRequest, request: Request):
         try:
+            body = apply_infotext(body)  # before anything reads the prompt: it may come from the infotext
             params = await run_in_threadpool(to_txt2img_params, body, request_limits=request_limits, **validation_context(body))
         except (ValueError, TypeError, KeyError) as error:
             raise unprocessable(error) from None
@@ -104,6 +124,7 @@ def build_api(state: ServerState) -> APIRouter:
     @router.post("/sdapi/v1/img2img")
     async def img2img(body: Img2ImgRequest, request: Request):
         try:
+            body = apply_infotext(body)
             params = await run_in_threadpool(to_img2img_params, body, request_limits=request_limits, **validation_context(body))
         except (ValueError, TypeError, KeyError) as error:
             raise unprocessable(error) from None
@@ -213,15 +234,19 @@ def build_api(state: ServerState) -> APIRouter:
         try:
             image = await run_in_threadpool(decode_base64_image, "image", body.image, max_pixels=limits.max_pixels * 4,
                                             max_bytes=request_limits.max_image_bytes)
-            if body.upscaler_1 in ("None", "", None):  # A1111: no upscaler, the image comes back as it was sent
-                return {"html_info": "", "image": await run_in_threadpool(encode_png_base64, image)}
-            job = state.submit_upscale(image, body.upscaling_resize, body.upscaler_1)
+            chunks = await run_in_threadpool(source_text_chunks, body.image, max_pixels=limits.max_pixels * 4,
+                                             max_bytes=request_limits.max_image_bytes)
+            upscaled = body.upscaler_1 not in ("None", "", None)  # A1111: no upscaler, the image comes back as sent
+            job = state.submit_upscale(image, body.upscaling_resize, body.upscaler_1) if upscaled else None
         except QueueFullError as error:
             raise queue_full(error) from None
         except (ValueError, TypeError, KeyError) as error:
             raise unprocessable(error) from None
-        upscaled = await wait_for_job(job, request, state)
-        return {"html_info": "", "image": await run_in_threadpool(encode_png_base64, upscaled)}
+        if job is not None:
+            image = await wait_for_job(job, request, state)
+        text = postprocessing_text(body.upscaling_resize, body.upscaler_1) if upscaled else ""
+        encoded = await run_in_threadpool(encode_png_with_chunks, image, {**chunks, "postprocessing": text})
+        return {"html_info": plaintext_to_html(text), "image": encoded}
 
     @router.get("/sdapi/v1/upscalers")
     async def upscalers():
@@ -243,6 +268,9 @@ def build_api(state: ServerState) -> APIRouter:
         return {"info": text, "items": {k: v for k, v in read["items"].items() if k != "parameters"},
                 "parameters": parse_infotext(text) if text else {}}
 
+    from webui.api_listings import build_listings_router
+
+    router.include_router(build_listings_router(state))
     return router
 
 

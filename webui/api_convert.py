@@ -30,6 +30,8 @@ SETTABLE_OVERRIDES = {"CLIP_stop_at_last_layers", *UNCOND_SKIP_KEYS}
 # What A1111's API request models default to (its UI's defaults differ: 20 steps, DPM++ 2M).
 A1111_API_DEFAULTS = GenerationDefaults(sampler="Euler", schedule_type="Automatic", steps=50, cfg_scale=7.0, width=512,
                                         height=512)
+# A1111's txt2img request model declares denoising_strength 0.75 (0.7 is only its UI slider's start).
+A1111_API_HIRES_DENOISING = 0.75
 
 
 @dataclass(frozen=True)
@@ -71,9 +73,9 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
             value = getattr(request, name)
             if value and value not in neutral:
                 found.append(f"{name}={value!r}")
-    for name, neutral in (("eta", 1.0), ("s_churn", 0.0), ("s_tmin", 0.0), ("s_tmax", 0.0), ("s_noise", 1.0)):
+    for name, neutral in (("s_churn", 0.0), ("s_tmin", 0.0), ("s_tmax", 0.0), ("s_noise", 1.0)):
         value = getattr(request, name)
-        if value is not None and value != neutral and not (name == "eta" and value == 0.0):
+        if value is not None and value != neutral:
             found.append(f"{name}={value}")
     return found
 
@@ -132,11 +134,12 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     if unsupported:
         raise ValueError(f"Not supported by this server: {', '.join(unsupported)}; leave these at their defaults.")
     chosen = apply_request_defaults(request, defaults or A1111_API_DEFAULTS)
+    chosen.update(_first_phase_size(request))
     resolve_sampler(chosen["sampler"], chosen["schedule_type"])  # unknown name -> error listing the valid ones
     # disable_extra_networks (A1111): the tags leave the prompt but nothing is applied.
     prompt = extract_extra_networks(request.prompt)[0] if request.disable_extra_networks else request.prompt
     params = Txt2ImgParams(
-        prompt=prompt, negative_prompt=request.negative_prompt, **chosen, seed=request.seed,
+        prompt=prompt, negative_prompt=request.negative_prompt, **chosen, seed=request.seed, eta=request.eta,
         batch_size=request.batch_size, batch_count=request.n_iter,
         clip_skip=_clip_skip(request, default_clip_skip, current_model),
         **_uncond_skip(request, uncond_skip_options),
@@ -160,6 +163,22 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     return params
 
 
+def _first_phase_size(request: Txt2ImgRequest) -> dict[str, int]:
+    """A1111's legacy `firstphase_width/height`: when set, they replace width and height (A1111 1.10's
+    `StableDiffusionProcessingTxt2Img.__post_init__`); a hires pass then scales from them by hr_scale or
+    hr_resize_x/y, since its target is computed after the swap."""
+    first_width, first_height = request.firstphase_width, request.firstphase_height
+    if not first_width and not first_height:
+        return {}
+    if isinstance(request, Img2ImgRequest):
+        raise ValueError(f"firstphase_width/firstphase_height ({first_width}x{first_height}) are txt2img hires-fix "
+                         "fields; img2img has no first pass, leave them at 0.")
+    if not first_width or not first_height:
+        raise ValueError(f"firstphase_width and firstphase_height must be set together (the first pass runs at "
+                         f"firstphase_width x firstphase_height), got {first_width}x{first_height}; set both or neither.")
+    return {"width": first_width, "height": first_height}
+
+
 def _controlnet_units(request: Txt2ImgRequest, limits: GenerationLimits, request_limits: RequestLimits, models) -> list:
     from pipelines.controlnet import ControlNetLimits
     from webui.api_controlnet import controlnet_args, parse_units
@@ -173,11 +192,13 @@ def hires_params(request: Txt2ImgRequest, params: Txt2ImgParams, limits: Generat
     """A1111's "Hires. fix" fields -> HiresParams (first pass at width x height, then upscale and refine)."""
     from pipelines.hires import HiresParams, check_hires_params
 
+    # No hr_upscaler: A1111 upscales with "Latent" and writes no "Hires upscaler" key (HiresParams takes None so).
     hires = HiresParams(
         **{f: getattr(params, f) for f in params.__dataclass_fields__},
         hr_scale=request.hr_scale, hr_resize_x=request.hr_resize_x, hr_resize_y=request.hr_resize_y,
-        hr_upscaler=request.hr_upscaler or "Latent", hr_second_pass_steps=request.hr_second_pass_steps,
-        denoising_strength=0.7 if request.denoising_strength is None else request.denoising_strength,
+        hr_upscaler=request.hr_upscaler or None, hr_second_pass_steps=request.hr_second_pass_steps,
+        denoising_strength=(A1111_API_HIRES_DENOISING if request.denoising_strength is None
+                            else request.denoising_strength),
     )
     check_hires_params(hires, limits, 8)
     return hires
@@ -277,11 +298,36 @@ def generation_info(params: Txt2ImgParams, result, *, model_name: str | None, mo
         "cfg_scale": params.cfg_scale, "steps": params.steps, "batch_size": params.batch_size,
         "restore_faces": False, "face_restoration_model": None, "sd_model_name": model_name, "sd_model_hash": model_hash,
         "sd_vae_name": vae_name, "sd_vae_hash": vae_hash, "seed_resize_from_w": -1, "seed_resize_from_h": -1,
-        "denoising_strength": getattr(params, "denoising_strength", None), "extra_generation_params": {},
+        "denoising_strength": getattr(params, "denoising_strength", None),
+        "extra_generation_params": extra_generation_params(result.infotexts[0]) if result.infotexts else {},
         "index_of_first_image": 0, "infotexts": list(result.infotexts), "styles": [], "job_timestamp": job_timestamp,
         "clip_skip": params.clip_skip, "is_using_inpainting_conditioning": False, "interrupted": result.interrupted,
         "version": "mixkit",
     }
+
+
+# The keys A1111's `create_infotext` writes itself; every other key of an infotext comes from the processing's
+# `extra_generation_params` (hires recipe, denoising strength, LoRA hashes, NGMS ...), which `info` returns.
+INFOTEXT_CORE_KEYS = frozenset({
+    "Steps", "Sampler", "Schedule type", "CFG scale", "Image CFG scale", "Seed", "Face restoration", "Size",
+    "Model hash", "Model", "FP8 weight", "Cache FP16 weight for LoRA", "VAE hash", "VAE", "Variation seed",
+    "Variation seed strength", "Seed resize from", "Conditional mask weight", "Clip skip", "ENSD", "Tiling",
+    "RNG", "Version", "User",
+})
+
+
+def extra_generation_params(infotext: str) -> dict[str, Any]:
+    """`info.extra_generation_params`: the infotext's keys beyond A1111's core ones, numbers and booleans typed."""
+    from pipelines.infotext import split_infotext
+
+    def typed(text: str):
+        if re.fullmatch(r"-?\d+", text):
+            return int(text)
+        if re.fullmatch(r"-?\d+(\.\d+)?(e[-+]?\d+)?", text):
+            return float(text)
+        return {"True": True, "False": False}.get(text, text)
+
+    return {key: typed(value) for key, value in split_infotext(infotext)[2].items() if key not in INFOTEXT_CORE_KEYS}
 
 
 def request_parameters(request: Txt2ImgRequest) -> dict[str, Any]:

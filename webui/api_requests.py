@@ -14,12 +14,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
-class Txt2ImgRequest(BaseModel):
+class A1111Request(BaseModel):
+    """A1111's request models: unknown keys ignored, and `null` for any field the same as leaving it out."""
+
     # A1111's models ignore unknown keys; clients such as webuiapi send extension fields.
     model_config = ConfigDict(extra="ignore")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_left_out(cls, data: Any) -> Any:
+        """A1111 generates every request field as Optional and reads None as "use the default" (a null seed is a
+        random seed, a null sampler_index falls back to sampler_name); JS clients send `"seed": null`. A null field
+        is dropped here, so it gets the default and, for `model_fields_set`, counts as not sent."""
+        if isinstance(data, dict):
+            return {key: value for key, value in data.items() if value is not None}
+        return data
+
+
+class Txt2ImgRequest(A1111Request):
 
     prompt: str = ""
     negative_prompt: str = ""
@@ -73,15 +88,7 @@ class Txt2ImgRequest(BaseModel):
     send_images: bool = True
     save_images: bool = False
     alwayson_scripts: dict[str, Any] = Field(default_factory=dict)
-    infotext: str | None = None
-
-    @field_validator("script_args", "alwayson_scripts", mode="before")
-    @classmethod
-    def _null_is_empty(cls, value: Any, info: ValidationInfo) -> Any:
-        """A1111 declares these Optional; clients send null for "none"."""
-        if value is None:
-            return [] if info.field_name == "script_args" else {}
-        return value
+    infotext: str | None = None  # fills the fields the request leaves out (webui.api_infotext)
 
 
 class Img2ImgRequest(Txt2ImgRequest):
@@ -103,8 +110,7 @@ class Img2ImgRequest(Txt2ImgRequest):
     include_init_images: bool = False
 
 
-class ExtrasSingleImageRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class ExtrasSingleImageRequest(A1111Request):
 
     image: str
     resize_mode: int = 0  # 0: scale by upscaling_resize (the only mode supported)

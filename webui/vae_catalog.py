@@ -1,5 +1,8 @@
 """The VAEs of `--vae-dir` by name, plus "Automatic" (the loaded checkpoint's own VAE), as A1111's `sd_vae`.
 
+"None" is accepted too and means the same: in A1111 it is the checkpoint's own VAE, and scripts post it to
+reset the VAE. ("Automatic" there may also pick a VAE file named like the checkpoint; this server has none.)
+
 A name is the file name (`kl-f8.safetensors`) or the folder name of a diffusers VAE folder
 (one with `config.json` or `vae/config.json`), matching what A1111 shows in its VAE list.
 """
@@ -11,6 +14,7 @@ from pathlib import Path
 from mixkit.errors import ModelNotFoundError, UnknownNameError
 
 AUTOMATIC = "Automatic"
+NONE = "None"  # A1111's "the checkpoint's own VAE, never a file"
 VAE_FILE_SUFFIXES = (".safetensors",)  # pickled .pt/.ckpt VAEs are refused: convert them to safetensors
 
 
@@ -37,9 +41,13 @@ class VaeCatalog:
     def names(self) -> list[str]:
         return [AUTOMATIC, *self._paths]
 
+    def files(self) -> dict[str, Path]:
+        """The VAE files and folders by name (`/sdapi/v1/sd-vae`), without "Automatic"."""
+        return dict(self._paths)
+
     def find(self, name: str) -> Path | None:
-        """The VAE's path, None for "Automatic"; an unknown name raises UnknownNameError listing the valid ones."""
-        if name == AUTOMATIC:
+        """The VAE's path, None for "Automatic" or "None"; an unknown name raises UnknownNameError listing the valid ones."""
+        if name in (AUTOMATIC, NONE):
             return None
         if not isinstance(name, str) or name not in self._paths:
             where = f" in --vae-dir {self.folder}" if self.folder else " (no --vae-dir was given)"

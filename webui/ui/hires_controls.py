@@ -14,10 +14,9 @@ HIRES_FIELDS = ("enable_hr", "hr_upscaler", "hr_scale", "hr_second_pass_steps", 
 
 
 def hires_upscaler_names() -> list[str]:
-    from pipelines.hires import LATENT_UPSCALERS
-    from pipelines.upscale import UPSCALERS
+    from pipelines.hires import hires_upscaler_names as names
 
-    return LATENT_UPSCALERS.names() + UPSCALERS.names()
+    return names()
 
 
 def build_hires_controls(limits) -> list:

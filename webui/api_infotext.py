@@ -1,0 +1,130 @@
+"""A request's `infotext` field: the fields the request leaves out are read from it, as A1111 1.10's
+`Api.apply_infotext` does, so posting an image's infotext reproduces the image.
+
+Only fields absent from the request (pydantic's `model_fields_set`; a `null` counts as absent) are
+filled; the request's own values always win. The infotext is read with mixkit's own parser
+(`pipelines.infotext.parse_infotext`, A1111's reading with its defaults for missing keys). Values
+are copied as they are and then checked like any request value, so an infotext this server cannot
+reproduce (variation seeds, another hires sampler) is refused by the usual checks, not half-applied.
+Settings that A1111 pastes as `override_settings` (clip skip, NGMS, Skip Early CFG) go there unless
+the request overrides them itself; A1111 never switches the checkpoint from an infotext (its
+`disable_weights_auto_swap` default), and neither does this server.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
+
+
+def _integer(text: object) -> int:
+    value = str(text).strip()
+    return int(float(value)) if value.endswith(".0") else int(value)
+
+
+def _number(text: object) -> float:
+    return float(str(text).strip())
+
+
+def _text(text: object) -> str:
+    return str(text)
+
+
+def _flag(text: object) -> bool:
+    value = str(text).strip()
+    if value not in ("True", "False"):
+        raise ValueError(value)
+    return value == "True"
+
+
+# request field -> (infotext key as `parse_infotext` returns it, conversion): A1111's txt2img/img2img paste fields.
+COMMON_FIELDS: dict[str, tuple[str, Callable[[object], Any]]] = {
+    "prompt": ("Prompt", _text),
+    "negative_prompt": ("Negative prompt", _text),
+    "steps": ("Steps", _integer),
+    "cfg_scale": ("CFG scale", _number),
+    "seed": ("Seed", _integer),
+    "width": ("Size-1", _integer),
+    "height": ("Size-2", _integer),
+    "subseed": ("Variation seed", _integer),
+    "subseed_strength": ("Variation seed strength", _number),
+    "seed_resize_from_w": ("Seed resize from-1", _integer),
+    "seed_resize_from_h": ("Seed resize from-2", _integer),
+    "denoising_strength": ("Denoising strength", _number),
+}
+HIRES_FIELDS: dict[str, tuple[str, Callable[[object], Any]]] = {
+    "hr_scale": ("Hires upscale", _number),
+    "hr_upscaler": ("Hires upscaler", _text),
+    "hr_second_pass_steps": ("Hires steps", _integer),
+    "hr_resize_x": ("Hires resize-1", _integer),
+    "hr_resize_y": ("Hires resize-2", _integer),
+    "hr_checkpoint_name": ("Hires checkpoint", _text),
+    "hr_sampler_name": ("Hires sampler", _text),
+    "hr_prompt": ("Hires prompt", _text),
+    "hr_negative_prompt": ("Hires negative prompt", _text),
+}
+IMG2IMG_FIELDS: dict[str, tuple[str, Callable[[object], Any]]] = {
+    "mask_blur": ("Mask blur", _integer),
+}
+# infotext key -> (option key for override_settings, conversion), as A1111's infotext-to-setting mapping.
+SETTING_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
+    "Clip skip": ("CLIP_stop_at_last_layers", _integer),
+    "NGMS": ("s_min_uncond", _number),
+    "NGMS all steps": ("s_min_uncond_all", _flag),
+    "Skip Early CFG": ("skip_early_cond", _number),
+}
+
+
+def apply_infotext(request: Txt2ImgRequest) -> Txt2ImgRequest:
+    """The request with the fields it left out filled from its `infotext`; unchanged without one.
+
+    Raises ValueError naming the infotext key whose value has the wrong type.
+    """
+    if not request.infotext:
+        return request
+    from pipelines.infotext import parse_infotext
+    from pipelines.infotext_samplers import sampler_and_schedule
+
+    parsed = parse_infotext(request.infotext)
+    written = parse_infotext(request.infotext, defaults=False)  # the keys the text itself has
+    sent = request.model_fields_set
+    fields = dict(COMMON_FIELDS)
+    fields.update(IMG2IMG_FIELDS if isinstance(request, Img2ImgRequest) else HIRES_FIELDS)
+    filled: dict[str, Any] = {}
+    for name, (key, convert) in fields.items():
+        if name in sent or key not in parsed:
+            continue
+        try:
+            filled[name] = convert(parsed[key])
+        except ValueError:
+            raise ValueError(f"infotext: {key}: {parsed[key]!r} is not a valid {name}; fix the infotext or send "
+                             f"{name} in the request.") from None
+    sampler, schedule = sampler_and_schedule(parsed)
+    if sampler is not None and not {"sampler_name", "sampler_index"} & sent:
+        filled["sampler_name"] = sampler
+        if "scheduler" not in sent:
+            filled["scheduler"] = schedule
+    eta_key = next((key for key in ("Eta DDIM", "Eta") if key in written), None)  # A1111 writes one, when not default
+    if eta_key is not None and "eta" not in sent:
+        try:
+            filled["eta"] = _number(parsed[eta_key])
+        except ValueError:
+            raise ValueError(f"infotext: {eta_key}: {parsed[eta_key]!r} is not a valid eta; fix the infotext or send "
+                             "eta in the request.") from None
+    if not isinstance(request, Img2ImgRequest) and "enable_hr" not in sent:
+        # A1111's paste ticks hires fix for a denoising strength together with a hires recipe.
+        recipe = any(key in written for key in ("Hires upscale", "Hires upscaler", "Hires resize-1"))
+        filled["enable_hr"] = "Denoising strength" in written and recipe
+    overrides = dict(request.override_settings or {})
+    for key, (option, convert) in SETTING_KEYS.items():
+        if key in parsed and option not in overrides:
+            try:
+                overrides[option] = convert(parsed[key])
+            except ValueError:
+                raise ValueError(f"infotext: {key}: {parsed[key]!r} is not a valid {option}; fix the infotext or "
+                                 f"set {option} in override_settings.") from None
+    if overrides != (request.override_settings or {}):
+        filled["override_settings"] = overrides
+    values = {**request.model_dump(include=sent), **filled}
+    return type(request).model_validate(values)

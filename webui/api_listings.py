@@ -1,0 +1,86 @@
+"""A1111's read-only listing endpoints that clients (webuiapi's helpers) call, in A1111's JSON shapes.
+
+Lists of things mixkit does not have (prompt styles, face restorers, hypernetworks, Real-ESRGAN models,
+script arguments, extensions) are served empty rather than 404, as an A1111 without them answers.
+"""
+
+from __future__ import annotations
+
+import os
+
+from fastapi import APIRouter
+from fastapi.concurrency import run_in_threadpool
+
+from webui.server_state import ServerState
+
+# A1111 endpoints whose items mixkit has none of: an A1111 without any answers [] too.
+EMPTY_LISTS = ("prompt-styles", "face-restorers", "hypernetworks", "realesrgan-models", "script-info", "extensions")
+
+
+def command_line_flags(state: ServerState) -> dict:
+    """The server's own start-up settings under A1111's flag names where it has one; `--auth` is never shown."""
+    config = state.config
+    return {"port": config.port, "listen": config.listen, "api": True, "nowebui": not config.ui,
+            "ckpt_dir": config.models_dir, "lora_dir": config.lora_dir, "embeddings_dir": config.embeddings_dir,
+            "vae_dir": config.vae_dir, "controlnet_dir": config.controlnet_dir, "device": config.device,
+            "ui_settings_file": config.settings_file, "output_dir": str(state.output_dir),
+            "queue_size": config.queue_size}
+
+
+def memory_usage() -> dict:
+    """A1111's `/sdapi/v1/memory`: this process's RAM and, with CUDA, the device's allocator statistics."""
+    import psutil
+    import torch
+
+    process = psutil.Process(os.getpid())
+    rss = process.memory_info().rss
+    total = psutil.virtual_memory().total
+    ram = {"free": total - rss, "used": rss, "total": total}
+    if not torch.cuda.is_available():
+        return {"ram": ram, "cuda": {"error": "unavailable"}}
+    free, device_total = torch.cuda.mem_get_info()
+    stats = torch.cuda.memory_stats()
+
+    def pair(name: str) -> dict:
+        return {"current": stats.get(f"{name}.all.current", 0), "peak": stats.get(f"{name}.all.peak", 0)}
+
+    cuda = {"system": {"free": free, "used": device_total - free, "total": device_total},
+            "active": pair("active_bytes"), "allocated": pair("allocated_bytes"), "reserved": pair("reserved_bytes"),
+            "inactive": pair("inactive_split_bytes"),
+            "events": {"retries": stats.get("num_alloc_retries", 0), "oom": stats.get("num_ooms", 0)}}
+    return {"ram": ram, "cuda": cuda}
+
+
+def build_listings_router(state: ServerState) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/sdapi/v1/sd-vae")
+    async def sd_vae():
+        # A1111 lists the VAE files only; "Automatic" and "None" are option values, not files.
+        return [{"model_name": name, "filename": str(path)} for name, path in state.vaes.files().items()]
+
+    @router.post("/sdapi/v1/refresh-vae")
+    async def refresh_vae():
+        await run_in_threadpool(state.vaes.refresh)
+        return None
+
+    @router.get("/sdapi/v1/latent-upscale-modes")
+    async def latent_upscale_modes():
+        from pipelines.hires import LATENT_UPSCALERS
+
+        return [{"name": name} for name in LATENT_UPSCALERS.names()]
+
+    @router.get("/sdapi/v1/cmd-flags")
+    async def cmd_flags():
+        return command_line_flags(state)
+
+    @router.get("/sdapi/v1/memory")
+    async def memory():
+        return await run_in_threadpool(memory_usage)
+
+    def empty_list():
+        return []
+
+    for name in EMPTY_LISTS:
+        router.add_api_route(f"/sdapi/v1/{name}", empty_list, methods=["GET"], name=name.replace("-", "_"))
+    return router
