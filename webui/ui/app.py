@@ -21,6 +21,7 @@ def build_ui(state: ServerState):
     from webui.ui.generate_tab import build_generate_tab
     from webui.ui.lora_tab import build_lora_tab
     from webui.ui.png_info_tab import build_png_info_tab
+    from webui.ui.prompt_targets import prompt_boxes
     from webui.ui.settings_tab import build_settings_tab
 
     sampler_names = [item["name"] for item in list_samplers()]
@@ -37,10 +38,11 @@ def build_ui(state: ServerState):
                 build_png_info_tab(state, tabs, {"txt2img": txt2img, "img2img": img2img}, sampler_names, schedule_names)
             with gr.Tab("AppFlow", id="appflow"):
                 build_appflow_tab(state)
+            boxes = prompt_boxes({"txt2img": txt2img, "img2img": img2img})
             with gr.Tab("LoRA", id="lora"):
-                build_lora_tab(state, txt2img.widgets.prompt)
+                build_lora_tab(state, boxes)
             with gr.Tab("Textual Inversion", id="embeddings"):
-                build_embeddings_tab(state, txt2img.widgets.prompt)
+                build_embeddings_tab(state, boxes)
             with gr.Tab("Settings", id="settings"):
                 build_settings_tab(state)
 

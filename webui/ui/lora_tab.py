@@ -1,4 +1,5 @@
-"""LoRA browser: one card per file of the LoRA folder, with its preview image; clicking a card adds `<lora:name:1>`.
+"""LoRA browser: one card per file of the LoRA folder, with its preview image; clicking a card adds `<lora:name:1>`
+to the txt2img or img2img prompt (or negative prompt) chosen under "Add to".
 
 Card images are thumbnails decoded on the server from the preview next to each LoRA file (see
 `webui.lora_previews`), or a placeholder, so the browser never needs a file URL into the folder.
@@ -11,6 +12,7 @@ import re
 import gradio as gr
 from webui.lora_cards import LoraCard, lora_cards
 from webui.lora_previews import load_thumbnail, placeholder_image
+from webui.ui.prompt_targets import TARGETS, insert_into
 from webui.server_state import ServerState
 
 
@@ -42,27 +44,31 @@ def card_items(library) -> tuple[list[tuple], list[str]]:
     return items, names
 
 
-def build_lora_tab(state: ServerState, prompt_box) -> None:
+def build_lora_tab(state: ServerState, boxes: list) -> None:
+    """`boxes`: the prompt Textboxes in `webui.ui.prompt_targets.TARGETS` order."""
     if state.lora_library is None:
         gr.Markdown("No LoRA folder configured: start the server with `--lora-dir FOLDER`.")
         return
     items, names = card_items(state.lora_library)
     card_names = gr.State(names)
-    cards = gr.Gallery(items, label="LoRA (click a card to add it to the txt2img prompt; preview: NAME.png / "
+    target = gr.Radio(list(TARGETS), value=TARGETS[0], label="Add to", elem_id="lora_target")
+    cards = gr.Gallery(items, label="LoRA (click a card to add it to the chosen prompt; preview: NAME.png / "
                                     "NAME.preview.png next to the file)",
                        columns=6, height="auto", allow_preview=False, interactive=False, format="png",
                        elem_id="lora_cards")
     refresh = gr.Button("Refresh", elem_id="lora_refresh")
 
-    def pick(prompt: str, shown: list[str], event: gr.SelectData):
+    def pick(chosen: str, shown: list[str], txt_prompt: str, txt_negative: str, img_prompt: str, img_negative: str,
+             event: gr.SelectData):  # Gradio passes the click as the parameter annotated gr.SelectData
+        prompts = [txt_prompt, txt_negative, img_prompt, img_negative]
         if event.index is None or not 0 <= event.index < len(shown):
-            return prompt
-        return add_tag(prompt, f"<lora:{shown[event.index]}:1>")
+            return prompts
+        return insert_into(chosen, f"<lora:{shown[event.index]}:1>", prompts, add_tag)
 
     def do_refresh():
         state.lora_library.refresh()
         new_items, new_names = card_items(state.lora_library)
         return new_items, new_names
 
-    cards.select(pick, inputs=[prompt_box, card_names], outputs=prompt_box, queue=False)
+    cards.select(pick, inputs=[target, card_names, *boxes], outputs=boxes, queue=False)
     refresh.click(do_refresh, outputs=[cards, card_names])
