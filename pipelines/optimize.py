@@ -7,10 +7,15 @@ Presets (see `mixkit.runtime.PRESETS`):
   Where the hardware has no fast reduced precision it stays fp32 and says so (a warning and
   `report.fallbacks`).
 - "low-memory": fp32 compute on float16-held weights (cast one layer at a time), on the CPU the idle
-  components' memory-mapped weights paged out, attention slicing, VAE tiling and slicing (offload via
-  `offload=` on a GPU).
+  components' memory-mapped weights paged out, attention slicing (through mixkit's attention
+  dispatcher), VAE slicing (offload via `offload=` on a GPU). `vae_tiling=True` adds VAE tiling, which
+  is approximate above the VAE's native size and labelled so (`VAE tiling:` in the infotext).
 Load with `**load_options_for(preset)` so a half-precision preset never holds a float32 copy.
 Backends: "torch" (eager), "torch.compile", "openvino" (CPU; the `openvino` extra).
+
+Apply once, right after loading and before `approximate()`: a second, different `optimize()` on
+the same model is refused (its changes cannot be undone exactly: load the model again), and so is
+`optimize()` on a model with approximations installed (it would replace what they wrap).
 """
 
 from __future__ import annotations
@@ -18,8 +23,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from mixkit.runtime import (EXECUTION_BACKENDS, PRESETS, OptimizationReport, RuntimeConfig, apply_runtime,
-                            check_backend_supports)
+from mixkit.runtime import PRESETS, OptimizationReport, RuntimeConfig, apply_runtime
+from mixkit.runtime.apply import check_runtime_request
 
 
 def load_options_for(preset: str, device: str | None = None, backend: str = "torch", **overrides: Any) -> dict[str, Any]:
@@ -49,29 +54,45 @@ def load_options_for(preset: str, device: str | None = None, backend: str = "tor
     return options
 
 
-def check_optimize_inputs(pipe, preset: str, backend: str, overrides: dict[str, Any]) -> RuntimeConfig:
-    """Resolve names and overrides before touching the model, so a bad call changes nothing."""
+def check_optimize_inputs(pipe, preset: str, backend: str, overrides: dict[str, Any],
+                          execution_device=None) -> RuntimeConfig:
+    """Resolve names and overrides and check everything before touching the model, so a bad call changes nothing."""
     if not hasattr(pipe, "model") or not hasattr(pipe.model, "unet"):
         raise TypeError(f"optimize() expects a mixkit pipeline with a .model (TextToImage, ImageToImage, ...), "
                         f"got {type(pipe).__name__}")
     if not isinstance(preset, str):
         raise TypeError(f"preset must be a name (str), got {type(preset).__name__}; valid: {PRESETS.names()}")
     config = PRESETS.get(preset)  # UnknownNameError lists the presets
-    EXECUTION_BACKENDS.get(backend)  # ... and the backends
     unknown = sorted(set(overrides) - set(RuntimeConfig.__dataclass_fields__))
     if unknown:
         raise ValueError(f"optimize(): unknown option(s) {unknown}; valid: {sorted(RuntimeConfig.__dataclass_fields__)}")
     config = config.with_changes(**overrides)  # RuntimeConfig validates the values
-    check_backend_supports(config, backend)
-    if backend == "openvino":
-        from mixkit.runtime.openvino_unet import require_openvino
-
-        require_openvino()  # ImportError naming the extra, before anything changes
     if config.offload != "none":
         from mixkit.runtime.memory import require_accelerate
 
         require_accelerate()
+    # backend name and support, an earlier optimisation, the offload device
+    same_as_before = check_runtime_request(pipe.model, config, backend, preset=preset, execution_device=execution_device)
+    if same_as_before is None:  # this call will change the model
+        check_no_approximations(pipe.model, preset)
+    if backend == "openvino":
+        from mixkit.runtime.openvino_unet import require_openvino
+
+        require_openvino()  # ImportError naming the extra, before anything changes
     return config
+
+
+def check_no_approximations(model, preset: str) -> None:
+    """Refuse to optimise under installed approximations: attention slicing, fused QKV, compile and the
+    backends replace the processors and forwards that ToMe and DeepCache wrap, which would drop them
+    while the infotext still named them."""
+    from pipelines.approx.labels import model_labels
+
+    installed = replace(model_labels(model), vae_tiling=None).approximations()  # tiling is optimize()'s own
+    if installed:
+        raise ValueError(f"approximations are installed on this model ({', '.join(installed)}); optimize() would "
+                         f"replace what they wrap. Call remove_approximations(pipe), then optimize(pipe, {preset!r}), "
+                         "then approximate(...) again")
 
 
 def optimize(pipe, preset: str = "fast", backend: str = "torch", *, cache_dir=None, execution_device=None,
@@ -80,19 +101,22 @@ def optimize(pipe, preset: str = "fast", backend: str = "torch", *, cache_dir=No
 
     `overrides` change single fields of the preset, e.g. `optimize(pipe, "fast", compile=True)` or
     `optimize(pipe, "low-memory", offload="model")`. Apply it once, right after loading: fused
-    and compiled modules assume the dtype and device they were prepared for.
+    and compiled modules assume the dtype and device they were prepared for, so a different second
+    call is refused (the same call again returns the first report). A refused or failed call leaves
+    the model and its labels exactly as they were.
     """
-    config = check_optimize_inputs(pipe, preset, backend, overrides)
+    config = check_optimize_inputs(pipe, preset, backend, overrides, execution_device)
     report = apply_runtime(pipe.model, config, backend=backend, preset=preset, cache_dir=cache_dir,
                            execution_device=execution_device)
     pipe.optimization = report
-    _label_infotexts(pipe, optimization_label_parts(preset, config, report))
+    _label_infotexts(pipe, optimization_label_parts(preset, config, report), _vae_tile_size(pipe.model, config))
     return report
 
 
 _SHORT_PRECISION = {"bfloat16": "bf16", "float16": "fp16"}
+# Exact up to rounding only: VAE tiling is labelled as the approximation it is (`VAE tiling:`).
 _FLAG_LABELS = (("channels_last", "channels-last"), ("fuse_qkv", "fused-qkv"), ("attention_slicing", "attention-slicing"),
-                ("vae_tiling", "vae-tiling"), ("vae_slicing", "vae-slicing"), ("page_out_idle", "page-out-idle"))
+                ("vae_slicing", "vae-slicing"), ("page_out_idle", "page-out-idle"))
 
 
 def optimization_label_parts(preset: str, config: RuntimeConfig, report: OptimizationReport) -> tuple[str, ...]:
@@ -113,9 +137,16 @@ def optimization_label_parts(preset: str, config: RuntimeConfig, report: Optimiz
     return (preset, *parts) if parts or preset != "exact" else ()
 
 
-def _label_infotexts(pipe, parts: tuple[str, ...]) -> None:
+def _vae_tile_size(model, config: RuntimeConfig) -> int | None:
+    """The VAE's tile size in pixels when tiling is on (images above it are decoded in blended tiles)."""
+    if not config.vae_tiling:
+        return None
+    return int(getattr(model.vae, "tile_sample_min_size", 0) or model.vae.config.sample_size)
+
+
+def _label_infotexts(pipe, parts: tuple[str, ...], vae_tiling: int | None) -> None:
     from pipelines.approx.labels import label_infotexts, model_labels, set_model_labels
 
-    set_model_labels(pipe.model, replace(model_labels(pipe.model), exact=parts))
+    set_model_labels(pipe.model, replace(model_labels(pipe.model), exact=parts, vae_tiling=vae_tiling))
     if hasattr(pipe, "session"):
         label_infotexts(pipe.session)

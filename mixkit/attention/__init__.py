@@ -32,7 +32,11 @@ from mixkit.attention.dispatch import (  # noqa: E402
     select_backend,
     set_attention_backend,
 )
-from mixkit.attention.diffusers_processor import MixkitAttnProcessor, apply_to_diffusers  # noqa: E402
+from mixkit.attention.diffusers_processor import (  # noqa: E402
+    MixkitAttnProcessor,
+    SlicedMixkitAttnProcessor,
+    apply_to_diffusers,
+)
 from mixkit.attention.install import ATTENTION_INSTALL_MODES, AttentionInstall, install_attention  # noqa: E402
 from mixkit.attention.transformers_attention import (  # noqa: E402
     MIXKIT_ATTN_IMPLEMENTATION,
@@ -44,7 +48,7 @@ from mixkit.attention.transformers_attention import (  # noqa: E402
 __all__ = [
     "ATTENTION_BACKENDS", "ATTENTION_INSTALL_MODES", "AUTO", "AUTO_PREFERENCE", "AttentionBackend", "AttentionBackendUnavailableError",
     "AttentionInstall", "install_attention",
-    "MIXKIT_ATTN_IMPLEMENTATION", "MixkitAttnProcessor", "apply_to_diffusers", "apply_to_transformers",
+    "MIXKIT_ATTN_IMPLEMENTATION", "MixkitAttnProcessor", "SlicedMixkitAttnProcessor", "apply_to_diffusers", "apply_to_transformers",
     "attention", "attention_backend", "available_backend_names", "check_attention_inputs",
     "get_attention_backend", "register_backend", "register_with_transformers", "select_backend",
     "set_attention_backend", "transformers_attn_implementation",

@@ -68,7 +68,7 @@ class MixkitAttnProcessor:
         if attention_mask is not None and attention_mask.dtype != torch.bool:
             # UNets build the bias in the dtype of `sample`, which may differ from the weights' dtype.
             attention_mask = attention_mask.to(query.dtype)
-        hidden_states = attention(query, key, value, attn_mask=attention_mask, scale=attn.scale)
+        hidden_states = self.attend(query, key, value, attention_mask, attn.scale)
         hidden_states = hidden_states.transpose(1, 2).reshape(batch_size, -1, attn.heads * head_dim)
         hidden_states = hidden_states.to(query.dtype)
 
@@ -79,6 +79,42 @@ class MixkitAttnProcessor:
         if attn.residual_connection:
             hidden_states = hidden_states + residual
         return hidden_states / attn.rescale_output_factor
+
+
+    def attend(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
+               scale: float) -> torch.Tensor:
+        """The kernel call on [B, heads, L, D] tensors; subclasses change how it is split, never who runs it."""
+        return attention(query, key, value, attn_mask=mask, scale=scale)
+
+
+class SlicedMixkitAttnProcessor(MixkitAttnProcessor):
+    """`MixkitAttnProcessor` that runs attention over `slice_size` (batch x head) rows at a time.
+
+    The memory mode diffusers calls attention slicing (`SlicedAttnProcessor`): the [tokens x tokens]
+    score matrix exists for one slice of heads at a time. Each slice still goes through
+    `mixkit.attention.attention`, so the backend the user chose (and its refusals) applies to every
+    slice; rows are independent in attention, so the result equals the unsliced call up to the
+    kernel's rounding.
+    """
+
+    def __init__(self, slice_size: int) -> None:
+        if isinstance(slice_size, bool) or not isinstance(slice_size, int) or slice_size < 1:
+            raise ValueError(f"slice_size must be a positive integer (batch x head rows per slice), got {slice_size!r}")
+        self.slice_size = slice_size
+
+    def attend(self, query, key, value, mask, scale):
+        batch, heads = query.shape[:2]
+        rows = batch * heads
+        if rows <= self.slice_size:
+            return attention(query, key, value, attn_mask=mask, scale=scale)
+        flat = [x.reshape(1, rows, *x.shape[2:]) for x in (query, key, value)]
+        if mask is not None:  # [B or 1, heads or 1, Lq or 1, Lk] -> one row per (batch, head)
+            mask = mask.expand(batch, heads, *mask.shape[2:]).reshape(1, rows, *mask.shape[2:])
+        out = [attention(flat[0][:, start:start + self.slice_size], flat[1][:, start:start + self.slice_size],
+                         flat[2][:, start:start + self.slice_size],
+                         attn_mask=None if mask is None else mask[:, start:start + self.slice_size], scale=scale)
+               for start in range(0, rows, self.slice_size)]
+        return torch.cat(out, dim=1).reshape(batch, heads, *out[0].shape[2:])
 
 
 def _replaceable_processor_types() -> tuple[type, ...]:

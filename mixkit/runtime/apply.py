@@ -1,6 +1,14 @@
-"""Apply a RuntimeConfig and an execution backend to a loaded DiffusionModel, in a safe order."""
+"""Apply a RuntimeConfig and an execution backend to a loaded DiffusionModel, in a safe order.
+
+Apply-once: the casts, fused views and converted graphs of one preset cannot be undone exactly
+(a bfloat16 cast loses bits; the openvino backend drops the torch UNet), so a model that was
+optimised is refused a second, different optimisation with a message saying to load it again.
+A call that fails, up front or half-way, leaves the model exactly as it was.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
@@ -12,10 +20,26 @@ from mixkit.runtime.layout import cast_module, to_channels_last
 from mixkit.runtime.memory import enable_attention_slicing, enable_offload, enable_vae_slicing, enable_vae_tiling
 from mixkit.runtime.report import OptimizationReport
 from mixkit.runtime.resident_pages import install_idle_page_out
+from mixkit.runtime.rollback import snapshot_model
 from mixkit.runtime.vae_guard import install_vae_guard
 from mixkit.runtime.weight_storage import apply_weight_storage
 
 FP32 = PrecisionChoice("float32", "requested")
+RUNTIME_EXTRAS_KEY = "runtime"  # model.extras[...]: the AppliedRuntime of the optimisation applied
+
+
+@dataclass(frozen=True)
+class AppliedRuntime:
+    """What `apply_runtime` did to a model: recorded on it, so a second call can be checked against it."""
+
+    preset: str
+    backend: str
+    config: RuntimeConfig
+    report: OptimizationReport
+
+    @property
+    def changed_nothing(self) -> bool:
+        return self.config == RuntimeConfig() and self.backend == "torch"
 
 
 def resolve_precision(requested: str, device: torch.device, report: OptimizationReport) -> PrecisionChoice:
@@ -41,17 +65,96 @@ def check_backend_supports(config: RuntimeConfig, backend: str) -> None:
                          f"honour {refused}; drop them or use backend='torch'")
 
 
+def applied_runtime(model) -> AppliedRuntime | None:
+    """The optimisation recorded on `model` by `apply_runtime`, or None."""
+    return getattr(model, "extras", {}).get(RUNTIME_EXTRAS_KEY)
+
+
+def check_not_optimised(model, config: RuntimeConfig, backend: str, preset: str) -> AppliedRuntime | None:
+    """Refuse to optimise a model that already carries a different optimisation.
+
+    Returns the recorded optimisation when it is the very same request (the caller may reuse its
+    report), None when the model is unoptimised or only had the no-op `exact` on eager torch.
+    """
+    previous = applied_runtime(model)
+    if previous is None:
+        from mixkit.runtime.openvino_unet import OpenVinoUNet
+
+        converted = model.extras.get("execution_backend") or (
+            "openvino" if isinstance(model.unet, OpenVinoUNet) else None)
+        if converted is not None:
+            raise ValueError(f"this model already runs on the {converted!r} backend (its torch UNet was dropped "
+                             f"after conversion), so preset {preset!r} on backend {backend!r} cannot be applied; "
+                             "load the model again and call optimize() once on the fresh pipeline")
+        return None
+    if previous.config == config and previous.backend == backend:
+        return previous
+    if previous.changed_nothing:
+        return None
+    raise ValueError(f"this model was already optimised with preset {previous.preset!r} on backend "
+                     f"{previous.backend!r} ({'; '.join(previous.report.applied) or 'see pipe.optimization'}); "
+                     f"those changes cannot be undone exactly, so preset {preset!r} on backend {backend!r} is refused. "
+                     "Load the model again (e.g. TextToImage.from_pretrained(path, **load_options_for(preset))) "
+                     "and call optimize() once on the fresh pipeline")
+
+
+def check_offload_device(config: RuntimeConfig, model, execution_device) -> torch.device | None:
+    """The device offload moves weights to; ValueError before any change when it cannot be used."""
+    if config.offload == "none":
+        return None
+    try:
+        device = torch.device(execution_device if execution_device is not None else model.unet.device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"execution_device={execution_device!r} is not a torch device ({error}); "
+                         "pass e.g. 'cuda' or 'cuda:0'") from None
+    if device.type == "cpu":
+        raise ValueError(f"offload={config.offload!r} moves weights from CPU RAM to an accelerator, but the execution "
+                         "device is the CPU; use it on a GPU (execution_device='cuda'), or use preset 'low-memory' "
+                         "without offload on the CPU")
+    if device.type == "cuda" and (not torch.cuda.is_available()
+                                  or (device.index or 0) >= torch.cuda.device_count()):
+        raise ValueError(f"offload={config.offload!r} to {device}: that CUDA device is not available here "
+                         f"({torch.cuda.device_count()} visible); pass an existing execution_device")
+    return device
+
+
+def check_runtime_request(model, config: RuntimeConfig, backend: str, *, preset: str = "custom",
+                          execution_device=None) -> AppliedRuntime | None:
+    """Every check `apply_runtime` needs, before it changes anything (see `check_not_optimised` for the result)."""
+    if not isinstance(config, RuntimeConfig):
+        raise TypeError(f"config must be a RuntimeConfig, got {type(config).__name__}")
+    EXECUTION_BACKENDS.get(backend)  # UnknownNameError listing the backends
+    check_backend_supports(config, backend)
+    previous = check_not_optimised(model, config, backend, preset)
+    check_offload_device(config, model, execution_device)
+    return previous
+
+
 def apply_runtime(model, config: RuntimeConfig, *, backend: str = "torch", preset: str = "custom",
                   execution_device=None, cache_dir=None) -> OptimizationReport:
     """Optimise `model` (a `mixkit.models.diffusion.DiffusionModel`) in place and say what was done.
 
     Order matters: dtype before fusing (a cast would break the fused weight views), layout before
     compiling (the graph bakes the layout in), offload last (it wraps the final modules).
+    Every check runs first (`check_runtime_request`); should a step still fail, the model is put back
+    as it was (`mixkit.runtime.rollback`) and the error raised. Applying the same request again
+    returns the recorded report; a different one is refused (see `check_not_optimised`).
     """
-    if not isinstance(config, RuntimeConfig):
-        raise TypeError(f"config must be a RuntimeConfig, got {type(config).__name__}")
+    previous = check_runtime_request(model, config, backend, preset=preset, execution_device=execution_device)
+    if previous is not None:
+        return previous.report
+    snapshot = snapshot_model(model)
+    try:
+        report = _apply_steps(model, config, backend, preset, execution_device, cache_dir)
+    except BaseException:
+        snapshot.restore()
+        raise
+    model.extras[RUNTIME_EXTRAS_KEY] = AppliedRuntime(preset, backend, config, report)
+    return report
+
+
+def _apply_steps(model, config: RuntimeConfig, backend: str, preset: str, execution_device, cache_dir):
     prepare = EXECUTION_BACKENDS.get(backend)
-    check_backend_supports(config, backend)
     report = OptimizationReport(preset=preset, backend=backend)
     device = model.unet.device
 

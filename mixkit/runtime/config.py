@@ -65,7 +65,9 @@ PRESETS.register("exact", RuntimeConfig())
 PRESETS.register("fast", RuntimeConfig(unet_precision="auto", vae_precision="auto", channels_last=True,
                                        fuse_qkv=True))
 # "low-memory": fp32 compute on float16-held weights (exact against a float16 checkpoint, the usual
-# download), idle components paged out on the CPU, peak memory traded for time (slicing, tiling;
-# offload needs a GPU).
-PRESETS.register("low-memory", RuntimeConfig(attention_slicing=True, vae_tiling=True, vae_slicing=True,
+# download), idle components paged out on the CPU, peak memory traded for time (attention and VAE
+# slicing; offload needs a GPU). Exact up to rounding at every size, so not VAE tiling: that blends
+# tiles decoded apart and is an approximation above the VAE's native size (mixkit.runtime.memory);
+# `optimize(pipe, "low-memory", vae_tiling=True)` adds it, labelled approximate.
+PRESETS.register("low-memory", RuntimeConfig(attention_slicing=True, vae_slicing=True,
                                              weight_storage="float16", page_out_idle=True))

@@ -7,7 +7,8 @@ Keys follow A1111 where A1111 has one, so A1111 and Civitai read them back:
     Token merging ratio: 0.5                                (A1111's ToMe setting)
     UNet quantization: int8                                 (mixkit; int8 UNet: NNCF or torchao)
     VAE quantization: int8                                  (mixkit; OpenVINO VAE decoder quantized by NNCF)
-The last five are approximations: an image made with them is not what the exact model makes.
+    VAE tiling: 512                                         (mixkit; VAE decoded in blended 512-px tiles above 512 px)
+The last six are approximations: an image made with them is not what the exact model makes.
 The labels live in `model.extras`, because the changes they describe are made to the model,
 which every pipeline built from it (txt2img, img2img, hires fix) shares.
 """
@@ -25,6 +26,7 @@ TOME_KEY = "Token merging ratio"
 TOME_SHORT_KEY = "ToMe"  # accepted when reading (hand-written labels)
 QUANTIZATION_KEY = "UNet quantization"
 VAE_QUANTIZATION_KEY = "VAE quantization"
+VAE_TILING_KEY = "VAE tiling"
 INT8_VALUE = "int8"
 TAESD_VALUE = "TAESD"
 
@@ -39,10 +41,14 @@ class OptimizationLabels:
     tome: float | None = None  # ToMe ratio (> 0)
     int8: bool = False  # int8 UNet
     int8_vae: bool = False  # int8 VAE decoder (OpenVINO backend)
+    # VAE tiling's tile size in pixels (optimize(..., vae_tiling=True)): images above it are decoded in
+    # tiles whose group norms see only the tile, blended at the seams; not exact (mixkit.runtime.memory)
+    vae_tiling: int | None = None
 
     @property
     def approximate(self) -> bool:
-        return self.taesd or self.deepcache is not None or self.tome is not None or self.int8 or self.int8_vae
+        return (self.taesd or self.deepcache is not None or self.tome is not None or self.int8 or self.int8_vae
+                or self.vae_tiling is not None)
 
     def approximations(self) -> list[str]:
         """Human-readable list of the approximate settings, for the CLI's warning line."""
@@ -55,6 +61,8 @@ class OptimizationLabels:
             items.append("int8 UNet")
         if self.int8_vae:
             items.append("int8 VAE decoder")
+        if self.vae_tiling is not None:
+            items.append(f"VAE tiling (images above {self.vae_tiling} px decoded in blended {self.vae_tiling}-px tiles)")
         return items
 
     def infotext_values(self) -> dict[str, str | int | float | None]:
@@ -66,6 +74,7 @@ class OptimizationLabels:
             TOME_KEY: self.tome,
             QUANTIZATION_KEY: INT8_VALUE if self.int8 else None,
             VAE_QUANTIZATION_KEY: INT8_VALUE if self.int8_vae else None,
+            VAE_TILING_KEY: self.vae_tiling,
         }
 
     def with_approximations(self, *, taesd: bool, deepcache: int | None, tome: float | None,
@@ -91,7 +100,8 @@ class OptimizationLabels:
         tome = _number(params, TOME_KEY, float)
         if tome is None:
             tome = _number(params, TOME_SHORT_KEY, float)
-        return cls(exact=exact, taesd=decoder == TAESD_VALUE,
+        vae_tiling = _number(params, VAE_TILING_KEY, int)
+        return cls(exact=exact, taesd=decoder == TAESD_VALUE, vae_tiling=vae_tiling,
                    deepcache=deepcache if deepcache not in (None, 1) else None,
                    tome=tome if tome not in (None, 0.0) else None, int8=quantization[QUANTIZATION_KEY] == INT8_VALUE,
                    int8_vae=quantization[VAE_QUANTIZATION_KEY] == INT8_VALUE)

@@ -82,8 +82,8 @@ def apply_token_merging(unet: torch.nn.Module, settings: TokenMergingSettings) -
     """Install ToMe on every transformer block of `unet` (replacing an earlier install).
 
     Returns the number of self-attention layers wrapped. Undo with `remove_token_merging`.
-    Attention processors set on the UNet afterwards (e.g. by `optimize`) replace the wrappers:
-    apply optimisations first, approximations last.
+    Attention processors set on the UNet afterwards would replace the wrappers, so `optimize` refuses
+    a model with approximations installed: apply optimisations first, approximations last.
     """
     from diffusers.models.attention import BasicTransformerBlock
 

@@ -79,7 +79,7 @@ def test_fast_preset_without_bf16_cpu_says_so_and_stays_fp32(tiny_sd1_dir, refer
     (dict(preset="fast", offload="disk"), ValueError, "offload='disk'"),
     (dict(preset="fast", backend="openvino", compile=True), ValueError, "cannot honour \\['compile'\\]"),
     (dict(preset="low-memory", backend="openvino"), ValueError,
-     "cannot honour \\['attention_slicing', 'vae_tiling', 'vae_slicing', 'weight_storage', 'page_out_idle'\\]"),
+     "cannot honour \\['attention_slicing', 'vae_slicing', 'weight_storage', 'page_out_idle'\\]"),
     (dict(preset="low-memory", compile=True), ValueError, "compile=True does not keep"),
 ])
 def test_bad_input_changes_nothing(tiny_sd1_dir, kwargs, error, match):
@@ -113,15 +113,15 @@ def test_low_memory_preset_loads_half_and_computes_float32(tiny_sd1_dir):
     pipe = TextToImage.from_pretrained(tiny_sd1_dir, **load_options_for("low-memory"))
     report = optimize(pipe, "low-memory")
     assert report.applied[0].startswith("weights stored in float16, computed in float32 layer by layer")
-    assert report.applied[1:4] == ["attention slicing", "VAE tiling", "VAE slicing"]
-    assert report.applied[4].startswith("idle components' memory-mapped weights paged out")
+    assert report.applied[1:3] == ["attention slicing", "VAE slicing"]  # no VAE tiling: it is approximate
+    assert report.applied[3].startswith("idle components' memory-mapped weights paged out")
     assert pipe.model.unet.conv_in.weight.dtype == torch.float16 and pipe.model.unet.dtype == torch.float32
     result = pipe(**CALL)
-    assert ('Optimization: "low-memory, attention-slicing, vae-tiling, vae-slicing, page-out-idle, fp16-weights"'
+    assert ('Optimization: "low-memory, attention-slicing, vae-slicing, page-out-idle, fp16-weights"'
             in result.infotexts[0])
     image = np.asarray(result.images[0]).astype(float)
     expected = np.asarray(float32_pipe_on_float16_weights(tiny_sd1_dir)(**CALL).images[0]).astype(float)
-    # 64 px is below the VAE tile size, so only summation order (slicing) may differ
+    # only summation order (slicing) may differ
     assert np.abs(image - expected).max() <= 1
 
 

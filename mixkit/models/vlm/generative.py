@@ -18,7 +18,39 @@ from mixkit.models.vlm.family import GENERATIVE_TASKS, VLM_FAMILIES, VisionLangu
 from mixkit.models.vlm.templates import BLIP2_QUESTION_FORMAT, LLAVA_CAPTION_PROMPT, LLAVA_CHAT_FORMAT
 from mixkit.runtime.cpu_linear import onednn_small_batch_linears
 
-DEFAULT_GENERATION = {"max_new_tokens": 20, "do_sample": False, "num_beams": 1}
+DEFAULT_GENERATION = {"do_sample": False, "num_beams": 1}
+DEFAULT_MAX_NEW_TOKENS = 20
+_LENGTH_OPTIONS = ("max_length", "max_new_tokens")
+
+
+def generation_options(user: dict) -> dict:
+    """`generate()` keyword arguments: the user's, over mixkit's greedy defaults, in transformers' semantics.
+
+    The default length (20 new tokens) is added only when the user gave neither `max_length` nor
+    `max_new_tokens`: transformers lets `max_new_tokens` win over `max_length`, so adding it next to a
+    user's `max_length` would silently override it. A `generation_config` is the user's whole
+    statement and gets no defaults.
+    """
+    if "generation_config" in user:
+        return dict(user)
+    options = {**DEFAULT_GENERATION, **user}
+    if not any(user.get(name) is not None for name in _LENGTH_OPTIONS):
+        options["max_new_tokens"] = DEFAULT_MAX_NEW_TOKENS
+    return options
+
+
+def check_return_sequences(options: dict) -> int:
+    """The number of texts per image (`num_return_sequences`, default 1); ValueError when it cannot be honoured."""
+    count = options.get("num_return_sequences")
+    if count is None:
+        return 1
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"num_return_sequences must be a positive integer (texts per image), got {count!r}")
+    beams = options.get("num_beams", 1) or 1
+    if count > beams and not options.get("do_sample", False):
+        raise ValueError(f"num_return_sequences={count} needs num_beams >= {count} (beam search keeps that many "
+                         f"candidates) or do_sample=True; got num_beams={beams}")
+    return count
 
 
 def pad_token_rows(rows: list[list[int]], pad_id: int, side: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -41,14 +73,20 @@ class GenerativeAdapter(VisionLanguageAdapter):
     def decoder_only(self) -> bool:
         return not self.model.config.text_config.is_encoder_decoder
 
-    def caption(self, images: Any, prompt: str | None = None, **generation: Any) -> list[str]:
+    def caption(self, images: Any, prompt: str | None = None, **generation: Any) -> list[str] | list[list[str]]:
+        """One caption per image (with `num_return_sequences=k > 1`: one list of k captions per image, best first).
+
+        `generation` goes to transformers' `generate` as given (e.g. `max_length`, `num_beams`);
+        mixkit adds greedy decoding and 20 new tokens only where the user set nothing.
+        """
         images = self._images(images)
         if prompt is not None and not isinstance(prompt, str):
             raise TypeError(f"prompt must be a string or None, got {type(prompt).__name__}")
         text = self.caption_prompt if prompt is None else prompt
         return self._generate_all(images, [text] * len(images), generation)
 
-    def answer(self, images: Any, questions: Sequence[str], **generation: Any) -> list[str]:
+    def answer(self, images: Any, questions: Sequence[str], **generation: Any) -> list[str] | list[list[str]]:
+        """One answer per (image, question) pair (a list of k with `num_return_sequences=k > 1`); see `caption`."""
         images = self._images(images)
         questions = check_texts(questions, "questions")
         if len(questions) != len(images):
@@ -57,14 +95,33 @@ class GenerativeAdapter(VisionLanguageAdapter):
             )
         return self._generate_all(images, [self.question_format.format(q) for q in questions], generation)
 
-    def _generate_all(self, images: list, prompts: list[str], generation: dict) -> list[str]:
-        options = {**DEFAULT_GENERATION, **generation}
-        answers: list[str] = []
+    def _generate_all(self, images: list, prompts: list[str], generation: dict) -> list[str] | list[list[str]]:
+        options = generation_options(generation)
+        per_image = check_return_sequences(options)
+        answers: list[str] = [""] * (len(images) * per_image)
         size = self.default_batch_size
         with onednn_small_batch_linears(self.model):
-            for start in range(0, len(images), size):
-                answers += self._generate_batch(images[start:start + size], prompts[start:start + size], options)
-        return answers
+            for group in self._length_groups(prompts, options):
+                for start in range(0, len(group), size):
+                    rows = group[start:start + size]
+                    texts = self._generate_batch([images[i] for i in rows], [prompts[i] for i in rows], options)
+                    for n, i in enumerate(rows):
+                        answers[i * per_image:(i + 1) * per_image] = texts[n * per_image:(n + 1) * per_image]
+        if per_image == 1:
+            return answers
+        # transformers returns the k sequences of each input row next to each other, best first
+        return [answers[i:i + per_image] for i in range(0, len(answers), per_image)]
+
+    def _length_groups(self, prompts: list[str], options: dict) -> list[list[int]]:
+        """Indices of the rows that may share a batch: all of them, except under `max_length` with a
+        decoder-only LM, where it counts the (left-padded) prompt too, so rows batch only with rows of
+        their own prompt length and get the tokens a single call gives them."""
+        if options.get("max_length") is None or not self.decoder_only:
+            return [list(range(len(prompts)))]
+        groups: dict[int, list[int]] = {}
+        for index, prompt in enumerate(prompts):
+            groups.setdefault(len(self.processor.tokenizer(prompt)["input_ids"]), []).append(index)
+        return list(groups.values())
 
     @torch.no_grad()
     def _generate_batch(self, images: list, prompts: list[str], options: dict) -> list[str]:

@@ -122,3 +122,28 @@ def test_models_without_diffusers_attention_are_rejected():
         apply_to_diffusers(torch.nn.Linear(2, 2))
     with pytest.raises(TypeError, match="expects a torch.nn.Module"):
         apply_to_diffusers("unet")
+
+
+@pytest.mark.parametrize("slice_size", [1, 2, 3, 8])
+@pytest.mark.parametrize("mask_shape", [None, (2, 1, 1, 9), (2, 3, 5, 9), (1, 3, 1, 9)])
+def test_sliced_processor_equals_one_call_and_asks_the_dispatcher(slice_size, mask_shape, spy_backend):
+    from mixkit.attention import SlicedMixkitAttnProcessor, attention, attention_backend
+
+    gen = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 3, 5, 4, generator=gen), torch.randn(2, 3, 9, 4, generator=gen)
+    v = torch.randn(2, 3, 9, 6, generator=gen)  # value head dim differs from the query's
+    mask = None if mask_shape is None else torch.randn(*mask_shape, generator=gen)
+    expected = attention(q, k, v, attn_mask=mask, scale=0.3, backend="math")
+    with attention_backend("spy"):
+        got = SlicedMixkitAttnProcessor(slice_size).attend(q, k, v, mask, 0.3)
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
+    rows = 2 * 3
+    assert len(spy_backend.calls) == (1 if rows <= slice_size else -(-rows // slice_size))
+
+
+@pytest.mark.parametrize("slice_size", [0, -1, 1.5, True])
+def test_sliced_processor_refuses_bad_slice_sizes(slice_size):
+    from mixkit.attention import SlicedMixkitAttnProcessor
+
+    with pytest.raises(ValueError, match="slice_size must be a positive integer"):
+        SlicedMixkitAttnProcessor(slice_size)

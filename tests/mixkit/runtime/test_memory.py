@@ -33,11 +33,52 @@ TILING_MIN_PSNR_DB = 28.0
 
 
 def test_attention_slicing_matches_unsliced(tiny_unet, unet_inputs):
+    """A UNet on diffusers' own processors (attention='diffusers') gets diffusers' slicing."""
+    from diffusers.models.attention_processor import SlicedAttnProcessor
+
     with torch.no_grad():
         expected = tiny_unet(*unet_inputs).sample
-        enable_attention_slicing(tiny_unet, OptimizationReport("low-memory", "torch"))
+        report = OptimizationReport("low-memory", "torch")
+        enable_attention_slicing(tiny_unet, report)
         got = tiny_unet(*unet_inputs).sample
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    assert {type(p) for p in tiny_unet.attn_processors.values()} == {SlicedAttnProcessor}
+    assert "attention='diffusers'" in report.applied[0]
+
+
+def test_attention_slicing_keeps_mixkit_processors_on_the_dispatcher(tiny_unet, unet_inputs):
+    from mixkit.attention import SlicedMixkitAttnProcessor, apply_to_diffusers, attention_backend
+
+    apply_to_diffusers(tiny_unet)
+    with torch.no_grad(), attention_backend("math"):
+        expected = tiny_unet(*unet_inputs).sample
+        report = OptimizationReport("low-memory", "torch")
+        enable_attention_slicing(tiny_unet, report)
+        got = tiny_unet(*unet_inputs).sample
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    processors = list(tiny_unet.attn_processors.values())
+    assert {type(p) for p in processors} == {SlicedMixkitAttnProcessor} and report.applied == ["attention slicing"]
+    heads = [m.heads for m in tiny_unet.modules() if hasattr(m, "heads") and hasattr(m, "processor")]
+    assert [p.slice_size for p in processors] == [max(1, h // 2) for h in heads]  # diffusers' "auto": half the heads
+
+
+def test_attention_slicing_leaves_processors_with_extra_behaviour_and_says_so(tiny_unet):
+    from mixkit.attention import SlicedMixkitAttnProcessor, apply_to_diffusers
+    from mixkit.runtime.report import RuntimeFallbackWarning
+
+    class CustomProcessor:  # e.g. an IP-Adapter's: slicing must not drop what it does
+        def __call__(self, *args, **kwargs):
+            raise AssertionError("not called here")
+
+    apply_to_diffusers(tiny_unet)
+    custom = CustomProcessor()
+    first = next(m for m in tiny_unet.modules() if hasattr(m, "processor"))
+    first.set_processor(custom)
+    report = OptimizationReport("low-memory", "torch")
+    with pytest.warns(RuntimeFallbackWarning, match=r"not applied to 1 attention module\(s\).*CustomProcessor"):
+        enable_attention_slicing(tiny_unet, report)
+    assert first.processor is custom
+    assert sum(isinstance(p, SlicedMixkitAttnProcessor) for p in tiny_unet.attn_processors.values()) > 0
 
 
 def test_offload_without_accelerate_names_the_package(monkeypatch):

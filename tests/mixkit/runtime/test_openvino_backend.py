@@ -64,7 +64,7 @@ def test_refusal_happens_before_the_model_changes(tiny_sd1_dir):
 
     model = load_diffusion_model(tiny_sd1_dir)
     before = (model.unet, model.vae, list(model.text_encoders))
-    with pytest.raises(ValueError, match="vae_tiling"):
+    with pytest.raises(ValueError, match="vae_slicing"):
         apply_runtime(model, PRESETS.get("low-memory").with_changes(attention_slicing=False), backend="openvino")
     assert (model.unet, model.vae, list(model.text_encoders)) == before
     assert "execution_backend" not in model.extras

@@ -70,7 +70,7 @@ def test_optimization_preset_is_labelled(tiny_sd1_dir, tiny_taesd_dir):
     optimize(pipe, "low-memory")
     approximate(pipe, deepcache=4)
     infotext = pipe(**CALL).infotexts[0]
-    parts = ("low-memory", "attention-slicing", "vae-tiling", "vae-slicing", "page-out-idle", "fp16-weights")
+    parts = ("low-memory", "attention-slicing", "vae-slicing", "page-out-idle", "fp16-weights")
     assert f'Optimization: "{", ".join(parts)}", DeepCache: 4,' in infotext
     labels = parse_optimization(infotext)
     assert labels.exact == parts and labels.deepcache == 4
@@ -126,6 +126,8 @@ def test_compiled_or_replaced_unets_are_refused(tiny_sd1_dir):
     ({"UNet quantization": "int8"}, OptimizationLabels(int8=True)),
     ({"UNet quantization": "none"}, OptimizationLabels()),
     ({"UNet quantization": "int8", "VAE quantization": "int8"}, OptimizationLabels(int8=True, int8_vae=True)),
+    ({"Optimization": "low-memory, vae-slicing", "VAE tiling": "512"},
+     OptimizationLabels(exact=("low-memory", "vae-slicing"), vae_tiling=512)),
 ])
 def test_labels_read_back_from_infotext_values(params, expected):
     assert OptimizationLabels.from_infotext(params) == expected
@@ -137,6 +139,7 @@ def test_labels_read_back_from_infotext_values(params, expected):
     ({"VAE Decoder": "Tiny"}, "infotext VAE Decoder: 'Tiny' is not 'Full' or 'TAESD'"),
     ({"UNet quantization": "int4"}, "infotext UNet quantization: 'int4' is not 'int8'"),
     ({"VAE quantization": "fp8"}, "infotext VAE quantization: 'fp8' is not 'int8'"),
+    ({"VAE tiling": "big"}, "infotext VAE tiling: 'big' is not an integer"),
 ])
 def test_malformed_labels_are_errors(params, match):
     with pytest.raises(ValueError, match=match):
