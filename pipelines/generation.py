@@ -170,11 +170,15 @@ class ModelSession:
     def prepared(self, prompts: list[str], negatives: list[str], loras: list, clip_skip: int):
         from mixkit.prompts import extract_extra_networks
 
+        # Every prompt loses its tags, but only the first prompt's tags are applied, as A1111's
+        # `extra_networks.parse_prompts` does: the copies of one prompt in a batch would otherwise add up the
+        # strengths (batch 3 at 0.8 = 2.4), and one model state serves the whole batch.
         clean_prompts, requests = [], []
-        for prompt in prompts:
+        for index, prompt in enumerate(prompts):
             text, tags = extract_extra_networks(prompt)
             clean_prompts.append(text)
-            requests.extend(tags)
+            if index == 0:
+                requests = list(tags)
         clean_negatives = [extract_extra_networks(n)[0] for n in negatives]
         lora_requests = self._lora_requests(loras, requests)
         applied = None

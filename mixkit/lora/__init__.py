@@ -1,4 +1,4 @@
-"""Community LoRA support: kohya LoRA/LoCon, LyCORIS LoHa/LoKr/IA3/full/norm/DoRA and diffusers/PEFT files.
+"""Community LoRA support: kohya LoRA/LoCon/OFT, LyCORIS LoHa/LoKr/IA3/full/norm/GLoRA/OFT/DoRA and diffusers/PEFT files.
 
 Read a file with `load_lora`, apply several at once with `apply_loras(unet, text_encoders,
 [LoraRequest(...)], mode="merge"|"runtime")` and undo exactly with `handle.remove()`.

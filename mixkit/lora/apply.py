@@ -56,8 +56,9 @@ class AppliedLoras:
         return [item.request.display_name for item in self.loaded]
 
     def infotext_hashes(self) -> str:
-        """A1111's `Lora hashes` value: `name1: hash12, name2: hash12`."""
-        return ", ".join(f"{item.request.display_name}: {item.lora.short_hash()}" for item in self.loaded)
+        """A1111's `Lora hashes` value: `name1: hash12, name2: hash12`, with ':' and ',' taken out of the names
+        (A1111's `ExtraNetworkLora.remove_symbols`), since readers split the value on them."""
+        return ", ".join(f"{_infotext_name(item.request.display_name)}: {item.lora.short_hash()}" for item in self.loaded)
 
     def module_count(self) -> int:
         return sum(len(item.matched) for item in self.loaded)
@@ -90,13 +91,22 @@ class AppliedLoras:
         self.remove()
 
 
+def _infotext_name(name: str) -> str:
+    return name.replace(":", "").replace(",", "")
+
+
 def _changes(module: nn.Module, items: list[tuple[MatchedModule, float]]) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """Summed float32 weight and bias changes of all LoRAs on one module, each against the original weight."""
     original = module.weight.detach().float()
     weight_total, bias_total = None, None
     for match, strength in items:
         weights = match.lora_module.weights
-        change = weights.weight_change(original, strength).reshape(original.shape)
+        if match.pad_inputs_to is not None:
+            # A 4-channel conv_in change on an inpainting UNet: the extra (mask, masked image) inputs get zero.
+            change = weights.weight_change(original[:, :4], strength)
+            change = torch.nn.functional.pad(change, (0, 0, 0, 0, 0, original.shape[1] - 4))
+        else:
+            change = weights.weight_change(original, strength).reshape(original.shape)
         weight_total = change if weight_total is None else weight_total + change
         bias = weights.bias_change(strength)
         if bias is not None:
@@ -128,7 +138,8 @@ def _apply_runtime(targets: dict[int, tuple[nn.Module, list]], undo: list[Callab
         patch = RuntimePatch()
         dense_items = []
         for match, strength in items:
-            factors = match.lora_module.weights.low_rank_factors() if can_bypass(module) else None
+            bypass = can_bypass(module) and match.pad_inputs_to is None
+            factors = match.lora_module.weights.low_rank_factors() if bypass else None
             if factors is None:
                 dense_items.append((match, strength))
                 continue
@@ -205,7 +216,8 @@ def apply_loras(unet: nn.Module, text_encoders: list[nn.Module], requests: list[
                 raise ValueError(f"LoRAs {other.request.display_name!r} and {request.display_name!r} both bundle "
                                  f"vectors for the word {word!r}; a prompt can read only one: apply one of them")
         loaded.append(LoadedRequest(request, lora, match_lora(lora, index, runtime=runtime)))
-    # 2. Group all (module, strength) pairs by target module; strength 0 is skipped (a no-op by definition).
+    # 2. Group all (module, strength) pairs by target module; strength 0 is skipped: every family's change is
+    #    its full change times the strength (DoRA's too, see ModuleWeights.weight_change), so 0 changes nothing.
     targets: dict[int, tuple[nn.Module, list]] = {}
     for item in loaded:
         for match in item.matched:

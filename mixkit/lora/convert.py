@@ -20,6 +20,7 @@ from mixkit.lora.diffusers_format import METADATA_KEY
 from mixkit.lora.errors import LoraMismatchError, list_for_humans
 from mixkit.lora.kohya import kohya_module_name
 from mixkit.lora.lora_file import LoraFile, LoraModule, load_lora
+from mixkit.lora.matching import guess_base_model
 from mixkit.lora.model_index import TE1, TE2, UNET, ModelIndex
 from mixkit.registry import Registry
 
@@ -32,11 +33,19 @@ def _kohya_flat_name(module: LoraModule) -> str:
     return module.name.replace(".", "_")
 
 
+def _has_two_text_encoders(lora: LoraFile, index: ModelIndex | None) -> bool:
+    """SDXL naming (`lora_te1_`) when the model given has a second text encoder, else when the file looks SDXL."""
+    if index is not None:
+        return index.has(TE2)
+    return any(m.component == TE2 for m in lora.modules) or guess_base_model(lora) == "SDXL"
+
+
 def to_kohya(lora: LoraFile, index: ModelIndex | None) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """Kohya keys for every module (any family); diffusers paths become `lora_unet_<path_with_underscores>`."""
     tensors: dict[str, torch.Tensor] = {}
+    sdxl = _has_two_text_encoders(lora, index)
     for module in lora.modules:
-        name = kohya_module_name(module.component, _kohya_flat_name(module))
+        name = kohya_module_name(module.component, _kohya_flat_name(module), two_text_encoders=sdxl)
         for suffix, tensor in module.weights.tensors.items():
             tensors[f"{name}.{suffix}"] = tensor
         rank = module.weights.rank()

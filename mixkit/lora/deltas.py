@@ -65,20 +65,51 @@ def lokr_half(full: torch.Tensor | None, a: torch.Tensor | None, b: torch.Tensor
     return a @ b.reshape(b.shape[0], -1)
 
 
-def ia3_weight(weight: torch.Tensor, ia3: torch.Tensor, on_input: bool, strength: float) -> torch.Tensor:
-    """IA3: W scaled per input or per output channel by (1 + strength * ia3)."""
-    factor = ia3.reshape(-1) * strength + 1.0
+def ia3_delta(weight: torch.Tensor, ia3: torch.Tensor, on_input: bool) -> torch.Tensor:
+    """IA3: the change W ⊙ ia3 per input or per output channel (the file stores the learned rescale minus 1)."""
     if on_input:
-        return weight * factor.reshape(1, -1, *([1] * (weight.dim() - 2)))
-    return weight * factor.reshape(-1, *([1] * (weight.dim() - 1)))
+        return weight * ia3.reshape(1, -1, *([1] * (weight.dim() - 2)))
+    return weight * ia3.reshape(-1, *([1] * (weight.dim() - 1)))
 
 
-def dora_weight(weight: torch.Tensor, dora_scale: torch.Tensor, strength: float) -> torch.Tensor:
-    """DoRA as LyCORIS defines it: W * (strength * (m / ||W|| - 1) + 1).
+def glora_delta(weight: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor, b1: torch.Tensor, b2: torch.Tensor,
+                scale: float) -> torch.Tensor:
+    """GLoRA (LyCORIS): scale * (W @ a1 @ a2 + b1 @ b2), a1 [in, r], a2 [r, in], b1 [out, r], b2 [r, in*k*k].
 
-    `weight` is already W0 + ΔW at full strength (LyCORIS does not scale ΔW by the multiplier for
-    DoRA); the norm is per output row for a `[out, 1, ...]` magnitude and per input column for a
-    `[1, in, ...]` one, plus float32 eps.
+    On a convolution W @ a1 @ a2 mixes input channels only (the kernel axes stay), as LyCORIS's einsum does."""
+    a1, a2 = a1.reshape(a1.shape[0], -1), a2.reshape(a2.shape[0], -1)
+    through_a = torch.einsum("oi...,ij->oj...", torch.einsum("oi...,ij->oj...", weight, a1), a2)
+    through_b = (b1.reshape(b1.shape[0], -1) @ b2.reshape(b2.shape[0], -1)).reshape(weight.shape)
+    return (through_a + through_b) * scale
+
+
+def oft_rotation(blocks: torch.Tensor, constraint: float) -> torch.Tensor:
+    """OFT's block rotations R = (I + Q)(I - Q)^-1 from Q = B - B^T, Q's norm clamped to `constraint` when it
+    is not 0, exactly as A1111's `network_oft` does (kohya's and LyCORIS's diag-OFT `oft_blocks`)."""
+    q = blocks - blocks.transpose(-1, -2)
+    if constraint != 0:
+        norm = torch.norm(q.flatten())
+        q = q * ((torch.clamp(norm, max=constraint) + 1e-8) / (norm + 1e-8))
+    eye = torch.eye(blocks.shape[-1], dtype=blocks.dtype)
+    return (eye + q) @ torch.linalg.inv(eye - q)
+
+
+def oft_delta(weight: torch.Tensor, rotation: torch.Tensor, rescale: torch.Tensor | None) -> torch.Tensor:
+    """OFT: the output channels of W, in blocks, rotated by R^T (then rescaled per channel), minus W."""
+    blocks, size = rotation.shape[0], rotation.shape[1]
+    grouped = weight.reshape(blocks, size, *weight.shape[1:])
+    merged = torch.einsum("knm,kn...->km...", rotation, grouped).reshape(weight.shape)
+    if rescale is not None:
+        merged = rescale.reshape(-1, *([1] * (weight.dim() - 1))) * merged
+    return merged - weight
+
+
+def dora_weight(weight: torch.Tensor, dora_scale: torch.Tensor) -> torch.Tensor:
+    """DoRA as LyCORIS defines it at full strength: W' * m / ||W'||, for W' = W0 + ΔW.
+
+    The norm is per output row for a `[out, 1, ...]` magnitude and per input column for a `[1, in, ...]`
+    one, plus float32 eps. The strength is applied by the caller to the result's change from W0 (A1111's
+    and ComfyUI's form, see `ModuleWeights.weight_change`).
     """
     per_output = dora_scale.shape[0] == weight.shape[0] and (dora_scale.dim() == 1 or dora_scale.shape[1] == 1)
     if per_output:
@@ -89,10 +120,7 @@ def dora_weight(weight: torch.Tensor, dora_scale: torch.Tensor, strength: float)
             .reshape(weight.shape[1], *([1] * (weight.dim() - 1))).transpose(0, 1)
         )
     norm = norm + torch.finfo(weight.dtype).eps
-    factor = dora_scale.reshape(norm.shape) / norm
-    if strength != 1:
-        factor = strength * (factor - 1) + 1
-    return weight * factor
+    return weight * (dora_scale.reshape(norm.shape) / norm)
 
 
 def peft_dora_weight(merged: torch.Tensor, magnitude: torch.Tensor) -> torch.Tensor:

@@ -24,7 +24,10 @@ def split_kohya_key(key: str) -> tuple[str, str, str] | None:
     return None
 
 
-def kohya_module_name(component: str, flat_name: str) -> str:
-    """The kohya module name of a component's flat path (SD 1.x-style `lora_te_` for one encoder)."""
+def kohya_module_name(component: str, flat_name: str, *, two_text_encoders: bool) -> str:
+    """The kohya module name of a component's flat path: `lora_te_` for the one text encoder of SD 1.x/2.x
+    (kohya's sd-scripts build exactly that name and skip others), `lora_te1_`/`lora_te2_` for SDXL's two."""
+    if component == TE1 and not two_text_encoders:
+        return "lora_te_" + flat_name
     prefix = {UNET: "lora_unet_", TE1: "lora_te1_", TE2: "lora_te2_"}[component]
     return prefix + flat_name

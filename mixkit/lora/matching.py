@@ -9,10 +9,11 @@ was trained for, judged from its own keys and shapes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from torch import nn
 
+from mixkit.lora.algorithms import LORA_ALGORITHMS
 from mixkit.lora.errors import LoraMismatchError, list_for_humans
 from mixkit.lora.lora_file import LoraFile, LoraModule
 from mixkit.lora.model_index import COMPONENT_LABELS, TE2, ModelIndex, TargetModule
@@ -27,6 +28,12 @@ _CONTEXT_WIDTHS = {768: "SD 1.x", 1024: "SD 2.x", 2048: "SDXL"}
 class MatchedModule:
     target: TargetModule
     lora_module: LoraModule
+    # The file's change covers the first 4 input channels of a 9-channel (inpainting) conv_in: the rest is zero.
+    pad_inputs_to: int | None = None
+
+
+def _known_algorithms() -> str:
+    return ", ".join(LORA_ALGORITHMS.get(name).label for name in LORA_ALGORITHMS.names()) + ", DoRA of each"
 
 
 def _key_of(module: LoraModule) -> str:
@@ -39,12 +46,21 @@ def guess_base_model(lora: LoraFile) -> str | None:
         return "SDXL"
     widths = set()
     for module in lora.modules:
-        if module.name.replace(".", "_").endswith(("attn2_to_k", "attn2_to_v")):
+        if module.name.replace(".", "_").endswith(("attn2_to_k", "attn2_to_v")) and module.weights.problem() is None:
             widths.add(module.weights.implied_shape()[1])
     guesses = {_CONTEXT_WIDTHS[w] for w in widths if w in _CONTEXT_WIDTHS}
     if len(guesses) == 1:
         return guesses.pop()
     return lora.metadata.architecture or None
+
+
+def _inpaint_padding(module: LoraModule, weight, want_in: int) -> int | None:
+    """9 when a change made for a 4-channel conv_in meets an inpainting UNet's 9-channel one (latents + mask +
+    masked image): A1111's `network_apply_weights` zero-pads such a change, so an SD LoRA works on the
+    inpainting model. Only changes that do not depend on the weight can be padded (A1111 fails on the others)."""
+    if weight.dim() != 4 or weight.shape[1] != 9 or want_in * 9 != int(math.prod(weight.shape[1:])) * 4:
+        return None
+    return 9 if module.weights.additive else None
 
 
 def _shape_problem(module: LoraModule, target: TargetModule) -> str | None:
@@ -53,7 +69,7 @@ def _shape_problem(module: LoraModule, target: TargetModule) -> str | None:
         return f"{_key_of(module)}: target {target.path} has no weight"
     out_dim, in_flat = weight.shape[0], int(math.prod(weight.shape[1:]))
     want_out, want_in = module.weights.implied_shape()
-    if (want_out not in (-1, out_dim)) or (want_in not in (-1, in_flat)):
+    if (want_out not in (-1, out_dim)) or (want_in not in (-1, in_flat) and not _inpaint_padding(module, weight, want_in)):
         return f"{_key_of(module)}: file [{want_out}, {want_in}] vs model {target.path} {list(weight.shape)}"
     layout = module.weights.layout_tensor()
     if layout is not None and layout.dim() != weight.dim():
@@ -79,10 +95,14 @@ class MatchResult:
     unmatched: list[str]
     shape_problems: list[str]
     missing_components: set[str]
+    # Modules whose own tensors do not fit together, or use a variant mixkit does not apply (named in the text).
+    broken: list[str] = field(default_factory=list)
+    # Keys of the file no LoRA algorithm claims (part of `unmatched`).
+    unrecognised: list[str] = field(default_factory=list)
 
     @property
     def problems(self) -> list[str]:
-        return sorted(self.unmatched) + self.shape_problems
+        return self.broken + sorted(self.unmatched) + self.shape_problems
 
 
 def find_matches(lora: LoraFile, index: ModelIndex, *, runtime: bool = False) -> MatchResult:
@@ -92,7 +112,12 @@ def find_matches(lora: LoraFile, index: ModelIndex, *, runtime: bool = False) ->
     shapes: list[str] = []
     missing_components: set[str] = set()
     claimed: dict[int, str] = {}
+    broken: list[str] = []
     for module in lora.modules:
+        inner = module.weights.problem()
+        if inner is not None:
+            broken.append(f"{_key_of(module)} ({module.weights.spec.label}): {inner}")
+            continue
         if not index.has(module.component):
             missing_components.add(module.component)
             unmatched.append(_key_of(module))
@@ -111,16 +136,30 @@ def find_matches(lora: LoraFile, index: ModelIndex, *, runtime: bool = False) ->
             shapes.append(problem)
             continue
         claimed[id(target.module)] = _key_of(module)
-        matched.append(MatchedModule(target, module))
-    return MatchResult(matched, unmatched, shapes, missing_components)
+        want_in, weight = module.weights.implied_shape()[1], target.module.weight
+        padding = _inpaint_padding(module, weight, want_in) if want_in not in (-1, int(math.prod(weight.shape[1:]))) else None
+        matched.append(MatchedModule(target, module, padding))
+    return MatchResult(matched, unmatched, shapes, missing_components, broken, list(lora.unclaimed_keys))
 
 
 def match_lora(lora: LoraFile, index: ModelIndex, *, runtime: bool = False) -> list[MatchedModule]:
     """Every module of `lora` with its target in the model; LoraMismatchError listing all problems otherwise."""
     result = find_matches(lora, index, runtime=runtime)
     unmatched, shapes, missing_components = result.unmatched, result.shape_problems, result.missing_components
-    if not unmatched and not shapes:
+    if not unmatched and not shapes and not result.broken:
         return result.matched
+    if not shapes and set(unmatched) <= set(result.unrecognised):
+        # The base model is not in question: the file itself is malformed or uses an unsupported algorithm.
+        parts = [f"LoRA {lora.path} cannot be applied."]
+        if result.broken:
+            parts.append(f"{len(result.broken)} module(s) are malformed or use a variant mixkit does not apply: "
+                         f"{list_for_humans(result.broken, 6)}.")
+        if unmatched:
+            parts.append(f"{len(unmatched)} key(s) belong to no LoRA algorithm mixkit applies ({_known_algorithms()}): "
+                         f"{list_for_humans(sorted(unmatched))}.")
+        parts.append("Re-export the LoRA with a supported algorithm, or re-download it if it is damaged; "
+                     "the model was left unchanged.")
+        raise LoraMismatchError(" ".join(parts), problems=result.problems)
     parts = [f"LoRA {lora.path} does not fit this model ({index.family_label()})."]
     guess = guess_base_model(lora)
     if guess:
@@ -131,5 +170,7 @@ def match_lora(lora: LoraFile, index: ModelIndex, *, runtime: bool = False) -> l
         parts.append(f"{len(unmatched)} key(s) match no module: {list_for_humans(sorted(unmatched))}.")
     if shapes:
         parts.append(f"{len(shapes)} shape mismatch(es) or conflicts: {list_for_humans(shapes, 6)}.")
+    if result.broken:
+        parts.append(f"{len(result.broken)} module(s) are malformed or unsupported: {list_for_humans(result.broken, 6)}.")
     parts.append("Use a LoRA made for this base model; the model was left unchanged.")
-    raise LoraMismatchError(" ".join(parts), problems=sorted(unmatched) + shapes)
+    raise LoraMismatchError(" ".join(parts), problems=result.problems)

@@ -190,3 +190,16 @@ def test_dyn_cuts_a_lora_to_its_first_ranks_at_the_full_files_scale(tmp_path, sd
     assert relative_error(outputs["merge"][0], full[0]) > 1e-4  # the cut changes the result
     with pytest.raises(ValueError, match="named twice with different dyn"):
         apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path, dyn_dim=2), LoraRequest(path, dyn_dim=3)])
+
+
+def test_lora_hashes_names_lose_colons_and_commas_as_in_a1111(tmp_path, sd1):
+    """A1111 writes `Lora hashes` with ':' and ',' removed from the names (readers split on them)."""
+    path = make_peer_lora(tmp_path, sd1, "lora", seed=17, name="a,b").path
+    handle = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path, name="a,b")])
+    short = handle.loaded[0].lora.short_hash()
+    assert handle.infotext_hashes() == f"ab: {short}"
+    handle.remove()
+    other = make_peer_lora(tmp_path, sd1, "loha", seed=18, name="other").path
+    handle = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path, name="a,b"), LoraRequest(other, name="c:d")])
+    assert handle.infotext_hashes() == f"ab: {short}, cd: {handle.loaded[1].lora.short_hash()}"
+    handle.remove()

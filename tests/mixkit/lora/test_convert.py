@@ -87,3 +87,28 @@ def test_kohya_to_diffusers_needs_the_model(tmp_path, sd1):
         convert_lora(peer.path, "diffusers", tmp_path / "x.safetensors")
     with pytest.raises(ValueError, match="Unknown LoRA output format"):
         convert_lora(peer.path, "comfy", tmp_path / "x.safetensors")
+
+
+def _text_encoder_prefixes(path):
+    with safe_open(str(path), "pt") as handle:
+        return {k.split("_text_model_")[0] for k in handle.keys() if k.startswith("lora_te")}
+
+
+def test_sd1_text_encoder_keys_use_kohyas_lora_te_prefix(tmp_path, sd1):
+    """kohya's sd-scripts name SD 1.x text-encoder modules `lora_te_...` and skip `lora_te1_...`."""
+    peer = make_peer_lora(tmp_path, sd1, "lora", seed=46)
+    index = ModelIndex(sd1.unet, sd1.text_encoders)
+    as_diffusers = convert_lora(peer.path, "diffusers", tmp_path / "d.safetensors", index)
+    without_model = convert_lora(as_diffusers, "kohya", tmp_path / "k.safetensors")
+    with_model = convert_lora(as_diffusers, "kohya", tmp_path / "k2.safetensors", index)
+    assert _text_encoder_prefixes(without_model) == _text_encoder_prefixes(with_model) == {"lora_te"}
+    original, round_trip = _merged(sd1, peer.path), _merged(sd1, without_model)
+    assert all(torch.equal(original[k], round_trip[k]) for k in original)
+
+
+def test_sdxl_text_encoder_keys_keep_te1_and_te2(tmp_path, sdxl):
+    peer = make_peer_lora(tmp_path, sdxl, "lora", seed=47)
+    index = ModelIndex(sdxl.unet, sdxl.text_encoders)
+    as_diffusers = convert_lora(peer.path, "diffusers", tmp_path / "d.safetensors", index)
+    back = convert_lora(as_diffusers, "kohya", tmp_path / "k.safetensors")
+    assert _text_encoder_prefixes(back) == {"lora_te1", "lora_te2"}
