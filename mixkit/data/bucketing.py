@@ -48,14 +48,31 @@ def make_buckets(resolution: int, *, step: int = 64, min_side: int = 256, max_si
     return sorted(buckets)
 
 
+class NoBucketError(ValueError):
+    """bucket_no_upscale with an image whose side is below the bucket step: it has no bucket it would not be
+    enlarged into. `side` is that image's shorter side as it would be bucketed (after any scaling down)."""
+
+    def __init__(self, message: str, side: int) -> None:
+        super().__init__(message)
+        self.side = side
+
+
 def no_upscale_bucket(width: int, height: int, resolution: int, step: int) -> Bucket:
     """An image's own bucket (kohya's bucket_no_upscale): its size rounded down to multiples of `step`, after
-    scaling down to an area of resolution² if larger, so the image is only ever shrunk or cropped by under a step."""
+    scaling down to an area of resolution² if larger, so the image is only ever shrunk or cropped by under a step.
+
+    A side below `step` (after that scaling) rounds down to nothing: kohya's BucketManager then makes a bucket
+    of width or height 0 and fails at its first division; here it is a `NoBucketError` naming the sizes. (Rounding
+    such a side *up* to one step, as mixkit once did, enlarges the image, which bucket_no_upscale promises never
+    to do.)"""
     if width <= 0 or height <= 0:
         raise ValueError(f"image size must be positive, got {width}x{height}")
     scale = min(1.0, math.sqrt(resolution * resolution / (width * height)))
-    fit = lambda side: max(step, int(side * scale) // step * step)  # noqa: E731
-    return Bucket(fit(width), fit(height))
+    fitted = (int(width * scale), int(height * scale))
+    if min(fitted) < step:
+        scaled = f", {fitted[0]}x{fitted[1]} once scaled down to fit {resolution}x{resolution}," if scale < 1 else ""
+        raise NoBucketError(f"{width}x{height} pixels{scaled} has a side below the bucket step {step}", min(fitted))
+    return Bucket(fitted[0] // step * step, fitted[1] // step * step)
 
 
 def assign_bucket(width: int, height: int, buckets: list[Bucket]) -> Bucket:

@@ -10,7 +10,8 @@ import math
 import random
 from dataclasses import dataclass
 
-from mixkit.data.bucketing import Bucket, assign_bucket, check_bucket_inputs, make_buckets, no_upscale_bucket
+from mixkit.data.bucketing import (Bucket, NoBucketError, assign_bucket, check_bucket_inputs, make_buckets,
+                                   no_upscale_bucket)
 from mixkit.data.records import ImageRecord
 from mixkit.errors import MixkitError
 
@@ -44,6 +45,27 @@ def _resize_and_crop(image, bucket: Bucket, resample=None):
     return image.crop((left, top, left + bucket.width, top + bucket.height)), (top, left)
 
 
+def _no_upscale_buckets(records: list[ImageRecord], resolution: int, step: int, source: str) -> list[Bucket]:
+    """Each record's own bucket (`no_upscale_bucket`); refuses, naming them, images with a side below the step."""
+    buckets, too_small, smallest = [], [], step
+    for record in records:
+        try:
+            buckets.append(no_upscale_bucket(record.width, record.height, resolution, step))
+        except NoBucketError as error:
+            too_small.append(f"{record.path} ({error})")
+            smallest = min(smallest, error.side)
+    if too_small:
+        shown = "; ".join(too_small[:5]) + (f"; and {len(too_small) - 5} more" if len(too_small) > 5 else "")
+        fix = [f"set bucket_step to {smallest // 8 * 8} or less (a multiple of 8)"] if smallest >= 8 else []
+        fix += ["turn bucket_no_upscale off (such images are then enlarged into a bucket)",
+                "remove or enlarge those images"]
+        raise ValueError(
+            f"bucket_no_upscale never enlarges an image and rounds each side down to the bucket step ({step}, as kohya "
+            f"does), so {len(too_small)} image(s) of {source} have no bucket: {shown}. Either {', '.join(fix[:-1])}, "
+            f"or {fix[-1]}.")
+    return buckets
+
+
 class BucketedImageDataset:
     """Records with repeats expanded, each assigned to a bucket; yields batches from one bucket at a time."""
 
@@ -63,10 +85,13 @@ class BucketedImageDataset:
         self.records = records
         self.resolution = resolution
         self.loss_masks = loss_masks
+        self.bucketing = buckets.enabled
         if buckets.enabled and buckets.no_upscale:
-            self.buckets = [no_upscale_bucket(r.width, r.height, resolution, buckets.step) for r in records]
+            self.buckets = _no_upscale_buckets(records, resolution, buckets.step, source)
+            choices = sorted(set(self.buckets))  # kohya: only the sizes images have, no predefined set
         else:
             self.buckets = [assign_bucket(r.width, r.height, choices) for r in records]
+        self.choices = choices
         # Repeats are realised as duplicated indices, as kohya does, so an epoch has sum(repeats) samples.
         self.samples = [i for i, record in enumerate(records) for _ in range(record.repeats)]
 
@@ -92,6 +117,20 @@ class BucketedImageDataset:
         for index in self.samples:
             counts[self.buckets[index]] = counts.get(self.buckets[index], 0) + 1
         return sum(math.ceil(n / batch_size) for n in counts.values())
+
+    def bucket_info(self) -> dict | None:
+        """kohya's `ss_bucket_info`: {"buckets": {index: {"resolution": [w, h], "count": samples, repeats
+        included}}, "mean_img_ar_error": mean |bucket aspect - image aspect| over images}, indexed in the
+        sorted list of bucket sizes and listing only those used; None without bucketing (as kohya)."""
+        if not self.bucketing:
+            return None
+        counts: dict[Bucket, int] = {}
+        for index in self.samples:
+            counts[self.buckets[index]] = counts.get(self.buckets[index], 0) + 1
+        errors = [abs(b.width / b.height - r.width / r.height) for r, b in zip(self.records, self.buckets)]
+        return {"buckets": {i: {"resolution": [b.width, b.height], "count": counts[b]}
+                            for i, b in enumerate(self.choices) if counts.get(b)},
+                "mean_img_ar_error": sum(errors) / len(errors)}
 
     def load_batch(self, indices: list[int]) -> dict:
         """Pixels in [-1, 1] (B, 3, H, W), captions, SDXL's original size / crop conditioning, loss weights;

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from mixkit.data.captions import MISSING_CAPTION_POLICIES, read_caption
-from mixkit.data.image_probe import is_image_file, probe_image
+from mixkit.data.image_probe import IMAGE_SUFFIXES, is_image_file, probe_image
 from mixkit.data.loss_masks import is_mask_file, mask_file_beside
 from mixkit.data.records import ImageRecord, ScanReport
 
@@ -32,12 +32,23 @@ def parse_repeat_folder(name: str) -> tuple[int, str] | None:
 
 
 def _check_inputs(root: Path, missing_captions: str, caption_extension: str) -> None:
+    check_caption_extension(caption_extension)
     if not root.is_dir():
         what = "is a file" if root.exists() else "does not exist"
-        raise FileNotFoundError(f"Dataset folder {str(root)!r} {what}; pass a folder of images with .txt captions.")
+        raise FileNotFoundError(f"Dataset folder {str(root)!r} {what}; pass a folder of images with caption files "
+                                f"({caption_extension} beside each image).")
     MISSING_CAPTION_POLICIES.get(missing_captions)
-    if not caption_extension.startswith("."):
-        raise ValueError(f"caption_extension must start with a dot, like '.txt', got {caption_extension!r}")
+
+
+def check_caption_extension(extension) -> None:
+    """A caption extension as kohya's `caption_extension` takes it: `.txt`, `.caption`, `.tags.txt`..."""
+    if (not isinstance(extension, str) or len(extension) < 2 or not extension.startswith(".")
+            or any(c in extension for c in "/\\")):
+        raise ValueError(f"caption_extension must be a file extension starting with a dot, like '.txt' or "
+                         f"'.caption' (kohya's default), got {extension!r}")
+    if extension.lower() in IMAGE_SUFFIXES:
+        raise ValueError(f"caption_extension={extension!r} is an image suffix: the images would be read as their "
+                         "own captions; use the extension of the caption text files, like '.txt' or '.caption'")
 
 
 def _scan_images(folder: Path, repeats: int, concept: str, policy: str, extension: str, report: ScanReport) -> None:
@@ -51,7 +62,7 @@ def _scan_images(folder: Path, repeats: int, concept: str, policy: str, extensio
             continue
         caption = read_caption(image, extension)
         if caption is None:
-            caption = choose_caption(image, concept)
+            caption = choose_caption(image, concept, extension)
             message = f"{image} has no {extension} caption; using {caption!r} (missing_captions={policy!r})"
             report.warnings.append(message)
             logger.warning(message)
@@ -61,7 +72,10 @@ def _scan_images(folder: Path, repeats: int, concept: str, policy: str, extensio
 
 def scan_kohya_folder(root: str | Path, *, missing_captions: str = "folder_name",
                       caption_extension: str = ".txt") -> ScanReport:
-    """Every usable image under `root` with caption and repeat count; skipped files listed in the report."""
+    """Every usable image under `root` with caption and repeat count; skipped files listed in the report.
+
+    `caption_extension` is kohya's: `photo.png` is captioned by `photo<caption_extension>` (`.txt` by default here,
+    `.caption` in kohya)."""
     root = Path(root).expanduser()
     _check_inputs(root, missing_captions, caption_extension)
     report = ScanReport()

@@ -49,8 +49,23 @@ def has_alpha_channel(path: Path) -> bool:
         return _has_alpha(image)
 
 
+def _weight_channel(mask):
+    """The mask file's weight channel on the 0..255 scale: "L" (its red channel) for 8-bit files; "F" for 16-bit
+    greyscale (0..65535 / 257, every grey level kept: Pillow's own conversion clips them to 255, so a 16-bit 50%
+    grey mask would weigh as white) and float files (0..1 * 255)."""
+    from PIL import Image
+    import numpy as np
+
+    if mask.mode in ("I;16", "I;16B", "I;16L", "I"):
+        return Image.fromarray(np.asarray(mask, dtype=np.float32) / 257.0, mode="F")
+    if mask.mode == "F":
+        return Image.fromarray(np.asarray(mask, dtype=np.float32) * 255.0, mode="F")
+    return mask.convert("RGB").getchannel("R")
+
+
 def load_loss_mask(image_path: Path, mask_path: Path | None):
-    """The mask of one training image as an 8-bit `PIL.Image` ("L"), upright like `load_image`'s pixels;
+    """The mask of one training image as a `PIL.Image` whose values / 255 are the loss weights ("L", or "F" for a
+    16-bit or float mask file, whose finer grey levels 8 bits would round), upright like `load_image`'s pixels;
     None when the image has neither a mask file nor an alpha channel (the whole image is learned)."""
     from PIL import Image, ImageOps
 
@@ -61,7 +76,7 @@ def load_loss_mask(image_path: Path, mask_path: Path | None):
                 return None
             upright = ImageOps.exif_transpose(opened)
             if mask_path is not None:
-                return upright.convert("RGB").getchannel("R")
+                return _weight_channel(upright)
             return upright.convert("RGBA").getchannel("A")
     except OSError as error:
         raise LossMaskError(f"the loss mask {str(source)!r} cannot be read ({error}); fix or remove it") from None

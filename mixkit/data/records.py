@@ -30,13 +30,16 @@ class ScanReport:
     warnings: list[str] = field(default_factory=list)
 
     def tag_frequency(self) -> dict[str, dict[str, int]]:
-        """kohya's `ss_tag_frequency`: per image folder (its name, as kohya keys it: "10_sks dog"), how many images
-        carry each comma tag."""
+        """kohya's `ss_tag_frequency`: per image folder (its name, as kohya keys it: "10_sks dog"), how often each
+        comma tag occurs in its images' captions, counted as kohya's `set_tag_frequency` counts: tags stripped and
+        lower-cased, every occurrence (a tag twice in one caption counts twice), each image once whatever its
+        repeats; class-image folders included."""
         result: dict[str, dict[str, int]] = {}
         for record in self.records:
             counts = result.setdefault(record.path.parent.name, {})
-            for tag in {t.strip() for t in record.caption.split(",") if t.strip()}:
-                counts[tag] = counts.get(tag, 0) + 1
+            for tag in (t.strip().lower() for t in record.caption.split(",")):
+                if tag:
+                    counts[tag] = counts.get(tag, 0) + 1
         return result
 
     def dataset_dirs(self, prior: bool = False) -> dict[str, dict[str, int]]:

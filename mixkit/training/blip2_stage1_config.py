@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-from mixkit.training.config_checks import check_mixed_precision, check_non_negative_numbers, check_positive_ints
+from mixkit.training.config_checks import (check_caption_files, check_mixed_precision, check_non_negative_numbers,
+                                           check_positive_ints)
 from mixkit.training.config_json import JsonConfig
 
 # Derived from the vision encoder and the tokenizer, so not settable in `qformer`.
@@ -34,6 +35,8 @@ class Blip2Stage1Config(JsonConfig):
     weight_decay: float = 0.05
     seed: int = 0
     missing_captions: str = "folder_name"
+    # kohya's caption_extension: `photo.png` is captioned by `photo<caption_extension>` (kohya's default: .caption)
+    caption_extension: str = ".txt"
     mixed_precision: str = "no"
     checkpoint_every: int = 0
     checkpoint_dir: str | None = None
@@ -41,6 +44,7 @@ class Blip2Stage1Config(JsonConfig):
 
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
+        check_caption_files(self)
         from mixkit.models.vlm.modular.qformer import QFormerConfig
 
         check_positive_ints(self, ("batch_size", "max_steps", "embed_dim", "max_text_length"))

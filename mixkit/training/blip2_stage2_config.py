@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mixkit.training.config_checks import check_mixed_precision, check_non_negative_numbers, check_positive_ints
+from mixkit.training.config_checks import (check_caption_files, check_mixed_precision, check_non_negative_numbers,
+                                           check_positive_ints)
 from mixkit.training.config_json import JsonConfig
 from mixkit.training.optimizers import LR_SCHEDULES
 
@@ -64,6 +65,8 @@ class Blip2Stage2Config(JsonConfig):
     lr_schedule: str = "constant"  # after warm-up: "constant", "cosine" or "linear" (LAVIS's linear_warmup_cosine_lr)
     seed: int = 0
     missing_captions: str = "folder_name"
+    # kohya's caption_extension: `photo.png` is captioned by `photo<caption_extension>` (kohya's default: .caption)
+    caption_extension: str = ".txt"
     mixed_precision: str = "no"
     checkpoint_every: int = 0
     checkpoint_dir: str | None = None
@@ -71,6 +74,7 @@ class Blip2Stage2Config(JsonConfig):
 
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
+        check_caption_files(self)
         check_language_modelling(self)
         check_prompt("prompt", self.prompt)
         if self.caption_prompt is not None:

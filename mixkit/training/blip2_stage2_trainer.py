@@ -88,7 +88,8 @@ def train_blip2_stage2(config: Blip2Stage2Config, *, stop_at_step: int | None = 
     config.check()
     config = with_shipped_folders(config, ("model", "qformer_from"))
     check_new_output_folder(config.output)
-    scan = scan_vlm_samples(config.dataset, missing_captions=config.missing_captions)
+    scan = scan_vlm_samples(config.dataset, missing_captions=config.missing_captions,
+                            caption_extension=config.caption_extension)
     for sample in scan.samples:  # a question without '{}' in the prompt (or the reverse) fails before loading
         sample_prompt(config.prompt, config.caption_prompt, sample, config.dataset)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mixkit.training.config_checks import (check_int_in, check_mixed_precision, check_non_negative_numbers,
-                                           check_positive_ints)
+from mixkit.training.config_checks import (check_caption_files, check_int_in, check_mixed_precision,
+                                           check_non_negative_numbers, check_positive_ints)
 from mixkit.training.config_json import JsonConfig
 
 
@@ -22,6 +22,8 @@ class ClipTrainingConfig(JsonConfig):
     weight_decay: float = 0.1
     seed: int = 0
     missing_captions: str = "folder_name"
+    # kohya's caption_extension: `photo.png` is captioned by `photo<caption_extension>` (kohya's default: .caption)
+    caption_extension: str = ".txt"
     mixed_precision: str = "no"
     checkpoint_every: int = 0
     checkpoint_dir: str | None = None
@@ -29,6 +31,7 @@ class ClipTrainingConfig(JsonConfig):
 
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
+        check_caption_files(self)
         check_positive_ints(self, ("batch_size", "max_steps"))
         if self.batch_size < 2:  # each pair's negatives are the batch's other pairs: one pair learns nothing
             raise ValueError(f"batch_size must be at least 2 for contrastive training (the other pairs of a batch "

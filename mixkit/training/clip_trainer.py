@@ -85,7 +85,7 @@ def train_clip(config: ClipTrainingConfig, *, stop_at_step: int | None = None) -
     check_new_output_folder(config.output)
     path = Path(config.dataset)
     report = scan_jsonl_manifest(path) if path.suffix.lower() == ".jsonl" else scan_kohya_folder(
-        path, missing_captions=config.missing_captions)
+        path, missing_captions=config.missing_captions, caption_extension=config.caption_extension)
     # Repeats are ignored: a repeated pair in the same batch would be its own false negative.
     records = [dataclasses.replace(r, repeats=1) for r in report.records]
     dataset = BucketedImageDataset(records, ORDER_ONLY_RESOLUTION, source=config.dataset)
@@ -131,7 +131,8 @@ def train_clip(config: ClipTrainingConfig, *, stop_at_step: int | None = None) -
         schedule.step()
         step += 1
         result.losses.append(accelerator.reduce(loss.detach(), "mean").item())
-        check_finite_loss(result.losses[-1], step)
+        check_finite_loss(result.losses[-1], step, last_checkpoint=result.last_checkpoint or config.resume_from,
+                          checkpoint_every=config.checkpoint_every)
         if ((config.checkpoint_every and step % config.checkpoint_every == 0) or step == stop_at_step) \
                 and accelerator.is_main_process:
             result.last_checkpoint = save_training_state(

@@ -74,3 +74,13 @@ def check_diffusion_training(config) -> None:
 def check_mixed_precision(config) -> None:
     if config.mixed_precision not in MIXED_PRECISION:
         raise ValueError(f"mixed_precision must be one of {MIXED_PRECISION}, got {config.mixed_precision!r}")
+
+
+def check_caption_files(config) -> None:
+    """`missing_captions` (a policy name) and `caption_extension` (kohya's: `.txt`, `.caption`, ...) of a trainer
+    that reads kohya folders."""
+    from mixkit.data.captions import MISSING_CAPTION_POLICIES
+    from mixkit.data.kohya_folder import check_caption_extension
+
+    MISSING_CAPTION_POLICIES.get(config.missing_captions)
+    check_caption_extension(config.caption_extension)

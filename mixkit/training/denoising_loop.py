@@ -189,7 +189,8 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
         step += 1
         mean_loss = accelerator.reduce(torch.tensor(step_loss, device=accelerator.device), "mean").item()
         result.losses.append(mean_loss)
-        check_finite_loss(mean_loss, step)
+        check_finite_loss(mean_loss, step, last_checkpoint=result.last_checkpoint or config.resume_from,
+                          checkpoint_every=config.checkpoint_every)
         seconds = time.perf_counter() - tick
         bar.update(1)
         bar.set_postfix(loss=f"{mean_loss:.4f}", its=f"{1 / max(seconds, 1e-9):.2f}")

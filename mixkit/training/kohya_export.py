@@ -43,7 +43,10 @@ def training_metadata(*, network: str, rank: int, alpha: float, conv_rank: int |
                       num_images: int, settings: dict, started_at: float, base_model_name: str,
                       extra_network_args: dict | None = None, reg_dataset_dirs: dict | None = None) -> dict[str, str]:
     """kohya's `ss_*` keys (strings only, JSON for nested values); `extra_network_args` (like rank_dropout) join
-    `ss_network_args` as kohya's --network_args do."""
+    `ss_network_args` as kohya's --network_args do. `num_images` is kohya's `ss_num_train_images`: training samples
+    per epoch, repeats included, class images not; `ss_num_reg_images` is the class images times their folders'
+    repeats, before they are balanced against the training images (as kohya counts both). `settings` become
+    `ss_<key>` with kohya's key names (`text_encoder_lr`, `optimizer`, `bucket_info` as JSON...)."""
     network_args = {"conv_dim": str(conv_rank), "conv_alpha": str(conv_alpha)} if network == "locon" else {}
     network_args.update({key: str(value) for key, value in (extra_network_args or {}).items()})
     metadata = {

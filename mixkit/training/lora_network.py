@@ -28,7 +28,10 @@ CROSS_ATTENTION_KV = ("attn2.to_k", "attn2.to_v")
 class LoraAdapter(nn.Module):
     """down (rank outputs, same kernel/stride/padding as the base layer) then up (1x1), scaled by alpha/rank."""
 
-    def __init__(self, base: nn.Module, rank: int, alpha: float) -> None:
+    def __init__(self, base: nn.Module, rank: int, alpha: float | None) -> None:
+        """`alpha` None or 0 means alpha = rank (scale 1), as kohya's LoRAModule reads it; the buffer (the file's
+        `.alpha`) then holds the rank, as kohya's files do, so every loader applies the scale the run trained with
+        (an alpha of 0 taken literally would scale the adapter, and so every gradient, to exactly zero)."""
         super().__init__()
         if isinstance(base, nn.Conv2d):
             self.lora_down = nn.Conv2d(base.in_channels, rank, base.kernel_size, base.stride, base.padding, bias=False)
@@ -39,7 +42,7 @@ class LoraAdapter(nn.Module):
         # kohya's initialisation: random down, zero up, so training starts from the unchanged model.
         nn.init.kaiming_uniform_(self.lora_down.weight, a=math.sqrt(5))
         nn.init.zeros_(self.lora_up.weight)
-        self.register_buffer("alpha", torch.tensor(float(alpha)))
+        self.register_buffer("alpha", torch.tensor(float(rank if not alpha else alpha)))
         self.rank = rank
         self.multiplier = 1.0
         # kohya's regularisers, active in training mode only (set by `LoraNetwork`): `dropout` on the rank-wide

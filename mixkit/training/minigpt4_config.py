@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mixkit.training.blip2_stage2_config import check_language_modelling
+from mixkit.training.config_checks import check_caption_files
 from mixkit.training.config_json import JsonConfig
 
 
@@ -35,6 +36,8 @@ class MiniGPT4Config(JsonConfig):
     lr_schedule: str = "constant"  # after warm-up: "constant", "cosine" or "linear" (MiniGPT-4's stage 1 uses cosine)
     seed: int = 0
     missing_captions: str = "folder_name"
+    # kohya's caption_extension: `photo.png` is captioned by `photo<caption_extension>` (kohya's default: .caption)
+    caption_extension: str = ".txt"
     mixed_precision: str = "no"
     checkpoint_every: int = 0
     checkpoint_dir: str | None = None
@@ -42,6 +45,7 @@ class MiniGPT4Config(JsonConfig):
 
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
+        check_caption_files(self)
         check_language_modelling(self)
         if self.init_from and (self.blip2 or self.language_model):
             raise ValueError("set either init_from (continue a MiniGPT-4 folder) or blip2 + language_model, not both")

@@ -107,7 +107,8 @@ def train_minigpt4(config: MiniGPT4Config, *, stop_at_step: int | None = None) -
     config.check()
     config = with_shipped_folders(config, ("blip2", "init_from"))
     check_new_output_folder(config.output)
-    scan = scan_vlm_samples(config.dataset, missing_captions=config.missing_captions)
+    scan = scan_vlm_samples(config.dataset, missing_captions=config.missing_captions,
+                            caption_extension=config.caption_extension)
 
     # 2. Model: vision, Q-Former and LM frozen; one linear layer trained.
     from mixkit.models.vlm.modular.minigpt4 import MINIGPT4_TEMPLATE, minigpt4_prompt

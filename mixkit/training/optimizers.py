@@ -87,6 +87,27 @@ def make_optimizer(name: str, parameter_groups: list, learning_rate: float) -> t
     return OPTIMIZERS.get(name)(parameter_groups, learning_rate)
 
 
+# Constructor switches that choose a kernel, not the optimisation: left out of `optimizer_description`.
+IMPLEMENTATION_SWITCHES = ("lr", "fused", "foreach", "capturable", "differentiable")
+
+
+def optimizer_description(optimizer: torch.optim.Optimizer) -> str:
+    """kohya's `ss_optimizer`: the class's full name, followed in brackets by the settings that differ from the
+    class's own defaults, as kohya writes its --optimizer_args ("mixkit.training.lion.Lion(weight_decay=0.1)")."""
+    import inspect
+
+    cls = type(optimizer)
+    name = f"{cls.__module__}.{cls.__name__}"
+    try:
+        parameters = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):  # a compiled class without a signature: its name alone
+        return name
+    changed = [f"{key}={value}" for key, value in optimizer.defaults.items()
+               if key not in IMPLEMENTATION_SWITCHES and key in parameters
+               and parameters[key].default is not inspect.Parameter.empty and parameters[key].default != value]
+    return f"{name}({','.join(changed)})" if changed else name
+
+
 def warmup_schedule(optimizer: torch.optim.Optimizer, schedule: str, warmup_steps: int,
                     total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
     """The LambdaLR every mixkit trainer steps once per optimizer step: `warmup_then` for each step."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mixkit.training.config_checks import (check_diffusion_training, check_ema_decay, check_non_negative_numbers,
-                                           check_positive_ints)
+from mixkit.training.config_checks import (check_caption_files, check_diffusion_training, check_ema_decay,
+                                           check_non_negative_numbers, check_positive_ints)
 from mixkit.training.config_json import JsonConfig
 from mixkit.training.sd_run_options import SDRunOptions
 
@@ -25,6 +25,8 @@ class SDFinetuneConfig(SDRunOptions, JsonConfig):
     ema_decay: float = 0.9999
     resolution: int = 512
     missing_captions: str = "folder_name"
+    # kohya's caption_extension: `photo.png` is captioned by `photo<caption_extension>` (kohya's default: .caption)
+    caption_extension: str = ".txt"
     batch_size: int = 1
     gradient_accumulation_steps: int = 1
     max_steps: int = 100
@@ -40,6 +42,7 @@ class SDFinetuneConfig(SDRunOptions, JsonConfig):
 
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
+        check_caption_files(self)
         check_positive_ints(self, ("batch_size", "gradient_accumulation_steps", "max_steps", "resolution"))
         check_non_negative_numbers(self, ("learning_rate", "noise_offset", "min_snr_gamma"))
         check_ema_decay(self)

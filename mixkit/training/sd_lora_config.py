@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mixkit.registry import Registry
-from mixkit.training.config_checks import (check_diffusion_training, check_ema_decay, check_non_negative_numbers,
-                                           check_number_in, check_positive_ints)
+from mixkit.training.config_checks import (check_caption_files, check_diffusion_training, check_ema_decay,
+                                           check_non_negative_numbers, check_number_in, check_positive_ints)
 from mixkit.training.config_json import JsonConfig
 from mixkit.training.kohya_export import SAVE_PRECISIONS, SDXL_KEY_LAYOUTS
 from mixkit.training.sd_run_options import SDRunOptions
@@ -39,12 +39,16 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     output: str
     network: str = "lora"
     rank: int = 4
+    # The adapters' output is scaled by alpha / rank; 0 means alpha = rank (scale 1), as in kohya, whose files then
+    # store the rank as `.alpha` (so A1111 and every loader apply the scale the run trained with).
     alpha: float = 1.0
     conv_rank: int = 4
-    conv_alpha: float = 1.0
+    conv_alpha: float = 1.0  # the same for LoCon's 3x3 convolutions (0: conv_alpha = conv_rank)
     train_text_encoder: bool = False
     resolution: int = 512
     missing_captions: str = "folder_name"
+    # kohya's caption_extension: `photo.png` is captioned by `photo<caption_extension>` (kohya's default: .caption)
+    caption_extension: str = ".txt"
     class_dataset: str | None = None
     prior_loss_weight: float = 1.0
     prior_target: str = "noise"
@@ -94,6 +98,7 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
 
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
+        check_caption_files(self)
         NETWORK_KINDS.get(self.network)
         PRIOR_TARGETS.get(self.prior_target)
         if self.prior_target != "noise" and not self.class_dataset:

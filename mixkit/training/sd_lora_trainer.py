@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import math
 import os
+import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +22,7 @@ from pathlib import Path
 import torch
 
 from mixkit.data import BucketedImageDataset, ScanReport, scan_jsonl_manifest, scan_kohya_folder
+from mixkit.data.class_balance import balance_class_images
 from mixkit.data.loss_masks import MASK_SUFFIX, check_loss_masks
 from mixkit.training.accelerator_setup import make_accelerator, resolve_mixed_precision
 from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_step, run_denoising_loop
@@ -27,7 +30,7 @@ from mixkit.training.ema import EmaWeights
 from mixkit.training.kohya_export import cast_for_saving, save_kohya_lora, to_sgm_layout, training_metadata
 from mixkit.training.lora_network import CROSS_ATTENTION_KV, LoraNetwork
 from mixkit.training.network_weights import load_network_weights
-from mixkit.training.optimizers import make_optimizer, warmup_schedule
+from mixkit.training.optimizers import make_optimizer, optimizer_description, warmup_schedule
 from mixkit.training.run_reporting import StepReporter
 from mixkit.training.run_schedule import intermediate_saves, resolve_epochs
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
@@ -58,24 +61,26 @@ def intermediate_output(output: str | Path, suffix: str) -> Path:
     return output.with_name(f"{output.stem}-{suffix}{output.suffix}")
 
 
-def scan_path(path: Path, missing_captions: str) -> ScanReport:
-    """A dataset folder (kohya layout) or a .jsonl manifest."""
+def scan_path(path: Path, missing_captions: str, caption_extension: str = ".txt") -> ScanReport:
+    """A dataset folder (kohya layout, captions in `<image stem><caption_extension>` files) or a .jsonl manifest."""
     if path.suffix.lower() == ".jsonl":
         return scan_jsonl_manifest(path)
-    return scan_kohya_folder(path, missing_captions=missing_captions)
+    return scan_kohya_folder(path, missing_captions=missing_captions, caption_extension=caption_extension)
 
 
 def scan_dataset(config) -> ScanReport:
     """The training images, plus DreamBooth class images (weighted by `prior_loss_weight`) if configured.
 
     Prior preservation (Ruiz et al. 2023) trains on generic images of the class ("a dog") alongside
-    the instance images ("a sks dog") so the model does not forget the class; as in kohya, the class
-    images are simply more samples whose loss is scaled by the prior loss weight.
+    the instance images ("a sks dog") so the model does not forget the class. The report lists every
+    class image once with its folder's repeats (what the `ss_*` metadata describes, as kohya's does);
+    the trainers then balance them against the training images with `balance_class_images` (kohya's
+    rule: an epoch holds as many class samples as training samples, repeats included).
     """
-    report = scan_path(Path(config.dataset), config.missing_captions)
+    report = scan_path(Path(config.dataset), config.missing_captions, config.caption_extension)
     class_dataset = getattr(config, "class_dataset", None)
     if class_dataset:
-        prior = scan_path(Path(class_dataset), config.missing_captions)
+        prior = scan_path(Path(class_dataset), config.missing_captions, config.caption_extension)
         if not prior.records:
             raise ValueError(f"class_dataset {class_dataset!r} has no usable images; add class images or unset it.")
         weight = config.prior_loss_weight
@@ -136,6 +141,7 @@ def _frozen_weights_in_half_precision(model, precision: str, train_text_encoder:
 
 
 def _settings(config: SDLoraTrainingConfig) -> dict:
+    """The run's settings as kohya's `ss_*` keys (without the prefix) and values."""
     keys = ("learning_rate", "text_encoder_learning_rate", "max_steps", "batch_size", "gradient_accumulation_steps",
             "resolution", "seed", "noise_offset", "min_snr_gamma", "mixed_precision", "gradient_checkpointing", "bucketing",
             "prior_loss_weight", "prior_target", "lr_schedule", "warmup_steps", "cache_latents", "use_ema",
@@ -147,8 +153,11 @@ def _settings(config: SDLoraTrainingConfig) -> dict:
             "max_bucket_reso", "bucket_no_upscale", "noise_offset_random_strength", "adaptive_noise_scale",
             "ip_noise_gamma_random_strength")
     renamed = {"max_steps": "max_train_steps", "batch_size": "batch_size_per_device", "bucketing": "enable_bucket",
-               "lr_schedule": "lr_scheduler", "warmup_steps": "lr_warmup_steps"}
+               "lr_schedule": "lr_scheduler", "warmup_steps": "lr_warmup_steps",
+               "text_encoder_learning_rate": "text_encoder_lr", "debiased_estimation_loss": "debiased_estimation"}
     settings = {renamed.get(k, k): getattr(config, k) for k in keys}
+    settings["unet_lr"] = config.learning_rate  # the UNet adapters' rate (kohya: --unet_lr, else learning_rate)
+    settings["color_aug"] = settings["random_crop"] = False  # mixkit has no colour augmentation, crops centred
     settings["cache_latents"] = config.cache_latents or config.cache_latents_to_disk
     if config.use_ema:
         settings["ema_decay"] = config.ema_decay
@@ -177,8 +186,8 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     report = scan_dataset(config)
     report.records, held_records = held_out_records(config, report.records, scan_path)
     buckets = config.bucket_settings()
-    dataset = BucketedImageDataset(report.records, config.resolution, buckets, source=config.dataset,
-                                   loss_masks=config.masked_loss)
+    dataset = BucketedImageDataset(balance_class_images(report.records), config.resolution, buckets,
+                                   source=config.dataset, loss_masks=config.masked_loss)
     held_dataset = (BucketedImageDataset(held_records, config.resolution, buckets, source="held-out images",
                                          loss_masks=config.masked_loss) if held_records else None)
     precision = resolve_mixed_precision(config.mixed_precision)
@@ -226,6 +235,7 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                                network.parameter_groups(config.learning_rate, te_lr, config.word_vectors_learning_rate,
                                                         up_lr_ratio=config.loraplus_lr_ratio),
                                config.learning_rate)
+    optimizer_name = optimizer_description(optimizer)
     lr_schedule = warmup_schedule(optimizer, config.lr_schedule, config.warmup_steps, config.max_steps)
     trained = list(network.parameters())
     ema = EmaWeights(trained, config.ema_decay) if config.use_ema else None
@@ -273,10 +283,18 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
             network=config.network, rank=config.rank, alpha=config.alpha, conv_rank=conv_rank,
             conv_alpha=config.conv_alpha,
             family=model.family.value, train_text_encoder=config.train_text_encoder,
-            tag_frequency=report.tag_frequency(), dataset_dirs=report.dataset_dirs(), num_images=len(dataset),
+            tag_frequency=report.tag_frequency(), dataset_dirs=report.dataset_dirs(),
+            # kohya's counts: training samples per epoch (repeats included, class images not), class images with
+            # their folders' repeats before balancing
+            num_images=sum(r.repeats for r in report.records if not r.prior),
             reg_dataset_dirs=report.dataset_dirs(prior=True),
             settings={**_settings(config), "steps": at_step, "mixed_precision": precision,  # what ran, not "auto"
                       "epoch": math.ceil(at_step * accum * world / batches_per_epoch),
+                      "num_epochs": math.ceil(config.max_steps * accum * world / batches_per_epoch),
+                      "num_batches_per_epoch": math.ceil(batches_per_epoch / world),  # each process's, as kohya
+                      "total_batch_size": config.batch_size * accum * world,
+                      "optimizer": optimizer_name, "session_id": session_id,
+                      "bucket_info": json.dumps(dataset.bucket_info()),
                       "output_name": config.output_name or Path(config.output).stem,
                       "v_parameterization": model.prediction_type == "v_prediction"},
             started_at=started, base_model_name=getattr(model, "name", str(config.model)),
@@ -294,6 +312,9 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
         return save_kohya_lora(cast_for_saving(tensors, config.save_precision), path, metadata)
 
     saves = intermediate_saves(config, batches_per_epoch, world)
+    # kohya's ss_session_id: one random number per run, shared by its intermediate and final files. Drawn from the
+    # system's entropy, not the seeded generators, so it changes no training draw.
+    session_id = random.SystemRandom().randint(0, 2**32)
 
     def after_optimizer_step() -> None:
         if config.scale_weight_norms:  # before the EMA sees the step's weights

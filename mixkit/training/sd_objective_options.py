@@ -68,7 +68,8 @@ class SDObjectiveOptions:
     # Aspect-ratio bucketing (kohya's enable_bucket and its knobs; `mixkit.data.bucketing`): buckets of `bucket_step`
     # multiples between min_bucket_reso and max_bucket_reso with area up to resolution² (the square resolution is
     # always one); `bucket_no_upscale` gives each image its own size rounded down to the step instead (scaled down to
-    # the area if larger), so small images are never blown up. Off: every image is cropped to resolution².
+    # the area if larger), so small images are never blown up; an image with a side below the step has no such size
+    # and is refused before training (kohya's would make an empty bucket). Off: every image is cropped to resolution².
     bucketing: bool = False
     bucket_step: int = 64
     min_bucket_reso: int = 256

@@ -84,13 +84,26 @@ def latest_checkpoint(folder: str | Path) -> Path | None:
     return max(steps)[1] if steps else None
 
 
-def check_finite_loss(loss: float, step: int) -> None:
+def check_finite_loss(loss: float, step: int, *, last_checkpoint: str | Path | None = None,
+                      checkpoint_every: int = 0) -> None:
     """Stop a run whose loss became NaN or infinite: every later step would train on garbage and the saved
-    weights would be NaN (a CLIP run on fp16 weights used to save an all-NaN model and exit 0)."""
-    if not math.isfinite(loss):
-        raise FloatingPointError(f"the training loss became {loss} at step {step}; nothing was saved after that. "
-                                 "Lower the learning rate, or train in float32 (mixed_precision: no), and resume "
-                                 "from the last checkpoint before it.")
+    weights would be NaN (a CLIP run on fp16 weights used to save an all-NaN model and exit 0).
+
+    `last_checkpoint` is the newest resume state before this step (written by this run, or the one it resumed
+    from), None when there is none: the advice names it, or says how to have one next time, never a file that
+    does not exist."""
+    if math.isfinite(loss):
+        return
+    if last_checkpoint is not None:
+        then = f"then resume with resume_from={str(last_checkpoint)!r}, the last checkpoint before it"
+    elif checkpoint_every:
+        then = (f"then start the run again: no checkpoint was written before it (checkpoint_every={checkpoint_every}: "
+                f"the first falls at step {checkpoint_every})")
+    else:
+        then = ("then start the run again: no checkpoint was written (checkpoint_every is 0); set checkpoint_every "
+                "(like 100) to keep resume states a later run can continue from")
+    raise FloatingPointError(f"the training loss became {loss} at step {step}; nothing was saved after that. "
+                             f"Lower the learning rate, or train in float32 (mixed_precision: no), {then}.")
 
 
 def load_training_state(source: str | Path, fingerprint: str, max_steps: int | None = None) -> dict:

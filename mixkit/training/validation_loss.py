@@ -99,7 +99,7 @@ def held_out_records(config, records: list, scan) -> tuple[list, list]:
     from pathlib import Path
 
     if config.validation_dataset:
-        held = scan(Path(config.validation_dataset), config.missing_captions).records
+        held = scan(Path(config.validation_dataset), config.missing_captions, config.caption_extension).records
         if not held:
             raise ValueError(f"validation_dataset {config.validation_dataset!r} has no usable images; add some or "
                              "unset it")

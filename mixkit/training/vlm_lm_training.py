@@ -181,7 +181,8 @@ def run_language_modelling(config, run: LanguageModellingRun, *, stop_at_step: i
         schedule.step()
         step += 1
         result.losses.append(accelerator.reduce(loss.detach(), "mean").item())
-        check_finite_loss(result.losses[-1], step)
+        check_finite_loss(result.losses[-1], step, last_checkpoint=result.last_checkpoint or config.resume_from,
+                          checkpoint_every=config.checkpoint_every)
         if ((config.checkpoint_every and step % config.checkpoint_every == 0) or step == stop_at_step) \
                 and accelerator.is_main_process:
             result.last_checkpoint = save_training_state(

@@ -62,7 +62,8 @@ def _manifest_sample(line: str, number: int, manifest: Path) -> VlmSample:
     return VlmSample(image, text.strip())
 
 
-def scan_vlm_samples(dataset: str | Path, *, missing_captions: str = "error") -> VlmSampleScan:
+def scan_vlm_samples(dataset: str | Path, *, missing_captions: str = "error",
+                     caption_extension: str = ".txt") -> VlmSampleScan:
     """Every usable sample of a kohya folder or JSONL manifest; unreadable images are skipped and reported."""
     from mixkit.data import scan_kohya_folder
     from mixkit.data.image_probe import probe_image
@@ -70,7 +71,7 @@ def scan_vlm_samples(dataset: str | Path, *, missing_captions: str = "error") ->
     path = Path(dataset).expanduser()
     scan = VlmSampleScan()
     if path.suffix.lower() != ".jsonl":
-        report = scan_kohya_folder(path, missing_captions=missing_captions)
+        report = scan_kohya_folder(path, missing_captions=missing_captions, caption_extension=caption_extension)
         scan.skipped = list(report.skipped)
         scan.samples = [VlmSample(r.path, r.caption) for r in report.records for _ in range(r.repeats)]
     else:

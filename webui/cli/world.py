@@ -57,6 +57,11 @@ def run_make(args: argparse.Namespace) -> int:
                          backgrounds=_words(args.backgrounds, base.backgrounds),
                          two_shape_fraction=args.two_shape_fraction, caption_mode=args.captions)
     check_world_config(config)
+    if args.split == "held_out" and not args.held_out:
+        # Checked here to name the flag: the library's own refusal names its Python function (with_held_out).
+        raise ValueError("--split held_out writes only held-out (shape, colour, background) combinations, but none "
+                         "are held out: add --held-out FRACTION (like --held-out 0.1), with the same --held-out and "
+                         "--held-out-seed as the training set's")
     if args.held_out:
         config = with_held_out(config, args.held_out, args.held_out_seed)
     folder = write_kohya_folder(args.folder, args.count, seed=args.seed, size=args.size, config=config,

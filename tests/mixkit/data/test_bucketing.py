@@ -27,12 +27,18 @@ def test_bad_resolution(resolution):
 
 
 def test_no_upscale_buckets_round_down_and_shrink_only_large_images():
-    from mixkit.data.bucketing import Bucket, no_upscale_bucket
+    from mixkit.data.bucketing import Bucket, NoBucketError, no_upscale_bucket
 
     assert no_upscale_bucket(500, 300, 512, 64) == Bucket(448, 256)  # small: rounded down, not enlarged
     assert no_upscale_bucket(512, 512, 512, 64) == Bucket(512, 512)
     # 2048x1024 has 8x the area of 512²: scaled by sqrt(1/8) to 724x362, then rounded down.
     assert no_upscale_bucket(2048, 1024, 512, 64) == Bucket(704, 320)
-    assert no_upscale_bucket(40, 30, 512, 64) == Bucket(64, 64)  # below one step: the smallest bucket
+    # A side below one step has no bucket it is not enlarged into (kohya's rounds to 0); it used to get 64x64, a 2x
+    # enlargement.
+    with pytest.raises(NoBucketError, match="40x30 pixels has a side below the bucket step 64") as raised:
+        no_upscale_bucket(40, 30, 512, 64)
+    assert raised.value.side == 30
+    with pytest.raises(NoBucketError, match="4000x40 pixels, 640x6 once scaled down to fit 64x64,"):
+        no_upscale_bucket(4000, 40, 64, 8)
     with pytest.raises(ValueError, match="image size must be positive"):
         no_upscale_bucket(0, 10, 512, 64)

@@ -49,3 +49,37 @@ def test_no_upscale_keeps_each_small_image_at_its_own_size(tmp_path, image_write
     loaded = dataset.load_batch([2])
     assert loaded["pixels"].shape == (1, 3, 24, 40)
     assert loaded["pixels"][0, 1].mean().item() == pytest.approx(1.0)
+
+
+def test_no_upscale_refuses_an_image_with_a_side_below_the_step_instead_of_enlarging_it(tmp_path, image_writer):
+    # 32x64 at the default step 64: rounded down its width is 0 (kohya's bucket manager then divides by it); rounding
+    # up to 64 enlarged it 2x, against bucket_no_upscale's promise. Refused before training, naming the way out.
+    narrow = image_writer(tmp_path / "narrow.png", size=(32, 64))
+    records = [ImageRecord(narrow, "n", 1, "c", 32, 64), *_records(tmp_path, image_writer)]
+    settings = BucketSettings(True, step=64, min_side=32, max_side=64, no_upscale=True)
+    with pytest.raises(ValueError) as raised:
+        BucketedImageDataset(records, 64, settings, source="/data/x")
+    message = str(raised.value)
+    assert "3 image(s) of /data/x have no bucket" in message and str(narrow) in message
+    assert "(32x64 pixels has a side below the bucket step 64)" in message
+    assert "set bucket_step to 32 or less (a multiple of 8)" in message and "turn bucket_no_upscale off" in message
+    # At a step the images reach, every side is kept or shrunk, never enlarged.
+    dataset = BucketedImageDataset(records, 64, BucketSettings(True, step=32, min_side=32, max_side=64,
+                                                               no_upscale=True))
+    for record, bucket in zip(records, dataset.buckets):
+        assert bucket.width <= record.width and bucket.height <= record.height
+    assert [(b.width, b.height) for b in dataset.buckets] == [(32, 64), (64, 32), (32, 64)]
+
+
+def test_bucket_info_is_kohyas(tmp_path, image_writer):
+    settings = BucketSettings(True, step=16, min_side=16, max_side=64)
+    dataset = BucketedImageDataset(_records(tmp_path, image_writer), 32, settings)
+    info = dataset.bucket_info()
+    # Indices into the sorted bucket list, only the used ones, counts with repeats (wide.png twice).
+    index = {b: i for i, b in enumerate(dataset.choices)}
+    wide, tall = dataset.buckets
+    assert info["buckets"] == {index[wide]: {"resolution": [wide.width, wide.height], "count": 2},
+                               index[tall]: {"resolution": [tall.width, tall.height], "count": 1}}
+    assert info["mean_img_ar_error"] == pytest.approx(
+        (abs(wide.width / wide.height - 2.0) + abs(tall.width / tall.height - 0.5)) / 2)
+    assert BucketedImageDataset(_records(tmp_path, image_writer), 32).bucket_info() is None  # kohya: no bucketing

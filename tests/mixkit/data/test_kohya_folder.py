@@ -54,3 +54,39 @@ def test_corrupt_image_in_the_middle_is_skipped_and_reported(tmp_path, image_wri
 def test_missing_folder_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope"):
         scan_kohya_folder(tmp_path / "nope")
+
+
+def test_caption_extension_reads_kohyas_caption_files(tmp_path, image_writer, caplog):
+    image_writer(tmp_path / "2_other" / "d16.png")
+    (tmp_path / "2_other" / "d16.caption").write_text("a grey disc", encoding="utf-8")
+    (tmp_path / "2_other" / "d16.txt").write_text("from the txt file", encoding="utf-8")
+    assert scan_kohya_folder(tmp_path, caption_extension=".caption").records[0].caption == "a grey disc"
+    assert scan_kohya_folder(tmp_path).records[0].caption == "from the txt file"  # mixkit's default stays .txt
+    image_writer(tmp_path / "2_other" / "e.png")
+    with caplog.at_level(logging.WARNING):
+        report = scan_kohya_folder(tmp_path, caption_extension=".caption")
+    assert [r.caption for r in report.records] == ["a grey disc", "other"]
+    assert "e.png has no .caption caption" in caplog.text
+    # The error names the file it looked for, with the extension in use (it used to name e.txt whatever was asked).
+    with pytest.raises(MissingCaptionError, match=r"e.png has no caption file 'e.caption' \(caption_extension="
+                                                  r"'.caption'\); write one, set caption_extension"):
+        scan_kohya_folder(tmp_path, missing_captions="error", caption_extension=".caption")
+    with pytest.raises(MissingCaptionError, match="no caption file 'e.txt'.*like '.caption'"):
+        scan_kohya_folder(tmp_path, missing_captions="error")
+
+
+@pytest.mark.parametrize("extension, message", [("txt", "must be a file extension starting with a dot"),
+                                                (".", "must be a file extension"), (3, "must be a file extension"),
+                                                (".PNG", "is an image suffix")])
+def test_bad_caption_extensions_are_refused(tmp_path, image_writer, extension, message):
+    image_writer(tmp_path / "a.png")
+    with pytest.raises(ValueError, match=message):
+        scan_kohya_folder(tmp_path, caption_extension=extension)
+
+
+def test_tag_frequency_counts_as_kohya(tmp_path, image_writer):
+    # kohya's set_tag_frequency: stripped, lower-cased, every occurrence; repeats of the folder do not multiply.
+    for name, caption in (("a", "Red, red, smile"), ("b", "red"), ("c", " , ")):
+        image_writer(tmp_path / "3_x" / f"{name}.png")
+        (tmp_path / "3_x" / f"{name}.txt").write_text(caption, encoding="utf-8")
+    assert scan_kohya_folder(tmp_path).tag_frequency() == {"3_x": {"red": 3, "smile": 1}}

@@ -9,7 +9,7 @@ import pytest
 import torch
 from PIL import Image
 
-from mixkit.data import BucketedImageDataset, scan_jsonl_manifest, scan_kohya_folder
+from mixkit.data import BucketedImageDataset, BucketSettings, scan_jsonl_manifest, scan_kohya_folder
 from mixkit.data.loss_masks import LossMaskError, check_loss_masks, is_mask_file, load_loss_mask
 from mixkit.training.diffusion_objective import latent_loss_mask
 
@@ -91,6 +91,26 @@ def test_a_mask_file_reads_its_red_channel_and_wins_over_alpha(tmp_path):
     assert load_loss_mask(tmp_path / "a.png", None).getextrema() == (0, 0)
     _image(tmp_path / "b.png")
     assert load_loss_mask(tmp_path / "b.png", None) is None
+
+
+def test_a_16_bit_mask_keeps_its_grey_levels(tmp_path):
+    # Columns of 0, 1000/65535, 50% grey and white in a 16-bit greyscale PNG (GIMP / Photoshop at 16 bpc). Pillow's
+    # own conversion clipped everything from 255/65535 up to white, so a soft mask trained its background at full
+    # weight.
+    _image(tmp_path / "a.png", size=(32, 8))
+    levels = np.array([0, 1000, 32768, 65535], dtype=np.uint16)
+    Image.fromarray(np.repeat(np.repeat(levels[None], 8, axis=0), 8, axis=1)).save(tmp_path / "a-masklabel.png")
+    assert Image.open(tmp_path / "a-masklabel.png").mode in ("I;16", "I")
+    mask = np.asarray(load_loss_mask(tmp_path / "a.png", tmp_path / "a-masklabel.png"), dtype=np.float64) / 255
+    assert mask[0, ::8] == pytest.approx([0.0, 1000 / 65535, 32768 / 65535, 1.0], abs=1e-6)
+    assert mask[0, 8] == pytest.approx(0.01526, abs=1e-5) and mask[0, 16] == pytest.approx(0.5, abs=1e-4)
+    # Through the batch (bucket 32x8, no resizing): the same weights reach the loss.
+    records = scan_kohya_folder(tmp_path).records
+    check_loss_masks(records)
+    settings = BucketSettings(True, step=8, min_side=8, max_side=32, no_upscale=True)
+    batch = BucketedImageDataset(records, 16, settings, loss_masks=True).load_batch([0])
+    assert batch["masks"].shape == (1, 1, 8, 32)
+    assert batch["masks"][0, 0, 0, ::8].tolist() == pytest.approx([0.0, 1000 / 65535, 32768 / 65535, 1.0], abs=1e-6)
 
 
 def test_bad_masks_are_refused_before_training(tmp_path):

@@ -56,3 +56,11 @@ def test_user_errors_are_value_errors_naming_the_value(tmp_path):
     with pytest.raises(ValueError, match="image size must be an integer in \\[8, 4096\\], got 2"):
         _run(["world", "make", str(tmp_path / "ds"), "--count", "2", "--size", "2"])
     assert not (tmp_path / "ds").exists()
+
+
+def test_held_out_split_without_held_out_names_the_cli_flag(tmp_path):
+    # The library's refusal advises with_held_out(config, fraction), a Python call a CLI user cannot make.
+    with pytest.raises(ValueError, match=r"--split held_out .* none are held out: add --held-out FRACTION "
+                                         r"\(like --held-out 0.1\)"):
+        _run(["world", "make", str(tmp_path / "w3"), "--count", "3", "--split", "held_out"])
+    assert not (tmp_path / "w3").exists()

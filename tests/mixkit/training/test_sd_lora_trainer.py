@@ -760,7 +760,7 @@ def test_loss_and_noise_options_and_clipping_reach_the_step(tiny_sd1_dir, colour
     assert runs["ip"].losses[0] != runs["plain"].losses[0]
     assert runs["multires"].losses[0] != runs["plain"].losses[0] != runs["debiased"].losses[0]
     assert read_safetensors_metadata(runs["multires"].output)["ss_multires_noise_iterations"] == "6"
-    assert read_safetensors_metadata(runs["debiased"].output)["ss_debiased_estimation_loss"] == "True"
+    assert read_safetensors_metadata(runs["debiased"].output)["ss_debiased_estimation"] == "True"  # kohya's key
     dropouts = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "drop.safetensors", max_steps=2,
                                      network_dropout=0.1, rank_dropout=0.25, module_dropout=0.05), model=model)
     assert dropouts.losses[1] != runs["plain"].losses[1]
