@@ -235,6 +235,7 @@ class ModelSession:
             "Clip skip": params.clip_skip if params.clip_skip > 1 else None,
             **beta_schedule_infotext(sampler.schedule_type),
             **_eta_infotext(sampler),
+            "ENSD": params.ensd if _uses_ensd(sampler, params.ensd) else None,
             # Initial noise comes from CPU generators (`pipelines.seeds`); A1111 reads a missing key as "GPU" noise,
             # so without this its "paste" would redraw every image differently.
             "RNG": "CPU",
@@ -258,3 +259,10 @@ def _eta_infotext(sampler: ResolvedSampler) -> dict[str, float]:
     if sampler.eta is None or sampler.eta == spec.eta_default:
         return {}
     return {spec.eta_infotext_key: sampler.eta}
+
+
+def _uses_ensd(sampler: ResolvedSampler, ensd: int) -> bool:
+    """A1111 records ENSD only for samplers whose later noise it changes: the ancestral ones, at an eta above 0."""
+    from pipelines.samplers import SAMPLERS
+
+    return bool(ensd) and SAMPLERS.get(sampler.name).ancestral and sampler.eta != 0

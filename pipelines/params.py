@@ -45,6 +45,9 @@ class Txt2ImgParams:
     sampler: str = "DPM++ 2M"
     schedule_type: str = "Automatic"
     eta: float | None = None  # A1111's eta (ancestral samplers 1, DDIM 0 when None); ignored by samplers without one
+    # A1111's "Eta noise seed delta" (ENSD; 31337 in NovelAI-style infotexts): noise after the initial latents is
+    # drawn from seed + ensd, so ancestral samplers' images change (0: the same generator continues).
+    ensd: int = 0
     clip_skip: int = 1
     loras: list = field(default_factory=list)
     # Approximate speed-ups that leave out the negative prompt on some steps (pipelines.uncond_skip;
@@ -116,6 +119,7 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     if not 0 <= cfg <= limits.max_cfg_scale:
         raise ValueError(f"cfg_scale must be in [0, {limits.max_cfg_scale}], got {cfg}.")
     _check_int("seed", params.seed, -1, SEED_MAX)
+    _check_int("ensd", params.ensd, 0, SEED_MAX)
     _check_int("clip_skip", params.clip_skip, 1, 12)
     from pipelines.samplers import check_sampler_steps, resolve_sampler, sampler_eta
 

@@ -110,7 +110,7 @@ def build_api(state: ServerState) -> APIRouter:
         return {"limits": limits, "lora_names": state.lora_names(prompts), "controlnet_models": state.controlnets,
                 "default_clip_skip": state.options.get("CLIP_stop_at_last_layers"), "current_model": state.model_title,
                 "defaults": state.generation_defaults(),
-                "uncond_skip_options": state.options.uncond_skip()}
+                "uncond_skip_options": state.options.uncond_skip(), "sampler_options": state.options.sampler_options()}
 
     @router.post("/sdapi/v1/txt2img")
     async def txt2img(body: Txt2ImgRequest, request: Request):

@@ -18,7 +18,7 @@ from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_para
 from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
 from webui.base64_images import decode_base64_image
 from webui.generation_defaults import GenerationDefaults, apply_request_defaults
-from webui.options import UNCOND_SKIP_KEYS, uncond_skip_values
+from webui.options import SAMPLER_OPTION_KEYS, UNCOND_SKIP_KEYS, sampler_option_params, uncond_skip_values
 from webui.prompt_guard import check_prompt_networks
 
 # A1111's integer codes for img2img choices, in its order.
@@ -26,7 +26,7 @@ RESIZE_MODES = {0: "just resize", 1: "crop and resize", 2: "resize and fill"}
 INPAINTING_FILL = {0: "fill", 1: "original", 2: "latent noise", 3: "latent nothing"}
 
 # A1111's option keys for skipping the negative prompt (NGMS, Skip Early CFG) may also come per request.
-SETTABLE_OVERRIDES = {"CLIP_stop_at_last_layers", *UNCOND_SKIP_KEYS}
+SETTABLE_OVERRIDES = {"CLIP_stop_at_last_layers", *UNCOND_SKIP_KEYS, *SAMPLER_OPTION_KEYS}
 # What A1111's API request models default to (its UI's defaults differ: 20 steps, DPM++ 2M).
 A1111_API_DEFAULTS = GenerationDefaults(sampler="Euler", schedule_type="Automatic", steps=50, cfg_scale=7.0, width=512,
                                         height=512)
@@ -117,16 +117,28 @@ def _uncond_skip(request: Txt2ImgRequest, options: dict[str, Any] | None) -> dic
     return uncond_skip_values(values)
 
 
+def _sampler_options(request: Txt2ImgRequest, sampler: str, options: dict[str, Any] | None) -> dict[str, Any]:
+    """eta and ENSD: Settings, then override_settings, then the request's `eta` (checked strictly by the pipeline)."""
+    overrides = request.override_settings or {}
+    values = {**(options or {}), **{key: overrides[key] for key in SAMPLER_OPTION_KEYS if key in overrides}}
+    chosen = sampler_option_params(sampler, values)
+    if request.eta is not None:
+        chosen["eta"] = request.eta
+    return chosen
+
+
 def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora_names: set[str] | None,
                       default_clip_skip: int = 1, current_model: str | None = None, controlnet_models=None,
                       request_limits: RequestLimits | None = None, defaults: GenerationDefaults | None = None,
-                      uncond_skip_options: dict[str, Any] | None = None) -> Txt2ImgParams:
+                      uncond_skip_options: dict[str, Any] | None = None,
+                      sampler_options: dict[str, Any] | None = None) -> Txt2ImgParams:
     """Txt2ImgParams for a request, validated; raises ValueError/TypeError naming the bad field.
 
     Sampler, scheduler, steps, CFG scale and size the request leaves out come from `defaults`
     (Settings); without `defaults`, from A1111's API request defaults (Euler, 50 steps).
     NGMS and Skip Early CFG come from `uncond_skip_options` (Settings), override_settings and
-    the request's `s_min_uncond`, in that order.
+    the request's `s_min_uncond`, in that order; eta and ENSD likewise from `sampler_options`
+    (eta_ancestral, eta_ddim, eta_noise_seed_delta), override_settings and the request's `eta`.
     """
     from pipelines.samplers import resolve_sampler
 
@@ -139,7 +151,8 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     # disable_extra_networks (A1111): the tags leave the prompt but nothing is applied.
     prompt = extract_extra_networks(request.prompt)[0] if request.disable_extra_networks else request.prompt
     params = Txt2ImgParams(
-        prompt=prompt, negative_prompt=request.negative_prompt, **chosen, seed=request.seed, eta=request.eta,
+        prompt=prompt, negative_prompt=request.negative_prompt, **chosen, seed=request.seed,
+        **_sampler_options(request, chosen["sampler"], sampler_options),
         batch_size=request.batch_size, batch_count=request.n_iter,
         clip_skip=_clip_skip(request, default_clip_skip, current_model),
         **_uncond_skip(request, uncond_skip_options),
@@ -207,14 +220,14 @@ def hires_params(request: Txt2ImgRequest, params: Txt2ImgParams, limits: Generat
 def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, request_limits: RequestLimits,
                       lora_names: set[str] | None, default_clip_skip: int = 1, current_model: str | None = None,
                       controlnet_models=None, defaults: GenerationDefaults | None = None,
-                      uncond_skip_options: dict[str, Any] | None = None):
+                      uncond_skip_options: dict[str, Any] | None = None, sampler_options: dict[str, Any] | None = None):
     """Img2ImgParams for a request with its images decoded; raises ValueError naming the bad field."""
     from pipelines.img2img import Img2ImgParams, check_img2img_params
 
     base = to_txt2img_params(request, limits=limits, lora_names=lora_names, default_clip_skip=default_clip_skip,
                              current_model=current_model, controlnet_models=controlnet_models,
                              request_limits=request_limits, defaults=defaults,
-                             uncond_skip_options=uncond_skip_options)
+                             uncond_skip_options=uncond_skip_options, sampler_options=sampler_options)
     units = getattr(base, "controlnets", None) or []
     if request.resize_mode not in RESIZE_MODES:
         raise ValueError(f"resize_mode must be one of {sorted(RESIZE_MODES)} ({RESIZE_MODES}), got {request.resize_mode}.")

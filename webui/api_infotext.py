@@ -73,6 +73,7 @@ SETTING_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "NGMS": ("s_min_uncond", _number),
     "NGMS all steps": ("s_min_uncond_all", _flag),
     "Skip Early CFG": ("skip_early_cond", _number),
+    "ENSD": ("eta_noise_seed_delta", _integer),  # A1111's paste maps it to the same setting
 }
 
 

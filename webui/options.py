@@ -64,6 +64,42 @@ def _check_uncond_skip(key: str):
     return check
 
 
+def _check_eta(key: str):
+    def check(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+            raise ValueError(f"{key} must be a number in [0, 1], got {value!r}.")
+        return float(value)
+    return check
+
+
+def _check_ensd(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**53 - 1:
+        raise ValueError(f"eta_noise_seed_delta must be an integer >= 0, got {value!r}.")
+    return value
+
+
+# A1111's Settings > Sampler parameters: eta of ancestral samplers, eta of DDIM, ENSD.
+SAMPLER_OPTION_DEFAULTS = {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0}
+SAMPLER_OPTION_KEYS = tuple(SAMPLER_OPTION_DEFAULTS)
+
+
+def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any]:
+    """The `eta` / `ensd` params the sampler settings give `sampler`, as A1111 reads its options.
+
+    DDIM takes `eta_ddim`, samplers with an ancestral eta `eta_ancestral`, others none. A Settings eta a sampler
+    cannot run here (DPM2 a and the SDE samplers run only at 1) leaves that sampler at its default: the Settings
+    label says so; an eta sent with a request is checked strictly instead (`pipelines.samplers.sampler_eta`).
+    """
+    from pipelines.samplers import SAMPLERS, resolve_sampler
+
+    chosen = {**SAMPLER_OPTION_DEFAULTS, **{key: values[key] for key in SAMPLER_OPTION_KEYS if key in values}}
+    spec, _ = resolve_sampler(sampler)
+    eta = None
+    if spec.eta_default is not None and spec.eta_settable:
+        eta = chosen["eta_ddim"] if spec.eta_infotext_key == "Eta DDIM" else chosen["eta_ancestral"]
+    return {"eta": eta, "ensd": int(chosen["eta_noise_seed_delta"])} if SAMPLERS.get(spec.name) else {}
+
+
 DEFAULT_CONTROLNET_UNITS = 3  # sd-webui-controlnet's default for `control_net_unit_count`
 MAX_CONTROLNET_UNITS = 4  # pipelines.controlnet.ControlNetLimits().max_units
 
@@ -82,6 +118,9 @@ SETTABLE = {
     "control_net_unit_count": _check_unit_count,  # sd-webui-controlnet's key; the UI uses it when it is built
     # A1111's Settings > Optimizations: skip the negative prompt on some steps (approximate; see pipelines.uncond_skip)
     **{key: _check_uncond_skip(key) for key in UNCOND_SKIP_KEYS},
+    "eta_ancestral": _check_eta("eta_ancestral"),
+    "eta_ddim": _check_eta("eta_ddim"),
+    "eta_noise_seed_delta": _check_ensd,
     **{key: (lambda value, key=key: check_option_value(key, value)) for key in OPTION_KEYS},
 }
 MODEL_KEY = "sd_model_checkpoint"
@@ -108,7 +147,7 @@ class ServerOptions:
             "CLIP_stop_at_last_layers": 1,
             "live_previews_enable": preview_every > 0,
             "show_progress_every_n_steps": preview_every,
-            "eta_noise_seed_delta": 0,
+            **SAMPLER_OPTION_DEFAULTS,
             "control_net_unit_count": DEFAULT_CONTROLNET_UNITS,
             **UNCOND_SKIP_OFF,
             PRESET_KEY: "exact",
@@ -150,6 +189,16 @@ class ServerOptions:
         """The NGMS / Skip Early CFG settings every generation starts from (`uncond_skip_values`)."""
         with self._lock:
             return uncond_skip_values(self._values)
+
+    def sampler_params(self, sampler: str) -> dict[str, Any]:
+        """The eta / ENSD params the Settings give a generation with `sampler` (`sampler_option_params`)."""
+        with self._lock:
+            values = dict(self._values)
+        return sampler_option_params(sampler, values)
+
+    def sampler_options(self) -> dict[str, Any]:
+        with self._lock:
+            return {key: self._values[key] for key in SAMPLER_OPTION_KEYS}
 
     def generation_defaults(self) -> GenerationDefaults:
         """What requests that omit sampler/scheduler/steps/CFG/size get, and what the UI starts with."""

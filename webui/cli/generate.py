@@ -32,6 +32,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--eta", type=float, default=None,
                    help="A1111's eta: Euler a (default 1; 0 = no ancestral noise) and DDIM (default 0); other samplers "
                         "ignore it")
+    p.add_argument("--ensd", type=int, default=0,
+                   help="A1111's eta noise seed delta (ENSD, e.g. 31337): ancestral samplers' noise from seed + ENSD")
     p.add_argument("--cfg", type=float, default=None,
                    help=f"CFG scale (default: the model's recommended one, e.g. 5 for mixkit-tiny-sd, else {d.cfg_scale})")
     p.add_argument("--seed", type=int, default=d.seed, help="-1 for a random seed")
@@ -92,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         cfg_scale=_or(args.cfg, d.cfg_scale),
         width=d.width if args.width is None else args.width, height=d.height if args.height is None else args.height,
         seed=args.seed, batch_size=args.batch_size, batch_count=args.batch_count,
-        sampler=_or(args.sampler, d.sampler), schedule_type=args.schedule_type, eta=args.eta,
+        sampler=_or(args.sampler, d.sampler), schedule_type=args.schedule_type, eta=args.eta, ensd=args.ensd,
         clip_skip=_or(args.clip_skip, d.clip_skip), loras=list(args.lora), s_min_uncond=args.ngms, s_min_uncond_all=args.ngms_all_steps,
         skip_early_cond=args.skip_early_cfg,
     )

@@ -142,7 +142,9 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         from dataclasses import replace
 
         # NGMS / Skip Early CFG are Settings here, as in A1111 (Settings > Optimizations), not form fields.
-        params = replace(values_to_params(values[:len(GenerationWidgets.FIELDS)]), **state.options.uncond_skip())
+        # eta and ENSD too (Settings > Sampler parameters).
+        params = values_to_params(values[:len(GenerationWidgets.FIELDS)])
+        params = replace(params, **state.options.uncond_skip(), **state.options.sampler_params(params.sampler))
         if kind == "txt2img":
             from webui.ui.hires_controls import with_hires
 

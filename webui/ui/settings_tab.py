@@ -96,6 +96,17 @@ def build_settings_tab(state: ServerState) -> None:
             skip_early = gr.Slider(0, 1, value=lambda: state.options.get("skip_early_cond"), step=0.01,
                                    label="Ignore the negative prompt during the first fraction of the steps "
                                          "(Skip Early CFG; 0: off)", elem_id="settings_skip_early_cond")
+    with gr.Accordion("Sampler parameters (recorded in the infotext when not the default)", open=False,
+                      elem_id="settings_sampler_parameters"):
+        with gr.Row():
+            eta_ancestral = gr.Slider(0, 1, value=lambda: state.options.get("eta_ancestral"), step=0.01,
+                                      label="Eta for ancestral samplers (Euler a here; DPM2 a, DPM++ 2S a and the SDE "
+                                            "samplers run at 1)", elem_id="settings_eta_ancestral")
+            eta_ddim = gr.Slider(0, 1, value=lambda: state.options.get("eta_ddim"), step=0.01,
+                                 label="Eta for DDIM", elem_id="settings_eta_ddim")
+            ensd = gr.Number(lambda: state.options.get("eta_noise_seed_delta"), precision=0, minimum=0,
+                             label="Eta noise seed delta (ENSD; 31337 in NovelAI-style infotexts)",
+                             elem_id="settings_eta_noise_seed_delta")
     apply = gr.Button("Apply settings", elem_id="settings_apply")
 
     def do_refresh():
@@ -112,11 +123,15 @@ def build_settings_tab(state: ServerState) -> None:
         return status_line(state)
 
     def do_apply(save_value: bool, previews_value: bool, clip_value: float, units: float, ngms_value: float,
-                 ngms_all_value: bool, skip_early_value: float, *default_values):
+                 ngms_all_value: bool, skip_early_value: float, eta_ancestral_value: float, eta_ddim_value: float,
+                 ensd_value: float, *default_values):
+        if ensd_value is None or ensd_value != int(ensd_value):
+            raise refused(f"Eta noise seed delta must be a whole number >= 0, got {ensd_value!r}.")
         values = {"samples_save": bool(save_value), "live_previews_enable": bool(previews_value),
                   "CLIP_stop_at_last_layers": int(clip_value), "control_net_unit_count": int(units),
                   "s_min_uncond": float(ngms_value), "s_min_uncond_all": bool(ngms_all_value),
-                  "skip_early_cond": float(skip_early_value)}
+                  "skip_early_cond": float(skip_early_value), "eta_ancestral": float(eta_ancestral_value),
+                  "eta_ddim": float(eta_ddim_value), "eta_noise_seed_delta": int(ensd_value)}
         values.update(zip(OPTION_KEYS, default_values))
         return apply_settings(state, values)
 
@@ -128,7 +143,8 @@ def build_settings_tab(state: ServerState) -> None:
     vae_refresh.click(do_vae_refresh, outputs=vae)
     vae_load.click(lambda name: switch_vae(state, name), inputs=vae, outputs=status)
     load.click(do_load, inputs=checkpoint, outputs=status)
-    apply.click(do_apply, inputs=[save, previews, clip_skip, unit_count, ngms, ngms_all, skip_early, *defaults_widgets],
+    apply.click(do_apply, inputs=[save, previews, clip_skip, unit_count, ngms, ngms_all, skip_early, eta_ancestral, eta_ddim,
+                                  ensd, *defaults_widgets],
                 outputs=status)
     preset_apply.click(lambda name: switch_preset(state, name), inputs=preset, outputs=status)
 

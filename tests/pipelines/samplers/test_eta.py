@@ -71,3 +71,20 @@ def test_a_non_default_eta_changes_the_image_and_is_recorded(sd1_pipe, sampler, 
 def test_eta_for_a_sampler_without_one_is_ignored_and_not_recorded(sd1_pipe):
     call = dict(prompt="a red circle", seed=3, sampler="DPM++ 2M", steps=4, width=64, height=64)
     assert sd1_pipe(**call, eta=0.0).images[0].tobytes() == sd1_pipe(**call).images[0].tobytes()
+
+
+def test_ensd_redraws_the_ancestral_noise_from_seed_plus_delta_and_is_recorded(sd1_pipe):
+    call = dict(prompt="a red circle", seed=3, sampler="Euler a", steps=4, width=64, height=64)
+    plain, with_ensd = sd1_pipe(**call), sd1_pipe(**call, ensd=31337)
+    assert "ENSD: 31337" in with_ensd.infotexts[0] and "ENSD" not in plain.infotexts[0]
+    assert with_ensd.images[0].tobytes() != plain.images[0].tobytes()
+    assert sd1_pipe(**call, ensd=31337).images[0].tobytes() == with_ensd.images[0].tobytes()  # reproducible
+
+
+def test_ensd_leaves_deterministic_samplers_alone_and_unrecorded(sd1_pipe):
+    call = dict(prompt="a red circle", seed=3, sampler="DPM++ 2M", steps=4, width=64, height=64)
+    plain, with_ensd = sd1_pipe(**call), sd1_pipe(**call, ensd=31337)
+    assert with_ensd.images[0].tobytes() == plain.images[0].tobytes() and "ENSD" not in with_ensd.infotexts[0]
+    euler_a_eta0 = sd1_pipe(**{**call, "sampler": "Euler a"}, eta=0.0, ensd=31337)  # no noise drawn into the image
+    assert "ENSD" not in euler_a_eta0.infotexts[0]
+

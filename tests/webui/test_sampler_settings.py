@@ -1,0 +1,93 @@
+"""A1111's Settings > Sampler parameters: eta for ancestral samplers and DDIM, and ENSD, from Settings,
+override_settings or the request, in that order."""
+
+from __future__ import annotations
+
+import pytest
+
+from webui.options import SAMPLER_OPTION_DEFAULTS, ServerOptions, sampler_option_params
+
+from .test_api_a1111_parity import server  # noqa: F401  (the module's server fixture, reused)
+from .test_ui_png_info import handler
+
+
+@pytest.mark.parametrize("sampler, expected_eta", [
+    ("DDIM", 0.3), ("Euler a", 0.6), ("DPM2 a", None), ("DPM++ 2M", None), ("PLMS", None),
+])
+def test_each_sampler_takes_its_own_eta_setting(sampler, expected_eta):
+    values = {"eta_ancestral": 0.6, "eta_ddim": 0.3, "eta_noise_seed_delta": 31337}
+    assert sampler_option_params(sampler, values) == {"eta": expected_eta, "ensd": 31337}
+
+
+def test_defaults_are_a1111s():
+    assert SAMPLER_OPTION_DEFAULTS == {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0}
+    assert sampler_option_params("Euler a", {}) == {"eta": 1.0, "ensd": 0}
+
+
+@pytest.mark.parametrize("key, value", [("eta_ancestral", 1.5), ("eta_ddim", -0.1), ("eta_ddim", "0"),
+                                        ("eta_noise_seed_delta", -1), ("eta_noise_seed_delta", 1.5)])
+def test_bad_values_are_refused(tmp_path, key, value):
+    options = ServerOptions(str(tmp_path), 0)
+    with pytest.raises(ValueError, match=key):
+        options.check_update({key: value})
+
+
+def test_settings_are_saved_and_read_back(tmp_path):
+    path = str(tmp_path / "settings.json")
+    options = ServerOptions(str(tmp_path), 0, settings_file=path)
+    options.apply(options.check_update({"eta_ancestral": 0.25, "eta_noise_seed_delta": 31337}))
+    again = ServerOptions(str(tmp_path), 0, settings_file=path)
+    assert again.sampler_params("Euler a") == {"eta": 0.25, "ensd": 31337}
+
+
+def test_the_settings_tab_applies_the_sampler_parameters(tmp_path):
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+    from webui.ui.app import build_ui
+
+    (tmp_path / "models").mkdir()
+    state = ServerState(ServerConfig(models_dir=str(tmp_path / "models"), output_dir=str(tmp_path / "out")))
+    try:
+        apply = handler(build_ui(state), "settings_apply", "click")
+        defaults = [state.options.get(key) for key in ("default_sampler_name", "default_scheduler", "default_steps",
+                                                       "default_cfg_scale", "default_width", "default_height")]
+        apply.fn(True, False, 1, 3, 0.0, False, 0.0, 0.4, 0.2, 31337, *defaults)
+        assert state.options.sampler_options() == {"eta_ancestral": 0.4, "eta_ddim": 0.2, "eta_noise_seed_delta": 31337}
+    finally:
+        state.close()
+
+
+def test_api_requests_take_eta_from_settings_then_override_settings_then_the_request(client):
+    from .test_api_a1111_parity import SMALL, generate
+
+    assert client.post("/sdapi/v1/options", json={"eta_ancestral": 0.5}).status_code == 200
+    try:
+        body = dict(prompt="a red circle", seed=11, sampler_name="Euler a", **SMALL)
+        _, info, _ = generate(client, **body)
+        assert "Eta: 0.5" in info["infotexts"][0]
+        _, info, _ = generate(client, **body, override_settings={"eta_ancestral": 0.25})
+        assert "Eta: 0.25" in info["infotexts"][0]
+        _, info, _ = generate(client, **body, eta=0.75)
+        assert "Eta: 0.75" in info["infotexts"][0]
+        _, info, _ = generate(client, **{**body, "sampler_name": "DPM2 a"})  # a Settings eta DPM2 a cannot run: 1
+        assert "Eta" not in info["infotexts"][0]
+    finally:
+        client.post("/sdapi/v1/options", json={"eta_ancestral": 1.0})
+
+
+def test_ensd_from_settings_or_override_settings_is_applied_recorded_and_read_back(client):
+    from .test_api_a1111_parity import SMALL, generate
+
+    body = dict(prompt="a red circle", seed=11, sampler_name="Euler a", **SMALL)
+    plain, info, _ = generate(client, **body)
+    assert "ENSD" not in info["infotexts"][0]
+    delta, info, _ = generate(client, **body, override_settings={"eta_noise_seed_delta": 31337})
+    assert "ENSD: 31337" in info["infotexts"][0] and delta[0].tobytes() != plain[0].tobytes()
+    again, _, _ = generate(client, infotext=delta[0].info["parameters"])  # ENSD read back into override_settings
+    assert again[0].tobytes() == delta[0].tobytes()
+    assert client.post("/sdapi/v1/options", json={"eta_noise_seed_delta": 31337}).status_code == 200
+    try:
+        from_settings, _, _ = generate(client, **body)
+        assert from_settings[0].tobytes() == delta[0].tobytes()
+    finally:
+        client.post("/sdapi/v1/options", json={"eta_noise_seed_delta": 0})
