@@ -142,7 +142,7 @@ class DiffusionPipelineBase:
                 batch_generators = generators[first:first + params.batch_size]
                 # 3. Prepare latents and conditioning (encodings are cached across batches)
                 start = self._start_batch(params, state, sampler, batch_generators, first)
-                if params.ensd:  # A1111's ENSD: noise after the initial latents comes from seed + delta
+                if params.ensd and sampler.takes_seed_delta:  # A1111's ENSD: later noise from seed + delta
                     batch_generators = image_generators([seed + params.ensd for seed in batch_seeds])
                 steps = params.steps if start.steps is None else start.steps
                 # Schedules ([a:b:when]) count in params.steps, as the WebUI does even for img2img, times two

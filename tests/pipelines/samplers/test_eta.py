@@ -81,10 +81,16 @@ def test_ensd_redraws_the_ancestral_noise_from_seed_plus_delta_and_is_recorded(s
     assert sd1_pipe(**call, ensd=31337).images[0].tobytes() == with_ensd.images[0].tobytes()  # reproducible
 
 
-def test_ensd_leaves_deterministic_samplers_alone_and_unrecorded(sd1_pipe):
-    call = dict(prompt="a red circle", seed=3, sampler="DPM++ 2M", steps=4, width=64, height=64)
+@pytest.mark.parametrize("sampler", ["DPM++ 2M", "DPM++ 2M SDE"])  # the SDE one: A1111's Brownian noise ignores ENSD
+def test_ensd_leaves_deterministic_and_sde_samplers_alone_and_unrecorded(sd1_pipe, sampler):
+    call = dict(prompt="a red circle", seed=3, sampler=sampler, steps=4, width=64, height=64)
     plain, with_ensd = sd1_pipe(**call), sd1_pipe(**call, ensd=31337)
     assert with_ensd.images[0].tobytes() == plain.images[0].tobytes() and "ENSD" not in with_ensd.infotexts[0]
     euler_a_eta0 = sd1_pipe(**{**call, "sampler": "Euler a"}, eta=0.0, ensd=31337)  # no noise drawn into the image
     assert "ENSD" not in euler_a_eta0.infotexts[0]
+
+
+def test_ensd_changes_ddim_with_eta_as_a1111s_rng_does(sd1_pipe):
+    call = dict(prompt="a red circle", seed=3, sampler="DDIM", steps=4, width=64, height=64, eta=0.5)
+    assert sd1_pipe(**call, ensd=7).images[0].tobytes() != sd1_pipe(**call).images[0].tobytes()
 
