@@ -1,5 +1,11 @@
 """Convert LoRA files between kohya naming (A1111, ComfyUI) and diffusers/PEFT naming.
 
+kohya names SD 1.x/2.x UNet modules by their flattened diffusers paths, but SDXL UNet modules by
+their original SGM paths (`lora_unet_input_blocks_4_1_proj_in`: kohya's `sdxl_train_network` builds
+Stability's UNet, and A1111, ComfyUI and Civitai files use those names), so SDXL kohya output
+takes the SGM names too, from the model's own block layout (`model_index.ldm_name`, the map
+mixkit's loader and trainer use).
+
 Only plain low-rank LoRA modules exist in both worlds: LoHa, LoKr, IA3, full, norm, Tucker LoCon
 and DoRA have no PEFT LoRA equivalent, so converting them to diffusers is refused with the list
 of modules, never approximated. Alphas are carried exactly: kohya keeps one `.alpha` per module,
@@ -21,7 +27,7 @@ from mixkit.lora.errors import LoraMismatchError, list_for_humans
 from mixkit.lora.kohya import kohya_module_name
 from mixkit.lora.lora_file import LoraFile, LoraModule, load_lora
 from mixkit.lora.matching import guess_base_model
-from mixkit.lora.model_index import TE1, TE2, UNET, ModelIndex
+from mixkit.lora.model_index import TE1, TE2, UNET, ModelIndex, ldm_block_prefixes, ldm_name
 from mixkit.registry import Registry
 
 _DIFFUSERS_PREFIX = {UNET: "unet", TE1: "text_encoder", TE2: "text_encoder_2"}
@@ -40,12 +46,55 @@ def _has_two_text_encoders(lora: LoraFile, index: ModelIndex | None) -> bool:
     return any(m.component == TE2 for m in lora.modules) or guess_base_model(lora) == "SDXL"
 
 
+# The first part of every SGM (original SDXL) UNet module path; diffusers paths start otherwise.
+_SGM_ROOTS = ("input_blocks_", "middle_block_", "output_blocks_", "time_embed_", "label_emb_", "out_")
+
+
+def _sgm_flat_names(lora: LoraFile, index: ModelIndex | None) -> dict[str, str]:
+    """module name -> its flattened SGM path, for every UNet module of an SDXL LoRA.
+
+    Names that already are SGM paths (a kohya SDXL file) stay; the others are found in the model
+    and renamed from its block layout, which only the model knows (SD 1.x-style numbering differs
+    with the number of resnets per block), so they need `index`.
+    """
+    names, pending = {}, []
+    for module in lora.modules:
+        if module.component != UNET:
+            continue
+        if lora.format.name == "kohya" and module.name.startswith(_SGM_ROOTS):
+            names[module.name] = module.name
+        else:
+            pending.append(module)
+    if pending and index is None:
+        raise ValueError(
+            f"{lora.path}: kohya names SDXL UNet modules by their SGM paths (lora_unet_input_blocks_4_1_...), and "
+            f"mapping {len(pending)} diffusers-named module(s) (e.g. {pending[0].name}) to them needs the model's "
+            "block layout; pass --model DIR (in Python: index=ModelIndex(unet, text_encoders))."
+        )
+    if pending:
+        prefixes = ldm_block_prefixes(index.unet)
+        for module in pending:
+            target = lora.format.find(index, UNET, module.name)
+            if target is None:
+                raise LoraMismatchError(f"{lora.path}: module {module.weights.keys[0]} matches no module of the given "
+                                        "model; pass the model the LoRA was made for.", [module.weights.keys[0]])
+            sgm = ldm_name(index.canonical_path(UNET, target.module), prefixes)
+            if sgm is None:
+                raise ValueError(f"{lora.path}: UNet module {module.name} has no SGM (original SDXL) name; "
+                                 "convert it with --to diffusers instead.")
+            names[module.name] = sgm.replace(".", "_")
+    return names
+
+
 def to_kohya(lora: LoraFile, index: ModelIndex | None) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """Kohya keys for every module (any family); diffusers paths become `lora_unet_<path_with_underscores>`."""
+    """Kohya keys for every module: diffusers paths become `lora_unet_<path_with_underscores>` on SD 1.x/2.x,
+    SGM paths (`lora_unet_input_blocks_...`) on SDXL, as kohya's trainers write them."""
     tensors: dict[str, torch.Tensor] = {}
     sdxl = _has_two_text_encoders(lora, index)
+    sgm = _sgm_flat_names(lora, index) if sdxl else {}
     for module in lora.modules:
-        name = kohya_module_name(module.component, _kohya_flat_name(module), two_text_encoders=sdxl)
+        flat = sgm[module.name] if module.component == UNET and sdxl else _kohya_flat_name(module)
+        name = kohya_module_name(module.component, flat, two_text_encoders=sdxl)
         for suffix, tensor in module.weights.tensors.items():
             tensors[f"{name}.{suffix}"] = tensor
         rank = module.weights.rank()

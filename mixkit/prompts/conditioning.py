@@ -14,6 +14,9 @@ AND parts (and the prompts of a batch) are stacked by repeating each row's last 
 (`stack_conds`); negative prompts of a batch are padded with the empty chunk. Prompt rows and
 negative rows are *not* padded to each other (A1111's "Pad prompt/negative prompt" is off by
 default): `row_tokens` gives each row's length and the sampler runs each length on its own.
+
+On SDXL an empty negative prompt is zeros (hidden states and pooled), as in A1111 and diffusers'
+`force_zeros_for_empty_prompt`; see `ConditioningPlan._zeroed_negatives`.
 """
 
 from __future__ import annotations
@@ -115,6 +118,23 @@ class ConditioningPlan:
             self._by_texts[texts] = cached
         return cached
 
+    def _zeroed_negatives(self) -> list[int]:
+        """The negative rows A1111 zeroes on SDXL: those whose every scheduled text is exactly ''.
+
+        A1111's `sd_models_xl.get_learned_conditioning` zeroes the text embedders' outputs (hidden
+        states and pooled vector; the size embeddings stay) when `is_negative_prompt and all(x == ''
+        for x in batch)`, where `batch` is one negative prompt's schedule texts
+        (`prompt_parser.get_learned_conditioning` encodes each prompt's schedule as one batch). So each
+        empty negative of a batch is zeroed on its own, a scheduled one such as `[:ugly:5]` is text
+        throughout, and an empty *positive* prompt is always text. diffusers' SDXL
+        `force_zeros_for_empty_prompt` gives the same zeros for an unset negative prompt. SD 1.x/2.x
+        encode the empty negative as text in both.
+        """
+        if not self.encoder.is_sdxl:
+            return []
+        return [index for index, schedule in enumerate(self.uncond_schedules)
+                if all(text == "" for _, text in schedule)]
+
     def _build(self, texts: tuple[str, ...]) -> StepConditioning:
         encoded = [self.encoder.encode(text) for text in texts]
         for item in encoded:
@@ -124,10 +144,16 @@ class ConditioningPlan:
         n_cond = sum(len(parts) for parts in self.cond_parts)
         cond = _stack_repeating_last(rows[:n_cond])
         negative = _stack_with_empty_chunks(rows[n_cond:], empty)
+        zeroed = self._zeroed_negatives()
+        if zeroed:
+            negative = negative.clone()
+            negative[zeroed] = 0
         tokens = max(cond.shape[1], negative.shape[1])
         embeds = torch.cat([_zero_fill(cond, tokens), _zero_fill(negative, tokens)])
         row_tokens = [cond.shape[1]] * n_cond + [negative.shape[1]] * negative.shape[0]
         pooled = torch.stack([item.pooled for item in encoded]) if encoded[0].pooled is not None else None
+        if pooled is not None and zeroed:
+            pooled[[n_cond + index for index in zeroed]] = 0
 
         cond_rows, row_image, row = [], [], 0
         for image, parts in enumerate(self.cond_parts):

@@ -3,9 +3,18 @@
 Follows A1111 v1.10: 75-token chunks encoded separately and concatenated; each token's hidden
 state is multiplied by its emphasis weight and (emphasis "Original") the chunk is rescaled so its
 mean equals the unweighted mean; SD1/SD2 take `hidden_states[-clip_skip]` through the final layer
-norm; SDXL concatenates both encoders' `hidden_states[-(clip_skip + 1)]` (no final norm, like
-diffusers) and takes the pooled embedding from the second encoder's first chunk. With a plain
-prompt of at most 75 tokens this equals diffusers' `encode_prompt` (tested).
+norm; SDXL concatenates both encoders' penultimate hidden states (no final norm, like diffusers)
+and takes the pooled embedding from the second encoder's first chunk. With a plain prompt of at
+most 75 tokens this equals diffusers' `encode_prompt` (tested).
+
+Clip skip on SDXL is A1111's: it has no effect. A1111 1.10 reads CLIP-L at its fixed penultimate
+layer (`FrozenCLIPEmbedderForSDXLWithCustomWords`, `layer_idx`) and CLIP-G always at its
+"penultimate" layer (`FrozenOpenCLIPEmbedder2WithCustomWords`), whatever "Clip skip" says, and kohya's
+SDXL training ignores `clip_skip` too. So an SDXL infotext with "Clip skip: 2" gives the image of
+"Clip skip: 1". A1111's off-by-default option "Clip skip SDXL" (`sdxl_clip_l_skip`) is
+`sdxl_clip_l_skip=True` here (as in A1111 it changes nothing on SD 1.x/2.x): CLIP-L then reads
+`hidden_states[-clip_skip]` (no final norm, so clip skip 1 is the last layer before its norm and
+2 the default), CLIP-G stays penultimate.
 """
 
 from __future__ import annotations
@@ -46,7 +55,8 @@ class PromptEncoder:
     """
 
     def __init__(self, tokenizers: list, text_encoders: list, *, is_sdxl: bool, clip_skip: int = 1,
-                 emphasis: str = "Original", embeddings: EmbeddingLibrary | None = None) -> None:
+                 emphasis: str = "Original", embeddings: EmbeddingLibrary | None = None,
+                 sdxl_clip_l_skip: bool = False) -> None:
         if len(tokenizers) != len(text_encoders) or len(tokenizers) != (2 if is_sdxl else 1):
             raise ValueError(
                 f"expected {2 if is_sdxl else 1} tokenizer(s) and text encoder(s) for "
@@ -57,10 +67,13 @@ class PromptEncoder:
         layers = text_encoder_layers(text_encoders)
         if isinstance(clip_skip, bool) or not isinstance(clip_skip, int) or not 1 <= clip_skip <= layers:
             raise ValueError(f"clip_skip must be an int in 1..{layers} (the text encoder's layer count), got {clip_skip!r}")
+        if not isinstance(sdxl_clip_l_skip, bool):
+            raise TypeError(f"sdxl_clip_l_skip must be True or False (A1111's 'Clip skip SDXL'), got {sdxl_clip_l_skip!r}")
         self.tokenizers = list(tokenizers)
         self.text_encoders = list(text_encoders)
         self.is_sdxl = is_sdxl
         self.clip_skip = clip_skip
+        self.sdxl_clip_l_skip = sdxl_clip_l_skip
         self.embeddings = embeddings if embeddings is not None else EmbeddingLibrary()
         self._cache: OrderedDict = OrderedDict()
         self._name_tokens: list[dict[int, list[tuple[tuple[int, ...], str]]]] | None = None
@@ -188,7 +201,8 @@ class PromptEncoder:
                 hook.remove()
 
         if self.is_sdxl:
-            z = outputs.hidden_states[-(self.clip_skip + 1)]
+            # CLIP-L (which == 0) honours clip skip only with A1111's "Clip skip SDXL" option.
+            z = outputs.hidden_states[-self.clip_skip if which == 0 and self.sdxl_clip_l_skip else -2]
         elif self.clip_skip == 1:
             z = outputs.last_hidden_state
         else:

@@ -1,8 +1,8 @@
 """Caption -> UNet conditioning for SD 1.x/2.x (one CLIP encoder) and SDXL (two, plus size/crop ids).
 
 Training must condition exactly as inference does, otherwise a LoRA learns a shifted space: the same layer
-(`clip_skip`: SD 1.x/2.x take `hidden_states[-clip_skip]` through the final layer norm, SDXL concatenates both
-encoders' `hidden_states[-(clip_skip + 1)]` and adds the second encoder's pooled projection and the (original
+(`clip_skip`: SD 1.x/2.x take `hidden_states[-clip_skip]` through the final layer norm; SDXL ignores it, as A1111
+and kohya do, and concatenates both encoders' penultimate `hidden_states[-2]` and adds the second encoder's pooled projection and the (original
 size, crop, target size) ids), and for captions longer than 75 tokens (`max_token_length`, kohya's option) the
 same 75-token chunks `mixkit.prompts` cuts a prompt into (A1111's rule, commas kept with their phrase), each
 framed by BOS/EOS and encoded on its own, concatenated. A batch whose captions need different chunk counts pads
@@ -95,7 +95,8 @@ def encode_sdxl(text_encoders: list, tokenizers: list, captions: list[str], devi
     ids = [_with_empty_chunks(tokenizer, encoder_ids, count) for tokenizer, encoder_ids in zip(tokenizers, ids)]
     hidden, pooled = [], None
     for encoder, encoder_ids in zip(text_encoders, ids):
-        states, output = _hidden(encoder, encoder_ids.to(device), -(encoding.clip_skip + 1), final_norm=False)
+        # Both encoders' penultimate layer whatever clip_skip says: A1111 1.10 and kohya ignore clip skip on SDXL.
+        states, output = _hidden(encoder, encoder_ids.to(device), -2, final_norm=False)
         hidden.append(states)
         # The projection model's first output is its pooled, projected embedding; the first chunk's, as at inference.
         pooled = output[0].reshape(encoder_ids.shape[0], encoder_ids.shape[1], -1)[:, 0]

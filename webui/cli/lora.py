@@ -24,7 +24,7 @@ def add_parser(subparsers) -> None:
     convert.add_argument("file", help="LoRA file to convert")
     convert.add_argument("--to", required=True, choices=["kohya", "diffusers"], help="output naming")
     convert.add_argument("-o", "--output", required=True, help="output .safetensors path")
-    convert.add_argument("--model", metavar="DIR", help="diffusers model folder (needed for kohya -> diffusers)")
+    convert.add_argument("--model", metavar="DIR", help="diffusers model folder (needed for kohya -> diffusers, and for SDXL -> kohya)")
     convert.set_defaults(func=run_convert)
 
 

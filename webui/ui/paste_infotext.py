@@ -114,6 +114,12 @@ def _reproduction_notes(parsed: dict, current_model: str | None, hires_filled: b
     notes += _schedule_setting_notes(parsed)
     if "Variation seed" in parsed:
         notes.append("Variation seed: not supported here; the image will differ.")
+    if parsed.get("Refiner"):
+        # A1111's refiner swaps to a second checkpoint for the steps after "Refiner switch at" (a fraction).
+        switch = parsed.get("Refiner switch at")
+        steps = f"the steps after Refiner switch at: {switch}" if switch not in (None, "") else "the last steps"
+        notes.append(f"Refiner: {steps} were sampled with {parsed['Refiner']!r}; this server has no refiner, so the "
+                     "paste fills the base model's pass only and the image will differ.")
     if has_parameters and parsed.get("RNG", "GPU") != "CPU":
         notes.append(f"RNG: the image's noise was drawn on the {parsed.get('RNG', 'GPU')} (A1111's default when the "
                      "key is missing); this server draws CPU noise, so the same seed gives another image.")

@@ -3,7 +3,9 @@
 Users rename files freely, so like A1111, ComfyUI and diffusers we look at marker keys:
 the text-encoder layout tells the family apart (OpenAI CLIP for SD 1.x, OpenCLIP for SD 2.x,
 both under `conditioner.embedders` for SDXL), and the UNet's first conv tells text-to-image (4
-input channels) from inpainting/instruct variants, which mixkit does not load.
+input channels) from inpainting (9: latent, mask, masked-image latent), as A1111's
+`sd_models_config` does (it picks the inpainting config when that conv has 9 input channels).
+Instruct-pix2pix (8 channels) and other variants are refused.
 """
 
 from __future__ import annotations
@@ -71,6 +73,23 @@ def normalize_legacy_keys(state: dict) -> dict:
     return renamed
 
 
+TEXT_TO_IMAGE_CHANNELS = 4
+INPAINTING_CHANNELS = 9  # 4 latent + 1 mask + 4 masked-image latent
+SUPPORTED_UNET_CHANNELS = (TEXT_TO_IMAGE_CHANNELS, INPAINTING_CHANNELS)
+
+
+def unet_in_channels(shapes: Mapping[str, Sequence[int]], path: str = "<state dict>") -> int:
+    """The UNet's input channels read from its first conv: 4 (text-to-image) or 9 (inpainting)."""
+    in_channels = int(shapes[UNET_IN][1])
+    if in_channels not in SUPPORTED_UNET_CHANNELS:
+        kind = " (an instruct-pix2pix model)" if in_channels == 8 else ""
+        raise CheckpointFormatError(
+            f"{path}: the UNet takes {in_channels} input channels{kind} ({UNET_IN} has shape "
+            f"{list(shapes[UNET_IN])}); only text-to-image (4) and inpainting (9) models are supported."
+        )
+    return in_channels
+
+
 def detect_family(shapes: Mapping[str, Sequence[int]], path: str = "<state dict>") -> ModelFamily:
     """The family of an LDM-layout checkpoint given its key -> shape table; errors name what is missing."""
     keys = list(shapes)
@@ -80,12 +99,7 @@ def detect_family(shapes: Mapping[str, Sequence[int]], path: str = "<state dict>
             f"{UNET_IN!r} is missing (found {len(keys)} keys, e.g. {keys[:3]}).{_looks_like(keys)} "
             f"Looked for: {WHAT_WE_LOOK_FOR}."
         )
-    in_channels = int(shapes[UNET_IN][1])
-    if in_channels != 4:
-        raise CheckpointFormatError(
-            f"{path}: the UNet takes {in_channels} input channels ({UNET_IN} has shape {list(shapes[UNET_IN])}); "
-            "this is an inpainting/instruct model and only 4-channel text-to-image models are supported."
-        )
+    unet_in_channels(shapes, path)
     if SDXL_REFINER_OPEN_CLIP in shapes:
         raise CheckpointFormatError(f"{path} is an SDXL refiner ({SDXL_REFINER_OPEN_CLIP!r}); only SDXL base is supported.")
     if SDXL_OPEN_CLIP in shapes and SDXL_CLIP in shapes:

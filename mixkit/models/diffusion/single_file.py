@@ -18,7 +18,13 @@ import torch
 from mixkit.errors import CheckpointFormatError, ModelNotFoundError
 from mixkit.models.diffusion.components import DiffusionModel
 from mixkit.models.diffusion.diffusers_folder import check_tokenizer
-from mixkit.models.diffusion.detect_keys import detect_family, guess_prediction_type, normalize_legacy_keys
+from mixkit.models.diffusion.detect_keys import (
+    UNET_IN,
+    detect_family,
+    guess_prediction_type,
+    normalize_legacy_keys,
+    unet_in_channels,
+)
 from mixkit.models.diffusion.family import ModelFamily
 from mixkit.models.diffusion.single_file_clip import (
     CLIP_PREFIX_SD1,
@@ -61,6 +67,9 @@ def load_single_file(
 ) -> DiffusionModel:
     """Load an SD 1.x / 2.x / SDXL base single-file checkpoint, optionally with a separate VAE file.
 
+    Text-to-image (4-channel UNet) and inpainting (9-channel) files load alike; the channel count
+    comes from the file's first UNet conv and must match `config_dir`'s UNet config when given.
+
     `config_dir` (a diffusers model folder) replaces the shipped configs, scheduler and
     tokenizers included. The prediction type is, in order: `prediction_type=`, `config_dir`'s
     scheduler config, a `v_pred` marker key, `modelspec.prediction_type` metadata, then for SD 2.x
@@ -80,6 +89,7 @@ def load_single_file(
 
     # 3. Choose configs and prediction type
     configs, prediction, reason = _choose_configs(state, family, config_dir, prediction_type, path)
+    _fit_in_channels(configs, state, config_dir, path)
 
     # 4. Build empty modules and check the file's keys and shapes against them
     unet, vae, encoders = _empty_modules(configs)
@@ -170,6 +180,23 @@ def _check_inputs(path, vae_path, config_dir, torch_dtype, prediction_type):
     if prediction_type is not None and prediction_type not in PREDICTION_TYPES:
         raise ValueError(f"prediction_type must be one of {PREDICTION_TYPES} or None (auto), got {prediction_type!r}")
     return path, vae_path, config_dir
+
+
+def _fit_in_channels(configs: ModelConfigs, state: dict, config_dir, path: Path) -> None:
+    """Give the UNet config the file's input channels (4 text-to-image, 9 inpainting), or refuse a config_dir
+    that says otherwise."""
+    in_channels = unet_in_channels({UNET_IN: state[UNET_IN].shape}, str(path))
+    if config_dir is None:
+        # Inpainting files share their family's architecture but for the first conv (A1111 swaps in its
+        # *-inpainting config the same way), so the shipped config takes the file's channel count.
+        configs.unet = {**configs.unet, "in_channels": in_channels}
+    elif configs.unet.get("in_channels", 4) != in_channels:
+        kind = {4: "a text-to-image", 9: "an inpainting"}
+        raise ValueError(
+            f"{path} is {kind[in_channels]} model (its UNet takes {in_channels} input channels) but config_dir "
+            f"{str(config_dir)!r} has unet in_channels={configs.unet.get('in_channels', 4)}; pass the folder of "
+            f"{kind[in_channels]} model of this architecture, or omit config_dir to use the shipped configs"
+        )
 
 
 def _choose_configs(state, family, config_dir, prediction_type, path) -> tuple[ModelConfigs, str, str]:

@@ -110,5 +110,5 @@ def test_sdxl_text_encoder_keys_keep_te1_and_te2(tmp_path, sdxl):
     peer = make_peer_lora(tmp_path, sdxl, "lora", seed=47)
     index = ModelIndex(sdxl.unet, sdxl.text_encoders)
     as_diffusers = convert_lora(peer.path, "diffusers", tmp_path / "d.safetensors", index)
-    back = convert_lora(as_diffusers, "kohya", tmp_path / "k.safetensors")
+    back = convert_lora(as_diffusers, "kohya", tmp_path / "k.safetensors", index)
     assert _text_encoder_prefixes(back) == {"lora_te1", "lora_te2"}

@@ -393,8 +393,12 @@ def test_detect_family_from_marker_keys():
     assert d.detect_family(_shapes(d.SD1_CLIP)) is ModelFamily.SD1
     assert d.detect_family(_shapes(d.SD2_OPEN_CLIP)) is ModelFamily.SD2
     assert d.detect_family(_shapes(d.SDXL_CLIP, d.SDXL_OPEN_CLIP, d.LABEL_EMB)) is ModelFamily.SDXL
-    with pytest.raises(CheckpointFormatError, match="inpainting"):
-        d.detect_family(_shapes(d.SD1_CLIP, in_channels=9))
+    # inpainting files (9 channels) are detected like their family's text-to-image files, as in A1111
+    assert d.detect_family(_shapes(d.SD1_CLIP, in_channels=9)) is ModelFamily.SD1
+    assert d.detect_family(_shapes(d.SDXL_CLIP, d.SDXL_OPEN_CLIP, d.LABEL_EMB, in_channels=9)) is ModelFamily.SDXL
+    with pytest.raises(CheckpointFormatError, match=r"takes 8 input channels \(an instruct-pix2pix model\).*"
+                                                    r"only text-to-image \(4\) and inpainting \(9\)"):
+        d.detect_family(_shapes(d.SD1_CLIP, in_channels=8))
     with pytest.raises(CheckpointFormatError, match="refiner"):
         d.detect_family(_shapes(d.SDXL_REFINER_OPEN_CLIP, d.LABEL_EMB))
     with pytest.raises(CheckpointFormatError, match="Looked for: SD 1.x"):

@@ -25,17 +25,6 @@ def test_sdxl_plain_prompt_equals_diffusers(sdxl_pipe, sdxl_encoder):
     torch.testing.assert_close(encoded.pooled, pooled[0], atol=1e-6, rtol=0)
 
 
-def test_sdxl_clip_skip_2_equals_diffusers_clip_skip_1(sdxl_pipe):
-    # A1111's clip skip n is diffusers' clip_skip n - 1
-    encoder = PromptEncoder([sdxl_pipe.tokenizer, sdxl_pipe.tokenizer_2],
-                            [sdxl_pipe.text_encoder, sdxl_pipe.text_encoder_2], is_sdxl=True, clip_skip=2)
-    embeds, _, pooled, _ = sdxl_pipe.encode_prompt(PROMPT, device="cpu", num_images_per_prompt=1,
-                                                   do_classifier_free_guidance=False, clip_skip=1)
-    encoded = encoder.encode(PROMPT)
-    torch.testing.assert_close(encoded.hidden, embeds[0], atol=1e-6, rtol=0)
-    torch.testing.assert_close(encoded.pooled, pooled[0], atol=1e-6, rtol=0)
-
-
 @pytest.mark.parametrize("clip_skip", [2, 3, 5])
 def test_sd1_clip_skip_uses_earlier_layer_with_final_norm(sd1_pipe, clip_skip):
     encoder = PromptEncoder([sd1_pipe.tokenizer], [sd1_pipe.text_encoder], is_sdxl=False, clip_skip=clip_skip)

@@ -1,0 +1,34 @@
+"""PNG Info paste of A1111 SDXL infotexts: what the form takes and what it notes."""
+
+from pipelines.params import GenerationLimits
+from webui.ui.paste_infotext import infotext_to_form_values
+
+SDXL_TEXT = ("a lighthouse\nNegative prompt: lowres\nSteps: 30, Sampler: DPM++ 2M, Schedule type: Karras, CFG scale: 7, "
+             "Seed: 1234, Size: 1024x1024, Model hash: 31e35c80fc, Model: sd_xl_base_1.0, Clip skip: 2, RNG: CPU, "
+             "Version: v1.10.1")
+REFINER = ", Refiner: sd_xl_refiner_1.0 [7440042bbd], Refiner switch at: 0.8"
+MODEL = "sd_xl_base_1.0 [31e35c80fc]"
+
+
+def paste(text):
+    return infotext_to_form_values(text, GenerationLimits(), ["DPM++ 2M"], ["Karras"], current_model=MODEL)
+
+
+def test_sdxl_infotext_without_refiner_pastes_without_notes():
+    values, notes = paste(SDXL_TEXT)
+    assert notes == []
+    # A1111 writes "Clip skip: 2" for SDXL too and ignores it there; mixkit does the same, so it is filled as is.
+    assert values["clip_skip"] == 2 and values["steps"] == 30 and values["seed"] == 1234
+
+
+def test_refiner_is_named_in_a_note():
+    values, notes = paste(SDXL_TEXT.replace(", Version", REFINER + ", Version"))
+    assert notes == ["Refiner: the steps after Refiner switch at: 0.8 were sampled with 'sd_xl_refiner_1.0 [7440042bbd]'; this "
+                     "server has no refiner, so the paste fills the base model's pass only and the image will differ."]
+    assert values == paste(SDXL_TEXT)[0]
+
+
+def test_refiner_without_switch_point_is_still_noted():
+    _, notes = paste(SDXL_TEXT.replace(", Version", ", Refiner: other_refiner, Version"))
+    assert notes == ["Refiner: the last steps were sampled with 'other_refiner'; this server has no refiner, so the "
+                     "paste fills the base model's pass only and the image will differ."]
