@@ -218,7 +218,8 @@ def zero_snr_samplers() -> list[str]:
 def list_samplers() -> list[dict[str, Any]]:
     """Samplers shaped like A1111's `/sdapi/v1/samplers` items: {"name", "aliases", "options"}.
 
-    `options` keeps A1111's keys ("scheduler", "second_order", "brownian_noise", "uses_ensd") and
+    `options` keeps A1111's keys ("scheduler", "discard_next_to_last_sigma", "second_order", "brownian_noise",
+    "uses_ensd") and
     adds mixkit's "schedule_types" and "stochastic".
     """
     items = []
@@ -226,6 +227,8 @@ def list_samplers() -> list[dict[str, Any]]:
         options: dict[str, Any] = {}
         if spec.default_schedule not in ("Automatic", "Uniform"):
             options["scheduler"] = SCHEDULE_TYPES.get(spec.default_schedule).internal_name
+        if spec.discard_penultimate_sigma:
+            options["discard_next_to_last_sigma"] = True
         if spec.second_order:
             options["second_order"] = True
         if spec.noise_source == "brownian_seeds":

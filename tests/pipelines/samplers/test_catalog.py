@@ -131,4 +131,6 @@ def test_list_samplers_is_shaped_like_the_a1111_api():
     assert by_name["DPM++ SDE"]["options"]["brownian_noise"] is True
     assert by_name["Heun"]["options"]["second_order"] is True
     assert by_name["Euler a"]["options"]["uses_ensd"] is True
+    assert by_name["DPM2"]["options"]["discard_next_to_last_sigma"] is True  # A1111's own option key
+    assert [name for name, item in by_name.items() if "discard_next_to_last_sigma" in item["options"]] == ["DPM2", "DPM2 a"]
     assert "scheduler" not in by_name["Euler"]["options"]
