@@ -35,7 +35,7 @@ def test_tail_has_the_model_calls_of_a_schedule_of_that_many_steps(name):
 
 
 @pytest.mark.parametrize("name, first", [
-    ("Euler", 555), ("Heun", 555), ("DPM2", 523), ("UniPC", 599),
+    ("Euler", 555), ("Heun", 555), ("DPM2", 594), ("UniPC", 599),  # DPM2: Karras for 11 steps, penultimate dropped
 ])
 def test_tail_starts_at_step_total_minus_run(name, first):
     begin, timesteps = img2img_timesteps(scheduler(name, 10), 10, 6)

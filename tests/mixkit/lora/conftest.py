@@ -200,6 +200,17 @@ def snapshot(model: TinyModel) -> dict[str, torch.Tensor]:
     return state
 
 
+def merged_change(model: TinyModel, path) -> dict[str, torch.Tensor]:
+    """What merging the LoRA file at `path` adds to every weight (the model is restored afterwards)."""
+    from mixkit.lora import LoraRequest, apply_loras
+
+    before = snapshot(model)
+    handle = apply_loras(model.unet, model.text_encoders, [LoraRequest(path)], mode="merge")
+    after = snapshot(model)
+    handle.remove()
+    return {k: after[k] - before[k] for k in before}
+
+
 def assert_bit_identical(model: TinyModel, before: dict[str, torch.Tensor]) -> None:
     after = snapshot(model)
     assert after.keys() == before.keys()

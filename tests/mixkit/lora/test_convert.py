@@ -11,15 +11,7 @@ from safetensors import safe_open
 from mixkit.lora import LoraRequest, apply_loras, load_lora
 from mixkit.lora.convert import convert_lora
 from mixkit.lora.model_index import ModelIndex
-from tests.mixkit.lora.conftest import make_peer_lora, relative_error, snapshot, unet_inputs
-
-
-def _merged(model, path):
-    before = snapshot(model)
-    handle = apply_loras(model.unet, model.text_encoders, [LoraRequest(path)], mode="merge")
-    after = snapshot(model)
-    handle.remove()
-    return {k: after[k] - before[k] for k in before}
+from tests.mixkit.lora.conftest import make_peer_lora, merged_change, relative_error, unet_inputs
 
 
 def test_kohya_to_diffusers_keeps_per_module_alphas_and_loads_in_diffusers(tmp_path, sd1, tiny_sd1_dir):
@@ -32,7 +24,7 @@ def test_kohya_to_diffusers_keeps_per_module_alphas_and_loads_in_diffusers(tmp_p
         adapter = json.loads(handle.metadata()["lora_adapter_metadata"])
     assert all(k.startswith(("unet.", "text_encoder.")) and k.endswith((".lora_A.weight", ".lora_B.weight")) for k in keys)
     assert adapter["unet.alpha_pattern"], "per-module alphas must survive"
-    original, converted = _merged(sd1, peer.path), _merged(sd1, out)
+    original, converted = merged_change(sd1, peer.path), merged_change(sd1, out)
     for key in original:
         assert torch.allclose(original[key], converted[key], atol=1e-6), key
     # Oracle: diffusers loads the converted file into a pipeline; its UNet must equal ours with the original file.
@@ -55,7 +47,7 @@ def test_diffusers_to_kohya_round_trip(tmp_path, sd1):
     lora = load_lora(as_kohya)
     assert lora.format.name == "kohya"
     assert any(m.name.startswith("text_model_encoder_") for m in lora.modules if m.component == "te1")
-    original, round_trip = _merged(sd1, peer.path), _merged(sd1, as_kohya)
+    original, round_trip = merged_change(sd1, peer.path), merged_change(sd1, as_kohya)
     for key in original:
         assert torch.allclose(original[key], round_trip[key], atol=1e-6), key
 
@@ -102,7 +94,7 @@ def test_sd1_text_encoder_keys_use_kohyas_lora_te_prefix(tmp_path, sd1):
     without_model = convert_lora(as_diffusers, "kohya", tmp_path / "k.safetensors")
     with_model = convert_lora(as_diffusers, "kohya", tmp_path / "k2.safetensors", index)
     assert _text_encoder_prefixes(without_model) == _text_encoder_prefixes(with_model) == {"lora_te"}
-    original, round_trip = _merged(sd1, peer.path), _merged(sd1, without_model)
+    original, round_trip = merged_change(sd1, peer.path), merged_change(sd1, without_model)
     assert all(torch.equal(original[k], round_trip[k]) for k in original)
 
 

@@ -7,19 +7,10 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from mixkit.lora import LoraRequest, apply_loras
 from mixkit.lora.convert import convert_lora
 from mixkit.lora.model_index import ModelIndex
 from mixkit.training.kohya_export import sgm_lora_names
-from tests.mixkit.lora.conftest import make_peer_lora, snapshot
-
-
-def _merged(model, path):
-    before = snapshot(model)
-    handle = apply_loras(model.unet, model.text_encoders, [LoraRequest(path)], mode="merge")
-    after = snapshot(model)
-    handle.remove()
-    return {k: after[k] - before[k] for k in before}
+from tests.mixkit.lora.conftest import make_peer_lora, merged_change
 
 
 def _modules(path):
@@ -44,7 +35,7 @@ def test_diffusers_sdxl_lora_to_kohya_uses_the_trainers_sgm_names(tmp_path, sdxl
     assert original_unet and written_unet == {names[m] for m in original_unet}
     assert all(m.startswith(("lora_unet_input_blocks_", "lora_unet_middle_block_", "lora_unet_output_blocks_"))
                for m in written_unet)
-    original, round_trip = _merged(sdxl, peer.path), _merged(sdxl, as_kohya)
+    original, round_trip = merged_change(sdxl, peer.path), merged_change(sdxl, as_kohya)
     assert original.keys() == round_trip.keys()
     for key in original:
         assert torch.allclose(original[key], round_trip[key], atol=1e-6), key
@@ -61,7 +52,7 @@ def test_kohya_diffusers_names_to_kohya_sgm_and_back_to_diffusers(tmp_path, sdxl
         assert set(a.keys()) == set(b.keys())
         assert all(torch.equal(a.get_tensor(k), b.get_tensor(k)) for k in a.keys())
     back = convert_lora(sgm, "diffusers", tmp_path / "back.safetensors", index)
-    original, round_trip = _merged(sdxl, peer.path), _merged(sdxl, back)
+    original, round_trip = merged_change(sdxl, peer.path), merged_change(sdxl, back)
     for key in original:
         assert torch.allclose(original[key], round_trip[key], atol=1e-6), key
 

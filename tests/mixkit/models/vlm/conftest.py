@@ -99,3 +99,19 @@ def tiny_modular_blip2_dir(tmp_path_factory):
 
     model, tokenizer = tiny_modular_blip2("gpt2")
     return save_modular_vlm(model, tmp_path_factory.mktemp("tiny-modular") / "mixkit-tiny-blip2", tokenizer=tokenizer)
+
+
+@pytest.fixture(scope="module")
+def blip2_opt(tiny_blip2_opt_dir):
+    """The tiny BLIP-2 (OPT) loaded through mixkit, once per test module."""
+    from mixkit.models.vlm import load_vlm
+
+    return load_vlm(tiny_blip2_opt_dir)
+
+
+@pytest.fixture(scope="module")
+def blip2_t5(tiny_blip2_t5_dir):
+    """The tiny BLIP-2 (Flan-T5) loaded through mixkit, once per test module."""
+    from mixkit.models.vlm import load_vlm
+
+    return load_vlm(tiny_blip2_t5_dir)

@@ -10,16 +10,6 @@ from mixkit.models.vlm.generative import pad_token_rows
 from mixkit.runtime.cpu_linear import onednn_linear_available
 
 
-@pytest.fixture(scope="module")
-def blip2_opt(tiny_blip2_opt_dir):
-    return load_vlm(tiny_blip2_opt_dir)
-
-
-@pytest.fixture(scope="module")
-def blip2_t5(tiny_blip2_t5_dir):
-    return load_vlm(tiny_blip2_t5_dir)
-
-
 def test_pad_token_rows_left_and_right():
     ids, mask = pad_token_rows([[5, 6, 7], [8]], 0, "left")
     assert ids.tolist() == [[5, 6, 7], [0, 0, 8]] and mask.tolist() == [[1, 1, 1], [0, 0, 1]]

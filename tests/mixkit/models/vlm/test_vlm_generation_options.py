@@ -9,18 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mixkit.models.vlm import load_vlm
 from mixkit.models.vlm.generative import DEFAULT_MAX_NEW_TOKENS, generation_options
-
-
-@pytest.fixture(scope="module")
-def blip2_opt(tiny_blip2_opt_dir):
-    return load_vlm(tiny_blip2_opt_dir)
-
-
-@pytest.fixture(scope="module")
-def blip2_t5(tiny_blip2_t5_dir):
-    return load_vlm(tiny_blip2_t5_dir)
 
 
 def transformers_texts(vlm, inputs: dict, **generation) -> list[str]:
