@@ -62,20 +62,19 @@ _register(SamplerSpec(
     stochastic=True, second_order=True, noise_source="brownian_seeds", requires=("torchsde",),
 ))
 _register(SamplerSpec(
-    "DPM++ 2M SDE", "DPMSolverMultistepScheduler", aliases=("k_dpmpp_2m_sde",),
+    # mixkit's (dpmpp_2m_sde.py): diffusers' multistep SDE with k-diffusion's Brownian-tree noise, as A1111.
+    "DPM++ 2M SDE", "BrownianDPMSolverMultistepScheduler", aliases=("k_dpmpp_2m_sde",),
     eta_default=1.0,
     config_overrides={"algorithm_type": "sde-dpmsolver++", **_DPMPP_MULTISTEP},
     schedule_types=_K_SCHEDULES, default_schedule="Exponential",
-    stochastic=True, noise_source="generator",
-    notes="A1111 draws this sampler's noise from a Brownian tree; diffusers uses Gaussian noise per step.",
+    stochastic=True, noise_source="brownian_seeds", requires=("torchsde",),
 ))
 _register(SamplerSpec(
-    "DPM++ 2M SDE Heun", "DPMSolverMultistepScheduler", aliases=("k_dpmpp_2m_sde_heun",),
+    "DPM++ 2M SDE Heun", "BrownianDPMSolverMultistepScheduler", aliases=("k_dpmpp_2m_sde_heun",),
     eta_default=1.0,
     config_overrides={"algorithm_type": "sde-dpmsolver++", **_DPMPP_MULTISTEP, "solver_type": "heun"},
     schedule_types=_K_SCHEDULES, default_schedule="Exponential",
-    stochastic=True, noise_source="generator",
-    notes="A1111 draws this sampler's noise from a Brownian tree; diffusers uses Gaussian noise per step.",
+    stochastic=True, noise_source="brownian_seeds", requires=("torchsde",),
 ))
 _register(SamplerSpec(
     "DPM++ 2S a", "DPMSolverPlusPlus2SAncestralScheduler", aliases=("k_dpmpp_2s_a",),

@@ -12,6 +12,7 @@ from mixkit.errors import UnknownNameError
 from pipelines.samplers.a1111_timesteps import A1111DDIMScheduler, A1111PLMSScheduler
 from pipelines.samplers.catalog import SAMPLERS, find_sampler
 from pipelines.samplers.custom_sigmas import with_sigma_schedule
+from pipelines.samplers.dpmpp_2m_sde import BrownianDPMSolverMultistepScheduler
 from pipelines.samplers.dpmpp_2s_ancestral import DPMSolverPlusPlus2SAncestralScheduler
 from pipelines.samplers.euler_ancestral import EulerAncestralAnyScheduleScheduler
 from pipelines.samplers.lms import LMSScheduler
@@ -38,8 +39,8 @@ MODEL_SCHEDULE_KEYS = (
 # Schedulers mixkit adds where diffusers has no faithful counterpart; the rest come from diffusers.
 MIXKIT_SCHEDULERS = {
     cls.__name__: cls for cls in (
-        A1111DDIMScheduler, A1111PLMSScheduler, DPMSolverPlusPlus2SAncestralScheduler, EulerAncestralAnyScheduleScheduler,
-        LMSScheduler,
+        A1111DDIMScheduler, A1111PLMSScheduler, BrownianDPMSolverMultistepScheduler,
+        DPMSolverPlusPlus2SAncestralScheduler, EulerAncestralAnyScheduleScheduler, LMSScheduler,
     )
 }
 
@@ -229,6 +230,8 @@ def list_samplers() -> list[dict[str, Any]]:
             options["scheduler"] = SCHEDULE_TYPES.get(spec.default_schedule).internal_name
         if spec.discard_penultimate_sigma:
             options["discard_next_to_last_sigma"] = True
+        if spec.config_overrides.get("solver_type") == "heun":
+            options["solver_type"] = "heun"  # A1111 marks DPM++ 2M SDE Heun so
         if spec.second_order:
             options["second_order"] = True
         if spec.noise_source == "brownian_seeds":

@@ -250,8 +250,10 @@ def sample_lms(x: torch.Tensor, sigmas: torch.Tensor, order: int = 4) -> torch.T
     return x
 
 
-def sample_dpmpp_2m_sde(x: torch.Tensor, sigmas: torch.Tensor, generator: torch.Generator, heun: bool = False) -> torch.Tensor:
-    """k-diffusion `sample_dpmpp_2m_sde` (eta=1), Gaussian noise per step instead of a Brownian tree."""
+def sample_dpmpp_2m_sde(x: torch.Tensor, sigmas: torch.Tensor, generator: torch.Generator | None = None,
+                        heun: bool = False, noise_sampler=None) -> torch.Tensor:
+    """k-diffusion `sample_dpmpp_2m_sde` (eta=1): noise from `noise_sampler(sigma, sigma_next)` (its Brownian
+    tree, as A1111 passes it) or, without one, Gaussian noise per step from `generator`."""
     old, h_last = None, None
     for i in range(len(sigmas) - 1):
         s, s_next = sigmas[i].item(), sigmas[i + 1].item()
@@ -265,7 +267,11 @@ def sample_dpmpp_2m_sde(x: torch.Tensor, sigmas: torch.Tensor, generator: torch.
             if old is not None:
                 weight = 1 - decay / (2 * h) if heun else 0.5 * decay  # (1 - e^-2h) / (-2h) + 1, or midpoint's
                 x = x + weight * (h / h_last) * (denoised - old)
-            x = x + torch.randn(x.shape, generator=generator, dtype=torch.float64) * s_next * decay**0.5
+            if noise_sampler is not None:
+                noise = noise_sampler(sigmas[i].float(), sigmas[i + 1].float()).double()
+            else:
+                noise = torch.randn(x.shape, generator=generator, dtype=torch.float64)
+            x = x + noise * s_next * decay**0.5
             h_last = h
         old = denoised
     return x

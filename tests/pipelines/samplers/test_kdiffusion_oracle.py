@@ -10,6 +10,7 @@ from .kdiffusion_reference import (
     SD15_SCHEDULER_CONFIG,
     GaussianDataModel,
     sample_dpmpp_2m,
+    sample_dpmpp_2m_sde,
     sample_dpmpp_2s_ancestral,
     sample_euler,
 )
@@ -48,3 +49,29 @@ def test_dpmpp_2s_ancestral_matches_k_diffusion_with_the_same_noise(schedule, st
     # Measured max error 2e-4 (DPM2 a, the same schedule with Euler updates, is off by 0.3-3):
     # the toy model sees diffusers' fractional midpoint timesteps, interpolated linearly in alpha.
     torch.testing.assert_close(got.double(), expected, rtol=0, atol=1e-3)
+
+
+@pytest.mark.parametrize("sampler", ["DPM++ 2M SDE", "DPM++ 2M SDE Heun"])
+@pytest.mark.parametrize("schedule", ["Exponential", "Karras"])
+def test_dpmpp_2m_sde_matches_k_diffusion_with_a1111s_brownian_tree(sampler, schedule):
+    """A1111 passes k-diffusion a BrownianTreeNoiseSampler over the schedule's positive sigmas, one tree per
+    image seeded with its seed; the same tree here gives the same image, not merely the same distribution."""
+    from diffusers.schedulers.scheduling_dpmsolver_sde import BrownianTreeNoiseSampler
+
+    from pipelines.samplers import seed_brownian_noise
+
+    steps, seed = 10, 1234
+    latents = torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    sigmas = REFERENCE_SCHEDULES[schedule](SD15_SCHEDULER_CONFIG, steps)
+    positive = sigmas[sigmas > 0].float()
+    tree = BrownianTreeNoiseSampler(latents.float(), positive.min(), positive.max(), [seed])
+    expected = sample_dpmpp_2m_sde(latents * sigmas[0], sigmas, heun=sampler.endswith("Heun"), noise_sampler=tree)
+    scheduler = fresh_scheduler(sampler, schedule)
+    scheduler.set_timesteps(steps)
+    seed_brownian_noise(scheduler, [seed])
+    got = run_sampler(scheduler, GaussianDataModel(SD15_SCHEDULER_CONFIG), latents.float(), steps, seeds=[seed])
+    # As DPM++ 2M, diffusers' rounded model timesteps: measured up to 3.0e-3 (Karras, Heun); another tree: > 0.1.
+    torch.testing.assert_close(got.double(), expected, rtol=0, atol=5e-3)
+    other = run_sampler(fresh_scheduler(sampler, schedule), GaussianDataModel(SD15_SCHEDULER_CONFIG), latents.float(),
+                        steps, seeds=[seed + 1])
+    assert (other.double() - expected).abs().max() > 0.1  # the seed picks the tree
