@@ -273,7 +273,9 @@ def _eta_infotext(sampler: ResolvedSampler) -> dict[str, float]:
 
 
 def _uses_ensd(sampler: ResolvedSampler, ensd: int) -> bool:
-    """A1111 records ENSD only for samplers whose later noise it changes: the ancestral ones, at an eta above 0."""
-    from pipelines.samplers import SAMPLERS
+    """ENSD is recorded where it changes the image: the ancestral samplers and DDIM, at an eta above 0.
 
-    return bool(ensd) and SAMPLERS.get(sampler.name).ancestral and sampler.eta != 0
+    A1111 records it for the ancestral ones only, though its DDIM draws eta noise from the same RNG; recording it
+    for DDIM too keeps that image reproducible from its infotext (A1111's paste reads the key back as its setting).
+    """
+    return bool(ensd) and sampler.takes_seed_delta and sampler.eta != 0

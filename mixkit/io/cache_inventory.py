@@ -167,7 +167,10 @@ def _describe_latents(folder: Path) -> str:
 
 
 def _entry(kind: str, path: Path, files: tuple[Path, ...], detail: str) -> CacheEntry:
-    size, modified = 0, 0.0
+    """One entry's size and age. The age is the newest modification time of the files it holds; an entry that
+    holds no file (an empty `compile/` folder) takes its own folder's time, when something was last added to or
+    removed from it, not the epoch, so `--older-than` does not see it as decades old."""
+    size, modified = 0, None
     for item in files:
         for file in (item.rglob("*") if item.is_dir() else (item,)):
             try:
@@ -176,5 +179,19 @@ def _entry(kind: str, path: Path, files: tuple[Path, ...], detail: str) -> Cache
                 continue
             if file.is_file():
                 size += stat.st_size
-            modified = max(modified, stat.st_mtime)
+            modified = stat.st_mtime if modified is None else max(modified, stat.st_mtime)
+    if modified is None:
+        modified = _own_mtime(files)
     return CacheEntry(kind, path, files, size, modified, detail)
+
+
+def _own_mtime(files: tuple[Path, ...]) -> float:
+    """The newest modification time of the entry's own paths; now when none can be read (an age unknown counts as
+    new: `--older-than` never removes an entry for want of a time)."""
+    times = []
+    for item in files:
+        try:
+            times.append(item.stat().st_mtime)
+        except OSError:
+            continue
+    return max(times) if times else time.time()

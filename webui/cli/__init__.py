@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 SUBCOMMANDS = ["apps", "cache", "eval", "generate", "info", "lora", "samplers", "tiny_model", "train", "webui", "world"]
 
 USER_ERRORS = (ValueError, TypeError, FileNotFoundError, NotADirectoryError, PermissionError, KeyError)
+# A reader that closed our stdout early (`mixkit samplers | head -1`) is not an error: exit quietly, with the
+# status a process killed by SIGPIPE reports in a shell (128 + 13), as `cat` and other Unix tools do.
+BROKEN_PIPE_EXIT_CODE = 141
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +42,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        _silence_stdout()
+        return BROKEN_PIPE_EXIT_CODE
     except KeyboardInterrupt:
         print("mixkit: interrupted", file=sys.stderr)
         return 130
@@ -46,6 +55,16 @@ def main(argv: list[str] | None = None) -> int:
         message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
         print(f"mixkit: error: {message}", file=sys.stderr)
         return 2
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush of what is still buffered for the closed pipe
+    raises no second BrokenPipeError (the recipe of Python's `signal` documentation)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout replaced by an object without a file descriptor (tests)
+        pass
 
 
 if __name__ == "__main__":

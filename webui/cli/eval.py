@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--two-shape must be >= 0, got {args.two_shape}")
     if args.json is not None and (args.json.is_dir() or not args.json.absolute().parent.is_dir()):
         raise ValueError(f"--json {str(args.json)!r} must be a file name in an existing folder")  # not after the run
+    check_generation_flags(args)
     from dataclasses import replace
 
     from mixkit.evaluation import eval_prompts, load_shipped_judge, score_captions, score_images
@@ -85,6 +86,15 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         args.json.write_text(json.dumps(scores, indent=2) + "\n", encoding="utf-8")
     return 0
+
+
+def check_generation_flags(args: argparse.Namespace) -> None:
+    """--sampler / --steps / --cfg checked as the pipeline will check them, before the captioner and model loads."""
+    from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
+
+    given = {"steps": args.steps, "cfg_scale": args.cfg, "sampler": args.sampler}
+    check_txt2img_params(Txt2ImgParams(**{k: EVAL_DEFAULTS[k] if v is None else v for k, v in given.items()}),
+                         GenerationLimits())
 
 
 def _generation_settings(pipe, args: argparse.Namespace) -> dict:

@@ -20,23 +20,27 @@ def add_parser(subparsers) -> None:
     d = Txt2ImgParams()
     p = subparsers.add_parser("generate", help="generate images from a text prompt",
                               description="Generate images from a text prompt and save them as PNG with A1111 infotext.")
-    p.add_argument("prompt", help="the prompt, in the A1111 prompt language")
+    p.add_argument("prompt", nargs="?", default=None,
+                   help="the prompt, in the A1111 prompt language (optional with --infotext)")
+    p.add_argument("--infotext", default=None, metavar="IMAGE_OR_TEXT",
+                   help="start from an A1111 infotext: an image that holds one (PNG, JPEG, WebP), the text itself, "
+                        "or - for stdin; flags given here win over it (A1111's PNG Info -> Send to txt2img)")
     p.add_argument("--model", default=os.environ.get(DEFAULT_MODEL_ENV) or BUILT_IN_MODEL,
                    help=f"diffusers folder, single .safetensors file or Hugging Face id (default: ${DEFAULT_MODEL_ENV}, "
                         f"else the built-in {BUILT_IN_MODEL})")
-    p.add_argument("--negative", default=d.negative_prompt, help="negative prompt")
+    p.add_argument("--negative", default=None, help="negative prompt")
     p.add_argument("--sampler", default=None, help=f"sampler by WebUI name (default: the model's recommended one, else "
                                                    f"{d.sampler}); see `mixkit samplers`")
-    p.add_argument("--schedule-type", default=d.schedule_type, help="Automatic, Karras, Exponential, ...")
+    p.add_argument("--schedule-type", default=None, help=f"Automatic, Karras, Exponential, ... (default: {d.schedule_type})")
     p.add_argument("--steps", type=int, default=None, help=f"default: the model's recommended steps, else {d.steps}")
     p.add_argument("--eta", type=float, default=None,
                    help="A1111's eta: Euler a (default 1; 0 = no ancestral noise) and DDIM (default 0); other samplers "
                         "ignore it")
-    p.add_argument("--ensd", type=int, default=0,
-                   help="A1111's eta noise seed delta (ENSD, e.g. 31337): ancestral samplers' noise from seed + ENSD")
+    p.add_argument("--ensd", type=int, default=None,
+                   help="A1111's eta noise seed delta (ENSD, e.g. 31337): ancestral samplers' noise from seed + ENSD; default 0")
     p.add_argument("--cfg", type=float, default=None,
                    help=f"CFG scale (default: the model's recommended one, e.g. 5 for mixkit-tiny-sd, else {d.cfg_scale})")
-    p.add_argument("--seed", type=int, default=d.seed, help="-1 for a random seed")
+    p.add_argument("--seed", type=int, default=None, help=f"-1 for a random seed (default: {d.seed})")
     p.add_argument("--width", type=int, default=None, help="default: the model's native size (512 for SD 1.5)")
     p.add_argument("--height", type=int, default=None, help="default: the model's native size")
     p.add_argument("--batch-size", type=int, default=d.batch_size)
@@ -67,12 +71,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--int8-vae-decoder", choices=("auto", "on", "off"), default="auto",
                    help="with --int8: also quantize the VAE decoder (auto: where the backend can, i.e. openvino; "
                         "off: keep it in float)")
-    p.add_argument("--ngms", type=float, default=d.s_min_uncond, metavar="SIGMA",
+    p.add_argument("--ngms", type=float, default=None, metavar="SIGMA",
                    help="APPROXIMATE: A1111's negative guidance minimum sigma (s_min_uncond): below this noise level "
                         "every other step runs without the negative prompt (0: off; about 1 for SD)")
-    p.add_argument("--ngms-all-steps", action="store_true",
+    p.add_argument("--ngms-all-steps", action="store_true", default=None,
                    help="APPROXIMATE: with --ngms, skip the negative prompt on every step below that sigma")
-    p.add_argument("--skip-early-cfg", type=float, default=d.skip_early_cond, metavar="FRACTION",
+    p.add_argument("--skip-early-cfg", type=float, default=None, metavar="FRACTION",
                    help="APPROXIMATE: A1111's skip_early_cond: the first FRACTION (0-1) of the steps run without the "
                         "negative prompt")
     p.add_argument("-o", "--output", default="outputs",
@@ -85,21 +89,31 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
+    from webui.cli.generate_checks import check_generate_args
 
+    infotext_keys = None
+    if args.infotext is not None:
+        from webui.cli.generate_infotext import apply_infotext, read_infotext_argument
+
+        args, infotext_keys = apply_infotext(args, read_infotext_argument(args.infotext))
+    if args.prompt is None:
+        raise ValueError("mixkit generate needs a prompt: pass it as the first argument, or --infotext IMAGE_OR_TEXT")
     d = Txt2ImgParams()
     chosen = {"steps": args.steps, "cfg_scale": args.cfg, "sampler": args.sampler,  # None: the model's, else A1111's
               "clip_skip": args.clip_skip}
     params = Txt2ImgParams(
-        prompt=args.prompt, negative_prompt=args.negative, steps=_or(args.steps, d.steps),
+        prompt=args.prompt, negative_prompt=_or(args.negative, d.negative_prompt), steps=_or(args.steps, d.steps),
         cfg_scale=_or(args.cfg, d.cfg_scale),
         width=d.width if args.width is None else args.width, height=d.height if args.height is None else args.height,
-        seed=args.seed, batch_size=args.batch_size, batch_count=args.batch_count,
-        sampler=_or(args.sampler, d.sampler), schedule_type=args.schedule_type, eta=args.eta, ensd=args.ensd,
-        clip_skip=_or(args.clip_skip, d.clip_skip), loras=list(args.lora), s_min_uncond=args.ngms, s_min_uncond_all=args.ngms_all_steps,
-        skip_early_cond=args.skip_early_cfg,
+        seed=_or(args.seed, d.seed), batch_size=args.batch_size, batch_count=args.batch_count,
+        sampler=_or(args.sampler, d.sampler), schedule_type=_or(args.schedule_type, d.schedule_type), eta=args.eta,
+        ensd=_or(args.ensd, d.ensd), clip_skip=_or(args.clip_skip, d.clip_skip), loras=list(args.lora),
+        s_min_uncond=_or(args.ngms, d.s_min_uncond), s_min_uncond_all=bool(args.ngms_all_steps),
+        skip_early_cond=_or(args.skip_early_cfg, d.skip_early_cond),
     )
     check_txt2img_params(params, GenerationLimits())  # fail before the (slow) model load
     check_approximation_args(args)
+    check_generate_args(args, params.prompt)
     output, output_is_file = output_target(args.output)
 
     from tqdm import tqdm
@@ -113,6 +127,10 @@ def run(args: argparse.Namespace) -> int:
                                        embeddings_dir=args.embeddings_dir, vae=args.vae, config_dir=args.config_dir,
                                        **load_options_for(args.preset, args.device, args.backend))
     print(f"Loaded {pipe.model.description} from {args.model}", file=sys.stderr)
+    if infotext_keys is not None:
+        from webui.cli.generate_infotext import warn_about_model
+
+        warn_about_model(pipe, infotext_keys, vae_given=args.vae is not None)
     recommended = {k: v for k, v in recommended_for(pipe.model, Txt2ImgParams).items() if chosen[k] is None}
     if recommended:
         params = replace(params, **recommended)

@@ -26,6 +26,9 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.infotext import parse_infotext
     from pipelines.infotext_read import read_infotext
 
+    if args.no_defaults and not args.json:
+        raise ValueError("--no-defaults changes only the --json output (the text is printed as the image stores it, "
+                         "with no defaults added); add --json, or leave out --no-defaults")
     text = read_infotext(args.image)
     if text is None:
         print(f"mixkit: {args.image} has no infotext (no PNG 'parameters' chunk, no EXIF UserComment)", file=sys.stderr)

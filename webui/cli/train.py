@@ -45,6 +45,9 @@ def resolve_config(config_cls, config_file: Path | None, overrides: list[str]):
             data = json.loads(config_file.read_text(encoding="utf-8"))
         except json.JSONDecodeError as error:
             raise ValueError(f"{config_file} is not valid JSON ({error.msg}, line {error.lineno}).") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{config_file} holds a JSON {_json_kind(data)}, but a --config file must hold a JSON "
+                             'object of settings, {"setting": value, ...}, keyed by the trainer\'s setting names.')
     data.update(parse_override(text) for text in overrides)
     known = {f.name for f in dataclasses.fields(config_cls)}
     unknown = sorted(set(data) - known)
@@ -55,6 +58,11 @@ def resolve_config(config_cls, config_file: Path | None, overrides: list[str]):
     if required:
         raise ValueError(f"missing required setting(s) {required}; put them in --config or pass --set {required[0]}=...")
     return config_cls(**data)
+
+
+def _json_kind(value: object) -> str:
+    return {list: "array", str: "string", bool: "boolean", int: "number", float: "number",
+            type(None): "null"}.get(type(value), type(value).__name__)
 
 
 def run(args: argparse.Namespace) -> int:

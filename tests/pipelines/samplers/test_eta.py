@@ -92,5 +92,8 @@ def test_ensd_leaves_deterministic_and_sde_samplers_alone_and_unrecorded(sd1_pip
 
 def test_ensd_changes_ddim_with_eta_as_a1111s_rng_does(sd1_pipe):
     call = dict(prompt="a red circle", seed=3, sampler="DDIM", steps=4, width=64, height=64, eta=0.5)
-    assert sd1_pipe(**call, ensd=7).images[0].tobytes() != sd1_pipe(**call).images[0].tobytes()
+    with_ensd = sd1_pipe(**call, ensd=7)
+    assert with_ensd.images[0].tobytes() != sd1_pipe(**call).images[0].tobytes()
+    assert "ENSD: 7" in with_ensd.infotexts[0]  # recorded so the image can be reproduced from its infotext
+    assert "ENSD" not in sd1_pipe(**{**call, "eta": 0.0}, ensd=7).infotexts[0]  # eta 0: no noise, nothing changes
 

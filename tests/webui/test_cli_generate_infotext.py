@@ -1,0 +1,70 @@
+"""`mixkit generate --infotext`: an image made by `mixkit generate` is made again bit for bit from its own PNG;
+flags win over the infotext; what the command cannot honour is refused or named in a warning."""
+
+import pytest
+from PIL import Image
+
+from webui.cli import main
+
+SIZE = ["--width", "64", "--height", "64", "--steps", "3"]
+
+
+def _generate(capsys, *args) -> str:
+    assert main(["generate", *args]) == 0, capsys.readouterr().err
+    captured = capsys.readouterr()
+    return captured.out.split()[0], captured.err
+
+
+@pytest.mark.parametrize("flags", [
+    ["--sampler", "DDIM", "--eta", "0.5"],
+    ["--sampler", "Euler a", "--eta", "0.6", "--ensd", "31337"],
+    ["--sampler", "DPM++ 2M Karras", "--clip-skip", "2", "--cfg", "4.5", "--negative", "blurry"],
+])
+def test_an_image_is_reproduced_bit_for_bit_from_its_own_png(tiny_sd1_dir, tmp_path, capsys, flags):
+    original, _ = _generate(capsys, "a red circle", "--model", str(tiny_sd1_dir), "--seed", "77",
+                            "-o", str(tmp_path / "a"), *SIZE, *flags)
+    again, err = _generate(capsys, "--infotext", original, "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "b"))
+    assert "warning" not in err
+    first, second = Image.open(original), Image.open(again)
+    assert first.text["parameters"] == second.text["parameters"]
+    assert first.tobytes() == second.tobytes()
+
+
+def test_flags_win_over_the_infotext(tiny_sd1_dir, tmp_path, capsys):
+    text = ("a blue square\nNegative prompt: dark\nSteps: 2, Sampler: Euler a, Schedule type: Automatic, "
+            "CFG scale: 6, Seed: 3, Size: 64x64, Clip skip: 2, Eta: 0.5, ENSD: 31337, RNG: CPU")
+    path, _ = _generate(capsys, "--infotext", text, "--model", str(tiny_sd1_dir), "--seed", "4", "--steps", "3",
+                        "--sampler", "Euler", "-o", str(tmp_path / "o"))
+    written = Image.open(path).text["parameters"]
+    assert written.startswith("a blue square\nNegative prompt: dark\nSteps: 3, Sampler: Euler,")
+    assert "Seed: 4," in written and "CFG scale: 6," in written and "Clip skip: 2" in written
+
+
+def test_keys_it_cannot_honour_are_named_on_stderr(tiny_sd1_dir, tmp_path, capsys):
+    text = "x\nSteps: 2, Sampler: Euler, CFG scale: 5, Seed: 1, Size: 64x64, Model hash: 0123456789, Face restoration: CodeFormer"
+    _, err = _generate(capsys, "--infotext", text, "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "o"))
+    assert "not honoured: Face restoration: CodeFormer" in err
+    assert "RNG: GPU" in err  # A1111's default noise source, which mixkit does not draw
+    assert "Model hash 0123456789" in err and "--model" in err
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    ("Denoising strength: 0.5, Hires upscale: 2, Hires upscaler: Latent", "hires-fix"),
+    ("Variation seed: 5, Variation seed strength: 0.3", "variation seed"),
+    ("ControlNet 0: \"Module: canny\"", "ControlNet"),
+    ("Denoising strength: 0.6", "img2img"),
+])
+def test_what_would_change_the_image_is_refused_before_the_load(tmp_path, capsys, monkeypatch, extra, fragment):
+    from pipelines.txt2img import TextToImage
+
+    monkeypatch.setattr(TextToImage, "from_pretrained", lambda *a, **k: pytest.fail("loaded the model"))
+    text = f"x\nSteps: 2, Sampler: Euler, CFG scale: 5, Seed: 1, Size: 64x64, {extra}"
+    assert main(["generate", "--infotext", text, "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("mixkit: error: --infotext") and fragment in err[-1]
+    assert not (tmp_path / "o").exists()
+
+
+def test_no_prompt_and_no_infotext_is_a_usage_error(capsys):
+    assert main(["generate"]) == 2
+    assert "needs a prompt" in capsys.readouterr().err

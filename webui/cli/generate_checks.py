@@ -1,0 +1,118 @@
+"""Checks `mixkit generate` runs on its flags before the (slow) model load: device, LoRAs, folders, backend, VAE.
+
+Each raises the error the CLI turns into one line `mixkit: error: …` with exit code 2, naming the flag,
+the value and what to pass instead, as the README promises for values checked before the model loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+# `<lora:name...>` / `<lyco:name...>` in a prompt: the tags that need a LoRA folder (A1111's extra-network syntax).
+LORA_TAG = re.compile(r"<(?:lora|lyco):[^>]*>")
+# The device types torch knows and mixkit can run on; torch also parses others (meta, hpu ...) that cannot hold weights.
+RUNNABLE_DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu")
+
+
+def check_generate_args(args: argparse.Namespace, prompt: str) -> None:
+    """Every flag check that needs no model, in the order a user reads the flags."""
+    check_device(args.device)
+    check_folder(args.lora_dir, "LoRA folder", "--lora-dir", "the folder that holds your LoRA files")
+    check_lora_specs(args.lora)
+    check_lora_tags_have_a_folder(prompt, args.lora_dir)
+    check_backend(args.backend)
+    check_vae_source(args.vae)
+
+
+def check_device(device: str | None) -> None:
+    """A device string torch parses, of a type mixkit runs on, that exists on this machine (None: cpu)."""
+    if device is None:
+        return
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(f"--device {device!r} is not a device name; use cpu, cuda, cuda:N or mps") from None
+    kind = parsed.type
+    if kind not in RUNNABLE_DEVICE_TYPES:
+        raise ValueError(f"--device {device!r}: mixkit runs on {', '.join(RUNNABLE_DEVICE_TYPES)}, not {kind}; "
+                         "use --device cpu")
+    if kind == "cpu":
+        return
+    if kind == "mps":
+        if not torch.backends.mps.is_available():
+            raise ValueError(f"--device {device!r}: this PyTorch build has no usable MPS (Apple GPU) device; "
+                             "use --device cpu")
+        return
+    backend = getattr(torch, kind, None)
+    available = backend is not None and backend.is_available()
+    if not available:
+        reason = ("this PyTorch build has no CUDA support (a CPU build)" if kind == "cuda" and torch.version.cuda is None
+                  else f"no {kind.upper()} device is visible")
+        raise ValueError(f"--device {device!r}: {reason}; use --device cpu")
+    count = backend.device_count()
+    if parsed.index is not None and parsed.index >= count:
+        raise ValueError(f"--device {device!r}: this machine has {count} {kind.upper()} device(s), "
+                         f"numbered {kind}:0 to {kind}:{count - 1}")
+
+
+def check_folder(folder: str | None, what: str, flag: str, hint: str) -> None:
+    """An optional folder flag names an existing folder (a typo would otherwise surface as a later "not found")."""
+    if folder is not None and not Path(folder).expanduser().is_dir():
+        raise NotADirectoryError(f"{what} {folder} ({flag}) does not exist or is not a folder; pass {hint}")
+
+
+def check_lora_specs(specs: list[str]) -> None:
+    """Each `--lora NAME_OR_PATH[:WEIGHT[:UNET_WEIGHT]]` parses, and a weight part that is not a number is named as such.
+
+    `mixkit.lora.LoraRequest.parse` reads numbers from the right and keeps anything else as part of the name (so
+    `C:\\loras\\x.safetensors` works); `x.safetensors:abc` would then be looked up as a file called "x.safetensors:abc"
+    after the model load. A last part without a path separator, on a name that is not an existing file, is a weight.
+    """
+    from mixkit.lora import LoraRequest
+
+    for spec in specs:
+        request = LoraRequest.parse(spec)  # empty names, non-finite or out-of-range strengths
+        source = str(request.source)
+        head, sep, tail = source.rpartition(":")
+        if (sep and head.strip() and tail and not any(c in tail for c in "/\\")
+                and not Path(source).expanduser().exists()):
+            raise ValueError(f"--lora {spec!r}: the weight {tail!r} is not a number; write NAME_OR_PATH:WEIGHT with "
+                             f"a number, e.g. {head}:0.8")
+
+
+def check_lora_tags_have_a_folder(prompt: str, lora_dir: str | None) -> None:
+    """A `<lora:...>` tag names a file in the LoRA folder; without `--lora-dir` the pipeline would refuse it only
+    after the model load."""
+    tag = LORA_TAG.search(prompt or "")
+    if tag is not None and lora_dir is None:
+        raise ValueError(f"prompt tag {tag.group(0)!r} names a LoRA but no LoRA folder is set; pass --lora-dir FOLDER "
+                         "(the folder that holds the LoRA files)")
+
+
+def check_backend(backend: str) -> None:
+    """The execution backend is a registered one (the registry's error lists them)."""
+    from mixkit.errors import UnknownNameError
+    from mixkit.runtime.backends import EXECUTION_BACKENDS
+
+    try:
+        EXECUTION_BACKENDS.get(backend)
+    except UnknownNameError as error:
+        raise ValueError(f"--backend: {error}") from None
+
+
+def check_vae_source(vae: str | None) -> None:
+    """`--vae` is an existing path, a shipped tiny model or a Hugging Face id (the loader's own error would say
+    "Model path")."""
+    if vae is None:
+        return
+    from mixkit.errors import ModelNotFoundError
+    from mixkit.io.sources import parse_hub_id, shipped_tiny_model
+
+    if Path(vae).expanduser().exists() or shipped_tiny_model(vae) is not None or parse_hub_id(vae) is not None:
+        return
+    raise ModelNotFoundError(f"VAE path {vae!r} (--vae) does not exist; check the path (it is not a Hugging Face id "
+                             "either, which looks like 'org/name'), or leave out --vae to use the model's own VAE")

@@ -1,0 +1,200 @@
+"""`mixkit generate --infotext IMAGE_OR_TEXT`: the settings of an A1111 infotext, as A1111's "Send to txt2img" pastes them.
+
+The infotext is read with mixkit's own parser (`pipelines.infotext.parse_infotext`, A1111's reading and its
+defaults for missing keys; `pipelines.infotext_samplers` for old "DPM++ 2M Karras" names). Flags given on the
+command line win over it. Every key the command cannot honour is either refused (it would change the image
+substantially: hires fix, img2img, variation seeds, ControlNet) or named in one warning on stderr, never
+dropped silently. A1111 does not switch checkpoints on paste either (its `disable_weights_auto_swap`), so a
+different `Model hash` or `VAE hash` is a warning after the load, naming the flag to pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
+
+
+def _integer(text: object) -> int:
+    value = str(text).strip()
+    return int(float(value)) if value.endswith(".0") else int(value)
+
+
+def _number(text: object) -> float:
+    return float(str(text).strip())
+
+
+def _text(text: object) -> str:
+    return str(text)
+
+
+def _flag(text: object) -> bool:
+    value = str(text).strip()
+    if value not in ("True", "False"):
+        raise ValueError(value)
+    return value == "True"
+
+
+# argparse destination -> (infotext key as `parse_infotext` returns it, conversion). A flag left at None takes it.
+FLAG_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
+    "prompt": ("Prompt", _text),
+    "negative": ("Negative prompt", _text),
+    "steps": ("Steps", _integer),
+    "cfg": ("CFG scale", _number),
+    "seed": ("Seed", _integer),
+    "width": ("Size-1", _integer),
+    "height": ("Size-2", _integer),
+    "clip_skip": ("Clip skip", _integer),  # A1111's default "1" when the infotext has none
+    "ensd": ("ENSD", _integer),
+    "ngms": ("NGMS", _number),
+    "ngms_all_steps": ("NGMS all steps", _flag),
+    "skip_early_cfg": ("Skip Early CFG", _number),
+}
+ETA_KEYS = ("Eta DDIM", "Eta")  # A1111 writes one of them, for DDIM or the ancestral samplers, when not the default
+SAMPLER_KEYS = ("Sampler", "Schedule type", "Beta schedule alpha", "Beta schedule beta")
+# Written by mixkit / A1111 for people or checked after the load; reading them back changes nothing.
+INFORMATIONAL_KEYS = {"Version", "Lora hashes", "TI hashes", "Model", "Model hash", "VAE", "VAE hash", "RNG"}
+HIRES_KEYS = ("Hires upscale", "Hires upscaler", "Hires resize-1", "Hires resize-2", "Hires steps", "Hires sampler",
+              "Hires schedule type", "Hires checkpoint", "Hires prompt", "Hires negative prompt", "Hires CFG Scale")
+# key -> why `mixkit generate` refuses it: honouring none of it would give a substantially different image.
+REFUSED_KEYS = {
+    "Denoising strength": "it is an img2img or hires-fix image (denoising strength)",
+    "Variation seed": "it was made with a variation seed",
+    "Seed resize from-1": "it was made with 'resize seed from'",
+    "Mask blur": "it is an inpainting image",
+}
+
+
+def read_infotext_argument(value: str) -> str:
+    """The infotext text from `--infotext`: an image file (its PNG chunk or EXIF), `-` (stdin) or the text itself."""
+    from pipelines.infotext_read import read_infotext
+
+    if value == "-":
+        return sys.stdin.read()
+    one_line = "\n" not in value
+    path = Path(value).expanduser()
+    if one_line and path.is_file():
+        text = read_infotext(path)
+        if text is None:
+            raise ValueError(f"--infotext {value}: the image has no infotext (no PNG 'parameters' chunk, no EXIF "
+                             "UserComment); pass another image or the infotext text")
+        return text
+    if one_line and path.suffix.lower() in IMAGE_SUFFIXES and ", " not in value:
+        raise FileNotFoundError(f"--infotext {value}: no such image; pass an existing image or the infotext text")
+    if not value.strip():
+        raise ValueError("--infotext is empty; pass an image with an infotext or the infotext text")
+    return value
+
+
+def apply_infotext(args: argparse.Namespace, text: str) -> tuple[argparse.Namespace, dict[str, object]]:
+    """`args` with every generation flag the command line left out (None) taken from the infotext, and the
+    infotext's own keys (for `warn_about_model`). Refuses what would change the image substantially; warns on
+    stderr about every other key it cannot honour."""
+    from pipelines.infotext import parse_infotext
+    from pipelines.infotext_samplers import sampler_and_schedule
+
+    parsed = parse_infotext(text)
+    written = parse_infotext(text, defaults=False)  # the keys the text itself has
+    _refuse_what_changes_the_image(written)
+    args = argparse.Namespace(**vars(args))
+    taken = []
+    for dest, (key, convert) in FLAG_KEYS.items():
+        if getattr(args, dest) is not None or key not in parsed:
+            continue
+        try:
+            setattr(args, dest, convert(parsed[key]))
+        except ValueError:
+            raise ValueError(f"--infotext: {key}: {parsed[key]!r} is not a valid value; fix the infotext or pass "
+                             f"--{dest.replace('_', '-')}") from None
+        if key in written:
+            taken.append(key)
+    ignored = []
+    sampler, schedule = sampler_and_schedule(parsed)
+    if args.sampler is None and sampler is not None:
+        args.sampler = sampler
+        taken.append("Sampler")
+        if args.schedule_type is None:
+            args.schedule_type = schedule
+    elif sampler is not None:  # --sampler wins; the infotext's schedule and eta were meant for its own sampler
+        ignored.append(f"Sampler: {parsed['Sampler']} (--sampler {args.sampler} given)")
+    eta_key = next((key for key in ETA_KEYS if key in written), None)
+    if eta_key is not None:
+        if args.eta is not None:
+            pass  # --eta wins
+        elif "Sampler" in taken:
+            try:
+                args.eta = _number(written[eta_key])
+            except ValueError:
+                raise ValueError(f"--infotext: {eta_key}: {written[eta_key]!r} is not a number; fix the infotext or "
+                                 "pass --eta") from None
+        else:
+            ignored.append(f"{eta_key}: {written[eta_key]} (for the infotext's sampler, not --sampler {args.sampler})")
+    ignored += _beta_schedule_differences(written)
+    handled = {*(key for key, _ in FLAG_KEYS.values()), *ETA_KEYS, *SAMPLER_KEYS, *INFORMATIONAL_KEYS, "Size-2",
+               "Prompt", "Negative prompt"}
+    ignored += [f"{key}: {value}" for key, value in written.items() if key not in handled]
+    if written.get("RNG", "GPU") != "CPU":
+        ignored.append(f"RNG: {written.get('RNG', 'GPU (no RNG key)')} (mixkit draws the initial noise on the CPU, as "
+                       "A1111's RNG: CPU; other noise gives another image)")
+    if ignored:
+        print("mixkit: warning: --infotext keys not honoured: " + "; ".join(ignored), file=sys.stderr)
+    return args, written
+
+
+def warn_about_model(pipe, written: dict[str, object], vae_given: bool) -> None:
+    """After the load: a warning when the infotext names another checkpoint or VAE than the one loaded."""
+    model = pipe.model
+    problems = []
+    wanted = written.get("Model hash")
+    if wanted and str(wanted).lower() != str(model.model_hash).lower():
+        problems.append(f"its Model hash {wanted} (Model: {written.get('Model', '?')}) is not the loaded model's "
+                        f"{model.model_hash}; pass that checkpoint with --model")
+    vae = written.get("VAE hash")
+    if vae and not vae_given and str(vae).lower() != str(model.extras.get("vae_hash") or "").lower():
+        problems.append(f"its VAE hash {vae} (VAE: {written.get('VAE', '?')}) is not the loaded VAE's; pass it "
+                        "with --vae")
+    if problems:
+        print("mixkit: warning: the image will differ from the infotext's: " + "; ".join(problems), file=sys.stderr)
+
+
+def _refuse_what_changes_the_image(written: dict[str, object]) -> None:
+    hires = [key for key in HIRES_KEYS if key in written]
+    if hires:
+        raise ValueError(f"--infotext is from a hires-fix image ({', '.join(hires)}), which `mixkit generate` cannot "
+                         "make; use the web UI or the API (POST /sdapi/v1/txt2img with this infotext), or remove "
+                         "the Hires keys and Denoising strength from the text to make its first pass")
+    controlnet = [key for key in written if key.startswith("ControlNet")]
+    if controlnet:
+        raise ValueError(f"--infotext was made with ControlNet ({', '.join(controlnet)}), which `mixkit generate` "
+                         "cannot apply; use the web UI or the API with the control image")
+    for key, why in REFUSED_KEYS.items():
+        if key in written and not (key == "Variation seed" and _no_variation(written)):
+            raise ValueError(f"--infotext: {key}: {written[key]}: {why}, which `mixkit generate` cannot reproduce; "
+                             "use the web UI or the API, or remove that key from the text")
+
+
+def _no_variation(written: dict[str, object]) -> bool:
+    try:
+        return float(str(written.get("Variation seed strength", "0"))) == 0
+    except ValueError:
+        return False
+
+
+def _beta_schedule_differences(written: dict[str, object]) -> list[str]:
+    """The Beta schedule's alpha/beta are fixed in mixkit (A1111's defaults); other values are not honoured."""
+    from pipelines.samplers.sigma_schedules import beta_schedule_infotext
+
+    fixed = beta_schedule_infotext("Beta")
+    differ = []
+    for key, value in fixed.items():
+        if key in written:
+            try:
+                same = float(str(written[key])) == float(value)
+            except ValueError:
+                same = False
+            if not same:
+                differ.append(f"{key}: {written[key]} (mixkit's Beta schedule uses {value})")
+    return differ
