@@ -187,7 +187,7 @@ def test_lora_tags_naming_library_entries_pass_the_guard(client):
     for tag in ("<lora:styles/ink:0.5>", "<lora:ink:1>", "<lora:ink_v1:1>"):
         response = client.post("/sdapi/v1/txt2img", json={"prompt": f"x {tag}", **SMALL})
         assert "never a file path" not in response.text, tag
-        assert response.status_code == 422 and "ink.safetensors does not fit this model" in response.text, response.text
+        assert response.status_code == 422 and "ink.safetensors cannot be applied" in response.text, response.text
 
 
 def test_a_lora_copied_in_while_the_server_runs_is_found_without_a_refresh(client, server):
@@ -199,7 +199,7 @@ def test_a_lora_copied_in_while_the_server_runs_is_found_without_a_refresh(clien
     try:
         response = client.post("/sdapi/v1/txt2img", json={"prompt": "x <lora:late:1>", **SMALL})
         # The guard rescanned the folder (A1111 rescans before refusing); the tiny file then fails in the LoRA code.
-        assert response.status_code == 422 and "late.safetensors does not fit this model" in response.text, response.text
+        assert response.status_code == 422 and "late.safetensors cannot be applied" in response.text, response.text
     finally:
         (folder / "late.safetensors").unlink()
         client.post("/sdapi/v1/refresh-loras")
