@@ -15,65 +15,46 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from pipelines.infotext_values import as_flag, as_integer, as_number, as_text
 from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
-
-
-def _integer(text: object) -> int:
-    value = str(text).strip()
-    return int(float(value)) if value.endswith(".0") else int(value)
-
-
-def _number(text: object) -> float:
-    return float(str(text).strip())
-
-
-def _text(text: object) -> str:
-    return str(text)
-
-
-def _flag(text: object) -> bool:
-    value = str(text).strip()
-    if value not in ("True", "False"):
-        raise ValueError(value)
-    return value == "True"
 
 
 # request field -> (infotext key as `parse_infotext` returns it, conversion): A1111's txt2img/img2img paste fields.
 COMMON_FIELDS: dict[str, tuple[str, Callable[[object], Any]]] = {
-    "prompt": ("Prompt", _text),
-    "negative_prompt": ("Negative prompt", _text),
-    "steps": ("Steps", _integer),
-    "cfg_scale": ("CFG scale", _number),
-    "seed": ("Seed", _integer),
-    "width": ("Size-1", _integer),
-    "height": ("Size-2", _integer),
-    "subseed": ("Variation seed", _integer),
-    "subseed_strength": ("Variation seed strength", _number),
-    "seed_resize_from_w": ("Seed resize from-1", _integer),
-    "seed_resize_from_h": ("Seed resize from-2", _integer),
-    "denoising_strength": ("Denoising strength", _number),
+    "prompt": ("Prompt", as_text),
+    "negative_prompt": ("Negative prompt", as_text),
+    "steps": ("Steps", as_integer),
+    "cfg_scale": ("CFG scale", as_number),
+    "seed": ("Seed", as_integer),
+    "width": ("Size-1", as_integer),
+    "height": ("Size-2", as_integer),
+    "subseed": ("Variation seed", as_integer),
+    "subseed_strength": ("Variation seed strength", as_number),
+    "seed_resize_from_w": ("Seed resize from-1", as_integer),
+    "seed_resize_from_h": ("Seed resize from-2", as_integer),
+    "denoising_strength": ("Denoising strength", as_number),
 }
 HIRES_FIELDS: dict[str, tuple[str, Callable[[object], Any]]] = {
-    "hr_scale": ("Hires upscale", _number),
-    "hr_upscaler": ("Hires upscaler", _text),
-    "hr_second_pass_steps": ("Hires steps", _integer),
-    "hr_resize_x": ("Hires resize-1", _integer),
-    "hr_resize_y": ("Hires resize-2", _integer),
-    "hr_checkpoint_name": ("Hires checkpoint", _text),
-    "hr_sampler_name": ("Hires sampler", _text),
-    "hr_prompt": ("Hires prompt", _text),
-    "hr_negative_prompt": ("Hires negative prompt", _text),
+    "hr_scale": ("Hires upscale", as_number),
+    "hr_upscaler": ("Hires upscaler", as_text),
+    "hr_second_pass_steps": ("Hires steps", as_integer),
+    "hr_resize_x": ("Hires resize-1", as_integer),
+    "hr_resize_y": ("Hires resize-2", as_integer),
+    "hr_checkpoint_name": ("Hires checkpoint", as_text),
+    "hr_sampler_name": ("Hires sampler", as_text),
+    "hr_prompt": ("Hires prompt", as_text),
+    "hr_negative_prompt": ("Hires negative prompt", as_text),
 }
 IMG2IMG_FIELDS: dict[str, tuple[str, Callable[[object], Any]]] = {
-    "mask_blur": ("Mask blur", _integer),
+    "mask_blur": ("Mask blur", as_integer),
 }
 # infotext key -> (option key for override_settings, conversion), as A1111's infotext-to-setting mapping.
 SETTING_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
-    "Clip skip": ("CLIP_stop_at_last_layers", _integer),
-    "NGMS": ("s_min_uncond", _number),
-    "NGMS all steps": ("s_min_uncond_all", _flag),
-    "Skip Early CFG": ("skip_early_cond", _number),
-    "ENSD": ("eta_noise_seed_delta", _integer),  # A1111's paste maps it to the same setting
+    "Clip skip": ("CLIP_stop_at_last_layers", as_integer),
+    "NGMS": ("s_min_uncond", as_number),
+    "NGMS all steps": ("s_min_uncond_all", as_flag),
+    "Skip Early CFG": ("skip_early_cond", as_number),
+    "ENSD": ("eta_noise_seed_delta", as_integer),  # A1111's paste maps it to the same setting
 }
 
 
@@ -109,7 +90,7 @@ def apply_infotext(request: Txt2ImgRequest) -> Txt2ImgRequest:
     eta_key = next((key for key in ("Eta DDIM", "Eta") if key in written), None)  # A1111 writes one, when not default
     if eta_key is not None and "eta" not in sent:
         try:
-            filled["eta"] = _number(parsed[eta_key])
+            filled["eta"] = as_number(parsed[eta_key])
         except ValueError:
             raise ValueError(f"infotext: {eta_key}: {parsed[eta_key]!r} is not a valid eta; fix the infotext or send "
                              "eta in the request.") from None

@@ -15,43 +15,25 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from pipelines.infotext_values import as_flag, as_integer, as_number, as_text
+
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
-
-
-def _integer(text: object) -> int:
-    value = str(text).strip()
-    return int(float(value)) if value.endswith(".0") else int(value)
-
-
-def _number(text: object) -> float:
-    return float(str(text).strip())
-
-
-def _text(text: object) -> str:
-    return str(text)
-
-
-def _flag(text: object) -> bool:
-    value = str(text).strip()
-    if value not in ("True", "False"):
-        raise ValueError(value)
-    return value == "True"
 
 
 # argparse destination -> (infotext key as `parse_infotext` returns it, conversion). A flag left at None takes it.
 FLAG_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
-    "prompt": ("Prompt", _text),
-    "negative": ("Negative prompt", _text),
-    "steps": ("Steps", _integer),
-    "cfg": ("CFG scale", _number),
-    "seed": ("Seed", _integer),
-    "width": ("Size-1", _integer),
-    "height": ("Size-2", _integer),
-    "clip_skip": ("Clip skip", _integer),  # A1111's default "1" when the infotext has none
-    "ensd": ("ENSD", _integer),
-    "ngms": ("NGMS", _number),
-    "ngms_all_steps": ("NGMS all steps", _flag),
-    "skip_early_cfg": ("Skip Early CFG", _number),
+    "prompt": ("Prompt", as_text),
+    "negative": ("Negative prompt", as_text),
+    "steps": ("Steps", as_integer),
+    "cfg": ("CFG scale", as_number),
+    "seed": ("Seed", as_integer),
+    "width": ("Size-1", as_integer),
+    "height": ("Size-2", as_integer),
+    "clip_skip": ("Clip skip", as_integer),  # A1111's default "1" when the infotext has none
+    "ensd": ("ENSD", as_integer),
+    "ngms": ("NGMS", as_number),
+    "ngms_all_steps": ("NGMS all steps", as_flag),
+    "skip_early_cfg": ("Skip Early CFG", as_number),
 }
 ETA_KEYS = ("Eta DDIM", "Eta")  # A1111 writes one of them, for DDIM or the ancestral samplers, when not the default
 SAMPLER_KEYS = ("Sampler", "Schedule type", "Beta schedule alpha", "Beta schedule beta")
@@ -126,7 +108,7 @@ def apply_infotext(args: argparse.Namespace, text: str) -> tuple[argparse.Namesp
             pass  # --eta wins
         elif "Sampler" in taken:
             try:
-                args.eta = _number(written[eta_key])
+                args.eta = as_number(written[eta_key])
             except ValueError:
                 raise ValueError(f"--infotext: {eta_key}: {written[eta_key]!r} is not a number; fix the infotext or "
                                  "pass --eta") from None
