@@ -110,3 +110,11 @@ def test_an_empty_cache_folder_is_as_old_as_the_folder_not_the_epoch(tmp_path, m
     assert main(["cache", "clear", "all", "--older-than", "30"]) == 0
     assert "(0 entries)" in capsys.readouterr().err
     assert (tmp_path / "c" / "compile").is_dir()
+
+
+def test_webui_refuses_a_device_that_is_not_here_before_loading(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    _one_line_error(capsys, main(["webui", "--device", "cuda:3", "--output-dir", str(tmp_path / "o")]), "--device cpu")

@@ -32,3 +32,9 @@ def test_refiner_without_switch_point_is_still_noted():
     _, notes = paste(SDXL_TEXT.replace(", Version", ", Refiner: other_refiner, Version"))
     assert notes == ["Refiner: the last steps were sampled with 'other_refiner'; this server has no refiner, so the "
                      "paste fills the base model's pass only and the image will differ."]
+
+
+def test_eta_and_ensd_are_named_as_settings_not_dropped():
+    _, notes = paste(SDXL_TEXT.replace(", Version", ", Eta: 0.5, ENSD: 31337, Version"))
+    assert notes == ["Eta: 0.5, ENSD: 31337: these are Settings here (Settings > Sampler parameters), not form fields; "
+                     "set them there to reproduce the image."]

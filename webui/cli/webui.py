@@ -45,6 +45,9 @@ def config_from_args(args: argparse.Namespace):
     from webui.config import ServerConfig, check_server_config
     from webui.http_guards import parse_credentials
 
+    from webui.cli.generate_checks import check_device
+
+    check_device(args.device)  # before any model loads, as `generate` checks it
     appflow_models = read_appflow_config(args.appflow_config) if args.appflow_config else {}
     from mixkit.tiny.shipped import DEFAULT_TEXT_TO_IMAGE
 

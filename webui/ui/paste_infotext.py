@@ -114,6 +114,10 @@ def _reproduction_notes(parsed: dict, current_model: str | None, hires_filled: b
     notes += _schedule_setting_notes(parsed)
     if "Variation seed" in parsed:
         notes.append("Variation seed: not supported here; the image will differ.")
+    sampler_settings = [f"{key}: {parsed[key]}" for key in ("Eta", "Eta DDIM", "ENSD") if parsed.get(key) not in (None, "")]
+    if sampler_settings:
+        notes.append(f"{', '.join(sampler_settings)}: these are Settings here (Settings > Sampler parameters), not "
+                     "form fields; set them there to reproduce the image.")
     if parsed.get("Refiner"):
         # A1111's refiner swaps to a second checkpoint for the steps after "Refiner switch at" (a fraction).
         switch = parsed.get("Refiner switch at")
