@@ -58,9 +58,11 @@ SETTING_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
 }
 
 
-def apply_infotext(request: Txt2ImgRequest) -> Txt2ImgRequest:
+def apply_infotext(request: Txt2ImgRequest, lora_library=None) -> Txt2ImgRequest:
     """The request with the fields it left out filled from its `infotext`; unchanged without one.
 
+    A prompt taken from the infotext has its `<lora:...>` tags re-linked through `Lora hashes` to the files of
+    `lora_library` (a `mixkit.lora.LoraLibrary`) with those hashes, as A1111's paste does.
     Raises ValueError naming the infotext key whose value has the wrong type.
     """
     if not request.infotext:
@@ -82,6 +84,10 @@ def apply_infotext(request: Txt2ImgRequest) -> Txt2ImgRequest:
         except ValueError:
             raise ValueError(f"infotext: {key}: {parsed[key]!r} is not a valid {name}; fix the infotext or send "
                              f"{name} in the request.") from None
+    if "prompt" in filled and lora_library is not None:
+        from mixkit.lora.relink import library_lookup, relink_lora_tags
+
+        filled["prompt"] = relink_lora_tags(filled["prompt"], written.get("Lora hashes"), library_lookup(lora_library))
     sampler, schedule = sampler_and_schedule(parsed)
     if sampler is not None and not {"sampler_name", "sampler_index"} & sent:
         filled["sampler_name"] = sampler

@@ -33,6 +33,42 @@ class LoraLibrary:
             raise ModelNotFoundError(f"LoRA folder not found: {folder}; create it or pass the folder holding your LoRA files.")
         self.folder = folder
         self._entries: list[LoraEntry] | None = None
+        self._short_hashes: dict[tuple[Path, int, int], str] = {}  # (path, size, mtime) -> A1111 short hash
+
+    def find_by_short_hash(self, short_hash: str) -> LoraEntry | None:
+        """The library file whose A1111 short hash (`Lora hashes` in an infotext) is `short_hash`, if any.
+
+        The stored `sshs_model_hash` is read when the trainer wrote one, else the tensor bytes are hashed once
+        per file version (A1111 hashes its whole folder likewise, and caches the result).
+        """
+        wanted = str(short_hash).strip().lower()
+        for entry in self.entries():
+            if self._short_hash(entry.path) == wanted:
+                return entry
+        return None
+
+    def _short_hash(self, path: Path) -> str | None:
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        key = (path, stat.st_size, stat.st_mtime_ns)
+        if key not in self._short_hashes:
+            from mixkit.lora.lora_file import addnet_hash
+
+            stored = None
+            if path.suffix.lower() == ".safetensors":
+                try:
+                    header, _ = read_safetensors_header(path)
+                    metadata = header.get("__metadata__") or {}
+                    stored = metadata.get("sshs_model_hash") if isinstance(metadata, dict) else None
+                except (ValueError, OSError):
+                    return None
+            try:
+                self._short_hashes[key] = str(stored or addnet_hash(path))[:12].lower()
+            except (ValueError, OSError):
+                return None
+        return self._short_hashes[key]
 
     def refresh(self) -> None:
         """Forget the scan so files added since are found."""

@@ -93,6 +93,12 @@ def apply_infotext(args: argparse.Namespace, text: str) -> tuple[argparse.Namesp
                              f"--{dest.replace('_', '-')}") from None
         if key in written:
             taken.append(key)
+    if "Prompt" in taken and getattr(args, "lora_dir", None) and written.get("Lora hashes"):
+        # A1111's paste: tags re-linked through `Lora hashes` to the local files with those hashes (renamed copies).
+        from mixkit.lora import LoraLibrary
+        from mixkit.lora.relink import library_lookup, relink_lora_tags
+
+        args.prompt = relink_lora_tags(args.prompt, written["Lora hashes"], library_lookup(LoraLibrary(args.lora_dir)))
     ignored = []
     sampler, schedule = sampler_and_schedule(parsed)
     if args.sampler is None and sampler is not None:
