@@ -8,7 +8,7 @@ import pytest
 from webui.options import SAMPLER_OPTION_DEFAULTS, ServerOptions, sampler_option_params
 
 from .test_api_a1111_parity import server  # noqa: F401  (the module's server fixture, reused)
-from .test_ui_png_info import handler
+from .ui_blocks import handler
 
 
 @pytest.mark.parametrize("sampler, expected_eta", [

@@ -7,6 +7,8 @@ from types import SimpleNamespace
 import pytest
 from PIL import Image
 
+from .ui_blocks import handler
+
 HIRES_TEXT = ("a castle\nNegative prompt: blurry\nSteps: 33, Sampler: Euler, Schedule type: Karras, CFG scale: 6.5, "
               "Seed: 123, Size: 512x768, Denoising strength: 0.45, Hires upscale: 1.5, Hires steps: 10, "
               "Hires upscaler: Latent, RNG: CPU")
@@ -25,18 +27,6 @@ def built(tmp_path_factory):
     blocks = build_ui(state)
     yield state, blocks
     state.close()
-
-
-def component(blocks, elem_id: str):
-    found = [block for block in blocks.blocks.values() if getattr(block, "elem_id", None) == elem_id]
-    assert len(found) == 1, elem_id
-    return found[0]
-
-
-def handler(blocks, elem_id: str, event: str):
-    target = component(blocks, elem_id)
-    (fn,) = [f for f in blocks.fns.values() if (target._id, event) in [tuple(t) for t in f.targets]]
-    return fn
 
 
 def send(blocks, kind: str, text: str, path: str | None) -> dict:

@@ -11,7 +11,7 @@ from safetensors.torch import save_file
 from webui.ui.lora_tab import add_tag
 from webui.ui.prompt_targets import TARGETS, insert_into
 
-from .test_ui_png_info import component, handler
+from .ui_blocks import component, handler
 
 
 @pytest.fixture(scope="module")

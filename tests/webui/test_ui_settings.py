@@ -12,6 +12,8 @@ from PIL import Image
 from pipelines.params import Txt2ImgParams
 from webui.ui.controlnet_units import UNIT_FIELDS, with_controlnet
 
+from .ui_blocks import component
+
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
@@ -31,12 +33,6 @@ def built(tmp_path_factory):
     blocks = build_ui(state)
     yield state, blocks
     state.close()
-
-
-def component(blocks, elem_id: str):
-    found = [block for block in blocks.blocks.values() if getattr(block, "elem_id", None) == elem_id]
-    assert len(found) == 1, elem_id
-    return found[0]
 
 
 def load_value(blocks, elem_id: str):

@@ -1,0 +1,15 @@
+"""Reach into a built Gradio Blocks app: a component by elem_id, and the handler an event of it runs."""
+
+from __future__ import annotations
+
+
+def component(blocks, elem_id: str):
+    found = [block for block in blocks.blocks.values() if getattr(block, "elem_id", None) == elem_id]
+    assert len(found) == 1, elem_id
+    return found[0]
+
+
+def handler(blocks, elem_id: str, event: str):
+    target = component(blocks, elem_id)
+    (fn,) = [f for f in blocks.fns.values() if (target._id, event) in [tuple(t) for t in f.targets]]
+    return fn
