@@ -90,14 +90,14 @@ def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any
     cannot run here (DPM2 a and the SDE samplers run only at 1) leaves that sampler at its default: the Settings
     label says so; an eta sent with a request is checked strictly instead (`pipelines.samplers.sampler_eta`).
     """
-    from pipelines.samplers import SAMPLERS, resolve_sampler
+    from pipelines.samplers import resolve_sampler
 
     chosen = {**SAMPLER_OPTION_DEFAULTS, **{key: values[key] for key in SAMPLER_OPTION_KEYS if key in values}}
     spec, _ = resolve_sampler(sampler)
     eta = None
     if spec.eta_default is not None and spec.eta_settable:
         eta = chosen["eta_ddim"] if spec.eta_infotext_key == "Eta DDIM" else chosen["eta_ancestral"]
-    return {"eta": eta, "ensd": int(chosen["eta_noise_seed_delta"])} if SAMPLERS.get(spec.name) else {}
+    return {"eta": eta, "ensd": int(chosen["eta_noise_seed_delta"])}
 
 
 DEFAULT_CONTROLNET_UNITS = 3  # sd-webui-controlnet's default for `control_net_unit_count`

@@ -91,8 +91,8 @@ class A1111DDIMScheduler(DDIMScheduler):
         self._use_grid(timestep_grid(num_inference_steps, self.config.num_train_timesteps), device)
         self.noise_timestep = int(self.grid[-1])
 
-    def set_img2img_start(self, t_enc: int, device=None) -> torch.Tensor:
-        """Keep A1111's img2img part of the grid set by `set_timesteps`; returns the timestep to noise to.
+    def set_img2img_start(self, t_enc: int, device=None) -> None:
+        """Keep A1111's img2img part of the grid set by `set_timesteps`; `noise_timestep` is where to noise to.
 
         `t_enc` is A1111's `int(min(strength, 0.999) * steps)` (or steps - 1 with exact steps).
         """
@@ -100,7 +100,6 @@ class A1111DDIMScheduler(DDIMScheduler):
         noise_at = int(full[min(t_enc, len(full) - 1)])
         self._use_grid(full[:t_enc], device, keep_full=True)
         self.noise_timestep = noise_at
-        return torch.tensor([noise_at], dtype=torch.long)
 
     def _use_grid(self, grid: np.ndarray, device, keep_full: bool = False) -> None:
         if not keep_full:
