@@ -82,14 +82,14 @@ class ResolvedSampler:
 
     @property
     def takes_seed_delta(self) -> bool:
-        """Whether A1111's ENSD changes this sampler: those drawing later noise from its RNG (ancestral, DDIM).
+        """Whether A1111's ENSD changes this sampler: those drawing later noise from its RNG (ancestral, DDIM, LCM).
 
         A1111's SDE samplers take theirs from Brownian trees seeded by the image seeds, which ENSD leaves alone.
         """
         from pipelines.samplers import SAMPLERS
 
         spec = SAMPLERS.get(self.name)
-        return spec.ancestral or spec.eta_infotext_key == "Eta DDIM"
+        return spec.noise_source == "generator" or spec.eta_infotext_key == "Eta DDIM"
 
     def make_schedulers(self, generators: list, steps: int, device) -> list:
         """One fresh scheduler per image; SDE samplers with Brownian trees get that image's seed."""

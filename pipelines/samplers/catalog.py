@@ -3,8 +3,9 @@
 Defaults follow A1111's `modules/sd_samplers_kdiffusion.py`: a sampler's `options["scheduler"]`
 is what "Automatic" means for it (DPM++ 2M, DPM++ SDE, DPM2, DPM2 a -> Karras; DPM++ 2M SDE ->
 Exponential); samplers without that option use the model's own (uniform) timesteps. DDIM, PLMS
-and UniPC come from A1111's timestep samplers and LCM from its own module; A1111 ignores schedule
-types for the former, and diffusers' LCMScheduler has none, so they only offer "Automatic".
+and UniPC come from A1111's timestep samplers, which ignore schedule types, so they only offer
+"Automatic". LCM is A1111's own (lcm.py): a k-diffusion sampler over LCM's 50 distilled sigmas, which
+takes every schedule type.
 
 "DPM++ 2S a" uses mixkit's own scheduler (dpmpp_2s_ancestral.py): diffusers'
 DPMSolverSinglestepScheduler is not ancestral (adds no noise). So does "Euler a"
@@ -27,7 +28,7 @@ from pipelines.samplers.spec import SamplerSpec
 
 SAMPLERS: Registry[SamplerSpec] = Registry("sampler")
 
-# A1111 1.10's schedule types, in its order. DDIM, PLMS, UniPC and LCM take none (A1111 ignores them).
+# A1111 1.10's schedule types, in its order. DDIM, PLMS and UniPC take none (A1111 ignores them).
 _K_SCHEDULES = (
     "Automatic", "Uniform", "Karras", "Exponential", "Polyexponential", "SGM Uniform", "KL Optimal",
     "Align Your Steps", "Simple", "Normal", "DDIM", "Beta",
@@ -137,12 +138,11 @@ _register(SamplerSpec(
     notes="diffusers rounds UniPC's time-uniform timesteps to integers.",
 ))
 _register(SamplerSpec(
-    "LCM", "LCMScheduler", aliases=("k_lcm",),
-    config_overrides={"timestep_spacing": "leading", "original_inference_steps": 50, "clip_sample": False, "thresholding": False},
+    "LCM", "A1111LCMScheduler", aliases=("k_lcm",),
+    # A1111's sd_samplers_lcm (lcm.py): 4 steps call the model at 999, 679, 339, 19 (diffusers' LCMScheduler:
+    # 999, 759, 499, 259); its schedule types apply over the 50 distilled sigmas.
+    schedule_types=_K_SCHEDULES,
     stochastic=True, noise_source="generator",
-    max_steps=50,  # diffusers' LCMScheduler picks from its 50 distilled timesteps
-    notes="diffusers spaces LCM's steps over its 50 distilled timesteps from the top (4 steps: 999, 759, 499, 259); "
-          "A1111 ends at 19 (999, 679, 339, 19).",
 ))
 
 _ALIASES = {alias.casefold(): name for name, spec in SAMPLERS.items() for alias in spec.aliases}

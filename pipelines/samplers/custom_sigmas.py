@@ -32,8 +32,11 @@ def with_sigma_schedule(
 
     def _convert_to_karras(self, in_sigmas, num_inference_steps: int | None = None) -> np.ndarray:
         steps = num_inference_steps or self.num_inference_steps
-        alphas = self.alphas_cumprod.double().cpu().numpy()
-        training_sigmas = np.sqrt((1.0 - alphas) / alphas)
+        if hasattr(self, "schedule_training_sigmas"):  # a sampler over a subset of them (A1111's LCM: 50)
+            training_sigmas = self.schedule_training_sigmas()
+        else:
+            alphas = self.alphas_cumprod.double().cpu().numpy()
+            training_sigmas = np.sqrt((1.0 - alphas) / alphas)
         # The scheduler appends its own last sigma (0, or sigma_min where its config says so).
         if discard_penultimate:
             return sigma_function(steps + 1, training_sigmas, sdxl)[:-2]

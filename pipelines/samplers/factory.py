@@ -15,6 +15,7 @@ from pipelines.samplers.custom_sigmas import with_sigma_schedule
 from pipelines.samplers.dpmpp_2m_sde import BrownianDPMSolverMultistepScheduler
 from pipelines.samplers.dpmpp_2s_ancestral import DPMSolverPlusPlus2SAncestralScheduler
 from pipelines.samplers.euler_ancestral import EulerAncestralAnyScheduleScheduler
+from pipelines.samplers.lcm import A1111LCMScheduler
 from pipelines.samplers.lms import LMSScheduler
 from pipelines.samplers.schedule_types import (
     SCHEDULE_TYPES,
@@ -39,7 +40,7 @@ MODEL_SCHEDULE_KEYS = (
 # Schedulers mixkit adds where diffusers has no faithful counterpart; the rest come from diffusers.
 MIXKIT_SCHEDULERS = {
     cls.__name__: cls for cls in (
-        A1111DDIMScheduler, A1111PLMSScheduler, BrownianDPMSolverMultistepScheduler,
+        A1111DDIMScheduler, A1111LCMScheduler, A1111PLMSScheduler, BrownianDPMSolverMultistepScheduler,
         DPMSolverPlusPlus2SAncestralScheduler, EulerAncestralAnyScheduleScheduler, LMSScheduler,
     )
 }
@@ -68,7 +69,7 @@ def resolve_sampler(sampler_name: str, schedule_type: str = "Automatic") -> tupl
         )
     chosen = implied or requested
     if spec.schedule_types == ("Automatic",):
-        # A1111 ignores the schedule type for its timestep samplers (DDIM, PLMS, UniPC) and LCM, so a pasted
+        # A1111 ignores the schedule type for its timestep samplers (DDIM, PLMS, UniPC), so a pasted
         # "DDIM, Schedule type: Karras" or a Settings default of Karras runs rather than fails.
         return spec, "Automatic"
     if chosen not in spec.schedule_types:
@@ -194,7 +195,8 @@ def initial_noise_scale(scheduler) -> float:
     diffusers' multistep DPM-Solver keeps samples in variance-preserving form and starts at unit noise,
     i.e. at sigma sqrt(1 + sigma_max^2) (14.649 for SD) where k-diffusion's DPM++ 2M starts at sigma_max
     (14.615): 0.23% too much noise. Scaled by sigma_max / sqrt(1 + sigma_max^2) it starts where A1111 does.
-    The timestep samplers (DDIM, PLMS, UniPC, LCM) start at unit noise in A1111 too.
+    The timestep samplers (DDIM, PLMS, UniPC) start at unit noise in A1111 too; LCM, a k-diffusion sampler
+    there, at sigmas[0] (its scheduler's init_noise_sigma).
     """
     if isinstance(scheduler, diffusers.DPMSolverMultistepScheduler):
         sigma_max = float(scheduler.sigmas[0])

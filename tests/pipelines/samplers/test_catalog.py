@@ -75,11 +75,16 @@ def test_unknown_schedule_type_lists_valid_names():
         resolve_sampler("Euler", "Karas")
 
 
-@pytest.mark.parametrize("sampler, schedule", [("DDIM", "Karras"), ("UniPC", "Beta"), ("PLMS", "Uniform"), ("LCM", "SGM Uniform")])
+@pytest.mark.parametrize("sampler, schedule", [("DDIM", "Karras"), ("UniPC", "Beta"), ("PLMS", "Uniform")])
 def test_samplers_without_schedule_choice_ignore_the_schedule_type_as_a1111(sampler, schedule):
-    # A1111's timestep samplers (and LCM) ignore "Schedule type": a pasted "DDIM, Schedule type: Karras" runs.
+    # A1111's timestep samplers ignore "Schedule type": a pasted "DDIM, Schedule type: Karras" runs.
     assert resolve_sampler(sampler, schedule) == (SAMPLERS.get(sampler), "Automatic")
     assert resolve_sampler(f"{sampler} Karras") == (SAMPLERS.get(sampler), "Automatic")
+
+
+def test_lcm_takes_schedule_types_as_a1111s_k_diffusion_lcm():
+    assert resolve_sampler("LCM", "Karras") == (SAMPLERS.get("LCM"), "Karras")
+    assert resolve_sampler("LCM") == (SAMPLERS.get("LCM"), "Automatic")
 
 
 def test_an_unknown_schedule_type_lists_the_valid_ones():
@@ -87,7 +92,7 @@ def test_an_unknown_schedule_type_lists_the_valid_ones():
         resolve_sampler("DDIM", "Karas")
 
 
-@pytest.mark.parametrize("sampler, steps", [("DDIM", 1000), ("PLMS", 1000), ("UniPC", 1000), ("LCM", 51)])
+@pytest.mark.parametrize("sampler, steps", [("DDIM", 1000), ("PLMS", 1000), ("UniPC", 1000)])
 def test_step_counts_a_sampler_cannot_run_are_refused_before_any_work(sampler, steps):
     from pipelines.samplers import check_sampler_steps
 
@@ -95,6 +100,7 @@ def test_step_counts_a_sampler_cannot_run_are_refused_before_any_work(sampler, s
     with pytest.raises(ValueError, match=f"runs at most {steps - 1} steps"):
         check_sampler_steps(sampler, steps)
     check_sampler_steps("Euler", 1000)
+    check_sampler_steps("LCM", 1000)  # A1111's LCM interpolates its 50 sigmas; more steps repeat model timesteps
 
 
 def test_schedule_types_accept_a1111_internal_names():
