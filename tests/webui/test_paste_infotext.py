@@ -38,3 +38,40 @@ def test_eta_and_ensd_are_named_as_settings_not_dropped():
     _, notes = paste(SDXL_TEXT.replace(", Version", ", Eta: 0.5, ENSD: 31337, Version"))
     assert notes == ["Eta: 0.5, ENSD: 31337: these are Settings here (Settings > Sampler parameters), not form fields; "
                      "set them there to reproduce the image."]
+
+
+LORA_TEXT = ('a cat <lora:civitai_ink:0.8> <lora:other:1>\nNegative prompt: <lora:civitai_ink:1>\nSteps: 20, '
+             'Sampler: DPM++ 2M, Schedule type: Karras, Seed: 1, Size: 512x512, Lora hashes: "civitai_ink: 0123456789ab, other: ba9876543210", '
+             'RNG: CPU')
+
+
+def test_paste_relinks_lora_tags_to_local_files_by_hash_and_notes_the_missing_ones():
+    local = {"0123456789ab": "styles/ink"}
+    values, notes = infotext_to_form_values(LORA_TEXT, GenerationLimits(), ["DPM++ 2M"], ["Karras"],
+                                            lora_name_of=local.get)
+    # A1111's paste rewrites the prompt only (its Lora extension's infotext_pasted); the negative keeps its text.
+    assert values["prompt"] == "a cat <lora:styles/ink:0.8> <lora:other:1>"
+    assert values["negative_prompt"] == "<lora:civitai_ink:1>"
+    assert notes == ["LoRA 'other' (hash ba9876543210): no local LoRA file has this hash; the tag is kept as written."]
+
+
+def test_paste_without_a_lora_library_keeps_the_tags():
+    values, notes = infotext_to_form_values(LORA_TEXT, GenerationLimits(), ["DPM++ 2M"], ["Karras"])
+    assert values["prompt"] == "a cat <lora:civitai_ink:0.8> <lora:other:1>" and notes == []
+
+
+def test_paste_relinks_through_a_real_library(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    from mixkit.lora import LoraLibrary
+    from mixkit.lora.lora_file import addnet_hash
+    from mixkit.lora.relink import library_lookup
+
+    (tmp_path / "styles").mkdir()
+    path = tmp_path / "styles" / "ink_v2.safetensors"
+    save_file({"lora_unet_x.lora_down.weight": torch.ones(2, 4), "lora_unet_x.lora_up.weight": torch.ones(4, 2)}, path)
+    text = LORA_TEXT.replace("0123456789ab", addnet_hash(path)[:12])
+    values, _ = infotext_to_form_values(text, GenerationLimits(), ["DPM++ 2M"], ["Karras"],
+                                        lora_name_of=library_lookup(LoraLibrary(tmp_path)))
+    assert values["prompt"] == "a cat <lora:styles/ink_v2:0.8> <lora:other:1>"

@@ -6,6 +6,8 @@ is left out (the form keeps its current value) and reported, rather than silentl
 
 from __future__ import annotations
 
+from typing import Callable
+
 from pipelines.params import GenerationLimits
 
 
@@ -26,6 +28,7 @@ def _float(text: object) -> float | None:
 def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: list[str],
                             schedule_names: list[str], current_model: str | None = None,
                             size_multiple: int = 8, hires_upscalers: list[str] | None = None,
+                            lora_name_of: Callable[[str], str | None] | None = None,
                             ) -> tuple[dict[str, object], list[str]]:
     """(field -> value for `GenerationWidgets` fields, "denoising_strength" and the Hires. fix fields, notes about
     skipped values).
@@ -33,7 +36,10 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
     `hires_upscalers` (the Hires. fix upscaler choices) says the target form has Hires. fix controls: the
     recorded hires recipe fills them, as A1111's paste does; without it the recipe is only named in a note.
     Every recorded value the form cannot take is named in a note, so a paste never looks complete when the image
-    cannot be reproduced from the form alone (another checkpoint or VAE, GPU noise, a hires pass, variation seeds)."""
+    cannot be reproduced from the form alone (another checkpoint or VAE, GPU noise, a hires pass, variation seeds).
+
+    `lora_name_of` (short hash -> local LoRA name, e.g. `mixkit.lora.relink.library_lookup(library)`) re-links the
+    prompt's `<lora:...>` tags through the infotext's `Lora hashes` to renamed local files, as A1111's paste does."""
     from pipelines.infotext import parse_infotext, split_infotext
     from pipelines.infotext_samplers import SCHEDULE_LABELS, sampler_and_schedule
     from webui.ui.widgets import widget_ranges
@@ -42,6 +48,9 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
     written = split_infotext(text)[2]  # the keys the text itself has, before A1111's defaults are added
     values: dict[str, object] = {"prompt": parsed.get("Prompt", ""), "negative_prompt": parsed.get("Negative prompt", "")}
     notes: list[str] = []
+    if lora_name_of is not None and written.get("Lora hashes"):
+        values["prompt"], missing = _relink_loras(values["prompt"], written["Lora hashes"], lora_name_of)
+        notes += missing
     ranges = widget_ranges(limits)
     numeric = {"steps": ("Steps", _int), "cfg_scale": ("CFG scale", _float), "seed": ("Seed", _int),
                "width": ("Size-1", _int), "height": ("Size-2", _int), "clip_skip": ("Clip skip", _int)}
@@ -92,6 +101,24 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
             notes.append(f"{key}: {parsed[key]} is a setting here (Settings > Optimizations), not a form field; "
                          "set it there to reproduce this image.")
     return values, notes
+
+
+def _relink_loras(prompt: str, lora_hashes: str, lora_name_of) -> tuple[str, list[str]]:
+    """The prompt with its LoRA tags re-linked by hash, and a note for each hashed LoRA no local file has."""
+    from mixkit.lora.relink import parse_lora_hashes, relink_lora_tags
+
+    found: dict[str, str | None] = {}
+
+    def remembered(short_hash: str) -> str | None:
+        if short_hash not in found:
+            found[short_hash] = lora_name_of(short_hash)
+        return found[short_hash]
+
+    relinked = relink_lora_tags(prompt, lora_hashes, remembered)
+    notes = [f"LoRA {name!r} (hash {short}): no local LoRA file has this hash; the tag is kept as written."
+             for name, short in parse_lora_hashes(lora_hashes).items()
+             if f"<lora:{name}:" in prompt and remembered(short) is None]
+    return relinked, notes
 
 
 def _reproduction_notes(parsed: dict, current_model: str | None, hires_filled: bool, has_parameters: bool) -> list[str]:

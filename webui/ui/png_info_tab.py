@@ -67,8 +67,14 @@ def build_png_info_tab(state: ServerState, tabs, targets: dict[str, GenerateTab]
                 from webui.ui.hires_controls import hires_upscaler_names
 
                 upscalers = hires_upscaler_names()
+            lora_name_of = None
+            if state.lora_library is not None:
+                from mixkit.lora.relink import library_lookup
+
+                lora_name_of = library_lookup(state.lora_library)
             values, skipped = infotext_to_form_values(text, state.limits, sampler_names, schedule_names,
-                                                      current_model=state.model_title, hires_upscalers=upscalers)
+                                                      current_model=state.model_title, hires_upscalers=upscalers,
+                                                      lora_name_of=lora_name_of)
             image = []
             if tab.init_image is not None:  # A1111 sends the picture along to img2img
                 try:
