@@ -79,7 +79,7 @@ _register(SamplerSpec(
 ))
 _register(SamplerSpec(
     "DPM++ 2S a", "DPMSolverPlusPlus2SAncestralScheduler", aliases=("k_dpmpp_2s_a",),
-    eta_default=1.0,
+    eta_default=1.0, eta_settable=True,
     schedule_types=_K_SCHEDULES, default_schedule="Karras",
     stochastic=True, ancestral=True, second_order=True, noise_source="generator",
 ))
@@ -108,8 +108,9 @@ _register(SamplerSpec(
     schedule_types=_K_SCHEDULES, default_schedule="Karras", second_order=True, discard_penultimate_sigma=True,
 ))
 _register(SamplerSpec(
-    "DPM2 a", "KDPM2AncestralDiscreteScheduler", aliases=("k_dpm_2_a",),
-    eta_default=1.0,
+    # mixkit's subclass (dpm2_ancestral.py): diffusers' class has no eta
+    "DPM2 a", "KDPM2AncestralEtaScheduler", aliases=("k_dpm_2_a",),
+    eta_default=1.0, eta_settable=True,
     schedule_types=_K_SCHEDULES, default_schedule="Karras",
     stochastic=True, ancestral=True, second_order=True, noise_source="generator", discard_penultimate_sigma=True,
 ))

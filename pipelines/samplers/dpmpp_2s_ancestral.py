@@ -12,22 +12,15 @@ standard diffusers loop and accepts per-image generators.
 from __future__ import annotations
 
 import torch
-from diffusers import KDPM2AncestralDiscreteScheduler
 from diffusers.schedulers.scheduling_k_dpm_2_ancestral_discrete import KDPM2AncestralDiscreteSchedulerOutput
 from diffusers.utils.torch_utils import randn_tensor
 
-
-def predicted_original(model_output: torch.Tensor, sample: torch.Tensor, sigma: torch.Tensor, prediction_type: str) -> torch.Tensor:
-    """The denoised estimate D(x, sigma) from a UNet output, for sigma-space samples x."""
-    if prediction_type == "epsilon":
-        return sample - sigma * model_output
-    if prediction_type == "v_prediction":
-        return model_output * (-sigma / (sigma**2 + 1) ** 0.5) + sample / (sigma**2 + 1)
-    raise ValueError(f"prediction_type {prediction_type!r} is not supported by DPM++ 2S a; use 'epsilon' or 'v_prediction'")
+from pipelines.samplers.dpm2_ancestral import KDPM2AncestralEtaScheduler
+from pipelines.samplers.sigma_steps import predicted_original
 
 
-class DPMSolverPlusPlus2SAncestralScheduler(KDPM2AncestralDiscreteScheduler):
-    """DPM-Solver++(2S) with ancestral noise (eta = 1), on KDPM2 Ancestral's schedule."""
+class DPMSolverPlusPlus2SAncestralScheduler(KDPM2AncestralEtaScheduler):
+    """DPM-Solver++(2S) with ancestral noise (A1111's eta, 1 by default), on KDPM2 Ancestral's schedule."""
 
     def step(self, model_output, timestep, sample, generator=None, return_dict: bool = True):
         if self.step_index is None:

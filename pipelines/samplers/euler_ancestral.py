@@ -17,14 +17,7 @@ from diffusers import EulerDiscreteScheduler
 from diffusers.schedulers.scheduling_euler_discrete import EulerDiscreteSchedulerOutput
 from diffusers.utils.torch_utils import randn_tensor
 
-from pipelines.samplers.dpmpp_2s_ancestral import predicted_original
-
-
-def ancestral_split(sigma: torch.Tensor, sigma_next: torch.Tensor, eta: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """(sigma_down, sigma_up) for an ancestral step from `sigma` to `sigma_next` (eta 0: plain Euler, no noise)."""
-    sigma_up = torch.minimum(sigma_next, eta * (sigma_next**2 * (sigma**2 - sigma_next**2) / sigma**2).clamp(min=0).sqrt())
-    sigma_down = (sigma_next**2 - sigma_up**2).clamp(min=0).sqrt()
-    return sigma_down, sigma_up
+from pipelines.samplers.sigma_steps import ancestral_split, predicted_original
 
 
 class EulerAncestralAnyScheduleScheduler(EulerDiscreteScheduler):

@@ -12,6 +12,7 @@ from mixkit.errors import UnknownNameError
 from pipelines.samplers.a1111_timesteps import A1111DDIMScheduler, A1111PLMSScheduler
 from pipelines.samplers.catalog import SAMPLERS, find_sampler
 from pipelines.samplers.custom_sigmas import with_sigma_schedule
+from pipelines.samplers.dpm2_ancestral import KDPM2AncestralEtaScheduler
 from pipelines.samplers.dpmpp_2m_sde import BrownianDPMSolverMultistepScheduler
 from pipelines.samplers.dpmpp_2s_ancestral import DPMSolverPlusPlus2SAncestralScheduler
 from pipelines.samplers.euler_ancestral import EulerAncestralAnyScheduleScheduler
@@ -41,7 +42,8 @@ MODEL_SCHEDULE_KEYS = (
 MIXKIT_SCHEDULERS = {
     cls.__name__: cls for cls in (
         A1111DDIMScheduler, A1111LCMScheduler, A1111PLMSScheduler, BrownianDPMSolverMultistepScheduler,
-        DPMSolverPlusPlus2SAncestralScheduler, EulerAncestralAnyScheduleScheduler, LMSScheduler,
+        DPMSolverPlusPlus2SAncestralScheduler, EulerAncestralAnyScheduleScheduler, KDPM2AncestralEtaScheduler,
+        LMSScheduler,
     )
 }
 

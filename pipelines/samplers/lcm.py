@@ -20,7 +20,7 @@ from diffusers import EulerDiscreteScheduler
 from diffusers.schedulers.scheduling_euler_discrete import EulerDiscreteSchedulerOutput
 from diffusers.utils.torch_utils import randn_tensor
 
-from pipelines.samplers.dpmpp_2s_ancestral import predicted_original
+from pipelines.samplers.sigma_steps import predicted_original
 from pipelines.samplers.sigma_schedules import uniform_sigmas
 
 ORIGINAL_STEPS = 50  # the distillation's timestep count ("LCM Original Timesteps", fixed at 50 in A1111)

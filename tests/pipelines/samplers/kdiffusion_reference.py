@@ -277,12 +277,31 @@ def sample_dpmpp_2m_sde(x: torch.Tensor, sigmas: torch.Tensor, generator: torch.
     return x
 
 
-def sample_dpmpp_2s_ancestral(x: torch.Tensor, sigmas: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """k-diffusion `sample_dpmpp_2s_ancestral` (eta=1); noise drawn in float32 from `generator`."""
+def sample_dpm_2_ancestral(x: torch.Tensor, sigmas: torch.Tensor, generator: torch.Generator, eta: float = 1.0):
+    """k-diffusion `sample_dpm_2_ancestral`: DPM-Solver-2 to sigma_down through the log-sigma midpoint, then noise."""
+    for i in range(len(sigmas) - 1):
+        s, s_next = sigmas[i].item(), sigmas[i + 1].item()
+        s_up = min(s_next, eta * (s_next**2 * (s**2 - s_next**2) / s**2) ** 0.5)
+        s_down = (s_next**2 - s_up**2) ** 0.5
+        d = (x - gaussian_denoiser(x, s)) / s
+        if s_down == 0:
+            x = x + d * (s_down - s)
+        else:
+            s_mid = math.exp((math.log(s) + math.log(s_down)) / 2)
+            x_mid = x + d * (s_mid - s)
+            x = x + (x_mid - gaussian_denoiser(x_mid, s_mid)) / s_mid * (s_down - s)
+        noise = torch.randn(x.shape, generator=generator, dtype=torch.float32).double()
+        x = x + noise * s_up
+    return x
+
+
+def sample_dpmpp_2s_ancestral(x: torch.Tensor, sigmas: torch.Tensor, generator: torch.Generator,
+                              eta: float = 1.0) -> torch.Tensor:
+    """k-diffusion `sample_dpmpp_2s_ancestral`; noise drawn in float32 from `generator`."""
     for i in range(len(sigmas) - 1):
         s, s_next = sigmas[i].item(), sigmas[i + 1].item()
         denoised = gaussian_denoiser(x, s)
-        s_up = min(s_next, (s_next**2 * (s**2 - s_next**2) / s**2) ** 0.5)
+        s_up = min(s_next, eta * (s_next**2 * (s**2 - s_next**2) / s**2) ** 0.5)
         s_down = (s_next**2 - s_up**2) ** 0.5
         if s_down == 0:
             x = denoised

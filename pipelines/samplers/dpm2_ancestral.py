@@ -1,0 +1,51 @@
+"""A1111's "DPM2 a" at any eta (k-diffusion `sample_dpm_2_ancestral(eta=...)`).
+
+diffusers' KDPM2AncestralDiscreteScheduler precomputes each step's ancestral split (sigma_down, sigma_up)
+and the midpoint sqrt(sigma * sigma_down) at eta 1, with no eta switch. k-diffusion's split at eta is
+`ancestral_split` (euler_ancestral.py); this class recomputes the three from its own schedule with it
+after diffusers' `set_timesteps`, and the midpoints' model timesteps with them, so the steps (diffusers'
+for DPM2 a, mixkit's for DPM++ 2S a, which inherits this) run k-diffusion's eta. At eta 1 nothing is
+recomputed: the schedule is diffusers' own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from diffusers import KDPM2AncestralDiscreteScheduler
+
+from pipelines.samplers.sigma_steps import ancestral_split
+
+
+def interleave(values: torch.Tensor) -> torch.Tensor:
+    """KDPM2's layout of per-step values: the first, each later one twice, then the last again."""
+    return torch.cat([values[:1], values[1:].repeat_interleave(2), values[-1:]])
+
+
+class KDPM2AncestralEtaScheduler(KDPM2AncestralDiscreteScheduler):
+    """KDPM2 Ancestral with A1111's eta (its "Eta" setting, eta_ancestral): noise std eta * sigma_up(eta 1)."""
+
+    eta = 1.0
+
+    def set_timesteps(self, num_inference_steps: int | None = None, device=None, *args, **kwargs):
+        super().set_timesteps(num_inference_steps, device, *args, **kwargs)
+        if self.eta != 1.0:
+            self._split_at_eta(self.eta)
+
+    def _split_at_eta(self, eta: float) -> None:
+        # The schedule's own sigmas (ending at 0) and model timesteps, out of KDPM2's interleaved layout.
+        sigmas = torch.cat([self.sigmas[:1], self.sigmas[1:-1:2]]).double()
+        timesteps = self.timesteps[0::2]
+        sigmas_next = torch.cat([sigmas[1:], sigmas.new_zeros(1)])
+        sigmas_down, sigmas_up = ancestral_split(sigmas, sigmas_next, eta)
+        sigmas_down[-1] = 0.0
+        midpoints = (sigmas.log() + 0.5 * (sigmas_down.log() - sigmas.log())).exp()  # log-sigma midpoint
+        midpoints[-2:] = 0.0
+        midpoint_timesteps = torch.from_numpy(np.array(
+            [self._sigma_to_t(sigma, self.log_sigmas.cpu().numpy()) for sigma in midpoints.float().numpy()]
+        )).to(timesteps)
+        self.sigmas_up = interleave(sigmas_up.float())
+        self.sigmas_down = interleave(sigmas_down.float())
+        self.sigmas_interpol = interleave(midpoints.float())
+        pairs = torch.stack((midpoint_timesteps[:-2], timesteps[1:]), dim=-1).flatten()
+        self.timesteps = torch.cat([timesteps[:1], pairs])
