@@ -205,5 +205,5 @@ def test_eta_is_applied_recorded_and_read_back_from_an_infotext(client):
 
 
 def test_an_eta_the_sampler_cannot_run_is_a_422(client):
-    response = client.post("/sdapi/v1/txt2img", json=dict(prompt="x", sampler_name="DPM2 a", eta=0.5, **SMALL))
+    response = client.post("/sdapi/v1/txt2img", json=dict(prompt="x", sampler_name="DPM++ SDE", eta=0.5, **SMALL))
     assert response.status_code == 422 and "runs only at eta 1" in response.text

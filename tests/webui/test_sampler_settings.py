@@ -12,7 +12,8 @@ from .ui_blocks import handler
 
 
 @pytest.mark.parametrize("sampler, expected_eta", [
-    ("DDIM", 0.3), ("Euler a", 0.6), ("DPM2 a", None), ("DPM++ 2M", None), ("PLMS", None),
+    ("DDIM", 0.3), ("Euler a", 0.6), ("DPM2 a", 0.6), ("DPM++ 2S a", 0.6), ("DPM++ SDE", None), ("DPM++ 2M", None),
+    ("PLMS", None),
 ])
 def test_each_sampler_takes_its_own_eta_setting(sampler, expected_eta):
     values = {"eta_ancestral": 0.6, "eta_ddim": 0.3, "eta_noise_seed_delta": 31337}
@@ -69,7 +70,7 @@ def test_api_requests_take_eta_from_settings_then_override_settings_then_the_req
         assert "Eta: 0.25" in info["infotexts"][0]
         _, info, _ = generate(client, **body, eta=0.75)
         assert "Eta: 0.75" in info["infotexts"][0]
-        _, info, _ = generate(client, **{**body, "sampler_name": "DPM2 a"})  # a Settings eta DPM2 a cannot run: 1
+        _, info, _ = generate(client, **{**body, "sampler_name": "DPM++ SDE"})  # a Settings eta it cannot run: 1
         assert "Eta" not in info["infotexts"][0]
     finally:
         client.post("/sdapi/v1/options", json={"eta_ancestral": 1.0})
