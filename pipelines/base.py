@@ -28,7 +28,8 @@ class BatchStart:
     timesteps: Any = None  # None: the whole schedule
     steps: int | None = None  # steps this batch runs (img2img: fewer than params.steps)
     extra_channels: Any = None  # inpainting UNets: [B, 5, h, w] concatenated to the model input
-    post_step: Any = None  # (latents, index) -> latents, e.g. re-imposing the unmasked area
+    post_step: Any = None  # (latents, index) -> latents, e.g. keeping a hires pass's fixed latents
+    mask_blend: Any = None  # pipelines.inpaint_blend.MaskBlend: where inpainting puts the original back
     unet_extra: Any = None  # (model_input, t, step_cond, step, row_owners) -> UNet kwargs (ControlNet residuals)
 
 
@@ -160,7 +161,8 @@ class DiffusionPipelineBase:
                     combine_cfg=prepared.combine_cfg, cfg_scale=float(params.cfg_scale), generators=batch_generators,
                     steps=steps, timesteps=start.timesteps,
                     time_ids=self._time_ids(params, len(batch_seeds)), extra_channels=start.extra_channels,
-                    post_step=start.post_step, unet_extra=start.unet_extra, on_step=on_step,
+                    post_step=start.post_step, mask_blend=start.mask_blend, unet_extra=start.unet_extra,
+                    on_step=on_step,
                     uncond_skip=uncond_skip_of(params),
                 ))
                 # 5. Decode, finish (e.g. paste back) and describe

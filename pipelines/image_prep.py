@@ -13,38 +13,78 @@ def check_resize_mode(mode: str) -> str:
 
 
 def resize_image(image, width: int, height: int, mode: str = "just resize"):
-    """Bring `image` to width x height: stretch, cover-and-crop, or fit-and-fill with stretched edges."""
+    """Bring `image` to width x height as A1111's `images.resize_image` does, pixel for pixel.
+
+    "just resize" stretches; "crop and resize" covers the box and crops the overflow; "resize and fill"
+    fits inside and fills the bands by stretching the image's edge rows or columns. A1111 floors the
+    scaled side (`src * height // src_height`) and centres with `size // 2 - scaled // 2`; the same
+    integers here make the result bit-identical to A1111's, so an A1111 request or infotext reproduces
+    its image. Lanczos for the image itself (A1111's resampler when no img2img upscaler is set).
+    """
+    mode = check_resize_mode(mode)
+    if mode == "just resize" or image.size == (width, height):
+        return _lanczos(image, (width, height))
+    if mode == "crop and resize":
+        scaled = _scaled_size(image.size, width, height, cover=True)
+        return _centred_on_canvas(_lanczos(image, scaled), image.mode, width, height)
+    scaled = _scaled_size(image.size, width, height, cover=False)
+    resized = _lanczos(image, scaled)
+    return _fill_bands(_centred_on_canvas(resized, image.mode, width, height), resized, width, height)
+
+
+def _lanczos(image, size):
     from PIL import Image
 
-    mode = check_resize_mode(mode)
-    lanczos = Image.Resampling.LANCZOS
-    if mode == "just resize" or image.size == (width, height):
-        return image.resize((width, height), lanczos)
-    src_w, src_h = image.size
-    if mode == "crop and resize":
-        scale = max(width / src_w, height / src_h)
-        new_w, new_h = max(width, round(src_w * scale)), max(height, round(src_h * scale))
-        resized = image.resize((new_w, new_h), lanczos)
-        left, top = (new_w - width) // 2, (new_h - height) // 2
-        return resized.crop((left, top, left + width, top + height))
-    # resize and fill: fit inside, then fill the bands by stretching the image's border rows/columns. Each band is
-    # filled on its own: when the free space is odd the far band is one pixel wider, and when it is one pixel in
-    # all, only the far band exists (A1111 fills both sides too, never leaving the canvas's black).
-    scale = min(width / src_w, height / src_h)
-    new_w, new_h = min(width, max(1, round(src_w * scale))), min(height, max(1, round(src_h * scale)))
-    resized = image.resize((new_w, new_h), lanczos)
-    canvas = Image.new(image.mode, (width, height))
-    left, top = (width - new_w) // 2, (height - new_h) // 2
-    right, bottom = width - left - new_w, height - top - new_h
-    canvas.paste(resized, (left, top))
-    if top > 0:
-        canvas.paste(resized.crop((0, 0, new_w, 1)).resize((new_w, top)), (left, 0))
-    if bottom > 0:
-        canvas.paste(resized.crop((0, new_h - 1, new_w, new_h)).resize((new_w, bottom)), (left, top + new_h))
-    if left > 0:
-        canvas.paste(resized.crop((0, 0, 1, new_h)).resize((left, new_h)), (0, top))
-    if right > 0:
-        canvas.paste(resized.crop((new_w - 1, 0, new_w, new_h)).resize((right, new_h)), (left + new_w, top))
+    return image.resize(size, Image.Resampling.LANCZOS)
+
+
+def _stretched_edge(image, size, edge_box):
+    from PIL import Image
+
+    return image.resize(size, Image.Resampling.BICUBIC, box=edge_box)
+
+
+def _scaled_size(size: tuple[int, int], width: int, height: int, *, cover: bool) -> tuple[int, int]:
+    """The source scaled to cover (or fit inside) width x height: the matching side exact, the other floored as
+    A1111's integer division (`w * height // h`), at least 1 pixel so an extreme aspect ratio still resizes."""
+    src_w, src_h = size
+    box_ratio, source_ratio = width / height, src_w / src_h
+    # A1111's own comparisons: covering a wider box, or fitting in a narrower one, the width is exact
+    width_exact = box_ratio > source_ratio if cover else box_ratio < source_ratio
+    if width_exact:
+        return width, max(1, src_h * width // src_w)
+    return max(1, src_w * height // src_h), height
+
+
+def _centred_on_canvas(resized, mode: str, width: int, height: int):
+    """`resized` pasted on a black width x height canvas at A1111's offset (half the size minus half the image,
+    each floored): the overflow of a covering image is cropped, a fitting one leaves bands."""
+    from PIL import Image
+
+    canvas = Image.new(mode, (width, height))
+    canvas.paste(resized, (width // 2 - resized.width // 2, height // 2 - resized.height // 2))
+    return canvas
+
+
+def _fill_bands(canvas, resized, width: int, height: int):
+    """A1111's fill for "resize and fill": each band is the image's edge stretched (a resize of the zero-height
+    or zero-width box on that edge), both bands as wide as the near one (so an odd leftover leaves A1111's
+    one black line on the far side, which a size that is a multiple of 8 never has).
+
+    Bicubic, not Lanczos: A1111 resizes the bands without naming a filter, and Pillow's default is bicubic.
+    """
+    if resized.width == width and resized.height < height:
+        band = height // 2 - resized.height // 2
+        if band > 0:
+            canvas.paste(_stretched_edge(resized, (width, band), (0, 0, width, 0)), (0, 0))
+            edge = resized.height
+            canvas.paste(_stretched_edge(resized, (width, band), (0, edge, width, edge)), (0, band + resized.height))
+    elif resized.height == height and resized.width < width:
+        band = width // 2 - resized.width // 2
+        if band > 0:
+            canvas.paste(_stretched_edge(resized, (band, height), (0, 0, 0, height)), (0, 0))
+            edge = resized.width
+            canvas.paste(_stretched_edge(resized, (band, height), (edge, 0, edge, height)), (band + resized.width, 0))
     return canvas
 
 

@@ -6,8 +6,11 @@ schedule with `exact_steps`. Strength 0 is a VAE round trip; strength 1 is A1111
 whole schedule from the init image noised to sigma_max, which keeps a trace of its colours (not
 pure noise). A `mask` turns the call into inpainting (white = repaint): the unmasked area
 is re-imposed after every step and pasted back in pixel space at the end, so unmasked pixels are
-returned unchanged. Dedicated inpainting checkpoints (9-channel UNets) get the mask and the masked
-image (masked area mid grey) as extra input channels; without a mask, a full mask (as A1111 does).
+returned unchanged. The mask is prepared as A1111's `StableDiffusionProcessingImg2Img.init` prepares
+it: blurred per axis, rounded in the latent (unless `mask_round=False`), pasted back with the
+blurred mask doubled for the whole picture, and an "only masked" crop fitted with "resize and fill".
+Dedicated inpainting checkpoints (9-channel UNets) get the mask and the masked image (masked area
+mid grey) as extra input channels; without a mask, a full mask (as A1111 does).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pipelines.image_prep import check_resize_mode, normalize_init_image, resize
 from pipelines.inpaint_mask import (
     CropRegion, blur_mask, check_mask_image, check_masked_content, expand_crop_region, fill_masked_area,
     full_mask_channels, is_blank, is_inpainting_unet, latent_mask, mask_bbox, masked_model_pixels, paste_back,
-    prepare_mask, repaint_mask,
+    prepare_mask, repaint_mask, whole_picture_overlay,
 )
 from pipelines.params import Txt2ImgParams, check_txt2img_params
 from pipelines.seeds import initial_noise
@@ -40,6 +43,9 @@ class Img2ImgParams(Txt2ImgParams):
     exact_steps: bool = False
     mask: Any = None  # PIL image, white = repaint; a transparent RGBA mask: its alpha strokes (binary_mask)
     mask_blur: int = 4
+    mask_blur_x: int | None = None  # A1111's per-axis blur (horizontal sigma); None = mask_blur
+    mask_blur_y: int | None = None  # vertical sigma; None = mask_blur
+    mask_round: bool = True  # False: soft alpha strokes and a soft latent mask (A1111's mask_round)
     inpainting_mask_invert: bool = False  # "inpaint not masked"
     inpainting_fill: str = "original"  # original | fill | latent noise | latent nothing
     inpaint_full_res: bool = False  # "only masked": work on the mask's region at full resolution
@@ -72,11 +78,15 @@ def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
     params.resize_mode = check_resize_mode(params.resize_mode)
     params.inpainting_fill = check_masked_content(params.inpainting_fill)
     check_mask_image(params.mask)
-    for name in ("exact_steps", "inpainting_mask_invert", "inpaint_full_res"):
+    for name in ("exact_steps", "inpainting_mask_invert", "inpaint_full_res", "mask_round"):
         _check_flag(name, getattr(params, name))
     for name, value, high in (("mask_blur", params.mask_blur, 64), ("inpaint_full_res_padding", params.inpaint_full_res_padding, 512)):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
             raise ValueError(f"{name} must be an integer in [0, {high}], got {value!r}.")
+    for name in ("mask_blur_x", "mask_blur_y"):
+        value = getattr(params, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 64):
+            raise ValueError(f"{name} must be an integer in [0, 64], or None to use mask_blur, got {value!r}.")
 
 
 def _checked_strength(value: Any) -> float:
@@ -94,6 +104,13 @@ def _check_flag(name: str, value: Any) -> None:
 
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__}); pass a bool.")
+
+
+def mask_blurs(params: Img2ImgParams) -> tuple[int, int]:
+    """(horizontal, vertical) mask blur: each axis's own value, or mask_blur where it is None."""
+    blur_x = params.mask_blur if params.mask_blur_x is None else params.mask_blur_x
+    blur_y = params.mask_blur if params.mask_blur_y is None else params.mask_blur_y
+    return blur_x, blur_y
 
 
 def img2img_steps(steps: int, strength: float, exact_steps: bool) -> tuple[int, int]:
@@ -165,32 +182,39 @@ class ImageToImage(DiffusionPipelineBase):
         return self._prepare_inpaint(params, images)
 
     def _prepare_inpaint(self, params: Img2ImgParams, images: list) -> Img2ImgInputs:
+        """A1111's inpaint preparation (`StableDiffusionProcessingImg2Img.init`): the mask blurred, then either
+        the whole picture at width x height (pasted back with the doubled mask) or the masked region cropped and
+        fitted in with "resize and fill" (pasted back with the blurred mask); the blurred mask at the working size
+        is both the latent mask and what "fill" and the inpainting UNet's masked image use."""
         size = images[0].size
         if any(image.size != size for image in images):
             raise ValueError("All init images must have the same size when a mask is given.")
-        mask = prepare_mask(params.mask, size, invert=params.inpainting_mask_invert)
-        overlay = blur_mask(mask, params.mask_blur)
+        mask = prepare_mask(params.mask, size, invert=params.inpainting_mask_invert, round=params.mask_round)
+        blurred = blur_mask(mask, *mask_blurs(params))
         crop = None
         if _works_on_masked_region(params):
             # A faint mask can vanish when resized to the image; then the region is the whole image.
             bbox = mask_bbox(mask) or (0, 0, *size)
             crop = expand_crop_region(bbox, params.inpaint_full_res_padding, params.width, params.height, *size)
             box = (crop.left, crop.top, crop.right, crop.bottom)
-            work_images = [image.crop(box).resize((params.width, params.height)) for image in images]
-            work_mask = mask.crop(box).resize((params.width, params.height))
-            originals, overlays = images, [overlay] * len(images)
+            # "resize and fill", as A1111: the crop keeps its proportions even when the image is too small to
+            # give it the output's aspect ratio (the bands are stretched edges, cut away again at paste-back).
+            work_images = [resize_image(image.crop(box), params.width, params.height, "resize and fill")
+                           for image in images]
+            work_mask = resize_image(blurred.crop(box), params.width, params.height, "resize and fill")
+            originals, overlays = images, [blurred] * len(images)
         else:
             work_images = [resize_image(image, params.width, params.height, params.resize_mode) for image in images]
-            work_mask = resize_image(mask, params.width, params.height, params.resize_mode)
-            originals = work_images
-            overlays = [resize_image(overlay, params.width, params.height, params.resize_mode)] * len(images)
-        if params.inpainting_fill == "fill":
+            work_mask = resize_image(blurred, params.width, params.height, params.resize_mode)
+            originals, overlays = work_images, [whole_picture_overlay(work_mask)] * len(images)
+        if params.inpainting_fill != "original":  # A1111 fills for latent noise / nothing too (`inpainting_fill != 1`)
             work_images = [fill_masked_area(image, work_mask) for image in work_images]
         shape = self._latent_shape(params)
         inputs = Img2ImgInputs(originals=originals, init_latents=self._encode(work_images), overlay_masks=overlays,
-                               latent_mask=latent_mask(work_mask, (shape[2], shape[1])), crop=crop)
+                               latent_mask=latent_mask(work_mask, (shape[2], shape[1]), round=params.mask_round),
+                               crop=crop)
         if is_inpainting_unet(self.model.unet):
-            pixels = masked_model_pixels(to_model_pixels(work_images), work_mask)
+            pixels = masked_model_pixels(to_model_pixels(work_images), work_mask, round=params.mask_round)
             inputs.masked_image_latents = encode_images(self.model.vae, pixels).to(self.model.device)
         return inputs
 
@@ -223,7 +247,7 @@ class ImageToImage(DiffusionPipelineBase):
             latents = schedulers[0].add_noise(init, noise, img2img_noise_timestep(schedulers[0], timesteps).repeat(count))
         start = BatchStart(latents=latents, schedulers=schedulers, timesteps=timesteps, steps=run)
         if mask is not None:
-            start.post_step = _keep_unmasked(schedulers, init, noise, mask, timesteps)
+            start.mask_blend = _mask_blend(init, mask, sampler, self.model.scheduler_config)
         if inputs.masked_image_latents is not None:
             start.extra_channels = torch.cat([mask.expand(count, -1, -1, -1), inputs.masked_image_latents[pick]], dim=1)
         else:  # no mask (plain img2img, hires fix's second pass): an inpainting checkpoint repaints everything
@@ -237,17 +261,21 @@ class ImageToImage(DiffusionPipelineBase):
         original, overlay = inputs.originals[which], inputs.overlay_masks[which]
         if inputs.crop is None:
             return paste_back(image, original, overlay)
+        # A1111's `uncrop`: back to the crop's size with "crop and resize", which cuts away the bands that
+        # "resize and fill" added, so the region comes back at its own proportions.
         placed = original.copy()
-        placed.paste(image.resize(inputs.crop.size), (inputs.crop.left, inputs.crop.top))
+        placed.paste(resize_image(image, *inputs.crop.size, "crop and resize"), (inputs.crop.left, inputs.crop.top))
         return paste_back(placed, original, overlay)
 
     def _infotext_extras(self, params: Img2ImgParams) -> dict[str, Any]:
         """A1111's img2img keys, for what ran: no "Mask blur: 0", and no "Only masked" when a blank mask
-        sent the call to the whole image."""
+        sent the call to the whole image. Unequal x and y blurs are not recorded: A1111's `mask_blur` is
+        None then and its infotext drops the key (the format has no per-axis blur)."""
         extras: dict[str, Any] = {"Denoising strength": params.denoising_strength}
         if params.mask is not None:
-            if params.mask_blur > 0:
-                extras["Mask blur"] = params.mask_blur
+            blur_x, blur_y = mask_blurs(params)
+            if blur_x == blur_y > 0:
+                extras["Mask blur"] = blur_x
             if params.inpainting_mask_invert:
                 extras["Mask mode"] = "Inpaint not masked"
             extras["Masked content"] = params.inpainting_fill
@@ -259,17 +287,15 @@ class ImageToImage(DiffusionPipelineBase):
 
 def _works_on_masked_region(params: Img2ImgParams) -> bool:
     """Whether "only masked" applies: asked for, and the mask repaints something (a blank one has no region)."""
-    return bool(params.inpaint_full_res) and not is_blank(repaint_mask(params.mask, invert=params.inpainting_mask_invert))
+    if not params.inpaint_full_res:
+        return False
+    return not is_blank(repaint_mask(params.mask, invert=params.inpainting_mask_invert, round=params.mask_round))
 
 
-def _keep_unmasked(schedulers, init, noise, mask, timesteps):
-    """After each step, put back the original latents (noised to the next step's level) outside the mask."""
+def _mask_blend(init, mask, sampler, scheduler_config):
+    """A1111's blend of the original latents for this sampler (pipelines/inpaint_blend.py says where and why)."""
+    from pipelines.inpaint_blend import MaskBlend
+    from pipelines.samplers import SAMPLERS
 
-    def post_step(latents, index: int):
-        if index + 1 < len(timesteps):
-            keep = schedulers[0].add_noise(init, noise, timesteps[index + 1:index + 2].repeat(init.shape[0]))
-        else:
-            keep = init
-        return keep * (1 - mask) + latents * mask
-
-    return post_step
+    return MaskBlend(init=init, repaint=mask, before_denoising=SAMPLERS.get(sampler.name).mask_before_denoising,
+                     prediction_type=scheduler_config.get("prediction_type", "epsilon"))

@@ -48,12 +48,13 @@ def check_mask_image(mask) -> None:
                          "(white = repaint), or None for plain img2img.")
 
 
-def binary_mask(mask):
+def binary_mask(mask, *, round: bool = True):
     """A user's mask as 8-bit greyscale (white = repaint), read as A1111's `create_binary_mask` reads it.
 
     A mask with transparency that is not fully opaque carries its strokes in the alpha channel (A1111's
     canvas sends the strokes as opaque pixels on a transparent layer), so the alpha is thresholded
-    (> 128 = repaint) and the colours are ignored. Any other mask is its grey levels, read like an
+    (> 128 = repaint), or kept as it is with `round=False` (A1111's `mask_round`: soft strokes), and the
+    colours are ignored. Any other mask is its grey levels, read like an
     init image (`mixkit.io.images.load_image`: upright, 16-bit scaled to 8-bit). A1111 looks at
     alpha only in RGBA masks; here LA and palette masks with transparency are read the same way, as
     their alpha means the same thing.
@@ -66,7 +67,7 @@ def binary_mask(mask):
     if _has_alpha(upright):
         alpha = upright.convert("RGBA").getchannel("A")
         if alpha.getextrema() != (255, 255):
-            return alpha.point(lambda v: 255 if v > 128 else 0)
+            return alpha.point(lambda v: 255 if v > 128 else 0) if round else alpha
     return load_image(upright, max_pixels=max(1, upright.width * upright.height)).convert("L")
 
 
@@ -74,11 +75,11 @@ def _has_alpha(image) -> bool:
     return image.mode in ("RGBA", "LA", "PA", "RGBa", "La") or (image.mode == "P" and "transparency" in image.info)
 
 
-def repaint_mask(mask, *, invert: bool = False):
+def repaint_mask(mask, *, invert: bool = False, round: bool = True):
     """`binary_mask`, inverted for "inpaint not masked" (A1111 inverts before blurring and resizing)."""
     from PIL import ImageOps
 
-    binary = binary_mask(mask)
+    binary = binary_mask(mask, round=round)
     return ImageOps.invert(binary) if invert else binary
 
 
@@ -87,12 +88,12 @@ def is_blank(mask) -> bool:
     return mask.getextrema()[1] == 0
 
 
-def prepare_mask(mask, image_size: tuple[int, int], *, invert: bool = False):
+def prepare_mask(mask, image_size: tuple[int, int], *, invert: bool = False, round: bool = True):
     """Greyscale mask at the image's size (see `repaint_mask`); a mask of another size is resized with a warning
     when its aspect ratio matches (a scaled copy), and refused otherwise (it would not line up)."""
     from PIL import Image
 
-    mask = repaint_mask(mask, invert=invert)
+    mask = repaint_mask(mask, invert=invert, round=round)
     if mask.size != image_size:
         mask_ratio, image_ratio = mask.size[0] / mask.size[1], image_size[0] / image_size[1]
         if abs(mask_ratio / image_ratio - 1) > 0.01:
@@ -106,10 +107,74 @@ def prepare_mask(mask, image_size: tuple[int, int], *, invert: bool = False):
     return mask
 
 
-def blur_mask(mask, radius: int):
-    from PIL import ImageFilter
+def blur_mask(mask, blur_x: int, blur_y: int | None = None):
+    """The mask blurred as A1111 blurs it: a horizontal Gaussian of sigma `blur_x`, then a vertical one of sigma
+    `blur_y` (default: `blur_x`), each skipped at 0, so "Mask blur x: 0, y: 8" softens only the top and bottom edges.
 
-    return mask.filter(ImageFilter.GaussianBlur(radius)) if radius > 0 else mask
+    A1111 runs OpenCV's `GaussianBlur` with a (k, 1) and then a (1, k) kernel, k = `blur_kernel_size(sigma)`;
+    `_gaussian_blur_axis` gives OpenCV's 8-bit result exactly without importing OpenCV.
+    """
+    import numpy as np
+    from PIL import Image
+
+    blur_y = blur_x if blur_y is None else blur_y
+    if blur_x <= 0 and blur_y <= 0:
+        return mask
+    pixels = np.asarray(mask.convert("L"))
+    if blur_x > 0:
+        pixels = _gaussian_blur_axis(pixels, blur_x, axis=1)
+    if blur_y > 0:
+        pixels = _gaussian_blur_axis(pixels, blur_y, axis=0)
+    return Image.fromarray(pixels, mode="L")
+
+
+def blur_kernel_size(sigma: int) -> int:
+    """A1111's kernel length for a mask blur of `sigma`: 2 * int(2.5 * sigma + 0.5) + 1, about 2.5 sigma each side."""
+    return 2 * int(2.5 * sigma + 0.5) + 1
+
+
+def _gaussian_blur_axis(pixels, sigma: int, axis: int):
+    """uint8 `pixels` blurred along `axis` as OpenCV's `GaussianBlur` blurs 8-bit images: the kernel in 8-bit fixed
+    point (`_fixed_point_gaussian`), the integer sum rounded half up, mirrored borders without repeating the edge
+    (OpenCV's default BORDER_REFLECT_101 is scipy's "mirror", repeated for a kernel longer than the image)."""
+    import numpy as np
+    from scipy.ndimage import correlate1d
+
+    kernel = _fixed_point_gaussian(sigma, blur_kernel_size(sigma))
+    total = correlate1d(pixels.astype(np.int64), kernel, axis=axis, mode="mirror")  # integers, exact in float64
+    return ((total + 128) >> 8).clip(0, 255).astype(np.uint8)
+
+
+def _fixed_point_gaussian(sigma: int, size: int):
+    """OpenCV's bit-exact 8-bit Gaussian kernel: exp(-x^2 / 2 sigma^2) normalised, each outer tap rounded to 1/256
+    with the rounding error carried to the next tap, and the centre tap whatever makes the sum exactly 256."""
+    import numpy as np
+
+    centre = size // 2
+    distance = np.arange(centre, 0, -1, dtype=np.float64)  # outermost tap first, as OpenCV walks the kernel
+    outer = np.exp(-(distance ** 2) / (2.0 * sigma * sigma))
+    outer /= 2.0 * outer.sum() + 1.0
+    kernel = np.zeros(size, dtype=np.int64)
+    carried = 0.0
+    for index, value in enumerate(outer):
+        scaled = value * 256 + carried
+        tap = int(np.rint(scaled))
+        carried = scaled - tap
+        kernel[index] = kernel[size - 1 - index] = tap
+    kernel[centre] = 256 - 2 * int(kernel[:centre].sum())
+    return kernel
+
+
+def whole_picture_overlay(mask):
+    """The paste-back mask of a "whole picture" inpaint: the blurred mask doubled and clipped, as A1111's
+    `mask_for_overlay` (`np.clip(mask * 2, 0, 255)`). Everything the mask repaints at half strength or more comes
+    back fully generated, as the rounded latent mask generated it; only the outer half of the blur blends.
+    ("Only masked" pastes with the blurred mask itself, as A1111 does there.)"""
+    import numpy as np
+    from PIL import Image
+
+    doubled = np.clip(np.asarray(mask.convert("L"), dtype=np.float32) * 2, 0, 255).astype(np.uint8)
+    return Image.fromarray(doubled, mode="L")
 
 
 def mask_bbox(mask):
@@ -136,34 +201,50 @@ def expand_crop_region(bbox, padding: int, target_w: int, target_h: int, image_w
 
 
 def fill_masked_area(image, mask):
-    """'fill' masked content: paint the masked area with ever-finer blurs of its surroundings."""
-    from PIL import Image, ImageFilter
+    """'fill' pre-processing (A1111's `masking.fill`, run for every masked content but "original"): the masked area
+    painted with ever-finer blurs of its surroundings.
 
-    result = image.convert("RGB")
-    hard_mask = mask.point(lambda v: 255 if v > 0 else 0)
-    for radius in (256, 64, 16, 4, 1):
-        blurred = result.filter(ImageFilter.GaussianBlur(radius))
-        result = Image.composite(blurred, result, hard_mask)
-    return result
+    The image is made transparent where the mask repaints (alpha = 255 - mask, so a soft mask edge is half
+    transparent), and blurs of it at radii 256, 64, 16, 16, 4 x 4, 2, 2 and 0 are alpha-composited in that order
+    onto a transparent canvas: wide blurs spread the surrounding colours over the hole, finer ones bring back
+    detail near its edge, and the last (unblurred) layer restores the unmasked pixels.
+    """
+    from PIL import Image, ImageFilter, ImageOps
+
+    cut_out = Image.new("RGBa", image.size)
+    cut_out.paste(image.convert("RGBA").convert("RGBa"), mask=ImageOps.invert(mask.convert("L")))
+    result = Image.new("RGBA", image.size)
+    for radius, repeats in ((256, 1), (64, 1), (16, 2), (4, 4), (2, 2), (0, 1)):
+        blurred = cut_out.filter(ImageFilter.GaussianBlur(radius)).convert("RGBA")
+        for _ in range(repeats):
+            result.alpha_composite(blurred)
+    return result.convert("RGB")
 
 
-def latent_mask(mask, latent_size: tuple[int, int]):
-    """[1, 1, h, w] float mask at latent resolution (1 = repaint)."""
+def latent_mask(mask, latent_size: tuple[int, int], *, round: bool = True):
+    """[1, 1, h, w] float mask at latent resolution (1 = repaint), as A1111's `latmask`: the (blurred) mask resized
+    with Pillow's default bicubic filter, then rounded to 0 or 1, or kept soft with `round=False` (A1111's
+    `mask_round`), which blends the generated and the original latents in proportion at every step."""
     import numpy as np
     import torch
     from PIL import Image
 
-    small = mask.resize(latent_size, Image.Resampling.BILINEAR)
+    small = mask.convert("L").resize(latent_size, Image.Resampling.BICUBIC)
     array = np.asarray(small, dtype=np.float32) / 255.0
-    return torch.from_numpy(np.round(array))[None, None]
+    return torch.from_numpy(np.round(array) if round else array)[None, None]
 
 
 def paste_back(generated, original, overlay_mask):
-    """Composite the generated image over the original: where the (blurred) mask is 0, the
-    original pixels are kept bit for bit."""
-    from PIL import Image
+    """The generated image with the original laid over it where `overlay_mask` keeps it, as A1111's `apply_overlay`:
+    the original with alpha 255 - mask (premultiplied, as A1111 builds its overlay) alpha-composited over the result.
+    Where the mask is 0 the original pixels come back bit for bit; where it is 255, the generated ones."""
+    from PIL import Image, ImageOps
 
-    return Image.composite(generated.convert("RGB"), original.convert("RGB"), overlay_mask)
+    overlay = Image.new("RGBa", original.size)
+    overlay.paste(original.convert("RGBA").convert("RGBa"), mask=ImageOps.invert(overlay_mask.convert("L")))
+    result = generated.convert("RGBA")
+    result.alpha_composite(overlay.convert("RGBA"))
+    return result.convert("RGB")
 
 
 INPAINTING_UNET_CHANNELS = 9  # 4 noisy latent + 1 mask + 4 masked-image latent channels
@@ -173,9 +254,10 @@ def is_inpainting_unet(unet) -> bool:
     return unet.config.in_channels == INPAINTING_UNET_CHANNELS
 
 
-def masked_model_pixels(pixels, mask):
+def masked_model_pixels(pixels, mask, *, round: bool = True):
     """The masked image an inpainting checkpoint is conditioned on: `pixels` ([B, 3, H, W] in the VAE's [-1, 1])
-    with the repainted area (mask >= 128, A1111's rounding) set to 0, mid grey.
+    with the repainted area (mask >= 128, A1111's rounding) set to 0, mid grey; with `round=False` (A1111's
+    `mask_round`) scaled by 1 - mask / 255 instead, so a soft edge fades to grey.
 
     0 is what these checkpoints were trained with (diffusers' `init_image * (mask < 0.5)`, A1111's
     `inpainting_image_conditioning`); black (-1) reads to the model as a black object to keep.
@@ -183,7 +265,8 @@ def masked_model_pixels(pixels, mask):
     import numpy as np
     import torch
 
-    keep = torch.from_numpy(np.asarray(mask.convert("L")) < 128)
+    levels = np.asarray(mask.convert("L"))
+    keep = torch.from_numpy(levels < 128) if round else torch.from_numpy(1 - levels.astype(np.float32) / 255)
     return pixels * keep.to(pixels.dtype)[None, None]
 
 

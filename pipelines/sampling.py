@@ -27,6 +27,7 @@ class SamplingRequest:
     time_ids: Any = None  # SDXL: [B, 6] micro-conditioning
     extra_channels: Any = None  # inpainting UNets: [B, k, h, w] appended to each row's input channels
     post_step: Callable[[Any, int], Any] | None = None  # (latents, evaluation index) -> latents
+    mask_blend: Any = None  # pipelines.inpaint_blend.MaskBlend: inpainting's original latents, put back as A1111 does
     # ControlNet & co: (model_input, t, step_cond, step, row_owners) -> extra UNet keyword arguments
     unet_extra: Callable[..., dict] | None = None
     on_step: Callable[[int, Any], bool] | None = None  # (steps completed, latents) -> False to stop
@@ -61,7 +62,13 @@ def run_sampler(request: SamplingRequest):
             if skip is not None and skip.skips(index, evaluations, sigmas[index]):
                 cond, cfg_scale = without_uncond(cond), 1.0
             rows = _row_owners(cond, latents.shape[0])
-            scaled = torch.cat([s.scale_model_input(latents[i:i + 1], t) for i, s in enumerate(schedulers)])
+            samples = [latents[i:i + 1] for i in range(len(schedulers))]
+            scaled_rows = [s.scale_model_input(samples[i], t) for i, s in enumerate(schedulers)]
+            blend = request.mask_blend
+            if blend is not None:
+                scaled = torch.cat([blend.model_input(row, i) for i, row in enumerate(scaled_rows)])
+            else:
+                scaled = torch.cat(scaled_rows)
             if request.extra_channels is not None:
                 scaled = torch.cat([scaled, request.extra_channels.to(scaled)], dim=1)
             model_input = scaled[rows].to(device=device, dtype=dtype)
@@ -84,6 +91,9 @@ def run_sampler(request: SamplingRequest):
                     "--preset exact) or a broken checkpoint/LoRA (non-finite weights); the images of this batch "
                     "are lost.")
             guided = request.combine_cfg(noise_pred, cond, cfg_scale)
+            if blend is not None:
+                guided = torch.cat([blend.guided_output(guided[i:i + 1], samples[i], scaled_rows[i], s, i)
+                                    for i, s in enumerate(schedulers)])
             latents = torch.cat([
                 s.step(guided[i:i + 1], t, latents[i:i + 1], **extra_step_kwargs(s, request.generators[i])).prev_sample
                 for i, s in enumerate(schedulers)
@@ -95,6 +105,8 @@ def run_sampler(request: SamplingRequest):
                 done = completed
                 if request.on_step is not None and request.on_step(done, latents) is False:
                     break
+    if request.mask_blend is not None:  # A1111 puts the original back into the finished (or interrupted) latents
+        latents = request.mask_blend.final(latents)
     return latents
 
 

@@ -120,12 +120,12 @@ _register(SamplerSpec(
     # A1111's own walk (a1111_timesteps.py): grid range(0, 1000, 1000 // steps) + 1, calls from the top but
     # one, ending at t = 1; eta 0, no clipping.
     config_overrides={"set_alpha_to_one": False, "clip_sample": False, "thresholding": False},
-    max_steps=999, min_steps=2,
+    max_steps=999, min_steps=2, mask_before_denoising=True,
 ))
 _register(SamplerSpec(
     "PLMS", "A1111PLMSScheduler", aliases=("plms",),
     config_overrides={"set_alpha_to_one": False, "clip_sample": False, "thresholding": False},
-    max_steps=999, min_steps=2,  # as DDIM
+    max_steps=999, min_steps=2, mask_before_denoising=True,  # as DDIM
 ))
 _register(SamplerSpec(
     "UniPC", "UniPCMultistepScheduler", aliases=("unipc",),
@@ -136,6 +136,7 @@ _register(SamplerSpec(
         "timestep_spacing": "linspace", "final_sigmas_type": "sigma_min", "thresholding": False,
     },
     max_steps=999,  # rounded time-uniform timesteps repeat beyond, and the solver's system turns singular
+    mask_before_denoising=True,  # a timestep sampler in A1111
     notes="diffusers rounds UniPC's time-uniform timesteps to integers.",
 ))
 _register(SamplerSpec(

@@ -77,6 +77,9 @@ class SamplerSpec:
     eta_infotext_key: str = "Eta"
     eta_settable: bool = False
     min_steps: int = 1  # fewer steps make no model call at all (A1111's DDIM/PLMS at 1 step return the noise)
+    # A1111's timestep samplers (DDIM, PLMS, UniPC) blend inpainting's original into the model *input*; its
+    # k-diffusion samplers blend the denoised estimate (pipelines/inpaint_blend.py)
+    mask_before_denoising: bool = False
     notes: str = ""  # known, measured differences from A1111
 
     def __post_init__(self) -> None:
