@@ -12,6 +12,8 @@ latent cells (x1.3 of 512 runs at 664), and hr_resize_x *and* y cover-and-crop i
 The second pass uses the same seeds and prompts. The infotext is A1111's: `Size` is the first
 pass size, plus `Denoising strength`, `Hires upscale` (or `Hires resize`), `Hires steps` (when
 set) and `Hires upscaler`, so "send to txt2img" restores the whole recipe.
+Params carrying ControlNet units (`pipelines.controlnet.ControlHiresParams`) run both passes with them, as
+sd-webui-controlnet does (`hires_passes`, `pipelines.controlnet.hires`).
 """
 
 from __future__ import annotations
@@ -165,6 +167,14 @@ class _SecondPass(ImageToImage):
     init_latents: Any  # [N, C, h, w], set on the per-call instance
     upscale_size: tuple[int, int]  # (width, height) before cropping, set on the per-call instance
 
+    @classmethod
+    def pass_params(cls, params: HiresParams, **values: Any) -> Img2ImgParams:
+        """The second pass's parameters (a ControlNet second pass adds the units)."""
+        return Img2ImgParams(**values)
+
+    def follow(self, first_pass: _FirstPass) -> None:
+        """Take what the second pass needs from the first besides its latents (a ControlNet pass: its control maps)."""
+
     def _prepare(self, params: Img2ImgParams) -> Img2ImgInputs:
         return Img2ImgInputs(originals=list(params.init_images), init_latents=self.init_latents.to(self.model.device))
 
@@ -186,7 +196,7 @@ class HiresFix:
         self.limits = pipe.limits
 
     def check_inputs(self, params: HiresParams) -> HiresSize:
-        _FirstPass.from_pipeline(self.pipe).check_inputs(params)
+        hires_passes(params)[0].from_pipeline(self.pipe).check_inputs(params)
         return check_hires_params(params, self.limits, self.model.vae_scale_factor)
 
     def __call__(self, params: HiresParams | None = None, *, callback=None, control=None, **kwargs: Any) -> GenerationResult:
@@ -197,7 +207,7 @@ class HiresFix:
             params = replace(params, **kwargs)
         target = self.check_inputs(params)
         # 2. First pass at the base size
-        first_pass = _FirstPass.from_pipeline(self.pipe)
+        first_pass = hires_passes(params)[0].from_pipeline(self.pipe)
         first_pass.latents_out = {}
         first = first_pass(params, callback=callback, control=control)
         if first.interrupted or not first.images:
@@ -209,7 +219,7 @@ class HiresFix:
         for start in range(0, len(first.images), size):
             batch = list(range(start, min(start + size, len(first.images))))
             second = self._second_pass(params, target, [first.images[i] for i in batch],
-                                       [latents[i] for i in batch], first.seeds[start], callback, control)
+                                       [latents[i] for i in batch], first.seeds[start], callback, control, first_pass)
             for k, image in zip(batch, second.images):
                 result.add(image, first.seeds[k], first.infotexts[k])
             if second.interrupted:
@@ -218,7 +228,7 @@ class HiresFix:
         return result
 
     def _second_pass(self, params: HiresParams, target: HiresSize, images: list, latents: list, seed: int,
-                     callback, control) -> GenerationResult:
+                     callback, control, first_pass: _FirstPass) -> GenerationResult:
         import torch
 
         base = {f.name: getattr(params, f.name) for f in fields(Txt2ImgParams)}
@@ -246,10 +256,22 @@ class HiresFix:
             upscaled = encode_images(self.model.vae, to_model_pixels(pixels))
         # b. Crop the latents (A1111 does it on latents for every upscaler) and refine them
         left, top, right, bottom = target.crop
-        second = _SecondPass.from_pipeline(self.pipe)
+        second_class = hires_passes(params)[1]
+        second = second_class.from_pipeline(self.pipe)
         second.init_latents = upscaled[:, :, top:bottom, left:right]
         second.upscale_size = (target.upscale_width, target.upscale_height)
+        second.follow(first_pass)
         # only placeholders (img2img's checks want images; nothing is encoded or pasted back)
         init_images = [image.resize(target.size) for image in images]
-        return second(Img2ImgParams(**base, init_images=init_images, denoising_strength=params.denoising_strength),
+        return second(second_class.pass_params(params, **base, init_images=init_images,
+                                               denoising_strength=params.denoising_strength),
                       callback=callback, control=control)
+
+
+def hires_passes(params: HiresParams) -> tuple[type[_FirstPass], type[_SecondPass]]:
+    """The two pass pipelines: ControlNet's when the params carry units (sd-webui-controlnet guides both passes)."""
+    if getattr(params, "controlnets", None):
+        from pipelines.controlnet.hires import ControlFirstPass, ControlSecondPass
+
+        return ControlFirstPass, ControlSecondPass
+    return _FirstPass, _SecondPass

@@ -39,7 +39,18 @@ UPSCALERS.register("Bicubic", _resampler("BICUBIC"))
 
 
 def target_size(width: int, height: int, scale: Any) -> tuple[int, int]:
-    return round(width * scale), round(height * scale)
+    """The size an upscale by `scale` ends at: each side scaled and floored to a multiple of 8.
+
+    A1111's `Upscaler.upscale` (every upscaler of its Extras tab, Lanczos and Nearest included) computes
+    `dest = int((side * scale) // 8 * 8)` and resizes its result to that, so 100x75 by 2 is 200x144.
+    """
+    return int((width * scale) // 8 * 8), int((height * scale) // 8 * 8)
+
+
+def native_size(width: int, height: int, scale: Any) -> tuple[int, int]:
+    """The size a resampler upscales to before the final resize to `target_size`: A1111's Lanczos and
+    Nearest upscalers resize to `int(side * scale)` first, then `Upscaler.upscale` Lanczos-resizes to the target."""
+    return int(width * scale), int(height * scale)
 
 
 def check_upscale(width: int, height: int, scale: Any, limits: UpscaleLimits) -> tuple[int, int]:
@@ -136,6 +147,8 @@ def upscale_image(image, scale: float | None = None, *, width: int | None = None
     `upscale(image, width, height)` such as `SDx4Upscaler`. `tile_size` > 0 processes tiles of that
     many input pixels (models do this themselves with their own tile size), overlapping by `tile_overlap`
     (default 32 pixels, less for tiles under 66 pixels: the overlap must stay under half a tile).
+    By `scale` the size is A1111's Extras size (`target_size`: each side floored to a multiple of 8), reached
+    as A1111 does: a resampler resizes to `int(side * scale)`, then Lanczos to that size.
     """
     from PIL import Image
 
@@ -144,20 +157,30 @@ def upscale_image(image, scale: float | None = None, *, width: int | None = None
         raise TypeError(f"image must be a PIL image, got {type(image).__name__}.")
     if (scale is None) == (width is None and height is None):
         raise ValueError("Give either scale or width/height, not both and not neither.")
+    run = upscaler.upscale if hasattr(upscaler, "upscale") else UPSCALERS.get(upscaler)
     if scale is not None:
         out_w, out_h = check_upscale(image.width, image.height, scale, limits)
+        if not hasattr(upscaler, "upscale"):  # a resampler: A1111's two steps, native size then the target
+            native = _run(image, *native_size(image.width, image.height, scale), run, tile_size, tile_overlap)
+            return native if native.size == (out_w, out_h) else native.resize((out_w, out_h), Image.Resampling.LANCZOS)
     else:
         for name, value in (("width", width), ("height", height)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}.")
         out_w, out_h = width, height
         check_output_size(out_w, out_h, limits)
-    run = upscaler.upscale if hasattr(upscaler, "upscale") else UPSCALERS.get(upscaler)
-    if tile_size and not hasattr(upscaler, "upscale"):
+    if hasattr(upscaler, "upscale"):
+        return run(image.convert("RGB"), out_w, out_h)
+    return _run(image, out_w, out_h, run, tile_size, tile_overlap)
+
+
+def _run(image, width: int, height: int, resample: Callable, tile_size: int, tile_overlap: int | None):
+    """A resampler to width x height, tile by tile when `tile_size` is set."""
+    if tile_size:
         overlap = tile_overlap if tile_overlap is not None else (min(32, tile_size // 2 - 1)
                                                                  if isinstance(tile_size, int) else 32)
-        return tiled_upscale(image, out_w, out_h, run, tile=tile_size, overlap=overlap)
-    return run(image.convert("RGB"), out_w, out_h)
+        return tiled_upscale(image, width, height, resample, tile=tile_size, overlap=overlap)
+    return resample(image.convert("RGB"), width, height)
 
 
 class SDx4Upscaler:

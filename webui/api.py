@@ -16,9 +16,14 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from webui.api_convert import generation_info, info_json, job_timestamp, request_parameters, to_img2img_params, to_txt2img_params
-from webui.api_extras import encode_png_with_chunks, plaintext_to_html, postprocessing_text, source_text_chunks
+from webui.api_extras import (
+    check_extras_request, crop_to, crops_to_size, encode_png_with_chunks, plaintext_to_html,
+    request_postprocessing_text, source_text_chunks, upscale_factor, upscales,
+)
 from webui.api_infotext import apply_infotext
-from webui.api_requests import AppflowRequest, ExtrasSingleImageRequest, Img2ImgRequest, PngInfoRequest, Txt2ImgRequest
+from webui.api_requests import (
+    AppflowRequest, ExtrasBatchImagesRequest, ExtrasSingleImageRequest, Img2ImgRequest, PngInfoRequest, Txt2ImgRequest,
+)
 from webui.base64_images import decode_base64_image, decode_base64_png_info, encode_png_base64
 from webui.server_state import ServerState
 from webui.worker import Job, QueueFullError
@@ -223,30 +228,46 @@ def build_api(state: ServerState) -> APIRouter:
         await run_in_threadpool(state.catalog.refresh)
         return {}
 
-    @router.post("/sdapi/v1/extra-single-image")
-    async def extra_single_image(body: ExtrasSingleImageRequest, request: Request):
-        unsupported = [name for name in ("extras_upscaler_2_visibility", "gfpgan_visibility", "codeformer_visibility")
-                       if getattr(body, name)]
-        if body.resize_mode != 0 or body.upscaler_2 not in ("None", "", None) or unsupported:
-            raise HTTPException(status_code=422, detail="Only resize_mode 0 with upscaler_1 is supported "
-                                                        f"(got resize_mode={body.resize_mode}, upscaler_2={body.upscaler_2!r}, "
-                                                        f"other options {unsupported}).")
+    async def extras_one(body, data: str, field: str, request: Request) -> tuple[str, str]:
+        """One Extras image: (base64 PNG with the source's text chunks plus `postprocessing`, that text)."""
         try:
-            image = await run_in_threadpool(decode_base64_image, "image", body.image, max_pixels=limits.max_pixels * 4,
+            image = await run_in_threadpool(decode_base64_image, field, data, max_pixels=limits.max_pixels * 4,
                                             max_bytes=request_limits.max_image_bytes)
-            chunks = await run_in_threadpool(source_text_chunks, body.image, max_pixels=limits.max_pixels * 4,
+            chunks = await run_in_threadpool(source_text_chunks, data, max_pixels=limits.max_pixels * 4,
                                              max_bytes=request_limits.max_image_bytes)
-            upscaled = body.upscaler_1 not in ("None", "", None)  # A1111: no upscaler, the image comes back as sent
-            job = state.submit_upscale(image, body.upscaling_resize, body.upscaler_1) if upscaled else None
+            factor = upscale_factor(body, image.width, image.height)
+            job = state.submit_upscale(image, factor, body.upscaler_1) if upscales(body) else None
         except QueueFullError as error:
             raise queue_full(error) from None
         except (ValueError, TypeError, KeyError) as error:
             raise unprocessable(error) from None
-        if job is not None:
-            image = await wait_for_job(job, request, state)
-        text = postprocessing_text(body.upscaling_resize, body.upscaler_1) if upscaled else ""
-        encoded = await run_in_threadpool(encode_png_with_chunks, image, {**chunks, "postprocessing": text})
+        if job is None:
+            return await run_in_threadpool(encode_png_with_chunks, image, {**chunks, "postprocessing": ""}), ""
+        image = await wait_for_job(job, request, state)
+        if crops_to_size(body):
+            image = crop_to(image, body.upscaling_resize_w, body.upscaling_resize_h)
+        text = request_postprocessing_text(body)
+        return await run_in_threadpool(encode_png_with_chunks, image, {**chunks, "postprocessing": text}), text
+
+    def checked_extras(body) -> None:
+        try:
+            check_extras_request(body)
+        except ValueError as error:
+            raise unprocessable(error) from None
+
+    @router.post("/sdapi/v1/extra-single-image")
+    async def extra_single_image(body: ExtrasSingleImageRequest, request: Request):
+        checked_extras(body)
+        encoded, text = await extras_one(body, body.image, "image", request)
         return {"html_info": plaintext_to_html(text), "image": encoded}
+
+    @router.post("/sdapi/v1/extra-batch-images")
+    async def extra_batch_images(body: ExtrasBatchImagesRequest, request: Request):
+        checked_extras(body)
+        results = [await extras_one(body, item.data, f"imageList[{index}].data", request)
+                   for index, item in enumerate(body.imageList)]
+        # A1111's run_extras answers with the postprocessing text of the last image.
+        return {"html_info": plaintext_to_html(results[-1][1] if results else ""), "images": [r[0] for r in results]}
 
     @router.get("/sdapi/v1/upscalers")
     async def upscalers():

@@ -1,7 +1,10 @@
 """sd-webui-controlnet's API units (`alwayson_scripts: {"controlnet": {"args": [...]}}`) -> unit specs.
 
 Units are validated here (names, numbers, images); the models are only loaded in the generation
-worker, which turns each `UnitSpec` into a `pipelines.controlnet.ControlNetUnit`.
+worker, which turns each `UnitSpec` into a `pipelines.controlnet.ControlNetUnit`. `pixel_perfect` and
+`processor_res` (the extension's -1 or absent = 512) set the preprocessor resolution as the extension does
+(`pipelines.controlnet.resolution`); `hr_option` other than "Both" is refused with hires fix, where the units
+guide both passes.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ RESIZE_MODES = {"just resize": "just resize", "crop and resize": "crop and resiz
                 "envelope (outer fit)": "resize and fill", "scale to fit (inner fit)": "crop and resize"}
 RESIZE_CODES = {0: "just resize", 1: "crop and resize", 2: "resize and fill"}
 CONTROL_MODES = {0: False, "balanced": False, 2: True, "controlnet is more important": True}
+HR_OPTIONS = {"both": "Both", "low res only": "Low res only", "high res only": "High res only"}
 # sd-webui-controlnet module names -> mixkit preprocessors (same algorithm, different name).
 MODULE_ALIASES = {"none": "none", "canny": "canny", "invert": "invert", "invert (from white bg & black line)": "invert",
                   "threshold": "threshold", "blur_gaussian": "blur_gaussian", "tile_resample": "tile_resample",
@@ -35,12 +39,36 @@ class UnitSpec:
     preprocessor: str
     threshold_a: float | None
     threshold_b: float | None
+    pixel_perfect: bool = False
+    processor_res: int | None = None  # None: preprocess at the generation size (the UI's units)
+    hr_option: str = "Both"
 
 
 def _number(label: str, value: Any, low: float, high: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not low <= value <= high:
         raise ValueError(f"{label} must be a number in [{low}, {high}], got {value!r}.")
     return float(value)
+
+
+def _processor_res(label: str, value: Any) -> int:
+    """The unit's preprocessor resolution: sd-webui-controlnet reads a negative (its API default -1) or absent
+    processor_res as its slider default, 512."""
+    from pipelines.controlnet.resolution import DEFAULT_PROCESSOR_RES, PROCESSOR_RES_RANGE
+
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0):
+        return DEFAULT_PROCESSOR_RES
+    low, high = PROCESSOR_RES_RANGE
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not number or value != int(value) or not low <= value <= high:
+        raise ValueError(f"{label} processor_res must be an integer in [{low}, {high}] "
+                         f"(or -1 for {DEFAULT_PROCESSOR_RES}), got {value!r}.")
+    return int(value)
+
+
+def _flag(label: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{label} must be true or false, got {value!r}.")
+    return value
 
 
 def controlnet_args(alwayson_scripts: dict) -> tuple[list, dict]:
@@ -104,10 +132,20 @@ def parse_units(args: list, *, models, max_units: int, max_pixels: int, max_byte
             guidance_start=_number(f"{label} guidance_start", unit.get("guidance_start", 0.0), 0.0, 1.0),
             guidance_end=_number(f"{label} guidance_end", unit.get("guidance_end", 1.0), 0.0, 1.0),
             guess_mode=CONTROL_MODES[control_key], resize_mode=resize_mode, preprocessor=MODULE_ALIASES[module],
-            threshold_a=thresholds[0], threshold_b=thresholds[1]))
+            threshold_a=thresholds[0], threshold_b=thresholds[1],
+            pixel_perfect=_flag(f"{label} pixel_perfect", unit.get("pixel_perfect", False)),
+            processor_res=_processor_res(label, unit.get("processor_res")), hr_option=_hr_option(label, unit)))
     if len(specs) > max_units:
         raise ValueError(f"Got {len(specs)} enabled ControlNet units; the limit is {max_units}.")
     return specs
+
+
+def _hr_option(label: str, unit: dict) -> str:
+    """sd-webui-controlnet's `hr_option` (which hires-fix passes the unit guides), in its spelling."""
+    value = unit.get("hr_option", "Both")
+    if not isinstance(value, str) or value.lower() not in HR_OPTIONS:
+        raise ValueError(f"{label}: hr_option {value!r} is not one of {sorted(HR_OPTIONS.values())}.")
+    return HR_OPTIONS[value.lower()]
 
 
 def ui_unit_spec(models, model_name: str, image, preprocessor: str, weight: float, start: float, end: float) -> UnitSpec:
@@ -131,5 +169,6 @@ def build_units(specs: list[UnitSpec], models, base_unet) -> list:
     return [ControlNetUnit(model=models.load(spec.model_name, base_unet), image=spec.image, weight=spec.weight,
                            guidance_start=spec.guidance_start, guidance_end=spec.guidance_end, guess_mode=spec.guess_mode,
                            resize_mode=spec.resize_mode, preprocessor=spec.preprocessor, threshold_a=spec.threshold_a,
-                           threshold_b=spec.threshold_b, model_name=spec.model_name)
+                           threshold_b=spec.threshold_b, model_name=spec.model_name, pixel_perfect=spec.pixel_perfect,
+                           processor_res=spec.processor_res)
             for spec in specs]

@@ -165,15 +165,26 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
         params = hires_params(request, params, limits)
     units = _controlnet_units(request, limits, request_limits or RequestLimits(), controlnet_models)
     if units:
-        if request.enable_hr:
-            raise ValueError("Hires fix together with ControlNet is not supported; turn one of them off.")
-        from pipelines.controlnet import ControlTxt2ImgParams
-
-        params = ControlTxt2ImgParams(**{f: getattr(params, f) for f in params.__dataclass_fields__}, controlnets=units)
+        params = _with_units(params, units)
     if not request.disable_extra_networks:
         check_prompt_networks("prompt", request.prompt, lora_names)
     check_prompt_networks("negative_prompt", request.negative_prompt, lora_names)
     return params
+
+
+def _with_units(params: Txt2ImgParams, units: list) -> Txt2ImgParams:
+    """The params with ControlNet units; hires fix keeps its recipe and the units guide both of its passes."""
+    from pipelines.controlnet import ControlHiresParams, ControlTxt2ImgParams
+    from pipelines.hires import HiresParams
+
+    if isinstance(params, HiresParams):
+        single_pass = [f"controlnet unit {i}: hr_option={unit.hr_option!r}" for i, unit in enumerate(units)
+                       if unit.hr_option != "Both"]
+        if single_pass:
+            raise ValueError(f"{', '.join(single_pass)} is not supported: units guide both hires-fix passes here; "
+                             "send hr_option 'Both'.")
+    params_class = ControlHiresParams if isinstance(params, HiresParams) else ControlTxt2ImgParams
+    return params_class(**{f: getattr(params, f) for f in params.__dataclass_fields__}, controlnets=units)
 
 
 def _first_phase_size(request: Txt2ImgRequest) -> dict[str, int]:
@@ -248,7 +259,6 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
                                                      max_bytes=request_limits.max_image_bytes)
     images = [decode(f"init_images[{i}]", data) for i, data in enumerate(request.init_images)]
     mask = _decode_mask(request.mask, decode) if request.mask else None
-    blur = request.mask_blur if request.mask_blur is not None else max(request.mask_blur_x, request.mask_blur_y)
     params_class = Img2ImgParams
     extra = {}
     if units:
@@ -258,12 +268,21 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
     params = params_class(
         **{f: getattr(base, f) for f in Txt2ImgParams.__dataclass_fields__}, **extra,
         init_images=images, denoising_strength=request.denoising_strength, resize_mode=RESIZE_MODES[request.resize_mode],
-        mask=mask, mask_blur=blur, inpainting_mask_invert=bool(request.inpainting_mask_invert),
+        mask=mask, **mask_blur_params(request), mask_round=request.mask_round,
+        inpainting_mask_invert=bool(request.inpainting_mask_invert),
         inpainting_fill=INPAINTING_FILL[request.inpainting_fill], inpaint_full_res=request.inpaint_full_res,
         inpaint_full_res_padding=request.inpaint_full_res_padding,
     )
     check_img2img_params(params, limits, 8)
     return params
+
+
+def mask_blur_params(request: Img2ImgRequest) -> dict[str, int]:
+    """The request's blur as Img2ImgParams takes it: `mask_blur`, when sent, sets both axes (A1111's
+    `mask_blur` setter); otherwise each axis has its own `mask_blur_x` / `mask_blur_y` (default 4 and 4)."""
+    if request.mask_blur is not None:
+        return {"mask_blur": request.mask_blur}
+    return {"mask_blur_x": request.mask_blur_x, "mask_blur_y": request.mask_blur_y}
 
 
 def _decode_mask(data: str, decode):

@@ -16,7 +16,22 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from pipelines.infotext_values import as_flag, as_integer, as_number, as_text
+from webui.api_convert import INPAINTING_FILL
 from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
+
+
+# A1111's img2img radio buttons (`type="index"`): the infotext holds the label, the request the label's index.
+MASK_MODES = ("Inpaint masked", "Inpaint not masked")
+MASKED_CONTENTS = tuple(INPAINTING_FILL.values())  # fill, original, latent noise, latent nothing
+INPAINT_AREAS = ("Whole picture", "Only masked")
+
+
+def _choice_index(text: object, labels: tuple[str, ...]) -> int:
+    """The index of an A1111 radio label, as its paste sets an index radio; ValueError for another label."""
+    value = str(text).strip()
+    if value not in labels:
+        raise ValueError(value)
+    return labels.index(value)
 
 
 # request field -> (infotext key as `parse_infotext` returns it, conversion): A1111's txt2img/img2img paste fields.
@@ -47,6 +62,10 @@ HIRES_FIELDS: dict[str, tuple[str, Callable[[object], Any]]] = {
 }
 IMG2IMG_FIELDS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "mask_blur": ("Mask blur", as_integer),
+    "inpainting_mask_invert": ("Mask mode", lambda text: _choice_index(text, MASK_MODES)),
+    "inpainting_fill": ("Masked content", lambda text: _choice_index(text, MASKED_CONTENTS)),
+    "inpaint_full_res": ("Inpaint area", lambda text: bool(_choice_index(text, INPAINT_AREAS))),
+    "inpaint_full_res_padding": ("Masked area padding", as_integer),
 }
 # infotext key -> (option key for override_settings, conversion), as A1111's infotext-to-setting mapping.
 SETTING_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {

@@ -110,17 +110,37 @@ class Img2ImgRequest(Txt2ImgRequest):
     include_init_images: bool = False
 
 
-class ExtrasSingleImageRequest(A1111Request):
+class ExtrasBaseRequest(A1111Request):
+    """A1111's Extras fields, shared by `/extra-single-image` and `/extra-batch-images` (see `webui.api_extras`)."""
 
-    image: str
-    resize_mode: int = 0  # 0: scale by upscaling_resize (the only mode supported)
+    resize_mode: int = 0  # 0: scale by upscaling_resize; 1: scale to upscaling_resize_w x upscaling_resize_h
+    show_extras_results: bool = True
+    gfpgan_visibility: float = 0.0
+    codeformer_visibility: float = 0.0
+    codeformer_weight: float = 0.0
     upscaling_resize: float = 2.0
+    upscaling_resize_w: int = 512
+    upscaling_resize_h: int = 512
+    upscaling_crop: bool = True
     upscaler_1: str = "None"
     upscaler_2: str = "None"
     extras_upscaler_2_visibility: float = 0.0
-    gfpgan_visibility: float = 0.0
-    codeformer_visibility: float = 0.0
-    show_extras_results: bool = True
+    upscale_first: bool = False
+
+
+class ExtrasSingleImageRequest(ExtrasBaseRequest):
+
+    image: str
+
+
+class ExtrasFileData(BaseModel):
+    data: str  # base64 image
+    name: str  # A1111 names saved files after it; nothing is saved here
+
+
+class ExtrasBatchImagesRequest(ExtrasBaseRequest):
+
+    imageList: list[ExtrasFileData]  # noqa: N815  (A1111's field name)
 
 
 class PngInfoRequest(BaseModel):

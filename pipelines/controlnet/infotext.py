@@ -16,17 +16,19 @@ _CONTROL_MODES = {False: "Balanced", True: "ControlNet is more important"}
 
 
 def serialize_unit(unit) -> str:
-    """One unit as sd-webui-controlnet's `serialize_unit` writes it (unused thresholds left out)."""
+    """One unit as sd-webui-controlnet's `serialize_unit` writes it (unused thresholds left out; "Processor Res" only
+    for a unit run at a set resolution: pixel perfect computes it per picture)."""
     fields = {
         "Module": unit.preprocessor,
         "Model": unit.display_name,
         "Weight": unit.weight,
         "Resize Mode": _RESIZE_MODE_NAMES[unit.resize_mode.strip().lower()],
+        "Processor Res": None if unit.pixel_perfect else unit.processor_res,
         "Threshold A": _threshold(unit, "a"),
         "Threshold B": _threshold(unit, "b"),
         "Guidance Start": unit.guidance_start,
         "Guidance End": unit.guidance_end,
-        "Pixel Perfect": False,
+        "Pixel Perfect": unit.pixel_perfect,
         "Control Mode": _CONTROL_MODES[unit.guess_mode],
     }
     for name, value in fields.items():

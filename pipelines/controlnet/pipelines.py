@@ -19,6 +19,10 @@ from pipelines.params import Txt2ImgParams
 from pipelines.txt2img import TextToImage
 
 
+# How an "only masked" crop is fitted to width x height: A1111's `images.resize_image(2, crop, width, height)`.
+CROP_RESIZE_MODE = "resize and fill"
+
+
 @dataclass
 class ControlTxt2ImgParams(Txt2ImgParams):
     controlnets: list = field(default_factory=list)  # ControlNetUnit, at most ControlNetLimits.max_units
@@ -58,10 +62,11 @@ class ControlNetMixin:
         fallback_mode = getattr(params, "resize_mode", "just resize")
         crop = getattr(base, "crop", None)
         if crop is not None:  # inpaint "only masked": control images of the init image's size are cropped alike
+            # and fitted to the size as ImageToImage fits its crop: A1111's resize mode 2, "resize and fill"
             box = (crop.left, crop.top, crop.right, crop.bottom)
-            units = [replace(u, image=u.image.crop(box)) if u.image is not None and u.image.size == fallback.size else u
-                     for u in params.controlnets]
-            fallback, fallback_mode = fallback.crop(box), "just resize"  # ImageToImage stretches its crop to the size
+            units = [replace(u, image=u.image.crop(box), resize_mode=CROP_RESIZE_MODE)
+                     if u.image is not None and u.image.size == fallback.size else u for u in params.controlnets]
+            fallback, fallback_mode = fallback.crop(box), CROP_RESIZE_MODE
         else:
             units = params.controlnets
         controls = prepare_control_images(units, params.width, params.height, fallback, fallback_mode)

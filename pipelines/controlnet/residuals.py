@@ -8,9 +8,10 @@ ControlNets add up, as diffusers' MultiControlNetModel and sd-webui-controlnet d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from pipelines.controlnet.resolution import detect_at_resolution, unit_resolution
 from pipelines.image_prep import resize_image
 
 
@@ -19,33 +20,58 @@ class PreparedControl:
     """One unit with its control image as a [1, 3, H, W] tensor in [0, 1] (RGB)."""
 
     unit: Any
-    image: Any  # the preprocessed PIL control image (kept for previews)
+    image: Any  # the preprocessed PIL control image at the generation size (kept for previews)
     tensor: Any
+    source: Any = None  # the picture the map came from, and the resize mode that fits it to a size
+    resize_mode: str = "just resize"
+    detected: Any = None  # the map detected at the unit's preprocessor resolution, before any resize; None: none
 
 
 def prepare_control_images(units: list, width: int, height: int, fallback_image=None,
                            fallback_resize_mode: str = "just resize") -> list[PreparedControl]:
-    """Resize each unit's image to the generation size per its resize mode, then preprocess it.
+    """Each unit's control image at width x height, per its resize mode, preprocessed.
 
     A unit without image gets `fallback_image` (img2img's init image) resized with
-    `fallback_resize_mode`, the mode the init image itself was resized with.
+    `fallback_resize_mode`, the mode the init image itself was resized with. A preprocessor with a
+    resolution (`pipelines.controlnet.resolution`) detects at the unit's `processor_res` or pixel-perfect
+    resolution and its map is resized; any other preprocesses the picture already at width x height.
     """
+    prepared = []
+    for unit in units:
+        own = unit.image is not None
+        source = (unit.image if own else fallback_image).convert("RGB")
+        mode = unit.resize_mode if own else fallback_resize_mode
+        resolution = unit_resolution(unit, source.size, width, height, mode)
+        detected = None if resolution is None else detect_at_resolution(_preprocessor(unit), source, resolution)
+        prepared.append(_at_size(PreparedControl(unit, None, None, source, mode, detected), width, height))
+    return prepared
+
+
+def resize_controls(controls: list[PreparedControl], width: int, height: int) -> list[PreparedControl]:
+    """The same controls for a pass at another size (hires fix's second pass), as sd-webui-controlnet makes them:
+    a map detected at a resolution is resized, not detected again; a picture without one is fitted and
+    preprocessed at the new size."""
+    return [_at_size(control, width, height) for control in controls]
+
+
+def _at_size(control: PreparedControl, width: int, height: int) -> PreparedControl:
     import numpy as np
     import torch
 
+    if control.detected is not None:
+        image = resize_image(control.detected, width, height, control.resize_mode)
+    else:
+        image = _preprocessor(control.unit)(resize_image(control.source, width, height, control.resize_mode))
+    array = np.asarray(image, dtype=np.float32) / 255.0
+    tensor = torch.from_numpy(array).permute(2, 0, 1)[None].contiguous()
+    return replace(control, image=image, tensor=tensor)
+
+
+def _preprocessor(unit):
+    """The unit's preprocessor with its thresholds, picture -> RGB control map."""
     from pipelines.preprocessors import run_preprocessor
 
-    prepared = []
-    for unit in units:
-        if unit.image is not None:
-            source, mode = unit.image, unit.resize_mode
-        else:
-            source, mode = fallback_image, fallback_resize_mode
-        resized = resize_image(source.convert("RGB"), width, height, mode)
-        control = run_preprocessor(unit.preprocessor, resized, unit.threshold_a, unit.threshold_b)
-        array = np.asarray(control, dtype=np.float32) / 255.0
-        prepared.append(PreparedControl(unit, control, torch.from_numpy(array).permute(2, 0, 1)[None].contiguous()))
-    return prepared
+    return lambda picture: run_preprocessor(unit.preprocessor, picture, unit.threshold_a, unit.threshold_b)
 
 
 def is_active(unit, step: int, total_steps: int) -> bool:

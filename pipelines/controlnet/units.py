@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from pipelines.controlnet.resolution import PROCESSOR_RES_RANGE
 from pipelines.image_prep import check_resize_mode
 
 
@@ -42,6 +43,11 @@ class ControlNetUnit:
     threshold_a: float | None = None
     threshold_b: float | None = None
     model_name: str | None = None  # what the infotext calls the model; default: the folder/file it came from
+    # sd-webui-controlnet's preprocessor resolution (pipelines.controlnet.resolution): pixel_perfect computes it from
+    # the picture and the generation size; else processor_res; None (with pixel_perfect off) preprocesses the picture
+    # once fitted to the generation size. Only preprocessors with a resolution (canny, threshold, ...) use either.
+    pixel_perfect: bool = False
+    processor_res: int | None = None
 
     @property
     def display_name(self) -> str:
@@ -107,6 +113,13 @@ def check_controlnet_units(units: Any, unet_config, limits: ControlNetLimits, *,
         if not isinstance(unit.guess_mode, bool):
             raise TypeError(f"{label}: guess_mode must be True or False, got {unit.guess_mode!r}.")
         check_resize_mode(unit.resize_mode)
+        if not isinstance(unit.pixel_perfect, bool):
+            raise TypeError(f"{label}: pixel_perfect must be True or False, got {unit.pixel_perfect!r}.")
+        low, high = PROCESSOR_RES_RANGE
+        res = unit.processor_res
+        if res is not None and (isinstance(res, bool) or not isinstance(res, int) or not low <= res <= high):
+            raise ValueError(f"{label}: processor_res must be an integer in [{low}, {high}] (sd-webui-controlnet's "
+                             f"range), or None, got {unit.processor_res!r}.")
         preprocessor = PREPROCESSORS.get(unit.preprocessor)
         preprocessor.resolve_thresholds(unit.threshold_a, unit.threshold_b)
         if unit.image is None and not has_init_image:

@@ -14,11 +14,25 @@ def picture():
     return Image.fromarray(noise).filter(ImageFilter.GaussianBlur(2))
 
 
-@pytest.mark.parametrize("scale, size", [(2, (240, 180)), (1.5, (180, 135)), (0.5, (60, 45)), (3, (360, 270))])
-def test_lanczos_sizes_and_pillow_equivalence(picture, scale, size):
-    out = upscale_image(picture, scale)
+# A1111's `Upscaler.upscale`: dest = int((side * scale) // 8 * 8); its Lanczos/Nearest `do_upscale` resizes to
+# int(side * scale) first, and a result of another size is then Lanczos-resized to dest.
+@pytest.mark.parametrize("upscaler, method", [("Lanczos", Image.Resampling.LANCZOS), ("Nearest", Image.Resampling.NEAREST)])
+@pytest.mark.parametrize("scale, native, size", [(2, (240, 180), (240, 176)), (1.5, (180, 135), (176, 128)),
+                                                 (0.5, (60, 45), (56, 40)), (3, (360, 270), (360, 264)),
+                                                 (4, (480, 360), (480, 360))])
+def test_sizes_and_pixels_are_a1111s_floored_to_multiples_of_8(picture, upscaler, method, scale, native, size):
+    out = upscale_image(picture, scale, upscaler=upscaler)
     assert out.size == size
-    assert np.array_equal(np.asarray(out), np.asarray(picture.resize(size, Image.Resampling.LANCZOS)))
+    expected = picture.resize(native, method)
+    if native != size:
+        expected = expected.resize(size, Image.Resampling.LANCZOS)
+    assert np.array_equal(np.asarray(out), np.asarray(expected))
+
+
+def test_the_report_sizes_of_a_100x75_image():
+    source = Image.new("RGB", (100, 75), (9, 99, 199))
+    assert upscale_image(source, 2).size == (200, 144)
+    assert upscale_image(source, 1.5).size == (144, 112)
 
 
 def test_explicit_target_size(picture):
@@ -73,7 +87,7 @@ def test_pixel_budget_and_bad_scales_are_refused(picture):
     with pytest.raises(ValueError, match=r"tile_overlap must be an integer in \[0, 7\] for tile_size 16, got 8"):
         upscale_image(picture, 2, tile_size=16, tile_overlap=8)
     # Without tile_overlap a small tile gets an overlap that fits it (the default 32 would not).
-    assert upscale_image(picture, 2, tile_size=16).size == (picture.width * 2, picture.height * 2)
+    assert upscale_image(picture, 2, tile_size=16).size == (240, 176)
 
 
 @pytest.fixture(scope="module")

@@ -62,6 +62,24 @@ def test_img2img_unit_without_image_uses_the_init_image(api):
     assert "ControlNet 0:" in result.info["infotexts"][0]
 
 
+def test_pixel_perfect_and_processor_res_are_honoured_and_recorded(api):
+    """The hunt's case: a pixel-perfect canny unit was run at 512 and recorded as "Pixel Perfect: False".
+    sd-webui-controlnet runs canny at the unit's resolution (pixel perfect: computed from the picture and the
+    target size, 64 here) and writes the unit's fields into the infotext."""
+    def run(**fields):
+        unit = webuiapi.ControlNetUnit(image=control_image().resize((128, 128)), module="canny", model="tiny_canny",
+                                       resize_mode="Crop and Resize", threshold_a=100, threshold_b=200, **fields)
+        result = api.txt2img(prompt="a box", seed=11, width=64, height=64, controlnet_units=[unit], alwayson_scripts={})
+        return result.image.tobytes(), result.info["infotexts"][0].split("ControlNet 0: ")[1]
+
+    perfect, perfect_text = run(pixel_perfect=True, processor_res=512)
+    at_512, text_512 = run(pixel_perfect=False, processor_res=512)
+    at_64, text_64 = run(pixel_perfect=False, processor_res=64)
+    assert "Pixel Perfect: True" in perfect_text and "Processor Res" not in perfect_text
+    assert "Processor Res: 512" in text_512 and "Pixel Perfect: False" in text_512
+    assert perfect == at_64 != at_512  # pixel perfect = 64 here: max(64/128, 64/128) * 128
+
+
 @pytest.mark.parametrize("changes, fragment", [
     ({"model": "../../etc/passwd"}, "Unknown ControlNet model"),
     ({"model": "/etc/passwd"}, "Unknown ControlNet model"),
@@ -71,6 +89,8 @@ def test_img2img_unit_without_image_uses_the_init_image(api):
     ({"control_mode": 1}, "control_mode"),
     ({"resize_mode": "Stretch"}, "resize_mode"),
     ({"image": "not-an-image"}, "not valid base64"),
+    ({"processor_res": 9999}, "processor_res must be an integer in [64, 2048]"),
+    ({"pixel_perfect": "on"}, "pixel_perfect must be true or false"),
 ])
 def test_bad_units_are_422(api, changes, fragment):
     import requests

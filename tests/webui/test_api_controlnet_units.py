@@ -1,0 +1,77 @@
+"""sd-webui-controlnet unit fields the API reads: pixel_perfect, processor_res (its -1 = 512), hr_option, and
+hires fix with units (no longer refused: the units guide both passes).
+
+References: sd-webui-controlnet `scripts/controlnet.py` `bound_check_params` (a negative processor_res takes the
+preprocessor slider's default, 512) and its `hr_option` ("Both", "Low res only", "High res only").
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import pytest
+from PIL import Image
+
+from pipelines.params import GenerationLimits
+from webui.api_controlnet import parse_units
+from webui.api_convert import to_txt2img_params
+from webui.api_requests import Txt2ImgRequest
+
+
+class Catalog:
+    """The two calls parse_units makes on the server's ControlNet catalog: a name resolves to itself."""
+
+    def resolve(self, name):
+        return str(name)
+
+
+def image_data() -> str:
+    buffer = io.BytesIO()
+    Image.new("RGB", (64, 64), "white").save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def units(**fields):
+    return parse_units([{"model": "tiny_canny", "module": "canny", "image": image_data(), **fields}], models=Catalog(),
+                       max_units=4, max_pixels=10**6, max_bytes=10**7)
+
+
+def test_pixel_perfect_and_processor_res_are_read():
+    spec = units(pixel_perfect=True, processor_res=64)[0]
+    assert (spec.pixel_perfect, spec.processor_res, spec.hr_option) == (True, 64, "Both")
+    assert units(processor_res=-1)[0].processor_res == 512  # the extension's default for -1
+    assert units()[0].processor_res == 512 and units()[0].pixel_perfect is False
+
+
+@pytest.mark.parametrize("fields, fragment", [
+    ({"processor_res": 5000}, "processor_res must be an integer in [64, 2048]"),
+    ({"processor_res": 100.5}, "processor_res must be an integer"),
+    ({"pixel_perfect": "yes"}, "pixel_perfect must be true or false"),
+    ({"hr_option": "Sometimes"}, "hr_option 'Sometimes' is not one of"),
+])
+def test_bad_fields_are_refused_naming_them(fields, fragment):
+    with pytest.raises(ValueError) as error:
+        units(**fields)
+    assert fragment in str(error.value)
+
+
+def hires_request(**unit_fields) -> Txt2ImgRequest:
+    unit = {"model": "tiny_canny", "module": "canny", "image": image_data(), **unit_fields}
+    return Txt2ImgRequest(prompt="x", steps=2, width=64, height=64, enable_hr=True, hr_scale=2, hr_upscaler="Lanczos",
+                          alwayson_scripts={"controlnet": {"args": [unit]}})
+
+
+def test_hires_fix_with_units_carries_both_recipes():
+    from pipelines.controlnet import ControlHiresParams
+
+    params = to_txt2img_params(hires_request(), limits=GenerationLimits(), lora_names=None,
+                               current_model="mixkit-tiny-sd", controlnet_models=Catalog())
+    assert isinstance(params, ControlHiresParams)
+    assert (params.hr_scale, params.hr_upscaler, len(params.controlnets)) == (2, "Lanczos", 1)
+
+
+def test_a_unit_for_one_hires_pass_only_is_refused():
+    with pytest.raises(ValueError, match="hr_option='Low res only' is not supported"):
+        to_txt2img_params(hires_request(hr_option="Low res only"), limits=GenerationLimits(), lora_names=None,
+                          current_model="mixkit-tiny-sd", controlnet_models=Catalog())
