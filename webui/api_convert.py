@@ -258,7 +258,7 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
     decode = lambda field, data: decode_base64_image(field, data, max_pixels=max_pixels,  # noqa: E731
                                                      max_bytes=request_limits.max_image_bytes)
     images = [decode(f"init_images[{i}]", data) for i, data in enumerate(request.init_images)]
-    mask = _decode_mask(request.mask, decode) if request.mask else None
+    mask = _decode_mask(request.mask, decode, round=request.mask_round) if request.mask else None
     params_class = Img2ImgParams
     extra = {}
     if units:
@@ -285,7 +285,7 @@ def mask_blur_params(request: Img2ImgRequest) -> dict[str, int]:
     return {"mask_blur_x": request.mask_blur_x, "mask_blur_y": request.mask_blur_y}
 
 
-def _decode_mask(data: str, decode):
+def _decode_mask(data: str, decode, *, round: bool = True):
     """The request's mask read as A1111 reads it (`pipelines.inpaint_mask.binary_mask`): strokes in the alpha
     channel of a transparent mask (A1111's canvas), else its grey levels.
 
@@ -306,7 +306,7 @@ def _decode_mask(data: str, decode):
         text = text.partition(",")[2]
     with Image.open(io.BytesIO(base64.b64decode(text, validate=True))) as image:
         image.load()
-        return binary_mask(image)
+        return binary_mask(image, round=round)  # `mask_round: false` keeps soft alpha strokes, as A1111
 
 
 def generation_info(params: Txt2ImgParams, result, *, model_name: str | None, model_hash: str | None,

@@ -79,3 +79,15 @@ def test_mask_round_false_is_not_ignored(client):
     rounded, _ = post(client, level=128, mask_blur=0)
     soft, _ = post(client, level=128, mask_blur=0, mask_round=False)
     assert rounded != soft
+
+
+def test_mask_round_false_keeps_soft_alpha_strokes_of_a_canvas_mask():
+    # A1111's canvas mask: strokes in the alpha channel; create_binary_mask(round=False) keeps their alpha as is.
+    canvas = Image.new("RGBA", (64, 64), (0, 0, 0, 0))
+    canvas.paste((0, 0, 0, 100), (16, 16, 48, 48))
+    fields = {**inputs(), "mask": encode(canvas)}
+    limits = dict(limits=GenerationLimits(), request_limits=RequestLimits(), lora_names=None,
+                  current_model="mixkit-tiny-sd")
+    soft = to_img2img_params(Img2ImgRequest(**fields, width=64, height=64, mask_round=False), **limits)
+    rounded = to_img2img_params(Img2ImgRequest(**fields, width=64, height=64), **limits)
+    assert soft.mask.getpixel((20, 20)) == 100 and rounded.mask.getpixel((20, 20)) == 0
