@@ -49,6 +49,12 @@ def register_app(chain: Chain, *, replace: bool = False) -> Chain:
     return APPS.register(chain.name, chain, replace=replace)
 
 
+NOUN_TAGS_UNAVAILABLE = (
+    "PaddleMIX returns the caption's nouns there (nltk's tokenizer, tagger and WordNet lemmatiser), but nltk's "
+    "corpora are downloaded at run time and cannot be fetched offline, so no noun tags are made here; the caption "
+    "is result['text'] (auto_label: result['caption']), and detection is prompted with the whole caption.")
+
+
 def _detect_and_segment(prompt: str = "prompt", empty_prompt: str = "error") -> list[Step]:
     return [Step("open_vocabulary_detection", id="detect", inputs={"prompt": prompt},
                  options={"empty_prompt": empty_prompt} if empty_prompt != "error" else {}),
@@ -59,8 +65,10 @@ register_app(Chain("text2image_generation", [Step("text_to_image", id="generate"
                    description="Text to image with SD 1.x/2.x/SDXL (prompt weights, LoRA tags, samplers)."))
 register_app(Chain("image2image_text_guided_generation", [Step("image_to_image", id="generate")],
                    inputs=["image", "prompt"], description="Repaint an image guided by a prompt (img2img)."))
+# PaddleMIX's caption task reads its prompt as `blip2_prompt` (paddlemix/appflow/image2text_generation.py).
 register_app(Chain("image2text_generation", [Step("image_caption", id="caption")],
-                   inputs=["image", "prompt", "question"],
+                   inputs=["image", "prompt", "question"], input_aliases={"blip2_prompt": "prompt"},
+                   unavailable_outputs={"prompt": NOUN_TAGS_UNAVAILABLE},
                    description="Caption an image, or answer a question about it (BLIP-2, InstructBLIP, LLaVA)."))
 register_app(Chain("zero_shot_classification", [Step("zero_shot_classification", id="classify")],
                    inputs=["image", "labels"], description="Score text labels for an image with CLIP/SigLIP."))
@@ -68,9 +76,12 @@ register_app(Chain("openset_det_sam", _detect_and_segment(), inputs=["image", "p
                    description="Find what the prompt names (Grounding DINO) and segment it (SAM)."))
 register_app(Chain(
     "auto_label",
-    [Step("image_caption", id="caption"), *_detect_and_segment("caption.text", empty_prompt="no_detections"),
+    [Step("image_caption", id="caption", inputs={"prompt": "caption_prompt"}),
+     *_detect_and_segment("caption.text", empty_prompt="no_detections"),
      Step("labelme_annotation", id="annotate", inputs={"scores": "detect.scores"})],
-    inputs=["image"], outputs={"masks": "segment.seg_masks", "caption": "caption.text"},
+    inputs=["image", "caption_prompt"], input_aliases={"blip2_prompt": "caption_prompt"},
+    unavailable_outputs={"prompt": NOUN_TAGS_UNAVAILABLE},
+    outputs={"masks": "segment.seg_masks", "caption": "caption.text"},
     description="Caption, detect the caption's objects, segment them, and write a LabelMe JSON."))
 register_app(Chain(
     "text_guided_inpainting",
@@ -130,6 +141,7 @@ def describe_app(name: str) -> dict[str, Any]:
         "outputs": list(plan.outputs),
         "options": options,
         "option_aliases": option_aliases,  # other accepted spellings (PaddleMIX's) -> the option
+        "input_aliases": dict(plan.chain.input_aliases),  # other accepted spellings of inputs -> the input
         "models": {role: {"kind": MODEL_KINDS.get(kind).name, "default": defaults.get(role)}
                    for role, kind in plan.model_roles.items()},
         "steps": [f"{step.id}:{step.task}" for step in plan.order],

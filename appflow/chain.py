@@ -4,6 +4,13 @@ A step's input `key` is bound, in this order, to: an explicit reference in `step
 ("<step id>.<output>" or an app input name), the app input `key` if the chain declares it, the
 nearest earlier step that outputs `key` (a pipe), or else an app input `key`.
 
+An optional input is the exception: it never joins an app input that another step reads as a
+*required* input of the same name. In a text-to-image -> caption chain the app's `prompt` is what
+to draw; the captioner's optional `prompt` (a caption prefix) means something else, and binding
+it by name made the captioner continue the drawing prompt. It is left at its default (or piped
+from an earlier step's output of that name); bind it explicitly (`inputs={"prompt": "prefix"}`)
+to expose it. PaddleMIX apps avoid the clash by naming: its captioner reads `blip2_prompt`.
+
 Validation resolves every binding, checks that port types match, that every input exists (the
 chain's declared inputs or another step's output), that model roles agree, and that the steps
 form no cycle; each problem is one error naming the step and the key.
@@ -46,6 +53,10 @@ class Chain:
     outputs: dict[str, str] = field(default_factory=dict)  # extra output name -> "step.output"
     default_models: dict[str, str] = field(default_factory=dict)  # role -> source, over the tasks' defaults
     description: str = ""
+    # other spellings of app inputs (PaddleMIX's `blip2_prompt` for the caption prompt) -> the input they stand for
+    input_aliases: dict[str, str] = field(default_factory=dict)
+    # outputs another project's app of this name has that this chain does not produce -> why (said on lookup)
+    unavailable_outputs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -113,6 +124,7 @@ def validate_chain(chain: Chain) -> ChainPlan:
     bindings: dict[str, dict[str, Binding]] = {}
     app_inputs: dict[str, Port] = {}
     consumers: dict[str, list[str]] = {}
+    owned = _app_inputs_read_as_required(chain, steps, classes, producers, position)
     for step_id, step in steps.items():
         cls = classes[step_id]
         unknown = sorted(set(step.inputs) - set(cls.inputs))
@@ -122,12 +134,16 @@ def validate_chain(chain: Chain) -> ChainPlan:
         bindings[step_id] = {}
         for key, port in cls.inputs.items():
             where = f"Chain {chain.name!r}, step {step_id!r}, input {key!r}"
+            earlier = [p for p in producers.get(key, []) if position[p] < position[step_id]]
             if key in step.inputs:
                 source_step, source_key = _parse_reference(step.inputs[key])
+            elif port.optional and key in owned:
+                if not earlier:
+                    continue  # another step's required input of that name: not this one's; the task default applies
+                source_step, source_key = earlier[-1], key
             elif chain.inputs is not None and key in chain.inputs:
                 source_step, source_key = None, key
             else:
-                earlier = [p for p in producers.get(key, []) if position[p] < position[step_id]]
                 source_step, source_key = (earlier[-1], key) if earlier else (None, key)
             if source_step is not None:
                 if source_step not in classes:
@@ -151,17 +167,43 @@ def validate_chain(chain: Chain) -> ChainPlan:
                     raise ChainError(f"{where} expects {port.type!r} but app input {source_key!r} is already "
                                      f"{previous.type!r} for another step.")
                 optional = port.optional and (previous is None or previous.optional)
-                app_inputs[source_key] = Port(port.type, optional, port.description)
+                batch = port.batch and (previous is None or previous.batch)
+                app_inputs[source_key] = Port(port.type, optional, port.description, batch)
                 consumers.setdefault(source_key, []).append(step_id)
             bindings[step_id][key] = Binding(source_step, source_key)
     for name in chain.inputs or []:
         if name not in app_inputs:
             raise ChainError(f"Chain {chain.name!r} declares input {name!r}, but no step reads it.")
 
+    for alias, name in chain.input_aliases.items():
+        if name not in app_inputs or alias in app_inputs:
+            raise ChainError(f"Chain {chain.name!r}: input alias {alias!r} -> {name!r} must name one of the app's inputs "
+                             f"{sorted(app_inputs)} and must not be one itself.")
     order = _topological_order(chain, steps, bindings)
     roles = _model_roles(chain, order, classes)
     outputs = _outputs(chain, order, classes)
     return ChainPlan(chain, order, classes, bindings, app_inputs, consumers, outputs, roles)
+
+
+def _app_inputs_read_as_required(chain: Chain, steps: dict[str, Step], classes: dict[str, type[Task]],
+                                 producers: dict[str, list[str]], position: dict[str, int]) -> set[str]:
+    """Names of the app inputs some step reads as a required input (explicitly or by name).
+
+    An optional input of another step does not join such an app input by name (see the module docstring)."""
+    owned: set[str] = set()
+    for step_id, step in steps.items():
+        for key, port in classes[step_id].inputs.items():
+            if port.optional:
+                continue
+            if key in step.inputs:
+                source_step, source_key = _parse_reference(step.inputs[key])
+                if source_step is None:
+                    owned.add(source_key)
+            elif chain.inputs is not None and key in chain.inputs:
+                owned.add(key)
+            elif not any(position[p] < position[step_id] for p in producers.get(key, [])):
+                owned.add(key)
+    return owned
 
 
 def _topological_order(chain: Chain, steps: dict[str, Step], bindings: dict[str, dict[str, Binding]]) -> list[Step]:

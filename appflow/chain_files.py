@@ -17,7 +17,8 @@ from typing import Any
 
 from appflow.chain import Chain, ChainError, Step
 
-_CHAIN_KEYS = {"name", "steps", "inputs", "result", "outputs", "default_models", "description"}
+_CHAIN_KEYS = {"name", "steps", "inputs", "result", "outputs", "default_models", "description", "input_aliases",
+               "unavailable_outputs"}
 _STEP_KEYS = {"task", "id", "inputs", "options"}
 
 
@@ -56,6 +57,8 @@ def chain_from_dict(data: dict, where: str = "chain") -> Chain:
         outputs=dict(_expect(data.get("outputs", {}), dict, f"{where}: 'outputs'")),
         default_models=dict(_expect(data.get("default_models", {}), dict, f"{where}: 'default_models'")),
         description=_expect(data.get("description", ""), str, f"{where}: 'description'"),
+        input_aliases=dict(_expect(data.get("input_aliases", {}), dict, f"{where}: 'input_aliases'")),
+        unavailable_outputs=dict(_expect(data.get("unavailable_outputs", {}), dict, f"{where}: 'unavailable_outputs'")),
     )
 
 

@@ -19,20 +19,21 @@ from appflow.model_kinds import MODEL_KINDS, check_fit
 from appflow.ports import check_value
 from appflow.task import Port, rename_aliases
 
-_DTYPE_NAMES = ("float32", "float16", "bfloat16")
-
-
 def resolve_dtype(dtype: Any, device: str):
-    """torch dtype from None / a name / a torch.dtype; None is fp32 on CPU (half is slow there), fp16 on GPUs."""
+    """torch dtype from None / a name / a torch.dtype; None is fp32 on CPU (half is slow there), fp16 on GPUs.
+
+    The names are `load_vlm`'s (one table for both entry points), short ones included: "fp16", "bf16", "fp32"."""
     import torch
+
+    from mixkit.models.vlm.loading import DTYPES_BY_NAME
 
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype is None:
         return torch.float32 if str(device).startswith("cpu") else torch.float16
-    if dtype not in _DTYPE_NAMES:
-        raise ValueError(f"dtype must be one of {_DTYPE_NAMES}, a torch.dtype or None, got {dtype!r}.")
-    return getattr(torch, dtype)
+    if not isinstance(dtype, str) or dtype not in DTYPES_BY_NAME:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES_BY_NAME)}, a torch.dtype or None, got {dtype!r}.")
+    return DTYPES_BY_NAME[dtype]
 
 
 def check_device(device: Any) -> str:
@@ -71,6 +72,23 @@ def resolve_app(app: Any) -> Chain:
     raise TypeError(f"app must be an app name, a Chain, a dict or a chain file path, got {type(app).__name__}.")
 
 
+class AppResult(dict):
+    """An app's outputs by name; looking up one it does not have names the ones it has (and, for an output another
+    project's app of that name returns, why it is not produced here) instead of a bare KeyError."""
+
+    def __init__(self, chain: Chain, outputs: dict[str, Any]) -> None:
+        super().__init__(outputs)
+        self._chain = chain
+
+    def __missing__(self, key: Any) -> Any:
+        why = self._chain.unavailable_outputs.get(key) if isinstance(key, str) else None
+        reason = f" {why}" if why else ""
+        raise KeyError(f"App {self._chain.name!r} has no output {key!r}.{reason} Its outputs: {sorted(self)}.")
+
+    def __reduce__(self):
+        return dict, (dict(self),)  # pickles (to a worker, a cache) as the plain dict it is
+
+
 class _StepModels:
     """The `ModelAccess` a task sees: loads a role's model through the cache on first `get`."""
 
@@ -104,7 +122,7 @@ class Appflow:
 
     def __init__(self, app: Any = None, models: list | dict | None = None, *, task: Any = None, device: str = "cpu",
                  dtype: Any = None, cache: ModelCache | None = None, lora_dir: str | os.PathLike | None = None,
-                 embeddings_dir: str | os.PathLike | None = None, **options: Any) -> None:
+                 embeddings_dir: str | os.PathLike | None = None, static_mode: bool = False, **options: Any) -> None:
         # 1. The app (PaddleMIX's README also spells it `task=`)
         if app is not None and task is not None:
             raise TypeError(f"Pass the app once: app={app!r} and task={task!r} name the same thing (task= is "
@@ -112,6 +130,7 @@ class Appflow:
         if app is None and task is None:
             raise TypeError("Appflow needs an app: Appflow(app='text2image_generation'); `python -m appflow list` "
                             "lists them.")
+        _check_static_mode(static_mode)
         self.plan: ChainPlan = validate_chain(resolve_app(app if app is not None else task))
         self.name = self.plan.chain.name
         # 2. Where it runs, checked now rather than at the first call
@@ -143,8 +162,12 @@ class Appflow:
         return rename_aliases(options, self.option_aliases(), f"App {self.name!r}")
 
     def _check_options(self, step_id: str, options: dict[str, Any]) -> None:
+        self._named(step_id, self.tasks[step_id].check_options, options)
+
+    def _named(self, step_id: str, check: Any, values: dict[str, Any]) -> None:
+        """Run a task's `check_options` / `check_inputs`; its error names the app and the step."""
         try:
-            self.tasks[step_id].check_options(options)
+            check(values)
         except (TypeError, ValueError) as error:
             try:  # the same exception type, so callers catching e.g. UnknownNameError still do, now naming the step
                 named = type(error)(f"App {self.name!r}, step {step_id!r}: {error}")
@@ -204,14 +227,16 @@ class Appflow:
         # 1. Sort keywords into inputs and options; check every input and option before any model loads
         inputs, overrides = {}, {}
         aliases = self.option_aliases()
+        kwargs = rename_aliases(kwargs, self.plan.chain.input_aliases, f"App {self.name!r}", "input")
         for name, value in self._single_image_as_list(kwargs).items():
             if name in self.plan.app_inputs:
                 inputs[name] = value
             elif name in self.option_names() or name in aliases:
                 overrides[name] = value
             else:
+                spellings = "".join(f", {a!r} for {target!r}" for a, target in self.plan.chain.input_aliases.items())
                 raise TypeError(f"App {self.name!r} got an unknown keyword {name!r}; "
-                                f"inputs: {sorted(self.plan.app_inputs)}, options: {self.option_names()}.")
+                                f"inputs: {sorted(self.plan.app_inputs)}{spellings}, options: {self.option_names()}.")
         overrides = self._canonical_options(overrides)
         per_task = {step_id: {**task.settings, **{k: v for k, v in overrides.items() if k in task.options}}
                     for step_id, task in self.tasks.items()}
@@ -225,8 +250,12 @@ class Appflow:
                     raise ValueError(f"{where} is required: pass {name}=<{port.type}>.")
                 inputs.pop(name, None)
                 continue
-            inputs[name] = _coerce_input(port.type, inputs[name], where)
-            check_value(port.type, inputs[name], where)
+            inputs[name] = _coerce_input(port, inputs[name], where)
+            _check_input(port, inputs[name], where)
+        for step_id, task in self.tasks.items():
+            known = {key: inputs[b.key] for key, b in self.plan.bindings[step_id].items()
+                     if b.step is None and b.key in inputs}
+            self._named(step_id, task.check_inputs, known)
 
         # 2. Run the steps in dependency order
         values: dict[tuple[str | None, str], Any] = {(None, name): value for name, value in inputs.items()}
@@ -242,7 +271,7 @@ class Appflow:
                 values[(step.id, key)] = produced[key]
 
         # 3. Collect the named outputs, with the main one under "result"
-        return {name: values[(b.step, b.key)] for name, b in self.plan.outputs.items()}
+        return AppResult(self.plan.chain, {name: values[(b.step, b.key)] for name, b in self.plan.outputs.items()})
 
     def _single_image_as_list(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """PaddleMIX passes `image=` to apps whose input here is a list `images` (dual-guided generation): take it as
@@ -276,30 +305,40 @@ class Appflow:
         return f"Appflow(app={self.name!r}, models={self.models!r}, device={self.device!r})"
 
 
-def _coerce_input(port_type: str, value: Any, where: str) -> Any:
-    """Image ports also take a path (str or Path) to an image file, as PaddleMIX's examples pass them, or a
-    numpy array; they are read as `load_image` reads any image (upright, alpha on white, pixel cap), and a
-    missing or unreadable file is an error naming the input. An "images" port takes a list of them."""
-    from mixkit.io.images import load_image
+def _coerce_input(port: Port, value: Any, where: str) -> Any:
+    """Image ports take a PIL image, a file path (str or Path, as PaddleMIX's examples pass them), an http(s) URL or
+    a numpy array, all read alike by `read_image_input` (upright, alpha on white, pixel cap); a missing or
+    unreadable file is an error naming the input. An "images" port, or an image port that batches, takes a list."""
+    from appflow.image_inputs import read_image_input
 
-    def one(item: Any) -> Any:
-        if isinstance(item, (str, os.PathLike)) or type(item).__module__ == "numpy":
-            try:
-                item = load_image(Path(item) if isinstance(item, os.PathLike) else item)
-            except (OSError, ValueError, TypeError) as error:
-                raise ValueError(f"{where}: {error}") from None
-        size = getattr(item, "size", None)
-        if isinstance(size, tuple) and len(size) == 2 and min(size) <= 0 and hasattr(item, "getbbox"):
-            # Every image input passes here: an empty image would fail deep inside a model (a division by its size).
-            raise ValueError(f"{where} is an empty {size[0]}x{size[1]} image; pass an image at least 1 pixel wide "
-                             "and high.")
-        return item
-
-    if port_type == "image":
-        return one(value)
-    if port_type == "images" and isinstance(value, (list, tuple)):
-        return [one(item) for item in value]
+    is_list = isinstance(value, (list, tuple))
+    if port.type == "image" and not is_list:
+        return read_image_input(value, where)
+    if is_list and (port.type == "images" or (port.type == "image" and port.batch)):
+        return [read_image_input(item, f"{where}, item {index}") for index, item in enumerate(value)]
     return value
+
+
+def _check_input(port: Port, value: Any, where: str) -> None:
+    """`check_value` for one value, or for each item of a list given to a port that batches (at least one item)."""
+    if port.batch and isinstance(value, (list, tuple)):
+        if not value:
+            raise ValueError(f"{where} is an empty list; pass one {port.type} or a list of at least one.")
+        for index, item in enumerate(value):
+            check_value(port.type, item, f"{where}, item {index}")
+        return
+    check_value(port.type, value, where)
+
+
+def _check_static_mode(static_mode: Any) -> None:
+    """PaddleMIX's `static_mode` picks Paddle's static-graph (exported) inference over eager execution. PyTorch here
+    always runs eagerly, which is what `static_mode=False` asks for, so False is accepted and True refused."""
+    if not isinstance(static_mode, bool):
+        raise TypeError(f"static_mode must be True or False (PaddleMIX's flag), got {static_mode!r}.")
+    if static_mode:
+        raise ValueError("static_mode=True asks for PaddlePaddle's exported static-graph inference, which has no "
+                         "counterpart here: mixkit runs PyTorch eagerly (what static_mode=False means). Drop it or pass "
+                         "static_mode=False.")
 
 
 def _check_folder(option: str, folder: str | os.PathLike | None) -> str | None:

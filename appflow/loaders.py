@@ -133,28 +133,44 @@ def _has_method(name: str):
     return lambda obj: callable(getattr(obj, name, None))
 
 
+def _can(task: str):
+    """An object with a callable `task` method; a mixkit VLM adapter only if its family does that task (every adapter
+    has `caption`, but a CLIP adapter's raises)."""
+    def accepts(obj: Any) -> bool:
+        tasks = getattr(obj, "tasks", None)
+        return callable(getattr(obj, task, None)) and (not isinstance(tasks, frozenset) or task in tasks)
+
+    return accepts
+
+
+PROCESSOR_MODEL_HINT = ("a loaded transformers model needs its processor or tokenizer: pass "
+                        "appflow.loaders.ProcessorModel(model, processor, name), or the model's folder or hub id")
+VLM_HINT = ("wrap a loaded transformers model with its processor as mixkit.models.vlm.wrap_vlm(model, processor), "
+            "or pass the model's folder or hub id")
+
+
 register_model_kind(ModelKind(
     "stable-diffusion", "a Stable Diffusion 1.x/2.x/SDXL model (diffusers folder, single file or hub id)",
     SD_PIPELINE_CLASSES, _load_stable_diffusion, _is_pipeline))
 register_model_kind(ModelKind(
     "grounding-dino", "a Grounding DINO detector (transformers GroundingDinoForObjectDetection)",
     ("grounding-dino",), _load_grounding_dino,
-    _processor_model_of(("grounding-dino",), "post_process_grounded_object_detection")))
+    _processor_model_of(("grounding-dino",), "post_process_grounded_object_detection"), PROCESSOR_MODEL_HINT))
 register_model_kind(ModelKind(
     "sam", "a Segment Anything model (transformers SamModel)", ("sam",), _load_sam,
-    _processor_model_of(("sam",), "post_process_masks")))
+    _processor_model_of(("sam",), "post_process_masks"), PROCESSOR_MODEL_HINT))
 register_model_kind(ModelKind(
     "vlm-generative", "a captioning/VQA vision-language model (BLIP-2, InstructBLIP, LLaVA, mixkit modular VLMs)",
-    ("blip-2", "instructblip", "llava", "mixkit-vlm"), _load_vlm, _has_method("caption")))
+    ("blip-2", "instructblip", "llava", "mixkit-vlm"), _load_vlm, _can("caption"), VLM_HINT))
 register_model_kind(ModelKind(
     "vlm-contrastive", "a contrastive image-text model (CLIP, SigLIP)", ("clip", "siglip"), _load_vlm,
-    _has_method("classify")))
+    _can("classify"), VLM_HINT))
 # The dialog LLM slot also takes any callable `reply(prompt) -> str`: tests and users plug in
 # scripted replies or a remote chat API there. A loaded model needs its tokenizer: ProcessorModel(model, tokenizer).
 register_model_kind(ModelKind(
     "causal-lm", "an instruction-following causal language model (transformers AutoModelForCausalLM)",
     _causal_lm_types, _load_causal_lm,
-    lambda obj: _is_reply_function(obj) or _processor_model_of(_causal_lm_types, "decode")(obj)))
+    lambda obj: _is_reply_function(obj) or _processor_model_of(_causal_lm_types, "decode")(obj), PROCESSOR_MODEL_HINT))
 
 
 def _load_x4_upscaler(source: str, device: str, dtype: Any):

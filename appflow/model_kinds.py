@@ -29,6 +29,8 @@ class ModelKind:
     model_types: tuple[str, ...] | Callable[[], tuple[str, ...]]
     load: Callable[[str, str, Any], Any]  # (source, device, dtype) -> loaded object
     accepts: Callable[[Any], bool] = lambda obj: False  # already-loaded objects passed instead of a source
+    # how to pass an already-loaded model of this kind that `accepts` refuses as it is (a bare transformers model)
+    object_hint: str = ""
 
 
 MODEL_KINDS: Registry[ModelKind] = Registry("AppFlow model kind")
@@ -113,7 +115,7 @@ def check_fit(kind: ModelKind, source: Any, where: str) -> None:
         if kind.accepts(source):
             return
         raise TypeError(f"{where} needs {kind.description}: a hub id, a local folder or file, "
-                        f"or a loaded object of that kind; got {_describe_object(source)}.")
+                        f"or a loaded object of that kind; got {_describe_object(source, kind)}.")
     if not str(source).strip():
         raise ValueError(f"{where} needs {kind.description}; got an empty model source.")
     found = local_config(str(source))
@@ -130,17 +132,18 @@ def check_fit(kind: ModelKind, source: Any, where: str) -> None:
     )
 
 
-def _describe_object(obj: Any) -> str:
-    """What a refused model object is, and for a bare transformers model how to pass it."""
+def _describe_object(obj: Any, kind: ModelKind) -> str:
+    """What a refused model object is, and, for a transformers model of a type the role takes, how to pass it."""
     inner = getattr(obj, "model", None) if hasattr(obj, "processor") else None
     model = inner if inner is not None else obj
     model_type = getattr(getattr(model, "config", None), "model_type", None)
     text = type(obj).__name__
     if inner is not None:
         text += f" of {type(inner).__name__} with {type(obj.processor).__name__}"
-    if model_type:
-        text += f" (a {model_type!r} model)"
-    if inner is None and model_type:
-        text += ("; a loaded transformers model needs its processor or tokenizer: pass "
-                 "appflow.loaders.ProcessorModel(model, processor, name), or the model's folder or hub id")
-    return text
+    if not model_type:
+        return text
+    text += f" (a {model_type!r} model)"
+    accepted = kind.model_types() if callable(kind.model_types) else kind.model_types
+    if model_type not in accepted:
+        return text + f"; this role takes {', '.join(sorted(accepted)[:12])}{' ...' if len(accepted) > 12 else ''}"
+    return text + (f"; {kind.object_hint}" if kind.object_hint else "")

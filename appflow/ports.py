@@ -51,8 +51,8 @@ def register_port_type(name: str, description: str, check: Callable[[Any], bool]
     return PORT_TYPES.register(name, PortType(name, description, check, min_items))
 
 
-register_port_type("image", "a PIL image, or an image file path or numpy array", _is_image)
-register_port_type("images", "a list of PIL images (or image file paths / numpy arrays)",
+register_port_type("image", "a PIL image, or an image file path, http(s) URL or numpy array", _is_image)
+register_port_type("images", "a list of PIL images (or image file paths / URLs / numpy arrays)",
                    lambda v: _is_list_of(v, _is_image), min_items=1)
 register_port_type("text", "a string", lambda v: isinstance(v, str))
 register_port_type("texts", "a list of strings", lambda v: _is_list_of(v, lambda s: isinstance(s, str)))

@@ -21,6 +21,9 @@ class Port:
     type: str
     optional: bool = False
     description: str = ""
+    # Also takes a list of values of its type, run as one batch (LAVIS / transformers captioners take a batch of
+    # images); an app input batches only when every step reading it does.
+    batch: bool = False
 
 
 class ModelAccess(Protocol):
@@ -60,20 +63,27 @@ class Task:
     def check_options(cls, options: dict[str, Any]) -> None:
         """Raise ValueError/TypeError for a bad option value; called before any model loads (at build and per call)."""
 
+    @classmethod
+    def check_inputs(cls, inputs: dict[str, Any]) -> None:
+        """Raise ValueError for input values that pass their port types but not the task (an empty label list).
+
+        Called before any step runs with the app inputs bound to this task (so before any model loads), and
+        by `run` for all of them; `inputs` holds only the keys whose values are known."""
+
     def run(self, models: ModelAccess, options: dict[str, Any], **inputs: Any) -> dict[str, Any]:
         """Compute the outputs from the inputs; `options` is `settings` with per-call overrides."""
         raise NotImplementedError
 
 
-def rename_aliases(options: dict[str, Any], aliases: dict[str, str], who: str) -> dict[str, Any]:
-    """`options` with each alias renamed to its option; the same option under two spellings is a TypeError."""
+def rename_aliases(options: dict[str, Any], aliases: dict[str, str], who: str, what: str = "option") -> dict[str, Any]:
+    """`options` with each alias renamed to its option (or input: `what`); one under two spellings is a TypeError."""
     renamed: dict[str, Any] = {}
     spelled: dict[str, str] = {}
     for name, value in options.items():
         canonical = aliases.get(name, name)
         if canonical in renamed:
-            raise TypeError(f"{who} got option {canonical!r} twice, as {spelled[canonical]!r} and as {name!r} "
-                            "(the same option); pass only one.")
+            raise TypeError(f"{who} got {what} {canonical!r} twice, as {spelled[canonical]!r} and as {name!r} "
+                            f"(the same {what}); pass only one.")
         renamed[canonical], spelled[canonical] = value, name
     return renamed
 

@@ -2,38 +2,123 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Any
 
 from appflow.task import Port, Task, register_task
 
+CAPTION_GENERATION_OPTIONS = {
+    # name -> default; None: the checkpoint's own generation config decides (passed to `generate` only when set)
+    "max_new_tokens": 20, "min_length": None, "num_beams": 1, "do_sample": False, "top_p": None, "temperature": None,
+    "repetition_penalty": None, "length_penalty": None, "num_return_sequences": 1, "seed": -1,
+}
+"""LAVIS' `generate(use_nucleus_sampling, num_beams, max_length, min_length, top_p, repetition_penalty,
+num_captions)` and transformers' `generate` options. Greedy (num_beams=1, do_sample=False) by default, so a
+batch of images gives what one call per image gives."""
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_caption_generation(options: dict[str, Any]) -> None:
+    """Raise ValueError naming the option for a generation value `generate` would refuse or misread."""
+    def refuse(name: str, wanted: str) -> None:
+        raise ValueError(f"Task 'image_caption': {name} must be {wanted}, got {options[name]!r}.")
+
+    tokens = options["max_new_tokens"]
+    if not _is_int(tokens) or not 1 <= tokens <= 1024:
+        refuse("max_new_tokens", "an integer in [1, 1024]")
+    least = options["min_length"]
+    if least is not None and (not _is_int(least) or not 0 <= least <= tokens):
+        refuse("min_length", f"None or an integer in [0, max_new_tokens={tokens}] (the fewest new tokens)")
+    for name in ("num_beams", "num_return_sequences"):
+        if not _is_int(options[name]) or not 1 <= options[name] <= 64:
+            refuse(name, "an integer in [1, 64]")
+    if not isinstance(options["do_sample"], bool):
+        refuse("do_sample", "True or False")
+    if options["top_p"] is not None and (not _is_number(options["top_p"]) or not 0 < options["top_p"] <= 1):
+        refuse("top_p", "None or a number in (0, 1]")
+    for name in ("temperature", "repetition_penalty"):
+        if options[name] is not None and (not _is_number(options[name]) or options[name] <= 0):
+            refuse(name, "None or a number above 0")
+    if options["length_penalty"] is not None and not _is_number(options["length_penalty"]):
+        refuse("length_penalty", "None or a number")
+    if not _is_int(options["seed"]) or options["seed"] < -1:
+        refuse("seed", "-1 (not seeded) or a non-negative integer")
+    if options["num_return_sequences"] > 1:
+        from mixkit.models.vlm.generative import check_return_sequences
+
+        try:
+            check_return_sequences(options)
+        except ValueError as error:
+            raise ValueError(f"Task 'image_caption': {error}.") from None
+
+
+def generate_keywords(options: dict[str, Any]) -> dict[str, Any]:
+    """The adapter's `generate` keywords: the set options, `min_length` as new tokens (LAVIS' meaning: its
+    BLIP-2 generates from embeddings, so its min_length never counts the prompt)."""
+    keywords = {name: value for name, value in options.items()
+                if name in CAPTION_GENERATION_OPTIONS and name != "seed" and value is not None}
+    if "min_length" in keywords:
+        keywords["min_new_tokens"] = keywords.pop("min_length")
+    if keywords.get("num_return_sequences") == 1:
+        del keywords["num_return_sequences"]
+    return keywords
+
+
+@contextmanager
+def _seeded(seed: int):
+    """Sampling draws from torch's global generator; a seed forks it, so the caller's stream is left as it was."""
+    if seed < 0:
+        yield
+        return
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
 
 @register_task
 class ImageCaptionTask(Task):
-    """A caption (optionally continuing `prompt`), or with `question` an answer (VQA)."""
+    """A caption (optionally continuing `prompt`), or with `question` an answer (VQA), for one image or a batch."""
 
     name = "image_caption"
     description = "BLIP-2 / InstructBLIP / LLaVA caption or VQA"
-    inputs = {"image": Port("image"), "prompt": Port("text", optional=True), "question": Port("text", optional=True)}
-    outputs = {"text": "text"}
+    inputs = {"image": Port("image", batch=True), "prompt": Port("text", optional=True),
+              "question": Port("text", optional=True)}
+    outputs = {"text": "text", "texts": "texts"}  # text: the first image's (best) text; texts: all, image by image
     main_output = "text"
     models = {"captioner": "vlm-generative"}
     default_models = {"captioner": "mixkit-tiny-blip2"}  # shipped, offline; Salesforce/blip2-opt-2.7b for real photos
-    options = {"max_new_tokens": 20}
+    options = dict(CAPTION_GENERATION_OPTIONS)
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
-        tokens = options["max_new_tokens"]
-        if isinstance(tokens, bool) or not isinstance(tokens, int) or not 1 <= tokens <= 1024:
-            raise ValueError(f"Task 'image_caption': max_new_tokens must be an integer in [1, 1024], got {tokens!r}.")
+        check_caption_generation(options)
+
+    @classmethod
+    def check_inputs(cls, inputs: dict[str, Any]) -> None:
+        if inputs.get("prompt") is not None and inputs.get("question") is not None:
+            raise ValueError("Task 'image_caption': pass either prompt (caption prefix) or question (VQA), not both.")
 
     def run(self, models, options, *, image, prompt: str | None = None, question: str | None = None) -> dict[str, Any]:
-        if prompt is not None and question is not None:
-            raise ValueError("Task 'image_caption': pass either prompt (caption prefix) or question (VQA), not both.")
-        tokens = options["max_new_tokens"]
+        self.check_inputs({"prompt": prompt, "question": question})
+        images = list(image) if isinstance(image, (list, tuple)) else [image]
+        keywords = generate_keywords(options)
         vlm = models.get("captioner")
-        if question is not None:
-            return {"text": vlm.answer([image], [question], max_new_tokens=tokens)[0]}
-        return {"text": vlm.caption([image], prompt, max_new_tokens=tokens)[0]}
+        with _seeded(options["seed"]):
+            if question is not None:
+                produced = vlm.answer(images, [question] * len(images), **keywords)
+            else:
+                produced = vlm.caption(images, prompt, **keywords)
+        texts = [text for item in produced for text in (item if isinstance(item, list) else [item])]
+        return {"text": texts[0], "texts": texts}
 
 
 @register_task
@@ -49,7 +134,36 @@ class ZeroShotClassificationTask(Task):
     default_models = {"classifier": "mixkit-tiny-clip"}  # shipped, offline; openai/clip-vit-base-patch32 for real photos
     options = {"templates": None}  # None: the model family's default prompt templates
 
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        templates = options["templates"]
+        if templates is None:
+            return
+        if isinstance(templates, str) or not isinstance(templates, (list, tuple)) or not templates:
+            raise ValueError(f"Task 'zero_shot_classification': templates must be None (the family's defaults) or a "
+                             f"non-empty list of strings such as ['a photo of a {{}}.'], got {templates!r}.")
+        from mixkit.models.vlm.templates import check_template
+
+        for template in templates:
+            try:
+                check_template(template)
+            except ValueError as error:
+                raise ValueError(f"Task 'zero_shot_classification': {error}.") from None
+
+    @classmethod
+    def check_inputs(cls, inputs: dict[str, Any]) -> None:
+        labels = inputs.get("labels")
+        if labels is None:
+            return
+        if not labels:
+            raise ValueError("Task 'zero_shot_classification': labels is an empty list; pass at least one label.")
+        repeated = sorted({label for label in labels if list(labels).count(label) > 1})
+        if repeated:
+            raise ValueError(f"Task 'zero_shot_classification': labels must be distinct, {repeated} repeat; "
+                             "each label gets one probability.")
+
     def run(self, models, options, *, image, labels: list[str]) -> dict[str, Any]:
+        self.check_inputs({"labels": labels})
         classifier = models.get("classifier")
         if options["templates"] is None:
             scores = classifier.classify([image], list(labels))[0]

@@ -73,8 +73,8 @@ def test_missing_input_wrong_type_and_unknown_keyword_fail_before_loading(tiny_d
         flow(image=image, prompt=image)
     with pytest.raises(ValueError, match="input 'image' .*: image file 'dog' does not exist"):
         flow(image="dog", prompt="dog")  # a string for an image is a path
-    with pytest.raises(TypeError, match="input 'image' .* expects image \\(a PIL image, or an image file path or "
-                                        "numpy array\\), got int"):
+    with pytest.raises(TypeError, match="input 'image' .* expects image \\(a PIL image, or an image file path, "
+                                        "http\\(s\\) URL or numpy array\\), got int"):
         flow(image=3, prompt="dog")
     with pytest.raises(TypeError, match="unknown keyword 'promt'"):
         flow(image=image, promt="dog")

@@ -39,5 +39,5 @@ def test_dual_guided_app_refuses_an_empty_images_list_before_loading():
         flow(images=[], prompt="a castle")
     assert str(error.value) == (
         "App 'dual_text_and_image_guided_generation': input 'images' (read by step 'generate') is an empty list; "
-        "pass at least 1 image: a list of PIL images (or image file paths / numpy arrays).")
+        "pass at least 1 image: a list of PIL images (or image file paths / URLs / numpy arrays).")
     assert cache.loads == 0

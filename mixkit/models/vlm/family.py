@@ -45,6 +45,31 @@ def check_texts(texts: Sequence[str], what: str) -> list[str]:
     return texts
 
 
+def retrieval_depths(k: Any, image_count: int, text_count: int) -> tuple[int, int]:
+    """(texts per image, images per text) for `retrieve(..., k)`.
+
+    A pair `(texts_per_image, images_per_text)` is taken exactly and each must fit its own candidates.
+    One int serves both directions: a direction with fewer than k candidates returns all of them,
+    ranked (so 1 image and 9 captions with k=5 gives 5 captions per image and the 1 image per
+    caption); an int above both counts is refused, since neither direction could return k.
+    """
+    def is_count(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+    if isinstance(k, tuple) and len(k) == 2 and all(is_count(v) for v in k):
+        if k[0] > text_count or k[1] > image_count:
+            raise ValueError(f"k={k} asks for {k[0]} texts per image and {k[1]} images per text, but there are "
+                             f"{text_count} texts and {image_count} images; pass at most ({text_count}, {image_count})")
+        return k
+    if not is_count(k):
+        raise ValueError(f"k must be a positive int (both directions) or a pair (texts_per_image, images_per_text) "
+                         f"of positive ints, got {k!r}")
+    if k > max(text_count, image_count):
+        raise ValueError(f"k={k} is above both the {image_count} images and the {text_count} texts; pass "
+                         f"k <= {max(text_count, image_count)}")
+    return min(k, text_count), min(k, image_count)
+
+
 class VisionLanguageAdapter:
     """A loaded model + processor with the mixkit task API; subclasses implement their tasks."""
 
@@ -129,20 +154,22 @@ class VisionLanguageAdapter:
         probabilities = self.label_probabilities(self.similarity_logits(image_embeddings, label_embeddings))
         return [dict(zip(labels, row.tolist())) for row in probabilities]
 
-    def retrieve(self, images: Any, texts: Sequence[str], k: int = 1) -> Retrieval:
-        """The k best texts for each image and the k best images for each text."""
+    def retrieve(self, images: Any, texts: Sequence[str], k: int | tuple[int, int] = 1) -> Retrieval:
+        """The k best texts for each image and the k best images for each text.
+
+        Each direction is ranked over its own candidates, as open_clip / LAVIS retrieval evaluation
+        does (`logits.topk(k)` per direction): one image against a caption bank gets its top-k
+        captions, one text against a gallery its top-k images. See `retrieval_depths` for `k`.
+        """
         if "retrieve" not in self.tasks:
             raise self._unsupported("retrieve")
         texts = check_texts(texts, "texts")
+        images = self._images(images)
+        texts_per_image, images_per_text = retrieval_depths(k, len(images), len(texts))  # before any model work
         image_embeddings = self.embed_images(images)
-        if not isinstance(k, int) or not 1 <= k <= min(len(texts), len(image_embeddings)):
-            raise ValueError(
-                f"k must be an int in [1, {min(len(texts), len(image_embeddings))}] "
-                f"(the smaller of {len(image_embeddings)} images and {len(texts)} texts), got {k!r}"
-            )
         logits = self.similarity_logits(image_embeddings, self.embed_texts(texts))
-        text_scores, text_indices = logits.topk(k, dim=1)
-        image_scores, image_indices = logits.T.topk(k, dim=1)
+        text_scores, text_indices = logits.topk(texts_per_image, dim=1)
+        image_scores, image_indices = logits.T.topk(images_per_text, dim=1)
         return Retrieval(text_indices, text_scores, image_indices, image_scores)
 
     # --- generative tasks --------------------------------------------------------------------

@@ -93,7 +93,11 @@ class GenerativeAdapter(VisionLanguageAdapter):
             raise ValueError(
                 f"answer() pairs each image with one question, got {len(images)} images and {len(questions)} questions"
             )
-        return self._generate_all(images, [self.question_format.format(q) for q in questions], generation)
+        return self._generate_all(images, [self.question_prompt(q) for q in questions], generation)
+
+    def question_prompt(self, question: str) -> str:
+        """The prompt the LM sees for one question: the family's VQA format around it."""
+        return self.question_format.format(question)
 
     def _generate_all(self, images: list, prompts: list[str], generation: dict) -> list[str] | list[list[str]]:
         options = generation_options(generation)
@@ -195,8 +199,27 @@ class LlavaAdapter(GenerativeAdapter):
 
     def caption(self, images: Any, prompt: str | None = None, **generation: Any) -> list[str]:
         images = self._images(images)
-        text = LLAVA_CHAT_FORMAT.format(self.caption_prompt if prompt is None else prompt)
+        if prompt is not None and not isinstance(prompt, str):
+            raise TypeError(f"prompt must be a string or None, got {type(prompt).__name__}")
+        text = self.question_prompt(self.caption_prompt if prompt is None else prompt)
         return self._generate_all(images, [text] * len(images), generation)
+
+    def question_prompt(self, question: str) -> str:
+        """The chat template around an instruction, or the prompt as given when it already holds the image token.
+
+        transformers' LLaVA docs write whole prompts ('USER: <image>\nWhat is shown? ASSISTANT:'); wrapping one
+        again put the image token in twice, which transformers refuses. mixkit's modular adapter takes such prompts
+        as given too (`_expand_image_token`). One image per prompt, so the token may appear once.
+        """
+        token = getattr(self.processor, "image_token", None) or "<image>"
+        count = question.count(token)
+        if count == 0:
+            return self.question_format.format(question)
+        if count > 1:
+            raise ValueError(f"prompt {question!r} holds the image token {token!r} {count} times; one image per "
+                             f"prompt, so write it once, or pass only the instruction and the chat template "
+                             f"{self.question_format!r} is added")
+        return question
 
     def _model_inputs(self, images: list, prompts: list[str]) -> dict:
         # LLaVA's processor expands <image> into one token per patch, so it builds the ids; the LM

@@ -19,8 +19,9 @@ from mixkit.models.vlm.family import VLM_FAMILIES, VisionLanguageAdapter
 
 MODULAR_ARCHITECTURE_NAME = "mixkit_vlm.json"  # what VisionLanguageModel.save_pretrained writes
 
-_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
-           "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+DTYPES_BY_NAME = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
+                  "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+"""The precision names `load_vlm` and `Appflow` accept: torch's, and the short ones kohya / A1111 users type."""
 ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa", "mixkit")
 """transformers' own kernels fixed at load, or "mixkit": every attention call goes through
 `mixkit.attention`, following its `attention_backend(...)` context manager at run time."""
@@ -31,9 +32,9 @@ def pick_dtype(device: torch.device, dtype: str | torch.dtype | None) -> torch.d
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype is not None:
-        if dtype not in _DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(_DTYPES)} or a torch.dtype, got {dtype!r}")
-        return _DTYPES[dtype]
+        if dtype not in DTYPES_BY_NAME:
+            raise ValueError(f"dtype must be one of {sorted(DTYPES_BY_NAME)} or a torch.dtype, got {dtype!r}")
+        return DTYPES_BY_NAME[dtype]
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.float32
@@ -119,3 +120,31 @@ def load_vlm(
     adapter = family_for_config(config, source)
     return adapter.from_folder(config_file.parent, source=source, device=device, dtype=torch_dtype,
                                attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
+
+
+def wrap_vlm(model: torch.nn.Module, processor: object, *, source: str | None = None) -> VisionLanguageAdapter:
+    """A transformers VLM already loaded in this process (fine-tuned, quantised, ...) behind the task API.
+
+    `load_vlm` reads a folder; this takes the model and processor objects as they are, picks the family from
+    `model.config.model_type` as `load_vlm` does, and keeps the model's device and dtype. AppFlow's captioning
+    and zero-shot roles take the result as a loaded model.
+    """
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    name = source or getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
+    if not isinstance(model, torch.nn.Module) or model_type is None:
+        raise TypeError(f"wrap_vlm takes a loaded transformers model (with a config), got {type(model).__name__}")
+    if model_type == "mixkit-vlm":
+        raise TypeError("a mixkit modular VisionLanguageModel needs its tokenizer and task config: save it with "
+                        "save_modular_vlm(model, folder, tokenizer=...) and load it with load_vlm(folder)")
+    adapter = family_for_config({"model_type": model_type}, name)
+    wanted = "generate" if "caption" in adapter.tasks else "get_image_features"
+    if not callable(getattr(model, wanted, None)):
+        raise TypeError(f"{type(model).__name__} has no {wanted}(); pass the model class a {adapter.family!r} task "
+                        f"needs (e.g. {'Blip2ForConditionalGeneration' if wanted == 'generate' else 'CLIPModel'})")
+    if not callable(processor) or getattr(processor, "image_processor", None) is None:
+        raise TypeError(f"processor must be the model's processor (AutoProcessor.from_pretrained, with an image "
+                        f"processor and a tokenizer), got {type(processor).__name__}")
+    parameter = next(model.parameters(), None)
+    device = parameter.device if parameter is not None else torch.device("cpu")
+    dtype = getattr(model, "dtype", None) or (parameter.dtype if parameter is not None else torch.float32)
+    return adapter(model.eval(), processor, device=device, dtype=dtype, source=str(name))

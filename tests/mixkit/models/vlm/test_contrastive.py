@@ -71,8 +71,8 @@ def test_bad_task_inputs_are_named(clip, photos):
         clip.classify(photos, [])
     with pytest.raises(ValueError, match="placeholder"):
         clip.classify(photos, ["cat"], templates=["no placeholder"])
-    with pytest.raises(ValueError, match=r"k must be an int in \[1, 2\]"):
-        clip.retrieve(photos[:2], ["a", "b", "c"], k=3)
+    with pytest.raises(ValueError, match=r"k=4 is above both the 2 images and the 3 texts; pass k <= 3"):
+        clip.retrieve(photos[:2], ["a", "b", "c"], k=4)
     with pytest.raises(ValueError, match="cannot caption.*'blip2'"):
         clip.caption(photos)
 

@@ -1,0 +1,70 @@
+"""Reading one image input of an app: a PIL image, a file path, an http(s) URL or a numpy array.
+
+Every form goes through `mixkit.io.images.load_image`, so the same picture gives the same pixels
+however it is passed: upright (EXIF orientation applied), transparency composited on white, the
+pixel cap enforced. (A PIL image used to skip this and lose its alpha to black in the tasks'
+`convert("RGB")`; diffusers' `load_image` normalises PIL inputs too.) URLs are fetched because
+PaddleMIX's examples pass them (`image="https://…/mugs.png"`); offline, the error says so.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+URL_SCHEMES = ("http://", "https://")
+URL_TIMEOUT_SECONDS = 30
+MAX_URL_BYTES = 64 * 1024 * 1024
+"""64 MiB: more than any photo; a server sending more is refused rather than read into memory."""
+
+
+def is_image_url(value: Any) -> bool:
+    return isinstance(value, str) and value.lower().startswith(URL_SCHEMES)
+
+
+def fetch_image_bytes(url: str, *, timeout: float = URL_TIMEOUT_SECONDS, max_bytes: int = MAX_URL_BYTES) -> bytes:
+    """The body of an http(s) URL; ValueError naming the URL and what to do when it cannot be fetched."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, headers={"User-Agent": "mixkit-appflow"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (http/https only, checked)
+            body = response.read(max_bytes + 1)
+    except urllib.error.HTTPError as error:
+        raise ValueError(f"image URL {url!r} answered HTTP {error.code} ({error.reason}); check the URL") from None
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise ValueError(f"image URL {url!r} could not be fetched ({reason}); without network access download the "
+                         "image elsewhere and pass its file path or a PIL image") from None
+    if len(body) > max_bytes:
+        raise ValueError(f"image URL {url!r} sent more than {max_bytes:,} bytes; download it yourself if you trust it")
+    return body
+
+
+def read_image_input(value: Any, where: str) -> Any:
+    """One image input as an upright 8-bit RGB PIL image; ValueError naming `where` when it is not one.
+
+    A value that is none of the image forms is returned unchanged, for the port check to name its type."""
+    from PIL import Image
+
+    from mixkit.io.images import load_image
+
+    if isinstance(value, Image.Image) and min(value.size) <= 0:
+        # An empty image would fail deep inside a model (a division by its size).
+        raise ValueError(f"{where} is an empty {value.size[0]}x{value.size[1]} image; pass an image at least 1 pixel "
+                         "wide and high.")
+    if is_image_url(value):
+        try:
+            value = fetch_image_bytes(value)
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from None
+    elif isinstance(value, os.PathLike):
+        value = Path(value)
+    elif not (isinstance(value, (str, bytes, Image.Image)) or type(value).__module__ == "numpy"):
+        return value
+    try:
+        return load_image(value)
+    except (OSError, ValueError, TypeError) as error:
+        raise ValueError(f"{where}: {error}") from None

@@ -1,0 +1,161 @@
+"""The captioning and zero-shot tasks: generation options, image batches, values checked before loading.
+
+appflow hunt findings 5 and 7. References: LAVIS `Blip2OPT.generate(use_nucleus_sampling, num_beams,
+max_length, min_length, top_p, repetition_penalty, num_captions)` and transformers' `generate(**kwargs)`
+take these options; transformers' image-to-text pipeline and LAVIS caption a batch of images in one call.
+Each app result is compared with mixkit's VLM adapter called by hand on the same weights.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from appflow import Appflow, ModelCache
+from appflow.tasks.vision_language import generate_keywords
+
+TOKENS = dict(max_new_tokens=6)
+
+
+@pytest.fixture(scope="module")
+def vlm(tiny_blip2_dir):
+    from mixkit.models.vlm import load_vlm
+
+    return load_vlm(tiny_blip2_dir)
+
+
+@pytest.fixture(scope="module")
+def captioner(tiny_blip2_dir, shared_cache):
+    return Appflow("image2text_generation", models=[tiny_blip2_dir], cache=shared_cache, **TOKENS)
+
+
+@pytest.fixture
+def second():
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", (64, 64), (255, 255, 255))
+    ImageDraw.Draw(image).rectangle((10, 20, 40, 50), fill=(30, 160, 40))
+    return image
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    """The app's default captioner, mixkit-tiny-blip2: trained on shape renders, so options visibly change captions."""
+    return Appflow("image2text_generation", max_new_tokens=16)
+
+
+@pytest.fixture
+def circle():
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", (64, 64), (40, 60, 220))
+    ImageDraw.Draw(image).ellipse((16, 16, 48, 48), fill=(220, 30, 30))
+    return image
+
+
+@pytest.mark.parametrize("options", [dict(num_beams=3), dict(num_beams=3, length_penalty=0.5),
+                                     dict(repetition_penalty=1.5), dict(min_length=5)])
+def test_generation_options_reach_the_model_as_given(captioner, vlm, photo, options):
+    by_hand = dict(options)
+    if "min_length" in by_hand:  # LAVIS' min_length counts new tokens only: transformers' min_new_tokens
+        by_hand["min_new_tokens"] = by_hand.pop("min_length")
+    assert captioner(image=photo, **options)["text"] == vlm.caption([photo], **by_hand, **TOKENS)[0]
+
+
+def test_repetition_penalty_changes_the_text(captioner, photo):
+    # the random tiny BLIP-2 writes only special tokens greedily; a penalty on them lets others through
+    assert captioner(image=photo)["text"] == ""
+    assert captioner(image=photo, repetition_penalty=1.5)["text"] != ""
+
+
+def test_min_length_counts_new_tokens_as_lavis_does(shipped, circle):
+    plain = shipped(image=circle)["text"]
+    longer = shipped(image=circle, min_length=14)["text"]
+    assert longer.startswith(plain) and len(longer.split()) >= 14 > len(plain.split())
+    assert generate_keywords({"min_length": 6, "num_return_sequences": 1, "seed": 3}) == {"min_new_tokens": 6}
+
+
+def test_a_list_of_images_is_captioned_as_one_batch(shipped, circle, second):
+    result = shipped(image=[circle, second])
+    assert result["texts"] == [shipped(image=circle)["text"], shipped(image=second)["text"]]  # batch = singles
+    assert result["text"] == result["texts"][0]
+
+
+def test_a_list_of_images_with_one_question(captioner, vlm, photo, second):
+    answered = captioner(image=[photo, second], question="what is it?")
+    assert answered["texts"] == vlm.answer([photo, second], ["what is it?"] * 2, **TOKENS)
+
+
+def test_several_captions_per_image_come_image_by_image_best_first(shipped, circle, second):
+    result = shipped(image=[circle, second], num_beams=3, num_return_sequences=2)
+    assert len(result["texts"]) == 4 and result["texts"][0] != result["texts"][1]
+    assert result["texts"][0::2] == shipped(image=[circle, second], num_beams=3)["texts"]  # the best of each image
+    assert result["text"] == result["texts"][0]
+
+
+def test_sampling_follows_the_seed_and_leaves_the_global_generator_alone(shipped, circle):
+    sampled = dict(do_sample=True, temperature=2.0, top_p=0.95)
+    torch.manual_seed(123)
+    before = torch.rand(1)
+    torch.manual_seed(123)
+    first = shipped(image=circle, seed=1, **sampled)["text"]
+    assert torch.rand(1) == before  # the seeded draw forked torch's generator
+    assert shipped(image=circle, seed=1, **sampled)["text"] == first
+    assert len({shipped(image=circle, seed=seed, **sampled)["text"] for seed in range(4)}) > 1  # it samples
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(num_return_sequences=3), r"num_return_sequences=3 needs num_beams >= 3"),
+    (dict(top_p=0), r"top_p must be None or a number in \(0, 1\]"),
+    (dict(temperature=-1.0), "temperature must be None or a number above 0"),
+    (dict(num_beams=0), r"num_beams must be an integer in \[1, 64\]"),
+    (dict(do_sample="yes"), "do_sample must be True or False"),
+    (dict(min_length=30), r"min_length must be None or an integer in \[0, max_new_tokens=6\]"),
+    (dict(seed=-5), "seed must be -1"),
+])
+def test_bad_generation_values_are_refused_before_loading(tiny_blip2_dir, photo, options, message):
+    cache = ModelCache()
+    with pytest.raises(ValueError, match=message):  # at build
+        Appflow("image2text_generation", models=[tiny_blip2_dir], cache=cache, **TOKENS, **options)
+    flow = Appflow("image2text_generation", models=[tiny_blip2_dir], cache=cache, **TOKENS)
+    with pytest.raises(ValueError, match=f"App 'image2text_generation', step 'caption': .*{message}"):  # per call
+        flow(image=photo, **options)
+    assert cache.loads == 0
+
+
+def test_bad_inputs_are_refused_before_loading(tiny_blip2_dir, photo):
+    cache = ModelCache()
+    flow = Appflow("image2text_generation", models=[tiny_blip2_dir], cache=cache)
+    with pytest.raises(ValueError, match="step 'caption': .*either prompt .* or question"):
+        flow(image=photo, prompt="a", question="b?")
+    with pytest.raises(ValueError, match="input 'image' .* is an empty list"):
+        flow(image=[])
+    with pytest.raises(TypeError, match=r"input 'image' .*, item 1 expects image"):
+        flow(image=[photo, 3])
+    assert cache.loads == 0
+
+
+# -- zero-shot classification ----------------------------------------------------------------------
+def test_zero_shot_values_are_refused_before_the_model_loads(tiny_clip_dir, photo):
+    cache = ModelCache()
+    with pytest.raises(ValueError, match="step 'classify': .*exactly one '{}' placeholder"):
+        Appflow("zero_shot_classification", models=[tiny_clip_dir], cache=cache, templates=["no placeholder"])
+    with pytest.raises(ValueError, match="templates must be None .* or a non-empty list"):
+        Appflow("zero_shot_classification", models=[tiny_clip_dir], cache=cache, templates="a {}")
+    flow = Appflow("zero_shot_classification", models=[tiny_clip_dir], cache=cache)
+    with pytest.raises(ValueError, match="App 'zero_shot_classification', step 'classify': .*labels is an empty list"):
+        flow(image=photo, labels=[])
+    with pytest.raises(ValueError, match=r"step 'classify': .*labels must be distinct, \['a'\] repeat"):
+        flow(image=photo, labels=["a", "b", "a"])
+    with pytest.raises(ValueError, match="step 'classify': .*placeholder"):
+        flow(image=photo, labels=["a"], templates=["none"])
+    assert cache.loads == 0  # before: the CLIP weights loaded first, then the error came from inside classify
+
+
+def test_zero_shot_templates_reach_the_model(tiny_clip_dir, photo, shared_cache):
+    from mixkit.models.vlm import load_vlm
+
+    scores = Appflow("zero_shot_classification", models=[tiny_clip_dir], cache=shared_cache,
+                     templates=["a {}", "the {}"])(image=photo, labels=["cat", "dog"])["scores"]
+    expected = load_vlm(tiny_clip_dir).classify([photo], ["cat", "dog"], ["a {}", "the {}"])[0]
+    assert scores == pytest.approx(expected, abs=1e-6)
