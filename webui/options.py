@@ -114,6 +114,10 @@ SETTABLE = {
     "CLIP_stop_at_last_layers": _check_clip_skip,
     "samples_save": _check_bool("samples_save"),
     "live_previews_enable": _check_bool("live_previews_enable"),
+    # A1111's grid options (both default True): the UI shows a grid of a result of 2+ images first in the gallery
+    # and saves it as grid-NNNN.png; the API never makes one (A1111's API sets do_not_save_grid).
+    "return_grid": _check_bool("return_grid"),
+    "grid_save": _check_bool("grid_save"),
     "show_progress_every_n_steps": _check_preview_every,
     "control_net_unit_count": _check_unit_count,  # sd-webui-controlnet's key; the UI uses it when it is built
     # A1111's Settings > Optimizations: skip the negative prompt on some steps (approximate; see pipelines.uncond_skip)
@@ -140,6 +144,8 @@ class ServerOptions:
         self._values: dict[str, Any] = {
             "sd_vae": "Automatic",
             "samples_save": True,
+            "return_grid": True,
+            "grid_save": True,
             "samples_format": "png",
             "outdir_samples": output_dir,
             "outdir_txt2img_samples": output_dir,

@@ -33,6 +33,17 @@ class GenerationOutcome:
     vae_hash: str | None = None
 
 
+def check_tag_syntax(field: str, prompt: str) -> None:
+    """Refuse a malformed extra-network tag (`<lora:style:abc>`) now, with the pipeline's own parser and message,
+    rather than as a job that fails in the queue after the wait."""
+    from mixkit.prompts import extract_extra_networks
+
+    try:
+        extract_extra_networks(prompt)
+    except ValueError as error:
+        raise ValueError(f"{field}: {error}; write weights as numbers, e.g. <lora:name:0.8>.") from None
+
+
 class ServerState:
     def __init__(self, config: ServerConfig, *, holder: ModelHolder | None = None) -> None:
         self.config = config
@@ -227,10 +238,23 @@ class ServerState:
             value = getattr(params, name)
             for text in [value] if isinstance(value, str) else value:
                 check_prompt_networks(name, text, names)
+                check_tag_syntax(name, text)
 
     def cancel_session(self, session: str) -> int:
         """Drop the queued jobs and interrupt the running one of a UI session that ended (its tab closed)."""
         return self.worker.cancel_session(session)
+
+    def interrupt_session(self, session: str | None) -> int:
+        """The UI's Interrupt: the caller's own jobs only (queued ones are dropped, a running one returns what it
+        has); another session's job is never touched. Returns how many jobs were hit."""
+        return self.worker.cancel_session(session)
+
+    def skip_session(self, session: str | None) -> bool:
+        """The UI's Skip: end the current batch of the caller's running job; False when it has none running.
+
+        A queued job is left alone: A1111 clears the skip flag when a job starts, so a Skip pressed before that
+        has no effect there either."""
+        return self.worker.skip_session(session)
 
     def submit_generation(self, kind: str, params, *, save: bool, session: str | None = None) -> Job:
         """Queue a txt2img/img2img call with already validated params; raises QueueFullError."""

@@ -154,6 +154,15 @@ class GenerationWorker:
             self._progress.skipped = True
             return True
 
+    def skip_session(self, session: str | None) -> bool:
+        """End the current batch of the running job if `session` asked for it; False otherwise (nothing is touched)."""
+        with self._condition:
+            if not session or self._current is None or self._current.session != session:
+                return False
+            self._current.control.skip()
+            self._progress.skipped = True
+            return True
+
     def progress(self) -> ProgressSnapshot:
         with self._condition:
             snapshot = ProgressSnapshot(**vars(self._progress))

@@ -24,6 +24,12 @@ def test_widget_ranges_are_the_generation_limits():
     assert ranges["width"].step == 8 and ranges["seed"].minimum == -1
 
 
+def test_an_empty_seed_is_random():
+    # A1111's processing.get_fixed_seed maps None/'' to -1 (random); the HTTP API reads a null seed the same way.
+    values = ["a cat", "", "Euler a", "Automatic", 20, 7, 512, 512, None, 1, 1, 1]
+    assert values_to_params(values).seed == -1
+
+
 def test_values_to_params_turns_whole_floats_into_ints():
     values = ["a cat", None, "Euler a", "Karras", 20.0, 7, 512.0, 768.0, -1.0, 2.0, 1.0, 2.0]
     params = values_to_params(values)
@@ -87,15 +93,22 @@ def test_a_paste_of_a_beta_schedule_notes_only_settings_other_than_a1111s_defaul
     assert len(notes) == 1 and notes[0].startswith("Pad conds: True: ") and "not padded" in notes[0]
 
 
-def test_editor_mask_is_the_union_of_painted_pixels():
+def test_editor_mask_is_the_union_of_strokes_above_half_alpha():
+    # A1111's create_binary_mask (modules/processing.py) thresholds the canvas alpha at x > 128, as the API's
+    # mask reading does: a brush stroke's faint antialiased rim is not repainted.
     first = Image.new("RGBA", (16, 16), (0, 0, 0, 0))
     first.paste((255, 255, 255, 255), (0, 0, 4, 4))
     second = Image.new("RGBA", (16, 16), (0, 0, 0, 0))
-    second.paste((255, 0, 0, 10), (8, 8, 16, 16))
+    second.paste((255, 0, 0, 129), (8, 8, 16, 12))
+    second.paste((255, 0, 0, 128), (8, 12, 16, 14))
+    second.paste((255, 0, 0, 60), (8, 14, 16, 16))
     mask = editor_mask([first, second])
-    assert mask.mode == "L" and mask.getpixel((1, 1)) == 255 and mask.getpixel((12, 12)) == 255
-    assert mask.getpixel((6, 6)) == 0
+    assert mask.mode == "L" and mask.getpixel((1, 1)) == 255 and mask.getpixel((12, 9)) == 255
+    assert mask.getpixel((12, 12)) == 0 and mask.getpixel((12, 15)) == 0 and mask.getpixel((6, 6)) == 0
     assert editor_mask([Image.new("RGBA", (16, 16))]) is None and editor_mask(None) is None
+    faint_only = Image.new("RGBA", (16, 16), (0, 0, 0, 0))
+    faint_only.paste((255, 255, 255, 60), (0, 0, 16, 16))
+    assert editor_mask([faint_only]) is None  # nothing above 128: no mask, so inpaint asks for one
 
 
 def test_outpaint_directions():
@@ -226,16 +239,42 @@ def test_ui_gallery_images_carry_their_infotext_when_saving_is_off(ui_server):
     from gradio_client import Client
 
     state = ui_server.state
-    state.options.apply({"samples_save": False})
+    state.options.apply({"samples_save": False, "return_grid": False})
     try:
         client = Client(ui_server.url + "/", verbose=False)
         hires_off = [False, "Latent", 2, 0, 0, 0, 0.7]
         result = client.predict("a cube", "", "Euler", "Automatic", 1, 7, 64, 64, 1000, 1, 2, 1, *hires_off, api_name="/run")
     finally:
-        state.options.apply({"samples_save": True})
+        state.options.apply({"samples_save": True, "return_grid": True})
     gallery = result[2]
     assert [item["image"].rsplit("/", 1)[1] for item in gallery] == ["00001-1000.png", "00002-1001.png"]
     for item, seed in zip(gallery, (1000, 1001)):
         with Image.open(item["image"]) as image:
             assert image.format == "PNG" and f"Seed: {seed}," in image.info["parameters"]
     assert not list(state.output_dir.glob("*.png"))
+
+
+def test_a_batch_gets_a1111s_grid_first_in_the_gallery_and_saved(ui_server):
+    # A1111 process_images: a result of 2+ images gets images.image_grid(...) first in the gallery (return_grid)
+    # and saved as grid-0000.png (grid_save); both options default True. Its infotext is the first image's.
+    from gradio_client import Client
+
+    from webui.ui.result_grid import image_grid
+
+    state = ui_server.state
+    before = {p.name for p in state.output_dir.glob("*.png")}
+    client = Client(ui_server.url + "/", verbose=False)
+    hires_off = [False, "Latent", 2, 0, 0, 0, 0.7]
+    result = client.predict("a cube", "", "Euler", "Automatic", 1, 7, 64, 64, 2000, 3, 1, 1, *hires_off, api_name="/run")
+    files = [item["image"] for item in result[2]]
+    new = sorted({p.name for p in state.output_dir.glob("*.png")} - before)
+    assert len(files) == 4 and new[-1] == "grid-0000.png" and len(new) == 4
+    images = []
+    for path in files[1:]:
+        with Image.open(path) as image:
+            images.append(image.convert("RGB"))
+            images[-1].info["parameters"] = image.info["parameters"]
+    with Image.open(state.output_dir / "grid-0000.png") as grid:
+        assert grid.size == (128, 128) and grid.convert("RGB").tobytes() == image_grid(images).tobytes()
+        assert grid.info["parameters"] == images[0].info["parameters"] and "Seed: 2000," in grid.info["parameters"]
+    assert result[3] == images[0].info["parameters"]  # the grid's infotext shown first is the first image's

@@ -97,12 +97,17 @@ def test_an_infotexts_hires_recipe_fills_the_controls():
     assert len(notes) == 1 and notes[0].startswith("Hires upscaler 'SwinIR_4x' is not available here")
 
 
-def test_an_infotext_without_a_hires_recipe_leaves_hires_fix_alone():
+def test_an_infotext_without_a_hires_recipe_unticks_hires_fix():
+    # A1111 (modules/ui.py, txt2img_paste_fields): PasteField(enable_hr, lambda d: "Denoising strength" in d and
+    # ("Hires upscale" in d or "Hires upscaler" in d or "Hires resize-1" in d)): False without a recipe, so
+    # Generate makes the pasted image, not an upscaled one.
     from webui.ui.hires_controls import infotext_hires_values
 
-    assert infotext_hires_values(parsed(**{"Denoising strength": 0.45}), LIMITS, hires_upscaler_names()) == ({}, [])
+    assert infotext_hires_values(parsed(**{"Denoising strength": 0.45}), LIMITS, hires_upscaler_names()) == \
+        ({"enable_hr": False}, [])
+    assert infotext_hires_values(parsed(), LIMITS, hires_upscaler_names()) == ({"enable_hr": False}, [])
     values, notes = infotext_hires_values(parsed(**{"Hires upscale": 2}), LIMITS, hires_upscaler_names())
-    assert values == {} and "no Denoising strength" in notes[0]
+    assert values == {"enable_hr": False} and "no Denoising strength" in notes[0]
     values, notes = infotext_hires_values(parsed(**{"Denoising strength": 0.5, "Hires upscale": 20, "Hires steps": 78,
                                                     "Hires sampler": "Heun"}), LIMITS, hires_upscaler_names())
     assert values == {"enable_hr": True, "hr_resize_x": 0, "hr_resize_y": 0}

@@ -63,6 +63,15 @@ def test_send_to_txt2img_notes_only_what_it_cannot_set(built):
     assert sent["pnginfo_notes"].count("\n") == 0
 
 
+def test_send_to_txt2img_of_an_image_without_hires_unticks_hires_fix(built):
+    # A1111's enable_hr paste field is False when the infotext has no hires recipe (modules/ui.py).
+    _, blocks = built
+    assert send(blocks, "txt2img", HIRES_TEXT, None)["txt2img_enable_hr"] is True
+    plain = "a cat\nSteps: 7, Sampler: Euler a, CFG scale: 7, Seed: 4242, Size: 64x64, RNG: CPU"
+    sent = send(blocks, "txt2img", plain, None)
+    assert sent["txt2img_enable_hr"] is False and sent["txt2img_seed"] == 4242
+
+
 def test_send_to_img2img_sends_the_image_too(built, tmp_path):
     from pipelines.png import save_png
 

@@ -58,3 +58,55 @@ def test_a_clicked_embedding_goes_to_the_chosen_prompt(built):
     pick = handler(built, "embedding_cards", "select")
     result = pick.fn("img2img prompt", "cat", "", "dog", "", SimpleNamespace(value=["shinystyle", "1 vectors", "dim"]))
     assert result == ["cat", "", "dog shinystyle", ""]
+
+
+def test_a_second_click_on_a_lora_card_removes_its_tag_whatever_the_weight():
+    # A1111 extraNetworks.js tryToRemoveExtraNetworkFromPrompt: a tag of the same `lora:NAME` is removed (its
+    # weight ignored) instead of adding a second one.
+    from webui.ui.lora_tab import toggle_lora_tag
+
+    assert toggle_lora_tag("a cat", "style") == "a cat <lora:style:1>"
+    assert toggle_lora_tag("a cat <lora:style:0.5>", "style") == "a cat"
+    assert toggle_lora_tag("<lora:style:1> a cat, red", "style") == "a cat, red"
+    assert toggle_lora_tag("a cat <lora:style:0.5:te=1>, red", "style") == "a cat, red"
+    assert toggle_lora_tag("a cat <lora:style2:1>", "style") == "a cat <lora:style2:1> <lora:style:1>"
+    assert toggle_lora_tag("a cat <lora:my lora (v2):1>", "my lora (v2)") == "a cat"
+    assert toggle_lora_tag(None, "x") == "<lora:x:1>"
+
+
+def lora_file(path, alias: str | None = None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file({"lora_unet_down_blocks_0_attentions_0_proj_in.lora_down.weight": torch.zeros(4, 8),
+               "lora_unet_down_blocks_0_attentions_0_proj_in.lora_up.weight": torch.zeros(8, 4)}, str(path),
+              metadata={"ss_output_name": alias} if alias else None)
+
+
+def test_a_card_in_a_subfolder_inserts_the_name_a1111_resolves(tmp_path):
+    # A1111 inserts the alias (ss_output_name, else the file stem) and falls back to the file name when the alias
+    # is ambiguous (extensions-builtin/Lora/network.py get_alias); it does not resolve `sub/detail`. Here the
+    # relative name is used only when nothing shorter resolves to the very same file.
+    from mixkit.lora import LoraLibrary
+    from webui.ui.lora_tab import card_items
+
+    lora_file(tmp_path / "sub" / "detail.safetensors")
+    lora_file(tmp_path / "a" / "twin.safetensors")
+    lora_file(tmp_path / "b" / "twin.safetensors")
+    lora_file(tmp_path / "styles" / "v2_final.safetensors", alias="inkwash")
+    lora_file(tmp_path / "x" / "shared.safetensors", alias="dup")
+    lora_file(tmp_path / "y" / "other.safetensors", alias="dup")
+    library = LoraLibrary(tmp_path)
+    _, names = card_items(library)
+    entries = library.entries()
+    assert dict(zip([e.relative_name for e in entries], names)) == {
+        "sub/detail": "detail", "a/twin": "a/twin", "b/twin": "b/twin", "styles/v2_final": "inkwash",
+        "x/shared": "shared", "y/other": "other"}
+    for entry, name in zip(entries, names):  # every inserted name resolves to its own file
+        assert library.resolve_name(name) == entry.path.resolve()
+
+
+def test_clicking_a_card_twice_in_the_ui_leaves_the_prompt_as_it_was(built):
+    pick = handler(built, "lora_cards", "select")
+    once = pick.fn("txt2img prompt", ["inkstyle"], "a cat <lora:inkstyle:0.5>", "", "", "", SimpleNamespace(index=0))
+    assert once[0] == "a cat"
+    twice = pick.fn("txt2img prompt", ["inkstyle"], once[0], "", "", "", SimpleNamespace(index=0))
+    assert twice[0] == "a cat <lora:inkstyle:1>"

@@ -108,3 +108,21 @@ def test_enabled_units_become_a_list_in_unit_order(tmp_path):
         with_controlnet(state, "txt2img", params, unit(True, image) + unit(True, image, model="../etc"))
     with pytest.raises(ValueError, match="7 values per ControlNet unit"):
         with_controlnet(state, "txt2img", params, unit(True, image)[:-1])
+
+
+def test_the_grid_options_are_settings_like_a1111s(built):
+    # A1111: return_grid ("Show grid in gallery") and grid_save ("Always save all generated image grids"), both on.
+    from .ui_blocks import handler
+
+    state, blocks = built
+    assert component(blocks, "settings_return_grid").value is True and component(blocks, "settings_grid_save").value
+    apply = handler(blocks, "settings_apply", "click")
+    keys = ("default_sampler_name", "default_scheduler", "default_steps", "default_cfg_scale", "default_width",
+            "default_height")
+    current = [True, False, 1, 2, 0.0, False, 0.0, 1.0, 0.0, 0, *[state.options.get(key) for key in keys]]
+    apply.fn(*current, False, False)
+    assert (state.options.get("return_grid"), state.options.get("grid_save")) == (False, False)
+    with open(state.options.settings_file) as saved:
+        assert json.load(saved)["return_grid"] is False  # remembered across restarts
+    apply.fn(*current, True, True)
+    assert (state.options.get("return_grid"), state.options.get("grid_save")) == (True, True)

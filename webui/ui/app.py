@@ -22,6 +22,7 @@ def build_ui(state: ServerState):
     from webui.ui.lora_tab import build_lora_tab
     from webui.ui.png_info_tab import build_png_info_tab
     from webui.ui.prompt_targets import prompt_boxes
+    from webui.ui.send_to import wire_paste_button, wire_send_buttons
     from webui.ui.settings_tab import build_settings_tab
 
     sampler_names = [item["name"] for item in list_samplers()]
@@ -33,7 +34,7 @@ def build_ui(state: ServerState):
             with gr.Tab("img2img", id="img2img"):
                 img2img = build_generate_tab(state, "img2img", sampler_names, schedule_names)
             with gr.Tab("Extras", id="extras"):
-                build_extras_tab(state)
+                extras_image = build_extras_tab(state)
             with gr.Tab("PNG Info", id="pnginfo"):
                 build_png_info_tab(state, tabs, {"txt2img": txt2img, "img2img": img2img}, sampler_names, schedule_names)
             with gr.Tab("AppFlow", id="appflow"):
@@ -45,6 +46,9 @@ def build_ui(state: ServerState):
                 build_embeddings_tab(state, boxes)
             with gr.Tab("Settings", id="settings"):
                 build_settings_tab(state)
+        for tab in (txt2img, img2img):  # wired once every target exists
+            wire_paste_button(state, tab, sampler_names, schedule_names)
+            wire_send_buttons(state, tabs, tab, img2img, extras_image, sampler_names, schedule_names)
 
         def end_session(request: gr.Request):
             # The tab was closed or reloaded (Gradio's heartbeat connection ended): its results

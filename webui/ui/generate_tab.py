@@ -8,19 +8,27 @@ from __future__ import annotations
 
 import html
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import gradio as gr
 
+from pipelines.inpaint_mask import MASKED_CONTENT
 from webui.server_state import ServerState
 from webui.ui.controlnet_units import build_controlnet_units, controlnet_enabled, with_controlnet
 from webui.ui.errors import failed, refused
+from webui.ui.form_components import form_slider
+from webui.ui.result_grid import grid_for_gallery, with_grid
 from webui.ui.widgets import GenerationWidgets, build_generation_widgets, values_to_params
 from webui.worker import QueueFullError
 
 POLL_SECONDS = 0.4
 IMG2IMG_MODES = ("img2img", "inpaint", "sketch", "outpaint")
 OUTPAINT_SIDES = ("left", "right", "up", "down")
+MASK_MODES = ("Inpaint masked", "Inpaint not masked")  # A1111's "Mask mode" radio
+SEND_TARGETS = ("img2img", "inpaint", "extras")  # A1111's "Send to" buttons under the txt2img and img2img galleries
+# The img2img tab's own inputs, in the order `build_generate_tab` wires them (after the generation widgets).
+IMG2IMG_FIELDS = ("editor", "mode", "resize_mode", "denoising_strength", "mask_blur", "inpainting_fill", "only_masked",
+                  "only_masked_padding", "mask_mode", "mask_upload", "outpaint_pixels", "outpaint_fill", "outpaint_sides")
 
 
 def progress_html(fraction: float, text: str) -> str:
@@ -42,16 +50,36 @@ def status_text(state: ServerState, job) -> tuple[float, str]:
 
 
 def editor_mask(layers: list):
-    """An L-mode mask (255 = repaint) from the editor's drawn layers: every painted pixel counts."""
+    """An L-mode mask (255 = repaint) from the editor's drawn layers, each read as an uploaded mask is read.
+
+    `pipelines.inpaint_mask.binary_mask` is A1111's `create_binary_mask`: a stroke counts where its alpha is
+    above 128, so the faint antialiased rim of a brush stroke is not repainted, as in A1111 and the API."""
     from PIL import ImageChops
+
+    from pipelines.inpaint_mask import binary_mask
 
     mask = None
     for layer in layers or []:
-        alpha = layer.convert("RGBA").getchannel("A").point(lambda v: 255 if v > 0 else 0)
-        mask = alpha if mask is None else ImageChops.lighter(mask, alpha)
+        painted = binary_mask(layer.convert("RGBA"))
+        mask = painted if mask is None else ImageChops.lighter(mask, painted)
     if mask is None or mask.getbbox() is None:
         return None
     return mask
+
+
+def inpaint_mask_from(editor_layers: list, uploaded):
+    """The inpaint mask: the uploaded one (A1111's "Inpaint upload") or the strokes painted in the editor.
+
+    Both at once is refused: which one wins would be a silent guess."""
+    painted = editor_mask(editor_layers)
+    if uploaded is not None:
+        if painted is not None:
+            raise ValueError("Inpaint got both painted strokes and an uploaded mask; clear the strokes or remove "
+                             "the uploaded mask.")
+        return uploaded  # the pipeline reads it (alpha > 128, or its grey levels) exactly as the API does
+    if painted is None:
+        raise ValueError("Inpaint mode needs a mask: paint over the area to repaint, or upload a mask.")
+    return painted
 
 
 def outpaint_sides_from(pixels: int, directions: list[str]) -> dict[str, int]:
@@ -63,6 +91,30 @@ def outpaint_sides_from(pixels: int, directions: list[str]) -> dict[str, int]:
             "top": pixels * ("up" in directions), "bottom": pixels * ("down" in directions)}
 
 
+def img2img_params(params, fields: dict):
+    """Img2ImgParams from the txt2img-shaped `params` and the img2img tab's own inputs (`IMG2IMG_FIELDS` -> value).
+
+    Outpaint mode takes its masked content from its own control, as A1111's "Poor man's outpainting" script does
+    (default "fill"); the inpaint "Masked content" applies to inpaint and sketch."""
+    from pipelines.image_prep import normalize_init_image
+    from pipelines.img2img import Img2ImgParams
+
+    editor_value, mode = fields["editor"], fields["mode"]
+    if not editor_value or editor_value.get("background") is None:
+        raise ValueError("Drop an image into the img2img editor first.")
+    if fields["mask_mode"] not in MASK_MODES:
+        raise ValueError(f"Mask mode must be one of {', '.join(MASK_MODES)}; got {fields['mask_mode']!r}.")
+    background = normalize_init_image(editor_value["background"])  # transparency on white, as A1111
+    mask = inpaint_mask_from(editor_value.get("layers"), fields["mask_upload"]) if mode == "inpaint" else None
+    init = editor_value["composite"].convert("RGB") if mode == "sketch" else background
+    fill = fields["outpaint_fill"] if mode == "outpaint" else fields["inpainting_fill"]
+    return Img2ImgParams(**vars(params), init_images=[init], denoising_strength=float(fields["denoising_strength"]),
+                         resize_mode=fields["resize_mode"], mask=mask, mask_blur=int(fields["mask_blur"]),
+                         inpainting_fill=fill, inpaint_full_res=bool(fields["only_masked"]),
+                         inpaint_full_res_padding=int(fields["only_masked_padding"]),
+                         inpainting_mask_invert=mode == "inpaint" and fields["mask_mode"] == MASK_MODES[1])
+
+
 @dataclass
 class GenerateTab:
     kind: str
@@ -70,6 +122,13 @@ class GenerateTab:
     denoising_strength: object = None  # img2img only
     init_image: object = None  # img2img only: the editor PNG Info sends its image to
     hires: list | None = None  # txt2img only: the Hires. fix widgets, in `HIRES_FIELDS` order
+    mode: object = None  # img2img only: the img2img/inpaint/sketch/outpaint radio
+    gallery: object = None
+    infotexts: object = None  # gr.State: the last result's infotexts, in gallery order
+    selected: object = None  # gr.State: the gallery image the user clicked (None: the first)
+    send_buttons: dict = field(default_factory=dict)  # SEND_TARGETS -> button under the gallery
+    paste: object = None  # A1111's ↙️ button: fill the form from the prompt box (or the last generation)
+    notes: object = None  # what a paste could not set
 
 
 def reused_seed(seeds: list, selected: int | None) -> int:
@@ -94,21 +153,45 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                     resize = gr.Dropdown(["just resize", "crop and resize", "resize and fill"], value="just resize",
                                          label="Resize mode")
                 with gr.Row():
-                    strength = gr.Slider(0, 1, value=0.75, step=0.01, label="Denoising strength", elem_id="img2img_denoising_strength")
-                    mask_blur = gr.Slider(0, 64, value=4, step=1, label="Mask blur")
-                with gr.Row():
-                    fill = gr.Dropdown(["original", "fill", "latent noise", "latent nothing"], value="original",
-                                       label="Masked content")
-                    only_masked = gr.Checkbox(False, label="Inpaint area: only masked")
-                with gr.Row():
-                    outpaint_pixels = gr.Slider(8, 256, value=64, step=8, label="Outpaint: pixels to expand",
-                                                elem_id="img2img_outpaint_pixels")
+                    strength = form_slider(0, 1, value=0.75, step=0.01, label="Denoising strength",
+                                           elem_id="img2img_denoising_strength")
+                    mask_blur = form_slider(0, 64, value=4, step=1, label="Mask blur", elem_id="img2img_mask_blur")
+                with gr.Accordion("Inpaint", open=True, elem_id="img2img_inpaint_controls"):
+                    with gr.Row():
+                        fill = gr.Dropdown(list(MASKED_CONTENT), value="original", label="Masked content",
+                                           elem_id="img2img_inpainting_fill")
+                        mask_mode = gr.Radio(list(MASK_MODES), value=MASK_MODES[0], label="Mask mode",
+                                             elem_id="img2img_mask_mode")
+                    with gr.Row():
+                        only_masked = gr.Checkbox(False, label="Inpaint area: only masked", elem_id="img2img_only_masked")
+                        # A1111: 'Only masked padding, pixels', 0..256 step 4, value 32
+                        padding = form_slider(0, 256, value=32, step=4, label="Only masked padding, pixels",
+                                              elem_id="img2img_inpaint_full_res_padding")
+                    with gr.Accordion("Inpaint upload: a mask made elsewhere", open=False):
+                        mask_upload = gr.Image(label="Mask (white = repaint, or opaque strokes on a transparent "
+                                                     "image); used instead of painted strokes",
+                                               type="pil", image_mode=None, format="png", height=200,
+                                               elem_id="img2img_mask_upload")
+                with gr.Accordion("Outpaint", open=False, elem_id="img2img_outpaint_controls"):
+                    with gr.Row():
+                        # A1111's "Poor man's outpainting" script: pixels 128, masked content "fill" (its own
+                        # control, not the inpaint one), as `pipelines.outpaint.outpaint()` defaults.
+                        outpaint_pixels = form_slider(8, 256, value=128, step=8, label="Outpaint: pixels to expand",
+                                                      elem_id="img2img_outpaint_pixels")
+                        outpaint_fill = gr.Dropdown(list(MASKED_CONTENT), value="fill", label="Outpaint: masked content",
+                                                    elem_id="img2img_outpaint_fill")
                     outpaint_sides = gr.CheckboxGroup(list(OUTPAINT_SIDES), value=list(OUTPAINT_SIDES),
                                                       label="Outpaint: directions", elem_id="img2img_outpaint_sides")
-                extra_inputs = [editor, mode, resize, strength, mask_blur, fill, only_masked, outpaint_pixels, outpaint_sides]
-                tab.denoising_strength, tab.init_image = strength, editor
+                named_inputs = {"editor": editor, "mode": mode, "resize_mode": resize, "denoising_strength": strength,
+                                "mask_blur": mask_blur, "inpainting_fill": fill, "only_masked": only_masked,
+                                "only_masked_padding": padding, "mask_mode": mask_mode, "mask_upload": mask_upload,
+                                "outpaint_pixels": outpaint_pixels, "outpaint_fill": outpaint_fill,
+                                "outpaint_sides": outpaint_sides}
+                extra_inputs = [named_inputs[name] for name in IMG2IMG_FIELDS]
+                tab.denoising_strength, tab.init_image, tab.mode = strength, editor, mode
             widgets = build_generation_widgets(kind, state.limits, sampler_names, schedule_names,
-                                               defaults=state.generation_defaults)
+                                               defaults=state.generation_defaults,
+                                               clip_skip_default=lambda: state.options.get("CLIP_stop_at_last_layers"))
             tab.widgets = widgets
             if kind == "txt2img":
                 from webui.ui.hires_controls import build_hires_controls
@@ -120,15 +203,23 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                 generate = gr.Button("Generate", variant="primary", elem_id=f"{kind}_generate", scale=3)
                 interrupt = gr.Button("Interrupt", elem_id=f"{kind}_interrupt", scale=1)
                 skip = gr.Button("Skip", elem_id=f"{kind}_skip", scale=1)
+                tab.paste = gr.Button("\u2199\ufe0f", elem_id=f"{kind}_paste", scale=0, min_width=40)
+            tab.notes = gr.Markdown(elem_id=f"{kind}_paste_notes")
             progress = gr.HTML(progress_html(0, "Idle"), elem_id=f"{kind}_progress")
             preview = gr.Image(label="Live preview", type="pil", interactive=False, height=160, elem_id=f"{kind}_preview",
                                visible=True)
             gallery = gr.Gallery(label="Results", columns=2, height=360, format="png", elem_id=f"{kind}_gallery",
                                  interactive=False)
+            with gr.Row():
+                tab.send_buttons = {target: gr.Button(f"Send to {target}", elem_id=f"{kind}_send_to_{target}", size="sm")
+                                    for target in SEND_TARGETS}
             infotext = gr.Textbox(label="Generation parameters", lines=4, interactive=False, elem_id=f"{kind}_infotext")
+            gr.Markdown("\u2199\ufe0f fills the form from an infotext pasted into the prompt box, or from the last "
+                        "generation when the box is empty.")
     infotexts = gr.State([])
     last_seeds = gr.State([])
-    selected = gr.State(None)  # the gallery image the user clicked, for "Reuse"
+    selected = gr.State(None)  # the gallery image the user clicked, for "Reuse" and "Send to"
+    tab.gallery, tab.infotexts, tab.selected = gallery, infotexts, selected
 
     def to_params(values: list):
         control_values, values = values[-len(control_inputs):] if control_inputs else [], \
@@ -149,25 +240,13 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
             from webui.ui.hires_controls import with_hires
 
             return with_hires(params, values[len(GenerationWidgets.FIELDS):], state.limits)
-        from pipelines.img2img import Img2ImgParams
-
-        editor_value, mode, resize, strength, blur, fill, only, _pixels, _sides = values[len(GenerationWidgets.FIELDS):]
-        if not editor_value or editor_value.get("background") is None:
-            raise ValueError("Drop an image into the img2img editor first.")
-        from pipelines.image_prep import normalize_init_image
-
-        background = normalize_init_image(editor_value["background"])  # transparency on white, as A1111
-        mask = editor_mask(editor_value.get("layers")) if mode == "inpaint" else None
-        if mode == "inpaint" and mask is None:
-            raise ValueError("Inpaint mode needs a mask: paint over the area to repaint.")
-        init = editor_value["composite"].convert("RGB") if mode == "sketch" else background
-        return Img2ImgParams(**vars(params), init_images=[init], denoising_strength=float(strength), resize_mode=resize,
-                             mask=mask, mask_blur=int(blur), inpainting_fill=fill, inpaint_full_res=bool(only))
+        return img2img_params(params, dict(zip(IMG2IMG_FIELDS, values[len(GenerationWidgets.FIELDS):])))
 
     def run(request: gr.Request, *values):
         session = getattr(request, "session_hash", None)  # ties the job to this tab: closing it cancels the job
         base_values = list(values[:len(values) - len(control_inputs)])
-        outpainting = kind == "img2img" and base_values[len(GenerationWidgets.FIELDS) + 1] == "outpaint"
+        img2img_values = dict(zip(IMG2IMG_FIELDS, base_values[len(GenerationWidgets.FIELDS):])) if kind == "img2img" else {}
+        outpainting = img2img_values.get("mode") == "outpaint"
         try:
             params = to_params(list(values))
             if outpainting and getattr(params, "controlnets", None):
@@ -180,7 +259,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         save = bool(state.options.get("samples_save"))
         try:
             if outpainting:
-                pixels, sides = int(base_values[-2]), base_values[-1] or []
+                pixels, sides = int(img2img_values["outpaint_pixels"]), img2img_values["outpaint_sides"] or []
                 job = state.submit_outpaint(params, outpaint_sides_from(pixels, sides), save=save, session=session)
             else:
                 job = state.submit_generation(kind, params, save=save, session=session)
@@ -196,7 +275,8 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
             preview_image = state.current_preview() if state.options.get("live_previews_enable") and fraction else None
             yield progress_html(fraction, text), preview_image, *[gr.skip()] * 5
             time.sleep(POLL_SECONDS)
-        if job.future.cancelled():  # the tab's session ended while the job waited
+        if job.future.cancelled():  # Interrupt pressed while it waited (or the tab closed): it never ran
+            yield progress_html(0, "Interrupted before it started: removed from the queue"), None, *[gr.skip()] * 5
             return
         try:
             outcome = job.future.result()
@@ -209,15 +289,26 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
             from webui.ui.gallery_files import gallery_pngs
 
             paths = gallery_pngs(result.images, result.seeds, result.infotexts, gallery.GRADIO_CACHE)
+        grid = grid_for_gallery(result.images, result.infotexts, return_grid=bool(state.options.get("return_grid")),
+                                save_to=state.output_dir if save and state.options.get("grid_save") else None,
+                                cache_dir=gallery.GRADIO_CACHE)
+        paths, seeds, texts = with_grid(paths, list(result.seeds), list(result.infotexts), grid)
         label = "Interrupted" if result.interrupted else "Done"
         done = progress_html(1.0, f"{label}: {len(result.images)} image(s) in {time.monotonic() - started:.1f}s")
-        yield (done, None, [(path, None) for path in paths], (result.infotexts[0] if result.infotexts else ""),
-               list(result.infotexts), list(result.seeds), None)
+        yield done, None, [(path, None) for path in paths], (texts[0] if texts else ""), texts, seeds, None
 
     generate.click(run, inputs=widgets.inputs() + extra_inputs + control_inputs,
                    outputs=[progress, preview, gallery, infotext, infotexts, last_seeds, selected], concurrency_limit=None)
-    interrupt.click(lambda: state.worker.interrupt() and None, queue=False)
-    skip.click(lambda: state.worker.skip() and None, queue=False)
+    # Only the caller's own job: the queue is shared by every session (and `--listen --auth` users), so a
+    # button must never stop what another tab started. A1111's flag is global because it serves one user.
+    def interrupt_own_job(request: gr.Request) -> None:
+        state.interrupt_session(getattr(request, "session_hash", None))
+
+    def skip_own_batch(request: gr.Request) -> None:
+        state.skip_session(getattr(request, "session_hash", None))
+
+    interrupt.click(interrupt_own_job, queue=False)
+    skip.click(skip_own_batch, queue=False)
     widgets.seed_dice.click(lambda: -1, outputs=widgets.seed, queue=False)
     widgets.seed_recycle.click(reused_seed, inputs=[last_seeds, selected], outputs=widgets.seed, queue=False)
 

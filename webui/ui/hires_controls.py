@@ -22,20 +22,21 @@ def hires_upscaler_names() -> list[str]:
 def build_hires_controls(limits) -> list:
     """The accordion's widgets, in HIRES_FIELDS order (inputs for `with_hires`)."""
     from pipelines.hires import MAX_HIRES_SCALE
+    from webui.ui.form_components import form_slider
 
     with gr.Accordion("Hires. fix", open=False, elem_id="txt2img_hires"):
         enabled = gr.Checkbox(False, label="Enable hires. fix", elem_id="txt2img_enable_hr")
         with gr.Row():
             upscaler = gr.Dropdown(hires_upscaler_names(), value="Latent", label="Upscaler", elem_id="txt2img_hr_upscaler")
-            steps = gr.Slider(0, limits.max_steps, value=0, step=1, label="Hires steps (0 = same as sampling)",
-                              elem_id="txt2img_hires_steps")
-            strength = gr.Slider(0, 1, value=0.7, step=0.01, label="Denoising strength", elem_id="txt2img_hr_denoising")
+            steps = form_slider(0, limits.max_steps, value=0, step=1, label="Hires steps (0 = same as sampling)",
+                                elem_id="txt2img_hires_steps")
+            strength = form_slider(0, 1, value=0.7, step=0.01, label="Denoising strength", elem_id="txt2img_hr_denoising")
         with gr.Row():
-            scale = gr.Slider(1, MAX_HIRES_SCALE, value=2, step=0.05, label="Upscale by", elem_id="txt2img_hr_scale")
-            resize_x = gr.Slider(0, limits.max_side, value=0, step=8, label="Resize width to (0 = use scale)",
-                                 elem_id="txt2img_hr_resize_x")
-            resize_y = gr.Slider(0, limits.max_side, value=0, step=8, label="Resize height to (0 = use scale)",
-                                 elem_id="txt2img_hr_resize_y")
+            scale = form_slider(1, MAX_HIRES_SCALE, value=2, step=0.05, label="Upscale by", elem_id="txt2img_hr_scale")
+            resize_x = form_slider(0, limits.max_side, value=0, step=8, label="Resize width to (0 = use scale)",
+                                   elem_id="txt2img_hr_resize_x")
+            resize_y = form_slider(0, limits.max_side, value=0, step=8, label="Resize height to (0 = use scale)",
+                                   elem_id="txt2img_hr_resize_y")
     return [enabled, upscaler, scale, steps, resize_x, resize_y, strength]
 
 
@@ -66,17 +67,18 @@ def infotext_hires_values(parsed: dict, limits, upscaler_names: list[str]) -> tu
     """(Hires. fix form values, notes) from a parsed infotext, as A1111's paste fills its Hires. fix controls.
 
     A1111 ticks hires fix when the infotext has "Denoising strength" and a hires recipe ("Hires upscale",
-    "Hires upscaler" or "Hires resize"); A1111's default resize of 0x0 does not count as a recipe here, or every
-    img2img infotext would tick it. A value outside the controls' range (the API's limits) or an upscaler this
+    "Hires upscaler" or "Hires resize"), and unticks it otherwise (its paste field for `enable_hr` is that
+    boolean, modules/ui.py txt2img_paste_fields), so the pasted image is what Generate makes; A1111's default
+    resize of 0x0 does not count as a recipe here, or every img2img infotext would tick it. A value outside the controls' range (the API's limits) or an upscaler this
     server lacks is left out and named in a note. "Denoising strength" itself is filled with the other fields."""
     from pipelines.hires import MAX_HIRES_SCALE
 
     recipe = [key for key in ("Hires upscale", "Hires upscaler", "Hires resize-1", "Hires resize-2")
               if str(parsed.get(key, "0")) not in ("0", "")]
     if not recipe:
-        return {}, []
+        return {"enable_hr": False}, []
     if "Denoising strength" not in parsed:
-        return {}, [f"Hires fix ({', '.join(f'{key}: {parsed[key]}' for key in recipe)}): the infotext has no "
+        return {"enable_hr": False}, [f"Hires fix ({', '.join(f'{key}: {parsed[key]}' for key in recipe)}): the infotext has no "
                     "Denoising strength, so hires fix is left off, as A1111 does."]
     values: dict[str, object] = {"enable_hr": True, "hr_second_pass_steps": 0, "hr_resize_x": 0, "hr_resize_y": 0}
     notes: list[str] = []

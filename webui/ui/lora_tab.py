@@ -1,5 +1,5 @@
 """LoRA browser: one card per file of the LoRA folder, with its preview image; clicking a card adds `<lora:name:1>`
-to the txt2img or img2img prompt (or negative prompt) chosen under "Add to".
+to the txt2img or img2img prompt (or negative prompt) chosen under "Add to", or removes it when it is there.
 
 Card images are thumbnails decoded on the server from the preview next to each LoRA file (see
 `webui.lora_previews`), or a placeholder, so the browser never needs a file URL into the folder.
@@ -8,6 +8,7 @@ Card images are thumbnails decoded on the server from the preview next to each L
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import gradio as gr
 from webui.lora_cards import LoraCard, lora_cards
@@ -26,6 +27,34 @@ def add_tag(prompt: str, tag: str) -> str:
     return f"{prompt.rstrip()} {tag}".strip()
 
 
+def toggle_lora_tag(prompt: str, name: str) -> str:
+    """The prompt without its `<lora:name:...>` tags (whatever their weight) if it has one, else with `<lora:name:1>`.
+
+    A1111's card click toggles the same way (extraNetworks.js `tryToRemoveExtraNetworkFromPrompt`: a tag of the
+    same `lora:NAME` is removed, its weight ignored), so a second click never adds a duplicate at another weight."""
+    prompt = prompt or ""
+    same = re.compile(rf"\s*<lora:{re.escape(name)}:[^>]*>")
+    if same.search(prompt):
+        return same.sub("", prompt).strip()
+    return f"{prompt.rstrip()} <lora:{name}:1>".strip()
+
+
+def card_tag_name(library, card: LoraCard) -> str:
+    """The name a card's tag uses: A1111's alias (`ss_output_name`, else the file stem) when it resolves to this
+    very file here, else the stem, else the path relative to the folder (`sub/detail`), which always does.
+
+    A1111 inserts the alias and falls back to the file name when the alias is ambiguous (`get_alias`), and never
+    the sub-folder path (A1111 does not resolve `sub/detail`)."""
+    own = (library.folder / card.relative_path).resolve()
+    for candidate in (card.alias, Path(card.relative_path).stem):
+        try:
+            if candidate and library.resolve_name(candidate) == own:
+                return candidate
+        except (ValueError, OSError):
+            continue  # another file has this name too, or none: try the next one
+    return card.name
+
+
 def card_caption(card: LoraCard) -> str:
     """The name, then base model, dimension and top training tags when the file's metadata has them."""
     details = [x for x in (card.base_model, f"dim {card.network_dim}" if card.network_dim else None) if x]
@@ -35,12 +64,12 @@ def card_caption(card: LoraCard) -> str:
 
 
 def card_items(library) -> tuple[list[tuple], list[str]]:
-    """(gallery items [(image, caption)], names in the same order): a placeholder where there is no usable preview."""
+    """(gallery items [(image, caption)], tag names in the same order): a placeholder where there is no usable preview."""
     items, names = [], []
     for card in lora_cards(library):
         image = load_thumbnail(card.preview) if card.preview else None
         items.append((image if image is not None else placeholder_image(card.name), card_caption(card)))
-        names.append(card.name)
+        names.append(card_tag_name(library, card))
     return items, names
 
 
@@ -52,8 +81,8 @@ def build_lora_tab(state: ServerState, boxes: list) -> None:
     items, names = card_items(state.lora_library)
     card_names = gr.State(names)
     target = gr.Radio(list(TARGETS), value=TARGETS[0], label="Add to", elem_id="lora_target")
-    cards = gr.Gallery(items, label="LoRA (click a card to add it to the chosen prompt; preview: NAME.png / "
-                                    "NAME.preview.png next to the file)",
+    cards = gr.Gallery(items, label="LoRA (click a card to add it to the chosen prompt, again to remove it; preview: "
+                                    "NAME.png / NAME.preview.png next to the file)",
                        columns=6, height="auto", allow_preview=False, interactive=False, format="png",
                        elem_id="lora_cards")
     refresh = gr.Button("Refresh", elem_id="lora_refresh")
@@ -63,7 +92,7 @@ def build_lora_tab(state: ServerState, boxes: list) -> None:
         prompts = [txt_prompt, txt_negative, img_prompt, img_negative]
         if event.index is None or not 0 <= event.index < len(shown):
             return prompts
-        return insert_into(chosen, f"<lora:{shown[event.index]}:1>", prompts, add_tag)
+        return insert_into(chosen, shown[event.index], prompts, toggle_lora_tag)
 
     def do_refresh():
         state.lora_library.refresh()

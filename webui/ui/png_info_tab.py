@@ -6,7 +6,7 @@ import gradio as gr
 from webui.server_state import ServerState
 from webui.ui.errors import refused
 from webui.ui.generate_tab import GenerateTab, apply_form_values, form_outputs
-from webui.ui.paste_infotext import infotext_to_form_values
+from webui.ui.send_to import notes_markdown, paste_values
 
 
 def read_upload_infotext(path: str, max_pixels: int) -> str:
@@ -62,26 +62,14 @@ def build_png_info_tab(state: ServerState, tabs, targets: dict[str, GenerateTab]
         def send(text: str, path: str | None, tab=tab, kind=kind):
             if not text:
                 raise refused("Drop an image with generation parameters first.")
-            upscalers = None
-            if tab.hires is not None:
-                from webui.ui.hires_controls import hires_upscaler_names
-
-                upscalers = hires_upscaler_names()
-            lora_name_of = None
-            if state.lora_library is not None:
-                from mixkit.lora.relink import library_lookup
-
-                lora_name_of = library_lookup(state.lora_library)
-            values, skipped = infotext_to_form_values(text, state.limits, sampler_names, schedule_names,
-                                                      current_model=state.model_title, hires_upscalers=upscalers,
-                                                      lora_name_of=lora_name_of)
+            values, skipped = paste_values(state, tab, text, sampler_names, schedule_names)
             image = []
             if tab.init_image is not None:  # A1111 sends the picture along to img2img
                 try:
                     image = [read_upload_image(path, state.limits.max_pixels * 4) if path else gr.skip()]
                 except ValueError as error:
                     raise refused(str(error)) from None
-            note = "\n".join(f"- {n}" for n in skipped)
+            note = notes_markdown(skipped)
             return [*apply_form_values(tab, values), *image, gr.Tabs(selected=kind), note]
 
         init_image = [tab.init_image] if tab.init_image is not None else []

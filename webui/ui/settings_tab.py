@@ -15,6 +15,8 @@ from webui.options import MAX_CONTROLNET_UNITS
 from webui.server_state import ServerState
 from webui.ui.errors import failed, refused
 
+GRID_KEYS = ("return_grid", "grid_save")  # the Apply button's last inputs
+
 
 def switch_vae(state: ServerState, name: str) -> str:
     """Queue the VAE swap, wait for it, and return the status line; a failure keeps the current VAE and says so."""
@@ -79,8 +81,13 @@ def build_settings_tab(state: ServerState) -> None:
     with gr.Row():
         save = gr.Checkbox(lambda: state.options.get("samples_save"), label="Save generated images with their infotext")
         previews = gr.Checkbox(lambda: state.options.get("live_previews_enable"), label="Live previews")
+        return_grid = gr.Checkbox(lambda: state.options.get("return_grid"), elem_id="settings_return_grid",
+                                  label="Show a grid of 2+ images first in the gallery (return_grid)")
+        grid_save = gr.Checkbox(lambda: state.options.get("grid_save"), elem_id="settings_grid_save",
+                                label="Save that grid as grid-NNNN.png when saving images (grid_save)")
         clip_skip = gr.Slider(1, 12, value=lambda: state.options.get("CLIP_stop_at_last_layers"), step=1,
-                              label="Default clip skip (API requests)")
+                              label="Clip skip (CLIP_stop_at_last_layers): new txt2img/img2img pages start from it, "
+                                    "API requests that leave it out use it", elem_id="settings_clip_skip")
     defaults_widgets = build_defaults_widgets(state)
     unit_count = gr.Slider(1, MAX_CONTROLNET_UNITS, value=lambda: state.options.get("control_net_unit_count"), step=1,
                            label="ControlNet units per tab (control_net_unit_count; takes effect after a restart)",
@@ -124,7 +131,7 @@ def build_settings_tab(state: ServerState) -> None:
 
     def do_apply(save_value: bool, previews_value: bool, clip_value: float, units: float, ngms_value: float,
                  ngms_all_value: bool, skip_early_value: float, eta_ancestral_value: float, eta_ddim_value: float,
-                 ensd_value: float, *default_values):
+                 ensd_value: float, *default_and_grid_values):
         if ensd_value is None or ensd_value != int(ensd_value):
             raise refused(f"Eta noise seed delta must be a whole number >= 0, got {ensd_value!r}.")
         values = {"samples_save": bool(save_value), "live_previews_enable": bool(previews_value),
@@ -132,7 +139,9 @@ def build_settings_tab(state: ServerState) -> None:
                   "s_min_uncond": float(ngms_value), "s_min_uncond_all": bool(ngms_all_value),
                   "skip_early_cond": float(skip_early_value), "eta_ancestral": float(eta_ancestral_value),
                   "eta_ddim": float(eta_ddim_value), "eta_noise_seed_delta": int(ensd_value)}
-        values.update(zip(OPTION_KEYS, default_values))
+        values.update(zip(OPTION_KEYS, default_and_grid_values))
+        grid_values = default_and_grid_values[len(OPTION_KEYS):]  # after the defaults, as wired below
+        values.update((key, bool(value)) for key, value in zip(GRID_KEYS, grid_values))
         return apply_settings(state, values)
 
     def do_vae_refresh():
@@ -144,7 +153,7 @@ def build_settings_tab(state: ServerState) -> None:
     vae_load.click(lambda name: switch_vae(state, name), inputs=vae, outputs=status)
     load.click(do_load, inputs=checkpoint, outputs=status)
     apply.click(do_apply, inputs=[save, previews, clip_skip, unit_count, ngms, ngms_all, skip_early, eta_ancestral, eta_ddim,
-                                  ensd, *defaults_widgets],
+                                  ensd, *defaults_widgets, return_grid, grid_save],
                 outputs=status)
     preset_apply.click(lambda name: switch_preset(state, name), inputs=preset, outputs=status)
 

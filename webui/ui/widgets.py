@@ -63,8 +63,13 @@ class GenerationWidgets:
 
 
 def values_to_params(values: list) -> Txt2ImgParams:
-    """Txt2ImgParams from the widget values (Gradio delivers numbers as floats; whole ones become ints)."""
+    """Txt2ImgParams from the widget values (Gradio delivers numbers as floats; whole ones become ints).
+
+    An empty Seed box is -1 (random): A1111's `processing.get_fixed_seed` maps `None`/`''` to -1, and the
+    HTTP API reads a null seed the same way."""
     named = dict(zip(GenerationWidgets.FIELDS, values))
+    if named["seed"] is None:
+        named["seed"] = -1
     for name in ("steps", "width", "height", "seed", "batch_count", "batch_size", "clip_skip"):
         value = named[name]
         if isinstance(value, float) and value.is_integer():
@@ -76,27 +81,33 @@ def values_to_params(values: list) -> Txt2ImgParams:
 
 
 def build_generation_widgets(prefix: str, limits: GenerationLimits, sampler_names: list[str],
-                             schedule_names: list[str], defaults=None) -> GenerationWidgets:
+                             schedule_names: list[str], defaults=None, clip_skip_default=None) -> GenerationWidgets:
     """Create the widgets inside the current Gradio layout; element ids are `{prefix}_{field}`.
 
     `defaults` (a function returning `GenerationDefaults`, i.e. Settings) gives sampler, schedule
-    type, steps, CFG scale and size; it is called on every page load, so a page opened after a
-    Settings change starts from the new values. Without it the `Txt2ImgParams` defaults are used.
+    type, steps, CFG scale and size; `clip_skip_default` (a function returning the Settings value
+    `CLIP_stop_at_last_layers`) gives Clip skip, which an A1111 user sets once in Settings. Both are
+    called on every page load, so a page opened after a Settings change starts from the new values.
+    Without them the `Txt2ImgParams` defaults are used.
     """
     import gradio as gr
+
+    from webui.ui.form_components import form_number, form_slider
 
     d = Txt2ImgParams()
     r = widget_ranges(limits)
 
     def initial(name: str):
+        if name == "clip_skip" and clip_skip_default is not None:
+            return clip_skip_default
         if defaults is None or name not in DEFAULTED_FIELDS:
             return getattr(d, name)
         return lambda: getattr(defaults(), name)
 
     def slider(name: str, label: str):
         spec = r[name]
-        return gr.Slider(spec.minimum, spec.maximum, value=initial(name), step=spec.step, label=label,
-                         elem_id=f"{prefix}_{name}")
+        return form_slider(spec.minimum, spec.maximum, value=initial(name), step=spec.step, label=label,
+                           elem_id=f"{prefix}_{name}")
 
     prompt = gr.Textbox(label="Prompt", lines=3, max_length=limits.max_prompt_chars, elem_id=f"{prefix}_prompt",
                         placeholder="Prompt (A1111 syntax: (word:1.2), [a:b:0.5], <lora:name:1>)")
@@ -120,8 +131,8 @@ def build_generation_widgets(prefix: str, limits: GenerationLimits, sampler_name
         clip_skip = slider("clip_skip", "Clip skip")
     with gr.Row(equal_height=True):
         seed_range = r["seed"]
-        seed = gr.Number(value=d.seed, minimum=seed_range.minimum, maximum=seed_range.maximum, precision=0, label="Seed",
-                         elem_id=f"{prefix}_seed", scale=4)
+        seed = form_number(value=d.seed, minimum=seed_range.minimum, maximum=seed_range.maximum, precision=0, label="Seed",
+                           elem_id=f"{prefix}_seed", scale=4)
         dice = gr.Button("Random", elem_id=f"{prefix}_random_seed", scale=0, min_width=90)
         recycle = gr.Button("Reuse", elem_id=f"{prefix}_reuse_seed", scale=0, min_width=90)
     return GenerationWidgets(prompt, negative, sampler, schedule, steps, cfg, width, height, seed, batch_count,

@@ -1,0 +1,122 @@
+"""The img2img tab's inpaint and outpaint controls become the same Img2ImgParams the API builds."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from PIL import Image
+
+from pipelines.params import Txt2ImgParams
+from webui.ui.generate_tab import IMG2IMG_FIELDS, MASK_MODES, img2img_params
+
+from .ui_blocks import component
+
+BASE = Txt2ImgParams(prompt="a cube", steps=1, width=64, height=64, seed=5, sampler="Euler")
+
+
+def stroke_layer(box=(0, 0, 16, 16), alpha=255) -> Image.Image:
+    layer = Image.new("RGBA", (64, 64), (0, 0, 0, 0))
+    layer.paste((255, 255, 255, alpha), box)
+    return layer
+
+
+def fields(**changes) -> dict:
+    """The tab's values at their UI defaults (`build_generate_tab`), with `changes`."""
+    image = Image.new("RGB", (64, 64), (10, 20, 30))
+    values = {"editor": {"background": image, "layers": [], "composite": image}, "mode": "img2img",
+              "resize_mode": "just resize", "denoising_strength": 0.75, "mask_blur": 4, "inpainting_fill": "original",
+              "only_masked": False, "only_masked_padding": 32, "mask_mode": MASK_MODES[0], "mask_upload": None,
+              "outpaint_pixels": 128, "outpaint_fill": "fill", "outpaint_sides": ["left", "right", "up", "down"]}
+    values.update(changes)
+    assert set(values) == set(IMG2IMG_FIELDS)
+    return values
+
+
+@pytest.fixture(scope="module")
+def blocks(tmp_path_factory):
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+    from webui.ui.app import build_ui
+
+    root = tmp_path_factory.mktemp("ui-inpaint")
+    (root / "models").mkdir()
+    state = ServerState(ServerConfig(models_dir=str(root / "models"), output_dir=str(root / "out")))
+    yield build_ui(state)
+    state.close()
+
+
+def test_the_controls_start_at_a1111s_defaults(blocks):
+    # A1111 img2img: Mask mode "Inpaint masked", 'Only masked padding, pixels' 32 (0..256, step 4); Poor man's
+    # outpainting: pixels 128, its own masked content "fill".
+    assert component(blocks, "img2img_mask_mode").value == "Inpaint masked"
+    padding = component(blocks, "img2img_inpaint_full_res_padding")
+    assert (padding.value, padding.minimum, padding.maximum, padding.step) == (32, 0, 256, 4)
+    assert component(blocks, "img2img_outpaint_fill").value == "fill"
+    assert component(blocks, "img2img_outpaint_pixels").value == 128
+    assert component(blocks, "img2img_inpainting_fill").value == "original"
+
+
+def test_outpaint_takes_its_own_masked_content_as_outpaint_does():
+    from pipelines.outpaint import outpaint
+
+    default_fill = inspect.signature(outpaint).parameters["inpainting_fill"].default
+    params = img2img_params(BASE, fields(mode="outpaint"))
+    assert params.inpainting_fill == default_fill == "fill" and params.mask is None
+    assert img2img_params(BASE, fields(mode="outpaint", outpaint_fill="latent noise")).inpainting_fill == "latent noise"
+    assert img2img_params(BASE, fields(mode="inpaint", editor={
+        "background": Image.new("RGB", (64, 64)), "layers": [stroke_layer()], "composite": None})).inpainting_fill == \
+        "original"
+
+
+def test_inpaint_not_masked_and_padding_reach_the_params():
+    editor = {"background": Image.new("RGB", (64, 64)), "layers": [stroke_layer()], "composite": None}
+    params = img2img_params(BASE, fields(mode="inpaint", editor=editor, mask_mode="Inpaint not masked",
+                                         only_masked=True, only_masked_padding=48))
+    assert params.inpainting_mask_invert is True and params.inpaint_full_res is True
+    assert params.inpaint_full_res_padding == 48 and isinstance(params.inpaint_full_res_padding, int)
+    assert params.mask.getpixel((8, 8)) == 255 and params.mask.getpixel((40, 40)) == 0
+    assert img2img_params(BASE, fields(mode="inpaint", editor=editor)).inpainting_mask_invert is False
+    # The mode only means something with a mask: img2img and outpaint never invert.
+    assert img2img_params(BASE, fields(mask_mode="Inpaint not masked")).inpainting_mask_invert is False
+    with pytest.raises(ValueError, match="Mask mode must be one of Inpaint masked, Inpaint not masked; got 'invert'"):
+        img2img_params(BASE, fields(mask_mode="invert"))
+
+
+def test_an_uploaded_mask_is_used_as_the_api_uses_it():
+    uploaded = Image.new("L", (64, 64), 0)
+    uploaded.paste(255, (32, 32, 64, 64))
+    params = img2img_params(BASE, fields(mode="inpaint", mask_upload=uploaded))
+    assert params.mask is uploaded  # read by the pipeline (alpha > 128, or grey levels), exactly as the API's mask
+    painted = {"background": Image.new("RGB", (64, 64)), "layers": [stroke_layer()], "composite": None}
+    with pytest.raises(ValueError, match="both painted strokes and an uploaded mask"):
+        img2img_params(BASE, fields(mode="inpaint", editor=painted, mask_upload=uploaded))
+    faint = {"background": Image.new("RGB", (64, 64)), "layers": [stroke_layer(alpha=60)], "composite": None}
+    assert img2img_params(BASE, fields(mode="inpaint", editor=faint, mask_upload=uploaded)).mask is uploaded
+    with pytest.raises(ValueError, match="paint over the area to repaint, or upload a mask"):
+        img2img_params(BASE, fields(mode="inpaint"))
+
+
+def test_inpaint_from_the_ui_equals_the_api_for_a_faint_stroke(tiny_sd1_dir, tmp_path):
+    """The hunt's repro: an opaque square plus a faint band (alpha 60); the UI's mask and the API's (the same RGBA
+    layer sent as `mask`) must repaint the same pixels."""
+    from dataclasses import replace
+
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+
+    image = Image.new("RGB", (64, 64), (120, 60, 200))
+    layer = stroke_layer((16, 16, 40, 40))
+    layer.paste((255, 255, 255, 60), (0, 48, 64, 56))
+    editor = {"background": image, "layers": [layer], "composite": None}
+    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(tmp_path / "out"), ui=False))
+    try:
+        state.load_initial_model()
+        ui = img2img_params(BASE, fields(mode="inpaint", editor=editor, mask_blur=0, inpainting_fill="fill",
+                                         denoising_strength=0.9))
+        api = replace(ui, mask=layer)
+        images = [state.submit_generation("img2img", p, save=False).future.result(120).result.images[0] for p in (ui, api)]
+    finally:
+        state.close()
+    assert images[0].tobytes() == images[1].tobytes()
+    assert images[0].crop((0, 48, 64, 56)).tobytes() == image.crop((0, 48, 64, 56)).tobytes()  # the band is kept

@@ -1,0 +1,103 @@
+"""A1111's "Send to img2img / inpaint / extras" under the galleries and the ↙️ paste button next to the prompt.
+
+A1111 (modules/ui.py, modules/infotext_utils.py): `register_paste_params_button(ParamBinding(paste_button=...,
+tabname=..., source_text_component=generation_info, source_image_component=gallery))` sends the selected image
+and its parameters; `ParamBinding(paste_button=toprow.paste, tabname=..., source_text_component=toprow.prompt)`
+parses the prompt box, or pastes the last generation's parameters when the box is empty.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+import pytest
+from PIL import Image
+
+from .ui_blocks import handler
+
+TEXTS = ["a castle\nNegative prompt: blurry\nSteps: 33, Sampler: Euler, CFG scale: 6.5, Seed: 1000, Size: 64x64, "
+         "RNG: CPU",
+         "a castle\nNegative prompt: blurry\nSteps: 33, Sampler: Euler, CFG scale: 6.5, Seed: 1001, Size: 64x64, "
+         "RNG: CPU"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+    from webui.ui.app import build_ui
+
+    root = tmp_path_factory.mktemp("ui-send-to")
+    (root / "models").mkdir()
+    state = ServerState(ServerConfig(models_dir=str(root / "models"), output_dir=str(root / "out")))
+    yield state, build_ui(state)
+    state.close()
+
+
+@pytest.fixture()
+def gallery(tmp_path):
+    """A result as the gallery hands it to a handler: [(file, caption)], with the images' PNG files."""
+    from pipelines.png import save_png
+
+    images = [Image.new("RGB", (64, 64), (200, 10, 30)), Image.new("RGB", (64, 64), (10, 200, 30))]
+    paths = [save_png(image, tmp_path / f"0000{n}-{1000 + n}.png", text)
+             for n, (image, text) in enumerate(zip(images, TEXTS))]
+    return [(str(path), None) for path in paths], images
+
+
+def outputs_by_id(fn, values) -> dict:
+    """elem_id (or component type) -> the value the click sets; skipped outputs are left out."""
+    sent = {}
+    for block, update in zip(fn.outputs, values):
+        if isinstance(update, dict) and update.get("__type__") == "update" and "value" not in update:
+            continue  # gr.skip(): the field keeps its value
+        value = update.get("value", update) if isinstance(update, dict) else update
+        sent[block.elem_id or type(block).__name__] = value
+    return sent
+
+
+@pytest.mark.parametrize("source", ["txt2img", "img2img"])
+def test_send_to_inpaint_carries_the_selected_image_and_its_parameters(built, gallery, source):
+    _, blocks = built
+    items, images = gallery
+    fn = handler(blocks, f"{source}_send_to_inpaint", "click")
+    sent = outputs_by_id(fn, fn.fn(items, TEXTS, 1))
+    assert sent["img2img_image"].convert("RGB").tobytes() == images[1].tobytes()
+    assert sent["img2img_mode"] == "inpaint" and sent["img2img_seed"] == 1001 and sent["img2img_prompt"] == "a castle"
+    assert sent["img2img_negative_prompt"] == "blurry" and sent["img2img_steps"] == 33
+    assert sent["Tabs"].selected == "img2img"
+    sent = outputs_by_id(fn, handler(blocks, f"{source}_send_to_img2img", "click").fn(items, TEXTS, None))
+    assert sent["img2img_mode"] == "img2img" and sent["img2img_seed"] == 1000  # nothing selected: the first image
+    assert sent["img2img_image"].convert("RGB").tobytes() == images[0].tobytes()
+
+
+def test_send_to_extras_carries_the_image(built, gallery):
+    _, blocks = built
+    items, images = gallery
+    fn = handler(blocks, "txt2img_send_to_extras", "click")
+    sent = outputs_by_id(fn, fn.fn(items, TEXTS, 1))
+    assert sent["extras_image"].convert("RGB").tobytes() == images[1].tobytes() and sent["Tabs"].selected == "extras"
+
+
+def test_send_without_a_result_is_refused(built):
+    _, blocks = built
+    with pytest.raises(gr.Error, match="There is no result to send yet; press Generate first."):
+        handler(blocks, "txt2img_send_to_img2img", "click").fn(None, [], None)
+
+
+def test_the_paste_button_parses_the_prompt_box_as_an_infotext(built):
+    _, blocks = built
+    fn = handler(blocks, "txt2img_paste", "click")
+    civitai = "a red cube\nNegative prompt: blurry\nSteps: 12, Sampler: Euler, CFG scale: 5, Seed: 77, Size: 64x96, RNG: CPU"
+    sent = outputs_by_id(fn, fn.fn(civitai, []))
+    assert sent["txt2img_prompt"] == "a red cube" and sent["txt2img_negative_prompt"] == "blurry"
+    assert (sent["txt2img_steps"], sent["txt2img_seed"], sent["txt2img_width"], sent["txt2img_height"]) == (12, 77, 64, 96)
+    assert sent["txt2img_enable_hr"] is False and sent["txt2img_paste_notes"] == ""
+
+
+def test_the_paste_button_with_an_empty_box_takes_the_last_generation(built):
+    _, blocks = built
+    fn = handler(blocks, "img2img_paste", "click")
+    sent = outputs_by_id(fn, fn.fn("", TEXTS))
+    assert sent["img2img_prompt"] == "a castle" and sent["img2img_seed"] == 1000
+    with pytest.raises(gr.Error, match="The prompt box is empty and this tab has no generation yet"):
+        fn.fn("  ", [])

@@ -1,0 +1,64 @@
+"""The Extras tab's result file: a PNG with the source's text chunks plus the `postprocessing` chunk.
+
+A1111's `run_postprocessing` (modules/postprocessing.py) keeps the source image's PNG info, adds
+`postprocessing` ("Postprocess upscale by: 2.0, Postprocess upscaler: Lanczos"), saves the result
+when saving is on and shows that text under the result. `/sdapi/v1/extra-single-image` writes the
+same chunks (`webui.api_extras`), so an image upscaled in the UI or through the API is the same file.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+POSTPROCESSING_KEY = "postprocessing"
+
+
+def extras_chunks(source, upscale_by: float, upscaler: str) -> dict[str, str]:
+    """The result's text chunks: the source's (its infotext under `parameters`, wherever it was stored), then
+    `postprocessing` naming the upscale."""
+    from pipelines.infotext_read import infotext_from_image
+    from webui.api_extras import postprocessing_text
+
+    chunks = {key: str(value) for key, value in source.info.items() if isinstance(key, str) and isinstance(value, str)}
+    infotext = infotext_from_image(source)
+    if infotext:
+        chunks["parameters"] = infotext
+    chunks[POSTPROCESSING_KEY] = postprocessing_text(upscale_by, upscaler)
+    return chunks
+
+
+def next_extras_path(folder: str | os.PathLike) -> Path:
+    """The next free counter name in `folder`, without a seed (an upscale has none): `00007.png`, as A1111's
+    extras names its files (`short_filename`, `no_prompt`); the counter is shared with the generated images."""
+    from pipelines.png import next_image_path
+
+    numbered = next_image_path(folder, 0)  # `00007-0.png`: the counter is what is wanted
+    return numbered.with_name(numbered.name.split("-", 1)[0] + ".png")
+
+
+def save_extras_png(image, path: str | os.PathLike, chunks: dict[str, str]) -> Path:
+    """Write `image` as PNG at `path` holding every chunk (UTF-8 `iTXt` where Latin-1 cannot hold it), atomically."""
+    from PIL.PngImagePlugin import PngInfo
+
+    from pipelines.png import open_temporary_file, prepare_output_folder
+
+    path = Path(path)
+    prepare_output_folder(path.parent)
+    info = PngInfo()
+    for key, value in chunks.items():
+        try:
+            value.encode("latin-1")
+        except UnicodeEncodeError:
+            info.add_itxt(key, value)
+        else:
+            info.add_text(key, value)
+    handle, temp_path = open_temporary_file(path.parent, path.stem)
+    try:
+        with handle:
+            image.save(handle, format="PNG", pnginfo=info)
+        os.replace(temp_path, path)
+    except BaseException:
+        temp_path.unlink(missing_ok=True)
+        raise
+    return path

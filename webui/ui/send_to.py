@@ -1,0 +1,106 @@
+"""A1111's result workflows: "Send to img2img / inpaint / extras" under a gallery, and the ↙️ paste button.
+
+A1111 registers these with `parameters_copypaste.register_paste_params_button`: a Send button carries the
+selected gallery image and its infotext (every field the target form has, seed and size included, as its
+default `send_seed`/`send_size` options do) to the target tab; the paste button next to the prompt parses the
+prompt box as an infotext, or, when the box is empty, takes the last generation's parameters. Here "the last
+generation" is this browser tab's own (several users share one server), not a server-wide params.txt.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from webui.server_state import ServerState
+from webui.ui.errors import refused
+from webui.ui.generate_tab import GenerateTab, apply_form_values, form_outputs
+from webui.ui.paste_infotext import infotext_to_form_values
+
+
+def paste_values(state: ServerState, tab: GenerateTab, text: str, sampler_names: list[str],
+                 schedule_names: list[str]) -> tuple[dict[str, object], list[str]]:
+    """(form values, notes) for pasting infotext `text` into `tab`, with this server's limits, samplers, hires
+    upscalers (txt2img) and LoRA files (tags re-linked by hash)."""
+    upscalers = None
+    if tab.hires is not None:
+        from webui.ui.hires_controls import hires_upscaler_names
+
+        upscalers = hires_upscaler_names()
+    lora_name_of = None
+    if state.lora_library is not None:
+        from mixkit.lora.relink import library_lookup
+
+        lora_name_of = library_lookup(state.lora_library)
+    return infotext_to_form_values(text, state.limits, sampler_names, schedule_names, current_model=state.model_title,
+                                   hires_upscalers=upscalers, lora_name_of=lora_name_of)
+
+
+def notes_markdown(notes: list[str]) -> str:
+    return "\n".join(f"- {note}" for note in notes)
+
+
+def chosen_result(gallery_items: list | None, infotexts: list, selected: int | None) -> tuple[str, str]:
+    """(image file, infotext) of the gallery image the user clicked, else of the first one."""
+    if not gallery_items:
+        raise ValueError("There is no result to send yet; press Generate first.")
+    index = selected if isinstance(selected, int) and 0 <= selected < len(gallery_items) else 0
+    item = gallery_items[index]
+    path = item[0] if isinstance(item, (tuple, list)) else item
+    text = infotexts[index] if infotexts and index < len(infotexts) else ""
+    return str(path), text or ""
+
+
+def prompt_box_infotext(prompt: str | None, last_infotexts: list) -> str:
+    """What the ↙️ button pastes: the prompt box as an infotext, or the last generation's when the box is empty."""
+    if prompt and prompt.strip():
+        return prompt
+    if last_infotexts and last_infotexts[0]:
+        return last_infotexts[0]
+    raise ValueError("The prompt box is empty and this tab has no generation yet; paste an infotext (prompt, then "
+                     "'Steps: ..., Sampler: ...') into the prompt box and press the button again.")
+
+
+def wire_paste_button(state: ServerState, tab: GenerateTab, sampler_names: list[str], schedule_names: list[str]) -> None:
+    """The ↙️ button next to the prompt fills `tab`'s form from the prompt box (or the last generation)."""
+
+    def paste(prompt: str, last_infotexts: list):
+        try:
+            text = prompt_box_infotext(prompt, last_infotexts)
+        except ValueError as error:
+            raise refused(str(error)) from None
+        values, notes = paste_values(state, tab, text, sampler_names, schedule_names)
+        return [*apply_form_values(tab, values), notes_markdown(notes)]
+
+    tab.paste.click(paste, inputs=[tab.widgets.prompt, tab.infotexts], outputs=[*form_outputs(tab), tab.notes],
+                    queue=False)
+
+
+def wire_send_buttons(state: ServerState, tabs, source: GenerateTab, img2img: GenerateTab, extras_image,
+                      sampler_names: list[str], schedule_names: list[str]) -> None:
+    """Connect `source`'s Send buttons: the chosen image (and, for img2img/inpaint, its parameters) to the target."""
+    from webui.ui.png_info_tab import read_upload_image
+
+    def chosen_image(gallery_items, infotexts, selected):
+        try:
+            path, text = chosen_result(gallery_items, infotexts, selected)
+            return read_upload_image(path, state.limits.max_pixels * 4), text
+        except ValueError as error:
+            raise refused(str(error)) from None
+
+    for target in ("img2img", "inpaint"):
+        def send_to_img2img(gallery_items, infotexts, selected, target=target):
+            image, text = chosen_image(gallery_items, infotexts, selected)
+            values, notes = paste_values(state, img2img, text, sampler_names, schedule_names) if text else ({}, [])
+            return [*apply_form_values(img2img, values), image, target, gr.Tabs(selected="img2img"),
+                    notes_markdown(notes)]
+
+        source.send_buttons[target].click(
+            send_to_img2img, inputs=[source.gallery, source.infotexts, source.selected],
+            outputs=[*form_outputs(img2img), img2img.init_image, img2img.mode, tabs, img2img.notes], queue=False)
+
+    def send_to_extras(gallery_items, infotexts, selected):
+        image, _ = chosen_image(gallery_items, infotexts, selected)
+        return image, gr.Tabs(selected="extras")
+
+    source.send_buttons["extras"].click(send_to_extras, inputs=[source.gallery, source.infotexts, source.selected],
+                                        outputs=[extras_image, tabs], queue=False)
