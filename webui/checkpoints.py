@@ -1,26 +1,75 @@
-"""The checkpoints a server may load: chosen by the operator, picked by clients only by title.
+"""The checkpoints a server may load: chosen by the operator, picked by clients only by name.
 
-Requests name a checkpoint by the title this catalog lists (as A1111's `sd_model_checkpoint`
-option does); they never pass a path, so an API client cannot make the server read an
-arbitrary file.
+Requests name a checkpoint (A1111's `sd_model_checkpoint` option); they never pass a path, so an API
+client cannot make the server read an arbitrary file.
+
+Names follow A1111's `sd_models.CheckpointInfo`: a file's `name` is its path below the models folder with
+its extension (`sub/beta.safetensors`; subfolders are walked), its title is `name [shorthash]` once its
+sha256 is known (loading hashes it; a listing never does), and it is found by any of its aliases
+(`CheckpointInfo.ids`): the title, the name, the file name without extension, `model_name`, the short hash
+(10 hex digits), the full sha256, `name [hash]` and the legacy 8-digit hash. A diffusers folder has no
+A1111 counterpart: its title is its folder path, its hash (listed) that of its UNet weights.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from mixkit.models.diffusion.loading import VAE_NEAR_CHECKPOINT_SUFFIXES
+
 WEIGHT_SUFFIXES = (".safetensors", ".ckpt")
+SHORT_HASH_LENGTH = 10
+LEGACY_HASH = re.compile(r"^[0-9a-fA-F]{8}$")
+# A1111's re_strip_checksum: a trailing " [hash]" dropped when the exact title is not known.
+TRAILING_CHECKSUM = re.compile(r"\s*\[[^]]+]\s*$")
 
 
 @dataclass(frozen=True)
 class CheckpointEntry:
-    """One loadable model: `title` is what clients send; `source` stays on the server."""
+    """One loadable model: its `title` (and other aliases) is what clients send; `source` stays on the server."""
 
-    title: str
-    model_name: str
+    name: str  # A1111's CheckpointInfo.name: the path below the models folder, extension included
+    model_name: str  # A1111's model_name: the name without extension, "/" replaced by "_"
     source: str  # a diffusers folder, a single file, or a Hugging Face id
+
+    @property
+    def is_file(self) -> bool:
+        return os.path.isfile(self.source)
+
+    @property
+    def name_for_extra(self) -> str:
+        """The file name without folder or extension (A1111's name_for_extra), e.g. for `<lora:...>`-style lookups."""
+        base = self.name.rsplit("/", 1)[-1]
+        return os.path.splitext(base)[0] if self.is_file else base
+
+    @property
+    def title(self) -> str:
+        """`name [shorthash]` for a file whose sha256 is known, else `name`, as A1111's CheckpointInfo.title."""
+        sha256 = known_sha256(self.source) if self.is_file else None
+        return f"{self.name} [{sha256[:SHORT_HASH_LENGTH]}]" if sha256 else self.name
+
+    def aliases(self) -> list[str]:
+        """The strings this checkpoint is found by (A1111's CheckpointInfo.ids, but the lazily computed legacy hash)."""
+        ids = [self.title, self.name, self.name_for_extra, self.model_name]
+        sha256 = known_sha256(self.source) if self.is_file else None
+        if sha256:
+            short = sha256[:SHORT_HASH_LENGTH]
+            ids += [short, sha256, f"{self.name} [{short}]", f"{self.name_for_extra} [{short}]"]
+        return list(dict.fromkeys(ids))
+
+    def legacy_hash(self) -> str | None:
+        """A1111's pre-2023 8-digit "Model hash" of a file (64 KiB read), None for folders and hub ids."""
+        if not self.is_file:
+            return None
+        from mixkit.io.hashing import legacy_a1111_hash
+
+        try:
+            return legacy_a1111_hash(self.source)
+        except (OSError, ValueError):
+            return None
 
     def as_a1111(self) -> dict:
         """The item shape of A1111's `/sdapi/v1/sd-models`.
@@ -30,7 +79,7 @@ class CheckpointEntry:
         """
         filename = self.source if os.path.exists(self.source) else None
         sha256 = known_sha256(self.source)
-        return {"title": self.title, "model_name": self.model_name, "hash": sha256[:10] if sha256 else None,
+        return {"title": self.title, "model_name": self.model_name, "hash": sha256[:SHORT_HASH_LENGTH] if sha256 else None,
                 "sha256": sha256, "filename": filename or self.source, "config": None}
 
 
@@ -55,11 +104,44 @@ def _is_diffusers_folder(path: Path) -> bool:
     return (path / "model_index.json").is_file() or (path / "unet" / "config.json").is_file()
 
 
-def _name_of(source: str) -> str:
+def _is_checkpoint_file(path: Path) -> bool:
+    # A1111's checkpoint list skips the VAE files kept next to checkpoints (list_models' ext_blacklist).
+    lower = path.name.lower()
+    return path.suffix.lower() in WEIGHT_SUFFIXES and not lower.endswith(VAE_NEAR_CHECKPOINT_SUFFIXES)
+
+
+def models_in_folder(folder: Path) -> list[Path]:
+    """Checkpoint files and diffusers folders below `folder` (subfolders walked, a diffusers folder not entered)."""
+    found: list[Path] = []
+    for root, dirs, files in os.walk(folder):
+        here = Path(root)
+        models = [d for d in dirs if _is_diffusers_folder(here / d)]
+        found += [here / d for d in models]
+        dirs[:] = sorted(d for d in dirs if d not in models)
+        found += [here / f for f in files if _is_checkpoint_file(here / f)]
+    return sorted(found, key=lambda p: p.relative_to(folder).as_posix())
+
+
+def name_in_catalog(source: str, models_dir: Path | None) -> str:
+    """A1111's CheckpointInfo.name: the path below the models folder (extension kept), else the file or folder name.
+
+    A hub id (not on disk) keeps its last part, the name the infotext's `Model:` shows.
+    """
     path = Path(source)
-    if path.exists():
-        return path.stem if path.is_file() else path.name
-    return source.rstrip("/").split("/")[-1]
+    if not path.exists():
+        return source.rstrip("/").split("/")[-1]
+    if models_dir is not None:
+        try:
+            return path.resolve().relative_to(models_dir.resolve()).as_posix()
+        except ValueError:
+            pass
+    return path.name
+
+
+def model_name_of(name: str, is_file: bool) -> str:
+    """A1111's CheckpointInfo.model_name: the name with "/" replaced by "_", without a file's extension."""
+    flat = name.replace("/", "_").replace("\\", "_")
+    return os.path.splitext(flat)[0] if is_file else flat
 
 
 class CheckpointCatalog:
@@ -76,19 +158,17 @@ class CheckpointCatalog:
     def refresh(self) -> list[CheckpointEntry]:
         found = list(self.sources)
         if self.models_dir is not None:
-            for path in sorted(self.models_dir.iterdir()):
-                if (path.is_file() and path.suffix.lower() in WEIGHT_SUFFIXES) or (path.is_dir() and _is_diffusers_folder(path)):
-                    if str(path) not in found:
-                        found.append(str(path))
-        entries, titles = [], set()
+            found += [str(path) for path in models_in_folder(self.models_dir) if str(path) not in found]
+        entries, names = [], set()
         for source in found:
-            name = _name_of(source)
-            title = name
-            suffix = 2
-            while title in titles:  # two folders with one name: keep both, distinguishable
-                title, suffix = f"{name} ({suffix})", suffix + 1
-            titles.add(title)
-            entries.append(CheckpointEntry(title=title, model_name=name, source=source))
+            base = name_in_catalog(source, self.models_dir)
+            name, suffix = base, 2
+            # Names below one folder are unique; only explicit sources elsewhere can collide. They come first, so a
+            # file added to the models folder never renames an existing entry.
+            while name in names:
+                name, suffix = f"{base} ({suffix})", suffix + 1
+            names.add(name)
+            entries.append(CheckpointEntry(name=name, model_name=model_name_of(name, os.path.isfile(source)), source=source))
         self._entries = entries
         return list(entries)
 
@@ -99,13 +179,28 @@ class CheckpointCatalog:
         return [entry.title for entry in self._entries]
 
     def find(self, title: str) -> CheckpointEntry:
-        """The entry whose title (or model name, or A1111-style "name [hash]") is `title`."""
+        """The entry one of whose aliases is `title` (A1111's checkpoint_aliases lookup).
+
+        As A1111's get_closet_checkpoint_match, a title whose " [hash]" is not known (a remembered title from
+        before the file was hashed or changed) is looked up again without it. An 8-digit hex string is compared
+        with each file's legacy hash. A name that fits several entries (`model` for model.ckpt and
+        model.safetensors) is refused, listing them: A1111 would take whichever it registered last.
+        """
         if not isinstance(title, str):
             raise TypeError(f"A checkpoint title must be a string, got {type(title).__name__}.")
-        # The exact title first: "model [v2]" is a file's own name before it is "model" with an A1111 " [hash]".
-        for candidate in (title, title.split(" [", 1)[0].strip()):
-            for entry in self._entries:
-                if candidate in (entry.title, entry.model_name):
-                    return entry
+        for candidate in dict.fromkeys((title, TRAILING_CHECKSUM.sub("", title))):
+            if not candidate:
+                continue
+            exact = [entry for entry in self._entries if candidate in (entry.title, entry.name)]
+            if exact:
+                return exact[0]
+            matches = [entry for entry in self._entries if candidate in entry.aliases()]
+            if not matches and LEGACY_HASH.match(candidate):
+                matches = [entry for entry in self._entries if entry.legacy_hash() == candidate.lower()]
+            if len(matches) == 1:
+                return matches[0]
+            if matches:
+                raise ValueError(f"Checkpoint {title!r} is ambiguous: it names {', '.join(e.title for e in matches)}; "
+                                 "send one of these titles.")
         raise ValueError(f"Unknown checkpoint {title!r}; available: {', '.join(self.titles()) or '(none)'}. "
                          "Call /sdapi/v1/refresh-checkpoints after adding files to the models folder.")

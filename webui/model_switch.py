@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from webui.checkpoints import CheckpointCatalog, CheckpointEntry
+from webui.vae_catalog import NONE
 
 logger = logging.getLogger(__name__)
 
@@ -143,6 +144,9 @@ class ModelHolder:
     def set_vae(self, name: str, path: Path | None) -> str:
         """Decode with the VAE at `path` (None: the checkpoint's own); a failed load keeps the current VAE.
 
+        `path=None` restores the VAE the checkpoint was loaded with ("Automatic": a `<name>.vae.*` file next to it
+        when there is one); with `name="None"` it is the checkpoint's built-in VAE, as in A1111.
+
         Call only from the generation worker. Only the VAE changes, so the UNet and text encoders
         stay loaded; the infotext's `VAE:` / `VAE hash:` follow the swap as A1111's do.
         """
@@ -150,14 +154,20 @@ class ModelHolder:
         if self._own_vae is None:
             raise RuntimeError(f"The loaded model {self.entry.title if self.entry else ''!r} has no VAE to replace.")
         own_vae, own_extras = self._own_vae
-        if path is None:
+        from mixkit.models.diffusion.loading import load_vae
+
+        if path is None and name == NONE and own_extras.get("vae_name") and self._single_file_source():
+            # A1111's "None" is the checkpoint's built-in VAE even when "Automatic" found `<name>.vae.*` next to it.
+            vae = load_vae(self._single_file_source(), dtype=own_vae.dtype, like=own_vae.config).to(own_vae.device)
+            extras = {"vae_name": None, "vae_hash": None}
+        elif path is None:
             vae, extras = own_vae, own_extras
         else:
             from mixkit.io.hashing import a1111_model_hash
-            from mixkit.models.diffusion.loading import load_vae
 
             vae = load_vae(path, dtype=own_vae.dtype, like=own_vae.config).to(own_vae.device)  # raises: nothing changed
-            extras = {"vae_name": Path(path).stem, "vae_hash": a1111_model_hash(path) if Path(path).is_file() else None}
+            # A1111 writes `VAE:` as the file name with its extension, the value its sd_vae option lists.
+            extras = {"vae_name": Path(path).name, "vae_hash": a1111_model_hash(path) if Path(path).is_file() else None}
         with self._lock:
             model.vae = vae
             for key, value in extras.items():
@@ -167,6 +177,11 @@ class ModelHolder:
                     model.extras[key] = value
             self.vae_name = name
         return name
+
+    def _single_file_source(self) -> str | None:
+        """The loaded checkpoint's file when it is a single file (whose built-in VAE "None" selects), else None."""
+        source = self.entry.source if self.entry else None
+        return source if source and Path(source).is_file() else None
 
     def _install(self, entry: CheckpointEntry | None, pipe, preset: str) -> None:
         with self._lock:

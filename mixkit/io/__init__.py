@@ -13,6 +13,7 @@ from mixkit.io.hashing import (
     addnet_hash_safetensors,
     addnet_sha256_safetensors,
     legacy_a1111_hash,
+    model_hash_matches,
     sha256_file,
 )
 from mixkit.io.loading import check_pickle_is_safe, load_state_dict, read_checkpoint
@@ -31,6 +32,7 @@ __all__ = [
     "detect_checkpoint_format",
     "legacy_a1111_hash",
     "load_state_dict",
+    "model_hash_matches",
     "read_checkpoint",
     "read_safetensors_header",
     "read_safetensors_metadata",

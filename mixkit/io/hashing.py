@@ -8,6 +8,7 @@
 - `legacy_a1111_hash`: SHA-256 of 0x10000 bytes at offset 0x100000, first 8 hex digits; A1111's
   pre-2023 "Model hash" (and kohya's `sshs_legacy_hash`), still found in old infotexts.
 The two full-file digests are cached on disk (see `hash_cache`), the legacy one reads 64 KiB.
+`model_hash_matches` tells which of them an infotext's "Model hash" is and compares with it.
 """
 
 from __future__ import annotations
@@ -86,3 +87,19 @@ def legacy_a1111_hash(path: str | os.PathLike) -> str:
     with open(file, "rb") as handle:
         handle.seek(LEGACY_OFFSET)
         return hashlib.sha256(handle.read(LEGACY_LENGTH)).hexdigest()[:LEGACY_HASH_LENGTH]
+
+
+def model_hash_matches(written: str, path: str | os.PathLike) -> bool:
+    """Whether an infotext's "Model hash" names the checkpoint file at `path`.
+
+    8 hex digits are A1111's legacy hash (pre-2023 infotexts; A1111 keeps it among a checkpoint's ids and matches
+    it), anything else a prefix of the file's sha256 (10 digits since A1111 1.0, or the full digest).
+    """
+    if not isinstance(written, str):
+        raise TypeError(f"a Model hash must be a string of hex digits, got {type(written).__name__}")
+    value = written.strip().lower()
+    if not value:
+        return False
+    if len(value) == LEGACY_HASH_LENGTH:
+        return legacy_a1111_hash(path) == value
+    return sha256_file(path).startswith(value)

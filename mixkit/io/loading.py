@@ -2,9 +2,10 @@
 
 safetensors is read directly (memory-mapped by the safetensors library). Pickle-based files
 (`.ckpt/.pt/.bin`, zip or legacy) are scanned for imported globals first and then loaded only
-with `torch.load(weights_only=True)`. There is deliberately no `allow_unsafe` switch and no retry
-with `weights_only=False`: a checkpoint that needs arbitrary globals must be converted to
-safetensors by someone who trusts it.
+with `torch.load(weights_only=True)`, which also accepts the inert types A1111's safe unpickler
+allows (numpy values, ParameterDict, Lightning's ModelCheckpoint key; see `pickle_allowlist`).
+There is deliberately no `allow_unsafe` switch and no retry with `weights_only=False`: a
+checkpoint that needs arbitrary globals must be converted to safetensors by someone who trusts it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from mixkit.errors import CheckpointFormatError, UnsafeCheckpointError
 from mixkit.io.formats import check_checkpoint_file, detect_checkpoint_format
+from mixkit.io.pickle_allowlist import inert_global_names, inert_globals_allowed
 from mixkit.io.pickle_scan import DYNAMIC_GLOBAL, globals_in_checkpoint, torch_allowed_globals, unsafe_globals
 from mixkit.io.safetensors_header import read_safetensors_header
 
@@ -51,14 +53,20 @@ def read_checkpoint(path: str | os.PathLike, device: "str | torch.device" = "cpu
     return _load_pickled(file, checkpoint_format, device)
 
 
-def check_pickle_is_safe(path: str | os.PathLike) -> None:
+def check_pickle_is_safe(path: str | os.PathLike, *, a1111_types: bool = False) -> None:
     """Refuse (UnsafeCheckpointError naming the globals) a pickled file that imports anything torch's weights-only
     loader would not allow; safetensors files pass. For files another library (diffusers, transformers) is about
-    to load itself: its refusal would be a raw UnpicklingError that does not name the global."""
+    to load itself: its refusal would be a raw UnpicklingError that does not name the global.
+
+    `a1111_types=True` when mixkit's own reader (`read_checkpoint`, `load_state_dict`) will load the file: it also
+    accepts the inert types A1111 allows (`pickle_allowlist`), which another library's torch.load would refuse.
+    """
+    if not isinstance(a1111_types, bool):
+        raise TypeError(f"a1111_types must be True or False, got {a1111_types!r}")
     file = check_checkpoint_file(path)
     checkpoint_format = detect_checkpoint_format(file)
     if checkpoint_format != "safetensors":
-        _refuse_unsafe_globals(file, checkpoint_format)
+        _refuse_unsafe_globals(file, checkpoint_format, a1111_types=a1111_types)
 
 
 def _check_device(device) -> "torch.device":
@@ -90,9 +98,10 @@ def _load_safetensors(file: Path, device: "torch.device") -> dict[str, "torch.Te
         ) from None
 
 
-def _refuse_unsafe_globals(file: Path, checkpoint_format: str) -> None:
+def _refuse_unsafe_globals(file: Path, checkpoint_format: str, a1111_types: bool) -> None:
     allowed = torch_allowed_globals()
     if allowed is not None:
+        allowed = allowed | inert_global_names() if a1111_types else allowed
         refused = unsafe_globals(globals_in_checkpoint(file, checkpoint_format), allowed)
         if refused:
             raise _unsafe(file, checkpoint_format, refused)
@@ -102,17 +111,19 @@ def _load_pickled(file: Path, checkpoint_format: str, device: "torch.device") ->
     import torch
     from safetensors import SafetensorError
 
-    _refuse_unsafe_globals(file, checkpoint_format)
+    _refuse_unsafe_globals(file, checkpoint_format, a1111_types=True)
     try:
-        if file.name.endswith(".safetensors"):
-            # torch >= 2.11 hands any *path* ending in .safetensors to the safetensors reader, whatever the
-            # content; a pickle renamed so must be read as what it is, so torch gets a file object (no mmap).
-            with open(file, "rb") as handle:
-                return torch.load(handle, map_location=device, weights_only=True)
-        return torch.load(file, map_location=device, weights_only=True, mmap=checkpoint_format == "torch-zip")
+        # A1111's allow-list (numpy values, ParameterDict, Lightning's ModelCheckpoint key) as inert stand-ins.
+        with inert_globals_allowed():
+            if file.name.endswith(".safetensors"):
+                # torch >= 2.11 hands any *path* ending in .safetensors to the safetensors reader, whatever the
+                # content; a pickle renamed so must be read as what it is, so torch gets a file object (no mmap).
+                with open(file, "rb") as handle:
+                    return torch.load(handle, map_location=device, weights_only=True)
+            return torch.load(file, map_location=device, weights_only=True, mmap=checkpoint_format == "torch-zip")
     except pickle.UnpicklingError as error:
         raise _unsafe(file, checkpoint_format, [], torch_reason=_core_reason(error)) from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError, SafetensorError) as error:
+    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, TypeError, OSError, SafetensorError) as error:
         raise CheckpointFormatError(
             f"{checkpoint_format} checkpoint {str(file)!r} could not be read ({_core_reason(error)}); "
             "it is truncated, corrupt or not a torch.save file. Re-download it."
@@ -143,7 +154,8 @@ def _flatten_to_tensors(file: Path, loaded: Any) -> dict[str, "torch.Tensor"]:
 def _unsafe(file: Path, checkpoint_format: str, refused: list[str], torch_reason: str = "") -> UnsafeCheckpointError:
     if refused:
         named = [name for name in refused if name != DYNAMIC_GLOBAL] or refused
-        what = f"it imports {', '.join(named)}, which could run arbitrary code"
+        what = (f"it imports {', '.join(named)}, which is neither a tensor type nor one of the inert types A1111 "
+                "allows (numpy values, ParameterDict, set ...); an imported callable can run arbitrary code")
     else:
         what = f"torch's weights-only loader refused it ({torch_reason})"
     return UnsafeCheckpointError(

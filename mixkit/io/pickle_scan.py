@@ -37,7 +37,7 @@ def globals_in_pickle(stream: BinaryIO) -> list[str]:
         pushed: object = None
         if name in ("GLOBAL", "INST"):
             module, _, attr = str(arg).partition(" ")
-            found.append(f"{module}.{attr}")
+            found.append(python3_name(module, attr))
         elif name == "STACK_GLOBAL":
             module, attr = (recent[-2], recent[-1]) if len(recent) >= 2 else (None, None)
             ok = isinstance(module, str) and isinstance(attr, str)
@@ -55,6 +55,29 @@ def globals_in_pickle(stream: BinaryIO) -> list[str]:
         if name not in _PUT_OPS and name != "MEMOIZE":
             last_pushed = pushed
     return found
+
+
+def python3_name(module: str, attr: str) -> str:
+    """`module.attr` as the unpickler resolves a GLOBAL opcode: Python 2 names (`__builtin__.set`, which
+    protocol 0-2 pickles such as torch.save's write) mapped to Python 3 ones (`builtins.set`).
+
+    torch's weights-only unpickler applies this mapping (torch._utils.IMPORT_MAPPING / NAME_MAPPING, adapted
+    from the standard library's _compat_pickle) before its allow-list check, so the scan must too.
+    """
+    import_mapping, name_mapping = _compat_mappings()
+    if (module, attr) in name_mapping:
+        module, attr = name_mapping[(module, attr)]
+    elif module in import_mapping:
+        module = import_mapping[module]
+    return f"{module}.{attr}"
+
+
+def _compat_mappings() -> tuple[dict, dict]:
+    try:
+        from torch._utils import IMPORT_MAPPING, NAME_MAPPING  # what torch's weights-only unpickler uses
+    except ImportError:
+        from _compat_pickle import IMPORT_MAPPING, NAME_MAPPING
+    return IMPORT_MAPPING, NAME_MAPPING
 
 
 def globals_in_checkpoint(path: Path, checkpoint_format: str) -> list[str]:

@@ -90,10 +90,11 @@ def test_catalog_scans_models_dir_and_refreshes(tmp_path):
     (tmp_path / "folder" / "unet").mkdir(parents=True)
     (tmp_path / "folder" / "unet" / "config.json").write_text("{}")
     catalog = CheckpointCatalog([], tmp_path)
-    assert catalog.titles() == ["folder", "one"]
+    # A1111's CheckpointInfo.name keeps the extension; a diffusers folder is listed by its folder name
+    assert catalog.titles() == ["folder", "one.safetensors"]
     (tmp_path / "two.ckpt").write_bytes(b"x")
     catalog.refresh()
-    assert catalog.titles() == ["folder", "one", "two"]
+    assert catalog.titles() == ["folder", "one.safetensors", "two.ckpt"]
     assert catalog.find("one [abcdef1234]").model_name == "one"  # A1111 titles carry a hash suffix
 
 

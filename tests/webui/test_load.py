@@ -96,8 +96,9 @@ def test_sd_models_fills_hash_and_sha256_once_known_without_hashing(tmp_path, mo
     a1111_model_hash(tmp_path / "a.safetensors")  # what loading the model does
     listed = {e.title: e.as_a1111() for e in catalog.entries()}
     digest = hashlib.sha256(b"weights a").hexdigest()
-    assert (listed["a"]["sha256"], listed["a"]["hash"]) == (digest, digest[:10])
-    assert listed["b"]["sha256"] is None  # never hashed by a listing
+    a = listed[f"a.safetensors [{digest[:10]}]"]  # A1111's title once the hash is known
+    assert (a["sha256"], a["hash"]) == (digest, digest[:10])
+    assert listed["b.safetensors"]["sha256"] is None  # never hashed by a listing
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,9 @@ class DiffusionModel:
 
     @property
     def description(self) -> str:
-        return describe(self.family, self.prediction_type)
+        # A 9-channel UNet (latent + mask + masked-image latent) is an inpainting model (detect_keys).
+        inpainting = getattr(getattr(self.unet, "config", None), "in_channels", 4) == 9
+        return describe(self.family, self.prediction_type, inpainting)
 
     @property
     def vae_scale_factor(self) -> int:

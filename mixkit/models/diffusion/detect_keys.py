@@ -32,6 +32,11 @@ SD2_V_PROBE_KEY = "model.diffusion_model.output_blocks.11.1.transformer_blocks.0
 SD2_V_PROBE_THRESHOLD = 0.09
 # Marker tensors some trainers (and ComfyUI's "save checkpoint") add to v-prediction files.
 V_PRED_MARKER = "v_pred"
+# Next to `v_pred`: the model was trained with a zero-terminal-SNR schedule (NoobAI-XL V-Pred style files).
+# ComfyUI's supported_models.SDXL.model_type sets sampling_settings["zsnr"] only when "v_pred" is there too.
+ZTSNR_MARKER = "ztsnr"
+# diffusers' spelling of that schedule (Lin et al. 2024: rescaled betas, sampling from the last timestep).
+ZERO_SNR_SCHEDULE = {"rescale_betas_zero_snr": True, "timestep_spacing": "trailing"}
 # Stability's ModelSpec metadata, written by kohya sd-scripts: "epsilon" or "v".
 MODELSPEC_PREDICTION = "modelspec.prediction_type"
 MODELSPEC_VALUES = {"epsilon": "epsilon", "v": "v_prediction", "v_prediction": "v_prediction"}
@@ -120,12 +125,24 @@ def detect_family(shapes: Mapping[str, Sequence[int]], path: str = "<state dict>
     )
 
 
+def zero_snr_schedule(state: Mapping[str, torch.Tensor], prediction_type: str) -> dict:
+    """The scheduler settings a `ztsnr` marker asks for (ZERO_SNR_SCHEDULE), or {} without it.
+
+    As ComfyUI, only for v-prediction: at zero SNR an epsilon model sees pure noise and cannot say anything
+    about the image (Lin et al. 2024, section 3.2), so a marker on an epsilon file is ignored.
+    """
+    return dict(ZERO_SNR_SCHEDULE) if ZTSNR_MARKER in state and prediction_type == "v_prediction" else {}
+
+
 def guess_prediction_type(
     state: Mapping[str, torch.Tensor], family: ModelFamily, metadata: Mapping[str, str] | None = None
 ) -> tuple[str, str]:
     """(prediction_type, reason) for a file whose configs say nothing; pass prediction_type= to override.
 
-    Order: the `v_pred` marker key, ModelSpec metadata, then (SD 2.x only) ComfyUI's statistic.
+    Order: the `v_pred` marker key, ModelSpec metadata, then (SD 2.x only) ComfyUI's statistic, which
+    is skipped for inpainting (9-channel) UNets: ComfyUI's `supported_models.SD20.model_type` applies it
+    only `if self.unet_config["in_channels"] == 4` ("SD2.0 inpainting models are not v prediction"), and
+    A1111 picks its epsilon `v2-inpainting-inference.yaml` for 9 channels before its v-prediction test.
     """
     if V_PRED_MARKER in state:
         return "v_prediction", f"the file has a {V_PRED_MARKER!r} marker key"
@@ -134,6 +151,10 @@ def guess_prediction_type(
         return declared, f"safetensors metadata {MODELSPEC_PREDICTION}={metadata[MODELSPEC_PREDICTION]!r}"
     if family is not ModelFamily.SD2:
         return "epsilon", f"{family.label} checkpoints are epsilon-prediction unless marked {V_PRED_MARKER!r}"
+    unet_in = state.get(UNET_IN)
+    if unet_in is not None and unet_in.ndim == 4 and int(unet_in.shape[1]) != TEXT_TO_IMAGE_CHANNELS:
+        return "epsilon", (f"SD 2.x inpainting UNet ({int(unet_in.shape[1])} input channels) is epsilon-prediction "
+                           "unless marked (ComfyUI's and A1111's SD 2.x inpainting rule)")
     probe = state.get(SD2_V_PROBE_KEY)
     if probe is None:
         return "epsilon", f"SD 2.x file without {SD2_V_PROBE_KEY!r} to test; assuming epsilon"

@@ -35,7 +35,7 @@ def detect_family(unet_config: Mapping[str, Any], has_second_text_encoder: bool)
     return ModelFamily.SD1
 
 
-def describe(family: ModelFamily, prediction_type: str) -> str:
-    """Human-readable name, e.g. 'SD 2.x (v-prediction)'."""
+def describe(family: ModelFamily, prediction_type: str, inpainting: bool = False) -> str:
+    """Human-readable name, e.g. 'SD 2.x (v-prediction)' or 'SD 2.x inpainting'."""
     suffix = " (v-prediction)" if prediction_type == "v_prediction" else ""
-    return family.label + suffix
+    return family.label + (" inpainting" if inpainting else "") + suffix

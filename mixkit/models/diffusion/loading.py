@@ -19,18 +19,42 @@ from mixkit.models.diffusion.diffusers_folder import check_weight_files, load_di
 logger = logging.getLogger(__name__)
 
 SINGLE_FILE_SUFFIXES = (".safetensors", ".ckpt", ".pt", ".pth", ".bin")
+# A1111's "Automatic" VAE: a file named like the checkpoint with one of these endings, in its folder
+# (sd_vae.find_vae_near_checkpoint, in this order). Civitai models often ship their VAE this way.
+VAE_NEAR_CHECKPOINT_SUFFIXES = (".vae.pt", ".vae.ckpt", ".vae.safetensors")
+
+
+def find_vae_near_checkpoint(checkpoint: str | os.PathLike) -> Path | None:
+    """The `<name>.vae.pt/.vae.ckpt/.vae.safetensors` next to a single-file checkpoint `<name>.<ext>`, or None.
+
+    A1111 1.0's rule (exact name). Later A1111 releases take any known VAE whose file name merely starts
+    with the checkpoint's name, which picks an unrelated VAE for a checkpoint called e.g. "sd"; not copied.
+    """
+    path = Path(checkpoint)
+    if not path.is_file() or path.name.lower().endswith(VAE_NEAR_CHECKPOINT_SUFFIXES):
+        return None
+    for suffix in VAE_NEAR_CHECKPOINT_SUFFIXES:
+        candidate = path.with_name(path.stem + suffix)
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 def load_diffusion_model(source: str | os.PathLike, *, dtype=None, device: str | None = None,
                          vae: str | os.PathLike | None = None, attention: str = "auto",
-                         config_dir: str | os.PathLike | None = None, unet_dtype=None) -> DiffusionModel:
+                         config_dir: str | os.PathLike | None = None, unet_dtype=None,
+                         vae_near_checkpoint: bool = True) -> DiffusionModel:
     """Load SD 1.x / 2.x / SDXL base from `source` and report which family it is.
 
     `source` is a local diffusers folder, a single `.safetensors`/`.ckpt` file (original LDM/SGM
     layout, as shared on Civitai), or a Hugging Face id (`org/name`), which is looked up in the
     hub cache and respects `HF_HUB_OFFLINE`. `vae` optionally overrides the model's VAE with a
-    diffusers VAE folder or a single-file VAE. `config_dir` (single files only) is a diffusers folder
-    whose configs replace the shipped SD 1.x/2.x/XL ones (see `load_single_file`).
+    diffusers VAE folder or a single-file VAE. Without `vae`, a single file's VAE is A1111's "Automatic"
+    one: `<name>.vae.safetensors` (or `.vae.pt`, `.vae.ckpt`) next to `<name>.safetensors` when there is
+    one (`find_vae_near_checkpoint`), else the checkpoint's own; `vae_near_checkpoint=False` always
+    keeps the checkpoint's own (A1111's "None"). `extras["vae_name"]` is the VAE file's name with its
+    extension, as A1111 writes the infotext's `VAE:`. `config_dir` (single files only) is a diffusers
+    folder whose configs replace the shipped SD 1.x/2.x/XL ones (see `load_single_file`).
 
     `attention="auto"` routes the UNet's, VAE's and text encoders' attention through
     `mixkit.attention` (kernel chosen per call site, switchable with `set_attention_backend`);
@@ -50,6 +74,8 @@ def load_diffusion_model(source: str | os.PathLike, *, dtype=None, device: str |
     from mixkit.attention.install import check_attention_mode, install_attention
 
     check_attention_mode(attention)  # an unknown name fails before anything is read
+    if not isinstance(vae_near_checkpoint, bool):
+        raise TypeError(f"vae_near_checkpoint must be True or False, got {vae_near_checkpoint!r}")
     dtype = dtype or torch.float32
     if unet_dtype is not None and not (isinstance(unet_dtype, torch.dtype) and unet_dtype.is_floating_point):
         raise TypeError(f"unet_dtype must be a floating torch.dtype (torch.bfloat16, ...) or None, got {unet_dtype!r}")
@@ -66,9 +92,13 @@ def load_diffusion_model(source: str | os.PathLike, *, dtype=None, device: str |
         model = load_diffusers_folder(path, str(source), dtype, unet_dtype or dtype)
     if hub_name is not None:
         model.name = hub_name  # the infotext's "Model:", not the snapshot folder's commit hash
+    if vae is None and vae_near_checkpoint and path.is_file():
+        vae = find_vae_near_checkpoint(path)
+        if vae is not None:
+            logger.info("Using the VAE next to the checkpoint (A1111's Automatic): %s", vae)
     if vae is not None:
         model.vae = load_vae(vae, dtype=dtype, like=model.vae.config)
-        model.extras["vae_name"] = Path(str(vae)).stem
+        model.extras["vae_name"] = Path(str(vae)).name  # A1111: os.path.basename of the loaded VAE file
         if Path(str(vae)).is_file():
             from mixkit.io.hashing import a1111_model_hash
 

@@ -24,6 +24,7 @@ from mixkit.models.diffusion.detect_keys import (
     guess_prediction_type,
     normalize_legacy_keys,
     unet_in_channels,
+    zero_snr_schedule,
 )
 from mixkit.models.diffusion.family import ModelFamily
 from mixkit.models.diffusion.single_file_clip import (
@@ -74,8 +75,10 @@ def load_single_file(
     tokenizers included. The prediction type is, in order: `prediction_type=`, `config_dir`'s
     scheduler config, a `v_pred` marker key, `modelspec.prediction_type` metadata, then for SD 2.x
     ComfyUI's weight statistic (see `detect_keys.guess_prediction_type`); the reason is kept in
-    `extras["prediction_type_reason"]`. A separate VAE's name and A1111 hash go to `extras["vae_name"]`
-    and `extras["vae_hash"]` (the infotext's `VAE:` / `VAE hash:`). `unet_dtype` (default: `torch_dtype`)
+    `extras["prediction_type_reason"]`. A `ztsnr` marker next to v-prediction (ComfyUI's rule) gives the
+    shipped scheduler diffusers' zero-terminal-SNR settings (`rescale_betas_zero_snr`, trailing spacing).
+    A separate VAE's file name and A1111 hash go to `extras["vae_name"]` and `extras["vae_hash"]` (the
+    infotext's `VAE:` / `VAE hash:`). `unet_dtype` (default: `torch_dtype`)
     loads the UNet in another dtype, e.g. bfloat16 for the fast preset, without a float32 copy first.
     """
     # 1. Check inputs
@@ -116,7 +119,8 @@ def load_single_file(
         _assign(vae, _convert_vae(_under(state, VAE_PREFIX), vae), torch_dtype, "VAE", path)
     else:
         _load_vae_file(vae, vae_path, torch_dtype, load_state_dict)
-        extras.update(vae_name=vae_path.stem, vae_hash=a1111_model_hash(vae_path))
+        # A1111's get_loaded_vae_name(): the file name with its extension ("vae-ft-mse-840000-ema-pruned.ckpt").
+        extras.update(vae_name=vae_path.name, vae_hash=a1111_model_hash(vae_path))
     del state
 
     scheduler = {**configs.scheduler, "prediction_type": prediction}
@@ -200,6 +204,7 @@ def _fit_in_channels(configs: ModelConfigs, state: dict, config_dir, path: Path)
 
 
 def _choose_configs(state, family, config_dir, prediction_type, path) -> tuple[ModelConfigs, str, str]:
+    """The configs, prediction type and why; the shipped scheduler also takes the file's `ztsnr` schedule."""
     if config_dir is not None:
         configs = read_model_configs(config_dir)
         if configs.family is not family:
@@ -212,9 +217,16 @@ def _choose_configs(state, family, config_dir, prediction_type, path) -> tuple[M
         prediction = configs.scheduler.get("prediction_type", "epsilon")
         return configs, prediction, f"scheduler config in {config_dir}"
     if prediction_type is not None:
-        return shipped_configs(family, prediction_type), prediction_type, "prediction_type= argument"
-    prediction, reason = guess_prediction_type(state, family, _metadata(path))
-    return shipped_configs(family, prediction), prediction, reason
+        prediction, reason = prediction_type, "prediction_type= argument"
+    else:
+        prediction, reason = guess_prediction_type(state, family, _metadata(path))
+    configs = shipped_configs(family, prediction)
+    schedule = zero_snr_schedule(state, prediction)
+    if schedule:
+        configs.scheduler = {**configs.scheduler, **schedule}
+        reason += ("; zero terminal SNR schedule (rescale_betas_zero_snr, trailing spacing): "
+                   "the file has a 'ztsnr' marker key")
+    return configs, prediction, reason
 
 
 def _metadata(path: Path) -> dict:

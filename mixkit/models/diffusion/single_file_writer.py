@@ -21,7 +21,7 @@ from mixkit.models.diffusion.single_file_clip import (
     clip_to_ldm,
     open_clip_to_ldm,
 )
-from mixkit.models.diffusion.detect_keys import V_PRED_MARKER
+from mixkit.models.diffusion.detect_keys import V_PRED_MARKER, ZTSNR_MARKER
 
 UNET_PREFIX = "model.diffusion_model."
 VAE_PREFIX = "first_stage_model."
@@ -51,7 +51,9 @@ def save_ldm_checkpoint(model, path: str | os.PathLike, *, dtype: torch.dtype | 
     """Write `model` (a DiffusionModel) as a single `.safetensors` file in the A1111 layout.
 
     v-prediction models get ComfyUI's `v_pred` marker tensor, so A1111-style loaders that honour
-    it (ComfyUI, mixkit) pick the right parameterization without a config file. `dtype` (e.g.
+    it (ComfyUI, mixkit) pick the right parameterization without a config file; a zero-terminal-SNR
+    schedule (`rescale_betas_zero_snr`, e.g. from training with `zero_terminal_snr: true`) adds the
+    `ztsnr` marker next to it, which ComfyUI, Forge and mixkit read back as that schedule. `dtype` (e.g.
     torch.float16) casts floating-point weights; None keeps them as they are.
     """
     from mixkit.io import save_safetensors
@@ -69,5 +71,7 @@ def save_ldm_checkpoint(model, path: str | os.PathLike, *, dtype: torch.dtype | 
         state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
     if model.prediction_type == "v_prediction":
         state[V_PRED_MARKER] = torch.tensor([])
+        if model.scheduler_config.get("rescale_betas_zero_snr"):
+            state[ZTSNR_MARKER] = torch.tensor([])
     save_safetensors(state, path, metadata={"format": "pt"})
     return path

@@ -14,6 +14,7 @@ from mixkit.io.hashing import (
     addnet_hash_safetensors,
     addnet_sha256_safetensors,
     legacy_a1111_hash,
+    model_hash_matches,
     sha256_file,
 )
 
@@ -68,3 +69,17 @@ def test_addnet_hash_refuses_non_safetensors(big_file, tmp_path):
     torch.save({"w": torch.ones(1)}, pt)
     with pytest.raises(ValueError, match=r"w\.pt.*only defined for safetensors"):
         addnet_hash_safetensors(pt)
+
+
+def test_infotext_model_hash_of_either_era_matches_the_same_file(big_file, tmp_path):
+    # pre-2023 A1111 wrote the 8-digit legacy hash (sd_models.model_hash), A1111 >= 1.0 the sha256's first 10
+    data = big_file.read_bytes()
+    legacy = hashlib.sha256(data[0x100000:0x110000]).hexdigest()[:8]
+    full = hashlib.sha256(data).hexdigest()
+    for written in (legacy, legacy.upper(), full[:10], full, f" {full[:10]} "):
+        assert model_hash_matches(written, big_file), written
+    other = tmp_path / "other.ckpt"
+    other.write_bytes(random.Random(1).randbytes(0x130000))
+    for written in (legacy, full[:10], full[:8], ""):
+        assert not model_hash_matches(written, other), written
+    assert not model_hash_matches(full[:8], big_file)  # 8 digits are the legacy hash, never a sha256 prefix

@@ -47,4 +47,20 @@ def test_legacy_stream_is_scanned_past_its_header_pickles(malicious_checkpoints)
 def test_protocol_0_global_in_a_file_is_named(tmp_path):
     path = tmp_path / "p0.ckpt"
     path.write_bytes(pickle.dumps({"f": print}, protocol=0))
-    assert globals_in_checkpoint(path, "pickle") == ["__builtin__.print"]  # protocol < 3 writes Python 2 names
+    # protocol < 3 writes the Python 2 name __builtin__.print; the unpickler (and torch's) resolves it as builtins.print
+    assert globals_in_checkpoint(path, "pickle") == ["builtins.print"]
+
+
+def test_python2_names_are_mapped_as_the_unpickler_maps_them():
+    # torch.save writes protocol 2, which spells builtins as __builtin__; torch maps it before its allow-list
+    data = pickle.dumps([{1, 2}, complex(1, 2), bytearray(b"x")], protocol=2)
+    found = globals_in_pickle(io.BytesIO(data))
+    assert found == ["builtins.set", "builtins.complex", "builtins.bytearray", "_codecs.encode"]
+    assert unsafe_globals(found, torch_allowed_globals()) == []
+
+
+def test_scan_agrees_with_torch_on_python2_names(tmp_path):
+    path = tmp_path / "set.ckpt"
+    torch.save({"state_dict": {"a": torch.ones(2)}, "s": {1, 2}, "c": 1j, "b": bytearray(b"x")}, path)
+    ours = unsafe_globals(globals_in_checkpoint(path, "torch-zip"), torch_allowed_globals())
+    assert ours == torch.serialization.get_unsafe_globals_in_checkpoint(path) == []

@@ -123,7 +123,8 @@ def test_vae_override_from_a_single_file(tiny_sd1_dir, tmp_path):
     state = {key: tensor.contiguous() for key, tensor in vae_to_ldm(other_vae, "").items()}
     save_file(state, str(tmp_path / "my-vae.safetensors"))
     model = load_diffusion_model(tiny_sd1_dir, vae=tmp_path / "my-vae.safetensors")
-    assert model.extras["vae_name"] == "my-vae" and len(model.extras["vae_hash"]) == 10
+    # A1111's infotext `VAE:` is os.path.basename(loaded_vae_file) (sd_vae.get_loaded_vae_name)
+    assert model.extras["vae_name"] == "my-vae.safetensors" and len(model.extras["vae_hash"]) == 10
     for (name, a), b in zip(model.vae.state_dict().items(), other_vae.state_dict().values()):
         assert torch.equal(a, b), name
     assert model.vae.config.scaling_factor == base.vae.config.scaling_factor

@@ -197,7 +197,7 @@ def test_separate_vae_file_overrides_the_builtin_one(prefix, reference, tmp_path
     assert_same_parameters(other_vae, loaded.vae)
     assert not torch.equal(other_vae.decoder.conv_out.weight, original.vae.decoder.conv_out.weight)
     assert_same_parameters(original.unet, loaded.unet)
-    assert loaded.extras["vae_name"] == "other.vae"
+    assert loaded.extras["vae_name"] == "other.vae.safetensors"  # A1111's get_loaded_vae_name(): the file's basename
     assert loaded.extras["vae_hash"] == hashlib.sha256(vae_file.read_bytes()).hexdigest()[:10]
 
 

@@ -1,0 +1,95 @@
+"""Checkpoint names, titles and aliases as A1111's sd_models.CheckpointInfo makes them.
+
+Reference (A1111 modules/sd_models.py): `name` is the path relative to the checkpoints dir with extension;
+`model_name = splitext(name.replace("/", "_"))[0]`; `title = f"{name} [{shorthash}]"` once the sha256 is
+known; `ids = [hash (legacy), model_name, title, name, name_for_extra, f"{name} [{hash}]"]` plus
+`[shorthash, sha256, f"{name} [{shorthash}]", f"{name_for_extra} [{shorthash}]"]`; list_models skips
+`.vae.ckpt`/`.vae.safetensors`; get_closet_checkpoint_match retries without a trailing " [checksum]".
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from mixkit.io.hashing import a1111_model_hash
+from webui.checkpoints import CheckpointCatalog
+
+
+@pytest.fixture(autouse=True)
+def _hash_cache_in_tmp(tmp_path, monkeypatch):
+    monkeypatch.setenv("MIXKIT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def models(tmp_path):
+    folder = tmp_path / "md"
+    for name in ("aaa", "bbb"):
+        (folder / name / "unet").mkdir(parents=True)
+        (folder / name / "unet" / "config.json").write_text("{}")
+    (folder / "ccc.safetensors").write_bytes(b"weights c" * 300_000)  # > 1 MiB: a real legacy hash window
+    (folder / "ccc.vae.safetensors").write_bytes(b"a VAE next to it")
+    (folder / "sub").mkdir()
+    (folder / "sub" / "beta.safetensors").write_bytes(b"weights beta")
+    return folder
+
+
+def test_titles_are_names_with_extension_and_subfolders_are_listed(models):
+    catalog = CheckpointCatalog(models_dir=models)
+    assert catalog.titles() == ["aaa", "bbb", "ccc.safetensors", "sub/beta.safetensors"]  # no .vae. file
+    beta = catalog.find("sub/beta.safetensors")
+    assert (beta.model_name, beta.name_for_extra) == ("sub_beta", "beta")
+
+
+def test_title_carries_the_short_hash_once_known_and_every_a1111_alias_finds_it(models):
+    catalog = CheckpointCatalog(models_dir=models)
+    short = a1111_model_hash(models / "ccc.safetensors")  # what loading the model does
+    sha256 = hashlib.sha256((models / "ccc.safetensors").read_bytes()).hexdigest()
+    assert short == sha256[:10]
+    assert catalog.titles()[2] == f"ccc.safetensors [{short}]"
+    entry = catalog.entries()[2]
+    for alias in (f"ccc.safetensors [{short}]", "ccc.safetensors", "ccc", short, sha256, f"ccc [{short}]",
+                  "ccc.safetensors [0123456789]"):  # a stale remembered hash: looked up again without it
+        assert catalog.find(alias) == entry, alias
+    assert entry.as_a1111()["title"] == f"ccc.safetensors [{short}]"
+
+
+def test_legacy_8_digit_hash_finds_the_file(models):
+    catalog = CheckpointCatalog(models_dir=models)
+    data = (models / "ccc.safetensors").read_bytes()
+    legacy = hashlib.sha256(data[0x100000:0x110000]).hexdigest()[:8]  # A1111's model_hash()
+    assert catalog.find(legacy).name == "ccc.safetensors"
+    assert catalog.find(f"ccc.safetensors [{legacy}]").name == "ccc.safetensors"
+
+
+def test_same_stem_in_two_formats_has_distinct_stable_titles(tmp_path):
+    folder = tmp_path / "md2"
+    folder.mkdir()
+    (folder / "model.ckpt").write_bytes(b"ckpt")
+    (folder / "model.safetensors").write_bytes(b"safetensors")
+    catalog = CheckpointCatalog(models_dir=folder)
+    before = {entry.title: entry.source for entry in catalog.entries()}
+    assert before == {"model.ckpt": str(folder / "model.ckpt"), "model.safetensors": str(folder / "model.safetensors")}
+    (folder / "model" / "unet").mkdir(parents=True)  # adding a diffusers folder named like them
+    (folder / "model" / "unet" / "config.json").write_text("{}")
+    catalog.refresh()
+    after = {entry.title: entry.source for entry in catalog.entries()}
+    assert {title: after[title] for title in before} == before  # no title moved to another file
+    assert after["model"] == str(folder / "model")
+    assert catalog.find("model").source == str(folder / "model")  # the folder's own title wins over the stems
+
+
+def test_a_stem_shared_by_two_files_is_refused_as_ambiguous(tmp_path):
+    # A1111 takes whichever file it registered last; naming both keeps a remembered setting from drifting
+    (tmp_path / "model.ckpt").write_bytes(b"ckpt")
+    (tmp_path / "model.safetensors").write_bytes(b"safetensors")
+    with pytest.raises(ValueError, match="ambiguous.*model.ckpt, model.safetensors"):
+        CheckpointCatalog(models_dir=tmp_path).find("model")
+
+
+def test_unknown_and_path_like_names_are_refused(models):
+    catalog = CheckpointCatalog(models_dir=models)
+    for title in ("../../etc/passwd", str(models / "ccc.safetensors"), "nope", ""):
+        with pytest.raises(ValueError, match="Unknown checkpoint"):
+            catalog.find(title)
