@@ -116,6 +116,15 @@ class DiffusionPipelineBase:
     def _infotext_extras(self, params) -> dict[str, Any]:
         return {}
 
+    def _schedule_steps(self, params, sampler) -> tuple[int, int | None]:
+        """(steps the prompt schedules count in, first pass's steps or None) for `prepared.plan`.
+
+        Schedules ([a:b:when]) count in params.steps, as the WebUI does even for img2img, times two for
+        second-order samplers: A1111 builds them over `total_steps` and counts model calls. A hires-fix second
+        pass returns the first pass's steps too, so its schedules get A1111's hires offsets.
+        """
+        return params.steps * sampler.calls_per_step, None
+
     # -- the shared recipe ------------------------------------------------------------------
     def __call__(self, params=None, *, callback: StepCallback | None = None,
                  control: GenerationControl | None = None, generator=None, **kwargs: Any) -> GenerationResult:
@@ -134,7 +143,8 @@ class DiffusionPipelineBase:
 
         # 2. Apply LoRAs (from params and prompt tags) for this call only
         result = GenerationResult()
-        with self.session.prepared(prompts, negatives, params.loras, params.clip_skip) as prepared:
+        with self.session.prepared(prompts, negatives, params.loras, params.clip_skip, emphasis=params.emphasis,
+                                   comma_backtrack=params.comma_padding_backtrack) as prepared:
             for batch_index in range(params.batch_count):
                 if control.interrupted:
                     break
@@ -146,9 +156,7 @@ class DiffusionPipelineBase:
                 if params.ensd and sampler.takes_seed_delta:  # A1111's ENSD: later noise from seed + delta
                     batch_generators = image_generators([seed + params.ensd for seed in batch_seeds])
                 steps = params.steps if start.steps is None else start.steps
-                # Schedules ([a:b:when]) count in params.steps, as the WebUI does even for img2img, times two
-                # for second-order samplers: A1111 builds them over `total_steps` and counts model calls.
-                plan = prepared.plan(params.steps * sampler.calls_per_step)
+                plan = prepared.plan(*self._schedule_steps(params, sampler))
 
                 # 4. Denoise
                 def on_step(done: int, current, batch_index=batch_index) -> bool:

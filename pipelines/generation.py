@@ -115,15 +115,19 @@ class PreparedCall:
         self._prompts = prompts
         self._negatives = negatives
         self._loras = loras
-        self._plans: dict[int, Any] = {}
+        self._plans: dict[tuple[int, int | None], Any] = {}
 
-    def plan(self, steps: int):
-        """The prompt schedule for `steps` (built once: every text is encoded before sampling starts)."""
+    def plan(self, steps: int, first_pass_steps: int | None = None):
+        """The prompt schedule for `steps` (built once: every text is encoded before sampling starts).
+
+        `first_pass_steps`: this is a hires-fix pass after a first pass of that many steps (A1111's offsets)."""
         from mixkit.prompts import build_conditioning_plan
 
-        if steps not in self._plans:
-            self._plans[steps] = build_conditioning_plan(self._encoder, self._prompts, self._negatives, steps)
-        return self._plans[steps]
+        key = (steps, first_pass_steps)
+        if key not in self._plans:
+            self._plans[key] = build_conditioning_plan(self._encoder, self._prompts, self._negatives, steps,
+                                                       first_pass_steps=first_pass_steps)
+        return self._plans[key]
 
     @staticmethod
     def combine_cfg(noise_pred, step_cond, cfg_scale: float):
@@ -137,7 +141,18 @@ class PreparedCall:
             extras["Lora hashes"] = self._loras.infotext_hashes() or None
         ti_hashes = ", ".join(filter(None, (plan.ti_hashes for plan in self._plans.values())))
         extras["TI hashes"] = ti_hashes or None
+        extras["Emphasis"] = self.emphasis_infotext()
         return extras
+
+    def emphasis_infotext(self) -> str | None:
+        """A1111's `Emphasis` key: the mode, when it is not "Original" and a scheduled text has "(" or "[" (its
+        `sd_hijack_clip` forward writes it under exactly that condition)."""
+        from mixkit.prompts.emphasis import DEFAULT_EMPHASIS
+
+        name = self._encoder.emphasis_name
+        if name == DEFAULT_EMPHASIS or not any(plan.uses_brackets for plan in self._plans.values()):
+            return None
+        return name
 
 
 class ModelSession:
@@ -145,7 +160,8 @@ class ModelSession:
         self.model = model
         self.embeddings_dir = embeddings_dir
         self.lora_dir = lora_dir
-        self._encoders: dict[int, Any] = {}
+        self._encoders: dict[tuple, Any] = {}  # (clip_skip, emphasis, comma_backtrack) -> PromptEncoder
+        self._embeddings = None  # the EmbeddingLibrary of embeddings_dir, rescanned before every call
 
     def resolve_sampler(self, name: str, schedule_type: str, eta: float | None = None) -> ResolvedSampler:
         from pipelines.samplers import resolve_sampler, sampler_eta
@@ -154,32 +170,61 @@ class ModelSession:
         sdxl = self.model.family is ModelFamily.SDXL
         return ResolvedSampler(spec.name, schedule, dict(self.model.scheduler_config), sdxl, sampler_eta(name, eta))
 
-    def encoder(self, clip_skip: int, bundled: dict | None = None):
-        """One cached PromptEncoder per clip skip, so unchanged prompts are never re-encoded.
+    def encoder(self, clip_skip: int, bundled: dict | None = None, *, emphasis: str = "Original",
+                comma_backtrack: int = 20):  # A1111's defaults (mixkit.prompts DEFAULT_EMPHASIS, COMMA_BACKTRACK)
+        """One cached PromptEncoder per clip skip, emphasis mode and comma backtrack, so unchanged prompts are never
+        re-encoded.
 
         `bundled`: embeddings carried by the LoRAs applied for one call (they win over a folder embedding of
         the same name, as the LoRA was trained with them); that encoder is built for the call and never cached.
         """
+        key = (clip_skip, emphasis, comma_backtrack)
         if bundled:
-            return self._new_encoder(clip_skip, bundled)
-        if clip_skip not in self._encoders:
-            self._encoders[clip_skip] = self._new_encoder(clip_skip, {})
-        return self._encoders[clip_skip]
+            return self._new_encoder(key, bundled)
+        if key not in self._encoders:
+            self._encoders[key] = self._new_encoder(key, {})
+        return self._encoders[key]
 
-    def _new_encoder(self, clip_skip: int, bundled: dict):
+    def refresh_embeddings(self) -> None:
+        """Rescan the embeddings folder; drop the cached encoders if a file was added, removed or changed.
+
+        A1111 calls `load_textual_inversion_embeddings()` before every generation (it compares the folder's
+        mtime), so new and replaced embeddings apply at once; a scan costs one stat per file, and files that have
+        not changed are not read again (`EmbeddingLibrary.refreshed`).
+        """
+        if self.embeddings_dir is None:
+            return
+        from mixkit.prompts import EmbeddingLibrary
+
+        if self._embeddings is None:
+            self._embeddings = EmbeddingLibrary(self.embeddings_dir)
+            return
+        fresh = self._embeddings.refreshed()
+        if fresh.signature() != self._embeddings.signature():
+            self._encoders.clear()  # their embedding-name tables and cached encodings describe the old files
+        self._embeddings = fresh
+
+    def _new_encoder(self, key: tuple, bundled: dict):
         from mixkit.prompts import EmbeddingLibrary, PromptEncoder
 
-        embeddings = None
-        if self.embeddings_dir is not None or bundled:
-            embeddings = EmbeddingLibrary(self.embeddings_dir)
+        clip_skip, emphasis, comma_backtrack = key
+        if self._embeddings is None:
+            self.refresh_embeddings()  # an encoder asked for outside `prepared`
+        embeddings = self._embeddings
+        if bundled:  # into a copy: the session's library stays the folder's
+            embeddings = embeddings.refreshed() if embeddings is not None else EmbeddingLibrary()
             for embedding in bundled.values():
                 embeddings.add(embedding)
         return PromptEncoder(self.model.tokenizers, self.model.text_encoders,
-                             is_sdxl=self.model.family is ModelFamily.SDXL, clip_skip=clip_skip, embeddings=embeddings)
+                             is_sdxl=self.model.family is ModelFamily.SDXL, clip_skip=clip_skip, embeddings=embeddings,
+                             emphasis=emphasis, comma_backtrack=comma_backtrack)
 
     @contextlib.contextmanager
-    def prepared(self, prompts: list[str], negatives: list[str], loras: list, clip_skip: int):
+    def prepared(self, prompts: list[str], negatives: list[str], loras: list, clip_skip: int, *,
+                 emphasis: str = "Original", comma_backtrack: int = 20):
         from mixkit.prompts import extract_extra_networks
+
+        self.refresh_embeddings()
 
         # Every prompt loses its tags, but only the first prompt's tags are applied, as A1111's
         # `extra_networks.parse_prompts` does: the copies of one prompt in a batch would otherwise add up the
@@ -207,7 +252,8 @@ class ModelSession:
             self._encoders.clear()  # text-encoder weights changed: cached encodings are stale
         try:
             bundled = applied.bundled_embeddings() if applied is not None else None
-            yield PreparedCall(self.encoder(clip_skip, bundled), clean_prompts, clean_negatives, applied)
+            encoder = self.encoder(clip_skip, bundled, emphasis=emphasis, comma_backtrack=comma_backtrack)
+            yield PreparedCall(encoder, clean_prompts, clean_negatives, applied)
         finally:
             if applied is not None:
                 applied.remove()

@@ -9,9 +9,10 @@ upscalers ("Lanczos", "Nearest", or an `SDx4Upscaler`) decode, upscale the image
 as A1111 writes it when a request names no upscaler.
 Sizes are A1111's (pipelines.hires_size): any scale is accepted and the result snapped to whole
 latent cells (x1.3 of 512 runs at 664), and hr_resize_x *and* y cover-and-crop instead of stretching.
-The second pass uses the same seeds and prompts. The infotext is A1111's: `Size` is the first
-pass size, plus `Denoising strength`, `Hires upscale` (or `Hires resize`), `Hires steps` (when
-set) and `Hires upscaler`, so "send to txt2img" restores the whole recipe.
+The second pass uses the same seeds and prompts, with A1111's hires prompt schedules (`[a:b:1.5]`, or a
+step above `steps`, switches inside the second pass; an edit of the first pass stays done). The infotext is
+A1111's: `Size` is the first pass size, plus `Denoising strength`, `Hires upscale` (or `Hires resize`),
+`Hires steps` (when set) and `Hires upscaler`, so "send to txt2img" restores the whole recipe.
 Params carrying ControlNet units (`pipelines.controlnet.ControlHiresParams`) run both passes with them, as
 sd-webui-controlnet does (`hires_passes`, `pipelines.controlnet.hires`).
 """
@@ -27,7 +28,7 @@ from pipelines.base import params_from_keywords
 from pipelines.generation import GenerationResult
 from pipelines.hires_size import HiresSize, plan_hires_size
 from pipelines.img2img import Img2ImgParams, ImageToImage, Img2ImgInputs
-from pipelines.params import Txt2ImgParams, check_size
+from pipelines.params import Txt2ImgParams, check_prompt_field, check_size, per_image
 from pipelines.txt2img import TextToImage
 from pipelines.upscale import UPSCALERS
 
@@ -61,6 +62,10 @@ class HiresParams(Txt2ImgParams):
     hr_upscaler: Any = "Latent"
     hr_second_pass_steps: int = 0  # 0 = same as steps
     denoising_strength: float = 0.7
+    # A1111's hires prompts: "" = the first pass's (negative) prompt. The second pass encodes them with their own
+    # schedules (hires offsets) and applies their own <lora:...> tags.
+    hr_prompt: str = ""
+    hr_negative_prompt: str = ""
 
 
 def hires_size(params: HiresParams, factor: int = 8) -> HiresSize:
@@ -95,6 +100,11 @@ def check_hires_params(params: HiresParams, limits, multiple: int) -> HiresSize:
             raise ValueError(f"{name} must be a non-negative integer (0 = automatic), got {value!r}.")
     if params.hr_second_pass_steps > limits.max_steps:
         raise ValueError(f"hr_second_pass_steps must be in [0, {limits.max_steps}], got {params.hr_second_pass_steps}.")
+    for name in ("hr_prompt", "hr_negative_prompt"):
+        value = getattr(params, name)
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a string (\"\" = the first pass's), got {type(value).__name__}.")
+        check_prompt_field(name, value, 1, limits)
     strength = params.denoising_strength
     if isinstance(strength, bool) or not isinstance(strength, (int, float)) or not math.isfinite(strength) \
             or not 0 <= strength <= 1:
@@ -130,6 +140,11 @@ def hires_infotext(params: HiresParams) -> dict[str, Any]:
         extras["Hires upscale"] = params.hr_scale
     extras["Hires steps"] = params.hr_second_pass_steps or None
     extras["Hires upscaler"] = upscaler_name(params.hr_upscaler)  # None (not named by the caller): not written
+    # A1111 writes them when they differ from the image's own prompts (an empty one is the prompt itself).
+    for key, hires, own in (("Hires prompt", params.hr_prompt, params.prompt),
+                            ("Hires negative prompt", params.hr_negative_prompt, params.negative_prompt)):
+        differs = hires and any(hires != text for text in per_image(own, params.batch_size))
+        extras[key] = hires if differs else None
     return extras
 
 
@@ -166,6 +181,7 @@ class _SecondPass(ImageToImage):
 
     init_latents: Any  # [N, C, h, w], set on the per-call instance
     upscale_size: tuple[int, int]  # (width, height) before cropping, set on the per-call instance
+    first_pass_steps: int  # the first pass's steps, set on the per-call instance
 
     @classmethod
     def pass_params(cls, params: HiresParams, **values: Any) -> Img2ImgParams:
@@ -177,6 +193,12 @@ class _SecondPass(ImageToImage):
 
     def _prepare(self, params: Img2ImgParams) -> Img2ImgInputs:
         return Img2ImgInputs(originals=list(params.init_images), init_latents=self.init_latents.to(self.model.device))
+
+    def _schedule_steps(self, params, sampler) -> tuple[int, int | None]:
+        # A1111's calculate_hr_conds: schedules over the hires pass's total steps, with the first pass's total
+        # steps as the offset (`[a:b:0.5]` is `b` throughout, `[a:b:1.5]` switches half-way through this pass).
+        calls = sampler.calls_per_step
+        return params.steps * calls, self.first_pass_steps * calls
 
     def _time_ids(self, params, batch: int):
         # A1111 conditions SDXL's hires pass on hr_upscale_to_x/y (SdConditioning in calculate_hr_conds),
@@ -234,6 +256,10 @@ class HiresFix:
         base = {f.name: getattr(params, f.name) for f in fields(Txt2ImgParams)}
         base.update(width=target.width, height=target.height, seed=seed, batch_size=len(images), batch_count=1,
                     steps=params.hr_second_pass_steps or params.steps)
+        if params.hr_prompt:
+            base["prompt"] = params.hr_prompt
+        if params.hr_negative_prompt:
+            base["negative_prompt"] = params.hr_negative_prompt
         upscaler = DEFAULT_LATENT_UPSCALER if params.hr_upscaler is None else params.hr_upscaler
         if upscaler == NO_UPSCALER:
             upscaler = "Lanczos"
@@ -260,6 +286,7 @@ class HiresFix:
         second = second_class.from_pipeline(self.pipe)
         second.init_latents = upscaled[:, :, top:bottom, left:right]
         second.upscale_size = (target.upscale_width, target.upscale_height)
+        second.first_pass_steps = params.steps
         second.follow(first_pass)
         # only placeholders (img2img's checks want images; nothing is encoded or pasted back)
         init_images = [image.resize(target.size) for image in images]

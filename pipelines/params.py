@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from mixkit.prompts.limits import MAX_PROMPT_CHARS
+
 # A1111 takes any integer seed (random ones are drawn below 2**32, and image k of a batch uses seed + k, past 2**32
 # without wrapping); the bound is the largest integer JSON and browsers carry exactly, far above any real seed.
 SEED_MAX = 2**53 - 1
@@ -26,7 +28,15 @@ class GenerationLimits:
     max_batch_size: int = 16
     max_batch_count: int = 100
     max_cfg_scale: float = 100.0
-    max_prompt_chars: int = 32_000
+    # The prompt encoder's own bound (mixkit.prompts.limits), so a prompt the pipeline accepts always encodes;
+    # an operator may lower it, not raise it.
+    max_prompt_chars: int = MAX_PROMPT_CHARS
+
+    def __post_init__(self) -> None:
+        value = self.max_prompt_chars
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PROMPT_CHARS:
+            raise ValueError(f"GenerationLimits.max_prompt_chars must be an int in [1, {MAX_PROMPT_CHARS}] (the prompt "
+                             f"encoder's limit, mixkit.prompts.limits.MAX_PROMPT_CHARS), got {value!r}.")
 
 
 @dataclass
@@ -49,6 +59,11 @@ class Txt2ImgParams:
     # drawn from seed + ensd, so ancestral samplers' images change (0: the same generator continues).
     ensd: int = 0
     clip_skip: int = 1
+    # A1111's "Emphasis mode" setting: "Original" (weights, then the mean restored), "No norm", "Ignore", "None";
+    # written to the infotext as "Emphasis" when not "Original" and the prompt has brackets.
+    emphasis: str = "Original"
+    # A1111's "Prompt word wrap length limit" (comma_padding_backtrack), in tokens; 0 turns the comma rule off.
+    comma_padding_backtrack: int = 20
     loras: list = field(default_factory=list)
     # Approximate speed-ups that leave out the negative prompt on some steps (pipelines.uncond_skip;
     # A1111's names and semantics): NGMS sigma, NGMS on every step below it, Skip Early CFG fraction.
@@ -76,7 +91,8 @@ def _check_int(name: str, value: Any, low: int, high: int) -> None:
         raise ValueError(f"{name} must be in [{low}, {high}], got {value}.")
 
 
-def _check_prompts(name: str, value: Any, batch_size: int, limits: GenerationLimits) -> None:
+def check_prompt_field(name: str, value: Any, batch_size: int, limits: GenerationLimits) -> None:
+    """A prompt field (one string, or one per image): type, count, length within `limits`, no NUL."""
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not all(isinstance(p, str) for p in items):
         raise TypeError(f"{name} must be a string or a list of strings, got {type(value).__name__}.")
@@ -84,7 +100,8 @@ def _check_prompts(name: str, value: Any, batch_size: int, limits: GenerationLim
         raise ValueError(f"{name} has {len(items)} entries but batch_size is {batch_size}; give one per image or a single string.")
     for text in items:
         if len(text) > limits.max_prompt_chars:
-            raise ValueError(f"{name} is {len(text)} characters long; the limit is {limits.max_prompt_chars}.")
+            raise ValueError(f"{name} is {len(text):,} characters long; the limit is {limits.max_prompt_chars:,}. "
+                             "Shorten the prompt.")
         if "\x00" in text:
             raise ValueError(f"{name} contains a NUL character; remove it.")
 
@@ -105,8 +122,8 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     """Raise ValueError/TypeError naming the first bad value; nothing has run yet when this raises."""
     _check_int("batch_size", params.batch_size, 1, limits.max_batch_size)
     _check_int("batch_count", params.batch_count, 1, limits.max_batch_count)
-    _check_prompts("prompt", params.prompt, params.batch_size, limits)
-    _check_prompts("negative_prompt", params.negative_prompt, params.batch_size, limits)
+    check_prompt_field("prompt", params.prompt, params.batch_size, limits)
+    check_prompt_field("negative_prompt", params.negative_prompt, params.batch_size, limits)
     from pipelines.infotext import check_infotext_prompts
 
     for prompt, negative in zip(per_image(params.prompt, params.batch_size), per_image(params.negative_prompt, params.batch_size)):
@@ -121,6 +138,11 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     _check_int("seed", params.seed, -1, SEED_MAX)
     _check_int("ensd", params.ensd, 0, SEED_MAX)
     _check_int("clip_skip", params.clip_skip, 1, 12)
+    from mixkit.prompts.emphasis import check_emphasis
+    from mixkit.prompts.encoder import check_comma_backtrack
+
+    params.emphasis = check_emphasis(params.emphasis)  # "no norm" -> "No norm", the infotext's spelling
+    check_comma_backtrack(params.comma_padding_backtrack)
     from pipelines.samplers import check_sampler_steps, resolve_sampler, sampler_eta
 
     resolve_sampler(params.sampler, params.schedule_type)  # a misspelt sampler fails before the model loads

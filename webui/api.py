@@ -114,8 +114,10 @@ def build_api(state: ServerState) -> APIRouter:
         prompts = (body.prompt, body.negative_prompt)  # a tag naming a new file rescans the LoRA folder
         return {"limits": limits, "lora_names": state.lora_names(prompts), "controlnet_models": state.controlnets,
                 "default_clip_skip": state.options.get("CLIP_stop_at_last_layers"), "current_model": state.model_title,
+                "current_model_aliases": frozenset(state.holder.entry.aliases()) if state.holder.entry else frozenset(),
                 "defaults": state.generation_defaults(),
-                "uncond_skip_options": state.options.uncond_skip(), "sampler_options": state.options.sampler_options()}
+                "uncond_skip_options": state.options.uncond_skip(), "sampler_options": state.options.sampler_options(),
+                "prompt_options": state.options.prompt_options(), "styles": state.styles()}
 
     @router.post("/sdapi/v1/txt2img")
     async def txt2img(body: Txt2ImgRequest, request: Request):

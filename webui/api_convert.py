@@ -18,7 +18,8 @@ from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_para
 from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
 from webui.base64_images import decode_base64_image
 from webui.generation_defaults import GenerationDefaults, apply_request_defaults
-from webui.options import SAMPLER_OPTION_KEYS, UNCOND_SKIP_KEYS, sampler_option_params, uncond_skip_values
+from webui.options import (PROMPT_OPTION_DEFAULTS, PROMPT_OPTION_KEYS, SAMPLER_OPTION_KEYS, UNCOND_SKIP_KEYS,
+                           sampler_option_params, uncond_skip_values)
 from webui.prompt_guard import check_prompt_networks
 
 # A1111's integer codes for img2img choices, in its order.
@@ -26,7 +27,7 @@ RESIZE_MODES = {0: "just resize", 1: "crop and resize", 2: "resize and fill"}
 INPAINTING_FILL = {0: "fill", 1: "original", 2: "latent noise", 3: "latent nothing"}
 
 # A1111's option keys for skipping the negative prompt (NGMS, Skip Early CFG) may also come per request.
-SETTABLE_OVERRIDES = {"CLIP_stop_at_last_layers", *UNCOND_SKIP_KEYS, *SAMPLER_OPTION_KEYS}
+SETTABLE_OVERRIDES = {"CLIP_stop_at_last_layers", *UNCOND_SKIP_KEYS, *SAMPLER_OPTION_KEYS, *PROMPT_OPTION_KEYS}
 # What A1111's API request models default to (its UI's defaults differ: 20 steps, DPM++ 2M).
 A1111_API_DEFAULTS = GenerationDefaults(sampler="Euler", schedule_type="Automatic", steps=50, cfg_scale=7.0, width=512,
                                         height=512)
@@ -52,8 +53,6 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
         found.append(f"subseed_strength={request.subseed_strength}")
     if request.seed_resize_from_h > 0 or request.seed_resize_from_w > 0:
         found.append("seed_resize_from_h/w")
-    if request.styles:
-        found.append(f"styles={request.styles}")
     if request.script_name:
         found.append(f"script_name={request.script_name!r}")
     from webui.api_controlnet import controlnet_args
@@ -64,11 +63,10 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
     if request.refiner_checkpoint:
         found.append("refiner_checkpoint")
     if request.enable_hr:
-        # A1111's UI sends its "off" values ("Use same sampler", the first pass's prompt...): the first pass's
-        # settings, which is what this server's hires pass uses.
+        # A1111's UI sends its "off" values ("Use same sampler"...): the first pass's settings, which is what this
+        # server's hires pass uses. Hires prompts are supported (HiresParams.hr_prompt / hr_negative_prompt).
         same = {"hr_checkpoint_name": ("Use same checkpoint",), "hr_sampler_name": ("Use same sampler",),
-                "hr_scheduler": ("Use same scheduler",), "hr_prompt": (request.prompt,),
-                "hr_negative_prompt": (request.negative_prompt,)}
+                "hr_scheduler": ("Use same scheduler",)}
         for name, neutral in same.items():
             value = getattr(request, name)
             if value and value not in neutral:
@@ -80,10 +78,12 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
     return found
 
 
-def _clip_skip(request: Txt2ImgRequest, default_clip_skip: int, current_model: str | None) -> int:
+def _clip_skip(request: Txt2ImgRequest, default_clip_skip: int, current_model: str | None,
+               current_model_aliases: frozenset[str] = frozenset()) -> int:
     overrides = dict(request.override_settings or {})
     model = overrides.pop("sd_model_checkpoint", None)
-    if model is not None and _bare_title(model) != _bare_title(current_model):
+    names = {_bare_title(current_model), *current_model_aliases}  # A1111 finds a checkpoint by any of its ids
+    if model is not None and model not in names and _bare_title(model) not in names:
         raise ValueError(f"override_settings.sd_model_checkpoint={model!r} is not supported per request; "
                          "switch models with POST /sdapi/v1/options first.")
     unknown = sorted(set(overrides) - SETTABLE_OVERRIDES)
@@ -117,6 +117,25 @@ def _uncond_skip(request: Txt2ImgRequest, options: dict[str, Any] | None) -> dic
     return uncond_skip_values(values)
 
 
+def _with_styles(request: Txt2ImgRequest, prompt: str, styles) -> tuple[str, str]:
+    """The prompt and negative prompt with the request's `styles` merged (mixkit.prompts.styles)."""
+    if not request.styles:
+        return prompt, request.negative_prompt
+    if styles is None:
+        raise ValueError(f"styles={request.styles}: this server has no styles file; start it with --styles-file "
+                         "styles.csv, or leave styles empty")
+    return styles.apply(prompt, request.negative_prompt, list(request.styles))
+
+
+def _prompt_options(request: Txt2ImgRequest, options: dict[str, Any] | None) -> dict[str, Any]:
+    """emphasis / comma_padding_backtrack: A1111's defaults, then Settings, then override_settings (checked by the
+    pipeline, whose message names the field)."""
+    overrides = request.override_settings or {}
+    values = {**PROMPT_OPTION_DEFAULTS, **(options or {})}
+    values.update({key: overrides[key] for key in PROMPT_OPTION_KEYS if key in overrides})
+    return {key: values[key] for key in PROMPT_OPTION_KEYS}
+
+
 def _sampler_options(request: Txt2ImgRequest, sampler: str, options: dict[str, Any] | None) -> dict[str, Any]:
     """eta and ENSD: Settings, then override_settings, then the request's `eta` (checked strictly by the pipeline)."""
     overrides = request.override_settings or {}
@@ -128,17 +147,21 @@ def _sampler_options(request: Txt2ImgRequest, sampler: str, options: dict[str, A
 
 
 def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora_names: set[str] | None,
-                      default_clip_skip: int = 1, current_model: str | None = None, controlnet_models=None,
+                      default_clip_skip: int = 1, current_model: str | None = None,
+                      current_model_aliases: frozenset[str] = frozenset(), controlnet_models=None,
                       request_limits: RequestLimits | None = None, defaults: GenerationDefaults | None = None,
                       uncond_skip_options: dict[str, Any] | None = None,
-                      sampler_options: dict[str, Any] | None = None) -> Txt2ImgParams:
+                      sampler_options: dict[str, Any] | None = None,
+                      prompt_options: dict[str, Any] | None = None, styles=None) -> Txt2ImgParams:
     """Txt2ImgParams for a request, validated; raises ValueError/TypeError naming the bad field.
 
     Sampler, scheduler, steps, CFG scale and size the request leaves out come from `defaults`
     (Settings); without `defaults`, from A1111's API request defaults (Euler, 50 steps).
     NGMS and Skip Early CFG come from `uncond_skip_options` (Settings), override_settings and
     the request's `s_min_uncond`, in that order; eta and ENSD likewise from `sampler_options`
-    (eta_ancestral, eta_ddim, eta_noise_seed_delta), override_settings and the request's `eta`.
+    (eta_ancestral, eta_ddim, eta_noise_seed_delta), override_settings and the request's `eta`; emphasis and
+    comma_padding_backtrack from `prompt_options` (Settings), then override_settings. `styles` (a StyleLibrary of
+    the server's --styles-file) merges the request's `styles` into its prompts, as A1111 does before generating.
     """
     from pipelines.samplers import resolve_sampler
 
@@ -150,19 +173,20 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     resolve_sampler(chosen["sampler"], chosen["schedule_type"])  # unknown name -> error listing the valid ones
     # disable_extra_networks (A1111): the tags leave the prompt but nothing is applied.
     prompt = extract_extra_networks(request.prompt)[0] if request.disable_extra_networks else request.prompt
+    prompt, negative_prompt = _with_styles(request, prompt, styles)
     params = Txt2ImgParams(
-        prompt=prompt, negative_prompt=request.negative_prompt, **chosen, seed=request.seed,
+        prompt=prompt, negative_prompt=negative_prompt, **chosen, seed=request.seed,
         **_sampler_options(request, chosen["sampler"], sampler_options),
         batch_size=request.batch_size, batch_count=request.n_iter,
-        clip_skip=_clip_skip(request, default_clip_skip, current_model),
-        **_uncond_skip(request, uncond_skip_options),
+        clip_skip=_clip_skip(request, default_clip_skip, current_model, current_model_aliases),
+        **_uncond_skip(request, uncond_skip_options), **_prompt_options(request, prompt_options),
     )
     try:
         check_txt2img_params(params, limits)
     except ValueError as error:
         raise ValueError(in_request_terms(str(error))) from None
     if request.enable_hr and not isinstance(request, Img2ImgRequest):
-        params = hires_params(request, params, limits)
+        params = hires_params(request, params, limits, styles)
     units = _controlnet_units(request, limits, request_limits or RequestLimits(), controlnet_models)
     if units:
         params = _with_units(params, units)
@@ -212,7 +236,16 @@ def _controlnet_units(request: Txt2ImgRequest, limits: GenerationLimits, request
                        max_bytes=request_limits.max_image_bytes)
 
 
-def hires_params(request: Txt2ImgRequest, params: Txt2ImgParams, limits: GenerationLimits):
+def _hires_prompts(request: Txt2ImgRequest, styles) -> dict[str, str]:
+    """hr_prompt / hr_negative_prompt ("" = the first pass's), styled as A1111 styles `all_hr_prompts` too."""
+    hr_prompt, hr_negative = request.hr_prompt or "", request.hr_negative_prompt or ""
+    if request.styles and styles is not None and (hr_prompt or hr_negative):
+        hr_prompt, hr_negative = styles.apply(hr_prompt or request.prompt, hr_negative or request.negative_prompt,
+                                              list(request.styles))
+    return {"hr_prompt": hr_prompt, "hr_negative_prompt": hr_negative}
+
+
+def hires_params(request: Txt2ImgRequest, params: Txt2ImgParams, limits: GenerationLimits, styles=None):
     """A1111's "Hires. fix" fields -> HiresParams (first pass at width x height, then upscale and refine)."""
     from pipelines.hires import HiresParams, check_hires_params
 
@@ -223,6 +256,7 @@ def hires_params(request: Txt2ImgRequest, params: Txt2ImgParams, limits: Generat
         hr_upscaler=request.hr_upscaler or None, hr_second_pass_steps=request.hr_second_pass_steps,
         denoising_strength=(A1111_API_HIRES_DENOISING if request.denoising_strength is None
                             else request.denoising_strength),
+        **_hires_prompts(request, styles),
     )
     check_hires_params(hires, limits, 8)
     return hires
@@ -230,15 +264,19 @@ def hires_params(request: Txt2ImgRequest, params: Txt2ImgParams, limits: Generat
 
 def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, request_limits: RequestLimits,
                       lora_names: set[str] | None, default_clip_skip: int = 1, current_model: str | None = None,
+                      current_model_aliases: frozenset[str] = frozenset(),
                       controlnet_models=None, defaults: GenerationDefaults | None = None,
-                      uncond_skip_options: dict[str, Any] | None = None, sampler_options: dict[str, Any] | None = None):
+                      uncond_skip_options: dict[str, Any] | None = None, sampler_options: dict[str, Any] | None = None,
+                      prompt_options: dict[str, Any] | None = None, styles=None):
     """Img2ImgParams for a request with its images decoded; raises ValueError naming the bad field."""
     from pipelines.img2img import Img2ImgParams, check_img2img_params
 
     base = to_txt2img_params(request, limits=limits, lora_names=lora_names, default_clip_skip=default_clip_skip,
-                             current_model=current_model, controlnet_models=controlnet_models,
+                             current_model=current_model, current_model_aliases=current_model_aliases,
+                             controlnet_models=controlnet_models,
                              request_limits=request_limits, defaults=defaults,
-                             uncond_skip_options=uncond_skip_options, sampler_options=sampler_options)
+                             uncond_skip_options=uncond_skip_options, sampler_options=sampler_options,
+                             prompt_options=prompt_options, styles=styles)
     units = getattr(base, "controlnets", None) or []
     if request.resize_mode not in RESIZE_MODES:
         raise ValueError(f"resize_mode must be one of {sorted(RESIZE_MODES)} ({RESIZE_MODES}), got {request.resize_mode}.")

@@ -74,6 +74,7 @@ SETTING_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "NGMS all steps": ("s_min_uncond_all", as_flag),
     "Skip Early CFG": ("skip_early_cond", as_number),
     "ENSD": ("eta_noise_seed_delta", as_integer),  # A1111's paste maps it to the same setting
+    "Emphasis": ("emphasis", as_text),  # written by A1111 when not "Original" (sd_hijack_clip)
 }
 
 

@@ -1,7 +1,8 @@
 """A1111's read-only listing endpoints that clients (webuiapi's helpers) call, in A1111's JSON shapes.
 
-Lists of things mixkit does not have (prompt styles, face restorers, hypernetworks, Real-ESRGAN models,
-script arguments, extensions) are served empty rather than 404, as an A1111 without them answers.
+Lists of things mixkit does not have (face restorers, hypernetworks, Real-ESRGAN models, script arguments,
+extensions) are served empty rather than 404, as an A1111 without them answers; prompt styles are those of
+`--styles-file` (empty without one).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from fastapi.concurrency import run_in_threadpool
 from webui.server_state import ServerState
 
 # A1111 endpoints whose items mixkit has none of: an A1111 without any answers [] too.
-EMPTY_LISTS = ("prompt-styles", "face-restorers", "hypernetworks", "realesrgan-models", "script-info", "extensions")
+EMPTY_LISTS = ("face-restorers", "hypernetworks", "realesrgan-models", "script-info", "extensions")
 
 
 def command_line_flags(state: ServerState) -> dict:
@@ -77,6 +78,14 @@ def build_listings_router(state: ServerState) -> APIRouter:
     @router.get("/sdapi/v1/memory")
     async def memory():
         return await run_in_threadpool(memory_usage)
+
+    @router.get("/sdapi/v1/prompt-styles")
+    async def prompt_styles():
+        library = await run_in_threadpool(state.styles)
+        if library is None:
+            return []
+        return [{"name": style.name, "prompt": style.prompt, "negative_prompt": style.negative_prompt}
+                for style in library.styles.values()]
 
     def empty_list():
         return []

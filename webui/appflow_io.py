@@ -70,6 +70,15 @@ def check_app_options(options: Any, limits) -> dict:
             raise ValueError(f"option {name} must be an integer in [{low}, {high}], got {value!r}.")
     if options.get("width") is not None or options.get("height") is not None:
         check_size(options.get("width", 512), options.get("height", 512), 8, limits)
+    # Captioning's beams x returned sequences are rows of one generate call, as a batch is for an image model.
+    beams, sequences = options.get("num_beams") or 1, options.get("num_return_sequences") or 1
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in (beams, sequences)) and \
+            beams * sequences > limits.max_batch_size * 4:
+        raise ValueError(f"options num_beams x num_return_sequences = {beams * sequences} is above this server's "
+                         f"{limits.max_batch_size * 4} (4 x its batch size limit); ask for fewer beams or sequences.")
+    new_tokens = options.get("max_new_tokens")
+    if isinstance(new_tokens, int) and not isinstance(new_tokens, bool) and new_tokens > 256:
+        raise ValueError(f"option max_new_tokens must be at most 256 on this server, got {new_tokens}.")
     return dict(options)
 
 

@@ -18,6 +18,7 @@ class ServerConfig:
     output_dir: str = "outputs"
     lora_dir: str | None = None
     embeddings_dir: str | None = None
+    styles_file: str | None = None  # an A1111 styles.csv for requests' `styles` and /sdapi/v1/prompt-styles
     vae_dir: str | None = None  # VAE files / diffusers VAE folders offered as `sd_vae`
     controlnet_dir: str | None = None
     appflow_models: dict[str, dict[str, str]] = field(default_factory=dict)  # app -> role -> model source

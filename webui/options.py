@@ -87,7 +87,7 @@ def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any
     """The `eta` / `ensd` params the sampler settings give `sampler`, as A1111 reads its options.
 
     DDIM takes `eta_ddim`, samplers with an ancestral eta `eta_ancestral`, others none. A Settings eta a sampler
-    cannot run here (DPM2 a and the SDE samplers run only at 1) leaves that sampler at its default: the Settings
+    cannot run here (the SDE samplers run only at 1) leaves that sampler at its default: the Settings
     label says so; an eta sent with a request is checked strictly instead (`pipelines.samplers.sampler_eta`).
     """
     from pipelines.samplers import resolve_sampler
@@ -110,8 +110,27 @@ def _check_unit_count(value: Any) -> int:
     return value
 
 
+# A1111's Settings > Stable Diffusion prompt options, with its defaults; checked by the prompt encoder's own checks.
+PROMPT_OPTION_DEFAULTS = {"emphasis": "Original", "comma_padding_backtrack": 20}
+PROMPT_OPTION_KEYS = tuple(PROMPT_OPTION_DEFAULTS)
+
+
+def _check_emphasis_option(value: Any) -> str:
+    from mixkit.prompts.emphasis import check_emphasis
+
+    return check_emphasis(value)
+
+
+def _check_comma_option(value: Any) -> int:
+    from mixkit.prompts.encoder import check_comma_backtrack
+
+    return check_comma_backtrack(value)
+
+
 SETTABLE = {
     "CLIP_stop_at_last_layers": _check_clip_skip,
+    "emphasis": _check_emphasis_option,
+    "comma_padding_backtrack": _check_comma_option,
     "samples_save": _check_bool("samples_save"),
     "live_previews_enable": _check_bool("live_previews_enable"),
     # A1111's grid options (both default True): the UI shows a grid of a result of 2+ images first in the gallery
@@ -151,6 +170,7 @@ class ServerOptions:
             "outdir_txt2img_samples": output_dir,
             "outdir_img2img_samples": output_dir,
             "CLIP_stop_at_last_layers": 1,
+            **PROMPT_OPTION_DEFAULTS,
             "live_previews_enable": preview_every > 0,
             "show_progress_every_n_steps": preview_every,
             **SAMPLER_OPTION_DEFAULTS,
@@ -201,6 +221,11 @@ class ServerOptions:
         with self._lock:
             values = dict(self._values)
         return sampler_option_params(sampler, values)
+
+    def prompt_options(self) -> dict[str, Any]:
+        """emphasis and comma_padding_backtrack as the Settings hold them (Txt2ImgParams fields of those names)."""
+        with self._lock:
+            return {key: self._values[key] for key in PROMPT_OPTION_KEYS}
 
     def sampler_options(self) -> dict[str, Any]:
         with self._lock:

@@ -54,7 +54,7 @@ class ServerState:
         self.refresh_embeddings()  # before any thread starts: a missing folder fails here, naming it
         from webui.vae_catalog import VaeCatalog
 
-        self.vaes = VaeCatalog(config.vae_dir)
+        self.vaes = VaeCatalog(config.vae_dir, checkpoints_dir=config.models_dir)  # A1111 lists *.vae.* there too
         # Read before the model loads: the saved preset decides how it is loaded; a broken file fails here.
         self.options = ServerOptions(str(self.output_dir), config.preview_every, limits=config.limits,
                                      settings_file=config.settings_file)
@@ -212,6 +212,15 @@ class ServerState:
             self._embedding_library = (current.refreshed() if current is not None
                                        else EmbeddingLibrary(self.config.embeddings_dir))
 
+    # -- prompt styles -----------------------------------------------------------------------
+    def styles(self):
+        """`--styles-file` read now (A1111 rereads it on refresh; a read is one small CSV), or None without one."""
+        if not self.config.styles_file:
+            return None
+        from mixkit.prompts.styles import StyleLibrary
+
+        return StyleLibrary(self.config.styles_file)
+
     # -- generation --------------------------------------------------------------------------
     def check_params(self, kind: str, params) -> None:
         """The checks the API applies, for params built elsewhere (the UI): limits, sampler, LoRA tags."""
@@ -264,19 +273,21 @@ class ServerState:
         def run(control, on_step) -> GenerationOutcome:
             pipe = self.holder.txt2img() if kind == "txt2img" else self.holder.img2img()
             run_params = params
+            if getattr(params, "controlnets", None):  # loaded first: hires fix runs its units in both passes
+                from dataclasses import replace
+
+                from webui.api_controlnet import build_units
+
+                run_params = replace(params, controlnets=build_units(params.controlnets, self.controlnets,
+                                                                     pipe.model.unet))
             if kind == "txt2img" and hasattr(params, "hr_scale"):
                 from pipelines.hires import HiresFix
 
                 pipe = HiresFix(pipe)
             elif getattr(params, "controlnets", None):
-                from dataclasses import replace
-
                 from pipelines.controlnet import ControlNetImageToImage, ControlNetTextToImage
-                from webui.api_controlnet import build_units
 
-                units = build_units(params.controlnets, self.controlnets, pipe.model.unet)
-                control_class = ControlNetTextToImage if kind == "txt2img" else ControlNetImageToImage
-                pipe, run_params = control_class.from_pipeline(pipe), replace(params, controlnets=units)
+                pipe = (ControlNetTextToImage if kind == "txt2img" else ControlNetImageToImage).from_pipeline(pipe)
             result = pipe(run_params, callback=on_step, control=control)
             saved = result.save(self.output_dir) if save and result.images else []
             return GenerationOutcome(result=result, params=params, saved=saved, model_title=self.model_title,

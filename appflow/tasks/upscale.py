@@ -60,4 +60,8 @@ class TextGuidedUpscaleTask(Task):
             settings["seed"] = random.randint(0, RANDOM_SEED_MAX)  # as A1111 draws a seed for -1
         # A per-call view on the cached diffusers pipeline: the settings differ per call, the weights do not.
         upscaler = SDx4Upscaler(loaded.pipeline, prompt=prompt, **settings)
-        return {"image": upscale_image(image.convert("RGB"), SDx4Upscaler.scale, upscaler=upscaler)}
+        # Exactly 4x, as diffusers' x4 pipeline returns (a scale would floor each side to a multiple of 8, as
+        # A1111's Extras do).
+        factor = SDx4Upscaler.scale
+        return {"image": upscale_image(image.convert("RGB"), width=factor * image.width, height=factor * image.height,
+                                       upscaler=upscaler)}

@@ -3,7 +3,11 @@
 Rules: a chunk holds 75 tokens (+ BOS/EOS = 77); `BREAK` closes the current chunk; when a chunk
 fills up within `comma_backtrack` tokens after a comma, the text after the comma moves to the next
 chunk, so phrases are not cut in half; a textual-inversion embedding never straddles two chunks.
-Unlike A1111 (which leaves them behind, a bug), embeddings moved by the comma rule keep their vectors.
+Embeddings moved by the comma rule keep their vectors. This differs from A1111 v1.10 on purpose: its
+`tokenize_line` moves the tokens after the comma to the next chunk but leaves the chunk's `fixes` behind, so
+the moved embedding's placeholder tokens (id 0) are encoded as that token in the new chunk, and its vectors
+are written into the padding of the previous chunk. Only a prompt whose embedding lies after the last comma
+of a full 75-token chunk (within `comma_backtrack` tokens of its end) is affected.
 """
 
 from __future__ import annotations

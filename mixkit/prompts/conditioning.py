@@ -6,10 +6,12 @@ layout (A1111's): the AND parts of image 0, of image 1, ..., then one negative-p
 `row_image` says which image's latent each row needs (`expand_latents` builds that input).
 
 Step semantics are A1111's: `at_step(s)` (0-based, the sampler's step counter) uses, for each
-schedule, the first entry whose end step is >= s. So `[a:b:3]` shows "a" on steps 0..3.
+schedule, the first entry whose end step is >= s. So `[a:b:3]` shows "a" on steps 0..3. A hires-fix
+pass passes `first_pass_steps`: its schedules then use A1111's hires offsets (`scheduling.StepCounting`).
 
 Rows of different lengths are padded as A1111 1.10 does with its default settings: the texts of
-one prompt's schedule are encoded as one batch, so the shorter ones get the empty prompt's chunk;
+one prompt's schedule are encoded as one batch (`PromptEncoder.encode_group`), so the shorter ones get
+the empty prompt's chunk and emphasis "Original" restores one mean over the whole schedule;
 AND parts (and the prompts of a batch) are stacked by repeating each row's last vector
 (`stack_conds`); negative prompts of a batch are padded with the empty chunk. Prompt rows and
 negative rows are *not* padded to each other (A1111's "Pad prompt/negative prompt" is off by
@@ -83,19 +85,24 @@ class ConditioningPlan:
         self.cond_parts = cond_parts  # per image: [(schedule, weight)]
         self.uncond_schedules = uncond_schedules
         self.steps = steps
-        self._by_texts: dict[tuple[str, ...], StepConditioning] = {}
+        self._by_texts: dict[tuple[int, ...], StepConditioning] = {}
         self.embeddings_used: dict[str, str] = {}
-        self._schedule_chunks: list[int] | None = None  # per row: the most chunks among its schedule's texts
 
     def _row_schedules(self) -> list[list[list]]:
         return [schedule for parts in self.cond_parts for schedule, _ in parts] + list(self.uncond_schedules)
 
-    def _chunks_per_row(self) -> list[int]:
-        if self._schedule_chunks is None:
-            chunk = self.encoder.encode("").hidden.shape[0]
-            self._schedule_chunks = [max(self.encoder.encode(text).hidden.shape[0] for _, text in schedule) // chunk
-                                     for schedule in self._row_schedules()]
-        return self._schedule_chunks
+    def _row_encodings(self, row: int) -> list:
+        """Row `row`'s schedule encoded as one A1111 batch: one EncodedPrompt per schedule entry."""
+        schedule = self._row_schedules()[row]
+        encoded = self.encoder.encode_group([text for _, text in schedule])
+        for item in encoded:
+            self.embeddings_used.update(item.embeddings_used)
+        return encoded
+
+    @property
+    def uses_brackets(self) -> bool:
+        """Whether any scheduled text has "(" or "[": when A1111 writes a non-default `Emphasis` to the infotext."""
+        return any("(" in text or "[" in text for schedule in self._row_schedules() for _, text in schedule)
 
     @property
     def ti_hashes(self) -> str:
@@ -111,11 +118,11 @@ class ConditioningPlan:
     def at_step(self, step: int) -> StepConditioning:
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             raise ValueError(f"step must be an int >= 0 (0-based sampling step), got {step!r}")
-        texts = self.texts_at(step)
-        cached = self._by_texts.get(texts)
+        entries = tuple(_entry_at(schedule, step) for schedule in self._row_schedules())
+        cached = self._by_texts.get(entries)
         if cached is None:
-            cached = self._build(texts)
-            self._by_texts[texts] = cached
+            cached = self._build(entries)
+            self._by_texts[entries] = cached
         return cached
 
     def _zeroed_negatives(self) -> list[int]:
@@ -135,12 +142,10 @@ class ConditioningPlan:
         return [index for index, schedule in enumerate(self.uncond_schedules)
                 if all(text == "" for _, text in schedule)]
 
-    def _build(self, texts: tuple[str, ...]) -> StepConditioning:
-        encoded = [self.encoder.encode(text) for text in texts]
-        for item in encoded:
-            self.embeddings_used.update(item.embeddings_used)
+    def _build(self, entries: tuple[int, ...]) -> StepConditioning:
+        encoded = [self._row_encodings(row)[entry] for row, entry in enumerate(entries)]
         empty = self.encoder.encode("").hidden  # the empty prompt's chunk, A1111's padding chunk
-        rows = [_pad_with(item.hidden, empty, chunks) for item, chunks in zip(encoded, self._chunks_per_row())]
+        rows = [item.hidden for item in encoded]
         n_cond = sum(len(parts) for parts in self.cond_parts)
         cond = _stack_repeating_last(rows[:n_cond])
         negative = _stack_with_empty_chunks(rows[n_cond:], empty)
@@ -188,12 +193,20 @@ def _zero_fill(stacked: torch.Tensor, tokens: int) -> torch.Tensor:
     return torch.cat([stacked, stacked.new_zeros(stacked.shape[0], tokens - stacked.shape[1], stacked.shape[2])], dim=1)
 
 
+def _check_step_count(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+
+
 def build_conditioning_plan(encoder: PromptEncoder, prompts: list[str], negative_prompts: list[str],
-                            steps: int) -> ConditioningPlan:
+                            steps: int, *, first_pass_steps: int | None = None) -> ConditioningPlan:
     """Parse a batch's prompts (one per image, extra-network tags already removed) into a plan.
 
     Positive prompts get AND splitting and scheduling; negative prompts get scheduling only
-    (as in A1111, where "AND" in a negative prompt is ordinary text).
+    (as in A1111, where "AND" in a negative prompt is ordinary text). `steps` are the steps the
+    schedules count in (model calls: A1111's total steps); for a hires-fix pass, `first_pass_steps` are
+    the first pass's, and the schedules are A1111's hires ones (`get_learned_conditioning_prompt_schedules(
+    prompts, first_pass_steps, steps)`, as its `calculate_hr_conds`).
     """
     for label, batch in (("prompts", prompts), ("negative_prompts", negative_prompts)):
         if isinstance(batch, str) or not isinstance(batch, (list, tuple)) or not all(isinstance(p, str) for p in batch):
@@ -203,19 +216,20 @@ def build_conditioning_plan(encoder: PromptEncoder, prompts: list[str], negative
             f"prompts and negative_prompts must be non-empty and of equal length (one per image), "
             f"got {len(prompts)} and {len(negative_prompts)}"
         )
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be an int >= 1, got {steps!r}")
+    _check_step_count("steps", steps)
+    if first_pass_steps is not None:
+        _check_step_count("first_pass_steps", first_pass_steps)
+    # A1111's argument order: (prompts, base steps, hires steps); without a first pass, `steps` are the base.
+    counting = (steps,) if first_pass_steps is None else (first_pass_steps, steps)
     indexes, flat, _ = get_multicond_prompt_list(list(prompts))
-    flat_schedules = get_learned_conditioning_prompt_schedules(flat, steps)
+    flat_schedules = get_learned_conditioning_prompt_schedules(flat, *counting)
     cond_parts = [[(flat_schedules[index], weight) for index, weight in row] for row in indexes]
-    uncond_schedules = get_learned_conditioning_prompt_schedules(list(negative_prompts), steps)
+    uncond_schedules = get_learned_conditioning_prompt_schedules(list(negative_prompts), *counting)
     plan = ConditioningPlan(encoder, cond_parts, uncond_schedules, steps)
-    # Encode every text of every schedule now (each once, cached in the encoder), so a bad prompt
-    # or embedding fails before the first UNet call instead of in the middle of sampling.
-    texts = {text for parts in cond_parts for schedule, _ in parts for _, text in schedule}
-    texts |= {text for schedule in uncond_schedules for _, text in schedule}
-    for text in sorted(texts):
-        plan.embeddings_used.update(encoder.encode(text).embeddings_used)
+    # Encode every schedule now (each batch once, cached in the encoder), so a bad prompt or
+    # embedding fails before the first UNet call instead of in the middle of sampling.
+    for row in range(len(plan._row_schedules())):
+        plan._row_encodings(row)
     plan.at_step(0)
     return plan
 

@@ -8,7 +8,8 @@ needs code execution is refused, never run, and the refusal names what it import
 
 A file that cannot be read is *skipped*: it is no embedding name, so a prompt word that matches it
 stays plain text (as in A1111), and `EmbeddingLibrary.skipped()` says why (the web UI logs it).
-Files load on first use of the library's names and are kept while they are unchanged.
+Files load on first use of the library's names and are kept while they are unchanged. Suffixes match in any case
+(`.PT`, `.SafeTensors`), as A1111's `load_from_file` upper-cases them before comparing.
 """
 
 from __future__ import annotations
@@ -171,6 +172,7 @@ class EmbeddingLibrary:
         self._loaded: dict[str, TextualInversion] = {}
         self._failed: dict[str, str] = {}  # name -> why its file could not be read
         self._stamps: dict[str, tuple[int, int]] = {}  # (mtime_ns, size) of each file when it was read
+        self._found: dict[str, tuple[int, int] | None] = {}  # (mtime_ns, size) of each file when the folder was scanned
         self._folders: list[Path] = []
         if folder is not None:
             self.add_folder(folder)
@@ -192,15 +194,21 @@ class EmbeddingLibrary:
                     fresh._failed[name] = self._failed[name]
         return fresh
 
+    def signature(self) -> tuple:
+        """What the folders held at the last scan: (name, path, (mtime_ns, size)) of every file found. Two scans with
+        equal signatures give the same embeddings, so a caller can keep what it built from the older one."""
+        return tuple((name, str(path), self._found.get(name)) for name, path in sorted(self._paths.items()))
+
     def add_folder(self, folder: str | Path) -> None:
         folder = Path(folder)
         if not folder.is_dir():
             raise ModelNotFoundError(f"embeddings folder {folder} does not exist or is not a folder")
         self._folders.append(folder)
         # .safetensors wins over a .pt of the same name: it is the safe, preferred format.
-        for path in sorted(folder.rglob("*"), key=lambda p: (EMBEDDING_SUFFIXES.index(p.suffix) if p.suffix in EMBEDDING_SUFFIXES else 9, str(p))):
-            if path.suffix in EMBEDDING_SUFFIXES and path.is_file() and path.stem not in self._paths:
+        for path in sorted(folder.rglob("*"), key=_folder_order):
+            if path.suffix.lower() in EMBEDDING_SUFFIXES and path.is_file() and path.stem not in self._paths:
                 self._paths[path.stem] = path
+                self._found[path.stem] = _stamp(path)
 
     def add(self, embedding: TextualInversion) -> None:
         """Register an already loaded embedding (e.g. from training) under its name."""
@@ -263,6 +271,11 @@ class EmbeddingLibrary:
         return True
 
 
+def _folder_order(path: Path) -> tuple[int, str]:
+    suffix = path.suffix.lower()
+    return (EMBEDDING_SUFFIXES.index(suffix) if suffix in EMBEDDING_SUFFIXES else 9, str(path))
+
+
 def _stamp(path: Path) -> tuple[int, int] | None:
     try:
         status = path.stat()
@@ -274,6 +287,12 @@ def _stamp(path: Path) -> tuple[int, int] | None:
 def ti_hashes_infotext(used: dict[str, str]) -> str:
     """A1111's `TI hashes` infotext value: "name: shorthash, name: shorthash" (sha256, 12 hex).
 
-    Embeddings without a file of their own (bundled in a LoRA, whose hash the infotext already has) are left out.
+    Names lose their ":" and "," (A1111's `sd_hijack_clip` forward does the same), which would otherwise make the
+    list ambiguous to read back. Embeddings without a file of their own (bundled in a LoRA, whose hash the infotext
+    already has) are left out.
     """
-    return ", ".join(f"{name}: {shorthash}" for name, shorthash in used.items() if shorthash)
+    return ", ".join(f"{_infotext_name(name)}: {shorthash}" for name, shorthash in used.items() if shorthash)
+
+
+def _infotext_name(name: str) -> str:
+    return name.replace(":", "").replace(",", "")

@@ -2,7 +2,9 @@
 
 Follows A1111 v1.10: 75-token chunks encoded separately and concatenated; each token's hidden
 state is multiplied by its emphasis weight and (emphasis "Original") the chunk is rescaled so its
-mean equals the unweighted mean; SD1/SD2 take `hidden_states[-clip_skip]` through the final layer
+mean equals the unweighted mean. `encode_group` encodes several texts as one A1111 batch (the texts
+of one prompt's schedule): shorter texts are padded with the empty chunk and the mean is restored over
+the batch's chunk index as a whole, as A1111's `get_learned_conditioning` does; SD1/SD2 take `hidden_states[-clip_skip]` through the final layer
 norm; SDXL concatenates both encoders' penultimate hidden states (no final norm, like diffusers)
 and takes the pooled embedding from the second encoder's first chunk. With a plain prompt of at
 most 75 tokens this equals diffusers' `encode_prompt` (tested).
@@ -25,9 +27,11 @@ from dataclasses import dataclass, field
 import torch
 
 from mixkit.prompts.attention import BREAK_MARK, parse_prompt_attention
-from mixkit.prompts.chunking import BREAK_RUN, CHUNK_TOKENS, PromptChunk, TokenRun, frame_chunk, split_into_chunks
+from mixkit.prompts.chunking import (
+    BREAK_RUN, CHUNK_TOKENS, COMMA_BACKTRACK, PromptChunk, TokenRun, frame_chunk, split_into_chunks,
+)
 from mixkit.prompts.embeddings import EmbeddingLibrary
-from mixkit.prompts.emphasis import EMPHASIS_MODES
+from mixkit.prompts.emphasis import DEFAULT_EMPHASIS, EMPHASIS_MODES, check_emphasis
 from mixkit.prompts.limits import check_prompt_text
 
 CACHE_SIZE = 256
@@ -38,6 +42,28 @@ class EncodedPrompt:
     hidden: torch.Tensor  # [T, D], T a multiple of 77; SDXL: D = dim1 + dim2
     pooled: torch.Tensor | None  # SDXL: [D2], projected EOS state of the first chunk; else None
     embeddings_used: dict = field(default_factory=dict)  # name -> A1111 shorthash (sha256[:12])
+
+
+@dataclass
+class RawEncoding:
+    """One text through the text encoder(s) before emphasis: per encoder z [C, 77, D] and weights [C, 77]."""
+
+    z: list  # per text encoder
+    weights: list  # per text encoder
+    pooled: torch.Tensor | None
+    embeddings_used: dict
+
+    @property
+    def chunks(self) -> int:
+        return self.z[0].shape[0]
+
+
+def check_comma_backtrack(value: object) -> int:
+    """A1111's "Prompt word wrap length limit" (`comma_padding_backtrack`): an int in 0..74 (0 turns it off)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < CHUNK_TOKENS:
+        raise ValueError(f"comma_padding_backtrack must be an int in 0..{CHUNK_TOKENS - 1} (tokens; A1111's 'Prompt "
+                         f"word wrap length limit', default {COMMA_BACKTRACK}), got {value!r}")
+    return value
 
 
 def text_encoder_layers(text_encoders: list) -> int:
@@ -55,15 +81,16 @@ class PromptEncoder:
     """
 
     def __init__(self, tokenizers: list, text_encoders: list, *, is_sdxl: bool, clip_skip: int = 1,
-                 emphasis: str = "Original", embeddings: EmbeddingLibrary | None = None,
-                 sdxl_clip_l_skip: bool = False) -> None:
+                 emphasis: str = DEFAULT_EMPHASIS, embeddings: EmbeddingLibrary | None = None,
+                 sdxl_clip_l_skip: bool = False, comma_backtrack: int = COMMA_BACKTRACK) -> None:
         if len(tokenizers) != len(text_encoders) or len(tokenizers) != (2 if is_sdxl else 1):
             raise ValueError(
                 f"expected {2 if is_sdxl else 1} tokenizer(s) and text encoder(s) for "
                 f"{'SDXL' if is_sdxl else 'SD1/SD2'}, got {len(tokenizers)} and {len(text_encoders)}"
             )
-        self.emphasis = EMPHASIS_MODES.get(emphasis)
-        self.emphasis_name = emphasis
+        self.emphasis_name = check_emphasis(emphasis)
+        self.emphasis = EMPHASIS_MODES.get(self.emphasis_name)
+        self.comma_backtrack = check_comma_backtrack(comma_backtrack)
         layers = text_encoder_layers(text_encoders)
         if isinstance(clip_skip, bool) or not isinstance(clip_skip, int) or not 1 <= clip_skip <= layers:
             raise ValueError(f"clip_skip must be an int in 1..{layers} (the text encoder's layer count), got {clip_skip!r}")
@@ -75,12 +102,14 @@ class PromptEncoder:
         self.clip_skip = clip_skip
         self.sdxl_clip_l_skip = sdxl_clip_l_skip
         self.embeddings = embeddings if embeddings is not None else EmbeddingLibrary()
-        self._cache: OrderedDict = OrderedDict()
+        self._cache: OrderedDict = OrderedDict()  # (text, weights version) -> RawEncoding
+        self._groups: OrderedDict = OrderedDict()  # (texts, weights version) -> [EncodedPrompt]
         self._name_tokens: list[dict[int, list[tuple[tuple[int, ...], str]]]] | None = None
 
     # ---- caching -------------------------------------------------------------------------------
     def clear_cache(self) -> None:
         self._cache.clear()
+        self._groups.clear()
         self._name_tokens = None
 
     def _weights_version(self) -> tuple:
@@ -90,18 +119,62 @@ class PromptEncoder:
                      for encoder in self.text_encoders)
 
     def encode(self, text: str) -> EncodedPrompt:
-        """Encode one schedule-free, AND-free prompt; identical texts come from the cache."""
-        check_prompt_text(text)
+        """Encode one schedule-free, AND-free prompt on its own (a batch of one); results are cached."""
+        return self.encode_group([text])[0]
+
+    def encode_group(self, texts: list[str] | tuple[str, ...]) -> list[EncodedPrompt]:
+        """Encode texts as one A1111 batch: the texts of one prompt's schedule, repeats included.
+
+        Every result has the batch's chunk count (shorter texts continue with the empty prompt's chunk)
+        and emphasis is applied per chunk index over the whole batch, as A1111's
+        `FrozenCLIPEmbedderWithCustomWordsBase.forward`: "Original" restores one mean for all of them.
+        """
+        texts = tuple(check_prompt_text(text) for text in texts)
+        if not texts:
+            raise ValueError("encode_group needs at least one text")
+        key = (texts, self._weights_version())
+        if key in self._groups:
+            self._groups.move_to_end(key)
+            return self._groups[key]
+        with torch.no_grad():
+            raws = [self._raw(text) for text in texts]
+            encoded = self._emphasised(texts, raws)
+        self._groups[key] = encoded
+        if len(self._groups) > CACHE_SIZE:
+            self._groups.popitem(last=False)
+        return encoded
+
+    def _raw(self, text: str) -> RawEncoding:
         key = (text, self._weights_version())
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
-        with torch.no_grad():
-            encoded = self._encode_uncached(text)
-        self._cache[key] = encoded
+        raw = self._encode_raw(text)
+        self._cache[key] = raw
         if len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
-        return encoded
+        return raw
+
+    def _emphasised(self, texts: tuple[str, ...], raws: list[RawEncoding]) -> list[EncodedPrompt]:
+        chunks = max(raw.chunks for raw in raws)
+        empty = self._raw("") if any(raw.chunks < chunks for raw in raws) else None
+        hidden_per_encoder = []
+        for which in range(len(self.text_encoders)):
+            z = torch.stack([_padded(raw.z[which], empty.z[which] if empty else None, chunks) for raw in raws])
+            weights = torch.stack([_padded(raw.weights[which], empty.weights[which] if empty else None, chunks)
+                                   for raw in raws])
+            per_chunk = [self.emphasis.apply(z[:, index], weights[:, index]) for index in range(chunks)]
+            hidden_per_encoder.append(torch.stack(per_chunk, dim=1).reshape(len(raws), -1, z.shape[-1]))
+        hidden = torch.cat(hidden_per_encoder, dim=-1)
+        results = []
+        for text, raw, row in zip(texts, raws, hidden):
+            if not torch.isfinite(row).all():
+                raise ValueError(
+                    f"prompt {text[:60]!r} encodes to non-finite values (emphasis weights too extreme, "
+                    f"or the weighted chunk mean is zero); use moderate weights or emphasis 'No norm'."
+                )
+            results.append(EncodedPrompt(hidden=row, pooled=raw.pooled, embeddings_used=dict(raw.embeddings_used)))
+        return results
 
     # ---- tokenizing ----------------------------------------------------------------------------
     def _runs(self, text: str) -> list[tuple[str, float]]:
@@ -144,28 +217,22 @@ class PromptEncoder:
             return None
 
         comma = tokenizer.get_vocab().get(",</w>")
-        return split_into_chunks(token_runs, comma_token=comma, find_embedding=find_embedding if index else None)
+        return split_into_chunks(token_runs, comma_token=comma, find_embedding=find_embedding if index else None,
+                                 comma_backtrack=self.comma_backtrack)
 
     # ---- encoding ------------------------------------------------------------------------------
-    def _encode_uncached(self, text: str) -> EncodedPrompt:
-        hidden_parts, pooled, used = [], None, {}
-        chunk_counts = []
-        for which, (tokenizer, encoder) in enumerate(zip(self.tokenizers, self.text_encoders)):
-            chunks = self.chunks_for(text, which)
-            chunk_counts.append(len(chunks))
-            hidden, pooled_which = self._encode_chunks(chunks, which, used)
-            hidden_parts.append(hidden)
+    def _encode_raw(self, text: str) -> RawEncoding:
+        z_parts, weight_parts, pooled, used = [], [], None, {}
+        for which in range(len(self.text_encoders)):
+            z, weights, pooled_which = self._encode_chunks(self.chunks_for(text, which), which, used)
+            z_parts.append(z)
+            weight_parts.append(weights)
             if self.is_sdxl and which == 1:
                 pooled = pooled_which
-        if len(set(chunk_counts)) != 1:
-            raise ValueError(f"the two SDXL tokenizers split {text[:60]!r} into {chunk_counts} chunks; they must agree")
-        hidden = torch.cat(hidden_parts, dim=-1)
-        if not torch.isfinite(hidden).all():
-            raise ValueError(
-                f"prompt {text[:60]!r} encodes to non-finite values (emphasis weights too extreme, "
-                f"or the weighted chunk mean is zero); use moderate weights or emphasis 'No norm'."
-            )
-        return EncodedPrompt(hidden=hidden, pooled=pooled, embeddings_used=used)
+        counts = [z.shape[0] for z in z_parts]
+        if len(set(counts)) != 1:
+            raise ValueError(f"the two SDXL tokenizers split {text[:60]!r} into {counts} chunks; they must agree")
+        return RawEncoding(z=z_parts, weights=weight_parts, pooled=pooled, embeddings_used=used)
 
     def _encode_chunks(self, chunks: list[PromptChunk], which: int, used: dict):
         tokenizer, encoder = self.tokenizers[which], self.text_encoders[which]
@@ -209,8 +276,13 @@ class PromptEncoder:
             # transformers 5 flattened CLIPTextModel; older versions nest the layers under .text_model
             z = getattr(encoder, "text_model", encoder).final_layer_norm(outputs.hidden_states[-self.clip_skip])
         pooled = outputs.text_embeds[0] if getattr(outputs, "text_embeds", None) is not None else None
-        z = self.emphasis.apply(z, weights.to(z.dtype))
-        return z.reshape(-1, z.shape[-1]), pooled
+        return z, weights.to(z.dtype), pooled
+
+
+def _padded(values: torch.Tensor, empty: torch.Tensor | None, chunks: int) -> torch.Tensor:
+    """[C, ...] -> [chunks, ...]: A1111's `empty_chunk()` (the empty prompt's chunk 0) after the text's own."""
+    missing = chunks - values.shape[0]
+    return torch.cat([values, empty[:1].expand(missing, *values.shape[1:])]) if missing > 0 else values
 
 
 def chunk_count(encoder: PromptEncoder, text: str) -> int:

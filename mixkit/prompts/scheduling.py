@@ -1,7 +1,7 @@
 """A1111 prompt editing (`[from:to:when]`) and alternation (`[a|b]`): a prompt becomes a step schedule.
 
 Behaviour follows AUTOMATIC1111 v1.10 `get_learned_conditioning_prompt_schedules` (its lark grammar,
-without the hires-fix offsets). A1111 parses with an Earley parser; this module is a hand-written
+its hires-fix offsets and its "use old scheduling" option). A1111 parses with an Earley parser; this module is a hand-written
 parser for the same language:
 
     start     := (prompt | stray)*             stray = one of  [ ] ( ) :   (top level only)
@@ -218,74 +218,123 @@ def parse_schedule_tree(text: str) -> tuple:
         return (text,) if text else ()
 
 
-def edit_step(when: str, steps: int) -> int:
-    """The last step (1-based) that still shows `before`: "0.25" is a fraction of `steps`, "3" a step number.
+@dataclass(frozen=True)
+class StepCounting:
+    """How `[from:to:when]` numbers become step numbers in one pass (A1111's `int_offset` / `flt_offset`).
+
+    First pass (or no hires fix): `steps` are the pass's steps and nothing is subtracted. Hires pass: `steps` are
+    the hires steps, an integer `when` has the first pass's steps subtracted and a fraction has 1.0 subtracted, so
+    `[a:b:0.5]` (switched during the first pass) is `b` throughout and `[a:b:1.5]` switches half-way through the
+    hires pass. `old` is A1111's "use old scheduling": values below 1 are fractions, others step numbers, no
+    offsets.
+    """
+
+    steps: int
+    int_offset: int = 0
+    fraction_offset: float = 0.0
+    old: bool = False
+
+    @classmethod
+    def of(cls, base_steps: int, hires_steps: int | None = None, use_old_scheduling: bool = False) -> "StepCounting":
+        """A1111's reading of (base_steps, hires_steps, use_old_scheduling)."""
+        if hires_steps is None or use_old_scheduling:
+            return cls(base_steps, old=use_old_scheduling)
+        return cls(hires_steps, int_offset=base_steps, fraction_offset=1.0)
+
+
+def edit_step(when: str, counting: StepCounting | int) -> int:
+    """The last step (1-based) that still shows `before`: "0.25" is a fraction of the steps, "3" a step number.
 
     Like A1111, a number containing "." is a fraction even when it is >= 1 (`[a:b:1.0]` never
-    switches), and the step is truncated towards zero and capped at `steps`. Infinite values (a
-    1e400 literal) clamp to the ends instead of raising OverflowError as A1111 does.
+    switches in a first pass), and the step is truncated towards zero and capped at the steps. Infinite
+    values (a 1e400 literal) clamp to the ends instead of raising OverflowError as A1111 does. An int
+    `counting` is the steps of a pass without offsets.
     """
+    if isinstance(counting, int):
+        counting = StepCounting(counting)
+    steps = counting.steps
     value = float(when)
-    if "." in when:
-        value *= steps
+    if counting.old:
+        value = value * steps if value < 1 else value
+    elif "." in when:
+        value = (value - counting.fraction_offset) * steps
+    else:
+        value = value - counting.int_offset
     if math.isinf(value):
         return steps if value > 0 else -1
     return min(steps, int(value))
 
 
-def _collect_steps(nodes: tuple, steps: int, found: set[int]) -> None:
+def _collect_steps(nodes: tuple, counting: StepCounting, found: set[int]) -> None:
     for node in nodes:
         if isinstance(node, Scheduled):
-            step = edit_step(node.when, steps)
+            step = edit_step(node.when, counting)
             if step >= 1:
                 found.add(step)
             if node.before is not None:
-                _collect_steps(node.before, steps, found)
-            _collect_steps(node.after, steps, found)
+                _collect_steps(node.before, counting, found)
+            _collect_steps(node.after, counting, found)
         elif isinstance(node, Alternate):
-            found.update(range(1, steps + 1))
+            found.update(range(1, counting.steps + 1))
             for option in node.options:
-                _collect_steps(option, steps, found)
+                _collect_steps(option, counting, found)
 
 
-def _render(nodes: tuple, step: int, steps: int, out: list[str]) -> None:
+def _render(nodes: tuple, step: int, counting: StepCounting, out: list[str]) -> None:
     for node in nodes:
         if isinstance(node, str):
             out.append(node)
         elif isinstance(node, Scheduled):
-            if step <= edit_step(node.when, steps):
-                _render(node.before or (), step, steps, out)
+            if step <= edit_step(node.when, counting):
+                _render(node.before or (), step, counting, out)
             else:
-                _render(node.after, step, steps, out)
+                _render(node.after, step, counting, out)
         else:
-            _render(node.options[(step - 1) % len(node.options)], step, steps, out)
+            _render(node.options[(step - 1) % len(node.options)], step, counting, out)
 
 
-def prompt_schedule(text: str, steps: int) -> list[list]:
+def prompt_schedule(text: str, counting: StepCounting | int) -> list[list]:
     """[[end_step, text], ...] for one prompt: `text` is used up to and including `end_step`."""
+    if isinstance(counting, int):
+        counting = StepCounting(counting)
     tree = parse_schedule_tree(text)
-    found = {steps}
-    _collect_steps(tree, steps, found)
+    found = {counting.steps}
+    _collect_steps(tree, counting, found)
     schedule = []
     for end in sorted(found):
         out: list[str] = []
-        _render(tree, end, steps, out)
+        _render(tree, end, counting, out)
         schedule.append([end, "".join(out)])
     return schedule
 
 
-def get_learned_conditioning_prompt_schedules(prompts: list[str], steps: int) -> list[list[list]]:
-    """A1111's schedule of each prompt: a list of [end_at_step, text] pairs, last end == `steps`.
+def _check_steps(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+
+
+def get_learned_conditioning_prompt_schedules(prompts: list[str], base_steps: int, hires_steps: int | None = None,
+                                              use_old_scheduling: bool = False) -> list[list[list]]:
+    """A1111's schedule of each prompt: a list of [end_at_step, text] pairs, last end == the pass's steps.
+
+    With `hires_steps` the schedules are those of the hires-fix pass (A1111's signature and offsets, see
+    `StepCounting`): they count in `hires_steps`, after a first pass of `base_steps`.
 
     >>> get_learned_conditioning_prompt_schedules(["a [b:3]"], 10)
     [[[3, 'a '], [10, 'a b']]]
+    >>> get_learned_conditioning_prompt_schedules(["a [b:1.5] c"], 10, 10)
+    [[[5, 'a  c'], [10, 'a b c']]]
     """
     if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)):
         raise TypeError(f"prompts must be a list of str, got {type(prompts).__name__}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be an int >= 1, got {steps!r}")
+    _check_steps("base_steps", base_steps)
+    if hires_steps is not None:
+        _check_steps("hires_steps", hires_steps)
+    if not isinstance(use_old_scheduling, bool):
+        raise TypeError(f"use_old_scheduling must be True or False, got {use_old_scheduling!r}")
+    counting = StepCounting.of(base_steps, hires_steps, use_old_scheduling)
     cache: dict[str, list[list]] = {}
     for prompt in prompts:
         if prompt not in cache:
-            cache[prompt] = prompt_schedule(prompt, steps)
+            cache[prompt] = prompt_schedule(prompt, counting)
     return [[list(entry) for entry in cache[prompt]] for prompt in prompts]

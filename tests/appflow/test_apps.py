@@ -225,11 +225,13 @@ def test_dual_guided_generation_repaints_the_blend(tiny_sd1_dir, photo, shared_c
 def test_upscaling_app_is_4x_and_equals_the_upscaler_called_by_hand(tiny_x4_dir):
     from pipelines.upscale import SDx4Upscaler, upscale_image
 
-    small = Image.new("RGB", (12, 10), (200, 100, 50))
+    # 13 px: exactly 4x (52), as diffusers' x4 pipeline, not A1111's Extras size floored to a multiple of 8 (48).
+    small = Image.new("RGB", (13, 10), (200, 100, 50))
     result = Appflow("image2image_text_guided_upscaling", models=[tiny_x4_dir], cache=ModelCache(), steps=2, seed=0)(
         image=small, prompt="a sharp photo")
-    assert result["result"].size == (48, 40)
-    by_hand = upscale_image(small, 4, upscaler=SDx4Upscaler.from_pretrained(tiny_x4_dir, prompt="a sharp photo", steps=2))
+    assert result["result"].size == (52, 40)
+    by_hand = upscale_image(small, width=52, height=40,
+                            upscaler=SDx4Upscaler.from_pretrained(tiny_x4_dir, prompt="a sharp photo", steps=2))
     assert np.array_equal(pixels(result["result"]), pixels(by_hand))
 
 

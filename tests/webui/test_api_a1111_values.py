@@ -30,9 +30,10 @@ def test_hires_fields_at_a1111s_same_as_first_pass_values_are_accepted():
                 hr_checkpoint_name="Use same checkpoint", prompt="a cat", hr_prompt="a cat", negative_prompt="dog",
                 hr_negative_prompt="dog")
     assert _params(**same).hr_scale == 2.0
-    for name, value in (("hr_sampler_name", "Euler"), ("hr_prompt", "a dog"), ("hr_checkpoint_name", "other")):
+    for name, value in (("hr_sampler_name", "Euler"), ("hr_checkpoint_name", "other")):
         with pytest.raises(ValueError, match=f"Not supported by this server: {name}="):
             _params(**{**same, name: value})
+    assert _params(**{**same, "hr_prompt": "a dog"}).hr_prompt == "a dog"  # A1111's hires prompt, now run
 
 
 def test_the_current_checkpoint_may_be_named_with_its_hash_in_override_settings():
@@ -74,3 +75,18 @@ def test_errors_name_the_fields_as_the_request_does():
     assert "batch_count" not in str(error.value)
     with pytest.raises(ValueError, match=r"CLIP_stop_at_last_layers \(clip skip\) must be"):
         _params(override_settings={"CLIP_stop_at_last_layers": 40})
+
+
+def test_override_settings_may_name_the_loaded_checkpoint_by_any_of_its_a1111_ids():
+    # A1111's checkpoint_aliases: title "sub/model.safetensors [hash]", file name, stem, short hash ...
+    aliases = frozenset({"sub/model.safetensors [0123456789]", "sub/model.safetensors", "model", "sub_model",
+                         "0123456789"})
+    for name in ("sub/model.safetensors", "model", "0123456789", "sub/model.safetensors [0123456789]"):
+        params = to_txt2img_params(Txt2ImgRequest(**SMALL, override_settings={"sd_model_checkpoint": name}),
+                                   limits=GenerationLimits(), lora_names=set(),
+                                   current_model="sub/model.safetensors [0123456789]", current_model_aliases=aliases)
+        assert params.steps == 4
+    with pytest.raises(ValueError, match="is not supported per request"):
+        to_txt2img_params(Txt2ImgRequest(**SMALL, override_settings={"sd_model_checkpoint": "other"}),
+                          limits=GenerationLimits(), lora_names=set(), current_model="sub/model.safetensors [0123456789]",
+                          current_model_aliases=aliases)

@@ -91,3 +91,17 @@ def test_a_lora_tag_in_an_app_uses_the_servers_lora_folder(tiny_sd1_dir, tmp_pat
     # The flow looked in the server's folder (before: "this flow has no LoRA folder").
     assert response.status_code == 503 and "No LoRA named 'nowhere'" in response.text
     assert "no LoRA folder" not in response.text
+
+
+@pytest.mark.parametrize("options, fragment", [
+    ({"num_beams": 16, "num_return_sequences": 16}, "num_beams x num_return_sequences = 256"),
+    ({"max_new_tokens": 1024}, "max_new_tokens must be at most 256"),
+])
+def test_captioning_options_are_held_to_the_servers_limits(options, fragment):
+    # HTTP clients may now set LAVIS' generation options; beams x sequences are rows of one generate call.
+    from pipelines.params import GenerationLimits
+    from webui.appflow_io import check_app_options
+
+    with pytest.raises(ValueError, match=fragment):
+        check_app_options(options, GenerationLimits())
+    assert check_app_options({"num_beams": 4, "num_return_sequences": 2, "max_new_tokens": 40}, GenerationLimits())

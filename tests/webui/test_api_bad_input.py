@@ -68,7 +68,7 @@ def assert_no_secret(response: httpx.Response) -> None:
     ({"seed": 2**53}, "seed must be in"),  # A1111 seeds past 2**32 are fine; beyond JSON-exact integers not
     ({"sampler_name": "Euler; rm -rf /"}, "Valid names"),
     ({"scheduler": "nonsense"}, "nonsense"),
-    ({"prompt": "x" * 32_001}, "32001 characters"),
+    ({"prompt": "x" * 32_769}, "32,769 characters"),  # one over mixkit.prompts.MAX_PROMPT_CHARS
     ({"prompt": "a\x00b"}, "NUL"),
     ({"prompt": "<lora:../../etc/passwd:1>"}, "never a file path"),
     ({"prompt": "<lora:/etc/passwd:1>"}, "never a file path"),

@@ -128,3 +128,32 @@ def test_ui_units_reach_the_pipeline_as_a_list(server):
     one = state.submit_generation("txt2img", with_controlnet(state, "txt2img", params, first + off + off),
                                   save=False).future.result(120)
     assert one.result.images[0].tobytes() != outcome.result.images[0].tobytes()  # the second unit counted
+
+
+def test_hires_fix_with_a_unit_runs_both_passes_over_the_api(api):
+    # sd-webui-controlnet applies its units to the hires pass too; A1111 users combine them all the time.
+    unit = webuiapi.ControlNetUnit(image=control_image(), module="canny", model="tiny_canny", weight=1.5,
+                                   threshold_a=100, threshold_b=200)
+    hires = dict(prompt="a box", seed=11, width=64, height=64, enable_hr=True, hr_scale=2, hr_upscaler="Lanczos",
+                 hr_second_pass_steps=1, denoising_strength=0.5)
+    controlled = api.txt2img(**hires, controlnet_units=[unit], alwayson_scripts={})
+    plain = api.txt2img(**hires)
+    assert controlled.image.size == (128, 128) and controlled.image.tobytes() != plain.image.tobytes()
+    infotext = controlled.info["infotexts"][0]
+    assert "ControlNet 0:" in infotext and "Hires upscale: 2" in infotext
+
+
+def test_ui_hires_fix_with_a_unit_reaches_the_controlnet_hires_pipeline(server):
+    from pipelines.controlnet import ControlHiresParams
+    from pipelines.hires import HiresParams
+    from webui.ui.controlnet_units import with_controlnet
+
+    state = server.state
+    params = HiresParams(prompt="a box", steps=1, width=64, height=64, seed=11, sampler="Euler", hr_scale=2,
+                         hr_upscaler="Lanczos", hr_second_pass_steps=1, denoising_strength=0.5)
+    unit = [True, control_image(), "canny", "tiny_canny", 1.0, 0.0, 1.0]
+    controlled = with_controlnet(state, "txt2img", params, unit)
+    assert isinstance(controlled, ControlHiresParams)
+    state.check_params("txt2img", controlled)
+    outcome = state.submit_generation("txt2img", controlled, save=False).future.result(120)
+    assert outcome.result.images[0].size == (128, 128) and "ControlNet 0: " in outcome.result.infotexts[0]

@@ -68,3 +68,18 @@ def test_what_would_change_the_image_is_refused_before_the_load(tmp_path, capsys
 def test_no_prompt_and_no_infotext_is_a_usage_error(capsys):
     assert main(["generate"]) == 2
     assert "needs a prompt" in capsys.readouterr().err
+
+
+def test_a_legacy_eight_digit_model_hash_names_the_same_single_file(tmp_path):
+    # Pre-2023 A1111 infotexts carry the legacy hash (sha256 of 64 KiB at 1 MiB); A1111 still matches it.
+    from types import SimpleNamespace
+
+    from mixkit.io.hashing import legacy_a1111_hash
+    from webui.cli.generate_infotext import _same_checkpoint
+
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(bytes(range(256)) * 8192)  # 2 MiB
+    model = SimpleNamespace(model_hash="0123456789", source=str(path))
+    assert _same_checkpoint("0123456789", model) and _same_checkpoint(legacy_a1111_hash(path), model)
+    assert not _same_checkpoint("deadbeef", model) and not _same_checkpoint("9876543210", model)
+    assert not _same_checkpoint("deadbeef", SimpleNamespace(model_hash="0123456789", source="org/hub-id"))

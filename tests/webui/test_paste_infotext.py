@@ -75,3 +75,16 @@ def test_paste_relinks_through_a_real_library(tmp_path):
     values, _ = infotext_to_form_values(text, GenerationLimits(), ["DPM++ 2M"], ["Karras"],
                                         lora_name_of=library_lookup(LoraLibrary(tmp_path)))
     assert values["prompt"] == "a cat <lora:styles/ink_v2:0.8> <lora:other:1>"
+
+
+def test_the_model_note_accepts_the_loaded_checkpoint_under_any_of_its_a1111_ids():
+    # The infotext's "Model" is A1111's name_for_extra (the stem); the server's title is "name.ext [hash]".
+    text = "a cat\nSteps: 20, Sampler: DPM++ 2M, Schedule type: Karras, Seed: 1, Size: 512x512, Model: dreamy, RNG: CPU"
+    title = "sub/dreamy.safetensors [0123456789]"
+    aliases = frozenset({title, "sub/dreamy.safetensors", "dreamy", "sub_dreamy", "0123456789"})
+    _, notes = infotext_to_form_values(text, GenerationLimits(), ["DPM++ 2M"], ["Karras"], current_model=title,
+                                       current_model_aliases=aliases)
+    assert notes == []
+    _, notes = infotext_to_form_values(text.replace("dreamy", "other"), GenerationLimits(), ["DPM++ 2M"], ["Karras"],
+                                       current_model=title, current_model_aliases=aliases)
+    assert len(notes) == 1 and notes[0].startswith("Model: the image was made with 'other'")

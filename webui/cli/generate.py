@@ -47,6 +47,16 @@ def add_parser(subparsers) -> None:
     p.add_argument("--batch-count", type=int, default=d.batch_count)
     p.add_argument("--clip-skip", type=int, default=None,
                    help=f"text-encoder layers to skip from the end (default: the model's recommended one, else {d.clip_skip})")
+    p.add_argument("--emphasis", default=None, metavar="MODE",
+                   help="A1111's emphasis mode for (word:1.2): Original (default), \"No norm\", Ignore, None")
+    p.add_argument("--comma-padding-backtrack", type=int, default=None, metavar="TOKENS",
+                   help=f"A1111's prompt word wrap length limit: text after a comma within this many tokens of a "
+                        f"75-token chunk's end moves to the next chunk (0-74; default {d.comma_padding_backtrack})")
+    p.add_argument("--style", action="append", default=[], metavar="NAME",
+                   help="apply a prompt style from --styles-file (repeatable, in order; A1111's styles: a style "
+                        "with {prompt} wraps the prompt, others are appended after a comma)")
+    p.add_argument("--styles-file", default=None, metavar="CSV",
+                   help="an A1111 styles.csv (columns name, prompt, negative_prompt) for --style")
     p.add_argument("--lora", action="append", default=[], metavar="NAME_OR_PATH[:WEIGHT]",
                    help="apply a LoRA (repeatable); a file path or a name in --lora-dir")
     p.add_argument("--lora-dir", default=None, help="folder of LoRA files for names and <lora:...> tags")
@@ -85,6 +95,16 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def _with_styles(args: argparse.Namespace, negative: str) -> tuple[str, str]:
+    """The prompt and negative prompt with --style applied, as A1111 merges styles before generating (its infotext
+    then holds the merged prompts, as this one will)."""
+    if args.style and not args.styles_file:
+        raise ValueError(f"--style {args.style[0]} needs --styles-file CSV (an A1111 styles.csv)")
+    from mixkit.prompts.styles import StyleLibrary
+
+    return StyleLibrary(args.styles_file).apply(args.prompt, negative, list(args.style))
+
+
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
@@ -99,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
     if args.prompt is None:
         raise ValueError("mixkit generate needs a prompt: pass it as the first argument, or --infotext IMAGE_OR_TEXT")
     d = Txt2ImgParams()
+    if args.style or args.styles_file:
+        args.prompt, args.negative = _with_styles(args, _or(args.negative, d.negative_prompt))
     chosen = {"steps": args.steps, "cfg_scale": args.cfg, "sampler": args.sampler,  # None: the model's, else A1111's
               "clip_skip": args.clip_skip}
     params = Txt2ImgParams(
@@ -108,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
         seed=_or(args.seed, d.seed), batch_size=args.batch_size, batch_count=args.batch_count,
         sampler=_or(args.sampler, d.sampler), schedule_type=_or(args.schedule_type, d.schedule_type), eta=args.eta,
         ensd=_or(args.ensd, d.ensd), clip_skip=_or(args.clip_skip, d.clip_skip), loras=list(args.lora),
+        emphasis=_or(args.emphasis, d.emphasis),
+        comma_padding_backtrack=_or(args.comma_padding_backtrack, d.comma_padding_backtrack),
         s_min_uncond=_or(args.ngms, d.s_min_uncond), s_min_uncond_all=bool(args.ngms_all_steps),
         skip_early_cond=_or(args.skip_early_cfg, d.skip_early_cond),
     )

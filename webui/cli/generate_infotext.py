@@ -30,6 +30,7 @@ FLAG_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "width": ("Size-1", as_integer),
     "height": ("Size-2", as_integer),
     "clip_skip": ("Clip skip", as_integer),  # A1111's default "1" when the infotext has none
+    "emphasis": ("Emphasis", as_text),  # A1111 writes it when not "Original"; missing means "Original"
     "ensd": ("ENSD", as_integer),
     "ngms": ("NGMS", as_number),
     "ngms_all_steps": ("NGMS all steps", as_flag),
@@ -132,12 +133,25 @@ def apply_infotext(args: argparse.Namespace, text: str) -> tuple[argparse.Namesp
     return args, written
 
 
+def _same_checkpoint(written_hash: str, model) -> bool:
+    """The infotext's "Model hash" names the loaded checkpoint: its 10-digit hash, or for a single file also the
+    legacy 8-digit hash of pre-2023 infotexts (A1111 keeps both among a checkpoint's ids)."""
+    from pathlib import Path
+
+    from mixkit.io import model_hash_matches
+
+    if written_hash.lower() == str(model.model_hash).lower():
+        return True
+    source = Path(str(model.source)) if getattr(model, "source", None) else None
+    return source is not None and source.is_file() and model_hash_matches(written_hash, source)
+
+
 def warn_about_model(pipe, written: dict[str, object], vae_given: bool) -> None:
     """After the load: a warning when the infotext names another checkpoint or VAE than the one loaded."""
     model = pipe.model
     problems = []
     wanted = written.get("Model hash")
-    if wanted and str(wanted).lower() != str(model.model_hash).lower():
+    if wanted and not _same_checkpoint(str(wanted), model):
         problems.append(f"its Model hash {wanted} (Model: {written.get('Model', '?')}) is not the loaded model's "
                         f"{model.model_hash}; pass that checkpoint with --model")
     vae = written.get("VAE hash")

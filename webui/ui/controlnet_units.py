@@ -42,10 +42,6 @@ def build_controlnet_units(state: ServerState, kind: str, count: int) -> list:
     return widgets
 
 
-def controlnet_enabled(control_values: list) -> bool:
-    return any(control_values[i] for i in range(0, len(control_values), len(UNIT_FIELDS)))
-
-
 def with_controlnet(state: ServerState, kind: str, params, control_values: list):
     """`params` as ControlNet params carrying one unit spec per enabled unit (in unit order); unchanged if none is.
 
@@ -53,7 +49,7 @@ def with_controlnet(state: ServerState, kind: str, params, control_values: list)
     """
     if len(control_values) % len(UNIT_FIELDS):
         raise ValueError(f"Expected {len(UNIT_FIELDS)} values per ControlNet unit, got {len(control_values)} values.")
-    from pipelines.controlnet import ControlImg2ImgParams, ControlTxt2ImgParams
+    from pipelines.controlnet import ControlHiresParams, ControlImg2ImgParams, ControlTxt2ImgParams
     from webui.api_controlnet import ui_unit_spec
 
     specs = []
@@ -71,5 +67,8 @@ def with_controlnet(state: ServerState, kind: str, params, control_values: list)
             raise ValueError(f"ControlNet Unit {unit}: {message}") from None
     if not specs:
         return params
-    params_class = ControlTxt2ImgParams if kind == "txt2img" else ControlImg2ImgParams
+    if hasattr(params, "hr_scale"):  # hires fix: the units guide both passes
+        params_class = ControlHiresParams
+    else:
+        params_class = ControlTxt2ImgParams if kind == "txt2img" else ControlImg2ImgParams
     return params_class(**vars(params), controlnets=specs)

@@ -14,7 +14,7 @@ import gradio as gr
 
 from pipelines.inpaint_mask import MASKED_CONTENT
 from webui.server_state import ServerState
-from webui.ui.controlnet_units import build_controlnet_units, controlnet_enabled, with_controlnet
+from webui.ui.controlnet_units import build_controlnet_units, with_controlnet
 from webui.ui.errors import failed, refused
 from webui.ui.form_components import form_slider
 from webui.ui.result_grid import grid_for_gallery, with_grid
@@ -225,8 +225,6 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         control_values, values = values[-len(control_inputs):] if control_inputs else [], \
             values[:len(values) - len(control_inputs)]
         params = _base_params(values)
-        if control_values and controlnet_enabled(control_values) and hasattr(params, "hr_scale"):
-            raise ValueError("Hires fix together with ControlNet is not supported; turn one of them off.")
         return with_controlnet(state, kind, params, control_values)
 
     def _base_params(values: list):

@@ -27,6 +27,7 @@ def _float(text: object) -> float | None:
 
 def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: list[str],
                             schedule_names: list[str], current_model: str | None = None,
+                            current_model_aliases: frozenset[str] = frozenset(),
                             size_multiple: int = 8, hires_upscalers: list[str] | None = None,
                             lora_name_of: Callable[[str], str | None] | None = None,
                             ) -> tuple[dict[str, object], list[str]]:
@@ -94,7 +95,7 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
         hires_values, hires_notes = infotext_hires_values(parsed, limits, hires_upscalers)
         values.update(hires_values)
         notes += hires_notes
-    notes += _reproduction_notes(parsed, current_model, hires_filled=hires_upscalers is not None,
+    notes += _reproduction_notes(parsed, current_model, current_model_aliases, hires_filled=hires_upscalers is not None,
                                  has_parameters=bool(written))
     for key in ("Skip Early CFG", "NGMS", "NGMS all steps"):  # A1111 pastes these as setting overrides
         if key in parsed:
@@ -121,14 +122,17 @@ def _relink_loras(prompt: str, lora_hashes: str, lora_name_of) -> tuple[str, lis
     return relinked, notes
 
 
-def _reproduction_notes(parsed: dict, current_model: str | None, hires_filled: bool, has_parameters: bool) -> list[str]:
+def _reproduction_notes(parsed: dict, current_model: str | None, current_model_aliases: frozenset[str],
+                        hires_filled: bool, has_parameters: bool) -> list[str]:
     """What else the image was made with, which the form does not carry.
 
     `hires_filled`: the Hires. fix controls took the recipe (their own notes cover it); `has_parameters`:
     the text had a parameters line (a bare prompt says nothing about the noise, so no RNG note)."""
     notes = []
     model = parsed.get("Model")
-    if model and current_model and model != current_model.split(" [", 1)[0]:
+    # The infotext's "Model" is A1111's name_for_extra (file stem); the title carries the extension and hash.
+    names = {current_model.split(" [", 1)[0], *current_model_aliases} if current_model else set()
+    if model and current_model and model not in names:
         notes.append(f"Model: the image was made with {model!r}, the loaded checkpoint is {current_model!r}; "
                      "load it in Settings to reproduce the image.")
     if parsed.get("VAE"):

@@ -107,7 +107,7 @@ def build_settings_tab(state: ServerState) -> None:
                       elem_id="settings_sampler_parameters"):
         with gr.Row():
             eta_ancestral = gr.Slider(0, 1, value=lambda: state.options.get("eta_ancestral"), step=0.01,
-                                      label="Eta for ancestral samplers (Euler a here; DPM2 a, DPM++ 2S a and the SDE "
+                                      label="Eta for ancestral samplers (Euler a, DPM2 a, DPM++ 2S a; the SDE "
                                             "samplers run at 1)", elem_id="settings_eta_ancestral")
             eta_ddim = gr.Slider(0, 1, value=lambda: state.options.get("eta_ddim"), step=0.01,
                                  label="Eta for DDIM", elem_id="settings_eta_ddim")

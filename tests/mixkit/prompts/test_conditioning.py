@@ -102,8 +102,8 @@ def test_expand_latents_follows_rows(sd1_encoder):
 
 def test_encodings_are_reused_across_batch_and_calls(sd1_encoder, monkeypatch):
     calls = []
-    original = sd1_encoder._encode_uncached
-    monkeypatch.setattr(sd1_encoder, "_encode_uncached", lambda text: calls.append(text) or original(text))
+    original = sd1_encoder._encode_raw
+    monkeypatch.setattr(sd1_encoder, "_encode_raw", lambda text: calls.append(text) or original(text))
     build_conditioning_plan(sd1_encoder, ["same", "same", "same"], ["neg", "neg", "neg"], 3)
     build_conditioning_plan(sd1_encoder, ["same"], ["neg"], 10)
     assert sorted(calls) == ["", "neg", "same"]
