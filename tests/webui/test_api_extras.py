@@ -10,12 +10,13 @@ scale = max(W / width, H / height), crop = paste centred on a black W x H canvas
 
 from __future__ import annotations
 
-import base64
-import io
-
 import numpy as np
 import pytest
 from PIL import Image
+
+from webui.base64_images import encode_png_base64
+
+from .png_payloads import decode_png
 
 
 @pytest.fixture(scope="module")
@@ -29,18 +30,6 @@ def server(tiny_sd1_dir, tmp_path_factory, serving):
 
 def picture(width: int = 100, height: int = 75, seed: int = 0) -> Image.Image:
     return Image.fromarray(np.random.default_rng(seed).integers(0, 255, (height, width, 3), dtype=np.uint8))
-
-
-def encode(image: Image.Image) -> str:
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return base64.b64encode(buffer.getvalue()).decode()
-
-
-def decode(data: str) -> Image.Image:
-    image = Image.open(io.BytesIO(base64.b64decode(data)))
-    image.load()
-    return image
 
 
 def a1111_lanczos_upscale(image: Image.Image, scale: float) -> Image.Image:
@@ -60,9 +49,9 @@ def a1111_crop(image: Image.Image, width: int, height: int) -> Image.Image:
 def test_scale_by_floors_each_side_to_a_multiple_of_8(client, scale, size):
     source = picture()
     response = client.post("/sdapi/v1/extra-single-image",
-                           json={"image": encode(source), "upscaler_1": "Lanczos", "upscaling_resize": scale})
+                           json={"image": encode_png_base64(source), "upscaler_1": "Lanczos", "upscaling_resize": scale})
     assert response.status_code == 200, response.text
-    result = decode(response.json()["image"]).convert("RGB")
+    result = decode_png(response.json()["image"]).convert("RGB")
     assert result.size == size
     assert result.tobytes() == a1111_lanczos_upscale(source, scale).tobytes()
 
@@ -72,10 +61,10 @@ def test_scale_to_with_crop_to_fit_covers_and_centres_on_w_x_h(client, to_size):
     source = picture()
     width, height = to_size
     response = client.post("/sdapi/v1/extra-single-image", json={
-        "image": encode(source), "upscaler_1": "Lanczos", "resize_mode": 1, "upscaling_resize_w": width,
+        "image": encode_png_base64(source), "upscaler_1": "Lanczos", "resize_mode": 1, "upscaling_resize_w": width,
         "upscaling_resize_h": height, "upscaling_crop": True})
     assert response.status_code == 200, response.text
-    result = decode(response.json()["image"])
+    result = decode_png(response.json()["image"])
     scale = max(width / source.width, height / source.height)
     assert result.size == to_size
     assert result.convert("RGB").tobytes() == a1111_crop(a1111_lanczos_upscale(source, scale), width, height).tobytes()
@@ -86,10 +75,10 @@ def test_scale_to_with_crop_to_fit_covers_and_centres_on_w_x_h(client, to_size):
 def test_scale_to_without_crop_keeps_the_covering_size(client):
     source = picture()
     response = client.post("/sdapi/v1/extra-single-image", json={
-        "image": encode(source), "upscaler_1": "Lanczos", "resize_mode": 1, "upscaling_resize_w": 96,
+        "image": encode_png_base64(source), "upscaler_1": "Lanczos", "resize_mode": 1, "upscaling_resize_w": 96,
         "upscaling_resize_h": 64, "upscaling_crop": False})
     assert response.status_code == 200, response.text
-    result = decode(response.json()["image"])
+    result = decode_png(response.json()["image"])
     assert result.size == (96, 72)  # factor max(0.96, 0.853): 96 x 72, not cut to 64
     assert result.info["postprocessing"] == "Postprocess upscale to: 96x64, Postprocess upscaler: Lanczos"
 
@@ -97,12 +86,12 @@ def test_scale_to_without_crop_keeps_the_covering_size(client):
 def test_batch_images_in_a1111s_shape(client):
     sources = [picture(seed=1), picture(40, 24, seed=2)]
     response = client.post("/sdapi/v1/extra-batch-images", json={
-        "imageList": [{"data": encode(image), "name": f"image{i}"} for i, image in enumerate(sources)],
+        "imageList": [{"data": encode_png_base64(image), "name": f"image{i}"} for i, image in enumerate(sources)],
         "upscaler_1": "Lanczos", "upscaling_resize": 2})
     assert response.status_code == 200, response.text
     body = response.json()
     assert set(body) == {"images", "html_info"}
-    results = [decode(data).convert("RGB") for data in body["images"]]
+    results = [decode_png(data).convert("RGB") for data in body["images"]]
     assert [r.size for r in results] == [(200, 144), (80, 48)]
     assert [r.tobytes() for r in results] == [a1111_lanczos_upscale(s, 2).tobytes() for s in sources]
     assert body["html_info"] == "<p>Postprocess upscale by: 2.0, Postprocess upscaler: Lanczos</p>"
@@ -128,8 +117,8 @@ def test_webuiapi_extra_batch_images(server):
     ({"upscaler_2": "Nearest", "extras_upscaler_2_visibility": 0.5}, "upscaler_2='Nearest'"),
 ])
 def test_what_extras_cannot_do_is_refused_naming_the_field(client, fields, fragment):
-    for route, images in (("extra-single-image", {"image": encode(picture())}),
-                          ("extra-batch-images", {"imageList": [{"data": encode(picture()), "name": "a"}]})):
+    for route, images in (("extra-single-image", {"image": encode_png_base64(picture())}),
+                          ("extra-batch-images", {"imageList": [{"data": encode_png_base64(picture()), "name": "a"}]})):
         response = client.post(f"/sdapi/v1/{route}", json={**images, "upscaler_1": "Lanczos", **fields})
         assert response.status_code == 422, response.text
         assert fragment in response.json()["detail"]

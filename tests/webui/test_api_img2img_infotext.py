@@ -10,8 +10,6 @@ masked", "original", "Whole picture" and 32.
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 
 import pytest
@@ -19,6 +17,9 @@ from PIL import Image
 
 from webui.api_infotext import apply_infotext
 from webui.api_requests import Img2ImgRequest
+from webui.base64_images import encode_png_base64
+
+from .png_payloads import decode_png
 
 
 @pytest.fixture(scope="module")
@@ -30,31 +31,19 @@ def server(tiny_sd1_dir, tmp_path_factory, serving):
         yield running
 
 
-def encode(image: Image.Image) -> str:
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return base64.b64encode(buffer.getvalue()).decode()
-
-
-def decode(data: str) -> Image.Image:
-    image = Image.open(io.BytesIO(base64.b64decode(data)))
-    image.load()
-    return image
-
-
 def inpaint_inputs() -> dict:
     picture = Image.new("RGB", (64, 64), (30, 60, 200))
     picture.paste((240, 200, 20), (8, 8, 40, 40))
     mask = Image.new("L", (64, 64), 0)
     mask.paste(255, (16, 16, 48, 48))
-    return {"init_images": [encode(picture)], "mask": encode(mask)}
+    return {"init_images": [encode_png_base64(picture)], "mask": encode_png_base64(mask)}
 
 
 def post(client, body: dict) -> tuple[Image.Image, str]:
     response = client.post("/sdapi/v1/img2img", json=body)
     assert response.status_code == 200, response.text
     payload = response.json()
-    return decode(payload["images"][0]), json.loads(payload["info"])["infotexts"][0]
+    return decode_png(payload["images"][0]), json.loads(payload["info"])["infotexts"][0]
 
 
 @pytest.mark.parametrize("settings", [

@@ -17,12 +17,7 @@ from PIL import Image
 from pipelines.params import GenerationLimits
 from webui.api_convert import RequestLimits, to_img2img_params
 from webui.api_requests import Img2ImgRequest
-
-
-def encode(image: Image.Image) -> str:
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return base64.b64encode(buffer.getvalue()).decode()
+from webui.base64_images import encode_png_base64
 
 
 def inputs(level: int = 255) -> dict:
@@ -30,7 +25,7 @@ def inputs(level: int = 255) -> dict:
     picture.paste((240, 200, 20), (8, 8, 40, 40))
     mask = Image.new("L", (64, 64), 0)
     mask.paste(level, (16, 16, 48, 48))
-    return {"init_images": [encode(picture)], "mask": encode(mask)}
+    return {"init_images": [encode_png_base64(picture)], "mask": encode_png_base64(mask)}
 
 
 def params(**fields):
@@ -85,7 +80,7 @@ def test_mask_round_false_keeps_soft_alpha_strokes_of_a_canvas_mask():
     # A1111's canvas mask: strokes in the alpha channel; create_binary_mask(round=False) keeps their alpha as is.
     canvas = Image.new("RGBA", (64, 64), (0, 0, 0, 0))
     canvas.paste((0, 0, 0, 100), (16, 16, 48, 48))
-    fields = {**inputs(), "mask": encode(canvas)}
+    fields = {**inputs(), "mask": encode_png_base64(canvas)}
     limits = dict(limits=GenerationLimits(), request_limits=RequestLimits(), lora_names=None,
                   current_model="mixkit-tiny-sd")
     soft = to_img2img_params(Img2ImgRequest(**fields, width=64, height=64, mask_round=False), **limits)
