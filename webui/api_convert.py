@@ -117,7 +117,7 @@ def _uncond_skip(request: Txt2ImgRequest, options: dict[str, Any] | None) -> dic
     return uncond_skip_values(values)
 
 
-def _with_styles(request: Txt2ImgRequest, prompt: str, styles) -> tuple[str, str]:
+def with_styles(request: Txt2ImgRequest, prompt: str, styles) -> tuple[str, str]:
     """The prompt and negative prompt with the request's `styles` merged (mixkit.prompts.styles)."""
     if not request.styles:
         return prompt, request.negative_prompt
@@ -173,7 +173,7 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     resolve_sampler(chosen["sampler"], chosen["schedule_type"])  # unknown name -> error listing the valid ones
     # disable_extra_networks (A1111): the tags leave the prompt but nothing is applied.
     prompt = extract_extra_networks(request.prompt)[0] if request.disable_extra_networks else request.prompt
-    prompt, negative_prompt = _with_styles(request, prompt, styles)
+    prompt, negative_prompt = with_styles(request, prompt, styles)
     params = Txt2ImgParams(
         prompt=prompt, negative_prompt=negative_prompt, **chosen, seed=request.seed,
         **_sampler_options(request, chosen["sampler"], sampler_options),

@@ -242,8 +242,8 @@ def test_ui_gallery_images_carry_their_infotext_when_saving_is_off(ui_server):
     state.options.apply({"samples_save": False, "return_grid": False})
     try:
         client = Client(ui_server.url + "/", verbose=False)
-        hires_off = [False, "Latent", 2, 0, 0, 0, 0.7]
-        result = client.predict("a cube", "", "Euler", "Automatic", 1, 7, 64, 64, 1000, 1, 2, 1, *hires_off, api_name="/run")
+        styles, hires_off = [], [False, "Latent", 2, 0, 0, 0, 0.7, "", ""]
+        result = client.predict("a cube", "", "Euler", "Automatic", 1, 7, 64, 64, 1000, 1, 2, 1, styles, *hires_off, api_name="/run")
     finally:
         state.options.apply({"samples_save": True, "return_grid": True})
     gallery = result[2]
@@ -264,8 +264,8 @@ def test_a_batch_gets_a1111s_grid_first_in_the_gallery_and_saved(ui_server):
     state = ui_server.state
     before = {p.name for p in state.output_dir.glob("*.png")}
     client = Client(ui_server.url + "/", verbose=False)
-    hires_off = [False, "Latent", 2, 0, 0, 0, 0.7]
-    result = client.predict("a cube", "", "Euler", "Automatic", 1, 7, 64, 64, 2000, 3, 1, 1, *hires_off, api_name="/run")
+    styles, hires_off = [], [False, "Latent", 2, 0, 0, 0, 0.7, "", ""]
+    result = client.predict("a cube", "", "Euler", "Automatic", 1, 7, 64, 64, 2000, 3, 1, 1, styles, *hires_off, api_name="/run")
     files = [item["image"] for item in result[2]]
     new = sorted({p.name for p in state.output_dir.glob("*.png")} - before)
     assert len(files) == 4 and new[-1] == "grid-0000.png" and len(new) == 4

@@ -117,9 +117,9 @@ def test_a_client_gets_the_refusal_through_gradio(built, serving):
     state, _ = built
     with serving(state) as running:
         client = Client(running.url + "/", verbose=False)
-        hires_off = [False, "Latent", 2, 0, 0, 0, 0.7]
+        styles, hires_off = [], [False, "Latent", 2, 0, 0, 0, 0.7, "", ""]
         with pytest.raises(Exception, match="Sampling steps is empty; give a number in \\[1, 150\\]"):
-            client.predict("a cube", "", "Euler", "Automatic", None, 7, 64, 64, 1, 1, 1, 1, *hires_off, api_name="/run")
+            client.predict("a cube", "", "Euler", "Automatic", None, 7, 64, 64, 1, 1, 1, 1, styles, *hires_off, api_name="/run")
         with pytest.raises(Exception, match="prompt: extra network tag '<lora:style:abc>'"):
-            client.predict("a <lora:style:abc>", "", "Euler", "Automatic", 2, 7, 64, 64, 1, 1, 1, 1, *hires_off,
+            client.predict("a <lora:style:abc>", "", "Euler", "Automatic", 2, 7, 64, 64, 1, 1, 1, 1, styles, *hires_off,
                            api_name="/run")

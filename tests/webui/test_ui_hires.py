@@ -15,7 +15,8 @@ BASE = Txt2ImgParams(prompt="a cube", steps=1, width=32, height=32, seed=5, samp
 
 def form(**changes) -> list:
     values = {"enable_hr": True, "hr_upscaler": "Latent", "hr_scale": 2.0, "hr_second_pass_steps": 0.0,
-              "hr_resize_x": 0.0, "hr_resize_y": 0.0, "denoising_strength": 0.7, **changes}
+              "hr_resize_x": 0.0, "hr_resize_y": 0.0, "denoising_strength": 0.7, "hr_prompt": "",
+              "hr_negative_prompt": "", **changes}
     return [values[name] for name in HIRES_FIELDS]
 
 
@@ -89,11 +90,12 @@ def test_an_infotexts_hires_recipe_fills_the_controls():
     values, notes = infotext_hires_values(parsed(**{"Denoising strength": 0.45, "Hires upscale": 1.5, "Hires steps": 10,
                                                     "Hires upscaler": "Latent"}), LIMITS, hires_upscaler_names())
     assert values == {"enable_hr": True, "hr_scale": 1.5, "hr_second_pass_steps": 10, "hr_resize_x": 0, "hr_resize_y": 0,
-                      "hr_upscaler": "Latent"} and notes == []
+                      "hr_upscaler": "Latent", "hr_prompt": "", "hr_negative_prompt": ""} and notes == []
     assert set(values) <= set(HIRES_FIELDS)
     values, notes = infotext_hires_values(parsed(**{"Denoising strength": 0.3, "Hires resize": "640x0",
                                                     "Hires upscaler": "SwinIR_4x"}), LIMITS, hires_upscaler_names())
-    assert values == {"enable_hr": True, "hr_second_pass_steps": 0, "hr_resize_x": 640, "hr_resize_y": 0}
+    assert values == {"enable_hr": True, "hr_second_pass_steps": 0, "hr_resize_x": 640, "hr_resize_y": 0, "hr_prompt": "",
+                      "hr_negative_prompt": ""}
     assert len(notes) == 1 and notes[0].startswith("Hires upscaler 'SwinIR_4x' is not available here")
 
 
@@ -103,12 +105,12 @@ def test_an_infotext_without_a_hires_recipe_unticks_hires_fix():
     # Generate makes the pasted image, not an upscaled one.
     from webui.ui.hires_controls import infotext_hires_values
 
-    assert infotext_hires_values(parsed(**{"Denoising strength": 0.45}), LIMITS, hires_upscaler_names()) == \
-        ({"enable_hr": False}, [])
-    assert infotext_hires_values(parsed(), LIMITS, hires_upscaler_names()) == ({"enable_hr": False}, [])
+    off = {"enable_hr": False, "hr_prompt": "", "hr_negative_prompt": ""}  # A1111 fills "" for missing hires prompts
+    assert infotext_hires_values(parsed(**{"Denoising strength": 0.45}), LIMITS, hires_upscaler_names()) == (off, [])
+    assert infotext_hires_values(parsed(), LIMITS, hires_upscaler_names()) == (off, [])
     values, notes = infotext_hires_values(parsed(**{"Hires upscale": 2}), LIMITS, hires_upscaler_names())
-    assert values == {"enable_hr": False} and "no Denoising strength" in notes[0]
+    assert values == off and "no Denoising strength" in notes[0]
     values, notes = infotext_hires_values(parsed(**{"Denoising strength": 0.5, "Hires upscale": 20, "Hires steps": 78,
                                                     "Hires sampler": "Heun"}), LIMITS, hires_upscaler_names())
-    assert values == {"enable_hr": True, "hr_resize_x": 0, "hr_resize_y": 0}
+    assert values == {"enable_hr": True, "hr_resize_x": 0, "hr_resize_y": 0, "hr_prompt": "", "hr_negative_prompt": ""}
     assert [n.split(":")[0] for n in notes] == ["Hires upscale", "Hires steps", "Hires sampler"]

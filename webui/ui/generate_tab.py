@@ -17,6 +17,7 @@ from webui.server_state import ServerState
 from webui.ui.controlnet_units import build_controlnet_units, with_controlnet
 from webui.ui.errors import failed, refused
 from webui.ui.form_components import form_slider
+from webui.ui.prompt_styles import build_styles_controls, read_styles, styled_params, wire_styles_controls
 from webui.ui.result_grid import grid_for_gallery, with_grid
 from webui.ui.widgets import GenerationWidgets, build_generation_widgets, values_to_params
 from webui.worker import QueueFullError
@@ -128,6 +129,7 @@ class GenerateTab:
     selected: object = None  # gr.State: the gallery image the user clicked (None: the first)
     send_buttons: dict = field(default_factory=dict)  # SEND_TARGETS -> button under the gallery
     paste: object = None  # A1111's ↙️ button: fill the form from the prompt box (or the last generation)
+    styles: object = None  # the Styles multi-select (`webui.ui.prompt_styles`)
     notes: object = None  # what a paste could not set
 
 
@@ -204,6 +206,9 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                 interrupt = gr.Button("Interrupt", elem_id=f"{kind}_interrupt", scale=1)
                 skip = gr.Button("Skip", elem_id=f"{kind}_skip", scale=1)
                 tab.paste = gr.Button("\u2199\ufe0f", elem_id=f"{kind}_paste", scale=0, min_width=40)
+            styles_controls = build_styles_controls(state, kind)  # under Generate, as in A1111's top row
+            tab.styles = styles_controls.dropdown
+            wire_styles_controls(state, styles_controls, widgets.prompt, widgets.negative_prompt)
             tab.notes = gr.Markdown(elem_id=f"{kind}_paste_notes")
             progress = gr.HTML(progress_html(0, "Idle"), elem_id=f"{kind}_progress")
             preview = gr.Image(label="Live preview", type="pil", interactive=False, height=160, elem_id=f"{kind}_preview",
@@ -222,28 +227,13 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
     tab.gallery, tab.infotexts, tab.selected = gallery, infotexts, selected
 
     def to_params(values: list):
-        control_values, values = values[-len(control_inputs):] if control_inputs else [], \
-            values[:len(values) - len(control_inputs)]
-        params = _base_params(values)
-        return with_controlnet(state, kind, params, control_values)
-
-    def _base_params(values: list):
-        from dataclasses import replace
-
-        # NGMS / Skip Early CFG are Settings here, as in A1111 (Settings > Optimizations), not form fields.
-        # eta and ENSD too (Settings > Sampler parameters).
-        params = values_to_params(values[:len(GenerationWidgets.FIELDS)])
-        params = replace(params, **state.options.uncond_skip(), **state.options.sampler_params(params.sampler))
-        if kind == "txt2img":
-            from webui.ui.hires_controls import with_hires
-
-            return with_hires(params, values[len(GenerationWidgets.FIELDS):], state.limits)
-        return img2img_params(params, dict(zip(IMG2IMG_FIELDS, values[len(GenerationWidgets.FIELDS):])))
+        form, chosen_styles, own, control_values = split_form_values(values, len(control_inputs))
+        return with_controlnet(state, kind, form_params(state, kind, form, chosen_styles, own), control_values)
 
     def run(request: gr.Request, *values):
         session = getattr(request, "session_hash", None)  # ties the job to this tab: closing it cancels the job
-        base_values = list(values[:len(values) - len(control_inputs)])
-        img2img_values = dict(zip(IMG2IMG_FIELDS, base_values[len(GenerationWidgets.FIELDS):])) if kind == "img2img" else {}
+        own_values = split_form_values(list(values), len(control_inputs))[2]
+        img2img_values = dict(zip(IMG2IMG_FIELDS, own_values)) if kind == "img2img" else {}
         outpainting = img2img_values.get("mode") == "outpaint"
         try:
             params = to_params(list(values))
@@ -295,7 +285,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         done = progress_html(1.0, f"{label}: {len(result.images)} image(s) in {time.monotonic() - started:.1f}s")
         yield done, None, [(path, None) for path in paths], (texts[0] if texts else ""), texts, seeds, None
 
-    generate.click(run, inputs=widgets.inputs() + extra_inputs + control_inputs,
+    generate.click(run, inputs=widgets.inputs() + [tab.styles] + extra_inputs + control_inputs,
                    outputs=[progress, preview, gallery, infotext, infotexts, last_seeds, selected], concurrency_limit=None)
     # Only the caller's own job: the queue is shared by every session (and `--listen --auth` users), so a
     # button must never stop what another tab started. A1111's flag is global because it serves one user.
@@ -317,6 +307,33 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
 
     gallery.select(show_infotext, inputs=infotexts, outputs=[infotext, selected], queue=False)
     return tab
+
+
+def split_form_values(values: list, control_count: int) -> tuple[list, list[str], list, list]:
+    """Generate's inputs (generation widgets, Styles, the tab's own: Hires. fix or img2img, ControlNet units) split
+    into (generation widget values, chosen styles, own values, ControlNet values)."""
+    count = len(GenerationWidgets.FIELDS)
+    own_end = len(values) - control_count
+    return values[:count], list(values[count] or []), values[count + 1:own_end], values[own_end:]
+
+
+def form_params(state: ServerState, kind: str, form: list, chosen_styles: list[str], own: list):
+    """The params a form makes, with the Settings an API request also gets and the styles merged as the API merges
+    them: NGMS / Skip Early CFG (Settings > Optimizations), eta / ENSD (Settings > Sampler parameters), emphasis and
+    comma_padding_backtrack (Settings > Stable Diffusion) are Settings here, as in A1111, not form fields."""
+    from dataclasses import replace
+
+    unstyled = values_to_params(form)
+    params = replace(unstyled, **state.options.uncond_skip(), **state.options.sampler_params(unstyled.sampler),
+                     **state.options.prompt_options())
+    library = read_styles(state) if chosen_styles else None
+    params = styled_params(params, chosen_styles, library)
+    if kind == "txt2img":
+        from webui.ui.hires_controls import with_hires
+
+        return with_hires(params, own, state.limits, styles=library, style_names=chosen_styles,
+                          unstyled_prompts=(unstyled.prompt, unstyled.negative_prompt))
+    return img2img_params(params, dict(zip(IMG2IMG_FIELDS, own)))
 
 
 def _form_fields(tab: GenerateTab) -> list[tuple[str, object]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import gradio as gr
 
 HIRES_FIELDS = ("enable_hr", "hr_upscaler", "hr_scale", "hr_second_pass_steps", "hr_resize_x", "hr_resize_y",
-                "denoising_strength")
+                "denoising_strength", "hr_prompt", "hr_negative_prompt")
 
 
 def hires_upscaler_names() -> list[str]:
@@ -37,11 +37,22 @@ def build_hires_controls(limits) -> list:
                                    elem_id="txt2img_hr_resize_x")
             resize_y = form_slider(0, limits.max_side, value=0, step=8, label="Resize height to (0 = use scale)",
                                    elem_id="txt2img_hr_resize_y")
-    return [enabled, upscaler, scale, steps, resize_x, resize_y, strength]
+        with gr.Row():  # A1111 1.10's "Hires prompt" / "Hires negative prompt" ("" = the first pass's)
+            hr_prompt = gr.Textbox(label="Hires prompt", lines=2, max_length=limits.max_prompt_chars,
+                                   placeholder="Prompt for the hires fix pass; leave empty to use the first pass's.",
+                                   elem_id="txt2img_hr_prompt")
+            hr_negative = gr.Textbox(label="Hires negative prompt", lines=2, max_length=limits.max_prompt_chars,
+                                     placeholder="Negative prompt for the hires fix pass; leave empty to use the "
+                                                 "first pass's.", elem_id="txt2img_hr_negative_prompt")
+    return [enabled, upscaler, scale, steps, resize_x, resize_y, strength, hr_prompt, hr_negative]
 
 
-def with_hires(params, values: list, limits):
-    """`params` unchanged when hires fix is off, else HiresParams checked exactly as the API checks them."""
+def with_hires(params, values: list, limits, *, styles=None, style_names: list[str] | None = None,
+               unstyled_prompts: tuple[str, str] | None = None):
+    """`params` unchanged when hires fix is off, else HiresParams checked exactly as the API checks them.
+
+    With styles chosen, `params` carries the styled prompts and `unstyled_prompts` the form's own (prompt, negative
+    prompt): the API's `hires_params` styles a Hires prompt from those, as A1111 styles its `all_hr_prompts`."""
     from webui.api_convert import hires_params
     from webui.api_requests import Txt2ImgRequest
 
@@ -52,15 +63,27 @@ def with_hires(params, values: list, limits):
     def whole(value):  # Gradio sliders send floats; the API fields are integers
         return int(value) if isinstance(value, float) and value.is_integer() else value
 
+    prompt, negative_prompt = unstyled_prompts or (params.prompt, params.negative_prompt)
     request = Txt2ImgRequest(enable_hr=True, hr_upscaler=fields["hr_upscaler"], hr_scale=float(fields["hr_scale"]),
                              hr_second_pass_steps=whole(fields["hr_second_pass_steps"]), hr_resize_x=whole(fields["hr_resize_x"]),
-                             hr_resize_y=whole(fields["hr_resize_y"]), denoising_strength=float(fields["denoising_strength"]))
-    return hires_params(request, params, limits)
+                             hr_resize_y=whole(fields["hr_resize_y"]),
+                             denoising_strength=float(fields["denoising_strength"]), hr_prompt=fields["hr_prompt"] or "",
+                             hr_negative_prompt=fields["hr_negative_prompt"] or "",
+                             prompt=prompt, negative_prompt=negative_prompt, styles=list(style_names or []))
+    return hires_params(request, params, limits, styles)
 
 
 # Hires keys the form has no control for, with the value A1111 writes (or assumes) when they are unused.
 _UNCONTROLLED_HIRES_KEYS = {"Hires sampler": "Use same sampler", "Hires schedule type": None, "Hires CFG Scale": None,
-                            "Hires checkpoint": "Use same checkpoint", "Hires prompt": "", "Hires negative prompt": ""}
+                            "Hires checkpoint": "Use same checkpoint"}
+
+
+def infotext_hires_prompts(parsed: dict) -> dict[str, str]:
+    """The Hires prompt boxes from an infotext, filled on every paste as A1111's are: its `parse_generation_parameters`
+    adds "" for a missing "Hires prompt" / "Hires negative prompt" (= the first pass's), so a paste never leaves a
+    stale hires prompt in place for the next time hires fix is ticked."""
+    return {"hr_prompt": str(parsed.get("Hires prompt", "")),
+            "hr_negative_prompt": str(parsed.get("Hires negative prompt", ""))}
 
 
 def infotext_hires_values(parsed: dict, limits, upscaler_names: list[str]) -> tuple[dict[str, object], list[str]]:
@@ -76,11 +99,13 @@ def infotext_hires_values(parsed: dict, limits, upscaler_names: list[str]) -> tu
     recipe = [key for key in ("Hires upscale", "Hires upscaler", "Hires resize-1", "Hires resize-2")
               if str(parsed.get(key, "0")) not in ("0", "")]
     if not recipe:
-        return {"enable_hr": False}, []
+        return {"enable_hr": False, **infotext_hires_prompts(parsed)}, []
     if "Denoising strength" not in parsed:
-        return {"enable_hr": False}, [f"Hires fix ({', '.join(f'{key}: {parsed[key]}' for key in recipe)}): the infotext has no "
-                    "Denoising strength, so hires fix is left off, as A1111 does."]
-    values: dict[str, object] = {"enable_hr": True, "hr_second_pass_steps": 0, "hr_resize_x": 0, "hr_resize_y": 0}
+        found = ", ".join(f"{key}: {parsed[key]}" for key in recipe)
+        return {"enable_hr": False, **infotext_hires_prompts(parsed)}, [
+            f"Hires fix ({found}): the infotext has no Denoising strength, so hires fix is left off, as A1111 does."]
+    values: dict[str, object] = {"enable_hr": True, "hr_second_pass_steps": 0, "hr_resize_x": 0, "hr_resize_y": 0,
+                                 **infotext_hires_prompts(parsed)}
     notes: list[str] = []
     numeric = {"hr_scale": ("Hires upscale", float, 1, MAX_HIRES_SCALE),
                "hr_second_pass_steps": ("Hires steps", int, 0, limits.max_steps),

@@ -30,7 +30,7 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
                             current_model_aliases: frozenset[str] = frozenset(),
                             size_multiple: int = 8, hires_upscalers: list[str] | None = None,
                             lora_name_of: Callable[[str], str | None] | None = None,
-                            ) -> tuple[dict[str, object], list[str]]:
+                            current_emphasis: str | None = None) -> tuple[dict[str, object], list[str]]:
     """(field -> value for `GenerationWidgets` fields, "denoising_strength" and the Hires. fix fields, notes about
     skipped values).
 
@@ -40,7 +40,10 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
     cannot be reproduced from the form alone (another checkpoint or VAE, GPU noise, a hires pass, variation seeds).
 
     `lora_name_of` (short hash -> local LoRA name, e.g. `mixkit.lora.relink.library_lookup(library)`) re-links the
-    prompt's `<lora:...>` tags through the infotext's `Lora hashes` to renamed local files, as A1111's paste does."""
+    prompt's `<lora:...>` tags through the infotext's `Lora hashes` to renamed local files, as A1111's paste does.
+
+    `current_emphasis` (the Settings' "Emphasis mode"; None: A1111's default "Original") is compared with the image's
+    (`emphasis_note`)."""
     from pipelines.infotext import parse_infotext, split_infotext
     from pipelines.infotext_samplers import SCHEDULE_LABELS, sampler_and_schedule
     from webui.ui.widgets import widget_ranges
@@ -97,11 +100,41 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
         notes += hires_notes
     notes += _reproduction_notes(parsed, current_model, current_model_aliases, hires_filled=hires_upscalers is not None,
                                  has_parameters=bool(written))
+    notes += emphasis_note(parsed, parsed.get("Prompt", ""), parsed.get("Negative prompt", ""), current_emphasis)
     for key in ("Skip Early CFG", "NGMS", "NGMS all steps"):  # A1111 pastes these as setting overrides
         if key in parsed:
             notes.append(f"{key}: {parsed[key]} is a setting here (Settings > Optimizations), not a form field; "
                          "set it there to reproduce this image.")
     return values, notes
+
+
+def _uses_weights(text: str) -> bool:
+    """A1111's `prompt_uses_emphasis`: a run of the text has a weight other than 1 (BREAK aside)."""
+    from mixkit.prompts.attention import parse_prompt_attention
+
+    try:
+        runs = parse_prompt_attention(str(text))
+    except ValueError:  # a weight that is not a number: the generation refuses it and says so
+        return False
+    return any(weight != 1.0 and run != "BREAK" for run, weight in runs)
+
+
+def emphasis_note(parsed: dict, prompt: str, negative_prompt: str, current_emphasis: str | None) -> list[str]:
+    """A note when the image's emphasis mode is not the Settings' one: "Emphasis" is a setting, applied by A1111's
+    paste as a setting override, and no form field here.
+
+    A1111 writes "Emphasis" only when it is not "Original"; its `parse_generation_parameters` reads a missing key as
+    "Original" when the prompts use weights, so that case is noted too when Settings hold another mode."""
+    from mixkit.prompts.emphasis import DEFAULT_EMPHASIS
+
+    current = current_emphasis or DEFAULT_EMPHASIS
+    image = parsed.get("Emphasis")
+    if image is None and (_uses_weights(prompt) or _uses_weights(negative_prompt)):
+        image = DEFAULT_EMPHASIS
+    if image is None or image == current:
+        return []
+    return [f"Emphasis: {image}: the image was encoded with this Emphasis mode, a setting here (Settings > Stable "
+            f"Diffusion: prompt options, now {current}), not a form field; set it there to reproduce the image."]
 
 
 def _relink_loras(prompt: str, lora_hashes: str, lora_name_of) -> tuple[str, list[str]]:

@@ -33,7 +33,8 @@ def paste_values(state: ServerState, tab: GenerateTab, text: str, sampler_names:
         lora_name_of = library_lookup(state.lora_library)
     aliases = frozenset(state.holder.entry.aliases()) if state.holder.entry else frozenset()
     return infotext_to_form_values(text, state.limits, sampler_names, schedule_names, current_model=state.model_title,
-                                   current_model_aliases=aliases, hires_upscalers=upscalers, lora_name_of=lora_name_of)
+                                   current_model_aliases=aliases, hires_upscalers=upscalers, lora_name_of=lora_name_of,
+                                   current_emphasis=state.options.get("emphasis"))
 
 
 def notes_markdown(notes: list[str]) -> str:

@@ -1,4 +1,4 @@
-"""Settings: checkpoint, VAE and performance preset; saving, live previews, clip skip; sampler defaults.
+"""Settings: checkpoint, VAE and performance preset; saving, live previews, clip skip; sampler defaults; prompt options.
 
 Changes go through the same `ServerOptions` checks and the same queued model switch as
 `POST /sdapi/v1/options`, and are saved to the settings file when the server has one. The
@@ -15,7 +15,8 @@ from webui.options import MAX_CONTROLNET_UNITS
 from webui.server_state import ServerState
 from webui.ui.errors import failed, refused
 
-GRID_KEYS = ("return_grid", "grid_save")  # the Apply button's last inputs
+GRID_KEYS = ("return_grid", "grid_save")  # the Apply button's inputs after the generation defaults
+PROMPT_KEYS = ("emphasis", "comma_padding_backtrack")  # its last inputs; a caller sending fewer leaves them unchanged
 
 
 def switch_vae(state: ServerState, name: str) -> str:
@@ -114,6 +115,7 @@ def build_settings_tab(state: ServerState) -> None:
             ensd = gr.Number(lambda: state.options.get("eta_noise_seed_delta"), precision=0, minimum=0,
                              label="Eta noise seed delta (ENSD; 31337 in NovelAI-style infotexts)",
                              elem_id="settings_eta_noise_seed_delta")
+    emphasis, comma_backtrack = build_prompt_option_widgets(state)
     apply = gr.Button("Apply settings", elem_id="settings_apply")
 
     def do_refresh():
@@ -131,7 +133,7 @@ def build_settings_tab(state: ServerState) -> None:
 
     def do_apply(save_value: bool, previews_value: bool, clip_value: float, units: float, ngms_value: float,
                  ngms_all_value: bool, skip_early_value: float, eta_ancestral_value: float, eta_ddim_value: float,
-                 ensd_value: float, *default_and_grid_values):
+                 ensd_value: float, *default_grid_and_prompt_values):
         if ensd_value is None or ensd_value != int(ensd_value):
             raise refused(f"Eta noise seed delta must be a whole number >= 0, got {ensd_value!r}.")
         values = {"samples_save": bool(save_value), "live_previews_enable": bool(previews_value),
@@ -139,9 +141,11 @@ def build_settings_tab(state: ServerState) -> None:
                   "s_min_uncond": float(ngms_value), "s_min_uncond_all": bool(ngms_all_value),
                   "skip_early_cond": float(skip_early_value), "eta_ancestral": float(eta_ancestral_value),
                   "eta_ddim": float(eta_ddim_value), "eta_noise_seed_delta": int(ensd_value)}
-        values.update(zip(OPTION_KEYS, default_and_grid_values))
-        grid_values = default_and_grid_values[len(OPTION_KEYS):]  # after the defaults, as wired below
+        values.update(zip(OPTION_KEYS, default_grid_and_prompt_values))
+        grid_values = default_grid_and_prompt_values[len(OPTION_KEYS):len(OPTION_KEYS) + len(GRID_KEYS)]
         values.update((key, bool(value)) for key, value in zip(GRID_KEYS, grid_values))
+        prompt_values = default_grid_and_prompt_values[len(OPTION_KEYS) + len(GRID_KEYS):]
+        values.update((key, whole_number(value)) for key, value in zip(PROMPT_KEYS, prompt_values))
         return apply_settings(state, values)
 
     def do_vae_refresh():
@@ -153,9 +157,36 @@ def build_settings_tab(state: ServerState) -> None:
     vae_load.click(lambda name: switch_vae(state, name), inputs=vae, outputs=status)
     load.click(do_load, inputs=checkpoint, outputs=status)
     apply.click(do_apply, inputs=[save, previews, clip_skip, unit_count, ngms, ngms_all, skip_early, eta_ancestral, eta_ddim,
-                                  ensd, *defaults_widgets, return_grid, grid_save],
+                                  ensd, *defaults_widgets, return_grid, grid_save, emphasis, comma_backtrack],
                 outputs=status)
     preset_apply.click(lambda name: switch_preset(state, name), inputs=preset, outputs=status)
+
+
+def whole_number(value):
+    """A slider's float as the int an option wants (20.0 -> 20); anything else is left for the option's check to name."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def build_prompt_option_widgets(state: ServerState) -> tuple:
+    """A1111's Settings > Stable Diffusion prompt options (`emphasis`, `comma_padding_backtrack`): every UI
+    generation and every API request without override_settings use them."""
+    from mixkit.prompts.emphasis import EMPHASIS_MODES
+    from mixkit.prompts.encoder import CHUNK_TOKENS
+
+    with gr.Accordion("Stable Diffusion: prompt options (Emphasis is recorded in the infotext)", open=False,
+                      elem_id="settings_prompt_options"):
+        with gr.Row():
+            emphasis = gr.Radio(EMPHASIS_MODES.names(), value=lambda: state.options.get("emphasis"),
+                                label="Emphasis mode",
+                                info="How (more:1.1) / (less:0.9) change the prompt's attention. Original: weights, "
+                                     "then the mean restored; No norm: weights only; Ignore: syntax read, weights "
+                                     "ignored; None: brackets are plain text.", elem_id="settings_emphasis")
+            comma = gr.Slider(0, CHUNK_TOKENS - 1, value=lambda: state.options.get("comma_padding_backtrack"), step=1,
+                              label="Prompt word wrap length limit (comma_padding_backtrack)",
+                              info="In tokens: a text after the last comma shorter than this that does not fit in the "
+                                   "75-token chunk moves to the next chunk (0: off).",
+                              elem_id="settings_comma_padding_backtrack")
+    return emphasis, comma
 
 
 def build_defaults_widgets(state: ServerState) -> list:
