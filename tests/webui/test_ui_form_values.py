@@ -12,7 +12,7 @@ from safetensors.torch import save_file
 
 from pipelines.params import GenerationLimits, Txt2ImgParams
 
-from .ui_blocks import component
+from .ui_blocks import component, load_value
 
 
 LIMITS = GenerationLimits(max_steps=150, max_batch_size=8, max_cfg_scale=30.0)
@@ -36,14 +36,6 @@ def built(tmp_path_factory):
                                      lora_dir=str(root / "loras"), settings_file=str(root / "config.json")))
     yield state, build_ui(state)
     state.close()
-
-
-def load_value(blocks, elem_id: str):
-    """What the page-load event sets the component to (Gradio calls it on every page load)."""
-    target = component(blocks, elem_id)
-    (fn,) = [f for f in blocks.fns.values() if any(t[1] == "load" for t in f.targets)
-             and [o._id for o in f.outputs] == [target._id]]
-    return fn.fn()
 
 
 def test_the_clip_skip_field_starts_from_the_settings_value(built):

@@ -12,7 +12,7 @@ from PIL import Image
 from pipelines.params import Txt2ImgParams
 from webui.ui.controlnet_units import UNIT_FIELDS, with_controlnet
 
-from .ui_blocks import component
+from .ui_blocks import component, load_value
 
 
 @pytest.fixture(scope="module")
@@ -33,14 +33,6 @@ def built(tmp_path_factory):
     blocks = build_ui(state)
     yield state, blocks
     state.close()
-
-
-def load_value(blocks, elem_id: str):
-    """What the page-load event sets the component to (Gradio calls it on every page load)."""
-    target = component(blocks, elem_id)
-    (fn,) = [f for f in blocks.fns.values() if any(t[1] == "load" for t in f.targets)
-             and [o._id for o in f.outputs] == [target._id]]
-    return fn.fn()
 
 
 def test_forms_start_from_the_settings_defaults_and_follow_later_changes(built):

@@ -13,3 +13,11 @@ def handler(blocks, elem_id: str, event: str):
     target = component(blocks, elem_id)
     (fn,) = [f for f in blocks.fns.values() if (target._id, event) in [tuple(t) for t in f.targets]]
     return fn
+
+
+def load_value(blocks, elem_id: str):
+    """What the page-load event sets the component to (Gradio calls it on every page load)."""
+    target = component(blocks, elem_id)
+    (fn,) = [f for f in blocks.fns.values() if any(t[1] == "load" for t in f.targets)
+             and [o._id for o in f.outputs] == [target._id]]
+    return fn.fn()
