@@ -101,8 +101,11 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
         return [encode_png_base64(image, text) for image, text in zip(result.images, result.infotexts)]
 
     images = await run_in_threadpool(encode)
-    info = generation_info(params, result, model_name=outcome.model_title, model_hash=outcome.model_hash,
-                           job_timestamp=job_timestamp(), vae_name=outcome.vae_name, vae_hash=outcome.vae_hash)
+    # A1111's sd_model_name is the checkpoint's name_for_extra (the infotext's "Model"), not its title.
+    entry = state.holder.entry
+    info = generation_info(params, result, model_name=entry.name_for_extra if entry else outcome.model_title,
+                           model_hash=outcome.model_hash, job_timestamp=job_timestamp(), vae_name=outcome.vae_name,
+                           vae_hash=outcome.vae_hash, styles=list(body.styles or []))
     return {"images": images, "parameters": request_parameters(body), "info": info_json(info)}
 
 
@@ -114,7 +117,7 @@ def build_api(state: ServerState) -> APIRouter:
         prompts = (body.prompt, body.negative_prompt)  # a tag naming a new file rescans the LoRA folder
         return {"limits": limits, "lora_names": state.lora_names(prompts), "controlnet_models": state.controlnets,
                 "default_clip_skip": state.options.get("CLIP_stop_at_last_layers"), "current_model": state.model_title,
-                "current_model_aliases": frozenset(state.holder.entry.aliases()) if state.holder.entry else frozenset(),
+                "current_model_aliases": state.model_aliases(), "current_vae_names": state.vae_names(),
                 "defaults": state.generation_defaults(),
                 "uncond_skip_options": state.options.uncond_skip(), "sampler_options": state.options.sampler_options(),
                 "prompt_options": state.options.prompt_options(), "styles": state.styles()}

@@ -79,13 +79,20 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
 
 
 def _clip_skip(request: Txt2ImgRequest, default_clip_skip: int, current_model: str | None,
-               current_model_aliases: frozenset[str] = frozenset()) -> int:
+               current_model_aliases: frozenset[str] = frozenset(), current_vae_names: frozenset[str] | None = None
+               ) -> int:
     overrides = dict(request.override_settings or {})
     model = overrides.pop("sd_model_checkpoint", None)
     names = {_bare_title(current_model), *current_model_aliases}  # A1111 finds a checkpoint by any of its ids
     if model is not None and model not in names and _bare_title(model) not in names:
         raise ValueError(f"override_settings.sd_model_checkpoint={model!r} is not supported per request; "
                          "switch models with POST /sdapi/v1/options first.")
+    vae = overrides.pop("sd_vae", None)  # also the infotext's `VAE`, which A1111 pastes into sd_vae
+    if vae is not None and (current_vae_names is None or vae not in current_vae_names):
+        running = f" ({', '.join(sorted(current_vae_names))})" if current_vae_names else ""
+        raise ValueError(f"sd_vae={vae!r} (override_settings, or the infotext's VAE) is not the VAE this server "
+                         f"runs{running}; a request cannot switch it here: set sd_vae with POST /sdapi/v1/options "
+                         "first, or leave it out.")
     unknown = sorted(set(overrides) - SETTABLE_OVERRIDES)
     if unknown:
         raise ValueError(f"override_settings keys {unknown} are not supported; supported: {sorted(SETTABLE_OVERRIDES)}.")
@@ -148,7 +155,8 @@ def _sampler_options(request: Txt2ImgRequest, sampler: str, options: dict[str, A
 
 def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora_names: set[str] | None,
                       default_clip_skip: int = 1, current_model: str | None = None,
-                      current_model_aliases: frozenset[str] = frozenset(), controlnet_models=None,
+                      current_model_aliases: frozenset[str] = frozenset(),
+                      current_vae_names: frozenset[str] | None = None, controlnet_models=None,
                       request_limits: RequestLimits | None = None, defaults: GenerationDefaults | None = None,
                       uncond_skip_options: dict[str, Any] | None = None,
                       sampler_options: dict[str, Any] | None = None,
@@ -178,7 +186,7 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
         prompt=prompt, negative_prompt=negative_prompt, **chosen, seed=request.seed,
         **_sampler_options(request, chosen["sampler"], sampler_options),
         batch_size=request.batch_size, batch_count=request.n_iter,
-        clip_skip=_clip_skip(request, default_clip_skip, current_model, current_model_aliases),
+        clip_skip=_clip_skip(request, default_clip_skip, current_model, current_model_aliases, current_vae_names),
         **_uncond_skip(request, uncond_skip_options), **_prompt_options(request, prompt_options),
     )
     try:
@@ -265,6 +273,7 @@ def hires_params(request: Txt2ImgRequest, params: Txt2ImgParams, limits: Generat
 def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, request_limits: RequestLimits,
                       lora_names: set[str] | None, default_clip_skip: int = 1, current_model: str | None = None,
                       current_model_aliases: frozenset[str] = frozenset(),
+                      current_vae_names: frozenset[str] | None = None,
                       controlnet_models=None, defaults: GenerationDefaults | None = None,
                       uncond_skip_options: dict[str, Any] | None = None, sampler_options: dict[str, Any] | None = None,
                       prompt_options: dict[str, Any] | None = None, styles=None):
@@ -273,7 +282,7 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
 
     base = to_txt2img_params(request, limits=limits, lora_names=lora_names, default_clip_skip=default_clip_skip,
                              current_model=current_model, current_model_aliases=current_model_aliases,
-                             controlnet_models=controlnet_models,
+                             current_vae_names=current_vae_names, controlnet_models=controlnet_models,
                              request_limits=request_limits, defaults=defaults,
                              uncond_skip_options=uncond_skip_options, sampler_options=sampler_options,
                              prompt_options=prompt_options, styles=styles)
@@ -348,7 +357,8 @@ def _decode_mask(data: str, decode, *, round: bool = True):
 
 
 def generation_info(params: Txt2ImgParams, result, *, model_name: str | None, model_hash: str | None,
-                    job_timestamp: str, vae_name: str | None = None, vae_hash: str | None = None) -> dict[str, Any]:
+                    job_timestamp: str, vae_name: str | None = None, vae_hash: str | None = None,
+                    styles: list[str] | None = None) -> dict[str, Any]:
     """The JSON A1111 returns (as a string) in a response's `info` field: canonical names, as the infotext's
     ("k_dpmpp_2m" comes back as "DPM++ 2M" with its schedule type "Karras")."""
     from pipelines.params import per_image
@@ -370,7 +380,7 @@ def generation_info(params: Txt2ImgParams, result, *, model_name: str | None, mo
         "sd_vae_name": vae_name, "sd_vae_hash": vae_hash, "seed_resize_from_w": -1, "seed_resize_from_h": -1,
         "denoising_strength": getattr(params, "denoising_strength", None),
         "extra_generation_params": extra_generation_params(result.infotexts[0]) if result.infotexts else {},
-        "index_of_first_image": 0, "infotexts": list(result.infotexts), "styles": [], "job_timestamp": job_timestamp,
+        "index_of_first_image": 0, "infotexts": list(result.infotexts), "styles": list(styles or []), "job_timestamp": job_timestamp,
         "clip_skip": params.clip_skip, "is_using_inpainting_conditioning": False, "interrupted": result.interrupted,
         "version": "mixkit",
     }

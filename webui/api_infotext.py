@@ -75,6 +75,7 @@ SETTING_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "Skip Early CFG": ("skip_early_cond", as_number),
     "ENSD": ("eta_noise_seed_delta", as_integer),  # A1111's paste maps it to the same setting
     "Emphasis": ("emphasis", as_text),  # written by A1111 when not "Original" (sd_hijack_clip)
+    "VAE": ("sd_vae", as_text),  # A1111's sd_vae option has infotext="VAE"; a VAE other than the loaded one is refused
 }
 
 

@@ -98,6 +98,26 @@ class ServerState:
                 logger.warning("The remembered VAE %r cannot be used (%s); using the checkpoint's own VAE.", wanted, error)
                 self.options.apply({"sd_vae": self.holder.vae_name})
 
+    def model_aliases(self) -> frozenset[str]:
+        """The names a request may give the loaded checkpoint (A1111's ids, and its model hash, which the infotext's
+        `Model hash` carries for a folder or the built-in model too)."""
+        if self.holder.entry is None:
+            return frozenset()
+        names = set(self.holder.entry.aliases())
+        if self.holder.loaded:
+            names.add(self.holder.txt2img().model.model_hash)
+        return frozenset(name for name in names if name)
+
+    def vae_names(self) -> frozenset[str]:
+        """The names a request may give the VAE that runs now (`sd_vae`, or an infotext's `VAE`): the setting's
+        value ("Automatic", "None", a listed name) and the loaded file's name with and without its extension."""
+        names = {self.holder.vae_name}
+        if self.holder.loaded:
+            loaded = self.holder.txt2img().model.extras.get("vae_name")
+            if loaded:
+                names |= {loaded, loaded.rsplit(".", 1)[0]}
+        return frozenset(name for name in names if name)
+
     @property
     def model_title(self) -> str | None:
         return self.holder.entry.title if self.holder.entry else None

@@ -207,3 +207,24 @@ def test_eta_is_applied_recorded_and_read_back_from_an_infotext(client):
 def test_an_eta_the_sampler_cannot_run_is_a_422(client):
     response = client.post("/sdapi/v1/txt2img", json=dict(prompt="x", sampler_name="DPM++ SDE", eta=0.5, **SMALL))
     assert response.status_code == 422 and "runs only at eta 1" in response.text
+
+
+def test_an_infotext_or_override_naming_another_vae_is_refused_not_ignored(client):
+    # A1111 pastes the infotext's VAE into override_settings.sd_vae; a request cannot switch it here, so a VAE other
+    # than the running one is a 422 naming what to do, and the running one (or "Automatic") is accepted.
+    text = "x\nSteps: 2, Sampler: Euler, CFG scale: 5, Seed: 1, Size: 64x64, VAE: kl-f8.safetensors, RNG: CPU"
+    response = client.post("/sdapi/v1/txt2img", json={"infotext": text})
+    assert response.status_code == 422 and "sd_vae='kl-f8.safetensors'" in response.text
+    assert "POST /sdapi/v1/options" in response.text
+    response = client.post("/sdapi/v1/txt2img", json=dict(prompt="x", override_settings={"sd_vae": "kl-f8"}, **SMALL))
+    assert response.status_code == 422
+    generate(client, prompt="x", override_settings={"sd_vae": "Automatic"}, **SMALL)
+
+
+def test_the_loaded_model_may_be_named_by_its_infotext_hash_and_info_names_it_as_a1111(client):
+    images, info, _ = generate(client, prompt="x", seed=1, **SMALL)
+    model_hash = info["sd_model_hash"]
+    assert model_hash and f"Model hash: {model_hash}" in info["infotexts"][0]
+    generate(client, prompt="x", override_settings={"sd_model_checkpoint": model_hash}, **SMALL)
+    model = images[0].info["parameters"].split("Model: ")[1].split(",")[0]
+    assert info["sd_model_name"] == model  # A1111's name_for_extra, the infotext's "Model", not the title

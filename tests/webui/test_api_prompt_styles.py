@@ -39,3 +39,15 @@ def test_hires_prompts_are_taken_and_styled(styles):
     assert (chosen.prompt, chosen.hr_prompt, chosen.hr_negative_prompt) == ("photo of a cat", "photo of a dog", "blurry")
     plain = params(None, prompt="a cat", enable_hr=True, hr_scale=2, hr_prompt="a dog", width=64, height=64)
     assert (plain.hr_prompt, plain.hr_negative_prompt) == ("a dog", "")
+
+
+def test_the_info_json_lists_the_styles_used_as_a1111s_processed_does():
+    from webui.api_convert import generation_info
+
+    class Result:
+        images, seeds, infotexts, interrupted = [object()], [1], ["a cat, red"], False
+
+    request_params = params(None, prompt="a cat")
+    info = generation_info(request_params, Result(), model_name="m", model_hash="h", job_timestamp="t",
+                           styles=["red"])
+    assert info["styles"] == ["red"]
