@@ -74,9 +74,10 @@ def test_card_items_show_previews_or_placeholders(lora_folder):
     from webui.ui.lora_tab import card_items
 
     items, names = card_items(LoraLibrary(lora_folder))
-    assert names == ["bare", "broken", "escape", "style", "sub/detail"]
+    # A card inserts the name A1111 resolves: the file stem when it is unique (`detail`), not `sub/detail`.
+    assert names == ["bare", "broken", "escape", "style", "detail"]
     colors = {name: image.getpixel((2, 2)) for name, (image, _caption) in zip(names, items)}
-    assert colors["style"] == (0, 255, 0) and colors["sub/detail"] == (0, 0, 255)
+    assert colors["style"] == (0, 255, 0) and colors["detail"] == (0, 0, 255)
     grey = placeholder_image("x").getpixel((2, 2))
     assert colors["bare"] == colors["escape"] == colors["broken"] == grey
     assert items[names.index("style")][1].startswith("style | sd_v1")

@@ -101,3 +101,62 @@ def test_the_paste_button_with_an_empty_box_takes_the_last_generation(built):
     assert sent["img2img_prompt"] == "a castle" and sent["img2img_seed"] == 1000
     with pytest.raises(gr.Error, match="The prompt box is empty and this tab has no generation yet"):
         fn.fn("  ", [])
+
+
+HIRES_TEXT = ("a castle\nNegative prompt: blurry\nSteps: 20, Sampler: Euler, CFG scale: 6.5, Seed: 5, Size: 64x64, "
+              "Model: elsewhere, Clip skip: 2, RNG: CPU, Denoising strength: 0.6, Hires upscale: 2, "
+              "Hires upscaler: Latent")
+SENT_IDS = {"img2img_prompt", "img2img_negative_prompt", "img2img_steps", "img2img_seed", "img2img_width",
+            "img2img_height", "img2img_image", "img2img_mode", "Tabs", "img2img_paste_notes"}
+
+
+def send(blocks, tmp_path, size, text, target="img2img"):
+    from pipelines.png import save_png
+
+    path = save_png(Image.new("RGB", size, "red"), tmp_path / "sent.png", text)
+    fn = handler(blocks, f"txt2img_send_to_{target}", "click")
+    return outputs_by_id(fn, fn.fn([(str(path), None)], [text], 0))
+
+
+@pytest.mark.parametrize("target", ["img2img", "inpaint"])
+def test_send_sets_the_images_own_size_and_only_a1111s_send_fields(built, tmp_path, target):
+    # A1111 1.10 modules/infotext_utils.py: `send_image_and_dimensions` sets width/height from the sent image
+    # (opts.send_size), and the Send buttons copy only paste_field_names = ['Prompt', 'Negative prompt', 'Steps',
+    # 'Face restoration'] + ['Seed'] (opts.send_seed): not the infotext's first-pass Size, nor the hires pass's
+    # Denoising strength, sampler, CFG scale or clip skip.
+    _, blocks = built
+    sent = send(blocks, tmp_path, (128, 192), HIRES_TEXT, target)  # a 2x hires result of a 64x96 first pass
+    assert set(sent) == SENT_IDS
+    assert (sent["img2img_width"], sent["img2img_height"]) == (128, 192)
+    assert (sent["img2img_prompt"], sent["img2img_negative_prompt"], sent["img2img_steps"], sent["img2img_seed"]) == (
+        "a castle", "blurry", 20, 5)
+    assert sent["img2img_image"].size == (128, 192) and sent["img2img_mode"] == target
+    assert sent["img2img_paste_notes"] == ""  # no hires, model or clip-skip note: nothing else travels
+
+
+def test_send_rounds_the_size_to_the_sliders_step_and_says_so(built, tmp_path):
+    # The size sliders step by 8; a browser range input snaps to the nearest step, the larger one on a tie.
+    _, blocks = built
+    sent = send(blocks, tmp_path, (100, 75), HIRES_TEXT)
+    assert (sent["img2img_width"], sent["img2img_height"]) == (104, 72)
+    assert sent["img2img_paste_notes"] == ("- Size: the image is 100x75; the form takes multiples of 8, so it is set "
+                                           "to 104x72 and the image is resized to that.")
+
+
+def test_send_of_an_image_too_large_for_the_form_keeps_the_forms_size(built, tmp_path):
+    state, blocks = built
+    side = state.limits.max_side + 8
+    sent = send(blocks, tmp_path, (side, 64), "")
+    assert "img2img_width" not in sent and "img2img_height" not in sent and "img2img_prompt" not in sent
+    assert sent["img2img_paste_notes"] == (f"- Size: the image is {side}x64; width {side} is outside [64, "
+                                           f"{state.limits.max_side}], so the form keeps its size and the image is "
+                                           "resized to it.")
+
+
+def test_the_paste_button_still_fills_everything_the_infotext_has(built):
+    _, blocks = built
+    fn = handler(blocks, "img2img_paste", "click")
+    sent = outputs_by_id(fn, fn.fn(HIRES_TEXT, []))
+    assert (sent["img2img_width"], sent["img2img_height"], sent["img2img_denoising_strength"]) == (64, 64, 0.6)
+    assert sent["img2img_cfg_scale"] == 6.5 and sent["img2img_clip_skip"] == 2
+    assert "Hires fix (Hires upscale: 2, Hires upscaler: Latent)" in sent["img2img_paste_notes"]

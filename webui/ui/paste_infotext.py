@@ -30,7 +30,9 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
                             current_model_aliases: frozenset[str] = frozenset(),
                             size_multiple: int = 8, hires_upscalers: list[str] | None = None,
                             lora_name_of: Callable[[str], str | None] | None = None,
-                            current_emphasis: str | None = None) -> tuple[dict[str, object], list[str]]:
+                            current_emphasis: str | None = None, current_vae_names: frozenset[str] | None = None,
+                            vae_choice: Callable[[str], str | None] | None = None
+                            ) -> tuple[dict[str, object], list[str]]:
     """(field -> value for `GenerationWidgets` fields, "denoising_strength" and the Hires. fix fields, notes about
     skipped values).
 
@@ -43,34 +45,21 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
     prompt's `<lora:...>` tags through the infotext's `Lora hashes` to renamed local files, as A1111's paste does.
 
     `current_emphasis` (the Settings' "Emphasis mode"; None: A1111's default "Original") is compared with the image's
-    (`emphasis_note`)."""
+    (`emphasis_note`). `current_vae_names` (the names of the VAE that decodes now, `ServerState.vae_names()`) and
+    `vae_choice` (infotext `VAE:` -> the listed `sd_vae` value, `VaeCatalog.name_for_infotext`) decide the VAE note
+    (`vae_note`); without them the note only names the image's VAE."""
     from pipelines.infotext import parse_infotext, split_infotext
     from pipelines.infotext_samplers import SCHEDULE_LABELS, sampler_and_schedule
     from webui.ui.widgets import widget_ranges
 
     parsed = parse_infotext(text)
     written = split_infotext(text)[2]  # the keys the text itself has, before A1111's defaults are added
-    values: dict[str, object] = {"prompt": parsed.get("Prompt", ""), "negative_prompt": parsed.get("Negative prompt", "")}
-    notes: list[str] = []
-    if lora_name_of is not None and written.get("Lora hashes"):
-        values["prompt"], missing = _relink_loras(values["prompt"], written["Lora hashes"], lora_name_of)
-        notes += missing
-    ranges = widget_ranges(limits)
+    values, notes = _prompt_values(parsed, written, lora_name_of)
     numeric = {"steps": ("Steps", _int), "cfg_scale": ("CFG scale", _float), "seed": ("Seed", _int),
                "width": ("Size-1", _int), "height": ("Size-2", _int), "clip_skip": ("Clip skip", _int)}
-    for field, (key, convert) in numeric.items():
-        if key not in parsed:
-            continue
-        value = convert(parsed[key])
-        spec = ranges[field]
-        if value is None:
-            kind = "an integer" if convert is _int else "a number"
-            notes.append(f"{key}: {parsed[key]!r} is not {kind}; kept the current value.")
-            continue
-        if not spec.minimum <= value <= spec.maximum:
-            notes.append(f"{key}: {parsed[key]!r} is outside [{spec.minimum}, {spec.maximum}]; kept the current value.")
-            continue
-        values[field] = value
+    numbers, number_notes = _checked_numbers(parsed, numeric, widget_ranges(limits))
+    values.update(numbers)
+    notes += number_notes
     for field, key in (("width", "Size-1"), ("height", "Size-2")):
         if field in values and values[field] % size_multiple:
             notes.append(f"{key}: {values.pop(field)} is not a multiple of {size_multiple}; kept the current value.")
@@ -100,12 +89,113 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
         notes += hires_notes
     notes += _reproduction_notes(parsed, current_model, current_model_aliases, hires_filled=hires_upscalers is not None,
                                  has_parameters=bool(written))
+    notes += vae_note(parsed.get("VAE"), current_vae_names, vae_choice)
     notes += emphasis_note(parsed, parsed.get("Prompt", ""), parsed.get("Negative prompt", ""), current_emphasis)
     for key in ("Skip Early CFG", "NGMS", "NGMS all steps"):  # A1111 pastes these as setting overrides
         if key in parsed:
             notes.append(f"{key}: {parsed[key]} is a setting here (Settings > Optimizations), not a form field; "
                          "set it there to reproduce this image.")
     return values, notes
+
+
+# A1111's gallery Send buttons copy only these fields (`paste_field_names = ['Prompt', 'Negative prompt', 'Steps',
+# 'Face restoration'] + ['Seed'] with send_seed`), plus the size of the image itself (send_size); both options are on
+# by default. There is no Face restoration control here.
+SENT_NUMBERS = {"steps": ("Steps", _int), "seed": ("Seed", _int)}
+
+
+def infotext_to_sent_values(text: str, image_size: tuple[int, int], limits: GenerationLimits,
+                            lora_name_of: Callable[[str], str | None] | None = None,
+                            size_multiple: int = 8) -> tuple[dict[str, object], list[str]]:
+    """(field -> value, notes) for a gallery's "Send to img2img / inpaint": the prompts, steps and seed of the chosen
+    image's infotext, and the image's own size.
+
+    Unlike the full paste (`infotext_to_form_values`), nothing else travels: the infotext's `Size` is the first
+    pass's for a hires result and its `Denoising strength` the hires pass's, neither of which fits the picture sent.
+    The size is rounded to the nearest multiple of `size_multiple` (ties upwards), as the browser snaps a value set
+    on A1111's step-8 size sliders; the notes say when that changed it, and when a value is out of the form's range
+    (the form then keeps its value)."""
+    from pipelines.infotext import parse_infotext, split_infotext
+    from webui.ui.widgets import widget_ranges
+
+    ranges = widget_ranges(limits)
+    values, notes = sent_size_values(image_size, ranges, size_multiple)
+    if not text or not text.strip():  # no infotext: only the picture and its size travel
+        return values, notes
+    parsed = parse_infotext(text)
+    prompts, prompt_notes = _prompt_values(parsed, split_infotext(text)[2], lora_name_of)
+    numbers, number_notes = _checked_numbers(parsed, SENT_NUMBERS, ranges)
+    return {**prompts, **numbers, **values}, [*prompt_notes, *number_notes, *notes]
+
+
+def sent_size_values(image_size: tuple[int, int], ranges: dict, size_multiple: int) -> tuple[dict[str, int], list[str]]:
+    """Width and height for the sent image's `image_size`, rounded to `size_multiple`; a note if rounded or refused."""
+    width, height = image_size
+    # HTML's range input snaps to the nearest step, the larger one on a tie (A1111's sliders start at a multiple of 8).
+    rounded = {field: size_multiple * ((side + size_multiple // 2) // size_multiple)
+               for field, side in (("width", width), ("height", height))}
+    outside = [f"{field} {value}" for field, value in rounded.items()
+               if not ranges[field].minimum <= value <= ranges[field].maximum]
+    if outside:
+        spec = ranges["width"]
+        return {}, [f"Size: the image is {width}x{height}; {', '.join(outside)} is outside [{spec.minimum}, "
+                    f"{spec.maximum}], so the form keeps its size and the image is resized to it."]
+    if (rounded["width"], rounded["height"]) != (width, height):
+        return rounded, [f"Size: the image is {width}x{height}; the form takes multiples of {size_multiple}, so it is "
+                         f"set to {rounded['width']}x{rounded['height']} and the image is resized to that."]
+    return rounded, []
+
+
+def _prompt_values(parsed: dict, written: dict, lora_name_of) -> tuple[dict[str, object], list[str]]:
+    """The prompt and negative prompt, LoRA tags re-linked through `Lora hashes` when `lora_name_of` is given."""
+    values: dict[str, object] = {"prompt": parsed.get("Prompt", ""),
+                                 "negative_prompt": parsed.get("Negative prompt", "")}
+    notes: list[str] = []
+    if lora_name_of is not None and written.get("Lora hashes"):
+        values["prompt"], notes = _relink_loras(values["prompt"], written["Lora hashes"], lora_name_of)
+    return values, notes
+
+
+def _checked_numbers(parsed: dict, fields: dict, ranges: dict) -> tuple[dict[str, object], list[str]]:
+    """`fields` (form field -> (infotext key, converter)) read from `parsed`; a value that is not a number or is
+    outside the widget's range is left out and named in a note."""
+    values: dict[str, object] = {}
+    notes: list[str] = []
+    for field, (key, convert) in fields.items():
+        if key not in parsed:
+            continue
+        value = convert(parsed[key])
+        spec = ranges[field]
+        if value is None:
+            kind = "an integer" if convert is _int else "a number"
+            notes.append(f"{key}: {parsed[key]!r} is not {kind}; kept the current value.")
+        elif not spec.minimum <= value <= spec.maximum:
+            notes.append(f"{key}: {parsed[key]!r} is outside [{spec.minimum}, {spec.maximum}]; kept the current value.")
+        else:
+            values[field] = value
+    return values, notes
+
+
+def vae_note(written: str | None, current_vae_names: frozenset[str] | None,
+             vae_choice: Callable[[str], str | None] | None) -> list[str]:
+    """A note when the image's `VAE:` is not the VAE that decodes now: the listed `sd_vae` value to choose, or that
+    this server has no such VAE.
+
+    A1111's paste turns `VAE:` into an `sd_vae` override only when it differs from the current setting
+    (`infotext_utils.connect_paste`, `paste_settings`: `if v == current_value: continue`); here the setting is not
+    a form field, so the difference is a note. Without `current_vae_names`/`vae_choice` (nothing known about the
+    server's VAEs) the note only names the image's VAE."""
+    if not written:
+        return []
+    if current_vae_names is None or vae_choice is None:
+        return [f"VAE: the image was decoded with {written!r}; choose it in Settings > SD VAE."]
+    listed = vae_choice(written)
+    if written in current_vae_names or (listed is not None and listed in current_vae_names):
+        return []
+    if listed is None:
+        return [f"VAE: the image was decoded with {written!r}, which is not on this server (not listed in Settings > "
+                "SD VAE); the image will differ."]
+    return [f"VAE: the image was decoded with {written!r}; choose {listed!r} in Settings > SD VAE to reproduce it."]
 
 
 def _uses_weights(text: str) -> bool:
@@ -168,8 +258,6 @@ def _reproduction_notes(parsed: dict, current_model: str | None, current_model_a
     if model and current_model and model not in names:
         notes.append(f"Model: the image was made with {model!r}, the loaded checkpoint is {current_model!r}; "
                      "load it in Settings to reproduce the image.")
-    if parsed.get("VAE"):
-        notes.append(f"VAE: the image was decoded with {parsed['VAE']!r}; choose it in Settings > SD VAE.")
     hires = [key for key in ("Hires upscale", "Hires resize-1", "Hires resize-2", "Hires steps", "Hires upscaler")
              if key in parsed and str(parsed[key]) not in ("0", "")]  # the paste's defaults fill resize with 0
     if hires and not hires_filled:

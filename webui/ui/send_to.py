@@ -1,10 +1,12 @@
 """A1111's result workflows: "Send to img2img / inpaint / extras" under a gallery, and the ↙️ paste button.
 
-A1111 registers these with `parameters_copypaste.register_paste_params_button`: a Send button carries the
-selected gallery image and its infotext (every field the target form has, seed and size included, as its
-default `send_seed`/`send_size` options do) to the target tab; the paste button next to the prompt parses the
-prompt box as an infotext, or, when the box is empty, takes the last generation's parameters. Here "the last
-generation" is this browser tab's own (several users share one server), not a server-wide params.txt.
+A1111 registers these with `infotext_utils.register_paste_params_button`. A gallery's Send button carries the
+selected image, sets the target's width and height to the image's own size (`send_image_and_dimensions`, option
+`send_size`) and copies only Prompt, Negative prompt, Steps, Face restoration and, with `send_seed`, Seed
+(`paste_field_names`; both options on by default). A1111 copies those from the txt2img form; here they come from
+the chosen image's infotext, so the seed is that image's, not the form's -1. The ↙️ button next to the prompt
+parses the prompt box as a full infotext, or, when the box is empty, takes the last generation's parameters. Here
+"the last generation" is this browser tab's own (several users share one server), not a server-wide params.txt.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import gradio as gr
 from webui.server_state import ServerState
 from webui.ui.errors import refused
 from webui.ui.generate_tab import GenerateTab, apply_form_values, form_outputs
-from webui.ui.paste_infotext import infotext_to_form_values
+from webui.ui.paste_infotext import infotext_to_form_values, infotext_to_sent_values
 
 
 def paste_values(state: ServerState, tab: GenerateTab, text: str, sampler_names: list[str],
@@ -26,15 +28,26 @@ def paste_values(state: ServerState, tab: GenerateTab, text: str, sampler_names:
         from webui.ui.hires_controls import hires_upscaler_names
 
         upscalers = hires_upscaler_names()
-    lora_name_of = None
-    if state.lora_library is not None:
-        from mixkit.lora.relink import library_lookup
-
-        lora_name_of = library_lookup(state.lora_library)
     aliases = frozenset(state.holder.entry.aliases()) if state.holder.entry else frozenset()
     return infotext_to_form_values(text, state.limits, sampler_names, schedule_names, current_model=state.model_title,
-                                   current_model_aliases=aliases, hires_upscalers=upscalers, lora_name_of=lora_name_of,
-                                   current_emphasis=state.options.get("emphasis"))
+                                   current_model_aliases=aliases, hires_upscalers=upscalers,
+                                   lora_name_of=lora_lookup(state), current_emphasis=state.options.get("emphasis"),
+                                   current_vae_names=state.vae_names(), vae_choice=state.vaes.name_for_infotext)
+
+
+def sent_values(state: ServerState, text: str, image_size: tuple[int, int]) -> tuple[dict[str, object], list[str]]:
+    """(form values, notes) a gallery's Send to img2img/inpaint fills: prompts, steps and seed of infotext `text`,
+    and the sent image's size."""
+    return infotext_to_sent_values(text, image_size, state.limits, lora_name_of=lora_lookup(state))
+
+
+def lora_lookup(state: ServerState):
+    """Short hash -> local LoRA name, for re-linking pasted `<lora:...>` tags; None without a LoRA folder."""
+    if state.lora_library is None:
+        return None
+    from mixkit.lora.relink import library_lookup
+
+    return library_lookup(state.lora_library)
 
 
 def notes_markdown(notes: list[str]) -> str:
@@ -79,7 +92,8 @@ def wire_paste_button(state: ServerState, tab: GenerateTab, sampler_names: list[
 
 def wire_send_buttons(state: ServerState, tabs, source: GenerateTab, img2img: GenerateTab, extras_image,
                       sampler_names: list[str], schedule_names: list[str]) -> None:
-    """Connect `source`'s Send buttons: the chosen image (and, for img2img/inpaint, its parameters) to the target."""
+    """Connect `source`'s Send buttons: the chosen image (and, for img2img/inpaint, its size, prompts, steps and seed)
+    to the target."""
     from webui.ui.png_info_tab import read_upload_image
 
     def chosen_image(gallery_items, infotexts, selected):
@@ -92,7 +106,7 @@ def wire_send_buttons(state: ServerState, tabs, source: GenerateTab, img2img: Ge
     for target in ("img2img", "inpaint"):
         def send_to_img2img(gallery_items, infotexts, selected, target=target):
             image, text = chosen_image(gallery_items, infotexts, selected)
-            values, notes = paste_values(state, img2img, text, sampler_names, schedule_names) if text else ({}, [])
+            values, notes = sent_values(state, text, image.size)
             return [*apply_form_values(img2img, values), image, target, gr.Tabs(selected="img2img"),
                     notes_markdown(notes)]
 

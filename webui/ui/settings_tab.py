@@ -58,12 +58,23 @@ def apply_settings(state: ServerState, values: dict) -> str:
     return "Settings applied."
 
 
-def build_settings_tab(state: ServerState) -> None:
+def checkpoint_choices(state: ServerState):
+    """The checkpoint dropdown as the catalog is now: its titles as choices, the loaded one as value.
+
+    A title gains " [hash]" once its file is hashed (loading hashes it, as A1111's titles do), so choices fixed when
+    the page was built would not hold the loaded title and Gradio would refuse the next Load; the page load, Load and
+    🔄 therefore set choices and value together."""
+    return gr.Dropdown(choices=state.catalog.titles(), value=state.model_title)
+
+
+def build_settings_tab(state: ServerState, page: gr.Blocks) -> None:
+    """The Settings tab; `page` (the app's Blocks) refreshes the checkpoint dropdown at every page load."""
     with gr.Row():
-        # Values as callables: Gradio evaluates them at each page load, so a page opened after a switch shows the
-        # checkpoint and VAE that are loaded, not those of the moment the UI was built.
-        checkpoint = gr.Dropdown(state.catalog.titles(), value=lambda: state.model_title, label="Stable Diffusion checkpoint",
+        # Set at each page load (as the VAE's value below, a callable Gradio evaluates then), so a page opened after
+        # a switch shows the checkpoint and VAE that are loaded, not those of the moment the UI was built.
+        checkpoint = gr.Dropdown(state.catalog.titles(), value=None, label="Stable Diffusion checkpoint",
                                  elem_id="settings_checkpoint", scale=4)
+        page.load(lambda: checkpoint_choices(state), outputs=checkpoint, queue=False)
         refresh = gr.Button("\U0001f504", scale=0, min_width=40, elem_id="settings_refresh_checkpoints")
         load = gr.Button("Load", variant="primary", scale=1, elem_id="settings_load_checkpoint")
     with gr.Row():
@@ -119,7 +130,8 @@ def build_settings_tab(state: ServerState) -> None:
     apply = gr.Button("Apply settings", elem_id="settings_apply")
 
     def do_refresh():
-        return gr.Dropdown(choices=state.catalog.refresh() and state.catalog.titles(), value=state.model_title)
+        state.catalog.refresh()
+        return checkpoint_choices(state)
 
     def do_load(title: str):
         if not title:
@@ -129,7 +141,7 @@ def build_settings_tab(state: ServerState) -> None:
             job.future.result()
         except Exception as error:  # keep serving the previous model; tell the user why
             raise failed(f"Could not load {title!r}: {error}. Still using {state.model_title!r}.", error) from None
-        return status_line(state)
+        return status_line(state), checkpoint_choices(state)
 
     def do_apply(save_value: bool, previews_value: bool, clip_value: float, units: float, ngms_value: float,
                  ngms_all_value: bool, skip_early_value: float, eta_ancestral_value: float, eta_ddim_value: float,
@@ -155,7 +167,7 @@ def build_settings_tab(state: ServerState) -> None:
     refresh.click(do_refresh, outputs=checkpoint)
     vae_refresh.click(do_vae_refresh, outputs=vae)
     vae_load.click(lambda name: switch_vae(state, name), inputs=vae, outputs=status)
-    load.click(do_load, inputs=checkpoint, outputs=status)
+    load.click(do_load, inputs=checkpoint, outputs=[status, checkpoint])
     apply.click(do_apply, inputs=[save, previews, clip_skip, unit_count, ngms, ngms_all, skip_early, eta_ancestral, eta_ddim,
                                   ensd, *defaults_widgets, return_grid, grid_save, emphasis, comma_backtrack],
                 outputs=status)

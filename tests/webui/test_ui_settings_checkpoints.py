@@ -1,0 +1,75 @@
+"""Settings > Stable Diffusion checkpoint: the dropdown's choices follow the catalog's titles.
+
+A1111 (modules/sd_models.py) titles a checkpoint `name [shorthash]` once its sha256 is known and refreshes the
+list after hashing (`list_models`, the 🔄 button's `refresh_checkpoints`), so the selected title is always one of
+the choices. A title that gains its hash at load must therefore reach the dropdown's choices, or Gradio refuses
+the next event that reads the dropdown ("Value: ... is not in the list of choices").
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from .ui_blocks import component, handler, load_value
+
+
+class HashingPipeline:
+    """Stands in for a loaded model: loading hashes the file, as the real loader does for the infotext's hash."""
+
+    def __init__(self, source: str) -> None:
+        from mixkit.io.hashing import a1111_model_hash
+
+        a1111_model_hash(source)
+        self.model = self
+
+
+@pytest.fixture()
+def built(tmp_path, monkeypatch):
+    from webui.config import ServerConfig
+    from webui.model_switch import ModelHolder
+    from webui.server_state import ServerState
+    from webui.ui.app import build_ui
+
+    monkeypatch.setenv("MIXKIT_CACHE_DIR", str(tmp_path / "cache"))
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "a.safetensors").write_bytes(b"first model")
+    (models / "b.safetensors").write_bytes(b"second model")
+    state = ServerState(ServerConfig(models_dir=str(models), output_dir=str(tmp_path / "out")))
+    state.holder = ModelHolder(state.catalog, loader=lambda source, preset: HashingPipeline(source))
+    yield state, build_ui(state)
+    state.close()
+
+
+def choice_values(dropdown) -> list:
+    return [value for _, value in dropdown.choices]
+
+
+def test_a_load_puts_the_hashed_title_into_the_choices_and_a_page_load_keeps_it(built):
+    import gradio as gr
+
+    state, blocks = built
+    hashed = f"b.safetensors [{hashlib.sha256(b'second model').hexdigest()[:10]}]"
+    before = load_value(blocks, "settings_checkpoint")
+    assert choice_values(before) == ["a.safetensors", "b.safetensors"] and before.value is None
+
+    status, after_load = handler(blocks, "settings_load_checkpoint", "click").fn("b.safetensors")
+    assert state.model_title == hashed and hashed in status
+    assert after_load.value == hashed and choice_values(after_load) == ["a.safetensors", hashed]
+
+    reloaded = load_value(blocks, "settings_checkpoint")  # a page opened (or reloaded) after the load
+    assert reloaded.value == hashed and choice_values(reloaded) == ["a.safetensors", hashed]
+    assert reloaded.preprocess(reloaded.value) == hashed  # Gradio accepts it for the next Load
+    with pytest.raises(gr.Error, match="not in the list of choices"):
+        component(blocks, "settings_checkpoint").preprocess(hashed)  # the choices of build time would refuse it
+
+
+def test_refresh_lists_new_files_and_keeps_the_loaded_title(built):
+    state, blocks = built
+    handler(blocks, "settings_load_checkpoint", "click").fn("a.safetensors")
+    (state.catalog.models_dir / "c.safetensors").write_bytes(b"third model")
+    refreshed = handler(blocks, "settings_refresh_checkpoints", "click").fn()
+    hashed = f"a.safetensors [{hashlib.sha256(b'first model').hexdigest()[:10]}]"
+    assert refreshed.value == hashed and choice_values(refreshed) == [hashed, "b.safetensors", "c.safetensors"]
