@@ -12,7 +12,8 @@ latent cells (x1.3 of 512 runs at 664), and hr_resize_x *and* y cover-and-crop i
 The second pass uses the same seeds and prompts, with A1111's hires prompt schedules (`[a:b:1.5]`, or a
 step above `steps`, switches inside the second pass; an edit of the first pass stays done). The infotext is
 A1111's: `Size` is the first pass size, plus `Denoising strength`, `Hires upscale` (or `Hires resize`),
-`Hires steps` (when set) and `Hires upscaler`, so "send to txt2img" restores the whole recipe.
+`Hires steps` (when set) and `Hires upscaler`, so "send to txt2img" restores the whole recipe; what only the
+second pass used (LoRAs and embeddings of `hr_prompt`, its `Emphasis`) is merged in (`with_second_pass_extras`).
 Params carrying ControlNet units (`pipelines.controlnet.ControlHiresParams`) run both passes with them, as
 sd-webui-controlnet does (`hires_passes`, `pipelines.controlnet.hires`).
 """
@@ -28,6 +29,7 @@ from pipelines.base import params_from_keywords
 from pipelines.generation import GenerationResult
 from pipelines.hires_size import HiresSize, plan_hires_size
 from pipelines.img2img import Img2ImgParams, ImageToImage, Img2ImgInputs
+from pipelines.infotext import quote_value, split_infotext
 from pipelines.params import Txt2ImgParams, check_prompt_field, check_size, per_image
 from pipelines.txt2img import TextToImage
 from pipelines.upscale import UPSCALERS
@@ -148,6 +150,49 @@ def hires_infotext(params: HiresParams) -> dict[str, Any]:
     return extras
 
 
+def with_second_pass_extras(infotext: str, second_pass_infotext: str) -> str:
+    """The image's infotext (the first pass's) with what the second pass wrote from its own prompts merged in:
+    `Lora hashes`, `TI hashes` and `Emphasis` (`PreparedCall.infotext_extras`). The rest of the second pass's
+    infotext describes the img2img call it is, not the image's recipe, and is not used.
+
+    A1111 records a hires fix in one infotext and keeps what the hires pass used: `Lora hashes` is the union of
+    both passes (its Lora extension keeps `p.lora_hashes` across the hr pass and rewrites the key), so a LoRA only
+    in `hr_prompt` is listed and a pasted infotext can find its file. `TI hashes` and `Emphasis` are written by the
+    text encoder for the hires conds too (`sd_hijack_clip`), but A1111 1.10 copies the encoder's keys into the
+    infotext before the hires pass encodes its prompts, so there they are lost unless those conds were computed
+    early (low VRAM, "use first pass conds"); upstream PR #16677 fixes that. Here they are always merged, by name
+    like `Lora hashes` (A1111's string concatenation can list an embedding twice). Only the parameter line (always
+    the last: values are quoted, never hold a newline) is rewritten; the prompt lines stay as written.
+    """
+    head, _, _ = infotext.rpartition("\n")
+    values = split_infotext(infotext)[2]
+    second = split_infotext(second_pass_infotext)[2]
+    version = values.pop("Version", None)  # stays the last key, as the pipelines write it
+    for key in ("Lora hashes", "TI hashes"):
+        merged = merged_hash_list(values.get(key), second.get(key))
+        if merged:
+            values[key] = merged
+    if "Emphasis" in second and "Emphasis" not in values:  # one emphasis setting serves both passes
+        values["Emphasis"] = second["Emphasis"]
+    if version is not None:
+        values["Version"] = version
+    line = ", ".join(f"{key}: {quote_value(value)}" for key, value in values.items())
+    return f"{head}\n{line}" if head else line
+
+
+def merged_hash_list(first: str | None, second: str | None) -> str:
+    """Two `name: hash, name: hash` infotext values as one, by name, as A1111's `p.lora_hashes` dict merges them:
+    the first's names in order, then the second's new ones; a name in both keeps its place and takes the second's
+    hash. Names never hold ':' or ',' (both are taken out when the value is written)."""
+    hashes: dict[str, str] = {}
+    for value in (first, second):
+        for item in (value or "").split(","):
+            name, _, short_hash = item.rpartition(":")
+            if name.strip():
+                hashes[name.strip()] = short_hash.strip()
+    return ", ".join(f"{name}: {short_hash}" for name, short_hash in hashes.items())
+
+
 class _FirstPass(TextToImage):
     """Text-to-image that also keeps each image's final latents (for latent upscaling) and writes the
     hires infotext. One instance per hires call: `latents_out` collects image index -> latents."""
@@ -242,8 +287,8 @@ class HiresFix:
             batch = list(range(start, min(start + size, len(first.images))))
             second = self._second_pass(params, target, [first.images[i] for i in batch],
                                        [latents[i] for i in batch], first.seeds[start], callback, control, first_pass)
-            for k, image in zip(batch, second.images):
-                result.add(image, first.seeds[k], first.infotexts[k])
+            for k, image, second_infotext in zip(batch, second.images, second.infotexts):
+                result.add(image, first.seeds[k], with_second_pass_extras(first.infotexts[k], second_infotext))
             if second.interrupted:
                 result.interrupted = True
                 break

@@ -23,9 +23,9 @@ from typing import Any
 from pipelines.base import BatchStart, DiffusionPipelineBase
 from pipelines.image_prep import check_resize_mode, normalize_init_image, resize_image, to_model_pixels
 from pipelines.inpaint_mask import (
-    CropRegion, blur_mask, check_mask_image, check_masked_content, expand_crop_region, fill_masked_area,
-    full_mask_channels, is_blank, is_inpainting_unet, latent_mask, mask_bbox, masked_model_pixels, paste_back,
-    prepare_mask, repaint_mask, whole_picture_overlay,
+    CropRegion, blur_mask, check_mask_image, check_masked_content, fill_masked_area, full_mask_channels,
+    is_inpainting_unet, latent_mask, masked_model_pixels, only_masked_crop, paste_back, prepare_mask,
+    whole_picture_overlay,
 )
 from pipelines.params import Txt2ImgParams, check_txt2img_params
 from pipelines.seeds import initial_noise
@@ -48,7 +48,9 @@ class Img2ImgParams(Txt2ImgParams):
     mask_round: bool = True  # False: soft alpha strokes and a soft latent mask (A1111's mask_round)
     inpainting_mask_invert: bool = False  # "inpaint not masked"
     inpainting_fill: str = "original"  # original | fill | latent noise | latent nothing
-    inpaint_full_res: bool = False  # "only masked": work on the mask's region at full resolution
+    # "only masked": work on the mask's region at full resolution. A mask blank once blurred has no region: the call
+    # then runs on the whole picture and sets this to False on its own copy of the params, as A1111's init does.
+    inpaint_full_res: bool = False
     inpaint_full_res_padding: int = 32
 
 
@@ -183,8 +185,8 @@ class ImageToImage(DiffusionPipelineBase):
 
     def _prepare_inpaint(self, params: Img2ImgParams, images: list) -> Img2ImgInputs:
         """A1111's inpaint preparation (`StableDiffusionProcessingImg2Img.init`): the mask blurred, then either
-        the whole picture at width x height (pasted back with the doubled mask) or the masked region cropped and
-        fitted in with "resize and fill" (pasted back with the blurred mask); the blurred mask at the working size
+        the whole picture at width x height (pasted back with the doubled mask) or the blurred mask's region cropped
+        and fitted in with "resize and fill" (pasted back with the blurred mask); the blurred mask at the working size
         is both the latent mask and what "fill" and the inpainting UNet's masked image use."""
         size = images[0].size
         if any(image.size != size for image in images):
@@ -192,10 +194,13 @@ class ImageToImage(DiffusionPipelineBase):
         mask = prepare_mask(params.mask, size, invert=params.inpainting_mask_invert, round=params.mask_round)
         blurred = blur_mask(mask, *mask_blurs(params))
         crop = None
-        if _works_on_masked_region(params):
-            # A faint mask can vanish when resized to the image; then the region is the whole image.
-            bbox = mask_bbox(mask) or (0, 0, *size)
-            crop = expand_crop_region(bbox, params.inpaint_full_res_padding, params.width, params.height, *size)
+        if params.inpaint_full_res:
+            # The region is the *blurred* mask's box, as A1111 takes it, so the blur ramp lies inside the crop.
+            crop = only_masked_crop(blurred, params.inpaint_full_res_padding, params.width, params.height)
+            # Blank once blurred (or resized): no region. A1111 drops "only masked" then (`self.inpaint_full_res =
+            # False`); so does this call's params copy, which the infotext reads to record what ran.
+            params.inpaint_full_res = crop is not None
+        if crop is not None:
             box = (crop.left, crop.top, crop.right, crop.bottom)
             # "resize and fill", as A1111: the crop keeps its proportions even when the image is too small to
             # give it the output's aspect ratio (the bands are stretched edges, cut away again at paste-back).
@@ -268,9 +273,10 @@ class ImageToImage(DiffusionPipelineBase):
         return paste_back(placed, original, overlay)
 
     def _infotext_extras(self, params: Img2ImgParams) -> dict[str, Any]:
-        """A1111's img2img keys, for what ran: no "Mask blur: 0", and no "Only masked" when a blank mask
-        sent the call to the whole image. Unequal x and y blurs are not recorded: A1111's `mask_blur` is
-        None then and its infotext drops the key (the format has no per-axis blur)."""
+        """A1111's img2img keys, for what ran: no "Mask blur: 0", and no "Only masked" when a mask blank once
+        blurred sent the call to the whole image (`_prepare_inpaint` cleared `inpaint_full_res`). Unequal x and y
+        blurs are not recorded: A1111's `mask_blur` is None then and its infotext drops the key (the format has no
+        per-axis blur)."""
         extras: dict[str, Any] = {"Denoising strength": params.denoising_strength}
         if params.mask is not None:
             blur_x, blur_y = mask_blurs(params)
@@ -279,17 +285,10 @@ class ImageToImage(DiffusionPipelineBase):
             if params.inpainting_mask_invert:
                 extras["Mask mode"] = "Inpaint not masked"
             extras["Masked content"] = params.inpainting_fill
-            if _works_on_masked_region(params):
+            if params.inpaint_full_res:
                 extras["Inpaint area"] = "Only masked"
                 extras["Masked area padding"] = params.inpaint_full_res_padding
         return extras
-
-
-def _works_on_masked_region(params: Img2ImgParams) -> bool:
-    """Whether "only masked" applies: asked for, and the mask repaints something (a blank one has no region)."""
-    if not params.inpaint_full_res:
-        return False
-    return not is_blank(repaint_mask(params.mask, invert=params.inpainting_mask_invert, round=params.mask_round))
 
 
 def _mask_blend(init, mask, sampler, scheduler_config):

@@ -182,22 +182,48 @@ def mask_bbox(mask):
     return mask.getbbox()
 
 
+def only_masked_crop(blurred_mask, padding: int, target_w: int, target_h: int) -> CropRegion | None:
+    """The "only masked" region of the image, as A1111's `StableDiffusionProcessingImg2Img.init` finds it: the box
+    of the *blurred* mask (`get_crop_region_v2` runs after the blur), padded, then grown to the output's aspect
+    ratio (`expand_crop_region`). None when the blurred mask is blank: there is no region (A1111 then runs on the
+    whole picture).
+
+    Taking the box after the blur keeps the whole blur ramp inside the crop, so the paste-back (with that same
+    blurred mask) fades out inside the region instead of stopping at its edge.
+    """
+    bbox = mask_bbox(blurred_mask)
+    if bbox is None:
+        return None
+    return expand_crop_region(bbox, padding, target_w, target_h, *blurred_mask.size)
+
+
 def expand_crop_region(bbox, padding: int, target_w: int, target_h: int, image_w: int, image_h: int) -> CropRegion:
-    """Pad the mask's box, then grow it to the output aspect ratio while staying inside the image."""
+    """Pad the mask's box, then grow it to the output aspect ratio while staying inside the image.
+
+    A1111's arithmetic (`masking.get_crop_region_v2` padding, then `masking.expand_crop_region`): the missing
+    length is truncated (`int(...)`, not rounded), split around the box with the odd pixel at the end, shifted
+    back inside the image, and clipped to the image when it is longer than the image.
+    """
     left, top, right, bottom = bbox
     left, top = max(0, left - padding), max(0, top - padding)
     right, bottom = min(image_w, right + padding), min(image_h, bottom + padding)
     want = target_w / target_h
     width, height = right - left, bottom - top
-    if width / height < want:  # too narrow: widen
-        new_width = min(image_w, round(height * want))
-        left = max(0, min(left - (new_width - width) // 2, image_w - new_width))
-        right = left + new_width
-    else:  # too flat: heighten
-        new_height = min(image_h, round(width / want))
-        top = max(0, min(top - (new_height - height) // 2, image_h - new_height))
-        bottom = top + new_height
+    if width / height > want:  # flatter than the output: heighten
+        top, bottom = _grown_span(top, bottom, int(width / want - height), image_h)
+    else:  # narrower (or the same): widen
+        left, right = _grown_span(left, right, int(height * want - width), image_w)
     return CropRegion(left, top, right, bottom)
+
+
+def _grown_span(start: int, end: int, grow: int, limit: int) -> tuple[int, int]:
+    """One side of the crop grown by `grow` pixels (half before, the rest after), kept inside [0, limit]."""
+    start, end = start - grow // 2, end + grow - grow // 2
+    if end > limit:
+        start, end = start - (end - limit), limit
+    if start < 0:
+        start, end = 0, end - start
+    return start, min(end, limit)
 
 
 def fill_masked_area(image, mask):
