@@ -269,7 +269,10 @@ class HiresFix:
     def __call__(self, params: HiresParams | None = None, *, callback=None, control=None, **kwargs: Any) -> GenerationResult:
         # 1. Check every input before the first pass starts
         if params is None:
-            params = params_from_keywords(self.model, HiresParams, kwargs)
+            params_class = HiresParams
+            if kwargs.get("controlnets"):  # as the ControlNet pipelines take the keyword
+                from pipelines.controlnet import ControlHiresParams as params_class
+            params = params_from_keywords(self.model, params_class, kwargs)
         else:
             params = replace(params, **kwargs)
         target = self.check_inputs(params)

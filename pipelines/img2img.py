@@ -20,11 +20,12 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
+from mixkit.models.diffusion import ModelFamily
 from pipelines.base import BatchStart, DiffusionPipelineBase
 from pipelines.image_prep import check_resize_mode, normalize_init_image, resize_image, to_model_pixels
 from pipelines.inpaint_mask import (
-    CropRegion, blur_mask, check_mask_image, check_masked_content, fill_masked_area, full_mask_channels,
-    is_inpainting_unet, latent_mask, masked_model_pixels, only_masked_crop, paste_back, prepare_mask,
+    CropRegion, blur_mask, check_mask_image, check_masked_content, conditioning_mask, fill_masked_area,
+    full_mask_channels, is_inpainting_unet, latent_mask, masked_model_pixels, only_masked_crop, paste_back, prepare_mask,
     whole_picture_overlay,
 )
 from pipelines.params import Txt2ImgParams, check_txt2img_params
@@ -165,6 +166,7 @@ class Img2ImgInputs:
     overlay_masks: list | None = None  # blurred masks for pixel-space paste-back
     latent_mask: Any = None  # [N, 1, h, w], 1 = repaint
     masked_image_latents: Any = None  # 9-channel UNets only
+    conditioning_mask: Any = None  # 9-channel UNets only: their mask channel, [1, 1, h, w]
     crop: CropRegion | None = None
 
 
@@ -219,8 +221,12 @@ class ImageToImage(DiffusionPipelineBase):
                                latent_mask=latent_mask(work_mask, (shape[2], shape[1]), round=params.mask_round),
                                crop=crop)
         if is_inpainting_unet(self.model.unet):
-            pixels = masked_model_pixels(to_model_pixels(work_images), work_mask, round=params.mask_round)
+            # A1111 conditions an SDXL inpainting UNet on the rounded mask whatever mask_round says (its
+            # `is_sdxl_inpaint` branch leaves `round_image_mask` at its default); SD 1.x/2.x follow mask_round.
+            rounded = params.mask_round or self.model.family is ModelFamily.SDXL
+            pixels = masked_model_pixels(to_model_pixels(work_images), work_mask, round=rounded)
             inputs.masked_image_latents = encode_images(self.model.vae, pixels).to(self.model.device)
+            inputs.conditioning_mask = conditioning_mask(work_mask, (shape[2], shape[1]), round=rounded)
         return inputs
 
     def _encode(self, images: list):
@@ -254,7 +260,8 @@ class ImageToImage(DiffusionPipelineBase):
         if mask is not None:
             start.mask_blend = _mask_blend(init, mask, sampler, self.model.scheduler_config)
         if inputs.masked_image_latents is not None:
-            start.extra_channels = torch.cat([mask.expand(count, -1, -1, -1), inputs.masked_image_latents[pick]], dim=1)
+            channel = inputs.conditioning_mask.to(init).expand(count, -1, -1, -1)
+            start.extra_channels = torch.cat([channel, inputs.masked_image_latents[pick]], dim=1)
         else:  # no mask (plain img2img, hires fix's second pass): an inpainting checkpoint repaints everything
             start.extra_channels = full_mask_channels(self.model, count, self._latent_shape(params))
         return start

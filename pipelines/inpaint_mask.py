@@ -260,6 +260,21 @@ def latent_mask(mask, latent_size: tuple[int, int], *, round: bool = True):
     return torch.from_numpy(np.round(array) if round else array)[None, None]
 
 
+def conditioning_mask(mask, latent_size: tuple[int, int], *, round: bool = True):
+    """[1, 1, h, w] mask channel of a 9-channel inpainting UNet, as A1111's `inpainting_image_conditioning` builds it:
+    the full-resolution (blurred) mask, rounded unless `round=False`, then shrunk to latent size by torch's default
+    nearest interpolation (diffusers' `prepare_mask_latents` too). The blending mask (`latent_mask`) is a bicubic
+    resize instead, so the two can differ by a cell along the mask's edge."""
+    import numpy as np
+    import torch
+
+    full = torch.from_numpy(np.asarray(mask.convert("L"), dtype=np.float32) / 255.0)[None, None]
+    if round:
+        full = torch.round(full)
+    width, height = latent_size
+    return torch.nn.functional.interpolate(full, size=(height, width))
+
+
 def paste_back(generated, original, overlay_mask):
     """The generated image with the original laid over it where `overlay_mask` keeps it, as A1111's `apply_overlay`:
     the original with alpha 255 - mask (premultiplied, as A1111 builds its overlay) alpha-composited over the result.

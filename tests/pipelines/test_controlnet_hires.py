@@ -69,6 +69,14 @@ def test_a_weight_zero_unit_is_exactly_plain_hires_fix_and_weight_one_is_not(hir
     assert not np.array_equal(pixels(plain), pixels(guided))
 
 
+def test_a_keyword_call_with_controlnets_is_the_params_call(hires, controlnet, control_image):
+    # As ControlNetTextToImage takes `controlnets=` as a keyword, so does HiresFix.
+    unit = ControlNetUnit(controlnet, control_image, weight=1.0)
+    by_keywords = hires(**SMALL, controlnets=[unit])
+    assert np.array_equal(pixels(by_keywords), pixels(hires(ControlHiresParams(**SMALL, controlnets=[unit]))))
+    assert "ControlNet 0: " in by_keywords.infotexts[0]
+
+
 def test_a_bad_unit_is_refused_before_the_first_pass(hires, controlnet):
     with pytest.raises(ValueError, match="ControlNet 0 has no image"):
         hires(ControlHiresParams(**SMALL, controlnets=[ControlNetUnit(controlnet, None)]))

@@ -102,3 +102,32 @@ def test_an_inpainting_checkpoint_runs_txt2img_with_a_full_mask(inpaint_pipe):
     for model_input in seen:
         assert model_input.shape[1] == 9 and torch.equal(model_input[:, 4], torch.ones_like(model_input[:, 4]))
         assert all(torch.equal(row[5:9], blank) for row in model_input)
+
+
+def test_mask_channel_is_a1111s_nearest_shrink_of_the_full_size_rounded_mask():
+    # A1111's inpainting_image_conditioning: round the (blurred) mask at full size, then F.interpolate (nearest) to the
+    # latent size; diffusers' prepare_mask_latents likewise. The blending mask's bicubic resize differs at the edge.
+    from pipelines.inpaint_mask import blur_mask, conditioning_mask, latent_mask, prepare_mask
+
+    mask = Image.new("L", (128, 96), 0)
+    mask.paste(255, (37, 29, 83, 61))
+    blurred = blur_mask(prepare_mask(mask, (128, 96)), 4, 4)
+    full = torch.from_numpy(np.asarray(blurred, dtype=np.float32) / 255)[None, None]
+    expected = torch.nn.functional.interpolate(torch.round(full), size=(12, 16))
+    assert torch.equal(conditioning_mask(blurred, (16, 12)), expected)
+    assert not torch.equal(latent_mask(blurred, (16, 12)), expected)  # the case the hunt found: 4 cells differ
+    assert torch.equal(conditioning_mask(blurred, (16, 12), round=False), torch.nn.functional.interpolate(full, size=(12, 16)))
+
+
+def test_inpainting_unet_gets_the_conditioning_mask_of_the_blurred_mask(inpaint_pipe, picture):
+    from pipelines.inpaint_mask import blur_mask, conditioning_mask, prepare_mask
+
+    mask = Image.new("L", (64, 64), 0)
+    mask.paste(255, (13, 19, 45, 41))
+    seen, handle = unet_inputs(inpaint_pipe)
+    try:
+        inpaint_pipe(init_images=[picture], mask=mask, mask_blur=4, inpainting_fill="original", **SMALL)
+    finally:
+        handle.remove()
+    expected = conditioning_mask(blur_mask(prepare_mask(mask, (64, 64)), 4, 4), (8, 8))
+    assert torch.equal(seen[0][0, 4:5], expected[0])

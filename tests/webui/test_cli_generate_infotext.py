@@ -83,3 +83,22 @@ def test_a_legacy_eight_digit_model_hash_names_the_same_single_file(tmp_path):
     assert _same_checkpoint("0123456789", model) and _same_checkpoint(legacy_a1111_hash(path), model)
     assert not _same_checkpoint("deadbeef", model) and not _same_checkpoint("9876543210", model)
     assert not _same_checkpoint("deadbeef", SimpleNamespace(model_hash="0123456789", source="org/hub-id"))
+
+
+def test_an_infotext_saved_as_a_text_file_is_read(tiny_sd1_dir, tmp_path, capsys):
+    # A1111's "save_txt" writes each image's infotext next to it as NAME.txt.
+    text_file = tmp_path / "00001-77.txt"
+    text_file.write_text("a blue square\nSteps: 2, Sampler: Euler, CFG scale: 5, Seed: 77, Size: 64x64, RNG: CPU\n")
+    path, _ = _generate(capsys, "--infotext", str(text_file), "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "o"))
+    written = Image.open(path).text["parameters"]
+    assert written.startswith("a blue square\nSteps: 2, Sampler: Euler,") and "Seed: 77" in written
+    (tmp_path / "empty.txt").write_text("  \n")
+    assert main(["generate", "--infotext", str(tmp_path / "empty.txt")]) == 2
+    assert "text file is empty" in capsys.readouterr().err
+
+
+def test_a_vae_named_without_hash_that_is_not_loaded_is_named_in_a_warning(tiny_sd1_dir, tmp_path, capsys):
+    # A folder VAE has a name but no "VAE hash" in the infotext; the names are compared then.
+    text = "x\nSteps: 2, Sampler: Euler, CFG scale: 5, Seed: 1, Size: 64x64, VAE: other-vae, RNG: CPU"
+    _, err = _generate(capsys, "--infotext", text, "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "o"))
+    assert "its VAE 'other-vae' is not the loaded one" in err and "--vae" in err

@@ -59,6 +59,11 @@ def read_infotext_argument(value: str) -> str:
         return sys.stdin.read()
     one_line = "\n" not in value
     path = Path(value).expanduser()
+    if one_line and path.is_file() and path.suffix.lower() == ".txt":  # A1111's save_txt writes infotexts so
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if not text.strip():
+            raise ValueError(f"--infotext {value}: the text file is empty; pass an image or an infotext")
+        return text
     if one_line and path.is_file():
         text = read_infotext(path)
         if text is None:
@@ -146,6 +151,16 @@ def _same_checkpoint(written_hash: str, model) -> bool:
     return source is not None and source.is_file() and model_hash_matches(written_hash, source)
 
 
+def _same_vae_name(written: str, model) -> bool:
+    """The infotext's `VAE` names the loaded VAE: its file or folder name, with or without the extension."""
+    from pathlib import Path
+
+    loaded = model.extras.get("vae_name")
+    if not loaded:
+        return False
+    return written in (loaded, Path(str(loaded)).stem)
+
+
 def warn_about_model(pipe, written: dict[str, object], vae_given: bool) -> None:
     """After the load: a warning when the infotext names another checkpoint or VAE than the one loaded."""
     model = pipe.model
@@ -158,6 +173,10 @@ def warn_about_model(pipe, written: dict[str, object], vae_given: bool) -> None:
     if vae and not vae_given and str(vae).lower() != str(model.extras.get("vae_hash") or "").lower():
         problems.append(f"its VAE hash {vae} (VAE: {written.get('VAE', '?')}) is not the loaded VAE's; pass it "
                         "with --vae")
+    elif not vae and written.get("VAE") and not vae_given and not _same_vae_name(str(written["VAE"]), model):
+        # A VAE folder (or an older infotext) has a name but no hash: compare the names, as A1111's paste does.
+        loaded = model.extras.get("vae_name") or "the checkpoint's own"
+        problems.append(f"its VAE {written['VAE']!r} is not the loaded one ({loaded}); pass it with --vae")
     if problems:
         print("mixkit: warning: the image will differ from the infotext's: " + "; ".join(problems), file=sys.stderr)
 

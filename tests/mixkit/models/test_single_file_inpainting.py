@@ -118,3 +118,22 @@ def test_single_file_inpaints_exactly_as_its_folder(name, inpainting_dirs, expor
     # between the two loaders, which A1111's per-call inpainting blend can carry to one level in a few pixels.
     difference = np.abs(np.asarray(from_folder.images[0]).astype(int) - np.asarray(from_file.images[0]).astype(int))
     assert difference.max() <= 1 and (difference > 0).mean() < 0.001
+
+
+def test_sdxl_inpainting_unet_is_conditioned_on_the_rounded_mask_even_with_mask_round_off(inpainting_dirs):
+    # A1111's img2img_image_conditioning: the SDXL-inpaint branch leaves round_image_mask at True, so mask_round=False
+    # softens only the blend there; SD 1.x/2.x inpainting UNets get the soft mask.
+    from pipelines.img2img import ImageToImage
+    from pipelines.txt2img import TextToImage
+
+    pipe = ImageToImage.from_pipeline(TextToImage.from_pretrained(inpainting_dirs["tiny_sdxl_dir"]))
+    image = Image.fromarray((np.random.RandomState(0).rand(64, 64, 3) * 255).astype("uint8"))
+    mask = Image.new("L", (64, 64), 0)
+    mask.paste(100, (16, 16, 48, 48))  # a grey (soft) mask
+    seen = []
+    handle = pipe.model.unet.register_forward_pre_hook(lambda module, args: seen.append(args[0][:, 4].clone()))
+    try:
+        pipe(prompt="a cat", init_images=[image], mask=mask, mask_round=False, mask_blur=0, steps=2, seed=1)
+    finally:
+        handle.remove()
+    assert set(torch.unique(seen[0]).tolist()) <= {0.0, 1.0}
