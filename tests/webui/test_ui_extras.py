@@ -11,22 +11,15 @@ from types import SimpleNamespace
 import pytest
 from PIL import Image
 
-from .ui_blocks import handler
+from .ui_blocks import handler, model_less_ui
 
 SOURCE_INFOTEXT = "a cube\nSteps: 4, Sampler: Euler, Seed: 123, Size: 24x16"
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    from webui.config import ServerConfig
-    from webui.server_state import ServerState
-    from webui.ui.app import build_ui
-
-    root = tmp_path_factory.mktemp("ui-extras")
-    (root / "models").mkdir()
-    state = ServerState(ServerConfig(models_dir=str(root / "models"), output_dir=str(root / "out")))
-    yield state, build_ui(state)
-    state.close()
+    with model_less_ui(tmp_path_factory.mktemp("ui-extras")) as built_ui:
+        yield built_ui
 
 
 def source_image(tmp_path) -> Image.Image:

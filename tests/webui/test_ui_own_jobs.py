@@ -13,20 +13,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from .ui_blocks import handler
+from .ui_blocks import handler, model_less_ui
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    from webui.config import ServerConfig
-    from webui.server_state import ServerState
-    from webui.ui.app import build_ui
-
-    root = tmp_path_factory.mktemp("ui-own-jobs")
-    (root / "models").mkdir()
-    state = ServerState(ServerConfig(models_dir=str(root / "models"), output_dir=str(root / "out")))
-    yield state, build_ui(state)
-    state.close()
+    with model_less_ui(tmp_path_factory.mktemp("ui-own-jobs")) as built_ui:
+        yield built_ui
 
 
 def click(blocks, elem_id: str, session: str) -> None:

@@ -24,7 +24,7 @@ from PIL import Image
 from pipelines.infotext import build_infotext
 from pipelines.params import GenerationLimits
 
-from .ui_blocks import component, handler
+from .ui_blocks import component, handler, model_less_ui
 
 LIMITS = GenerationLimits(max_side=256, max_steps=20)
 STYLES_CSV = ('name,prompt,negative_prompt\n'
@@ -51,15 +51,8 @@ def served(tiny_sd1_dir, tmp_path_factory, serving):
 
 @pytest.fixture(scope="module")
 def without_styles(tmp_path_factory):
-    from webui.config import ServerConfig
-    from webui.server_state import ServerState
-    from webui.ui.app import build_ui
-
-    root = tmp_path_factory.mktemp("ui-no-styles")
-    (root / "models").mkdir()
-    state = ServerState(ServerConfig(models_dir=str(root / "models"), output_dir=str(root / "out")))
-    yield state, build_ui(state)
-    state.close()
+    with model_less_ui(tmp_path_factory.mktemp("ui-no-styles")) as built_ui:
+        yield built_ui
 
 
 def form_values(blocks, elem_id: str, **changes) -> list:

@@ -12,7 +12,7 @@ import gradio as gr
 import pytest
 from PIL import Image
 
-from .ui_blocks import handler
+from .ui_blocks import handler, model_less_ui
 
 TEXTS = ["a castle\nNegative prompt: blurry\nSteps: 33, Sampler: Euler, CFG scale: 6.5, Seed: 1000, Size: 64x64, "
          "RNG: CPU",
@@ -22,15 +22,8 @@ TEXTS = ["a castle\nNegative prompt: blurry\nSteps: 33, Sampler: Euler, CFG scal
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    from webui.config import ServerConfig
-    from webui.server_state import ServerState
-    from webui.ui.app import build_ui
-
-    root = tmp_path_factory.mktemp("ui-send-to")
-    (root / "models").mkdir()
-    state = ServerState(ServerConfig(models_dir=str(root / "models"), output_dir=str(root / "out")))
-    yield state, build_ui(state)
-    state.close()
+    with model_less_ui(tmp_path_factory.mktemp("ui-send-to")) as built_ui:
+        yield built_ui
 
 
 @pytest.fixture()

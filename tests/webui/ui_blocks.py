@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 
 def component(blocks, elem_id: str):
     found = [block for block in blocks.blocks.values() if getattr(block, "elem_id", None) == elem_id]
@@ -21,3 +23,18 @@ def load_value(blocks, elem_id: str):
     (fn,) = [f for f in blocks.fns.values() if any(t[1] == "load" for t in f.targets)
              and [o._id for o in f.outputs] == [target._id]]
     return fn.fn()
+
+
+@contextlib.contextmanager
+def model_less_ui(root):
+    """A ServerState with an empty models folder (no model is loaded) and its built Blocks, closed afterwards."""
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+    from webui.ui.app import build_ui
+
+    (root / "models").mkdir()
+    state = ServerState(ServerConfig(models_dir=str(root / "models"), output_dir=str(root / "out")))
+    try:
+        yield state, build_ui(state)
+    finally:
+        state.close()

@@ -22,16 +22,22 @@ def _latents():
     return torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
 
 
-@pytest.mark.parametrize("eta", [0.0, 0.5, 1.0])
-def test_euler_a_matches_k_diffusion_at_any_eta(eta):
-    sigmas = REFERENCE_SCHEDULES["Karras"](SD15_SCHEDULER_CONFIG, 8)
+def _against_k_diffusion(sampler: str, schedule: str, sigmas, reference, eta: float):
+    """(mixkit's run at `eta`, k-diffusion's `reference` sampler over `sigmas`), the same latents and noise seed."""
     latents = _latents()
-    expected = sample_euler_ancestral(latents * sigmas[0], sigmas, torch.Generator().manual_seed(9), eta=eta)
-    scheduler = fresh_scheduler("Euler a", "Karras")
+    expected = reference(latents * sigmas[0], sigmas, torch.Generator().manual_seed(9), eta=eta)
+    scheduler = fresh_scheduler(sampler, schedule)
     scheduler.eta = eta
     got = run_sampler(scheduler, GaussianDataModel(SD15_SCHEDULER_CONFIG), latents.float(), 8,
                       generator=torch.Generator().manual_seed(9))
-    torch.testing.assert_close(got.double(), expected, rtol=0, atol=2e-3)
+    return got.double(), expected
+
+
+@pytest.mark.parametrize("eta", [0.0, 0.5, 1.0])
+def test_euler_a_matches_k_diffusion_at_any_eta(eta):
+    sigmas = REFERENCE_SCHEDULES["Karras"](SD15_SCHEDULER_CONFIG, 8)
+    got, expected = _against_k_diffusion("Euler a", "Karras", sigmas, sample_euler_ancestral, eta)
+    torch.testing.assert_close(got, expected, rtol=0, atol=2e-3)
 
 
 def test_euler_a_at_eta_0_is_euler():
@@ -47,14 +53,9 @@ def test_euler_a_at_eta_0_is_euler():
 @pytest.mark.parametrize("schedule", ["Karras", "Uniform"])
 def test_dpmpp_2s_a_matches_k_diffusion_at_any_eta(eta, schedule):
     sigmas = REFERENCE_SCHEDULES[schedule](SD15_SCHEDULER_CONFIG, 8)
-    latents = _latents()
-    expected = sample_dpmpp_2s_ancestral(latents * sigmas[0], sigmas, torch.Generator().manual_seed(9), eta=eta)
-    scheduler = fresh_scheduler("DPM++ 2S a", schedule)
-    scheduler.eta = eta
-    got = run_sampler(scheduler, GaussianDataModel(SD15_SCHEDULER_CONFIG), latents.float(), 8,
-                      generator=torch.Generator().manual_seed(9))
+    got, expected = _against_k_diffusion("DPM++ 2S a", schedule, sigmas, sample_dpmpp_2s_ancestral, eta)
     # The toy model sees diffusers' fractional midpoint timesteps, interpolated linearly in alpha (as at eta 1).
-    torch.testing.assert_close(got.double(), expected, rtol=0, atol=2e-3)
+    torch.testing.assert_close(got, expected, rtol=0, atol=2e-3)
 
 
 @pytest.mark.parametrize("eta", [0.0, 0.5, 1.0])
@@ -62,13 +63,8 @@ def test_dpm2_a_matches_k_diffusion_at_any_eta(eta):
     # A1111's DPM2 a: Karras for steps + 1 without the next-to-last sigma (discard_next_to_last_sigma).
     longer = REFERENCE_SCHEDULES["Karras"](SD15_SCHEDULER_CONFIG, 9)
     sigmas = torch.cat([longer[:-2], longer[-1:]])
-    latents = _latents()
-    expected = sample_dpm_2_ancestral(latents * sigmas[0], sigmas, torch.Generator().manual_seed(9), eta=eta)
-    scheduler = fresh_scheduler("DPM2 a", "Karras")
-    scheduler.eta = eta
-    got = run_sampler(scheduler, GaussianDataModel(SD15_SCHEDULER_CONFIG), latents.float(), 8,
-                      generator=torch.Generator().manual_seed(9))
-    torch.testing.assert_close(got.double(), expected, rtol=0, atol=2e-3)  # measured 7e-4 to 8e-4
+    got, expected = _against_k_diffusion("DPM2 a", "Karras", sigmas, sample_dpm_2_ancestral, eta)
+    torch.testing.assert_close(got, expected, rtol=0, atol=2e-3)  # measured 7e-4 to 8e-4
 
 
 def test_dpm2_a_at_eta_0_adds_no_noise():
