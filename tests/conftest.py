@@ -40,3 +40,10 @@ def tiny_sdxl_dir(tmp_path_factory):
     from mixkit.testing.tiny_models import build_tiny_sdxl
 
     return build_tiny_sdxl(tmp_path_factory.mktemp("tiny-sdxl"), seed=0)
+
+
+@pytest.fixture
+def hash_cache_in_tmp(tmp_path, monkeypatch):
+    """Model hashes are cached under MIXKIT_CACHE_DIR; tests that hash files point it into their own tmp folder
+    so no test reads another's (or the user's) cached hash. Used with `pytestmark = usefixtures(...)`."""
+    monkeypatch.setenv("MIXKIT_CACHE_DIR", str(tmp_path / "cache"))

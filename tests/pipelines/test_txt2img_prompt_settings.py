@@ -12,22 +12,14 @@ from mixkit.prompts import MAX_PROMPT_CHARS
 from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
 from pipelines.txt2img import TextToImage
 
+from .unet_spy import recorded_unet_contexts
+
 SMALL = dict(width=64, height=64, steps=2, seed=9, sampler="Euler")
 
 
 def unet_contexts(pipe, **kwargs):
-    seen = []
-    original = pipe.model.unet.forward
-
-    def spy(sample, timestep, encoder_hidden_states=None, **rest):
-        seen.append(encoder_hidden_states.detach().clone())
-        return original(sample, timestep, encoder_hidden_states=encoder_hidden_states, **rest)
-
-    pipe.model.unet.forward = spy
-    try:
+    with recorded_unet_contexts(pipe) as seen:
         result = pipe(**{**SMALL, **kwargs})
-    finally:
-        pipe.model.unet.forward = original
     return seen, result
 
 

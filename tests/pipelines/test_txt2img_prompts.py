@@ -6,28 +6,14 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from .unet_spy import recorded_unet_contexts
+
 SMALL = dict(width=64, height=64, steps=4, seed=9, sampler="Euler")
 
 
-def record_unet_context(pipe):
-    """Wrap the UNet's forward to keep the text context it receives at each evaluation."""
-    seen = []
-    original = pipe.model.unet.forward
-
-    def spy(sample, timestep, encoder_hidden_states=None, **kwargs):
-        seen.append(encoder_hidden_states.detach().clone())
-        return original(sample, timestep, encoder_hidden_states=encoder_hidden_states, **kwargs)
-
-    pipe.model.unet.forward = spy
-    return seen, lambda: setattr(pipe.model.unet, "forward", original)
-
-
 def test_prompt_editing_switches_inside_the_loop_at_a1111_steps(sd1_pipe):
-    seen, restore = record_unet_context(sd1_pipe)
-    try:
+    with recorded_unet_contexts(sd1_pipe) as seen:
         sd1_pipe(prompt="[cat:dog:2]", negative_prompt="", **SMALL)
-    finally:
-        restore()
     encoder = sd1_pipe.session.encoder(1)
     cat, dog = encoder.encode("cat").hidden, encoder.encode("dog").hidden
     # rows: the prompt's AND parts first, then the negative prompt (A1111's order)
@@ -43,11 +29,8 @@ def test_prompt_editing_switches_inside_the_loop_at_a1111_steps(sd1_pipe):
     ("Euler", ["cat"] * 4 + ["dog"] * 2),
 ])
 def test_schedules_count_model_calls_for_second_order_samplers(sd1_pipe, sampler, expected):
-    seen, restore = record_unet_context(sd1_pipe)
-    try:
+    with recorded_unet_contexts(sd1_pipe) as seen:
         sd1_pipe(prompt="[cat:dog:0.5]", negative_prompt="", width=64, height=64, steps=6, seed=9, sampler=sampler)
-    finally:
-        restore()
     encoder = sd1_pipe.session.encoder(1)
     cat, dog = encoder.encode("cat").hidden, encoder.encode("dog").hidden
     assert ["cat" if torch.equal(ctx[0], cat) else "dog" if torch.equal(ctx[0], dog) else "?" for ctx in seen] == expected
@@ -55,12 +38,9 @@ def test_schedules_count_model_calls_for_second_order_samplers(sd1_pipe, sampler
 
 def test_a_long_prompt_and_a_short_negative_run_at_their_own_lengths(sd1_pipe):
     # A1111's default (no "Pad prompt/negative prompt"): one UNet call per length, nothing padded.
-    seen, restore = record_unet_context(sd1_pipe)
     long_prompt = "a red circle, " * 12
-    try:
+    with recorded_unet_contexts(sd1_pipe) as seen:
         sd1_pipe(prompt=long_prompt, negative_prompt="blurry", **SMALL)
-    finally:
-        restore()
     encoder = sd1_pipe.session.encoder(1)
     assert [tuple(ctx.shape[:2]) for ctx in seen] == [(1, 154), (1, 77)] * SMALL["steps"]
     torch.testing.assert_close(seen[0][0], encoder.encode(long_prompt).hidden, rtol=0, atol=0)
@@ -68,11 +48,8 @@ def test_a_long_prompt_and_a_short_negative_run_at_their_own_lengths(sd1_pipe):
 
 
 def test_alternation_follows_a1111_steps(sd1_pipe):
-    seen, restore = record_unet_context(sd1_pipe)
-    try:
+    with recorded_unet_contexts(sd1_pipe) as seen:
         sd1_pipe(prompt="[cat|dog]", **SMALL)
-    finally:
-        restore()
     encoder = sd1_pipe.session.encoder(1)
     cat = encoder.encode("cat").hidden
     # A1111 schedules [cat|dog] as ends 1,2,3,4 and its 0-based sampler step picks the first end >= step,
@@ -81,22 +58,16 @@ def test_alternation_follows_a1111_steps(sd1_pipe):
 
 
 def test_and_parts_are_separate_rows_combined_in_cfg(sd1_pipe):
-    seen, restore = record_unet_context(sd1_pipe)
-    try:
+    with recorded_unet_contexts(sd1_pipe) as seen:
         both = sd1_pipe(prompt="a cat AND a dog:0.5", **SMALL)
-    finally:
-        restore()
     assert all(ctx.shape[0] == 3 for ctx in seen)  # two AND parts + one negative row
     single = sd1_pipe(prompt="a cat", **SMALL)
     assert not np.array_equal(np.asarray(both.images[0]), np.asarray(single.images[0]))
 
 
 def test_a_300_token_prompt_is_encoded_in_four_chunks(sd1_pipe):
-    seen, restore = record_unet_context(sd1_pipe)
-    try:
+    with recorded_unet_contexts(sd1_pipe) as seen:
         sd1_pipe(prompt="x" * 300, **{**SMALL, "steps": 1})  # the tiny tokenizer has one token per character
-    finally:
-        restore()
     assert seen[0].shape[1] == 4 * 77
 
 

@@ -17,9 +17,7 @@ from mixkit.io.hashing import a1111_model_hash
 from webui.checkpoints import CheckpointCatalog
 
 
-@pytest.fixture(autouse=True)
-def _hash_cache_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.setenv("MIXKIT_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("hash_cache_in_tmp")
 
 
 @pytest.fixture

@@ -21,9 +21,7 @@ from mixkit.testing.tiny_models import tiny_vae
 from webui.vae_catalog import VaeCatalog
 
 
-@pytest.fixture(autouse=True)
-def _hash_cache_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.setenv("MIXKIT_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("hash_cache_in_tmp")
 
 
 class RunsShellCommand:

@@ -22,9 +22,7 @@ from mixkit.models.diffusion.single_file_writer import save_ldm_checkpoint
 FAMILY_OF_FIXTURE = {"tiny_sd1_dir": ModelFamily.SD1, "tiny_sd2v_dir": ModelFamily.SD2, "tiny_sdxl_dir": ModelFamily.SDXL}
 
 
-@pytest.fixture(autouse=True)
-def _hash_cache_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.setenv("MIXKIT_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("hash_cache_in_tmp")
 
 
 def diffusers_model(folder, family: ModelFamily) -> DiffusionModel:

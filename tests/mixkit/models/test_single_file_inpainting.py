@@ -19,9 +19,7 @@ FAMILIES = ["tiny_sd1_dir", "tiny_sdxl_dir"]
 SHIPPED_NAME = {"tiny_sd1_dir": "sd15", "tiny_sdxl_dir": "sdxl-base"}
 
 
-@pytest.fixture(autouse=True)
-def _hash_cache_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.setenv("MIXKIT_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("hash_cache_in_tmp")
 
 
 @pytest.fixture(scope="module")

@@ -25,9 +25,7 @@ MARKER = torch.tensor([])
 WIDE = torch.tensor([-0.2, 0.2, -0.2, 0.2])  # population std exactly 0.2 > ComfyUI's 0.09
 
 
-@pytest.fixture(autouse=True)
-def _hash_cache_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.setenv("MIXKIT_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("hash_cache_in_tmp")
 
 
 @pytest.fixture

@@ -16,9 +16,7 @@ from mixkit.models.diffusion.single_file_writer import save_ldm_checkpoint
 from mixkit.testing.tiny_models import tiny_vae
 
 
-@pytest.fixture(autouse=True)
-def _hash_cache_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.setenv("MIXKIT_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("hash_cache_in_tmp")
 
 
 @pytest.fixture(scope="module")
