@@ -86,16 +86,14 @@ SAMPLER_OPTION_KEYS = tuple(SAMPLER_OPTION_DEFAULTS)
 def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any]:
     """The `eta` / `ensd` params the sampler settings give `sampler`, as A1111 reads its options.
 
-    DDIM takes `eta_ddim`, samplers with an ancestral eta `eta_ancestral`, others none. A Settings eta a sampler
-    cannot run here (the SDE samplers run only at 1) leaves that sampler at its default: the Settings
-    label says so; an eta sent with a request is checked strictly instead (`pipelines.samplers.sampler_eta`).
+    DDIM takes `eta_ddim`, the k-diffusion samplers with an eta (ancestral and SDE) `eta_ancestral`, others none.
     """
     from pipelines.samplers import resolve_sampler
 
     chosen = {**SAMPLER_OPTION_DEFAULTS, **{key: values[key] for key in SAMPLER_OPTION_KEYS if key in values}}
     spec, _ = resolve_sampler(sampler)
     eta = None
-    if spec.eta_default is not None and spec.eta_settable:
+    if spec.eta_default is not None:
         eta = chosen["eta_ddim"] if spec.eta_infotext_key == "Eta DDIM" else chosen["eta_ancestral"]
     return {"eta": eta, "ensd": int(chosen["eta_noise_seed_delta"])}
 

@@ -57,7 +57,8 @@ _register(SamplerSpec(
     notes="diffusers rounds the model timesteps of Karras/Exponential sigmas to integers.",
 ))
 _register(SamplerSpec(
-    "DPM++ SDE", "DPMSolverSDEScheduler", aliases=("k_dpmpp_sde",),
+    # mixkit's subclass (dpmpp_sde.py): diffusers' class runs eta 1 only
+    "DPM++ SDE", "DPMSolverSDEEtaScheduler", aliases=("k_dpmpp_sde",),
     eta_default=1.0,
     schedule_types=_K_SCHEDULES, default_schedule="Karras",
     stochastic=True, second_order=True, noise_source="brownian_seeds", requires=("torchsde",),
@@ -79,7 +80,7 @@ _register(SamplerSpec(
 ))
 _register(SamplerSpec(
     "DPM++ 2S a", "DPMSolverPlusPlus2SAncestralScheduler", aliases=("k_dpmpp_2s_a",),
-    eta_default=1.0, eta_settable=True,
+    eta_default=1.0,
     schedule_types=_K_SCHEDULES, default_schedule="Karras",
     stochastic=True, ancestral=True, second_order=True, noise_source="generator",
 ))
@@ -87,7 +88,7 @@ _EULER = {"interpolation_type": "linear", "timestep_type": "discrete", "final_si
 _register(SamplerSpec(
     # mixkit's own (euler_ancestral.py): diffusers' ancestral Euler has no Karras/Exponential switch.
     "Euler a", "EulerAncestralAnyScheduleScheduler", aliases=("k_euler_a", "k_euler_ancestral"),
-    eta_default=1.0, eta_settable=True,
+    eta_default=1.0,
     config_overrides=_EULER, schedule_types=_K_SCHEDULES, default_schedule="Uniform",
     stochastic=True, ancestral=True, noise_source="generator",
 ))
@@ -110,13 +111,13 @@ _register(SamplerSpec(
 _register(SamplerSpec(
     # mixkit's subclass (dpm2_ancestral.py): diffusers' class has no eta
     "DPM2 a", "KDPM2AncestralEtaScheduler", aliases=("k_dpm_2_a",),
-    eta_default=1.0, eta_settable=True,
+    eta_default=1.0,
     schedule_types=_K_SCHEDULES, default_schedule="Karras",
     stochastic=True, ancestral=True, second_order=True, noise_source="generator", discard_penultimate_sigma=True,
 ))
 _register(SamplerSpec(
     "DDIM", "A1111DDIMScheduler", aliases=("ddim",),
-    eta_default=0.0, eta_infotext_key="Eta DDIM", eta_settable=True,
+    eta_default=0.0, eta_infotext_key="Eta DDIM",
     # A1111's own walk (a1111_timesteps.py): grid range(0, 1000, 1000 // steps) + 1, calls from the top but
     # one, ending at t = 1; eta 0, no clipping.
     config_overrides={"set_alpha_to_one": False, "clip_sample": False, "thresholding": False},

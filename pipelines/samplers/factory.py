@@ -14,6 +14,7 @@ from pipelines.samplers.catalog import SAMPLERS, find_sampler
 from pipelines.samplers.custom_sigmas import with_sigma_schedule
 from pipelines.samplers.dpm2_ancestral import KDPM2AncestralEtaScheduler
 from pipelines.samplers.dpmpp_2m_sde import BrownianDPMSolverMultistepScheduler
+from pipelines.samplers.dpmpp_sde import DPMSolverSDEEtaScheduler
 from pipelines.samplers.dpmpp_2s_ancestral import DPMSolverPlusPlus2SAncestralScheduler
 from pipelines.samplers.euler_ancestral import EulerAncestralAnyScheduleScheduler
 from pipelines.samplers.lcm import A1111LCMScheduler
@@ -42,8 +43,8 @@ MODEL_SCHEDULE_KEYS = (
 MIXKIT_SCHEDULERS = {
     cls.__name__: cls for cls in (
         A1111DDIMScheduler, A1111LCMScheduler, A1111PLMSScheduler, BrownianDPMSolverMultistepScheduler,
-        DPMSolverPlusPlus2SAncestralScheduler, EulerAncestralAnyScheduleScheduler, KDPM2AncestralEtaScheduler,
-        LMSScheduler,
+        DPMSolverPlusPlus2SAncestralScheduler, DPMSolverSDEEtaScheduler, EulerAncestralAnyScheduleScheduler,
+        KDPM2AncestralEtaScheduler, LMSScheduler,
     )
 }
 
@@ -110,7 +111,7 @@ def check_sampler_steps(sampler_name: str, steps: int) -> None:
 
 
 def sampler_eta(sampler_name: str, eta: float | None) -> float | None:
-    """The eta the sampler runs with (None: it has none), refusing a value it cannot honour.
+    """The eta the sampler runs with (None: it has none).
 
     A1111 applies its eta setting only to samplers with an eta argument and ignores it for the others (a
     client sending the default `"eta": 0` with DPM++ 2M gets DPM++ 2M); so does this.
@@ -120,12 +121,8 @@ def sampler_eta(sampler_name: str, eta: float | None) -> float | None:
     spec, _ = resolve_sampler(sampler_name)
     if spec.eta_default is None:
         return None
-    if eta is None or float(eta) == spec.eta_default:
+    if eta is None:
         return spec.eta_default
-    if not spec.eta_settable:
-        settable = ", ".join(name for name, other in SAMPLERS.items() if other.eta_settable)
-        raise ValueError(f"Sampler {spec.name!r} runs only at eta {spec.eta_default:g} here (its diffusers class has "
-                         f"no eta), got {eta}; use eta {spec.eta_default:g}, or a sampler that takes it: {settable}.")
     return float(eta)
 
 

@@ -71,11 +71,10 @@ class SamplerSpec:
     # A1111's `discard_next_to_last_sigma` (DPM2, DPM2 a): schedule for steps + 1, its penultimate sigma dropped
     discard_penultimate_sigma: bool = False
     # A1111's eta: the k-diffusion samplers with an `eta` argument default to 1 ("Eta" in infotext when not 1),
-    # DDIM to 0 ("Eta DDIM"); None: the sampler has no eta and ignores it, as in A1111. `eta_settable`: mixkit
-    # runs other values (the others refuse them rather than run eta 1 silently).
+    # DDIM to 0 ("Eta DDIM"); None: the sampler has no eta and ignores it, as in A1111. Every sampler with an eta
+    # runs any value in [0, 1] (its scheduler class has an `eta` attribute).
     eta_default: float | None = None
     eta_infotext_key: str = "Eta"
-    eta_settable: bool = False
     min_steps: int = 1  # fewer steps make no model call at all (A1111's DDIM/PLMS at 1 step return the noise)
     # A1111's timestep samplers (DDIM, PLMS, UniPC) blend inpainting's original into the model *input*; its
     # k-diffusion samplers blend the denoised estimate (pipelines/inpaint_blend.py)

@@ -204,9 +204,11 @@ def test_eta_is_applied_recorded_and_read_back_from_an_infotext(client):
     assert "Eta" not in info["infotexts"][0]
 
 
-def test_an_eta_the_sampler_cannot_run_is_a_422(client):
-    response = client.post("/sdapi/v1/txt2img", json=dict(prompt="x", sampler_name="DPM++ SDE", eta=0.5, **SMALL))
-    assert response.status_code == 422 and "runs only at eta 1" in response.text
+def test_an_sde_sampler_runs_the_requested_eta_and_a_bad_one_is_a_422(client):
+    _, info, _ = generate(client, prompt="x", sampler_name="DPM++ SDE", eta=0.5, **SMALL)
+    assert "Eta: 0.5" in info["infotexts"][0]
+    response = client.post("/sdapi/v1/txt2img", json=dict(prompt="x", sampler_name="DPM++ SDE", eta=1.5, **SMALL))
+    assert response.status_code == 422 and "eta must be a number in [0, 1]" in response.text
 
 
 def test_an_infotext_or_override_naming_another_vae_is_refused_not_ignored(client):

@@ -119,8 +119,8 @@ def build_settings_tab(state: ServerState, page: gr.Blocks) -> None:
                       elem_id="settings_sampler_parameters"):
         with gr.Row():
             eta_ancestral = gr.Slider(0, 1, value=lambda: state.options.get("eta_ancestral"), step=0.01,
-                                      label="Eta for ancestral samplers (Euler a, DPM2 a, DPM++ 2S a; the SDE "
-                                            "samplers run at 1)", elem_id="settings_eta_ancestral")
+                                      label="Eta for ancestral and SDE samplers (Euler a, DPM2 a, DPM++ 2S a, "
+                                            "DPM++ SDE, DPM++ 2M SDE)", elem_id="settings_eta_ancestral")
             eta_ddim = gr.Slider(0, 1, value=lambda: state.options.get("eta_ddim"), step=0.01,
                                  label="Eta for DDIM", elem_id="settings_eta_ddim")
             ensd = gr.Number(lambda: state.options.get("eta_noise_seed_delta"), precision=0, minimum=0,

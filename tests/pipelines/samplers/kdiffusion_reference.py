@@ -251,9 +251,9 @@ def sample_lms(x: torch.Tensor, sigmas: torch.Tensor, order: int = 4) -> torch.T
 
 
 def sample_dpmpp_2m_sde(x: torch.Tensor, sigmas: torch.Tensor, generator: torch.Generator | None = None,
-                        heun: bool = False, noise_sampler=None) -> torch.Tensor:
-    """k-diffusion `sample_dpmpp_2m_sde` (eta=1): noise from `noise_sampler(sigma, sigma_next)` (its Brownian
-    tree, as A1111 passes it) or, without one, Gaussian noise per step from `generator`."""
+                        heun: bool = False, noise_sampler=None, eta: float = 1.0) -> torch.Tensor:
+    """k-diffusion `sample_dpmpp_2m_sde`: noise from `noise_sampler(sigma, sigma_next)` (its Brownian tree, as
+    A1111 passes it) or, without one, Gaussian noise per step from `generator`; none at eta 0."""
     old, h_last = None, None
     for i in range(len(sigmas) - 1):
         s, s_next = sigmas[i].item(), sigmas[i + 1].item()
@@ -261,19 +261,47 @@ def sample_dpmpp_2m_sde(x: torch.Tensor, sigmas: torch.Tensor, generator: torch.
         if s_next == 0:
             x = denoised
         else:
-            h = math.log(s / s_next)  # eta * h with eta = 1
-            decay = -math.expm1(-2 * h)  # 1 - exp(-2h)
-            x = (s_next / s) * math.exp(-h) * x + decay * denoised
+            h = math.log(s / s_next)
+            eta_h = eta * h
+            data_weight = -math.expm1(-h - eta_h)  # 1 - exp(-h - eta h)
+            x = (s_next / s) * math.exp(-eta_h) * x + data_weight * denoised
             if old is not None:
-                weight = 1 - decay / (2 * h) if heun else 0.5 * decay  # (1 - e^-2h) / (-2h) + 1, or midpoint's
+                weight = data_weight / (-h - eta_h) + 1 if heun else 0.5 * data_weight
                 x = x + weight * (h / h_last) * (denoised - old)
-            if noise_sampler is not None:
-                noise = noise_sampler(sigmas[i].float(), sigmas[i + 1].float()).double()
-            else:
-                noise = torch.randn(x.shape, generator=generator, dtype=torch.float64)
-            x = x + noise * s_next * decay**0.5
+            if eta:
+                if noise_sampler is not None:
+                    noise = noise_sampler(sigmas[i].float(), sigmas[i + 1].float()).double()
+                else:
+                    noise = torch.randn(x.shape, generator=generator, dtype=torch.float64)
+                x = x + noise * s_next * (-math.expm1(-2 * eta_h)) ** 0.5
             h_last = h
         old = denoised
+    return x
+
+
+def _ancestral_step(x, denoised, s: float, target: float, eta: float, noise) -> torch.Tensor:
+    """k-diffusion's DPM-Solver++ first-order step from `s` to `target`'s sigma_down, plus sigma_up of noise."""
+    s_up = min(target, eta * (target**2 * (s**2 - target**2) / s**2) ** 0.5)
+    s_down = (target**2 - s_up**2) ** 0.5
+    return (s_down / s) * x - (s_down / s - 1) * denoised + noise.double() * s_up
+
+
+def sample_dpmpp_sde(x: torch.Tensor, sigmas: torch.Tensor, noise_sampler, eta: float = 1.0) -> torch.Tensor:
+    """k-diffusion `sample_dpmpp_sde` with r = 1/2 (its default): a step to the log-sigma midpoint, then one from
+    the start to sigma_next with the midpoint's estimate, each split at `eta`; Euler on the last step."""
+    for i in range(len(sigmas) - 1):
+        s, s_next = sigmas[i].item(), sigmas[i + 1].item()
+        denoised = gaussian_denoiser(x, s)
+        if s_next == 0:
+            x = x + (x - denoised) / s * (s_next - s)
+            continue
+        midpoint = (s * s_next) ** 0.5
+
+        def tree(target):
+            return noise_sampler(torch.tensor(s, dtype=torch.float32), torch.tensor(target, dtype=torch.float32))
+
+        x_mid = _ancestral_step(x, denoised, s, midpoint, eta, tree(midpoint))
+        x = _ancestral_step(x, gaussian_denoiser(x_mid, midpoint), s, s_next, eta, tree(s_next))
     return x
 
 

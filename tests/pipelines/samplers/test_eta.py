@@ -80,16 +80,11 @@ def test_dpm2_a_at_eta_0_adds_no_noise():
 @pytest.mark.parametrize("sampler, eta, expected", [
     ("Euler a", None, 1.0), ("Euler a", 0, 0.0), ("Euler a", 0.25, 0.25), ("DDIM", None, 0.0), ("DDIM", 1, 1.0),
     ("DPM2 a", 1.0, 1.0), ("DPM2 a", 0.5, 0.5), ("DPM++ 2S a", 0, 0.0), ("DPM++ SDE", None, 1.0),
+    ("DPM++ 2M SDE", 0.5, 0.5),
     ("DPM++ 2M", 0.0, None), ("Euler", 0.3, None), ("PLMS", 0.5, None),  # no eta: ignored, as A1111
 ])
 def test_sampler_eta_resolves_as_a1111(sampler, eta, expected):
     assert sampler_eta(sampler, eta) == expected
-
-
-@pytest.mark.parametrize("sampler", ["DPM++ SDE", "DPM++ 2M SDE", "DPM++ 2M SDE Heun"])
-def test_an_eta_the_sampler_cannot_run_is_refused_naming_those_that_can(sampler):
-    with pytest.raises(ValueError, match=r"runs only at eta 1 here.*DPM\+\+ 2S a, Euler a, DPM2 a, DDIM"):
-        sampler_eta(sampler, 0.5)
 
 
 @pytest.mark.parametrize("eta", [-0.1, 1.5, float("nan"), "0.5", True])
