@@ -16,6 +16,7 @@ mid grey) as extra input channels; without a mask, a full mask (as A1111 does).
 from __future__ import annotations
 
 import math
+import warnings
 import numbers
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,7 +51,8 @@ class Img2ImgParams(Txt2ImgParams):
     inpainting_mask_invert: bool = False  # "inpaint not masked"
     inpainting_fill: str = "original"  # original | fill | latent noise | latent nothing
     # "only masked": work on the mask's region at full resolution. A mask blank once blurred has no region: the call
-    # then runs on the whole picture and sets this to False on its own copy of the params, as A1111's init does.
+    # then runs plain img2img on the whole picture (the mask dropped) and sets this to False on its own copy of the
+    # params, as A1111's init does.
     inpaint_full_res: bool = False
     inpaint_full_res_padding: int = 32
 
@@ -199,9 +201,8 @@ class ImageToImage(DiffusionPipelineBase):
         if params.inpaint_full_res:
             # The region is the *blurred* mask's box, as A1111 takes it, so the blur ramp lies inside the crop.
             crop = only_masked_crop(blurred, params.inpaint_full_res_padding, params.width, params.height)
-            # Blank once blurred (or resized): no region. A1111 drops "only masked" then (`self.inpaint_full_res =
-            # False`); so does this call's params copy, which the infotext reads to record what ran.
-            params.inpaint_full_res = crop is not None
+            if crop is None:
+                return self._blank_only_masked(params, images)
         if crop is not None:
             box = (crop.left, crop.top, crop.right, crop.bottom)
             # "resize and fill", as A1111: the crop keeps its proportions even when the image is too small to
@@ -228,6 +229,18 @@ class ImageToImage(DiffusionPipelineBase):
             inputs.masked_image_latents = encode_images(self.model.vae, pixels).to(self.model.device)
             inputs.conditioning_mask = conditioning_mask(work_mask, (shape[2], shape[1]), round=rounded)
         return inputs
+
+    def _blank_only_masked(self, params: Img2ImgParams, images: list) -> Img2ImgInputs:
+        """A mask blank once blurred (or resized) has no region for "only masked". A1111 then drops the mask and
+        "only masked" and runs plain img2img on the whole picture, with the comment 'Unable to perform "Inpaint Only
+        mask" because mask is blank, switch to img2img mode.'; so does this (a warning), clearing
+        `inpaint_full_res` on this call's params copy, which the infotext reads to record what ran."""
+        warnings.warn('Unable to perform "Inpaint Only mask" because the mask is blank once blurred: the whole '
+                      "picture is repainted as plain img2img, as A1111 does; draw a larger mask to inpaint a region.",
+                      stacklevel=3)
+        params.inpaint_full_res = False
+        resized = [resize_image(image, params.width, params.height, params.resize_mode) for image in images]
+        return Img2ImgInputs(originals=resized, init_latents=self._encode(resized))
 
     def _encode(self, images: list):
         return encode_images(self.model.vae, to_model_pixels(images)).to(self.model.device)

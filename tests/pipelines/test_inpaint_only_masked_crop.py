@@ -138,13 +138,17 @@ def test_only_masked_with_no_padding_blends_the_whole_blur_ramp(i2i):
     assert parse_infotext(result.infotexts[0])["Inpaint area"] == "Only masked"
 
 
-def test_a_mask_blank_once_blurred_runs_on_the_whole_picture_and_says_so(i2i):
-    # A 3x3 patch at level 1 rounds to 0 under a blur of 4: A1111's get_crop_region_v2 finds no region, so "only
-    # masked" is dropped and no "Inpaint area" is written. Nothing is repainted: the input comes back.
+def test_a_mask_blank_once_blurred_runs_plain_img2img_on_the_whole_picture_and_says_so(i2i):
+    # A 3x3 patch at level 1 rounds to 0 under a blur of 4: A1111's get_crop_region_v2 finds no region, so it drops
+    # the mask and "only masked" ('Unable to perform "Inpaint Only mask" because mask is blank, switch to img2img
+    # mode.') and writes no "Inpaint area": the whole picture is repainted, the image plain img2img gives.
     image, faint = noise_image((64, 64), 4), box_mask((64, 64), (30, 30, 32, 32), level=1)
     assert blur_mask(faint, 4).getbbox() is None
-    result = i2i(init_images=[image], mask=faint, mask_blur=4, inpaint_full_res=True, inpaint_full_res_padding=8,
-                 width=64, height=64, **SMALL)
+    with pytest.warns(UserWarning, match="Inpaint Only mask.*mask is blank"):
+        result = i2i(init_images=[image], mask=faint, mask_blur=4, inpaint_full_res=True, inpaint_full_res_padding=8,
+                     width=64, height=64, **SMALL)
     params = parse_infotext(result.infotexts[0], defaults=False)
     assert "Inpaint area" not in params and "Masked area padding" not in params
-    assert np.array_equal(px(result.images[0]), px(image))
+    plain = i2i(init_images=[image], width=64, height=64, **SMALL)
+    assert np.array_equal(px(result.images[0]), px(plain.images[0]))
+    assert not np.array_equal(px(result.images[0]), px(image))
