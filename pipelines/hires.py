@@ -338,7 +338,9 @@ class HiresFix:
         second.follow(first_pass)
         # only placeholders (img2img's checks want images; nothing is encoded or pasted back)
         init_images = [image.resize(target.size) for image in images]
-        return second(second_class.pass_params(params, **base, init_images=init_images,
+        # A1111's sample_hr_pass always passes `steps` to sample_img2img, which makes setup_img2img_steps take its
+        # fixed-steps branch whatever img2img_fix_steps says: exactly the hires steps, over int(steps / denoise).
+        return second(second_class.pass_params(params, **base, init_images=init_images, exact_steps=True,
                                                denoising_strength=params.denoising_strength),
                       callback=callback, control=control)
 

@@ -34,10 +34,11 @@ def test_output_size_seeds_and_infotext(hires, upscaler):
 def test_second_pass_refines_the_first_pass_and_runs_its_own_steps(hires):
     first = TextToImage.from_pipeline(hires.pipe)(**BASE)
     progress = []
-    result = hires(hr_scale=2.0, hr_upscaler="Lanczos", hr_second_pass_steps=4, denoising_strength=0.5,
+    # Latent: no round trip through the tiny random VAE between the passes, which alone moves every pixel
+    result = hires(hr_scale=2.0, hr_upscaler="Latent", hr_second_pass_steps=4, denoising_strength=0.25,
                    callback=lambda p: progress.append((p.step, p.total_steps)), **BASE)
-    # first pass: 3 steps; second: int(0.5 * 4) + 1 = 3 of a 4-step schedule (A1111's img2img rule)
-    assert progress == [(1, 3), (2, 3), (3, 3), (1, 3), (2, 3), (3, 3)]
+    # first pass: 3 steps; second: exactly its 4 steps, of an int(4 / 0.25) = 16-step schedule (A1111's hires pass)
+    assert progress == [(1, 3), (2, 3), (3, 3), (1, 4), (2, 4), (3, 4), (4, 4)]
     upscaled_first = np.asarray(first.images[0].resize((64, 64))).astype(float)
     final = np.asarray(result.images[0]).astype(float)
     unrelated = np.asarray(TextToImage.from_pipeline(hires.pipe)(**{**BASE, "seed": 99, "width": 64, "height": 64}).images[0])
@@ -159,3 +160,31 @@ def test_sdxl_second_pass_is_conditioned_on_the_size_before_cropping(sdxl_pipe, 
     assert result.images[0].size == (128, 64)
     # A1111's SdConditioning for the hires pass carries hr_upscale_to_x/y: (h, w, crop top, left, h, w)
     assert sizes[0] == (64, 64, 0, 0, 64, 64) and sizes[-1] == (128, 128, 0, 0, 128, 128)
+
+
+@pytest.mark.parametrize("hr_steps, denoise, calls", [(10, 0.5, 10), (0, 0.7, 3)])
+def test_the_second_pass_runs_exactly_its_steps_over_a1111s_stretched_schedule(sd1_pipe, hr_steps, denoise, calls):
+    # A1111's sample_hr_pass passes steps=hr_second_pass_steps or steps to sample_img2img, so setup_img2img_steps
+    # takes its fixed-steps branch: exactly that many steps of an int(steps / denoise)-step schedule (10 of 20,
+    # starting at its step 10; 3 of int(3 / 0.7) = 4), not int(denoise * steps) + 1 steps of the plain one.
+    from pipelines.samplers import make_scheduler
+
+    seen = []
+    original = sd1_pipe.model.unet.forward
+
+    def spy(sample, timestep, *args, **kwargs):
+        seen.append(float(timestep.flatten()[0]))
+        return original(sample, timestep, *args, **kwargs)
+
+    sd1_pipe.model.unet.forward = spy
+    try:
+        HiresFix(sd1_pipe)(**BASE, hr_scale=2.0, hr_upscaler="Latent", hr_second_pass_steps=hr_steps,
+                           denoising_strength=denoise)
+    finally:
+        sd1_pipe.model.unet.forward = original
+    second_pass = seen[BASE["steps"]:]
+    total = int((hr_steps or BASE["steps"]) / denoise)
+    scheduler = make_scheduler("Euler", dict(sd1_pipe.model.scheduler_config))
+    scheduler.set_timesteps(total)
+    assert len(second_pass) == calls
+    assert second_pass == pytest.approx([float(t) for t in scheduler.timesteps[total - calls:]])
