@@ -129,16 +129,17 @@ _register(SamplerSpec(
     max_steps=999, min_steps=2, mask_before_denoising=True,  # as DDIM
 ))
 _register(SamplerSpec(
-    "UniPC", "UniPCMultistepScheduler", aliases=("unipc",),
+    # mixkit's subclass (a1111_unipc.py): diffusers' UniPC update on A1111's grid, len(range(0, 1000, 1000 // steps))
+    # time-uniform steps at fractional model times, and A1111's img2img start.
+    "UniPC", "A1111UniPCScheduler", aliases=("unipc",),
     # A1111 defaults: variant bh1, order 3, lower_order_final, skip type time_uniform (t 999 -> 0)
     # ending *at* t=0, i.e. sigma_min, not sigma 0 (bh1 stepping to sigma 0 also gives NaN).
     config_overrides={
         "solver_type": "bh1", "solver_order": 3, "predict_x0": True, "lower_order_final": True,
         "timestep_spacing": "linspace", "final_sigmas_type": "sigma_min", "thresholding": False,
     },
-    max_steps=999,  # rounded time-uniform timesteps repeat beyond, and the solver's system turns singular
+    max_steps=999,
     mask_before_denoising=True,  # a timestep sampler in A1111
-    notes="diffusers rounds UniPC's time-uniform timesteps to integers.",
 ))
 _register(SamplerSpec(
     "LCM", "A1111LCMScheduler", aliases=("k_lcm",),

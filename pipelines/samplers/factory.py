@@ -10,6 +10,7 @@ import diffusers
 
 from mixkit.errors import UnknownNameError
 from pipelines.samplers.a1111_timesteps import A1111DDIMScheduler, A1111PLMSScheduler
+from pipelines.samplers.a1111_unipc import A1111UniPCScheduler
 from pipelines.samplers.catalog import SAMPLERS, find_sampler
 from pipelines.samplers.custom_sigmas import with_sigma_schedule
 from pipelines.samplers.dpm2_ancestral import KDPM2AncestralEtaScheduler
@@ -42,9 +43,9 @@ MODEL_SCHEDULE_KEYS = (
 # Schedulers mixkit adds where diffusers has no faithful counterpart; the rest come from diffusers.
 MIXKIT_SCHEDULERS = {
     cls.__name__: cls for cls in (
-        A1111DDIMScheduler, A1111LCMScheduler, A1111PLMSScheduler, BrownianDPMSolverMultistepScheduler,
-        DPMSolverPlusPlus2SAncestralScheduler, DPMSolverSDEEtaScheduler, EulerAncestralAnyScheduleScheduler,
-        KDPM2AncestralEtaScheduler, LMSScheduler,
+        A1111DDIMScheduler, A1111LCMScheduler, A1111PLMSScheduler, A1111UniPCScheduler,
+        BrownianDPMSolverMultistepScheduler, DPMSolverPlusPlus2SAncestralScheduler, DPMSolverSDEEtaScheduler,
+        EulerAncestralAnyScheduleScheduler, KDPM2AncestralEtaScheduler, LMSScheduler,
     )
 }
 

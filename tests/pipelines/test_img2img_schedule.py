@@ -1,6 +1,6 @@
 """img2img starts every k-diffusion sampler at the noise level of step `total - run` and runs `run` steps
-(A1111's int(steps * strength) + 1); DDIM and PLMS start as A1111's timestep samplers do (their own
-tests: samplers/test_a1111_timesteps.py)."""
+(A1111's int(steps * strength) + 1); DDIM, PLMS and UniPC start as A1111's timestep samplers do (DDIM's and
+PLMS's own tests: samplers/test_a1111_timesteps.py; UniPC's: samplers/test_a1111_unipc.py)."""
 
 import functools
 
@@ -24,7 +24,7 @@ def scheduler(name, steps):
     return made
 
 
-K_SAMPLERS = sorted(set(SAMPLERS) - {"DDIM", "PLMS"})
+K_SAMPLERS = sorted(set(SAMPLERS) - {"DDIM", "PLMS", "UniPC"})
 
 
 @pytest.mark.parametrize("name", K_SAMPLERS)
@@ -35,7 +35,7 @@ def test_tail_has_the_model_calls_of_a_schedule_of_that_many_steps(name):
 
 
 @pytest.mark.parametrize("name, first", [
-    ("Euler", 555), ("Heun", 555), ("DPM2", 594), ("UniPC", 599),  # DPM2: Karras for 11 steps, penultimate dropped
+    ("Euler", 555), ("Heun", 555), ("DPM2", 594),  # DPM2: Karras for 11 steps, penultimate dropped
 ])
 def test_tail_starts_at_step_total_minus_run(name, first):
     begin, timesteps = img2img_timesteps(scheduler(name, 10), 10, 6)
@@ -59,3 +59,17 @@ def test_plms_and_ddim_img2img_walk_a1111s_grid(sd1_pipe, sampler, expected):
         handle.remove()
     assert seen == expected
     assert progress[-1] == (6, 6)
+
+
+def test_unipc_img2img_walks_a1111s_grid(sd1_pipe):
+    # A1111: t_enc = int(0.5 * 10) = 5; noised to grid[5] = 501, then 5 time-uniform UniPC steps from model time
+    # grid[4] = 401 down to 0 (t_start = 401 / 1000 + 1 / 1000 in its continuous time): calls at 401 ... 80.2.
+    i2i = ImageToImage.from_pipeline(sd1_pipe)
+    seen = []
+    handle = i2i.model.unet.register_forward_pre_hook(lambda module, args: seen.append(float(args[1])))
+    try:
+        i2i(init_images=[Image.new("RGB", (64, 64), (90, 120, 30))], denoising_strength=0.5, steps=10, seed=1,
+            width=64, height=64, sampler="UniPC")
+    finally:
+        handle.remove()
+    assert seen == pytest.approx([401.0, 320.8, 240.6, 160.4, 80.2], abs=1e-3)
