@@ -1,8 +1,13 @@
-"""Aspect-ratio bucketing (NovelAI's method, as in kohya's trainer).
+"""Aspect-ratio bucketing (NovelAI's method) with kohya's BucketManager rules.
 
 Instead of center-cropping every image to a square, images are grouped into "buckets" of similar
 aspect ratio whose pixel area stays at most resolution²; every batch is drawn from one bucket, so
 tensors stack without padding and tall or wide pictures keep their composition.
+
+The bucket table, the choice of an image's bucket and the size an image is resized to before its
+center crop follow kohya-ss/sd-scripts (`make_bucket_resolutions`, `BucketManager.select_bucket`),
+so a dataset lands in the same buckets, with the same crops, as in a kohya run, and `ss_bucket_info`
+says the same thing.
 """
 
 from __future__ import annotations
@@ -22,22 +27,42 @@ class Bucket:
 
 
 def check_bucket_inputs(resolution: int, step: int, min_side: int, max_side: int) -> None:
-    for name, value in (("resolution", resolution), ("bucket step", step), ("min side", min_side), ("max side", max_side)):
+    """Refuse bucket settings kohya refuses, naming the setting and the way out (they used to be clamped silently)."""
+    for name, value in (("resolution", resolution), ("bucket_step", step), ("min_bucket_reso", min_side),
+                        ("max_bucket_reso", max_side)):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if resolution % 8:
         raise ValueError(f"resolution must be divisible by 8 (the VAE downsamples by 8), got {resolution}; try {resolution // 8 * 8 or 8}")
     if step % 8:
-        raise ValueError(f"bucket step must be divisible by 8, got {step}")
-    if not min_side <= resolution <= max_side:
-        raise ValueError(f"need min side <= resolution <= max side, got {min_side} <= {resolution} <= {max_side}")
+        raise ValueError(f"bucket_step must be divisible by 8, got {step}")
+    # kohya's DreamBoothDataset asserts min(resolution) >= min_bucket_reso and max(resolution) <= max_bucket_reso.
+    if min_side > resolution:
+        raise ValueError(f"min_bucket_reso={min_side} is above resolution={resolution}; kohya refuses this too (a "
+                         "bucket holds at most resolution² pixels, so none could have both sides >= min_bucket_reso). "
+                         f"Lower min_bucket_reso to {resolution} or less, or raise resolution.")
+    if max_side < resolution:
+        raise ValueError(f"max_bucket_reso={max_side} is below resolution={resolution}; kohya refuses this too (the "
+                         f"square bucket, {resolution}x{resolution}, would not fit). Raise max_bucket_reso to "
+                         f"{resolution} or more, or lower resolution.")
+    if step > resolution:
+        # kohya's square bucket would be 0x0 (resolution rounded down to the step) and fail at its first division.
+        raise ValueError(f"bucket_step={step} is above resolution={resolution}: no bucket side on that step fits in "
+                         f"{resolution}x{resolution}. Lower bucket_step to {resolution} or less (a multiple of 8), or "
+                         "raise resolution.")
 
 
 def make_buckets(resolution: int, *, step: int = 64, min_side: int = 256, max_side: int = 1024) -> list[Bucket]:
-    """All (width, height) multiples of `step` within [min_side, max_side] with area <= resolution², widest sides maximal."""
+    """kohya's `make_bucket_resolutions`: the square of the resolution rounded down to the step, and for every width
+    on the step from `min_side` up to `max_side` the tallest step height with area <= resolution² (capped at
+    `max_side`, kept when >= `min_side`), both ways round; sorted by (width, height) as kohya sorts them, which
+    is the order `assign_bucket` breaks ties in."""
     check_bucket_inputs(resolution, step, min_side, max_side)
     max_area = resolution * resolution
-    buckets = {Bucket(resolution, resolution)}
+    square = resolution // step * step
+    buckets = {Bucket(square, square)}
+    # kohya starts at min_bucket_reso itself; rounded up to the step here so every side stays on the step (kohya's
+    # newer trainers round min_bucket_reso to the step too).
     width = (min_side + step - 1) // step * step
     while width <= max_side:
         height = min(max_side, (max_area // width) // step * step)
@@ -46,6 +71,33 @@ def make_buckets(resolution: int, *, step: int = 64, min_side: int = 256, max_si
             buckets.add(Bucket(height, width))
         width += step
     return sorted(buckets)
+
+
+def _check_image_size(width: int, height: int) -> None:
+    if width <= 0 or height <= 0:
+        raise ValueError(f"image size must be positive, got {width}x{height}")
+
+
+def assign_bucket(width: int, height: int, buckets: list[Bucket]) -> Bucket:
+    """kohya's `select_bucket` over predefined buckets: a bucket of exactly the image's size if there is one, else
+    the one whose aspect ratio (width / height) is nearest in plain difference, the first in `buckets`' order on a
+    tie (numpy's `argmin`). mixkit once compared log aspect ratios, which put about 3% of image sizes in another
+    bucket than kohya's."""
+    _check_image_size(width, height)
+    exact = Bucket(width, height)
+    if exact in buckets:
+        return exact
+    aspect = width / height
+    return min(buckets, key=lambda bucket: abs(bucket.aspect - aspect))  # min keeps the first of equal keys
+
+
+def cover_size(width: int, height: int, bucket: Bucket) -> tuple[int, int]:
+    """The size kohya resizes an image to before center-cropping it to a predefined bucket: scaled so that it covers
+    the bucket, matching the bucket's height when the image is wider than the bucket, else its width; each side
+    rounded half up."""
+    _check_image_size(width, height)
+    scale = bucket.height / height if width / height > bucket.aspect else bucket.width / width
+    return int(width * scale + 0.5), int(height * scale + 0.5)
 
 
 class NoBucketError(ValueError):
@@ -57,27 +109,49 @@ class NoBucketError(ValueError):
         self.side = side
 
 
-def no_upscale_bucket(width: int, height: int, resolution: int, step: int) -> Bucket:
-    """An image's own bucket (kohya's bucket_no_upscale): its size rounded down to multiples of `step`, after
-    scaling down to an area of resolution² if larger, so the image is only ever shrunk or cropped by under a step.
+def _round_to_step(value: float, step: int) -> int:
+    """kohya's `round_to_steps`: rounded half up to an integer, then down to a multiple of `step`."""
+    rounded = int(value + 0.5)
+    return rounded - rounded % step
 
-    A side below `step` (after that scaling) rounds down to nothing: kohya's BucketManager then makes a bucket
-    of width or height 0 and fails at its first division; here it is a `NoBucketError` naming the sizes. (Rounding
-    such a side *up* to one step, as mixkit once did, enlarges the image, which bucket_no_upscale promises never
-    to do.)"""
-    if width <= 0 or height <= 0:
-        raise ValueError(f"image size must be positive, got {width}x{height}")
-    scale = min(1.0, math.sqrt(resolution * resolution / (width * height)))
-    fitted = (int(width * scale), int(height * scale))
-    if min(fitted) < step:
+
+def no_upscale_size(width: int, height: int, resolution: int, step: int) -> tuple[int, int]:
+    """The size kohya's bucket_no_upscale resizes an image to (`select_bucket`'s no-upscale branch); the image's
+    bucket is that size rounded down to the step, so at most step - 1 pixels a side are cropped.
+
+    An image of area up to resolution² keeps its size. A larger one is scaled to area resolution² at its aspect
+    ratio; one side is rounded to the step and the other follows the aspect ratio, choosing the side whose rounding
+    changes the aspect ratio less (on a tie, the height). A 4000x3000 photo at 512 becomes 512x384 and is not
+    cropped at all. A candidate whose other side rounds to 0 (kohya divides by it and fails) is never chosen."""
+    _check_image_size(width, height)
+    max_area = resolution * resolution
+    if width * height <= max_area:
+        return width, height
+    aspect = width / height
+    fit_width = math.sqrt(max_area * aspect)
+    fit_height = max_area / fit_width
+    by_width = _round_to_step(fit_width, step)
+    height_by_width = _round_to_step(by_width / aspect, step)
+    by_height = _round_to_step(fit_height, step)
+    width_by_height = _round_to_step(by_height * aspect, step)
+    error_by_width = abs(by_width / height_by_width - aspect) if height_by_width else math.inf
+    error_by_height = abs(width_by_height / by_height - aspect) if by_height else math.inf
+    if error_by_width < error_by_height:
+        return by_width, int(by_width / aspect + 0.5)
+    return int(by_height * aspect + 0.5), by_height
+
+
+def no_upscale_bucket(width: int, height: int, resolution: int, step: int) -> Bucket:
+    """An image's own bucket (kohya's bucket_no_upscale): its `no_upscale_size` rounded down to multiples of `step`,
+    so the image is only ever shrunk, and cropped by under a step.
+
+    A side below `step` rounds down to nothing: kohya's BucketManager then makes a bucket of width or height 0 and
+    fails at its first division; here it is a `NoBucketError` naming the sizes. (Rounding such a side *up* to one
+    step, as mixkit once did, enlarges the image, which bucket_no_upscale promises never to do.)"""
+    resized = no_upscale_size(width, height, resolution, step)
+    if min(resized) < step:
+        scale = min(1.0, math.sqrt(resolution * resolution / (width * height)))
+        fitted = (int(width * scale), int(height * scale))
         scaled = f", {fitted[0]}x{fitted[1]} once scaled down to fit {resolution}x{resolution}," if scale < 1 else ""
         raise NoBucketError(f"{width}x{height} pixels{scaled} has a side below the bucket step {step}", min(fitted))
-    return Bucket(fitted[0] // step * step, fitted[1] // step * step)
-
-
-def assign_bucket(width: int, height: int, buckets: list[Bucket]) -> Bucket:
-    """The bucket whose aspect ratio is closest to the image's, in log space (2:1 is as far from 1:1 as 1:2)."""
-    if width <= 0 or height <= 0:
-        raise ValueError(f"image size must be positive, got {width}x{height}")
-    target = math.log(width / height)
-    return min(buckets, key=lambda bucket: (abs(math.log(bucket.aspect) - target), -bucket.width * bucket.height))
+    return Bucket(resized[0] - resized[0] % step, resized[1] - resized[1] % step)

@@ -10,8 +10,8 @@ import math
 import random
 from dataclasses import dataclass
 
-from mixkit.data.bucketing import (Bucket, NoBucketError, assign_bucket, check_bucket_inputs, make_buckets,
-                                   no_upscale_bucket)
+from mixkit.data.bucketing import (Bucket, NoBucketError, assign_bucket, check_bucket_inputs, cover_size,
+                                   make_buckets, no_upscale_bucket, no_upscale_size)
 from mixkit.data.records import ImageRecord
 from mixkit.errors import MixkitError
 
@@ -22,7 +22,10 @@ class EmptyDatasetError(MixkitError, ValueError):
 
 @dataclass(frozen=True)
 class BucketSettings:
-    """`enabled=False` center-crops everything to resolution x resolution."""
+    """kohya's bucket knobs; `enabled=False` center-crops everything to resolution x resolution.
+
+    `step`, `min_side` and `max_side` are kohya's bucket_reso_steps, min_bucket_reso and max_bucket_reso; as in
+    kohya, min_side <= resolution <= max_side is required, and refused otherwise rather than clamped."""
 
     enabled: bool = False
     step: int = 64
@@ -31,15 +34,15 @@ class BucketSettings:
     no_upscale: bool = False  # each image its own bucket, never enlarged (`bucketing.no_upscale_bucket`)
 
 
-def _resize_and_crop(image, bucket: Bucket, resample=None):
-    """Scale to cover the bucket, then center-crop; returns the image and the (top, left) crop offset.
+def _resize_and_crop(image, bucket: Bucket, size: tuple[int, int], resample=None):
+    """Resize to `size` (the image's kohya size for its bucket, covering it), then center-crop to the bucket as
+    kohya's `trim_and_resize_if_required` does; returns the image and the (top, left) crop offset.
 
     A loss mask goes through the same geometry with `resample=BOX` (area averaging: no ringing past 0 and 1)."""
     from PIL import Image
 
-    scale = max(bucket.width / image.width, bucket.height / image.height)
-    size = (max(bucket.width, round(image.width * scale)), max(bucket.height, round(image.height * scale)))
-    image = image.resize(size, Image.Resampling.LANCZOS if resample is None else resample)
+    if image.size != size:
+        image = image.resize(size, Image.Resampling.LANCZOS if resample is None else resample)
     left = (size[0] - bucket.width) // 2
     top = (size[1] - bucket.height) // 2
     return image.crop((left, top, left + bucket.width, top + bucket.height)), (top, left)
@@ -66,6 +69,14 @@ def _no_upscale_buckets(records: list[ImageRecord], resolution: int, step: int, 
     return buckets
 
 
+def _check_unchanged(record: ImageRecord, image) -> None:
+    """Refuse an image whose size is not the scanned one: its bucket and resize were planned for that size."""
+    if image.size != (record.width, record.height):
+        raise ValueError(f"{record.path} is {image.width}x{image.height} pixels but was {record.width}x{record.height} "
+                         "when the dataset was scanned; it changed since. Restart the run so the dataset is scanned "
+                         "again.")
+
+
 class BucketedImageDataset:
     """Records with repeats expanded, each assigned to a bucket; yields batches from one bucket at a time."""
 
@@ -74,11 +85,13 @@ class BucketedImageDataset:
         if not records:
             raise EmptyDatasetError(
                 f"{source} has no usable images (none found, or all were unreadable); add .png/.jpg files "
-                "with .txt captions, in the folder itself or in '<repeats>_<concept>' subfolders."
+                "with .txt captions, in '<repeats>_<concept>' subfolders (images beside such subfolders are ignored, "
+                "as kohya ignores them) or, in a folder without such subfolders, in the folder itself."
             )
         if buckets.enabled:
-            choices = make_buckets(resolution, step=buckets.step, min_side=min(buckets.min_side, resolution),
-                                   max_side=max(buckets.max_side, resolution))
+            # Refused, as kohya refuses them, when min_side > resolution or max_side < resolution (they used to be
+            # clamped to the resolution while ss_min_bucket_reso recorded the value as given).
+            choices = make_buckets(resolution, step=buckets.step, min_side=buckets.min_side, max_side=buckets.max_side)
         else:
             check_bucket_inputs(resolution, 8, resolution, resolution)
             choices = [Bucket(resolution, resolution)]
@@ -88,9 +101,11 @@ class BucketedImageDataset:
         self.bucketing = buckets.enabled
         if buckets.enabled and buckets.no_upscale:
             self.buckets = _no_upscale_buckets(records, resolution, buckets.step, source)
+            self.resized_sizes = [no_upscale_size(r.width, r.height, resolution, buckets.step) for r in records]
             choices = sorted(set(self.buckets))  # kohya: only the sizes images have, no predefined set
         else:
             self.buckets = [assign_bucket(r.width, r.height, choices) for r in records]
+            self.resized_sizes = [cover_size(r.width, r.height, b) for r, b in zip(records, self.buckets)]
         self.choices = choices
         # Repeats are realised as duplicated indices, as kohya does, so an epoch has sum(repeats) samples.
         self.samples = [i for i, record in enumerate(records) for _ in range(record.repeats)]
@@ -146,8 +161,10 @@ class BucketedImageDataset:
         for index in indices:
             record = self.records[index]
             image = load_image(record.path)
+            _check_unchanged(record, image)
             original_sizes.append((image.height, image.width))
-            image, crop = _resize_and_crop(image, self.buckets[index])
+            bucket, size = self.buckets[index], self.resized_sizes[index]
+            image, crop = _resize_and_crop(image, bucket, size)
             crops.append(crop)
             array = np.asarray(image, dtype=np.float32) / 127.5 - 1.0
             pixels.append(torch.from_numpy(array).permute(2, 0, 1))
@@ -157,7 +174,7 @@ class BucketedImageDataset:
                 if mask is None:
                     masks.append(torch.ones(1, *array.shape[:2]))
                 else:
-                    mask, _ = _resize_and_crop(mask, self.buckets[index], Image.Resampling.BOX)
+                    mask, _ = _resize_and_crop(mask, bucket, size, Image.Resampling.BOX)
                     masks.append(torch.from_numpy(np.asarray(mask, dtype=np.float32) / 255.0)[None])
         weights = torch.tensor([self.records[i].loss_weight for i in indices], dtype=torch.float32)
         prior = torch.tensor([self.records[i].prior for i in indices], dtype=torch.bool)

@@ -12,11 +12,11 @@ def test_buckets_fit_the_area_and_step():
     assert Bucket(640, 384) in buckets  # 640 * 384 = 245760 <= 262144, 640 * 448 would exceed it
 
 
-def test_assign_bucket_by_log_aspect():
+def test_assign_bucket_by_linear_aspect():
     buckets = make_buckets(512, step=64, min_side=256, max_side=1024)
     assert assign_bucket(1000, 1000, buckets) == Bucket(512, 512)
     assert assign_bucket(2000, 500, buckets) == Bucket(1024, 256)
-    # 1:2 lies between 320x704 (log distance 0.095) and 384x640 (0.18): the nearer one wins.
+    # kohya's argmin of |bucket aspect - image aspect|: 1:2 lies between 320x704 (0.045) and 384x640 (0.1).
     assert assign_bucket(500, 1000, buckets) == Bucket(320, 704)
 
 
@@ -31,8 +31,9 @@ def test_no_upscale_buckets_round_down_and_shrink_only_large_images():
 
     assert no_upscale_bucket(500, 300, 512, 64) == Bucket(448, 256)  # small: rounded down, not enlarged
     assert no_upscale_bucket(512, 512, 512, 64) == Bucket(512, 512)
-    # 2048x1024 has 8x the area of 512²: scaled by sqrt(1/8) to 724x362, then rounded down.
-    assert no_upscale_bucket(2048, 1024, 512, 64) == Bucket(704, 320)
+    # 2048x1024 has 8x the area of 512²: scaled by sqrt(1/8) to 724x362; kohya rounds the height to the step (320)
+    # and takes the width from the aspect (640), exactly 2:1, nearer than rounding the width (704, then 352 -> 320).
+    assert no_upscale_bucket(2048, 1024, 512, 64) == Bucket(640, 320)
     # A side below one step has no bucket it is not enlarged into (kohya's rounds to 0); it used to get 64x64, a 2x
     # enlargement.
     with pytest.raises(NoBucketError, match="40x30 pixels has a side below the bucket step 64") as raised:

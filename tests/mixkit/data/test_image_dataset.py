@@ -44,8 +44,9 @@ def test_no_upscale_keeps_each_small_image_at_its_own_size(tmp_path, image_write
     records = [*_records(tmp_path, image_writer), ImageRecord(small, "small", 1, "c", 40, 24)]
     settings = BucketSettings(True, step=8, min_side=16, max_side=64, no_upscale=True)
     dataset = BucketedImageDataset(records, 32, settings)
-    # 64x32 and 32x64 have twice 32²: scaled by 1/sqrt(2) (45x22), rounded down to the step; 40x24 stays itself.
-    assert [(b.width, b.height) for b in dataset.buckets] == [(40, 16), (16, 40), (40, 24)]
+    # 64x32 and 32x64 have twice 32²: scaled to area 32² (45x22.6), kohya rounds the shorter side to the step (16)
+    # and takes the other from the aspect (32), exactly 2:1, where 40x16 was 2.5:1; 40x24 stays itself.
+    assert [(b.width, b.height) for b in dataset.buckets] == [(32, 16), (16, 32), (40, 24)]
     loaded = dataset.load_batch([2])
     assert loaded["pixels"].shape == (1, 3, 24, 40)
     assert loaded["pixels"][0, 1].mean().item() == pytest.approx(1.0)
