@@ -23,8 +23,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("prompt", nargs="?", default=None,
                    help="the prompt, in the A1111 prompt language (optional with --infotext)")
     p.add_argument("--infotext", default=None, metavar="IMAGE_OR_TEXT",
-                   help="start from an A1111 infotext: an image that holds one (PNG, JPEG, WebP), the text itself, "
-                        "or - for stdin; flags given here win over it (A1111's PNG Info -> Send to txt2img)")
+                   help="start from an A1111 infotext: an image that holds one (PNG, JPEG, WebP), a .txt file beside "
+                        "an image (A1111's save_txt), the text itself, or - for stdin; flags given here win over it (A1111's PNG Info -> Send to txt2img)")
     p.add_argument("--model", default=os.environ.get(DEFAULT_MODEL_ENV) or BUILT_IN_MODEL,
                    help=f"diffusers folder, single .safetensors file or Hugging Face id (default: ${DEFAULT_MODEL_ENV}, "
                         f"else the built-in {BUILT_IN_MODEL})")
@@ -34,8 +34,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--schedule-type", default=None, help=f"Automatic, Karras, Exponential, ... (default: {d.schedule_type})")
     p.add_argument("--steps", type=int, default=None, help=f"default: the model's recommended steps, else {d.steps}")
     p.add_argument("--eta", type=float, default=None,
-                   help="A1111's eta: Euler a (default 1; 0 = no ancestral noise) and DDIM (default 0); other samplers "
-                        "ignore it")
+                   help="A1111's eta in [0, 1]: the ancestral and SDE samplers (Euler a, DPM2 a, DPM++ 2S a, DPM++ SDE, "
+                        "DPM++ 2M SDE; default 1, 0 = no noise) and DDIM (default 0); other samplers ignore it")
     p.add_argument("--ensd", type=int, default=None,
                    help="A1111's eta noise seed delta (ENSD, e.g. 31337): ancestral samplers' noise from seed + ENSD; default 0")
     p.add_argument("--cfg", type=float, default=None,

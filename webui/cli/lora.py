@@ -1,4 +1,4 @@
-"""`mixkit lora inspect FILE [--model DIR]` and `mixkit lora convert FILE --to kohya|diffusers -o OUT`.
+"""`mixkit lora inspect FILE [--model MODEL]` and `mixkit lora convert FILE --to kohya|diffusers -o OUT`.
 
 inspect prints a LoRA's format, algorithm families, base model, rank/alpha, hash and tags, and with
 `--model` how many of its modules match that model (and every key that does not). convert rewrites
@@ -17,14 +17,14 @@ def add_parser(subparsers) -> None:
 
     inspect = actions.add_parser("inspect", help="describe a LoRA file (and check it against a model)")
     inspect.add_argument("file", help="LoRA file (.safetensors, or a plain-tensor .pt)")
-    inspect.add_argument("--model", metavar="DIR", help="diffusers model folder to match the LoRA against")
+    inspect.add_argument("--model", metavar="MODEL", help="the model to match the LoRA against: anything `mixkit generate --model` takes")
     inspect.set_defaults(func=run_inspect)
 
     convert = actions.add_parser("convert", help="rewrite a LoRA in kohya or diffusers naming")
     convert.add_argument("file", help="LoRA file to convert")
     convert.add_argument("--to", required=True, choices=["kohya", "diffusers"], help="output naming")
     convert.add_argument("-o", "--output", required=True, help="output .safetensors path")
-    convert.add_argument("--model", metavar="DIR", help="diffusers model folder (needed for kohya -> diffusers, and for SDXL -> kohya)")
+    convert.add_argument("--model", metavar="MODEL", help="anything `mixkit generate --model` takes (needed for kohya -> diffusers, and for SDXL -> kohya)")
     convert.set_defaults(func=run_convert)
 
 
