@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 
 from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
@@ -25,6 +26,7 @@ from webui.api_requests import (
     AppflowRequest, ExtrasBatchImagesRequest, ExtrasSingleImageRequest, Img2ImgRequest, PngInfoRequest, Txt2ImgRequest,
 )
 from webui.base64_images import decode_base64_image, decode_base64_png_info, encode_png_base64
+from webui.http_guards import error_body
 from webui.server_state import ServerState
 from webui.worker import Job, QueueFullError
 
@@ -91,7 +93,7 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
         raise  # not a failure: the client left, its job was cancelled (see install_error_handlers)
     except Exception as error:  # a bug or a broken model: A1111's error shape, and the server lives on
         logger.exception("%s failed", kind)
-        return JSONResponse(status_code=500, content={"error": type(error).__name__, "detail": str(error),
+        return JSONResponse(status_code=500, content={"error": type(error).__name__, "detail": str(error), "body": "",
                                                       "errors": f"{kind} failed: {error}"})
     result = outcome.result
 
@@ -284,7 +286,8 @@ def build_api(state: ServerState) -> APIRouter:
     @router.post("/sdapi/v1/png-info")
     async def png_info(body: PngInfoRequest):
         try:
-            read = await run_in_threadpool(decode_base64_png_info, "image", body.image, max_pixels=limits.max_pixels * 4,
+            # no pixel cap: only the text chunks are read (A1111 reads png-info of any image PIL opens)
+            read = await run_in_threadpool(decode_base64_png_info, "image", body.image,
                                            max_bytes=request_limits.max_image_bytes)
         except (ValueError, TypeError) as error:
             raise unprocessable(error) from None
@@ -300,8 +303,59 @@ def build_api(state: ServerState) -> APIRouter:
     return router
 
 
+def json_safe(value):
+    """`value` with every NaN/Infinity float replaced by its JSON-ish spelling, so a JSONResponse can encode it.
+
+    FastAPI echoes a field's input in a validation error; a client that sent `NaN` or `1e999` (Python's
+    json.dumps writes the former for float("nan")) would otherwise get a 500 instead of the 422.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    return value
+
+
+def validation_summary(errors: list[dict]) -> str:
+    """'steps: Input should be a finite number; ...' from FastAPI's error list, naming each field."""
+    def where(loc) -> str:
+        parts = [str(part) for part in loc if part != "body"]
+        return ".".join(parts) or "body"
+
+    return "; ".join(f"{where(error.get('loc', ()))}: {error.get('msg', '')}" for error in errors)
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    """Every API error in A1111's shape `{error, detail, body, errors}` (modules/api/api.py `handle_exception`).
+
+    HTTP errors keep their status, headers (Retry-After, WWW-Authenticate) and string `detail`. A request
+    that fails FastAPI's validation gets 422 with FastAPI's error list as `detail` (what FastAPI, and so
+    A1111, answers there) and a readable summary naming the fields as `errors`.
+    """
+    from fastapi.encoders import jsonable_encoder
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException):
+        return JSONResponse(status_code=error.status_code, headers=error.headers,
+                            content=error_body(error.status_code, json_safe(error.detail)))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, error: RequestValidationError):
+        errors = json_safe(jsonable_encoder(error.errors()))
+        body = error_body(422, errors, error=type(error).__name__)
+        return JSONResponse(status_code=422, content={**body, "errors": f"422: {validation_summary(errors)}"})
+
     @app.exception_handler(ClientGone)
     async def client_gone(request: Request, error: ClientGone):
         # Nobody reads this answer; 499 is nginx's "client closed request", for the server log.
-        return JSONResponse(status_code=499, content={"detail": "client closed the connection"})
+        return JSONResponse(status_code=499, content=error_body(499, "client closed the connection", error="ClientGone"))
+
+    @app.exception_handler(Exception)
+    async def server_error(request: Request, error: Exception):
+        # A bug: A1111's shape, and the traceback in the log (Starlette re-raises it there after this answer).
+        return JSONResponse(status_code=500, content={"error": type(error).__name__, "detail": str(error), "body": "",
+                                                      "errors": f"{request.method} {request.url.path} failed: {error}"})

@@ -37,6 +37,23 @@ def submit_model_changes(state: ServerState, changes: dict):
     return state.submit_model_switch(target, preset if new_preset else None), target, preset if new_preset else None
 
 
+def is_json_content_type(header: str | None) -> bool:
+    """True for `application/json` and `application/<anything>+json` (parameters such as charset allowed).
+
+    The same test FastAPI applies before it parses a typed body as JSON (strict: a missing header is not JSON).
+    Anything else must be refused: a web page can send a cross-origin `text/plain` POST without a CORS
+    preflight, so reading such a body as JSON would let any site change (and save) this server's settings.
+    """
+    from email.message import Message
+
+    if not header:
+        return False
+    message = Message()
+    message["content-type"] = header
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (subtype == "json" or subtype.endswith("+json"))
+
+
 def build_options_router(state: ServerState) -> APIRouter:
     router = APIRouter()
 
@@ -46,6 +63,11 @@ def build_options_router(state: ServerState) -> APIRouter:
 
     @router.post("/sdapi/v1/options")
     async def set_options(request: Request):
+        content_type = request.headers.get("content-type")
+        if not is_json_content_type(content_type):
+            # 422 as FastAPI answers a typed body (A1111's `set_config(req: dict[str, Any])`) sent so
+            raise HTTPException(status_code=422, detail=f"The options body must be sent as JSON with the header "
+                                                        f"'Content-Type: application/json', got {content_type!r}.")
         try:
             changes = await request.json()
         except ValueError:

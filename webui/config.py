@@ -25,7 +25,8 @@ class ServerConfig:
     device: str | None = None
     port: int = 7860
     listen: bool = False
-    auth: tuple[str, str] | None = None
+    # HTTP Basic users as ((user, password), ...) (`--auth u1:p1,u2:p2`); one (user, password) pair is accepted too
+    auth: tuple[tuple[str, str], ...] | tuple[str, str] | None = None
     insecure_no_auth: bool = False
     queue_size: int = 8
     preview_every: int = 5
@@ -46,6 +47,10 @@ def check_server_config(config: ServerConfig) -> None:
                          "or --insecure-no-auth if the network is trusted.")
     if config.auth is not None and config.insecure_no_auth:
         raise ValueError("--auth and --insecure-no-auth contradict each other; pass one of them.")
+    if config.auth is not None:
+        from webui.http_guards import credential_pairs
+
+        credential_pairs(config.auth)  # raises ValueError naming the bad value
     if isinstance(config.port, bool) or not isinstance(config.port, int) or not 0 <= config.port <= 65535:
         raise ValueError(f"port must be an integer in [0, 65535] (0 = any free port), got {config.port!r}.")
     if isinstance(config.queue_size, bool) or not isinstance(config.queue_size, int) or not 0 <= config.queue_size <= 1000:

@@ -13,14 +13,55 @@ import json
 import secrets
 
 
-def parse_credentials(text: str) -> tuple[str, str]:
-    """`user:pass` -> (user, pass); the password may contain ':'."""
-    if not isinstance(text, str) or ":" not in text:
-        raise ValueError(f"--auth must be user:password, got {text!r}.")
-    user, password = text.split(":", 1)
-    if not user or not password:
-        raise ValueError("--auth needs a non-empty user and password, as user:password.")
-    return user, password
+def parse_credentials(text: str) -> tuple[tuple[str, str], ...]:
+    """`user:pass` or A1111's `u1:p1,u2:p2` -> ((user, pass), ...); a password may contain ':' but not ','.
+
+    A1111's `--api-auth` / `--gradio-auth` split the list on ',' and each entry on ':' (a password with ':'
+    crashes A1111's start; here everything after the first ':' is the password). Blanks around entries are
+    dropped as A1111's --gradio-auth does; a user named twice is refused rather than silently overridden.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"--auth must be user:password (or user1:pass1,user2:pass2 as A1111's --api-auth), got {text!r}.")
+    pairs: dict[str, str] = {}
+    for entry in (part.strip() for part in text.split(",")):
+        user, colon, password = entry.partition(":")
+        if not colon or not user or not password:
+            raise ValueError(f"--auth entry {entry!r} is not user:password; pass user:password, or several as "
+                             "user1:pass1,user2:pass2 (a password cannot contain ',').")
+        if user in pairs:
+            raise ValueError(f"--auth names user {user!r} twice; give each user once.")
+        pairs[user] = password
+    return tuple(pairs.items())
+
+
+def credential_pairs(credentials) -> tuple[tuple[str, str], ...]:
+    """((user, password), ...) from one (user, password) pair or a sequence of them (ServerConfig.auth)."""
+    if isinstance(credentials, tuple) and len(credentials) == 2 and all(isinstance(x, str) for x in credentials):
+        credentials = (credentials,)
+    pairs = tuple(tuple(pair) for pair in credentials)
+    if not pairs or not all(len(pair) == 2 and all(isinstance(x, str) and x for x in pair) for pair in pairs):
+        raise ValueError(f"auth must be a (user, password) pair or a sequence of them, got {credentials!r}.")
+    return pairs
+
+
+def error_body(status: int, detail, error: str = "HTTPException") -> dict:
+    """A1111's API error shape: `{error, detail, body, errors}` (modules/api/api.py `handle_exception`).
+
+    `errors` is `str(e)` there, which for an HTTPException reads "<status>: <detail>"; `body` is the
+    exception's `body` attribute, which A1111's own errors never set.
+    """
+    return {"error": error, "detail": detail, "body": "", "errors": f"{status}: {detail}"}
+
+
+def basic_auth_token(header: str) -> str | None:
+    """The credentials token of an `Authorization: Basic <token>` header, or None for another scheme.
+
+    The scheme is case-insensitive and may be followed by several spaces or tabs (RFC 7235: `1*SP`).
+    """
+    scheme, _, token = header.strip().partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    return token.strip(" \t")
 
 
 async def _send_json(send, status: int, body: dict, headers: list | None = None) -> None:
@@ -32,23 +73,25 @@ async def _send_json(send, status: int, body: dict, headers: list | None = None)
 
 
 class BasicAuthMiddleware:
-    """Require `Authorization: Basic` with the configured user and password on every HTTP request."""
+    """Require `Authorization: Basic` with one of the configured users' credentials on every HTTP request."""
 
-    def __init__(self, app, credentials: tuple[str, str]) -> None:
+    def __init__(self, app, credentials) -> None:
         self.app = app
-        self._expected = base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode()
+        self._expected = [base64.b64encode(f"{user}:{password}".encode()).decode()
+                          for user, password in credential_pairs(credentials)]
 
     def _authorized(self, scope) -> bool:
         for key, value in scope.get("headers", []):
             if key == b"authorization":
-                scheme, _, token = value.decode("latin-1").partition(" ")
-                if scheme.lower() != "basic":
+                token = basic_auth_token(value.decode("latin-1"))
+                if token is None:
                     return False
                 try:
                     base64.b64decode(token, validate=True)
                 except (binascii.Error, ValueError):
                     return False
-                return secrets.compare_digest(token.strip(), self._expected)
+                # every entry compared, so the answer time does not tell which user exists
+                return sum(secrets.compare_digest(token, expected) for expected in self._expected) > 0
         return False
 
     async def __call__(self, scope, receive, send):
@@ -56,7 +99,7 @@ class BasicAuthMiddleware:
             if scope["type"] == "websocket":
                 await send({"type": "websocket.close", "code": 1008})
                 return
-            await _send_json(send, 401, {"detail": "Not authenticated: send HTTP Basic credentials (the server's --auth)."},
+            await _send_json(send, 401, error_body(401, "Not authenticated: send HTTP Basic credentials (the server's --auth)."),
                              [(b"www-authenticate", b'Basic realm="mixkit"')])
             return
         await self.app(scope, receive, send)
@@ -70,7 +113,7 @@ class BodySizeLimitMiddleware:
         self.max_bytes = max_bytes
 
     def _message(self) -> dict:
-        return {"detail": f"Request body too large: the limit is {self.max_bytes:,} bytes; send a smaller image."}
+        return error_body(413, f"Request body too large: the limit is {self.max_bytes:,} bytes; send a smaller image.")
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -81,7 +124,7 @@ class BodySizeLimitMiddleware:
                 try:
                     declared = int(value)
                 except ValueError:
-                    await _send_json(send, 400, {"detail": "Invalid Content-Length header."})
+                    await _send_json(send, 400, error_body(400, "Invalid Content-Length header: send the body's size in bytes."))
                     return
                 if declared > self.max_bytes:
                     await _send_json(send, 413, self._message(), [(b"connection", b"close")])

@@ -64,6 +64,8 @@ def _open(source: Any, max_pixels: int):
         ) from None
     except (OSError, SyntaxError) as error:
         raise InvalidImageError(f"{_describe(source)} has an unreadable header ({error}); it may be truncated or corrupt") from None
+    except ValueError as error:  # e.g. a PNG text chunk above PngImagePlugin.MAX_TEXT_CHUNK once decompressed
+        raise InvalidImageError(f"{_describe(source)} could not be read ({error}); it may be corrupt or crafted") from None
 
 
 def _to_8bit_rgb(image):

@@ -42,7 +42,7 @@ def test_listen_requires_auth_or_explicit_insecure_flag(tmp_path):
     with pytest.raises(ValueError, match="--listen exposes the server.*--auth user:password.*--insecure-no-auth"):
         config_from_args(parse(["--model", str(tmp_path), "--listen"]))
     config = config_from_args(parse(["--model", str(tmp_path), "--listen", "--auth", "me:pw:x"]))
-    assert config.host == "0.0.0.0" and config.auth == ("me", "pw:x")
+    assert config.host == "0.0.0.0" and config.auth == (("me", "pw:x"),)
     assert config_from_args(parse(["--model", str(tmp_path), "--listen", "--insecure-no-auth"])).auth is None
     with pytest.raises(ValueError, match="contradict"):
         config_from_args(parse(["--model", str(tmp_path), "--auth", "a:b", "--insecure-no-auth"]))

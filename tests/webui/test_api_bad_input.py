@@ -112,6 +112,8 @@ def test_bad_images_in_every_image_field(client, image, fragment):
                        ("/sdapi/v1/img2img", {"init_images": [base64.b64encode(png_bytes(Image.new("RGB", (64, 64)))).decode()],
                                               "mask": image, **SMALL}),
                        ("/sdapi/v1/png-info", {"image": image})):
+        if path.endswith("png-info") and fragment == "pixel":
+            continue  # png-info reads text chunks without decoding pixels: no pixel cap there, as in A1111
         response = client.post(path, json=body)
         assert response.status_code == 422, (path, response.text)
         assert fragment in response.text, (path, response.text)

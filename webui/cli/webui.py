@@ -20,7 +20,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--models-dir", default=None, help="folder whose checkpoints and diffusers folders are offered too")
     p.add_argument("--port", type=int, default=7860, help="port (default: 7860)")
     p.add_argument("--listen", action="store_true", help="bind to all interfaces (0.0.0.0) instead of 127.0.0.1")
-    p.add_argument("--auth", default=None, metavar="USER:PASS", help="require HTTP Basic auth for the UI and the API")
+    p.add_argument("--auth", default=None, metavar="USER:PASS[,USER2:PASS2]",
+                   help="require HTTP Basic auth for the UI and the API; several users comma-separated, as A1111's --api-auth")
     p.add_argument("--insecure-no-auth", action="store_true", help="allow --listen without --auth (trusted networks only)")
     p.add_argument("--queue", type=int, default=8, metavar="N",
                    help="how many requests may wait behind the running one; more get HTTP 503 (default: 8)")
@@ -29,7 +30,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--embeddings-dir", default=None, help="folder of textual-inversion embeddings")
     p.add_argument("--styles-file", default=None, metavar="CSV",
                    help="an A1111 styles.csv: the styles API requests may name (A1111's --styles-file)")
-    p.add_argument("--vae-dir", default=None, help="folder of VAEs (.safetensors files or diffusers VAE folders) for Settings")
+    p.add_argument("--vae-dir", default=None, help="folder of VAEs for Settings (.safetensors, .pt, .ckpt files or diffusers VAE folders; "
+                        "a checkpoint's side-car *.vae.* files are offered too)")
     p.add_argument("--controlnet-dir", default=None, help="folder of ControlNet models (files or diffusers folders)")
     p.add_argument("--appflow-config", default=None, metavar="JSON",
                    help='models for AppFlow apps: {"app": {"role": "model source"}} (default: each app\'s default models)')
