@@ -15,7 +15,7 @@ from pipelines.control import GenerationControl, StepCallback, StepProgress
 from pipelines.generation import GenerationResult, ModelSession
 from pipelines.params import GenerationLimits, Txt2ImgParams, per_image, uncond_skip_of
 from pipelines.sampling import SamplingRequest, run_sampler
-from pipelines.seeds import image_generators, image_seeds, resolve_seed
+from pipelines.seeds import generator_seeds, image_generators, image_seeds, resolve_seed
 from pipelines.vae_decode import decode_latents
 
 
@@ -68,6 +68,35 @@ def default_size(model: DiffusionModel, keywords: dict[str, Any]) -> dict[str, i
     return {"width": model.native_size, "height": model.native_size}
 
 
+# diffusers `from_pretrained` keywords with no meaning in mixkit, and what to do instead.
+DIFFUSERS_ONLY_KEYWORDS = {
+    "subfolder": "pass the folder that holds model_index.json itself as the source",
+    "cache_dir": "set HF_HUB_CACHE to the cache folder",
+    "token": "log in with `hf auth login` or set HF_TOKEN",
+    "safety_checker": "mixkit loads no safety checker: drop it",
+    "requires_safety_checker": "mixkit loads no safety checker: drop it",
+    "feature_extractor": "mixkit loads no feature extractor: drop it",
+    "device_map": "pass device= (e.g. device='cuda')",
+    "low_cpu_mem_usage": "mixkit always loads without a second copy of the weights: drop it",
+    "force_download": "remove the model from the hub cache (`hf cache rm model/ORG/NAME`) to download it again",
+}
+
+
+def check_pipeline_keywords(cls, keywords: dict[str, Any]) -> None:
+    """Refuse keywords neither `from_pretrained` nor the pipeline takes, before the (slow) load, naming the valid ones."""
+    import inspect
+
+    load_names = [name for name, p in inspect.signature(cls.from_pretrained).parameters.items()
+                  if p.kind is p.KEYWORD_ONLY]
+    init_names = [name for name, p in inspect.signature(cls.__init__).parameters.items()
+                  if p.kind is p.KEYWORD_ONLY]
+    unknown = sorted(set(keywords) - set(init_names))
+    if unknown:
+        hints = "".join(f"; {name}: {DIFFUSERS_ONLY_KEYWORDS[name]}" for name in unknown if name in DIFFUSERS_ONLY_KEYWORDS)
+        raise TypeError(f"{cls.__name__}.from_pretrained got unexpected keyword argument(s) {unknown}{hints}. "
+                        f"Valid keywords: {', '.join(load_names + init_names)}.")
+
+
 class DiffusionPipelineBase:
     params_class = Txt2ImgParams
 
@@ -81,16 +110,28 @@ class DiffusionPipelineBase:
     @classmethod
     def from_pretrained(cls, source: str | os.PathLike, *, dtype=None, device: str | None = None,
                         vae: str | os.PathLike | None = None, unet_dtype=None,
-                        config_dir: str | os.PathLike | None = None, **kwargs: Any):
+                        config_dir: str | os.PathLike | None = None, torch_dtype=None, variant: str | None = None,
+                        use_safetensors: bool | None = None, local_files_only: bool = False,
+                        revision: str | None = None, **kwargs: Any):
         """Load a diffusers folder, a single-file checkpoint or a hub id (see `load_diffusion_model`).
 
         `config_dir` (single files only) is a diffusers folder whose configs replace the shipped ones, for
         checkpoints of a non-standard architecture. For a performance preset, `**load_options_for(preset)`
-        (pipelines.optimize) gives the dtypes that let it skip a float32 copy of the weights."""
+        (pipelines.optimize) gives the dtypes that let it skip a float32 copy of the weights.
+
+        diffusers' loading names mean here what they mean there: `torch_dtype` is `dtype`, `variant`,
+        `use_safetensors`, `local_files_only` and `revision` choose the files. Every other keyword must be one the
+        pipeline takes (`limits`, `embeddings_dir`, `lora_dir`, `session`); all are checked before the weights load."""
         from mixkit.models.diffusion.loading import load_diffusion_model
 
-        model = load_diffusion_model(source, dtype=dtype, device=device, vae=vae, unet_dtype=unet_dtype,
-                                     config_dir=config_dir)
+        check_pipeline_keywords(cls, kwargs)
+        if torch_dtype is not None and dtype is not None:
+            raise ValueError(f"dtype={dtype!r} and torch_dtype={torch_dtype!r} were both passed; torch_dtype is "
+                             "diffusers' name for dtype: pass one")
+        model = load_diffusion_model(source, dtype=torch_dtype if dtype is None else dtype, device=device, vae=vae,
+                                     unet_dtype=unet_dtype, config_dir=config_dir, variant=variant,
+                                     use_safetensors=use_safetensors, local_files_only=local_files_only,
+                                     revision=revision)
         return cls(model, **kwargs)
 
     @classmethod
@@ -183,14 +224,15 @@ class DiffusionPipelineBase:
         return result
 
     def _seeds_and_generators(self, params, generator):
+        """(seed, generator) per image: from `seed=` (A1111's seed + k), or from `generator=` (`generator_seeds`)."""
         total = params.total_images
         if generator is None:
             seeds = image_seeds(resolve_seed(params.seed), total)
             return seeds, image_generators(seeds)
-        generators = generator if isinstance(generator, list) else [generator] * total
-        if len(generators) != total:
-            raise ValueError(f"Got {len(generators)} generators for {total} images; pass one per image or a single one.")
-        return [g.initial_seed() for g in generators], generators
+        if params.seed != -1:
+            raise ValueError(f"seed={params.seed} and generator= were both given; the generator decides the noise "
+                             "and the recorded seeds, so pass only one of them")
+        return generator_seeds(generator, total)
 
     def _time_ids(self, params, batch: int):
         """SDXL micro-conditioning: original size, crop (0, 0), target size, as the WebUI sends it."""

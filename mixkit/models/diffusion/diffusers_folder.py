@@ -34,8 +34,11 @@ _DIFFUSERS_SHAPE_ERROR = re.compile(r"because (?P<key>\S+) expected shape (?P<ex
 EXAMPLES = 5
 
 
-def load_diffusers_folder(folder: Path, source: str, dtype, unet_dtype) -> DiffusionModel:
-    """UNet, VAE, text encoder(s), tokenizer(s) and scheduler config of a `save_pretrained` folder."""
+def load_diffusers_folder(folder: Path, source: str, dtype, unet_dtype, variant: str | None = None,
+                          use_safetensors: bool | None = None) -> DiffusionModel:
+    """UNet, VAE, text encoder(s), tokenizer(s) and scheduler config of a `save_pretrained` folder.
+
+    `variant` and `use_safetensors` choose each component's weight files (`choose_weight_files`)."""
     # 1. The folder's index and configs: present and valid JSON before any weights are read
     index_file = folder / "model_index.json"
     if not index_file.is_file():
@@ -55,17 +58,19 @@ def load_diffusers_folder(folder: Path, source: str, dtype, unet_dtype) -> Diffu
     family = detect_family(unet_config, has_second)
 
     # 2. Weights: UNet and VAE (diffusers), text encoders and tokenizers (transformers)
-    unet = _load_diffusers_part("UNet", folder / "unet", unet_dtype)
-    vae = _load_diffusers_part("VAE", folder / "vae", dtype)
-    text_encoders = [load_text_encoder(folder / "text_encoder", dtype)]
+    choice = {"variant": variant, "use_safetensors": use_safetensors}
+    unet = _load_diffusers_part("UNet", folder / "unet", unet_dtype, **choice)
+    vae = _load_diffusers_part("VAE", folder / "vae", dtype, **choice)
+    text_encoders = [load_text_encoder(folder / "text_encoder", dtype, **choice)]
     tokenizers = [load_tokenizer(folder / "tokenizer", text_encoders[0])]
     if family is ModelFamily.SDXL:
-        text_encoders.append(load_text_encoder(folder / "text_encoder_2", dtype))
+        text_encoders.append(load_text_encoder(folder / "text_encoder_2", dtype, **choice))
         tokenizer_2 = folder / "tokenizer_2"
         tokenizers.append(load_tokenizer(tokenizer_2 if tokenizer_2.is_dir() else folder / "tokenizer", text_encoders[1]))
     return DiffusionModel(
         unet=unet, vae=vae, text_encoders=text_encoders, tokenizers=tokenizers, scheduler_config=scheduler_config,
-        family=family, name=folder.name, source=source, model_hash=_folder_hash(folder / "unet"),
+        family=family, name=folder.name, source=source,
+        model_hash=loaded_weights_hash(component_weights(folder / "unet", DIFFUSERS_WEIGHTS, **choice)[1]),
         recommended=read_recommended(folder),
     )
 
@@ -96,28 +101,59 @@ def read_scheduler_config(folder: Path) -> dict:
     return config
 
 
-def component_weights(folder: Path, stems: tuple[str, ...]) -> tuple[str | None, list[Path]]:
-    """(variant, weight files) the libraries will load from a component folder.
+def component_weights(folder: Path, stems: tuple[str, ...], variant: str | None = None,
+                      use_safetensors: bool | None = None) -> tuple[str | None, list[Path]]:
+    """(variant, weight files) the libraries will load from a component folder (shard indexes left out).
 
-    The plain files win; a folder that only holds a variant (`*.fp16.safetensors`, as many hub repos ship
-    next to or instead of the full-precision files) is loaded as that variant. safetensors win over .bin,
-    as in both libraries.
+    The rule is `choose_weight_files`'; the hub download (`hub_files`) applies the same rule to a repo's listing,
+    so what is downloaded is what loads.
     """
-    groups: dict[str | None, list[Path]] = {}
-    for file in sorted(folder.iterdir()) if folder.is_dir() else []:
-        match = _WEIGHT_FILE.match(file.name)
-        if match and match["stem"] in stems and file.is_file():
-            groups.setdefault(match["variant"], []).append(file)
+    names = [f.name for f in sorted(folder.iterdir()) if f.is_file()] if folder.is_dir() else []
+    chosen_variant, chosen = choose_weight_files(names, stems, str(folder), variant, use_safetensors)
+    return chosen_variant, [folder / name for name in chosen if not name.endswith(".index.json")]
+
+
+def choose_weight_files(names: list[str], stems: tuple[str, ...], where: str, variant: str | None = None,
+                        use_safetensors: bool | None = None) -> tuple[str | None, list[str]]:
+    """(variant, file names incl. shard indexes) of one component's weights among the file `names` of its folder.
+
+    Without `variant`, the plain files win; a folder that only holds a variant (`*.fp16.safetensors`, as many hub
+    repos ship next to or instead of the full-precision files) is loaded as that variant. With `variant`, its files
+    win and a component without them falls back to the plain ones, as diffusers' `DiffusionPipeline.download`
+    (`variant_compatible_siblings`). safetensors win over .bin, as in both libraries; `use_safetensors=True`
+    refuses a component that has only .bin files (diffusers' rule). `where` names the folder in errors.
+    """
+    groups: dict[str | None, list[str]] = {}
+    for name in sorted(names):
+        match = _WEIGHT_FILE.match(name)
+        if match and match["stem"] in stems:
+            groups.setdefault(match["variant"], []).append(name)
     if not groups:
         expected = " or ".join(f"{stem}.safetensors" for stem in stems)
         raise ModelNotFoundError(
-            f"{folder} holds no weights: expected {expected} (or .bin, sharded, or a variant such as "
-            f"{stems[0]}.fp16.safetensors); re-download the {folder.name}/ folder."
+            f"{where} holds no weights: expected {expected} (or .bin, sharded, or a variant such as "
+            f"{stems[0]}.fp16.safetensors); re-download the {Path(where).name}/ folder."
         )
-    variant = None if None in groups else ("fp16" if "fp16" in groups else sorted(groups)[0])
-    files = [f for f in groups[variant] if not f.name.endswith(".index.json")]
-    safetensors = [f for f in files if f.name.endswith(".safetensors")]
-    return variant, safetensors or files
+    chosen = _chosen_variant(groups, variant, where)
+    files = groups[chosen]
+    safetensors = [name for name in files if _WEIGHT_FILE.match(name)["ext"] == "safetensors"]
+    if use_safetensors and not safetensors:
+        raise ModelNotFoundError(
+            f"{where} has no .safetensors weights{f' for variant {chosen!r}' if chosen else ''} (only {files}) and "
+            "use_safetensors=True was asked; drop use_safetensors to load the .bin files (they are loaded with "
+            "torch's weights-only loader), or convert them to safetensors."
+        )
+    return chosen, safetensors or files
+
+
+def _chosen_variant(groups: dict, variant: str | None, where: str) -> str | None:
+    if variant is not None:
+        if variant in groups or None in groups:
+            return variant if variant in groups else None
+        found = sorted(name for name in groups if name is not None)
+        raise ModelNotFoundError(f"{where} has neither variant {variant!r} nor plain weights (it has the variants "
+                                 f"{found}); pass variant={found[0]!r}, or no variant to load what it has.")
+    return None if None in groups else ("fp16" if "fp16" in groups else sorted(groups)[0])
 
 
 def check_weight_files(files: list[Path]) -> None:
@@ -136,12 +172,12 @@ def check_weight_files(files: list[Path]) -> None:
             check_pickle_is_safe(file)
 
 
-def _load_diffusers_part(what: str, folder: Path, dtype):
+def _load_diffusers_part(what: str, folder: Path, dtype, variant: str | None = None, use_safetensors=None):
     from diffusers import AutoencoderKL, UNet2DConditionModel
 
     cls = UNet2DConditionModel if what == "UNet" else AutoencoderKL
     read_json(folder / "config.json", f"the {what} config")
-    variant, files = component_weights(folder, DIFFUSERS_WEIGHTS)
+    variant, files = component_weights(folder, DIFFUSERS_WEIGHTS, variant, use_safetensors)
     check_weight_files(files)
     # low_cpu_mem_usage: modules built on the meta device, then given the file's tensors, instead of a
     # random init plus a copy (2x the weights at peak). It is diffusers' default only when accelerate
@@ -157,14 +193,14 @@ def _load_diffusers_part(what: str, folder: Path, dtype):
     return module.eval()
 
 
-def load_text_encoder(folder: Path, dtype):
+def load_text_encoder(folder: Path, dtype, variant: str | None = None, use_safetensors: bool | None = None):
     """A CLIP text encoder (with projection for SDXL's second one), refusing missing or misshapen tensors."""
     from transformers import CLIPTextModel, CLIPTextModelWithProjection
 
     config = read_json(folder / "config.json", "the text encoder config")
     architectures = config.get("architectures") or ["CLIPTextModel"]
     cls = CLIPTextModelWithProjection if "CLIPTextModelWithProjection" in architectures else CLIPTextModel
-    variant, files = component_weights(folder, TRANSFORMERS_WEIGHTS)
+    variant, files = component_weights(folder, TRANSFORMERS_WEIGHTS, variant, use_safetensors)
     check_weight_files(files)
     try:
         # ignore_mismatched_sizes only so transformers names the misshapen tensors; they are refused below.
@@ -267,11 +303,15 @@ def _names(files: list[Path]) -> str:
     return ", ".join(str(f) for f in files[:3]) + (f" (+{len(files) - 3} more)" if len(files) > 3 else "")
 
 
-def _folder_hash(unet_folder: Path) -> str | None:
-    """A1111-style hash of the UNet weights: a diffusers folder has no single checkpoint file to hash."""
-    weights = sorted(unet_folder.glob("*.safetensors")) or sorted(unet_folder.glob("*.bin"))
-    if len(weights) != 1:
+def loaded_weights_hash(files: list[Path]) -> str | None:
+    """A1111's "Model hash" (sha256 of the checkpoint file, first 10 hex digits) of the UNet file that loads.
+
+    A1111 hashes the one file it loaded; in a diffusers folder that is the UNet's chosen weights file (the plain
+    one next to an `.fp16` variant, or the variant asked for), not whichever file a glob finds first. A sharded
+    UNet has no single file, and no A1111 checkpoint could carry a hash of its parts, so it gets none.
+    """
+    if len(files) != 1:
         return None
     from mixkit.io.hashing import a1111_model_hash
 
-    return a1111_model_hash(weights[0])
+    return a1111_model_hash(files[0])

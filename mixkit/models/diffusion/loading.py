@@ -15,6 +15,8 @@ from pathlib import Path
 from mixkit.errors import CheckpointFormatError, ModelNotFoundError
 from mixkit.models.diffusion.components import DiffusionModel
 from mixkit.models.diffusion.diffusers_folder import check_weight_files, load_diffusers_folder, read_json
+from mixkit.models.diffusion.hub_files import pipeline_file_selector, vae_file_selector
+from mixkit.models.diffusion.load_options import check_device, check_load_dtype, check_use_safetensors, check_variant
 
 logger = logging.getLogger(__name__)
 
@@ -43,12 +45,14 @@ def find_vae_near_checkpoint(checkpoint: str | os.PathLike) -> Path | None:
 def load_diffusion_model(source: str | os.PathLike, *, dtype=None, device: str | None = None,
                          vae: str | os.PathLike | None = None, attention: str = "auto",
                          config_dir: str | os.PathLike | None = None, unet_dtype=None,
-                         vae_near_checkpoint: bool = True) -> DiffusionModel:
+                         vae_near_checkpoint: bool = True, variant: str | None = None,
+                         use_safetensors: bool | None = None, local_files_only: bool = False,
+                         revision: str | None = None) -> DiffusionModel:
     """Load SD 1.x / 2.x / SDXL base from `source` and report which family it is.
 
     `source` is a local diffusers folder, a single `.safetensors`/`.ckpt` file (original LDM/SGM
-    layout, as shared on Civitai), or a Hugging Face id (`org/name`), which is looked up in the
-    hub cache and respects `HF_HUB_OFFLINE`. `vae` optionally overrides the model's VAE with a
+    layout, as shared on Civitai), or a Hugging Face id (`org/name`, `org/name@revision`), which is looked up in
+    the hub cache and respects `HF_HUB_OFFLINE`. `vae` optionally overrides the model's VAE with a
     diffusers VAE folder or a single-file VAE. Without `vae`, a single file's VAE is A1111's "Automatic"
     one: `<name>.vae.safetensors` (or `.vae.pt`, `.vae.ckpt`) next to `<name>.safetensors` when there is
     one (`find_vae_near_checkpoint`), else the checkpoint's own; `vae_near_checkpoint=False` always
@@ -61,6 +65,14 @@ def load_diffusion_model(source: str | os.PathLike, *, dtype=None, device: str |
     `attention="diffusers"` keeps diffusers'/transformers' own processors. What was switched is
     kept in `extras["attention"]`.
 
+    A hub id downloads only what loads (`hub_files`: the components model_index.json names that mixkit reads,
+    safetensors before .bin, variant files only for `variant`), as diffusers' `DiffusionPipeline.download`.
+    diffusers' loading options mean what they mean there: `variant` ("fp16") loads a folder's `*.fp16.*` weights
+    (components without them load their plain ones); `use_safetensors=True` refuses .bin-only components;
+    `local_files_only=True` uses the hub cache only; `revision` is the hub id's `@revision`. `dtype`/`unet_dtype`
+    are torch.float32 (default), torch.float16 or torch.bfloat16, or their names; `device` must exist on this
+    machine. All options are checked before anything is read or downloaded.
+
     `unet_dtype` (default: `dtype`) loads the UNet in another dtype than the text encoders and VAE (the
     fast preset's bfloat16 UNet next to float32 ones), so the UNet is never held in float32 first.
 
@@ -69,17 +81,22 @@ def load_diffusion_model(source: str | os.PathLike, *, dtype=None, device: str |
     load with `low_cpu_mem_usage=True` (meta init, no random-init copy); `benchmarks/load_memory.py`
     measures the peak against a naive load.
     """
-    import torch
-
     from mixkit.attention.install import check_attention_mode, install_attention
 
-    check_attention_mode(attention)  # an unknown name fails before anything is read
+    # 1. Every option checked before anything is read or downloaded
+    check_attention_mode(attention)
     if not isinstance(vae_near_checkpoint, bool):
         raise TypeError(f"vae_near_checkpoint must be True or False, got {vae_near_checkpoint!r}")
-    dtype = dtype or torch.float32
-    if unet_dtype is not None and not (isinstance(unet_dtype, torch.dtype) and unet_dtype.is_floating_point):
-        raise TypeError(f"unet_dtype must be a floating torch.dtype (torch.bfloat16, ...) or None, got {unet_dtype!r}")
-    path = _resolve(source)
+    if not isinstance(local_files_only, bool):
+        raise TypeError(f"local_files_only must be True or False, got {local_files_only!r}")
+    dtype = check_load_dtype("float32" if dtype is None else dtype, "dtype")
+    unet_dtype = check_load_dtype(unet_dtype, "unet_dtype") if unet_dtype is not None else None
+    device = check_device(device)
+    choice = {"variant": check_variant(variant), "use_safetensors": check_use_safetensors(use_safetensors)}
+    source = with_revision(source, revision)
+
+    # 2. Resolve and load
+    path = _resolve(source, pipeline_file_selector(**choice), local_files_only=local_files_only)
     hub_name = _hub_repo_name(source)
     if config_dir is not None and not path.is_file():
         raise ValueError(f"config_dir={str(config_dir)!r} only applies to single-file checkpoints; {path} is a folder "
@@ -87,9 +104,12 @@ def load_diffusion_model(source: str | os.PathLike, *, dtype=None, device: str |
     if path.is_file():
         from mixkit.models.diffusion.single_file import load_single_file
 
+        if choice["variant"] is not None or choice["use_safetensors"]:
+            raise ValueError(f"variant/use_safetensors choose among a diffusers folder's weight files; {path} is a "
+                             "single-file checkpoint, which loads as it is: drop them")
         model = load_single_file(path, torch_dtype=dtype, config_dir=config_dir, unet_dtype=unet_dtype)
     else:
-        model = load_diffusers_folder(path, str(source), dtype, unet_dtype or dtype)
+        model = load_diffusers_folder(path, str(source), dtype, unet_dtype or dtype, **choice)
     if hub_name is not None:
         model.name = hub_name  # the infotext's "Model:", not the snapshot folder's commit hash
     if vae is None and vae_near_checkpoint and path.is_file():
@@ -124,11 +144,10 @@ def load_vae(source: str | os.PathLike, *, dtype=None, like=None):
     A single file does not record its latent scaling factor (SD 1.x 0.18215, SDXL 0.13025), so
     `like` (the config of the VAE it replaces) supplies the architecture and scaling.
     """
-    import torch
     from diffusers import AutoencoderKL
 
-    dtype = dtype or torch.float32
-    path = _resolve(source)
+    dtype = check_load_dtype("float32" if dtype is None else dtype, "dtype")
+    path = _resolve(source, vae_file_selector())
     if path.is_file():
         from mixkit.models.diffusion.single_file import load_single_file_vae
 
@@ -149,7 +168,36 @@ def load_vae(source: str | os.PathLike, *, dtype=None, like=None):
                                     f"{str(error).splitlines()[0][:300] if str(error) else ''}); re-download it.") from None
 
 
-def _resolve(source: str | os.PathLike) -> Path:
+def with_revision(source, revision: str | None):
+    """`source` with diffusers' `revision=` folded into mixkit's hub id spelling `org/name@revision`.
+
+    Only a hub id has revisions; one that already names a different revision after '@' is a contradiction.
+    """
+    if revision is None:
+        return source
+    from mixkit.io.sources import HUB_ID_PATTERN, parse_hub_id
+
+    if not isinstance(revision, str) or not HUB_ID_PATTERN.match(f"a/b@{revision}"):
+        raise ValueError(f"revision={revision!r} is not a branch, tag or commit name; pass e.g. revision='main'")
+    parsed = None if _is_local(source) else parse_hub_id(str(source))
+    if parsed is None:
+        raise ValueError(f"revision={revision!r} applies to Hugging Face ids ('org/name'); {str(source)!r} is a local "
+                         "path or no hub id: drop revision")
+    repo, named = parsed
+    if named is not None and named != revision:
+        raise ValueError(f"{str(source)!r} names revision {named!r} but revision={revision!r} was passed; pass one")
+    return f"{repo}@{revision}"
+
+
+def _is_local(source) -> bool:
+    from mixkit.io.sources import shipped_tiny_model
+
+    return (isinstance(source, Path) or Path(str(source)).expanduser().exists()
+            or shipped_tiny_model(str(source)) is not None)
+
+
+def _resolve(source: str | os.PathLike, select_files, local_files_only: bool = False) -> Path:
+    """A local path for `source`; a hub id downloads only the files `select_files` picks from its listing."""
     if not isinstance(source, (str, os.PathLike)) or not str(source).strip():
         raise ValueError(f"A model source must be a path or a Hugging Face id, got {source!r}.")
     path = Path(source).expanduser()
@@ -157,7 +205,7 @@ def _resolve(source: str | os.PathLike) -> Path:
         return path
     from mixkit.io.sources import resolve_model_source
 
-    return resolve_model_source(source)
+    return resolve_model_source(source, select_files=select_files, local_files_only=local_files_only)
 
 
 def _hub_repo_name(source) -> str | None:
