@@ -17,9 +17,10 @@ from mixkit.prompts import extract_extra_networks
 from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
 from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
 from webui.base64_images import decode_base64_image
+from webui.fixed_settings import FIXED_BY_OPTION, fixed_setting_refusal
 from webui.generation_defaults import GenerationDefaults, apply_request_defaults
 from webui.options import (PROMPT_OPTION_DEFAULTS, PROMPT_OPTION_KEYS, SAMPLER_OPTION_KEYS, UNCOND_SKIP_KEYS,
-                           sampler_option_params, uncond_skip_values)
+                           img2img_fix_steps, sampler_option_params, uncond_skip_values)
 from webui.prompt_guard import check_prompt_networks
 
 # A1111's integer codes for img2img choices, in its order.
@@ -62,20 +63,71 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
         found.append(f"alwayson_scripts={sorted(other_scripts)}")
     if request.refiner_checkpoint:
         found.append("refiner_checkpoint")
-    if request.enable_hr:
-        # A1111's UI sends its "off" values ("Use same sampler"...): the first pass's settings, which is what this
-        # server's hires pass uses. Hires prompts are supported (HiresParams.hr_prompt / hr_negative_prompt).
-        same = {"hr_checkpoint_name": ("Use same checkpoint",), "hr_sampler_name": ("Use same sampler",),
-                "hr_scheduler": ("Use same scheduler",)}
-        for name, neutral in same.items():
-            value = getattr(request, name)
-            if value and value not in neutral:
-                found.append(f"{name}={value!r}")
+    if request.enable_hr and request.hr_checkpoint_name not in (None, "", "Use same checkpoint"):
+        # A1111's UI sends its "off" value: the first pass's checkpoint, which is what this server's hires pass uses.
+        # Hires prompts are supported (HiresParams.hr_prompt / hr_negative_prompt); the hires sampler and schedule
+        # are checked against the first pass's by `hires_sampler_differences`.
+        found.append(f"hr_checkpoint_name={request.hr_checkpoint_name!r}")
     for name, neutral in (("s_churn", 0.0), ("s_tmin", 0.0), ("s_tmax", 0.0), ("s_noise", 1.0)):
         value = getattr(request, name)
         if value is not None and value != neutral:
             found.append(f"{name}={value}")
     return found
+
+
+def _fixed_settings(request: Txt2ImgRequest, spec) -> list[str]:
+    """Why each A1111 setting this server runs at one value only (`webui.fixed_settings`), sent in override_settings
+    or pasted there from the request's infotext, cannot be honoured; empty when each is what runs anyway."""
+    overrides = request.override_settings or {}
+    refusals = (fixed_setting_refusal(option, overrides[option], spec) for option in FIXED_BY_OPTION
+                if option in overrides)
+    return [refusal for refusal in refusals if refusal is not None]
+
+
+# The hires fields' "off" values, A1111's UI labels for "the first pass's".
+SAME_SAMPLER, SAME_SCHEDULER = "Use same sampler", "Use same scheduler"
+
+
+def hires_sampler_differences(request: Txt2ImgRequest, sampler: str, schedule_type: str) -> list[str]:
+    """Why the request's hr_sampler_name / hr_scheduler cannot be run: this server's hires pass always runs the
+    first pass's sampler and schedule. Empty when they name those (after resolving aliases and "Automatic").
+
+    A1111 runs its hires pass with `hr_sampler_name or sampler_name` and `hr_scheduler or scheduler`, where
+    "Automatic" is the sampler's own default schedule (`sd_samplers_kdiffusion.get_sigmas`: `if scheduler_name ==
+    'Automatic': scheduler_name = self.config.options.get('scheduler')`). So hr_sampler_name equal to the first
+    pass's sampler, or a schedule that resolves to the first pass's, is the same run (A1111 then writes no
+    "Hires sampler" / "Hires schedule type" key), while "Automatic" after a first pass on another schedule is not.
+    """
+    from pipelines.samplers import resolve_sampler
+
+    hr_sampler = request.hr_sampler_name if request.hr_sampler_name not in (None, "", SAME_SAMPLER) else None
+    hr_schedule = request.hr_scheduler if request.hr_scheduler not in (None, "", SAME_SCHEDULER) else None
+    if hr_sampler is None and hr_schedule is None:
+        return []
+    first_spec, first_schedule = resolve_sampler(sampler, schedule_type)
+    try:
+        hires_spec, hires_schedule = resolve_sampler(hr_sampler or sampler, hr_schedule or schedule_type)
+    except (ValueError, KeyError) as error:
+        hires_spec, hires_schedule, why = None, None, f" is not usable here ({error})"
+    else:
+        why = ""
+    if (hires_spec, hires_schedule) == (first_spec, first_schedule):
+        return []
+    differences = []
+    if hr_sampler is not None and (hires_spec is None or hires_spec.name != first_spec.name):
+        differences.append(f"hr_sampler_name={hr_sampler!r} (infotext: Hires sampler){why}: this server's hires pass "
+                           f"always runs the first pass's sampler, {first_spec.name}; send {SAME_SAMPLER!r} or "
+                           f"{first_spec.name!r}, or leave it out")
+    elif hr_schedule is not None:
+        runs = repr(hr_schedule) + (f" is schedule {hires_schedule} for {first_spec.name}" if hires_spec else "")
+        differences.append(f"hr_scheduler={runs} (infotext: Hires schedule type){why}: this server's hires pass "
+                           f"always runs the first pass's schedule, {first_schedule}; send {SAME_SCHEDULER!r} or "
+                           f"{first_schedule!r}, or leave it out")
+    else:  # an old-style hires sampler name carrying another schedule ("DPM++ 2M Exponential")
+        differences.append(f"hr_sampler_name={hr_sampler!r} (infotext: Hires sampler) runs schedule {hires_schedule}: "
+                           f"this server's hires pass always runs the first pass's schedule, {first_schedule}; send "
+                           f"{SAME_SAMPLER!r} or {first_spec.name!r}, or leave it out")
+    return differences
 
 
 def _clip_skip(request: Txt2ImgRequest, default_clip_skip: int, current_model: str | None,
@@ -93,7 +145,7 @@ def _clip_skip(request: Txt2ImgRequest, default_clip_skip: int, current_model: s
         raise ValueError(f"sd_vae={vae!r} (override_settings, or the infotext's VAE) is not the VAE this server "
                          f"runs{running}; a request cannot switch it here: set sd_vae with POST /sdapi/v1/options "
                          "first, or leave it out.")
-    unknown = sorted(set(overrides) - SETTABLE_OVERRIDES)
+    unknown = sorted(set(overrides) - SETTABLE_OVERRIDES - set(FIXED_BY_OPTION))  # fixed: `_fixed_settings`
     if unknown:
         raise ValueError(f"override_settings keys {unknown} are not supported; supported: {sorted(SETTABLE_OVERRIDES)}.")
     return overrides.get("CLIP_stop_at_last_layers", default_clip_skip)
@@ -153,6 +205,13 @@ def _sampler_options(request: Txt2ImgRequest, sampler: str, options: dict[str, A
     return chosen
 
 
+def _exact_steps(request: Img2ImgRequest, options: dict[str, Any] | None) -> bool:
+    """A1111's `img2img_fix_steps` for an img2img request: Settings, then override_settings (`img2img_fix_steps`)."""
+    overrides = request.override_settings or {}
+    values = {**(options or {}), **{key: overrides[key] for key in SAMPLER_OPTION_KEYS if key in overrides}}
+    return img2img_fix_steps(values)
+
+
 def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora_names: set[str] | None,
                       default_clip_skip: int = 1, current_model: str | None = None,
                       current_model_aliases: frozenset[str] = frozenset(),
@@ -170,6 +229,9 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     (eta_ancestral, eta_ddim, eta_noise_seed_delta), override_settings and the request's `eta`; emphasis and
     comma_padding_backtrack from `prompt_options` (Settings), then override_settings. `styles` (a StyleLibrary of
     the server's --styles-file) merges the request's `styles` into its prompts, as A1111 does before generating.
+    A1111 settings this server runs at one value only (`webui.fixed_settings`: s_churn, uni_pc_variant ...) are
+    accepted in override_settings (where an infotext puts them) at that value and refused at any other; a hires
+    sampler or schedule is accepted when it resolves to the first pass's (`hires_sampler_differences`).
     """
     from pipelines.samplers import resolve_sampler
 
@@ -178,7 +240,13 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
         raise ValueError(f"Not supported by this server: {', '.join(unsupported)}; leave these at their defaults.")
     chosen = apply_request_defaults(request, defaults or A1111_API_DEFAULTS)
     chosen.update(_first_phase_size(request))
-    resolve_sampler(chosen["sampler"], chosen["schedule_type"])  # unknown name -> error listing the valid ones
+    # unknown name -> error listing the valid ones
+    spec, _ = resolve_sampler(chosen["sampler"], chosen["schedule_type"])
+    refused = [*_fixed_settings(request, spec)]
+    if request.enable_hr:
+        refused += hires_sampler_differences(request, chosen["sampler"], chosen["schedule_type"])
+    if refused:
+        raise ValueError(f"Not supported by this server: {'; '.join(refused)}.")
     # disable_extra_networks (A1111): the tags leave the prompt but nothing is applied.
     prompt = extract_extra_networks(request.prompt)[0] if request.disable_extra_networks else request.prompt
     prompt, negative_prompt = with_styles(request, prompt, styles)
@@ -277,7 +345,9 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
                       controlnet_models=None, defaults: GenerationDefaults | None = None,
                       uncond_skip_options: dict[str, Any] | None = None, sampler_options: dict[str, Any] | None = None,
                       prompt_options: dict[str, Any] | None = None, styles=None):
-    """Img2ImgParams for a request with its images decoded; raises ValueError naming the bad field."""
+    """Img2ImgParams for a request with its images decoded; raises ValueError naming the bad field.
+
+    `exact_steps` is A1111's `img2img_fix_steps`: from `sampler_options` (Settings), then override_settings."""
     from pipelines.img2img import Img2ImgParams, check_img2img_params
 
     base = to_txt2img_params(request, limits=limits, lora_names=lora_names, default_clip_skip=default_clip_skip,
@@ -319,6 +389,7 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
         inpainting_mask_invert=bool(request.inpainting_mask_invert),
         inpainting_fill=INPAINTING_FILL[request.inpainting_fill], inpaint_full_res=request.inpaint_full_res,
         inpaint_full_res_padding=request.inpaint_full_res_padding,
+        exact_steps=_exact_steps(request, sampler_options),
     )
     check_img2img_params(params, limits, 8)
     return params

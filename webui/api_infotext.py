@@ -5,10 +5,12 @@ Only fields absent from the request (pydantic's `model_fields_set`; a `null` cou
 filled; the request's own values always win. The infotext is read with mixkit's own parser
 (`pipelines.infotext.parse_infotext`, A1111's reading with its defaults for missing keys). Values
 are copied as they are and then checked like any request value, so an infotext this server cannot
-reproduce (variation seeds, another hires sampler) is refused by the usual checks, not half-applied.
-Settings that A1111 pastes as `override_settings` (clip skip, NGMS, Skip Early CFG) go there unless
-the request overrides them itself; A1111 never switches the checkpoint from an infotext (its
-`disable_weights_auto_swap` default), and neither does this server.
+reproduce (variation seeds, another hires sampler or schedule type) is refused by the usual checks, not
+half-applied. Settings that A1111 pastes as `override_settings` (clip skip, NGMS, Skip Early CFG) go there
+unless the request overrides them itself; so do the sampler settings this server runs at one value only
+(`Sigma churn`, `UniPC variant`, `Discard penultimate sigma` ...: `webui.fixed_settings`), which the request
+check then accepts where they are that value and refuses, naming the key, otherwise. A1111 never switches the
+checkpoint from an infotext (its `disable_weights_auto_swap` default), and neither does this server.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, Callable
 from pipelines.infotext_values import as_flag, as_integer, as_number, as_text
 from webui.api_convert import INPAINTING_FILL
 from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
+from webui.fixed_settings import infotext_fixed_settings
 
 
 # A1111's img2img radio buttons (`type="index"`): the infotext holds the label, the request the label's index.
@@ -57,6 +60,7 @@ HIRES_FIELDS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "hr_resize_y": ("Hires resize-2", as_integer),
     "hr_checkpoint_name": ("Hires checkpoint", as_text),
     "hr_sampler_name": ("Hires sampler", as_text),
+    "hr_scheduler": ("Hires schedule type", as_text),  # A1111 writes it when the hires schedule differs
     "hr_prompt": ("Hires prompt", as_text),
     "hr_negative_prompt": ("Hires negative prompt", as_text),
 }
@@ -133,6 +137,8 @@ def apply_infotext(request: Txt2ImgRequest, lora_library=None) -> Txt2ImgRequest
             except ValueError:
                 raise ValueError(f"infotext: {key}: {parsed[key]!r} is not a valid {option}; fix the infotext or "
                                  f"set {option} in override_settings.") from None
+    for option, (_, value) in infotext_fixed_settings(written).items():
+        overrides.setdefault(option, value)  # checked against what this server runs by `to_txt2img_params`
     if overrides != (request.override_settings or {}):
         filled["override_settings"] = overrides
     values = {**request.model_dump(include=sent), **filled}

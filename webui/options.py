@@ -78,9 +78,19 @@ def _check_ensd(value: Any) -> int:
     return value
 
 
-# A1111's Settings > Sampler parameters: eta of ancestral samplers, eta of DDIM, ENSD.
-SAMPLER_OPTION_DEFAULTS = {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0}
+# The options A1111's samplers read: Settings > Sampler parameters' eta of ancestral samplers, eta of DDIM and
+# ENSD, and Settings > img2img's "With img2img, do exactly the amount of steps the slider specifies"
+# (`img2img_fix_steps`, default False, read by `sd_samplers_common.setup_img2img_steps`; it becomes
+# `Img2ImgParams.exact_steps`, see `img2img_fix_steps`). Hires fix ignores it: its second pass always runs exactly
+# its steps, as A1111's `sample_hr_pass` does.
+SAMPLER_OPTION_DEFAULTS = {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0, "img2img_fix_steps": False}
 SAMPLER_OPTION_KEYS = tuple(SAMPLER_OPTION_DEFAULTS)
+
+
+def img2img_fix_steps(values: dict[str, Any]) -> bool:
+    """`Img2ImgParams.exact_steps` from option values (Settings, then override_settings): A1111's `img2img_fix_steps`,
+    checked here because an override value has not been through `/sdapi/v1/options`."""
+    return SETTABLE["img2img_fix_steps"](values.get("img2img_fix_steps", SAMPLER_OPTION_DEFAULTS["img2img_fix_steps"]))
 
 
 def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any]:
@@ -142,6 +152,7 @@ SETTABLE = {
     "eta_ancestral": _check_eta("eta_ancestral"),
     "eta_ddim": _check_eta("eta_ddim"),
     "eta_noise_seed_delta": _check_ensd,
+    "img2img_fix_steps": _check_bool("img2img_fix_steps"),
     **{key: (lambda value, key=key: check_option_value(key, value)) for key in OPTION_KEYS},
 }
 MODEL_KEY = "sd_model_checkpoint"
@@ -226,6 +237,7 @@ class ServerOptions:
             return {key: self._values[key] for key in PROMPT_OPTION_KEYS}
 
     def sampler_options(self) -> dict[str, Any]:
+        """The options the samplers read (`SAMPLER_OPTION_KEYS`: eta, ENSD, img2img_fix_steps), for `to_*_params`."""
         with self._lock:
             return {key: self._values[key] for key in SAMPLER_OPTION_KEYS}
 

@@ -12,8 +12,8 @@ from .ui_blocks import handler
 
 
 @pytest.mark.parametrize("sampler, expected_eta", [
-    ("DDIM", 0.3), ("Euler a", 0.6), ("DPM2 a", 0.6), ("DPM++ 2S a", 0.6), ("DPM++ SDE", None), ("DPM++ 2M", None),
-    ("PLMS", None),
+    ("DDIM", 0.3), ("Euler a", 0.6), ("DPM2 a", 0.6), ("DPM++ 2S a", 0.6), ("DPM++ SDE", 0.6), ("DPM++ 2M SDE", 0.6),
+    ("DPM++ 2M", None), ("PLMS", None),
 ])
 def test_each_sampler_takes_its_own_eta_setting(sampler, expected_eta):
     values = {"eta_ancestral": 0.6, "eta_ddim": 0.3, "eta_noise_seed_delta": 31337}
@@ -21,7 +21,8 @@ def test_each_sampler_takes_its_own_eta_setting(sampler, expected_eta):
 
 
 def test_defaults_are_a1111s():
-    assert SAMPLER_OPTION_DEFAULTS == {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0}
+    assert SAMPLER_OPTION_DEFAULTS == {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0,
+                                       "img2img_fix_steps": False}
     assert sampler_option_params("Euler a", {}) == {"eta": 1.0, "ensd": 0}
 
 
@@ -53,7 +54,8 @@ def test_the_settings_tab_applies_the_sampler_parameters(tmp_path):
         defaults = [state.options.get(key) for key in ("default_sampler_name", "default_scheduler", "default_steps",
                                                        "default_cfg_scale", "default_width", "default_height")]
         apply.fn(True, False, 1, 3, 0.0, False, 0.0, 0.4, 0.2, 31337, *defaults)
-        assert state.options.sampler_options() == {"eta_ancestral": 0.4, "eta_ddim": 0.2, "eta_noise_seed_delta": 31337}
+        assert state.options.sampler_options() == {"eta_ancestral": 0.4, "eta_ddim": 0.2, "eta_noise_seed_delta": 31337,
+                                                   "img2img_fix_steps": False}
     finally:
         state.close()
 
@@ -70,7 +72,9 @@ def test_api_requests_take_eta_from_settings_then_override_settings_then_the_req
         assert "Eta: 0.25" in info["infotexts"][0]
         _, info, _ = generate(client, **body, eta=0.75)
         assert "Eta: 0.75" in info["infotexts"][0]
-        _, info, _ = generate(client, **{**body, "sampler_name": "DPM++ SDE"})  # a Settings eta it cannot run: 1
+        _, info, _ = generate(client, **{**body, "sampler_name": "DPM++ SDE"})  # the SDE samplers take it too
+        assert "Eta: 0.5" in info["infotexts"][0]
+        _, info, _ = generate(client, **{**body, "sampler_name": "DPM++ 2M"})  # no eta there: ignored
         assert "Eta" not in info["infotexts"][0]
     finally:
         client.post("/sdapi/v1/options", json={"eta_ancestral": 1.0})

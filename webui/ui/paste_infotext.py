@@ -283,16 +283,34 @@ def _reproduction_notes(parsed: dict, current_model: str | None, current_model_a
 
 
 def _schedule_setting_notes(parsed: dict) -> list[str]:
-    """A1111 settings that reshape a schedule and that mixkit keeps at A1111's defaults."""
-    from pipelines.samplers.sigma_schedules import BETA_ALPHA, BETA_BETA
+    """One note naming each A1111 setting the infotext records at a value this server does not run
+    (`webui.fixed_settings`: Sigma churn, UniPC variant, Discard penultimate sigma, Schedule rho, Beta ...).
 
-    fixed = {"Beta schedule alpha": BETA_ALPHA, "Beta schedule beta": BETA_BETA,
-             "Schedule rho": 0, "Schedule max sigma": 0, "Schedule min sigma": 0}
-    changed = [f"{key}: {parsed[key]}" for key, default in fixed.items()
-               if key in parsed and _float(str(parsed[key])) != default]
-    if str(parsed.get("Pad conds", "False")) == "True":  # A1111's "Pad prompt/negative prompt" setting was on
-        changed.append("Pad conds: True")
+    A1111's paste sets these as setting overrides; here they are fixed, so the form cannot take them and the
+    image will differ. A value that is what runs here anyway ("Discard penultimate sigma: True" with DPM2,
+    "UniPC order: 3") gets no note."""
+    from webui.fixed_settings import FIXED_BY_INFOTEXT_KEY
+
+    spec = _infotext_sampler_spec(parsed)
+    changed = [(key, FIXED_BY_INFOTEXT_KEY[key]) for key in parsed  # in the infotext's order
+               if key in FIXED_BY_INFOTEXT_KEY and not FIXED_BY_INFOTEXT_KEY[key].accepts(parsed[key], spec)]
     if not changed:
         return []
-    return [f"{', '.join(changed)}: this server runs A1111's default settings here (Beta 0.6/0.6, no custom rho "
-            "or sigma range, prompt and negative prompt not padded to each other); the image will differ."]
+    recorded = ", ".join(f"{key}: {parsed[key]}" for key, _ in changed)
+    runs = "; ".join(f"{key} = {setting.runs}" for key, setting in changed)
+    return [f"{recorded}: A1111 settings this server runs at one value only, so the image will differ; it always "
+            f"runs {runs}."]
+
+
+def _infotext_sampler_spec(parsed: dict):
+    """The SamplerSpec the infotext's sampler resolves to, or None when it names none this server has."""
+    from pipelines.infotext_samplers import sampler_and_schedule
+    from pipelines.samplers import resolve_sampler
+
+    sampler, _ = sampler_and_schedule(parsed)
+    if sampler is None:
+        return None
+    try:
+        return resolve_sampler(sampler)[0]
+    except (ValueError, KeyError, TypeError):
+        return None
