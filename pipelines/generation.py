@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -235,7 +236,10 @@ class ModelSession:
             clean_prompts.append(text)
             if index == 0:
                 requests = list(tags)
-        clean_negatives = [extract_extra_networks(n)[0] for n in negatives]
+        # Negative prompts keep their tags as text, neither applied nor removed: A1111 1.10 parses extra networks
+        # out of the prompts only (`StableDiffusionProcessing.parse_extra_network_prompts`), so a pasted infotext
+        # with `<lora:...>` in its "Negative prompt:" gives A1111's image only if the tag is encoded as it is there.
+        warn_negative_tags(negatives)
         lora_requests = self._lora_requests(loras, requests)
         applied = None
         if lora_requests:
@@ -253,7 +257,7 @@ class ModelSession:
         try:
             bundled = applied.bundled_embeddings() if applied is not None else None
             encoder = self.encoder(clip_skip, bundled, emphasis=emphasis, comma_backtrack=comma_backtrack)
-            yield PreparedCall(encoder, clean_prompts, clean_negatives, applied)
+            yield PreparedCall(encoder, clean_prompts, list(negatives), applied)
         finally:
             if applied is not None:
                 applied.remove()
@@ -306,6 +310,18 @@ class ModelSession:
         values.update(extra)
         values["Version"] = f"mixkit {__version__}"
         return build_infotext(prompt, negative_prompt, values)
+
+
+def warn_negative_tags(negatives: list[str]) -> None:
+    """Say once per call that `<lora:...>` tags in a negative prompt are not applied (they stay in it as text, as in
+    A1111), since a user who put one there most likely expected the LoRA to act."""
+    from mixkit.prompts.extra_networks import find_extra_network_tags
+
+    tags = list(dict.fromkeys(tag for negative in negatives for tag in find_extra_network_tags(negative)))
+    if tags:
+        warnings.warn(f"negative prompt: {', '.join(tags)} not applied; as in A1111, extra-network tags act only in "
+                      "the prompt, and in the negative prompt they are encoded as plain text. Move the tag to the "
+                      "prompt to apply it, or delete it.", UserWarning, stacklevel=4)
 
 
 def _eta_infotext(sampler: ResolvedSampler) -> dict[str, float]:

@@ -116,7 +116,7 @@ def build_api(state: ServerState) -> APIRouter:
     limits, request_limits = state.limits, state.config.request_limits
 
     def validation_context(body) -> dict:
-        prompts = (body.prompt, body.negative_prompt)  # a tag naming a new file rescans the LoRA folder
+        prompts = (body.prompt,)  # a tag naming a new file rescans the LoRA folder (negative tags are text)
         return {"limits": limits, "lora_names": state.lora_names(prompts), "controlnet_models": state.controlnets,
                 "default_clip_skip": state.options.get("CLIP_stop_at_last_layers"), "current_model": state.model_title,
                 "current_model_aliases": state.model_aliases(), "current_vae_names": state.vae_names(),

@@ -266,9 +266,8 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     units = _controlnet_units(request, limits, request_limits or RequestLimits(), controlnet_models)
     if units:
         params = _with_units(params, units)
-    if not request.disable_extra_networks:
+    if not request.disable_extra_networks:  # the negative prompt's tags are text, as in A1111 1.10
         check_prompt_networks("prompt", request.prompt, lora_names)
-    check_prompt_networks("negative_prompt", request.negative_prompt, lora_names)
     return params
 
 

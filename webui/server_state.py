@@ -262,12 +262,13 @@ class ServerState:
             if params.clip_skip > layers:
                 raise ValueError(f"clip_skip {params.clip_skip} is more than the loaded model's text encoder has "
                                  f"layers ({layers}); use 1..{layers}")
-        names = self.lora_names((params.prompt, params.negative_prompt))
-        for name in ("prompt", "negative_prompt"):
-            value = getattr(params, name)
-            for text in [value] if isinstance(value, str) else value:
-                check_prompt_networks(name, text, names)
-                check_tag_syntax(name, text)
+        # Only the prompt's tags are extra networks: A1111 1.10 parses them out of the prompts alone, so a tag in the
+        # negative prompt is text there (the pipeline warns that it is not applied), malformed or not.
+        names = self.lora_names((params.prompt,))
+        prompts = params.prompt
+        for text in [prompts] if isinstance(prompts, str) else prompts:
+            check_prompt_networks("prompt", text, names)
+            check_tag_syntax("prompt", text)
 
     def cancel_session(self, session: str) -> int:
         """Drop the queued jobs and interrupt the running one of a UI session that ended (its tab closed)."""

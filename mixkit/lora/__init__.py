@@ -1,4 +1,5 @@
-"""Community LoRA support: kohya LoRA/LoCon/OFT, LyCORIS LoHa/LoKr/IA3/full/norm/GLoRA/OFT/DoRA and diffusers/PEFT files.
+"""Community LoRA support: kohya LoRA/LoCon/OFT, LyCORIS LoHa/LoKr/IA3/full/norm/GLoRA/OFT/DoRA, diffusers/PEFT and
+ComfyUI-saved files.
 
 Read a file with `load_lora`, apply several at once with `apply_loras(unet, text_encoders,
 [LoraRequest(...)], mode="merge"|"runtime")` and undo exactly with `handle.remove()`.

@@ -80,7 +80,8 @@ class ModuleWeights:
         key = self.spec.bias_key
         if key is None or key not in self.tensors:
             return None
-        return self.tensors[key].float().reshape(-1) * strength
+        scale = self.scale() if self.spec.bias_scaled else 1.0
+        return self.tensors[key].float().reshape(-1) * (scale * strength)
 
     def layout_tensor(self) -> torch.Tensor | None:
         """A tensor whose number of dims must equal the target weight's (Linear 2-D, Conv 4-D), if the family has one."""
@@ -116,6 +117,8 @@ class AlgorithmFamily:
     additive: bool = True  # False: the change depends on the original weight (IA3, GLoRA, OFT)
     scaled: bool = True  # False: alpha/rank and `.scale` do not apply (OFT's alpha is its constraint)
     bias_key: str | None = None
+    # True: the bias change is scaled like the weight change (alpha/rank), as PEFT merges `lora_B.bias`.
+    bias_scaled: bool = False
     # A tensor stored in the target's own layout (2-D for Linear, 4-D for Conv), to catch Linear/Conv mix-ups.
     layout_key: str | None = None
     # Alternatives of key sets; the group is complete when one alternative is fully present, per entry.
@@ -171,8 +174,10 @@ def _lora_check(t):
 
 LORA_ALGORITHMS.register("lora", AlgorithmFamily(
     name="lora", label="LoRA/LoCon", marker_keys=("lora_down.weight", "lora_up.weight"),
-    known_keys=("lora_down.weight", "lora_up.weight", "lora_mid.weight"),
+    known_keys=("lora_down.weight", "lora_up.weight", "lora_mid.weight", "lora_up.bias"),
     required=((("lora_down.weight", "lora_up.weight"),),), layout_key="lora_down.weight",
+    # PEFT's `lora_bias=True` (`lora_B.bias`): merged as bias + scaling * b (peft `Linear.merge`), as diffusers loads it.
+    bias_key="lora_up.bias", bias_scaled=True,
     rank=lambda t: int(t["lora_down.weight"].shape[0]),
     implied_shape=_lora_shape, check=_lora_check,
     delta=lambda t, s, w: deltas.lora_delta(_f(t, "lora_down.weight"), _f(t, "lora_up.weight"),

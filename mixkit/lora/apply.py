@@ -4,8 +4,11 @@ Two modes, chosen by name from `LORA_APPLY_MODES`:
 - "merge": weights are rewritten once (fastest sampling); the original tensors are kept and copied
   back on `remove()`, so restoring is exact whatever rounding the merge caused.
 - "runtime": parameters are never written; patched forwards add the LoRA outputs (see `runtime`).
-Each LoRA's change is computed against the original weight and the changes are summed, so several
-LoRAs commute and strength s of a linear family scales its change by s.
+LoRAs act on a module in prompt order, each on the weight the earlier ones left, as A1111's
+`network_apply_weights` and ComfyUI's `calculate_weight` do: a family whose change depends on the weight
+(IA3, OFT, GLoRA, DoRA) also transforms the changes made before it, so `<lora:a:1> <lora:oft:1>` differs
+from the reverse order. Additive families (LoRA, LoHa, LoKr, full, norm) do not read the weight, so their
+changes are simply summed, which is the same result; strength s of a linear family scales its change by s.
 """
 
 from __future__ import annotations
@@ -37,9 +40,6 @@ class LoadedRequest:
     request: LoraRequest
     lora: LoraFile
     matched: list[MatchedModule]
-
-    def strength_for(self, component: str) -> float:
-        return float(self.request.unet_weight if component == UNET else self.request.te_weight)
 
 
 @dataclass
@@ -96,7 +96,11 @@ def _infotext_name(name: str) -> str:
 
 
 def _changes(module: nn.Module, items: list[tuple[MatchedModule, float]]) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """Summed float32 weight and bias changes of all LoRAs on one module, each against the original weight."""
+    """Total float32 weight and bias changes of the LoRAs on one module, applied in `items` order.
+
+    A change that depends on the weight (IA3, OFT, GLoRA, DoRA) is computed on the running weight, original plus
+    the changes before it, as A1111 re-reads `self.weight` for each network; additive changes ignore the weight,
+    so for them the running weight is never built and a stack of them is the plain sum it always was."""
     original = module.weight.detach().float()
     weight_total, bias_total = None, None
     for match, strength in items:
@@ -106,7 +110,8 @@ def _changes(module: nn.Module, items: list[tuple[MatchedModule, float]]) -> tup
             change = weights.weight_change(original[:, :4], strength)
             change = torch.nn.functional.pad(change, (0, 0, 0, 0, 0, original.shape[1] - 4))
         else:
-            change = weights.weight_change(original, strength).reshape(original.shape)
+            running = original if weights.additive or weight_total is None else original + weight_total
+            change = weights.weight_change(running, strength).reshape(original.shape)
         weight_total = change if weight_total is None else weight_total + change
         bias = weights.bias_change(strength)
         if bias is not None:
@@ -136,9 +141,11 @@ def _restore(param: torch.Tensor, saved: torch.Tensor) -> None:
 def _apply_runtime(targets: dict[int, tuple[nn.Module, list]], undo: list[Callable[[], None]]) -> None:
     for module, items in targets.values():
         patch = RuntimePatch()
-        dense_items = []
+        dense_items, bias_items = [], []
+        # A weight-dependent change must see the earlier LoRAs' changes, so such a stack is computed densely, whole.
+        weight_dependent = any(not match.lora_module.weights.additive for match, _ in items)
         for match, strength in items:
-            bypass = can_bypass(module) and match.pad_inputs_to is None
+            bypass = can_bypass(module) and match.pad_inputs_to is None and not weight_dependent
             factors = match.lora_module.weights.low_rank_factors() if bypass else None
             if factors is None:
                 dense_items.append((match, strength))
@@ -146,11 +153,14 @@ def _apply_runtime(targets: dict[int, tuple[nn.Module, list]], undo: list[Callab
             dtype = module.weight.dtype
             down, up, mid = (None if t is None else t.to(module.weight.device, dtype) for t in factors)
             patch.branches.append(BypassBranch(down, up, mid, match.lora_module.weights.scale() * strength))
-        if dense_items:
-            weight_change, bias_change = _changes(module, dense_items)
-            cast = lambda t: None if t is None else t.to(module.weight.device, module.weight.dtype)  # noqa: E731
-            patch.weight_change = None if weight_change is None else cast(weight_change.reshape(module.weight.shape))
-            patch.bias_change = cast(bias_change)
+            if match.lora_module.weights.bias_change(strength) is not None:  # PEFT's lora_bias
+                bias_items.append(match.lora_module.weights.bias_change(strength))
+        weight_change, bias_change = _changes(module, dense_items) if dense_items else (None, None)
+        for bias in bias_items:
+            bias_change = bias if bias_change is None else bias_change + bias
+        cast = lambda t: None if t is None else t.to(module.weight.device, module.weight.dtype)  # noqa: E731
+        patch.weight_change = None if weight_change is None else cast(weight_change.reshape(module.weight.shape))
+        patch.bias_change = cast(bias_change)
         undo.append(install_patch(module, patch))
 
 
@@ -159,12 +169,12 @@ LORA_APPLY_MODES.register("merge", _apply_merge)
 LORA_APPLY_MODES.register("runtime", _apply_runtime)
 
 
-def _combined_by_file(requests: list[LoraRequest], library) -> dict[Path, LoraRequest]:
-    """One request per file, in first-mention order: a file named twice (`<lora:a:1> ... <lora:a:0.5>`) is applied
-    once at the sum of its strengths, text encoder and UNet each, as stacking the same LoRA twice does for a LoRA."""
+def _combined_by_file(mentions: list[tuple[Path, LoraRequest]]) -> dict[Path, LoraRequest]:
+    """One request per file, in first-mention order, for reading, matching, names and hashes: a file named twice
+    (`<lora:a:1> ... <lora:a:0.5>`) is read once and listed once, at the sum of its strengths. Its changes are still
+    made once per mention, in prompt order (`apply_loras` step 2), as A1111 applies each mention."""
     combined: dict[Path, LoraRequest] = {}
-    for request in requests:
-        path = _resolve_source(request, library)
+    for path, request in mentions:
         first = combined.get(path)
         if first is not None and first.dyn_dim != request.dyn_dim:
             raise ValueError(f"LoRA {first.display_name!r} is named twice with different dyn ({first.dyn_dim} and "
@@ -172,6 +182,21 @@ def _combined_by_file(requests: list[LoraRequest], library) -> dict[Path, LoraRe
         combined[path] = request if first is None else dataclasses.replace(
             first, te_weight=first.te_weight + request.te_weight, unet_weight=first.unet_weight + request.unet_weight)
     return combined
+
+
+def _add_in_order(items: list[tuple[MatchedModule, float]], match: MatchedModule, strength: float) -> None:
+    """Append one mention's (module, strength) to a module's stack. An additive module mentioned again with no
+    weight-dependent change in between is folded into its earlier mention (strengths summed): the same result,
+    one weight change instead of two, and bit for bit what applying the file once at the summed strength gives."""
+    if match.lora_module.weights.additive:
+        for position in range(len(items) - 1, -1, -1):
+            earlier, earlier_strength = items[position]
+            if not earlier.lora_module.weights.additive:
+                break
+            if earlier is match:
+                items[position] = (earlier, earlier_strength + strength)
+                return
+    items.append((match, strength))
 
 
 def _resolve_source(request: LoraRequest, library) -> Path:
@@ -203,28 +228,30 @@ def apply_loras(unet: nn.Module, text_encoders: list[nn.Module], requests: list[
     check_inputs(unet, text_encoders, requests, mode)
     index = ModelIndex(unet, list(text_encoders))
     runtime = mode == "runtime"
-    loaded: list[LoadedRequest] = []
+    loaded: dict[Path, LoadedRequest] = {}
     # 1. Resolve, read and match every file before touching the model.
-    for path, request in _combined_by_file(requests, library).items():
+    mentions = [(_resolve_source(request, library), request) for request in requests]
+    for path, request in _combined_by_file(mentions).items():
         lora = load_lora(path)
         if request.dyn_dim is not None:
             lora = dataclasses.replace(lora, modules=[dataclasses.replace(m, weights=rank_cut(m.weights, request.dyn_dim))
                                                       for m in lora.modules])
         for word in lora.embeddings:
-            other = next((item for item in loaded if word in item.lora.embeddings), None)
+            other = next((item for item in loaded.values() if word in item.lora.embeddings), None)
             if other is not None:
                 raise ValueError(f"LoRAs {other.request.display_name!r} and {request.display_name!r} both bundle "
                                  f"vectors for the word {word!r}; a prompt can read only one: apply one of them")
-        loaded.append(LoadedRequest(request, lora, match_lora(lora, index, runtime=runtime)))
-    # 2. Group all (module, strength) pairs by target module; strength 0 is skipped: every family's change is
-    #    its full change times the strength (DoRA's too, see ModuleWeights.weight_change), so 0 changes nothing.
+        loaded[path] = LoadedRequest(request, lora, match_lora(lora, index, runtime=runtime))
+    # 2. Group all (module, strength) pairs by target module, one per mention in prompt order (the order matters
+    #    to weight-dependent families, see `_changes`); strength 0 is skipped: every family's change is its full
+    #    change times the strength (DoRA's too, see ModuleWeights.weight_change), so 0 changes nothing.
     targets: dict[int, tuple[nn.Module, list]] = {}
-    for item in loaded:
-        for match in item.matched:
-            strength = item.strength_for(match.target.component)
+    for path, request in mentions:
+        for match in loaded[path].matched:
+            strength = float(request.unet_weight if match.target.component == UNET else request.te_weight)
             if strength == 0:
                 continue
-            targets.setdefault(id(match.target.module), (match.target.module, []))[1].append((match, strength))
+            _add_in_order(targets.setdefault(id(match.target.module), (match.target.module, []))[1], match, strength)
     # 3. Apply; if anything fails half way, undo what was done so the model is unchanged.
     undo: list[Callable[[], None]] = []
     try:
@@ -234,6 +261,6 @@ def apply_loras(unet: nn.Module, text_encoders: list[nn.Module], requests: list[
         for step in reversed(undo):
             step()
         raise
-    handle = AppliedLoras(mode=mode, loaded=loaded, _unet=unet, _undo=undo)
+    handle = AppliedLoras(mode=mode, loaded=list(loaded.values()), _unet=unet, _undo=undo)
     _ACTIVE.setdefault(unet, []).append(handle)
     return handle

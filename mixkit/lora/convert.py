@@ -103,6 +103,10 @@ def to_kohya(lora: LoraFile, index: ModelIndex | None) -> tuple[dict[str, torch.
             tensors[f"{name}.alpha"] = torch.tensor(float(alpha))
         if module.weights.dora_scale is not None:
             tensors[f"{name}.dora_scale"] = module.weights.dora_scale
+        if "lora_up.bias" in module.weights.tensors:
+            raise ValueError(f"{lora.path}: {module.name} has a LoRA bias (PEFT's lora_bias, `lora_B.bias`), which "
+                             "kohya files cannot express (A1111 and ComfyUI would drop it); keep the file in diffusers "
+                             "format (mixkit and diffusers read it)")
         if module.weights.peft_magnitude is not None:
             raise ValueError(f"{lora.path}: {module.name} is DoRA in PEFT's form (lora_magnitude_vector), which kohya "
                              "files cannot express (LyCORIS's dora_scale applies the strength differently); keep the "
@@ -140,6 +144,8 @@ def to_diffusers(lora: LoraFile, index: ModelIndex | None) -> tuple[dict[str, to
         down, up = module.weights.tensors["lora_down.weight"], module.weights.tensors["lora_up.weight"]
         tensors[f"{prefix}.{path}.lora_A.weight"] = down
         tensors[f"{prefix}.{path}.lora_B.weight"] = up
+        if "lora_up.bias" in module.weights.tensors:  # diffusers infers PEFT's lora_bias from these keys
+            tensors[f"{prefix}.{path}.lora_B.bias"] = module.weights.tensors["lora_up.bias"]
         rank = int(down.shape[0])
         alpha = module.weights.alpha if module.weights.alpha is not None else float(rank)
         per_component.setdefault(prefix, []).append((path, rank, alpha))

@@ -19,7 +19,7 @@ from mixkit.lora.model_index import TE1, TE2, UNET
 COMPONENT_PREFIXES = (("text_encoder_2.", TE2), ("text_encoder.", TE1), ("unet.", UNET))
 # Tensor-name endings -> kohya suffixes (the common vocabulary of `algorithms`).
 _SUFFIXES = (
-    (".lora_A.weight", "lora_down.weight"), (".lora_B.weight", "lora_up.weight"),
+    (".lora_A.weight", "lora_down.weight"), (".lora_B.weight", "lora_up.weight"), (".lora_B.bias", "lora_up.bias"),
     (".lora_linear_layer.down.weight", "lora_down.weight"), (".lora_linear_layer.up.weight", "lora_up.weight"),
     (".lora.down.weight", "lora_down.weight"), (".lora.up.weight", "lora_up.weight"),
     (".lora_magnitude_vector", "lora_magnitude_vector"), (".alpha", "alpha"),

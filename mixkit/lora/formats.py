@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from mixkit.errors import CheckpointFormatError
+from mixkit.lora.comfy_format import find_comfy_module, split_comfy_key
 from mixkit.lora.diffusers_format import split_diffusers_key
 from mixkit.lora.errors import list_for_humans
 from mixkit.lora.kohya import split_kohya_key
@@ -31,12 +32,17 @@ class LoraFormat:
 
 LORA_FORMATS: Registry[LoraFormat] = Registry("LoRA format")
 LORA_FORMATS.register("kohya", LoraFormat(
-    name="kohya", label="kohya / LyCORIS (lora_unet_*, lora_te_*)", split_key=split_kohya_key,
+    name="kohya", label="kohya / LyCORIS (lora_unet_*, lora_te_*, oft_unet_*)", split_key=split_kohya_key,
     find=lambda index, component, name: index.find_flat(component, name),
 ))
 LORA_FORMATS.register("diffusers", LoraFormat(
     name="diffusers", label="diffusers / PEFT (unet.*, text_encoder.*)", split_key=split_diffusers_key,
     find=lambda index, component, name: index.find_path(component, name),
+))
+
+LORA_FORMATS.register("comfyui", LoraFormat(
+    name="comfyui", label="ComfyUI (diffusion_model.*, text_encoders.clip_l.*)", split_key=split_comfy_key,
+    find=find_comfy_module,
 ))
 
 

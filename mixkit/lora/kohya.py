@@ -2,7 +2,8 @@
 
 The flattened path is a diffusers (SD 1.x/2.x trainers) or an LDM/SGM (SDXL trainers) module path
 with dots replaced by underscores; `ModelIndex.find_flat` resolves both. LyCORIS used on a bare
-module writes `lycoris_<flat path>`; A1111 treats those as UNet modules and so do we.
+module writes `lycoris_<flat path>`; A1111 treats those as UNet modules and so do we, as it does kohya's
+`oft_unet_<flat path>`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ from __future__ import annotations
 from mixkit.lora.model_index import TE1, TE2, UNET
 
 # Longest prefixes first: `lora_te1_` must not be read as `lora_te_` + `1_...`.
-KOHYA_PREFIXES = (("lora_te1_", TE1), ("lora_te2_", TE2), ("lora_te_", TE1), ("lora_unet_", UNET), ("lycoris_", UNET))
+# kohya's own OFT network (sd-scripts `networks/oft.py`, OFT_PREFIX_UNET) names its UNet modules `oft_unet_`; A1111's
+# `load_network` reads them as UNet modules ("kohya_ss OFT module"), and so do we.
+KOHYA_PREFIXES = (("lora_te1_", TE1), ("lora_te2_", TE2), ("lora_te_", TE1), ("lora_unet_", UNET), ("lycoris_", UNET),
+                  ("oft_unet_", UNET))
 
 
 def split_kohya_key(key: str) -> tuple[str, str, str] | None:

@@ -155,7 +155,7 @@ def _first_non_finite(tensors: dict[str, torch.Tensor]) -> str | None:
             storage = next(iter(tensors.values())).untyped_storage()
             if storage.nbytes() % dtype.itemsize == 0:
                 whole = torch.empty(0, dtype=dtype).set_(storage, 0, (storage.nbytes() // dtype.itemsize,))
-                if bool(torch.isfinite(whole).all()):
+                if bool(torch.isfinite(_checkable(whole)).all()):
                     return None
     for key, tensor in tensors.items():
         if tensor.is_floating_point() and tensor.numel():
@@ -165,6 +165,12 @@ def _first_non_finite(tensors: dict[str, torch.Tensor]) -> str | None:
         if not bool(torch.isfinite(joined).all()):
             return next(k for k, t in items if not bool(torch.isfinite(t.float()).all()))
     return None
+
+
+def _checkable(tensor: torch.Tensor) -> torch.Tensor:
+    """`tensor` in a dtype `torch.isfinite` accepts: torch implements no fp8 kernels (`F8_E4M3`/`F8_E5M2` files, as
+    ComfyUI saves), so those are upcast to float32, which holds every fp8 value (NaN and Inf included) exactly."""
+    return tensor.float() if tensor.element_size() == 1 else tensor
 
 
 def _read_pickle(path: Path) -> dict[str, torch.Tensor]:

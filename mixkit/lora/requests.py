@@ -44,7 +44,8 @@ class LoraRequest:
 
     @property
     def display_name(self) -> str:
-        return self.name or Path(str(self.source)).stem
+        """The name for tags and `Lora hashes`: `name` if set, else the source as the user wrote it."""
+        return self.name or written_name(self.source)
 
     @property
     def prompt_tag(self) -> str:
@@ -70,6 +71,21 @@ class LoraRequest:
         te = getattr(request, "te_weight", 1.0)
         return cls(source=request.name, te_weight=float(te), unet_weight=float(te if unet is None else unet), name=request.name,
                    dyn_dim=getattr(request, "dyn_dim", None))
+
+
+def written_name(source: str | Path) -> str:
+    """The LoRA name a user meant by `source`: the file stem when it names a file (an existing path, or a file name
+    ending in a LoRA suffix), else the text itself.
+
+    Library names keep every dot (`add_detail.v2`, `my.style.v1`): cutting a "suffix" off them would write another
+    LoRA's name into the infotext, and pasting it back would apply that file. A1111 likewise writes the name as
+    mentioned in the prompt (`ExtraNetworkLora.activate`'s `mentioned_name`).
+    """
+    from mixkit.lora.reading import LORA_SUFFIXES
+
+    path = Path(str(source)).expanduser()
+    names_a_file = path.is_file() or path.suffix.lower() in LORA_SUFFIXES  # `x.v1.safetensors` in the LoRA folder
+    return path.stem if names_a_file else str(source)
 
 
 def parse_lora_cli_spec(spec: str) -> LoraRequest:
@@ -135,5 +151,5 @@ def resolve_lora_requests(explicit: list[LoraRequest], tags: list, lora_dir: str
                 f"LoRA {request.source!r} is not a file and no LoRA folder is set; pass a path or set the LoRA folder (--lora-dir)."
             )
         resolved.append(LoraRequest(source=path, te_weight=request.te_weight, unet_weight=request.unet_weight,
-                                    name=request.name or Path(str(request.source)).stem, dyn_dim=request.dyn_dim))
+                                    name=request.display_name, dyn_dim=request.dyn_dim))
     return resolved

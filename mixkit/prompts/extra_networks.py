@@ -1,7 +1,8 @@
 """Extra-network tags such as `<lora:name:0.8>`: removed from the prompt text, returned as requests.
 
 Syntax follows A1111 v1.10: `<kind:arg1:arg2:...>`; arguments containing "=" are named
-(`te=0.5`, `unet=1`, `dyn=8`), the others positional. For LoRA-like kinds the positional arguments
+(`te=0.5`, `unet=1`, `dyn=8`; others, such as LoRA Block Weight's `lbw=`, are ignored with a warning, as A1111
+ignores them), the others positional. For LoRA-like kinds the positional arguments
 are name, text-encoder weight, UNet weight and dyn dim; the UNet weight defaults to the text-encoder
 weight, which defaults to 1. Applying the networks is the LoRA module's job; this one only parses.
 """
@@ -10,9 +11,12 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from dataclasses import dataclass
 
 _TAG = re.compile(r"<(\w+):([^>]*)>")
+# Named arguments a tag's weights are read from; any other (`lbw=`, `start=`, ...) is ignored with a warning.
+APPLIED_NAMED_ARGUMENTS = ("te", "unet", "dyn")
 
 
 @dataclass(frozen=True)
@@ -46,9 +50,13 @@ def parse_extra_network_tag(kind: str, body: str, raw: str) -> ExtraNetworkReque
             named[key.strip()] = value.strip()
         else:
             positional.append(item)
-    unknown = set(named) - {"te", "unet", "dyn"}
+    unknown = sorted(set(named) - set(APPLIED_NAMED_ARGUMENTS))
     if unknown:
-        raise ValueError(f"extra network tag {raw!r}: unknown named argument(s) {sorted(unknown)}; allowed: te, unet, dyn")
+        # A1111's `ExtraNetworkLora.activate` reads only te/unet/dyn and ignores the rest, so Civitai prompts written
+        # for extensions (LoRA Block Weight's `lbw=MIDD`, loractl's `start=`/`stop=`) still apply the LoRA.
+        warnings.warn(f"extra network tag {raw!r}: named argument(s) {', '.join(unknown)} are ignored (as in A1111 "
+                      f"without extensions; block weights and step ranges are not applied); only "
+                      f"{', '.join(APPLIED_NAMED_ARGUMENTS)} are read", UserWarning, stacklevel=3)
     name = positional[0].strip() if positional else ""
     if not name:
         raise ValueError(f"extra network tag {raw!r} has no name; write it as <{kind}:name:weight>")
@@ -83,3 +91,11 @@ def extract_extra_networks(prompt: str) -> tuple[str, list[ExtraNetworkRequest]]
 
     cleaned = _TAG.sub(take, prompt)
     return cleaned, requests
+
+
+def find_extra_network_tags(text: str) -> list[str]:
+    """Every `<kind:...>` tag of `text` as written, without parsing or removing it (a negative prompt's tags,
+    which A1111 leaves in place as text, so even a malformed one is no error there)."""
+    if not isinstance(text, str):
+        raise TypeError(f"prompt must be a str, got {type(text).__name__}")
+    return [match.group() for match in _TAG.finditer(text)]

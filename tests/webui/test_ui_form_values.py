@@ -97,8 +97,8 @@ def test_a_malformed_lora_weight_is_refused_before_queueing(built):
     with pytest.raises(ValueError, match=r"prompt: extra network tag '<lora:style:abc>': te weight must be a number, "
                                          r"got 'abc'; write weights as numbers, e\.g\. <lora:name:0\.8>\."):
         state.check_params("txt2img", Txt2ImgParams(prompt="a cat <lora:style:abc>"))
-    with pytest.raises(ValueError, match="negative_prompt: extra network tag '<lora:style:1:x>'"):
-        state.check_params("txt2img", Txt2ImgParams(prompt="a cat", negative_prompt="<lora:style:1:x>"))
+    # A1111 1.10 parses extra networks out of the prompts only: a negative prompt's tag is text, malformed or not
+    state.check_params("txt2img", Txt2ImgParams(prompt="a cat", negative_prompt="<lora:style:1:x>"))
     assert state.worker.queued == 0
 
 

@@ -1,5 +1,7 @@
 """LoRA browser: one card per file of the LoRA folder, with its preview image; clicking a card adds `<lora:name:1>`
 to the txt2img or img2img prompt (or negative prompt) chosen under "Add to", or removes it when it is there.
+With an A1111 side-car (`NAME.json`) the card adds `<lora:name:preferred weight>` plus its activation text, and its
+negative text to the same tab's negative prompt, as A1111's card does.
 
 Card images are thumbnails decoded on the server from the preview next to each LoRA file (see
 `webui.lora_previews`), or a placeholder, so the browser never needs a file URL into the folder.
@@ -11,7 +13,7 @@ import re
 from pathlib import Path
 
 import gradio as gr
-from webui.lora_cards import LoraCard, lora_cards
+from webui.lora_cards import CardText, LoraCard, card_text, lora_cards, read_user_metadata
 from webui.lora_previews import load_thumbnail, placeholder_image
 from webui.ui.prompt_targets import TARGETS, insert_into
 from webui.server_state import ServerState
@@ -32,11 +34,56 @@ def toggle_lora_tag(prompt: str, name: str) -> str:
 
     A1111's card click toggles the same way (extraNetworks.js `tryToRemoveExtraNetworkFromPrompt`: a tag of the
     same `lora:NAME` is removed, its weight ignored), so a second click never adds a duplicate at another weight."""
+    return toggle_card_text(prompt, name, f"<lora:{name}:1>")
+
+
+def toggle_card_text(prompt: str, name: str, text: str) -> str:
+    """`toggle_lora_tag` for a card's whole text (`<lora:name:w> activation text`): the tag is removed with the
+    activation text right after it, as A1111's `tryToRemoveExtraNetworkFromPrompt` removes `extraTextAfterNet`."""
     prompt = prompt or ""
-    same = re.compile(rf"\s*<lora:{re.escape(name)}:[^>]*>")
+    after = text.split(">", 1)[1] if ">" in text else ""
+    same = re.compile(rf"\s*<lora:{re.escape(name)}:[^>]*>(?:{re.escape(after)})?" if after else
+                      rf"\s*<lora:{re.escape(name)}:[^>]*>")
     if same.search(prompt):
         return same.sub("", prompt).strip()
-    return f"{prompt.rstrip()} <lora:{name}:1>".strip()
+    return f"{prompt.rstrip()} {text}".strip()
+
+
+def toggle_text(prompt: str, text: str) -> str:
+    """The prompt without `text` (each occurrence, with the space before it) if it holds it, else with it appended
+    after a space: A1111's `updatePromptArea` for a card's negative text."""
+    prompt = prompt or ""
+    if not text:
+        return prompt
+    if text in prompt:
+        return re.sub(rf"\s*{re.escape(text)}", "", prompt).strip()
+    return f"{prompt.rstrip()} {text}".strip()
+
+
+def click_card(target: str, name: str, text: CardText, prompts: list[str]) -> list[str]:
+    """`prompts` (in `TARGETS` order) after a click on the card whose tag name is `name`.
+
+    Without negative text the card's text goes to (or leaves) the box chosen under "Add to". With it, as A1111's
+    `cardClicked` does when `textToAddNegative` is set, the text goes to that tab's prompt and the negative text
+    to that tab's negative prompt, whichever of the two boxes was chosen."""
+    prompt_text = text.prompt_text(name)
+    if not text.negative_text:
+        return insert_into(target, prompt_text, prompts, lambda box, _tag: toggle_card_text(box, name, prompt_text))
+    tab_prompt = TARGETS.index(target) // 2 * 2  # txt2img: boxes 0 and 1, img2img: 2 and 3
+    updated = list(prompts)
+    updated[tab_prompt] = toggle_card_text(prompts[tab_prompt], name, prompt_text)
+    updated[tab_prompt + 1] = toggle_text(prompts[tab_prompt + 1], text.negative_text)
+    return updated
+
+
+def card_text_for(library, name: str) -> CardText:
+    """The insert texts of the library file a card's tag name resolves to (its side-car, read at click time so an
+    edited `NAME.json` applies without a refresh); the plain `<lora:name:1>` when there is none."""
+    try:
+        path = library.resolve_name(name)
+    except (ValueError, OSError):
+        return CardText()
+    return card_text(read_user_metadata(path, library.folder)[0])[0]
 
 
 def card_tag_name(library, card: LoraCard) -> str:
@@ -92,7 +139,8 @@ def build_lora_tab(state: ServerState, boxes: list) -> None:
         prompts = [txt_prompt, txt_negative, img_prompt, img_negative]
         if event.index is None or not 0 <= event.index < len(shown):
             return prompts
-        return insert_into(chosen, shown[event.index], prompts, toggle_lora_tag)
+        name = shown[event.index]
+        return click_card(chosen, name, card_text_for(state.lora_library, name), prompts)
 
     def do_refresh():
         state.lora_library.refresh()
