@@ -14,6 +14,10 @@ import random
 from dataclasses import dataclass
 
 
+# kohya rejoins processed tags with ", " for every caption_separator (library/train_util.py, process_caption).
+TAG_JOINER = ", "
+
+
 @dataclass(frozen=True)
 class CaptionAugmentation:
     """kohya's `shuffle_caption`, `keep_tokens`, `caption_tag_dropout_rate`, `caption_dropout_rate`,
@@ -64,7 +68,8 @@ def augment_caption(caption: str, settings: CaptionAugmentation, rng: random.Ran
     caption); otherwise split at the separator into fixed tags in front, flexible tags, fixed tags at the end:
     with `keep_separator` ("a, b ||| c, d ||| e": kohya's keep_tokens_separator) the parts around it, else
     the first `keep_tokens` tags and the rest. The flexible tags are shuffled (if asked) and each dropped with
-    probability `tag_dropout_rate`; all are joined with "<separator> ". Unchanged when nothing is active.
+    probability `tag_dropout_rate`; all are joined with ", " whatever the separator, as kohya's `process_caption`
+    rejoins them (so `a; b; c` with separator ";" trains as `a, b, c`). Unchanged when nothing is active.
     """
     if not settings.active:
         return caption
@@ -85,4 +90,4 @@ def augment_caption(caption: str, settings: CaptionAugmentation, rng: random.Ran
         rng.shuffle(flexible)
     if settings.tag_dropout_rate:
         flexible = [tag for tag in flexible if rng.random() >= settings.tag_dropout_rate]
-    return f"{settings.separator} ".join(fixed + flexible + tail)
+    return TAG_JOINER.join(fixed + flexible + tail)

@@ -98,7 +98,7 @@ def train_blip2_stage1(config: Blip2Stage1Config, *, vision_encoder: nn.Module, 
     model, optimizer = accelerator.prepare(model, optimizer)
 
     # 3. Train: process r takes batch step * world + r; hard negatives drawn from a (seed, batch) generator.
-    result = TrainingResult(output=None, steps=step, skipped_images=list(report.skipped))
+    result = TrainingResult(output=None, steps=step, first_step=step, skipped_images=list(report.skipped))
     batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
     end = stop_at_step or config.max_steps
     while step < end:

@@ -114,7 +114,7 @@ def train_clip(config: ClipTrainingConfig, *, stop_at_step: int | None = None) -
     # 3. Train: process r takes batch step * world + r.
     batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
     checkpoint_dir = Path(config.checkpoint_dir or f"{config.output}-checkpoints")
-    result = TrainingResult(output=None, steps=step, skipped_images=list(report.skipped))
+    result = TrainingResult(output=None, steps=step, first_step=step, skipped_images=list(report.skipped))
     end = stop_at_step or config.max_steps
     epoch_cache: dict[int, list[list[int]]] = {}
     while step < end:

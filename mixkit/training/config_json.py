@@ -1,4 +1,4 @@
-"""JSON round trip shared by every trainer's config dataclass."""
+"""JSON round trip shared by every trainer's config dataclass; reading also takes TOML and kohya's option names."""
 
 from __future__ import annotations
 
@@ -18,7 +18,11 @@ class JsonConfig:
 
     @classmethod
     def from_json_file(cls, path: str | Path):
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        """The config in a .json file, or a .toml one (kohya's --config_file form, `config_file.read_config_file`);
+        kohya's option names become mixkit's (`config_file.KOHYA_OPTIONS`)."""
+        from mixkit.training.config_file import read_config_file, translate_kohya_options
+
+        data = translate_kohya_options(read_config_file(path))
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:

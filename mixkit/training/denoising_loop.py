@@ -1,10 +1,12 @@
 """The training loop shared by the SD trainers (LoRA and full fine-tune): data order, noise, loss, steps.
 
-The loop owns its data order and randomness instead of delegating them to a DataLoader: micro-batch
-i of the run is batch i of the deterministic epoch order (seed, epoch), and its noise, timesteps and
-VAE sample come from a generator seeded by (seed, i). A resumed run therefore only needs weights,
-optimizer, LR schedule and step count to continue exactly. With W processes, process r takes
-micro-batches r, r + W, ..., which is the same set one process sees with W-fold accumulation.
+The loop owns its data order and randomness instead of delegating them to a DataLoader: each optimizer
+step takes its epoch's next micro-batches in the deterministic epoch order (seed, epoch), never crossing
+into the next epoch (`run_schedule.step_micro_batches`, kohya's epochs), and each micro-batch's noise,
+timesteps and VAE sample come from a generator seeded by (seed, its run-wide index). A resumed run
+therefore only needs weights, optimizer, LR schedule and step count to continue exactly. With W
+processes, process r takes the epoch's batches r, r + W, ..., the same set one process sees with W-fold
+accumulation.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from mixkit.training import diffusion_objective as objective
 from mixkit.training.flip_augmentation import flip_draws, flip_rows
 from mixkit.training.latent_cache import LatentCache
 from mixkit.training.latent_disk_store import LatentDiskStore
+from mixkit.training.run_schedule import local_batches_per_epoch, step_micro_batches
 from mixkit.training.text_conditioning import CaptionEncoding, encode_sd, encode_sdxl
 from mixkit.training.training_state import check_finite_loss, checkpoint_path, save_training_state
 
@@ -103,6 +106,7 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
     world, rank = accelerator.num_processes, accelerator.process_index
     accum = config.gradient_accumulation_steps
     batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
+    padded_epoch = local_batches_per_epoch(batches_per_epoch, world) * world
     epoch_cache: dict[int, list[list[int]]] = {}
     vae, scaling = model.vae, model.vae.config.scaling_factor
     latent_cache = None
@@ -116,9 +120,15 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
     tick = time.perf_counter()
     while step < end:
         step_loss = 0.0
-        for micro in range(accum):
-            index = (step * accum + micro) * world + rank
-            epoch, position = divmod(index, batches_per_epoch)
+        epoch, positions = step_micro_batches(step, batches_per_epoch, accum, world)
+        # An epoch's last step may accumulate fewer than `accum` micro-batches (kohya's epochs, `run_schedule`);
+        # accelerate syncs and steps when its counter reaches a multiple of `accum`, so it starts that much short.
+        accelerator.step = accum - len(positions)
+        for local in positions:
+            # Process `rank` takes the epoch's batches rank, rank + W, ..., wrapping round to the first ones
+            # when W does not divide them (accelerate's even batches); `index` numbers the draw run-wide.
+            position = (local * world + rank) % batches_per_epoch
+            index = epoch * padded_epoch + local * world + rank
             if epoch not in epoch_cache:
                 epoch_cache = {epoch: dataset.epoch_batches(epoch, config.batch_size, config.seed)}
             records = epoch_cache[epoch][position]
@@ -179,7 +189,7 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
                     accelerator.clip_grad_norm_(clipped(), config.max_grad_norm)
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
-            step_loss += loss.detach().item() / accum
+            step_loss += loss.detach().item() / len(positions)
         # Stepped by hand once per optimizer step: accelerate's scheduler wrapper would step it once
         # per process, making the schedule depend on the number of processes.
         learning_rate = lr_schedule.get_last_lr()[0]

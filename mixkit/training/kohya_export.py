@@ -2,8 +2,9 @@
 
 A1111's Additional Networks and Civitai read the `ss_*` keys (network module, dim, alpha, base
 model, tag frequency) and identify files by `sshs_model_hash` / `sshs_legacy_hash`. kohya computes
-both hashes over the file as serialised *before* the hash keys are added, so the tensor bytes (and
-hence `sshs_model_hash`) match what `addnet_hash_safetensors` reports for the finished file.
+both hashes over the tensors serialised with the `ss_*` keys only, *before* the hash keys are added,
+so the tensor bytes (and hence `sshs_model_hash`) match what `addnet_hash_safetensors` reports for the
+finished file, and the legacy hash is the one kohya would store for the same tensors and settings.
 """
 
 from __future__ import annotations
@@ -28,10 +29,13 @@ SDXL_KEY_LAYOUTS.register("diffusers", "lora_unet_down_blocks_1_attentions_0_...
 
 
 def kohya_hashes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> tuple[str, str]:
-    """(sshs_model_hash, sshs_legacy_hash) of the file these tensors and metadata serialise to."""
+    """(sshs_model_hash, sshs_legacy_hash) as kohya's `precalculate_safetensors_hashes` computes them: over the
+    file these tensors and only the `ss_*` metadata serialise to. kohya keeps only the training keys because
+    they are meant to be immutable, so a tool that edits other keys (modelspec, a title) leaves the hashes valid;
+    the legacy hash reads bytes 0x100000.. of that serialisation, which the header's length moves."""
     from safetensors.torch import save
 
-    data = save(tensors, metadata)
+    data = save(tensors, {key: value for key, value in metadata.items() if key.startswith("ss_")})
     header_length = int.from_bytes(data[:8], "little")
     model_hash = hashlib.sha256(data[8 + header_length:]).hexdigest()
     legacy = hashlib.sha256(data[KOHYA_LEGACY_OFFSET:KOHYA_LEGACY_OFFSET + KOHYA_LEGACY_LENGTH]).hexdigest()[:8]
@@ -71,6 +75,25 @@ def training_metadata(*, network: str, rank: int, alpha: float, conv_rank: int |
     for key, value in settings.items():
         metadata[f"ss_{key}"] = "None" if value is None else str(value)
     return metadata
+
+
+# kohya's SS_METADATA_MINIMUM_KEYS: what --no_metadata still writes, so loaders can apply the network at all.
+MINIMUM_METADATA_KEYS = ("ss_v2", "ss_base_model_version", "ss_network_module", "ss_network_dim", "ss_network_alpha",
+                         "ss_network_args")
+
+
+def minimum_metadata(metadata: dict[str, str]) -> dict[str, str]:
+    """What kohya's --no_metadata keeps: the network's shape and base model (`MINIMUM_METADATA_KEYS`) and SAI's
+    `modelspec.*` block; no dataset, tags, settings, names or times."""
+    return {key: value for key, value in metadata.items()
+            if key in MINIMUM_METADATA_KEYS or key.startswith("modelspec.")}
+
+
+def without_local_paths(settings: dict, path_keys: tuple[str, ...]) -> dict:
+    """`settings` with each path among `path_keys` cut to its last part, as kohya records only basenames
+    (ss_sd_model_name, ss_dataset_dirs): a shared file must not tell where on its author's disk things were."""
+    return {key: (Path(value).name if key in path_keys and isinstance(value, str) and value else value)
+            for key, value in settings.items()}
 
 
 SAVE_PRECISIONS: Registry[str] = Registry("save precision")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -108,27 +109,67 @@ def optimizer_description(optimizer: torch.optim.Optimizer) -> str:
     return f"{name}({','.join(changed)})" if changed else name
 
 
+@dataclass(frozen=True)
+class ScheduleShape:
+    """The knobs of the schedules that have them: kohya's --lr_scheduler_num_cycles (cosine_with_restarts) and
+    --lr_scheduler_power (polynomial), and the polynomial's floor as a fraction of the base rate."""
+
+    num_cycles: int = 1
+    power: float = 1.0
+    end_factor: float = 0.0
+
+
+# diffusers' get_polynomial_decay_schedule_with_warmup (what kohya's "polynomial" calls) decays to lr_end = 1e-7.
+POLYNOMIAL_END_LR = 1e-7
+
+
 def warmup_schedule(optimizer: torch.optim.Optimizer, schedule: str, warmup_steps: int,
-                    total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
-    """The LambdaLR every mixkit trainer steps once per optimizer step: `warmup_then` for each step."""
+                    total_steps: int, *, num_cycles: int = 1, power: float = 1.0) -> torch.optim.lr_scheduler.LambdaLR:
+    """The LambdaLR every mixkit trainer steps once per optimizer step: `warmup_then` for each step.
+
+    The polynomial's floor is 1e-7 in absolute terms, as diffusers' (so kohya's): a fraction of the optimizer's
+    base rate, applied to every parameter group alike, as diffusers does."""
     LR_SCHEDULES.get(schedule)  # an unknown name fails here, listing the known ones, not at the first step
+    shape = ScheduleShape(num_cycles, power, POLYNOMIAL_END_LR / optimizer.defaults["lr"]
+                          if schedule == "polynomial" else 0.0)
     return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: warmup_then(schedule, s, warmup_steps, total_steps))
+        optimizer, lambda s: warmup_then(schedule, s, warmup_steps, total_steps, shape))
 
 
-# Learning-rate factor per optimizer step after warm-up, as f(progress in [0, 1]).
-LR_SCHEDULES: Registry[Callable[[float], float]] = Registry("learning-rate schedule")
-LR_SCHEDULES.register("constant", lambda progress: 1.0)
+# Learning-rate factor per optimizer step after warm-up, as f(progress in [0, 1], shape).
+LR_SCHEDULES: Registry[Callable[[float, ScheduleShape], float]] = Registry("learning-rate schedule")
+# mixkit's "constant" keeps the warm-up (kohya's "constant" ignores lr_warmup_steps; its "constant_with_warmup"
+# is this one).
+LR_SCHEDULES.register("constant", lambda progress, shape: 1.0)
+LR_SCHEDULES.register("constant_with_warmup", lambda progress, shape: 1.0)
 # LAVIS's `linear_warmup_cosine_lr` (BLIP-2's schedule) decays to its min_lr; 0 here, as in its stage-2 configs
 # where min_lr is 1e-5 against an init_lr of 1e-4 (close enough to 0 that the end matters little).
-LR_SCHEDULES.register("cosine", lambda progress: 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress))))
+LR_SCHEDULES.register("cosine", lambda progress, shape: 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress))))
 # kohya's and diffusers' `linear`: straight down to 0 at the last step.
-LR_SCHEDULES.register("linear", lambda progress: max(0.0, 1.0 - progress))
+LR_SCHEDULES.register("linear", lambda progress, shape: max(0.0, 1.0 - progress))
 
 
-def warmup_then(schedule: str, step: int, warmup_steps: int, total_steps: int) -> float:
+@LR_SCHEDULES.register("cosine_with_restarts")
+def cosine_with_hard_restarts(progress: float, shape: ScheduleShape) -> float:
+    """kohya's cosine_with_restarts (diffusers' hard restarts): `num_cycles` cosine decays, each from the full rate
+    to 0 and back up at once; 0 from the last step on."""
+    if progress >= 1.0:
+        return 0.0
+    return 0.5 * (1.0 + math.cos(math.pi * ((shape.num_cycles * progress) % 1.0)))
+
+
+@LR_SCHEDULES.register("polynomial")
+def polynomial_decay(progress: float, shape: ScheduleShape) -> float:
+    """kohya's polynomial (diffusers' polynomial decay): (1 - progress) ** power from the full rate down to the
+    floor `end_factor`, which it keeps after the last step; power 1 is linear."""
+    remaining = max(0.0, 1.0 - progress)
+    return (1.0 - shape.end_factor) * remaining ** shape.power + shape.end_factor
+
+
+def warmup_then(schedule: str, step: int, warmup_steps: int, total_steps: int,
+                shape: ScheduleShape = ScheduleShape()) -> float:
     """LR factor at `step` (0-based): linear warm-up over `warmup_steps`, then the named schedule."""
     if step < warmup_steps:
         return (step + 1) / warmup_steps
     progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
-    return LR_SCHEDULES.get(schedule)(progress)
+    return LR_SCHEDULES.get(schedule)(progress, shape)

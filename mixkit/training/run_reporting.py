@@ -1,4 +1,4 @@
-"""What an SD training run reports while it trains: loss/lr/it/s to TensorBoard, validation images to disk.
+"""What an SD training run reports while it trains: loss/lr/it/s to TensorBoard, sample images to disk.
 
 Shared by the LoRA and full fine-tune trainers (`StepReporter` is the `after_step` callback of
 `run_denoising_loop`). TensorBoard goes through accelerate's `TensorBoardTracker`, written by the
@@ -49,7 +49,9 @@ class StepReporter:
     def __init__(self, config, *, run_dir: str | Path, run_name: str, enabled: bool, model=None) -> None:
         self.config = config
         self.model = model
-        self.validation_dir = Path(run_dir) / "validation"
+        # kohya's `<output_dir>/sample/`; the images are named by the run (`sample_image_name`).
+        self.validation_dir = Path(run_dir) / "sample"
+        self.sample_prompts = config.sample_prompt_list()
         self.enabled = enabled
         self.run_name = run_name
         self.tracker = None
@@ -98,7 +100,7 @@ class StepReporter:
         return value
 
     def validate(self, step: int) -> list[Path]:
-        """Render and save one image per validation prompt at the current weights."""
+        """Render and save one image per sample prompt (with its kohya options) at the current weights."""
         import contextlib
 
         config = self.config
@@ -107,10 +109,11 @@ class StepReporter:
         with eval_mode(*self.eval_modules), \
                 self.averaged_weights() if self.averaged_weights else contextlib.nullcontext():
             images = render_validation_images(
-                self.model, config.validation_prompts, steps=config.validation_steps, seed=config.validation_seed,
+                self.model, self.sample_prompts, steps=config.validation_steps, seed=config.validation_seed,
                 guidance_scale=config.validation_guidance_scale, height=self.resolution, width=self.resolution,
                 encoding=config.caption_encoding())
-        paths = save_validation_images(images, self.validation_dir, step)
+        paths = save_validation_images(images, self.validation_dir, step, self.run_name,
+                                       [prompt.seed for prompt in self.sample_prompts])
         self.saved_images += paths
         if self.tracker is not None:
             import numpy as np

@@ -2,8 +2,10 @@
 
 The trainers count optimizer steps (resume, schedules and checkpoints are all step-based); kohya's users
 think in epochs (`max_train_epochs`, `save_every_n_epochs`). An epoch is one pass over the dataset's
-batches (repeats included); optimizer step s consumes micro-batches [s·A·W, (s+1)·A·W) with A accumulation
-steps and W processes, so epoch e is complete after step ceil(e · batches / (A · W)).
+B batches (repeats included). As in kohya's train_network.py, every epoch is the same whole number of
+optimizer steps, S = ceil(B / (W · A)) with W processes and A accumulation steps: each process takes
+ceil(B / W) of the epoch's batches, and an epoch's last step accumulates only what is left of that epoch
+(accelerate syncs gradients at the end of the dataloader), so no step mixes two epochs.
 """
 
 from __future__ import annotations
@@ -11,18 +13,46 @@ from __future__ import annotations
 import math
 
 
+def steps_per_epoch(batches_per_epoch: int, accumulation: int, processes: int) -> int:
+    """kohya's `num_update_steps_per_epoch`: ceil(batches / processes / accumulation)."""
+    return math.ceil(batches_per_epoch / (processes * accumulation))
+
+
+def local_batches_per_epoch(batches_per_epoch: int, processes: int) -> int:
+    """How many of an epoch's batches each process takes (accelerate pads the last round by wrapping around)."""
+    return math.ceil(batches_per_epoch / processes)
+
+
+def step_micro_batches(step: int, batches_per_epoch: int, accumulation: int, processes: int) -> tuple[int, range]:
+    """(epoch, local batch positions) of 0-based optimizer `step`: the epoch's local batches
+    [p·A, min((p+1)·A, L)) for the step's place p in its epoch; the epoch's last step may hold fewer than A."""
+    epoch, place = divmod(step, steps_per_epoch(batches_per_epoch, accumulation, processes))
+    local = local_batches_per_epoch(batches_per_epoch, processes)
+    return epoch, range(place * accumulation, min((place + 1) * accumulation, local))
+
+
 def epoch_end_step(epoch: int, batches_per_epoch: int, accumulation: int, processes: int) -> int:
     """The optimizer step after which epoch `epoch` (1-based) has been seen whole."""
-    return math.ceil(epoch * batches_per_epoch / (accumulation * processes))
+    return epoch * steps_per_epoch(batches_per_epoch, accumulation, processes)
 
 
 def epochs_ending_by_step(max_steps: int, batches_per_epoch: int, accumulation: int, processes: int) -> dict[int, int]:
-    """{step: epoch} for every epoch completed within `max_steps` (an epoch ends at one step only)."""
-    ends, epoch = {}, 1
-    while (step := epoch_end_step(epoch, batches_per_epoch, accumulation, processes)) <= max_steps:
-        ends[step] = epoch
-        epoch += 1
-    return ends
+    """{step: epoch} for every epoch completed within `max_steps`."""
+    per_epoch = steps_per_epoch(batches_per_epoch, accumulation, processes)
+    return {epoch * per_epoch: epoch for epoch in range(1, max_steps // per_epoch + 1)}
+
+
+def epoch_of_save(at_step: int, kind: str, max_steps: int, batches_per_epoch: int, accumulation: int,
+                  processes: int) -> int:
+    """kohya's `ss_epoch` of a file written after `at_step` steps: the epoch just finished for an epoch save,
+    the epochs completed before the current one for a step save (kohya passes its 0-based loop epoch), and
+    the run's number of epochs for the final file."""
+    per_epoch = steps_per_epoch(batches_per_epoch, accumulation, processes)
+    if kind == "epoch":
+        return at_step // per_epoch
+    if kind == "step":
+        return (at_step - 1) // per_epoch
+    return math.ceil(max_steps / per_epoch)
 
 
 def resolve_epochs(config, batches_per_epoch: int, processes: int):

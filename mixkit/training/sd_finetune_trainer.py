@@ -111,7 +111,8 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
     parameters = [p for p in unet.parameters()]
     ema = EmaWeights(parameters, config.ema_decay) if config.use_ema else None
     optimizer = make_optimizer(config.optimizer, [{"params": parameters}], config.learning_rate)
-    lr_schedule = warmup_schedule(optimizer, config.lr_schedule, config.warmup_steps, config.max_steps)
+    lr_schedule = warmup_schedule(optimizer, config.lr_schedule, config.warmup_steps, config.max_steps,
+                                  num_cycles=config.lr_schedule_num_cycles, power=config.lr_schedule_power)
     fingerprint = architecture_fingerprint(dict(unet.state_dict()), {"trainer": "sd-finetune", "ema": config.use_ema})
 
     def trainable_state() -> dict:
@@ -131,7 +132,7 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
     denoiser, optimizer = accelerator.prepare(ConditionedDenoiser(model, encoding=config.caption_encoding()), optimizer)
 
     # 4. Train; the EMA follows every optimizer step.
-    result = TrainingResult(output=None, steps=step, skipped_images=list(report.skipped))
+    result = TrainingResult(output=None, steps=step, first_step=step, skipped_images=list(report.skipped))
     reporter.model = model
     reporter.averaged_weights = (lambda: ema.applied_to(parameters)) if ema else None
     if held_dataset is not None:

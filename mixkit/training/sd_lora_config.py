@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mixkit.registry import Registry
-from mixkit.training.config_checks import (check_caption_files, check_diffusion_training, check_ema_decay,
-                                           check_non_negative_numbers, check_number_in, check_positive_ints)
+from mixkit.training.config_checks import (check_bools, check_caption_files, check_diffusion_training,
+                                           check_ema_decay, check_non_negative_numbers, check_number_in,
+                                           check_positive_ints)
 from mixkit.training.config_json import JsonConfig
 from mixkit.training.kohya_export import SAVE_PRECISIONS, SDXL_KEY_LAYOUTS
 from mixkit.training.sd_run_options import SDRunOptions
@@ -95,6 +96,9 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     save_precision: str = "float"
     # Free text recorded as ss_training_comment (kohya's training_comment): trigger words, licence, where it came from.
     training_comment: str = ""
+    # kohya's --no_metadata: the file keeps only what a loader needs (network module, dim, alpha, args, base model
+    # version, SAI modelspec) and the sshs hashes; no dataset folders, tags, settings, times or training config.
+    no_metadata: bool = False
 
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
@@ -119,6 +123,7 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
                                           "noise_offset", "min_snr_gamma", "prior_loss_weight"))
         check_diffusion_training(self)
         self.check_run_options()
+        check_bools(self, ("no_metadata",))
         if not isinstance(self.use_ema, bool):
             raise TypeError(f"use_ema must be true or false, got {self.use_ema!r}")
         check_ema_decay(self)

@@ -27,12 +27,13 @@ from mixkit.data.loss_masks import MASK_SUFFIX, check_loss_masks
 from mixkit.training.accelerator_setup import make_accelerator, resolve_mixed_precision
 from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_step, run_denoising_loop
 from mixkit.training.ema import EmaWeights
-from mixkit.training.kohya_export import cast_for_saving, save_kohya_lora, to_sgm_layout, training_metadata
+from mixkit.training.kohya_export import (cast_for_saving, minimum_metadata, save_kohya_lora, to_sgm_layout,
+                                          training_metadata, without_local_paths)
 from mixkit.training.lora_network import CROSS_ATTENTION_KV, LoraNetwork
 from mixkit.training.network_weights import load_network_weights
 from mixkit.training.optimizers import make_optimizer, optimizer_description, warmup_schedule
 from mixkit.training.run_reporting import StepReporter
-from mixkit.training.run_schedule import intermediate_saves, resolve_epochs
+from mixkit.training.run_schedule import epoch_of_save, intermediate_saves, resolve_epochs
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 from mixkit.training.training_schedule import with_training_schedule
 from mixkit.training.training_state import architecture_fingerprint, resume_run
@@ -41,12 +42,17 @@ from mixkit.training.word_vectors import TrainedWordVectors
 
 logger = logging.getLogger(__name__)
 
+# Settings that name files or folders: the file's `mixkit_training_config` records only their last part.
+CONFIG_PATH_KEYS = ("model", "dataset", "output", "class_dataset", "network_weights", "validation_dataset",
+                    "checkpoint_dir", "resume_from", "logging_dir", "sample_prompts")
+
 
 @dataclass
 class TrainingResult:
     output: Path | None
     steps: int
     losses: list[float] = field(default_factory=list)
+    first_step: int = 0  # where a resumed run started: `steps - first_step` steps ran in this process
     last_checkpoint: Path | None = None
     skipped_images: list = field(default_factory=list)
     seconds: float = 0.0
@@ -196,7 +202,8 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
     config = resolve_epochs(config, batches_per_epoch, accelerator.num_processes)
     check_stop_at_step(stop_at_step, config.max_steps)
-    reporter = StepReporter(config, run_dir=Path(config.output).parent, run_name=Path(config.output).stem,
+    reporter = StepReporter(config, run_dir=Path(config.output).parent,
+                            run_name=config.output_name or Path(config.output).stem,
                             enabled=accelerator.is_main_process)
     started = time.time()
 
@@ -236,7 +243,8 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                                                         up_lr_ratio=config.loraplus_lr_ratio),
                                config.learning_rate)
     optimizer_name = optimizer_description(optimizer)
-    lr_schedule = warmup_schedule(optimizer, config.lr_schedule, config.warmup_steps, config.max_steps)
+    lr_schedule = warmup_schedule(optimizer, config.lr_schedule, config.warmup_steps, config.max_steps,
+                                  num_cycles=config.lr_schedule_num_cycles, power=config.lr_schedule_power)
     trained = list(network.parameters())
     ema = EmaWeights(trained, config.ema_decay) if config.use_ema else None
     fingerprint = architecture_fingerprint(
@@ -268,7 +276,7 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
             with network.disabled(), accelerator.autocast():
                 return plain(*inputs)
     checkpoint_dir = Path(config.checkpoint_dir or Path(config.output).with_suffix("").as_posix() + "-checkpoints")
-    result = TrainingResult(output=None, steps=step, skipped_images=list(report.skipped))
+    result = TrainingResult(output=None, steps=step, first_step=step, skipped_images=list(report.skipped))
     reporter.model = model
     reporter.averaged_weights = (lambda: ema.applied_to(trained)) if ema is not None else None
     reporter.eval_modules = [network]
@@ -277,8 +285,9 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                                                     reporter.averaged_weights, extra_modules=[network])
     accum, world = config.gradient_accumulation_steps, accelerator.num_processes
 
-    def save_lora(path: str | Path, at_step: int) -> Path:
-        """The kohya file of the adapters (their moving average with EMA) and trained word vectors as they are now."""
+    def save_lora(path: str | Path, at_step: int, kind: str = "final") -> Path:
+        """The kohya file of the adapters (their moving average with EMA) and trained word vectors as they are now;
+        `kind` ("step", "epoch" or "final") decides its `ss_epoch` as kohya's (`run_schedule.epoch_of_save`)."""
         metadata = training_metadata(
             network=config.network, rank=config.rank, alpha=config.alpha, conv_rank=conv_rank,
             conv_alpha=config.conv_alpha,
@@ -289,8 +298,9 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
             num_images=sum(r.repeats for r in report.records if not r.prior),
             reg_dataset_dirs=report.dataset_dirs(prior=True),
             settings={**_settings(config), "steps": at_step, "mixed_precision": precision,  # what ran, not "auto"
-                      "epoch": math.ceil(at_step * accum * world / batches_per_epoch),
-                      "num_epochs": math.ceil(config.max_steps * accum * world / batches_per_epoch),
+                      "epoch": epoch_of_save(at_step, kind, config.max_steps, batches_per_epoch, accum, world),
+                      "num_epochs": epoch_of_save(config.max_steps, "final", config.max_steps, batches_per_epoch,
+                                                  accum, world),
                       "num_batches_per_epoch": math.ceil(batches_per_epoch / world),  # each process's, as kohya
                       "total_batch_size": config.batch_size * accum * world,
                       "optimizer": optimizer_name, "session_id": session_id,
@@ -299,9 +309,12 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                       "v_parameterization": model.prediction_type == "v_prediction"},
             started_at=started, base_model_name=getattr(model, "name", str(config.model)),
             extra_network_args={k: getattr(config, k) for k in ("rank_dropout", "module_dropout") if getattr(config, k)})
-        metadata["mixkit_training_config"] = config.to_json()
+        metadata["mixkit_training_config"] = json.dumps(
+            without_local_paths(dataclasses.asdict(config), CONFIG_PATH_KEYS), indent=2, sort_keys=True)
         # SAI's model spec: what the LoRA was trained to predict, so a loader can warn of a mismatched base.
         metadata["modelspec.prediction_type"] = "v" if model.prediction_type == "v_prediction" else "epsilon"
+        if config.no_metadata:
+            metadata = minimum_metadata(metadata)
         with ema.applied_to(trained) if ema is not None else contextlib.nullcontext():
             tensors = network.kohya_state_dict()
             if model.family.value == "sdxl" and config.sdxl_key_layout == "sgm":
@@ -325,7 +338,8 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     def after_step(at_step: int, *logged) -> None:
         reporter(at_step, *logged)
         for suffix in saves.get(at_step, []) if accelerator.is_main_process else []:
-            result.intermediate_outputs.append(save_lora(intermediate_output(config.output, suffix), at_step))
+            kind = "epoch" if suffix.startswith("epoch") else "step"
+            result.intermediate_outputs.append(save_lora(intermediate_output(config.output, suffix), at_step, kind))
 
     try:
         if held_dataset is not None and step == 0:
@@ -351,7 +365,7 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
             model.unet.disable_gradient_checkpointing()
     result.seconds = time.time() - started
     if accelerator.is_main_process:
-        logger.info("Trained %d steps in %.1f s; final loss %.4f; skipped %d unreadable images; output %s",
-                    step, result.seconds, result.losses[-1] if result.losses else float("nan"),
-                    len(report.skipped), result.output)
+        logger.info("Trained to step %d (%d steps in this run) in %.1f s; final loss %.4f; skipped %d unreadable "
+                    "images; output %s", step, step - result.first_step, result.seconds,
+                    result.losses[-1] if result.losses else float("nan"), len(report.skipped), result.output)
     return result

@@ -24,10 +24,19 @@ class SDRunOptions(SDObjectiveOptions):
     The step's objective (timesteps, noise, loss, masks, augmentation) comes from `SDObjectiveOptions`."""
 
     optimizer: str = "adamw"
-    # After `warmup_steps`: "constant" (the default, as before), "cosine" or "linear" to 0 at max_steps.
-    # A rate that ends low averages the last steps' noise out of the weights (kohya's --lr_scheduler).
+    # After `warmup_steps`: "constant" (the default, as before), "cosine" or "linear" to 0 at max_steps, or kohya's
+    # "constant_with_warmup", "cosine_with_restarts" (`lr_schedule_num_cycles` decays) and "polynomial"
+    # ((1 - progress) ** `lr_schedule_power`). A rate that ends low averages the last steps' noise out of the
+    # weights (kohya's --lr_scheduler, --lr_scheduler_num_cycles, --lr_scheduler_power).
     lr_schedule: str = "constant"
+    lr_schedule_num_cycles: int = 1
+    lr_schedule_power: float = 1.0
+    # Prompts of the sample images, one per image, in kohya's sample-prompt syntax: "a dog --n blurry --w 512 --h 768
+    # --s 28 --l 7.5 --d 42" (negative prompt, size, steps, guidance scale, seed; `sample_prompts.parse_sample_prompt`).
     validation_prompts: list[str] = field(default_factory=list)
+    # A kohya --sample_prompts text file: one prompt a line in the same syntax, "#" lines and blank lines skipped;
+    # its prompts follow `validation_prompts`.
+    sample_prompts: str | None = None
     validation_every: int = 0
     validation_steps: int = 20
     validation_seed: int = 0
@@ -61,10 +70,15 @@ class SDRunOptions(SDObjectiveOptions):
 
     def check_run_options(self) -> None:
         """Raise ValueError/TypeError naming the first run option out of range."""
-        from mixkit.training.optimizers import LR_SCHEDULES, OPTIMIZERS
+        from mixkit.training.optimizers import LR_SCHEDULES, OPTIMIZERS, POLYNOMIAL_END_LR
 
         OPTIMIZERS.get(self.optimizer)
         LR_SCHEDULES.get(self.lr_schedule)
+        check_int_in(self, "lr_schedule_num_cycles", 1, 1_000_000, "(the cosine_with_restarts decays; 1: plain cosine)")
+        check_number_in(self, "lr_schedule_power", "(0, inf)", "(the polynomial's exponent; 1: linear)")
+        if self.lr_schedule == "polynomial" and not self.learning_rate > POLYNOMIAL_END_LR:
+            raise ValueError(f"lr_schedule='polynomial' decays to {POLYNOMIAL_END_LR} (as kohya's), so learning_rate "
+                             f"must be above it, got {self.learning_rate!r}")
         if self.log_with is not None:
             LOG_TARGETS.get(self.log_with)
         check_bools(self, ("cache_latents", "cache_latents_to_disk"))
@@ -92,6 +106,7 @@ class SDRunOptions(SDObjectiveOptions):
         check_int_in(self, "save_every_n_epochs", 0, 1_000_000, "(0: off)")
         if not isinstance(self.validation_prompts, list) or not all(isinstance(p, str) for p in self.validation_prompts):
             raise TypeError(f"validation_prompts must be a list of strings, got {self.validation_prompts!r}")
+        self.sample_prompt_list()  # a malformed option or unreadable file fails here, before any model loads
         for name in ("validation_every", "validation_seed"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -100,6 +115,17 @@ class SDRunOptions(SDObjectiveOptions):
         scale = self.validation_guidance_scale
         if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 1.0 <= scale <= 100.0:
             raise ValueError(f"validation_guidance_scale must be a number in 1..100 (1 = no guidance), got {scale!r}")
-        if self.validation_every and not self.validation_prompts:
+        if self.validation_every and not self.sample_prompt_list():
             raise ValueError(f"validation_every={self.validation_every} needs at least one entry in validation_prompts "
-                             "(or set validation_every=0 to turn validation off)")
+                             "or a sample_prompts file (or set validation_every=0 to turn validation off)")
+
+    def sample_prompt_list(self) -> list:
+        """The run's sample prompts, parsed (`SamplePrompt`s): `validation_prompts`, then the `sample_prompts` file's."""
+        from mixkit.training.sample_prompts import parse_sample_prompt, read_sample_prompts_file
+
+        prompts = [parse_sample_prompt(line, source="validation_prompts") for line in self.validation_prompts]
+        if self.sample_prompts is not None:
+            if not isinstance(self.sample_prompts, str):
+                raise TypeError(f"sample_prompts must be the path of a text file of prompts, got {self.sample_prompts!r}")
+            prompts += read_sample_prompts_file(self.sample_prompts)
+        return prompts

@@ -71,12 +71,16 @@ def _to_device(cond: dict, device, dtype) -> dict:
 
 
 @torch.no_grad()
-def render_validation_images(model, prompts: list[str], *, steps: int, seed: int, guidance_scale: float,
+def render_validation_images(model, prompts: list, *, steps: int, seed: int, guidance_scale: float,
                              height: int, width: int, encoding: CaptionEncoding = CaptionEncoding()) -> list:
-    """One PIL image per prompt; prompt i starts from noise seeded by `seed + i`, independent of the others."""
+    """One PIL image per prompt (a string or a `SamplePrompt`, whose own negative prompt, size, steps, scale and
+    seed replace the arguments); prompt i without a seed starts from noise seeded by `seed + i`."""
     from diffusers import DDPMScheduler
     from PIL import Image
 
+    from mixkit.training.sample_prompts import SamplePrompt
+
+    samples = [p if isinstance(p, SamplePrompt) else SamplePrompt(p) for p in prompts]
     if height % 8 or width % 8:
         raise ValueError(f"height and width must be divisible by 8, got {height}x{width}")
     alphas_cumprod = DDPMScheduler.from_config(model.scheduler_config).alphas_cumprod
@@ -87,26 +91,27 @@ def render_validation_images(model, prompts: list[str], *, steps: int, seed: int
     for module in modules:
         module.eval()  # dropout would otherwise draw from the global RNG
     try:
-        negative = _conditioning(model, [""], height, width, encoding) if guidance_scale > 1 else None
         images = []
-        for index, prompt in enumerate(prompts):
-            cond = _conditioning(model, [prompt], height, width, encoding)
-            both = cond if negative is None else _concat(negative, cond)
-            both = _to_device(both, device, dtype)
-            generator = torch.Generator().manual_seed(seed + index)
-            scale = model.vae_scale_factor
-            noise = torch.randn((1, unet.config.in_channels, height // scale, width // scale), generator=generator)
+        for index, sample in enumerate(samples):
+            h, w = sample.height or height, sample.width or width
+            scale = sample.guidance_scale if sample.guidance_scale is not None else guidance_scale
+            cond = _conditioning(model, [sample.prompt], h, w, encoding)
+            negative = _conditioning(model, [sample.negative_prompt], h, w, encoding) if scale > 1 else None
+            both = _to_device(cond if negative is None else _concat(negative, cond), device, dtype)
+            generator = torch.Generator().manual_seed(sample.seed if sample.seed is not None else seed + index)
+            factor = model.vae_scale_factor
+            noise = torch.randn((1, unet.config.in_channels, h // factor, w // factor), generator=generator)
 
-            def denoise(latents: torch.Tensor, t: int) -> torch.Tensor:
+            def denoise(latents: torch.Tensor, t: int, both=both, negative=negative, scale=scale) -> torch.Tensor:
                 batch = latents.repeat(2 if negative is not None else 1, 1, 1, 1).to(device, dtype)
                 timestep = torch.full((batch.shape[0],), t, device=device)
                 output = unet(batch, timestep, **both).sample.float().cpu()
                 if negative is None:
                     return output
                 uncond, text = output.chunk(2)
-                return uncond + guidance_scale * (text - uncond)
+                return uncond + scale * (text - uncond)
 
-            latents = sample_ddim(denoise, noise, alphas_cumprod, steps, model.prediction_type)
+            latents = sample_ddim(denoise, noise, alphas_cumprod, sample.steps or steps, model.prediction_type)
             decoded = vae.decode((latents / vae.config.scaling_factor).to(device, vae.dtype)).sample.float().cpu()
             pixels = ((decoded[0] / 2 + 0.5).clamp(0, 1) * 255).round().to(torch.uint8).permute(1, 2, 0).numpy()
             images.append(Image.fromarray(pixels))
@@ -123,13 +128,25 @@ def _concat(first: dict, second: dict) -> dict:
     return out
 
 
-def save_validation_images(images: list, folder: str | Path, step: int) -> list[Path]:
-    """Write `step-000100-0.png`, `step-000100-1.png`, ... (one per prompt) into `folder`."""
+def sample_image_name(run_name: str, step: int, index: int, timestamp: str, seed: int | None = None) -> str:
+    """kohya's sample file name, `<output_name>_<step:06d>_<index:02d>_<YYYYmmddHHMMSS>[_<seed>].png`: the run's name
+    and the time keep runs sharing an output folder (a learning-rate sweep, a rerun) from overwriting each other."""
+    return f"{run_name}_{step:06d}_{index:02d}_{timestamp}{'' if seed is None else f'_{seed}'}.png"
+
+
+def save_validation_images(images: list, folder: str | Path, step: int, run_name: str,
+                           seeds: list[int | None] | None = None) -> list[Path]:
+    """Write the images (one per prompt) into `folder` under `sample_image_name`; `seeds` are the prompts' own
+    `--d` seeds (None where the run's seed was used), named as kohya names them."""
+    import time
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    timestamp = time.strftime("%Y%m%d%H%M%S", time.localtime())
+    seeds = seeds or [None] * len(images)
     paths = []
-    for index, image in enumerate(images):
-        path = folder / f"step-{step:06d}-{index}.png"
+    for index, (image, seed) in enumerate(zip(images, seeds)):
+        path = folder / sample_image_name(run_name, step, index, timestamp, seed)
         image.save(path)
         paths.append(path)
     return paths

@@ -166,7 +166,7 @@ def run_language_modelling(config, run: LanguageModellingRun, *, stop_at_step: i
     max_length = config.max_text_length if positions is None else min(config.max_text_length,
                                                                       positions - run.prefix_tokens)
     checkpoint_dir = Path(config.checkpoint_dir or f"{config.output}-checkpoints")
-    result = TrainingResult(output=None, steps=step, skipped_images=list(run.skipped))
+    result = TrainingResult(output=None, steps=step, first_step=step, skipped_images=list(run.skipped))
     end = stop_at_step or config.max_steps
     while step < end:
         indices = batch_for_step(len(run.samples), config.batch_size, config.seed, step * world + rank)

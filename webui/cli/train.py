@@ -1,4 +1,4 @@
-"""`mixkit train <trainer> --config run.json [--set key=value ...]`: run a trainer from a JSON config.
+"""`mixkit train <trainer> --config run.json|run.toml [--set key=value ...]`: run a trainer from a config file.
 
 Runs on one process as is; `accelerate launch --num_processes N -m webui.cli train ...` spreads the
 same command over N processes (or GPUs, or DeepSpeed/FSDP through an accelerate config).
@@ -17,7 +17,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("trainer", help="which trainer to run, e.g. sd-lora (an unknown name lists the valid ones); "
                                    "`recipe NAME` runs a mixkit-tiny recipe (tiny-clip, tiny-vae, tiny-sd, tiny-blip2)")
     p.add_argument("recipe", nargs="?", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--config", type=Path, help="JSON file with the trainer's settings (keys of its config dataclass)")
+    p.add_argument("--config", type=Path, help="JSON or TOML file with the trainer's settings (keys of its config "
+                                                "dataclass; kohya's option names are translated)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override one setting; VALUE is JSON if it parses (4, 1e-4, true, null) else a string")
     p.add_argument("--stop-at-step", type=int, default=None, help="stop after this step with a checkpoint (resume later; the tiny recipes write what they have instead)")
@@ -36,33 +37,22 @@ def parse_override(text: str) -> tuple[str, object]:
 
 
 def resolve_config(config_cls, config_file: Path | None, overrides: list[str]):
-    """The trainer's config from the JSON file plus `--set` overrides; unknown keys are named in the error."""
-    data = {}
-    if config_file is not None:
-        if not config_file.is_file():
-            raise FileNotFoundError(f"Config file {str(config_file)!r} does not exist.")
-        try:
-            data = json.loads(config_file.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{config_file} is not valid JSON ({error.msg}, line {error.lineno}).") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"{config_file} holds a JSON {_json_kind(data)}, but a --config file must hold a JSON "
-                             'object of settings, {"setting": value, ...}, keyed by the trainer\'s setting names.')
-    data.update(parse_override(text) for text in overrides)
+    """The trainer's config from the file (.json, or .toml as kohya's --config_file) plus `--set` overrides, which
+    win; kohya's option names are translated (`mixkit.training.config_file`), unknown keys are named in the error."""
+    from mixkit.training.config_file import read_config_file, translate_kohya_options
+
+    data = translate_kohya_options(read_config_file(config_file)) if config_file is not None else {}
+    data.update(translate_kohya_options(dict(parse_override(text) for text in overrides)))
     known = {f.name for f in dataclasses.fields(config_cls)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ValueError(f"unknown setting(s) {unknown} for {config_cls.__name__}; valid: {sorted(known)}")
+        raise ValueError(f"unknown setting(s) {unknown} for {config_cls.__name__}; valid: {sorted(known)} (kohya's "
+                         "option names that have a mixkit equivalent are translated; see README, Training)")
     required = [f.name for f in dataclasses.fields(config_cls)
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and f.name not in data]
     if required:
         raise ValueError(f"missing required setting(s) {required}; put them in --config or pass --set {required[0]}=...")
     return config_cls(**data)
-
-
-def _json_kind(value: object) -> str:
-    return {list: "array", str: "string", bool: "boolean", int: "number", float: "number",
-            type(None): "null"}.get(type(value), type(value).__name__)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,7 +77,9 @@ def run(args: argparse.Namespace) -> int:
         print(config.to_json())
         return 0
     result = train(config, stop_at_step=args.stop_at_step)
-    print(f"trained {result.steps} steps in {result.seconds:.1f} s"
+    resumed = f" (resumed at step {result.first_step}: {result.steps - result.first_step} in this run)" \
+        if result.first_step else ""
+    print(f"trained {result.steps} steps{resumed} in {result.seconds:.1f} s"
           + (f"; wrote {result.output}" if result.output else "")
           + (f"; checkpoint {result.last_checkpoint}" if result.last_checkpoint else "")
           + (f"; skipped {len(result.skipped_images)} unreadable images" if result.skipped_images else ""))

@@ -45,4 +45,4 @@ def test_an_unknown_schedule_is_refused_with_the_known_names(tmp_path):
     with pytest.raises(UnknownNameError, match="constant.*cosine.*linear"):
         lora.check()
     with pytest.raises(UnknownNameError, match="constant.*cosine.*linear"):
-        warmup_schedule(None, "polynomial", 0, 10)
+        warmup_schedule(None, "inverse_sqrt", 0, 10)

@@ -20,14 +20,15 @@ class _Config:
 
 
 def test_an_epoch_ends_after_the_step_that_consumes_its_last_batch():
-    # 5 batches an epoch, 2 micro-batches a step: epochs end after steps 3 (batches 0-5), 5, 8, 10.
-    assert [epoch_end_step(e, 5, 2, 1) for e in (1, 2, 3, 4)] == [3, 5, 8, 10]
-    assert [epoch_end_step(e, 5, 1, 2) for e in (1, 2, 3, 4)] == [3, 5, 8, 10]  # two processes, the same
-    assert epochs_ending_by_step(9, 5, 2, 1) == {3: 1, 5: 2, 8: 3}
+    # 5 batches an epoch, 2 micro-batches a step: kohya's ceil(5 / 2) = 3 steps an epoch (the third takes batch 4
+    # alone), so epochs end after steps 3, 6, 9, 12.
+    assert [epoch_end_step(e, 5, 2, 1) for e in (1, 2, 3, 4)] == [3, 6, 9, 12]
+    assert [epoch_end_step(e, 5, 1, 2) for e in (1, 2, 3, 4)] == [3, 6, 9, 12]  # two processes, the same
+    assert epochs_ending_by_step(9, 5, 2, 1) == {3: 1, 6: 2, 9: 3}
 
 
 def test_max_train_epochs_decides_max_steps():
-    assert resolve_epochs(_Config(max_train_epochs=3, gradient_accumulation_steps=2), 5, 1).max_steps == 8
+    assert resolve_epochs(_Config(max_train_epochs=3, gradient_accumulation_steps=2), 5, 1).max_steps == 9
     config = _Config(max_steps=7)
     assert resolve_epochs(config, 5, 1) is config
 

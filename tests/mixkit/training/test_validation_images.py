@@ -92,12 +92,12 @@ def test_validation_saves_images_and_leaves_training_and_resume_exact(tiny_sd1_d
     assert first.losses + second.losses == plain.losses
     a, b = load_file(plain.output), load_file(second.output)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    folder = tmp_path / "run" / "validation"
-    assert sorted(p.name for p in folder.iterdir()) == [
-        "step-000002-0.png", "step-000002-1.png", "step-000004-0.png", "step-000004-1.png"]
+    folder = tmp_path / "run" / "sample"
+    names = sorted(p.name for p in folder.iterdir())
+    assert [name[:12] for name in names] == ["b_000002_00_", "b_000002_01_", "b_000004_00_", "b_000004_01_"]
     from PIL import Image
 
-    step2, step4 = (np.asarray(Image.open(folder / f"step-00000{s}-0.png")) for s in (2, 4))
+    step2, step4 = (np.asarray(Image.open(folder / names[i])) for i in (0, 2))
     assert step2.shape == (32, 32, 3) and not np.array_equal(step2, step4), "images should follow the training"
 
 
@@ -109,8 +109,8 @@ def test_finetune_writes_validation_images_next_to_the_output(tiny_sd1_dir, colo
                               resolution=32, max_steps=1, use_ema=False, validation_every=1,
                               validation_prompts=["a green square"], validation_steps=1)
     result = train_sd_finetune(config)
-    assert (tmp_path / "tuned-run" / "validation" / "step-000001-0.png").is_file()
-    assert not (result.output / "validation").exists()
+    assert len(list((tmp_path / "tuned-run" / "sample").glob("tuned_000001_00_*.png"))) == 1
+    assert not (result.output / "sample").exists()
 
 
 def test_run_options_round_trip_through_json(tmp_path):
@@ -148,5 +148,5 @@ def test_with_ema_the_validation_image_shows_the_model_that_is_saved(tiny_sd1_di
     assert shown.losses == plain.losses
     saved = render_validation_images(load_diffusion_model(shown.output), ["a green square"], steps=2, seed=0,
                                      guidance_scale=7.0, height=32, width=32)[0]
-    logged = Image.open(tmp_path / "a-run" / "validation" / "step-000002-0.png")
+    logged = Image.open(next((tmp_path / "a-run" / "sample").glob("a_000002_00_*.png")))
     assert np.abs(np.asarray(logged, dtype=int) - np.asarray(saved, dtype=int)).max() <= 1

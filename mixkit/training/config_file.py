@@ -1,0 +1,225 @@
+"""Trainer settings from a file (.json or .toml) and kohya's option names, translated to mixkit's.
+
+kohya's users keep their runs in a --config_file TOML whose sections (`[model_arguments]`,
+`[training_arguments]`, ...) only group the flat command-line options; kohya flattens them, and so does
+this reader. kohya's option names (`network_dim`, `unet_lr`, `train_data_dir` ...) are translated to
+mixkit's by `KOHYA_OPTIONS`, one entry per name saying what it becomes, and every translation is logged,
+so the config that runs (and `--print-config`) shows mixkit's names. kohya's separate --dataset_config
+file (`[general]`, `[[datasets]]`, `[[datasets.subsets]]`) describes per-subset image folders that
+mixkit's one-folder datasets cannot express; it is refused with what to write instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from mixkit.registry import Registry
+
+logger = logging.getLogger(__name__)
+
+DATASET_CONFIG_HELP = (
+    "mixkit reads a dataset from one kohya-style folder instead: put each subset's images in "
+    "<dataset>/<num_repeats>_<class_tokens>/ (is_reg subsets in the same layout under a folder set as "
+    "class_dataset), set dataset=<that folder>, and write the [general]/[[datasets]] settings (resolution, "
+    "batch_size, enable_bucket, shuffle_caption, keep_tokens, caption_extension, ...) as top-level settings of "
+    "the run's config. Per-subset caption settings are not supported.")
+
+
+def read_config_file(path: str | Path) -> dict:
+    """The settings in a .json or .toml file as one flat dict; TOML tables (kohya's --config_file sections) are
+    flattened as kohya's `read_config_from_file` does. A kohya --dataset_config file is refused."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"Config file {str(path)!r} does not exist.")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".toml":
+        import tomllib
+
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            raise ValueError(f"{path} is not valid TOML ({error}).") from None
+        return _flatten_sections(data, path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not valid JSON ({error.msg}, line {error.lineno}); a --config file is JSON, "
+                         "or TOML when its name ends in .toml.") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} holds a JSON {_json_kind(data)}, but a --config file must hold a JSON object of "
+                         'settings, {"setting": value, ...}, keyed by the trainer\'s setting names.')
+    return data
+
+
+def _flatten_sections(data: dict, path: Path) -> dict:
+    if "datasets" in data or "general" in data:
+        raise ValueError(f"{path} is a kohya --dataset_config file ([general] / [[datasets]] / [[datasets.subsets]]), "
+                         f"which mixkit does not read. {DATASET_CONFIG_HELP}")
+    flat: dict = {}
+    for key, value in data.items():
+        items = value.items() if isinstance(value, dict) else [(key, value)]
+        for name, setting in items:
+            if name in flat:
+                raise ValueError(f"{path}: setting {name!r} is given twice (in two sections); keep one")
+            flat[name] = setting
+    return flat
+
+
+def _json_kind(value: object) -> str:
+    return {list: "array", str: "string", bool: "boolean", int: "number", float: "number",
+            type(None): "null"}.get(type(value), type(value).__name__)
+
+
+@dataclass(frozen=True)
+class KohyaOption:
+    """What one kohya option becomes: `translate(value, all settings) -> {mixkit setting: value}`; `replaces` are
+    settings of the same file it takes over (kohya's learning_rate under unet_lr)."""
+
+    becomes: str
+    translate: Callable[[object, dict], dict]
+    replaces: tuple[str, ...] = ()
+
+
+KOHYA_OPTIONS: Registry[KohyaOption] = Registry("kohya option")
+
+
+def _rename(kohya: str, mixkit: str) -> None:
+    KOHYA_OPTIONS.register(kohya, KohyaOption(mixkit, lambda value, settings: {mixkit: value}))
+
+
+for _kohya, _mixkit in {
+    "pretrained_model_name_or_path": "model", "train_data_dir": "dataset", "reg_data_dir": "class_dataset",
+    "network_dim": "rank", "network_alpha": "alpha", "text_encoder_lr": "text_encoder_learning_rate",
+    "train_batch_size": "batch_size", "max_train_steps": "max_steps", "lr_scheduler": "lr_schedule",
+    "lr_warmup_steps": "warmup_steps", "lr_scheduler_num_cycles": "lr_schedule_num_cycles",
+    "lr_scheduler_power": "lr_schedule_power", "enable_bucket": "bucketing", "bucket_reso_steps": "bucket_step",
+    "sample_every_n_steps": "validation_every", "debiased_estimation": "debiased_estimation_loss",
+}.items():
+    _rename(_kohya, _mixkit)
+
+
+def _unet_lr(value, settings: dict) -> dict:
+    """kohya's --unet_lr is the UNet's rate and --learning_rate then only the text encoder's (unless --text_encoder_lr
+    is given); mixkit's learning_rate is the UNet's and text_encoder_learning_rate defaults to it."""
+    out = {"learning_rate": value}
+    text_encoder_rate_given = "text_encoder_lr" in settings or "text_encoder_learning_rate" in settings
+    if "learning_rate" in settings and not text_encoder_rate_given:
+        out["text_encoder_learning_rate"] = settings["learning_rate"]
+    return out
+
+
+KOHYA_OPTIONS.register("unet_lr", KohyaOption("learning_rate (kohya's learning_rate, if given, becomes "
+                                              "text_encoder_learning_rate)", _unet_lr, replaces=("learning_rate",)))
+
+
+def _output_dir(value, settings: dict) -> dict:
+    name = settings.get("output_name") or "last"  # kohya's default output name
+    return {"output": str(Path(str(value)) / f"{name}.safetensors")}
+
+
+KOHYA_OPTIONS.register("output_dir", KohyaOption("output = <output_dir>/<output_name>.safetensors", _output_dir))
+
+
+def _resolution(value, settings: dict) -> dict:
+    sides = [int(side) for side in str(value).split(",")] if isinstance(value, str) else [value]
+    if len(set(sides)) != 1:
+        raise ValueError(f"resolution {value!r}: mixkit trains at a square resolution (one number, the side of its "
+                         "area with bucketing); give one number like 512")
+    return {"resolution": sides[0]}
+
+
+KOHYA_OPTIONS.register("resolution", KohyaOption("resolution (\"512,512\" becomes 512)", _resolution))
+
+
+def _optimizer_type(value, settings: dict) -> dict:
+    from mixkit.training.optimizers import OPTIMIZERS
+
+    name = str(value).lower()
+    if name not in OPTIMIZERS:
+        raise ValueError(f"optimizer_type {value!r} has no mixkit equivalent; mixkit's optimizers: "
+                         f"{sorted(OPTIMIZERS)}")
+    return {"optimizer": name}
+
+
+KOHYA_OPTIONS.register("optimizer_type", KohyaOption("optimizer (lower case: AdamW8bit -> adamw8bit)", _optimizer_type))
+
+
+def _network_module(value, settings: dict) -> dict:
+    if value != "networks.lora":
+        raise ValueError(f"network_module {value!r}: mixkit trains kohya's networks.lora only (set network='locon' or "
+                         "network_args conv_dim for its LoCon); remove network_module or set it to 'networks.lora'")
+    return {}
+
+
+KOHYA_OPTIONS.register("network_module", KohyaOption("nothing (networks.lora is mixkit's network)", _network_module))
+
+# kohya's --network_args "key=value" entries mixkit knows, and the setting each becomes.
+NETWORK_ARGS = {"conv_dim": "conv_rank", "conv_alpha": "conv_alpha", "rank_dropout": "rank_dropout",
+                "module_dropout": "module_dropout"}
+
+
+def _network_args(value, settings: dict) -> dict:
+    entries = [value] if isinstance(value, str) else list(value)
+    out: dict = {}
+    for entry in entries:
+        key, sep, text = str(entry).partition("=")
+        key = key.strip()
+        if not sep or key not in NETWORK_ARGS:
+            raise ValueError(f"network_args entry {entry!r}: mixkit knows {sorted(NETWORK_ARGS)} (as key=value); "
+                             "remove the others")
+        out[NETWORK_ARGS[key]] = json.loads(text.strip()) if text.strip() else text
+    if "conv_rank" in out:
+        out["network"] = "locon"  # kohya's conv_dim adds the 3x3 convolutions: mixkit's LoCon
+    return out
+
+
+KOHYA_OPTIONS.register("network_args", KohyaOption("conv_rank / conv_alpha (network='locon'), rank_dropout, "
+                                                   "module_dropout", _network_args))
+KOHYA_OPTIONS.register("network_train_unet_only", KohyaOption(
+    "train_text_encoder = not network_train_unet_only", lambda value, settings: {"train_text_encoder": not value}))
+KOHYA_OPTIONS.register("v_parameterization", KohyaOption(
+    "prediction_type='v_prediction' when true", lambda value, settings: {"prediction_type": "v_prediction"} if value
+    else {}))
+
+
+def _only(option: str, allowed: str, advice: str) -> KohyaOption:
+    def translate(value, settings: dict) -> dict:
+        if str(value).lower() != allowed:
+            raise ValueError(f"{option} {value!r}: {advice}")
+        return {}
+    return KohyaOption(f"nothing ({allowed} is what mixkit does)", translate)
+
+
+KOHYA_OPTIONS.register("save_model_as", _only("save_model_as", "safetensors",
+                                              "mixkit writes .safetensors only; set save_model_as = 'safetensors'"))
+KOHYA_OPTIONS.register("sample_sampler", _only("sample_sampler", "ddim", "sample images are drawn with DDIM only; "
+                                               "set sample_sampler = 'ddim' or remove it"))
+def _dataset_config(value, settings: dict) -> dict:
+    raise ValueError(f"dataset_config {value!r}: kohya's dataset config files are not read. {DATASET_CONFIG_HELP}")
+
+
+KOHYA_OPTIONS.register("dataset_config", KohyaOption("refused (see DATASET_CONFIG_HELP)", _dataset_config))
+
+
+def translate_kohya_options(settings: dict) -> dict:
+    """`settings` with kohya's options (`KOHYA_OPTIONS`) translated to mixkit's settings; other names pass unchanged
+    (the caller's unknown-setting error names any it does not know). One setting given two values is refused."""
+    translated = {key: value for key, value in settings.items() if key not in KOHYA_OPTIONS}
+    replaced = {name for key in settings if key in KOHYA_OPTIONS for name in KOHYA_OPTIONS.get(key).replaces}
+    for key, value in settings.items():
+        if key not in KOHYA_OPTIONS:
+            continue
+        option = KOHYA_OPTIONS.get(key)
+        for name, new in option.translate(value, settings).items():
+            given = translated.get(name, settings.get(name, new)) if name not in option.replaces else new
+            if name != key and name not in replaced and given != new:
+                raise ValueError(f"kohya's {key}={value!r} sets {name}={new!r}, but {name}={given!r} is also "
+                                 "given; keep one")
+            translated[name] = new
+            if (name, new) != (key, value):
+                logger.info("kohya option %s=%r -> %s=%r", key, value, name, new)
+    return translated

@@ -1,0 +1,74 @@
+"""kohya's constant_with_warmup, cosine_with_restarts and polynomial schedules, and its ", " caption rejoining
+(hunt finding 12). kohya's `get_scheduler_fix` hands these names to diffusers' `get_scheduler` with
+--lr_scheduler_num_cycles / --lr_scheduler_power, so diffusers' own schedules are the oracle here."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from mixkit.data.caption_augmentation import CaptionAugmentation, augment_caption
+from mixkit.training.optimizers import warmup_schedule
+from mixkit.training.sd_lora_config import SDLoraTrainingConfig
+
+
+def _rates(schedule, steps: int) -> list[float]:
+    rates = []
+    for _ in range(steps):
+        rates.append(schedule.get_last_lr()[0])
+        schedule.optimizer.step()
+        schedule.step()
+    return rates
+
+
+def _optimizer(lr: float = 1e-3):
+    return torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=lr)
+
+
+@pytest.mark.parametrize("name, options, diffusers_kwargs", [
+    ("cosine_with_restarts", {"num_cycles": 3}, {"num_cycles": 3}),
+    ("cosine_with_restarts", {}, {}),
+    ("polynomial", {"power": 2.0}, {"power": 2.0}),
+    ("polynomial", {}, {}),
+])
+def test_kohyas_schedules_are_diffusers_own(name, options, diffusers_kwargs):
+    from diffusers.optimization import get_scheduler
+
+    # No warm-up: mixkit's warm-up reaches the full rate one step earlier than diffusers' (its own documented form).
+    ours = _rates(warmup_schedule(_optimizer(), name, 0, 12, **options), 15)
+    theirs = _rates(get_scheduler(name, _optimizer(), num_warmup_steps=0, num_training_steps=12, **diffusers_kwargs), 15)
+    assert ours == pytest.approx(theirs, rel=1e-12, abs=1e-15)
+
+
+def test_restarts_and_power_change_the_curve_exactly():
+    restarts = _rates(warmup_schedule(_optimizer(1.0), "cosine_with_restarts", 0, 8, num_cycles=2), 9)
+    assert restarts[:5] == pytest.approx([1.0, 0.8535533905932737, 0.5, 0.14644660940672627, 1.0])  # back up at 4
+    assert restarts[8] == 0.0
+    poly = _rates(warmup_schedule(_optimizer(1.0), "polynomial", 0, 4, power=2.0), 6)
+    end = 1e-7  # diffusers' lr_end
+    assert poly == pytest.approx([1.0, (1 - end) * 0.5625 + end, (1 - end) * 0.25 + end, (1 - end) * 0.0625 + end,
+                                  end, end])
+    warm = _rates(warmup_schedule(_optimizer(1.0), "constant_with_warmup", 2, 6), 4)
+    assert warm == [0.5, 1.0, 1.0, 1.0]
+
+
+def test_schedule_options_are_checked_before_loading(tmp_path):
+    base = dict(model="m", dataset="d", output=str(tmp_path / "o.safetensors"))
+    for name in ("constant_with_warmup", "cosine_with_restarts", "polynomial"):
+        SDLoraTrainingConfig(**base, lr_schedule=name).check()
+    with pytest.raises(ValueError, match="lr_schedule_num_cycles must be an integer in 1"):
+        SDLoraTrainingConfig(**base, lr_schedule="cosine_with_restarts", lr_schedule_num_cycles=0).check()
+    with pytest.raises(ValueError, match=r"lr_schedule_power must be a number in \(0, inf\)"):
+        SDLoraTrainingConfig(**base, lr_schedule="polynomial", lr_schedule_power=-1.0).check()
+    with pytest.raises(ValueError, match="decays to 1e-07"):
+        SDLoraTrainingConfig(**base, lr_schedule="polynomial", learning_rate=1e-8).check()
+
+
+def test_processed_tags_are_rejoined_with_comma_space_whatever_the_separator():
+    # kohya's process_caption: caption = ", ".join(fixed_tokens + flex_tokens + fixed_suffix_tokens).
+    settings = CaptionAugmentation(shuffle=True, keep_tokens=3, separator=";")
+    assert augment_caption("a; b;c", settings, random.Random(0)) == "a, b, c"
+    with_keep = CaptionAugmentation(separator="|", keep_separator="|||", shuffle=True)
+    assert augment_caption("sks | x ||| y | z ||| end", with_keep, random.Random(0)).startswith("sks, ")
