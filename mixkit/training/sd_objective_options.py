@@ -65,11 +65,13 @@ class SDObjectiveOptions:
     keep_tokens_separator: str = ""
     # Mirror each training image left to right with probability 1/2 (kohya's flip_aug; `flip_augmentation`).
     flip_aug: bool = False
-    # Aspect-ratio bucketing (kohya's enable_bucket and its knobs; `mixkit.data.bucketing`): buckets of `bucket_step`
-    # multiples between min_bucket_reso and max_bucket_reso with area up to resolution² (the square resolution is
-    # always one); `bucket_no_upscale` gives each image its own size rounded down to the step instead (scaled down to
-    # the area if larger), so small images are never blown up; an image with a side below the step has no such size
-    # and is refused before training (kohya's would make an empty bucket). Off: every image is cropped to resolution².
+    # Aspect-ratio bucketing as kohya's BucketManager (its enable_bucket and knobs; `mixkit.data.bucketing`): buckets
+    # of `bucket_step` multiples between min_bucket_reso and max_bucket_reso with area up to resolution² (the square
+    # bucket is the resolution rounded down to the step); `bucket_no_upscale` gives each image its own size instead
+    # (scaled to area resolution² if larger, one side on the step), so small images are never blown up; an image
+    # with a side below the step has no such size and is refused before training (kohya's would make an empty
+    # bucket). Resos outside the resolution are refused (as kohya), checked with the config. Off: every image is
+    # cropped to resolution².
     bucketing: bool = False
     bucket_step: int = 64
     min_bucket_reso: int = 256
@@ -138,6 +140,10 @@ class SDObjectiveOptions:
                            "zero_terminal_snr", "bucketing", "bucket_no_upscale"))
         if self.bucket_no_upscale and not self.bucketing:
             raise ValueError("bucket_no_upscale sizes the buckets; it needs bucketing: true")
+        if self.bucketing:
+            from mixkit.data.bucketing import check_bucket_inputs
+
+            check_bucket_inputs(self.resolution, self.bucket_step, self.min_bucket_reso, self.max_bucket_reso)
         if self.prediction_type is not None and self.prediction_type not in PREDICTION_TYPES:
             raise ValueError(f"prediction_type must be one of {', '.join(PREDICTION_TYPES)} (or None for the "
                              f"model's own), got {self.prediction_type!r}")
