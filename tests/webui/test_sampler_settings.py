@@ -53,9 +53,9 @@ def test_the_settings_tab_applies_the_sampler_parameters(tmp_path):
         apply = handler(build_ui(state), "settings_apply", "click")
         defaults = [state.options.get(key) for key in ("default_sampler_name", "default_scheduler", "default_steps",
                                                        "default_cfg_scale", "default_width", "default_height")]
-        apply.fn(True, False, 1, 3, 0.0, False, 0.0, 0.4, 0.2, 31337, *defaults)
+        apply.fn(True, False, 1, 3, 0.0, False, 0.0, 0.4, 0.2, 31337, True, *defaults)
         assert state.options.sampler_options() == {"eta_ancestral": 0.4, "eta_ddim": 0.2, "eta_noise_seed_delta": 31337,
-                                                   "img2img_fix_steps": False}
+                                                   "img2img_fix_steps": True}
     finally:
         state.close()
 

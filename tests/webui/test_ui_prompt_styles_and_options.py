@@ -251,3 +251,21 @@ def test_img2img_merges_the_styles_too(served):
     form = ["a cube", "ugly", "Euler", "Automatic", 2, 5.0, 64, 64, 11, 1, 1, 1]
     params = form_params(state, "img2img", form, ["Warm", "Photo"], [own[name] for name in IMG2IMG_FIELDS])
     assert (params.prompt, params.negative_prompt) == ("photo of a cube, warm light, sharp", "ugly, blurry")
+
+
+def test_img2img_takes_exact_steps_from_the_img2img_fix_steps_setting(served):
+    # A1111's Settings "With img2img, do exactly the amount of steps the slider specifies" (img2img_fix_steps).
+    from webui.ui.generate_tab import IMG2IMG_FIELDS, form_params
+
+    state, _, _ = served
+    own = {"editor": {"background": Image.new("RGB", (64, 64)), "layers": [], "composite": None}, "mode": "img2img",
+           "resize_mode": "just resize", "denoising_strength": 0.5, "mask_blur": 4, "inpainting_fill": "original",
+           "only_masked": False, "only_masked_padding": 32, "mask_mode": "Inpaint masked", "mask_upload": None,
+           "outpaint_pixels": 128, "outpaint_fill": "fill", "outpaint_sides": ["left"]}
+    form = ["a cube", "", "Euler", "Automatic", 2, 5.0, 64, 64, 11, 1, 1, 1]
+    assert form_params(state, "img2img", form, [], [own[name] for name in IMG2IMG_FIELDS]).exact_steps is False
+    state.options.apply({"img2img_fix_steps": True})
+    try:
+        assert form_params(state, "img2img", form, [], [own[name] for name in IMG2IMG_FIELDS]).exact_steps is True
+    finally:
+        state.options.apply({"img2img_fix_steps": False})

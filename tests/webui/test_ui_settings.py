@@ -111,7 +111,7 @@ def test_the_grid_options_are_settings_like_a1111s(built):
     apply = handler(blocks, "settings_apply", "click")
     keys = ("default_sampler_name", "default_scheduler", "default_steps", "default_cfg_scale", "default_width",
             "default_height")
-    current = [True, False, 1, 2, 0.0, False, 0.0, 1.0, 0.0, 0, *[state.options.get(key) for key in keys]]
+    current = [True, False, 1, 2, 0.0, False, 0.0, 1.0, 0.0, 0, False, *[state.options.get(key) for key in keys]]
     apply.fn(*current, False, False)
     assert (state.options.get("return_grid"), state.options.get("grid_save")) == (False, False)
     with open(state.options.settings_file) as saved:

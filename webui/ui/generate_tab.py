@@ -333,7 +333,9 @@ def form_params(state: ServerState, kind: str, form: list, chosen_styles: list[s
 
         return with_hires(params, own, state.limits, styles=library, style_names=chosen_styles,
                           unstyled_prompts=(unstyled.prompt, unstyled.negative_prompt))
-    return img2img_params(params, dict(zip(IMG2IMG_FIELDS, own)))
+    # A1111's Settings "With img2img, do exactly the amount of steps the slider specifies" (img2img_fix_steps)
+    return replace(img2img_params(params, dict(zip(IMG2IMG_FIELDS, own))),
+                   exact_steps=bool(state.options.get("img2img_fix_steps")))
 
 
 def _form_fields(tab: GenerateTab) -> list[tuple[str, object]]:

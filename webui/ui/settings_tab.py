@@ -126,6 +126,9 @@ def build_settings_tab(state: ServerState, page: gr.Blocks) -> None:
             ensd = gr.Number(lambda: state.options.get("eta_noise_seed_delta"), precision=0, minimum=0,
                              label="Eta noise seed delta (ENSD; 31337 in NovelAI-style infotexts)",
                              elem_id="settings_eta_noise_seed_delta")
+            fix_steps = gr.Checkbox(lambda: state.options.get("img2img_fix_steps"),
+                                    label="With img2img, do exactly the amount of steps the slider specifies "
+                                          "(normally fewer with less denoising)", elem_id="settings_img2img_fix_steps")
     emphasis, comma_backtrack = build_prompt_option_widgets(state)
     apply = gr.Button("Apply settings", elem_id="settings_apply")
 
@@ -145,14 +148,15 @@ def build_settings_tab(state: ServerState, page: gr.Blocks) -> None:
 
     def do_apply(save_value: bool, previews_value: bool, clip_value: float, units: float, ngms_value: float,
                  ngms_all_value: bool, skip_early_value: float, eta_ancestral_value: float, eta_ddim_value: float,
-                 ensd_value: float, *default_grid_and_prompt_values):
+                 ensd_value: float, fix_steps_value: bool, *default_grid_and_prompt_values):
         if ensd_value is None or ensd_value != int(ensd_value):
             raise refused(f"Eta noise seed delta must be a whole number >= 0, got {ensd_value!r}.")
         values = {"samples_save": bool(save_value), "live_previews_enable": bool(previews_value),
                   "CLIP_stop_at_last_layers": int(clip_value), "control_net_unit_count": int(units),
                   "s_min_uncond": float(ngms_value), "s_min_uncond_all": bool(ngms_all_value),
                   "skip_early_cond": float(skip_early_value), "eta_ancestral": float(eta_ancestral_value),
-                  "eta_ddim": float(eta_ddim_value), "eta_noise_seed_delta": int(ensd_value)}
+                  "eta_ddim": float(eta_ddim_value), "eta_noise_seed_delta": int(ensd_value),
+                  "img2img_fix_steps": bool(fix_steps_value)}
         values.update(zip(OPTION_KEYS, default_grid_and_prompt_values))
         grid_values = default_grid_and_prompt_values[len(OPTION_KEYS):len(OPTION_KEYS) + len(GRID_KEYS)]
         values.update((key, bool(value)) for key, value in zip(GRID_KEYS, grid_values))
@@ -169,7 +173,7 @@ def build_settings_tab(state: ServerState, page: gr.Blocks) -> None:
     vae_load.click(lambda name: switch_vae(state, name), inputs=vae, outputs=status)
     load.click(do_load, inputs=checkpoint, outputs=[status, checkpoint])
     apply.click(do_apply, inputs=[save, previews, clip_skip, unit_count, ngms, ngms_all, skip_early, eta_ancestral, eta_ddim,
-                                  ensd, *defaults_widgets, return_grid, grid_save, emphasis, comma_backtrack],
+                                  ensd, fix_steps, *defaults_widgets, return_grid, grid_save, emphasis, comma_backtrack],
                 outputs=status)
     preset_apply.click(lambda name: switch_preset(state, name), inputs=preset, outputs=status)
 
