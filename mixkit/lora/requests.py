@@ -115,7 +115,10 @@ def parse_lora_cli_spec(spec: str) -> LoraRequest:
 
 
 def resolve_lora_requests(explicit: list[LoraRequest], tags: list, lora_dir: str | Path | None = None) -> list[LoraRequest]:
-    """CLI/API requests plus prompt-tag requests, each with `source` resolved to a file path.
+    """Prompt-tag requests, then CLI/API requests, each with `source` resolved to a file path.
+
+    That is their order in the infotext's prompt (explicit LoRAs are appended to it as tags), so they are applied,
+    and listed in `Lora hashes`, in the order A1111 applies and lists them when the infotext is pasted there.
 
     Names resolve through a `LoraLibrary` on `lora_dir` (file stem, relative name or alias); explicit
     requests may also be paths to files, prompt tags never (they are untrusted text). The display name (for `Lora hashes`) stays what the user wrote.
@@ -130,7 +133,7 @@ def resolve_lora_requests(explicit: list[LoraRequest], tags: list, lora_dir: str
             f"prompt tag {tags[0].raw!r} names a LoRA but no LoRA folder is set; set the LoRA folder (--lora-dir)."
         )
     resolved = []
-    for from_tag, request in [(False, r) for r in explicit] + [(True, r) for r in tag_requests]:
+    for from_tag, request in [(True, r) for r in tag_requests] + [(False, r) for r in explicit]:
         path = Path(str(request.source)).expanduser()
         if from_tag:
             # Tags come from prompt text (possibly the HTTP API): names in the folder only, never paths.

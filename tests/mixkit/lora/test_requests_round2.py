@@ -87,3 +87,11 @@ def test_a_dotted_lora_passed_as_a_parameter_round_trips_through_the_infotext(fo
     assert 'Lora hashes: "my.style.v1: ' in first.infotexts[0]
     pasted = pipe(prompt=prompt_line, **small)
     assert np.array_equal(np.asarray(first.images[0]), np.asarray(pasted.images[0]))
+
+
+def test_prompt_tags_come_before_explicit_loras_as_in_the_infotexts_prompt(folder):
+    # The infotext's prompt is the prompt (with its tags) followed by the explicit LoRAs as tags; A1111 applies and
+    # lists `Lora hashes` in that prompt order when the infotext is pasted, so mixkit resolves tags first too.
+    _, tags = extract_extra_networks("a castle <lora:my.style:0.8>")
+    resolved = resolve_lora_requests([LoraRequest.parse("my.style.v1:0.6")], tags, folder)
+    assert [request.display_name for request in resolved] == ["my.style", "my.style.v1"]
