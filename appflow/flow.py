@@ -37,22 +37,13 @@ def resolve_dtype(dtype: Any, device: str):
 
 
 def check_device(device: Any) -> str:
-    """`device` if this torch can use it, else ValueError saying what is available (not a bare AssertionError later)."""
-    if not isinstance(device, str) or not device.split(":")[0] in ("cpu", "cuda", "mps", "xpu"):
-        raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N', 'mps' or 'xpu', got {device!r}.")
-    kind, _, index = device.partition(":")
-    if kind == "cpu":
-        return device
-    import torch
+    """`device` if this torch can use it, else ValueError saying what is available (not a bare AssertionError later):
+    the model loaders' own check (`load_options.check_device`)."""
+    from mixkit.models.diffusion.load_options import check_device as check_load_device
 
-    backend = {"cuda": torch.cuda, "mps": getattr(torch.backends, "mps", None), "xpu": getattr(torch, "xpu", None)}[kind]
-    if backend is None or not backend.is_available():
-        raise ValueError(f"device {device!r} is not available: this torch {torch.__version__} has no usable {kind} "
-                         "device (not compiled with it, or no device or driver found); use device='cpu'.")
-    count = backend.device_count() if hasattr(backend, "device_count") else 1
-    if index and (not index.isdigit() or int(index) >= count):
-        raise ValueError(f"device {device!r} does not exist: {count} {kind} device(s), numbered from 0.")
-    return device
+    if not isinstance(device, str):
+        raise ValueError(f"device must be a string such as 'cpu', 'cuda' or 'cuda:1', got {device!r}.")
+    return check_load_device(device)
 
 
 def resolve_app(app: Any) -> Chain:

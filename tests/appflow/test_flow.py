@@ -57,7 +57,7 @@ def test_missing_model_folder_and_wrong_model_argument_shapes(tmp_path, tiny_din
 def test_unknown_option_and_bad_device_or_dtype():
     with pytest.raises(TypeError, match="has no option 'box_treshold'.*box_threshold"):
         Appflow("openset_det_sam", box_treshold=0.3)
-    with pytest.raises(ValueError, match="device must be"):
+    with pytest.raises(ValueError, match="device='gpu' is not a device name"):
         Appflow("openset_det_sam", device="gpu")
     with pytest.raises(ValueError, match="dtype must be one of"):
         Appflow("openset_det_sam", dtype="float8")
@@ -190,10 +190,10 @@ def test_a_device_this_torch_cannot_use_is_refused_when_the_flow_is_built():
     import torch
 
     if torch.cuda.is_available():
-        with pytest.raises(ValueError, match="does not exist"):
+        with pytest.raises(ValueError, match="numbered"):
             Appflow("text2image_generation", device=f"cuda:{torch.cuda.device_count()}")
     else:
-        with pytest.raises(ValueError, match="device 'cuda' is not available.*use device='cpu'"):
+        with pytest.raises(ValueError, match="device='cuda': .*device='cpu'"):
             Appflow("text2image_generation", device="cuda")
     assert Appflow("text2image_generation", device="cpu").device == "cpu"
 

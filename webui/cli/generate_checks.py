@@ -27,36 +27,15 @@ def check_generate_args(args: argparse.Namespace, prompt: str) -> None:
 
 
 def check_device(device: str | None) -> None:
-    """A device string torch parses, of a type mixkit runs on, that exists on this machine (None: cpu)."""
-    if device is None:
-        return
-    import torch
+    """A device string torch parses, of a type mixkit runs on, that exists on this machine (None: cpu): the Python
+    API's own check (`load_options.check_device`), its messages in flag terms."""
+    from mixkit.models.diffusion.load_options import check_device as check_load_device
 
     try:
-        parsed = torch.device(device)
-    except (RuntimeError, TypeError, ValueError):
-        raise ValueError(f"--device {device!r} is not a device name; use cpu, cuda, cuda:N or mps") from None
-    kind = parsed.type
-    if kind not in RUNNABLE_DEVICE_TYPES:
-        raise ValueError(f"--device {device!r}: mixkit runs on {', '.join(RUNNABLE_DEVICE_TYPES)}, not {kind}; "
-                         "use --device cpu")
-    if kind == "cpu":
-        return
-    if kind == "mps":
-        if not torch.backends.mps.is_available():
-            raise ValueError(f"--device {device!r}: this PyTorch build has no usable MPS (Apple GPU) device; "
-                             "use --device cpu")
-        return
-    backend = getattr(torch, kind, None)
-    available = backend is not None and backend.is_available()
-    if not available:
-        reason = ("this PyTorch build has no CUDA support (a CPU build)" if kind == "cuda" and torch.version.cuda is None
-                  else f"no {kind.upper()} device is visible")
-        raise ValueError(f"--device {device!r}: {reason}; use --device cpu")
-    count = backend.device_count()
-    if parsed.index is not None and parsed.index >= count:
-        raise ValueError(f"--device {device!r}: this machine has {count} {kind.upper()} device(s), "
-                         f"numbered {kind}:0 to {kind}:{count - 1}")
+        check_load_device(device)
+    except (TypeError, ValueError) as error:
+        message = str(error).replace(f"device={device!r}", f"--device {device!r}").replace("device='cpu'", "--device cpu")
+        raise ValueError(message) from None
 
 
 def check_folder(folder: str | None, what: str, flag: str, hint: str) -> None:
