@@ -16,7 +16,8 @@ from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from webui.api_convert import generation_info, info_json, job_timestamp, request_parameters, to_img2img_params, to_txt2img_params
+from webui.api_convert import to_img2img_params, to_txt2img_params
+from webui.api_response import generation_info, info_json, job_timestamp, request_parameters
 from webui.api_extras import (
     check_extras_request, crop_to, crops_to_size, encode_png_with_chunks, plaintext_to_html,
     request_postprocessing_text, source_text_chunks, upscale_factor, upscales,

@@ -1,4 +1,4 @@
-"""A1111 API requests -> mixkit parameters, and results -> A1111 response bodies.
+"""A1111 API requests -> mixkit parameters (responses: `webui.api_response`).
 
 Validation happens here, once, before a request enters the queue: the pipelines' own
 `check_*_params` with the server's `GenerationLimits`, sampler names against the sampler
@@ -7,14 +7,13 @@ registry, LoRA tags against the LoRA library, and images through the pixel-cappe
 
 from __future__ import annotations
 
-import json
 import re
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from mixkit.prompts import extract_extra_networks
 from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
+from webui.api_hires import hires_params, hires_sampler_differences
 from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
 from webui.base64_images import decode_base64_image
 from webui.fixed_settings import FIXED_BY_OPTION, fixed_setting_refusal
@@ -26,14 +25,11 @@ from webui.prompt_guard import check_prompt_networks
 # A1111's integer codes for img2img choices, in its order.
 RESIZE_MODES = {0: "just resize", 1: "crop and resize", 2: "resize and fill"}
 INPAINTING_FILL = {0: "fill", 1: "original", 2: "latent noise", 3: "latent nothing"}
-
 # A1111's option keys for skipping the negative prompt (NGMS, Skip Early CFG) may also come per request.
 SETTABLE_OVERRIDES = {"CLIP_stop_at_last_layers", *UNCOND_SKIP_KEYS, *SAMPLER_OPTION_KEYS, *PROMPT_OPTION_KEYS}
 # What A1111's API request models default to (its UI's defaults differ: 20 steps, DPM++ 2M).
 A1111_API_DEFAULTS = GenerationDefaults(sampler="Euler", schedule_type="Automatic", steps=50, cfg_scale=7.0, width=512,
                                         height=512)
-# A1111's txt2img request model declares denoising_strength 0.75 (0.7 is only its UI slider's start).
-A1111_API_HIRES_DENOISING = 0.75
 
 
 @dataclass(frozen=True)
@@ -82,52 +78,6 @@ def _fixed_settings(request: Txt2ImgRequest, spec) -> list[str]:
     refusals = (fixed_setting_refusal(option, overrides[option], spec) for option in FIXED_BY_OPTION
                 if option in overrides)
     return [refusal for refusal in refusals if refusal is not None]
-
-
-# The hires fields' "off" values, A1111's UI labels for "the first pass's".
-SAME_SAMPLER, SAME_SCHEDULER = "Use same sampler", "Use same scheduler"
-
-
-def hires_sampler_differences(request: Txt2ImgRequest, sampler: str, schedule_type: str) -> list[str]:
-    """Why the request's hr_sampler_name / hr_scheduler cannot be run: this server's hires pass always runs the
-    first pass's sampler and schedule. Empty when they name those (after resolving aliases and "Automatic").
-
-    A1111 runs its hires pass with `hr_sampler_name or sampler_name` and `hr_scheduler or scheduler`, where
-    "Automatic" is the sampler's own default schedule (`sd_samplers_kdiffusion.get_sigmas`: `if scheduler_name ==
-    'Automatic': scheduler_name = self.config.options.get('scheduler')`). So hr_sampler_name equal to the first
-    pass's sampler, or a schedule that resolves to the first pass's, is the same run (A1111 then writes no
-    "Hires sampler" / "Hires schedule type" key), while "Automatic" after a first pass on another schedule is not.
-    """
-    from pipelines.samplers import resolve_sampler
-
-    hr_sampler = request.hr_sampler_name if request.hr_sampler_name not in (None, "", SAME_SAMPLER) else None
-    hr_schedule = request.hr_scheduler if request.hr_scheduler not in (None, "", SAME_SCHEDULER) else None
-    if hr_sampler is None and hr_schedule is None:
-        return []
-    first_spec, first_schedule = resolve_sampler(sampler, schedule_type)
-    try:
-        hires_spec, hires_schedule = resolve_sampler(hr_sampler or sampler, hr_schedule or schedule_type)
-    except (ValueError, KeyError) as error:
-        hires_spec, hires_schedule, why = None, None, f" is not usable here ({error})"
-    else:
-        why = ""
-    if (hires_spec, hires_schedule) == (first_spec, first_schedule):
-        return []
-    differences = []
-    if hr_sampler is not None and (hires_spec is None or hires_spec.name != first_spec.name):
-        differences.append(f"hr_sampler_name={hr_sampler!r} (infotext: Hires sampler){why}: this server's hires pass "
-                           f"always runs the first pass's sampler, {first_spec.name}; send {SAME_SAMPLER!r} or "
-                           f"{first_spec.name!r}, or leave it out")
-    elif hr_schedule is not None:
-        runs = repr(hr_schedule) + (f" is schedule {hires_schedule} for {first_spec.name}" if hires_spec else "")
-        differences.append(f"hr_scheduler={runs} (infotext: Hires schedule type){why}: this server's hires pass "
-                           f"always runs the first pass's schedule, {first_schedule}; send {SAME_SCHEDULER!r} or "
-                           f"{first_schedule!r}, or leave it out")
-    else:  # an old-style hires sampler name carrying another schedule ("DPM++ 2M Exponential")
-        differences.append(f"hr_sampler_name={hr_sampler!r} (infotext: Hires sampler) runs schedule {hires_schedule}: "
-                           f"this server's hires pass always runs the first pass's schedule, {first_schedule}; send "
-                           f"{SAME_SAMPLER!r} or {first_spec.name!r}, or leave it out")
-    return differences
 
 
 def _clip_skip(request: Txt2ImgRequest, default_clip_skip: int, current_model: str | None,
@@ -311,32 +261,6 @@ def _controlnet_units(request: Txt2ImgRequest, limits: GenerationLimits, request
                        max_bytes=request_limits.max_image_bytes)
 
 
-def _hires_prompts(request: Txt2ImgRequest, styles) -> dict[str, str]:
-    """hr_prompt / hr_negative_prompt ("" = the first pass's), styled as A1111 styles `all_hr_prompts` too."""
-    hr_prompt, hr_negative = request.hr_prompt or "", request.hr_negative_prompt or ""
-    if request.styles and styles is not None and (hr_prompt or hr_negative):
-        hr_prompt, hr_negative = styles.apply(hr_prompt or request.prompt, hr_negative or request.negative_prompt,
-                                              list(request.styles))
-    return {"hr_prompt": hr_prompt, "hr_negative_prompt": hr_negative}
-
-
-def hires_params(request: Txt2ImgRequest, params: Txt2ImgParams, limits: GenerationLimits, styles=None):
-    """A1111's "Hires. fix" fields -> HiresParams (first pass at width x height, then upscale and refine)."""
-    from pipelines.hires import HiresParams, check_hires_params
-
-    # No hr_upscaler: A1111 upscales with "Latent" and writes no "Hires upscaler" key (HiresParams takes None so).
-    hires = HiresParams(
-        **{f: getattr(params, f) for f in params.__dataclass_fields__},
-        hr_scale=request.hr_scale, hr_resize_x=request.hr_resize_x, hr_resize_y=request.hr_resize_y,
-        hr_upscaler=request.hr_upscaler or None, hr_second_pass_steps=request.hr_second_pass_steps,
-        denoising_strength=(A1111_API_HIRES_DENOISING if request.denoising_strength is None
-                            else request.denoising_strength),
-        **_hires_prompts(request, styles),
-    )
-    check_hires_params(hires, limits, 8)
-    return hires
-
-
 def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, request_limits: RequestLimits,
                       lora_names: set[str] | None, default_clip_skip: int = 1, current_model: str | None = None,
                       current_model_aliases: frozenset[str] = frozenset(),
@@ -424,74 +348,3 @@ def _decode_mask(data: str, decode, *, round: bool = True):
     with Image.open(io.BytesIO(base64.b64decode(text, validate=True))) as image:
         image.load()
         return binary_mask(image, round=round)  # `mask_round: false` keeps soft alpha strokes, as A1111
-
-
-def generation_info(params: Txt2ImgParams, result, *, model_name: str | None, model_hash: str | None,
-                    job_timestamp: str, vae_name: str | None = None, vae_hash: str | None = None,
-                    styles: list[str] | None = None) -> dict[str, Any]:
-    """The JSON A1111 returns (as a string) in a response's `info` field: canonical names, as the infotext's
-    ("k_dpmpp_2m" comes back as "DPM++ 2M" with its schedule type "Karras")."""
-    from pipelines.params import per_image
-    from pipelines.samplers import resolve_sampler
-
-    spec, schedule_type = resolve_sampler(params.sampler, params.schedule_type)
-
-    prompts = per_image(params.prompt, params.batch_size) * params.batch_count
-    negatives = per_image(params.negative_prompt, params.batch_size) * params.batch_count
-    count = len(result.images)
-    return {
-        "prompt": prompts[0] if prompts else "", "all_prompts": prompts[:count],
-        "negative_prompt": negatives[0] if negatives else "", "all_negative_prompts": negatives[:count],
-        "seed": result.seeds[0] if result.seeds else params.seed, "all_seeds": list(result.seeds),
-        "subseed": -1, "all_subseeds": [-1] * count, "subseed_strength": 0,
-        "width": params.width, "height": params.height, "sampler_name": spec.name, "scheduler": schedule_type,
-        "cfg_scale": params.cfg_scale, "steps": params.steps, "batch_size": params.batch_size,
-        "restore_faces": False, "face_restoration_model": None, "sd_model_name": model_name, "sd_model_hash": model_hash,
-        "sd_vae_name": vae_name, "sd_vae_hash": vae_hash, "seed_resize_from_w": -1, "seed_resize_from_h": -1,
-        "denoising_strength": getattr(params, "denoising_strength", None),
-        "extra_generation_params": extra_generation_params(result.infotexts[0]) if result.infotexts else {},
-        "index_of_first_image": 0, "infotexts": list(result.infotexts), "styles": list(styles or []), "job_timestamp": job_timestamp,
-        "clip_skip": params.clip_skip, "is_using_inpainting_conditioning": False, "interrupted": result.interrupted,
-        "version": "mixkit",
-    }
-
-
-# The keys A1111's `create_infotext` writes itself; every other key of an infotext comes from the processing's
-# `extra_generation_params` (hires recipe, denoising strength, LoRA hashes, NGMS ...), which `info` returns.
-INFOTEXT_CORE_KEYS = frozenset({
-    "Steps", "Sampler", "Schedule type", "CFG scale", "Image CFG scale", "Seed", "Face restoration", "Size",
-    "Model hash", "Model", "FP8 weight", "Cache FP16 weight for LoRA", "VAE hash", "VAE", "Variation seed",
-    "Variation seed strength", "Seed resize from", "Conditional mask weight", "Clip skip", "ENSD", "Tiling",
-    "RNG", "Version", "User",
-})
-
-
-def extra_generation_params(infotext: str) -> dict[str, Any]:
-    """`info.extra_generation_params`: the infotext's keys beyond A1111's core ones, numbers and booleans typed."""
-    from pipelines.infotext import split_infotext
-
-    def typed(text: str):
-        if re.fullmatch(r"-?\d+", text):
-            return int(text)
-        if re.fullmatch(r"-?\d+(\.\d+)?(e[-+]?\d+)?", text):
-            return float(text)
-        return {"True": True, "False": False}.get(text, text)
-
-    return {key: typed(value) for key, value in split_infotext(infotext)[2].items() if key not in INFOTEXT_CORE_KEYS}
-
-
-def request_parameters(request: Txt2ImgRequest) -> dict[str, Any]:
-    """The request echoed back in `parameters`, images left out (A1111 sets them to None)."""
-    echoed = request.model_dump()
-    for name in ("init_images", "mask"):
-        if name in echoed and not echoed.get("include_init_images"):
-            echoed[name] = None
-    return echoed
-
-
-def job_timestamp() -> str:
-    return time.strftime("%Y%m%d%H%M%S")
-
-
-def info_json(info: dict[str, Any]) -> str:
-    return json.dumps(info, ensure_ascii=False)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from pipelines.params import GenerationLimits
-from webui.api_convert import generation_info, to_txt2img_params
+from webui.api_convert import to_txt2img_params
+from webui.api_response import generation_info
 from webui.api_requests import Txt2ImgRequest
 from webui.options import ServerOptions
 

@@ -42,7 +42,7 @@ def test_hires_prompts_are_taken_and_styled(styles):
 
 
 def test_the_info_json_lists_the_styles_used_as_a1111s_processed_does():
-    from webui.api_convert import generation_info
+    from webui.api_response import generation_info
 
     class Result:
         images, seeds, infotexts, interrupted = [object()], [1], ["a cat, red"], False

@@ -1,7 +1,7 @@
 """Hires. fix controls for the txt2img tab, converted by the API's own code so both accept the same values.
 
 The form values become a `Txt2ImgRequest` carrying only the hires fields and go through
-`webui.api_convert.hires_params`, the function `POST /sdapi/v1/txt2img` uses: one place
+`webui.api_hires.hires_params`, the function `POST /sdapi/v1/txt2img` uses: one place
 decides defaults (upscaler "Latent", strength 0.7) and limits (scale, target size, steps).
 """
 
@@ -53,7 +53,7 @@ def with_hires(params, values: list, limits, *, styles=None, style_names: list[s
 
     With styles chosen, `params` carries the styled prompts and `unstyled_prompts` the form's own (prompt, negative
     prompt): the API's `hires_params` styles a Hires prompt from those, as A1111 styles its `all_hr_prompts`."""
-    from webui.api_convert import hires_params
+    from webui.api_hires import hires_params
     from webui.api_requests import Txt2ImgRequest
 
     fields = dict(zip(HIRES_FIELDS, values))

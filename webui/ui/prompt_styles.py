@@ -2,7 +2,7 @@
 to reread the file, and the 📋 button that writes the chosen styles into the prompt boxes.
 
 Chosen styles are merged at generation by the HTTP API's own `webui.api_convert.with_styles` (and, for the Hires
-prompts, by its `hires_params`), so a UI image and an API image with the same `styles` are the same image. As in
+prompts, by `webui.api_hires.hires_params`), so a UI image and an API image with the same `styles` are the same image. As in
 A1111, the dropdown holds style *names*: the merge happens when Generate is pressed, on the prompt as it is then.
 """
 

@@ -1,0 +1,83 @@
+"""What a generation response holds besides its images: A1111's `info` JSON (canonical names, the infotext's extra
+keys typed), the request echoed as `parameters`, and the job timestamp."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+from pipelines.params import Txt2ImgParams
+from webui.api_requests import Txt2ImgRequest
+
+
+def generation_info(params: Txt2ImgParams, result, *, model_name: str | None, model_hash: str | None,
+                    job_timestamp: str, vae_name: str | None = None, vae_hash: str | None = None,
+                    styles: list[str] | None = None) -> dict[str, Any]:
+    """The JSON A1111 returns (as a string) in a response's `info` field: canonical names, as the infotext's
+    ("k_dpmpp_2m" comes back as "DPM++ 2M" with its schedule type "Karras")."""
+    from pipelines.params import per_image
+    from pipelines.samplers import resolve_sampler
+
+    spec, schedule_type = resolve_sampler(params.sampler, params.schedule_type)
+
+    prompts = per_image(params.prompt, params.batch_size) * params.batch_count
+    negatives = per_image(params.negative_prompt, params.batch_size) * params.batch_count
+    count = len(result.images)
+    return {
+        "prompt": prompts[0] if prompts else "", "all_prompts": prompts[:count],
+        "negative_prompt": negatives[0] if negatives else "", "all_negative_prompts": negatives[:count],
+        "seed": result.seeds[0] if result.seeds else params.seed, "all_seeds": list(result.seeds),
+        "subseed": -1, "all_subseeds": [-1] * count, "subseed_strength": 0,
+        "width": params.width, "height": params.height, "sampler_name": spec.name, "scheduler": schedule_type,
+        "cfg_scale": params.cfg_scale, "steps": params.steps, "batch_size": params.batch_size,
+        "restore_faces": False, "face_restoration_model": None, "sd_model_name": model_name, "sd_model_hash": model_hash,
+        "sd_vae_name": vae_name, "sd_vae_hash": vae_hash, "seed_resize_from_w": -1, "seed_resize_from_h": -1,
+        "denoising_strength": getattr(params, "denoising_strength", None),
+        "extra_generation_params": extra_generation_params(result.infotexts[0]) if result.infotexts else {},
+        "index_of_first_image": 0, "infotexts": list(result.infotexts), "styles": list(styles or []), "job_timestamp": job_timestamp,
+        "clip_skip": params.clip_skip, "is_using_inpainting_conditioning": False, "interrupted": result.interrupted,
+        "version": "mixkit",
+    }
+
+
+# The keys A1111's `create_infotext` writes itself; every other key of an infotext comes from the processing's
+# `extra_generation_params` (hires recipe, denoising strength, LoRA hashes, NGMS ...), which `info` returns.
+INFOTEXT_CORE_KEYS = frozenset({
+    "Steps", "Sampler", "Schedule type", "CFG scale", "Image CFG scale", "Seed", "Face restoration", "Size",
+    "Model hash", "Model", "FP8 weight", "Cache FP16 weight for LoRA", "VAE hash", "VAE", "Variation seed",
+    "Variation seed strength", "Seed resize from", "Conditional mask weight", "Clip skip", "ENSD", "Tiling",
+    "RNG", "Version", "User",
+})
+
+
+def extra_generation_params(infotext: str) -> dict[str, Any]:
+    """`info.extra_generation_params`: the infotext's keys beyond A1111's core ones, numbers and booleans typed."""
+    from pipelines.infotext import split_infotext
+
+    def typed(text: str):
+        if re.fullmatch(r"-?\d+", text):
+            return int(text)
+        if re.fullmatch(r"-?\d+(\.\d+)?(e[-+]?\d+)?", text):
+            return float(text)
+        return {"True": True, "False": False}.get(text, text)
+
+    return {key: typed(value) for key, value in split_infotext(infotext)[2].items() if key not in INFOTEXT_CORE_KEYS}
+
+
+def request_parameters(request: Txt2ImgRequest) -> dict[str, Any]:
+    """The request echoed back in `parameters`, images left out (A1111 sets them to None)."""
+    echoed = request.model_dump()
+    for name in ("init_images", "mask"):
+        if name in echoed and not echoed.get("include_init_images"):
+            echoed[name] = None
+    return echoed
+
+
+def job_timestamp() -> str:
+    return time.strftime("%Y%m%d%H%M%S")
+
+
+def info_json(info: dict[str, Any]) -> str:
+    return json.dumps(info, ensure_ascii=False)
