@@ -266,7 +266,8 @@ class HiresFix:
         hires_passes(params)[0].from_pipeline(self.pipe).check_inputs(params)
         return check_hires_params(params, self.limits, self.model.vae_scale_factor)
 
-    def __call__(self, params: HiresParams | None = None, *, callback=None, control=None, **kwargs: Any) -> GenerationResult:
+    def __call__(self, params: HiresParams | None = None, *, callback=None, control=None, generator=None,
+                 **kwargs: Any) -> GenerationResult:
         # 1. Check every input before the first pass starts
         if params is None:
             params_class = HiresParams
@@ -279,7 +280,8 @@ class HiresFix:
         # 2. First pass at the base size
         first_pass = hires_passes(params)[0].from_pipeline(self.pipe)
         first_pass.latents_out = {}
-        first = first_pass(params, callback=callback, control=control)
+        # `generator=` seeds the first pass as TextToImage's does; the second pass draws from the seeds it recorded
+        first = first_pass(params, callback=callback, control=control, generator=generator)
         if first.interrupted or not first.images:
             return first
         latents = first_pass.latents_out

@@ -269,7 +269,8 @@ class ImageToImage(DiffusionPipelineBase):
             latents = init
         else:  # strength 1 too: A1111 caps it at 0.999 and noises the init image to the schedule's first sigma
             latents = schedulers[0].add_noise(init, noise, img2img_noise_timestep(schedulers[0], timesteps).repeat(count))
-        start = BatchStart(latents=latents, schedulers=schedulers, timesteps=timesteps, steps=run)
+        start = BatchStart(latents=latents, schedulers=schedulers, timesteps=timesteps,
+                           steps=getattr(schedulers[0], "run_steps", run))  # A1111's UniPC: its t_enc steps
         if mask is not None:
             start.mask_blend = _mask_blend(init, mask, sampler, self.model.scheduler_config)
         if inputs.masked_image_latents is not None:

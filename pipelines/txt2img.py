@@ -26,4 +26,6 @@ class TextToImage(DiffusionPipelineBase):
         noise = initial_noise(generators, self._latent_shape(params)).to(self.model.device)
         # An inpainting (9-channel) UNet gets A1111's txt2img conditioning: a full mask over a blank image.
         extra = full_mask_channels(self.model, len(generators), self._latent_shape(params))
-        return BatchStart(latents=noise * initial_noise_scale(schedulers[0]), schedulers=schedulers, extra_channels=extra)
+        # A sampler walking its own grid (A1111's UniPC) may run more steps than asked: progress counts those.
+        return BatchStart(latents=noise * initial_noise_scale(schedulers[0]), schedulers=schedulers, extra_channels=extra,
+                          steps=getattr(schedulers[0], "run_steps", None))

@@ -71,11 +71,11 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
     return found
 
 
-def _fixed_settings(request: Txt2ImgRequest, spec) -> list[str]:
+def _fixed_settings(request: Txt2ImgRequest, spec, schedule: str) -> list[str]:
     """Why each A1111 setting this server runs at one value only (`webui.fixed_settings`), sent in override_settings
     or pasted there from the request's infotext, cannot be honoured; empty when each is what runs anyway."""
     overrides = request.override_settings or {}
-    refusals = (fixed_setting_refusal(option, overrides[option], spec) for option in FIXED_BY_OPTION
+    refusals = (fixed_setting_refusal(option, overrides[option], spec, schedule) for option in FIXED_BY_OPTION
                 if option in overrides)
     return [refusal for refusal in refusals if refusal is not None]
 
@@ -191,8 +191,8 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     chosen = apply_request_defaults(request, defaults or A1111_API_DEFAULTS)
     chosen.update(_first_phase_size(request))
     # unknown name -> error listing the valid ones
-    spec, _ = resolve_sampler(chosen["sampler"], chosen["schedule_type"])
-    refused = [*_fixed_settings(request, spec)]
+    spec, schedule = resolve_sampler(chosen["sampler"], chosen["schedule_type"])
+    refused = [*_fixed_settings(request, spec, schedule)]
     if request.enable_hr:
         refused += hires_sampler_differences(request, chosen["sampler"], chosen["schedule_type"])
     if refused:

@@ -35,26 +35,44 @@ def _flag(value: Any) -> bool:
     return text == "True"
 
 
-def _equals_number(default: float) -> Callable[[Any, Any], bool]:
-    return lambda value, spec: _number(value) == default
+def _equals_number(default: float) -> Callable[..., bool]:
+    return lambda value, spec, schedule=None: _number(value) == default
 
 
-def _equals_flag(default: bool) -> Callable[[Any, Any], bool]:
-    return lambda value, spec: _flag(value) is default
+def _equals_flag(default: bool) -> Callable[..., bool]:
+    return lambda value, spec, schedule=None: _flag(value) is default
 
 
-def _equals_text(default: str) -> Callable[[Any, Any], bool]:
-    return lambda value, spec: str(value).strip() == default
+def _equals_text(default: str) -> Callable[..., bool]:
+    return lambda value, spec, schedule=None: str(value).strip() == default
 
 
-def _tmax_is_infinite(value: Any, spec) -> bool:
+def _tmax_is_infinite(value: Any, spec, schedule=None) -> bool:
     # A1111 reads s_tmax 0 as infinity (`getattr(opts, 's_tmax', p.s_tmax) or self.s_tmax`, s_tmax = inf).
     return _number(value) in (0.0, math.inf)
 
 
-def _discard_is_run(value: Any, spec) -> bool:
+def _discard_is_run(value: Any, spec, schedule=None) -> bool:
     # DPM2 and DPM2 a always discard (their `discard_next_to_last_sigma` option); the setting only forces it on others.
     return not _flag(value) or bool(spec is not None and spec.discard_penultimate_sigma)
+
+
+def _rho_is_run(value: Any, spec, schedule=None) -> bool:
+    # A1111 applies its rho only when `opts.rho != 0 and opts.rho != scheduler.default_rho` (get_sigmas): 0, or the
+    # schedule's own rho (Karras 7, Polyexponential 1), runs the schedule as it is.
+    rho = _number(value)
+    return rho == 0.0 or rho == _schedule_default_rho(spec, schedule)
+
+
+def _schedule_default_rho(spec, schedule: str | None) -> float | None:
+    """The default rho of the schedule that runs (`schedule`, or the sampler's own for "Automatic"/None)."""
+    from pipelines.samplers import SCHEDULE_TYPES
+
+    name = spec.default_schedule if spec is not None and schedule in (None, "", "Automatic") else schedule
+    if name not in SCHEDULE_TYPES:
+        return None
+    rho = SCHEDULE_TYPES.get(name).default_rho
+    return rho if rho > 0 else None
 
 
 @dataclass(frozen=True)
@@ -65,14 +83,14 @@ class FixedSetting:
     infotext_keys: tuple[str, ...]  # the keys A1111 writes it under (older versions had other spellings)
     section: str  # where A1111's Settings show it
     runs: str  # the value this server runs, in words, for messages
-    # (value, resolved SamplerSpec or None) -> whether the value is what runs here; ValueError for a value that
-    # does not read as the option's type
-    is_run: Callable[[Any, Any], bool]
+    # (value, resolved SamplerSpec or None, schedule type name or None) -> whether the value is what runs here;
+    # ValueError for a value that does not read as the option's type
+    is_run: Callable[..., bool]
 
-    def accepts(self, value: Any, spec=None) -> bool:
-        """True when `value` is what this server runs for it with the sampler `spec`; False for any other value."""
+    def accepts(self, value: Any, spec=None, schedule: str | None = None) -> bool:
+        """True when `value` is what this server runs for it with the sampler `spec` and `schedule`; False else."""
         try:
-            return bool(self.is_run(value, spec))
+            return bool(self.is_run(value, spec, schedule))
         except (ValueError, TypeError, OverflowError):
             return False
 
@@ -87,7 +105,7 @@ FIXED_SETTINGS: tuple[FixedSetting, ...] = (
                  _equals_number(0.0)),
     FixedSetting("sigma_max", ("Schedule max sigma",), SAMPLER_PARAMETERS, "0 (the model's sigma range)",
                  _equals_number(0.0)),
-    FixedSetting("rho", ("Schedule rho",), SAMPLER_PARAMETERS, "0 (each schedule's own rho)", _equals_number(0.0)),
+    FixedSetting("rho", ("Schedule rho",), SAMPLER_PARAMETERS, "0 (each schedule's own rho, e.g. Karras 7)", _rho_is_run),
     FixedSetting("beta_dist_alpha", ("Beta schedule alpha",), SAMPLER_PARAMETERS, str(BETA_ALPHA),
                  _equals_number(BETA_ALPHA)),
     FixedSetting("beta_dist_beta", ("Beta schedule beta",), SAMPLER_PARAMETERS, str(BETA_BETA),
@@ -123,13 +141,13 @@ def infotext_fixed_settings(written: dict[str, object]) -> dict[str, tuple[str, 
             if key in FIXED_BY_INFOTEXT_KEY}
 
 
-def fixed_setting_refusal(option: str, value: object, spec=None) -> str | None:
+def fixed_setting_refusal(option: str, value: object, spec=None, schedule: str | None = None) -> str | None:
     """Why `value` for the fixed option `option` cannot be honoured here (None when it is what runs anyway).
 
     The message names the option, its infotext key and A1111's Settings section, says what this server runs,
     and what to do."""
     setting = FIXED_BY_OPTION[option]
-    if setting.accepts(value, spec):
+    if setting.accepts(value, spec, schedule):
         return None
     keys = " / ".join(repr(key) for key in setting.infotext_keys)
     sampler = f" with sampler {spec.name}" if spec is not None and option == "always_discard_next_to_last_sigma" else ""

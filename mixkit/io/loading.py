@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from mixkit.errors import CheckpointFormatError, UnsafeCheckpointError
 from mixkit.io.formats import check_checkpoint_file, detect_checkpoint_format
-from mixkit.io.pickle_allowlist import inert_global_names, inert_globals_allowed
+from mixkit.io.pickle_allowlist import inert_global_names, inert_globals_allowed, plain_numpy_values
 from mixkit.io.pickle_scan import DYNAMIC_GLOBAL, globals_in_checkpoint, torch_allowed_globals, unsafe_globals
 from mixkit.io.safetensors_header import read_safetensors_header
 
@@ -119,8 +119,9 @@ def _load_pickled(file: Path, checkpoint_format: str, device: "torch.device") ->
                 # torch >= 2.11 hands any *path* ending in .safetensors to the safetensors reader, whatever the
                 # content; a pickle renamed so must be read as what it is, so torch gets a file object (no mmap).
                 with open(file, "rb") as handle:
-                    return torch.load(handle, map_location=device, weights_only=True)
-            return torch.load(file, map_location=device, weights_only=True, mmap=checkpoint_format == "torch-zip")
+                    return plain_numpy_values(torch.load(handle, map_location=device, weights_only=True))
+            return plain_numpy_values(torch.load(file, map_location=device, weights_only=True,
+                                                 mmap=checkpoint_format == "torch-zip"))
     except pickle.UnpicklingError as error:
         raise _unsafe(file, checkpoint_format, [], torch_reason=_core_reason(error)) from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, TypeError, OSError, SafetensorError) as error:

@@ -189,6 +189,30 @@ def _loaded_numpy_array_class() -> type:
     return LoadedNumpyArray
 
 
+def plain_numpy_values(loaded):
+    """`loaded` with every checked `LoadedNumpyArray` in its dicts, lists and tuples turned back into a plain
+    `numpy.ndarray` view of the same memory, so callers get the types numpy's own unpickling gives."""
+    if importlib.util.find_spec("numpy") is None:
+        return loaded
+    import numpy as np
+
+    loaded_class = _loaded_numpy_array_class()
+
+    def plain(value):  # containers are updated in place, so an OrderedDict stays one
+        if isinstance(value, loaded_class):
+            return value.view(np.ndarray)
+        if isinstance(value, dict):
+            for key, item in value.items():
+                value[key] = plain(item)
+        elif isinstance(value, list):
+            value[:] = [plain(item) for item in value]
+        elif type(value) is tuple:
+            return tuple(plain(item) for item in value)
+        return value
+
+    return plain(loaded)
+
+
 def _numpy_reconstruct(subtype, shape, dtype):
     """numpy's array-pickle constructor: an empty `LoadedNumpyArray` that the following BUILD fills (checked)."""
     import numpy as np

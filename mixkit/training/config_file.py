@@ -198,6 +198,58 @@ KOHYA_OPTIONS.register("save_model_as", _only("save_model_as", "safetensors",
                                               "mixkit writes .safetensors only; set save_model_as = 'safetensors'"))
 KOHYA_OPTIONS.register("sample_sampler", _only("sample_sampler", "ddim", "sample images are drawn with DDIM only; "
                                                "set sample_sampler = 'ddim' or remove it"))
+
+
+def _ignored(option: str, why: str) -> KohyaOption:
+    """A kohya option that changes how fast or where kohya runs, not what it trains: accepted and logged."""
+    def translate(value, settings: dict) -> dict:
+        logger.info("kohya option %s=%r has no effect here: %s", option, value, why)
+        return {}
+    return KohyaOption(f"nothing ({why})", translate)
+
+
+def _neutral(option: str, neutral: tuple, advice: str) -> KohyaOption:
+    """A kohya option accepted at its off value(s), which is what mixkit does; any other value is refused."""
+    def translate(value, settings: dict) -> dict:
+        if value not in neutral:
+            raise ValueError(f"{option}={value!r}: {advice}; set {option} = {neutral[0]!r} or remove it")
+        return {}
+    return KohyaOption(f"nothing at {neutral[0]!r} (what mixkit does)", translate)
+
+
+# kohya's speed, memory and logistics switches (train_util.add_training_arguments / add_sd_models_arguments): real
+# kohya and kohya_ss GUI configs carry them, and none changes what is trained.
+for _option, _why in {
+    "v2": "the model family (SD 1.x / 2.x / SDXL) is read from the model itself",
+    "xformers": "attention kernels are mixkit's own choice (mixkit.attention)",
+    "sdpa": "attention kernels are mixkit's own choice (mixkit.attention)",
+    "mem_eff_attn": "attention kernels are mixkit's own choice (mixkit.attention)",
+    "max_data_loader_n_workers": "images are read in the training process",
+    "persistent_data_loader_workers": "images are read in the training process",
+    "lowram": "weights are memory-mapped already", "lowvram": "weights are memory-mapped already",
+    "no_half_vae": "the VAE encodes in float32", "log_prefix": "logging names come from the output",
+    "save_last_n_epochs": "every epoch file is kept", "save_last_n_steps": "every step file is kept",
+    "huggingface_repo_id": "nothing is uploaded", "huggingface_repo_type": "nothing is uploaded",
+    "huggingface_path": "nothing is uploaded", "huggingface_token": "nothing is uploaded",
+    "save_precision": "files hold the adapters' float32 weights",
+}.items():
+    KOHYA_OPTIONS.register(_option, _ignored(_option, _why))
+for _option, _neutral_values, _advice in (
+    ("random_crop", (False,), "mixkit crops images at the centre, as kohya does without random_crop"),
+    ("color_aug", (False,), "mixkit has no colour augmentation"),
+    ("full_fp16", (False,), "mixkit keeps float32 adapters (mixed_precision sets the compute dtype)"),
+    ("full_bf16", (False,), "mixkit keeps float32 adapters (mixed_precision sets the compute dtype)"),
+    ("scale_v_pred_loss_like_noise_pred", (False,), "mixkit does not rescale the v-prediction loss"),
+    ("save_state", (False,), "mixkit's resumable state is its checkpoint_dir (resume_from)"),
+    ("dim_from_weights", (False,), "the rank comes from rank= (network_dim); network_weights must fit it"),
+    ("optimizer_args", ([], ""), "mixkit's optimizers take no extra arguments from a config"),
+    ("lr_scheduler_args", ([], ""), "mixkit's schedules take no extra arguments from a config"),
+    ("sample_every_n_epochs", (0, None), "sample images are made every N steps here (sample_every_n_steps)"),
+    ("vae", ("", None), "the model's own VAE is used in training"),
+):
+    KOHYA_OPTIONS.register(_option, _neutral(_option, _neutral_values, _advice))
+
+
 def _dataset_config(value, settings: dict) -> dict:
     raise ValueError(f"dataset_config {value!r}: kohya's dataset config files are not read. {DATASET_CONFIG_HELP}")
 

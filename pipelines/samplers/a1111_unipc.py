@@ -61,6 +61,12 @@ class A1111UniPCScheduler(UniPCMultistepScheduler):
         self.sigmas = torch.from_numpy(sigmas.astype(np.float32))
         self.timesteps = torch.from_numpy(times[:-1].astype(np.float32)).to(device)
 
+    @property
+    def run_steps(self) -> int:
+        """The steps this walk makes (txt2img: the grid's length, 31 for 30 asked; img2img: t_enc), which progress
+        counts, as A1111's `launch_sampling(len(timesteps))` does."""
+        return len(self.timesteps)
+
     def add_noise(self, original_samples, noise, timesteps):
         """A1111's img2img noising at a whole timestep t: sqrt(alphas_cumprod[t]) x0 + sqrt(1 - alphas_cumprod[t]) n."""
         alpha = self.alphas_cumprod.to(original_samples.device, torch.float64)[timesteps.long()]

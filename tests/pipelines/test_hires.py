@@ -188,3 +188,13 @@ def test_the_second_pass_runs_exactly_its_steps_over_a1111s_stretched_schedule(s
     scheduler.set_timesteps(total)
     assert len(second_pass) == calls
     assert second_pass == pytest.approx([float(t) for t in scheduler.timesteps[total - calls:]])
+
+
+def test_a_generator_seeds_hires_fix_as_the_same_seed_does(hires):
+    import torch
+
+    call = dict(**BASE, hr_scale=2.0, hr_upscaler="Latent", denoising_strength=0.5)
+    seeded = hires(**{**call, "seed": 7})
+    generated = hires(**{key: value for key, value in call.items() if key != "seed"},
+                      generator=torch.Generator().manual_seed(7))
+    assert generated.seeds == [7] and generated.images[0].tobytes() == seeded.images[0].tobytes()

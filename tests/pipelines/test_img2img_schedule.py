@@ -73,3 +73,17 @@ def test_unipc_img2img_walks_a1111s_grid(sd1_pipe):
     finally:
         handle.remove()
     assert seen == pytest.approx([401.0, 320.8, 240.6, 160.4, 80.2], abs=1e-3)
+
+
+def test_unipc_progress_counts_the_steps_its_grid_runs(sd1_pipe):
+    # A1111's UniPC runs len(timesteps) steps and reports them (launch_sampling(len(timesteps))): 7 asked, 8 run;
+    # img2img at 10 steps and 0.5: t_enc = 5.
+    progress = []
+    sd1_pipe(prompt="a red circle", steps=7, seed=1, width=64, height=64, sampler="UniPC",
+             callback=lambda p: progress.append((p.step, p.total_steps)))
+    assert progress == [(step, 8) for step in range(1, 9)]
+    progress.clear()
+    ImageToImage.from_pipeline(sd1_pipe)(init_images=[Image.new("RGB", (64, 64), (90, 120, 30))], denoising_strength=0.5,
+                                         steps=10, seed=1, width=64, height=64, sampler="UniPC",
+                                         callback=lambda p: progress.append((p.step, p.total_steps)))
+    assert progress == [(step, 5) for step in range(1, 6)]

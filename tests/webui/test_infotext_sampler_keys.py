@@ -158,3 +158,16 @@ def test_the_api_answers_422_naming_the_key_and_runs_values_it_has(client):
     same = client.post("/sdapi/v1/txt2img", json={"infotext": text + ", Sigma churn: 0, SGM noise multiplier: False"})
     assert plain.status_code == same.status_code == 200
     assert same.json()["images"] == plain.json()["images"]
+
+
+def test_rho_at_the_schedules_own_value_is_what_runs():
+    # A1111's get_sigmas applies opts.rho only when it is neither 0 nor the schedule's default_rho (Karras: 7).
+    from pipelines.samplers import resolve_sampler
+    from webui.fixed_settings import fixed_setting_refusal
+
+    karras, _ = resolve_sampler("DPM++ 2M", "Karras")
+    assert fixed_setting_refusal("rho", 7.0, karras, "Karras") is None
+    assert fixed_setting_refusal("rho", "7", karras, "Automatic") is None  # DPM++ 2M's own schedule is Karras
+    assert fixed_setting_refusal("rho", 0, karras, "Uniform") is None
+    assert "rho=7.0" in fixed_setting_refusal("rho", 7.0, karras, "Uniform")
+    assert "rho=5.0" in fixed_setting_refusal("rho", 5.0, karras, "Karras")

@@ -41,13 +41,17 @@ def resolve_config(config_cls, config_file: Path | None, overrides: list[str]):
     win; kohya's option names are translated (`mixkit.training.config_file`), unknown keys are named in the error."""
     from mixkit.training.config_file import read_config_file, translate_kohya_options
 
-    data = translate_kohya_options(read_config_file(config_file)) if config_file is not None else {}
-    data.update(translate_kohya_options(dict(parse_override(text) for text in overrides)))
+    from_file = translate_kohya_options(read_config_file(config_file)) if config_file is not None else {}
+    from_flags = translate_kohya_options(dict(parse_override(text) for text in overrides))
+    data = {**from_file, **from_flags}
     known = {f.name for f in dataclasses.fields(config_cls)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ValueError(f"unknown setting(s) {unknown} for {config_cls.__name__}; valid: {sorted(known)} (kohya's "
-                         "option names that have a mixkit equivalent are translated; see README, Training)")
+        where = ", ".join(f"{key} (from {config_file})" if key in from_file and key not in from_flags
+                          else f"{key} (from --set)" for key in unknown)
+        raise ValueError(f"unknown setting(s) {where} for {config_cls.__name__}: neither a setting of this trainer "
+                         "nor a kohya option mixkit translates or accepts; remove it or use one of "
+                         f"{sorted(known)} (kohya's names are listed in README, Training)")
     required = [f.name for f in dataclasses.fields(config_cls)
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and f.name not in data]
     if required:

@@ -293,7 +293,8 @@ def _schedule_setting_notes(parsed: dict) -> list[str]:
 
     spec = _infotext_sampler_spec(parsed)
     changed = [(key, FIXED_BY_INFOTEXT_KEY[key]) for key in parsed  # in the infotext's order
-               if key in FIXED_BY_INFOTEXT_KEY and not FIXED_BY_INFOTEXT_KEY[key].accepts(parsed[key], spec)]
+               if key in FIXED_BY_INFOTEXT_KEY
+               and not FIXED_BY_INFOTEXT_KEY[key].accepts(parsed[key], spec, parsed.get("Schedule type"))]
     if not changed:
         return []
     recorded = ", ".join(f"{key}: {parsed[key]}" for key, _ in changed)

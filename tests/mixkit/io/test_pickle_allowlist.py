@@ -40,6 +40,7 @@ def test_numpy_scalar_global_step_and_array_load(tmp_path):
     loaded = read_checkpoint(path)
     assert loaded["global_step"] == 5 and loaded["global_step"].dtype == np.int64
     assert loaded["arr"].dtype == np.float16 and loaded["arr"].tolist() == [0.0, 1.0, 2.0]
+    assert type(loaded["arr"]) is np.ndarray  # a plain array, as numpy's own unpickling gives
     assert list(load_state_dict(path)) == ["model.w"]
 
 

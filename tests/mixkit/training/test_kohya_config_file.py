@@ -119,3 +119,52 @@ def test_json_configs_read_as_before(tmp_path):
     path.write_text("[general]\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"is not valid JSON .*TOML when its name ends in .toml"):
         resolve_config(SDLoraTrainingConfig, path, [])
+
+
+KOHYA_GUI_SWITCHES = """
+v2 = false
+xformers = true
+sdpa = false
+max_data_loader_n_workers = 0
+persistent_data_loader_workers = false
+lowram = false
+no_half_vae = true
+save_state = false
+save_last_n_epochs = 3
+random_crop = false
+color_aug = false
+full_fp16 = false
+optimizer_args = []
+lr_scheduler_args = []
+sample_every_n_epochs = 0
+huggingface_repo_id = ""
+"""
+
+
+def test_kohya_gui_speed_and_logistics_switches_are_accepted(tmp_path):
+    # kohya_ss GUI configs carry these (train_util.add_training_arguments / add_sd_models_arguments); none changes
+    # what is trained at these values, so the run is the same as without them.
+    plain, switched = tmp_path / "plain.toml", tmp_path / "switched.toml"
+    plain.write_text(KOHYA_CONFIG)
+    switched.write_text(KOHYA_CONFIG + "\n[extra]\n" + KOHYA_GUI_SWITCHES)
+    assert resolve_config(SDLoraTrainingConfig, switched, []) == resolve_config(SDLoraTrainingConfig, plain, [])
+
+
+@pytest.mark.parametrize("line, message", [
+    ("random_crop = true", "random_crop=True: mixkit crops images at the centre"),
+    ("color_aug = true", "color_aug=True: mixkit has no colour augmentation"),
+    ("sample_every_n_epochs = 2", "sample_every_n_epochs=2: sample images are made every N steps here"),
+    ("optimizer_args = [\"weight_decay=0.1\"]", "optimizer_args=.*take no extra arguments"),
+])
+def test_kohya_switches_that_would_change_the_run_are_refused_naming_them(tmp_path, line, message):
+    path = tmp_path / "kohya.toml"
+    path.write_text(KOHYA_CONFIG + "\n[extra]\n" + line + "\n")
+    with pytest.raises(ValueError, match=message):
+        resolve_config(SDLoraTrainingConfig, path, [])
+
+
+def test_an_unknown_key_names_the_file_it_came_from(tmp_path):
+    path = tmp_path / "kohya.toml"
+    path.write_text(KOHYA_CONFIG + "\n[extra]\nmystery_option = 1\n")
+    with pytest.raises(ValueError, match=r"unknown setting\(s\) mystery_option \(from .*kohya.toml\)"):
+        resolve_config(SDLoraTrainingConfig, path, [])
