@@ -240,32 +240,35 @@ def test_a_pasted_emphasis_is_noted_when_the_settings_differ(prompt, emphasis, s
                          "the image."]
 
 
-def test_img2img_merges_the_styles_too(served):
-    from webui.ui.generate_tab import IMG2IMG_FIELDS, form_params
+def img2img_tab_values():
+    """The img2img tab's own inputs (`IMG2IMG_FIELDS` order) for a plain img2img of a black 64x64 image."""
+    from webui.ui.generate_tab import IMG2IMG_FIELDS
 
-    state, _, _ = served
     own = {"editor": {"background": Image.new("RGB", (64, 64)), "layers": [], "composite": None}, "mode": "img2img",
            "resize_mode": "just resize", "denoising_strength": 0.5, "mask_blur": 4, "inpainting_fill": "original",
            "only_masked": False, "only_masked_padding": 32, "mask_mode": "Inpaint masked", "mask_upload": None,
            "outpaint_pixels": 128, "outpaint_fill": "fill", "outpaint_sides": ["left"]}
+    return [own[name] for name in IMG2IMG_FIELDS]
+
+
+def test_img2img_merges_the_styles_too(served):
+    from webui.ui.generate_tab import form_params
+
+    state, _, _ = served
     form = ["a cube", "ugly", "Euler", "Automatic", 2, 5.0, 64, 64, 11, 1, 1, 1]
-    params = form_params(state, "img2img", form, ["Warm", "Photo"], [own[name] for name in IMG2IMG_FIELDS])
+    params = form_params(state, "img2img", form, ["Warm", "Photo"], img2img_tab_values())
     assert (params.prompt, params.negative_prompt) == ("photo of a cube, warm light, sharp", "ugly, blurry")
 
 
 def test_img2img_takes_exact_steps_from_the_img2img_fix_steps_setting(served):
     # A1111's Settings "With img2img, do exactly the amount of steps the slider specifies" (img2img_fix_steps).
-    from webui.ui.generate_tab import IMG2IMG_FIELDS, form_params
+    from webui.ui.generate_tab import form_params
 
     state, _, _ = served
-    own = {"editor": {"background": Image.new("RGB", (64, 64)), "layers": [], "composite": None}, "mode": "img2img",
-           "resize_mode": "just resize", "denoising_strength": 0.5, "mask_blur": 4, "inpainting_fill": "original",
-           "only_masked": False, "only_masked_padding": 32, "mask_mode": "Inpaint masked", "mask_upload": None,
-           "outpaint_pixels": 128, "outpaint_fill": "fill", "outpaint_sides": ["left"]}
     form = ["a cube", "", "Euler", "Automatic", 2, 5.0, 64, 64, 11, 1, 1, 1]
-    assert form_params(state, "img2img", form, [], [own[name] for name in IMG2IMG_FIELDS]).exact_steps is False
+    assert form_params(state, "img2img", form, [], img2img_tab_values()).exact_steps is False
     state.options.apply({"img2img_fix_steps": True})
     try:
-        assert form_params(state, "img2img", form, [], [own[name] for name in IMG2IMG_FIELDS]).exact_steps is True
+        assert form_params(state, "img2img", form, [], img2img_tab_values()).exact_steps is True
     finally:
         state.options.apply({"img2img_fix_steps": False})

@@ -8,30 +8,21 @@ epoch, the final file num_train_epochs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from mixkit.io import read_safetensors_metadata
 from mixkit.training.run_schedule import (epoch_of_save, epochs_ending_by_step, intermediate_saves, resolve_epochs,
                                           step_micro_batches, steps_per_epoch)
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 from mixkit.training.sd_lora_trainer import train_sd_lora
 
-
-@dataclass
-class _Config:
-    max_steps: int = 10
-    gradient_accumulation_steps: int = 1
-    save_every_n_steps: int = 0
-    save_every_n_epochs: int = 0
-    max_train_epochs: int | None = None
+from .schedule_config import ScheduleConfig
 
 
 def test_the_hunters_run_has_nine_steps_an_epoch_and_eighteen_in_all():
     # 17 batches, accumulation 2, one process: kohya's ceil(17 / 1 / 2) = 9 steps an epoch, 2 epochs = 18 steps.
     assert steps_per_epoch(17, 2, 1) == 9
-    assert resolve_epochs(_Config(max_train_epochs=2, gradient_accumulation_steps=2), 17, 1).max_steps == 18
+    assert resolve_epochs(ScheduleConfig(max_train_epochs=2, gradient_accumulation_steps=2), 17, 1).max_steps == 18
     assert epochs_ending_by_step(18, 17, 2, 1) == {9: 1, 18: 2}
-    assert intermediate_saves(_Config(max_steps=18, gradient_accumulation_steps=2, save_every_n_epochs=1), 17, 1) == {
+    assert intermediate_saves(ScheduleConfig(max_steps=18, gradient_accumulation_steps=2, save_every_n_epochs=1), 17, 1) == {
         9: ["epoch000001"]}
 
 

@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 import torch
 
 from mixkit.training.run_schedule import epoch_end_step, epochs_ending_by_step, intermediate_saves, resolve_epochs
 
-
-@dataclass
-class _Config:
-    max_steps: int = 10
-    gradient_accumulation_steps: int = 1
-    save_every_n_steps: int = 0
-    save_every_n_epochs: int = 0
-    max_train_epochs: int | None = None
+from .schedule_config import ScheduleConfig
 
 
 def test_an_epoch_ends_after_the_step_that_consumes_its_last_batch():
@@ -28,17 +19,17 @@ def test_an_epoch_ends_after_the_step_that_consumes_its_last_batch():
 
 
 def test_max_train_epochs_decides_max_steps():
-    assert resolve_epochs(_Config(max_train_epochs=3, gradient_accumulation_steps=2), 5, 1).max_steps == 9
-    config = _Config(max_steps=7)
+    assert resolve_epochs(ScheduleConfig(max_train_epochs=3, gradient_accumulation_steps=2), 5, 1).max_steps == 9
+    config = ScheduleConfig(max_steps=7)
     assert resolve_epochs(config, 5, 1) is config
 
 
 def test_intermediate_saves_name_their_counter_and_leave_out_the_end():
-    config = _Config(max_steps=10, save_every_n_steps=4, save_every_n_epochs=2)
+    config = ScheduleConfig(max_steps=10, save_every_n_steps=4, save_every_n_epochs=2)
     # epochs of 3 steps end at 3, 6, 9: every second one at 6; steps 4 and 8; step 10 is the end itself.
     assert intermediate_saves(config, 3, 1) == {4: ["step00000004"], 8: ["step00000008"], 6: ["epoch000002"]}
-    assert intermediate_saves(_Config(max_steps=6, save_every_n_epochs=1), 3, 1) == {3: ["epoch000001"]}
-    assert intermediate_saves(_Config(), 3, 1) == {}
+    assert intermediate_saves(ScheduleConfig(max_steps=6, save_every_n_epochs=1), 3, 1) == {3: ["epoch000001"]}
+    assert intermediate_saves(ScheduleConfig(), 3, 1) == {}
 
 
 def test_a_lora_run_counted_in_epochs_writes_each_epochs_file(tiny_sd1_dir, colour_dataset, tmp_path):
