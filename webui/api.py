@@ -165,7 +165,7 @@ def build_api(state: ServerState) -> APIRouter:
 
         try:
             description = state.describe_app(app)
-            inputs = await run_in_threadpool(decode_app_inputs, description, body.inputs, max_pixels=limits.max_pixels * 4,
+            inputs = await run_in_threadpool(decode_app_inputs, description, body.inputs, max_pixels=request_limits.image_pixel_cap(limits),
                                              max_bytes=request_limits.max_image_bytes, max_chars=limits.max_prompt_chars)
             job = state.submit_app(app, inputs, check_app_options(body.options, limits))
         except QueueFullError as error:
@@ -239,9 +239,9 @@ def build_api(state: ServerState) -> APIRouter:
     async def extras_one(body, data: str, field: str, request: Request) -> tuple[str, str]:
         """One Extras image: (base64 PNG with the source's text chunks plus `postprocessing`, that text)."""
         try:
-            image = await run_in_threadpool(decode_base64_image, field, data, max_pixels=limits.max_pixels * 4,
+            image = await run_in_threadpool(decode_base64_image, field, data, max_pixels=request_limits.image_pixel_cap(limits),
                                             max_bytes=request_limits.max_image_bytes)
-            chunks = await run_in_threadpool(source_text_chunks, data, max_pixels=limits.max_pixels * 4,
+            chunks = await run_in_threadpool(source_text_chunks, data, max_pixels=request_limits.image_pixel_cap(limits),
                                              max_bytes=request_limits.max_image_bytes)
             factor = upscale_factor(body, image.width, image.height)
             job = state.submit_upscale(image, factor, body.upscaler_1) if upscales(body) else None

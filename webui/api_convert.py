@@ -38,6 +38,12 @@ class RequestLimits:
 
     max_body_bytes: int = 50 * 1024 * 1024
     max_image_bytes: int = 40 * 1024 * 1024
+    # Pixels an input image may have (`mixkit webui --max-image-pixels`); None: 4x the generation cap, room for a
+    # hires-fix result sent back to img2img or Extras.
+    max_image_pixels: int | None = None
+
+    def image_pixel_cap(self, limits: GenerationLimits) -> int:
+        return self.max_image_pixels if self.max_image_pixels is not None else limits.max_pixels * 4
 
 
 def _unsupported(request: Txt2ImgRequest) -> list[str]:
@@ -257,8 +263,8 @@ def _controlnet_units(request: Txt2ImgRequest, limits: GenerationLimits, request
     from webui.api_controlnet import controlnet_args, parse_units
 
     args, _ = controlnet_args(request.alwayson_scripts)
-    return parse_units(args, models=models, max_units=ControlNetLimits().max_units, max_pixels=limits.max_pixels * 4,
-                       max_bytes=request_limits.max_image_bytes)
+    return parse_units(args, models=models, max_units=ControlNetLimits().max_units,
+                       max_pixels=request_limits.image_pixel_cap(limits), max_bytes=request_limits.max_image_bytes)
 
 
 def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, request_limits: RequestLimits,
@@ -294,7 +300,7 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
         raise ValueError("init_images must hold at least one base64-encoded image.")
     if len(request.init_images) not in (1, request.batch_size):
         raise ValueError(f"Got {len(request.init_images)} init_images for batch_size {request.batch_size}; give one, or one per image.")
-    max_pixels = limits.max_pixels * 4
+    max_pixels = request_limits.image_pixel_cap(limits)
     decode = lambda field, data: decode_base64_image(field, data, max_pixels=max_pixels,  # noqa: E731
                                                      max_bytes=request_limits.max_image_bytes)
     images = [decode(f"init_images[{i}]", data) for i, data in enumerate(request.init_images)]

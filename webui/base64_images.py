@@ -63,7 +63,8 @@ def too_many_pixels_message(field: str, raw: bytes, max_pixels: int) -> str:
         return (f"{field}: {error}; it may be a decompression bomb and is refused (this server's cap for input "
                 f"images is {max_pixels:,} pixels).")
     return (f"{field}: the image is {width}x{height} = {width * height:,} pixels, above this server's "
-            f"{max_pixels:,}-pixel cap for input images; downscale it before sending it.")
+            f"{max_pixels:,}-pixel cap for input images; downscale it before sending it (the server's operator sets "
+            "the cap with `mixkit webui --max-image-pixels`).")
 
 
 def unreadable_message(field: str, error: BaseException) -> str:

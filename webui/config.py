@@ -45,6 +45,9 @@ def check_server_config(config: ServerConfig) -> None:
     if config.listen and config.auth is None and not config.insecure_no_auth:
         raise ValueError("--listen exposes the server to the network: add --auth user:password, "
                          "or --insecure-no-auth if the network is trusted.")
+    cap = config.request_limits.max_image_pixels
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 64 * 64):
+        raise ValueError(f"--max-image-pixels must be a whole number of at least 4096 (64x64), got {cap!r}.")
     if config.auth is not None and config.insecure_no_auth:
         raise ValueError("--auth and --insecure-no-auth contradict each other; pass one of them.")
     if config.auth is not None:

@@ -93,3 +93,15 @@ def test_valid_credentials_pass_and_no_model_is_a_clear_503(guarded_server):
     response = httpx.post(guarded_server.url + "/sdapi/v1/txt2img", auth=auth, timeout=60,
                           json={"prompt": "x", "steps": 1, "width": 64, "height": 64})
     assert response.status_code == 503 and "No model is loaded" in response.json()["detail"]
+
+
+def test_max_image_pixels_flag_sets_the_input_image_cap(tmp_path):
+    from pipelines.params import GenerationLimits
+    from webui.cli.webui import config_from_args
+
+    default = config_from_args(parse(["--model", str(tmp_path)])).request_limits
+    assert default.image_pixel_cap(GenerationLimits()) == 4 * 2048 * 2048  # 4x the generation cap
+    raised = config_from_args(parse(["--model", str(tmp_path), "--max-image-pixels", "40000000"])).request_limits
+    assert raised.image_pixel_cap(GenerationLimits()) == 40_000_000
+    with pytest.raises(ValueError, match="--max-image-pixels must be a whole number of at least 4096"):
+        config_from_args(parse(["--model", str(tmp_path), "--max-image-pixels", "10"]))

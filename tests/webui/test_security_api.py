@@ -253,7 +253,8 @@ def test_pixel_cap_message_names_a_possible_remedy():
         decode_base64_image("init_images[0]", b64(png_bytes((40, 30))), max_pixels=1000, max_bytes=10**6)
     message = str(caught.value)
     assert message == ("init_images[0]: the image is 40x30 = 1,200 pixels, above this server's 1,000-pixel cap for "
-                       "input images; downscale it before sending it.")
+                       "input images; downscale it before sending it (the server's operator sets the cap with "
+                       "`mixkit webui --max-image-pixels`).")
 
 
 # 8. an oversized compressed text chunk before the pixels gets a labelled error
@@ -297,3 +298,17 @@ def test_header_beyond_pils_guard_is_refused_as_a_decompression_bomb():
     with pytest.raises(ValueError, match=r"^image: .*decompression bomb and is refused \(this server's cap for input "
                                          r"images is 1,000 pixels\)"):
         decode_base64_image("image", b64(bomb), max_pixels=1000, max_bytes=10**6)
+
+
+def test_the_operators_image_cap_reaches_img2img():
+    # `mixkit webui --max-image-pixels N` -> RequestLimits.max_image_pixels, the cap every input image is decoded with
+    from pipelines.params import GenerationLimits
+    from webui.api_convert import RequestLimits, to_img2img_params
+    from webui.api_requests import Img2ImgRequest
+
+    request = Img2ImgRequest(prompt="x", init_images=[b64(png_bytes((40, 30)))], steps=1, width=64, height=64)
+    with pytest.raises(ValueError, match="1,200 pixels, above this server's 1,000-pixel cap"):
+        to_img2img_params(request, limits=GenerationLimits(), request_limits=RequestLimits(max_image_pixels=1000),
+                          lora_names=None)
+    params = to_img2img_params(request, limits=GenerationLimits(), request_limits=RequestLimits(), lora_names=None)
+    assert params.init_images[0].size == (40, 30)

@@ -22,6 +22,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--listen", action="store_true", help="bind to all interfaces (0.0.0.0) instead of 127.0.0.1")
     p.add_argument("--auth", default=None, metavar="USER:PASS[,USER2:PASS2]",
                    help="require HTTP Basic auth for the UI and the API; several users comma-separated, as A1111's --api-auth")
+    p.add_argument("--max-image-pixels", type=int, default=None, metavar="N",
+                   help="largest input image (img2img, Extras, ControlNet, AppFlow) in pixels "
+                        "(default: 4x the generation cap, 16,777,216)")
     p.add_argument("--insecure-no-auth", action="store_true", help="allow --listen without --auth (trusted networks only)")
     p.add_argument("--queue", type=int, default=8, metavar="N",
                    help="how many requests may wait behind the running one; more get HTTP 503 (default: 8)")
@@ -46,6 +49,7 @@ def add_parser(subparsers) -> None:
 
 def config_from_args(args: argparse.Namespace):
     """A checked ServerConfig from the parsed flags (raises ValueError with the flag to fix)."""
+    from webui.api_convert import RequestLimits
     from webui.config import ServerConfig, check_server_config
     from webui.http_guards import parse_credentials
 
@@ -62,6 +66,7 @@ def config_from_args(args: argparse.Namespace):
         auth=parse_credentials(args.auth) if args.auth is not None else None, insecure_no_auth=args.insecure_no_auth,
         queue_size=args.queue, preview_every=args.preview_every, ui=not args.api_only,
         settings_file=args.ui_settings_file or None,
+        request_limits=RequestLimits(max_image_pixels=args.max_image_pixels),
     )
     check_server_config(config)
     return config
