@@ -114,3 +114,18 @@ def test_an_infotext_without_a_hires_recipe_unticks_hires_fix():
                                                     "Hires sampler": "Heun"}), LIMITS, hires_upscaler_names())
     assert values == {"enable_hr": True, "hr_resize_x": 0, "hr_resize_y": 0, "hr_prompt": "", "hr_negative_prompt": ""}
     assert [n.split(":")[0] for n in notes] == ["Hires upscale", "Hires steps", "Hires sampler"]
+
+
+def test_a_pasted_hires_sampler_or_schedule_equal_to_the_first_passs_gets_no_note():
+    # The hires pass here runs the first pass's sampler and schedule: naming them (or an alias, or "Automatic" when
+    # the first pass runs the sampler's own schedule) changes nothing, as the API's hires_sampler_differences accepts.
+    from webui.ui.hires_controls import infotext_hires_values
+
+    base = {"Sampler": "DPM++ 2M", "Schedule type": "Karras", "Denoising strength": 0.5, "Hires upscale": 2}
+    for same in ({"Hires sampler": "DPM++ 2M"}, {"Hires sampler": "k_dpmpp_2m"}, {"Hires schedule type": "Karras"},
+                 {"Hires schedule type": "Automatic"}):
+        _, notes = infotext_hires_values(parsed(**base, **same), LIMITS, hires_upscaler_names())
+        assert notes == [], same
+    _, notes = infotext_hires_values(parsed(**base, **{"Hires schedule type": "Exponential"}), LIMITS,
+                                     hires_upscaler_names())
+    assert [note.split(":")[0] for note in notes] == ["Hires schedule type"]

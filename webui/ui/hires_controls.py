@@ -134,7 +134,24 @@ def infotext_hires_values(parsed: dict, limits, upscaler_names: list[str]) -> tu
             notes.append(f"Hires upscaler {upscaler!r} is not available here (choose one of {', '.join(upscaler_names)}); "
                          "kept the current upscaler.")
     for key, unused in _UNCONTROLLED_HIRES_KEYS.items():
-        if key in parsed and parsed[key] != unused:
+        if key in parsed and parsed[key] != unused and not _runs_the_first_pass(parsed, key):
             notes.append(f"{key}: {parsed[key]}: the Hires. fix here has no such control (its second pass uses the "
                          "first pass's); the image will differ.")
     return values, notes
+
+
+def _runs_the_first_pass(parsed: dict, key: str) -> bool:
+    """Whether a pasted "Hires sampler" / "Hires schedule type" names what the first pass runs (aliases, old names
+    and "Automatic" resolved, as the API's `hires_sampler_differences` does): the hires pass here runs that anyway."""
+    from pipelines.samplers import resolve_sampler
+
+    if key not in ("Hires sampler", "Hires schedule type"):
+        return False
+    sampler, schedule = str(parsed.get("Sampler", "")), str(parsed.get("Schedule type", "Automatic"))
+    try:
+        first = resolve_sampler(sampler, schedule)
+        hires = (resolve_sampler(str(parsed[key]), schedule) if key == "Hires sampler"
+                 else resolve_sampler(sampler, str(parsed[key])))
+    except (ValueError, KeyError):
+        return False
+    return hires == first
