@@ -82,6 +82,9 @@ class KohyaOption:
     becomes: str
     translate: Callable[[object, dict], dict]
     replaces: tuple[str, ...] = ()
+    # True when it becomes the mixkit setting of the same name (kohya's resolution "512,512" -> resolution 512), so
+    # it applies to a trainer that has that setting too; other kohya options never shadow a trainer's own setting.
+    keeps_name: bool = False
 
 
 KOHYA_OPTIONS: Registry[KohyaOption] = Registry("kohya option")
@@ -132,7 +135,7 @@ def _resolution(value, settings: dict) -> dict:
     return {"resolution": sides[0]}
 
 
-KOHYA_OPTIONS.register("resolution", KohyaOption("resolution (\"512,512\" becomes 512)", _resolution))
+KOHYA_OPTIONS.register("resolution", KohyaOption("resolution (\"512,512\" becomes 512)", _resolution, keeps_name=True))
 
 
 def _optimizer_type(value, settings: dict) -> dict:
@@ -257,13 +260,17 @@ def _dataset_config(value, settings: dict) -> dict:
 KOHYA_OPTIONS.register("dataset_config", KohyaOption("refused (see DATASET_CONFIG_HELP)", _dataset_config))
 
 
-def translate_kohya_options(settings: dict) -> dict:
+def translate_kohya_options(settings: dict, own_names=frozenset()) -> dict:
     """`settings` with kohya's options (`KOHYA_OPTIONS`) translated to mixkit's settings; other names pass unchanged
-    (the caller's unknown-setting error names any it does not know). One setting given two values is refused."""
-    translated = {key: value for key, value in settings.items() if key not in KOHYA_OPTIONS}
-    replaced = {name for key in settings if key in KOHYA_OPTIONS for name in KOHYA_OPTIONS.get(key).replaces}
+    (the caller's unknown-setting error names any it does not know), and so do `own_names`, the trainer's own
+    settings (tiny-sd's `vae` is its VAE folder, not kohya's --vae). One setting given two values is refused."""
+    def is_kohya(key: str) -> bool:
+        return key in KOHYA_OPTIONS and (key not in own_names or KOHYA_OPTIONS.get(key).keeps_name)
+
+    translated = {key: value for key, value in settings.items() if not is_kohya(key)}
+    replaced = {name for key in settings if is_kohya(key) for name in KOHYA_OPTIONS.get(key).replaces}
     for key, value in settings.items():
-        if key not in KOHYA_OPTIONS:
+        if not is_kohya(key):
             continue
         option = KOHYA_OPTIONS.get(key)
         for name, new in option.translate(value, settings).items():

@@ -22,8 +22,8 @@ class JsonConfig:
         kohya's option names become mixkit's (`config_file.KOHYA_OPTIONS`)."""
         from mixkit.training.config_file import read_config_file, translate_kohya_options
 
-        data = translate_kohya_options(read_config_file(path))
         known = {f.name for f in fields(cls)}
+        data = translate_kohya_options(read_config_file(path), known)
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"{path}: unknown config keys {unknown}; valid keys: {sorted(known)}")

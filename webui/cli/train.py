@@ -41,10 +41,10 @@ def resolve_config(config_cls, config_file: Path | None, overrides: list[str]):
     win; kohya's option names are translated (`mixkit.training.config_file`), unknown keys are named in the error."""
     from mixkit.training.config_file import read_config_file, translate_kohya_options
 
-    from_file = translate_kohya_options(read_config_file(config_file)) if config_file is not None else {}
-    from_flags = translate_kohya_options(dict(parse_override(text) for text in overrides))
-    data = {**from_file, **from_flags}
     known = {f.name for f in dataclasses.fields(config_cls)}
+    from_file = translate_kohya_options(read_config_file(config_file), known) if config_file is not None else {}
+    from_flags = translate_kohya_options(dict(parse_override(text) for text in overrides), known)
+    data = {**from_file, **from_flags}
     unknown = sorted(set(data) - known)
     if unknown:
         where = ", ".join(f"{key} (from {config_file})" if key in from_file and key not in from_flags

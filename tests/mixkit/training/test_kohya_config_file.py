@@ -168,3 +168,10 @@ def test_an_unknown_key_names_the_file_it_came_from(tmp_path):
     path.write_text(KOHYA_CONFIG + "\n[extra]\nmystery_option = 1\n")
     with pytest.raises(ValueError, match=r"unknown setting\(s\) mystery_option \(from .*kohya.toml\)"):
         resolve_config(SDLoraTrainingConfig, path, [])
+
+
+def test_a_trainers_own_setting_is_never_taken_for_a_kohya_option():
+    # tiny-sd's `vae` is its VAE folder; kohya's --vae (accepted only empty) must not shadow it.
+    assert translate_kohya_options({"vae": "my-tiny-vae"}, {"vae"}) == {"vae": "my-tiny-vae"}
+    with pytest.raises(ValueError, match="vae='my-tiny-vae': the model's own VAE is used in training"):
+        translate_kohya_options({"vae": "my-tiny-vae"})
