@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from mixkit.errors import ModelNotFoundError
-from mixkit.lora.algorithms import rank_cut
+from mixkit.lora.module_weights import rank_cut
 from mixkit.lora.lora_file import LoraFile, load_lora
 from mixkit.lora.matching import MatchedModule, match_lora
 from mixkit.lora.model_index import UNET, ModelIndex

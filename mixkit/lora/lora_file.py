@@ -6,7 +6,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mixkit.lora.algorithms import LORA_ALGORITHMS, ModuleWeights, build_module
+from mixkit.lora.algorithms import LORA_ALGORITHMS
+from mixkit.lora.module_weights import ModuleWeights, build_module
 from mixkit.lora.bundled_embeddings import split_bundled_embeddings
 from mixkit.lora.diffusers_format import parse_adapter_metadata, peft_alpha
 from mixkit.lora.formats import LORA_FORMATS, LoraFormat, detect_format

@@ -23,7 +23,7 @@ class LoraRequest:
     te_weight: float = 1.0
     unet_weight: float = 1.0
     name: str | None = None
-    # A1111's `dyn` (DyLoRA): use only the first `dyn_dim` ranks of each plain LoRA module (`algorithms.rank_cut`).
+    # A1111's `dyn` (DyLoRA): use only the first `dyn_dim` ranks of each plain LoRA module (`module_weights.rank_cut`).
     dyn_dim: int | None = None
 
     def __post_init__(self) -> None:
