@@ -7,30 +7,16 @@ validate, and both use the single generation worker (one job at a time per devic
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from webui.checkpoints import CheckpointCatalog
 from webui.config import ServerConfig
+from webui.generation_jobs import generation_job, outpaint_job
 from webui.model_switch import ModelHolder
 from webui.options import MODEL_KEY, PRESET_KEY, ServerOptions
 from webui.worker import GenerationWorker, Job
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class GenerationOutcome:
-    """A finished job: the pipeline's result plus where its images were saved (if they were)."""
-
-    result: Any  # pipelines.generation.GenerationResult
-    params: Any
-    saved: list = field(default_factory=list)
-    model_title: str | None = None
-    model_hash: str | None = None
-    vae_name: str | None = None  # a VAE chosen in Settings (None: the checkpoint's own), as the infotext's VAE:
-    vae_hash: str | None = None
 
 
 def check_tag_syntax(field: str, prompt: str) -> None:
@@ -290,32 +276,7 @@ class ServerState:
         """Queue a txt2img/img2img call with already validated params; raises QueueFullError."""
         if kind not in ("txt2img", "img2img"):
             raise ValueError(f"kind must be 'txt2img' or 'img2img', got {kind!r}.")
-
-        def run(control, on_step) -> GenerationOutcome:
-            pipe = self.holder.txt2img() if kind == "txt2img" else self.holder.img2img()
-            run_params = params
-            if getattr(params, "controlnets", None):  # loaded first: hires fix runs its units in both passes
-                from dataclasses import replace
-
-                from webui.api_controlnet import build_units
-
-                run_params = replace(params, controlnets=build_units(params.controlnets, self.controlnets,
-                                                                     pipe.model.unet))
-            if kind == "txt2img" and hasattr(params, "hr_scale"):
-                from pipelines.hires import HiresFix
-
-                pipe = HiresFix(pipe)
-            elif getattr(params, "controlnets", None):
-                from pipelines.controlnet import ControlNetImageToImage, ControlNetTextToImage
-
-                pipe = (ControlNetTextToImage if kind == "txt2img" else ControlNetImageToImage).from_pipeline(pipe)
-            result = pipe(run_params, callback=on_step, control=control)
-            saved = result.save(self.output_dir) if save and result.images else []
-            return GenerationOutcome(result=result, params=params, saved=saved, model_title=self.model_title,
-                                     model_hash=pipe.model.model_hash, vae_name=pipe.model.extras.get("vae_name"),
-                                     vae_hash=pipe.model.extras.get("vae_hash"))
-
-        return self.worker.submit(run, kind, session=session)
+        return self.worker.submit(generation_job(self, kind, params, save=save), kind, session=session)
 
     def submit_outpaint(self, params, sides: dict[str, int], *, save: bool, session: str | None = None) -> Job:
         """Queue an outpaint of `params.init_images[0]` by `sides` (left/right/top/bottom pixels).
@@ -324,25 +285,12 @@ class ServerState:
         """
         from dataclasses import replace
 
-        from pipelines.outpaint import check_outpaint_inputs, outpaint
+        from pipelines.outpaint import check_outpaint_inputs
 
         image = params.init_images[0]
         width, height = check_outpaint_inputs(image, sides["left"], sides["right"], sides["top"], sides["bottom"], 8)
         self.check_params("img2img", replace(params, width=width, height=height))
-        reserved = {"width", "height", "init_images", "mask", "inpaint_full_res", "inpainting_fill", "mask_blur",
-                    "denoising_strength"}
-        rest = {k: getattr(params, k) for k in params.__dataclass_fields__ if k not in reserved}
-
-        def run(control, on_step) -> GenerationOutcome:
-            pipe = self.holder.img2img()
-            result = outpaint(pipe, image, **sides, inpainting_fill=params.inpainting_fill, mask_blur=params.mask_blur,
-                              denoising_strength=params.denoising_strength, callback=on_step, control=control, **rest)
-            saved = result.save(self.output_dir) if save and result.images else []
-            return GenerationOutcome(result=result, params=params, saved=saved, model_title=self.model_title,
-                                     model_hash=pipe.model.model_hash, vae_name=pipe.model.extras.get("vae_name"),
-                                     vae_hash=pipe.model.extras.get("vae_hash"))
-
-        return self.worker.submit(run, "outpaint", session=session)
+        return self.worker.submit(outpaint_job(self, params, sides, save=save), "outpaint", session=session)
 
     # -- AppFlow ------------------------------------------------------------------------------
     def describe_app(self, name: str) -> dict:

@@ -1,0 +1,76 @@
+"""The work a queued txt2img / img2img / outpaint job does once the worker runs it.
+
+`ServerState` validates a request and queues one of these; they pick the pipeline the params ask for (hires fix,
+ControlNet), run it with the worker's progress callback and interrupt control, save the images, and record what
+the infotext and the API response need to know about the model that made them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+
+@dataclass
+class GenerationOutcome:
+    """A finished job: the pipeline's result plus where its images were saved (if they were)."""
+
+    result: Any  # pipelines.generation.GenerationResult
+    params: Any
+    saved: list = field(default_factory=list)
+    model_title: str | None = None
+    model_hash: str | None = None
+    vae_name: str | None = None  # a VAE chosen in Settings (None: the checkpoint's own), as the infotext's VAE:
+    vae_hash: str | None = None
+
+
+def finished(pipe, result, params, *, save: bool, output_dir: Path, model_title: str | None) -> GenerationOutcome:
+    """Save `result` when asked and record the model (and VAE) the pipeline ran with."""
+    saved = result.save(output_dir) if save and result.images else []
+    return GenerationOutcome(result=result, params=params, saved=saved, model_title=model_title,
+                             model_hash=pipe.model.model_hash, vae_name=pipe.model.extras.get("vae_name"),
+                             vae_hash=pipe.model.extras.get("vae_hash"))
+
+
+def generation_job(state, kind: str, params, *, save: bool) -> Callable:
+    """The worker's run function for a txt2img ("txt2img") or img2img ("img2img") call with validated params."""
+
+    def run(control, on_step) -> GenerationOutcome:
+        pipe = state.holder.txt2img() if kind == "txt2img" else state.holder.img2img()
+        run_params = params
+        if getattr(params, "controlnets", None):  # loaded first: hires fix runs its units in both passes
+            from webui.api_controlnet import build_units
+
+            run_params = replace(params, controlnets=build_units(params.controlnets, state.controlnets,
+                                                                 pipe.model.unet))
+        if kind == "txt2img" and hasattr(params, "hr_scale"):
+            from pipelines.hires import HiresFix
+
+            pipe = HiresFix(pipe)
+        elif getattr(params, "controlnets", None):
+            from pipelines.controlnet import ControlNetImageToImage, ControlNetTextToImage
+
+            pipe = (ControlNetTextToImage if kind == "txt2img" else ControlNetImageToImage).from_pipeline(pipe)
+        result = pipe(run_params, callback=on_step, control=control)
+        return finished(pipe, result, params, save=save, output_dir=state.output_dir, model_title=state.model_title)
+
+    return run
+
+
+def outpaint_job(state, params, sides: dict[str, int], *, save: bool) -> Callable:
+    """The worker's run function for an outpaint of `params.init_images[0]` by `sides` (checked by the caller)."""
+    from pipelines.outpaint import outpaint
+
+    reserved = {"width", "height", "init_images", "mask", "inpaint_full_res", "inpainting_fill", "mask_blur",
+                "denoising_strength"}
+    rest = {k: getattr(params, k) for k in params.__dataclass_fields__ if k not in reserved}
+
+    def run(control, on_step) -> GenerationOutcome:
+        pipe = state.holder.img2img()
+        result = outpaint(pipe, params.init_images[0], **sides, inpainting_fill=params.inpainting_fill,
+                          mask_blur=params.mask_blur, denoising_strength=params.denoising_strength, callback=on_step,
+                          control=control, **rest)
+        return finished(pipe, result, params, save=save, output_dir=state.output_dir, model_title=state.model_title)
+
+    return run
