@@ -12,6 +12,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from mixkit.io.json_object import parse_json_object
+
 
 def read_settings_file(path: str | os.PathLike) -> dict:
     """The saved settings ({} when the file does not exist yet); ValueError naming the file if it is not a JSON object."""
@@ -23,15 +25,9 @@ def read_settings_file(path: str | os.PathLike) -> dict:
     except OSError as error:
         raise OSError(f"Settings file {str(path)!r} cannot be read ({error.strerror}); fix its permissions "
                       "or pass another --ui-settings-file.") from None
-    try:
-        data = json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError as error:
-        raise ValueError(f"Settings file {str(path)!r} is not valid JSON ({error.msg}, line {error.lineno}); "
-                         "fix it or delete it to start from the defaults.") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"Settings file {str(path)!r} must hold a JSON object, got {type(data).__name__}; "
-                         "fix it or delete it to start from the defaults.")
-    return data
+    if not text.strip():
+        return {}
+    return parse_json_object(text, f"Settings file {str(path)!r}", "fix it or delete it to start from the defaults.")
 
 
 def write_settings_file(path: str | os.PathLike, values: dict) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from mixkit.io.json_object import parse_json_object
 from mixkit.registry import Registry
 
 logger = logging.getLogger(__name__)
@@ -44,15 +45,8 @@ def read_config_file(path: str | Path) -> dict:
         except tomllib.TOMLDecodeError as error:
             raise ValueError(f"{path} is not valid TOML ({error}).") from None
         return _flatten_sections(data, path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON ({error.msg}, line {error.lineno}); a --config file is JSON, "
-                         "or TOML when its name ends in .toml.") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path} holds a JSON {_json_kind(data)}, but a --config file must hold a JSON object of "
-                         'settings, {"setting": value, ...}, keyed by the trainer\'s setting names.')
-    return data
+    return parse_json_object(text, str(path), 'a --config file holds a JSON object of settings, {"setting": value, '
+                             "...}, keyed by the trainer's setting names, or is TOML when its name ends in .toml.")
 
 
 def _flatten_sections(data: dict, path: Path) -> dict:
@@ -67,11 +61,6 @@ def _flatten_sections(data: dict, path: Path) -> dict:
                 raise ValueError(f"{path}: setting {name!r} is given twice (in two sections); keep one")
             flat[name] = setting
     return flat
-
-
-def _json_kind(value: object) -> str:
-    return {list: "array", str: "string", bool: "boolean", int: "number", float: "number",
-            type(None): "null"}.get(type(value), type(value).__name__)
 
 
 @dataclass(frozen=True)

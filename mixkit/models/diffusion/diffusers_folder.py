@@ -10,11 +10,11 @@ pickle globals) and raises mixkit errors naming the file, the key, the value and
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from mixkit.errors import CheckpointFormatError, MixkitError, ModelNotFoundError
+from mixkit.io.json_object import read_json_object
 from mixkit.models.diffusion.components import DiffusionModel
 from mixkit.models.diffusion.family import ModelFamily, detect_family
 from mixkit.models.diffusion.recommended import read_recommended
@@ -79,13 +79,7 @@ def read_json(file: Path, what: str) -> dict:
     """A JSON object from `file`; a missing or broken file is an error naming it."""
     if not file.is_file():
         raise ModelNotFoundError(f"{file} ({what}) is missing; re-download the model or copy the file from its source.")
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (ValueError, OSError) as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise CheckpointFormatError(f"{file} ({what}) is not valid JSON ({error}); fix it or re-download it.") from None
-    if not isinstance(data, dict):
-        raise CheckpointFormatError(f"{file} ({what}) holds a JSON {type(data).__name__}, not an object; re-download it.")
-    return data
+    return read_json_object(file, f"{file} ({what})", "fix it or re-download it.", CheckpointFormatError)
 
 
 def read_scheduler_config(folder: Path) -> dict:

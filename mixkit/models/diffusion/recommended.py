@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from mixkit.io.json_object import read_json_object
+
 RECOMMENDED_FILE = "mixkit_generation.json"
 _NOT_GENERATION = ("note", "calibration_prompts")
 
@@ -67,12 +69,7 @@ def read_recommended(folder: str | Path) -> RecommendedSettings:
     path = Path(folder) / RECOMMENDED_FILE
     if not path.is_file():
         return RecommendedSettings()
-    try:
-        values = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} is not valid JSON ({error}); fix or delete it") from None
-    if not isinstance(values, dict):
-        raise ValueError(f"{path} must hold a JSON object such as {{\"cfg_scale\": 5.0}}, got {type(values).__name__}")
+    values = read_json_object(path, str(path), 'it holds settings such as {"cfg_scale": 5.0}; fix or delete it')
     known = [f.name for f in fields(RecommendedSettings)]
     unknown = sorted(set(values) - set(known))
     if unknown:

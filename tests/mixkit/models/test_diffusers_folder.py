@@ -195,5 +195,5 @@ def test_every_broken_folder_error_is_a_mixkit_error(tiny_sd1_dir, tmp_path):
     """Callers (CLI, web UI) turn MixkitError into one line; nothing above may escape as a library type."""
     folder = broken_copy(tiny_sd1_dir, tmp_path)
     (folder / "text_encoder" / "config.json").write_text("[1, 2]")
-    with pytest.raises(MixkitError, match=r"text_encoder/config\.json.*not an object"):
+    with pytest.raises(MixkitError, match=r"text_encoder/config\.json.*must hold a JSON object, not a JSON array"):
         load_diffusion_model(folder)
