@@ -89,9 +89,19 @@ for _kohya, _mixkit in {
     "train_batch_size": "batch_size", "max_train_steps": "max_steps", "lr_scheduler": "lr_schedule",
     "lr_warmup_steps": "warmup_steps", "lr_scheduler_num_cycles": "lr_schedule_num_cycles",
     "lr_scheduler_power": "lr_schedule_power", "enable_bucket": "bucketing", "bucket_reso_steps": "bucket_step",
-    "sample_every_n_steps": "validation_every", "debiased_estimation": "debiased_estimation_loss",
+    "debiased_estimation": "debiased_estimation_loss",
 }.items():
     _rename(_kohya, _mixkit)
+
+
+def _sample_option(kohya: str, mixkit: str, off) -> None:
+    """kohya's sample-image switches, whose "off" is None (argparse's default) in configs written from its args."""
+    KOHYA_OPTIONS.register(kohya, KohyaOption(mixkit, lambda value, settings: {mixkit: off if value is None else value}))
+
+
+_sample_option("sample_every_n_steps", "validation_every", 0)
+_sample_option("sample_every_n_epochs", "validation_every_epochs", 0)
+_sample_option("sample_at_first", "validation_at_start", False)
 
 
 def _unet_lr(value, settings: dict) -> dict:
@@ -236,7 +246,6 @@ for _option, _neutral_values, _advice in (
     ("dim_from_weights", (False,), "the rank comes from rank= (network_dim); network_weights must fit it"),
     ("optimizer_args", ([], ""), "mixkit's optimizers take no extra arguments from a config"),
     ("lr_scheduler_args", ([], ""), "mixkit's schedules take no extra arguments from a config"),
-    ("sample_every_n_epochs", (0, None), "sample images are made every N steps here (sample_every_n_steps)"),
     ("vae", ("", None), "the model's own VAE is used in training"),
 ):
     KOHYA_OPTIONS.register(_option, _neutral(_option, _neutral_values, _advice))

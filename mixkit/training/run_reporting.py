@@ -38,7 +38,8 @@ def open_tensorboard(logging_dir: str | Path, run_name: str):
 
 
 class StepReporter:
-    """Called after every optimizer step; logs scalars and, every `validation_every` steps, validation images.
+    """Called after every optimizer step; logs scalars and, at the run's `validation_points` (steps or epoch ends,
+    `run_schedule.validation_points`), validation images.
 
     `enabled` is False on all but the main process, so multi-process runs write each file once. The
     TensorBoard requirement is checked at construction (before any model loads), but the event file
@@ -46,8 +47,11 @@ class StepReporter:
     `model` (the `DiffusionModel` being trained) must be set before the first step.
     """
 
-    def __init__(self, config, *, run_dir: str | Path, run_name: str, enabled: bool, model=None) -> None:
+    def __init__(self, config, *, run_dir: str | Path, run_name: str, enabled: bool, model=None,
+                 validation_points: dict[int, str] | None = None) -> None:
         self.config = config
+        # {step: how that step's images are numbered}; None: every `validation_every` steps.
+        self.validation_points = validation_points
         self.model = model
         # kohya's `<output_dir>/sample/`; the images are named by the run (`sample_image_name`).
         self.validation_dir = Path(run_dir) / "sample"
@@ -80,12 +84,26 @@ class StepReporter:
         self._open_tracker()
         if self.tracker is not None:
             self.tracker.log({"loss": loss, "lr": learning_rate, "it_per_s": 1.0 / max(seconds, 1e-9)}, step=step)
-        every = self.config.validation_every
-        if every and step % every == 0:
-            self.validate(step)
+        when = self.validation_when(step)
+        if when is not None:
+            self.validate(step, when)
         every = self.config.validation_loss_every
         if self.held_out_loss is not None and ((every and step % every == 0) or step == self.config.max_steps):
             self.record_validation_loss(step)
+
+    def validation_when(self, step: int) -> str | None:
+        """How the images made after `step` are numbered, or None when none are made then."""
+        if self.validation_points is not None:
+            return self.validation_points.get(step)
+        every = self.config.validation_every
+        return f"{step:06d}" if every and step % every == 0 else None
+
+    def before_first_step(self, step: int) -> None:
+        """The images of step 0 (kohya's `sample_at_first`) when the run starts there and asked for them."""
+        when = self.validation_when(0)
+        if self.enabled and step == 0 and when is not None:
+            self._open_tracker()
+            self.validate(0, when)
 
     def record_validation_loss(self, step: int) -> float | None:
         """The held-out loss at `step` (the trainer also calls this before its first step), logged and kept."""
@@ -99,8 +117,9 @@ class StepReporter:
         logger.info("Step %d: validation loss %.5f", step, value)
         return value
 
-    def validate(self, step: int) -> list[Path]:
-        """Render and save one image per sample prompt (with its kohya options) at the current weights."""
+    def validate(self, step: int, when: str | None = None) -> list[Path]:
+        """Render and save one image per sample prompt (with its kohya options) at the current weights, numbered
+        by `when` in their names (default: the step)."""
         import contextlib
 
         config = self.config
@@ -112,7 +131,7 @@ class StepReporter:
                 self.model, self.sample_prompts, steps=config.validation_steps, seed=config.validation_seed,
                 guidance_scale=config.validation_guidance_scale, height=self.resolution, width=self.resolution,
                 encoding=config.caption_encoding())
-        paths = save_validation_images(images, self.validation_dir, step, self.run_name,
+        paths = save_validation_images(images, self.validation_dir, when or f"{step:06d}", self.run_name,
                                        [prompt.seed for prompt in self.sample_prompts])
         self.saved_images += paths
         if self.tracker is not None:

@@ -80,3 +80,20 @@ def intermediate_saves(config, batches_per_epoch: int, processes: int) -> dict[i
             if epoch % config.save_every_n_epochs == 0 and step < config.max_steps:
                 saves.setdefault(step, []).append(f"epoch{epoch:06d}")
     return saves
+
+
+def validation_points(config, batches_per_epoch: int, processes: int) -> dict[int, str]:
+    """{step: what the sample images made after it are numbered by in their names}, as kohya's
+    `sample_images_common` decides: step 0 ("000000") with `validation_at_start` (its `sample_at_first`); with
+    `validation_every_epochs` (its `sample_every_n_epochs`) the end of every N-th epoch ("e000002"), and the
+    step setting is then ignored, as kohya ignores `sample_every_n_steps`; else every `validation_every` steps
+    ("000500")."""
+    points: dict[int, str] = {0: f"{0:06d}"} if config.validation_at_start else {}
+    if config.validation_every_epochs:
+        ends = epochs_ending_by_step(config.max_steps, batches_per_epoch, config.gradient_accumulation_steps, processes)
+        points.update({step: f"e{epoch:06d}" for step, epoch in ends.items()
+                       if epoch % config.validation_every_epochs == 0})
+    elif config.validation_every:
+        points.update({step: f"{step:06d}" for step in range(config.validation_every, config.max_steps + 1,
+                                                              config.validation_every)})
+    return points

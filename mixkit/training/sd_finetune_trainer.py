@@ -28,7 +28,7 @@ from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_st
 from mixkit.training.ema import EmaWeights
 from mixkit.training.optimizers import make_optimizer, warmup_schedule
 from mixkit.training.run_reporting import StepReporter
-from mixkit.training.run_schedule import intermediate_saves, resolve_epochs
+from mixkit.training.run_schedule import intermediate_saves, resolve_epochs, validation_points
 from mixkit.training.sd_finetune_config import SDFinetuneConfig
 from mixkit.training.sd_lora_trainer import TrainingResult, scan_dataset, scan_path
 from mixkit.training.training_schedule import SCHEDULE_KEYS, with_training_schedule
@@ -93,7 +93,8 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
     saves = intermediate_saves(config, batches_per_epoch, accelerator.num_processes)
     # The output folder appears only when the model is complete, so images and logs go next to it.
     reporter = StepReporter(config, run_dir=f"{Path(config.output).absolute()}-run", run_name=Path(config.output).name,
-                            enabled=accelerator.is_main_process)
+                            enabled=accelerator.is_main_process,
+                            validation_points=validation_points(config, batches_per_epoch, accelerator.num_processes))
     started = time.time()
 
     # 2. Model: frozen VAE and text encoders, trainable UNet (re-initialised when training from scratch).
@@ -150,6 +151,7 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
     try:
         if held_dataset is not None and step == 0:
             reporter.record_validation_loss(0)  # the base model's, for comparison
+        reporter.before_first_step(step)
         step = run_denoising_loop(
             config, accelerator=accelerator, model=model, denoiser=denoiser, dataset=dataset, optimizer=optimizer,
             lr_schedule=lr_schedule, step=step, stop_at_step=stop_at_step,

@@ -33,7 +33,7 @@ from mixkit.training.lora_network import CROSS_ATTENTION_KV, LoraNetwork
 from mixkit.training.network_weights import load_network_weights
 from mixkit.training.optimizers import make_optimizer, optimizer_description, warmup_schedule
 from mixkit.training.run_reporting import StepReporter
-from mixkit.training.run_schedule import epoch_of_save, intermediate_saves, resolve_epochs
+from mixkit.training.run_schedule import epoch_of_save, intermediate_saves, resolve_epochs, validation_points
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 from mixkit.training.training_schedule import with_training_schedule
 from mixkit.training.training_state import architecture_fingerprint, resume_run
@@ -204,7 +204,8 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     check_stop_at_step(stop_at_step, config.max_steps)
     reporter = StepReporter(config, run_dir=Path(config.output).parent,
                             run_name=config.output_name or Path(config.output).stem,
-                            enabled=accelerator.is_main_process)
+                            enabled=accelerator.is_main_process,
+                            validation_points=validation_points(config, batches_per_epoch, accelerator.num_processes))
     started = time.time()
 
     # 2. Load and freeze the base model; attach adapters initialised from the seed.
@@ -344,6 +345,7 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     try:
         if held_dataset is not None and step == 0:
             reporter.record_validation_loss(0)  # the base model's, for comparison
+        reporter.before_first_step(step)
         step = run_denoising_loop(
             config, accelerator=accelerator, model=model, denoiser=denoiser, dataset=dataset, optimizer=optimizer,
             lr_schedule=lr_schedule, step=step, stop_at_step=stop_at_step, checkpoint_dir=checkpoint_dir,

@@ -38,6 +38,10 @@ class SDRunOptions(SDObjectiveOptions):
     # its prompts follow `validation_prompts`.
     sample_prompts: str | None = None
     validation_every: int = 0
+    # kohya's sample_every_n_epochs: sample images after every N-th epoch instead (validation_every is then ignored,
+    # as kohya ignores sample_every_n_steps); kohya's sample_at_first: also before the first step.
+    validation_every_epochs: int = 0
+    validation_at_start: bool = False
     validation_steps: int = 20
     validation_seed: int = 0
     validation_guidance_scale: float = 7.0
@@ -107,17 +111,20 @@ class SDRunOptions(SDObjectiveOptions):
         if not isinstance(self.validation_prompts, list) or not all(isinstance(p, str) for p in self.validation_prompts):
             raise TypeError(f"validation_prompts must be a list of strings, got {self.validation_prompts!r}")
         self.sample_prompt_list()  # a malformed option or unreadable file fails here, before any model loads
-        for name in ("validation_every", "validation_seed"):
+        for name in ("validation_every", "validation_every_epochs", "validation_seed"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+        if not isinstance(self.validation_at_start, bool):
+            raise TypeError(f"validation_at_start must be true or false, got {self.validation_at_start!r}")
         check_int_in(self, "validation_steps", 1, 1000)
         scale = self.validation_guidance_scale
         if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 1.0 <= scale <= 100.0:
             raise ValueError(f"validation_guidance_scale must be a number in 1..100 (1 = no guidance), got {scale!r}")
-        if self.validation_every and not self.sample_prompt_list():
-            raise ValueError(f"validation_every={self.validation_every} needs at least one entry in validation_prompts "
-                             "or a sample_prompts file (or set validation_every=0 to turn validation off)")
+        for name, off in (("validation_every", 0), ("validation_every_epochs", 0), ("validation_at_start", False)):
+            if getattr(self, name) != off and not self.sample_prompt_list():
+                raise ValueError(f"{name}={getattr(self, name)} needs at least one entry in validation_prompts or a "
+                                 f"sample_prompts file (or set {name}={off} to turn these images off)")
 
     def sample_prompt_list(self) -> list:
         """The run's sample prompts, parsed (`SamplePrompt`s): `validation_prompts`, then the `sample_prompts` file's."""

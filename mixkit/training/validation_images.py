@@ -128,13 +128,14 @@ def _concat(first: dict, second: dict) -> dict:
     return out
 
 
-def sample_image_name(run_name: str, step: int, index: int, timestamp: str, seed: int | None = None) -> str:
-    """kohya's sample file name, `<output_name>_<step:06d>_<index:02d>_<YYYYmmddHHMMSS>[_<seed>].png`: the run's name
+def sample_image_name(run_name: str, when: str, index: int, timestamp: str, seed: int | None = None) -> str:
+    """kohya's sample file name, `<output_name>_<when>_<index:02d>_<YYYYmmddHHMMSS>[_<seed>].png`, `when` being the
+    step (`000500`) or, for epoch samples, the epoch (`e000002`) (`run_schedule.validation_points`): the run's name
     and the time keep runs sharing an output folder (a learning-rate sweep, a rerun) from overwriting each other."""
-    return f"{run_name}_{step:06d}_{index:02d}_{timestamp}{'' if seed is None else f'_{seed}'}.png"
+    return f"{run_name}_{when}_{index:02d}_{timestamp}{'' if seed is None else f'_{seed}'}.png"
 
 
-def save_validation_images(images: list, folder: str | Path, step: int, run_name: str,
+def save_validation_images(images: list, folder: str | Path, when: str, run_name: str,
                            seeds: list[int | None] | None = None) -> list[Path]:
     """Write the images (one per prompt) into `folder` under `sample_image_name`; `seeds` are the prompts' own
     `--d` seeds (None where the run's seed was used), named as kohya names them."""
@@ -146,7 +147,7 @@ def save_validation_images(images: list, folder: str | Path, step: int, run_name
     seeds = seeds or [None] * len(images)
     paths = []
     for index, (image, seed) in enumerate(zip(images, seeds)):
-        path = folder / sample_image_name(run_name, step, index, timestamp, seed)
+        path = folder / sample_image_name(run_name, when, index, timestamp, seed)
         image.save(path)
         paths.append(path)
     return paths
