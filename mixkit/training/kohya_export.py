@@ -69,8 +69,6 @@ def training_metadata(*, network: str, rank: int, alpha: float, conv_rank: int |
         "ss_num_reg_images": str(sum(d["img_count"] * d["n_repeats"] for d in (reg_dataset_dirs or {}).values())),
         "ss_training_started_at": str(started_at),
         "ss_training_finished_at": str(time.time()),
-        "modelspec.architecture": {"sd1": "stable-diffusion-v1", "sd2": "stable-diffusion-v2",
-                                   "sdxl": "stable-diffusion-xl-v1-base"}[family] + "/lora",
     }
     for key, value in settings.items():
         metadata[f"ss_{key}"] = "None" if value is None else str(value)

@@ -96,6 +96,13 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     save_precision: str = "float"
     # Free text recorded as ss_training_comment (kohya's training_comment): trigger words, licence, where it came from.
     training_comment: str = ""
+    # The SAI model spec's texts (kohya's --metadata_title / _author / _description / _license / _tags), shown by
+    # UIs that read `modelspec.*`; the title defaults to the output name, as kohya's does.
+    metadata_title: str | None = None
+    metadata_author: str | None = None
+    metadata_description: str | None = None
+    metadata_license: str | None = None
+    metadata_tags: str | None = None
     # kohya's --no_metadata: the file keeps only what a loader needs (network module, dim, alpha, args, base model
     # version, SAI modelspec) and the sshs hashes; no dataset folders, tags, settings, times or training config.
     no_metadata: bool = False
@@ -132,6 +139,9 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
         SAVE_PRECISIONS.get(self.save_precision)
         if not isinstance(self.training_comment, str):
             raise ValueError(f"training_comment must be a string, got {self.training_comment!r}")
+        for name in ("metadata_title", "metadata_author", "metadata_description", "metadata_license", "metadata_tags"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name} must be a string (or None to leave it out), got {getattr(self, name)!r}")
         if self.network_weights is not None and (not isinstance(self.network_weights, str)
                                                  or not self.network_weights.strip()):
             raise ValueError(f"network_weights must be the path of a kohya LoRA file or None, got {self.network_weights!r}")

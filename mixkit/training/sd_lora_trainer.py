@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+import mixkit
 from mixkit.data import BucketedImageDataset, ScanReport, scan_jsonl_manifest, scan_kohya_folder
 from mixkit.data.class_balance import balance_class_images
 from mixkit.data.loss_masks import MASK_SUFFIX, check_loss_masks
@@ -30,6 +31,7 @@ from mixkit.training.ema import EmaWeights
 from mixkit.training.kohya_export import (cast_for_saving, minimum_metadata, save_kohya_lora, to_sgm_layout,
                                           training_metadata, without_local_paths)
 from mixkit.training.lora_network import CROSS_ATTENTION_KV, LoraNetwork
+from mixkit.training.modelspec import ModelSpecTexts, lora_modelspec
 from mixkit.training.network_weights import load_network_weights
 from mixkit.training.optimizers import make_optimizer, optimizer_description, warmup_schedule
 from mixkit.training.run_reporting import StepReporter
@@ -312,8 +314,15 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
             extra_network_args={k: getattr(config, k) for k in ("rank_dropout", "module_dropout") if getattr(config, k)})
         metadata["mixkit_training_config"] = json.dumps(
             without_local_paths(dataclasses.asdict(config), CONFIG_PATH_KEYS), indent=2, sort_keys=True)
-        # SAI's model spec: what the LoRA was trained to predict, so a loader can warn of a mismatched base.
-        metadata["modelspec.prediction_type"] = "v" if model.prediction_type == "v_prediction" else "epsilon"
+        # SAI's model spec: base architecture, title, resolution, date, and what the LoRA was trained to predict, so a
+        # loader can warn of a mismatched base.
+        metadata.update(lora_modelspec(
+            family=model.family.value, v_prediction=model.prediction_type == "v_prediction",
+            title=config.output_name or Path(config.output).stem, resolution=config.resolution, timestamp=time.time(),
+            texts=ModelSpecTexts(config.metadata_title, config.metadata_author, config.metadata_description,
+                                 config.metadata_license, config.metadata_tags),
+            min_timestep=config.min_timestep, max_timestep=config.max_timestep, clip_skip=config.clip_skip,
+            sgm_names=config.sdxl_key_layout == "sgm", version=f"mixkit/{mixkit.__version__}"))
         if config.no_metadata:
             metadata = minimum_metadata(metadata)
         with ema.applied_to(trained) if ema is not None else contextlib.nullcontext():
