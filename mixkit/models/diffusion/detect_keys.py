@@ -112,10 +112,7 @@ def detect_family(shapes: Mapping[str, Sequence[int]], path: str = "<state dict>
             raise CheckpointFormatError(f"{path} has SDXL text encoders but no {LABEL_EMB!r}; the UNet is incomplete.")
         return ModelFamily.SDXL
     if LABEL_EMB in shapes:
-        raise CheckpointFormatError(
-            f"{path} has a class/ADM embedding ({LABEL_EMB!r}) without SDXL's text encoders "
-            "(an unCLIP or upscaler model?); only SD 1.x, SD 2.x and SDXL base are supported."
-        )
+        raise CheckpointFormatError(_sdxl_like_problem(shapes, path))
     if SD2_OPEN_CLIP in shapes:
         return ModelFamily.SD2
     if SD1_CLIP in shapes:
@@ -123,6 +120,22 @@ def detect_family(shapes: Mapping[str, Sequence[int]], path: str = "<state dict>
     raise CheckpointFormatError(
         f"{path} has an LDM UNet but no text encoder this loader knows. Looked for: {WHAT_WE_LOOK_FOR}."
     )
+
+
+def _sdxl_like_problem(shapes: Mapping[str, Sequence[int]], path: str) -> str:
+    """Why a file with a class/ADM embedding but not both SDXL text encoders cannot load, and what to do."""
+    if SDXL_CLIP in shapes or SDXL_OPEN_CLIP in shapes:
+        present, missing = (SDXL_CLIP, SDXL_OPEN_CLIP) if SDXL_CLIP in shapes else (SDXL_OPEN_CLIP, SDXL_CLIP)
+        return (f"{path} has one of SDXL's two text encoders ({present!r}) but not the other ({missing!r}); the file "
+                "is incomplete: download the full checkpoint again.")
+    if not any(key.startswith(("conditioner.", "cond_stage_model.")) for key in shapes):
+        adm = int(shapes[LABEL_EMB][1]) if len(shapes[LABEL_EMB]) > 1 else None
+        if adm == 2816:  # SDXL base's time/size embedding input (1280 pooled + 6 x 256)
+            return (f"{path} holds an SDXL UNet only (no text encoders, no VAE: a 'UNet-only' file as ComfyUI's "
+                    "UNETLoader reads them); mixkit loads complete checkpoints: use the full SDXL checkpoint, or put "
+                    "the UNet into a diffusers SDXL folder's unet/ and load the folder.")
+    return (f"{path} has a class/ADM embedding ({LABEL_EMB!r}) without SDXL's text encoders "
+            "(an unCLIP or upscaler model?); only SD 1.x, SD 2.x and SDXL base are supported.")
 
 
 def zero_snr_schedule(state: Mapping[str, torch.Tensor], prediction_type: str) -> dict:

@@ -401,6 +401,15 @@ def test_detect_family_from_marker_keys():
         d.detect_family(_shapes(d.SDXL_REFINER_OPEN_CLIP, d.LABEL_EMB))
     with pytest.raises(CheckpointFormatError, match="Looked for: SD 1.x"):
         d.detect_family(_shapes("something.else"))
+    # SDXL files that lack parts: named by what is missing and what to do (hunt: "an unCLIP model?" misled)
+    with pytest.raises(CheckpointFormatError, match=r"one of SDXL's two text encoders .*conditioner.embedders.1.*"
+                                                    r"download the full checkpoint"):
+        d.detect_family(_shapes(d.SDXL_CLIP, d.LABEL_EMB))
+    unet_only = {**_shapes(), d.LABEL_EMB: (1280, 2816)}
+    with pytest.raises(CheckpointFormatError, match=r"holds an SDXL UNet only .*use the full SDXL checkpoint"):
+        d.detect_family(unet_only)
+    with pytest.raises(CheckpointFormatError, match=r"unCLIP or upscaler"):
+        d.detect_family({**_shapes(), d.LABEL_EMB: (1280, 1024)})
     with pytest.raises(CheckpointFormatError, match="VAE-only"):
         d.detect_family({"encoder.conv_in.weight": (128, 3, 3, 3), "decoder.conv_out.weight": (3, 128, 3, 3)})
 
