@@ -185,7 +185,8 @@ class DiffusionPipelineBase:
         # 2. Apply LoRAs (from params and prompt tags) for this call only
         result = GenerationResult()
         with self.session.prepared(prompts, negatives, params.loras, params.clip_skip, emphasis=params.emphasis,
-                                   comma_backtrack=params.comma_padding_backtrack) as prepared:
+                                   comma_backtrack=params.comma_padding_backtrack,
+                                   sdxl_clip_l_skip=params.sdxl_clip_l_skip) as prepared:
             for batch_index in range(params.batch_count):
                 if control.interrupted:
                     break

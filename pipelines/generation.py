@@ -161,7 +161,8 @@ class ModelSession:
         self.model = model
         self.embeddings_dir = embeddings_dir
         self.lora_dir = lora_dir
-        self._encoders: dict[tuple, Any] = {}  # (clip_skip, emphasis, comma_backtrack) -> PromptEncoder
+        # (clip_skip, emphasis, comma_backtrack, sdxl_clip_l_skip) -> PromptEncoder
+        self._encoders: dict[tuple, Any] = {}
         self._embeddings = None  # the EmbeddingLibrary of embeddings_dir, rescanned before every call
 
     def resolve_sampler(self, name: str, schedule_type: str, eta: float | None = None) -> ResolvedSampler:
@@ -172,14 +173,15 @@ class ModelSession:
         return ResolvedSampler(spec.name, schedule, dict(self.model.scheduler_config), sdxl, sampler_eta(name, eta))
 
     def encoder(self, clip_skip: int, bundled: dict | None = None, *, emphasis: str = "Original",
-                comma_backtrack: int = 20):  # A1111's defaults (mixkit.prompts DEFAULT_EMPHASIS, COMMA_BACKTRACK)
-        """One cached PromptEncoder per clip skip, emphasis mode and comma backtrack, so unchanged prompts are never
-        re-encoded.
+                comma_backtrack: int = 20,  # A1111's defaults (mixkit.prompts DEFAULT_EMPHASIS, COMMA_BACKTRACK)
+                sdxl_clip_l_skip: bool = False):
+        """One cached PromptEncoder per clip skip, emphasis mode, comma backtrack and "Clip skip SDXL", so unchanged
+        prompts are never re-encoded.
 
         `bundled`: embeddings carried by the LoRAs applied for one call (they win over a folder embedding of
         the same name, as the LoRA was trained with them); that encoder is built for the call and never cached.
         """
-        key = (clip_skip, emphasis, comma_backtrack)
+        key = (clip_skip, emphasis, comma_backtrack, sdxl_clip_l_skip)
         if bundled:
             return self._new_encoder(key, bundled)
         if key not in self._encoders:
@@ -208,7 +210,7 @@ class ModelSession:
     def _new_encoder(self, key: tuple, bundled: dict):
         from mixkit.prompts import EmbeddingLibrary, PromptEncoder
 
-        clip_skip, emphasis, comma_backtrack = key
+        clip_skip, emphasis, comma_backtrack, sdxl_clip_l_skip = key
         if self._embeddings is None:
             self.refresh_embeddings()  # an encoder asked for outside `prepared`
         embeddings = self._embeddings
@@ -218,11 +220,11 @@ class ModelSession:
                 embeddings.add(embedding)
         return PromptEncoder(self.model.tokenizers, self.model.text_encoders,
                              is_sdxl=self.model.family is ModelFamily.SDXL, clip_skip=clip_skip, embeddings=embeddings,
-                             emphasis=emphasis, comma_backtrack=comma_backtrack)
+                             emphasis=emphasis, comma_backtrack=comma_backtrack, sdxl_clip_l_skip=sdxl_clip_l_skip)
 
     @contextlib.contextmanager
     def prepared(self, prompts: list[str], negatives: list[str], loras: list, clip_skip: int, *,
-                 emphasis: str = "Original", comma_backtrack: int = 20):
+                 emphasis: str = "Original", comma_backtrack: int = 20, sdxl_clip_l_skip: bool = False):
         from mixkit.prompts import extract_extra_networks
 
         self.refresh_embeddings()
@@ -256,7 +258,8 @@ class ModelSession:
             self._encoders.clear()  # text-encoder weights changed: cached encodings are stale
         try:
             bundled = applied.bundled_embeddings() if applied is not None else None
-            encoder = self.encoder(clip_skip, bundled, emphasis=emphasis, comma_backtrack=comma_backtrack)
+            encoder = self.encoder(clip_skip, bundled, emphasis=emphasis, comma_backtrack=comma_backtrack,
+                                   sdxl_clip_l_skip=sdxl_clip_l_skip)
             yield PreparedCall(encoder, clean_prompts, list(negatives), applied)
         finally:
             if applied is not None:

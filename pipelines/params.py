@@ -64,6 +64,9 @@ class Txt2ImgParams:
     emphasis: str = "Original"
     # A1111's "Prompt word wrap length limit" (comma_padding_backtrack), in tokens; 0 turns the comma rule off.
     comma_padding_backtrack: int = 20
+    # A1111's "Clip skip SDXL" (sdxl_clip_l_skip, off by default): on SDXL, clip_skip also moves CLIP-L's layer
+    # (OpenCLIP-G keeps its penultimate one); no effect on SD 1.x/2.x. A Setting in A1111, not in the infotext.
+    sdxl_clip_l_skip: bool = False
     loras: list = field(default_factory=list)
     # Approximate speed-ups that leave out the negative prompt on some steps (pipelines.uncond_skip;
     # A1111's names and semantics): NGMS sigma, NGMS on every step below it, Skip Early CFG fraction.
@@ -143,6 +146,9 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
 
     params.emphasis = check_emphasis(params.emphasis)  # "no norm" -> "No norm", the infotext's spelling
     check_comma_backtrack(params.comma_padding_backtrack)
+    if not isinstance(params.sdxl_clip_l_skip, bool):
+        raise TypeError(f"sdxl_clip_l_skip must be True or False (A1111's 'Clip skip SDXL'), got "
+                        f"{params.sdxl_clip_l_skip!r}.")
     from pipelines.samplers import check_sampler_steps, resolve_sampler, sampler_eta
 
     resolve_sampler(params.sampler, params.schedule_type)  # a misspelt sampler fails before the model loads

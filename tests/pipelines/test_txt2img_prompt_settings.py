@@ -57,11 +57,23 @@ def test_comma_padding_backtrack_moves_the_text_after_the_last_comma(sd1_pipe):
     assert torch.equal(default[0], wider[0])
 
 
+def test_clip_skip_sdxl_reaches_the_encoder(sdxl_pipe):
+    """A1111's "Clip skip SDXL": with it, clip skip 3 moves CLIP-L's layer (mixkit.prompts tests check which);
+    without it SDXL ignores clip skip, as A1111 1.10 does."""
+    plain, _ = unet_contexts(sdxl_pipe, prompt="a red circle", clip_skip=3)
+    assert torch.equal(plain[0], unet_contexts(sdxl_pipe, prompt="a red circle")[0][0])
+    moved, result = unet_contexts(sdxl_pipe, prompt="a red circle", clip_skip=3, sdxl_clip_l_skip=True)
+    expected = sdxl_pipe.session.encoder(3, sdxl_clip_l_skip=True).encode("a red circle").hidden
+    assert any(torch.equal(row, expected) for row in moved[0]) and not torch.equal(moved[0], plain[0])
+    assert "Clip skip: 3" in result.infotexts[0]
+
+
 @pytest.mark.parametrize("values, error, message", [
     (dict(emphasis="Orginal"), ValueError, "Did you mean 'Original'"),
     (dict(emphasis=None), TypeError, "emphasis must be a mode name"),
     (dict(comma_padding_backtrack=75), ValueError, "comma_padding_backtrack must be an int in 0..74"),
     (dict(comma_padding_backtrack=-1), ValueError, "comma_padding_backtrack"),
+    (dict(sdxl_clip_l_skip="yes"), TypeError, "sdxl_clip_l_skip must be True or False"),
 ])
 def test_bad_settings_are_refused_before_any_work(values, error, message):
     with pytest.raises(error, match=message):

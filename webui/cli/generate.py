@@ -52,6 +52,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--comma-padding-backtrack", type=int, default=None, metavar="TOKENS",
                    help=f"A1111's prompt word wrap length limit: text after a comma within this many tokens of a "
                         f"75-token chunk's end moves to the next chunk (0-74; default {d.comma_padding_backtrack})")
+    p.add_argument("--sdxl-clip-l-skip", action="store_true",
+                   help="A1111's 'Clip skip SDXL': on SDXL, --clip-skip also moves CLIP-L's layer (default: SDXL "
+                        "ignores clip skip, as A1111 does)")
     p.add_argument("--style", action="append", default=[], metavar="NAME",
                    help="apply a prompt style from --styles-file (repeatable, in order; A1111's styles: a style "
                         "with {prompt} wraps the prompt, others are appended after a comma)")
@@ -132,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
         ensd=_or(args.ensd, d.ensd), clip_skip=_or(args.clip_skip, d.clip_skip), loras=list(args.lora),
         emphasis=_or(args.emphasis, d.emphasis),
         comma_padding_backtrack=_or(args.comma_padding_backtrack, d.comma_padding_backtrack),
+        sdxl_clip_l_skip=bool(args.sdxl_clip_l_skip),
         s_min_uncond=_or(args.ngms, d.s_min_uncond), s_min_uncond_all=bool(args.ngms_all_steps),
         skip_early_cond=_or(args.skip_early_cfg, d.skip_early_cond),
     )
