@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mixkit.forward_patches import stamp_forward_change
+
 
 @dataclass
 class BypassBranch:
@@ -108,11 +110,13 @@ def install_patch(module: nn.Module, patch: RuntimePatch) -> Callable[[], None]:
         return out
 
     module.forward = forward
+    stamp_forward_change(module)  # caches of this model's outputs (the prompt encoder's) must not be reused
 
     def undo() -> None:
         if had_instance_forward:
             module.forward = previous
         else:
             del module.forward
+        stamp_forward_change(module)
 
     return undo

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from mixkit.forward_patches import latest_forward_change
 from mixkit.prompts.attention import BREAK_MARK, parse_prompt_attention
 from mixkit.prompts.chunking import (
     BREAK_RUN, CHUNK_TOKENS, COMMA_BACKTRACK, PromptChunk, TokenRun, frame_chunk, split_into_chunks,
@@ -114,8 +115,9 @@ class PromptEncoder:
 
     def _weights_version(self) -> tuple:
         # A tensor's _version counts its in-place updates; device/dtype catch `.to(...)`, which
-        # replaces the tensors.
-        return tuple((sum(p._version for p in encoder.parameters()), encoder.device, encoder.dtype)
+        # replaces the tensors; the forward stamp catches runtime-mode LoRAs, which write no parameter.
+        return tuple((sum(p._version for p in encoder.parameters()), encoder.device, encoder.dtype,
+                      latest_forward_change(encoder))
                      for encoder in self.text_encoders)
 
     def encode(self, text: str) -> EncodedPrompt:
