@@ -21,10 +21,9 @@ from torch import nn
 from mixkit.data import BucketedImageDataset
 from mixkit.training.accelerator_setup import make_accelerator
 from mixkit.training.blip2_stage1_config import Blip2Stage1Config
+from mixkit.training.plain_step import finish_step
 from mixkit.training.sd_lora_trainer import TrainingResult, scan_dataset
-from mixkit.training.training_state import (
-    architecture_fingerprint, check_finite_loss, checkpoint_path, load_training_state, restore_rng_states, save_training_state,
-)
+from mixkit.training.training_state import architecture_fingerprint, load_training_state, restore_rng_states
 from mixkit.training.vlm_lm_training import decay_groups
 from mixkit.training.vlm_samples import CLIP_MEAN, CLIP_STD, image_batch
 
@@ -110,20 +109,10 @@ def train_blip2_stage1(config: Blip2Stage1Config, *, vision_encoder: nn.Module, 
         with accelerator.autocast():
             losses = model(pixels, text_ids.to(accelerator.device), text_mask.to(accelerator.device), generator)
         accelerator.backward(losses.total)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        schedule.step()
         step += 1
-        result.losses.append(accelerator.reduce(losses.total.detach(), "mean").item())
-        check_finite_loss(result.losses[-1], step, last_checkpoint=result.last_checkpoint or config.resume_from,
-                          checkpoint_every=config.checkpoint_every)
-        if ((config.checkpoint_every and step % config.checkpoint_every == 0) or step == stop_at_step) \
-                and accelerator.is_main_process:
-            result.last_checkpoint = save_training_state(
-                checkpoint_path(checkpoint_dir, step), step=step, fingerprint=fingerprint,
-                trainable=_trainable_state(bridge, heads), optimizer=optimizer.optimizer, scheduler=schedule,
-                config_json=config.to_json())
-        accelerator.wait_for_everyone()
+        finish_step(losses.total, step, accelerator=accelerator, optimizer=optimizer, schedule=schedule,
+                    result=result, config=config, stop_at_step=stop_at_step, checkpoint_dir=checkpoint_dir,
+                    fingerprint=fingerprint, trainable=lambda: _trainable_state(bridge, heads))
     result.steps = step
     bridge.eval()
     heads.eval()

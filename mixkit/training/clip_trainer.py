@@ -21,11 +21,9 @@ from mixkit.io.atomic import atomic_output_folder, check_new_output_folder
 from mixkit.training.accelerator_setup import make_accelerator
 from mixkit.training.clip_config import ClipTrainingConfig
 from mixkit.training.losses import clip_contrastive_loss
+from mixkit.training.plain_step import finish_step
 from mixkit.training.sd_lora_trainer import TrainingResult
-from mixkit.training.training_state import (
-    architecture_fingerprint, check_finite_loss, checkpoint_path, load_training_state, restore_rng_states,
-    save_training_state,
-)
+from mixkit.training.training_state import architecture_fingerprint, load_training_state, restore_rng_states
 
 logger = logging.getLogger(__name__)
 # Images are resized by the CLIP processor, so the dataset only provides order; this size is unused.
@@ -126,20 +124,10 @@ def train_clip(config: ClipTrainingConfig, *, stop_at_step: int | None = None) -
         images, texts, log_scale = encoder(**batch)
         loss = clip_contrastive_loss(images, texts, log_scale)
         accelerator.backward(loss)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        schedule.step()
         step += 1
-        result.losses.append(accelerator.reduce(loss.detach(), "mean").item())
-        check_finite_loss(result.losses[-1], step, last_checkpoint=result.last_checkpoint or config.resume_from,
-                          checkpoint_every=config.checkpoint_every)
-        if ((config.checkpoint_every and step % config.checkpoint_every == 0) or step == stop_at_step) \
-                and accelerator.is_main_process:
-            result.last_checkpoint = save_training_state(
-                checkpoint_path(checkpoint_dir, step), step=step, fingerprint=fingerprint,
-                trainable=dict(clip.state_dict()), optimizer=optimizer.optimizer, scheduler=schedule,
-                config_json=config.to_json())
-        accelerator.wait_for_everyone()
+        finish_step(loss, step, accelerator=accelerator, optimizer=optimizer, schedule=schedule, result=result,
+                    config=config, stop_at_step=stop_at_step, checkpoint_dir=checkpoint_dir, fingerprint=fingerprint,
+                    trainable=lambda: dict(clip.state_dict()))
     result.steps = step
 
     # 4. Save the fine-tuned model (safetensors via save_pretrained) with its processor, in one rename.

@@ -24,10 +24,9 @@ from mixkit.io.atomic import atomic_output_folder
 from mixkit.training.accelerator_setup import make_accelerator
 from mixkit.training.losses import build_lm_labels, causal_lm_loss
 from mixkit.training.optimizers import warmup_schedule
+from mixkit.training.plain_step import finish_step
 from mixkit.training.sd_lora_trainer import TrainingResult
-from mixkit.training.training_state import (
-    architecture_fingerprint, check_finite_loss, checkpoint_path, load_training_state, restore_rng_states, save_training_state,
-)
+from mixkit.training.training_state import architecture_fingerprint, load_training_state, restore_rng_states
 from mixkit.training.vlm_samples import VlmSample, batch_for_step, image_batch
 
 logger = logging.getLogger(__name__)
@@ -176,19 +175,10 @@ def run_language_modelling(config, run: LanguageModellingRun, *, stop_at_step: i
         with accelerator.autocast():
             loss = lm_loss(prepared, *(t.to(accelerator.device) for t in (pixels, ids, mask, labels)))
         accelerator.backward(loss)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        schedule.step()
         step += 1
-        result.losses.append(accelerator.reduce(loss.detach(), "mean").item())
-        check_finite_loss(result.losses[-1], step, last_checkpoint=result.last_checkpoint or config.resume_from,
-                          checkpoint_every=config.checkpoint_every)
-        if ((config.checkpoint_every and step % config.checkpoint_every == 0) or step == stop_at_step) \
-                and accelerator.is_main_process:
-            result.last_checkpoint = save_training_state(
-                checkpoint_path(checkpoint_dir, step), step=step, fingerprint=fingerprint, trainable=named,
-                optimizer=optimizer.optimizer, scheduler=schedule, config_json=config.to_json())
-        accelerator.wait_for_everyone()
+        finish_step(loss, step, accelerator=accelerator, optimizer=optimizer, schedule=schedule, result=result,
+                    config=config, stop_at_step=stop_at_step, checkpoint_dir=checkpoint_dir, fingerprint=fingerprint,
+                    trainable=lambda: named)
     result.steps = step
     model.eval()
     if step == config.max_steps and accelerator.is_main_process:
