@@ -14,6 +14,10 @@ step above `steps`, switches inside the second pass; an edit of the first pass s
 A1111's: `Size` is the first pass size, plus `Denoising strength`, `Hires upscale` (or `Hires resize`),
 `Hires steps` (when set) and `Hires upscaler`, so "send to txt2img" restores the whole recipe; what only the
 second pass used (LoRAs and embeddings of `hr_prompt`, its `Emphasis`) is merged in (`with_second_pass_extras`).
+With batch count > 1, each batch is refined right after its own first pass, as A1111's `process_images_inner`
+runs `sample` (first pass, then `sample_hr_pass`) per batch: progress counts both passes of every batch and only
+rises (pipelines.hires_progress), and an interrupt keeps the batches already refined; an image whose second
+pass never ran comes back at the first-pass size with a plain txt2img infotext (`without_hires_recipe`).
 Params carrying ControlNet units (`pipelines.controlnet.ControlHiresParams`) run both passes with them, as
 sd-webui-controlnet does (`hires_passes`, `pipelines.controlnet.hires`).
 """
@@ -26,7 +30,9 @@ from typing import Any
 
 from mixkit.registry import Registry
 from pipelines.base import params_from_keywords
+from pipelines.control import GenerationControl
 from pipelines.generation import GenerationResult
+from pipelines.hires_progress import HiresJobProgress
 from pipelines.hires_size import HiresSize, plan_hires_size
 from pipelines.img2img import Img2ImgParams, ImageToImage, Img2ImgInputs
 from pipelines.infotext import quote_value, split_infotext
@@ -180,6 +186,18 @@ def with_second_pass_extras(infotext: str, second_pass_infotext: str) -> str:
     return f"{head}\n{line}" if head else line
 
 
+def without_hires_recipe(infotext: str, params: HiresParams) -> str:
+    """A hires call's first-pass infotext without the hires recipe (`hires_infotext`'s keys), for an image the
+    second pass never refined (an interrupt): A1111's txt2img writes none of them without hires fix (not even
+    `Denoising strength`), so a paste of it reproduces this image rather than a hires image."""
+    head, _, _ = infotext.rpartition("\n")
+    values = split_infotext(infotext)[2]
+    for key in hires_infotext(params):
+        values.pop(key, None)
+    line = ", ".join(f"{key}: {quote_value(value)}" for key, value in values.items())
+    return f"{head}\n{line}" if head else line
+
+
 def merged_hash_list(first: str | None, second: str | None) -> str:
     """Two `name: hash, name: hash` infotext values as one, by name, as A1111's `p.lora_hashes` dict merges them:
     the first's names in order, then the second's new ones; a name in both keeps its place and takes the second's
@@ -195,12 +213,20 @@ def merged_hash_list(first: str | None, second: str | None) -> str:
 
 class _FirstPass(TextToImage):
     """Text-to-image that also keeps each image's final latents (for latent upscaling) and writes the
-    hires infotext. One instance per hires call: `latents_out` collects image index -> latents."""
+    hires infotext. One instance per hires call, called once per batch: `batch_seeds` holds the batch's
+    (seeds, generators) drawn for the whole job, `latents_out` collects image index in the batch -> latents."""
 
     latents_out: dict
+    batch_seeds: tuple[list[int], list] | None = None  # None: draw them (HiresFix does, once for the whole job)
 
     def _prepare(self, params) -> dict:
         return {}
+
+    def _seeds_and_generators(self, params, generator):
+        # HiresFix draws the job's seeds once (`seed=` or `generator=`) and runs one batch per call
+        if self.batch_seeds is None:
+            return super()._seeds_and_generators(params, generator)
+        return self.batch_seeds
 
     def _start_batch(self, params, state: dict, sampler, generators: list, first_image: int):
         start = super()._start_batch(params, state, sampler, generators, first_image)
@@ -277,26 +303,39 @@ class HiresFix:
         else:
             params = replace(params, **kwargs)
         target = self.check_inputs(params)
-        # 2. First pass at the base size
+        control = control or GenerationControl()  # one for both passes of every batch
         first_pass = hires_passes(params)[0].from_pipeline(self.pipe)
-        first_pass.latents_out = {}
-        # `generator=` seeds the first pass as TextToImage's does; the second pass draws from the seeds it recorded
-        first = first_pass(params, callback=callback, control=control, generator=generator)
-        if first.interrupted or not first.images:
-            return first
-        latents = first_pass.latents_out
-        # 3. Upscale and refine, one first-pass batch at a time (same seeds, same prompts)
-        result = GenerationResult(interrupted=False)
+        # `generator=` seeds the job as TextToImage's does; each second pass draws from the seeds its batch recorded
+        seeds, generators = first_pass._seeds_and_generators(params, generator)
+        second_steps = params.hr_second_pass_steps or params.steps
+        progress = HiresJobProgress(callback, params.batch_count, params.steps, second_steps)
+        result = GenerationResult()
         size = params.batch_size
-        for start in range(0, len(first.images), size):
-            batch = list(range(start, min(start + size, len(first.images))))
-            second = self._second_pass(params, target, [first.images[i] for i in batch],
-                                       [latents[i] for i in batch], first.seeds[start], callback, control, first_pass)
-            for k, image, second_infotext in zip(batch, second.images, second.infotexts):
+        # A1111 runs each batch's hires pass right after its first pass (process_images_inner -> p.sample ->
+        # sample_hr_pass), so progress only rises and an interrupt keeps every batch already refined.
+        for batch in range(params.batch_count):
+            if control.interrupted:
+                break
+            # 2. This batch's first pass at the base size
+            images = slice(batch * size, (batch + 1) * size)
+            first_pass.latents_out = {}
+            first_pass.batch_seeds = (seeds[images], generators[images])
+            first = first_pass(replace(params, batch_count=1), callback=progress.next_pass(), control=control)
+            if first.interrupted or not first.images:
+                # A1111's sample_hr_pass returns the first pass's samples when interrupted; unlike A1111 (whose
+                # infotext keeps the hires keys), the infotext describes them as what they are: a txt2img image
+                for image, seed, infotext in zip(first.images, first.seeds, first.infotexts):
+                    result.add(image, seed, without_hires_recipe(infotext, params))
+                break
+            # 3. Upscale and refine this batch (same seeds, same prompts)
+            latents = [first_pass.latents_out[k] for k in range(len(first.images))]
+            second = self._second_pass(params, target, first.images, latents, first.seeds[0], progress.next_pass(),
+                                       control, first_pass)
+            for k, (image, second_infotext) in enumerate(zip(second.images, second.infotexts)):
                 result.add(image, first.seeds[k], with_second_pass_extras(first.infotexts[k], second_infotext))
             if second.interrupted:
-                result.interrupted = True
                 break
+        result.interrupted = control.interrupted
         return result
 
     def _second_pass(self, params: HiresParams, target: HiresSize, images: list, latents: list, seed: int,

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-RESIZE_MODES = ("just resize", "crop and resize", "resize and fill")
+RESIZE_MODES = ("just resize", "crop and resize", "resize and fill")  # A1111's resize_mode 0, 1, 2: on pixels
+# A1111's img2img resize_mode 3: the init image is not resized; it is VAE-encoded at its own size and its latents
+# are stretched to the output size with the "Latent" upscale (bilinear), in `StableDiffusionProcessingImg2Img.init`.
+LATENT_RESIZE_MODE = "just resize (latent upscale)"
+IMG2IMG_RESIZE_MODES = (*RESIZE_MODES, LATENT_RESIZE_MODE)
 
 
-def check_resize_mode(mode: str) -> str:
+def check_resize_mode(mode: str, allowed: tuple[str, ...] = RESIZE_MODES) -> str:
+    """`mode` in A1111's lower case if it is one of `allowed` (the pixel modes unless told otherwise)."""
     folded = mode.strip().lower() if isinstance(mode, str) else mode
-    if folded not in RESIZE_MODES:
-        raise ValueError(f"Unknown resize mode {mode!r}; valid ones: {', '.join(RESIZE_MODES)}.")
+    if folded not in allowed:
+        raise ValueError(f"Unknown resize mode {mode!r}; valid ones: {', '.join(allowed)}.")
     return folded
 
 

@@ -23,7 +23,9 @@ from typing import Any
 
 from mixkit.models.diffusion import ModelFamily
 from pipelines.base import BatchStart, DiffusionPipelineBase
-from pipelines.image_prep import check_resize_mode, normalize_init_image, resize_image, to_model_pixels
+from pipelines.image_prep import (
+    IMG2IMG_RESIZE_MODES, LATENT_RESIZE_MODE, check_resize_mode, normalize_init_image, resize_image, to_model_pixels,
+)
 from pipelines.inpaint_mask import (
     CropRegion, blur_mask, check_mask_image, check_masked_content, conditioning_mask, fill_masked_area,
     full_mask_channels, is_inpainting_unet, latent_mask, masked_model_pixels, only_masked_crop, paste_back, prepare_mask,
@@ -80,7 +82,9 @@ def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
                              "(an empty image cannot be resized to the output size).")
         if image.width * image.height > limits.max_pixels * 4:
             raise ValueError(f"init_images[{index}] is {image.width}x{image.height}, too large to process; downscale it first.")
-    params.resize_mode = check_resize_mode(params.resize_mode)
+    params.resize_mode = check_resize_mode(params.resize_mode, IMG2IMG_RESIZE_MODES)
+    if params.resize_mode == LATENT_RESIZE_MODE:
+        _check_latent_resize_use(params)
     params.inpainting_fill = check_masked_content(params.inpainting_fill)
     check_mask_image(params.mask)
     for name in ("exact_steps", "inpainting_mask_invert", "inpaint_full_res", "mask_round"):
@@ -92,6 +96,18 @@ def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
         value = getattr(params, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 64):
             raise ValueError(f"{name} must be an integer in [0, 64], or None to use mask_blur, got {value!r}.")
+
+
+def _check_latent_resize_use(params: Img2ImgParams) -> None:
+    """Refuse "just resize (latent upscale)" where its pixels would not be A1111's: with a mask, A1111 resizes the
+    mask (with its resize_image's fill branch) but not the image, and its overlay paste then meets two sizes; a
+    ControlNet unit would take the init image resized by a pixel mode the extension does not define for it."""
+    if params.mask is not None:
+        raise ValueError(f"resize_mode {LATENT_RESIZE_MODE!r} works on img2img without a mask; for inpainting choose "
+                         f"one of {', '.join(IMG2IMG_RESIZE_MODES[:-1])}, or upscale the image first.")
+    if getattr(params, "controlnets", None):
+        raise ValueError(f"resize_mode {LATENT_RESIZE_MODE!r} cannot be combined with ControlNet units; choose one of "
+                         f"{', '.join(IMG2IMG_RESIZE_MODES[:-1])}.")
 
 
 def _checked_strength(value: Any) -> float:
@@ -182,10 +198,23 @@ class ImageToImage(DiffusionPipelineBase):
 
     def _prepare(self, params: Img2ImgParams) -> Img2ImgInputs:
         images = [normalize_init_image(image) for image in params.init_images]
+        if params.mask is None and params.resize_mode == LATENT_RESIZE_MODE:
+            return Img2ImgInputs(originals=images, init_latents=self._encode_latent_resized(images, params))
         if params.mask is None:
             resized = [resize_image(image, params.width, params.height, params.resize_mode) for image in images]
             return Img2ImgInputs(originals=resized, init_latents=self._encode(resized))
         return self._prepare_inpaint(params, images)
+
+    def _encode_latent_resized(self, images: list, params: Img2ImgParams):
+        """A1111's resize_mode 3: each image encoded at its own size (the VAE floors a side that is not a multiple
+        of its factor, as A1111's does), then its latents stretched to the output's latent size with
+        `interpolate(..., mode="bilinear")` (the "Latent" upscale: no antialias, align_corners False)."""
+        import torch
+
+        factor = self.model.vae_scale_factor
+        size = (params.height // factor, params.width // factor)
+        return torch.cat([torch.nn.functional.interpolate(self._encode([image]), size=size, mode="bilinear")
+                          for image in images])
 
     def _prepare_inpaint(self, params: Img2ImgParams, images: list) -> Img2ImgInputs:
         """A1111's inpaint preparation (`StableDiffusionProcessingImg2Img.init`): the mask blurred, then either

@@ -192,8 +192,9 @@ def build_api(state: ServerState) -> APIRouter:
         return {
             "progress": round(snapshot.fraction, 4), "eta_relative": round(snapshot.eta_seconds, 2),
             "state": {"skipped": snapshot.skipped, "interrupted": snapshot.interrupted, "stopping_generation": False,
-                      "job": snapshot.job, "job_count": snapshot.queued + (1 if snapshot.busy else 0),
-                      "job_timestamp": job_timestamp(), "job_no": snapshot.job_number,
+                      # A1111's state.job_no / job_count: the batch (with hires fix, the pass) within the job
+                      "job": snapshot.job, "job_count": snapshot.pass_count,
+                      "job_timestamp": job_timestamp(), "job_no": snapshot.pass_index,
                       "sampling_step": snapshot.step, "sampling_steps": snapshot.total_steps},
             "current_image": current_image, "textinfo": textinfo, "current_task": snapshot.job or None,
             "queued": snapshot.queued,

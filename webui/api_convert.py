@@ -23,7 +23,7 @@ from webui.options import (PROMPT_OPTION_DEFAULTS, PROMPT_OPTION_KEYS, SAMPLER_O
 from webui.prompt_guard import check_prompt_networks
 
 # A1111's integer codes for img2img choices, in its order.
-RESIZE_MODES = {0: "just resize", 1: "crop and resize", 2: "resize and fill"}
+RESIZE_MODES = {0: "just resize", 1: "crop and resize", 2: "resize and fill", 3: "just resize (latent upscale)"}
 INPAINTING_FILL = {0: "fill", 1: "original", 2: "latent noise", 3: "latent nothing"}
 # A1111's option keys for skipping the negative prompt (NGMS, Skip Early CFG) may also come per request.
 SETTABLE_OVERRIDES = {"CLIP_stop_at_last_layers", *UNCOND_SKIP_KEYS, *SAMPLER_OPTION_KEYS, *PROMPT_OPTION_KEYS}

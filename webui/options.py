@@ -155,6 +155,7 @@ SETTABLE = {
     "img2img_fix_steps": _check_bool("img2img_fix_steps"),
     **{key: (lambda value, key=key: check_option_value(key, value)) for key in OPTION_KEYS},
 }
+SIZE_KEYS = ("default_width", "default_height")  # the defaults that start at the loaded model's native size
 MODEL_KEY = "sd_model_checkpoint"
 VAE_KEY = "sd_vae"  # like the model key, applied by the caller: it loads a file
 PRESET_KEY = "performance_preset"  # applied by the caller too: switching reloads the model (see ServerState)
@@ -191,19 +192,27 @@ class ServerOptions:
         self._adopted: set[str] = set()  # size defaults taken from the loaded model, not chosen by the user
         saved = self._read_saved(settings_file) if settings_file else {}
         self._values.update(saved)
-        self._from_file = set(saved)
+        self._chosen = set(saved)  # keys the user chose: in the settings file, or changed since
 
     def adopt_native_size(self, size: int) -> None:
-        """Start the size defaults at the model's native size (64 px for mixkit-tiny-sd, 512 for SD 1.5)
-        unless the settings file chose them; adopted values are not written to the settings file."""
-        changes = {key: size for key in ("default_width", "default_height") if key not in self._from_file}
-        try:
-            check_generation_defaults(defaults_from_options({**self._values, **changes}), self.limits)
-        except ValueError:
-            return  # a size the limits refuse stays at the usual default
+        """Make the size defaults the user has not chosen the loaded model's native size (64 px for mixkit-tiny-sd,
+        512 for SD 1.5, 1024 for SDXL); called at start and after every model switch, so they follow the model.
+
+        A size the limits refuse gives those keys the usual default (A1111's 512) instead. Adopted values are
+        never written to the settings file, and they stay adopted until the user sets another value (`apply`)."""
         with self._lock:
-            self._values.update(changes)
-            self._adopted.update(changes)
+            keys = [key for key in SIZE_KEYS if key not in self._chosen]
+            values = dict(self._values)
+        usual = options_from_defaults(GenerationDefaults())
+        for candidate in ({key: size for key in keys}, {key: usual[key] for key in keys}):
+            try:
+                check_generation_defaults(defaults_from_options({**values, **candidate}), self.limits)
+            except ValueError:
+                continue
+            with self._lock:
+                self._values.update(candidate)
+                self._adopted.update(candidate)
+            return
 
     def snapshot(self, model_title: str | None) -> dict[str, Any]:
         with self._lock:
@@ -269,9 +278,17 @@ class ServerOptions:
             check_generation_defaults(defaults_from_options(merged), self.limits)
         return checked
 
-    def apply(self, checked: dict[str, Any]) -> None:
-        """Make checked changes current; with a settings file, saved first, so a failed write changes nothing."""
+    def apply(self, checked: dict[str, Any], *, whole_form: bool = False) -> None:
+        """Make checked changes current; with a settings file, saved first, so a failed write changes nothing.
+
+        `whole_form`: the changes are a form that sends every field (the Settings tab's Apply), so an adopted size
+        default sent back with the value it already has is not a choice: it stays adopted, follows the next model
+        and is not saved. Otherwise (an API POST, which names what it sets, as A1111 saves it) and for any other
+        value, it is the user's: saved, and kept across model switches."""
         with self._lock:
+            if whole_form:
+                checked = {key: value for key, value in checked.items()
+                           if not (key in self._adopted and self._values.get(key) == value)}
             if self.settings_file and any(key in PERSISTED for key in checked):
                 from webui.settings_file import write_settings_file
 
@@ -280,6 +297,7 @@ class ServerOptions:
                 write_settings_file(self.settings_file, saved)
             self._values.update(checked)
             self._adopted.difference_update(checked)
+            self._chosen.update(checked)
 
     def _read_saved(self, path: str) -> dict[str, Any]:
         """The known keys of the settings file, each checked as an API change would be; ValueError naming file and key."""

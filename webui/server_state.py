@@ -128,6 +128,8 @@ class ServerState:
 
         def run(control, on_step):
             entry = self.holder.switch(title, preset)
+            # the size defaults the user has not chosen follow the new model's native size
+            self.options.adopt_native_size(self.holder.txt2img().model.native_size)
             self._remember_checkpoint(entry.title)
             if preset is not None and self.options.get(PRESET_KEY) != self.holder.preset:
                 try:

@@ -48,6 +48,10 @@ class ProgressSnapshot:
     total_steps: int = 0
     batch_index: int = 0
     batch_count: int = 0
+    # A1111's state.job_no / job_count (`/sdapi/v1/progress`): the running pass within the job and how many it
+    # runs, i.e. the batch and the batch count, or in a hires fix two passes per batch (`pass_position`)
+    pass_index: int = 0
+    pass_count: int = 0
     fraction: float = 0.0
     eta_seconds: float = 0.0
     started_at: float | None = None
@@ -65,6 +69,13 @@ def estimate_eta(elapsed: float, fraction: float) -> float:
     if fraction <= 0:
         return 0.0
     return max(0.0, elapsed / fraction * (1.0 - fraction))
+
+
+def pass_position(state: StepProgress) -> tuple[int, int]:
+    """(A1111's state.job_no, state.job_count) at this step: the batch index and batch count, except in a hires
+    fix, where A1111 doubles job_count and calls nextjob() before each hires pass, so each pass counts
+    (pipelines.hires_progress.HiresStepProgress carries pass_index and pass_count)."""
+    return getattr(state, "pass_index", state.batch_index), getattr(state, "pass_count", state.batch_count)
 
 
 class GenerationWorker:
@@ -228,6 +239,7 @@ class GenerationWorker:
             progress = self._progress
             progress.step, progress.total_steps = state.step, state.total_steps
             progress.batch_index, progress.batch_count = state.batch_index, state.batch_count
+            progress.pass_index, progress.pass_count = pass_position(state)
             progress.fraction = state.fraction
             if preview is not None:
                 progress.preview_latents = preview

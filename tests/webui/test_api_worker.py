@@ -197,3 +197,32 @@ def test_a_waiting_job_counts_the_jobs_ahead_of_it_not_itself(worker):
     for job in (first, second, third):
         job.future.result(10)
     assert worker.jobs_ahead(third) is None
+
+
+def test_progress_keeps_a1111s_job_no_and_job_count_and_a_hires_jobs_fraction(worker):
+    """A1111's state.job_no / job_count: the batch within the job (job_count = n_iter, process_images_inner), and in
+    a hires fix the pass (job_count doubled in StableDiffusionProcessingTxt2Img.init, nextjob() before each
+    sample_hr_pass), never the server's job number."""
+    from pipelines.hires_progress import HiresStepProgress
+
+    gate, seen = threading.Event(), threading.Event()
+    snapshots = []
+
+    def job(control, on_step):
+        on_step(StepProgress(2, 4, 1, 3, torch.zeros(1, 4, 2, 2), control))
+        snapshots.append(worker.progress())
+        # batch 2's hires pass (pass 4 of 6), step 1 of 2, after 3 + 2 + 3 steps of a (3 + 2) x 3 job
+        on_step(HiresStepProgress(1, 2, 1, 3, torch.zeros(1, 4, 2, 2), control, steps_before=8, steps_after=5,
+                                  pass_index=3, pass_count=6))
+        snapshots.append(worker.progress())
+        seen.set()
+        gate.wait(10)
+
+    submitted = worker.submit(job, "txt2img")
+    seen.wait(10)
+    plain, hires = snapshots
+    assert (plain.pass_index, plain.pass_count) == (1, 3)
+    assert (hires.pass_index, hires.pass_count, hires.batch_index, hires.step) == (3, 6, 1, 1)
+    assert hires.fraction == pytest.approx(9 / 15)
+    gate.set()
+    submitted.future.result(10)

@@ -144,5 +144,42 @@ def test_a_size_from_the_settings_file_wins_over_the_models_native_size(tmp_path
     options = make_options(tmp_path)
     options.adopt_native_size(64)
     assert (options.generation_defaults().width, options.generation_defaults().height) == (320, 64)
-    options.adopt_native_size(65)  # not a multiple of 8: refused by the limits, the defaults stay
-    assert (options.generation_defaults().width, options.generation_defaults().height) == (320, 64)
+    options.adopt_native_size(65)  # not a multiple of 8: refused by the limits, the usual default instead
+    assert (options.generation_defaults().width, options.generation_defaults().height) == (320, 512)
+
+
+def test_size_defaults_follow_each_loaded_model_unless_the_user_chose_them(tmp_path):
+    """Report webui2 #4: after a switch to a 128-native model the defaults stayed the tiny model's 64. Only the
+    sizes the user chose (settings file or a change) stay put; A1111 has a fixed 512 and no native size at all."""
+    options = make_options(tmp_path)
+    options.adopt_native_size(64)
+    options.adopt_native_size(128)  # the next model's native size
+    assert (options.generation_defaults().width, options.generation_defaults().height) == (128, 128)
+    options.apply(options.check_update({"default_width": 96}))
+    options.adopt_native_size(1024)
+    assert (options.generation_defaults().width, options.generation_defaults().height) == (96, 1024)
+    assert "default_height" not in json.loads((tmp_path / "settings.json").read_text())
+
+
+def test_a_native_size_the_limits_refuse_gives_the_usual_default_not_the_previous_models(tmp_path):
+    options = make_options(tmp_path, limits=GenerationLimits(max_side=768))
+    options.adopt_native_size(64)
+    options.adopt_native_size(1024)  # an SDXL model on a server that caps sides at 768
+    assert (options.generation_defaults().width, options.generation_defaults().height) == (512, 512)
+
+
+def test_the_settings_form_posting_back_an_adopted_size_does_not_make_it_the_users(tmp_path):
+    """The Settings form sends every field: the adopted sizes come back unchanged, which is not a choice (not saved,
+    still following the model); an API POST names what it sets, and A1111 saves it."""
+    options = make_options(tmp_path)
+    options.adopt_native_size(64)
+    options.apply(options.check_update({"samples_save": False, "default_width": 64, "default_height": 64}),
+                  whole_form=True)
+    saved = json.loads((tmp_path / "settings.json").read_text())
+    assert saved["samples_save"] is False and "default_width" not in saved and "default_height" not in saved
+    options.adopt_native_size(128)
+    assert (options.generation_defaults().width, options.generation_defaults().height) == (128, 128)
+    options.apply(options.check_update({"default_width": 128}))  # the API's explicit choice, though unchanged
+    assert json.loads((tmp_path / "settings.json").read_text())["default_width"] == 128
+    options.adopt_native_size(64)
+    assert (options.generation_defaults().width, options.generation_defaults().height) == (128, 64)

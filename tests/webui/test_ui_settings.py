@@ -118,3 +118,32 @@ def test_the_grid_options_are_settings_like_a1111s(built):
         assert json.load(saved)["return_grid"] is False  # remembered across restarts
     apply.fn(*current, True, True)
     assert (state.options.get("return_grid"), state.options.get("grid_save")) == (True, True)
+
+
+def test_apply_settings_does_not_save_the_models_size_defaults_as_the_users(tmp_path):
+    """Report webui2 #4 B: Apply (to untick "Save images") wrote the adopted 64x64 into the settings file, so a
+    128-native model later started at 64x64."""
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+    from webui.ui.app import build_ui
+
+    from .ui_blocks import handler
+
+    (tmp_path / "models").mkdir()
+    settings = tmp_path / "settings.json"
+    state = ServerState(ServerConfig(models_dir=str(tmp_path / "models"), output_dir=str(tmp_path / "out"),
+                                     settings_file=str(settings)))
+    try:
+        state.options.adopt_native_size(64)  # as at start with mixkit-tiny-sd
+        apply = handler(build_ui(state), "settings_apply", "click")
+        inputs = [block.elem_id for block in apply.inputs]
+        values = [block.value for block in apply.inputs]
+        assert values[inputs.index("settings_default_width")] == 64
+        values[0] = False  # "Save generated images"
+        assert apply.fn(*values) == "Settings applied."
+        saved = json.loads(settings.read_text())
+        assert saved["samples_save"] is False and "default_width" not in saved and "default_height" not in saved
+        state.options.adopt_native_size(128)  # the next model still gets its own size
+        assert (state.generation_defaults().width, state.generation_defaults().height) == (128, 128)
+    finally:
+        state.close()

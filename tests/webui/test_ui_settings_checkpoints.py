@@ -18,6 +18,8 @@ from .ui_blocks import component, handler, load_value
 class HashingPipeline:
     """Stands in for a loaded model: loading hashes the file, as the real loader does for the infotext's hash."""
 
+    native_size = 64  # what a switch reads to re-adopt the size defaults
+
     def __init__(self, source: str) -> None:
         from mixkit.io.hashing import a1111_model_hash
 
@@ -55,8 +57,10 @@ def test_a_load_puts_the_hashed_title_into_the_choices_and_a_page_load_keeps_it(
     before = load_value(blocks, "settings_checkpoint")
     assert choice_values(before) == ["a.safetensors", "b.safetensors"] and before.value is None
 
-    status, after_load = handler(blocks, "settings_load_checkpoint", "click").fn("b.safetensors")
+    status, after_load, *sizes = handler(blocks, "settings_load_checkpoint", "click").fn("b.safetensors")
     assert state.model_title == hashed and hashed in status
+    # the size defaults as the server holds them after the switch (they follow a model's native size)
+    assert sizes == [state.options.get("default_width"), state.options.get("default_height")]
     assert after_load.value == hashed and choice_values(after_load) == ["a.safetensors", hashed]
 
     reloaded = load_value(blocks, "settings_checkpoint")  # a page opened (or reloaded) after the load

@@ -11,7 +11,7 @@ import gradio as gr
 from mixkit.runtime import PRESETS
 from pipelines.uncond_skip import MAX_S_MIN_UNCOND
 from webui.generation_defaults import OPTION_KEYS
-from webui.options import MAX_CONTROLNET_UNITS
+from webui.options import MAX_CONTROLNET_UNITS, SIZE_KEYS
 from webui.server_state import ServerState
 from webui.ui.errors import failed, refused
 
@@ -52,7 +52,7 @@ def status_line(state: ServerState) -> str:
 def apply_settings(state: ServerState, values: dict) -> str:
     """Check and apply option changes from the form (`/sdapi/v1/options` keys); gr.Error naming the bad value."""
     try:
-        state.options.apply(state.options.check_update(values))
+        state.options.apply(state.options.check_update(values), whole_form=True)
     except (ValueError, OSError) as error:
         raise refused(str(error)) from None
     return "Settings applied."
@@ -101,6 +101,7 @@ def build_settings_tab(state: ServerState, page: gr.Blocks) -> None:
                               label="Clip skip (CLIP_stop_at_last_layers): new txt2img/img2img pages start from it, "
                                     "API requests that leave it out use it", elem_id="settings_clip_skip")
     defaults_widgets = build_defaults_widgets(state)
+    size_widgets = [widget for key, widget in zip(OPTION_KEYS, defaults_widgets) if key in SIZE_KEYS]
     unit_count = gr.Slider(1, MAX_CONTROLNET_UNITS, value=lambda: state.options.get("control_net_unit_count"), step=1,
                            label="ControlNet units per tab (control_net_unit_count; takes effect after a restart)",
                            elem_id="settings_control_net_unit_count")
@@ -144,7 +145,9 @@ def build_settings_tab(state: ServerState, page: gr.Blocks) -> None:
             job.future.result()
         except Exception as error:  # keep serving the previous model; tell the user why
             raise failed(f"Could not load {title!r}: {error}. Still using {state.model_title!r}.", error) from None
-        return status_line(state), checkpoint_choices(state)
+        # the size defaults the user has not set follow the new model's native size: show them, so an Apply
+        # from this page posts back what the server has (which keeps them the model's, not the user's)
+        return status_line(state), checkpoint_choices(state), *(state.options.get(key) for key in SIZE_KEYS)
 
     def do_apply(save_value: bool, previews_value: bool, clip_value: float, units: float, ngms_value: float,
                  ngms_all_value: bool, skip_early_value: float, eta_ancestral_value: float, eta_ddim_value: float,
@@ -171,7 +174,7 @@ def build_settings_tab(state: ServerState, page: gr.Blocks) -> None:
     refresh.click(do_refresh, outputs=checkpoint)
     vae_refresh.click(do_vae_refresh, outputs=vae)
     vae_load.click(lambda name: switch_vae(state, name), inputs=vae, outputs=status)
-    load.click(do_load, inputs=checkpoint, outputs=[status, checkpoint])
+    load.click(do_load, inputs=checkpoint, outputs=[status, checkpoint, *size_widgets])
     apply.click(do_apply, inputs=[save, previews, clip_skip, unit_count, ngms, ngms_all, skip_early, eta_ancestral, eta_ddim,
                                   ensd, fix_steps, *defaults_widgets, return_grid, grid_save, emphasis, comma_backtrack],
                 outputs=status)
