@@ -65,9 +65,12 @@ register_app(Chain("text2image_generation", [Step("text_to_image", id="generate"
                    description="Text to image with SD 1.x/2.x/SDXL (prompt weights, LoRA tags, samplers)."))
 register_app(Chain("image2image_text_guided_generation", [Step("image_to_image", id="generate")],
                    inputs=["image", "prompt"], description="Repaint an image guided by a prompt (img2img)."))
-# PaddleMIX's caption task reads its prompt as `blip2_prompt` (paddlemix/appflow/image2text_generation.py).
+# PaddleMIX's caption task reads its prompt as `blip2_prompt` (paddlemix/appflow/image2text_generation.py), and its
+# MiniGPT-4 task the user's instruction as `minigpt4_text`, put in the chat template's "###Human: <image> <text>" turn:
+# a question to the model, here asked in the loaded family's own VQA / chat format.
 register_app(Chain("image2text_generation", [Step("image_caption", id="caption")],
-                   inputs=["image", "prompt", "question"], input_aliases={"blip2_prompt": "prompt"},
+                   inputs=["image", "prompt", "question"],
+                   input_aliases={"blip2_prompt": "prompt", "minigpt4_text": "question"},
                    unavailable_outputs={"prompt": NOUN_TAGS_UNAVAILABLE},
                    description="Caption an image, or answer a question about it (BLIP-2, InstructBLIP, LLaVA)."))
 register_app(Chain("zero_shot_classification", [Step("zero_shot_classification", id="classify")],
@@ -89,6 +92,11 @@ register_app(Chain(
      Step("inpaint", id="inpaint", inputs={"prompt": "inpaint_prompt"})],
     inputs=["image", "prompt", "inpaint_prompt"],
     description="Repaint what `prompt` names with `inpaint_prompt` (Grounding DINO -> SAM -> SD inpaint)."))
+# PaddleMIX's `inpainting` with one SD model and a mask the user paints (`seg_masks=`, a mask image: white = repaint)
+register_app(Chain(
+    "mask_guided_inpainting", [Step("inpaint", id="inpaint", inputs={"prompt": "inpaint_prompt"})],
+    inputs=["image", "mask", "inpaint_prompt"], input_aliases={"seg_masks": "mask"},
+    description="Repaint the white area of your mask with `inpaint_prompt` (SD inpaint; PaddleMIX: seg_masks=)."))
 register_app(Chain(
     "dialog_image_editing",
     [Step("edit_instruction_parsing", id="parse"), *_detect_and_segment("parse.prompt"), Step("merge_masks", id="mask"),
@@ -113,8 +121,42 @@ def register_app_alias(alias: str, name: str) -> None:
     APPS.register_alias(alias, name)
 
 
-# PaddleMIX's `inpainting` with its default models (a detector, SAM and an SD model) is this chain.
+# PaddleMIX's `inpainting` picks its sub-flow from the models given (paddlemix/appflow/text_guided_image_inpainting.py
+# and its README): with its default models (a detector, SAM and an SD model) it is this chain; `app_for_models`
+# picks the others.
 register_app_alias("inpainting", "text_guided_inpainting")
+
+CHAT_INPAINTING_REFUSED = (
+    "PaddleMIX's 4-model `inpainting` (ChatGLM, Grounding DINO, SAM, SD) is chat-guided editing; here that is "
+    "Appflow(app='dialog_image_editing', models=[llm, detector, segmenter, generator]) called with "
+    "instruction=<your edit, e.g. 'make the bus a yellow van'>. Its LLM answers mixkit's own JSON prompt, so "
+    "PaddleMIX's prompt= template (for ChatGLM's free-text reply) has no counterpart and is not taken.")
+
+
+def inpainting_for_models(models: Any) -> str:
+    """The app PaddleMIX's `inpainting` runs for these models: one SD model -> your own mask (`seg_masks=`);
+    detector, SAM, SD -> text-guided; an LLM first (4 models) -> refused, pointing at `dialog_image_editing`."""
+    if isinstance(models, dict):
+        if "llm" in models:
+            raise ValueError(CHAT_INPAINTING_REFUSED)
+        return "mask_guided_inpainting" if set(models) == {"generator"} else "text_guided_inpainting"
+    if isinstance(models, (list, tuple)):
+        if len(models) == 4:
+            raise ValueError(CHAT_INPAINTING_REFUSED)
+        if len(models) == 1:
+            return "mask_guided_inpainting"
+    return "text_guided_inpainting"
+
+
+APPS_CHOSEN_BY_MODELS = {"inpainting": inpainting_for_models}
+"""App names whose chain depends on the models given (as PaddleMIX's do) -> the function that picks the app."""
+
+
+def app_for_models(name: Any, models: Any) -> Any:
+    """The registered app `name` stands for with these `models` (`name` itself unless it is chosen by models)."""
+    if isinstance(name, str) and name in APPS_CHOSEN_BY_MODELS and name not in APPS:
+        return APPS_CHOSEN_BY_MODELS[name](models)
+    return name
 
 
 def describe_app(name: str) -> dict[str, Any]:
@@ -142,6 +184,8 @@ def describe_app(name: str) -> dict[str, Any]:
         "options": options,
         "option_aliases": option_aliases,  # other accepted spellings (PaddleMIX's) -> the option
         "input_aliases": dict(plan.chain.input_aliases),  # other accepted spellings of inputs -> the input
+        # inputs that also take a list of values of their type, run as one batch (captioning several images)
+        "batch_inputs": [name for name, port in plan.app_inputs.items() if port.batch],
         "models": {role: {"kind": MODEL_KINDS.get(kind).name, "default": defaults.get(role)}
                    for role, kind in plan.model_roles.items()},
         "steps": [f"{step.id}:{step.task}" for step in plan.order],

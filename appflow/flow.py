@@ -65,16 +65,31 @@ def resolve_app(app: Any) -> Chain:
 
 class AppResult(dict):
     """An app's outputs by name; looking up one it does not have names the ones it has (and, for an output another
-    project's app of that name returns, why it is not produced here) instead of a bare KeyError."""
+    project's app of that name returns, why it is not produced here) instead of a bare KeyError.
 
-    def __init__(self, chain: Chain, outputs: dict[str, Any]) -> None:
+    An app input is also found by name (`result["image"]`), as PaddleMIX's examples read it
+    (`applications/Automatic_label/automatic_label.py`: `plt.imshow(result["image"])`): its AppTask returns the
+    inputs dict with the outputs added. The inputs are looked up, not stored: iterating, `len` and the HTTP response
+    hold the outputs only, so a response never echoes the request's images back."""
+
+    def __init__(self, chain: Chain, outputs: dict[str, Any], inputs: dict[str, Any] | None = None) -> None:
         super().__init__(outputs)
         self._chain = chain
+        self._inputs = dict(inputs or {})
 
     def __missing__(self, key: Any) -> Any:
         why = self._chain.unavailable_outputs.get(key) if isinstance(key, str) else None
+        if why is None and key in self._inputs:
+            return self._inputs[key]
         reason = f" {why}" if why else ""
-        raise KeyError(f"App {self._chain.name!r} has no output {key!r}.{reason} Its outputs: {sorted(self)}.")
+        raise KeyError(f"App {self._chain.name!r} has no output {key!r}.{reason} Its outputs: {sorted(self)}"
+                       + (f"; its inputs, also readable by name: {sorted(self._inputs)}." if self._inputs else "."))
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
 
     def __reduce__(self):
         return dict, (dict(self),)  # pickles (to a worker, a cache) as the plain dict it is
@@ -122,7 +137,9 @@ class Appflow:
             raise TypeError("Appflow needs an app: Appflow(app='text2image_generation'); `python -m appflow list` "
                             "lists them.")
         _check_static_mode(static_mode)
-        self.plan: ChainPlan = validate_chain(resolve_app(app if app is not None else task))
+        from appflow.apps import app_for_models
+
+        self.plan: ChainPlan = validate_chain(resolve_app(app_for_models(app if app is not None else task, models)))
         self.name = self.plan.chain.name
         # 2. Where it runs, checked now rather than at the first call
         self.device = check_device(device)
@@ -262,7 +279,8 @@ class Appflow:
                 values[(step.id, key)] = produced[key]
 
         # 3. Collect the named outputs, with the main one under "result"
-        return AppResult(self.plan.chain, {name: values[(b.step, b.key)] for name, b in self.plan.outputs.items()})
+        return AppResult(self.plan.chain, {name: values[(b.step, b.key)] for name, b in self.plan.outputs.items()},
+                         inputs)
 
     def _single_image_as_list(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """PaddleMIX passes `image=` to apps whose input here is a list `images` (dual-guided generation): take it as

@@ -63,6 +63,8 @@ register_port_type("masks", "a bool tensor (N, H, W), one mask per box",
                    lambda v: _is_tensor(v, 3) and str(v.dtype) == "torch.bool")
 register_port_type("label_scores", "a dict label -> probability", lambda v: isinstance(v, dict)
                    and all(isinstance(k, str) and isinstance(p, float) for k, p in v.items()))
+register_port_type("label_scores_list", "a list of dicts label -> probability, one per image",
+                   lambda v: _is_list_of(v, PORT_TYPES.get("label_scores").check))
 register_port_type("flag", "True or False", lambda v: isinstance(v, bool))
 register_port_type("json", "a JSON-serialisable dict", lambda v: isinstance(v, dict))
 

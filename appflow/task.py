@@ -88,11 +88,40 @@ def rename_aliases(options: dict[str, Any], aliases: dict[str, str], who: str, w
     return renamed
 
 
+def check_number_option(name: str, value: Any, low: float | None = None, high: float | None = None) -> float:
+    """`value` as a float if it is a finite real number in [low, high]; else ValueError naming the option and range.
+
+    NaN is refused: it passes no comparison, so `not low <= nan <= high` checks let it through to the model, where
+    e.g. a NaN mask threshold gives all-empty masks without a word."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or (low is not None and value < low) or (high is not None and value > high):
+        bounds = (f" in [{low}, {high}]" if low is not None and high is not None else
+                  f" >= {low}" if low is not None else f" <= {high}" if high is not None else "")
+        raise ValueError(f"{name} must be a number{bounds}, got {value!r} (NaN and infinities are refused).")
+    return float(value)
+
+
+def check_int_option(name: str, value: Any, low: int, high: int | None = None) -> int:
+    """`value` if it is an int (not a bool) in [low, high]; else ValueError naming the option and range."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bounds = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise ValueError(f"{name} must be an integer {bounds}, got {value!r}.")
+    return value
+
+
 TASKS: Registry[type[Task]] = Registry("AppFlow task")
 
 
-def register_task(cls: type[Task]) -> type[Task]:
-    """Class decorator: check the declarations and add the task to `TASKS` under `cls.name`."""
+def register_task(cls: type[Task] | None = None, *, replace: bool = False):
+    """Class decorator: check the declarations and add the task to `TASKS` under `cls.name`.
+
+    `@register_task` refuses a name already taken; `@register_task(replace=True)` (or `register_task(cls,
+    replace=True)`) overrides it, as `register_app(..., replace=True)` does for apps, so a notebook cell that
+    defines a task can be edited and run again without restarting the kernel."""
+    if cls is None:
+        return lambda task_class: register_task(task_class, replace=replace)
     from appflow.ports import PORT_TYPES
 
     for key, port in cls.inputs.items():
@@ -102,5 +131,5 @@ def register_task(cls: type[Task]) -> type[Task]:
     if cls.main_output not in cls.outputs:
         raise ValueError(f"Task {cls.name!r}: main_output {cls.main_output!r} is not one of its outputs "
                          f"{sorted(cls.outputs)}.")
-    TASKS.register(cls.name, cls)
+    TASKS.register(cls.name, cls, replace=replace)
     return cls

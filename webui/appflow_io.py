@@ -18,18 +18,32 @@ HTTP_PORT_TYPES = ("image", "images", "text", "texts", "flag", "json")
 
 def decode_app_inputs(description: dict, inputs: Any, *, max_pixels: int, max_bytes: int, max_chars: int) -> dict:
     """Typed inputs for `Appflow(**inputs)`; raises ValueError naming the input and what it expects."""
+    from appflow.task import rename_aliases
+
     if not isinstance(inputs, dict):
         raise ValueError(f"inputs must be a JSON object, got {type(inputs).__name__}.")
+    aliases = description.get("input_aliases", {})
+    # the Python API's other spellings (PaddleMIX's blip2_prompt), and the same error for one input given twice
+    try:
+        inputs = rename_aliases(inputs, aliases, f"App {description['name']!r}", "input")
+    except TypeError as error:
+        raise ValueError(str(error)) from None
     declared = {name: kind.rstrip("?") for name, kind in description["inputs"].items()}
+    batched = set(description.get("batch_inputs", ()))
     unknown = sorted(set(inputs) - set(declared))
     if unknown:
-        raise ValueError(f"App {description['name']!r} has no input(s) {unknown}; its inputs: {description['inputs']}.")
+        spellings = "".join(f", {alias!r} for {name!r}" for alias, name in aliases.items())
+        raise ValueError(f"App {description['name']!r} has no input(s) {unknown}; its inputs: {description['inputs']}"
+                         f"{spellings}.")
     decoded = {}
     for name, value in inputs.items():
         kind, where = declared[name], f"input {name!r} ({declared[name]})"
         if value is None:
             continue
-        if kind == "image":
+        if isinstance(value, list) and kind in ("image", "text"):
+            decoded[name] = _decode_batch(name, kind, value, where, batched, max_pixels=max_pixels,
+                                          max_bytes=max_bytes, max_chars=max_chars)
+        elif kind == "image":
             decoded[name] = decode_base64_image(where, value, max_pixels=max_pixels, max_bytes=max_bytes)
         elif kind == "images":
             if not isinstance(value, list) or not value:
@@ -56,12 +70,38 @@ def decode_app_inputs(description: dict, inputs: Any, *, max_pixels: int, max_by
     return decoded
 
 
+def _decode_batch(name: str, kind: str, value: list, where: str, batched: set, *, max_pixels: int, max_bytes: int,
+                  max_chars: int) -> list:
+    """A list given to a one-value input: decoded item by item where the app batches that input, else refused."""
+    if name not in batched:
+        takes = ", ".join(sorted(batched)) or "none of its inputs"
+        raise ValueError(f"{where} takes one {'base64 image' if kind == 'image' else 'string'}, not a list (this app "
+                         f"takes lists for: {takes}).")
+    if not value:
+        raise ValueError(f"{where} is an empty list; pass one value or a list of at least one.")
+    if kind == "image":
+        return [decode_base64_image(f"{where}[{i}]", v, max_pixels=max_pixels, max_bytes=max_bytes)
+                for i, v in enumerate(value)]
+    if not all(isinstance(t, str) for t in value):
+        raise ValueError(f"{where} must be a string or a list of strings.")
+    if any(len(t) > max_chars or "\x00" in t for t in value):
+        raise ValueError(f"{where} is longer than {max_chars} characters or contains NUL.")
+    return value
+
+
 def check_app_options(options: Any, limits) -> dict:
     """Per-call options, with the generation ones held to the server's limits (the app's own checks use defaults)."""
+    from appflow.task import rename_aliases
+    from appflow.tasks.vision_language import CAPTION_OPTION_ALIASES
     from pipelines.params import SEED_MAX, check_size
 
     if not isinstance(options, dict):
         raise ValueError(f"options must be a JSON object, got {type(options).__name__}.")
+    given = options
+    try:  # LAVIS' spellings (max_length, num_captions) are held to the same limits as the options they stand for
+        options = rename_aliases(options, CAPTION_OPTION_ALIASES, "options")
+    except TypeError as error:
+        raise ValueError(str(error)) from None
     ranges = {"steps": (1, limits.max_steps), "batch_size": (1, limits.max_batch_size),
               "batch_count": (1, limits.max_batch_count), "seed": (-1, SEED_MAX)}
     for name, (low, high) in ranges.items():
@@ -79,7 +119,7 @@ def check_app_options(options: Any, limits) -> dict:
     new_tokens = options.get("max_new_tokens")
     if isinstance(new_tokens, int) and not isinstance(new_tokens, bool) and new_tokens > 256:
         raise ValueError(f"option max_new_tokens must be at most 256 on this server, got {new_tokens}.")
-    return dict(options)
+    return dict(given)
 
 
 def _mask_png(mask) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from appflow.task import Port, Task, register_task
+from appflow.task import Port, Task, check_number_option, register_task
 
 EMPTY_PROMPT_POLICIES = ("error", "no_detections")
 
@@ -21,9 +21,7 @@ def grounding_prompt(prompt: str) -> str:
 
 
 def check_threshold(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}.")
-    return float(value)
+    return check_number_option(name, value, 0, 1)
 
 
 def empty_detections() -> dict[str, Any]:
@@ -95,7 +93,12 @@ class BoxSegmentationTask(Task):
     main_output = "seg_masks"
     models = {"segmenter": "sam"}
     default_models = {"segmenter": "facebook/sam-vit-base"}
+    # transformers' `post_process_masks` threshold on SAM's mask logits (0 = probability 0.5), so any finite value
     options = {"mask_threshold": 0.0}
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        check_number_option("mask_threshold", options["mask_threshold"])
 
     def run(self, models, options, *, image, boxes) -> dict[str, Any]:
         import torch

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from appflow.task import Port, Task, register_task
+from appflow.task import Port, Task, check_int_option, register_task
 
 EDIT_PROMPT = """You turn an image-editing instruction into the object to change and what it should become.
 Reply with one JSON object and nothing else, like {"what": "<object in the image>", "into": "<what to paint instead>"}.
@@ -80,11 +80,15 @@ class EditInstructionTask(Task):
     default_models = {"llm": "Qwen/Qwen2.5-0.5B-Instruct"}
     options = {"max_new_tokens": 64}
 
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        check_int_option("max_new_tokens", options["max_new_tokens"], 1, 1024)
+
     def run(self, models, options, *, instruction: str) -> dict[str, Any]:
         if not instruction.strip():
             raise ValueError("Task 'edit_instruction_parsing': instruction is empty; say what to change, "
                              "e.g. 'make the dog a cat'.")
         reply = generate_reply(models.get("llm"), EDIT_PROMPT.replace("<instruction>", instruction.strip()),
-                               int(options["max_new_tokens"]))
+                               options["max_new_tokens"])
         what, into = parse_edit_reply(reply)
         return {"prompt": what, "inpaint_prompt": into, "reply": reply}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from appflow.task import Port, register_task
+from appflow.task import Port, check_number_option, register_task
 from appflow.tasks.diffusion import (
     DEFAULT_SD, GENERATION_OPTIONS, IMG2IMG_ALIASES, GenerationTask, check_lora_folder, generation_kwargs,
     image_to_image_pipeline, working_size,
@@ -46,6 +46,20 @@ class DualGuidedGenerationTask(GenerationTask):
     default_models = {"generator": DEFAULT_SD}
     options = {**GENERATION_OPTIONS, "denoising_strength": 0.6, "image_weights": None, "width": None, "height": None}
     option_aliases = {**IMG2IMG_ALIASES, "text_to_image_strength": "denoising_strength"}
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        super().check_options(options)
+        weights = options["image_weights"]
+        if weights is None:
+            return
+        if isinstance(weights, (str, bytes)) or not isinstance(weights, (list, tuple)) or not weights:
+            raise ValueError(f"image_weights must be None (equal weights) or a list of numbers, one per image, "
+                             f"got {weights!r}.")
+        for index, weight in enumerate(weights):
+            check_number_option(f"image_weights[{index}]", weight, 0)
+        if sum(weights) <= 0:
+            raise ValueError(f"image_weights must have a positive sum, got {list(weights)!r}.")
 
     def run(self, models, options, *, images: list, prompt: str) -> dict[str, Any]:
         check_lora_folder(models, prompt, self.name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from appflow.task import Port, Task, register_task
+from appflow.task import Port, Task, check_int_option, register_task
 
 
 def union_mask_image(masks, dilate: int = 0):
@@ -31,8 +31,9 @@ class MergeMasksTask(Task):
     main_output = "mask"
     options = {"dilate": 4}
 
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        check_int_option("dilate (pixels)", options["dilate"], 0, 256)
+
     def run(self, models, options, *, seg_masks) -> dict[str, Any]:
-        dilate = options["dilate"]
-        if isinstance(dilate, bool) or not isinstance(dilate, int) or not 0 <= dilate <= 256:
-            raise ValueError(f"dilate must be an integer in [0, 256] (pixels), got {dilate!r}.")
-        return {"mask": union_mask_image(seg_masks, dilate)}
+        return {"mask": union_mask_image(seg_masks, options["dilate"])}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from appflow.task import Port, Task, register_task
+from appflow.task import Port, Task, check_int_option, check_number_option, register_task
 from appflow.tasks.diffusion import (
     GENERATION_OPTIONS, SD15, GenerationTask, check_lora_folder, generation_kwargs, sd_pipeline,
 )
@@ -68,12 +68,18 @@ class QrCodeTask(Task):
     main_output = "qr_image"
     options = {"width": 512, "qr_error": "h"}
 
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        if options["qr_error"] not in QR_ERROR_LEVELS:
+            raise ValueError(f"qr_error must be one of {QR_ERROR_LEVELS} (segno's error-correction levels, h = 30%), "
+                             f"got {options['qr_error']!r}.")
+        # the smallest QR code (version 1: 21 modules + a 4-module quiet zone each side) at one pixel per module
+        check_int_option("width", options["width"], 29, 8192)
+
     def run(self, models, options, *, text: str) -> dict[str, Any]:
         if not text:
             raise ValueError("Task 'qr_code': text is empty; pass the text or URL to encode.")
-        if options["qr_error"] not in QR_ERROR_LEVELS:
-            raise ValueError(f"qr_error must be one of {QR_ERROR_LEVELS}, got {options['qr_error']!r}.")
-        return {"qr_image": qr_code_image(text, int(options["width"]), options["qr_error"])}
+        return {"qr_image": qr_code_image(text, options["width"], options["qr_error"])}
 
 
 @register_task
@@ -88,6 +94,16 @@ class ControlNetTextToImageTask(GenerationTask):
     models = {"generator": "stable-diffusion", "controlnet": "controlnet"}
     default_models = {"generator": SD15, "controlnet": "monster-labs/control_v1p_sd15_qrcode_monster"}
     options = {**GENERATION_OPTIONS, "width": 512, "controlnet_weight": 1.35, "guidance_start": 0.0, "guidance_end": 1.0}
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        """The generation options, and the ControlNet unit's ranges as `ControlNetUnit` checks them once loaded."""
+        super().check_options(options)
+        check_number_option("controlnet_weight", options["controlnet_weight"], 0.0, 2.0)
+        start = check_number_option("guidance_start", options["guidance_start"], 0.0, 1.0)
+        end = check_number_option("guidance_end", options["guidance_end"], 0.0, 1.0)
+        if start > end:
+            raise ValueError(f"guidance_start {start} is after guidance_end {end}; the ControlNet acts between them.")
 
     def run(self, models, options, *, prompt: str, control_image) -> dict[str, Any]:
         from pipelines.controlnet import ControlNetTextToImage, ControlNetUnit

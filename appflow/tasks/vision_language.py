@@ -10,11 +10,20 @@ from appflow.task import Port, Task, register_task
 CAPTION_GENERATION_OPTIONS = {
     # name -> default; None: the checkpoint's own generation config decides (passed to `generate` only when set)
     "max_new_tokens": 20, "min_length": None, "num_beams": 1, "do_sample": False, "top_p": None, "temperature": None,
-    "repetition_penalty": None, "length_penalty": None, "num_return_sequences": 1, "seed": -1,
+    "repetition_penalty": None, "length_penalty": None, "num_return_sequences": 1, "seed": -1, "top_k": None,
 }
 """LAVIS' `generate(use_nucleus_sampling, num_beams, max_length, min_length, top_p, repetition_penalty,
 num_captions)` and transformers' `generate` options. Greedy (num_beams=1, do_sample=False) by default, so a
 batch of images gives what one call per image gives."""
+
+CAPTION_OPTION_ALIASES = {
+    # LAVIS' names (lavis/models/blip2_models/blip2_opt.py `generate`). Its BLIP-2 generates from embeddings only,
+    # so transformers counts neither its max_length nor its min_length over the prompt: both are new tokens.
+    "max_length": "max_new_tokens",
+    "use_nucleus_sampling": "do_sample",
+    "num_captions": "num_return_sequences",
+}
+"""Other spellings of the captioning options -> the option; one option under two spellings is an error."""
 
 
 def _is_int(value: Any) -> bool:
@@ -22,7 +31,10 @@ def _is_int(value: Any) -> bool:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A finite real number (NaN and infinities pass no range check, so they are refused here)."""
+    import math
+
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def check_caption_generation(options: dict[str, Any]) -> None:
@@ -48,6 +60,8 @@ def check_caption_generation(options: dict[str, Any]) -> None:
             refuse(name, "None or a number above 0")
     if options["length_penalty"] is not None and not _is_number(options["length_penalty"]):
         refuse("length_penalty", "None or a number")
+    if options["top_k"] is not None and (not _is_int(options["top_k"]) or options["top_k"] < 0):
+        refuse("top_k", "None or an integer >= 0 (the k most likely tokens sampled from; 0 turns it off)")
     if not _is_int(options["seed"]) or options["seed"] < -1:
         refuse("seed", "-1 (not seeded) or a non-negative integer")
     if options["num_return_sequences"] > 1:
@@ -84,19 +98,36 @@ def _seeded(seed: int):
         yield
 
 
+def question_image_pairs(image: Any, question: str | list[str]) -> tuple[list, list[str]]:
+    """(images, questions) of equal length: lists pair item by item, a single image or question is repeated."""
+    images = list(image) if isinstance(image, (list, tuple)) else [image]
+    questions = list(question) if isinstance(question, (list, tuple)) else [question]
+    if len(images) == 1 < len(questions):
+        images = images * len(questions)
+    if len(questions) == 1 < len(images):
+        questions = questions * len(images)
+    if len(images) != len(questions):
+        raise ValueError(f"Task 'image_caption': {len(images)} images and {len(questions)} questions; pass one "
+                         "question per image, one question for all the images, or one image for all the questions.")
+    return images, questions
+
+
 @register_task
 class ImageCaptionTask(Task):
     """A caption (optionally continuing `prompt`), or with `question` an answer (VQA), for one image or a batch."""
 
     name = "image_caption"
     description = "BLIP-2 / InstructBLIP / LLaVA caption or VQA"
+    # A batch of questions pairs with the batch of images, one question each (LAVIS `predict_answers`, mixkit's
+    # `answer(images, questions)`); one question is asked of every image, and one image gets every question.
     inputs = {"image": Port("image", batch=True), "prompt": Port("text", optional=True),
-              "question": Port("text", optional=True)}
-    outputs = {"text": "text", "texts": "texts"}  # text: the first image's (best) text; texts: all, image by image
+              "question": Port("text", optional=True, batch=True)}
+    outputs = {"text": "text", "texts": "texts"}  # text: the first row's best text; texts: all, row by row
     main_output = "text"
     models = {"captioner": "vlm-generative"}
     default_models = {"captioner": "mixkit-tiny-blip2"}  # shipped, offline; Salesforce/blip2-opt-2.7b for real photos
     options = dict(CAPTION_GENERATION_OPTIONS)
+    option_aliases = CAPTION_OPTION_ALIASES
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
@@ -106,15 +137,18 @@ class ImageCaptionTask(Task):
     def check_inputs(cls, inputs: dict[str, Any]) -> None:
         if inputs.get("prompt") is not None and inputs.get("question") is not None:
             raise ValueError("Task 'image_caption': pass either prompt (caption prefix) or question (VQA), not both.")
+        if inputs.get("image") is not None and inputs.get("question") is not None:
+            question_image_pairs(inputs["image"], inputs["question"])
 
-    def run(self, models, options, *, image, prompt: str | None = None, question: str | None = None) -> dict[str, Any]:
-        self.check_inputs({"prompt": prompt, "question": question})
+    def run(self, models, options, *, image, prompt: str | None = None,
+            question: str | list[str] | None = None) -> dict[str, Any]:
+        self.check_inputs({"prompt": prompt, "question": question, "image": image})
         images = list(image) if isinstance(image, (list, tuple)) else [image]
         keywords = generate_keywords(options)
         vlm = models.get("captioner")
         with _seeded(options["seed"]):
             if question is not None:
-                produced = vlm.answer(images, [question] * len(images), **keywords)
+                produced = vlm.answer(*question_image_pairs(image, question), **keywords)
             else:
                 produced = vlm.caption(images, prompt, **keywords)
         texts = [text for item in produced for text in (item if isinstance(item, list) else [item])]
@@ -127,8 +161,9 @@ class ZeroShotClassificationTask(Task):
 
     name = "zero_shot_classification"
     description = "CLIP / SigLIP zero-shot classification"
-    inputs = {"image": Port("image"), "labels": Port("texts")}
-    outputs = {"scores": "label_scores"}
+    # A list of images is scored in one call, as `classify(images, labels)` and transformers' zero-shot pipeline take.
+    inputs = {"image": Port("image", batch=True), "labels": Port("texts")}
+    outputs = {"scores": "label_scores", "scores_per_image": "label_scores_list"}  # scores: the first image's
     main_output = "scores"
     models = {"classifier": "vlm-contrastive"}
     default_models = {"classifier": "mixkit-tiny-clip"}  # shipped, offline; openai/clip-vit-base-patch32 for real photos
@@ -164,9 +199,11 @@ class ZeroShotClassificationTask(Task):
 
     def run(self, models, options, *, image, labels: list[str]) -> dict[str, Any]:
         self.check_inputs({"labels": labels})
+        images = list(image) if isinstance(image, (list, tuple)) else [image]
         classifier = models.get("classifier")
-        if options["templates"] is None:
-            scores = classifier.classify([image], list(labels))[0]
+        if options["templates"] is None:  # the family's own (CLIP: the ImageNet ensemble, SigLIP: its one prompt)
+            per_image = classifier.classify(images, list(labels))
         else:
-            scores = classifier.classify([image], list(labels), options["templates"])[0]
-        return {"scores": {label: float(p) for label, p in scores.items()}}
+            per_image = classifier.classify(images, list(labels), options["templates"])
+        per_image = [{label: float(p) for label, p in scores.items()} for scores in per_image]
+        return {"scores": per_image[0], "scores_per_image": per_image}

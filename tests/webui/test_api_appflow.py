@@ -105,3 +105,56 @@ def test_captioning_options_are_held_to_the_servers_limits(options, fragment):
     with pytest.raises(ValueError, match=fragment):
         check_app_options(options, GenerationLimits())
     assert check_app_options({"num_beams": 4, "num_return_sequences": 2, "max_new_tokens": 40}, GenerationLimits())
+
+
+def _png_base64(color) -> str:
+    buffer = io.BytesIO()
+    Image.new("RGB", (48, 40), color).save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def test_a_list_of_images_is_captioned_as_one_batch_and_blip2_prompt_is_taken_as_in_python(client):
+    """As `Appflow('image2text_generation')(image=[a, b], blip2_prompt=...)` (before: 422 for both)."""
+    from appflow import Appflow
+
+    red, blue = _png_base64((220, 30, 30)), _png_base64((30, 60, 220))
+    body = {"inputs": {"image": [red, blue], "blip2_prompt": "a photo of"}, "options": {"max_new_tokens": 4}}
+    response = client.post("/appflow/image2text_generation", json=body)
+    assert response.status_code == 200, response.text
+    texts = response.json()["outputs"]["texts"]
+    images = [Image.open(io.BytesIO(base64.b64decode(b))).convert("RGB") for b in (red, blue)]
+    assert texts == Appflow("image2text_generation", max_new_tokens=4)(image=images, prompt="a photo of")["texts"]
+
+
+def test_lists_aliases_and_their_errors_when_decoding_app_inputs():
+    from appflow import describe_app
+    from webui.appflow_io import decode_app_inputs
+
+    limits = dict(max_pixels=10**6, max_bytes=10**6, max_chars=100)
+    caption = describe_app("image2text_generation")
+    assert caption["batch_inputs"] == ["image", "question"]
+    decoded = decode_app_inputs(caption, {"image": [_png_base64((1, 2, 3))], "minigpt4_text": ["what?"]}, **limits)
+    assert len(decoded["image"]) == 1 and decoded["question"] == ["what?"]
+    with pytest.raises(ValueError, match=r"got input 'prompt' twice, as 'prompt' and as 'blip2_prompt'"):
+        decode_app_inputs(caption, {"prompt": "a", "blip2_prompt": "a"}, **limits)
+    with pytest.raises(ValueError, match=r"input 'image' \(image\) is an empty list"):
+        decode_app_inputs(caption, {"image": []}, **limits)
+    detect = describe_app("openset_det_sam")
+    with pytest.raises(ValueError, match=r"input 'image' \(image\) takes one base64 image, not a list \(this app takes "
+                                         r"lists for: none of its inputs\)"):
+        decode_app_inputs(detect, {"image": [_png_base64((1, 2, 3))], "prompt": "dog"}, **limits)
+
+
+def test_option_errors_name_the_step_and_lavis_spellings_meet_the_servers_limits(client):
+    from pipelines.params import GenerationLimits
+    from webui.appflow_io import check_app_options
+
+    response = client.post("/appflow/image2text_generation",
+                           json={"inputs": {"image": _png_base64((1, 2, 3))}, "options": {"top_k": "x"}})
+    assert response.status_code == 422
+    assert "step 'caption'" in response.text and "top_k must be None or an integer" in response.text
+    with pytest.raises(ValueError, match="max_new_tokens must be at most 256"):
+        check_app_options({"max_length": 1024}, GenerationLimits())  # LAVIS' name for it: not a way around the limit
+    with pytest.raises(ValueError, match="num_beams x num_return_sequences = 256"):
+        check_app_options({"num_beams": 16, "num_captions": 16}, GenerationLimits())
+    assert check_app_options({"max_length": 8}, GenerationLimits()) == {"max_length": 8}  # passed on as given

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from mixkit.models.vlm.family import CONTRASTIVE_TASKS, VLM_FAMILIES, VisionLanguageAdapter, check_texts
+from mixkit.models.vlm.templates import SIGLIP_ZERO_SHOT_TEMPLATES
 
 
 def _features(output: Any) -> torch.Tensor:
@@ -65,6 +66,9 @@ class SiglipAdapter(ContrastiveAdapter):
     # SigLIP's text tower was trained without an attention mask on max-length padded text, so
     # shorter padding changes its embeddings; its processor pads to 64 tokens for that reason.
     text_padding = "max_length"
+    # SigLIP's own zero-shot prompt (its model cards, and transformers' zero-shot-image-classification pipeline,
+    # whose default hypothesis_template it is), not CLIP's ImageNet ensemble: so scores match the pipeline's.
+    default_templates = SIGLIP_ZERO_SHOT_TEMPLATES
 
     def _text_inputs(self, texts: list[str]) -> dict:
         return self.processor.tokenizer(texts, padding="max_length", truncation=True, max_length=64, return_tensors="pt")

@@ -76,6 +76,8 @@ class VisionLanguageAdapter:
     family: ClassVar[str] = ""
     tasks: ClassVar[frozenset[str]] = frozenset()
     default_batch_size: ClassVar[int] = 8
+    # Zero-shot prompt templates when the caller gives none: CLIP's ImageNet ensemble (SigLIP has its own).
+    default_templates: ClassVar[tuple[str, ...]] = ZERO_SHOT_TEMPLATES
 
     def __init__(self, model: Any, processor: Any, *, device: torch.device, dtype: torch.dtype, source: str) -> None:
         self.model = model
@@ -139,10 +141,14 @@ class VisionLanguageAdapter:
         """Softmax over labels (CLIP); SigLIP overrides with independent sigmoids."""
         return logits.softmax(dim=-1)
 
-    def classify(self, images: Any, labels: Sequence[str], templates: Sequence[str] = ZERO_SHOT_TEMPLATES) -> list[dict[str, float]]:
-        """Zero-shot label probabilities per image, with the text side averaged over `templates`."""
+    def classify(self, images: Any, labels: Sequence[str],
+                 templates: Sequence[str] | None = None) -> list[dict[str, float]]:
+        """Zero-shot label probabilities per image, with the text side averaged over `templates`
+        (None: the family's `default_templates`)."""
         if "classify" not in self.tasks:
             raise self._unsupported("classify")
+        if templates is None:
+            templates = self.default_templates
         labels = check_texts(labels, "labels")
         templates = [check_template(t) for t in check_texts(templates, "templates")]
         if len(set(labels)) != len(labels):

@@ -223,8 +223,15 @@ class LlavaAdapter(GenerativeAdapter):
 
     def _model_inputs(self, images: list, prompts: list[str]) -> dict:
         # LLaVA's processor expands <image> into one token per patch, so it builds the ids; the LM
-        # is decoder-only, hence left padding whatever the saved tokenizer says.
-        self.processor.tokenizer.padding_side = "left"
-        inputs = self.processor(images=images, text=prompts, padding=True, return_tensors="pt")
+        # is decoder-only, hence left padding whatever the saved tokenizer says. The side is set for
+        # this call only: the processor may be the caller's own (`wrap_vlm`), used later by a
+        # training collator that pads on the right.
+        tokenizer = self.processor.tokenizer
+        saved_side = tokenizer.padding_side
+        tokenizer.padding_side = "left"
+        try:
+            inputs = self.processor(images=images, text=prompts, padding=True, return_tensors="pt")
+        finally:
+            tokenizer.padding_side = saved_side
         inputs["pixel_values"] = inputs["pixel_values"].to(self.dtype)
         return {key: value.to(self.device) for key, value in inputs.items()}

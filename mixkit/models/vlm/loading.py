@@ -45,12 +45,37 @@ def keep_qformer_in_fp32(model: torch.nn.Module) -> None:
 
     The Q-Former was trained in fp32 and its post-LayerNorm BERT layers lose accuracy in half
     precision (the reference code keeps it fp32 too); transformers only does this for fp16, not bf16.
-    It is small (~100M parameters), so fp32 costs little; its outputs are cast back for the LM.
+    It is small (~100M parameters), so fp32 costs little. Its inputs (the half-precision vision
+    features) are cast up on the way in and its outputs back down before the half-precision
+    `language_projection`: transformers' BLIP-2 casts the output itself, InstructBLIP casts neither
+    (it assumes the whole model shares one dtype), so the casts are hooks on the modules.
     """
     if hasattr(model, "qformer"):
         model.qformer.float()
+        _cast_floating_inputs(model.qformer)
     if isinstance(getattr(model, "query_tokens", None), torch.nn.Parameter):
         model.query_tokens.data = model.query_tokens.data.float()
+    if isinstance(getattr(model, "language_projection", None), torch.nn.Linear):
+        _cast_floating_inputs(model.language_projection)
+
+
+_CASTS_INPUTS = "_mixkit_casts_inputs"
+
+
+def _cast_floating_inputs(module: torch.nn.Module) -> None:
+    """Cast every floating tensor argument of `module` to its parameters' dtype when it is called (hooked once)."""
+    if getattr(module, _CASTS_INPUTS, False):
+        return
+    dtype = next(module.parameters()).dtype
+
+    def cast(value):
+        return value.to(dtype) if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+
+    def hook(_module, args, kwargs):
+        return tuple(cast(a) for a in args), {key: cast(value) for key, value in kwargs.items()}
+
+    module.register_forward_pre_hook(hook, with_kwargs=True)
+    setattr(module, _CASTS_INPUTS, True)
 
 
 def resolve_config_file(source: str) -> Path:

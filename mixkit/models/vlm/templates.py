@@ -15,6 +15,10 @@ ZERO_SHOT_TEMPLATES: tuple[str, ...] = (
 """A subset of the 80 ImageNet prompts of the CLIP paper; averaging them ('prompt ensembling')
 gained CLIP several points of zero-shot accuracy over a single template."""
 
+SIGLIP_ZERO_SHOT_TEMPLATES: tuple[str, ...] = ("This is a photo of {}.",)
+"""SigLIP's zero-shot prompt: its model cards' and transformers' zero-shot image classification pipeline's
+default `hypothesis_template`."""
+
 BLIP2_QUESTION_FORMAT = "Question: {} Short answer:"
 """The VQA prompt the BLIP-2 paper and its released models were evaluated with."""
 
