@@ -128,7 +128,8 @@ def build_api(state: ServerState) -> APIRouter:
     @router.post("/sdapi/v1/txt2img")
     async def txt2img(body: Txt2ImgRequest, request: Request):
         try:
-            body = apply_infotext(body, state.lora_library)  # before anything reads the prompt: it may come from the infotext
+            # before anything reads the prompt: it may come from the infotext
+            body = apply_infotext(body, state.lora_library, state.running_labels())
             params = await run_in_threadpool(to_txt2img_params, body, request_limits=request_limits, **validation_context(body))
         except (ValueError, TypeError, KeyError) as error:
             raise unprocessable(error) from None
@@ -137,7 +138,7 @@ def build_api(state: ServerState) -> APIRouter:
     @router.post("/sdapi/v1/img2img")
     async def img2img(body: Img2ImgRequest, request: Request):
         try:
-            body = apply_infotext(body, state.lora_library)
+            body = apply_infotext(body, state.lora_library, state.running_labels())
             params = await run_in_threadpool(to_img2img_params, body, request_limits=request_limits, **validation_context(body))
         except (ValueError, TypeError, KeyError) as error:
             raise unprocessable(error) from None

@@ -63,8 +63,8 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
     _, other_scripts = controlnet_args(request.alwayson_scripts)
     if other_scripts:
         found.append(f"alwayson_scripts={sorted(other_scripts)}")
-    if request.refiner_checkpoint:
-        found.append("refiner_checkpoint")
+    if request.refiner_checkpoint not in (None, "", "None", "none"):  # A1111's "no refiner" spellings
+        found.append(f"refiner_checkpoint={request.refiner_checkpoint!r} (the SDXL refiner is not supported)")
     if request.enable_hr and request.hr_checkpoint_name not in (None, "", "Use same checkpoint"):
         # A1111's UI sends its "off" value: the first pass's checkpoint, which is what this server's hires pass uses.
         # Hires prompts are supported (HiresParams.hr_prompt / hr_negative_prompt); the hires sampler and schedule

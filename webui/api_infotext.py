@@ -11,6 +11,9 @@ unless the request overrides them itself; so do the sampler settings this server
 (`Sigma churn`, `UniPC variant`, `Discard penultimate sigma` ...: `webui.fixed_settings`), which the request
 check then accepts where they are that value and refuses, naming the key, otherwise. A1111 never switches the
 checkpoint from an infotext (its `disable_weights_auto_swap` default), and neither does this server.
+sd-webui-controlnet's unit keys (`ControlNet 0`, ...) are refused unless the request sends that unit itself in
+`alwayson_scripts.controlnet` (A1111 writes the request's units over the infotext's): no infotext holds a
+unit's control image (`check_controlnet_keys`).
 """
 
 from __future__ import annotations
@@ -51,6 +54,10 @@ COMMON_FIELDS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "seed_resize_from_w": ("Seed resize from-1", as_integer),
     "seed_resize_from_h": ("Seed resize from-2", as_integer),
     "denoising_strength": ("Denoising strength", as_number),
+    # A1111 1.6+'s refiner (processing_scripts/refiner.py writes and pastes both); this server has none, so a refiner
+    # pasted from an infotext is refused by the conversion, as a refiner_checkpoint sent in the request is.
+    "refiner_checkpoint": ("Refiner", as_text),
+    "refiner_switch_at": ("Refiner switch at", as_number),
 }
 HIRES_FIELDS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "hr_scale": ("Hires upscale", as_number),
@@ -83,11 +90,48 @@ SETTING_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
 }
 
 
-def apply_infotext(request: Txt2ImgRequest, lora_library=None) -> Txt2ImgRequest:
+def check_controlnet_keys(written: dict, alwayson_scripts: dict | None) -> None:
+    """Refuse the infotext's sd-webui-controlnet units (`ControlNet 0`, ...) that the request does not replace.
+
+    In A1111 the infotext's unit settings become script args, and then `init_script_args` writes the request's
+    `alwayson_scripts.controlnet.args[i]` over script arg slot i, so the request's unit i wins over the infotext's
+    `ControlNet i` and an infotext unit past the request's units stays. Such a unit has no control image (no
+    infotext holds one), so here it is refused rather than dropped: the image would silently lack its control."""
+    from webui.api_controlnet import controlnet_args
+
+    sent_units = len(controlnet_args(alwayson_scripts or {})[0])
+    for key in written:
+        prefix, _, number = key.partition(" ")
+        if prefix == "ControlNet" and number.isdigit() and int(number) >= sent_units:
+            raise ValueError(f"infotext: {key}: a ControlNet unit's control image cannot come from an infotext; send "
+                             f"the unit, with its image, in alwayson_scripts.controlnet (as args[{number}]).")
+
+
+def check_approximation_keys(written: dict, running=None) -> None:
+    """Refuse an infotext recording approximations (mixkit's DeepCache, TAESD decode, int8, VAE tiling; A1111's Token
+    merging ratio) other than those the server's model runs (`running`, its `OptimizationLabels`; None: exact): the
+    image would differ, and the request has no field that could turn them on."""
+    from pipelines.approx.labels import OptimizationLabels
+
+    try:
+        wanted = OptimizationLabels.from_infotext(written)
+    except ValueError as error:
+        raise ValueError(f"{error}; fix the infotext or remove the key.") from None
+    have = running or OptimizationLabels()
+    if wanted.approximations() != have.approximations():
+        runs = ", ".join(have.approximations()) or "the exact model, no approximation"
+        raise ValueError(f"infotext: it records {', '.join(wanted.approximations()) or 'no approximation'}, but this "
+                         f"server runs {runs}, so the image would differ; remove those keys (DeepCache, VAE Decoder, "
+                         "Token merging ratio, UNet/VAE quantization, VAE tiling) to generate without them, or "
+                         "reproduce it with `mixkit generate --infotext`, which applies them.")
+
+
+def apply_infotext(request: Txt2ImgRequest, lora_library=None, running_labels=None) -> Txt2ImgRequest:
     """The request with the fields it left out filled from its `infotext`; unchanged without one.
 
     A prompt taken from the infotext has its `<lora:...>` tags re-linked through `Lora hashes` to the files of
-    `lora_library` (a `mixkit.lora.LoraLibrary`) with those hashes, as A1111's paste does.
+    `lora_library` (a `mixkit.lora.LoraLibrary`) with those hashes, as A1111's paste does. Approximations it records
+    must be those the server's model runs (`running_labels`, `check_approximation_keys`).
     Raises ValueError naming the infotext key whose value has the wrong type.
     """
     if not request.infotext:
@@ -97,6 +141,8 @@ def apply_infotext(request: Txt2ImgRequest, lora_library=None) -> Txt2ImgRequest
 
     parsed = parse_infotext(request.infotext)
     written = parse_infotext(request.infotext, defaults=False)  # the keys the text itself has
+    check_controlnet_keys(written, request.alwayson_scripts)
+    check_approximation_keys(written, running_labels)
     sent = request.model_fields_set
     fields = dict(COMMON_FIELDS)
     fields.update(IMG2IMG_FIELDS if isinstance(request, Img2ImgRequest) else HIRES_FIELDS)

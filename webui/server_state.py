@@ -94,6 +94,15 @@ class ServerState:
             names.add(self.holder.txt2img().model.model_hash)
         return frozenset(name for name in names if name)
 
+    def running_labels(self):
+        """The loaded model's `OptimizationLabels` (its approximations, which a pasted infotext must match); None
+        with no model loaded."""
+        if not self.holder.loaded:
+            return None
+        from pipelines.approx.labels import model_labels
+
+        return model_labels(self.holder.txt2img().model)
+
     def vae_names(self) -> frozenset[str]:
         """The names a request may give the VAE that runs now (`sd_vae`, or an infotext's `VAE`): the setting's
         value ("Automatic", "None", a listed name) and the loaded file's name with and without its extension."""

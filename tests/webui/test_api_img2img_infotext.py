@@ -81,3 +81,13 @@ def test_an_unknown_inpaint_label_is_refused_naming_the_key(client):
     assert response.status_code == 422
     assert response.json()["detail"] == ("infotext: Masked content: 'smudge' is not a valid inpainting_fill; fix the "
                                          "infotext or send inpainting_fill in the request.")
+
+
+def test_an_infotext_with_a_controlnet_unit_is_a_422_not_a_silent_drop(client):
+    from .test_paste_infotext import CONTROLNET_TEXT
+
+    response = client.post("/sdapi/v1/txt2img", json={"infotext": CONTROLNET_TEXT})
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("infotext: ControlNet 0: a ControlNet unit's control image cannot come "
+                                                "from an infotext; send the unit, with its image, in "
+                                                "alwayson_scripts.controlnet")

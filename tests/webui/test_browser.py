@@ -146,3 +146,46 @@ def test_appflow_form_follows_the_chosen_app(ui_server, tmp_path):
             assert errors == []
         finally:
             browser.close()
+
+
+def test_send_to_extras_keeps_the_png_and_its_infotext_through_the_browser(ui_server, tmp_path):
+    # A1111 sends the gallery PNG to Extras and `run_postprocessing` keeps its PNG info; a WebP round trip through
+    # the page used to change the pixels (up to 73 levels) and drop `parameters`.
+    from PIL import Image
+
+    from pipelines.upscale import UPSCALERS, upscale_image
+
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (run .ci/install-browser.sh)")
+    state = ui_server.state
+    state.options.apply({"samples_save": True})
+    before = set(state.output_dir.glob("*.png"))
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
+            viewport={"width": 1280, "height": 900})
+        try:
+            page = browser.new_page()
+            page.goto(ui_server.url + "/", timeout=60_000)
+            page.locator("#txt2img_prompt textarea").wait_for(timeout=60_000)
+            sync_api.expect(page.locator("#txt2img_steps input[type=number]")).to_have_value("2", timeout=30_000)
+            page.locator("#txt2img_prompt textarea").fill("a green cone")
+            set_number(page, "txt2img_seed", 777)
+            page.locator("#txt2img_generate").click()
+            page.locator("#txt2img_progress", has_text="Done: 1 image(s)").wait_for(timeout=120_000)
+            page.locator("#txt2img_send_to_extras").click()
+            page.locator("#extras_image img").wait_for(timeout=30_000)
+            page.locator("#extras_generate").click()
+            page.locator("#extras_info textarea").wait_for(timeout=30_000)
+            sync_api.expect(page.locator("#extras_info textarea")).to_have_value(
+                f"Postprocess upscale by: 2.0, Postprocess upscaler: {UPSCALERS.names()[0]}", timeout=60_000)
+        finally:
+            browser.close()
+    made = sorted(set(state.output_dir.glob("*.png")) - before)
+    generated = [path for path in made if path.name.endswith("-777.png")]
+    upscaled = [path for path in made if "-" not in path.stem]
+    assert len(generated) == 1 and len(upscaled) == 1, made
+    with Image.open(generated[0]) as source, Image.open(upscaled[0]) as result:
+        source.load()
+        assert result.info["parameters"] == source.info["parameters"]
+        expected = upscale_image(source.convert("RGB"), 2.0, upscaler=UPSCALERS.names()[0])
+        assert result.convert("RGB").tobytes() == expected.tobytes()

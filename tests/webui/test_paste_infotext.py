@@ -88,3 +88,42 @@ def test_the_model_note_accepts_the_loaded_checkpoint_under_any_of_its_a1111_ids
     _, notes = infotext_to_form_values(text.replace("dreamy", "other"), GenerationLimits(), ["DPM++ 2M"], ["Karras"],
                                        current_model=title, current_model_aliases=aliases)
     assert len(notes) == 1 and notes[0].startswith("Model: the image was made with 'other'")
+
+
+CONTROLNET_TEXT = ('a box\nSteps: 2, Sampler: DPM++ 2M, Schedule type: Karras, Seed: 1, Size: 64x64, RNG: CPU, '
+                   'ControlNet 0: "Module: canny, Model: tiny_canny, Weight: 1.5, Resize Mode: Crop and Resize, '
+                   'Guidance Start: 0.0, Guidance End: 0.5, Pixel Perfect: False, Control Mode: Balanced", '
+                   'ControlNet 1: "Module: none, Model: tiny_depth, Weight: 1, Resize Mode: Just Resize, '
+                   'Guidance Start: 0.0, Guidance End: 1.0, Pixel Perfect: False, Control Mode: Balanced"')
+
+
+def test_controlnet_units_the_form_lacks_are_named_in_the_notes():
+    # sd-webui-controlnet writes `ControlNet N` per unit (scripts/infotext.py) and its paste fills the unit's
+    # settings, never its control image; without units to fill, the paste must not look complete.
+    values, notes = paste(CONTROLNET_TEXT)
+    assert notes == [
+        "ControlNet 0 (Module: canny, Model: tiny_canny, Weight: 1.5, Resize Mode: Crop and Resize, Guidance Start: "
+        "0.0, Guidance End: 0.5, Pixel Perfect: False, Control Mode: Balanced): this form has no ControlNet Unit 0, "
+        "and a unit's control image is not in the infotext; the image cannot be reproduced without that unit.",
+        "ControlNet 1 (Module: none, Model: tiny_depth, Weight: 1, Resize Mode: Just Resize, Guidance Start: 0.0, "
+        "Guidance End: 1.0, Pixel Perfect: False, Control Mode: Balanced): this form has no ControlNet Unit 1, and a "
+        "unit's control image is not in the infotext; the image cannot be reproduced without that unit."]
+    assert values["steps"] == 2 and not any(name.startswith("controlnet_") for name in values)
+
+
+def test_controlnet_units_fill_the_forms_units_without_the_image():
+    # The extension's `parse_unit` pastes enabled=True and every field but the image into the unit's widgets.
+    values, notes = infotext_to_form_values(CONTROLNET_TEXT, GenerationLimits(), ["DPM++ 2M"], ["Karras"],
+                                            controlnet_units=2, controlnet_model_of={"tiny_canny": "canny"}.get)
+    assert {name: value for name, value in values.items() if name.startswith("controlnet_")} == {
+        "controlnet_0_enabled": True, "controlnet_0_preprocessor": "canny", "controlnet_0_model": "canny",
+        "controlnet_0_weight": 1.5, "controlnet_0_start": 0.0, "controlnet_0_end": 0.5,
+        "controlnet_1_enabled": True, "controlnet_1_preprocessor": "none", "controlnet_1_weight": 1.0,
+        "controlnet_1_start": 0.0, "controlnet_1_end": 1.0}
+    assert notes == [
+        "ControlNet 0: ControlNet Unit 0 is enabled and filled from the infotext, but no infotext holds its control "
+        "image; add it to the unit to reproduce the image. The unit has no control for: Resize Mode: Crop and Resize, "
+        "Pixel Perfect: False, Control Mode: Balanced.",
+        "ControlNet 1: ControlNet Unit 1 is enabled and filled from the infotext, but no infotext holds its control "
+        "image; add it to the unit to reproduce the image. Not available here, so not set: model 'tiny_depth'. The "
+        "unit has no control for: Resize Mode: Just Resize, Pixel Perfect: False, Control Mode: Balanced."]

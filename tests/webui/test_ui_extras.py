@@ -32,8 +32,12 @@ def source_image(tmp_path) -> Image.Image:
         return image.convert("RGB")
 
 
-def upscale(blocks, image):
-    return handler(blocks, "extras_generate", "click").fn(image, "Lanczos", 2.0, SimpleNamespace(session_hash=None))
+SCALE_BY, SCALE_TO = 0, 1  # the API's resize_mode values, which the Resize radio gives by index
+
+
+def upscale(blocks, image, mode=SCALE_BY, size=(512, 512), crop=True, factor=2.0):
+    return handler(blocks, "extras_generate", "click").fn(image, "Lanczos", factor, mode, *size, crop,
+                                                          SimpleNamespace(session_hash=None))
 
 
 def test_extras_saves_its_result_with_the_apis_chunks(built, tmp_path):
@@ -64,3 +68,76 @@ def test_extras_with_saving_off_writes_nothing_to_the_output_folder(built, tmp_p
     assert sorted(state.output_dir.glob("*.png")) == before and not path.startswith(str(state.output_dir))
     with Image.open(path) as result:  # a download of the result still carries the chunks
         assert result.info["postprocessing"] == info and result.info["parameters"] == SOURCE_INFOTEXT
+
+
+def test_the_resize_choice_is_the_apis_resize_mode(built):
+    # A1111's Extras "Scale by" / "Scale to" are resize_mode 0 / 1 of its API; the radio hands the handler the index.
+    from .ui_blocks import component
+
+    _, blocks = built
+    radio = component(blocks, "extras_resize_mode")
+    assert radio.preprocess("Scale to") == SCALE_TO and radio.preprocess("Scale by") == SCALE_BY
+    assert radio.value == "Scale by"
+
+
+def test_scale_to_with_crop_to_fit_is_the_apis_scale_to(built, tmp_path):
+    # A1111 scripts/postprocessing_upscale.py: "Scale to" upscales by max(W / width, H / height), so the image
+    # covers W x H, and "Crop to fit" cuts it to W x H around the centre; the text names size and crop.
+    from pipelines.upscale import upscale_image
+
+    _, blocks = built
+    source = source_image(tmp_path)  # 24x16: covering 64x64 needs x4 (96x64), then 16 columns off each side
+    path, size, info = upscale(blocks, source, SCALE_TO, (64, 64), True)
+    assert info == "Postprocess upscale to: 64x64, Postprocess crop to: 64x64, Postprocess upscaler: Lanczos"
+    assert size == "24x16 -> 64x64"
+    whole = upscale_image(source, 4.0, upscaler="Lanczos")
+    with Image.open(path) as result:
+        assert result.size == (64, 64) and result.info["parameters"] == SOURCE_INFOTEXT
+        assert result.convert("RGB").tobytes() == whole.crop((16, 0, 80, 64)).tobytes()
+    path, size, info = upscale(blocks, source, SCALE_TO, (64, 64), False)
+    assert size == "24x16 -> 96x64" and info == "Postprocess upscale to: 64x64, Postprocess upscaler: Lanczos"
+
+
+def test_scale_to_beyond_the_upscale_limit_is_refused_as_the_api_refuses_it(built, tmp_path):
+    import gradio as gr
+
+    _, blocks = built
+    with pytest.raises(gr.Error, match="needs an upscale by 16, over the limit of 8.0"):
+        upscale(blocks, source_image(tmp_path), SCALE_TO, (384, 64), True)
+
+
+def batch_files(tmp_path, sizes) -> list[str]:
+    from pipelines.png import save_png
+
+    return [str(save_png(Image.new("RGB", size, (10 * n, 100, 30)), tmp_path / f"0000{n}-{n}.png",
+                         f"{SOURCE_INFOTEXT}, Batch: {n}")) for n, size in enumerate(sizes)]
+
+
+def upscale_batch(blocks, paths, factor=2.0):
+    return handler(blocks, "extras_batch_generate", "click").fn(paths, "Nearest", factor, SCALE_BY, 512, 512, True,
+                                                                SimpleNamespace(session_hash=None))
+
+
+def test_batch_process_upscales_every_file_keeping_each_ones_chunks(built, tmp_path):
+    # A1111 modules/ui_postprocessing.py "Batch Process" tab: every uploaded file goes through run_extras, each
+    # result keeps its own source's PNG info and gets `postprocessing`; the text shown is the last image's.
+    _, blocks = built
+    paths = batch_files(tmp_path, [(24, 16), (8, 40)])
+    gallery, sizes, info = upscale_batch(blocks, paths)
+    assert sizes == "24x16 -> 48x32; 8x40 -> 16x80"
+    assert info == "Postprocess upscale by: 2.0, Postprocess upscaler: Nearest"
+    for n, ((path, _), source) in enumerate(zip(gallery, paths)):
+        with Image.open(path) as result, Image.open(source) as original:
+            assert result.info["parameters"] == f"{SOURCE_INFOTEXT}, Batch: {n}" and result.info["postprocessing"] == info
+            assert result.tobytes() == original.resize(result.size, Image.Resampling.NEAREST).tobytes()
+
+
+def test_a_batch_with_one_file_over_the_limit_queues_nothing(built, tmp_path):
+    import gradio as gr
+
+    state, blocks = built
+    paths = batch_files(tmp_path, [(24, 16), (1200, 1200)])
+    before = sorted(state.output_dir.glob("*.png"))
+    with pytest.raises(gr.Error, match="00001-1.png: .*4800x4800"):
+        upscale_batch(blocks, paths, factor=4.0)
+    assert sorted(state.output_dir.glob("*.png")) == before

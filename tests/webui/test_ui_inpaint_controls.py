@@ -120,3 +120,49 @@ def test_inpaint_from_the_ui_equals_the_api_for_a_faint_stroke(tiny_sd1_dir, tmp
         state.close()
     assert images[0].tobytes() == images[1].tobytes()
     assert images[0].crop((0, 48, 64, 56)).tobytes() == image.crop((0, 48, 64, 56)).tobytes()  # the band is kept
+
+
+@pytest.fixture(scope="module")
+def served_ui(tmp_path_factory):
+    from .ui_blocks import model_less_ui
+
+    with model_less_ui(tmp_path_factory.mktemp("ui-inpaint-mask")) as built:
+        yield built
+
+
+def generate_inpaint(blocks, mask):
+    """The img2img Generate handler's first update for an inpaint of a 96x64 picture with the uploaded `mask`."""
+    from types import SimpleNamespace
+
+    from .ui_blocks import handler
+
+    picture = Image.new("RGB", (96, 64), (10, 20, 30))
+    own = fields(editor={"background": picture, "layers": [], "composite": picture}, mode="inpaint", mask_upload=mask)
+    values = ["a cube", "", "Euler", "Automatic", 2, 7.0, 96, 64, 5, 1, 1, 1, [], *[own[name] for name in IMG2IMG_FIELDS]]
+    run = handler(blocks, "img2img_generate", "click").fn(SimpleNamespace(session_hash="mask-test"), *values)
+    return next(run)
+
+
+def test_a_mask_of_another_aspect_ratio_is_refused_before_queueing(served_ui):
+    # README: a refused form value is one "UI refused:" line before anything is queued. The rule is the Python
+    # API's (`pipelines.inpaint_mask.prepare_mask`): a mask whose aspect ratio differs cannot be aligned.
+    import gradio as gr
+
+    state, blocks = served_ui
+    with pytest.raises(gr.Error, match=r"The mask is 50x50 but the image is 96x64: their aspect ratios differ, so the "
+                                       r"mask cannot be aligned; give a mask of the image's size\.") as refused:
+        generate_inpaint(blocks, Image.new("L", (50, 50), 255))
+    assert refused.value.print_exception is False and state.worker.queued == 0
+
+
+def test_a_scaled_mask_passes_the_check_with_the_pipelines_warning():
+    # Same aspect ratio (48x32 for 96x64): the pipeline resizes it and warns; the UI shows that warning up front.
+    from webui.ui.generate_tab import check_mask_fits
+
+    assert check_mask_fits(Image.new("L", (48, 32), 255), (96, 64)) == ["Mask resized from 48x32 to the image's 96x64."]
+    assert check_mask_fits(Image.new("L", (96, 64), 255), (96, 64)) == []
+    picture = Image.new("RGB", (96, 64))
+    with pytest.warns(UserWarning, match="Mask resized from 48x32 to the image's 96x64."):
+        params = img2img_params(BASE, fields(editor={"background": picture, "layers": [], "composite": picture},
+                                             mode="inpaint", mask_upload=Image.new("L", (48, 32), 255)))
+    assert params.mask.size == (48, 32)  # the pipeline resizes it, as the Python API does

@@ -115,3 +115,56 @@ def test_a_send_without_parameters_is_refused_without_a_traceback(built):
     with pytest.raises(gr.Error, match="Drop an image with generation parameters first") as raised:
         handler(blocks, "pnginfo_send_to_txt2img", "click").fn("", None)
     assert raised.value.print_exception is False
+
+
+def multi_chunk_png(tmp_path, parameters: str | None) -> str:
+    from PIL.PngImagePlugin import PngInfo
+
+    info = PngInfo()
+    if parameters is not None:
+        info.add_text("parameters", parameters)
+    info.add_text("postprocessing", "Postprocess upscale by: 2.0, Postprocess upscaler: Lanczos")
+    info.add_itxt("extras", "caf\u00e9 notes")
+    path = tmp_path / "multi.png"
+    Image.new("RGB", (24, 16), (1, 2, 3)).save(path, pnginfo=info)
+    return str(path)
+
+
+def test_png_info_shows_every_text_chunk(built, tmp_path):
+    # A1111 modules/extras.py `run_pnginfo`: every item `read_info_from_image` collects is listed, parameters first.
+    _, blocks = built
+    read = handler(blocks, "pnginfo_image", "change")
+    text, items, note = read.fn(multi_chunk_png(tmp_path, HIRES_TEXT))
+    assert text == HIRES_TEXT and note == ""
+    assert items == ("postprocessing:\nPostprocess upscale by: 2.0, Postprocess upscaler: Lanczos\n\n"
+                     "extras:\ncaf\u00e9 notes")
+    text, items, note = read.fn(multi_chunk_png(tmp_path, None))
+    assert text == "" and items.startswith("postprocessing:\n") and note == "This image has no generation parameters."
+
+
+def test_png_info_has_a1111s_four_send_buttons(built, tmp_path):
+    # A1111 modules/ui.py PNG Info: `create_buttons(["txt2img", "img2img", "inpaint", "extras"])`.
+    from pipelines.png import save_png
+
+    _, blocks = built
+    picture = Image.new("RGB", (24, 16), (200, 10, 30))
+    path = str(save_png(picture, tmp_path / "picture.png", HIRES_TEXT))
+    sent = send(blocks, "inpaint", HIRES_TEXT, path)
+    assert sent["img2img_mode"] == "inpaint" and sent["Tabs"].selected == "img2img"
+    assert sent["img2img_image"].convert("RGB").tobytes() == picture.tobytes() and sent["img2img_seed"] == 123
+    assert send(blocks, "img2img", HIRES_TEXT, path)["img2img_mode"] == "img2img"
+    fn = handler(blocks, "pnginfo_send_to_extras", "click")
+    image, tabs = fn.fn(path)
+    assert tabs.selected == "extras" and fn.outputs[0].elem_id == "extras_image"
+    assert image.info["parameters"] == HIRES_TEXT and image.convert("RGB").tobytes() == picture.tobytes()
+
+
+def test_send_to_img2img_fills_the_inpaint_fields(built):
+    # A1111's PNG Info "Send to img2img" pastes through `img2img_paste_fields`, inpaint keys included.
+    _, blocks = built
+    text = HIRES_TEXT + ", Mask blur: 9, Mask mode: Inpaint not masked, Masked content: fill, Inpaint area: Only " \
+                        "masked, Masked area padding: 12"
+    sent = send(blocks, "img2img", text, None)
+    assert (sent["img2img_mask_blur"], sent["img2img_mask_mode"], sent["img2img_inpainting_fill"],
+            sent["img2img_only_masked"], sent["img2img_inpaint_full_res_padding"]) == (
+        9, "Inpaint not masked", "fill", True, 12)

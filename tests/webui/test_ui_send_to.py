@@ -153,3 +153,78 @@ def test_the_paste_button_still_fills_everything_the_infotext_has(built):
     assert (sent["img2img_width"], sent["img2img_height"], sent["img2img_denoising_strength"]) == (64, 64, 0.6)
     assert sent["img2img_cfg_scale"] == 6.5 and sent["img2img_clip_skip"] == 2
     assert "Hires fix (Hires upscale: 2, Hires upscaler: Latent)" in sent["img2img_paste_notes"]
+
+
+def test_send_to_extras_keeps_the_png_bit_exact_with_its_infotext(built, gallery):
+    # A1111 sends the gallery's PNG to Extras, and run_postprocessing keeps the source's PNG info; the Extras image
+    # must therefore be written as PNG (Gradio's default WebP is lossy and has no `parameters` chunk).
+    from .ui_blocks import component
+
+    _, blocks = built
+    items, images = gallery
+    fn = handler(blocks, "txt2img_send_to_extras", "click")
+    sent = outputs_by_id(fn, fn.fn(items, TEXTS, 1))["extras_image"]
+    extras_image = component(blocks, "extras_image")
+    shown = extras_image.postprocess(sent)  # what the browser receives, and sends back on "Upscale"
+    with Image.open(shown.path) as received:
+        assert received.format == "PNG" and received.info["parameters"] == TEXTS[1]
+        assert received.convert("RGB").tobytes() == images[1].tobytes()
+    back = extras_image.preprocess(shown)
+    assert back.info["parameters"] == TEXTS[1] and back.tobytes() == images[1].tobytes()
+
+
+INPAINT_TEXT = ("a red circle\nSteps: 4, Sampler: Euler a, Schedule type: Uniform, CFG scale: 7, Seed: 5, Size: 96x64, "
+                "RNG: CPU, Denoising strength: 0.6, Mask blur: 9, Mask mode: Inpaint not masked, Masked content: latent "
+                "noise, Inpaint area: Only masked, Masked area padding: 12")
+
+
+def test_the_img2img_paste_fills_a1111s_inpaint_paste_fields(built):
+    # A1111 modules/ui.py `img2img_paste_fields`: (mask_blur, "Mask blur"), (inpainting_mask_invert, "Mask mode"),
+    # (inpainting_fill, "Masked content"), (inpaint_full_res, "Inpaint area"), (inpaint_full_res_padding,
+    # "Masked area padding").
+    _, blocks = built
+    fn = handler(blocks, "img2img_paste", "click")
+    sent = outputs_by_id(fn, fn.fn(INPAINT_TEXT, []))
+    assert (sent["img2img_mask_blur"], sent["img2img_mask_mode"], sent["img2img_inpainting_fill"],
+            sent["img2img_only_masked"], sent["img2img_inpaint_full_res_padding"]) == (
+        9, "Inpaint not masked", "latent noise", True, 12)
+    assert sent["img2img_denoising_strength"] == 0.6 and sent["img2img_paste_notes"] == ""
+
+
+def test_an_infotext_without_inpaint_keys_resets_them_to_a1111s_defaults_and_keeps_mask_blur(built):
+    # A1111's parse_generation_parameters fills a missing Mask mode / Masked content / Inpaint area / padding with
+    # "Inpaint masked", "original", "Whole picture" and 32 before pasting; it adds no Mask blur, so that field stays.
+    _, blocks = built
+    fn = handler(blocks, "img2img_paste", "click")
+    sent = outputs_by_id(fn, fn.fn(TEXTS[0], []))
+    assert "img2img_mask_blur" not in sent
+    assert (sent["img2img_mask_mode"], sent["img2img_inpainting_fill"], sent["img2img_only_masked"],
+            sent["img2img_inpaint_full_res_padding"]) == ("Inpaint masked", "original", False, 32)
+
+
+def test_an_inpaint_value_the_form_cannot_take_is_named_and_kept(built):
+    _, blocks = built
+    fn = handler(blocks, "img2img_paste", "click")
+    text = INPAINT_TEXT.replace("latent noise", "smudge").replace("Mask blur: 9", "Mask blur: 99")
+    sent = outputs_by_id(fn, fn.fn(text, []))
+    assert "img2img_inpainting_fill" not in sent and "img2img_mask_blur" not in sent
+    assert sent["img2img_paste_notes"] == (
+        "- Masked content: 'smudge' is not one of fill, original, latent noise, latent nothing; kept the current value.\n"
+        "- Mask blur: '99' is not an integer in [0, 64]; kept the current value.")
+
+
+def test_the_txt2img_paste_has_no_inpaint_fields(built):
+    _, blocks = built
+    fn = handler(blocks, "txt2img_paste", "click")
+    sent = outputs_by_id(fn, fn.fn(INPAINT_TEXT, []))
+    assert not any("mask" in elem_id or "inpaint" in elem_id for elem_id in sent)
+
+
+def test_the_img2img_hires_note_sends_the_user_to_txt2img(built):
+    # img2img has no Hires. fix controls (neither has A1111's): the note must not point to them.
+    _, blocks = built
+    fn = handler(blocks, "img2img_paste", "click")
+    notes = outputs_by_id(fn, fn.fn(HIRES_TEXT, []))["img2img_paste_notes"]
+    assert ("- Hires fix (Hires upscale: 2, Hires upscaler: Latent): hires fix is a txt2img feature and this tab has "
+            "no Hires. fix controls, so the paste fills the first pass only; send the image to txt2img to reproduce "
+            "it.") in notes.split("\n")

@@ -36,7 +36,8 @@ def build_ui(state: ServerState):
             with gr.Tab("Extras", id="extras"):
                 extras_image = build_extras_tab(state)
             with gr.Tab("PNG Info", id="pnginfo"):
-                build_png_info_tab(state, tabs, {"txt2img": txt2img, "img2img": img2img}, sampler_names, schedule_names)
+                build_png_info_tab(state, tabs, {"txt2img": txt2img, "img2img": img2img}, sampler_names, schedule_names,
+                                   extras_image)
             with gr.Tab("AppFlow", id="appflow"):
                 build_appflow_tab(state)
             boxes = prompt_boxes({"txt2img": txt2img, "img2img": img2img})

@@ -14,17 +14,16 @@ from pathlib import Path
 POSTPROCESSING_KEY = "postprocessing"
 
 
-def extras_chunks(source, upscale_by: float, upscaler: str) -> dict[str, str]:
+def extras_chunks(source, postprocessing: str) -> dict[str, str]:
     """The result's text chunks: the source's (its infotext under `parameters`, wherever it was stored), then
-    `postprocessing` naming the upscale."""
+    `postprocessing`, the text naming the upscale (`webui.api_extras.request_postprocessing_text`)."""
     from pipelines.infotext_read import infotext_from_image
-    from webui.api_extras import postprocessing_text
 
     chunks = {key: str(value) for key, value in source.info.items() if isinstance(key, str) and isinstance(value, str)}
     infotext = infotext_from_image(source)
     if infotext:
         chunks["parameters"] = infotext
-    chunks[POSTPROCESSING_KEY] = postprocessing_text(upscale_by, upscaler)
+    chunks[POSTPROCESSING_KEY] = postprocessing
     return chunks
 
 

@@ -1,7 +1,14 @@
-"""Extras: upscale an image with a named upscaler, through the same queue and limits as the API.
+"""Extras: upscale one image or a batch of files with a named upscaler, through the same queue and limits as the API.
 
-The result carries the source's text chunks plus `postprocessing`, is saved to the output folder when
-"Save generated images" is on (as A1111's Extras saves), and its postprocessing text is shown."""
+The controls are A1111's (modules/ui_postprocessing.py, scripts/postprocessing_upscale.py): a single image or a
+"Batch Process" of uploaded files, and "Scale by" (a factor) or "Scale to" (width x height, "Crop to fit"). The
+form's values become the API's own `ExtrasBaseRequest`, and the size, the crop and the postprocessing text come
+from the functions `/sdapi/v1/extra-single-image` and `/extra-batch-images` use (`webui.api_extras`), so the UI and
+the API give the same file. Each result carries the source's text chunks plus `postprocessing`, is saved to the
+output folder when "Save generated images" is on (as A1111's Extras saves), and its postprocessing text is shown.
+A1111's "Batch from Directory" (folders on the server's disk) is not offered: a shared server's UI users must not
+read or write its folders.
+"""
 
 from __future__ import annotations
 
@@ -13,35 +20,69 @@ from webui.ui.extras_output import POSTPROCESSING_KEY, extras_chunks, next_extra
 from webui.ui.form_components import form_slider
 from webui.worker import QueueFullError
 
+SCALE_BY, SCALE_TO = 0, 1  # the API's resize_mode values (`webui.api_extras`)
+RESIZE_MODES = ("Scale by", "Scale to")  # A1111's Extras resize tabs, in resize_mode order
+
+
+def extras_request(resize_mode: int, factor: float, width: int, height: int, crop: bool, upscaler: str):
+    """The Extras form's values as the API's request model, checked as the API checks it (ValueError naming the
+    field); the UI has no face restoration or second upscaler, so only these fields are set."""
+    from webui.api_extras import check_extras_request
+    from webui.api_requests import ExtrasBaseRequest
+
+    body = ExtrasBaseRequest(resize_mode=int(resize_mode), upscaling_resize=float(factor),
+                             upscaling_resize_w=int(width), upscaling_resize_h=int(height), upscaling_crop=bool(crop),
+                             upscaler_1=upscaler)
+    check_extras_request(body)
+    return body
+
 
 def build_extras_tab(state: ServerState):
-    """Create the tab; returns its source image component (the target of the galleries' "Send to extras")."""
+    """Create the tab; returns its source image component (the target of the "Send to extras" buttons)."""
     from pipelines.upscale import UPSCALERS, UpscaleLimits
 
     with gr.Row():
         with gr.Column():
-            source = gr.Image(label="Image", type="pil", image_mode="RGB", elem_id="extras_image")
-            with gr.Row():
-                upscaler = gr.Dropdown(UPSCALERS.names(), value=UPSCALERS.names()[0], label="Upscaler", elem_id="extras_upscaler")
-                scale = form_slider(1, UpscaleLimits().max_scale, value=2, step=0.05, label="Scale by", elem_id="extras_scale")
+            # PNG, as A1111 sends the gallery PNG: Gradio's default WebP would re-encode a sent image lossily and drop
+            # its `parameters` chunk, which the result must keep (`extras_chunks`).
+            source = gr.Image(label="Image", type="pil", image_mode="RGB", format="png", elem_id="extras_image")
             run = gr.Button("Upscale", variant="primary", elem_id="extras_generate")
+            with gr.Accordion("Batch Process", open=False, elem_id="extras_batch"):
+                files = gr.File(label="Images", file_count="multiple", file_types=["image"], type="filepath",
+                                elem_id="extras_batch_files")
+                run_batch = gr.Button("Upscale all", variant="primary", elem_id="extras_batch_generate")
+            upscaler = gr.Dropdown(UPSCALERS.names(), value=UPSCALERS.names()[0], label="Upscaler", elem_id="extras_upscaler")
+            # A1111's "Scale by" / "Scale to" tabs, as a radio whose index is the API's resize_mode (a radio rather
+            # than nested tabs: the page's tabs stay the top-level ones)
+            resize_mode = gr.Radio(list(RESIZE_MODES), value=RESIZE_MODES[SCALE_BY], type="index", label="Resize",
+                                   elem_id="extras_resize_mode")
+            scale = form_slider(1, UpscaleLimits().max_scale, value=2, step=0.05, label="Scale by", elem_id="extras_scale")
+            with gr.Row():  # A1111's "Scale to" sliders: 64..8192, step 8, 512 x 512, "Crop to fit" on
+                width = form_slider(64, 8192, value=512, step=8, label="Width", elem_id="extras_upscaling_resize_w")
+                height = form_slider(64, 8192, value=512, step=8, label="Height", elem_id="extras_upscaling_resize_h")
+                crop = gr.Checkbox(True, label="Crop to fit", elem_id="extras_upscaling_crop")
         with gr.Column():
             result = gr.Image(label="Result", type="pil", format="png", interactive=False, elem_id="extras_result")
+            batch_result = gr.Gallery(label="Batch results", format="png", interactive=False, elem_id="extras_batch_result")
             size = gr.Markdown(elem_id="extras_size")
             info = gr.Textbox(label="Postprocessing", interactive=False, elem_id="extras_info")
 
-    def upscale(image, name: str, factor: float, request: gr.Request):
-        if image is None:
-            raise refused("Drop an image to upscale first.")
+    def upscaled_file(image, body, session) -> tuple[str, str, str]:
+        """(result PNG, "WxH -> WxH", postprocessing text) for one source image, queued and waited for."""
+        from webui.api_extras import crop_to, crops_to_size, request_postprocessing_text, upscale_factor
+
         try:
-            job = state.submit_upscale(image.convert("RGB"), float(factor), name,
-                                       session=getattr(request, "session_hash", None))  # dropped if the tab closes
-            upscaled = job.future.result()
+            factor = upscale_factor(body, image.width, image.height)
+            job = state.submit_upscale(image.convert("RGB"), factor, body.upscaler_1, session=session)
         except (ValueError, TypeError, QueueFullError) as error:  # limits, bad name, queue full: tell the user
             raise refused(str(error)) from None
+        try:
+            upscaled = job.future.result()
         except Exception as error:  # the upscaler failed: tell the user, keep the UI alive
             raise failed(str(error), error) from None
-        chunks = extras_chunks(image, float(factor), name)
+        if crops_to_size(body):
+            upscaled = crop_to(upscaled, body.upscaling_resize_w, body.upscaling_resize_h)
+        chunks = extras_chunks(image, request_postprocessing_text(body))
         if state.options.get("samples_save"):
             path = save_extras_png(upscaled, next_extras_path(state.output_dir), chunks)
         else:  # still a PNG with its chunks, so a download from the result keeps them
@@ -50,8 +91,51 @@ def build_extras_tab(state: ServerState):
 
             path = save_extras_png(upscaled, Path(result.GRADIO_CACHE) / "mixkit-extras" / uuid.uuid4().hex / "00000.png",
                                    chunks)
-        return (str(path), f"{image.width}x{image.height} -> {upscaled.width}x{upscaled.height}",
-                chunks[POSTPROCESSING_KEY])
+        return str(path), f"{image.width}x{image.height} -> {upscaled.width}x{upscaled.height}", chunks[POSTPROCESSING_KEY]
 
-    run.click(upscale, inputs=[source, upscaler, scale], outputs=[result, size, info])
+    def checked_request(*form):
+        try:
+            return extras_request(*form)
+        except (ValueError, TypeError) as error:
+            raise refused(str(error)) from None
+
+    def upscale(image, name: str, factor: float, mode: int, w: int, h: int, crop_to_fit: bool, request: gr.Request):
+        if image is None:
+            raise refused("Drop an image to upscale first.")
+        body = checked_request(mode, factor, w, h, crop_to_fit, name)
+        return upscaled_file(image, body, getattr(request, "session_hash", None))  # dropped if the tab closes
+
+    def upscale_batch(paths: list | None, name: str, factor: float, mode: int, w: int, h: int, crop_to_fit: bool,
+                      request: gr.Request):
+        """A1111's "Batch Process": every file, in order; all are read and checked before the first is queued."""
+        from pipelines.upscale import check_upscale
+        from webui.api_extras import upscale_factor
+        from webui.ui.png_info_tab import read_upload_image
+
+        if not paths:
+            raise refused("Drop one or more images to upscale first.")
+        body = checked_request(mode, factor, w, h, crop_to_fit, name)
+        images = []
+        for path in paths:
+            try:
+                image = read_upload_image(str(path), state.limits.max_pixels * 4)
+                # the checks `submit_upscale` makes, for every file before the first is queued
+                UPSCALERS.get(body.upscaler_1)
+                check_upscale(image.width, image.height, upscale_factor(body, image.width, image.height), UpscaleLimits())
+            except ValueError as error:
+                raise refused(f"{_file_name(path)}: {error}") from None
+            images.append(image)
+        outputs = [upscaled_file(image, body, getattr(request, "session_hash", None)) for image in images]
+        # A1111's run_extras shows the postprocessing text of the last image.
+        return [(path, None) for path, _, _ in outputs], "; ".join(size for _, size, _ in outputs), outputs[-1][2]
+
+    settings = [upscaler, scale, resize_mode, width, height, crop]
+    run.click(upscale, inputs=[source, *settings], outputs=[result, size, info])
+    run_batch.click(upscale_batch, inputs=[files, *settings], outputs=[batch_result, size, info])
     return source
+
+
+def _file_name(path) -> str:
+    from pathlib import Path
+
+    return Path(str(path)).name

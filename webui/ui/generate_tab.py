@@ -27,6 +27,9 @@ IMG2IMG_MODES = ("img2img", "inpaint", "sketch", "outpaint")
 OUTPAINT_SIDES = ("left", "right", "up", "down")
 MASK_MODES = ("Inpaint masked", "Inpaint not masked")  # A1111's "Mask mode" radio
 SEND_TARGETS = ("img2img", "inpaint", "extras")  # A1111's "Send to" buttons under the txt2img and img2img galleries
+# The img2img inputs A1111's `img2img_paste_fields` fill (Mask blur, Mask mode, Masked content, Inpaint area, Masked
+# area padding), named as `paste_infotext.infotext_inpaint_values` returns them.
+INPAINT_PASTE_FIELDS = ("mask_blur", "mask_mode", "inpainting_fill", "only_masked", "only_masked_padding")
 # The img2img tab's own inputs, in the order `build_generate_tab` wires them (after the generation widgets).
 IMG2IMG_FIELDS = ("editor", "mode", "resize_mode", "denoising_strength", "mask_blur", "inpainting_fill", "only_masked",
                   "only_masked_padding", "mask_mode", "mask_upload", "outpaint_pixels", "outpaint_fill", "outpaint_sides")
@@ -83,6 +86,23 @@ def inpaint_mask_from(editor_layers: list, uploaded):
     return painted
 
 
+def check_mask_fits(mask, image_size: tuple[int, int]) -> list[str]:
+    """The warnings the pipeline's mask check (`pipelines.inpaint_mask.prepare_mask`) gives for `mask` on an init
+    image of `image_size`, run now so a refusal comes before anything is queued.
+
+    It is the Python API's own rule, not a copy: a mask of another size is resized (a warning, returned here for
+    the user to see) when its aspect ratio matches, and refused with a ValueError otherwise. A1111 resizes any
+    mask with the img2img resize mode; refusing a mask that cannot line up is mixkit's documented choice."""
+    import warnings
+
+    from pipelines.inpaint_mask import prepare_mask
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        prepare_mask(mask, image_size)
+    return [str(warning.message) for warning in caught]
+
+
 def outpaint_sides_from(pixels: int, directions: list[str]) -> dict[str, int]:
     """A1111's outpaint directions (left/right/up/down) -> pixels per side for `pipelines.outpaint`."""
     unknown = sorted(set(directions) - set(OUTPAINT_SIDES))
@@ -96,7 +116,8 @@ def img2img_params(params, fields: dict):
     """Img2ImgParams from the txt2img-shaped `params` and the img2img tab's own inputs (`IMG2IMG_FIELDS` -> value).
 
     Outpaint mode takes its masked content from its own control, as A1111's "Poor man's outpainting" script does
-    (default "fill"); the inpaint "Masked content" applies to inpaint and sketch."""
+    (default "fill"); the inpaint "Masked content" applies to inpaint and sketch. An inpaint mask is checked against
+    the init image here (`check_mask_fits`), so a mask that cannot line up is refused before anything is queued."""
     from pipelines.image_prep import normalize_init_image
     from pipelines.img2img import Img2ImgParams
 
@@ -107,6 +128,9 @@ def img2img_params(params, fields: dict):
         raise ValueError(f"Mask mode must be one of {', '.join(MASK_MODES)}; got {fields['mask_mode']!r}.")
     background = normalize_init_image(editor_value["background"])  # transparency on white, as A1111
     mask = inpaint_mask_from(editor_value.get("layers"), fields["mask_upload"]) if mode == "inpaint" else None
+    if mask is not None:
+        for message in check_mask_fits(mask, background.size):
+            gr.Warning(message)
     init = editor_value["composite"].convert("RGB") if mode == "sketch" else background
     fill = fields["outpaint_fill"] if mode == "outpaint" else fields["inpainting_fill"]
     return Img2ImgParams(**vars(params), init_images=[init], denoising_strength=float(fields["denoising_strength"]),
@@ -131,6 +155,9 @@ class GenerateTab:
     paste: object = None  # A1111's ↙️ button: fill the form from the prompt box (or the last generation)
     styles: object = None  # the Styles multi-select (`webui.ui.prompt_styles`)
     notes: object = None  # what a paste could not set
+    # img2img only: the inpaint controls a paste fills (`INPAINT_PASTE_FIELDS` -> widget), as A1111's img2img paste
+    inpaint_controls: dict | None = None
+    controlnet_units: list = field(default_factory=list)  # the ControlNet units' widgets, `UNIT_FIELDS` per unit
 
 
 def reused_seed(seeds: list, selected: int | None) -> int:
@@ -191,6 +218,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                                 "outpaint_sides": outpaint_sides}
                 extra_inputs = [named_inputs[name] for name in IMG2IMG_FIELDS]
                 tab.denoising_strength, tab.init_image, tab.mode = strength, editor, mode
+                tab.inpaint_controls = {name: named_inputs[name] for name in INPAINT_PASTE_FIELDS}
             widgets = build_generation_widgets(kind, state.limits, sampler_names, schedule_names,
                                                defaults=state.generation_defaults,
                                                clip_skip_default=lambda: state.options.get("CLIP_stop_at_last_layers"))
@@ -199,7 +227,8 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                 from webui.ui.hires_controls import build_hires_controls
 
                 extra_inputs = tab.hires = build_hires_controls(state.limits)
-            control_inputs = build_controlnet_units(state, kind, state.options.get("control_net_unit_count"))
+            control_inputs = tab.controlnet_units = build_controlnet_units(state, kind,
+                                                                           state.options.get("control_net_unit_count"))
         with gr.Column(scale=2):
             with gr.Row():
                 generate = gr.Button("Generate", variant="primary", elem_id=f"{kind}_generate", scale=3)
@@ -340,15 +369,37 @@ def form_params(state: ServerState, kind: str, form: list, chosen_styles: list[s
 
 def _form_fields(tab: GenerateTab) -> list[tuple[str, object]]:
     """(value name, widget) for every field a paste can fill: the generation widgets, then img2img's denoising
-    strength or txt2img's Hires. fix widgets (whose "denoising_strength" is the second pass's)."""
+    strength and inpaint controls or txt2img's Hires. fix widgets (whose "denoising_strength" is the second pass's)."""
     fields = list(zip(GenerationWidgets.FIELDS, tab.widgets.inputs()))
     if tab.denoising_strength is not None:
         fields.append(("denoising_strength", tab.denoising_strength))
+    if tab.inpaint_controls is not None:
+        fields += list(tab.inpaint_controls.items())
     if tab.hires is not None:
         from webui.ui.hires_controls import HIRES_FIELDS
 
         fields += list(zip(HIRES_FIELDS, tab.hires))
-    return fields
+    return fields + controlnet_form_fields(tab.controlnet_units)
+
+
+def controlnet_unit_count(tab: GenerateTab) -> int:
+    """How many ControlNet units the tab has (0 without a ControlNet folder)."""
+    from webui.ui.controlnet_units import UNIT_FIELDS
+
+    return len(tab.controlnet_units) // len(UNIT_FIELDS)
+
+
+def controlnet_form_fields(unit_widgets: list) -> list[tuple[str, object]]:
+    """(value name, widget) for the ControlNet unit fields a paste fills ("controlnet_0_weight", ...): every field
+    but the image, as sd-webui-controlnet registers its paste fields (scripts/infotext.py)."""
+    from webui.ui.controlnet_units import UNIT_FIELDS
+    from webui.ui.paste_infotext import CONTROLNET_PASTE_FIELDS, controlnet_field
+
+    pasted = {"enabled", *CONTROLNET_PASTE_FIELDS}
+    width = len(UNIT_FIELDS)
+    return [(controlnet_field(start // width, name), widget)
+            for start in range(0, len(unit_widgets), width)
+            for name, widget in zip(UNIT_FIELDS, unit_widgets[start:start + width]) if name in pasted]
 
 
 def apply_form_values(tab: GenerateTab, values: dict) -> list:

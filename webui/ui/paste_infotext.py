@@ -31,7 +31,8 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
                             size_multiple: int = 8, hires_upscalers: list[str] | None = None,
                             lora_name_of: Callable[[str], str | None] | None = None,
                             current_emphasis: str | None = None, current_vae_names: frozenset[str] | None = None,
-                            vae_choice: Callable[[str], str | None] | None = None
+                            vae_choice: Callable[[str], str | None] | None = None, inpaint_fields: bool = False,
+                            controlnet_units: int = 0, controlnet_model_of: Callable[[str], str | None] | None = None
                             ) -> tuple[dict[str, object], list[str]]:
     """(field -> value for `GenerationWidgets` fields, "denoising_strength" and the Hires. fix fields, notes about
     skipped values).
@@ -47,7 +48,14 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
     `current_emphasis` (the Settings' "Emphasis mode"; None: A1111's default "Original") is compared with the image's
     (`emphasis_note`). `current_vae_names` (the names of the VAE that decodes now, `ServerState.vae_names()`) and
     `vae_choice` (infotext `VAE:` -> the listed `sd_vae` value, `VaeCatalog.name_for_infotext`) decide the VAE note
-    (`vae_note`); without them the note only names the image's VAE."""
+    (`vae_note`); without them the note only names the image's VAE.
+
+    `inpaint_fields` says the target form is img2img's, with its inpaint controls: Mask blur, Mask mode, Masked
+    content, Inpaint area and Masked area padding are filled (`infotext_inpaint_values`).
+
+    `controlnet_units` (how many ControlNet units the form has) and `controlnet_model_of` (an infotext model name ->
+    this server's ControlNet name, or None) fill those units from the infotext's `ControlNet N` keys, never their
+    control image (`infotext_controlnet_values`)."""
     from pipelines.infotext import parse_infotext, split_infotext
     from pipelines.infotext_samplers import SCHEDULE_LABELS, sampler_and_schedule
     from webui.ui.widgets import widget_ranges
@@ -81,6 +89,10 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
         values["denoising_strength"] = strength
     elif "Denoising strength" in parsed:
         notes.append(f"Denoising strength: {parsed['Denoising strength']!r} is outside [0, 1]; kept the current value.")
+    if inpaint_fields:
+        inpaint_values, inpaint_notes = infotext_inpaint_values(parsed)
+        values.update(inpaint_values)
+        notes += inpaint_notes
     if hires_upscalers is not None:
         from webui.ui.hires_controls import infotext_hires_values
 
@@ -95,7 +107,125 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
         if key in parsed:
             notes.append(f"{key}: {parsed[key]} is a setting here (Settings > Optimizations), not a form field; "
                          "set it there to reproduce this image.")
+    controlnet_values, notes_for_units = infotext_controlnet_values(parsed, controlnet_units, controlnet_model_of)
+    values.update(controlnet_values)
+    notes += notes_for_units
     return values, notes
+
+
+# A1111's `img2img_paste_fields` (modules/ui.py): (mask_blur, "Mask blur"), (inpainting_mask_invert, "Mask mode"),
+# (inpainting_fill, "Masked content"), (inpaint_full_res, "Inpaint area"), (inpaint_full_res_padding, "Masked area
+# padding"). The three radios take the labels the API reads too (`webui.api_infotext`); the sliders' ranges are the
+# img2img tab's (A1111's: Mask blur 0..64, padding 0..256).
+INPAINT_NUMBERS = {"mask_blur": ("Mask blur", 0, 64), "only_masked_padding": ("Masked area padding", 0, 256)}
+
+
+def infotext_inpaint_values(parsed: dict) -> tuple[dict[str, object], list[str]]:
+    """(img2img inpaint field -> value, notes) from a parsed infotext (`parse_infotext`, with A1111's defaults).
+
+    A missing Mask mode / Masked content / Inpaint area / padding takes A1111's paste default (Inpaint masked,
+    original, Whole picture, 32), as `parse_generation_parameters` fills them, so a txt2img infotext resets them;
+    a missing Mask blur keeps the form's value, as A1111's paste does. A label or number the form cannot take is
+    left out and named in a note."""
+    from webui.api_infotext import INPAINT_AREAS, MASK_MODES, MASKED_CONTENTS
+
+    values: dict[str, object] = {}
+    notes: list[str] = []
+    for field, key, labels in (("mask_mode", "Mask mode", MASK_MODES), ("inpainting_fill", "Masked content", MASKED_CONTENTS),
+                               ("only_masked", "Inpaint area", INPAINT_AREAS)):
+        if key not in parsed:
+            continue
+        label = str(parsed[key]).strip()
+        if label not in labels:
+            notes.append(f"{key}: {parsed[key]!r} is not one of {', '.join(labels)}; kept the current value.")
+        else:
+            values[field] = label == INPAINT_AREAS[1] if field == "only_masked" else label
+    for field, (key, low, high) in INPAINT_NUMBERS.items():
+        if key not in parsed:
+            continue
+        number = _int(parsed[key])
+        if number is None or not low <= number <= high:
+            notes.append(f"{key}: {parsed[key]!r} is not an integer in [{low}, {high}]; kept the current value.")
+        else:
+            values[field] = number
+    return values, notes
+
+
+# The UI unit's fields a `ControlNet N` infotext value fills: UI field -> the extension's field (`parse_unit` keys).
+CONTROLNET_PASTE_FIELDS = {"preprocessor": "module", "model": "model", "weight": "weight", "start": "guidance_start",
+                           "end": "guidance_end"}
+CONTROLNET_RANGES = {"weight": (0.0, 2.0), "start": (0.0, 1.0), "end": (0.0, 1.0)}  # the UI sliders' (and API's)
+
+
+def controlnet_field(unit: int, field: str) -> str:
+    """The form-value name of a ControlNet unit's field: "controlnet_0_weight"."""
+    return f"controlnet_{unit}_{field}"
+
+
+def infotext_controlnet_values(parsed: dict, unit_count: int, model_of: Callable[[str], str | None] | None
+                               ) -> tuple[dict[str, object], list[str]]:
+    """(ControlNet unit field -> value, notes) for the infotext's sd-webui-controlnet units (`ControlNet 0`, ...).
+
+    As the extension's paste (scripts/infotext.py: `parse_unit` gives `enabled=True` and every field but the image),
+    a unit the form has is enabled and its module, model, weight and guidance window are filled. No infotext holds
+    the control image, so each unit gets a note asking for it, naming what the form's unit could not take; a unit
+    the form does not have is only named."""
+    from pipelines.controlnet.infotext import parse_unit
+    from pipelines.preprocessors import PREPROCESSORS
+
+    values: dict[str, object] = {}
+    notes: list[str] = []
+    for key in sorted((key for key in parsed if _controlnet_index(key) is not None), key=_controlnet_index):
+        index = _controlnet_index(key)
+        if index >= unit_count:
+            notes.append(f"{key} ({parsed[key]}): this form has no ControlNet Unit {index}, and a unit's control "
+                         "image is not in the infotext; the image cannot be reproduced without that unit.")
+            continue
+        try:
+            unit = parse_unit(str(parsed[key]))
+        except ValueError as error:
+            notes.append(f"{key}: not read ({error}); set ControlNet Unit {index} by hand.")
+            continue
+        filled, left = {controlnet_field(index, "enabled"): True}, []
+        for field, name in CONTROLNET_PASTE_FIELDS.items():
+            if name not in unit:
+                continue
+            value = _controlnet_value(field, unit[name], PREPROCESSORS.names(), model_of)
+            if value is None:
+                left.append(f"{name} {unit[name]!r}")
+            else:
+                filled[controlnet_field(index, field)] = value
+        values.update(filled)
+        unused = [f"{_display(name)}: {value}" for name, value in unit.items()
+                  if name not in CONTROLNET_PASTE_FIELDS.values()]
+        notes.append(f"{key}: ControlNet Unit {index} is enabled and filled from the infotext, but no infotext holds "
+                     "its control image; add it to the unit to reproduce the image."
+                     + (f" Not available here, so not set: {', '.join(left)}." if left else "")
+                     + (f" The unit has no control for: {', '.join(unused)}." if unused else ""))
+    return values, notes
+
+
+def _controlnet_value(field: str, value: object, preprocessors: list[str], model_of):
+    """The UI value for one ControlNet field, or None when this server or the unit's widget cannot take it."""
+    if field == "preprocessor":
+        return value if value in preprocessors else None
+    if field == "model":
+        return model_of(str(value)) if model_of is not None else None
+    low, high = CONTROLNET_RANGES[field]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        return None
+    return float(value)
+
+
+def _display(field: str) -> str:
+    """The extension's display name of a unit field ("guidance_start" -> "Guidance Start")."""
+    return " ".join(word.capitalize() for word in field.split("_"))
+
+
+def _controlnet_index(key: str) -> int | None:
+    """N for an infotext key "ControlNet N" (the extension's unit keys), else None."""
+    prefix, _, number = key.partition(" ")
+    return int(number) if prefix == "ControlNet" and number.isdigit() else None
 
 
 # A1111's gallery Send buttons copy only these fields (`paste_field_names = ['Prompt', 'Negative prompt', 'Steps',
@@ -262,7 +392,9 @@ def _reproduction_notes(parsed: dict, current_model: str | None, current_model_a
              if key in parsed and str(parsed[key]) not in ("0", "")]  # the paste's defaults fill resize with 0
     if hires and not hires_filled:
         recipe = ", ".join(f"{key}: {parsed[key]}" for key in hires)
-        notes.append(f"Hires fix ({recipe}): set it in the Hires. fix controls; the paste fills the first pass.")
+        # Only txt2img has Hires. fix controls (A1111's too): the note must not point to controls this tab lacks.
+        notes.append(f"Hires fix ({recipe}): hires fix is a txt2img feature and this tab has no Hires. fix controls, "
+                     "so the paste fills the first pass only; send the image to txt2img to reproduce it.")
     notes += _schedule_setting_notes(parsed)
     if "Variation seed" in parsed:
         notes.append("Variation seed: not supported here; the image will differ.")

@@ -15,7 +15,7 @@ import gradio as gr
 
 from webui.server_state import ServerState
 from webui.ui.errors import refused
-from webui.ui.generate_tab import GenerateTab, apply_form_values, form_outputs
+from webui.ui.generate_tab import GenerateTab, apply_form_values, controlnet_unit_count, form_outputs
 from webui.ui.paste_infotext import infotext_to_form_values, infotext_to_sent_values
 
 
@@ -32,7 +32,24 @@ def paste_values(state: ServerState, tab: GenerateTab, text: str, sampler_names:
     return infotext_to_form_values(text, state.limits, sampler_names, schedule_names, current_model=state.model_title,
                                    current_model_aliases=aliases, hires_upscalers=upscalers,
                                    lora_name_of=lora_lookup(state), current_emphasis=state.options.get("emphasis"),
-                                   current_vae_names=state.vae_names(), vae_choice=state.vaes.name_for_infotext)
+                                   current_vae_names=state.vae_names(), vae_choice=state.vaes.name_for_infotext,
+                                   inpaint_fields=tab.inpaint_controls is not None,
+                                   controlnet_units=controlnet_unit_count(tab),
+                                   controlnet_model_of=controlnet_lookup(state))
+
+
+def controlnet_lookup(state: ServerState):
+    """An infotext's ControlNet model name -> this server's ControlNet name, None when it has no such model."""
+    if state.controlnets is None:
+        return None
+
+    def listed(name: str) -> str | None:
+        try:
+            return state.controlnets.resolve(name)
+        except ValueError:
+            return None
+
+    return listed
 
 
 def sent_values(state: ServerState, text: str, image_size: tuple[int, int]) -> tuple[dict[str, object], list[str]]:

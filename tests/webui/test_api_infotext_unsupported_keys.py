@@ -1,0 +1,54 @@
+"""An infotext posted to the API recording what this server does not run is refused (422), never dropped: A1111's
+refiner (`Refiner`, `Refiner switch at`, pasted by A1111's refiner script), A1111's `Token merging ratio` and
+mixkit's approximation keys (DeepCache, TAESD decode ...) unless the server's model runs the same ones."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines.approx.labels import OptimizationLabels
+from pipelines.params import GenerationLimits
+from webui.api_convert import to_txt2img_params
+from webui.api_infotext import apply_infotext, check_approximation_keys
+from webui.api_requests import Txt2ImgRequest
+
+BASE = "a red circle\nSteps: 2, Sampler: Euler, CFG scale: 7, Seed: 1, Size: 64x64, Model: tiny"
+
+
+def _convert(request: Txt2ImgRequest):
+    return to_txt2img_params(request, limits=GenerationLimits(), lora_names=None)
+
+
+def _params(text: str, **fields):
+    return _convert(apply_infotext(Txt2ImgRequest(infotext=text, **fields)))
+
+
+def test_a_refiner_in_the_infotext_is_refused_like_one_in_the_request():
+    with pytest.raises(ValueError, match=r"refiner_checkpoint='xl_refiner' \(the SDXL refiner is not supported\)"):
+        _params(BASE + ", Refiner: xl_refiner, Refiner switch at: 0.8")
+    with pytest.raises(ValueError, match=r"refiner_checkpoint='other'"):
+        _convert(Txt2ImgRequest(prompt="a", refiner_checkpoint="other"))
+
+
+@pytest.mark.parametrize("none", ["", "None", "none"])
+def test_a1111s_no_refiner_spellings_are_accepted(none):
+    assert _convert(Txt2ImgRequest(prompt="a", steps=2, refiner_checkpoint=none)).steps == 2
+
+
+@pytest.mark.parametrize("key", ["Token merging ratio: 0.5", "DeepCache: 3", "VAE Decoder: TAESD"])
+def test_approximations_the_server_does_not_run_are_refused(key):
+    with pytest.raises(ValueError, match=r"server runs the exact model, no approximation, so the image would differ"):
+        apply_infotext(Txt2ImgRequest(infotext=f"{BASE}, {key}"))
+
+
+def test_the_servers_own_approximations_are_accepted():
+    running = OptimizationLabels(deepcache=3)
+    request = apply_infotext(Txt2ImgRequest(infotext=f"{BASE}, DeepCache: 3"), running_labels=running)
+    assert request.steps == 2
+    with pytest.raises(ValueError, match="records no approximation, but this server runs DeepCache"):
+        check_approximation_keys({"Steps": "2"}, running)
+
+
+def test_exact_labels_and_a1111s_full_decoder_pass():
+    request = apply_infotext(Txt2ImgRequest(infotext=f'{BASE}, VAE Decoder: Full, Optimization: "fast, bf16"'))
+    assert request.steps == 2
