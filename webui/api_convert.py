@@ -143,8 +143,8 @@ def with_styles(request: Txt2ImgRequest, prompt: str, styles) -> tuple[str, str]
 
 
 def _prompt_options(request: Txt2ImgRequest, options: dict[str, Any] | None) -> dict[str, Any]:
-    """emphasis / comma_padding_backtrack: A1111's defaults, then Settings, then override_settings (checked by the
-    pipeline, whose message names the field)."""
+    """emphasis / comma_padding_backtrack / sdxl_clip_l_skip: A1111's defaults, then Settings, then override_settings
+    (checked by the pipeline, whose message names the field)."""
     overrides = request.override_settings or {}
     values = {**PROMPT_OPTION_DEFAULTS, **(options or {})}
     values.update({key: overrides[key] for key in PROMPT_OPTION_KEYS if key in overrides})

@@ -119,7 +119,7 @@ def _check_unit_count(value: Any) -> int:
 
 
 # A1111's Settings > Stable Diffusion prompt options, with its defaults; checked by the prompt encoder's own checks.
-PROMPT_OPTION_DEFAULTS = {"emphasis": "Original", "comma_padding_backtrack": 20}
+PROMPT_OPTION_DEFAULTS = {"emphasis": "Original", "comma_padding_backtrack": 20, "sdxl_clip_l_skip": False}
 PROMPT_OPTION_KEYS = tuple(PROMPT_OPTION_DEFAULTS)
 
 
@@ -139,6 +139,7 @@ SETTABLE = {
     "CLIP_stop_at_last_layers": _check_clip_skip,
     "emphasis": _check_emphasis_option,
     "comma_padding_backtrack": _check_comma_option,
+    "sdxl_clip_l_skip": _check_bool("sdxl_clip_l_skip"),  # A1111's "Clip skip SDXL" (Settings > Stable Diffusion)
     "samples_save": _check_bool("samples_save"),
     "live_previews_enable": _check_bool("live_previews_enable"),
     # A1111's grid options (both default True): the UI shows a grid of a result of 2+ images first in the gallery
@@ -241,7 +242,8 @@ class ServerOptions:
         return sampler_option_params(sampler, values)
 
     def prompt_options(self) -> dict[str, Any]:
-        """emphasis and comma_padding_backtrack as the Settings hold them (Txt2ImgParams fields of those names)."""
+        """emphasis, comma_padding_backtrack and sdxl_clip_l_skip as the Settings hold them (Txt2ImgParams fields of
+        those names)."""
         with self._lock:
             return {key: self._values[key] for key in PROMPT_OPTION_KEYS}
 

@@ -52,3 +52,20 @@ def test_the_servers_own_approximations_are_accepted():
 def test_exact_labels_and_a1111s_full_decoder_pass():
     request = apply_infotext(Txt2ImgRequest(infotext=f'{BASE}, VAE Decoder: Full, Optimization: "fast, bf16"'))
     assert request.steps == 2
+
+
+def test_clip_skip_sdxl_comes_from_settings_then_override_settings():
+    """A1111's `sdxl_clip_l_skip` is a Setting (Settings > Stable Diffusion) that override_settings can set."""
+    request = Txt2ImgRequest(prompt="a", steps=2)
+    assert to_txt2img_params(request, limits=GenerationLimits(), lora_names=None).sdxl_clip_l_skip is False
+    from webui.options import PROMPT_OPTION_DEFAULTS
+
+    settings = {**PROMPT_OPTION_DEFAULTS, "sdxl_clip_l_skip": True}
+    assert to_txt2img_params(request, limits=GenerationLimits(), lora_names=None,
+                             prompt_options=settings).sdxl_clip_l_skip is True
+    overridden = Txt2ImgRequest(prompt="a", steps=2, override_settings={"sdxl_clip_l_skip": False})
+    assert to_txt2img_params(overridden, limits=GenerationLimits(), lora_names=None,
+                             prompt_options=settings).sdxl_clip_l_skip is False
+    with pytest.raises((TypeError, ValueError), match="sdxl_clip_l_skip must be True or False"):
+        to_txt2img_params(Txt2ImgRequest(prompt="a", override_settings={"sdxl_clip_l_skip": "yes"}),
+                          limits=GenerationLimits(), lora_names=None)

@@ -170,14 +170,16 @@ def test_the_prompt_options_are_settings(served):
     values = [block.value for block in apply.inputs]
     values[inputs.index("settings_emphasis")] = "No norm"
     values[inputs.index("settings_comma_padding_backtrack")] = 5.0
+    values[inputs.index("settings_sdxl_clip_l_skip")] = True  # A1111's "Clip skip SDXL", a checkbox there too
     try:
         assert apply.fn(*values) == "Settings applied."
-        assert state.options.prompt_options() == {"emphasis": "No norm", "comma_padding_backtrack": 5}
+        assert state.options.prompt_options() == {"emphasis": "No norm", "comma_padding_backtrack": 5,
+                                                  "sdxl_clip_l_skip": True}
         values[inputs.index("settings_comma_padding_backtrack")] = 80.0
         with pytest.raises(gr.Error, match="comma_padding_backtrack must be an int in 0..74"):
             apply.fn(*values)
     finally:
-        state.options.apply({"emphasis": "Original", "comma_padding_backtrack": 20})
+        state.options.apply({"emphasis": "Original", "comma_padding_backtrack": 20, "sdxl_clip_l_skip": False})
 
 
 def test_ui_generations_use_the_prompt_options_as_the_api_does(served):

@@ -16,7 +16,8 @@ from webui.server_state import ServerState
 from webui.ui.errors import failed, refused
 
 GRID_KEYS = ("return_grid", "grid_save")  # the Apply button's inputs after the generation defaults
-PROMPT_KEYS = ("emphasis", "comma_padding_backtrack")  # its last inputs; a caller sending fewer leaves them unchanged
+# its last inputs; a caller sending fewer leaves them unchanged
+PROMPT_KEYS = ("emphasis", "comma_padding_backtrack", "sdxl_clip_l_skip")
 
 
 def switch_vae(state: ServerState, name: str) -> str:
@@ -85,8 +86,9 @@ def build_settings_tab(state: ServerState, page: gr.Blocks) -> None:
         vae_load = gr.Button("Use VAE", scale=1, elem_id="settings_load_vae")
     with gr.Row():
         preset = gr.Radio(PRESETS.names(), value=lambda: state.preset, elem_id="settings_performance_preset",
-                          label="Performance preset (exact: reference output; fast: reduced precision, fused attention; "
-                                "low-memory: slicing and tiling). Switching reloads the model.", scale=4)
+                          label="Performance preset (exact: reference output; fast: reduced precision, channels-last, "
+                                "fused QKV; low-memory: float16-held weights, attention and VAE slicing, idle weights "
+                                "paged out; no preset tiles the VAE). Switching reloads the model.", scale=4)
         preset_apply = gr.Button("Apply preset", scale=1, elem_id="settings_apply_preset")
     status = gr.Markdown(lambda: status_line(state), elem_id="settings_status")
     gr.Textbox(str(state.output_dir), label="Output folder (set with --output-dir)", interactive=False)
@@ -130,7 +132,7 @@ def build_settings_tab(state: ServerState, page: gr.Blocks) -> None:
             fix_steps = gr.Checkbox(lambda: state.options.get("img2img_fix_steps"),
                                     label="With img2img, do exactly the amount of steps the slider specifies "
                                           "(normally fewer with less denoising)", elem_id="settings_img2img_fix_steps")
-    emphasis, comma_backtrack = build_prompt_option_widgets(state)
+    emphasis, comma_backtrack, clip_l_skip = build_prompt_option_widgets(state)
     apply = gr.Button("Apply settings", elem_id="settings_apply")
 
     def do_refresh():
@@ -164,7 +166,8 @@ def build_settings_tab(state: ServerState, page: gr.Blocks) -> None:
         grid_values = default_grid_and_prompt_values[len(OPTION_KEYS):len(OPTION_KEYS) + len(GRID_KEYS)]
         values.update((key, bool(value)) for key, value in zip(GRID_KEYS, grid_values))
         prompt_values = default_grid_and_prompt_values[len(OPTION_KEYS) + len(GRID_KEYS):]
-        values.update((key, whole_number(value)) for key, value in zip(PROMPT_KEYS, prompt_values))
+        values.update((key, value if isinstance(value, bool) else whole_number(value))
+                      for key, value in zip(PROMPT_KEYS, prompt_values))
         return apply_settings(state, values)
 
     def do_vae_refresh():
@@ -176,7 +179,8 @@ def build_settings_tab(state: ServerState, page: gr.Blocks) -> None:
     vae_load.click(lambda name: switch_vae(state, name), inputs=vae, outputs=status)
     load.click(do_load, inputs=checkpoint, outputs=[status, checkpoint, *size_widgets])
     apply.click(do_apply, inputs=[save, previews, clip_skip, unit_count, ngms, ngms_all, skip_early, eta_ancestral, eta_ddim,
-                                  ensd, fix_steps, *defaults_widgets, return_grid, grid_save, emphasis, comma_backtrack],
+                                  ensd, fix_steps, *defaults_widgets, return_grid, grid_save, emphasis, comma_backtrack,
+                                  clip_l_skip],
                 outputs=status)
     preset_apply.click(lambda name: switch_preset(state, name), inputs=preset, outputs=status)
 
@@ -205,7 +209,12 @@ def build_prompt_option_widgets(state: ServerState) -> tuple:
                               info="In tokens: a text after the last comma shorter than this that does not fit in the "
                                    "75-token chunk moves to the next chunk (0: off).",
                               elem_id="settings_comma_padding_backtrack")
-    return emphasis, comma
+        clip_l_skip = gr.Checkbox(value=lambda: state.options.get("sdxl_clip_l_skip"),
+                                  label="Clip skip SDXL (sdxl_clip_l_skip)",
+                                  info="On SDXL, Clip skip also moves CLIP-L's layer (OpenCLIP-G keeps its penultimate "
+                                       "one). No effect on SD 1.x/2.x. Not recorded in the infotext, as in A1111.",
+                                  elem_id="settings_sdxl_clip_l_skip")
+    return emphasis, comma, clip_l_skip
 
 
 def build_defaults_widgets(state: ServerState) -> list:
