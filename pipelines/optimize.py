@@ -67,12 +67,12 @@ def check_optimize_inputs(pipe, preset: str, backend: str, overrides: dict[str, 
     if unknown:
         raise ValueError(f"optimize(): unknown option(s) {unknown}; valid: {sorted(RuntimeConfig.__dataclass_fields__)}")
     config = config.with_changes(**overrides)  # RuntimeConfig validates the values
-    if config.offload != "none":
+    # backend name and support, an earlier optimisation, the offload device
+    same_as_before = check_runtime_request(pipe.model, config, backend, preset=preset, execution_device=execution_device)
+    if config.offload != "none":  # after the device check: on the CPU, installing accelerate would not help
         from mixkit.runtime.memory import require_accelerate
 
         require_accelerate()
-    # backend name and support, an earlier optimisation, the offload device
-    same_as_before = check_runtime_request(pipe.model, config, backend, preset=preset, execution_device=execution_device)
     if same_as_before is None:  # this call will change the model
         check_no_approximations(pipe.model, preset)
     if backend == "openvino":
@@ -109,31 +109,31 @@ def optimize(pipe, preset: str = "fast", backend: str = "torch", *, cache_dir=No
     report = apply_runtime(pipe.model, config, backend=backend, preset=preset, cache_dir=cache_dir,
                            execution_device=execution_device)
     pipe.optimization = report
-    _label_infotexts(pipe, optimization_label_parts(preset, config, report), _vae_tile_size(pipe.model, config))
+    _label_infotexts(pipe, optimization_label_parts(preset, report), _vae_tile_size(pipe.model, config))
     return report
 
 
 _SHORT_PRECISION = {"bfloat16": "bf16", "float16": "fp16"}
 # Exact up to rounding only: VAE tiling is labelled as the approximation it is (`VAE tiling:`).
-_FLAG_LABELS = (("channels_last", "channels-last"), ("fuse_qkv", "fused-qkv"), ("attention_slicing", "attention-slicing"),
-                ("vae_slicing", "vae-slicing"), ("page_out_idle", "page-out-idle"))
+# Written before the backend, in this order; the other labels (weight storage, offload) follow it.
+_LABELS_BEFORE_BACKEND = ("channels-last", "fused-qkv", "attention-slicing", "vae-slicing", "page-out-idle")
 
 
-def optimization_label_parts(preset: str, config: RuntimeConfig, report: OptimizationReport) -> tuple[str, ...]:
+def optimization_label_parts(preset: str, report: OptimizationReport) -> tuple[str, ...]:
     """The infotext's `Optimization:` parts, e.g. ("fast", "bf16", "channels-last", "fused-qkv").
 
-    Empty for the exact preset on the eager backend (nothing changed). The precision part is
-    what was actually used (a CPU without bf16 stays fp32 and gets no precision part).
+    Built from what ran (`report.labels`, `report.precision`, `report.backend`), not from the
+    preset's config: the openvino backend skips channels-last and fused QKV, page-out needs Linux
+    and the CPU, so a label read from the config would name changes the model never had. Empty for
+    the exact preset on the eager backend (nothing changed); a CPU without bf16 stays fp32 and gets
+    no precision part.
     """
-    parts = [name for field_name, name in _FLAG_LABELS if getattr(config, field_name)]
+    parts = [label for label in _LABELS_BEFORE_BACKEND if label in report.labels]
     if report.precision in _SHORT_PRECISION:
         parts.insert(0, _SHORT_PRECISION[report.precision])
     if report.backend != "torch":
         parts.append(report.backend)
-    if config.weight_storage != "float32":
-        parts.append(f"{_SHORT_PRECISION[config.weight_storage]}-weights")
-    if config.offload != "none":
-        parts.append(f"offload-{config.offload}")
+    parts += [label for label in report.labels if label not in _LABELS_BEFORE_BACKEND]
     return (preset, *parts) if parts or preset != "exact" else ()
 
 

@@ -173,10 +173,10 @@ def _apply_steps(model, config: RuntimeConfig, backend: str, preset: str, execut
     if config.channels_last and backend != "openvino":
         to_channels_last(model.unet)
         to_channels_last(model.vae)
-        report.step("channels-last UNet and VAE")
+        report.step("channels-last UNet and VAE", label="channels-last")
     if config.fuse_qkv and backend != "openvino":
         count = fuse_qkv(model.unet)
-        report.step(f"fused QKV projections in {count} UNet attention modules")
+        report.step(f"fused QKV projections in {count} UNet attention modules", label="fused-qkv")
 
     # 3. VAE decode precision with the NaN guard
     vae_precision = resolve_precision(config.vae_precision, model.vae.device, report) \

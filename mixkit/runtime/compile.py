@@ -7,6 +7,9 @@ why; if eager fails too, that error is the user's and is raised.
 
 Inductor's FX-graph and kernel caches live in TORCHINDUCTOR_CACHE_DIR; pointing it at mixkit's
 cache folder lets a second process reuse the first one's compiled code instead of recompiling.
+Torch fills that variable in itself with its default (`/tmp/torchinductor_<user>`) the first time
+anything asks for the folder, and importing diffusers does, so "already set" does not mean "the
+user chose it": only a value other than torch's default is the user's choice.
 """
 
 from __future__ import annotations
@@ -27,12 +30,35 @@ def default_cache_dir() -> Path:
     return cache_root() / "compile"
 
 
+def user_inductor_cache_dir() -> str | None:
+    """$TORCHINDUCTOR_CACHE_DIR when the user set it, None when it is unset or torch's own default."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir as torch_default
+
+    chosen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if not chosen or os.path.abspath(chosen) == os.path.abspath(torch_default()):
+        return None
+    return chosen
+
+
+def compile_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
+    """Where inductor's caches go: `cache_dir` if given, else a $TORCHINDUCTOR_CACHE_DIR the user set,
+    else `compile/` in mixkit's cache folder ($MIXKIT_CACHE_DIR, where `mixkit cache` finds it)."""
+    if cache_dir is not None:
+        return Path(cache_dir).absolute()
+    chosen = user_inductor_cache_dir()
+    return Path(chosen).absolute() if chosen is not None else default_cache_dir().absolute()
+
+
 def use_compile_cache(cache_dir: str | os.PathLike | None = None) -> Path:
-    """Point inductor's persistent caches at `cache_dir` (unless the user already chose a folder)."""
-    path = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    """Point inductor's persistent caches at `compile_cache_dir(cache_dir)`; returns that folder."""
+    path = compile_cache_dir(cache_dir)
     path.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(path))
-    return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR") != str(path):
+        from torch._inductor.utils import clear_caches
+
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path)
+        clear_caches()  # inductor memoises paths under the old folder (e.g. its local cache path)
+    return path
 
 
 def compile_module(module: torch.nn.Module, report: OptimizationReport, *, freezing: bool = True,

@@ -24,7 +24,7 @@ def enable_vae_tiling(vae, report: OptimizationReport) -> None:
 def enable_vae_slicing(vae, report: OptimizationReport) -> None:
     """Decode a batch one image at a time (mixkit's decode_latents already does; encode benefits)."""
     vae.enable_slicing()
-    report.step("VAE slicing")
+    report.step("VAE slicing", label="vae-slicing")
 
 
 def enable_attention_slicing(unet, report: OptimizationReport) -> None:
@@ -47,7 +47,8 @@ def enable_attention_slicing(unet, report: OptimizationReport) -> None:
         except ValueError as error:
             report.fallback(f"attention slicing not applied: {error}")
             return
-        report.step("attention slicing (diffusers' SlicedAttnProcessor: the UNet was loaded with attention='diffusers')")
+        report.step("attention slicing (diffusers' SlicedAttnProcessor: the UNet was loaded with attention='diffusers')",
+                    label="attention-slicing")
         return
     for module in routed:
         module.set_processor(SlicedMixkitAttnProcessor(max(1, module.heads // 2)))
@@ -56,7 +57,7 @@ def enable_attention_slicing(unet, report: OptimizationReport) -> None:
     if kept:
         report.fallback(f"attention slicing not applied to {len(modules) - len(routed)} attention module(s) whose "
                         f"processors carry extra behaviour ({', '.join(kept)}); they run unsliced")
-    report.step("attention slicing")
+    report.step("attention slicing", label="attention-slicing")
 
 
 def require_accelerate():
@@ -90,4 +91,4 @@ def enable_offload(model, mode: str, execution_device, report: OptimizationRepor
         for component in components:
             component.to("cpu")
             _, hook = accelerate.cpu_offload_with_hook(component, device, prev_module_hook=hook)
-    report.step(f"{mode} CPU offload to {device}")
+    report.step(f"{mode} CPU offload to {device}", label=f"offload-{mode}")

@@ -91,6 +91,11 @@ class OpenVinoTextEncoder:
         """The torch parameters still in use (the token embedding): PromptEncoder reads their device/version."""
         return self.get_input_embeddings().parameters()
 
+    def modules(self):
+        """The torch modules still in use (the token embedding): PromptEncoder reads their forward-patch stamps
+        (`mixkit.forward_patches`), as it reads `parameters()`; the converted layers have none to read."""
+        return self.get_input_embeddings().modules()
+
     def _graph(self, length: int) -> CompiledShapes:
         if length not in self._graphs:
             encoder = self.torch_module

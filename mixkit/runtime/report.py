@@ -12,17 +12,26 @@ class RuntimeFallbackWarning(UserWarning):
 
 @dataclass
 class OptimizationReport:
-    """Steps applied (in order), fallbacks taken, and the precision chosen."""
+    """Steps applied (in order), fallbacks taken, and the precision chosen.
+
+    `labels` holds the short infotext names (e.g. "channels-last") of the steps that ran, in order:
+    the infotext's `Optimization:` is built from them, so a step a backend skipped or a fallback
+    replaced is never named there.
+    """
 
     preset: str
     backend: str
     applied: list[str] = field(default_factory=list)
     fallbacks: list[str] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
     precision: str = "float32"
     nan_fallbacks: int = 0  # images decoded again in fp32 because the reduced-precision VAE gave NaN/inf
 
-    def step(self, description: str) -> None:
+    def step(self, description: str, label: str | None = None) -> None:
+        """Record a step that ran; `label` is its infotext name when the `Optimization:` value lists it."""
         self.applied.append(description)
+        if label is not None:
+            self.labels.append(label)
 
     def fallback(self, message: str) -> None:
         """Record a fallback and warn (RuntimeFallbackWarning), as the issue asks: say so, never crash."""

@@ -98,7 +98,8 @@ def install_idle_page_out(model, report: OptimizationReport) -> None:
     for part in ("encoder", "decoder"):
         if hasattr(model.vae, part):
             getattr(model.vae, part).register_forward_pre_hook(switch_to("VAE"))
-    report.step("idle components' memory-mapped weights paged out (text encoders, UNet, VAE resident in turn)")
+    report.step("idle components' memory-mapped weights paged out (text encoders, UNet, VAE resident in turn)",
+                label="page-out-idle")
 
 
 def page_out_mappings_under(folder) -> int:

@@ -22,6 +22,7 @@ import torch
 from mixkit.runtime.report import OptimizationReport
 
 STORAGE_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+_SHORT_NAMES = {"float16": "fp16", "bfloat16": "bf16"}  # the infotext's `Optimization:` part: fp16-weights
 _CAST_HOOK = "layerwise_casting"  # diffusers' name: ModelMixin.dtype looks for it to report compute_dtype
 _LAYERS = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d, torch.nn.ConvTranspose2d,
            torch.nn.Embedding)
@@ -93,4 +94,4 @@ def apply_weight_storage(model, storage_name: str, report: OptimizationReport) -
         (f"text encoder {i + 1}", encoder) for i, encoder in enumerate(model.text_encoders)]
     layers = sum(store_weights_in(module, storage, torch.float32) for _, module in parts)
     report.step(f"weights stored in {storage_name}, computed in float32 layer by layer ({layers} layers: "
-                f"{', '.join(name for name, _ in parts)})")
+                f"{', '.join(name for name, _ in parts)})", label=f"{_SHORT_NAMES[storage_name]}-weights")

@@ -1,5 +1,3 @@
-import sys
-
 import numpy as np
 import pytest
 import torch
@@ -90,14 +88,6 @@ def test_bad_input_changes_nothing(tiny_sd1_dir, kwargs, error, match):
     after = pipe.model.unet.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert not hasattr(pipe, "optimization")
-
-
-def test_offload_without_accelerate_is_a_clear_error(tiny_sd1_dir, monkeypatch):
-    monkeypatch.setitem(sys.modules, "accelerate", None)
-    pipe = fresh(tiny_sd1_dir)
-    with pytest.raises(ImportError, match="pip install accelerate"):
-        optimize(pipe, "low-memory", offload="model")
-    assert pipe.model.unet.dtype == torch.float32 and not hasattr(pipe, "optimization")
 
 
 def float32_pipe_on_float16_weights(tiny_sd1_dir):

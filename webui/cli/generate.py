@@ -70,6 +70,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cpu)")
     p.add_argument("--preset", default="exact", help="performance preset: exact (default), fast, low-memory")
     p.add_argument("--backend", default="torch", help="execution backend: torch (default), torch.compile, openvino")
+    p.add_argument("--vae-tiling", action="store_true",
+                   help="APPROXIMATE above the VAE's native size (512 px for SD 1.x, 1024 for SDXL): decode in blended "
+                        "tiles, for a lower peak memory on large images (any preset; not with --backend openvino)")
     p.add_argument("--taesd", nargs="?", const="auto", default=None, metavar="SOURCE",
                    help="APPROXIMATE: decode with the tiny TAESD VAE: a diffusers folder, hub id or A1111 taesd_decoder.pth "
                         "(default: madebyollin/taesd or taesdxl by model family)")
@@ -170,10 +173,14 @@ def run(args: argparse.Namespace) -> int:
         native = pipe.model.native_size
         params = replace(params, width=args.width or native, height=args.height or native)
         check_txt2img_params(params, GenerationLimits())
-    if args.preset != "exact" or args.backend != "torch":
+    if args.preset != "exact" or args.backend != "torch" or args.vae_tiling:
         from pipelines.optimize import optimize
 
-        print(optimize(pipe, args.preset, args.backend).summary(), file=sys.stderr)
+        tiling = {"vae_tiling": True} if args.vae_tiling else {}
+        print(optimize(pipe, args.preset, args.backend, **tiling).summary(), file=sys.stderr)
+    from pipelines.approx import ApproximationReport
+
+    approximation = ApproximationReport()
     if args.taesd is not None or args.deepcache is not None or args.tome is not None or args.int8:
         from pipelines.approx import Int8Calibration, approximate
 
@@ -181,8 +188,9 @@ def run(args: argparse.Namespace) -> int:
                                sampler=params.sampler, vae_decoder=VAE_DECODER_CHOICES[args.int8_vae_decoder]
                                ) if args.int8 else False
         approximation = approximate(pipe, taesd=args.taesd, deepcache=args.deepcache, tome=args.tome, int8=int8)
-        if approximation.approximate:
-            print(approximation.warning(), file=sys.stderr)
+    warning = approximate_warning(approximation, pipe.model)
+    if warning:
+        print(warning, file=sys.stderr)
     control = GenerationControl()
     with tqdm(total=params.steps * params.batch_count, unit="step", file=sys.stderr) as bar, \
             interrupt_keeps_images(control):
@@ -226,6 +234,16 @@ def _or(value, default):
     return default if value is None else value
 
 
+def approximate_warning(approximation, model) -> str:
+    """The CLI's one APPROXIMATE line: what `approximate()` installed, plus VAE tiling, which `optimize()`
+    installs (--vae-tiling) and labels approximate (`VAE tiling:` in the infotext); empty for exact output."""
+    from pipelines.approx import ApproximationReport
+    from pipelines.approx.labels import OptimizationLabels, model_labels
+
+    tiling = OptimizationLabels(vae_tiling=model_labels(model).vae_tiling).approximations()
+    return ApproximationReport(applied=[*approximation.applied, *tiling]).warning()
+
+
 def check_approximation_args(args: argparse.Namespace) -> None:
     """Range-check --deepcache / --tome, and what --int8 needs, before the model load (the same checks
     `approximate` runs)."""
@@ -245,6 +263,15 @@ def check_approximation_args(args: argparse.Namespace) -> None:
     if (args.deepcache or 1) > 1 and args.backend == "torch.compile":
         raise ValueError("--deepcache changes the UNet's control flow, which --backend torch.compile fixes; "
                          "use --backend torch or openvino for --deepcache")
+    if getattr(args, "vae_tiling", False):
+        from mixkit.runtime import PRESETS
+        from mixkit.runtime.apply import check_backend_supports
+
+        config = PRESETS.get(args.preset).with_changes(vae_tiling=True)  # an unknown preset: the error lists them
+        try:  # optimize()'s own check, before the model load
+            check_backend_supports(config, args.backend)
+        except ValueError as error:
+            raise ValueError(f"--vae-tiling: {error}") from None
     vae_decoder = getattr(args, "int8_vae_decoder", "auto")
     if vae_decoder != "auto" and not getattr(args, "int8", False):
         raise ValueError(f"--int8-vae-decoder {vae_decoder} needs --int8 (it says whether --int8 covers the VAE decoder)")

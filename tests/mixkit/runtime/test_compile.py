@@ -1,7 +1,9 @@
+import os
+
 import pytest
 import torch
 
-from mixkit.runtime.compile import compile_module, restore_eager
+from mixkit.runtime.compile import compile_module, restore_eager, use_compile_cache
 from mixkit.runtime.report import OptimizationReport, RuntimeFallbackWarning
 
 
@@ -13,8 +15,54 @@ class Doubler(torch.nn.Module):
 
 
 @pytest.fixture(autouse=True)
-def _cache_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+def torch_default_inductor_dir(tmp_path, monkeypatch):
+    """The state every mixkit process is in: mixkit's cache in a temporary folder, and
+    $TORCHINDUCTOR_CACHE_DIR holding torch's own default, as importing diffusers leaves it
+    (torch._inductor.runtime.cache_dir_utils.cache_dir() writes the default into the variable).
+    Setting the variable to a folder of the test's own would hide where mixkit puts the kernels."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir, default_cache_dir
+
+    monkeypatch.setenv("MIXKIT_CACHE_DIR", str(tmp_path / "mixkit"))
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    cache_dir()  # what `import diffusers` does
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == os.path.abspath(default_cache_dir())
+    return default_cache_dir()
+
+
+def test_compile_cache_goes_to_mixkit_cache_dir_over_torchs_default(tmp_path):
+    assert use_compile_cache() == tmp_path / "mixkit" / "compile"
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mixkit" / "compile")
+
+
+def test_explicit_cache_dir_wins(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "users-own"))
+    assert use_compile_cache(tmp_path / "mine") == tmp_path / "mine"
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
+
+
+def test_a_folder_the_user_set_is_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "users-own"))
+    assert use_compile_cache() == tmp_path / "users-own"
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "users-own")
+
+
+def test_compiled_kernels_land_where_mixkit_cache_lists_and_clears_them(tmp_path, torch_default_inductor_dir):
+    """A real inductor compile: its kernels are written under $MIXKIT_CACHE_DIR/compile, where
+    `mixkit cache list` / `mixkit cache clear compile` look, and inductor itself reads that folder."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    from mixkit.io.cache_inventory import cache_entries
+
+    torch._dynamo.reset()
+    module, report = Doubler(), OptimizationReport("fast", "torch.compile")
+    assert compile_module(module, report, freezing=False)
+    assert torch.equal(module(torch.ones(2, 3)), torch.full((2, 3), 2.0))
+    assert report.fallbacks == [] and report.applied == [f"torch.compile UNet (freezing=False, cache {tmp_path / 'mixkit' / 'compile'})"]
+    assert cache_dir() == str(tmp_path / "mixkit" / "compile")
+    written = [path for path in (tmp_path / "mixkit" / "compile").rglob("*") if path.is_file()]
+    assert written, "inductor wrote no file under $MIXKIT_CACHE_DIR/compile"
+    compile_entries = [entry for entry in cache_entries() if entry.kind == "compile"]
+    assert len(compile_entries) == 1 and compile_entries[0].size == sum(path.stat().st_size for path in written)
 
 
 def test_compile_refused_up_front_stays_eager(monkeypatch):
