@@ -76,6 +76,7 @@ class ModelHolder:
         self._txt2img = None
         self._img2img = None
         self._own_vae = None  # the checkpoint's VAE and infotext extras, restored by "Automatic"
+        self._own_vae_weights = None  # on an optimised model: a CPU copy of the checkpoint's VAE weights (`set_vae`)
         self.vae_name = "Automatic"
 
     def _load_pipeline(self, source: str, preset: str):
@@ -149,11 +150,25 @@ class ModelHolder:
 
         Call only from the generation worker. Only the VAE changes, so the UNet and text encoders
         stay loaded; the infotext's `VAE:` / `VAE hash:` follow the swap as A1111's do.
+
+        On a model a performance preset changed, the new weights are loaded into the existing VAE (as A1111's
+        `sd_vae._load_vae_dict` does), so what the preset did to it (half-precision storage, channels-last, the
+        reduced-precision decode and its NaN guard, slicing, page-out) and the infotext's `Optimization` label stay
+        true; the checkpoint's own weights are kept on the CPU for "Automatic". An OpenVINO model, whose decoder
+        graph was converted from the loaded weights, cannot swap its VAE.
         """
         model = self.txt2img().model
         if self._own_vae is None:
             raise RuntimeError(f"The loaded model {self.entry.title if self.entry else ''!r} has no VAE to replace.")
         own_vae, own_extras = self._own_vae
+        from mixkit.runtime.apply import applied_runtime
+
+        runtime = applied_runtime(model)
+        in_place = runtime is not None and not runtime.changed_nothing
+        if in_place and runtime.backend != "torch":
+            raise ValueError(f"The VAE cannot be swapped on a model optimised for the {runtime.backend} backend: its "
+                             "decoder graph was converted from the loaded VAE's weights. Choose the VAE first, then "
+                             "apply the preset (or use the torch backend).")
         from mixkit.models.diffusion.loading import load_vae
 
         if path is None and name == NONE and own_extras.get("vae_name") and self._single_file_source():
@@ -169,7 +184,13 @@ class ModelHolder:
             # A1111 writes `VAE:` as the file name with its extension, the value its sd_vae option lists.
             extras = {"vae_name": Path(path).name, "vae_hash": a1111_model_hash(path) if Path(path).is_file() else None}
         with self._lock:
-            model.vae = vae
+            if in_place:
+                if self._own_vae_weights is None:  # before the first swap writes over them
+                    self._own_vae_weights = {key: tensor.detach().to("cpu", copy=True)
+                                             for key, tensor in model.vae.state_dict().items()}
+                model.vae.load_state_dict(self._own_vae_weights if vae is own_vae else vae.state_dict())
+            else:
+                model.vae = vae
             for key, value in extras.items():
                 if value is None:
                     model.extras.pop(key, None)
@@ -189,6 +210,7 @@ class ModelHolder:
             model = getattr(pipe, "model", None)
             has_vae = hasattr(model, "vae") and isinstance(getattr(model, "extras", None), dict)
             self._own_vae = (model.vae, {k: model.extras.get(k) for k in ("vae_name", "vae_hash")}) if has_vae else None
+            self._own_vae_weights = None
             self.vae_name = "Automatic"
 
 

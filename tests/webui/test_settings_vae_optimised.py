@@ -1,0 +1,57 @@
+"""Settings -> SD VAE on a model a performance preset changed: the new weights go into the existing VAE (A1111's
+`sd_vae._load_vae_dict` loads them in place), so the preset's half-precision storage and slicing stay, and so does
+what the infotext's `Optimization` label says (hunt: a swap put a plain float32 VAE under the `low-memory` label)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from pipelines.params import Txt2ImgParams
+from webui.ui.settings_tab import switch_vae
+
+PARAMS = Txt2ImgParams(prompt="a cube", steps=1, width=32, height=32, seed=11, sampler="Euler")
+
+
+@pytest.fixture(scope="module")
+def state(tiny_sd1_dir, tmp_path_factory):
+    from mixkit.testing.tiny_models import tiny_vae
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+
+    root = tmp_path_factory.mktemp("vae-optimised")
+    vae_dir = root / "vaes"
+    vae_dir.mkdir()
+    tiny_vae(seed=7).save_pretrained(vae_dir / "other-vae")
+    settings = root / "config.json"
+    settings.write_text(json.dumps({"performance_preset": "low-memory"}))
+    server = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "out"), ui=False,
+                                      vae_dir=str(vae_dir), settings_file=str(settings)))
+    server.load_initial_model()
+    yield server
+    server.close()
+
+
+def generate(state):
+    outcome = state.submit_generation("txt2img", PARAMS, save=False).future.result(120)
+    return np.asarray(outcome.result.images[0], dtype=np.int16), outcome.result.infotexts[0]
+
+
+def test_the_swap_keeps_what_the_preset_did_to_the_vae(state):
+    model = state.holder.txt2img().model
+    vae, dtypes = model.vae, {p.dtype for p in model.vae.parameters()}
+    own_image, own_text = generate(state)
+    assert "low-memory" in own_text and torch.float16 in dtypes
+
+    switch_vae(state, "other-vae")
+    assert model.vae is vae and {p.dtype for p in model.vae.parameters()} == dtypes
+    other_image, other_text = generate(state)
+    assert np.abs(other_image - own_image).max() > 0 and "VAE: other-vae" in other_text and "low-memory" in other_text
+
+    switch_vae(state, "Automatic")
+    assert model.vae is vae
+    back_image, back_text = generate(state)
+    assert np.array_equal(back_image, own_image) and back_text == own_text
