@@ -4,27 +4,43 @@ Units are validated here (names, numbers, images); the models are only loaded in
 worker, which turns each `UnitSpec` into a `pipelines.controlnet.ControlNetUnit`. `pixel_perfect` and
 `processor_res` (the extension's -1 or absent = 512) set the preprocessor resolution as the extension does
 (`pipelines.controlnet.resolution`); `hr_option` other than "Both" is refused with hires fix, where the units
-guide both passes.
+guide both passes. The three control modes are the extension's (1, "My prompt is more important", is soft
+injection). Old clients' keys are renamed as the extension's `to_processing_unit` renames them (`guidance`,
+`guessmode`, `lowvram`, `input_image`); any other key the server does not read is refused, naming it.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from webui.base64_images import decode_base64_image
 
+logger = logging.getLogger(__name__)
+
 RESIZE_MODES = {"just resize": "just resize", "crop and resize": "crop and resize", "resize and fill": "resize and fill",
                 "inner fit (scale to fit)": "crop and resize", "outer fit (shrink to fit)": "resize and fill",
                 "envelope (outer fit)": "resize and fill", "scale to fit (inner fit)": "crop and resize"}
 RESIZE_CODES = {0: "just resize", 1: "crop and resize", 2: "resize and fill"}
-CONTROL_MODES = {0: False, "balanced": False, 2: True, "controlnet is more important": True}
+# sd-webui-controlnet's control modes -> (guess_mode, soft_injection) of pipelines.controlnet.ControlNetUnit.
+CONTROL_MODES = {0: (False, False), "balanced": (False, False),
+                 1: (False, True), "my prompt is more important": (False, True),
+                 2: (True, False), "controlnet is more important": (True, False)}
+# Old clients' spellings, as sd-webui-controlnet's `external_code.to_processing_unit` (`ext_compat_keys`) renames them.
+LEGACY_UNIT_KEYS = {"guessmode": "guess_mode", "guidance": "guidance_end", "lowvram": "low_vram", "input_image": "image"}
+# Every unit key read here. `low_vram` and `save_detected_map` are accepted and have no effect (logged);
+# `guess_mode` (removed from the extension in 1.1.136) means "ControlNet is more important", as it did there.
+UNIT_KEYS = frozenset({"enabled", "module", "model", "weight", "image", "mask", "resize_mode", "processor_res",
+                       "threshold_a", "threshold_b", "guidance_start", "guidance_end", "pixel_perfect", "control_mode",
+                       "hr_option", "guess_mode", "low_vram", "save_detected_map"})
 HR_OPTIONS = {"both": "Both", "low res only": "Low res only", "high res only": "High res only"}
 # sd-webui-controlnet module names -> mixkit preprocessors (same algorithm, different name).
 MODULE_ALIASES = {"none": "none", "canny": "canny", "invert": "invert", "invert (from white bg & black line)": "invert",
                   "threshold": "threshold", "blur_gaussian": "blur_gaussian", "tile_resample": "tile_resample",
-                  "depth_midas": "depth_midas", "depth_anything": "depth_anything", "monochrome": "monochrome"}
+                  "depth_midas": "depth_midas", "depth_anything": "depth_anything", "monochrome": "monochrome",
+                  "depth": "depth_midas"}  # the extension's preprocessor_aliases: "depth" is depth_midas
 
 
 @dataclass
@@ -42,6 +58,7 @@ class UnitSpec:
     pixel_perfect: bool = False
     processor_res: int | None = None  # None: preprocess at the generation size (the UI's units)
     hr_option: str = "Both"
+    soft_injection: bool = False  # control mode "My prompt is more important"
 
 
 def _number(label: str, value: Any, low: float, high: float) -> float:
@@ -93,6 +110,52 @@ def _model_name(label: str, models, name: object) -> str:
     return resolved
 
 
+def canonical_unit_keys(label: str, unit: dict) -> dict:
+    """The unit with old clients' keys renamed as the extension renames them (`guidance` -> `guidance_end`, ...);
+    ValueError for a key this server does not read (a misspelt `weigth` would otherwise be dropped silently) and for
+    an old key given together with its new name."""
+    renamed = {}
+    for key, value in unit.items():
+        new = LEGACY_UNIT_KEYS.get(key, key)
+        if new not in UNIT_KEYS:
+            valid = ", ".join(sorted(UNIT_KEYS | set(LEGACY_UNIT_KEYS)))
+            raise ValueError(f"{label}: unknown key {key!r}; valid keys: {valid}. "
+                             "Check the spelling, or remove the field (this server does not support it).")
+        if new in renamed and new != "low_vram" and _given(value) and _given(renamed[new]):
+            old = next(k for k, v in LEGACY_UNIT_KEYS.items() if v == new and k in unit)
+            raise ValueError(f"{label}: {old!r} and {new!r} are the same field ({old!r} is its old name); send one.")
+        if new not in renamed or _given(value):
+            renamed[new] = value
+    return renamed
+
+
+def _given(value: Any) -> bool:
+    """Clients fill unused fields with None or "" (webuiapi sends `"image": ""` next to an old `input_image`)."""
+    return value is not None and value != ""
+
+
+def _control_mode(label: str, unit: dict) -> tuple[bool, bool]:
+    """(guess_mode, soft_injection) from `control_mode`, or from an old client's `guess_mode` flag."""
+    control = unit.get("control_mode", 0)
+    control_key = control.lower() if isinstance(control, str) else control
+    if isinstance(control_key, bool) or control_key not in CONTROL_MODES:
+        raise ValueError(f"{label}: control_mode {control!r} is not one of 'Balanced', 'My prompt is more important', "
+                         "'ControlNet is more important' (or 0, 1, 2).")
+    mode = CONTROL_MODES[control_key]
+    guess = _flag(f"{label} guess_mode", unit.get("guess_mode", False))
+    if guess and "control_mode" in unit and mode != (True, False):
+        raise ValueError(f"{label}: guess_mode true means control_mode 'ControlNet is more important', but control_mode "
+                         f"is {control!r}; send only control_mode.")
+    return (True, False) if guess else mode
+
+
+def _log_ignored_fields(label: str, unit: dict) -> None:
+    for key in ("low_vram", "save_detected_map"):
+        if unit.get(key):
+            logger.info("%s: %s has no effect here (ControlNets stay on the generation device and detected maps "
+                        "are not returned); ignored.", label, key)
+
+
 def parse_units(args: list, *, models, max_units: int, max_pixels: int, max_bytes: int) -> list[UnitSpec]:
     """UnitSpecs for the enabled units; raises ValueError naming the unit and the field."""
     from pipelines.preprocessors import PREPROCESSORS
@@ -102,13 +165,15 @@ def parse_units(args: list, *, models, max_units: int, max_pixels: int, max_byte
         label = f"controlnet unit {index}"
         if not isinstance(unit, dict):
             raise ValueError(f"{label} must be an object, got {type(unit).__name__}.")
+        unit = canonical_unit_keys(label, unit)
         if not unit.get("enabled", True):
             continue
         if models is None:
             raise ValueError(f"{label}: this server has no ControlNet folder (start it with --controlnet-dir).")
         if unit.get("mask") or (isinstance(unit.get("image"), dict) and unit["image"].get("mask")):
             raise ValueError(f"{label}: ControlNet masks are not supported; send the unit without 'mask'.")
-        image = unit.get("image") or unit.get("input_image")
+        _log_ignored_fields(label, unit)
+        image = unit.get("image")
         if isinstance(image, dict):
             image = image.get("image")
         decoded = decode_base64_image(f"{label} image", image, max_pixels=max_pixels, max_bytes=max_bytes) if image else None
@@ -119,10 +184,7 @@ def parse_units(args: list, *, models, max_units: int, max_pixels: int, max_byte
         resize_mode = RESIZE_CODES.get(resize) if isinstance(resize, int) else RESIZE_MODES.get(str(resize).lower())
         if resize_mode is None:
             raise ValueError(f"{label}: resize_mode {resize!r} is not one of {list(RESIZE_CODES.values())} (or 0, 1, 2).")
-        control = unit.get("control_mode", 0)
-        control_key = control.lower() if isinstance(control, str) else control
-        if control_key not in CONTROL_MODES:
-            raise ValueError(f"{label}: control_mode {control!r} is not supported; use 'Balanced' or 'ControlNet is more important'.")
+        guess_mode, soft_injection = _control_mode(label, unit)
         thresholds = [unit.get(name, -1) for name in ("threshold_a", "threshold_b")]
         thresholds = [None if value is None or value == -1 else _number(f"{label} threshold", value, -1e6, 1e6)
                       for value in thresholds]
@@ -131,7 +193,8 @@ def parse_units(args: list, *, models, max_units: int, max_pixels: int, max_byte
             weight=_number(f"{label} weight", unit.get("weight", 1.0), 0.0, 2.0),
             guidance_start=_number(f"{label} guidance_start", unit.get("guidance_start", 0.0), 0.0, 1.0),
             guidance_end=_number(f"{label} guidance_end", unit.get("guidance_end", 1.0), 0.0, 1.0),
-            guess_mode=CONTROL_MODES[control_key], resize_mode=resize_mode, preprocessor=MODULE_ALIASES[module],
+            guess_mode=guess_mode, soft_injection=soft_injection, resize_mode=resize_mode,
+            preprocessor=MODULE_ALIASES[module],
             threshold_a=thresholds[0], threshold_b=thresholds[1],
             pixel_perfect=_flag(f"{label} pixel_perfect", unit.get("pixel_perfect", False)),
             processor_res=_processor_res(label, unit.get("processor_res")), hr_option=_hr_option(label, unit)))
@@ -168,6 +231,7 @@ def build_units(specs: list[UnitSpec], models, base_unet) -> list:
 
     return [ControlNetUnit(model=models.load(spec.model_name, base_unet), image=spec.image, weight=spec.weight,
                            guidance_start=spec.guidance_start, guidance_end=spec.guidance_end, guess_mode=spec.guess_mode,
+                           soft_injection=spec.soft_injection,
                            resize_mode=spec.resize_mode, preprocessor=spec.preprocessor, threshold_a=spec.threshold_a,
                            threshold_b=spec.threshold_b, model_name=spec.model_name, pixel_perfect=spec.pixel_perfect,
                            processor_res=spec.processor_res)

@@ -13,6 +13,12 @@ from pathlib import Path
 SUFFIXES = (".safetensors", ".pth", ".pt", ".ckpt", ".bin")
 
 
+def _without_hash_suffix(name: str) -> str:
+    """"canny [fp16] [abc123]" -> "canny [fp16]": only the last bracketed part is the extension's hash."""
+    stem, bracket, rest = name.rpartition(" [")
+    return stem.strip() if bracket and rest.endswith("]") else name
+
+
 class ControlNetModels:
     def __init__(self, folder: str | os.PathLike) -> None:
         self.folder = Path(folder).expanduser()
@@ -35,13 +41,15 @@ class ControlNetModels:
         return list(self.sources())
 
     def resolve(self, name: object) -> str:
-        """The catalog name for `name` ("canny [abc123]" -> "canny"); ValueError listing the names otherwise."""
+        """The catalog name for `name`: a listed name as given (a file may be called "canny [fp16]"), else the name
+        without a trailing " [hash]" (the extension's "canny [abc123]" form); ValueError listing the names otherwise."""
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"ControlNet model must be a name from /controlnet/model_list, got {name!r}.")
-        bare = name.split(" [", 1)[0].strip()
-        if bare not in self.sources():
-            raise ValueError(f"Unknown ControlNet model {name!r}; available: {', '.join(self.names()) or '(none)'}.")
-        return bare
+        names = self.sources()
+        for candidate in (name.strip(), _without_hash_suffix(name.strip())):
+            if candidate in names:
+                return candidate
+        raise ValueError(f"Unknown ControlNet model {name!r}; available: {', '.join(names) or '(none)'}.")
 
     def load(self, name: str, base_unet):
         """The loaded ControlNetModel for a resolved name (cached; single files get their config from `base_unet`)."""

@@ -5,7 +5,8 @@ from the first pass's size), and resizes that map by the unit's resize mode to e
 (`Script.detectmap_proc(detected_map, module, resize_mode, h, w)` and again at the hires size). Here the
 first pass prepares the controls as any ControlNet txt2img does, and the second pass resizes them to its
 own sampling size (`pipelines.controlnet.residuals.resize_controls`); the guidance window counts the
-second pass's own steps. `HiresFix` picks these passes when its params carry units (`hires_passes`).
+second pass's own steps. Canny and mlsd units use soft injection in the second pass whatever their control mode
+(the extension's `high_res_fix_forced_soft_injection`: `weight * 0.825 ** (12 - i)` per residual). `HiresFix` picks these passes when its params carry units (`hires_passes`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pipelines.controlnet.pipelines import ControlImg2ImgParams, ControlNetMixin, _ControlState
-from pipelines.controlnet.residuals import resize_controls
+from pipelines.controlnet.residuals import hires_second_pass_controls
 from pipelines.hires import HiresParams, _FirstPass, _SecondPass
 
 
@@ -47,4 +48,4 @@ class ControlSecondPass(ControlNetMixin, _SecondPass):
 
     def _prepare(self, params) -> _ControlState:
         base = super(ControlNetMixin, self)._prepare(params)  # _SecondPass's: the given latents
-        return _ControlState(base, resize_controls(self.first_controls, params.width, params.height))
+        return _ControlState(base, hires_second_pass_controls(self.first_controls, params.width, params.height))

@@ -12,7 +12,13 @@ from pipelines.infotext import format_value
 
 _RESIZE_MODE_NAMES = {"just resize": "Just Resize", "crop and resize": "Crop and Resize",
                       "resize and fill": "Resize and Fill"}
-_CONTROL_MODES = {False: "Balanced", True: "ControlNet is more important"}
+
+
+def control_mode_name(unit) -> str:
+    """The extension's name of the unit's control mode, as its infotext writes it."""
+    if unit.guess_mode:
+        return "ControlNet is more important"
+    return "My prompt is more important" if getattr(unit, "soft_injection", False) else "Balanced"
 
 
 def serialize_unit(unit) -> str:
@@ -29,7 +35,7 @@ def serialize_unit(unit) -> str:
         "Guidance Start": unit.guidance_start,
         "Guidance End": unit.guidance_end,
         "Pixel Perfect": unit.pixel_perfect,
-        "Control Mode": _CONTROL_MODES[unit.guess_mode],
+        "Control Mode": control_mode_name(unit),
     }
     for name, value in fields.items():
         if value is not None and any(c in str(value) for c in ",:"):

@@ -23,6 +23,18 @@ from pipelines.txt2img import TextToImage
 CROP_RESIZE_MODE = "resize and fill"
 
 
+def only_masked_control_image(image, resize_mode: str, mask_size: tuple[int, int], box: tuple[int, int, int, int],
+                               width: int, height: int):
+    """A unit's picture for an inpaint "only masked" pass, as sd-webui-controlnet prepares it: first brought to the
+    mask's (= init image's) size with the unit's resize mode, so a map of any size lines up with the init image,
+    then cropped to the masked region, then fitted to width x height like the init image's crop (A1111's
+    `images.resize_image(OUTER_FIT, ...)`: "resize and fill" with stretched edges, not the control-map fit)."""
+    from pipelines.image_prep import resize_image
+
+    at_mask_size = resize_image(image, *mask_size, resize_mode)
+    return resize_image(at_mask_size.crop(box), width, height, CROP_RESIZE_MODE)
+
+
 @dataclass
 class ControlTxt2ImgParams(Txt2ImgParams):
     controlnets: list = field(default_factory=list)  # ControlNetUnit, at most ControlNetLimits.max_units
@@ -61,12 +73,14 @@ class ControlNetMixin:
         fallback = normalize_init_image(init_images[0]) if init_images else None  # the pixels img2img itself uses
         fallback_mode = getattr(params, "resize_mode", "just resize")
         crop = getattr(base, "crop", None)
-        if crop is not None:  # inpaint "only masked": control images of the init image's size are cropped alike
-            # and fitted to the size as ImageToImage fits its crop: A1111's resize mode 2, "resize and fill"
+        if crop is not None:  # inpaint "only masked": every control image is cropped as the init image is
             box = (crop.left, crop.top, crop.right, crop.bottom)
-            units = [replace(u, image=u.image.crop(box), resize_mode=CROP_RESIZE_MODE)
-                     if u.image is not None and u.image.size == fallback.size else u for u in params.controlnets]
-            fallback, fallback_mode = fallback.crop(box), CROP_RESIZE_MODE
+            units = [u if u.image is None else
+                     replace(u, image=only_masked_control_image(u.image, u.resize_mode, fallback.size, box,
+                                                                params.width, params.height),
+                             resize_mode=CROP_RESIZE_MODE) for u in params.controlnets]
+            fallback = only_masked_control_image(fallback, fallback_mode, fallback.size, box, params.width, params.height)
+            fallback_mode = CROP_RESIZE_MODE
         else:
             units = params.controlnets
         controls = prepare_control_images(units, params.width, params.height, fallback, fallback_mode)

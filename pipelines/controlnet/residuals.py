@@ -11,8 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pipelines.controlnet.map_fit import fit_control_map
 from pipelines.controlnet.resolution import detect_at_resolution, unit_resolution
-from pipelines.image_prep import resize_image
+
+# sd-webui-controlnet's soft injection (scripts/hook.py): residual i of 13 (12 down blocks, then the middle block)
+# is scaled by weight * 0.825 ** (12 - i); SDXL's 10 residuals take the first 10 of these scales.
+SOFT_INJECTION_BASE = 0.825
+SOFT_INJECTION_DEPTH = 12
+# Preprocessors whose units the extension forces to soft injection in hires fix's second pass
+# ("use the soft weights with high-res fix can significantly reduce artifacts"): names containing these.
+HIRES_SOFT_PREPROCESSORS = ("canny", "mlsd")
 
 
 @dataclass
@@ -25,6 +33,7 @@ class PreparedControl:
     source: Any = None  # the picture the map came from, and the resize mode that fits it to a size
     resize_mode: str = "just resize"
     detected: Any = None  # the map detected at the unit's preprocessor resolution, before any resize; None: none
+    soft_injection: bool = False  # scale residuals by soft_injection_scales (the unit's mode, or hires fix's rule)
 
 
 def prepare_control_images(units: list, width: int, height: int, fallback_image=None,
@@ -43,7 +52,9 @@ def prepare_control_images(units: list, width: int, height: int, fallback_image=
         mode = unit.resize_mode if own else fallback_resize_mode
         resolution = unit_resolution(unit, source.size, width, height, mode)
         detected = None if resolution is None else detect_at_resolution(_preprocessor(unit), source, resolution)
-        prepared.append(_at_size(PreparedControl(unit, None, None, source, mode, detected), width, height))
+        prepared.append(_at_size(PreparedControl(unit, None, None, source, mode, detected,
+                                                 soft_injection=bool(getattr(unit, "soft_injection", False))),
+                                 width, height))
     return prepared
 
 
@@ -54,14 +65,32 @@ def resize_controls(controls: list[PreparedControl], width: int, height: int) ->
     return [_at_size(control, width, height) for control in controls]
 
 
+def hires_second_pass_controls(controls: list[PreparedControl], width: int, height: int) -> list[PreparedControl]:
+    """`resize_controls` for hires fix's second pass, where the extension forces soft injection on canny and mlsd
+    units (`high_res_fix_forced_soft_injection` in scripts/hook.py); other units keep their own mode."""
+    return [replace(control, soft_injection=control.soft_injection or forced_soft_in_hires(control.unit.preprocessor))
+            for control in resize_controls(controls, width, height)]
+
+
+def forced_soft_in_hires(preprocessor: str) -> bool:
+    return any(name in preprocessor for name in HIRES_SOFT_PREPROCESSORS)
+
+
+def soft_injection_scales(weight: float, count: int) -> list[float]:
+    """The per-residual scales of the extension's soft injection for `count` residuals (down blocks, then middle)."""
+    return [weight * SOFT_INJECTION_BASE ** float(SOFT_INJECTION_DEPTH - i) for i in range(count)]
+
+
 def _at_size(control: PreparedControl, width: int, height: int) -> PreparedControl:
     import numpy as np
     import torch
 
+    # Maps are fitted as the extension's detectmap_proc fits them (pipelines.controlnet.map_fit), not as img2img
+    # resizes its init image: nearest for palettes, re-binarised edges, median-colour bands.
     if control.detected is not None:
-        image = resize_image(control.detected, width, height, control.resize_mode)
+        image = fit_control_map(control.detected, width, height, control.resize_mode)
     else:
-        image = _preprocessor(control.unit)(resize_image(control.source, width, height, control.resize_mode))
+        image = _preprocessor(control.unit)(fit_control_map(control.source, width, height, control.resize_mode))
     array = np.asarray(image, dtype=np.float32) / 255.0
     tensor = torch.from_numpy(array).permute(2, 0, 1)[None].contiguous()
     return replace(control, image=image, tensor=tensor)
@@ -108,11 +137,18 @@ def controlnet_unet_extra(controls: list[PreparedControl], total_steps: int, tim
                     "time_ids": time_ids[[row_owners[r] for r in rows]].to(device=model.device, dtype=model.dtype),
                 }
             image = control.tensor.to(device=model.device, dtype=model.dtype).expand(len(rows), -1, -1, -1)
+            # Soft injection scales the residuals here with the extension's 0.825 ** (12 - i) (diffusers' guess_mode
+            # would use its own logspace(-1, 0) scales); the rows stay as the unit's guess_mode chose them.
+            soft = control.soft_injection
             unit_down, unit_mid = model(
                 latents, t, encoder_hidden_states=step_cond.embeds[rows].to(device=model.device, dtype=model.dtype),
-                controlnet_cond=image, conditioning_scale=float(unit.weight), guess_mode=unit.guess_mode,
-                return_dict=False, **kwargs,
+                controlnet_cond=image, conditioning_scale=1.0 if soft else float(unit.weight),
+                guess_mode=unit.guess_mode and not soft, return_dict=False, **kwargs,
             )
+            if soft:
+                scales = soft_injection_scales(float(unit.weight), len(unit_down) + 1)
+                unit_down = [r * scale for r, scale in zip(unit_down, scales)]
+                unit_mid = unit_mid * scales[-1]
             if len(rows) != len(row_owners):  # guess mode: unconditional rows get no control
                 unit_down = [_scatter_rows(r, rows, len(row_owners)) for r in unit_down]
                 unit_mid = _scatter_rows(unit_mid, rows, len(row_owners))

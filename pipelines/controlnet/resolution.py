@@ -10,9 +10,9 @@ scale it is used at.
 
 Only the extension's modules that call `resize_image_with_pad` have a resolution (canny, threshold,
 blur_gaussian, the depth estimators); for none, invert, tile_resample and monochrome it changes nothing
-there, and nothing here. Resampling is PIL's (bicubic up, box down) where the extension uses OpenCV's
-cubic / area filters, and the map is resized with `pipelines.image_prep.resize_image`, so maps agree with
-the extension's in geometry, not bit for bit.
+there, and nothing here. Resampling to the resolution is PIL's (bicubic up, box down) where the extension uses
+OpenCV's cubic / area filters; the detected map is then fitted as the extension's `detectmap_proc` fits it
+(`pipelines.controlnet.map_fit`).
 """
 
 from __future__ import annotations

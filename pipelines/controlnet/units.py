@@ -29,7 +29,9 @@ class ControlNetUnit:
     at sampling step s of S while `guidance_start <= s / S <= guidance_end` (sd-webui-controlnet's
     rule, s counted from 0 over the steps actually run). `guess_mode` follows diffusers: the
     ControlNet sees only the conditional rows and its residuals are scaled from 0.1 (shallow)
-    to 1.0 (deepest), recorded as "Control Mode: ControlNet is more important".
+    to 1.0 (deepest), recorded as "Control Mode: ControlNet is more important". `soft_injection` is the
+    extension's "My prompt is more important": every row (prompt and negative) keeps the control, each
+    residual scaled by `weight * 0.825 ** (12 - i)` (i = 0 for the shallowest, 12 for the middle block).
     """
 
     model: Any  # a loaded diffusers ControlNetModel (see `load_controlnet`)
@@ -38,6 +40,7 @@ class ControlNetUnit:
     guidance_start: float = 0.0
     guidance_end: float = 1.0
     guess_mode: bool = False
+    soft_injection: bool = False  # control mode "My prompt is more important"
     resize_mode: str = "crop and resize"
     preprocessor: str = "none"
     threshold_a: float | None = None
@@ -112,6 +115,11 @@ def check_controlnet_units(units: Any, unet_config, limits: ControlNetLimits, *,
             raise ValueError(f"{label}: guidance_start {unit.guidance_start} is after guidance_end {unit.guidance_end}.")
         if not isinstance(unit.guess_mode, bool):
             raise TypeError(f"{label}: guess_mode must be True or False, got {unit.guess_mode!r}.")
+        if not isinstance(unit.soft_injection, bool):
+            raise TypeError(f"{label}: soft_injection must be True or False, got {unit.soft_injection!r}.")
+        if unit.guess_mode and unit.soft_injection:
+            raise ValueError(f"{label}: guess_mode ('ControlNet is more important') and soft_injection ('My prompt is "
+                             "more important') are two different control modes; set at most one of them.")
         check_resize_mode(unit.resize_mode)
         if not isinstance(unit.pixel_perfect, bool):
             raise TypeError(f"{label}: pixel_perfect must be True or False, got {unit.pixel_perfect!r}.")

@@ -27,9 +27,13 @@ def _invert(image, _a, _b):
 
 
 def _threshold(image, level, _b):
-    """Binary scribble map: pixels darker than `level` become white lines on black."""
-    grey = image.convert("L")
-    return grey.point(lambda v: 255 if v < level else 0).convert("RGB")
+    """Binary map as sd-webui-controlnet's `threshold` module: white where every channel is above `level`
+    (the pixel's channel minimum > level), black elsewhere; bright shapes on dark become white on black."""
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.asarray(image)
+    return Image.fromarray(np.where(pixels.min(axis=2) > level, 255, 0).astype(np.uint8)).convert("RGB")
 
 
 def _monochrome(image, _a, _b):
@@ -43,14 +47,28 @@ def _blur(image, sigma, _b):
     return image.filter(ImageFilter.GaussianBlur(sigma))
 
 
+# sd-webui-controlnet's tile_resample leaves the picture untouched below this down-sampling rate.
+TILE_RESAMPLE_MIN_RATE = 1.1
+
+
 def _tile_resample(image, down_sampling, _b):
-    """Tile ControlNets want a low-detail copy: downsample by `down_sampling`, then back up."""
+    """Tile ControlNets want a low-detail copy: shrink by `down_sampling`, then back to the picture's size.
+
+    As the extension: a rate below 1.1 returns the picture unchanged; the small size is floored
+    (`int(H / rate)`) and shrunk by area averaging. The extension then brings the small map to the
+    generation size with its cubic map resize; here it comes back to the picture's size with that filter.
+    """
+    import numpy as np
     from PIL import Image
 
+    from pipelines.controlnet.map_fit import area_resize, cubic_resize
+
+    if down_sampling < TILE_RESAMPLE_MIN_RATE:
+        return image
     width, height = image.size
-    small = image.resize((max(1, round(width / down_sampling)), max(1, round(height / down_sampling))),
-                         Image.Resampling.BICUBIC)
-    return small.resize((width, height), Image.Resampling.BICUBIC)
+    small_size = (max(1, int(width / down_sampling)), max(1, int(height / down_sampling)))
+    small = area_resize(np.asarray(image), *small_size)
+    return Image.fromarray(cubic_resize(small, width, height))
 
 
 for _entry in (

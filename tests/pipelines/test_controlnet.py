@@ -146,12 +146,13 @@ def test_matches_diffusers_controlnet_pipeline(pipe, controlnet, control_image, 
 
 
 def test_control_image_of_another_size_is_resized_by_its_resize_mode(pipe, controlnet, control_image):
-    from pipelines.image_prep import resize_image
+    """Fitted as sd-webui-controlnet's detectmap_proc fits maps (pipelines.controlnet.map_fit), by the unit's mode."""
+    from pipelines.controlnet.map_fit import fit_control_map
 
     big = control_image.resize((160, 96))
     for mode in ("just resize", "crop and resize", "resize and fill"):
         given = pipe(controlnets=[ControlNetUnit(controlnet, big, resize_mode=mode)], **{**SMALL, "steps": 2})
-        manual = pipe(controlnets=[ControlNetUnit(controlnet, resize_image(big, 64, 64, mode))], **{**SMALL, "steps": 2})
+        manual = pipe(controlnets=[ControlNetUnit(controlnet, fit_control_map(big, 64, 64, mode))], **{**SMALL, "steps": 2})
         assert np.array_equal(pixels(given.images[0]), pixels(manual.images[0])), mode
 
 

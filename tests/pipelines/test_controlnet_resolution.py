@@ -5,7 +5,7 @@ References (sd-webui-controlnet): `internal_controlnet/external_code.py` `pixel_
 min(H/h, W/w) for "Resize and Fill", else max; times the short side; np.round); `annotator/util.py`
 `resize_image_with_pad` (short side to the resolution, sides rounded, edge padding to multiples of 64, cut off the
 result); `scripts/controlnet.py` (the detected map is brought to each pass's size with `detectmap_proc`, once for
-the first pass and once for the hires size). A1111 `modules/processing.py`: an "only masked" crop goes in with
+the first pass and once for the hires size; `detectmap_proc`'s own map resize, `pipelines.controlnet.map_fit`). A1111 `modules/processing.py`: an "only masked" crop goes in with
 `images.resize_image(2, crop, width, height)` ("resize and fill").
 """
 
@@ -17,7 +17,7 @@ from PIL import Image
 
 from pipelines.controlnet import ControlNetUnit, load_controlnet, prepare_control_images, resize_controls
 from pipelines.controlnet.resolution import detect_at_resolution, pixel_perfect_resolution
-from pipelines.image_prep import resize_image
+from pipelines.controlnet.map_fit import fit_control_map
 from pipelines.preprocessors import run_preprocessor
 
 
@@ -57,7 +57,7 @@ def extension_canny_map(picture: Image.Image, resolution: int, width: int, heigh
     pad_h, pad_w = -size[1] % 64, -size[0] % 64
     padded = Image.fromarray(np.pad(scaled, [(0, pad_h), (0, pad_w), (0, 0)], mode="edge"))
     detected = run_preprocessor("canny", padded).crop((0, 0, *size))
-    return resize_image(detected, width, height, mode)
+    return fit_control_map(detected, width, height, mode)
 
 
 @pytest.mark.parametrize("pixel_perfect, processor_res, resolution", [(False, 512, 512), (False, 160, 160),
@@ -77,7 +77,7 @@ def test_the_resolution_changes_the_map_and_none_keeps_the_generation_size_path(
     maps = {res: np.asarray(prepare_control_images(
         [ControlNetUnit(controlnet, picture, preprocessor="canny", processor_res=res)], 64, 64)[0].image)
         for res in (None, 512)}
-    at_size = run_preprocessor("canny", resize_image(picture, 64, 64, "crop and resize"))
+    at_size = run_preprocessor("canny", fit_control_map(picture, 64, 64, "crop and resize"))
     assert np.array_equal(maps[None], np.asarray(at_size))
     assert not np.array_equal(maps[None], maps[512])
 
@@ -88,7 +88,7 @@ def test_a_preprocessor_without_resolution_ignores_it_as_in_the_extension(contro
                                                                    pixel_perfect=flag, processor_res=128)], 64, 64)[0]
                             for flag in (False, True))
     assert np.array_equal(np.asarray(plain.image), np.asarray(pixel_perfect.image))
-    assert np.array_equal(np.asarray(plain.image), np.asarray(resize_image(picture, 64, 64, "crop and resize").point(
+    assert np.array_equal(np.asarray(plain.image), np.asarray(fit_control_map(picture, 64, 64, "crop and resize").point(
         lambda v: 255 - v)))
 
 
@@ -136,5 +136,5 @@ def test_resize_controls_resizes_a_detected_map_and_refits_a_plain_picture(contr
     big_detected, big_plain = resize_controls([detected, plain], 128, 96)
     assert big_detected.tensor.shape == (1, 3, 96, 128)
     assert np.array_equal(np.asarray(big_detected.image),
-                          np.asarray(resize_image(detected.detected, 128, 96, "crop and resize")))
-    assert np.array_equal(np.asarray(big_plain.image), np.asarray(resize_image(picture, 128, 96, "crop and resize")))
+                          np.asarray(fit_control_map(detected.detected, 128, 96, "crop and resize")))
+    assert np.array_equal(np.asarray(big_plain.image), np.asarray(fit_control_map(picture, 128, 96, "crop and resize")))

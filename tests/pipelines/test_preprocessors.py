@@ -50,11 +50,45 @@ def test_canny_preprocessor_gives_white_edges_on_black_rgb():
 def test_simple_maps_have_exact_values():
     image = Image.fromarray(np.array([[[0, 0, 0], [100, 100, 100], [200, 200, 200]]], dtype=np.uint8))
     assert np.asarray(run_preprocessor("invert", image))[0, :, 0].tolist() == [255, 155, 55]
-    assert np.asarray(run_preprocessor("threshold", image, threshold_a=150))[0, :, 0].tolist() == [255, 255, 0]
+    # sd-webui-controlnet's threshold(): result[np.min(img, axis=2) > thr_a] = 255 (brighter pixels become white).
+    assert np.asarray(run_preprocessor("threshold", image, threshold_a=150))[0, :, 0].tolist() == [0, 0, 255]
     assert np.array_equal(np.asarray(run_preprocessor("none", image)), np.asarray(image))
     coloured = Image.new("RGB", (4, 4), (255, 0, 0))
     mono = np.asarray(run_preprocessor("monochrome", coloured))
     assert (mono == mono[0, 0, 0]).all() and mono[0, 0, 0] == 76  # ITU-R 601 luma of pure red
+
+
+def test_threshold_uses_the_channel_minimum_and_whitens_bright_pixels():
+    """A white page with a black line gives a white page with a black line (the extension's map, not its negative),
+    and a red pixel (min 50) stays black at level 127 although its luma (104) and its maximum (200) differ."""
+    page = np.full((16, 16, 3), 255, np.uint8)
+    page[6:8] = 0
+    out = np.asarray(run_preprocessor("threshold", Image.fromarray(page)))
+    assert (out[..., 0] == 255).sum() == 16 * 14 and (out[6:8] == 0).all()
+    red = run_preprocessor("threshold", Image.new("RGB", (2, 2), (200, 50, 50)))
+    assert (np.asarray(red) == 0).all()
+    assert (np.asarray(run_preprocessor("threshold", Image.new("RGB", (2, 2), (200, 180, 128)))) == 255).all()
+
+
+def test_tile_resample_below_1_1_returns_the_picture_unchanged():
+    """sd-webui-controlnet's tile_resample: `if thr_a < 1.1: return img` (no resampling at all)."""
+    detailed = Image.fromarray(np.random.default_rng(0).integers(0, 255, (32, 40, 3), dtype=np.uint8))
+    for rate in (1.0, 1.05, 1.09):
+        assert np.array_equal(np.asarray(run_preprocessor("tile_resample", detailed, threshold_a=rate)), np.asarray(detailed))
+    assert not np.array_equal(np.asarray(run_preprocessor("tile_resample", detailed, threshold_a=1.1)), np.asarray(detailed))
+
+
+def test_tile_resample_floors_the_small_size_and_averages_areas():
+    """The extension shrinks to (int(W / rate), int(H / rate)) with INTER_AREA before its cubic map resize: 7x5 at rate
+    2 goes through 3x2 (round() would give 4x2), and a uniform picture stays exactly uniform."""
+    from pipelines.controlnet.map_fit import area_resize, cubic_resize
+
+    flat = Image.new("RGB", (30, 20), (90, 120, 200))
+    assert (np.asarray(run_preprocessor("tile_resample", flat, threshold_a=3.3)) == (90, 120, 200)).all()
+    pixels = np.random.default_rng(2).integers(0, 255, (5, 7, 3), dtype=np.uint8)
+    out = np.asarray(run_preprocessor("tile_resample", Image.fromarray(pixels), threshold_a=2.0))
+    assert np.array_equal(out, cubic_resize(area_resize(pixels, 3, 2), 7, 5))
+    assert not np.array_equal(out, cubic_resize(area_resize(pixels, 4, 2), 7, 5))
 
 
 def test_tile_and_blur_keep_size_and_remove_detail():
