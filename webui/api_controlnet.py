@@ -158,8 +158,6 @@ def _log_ignored_fields(label: str, unit: dict) -> None:
 
 def parse_units(args: list, *, models, max_units: int, max_pixels: int, max_bytes: int) -> list[UnitSpec]:
     """UnitSpecs for the enabled units; raises ValueError naming the unit and the field."""
-    from pipelines.preprocessors import PREPROCESSORS
-
     specs = []
     for index, unit in enumerate(args):
         label = f"controlnet unit {index}"
@@ -177,30 +175,38 @@ def parse_units(args: list, *, models, max_units: int, max_pixels: int, max_byte
         if isinstance(image, dict):
             image = image.get("image")
         decoded = decode_base64_image(f"{label} image", image, max_pixels=max_pixels, max_bytes=max_bytes) if image else None
-        module = str(unit.get("module", "none")).lower()
-        if module not in MODULE_ALIASES:
-            raise ValueError(f"{label}: unknown module {unit.get('module')!r}; available: {', '.join(PREPROCESSORS.names())}.")
-        resize = unit.get("resize_mode", "Crop and Resize")
-        resize_mode = RESIZE_CODES.get(resize) if isinstance(resize, int) else RESIZE_MODES.get(str(resize).lower())
-        if resize_mode is None:
-            raise ValueError(f"{label}: resize_mode {resize!r} is not one of {list(RESIZE_CODES.values())} (or 0, 1, 2).")
-        guess_mode, soft_injection = _control_mode(label, unit)
-        thresholds = [unit.get(name, -1) for name in ("threshold_a", "threshold_b")]
-        thresholds = [None if value is None or value == -1 else _number(f"{label} threshold", value, -1e6, 1e6)
-                      for value in thresholds]
-        specs.append(UnitSpec(
-            model_name=_model_name(label, models, unit.get("model")), image=decoded,
-            weight=_number(f"{label} weight", unit.get("weight", 1.0), 0.0, 2.0),
-            guidance_start=_number(f"{label} guidance_start", unit.get("guidance_start", 0.0), 0.0, 1.0),
-            guidance_end=_number(f"{label} guidance_end", unit.get("guidance_end", 1.0), 0.0, 1.0),
-            guess_mode=guess_mode, soft_injection=soft_injection, resize_mode=resize_mode,
-            preprocessor=MODULE_ALIASES[module],
-            threshold_a=thresholds[0], threshold_b=thresholds[1],
-            pixel_perfect=_flag(f"{label} pixel_perfect", unit.get("pixel_perfect", False)),
-            processor_res=_processor_res(label, unit.get("processor_res")), hr_option=_hr_option(label, unit)))
+        specs.append(unit_spec(label, unit, decoded, models))
     if len(specs) > max_units:
         raise ValueError(f"Got {len(specs)} enabled ControlNet units; the limit is {max_units}.")
     return specs
+
+
+def unit_spec(label: str, unit: dict, image, models) -> UnitSpec:
+    """One enabled unit (the extension's keys, already canonical) with its decoded image, checked field by field;
+    the API's units and the web UI's go through here, so both take the same values and defaults."""
+    from pipelines.preprocessors import PREPROCESSORS
+
+    module = str(unit.get("module", "none")).lower()
+    if module not in MODULE_ALIASES:
+        raise ValueError(f"{label}: unknown module {unit.get('module')!r}; available: {', '.join(PREPROCESSORS.names())}.")
+    resize = unit.get("resize_mode", "Crop and Resize")
+    resize_mode = RESIZE_CODES.get(resize) if isinstance(resize, int) else RESIZE_MODES.get(str(resize).lower())
+    if resize_mode is None:
+        raise ValueError(f"{label}: resize_mode {resize!r} is not one of {list(RESIZE_CODES.values())} (or 0, 1, 2).")
+    guess_mode, soft_injection = _control_mode(label, unit)
+    thresholds = [unit.get(name, -1) for name in ("threshold_a", "threshold_b")]
+    thresholds = [None if value is None or value == -1 else _number(f"{label} threshold", value, -1e6, 1e6)
+                  for value in thresholds]
+    return UnitSpec(
+        model_name=_model_name(label, models, unit.get("model")), image=image,
+        weight=_number(f"{label} weight", unit.get("weight", 1.0), 0.0, 2.0),
+        guidance_start=_number(f"{label} guidance_start", unit.get("guidance_start", 0.0), 0.0, 1.0),
+        guidance_end=_number(f"{label} guidance_end", unit.get("guidance_end", 1.0), 0.0, 1.0),
+        guess_mode=guess_mode, soft_injection=soft_injection, resize_mode=resize_mode,
+        preprocessor=MODULE_ALIASES[module],
+        threshold_a=thresholds[0], threshold_b=thresholds[1],
+        pixel_perfect=_flag(f"{label} pixel_perfect", unit.get("pixel_perfect", False)),
+        processor_res=_processor_res(label, unit.get("processor_res")), hr_option=_hr_option(label, unit))
 
 
 def _hr_option(label: str, unit: dict) -> str:
@@ -211,18 +217,22 @@ def _hr_option(label: str, unit: dict) -> str:
     return HR_OPTIONS[value.lower()]
 
 
-def ui_unit_spec(models, model_name: str, image, preprocessor: str, weight: float, start: float, end: float) -> UnitSpec:
-    """A UnitSpec from the UI's ControlNet widgets, with the same checks as an API unit."""
-    from pipelines.preprocessors import PREPROCESSORS
-
+def ui_unit_spec(models, fields: dict) -> UnitSpec:
+    """A UnitSpec from one web-UI unit's widget values (`webui.ui.controlnet_units.UNIT_FIELDS`), through the API's
+    own `unit_spec`, so the same unit gives the same image from the UI and from a request."""
     if models is None:
         raise ValueError("This server has no ControlNet folder (start it with --controlnet-dir).")
-    PREPROCESSORS.get(preprocessor)  # unknown -> error listing the valid ones
-    return UnitSpec(model_name=_model_name("ControlNet", models, model_name), image=image,
-                    weight=_number("ControlNet weight", weight, 0.0, 2.0),
-                    guidance_start=_number("ControlNet guidance_start", start, 0.0, 1.0),
-                    guidance_end=_number("ControlNet guidance_end", end, 0.0, 1.0), guess_mode=False,
-                    resize_mode="crop and resize", preprocessor=preprocessor, threshold_a=None, threshold_b=None)
+    unit = {"module": fields["preprocessor"], "model": fields["model"], "weight": fields["weight"],
+            "guidance_start": fields["start"], "guidance_end": fields["end"], "resize_mode": fields["resize_mode"],
+            "control_mode": fields["control_mode"], "pixel_perfect": fields["pixel_perfect"],
+            "processor_res": _whole(fields["processor_res"]), "threshold_a": fields["threshold_a"],
+            "threshold_b": fields["threshold_b"]}
+    return unit_spec("ControlNet", unit, fields["image"], models)
+
+
+def _whole(value: Any) -> Any:
+    """A slider's float as the int a field wants (512.0 -> 512); anything else is left for the field's check."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def build_units(specs: list[UnitSpec], models, base_unet) -> list:

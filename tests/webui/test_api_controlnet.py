@@ -8,6 +8,11 @@ from PIL import Image, ImageDraw
 webuiapi = pytest.importorskip("webuiapi", reason="test dependency webuiapi is not installed (pip install webuiapi)")
 
 
+# The web UI unit's extension controls as its widgets start: resize mode, control mode, pixel perfect, preprocessor
+# resolution, thresholds (-1: the preprocessor's defaults).
+UI_UNIT_DEFAULTS = ("Crop and Resize", "Balanced", False, 512.0, -1.0, -1.0)
+
+
 @pytest.fixture(scope="module")
 def server(tiny_sd1_dir, tmp_path_factory, serving):
     from mixkit.testing.tiny_controlnet import build_tiny_controlnet
@@ -117,9 +122,9 @@ def test_ui_units_reach_the_pipeline_as_a_list(server):
 
     state = server.state
     params = Txt2ImgParams(prompt="a box", steps=1, width=64, height=64, seed=11, sampler="Euler")
-    first = [True, control_image(), "canny", "tiny_canny", 1.0, 0.0, 1.0]
-    off = [False, None, "none", None, 1.0, 0.0, 1.0]
-    second = [True, control_image().rotate(90), "none", "tiny_canny", 0.5, 0.0, 0.5]
+    first = [True, control_image(), "canny", "tiny_canny", 1.0, 0.0, 1.0, *UI_UNIT_DEFAULTS]
+    off = [False, None, "none", None, 1.0, 0.0, 1.0, *UI_UNIT_DEFAULTS]
+    second = [True, control_image().rotate(90), "none", "tiny_canny", 0.5, 0.0, 0.5, *UI_UNIT_DEFAULTS]
     both = with_controlnet(state, "txt2img", params, first + off + second)
     state.check_params("txt2img", both)
     outcome = state.submit_generation("txt2img", both, save=False).future.result(120)
@@ -152,7 +157,7 @@ def test_ui_hires_fix_with_a_unit_reaches_the_controlnet_hires_pipeline(server):
     state = server.state
     params = HiresParams(prompt="a box", steps=1, width=64, height=64, seed=11, sampler="Euler", hr_scale=2,
                          hr_upscaler="Lanczos", hr_second_pass_steps=1, denoising_strength=0.5)
-    unit = [True, control_image(), "canny", "tiny_canny", 1.0, 0.0, 1.0]
+    unit = [True, control_image(), "canny", "tiny_canny", 1.0, 0.0, 1.0, *UI_UNIT_DEFAULTS]
     controlled = with_controlnet(state, "txt2img", params, unit)
     assert isinstance(controlled, ControlHiresParams)
     state.check_params("txt2img", controlled)

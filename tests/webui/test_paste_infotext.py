@@ -118,12 +118,21 @@ def test_controlnet_units_fill_the_forms_units_without_the_image():
     assert {name: value for name, value in values.items() if name.startswith("controlnet_")} == {
         "controlnet_0_enabled": True, "controlnet_0_preprocessor": "canny", "controlnet_0_model": "canny",
         "controlnet_0_weight": 1.5, "controlnet_0_start": 0.0, "controlnet_0_end": 0.5,
+        "controlnet_0_resize_mode": "Crop and Resize", "controlnet_0_pixel_perfect": False,
+        "controlnet_0_control_mode": "Balanced",
         "controlnet_1_enabled": True, "controlnet_1_preprocessor": "none", "controlnet_1_weight": 1.0,
-        "controlnet_1_start": 0.0, "controlnet_1_end": 1.0}
+        "controlnet_1_start": 0.0, "controlnet_1_end": 1.0, "controlnet_1_resize_mode": "Just Resize",
+        "controlnet_1_pixel_perfect": False, "controlnet_1_control_mode": "Balanced"}
     assert notes == [
         "ControlNet 0: ControlNet Unit 0 is enabled and filled from the infotext, but no infotext holds its control "
-        "image; add it to the unit to reproduce the image. The unit has no control for: Resize Mode: Crop and Resize, "
-        "Pixel Perfect: False, Control Mode: Balanced.",
+        "image; add it to the unit to reproduce the image.",
         "ControlNet 1: ControlNet Unit 1 is enabled and filled from the infotext, but no infotext holds its control "
-        "image; add it to the unit to reproduce the image. Not available here, so not set: model 'tiny_depth'. The "
-        "unit has no control for: Resize Mode: Just Resize, Pixel Perfect: False, Control Mode: Balanced."]
+        "image; add it to the unit to reproduce the image. Not available here, so not set: model 'tiny_depth'."]
+    soft, _ = infotext_to_form_values(
+        CONTROLNET_TEXT.replace("Weight: 1.5, Resize Mode: Crop and Resize,", "Weight: 1.5, Resize Mode: Resize and "
+                                "Fill, Processor Res: 768, Threshold A: 50, Threshold B: 150,")
+        .replace("Control Mode: Balanced\", ", "Control Mode: My prompt is more important\", ", 1),
+        GenerationLimits(), ["DPM++ 2M"], ["Karras"], controlnet_units=2, controlnet_model_of={"tiny_canny": "canny"}.get)
+    assert (soft["controlnet_0_resize_mode"], soft["controlnet_0_control_mode"], soft["controlnet_0_processor_res"],
+            soft["controlnet_0_threshold_a"], soft["controlnet_0_threshold_b"]) == (
+        "Resize and Fill", "My prompt is more important", 768, 50.0, 150.0)

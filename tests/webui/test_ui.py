@@ -203,16 +203,31 @@ def test_controlnet_unit_widgets_become_a_checked_unit_spec(tmp_path):
     state = SimpleNamespace(controlnets=ControlNetModels(tmp_path))
     image = Image.new("RGB", (8, 8))
     params = Txt2ImgParams(prompt="x")
-    assert with_controlnet(state, "txt2img", params, [False, image, "canny", "canny_model", 1.0, 0.0, 1.0]) is params
-    controlled = with_controlnet(state, "txt2img", params, [True, image, "canny", "canny_model [1234]", 0.5, 0.1, 0.9])
+    defaults = ["Crop and Resize", "Balanced", False, 512.0, -1.0, -1.0]  # the extension's, as the widgets start
+    assert with_controlnet(state, "txt2img", params, [False, image, "canny", "canny_model", 1.0, 0.0, 1.0,
+                                                      *defaults]) is params
+    controlled = with_controlnet(state, "txt2img", params, [True, image, "canny", "canny_model [1234]", 0.5, 0.1, 0.9,
+                                                            *defaults])
     (spec,) = controlled.controlnets
     assert controlled.prompt == "x"
     assert (spec.model_name, spec.preprocessor, spec.weight, spec.guidance_start, spec.guidance_end) == \
         ("canny_model", "canny", 0.5, 0.1, 0.9)
-    for values, fragment in (([True, None, "canny", "canny_model", 1, 0, 1], "control image"),
-                             ([True, image, "canny", "../canny_model", 1, 0, 1], "Unknown ControlNet model"),
-                             ([True, image, "nope", "canny_model", 1, 0, 1], "nope"),
-                             ([True, image, "canny", "canny_model", 5, 0, 1], "weight")):
+    # the API's defaults for the same unit: crop and resize, Balanced, detection at 512, the preprocessor's thresholds
+    assert (spec.resize_mode, spec.guess_mode, spec.soft_injection, spec.processor_res, spec.threshold_a) == \
+        ("crop and resize", False, False, 512, None)
+    chosen = with_controlnet(state, "txt2img", params, [True, image, "canny", "canny_model", 1, 0, 1, "Resize and Fill",
+                                                        "My prompt is more important", True, 768.0, 50.0, 150.0])
+    (spec,) = chosen.controlnets
+    assert (spec.resize_mode, spec.soft_injection, spec.pixel_perfect, spec.processor_res, spec.threshold_a,
+            spec.threshold_b) == ("resize and fill", True, True, 768, 50.0, 150.0)
+    for values, fragment in (([True, None, "canny", "canny_model", 1, 0, 1, *defaults], "control image"),
+                             ([True, image, "canny", "../canny_model", 1, 0, 1, *defaults], "Unknown ControlNet model"),
+                             ([True, image, "nope", "canny_model", 1, 0, 1, *defaults], "nope"),
+                             ([True, image, "canny", "canny_model", 5, 0, 1, *defaults], "weight"),
+                             ([True, image, "canny", "canny_model", 1, 0, 1, "Stretch", "Balanced", False, 512.0, -1.0,
+                               -1.0], "resize_mode 'Stretch'"),
+                             ([True, image, "canny", "canny_model", 1, 0, 1, "Crop and Resize", "Balanced", False, 20.0,
+                               -1.0, -1.0], "processor_res must be an integer in \\[64, 2048\\]")):
         with pytest.raises(ValueError, match=fragment):
             with_controlnet(state, "txt2img", params, values)
 

@@ -1,7 +1,9 @@
 """ControlNet units in the txt2img/img2img tabs: `control_net_unit_count` accordions, enabled ones sent as a list.
 
-Each unit's values are checked by `webui.api_controlnet.ui_unit_spec`, the checks an API unit
-gets, and errors name the unit ("ControlNet Unit 1: ...") as the accordions are titled.
+Each unit has the extension's controls (resize mode, control mode, pixel perfect, preprocessor resolution and
+thresholds, with its defaults) and is checked by `webui.api_controlnet.ui_unit_spec`, the API's own unit check, so
+a unit gives the same image from the UI and from a request; errors name the unit ("ControlNet Unit 1: ...") as the
+accordions are titled.
 """
 
 from __future__ import annotations
@@ -10,7 +12,10 @@ import gradio as gr
 
 from webui.server_state import ServerState
 
-UNIT_FIELDS = ("enabled", "image", "preprocessor", "model", "weight", "start", "end")
+UNIT_FIELDS = ("enabled", "image", "preprocessor", "model", "weight", "start", "end", "resize_mode", "control_mode",
+               "pixel_perfect", "processor_res", "threshold_a", "threshold_b")
+RESIZE_MODE_CHOICES = ("Just Resize", "Crop and Resize", "Resize and Fill")  # the extension's, default Crop and Resize
+CONTROL_MODE_CHOICES = ("Balanced", "My prompt is more important", "ControlNet is more important")
 
 
 def build_controlnet_units(state: ServerState, kind: str, count: int) -> list:
@@ -19,6 +24,7 @@ def build_controlnet_units(state: ServerState, kind: str, count: int) -> list:
     Like sd-webui-controlnet, the number of units is the `control_net_unit_count` setting read when
     the page is built (a change takes effect after a server restart).
     """
+    from pipelines.controlnet.resolution import DEFAULT_PROCESSOR_RES, PROCESSOR_RES_RANGE
     from pipelines.preprocessors import PREPROCESSORS
 
     if state.controlnets is None:
@@ -38,7 +44,21 @@ def build_controlnet_units(state: ServerState, kind: str, count: int) -> list:
                 weight = gr.Slider(0, 2, value=1, step=0.05, label="Control weight", elem_id=f"{prefix}_weight")
                 start = gr.Slider(0, 1, value=0, step=0.01, label="Starting control step", elem_id=f"{prefix}_start")
                 end = gr.Slider(0, 1, value=1, step=0.01, label="Ending control step", elem_id=f"{prefix}_end")
-        widgets += [enabled, image, preprocessor, model, weight, start, end]
+            with gr.Row():
+                resize_mode = gr.Radio(RESIZE_MODE_CHOICES, value="Crop and Resize", label="Resize mode",
+                                       elem_id=f"{prefix}_resize_mode")
+                control_mode = gr.Radio(CONTROL_MODE_CHOICES, value="Balanced", label="Control mode",
+                                        elem_id=f"{prefix}_control_mode")
+            with gr.Row():
+                pixel_perfect = gr.Checkbox(False, label="Pixel Perfect", elem_id=f"{prefix}_pixel_perfect")
+                processor_res = gr.Slider(*PROCESSOR_RES_RANGE, value=DEFAULT_PROCESSOR_RES, step=8,
+                                          label="Preprocessor resolution", elem_id=f"{prefix}_processor_res")
+                threshold_a = gr.Number(-1, label="Threshold A (-1: the preprocessor's default)",
+                                        elem_id=f"{prefix}_threshold_a")
+                threshold_b = gr.Number(-1, label="Threshold B (-1: the preprocessor's default)",
+                                        elem_id=f"{prefix}_threshold_b")
+        widgets += [enabled, image, preprocessor, model, weight, start, end, resize_mode, control_mode, pixel_perfect,
+                    processor_res, threshold_a, threshold_b]
     return widgets
 
 
@@ -54,14 +74,14 @@ def with_controlnet(state: ServerState, kind: str, params, control_values: list)
 
     specs = []
     for index in range(0, len(control_values), len(UNIT_FIELDS)):
-        enabled, image, preprocessor, model, weight, start, end = control_values[index:index + len(UNIT_FIELDS)]
-        if not enabled:
+        fields = dict(zip(UNIT_FIELDS, control_values[index:index + len(UNIT_FIELDS)]))
+        if not fields["enabled"]:
             continue
         unit = index // len(UNIT_FIELDS)
-        if image is None and kind == "txt2img":
+        if fields["image"] is None and kind == "txt2img":
             raise ValueError(f"ControlNet Unit {unit} needs a control image.")
         try:
-            specs.append(ui_unit_spec(state.controlnets, model, image, preprocessor, weight, start, end))
+            specs.append(ui_unit_spec(state.controlnets, fields))
         except (ValueError, TypeError, KeyError) as error:
             message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
             raise ValueError(f"ControlNet Unit {unit}: {message}") from None

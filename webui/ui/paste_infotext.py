@@ -153,8 +153,12 @@ def infotext_inpaint_values(parsed: dict) -> tuple[dict[str, object], list[str]]
 
 # The UI unit's fields a `ControlNet N` infotext value fills: UI field -> the extension's field (`parse_unit` keys).
 CONTROLNET_PASTE_FIELDS = {"preprocessor": "module", "model": "model", "weight": "weight", "start": "guidance_start",
-                           "end": "guidance_end"}
-CONTROLNET_RANGES = {"weight": (0.0, 2.0), "start": (0.0, 1.0), "end": (0.0, 1.0)}  # the UI sliders' (and API's)
+                           "end": "guidance_end", "resize_mode": "resize_mode", "control_mode": "control_mode",
+                           "pixel_perfect": "pixel_perfect", "processor_res": "processor_res",
+                           "threshold_a": "threshold_a", "threshold_b": "threshold_b"}
+# the UI sliders' (and API's) ranges; thresholds are the preprocessor's to check
+CONTROLNET_RANGES = {"weight": (0.0, 2.0), "start": (0.0, 1.0), "end": (0.0, 1.0), "threshold_a": (-1e6, 1e6),
+                     "threshold_b": (-1e6, 1e6)}
 
 
 def controlnet_field(unit: int, field: str) -> str:
@@ -211,6 +215,18 @@ def _controlnet_value(field: str, value: object, preprocessors: list[str], model
         return value if value in preprocessors else None
     if field == "model":
         return model_of(str(value)) if model_of is not None else None
+    from webui.ui.controlnet_units import CONTROL_MODE_CHOICES, RESIZE_MODE_CHOICES
+
+    if field in ("resize_mode", "control_mode"):
+        choices = RESIZE_MODE_CHOICES if field == "resize_mode" else CONTROL_MODE_CHOICES
+        return value if value in choices else None
+    if field == "pixel_perfect":
+        return value if isinstance(value, bool) else None
+    if field == "processor_res":
+        from pipelines.controlnet.resolution import PROCESSOR_RES_RANGE
+
+        low, high = PROCESSOR_RES_RANGE
+        return value if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high else None
     low, high = CONTROLNET_RANGES[field]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
         return None
