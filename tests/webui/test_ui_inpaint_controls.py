@@ -166,3 +166,12 @@ def test_a_scaled_mask_passes_the_check_with_the_pipelines_warning():
         params = img2img_params(BASE, fields(editor={"background": picture, "layers": [], "composite": picture},
                                              mode="inpaint", mask_upload=Image.new("L", (48, 32), 255)))
     assert params.mask.size == (48, 32)  # the pipeline resizes it, as the Python API does
+
+
+def test_the_resize_modes_are_a1111s_four(blocks):
+    # A1111's img2img "Resize mode": Just resize, Crop and resize, Resize and fill, Just resize (latent upscale).
+    resize = component(blocks, "img2img_resize_mode")
+    assert [value for _, value in resize.choices] == ["just resize", "crop and resize", "resize and fill",
+                                                      "just resize (latent upscale)"]
+    params = img2img_params(BASE, fields(resize_mode="just resize (latent upscale)"))
+    assert params.resize_mode == "just resize (latent upscale)"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
+from pipelines.image_prep import IMG2IMG_RESIZE_MODES
 from pipelines.inpaint_mask import MASKED_CONTENT
 from webui.server_state import ServerState
 from webui.ui.controlnet_units import build_controlnet_units, with_controlnet
@@ -179,8 +180,9 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                                         height=420, format="png")  # an image sent from PNG Info stays lossless
                 with gr.Row():
                     mode = gr.Radio(list(IMG2IMG_MODES), value="img2img", label="Mode", elem_id="img2img_mode")
-                    resize = gr.Dropdown(["just resize", "crop and resize", "resize and fill"], value="just resize",
-                                         label="Resize mode")
+                    # A1111's four (the latent upscale one is refused with a mask by the pipeline, naming why)
+                    resize = gr.Dropdown(list(IMG2IMG_RESIZE_MODES), value="just resize", label="Resize mode",
+                                         elem_id="img2img_resize_mode")
                 with gr.Row():
                     strength = form_slider(0, 1, value=0.75, step=0.01, label="Denoising strength",
                                            elem_id="img2img_denoising_strength")
