@@ -82,3 +82,28 @@ def photo():
     ImageDraw.Draw(image).rectangle((10, 8, 30, 28), fill=(220, 30, 30))
     return image
 
+
+@pytest.fixture(scope="module")
+def vlm(tiny_blip2_dir):
+    """The tiny BLIP-2 through `load_vlm`, the by-hand side of the captioning tests."""
+    from mixkit.models.vlm import load_vlm
+
+    return load_vlm(tiny_blip2_dir)
+
+
+@pytest.fixture(scope="module")
+def captioner(tiny_blip2_dir, shared_cache):
+    """`image2text_generation` on the tiny BLIP-2, six new tokens (what the captioning tests compare against)."""
+    from appflow import Appflow
+
+    return Appflow("image2text_generation", models=[tiny_blip2_dir], cache=shared_cache, max_new_tokens=6)
+
+
+@pytest.fixture
+def second():
+    """A second picture for batch tests: a green box on white."""
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", (64, 64), (255, 255, 255))
+    ImageDraw.Draw(image).rectangle((10, 20, 40, 50), fill=(30, 160, 40))
+    return image

@@ -13,31 +13,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from PIL import Image, ImageDraw
+from PIL import Image
 
 from appflow import Appflow, Chain, ModelCache, Step
 
 KEEP_ALL = dict(box_threshold=0.0, text_threshold=0.0)
 TOKENS = dict(max_new_tokens=6)
-
-
-@pytest.fixture(scope="module")
-def vlm(tiny_blip2_dir):
-    from mixkit.models.vlm import load_vlm
-
-    return load_vlm(tiny_blip2_dir)
-
-
-@pytest.fixture(scope="module")
-def captioner(tiny_blip2_dir, shared_cache):
-    return Appflow("image2text_generation", models=[tiny_blip2_dir], cache=shared_cache, **TOKENS)
-
-
-@pytest.fixture
-def second():
-    image = Image.new("RGB", (64, 64), (255, 255, 255))
-    ImageDraw.Draw(image).rectangle((10, 20, 40, 50), fill=(30, 160, 40))
-    return image
 
 
 # -- finding 3: PaddleMIX's `inpainting` picks its sub-flow from the models --------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from contextlib import contextmanager
 
 import pytest
 
@@ -32,6 +33,33 @@ def ui_server(tiny_sd1_dir, tmp_path_factory, serving):
         yield running
 
 
+def playwright_api():
+    """Playwright's sync API; the test is skipped, saying what to run, when the package is missing."""
+    return pytest.importorskip("playwright.sync_api", reason="playwright is not installed (run .ci/install-browser.sh)")
+
+
+@contextmanager
+def headless_chromium(tmp_path):
+    """(Playwright's sync API, a headless Chromium context with its own profile under `tmp_path`); closed on exit."""
+    sync_api = playwright_api()
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
+            viewport={"width": 1280, "height": 900})
+        try:
+            yield sync_api, browser
+        finally:
+            browser.close()
+
+
+def open_txt2img(browser, url: str):
+    """A new page on the UI, once its txt2img prompt box is there."""
+    page = browser.new_page()
+    page.goto(url + "/", timeout=60_000)
+    page.locator("#txt2img_prompt textarea").wait_for(timeout=60_000)
+    return page
+
+
 def set_number(page, elem_id: str, value: int) -> None:
     box = page.locator(f"#{elem_id} input[type=number]")
     box.fill(str(value))
@@ -39,42 +67,33 @@ def set_number(page, elem_id: str, value: int) -> None:
 
 
 def test_generate_in_the_browser_and_read_infotext_in_png_info(ui_server, tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (run .ci/install-browser.sh)")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
-            viewport={"width": 1280, "height": 900})
-        try:
-            page = browser.new_page()
-            page.goto(ui_server.url + "/", timeout=60_000)
-            page.locator("#txt2img_prompt textarea").wait_for(timeout=60_000)
-            sync_api.expect(page.locator("#txt2img_steps input[type=number]")).to_have_value("2", timeout=30_000)
-            sync_api.expect(page.locator("#txt2img_width input[type=number]")).to_have_value("64", timeout=30_000)
-            page.locator("#txt2img_prompt textarea").fill("a red cube on a table")
-            set_number(page, "txt2img_steps", 2)
-            set_number(page, "txt2img_width", 64)
-            set_number(page, "txt2img_height", 64)
-            set_number(page, "txt2img_seed", 4242)
-            page.locator("#txt2img_generate").click()
-            page.locator("#txt2img_gallery img").first.wait_for(timeout=120_000)
-            page.locator("#txt2img_progress", has_text="Done: 1 image(s)").wait_for(timeout=30_000)
-            infotext = page.locator("#txt2img_infotext textarea").input_value()
-            assert infotext.startswith("a red cube on a table\nSteps: 2, ") and "Seed: 4242," in infotext
-            page.screenshot(path=str(tmp_path / "txt2img.png"), full_page=True)
+    with headless_chromium(tmp_path) as (sync_api, browser):
+        page = open_txt2img(browser, ui_server.url)
+        sync_api.expect(page.locator("#txt2img_steps input[type=number]")).to_have_value("2", timeout=30_000)
+        sync_api.expect(page.locator("#txt2img_width input[type=number]")).to_have_value("64", timeout=30_000)
+        page.locator("#txt2img_prompt textarea").fill("a red cube on a table")
+        set_number(page, "txt2img_steps", 2)
+        set_number(page, "txt2img_width", 64)
+        set_number(page, "txt2img_height", 64)
+        set_number(page, "txt2img_seed", 4242)
+        page.locator("#txt2img_generate").click()
+        page.locator("#txt2img_gallery img").first.wait_for(timeout=120_000)
+        page.locator("#txt2img_progress", has_text="Done: 1 image(s)").wait_for(timeout=30_000)
+        infotext = page.locator("#txt2img_infotext textarea").input_value()
+        assert infotext.startswith("a red cube on a table\nSteps: 2, ") and "Seed: 4242," in infotext
+        page.screenshot(path=str(tmp_path / "txt2img.png"), full_page=True)
 
-            saved = sorted(ui_server.state.output_dir.glob("*.png"))
-            assert len(saved) == 1 and saved[0].name.endswith("-4242.png")
-            page.get_by_role("tab", name="PNG Info").click()
-            page.locator("#pnginfo_image input[type=file]").set_input_files(str(saved[0]))
-            read = page.locator("#pnginfo_infotext textarea")
-            sync_api.expect(read).to_have_value(infotext, timeout=30_000)
+        saved = sorted(ui_server.state.output_dir.glob("*.png"))
+        assert len(saved) == 1 and saved[0].name.endswith("-4242.png")
+        page.get_by_role("tab", name="PNG Info").click()
+        page.locator("#pnginfo_image input[type=file]").set_input_files(str(saved[0]))
+        read = page.locator("#pnginfo_infotext textarea")
+        sync_api.expect(read).to_have_value(infotext, timeout=30_000)
 
-            page.locator("#pnginfo_send_to_img2img").click()
-            sync_api.expect(page.locator("#img2img_prompt textarea")).to_have_value("a red cube on a table", timeout=30_000)
-            sync_api.expect(page.locator("#img2img_seed input")).to_have_value("4242", timeout=30_000)
-            page.screenshot(path=str(tmp_path / "pnginfo_sent.png"), full_page=True)
-        finally:
-            browser.close()
+        page.locator("#pnginfo_send_to_img2img").click()
+        sync_api.expect(page.locator("#img2img_prompt textarea")).to_have_value("a red cube on a table", timeout=30_000)
+        sync_api.expect(page.locator("#img2img_seed input")).to_have_value("4242", timeout=30_000)
+        page.screenshot(path=str(tmp_path / "pnginfo_sent.png"), full_page=True)
     shots = os.environ.get("MIXKIT_SCREENSHOT_DIR")
     if shots:  # CI keeps them as artifacts
         for name in ("txt2img.png", "pnginfo_sent.png"):
@@ -85,7 +104,7 @@ def test_generate_in_the_browser_and_read_infotext_in_png_info(ui_server, tmp_pa
 def test_closing_the_tab_cancels_its_running_generation(ui_server, tmp_path, monkeypatch):
     import time
 
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (run .ci/install-browser.sh)")
+    playwright_api()  # skipped before the Settings below change, not after
     state = ui_server.state
     ended = []  # (session, jobs hit) per session end the UI reports
     cancel_session = state.cancel_session
@@ -93,14 +112,9 @@ def test_closing_the_tab_cancels_its_running_generation(ui_server, tmp_path, mon
     state.options.apply({"samples_save": False})
     # Settings default of 1000 steps: the page's load event sets it, so typing cannot race that event.
     state.options.apply(state.options.check_update({"default_steps": 1000}))
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
-            viewport={"width": 1280, "height": 900})
+    with headless_chromium(tmp_path) as (sync_api, browser):
         try:
-            page = browser.new_page()
-            page.goto(ui_server.url + "/", timeout=60_000)
-            page.locator("#txt2img_prompt textarea").wait_for(timeout=60_000)
+            page = open_txt2img(browser, ui_server.url)
             page.locator("#txt2img_prompt textarea").fill("a long one")
             sync_api.expect(page.locator("#txt2img_steps input[type=number]")).to_have_value("1000", timeout=60_000)
             page.locator("#txt2img_generate").click()
@@ -114,7 +128,6 @@ def test_closing_the_tab_cancels_its_running_generation(ui_server, tmp_path, mon
             idle_after = time.monotonic() - closed
         finally:
             state.worker.interrupt()  # never leave a 1000-step job behind for later tests
-            browser.close()
             state.options.apply({"samples_save": True, "default_steps": 2})
     assert idle_after < 5, f"the closed tab's generation was still running {idle_after:.1f} s later"
     assert len(ended) == 1 and ended[0][0] and ended[0][1] == 1  # its session ended, taking its one job
@@ -123,29 +136,22 @@ def test_closing_the_tab_cancels_its_running_generation(ui_server, tmp_path, mon
 def test_appflow_form_follows_the_chosen_app(ui_server, tmp_path):
     # Switching from {prompt} to {image, prompt} used to crash the page's render (a TypeError in Gallery):
     # the old form stayed, with no input widgets for the new app.
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (run .ci/install-browser.sh)")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
-            viewport={"width": 1280, "height": 900})
-        try:
-            page = browser.new_page()
-            errors = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.goto(ui_server.url + "/", timeout=60_000)
-            page.get_by_role("tab", name="AppFlow").click()
-            page.locator("#appflow_input_prompt textarea").wait_for(timeout=60_000)
-            for app, inputs in (("image2image_text_guided_generation", ["image", "prompt"]),
-                                ("zero_shot_classification", ["image", "labels"]), ("text2image_generation", ["prompt"])):
-                page.locator("#appflow_app input").click()
-                page.locator("ul[role=listbox] li", has_text=app).first.click()
-                page.get_by_text(f"{app}:", exact=False).first.wait_for(timeout=30_000)
-                shown = page.locator("[id^=appflow_input_]")
-                sync_api.expect(shown).to_have_count(len(inputs), timeout=30_000)
-                assert [element.get_attribute("id") for element in shown.all()] == [f"appflow_input_{n}" for n in inputs]
-            assert errors == []
-        finally:
-            browser.close()
+    with headless_chromium(tmp_path) as (sync_api, browser):
+        page = browser.new_page()
+        errors = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(ui_server.url + "/", timeout=60_000)
+        page.get_by_role("tab", name="AppFlow").click()
+        page.locator("#appflow_input_prompt textarea").wait_for(timeout=60_000)
+        for app, inputs in (("image2image_text_guided_generation", ["image", "prompt"]),
+                            ("zero_shot_classification", ["image", "labels"]), ("text2image_generation", ["prompt"])):
+            page.locator("#appflow_app input").click()
+            page.locator("ul[role=listbox] li", has_text=app).first.click()
+            page.get_by_text(f"{app}:", exact=False).first.wait_for(timeout=30_000)
+            shown = page.locator("[id^=appflow_input_]")
+            sync_api.expect(shown).to_have_count(len(inputs), timeout=30_000)
+            assert [element.get_attribute("id") for element in shown.all()] == [f"appflow_input_{n}" for n in inputs]
+        assert errors == []
 
 
 def test_send_to_extras_keeps_the_png_and_its_infotext_through_the_browser(ui_server, tmp_path):
@@ -155,31 +161,22 @@ def test_send_to_extras_keeps_the_png_and_its_infotext_through_the_browser(ui_se
 
     from pipelines.upscale import UPSCALERS, upscale_image
 
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (run .ci/install-browser.sh)")
     state = ui_server.state
     state.options.apply({"samples_save": True})
     before = set(state.output_dir.glob("*.png"))
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
-            viewport={"width": 1280, "height": 900})
-        try:
-            page = browser.new_page()
-            page.goto(ui_server.url + "/", timeout=60_000)
-            page.locator("#txt2img_prompt textarea").wait_for(timeout=60_000)
-            sync_api.expect(page.locator("#txt2img_steps input[type=number]")).to_have_value("2", timeout=30_000)
-            page.locator("#txt2img_prompt textarea").fill("a green cone")
-            set_number(page, "txt2img_seed", 777)
-            page.locator("#txt2img_generate").click()
-            page.locator("#txt2img_progress", has_text="Done: 1 image(s)").wait_for(timeout=120_000)
-            page.locator("#txt2img_send_to_extras").click()
-            page.locator("#extras_image img").wait_for(timeout=30_000)
-            page.locator("#extras_generate").click()
-            page.locator("#extras_info textarea").wait_for(timeout=30_000)
-            sync_api.expect(page.locator("#extras_info textarea")).to_have_value(
-                f"Postprocess upscale by: 2.0, Postprocess upscaler: {UPSCALERS.names()[0]}", timeout=60_000)
-        finally:
-            browser.close()
+    with headless_chromium(tmp_path) as (sync_api, browser):
+        page = open_txt2img(browser, ui_server.url)
+        sync_api.expect(page.locator("#txt2img_steps input[type=number]")).to_have_value("2", timeout=30_000)
+        page.locator("#txt2img_prompt textarea").fill("a green cone")
+        set_number(page, "txt2img_seed", 777)
+        page.locator("#txt2img_generate").click()
+        page.locator("#txt2img_progress", has_text="Done: 1 image(s)").wait_for(timeout=120_000)
+        page.locator("#txt2img_send_to_extras").click()
+        page.locator("#extras_image img").wait_for(timeout=30_000)
+        page.locator("#extras_generate").click()
+        page.locator("#extras_info textarea").wait_for(timeout=30_000)
+        sync_api.expect(page.locator("#extras_info textarea")).to_have_value(
+            f"Postprocess upscale by: 2.0, Postprocess upscaler: {UPSCALERS.names()[0]}", timeout=60_000)
     made = sorted(set(state.output_dir.glob("*.png")) - before)
     generated = [path for path in made if path.name.endswith("-777.png")]
     upscaled = [path for path in made if "-" not in path.stem]

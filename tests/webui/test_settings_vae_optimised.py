@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from pipelines.params import Txt2ImgParams
 from webui.ui.settings_tab import switch_vae
 
-PARAMS = Txt2ImgParams(prompt="a cube", steps=1, width=32, height=32, seed=11, sampler="Euler")
+from .test_settings_vae import generate
 
 
 @pytest.fixture(scope="module")
@@ -33,11 +32,6 @@ def state(tiny_sd1_dir, tmp_path_factory):
     server.load_initial_model()
     yield server
     server.close()
-
-
-def generate(state):
-    outcome = state.submit_generation("txt2img", PARAMS, save=False).future.result(120)
-    return np.asarray(outcome.result.images[0], dtype=np.int16), outcome.result.infotexts[0]
 
 
 def test_the_swap_keeps_what_the_preset_did_to_the_vae(state):

@@ -18,27 +18,6 @@ TOKENS = dict(max_new_tokens=6)
 
 
 @pytest.fixture(scope="module")
-def vlm(tiny_blip2_dir):
-    from mixkit.models.vlm import load_vlm
-
-    return load_vlm(tiny_blip2_dir)
-
-
-@pytest.fixture(scope="module")
-def captioner(tiny_blip2_dir, shared_cache):
-    return Appflow("image2text_generation", models=[tiny_blip2_dir], cache=shared_cache, **TOKENS)
-
-
-@pytest.fixture
-def second():
-    from PIL import Image, ImageDraw
-
-    image = Image.new("RGB", (64, 64), (255, 255, 255))
-    ImageDraw.Draw(image).rectangle((10, 20, 40, 50), fill=(30, 160, 40))
-    return image
-
-
-@pytest.fixture(scope="module")
 def shipped():
     """The app's default captioner, mixkit-tiny-blip2: trained on shape renders, so options visibly change captions."""
     return Appflow("image2text_generation", max_new_tokens=16)
