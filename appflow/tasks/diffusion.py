@@ -61,13 +61,23 @@ def check_generation_options(options: dict[str, Any]) -> None:
 
 
 def check_lora_folder(models, prompt: str, task: str) -> None:
-    """Prompt tags (`<lora:name:0.8>`) name LoRAs in the flow's LoRA folder: refuse them before loading without one."""
+    """Prompt tags (`<lora:name:0.8>`) name LoRAs in the flow's LoRA folder: refuse them before any model loads when
+    there is no folder or it has no LoRA of that name (found as generation would find it: `resolve_lora_requests`)."""
+    from mixkit.errors import ModelNotFoundError
+    from mixkit.lora import resolve_lora_requests
     from mixkit.prompts import extract_extra_networks
 
     tags = extract_extra_networks(prompt)[1]
-    if tags and folders_of(models)["lora_dir"] is None:
+    if not tags:
+        return
+    folder = folders_of(models)["lora_dir"]
+    if folder is None:
         raise ValueError(f"Task {task!r}: prompt tag {tags[0].raw!r} names a LoRA but this flow has no LoRA folder; "
                          "build it with Appflow(app=..., lora_dir='path/to/loras').")
+    try:
+        resolve_lora_requests([], tags, folder)
+    except ModelNotFoundError as error:  # an unknown name is the caller's mistake, not a missing model
+        raise ValueError(f"Task {task!r}: {error}") from None
 
 
 def folders_of(models) -> dict[str, Any]:

@@ -229,6 +229,14 @@ def test_a_lora_tag_without_a_lora_folder_names_the_appflow_way_to_set_it_before
     assert cache.loads == 0
 
 
+def test_a_lora_tag_the_folder_lacks_is_refused_before_loading(tmp_path):
+    cache = ModelCache()
+    flow = Appflow(app="text2image_generation", cache=cache, lora_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"Task 'text_to_image': No LoRA named 'nowhere' in .*0 LoRA file"):
+        flow(prompt="a <lora:nowhere:0.5>")
+    assert cache.loads == 0
+
+
 def test_lora_and_embeddings_folders_must_exist(tmp_path):
     with pytest.raises(ValueError, match="lora_dir .*nope.* is not an existing folder"):
         Appflow("text2image_generation", lora_dir=tmp_path / "nope")

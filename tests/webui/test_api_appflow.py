@@ -88,8 +88,9 @@ def test_a_lora_tag_in_an_app_uses_the_servers_lora_folder(tiny_sd1_dir, tmp_pat
     with serving(config, load_model=False) as running, httpx.Client(base_url=running.url, timeout=120) as http:
         response = http.post(
             "/appflow/text2image_generation", json={"inputs": {"prompt": "a lamp <lora:nowhere:1>"}, "options": OPTIONS})
-    # The flow looked in the server's folder (before: "this flow has no LoRA folder").
-    assert response.status_code == 503 and "No LoRA named 'nowhere'" in response.text
+    # The flow looked in the server's folder (before: "this flow has no LoRA folder"), and an unknown name is the
+    # request's mistake, refused before the model loads: a 422, not the 503 of a model that cannot run.
+    assert response.status_code == 422 and "No LoRA named 'nowhere'" in response.text
     assert "no LoRA folder" not in response.text
 
 
