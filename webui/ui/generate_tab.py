@@ -309,7 +309,9 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
 
             paths = gallery_pngs(result.images, result.seeds, result.infotexts, gallery.GRADIO_CACHE)
         grid = grid_for_gallery(result.images, result.infotexts, return_grid=bool(state.options.get("return_grid")),
-                                save_to=state.output_dir if save and state.options.get("grid_save") else None,
+                                # A1111's grid_save ("Always save all generated image grids") does not depend on
+                                # samples_save: process_images saves the grid whenever it is on
+                                save_to=state.output_dir if state.options.get("grid_save") else None,
                                 cache_dir=gallery.GRADIO_CACHE)
         paths, seeds, texts = with_grid(paths, list(result.seeds), list(result.infotexts), grid)
         label = "Interrupted" if result.interrupted else "Done"
