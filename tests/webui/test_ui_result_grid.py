@@ -43,3 +43,21 @@ def test_a_single_image_or_both_options_off_make_no_grid(tmp_path):
     assert with_grid(["1.png", "2.png"], [5, 6], ["a", "b"], "g.png") == (["g.png", "1.png", "2.png"], [5, 5, 6],
                                                                           ["a", "a", "b"])
     assert with_grid(["1.png"], [5], ["a"], None) == (["1.png"], [5], ["a"])
+
+
+def test_unsaved_results_older_than_the_limit_are_pruned(tmp_path):
+    """Gallery/extras files of unsaved results live in Gradio's cache; a long-running server with saving off used to
+    keep every image it ever made there."""
+    import os
+
+    from webui.ui.gallery_files import KEEP_UNSAVED_SECONDS, gallery_pngs, prune_stale_results
+
+    images = [Image.new("RGB", (8, 8))]
+    old = gallery_pngs(images, [1], ["a"], tmp_path)[0]
+    recent = gallery_pngs(images, [2], ["b"], tmp_path)[0]
+    old_folder = os.path.dirname(old)
+    past = os.stat(old_folder).st_mtime - KEEP_UNSAVED_SECONDS - 10
+    os.utime(old_folder, (past, past))
+    newest = gallery_pngs(images, [3], ["c"], tmp_path)[0]  # writing a result prunes the stale ones
+    assert not os.path.exists(old) and os.path.exists(recent) and os.path.exists(newest)
+    assert prune_stale_results(tmp_path / "missing", 1) == []

@@ -86,11 +86,9 @@ def build_extras_tab(state: ServerState):
         if state.options.get("samples_save"):
             path = save_extras_png(upscaled, next_extras_path(state.output_dir), chunks)
         else:  # still a PNG with its chunks, so a download from the result keeps them
-            import uuid
-            from pathlib import Path
+            from webui.ui.gallery_files import result_folder
 
-            path = save_extras_png(upscaled, Path(result.GRADIO_CACHE) / "mixkit-extras" / uuid.uuid4().hex / "00000.png",
-                                   chunks)
+            path = save_extras_png(upscaled, result_folder(result.GRADIO_CACHE, "mixkit-extras") / "00000.png", chunks)
         return str(path), f"{image.width}x{image.height} -> {upscaled.width}x{upscaled.height}", chunks[POSTPROCESSING_KEY]
 
     def checked_request(*form):

@@ -57,14 +57,13 @@ def grid_for_gallery(images: list, infotexts: list, *, return_grid: bool, save_t
     and returned for the gallery when `return_grid` (from Gradio's cache when it was not saved); else None."""
     if len(images) < 2 or not (return_grid or save_to is not None):
         return None
-    import uuid
-
     from pipelines.png import save_png
+    from webui.ui.gallery_files import result_folder
 
     grid, infotext = image_grid(images), (infotexts[0] if infotexts else None) or None
     saved = save_png(grid, next_grid_path(save_to), infotext) if save_to is not None else None
     if not return_grid:
         return None
     if saved is None:
-        saved = save_png(grid, Path(cache_dir) / "mixkit-gallery" / uuid.uuid4().hex / f"{GRID_PREFIX}.png", infotext)
+        saved = save_png(grid, result_folder(cache_dir, "mixkit-gallery") / f"{GRID_PREFIX}.png", infotext)
     return str(saved)
