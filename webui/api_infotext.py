@@ -111,18 +111,18 @@ def check_approximation_keys(written: dict, running=None) -> None:
     """Refuse an infotext recording approximations (mixkit's DeepCache, TAESD decode, int8, VAE tiling; A1111's Token
     merging ratio) other than those the server's model runs (`running`, its `OptimizationLabels`; None: exact): the
     image would differ, and the request has no field that could turn them on."""
-    from pipelines.approx.labels import OptimizationLabels
+    from pipelines.approx.labels import OptimizationLabels, infotext_approximations
 
     try:
-        wanted = OptimizationLabels.from_infotext(written)
+        wanted = infotext_approximations(written)
     except ValueError as error:
         raise ValueError(f"{error}; fix the infotext or remove the key.") from None
-    have = running or OptimizationLabels()
-    if wanted.approximations() != have.approximations():
-        runs = ", ".join(have.approximations()) or "the exact model, no approximation"
-        raise ValueError(f"infotext: it records {', '.join(wanted.approximations()) or 'no approximation'}, but this "
+    have = (running or OptimizationLabels()).approximations()
+    if wanted != have:
+        runs = ", ".join(have) or "the exact model, no approximation"
+        raise ValueError(f"infotext: it records {', '.join(wanted) or 'no approximation'}, but this "
                          f"server runs {runs}, so the image would differ; remove those keys (DeepCache, VAE Decoder, "
-                         "Token merging ratio, UNet/VAE quantization, VAE tiling) to generate without them, or "
+                         "Token merging ratio (hr), UNet/VAE quantization, VAE tiling) to generate without them, or "
                          "reproduce it with `mixkit generate --infotext`, which applies them.")
 
 

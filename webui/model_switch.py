@@ -183,6 +183,8 @@ class ModelHolder:
             vae = load_vae(path, dtype=own_vae.dtype, like=own_vae.config).to(own_vae.device)  # raises: nothing changed
             # A1111 writes `VAE:` as the file name with its extension, the value its sd_vae option lists.
             extras = {"vae_name": Path(path).name, "vae_hash": a1111_model_hash(path) if Path(path).is_file() else None}
+        if in_place and vae is not own_vae:
+            check_same_layout(model.vae, vae, name)  # all or nothing: load_state_dict writes what fits, then raises
         with self._lock:
             if in_place:
                 if self._own_vae_weights is None:  # before the first swap writes over them
@@ -212,6 +214,18 @@ class ModelHolder:
             self._own_vae = (model.vae, {k: model.extras.get(k) for k in ("vae_name", "vae_hash")}) if has_vae else None
             self._own_vae_weights = None
             self.vae_name = "Automatic"
+
+
+def check_same_layout(current, new, name: str) -> None:
+    """Refuse a VAE whose tensors are not the loaded one's, name for name and shape for shape (another architecture),
+    before anything is copied into the optimised model's VAE."""
+    have = {key: tuple(tensor.shape) for key, tensor in current.state_dict().items()}
+    want = {key: tuple(tensor.shape) for key, tensor in new.state_dict().items()}
+    if have != want:
+        differ = sorted(key for key in have.keys() | want.keys() if have.get(key) != want.get(key))
+        raise ValueError(f"VAE {name!r} does not fit the loaded model's VAE ({len(differ)} tensors differ, e.g. "
+                         f"{differ[0]}: {want.get(differ[0])} vs {have.get(differ[0])}); choose a VAE of this model's "
+                         "family.")
 
 
 def check_preset_name(preset: object) -> str:

@@ -191,6 +191,8 @@ class ServerOptions:
             **options_from_defaults(GenerationDefaults()),
         }
         self._adopted: set[str] = set()  # size defaults taken from the loaded model, not chosen by the user
+        # every value each size default was given by a model (a page opened before a switch still shows an older one)
+        self._adopted_values: dict[str, set] = {}
         saved = self._read_saved(settings_file) if settings_file else {}
         self._values.update(saved)
         self._chosen = set(saved)  # keys the user chose: in the settings file, or changed since
@@ -213,6 +215,8 @@ class ServerOptions:
             with self._lock:
                 self._values.update(candidate)
                 self._adopted.update(candidate)
+                for key, value in candidate.items():
+                    self._adopted_values.setdefault(key, set()).add(value)
             return
 
     def snapshot(self, model_title: str | None) -> dict[str, Any]:
@@ -284,13 +288,14 @@ class ServerOptions:
         """Make checked changes current; with a settings file, saved first, so a failed write changes nothing.
 
         `whole_form`: the changes are a form that sends every field (the Settings tab's Apply), so an adopted size
-        default sent back with the value it already has is not a choice: it stays adopted, follows the next model
-        and is not saved. Otherwise (an API POST, which names what it sets, as A1111 saves it) and for any other
+        default sent back with a value a model gave it (the current one, or an earlier model's on a page opened before
+        a switch) is not a choice: it stays adopted at the current model's size, follows the next model and is not
+        saved. Otherwise (an API POST, which names what it sets, as A1111 saves it) and for any other
         value, it is the user's: saved, and kept across model switches."""
         with self._lock:
             if whole_form:
                 checked = {key: value for key, value in checked.items()
-                           if not (key in self._adopted and self._values.get(key) == value)}
+                           if not (key in self._adopted and value in self._adopted_values.get(key, ()))}
             if self.settings_file and any(key in PERSISTED for key in checked):
                 from webui.settings_file import write_settings_file
 

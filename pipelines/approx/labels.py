@@ -143,3 +143,23 @@ def label_infotexts(session) -> None:
                      extra={**extra, **labels})
 
     session.infotext = infotext
+
+
+TOME_HIRES_KEY = "Token merging ratio hr"  # A1111 writes it when the hires pass ran ToMe (token_merging_ratio_hr)
+
+
+def infotext_approximations(params: Mapping[str, object]) -> list[str]:
+    """The approximations an infotext records, readable (`OptimizationLabels.approximations`), plus A1111's hires-pass
+    ToMe ratio; ValueError naming a key whose value is malformed. What a paste or a request must either reproduce
+    or refuse, never drop."""
+    items = OptimizationLabels.from_infotext(params).approximations()
+    hires = params.get(TOME_HIRES_KEY)
+    if hires not in (None, ""):
+        try:
+            ratio = float(str(hires))
+        except ValueError:
+            raise ValueError(f"infotext {TOME_HIRES_KEY}: {hires!r} is not a number") from None
+        if ratio:
+            items.append(f"ToMe ratio {ratio:g} in the hires pass")
+    return items
+

@@ -183,3 +183,17 @@ def test_the_settings_form_posting_back_an_adopted_size_does_not_make_it_the_use
     assert json.loads((tmp_path / "settings.json").read_text())["default_width"] == 128
     options.adopt_native_size(64)
     assert (options.generation_defaults().width, options.generation_defaults().height) == (128, 64)
+
+
+def test_a_settings_page_opened_before_a_model_switch_does_not_pin_the_old_size(tmp_path):
+    """QA: the page still shows the previous model's adopted 64 after a switch to a 96-px model; its Apply must not
+    make 64 the user's choice."""
+    options = make_options(tmp_path)
+    options.adopt_native_size(64)
+    options.adopt_native_size(96)  # another tab switched the model
+    options.apply(options.check_update({"samples_save": False, "default_width": 64, "default_height": 64}),
+                  whole_form=True)
+    assert (options.generation_defaults().width, options.generation_defaults().height) == (96, 96)
+    assert "default_width" not in json.loads((tmp_path / "settings.json").read_text())
+    options.apply(options.check_update({"default_width": 80}), whole_form=True)  # a size no model gave: the user's
+    assert json.loads((tmp_path / "settings.json").read_text())["default_width"] == 80

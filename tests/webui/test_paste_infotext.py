@@ -136,3 +136,19 @@ def test_controlnet_units_fill_the_forms_units_without_the_image():
     assert (soft["controlnet_0_resize_mode"], soft["controlnet_0_control_mode"], soft["controlnet_0_processor_res"],
             soft["controlnet_0_threshold_a"], soft["controlnet_0_threshold_b"]) == (
         "Resize and Fill", "My prompt is more important", 768, 50.0, 150.0)
+
+
+def test_approximations_are_named_in_a_note():
+    """The API refuses an infotext with approximations; the paste cannot reproduce them either, so it says so."""
+    text = CONTROLNET_TEXT.split(", ControlNet 0")[0] + ", DeepCache: 3, Token merging ratio hr: 0.5"
+    _, notes = infotext_to_form_values(text, GenerationLimits(), ["DPM++ 2M"], ["Karras"])
+    assert notes == ["DeepCache (full UNet every 3 steps), ToMe ratio 0.5 in the hires pass: approximations the image "
+                     "was made with; this server runs its model without them, so the image will differ (`mixkit "
+                     "generate --infotext` reproduces them)."]
+
+
+def test_the_extensions_module_aliases_are_pasted_as_the_api_reads_them():
+    text = CONTROLNET_TEXT.replace("Module: none", "Module: depth")
+    values, _ = infotext_to_form_values(text, GenerationLimits(), ["DPM++ 2M"], ["Karras"], controlnet_units=2,
+                                        controlnet_model_of={"tiny_canny": "canny"}.get)
+    assert values["controlnet_1_preprocessor"] == "depth_midas"

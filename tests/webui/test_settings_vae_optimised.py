@@ -25,6 +25,12 @@ def state(tiny_sd1_dir, tmp_path_factory):
     vae_dir = root / "vaes"
     vae_dir.mkdir()
     tiny_vae(seed=7).save_pretrained(vae_dir / "other-vae")
+    from diffusers import AutoencoderKL
+
+    AutoencoderKL(block_out_channels=[8, 8, 16, 32], in_channels=3, out_channels=3,  # another architecture
+                  down_block_types=["DownEncoderBlock2D"] * 4, up_block_types=["UpDecoderBlock2D"] * 4,
+                  latent_channels=4, norm_num_groups=4, sample_size=64, layers_per_block=1).save_pretrained(
+        vae_dir / "wider-vae")
     settings = root / "config.json"
     settings.write_text(json.dumps({"performance_preset": "low-memory"}))
     server = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "out"), ui=False,
@@ -49,3 +55,17 @@ def test_the_swap_keeps_what_the_preset_did_to_the_vae(state):
     assert model.vae is vae
     back_image, back_text = generate(state)
     assert np.array_equal(back_image, own_image) and back_text == own_text
+
+
+def test_a_vae_of_another_architecture_is_refused_before_anything_is_copied(state):
+    """QA: `load_state_dict` copies every tensor that fits before it raises on the rest, which left a failed swap's
+    VAE half overwritten; the layouts are compared first."""
+    import gradio as gr
+
+    model = state.holder.txt2img().model
+    before = {key: tensor.clone() for key, tensor in model.vae.state_dict().items()}
+    with pytest.raises(gr.Error, match=r"wider-vae.*does not fit the loaded model's VAE .*Still using"):
+        switch_vae(state, "wider-vae")
+    after = model.vae.state_dict()
+    assert all(torch.equal(before[key], after[key]) for key in before) and state.holder.vae_name == "Automatic"
+

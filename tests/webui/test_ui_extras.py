@@ -141,3 +141,19 @@ def test_a_batch_with_one_file_over_the_limit_queues_nothing(built, tmp_path):
     with pytest.raises(gr.Error, match="00001-1.png: .*4800x4800"):
         upscale_batch(blocks, paths, factor=4.0)
     assert sorted(state.output_dir.glob("*.png")) == before
+
+
+def test_batch_files_are_read_as_the_api_reads_them(built, tmp_path):
+    """QA: the batch path ignored EXIF orientation and dropped alpha; A1111's `images.read` (and the API's
+    `load_image`) turn the picture upright and put transparency on white."""
+    _, blocks = built
+    rotated = Image.new("RGB", (20, 10), (200, 30, 30))
+    exif = Image.Exif()
+    exif[0x0112] = 6  # "rotate 90 CW to view"
+    rotated.save(tmp_path / "rotated.jpg", exif=exif, quality=95)
+    clear = Image.new("RGBA", (8, 8), (255, 0, 0, 0))
+    clear.save(tmp_path / "clear.png")
+    gallery, sizes, _ = upscale_batch(blocks, [str(tmp_path / "rotated.jpg"), str(tmp_path / "clear.png")])
+    assert sizes == "10x20 -> 16x40; 8x8 -> 16x16"  # upright; sides floored to multiples of 8, as A1111
+    with Image.open(gallery[1][0]) as result:
+        assert result.convert("RGB").getpixel((3, 3)) == (255, 255, 255)

@@ -72,8 +72,9 @@ def build_extras_tab(state: ServerState):
         from webui.api_extras import crop_to, crops_to_size, request_postprocessing_text, upscale_factor
 
         try:
-            factor = upscale_factor(body, image.width, image.height)
-            job = state.submit_upscale(image.convert("RGB"), factor, body.upscaler_1, session=session)
+            pixels = as_api_pixels(image, state.limits.max_pixels * 4)
+            factor = upscale_factor(body, pixels.width, pixels.height)
+            job = state.submit_upscale(pixels, factor, body.upscaler_1, session=session)
         except (ValueError, TypeError, QueueFullError) as error:  # limits, bad name, queue full: tell the user
             raise refused(str(error)) from None
         try:
@@ -89,7 +90,7 @@ def build_extras_tab(state: ServerState):
             from webui.ui.gallery_files import result_folder
 
             path = save_extras_png(upscaled, result_folder(result.GRADIO_CACHE, "mixkit-extras") / "00000.png", chunks)
-        return str(path), f"{image.width}x{image.height} -> {upscaled.width}x{upscaled.height}", chunks[POSTPROCESSING_KEY]
+        return str(path), f"{pixels.width}x{pixels.height} -> {upscaled.width}x{upscaled.height}", chunks[POSTPROCESSING_KEY]
 
     def checked_request(*form):
         try:
@@ -117,9 +118,11 @@ def build_extras_tab(state: ServerState):
         for path in paths:
             try:
                 image = read_upload_image(str(path), state.limits.max_pixels * 4)
+                pixels = as_api_pixels(image, state.limits.max_pixels * 4)
                 # the checks `submit_upscale` makes, for every file before the first is queued
                 UPSCALERS.get(body.upscaler_1)
-                check_upscale(image.width, image.height, upscale_factor(body, image.width, image.height), UpscaleLimits())
+                check_upscale(pixels.width, pixels.height, upscale_factor(body, pixels.width, pixels.height),
+                              UpscaleLimits())
             except ValueError as error:
                 raise refused(f"{_file_name(path)}: {error}") from None
             images.append(image)
@@ -131,6 +134,15 @@ def build_extras_tab(state: ServerState):
     run.click(upscale, inputs=[source, *settings], outputs=[result, size, info])
     run_batch.click(upscale_batch, inputs=[files, *settings], outputs=[batch_result, size, info])
     return source
+
+
+def as_api_pixels(image, max_pixels: int):
+    """The picture as the API reads an upload (`mixkit.io.images.load_image`: EXIF orientation applied,
+    transparency on white, 16-bit scaled to 8-bit), so the Extras tab and `/sdapi/v1/extra-*` upscale the same
+    pixels; the text chunks stay on `image` (the result's chunks are taken from there)."""
+    from mixkit.io.images import load_image
+
+    return load_image(image, max_pixels=max_pixels)
 
 
 def _file_name(path) -> str:

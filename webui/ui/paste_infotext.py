@@ -212,7 +212,10 @@ def infotext_controlnet_values(parsed: dict, unit_count: int, model_of: Callable
 def _controlnet_value(field: str, value: object, preprocessors: list[str], model_of):
     """The UI value for one ControlNet field, or None when this server or the unit's widget cannot take it."""
     if field == "preprocessor":
-        return value if value in preprocessors else None
+        from webui.api_controlnet import MODULE_ALIASES
+
+        name = MODULE_ALIASES.get(str(value).lower(), value)  # the extension's names, as the API takes them
+        return name if name in preprocessors else None
     if field == "model":
         return model_of(str(value)) if model_of is not None else None
     from webui.ui.controlnet_units import CONTROL_MODE_CHOICES, RESIZE_MODE_CHOICES
@@ -412,6 +415,7 @@ def _reproduction_notes(parsed: dict, current_model: str | None, current_model_a
         notes.append(f"Hires fix ({recipe}): hires fix is a txt2img feature and this tab has no Hires. fix controls, "
                      "so the paste fills the first pass only; send the image to txt2img to reproduce it.")
     notes += _schedule_setting_notes(parsed)
+    notes += _approximation_notes(parsed)
     if "Variation seed" in parsed:
         notes.append("Variation seed: not supported here; the image will differ.")
     sampler_settings = [f"{key}: {parsed[key]}" for key in ("Eta", "Eta DDIM", "ENSD") if parsed.get(key) not in (None, "")]
@@ -428,6 +432,21 @@ def _reproduction_notes(parsed: dict, current_model: str | None, current_model_a
         notes.append(f"RNG: the image's noise was drawn on the {parsed.get('RNG', 'GPU')} (A1111's default when the "
                      "key is missing); this server draws CPU noise, so the same seed gives another image.")
     return notes
+
+
+def _approximation_notes(parsed: dict) -> list[str]:
+    """A note naming the approximations the image was made with (DeepCache, TAESD decode, ToMe ...): the web UI runs
+    its model without them (the API refuses such an infotext), so the paste cannot reproduce the image."""
+    from pipelines.approx.labels import infotext_approximations
+
+    try:
+        items = infotext_approximations(parsed)
+    except ValueError as error:
+        return [f"{error}; the image's approximations cannot be read."]
+    if not items:
+        return []
+    return [f"{', '.join(items)}: approximations the image was made with; this server runs its model without them, so "
+            "the image will differ (`mixkit generate --infotext` reproduces them)."]
 
 
 def _schedule_setting_notes(parsed: dict) -> list[str]:
