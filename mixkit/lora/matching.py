@@ -63,6 +63,17 @@ def _inpaint_padding(module: LoraModule, weight, want_in: int) -> int | None:
     return 9 if module.weights.additive else None
 
 
+def _pointwise_alike(layout, weight) -> bool:
+    """A 2-D (Linear) LoRA tensor on a 1x1 Conv, or a [r, in, 1, 1] one on a Linear: the same numbers for a pointwise
+    layer, which A1111 (`network_lora.create_module` reshapes the tensor to the layer's layout) and ComfyUI apply.
+    Trainers write either for SD 1.x's 1x1 `proj_in` / `proj_out` (SD 2.x and SDXL have Linear ones there)."""
+    if weight.dim() == 4 and layout.dim() == 2:
+        return tuple(weight.shape[2:]) == (1, 1)
+    if weight.dim() == 2 and layout.dim() == 4:
+        return tuple(layout.shape[2:]) == (1, 1)
+    return False
+
+
 def _shape_problem(module: LoraModule, target: TargetModule) -> str | None:
     weight = getattr(target.module, "weight", None)
     if weight is None:
@@ -72,9 +83,7 @@ def _shape_problem(module: LoraModule, target: TargetModule) -> str | None:
     if (want_out not in (-1, out_dim)) or (want_in not in (-1, in_flat) and not _inpaint_padding(module, weight, want_in)):
         return f"{_key_of(module)}: file [{want_out}, {want_in}] vs model {target.path} {list(weight.shape)}"
     layout = module.weights.layout_tensor()
-    if layout is not None and layout.dim() != weight.dim():
-        # A Linear-shaped LoRA on a 1x1 Conv (or back) is the SD 2.x / SD 1.x proj_in difference:
-        # same numbers, different base model, so it is reported instead of reshaped.
+    if layout is not None and layout.dim() != weight.dim() and not _pointwise_alike(layout, weight):
         return (f"{_key_of(module)}: file has a {layout.dim()}-D ({'Linear' if layout.dim() == 2 else 'Conv'}) "
                 f"tensor {list(layout.shape)} for {type(target.module).__name__} {target.path} {list(weight.shape)}")
     magnitude = module.weights.peft_magnitude

@@ -92,15 +92,19 @@ def test_sdxl_lora_on_sd1_lists_keys_and_leaves_model_untouched(tmp_path, sd1, s
     assert_bit_identical(sd1, before)
 
 
-def test_sd2_lora_on_sd1_reports_shape_mismatches(tmp_path, tiny_sd2v_dir, sd1):
+def test_sd2_lora_on_sd1_differs_only_by_the_pointwise_proj_layout_here(tmp_path, tiny_sd2v_dir, sd1):
+    """Real SD 2.x LoRAs do not fit SD 1.x (cross-attention k/v read 1024-wide text, not 768: shape mismatches, as the
+    SDXL test above shows for another family). The tiny SD 2.x shares every width with the tiny SD 1.x, so its only
+    difference is proj_in/proj_out: Linear in SD 2.x, 1x1 Conv in SD 1.x, the same numbers, which A1111 reshapes and
+    applies (test_pointwise_layouts); so does mixkit, and removal restores the model."""
     from tests.mixkit.lora.conftest import _load
 
     sd2 = _load(tiny_sd2v_dir, sdxl=False)
     path = make_peer_lora(tmp_path, sd2, "lora", seed=19, name="sd2").path
     before = snapshot(sd1)
-    with pytest.raises(LoraMismatchError, match="shape mismatch") as caught:
-        apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path)], mode="runtime")
-    assert "attn1_to_q" in str(caught.value) or "attentions_0" in str(caught.value)
+    handle = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path)], mode="runtime")
+    assert any(match.target.path.endswith("proj_in") for match in handle.loaded[0].matched)
+    handle.remove()
     assert_bit_identical(sd1, before)
 
 
