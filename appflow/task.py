@@ -94,8 +94,10 @@ def check_number_option(name: str, value: Any, low: float | None = None, high: f
     NaN is refused: it passes no comparison, so `not low <= nan <= high` checks let it through to the model, where
     e.g. a NaN mask threshold gives all-empty masks without a word."""
     import math
+    import numbers
 
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+    # numbers.Real: numpy scalars too (np.float32 is no float subclass), as the pipelines' own checks take them
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
             or (low is not None and value < low) or (high is not None and value > high):
         bounds = (f" in [{low}, {high}]" if low is not None and high is not None else
                   f" >= {low}" if low is not None else f" <= {high}" if high is not None else "")
@@ -104,11 +106,15 @@ def check_number_option(name: str, value: Any, low: float | None = None, high: f
 
 
 def check_int_option(name: str, value: Any, low: int, high: int | None = None) -> int:
-    """`value` if it is an int (not a bool) in [low, high]; else ValueError naming the option and range."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+    """`value` as an int if it is an integer (not a bool; numpy integers too) in [low, high]; else ValueError naming
+    the option and range."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low \
+            or (high is not None and value > high):
         bounds = f"in [{low}, {high}]" if high is not None else f">= {low}"
         raise ValueError(f"{name} must be an integer {bounds}, got {value!r}.")
-    return value
+    return int(value)
 
 
 TASKS: Registry[type[Task]] = Registry("AppFlow task")

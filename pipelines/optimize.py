@@ -106,6 +106,13 @@ def optimize(pipe, preset: str = "fast", backend: str = "torch", *, cache_dir=No
     the model and its labels exactly as they were.
     """
     config = check_optimize_inputs(pipe, preset, backend, overrides, execution_device)
+    if cache_dir is not None:  # "~/cache" is the user's folder, as $MIXKIT_CACHE_DIR is read (not ./~/cache)
+        import os
+        from pathlib import Path
+
+        if not isinstance(cache_dir, (str, os.PathLike)) or not str(cache_dir).strip():
+            raise TypeError(f"cache_dir must be a folder path (str or Path), got {cache_dir!r}.")
+        cache_dir = Path(cache_dir).expanduser()
     report = apply_runtime(pipe.model, config, backend=backend, preset=preset, cache_dir=cache_dir,
                            execution_device=execution_device)
     pipe.optimization = report

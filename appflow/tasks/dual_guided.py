@@ -9,6 +9,7 @@ the input images is the img2img starting point and the prompt steers the denoisi
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 from appflow.task import Port, check_number_option, register_task
@@ -18,14 +19,22 @@ from appflow.tasks.diffusion import (
 )
 
 
+def as_weight_list(weights: Any) -> Any:
+    """A 1-D numpy array of weights as the list it stands for (numpy values are taken as the pipelines take them);
+    anything else unchanged, for the checks to name."""
+    if type(weights).__module__ == "numpy" and getattr(weights, "ndim", None) == 1:
+        return weights.tolist()
+    return list(weights) if isinstance(weights, (list, tuple)) else weights
+
+
 def blend_images(images: list, weights: list[float] | None = None):
     """Weighted average of the images, all resized to the first one's size."""
     import numpy as np
     from PIL import Image
 
-    weights = [1.0] * len(images) if weights is None else list(weights)
-    if len(weights) != len(images) or any(isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0 for w in weights) \
-            or sum(weights) <= 0:
+    weights = [1.0] * len(images) if weights is None else as_weight_list(weights)
+    if len(weights) != len(images) or any(isinstance(w, bool) or not isinstance(w, numbers.Real) or w < 0
+                                          for w in weights) or sum(weights) <= 0:
         raise ValueError(f"image_weights must be {len(images)} non-negative numbers with a positive sum, got {weights!r}.")
     size = images[0].size
     stack = np.stack([np.asarray(image.convert("RGB").resize(size), dtype=np.float64) for image in images])
@@ -50,7 +59,7 @@ class DualGuidedGenerationTask(GenerationTask):
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
         super().check_options(options)
-        weights = options["image_weights"]
+        weights = as_weight_list(options["image_weights"])
         if weights is None:
             return
         if isinstance(weights, (str, bytes)) or not isinstance(weights, (list, tuple)) or not weights:

@@ -44,7 +44,7 @@ def compile_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
     """Where inductor's caches go: `cache_dir` if given, else a $TORCHINDUCTOR_CACHE_DIR the user set,
     else `compile/` in mixkit's cache folder ($MIXKIT_CACHE_DIR, where `mixkit cache` finds it)."""
     if cache_dir is not None:
-        return Path(cache_dir).absolute()
+        return Path(cache_dir).expanduser().absolute()
     chosen = user_inductor_cache_dir()
     return Path(chosen).absolute() if chosen is not None else default_cache_dir().absolute()
 

@@ -85,13 +85,15 @@ def intermediate_saves(config, batches_per_epoch: int, processes: int) -> dict[i
 def validation_points(config, batches_per_epoch: int, processes: int) -> dict[int, str]:
     """{step: what the sample images made after it are numbered by in their names}, as kohya's
     `sample_images_common` decides: step 0 ("000000") with `validation_at_start` (its `sample_at_first`); with
-    `validation_every_epochs` (its `sample_every_n_epochs`) the end of every N-th epoch ("e000002"), and the
-    step setting is then ignored, as kohya ignores `sample_every_n_steps`; else every `validation_every` steps
-    ("000500")."""
+    `validation_every_epochs` (its `sample_every_n_epochs`) the end of every N-th epoch ("e000002"), the last one
+    too when `max_steps` stops the run inside it (kohya runs ceil(max steps / steps per epoch) epochs and samples
+    after each, cut short or not), and the step setting is then ignored, as kohya ignores `sample_every_n_steps`;
+    else every `validation_every` steps ("000500")."""
     points: dict[int, str] = {0: f"{0:06d}"} if config.validation_at_start else {}
     if config.validation_every_epochs:
-        ends = epochs_ending_by_step(config.max_steps, batches_per_epoch, config.gradient_accumulation_steps, processes)
-        points.update({step: f"e{epoch:06d}" for step, epoch in ends.items()
+        per_epoch = steps_per_epoch(batches_per_epoch, config.gradient_accumulation_steps, processes)
+        epochs = math.ceil(config.max_steps / per_epoch)
+        points.update({min(epoch * per_epoch, config.max_steps): f"e{epoch:06d}" for epoch in range(1, epochs + 1)
                        if epoch % config.validation_every_epochs == 0})
     elif config.validation_every:
         points.update({step: f"{step:06d}" for step in range(config.validation_every, config.max_steps + 1,

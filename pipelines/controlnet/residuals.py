@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pipelines.controlnet.map_fit import fit_control_map
-from pipelines.controlnet.resolution import detect_at_resolution, unit_resolution
+from pipelines.controlnet.resolution import detect_at_resolution, unit_resolution, uses_resolution
 
 # sd-webui-controlnet's soft injection (scripts/hook.py): residual i of 13 (12 down blocks, then the middle block)
 # is scaled by weight * 0.825 ** (12 - i); SDXL's 10 residuals take the first 10 of these scales.
@@ -43,7 +43,7 @@ def prepare_control_images(units: list, width: int, height: int, fallback_image=
     A unit without image gets `fallback_image` (img2img's init image) resized with
     `fallback_resize_mode`, the mode the init image itself was resized with. A preprocessor with a
     resolution (`pipelines.controlnet.resolution`) detects at the unit's `processor_res` or pixel-perfect
-    resolution and its map is resized; any other preprocesses the picture already at width x height.
+    resolution; any other runs on the picture as given; either map is then fitted to width x height.
     """
     prepared = []
     for unit in units:
@@ -60,8 +60,8 @@ def prepare_control_images(units: list, width: int, height: int, fallback_image=
 
 def resize_controls(controls: list[PreparedControl], width: int, height: int) -> list[PreparedControl]:
     """The same controls for a pass at another size (hires fix's second pass), as sd-webui-controlnet makes them:
-    a map detected at a resolution is resized, not detected again; a picture without one is fitted and
-    preprocessed at the new size."""
+    a map detected at a resolution is resized, not detected again; one without is made from the picture again and
+    fitted to the new size."""
     return [_at_size(control, width, height) for control in controls]
 
 
@@ -86,11 +86,15 @@ def _at_size(control: PreparedControl, width: int, height: int) -> PreparedContr
     import torch
 
     # Maps are fitted as the extension's detectmap_proc fits them (pipelines.controlnet.map_fit), not as img2img
-    # resizes its init image: nearest for palettes, re-binarised edges, median-colour bands.
+    # resizes its init image: nearest for palettes, re-binarised edges, median-colour bands. A preprocessor without a
+    # resolution (none, invert, monochrome, tile_resample) runs on the picture as given and its map is fitted after,
+    # as the extension runs them: fitted first, a drawing's white page kept its lines from being thinned back.
     if control.detected is not None:
         image = fit_control_map(control.detected, width, height, control.resize_mode)
-    else:
+    elif uses_resolution(control.unit.preprocessor):  # processor_res None: detect at the generation size
         image = _preprocessor(control.unit)(fit_control_map(control.source, width, height, control.resize_mode))
+    else:
+        image = fit_control_map(_preprocessor(control.unit)(control.source), width, height, control.resize_mode)
     array = np.asarray(image, dtype=np.float32) / 255.0
     tensor = torch.from_numpy(array).permute(2, 0, 1)[None].contiguous()
     return replace(control, image=image, tensor=tensor)

@@ -53,3 +53,21 @@ def test_sam_mask_threshold_takes_any_finite_logit_threshold():
     """transformers' `post_process_masks` thresholds SAM's mask logits, so negative values are meaningful."""
     flow = Appflow("openset_det_sam", cache=ModelCache(), mask_threshold=-1.5)
     assert flow.tasks["segment"].settings["mask_threshold"] == -1.5
+
+
+def test_numpy_numbers_are_taken_as_the_pipelines_take_them():
+    """QA: the new option checks refused np.float32 / np.int64 (and an array of image weights) that the pipelines'
+    own checks accept."""
+    import numpy as np
+
+    from appflow.task import check_int_option, check_number_option
+    from appflow.tasks.dual_guided import as_weight_list, blend_images
+    from PIL import Image
+
+    assert check_number_option("mask_threshold", np.float32(0.5), 0, 1) == 0.5
+    assert check_int_option("dilate", np.int64(3), 0, 256) == 3
+    with pytest.raises(ValueError, match="NaN and infinities are refused"):
+        check_number_option("mask_threshold", np.float32("nan"))
+    assert as_weight_list(np.array([1.0, 3.0])) == [1.0, 3.0]
+    images = [Image.new("RGB", (4, 4), (0, 0, 0)), Image.new("RGB", (4, 4), (200, 200, 200))]
+    assert blend_images(images, np.array([1.0, 3.0])).getpixel((0, 0)) == (150, 150, 150)

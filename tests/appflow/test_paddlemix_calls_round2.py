@@ -56,7 +56,8 @@ def test_app_inputs_are_readable_from_the_result_but_not_returned_as_outputs(tin
     result = flow(image=photo, prompt="dog")
     assert np.array_equal(np.asarray(result["image"]), np.asarray(photo))  # KeyError before
     assert result["prompt"] == "dog" and result.get("image") is result["image"]
-    assert "image" not in result and "image" not in list(result)  # outputs only: HTTP never echoes input images
+    # `in` agrees with lookup (PaddleMIX code tests with it); iteration holds the outputs only: HTTP never echoes inputs
+    assert "image" in result and "image" not in list(result) and "nope" not in result
     with pytest.raises(KeyError, match=r"has no output 'nope'. Its outputs: .*; its inputs, also readable by name: "
                                        r"\['image', 'prompt'\]"):
         result["nope"]

@@ -88,8 +88,10 @@ def test_a_preprocessor_without_resolution_ignores_it_as_in_the_extension(contro
                                                                    pixel_perfect=flag, processor_res=128)], 64, 64)[0]
                             for flag in (False, True))
     assert np.array_equal(np.asarray(plain.image), np.asarray(pixel_perfect.image))
-    assert np.array_equal(np.asarray(plain.image), np.asarray(fit_control_map(picture, 64, 64, "crop and resize").point(
-        lambda v: 255 - v)))
+    # as the extension: invert runs on the picture as given, then the map is fitted (QA: fitting the drawing first saw
+    # a white page and never thinned its lines back)
+    assert np.array_equal(np.asarray(plain.image), np.asarray(fit_control_map(picture.point(lambda v: 255 - v), 64, 64,
+                                                                              "crop and resize")))
 
 
 def test_detect_at_resolution_cuts_the_padding_off():
@@ -138,3 +140,19 @@ def test_resize_controls_resizes_a_detected_map_and_refits_a_plain_picture(contr
     assert np.array_equal(np.asarray(big_detected.image),
                           np.asarray(fit_control_map(detected.detected, 128, 96, "crop and resize")))
     assert np.array_equal(np.asarray(big_plain.image), np.asarray(fit_control_map(picture, 128, 96, "crop and resize")))
+
+
+def test_invert_runs_before_the_map_is_fitted(controlnet):
+    """A black-lines-on-white drawing for a lineart/scribble unit: the extension inverts the picture as given and then
+    fits the white-on-black map (re-binarised, thinned); fitting the drawing first saw a white page and kept thick
+    lines (QA finding)."""
+    grid = np.full((200, 200, 3), 255, np.uint8)
+    grid[::10] = 0
+    grid[:, ::10] = 0
+    picture = Image.fromarray(grid)
+    made = prepare_control_images([ControlNetUnit(controlnet, picture, preprocessor="invert", resize_mode="just resize")],
+                                  100, 100)[0].image
+    inverted_first = fit_control_map(picture.point(lambda v: 255 - v), 100, 100, "just resize")
+    fitted_first = fit_control_map(picture, 100, 100, "just resize").point(lambda v: 255 - v)
+    assert np.array_equal(np.asarray(made), np.asarray(inverted_first))
+    assert not np.array_equal(np.asarray(made), np.asarray(fitted_first))

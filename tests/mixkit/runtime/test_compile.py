@@ -118,3 +118,11 @@ def test_compile_passes_freezing_and_restore(monkeypatch):
     assert seen == {"options": {"freezing": True}}
     restore_eager(module)
     assert "forward" not in module.__dict__
+
+
+def test_a_cache_dir_with_a_tilde_is_the_users_folder(monkeypatch, tmp_path):
+    """QA: optimize(cache_dir="~/x") made a literal ./~/x folder; `~` is expanded as $MIXKIT_CACHE_DIR's is."""
+    from mixkit.runtime.compile import compile_cache_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert compile_cache_dir("~/kernels") == tmp_path / "kernels"

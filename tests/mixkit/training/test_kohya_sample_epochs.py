@@ -37,9 +37,17 @@ def test_epochs_replace_steps_as_in_kohya():
     assert validation_points(config, batches_per_epoch=3, processes=1) == {4: "e000002", 8: "e000004"}
 
 
+def test_a_run_cut_short_inside_an_epoch_still_samples_it():
+    # kohya: num_train_epochs = ceil(max_train_steps / steps per epoch); the epoch loop samples after each epoch,
+    # also the last one that max_train_steps broke off (QA finding: steps 5 of 3-step epochs lacked e000002).
+    assert validation_points(_config(max_steps=5, validation_every_epochs=1), 3, 1) == {3: "e000001", 5: "e000002"}
+    assert validation_points(_config(max_steps=5, validation_every_epochs=2), 3, 1) == {5: "e000002"}
+
+
 def test_two_processes_share_an_epochs_batches():
     # 6 batches over 2 processes: 3 steps an epoch.
-    assert validation_points(_config(validation_every_epochs=1), 6, 2) == {3: "e000001", 6: "e000002", 9: "e000003"}
+    assert validation_points(_config(validation_every_epochs=1), 6, 2) == {3: "e000001", 6: "e000002", 9: "e000003",
+                                                                           10: "e000004"}  # the 4th, cut short
 
 
 def test_sample_at_first_adds_step_zero():
