@@ -167,7 +167,8 @@ def build_api(state: ServerState) -> APIRouter:
         try:
             description = state.describe_app(app)
             inputs = await run_in_threadpool(decode_app_inputs, description, body.inputs, max_pixels=request_limits.image_pixel_cap(limits),
-                                             max_bytes=request_limits.max_image_bytes, max_chars=limits.max_prompt_chars)
+                                             max_bytes=request_limits.max_image_bytes, max_chars=limits.max_prompt_chars,
+                                             max_items=limits.max_batch_size)
             job = state.submit_app(app, inputs, check_app_options(body.options, limits))
         except QueueFullError as error:
             raise queue_full(error) from None

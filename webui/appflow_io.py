@@ -16,8 +16,10 @@ from webui.base64_images import decode_base64_image, encode_png_base64
 HTTP_PORT_TYPES = ("image", "images", "text", "texts", "flag", "json")
 
 
-def decode_app_inputs(description: dict, inputs: Any, *, max_pixels: int, max_bytes: int, max_chars: int) -> dict:
-    """Typed inputs for `Appflow(**inputs)`; raises ValueError naming the input and what it expects."""
+def decode_app_inputs(description: dict, inputs: Any, *, max_pixels: int, max_bytes: int, max_chars: int,
+                      max_items: int = 8) -> dict:
+    """Typed inputs for `Appflow(**inputs)`; raises ValueError naming the input and what it expects. A list of images
+    holds at most `max_items` (the server's batch size limit): each is capped in pixels and bytes, the list too."""
     from appflow.task import rename_aliases
 
     if not isinstance(inputs, dict):
@@ -41,6 +43,7 @@ def decode_app_inputs(description: dict, inputs: Any, *, max_pixels: int, max_by
         if value is None:
             continue
         if isinstance(value, list) and kind in ("image", "text"):
+            _check_count(where, value, max_items)
             decoded[name] = _decode_batch(name, kind, value, where, batched, max_pixels=max_pixels,
                                           max_bytes=max_bytes, max_chars=max_chars)
         elif kind == "image":
@@ -48,6 +51,7 @@ def decode_app_inputs(description: dict, inputs: Any, *, max_pixels: int, max_by
         elif kind == "images":
             if not isinstance(value, list) or not value:
                 raise ValueError(f"{where} must be a non-empty list of base64 images.")
+            _check_count(where, value, max_items)
             decoded[name] = [decode_base64_image(f"{where}[{i}]", v, max_pixels=max_pixels, max_bytes=max_bytes)
                              for i, v in enumerate(value)]
         elif kind in ("text", "texts"):
@@ -68,6 +72,12 @@ def decode_app_inputs(description: dict, inputs: Any, *, max_pixels: int, max_by
         else:
             raise ValueError(f"{where} cannot be sent over HTTP; accepted input types: {', '.join(HTTP_PORT_TYPES)}.")
     return decoded
+
+
+def _check_count(where: str, value: list, max_items: int) -> None:
+    if len(value) > max_items:
+        raise ValueError(f"{where} holds {len(value)} items; this server takes at most {max_items} per request "
+                         "(its batch size limit); send them in several requests.")
 
 
 def _decode_batch(name: str, kind: str, value: list, where: str, batched: set, *, max_pixels: int, max_bytes: int,

@@ -144,6 +144,8 @@ def test_lists_aliases_and_their_errors_when_decoding_app_inputs():
     with pytest.raises(ValueError, match=r"input 'image' \(image\) takes one base64 image, not a list \(this app takes "
                                          r"lists for: none of its inputs\)"):
         decode_app_inputs(detect, {"image": [_png_base64((1, 2, 3))], "prompt": "dog"}, **limits)
+    with pytest.raises(ValueError, match=r"holds 3 items; this server takes at most 2 per request"):
+        decode_app_inputs(caption, {"image": [_png_base64((1, 2, 3))] * 3}, **limits, max_items=2)
 
 
 def test_option_errors_name_the_step_and_lavis_spellings_meet_the_servers_limits(client):
