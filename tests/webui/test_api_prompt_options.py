@@ -32,10 +32,13 @@ def test_bad_override_values_are_refused(overrides, message):
 
 def test_the_settings_hold_and_check_them(tmp_path):
     options = ServerOptions(str(tmp_path), 0)
-    assert options.prompt_options() == {"emphasis": "Original", "comma_padding_backtrack": 20}
+    # A1111's defaults: Emphasis mode Original, Prompt word wrap length limit 20, Clip skip SDXL off
+    assert options.prompt_options() == {"emphasis": "Original", "comma_padding_backtrack": 20, "sdxl_clip_l_skip": False}
     assert options.check_update({"emphasis": "no norm"}) == {"emphasis": "No norm"}
     with pytest.raises(ValueError, match="comma_padding_backtrack"):
         options.check_update({"comma_padding_backtrack": True})
+    with pytest.raises(ValueError, match="sdxl_clip_l_skip must be true or false"):
+        options.check_update({"sdxl_clip_l_skip": 1})
 
 
 def test_a_pasted_emphasis_goes_to_override_settings():
