@@ -171,9 +171,10 @@ def infotext_controlnet_values(parsed: dict, unit_count: int, model_of: Callable
     """(ControlNet unit field -> value, notes) for the infotext's sd-webui-controlnet units (`ControlNet 0`, ...).
 
     As the extension's paste (scripts/infotext.py: `parse_unit` gives `enabled=True` and every field but the image),
-    a unit the form has is enabled and its module, model, weight and guidance window are filled. No infotext holds
-    the control image, so each unit gets a note asking for it, naming what the form's unit could not take; a unit
-    the form does not have is only named."""
+    a unit the form has is enabled and every field the infotext holds is filled (module, model, weight, guidance
+    window, resize and control mode, pixel perfect, processor res, thresholds). No infotext holds the control image,
+    so each unit gets a note asking for it, naming what this server could not take; a unit the form does not have is
+    only named."""
     from pipelines.controlnet.infotext import parse_unit
     from pipelines.preprocessors import PREPROCESSORS
 
