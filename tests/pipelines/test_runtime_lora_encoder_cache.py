@@ -25,21 +25,20 @@ def _text_encoder_lora(text_encoder, path):
     return path
 
 
+def _image_with(pipe, lora, mode: str) -> np.ndarray:
+    """The pipeline's image while `lora` is applied in `mode` by hand (removed again afterwards)."""
+    handle = apply_loras(pipe.model.unet, pipe.model.text_encoders, [LoraRequest(str(lora), 1.0, 1.0)], mode=mode)
+    try:
+        return np.asarray(pipe(**SMALL).images[0])
+    finally:
+        handle.remove()
+
+
 def test_runtime_text_encoder_lora_is_seen_and_its_removal_too(sd1_pipe, tmp_path):
     lora = _text_encoder_lora(sd1_pipe.model.text_encoders[0], tmp_path / "te.safetensors")
     base = np.asarray(sd1_pipe(**SMALL).images[0])
-    handle = apply_loras(sd1_pipe.model.unet, sd1_pipe.model.text_encoders, [LoraRequest(str(lora), 1.0, 1.0)],
-                         mode="runtime")
-    try:
-        with_lora = np.asarray(sd1_pipe(**SMALL).images[0])
-    finally:
-        handle.remove()
-    merged = apply_loras(sd1_pipe.model.unet, sd1_pipe.model.text_encoders, [LoraRequest(str(lora), 1.0, 1.0)],
-                         mode="merge")
-    try:
-        expected = np.asarray(sd1_pipe(**SMALL).images[0])
-    finally:
-        merged.remove()
+    with_lora = _image_with(sd1_pipe, lora, "runtime")
+    expected = _image_with(sd1_pipe, lora, "merge")
     assert np.abs(with_lora.astype(int) - expected.astype(int)).max() <= 2  # runtime = merge, up to rounding
     assert np.abs(with_lora.astype(int) - base.astype(int)).max() > 20
     assert np.array_equal(np.asarray(sd1_pipe(**SMALL).images[0]), base)

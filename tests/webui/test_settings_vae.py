@@ -13,20 +13,29 @@ from webui.ui.settings_tab import switch_vae
 PARAMS = Txt2ImgParams(prompt="a cube", steps=1, width=32, height=32, seed=11, sampler="Euler")
 
 
-@pytest.fixture(scope="module")
-def state(tiny_sd1_dir, tmp_path_factory):
+def vae_server(model_dir, root, **config):
+    """A server on `model_dir` with a `--vae-dir` holding "other-vae" (the tiny VAE of another seed); `root/vaes` may
+    hold more before the call. The initial model is loaded."""
     from mixkit.testing.tiny_models import tiny_vae
     from webui.config import ServerConfig
     from webui.server_state import ServerState
 
-    root = tmp_path_factory.mktemp("vae")
     vae_dir = root / "vaes"
-    vae_dir.mkdir()
+    vae_dir.mkdir(exist_ok=True)
     tiny_vae(seed=7).save_pretrained(vae_dir / "other-vae")
-    (vae_dir / "broken.safetensors").write_bytes(b"not a safetensors file")
-    (vae_dir / "notes.txt").write_text("ignored")
-    server = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "out"), ui=False, vae_dir=str(vae_dir)))
+    server = ServerState(ServerConfig(models=[str(model_dir)], output_dir=str(root / "out"), ui=False,
+                                      vae_dir=str(vae_dir), **config))
     server.load_initial_model()
+    return server
+
+
+@pytest.fixture(scope="module")
+def state(tiny_sd1_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("vae")
+    (root / "vaes").mkdir()
+    (root / "vaes" / "broken.safetensors").write_bytes(b"not a safetensors file")
+    (root / "vaes" / "notes.txt").write_text("ignored")
+    server = vae_server(tiny_sd1_dir, root)
     yield server
     server.close()
 

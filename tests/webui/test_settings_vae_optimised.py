@@ -12,30 +12,22 @@ import torch
 
 from webui.ui.settings_tab import switch_vae
 
-from .test_settings_vae import generate
+from .test_settings_vae import generate, vae_server
 
 
 @pytest.fixture(scope="module")
 def state(tiny_sd1_dir, tmp_path_factory):
-    from mixkit.testing.tiny_models import tiny_vae
-    from webui.config import ServerConfig
-    from webui.server_state import ServerState
-
-    root = tmp_path_factory.mktemp("vae-optimised")
-    vae_dir = root / "vaes"
-    vae_dir.mkdir()
-    tiny_vae(seed=7).save_pretrained(vae_dir / "other-vae")
     from diffusers import AutoencoderKL
 
+    root = tmp_path_factory.mktemp("vae-optimised")
+    (root / "vaes").mkdir()
     AutoencoderKL(block_out_channels=[8, 8, 16, 32], in_channels=3, out_channels=3,  # another architecture
                   down_block_types=["DownEncoderBlock2D"] * 4, up_block_types=["UpDecoderBlock2D"] * 4,
                   latent_channels=4, norm_num_groups=4, sample_size=64, layers_per_block=1).save_pretrained(
-        vae_dir / "wider-vae")
+        root / "vaes" / "wider-vae")
     settings = root / "config.json"
     settings.write_text(json.dumps({"performance_preset": "low-memory"}))
-    server = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "out"), ui=False,
-                                      vae_dir=str(vae_dir), settings_file=str(settings)))
-    server.load_initial_model()
+    server = vae_server(tiny_sd1_dir, root, settings_file=str(settings))
     yield server
     server.close()
 
