@@ -6,6 +6,8 @@ Tests load them back through the public loaders, exactly as a user would load a 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -13,12 +15,30 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("DIFFUSERS_VERBOSITY", "error")
 
+# Everything the suite writes outside its checkout goes under one folder of its own: pytest's tmp_path, Gradio's
+# cache, gradio_client's downloads (one random folder per file, never removed), Inductor's default cache and
+# mixkit's own cache (hashes, compiled kernels), which would otherwise be the user's ~/.cache/mixkit. Left in /tmp
+# they came to tens of GB over a few dozen runs on a shared disk, and one run then failed to install torch for lack
+# of space. A passing run removes the folder; a failing one keeps it for inspection.
+SUITE_TMP = tempfile.mkdtemp(prefix="mixkit-tests-")
+os.environ["TMPDIR"] = SUITE_TMP
+tempfile.tempdir = SUITE_TMP
+os.environ["GRADIO_TEMP_DIR"] = os.path.join(SUITE_TMP, "gradio")
+os.environ["MIXKIT_CACHE_DIR"] = os.path.join(SUITE_TMP, "mixkit-cache")
+
 
 def pytest_configure(config):
     """Tiny models spend more time in thread hand-offs than in math: one thread is several times faster."""
     import torch
 
     torch.set_num_threads(1)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if exitstatus == 0:
+        shutil.rmtree(SUITE_TMP, ignore_errors=True)
+    else:
+        print(f"\nmixkit tests: temporary files kept in {SUITE_TMP}")
 
 
 @pytest.fixture(scope="session")
