@@ -16,6 +16,7 @@ from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
+from webui.api_controlnet_routes import add_controlnet_routes
 from webui.api_convert import to_img2img_params, to_txt2img_params
 from webui.api_response import generation_info, info_json, job_timestamp, request_parameters
 from webui.api_extras import (
@@ -144,15 +145,7 @@ def build_api(state: ServerState) -> APIRouter:
             raise unprocessable(error) from None
         return await _generate("img2img", params, body, request, state)
 
-    @router.get("/controlnet/model_list")
-    async def controlnet_model_list():
-        return {"model_list": state.controlnets.names() if state.controlnets is not None else []}
-
-    @router.get("/controlnet/module_list")
-    async def controlnet_module_list():
-        from pipelines.preprocessors import PREPROCESSORS
-
-        return {"module_list": PREPROCESSORS.names()}
+    add_controlnet_routes(router, state)
 
     @router.get("/appflow")
     async def appflow_apps():

@@ -40,7 +40,7 @@ def test_model_and_module_lists(api):
     from pipelines.preprocessors import PREPROCESSORS
 
     assert api.custom_get("controlnet/model_list") == {"model_list": ["tiny_canny"]}
-    assert api.custom_get("controlnet/module_list") == {"module_list": PREPROCESSORS.names()}
+    assert api.custom_get("controlnet/module_list")["module_list"] == PREPROCESSORS.names()
 
 
 # webuiapi 0.9.17 writes ControlNet units into its mutable default `alwayson_scripts={}`, so units
@@ -163,3 +163,72 @@ def test_ui_hires_fix_with_a_unit_reaches_the_controlnet_hires_pipeline(server):
     state.check_params("txt2img", controlled)
     outcome = state.submit_generation("txt2img", controlled, save=False).future.result(120)
     assert outcome.result.images[0].size == (128, 128) and "ControlNet 0: " in outcome.result.infotexts[0]
+
+
+def test_extension_routes_version_settings_and_module_details(api):
+    from pipelines.controlnet import ControlNetLimits
+
+    assert api.controlnet_version() == 2
+    assert api.custom_get("controlnet/settings") == {"control_net_unit_count": ControlNetLimits().max_units}
+    details = api.custom_get("controlnet/module_list")["module_detail"]
+    assert details["canny"] == {"model_free": True, "sliders": [
+        {"name": "Preprocessor Resolution", "value": 512, "min": 64, "max": 2048},
+        {"name": "threshold_a", "value": 100, "min": 1, "max": 255},
+        {"name": "threshold_b", "value": 200, "min": 1, "max": 255}]}
+    assert details["invert"] == {"model_free": True, "sliders": []}
+    assert details["depth_midas"]["model_free"] is False
+
+
+def test_control_types_filter_models_by_kind(api):
+    types = api.custom_get("controlnet/control_types")["control_types"]
+    assert types["All"]["model_list"] == ["None", "tiny_canny"] and types["All"]["default_option"] == "none"
+    assert types["Canny"] == {"module_list": ["none", "canny", "invert"], "model_list": ["None", "tiny_canny"],
+                              "default_option": "canny", "default_model": "tiny_canny"}
+    assert types["Depth"]["model_list"] == ["None"] and types["Depth"]["default_model"] == "None"
+
+
+def test_detect_returns_the_map_a_unit_would_detect(api):
+    """The extension's "Run preprocessor": canny detected at processor_res (the short side), returned as a PNG
+    (webuiapi's result decodes it);
+    the same map pipelines.controlnet.detect_control_map makes, and the same thresholds the units take."""
+    from pipelines.controlnet.detect import detect_control_map
+
+    picture = Image.new("RGB", (64, 64), "black")
+    ImageDraw.Draw(picture).rectangle((16, 16, 48, 48), fill=(40, 40, 40))  # a faint square: default thresholds miss it
+    answer = api.custom_post("controlnet/detect", payload={
+        "controlnet_module": "canny", "controlnet_input_images": [webuiapi.raw_b64_img(picture)],
+        "controlnet_processor_res": 128, "controlnet_threshold_a": 5, "controlnet_threshold_b": 10})
+    assert answer.info == "Success" and len(answer.images) == 1
+    got = answer.images[0]
+    expected = detect_control_map(picture, "canny", processor_res=128, threshold_a=5, threshold_b=10)
+    assert got.size == (128, 128) and got.convert("RGB").tobytes() == expected.tobytes()
+    assert expected.getbbox() is not None and detect_control_map(picture, "canny", processor_res=128).getbbox() is None
+
+
+def test_detect_with_webuiapi_client_and_defaults(api):
+    """webuiapi's controlnet_detect sends `controlnet_images` (the extension ignores that key); -1 sliders mean the
+    preprocessor's defaults and a module without a resolution returns the picture's own size."""
+    answer = api.controlnet_detect([control_image().resize((96, 64))], module="invert", processor_res=-1,
+                                   threshold_a=-1, threshold_b=-1)
+    assert answer.info == "Success" and len(answer.images) == 1
+    assert answer.images[0].size == (96, 64)
+
+
+@pytest.mark.parametrize("payload, words", [
+    ({"controlnet_module": "openpose", "controlnet_input_images": ["x"]}, ["Module not available", "canny"]),
+    ({"controlnet_module": "canny"}, ["No image selected"]),
+    ({"controlnet_module": "canny", "controlnet_input_images": ["@@"]}, ["controlnet_input_images[0]"]),
+    ({"controlnet_module": "canny", "controlnet_processor_res": 32, "controlnet_input_images": "IMAGE"},
+     ["processor_res", "[64, 2048]"]),
+    ({"controlnet_module": "canny", "controlnet_threshold_a": 300, "controlnet_input_images": "IMAGE"},
+     ["threshold_a", "[1, 255]"]),
+    ({"controlnet_module": "canny", "controlnet_masks": ["x"], "controlnet_input_images": "IMAGE"}, ["mask"]),
+])
+def test_detect_refuses_bad_requests_naming_the_field(server, payload, words):
+    import requests
+
+    if payload.get("controlnet_input_images") == "IMAGE":
+        payload = {**payload, "controlnet_input_images": [webuiapi.raw_b64_img(control_image())]}
+    response = requests.post(f"http://127.0.0.1:{server.port}/controlnet/detect", json=payload, timeout=60)
+    assert response.status_code == 422, response.text
+    assert all(word in response.json()["detail"] for word in words), response.json()

@@ -1,0 +1,144 @@
+"""sd-webui-controlnet's own API routes (`/controlnet/...`), which its clients call besides `/sdapi/v1/*`.
+
+`/controlnet/detect` runs a preprocessor alone (the extension's "Run preprocessor"), through
+`pipelines.controlnet.detect_control_map`, which checks the values; this layer only translates the extension's
+request (its module names, -1 for "default") and its answers: 422 "Module not available" / "No image selected" as
+it words them, with the reason appended.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Body, HTTPException
+from fastapi.concurrency import run_in_threadpool
+
+from webui.api_controlnet import MODULE_ALIASES
+from webui.base64_images import decode_base64_image, encode_png_base64
+
+# The extension's `external_code.get_api_version()` at the unit keys this server reads (`webui.api_controlnet`).
+CONTROLNET_API_VERSION = 2
+# The extension's control types (its UI's radio row) that this server's preprocessors serve: each lists the
+# preprocessors of that kind, its default, and the words a ControlNet model's file name is matched on.
+CONTROL_TYPES = {
+    "Canny": (("none", "canny", "invert"), "canny", ("canny",)),
+    "Depth": (("none", "depth_midas", "depth_anything"), "depth_midas", ("depth",)),
+    "Lineart": (("none", "invert"), "invert", ("lineart",)),
+    "Scribble/Sketch": (("none", "invert", "threshold"), "invert", ("scribble", "sketch")),
+    "Tile/Blur": (("none", "blur_gaussian", "tile_resample"), "tile_resample", ("tile", "blur")),
+}
+
+
+def control_types(model_names: list[str], preprocessor_names: list[str]) -> dict:
+    """The extension's `/controlnet/control_types` answer for these models ("None" first, as it lists them)."""
+    models = ["None", *model_names]
+    answer = {"All": {"module_list": list(preprocessor_names), "model_list": models, "default_option": "none",
+                      "default_model": "None"}}
+    for kind, (modules, default, words) in CONTROL_TYPES.items():
+        matching = ["None"] + [name for name in model_names if any(word in name.lower() for word in words)]
+        answer[kind] = {"module_list": [m for m in modules if m in preprocessor_names], "model_list": matching,
+                        "default_option": default, "default_model": matching[1] if len(matching) > 1 else "None"}
+    return answer
+
+
+def module_detail(preprocessor) -> dict:
+    """The extension's `module_detail` entry: whether the module needs weights, and its sliders."""
+    from pipelines.controlnet.resolution import DEFAULT_PROCESSOR_RES, PROCESSOR_RES_RANGE, uses_resolution
+
+    sliders = []
+    if uses_resolution(preprocessor.name):
+        low, high = PROCESSOR_RES_RANGE
+        sliders.append({"name": "Preprocessor Resolution", "value": DEFAULT_PROCESSOR_RES, "min": low, "max": high})
+    for label, spec in (("threshold_a", preprocessor.threshold_a), ("threshold_b", preprocessor.threshold_b)):
+        if spec is not None:
+            sliders.append({"name": label, "value": spec[0], "min": spec[1], "max": spec[2]})
+    return {"model_free": not preprocessor.needs_weights, "sliders": sliders}
+
+
+def _default_if_negative(value: float | None) -> float | None:
+    """The extension's -1 (any negative) for "the slider's default"."""
+    return None if value is None or (not isinstance(value, bool) and isinstance(value, (int, float)) and value < 0) \
+        else value
+
+
+def add_controlnet_routes(router: APIRouter, state) -> None:
+    limits, request_limits = state.limits, state.config.request_limits
+
+    @router.get("/controlnet/version")
+    async def controlnet_version():
+        return {"version": CONTROLNET_API_VERSION}
+
+    @router.get("/controlnet/settings")
+    async def controlnet_settings():
+        from pipelines.controlnet import ControlNetLimits
+
+        return {"control_net_unit_count": ControlNetLimits().max_units}
+
+    @router.get("/controlnet/model_list")
+    async def controlnet_model_list():
+        return {"model_list": state.controlnets.names() if state.controlnets is not None else []}
+
+    @router.get("/controlnet/module_list")
+    async def controlnet_module_list():
+        from pipelines.preprocessors import PREPROCESSORS
+
+        return {"module_list": PREPROCESSORS.names(),
+                "module_detail": {name: module_detail(entry) for name, entry in PREPROCESSORS.items()}}
+
+    @router.get("/controlnet/control_types")
+    async def controlnet_control_types():
+        from pipelines.preprocessors import PREPROCESSORS
+
+        models = state.controlnets.names() if state.controlnets is not None else []
+        return {"control_types": control_types(models, PREPROCESSORS.names())}
+
+    @router.post("/controlnet/detect")
+    async def controlnet_detect(controlnet_module: str = Body("none"), controlnet_input_images: list[str] = Body([]),
+                                controlnet_processor_res: float = Body(-1), controlnet_threshold_a: float = Body(-1),
+                                controlnet_threshold_b: float = Body(-1), controlnet_masks: list[str] = Body([]),
+                                low_vram: bool = Body(False), controlnet_images: list[str] = Body([])):
+        from pipelines.controlnet.detect import detect_control_map
+        from pipelines.controlnet.resolution import DEFAULT_PROCESSOR_RES
+        from pipelines.preprocessors import PreprocessorWeightsMissing
+
+        module = MODULE_ALIASES.get(str(controlnet_module).lower())
+        if module is None:
+            raise HTTPException(status_code=422, detail=f"Module not available: {controlnet_module!r}; available: "
+                                                        f"{', '.join(sorted(MODULE_ALIASES))}.")
+        if controlnet_images and controlnet_input_images:
+            raise HTTPException(status_code=422, detail="Send the images in controlnet_input_images only (got "
+                                                        "controlnet_images too, an old spelling).")
+        # webuiapi's controlnet_detect sends `controlnet_images`, which the extension ignores and then answers "No
+        # image selected"; taking it as the images is what that client's user means.
+        controlnet_input_images = controlnet_input_images or controlnet_images
+        if not controlnet_input_images:
+            raise HTTPException(status_code=422, detail="No image selected: send controlnet_input_images, a list of "
+                                                        "base64 images.")
+        if controlnet_masks:
+            raise HTTPException(status_code=422, detail=f"Preprocessor {module!r} does not take a mask (the extension "
+                                                        "ignores it with a warning); send no controlnet_masks.")
+        if len(controlnet_input_images) > limits.max_batch_size:
+            raise HTTPException(status_code=422, detail=f"Got {len(controlnet_input_images)} images; this server "
+                                                        f"detects at most {limits.max_batch_size} per request.")
+        resolution = _default_if_negative(controlnet_processor_res)
+        resolution = DEFAULT_PROCESSOR_RES if resolution is None else resolution
+        if isinstance(resolution, float) and resolution.is_integer():
+            resolution = int(resolution)
+
+        def detect() -> list[str]:
+            maps = []
+            for index, data in enumerate(controlnet_input_images):
+                image = decode_base64_image(f"controlnet_input_images[{index}]", data,
+                                            max_pixels=request_limits.image_pixel_cap(limits),
+                                            max_bytes=request_limits.max_image_bytes)
+                maps.append(encode_png_base64(detect_control_map(
+                    image, module, processor_res=resolution, threshold_a=_default_if_negative(controlnet_threshold_a),
+                    threshold_b=_default_if_negative(controlnet_threshold_b))))
+            return maps
+
+        try:
+            images = await run_in_threadpool(detect)
+        except PreprocessorWeightsMissing as error:
+            raise HTTPException(status_code=503, detail=str(error)) from None
+        except (ValueError, TypeError, KeyError) as error:
+            message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
+            raise HTTPException(status_code=422, detail=message) from None
+        return {"info": "Success", "images": images}
