@@ -28,9 +28,9 @@ from webui.api_requests import (
     AppflowRequest, ExtrasBatchImagesRequest, ExtrasSingleImageRequest, Img2ImgRequest, PngInfoRequest, Txt2ImgRequest,
 )
 from webui.base64_images import decode_base64_image, decode_base64_png_info, encode_png_base64
-from webui.http_guards import error_body
+from webui.http_guards import AUTH_USER_KEY, error_body
 from webui.server_state import ServerState
-from webui.worker import Job, QueueFullError
+from webui.worker import ANY_OWNER, Job, QueueFullError
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
     save = bool(body.save_images) and not body.do_not_save_samples and state.options.get("samples_save")
     try:
         kept = kept_overrides(body, state)
-        job = state.submit_generation(kind, params, save=save)
+        job = state.submit_generation(kind, params, save=save, owner=request.scope.get(AUTH_USER_KEY))
     except QueueFullError as error:
         raise queue_full(error) from None
     except (ValueError, TypeError) as error:
@@ -162,7 +162,8 @@ def build_api(state: ServerState) -> APIRouter:
             inputs = await run_in_threadpool(decode_app_inputs, description, body.inputs, max_pixels=request_limits.image_pixel_cap(limits),
                                              max_bytes=request_limits.max_image_bytes, max_chars=limits.max_prompt_chars,
                                              max_items=limits.max_batch_size)
-            job = state.submit_app(app, inputs, check_app_options(body.options, limits))
+            job = state.submit_app(app, inputs, check_app_options(body.options, limits),
+                                   owner=request.scope.get(AUTH_USER_KEY))
         except QueueFullError as error:
             raise queue_full(error) from None
         except (ValueError, TypeError, KeyError) as error:
@@ -175,12 +176,18 @@ def build_api(state: ServerState) -> APIRouter:
             raise HTTPException(status_code=503, detail=f"App {app!r} could not run: {error}") from None
         return {"app": app, "outputs": await run_in_threadpool(lambda: {k: encode_app_output(v) for k, v in outputs.items()})}
 
+    def controlled_owner(request: Request):
+        """Whose running job a caller may see and stop: its own as an --auth user (another user's job, or a UI job,
+        is left alone and shows as idle); anything's on a server without auth, as A1111's one-user API."""
+        return ANY_OWNER if state.config.auth is None else request.scope.get(AUTH_USER_KEY)
+
     @router.get("/sdapi/v1/progress")
-    async def progress(skip_current_image: bool = False):
-        snapshot = state.worker.progress()
+    async def progress(request: Request, skip_current_image: bool = False):
+        owner = controlled_owner(request)
+        snapshot = state.worker.progress(owner)
         current_image = None
         if not skip_current_image and snapshot.preview_latents is not None:
-            preview = await run_in_threadpool(state.current_preview)
+            preview = await run_in_threadpool(state.current_preview, owner)
             current_image = encode_png_base64(preview) if preview is not None else None
         textinfo = "Waiting..." if not snapshot.busy else (
             f"Step {snapshot.step}/{snapshot.total_steps}, batch {snapshot.batch_index + 1}/{max(1, snapshot.batch_count)}")
@@ -196,13 +203,13 @@ def build_api(state: ServerState) -> APIRouter:
         }
 
     @router.post("/sdapi/v1/interrupt")
-    async def interrupt():
+    async def interrupt(request: Request):
         # A1111 answers 200 even when nothing runs; `interrupted` says whether something was.
-        return {"interrupted": state.worker.interrupt()}
+        return {"interrupted": state.worker.interrupt(controlled_owner(request))}
 
     @router.post("/sdapi/v1/skip")
-    async def skip():
-        return {"skipped": state.worker.skip()}
+    async def skip(request: Request):
+        return {"skipped": state.worker.skip(controlled_owner(request))}
 
     @router.get("/sdapi/v1/samplers")
     async def samplers():

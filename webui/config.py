@@ -28,6 +28,10 @@ class ServerConfig:
     # HTTP Basic users as ((user, password), ...) (`--auth u1:p1,u2:p2`); one (user, password) pair is accepted too
     auth: tuple[tuple[str, str], ...] | tuple[str, str] | None = None
     insecure_no_auth: bool = False
+    # Host names besides localhost a server bound to localhost answers to (a reverse proxy's public name; "*": any),
+    # and the origins of other pages allowed to call the API from a browser (A1111's --cors-allow-origins)
+    allowed_hosts: tuple[str, ...] = ()
+    cors_allow_origins: tuple[str, ...] = ()
     queue_size: int = 8
     preview_every: int = 5
     limits: GenerationLimits = field(default_factory=GenerationLimits)
@@ -50,6 +54,14 @@ def check_server_config(config: ServerConfig) -> None:
         raise ValueError(f"--max-image-pixels must be a whole number of at least 4096 (64x64), got {cap!r}.")
     if config.auth is not None and config.insecure_no_auth:
         raise ValueError("--auth and --insecure-no-auth contradict each other; pass one of them.")
+    for origin in config.cors_allow_origins:
+        from webui.origin_guard import normalise_origin
+
+        normalise_origin(origin)  # raises ValueError naming the entry
+    for name in config.allowed_hosts:
+        if not isinstance(name, str) or not name.strip() or "/" in name or ":" in name.strip("[]"):
+            raise ValueError(f"--allowed-hosts entry {name!r} is not a host name: give names like example.com "
+                             "(no scheme, no port), or * for any.")
     if config.auth is not None:
         from webui.http_guards import credential_pairs
 

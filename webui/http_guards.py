@@ -12,6 +12,8 @@ import binascii
 import json
 import secrets
 
+AUTH_USER_KEY = "mixkit.user"  # the ASGI scope key BasicAuthMiddleware stores the authenticated user name under
+
 
 def parse_credentials(text: str) -> tuple[tuple[str, str], ...]:
     """`user:pass` or A1111's `u1:p1,u2:p2` -> ((user, pass), ...); a password may contain ':' but not ','.
@@ -77,25 +79,32 @@ class BasicAuthMiddleware:
 
     def __init__(self, app, credentials) -> None:
         self.app = app
-        self._expected = [base64.b64encode(f"{user}:{password}".encode()).decode()
-                          for user, password in credential_pairs(credentials)]
+        pairs = credential_pairs(credentials)
+        self._users = [user for user, _ in pairs]
+        self._expected = [base64.b64encode(f"{user}:{password}".encode()).decode() for user, password in pairs]
 
-    def _authorized(self, scope) -> bool:
+    def _user(self, scope) -> str | None:
+        """The user whose credentials the request carries, or None."""
         for key, value in scope.get("headers", []):
             if key == b"authorization":
                 token = basic_auth_token(value.decode("latin-1"))
                 if token is None:
-                    return False
+                    return None
                 try:
                     base64.b64decode(token, validate=True)
                 except (binascii.Error, ValueError):
-                    return False
+                    return None
                 # every entry compared, so the answer time does not tell which user exists
-                return sum(secrets.compare_digest(token, expected) for expected in self._expected) > 0
-        return False
+                matches = [secrets.compare_digest(token, expected) for expected in self._expected]
+                return self._users[matches.index(True)] if any(matches) else None
+        return None
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] in ("http", "websocket") and not self._authorized(scope):
+        user = self._user(scope) if scope["type"] in ("http", "websocket") else None
+        if user is not None:
+            # who sent it, for the API's /progress, /interrupt and /skip, which act on the caller's own job only
+            scope[AUTH_USER_KEY] = user
+        if scope["type"] in ("http", "websocket") and user is None:
             if scope["type"] == "websocket":
                 await send({"type": "websocket.close", "code": 1008})
                 return

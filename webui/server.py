@@ -17,6 +17,7 @@ from webui.api_loras import build_lora_router
 from webui.api_options import build_options_router
 from webui.config import ServerConfig, check_server_config
 from webui.http_guards import BasicAuthMiddleware, BodySizeLimitMiddleware
+from webui.origin_guard import OriginGuardMiddleware, normalise_origin
 from webui.server_state import ServerState
 
 logger = logging.getLogger(__name__)
@@ -25,6 +26,13 @@ logger = logging.getLogger(__name__)
 def build_app(state: ServerState):
     """The ASGI app: API routes, the UI at `/` (when enabled), auth and the body-size cap around both."""
     app = FastAPI(title="mixkit", docs_url="/docs", redoc_url=None)
+    if state.config.cors_allow_origins:
+        from fastapi.middleware.cors import CORSMiddleware
+
+        # A1111's --cors-allow-origins; with a CORS middleware on the parent app Gradio's own (which trusts any
+        # localhost origin) stands aside
+        app.add_middleware(CORSMiddleware, allow_origins=[normalise_origin(o) for o in state.config.cors_allow_origins],
+                           allow_methods=["*"], allow_headers=["*"], allow_credentials=True)
     install_error_handlers(app)
     app.include_router(build_api(state))
     app.include_router(build_embeddings_router(state))
@@ -38,12 +46,18 @@ def build_app(state: ServerState):
         from webui.ui.app import CSS
 
         # Only the output folder is served besides Gradio's own upload/cache folders.
-        app = gr.mount_gradio_app(app, build_ui(state), path="/", max_file_size=state.config.request_limits.max_image_bytes,
+        blocks = build_ui(state)
+        app = gr.mount_gradio_app(app, blocks, path="/", max_file_size=state.config.request_limits.max_image_bytes,
                                   allowed_paths=[str(state.output_dir)], show_error=True, ssr_mode=False, css=CSS)
+        # Gradio checks the file paths a client sends to an Image/File input (only its own uploads are taken) only
+        # once `has_launched` is set, which `launch()` does and `mount_gradio_app` does not: unset, any client could
+        # name any image on the server's disk ({"path": "/home/..."}) and have PNG Info read it or Extras serve it.
+        blocks.has_launched = True
     guarded = BodySizeLimitMiddleware(app, state.config.request_limits.max_body_bytes)
     if state.config.auth is not None:
         guarded = BasicAuthMiddleware(guarded, state.config.auth)
-    return guarded
+    return OriginGuardMiddleware(guarded, local_only=not state.config.listen, allowed_hosts=state.config.allowed_hosts,
+                                 cors_allow_origins=state.config.cors_allow_origins)
 
 
 class RunningServer:

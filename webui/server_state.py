@@ -14,7 +14,7 @@ from webui.config import ServerConfig
 from webui.generation_jobs import generation_job, outpaint_job
 from webui.model_switch import ModelHolder
 from webui.options import MODEL_KEY, PRESET_KEY, ServerOptions
-from webui.worker import GenerationWorker, Job
+from webui.worker import ANY_OWNER, GenerationWorker, Job
 
 logger = logging.getLogger(__name__)
 
@@ -283,11 +283,12 @@ class ServerState:
         has no effect there either."""
         return self.worker.skip_session(session)
 
-    def submit_generation(self, kind: str, params, *, save: bool, session: str | None = None) -> Job:
+    def submit_generation(self, kind: str, params, *, save: bool, session: str | None = None,
+                          owner: str | None = None) -> Job:
         """Queue a txt2img/img2img call with already validated params; raises QueueFullError."""
         if kind not in ("txt2img", "img2img"):
             raise ValueError(f"kind must be 'txt2img' or 'img2img', got {kind!r}.")
-        return self.worker.submit(generation_job(self, kind, params, save=save), kind, session=session)
+        return self.worker.submit(generation_job(self, kind, params, save=save), kind, session=session, owner=owner)
 
     def submit_outpaint(self, params, sides: dict[str, int], *, save: bool, session: str | None = None) -> Job:
         """Queue an outpaint of `params.init_images[0]` by `sides` (left/right/top/bottom pixels).
@@ -314,7 +315,8 @@ class ServerState:
             model["source"] = configured.get(role, model["default"])
         return description
 
-    def submit_app(self, name: str, inputs: dict, options: dict | None = None, *, session: str | None = None) -> Job:
+    def submit_app(self, name: str, inputs: dict, options: dict | None = None, *, session: str | None = None,
+                   owner: str | None = None) -> Job:
         """Queue one run of app `name` with decoded inputs; the flow (and its models) is built once per app."""
         description = self.describe_app(name)
 
@@ -327,7 +329,7 @@ class ServerState:
                                             lora_dir=self.config.lora_dir, embeddings_dir=self.config.embeddings_dir)
             return self._flows[name](**inputs, **(options or {}))
 
-        return self.worker.submit(run, f"appflow {name}", session=session)
+        return self.worker.submit(run, f"appflow {name}", session=session, owner=owner)
 
     def submit_upscale(self, image, scale: float, upscaler: str, *, session: str | None = None) -> Job:
         """Queue an Extras upscale (validated now: upscaler name, scale and output size)."""
@@ -338,9 +340,9 @@ class ServerState:
         return self.worker.submit(lambda control, on_step: upscale_image(image, scale, upscaler=upscaler), "extras",
                                   session=session)
 
-    def current_preview(self):
-        """A cheap RGB preview of the running job's latest latents, or None."""
-        latents = self.worker.progress().preview_latents
+    def current_preview(self, owner=ANY_OWNER):
+        """A cheap RGB preview of the running job's latest latents (of `owner`'s job only, when given), or None."""
+        latents = self.worker.progress(owner).preview_latents
         if latents is None or latents.shape[1] != 4:  # the cheap preview factors are for 4-channel latents
             return None
         from mixkit.models.diffusion import ModelFamily

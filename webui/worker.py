@@ -35,6 +35,11 @@ class Job:
     control: GenerationControl = field(default_factory=GenerationControl)
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
     session: str | None = None  # the UI session (browser tab) that asked for it; None for API and CLI jobs
+    owner: str | None = None  # the --auth user whose API request it is; None for UI jobs and servers without auth
+
+
+# For the job-control methods' `owner`: act on whatever runs, as A1111's API does on its one-user server.
+ANY_OWNER = object()
 
 
 @dataclass
@@ -98,7 +103,8 @@ class GenerationWorker:
         self._thread.start()
 
     # -- submitting ----------------------------------------------------------------------------
-    def submit(self, function: JobFunction, description: str, *, session: str | None = None) -> Job:
+    def submit(self, function: JobFunction, description: str, *, session: str | None = None,
+               owner: str | None = None) -> Job:
         """Queue `function(control, on_step)`; raises QueueFullError when `max_queued` jobs already wait.
 
         `session` ties the job to a UI session, so `cancel_session` can drop it when the tab closes.
@@ -114,7 +120,7 @@ class GenerationWorker:
                     f"Queue full: {active - 1} job(s) are waiting (the limit is {self.max_queued}); "
                     "retry when the current generations have finished."
                 )
-            job = Job(next(self._numbers), description, function, session=session)
+            job = Job(next(self._numbers), description, function, session=session, owner=owner)
             self._waiting.append(job)
             self._condition.notify_all()
             return job
@@ -147,19 +153,23 @@ class GenerationWorker:
         return len(dropped) + (running is not None)
 
     # -- controlling the running job -----------------------------------------------------------
-    def interrupt(self) -> bool:
-        """Interrupt the running job (it returns what it has); False when nothing runs."""
+    def _runs_for(self, owner) -> bool:
+        return self._current is not None and (owner is ANY_OWNER or self._current.owner == owner)
+
+    def interrupt(self, owner=ANY_OWNER) -> bool:
+        """Interrupt the running job (it returns what it has); False when nothing runs, or when `owner` is given and
+        the running job is not that API user's."""
         with self._condition:
-            if self._current is None:
+            if not self._runs_for(owner):
                 return False
             self._current.control.interrupt()
             self._progress.interrupted = True
             return True
 
-    def skip(self) -> bool:
-        """End the running job's current batch; False when nothing runs."""
+    def skip(self, owner=ANY_OWNER) -> bool:
+        """End the running job's current batch; False when nothing runs (or none of `owner`'s, as `interrupt`)."""
         with self._condition:
-            if self._current is None:
+            if not self._runs_for(owner):
                 return False
             self._current.control.skip()
             self._progress.skipped = True
@@ -174,9 +184,12 @@ class GenerationWorker:
             self._progress.skipped = True
             return True
 
-    def progress(self) -> ProgressSnapshot:
+    def progress(self, owner=ANY_OWNER) -> ProgressSnapshot:
+        """The running job's progress; with `owner`, another user's job shows as idle (its prompt, steps and
+        preview are that user's), only the queue length stays."""
         with self._condition:
-            snapshot = ProgressSnapshot(**vars(self._progress))
+            shown = self._progress if self._current is None or self._runs_for(owner) else ProgressSnapshot()
+            snapshot = ProgressSnapshot(**vars(shown))
             snapshot.queued = len(self._waiting)
         if snapshot.started_at is not None:
             snapshot.eta_seconds = estimate_eta(time.monotonic() - snapshot.started_at, snapshot.fraction)

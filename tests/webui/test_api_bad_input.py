@@ -160,7 +160,7 @@ def test_client_disconnecting_mid_generation_frees_the_queue(client, server, cap
     body = json.dumps({"prompt": "slow", **{**SMALL, "steps": 500}}).encode()
     host, port = server.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port))) as raw:
-        raw.sendall(b"POST /sdapi/v1/txt2img HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        raw.sendall(b"POST /sdapi/v1/txt2img HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                     + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
         deadline = time.monotonic() + 60
         while client.get("/sdapi/v1/progress").json()["state"]["sampling_step"] < 1:

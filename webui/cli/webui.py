@@ -26,6 +26,12 @@ def add_parser(subparsers) -> None:
                    help="largest input image (img2img, Extras, ControlNet, AppFlow) in pixels "
                         "(default: 4x the generation cap, 16,777,216)")
     p.add_argument("--insecure-no-auth", action="store_true", help="allow --listen without --auth (trusted networks only)")
+    p.add_argument("--allowed-hosts", default=None, metavar="NAME[,NAME2]",
+                   help="host names a server bound to localhost answers to besides localhost/127.0.0.1 (a reverse "
+                        "proxy's public name; * for any); other Host headers get 400 (DNS-rebinding guard)")
+    p.add_argument("--cors-allow-origins", default=None, metavar="ORIGIN[,ORIGIN2]",
+                   help="origins of other web pages allowed to call the API from a browser, e.g. http://localhost:3000 "
+                        "(as A1111's flag); other pages' cross-origin POSTs get 403")
     p.add_argument("--queue", type=int, default=8, metavar="N",
                    help="how many requests may wait behind the running one; more get HTTP 503 (default: 8)")
     p.add_argument("--output-dir", default="outputs", help="where generated images are saved (default: ./outputs)")
@@ -64,12 +70,17 @@ def config_from_args(args: argparse.Namespace):
         models=models, models_dir=args.models_dir, output_dir=args.output_dir, lora_dir=args.lora_dir,
         embeddings_dir=args.embeddings_dir, styles_file=args.styles_file, vae_dir=args.vae_dir, controlnet_dir=args.controlnet_dir, appflow_models=appflow_models, device=args.device, port=args.port, listen=args.listen,
         auth=parse_credentials(args.auth) if args.auth is not None else None, insecure_no_auth=args.insecure_no_auth,
+        allowed_hosts=_comma_list(args.allowed_hosts), cors_allow_origins=_comma_list(args.cors_allow_origins),
         queue_size=args.queue, preview_every=args.preview_every, ui=not args.api_only,
         settings_file=args.ui_settings_file or None,
         request_limits=RequestLimits(max_image_pixels=args.max_image_pixels),
     )
     check_server_config(config)
     return config
+
+
+def _comma_list(text: str | None) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip()) if text else ()
 
 
 def read_appflow_config(path: str) -> dict[str, dict[str, str]]:
