@@ -347,7 +347,7 @@ class ServerState:
         from pipelines.preview import latent_preview
 
         try:
-            sdxl = self.holder.txt2img().model.family is ModelFamily.SDXL
+            sdxl = self.holder.txt2img().model.family.uses_pooled_text
         except RuntimeError:
             return None
         return latent_preview(latents[:1], sdxl=sdxl)[0]
