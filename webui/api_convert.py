@@ -78,10 +78,10 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
 NO_REFINER = (None, "", "None", "none")  # A1111's "no refiner" spellings (its UI sends "None")
 
 
-def _refiner(request: Txt2ImgRequest, catalog) -> dict[str, Any]:
-    """`refiner` (the checkpoint's source) and `refiner_switch_at` for the pipeline: the request's
-    refiner_checkpoint found among the server's checkpoints by any of their titles, as sd_model_checkpoint is."""
-    name = request.refiner_checkpoint
+def refiner_values(name: str | None, switch_at: float | None, catalog) -> dict[str, Any]:
+    """`refiner` (the checkpoint's source) and `refiner_switch_at` for the pipeline, {} for no refiner: `name` found
+    among the server's checkpoints by any of their titles, as sd_model_checkpoint is; `switch_at` None is A1111's
+    0.8 (checked with the other params by the pipeline's check)."""
     if name in NO_REFINER:
         return {}
     from pipelines.refiner import DEFAULT_SWITCH_AT
@@ -93,8 +93,7 @@ def _refiner(request: Txt2ImgRequest, catalog) -> dict[str, Any]:
         source = catalog.find(name).source
     except ValueError as error:
         raise ValueError(f"refiner_checkpoint={name!r}: {error}") from None
-    switch_at = DEFAULT_SWITCH_AT if request.refiner_switch_at is None else request.refiner_switch_at
-    return {"refiner": source, "refiner_switch_at": switch_at}
+    return {"refiner": source, "refiner_switch_at": DEFAULT_SWITCH_AT if switch_at is None else switch_at}
 
 
 def _fixed_settings(request: Txt2ImgRequest, spec, schedule: str) -> list[str]:
@@ -235,7 +234,7 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
         batch_size=request.batch_size, batch_count=request.n_iter,
         clip_skip=_clip_skip(request, default_clip_skip, current_model, current_model_aliases, current_vae_names),
         **_uncond_skip(request, uncond_skip_options), **_prompt_options(request, prompt_options),
-        **_refiner(request, refiner_catalog),
+        **refiner_values(request.refiner_checkpoint, request.refiner_switch_at, refiner_catalog),
     )
     try:
         check_txt2img_params(params, limits)

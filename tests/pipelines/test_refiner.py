@@ -4,13 +4,13 @@ and the refusals. Tiny SDXL base + tiny SDXL refiner share a latent space, as th
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
 import torch
 
 from pipelines.refiner import NEGATIVE_AESTHETIC_SCORE, POSITIVE_AESTHETIC_SCORE, switch_index
+from .unet_spy import recorded_calls
 
 SMALL = dict(prompt="a red fox", negative_prompt="blurry", width=64, height=64, seed=3, sampler="Euler")
 
@@ -28,24 +28,6 @@ def base_pipe(tiny_sdxl_dir):
     from pipelines.txt2img import TextToImage
 
     return TextToImage.from_pretrained(tiny_sdxl_dir)
-
-
-@contextmanager
-def recorded_calls(unet, name: str, log: list):
-    """Append (name, timestep, context width, time ids) to `log` at every call of `unet`."""
-    original = unet.forward
-
-    def spy(sample, timestep, encoder_hidden_states=None, added_cond_kwargs=None, **kwargs):
-        time_ids = None if added_cond_kwargs is None else added_cond_kwargs["time_ids"].detach().clone()
-        log.append((name, float(timestep), encoder_hidden_states.shape[-1], time_ids))
-        return original(sample, timestep, encoder_hidden_states=encoder_hidden_states,
-                        added_cond_kwargs=added_cond_kwargs, **kwargs)
-
-    unet.forward = spy
-    try:
-        yield log
-    finally:
-        unet.forward = original
 
 
 def _pixels(result) -> np.ndarray:
@@ -245,5 +227,5 @@ def test_the_refiner_alone_runs_img2img(tiny_sdxl_refiner_dir):
         result = pipe(**SMALL, steps=4, init_images=[Image.new("RGB", (64, 64), (20, 120, 200))],
                       denoising_strength=0.5)
     assert result.images[0].size == (64, 64)
-    assert log and all(time_ids.tolist() == [[64, 64, 0, 0, POSITIVE_AESTHETIC_SCORE], [64, 64, 0, 0, NEGATIVE_AESTHETIC_SCORE]]
-                       for *_, time_ids in log)
+    rows = [[64, 64, 0, 0, POSITIVE_AESTHETIC_SCORE], [64, 64, 0, 0, NEGATIVE_AESTHETIC_SCORE]]
+    assert log and all(time_ids.tolist() == rows for *_, time_ids in log)

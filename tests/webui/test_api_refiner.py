@@ -73,6 +73,7 @@ def test_a_pasted_infotext_sets_the_refiner(catalog):
 
 
 def test_hires_params_keep_the_refiner(catalog):
-    params = _convert(Txt2ImgRequest(prompt="a", steps=2, enable_hr=True, hr_scale=2, refiner_checkpoint="sd_xl_refiner_1.0",
-                                     refiner_switch_at=0.6), catalog)
+    request = Txt2ImgRequest(prompt="a", steps=2, enable_hr=True, hr_scale=2, refiner_checkpoint="sd_xl_refiner_1.0",
+                             refiner_switch_at=0.6)
+    params = _convert(request, catalog)
     assert type(params).__name__ == "HiresParams" and params.refiner_switch_at == 0.6 and params.refiner
