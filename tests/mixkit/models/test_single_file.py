@@ -523,7 +523,8 @@ def test_shipped_tokenizer_settings_per_family():
     for folder in sorted(SHIPPED_CONFIGS.glob("*/tokenizer*/tokenizer_config.json")):
         pads[f"{folder.parent.parent.name}/{folder.parent.name}"] = json.loads(folder.read_text())["pad_token"]
     assert pads == {"sd15/tokenizer": "<|endoftext|>", "sd21-512/tokenizer": "!", "sd21-768-v/tokenizer": "!",
-                    "sdxl-base/tokenizer": "<|endoftext|>", "sdxl-base/tokenizer_2": "!"}
+                    "sdxl-base/tokenizer": "<|endoftext|>", "sdxl-base/tokenizer_2": "!",
+                    "sdxl-refiner/tokenizer_2": "!"}  # the refiner's is SDXL base's second one
 
 
 def test_shipped_config_choice_follows_the_prediction_type(tmp_path):
