@@ -77,13 +77,19 @@ def refiner_label(model: DiffusionModel) -> str:
 
 
 def check_refiner_fits(base: DiffusionModel, refiner: DiffusionModel) -> None:
-    """The refiner must denoise the base model's latents: same latent channels, a text-to-image (4-channel) UNet."""
+    """The refiner must denoise the base model's latents: same latent channels and prediction type, a text-to-image
+    (4-channel) UNet."""
     base_channels = base.vae.config.latent_channels
     channels = refiner.vae.config.latent_channels
     if channels != base_channels:
         raise ValueError(f"refiner {refiner_label(refiner)!r} works on {channels}-channel latents but the model "
                          f"{base.name!r} makes {base_channels}-channel ones; pick a refiner of a family with the same "
                          "latent space (SD 1.x, 2.x, SDXL and the SDXL refiner all use 4 channels).")
+    if refiner.prediction_type != base.prediction_type:
+        # The sampler's steps read the UNet's output as the base model's parameterization (A1111's denoiser wraps
+        # each model in its own; here both share one sampler), so an epsilon refiner cannot finish a v model.
+        raise ValueError(f"refiner {refiner_label(refiner)!r} predicts {refiner.prediction_type} but the model "
+                         f"{base.name!r} predicts {base.prediction_type}; pick a refiner with the same prediction type.")
     unet_in = getattr(refiner.unet.config, "in_channels", channels)
     if unet_in != channels:
         raise ValueError(f"refiner {refiner_label(refiner)!r} has a {unet_in}-channel UNet (an inpainting or "

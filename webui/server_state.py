@@ -343,7 +343,6 @@ class ServerState:
         latents = self.worker.progress().preview_latents
         if latents is None or latents.shape[1] != 4:  # the cheap preview factors are for 4-channel latents
             return None
-        from mixkit.models.diffusion import ModelFamily
         from pipelines.preview import latent_preview
 
         try:

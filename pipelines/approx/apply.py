@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-from mixkit.models.diffusion import ModelFamily
 from pipelines.approx.deepcache import (DeepCacheSettings, apply_deepcache, check_deepcache_interval,
                                         deepcache_state, prepare_deepcache, remove_deepcache)
 from pipelines.approx.int8 import Int8Calibration, calibration_params, check_int8_target, install_int8, remove_int8

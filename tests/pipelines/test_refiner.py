@@ -188,6 +188,15 @@ def test_refiner_with_other_latent_channels_is_refused(base_pipe, refiner_model)
     assert base_pipe.session.refiner_slot._session is None
 
 
+def test_a_refiner_of_another_prediction_type_is_refused(tiny_sd2v_dir, tiny_sd1_dir):
+    from mixkit.models.diffusion.loading import load_diffusion_model
+    from pipelines.txt2img import TextToImage
+
+    pipe = TextToImage.from_pretrained(tiny_sd2v_dir)
+    with pytest.raises(ValueError, match=r"predicts epsilon but the model .* predicts v_prediction; pick a refiner"):
+        pipe(**SMALL, steps=4, refiner=load_diffusion_model(tiny_sd1_dir), refiner_switch_at=0.6)
+
+
 def test_an_sd1_refiner_finishes_an_sdxl_image(base_pipe, tiny_sd1_dir):
     from mixkit.models.diffusion.loading import load_diffusion_model
 
