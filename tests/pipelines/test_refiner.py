@@ -238,3 +238,37 @@ def test_the_refiner_alone_runs_img2img(tiny_sdxl_refiner_dir):
     assert result.images[0].size == (64, 64)
     rows = [[64, 64, 0, 0, POSITIVE_AESTHETIC_SCORE], [64, 64, 0, 0, NEGATIVE_AESTHETIC_SCORE]]
     assert log and all(time_ids.tolist() == rows for *_, time_ids in log)
+
+
+class _PlacedUNet:
+    """A UNet stand-in that only has a device and logs its moves (this machine has no accelerator to move to)."""
+
+    def __init__(self, name: str, device: str, log: list) -> None:
+        self.name, self.device, self.log = name, torch.device(device), log
+
+    def to(self, device):
+        self.device = torch.device(device)
+        self.log.append((self.name, str(self.device)))
+        return self
+
+
+def test_one_unet_on_the_accelerator_at_a_time_and_back_after_a_failure():
+    from types import SimpleNamespace
+
+    from pipelines.refiner import RefinerSlot
+
+    log = []
+    base = SimpleNamespace(unet=_PlacedUNet("base", "cuda:0", log))
+    refiner = SimpleNamespace(unet=_PlacedUNet("refiner", "cpu", log))
+    with pytest.raises(RuntimeError, match="interrupted"):
+        with RefinerSlot().swapped(base, refiner) as enter:
+            assert log == []  # nothing moves before the switch
+            enter()
+            assert log == [("base", "cpu"), ("refiner", "cuda:0")]  # the base UNet leaves before the refiner comes
+            raise RuntimeError("interrupted")
+    assert log[2:] == [("refiner", "cpu"), ("base", "cuda:0")]  # and the refiner leaves before the base returns
+    log.clear()
+    cpu_base = SimpleNamespace(unet=_PlacedUNet("base", "cpu", log))
+    with RefinerSlot().swapped(cpu_base, refiner) as enter:
+        enter()
+    assert log == []  # on the CPU both stay where they are

@@ -3,6 +3,8 @@ among the server's checkpoints by any title A1111 accepts, "", "None" and "none"
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pipelines.params import GenerationLimits
@@ -77,3 +79,38 @@ def test_hires_params_keep_the_refiner(catalog):
                              refiner_switch_at=0.6)
     params = _convert(request, catalog)
     assert type(params).__name__ == "HiresParams" and params.refiner_switch_at == 0.6 and params.refiner
+
+
+@pytest.fixture(scope="module")
+def refiner_server(tiny_sdxl_dir, tiny_sdxl_refiner_dir, tmp_path_factory, serving):
+    from webui.config import ServerConfig
+
+    root = tmp_path_factory.mktemp("api-refiner")
+    config = ServerConfig(models=[str(tiny_sdxl_dir), str(tiny_sdxl_refiner_dir)], output_dir=str(root / "outputs"),
+                          ui=False, queue_size=4)
+    with serving(config) as running:
+        yield running
+
+
+def test_txt2img_with_a_refiner_over_http(refiner_server, tiny_sdxl_refiner_dir):
+    import httpx
+
+    payload = {"prompt": "a red cube", "seed": 3, "steps": 4, "width": 64, "height": 64, "sampler_name": "Euler"}
+    with httpx.Client(base_url=refiner_server.url, timeout=120) as http:
+        plain = http.post("/sdapi/v1/txt2img", json=payload)
+        refined = http.post("/sdapi/v1/txt2img", json={**payload, "refiner_checkpoint": tiny_sdxl_refiner_dir.name,
+                                                       "refiner_switch_at": 0.6})
+        unknown = http.post("/sdapi/v1/txt2img", json={**payload, "refiner_checkpoint": "nope"})
+        bad_switch = http.post("/sdapi/v1/txt2img", json={**payload, "refiner_checkpoint": tiny_sdxl_refiner_dir.name,
+                                                          "refiner_switch_at": 1})
+        assert plain.status_code == 200 and refined.status_code == 200, refined.text
+        infotext = json.loads(refined.json()["info"])["infotexts"][0]
+        assert f"Refiner: {tiny_sdxl_refiner_dir.name} [" in infotext and "Refiner switch at: 0.6" in infotext
+        assert refined.json()["images"][0] != plain.json()["images"][0]
+        # the infotext pasted back makes the same image
+        again = http.post("/sdapi/v1/txt2img", json={"infotext": infotext})
+        assert again.status_code == 200, again.text
+        assert again.json()["images"][0] == refined.json()["images"][0]
+    assert unknown.status_code == 422 and "refiner_checkpoint='nope': Unknown checkpoint 'nope'" in unknown.text
+    assert tiny_sdxl_refiner_dir.name in unknown.text
+    assert bad_switch.status_code == 422 and "refiner_switch_at must be a number strictly between 0 and 1" in bad_switch.text
