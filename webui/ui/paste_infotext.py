@@ -411,8 +411,7 @@ def _reproduction_notes(parsed: dict, current_model: str | None, current_model_a
     """What else the image was made with, which the form does not carry.
 
     `hires_filled` / `refiner_filled`: the Hires. fix / Refiner controls took the recipe (their own notes cover it);
-    `has_parameters`:
-    the text had a parameters line (a bare prompt says nothing about the noise, so no RNG note)."""
+    `has_parameters`: the text had a parameters line (a bare prompt says nothing about the noise, so no RNG note)."""
     notes = []
     model = parsed.get("Model")
     # The infotext's "Model" is A1111's name_for_extra (file stem); the title carries the extension and hash.

@@ -61,6 +61,12 @@ def load_diffusers_folder(folder: Path, source: str, dtype, unet_dtype, variant:
         raise ModelNotFoundError(f"{folder} is missing the 'text_encoder' component of a Stable Diffusion model "
                                  "(text_encoder/ folder, listed in model_index.json; an SDXL refiner has "
                                  "text_encoder_2/ instead); re-download the model.")
+    if has_first and not (folder / "tokenizer").is_dir():
+        raise ModelNotFoundError(f"{folder} is missing the 'tokenizer' component of a Stable Diffusion model "
+                                 "(tokenizer/ folder, listed in model_index.json); re-download the model.")
+    if not has_first and not (folder / "tokenizer_2").is_dir():
+        raise ModelNotFoundError(f"{folder} is missing the 'tokenizer_2' component of an SDXL refiner (tokenizer_2/ "
+                                 "folder, listed in model_index.json); re-download the model.")
     scheduler_config = read_scheduler_config(folder / "scheduler")
     unet_config = read_json(folder / "unet" / "config.json", "the UNet config")
     family = detect_family(unet_config, has_first and has_second)

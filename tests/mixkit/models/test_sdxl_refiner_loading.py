@@ -110,3 +110,24 @@ def test_shipped_refiner_configs_have_sd_xl_refiner_1_0s_shapes():
     assert shapes["conditioner.embedders.0.model.token_embedding.weight"] == (49408, 1280)
     assert shapes["conditioner.embedders.0.model.text_projection"] == (1280, 1280)
     assert max(int(key.split(".")[3]) for key in shapes if key.startswith("model.diffusion_model.output_blocks.")) == 11
+
+
+def test_broken_refiner_folders_are_refused_naming_what_is_missing(tiny_sdxl_refiner_dir, tiny_sdxl_dir, tmp_path):
+    import shutil
+
+    from mixkit.errors import ModelNotFoundError
+    from mixkit.models.diffusion.loading import load_diffusion_model
+
+    no_encoder = shutil.copytree(tiny_sdxl_refiner_dir, tmp_path / "no_encoder")
+    shutil.rmtree(no_encoder / "text_encoder_2")
+    with pytest.raises(ModelNotFoundError, match=r"missing the 'text_encoder' component .*an SDXL refiner has "
+                                                 r"text_encoder_2/ instead"):
+        load_diffusion_model(no_encoder)
+    no_tokenizer = shutil.copytree(tiny_sdxl_refiner_dir, tmp_path / "no_tokenizer")
+    shutil.rmtree(no_tokenizer / "tokenizer_2")
+    with pytest.raises(ModelNotFoundError, match=r"missing the 'tokenizer_2' component of an SDXL refiner"):
+        load_diffusion_model(no_tokenizer)
+    half_base = shutil.copytree(tiny_sdxl_dir, tmp_path / "half_base")  # SDXL base without its second encoder
+    shutil.rmtree(half_base / "text_encoder_2")
+    with pytest.raises(ModelNotFoundError, match=r"text-time UNet with only text_encoder/"):
+        load_diffusion_model(half_base)
