@@ -204,6 +204,8 @@ class RefinerRun:
                    batch: int) -> RefinerSwitch | None:
         """The switch for a batch running `timesteps` (None: the base model runs them all); `schedule_steps` are
         the base plan's `prepared.plan` arguments, `size` the (width, height) its micro-conditioning states."""
+        if self._is_the_base_model():
+            return None
         if timesteps is None:
             timesteps = schedulers[0].timesteps
         at = switch_index(schedulers[0].alphas_cumprod, timesteps, float(self.params.refiner_switch_at))
@@ -217,6 +219,19 @@ class RefinerRun:
             time_ids=micro_conditioning(model.family, width, height, batch, POSITIVE_AESTHETIC_SCORE),
             negative_time_ids=micro_conditioning(model.family, width, height, batch, NEGATIVE_AESTHETIC_SCORE)
             if model.family is ModelFamily.SDXL_REFINER else None)
+
+    def _is_the_base_model(self) -> bool:
+        """Whether the refiner is the model already sampling: A1111 then has nothing to switch to, and writes no
+        Refiner keys (`apply_refiner` returns when the loaded checkpoint is the refiner's)."""
+        from pathlib import Path
+
+        refiner, base = self.params.refiner, self.base_session.model
+        if refiner is base or getattr(refiner, "model", None) is base:
+            return True
+        if not isinstance(refiner, (str, os.PathLike)):
+            return False
+        given, own = Path(refiner), Path(base.source)
+        return given.exists() and own.exists() and given.resolve() == own.resolve()
 
     def infotext(self) -> dict[str, Any]:
         """A1111's keys, written only for an image the refiner worked on."""

@@ -119,6 +119,14 @@ def test_switch_near_one_is_no_refiner_and_loads_none(base_pipe, tiny_sdxl_refin
     assert base_pipe.session.refiner_slot._session is None  # never loaded, as A1111 loads it at the switch
 
 
+def test_the_base_model_as_its_own_refiner_changes_nothing(base_pipe, tiny_sdxl_dir):
+    plain = base_pipe(**SMALL, steps=4)
+    for same in (str(tiny_sdxl_dir), base_pipe.model, base_pipe):
+        result = base_pipe(**SMALL, steps=4, refiner=same, refiner_switch_at=0.6)
+        assert np.array_equal(_pixels(result), _pixels(plain)) and result.infotexts == plain.infotexts
+    assert base_pipe.session.refiner_slot._session is None
+
+
 def test_infotext_names_the_refiner_as_a1111(base_pipe, tiny_sdxl_refiner_dir):
     from pipelines.infotext import parse_infotext
 
