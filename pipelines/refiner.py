@@ -89,7 +89,8 @@ def check_refiner_fits(base: DiffusionModel, refiner: DiffusionModel) -> None:
         # The sampler's steps read the UNet's output as the base model's parameterization (A1111's denoiser wraps
         # each model in its own; here both share one sampler), so an epsilon refiner cannot finish a v model.
         raise ValueError(f"refiner {refiner_label(refiner)!r} predicts {refiner.prediction_type} but the model "
-                         f"{base.name!r} predicts {base.prediction_type}; pick a refiner with the same prediction type.")
+                         f"{base.name!r} predicts {base.prediction_type}; pick a refiner with the same prediction "
+                         "type.")
     unet_in = getattr(refiner.unet.config, "in_channels", channels)
     if unet_in != channels:
         raise ValueError(f"refiner {refiner_label(refiner)!r} has a {unet_in}-channel UNet (an inpainting or "

@@ -39,7 +39,8 @@ class TaesdVariant:
 
 TAESD_VARIANTS: Registry[TaesdVariant] = Registry("TAESD variant")
 TAESD_VARIANTS.register("taesd", TaesdVariant("taesd", "madebyollin/taesd", frozenset({ModelFamily.SD1, ModelFamily.SD2})))
-TAESD_VARIANTS.register("taesdxl", TaesdVariant("taesdxl", "madebyollin/taesdxl", frozenset({ModelFamily.SDXL, ModelFamily.SDXL_REFINER})))
+TAESD_VARIANTS.register("taesdxl", TaesdVariant("taesdxl", "madebyollin/taesdxl",
+                                                frozenset({ModelFamily.SDXL, ModelFamily.SDXL_REFINER})))
 # Other latent spaces (SD3 and Flux: 16 channels) are not SD pipelines mixkit runs; their names
 # are listed so that a folder called e.g. "taesd3" is refused by name, not decoded as noise.
 _OTHER_LATENT_SPACES = ("taesd3", "taef1", "taef2", "taesdv", "taehv")

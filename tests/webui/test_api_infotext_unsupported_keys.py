@@ -1,5 +1,6 @@
 """An infotext posted to the API recording what this server does not run is refused (422), never dropped: A1111's
-`Token merging ratio` and mixkit's approximation keys (DeepCache, TAESD decode ...) unless the server's model runs the same ones."""
+`Token merging ratio` and mixkit's approximation keys (DeepCache, TAESD decode ...) unless the server's model runs
+the same ones."""
 
 from __future__ import annotations
 

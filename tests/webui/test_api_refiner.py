@@ -113,4 +113,5 @@ def test_txt2img_with_a_refiner_over_http(refiner_server, tiny_sdxl_refiner_dir)
         assert again.json()["images"][0] == refined.json()["images"][0]
     assert unknown.status_code == 422 and "refiner_checkpoint='nope': Unknown checkpoint 'nope'" in unknown.text
     assert tiny_sdxl_refiner_dir.name in unknown.text
-    assert bad_switch.status_code == 422 and "refiner_switch_at must be a number strictly between 0 and 1" in bad_switch.text
+    assert bad_switch.status_code == 422
+    assert "refiner_switch_at must be a number strictly between 0 and 1" in bad_switch.text

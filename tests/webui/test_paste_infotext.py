@@ -23,9 +23,9 @@ def test_sdxl_infotext_without_refiner_pastes_without_notes():
 
 def test_refiner_is_named_in_a_note_when_the_form_has_no_refiner_controls():
     values, notes = paste(SDXL_TEXT.replace(", Version", REFINER + ", Version"))
-    assert notes == ["Refiner: the steps after Refiner switch at: 0.8 were sampled with 'sd_xl_refiner_1.0 [7440042bbd]'; "
-                     "this form has no Refiner controls, so the paste fills the base model's pass only and the image "
-                     "will differ."]
+    assert notes == ["Refiner: the steps after Refiner switch at: 0.8 were sampled with "
+                     "'sd_xl_refiner_1.0 [7440042bbd]'; this form has no Refiner controls, so the paste fills the "
+                     "base model's pass only and the image will differ."]
     assert values == paste(SDXL_TEXT)[0]
 
 

@@ -10,8 +10,9 @@ from webui.checkpoints import CheckpointCatalog
 from webui.ui.paste_infotext import infotext_to_form_values
 from webui.ui.refiner_controls import with_refiner
 
-SDXL_TEXT = ("a lighthouse\nNegative prompt: lowres\nSteps: 30, Sampler: DPM++ 2M, Schedule type: Karras, CFG scale: 7, "
-             "Seed: 1234, Size: 1024x1024, Model hash: 31e35c80fc, Model: sd_xl_base_1.0, RNG: CPU, Version: v1.10.1")
+SDXL_TEXT = ("a lighthouse\nNegative prompt: lowres\nSteps: 30, Sampler: DPM++ 2M, Schedule type: Karras, "
+             "CFG scale: 7, Seed: 1234, Size: 1024x1024, Model hash: 31e35c80fc, Model: sd_xl_base_1.0, RNG: CPU, "
+             "Version: v1.10.1")
 REFINED = SDXL_TEXT.replace(", Version", ", Refiner: sd_xl_refiner_1.0 [7440042bbd], Refiner switch at: 0.65, Version")
 
 

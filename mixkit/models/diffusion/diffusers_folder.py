@@ -72,7 +72,8 @@ def load_diffusers_folder(folder: Path, source: str, dtype, unet_dtype, variant:
     family = detect_family(unet_config, has_first and has_second)
     if family is ModelFamily.SDXL_REFINER and not has_second:
         raise ModelNotFoundError(f"{folder} has an SDXL text-time UNet with only text_encoder/; an SDXL refiner has "
-                                 "text_encoder_2/ (OpenCLIP bigG with projection), SDXL base both: re-download the model.")
+                                 "text_encoder_2/ (OpenCLIP bigG with projection), SDXL base both: re-download the "
+                                 "model.")
 
     # 2. Weights: UNet and VAE (diffusers), text encoders and tokenizers (transformers)
     choice = {"variant": variant, "use_safetensors": use_safetensors}
@@ -85,7 +86,8 @@ def load_diffusers_folder(folder: Path, source: str, dtype, unet_dtype, variant:
     if family.uses_pooled_text:
         text_encoders.append(load_text_encoder(folder / "text_encoder_2", dtype, **choice))
         tokenizer_2 = folder / "tokenizer_2"
-        tokenizers.append(load_tokenizer(tokenizer_2 if tokenizer_2.is_dir() else folder / "tokenizer", text_encoders[-1]))
+        tokenizer_folder = tokenizer_2 if tokenizer_2.is_dir() else folder / "tokenizer"
+        tokenizers.append(load_tokenizer(tokenizer_folder, text_encoders[-1]))
     return DiffusionModel(
         unet=unet, vae=vae, text_encoders=text_encoders, tokenizers=tokenizers, scheduler_config=scheduler_config,
         family=family, name=folder.name, source=source,
