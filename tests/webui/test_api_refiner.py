@@ -115,3 +115,13 @@ def test_txt2img_with_a_refiner_over_http(refiner_server, tiny_sdxl_refiner_dir)
     assert tiny_sdxl_refiner_dir.name in unknown.text
     assert bad_switch.status_code == 422
     assert "refiner_switch_at must be a number strictly between 0 and 1" in bad_switch.text
+
+
+def test_hires_refiner_pass_other_than_a1111s_default_is_refused(catalog):
+    hires = BASE + ", Denoising strength: 0.5, Hires upscale: 2, Refiner: sd_xl_refiner_1.0, Refiner switch at: 0.8"
+    default = _convert(apply_infotext(Txt2ImgRequest(infotext=hires + ", Hires refiner: second pass")), catalog)
+    assert default.refiner and default.hr_scale == 2
+    with pytest.raises(ValueError, match=r"hires_fix_refiner_pass='first pass' \(A1111's Settings > Stable Diffusion; "
+                                         r"infotext key 'Hires refiner'\): this server always runs 'second pass'.*"
+                                         r"or set it to second pass\)"):
+        _convert(apply_infotext(Txt2ImgRequest(infotext=hires + ", Hires refiner: first pass")), catalog)
