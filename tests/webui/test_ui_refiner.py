@@ -83,6 +83,7 @@ def test_both_tabs_have_the_accordion_listing_the_servers_checkpoints(tmp_path):
         hires_off = [False, "Latent", 2, 0, 0, 0, 0.7, "", ""]
         params = form_params(state, "txt2img", form, [], [*hires_off, True, "sd_xl_refiner_1.0.safetensors", 0.7])
         assert params.refiner.endswith("sd_xl_refiner_1.0.safetensors") and params.refiner_switch_at == 0.7
+        assert component(blocks, "txt2img_refiner_switch_at").maximum == 0.99  # A1111's 1 would refine nothing
         with pytest.raises(ValueError, match="refiner_switch_at must be a number strictly between 0 and 1"):
             state.check_params("txt2img", form_params(state, "txt2img", form, [],
                                                       [*hires_off, True, "sd_xl_refiner_1.0.safetensors", 1.0]))

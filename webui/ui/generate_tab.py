@@ -367,6 +367,7 @@ def form_params(state: ServerState, kind: str, form: list, chosen_styles: list[s
 
 
 def _form_params(state: ServerState, kind: str, form: list, chosen_styles: list[str], own: list):
+    """`form_params` without the refiner: `own` holds the Hires. fix (txt2img) or img2img widgets' values."""
     from dataclasses import replace
 
     unstyled = values_to_params(form)

@@ -28,9 +28,9 @@ def build_refiner_controls(kind: str, checkpoint_titles: Callable[[], list[str]]
         with gr.Row():
             checkpoint = gr.Dropdown(choices=[NO_CHECKPOINT, *checkpoint_titles()], value=NO_CHECKPOINT,
                                      label="Checkpoint", elem_id=f"{kind}_refiner_checkpoint", allow_custom_value=True)
-            # A1111's slider: 0.01..1 step 0.01, default 0.8; 1 is refused by the pipeline check (no step would
-            # be refined), as 0 is out of the slider
-            switch_at = form_slider(0.01, 1.0, value=DEFAULT_SWITCH_AT, step=0.01, label="Switch at",
+            # A1111's slider is 0.01..1 step 0.01, default 0.8; its 1 refines no step (the last call's ratio is
+            # 0.999) and the pipeline refuses it, so the slider stops at 0.99
+            switch_at = form_slider(0.01, 0.99, value=DEFAULT_SWITCH_AT, step=0.01, label="Switch at",
                                     elem_id=f"{kind}_refiner_switch_at")
     checkpoint.focus(lambda: gr.update(choices=[NO_CHECKPOINT, *checkpoint_titles()]), outputs=checkpoint,
                      queue=False)
