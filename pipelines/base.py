@@ -6,6 +6,7 @@ A concrete pipeline (text-to-image, image-to-image, inpaint) only says how a bat
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -14,6 +15,7 @@ from mixkit.models.diffusion import DiffusionModel, ModelFamily
 from pipelines.control import GenerationControl, StepCallback, StepProgress
 from pipelines.generation import GenerationResult, ModelSession
 from pipelines.params import GenerationLimits, Txt2ImgParams, per_image, uncond_skip_of
+from pipelines.refiner import NEGATIVE_AESTHETIC_SCORE, POSITIVE_AESTHETIC_SCORE, RefinerRun, micro_conditioning
 from pipelines.sampling import SamplingRequest, run_sampler
 from pipelines.seeds import generator_seeds, image_generators, image_seeds, resolve_seed
 from pipelines.vae_decode import decode_latents
@@ -99,6 +101,7 @@ def check_pipeline_keywords(cls, keywords: dict[str, Any]) -> None:
 
 class DiffusionPipelineBase:
     params_class = Txt2ImgParams
+    runs_refiner = True  # False: `params.refiner` is not this pipeline's to run (a hires fix's first pass)
 
     def __init__(self, model: DiffusionModel, *, limits: GenerationLimits | None = None,
                  embeddings_dir: str | os.PathLike | None = None, lora_dir: str | os.PathLike | None = None,
@@ -186,7 +189,11 @@ class DiffusionPipelineBase:
         result = GenerationResult()
         with self.session.prepared(prompts, negatives, params.loras, params.clip_skip, emphasis=params.emphasis,
                                    comma_backtrack=params.comma_padding_backtrack,
-                                   sdxl_clip_l_skip=params.sdxl_clip_l_skip) as prepared:
+                                   sdxl_clip_l_skip=params.sdxl_clip_l_skip) as prepared, \
+                contextlib.ExitStack() as refiner_stack:
+            refiner = None
+            if params.refiner is not None and self.runs_refiner:
+                refiner = RefinerRun(params, self.session, refiner_stack, prompts, negatives)
             for batch_index in range(params.batch_count):
                 if control.interrupted:
                     break
@@ -199,6 +206,10 @@ class DiffusionPipelineBase:
                     batch_generators = image_generators([seed + params.ensd for seed in batch_seeds])
                 steps = params.steps if start.steps is None else start.steps
                 plan = prepared.plan(*self._schedule_steps(params, sampler))
+                # A1111's Refiner: loaded, and the prompts encoded for it, only if this batch reaches the switch
+                switch = None if refiner is None else refiner.switch_for(
+                    start.schedulers, start.timesteps, self._schedule_steps(params, sampler),
+                    self._conditioning_size(params), len(batch_seeds))
 
                 # 4. Denoise
                 def on_step(done: int, current, batch_index=batch_index) -> bool:
@@ -206,17 +217,27 @@ class DiffusionPipelineBase:
                         callback(StepProgress(done, steps, batch_index, params.batch_count, current, control))
                     return not (control.interrupted or control.take_skip())
 
-                latents = run_sampler(SamplingRequest(
+                request = SamplingRequest(
                     unet=self.model.unet, schedulers=start.schedulers, latents=start.latents, plan=plan,
                     combine_cfg=prepared.combine_cfg, cfg_scale=float(params.cfg_scale), generators=batch_generators,
                     steps=steps, timesteps=start.timesteps,
-                    time_ids=self._time_ids(params, len(batch_seeds)), extra_channels=start.extra_channels,
+                    time_ids=self._time_ids(params, len(batch_seeds)),
+                    negative_time_ids=self._negative_time_ids(params, len(batch_seeds)),
+                    extra_channels=start.extra_channels,
                     post_step=start.post_step, mask_blend=start.mask_blend, unet_extra=start.unet_extra,
                     on_step=on_step,
-                    uncond_skip=uncond_skip_of(params),
-                ))
+                    uncond_skip=uncond_skip_of(params), refiner=switch,
+                )
+                if switch is None:
+                    latents = run_sampler(request)
+                else:  # one UNet on the device at a time; the base UNet is back in place when the batch ends
+                    with self.session.refiner_slot.swapped(self.model, refiner.session.model) as enter:
+                        switch.enter = enter
+                        latents = run_sampler(request)
                 # 5. Decode, finish (e.g. paste back) and describe
                 extras = {**self._infotext_extras(params), **prepared.infotext_extras()}
+                if switch is not None:
+                    extras.update(refiner.infotext())
                 for k, image in enumerate(decode_latents(self.model.vae, latents)):
                     infotext = self.session.infotext(params, sampler, prompt=prompts[k], negative_prompt=negatives[k],
                                                      seed=batch_seeds[k], extra=extras)
@@ -235,14 +256,22 @@ class DiffusionPipelineBase:
                              "and the recorded seeds, so pass only one of them")
         return generator_seeds(generator, total)
 
-    def _time_ids(self, params, batch: int):
-        """SDXL micro-conditioning: original size, crop (0, 0), target size, as the WebUI sends it."""
-        if self.model.family is not ModelFamily.SDXL:
-            return None
-        import torch
+    def _conditioning_size(self, params) -> tuple[int, int]:
+        """(width, height) the SDXL micro-conditioning states (a hires pass: its size before cropping)."""
+        return params.width, params.height
 
-        row = [params.height, params.width, 0, 0, params.height, params.width]
-        return torch.tensor([row] * batch, dtype=torch.float32)
+    def _time_ids(self, params, batch: int):
+        """SDXL micro-conditioning, as the WebUI sends it: original size, crop (0, 0), then the target size (SDXL
+        base) or the prompt's aesthetic score (SDXL refiner); None for SD 1.x/2.x."""
+        width, height = self._conditioning_size(params)
+        return micro_conditioning(self.model.family, width, height, batch, POSITIVE_AESTHETIC_SCORE)
+
+    def _negative_time_ids(self, params, batch: int):
+        """The negative prompt's micro-conditioning where it differs (the SDXL refiner's low aesthetic score)."""
+        if self.model.family is not ModelFamily.SDXL_REFINER:
+            return None
+        width, height = self._conditioning_size(params)
+        return micro_conditioning(self.model.family, width, height, batch, NEGATIVE_AESTHETIC_SCORE)
 
     def _latent_shape(self, params) -> tuple[int, int, int]:
         factor = self.model.vae_scale_factor

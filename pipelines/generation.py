@@ -164,12 +164,15 @@ class ModelSession:
         # (clip_skip, emphasis, comma_backtrack, sdxl_clip_l_skip) -> PromptEncoder
         self._encoders: dict[tuple, Any] = {}
         self._embeddings = None  # the EmbeddingLibrary of embeddings_dir, rescanned before every call
+        from pipelines.refiner import RefinerSlot
+
+        self.refiner_slot = RefinerSlot()  # A1111's Refiner: the checkpoint finishing this model's images
 
     def resolve_sampler(self, name: str, schedule_type: str, eta: float | None = None) -> ResolvedSampler:
         from pipelines.samplers import resolve_sampler, sampler_eta
 
         spec, schedule = resolve_sampler(name, schedule_type)
-        sdxl = self.model.family is ModelFamily.SDXL
+        sdxl = self.model.family.uses_pooled_text  # Align Your Steps' SDXL sigmas serve its refiner too
         return ResolvedSampler(spec.name, schedule, dict(self.model.scheduler_config), sdxl, sampler_eta(name, eta))
 
     def encoder(self, clip_skip: int, bundled: dict | None = None, *, emphasis: str = "Original",
@@ -218,13 +221,17 @@ class ModelSession:
             embeddings = embeddings.refreshed() if embeddings is not None else EmbeddingLibrary()
             for embedding in bundled.values():
                 embeddings.add(embedding)
+        family = self.model.family
         return PromptEncoder(self.model.tokenizers, self.model.text_encoders,
-                             is_sdxl=self.model.family is ModelFamily.SDXL, clip_skip=clip_skip, embeddings=embeddings,
-                             emphasis=emphasis, comma_backtrack=comma_backtrack, sdxl_clip_l_skip=sdxl_clip_l_skip)
+                             is_sdxl=family.uses_pooled_text, sdxl_refiner=family is ModelFamily.SDXL_REFINER,
+                             clip_skip=clip_skip, embeddings=embeddings, emphasis=emphasis,
+                             comma_backtrack=comma_backtrack, sdxl_clip_l_skip=sdxl_clip_l_skip)
 
     @contextlib.contextmanager
     def prepared(self, prompts: list[str], negatives: list[str], loras: list, clip_skip: int, *,
-                 emphasis: str = "Original", comma_backtrack: int = 20, sdxl_clip_l_skip: bool = False):
+                 emphasis: str = "Original", comma_backtrack: int = 20, sdxl_clip_l_skip: bool = False,
+                 apply_loras: bool = True):
+        """`apply_loras=False`: prompt tags are taken out of the text but not applied (a refiner they do not fit)."""
         from mixkit.prompts import extract_extra_networks
 
         self.refresh_embeddings()
@@ -242,7 +249,7 @@ class ModelSession:
         # out of the prompts only (`StableDiffusionProcessing.parse_extra_network_prompts`), so a pasted infotext
         # with `<lora:...>` in its "Negative prompt:" gives A1111's image only if the tag is encoded as it is there.
         warn_negative_tags(negatives)
-        lora_requests = self._lora_requests(loras, requests)
+        lora_requests = self._lora_requests(loras, requests) if apply_loras else []
         applied = None
         if lora_requests:
             from mixkit.lora import apply_loras

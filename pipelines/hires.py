@@ -159,7 +159,8 @@ def hires_infotext(params: HiresParams) -> dict[str, Any]:
 def with_second_pass_extras(infotext: str, second_pass_infotext: str) -> str:
     """The image's infotext (the first pass's) with what the second pass wrote from its own prompts merged in:
     `Lora hashes`, `TI hashes` and `Emphasis` (`PreparedCall.infotext_extras`). The rest of the second pass's
-    infotext describes the img2img call it is, not the image's recipe, and is not used.
+    infotext describes the img2img call it is, not the image's recipe, and is not used. `Refiner` and `Refiner switch
+    at` come from the second pass too, the only one A1111 refines by default.
 
     A1111 records a hires fix in one infotext and keeps what the hires pass used: `Lora hashes` is the union of
     both passes (its Lora extension keeps `p.lora_hashes` across the hr pass and rewrites the key), so a LoRA only
@@ -180,6 +181,9 @@ def with_second_pass_extras(infotext: str, second_pass_infotext: str) -> str:
             values[key] = merged
     if "Emphasis" in second and "Emphasis" not in values:  # one emphasis setting serves both passes
         values["Emphasis"] = second["Emphasis"]
+    for key in ("Refiner", "Refiner switch at"):  # the refiner runs in the hires pass only (pipelines.refiner)
+        if key in second:
+            values[key] = second[key]
     if version is not None:
         values["Version"] = version
     line = ", ".join(f"{key}: {quote_value(value)}" for key, value in values.items())
@@ -216,6 +220,8 @@ class _FirstPass(TextToImage):
     hires infotext. One instance per hires call, called once per batch: `batch_seeds` holds the batch's
     (seeds, generators) drawn for the whole job, `latents_out` collects image index in the batch -> latents."""
 
+    # A1111's `hires_fix_refiner_pass` default, "second pass": with hires fix, the refiner finishes the hires pass only
+    runs_refiner = False
     latents_out: dict
     batch_seeds: tuple[list[int], list] | None = None  # None: draw them (HiresFix does, once for the whole job)
 
@@ -271,11 +277,10 @@ class _SecondPass(ImageToImage):
         calls = sampler.calls_per_step
         return params.steps * calls, self.first_pass_steps * calls
 
-    def _time_ids(self, params, batch: int):
+    def _conditioning_size(self, params) -> tuple[int, int]:
         # A1111 conditions SDXL's hires pass on hr_upscale_to_x/y (SdConditioning in calculate_hr_conds),
         # the size before latent truncation and cropping, not on the size it samples at.
-        width, height = self.upscale_size
-        return super()._time_ids(replace(params, width=width, height=height), batch)
+        return self.upscale_size
 
 
 class HiresFix:

@@ -73,6 +73,10 @@ class Txt2ImgParams:
     s_min_uncond: float = 0.0
     s_min_uncond_all: bool = False
     skip_early_cond: float = 0.0
+    # A1111's Refiner (pipelines.refiner): another checkpoint (path, hub id or loaded model) predicts the calls whose
+    # completed fraction of the schedule (by noise level) reaches refiner_switch_at. None: no refiner.
+    refiner: Any = None
+    refiner_switch_at: float = 0.8
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> "Txt2ImgParams":
@@ -157,6 +161,9 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     from pipelines.uncond_skip import check_uncond_skip
 
     check_uncond_skip(params.s_min_uncond, params.s_min_uncond_all, params.skip_early_cond)
+    from pipelines.refiner import check_refiner_params
+
+    check_refiner_params(params.refiner, params.refiner_switch_at)
 
 
 def uncond_skip_of(params: Txt2ImgParams):

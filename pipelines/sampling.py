@@ -32,6 +32,8 @@ class SamplingRequest:
     unet_extra: Callable[..., dict] | None = None
     on_step: Callable[[int, Any], bool] | None = None  # (steps completed, latents) -> False to stop
     uncond_skip: Any = None  # pipelines.uncond_skip.UncondSkip: steps that leave out the negative prompt (NGMS)
+    negative_time_ids: Any = None  # [B, k] for the negative prompt's rows when they differ (SDXL refiner's score)
+    refiner: Any = None  # pipelines.refiner.RefinerSwitch: another UNet takes over from one model call on
 
 
 def run_sampler(request: SamplingRequest):
@@ -53,6 +55,10 @@ def run_sampler(request: SamplingRequest):
     sigmas = timestep_sigmas(schedulers[0].alphas_cumprod, timesteps) if skip is not None else None
     with torch.inference_mode():
         for index, t in enumerate(timesteps):
+            if request.refiner is not None and index == request.refiner.at:  # A1111's Refiner
+                request = request.refiner.applied_to(request)
+                unet = request.unet
+                device, dtype = unet.device, unet.dtype
             # Second-order samplers evaluate the model ~2x per step. Progress and ControlNet windows count
             # steps; prompt schedules count model calls, as A1111's denoiser does (the plan was built over
             # steps x 2 for them, so `[a:b:10]` with Heun switches at call 10, i.e. step 5, as there).
@@ -72,15 +78,17 @@ def run_sampler(request: SamplingRequest):
             if request.extra_channels is not None:
                 scaled = torch.cat([scaled, request.extra_channels.to(scaled)], dim=1)
             model_input = scaled[rows].to(device=device, dtype=dtype)
+            time_ids = _row_time_ids(request, cond, rows)
             groups = cond.token_groups()
             if len(groups) == 1:
-                noise_pred = _predict(request, unet, model_input, t, cond, step, rows, device, dtype)
+                noise_pred = _predict(request, unet, model_input, t, cond, step, rows, time_ids, device, dtype)
             else:
                 # Prompt and negative prompt of different lengths: one UNet call each, as A1111 runs them.
                 noise_pred = None
                 for group, tokens in groups:
                     part = _predict(request, unet, model_input[group], t, cond.subset(group, tokens), step,
-                                    [rows[r] for r in group], device, dtype)
+                                    [rows[r] for r in group], None if time_ids is None else time_ids[group],
+                                    device, dtype)
                     if noise_pred is None:
                         noise_pred = part.new_empty((len(rows), *part.shape[1:]))
                     noise_pred[group] = part
@@ -110,13 +118,29 @@ def run_sampler(request: SamplingRequest):
     return latents
 
 
-def _predict(request: SamplingRequest, unet, model_input, t, cond, step: int, rows: list[int], device, dtype):
+def _row_time_ids(request: SamplingRequest, cond, rows: list[int]):
+    """SDXL micro-conditioning per conditioning row: its image's, the negative prompt's own where it has one."""
+    if request.time_ids is None:
+        return None
+    time_ids = request.time_ids[rows]
+    if request.negative_time_ids is not None:
+        # Negative rows are the images' uncond rows that are no prompt part (a step skipping the negative prompt
+        # puts a prompt row in their place, `without_uncond`).
+        prompt_rows = {row for parts in cond.cond_rows for row, _ in parts}
+        for row in set(cond.uncond_rows) - prompt_rows:
+            if row >= 0:
+                time_ids[row] = request.negative_time_ids[rows[row]]
+    return time_ids
+
+
+def _predict(request: SamplingRequest, unet, model_input, t, cond, step: int, rows: list[int], time_ids,
+             device, dtype):
     """The UNet's float32 prediction for `model_input`'s rows under `cond` (ControlNet & SDXL extras included)."""
     kwargs = {}
-    if request.time_ids is not None:
+    if time_ids is not None:
         kwargs["added_cond_kwargs"] = {
             "text_embeds": cond.pooled.to(device=device, dtype=dtype),
-            "time_ids": request.time_ids[rows].to(device=device, dtype=dtype),
+            "time_ids": time_ids.to(device=device, dtype=dtype),
         }
     if request.unet_extra is not None:
         kwargs.update(request.unet_extra(model_input, t, cond, step, rows))

@@ -62,6 +62,13 @@ def tiny_sdxl_dir(tmp_path_factory):
     return build_tiny_sdxl(tmp_path_factory.mktemp("tiny-sdxl"), seed=0)
 
 
+@pytest.fixture(scope="session")
+def tiny_sdxl_refiner_dir(tmp_path_factory):
+    from mixkit.testing.tiny_models import build_tiny_sdxl_refiner
+
+    return build_tiny_sdxl_refiner(tmp_path_factory.mktemp("tiny-sdxl-refiner"), seed=0)
+
+
 @pytest.fixture
 def hash_cache_in_tmp(tmp_path, monkeypatch):
     """Model hashes are cached under MIXKIT_CACHE_DIR; tests that hash files point it into their own tmp folder

@@ -124,7 +124,8 @@ def build_api(state: ServerState) -> APIRouter:
                 "current_model_aliases": state.model_aliases(), "current_vae_names": state.vae_names(),
                 "defaults": state.generation_defaults(),
                 "uncond_skip_options": state.options.uncond_skip(), "sampler_options": state.options.sampler_options(),
-                "prompt_options": state.options.prompt_options(), "styles": state.styles()}
+                "prompt_options": state.options.prompt_options(), "styles": state.styles(),
+                "refiner_catalog": state.catalog}
 
     @router.post("/sdapi/v1/txt2img")
     async def txt2img(body: Txt2ImgRequest, request: Request):

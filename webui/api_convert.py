@@ -63,8 +63,6 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
     _, other_scripts = controlnet_args(request.alwayson_scripts)
     if other_scripts:
         found.append(f"alwayson_scripts={sorted(other_scripts)}")
-    if request.refiner_checkpoint not in (None, "", "None", "none"):  # A1111's "no refiner" spellings
-        found.append(f"refiner_checkpoint={request.refiner_checkpoint!r} (the SDXL refiner is not supported)")
     if request.enable_hr and request.hr_checkpoint_name not in (None, "", "Use same checkpoint"):
         # A1111's UI sends its "off" value: the first pass's checkpoint, which is what this server's hires pass uses.
         # Hires prompts are supported (HiresParams.hr_prompt / hr_negative_prompt); the hires sampler and schedule
@@ -75,6 +73,27 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
         if value is not None and value != neutral:
             found.append(f"{name}={value}")
     return found
+
+
+NO_REFINER = (None, "", "None", "none")  # A1111's "no refiner" spellings (its UI sends "None")
+
+
+def refiner_values(name: str | None, switch_at: float | None, catalog) -> dict[str, Any]:
+    """`refiner` (the checkpoint's source) and `refiner_switch_at` for the pipeline, {} for no refiner: `name` found
+    among the server's checkpoints by any of their titles, as sd_model_checkpoint is; `switch_at` None is A1111's
+    0.8 (checked with the other params by the pipeline's check)."""
+    if name in NO_REFINER:
+        return {}
+    from pipelines.refiner import DEFAULT_SWITCH_AT
+
+    if catalog is None:
+        raise ValueError(f"refiner_checkpoint={name!r}: this server has no checkpoint list to find it in; leave it "
+                         "empty")
+    try:
+        source = catalog.find(name).source
+    except ValueError as error:
+        raise ValueError(f"refiner_checkpoint={name!r}: {error}") from None
+    return {"refiner": source, "refiner_switch_at": DEFAULT_SWITCH_AT if switch_at is None else switch_at}
 
 
 def _fixed_settings(request: Txt2ImgRequest, spec, schedule: str) -> list[str]:
@@ -175,7 +194,8 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
                       request_limits: RequestLimits | None = None, defaults: GenerationDefaults | None = None,
                       uncond_skip_options: dict[str, Any] | None = None,
                       sampler_options: dict[str, Any] | None = None,
-                      prompt_options: dict[str, Any] | None = None, styles=None) -> Txt2ImgParams:
+                      prompt_options: dict[str, Any] | None = None, styles=None,
+                      refiner_catalog=None) -> Txt2ImgParams:
     """Txt2ImgParams for a request, validated; raises ValueError/TypeError naming the bad field.
 
     Sampler, scheduler, steps, CFG scale and size the request leaves out come from `defaults`
@@ -185,6 +205,8 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     (eta_ancestral, eta_ddim, eta_noise_seed_delta), override_settings and the request's `eta`; emphasis and
     comma_padding_backtrack from `prompt_options` (Settings), then override_settings. `styles` (a StyleLibrary of
     the server's --styles-file) merges the request's `styles` into its prompts, as A1111 does before generating.
+    `refiner_checkpoint` is looked up in `refiner_catalog` (the server's CheckpointCatalog), by any title A1111
+    accepts; `refiner_switch_at` defaults to A1111's 0.8.
     A1111 settings this server runs at one value only (`webui.fixed_settings`: s_churn, uni_pc_variant ...) are
     accepted in override_settings (where an infotext puts them) at that value and refused at any other; a hires
     sampler or schedule is accepted when it resolves to the first pass's (`hires_sampler_differences`).
@@ -212,6 +234,7 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
         batch_size=request.batch_size, batch_count=request.n_iter,
         clip_skip=_clip_skip(request, default_clip_skip, current_model, current_model_aliases, current_vae_names),
         **_uncond_skip(request, uncond_skip_options), **_prompt_options(request, prompt_options),
+        **refiner_values(request.refiner_checkpoint, request.refiner_switch_at, refiner_catalog),
     )
     try:
         check_txt2img_params(params, limits)
@@ -273,7 +296,7 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
                       current_vae_names: frozenset[str] | None = None,
                       controlnet_models=None, defaults: GenerationDefaults | None = None,
                       uncond_skip_options: dict[str, Any] | None = None, sampler_options: dict[str, Any] | None = None,
-                      prompt_options: dict[str, Any] | None = None, styles=None):
+                      prompt_options: dict[str, Any] | None = None, styles=None, refiner_catalog=None):
     """Img2ImgParams for a request with its images decoded; raises ValueError naming the bad field.
 
     `exact_steps` is A1111's `img2img_fix_steps`: from `sampler_options` (Settings), then override_settings."""
@@ -284,7 +307,7 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
                              current_vae_names=current_vae_names, controlnet_models=controlnet_models,
                              request_limits=request_limits, defaults=defaults,
                              uncond_skip_options=uncond_skip_options, sampler_options=sampler_options,
-                             prompt_options=prompt_options, styles=styles)
+                             prompt_options=prompt_options, styles=styles, refiner_catalog=refiner_catalog)
     units = getattr(base, "controlnets", None) or []
     if request.resize_mode not in RESIZE_MODES:
         raise ValueError(f"resize_mode must be one of {sorted(RESIZE_MODES)} ({RESIZE_MODES}), got {request.resize_mode}.")

@@ -54,8 +54,8 @@ COMMON_FIELDS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "seed_resize_from_w": ("Seed resize from-1", as_integer),
     "seed_resize_from_h": ("Seed resize from-2", as_integer),
     "denoising_strength": ("Denoising strength", as_number),
-    # A1111 1.6+'s refiner (processing_scripts/refiner.py writes and pastes both); this server has none, so a refiner
-    # pasted from an infotext is refused by the conversion, as a refiner_checkpoint sent in the request is.
+    # A1111 1.6+'s refiner (processing_scripts/refiner.py writes and pastes both): the title is looked up among the
+    # server's checkpoints by the conversion, as a refiner_checkpoint sent in the request is.
     "refiner_checkpoint": ("Refiner", as_text),
     "refiner_switch_at": ("Refiner switch at", as_number),
 }

@@ -28,7 +28,7 @@ def describe_embedding(embedding) -> dict[str, Any]:
 def encoder_widths(model) -> list[tuple[str, int]]:
     """(embedding key, vector width) per text encoder of a loaded `DiffusionModel`: [("", 768)] for SD 1.x,
     [("clip_l", 768), ("clip_g", 1280)] for SDXL: what `Embedding.vectors_for` checks a prompt's embedding against."""
-    return _widths(model.text_encoders, model.family.value == "sdxl")
+    return _widths(model.text_encoders, model.family.uses_pooled_text)
 
 
 def embeddings_response(library, model=None) -> dict[str, dict]:

@@ -86,6 +86,7 @@ class FixedSetting:
     # (value, resolved SamplerSpec or None, schedule type name or None) -> whether the value is what runs here;
     # ValueError for a value that does not read as the option's type
     is_run: Callable[..., bool]
+    value: str | None = None  # the value to set it to, when it is not the first word of `runs`
 
     def accepts(self, value: Any, spec=None, schedule: str | None = None) -> bool:
         """True when `value` is what this server runs for it with the sampler `spec` and `schedule`; False else."""
@@ -130,6 +131,10 @@ FIXED_SETTINGS: tuple[FixedSetting, ...] = (
                  "False (prompt and negative prompt not padded to each other)", _equals_flag(False)),
     FixedSetting("use_downcasted_alpha_bar", ("Downcast alphas_cumprod",), "Settings > Compatibility",
                  "False (alphas_cumprod kept in float32)", _equals_flag(False)),
+    # With hires fix, the refiner (pipelines.refiner) finishes the hires pass only, A1111's default.
+    FixedSetting("hires_fix_refiner_pass", ("Hires refiner",), "Settings > Stable Diffusion",
+                 "'second pass' (with hires fix, the refiner finishes the hires pass only)",
+                 _equals_text("second pass"), value="second pass"),
 )
 FIXED_BY_OPTION = {setting.option: setting for setting in FIXED_SETTINGS}
 FIXED_BY_INFOTEXT_KEY = {key: setting for setting in FIXED_SETTINGS for key in setting.infotext_keys}
@@ -153,4 +158,4 @@ def fixed_setting_refusal(option: str, value: object, spec=None, schedule: str |
     sampler = f" with sampler {spec.name}" if spec is not None and option == "always_discard_next_to_last_sigma" else ""
     return (f"{option}={value!r} (A1111's {setting.section}; infotext key {keys}): this server always runs "
             f"{setting.runs}{sampler}, so the image would differ; remove the key from the infotext or "
-            f"override_settings (or set it to {setting.runs.split(' ')[0]}) to generate without it")
+            f"override_settings (or set it to {setting.value or setting.runs.split(' ')[0]}) to generate without it")

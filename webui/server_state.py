@@ -345,11 +345,10 @@ class ServerState:
         latents = self.worker.progress(owner).preview_latents
         if latents is None or latents.shape[1] != 4:  # the cheap preview factors are for 4-channel latents
             return None
-        from mixkit.models.diffusion import ModelFamily
         from pipelines.preview import latent_preview
 
         try:
-            sdxl = self.holder.txt2img().model.family is ModelFamily.SDXL
+            sdxl = self.holder.txt2img().model.family.uses_pooled_text
         except RuntimeError:
             return None
         return latent_preview(latents[:1], sdxl=sdxl)[0]

@@ -144,14 +144,15 @@ def load_textual_inversion(path: str | Path, name: str | None = None) -> Textual
 
 def encoder_widths(text_encoders: list, is_sdxl: bool) -> list[tuple[str, int]]:
     """(embedding key, vector width) per text encoder: [("", 768)] for SD 1.x, [("clip_l", 768), ("clip_g", 1280)]
-    for SDXL; what `TextualInversion.vectors_for` checks an embedding against."""
-    keys = SDXL_KEYS if is_sdxl else ("",)
+    for SDXL, [("clip_g", 1280)] for SDXL's refiner (`is_sdxl` and one encoder, OpenCLIP bigG); what
+    `TextualInversion.vectors_for` checks an embedding against."""
+    keys = (SDXL_KEYS if len(text_encoders) == len(SDXL_KEYS) else SDXL_KEYS[1:]) if is_sdxl else ("",)
     return [(key, encoder.get_input_embeddings().embedding_dim) for key, encoder in zip(keys, text_encoders)]
 
 
 def fit_problem(embedding: TextualInversion, widths: list[tuple[str, int]]) -> str | None:
     """Why `embedding` cannot serve text encoders of `widths` (another model family), or None if it fits."""
-    kind = "SDXL" if len(widths) == 2 else "SD1/SD2"
+    kind = "SDXL" if widths and widths[0][0] else "SD1/SD2"
     try:
         for key, width in widths:
             embedding.vectors_for(key, width, kind)

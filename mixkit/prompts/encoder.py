@@ -31,7 +31,7 @@ from mixkit.prompts.attention import BREAK_MARK, parse_prompt_attention
 from mixkit.prompts.chunking import (
     BREAK_RUN, CHUNK_TOKENS, COMMA_BACKTRACK, PromptChunk, TokenRun, frame_chunk, split_into_chunks,
 )
-from mixkit.prompts.embeddings import EmbeddingLibrary
+from mixkit.prompts.embeddings import SDXL_KEYS, EmbeddingLibrary
 from mixkit.prompts.emphasis import DEFAULT_EMPHASIS, EMPHASIS_MODES, check_emphasis
 from mixkit.prompts.limits import check_prompt_text
 
@@ -83,12 +83,17 @@ class PromptEncoder:
 
     def __init__(self, tokenizers: list, text_encoders: list, *, is_sdxl: bool, clip_skip: int = 1,
                  emphasis: str = DEFAULT_EMPHASIS, embeddings: EmbeddingLibrary | None = None,
-                 sdxl_clip_l_skip: bool = False, comma_backtrack: int = COMMA_BACKTRACK) -> None:
-        if len(tokenizers) != len(text_encoders) or len(tokenizers) != (2 if is_sdxl else 1):
-            raise ValueError(
-                f"expected {2 if is_sdxl else 1} tokenizer(s) and text encoder(s) for "
-                f"{'SDXL' if is_sdxl else 'SD1/SD2'}, got {len(tokenizers)} and {len(text_encoders)}"
-            )
+                 sdxl_clip_l_skip: bool = False, comma_backtrack: int = COMMA_BACKTRACK,
+                 sdxl_refiner: bool = False) -> None:
+        # `sdxl_refiner`: SDXL's refiner, whose only encoder is SDXL's second (OpenCLIP bigG: penultimate layer,
+        # pooled projection, the `clip_g` vectors of an embedding), as A1111's FrozenOpenCLIPEmbedder2 serves both.
+        kind = "the SDXL refiner" if sdxl_refiner else "SDXL" if is_sdxl else "SD1/SD2"
+        expected = 1 if sdxl_refiner or not is_sdxl else 2
+        if len(tokenizers) != len(text_encoders) or len(tokenizers) != expected:
+            raise ValueError(f"expected {expected} tokenizer(s) and text encoder(s) for {kind}, got "
+                             f"{len(tokenizers)} and {len(text_encoders)}")
+        if sdxl_refiner and not is_sdxl:
+            raise ValueError("sdxl_refiner=True needs is_sdxl=True (the refiner conditions like SDXL's second encoder)")
         self.emphasis_name = check_emphasis(emphasis)
         self.emphasis = EMPHASIS_MODES.get(self.emphasis_name)
         self.comma_backtrack = check_comma_backtrack(comma_backtrack)
@@ -100,6 +105,9 @@ class PromptEncoder:
         self.tokenizers = list(tokenizers)
         self.text_encoders = list(text_encoders)
         self.is_sdxl = is_sdxl
+        self.sdxl_refiner = sdxl_refiner
+        # Per text encoder: the key of its vectors in an embedding file ("" for SD1/SD2's single tensor).
+        self.embedding_keys = SDXL_KEYS[1:] if sdxl_refiner else SDXL_KEYS if is_sdxl else ("",)
         self.clip_skip = clip_skip
         self.sdxl_clip_l_skip = sdxl_clip_l_skip
         self.embeddings = embeddings if embeddings is not None else EmbeddingLibrary()
@@ -229,7 +237,7 @@ class PromptEncoder:
             z, weights, pooled_which = self._encode_chunks(self.chunks_for(text, which), which, used)
             z_parts.append(z)
             weight_parts.append(weights)
-            if self.is_sdxl and which == 1:
+            if self.is_sdxl and which == len(self.text_encoders) - 1:  # OpenCLIP bigG's projection
                 pooled = pooled_which
         counts = [z.shape[0] for z in z_parts]
         if len(set(counts)) != 1:
@@ -247,7 +255,7 @@ class PromptEncoder:
 
         embedding_layer = encoder.get_input_embeddings()
         dim = embedding_layer.embedding_dim
-        key = ("clip_l", "clip_g")[which] if self.is_sdxl else ""
+        key = self.embedding_keys[which]
         replacements = []  # (chunk index, first position, vectors)
         for chunk_index, chunk in enumerate(chunks):
             for offset, name in chunk.fixes:
@@ -270,8 +278,10 @@ class PromptEncoder:
                 hook.remove()
 
         if self.is_sdxl:
-            # CLIP-L (which == 0) honours clip skip only with A1111's "Clip skip SDXL" option.
-            z = outputs.hidden_states[-self.clip_skip if which == 0 and self.sdxl_clip_l_skip else -2]
+            # CLIP-L (SDXL base's first encoder) honours clip skip only with A1111's "Clip skip SDXL" option;
+            # OpenCLIP bigG always gives its penultimate layer.
+            clip_l = which == 0 and not self.sdxl_refiner
+            z = outputs.hidden_states[-self.clip_skip if clip_l and self.sdxl_clip_l_skip else -2]
         elif self.clip_skip == 1:
             z = outputs.last_hidden_state
         else:

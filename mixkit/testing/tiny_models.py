@@ -137,6 +137,45 @@ def build_tiny_sdxl(folder: str | Path, seed: int = 0) -> Path:
     return folder
 
 
+def build_tiny_sdxl_refiner(folder: str | Path, seed: int = 0) -> Path:
+    """Save a tiny SDXL-refiner-layout diffusers folder, as diffusers' StableDiffusionXLImg2ImgPipeline writes one.
+
+    Like stabilityai/stable-diffusion-xl-refiner-1.0: only text_encoder_2 (OpenCLIP-style, with projection), a
+    UNet conditioned on it alone (cross-attention dim = its width) whose added embedding takes the pooled text
+    plus five time ids (original size, crop, aesthetic score), and `requires_aesthetics_score` in the model index.
+    Its VAE is `build_tiny_sdxl`'s architecture, so the two share a latent space as the real pair does.
+    """
+    import torch
+    from diffusers import EulerDiscreteScheduler, StableDiffusionXLImg2ImgPipeline, UNet2DConditionModel
+    from transformers import CLIPTokenizer
+
+    folder = Path(folder)
+    tok_dir = write_tiny_clip_tokenizer(folder / "_tokenizer_src")
+    tokenizer = CLIPTokenizer.from_pretrained(tok_dir)
+    torch.manual_seed(seed)
+    text_width, time_embed_dim = 32, 8
+    unet = UNet2DConditionModel(
+        block_out_channels=(32, 64), layers_per_block=1, sample_size=8, in_channels=4, out_channels=4,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"), up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+        attention_head_dim=(2, 4), use_linear_projection=True, addition_embed_type="text_time",
+        addition_time_embed_dim=time_embed_dim, transformer_layers_per_block=(1, 1),
+        projection_class_embeddings_input_dim=text_width + 5 * time_embed_dim,
+        cross_attention_dim=text_width, norm_num_groups=8,
+    ).eval()
+    scheduler = EulerDiscreteScheduler(
+        beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", steps_offset=1,
+        timestep_spacing="leading", interpolation_type="linear", use_karras_sigmas=False,
+    )
+    pipe = StableDiffusionXLImg2ImgPipeline(
+        unet=unet, vae=tiny_vae(seed + 1), text_encoder=None, tokenizer=None,
+        text_encoder_2=tiny_text_encoder(seed + 3, hidden_size=text_width, projection=True), tokenizer_2=tokenizer,
+        scheduler=scheduler, requires_aesthetics_score=True, force_zeros_for_empty_prompt=False,
+    )
+    pipe.save_pretrained(folder, safe_serialization=True)
+    _remove_tree(tok_dir)
+    return folder
+
+
 def _remove_tree(path: Path) -> None:
     import shutil
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-from mixkit.models.diffusion import ModelFamily
 from pipelines.approx.deepcache import (DeepCacheSettings, apply_deepcache, check_deepcache_interval,
                                         deepcache_state, prepare_deepcache, remove_deepcache)
 from pipelines.approx.int8 import Int8Calibration, calibration_params, check_int8_target, install_int8, remove_int8
@@ -98,7 +97,7 @@ def approximate(pipe, *, taesd: str | os.PathLike | None = None, deepcache: int 
     deepcache_settings = DeepCacheSettings(deepcache, deepcache_shallow_layers) if use_deepcache else None
     # SDXL has no attention at full latent resolution (its first level is convolution only), so
     # ToMe there merges in the first level that has attention, at 1/2 resolution.
-    max_downsample = 2 if model.family is ModelFamily.SDXL else 1
+    max_downsample = 2 if model.family.uses_pooled_text else 1  # the refiner's first level has none either
     tome_settings = TokenMergingSettings(tome, max_downsample=max_downsample) if use_tome else None
     if use_tome:
         _check_plain_unet(model.unet)

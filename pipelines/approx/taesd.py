@@ -39,7 +39,8 @@ class TaesdVariant:
 
 TAESD_VARIANTS: Registry[TaesdVariant] = Registry("TAESD variant")
 TAESD_VARIANTS.register("taesd", TaesdVariant("taesd", "madebyollin/taesd", frozenset({ModelFamily.SD1, ModelFamily.SD2})))
-TAESD_VARIANTS.register("taesdxl", TaesdVariant("taesdxl", "madebyollin/taesdxl", frozenset({ModelFamily.SDXL})))
+TAESD_VARIANTS.register("taesdxl", TaesdVariant("taesdxl", "madebyollin/taesdxl",
+                                                frozenset({ModelFamily.SDXL, ModelFamily.SDXL_REFINER})))
 # Other latent spaces (SD3 and Flux: 16 channels) are not SD pipelines mixkit runs; their names
 # are listed so that a folder called e.g. "taesd3" is refused by name, not decoded as noise.
 _OTHER_LATENT_SPACES = ("taesd3", "taef1", "taef2", "taesdv", "taehv")
@@ -179,7 +180,7 @@ def preview_images(model, latents) -> list:
     if taesd is None:
         from pipelines.preview import latent_preview
 
-        return latent_preview(latents, sdxl=model.family is ModelFamily.SDXL)
+        return latent_preview(latents, sdxl=model.family.uses_pooled_text)  # SDXL latents, base or refiner
     import torch
     from PIL import Image
 

@@ -20,3 +20,22 @@ def recorded_unet_contexts(pipe):
         yield seen
     finally:
         pipe.model.unet.forward = original
+
+
+@contextmanager
+def recorded_calls(unet, name: str, log: list):
+    """Append (name, timestep, context width, time ids or None) to `log` at every call of `unet` (several UNets may
+    share one log, to see which one predicted which call); the forward is restored on exit."""
+    original = unet.forward
+
+    def spy(sample, timestep, encoder_hidden_states=None, added_cond_kwargs=None, **kwargs):
+        time_ids = None if added_cond_kwargs is None else added_cond_kwargs["time_ids"].detach().clone()
+        log.append((name, float(timestep), encoder_hidden_states.shape[-1], time_ids))
+        return original(sample, timestep, encoder_hidden_states=encoder_hidden_states,
+                        added_cond_kwargs=added_cond_kwargs, **kwargs)
+
+    unet.forward = spy
+    try:
+        yield log
+    finally:
+        unet.forward = original

@@ -1,6 +1,6 @@
 """An infotext posted to the API recording what this server does not run is refused (422), never dropped: A1111's
-refiner (`Refiner`, `Refiner switch at`, pasted by A1111's refiner script), A1111's `Token merging ratio` and
-mixkit's approximation keys (DeepCache, TAESD decode ...) unless the server's model runs the same ones."""
+`Token merging ratio` and mixkit's approximation keys (DeepCache, TAESD decode ...) unless the server's model runs
+the same ones."""
 
 from __future__ import annotations
 
@@ -21,18 +21,6 @@ def _convert(request: Txt2ImgRequest):
 
 def _params(text: str, **fields):
     return _convert(apply_infotext(Txt2ImgRequest(infotext=text, **fields)))
-
-
-def test_a_refiner_in_the_infotext_is_refused_like_one_in_the_request():
-    with pytest.raises(ValueError, match=r"refiner_checkpoint='xl_refiner' \(the SDXL refiner is not supported\)"):
-        _params(BASE + ", Refiner: xl_refiner, Refiner switch at: 0.8")
-    with pytest.raises(ValueError, match=r"refiner_checkpoint='other'"):
-        _convert(Txt2ImgRequest(prompt="a", refiner_checkpoint="other"))
-
-
-@pytest.mark.parametrize("none", ["", "None", "none"])
-def test_a1111s_no_refiner_spellings_are_accepted(none):
-    assert _convert(Txt2ImgRequest(prompt="a", steps=2, refiner_checkpoint=none)).steps == 2
 
 
 @pytest.mark.parametrize("key", ["Token merging ratio: 0.5", "DeepCache: 3", "VAE Decoder: TAESD"])

@@ -49,6 +49,7 @@ CHANGED = {
     "img2img_extra_noise": ("Extra noise", "0.2"),
     "pad_cond_uncond": ("Pad conds", "True"),
     "use_downcasted_alpha_bar": ("Downcast alphas_cumprod", "True"),
+    "hires_fix_refiner_pass": ("Hires refiner", "first pass"),
 }
 # Values that are what this server runs anyway, so an infotext with them reproduces the image here.
 AS_RUN = [
@@ -61,6 +62,7 @@ AS_RUN = [
     ("Euler", "Schedule rho: 0, Schedule max sigma: 0, Schedule min sigma: 0, Noise Schedule: Default"),
     ("Euler", "Beta schedule alpha: 0.6, Beta schedule beta: 0.6, Pad conds: False, Downcast alphas_cumprod: False"),
     ("Euler", "Noise multiplier: 1, Extra noise: 0"),
+    ("Euler", "Hires refiner: second pass"),
 ]
 
 

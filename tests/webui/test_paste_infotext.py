@@ -21,17 +21,18 @@ def test_sdxl_infotext_without_refiner_pastes_without_notes():
     assert values["clip_skip"] == 2 and values["steps"] == 30 and values["seed"] == 1234
 
 
-def test_refiner_is_named_in_a_note():
+def test_refiner_is_named_in_a_note_when_the_form_has_no_refiner_controls():
     values, notes = paste(SDXL_TEXT.replace(", Version", REFINER + ", Version"))
-    assert notes == ["Refiner: the steps after Refiner switch at: 0.8 were sampled with 'sd_xl_refiner_1.0 [7440042bbd]'; this "
-                     "server has no refiner, so the paste fills the base model's pass only and the image will differ."]
+    assert notes == ["Refiner: the steps after Refiner switch at: 0.8 were sampled with "
+                     "'sd_xl_refiner_1.0 [7440042bbd]'; this form has no Refiner controls, so the paste fills the "
+                     "base model's pass only and the image will differ."]
     assert values == paste(SDXL_TEXT)[0]
 
 
 def test_refiner_without_switch_point_is_still_noted():
     _, notes = paste(SDXL_TEXT.replace(", Version", ", Refiner: other_refiner, Version"))
-    assert notes == ["Refiner: the last steps were sampled with 'other_refiner'; this server has no refiner, so the "
-                     "paste fills the base model's pass only and the image will differ."]
+    assert notes == ["Refiner: the last steps were sampled with 'other_refiner'; this form has no Refiner controls, so "
+                     "the paste fills the base model's pass only and the image will differ."]
 
 
 def test_eta_and_ensd_are_named_as_settings_not_dropped():

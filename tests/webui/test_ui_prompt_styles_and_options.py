@@ -243,14 +243,15 @@ def test_a_pasted_emphasis_is_noted_when_the_settings_differ(prompt, emphasis, s
 
 
 def img2img_tab_values():
-    """The img2img tab's own inputs (`IMG2IMG_FIELDS` order) for a plain img2img of a black 64x64 image."""
+    """The img2img tab's own inputs (`IMG2IMG_FIELDS` order, then the Refiner accordion's, off) for a plain img2img
+    of a black 64x64 image."""
     from webui.ui.generate_tab import IMG2IMG_FIELDS
 
     own = {"editor": {"background": Image.new("RGB", (64, 64)), "layers": [], "composite": None}, "mode": "img2img",
            "resize_mode": "just resize", "denoising_strength": 0.5, "mask_blur": 4, "inpainting_fill": "original",
            "only_masked": False, "only_masked_padding": 32, "mask_mode": "Inpaint masked", "mask_upload": None,
            "outpaint_pixels": 128, "outpaint_fill": "fill", "outpaint_sides": ["left"]}
-    return [own[name] for name in IMG2IMG_FIELDS]
+    return [own[name] for name in IMG2IMG_FIELDS] + [False, "None", 0.8]
 
 
 def test_img2img_merges_the_styles_too(served):

@@ -62,6 +62,12 @@ def add_parser(subparsers) -> None:
                    help="an A1111 styles.csv (columns name, prompt, negative_prompt) for --style")
     p.add_argument("--lora", action="append", default=[], metavar="NAME_OR_PATH[:WEIGHT]",
                    help="apply a LoRA (repeatable); a file path or a name in --lora-dir")
+    p.add_argument("--refiner", default=None, metavar="MODEL",
+                   help="A1111's Refiner: a checkpoint (folder, single file or hub id; e.g. an SDXL refiner) that "
+                        "samples the steps after --refiner-switch-at")
+    p.add_argument("--refiner-switch-at", type=float, default=None, metavar="FRACTION",
+                   help="fraction of the schedule (by noise level) after which the refiner takes over, in (0, 1) "
+                        "(default: 0.8, A1111's)")
     p.add_argument("--lora-dir", default=None, help="folder of LoRA files for names and <lora:...> tags")
     p.add_argument("--embeddings-dir", default=None, help="folder of textual-inversion embeddings")
     p.add_argument("--vae", default=None, help="override the model's VAE (folder or single file)")
@@ -141,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         sdxl_clip_l_skip=bool(args.sdxl_clip_l_skip),
         s_min_uncond=_or(args.ngms, d.s_min_uncond), s_min_uncond_all=bool(args.ngms_all_steps),
         skip_early_cond=_or(args.skip_early_cfg, d.skip_early_cond),
+        refiner=args.refiner, refiner_switch_at=_or(args.refiner_switch_at, d.refiner_switch_at),
     )
     check_txt2img_params(params, GenerationLimits())  # fail before the (slow) model load
     check_approximation_args(args)

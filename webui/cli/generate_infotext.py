@@ -35,11 +35,13 @@ FLAG_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "ngms": ("NGMS", as_number),
     "ngms_all_steps": ("NGMS all steps", as_flag),
     "skip_early_cfg": ("Skip Early CFG", as_number),
+    "refiner_switch_at": ("Refiner switch at", as_number),  # with --refiner: the infotext names a checkpoint title
 }
 ETA_KEYS = ("Eta DDIM", "Eta")  # A1111 writes one of them, for DDIM or the ancestral samplers, when not the default
 SAMPLER_KEYS = ("Sampler", "Schedule type", "Beta schedule alpha", "Beta schedule beta")
 # Written by mixkit / A1111 for people or checked after the load; reading them back changes nothing.
-INFORMATIONAL_KEYS = {"Version", "Lora hashes", "TI hashes", "Model", "Model hash", "VAE", "VAE hash", "RNG"}
+INFORMATIONAL_KEYS = {"Version", "Lora hashes", "TI hashes", "Model", "Model hash", "VAE", "VAE hash", "RNG",
+                      "Refiner"}  # with --refiner given (otherwise refused); its title is checked by nobody
 HIRES_KEYS = ("Hires upscale", "Hires upscaler", "Hires resize-1", "Hires resize-2", "Hires steps", "Hires sampler",
               "Hires schedule type", "Hires checkpoint", "Hires prompt", "Hires negative prompt", "Hires CFG Scale")
 # key -> why `mixkit generate` refuses it: honouring none of it would give a substantially different image.
@@ -86,7 +88,7 @@ def apply_infotext(args: argparse.Namespace, text: str) -> tuple[argparse.Namesp
 
     parsed = parse_infotext(text)
     written = parse_infotext(text, defaults=False)  # the keys the text itself has
-    _refuse_what_changes_the_image(written)
+    _refuse_what_changes_the_image(written, args)
     args = argparse.Namespace(**vars(args))
     taken = []
     for dest, (key, convert) in FLAG_KEYS.items():
@@ -181,12 +183,17 @@ def warn_about_model(pipe, written: dict[str, object], vae_given: bool) -> None:
         print("mixkit: warning: the image will differ from the infotext's: " + "; ".join(problems), file=sys.stderr)
 
 
-def _refuse_what_changes_the_image(written: dict[str, object]) -> None:
+def _refuse_what_changes_the_image(written: dict[str, object], args: argparse.Namespace) -> None:
     hires = [key for key in HIRES_KEYS if key in written]
     if hires:
         raise ValueError(f"--infotext is from a hires-fix image ({', '.join(hires)}), which `mixkit generate` cannot "
                          "make; use the web UI or the API (POST /sdapi/v1/txt2img with this infotext), or remove "
                          "the Hires keys and Denoising strength from the text to make its first pass")
+    if written.get("Refiner") and getattr(args, "refiner", None) is None:
+        # The infotext names the refiner by its checkpoint title (`name [hash]`), which is no path on this machine.
+        raise ValueError(f"--infotext was made with the refiner {written['Refiner']!r} (Refiner switch at: "
+                         f"{written.get('Refiner switch at', '?')}); pass --refiner with that checkpoint's path or hub "
+                         "id to reproduce it, or remove the Refiner keys from the text to make the base image")
     controlnet = [key for key in written if key.startswith("ControlNet")]
     if controlnet:
         raise ValueError(f"--infotext was made with ControlNet ({', '.join(controlnet)}), which `mixkit generate` "

@@ -148,6 +148,7 @@ class GenerateTab:
     denoising_strength: object = None  # img2img only
     init_image: object = None  # img2img only: the editor PNG Info sends its image to
     hires: list | None = None  # txt2img only: the Hires. fix widgets, in `HIRES_FIELDS` order
+    refiner: list = field(default_factory=list)  # the Refiner accordion's widgets, in `REFINER_FIELDS` order
     mode: object = None  # img2img only: the img2img/inpaint/sketch/outpaint radio
     gallery: object = None
     infotexts: object = None  # gr.State: the last result's infotexts, in gallery order
@@ -229,6 +230,10 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                 from webui.ui.hires_controls import build_hires_controls
 
                 extra_inputs = tab.hires = build_hires_controls(state.limits)
+            from webui.ui.refiner_controls import build_refiner_controls
+
+            tab.refiner = build_refiner_controls(kind, state.catalog.titles)
+            extra_inputs = [*extra_inputs, *tab.refiner]  # the tab's own inputs end with the refiner's
             control_inputs = tab.controlnet_units = build_controlnet_units(state, kind,
                                                                            state.options.get("control_net_unit_count"))
         with gr.Column(scale=2):
@@ -264,7 +269,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
     def run(request: gr.Request, *values):
         session = getattr(request, "session_hash", None)  # ties the job to this tab: closing it cancels the job
         own_values = split_form_values(list(values), len(control_inputs))[2]
-        img2img_values = dict(zip(IMG2IMG_FIELDS, own_values)) if kind == "img2img" else {}
+        img2img_values = dict(zip(IMG2IMG_FIELDS, own_values)) if kind == "img2img" else {}  # refiner's come after
         outpainting = img2img_values.get("mode") == "outpaint"
         try:
             params = to_params(list(values))
@@ -353,7 +358,16 @@ def split_form_values(values: list, control_count: int) -> tuple[list, list[str]
 def form_params(state: ServerState, kind: str, form: list, chosen_styles: list[str], own: list):
     """The params a form makes, with the Settings an API request also gets and the styles merged as the API merges
     them: NGMS / Skip Early CFG (Settings > Optimizations), eta / ENSD (Settings > Sampler parameters), emphasis and
-    comma_padding_backtrack (Settings > Stable Diffusion) are Settings here, as in A1111, not form fields."""
+    comma_padding_backtrack (Settings > Stable Diffusion) are Settings here, as in A1111, not form fields. `own`
+    ends with the Refiner accordion's values (`REFINER_FIELDS`)."""
+    from webui.ui.refiner_controls import REFINER_FIELDS, with_refiner
+
+    own, refiner = own[:len(own) - len(REFINER_FIELDS)], own[len(own) - len(REFINER_FIELDS):]
+    return with_refiner(_form_params(state, kind, form, chosen_styles, own), refiner, state.catalog)
+
+
+def _form_params(state: ServerState, kind: str, form: list, chosen_styles: list[str], own: list):
+    """`form_params` without the refiner: `own` holds the Hires. fix (txt2img) or img2img widgets' values."""
     from dataclasses import replace
 
     unstyled = values_to_params(form)
@@ -383,6 +397,9 @@ def _form_fields(tab: GenerateTab) -> list[tuple[str, object]]:
         from webui.ui.hires_controls import HIRES_FIELDS
 
         fields += list(zip(HIRES_FIELDS, tab.hires))
+    from webui.ui.refiner_controls import REFINER_FIELDS
+
+    fields += list(zip(REFINER_FIELDS, tab.refiner))
     return fields + controlnet_form_fields(tab.controlnet_units)
 
 

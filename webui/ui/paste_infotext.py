@@ -32,7 +32,8 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
                             lora_name_of: Callable[[str], str | None] | None = None,
                             current_emphasis: str | None = None, current_vae_names: frozenset[str] | None = None,
                             vae_choice: Callable[[str], str | None] | None = None, inpaint_fields: bool = False,
-                            controlnet_units: int = 0, controlnet_model_of: Callable[[str], str | None] | None = None
+                            controlnet_units: int = 0, controlnet_model_of: Callable[[str], str | None] | None = None,
+                            refiner_checkpoint_of: Callable[[str], str | None] | None = None
                             ) -> tuple[dict[str, object], list[str]]:
     """(field -> value for `GenerationWidgets` fields, "denoising_strength" and the Hires. fix fields, notes about
     skipped values).
@@ -55,7 +56,11 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
 
     `controlnet_units` (how many ControlNet units the form has) and `controlnet_model_of` (an infotext model name ->
     this server's ControlNet name, or None) fill those units from the infotext's `ControlNet N` keys, never their
-    control image (`infotext_controlnet_values`)."""
+    control image (`infotext_controlnet_values`).
+
+    `refiner_checkpoint_of` (an infotext `Refiner` title -> this server's checkpoint title, or None) says the form has
+    the Refiner accordion: `Refiner` and `Refiner switch at` fill it (`infotext_refiner_values`); without it the
+    refiner is named in a note."""
     from pipelines.infotext import parse_infotext, split_infotext
     from pipelines.infotext_samplers import SCHEDULE_LABELS, sampler_and_schedule
     from webui.ui.widgets import widget_ranges
@@ -99,8 +104,14 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
         hires_values, hires_notes = infotext_hires_values(parsed, limits, hires_upscalers)
         values.update(hires_values)
         notes += hires_notes
+    if refiner_checkpoint_of is not None:
+        from webui.ui.refiner_controls import infotext_refiner_values
+
+        refiner_values, refiner_notes = infotext_refiner_values(parsed, refiner_checkpoint_of)
+        values.update(refiner_values)
+        notes += refiner_notes
     notes += _reproduction_notes(parsed, current_model, current_model_aliases, hires_filled=hires_upscalers is not None,
-                                 has_parameters=bool(written))
+                                 has_parameters=bool(written), refiner_filled=refiner_checkpoint_of is not None)
     notes += vae_note(parsed.get("VAE"), current_vae_names, vae_choice)
     notes += emphasis_note(parsed, parsed.get("Prompt", ""), parsed.get("Negative prompt", ""), current_emphasis)
     for key in ("Skip Early CFG", "NGMS", "NGMS all steps"):  # A1111 pastes these as setting overrides
@@ -396,11 +407,11 @@ def _relink_loras(prompt: str, lora_hashes: str, lora_name_of) -> tuple[str, lis
 
 
 def _reproduction_notes(parsed: dict, current_model: str | None, current_model_aliases: frozenset[str],
-                        hires_filled: bool, has_parameters: bool) -> list[str]:
+                        hires_filled: bool, has_parameters: bool, refiner_filled: bool = False) -> list[str]:
     """What else the image was made with, which the form does not carry.
 
-    `hires_filled`: the Hires. fix controls took the recipe (their own notes cover it); `has_parameters`:
-    the text had a parameters line (a bare prompt says nothing about the noise, so no RNG note)."""
+    `hires_filled` / `refiner_filled`: the Hires. fix / Refiner controls took the recipe (their own notes cover it);
+    `has_parameters`: the text had a parameters line (a bare prompt says nothing about the noise, so no RNG note)."""
     notes = []
     model = parsed.get("Model")
     # The infotext's "Model" is A1111's name_for_extra (file stem); the title carries the extension and hash.
@@ -423,12 +434,12 @@ def _reproduction_notes(parsed: dict, current_model: str | None, current_model_a
     if sampler_settings:
         notes.append(f"{', '.join(sampler_settings)}: these are Settings here (Settings > Sampler parameters), not "
                      "form fields; set them there to reproduce the image.")
-    if parsed.get("Refiner"):
+    if parsed.get("Refiner") and not refiner_filled:
         # A1111's refiner swaps to a second checkpoint for the steps after "Refiner switch at" (a fraction).
         switch = parsed.get("Refiner switch at")
         steps = f"the steps after Refiner switch at: {switch}" if switch not in (None, "") else "the last steps"
-        notes.append(f"Refiner: {steps} were sampled with {parsed['Refiner']!r}; this server has no refiner, so the "
-                     "paste fills the base model's pass only and the image will differ.")
+        notes.append(f"Refiner: {steps} were sampled with {parsed['Refiner']!r}; this form has no Refiner controls, "
+                     "so the paste fills the base model's pass only and the image will differ.")
     if has_parameters and parsed.get("RNG", "GPU") != "CPU":
         notes.append(f"RNG: the image's noise was drawn on the {parsed.get('RNG', 'GPU')} (A1111's default when the "
                      "key is missing); this server draws CPU noise, so the same seed gives another image.")

@@ -35,7 +35,20 @@ def paste_values(state: ServerState, tab: GenerateTab, text: str, sampler_names:
                                    current_vae_names=state.vae_names(), vae_choice=state.vaes.name_for_infotext,
                                    inpaint_fields=tab.inpaint_controls is not None,
                                    controlnet_units=controlnet_unit_count(tab),
-                                   controlnet_model_of=controlnet_lookup(state))
+                                   controlnet_model_of=controlnet_lookup(state),
+                                   refiner_checkpoint_of=checkpoint_lookup(state) if tab.refiner else None)
+
+
+def checkpoint_lookup(state: ServerState):
+    """An infotext's checkpoint title (`Refiner:`) -> this server's checkpoint title, None when it has no such one."""
+
+    def listed(name: str) -> str | None:
+        try:
+            return state.catalog.find(name).title
+        except ValueError:
+            return None
+
+    return listed
 
 
 def controlnet_lookup(state: ServerState):

@@ -51,7 +51,8 @@ LEGACY_SD1_CLIP_RENAMES = {
 WHAT_WE_LOOK_FOR = (
     f"SD 1.x: {UNET_IN!r} + {SD1_CLIP!r}; "
     f"SD 2.x: {UNET_IN!r} + {SD2_OPEN_CLIP!r}; "
-    f"SDXL base: {UNET_IN!r} + {LABEL_EMB!r} + {SDXL_CLIP!r} + {SDXL_OPEN_CLIP!r}"
+    f"SDXL base: {UNET_IN!r} + {LABEL_EMB!r} + {SDXL_CLIP!r} + {SDXL_OPEN_CLIP!r}; "
+    f"SDXL refiner: {UNET_IN!r} + {LABEL_EMB!r} + {SDXL_REFINER_OPEN_CLIP!r}"
 )
 
 
@@ -105,8 +106,11 @@ def detect_family(shapes: Mapping[str, Sequence[int]], path: str = "<state dict>
             f"Looked for: {WHAT_WE_LOOK_FOR}."
         )
     unet_in_channels(shapes, path)
-    if SDXL_REFINER_OPEN_CLIP in shapes:
-        raise CheckpointFormatError(f"{path} is an SDXL refiner ({SDXL_REFINER_OPEN_CLIP!r}); only SDXL base is supported.")
+    if SDXL_REFINER_OPEN_CLIP in shapes:  # sd_xl_refiner_1.0: OpenCLIP bigG alone, as the first embedder
+        if LABEL_EMB not in shapes:
+            raise CheckpointFormatError(f"{path} has the SDXL refiner's text encoder but no {LABEL_EMB!r}; the UNet is "
+                                        "incomplete: download the full checkpoint again.")
+        return ModelFamily.SDXL_REFINER
     if SDXL_OPEN_CLIP in shapes and SDXL_CLIP in shapes:
         if LABEL_EMB not in shapes:
             raise CheckpointFormatError(f"{path} has SDXL text encoders but no {LABEL_EMB!r}; the UNet is incomplete.")
@@ -130,7 +134,7 @@ def _sdxl_like_problem(shapes: Mapping[str, Sequence[int]], path: str) -> str:
                 "is incomplete: download the full checkpoint again.")
     if not any(key.startswith(("conditioner.", "cond_stage_model.")) for key in shapes):
         adm = int(shapes[LABEL_EMB][1]) if len(shapes[LABEL_EMB]) > 1 else None
-        if adm == 2816:  # SDXL base's time/size embedding input (1280 pooled + 6 x 256)
+        if adm in (2816, 2560):  # SDXL base's / refiner's added embedding input (1280 pooled + 6 or 5 x 256)
             return (f"{path} holds an SDXL UNet only (no text encoders, no VAE: a 'UNet-only' file as ComfyUI's "
                     "UNETLoader reads them); mixkit loads complete checkpoints: use the full SDXL checkpoint, or put "
                     "the UNet into a diffusers SDXL folder's unet/ and load the folder.")

@@ -19,7 +19,10 @@ from mixkit.models.diffusion.components import DiffusionModel
 from mixkit.models.diffusion.family import ModelFamily, detect_family
 from mixkit.models.diffusion.recommended import read_recommended
 
-REQUIRED_PARTS = ("unet", "vae", "text_encoder", "tokenizer", "scheduler")
+REQUIRED_PARTS = ("unet", "vae", "scheduler")
+# SD 1.x/2.x/XL base have text_encoder/; the SDXL refiner (StableDiffusionXLImg2ImgPipeline with text_encoder=None)
+# only text_encoder_2/. A folder needs at least one of these pairs.
+TEXT_PARTS = (("text_encoder", "tokenizer"), ("text_encoder_2", "tokenizer_2"))
 DIFFUSERS_WEIGHTS = ("diffusion_pytorch_model",)
 TRANSFORMERS_WEIGHTS = ("model", "pytorch_model")
 # What mixkit's samplers implement (pipelines/samplers: epsilon and v-prediction, as A1111).
@@ -52,21 +55,39 @@ def load_diffusers_folder(folder: Path, source: str, dtype, unet_dtype, variant:
         if part not in index or not (folder / part).is_dir():
             raise ModelNotFoundError(f"{folder} is missing the '{part}' component of a Stable Diffusion model "
                                      f"({part}/ folder, listed in model_index.json); re-download the model.")
+    has_first, has_second = (index.get(part) not in (None, [None, None]) and (folder / part).is_dir()
+                             for part, _ in TEXT_PARTS)
+    if not has_first and not has_second:
+        raise ModelNotFoundError(f"{folder} is missing the 'text_encoder' component of a Stable Diffusion model "
+                                 "(text_encoder/ folder, listed in model_index.json; an SDXL refiner has "
+                                 "text_encoder_2/ instead); re-download the model.")
+    if has_first and not (folder / "tokenizer").is_dir():
+        raise ModelNotFoundError(f"{folder} is missing the 'tokenizer' component of a Stable Diffusion model "
+                                 "(tokenizer/ folder, listed in model_index.json); re-download the model.")
+    if not has_first and not (folder / "tokenizer_2").is_dir():
+        raise ModelNotFoundError(f"{folder} is missing the 'tokenizer_2' component of an SDXL refiner (tokenizer_2/ "
+                                 "folder, listed in model_index.json); re-download the model.")
     scheduler_config = read_scheduler_config(folder / "scheduler")
     unet_config = read_json(folder / "unet" / "config.json", "the UNet config")
-    has_second = "text_encoder_2" in index and (folder / "text_encoder_2").is_dir()
-    family = detect_family(unet_config, has_second)
+    family = detect_family(unet_config, has_first and has_second)
+    if family is ModelFamily.SDXL_REFINER and not has_second:
+        raise ModelNotFoundError(f"{folder} has an SDXL text-time UNet with only text_encoder/; an SDXL refiner has "
+                                 "text_encoder_2/ (OpenCLIP bigG with projection), SDXL base both: re-download the "
+                                 "model.")
 
     # 2. Weights: UNet and VAE (diffusers), text encoders and tokenizers (transformers)
     choice = {"variant": variant, "use_safetensors": use_safetensors}
     unet = _load_diffusers_part("UNet", folder / "unet", unet_dtype, **choice)
     vae = _load_diffusers_part("VAE", folder / "vae", dtype, **choice)
-    text_encoders = [load_text_encoder(folder / "text_encoder", dtype, **choice)]
-    tokenizers = [load_tokenizer(folder / "tokenizer", text_encoders[0])]
-    if family is ModelFamily.SDXL:
+    text_encoders, tokenizers = [], []
+    if family is not ModelFamily.SDXL_REFINER:
+        text_encoders.append(load_text_encoder(folder / "text_encoder", dtype, **choice))
+        tokenizers.append(load_tokenizer(folder / "tokenizer", text_encoders[0]))
+    if family.uses_pooled_text:
         text_encoders.append(load_text_encoder(folder / "text_encoder_2", dtype, **choice))
         tokenizer_2 = folder / "tokenizer_2"
-        tokenizers.append(load_tokenizer(tokenizer_2 if tokenizer_2.is_dir() else folder / "tokenizer", text_encoders[1]))
+        tokenizer_folder = tokenizer_2 if tokenizer_2.is_dir() else folder / "tokenizer"
+        tokenizers.append(load_tokenizer(tokenizer_folder, text_encoders[-1]))
     return DiffusionModel(
         unet=unet, vae=vae, text_encoders=text_encoders, tokenizers=tokenizers, scheduler_config=scheduler_config,
         family=family, name=folder.name, source=source,

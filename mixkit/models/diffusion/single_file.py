@@ -32,6 +32,7 @@ from mixkit.models.diffusion.single_file_clip import (
     CLIP_PREFIX_SDXL,
     OPEN_CLIP_PREFIX_SD2,
     OPEN_CLIP_PREFIX_SDXL,
+    OPEN_CLIP_PREFIX_SDXL_REFINER,
     to_module_keys,
 )
 from mixkit.models.diffusion.single_file_configs import PREDICTION_TYPES, ModelConfigs, read_model_configs, shipped_configs
@@ -44,7 +45,7 @@ IGNORED_KEYS = re.compile(
     r"^(model_ema\..*|betas|alphas_cumprod(_prev)?|sqrt_.*|log_one_minus_alphas_cumprod|posterior_.*"
     r"|logvar|lvlb_weights|v_pred|ztsnr"
     r"|(cond_stage_model|conditioner\.embedders\.0)\.transformer\.text_model\.embeddings\.position_ids"
-    r"|(cond_stage_model\.model|conditioner\.embedders\.1\.model)\.logit_scale"
+    r"|(cond_stage_model\.model|conditioner\.embedders\.[01]\.model)\.logit_scale"
     r"|cond_stage_model\.model\.text_projection)$"
 )
 # Separate VAE files may carry their training loss (LPIPS, discriminator) and EMA bookkeeping.
@@ -66,7 +67,7 @@ def load_single_file(
     prediction_type: str | None = None,
     unet_dtype: torch.dtype | None = None,
 ) -> DiffusionModel:
-    """Load an SD 1.x / 2.x / SDXL base single-file checkpoint, optionally with a separate VAE file.
+    """Load an SD 1.x / 2.x / SDXL base / SDXL refiner single-file checkpoint, optionally with a separate VAE file.
 
     Text-to-image (4-channel UNet) and inpainting (9-channel) files load alike; the channel count
     comes from the file's first UNet conv and must match `config_dir`'s UNet config when given.
@@ -246,9 +247,10 @@ def _empty_modules(configs: ModelConfigs):
         unet = UNet2DConditionModel.from_config(configs.unet)
         vae = AutoencoderKL.from_config(configs.vae)
         encoders = []
+        last = len(configs.text_encoders) - 1
         for i, config in enumerate(configs.text_encoders):
-            # SDXL's second encoder feeds its pooled projection to the UNet's time/text embedding.
-            cls = CLIPTextModelWithProjection if i == 1 else CLIPTextModel
+            # SDXL's second encoder (the refiner's only one) feeds its pooled projection to the UNet's added embedding.
+            cls = CLIPTextModelWithProjection if i == last and configs.family.uses_pooled_text else CLIPTextModel
             fields = {k: v for k, v in config.items() if k not in ("architectures", "model_type", "_name_or_path")}
             encoders.append(cls(CLIPTextConfig(**fields)))
     return unet, vae, encoders
@@ -299,6 +301,9 @@ def _convert_text_encoders(state: dict, encoders: list, family: ModelFamily) -> 
         return [convert_ldm_clip_checkpoint(_under(state, CLIP_PREFIX_SD1))]
     if family is ModelFamily.SD2:
         return [convert_open_clip_checkpoint(encoders[0], _under(state, OPEN_CLIP_PREFIX_SD2), prefix=OPEN_CLIP_PREFIX_SD2)]
+    if family is ModelFamily.SDXL_REFINER:
+        prefix = OPEN_CLIP_PREFIX_SDXL_REFINER
+        return [convert_open_clip_checkpoint(encoders[0], _under(state, prefix), prefix=prefix)]
     return [
         convert_ldm_clip_checkpoint(_under(state, CLIP_PREFIX_SDXL)),
         convert_open_clip_checkpoint(encoders[1], _under(state, OPEN_CLIP_PREFIX_SDXL), prefix=OPEN_CLIP_PREFIX_SDXL),

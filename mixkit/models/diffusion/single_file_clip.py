@@ -2,7 +2,8 @@
 
 * SD 1.x (`cond_stage_model.transformer.`) and SDXL's first encoder
   (`conditioner.embedders.0.transformer.`) store the transformers `CLIPTextModel` keys unchanged.
-* SD 2.x (`cond_stage_model.model.`) and SDXL's second encoder (`conditioner.embedders.1.model.`)
+* SD 2.x (`cond_stage_model.model.`), SDXL's second encoder (`conditioner.embedders.1.model.`) and the SDXL
+  refiner's only one (`conditioner.embedders.0.model.`)
   store OpenCLIP's own module names: `transformer.resblocks.N.attn.in_proj_weight` holds q, k and
   v stacked along dim 0, `ln_1/ln_2/mlp.c_fc/mlp.c_proj`, `positional_embedding` as a bare tensor,
   and `text_projection` as a (width, embed) matrix used as `x @ P`, i.e. the transposed Linear.
@@ -17,6 +18,7 @@ CLIP_PREFIX_SD1 = "cond_stage_model.transformer."
 CLIP_PREFIX_SDXL = "conditioner.embedders.0.transformer."
 OPEN_CLIP_PREFIX_SD2 = "cond_stage_model.model."
 OPEN_CLIP_PREFIX_SDXL = "conditioner.embedders.1.model."
+OPEN_CLIP_PREFIX_SDXL_REFINER = "conditioner.embedders.0.model."  # the refiner's only embedder: SDXL's second
 
 _OPEN_CLIP_LAYER_RENAMES = {
     "layer_norm1.": "ln_1.", "layer_norm2.": "ln_2.", "mlp.fc1.": "mlp.c_fc.", "mlp.fc2.": "mlp.c_proj.",

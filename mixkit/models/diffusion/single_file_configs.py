@@ -2,7 +2,7 @@
 
 Single files carry weights only. diffusers' `from_single_file` fetches the matching configs from
 the hub; mixkit ships them instead (`configs/<name>/`, diffusers folder layout, written from the
-published SD 1.5, SD 2.1 512/768-v and SDXL base 1.0 architectures) so loading works offline.
+published SD 1.5, SD 2.1 512/768-v, SDXL base 1.0 and SDXL refiner 1.0 architectures) so loading works offline.
 A `config_dir` (any diffusers model folder) replaces them, e.g. for non-standard architectures
 or for tests that pair a tiny model with its own configs.
 """
@@ -28,6 +28,10 @@ SHIPPED_BY_FAMILY = {
     (ModelFamily.SD2, "v_prediction"): "sd21-768-v",
     (ModelFamily.SDXL, "epsilon"): "sdxl-base",
     (ModelFamily.SDXL, "v_prediction"): "sdxl-base",
+    # sd_xl_refiner_1.0 (Stability's sd_xl_refiner.yaml: 384 channels x [1, 2, 4, 4], depth 4, context 1280,
+    # ADM input 2560 = 1280 pooled + 5 x 256 time ids); text encoder, VAE and scheduler are SDXL base's.
+    (ModelFamily.SDXL_REFINER, "epsilon"): "sdxl-refiner",
+    (ModelFamily.SDXL_REFINER, "v_prediction"): "sdxl-refiner",
 }
 TEXT_ENCODER_FOLDERS = ("text_encoder", "text_encoder_2")
 TOKENIZER_FOLDERS = ("tokenizer", "tokenizer_2")
@@ -76,7 +80,8 @@ def read_model_configs(folder: str | Path, source: str | None = None) -> ModelCo
     tokenizers = [_tokenizer(folder / name) for name in TOKENIZER_FOLDERS if (folder / name).is_dir()]
     if not encoders or len(tokenizers) != len(encoders):
         raise FileNotFoundError(
-            f"{folder} needs text_encoder/ (and text_encoder_2/ for SDXL) with matching tokenizer folders; "
+            f"{folder} needs text_encoder/ (and text_encoder_2/ for SDXL; only text_encoder_2/ for the SDXL refiner) "
+            "with matching tokenizer folders; "
             f"found {len(encoders)} text encoder and {len(tokenizers)} tokenizer folders"
         )
     return ModelConfigs(

@@ -18,6 +18,7 @@ from mixkit.models.diffusion.single_file_clip import (
     CLIP_PREFIX_SDXL,
     OPEN_CLIP_PREFIX_SD2,
     OPEN_CLIP_PREFIX_SDXL,
+    OPEN_CLIP_PREFIX_SDXL_REFINER,
     clip_to_ldm,
     open_clip_to_ldm,
 )
@@ -36,6 +37,8 @@ def text_encoders_to_ldm(text_encoders: list, family: ModelFamily) -> dict[str, 
         return clip_to_ldm(text_encoders[0], CLIP_PREFIX_SD1)
     if family is ModelFamily.SD2:
         return open_clip_to_ldm(text_encoders[0], OPEN_CLIP_PREFIX_SD2)
+    if family is ModelFamily.SDXL_REFINER:
+        return open_clip_to_ldm(text_encoders[0], OPEN_CLIP_PREFIX_SDXL_REFINER)
     return {**clip_to_ldm(text_encoders[0], CLIP_PREFIX_SDXL), **open_clip_to_ldm(text_encoders[1], OPEN_CLIP_PREFIX_SDXL)}
 
 

@@ -397,8 +397,7 @@ def test_detect_family_from_marker_keys():
     with pytest.raises(CheckpointFormatError, match=r"takes 8 input channels \(an instruct-pix2pix model\).*"
                                                     r"only text-to-image \(4\) and inpainting \(9\)"):
         d.detect_family(_shapes(d.SD1_CLIP, in_channels=8))
-    with pytest.raises(CheckpointFormatError, match="refiner"):
-        d.detect_family(_shapes(d.SDXL_REFINER_OPEN_CLIP, d.LABEL_EMB))
+    assert d.detect_family(_shapes(d.SDXL_REFINER_OPEN_CLIP, d.LABEL_EMB)) is ModelFamily.SDXL_REFINER
     with pytest.raises(CheckpointFormatError, match="Looked for: SD 1.x"):
         d.detect_family(_shapes("something.else"))
     # SDXL files that lack parts: named by what is missing and what to do (hunt: "an unCLIP model?" misled)
@@ -524,7 +523,8 @@ def test_shipped_tokenizer_settings_per_family():
     for folder in sorted(SHIPPED_CONFIGS.glob("*/tokenizer*/tokenizer_config.json")):
         pads[f"{folder.parent.parent.name}/{folder.parent.name}"] = json.loads(folder.read_text())["pad_token"]
     assert pads == {"sd15/tokenizer": "<|endoftext|>", "sd21-512/tokenizer": "!", "sd21-768-v/tokenizer": "!",
-                    "sdxl-base/tokenizer": "<|endoftext|>", "sdxl-base/tokenizer_2": "!"}
+                    "sdxl-base/tokenizer": "<|endoftext|>", "sdxl-base/tokenizer_2": "!",
+                    "sdxl-refiner/tokenizer_2": "!"}  # the refiner's is SDXL base's second one
 
 
 def test_shipped_config_choice_follows_the_prediction_type(tmp_path):

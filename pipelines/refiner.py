@@ -1,0 +1,261 @@
+"""A1111's Refiner: a second checkpoint takes over the denoising loop for its last steps.
+
+A1111 (`sd_samplers_common.apply_refiner`, `processing_scripts/refiner.py`) keeps the sampler, its sigmas and
+its history, and before each model call measures how far the schedule has come: by default from the noise
+level, as `(999 - t) / 1000` with `t` the training timestep whose sigma is nearest to the current one (its
+"Refiner switch by sampling steps" option, off by default, counts steps instead). At the first call where that
+ratio reaches `refiner_switch_at` it loads the refiner, re-encodes the prompts with the refiner's own text
+encoder(s) (`p.setup_conds()`) and lets the refiner's UNet predict every remaining call. When no call reaches
+the ratio the refiner is never loaded and the infotext does not name it: the image is the base model's alone.
+In a hires fix the refiner runs in the second pass only (A1111's default `hires_fix_refiner_pass`, "second pass").
+
+The schedule is known before sampling, so here the switching call is computed up front (`switch_index`), the
+refiner is loaded only for a batch that reaches it, and the refiner's conditioning is encoded before the loop.
+Memory: as A1111 (one model on the device at a time), a refiner on an accelerator waits on the CPU; at the
+switch the base UNet moves to the CPU and the refiner's UNet to the device, and back when the batch ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from dataclasses import dataclass, replace
+from typing import Any
+
+from mixkit.models.diffusion import DiffusionModel, ModelFamily
+
+DEFAULT_SWITCH_AT = 0.8  # A1111's "Switch at" slider default
+# SDXL refiner micro-conditioning (diffusers' StableDiffusionXLImg2ImgPipeline defaults, and A1111's
+# sdxl_refiner_high_aesthetic_score / sdxl_refiner_low_aesthetic_score): the prompt's rows are conditioned on a
+# high aesthetic score, the negative prompt's on a low one.
+POSITIVE_AESTHETIC_SCORE = 6.0
+NEGATIVE_AESTHETIC_SCORE = 2.5
+
+
+def check_refiner_params(refiner: Any, switch_at: Any) -> None:
+    """`refiner` is None, a model source (path, hub id) or a loaded DiffusionModel/pipeline; `switch_at` in (0, 1)."""
+    if refiner is not None and not isinstance(refiner, (str, os.PathLike, DiffusionModel)) \
+            and not isinstance(getattr(refiner, "model", None), DiffusionModel):
+        raise TypeError(f"refiner must be None, a model path / hub id, or a loaded DiffusionModel or pipeline, got "
+                        f"{type(refiner).__name__}.")
+    if isinstance(refiner, str) and not refiner.strip():
+        raise ValueError("refiner is an empty string; pass None for no refiner, or a model path / hub id.")
+    if isinstance(switch_at, bool) or not isinstance(switch_at, (int, float)) or not math.isfinite(switch_at) \
+            or not 0 < switch_at < 1:
+        raise ValueError(f"refiner_switch_at must be a number strictly between 0 and 1 (the fraction of the schedule "
+                         f"the base model runs before the refiner takes over; A1111's default {DEFAULT_SWITCH_AT}), "
+                         f"got {switch_at!r}.")
+
+
+def switch_index(alphas_cumprod, timesteps, switch_at: float) -> int | None:
+    """The first model call (index into `timesteps`) the refiner makes, or None when none reaches `switch_at`.
+
+    A1111's ratio for a call is `(T - 1 - t) / T` (T = 1000 training steps), `t` being the training timestep whose
+    sigma is nearest to the call's (k-diffusion's `sigma_to_t` rounded); fractional timesteps of interpolated
+    schedules (Karras, exponential) are mapped through their sigma the same way.
+    """
+    import torch
+
+    from pipelines.uncond_skip import timestep_sigmas
+
+    if len(timesteps) == 0:
+        return None
+    alphas = alphas_cumprod.to(torch.float64)
+    train_sigmas = ((1 - alphas) / alphas).sqrt()
+    total = len(alphas)
+    for index, sigma in enumerate(timestep_sigmas(alphas_cumprod, timesteps)):
+        nearest = int(torch.argmin((train_sigmas - sigma).abs()))
+        if (total - 1 - nearest) / total >= switch_at:
+            return index
+    return None
+
+
+def refiner_label(model: DiffusionModel) -> str:
+    """A1111's `Refiner:` value, the checkpoint's short title: `name [shorthash]`, or the name without a hash."""
+    return f"{model.name} [{model.model_hash}]" if model.model_hash else model.name
+
+
+def check_refiner_fits(base: DiffusionModel, refiner: DiffusionModel) -> None:
+    """The refiner must denoise the base model's latents: same latent channels and prediction type, a text-to-image
+    (4-channel) UNet."""
+    base_channels = base.vae.config.latent_channels
+    channels = refiner.vae.config.latent_channels
+    if channels != base_channels:
+        raise ValueError(f"refiner {refiner_label(refiner)!r} works on {channels}-channel latents but the model "
+                         f"{base.name!r} makes {base_channels}-channel ones; pick a refiner of a family with the same "
+                         "latent space (SD 1.x, 2.x, SDXL and the SDXL refiner all use 4 channels).")
+    if refiner.prediction_type != base.prediction_type:
+        # The sampler's steps read the UNet's output as the base model's parameterization (A1111's denoiser wraps
+        # each model in its own; here both share one sampler), so an epsilon refiner cannot finish a v model.
+        raise ValueError(f"refiner {refiner_label(refiner)!r} predicts {refiner.prediction_type} but the model "
+                         f"{base.name!r} predicts {base.prediction_type}; pick a refiner with the same prediction "
+                         "type.")
+    unet_in = getattr(refiner.unet.config, "in_channels", channels)
+    if unet_in != channels:
+        raise ValueError(f"refiner {refiner_label(refiner)!r} has a {unet_in}-channel UNet (an inpainting or "
+                         "instruct-pix2pix model); a refiner must be a text-to-image model.")
+
+
+def micro_conditioning(family: ModelFamily, width: int, height: int, batch: int, score: float):
+    """SDXL's time ids per image: SDXL base's (size, crop, size) or the SDXL refiner's (size, crop, aesthetic
+    score), as A1111's sgm conditioner gives each model (crop 0, 0: its sdxl_crop_top/left defaults); None for
+    SD 1.x/2.x."""
+    import torch
+
+    if family is ModelFamily.SDXL:
+        row = [height, width, 0, 0, height, width]
+    elif family is ModelFamily.SDXL_REFINER:
+        row = [height, width, 0, 0, score]
+    else:
+        return None
+    return torch.tensor([row] * batch, dtype=torch.float32)
+
+
+@dataclass
+class RefinerSwitch:
+    """What changes at model call `at`: the UNet, its conditioning plan and micro-conditioning.
+
+    `enter` runs once, just before the refiner's first call (moving the UNets, see `RefinerSlot.swapped`)."""
+
+    at: int
+    unet: Any
+    plan: Any
+    time_ids: Any = None
+    negative_time_ids: Any = None
+    enter: Any = None
+
+    def applied_to(self, request):
+        """`request` (a SamplingRequest) as the refiner runs it. Extra inputs made for the base UNet (an
+        inpainting UNet's mask channels, ControlNet residuals) do not fit another UNet and are left out."""
+        if self.enter is not None:
+            self.enter()
+        return replace(request, unet=self.unet, plan=self.plan, time_ids=self.time_ids,
+                       negative_time_ids=self.negative_time_ids, extra_channels=None, unet_extra=None)
+
+
+class RefinerSlot:
+    """The one refiner a model session keeps loaded, with its own prompt-encoding session.
+
+    Loading another refiner drops the previous one. A refiner given as a loaded model is used as it is."""
+
+    def __init__(self) -> None:
+        self._key: tuple | None = None
+        self._session = None
+
+    def session(self, refiner: Any, base_session):
+        """The ModelSession of `refiner` (loaded on first use, like the base model: same dtypes, on the CPU when
+        the base model is on an accelerator), sharing the base session's embeddings and LoRA folders."""
+        from pipelines.generation import ModelSession
+
+        base = base_session.model
+        model = refiner if isinstance(refiner, DiffusionModel) else getattr(refiner, "model", None)
+        key = ("object", id(model)) if model is not None else ("source", str(refiner), base.unet.dtype,
+                                                               base.text_encoders[0].dtype)
+        if key != self._key:
+            self._key, self._session = None, None  # the previous refiner is dropped before the next one loads
+            if model is None:
+                from mixkit.models.diffusion.loading import load_diffusion_model
+
+                model = load_diffusion_model(refiner, dtype=base.text_encoders[0].dtype, unet_dtype=base.unet.dtype,
+                                             device="cpu")
+            check_refiner_fits(base, model)
+            self._session = ModelSession(model, embeddings_dir=base_session.embeddings_dir,
+                                         lora_dir=base_session.lora_dir)
+            self._key = key
+        return self._session
+
+    @contextlib.contextmanager
+    def swapped(self, base: DiffusionModel, refiner: DiffusionModel):
+        """Yields `enter()`, which puts the refiner's UNet where the base UNet runs and the base UNet on the CPU
+        (nothing moves when the base model is on the CPU); on exit each goes back where it was."""
+        base_device, refiner_device = base.unet.device, refiner.unet.device
+        moved = []
+
+        def enter() -> None:
+            if base_device.type == "cpu" and refiner_device.type == "cpu":
+                return
+            if base.unet is not refiner.unet:
+                base.unet.to("cpu")
+                moved.append((base.unet, base_device))
+            refiner.unet.to(base_device)
+            moved.append((refiner.unet, refiner_device))
+
+        try:
+            yield enter
+        finally:
+            for unet, device in reversed(moved):  # the refiner leaves the device before the base UNet returns
+                unet.to(device)
+
+
+class RefinerRun:
+    """One pipeline call's refiner: loaded, and the prompts encoded by its text encoder(s), on the first batch that
+    reaches the switch; its LoRAs (from params and prompt tags) stay applied until `stack` closes."""
+
+    def __init__(self, params, base_session, stack: contextlib.ExitStack, prompts: list[str],
+                 negatives: list[str]) -> None:
+        self.params = params
+        self.base_session = base_session
+        self.stack = stack
+        self.prompts, self.negatives = prompts, negatives
+        self._prepared = None
+        self.session = None
+
+    def switch_for(self, schedulers: list, timesteps, schedule_steps: tuple, size: tuple[int, int],
+                   batch: int) -> RefinerSwitch | None:
+        """The switch for a batch running `timesteps` (None: the base model runs them all); `schedule_steps` are
+        the base plan's `prepared.plan` arguments, `size` the (width, height) its micro-conditioning states."""
+        if self._is_the_base_model():
+            return None
+        if timesteps is None:
+            timesteps = schedulers[0].timesteps
+        at = switch_index(schedulers[0].alphas_cumprod, timesteps, float(self.params.refiner_switch_at))
+        if at is None:
+            return None
+        prepared = self._prepare()
+        model = self.session.model
+        width, height = size
+        return RefinerSwitch(
+            at=at, unet=model.unet, plan=prepared.plan(*schedule_steps),
+            time_ids=micro_conditioning(model.family, width, height, batch, POSITIVE_AESTHETIC_SCORE),
+            negative_time_ids=micro_conditioning(model.family, width, height, batch, NEGATIVE_AESTHETIC_SCORE)
+            if model.family is ModelFamily.SDXL_REFINER else None)
+
+    def _is_the_base_model(self) -> bool:
+        """Whether the refiner is the model already sampling: A1111 then has nothing to switch to, and writes no
+        Refiner keys (`apply_refiner` returns when the loaded checkpoint is the refiner's)."""
+        from pathlib import Path
+
+        refiner, base = self.params.refiner, self.base_session.model
+        if refiner is base or getattr(refiner, "model", None) is base:
+            return True
+        if not isinstance(refiner, (str, os.PathLike)):
+            return False
+        given, own = Path(refiner), Path(base.source)
+        return given.exists() and own.exists() and given.resolve() == own.resolve()
+
+    def infotext(self) -> dict[str, Any]:
+        """A1111's keys, written only for an image the refiner worked on."""
+        return {"Refiner": refiner_label(self.session.model), "Refiner switch at": self.params.refiner_switch_at}
+
+    def _prepare(self):
+        if self._prepared is None:
+            import warnings
+
+            from mixkit.lora.errors import LoraMismatchError
+
+            params = self.params
+            self.session = self.base_session.refiner_slot.session(params.refiner, self.base_session)
+            options = dict(emphasis=params.emphasis, comma_backtrack=params.comma_padding_backtrack,
+                           sdxl_clip_l_skip=params.sdxl_clip_l_skip)
+            try:
+                self._prepared = self.stack.enter_context(self.session.prepared(
+                    self.prompts, self.negatives, params.loras, params.clip_skip, **options))
+            except LoraMismatchError as error:
+                # A1111 patches LoRA weights into whatever layers the loaded model has, so LoRAs of the base model
+                # act on the refiner only where its layers match; mixkit applies a LoRA wholly or not at all.
+                warnings.warn(f"the refiner {refiner_label(self.session.model)!r} runs without the call's LoRAs: "
+                              f"{error}", UserWarning, stacklevel=4)
+                self._prepared = self.stack.enter_context(self.session.prepared(
+                    self.prompts, self.negatives, [], params.clip_skip, apply_loras=False, **options))
+        return self._prepared

@@ -1,0 +1,127 @@
+"""`refiner_checkpoint` / `refiner_switch_at` in /sdapi/v1/txt2img and img2img, and pasted from an infotext: found
+among the server's checkpoints by any title A1111 accepts, "", "None" and "none" meaning none, 422 for the rest."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipelines.params import GenerationLimits
+from webui.api_convert import to_txt2img_params
+from webui.api_infotext import apply_infotext
+from webui.api_requests import Txt2ImgRequest
+from webui.checkpoints import CheckpointCatalog
+
+BASE = "a red circle\nSteps: 2, Sampler: Euler, CFG scale: 7, Seed: 1, Size: 64x64, Model: tiny"
+
+
+@pytest.fixture
+def catalog(tmp_path):
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "sd_xl_refiner_1.0.safetensors").write_bytes(b"weights")
+    (models / "sd_xl_base_1.0.safetensors").write_bytes(b"weights")
+    return CheckpointCatalog(models_dir=models)
+
+
+def _convert(request: Txt2ImgRequest, catalog=None):
+    return to_txt2img_params(request, limits=GenerationLimits(), lora_names=None, refiner_catalog=catalog)
+
+
+@pytest.mark.parametrize("name", ["sd_xl_refiner_1.0", "sd_xl_refiner_1.0.safetensors",
+                                  "sd_xl_refiner_1.0 [7440042bbd]"])  # a title with a hash this server has not seen
+def test_the_refiner_is_found_by_its_titles(catalog, name):
+    params = _convert(Txt2ImgRequest(prompt="a", steps=2, refiner_checkpoint=name), catalog)
+    assert params.refiner == str(catalog.models_dir / "sd_xl_refiner_1.0.safetensors")
+    assert params.refiner_switch_at == 0.8  # A1111's default when the request names none
+
+
+def test_switch_at_from_the_request(catalog):
+    params = _convert(Txt2ImgRequest(prompt="a", refiner_checkpoint="sd_xl_refiner_1.0", refiner_switch_at=0.6),
+                      catalog)
+    assert params.refiner_switch_at == 0.6
+
+
+@pytest.mark.parametrize("none", [None, "", "None", "none"])
+def test_a1111s_no_refiner_spellings_mean_none(catalog, none):
+    params = _convert(Txt2ImgRequest(prompt="a", steps=2, refiner_checkpoint=none, refiner_switch_at=0.5), catalog)
+    assert params.refiner is None
+
+
+def test_an_unknown_refiner_is_refused_listing_the_checkpoints(catalog):
+    with pytest.raises(ValueError, match=r"refiner_checkpoint='xl_refiner': Unknown checkpoint 'xl_refiner'; "
+                                         r"available: sd_xl_base_1.0.safetensors, sd_xl_refiner_1.0.safetensors"):
+        _convert(Txt2ImgRequest(prompt="a", refiner_checkpoint="xl_refiner"), catalog)
+    with pytest.raises(ValueError, match="no checkpoint list"):
+        _convert(Txt2ImgRequest(prompt="a", refiner_checkpoint="xl_refiner"), None)
+
+
+@pytest.mark.parametrize("value", [0, 1, 1.5])
+def test_switch_at_outside_the_open_interval_is_refused(catalog, value):
+    with pytest.raises(ValueError, match=r"refiner_switch_at must be a number strictly between 0 and 1.*got "
+                                         + str(value)):
+        _convert(Txt2ImgRequest(prompt="a", refiner_checkpoint="sd_xl_refiner_1.0", refiner_switch_at=value), catalog)
+
+
+def test_a_pasted_infotext_sets_the_refiner(catalog):
+    request = apply_infotext(Txt2ImgRequest(infotext=BASE + ", Refiner: sd_xl_refiner_1.0 [7440042bbd], "
+                                                             "Refiner switch at: 0.7"))
+    assert (request.refiner_checkpoint, request.refiner_switch_at) == ("sd_xl_refiner_1.0 [7440042bbd]", 0.7)
+    params = _convert(request, catalog)
+    assert params.refiner.endswith("sd_xl_refiner_1.0.safetensors") and params.refiner_switch_at == 0.7
+    with pytest.raises(ValueError, match="refiner_checkpoint='other'"):
+        _convert(apply_infotext(Txt2ImgRequest(infotext=BASE + ", Refiner: other, Refiner switch at: 0.8")), catalog)
+
+
+def test_hires_params_keep_the_refiner(catalog):
+    request = Txt2ImgRequest(prompt="a", steps=2, enable_hr=True, hr_scale=2, refiner_checkpoint="sd_xl_refiner_1.0",
+                             refiner_switch_at=0.6)
+    params = _convert(request, catalog)
+    assert type(params).__name__ == "HiresParams" and params.refiner_switch_at == 0.6 and params.refiner
+
+
+@pytest.fixture(scope="module")
+def refiner_server(tiny_sdxl_dir, tiny_sdxl_refiner_dir, tmp_path_factory, serving):
+    from webui.config import ServerConfig
+
+    root = tmp_path_factory.mktemp("api-refiner")
+    config = ServerConfig(models=[str(tiny_sdxl_dir), str(tiny_sdxl_refiner_dir)], output_dir=str(root / "outputs"),
+                          ui=False, queue_size=4)
+    with serving(config) as running:
+        yield running
+
+
+def test_txt2img_with_a_refiner_over_http(refiner_server, tiny_sdxl_refiner_dir):
+    import httpx
+
+    payload = {"prompt": "a red cube", "seed": 3, "steps": 4, "width": 64, "height": 64, "sampler_name": "Euler"}
+    with httpx.Client(base_url=refiner_server.url, timeout=120) as http:
+        plain = http.post("/sdapi/v1/txt2img", json=payload)
+        refined = http.post("/sdapi/v1/txt2img", json={**payload, "refiner_checkpoint": tiny_sdxl_refiner_dir.name,
+                                                       "refiner_switch_at": 0.6})
+        unknown = http.post("/sdapi/v1/txt2img", json={**payload, "refiner_checkpoint": "nope"})
+        bad_switch = http.post("/sdapi/v1/txt2img", json={**payload, "refiner_checkpoint": tiny_sdxl_refiner_dir.name,
+                                                          "refiner_switch_at": 1})
+        assert plain.status_code == 200 and refined.status_code == 200, refined.text
+        infotext = json.loads(refined.json()["info"])["infotexts"][0]
+        assert f"Refiner: {tiny_sdxl_refiner_dir.name} [" in infotext and "Refiner switch at: 0.6" in infotext
+        assert refined.json()["images"][0] != plain.json()["images"][0]
+        # the infotext pasted back makes the same image
+        again = http.post("/sdapi/v1/txt2img", json={"infotext": infotext})
+        assert again.status_code == 200, again.text
+        assert again.json()["images"][0] == refined.json()["images"][0]
+    assert unknown.status_code == 422 and "refiner_checkpoint='nope': Unknown checkpoint 'nope'" in unknown.text
+    assert tiny_sdxl_refiner_dir.name in unknown.text
+    assert bad_switch.status_code == 422
+    assert "refiner_switch_at must be a number strictly between 0 and 1" in bad_switch.text
+
+
+def test_hires_refiner_pass_other_than_a1111s_default_is_refused(catalog):
+    hires = BASE + ", Denoising strength: 0.5, Hires upscale: 2, Refiner: sd_xl_refiner_1.0, Refiner switch at: 0.8"
+    default = _convert(apply_infotext(Txt2ImgRequest(infotext=hires + ", Hires refiner: second pass")), catalog)
+    assert default.refiner and default.hr_scale == 2
+    with pytest.raises(ValueError, match=r"hires_fix_refiner_pass='first pass' \(A1111's Settings > Stable Diffusion; "
+                                         r"infotext key 'Hires refiner'\): this server always runs 'second pass'.*"
+                                         r"or set it to second pass\)"):
+        _convert(apply_infotext(Txt2ImgRequest(infotext=hires + ", Hires refiner: first pass")), catalog)

@@ -1,0 +1,46 @@
+"""`mixkit generate --refiner MODEL --refiner-switch-at FRACTION`, and `--infotext` of a refined image."""
+
+import pytest
+from PIL import Image
+
+from webui.cli import main
+
+SIZE = ["--width", "64", "--height", "64", "--steps", "4", "--sampler", "Euler", "--seed", "5"]
+
+
+def _generate(capsys, *args):
+    assert main(["generate", *args]) == 0, capsys.readouterr().err
+    captured = capsys.readouterr()
+    return captured.out.split()[0], captured.err
+
+
+def test_a_refined_image_names_its_refiner_and_is_made_again_from_its_png(tiny_sdxl_dir, tiny_sdxl_refiner_dir,
+                                                                          tmp_path, capsys):
+    refined, _ = _generate(capsys, "a red circle", "--model", str(tiny_sdxl_dir), "--refiner",
+                           str(tiny_sdxl_refiner_dir), "--refiner-switch-at", "0.6", "-o", str(tmp_path / "a"), *SIZE)
+    plain, _ = _generate(capsys, "a red circle", "--model", str(tiny_sdxl_dir), "-o", str(tmp_path / "p"), *SIZE)
+    text = Image.open(refined).text["parameters"]
+    assert f"Refiner: {tiny_sdxl_refiner_dir.name} [" in text and ", Refiner switch at: 0.6," in text
+    assert Image.open(refined).tobytes() != Image.open(plain).tobytes()
+    again, err = _generate(capsys, "--infotext", refined, "--model", str(tiny_sdxl_dir), "--refiner",
+                           str(tiny_sdxl_refiner_dir), "-o", str(tmp_path / "b"))
+    assert "warning" not in err
+    assert Image.open(again).text["parameters"] == text
+    assert Image.open(again).tobytes() == Image.open(refined).tobytes()
+
+
+def test_an_infotext_with_a_refiner_needs_the_refiner_flag(tiny_sdxl_dir, tmp_path, capsys):
+    text = ("a red circle\nSteps: 4, Sampler: Euler, CFG scale: 7, Seed: 5, Size: 64x64, RNG: CPU, "
+            "Refiner: sd_xl_refiner_1.0 [7440042bbd], Refiner switch at: 0.8")
+    assert main(["generate", "--infotext", text, "--model", str(tiny_sdxl_dir), "-o", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "made with the refiner 'sd_xl_refiner_1.0 [7440042bbd]' (Refiner switch at: 0.8); pass --refiner" in err
+
+
+@pytest.mark.parametrize("value", ["0", "1", "1.5", "nan"])
+def test_switch_at_outside_the_open_interval_is_a_usage_error(tiny_sdxl_dir, tmp_path, capsys, value):
+    code = main(["generate", "a", "--model", str(tiny_sdxl_dir), "--refiner", "somewhere", "--refiner-switch-at",
+                 value, "-o", str(tmp_path / "x"), *SIZE])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and "refiner_switch_at must be a number strictly between 0 and 1" in err[-1]
+    assert not (tmp_path / "x").exists()

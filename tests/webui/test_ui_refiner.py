@@ -1,0 +1,89 @@
+"""The web UI's Refiner accordion: a paste fills it as A1111's refiner script registers its paste fields, and its
+values become the pipeline's refiner exactly as an API request's refiner_checkpoint does."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines.params import GenerationLimits, Txt2ImgParams
+from webui.checkpoints import CheckpointCatalog
+from webui.ui.paste_infotext import infotext_to_form_values
+from webui.ui.refiner_controls import with_refiner
+
+SDXL_TEXT = ("a lighthouse\nNegative prompt: lowres\nSteps: 30, Sampler: DPM++ 2M, Schedule type: Karras, "
+             "CFG scale: 7, Seed: 1234, Size: 1024x1024, Model hash: 31e35c80fc, Model: sd_xl_base_1.0, RNG: CPU, "
+             "Version: v1.10.1")
+REFINED = SDXL_TEXT.replace(", Version", ", Refiner: sd_xl_refiner_1.0 [7440042bbd], Refiner switch at: 0.65, Version")
+
+
+@pytest.fixture
+def catalog(tmp_path):
+    models = tmp_path / "models"
+    models.mkdir()
+    for name in ("sd_xl_base_1.0.safetensors", "sd_xl_refiner_1.0.safetensors"):
+        (models / name).write_bytes(b"weights")
+    return CheckpointCatalog(models_dir=models)
+
+
+def _paste(text, catalog):
+    def checkpoint_of(name):
+        try:
+            return catalog.find(name).title
+        except ValueError:
+            return None
+
+    return infotext_to_form_values(text, GenerationLimits(), ["DPM++ 2M"], ["Karras"],
+                                   current_model="sd_xl_base_1.0 [31e35c80fc]", refiner_checkpoint_of=checkpoint_of)
+
+
+def test_a_paste_fills_the_refiner_accordion(catalog):
+    values, notes = _paste(REFINED, catalog)
+    assert notes == []
+    assert (values["enable_refiner"], values["refiner_checkpoint"], values["refiner_switch_at"]) == \
+        (True, "sd_xl_refiner_1.0.safetensors", 0.65)
+
+
+def test_a_paste_without_refiner_turns_the_accordion_off(catalog):
+    values, notes = _paste(SDXL_TEXT, catalog)
+    assert values["enable_refiner"] is False and "refiner_checkpoint" not in values and notes == []
+
+
+def test_a_refiner_this_server_lacks_is_named(catalog):
+    values, notes = _paste(REFINED.replace("sd_xl_refiner_1.0 [7440042bbd]", "my_refiner"), catalog)
+    assert values["enable_refiner"] is False and values["refiner_switch_at"] == 0.65
+    assert notes == ["Refiner: the image was refined with 'my_refiner', which is not among this server's checkpoints; "
+                     "add it to the models folder (or pick another refiner) to reproduce the image."]
+
+
+def test_the_accordion_makes_the_apis_refiner(catalog):
+    params = Txt2ImgParams(prompt="a")
+    assert with_refiner(params, [False, "sd_xl_refiner_1.0.safetensors", 0.6], catalog) is params
+    assert with_refiner(params, [True, "None", 0.6], catalog) is params
+    refined = with_refiner(params, [True, "sd_xl_refiner_1.0.safetensors", 0.6], catalog)
+    assert refined.refiner == str(catalog.models_dir / "sd_xl_refiner_1.0.safetensors")
+    assert refined.refiner_switch_at == 0.6
+    with pytest.raises(ValueError, match=r"refiner_checkpoint='gone': Unknown checkpoint 'gone'; available: "):
+        with_refiner(params, [True, "gone", 0.6], catalog)
+
+
+def test_both_tabs_have_the_accordion_listing_the_servers_checkpoints(tmp_path):
+    from webui.ui.generate_tab import form_params
+
+    from .ui_blocks import component, handler, model_less_ui
+
+    with model_less_ui(tmp_path) as (state, blocks):
+        (tmp_path / "models" / "sd_xl_refiner_1.0.safetensors").write_bytes(b"weights")  # added after the start
+        state.catalog.refresh()
+        for kind in ("txt2img", "img2img"):
+            assert component(blocks, f"{kind}_enable_refiner").value is False
+            assert component(blocks, f"{kind}_refiner_switch_at").value == 0.8
+            refresh = handler(blocks, f"{kind}_refiner_checkpoint", "focus")
+            assert refresh.fn()["choices"] == ["None", "sd_xl_refiner_1.0.safetensors"]
+        form = ["a", "", "Euler", "Automatic", 4, 7, 64, 64, 1, 1, 1, 1]
+        hires_off = [False, "Latent", 2, 0, 0, 0, 0.7, "", ""]
+        params = form_params(state, "txt2img", form, [], [*hires_off, True, "sd_xl_refiner_1.0.safetensors", 0.7])
+        assert params.refiner.endswith("sd_xl_refiner_1.0.safetensors") and params.refiner_switch_at == 0.7
+        assert component(blocks, "txt2img_refiner_switch_at").maximum == 0.99  # A1111's 1 would refine nothing
+        with pytest.raises(ValueError, match="refiner_switch_at must be a number strictly between 0 and 1"):
+            state.check_params("txt2img", form_params(state, "txt2img", form, [],
+                                                      [*hires_off, True, "sd_xl_refiner_1.0.safetensors", 1.0]))
