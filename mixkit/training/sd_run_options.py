@@ -134,5 +134,6 @@ class SDRunOptions(SDObjectiveOptions):
         if self.sample_prompts is not None:
             if not isinstance(self.sample_prompts, str):
                 raise TypeError(f"sample_prompts must be the path of a text file of prompts, got {self.sample_prompts!r}")
-            prompts += read_sample_prompts_file(self.sample_prompts)
+            if self.sample_prompts.strip():  # "" is kohya's (and kohya_ss GUI's) "no prompts file", not the path "."
+                prompts += read_sample_prompts_file(self.sample_prompts)
         return prompts
