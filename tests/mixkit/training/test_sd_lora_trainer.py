@@ -225,6 +225,24 @@ def test_empty_dataset_is_a_clear_error(tmp_path):
     assert not (tmp_path / "out.safetensors").exists()
 
 
+def test_a_dataset_of_only_unreadable_images_names_them_and_their_decode_errors(tmp_path):
+    # The per-file warnings go to the log, which an API caller (or logging.disable) never sees: the error says it.
+    from PIL import Image
+
+    from mixkit.data import EmptyDatasetError
+
+    folder = tmp_path / "data" / "5_dog"
+    folder.mkdir(parents=True)
+    Image.new("RGB", (16, 16), "red").save(tmp_path / "whole.png")
+    whole = (tmp_path / "whole.png").read_bytes()
+    for name in ("a", "b"):
+        (folder / f"{name}.png").write_bytes(whole[:12])  # cut inside the PNG header: PIL cannot identify it
+        (folder / f"{name}.txt").write_text("dog")
+    with pytest.raises(EmptyDatasetError, match=r"all 2 image\(s\) are unreadable: .*5_dog/a\.png \(.+\); "
+                                                r".*5_dog/b\.png \(.+\)\. Replace"):
+        train_sd_lora(_config(tmp_path / "no-model", tmp_path / "data", tmp_path / "out.safetensors"))
+
+
 def test_bf16_and_gradient_checkpointing_run_and_leave_the_model_unchanged(tiny_sd1_dir, colour_dataset, tmp_path):
     model = load_diffusion_model(tiny_sd1_dir)
     before = {k: v.clone() for k, v in model.unet.state_dict().items()}
