@@ -270,8 +270,6 @@ for _option, _neutral_values, _advice in (
     ("network_train_text_encoder_only", (False,), "kohya then trains the text-encoder adapters alone (a file "
                                                   "without UNet adapters), which mixkit's sd-lora does not do: it "
                                                   "always trains the UNet adapters"),
-    ("save_n_epoch_ratio", (0, None), "kohya's save_n_epoch_ratio=N writes a file every floor(epochs / N) epochs; "
-                                      "set save_every_n_epochs to that number instead"),
     # kohya's train_db.py option; its LoRA trainer (train_network.py) does not define it, so kohya ignores it there.
     ("stop_text_encoder_training", (0, None), "kohya's train_db.py stops training the text encoder after that many "
                                               "steps (its LoRA trainer, train_network.py, ignores it); mixkit trains "
