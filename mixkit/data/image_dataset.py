@@ -12,12 +12,7 @@ from dataclasses import dataclass
 
 from mixkit.data.bucketing import (Bucket, NoBucketError, assign_bucket, check_bucket_inputs, cover_size,
                                    make_buckets, no_upscale_bucket, no_upscale_size)
-from mixkit.data.records import ImageRecord
-from mixkit.errors import MixkitError
-
-
-class EmptyDatasetError(MixkitError, ValueError):
-    """A dataset has no usable image."""
+from mixkit.data.records import EmptyDatasetError, ImageRecord  # EmptyDatasetError: raised here, re-exported
 
 
 @dataclass(frozen=True)

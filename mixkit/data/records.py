@@ -5,6 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mixkit.errors import MixkitError
+
+
+class EmptyDatasetError(MixkitError, ValueError):
+    """A dataset has no usable image."""
+
 
 @dataclass(frozen=True)
 class ImageRecord:
@@ -28,6 +34,16 @@ class ScanReport:
     records: list[ImageRecord] = field(default_factory=list)
     skipped: list[tuple[Path, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+
+    def check_not_all_unreadable(self, source: str | Path, shown: int = 5) -> None:
+        """Raise EmptyDatasetError naming the files (the first `shown`) and their decode errors when every image of
+        `source` was unreadable: the per-file warnings go to the log, which an API caller may never see."""
+        if self.records or not self.skipped:
+            return
+        listed = "; ".join(f"{path} ({reason})" for path, reason in self.skipped[:shown])
+        more = f"; and {len(self.skipped) - shown} more" if len(self.skipped) > shown else ""
+        raise EmptyDatasetError(f"{source} has no usable images: all {len(self.skipped)} image(s) are unreadable: "
+                                f"{listed}{more}. Replace or re-save those files (or remove them).")
 
     def tag_frequency(self) -> dict[str, dict[str, int]]:
         """kohya's `ss_tag_frequency`: per image folder (its name, as kohya keys it: "10_sks dog"), how often each

@@ -67,8 +67,25 @@ def check_diffusion_training(config) -> None:
     if config.min_snr_gamma is not None and config.min_snr_gamma <= 0:
         raise ValueError(f"min_snr_gamma must be > 0 (5 is the paper's value) or None, got {config.min_snr_gamma!r}")
     check_mixed_precision(config)
-    if config.checkpoint_every < 0 or config.warmup_steps < 0:
-        raise ValueError(f"checkpoint_every and warmup_steps must be >= 0, got {config.checkpoint_every}, {config.warmup_steps}")
+    if config.checkpoint_every < 0:
+        raise ValueError(f"checkpoint_every must be >= 0 (0: no checkpoints), got {config.checkpoint_every}")
+    check_warmup_steps(config)
+
+
+def check_warmup_steps(config) -> None:
+    """`warmup_steps` of an SD trainer: a whole number of steps >= 0, or a ratio of the run's steps in [0, 1), which is
+    how kohya reads a float `lr_warmup_steps` (`optimizers.resolve_warmup_steps`). Any other float is refused: kohya
+    would take 10.0 in its TOML as ten times the run, and 2.5 steps means nothing."""
+    value = config.warmup_steps
+    is_count = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    is_ratio = isinstance(value, float) and 0.0 <= value < 1.0
+    if is_count or is_ratio:
+        return
+    hint = ""
+    if isinstance(value, float) and math.isfinite(value) and value >= 1 and value.is_integer():
+        hint = f" (write {int(value)} for {int(value)} steps: kohya reads a float as a ratio of the run's steps)"
+    raise ValueError(f"warmup_steps must be a whole number of steps >= 0, or a ratio of the run's steps below 1 as "
+                     f"kohya's lr_warmup_steps (0.1: the first 10%), got {value!r}{hint}")
 
 
 def check_mixed_precision(config) -> None:

@@ -234,6 +234,9 @@ for _option, _why in {
     "huggingface_repo_id": "nothing is uploaded", "huggingface_repo_type": "nothing is uploaded",
     "huggingface_path": "nothing is uploaded", "huggingface_token": "nothing is uploaded",
     "save_precision": "files hold the adapters' float32 weights",
+    "vae_batch_size": "it only batches kohya's latent caching",
+    "log_tracker_name": "logging names come from the output",
+    "wandb_run_name": "nothing is logged to Weights & Biases",
 }.items():
     KOHYA_OPTIONS.register(_option, _ignored(_option, _why))
 for _option, _neutral_values, _advice in (
@@ -247,8 +250,42 @@ for _option, _neutral_values, _advice in (
     ("optimizer_args", ([], ""), "mixkit's optimizers take no extra arguments from a config"),
     ("lr_scheduler_args", ([], ""), "mixkit's schedules take no extra arguments from a config"),
     ("vae", ("", None), "the model's own VAE is used in training"),
+    ("output_config", (False,), "kohya then writes its arguments to --config_file and exits without training; "
+                                "mixkit's `train --print-config` prints the resolved config"),
+    ("save_state_on_train_end", (False,), "mixkit's resumable state is its checkpoint_dir (resume_from)"),
+    ("lr_scheduler_type", ("", None), "kohya's lr_scheduler_type names a custom scheduler class; mixkit's schedules "
+                                      "are the lr_schedule names"),
+    # train_network.py reads it only for --in_json caption datasets; a folder's repeats are in its name.
+    ("dataset_repeats", (1,), "kohya repeats only an --in_json metadata dataset that many times (a folder dataset "
+                              "ignores it), and mixkit reads repeats from <repeats>_<concept> folder names"),
+    ("weighted_captions", (False,), "kohya's weighted_captions reads A1111-style (word:1.2) weights in captions; "
+                                    "mixkit encodes captions as plain text"),
+    ("caption_dropout_every_n_epochs", (0, None), "kohya's caption_dropout_every_n_epochs empties every caption "
+                                                  "in every N-th epoch; mixkit drops captions by caption_dropout_rate "
+                                                  "only"),
+    ("face_crop_aug_range", ("", None), "kohya's face-centred crop augmentation (face position from the file name) "
+                                        "is not implemented; mixkit crops at the centre"),
+    ("token_warmup_step", (0, None), "kohya's token warm-up (captions cut to token_warmup_min tags, growing to full "
+                                     "length by step N) is not implemented; mixkit trains on whole captions"),
+    ("network_train_text_encoder_only", (False,), "kohya then trains the text-encoder adapters alone (a file "
+                                                  "without UNet adapters), which mixkit's sd-lora does not do: it "
+                                                  "always trains the UNet adapters"),
+    # kohya's train_db.py option; its LoRA trainer (train_network.py) does not define it, so kohya ignores it there.
+    ("stop_text_encoder_training", (0, None), "kohya's train_db.py stops training the text encoder after that many "
+                                              "steps (its LoRA trainer, train_network.py, ignores it); mixkit trains "
+                                              "the text encoder for the whole run or not at all (train_text_encoder)"),
 ):
     KOHYA_OPTIONS.register(_option, _neutral(_option, _neutral_values, _advice))
+
+
+def _token_warmup_min(value, settings: dict) -> dict:
+    """kohya's token_warmup_min (default 1) acts only with token_warmup_step > 0, which is refused; its value alone
+    changes nothing, and kohya_ss GUI configs carry it."""
+    logger.info("kohya option token_warmup_min=%r has no effect here: it acts only with token_warmup_step > 0", value)
+    return {}
+
+
+KOHYA_OPTIONS.register("token_warmup_min", KohyaOption("nothing (acts only with token_warmup_step)", _token_warmup_min))
 
 
 def _dataset_config(value, settings: dict) -> dict:

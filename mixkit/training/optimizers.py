@@ -11,6 +11,7 @@ row and column statistics, the memory-light choice for full fine-tunes.
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from typing import Callable
 import torch
 
 from mixkit.registry import Registry
+
+logger = logging.getLogger(__name__)
 
 WEIGHT_DECAY = 1e-2  # torch's and kohya's AdamW default
 
@@ -123,13 +126,29 @@ class ScheduleShape:
 POLYNOMIAL_END_LR = 1e-7
 
 
-def warmup_schedule(optimizer: torch.optim.Optimizer, schedule: str, warmup_steps: int,
+def resolve_warmup_steps(warmup_steps: int | float, total_steps: int) -> int:
+    """The warm-up in optimizer steps: an integer is a count; a float (below 1, see `config_checks.check_warmup_steps`)
+    is kohya's ratio of the run's steps (`lr_warmup_steps = 0.1`: the first 10%), rounded down as kohya's
+    get_scheduler_fix rounds it (`int(ratio * max_train_steps)`; that is kohya on one process: with P processes kohya
+    multiplies both by P and steps its scheduler P times a step, so its warm-up is int(ratio * steps * P) / P)."""
+    if isinstance(warmup_steps, float):
+        return int(warmup_steps * total_steps)
+    return warmup_steps
+
+
+def warmup_schedule(optimizer: torch.optim.Optimizer, schedule: str, warmup_steps: int | float,
                     total_steps: int, *, num_cycles: int = 1, power: float = 1.0) -> torch.optim.lr_scheduler.LambdaLR:
     """The LambdaLR every mixkit trainer steps once per optimizer step: `warmup_then` for each step.
 
-    The polynomial's floor is 1e-7 in absolute terms, as diffusers' (so kohya's): a fraction of the optimizer's
-    base rate, applied to every parameter group alike, as diffusers does."""
+    `warmup_steps` is a count, or kohya's ratio of `total_steps` (`resolve_warmup_steps`). The polynomial's floor is
+    1e-7 in absolute terms, as diffusers' (so kohya's): a fraction of the optimizer's base rate, applied to every
+    parameter group alike, as diffusers does."""
     LR_SCHEDULES.get(schedule)  # an unknown name fails here, listing the known ones, not at the first step
+    if isinstance(warmup_steps, float):
+        resolved = resolve_warmup_steps(warmup_steps, total_steps)
+        logger.info("warmup_steps=%r is a ratio of the run's %d steps (kohya's lr_warmup_steps): %d warm-up steps",
+                    warmup_steps, total_steps, resolved)
+        warmup_steps = resolved
     shape = ScheduleShape(num_cycles, power, POLYNOMIAL_END_LR / optimizer.defaults["lr"]
                           if schedule == "polynomial" else 0.0)
     return torch.optim.lr_scheduler.LambdaLR(
@@ -168,8 +187,12 @@ def polynomial_decay(progress: float, shape: ScheduleShape) -> float:
 
 def warmup_then(schedule: str, step: int, warmup_steps: int, total_steps: int,
                 shape: ScheduleShape = ScheduleShape()) -> float:
-    """LR factor at `step` (0-based): linear warm-up over `warmup_steps`, then the named schedule."""
+    """LR factor at `step` (0-based): linear warm-up over `warmup_steps`, then the named schedule.
+
+    The warm-up is diffusers' `get_*_schedule_with_warmup` (which kohya calls): step s runs at s / warmup_steps of
+    the rate, so the first step runs at 0 and the full rate comes at step `warmup_steps`. (mixkit used (s + 1) /
+    warmup_steps, one step ahead of kohya's curve for the same config.)"""
     if step < warmup_steps:
-        return (step + 1) / warmup_steps
+        return step / warmup_steps
     progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
     return LR_SCHEDULES.get(schedule)(progress, shape)

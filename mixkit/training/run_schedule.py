@@ -56,13 +56,21 @@ def epoch_of_save(at_step: int, kind: str, max_steps: int, batches_per_epoch: in
 
 
 def resolve_epochs(config, batches_per_epoch: int, processes: int):
-    """`config` with `max_steps` set from `max_train_epochs` when that is given (it wins, as in kohya); else as is."""
+    """`config` with `max_steps` set from `max_train_epochs` when that is given (it wins, as in kohya), and
+    `save_every_n_epochs` from `save_n_epoch_ratio` when that is set: floor(the run's epochs / ratio), at least 1, as
+    kohya's train_network.py sets it (overriding save_every_n_epochs); else as is."""
     import dataclasses
 
-    if not config.max_train_epochs:
-        return config
-    steps = epoch_end_step(config.max_train_epochs, batches_per_epoch, config.gradient_accumulation_steps, processes)
-    return dataclasses.replace(config, max_steps=steps)
+    changes = {}
+    if config.max_train_epochs:
+        changes["max_steps"] = epoch_end_step(config.max_train_epochs, batches_per_epoch,
+                                              config.gradient_accumulation_steps, processes)
+    ratio = getattr(config, "save_n_epoch_ratio", 0)
+    if ratio:
+        per_epoch = steps_per_epoch(batches_per_epoch, config.gradient_accumulation_steps, processes)
+        epochs = math.ceil(changes.get("max_steps", config.max_steps) / per_epoch)
+        changes["save_every_n_epochs"] = epochs // ratio or 1
+    return dataclasses.replace(config, **changes) if changes else config
 
 
 def intermediate_saves(config, batches_per_epoch: int, processes: int) -> dict[int, list[str]]:

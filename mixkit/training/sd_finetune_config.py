@@ -31,7 +31,8 @@ class SDFinetuneConfig(SDRunOptions, JsonConfig):
     gradient_accumulation_steps: int = 1
     max_steps: int = 100
     learning_rate: float = 1e-5
-    warmup_steps: int = 0
+    # Steps of linear warm-up, or (a float below 1) kohya's ratio of the run's steps: 0.1 warms up over the first 10%.
+    warmup_steps: int | float = 0
     seed: int = 0
     min_snr_gamma: float | None = None
     mixed_precision: str = "no"

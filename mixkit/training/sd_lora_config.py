@@ -64,7 +64,8 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     word_vectors_learning_rate: float | None = None
     # LoRA+ (kohya's loraplus_lr_ratio): the adapters' up weights learn at this multiple of their rate.
     loraplus_lr_ratio: float | None = None
-    warmup_steps: int = 0
+    # Steps of linear warm-up, or (a float below 1) kohya's ratio of the run's steps: 0.1 warms up over the first 10%.
+    warmup_steps: int | float = 0
     seed: int = 0
     min_snr_gamma: float | None = None
     mixed_precision: str = "auto"  # bf16 where it is fast (measured 1.7x over fp32 at SD 1.5 size), else fp32

@@ -72,8 +72,11 @@ def intermediate_output(output: str | Path, suffix: str) -> Path:
 def scan_path(path: Path, missing_captions: str, caption_extension: str = ".txt") -> ScanReport:
     """A dataset folder (kohya layout, captions in `<image stem><caption_extension>` files) or a .jsonl manifest."""
     if path.suffix.lower() == ".jsonl":
-        return scan_jsonl_manifest(path)
-    return scan_kohya_folder(path, missing_captions=missing_captions, caption_extension=caption_extension)
+        report = scan_jsonl_manifest(path)
+    else:
+        report = scan_kohya_folder(path, missing_captions=missing_captions, caption_extension=caption_extension)
+    report.check_not_all_unreadable(path)
+    return report
 
 
 def scan_dataset(config) -> ScanReport:

@@ -62,6 +62,9 @@ class SDRunOptions(SDObjectiveOptions):
     # as `<stem>-epoch000002.safetensors` (LoRA) or `<output>-epoch000002/` (fine-tune). See `epochs`.
     max_train_epochs: int | None = None
     save_every_n_epochs: int = 0
+    # kohya's save_n_epoch_ratio: about this many files over the run, i.e. save_every_n_epochs = floor(epochs / N)
+    # (at least 1), decided once the run's epochs are known (`run_schedule.resolve_epochs`); 0: off.
+    save_n_epoch_ratio: int = 0
     # Validation loss (kohya's validation_split / validate_every_n_steps): the denoising loss of held-out images,
     # `validation_split` of the dataset (chosen by the seed, never trained on) or a separate `validation_dataset`,
     # with fixed timesteps and noise (`validation_loss.HeldOutLoss`), at the start, every `validation_loss_every`
@@ -108,6 +111,7 @@ class SDRunOptions(SDObjectiveOptions):
         if self.max_train_epochs is not None:
             check_int_in(self, "max_train_epochs", 1, 1_000_000, "(or None to count max_steps)")
         check_int_in(self, "save_every_n_epochs", 0, 1_000_000, "(0: off)")
+        check_int_in(self, "save_n_epoch_ratio", 0, 1_000_000, "(about that many epoch files over the run; 0: off)")
         if not isinstance(self.validation_prompts, list) or not all(isinstance(p, str) for p in self.validation_prompts):
             raise TypeError(f"validation_prompts must be a list of strings, got {self.validation_prompts!r}")
         self.sample_prompt_list()  # a malformed option or unreadable file fails here, before any model loads
@@ -134,5 +138,6 @@ class SDRunOptions(SDObjectiveOptions):
         if self.sample_prompts is not None:
             if not isinstance(self.sample_prompts, str):
                 raise TypeError(f"sample_prompts must be the path of a text file of prompts, got {self.sample_prompts!r}")
-            prompts += read_sample_prompts_file(self.sample_prompts)
+            if self.sample_prompts.strip():  # "" is kohya's (and kohya_ss GUI's) "no prompts file", not the path "."
+                prompts += read_sample_prompts_file(self.sample_prompts)
         return prompts

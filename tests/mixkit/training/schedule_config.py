@@ -12,3 +12,4 @@ class ScheduleConfig:
     save_every_n_steps: int = 0
     save_every_n_epochs: int = 0
     max_train_epochs: int | None = None
+    save_n_epoch_ratio: int = 0

@@ -174,3 +174,78 @@ def test_a_trainers_own_setting_is_never_taken_for_a_kohya_option():
     assert translate_kohya_options({"vae": "my-tiny-vae"}, {"vae"}) == {"vae": "my-tiny-vae"}
     with pytest.raises(ValueError, match="vae='my-tiny-vae': the model's own VAE is used in training"):
         translate_kohya_options({"vae": "my-tiny-vae"})
+
+
+# Keys that real kohya_ss GUI / --output_config TOMLs carry (training hunt, finding 3). At these values none changes
+# what kohya's train_network.py trains: vae_batch_size only batches latent caching, the tracker names only label logs,
+# dataset_repeats acts on --in_json datasets only, token_warmup_min only with token_warmup_step > 0, and
+# stop_text_encoder_training is train_db.py's option (train_network.py does not define it).
+KOHYA_GUI_EXTRAS = """
+vae_batch_size = 4
+log_tracker_name = "my-project"
+wandb_run_name = "run-1"
+output_config = false
+save_state_on_train_end = false
+lr_scheduler_type = ""
+dataset_repeats = 1
+weighted_captions = false
+caption_dropout_every_n_epochs = 0
+face_crop_aug_range = ""
+token_warmup_min = 1
+token_warmup_step = 0
+network_train_text_encoder_only = false
+save_n_epoch_ratio = 0
+stop_text_encoder_training = 0
+"""
+
+
+def test_more_kohya_gui_keys_are_accepted_at_values_that_change_nothing(tmp_path):
+    plain, extras = tmp_path / "plain.toml", tmp_path / "extras.toml"
+    plain.write_text(KOHYA_CONFIG)
+    extras.write_text(KOHYA_CONFIG + "\n[extra]\n" + KOHYA_GUI_EXTRAS)
+    assert resolve_config(SDLoraTrainingConfig, extras, []) == resolve_config(SDLoraTrainingConfig, plain, [])
+
+
+@pytest.mark.parametrize("line, message", [
+    ("weighted_captions = true", r"weighted_captions=True: kohya's weighted_captions reads .*\(word:1.2\)"),
+    ("caption_dropout_every_n_epochs = 3", "caption_dropout_every_n_epochs=3: .*N-th epoch.*caption_dropout_rate"),
+    ('face_crop_aug_range = "2.0,4.0"', "face_crop_aug_range='2.0,4.0': kohya's face-centred crop augmentation"),
+    ("token_warmup_step = 100", "token_warmup_step=100: kohya's token warm-up .* not implemented"),
+    ("network_train_text_encoder_only = true", "network_train_text_encoder_only=True: .*text-encoder adapters alone"),
+    ("stop_text_encoder_training = 500", "stop_text_encoder_training=500: kohya's train_db.py .*train_text_encoder"),
+    ("output_config = true", "output_config=True: .*exits without training.*--print-config"),
+    ('lr_scheduler_type = "torch.optim.lr_scheduler.StepLR"', "lr_scheduler_type=.*custom scheduler class"),
+    ("dataset_repeats = 5", "dataset_repeats=5: kohya repeats only an --in_json .*<repeats>_<concept>"),
+    ("save_state_on_train_end = true", "save_state_on_train_end=True: .*checkpoint_dir"),
+])
+def test_their_values_that_would_change_the_run_are_refused_naming_what_kohya_does(tmp_path, line, message):
+    path = tmp_path / "kohya.toml"
+    path.write_text(KOHYA_CONFIG + "\n[extra]\n" + line + "\n")
+    with pytest.raises(ValueError, match=message):
+        resolve_config(SDLoraTrainingConfig, path, [])
+
+
+def test_kohyas_fractional_lr_warmup_steps_stays_a_ratio_and_other_fractions_are_refused(tmp_path):
+    # kohya's --lr_warmup_steps is int_or_float: a float below 1 is a ratio of the run's steps (get_scheduler_fix).
+    path = tmp_path / "kohya.toml"
+    path.write_text(KOHYA_CONFIG.replace("lr_warmup_steps = 10", "lr_warmup_steps = 0.1"))
+    config = resolve_config(SDLoraTrainingConfig, path, ["validation_every=0"])  # (the file has no sample prompts)
+    assert config.warmup_steps == 0.1
+    config.check()
+    base = dict(model="m", dataset="d", output=str(tmp_path / "o.safetensors"))
+    for bad, message in ((2.5, r"got 2.5$"), (10.0, r"got 10.0 \(write 10 for 10 steps"), (1.0, "got 1.0"),
+                         (-1, "got -1"), (True, "got True"), ("10%", "got '10%'"), (float("nan"), "got nan")):
+        with pytest.raises(ValueError, match="warmup_steps must be a whole number of steps >= 0, or a ratio of "
+                                             "the run's steps below 1 .*" + message):
+            SDLoraTrainingConfig(**base, warmup_steps=bad).check()
+
+
+def test_an_empty_sample_prompts_is_no_prompts_file_as_in_kohya(tmp_path):
+    # kohya_ss GUI writes sample_prompts = "" for "no prompts"; it used to be read as the path ".".
+    path = tmp_path / "kohya.toml"
+    path.write_text(KOHYA_CONFIG.replace("sample_every_n_steps = 200", 'sample_prompts = ""'))
+    config = resolve_config(SDLoraTrainingConfig, path, [])
+    config.check()
+    assert config.sample_prompt_list() == []
+    with pytest.raises(ValueError, match="validation_every=200 needs at least one entry"):
+        resolve_config(SDLoraTrainingConfig, path, ["validation_every=200"]).check()

@@ -36,9 +36,39 @@ def _optimizer(lr: float = 1e-3):
 def test_kohyas_schedules_are_diffusers_own(name, options, diffusers_kwargs):
     from diffusers.optimization import get_scheduler
 
-    # No warm-up: mixkit's warm-up reaches the full rate one step earlier than diffusers' (its own documented form).
-    ours = _rates(warmup_schedule(_optimizer(), name, 0, 12, **options), 15)
-    theirs = _rates(get_scheduler(name, _optimizer(), num_warmup_steps=0, num_training_steps=12, **diffusers_kwargs), 15)
+    for warmup in (0, 1, 3):
+        ours = _rates(warmup_schedule(_optimizer(), name, warmup, 12, **options), 15)
+        theirs = _rates(get_scheduler(name, _optimizer(), num_warmup_steps=warmup, num_training_steps=12,
+                                      **diffusers_kwargs), 15)
+        assert ours == pytest.approx(theirs, rel=1e-12, abs=1e-15)
+
+
+# (mixkit's name, diffusers' name): mixkit's "constant" keeps the warm-up, so it is diffusers' constant_with_warmup.
+WARMED_UP = [("constant", "constant_with_warmup"), ("constant_with_warmup", "constant_with_warmup"),
+             ("cosine", "cosine"), ("linear", "linear"), ("cosine_with_restarts", "cosine_with_restarts"),
+             ("polynomial", "polynomial")]
+
+
+@pytest.mark.parametrize("ours_name, theirs_name", WARMED_UP)
+@pytest.mark.parametrize("warmup", [1, 4, 9])
+def test_the_warm_up_is_diffusers_own_step_for_step(ours_name, theirs_name, warmup):
+    # diffusers' get_*_schedule_with_warmup (what kohya's get_scheduler_fix calls): step s of the warm-up runs at
+    # s / warmup of the rate, so the first optimizer step runs at 0. mixkit's used to run one step ahead.
+    from diffusers.optimization import get_scheduler
+
+    ours = _rates(warmup_schedule(_optimizer(1.0), ours_name, warmup, 10), 11)
+    theirs = _rates(get_scheduler(theirs_name, _optimizer(1.0), num_warmup_steps=warmup, num_training_steps=10), 11)
+    assert ours == pytest.approx(theirs, rel=1e-12, abs=1e-15)
+    assert ours[0] == 0.0
+
+
+@pytest.mark.parametrize("ratio, total, steps", [(0.1, 20, 2), (0.25, 10, 2), (0.5, 3, 1), (0.05, 10, 0)])
+def test_a_fractional_warm_up_is_kohyas_ratio_of_the_run_rounded_down(ratio, total, steps):
+    # kohya's get_scheduler_fix: num_warmup_steps = int(lr_warmup_steps * max_train_steps) for a float (one process).
+    from diffusers.optimization import get_scheduler
+
+    ours = _rates(warmup_schedule(_optimizer(1.0), "cosine", ratio, total), total)
+    theirs = _rates(get_scheduler("cosine", _optimizer(1.0), num_warmup_steps=steps, num_training_steps=total), total)
     assert ours == pytest.approx(theirs, rel=1e-12, abs=1e-15)
 
 
@@ -51,7 +81,7 @@ def test_restarts_and_power_change_the_curve_exactly():
     assert poly == pytest.approx([1.0, (1 - end) * 0.5625 + end, (1 - end) * 0.25 + end, (1 - end) * 0.0625 + end,
                                   end, end])
     warm = _rates(warmup_schedule(_optimizer(1.0), "constant_with_warmup", 2, 6), 4)
-    assert warm == [0.5, 1.0, 1.0, 1.0]
+    assert warm == [0.0, 0.5, 1.0, 1.0]
 
 
 def test_schedule_options_are_checked_before_loading(tmp_path):

@@ -13,14 +13,15 @@ from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 
 
 def test_warm_up_is_linear_then_the_named_schedule_runs_over_the_remaining_steps():
-    assert [warmup_then("constant", s, 4, 10) for s in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
-    assert warmup_then("cosine", 3, 4, 10) == 1.0
+    # diffusers' (kohya's) warm-up: step s at s / warmup, so the first step runs at 0 and step `warmup` at the peak.
+    assert [warmup_then("constant", s, 4, 10) for s in range(6)] == [0.0, 0.25, 0.5, 0.75, 1.0, 1.0]
+    assert warmup_then("cosine", 3, 4, 10) == 0.75
     assert warmup_then("cosine", 4, 4, 10) == 1.0                         # first step after warm-up: the peak
     assert warmup_then("cosine", 7, 4, 10) == pytest.approx(0.5)          # half-way through the decay
     assert warmup_then("cosine", 10, 4, 10) == pytest.approx(0.0, abs=1e-12)
     assert warmup_then("cosine", 12, 4, 10) == pytest.approx(0.0, abs=1e-12)  # past the end it stays at the floor
     assert warmup_then("cosine", 2, 0, 8) == pytest.approx(0.5 * (1 + math.cos(math.pi / 4)))
-    assert [warmup_then("linear", s, 2, 6) for s in range(7)] == [0.5, 1.0, 1.0, 0.75, 0.5, 0.25, 0.0]
+    assert [warmup_then("linear", s, 2, 6) for s in range(7)] == [0.0, 0.5, 1.0, 0.75, 0.5, 0.25, 0.0]
 
 
 def test_the_scheduler_sets_every_parameter_group_to_its_own_rate_times_the_factor():
@@ -34,7 +35,7 @@ def test_the_scheduler_sets_every_parameter_group_to_its_own_rate_times_the_fact
         seen.append([group["lr"] for group in optimizer.param_groups])
         optimizer.step()
         schedule.step()
-    assert seen == [[0.4 * factor, 0.2 * factor] for factor in (1.0, 1.0, 0.75, 0.5, 0.25)]
+    assert seen == [[0.4 * factor, 0.2 * factor] for factor in (0.0, 1.0, 0.75, 0.5, 0.25)]
 
 
 def test_an_unknown_schedule_is_refused_with_the_known_names(tmp_path):

@@ -24,6 +24,17 @@ def test_max_train_epochs_decides_max_steps():
     assert resolve_epochs(config, 5, 1) is config
 
 
+def test_save_n_epoch_ratio_is_kohyas_floor_of_the_runs_epochs():
+    # kohya's train_network.py: save_every_n_epochs = floor(num_train_epochs / save_n_epoch_ratio) or 1.
+    assert resolve_epochs(ScheduleConfig(max_train_epochs=4, save_n_epoch_ratio=2), 5, 1).save_every_n_epochs == 2
+    assert resolve_epochs(ScheduleConfig(max_train_epochs=4, save_n_epoch_ratio=3), 5, 1).save_every_n_epochs == 1
+    assert resolve_epochs(ScheduleConfig(max_train_epochs=4, save_n_epoch_ratio=9), 5, 1).save_every_n_epochs == 1
+    # Counted in steps: 10 steps of 3-step epochs is kohya's ceil(10 / 3) = 4 epochs; the ratio wins over the setting.
+    resolved = resolve_epochs(ScheduleConfig(max_steps=10, save_every_n_epochs=1, save_n_epoch_ratio=2), 3, 1)
+    assert (resolved.max_steps, resolved.save_every_n_epochs) == (10, 2)
+    assert intermediate_saves(resolved, 3, 1) == {6: ["epoch000002"]}
+
+
 def test_intermediate_saves_name_their_counter_and_leave_out_the_end():
     config = ScheduleConfig(max_steps=10, save_every_n_steps=4, save_every_n_epochs=2)
     # epochs of 3 steps end at 3, 6, 9: every second one at 6; steps 4 and 8; step 10 is the end itself.

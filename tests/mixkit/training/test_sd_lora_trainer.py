@@ -110,9 +110,10 @@ def test_resume_reaches_the_same_weights_as_an_uninterrupted_run(tiny_sd1_dir, c
     from safetensors.torch import load_file
 
     # With a decaying rate, trained word vectors, caption augmentation, the pseudo-Huber loss and input perturbation:
-    # the resumed run replays the schedule, restores the vectors and draws the same captions and noise.
+    # the resumed run replays the schedule, restores the vectors and draws the same captions and noise. The warm-up,
+    # kohya's ratio 0.75 of 4 steps = 3 steps, is still running when the run stops at step 2.
     settings = dict(max_steps=4, batch_size=2, gradient_accumulation_steps=2, min_snr_gamma=5.0, noise_offset=0.1,
-                    warmup_steps=2, lr_schedule="cosine", train_word_vectors=["square"], shuffle_caption=True,
+                    warmup_steps=0.75, lr_schedule="cosine", train_word_vectors=["square"], shuffle_caption=True,
                     caption_tag_dropout_rate=0.3, caption_dropout_rate=0.2, loss_type="huber", ip_noise_gamma=0.1,
                     multires_noise_iterations=4, debiased_estimation_loss=True, network_dropout=0.1,
                     rank_dropout=0.2, module_dropout=0.1)
@@ -129,6 +130,21 @@ def test_resume_reaches_the_same_weights_as_an_uninterrupted_run(tiny_sd1_dir, c
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert any(v.abs().sum() > 0 for k, v in a.items() if "lora_up" in k)
     assert "bundle_emb.square.string_to_param.*" in a
+
+
+def test_a_fractional_warm_up_trains_as_its_share_of_the_run(tiny_sd1_dir, colour_dataset, tmp_path):
+    # kohya's lr_warmup_steps = 0.5 of a 3-step run is int(1.5) = 1 warm-up step; it used to multiply the first
+    # step's rate by 1 / 0.5 instead. The file records the ratio as kohya's ss_lr_warmup_steps does.
+    from safetensors.torch import load_file
+
+    model = load_diffusion_model(tiny_sd1_dir)
+    ratio = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "ratio.safetensors", max_steps=3,
+                                  warmup_steps=0.5, lr_schedule="cosine"), model=model)
+    steps = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "steps.safetensors", max_steps=3,
+                                  warmup_steps=1, lr_schedule="cosine"), model=model)
+    a, b = load_file(ratio.output), load_file(steps.output)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert read_safetensors_metadata(ratio.output)["ss_lr_warmup_steps"] == "0.5"
 
 
 def test_sdxl_trains_both_encoders_and_refuses_an_sd1_checkpoint(tiny_sdxl_dir, tiny_sd1_dir, colour_dataset, tmp_path):
@@ -207,6 +223,24 @@ def test_empty_dataset_is_a_clear_error(tmp_path):
     with pytest.raises(EmptyDatasetError, match="no usable images"):
         train_sd_lora(_config(tmp_path / "no-model", tmp_path / "data", tmp_path / "out.safetensors"))
     assert not (tmp_path / "out.safetensors").exists()
+
+
+def test_a_dataset_of_only_unreadable_images_names_them_and_their_decode_errors(tmp_path):
+    # The per-file warnings go to the log, which an API caller (or logging.disable) never sees: the error says it.
+    from PIL import Image
+
+    from mixkit.data import EmptyDatasetError
+
+    folder = tmp_path / "data" / "5_dog"
+    folder.mkdir(parents=True)
+    Image.new("RGB", (16, 16), "red").save(tmp_path / "whole.png")
+    whole = (tmp_path / "whole.png").read_bytes()
+    for name in ("a", "b"):
+        (folder / f"{name}.png").write_bytes(whole[:12])  # cut inside the PNG header: PIL cannot identify it
+        (folder / f"{name}.txt").write_text("dog")
+    with pytest.raises(EmptyDatasetError, match=r"all 2 image\(s\) are unreadable: .*5_dog/a\.png \(.+\); "
+                                                r".*5_dog/b\.png \(.+\)\. Replace"):
+        train_sd_lora(_config(tmp_path / "no-model", tmp_path / "data", tmp_path / "out.safetensors"))
 
 
 def test_bf16_and_gradient_checkpointing_run_and_leave_the_model_unchanged(tiny_sd1_dir, colour_dataset, tmp_path):
