@@ -7,13 +7,13 @@ A concrete pipeline (text-to-image, image-to-image, inpaint) only says how a bat
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any
 
 from mixkit.models.diffusion import DiffusionModel, ModelFamily
 from pipelines.control import GenerationControl, StepCallback, StepProgress
 from pipelines.generation import GenerationResult, ModelSession
-from pipelines.params import GenerationLimits, Txt2ImgParams, per_image, uncond_skip_of
+from pipelines.params import GenerationLimits, Txt2ImgParams, per_image, uncond_skip_of, with_overrides
 from pipelines.sampling import SamplingRequest, run_sampler
 from pipelines.seeds import generator_seeds, image_generators, image_seeds, resolve_seed
 from pipelines.vae_decode import decode_latents
@@ -173,7 +173,7 @@ class DiffusionPipelineBase:
         if params is None:
             params = params_from_keywords(self.model, self.params_class, kwargs)
         else:  # a copy: the checks normalise spellings in place, and the caller's object stays as given
-            params = replace(params, **kwargs)
+            params = with_overrides(params, kwargs)
         self.check_inputs(params)
         control = control or GenerationControl()
         sampler = self.session.resolve_sampler(params.sampler, params.schedule_type, params.eta)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from mixkit.prompts.limits import MAX_PROMPT_CHARS
@@ -77,15 +77,26 @@ class Txt2ImgParams:
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> "Txt2ImgParams":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(kwargs) - known)
-        if unknown:
-            raise TypeError(f"Unknown generation parameter(s) {unknown}; valid ones: {sorted(known)}.")
+        check_param_names(cls, kwargs)
         return cls(**kwargs)
 
     @property
     def total_images(self) -> int:
         return self.batch_size * self.batch_count
+
+
+def check_param_names(params_class, keywords: dict[str, Any]) -> None:
+    """Refuse keywords that are not fields of `params_class`, listing the valid ones (not dataclasses' bare error)."""
+    known = {f.name for f in fields(params_class)}
+    unknown = sorted(set(keywords) - known)
+    if unknown:
+        raise TypeError(f"Unknown generation parameter(s) {unknown}; valid ones: {sorted(known)}.")
+
+
+def with_overrides(params: Txt2ImgParams, keywords: dict[str, Any]) -> Txt2ImgParams:
+    """A copy of `params` with `keywords` replacing its fields (`pipe(params, seed=2)`), names checked first."""
+    check_param_names(type(params), keywords)
+    return replace(params, **keywords)
 
 
 def python_number(value: Any) -> Any:
