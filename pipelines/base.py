@@ -82,18 +82,19 @@ DIFFUSERS_ONLY_KEYWORDS = {
 }
 
 
-def check_pipeline_keywords(cls, keywords: dict[str, Any]) -> None:
-    """Refuse keywords neither `from_pretrained` nor the pipeline takes, before the (slow) load, naming the valid ones."""
+def check_pipeline_keywords(cls, keywords: dict[str, Any], method: str = "from_pretrained") -> None:
+    """Refuse keywords neither `method` (`from_pretrained`, `from_pipeline`) nor the pipeline takes, before the (slow)
+    load, naming the valid ones."""
     import inspect
 
-    load_names = [name for name, p in inspect.signature(cls.from_pretrained).parameters.items()
+    load_names = [name for name, p in inspect.signature(getattr(cls, method)).parameters.items()
                   if p.kind is p.KEYWORD_ONLY]
     init_names = [name for name, p in inspect.signature(cls.__init__).parameters.items()
                   if p.kind is p.KEYWORD_ONLY]
     unknown = sorted(set(keywords) - set(init_names))
     if unknown:
         hints = "".join(f"; {name}: {DIFFUSERS_ONLY_KEYWORDS[name]}" for name in unknown if name in DIFFUSERS_ONLY_KEYWORDS)
-        raise TypeError(f"{cls.__name__}.from_pretrained got unexpected keyword argument(s) {unknown}{hints}. "
+        raise TypeError(f"{cls.__name__}.{method} got unexpected keyword argument(s) {unknown}{hints}. "
                         f"Valid keywords: {', '.join(load_names + init_names)}.")
 
 
@@ -135,9 +136,25 @@ class DiffusionPipelineBase:
         return cls(model, **kwargs)
 
     @classmethod
-    def from_pipeline(cls, other: "DiffusionPipelineBase"):
-        """Share another pipeline's loaded model and caches (no second copy of the weights)."""
-        return cls(other.model, limits=other.limits, session=other.session)
+    def from_pipeline(cls, other: "DiffusionPipelineBase", **kwargs: Any):
+        """Share another pipeline's loaded model and caches (no second copy of the weights).
+
+        The pipeline keywords `from_pretrained` takes (`limits`, `embeddings_dir`, `lora_dir`, `session`) default to
+        `other`'s. The folders belong to the session, so a new `embeddings_dir` or `lora_dir` gives this pipeline a
+        session of its own (same model, the other folder of the two kept, prompt-encoding caches not shared)."""
+        check_pipeline_keywords(cls, kwargs, "from_pipeline")
+        if not isinstance(other, DiffusionPipelineBase):
+            raise TypeError(f"{cls.__name__}.from_pipeline takes a loaded mixkit pipeline (TextToImage, ImageToImage, "
+                            f"...), got {type(other).__name__}; to load a model use {cls.__name__}.from_pretrained.")
+        folders = {name: kwargs.pop(name) for name in ("embeddings_dir", "lora_dir") if name in kwargs}
+        session = kwargs.pop("session", None)
+        if folders and session is not None:
+            raise ValueError(f"{cls.__name__}.from_pipeline got session= and {', '.join(folders)}=; the folders are "
+                             "the session's: pass the session, or the folders (a new session is made for them).")
+        if folders:
+            folders = {"embeddings_dir": other.session.embeddings_dir, "lora_dir": other.session.lora_dir, **folders}
+            session = ModelSession(other.model, **folders)
+        return cls(other.model, limits=kwargs.get("limits", other.limits), session=session or other.session)
 
     # -- hooks for concrete pipelines --------------------------------------------------------
     def check_inputs(self, params) -> None:
