@@ -119,7 +119,8 @@ class LoraLibrary:
         for normalise in (str, str.casefold):
             wanted = normalise(name)
             for field in ("relative_name", "name", "alias"):
-                hits = [e for e in entries if getattr(e, field) is not None and normalise(getattr(e, field)) == wanted]
+                hits = [e for e in entries
+                        if getattr(e, field) is not None and normalise(getattr(e, field)) == wanted]
                 if len(hits) == 1:
                     return hits[0].path.resolve()
                 if len(hits) > 1:

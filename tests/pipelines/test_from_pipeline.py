@@ -33,8 +33,8 @@ def test_a_folder_gives_a_session_of_its_own_keeping_the_other_folder(sd1_pipe, 
 
 
 def test_bad_keywords_are_refused_naming_the_valid_ones(sd1_pipe, tmp_path):
-    with pytest.raises(TypeError, match=r"ImageToImage\.from_pipeline got unexpected keyword argument\(s\) \['limit'\]\. "
-                                        r"Valid keywords: limits, embeddings_dir, lora_dir, session\."):
+    with pytest.raises(TypeError, match=r"ImageToImage\.from_pipeline got unexpected keyword argument\(s\) "
+                                        r"\['limit'\]\. Valid keywords: limits, embeddings_dir, lora_dir, session\."):
         ImageToImage.from_pipeline(sd1_pipe, limit=GenerationLimits())
     with pytest.raises(TypeError, match=r"\['safety_checker'\]; safety_checker: mixkit loads no safety checker"):
         ImageToImage.from_pipeline(sd1_pipe, safety_checker=None)  # diffusers' usual from_pipeline call

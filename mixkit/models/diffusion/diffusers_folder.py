@@ -143,8 +143,9 @@ def choose_weight_files(names: list[str], stems: tuple[str, ...], where: str, va
     Without `variant`, the plain files win; a folder that only holds a variant (`*.fp16.safetensors`, as many hub
     repos ship next to or instead of the full-precision files) is loaded as that variant. With `variant`, its files
     win and a component without them falls back to the plain ones, as diffusers' `DiffusionPipeline.download`
-    (`variant_compatible_siblings`); a variant no component has is refused before (`check_variant_found`). safetensors win over .bin, as in both libraries; `use_safetensors=True`
-    refuses a component that has only .bin files (diffusers' rule). `where` names the folder in errors.
+    (`variant_compatible_siblings`); a variant no component has is refused before (`check_variant_found`).
+    safetensors win over .bin, as in both libraries; `use_safetensors=True` refuses a component that has only .bin
+    files (diffusers' rule). `where` names the folder in errors.
     """
     groups = _weight_groups(names, stems)
     if not groups:
