@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any
 
 from mixkit.models.diffusion import DiffusionModel, ModelFamily
 from pipelines.control import GenerationControl, StepCallback, StepProgress
 from pipelines.generation import GenerationResult, ModelSession
-from pipelines.params import GenerationLimits, Txt2ImgParams, per_image, uncond_skip_of
+from pipelines.params import GenerationLimits, Txt2ImgParams, per_image, uncond_skip_of, with_overrides
 from pipelines.refiner import NEGATIVE_AESTHETIC_SCORE, POSITIVE_AESTHETIC_SCORE, RefinerRun, micro_conditioning
 from pipelines.sampling import SamplingRequest, run_sampler
 from pipelines.seeds import generator_seeds, image_generators, image_seeds, resolve_seed
@@ -84,18 +84,19 @@ DIFFUSERS_ONLY_KEYWORDS = {
 }
 
 
-def check_pipeline_keywords(cls, keywords: dict[str, Any]) -> None:
-    """Refuse keywords neither `from_pretrained` nor the pipeline takes, before the (slow) load, naming the valid ones."""
+def check_pipeline_keywords(cls, keywords: dict[str, Any], method: str = "from_pretrained") -> None:
+    """Refuse keywords neither `method` (`from_pretrained`, `from_pipeline`) nor the pipeline takes, before the (slow)
+    load, naming the valid ones."""
     import inspect
 
-    load_names = [name for name, p in inspect.signature(cls.from_pretrained).parameters.items()
+    load_names = [name for name, p in inspect.signature(getattr(cls, method)).parameters.items()
                   if p.kind is p.KEYWORD_ONLY]
     init_names = [name for name, p in inspect.signature(cls.__init__).parameters.items()
                   if p.kind is p.KEYWORD_ONLY]
     unknown = sorted(set(keywords) - set(init_names))
     if unknown:
         hints = "".join(f"; {name}: {DIFFUSERS_ONLY_KEYWORDS[name]}" for name in unknown if name in DIFFUSERS_ONLY_KEYWORDS)
-        raise TypeError(f"{cls.__name__}.from_pretrained got unexpected keyword argument(s) {unknown}{hints}. "
+        raise TypeError(f"{cls.__name__}.{method} got unexpected keyword argument(s) {unknown}{hints}. "
                         f"Valid keywords: {', '.join(load_names + init_names)}.")
 
 
@@ -138,9 +139,25 @@ class DiffusionPipelineBase:
         return cls(model, **kwargs)
 
     @classmethod
-    def from_pipeline(cls, other: "DiffusionPipelineBase"):
-        """Share another pipeline's loaded model and caches (no second copy of the weights)."""
-        return cls(other.model, limits=other.limits, session=other.session)
+    def from_pipeline(cls, other: "DiffusionPipelineBase", **kwargs: Any):
+        """Share another pipeline's loaded model and caches (no second copy of the weights).
+
+        The pipeline keywords `from_pretrained` takes (`limits`, `embeddings_dir`, `lora_dir`, `session`) default to
+        `other`'s. The folders belong to the session, so a new `embeddings_dir` or `lora_dir` gives this pipeline a
+        session of its own (same model, the other folder of the two kept, prompt-encoding caches not shared)."""
+        check_pipeline_keywords(cls, kwargs, "from_pipeline")
+        if not isinstance(other, DiffusionPipelineBase):
+            raise TypeError(f"{cls.__name__}.from_pipeline takes a loaded mixkit pipeline (TextToImage, ImageToImage, "
+                            f"...), got {type(other).__name__}; to load a model use {cls.__name__}.from_pretrained.")
+        folders = {name: kwargs.pop(name) for name in ("embeddings_dir", "lora_dir") if name in kwargs}
+        session = kwargs.pop("session", None)
+        if folders and session is not None:
+            raise ValueError(f"{cls.__name__}.from_pipeline got session= and {', '.join(folders)}=; the folders are "
+                             "the session's: pass the session, or the folders (a new session is made for them).")
+        if folders:
+            folders = {"embeddings_dir": other.session.embeddings_dir, "lora_dir": other.session.lora_dir, **folders}
+            session = ModelSession(other.model, **folders)
+        return cls(other.model, limits=kwargs.get("limits", other.limits), session=session or other.session)
 
     # -- hooks for concrete pipelines --------------------------------------------------------
     def check_inputs(self, params) -> None:
@@ -176,7 +193,7 @@ class DiffusionPipelineBase:
         if params is None:
             params = params_from_keywords(self.model, self.params_class, kwargs)
         else:  # a copy: the checks normalise spellings in place, and the caller's object stays as given
-            params = replace(params, **kwargs)
+            params = with_overrides(params, kwargs)
         self.check_inputs(params)
         control = control or GenerationControl()
         sampler = self.session.resolve_sampler(params.sampler, params.schedule_type, params.eta)

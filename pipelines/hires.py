@@ -36,7 +36,7 @@ from pipelines.hires_progress import HiresJobProgress
 from pipelines.hires_size import HiresSize, plan_hires_size
 from pipelines.img2img import Img2ImgParams, ImageToImage, Img2ImgInputs
 from pipelines.infotext import quote_value, split_infotext
-from pipelines.params import Txt2ImgParams, check_prompt_field, check_size, per_image
+from pipelines.params import Txt2ImgParams, check_prompt_field, check_size, per_image, with_overrides
 from pipelines.txt2img import TextToImage
 from pipelines.upscale import UPSCALERS
 
@@ -306,7 +306,7 @@ class HiresFix:
                 from pipelines.controlnet import ControlHiresParams as params_class
             params = params_from_keywords(self.model, params_class, kwargs)
         else:
-            params = replace(params, **kwargs)
+            params = with_overrides(params, kwargs)
         target = self.check_inputs(params)
         control = control or GenerationControl()  # one for both passes of every batch
         first_pass = hires_passes(params)[0].from_pipeline(self.pipe)

@@ -7,7 +7,8 @@ defined here and nowhere else.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+import numbers
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from mixkit.prompts.limits import MAX_PROMPT_CHARS
@@ -80,10 +81,7 @@ class Txt2ImgParams:
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> "Txt2ImgParams":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(kwargs) - known)
-        if unknown:
-            raise TypeError(f"Unknown generation parameter(s) {unknown}; valid ones: {sorted(known)}.")
+        check_param_names(cls, kwargs)
         return cls(**kwargs)
 
     @property
@@ -91,8 +89,33 @@ class Txt2ImgParams:
         return self.batch_size * self.batch_count
 
 
+def check_param_names(params_class, keywords: dict[str, Any]) -> None:
+    """Refuse keywords that are not fields of `params_class`, listing the valid ones (not dataclasses' bare error)."""
+    known = {f.name for f in fields(params_class)}
+    unknown = sorted(set(keywords) - known)
+    if unknown:
+        raise TypeError(f"Unknown generation parameter(s) {unknown}; valid ones: {sorted(known)}.")
+
+
+def with_overrides(params: Txt2ImgParams, keywords: dict[str, Any]) -> Txt2ImgParams:
+    """A copy of `params` with `keywords` replacing its fields (`pipe(params, seed=2)`), names checked first."""
+    check_param_names(type(params), keywords)
+    return replace(params, **keywords)
+
+
+def python_number(value: Any) -> Any:
+    """`value` as a Python int or float when it is another type's number (numpy's, from `np.linspace` sweeps and
+    `np.random` seeds), so checks, arithmetic and the infotext see plain numbers; anything else as it is."""
+    if isinstance(value, bool) or type(value) in (int, float) or not isinstance(value, numbers.Real):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    # numpy's float32(6.7) is 6.69999980926 as a float64; its shortest decimal (numpy's str) is what was written.
+    return float(str(value)) if type(value).__module__ == "numpy" else float(value)
+
+
 def _check_int(name: str, value: Any, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer in [{low}, {high}], got {value!r}.")
     if not low <= value <= high:
         raise ValueError(f"{name} must be in [{low}, {high}], got {value}.")
@@ -127,6 +150,8 @@ def check_size(width: Any, height: Any, multiple: int, limits: GenerationLimits)
 
 def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_multiple: int = 8) -> None:
     """Raise ValueError/TypeError naming the first bad value; nothing has run yet when this raises."""
+    for item in fields(params):  # numpy numbers become Python ones first (subclasses' fields too: hires, img2img)
+        setattr(params, item.name, python_number(getattr(params, item.name)))
     _check_int("batch_size", params.batch_size, 1, limits.max_batch_size)
     _check_int("batch_count", params.batch_count, 1, limits.max_batch_count)
     check_prompt_field("prompt", params.prompt, params.batch_size, limits)
@@ -138,7 +163,7 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     _check_int("steps", params.steps, 1, limits.max_steps)
     check_size(params.width, params.height, size_multiple, limits)
     cfg = params.cfg_scale
-    if isinstance(cfg, bool) or not isinstance(cfg, (int, float)) or not math.isfinite(cfg):
+    if isinstance(cfg, bool) or not isinstance(cfg, numbers.Real) or not math.isfinite(cfg):
         raise ValueError(f"cfg_scale must be a finite number in [0, {limits.max_cfg_scale}], got {cfg!r}.")
     if not 0 <= cfg <= limits.max_cfg_scale:
         raise ValueError(f"cfg_scale must be in [0, {limits.max_cfg_scale}], got {cfg}.")

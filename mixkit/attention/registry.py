@@ -66,8 +66,12 @@ def register_backend(backend: AttentionBackend) -> AttentionBackend:
 
 
 def available_backend_names() -> list[str]:
-    """Names of the registered backends whose packages are importable here."""
-    return [name for name, backend in ATTENTION_BACKENDS.items() if backend.is_available()]
+    """Names of the registered backends that can run on this machine: their packages import, and CUDA-only kernels
+    only when CUDA is there (offering `sdpa_efficient` on a CPU-only machine sent users to a kernel that refuses
+    every call)."""
+    cuda = torch.cuda.is_available()
+    return [name for name, backend in ATTENTION_BACKENDS.items()
+            if backend.is_available() and (cuda or not backend.cuda_only)]
 
 
 def require_available(backend: AttentionBackend) -> AttentionBackend:

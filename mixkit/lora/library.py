@@ -1,7 +1,8 @@
 """A folder of LoRA files: list, search, and resolve `<lora:name:...>` names to files.
 
 Names resolve like A1111: the file stem (`add_detail`), the path relative to the folder without
-suffix (`styles/add_detail`), or the alias the trainer stored (`ss_output_name`). A name that fits
+suffix (`styles/add_detail`), or the alias the trainer stored (`ss_output_name`). An exact match on
+any of them wins over a case-insensitive one, as A1111's lookups are case-sensitive. A name that fits
 several files is an error listing them, never a silent pick.
 """
 
@@ -112,20 +113,22 @@ class LoraLibrary:
         """
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"LoRA name must be a non-empty string, got {name!r}")
-        name_or_path = name
         entries = self.entries()
-        for field in ("relative_name", "name", "alias"):
-            hits = [e for e in entries if getattr(e, field) == name_or_path]
-            if not hits:
-                hits = [e for e in entries if (getattr(e, field) or "").casefold() == name_or_path.casefold()]
-            if len(hits) == 1:
-                return hits[0].path.resolve()
-            if len(hits) > 1:
-                listed = ", ".join(h.relative_name + h.path.suffix for h in hits)
-                raise ValueError(f"LoRA name {name_or_path!r} fits several files in {self.folder}: {listed}; use the relative path.")
-        close = [e.relative_name for e in self.search(name_or_path)][:5]
+        # A1111 looks tags up in case-sensitive dicts (networks.py: stem, then trainer alias), so an exact
+        # match on any field wins; the case-insensitive pass is mixkit's convenience for names typed by hand.
+        for normalise in (str, str.casefold):
+            wanted = normalise(name)
+            for field in ("relative_name", "name", "alias"):
+                hits = [e for e in entries
+                        if getattr(e, field) is not None and normalise(getattr(e, field)) == wanted]
+                if len(hits) == 1:
+                    return hits[0].path.resolve()
+                if len(hits) > 1:
+                    listed = ", ".join(h.relative_name + h.path.suffix for h in hits)
+                    raise ValueError(f"LoRA name {name!r} fits several files in {self.folder}: {listed}; use the relative path.")
+        close = [e.relative_name for e in self.search(name)][:5]
         hint = f" Similar: {', '.join(close)}." if close else f" {len(entries)} LoRA file(s) in the folder."
-        raise ModelNotFoundError(f"No LoRA named {name_or_path!r} in {self.folder}.{hint}")
+        raise ModelNotFoundError(f"No LoRA named {name!r} in {self.folder}.{hint}")
 
 
 def _alias(path: Path) -> str | None:

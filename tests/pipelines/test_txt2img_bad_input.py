@@ -51,6 +51,20 @@ def test_unknown_parameter_name_is_a_type_error(sd1_pipe):
         sd1_pipe(prompt="a", stepz=3)
 
 
+def test_unknown_name_next_to_a_params_object_lists_the_valid_ones(sd1_pipe):
+    """Was: dataclasses' bare "Txt2ImgParams.__init__() got an unexpected keyword argument 'cfg'"."""
+    from pipelines.hires import HiresFix, HiresParams
+    from pipelines.params import Txt2ImgParams
+
+    params = Txt2ImgParams(prompt="a", seed=1, **SMALL)
+    with pytest.raises(TypeError, match=r"Unknown generation parameter\(s\) \['cfg'\]; valid ones: .*'cfg_scale'"):
+        sd1_pipe(params, cfg=2)
+    with pytest.raises(TypeError, match=r"Unknown generation parameter\(s\) \['hr_scal'\]; valid ones: .*'hr_scale'"):
+        HiresFix(sd1_pipe)(HiresParams(prompt="a", seed=1, **SMALL), hr_scal=2)
+    assert sd1_pipe(params, cfg_scale=2).infotexts[0] != sd1_pipe(params).infotexts[0]  # a valid override applies
+    assert params.cfg_scale == 7.0  # the caller's object is left as given
+
+
 def test_a_unet_output_with_nan_stops_with_a1111s_nan_check(sd1_pipe):
     original = sd1_pipe.model.unet.forward
 

@@ -76,6 +76,11 @@ def load_diffusers_folder(folder: Path, source: str, dtype, unet_dtype, variant:
                                  "model.")
 
     # 2. Weights: UNet and VAE (diffusers), text encoders and tokenizers (transformers)
+    weight_parts = {"unet": DIFFUSERS_WEIGHTS, "vae": DIFFUSERS_WEIGHTS, "text_encoder": TRANSFORMERS_WEIGHTS}
+    if has_second:
+        weight_parts["text_encoder_2"] = TRANSFORMERS_WEIGHTS
+    check_variant_found(variant, {part: weight_variants(_file_names(folder / part), stems)
+                                  for part, stems in weight_parts.items()}, str(folder))
     choice = {"variant": variant, "use_safetensors": use_safetensors}
     unet = _load_diffusers_part("UNet", folder / "unet", unet_dtype, **choice)
     vae = _load_diffusers_part("VAE", folder / "vae", dtype, **choice)
@@ -123,9 +128,33 @@ def component_weights(folder: Path, stems: tuple[str, ...], variant: str | None 
     The rule is `choose_weight_files`'; the hub download (`hub_files`) applies the same rule to a repo's listing,
     so what is downloaded is what loads.
     """
-    names = [f.name for f in sorted(folder.iterdir()) if f.is_file()] if folder.is_dir() else []
-    chosen_variant, chosen = choose_weight_files(names, stems, str(folder), variant, use_safetensors)
+    chosen_variant, chosen = choose_weight_files(_file_names(folder), stems, str(folder), variant, use_safetensors)
     return chosen_variant, [folder / name for name in chosen if not name.endswith(".index.json")]
+
+
+def _file_names(folder: Path) -> list[str]:
+    return [f.name for f in sorted(folder.iterdir()) if f.is_file()] if folder.is_dir() else []
+
+
+def weight_variants(names: list[str], stems: tuple[str, ...]) -> set[str | None]:
+    """The weight variants among a component folder's file `names` (None: the plain weights)."""
+    return set(_weight_groups(names, stems))
+
+
+def check_variant_found(variant: str | None, variants: dict[str, set[str | None]], where: str) -> None:
+    """Refuse a `variant` that none of the loaded components has (`variants`: component -> `weight_variants`).
+
+    diffusers' rule (`DiffusionPipeline.from_pretrained` and `download`): components without the variant fall back
+    to their plain weights, but when no component has it (a typo, a snapshot without fp16 files) loading is an
+    error, not a silent full-precision load whose `Model hash` names another file than the user asked for.
+    """
+    if variant is None or any(variant in found for found in variants.values()):
+        return
+    listed = "; ".join(f"{part}: {', '.join(sorted(v or 'plain' for v in found)) or 'no weights'}"
+                       for part, found in variants.items())
+    others = sorted({v for found in variants.values() for v in found if v is not None})
+    hint = f"pass variant={others[0]!r}, or no variant" if others else "drop variant= to load its plain weights"
+    raise ValueError(f"variant={variant!r} matches no weight files in {where} ({listed}); {hint}.")
 
 
 def choose_weight_files(names: list[str], stems: tuple[str, ...], where: str, variant: str | None = None,
@@ -135,14 +164,11 @@ def choose_weight_files(names: list[str], stems: tuple[str, ...], where: str, va
     Without `variant`, the plain files win; a folder that only holds a variant (`*.fp16.safetensors`, as many hub
     repos ship next to or instead of the full-precision files) is loaded as that variant. With `variant`, its files
     win and a component without them falls back to the plain ones, as diffusers' `DiffusionPipeline.download`
-    (`variant_compatible_siblings`). safetensors win over .bin, as in both libraries; `use_safetensors=True`
-    refuses a component that has only .bin files (diffusers' rule). `where` names the folder in errors.
+    (`variant_compatible_siblings`); a variant no component has is refused before (`check_variant_found`).
+    safetensors win over .bin, as in both libraries; `use_safetensors=True` refuses a component that has only .bin
+    files (diffusers' rule). `where` names the folder in errors.
     """
-    groups: dict[str | None, list[str]] = {}
-    for name in sorted(names):
-        match = _WEIGHT_FILE.match(name)
-        if match and match["stem"] in stems:
-            groups.setdefault(match["variant"], []).append(name)
+    groups = _weight_groups(names, stems)
     if not groups:
         expected = " or ".join(f"{stem}.safetensors" for stem in stems)
         raise ModelNotFoundError(
@@ -159,6 +185,16 @@ def choose_weight_files(names: list[str], stems: tuple[str, ...], where: str, va
             "torch's weights-only loader), or convert them to safetensors."
         )
     return chosen, safetensors or files
+
+
+def _weight_groups(names: list[str], stems: tuple[str, ...]) -> dict[str | None, list[str]]:
+    """A component's weight file names (shards and indexes included) by variant (None: the plain weights)."""
+    groups: dict[str | None, list[str]] = {}
+    for name in sorted(names):
+        match = _WEIGHT_FILE.match(name)
+        if match and match["stem"] in stems:
+            groups.setdefault(match["variant"], []).append(name)
+    return groups
 
 
 def _chosen_variant(groups: dict, variant: str | None, where: str) -> str | None:

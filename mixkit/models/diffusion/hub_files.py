@@ -14,7 +14,9 @@ from pathlib import PurePosixPath
 from typing import Callable
 
 from mixkit.errors import ModelNotFoundError
-from mixkit.models.diffusion.diffusers_folder import DIFFUSERS_WEIGHTS, TRANSFORMERS_WEIGHTS, choose_weight_files
+from mixkit.models.diffusion.diffusers_folder import (
+    DIFFUSERS_WEIGHTS, TRANSFORMERS_WEIGHTS, check_variant_found, choose_weight_files, weight_variants,
+)
 from mixkit.models.diffusion.recommended import RECOMMENDED_FILE
 
 MODEL_INDEX = "model_index.json"
@@ -42,8 +44,13 @@ def pipeline_files(repo: str, filenames: list[str], model_index: dict, *, varian
             "downloaded. If it holds a single-file checkpoint, download that file (`hf download "
             f"{repo} FILE.safetensors`) and pass its path."
         )
+    components = components_to_download(model_index)
+    weighted = [component for component in components if LOADED_COMPONENTS[component] is not None]
+    variants = {component: weight_variants(_names_in(filenames, component), LOADED_COMPONENTS[component])
+                for component in weighted}
+    check_variant_found(variant, variants, repo)  # before anything is downloaded
     chosen = [name for name in TOP_LEVEL_FILES if name in filenames]
-    for component in components_to_download(model_index):
+    for component in components:
         chosen += folder_files(repo, filenames, component, LOADED_COMPONENTS[component], variant, use_safetensors)
     return sorted(chosen)
 
@@ -62,13 +69,17 @@ def folder_files(repo: str, filenames: list[str], folder: str, stems: tuple[str,
                  variant: str | None, use_safetensors: bool | None) -> list[str]:
     """One folder's files (not its subfolders'): a model folder's config.json and the weights that load (as
     diffusers: no ONNX/OpenVINO/flax exports), every file of another folder (tokenizer, scheduler)."""
-    names = [PurePosixPath(path).name for path in filenames
-             if PurePosixPath(path).parent.as_posix() == (folder or ".")]
+    names = _names_in(filenames, folder)
     prefix = f"{folder}/" if folder else ""
     if stems is None:
         return [prefix + name for name in names]
     _, weights = choose_weight_files(names, stems, f"{repo}/{folder}".rstrip("/"), variant, use_safetensors)
     return [prefix + name for name in ["config.json", *weights] if name in names]
+
+
+def _names_in(filenames: list[str], folder: str) -> list[str]:
+    """The names of the files directly in `folder` ("" for the root) among a repo's `filenames`."""
+    return [PurePosixPath(path).name for path in filenames if PurePosixPath(path).parent.as_posix() == (folder or ".")]
 
 
 def components_to_download(model_index: dict) -> list[str]:

@@ -68,10 +68,11 @@ def load_diffusion_model(source: str | os.PathLike, *, dtype=None, device: str |
     A hub id downloads only what loads (`hub_files`: the components model_index.json names that mixkit reads,
     safetensors before .bin, variant files only for `variant`), as diffusers' `DiffusionPipeline.download`.
     diffusers' loading options mean what they mean there: `variant` ("fp16") loads a folder's `*.fp16.*` weights
-    (components without them load their plain ones); `use_safetensors=True` refuses .bin-only components;
-    `local_files_only=True` uses the hub cache only; `revision` is the hub id's `@revision`. `dtype`/`unet_dtype`
-    are torch.float32 (default), torch.float16 or torch.bfloat16, or their names; `device` must exist on this
-    machine. All options are checked before anything is read or downloaded.
+    (components without them load their plain ones; a variant no component has is an error, as there);
+    `use_safetensors=True` refuses .bin-only components; `local_files_only=True` uses the hub cache only;
+    `revision` is the hub id's `@revision`. `dtype`/`unet_dtype` are torch.float32 (default), torch.float16 or
+    torch.bfloat16, or their names; `device` must exist on this machine. All options are checked before anything
+    is read or downloaded.
 
     `unet_dtype` (default: `dtype`) loads the UNet in another dtype than the text encoders and VAE (the
     fast preset's bfloat16 UNet next to float32 ones), so the UNet is never held in float32 first.

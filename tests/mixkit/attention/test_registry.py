@@ -29,10 +29,21 @@ def test_every_backend_declares_how_to_get_it_and_what_it_is(name):
     assert isinstance(backend.is_available(), bool)
 
 
-def test_torch_backends_are_always_available_and_optional_ones_say_how_to_install():
+def test_torch_backends_are_always_available_and_optional_ones_say_how_to_install(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert {"math", "sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_math"} <= set(available_backend_names())
     assert "pip install 'mixkit[cuda]'" in ATTENTION_BACKENDS.get("flash_attn").install_hint
     assert "pip install xformers" in ATTENTION_BACKENDS.get("xformers").install_hint
+
+
+def test_without_cuda_cuda_only_kernels_are_not_offered(monkeypatch):
+    """Was: the flash_attn error offered sdpa_efficient on a CPU-only machine, which then refused every call."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    names = available_backend_names()
+    assert {"math", "sdpa", "sdpa_flash", "sdpa_math"} <= set(names)
+    assert not [name for name in names if ATTENTION_BACKENDS.get(name).cuda_only]
+    message = ATTENTION_BACKENDS.get("flash_attn").unavailable_message()
+    assert "sdpa_efficient" not in message and "available backends: math, sdpa, sdpa_flash, sdpa_math" in message
 
 
 @pytest.mark.parametrize("name, package", [("flash_attn", "flash-attn"), ("xformers", "xformers")])

@@ -70,3 +70,37 @@ def test_apply_by_name_through_library(tmp_path, sd1):
     handle = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest("my_style", 0.5)], library=LoraLibrary(folder))
     assert handle.names() == ["my_style"]
     handle.remove()
+
+
+def test_exact_stem_in_subfolder_wins_over_case_insensitive_top_level_name(tmp_path):
+    # A1111's networks.py looks names up in case-sensitive dicts, so `<lora:detail:1>` is sub/detail there.
+    _write(tmp_path / "Detail.safetensors")
+    _write(tmp_path / "sub" / "detail.safetensors")
+    library = LoraLibrary(tmp_path)
+    assert library.resolve_name("detail") == (tmp_path / "sub" / "detail.safetensors").resolve()
+    assert library.resolve_name("Detail") == (tmp_path / "Detail.safetensors").resolve()
+
+
+def test_exact_alias_wins_over_case_insensitive_stem(tmp_path):
+    _write(tmp_path / "Other.safetensors", alias="style")
+    _write(tmp_path / "STYLE.safetensors")
+    _write(tmp_path / "Detail.safetensors")
+    _write(tmp_path / "other.safetensors", alias="detail")
+    library = LoraLibrary(tmp_path)
+    assert library.resolve_name("style") == (tmp_path / "Other.safetensors").resolve()
+    assert library.resolve_name("STYLE") == (tmp_path / "STYLE.safetensors").resolve()
+    assert library.resolve_name("detail") == (tmp_path / "other.safetensors").resolve()
+
+
+def test_exact_stem_wins_over_exact_alias_of_another_file(tmp_path):
+    # A1111 marks an alias that collides with another name as forbidden and looks it up by stem only.
+    _write(tmp_path / "a.safetensors", alias="b")
+    _write(tmp_path / "b.safetensors")
+    assert LoraLibrary(tmp_path).resolve_name("b") == (tmp_path / "b.safetensors").resolve()
+
+
+def test_case_insensitive_tie_is_an_error(tmp_path):
+    _write(tmp_path / "x" / "Ink.safetensors")
+    _write(tmp_path / "y" / "INK.safetensors")
+    with pytest.raises(ValueError, match="'ink' fits several files.*x/Ink.safetensors.*y/INK.safetensors"):
+        LoraLibrary(tmp_path).resolve_name("ink")

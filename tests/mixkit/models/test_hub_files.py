@@ -98,6 +98,20 @@ def test_sd15_files_are_diffusers_choice_without_the_safety_checker(monkeypatch,
     assert pipeline_files("org/model", SD15_FILES, SD15_INDEX, variant=variant) == expected
 
 
+def test_variant_no_component_has_is_refused_before_download_as_diffusers_does(monkeypatch, tmp_path):
+    from diffusers import StableDiffusionPipeline
+
+    with pytest.raises(ValueError, match=r"variant=fp61`, but no such modeling files are available"):
+        diffusers_download_files(monkeypatch, tmp_path, SD15_FILES, SD15_INDEX, StableDiffusionPipeline, "fp61")
+    with pytest.raises(ValueError, match=r"variant='fp61' matches no weight files in org/model \(unet: fp16, non_ema, "
+                                         r"plain; vae: fp16, plain; text_encoder: fp16, plain\); pass variant='fp16'"):
+        pipeline_files("org/model", SD15_FILES, SD15_INDEX, variant="fp61")
+    # One component having it is enough (the others fall back to their plain weights), as in diffusers.
+    chosen = pipeline_files("org/model", SD15_FILES, SD15_INDEX, variant="non_ema")
+    assert "unet/diffusion_pytorch_model.non_ema.safetensors" in chosen
+    assert "vae/diffusion_pytorch_model.safetensors" in chosen
+
+
 def test_sd15_plain_choice_exactly():
     """The values, so a change in diffusers' oracle cannot hide a change here: 12 small files and 3 weights."""
     assert pipeline_files("org/model", SD15_FILES, SD15_INDEX) == [

@@ -102,10 +102,26 @@ def test_unknown_variant_and_bad_names(variant_folder, tmp_path):
     only_fp16 = tmp_path / "only"
     shutil.copytree(variant_folder, only_fp16)
     (only_fp16 / f"{UNET}.safetensors").unlink()
+    vae = only_fp16 / "vae" / "diffusion_pytorch_model.safetensors"
+    shutil.copy(vae, vae.with_suffix(".ema.safetensors"))  # the variant exists, only not for the UNet
     with pytest.raises(ModelNotFoundError, match=r"unet has neither variant 'ema' nor plain weights .*variant='fp16'"):
         load_diffusion_model(only_fp16, variant="ema")
     with pytest.raises(ValueError, match=r"variant='fp16.safetensors' is not a weight variant name"):
         load_diffusion_model(MISSING, variant="fp16.safetensors")
+
+
+def test_variant_no_component_has_is_refused_as_diffusers_does(tiny_sd1_dir, variant_folder):
+    """Was: loaded the plain float32 files silently, with their Model hash. diffusers refuses the same folder."""
+    from diffusers import StableDiffusionPipeline
+
+    with pytest.raises(ValueError, match=r"variant=fp16`, but no such modeling files are available"):
+        StableDiffusionPipeline.from_pretrained(tiny_sd1_dir, variant="fp16")
+    with pytest.raises(ValueError, match=r"variant='fp16' matches no weight files in .*\(unet: plain; vae: plain; "
+                                         r"text_encoder: plain\); drop variant= to load its plain weights\."):
+        load_diffusion_model(tiny_sd1_dir, variant="fp16")
+    with pytest.raises(ValueError, match=r"variant='fp61' matches no weight files .*unet: fp16, plain; vae: plain; "
+                                         r"text_encoder: fp16, plain\); pass variant='fp16', or no variant\."):
+        load_diffusion_model(variant_folder, variant="fp61")
 
 
 def test_use_safetensors(tiny_sd1_dir, tmp_path):
