@@ -317,3 +317,17 @@ def translate_kohya_options(settings: dict, own_names=frozenset()) -> dict:
             if (name, new) != (key, value):
                 logger.info("kohya option %s=%r -> %s=%r", key, value, name, new)
     return translated
+
+
+def with_kohya_defaults(raw: dict, translated: dict, own_names=frozenset()) -> dict:
+    """`translated` plus kohya's defaults where they differ from mixkit's, for a file written for kohya (one that
+    uses kohya option names that are not this trainer's own): kohya's LoRA trainer trains the text encoder's
+    adapters unless `network_train_unet_only` is set (train_network.py), while mixkit's own default is UNet only, so
+    a kohya config without that line would otherwise train a different network than it does under kohya."""
+    written_for_kohya = any(key in KOHYA_OPTIONS and key not in own_names for key in raw)
+    if written_for_kohya and "train_text_encoder" in own_names and "train_text_encoder" not in translated:
+        logger.info("kohya config without network_train_unet_only: train_text_encoder=True (kohya trains the text "
+                    "encoder's adapters by default; add network_train_unet_only = true for the UNet only)")
+        return {**translated, "train_text_encoder": True}
+    return translated
+

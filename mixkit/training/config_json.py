@@ -20,10 +20,11 @@ class JsonConfig:
     def from_json_file(cls, path: str | Path):
         """The config in a .json file, or a .toml one (kohya's --config_file form, `config_file.read_config_file`);
         kohya's option names become mixkit's (`config_file.KOHYA_OPTIONS`)."""
-        from mixkit.training.config_file import read_config_file, translate_kohya_options
+        from mixkit.training.config_file import read_config_file, translate_kohya_options, with_kohya_defaults
 
         known = {f.name for f in fields(cls)}
-        data = translate_kohya_options(read_config_file(path), known)
+        raw = read_config_file(path)
+        data = with_kohya_defaults(raw, translate_kohya_options(raw, known), known)
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"{path}: unknown config keys {unknown}; valid keys: {sorted(known)}")

@@ -39,10 +39,13 @@ def parse_override(text: str) -> tuple[str, object]:
 def resolve_config(config_cls, config_file: Path | None, overrides: list[str]):
     """The trainer's config from the file (.json, or .toml as kohya's --config_file) plus `--set` overrides, which
     win; kohya's option names are translated (`mixkit.training.config_file`), unknown keys are named in the error."""
-    from mixkit.training.config_file import read_config_file, translate_kohya_options
+    from mixkit.training.config_file import read_config_file, translate_kohya_options, with_kohya_defaults
 
     known = {f.name for f in dataclasses.fields(config_cls)}
-    from_file = translate_kohya_options(read_config_file(config_file), known) if config_file is not None else {}
+    from_file = {}
+    if config_file is not None:
+        raw = read_config_file(config_file)
+        from_file = with_kohya_defaults(raw, translate_kohya_options(raw, known), known)
     from_flags = translate_kohya_options(dict(parse_override(text) for text in overrides), known)
     data = {**from_file, **from_flags}
     unknown = sorted(set(data) - known)

@@ -249,3 +249,17 @@ def test_an_empty_sample_prompts_is_no_prompts_file_as_in_kohya(tmp_path):
     assert config.sample_prompt_list() == []
     with pytest.raises(ValueError, match="validation_every=200 needs at least one entry"):
         resolve_config(SDLoraTrainingConfig, path, ["validation_every=200"]).check()
+
+
+def test_a_kohya_file_without_network_train_unet_only_trains_the_text_encoder_as_kohya_does(tmp_path):
+    """kohya's train_network.py trains the text encoder's adapters unless network_train_unet_only is set; mixkit's
+    own default is the UNet only, which a kohya file must not silently get."""
+    kohya = tmp_path / "kohya.toml"
+    kohya.write_text(KOHYA_CONFIG.replace("network_train_unet_only = true\n", ""), encoding="utf-8")
+    assert resolve_config(SDLoraTrainingConfig, kohya, []).train_text_encoder is True
+    assert SDLoraTrainingConfig.from_json_file(kohya).train_text_encoder is True
+    assert resolve_config(SDLoraTrainingConfig, kohya, ["train_text_encoder=false"]).train_text_encoder is False
+    own = tmp_path / "own.toml"  # mixkit's own names only: mixkit's default
+    own.write_text('model = "m"\ndataset = "d"\noutput = "o.safetensors"\nrank = 8\n', encoding="utf-8")
+    assert resolve_config(SDLoraTrainingConfig, own, []).train_text_encoder is False
+    assert resolve_config(SDLoraTrainingConfig, own, ["network_dim=8"]).train_text_encoder is False  # a flag, not a file
