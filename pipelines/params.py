@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from mixkit.prompts.limits import MAX_PROMPT_CHARS
+from pipelines.sampler_parameters import SamplerParameters
 
 # A1111 takes any integer seed (random ones are drawn below 2**32, and image k of a batch uses seed + k, past 2**32
 # without wrapping); the bound is the largest integer JSON and browsers carry exactly, far above any real seed.
@@ -73,6 +74,9 @@ class Txt2ImgParams:
     s_min_uncond: float = 0.0
     s_min_uncond_all: bool = False
     skip_early_cond: float = 0.0
+    # A1111's Settings > Sampler parameters: schedule min/max sigma and rho, Euler/Heun/DPM2 churn, forced discard of
+    # the penultimate sigma (pipelines.sampler_parameters; the defaults run every sampler unchanged).
+    sampler_parameters: SamplerParameters = field(default_factory=SamplerParameters)
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> "Txt2ImgParams":
@@ -157,6 +161,9 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     from pipelines.uncond_skip import check_uncond_skip
 
     check_uncond_skip(params.s_min_uncond, params.s_min_uncond_all, params.skip_early_cond)
+    from pipelines.sampler_parameters import check_sampler_parameters_for
+
+    check_sampler_parameters_for(params.sampler_parameters, params.sampler, params.schedule_type)
 
 
 def uncond_skip_of(params: Txt2ImgParams):

@@ -70,10 +70,6 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
         # Hires prompts are supported (HiresParams.hr_prompt / hr_negative_prompt); the hires sampler and schedule
         # are checked against the first pass's by `hires_sampler_differences`.
         found.append(f"hr_checkpoint_name={request.hr_checkpoint_name!r}")
-    for name, neutral in (("s_churn", 0.0), ("s_tmin", 0.0), ("s_tmax", 0.0), ("s_noise", 1.0)):
-        value = getattr(request, name)
-        if value is not None and value != neutral:
-            found.append(f"{name}={value}")
     return found
 
 
@@ -152,13 +148,19 @@ def _prompt_options(request: Txt2ImgRequest, options: dict[str, Any] | None) -> 
 
 
 def _sampler_options(request: Txt2ImgRequest, sampler: str, options: dict[str, Any] | None) -> dict[str, Any]:
-    """eta and ENSD: Settings, then override_settings, then the request's `eta` (checked strictly by the pipeline)."""
+    """eta, ENSD and A1111's other Sampler parameters: Settings, then override_settings, then the request's `eta`,
+    `s_churn`, `s_tmin`, `s_tmax`, `s_noise` (checked strictly by the pipeline). A1111 itself lets the setting win over
+    the request's churn fields (`getattr(opts, 's_churn', p.s_churn)`); here the request's own field wins, as its eta."""
     overrides = request.override_settings or {}
     values = {**(options or {}), **{key: overrides[key] for key in SAMPLER_OPTION_KEYS if key in overrides}}
+    values.update({name: getattr(request, name) for name in CHURN_REQUEST_FIELDS if getattr(request, name) is not None})
     chosen = sampler_option_params(sampler, values)
     if request.eta is not None:
         chosen["eta"] = request.eta
     return chosen
+
+
+CHURN_REQUEST_FIELDS = ("s_churn", "s_tmin", "s_tmax", "s_noise")  # A1111's top-level request fields
 
 
 def _exact_steps(request: Img2ImgRequest, options: dict[str, Any] | None) -> bool:

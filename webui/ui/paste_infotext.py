@@ -419,7 +419,10 @@ def _reproduction_notes(parsed: dict, current_model: str | None, current_model_a
     notes += _approximation_notes(parsed)
     if "Variation seed" in parsed:
         notes.append("Variation seed: not supported here; the image will differ.")
-    sampler_settings = [f"{key}: {parsed[key]}" for key in ("Eta", "Eta DDIM", "ENSD") if parsed.get(key) not in (None, "")]
+    from pipelines.sampler_parameters import INFOTEXT_KEYS
+
+    sampler_settings = [f"{key}: {parsed[key]}" for key in ("Eta", "Eta DDIM", "ENSD", *INFOTEXT_KEYS.values())
+                        if parsed.get(key) not in (None, "")]
     if sampler_settings:
         notes.append(f"{', '.join(sampler_settings)}: these are Settings here (Settings > Sampler parameters), not "
                      "form fields; set them there to reproduce the image.")
@@ -452,11 +455,10 @@ def _approximation_notes(parsed: dict) -> list[str]:
 
 def _schedule_setting_notes(parsed: dict) -> list[str]:
     """One note naming each A1111 setting the infotext records at a value this server does not run
-    (`webui.fixed_settings`: Sigma churn, UniPC variant, Discard penultimate sigma, Schedule rho, Beta ...).
+    (`webui.fixed_settings`: UniPC variant, SGM noise multiplier, Beta ...).
 
     A1111's paste sets these as setting overrides; here they are fixed, so the form cannot take them and the
-    image will differ. A value that is what runs here anyway ("Discard penultimate sigma: True" with DPM2,
-    "UniPC order: 3") gets no note."""
+    image will differ. A value that is what runs here anyway ("UniPC order: 3") gets no note."""
     from webui.fixed_settings import FIXED_BY_INFOTEXT_KEY
 
     spec = _infotext_sampler_spec(parsed)
