@@ -419,10 +419,8 @@ def _reproduction_notes(parsed: dict, current_model: str | None, current_model_a
     notes += _approximation_notes(parsed)
     if "Variation seed" in parsed:
         notes.append("Variation seed: not supported here; the image will differ.")
-    from pipelines.sampler_parameters import INFOTEXT_KEYS
-
-    sampler_settings = [f"{key}: {parsed[key]}" for key in ("Eta", "Eta DDIM", "ENSD", *INFOTEXT_KEYS.values())
-                        if parsed.get(key) not in (None, "")]
+    sampler_settings = [f"{key}: {parsed[key]}" for key in ("Eta", "Eta DDIM", "ENSD") if parsed.get(key) not in (None, "")]
+    sampler_settings += _sampler_parameter_settings(parsed)
     if sampler_settings:
         notes.append(f"{', '.join(sampler_settings)}: these are Settings here (Settings > Sampler parameters), not "
                      "form fields; set them there to reproduce the image.")
@@ -436,6 +434,24 @@ def _reproduction_notes(parsed: dict, current_model: str | None, current_model_a
         notes.append(f"RNG: the image's noise was drawn on the {parsed.get('RNG', 'GPU')} (A1111's default when the "
                      "key is missing); this server draws CPU noise, so the same seed gives another image.")
     return notes
+
+
+def _sampler_parameter_settings(parsed: dict) -> list[str]:
+    """"Sigma churn: 0.5", "Schedule rho: 5" ... for each of A1111's Sampler parameters the infotext records at a value
+    other than its default (those are Settings here, as in A1111, where its paste sets them as overrides)."""
+    from pipelines.sampler_parameters import INFOTEXT_KEYS, SamplerParameters, parameters_from_values
+
+    found = []
+    for option, key in INFOTEXT_KEYS.items():
+        if parsed.get(key) in (None, ""):
+            continue
+        try:
+            default = parameters_from_values({option: parsed[key]}) == SamplerParameters()
+        except ValueError:
+            default = False
+        if not default:
+            found.append(f"{key}: {parsed[key]}")
+    return found
 
 
 def _approximation_notes(parsed: dict) -> list[str]:
