@@ -89,6 +89,8 @@ SETTING_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "Skip Early CFG": ("skip_early_cond", as_number),
     "ENSD": ("eta_noise_seed_delta", as_integer),  # A1111's paste maps it to the same setting
     "Emphasis": ("emphasis", as_text),  # written by A1111 when not "Original" (sd_hijack_clip)
+    "Noise multiplier": ("initial_noise_multiplier", as_number),  # Settings > img2img (pipelines.img2img_noise)
+    "Extra noise": ("img2img_extra_noise", as_number),
     "VAE": ("sd_vae", as_text),  # A1111's sd_vae option has infotext="VAE"; a VAE other than the loaded one is refused
 }
 

@@ -69,7 +69,7 @@ class FixedSetting:
 
 SAMPLER_PARAMETERS = "Settings > Sampler parameters"
 # Schedule min/max sigma, rho, churn (s_churn, s_tmin, s_tmax, s_noise) and "Discard penultimate sigma" run at any
-# value (`pipelines.sampler_parameters`) and are not here.
+# value (`pipelines.sampler_parameters`), as do img2img's "Noise multiplier" and "Extra noise" (`pipelines.img2img_noise`).
 FIXED_SETTINGS: tuple[FixedSetting, ...] = (
     FixedSetting("beta_dist_alpha", ("Beta schedule alpha",), SAMPLER_PARAMETERS, str(BETA_ALPHA),
                  _equals_number(BETA_ALPHA)),
@@ -86,9 +86,6 @@ FIXED_SETTINGS: tuple[FixedSetting, ...] = (
                  _equals_flag(True)),
     FixedSetting("sd_noise_schedule", ("Noise Schedule",), SAMPLER_PARAMETERS, "Default (not Zero Terminal SNR)",
                  _equals_text("Default")),
-    FixedSetting("initial_noise_multiplier", ("Noise multiplier",), "Settings > img2img", "1",
-                 _equals_number(1.0)),
-    FixedSetting("img2img_extra_noise", ("Extra noise",), "Settings > img2img", "0", _equals_number(0.0)),
     FixedSetting("pad_cond_uncond", ("Pad conds",), "Settings > Optimizations",
                  "False (prompt and negative prompt not padded to each other)", _equals_flag(False)),
     FixedSetting("use_downcasted_alpha_bar", ("Downcast alphas_cumprod",), "Settings > Compatibility",

@@ -87,8 +87,10 @@ def _check_ensd(value: Any) -> int:
 # A1111's other Sampler parameters (schedule min/max sigma, rho, churn, discard penultimate sigma) keep its option names
 # and defaults (`pipelines.sampler_parameters.SamplerParameters`).
 SAMPLER_PARAMETER_DEFAULTS = asdict(SamplerParameters())
+# Settings > img2img's noise options (pipelines.img2img_noise), read by img2img requests only.
+IMG2IMG_NOISE_DEFAULTS = {"initial_noise_multiplier": 1.0, "img2img_extra_noise": 0.0}
 SAMPLER_OPTION_DEFAULTS = {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0, "img2img_fix_steps": False,
-                           **SAMPLER_PARAMETER_DEFAULTS}
+                           **SAMPLER_PARAMETER_DEFAULTS, **IMG2IMG_NOISE_DEFAULTS}
 SAMPLER_OPTION_KEYS = tuple(SAMPLER_OPTION_DEFAULTS)
 
 
@@ -112,6 +114,20 @@ def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any
         eta = chosen["eta_ddim"] if spec.eta_infotext_key == "Eta DDIM" else chosen["eta_ancestral"]
     return {"eta": eta, "ensd": int(chosen["eta_noise_seed_delta"]),
             "sampler_parameters": parameters_from_values(chosen)}
+
+
+def img2img_noise_values(values: dict[str, Any]) -> dict[str, Any]:
+    """`Img2ImgParams.initial_noise_multiplier` / `img2img_extra_noise` from option values (checked by the pipeline)."""
+    return {key: values.get(key, default) for key, default in IMG2IMG_NOISE_DEFAULTS.items()}
+
+
+def _check_img2img_noise(key: str):
+    def check(value: Any) -> float:
+        from pipelines.img2img_noise import check_img2img_noise
+
+        check_img2img_noise(**{**IMG2IMG_NOISE_DEFAULTS, key: value})
+        return float(value)
+    return check
 
 
 def _check_sampler_parameter(key: str):
@@ -172,6 +188,7 @@ SETTABLE = {
     "eta_noise_seed_delta": _check_ensd,
     "img2img_fix_steps": _check_bool("img2img_fix_steps"),
     **{key: _check_sampler_parameter(key) for key in SAMPLER_PARAMETER_DEFAULTS},
+    **{key: _check_img2img_noise(key) for key in IMG2IMG_NOISE_DEFAULTS},
     **{key: (lambda value, key=key: check_option_value(key, value)) for key in OPTION_KEYS},
 }
 SIZE_KEYS = ("default_width", "default_height")  # the defaults that start at the loaded model's native size

@@ -36,8 +36,6 @@ CHANGED = {
     "uni_pc_order": ("UniPC order", "2"),
     "uni_pc_lower_order_final": ("UniPC lower order final", "False"),
     "sd_noise_schedule": ("Noise Schedule", "Zero Terminal SNR"),
-    "initial_noise_multiplier": ("Noise multiplier", "0.9"),
-    "img2img_extra_noise": ("Extra noise", "0.2"),
     "pad_cond_uncond": ("Pad conds", "True"),
     "use_downcasted_alpha_bar": ("Downcast alphas_cumprod", "True"),
 }

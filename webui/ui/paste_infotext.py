@@ -451,6 +451,10 @@ def _sampler_parameter_settings(parsed: dict) -> list[str]:
             default = False
         if not default:
             found.append(f"{key}: {parsed[key]}")
+    for key, default in (("Noise multiplier", 1.0), ("Extra noise", 0.0)):  # Settings > img2img here too
+        value = _float(parsed.get(key))
+        if parsed.get(key) not in (None, "") and value != default:
+            found.append(f"{key}: {parsed[key]}")
     return found
 
 
