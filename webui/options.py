@@ -313,6 +313,10 @@ class ServerOptions:
                 raise ValueError(f"Option {key!r} cannot be set over the API{readonly}; "
                                  f"settable: {sorted([*CALLER_APPLIED, *SETTABLE])}.")
             checked[key] = SETTABLE[key](value)
+        if any(key in SAMPLER_PARAMETER_DEFAULTS for key in checked):  # together: sigma_min < sigma_max, tmin <= tmax
+            with self._lock:
+                merged = {**self._values, **checked}
+            check_sampler_parameters(parameters_from_values(merged))
         if any(key in OPTION_KEYS for key in checked):
             with self._lock:
                 merged = {**self._values, **checked}

@@ -108,3 +108,34 @@ def test_over_http_the_field_the_infotext_and_the_setting_give_one_image(client)
         assert client.post("/sdapi/v1/options", json={"s_churn": 0.0}).status_code == 200
     refused = client.post("/sdapi/v1/options", json={"s_churn": -1})
     assert refused.status_code in (400, 422) and "s_churn" in refused.text
+
+
+def test_hires_fix_refuses_extra_noise_its_pass_would_not_add():
+    with pytest.raises(ValueError, match=r"img2img_extra_noise=0\.2 .* hires-fix pass"):
+        _parameters({"sampler_name": "Euler", "enable_hr": True, "hr_scale": 2, "denoising_strength": 0.5,
+                     "override_settings": {"img2img_extra_noise": 0.2}})
+
+
+def test_the_settings_tab_applies_the_sampler_parameters(tmp_path):
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+    from webui.ui.app import build_ui
+    from webui.ui.sampler_parameter_settings import SLIDERS
+
+    from .ui_blocks import handler
+
+    (tmp_path / "models").mkdir()
+    state = ServerState(ServerConfig(models_dir=str(tmp_path / "models"), output_dir=str(tmp_path / "out")))
+    try:
+        apply = handler(build_ui(state), "settings_apply_sampler_parameters", "click")
+        values = {"sigma_min": 0.1, "sigma_max": 10.0, "rho": 5.0, "s_churn": 0.5, "s_tmin": 0.0, "s_tmax": 0.0,
+                  "s_noise": 1.0, "initial_noise_multiplier": 0.9, "img2img_extra_noise": 0.1}
+        apply.fn(*(values[key] for key in SLIDERS), True)
+        assert {key: state.options.get(key) for key in values} == values
+        assert state.options.get("always_discard_next_to_last_sigma") is True
+        assert state.options.sampler_params("Euler")["sampler_parameters"] == SamplerParameters(
+            sigma_min=0.1, sigma_max=10.0, rho=5.0, s_churn=0.5, always_discard_next_to_last_sigma=True)
+        with pytest.raises(Exception, match="sigma_min"):
+            apply.fn(*({**values, "sigma_min": 20.0, "sigma_max": 10.0}[key] for key in SLIDERS), False)
+    finally:
+        state.close()
