@@ -105,6 +105,8 @@ class ResolvedSampler:
                                        parameters=self.parameters)
             if self.eta is not None and hasattr(scheduler, "eta"):
                 scheduler.eta = self.eta
+            if self.parameters is not None and hasattr(scheduler, "s_noise"):  # before set_timesteps (DPM2 a)
+                scheduler.s_noise = float(self.parameters.s_noise)
             if hasattr(scheduler, "churn_parameters"):
                 scheduler.churn_parameters = self.parameters
             scheduler.set_timesteps(steps, device=device)

@@ -15,6 +15,8 @@ from typing import Any
 
 # A1111 1.10's `sampler_extra_params`: the samplers whose k-diffusion function takes churn, by mixkit/A1111 name.
 CHURN_SAMPLERS = ("Euler", "Heun", "DPM2")
+# ... and those whose function takes s_noise only, which scales their fresh noise (Euler a takes none in A1111 1.10).
+S_NOISE_SAMPLERS = ("DPM2 a", "DPM++ 2S a", "DPM++ SDE", "DPM++ 2M SDE", "DPM++ 2M SDE Heun")
 
 # option name -> infotext key (A1111's `shared_options.py`); `always_discard...` is written as "True".
 INFOTEXT_KEYS = {
@@ -85,6 +87,8 @@ class SamplerParameters:
                     values[INFOTEXT_KEYS[name]] = getattr(self, name)
             if self.tmax != math.inf:
                 values[INFOTEXT_KEYS["s_tmax"]] = self.s_tmax
+        elif spec.name in S_NOISE_SAMPLERS and self.s_noise != 1.0:
+            values[INFOTEXT_KEYS["s_noise"]] = self.s_noise
         if self.always_discard_next_to_last_sigma and not spec.discard_penultimate_sigma and \
                 schedule.sigma_function is not None:
             values[INFOTEXT_KEYS["always_discard_next_to_last_sigma"]] = True
@@ -158,9 +162,6 @@ def from_infotext(written: dict[str, Any]) -> dict[str, Any]:
     return {by_key[key]: value for key, value in written.items() if key in by_key}
 
 
-# A1111 1.10 passes s_noise to these samplers too (`sampler_extra_params`), where it scales their fresh noise; mixkit's
-# versions of them have no s_noise yet, so a value other than 1 is refused with them rather than dropped.
-S_NOISE_UNSUPPORTED = ("DPM2 a", "DPM++ 2S a", "DPM++ SDE", "DPM++ 2M SDE", "DPM++ 2M SDE Heun")
 
 
 def check_sampler_parameters_for(parameters: Any, sampler: str, schedule_type: str = "Automatic") -> None:
@@ -170,10 +171,6 @@ def check_sampler_parameters_for(parameters: Any, sampler: str, schedule_type: s
     from pipelines.samplers import SCHEDULE_TYPES, resolve_sampler
 
     spec, schedule = resolve_sampler(sampler, schedule_type)
-    if parameters.s_noise != 1.0 and spec.name in S_NOISE_UNSUPPORTED:
-        raise ValueError(f"s_noise={parameters.s_noise} with sampler {spec.name!r}: A1111 scales that sampler's fresh "
-                         "noise by it, which this server does not implement; set s_noise to 1, or use Euler, Heun "
-                         "or DPM2 (whose churn noise it scales).")
     if parameters.always_discard_next_to_last_sigma and SCHEDULE_TYPES.get(schedule).sigma_function is None \
             and spec.name == "LCM":
         raise ValueError("always_discard_next_to_last_sigma=True with LCM and schedule type 'Automatic' (LCM's own "

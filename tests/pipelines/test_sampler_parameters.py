@@ -53,9 +53,11 @@ def test_s_tmax_infinity_is_a1111s_zero():
 
 
 @pytest.mark.parametrize("sampler", ["DPM++ SDE", "DPM2 a", "DPM++ 2S a", "DPM++ 2M SDE"])
-def test_s_noise_is_refused_where_a1111_would_scale_noise_this_server_does_not(sampler):
-    with pytest.raises(ValueError, match=r"s_noise=0\.9 with sampler " + re.escape(repr(sampler))):
-        _check(sampler, s_noise=0.9)
+def test_s_noise_is_taken_and_recorded_by_the_samplers_a1111_passes_it_to(sampler):
+    _check(sampler, s_noise=0.9)
+    assert SamplerParameters(s_noise=0.9).infotext_values(SAMPLERS.get(sampler), SCHEDULE_TYPES.get("Karras")) == {
+        "Sigma noise": 0.9}
+    assert SamplerParameters(s_noise=0.9).infotext_values(SAMPLERS.get("Euler a"), SCHEDULE_TYPES.get("Karras")) == {}
 
 
 def test_settings_a_sampler_does_not_read_are_accepted_as_in_a1111():
@@ -99,6 +101,7 @@ def test_churn_outside_its_sigma_window_changes_nothing_but_is_recorded_as_a1111
     ("Euler", "Automatic", {"s_churn": 1.0}, {"Sigma churn": "1"}),
     ("Heun", "Karras", {"s_churn": 2.0, "s_tmin": 0.1, "s_tmax": 10.0, "s_noise": 1.01},
      {"Sigma churn": "2", "Sigma tmin": "0.1", "Sigma tmax": "10", "Sigma noise": "1.01"}),
+    ("DPM++ 2M SDE", "Karras", {"s_noise": 0.5}, {"Sigma noise": "0.5"}),
     ("DPM++ 2M", "Karras", {"sigma_min": 0.1, "sigma_max": 10.0, "rho": 5.0},
      {"Schedule min sigma": "0.1", "Schedule max sigma": "10", "Schedule rho": "5"}),
     ("Euler", "Exponential", {"always_discard_next_to_last_sigma": True}, {"Discard penultimate sigma": "True"}),

@@ -69,7 +69,8 @@ def test_settings_then_override_settings_then_the_request_field():
     ({"override_settings": {"sigma_min": 5, "sigma_max": 1}}, r"sigma_min \(5\) must be below sigma_max \(1\)"),
     ({"infotext": BASE.format(sampler="Euler", schedule="Karras") + ", Sigma churn: lots"},
      r"s_churn must be a number, got 'lots'"),
-    ({"sampler_name": "DPM++ SDE", "s_noise": 0.9}, r"s_noise=0\.9 with sampler 'DPM\+\+ SDE'"),
+    ({"sampler_name": "LCM", "override_settings": {"always_discard_next_to_last_sigma": True}},
+     r"LCM and schedule type 'Automatic'"),
 ])
 def test_bad_values_are_refused_naming_the_setting(body, message):
     with pytest.raises(ValueError, match=message):
