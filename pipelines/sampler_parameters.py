@@ -28,7 +28,11 @@ INFOTEXT_KEYS = {
     "s_tmax": "Sigma tmax",
     "s_noise": "Sigma noise",
     "always_discard_next_to_last_sigma": "Discard penultimate sigma",
+    "sgm_noise_multiplier": "SGM noise multiplier",
 }
+# A1111 1.6 wrote "SGM noise multplier" (sic); later versions spell it right, and both circulate.
+INFOTEXT_ALIASES = {"SGM noise multplier": "sgm_noise_multiplier"}
+FLAGS = ("always_discard_next_to_last_sigma", "sgm_noise_multiplier")
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class SamplerParameters:
     s_tmax: float = 0.0  # churn only at sigmas <= s_tmax; 0 means infinity, as in A1111
     s_noise: float = 1.0  # scale of the churn noise
     always_discard_next_to_last_sigma: bool = False  # A1111's "Discard penultimate sigma" for every k-sampler
+    # txt2img's initial noise at sqrt(1 + sigma_max^2) instead of sigma_max (Stability's SGM code), k-samplers only
+    sgm_noise_multiplier: bool = False
 
     @property
     def tmax(self) -> float:
@@ -92,11 +98,28 @@ class SamplerParameters:
         if self.always_discard_next_to_last_sigma and not spec.discard_penultimate_sigma and \
                 schedule.sigma_function is not None:
             values[INFOTEXT_KEYS["always_discard_next_to_last_sigma"]] = True
+        if self.sgm_noise_multiplier and is_k_diffusion_sampler(spec):
+            values[INFOTEXT_KEYS["sgm_noise_multiplier"]] = True
         return values
+
+    def initial_noise_factor(self, spec, scheduler) -> float:
+        """What txt2img's initial noise scale is multiplied by: sqrt(1 + sigma_0^2) / sigma_0 (sigma_0: the
+        scheduler's first sigma) with `sgm_noise_multiplier` for a k-diffusion sampler (A1111's
+        `KDiffusionSampler.sample`), else 1."""
+        if not self.sgm_noise_multiplier or not is_k_diffusion_sampler(spec):
+            return 1.0
+        first_sigma = float(scheduler.sigmas[0])
+        return math.sqrt(1.0 + first_sigma**2) / first_sigma
+
+
+def is_k_diffusion_sampler(spec) -> bool:
+    """A1111 runs every sampler on k-diffusion's sigmas but its timestep samplers (DDIM, PLMS, UniPC), which take
+    no schedule type."""
+    return tuple(spec.schedule_types) != ("Automatic",)
 
 
 OPTION_NAMES = tuple(f.name for f in fields(SamplerParameters))
-_NUMBERS = tuple(name for name in OPTION_NAMES if name != "always_discard_next_to_last_sigma")
+_NUMBERS = tuple(name for name in OPTION_NAMES if name not in FLAGS)
 
 
 def check_sampler_parameters(parameters: Any) -> None:
@@ -110,9 +133,9 @@ def check_sampler_parameters(parameters: Any) -> None:
             raise TypeError(f"{name} must be a number (A1111's Settings > Sampler parameters), got {value!r}.")
         if math.isnan(value) or value < 0 or (math.isinf(value) and name != "s_tmax"):
             raise ValueError(f"{name} must be a finite number >= 0 (0 keeps the sampler's default), got {value!r}.")
-    flag = parameters.always_discard_next_to_last_sigma
-    if not isinstance(flag, bool):
-        raise TypeError(f"always_discard_next_to_last_sigma must be True or False, got {flag!r}.")
+    for name in FLAGS:
+        if not isinstance(getattr(parameters, name), bool):
+            raise TypeError(f"{name} must be True or False, got {getattr(parameters, name)!r}.")
     if parameters.sigma_min and parameters.sigma_max and parameters.sigma_min >= parameters.sigma_max:
         raise ValueError(f"sigma_min ({parameters.sigma_min}) must be below sigma_max ({parameters.sigma_max}); "
                          "set 0 for either to keep the model's own.")
@@ -143,7 +166,7 @@ def parameters_from_values(values: dict[str, Any]) -> SamplerParameters:
         value = values[name]
         if isinstance(value, str):
             text = value.strip()
-            if name == "always_discard_next_to_last_sigma":
+            if name in FLAGS:
                 if text not in ("True", "False"):
                     raise ValueError(f"{name} must be True or False, got {value!r}.")
                 value = text == "True"
@@ -158,7 +181,7 @@ def parameters_from_values(values: dict[str, Any]) -> SamplerParameters:
 
 def from_infotext(written: dict[str, Any]) -> dict[str, Any]:
     """option name -> value for each of these settings an infotext's own keys record (A1111's keys)."""
-    by_key = {key: name for name, key in INFOTEXT_KEYS.items()}
+    by_key = {**{key: name for name, key in INFOTEXT_KEYS.items()}, **INFOTEXT_ALIASES}
     return {by_key[key]: value for key, value in written.items() if key in by_key}
 
 

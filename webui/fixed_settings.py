@@ -1,10 +1,10 @@
 """A1111 settings that change the image but that this server runs at one value only (A1111's default).
 
 A1111 writes each of them into the infotext under its option's `infotext=` key (`shared_options.py`:
-`uni_pc_variant` -> "UniPC variant", `sgm_noise_multiplier` -> "SGM noise multiplier" ...) when it is not at its default, and its
+`uni_pc_variant` -> "UniPC variant", `pad_cond_uncond` -> "Pad conds" ...) when it is not at its default, and its
 paste and its API's `infotext` field turn the key back into that option (`infotext_utils.get_override_settings`).
 mixkit implements none of them beyond their default, so a value is accepted only where it is what runs here
-anyway (UniPC bh1 order 3, "SGM noise multiplier: False" ...);
+anyway (UniPC bh1 order 3, "Pad conds: False" ...);
 any other value makes another image and is refused by the API or named in a note by the web UI paste,
 never dropped.
 """
@@ -69,15 +69,13 @@ class FixedSetting:
 
 SAMPLER_PARAMETERS = "Settings > Sampler parameters"
 # Schedule min/max sigma, rho, churn (s_churn, s_tmin, s_tmax, s_noise) and "Discard penultimate sigma" run at any
-# value (`pipelines.sampler_parameters`), as do img2img's "Noise multiplier" and "Extra noise" (`pipelines.img2img_noise`).
+# value, as does "SGM noise multiplier" (`pipelines.sampler_parameters`), and so do img2img's "Noise multiplier" and
+# "Extra noise" (`pipelines.img2img_noise`).
 FIXED_SETTINGS: tuple[FixedSetting, ...] = (
     FixedSetting("beta_dist_alpha", ("Beta schedule alpha",), SAMPLER_PARAMETERS, str(BETA_ALPHA),
                  _equals_number(BETA_ALPHA)),
     FixedSetting("beta_dist_beta", ("Beta schedule beta",), SAMPLER_PARAMETERS, str(BETA_BETA),
                  _equals_number(BETA_BETA)),
-    # A1111 1.6 wrote the key misspelt ("multplier"); later versions spell it right. Both circulate.
-    FixedSetting("sgm_noise_multiplier", ("SGM noise multiplier", "SGM noise multplier"), SAMPLER_PARAMETERS,
-                 "False", _equals_flag(False)),
     FixedSetting("uni_pc_variant", ("UniPC variant",), SAMPLER_PARAMETERS, "bh1", _equals_text("bh1")),
     FixedSetting("uni_pc_skip_type", ("UniPC skip type",), SAMPLER_PARAMETERS, "time_uniform",
                  _equals_text("time_uniform")),

@@ -7,6 +7,7 @@ import math
 import re
 
 import numpy as np
+import torch
 import pytest
 
 from pipelines.infotext import parse_infotext
@@ -145,3 +146,35 @@ def test_values_read_from_text_are_numbers_and_flags():
     with pytest.raises(TypeError):
         check_sampler_parameters({"s_churn": 0.5})
 
+
+
+@pytest.mark.parametrize("sampler, schedule", [("Euler", "Automatic"), ("DPM++ 2M", "Karras")])
+def test_sgm_noise_multiplier_starts_from_sqrt_1_plus_sigma_max_squared(sd1_pipe, sampler, schedule):
+    # A1111's KDiffusionSampler.sample: x * sqrt(1 + sigmas[0]^2) instead of x * sigmas[0]
+    from pipelines.samplers import initial_noise_scale
+
+    resolved = sd1_pipe.session.resolve_sampler(sampler, schedule, None, SamplerParameters(sgm_noise_multiplier=True))
+    generators = [torch.Generator().manual_seed(9)]
+    start = sd1_pipe._start_batch(Txt2ImgParams(**SMALL, sampler=sampler, schedule_type=schedule), None, resolved,
+                                  generators, 0)
+    plain = sd1_pipe.session.resolve_sampler(sampler, schedule, None)
+    plain_start = sd1_pipe._start_batch(Txt2ImgParams(**SMALL, sampler=sampler, schedule_type=schedule), None, plain,
+                                        [torch.Generator().manual_seed(9)], 0)
+    sigma_max = float(start.schedulers[0].sigmas[0])
+    factor = math.sqrt(1 + sigma_max**2) / sigma_max
+    torch.testing.assert_close(start.latents, plain_start.latents * factor, rtol=1e-6, atol=0)
+    if sampler == "Euler":  # k-diffusion's sigma-space start: exactly sqrt(1 + sigma_max^2) of unit noise
+        assert initial_noise_scale(start.schedulers[0]) * factor == pytest.approx(math.sqrt(1 + sigma_max**2))
+    result = sd1_pipe(**SMALL, sampler=sampler, schedule_type=schedule,
+                      sampler_parameters=SamplerParameters(sgm_noise_multiplier=True))
+    recorded = parse_infotext(result.infotexts[0], defaults=False)
+    assert recorded["SGM noise multiplier"] == "True"
+    assert parameters_from_values(from_infotext(recorded)) == SamplerParameters(sgm_noise_multiplier=True)
+    assert from_infotext({"SGM noise multplier": "True"}) == {"sgm_noise_multiplier": "True"}  # A1111 1.6's spelling
+
+
+def test_sgm_noise_multiplier_leaves_a1111s_timestep_samplers_alone(sd1_pipe):
+    plain = sd1_pipe(**SMALL, sampler="DDIM")
+    sgm = sd1_pipe(**SMALL, sampler="DDIM", sampler_parameters=SamplerParameters(sgm_noise_multiplier=True))
+    assert np.array_equal(np.asarray(plain.images[0]), np.asarray(sgm.images[0]))
+    assert "SGM noise multiplier" not in sgm.infotexts[0]

@@ -1,5 +1,5 @@
-"""A1111's sampler-setting infotext keys this server cannot honour (UniPC variant, SGM noise multiplier, Noise
-multiplier ...) are never dropped: the API's `infotext` field refuses them with a 422
+"""A1111's sampler-setting infotext keys this server cannot honour (UniPC variant, Pad conds, Noise schedule ...)
+are never dropped: the API's `infotext` field refuses them with a 422
 naming the key, as the same settings sent as request fields are refused, and accepts them where the value is what
 runs here anyway; the web UI paste names each in a note.
 
@@ -30,7 +30,6 @@ BASE = ("a red circle\nSteps: 4, Sampler: {sampler}, Schedule type: Automatic, C
 CHANGED = {
     "beta_dist_alpha": ("Beta schedule alpha", "0.5"),
     "beta_dist_beta": ("Beta schedule beta", "0.7"),
-    "sgm_noise_multiplier": ("SGM noise multiplier", "True"),
     "uni_pc_variant": ("UniPC variant", "bh2"),
     "uni_pc_skip_type": ("UniPC skip type", "logSNR"),
     "uni_pc_order": ("UniPC order", "2"),
@@ -81,19 +80,14 @@ def test_the_web_ui_paste_names_a_changed_sampler_setting_in_a_note(option):
     assert len(notes) == 1 and notes[0].startswith(f"{key}: {value}: ") and "the image will differ" in notes[0]
 
 
-def test_the_misspelt_sgm_key_of_a1111_1_6_is_refused_too():
-    with pytest.raises(ValueError, match="sgm_noise_multiplier='True'"):
-        _params({"infotext": BASE.format(sampler="Euler") + ", SGM noise multplier: True"})
-
-
 def test_several_changed_settings_are_all_named_in_one_refusal():
-    text = BASE.format(sampler="Euler") + ", SGM noise multiplier: True, Pad conds: True, UniPC order: 2"
+    text = BASE.format(sampler="Euler") + ", Noise Schedule: Zero Terminal SNR, Pad conds: True, UniPC order: 2"
     with pytest.raises(ValueError) as refused:
         _params({"infotext": text})
-    assert all(f"infotext key {key!r}" in str(refused.value) for key in ("SGM noise multiplier", "Pad conds",
+    assert all(f"infotext key {key!r}" in str(refused.value) for key in ("Noise Schedule", "Pad conds",
                                                                          "UniPC order"))
     notes = _paste_notes(text, "Euler")
-    assert len(notes) == 1 and notes[0].startswith("SGM noise multiplier: True, Pad conds: True, UniPC order: 2: ")
+    assert len(notes) == 1 and notes[0].startswith("Noise Schedule: Zero Terminal SNR, Pad conds: True, UniPC order: 2: ")
 
 
 @pytest.mark.parametrize(("sampler", "extra"), AS_RUN)
@@ -104,15 +98,15 @@ def test_values_this_server_runs_anyway_are_accepted_and_change_nothing(sampler,
 
 
 def test_the_requests_own_override_wins_over_the_infotexts_as_in_a1111():
-    text = BASE.format(sampler="Euler") + ", SGM noise multiplier: True"
-    params = _params({"infotext": text, "override_settings": {"sgm_noise_multiplier": False}})
+    text = BASE.format(sampler="Euler") + ", Pad conds: True"
+    params = _params({"infotext": text, "override_settings": {"pad_cond_uncond": False}})
     assert params == _params({"infotext": BASE.format(sampler="Euler")})
 
 
 def test_override_settings_take_the_same_values_with_the_same_answer():
-    assert _params({"override_settings": {"uni_pc_order": 3, "sgm_noise_multiplier": False}})
-    with pytest.raises(ValueError, match=r"sgm_noise_multiplier=True .*infotext key 'SGM noise multiplier'"):
-        _params({"override_settings": {"sgm_noise_multiplier": True}})
+    assert _params({"override_settings": {"uni_pc_order": 3, "pad_cond_uncond": False}})
+    with pytest.raises(ValueError, match=r"pad_cond_uncond=True .*infotext key 'Pad conds'"):
+        _params({"override_settings": {"pad_cond_uncond": True}})
 
 
 # --- over HTTP: the 422 a client sees, and an accepted infotext giving the very same image
@@ -129,8 +123,8 @@ def server(tiny_sd1_dir, tmp_path_factory, serving):
 
 def test_the_api_answers_422_naming_the_key_and_runs_values_it_has(client):
     text = BASE.format(sampler="Euler")
-    refused = client.post("/sdapi/v1/txt2img", json={"infotext": text + ", SGM noise multiplier: True"})
-    assert refused.status_code == 422 and "'SGM noise multiplier'" in refused.json()["detail"]
+    refused = client.post("/sdapi/v1/txt2img", json={"infotext": text + ", Pad conds: True"})
+    assert refused.status_code == 422 and "'Pad conds'" in refused.json()["detail"]
     plain = client.post("/sdapi/v1/txt2img", json={"infotext": text})
     same = client.post("/sdapi/v1/txt2img", json={"infotext": text + ", Sigma churn: 0, SGM noise multiplier: False"})
     assert plain.status_code == same.status_code == 200

@@ -26,7 +26,8 @@ def test_defaults_are_a1111s():
     assert SAMPLER_OPTION_DEFAULTS == {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0,
                                        "img2img_fix_steps": False, "sigma_min": 0.0, "sigma_max": 0.0, "rho": 0.0,
                                        "s_churn": 0.0, "s_tmin": 0.0, "s_tmax": 0.0, "s_noise": 1.0,
-                                       "always_discard_next_to_last_sigma": False, "initial_noise_multiplier": 1.0,
+                                       "always_discard_next_to_last_sigma": False, "sgm_noise_multiplier": False,
+                                       "initial_noise_multiplier": 1.0,
                                        "img2img_extra_noise": 0.0}
     assert sampler_option_params("Euler a", {}) == {"eta": 1.0, "ensd": 0, "sampler_parameters": SamplerParameters()}
 

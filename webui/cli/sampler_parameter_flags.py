@@ -6,7 +6,7 @@ import argparse
 from typing import Any, Callable
 
 from pipelines.infotext_values import as_flag, as_number
-from pipelines.sampler_parameters import INFOTEXT_KEYS, OPTION_NAMES, SamplerParameters
+from pipelines.sampler_parameters import FLAGS, INFOTEXT_KEYS, OPTION_NAMES, SamplerParameters
 
 HELP = {
     "sigma_min": "A1111's 'Schedule min sigma': the lowest sigma of Karras, Exponential, Polyexponential, SGM Uniform, "
@@ -27,6 +27,9 @@ def add_sampler_parameter_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--always-discard-next-to-last-sigma", action="store_true", default=None,
                         dest="always_discard_next_to_last_sigma",
                         help="A1111's 'Discard penultimate sigma' for every k-diffusion sampler (DPM2 and DPM2 a always do)")
+    parser.add_argument("--sgm-noise-multiplier", action="store_true", default=None, dest="sgm_noise_multiplier",
+                        help="A1111's 'SGM noise multiplier': start from noise of std sqrt(1 + sigma_max^2) instead of "
+                             "sigma_max (k-diffusion samplers; not DDIM, PLMS, UniPC)")
 
 
 def sampler_parameters_of(args: argparse.Namespace) -> SamplerParameters:
@@ -37,6 +40,6 @@ def sampler_parameters_of(args: argparse.Namespace) -> SamplerParameters:
 
 # argparse destination -> (infotext key, conversion), for `generate_infotext.FLAG_KEYS`
 INFOTEXT_FLAG_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
-    name: (key, as_flag if name == "always_discard_next_to_last_sigma" else as_number)
+    name: (key, as_flag if name in FLAGS else as_number)
     for name, key in INFOTEXT_KEYS.items()
 }

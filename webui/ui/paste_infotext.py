@@ -439,10 +439,11 @@ def _reproduction_notes(parsed: dict, current_model: str | None, current_model_a
 def _sampler_parameter_settings(parsed: dict) -> list[str]:
     """"Sigma churn: 0.5", "Schedule rho: 5" ... for each of A1111's Sampler parameters the infotext records at a value
     other than its default (those are Settings here, as in A1111, where its paste sets them as overrides)."""
-    from pipelines.sampler_parameters import INFOTEXT_KEYS, SamplerParameters, parameters_from_values
+    from pipelines.sampler_parameters import INFOTEXT_ALIASES, INFOTEXT_KEYS, SamplerParameters, parameters_from_values
 
     found = []
-    for option, key in INFOTEXT_KEYS.items():
+    keys = [*INFOTEXT_KEYS.items(), *((option, key) for key, option in INFOTEXT_ALIASES.items())]
+    for option, key in keys:
         if parsed.get(key) in (None, ""):
             continue
         try:

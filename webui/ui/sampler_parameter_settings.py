@@ -24,6 +24,7 @@ SLIDERS = {
     "img2img_extra_noise": ("img2img: extra noise", 0.0, 1.0, 0.01),
 }
 DISCARD = "always_discard_next_to_last_sigma"
+SGM = "sgm_noise_multiplier"
 
 
 def build_sampler_parameter_settings(state: ServerState, apply_settings) -> None:
@@ -33,12 +34,14 @@ def build_sampler_parameter_settings(state: ServerState, apply_settings) -> None
                              elem_id=f"settings_{key}") for key, (label, low, high, step) in SLIDERS.items()]
     discard = gr.Checkbox(lambda: state.options.get(DISCARD), elem_id=f"settings_{DISCARD}",
                           label="Always discard the penultimate sigma (DPM2 and DPM2 a always do)")
+    sgm = gr.Checkbox(lambda: state.options.get(SGM), elem_id=f"settings_{SGM}",
+                      label="SGM noise multiplier: txt2img starts from noise of std sqrt(1 + sigma_max^2)")
     status = gr.Markdown()
     button = gr.Button("Apply sampler parameters", elem_id="settings_apply_sampler_parameters")
 
     def do_apply(*values):
-        changes = {key: float(value) for key, value in zip(SLIDERS, values[:-1])}
-        changes[DISCARD] = bool(values[-1])
+        changes = {key: float(value) for key, value in zip(SLIDERS, values[:-2])}
+        changes[DISCARD], changes[SGM] = bool(values[-2]), bool(values[-1])
         return apply_settings(state, changes)
 
-    button.click(do_apply, inputs=[*sliders, discard], outputs=status)
+    button.click(do_apply, inputs=[*sliders, discard, sgm], outputs=status)
