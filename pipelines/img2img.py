@@ -306,8 +306,9 @@ class ImageToImage(DiffusionPipelineBase):
         else:  # strength 1 too: A1111 caps it at 0.999 and noises the init image to the schedule's first sigma
             from pipelines.img2img_noise import noised_init
 
-            latents = noised_init(schedulers[0], init, noise, img2img_noise_timestep(schedulers[0], timesteps).repeat(count),
-                                  params.initial_noise_multiplier, params.img2img_extra_noise)
+            noise_at = img2img_noise_timestep(schedulers[0], timesteps).repeat(count)
+            latents = noised_init(schedulers[0], init, noise, noise_at, params.initial_noise_multiplier,
+                                  params.img2img_extra_noise)
         start = BatchStart(latents=latents, schedulers=schedulers, timesteps=timesteps,
                            steps=getattr(schedulers[0], "run_steps", run))  # A1111's UniPC: its t_enc steps
         if mask is not None:

@@ -11,7 +11,6 @@ never dropped.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Callable
 

@@ -38,6 +38,10 @@ class ChurnMixin:
     _churn_steps: int | None = None
     _churn_timesteps: dict | None = None
 
+    def set_timesteps(self, *args, **kwargs):
+        super().set_timesteps(*args, **kwargs)
+        self._churn_steps, self._churn_timesteps = None, None  # a new walk: counted again at its first step
+
     def churn(self, sample: torch.Tensor, timestep, generator) -> torch.Tensor:
         """The sample raised to this step's sigma_hat (unchanged where gamma is 0 or mid-step)."""
         if self.step_index is None:

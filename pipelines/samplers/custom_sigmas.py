@@ -67,6 +67,6 @@ def _model_relative(kwargs: dict[str, float], training_sigmas: np.ndarray) -> di
         del kwargs["sigma_min"]
     if kwargs.get("sigma_max") == model_max:
         del kwargs["sigma_max"]
-    check_schedule_range(SamplerParameters(sigma_min=kwargs.get("sigma_min", 0.0), sigma_max=kwargs.get("sigma_max", 0.0)),
-                         float(training_sigmas[0]), float(training_sigmas[-1]))
+    bounds = SamplerParameters(sigma_min=kwargs.get("sigma_min", 0.0), sigma_max=kwargs.get("sigma_max", 0.0))
+    check_schedule_range(bounds, float(training_sigmas[0]), float(training_sigmas[-1]))
     return kwargs

@@ -4,7 +4,6 @@ work, unchanged images at their defaults, A1111's infotext keys where they chang
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import torch

@@ -20,6 +20,7 @@ def _generate(capsys, *args) -> tuple[str, str]:
     (["--sampler", "DPM++ 2M", "--schedule-type", "Karras", "--sigma-min", "0.1", "--rho", "5"],
      ["Schedule min sigma: 0.1", "Schedule rho: 5"]),
     (["--sampler", "Euler", "--always-discard-next-to-last-sigma"], ["Discard penultimate sigma: True"]),
+    (["--sampler", "Euler", "--sgm-noise-multiplier"], ["SGM noise multiplier: True"]),
 ])
 def test_flags_are_recorded_and_reproduced_from_the_png(tiny_sd1_dir, tmp_path, capsys, flags, written):
     plain, _ = _generate(capsys, "a red circle", "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "p"), *SIZE,
