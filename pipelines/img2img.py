@@ -341,7 +341,9 @@ class ImageToImage(DiffusionPipelineBase):
         from pipelines.img2img_noise import img2img_noise_infotext
 
         extras: dict[str, Any] = {"Denoising strength": params.denoising_strength,
-                                  **img2img_noise_infotext(params.initial_noise_multiplier, params.img2img_extra_noise)}
+                                  **img2img_noise_infotext(params.initial_noise_multiplier, params.img2img_extra_noise),
+                                  # A1111 applies the SGM noise multiplier to txt2img's noise only (`sample`)
+                                  "SGM noise multiplier": None}
         if params.mask is not None:
             blur_x, blur_y = mask_blurs(params)
             if blur_x == blur_y > 0:

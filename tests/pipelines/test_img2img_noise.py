@@ -123,3 +123,13 @@ def test_the_api_reads_them_from_settings_the_request_and_an_infotext():
     assert (pasted.initial_noise_multiplier, pasted.img2img_extra_noise) == (0.95, 0.1)
     with pytest.raises(ValueError, match="img2img_extra_noise must be"):
         params({**body, "override_settings": {"img2img_extra_noise": -1}})
+
+
+def test_the_sgm_noise_multiplier_is_txt2img_only_as_in_a1111(i2i):
+    from pipelines.sampler_parameters import SamplerParameters
+
+    plain = i2i(**SMALL, init_images=[_image()], sampler="Euler")
+    sgm = i2i(**SMALL, init_images=[_image()], sampler="Euler",
+              sampler_parameters=SamplerParameters(sgm_noise_multiplier=True))
+    assert np.array_equal(np.asarray(plain.images[0]), np.asarray(sgm.images[0]))
+    assert "SGM noise multiplier" not in sgm.infotexts[0]
