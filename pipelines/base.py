@@ -196,7 +196,8 @@ class DiffusionPipelineBase:
             params = with_overrides(params, kwargs)
         self.check_inputs(params)
         control = control or GenerationControl()
-        sampler = self.session.resolve_sampler(params.sampler, params.schedule_type, params.eta)
+        sampler = self.session.resolve_sampler(params.sampler, params.schedule_type, params.eta,
+                                               params.sampler_parameters)
         seeds, generators = self._seeds_and_generators(params, generator)
         prompts = per_image(params.prompt, params.batch_size)
         negatives = per_image(params.negative_prompt, params.batch_size)

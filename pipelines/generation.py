@@ -73,6 +73,8 @@ class ResolvedSampler:
     base_config: dict
     sdxl: bool = False  # "Align Your Steps" has SDXL's own sigmas
     eta: float | None = None  # what `sampler_eta` resolved (None: the sampler has no eta)
+    # A1111's Settings > Sampler parameters (schedule bounds, rho, churn ...); None: all at their defaults
+    parameters: Any = None
 
     @property
     def calls_per_step(self) -> int:
@@ -90,7 +92,8 @@ class ResolvedSampler:
         from pipelines.samplers import SAMPLERS
 
         spec = SAMPLERS.get(self.name)
-        return spec.noise_source == "generator" or spec.eta_infotext_key == "Eta DDIM"
+        churns = self.parameters is not None and self.parameters.churns  # churn noise comes from the same RNG
+        return spec.noise_source == "generator" or spec.eta_infotext_key == "Eta DDIM" or churns
 
     def make_schedulers(self, generators: list, steps: int, device) -> list:
         """One fresh scheduler per image; SDE samplers with Brownian trees get that image's seed."""
@@ -98,9 +101,14 @@ class ResolvedSampler:
 
         schedulers = []
         for generator in generators:
-            scheduler = make_scheduler(self.name, self.base_config, self.schedule_type, sdxl=self.sdxl)
+            scheduler = make_scheduler(self.name, self.base_config, self.schedule_type, sdxl=self.sdxl,
+                                       parameters=self.parameters)
             if self.eta is not None and hasattr(scheduler, "eta"):
                 scheduler.eta = self.eta
+            if self.parameters is not None and hasattr(scheduler, "s_noise"):  # before set_timesteps (DPM2 a)
+                scheduler.s_noise = float(self.parameters.s_noise)
+            if hasattr(scheduler, "churn_parameters"):
+                scheduler.churn_parameters = self.parameters
             scheduler.set_timesteps(steps, device=device)
             start_at_first_step(scheduler)
             seed_brownian_noise(scheduler, [generator.initial_seed()])
@@ -168,12 +176,17 @@ class ModelSession:
 
         self.refiner_slot = RefinerSlot()  # A1111's Refiner: the checkpoint finishing this model's images
 
-    def resolve_sampler(self, name: str, schedule_type: str, eta: float | None = None) -> ResolvedSampler:
+    def resolve_sampler(self, name: str, schedule_type: str, eta: float | None = None,
+                        parameters=None) -> ResolvedSampler:
+        """The sampler for this model; `parameters`: A1111's sampler settings (`SamplerParameters`, None: defaults)."""
         from pipelines.samplers import resolve_sampler, sampler_eta
 
         spec, schedule = resolve_sampler(name, schedule_type)
         sdxl = self.model.family.uses_pooled_text  # Align Your Steps' SDXL sigmas serve its refiner too
-        return ResolvedSampler(spec.name, schedule, dict(self.model.scheduler_config), sdxl, sampler_eta(name, eta))
+        if parameters is not None and parameters == type(parameters)():
+            parameters = None  # every setting at its default: the very schedulers that ran before they existed
+        return ResolvedSampler(spec.name, schedule, dict(self.model.scheduler_config), sdxl, sampler_eta(name, eta),
+                               parameters)
 
     def encoder(self, clip_skip: int, bundled: dict | None = None, *, emphasis: str = "Original",
                 comma_backtrack: int = 20,  # A1111's defaults (mixkit.prompts DEFAULT_EMPHASIS, COMMA_BACKTRACK)
@@ -306,6 +319,7 @@ class ModelSession:
             "Clip skip": params.clip_skip if params.clip_skip > 1 else None,
             **beta_schedule_infotext(sampler.schedule_type),
             **_eta_infotext(sampler),
+            **_sampler_parameters_infotext(sampler),
             "ENSD": params.ensd if _uses_ensd(sampler, params.ensd) else None,
             # Initial noise comes from CPU generators (`pipelines.seeds`); A1111 reads a missing key as "GPU" noise,
             # so without this its "paste" would redraw every image differently.
@@ -342,6 +356,15 @@ def _eta_infotext(sampler: ResolvedSampler) -> dict[str, float]:
     if sampler.eta is None or sampler.eta == spec.eta_default:
         return {}
     return {spec.eta_infotext_key: sampler.eta}
+
+
+def _sampler_parameters_infotext(sampler: ResolvedSampler) -> dict[str, Any]:
+    """A1111's "Schedule min sigma", "Sigma churn" ... keys, for the settings that changed this image."""
+    if sampler.parameters is None:
+        return {}
+    from pipelines.samplers import SAMPLERS, SCHEDULE_TYPES
+
+    return sampler.parameters.infotext_values(SAMPLERS.get(sampler.name), SCHEDULE_TYPES.get(sampler.schedule_type))
 
 
 def _uses_ensd(sampler: ResolvedSampler, ensd: int) -> bool:

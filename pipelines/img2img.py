@@ -57,6 +57,10 @@ class Img2ImgParams(Txt2ImgParams):
     # params, as A1111's init does.
     inpaint_full_res: bool = False
     inpaint_full_res_padding: int = 32
+    # A1111's Settings > img2img noise (pipelines.img2img_noise): the start noise times initial_noise_multiplier, and
+    # img2img_extra_noise more of it on top
+    initial_noise_multiplier: float = 1.0
+    img2img_extra_noise: float = 0.0
 
 
 def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
@@ -96,6 +100,9 @@ def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
         value = getattr(params, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 64):
             raise ValueError(f"{name} must be an integer in [0, 64], or None to use mask_blur, got {value!r}.")
+    from pipelines.img2img_noise import check_img2img_noise
+
+    check_img2img_noise(params.initial_noise_multiplier, params.img2img_extra_noise)
 
 
 def _check_latent_resize_use(params: Img2ImgParams) -> None:
@@ -297,7 +304,11 @@ class ImageToImage(DiffusionPipelineBase):
         if run == 0:
             latents = init
         else:  # strength 1 too: A1111 caps it at 0.999 and noises the init image to the schedule's first sigma
-            latents = schedulers[0].add_noise(init, noise, img2img_noise_timestep(schedulers[0], timesteps).repeat(count))
+            from pipelines.img2img_noise import noised_init
+
+            noise_at = img2img_noise_timestep(schedulers[0], timesteps).repeat(count)
+            latents = noised_init(schedulers[0], init, noise, noise_at, params.initial_noise_multiplier,
+                                  params.img2img_extra_noise)
         start = BatchStart(latents=latents, schedulers=schedulers, timesteps=timesteps,
                            steps=getattr(schedulers[0], "run_steps", run))  # A1111's UniPC: its t_enc steps
         if mask is not None:
@@ -327,7 +338,12 @@ class ImageToImage(DiffusionPipelineBase):
         blurred sent the call to the whole image (`_prepare_inpaint` cleared `inpaint_full_res`). Unequal x and y
         blurs are not recorded: A1111's `mask_blur` is None then and its infotext drops the key (the format has no
         per-axis blur)."""
-        extras: dict[str, Any] = {"Denoising strength": params.denoising_strength}
+        from pipelines.img2img_noise import img2img_noise_infotext
+
+        extras: dict[str, Any] = {"Denoising strength": params.denoising_strength,
+                                  **img2img_noise_infotext(params.initial_noise_multiplier, params.img2img_extra_noise),
+                                  # A1111 applies the SGM noise multiplier to txt2img's noise only (`sample`)
+                                  "SGM noise multiplier": None}
         if params.mask is not None:
             blur_x, blur_y = mask_blurs(params)
             if blur_x == blur_y > 0:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from mixkit.prompts.limits import MAX_PROMPT_CHARS
+from pipelines.sampler_parameters import SamplerParameters
 
 # A1111 takes any integer seed (random ones are drawn below 2**32, and image k of a batch uses seed + k, past 2**32
 # without wrapping); the bound is the largest integer JSON and browsers carry exactly, far above any real seed.
@@ -78,6 +79,9 @@ class Txt2ImgParams:
     # completed fraction of the schedule (by noise level) reaches refiner_switch_at. None: no refiner.
     refiner: Any = None
     refiner_switch_at: float = 0.8
+    # A1111's Settings > Sampler parameters: schedule min/max sigma and rho, Euler/Heun/DPM2 churn, forced discard of
+    # the penultimate sigma (pipelines.sampler_parameters; the defaults run every sampler unchanged).
+    sampler_parameters: SamplerParameters = field(default_factory=SamplerParameters)
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> "Txt2ImgParams":
@@ -189,6 +193,9 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     from pipelines.refiner import check_refiner_params
 
     check_refiner_params(params.refiner, params.refiner_switch_at)
+    from pipelines.sampler_parameters import check_sampler_parameters_for
+
+    check_sampler_parameters_for(params.sampler_parameters, params.sampler, params.schedule_type)
 
 
 def uncond_skip_of(params: Txt2ImgParams):

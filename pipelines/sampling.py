@@ -41,6 +41,7 @@ def run_sampler(request: SamplingRequest):
     import torch
 
     from pipelines.samplers import extra_step_kwargs
+    from pipelines.samplers.churn import churn_rows
     from pipelines.uncond_skip import timestep_sigmas, without_uncond
 
     unet, schedulers, latents = request.unet, request.schedulers, request.latents
@@ -69,6 +70,8 @@ def run_sampler(request: SamplingRequest):
                 cond, cfg_scale = without_uncond(cond), 1.0
             rows = _row_owners(cond, latents.shape[0])
             samples = [latents[i:i + 1] for i in range(len(schedulers))]
+            # k-diffusion's churn (Euler, Heun, DPM2 with s_churn): noise added and the model run at sigma_hat
+            samples, model_t = churn_rows(schedulers, samples, t, request.generators)
             scaled_rows = [s.scale_model_input(samples[i], t) for i, s in enumerate(schedulers)]
             blend = request.mask_blend
             if blend is not None:
@@ -81,12 +84,12 @@ def run_sampler(request: SamplingRequest):
             time_ids = _row_time_ids(request, cond, rows)
             groups = cond.token_groups()
             if len(groups) == 1:
-                noise_pred = _predict(request, unet, model_input, t, cond, step, rows, time_ids, device, dtype)
+                noise_pred = _predict(request, unet, model_input, model_t, cond, step, rows, time_ids, device, dtype)
             else:
                 # Prompt and negative prompt of different lengths: one UNet call each, as A1111 runs them.
                 noise_pred = None
                 for group, tokens in groups:
-                    part = _predict(request, unet, model_input[group], t, cond.subset(group, tokens), step,
+                    part = _predict(request, unet, model_input[group], model_t, cond.subset(group, tokens), step,
                                     [rows[r] for r in group], None if time_ids is None else time_ids[group],
                                     device, dtype)
                     if noise_pred is None:
@@ -103,7 +106,7 @@ def run_sampler(request: SamplingRequest):
                 guided = torch.cat([blend.guided_output(guided[i:i + 1], samples[i], scaled_rows[i], s, i)
                                     for i, s in enumerate(schedulers)])
             latents = torch.cat([
-                s.step(guided[i:i + 1], t, latents[i:i + 1], **extra_step_kwargs(s, request.generators[i])).prev_sample
+                s.step(guided[i:i + 1], t, samples[i], **extra_step_kwargs(s, request.generators[i])).prev_sample
                 for i, s in enumerate(schedulers)
             ])
             if request.post_step is not None:

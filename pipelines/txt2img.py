@@ -27,5 +27,10 @@ class TextToImage(DiffusionPipelineBase):
         # An inpainting (9-channel) UNet gets A1111's txt2img conditioning: a full mask over a blank image.
         extra = full_mask_channels(self.model, len(generators), self._latent_shape(params))
         # A sampler walking its own grid (A1111's UniPC) may run more steps than asked: progress counts those.
-        return BatchStart(latents=noise * initial_noise_scale(schedulers[0]), schedulers=schedulers, extra_channels=extra,
+        scale = initial_noise_scale(schedulers[0])
+        if sampler.parameters is not None:  # A1111's "SGM noise multiplier"
+            from pipelines.samplers import SAMPLERS
+
+            scale *= sampler.parameters.initial_noise_factor(SAMPLERS.get(sampler.name), schedulers[0])
+        return BatchStart(latents=noise * scale, schedulers=schedulers, extra_channels=extra,
                           steps=getattr(schedulers[0], "run_steps", None))

@@ -19,7 +19,7 @@ from webui.base64_images import decode_base64_image
 from webui.fixed_settings import FIXED_BY_OPTION, fixed_setting_refusal
 from webui.generation_defaults import GenerationDefaults, apply_request_defaults
 from webui.options import (PROMPT_OPTION_DEFAULTS, PROMPT_OPTION_KEYS, SAMPLER_OPTION_KEYS, UNCOND_SKIP_KEYS,
-                           img2img_fix_steps, sampler_option_params, uncond_skip_values)
+                           img2img_fix_steps, img2img_noise_values, sampler_option_params, uncond_skip_values)
 from webui.prompt_guard import check_prompt_networks
 
 # A1111's integer codes for img2img choices, in its order.
@@ -68,10 +68,6 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
         # Hires prompts are supported (HiresParams.hr_prompt / hr_negative_prompt); the hires sampler and schedule
         # are checked against the first pass's by `hires_sampler_differences`.
         found.append(f"hr_checkpoint_name={request.hr_checkpoint_name!r}")
-    for name, neutral in (("s_churn", 0.0), ("s_tmin", 0.0), ("s_tmax", 0.0), ("s_noise", 1.0)):
-        value = getattr(request, name)
-        if value is not None and value != neutral:
-            found.append(f"{name}={value}")
     return found
 
 
@@ -171,13 +167,46 @@ def _prompt_options(request: Txt2ImgRequest, options: dict[str, Any] | None) -> 
 
 
 def _sampler_options(request: Txt2ImgRequest, sampler: str, options: dict[str, Any] | None) -> dict[str, Any]:
-    """eta and ENSD: Settings, then override_settings, then the request's `eta` (checked strictly by the pipeline)."""
+    """eta, ENSD and A1111's other Sampler parameters: Settings, then override_settings, then the request's `eta`,
+    `s_churn`, `s_tmin`, `s_tmax`, `s_noise` (checked strictly by the pipeline). A1111 itself lets the setting win over
+    the request's churn fields (`getattr(opts, 's_churn', p.s_churn)`); here the request's own field wins, as its eta."""
     overrides = request.override_settings or {}
     values = {**(options or {}), **{key: overrides[key] for key in SAMPLER_OPTION_KEYS if key in overrides}}
+    values.update({name: getattr(request, name) for name in CHURN_REQUEST_FIELDS if getattr(request, name) is not None})
     chosen = sampler_option_params(sampler, values)
     if request.eta is not None:
         chosen["eta"] = request.eta
     return chosen
+
+
+CHURN_REQUEST_FIELDS = ("s_churn", "s_tmin", "s_tmax", "s_noise")  # A1111's top-level request fields
+
+
+def _img2img_noise(request: Img2ImgRequest, options: dict[str, Any] | None) -> dict[str, Any]:
+    """initial_noise_multiplier / img2img_extra_noise: Settings, then override_settings, then the request's
+    `initial_noise_multiplier` (checked by the pipeline)."""
+    overrides = request.override_settings or {}
+    values = {**(options or {}), **{key: overrides[key] for key in SAMPLER_OPTION_KEYS if key in overrides}}
+    chosen = img2img_noise_values(values)
+    if request.initial_noise_multiplier is not None:
+        chosen["initial_noise_multiplier"] = request.initial_noise_multiplier
+    return {key: float(value) if isinstance(value, str) else value for key, value in chosen.items()}
+
+
+def _hires_extra_noise(request: Txt2ImgRequest, options: dict[str, Any] | None) -> list[str]:
+    """A1111 adds img2img_extra_noise in its hires pass too (`sample_img2img`); this server's hires pass does not."""
+    if not request.enable_hr or isinstance(request, Img2ImgRequest):
+        return []
+    overrides = request.override_settings or {}
+    extra = overrides.get("img2img_extra_noise", (options or {}).get("img2img_extra_noise", 0.0))
+    try:
+        extra = float(extra)
+    except (TypeError, ValueError):
+        return [f"img2img_extra_noise={extra!r} is not a number"]
+    if extra > 0:
+        return [f"img2img_extra_noise={extra} (A1111's Settings > img2img 'Extra noise') in the hires-fix pass; set it "
+                "to 0 for txt2img with hires fix (img2img takes it)"]
+    return []
 
 
 def _exact_steps(request: Img2ImgRequest, options: dict[str, Any] | None) -> bool:
@@ -220,7 +249,7 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     chosen.update(_first_phase_size(request))
     # unknown name -> error listing the valid ones
     spec, schedule = resolve_sampler(chosen["sampler"], chosen["schedule_type"])
-    refused = [*_fixed_settings(request, spec, schedule)]
+    refused = [*_fixed_settings(request, spec, schedule), *_hires_extra_noise(request, sampler_options)]
     if request.enable_hr:
         refused += hires_sampler_differences(request, chosen["sampler"], chosen["schedule_type"])
     if refused:
@@ -315,8 +344,6 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
         raise ValueError(f"inpainting_fill must be one of {sorted(INPAINTING_FILL)} ({INPAINTING_FILL}), got {request.inpainting_fill}.")
     if request.inpainting_mask_invert not in (0, 1):
         raise ValueError(f"inpainting_mask_invert must be 0 or 1, got {request.inpainting_mask_invert}.")
-    if request.initial_noise_multiplier not in (None, 1.0):
-        raise ValueError(f"initial_noise_multiplier={request.initial_noise_multiplier} is not supported; leave it at 1.")
     if request.latent_mask:
         raise ValueError("latent_mask is not supported; send the mask in 'mask'.")
     if not request.init_images:
@@ -341,7 +368,7 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
         inpainting_mask_invert=bool(request.inpainting_mask_invert),
         inpainting_fill=INPAINTING_FILL[request.inpainting_fill], inpaint_full_res=request.inpaint_full_res,
         inpaint_full_res_padding=request.inpaint_full_res_padding,
-        exact_steps=_exact_steps(request, sampler_options),
+        exact_steps=_exact_steps(request, sampler_options), **_img2img_noise(request, sampler_options),
     )
     check_img2img_params(params, limits, 8)
     return params

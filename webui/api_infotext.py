@@ -7,8 +7,10 @@ filled; the request's own values always win. The infotext is read with mixkit's 
 are copied as they are and then checked like any request value, so an infotext this server cannot
 reproduce (variation seeds, another hires sampler or schedule type) is refused by the usual checks, not
 half-applied. Settings that A1111 pastes as `override_settings` (clip skip, NGMS, Skip Early CFG) go there
-unless the request overrides them itself; so do the sampler settings this server runs at one value only
-(`Sigma churn`, `UniPC variant`, `Discard penultimate sigma` ...: `webui.fixed_settings`), which the request
+unless the request overrides them itself, as do A1111's Sampler parameters (`Schedule rho`, `Sigma churn`,
+`Discard penultimate sigma` ...: `pipelines.sampler_parameters`); so do the sampler settings this server runs at one
+value only
+(`UniPC variant`, `SGM noise multiplier` ...: `webui.fixed_settings`), which the request
 check then accepts where they are that value and refuses, naming the key, otherwise. A1111 never switches the
 checkpoint from an infotext (its `disable_weights_auto_swap` default), and neither does this server.
 sd-webui-controlnet's unit keys (`ControlNet 0`, ...) are refused unless the request sends that unit itself in
@@ -23,6 +25,7 @@ from typing import Any, Callable
 from pipelines.infotext_values import as_flag, as_integer, as_number, as_text
 from webui.api_convert import INPAINTING_FILL
 from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
+from pipelines.sampler_parameters import from_infotext as sampler_parameters_in_infotext
 from webui.fixed_settings import infotext_fixed_settings
 
 
@@ -86,6 +89,8 @@ SETTING_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "Skip Early CFG": ("skip_early_cond", as_number),
     "ENSD": ("eta_noise_seed_delta", as_integer),  # A1111's paste maps it to the same setting
     "Emphasis": ("emphasis", as_text),  # written by A1111 when not "Original" (sd_hijack_clip)
+    "Noise multiplier": ("initial_noise_multiplier", as_number),  # Settings > img2img (pipelines.img2img_noise)
+    "Extra noise": ("img2img_extra_noise", as_number),
     "VAE": ("sd_vae", as_text),  # A1111's sd_vae option has infotext="VAE"; a VAE other than the loaded one is refused
 }
 
@@ -185,6 +190,9 @@ def apply_infotext(request: Txt2ImgRequest, lora_library=None, running_labels=No
                                  f"set {option} in override_settings.") from None
     for option, (_, value) in infotext_fixed_settings(written).items():
         overrides.setdefault(option, value)  # checked against what this server runs by `to_txt2img_params`
+    for option, value in sampler_parameters_in_infotext(written).items():
+        if option not in sent:  # "Sigma churn" & co: override_settings, as A1111's paste; a request field wins
+            overrides.setdefault(option, value)
     if overrides != (request.override_settings or {}):
         filled["override_settings"] = overrides
     values = {**request.model_dump(include=sent), **filled}

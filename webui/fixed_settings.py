@@ -1,17 +1,16 @@
 """A1111 settings that change the image but that this server runs at one value only (A1111's default).
 
 A1111 writes each of them into the infotext under its option's `infotext=` key (`shared_options.py`:
-`s_churn` -> "Sigma churn", `uni_pc_variant` -> "UniPC variant" ...) when it is not at its default, and its
+`uni_pc_variant` -> "UniPC variant", `pad_cond_uncond` -> "Pad conds" ...) when it is not at its default, and its
 paste and its API's `infotext` field turn the key back into that option (`infotext_utils.get_override_settings`).
 mixkit implements none of them beyond their default, so a value is accepted only where it is what runs here
-anyway (churn 0, UniPC bh1 order 3, "Discard penultimate sigma: True" for DPM2, which always discards ...);
+anyway (UniPC bh1 order 3, "Pad conds: False" ...);
 any other value makes another image and is refused by the API or named in a note by the web UI paste,
 never dropped.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -47,34 +46,6 @@ def _equals_text(default: str) -> Callable[..., bool]:
     return lambda value, spec, schedule=None: str(value).strip() == default
 
 
-def _tmax_is_infinite(value: Any, spec, schedule=None) -> bool:
-    # A1111 reads s_tmax 0 as infinity (`getattr(opts, 's_tmax', p.s_tmax) or self.s_tmax`, s_tmax = inf).
-    return _number(value) in (0.0, math.inf)
-
-
-def _discard_is_run(value: Any, spec, schedule=None) -> bool:
-    # DPM2 and DPM2 a always discard (their `discard_next_to_last_sigma` option); the setting only forces it on others.
-    return not _flag(value) or bool(spec is not None and spec.discard_penultimate_sigma)
-
-
-def _rho_is_run(value: Any, spec, schedule=None) -> bool:
-    # A1111 applies its rho only when `opts.rho != 0 and opts.rho != scheduler.default_rho` (get_sigmas): 0, or the
-    # schedule's own rho (Karras 7, Polyexponential 1), runs the schedule as it is.
-    rho = _number(value)
-    return rho == 0.0 or rho == _schedule_default_rho(spec, schedule)
-
-
-def _schedule_default_rho(spec, schedule: str | None) -> float | None:
-    """The default rho of the schedule that runs (`schedule`, or the sampler's own for "Automatic"/None)."""
-    from pipelines.samplers import SCHEDULE_TYPES
-
-    name = spec.default_schedule if spec is not None and schedule in (None, "", "Automatic") else schedule
-    if name not in SCHEDULE_TYPES:
-        return None
-    rho = SCHEDULE_TYPES.get(name).default_rho
-    return rho if rho > 0 else None
-
-
 @dataclass(frozen=True)
 class FixedSetting:
     """One A1111 option this server runs at one value: its name, its infotext keys, and what runs here."""
@@ -97,25 +68,14 @@ class FixedSetting:
 
 
 SAMPLER_PARAMETERS = "Settings > Sampler parameters"
+# Schedule min/max sigma, rho, churn (s_churn, s_tmin, s_tmax, s_noise) and "Discard penultimate sigma" run at any
+# value, as does "SGM noise multiplier" (`pipelines.sampler_parameters`), and so do img2img's "Noise multiplier" and
+# "Extra noise" (`pipelines.img2img_noise`).
 FIXED_SETTINGS: tuple[FixedSetting, ...] = (
-    FixedSetting("s_churn", ("Sigma churn",), SAMPLER_PARAMETERS, "0 (no churn)", _equals_number(0.0)),
-    FixedSetting("s_tmin", ("Sigma tmin",), SAMPLER_PARAMETERS, "0", _equals_number(0.0)),
-    FixedSetting("s_tmax", ("Sigma tmax",), SAMPLER_PARAMETERS, "0 (infinity)", _tmax_is_infinite),
-    FixedSetting("s_noise", ("Sigma noise",), SAMPLER_PARAMETERS, "1", _equals_number(1.0)),
-    FixedSetting("sigma_min", ("Schedule min sigma",), SAMPLER_PARAMETERS, "0 (the model's sigma range)",
-                 _equals_number(0.0)),
-    FixedSetting("sigma_max", ("Schedule max sigma",), SAMPLER_PARAMETERS, "0 (the model's sigma range)",
-                 _equals_number(0.0)),
-    FixedSetting("rho", ("Schedule rho",), SAMPLER_PARAMETERS, "0 (each schedule's own rho, e.g. Karras 7)", _rho_is_run),
     FixedSetting("beta_dist_alpha", ("Beta schedule alpha",), SAMPLER_PARAMETERS, str(BETA_ALPHA),
                  _equals_number(BETA_ALPHA)),
     FixedSetting("beta_dist_beta", ("Beta schedule beta",), SAMPLER_PARAMETERS, str(BETA_BETA),
                  _equals_number(BETA_BETA)),
-    FixedSetting("always_discard_next_to_last_sigma", ("Discard penultimate sigma",), SAMPLER_PARAMETERS,
-                 "False (True only with DPM2 and DPM2 a, which always discard it)", _discard_is_run),
-    # A1111 1.6 wrote the key misspelt ("multplier"); later versions spell it right. Both circulate.
-    FixedSetting("sgm_noise_multiplier", ("SGM noise multiplier", "SGM noise multplier"), SAMPLER_PARAMETERS,
-                 "False", _equals_flag(False)),
     FixedSetting("uni_pc_variant", ("UniPC variant",), SAMPLER_PARAMETERS, "bh1", _equals_text("bh1")),
     FixedSetting("uni_pc_skip_type", ("UniPC skip type",), SAMPLER_PARAMETERS, "time_uniform",
                  _equals_text("time_uniform")),
@@ -124,9 +84,6 @@ FIXED_SETTINGS: tuple[FixedSetting, ...] = (
                  _equals_flag(True)),
     FixedSetting("sd_noise_schedule", ("Noise Schedule",), SAMPLER_PARAMETERS, "Default (not Zero Terminal SNR)",
                  _equals_text("Default")),
-    FixedSetting("initial_noise_multiplier", ("Noise multiplier",), "Settings > img2img", "1",
-                 _equals_number(1.0)),
-    FixedSetting("img2img_extra_noise", ("Extra noise",), "Settings > img2img", "0", _equals_number(0.0)),
     FixedSetting("pad_cond_uncond", ("Pad conds",), "Settings > Optimizations",
                  "False (prompt and negative prompt not padded to each other)", _equals_flag(False)),
     FixedSetting("use_downcasted_alpha_bar", ("Downcast alphas_cumprod",), "Settings > Compatibility",
@@ -155,7 +112,6 @@ def fixed_setting_refusal(option: str, value: object, spec=None, schedule: str |
     if setting.accepts(value, spec, schedule):
         return None
     keys = " / ".join(repr(key) for key in setting.infotext_keys)
-    sampler = f" with sampler {spec.name}" if spec is not None and option == "always_discard_next_to_last_sigma" else ""
     return (f"{option}={value!r} (A1111's {setting.section}; infotext key {keys}): this server always runs "
-            f"{setting.runs}{sampler}, so the image would differ; remove the key from the infotext or "
+            f"{setting.runs}, so the image would differ; remove the key from the infotext or "
             f"override_settings (or set it to {setting.value or setting.runs.split(' ')[0]}) to generate without it")

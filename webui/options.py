@@ -13,6 +13,7 @@ from dataclasses import asdict
 from typing import Any
 
 from pipelines.params import GenerationLimits
+from pipelines.sampler_parameters import SamplerParameters, check_sampler_parameters, parameters_from_values
 from pipelines.uncond_skip import UncondSkip, check_uncond_skip
 from webui.generation_defaults import (OPTION_KEYS, GenerationDefaults, check_generation_defaults, check_option_value,
                                        defaults_from_options, options_from_defaults)
@@ -83,7 +84,13 @@ def _check_ensd(value: Any) -> int:
 # (`img2img_fix_steps`, default False, read by `sd_samplers_common.setup_img2img_steps`; it becomes
 # `Img2ImgParams.exact_steps`, see `img2img_fix_steps`). Hires fix ignores it: its second pass always runs exactly
 # its steps, as A1111's `sample_hr_pass` does.
-SAMPLER_OPTION_DEFAULTS = {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0, "img2img_fix_steps": False}
+# A1111's other Sampler parameters (schedule min/max sigma, rho, churn, discard penultimate sigma) keep its option names
+# and defaults (`pipelines.sampler_parameters.SamplerParameters`).
+SAMPLER_PARAMETER_DEFAULTS = asdict(SamplerParameters())
+# Settings > img2img's noise options (pipelines.img2img_noise), read by img2img requests only.
+IMG2IMG_NOISE_DEFAULTS = {"initial_noise_multiplier": 1.0, "img2img_extra_noise": 0.0}
+SAMPLER_OPTION_DEFAULTS = {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0, "img2img_fix_steps": False,
+                           **SAMPLER_PARAMETER_DEFAULTS, **IMG2IMG_NOISE_DEFAULTS}
 SAMPLER_OPTION_KEYS = tuple(SAMPLER_OPTION_DEFAULTS)
 
 
@@ -94,7 +101,7 @@ def img2img_fix_steps(values: dict[str, Any]) -> bool:
 
 
 def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any]:
-    """The `eta` / `ensd` params the sampler settings give `sampler`, as A1111 reads its options.
+    """The `eta` / `ensd` / `sampler_parameters` params the sampler settings give `sampler`, as A1111 reads its options.
 
     DDIM takes `eta_ddim`, the k-diffusion samplers with an eta (ancestral and SDE) `eta_ancestral`, others none.
     """
@@ -105,7 +112,33 @@ def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any
     eta = None
     if spec.eta_default is not None:
         eta = chosen["eta_ddim"] if spec.eta_infotext_key == "Eta DDIM" else chosen["eta_ancestral"]
-    return {"eta": eta, "ensd": int(chosen["eta_noise_seed_delta"])}
+    return {"eta": eta, "ensd": int(chosen["eta_noise_seed_delta"]),
+            "sampler_parameters": parameters_from_values(chosen)}
+
+
+def img2img_noise_values(values: dict[str, Any]) -> dict[str, Any]:
+    """`Img2ImgParams.initial_noise_multiplier` / `img2img_extra_noise` from option values (checked by the pipeline)."""
+    return {key: values.get(key, default) for key, default in IMG2IMG_NOISE_DEFAULTS.items()}
+
+
+def _check_img2img_noise(key: str):
+    def check(value: Any) -> float:
+        from pipelines.img2img_noise import check_img2img_noise
+
+        check_img2img_noise(**{**IMG2IMG_NOISE_DEFAULTS, key: value})
+        return float(value)
+    return check
+
+
+def _check_sampler_parameter(key: str):
+    """One of A1111's Sampler parameters, checked by the pipeline's own rule (`check_sampler_parameters`)."""
+    def check(value: Any):
+        check_sampler_parameters(SamplerParameters(**{key: value}))
+        return float(value) if key in _SAMPLER_NUMBERS else value
+    return check
+
+
+_SAMPLER_NUMBERS = tuple(key for key, value in SAMPLER_PARAMETER_DEFAULTS.items() if not isinstance(value, bool))
 
 
 DEFAULT_CONTROLNET_UNITS = 3  # sd-webui-controlnet's default for `control_net_unit_count`
@@ -154,6 +187,8 @@ SETTABLE = {
     "eta_ddim": _check_eta("eta_ddim"),
     "eta_noise_seed_delta": _check_ensd,
     "img2img_fix_steps": _check_bool("img2img_fix_steps"),
+    **{key: _check_sampler_parameter(key) for key in SAMPLER_PARAMETER_DEFAULTS},
+    **{key: _check_img2img_noise(key) for key in IMG2IMG_NOISE_DEFAULTS},
     **{key: (lambda value, key=key: check_option_value(key, value)) for key in OPTION_KEYS},
 }
 SIZE_KEYS = ("default_width", "default_height")  # the defaults that start at the loaded model's native size
@@ -278,6 +313,10 @@ class ServerOptions:
                 raise ValueError(f"Option {key!r} cannot be set over the API{readonly}; "
                                  f"settable: {sorted([*CALLER_APPLIED, *SETTABLE])}.")
             checked[key] = SETTABLE[key](value)
+        if any(key in SAMPLER_PARAMETER_DEFAULTS for key in checked):  # together: sigma_min < sigma_max, tmin <= tmax
+            with self._lock:
+                merged = {**self._values, **checked}
+            check_sampler_parameters(parameters_from_values(merged))
         if any(key in OPTION_KEYS for key in checked):
             with self._lock:
                 merged = {**self._values, **checked}

@@ -26,11 +26,14 @@ class KDPM2AncestralEtaScheduler(KDPM2AncestralDiscreteScheduler):
     """KDPM2 Ancestral with A1111's eta (its "Eta" setting, eta_ancestral): noise std eta * sigma_up(eta 1)."""
 
     eta = 1.0
+    s_noise = 1.0  # A1111's "Sigma noise": k-diffusion adds noise * s_noise * sigma_up, and sigma_up scales nothing else
 
     def set_timesteps(self, num_inference_steps: int | None = None, device=None, *args, **kwargs):
         super().set_timesteps(num_inference_steps, device, *args, **kwargs)
         if self.eta != 1.0:
             self._split_at_eta(self.eta)
+        if self.s_noise != 1.0:
+            self.sigmas_up = self.sigmas_up * self.s_noise
 
     def _split_at_eta(self, eta: float) -> None:
         # The schedule's own sigmas (ending at 0) and model timesteps, out of KDPM2's interleaved layout.

@@ -49,6 +49,7 @@ class BrownianDPMSolverMultistepScheduler(DPMSolverMultistepScheduler):
     noise_sampler_seed = None  # [seed] per image (seed_brownian_noise); None: torch's global RNG, not reproducible
     noise_sampler = None
     eta = 1.0  # A1111's "Eta" (eta_ancestral); 1: diffusers' own update
+    s_noise = 1.0  # A1111's "Sigma noise": k-diffusion scales the Brownian increment by it
 
     def step(self, model_output, timestep, sample, generator=None, variance_noise=None, return_dict: bool = True):
         if variance_noise is None and self.config.algorithm_type in ("sde-dpmsolver", "sde-dpmsolver++"):
@@ -63,6 +64,8 @@ class BrownianDPMSolverMultistepScheduler(DPMSolverMultistepScheduler):
                 variance_noise = self.noise_sampler(sigma, sigma_next)
             else:
                 variance_noise = torch.zeros_like(sample, dtype=torch.float32)
+            if self.s_noise != 1.0:
+                variance_noise = variance_noise * self.s_noise
         return super().step(model_output, timestep, sample, generator=generator, variance_noise=variance_noise,
                             return_dict=return_dict)
 

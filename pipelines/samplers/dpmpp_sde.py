@@ -20,8 +20,11 @@ class DPMSolverSDEEtaScheduler(DPMSolverSDEScheduler):
     """DPMSolverSDEScheduler with A1111's eta (its "Eta" setting, eta_ancestral): noise eta * sigma_up(eta 1)."""
 
     eta = 1.0
+    s_noise = 1.0  # A1111's "Sigma noise" (k-diffusion's s_noise), for `run_sampler`, which passes no s_noise
 
     def step(self, model_output, timestep, sample, return_dict: bool = True, s_noise: float = 1.0):
+        if s_noise == 1.0:
+            s_noise = self.s_noise
         if self.eta == 1.0:
             return super().step(model_output, timestep, sample, return_dict=return_dict, s_noise=s_noise)
         if self.step_index is None:

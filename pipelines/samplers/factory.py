@@ -27,6 +27,7 @@ from pipelines.samplers.schedule_types import (
     schedule_name_variants,
 )
 from pipelines.samplers.spec import SamplerSpec
+from pipelines.sampler_parameters import CHURN_SAMPLERS
 
 # Facts about how the *model* was trained; everything else is the sampler's choice. Keeping
 # `prediction_type` is what makes v-prediction (SD 2.x 768) models work with every sampler.
@@ -143,13 +144,15 @@ def scheduler_config_for(
 
 def make_scheduler(
     sampler_name: str, base_scheduler_config: Mapping[str, Any], schedule_type: str = "Automatic", *,
-    sdxl: bool = False,
+    sdxl: bool = False, parameters=None,
 ) -> diffusers.SchedulerMixin:
     """A fresh diffusers scheduler reproducing the A1111 sampler `sampler_name` for this model.
 
     `base_scheduler_config` is the model's own scheduler config (`pipe.scheduler.config` or the
     parsed `scheduler/scheduler_config.json`); its betas and `prediction_type` are kept. `sdxl`
-    picks the SDXL variant of schedules that have one ("Align Your Steps"), as A1111 does.
+    picks the SDXL variant of schedules that have one ("Align Your Steps"), as A1111 does. `parameters` (a
+    `pipelines.sampler_parameters.SamplerParameters`, default: none changed) sets A1111's schedule bounds, rho,
+    forced discard of the penultimate sigma and Euler/Heun/DPM2 churn.
     """
     if not isinstance(base_scheduler_config, Mapping):
         raise TypeError(
@@ -164,9 +167,15 @@ def make_scheduler(
                 f"(used by diffusers' {spec.scheduler_class_name}); install it with `pip install {package}`."
             )
     scheduler_class = scheduler_class_of(spec)
-    sigma_function = SCHEDULE_TYPES.get(schedule_name).sigma_function
-    if sigma_function is not None:
-        scheduler_class = with_sigma_schedule(scheduler_class, sigma_function, bool(sdxl), spec.discard_penultimate_sigma)
+    schedule = SCHEDULE_TYPES.get(schedule_name)
+    if schedule.sigma_function is not None:
+        discard = spec.discard_penultimate_sigma if parameters is None else parameters.discards_penultimate(spec)
+        kwargs = () if parameters is None else tuple(sorted(parameters.schedule_kwargs(schedule).items()))
+        scheduler_class = with_sigma_schedule(scheduler_class, schedule.sigma_function, bool(sdxl), discard, kwargs)
+    if parameters is not None and parameters.churns and spec.name in CHURN_SAMPLERS:  # others ignore it, as A1111
+        from pipelines.samplers.churn import with_churn
+
+        scheduler_class = with_churn(scheduler_class, spec.name)
     accepted = set(inspect.signature(scheduler_class.__init__).parameters) - {"self"}
     if base_scheduler_config.get("rescale_betas_zero_snr") and "rescale_betas_zero_snr" not in accepted:
         raise ValueError(

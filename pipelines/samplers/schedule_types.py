@@ -45,21 +45,24 @@ _register_custom(
 _register_custom(
     "Karras", "karras", sigma_schedules.karras_sigmas,
     "Karras et al. 2022 (rho=7) between the training schedule's sigma_max and sigma_min", default_rho=7.0,
+    takes_sigma_range=True,
 )
-_register_custom("Exponential", "exponential", sigma_schedules.exponential_sigmas, "sigmas evenly spaced in log(sigma)")
+_register_custom("Exponential", "exponential", sigma_schedules.exponential_sigmas, "sigmas evenly spaced in log(sigma)",
+                 takes_sigma_range=True)
 _register_custom(
-    "Polyexponential", "polyexponential", sigma_schedules.exponential_sigmas,
-    "A1111's polyexponential at its default rho = 1, which is the exponential schedule", default_rho=1.0,
+    "Polyexponential", "polyexponential", sigma_schedules.polyexponential_sigmas,
+    "A1111's polyexponential; at its default rho = 1 the exponential schedule", default_rho=1.0,
+    takes_sigma_range=True,
 )
 _register_custom(
     "SGM Uniform", "sgm_uniform", sigma_schedules.sgm_uniform_sigmas,
     "timesteps evenly spaced, last step ending above t=0 (Stability's SGM code)", aliases=("SGMUniform",),
-    need_inner_model=True,
+    need_inner_model=True, takes_sigma_range=True,
 )
 _register_custom(
     "KL Optimal", "kl_optimal", sigma_schedules.kl_optimal_sigmas,
     "uniform in arctan(sigma) from sigma_max to sigma_min (Sabour et al. 2024); ends at sigma_min, as in A1111",
-    ends_at_sigma_min=True,
+    ends_at_sigma_min=True, takes_sigma_range=True,
 )
 _register_custom(
     "Align Your Steps", "align_your_steps", sigma_schedules.align_your_steps_sigmas,
@@ -70,8 +73,9 @@ _register_custom(
     "every (1000 / steps)-th training sigma from the top (ComfyUI's simple)", need_inner_model=True,
 )
 _register_custom(
-    "Normal", "normal", sigma_schedules.uniform_sigmas,
-    "timesteps evenly spaced from t(sigma_max) to t(sigma_min): the same sigmas as Uniform", need_inner_model=True,
+    "Normal", "normal", sigma_schedules.normal_sigmas,
+    "timesteps evenly spaced from t(sigma_max) to t(sigma_min): the same sigmas as Uniform at the model's range",
+    need_inner_model=True, takes_sigma_range=True,
 )
 _register_custom(
     "DDIM", "ddim", sigma_schedules.ddim_sigmas,
@@ -81,6 +85,7 @@ _register_custom(
 _register_custom(
     "Beta", "beta", sigma_schedules.beta_sigmas,
     "Beta(0.6, 0.6) quantiles between sigma_min and sigma_max (Lee et al. 2024)", need_inner_model=True,
+    takes_sigma_range=True,
 )
 
 _ALIASES = {

@@ -12,6 +12,11 @@ collapses to t = 0 (a one-step "Karras" run started at sigma_min and returned th
 interpolates sigma linearly where k-diffusion interpolates log sigma. "Polyexponential" at
 A1111's default rho = 1 is "Exponential"; "Normal" (linspace from t(sigma_max) to t(sigma_min))
 is "Uniform".
+
+The schedules that A1111 builds from a sigma range (Karras, Exponential, Polyexponential, SGM Uniform,
+KL Optimal, Normal, Beta) take `sigma_min` / `sigma_max` keywords, its "Schedule min/max sigma" settings, and
+Karras and Polyexponential a `rho`; left out, the model's range and the schedule's own rho are used by exactly
+the code that ran before these settings existed.
 """
 
 from __future__ import annotations
@@ -35,32 +40,80 @@ def _sigma_at(timesteps: np.ndarray, training_sigmas: np.ndarray) -> np.ndarray:
     return np.exp(np.interp(timesteps, np.arange(len(training_sigmas)), np.log(training_sigmas)))
 
 
+def _range(training_sigmas: np.ndarray, sigma_min: float | None, sigma_max: float | None) -> tuple[float, float]:
+    """(sigma_min, sigma_max): A1111's settings where given, else the training schedule's ends."""
+    low = training_sigmas[0] if sigma_min is None else sigma_min
+    high = training_sigmas[-1] if sigma_max is None else sigma_max
+    return low, high
+
+
+def timestep_at(sigma: float, training_sigmas: np.ndarray) -> float:
+    """k-diffusion's `sigma_to_t` (unquantized): the timestep, linear in log sigma, clamped to the training range."""
+    return float(np.interp(np.log(sigma), np.log(training_sigmas), np.arange(len(training_sigmas))))
+
+
+def _timestep_range(training_sigmas: np.ndarray, sigma_min: float | None, sigma_max: float | None) -> tuple[float, float]:
+    """(t(sigma_max), t(sigma_min)) as A1111's `sgm_uniform` / `normal` take them; the training ends are 999 and 0."""
+    start = len(training_sigmas) - 1 if sigma_max is None else timestep_at(sigma_max, training_sigmas)
+    end = 0 if sigma_min is None else timestep_at(sigma_min, training_sigmas)
+    return start, end
+
+
 def uniform_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False) -> np.ndarray:
     """k-diffusion's `DiscreteSchedule.get_sigmas`: timesteps linspace(999, 0, n), then 0."""
     last = len(training_sigmas) - 1
     return np.append(_sigma_at(np.linspace(last, 0, n), training_sigmas), 0.0)
 
 
-def sgm_uniform_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False) -> np.ndarray:
-    """A1111's `sgm_uniform`: n of n + 1 evenly spaced timesteps from 999 (the last, t = 0, dropped)."""
-    last = len(training_sigmas) - 1
-    return np.append(_sigma_at(np.linspace(last, 0, n + 1)[:-1], training_sigmas), 0.0)
+def normal_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False, sigma_min: float | None = None,
+                  sigma_max: float | None = None) -> np.ndarray:
+    """A1111's `normal_scheduler`: timesteps linspace(t(sigma_max), t(sigma_min), n), then 0 ("Uniform" at the
+    model's own range)."""
+    if sigma_min is None and sigma_max is None:
+        return uniform_sigmas(n, training_sigmas, sdxl)
+    start, end = _timestep_range(training_sigmas, sigma_min, sigma_max)
+    return np.append(_sigma_at(np.linspace(start, end, n), training_sigmas), 0.0)
 
 
-def karras_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False, rho: float = 7.0) -> np.ndarray:
+def sgm_uniform_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False, sigma_min: float | None = None,
+                       sigma_max: float | None = None) -> np.ndarray:
+    """A1111's `sgm_uniform`: n of n + 1 evenly spaced timesteps from t(sigma_max) (999) to t(sigma_min) (0), the
+    last dropped."""
+    start, end = _timestep_range(training_sigmas, sigma_min, sigma_max)
+    return np.append(_sigma_at(np.linspace(start, end, n + 1)[:-1], training_sigmas), 0.0)
+
+
+def karras_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False, rho: float = 7.0,
+                  sigma_min: float | None = None, sigma_max: float | None = None) -> np.ndarray:
     """Karras et al. 2022, eq. 5 (rho = 7) between the training schedule's sigma_max and sigma_min."""
-    low, high = training_sigmas[0] ** (1 / rho), training_sigmas[-1] ** (1 / rho)
+    sigma_min, sigma_max = _range(training_sigmas, sigma_min, sigma_max)
+    low, high = sigma_min ** (1 / rho), sigma_max ** (1 / rho)
     return np.append((high + np.linspace(0, 1, n) * (low - high)) ** rho, 0.0)
 
 
-def exponential_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False) -> np.ndarray:
+def exponential_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False, sigma_min: float | None = None,
+                       sigma_max: float | None = None) -> np.ndarray:
     """Sigmas evenly spaced in log sigma from sigma_max to sigma_min."""
-    return np.append(np.exp(np.linspace(np.log(training_sigmas[-1]), np.log(training_sigmas[0]), n)), 0.0)
+    sigma_min, sigma_max = _range(training_sigmas, sigma_min, sigma_max)
+    return np.append(np.exp(np.linspace(np.log(sigma_max), np.log(sigma_min), n)), 0.0)
 
 
-def kl_optimal_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False) -> np.ndarray:
+def polyexponential_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False, rho: float | None = None,
+                           sigma_min: float | None = None, sigma_max: float | None = None) -> np.ndarray:
+    """k-diffusion's `get_sigmas_polyexponential`: log sigma = ramp**rho between log sigma_max and log sigma_min,
+    ramp from 1 to 0; at A1111's default rho = 1 (None here) the exponential schedule."""
+    if rho is None:
+        return exponential_sigmas(n, training_sigmas, sdxl, sigma_min, sigma_max)
+    sigma_min, sigma_max = _range(training_sigmas, sigma_min, sigma_max)
+    ramp = np.linspace(1, 0, n) ** rho
+    return np.append(np.exp(ramp * (np.log(sigma_max) - np.log(sigma_min)) + np.log(sigma_min)), 0.0)
+
+
+def kl_optimal_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False, sigma_min: float | None = None,
+                      sigma_max: float | None = None) -> np.ndarray:
     """KL-optimal schedule (Sabour et al. 2024, eq. 9): uniform in arctan(sigma), sigma_max to sigma_min."""
-    low, high = np.arctan(training_sigmas[0]), np.arctan(training_sigmas[-1])
+    sigma_min, sigma_max = _range(training_sigmas, sigma_min, sigma_max)
+    low, high = np.arctan(sigma_min), np.arctan(sigma_max)
     fraction = np.arange(n + 1) / n
     return np.tan(fraction * low + (1.0 - fraction) * high)
 
@@ -94,11 +147,12 @@ def ddim_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False) -> np.n
     return np.append(np.array(picked, dtype=np.float64), 0.0)
 
 
-def beta_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False) -> np.ndarray:
+def beta_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False, sigma_min: float | None = None,
+                sigma_max: float | None = None) -> np.ndarray:
     """Beta(0.6, 0.6) quantiles spread linearly between sigma_min and sigma_max (A1111's "Beta")."""
     from scipy import stats
 
-    sigma_min, sigma_max = float(training_sigmas[0]), float(training_sigmas[-1])
+    sigma_min, sigma_max = (float(end) for end in _range(training_sigmas, sigma_min, sigma_max))
     quantiles = stats.beta.ppf(1.0 - np.linspace(0, 1, n), BETA_ALPHA, BETA_BETA)
     return np.append(sigma_min + quantiles * (sigma_max - sigma_min), 0.0)
 

@@ -46,6 +46,8 @@ class ScheduleType:
     # A1111's `/sdapi/v1/schedulers` fields: the schedule's rho (-1: none) and whether it reads the model's sigmas
     default_rho: float = -1.0
     need_inner_model: bool = False
+    # whether its sigma function takes A1111's "Schedule min/max sigma" settings (sampler_parameters.py)
+    takes_sigma_range: bool = False
 
     def __post_init__(self) -> None:
         if self.config_overrides is not None:

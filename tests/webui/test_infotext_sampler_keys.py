@@ -1,5 +1,5 @@
-"""A1111's sampler-setting infotext keys this server cannot honour (Sigma churn, UniPC variant, Discard penultimate
-sigma, SGM noise multiplier, Schedule rho ...) are never dropped: the API's `infotext` field refuses them with a 422
+"""A1111's sampler-setting infotext keys this server cannot honour (UniPC variant, Pad conds, Noise schedule ...)
+are never dropped: the API's `infotext` field refuses them with a 422
 naming the key, as the same settings sent as request fields are refused, and accepts them where the value is what
 runs here anyway; the web UI paste names each in a note.
 
@@ -7,9 +7,8 @@ A1111 reference (1.10): `shared_options.py` gives each option its infotext key (
 infotext='Sigma churn')`, `'uni_pc_variant': OptionInfo("bh1", ..., infotext='UniPC variant')`, `uni_pc_order` 3,
 `uni_pc_lower_order_final` True, `'sgm_noise_multiplier': ... infotext='SGM noise multiplier'`, spelt 'SGM noise
 multplier' in 1.6); `Api.apply_infotext` turns such keys into `override_settings` through
-`infotext_utils.get_override_settings`. `sd_samplers_kdiffusion.get_sigmas` writes "Discard penultimate sigma: True"
-only when the setting forces a discard the sampler does not do itself (DPM2 and DPM2 a always discard, their config
-option `discard_next_to_last_sigma`), and reads `s_tmax` 0 as infinity (`sd_samplers_common`: `... or self.s_tmax`).
+`infotext_utils.get_override_settings`. Sigma churn, Schedule rho, Discard penultimate sigma & co run at any value
+(tests/webui/test_sampler_parameters_api.py).
 """
 
 from __future__ import annotations
@@ -29,24 +28,13 @@ BASE = ("a red circle\nSteps: 4, Sampler: {sampler}, Schedule type: Automatic, C
 # infotext key, a value A1111 writes when the setting is changed: one row per fixed setting (checked below), so a
 # setting added to `webui.fixed_settings` without a refusal test fails here.
 CHANGED = {
-    "s_churn": ("Sigma churn", "0.5"),
-    "s_tmin": ("Sigma tmin", "0.1"),
-    "s_tmax": ("Sigma tmax", "10"),
-    "s_noise": ("Sigma noise", "0.9"),
-    "sigma_min": ("Schedule min sigma", "0.1"),
-    "sigma_max": ("Schedule max sigma", "10"),
-    "rho": ("Schedule rho", "5"),
     "beta_dist_alpha": ("Beta schedule alpha", "0.5"),
     "beta_dist_beta": ("Beta schedule beta", "0.7"),
-    "always_discard_next_to_last_sigma": ("Discard penultimate sigma", "True"),
-    "sgm_noise_multiplier": ("SGM noise multiplier", "True"),
     "uni_pc_variant": ("UniPC variant", "bh2"),
     "uni_pc_skip_type": ("UniPC skip type", "logSNR"),
     "uni_pc_order": ("UniPC order", "2"),
     "uni_pc_lower_order_final": ("UniPC lower order final", "False"),
     "sd_noise_schedule": ("Noise Schedule", "Zero Terminal SNR"),
-    "initial_noise_multiplier": ("Noise multiplier", "0.9"),
-    "img2img_extra_noise": ("Extra noise", "0.2"),
     "pad_cond_uncond": ("Pad conds", "True"),
     "use_downcasted_alpha_bar": ("Downcast alphas_cumprod", "True"),
     "hires_fix_refiner_pass": ("Hires refiner", "first pass"),
@@ -54,10 +42,7 @@ CHANGED = {
 # Values that are what this server runs anyway, so an infotext with them reproduces the image here.
 AS_RUN = [
     ("Euler", "Sigma churn: 0, Sigma tmin: 0, Sigma tmax: 0, Sigma noise: 1"),
-    ("Euler", "Sigma tmax: inf"),  # A1111's 0
     ("UniPC", "UniPC variant: bh1, UniPC skip type: time_uniform, UniPC order: 3, UniPC lower order final: True"),
-    ("DPM2", "Discard penultimate sigma: True"),  # DPM2 always discards
-    ("DPM2 a", "Discard penultimate sigma: True"),
     ("Euler", "Discard penultimate sigma: False, SGM noise multiplier: False, SGM noise multplier: False"),
     ("Euler", "Schedule rho: 0, Schedule max sigma: 0, Schedule min sigma: 0, Noise Schedule: Default"),
     ("Euler", "Beta schedule alpha: 0.6, Beta schedule beta: 0.6, Pad conds: False, Downcast alphas_cumprod: False"),
@@ -97,18 +82,14 @@ def test_the_web_ui_paste_names_a_changed_sampler_setting_in_a_note(option):
     assert len(notes) == 1 and notes[0].startswith(f"{key}: {value}: ") and "the image will differ" in notes[0]
 
 
-def test_the_misspelt_sgm_key_of_a1111_1_6_is_refused_too():
-    with pytest.raises(ValueError, match="sgm_noise_multiplier='True'"):
-        _params({"infotext": BASE.format(sampler="Euler") + ", SGM noise multplier: True"})
-
-
 def test_several_changed_settings_are_all_named_in_one_refusal():
-    text = BASE.format(sampler="Euler") + ", Sigma churn: 0.5, Sigma tmin: 0.1, Sigma noise: 0.9"
+    text = BASE.format(sampler="Euler") + ", Noise Schedule: Zero Terminal SNR, Pad conds: True, UniPC order: 2"
     with pytest.raises(ValueError) as refused:
         _params({"infotext": text})
-    assert all(f"infotext key {key!r}" in str(refused.value) for key in ("Sigma churn", "Sigma tmin", "Sigma noise"))
+    assert all(f"infotext key {key!r}" in str(refused.value) for key in ("Noise Schedule", "Pad conds",
+                                                                         "UniPC order"))
     notes = _paste_notes(text, "Euler")
-    assert len(notes) == 1 and notes[0].startswith("Sigma churn: 0.5, Sigma tmin: 0.1, Sigma noise: 0.9: ")
+    assert len(notes) == 1 and notes[0].startswith("Noise Schedule: Zero Terminal SNR, Pad conds: True, UniPC order: 2: ")
 
 
 @pytest.mark.parametrize(("sampler", "extra"), AS_RUN)
@@ -118,24 +99,16 @@ def test_values_this_server_runs_anyway_are_accepted_and_change_nothing(sampler,
     assert _paste_notes(f"{text}, {extra}", sampler) == _paste_notes(text, sampler)
 
 
-def test_discard_penultimate_sigma_is_refused_for_a_sampler_that_does_not_discard():
-    text = BASE.format(sampler="Euler") + ", Discard penultimate sigma: True"
-    with pytest.raises(ValueError, match="with sampler Euler"):
-        _params({"infotext": text})
-    # The request's sampler decides: DPM2 discards anyway, so the same infotext runs as it asks.
-    assert _params({"infotext": text, "sampler_name": "DPM2"}).sampler == "DPM2"
-
-
 def test_the_requests_own_override_wins_over_the_infotexts_as_in_a1111():
-    text = BASE.format(sampler="Euler") + ", Sigma churn: 0.5"
-    params = _params({"infotext": text, "override_settings": {"s_churn": 0}})
+    text = BASE.format(sampler="Euler") + ", Pad conds: True"
+    params = _params({"infotext": text, "override_settings": {"pad_cond_uncond": False}})
     assert params == _params({"infotext": BASE.format(sampler="Euler")})
 
 
 def test_override_settings_take_the_same_values_with_the_same_answer():
-    assert _params({"override_settings": {"s_churn": 0.0, "uni_pc_order": 3, "sgm_noise_multiplier": False}})
-    with pytest.raises(ValueError, match=r"s_churn=0\.5 .*infotext key 'Sigma churn'"):
-        _params({"override_settings": {"s_churn": 0.5}})
+    assert _params({"override_settings": {"uni_pc_order": 3, "pad_cond_uncond": False}})
+    with pytest.raises(ValueError, match=r"pad_cond_uncond=True .*infotext key 'Pad conds'"):
+        _params({"override_settings": {"pad_cond_uncond": True}})
 
 
 # --- over HTTP: the 422 a client sees, and an accepted infotext giving the very same image
@@ -152,24 +125,9 @@ def server(tiny_sd1_dir, tmp_path_factory, serving):
 
 def test_the_api_answers_422_naming_the_key_and_runs_values_it_has(client):
     text = BASE.format(sampler="Euler")
-    refused = client.post("/sdapi/v1/txt2img", json={"infotext": text + ", Sigma churn: 0.5"})
-    assert refused.status_code == 422 and "'Sigma churn'" in refused.json()["detail"]
-    field = client.post("/sdapi/v1/txt2img", json={"infotext": text, "s_churn": 0.5})
-    assert field.status_code == 422 and "s_churn=0.5" in field.json()["detail"]  # the field, refused alike
+    refused = client.post("/sdapi/v1/txt2img", json={"infotext": text + ", Pad conds: True"})
+    assert refused.status_code == 422 and "'Pad conds'" in refused.json()["detail"]
     plain = client.post("/sdapi/v1/txt2img", json={"infotext": text})
     same = client.post("/sdapi/v1/txt2img", json={"infotext": text + ", Sigma churn: 0, SGM noise multiplier: False"})
     assert plain.status_code == same.status_code == 200
     assert same.json()["images"] == plain.json()["images"]
-
-
-def test_rho_at_the_schedules_own_value_is_what_runs():
-    # A1111's get_sigmas applies opts.rho only when it is neither 0 nor the schedule's default_rho (Karras: 7).
-    from pipelines.samplers import resolve_sampler
-    from webui.fixed_settings import fixed_setting_refusal
-
-    karras, _ = resolve_sampler("DPM++ 2M", "Karras")
-    assert fixed_setting_refusal("rho", 7.0, karras, "Karras") is None
-    assert fixed_setting_refusal("rho", "7", karras, "Automatic") is None  # DPM++ 2M's own schedule is Karras
-    assert fixed_setting_refusal("rho", 0, karras, "Uniform") is None
-    assert "rho=7.0" in fixed_setting_refusal("rho", 7.0, karras, "Uniform")
-    assert "rho=5.0" in fixed_setting_refusal("rho", 5.0, karras, "Karras")

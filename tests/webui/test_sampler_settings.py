@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from pipelines.sampler_parameters import SamplerParameters
 from webui.options import SAMPLER_OPTION_DEFAULTS, ServerOptions, sampler_option_params
 
 from .test_api_a1111_parity import server  # noqa: F401  (the module's server fixture, reused)
@@ -17,13 +18,18 @@ from .ui_blocks import handler
 ])
 def test_each_sampler_takes_its_own_eta_setting(sampler, expected_eta):
     values = {"eta_ancestral": 0.6, "eta_ddim": 0.3, "eta_noise_seed_delta": 31337}
-    assert sampler_option_params(sampler, values) == {"eta": expected_eta, "ensd": 31337}
+    assert sampler_option_params(sampler, values) == {"eta": expected_eta, "ensd": 31337,
+                                                      "sampler_parameters": SamplerParameters()}
 
 
 def test_defaults_are_a1111s():
     assert SAMPLER_OPTION_DEFAULTS == {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0,
-                                       "img2img_fix_steps": False}
-    assert sampler_option_params("Euler a", {}) == {"eta": 1.0, "ensd": 0}
+                                       "img2img_fix_steps": False, "sigma_min": 0.0, "sigma_max": 0.0, "rho": 0.0,
+                                       "s_churn": 0.0, "s_tmin": 0.0, "s_tmax": 0.0, "s_noise": 1.0,
+                                       "always_discard_next_to_last_sigma": False, "sgm_noise_multiplier": False,
+                                       "initial_noise_multiplier": 1.0,
+                                       "img2img_extra_noise": 0.0}
+    assert sampler_option_params("Euler a", {}) == {"eta": 1.0, "ensd": 0, "sampler_parameters": SamplerParameters()}
 
 
 @pytest.mark.parametrize("key, value", [("eta_ancestral", 1.5), ("eta_ddim", -0.1), ("eta_ddim", "0"),
@@ -39,7 +45,7 @@ def test_settings_are_saved_and_read_back(tmp_path):
     options = ServerOptions(str(tmp_path), 0, settings_file=path)
     options.apply(options.check_update({"eta_ancestral": 0.25, "eta_noise_seed_delta": 31337}))
     again = ServerOptions(str(tmp_path), 0, settings_file=path)
-    assert again.sampler_params("Euler a") == {"eta": 0.25, "ensd": 31337}
+    assert again.sampler_params("Euler a") == {"eta": 0.25, "ensd": 31337, "sampler_parameters": SamplerParameters()}
 
 
 def test_the_settings_tab_applies_the_sampler_parameters(tmp_path):
@@ -54,8 +60,8 @@ def test_the_settings_tab_applies_the_sampler_parameters(tmp_path):
         defaults = [state.options.get(key) for key in ("default_sampler_name", "default_scheduler", "default_steps",
                                                        "default_cfg_scale", "default_width", "default_height")]
         apply.fn(True, False, 1, 3, 0.0, False, 0.0, 0.4, 0.2, 31337, True, *defaults)
-        assert state.options.sampler_options() == {"eta_ancestral": 0.4, "eta_ddim": 0.2, "eta_noise_seed_delta": 31337,
-                                                   "img2img_fix_steps": True}
+        assert state.options.sampler_options() == {**SAMPLER_OPTION_DEFAULTS, "eta_ancestral": 0.4, "eta_ddim": 0.2,
+                                                   "eta_noise_seed_delta": 31337, "img2img_fix_steps": True}
     finally:
         state.close()
 

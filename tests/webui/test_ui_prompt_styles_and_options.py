@@ -275,3 +275,19 @@ def test_img2img_takes_exact_steps_from_the_img2img_fix_steps_setting(served):
         assert form_params(state, "img2img", form, [], img2img_tab_values()).exact_steps is True
     finally:
         state.options.apply({"img2img_fix_steps": False})
+
+
+def test_the_ui_takes_the_sampler_parameters_and_img2img_noise_settings(served):
+    # A1111's Settings > Sampler parameters and Settings > img2img noise apply to every UI generation, as to the API.
+    from pipelines.sampler_parameters import SamplerParameters
+    from webui.ui.generate_tab import form_params
+
+    state, _, _ = served
+    form = ["a cube", "", "Euler", "Automatic", 2, 5.0, 64, 64, 11, 1, 1, 1]
+    state.options.apply({"s_churn": 0.5, "initial_noise_multiplier": 0.9, "img2img_extra_noise": 0.1})
+    try:
+        params = form_params(state, "img2img", form, [], img2img_tab_values())
+        assert params.sampler_parameters == SamplerParameters(s_churn=0.5)
+        assert (params.initial_noise_multiplier, params.img2img_extra_noise) == (0.9, 0.1)
+    finally:
+        state.options.apply({"s_churn": 0.0, "initial_noise_multiplier": 1.0, "img2img_extra_noise": 0.0})

@@ -38,6 +38,9 @@ def add_parser(subparsers) -> None:
                         "DPM++ 2M SDE; default 1, 0 = no noise) and DDIM (default 0); other samplers ignore it")
     p.add_argument("--ensd", type=int, default=None,
                    help="A1111's eta noise seed delta (ENSD, e.g. 31337): ancestral samplers' noise from seed + ENSD; default 0")
+    from webui.cli.sampler_parameter_flags import add_sampler_parameter_flags
+
+    add_sampler_parameter_flags(p)
     p.add_argument("--cfg", type=float, default=None,
                    help=f"CFG scale (default: the model's recommended one, e.g. 5 for mixkit-tiny-sd, else {d.cfg_scale})")
     p.add_argument("--seed", type=int, default=None, help=f"-1 for a random seed (default: {d.seed})")
@@ -130,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
         args, infotext_keys = apply_infotext(args, read_infotext_argument(args.infotext))
     if args.prompt is None:
         raise ValueError("mixkit generate needs a prompt: pass it as the first argument, or --infotext IMAGE_OR_TEXT")
+    from webui.cli.sampler_parameter_flags import sampler_parameters_of
+
     d = Txt2ImgParams()
     if args.style or args.styles_file:
         args.prompt, args.negative = _with_styles(args, _or(args.negative, d.negative_prompt))
@@ -148,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
         s_min_uncond=_or(args.ngms, d.s_min_uncond), s_min_uncond_all=bool(args.ngms_all_steps),
         skip_early_cond=_or(args.skip_early_cfg, d.skip_early_cond),
         refiner=args.refiner, refiner_switch_at=_or(args.refiner_switch_at, d.refiner_switch_at),
+        sampler_parameters=sampler_parameters_of(args),
     )
     check_txt2img_params(params, GenerationLimits())  # fail before the (slow) model load
     check_approximation_args(args)

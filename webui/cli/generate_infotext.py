@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pipelines.infotext_values import as_flag, as_integer, as_number, as_text
+from webui.cli.sampler_parameter_flags import INFOTEXT_FLAG_KEYS
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
 
@@ -36,6 +37,7 @@ FLAG_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "ngms_all_steps": ("NGMS all steps", as_flag),
     "skip_early_cfg": ("Skip Early CFG", as_number),
     "refiner_switch_at": ("Refiner switch at", as_number),  # with --refiner: the infotext names a checkpoint title
+    **INFOTEXT_FLAG_KEYS,  # A1111's Sampler parameters: Sigma churn, Schedule rho, ... (webui.cli.sampler_parameter_flags)
 }
 ETA_KEYS = ("Eta DDIM", "Eta")  # A1111 writes one of them, for DDIM or the ancestral samplers, when not the default
 SAMPLER_KEYS = ("Sampler", "Schedule type", "Beta schedule alpha", "Beta schedule beta")

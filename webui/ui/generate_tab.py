@@ -378,11 +378,22 @@ def _form_params(state: ServerState, kind: str, form: list, chosen_styles: list[
     if kind == "txt2img":
         from webui.ui.hires_controls import with_hires
 
-        return with_hires(params, own, state.limits, styles=library, style_names=chosen_styles,
-                          unstyled_prompts=(unstyled.prompt, unstyled.negative_prompt))
-    # A1111's Settings "With img2img, do exactly the amount of steps the slider specifies" (img2img_fix_steps)
+        hires = with_hires(params, own, state.limits, styles=library, style_names=chosen_styles,
+                           unstyled_prompts=(unstyled.prompt, unstyled.negative_prompt))
+        extra_noise = state.options.get("img2img_extra_noise")
+        if hires is not params and extra_noise > 0:  # A1111 adds it in its hires pass too; this server's does not
+            from webui.ui.errors import refused
+
+            raise refused(f"Settings > img2img 'Extra noise' is {extra_noise}: A1111 adds it in the hires-fix pass, "
+                          "which this server does not; set it to 0 for txt2img with hires fix.")
+        return hires
+    # A1111's Settings "With img2img, do exactly the amount of steps the slider specifies" (img2img_fix_steps), and
+    # its img2img noise settings (pipelines.img2img_noise)
+    from webui.options import img2img_noise_values
+
     return replace(img2img_params(params, dict(zip(IMG2IMG_FIELDS, own))),
-                   exact_steps=bool(state.options.get("img2img_fix_steps")))
+                   exact_steps=bool(state.options.get("img2img_fix_steps")),
+                   **img2img_noise_values(state.options.sampler_options()))
 
 
 def _form_fields(tab: GenerateTab) -> list[tuple[str, object]]:

@@ -431,6 +431,7 @@ def _reproduction_notes(parsed: dict, current_model: str | None, current_model_a
     if "Variation seed" in parsed:
         notes.append("Variation seed: not supported here; the image will differ.")
     sampler_settings = [f"{key}: {parsed[key]}" for key in ("Eta", "Eta DDIM", "ENSD") if parsed.get(key) not in (None, "")]
+    sampler_settings += _sampler_parameter_settings(parsed)
     if sampler_settings:
         notes.append(f"{', '.join(sampler_settings)}: these are Settings here (Settings > Sampler parameters), not "
                      "form fields; set them there to reproduce the image.")
@@ -444,6 +445,29 @@ def _reproduction_notes(parsed: dict, current_model: str | None, current_model_a
         notes.append(f"RNG: the image's noise was drawn on the {parsed.get('RNG', 'GPU')} (A1111's default when the "
                      "key is missing); this server draws CPU noise, so the same seed gives another image.")
     return notes
+
+
+def _sampler_parameter_settings(parsed: dict) -> list[str]:
+    """"Sigma churn: 0.5", "Schedule rho: 5" ... for each of A1111's Sampler parameters the infotext records at a value
+    other than its default (those are Settings here, as in A1111, where its paste sets them as overrides)."""
+    from pipelines.sampler_parameters import INFOTEXT_ALIASES, INFOTEXT_KEYS, SamplerParameters, parameters_from_values
+
+    found = []
+    keys = [*INFOTEXT_KEYS.items(), *((option, key) for key, option in INFOTEXT_ALIASES.items())]
+    for option, key in keys:
+        if parsed.get(key) in (None, ""):
+            continue
+        try:
+            default = parameters_from_values({option: parsed[key]}) == SamplerParameters()
+        except ValueError:
+            default = False
+        if not default:
+            found.append(f"{key}: {parsed[key]}")
+    for key, default in (("Noise multiplier", 1.0), ("Extra noise", 0.0)):  # Settings > img2img here too
+        value = _float(parsed.get(key))
+        if parsed.get(key) not in (None, "") and value != default:
+            found.append(f"{key}: {parsed[key]}")
+    return found
 
 
 def _approximation_notes(parsed: dict) -> list[str]:
@@ -463,11 +487,10 @@ def _approximation_notes(parsed: dict) -> list[str]:
 
 def _schedule_setting_notes(parsed: dict) -> list[str]:
     """One note naming each A1111 setting the infotext records at a value this server does not run
-    (`webui.fixed_settings`: Sigma churn, UniPC variant, Discard penultimate sigma, Schedule rho, Beta ...).
+    (`webui.fixed_settings`: UniPC variant, SGM noise multiplier, Beta ...).
 
     A1111's paste sets these as setting overrides; here they are fixed, so the form cannot take them and the
-    image will differ. A value that is what runs here anyway ("Discard penultimate sigma: True" with DPM2,
-    "UniPC order: 3") gets no note."""
+    image will differ. A value that is what runs here anyway ("UniPC order: 3") gets no note."""
     from webui.fixed_settings import FIXED_BY_INFOTEXT_KEY
 
     spec = _infotext_sampler_spec(parsed)

@@ -132,6 +132,9 @@ def build_settings_tab(state: ServerState, page: gr.Blocks) -> None:
             fix_steps = gr.Checkbox(lambda: state.options.get("img2img_fix_steps"),
                                     label="With img2img, do exactly the amount of steps the slider specifies "
                                           "(normally fewer with less denoising)", elem_id="settings_img2img_fix_steps")
+        from webui.ui.sampler_parameter_settings import build_sampler_parameter_settings
+
+        build_sampler_parameter_settings(state, apply_settings)
     emphasis, comma_backtrack, clip_l_skip = build_prompt_option_widgets(state)
     apply = gr.Button("Apply settings", elem_id="settings_apply")
 

@@ -340,3 +340,43 @@ def sample_dpmpp_2s_ancestral(x: torch.Tensor, sigmas: torch.Tensor, generator: 
         if s_next > 0:
             x = x + torch.randn(x.shape, generator=generator, dtype=torch.float32).double() * s_up
     return x
+
+
+def sigma_to_t(config: dict, sigma: float) -> float:
+    """k-diffusion `DiscreteSchedule.sigma_to_t` (unquantized): the index, linear in log sigma, clamped to [0, 999]."""
+    log_sigmas = training_sigmas(config).log()
+    log_sigma = math.log(sigma)
+    dists = log_sigma - log_sigmas
+    low = int(dists.ge(0).cumsum(dim=0).argmax().clamp(max=len(log_sigmas) - 2))
+    w = ((log_sigmas[low] - log_sigma) / (log_sigmas[low] - log_sigmas[low + 1])).clamp(0, 1).item()
+    return (1 - w) * low + w * (low + 1)
+
+
+def ranged_schedule(name: str, config: dict, n: int, sigma_min: float, sigma_max: float, rho: float | None = None):
+    """A1111 1.10's schedule functions (`sd_schedulers.py`, k-diffusion's get_sigmas_*) at a given sigma range."""
+    if name == "Karras":
+        rho = 7.0 if rho is None else rho
+        ramp = torch.linspace(0, 1, n, dtype=torch.float64)
+        low, high = sigma_min ** (1 / rho), sigma_max ** (1 / rho)
+        return _append_zero((high + ramp * (low - high)) ** rho)
+    if name == "Exponential":
+        return _append_zero(torch.linspace(math.log(sigma_max), math.log(sigma_min), n, dtype=torch.float64).exp())
+    if name == "Polyexponential":
+        ramp = torch.linspace(1, 0, n, dtype=torch.float64) ** (1.0 if rho is None else rho)
+        return _append_zero((ramp * (math.log(sigma_max) - math.log(sigma_min)) + math.log(sigma_min)).exp())
+    if name in ("SGM Uniform", "Normal"):
+        start, end = sigma_to_t(config, sigma_max), sigma_to_t(config, sigma_min)
+        if name == "SGM Uniform":
+            timesteps = torch.linspace(start, end, n + 1, dtype=torch.float64)[:-1]
+        else:
+            timesteps = torch.linspace(start, end, n, dtype=torch.float64)
+        return _append_zero(t_to_sigma(config, timesteps))
+    if name == "KL Optimal":
+        steps = torch.arange(n + 1, dtype=torch.float64) / n
+        return torch.tan(steps * math.atan(sigma_min) + (1.0 - steps) * math.atan(sigma_max))
+    if name == "Beta":
+        from scipy import stats
+
+        quantiles = [stats.beta.ppf(1 - x, 0.6, 0.6) for x in torch.linspace(0, 1, n, dtype=torch.float64).tolist()]
+        return _append_zero(torch.tensor([sigma_min + q * (sigma_max - sigma_min) for q in quantiles], dtype=torch.float64))
+    raise KeyError(name)

@@ -1,0 +1,142 @@
+"""A1111's Sampler parameters over the HTTP API: Settings (`/sdapi/v1/options`), `override_settings`, the
+request's `s_churn` / `s_tmin` / `s_tmax` / `s_noise` fields and an `infotext`'s keys ("Sigma churn",
+"Schedule rho" ...), in that order of precedence; bad values refused naming the setting.
+
+A1111 1.10 reference: `shared_options.py` options s_churn, s_tmin, s_tmax, s_noise, sigma_min, sigma_max, rho,
+always_discard_next_to_last_sigma (infotext keys "Sigma churn", ..., "Schedule rho", "Discard penultimate sigma");
+`Api.apply_infotext` turns an infotext's keys into override_settings.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines.params import GenerationLimits
+from pipelines.sampler_parameters import SamplerParameters
+from webui.api_convert import to_txt2img_params
+from webui.api_infotext import apply_infotext
+from webui.api_requests import Txt2ImgRequest
+
+BASE = ("a red circle\nSteps: 4, Sampler: {sampler}, Schedule type: {schedule}, CFG scale: 7, Seed: 1, Size: 64x64, "
+        "RNG: CPU")
+
+
+def _parameters(body: dict, settings: dict | None = None) -> SamplerParameters:
+    request = apply_infotext(Txt2ImgRequest(**body))
+    params = to_txt2img_params(request, limits=GenerationLimits(), lora_names=None, current_model="mixkit-tiny-sd",
+                               sampler_options=settings)
+    return params.sampler_parameters
+
+
+def test_the_requests_churn_fields_reach_the_pipeline():
+    got = _parameters({"sampler_name": "Euler", "s_churn": 0.5, "s_tmin": 0.1, "s_tmax": 10, "s_noise": 1.01})
+    assert got == SamplerParameters(s_churn=0.5, s_tmin=0.1, s_tmax=10.0, s_noise=1.01)
+
+
+def test_override_settings_take_every_sampler_parameter():
+    overrides = {"sigma_min": 0.1, "sigma_max": 10, "rho": 5, "always_discard_next_to_last_sigma": True, "s_churn": 1}
+    got = _parameters({"sampler_name": "Euler", "override_settings": overrides})
+    assert got == SamplerParameters(sigma_min=0.1, sigma_max=10.0, rho=5.0, always_discard_next_to_last_sigma=True,
+                                    s_churn=1.0)
+
+
+@pytest.mark.parametrize("keys, expected", [
+    ("Sigma churn: 0.5, Sigma tmin: 0.2, Sigma tmax: 8, Sigma noise: 0.99",
+     SamplerParameters(s_churn=0.5, s_tmin=0.2, s_tmax=8.0, s_noise=0.99)),
+    ("Schedule min sigma: 0.1, Schedule max sigma: 10, Schedule rho: 5",
+     SamplerParameters(sigma_min=0.1, sigma_max=10.0, rho=5.0)),
+    ("Discard penultimate sigma: True", SamplerParameters(always_discard_next_to_last_sigma=True)),
+])
+def test_an_infotexts_keys_become_the_settings(keys, expected):
+    assert _parameters({"infotext": BASE.format(sampler="Euler", schedule="Karras") + ", " + keys}) == expected
+
+
+def test_settings_then_override_settings_then_the_request_field():
+    settings = {"s_churn": 0.2, "s_noise": 0.95, "rho": 3.0}
+    assert _parameters({"sampler_name": "Euler"}, settings) == SamplerParameters(s_churn=0.2, s_noise=0.95, rho=3.0)
+    overridden = _parameters({"sampler_name": "Euler", "override_settings": {"s_churn": 0.4}}, settings)
+    assert overridden == SamplerParameters(s_churn=0.4, s_noise=0.95, rho=3.0)
+    field = _parameters({"sampler_name": "Euler", "override_settings": {"s_churn": 0.4}, "s_churn": 0.6}, settings)
+    assert field.s_churn == 0.6
+    # the request's own field wins over its infotext, as every field does
+    text = BASE.format(sampler="Euler", schedule="Karras") + ", Sigma churn: 0.5"
+    assert _parameters({"infotext": text, "s_churn": 0.7}).s_churn == 0.7
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"s_churn": -1}, r"s_churn must be a finite number >= 0"),
+    ({"override_settings": {"rho": -2}}, r"rho must be a finite number >= 0"),
+    ({"override_settings": {"sigma_min": 5, "sigma_max": 1}}, r"sigma_min \(5\) must be below sigma_max \(1\)"),
+    ({"infotext": BASE.format(sampler="Euler", schedule="Karras") + ", Sigma churn: lots"},
+     r"s_churn must be a number, got 'lots'"),
+    ({"sampler_name": "LCM", "override_settings": {"always_discard_next_to_last_sigma": True}},
+     r"LCM and schedule type 'Automatic'"),
+])
+def test_bad_values_are_refused_naming_the_setting(body, message):
+    with pytest.raises(ValueError, match=message):
+        _parameters({"sampler_name": "Euler", **body})
+
+
+# --- over HTTP
+
+
+@pytest.fixture(scope="module")
+def server(tiny_sd1_dir, tmp_path_factory, serving):
+    from webui.config import ServerConfig
+
+    root = tmp_path_factory.mktemp("sampler_parameters_api")
+    with serving(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False)) as running:
+        yield running
+
+
+def test_over_http_the_field_the_infotext_and_the_setting_give_one_image(client):
+    small = {"prompt": "a red circle", "steps": 4, "width": 64, "height": 64, "seed": 3, "sampler_name": "Euler",
+             "scheduler": "Karras"}
+    plain = client.post("/sdapi/v1/txt2img", json=small)
+    field = client.post("/sdapi/v1/txt2img", json={**small, "s_churn": 1.5})
+    assert plain.status_code == field.status_code == 200
+    assert field.json()["images"] != plain.json()["images"]
+    info = field.json()["info"]
+    assert "Sigma churn: 1.5" in info
+    text = BASE.format(sampler="Euler", schedule="Karras").replace("Seed: 1", "Seed: 3") + ", Sigma churn: 1.5"
+    pasted = client.post("/sdapi/v1/txt2img", json={"infotext": text})
+    assert pasted.status_code == 200 and pasted.json()["images"] == field.json()["images"]
+    assert client.post("/sdapi/v1/options", json={"s_churn": 1.5}).status_code == 200
+    try:
+        setting = client.post("/sdapi/v1/txt2img", json=small)
+        assert setting.json()["images"] == field.json()["images"]
+    finally:
+        assert client.post("/sdapi/v1/options", json={"s_churn": 0.0}).status_code == 200
+    refused = client.post("/sdapi/v1/options", json={"s_churn": -1})
+    assert refused.status_code in (400, 422) and "s_churn" in refused.text
+
+
+def test_hires_fix_refuses_extra_noise_its_pass_would_not_add():
+    with pytest.raises(ValueError, match=r"img2img_extra_noise=0\.2 .* hires-fix pass"):
+        _parameters({"sampler_name": "Euler", "enable_hr": True, "hr_scale": 2, "denoising_strength": 0.5,
+                     "override_settings": {"img2img_extra_noise": 0.2}})
+
+
+def test_the_settings_tab_applies_the_sampler_parameters(tmp_path):
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+    from webui.ui.app import build_ui
+    from webui.ui.sampler_parameter_settings import SLIDERS
+
+    from .ui_blocks import handler
+
+    (tmp_path / "models").mkdir()
+    state = ServerState(ServerConfig(models_dir=str(tmp_path / "models"), output_dir=str(tmp_path / "out")))
+    try:
+        apply = handler(build_ui(state), "settings_apply_sampler_parameters", "click")
+        values = {"sigma_min": 0.1, "sigma_max": 10.0, "rho": 5.0, "s_churn": 0.5, "s_tmin": 0.0, "s_tmax": 0.0,
+                  "s_noise": 1.0, "initial_noise_multiplier": 0.9, "img2img_extra_noise": 0.1}
+        apply.fn(*(values[key] for key in SLIDERS), True, False)
+        assert {key: state.options.get(key) for key in values} == values
+        assert state.options.get("always_discard_next_to_last_sigma") is True
+        assert state.options.sampler_params("Euler")["sampler_parameters"] == SamplerParameters(
+            sigma_min=0.1, sigma_max=10.0, rho=5.0, s_churn=0.5, always_discard_next_to_last_sigma=True)
+        with pytest.raises(Exception, match="sigma_min"):
+            apply.fn(*({**values, "sigma_min": 20.0, "sigma_max": 10.0}[key] for key in SLIDERS), False, False)
+    finally:
+        state.close()
