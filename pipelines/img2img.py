@@ -46,6 +46,10 @@ class Img2ImgParams(Txt2ImgParams):
     resize_mode: str = "just resize"
     exact_steps: bool = False
     mask: Any = None  # PIL image, white = repaint; a transparent RGBA mask: its alpha strokes (binary_mask)
+    # A1111's p.latent_mask: a second mask (needs `mask`, whole picture only) that, unblurred and not inverted, decides
+    # what the sampler re-imposes and what "fill" fills, while `mask` (blurred) still decides the paste-back and the
+    # inpainting UNet's conditioning. Poor man's outpainting uses it; None = the blurred mask for everything.
+    latent_mask: Any = None
     mask_blur: int = 4
     mask_blur_x: int | None = None  # A1111's per-axis blur (horizontal sigma); None = mask_blur
     mask_blur_y: int | None = None  # vertical sigma; None = mask_blur
@@ -72,8 +76,11 @@ def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
     images = params.init_images
     if not isinstance(images, list) or not images:
         raise ValueError("init_images must be a non-empty list of PIL images.")
-    if len(images) not in (1, params.batch_size):
-        raise ValueError(f"Got {len(images)} init images for batch_size {params.batch_size}; give one, or one per image.")
+    if len(images) > params.batch_size:
+        raise ValueError(f"Got {len(images)} init images for batch_size {params.batch_size}; give at most "
+                         f"{params.batch_size}, or raise batch_size to {len(images)}.")
+    if len(images) > 1:  # A1111's init: fewer images than batch_size shrink the batch to one image each
+        params.batch_size = len(images)
     for index, image in enumerate(images):
         if not isinstance(image, Image.Image):
             raise TypeError(f"init_images[{index}] must be a PIL image, got {type(image).__name__}.")
@@ -87,6 +94,7 @@ def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
         _check_latent_resize_use(params)
     params.inpainting_fill = check_masked_content(params.inpainting_fill)
     check_mask_image(params.mask)
+    _check_latent_mask(params)
     for name in ("exact_steps", "inpainting_mask_invert", "inpaint_full_res", "mask_round"):
         _check_flag(name, getattr(params, name))
     for name, value, high in (("mask_blur", params.mask_blur, 64), ("inpaint_full_res_padding", params.inpaint_full_res_padding, 512)):
@@ -96,6 +104,24 @@ def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
         value = getattr(params, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 64):
             raise ValueError(f"{name} must be an integer in [0, 64], or None to use mask_blur, got {value!r}.")
+
+
+def _check_latent_mask(params: Img2ImgParams) -> None:
+    """latent_mask is a PIL image or None, and only with a whole-picture mask: "only masked" crops the mask's region,
+    and A1111 would meet a full-size latent mask with the cropped image there."""
+    from PIL import Image
+
+    if params.latent_mask is None:
+        return
+    if not isinstance(params.latent_mask, Image.Image):
+        raise TypeError(f"latent_mask must be a PIL image or None, got {type(params.latent_mask).__name__}.")
+    if params.latent_mask.width < 1 or params.latent_mask.height < 1:
+        raise ValueError(f"latent_mask is {params.latent_mask.width}x{params.latent_mask.height} pixels; give one "
+                         "of the init image's size, or None.")
+    if params.mask is None:
+        raise ValueError("latent_mask needs a mask: it refines an inpainting call; give mask too, or drop latent_mask.")
+    if params.inpaint_full_res:
+        raise ValueError("latent_mask works on the whole picture; set inpaint_full_res=False or drop latent_mask.")
 
 
 def _check_latent_resize_use(params: Img2ImgParams) -> None:
@@ -184,7 +210,7 @@ class Img2ImgInputs:
     overlay_masks: list | None = None  # blurred masks for pixel-space paste-back
     latent_mask: Any = None  # [N, 1, h, w], 1 = repaint
     masked_image_latents: Any = None  # 9-channel UNets only
-    conditioning_mask: Any = None  # 9-channel UNets only: their mask channel, [1, 1, h, w]
+    conditioning_mask: Any = None  # 9-channel UNets only: their mask channel, [N, 1, h, w]
     crop: CropRegion | None = None
 
 
@@ -220,43 +246,61 @@ class ImageToImage(DiffusionPipelineBase):
         """A1111's inpaint preparation (`StableDiffusionProcessingImg2Img.init`): the mask blurred, then either
         the whole picture at width x height (pasted back with the doubled mask) or the blurred mask's region cropped
         and fitted in with "resize and fill" (pasted back with the blurred mask); the blurred mask at the working size
-        is both the latent mask and what "fill" and the inpainting UNet's masked image use."""
-        size = images[0].size
-        if any(image.size != size for image in images):
-            raise ValueError("All init images must have the same size when a mask is given.")
-        mask = prepare_mask(params.mask, size, invert=params.inpainting_mask_invert, round=params.mask_round)
-        blurred = blur_mask(mask, *mask_blurs(params))
+        is both the latent mask and what "fill" and the inpainting UNet's masked image use (`latent_mask`, when
+        given, takes over the first two).
+
+        Init images of different sizes each get the mask prepared at their own size and then resized to width x
+        height, as A1111 resizes its mask and each image to width x height. "Only masked" refuses them: A1111 cuts
+        every image at the one mask's pixel box, which lands elsewhere on an image of another size, and scaling the
+        box per image would be a different crop from A1111's, so neither reading can be called the right one."""
+        import torch
+
+        sizes = {image.size for image in images}
+        if params.inpaint_full_res and len(sizes) > 1:
+            raise ValueError("With inpaint_full_res (\"only masked\") all init images must have the same size, as the "
+                             "crop is the mask's box in image pixels; resize them to one size or inpaint the whole "
+                             "picture.")
+        blurred = {size: blur_mask(prepare_mask(params.mask, size, invert=params.inpainting_mask_invert,
+                                                round=params.mask_round), *mask_blurs(params)) for size in sizes}
         crop = None
         if params.inpaint_full_res:
+            mask = blurred[images[0].size]
             # The region is the *blurred* mask's box, as A1111 takes it, so the blur ramp lies inside the crop.
-            crop = only_masked_crop(blurred, params.inpaint_full_res_padding, params.width, params.height)
+            crop = only_masked_crop(mask, params.inpaint_full_res_padding, params.width, params.height)
             if crop is None:
                 return self._blank_only_masked(params, images)
-        if crop is not None:
             box = (crop.left, crop.top, crop.right, crop.bottom)
             # "resize and fill", as A1111: the crop keeps its proportions even when the image is too small to
             # give it the output's aspect ratio (the bands are stretched edges, cut away again at paste-back).
             work_images = [resize_image(image.crop(box), params.width, params.height, "resize and fill")
                            for image in images]
-            work_mask = resize_image(blurred.crop(box), params.width, params.height, "resize and fill")
-            originals, overlays = images, [blurred] * len(images)
+            work_masks = [resize_image(mask.crop(box), params.width, params.height, "resize and fill")] * len(images)
+            originals, overlays = images, [mask] * len(images)
         else:
             work_images = [resize_image(image, params.width, params.height, params.resize_mode) for image in images]
-            work_mask = resize_image(blurred, params.width, params.height, params.resize_mode)
-            originals, overlays = work_images, [whole_picture_overlay(work_mask)] * len(images)
+            work_masks = [resize_image(blurred[image.size], params.width, params.height, params.resize_mode)
+                          for image in images]
+            originals, overlays = work_images, [whole_picture_overlay(mask) for mask in work_masks]
+        keep_masks = work_masks if params.latent_mask is None else [
+            resize_image(prepare_mask(params.latent_mask, image.size, round=params.mask_round),
+                         params.width, params.height, params.resize_mode) for image in images]
         if params.inpainting_fill != "original":  # A1111 fills for latent noise / nothing too (`inpainting_fill != 1`)
-            work_images = [fill_masked_area(image, work_mask) for image in work_images]
+            work_images = [fill_masked_area(image, mask) for image, mask in zip(work_images, keep_masks)]
         shape = self._latent_shape(params)
+        latent_size = (shape[2], shape[1])
         inputs = Img2ImgInputs(originals=originals, init_latents=self._encode(work_images), overlay_masks=overlays,
-                               latent_mask=latent_mask(work_mask, (shape[2], shape[1]), round=params.mask_round),
+                               latent_mask=torch.cat([latent_mask(mask, latent_size, round=params.mask_round)
+                                                      for mask in keep_masks]),
                                crop=crop)
         if is_inpainting_unet(self.model.unet):
             # A1111 conditions an SDXL inpainting UNet on the rounded mask whatever mask_round says (its
             # `is_sdxl_inpaint` branch leaves `round_image_mask` at its default); SD 1.x/2.x follow mask_round.
             rounded = params.mask_round or self.model.family is ModelFamily.SDXL
-            pixels = masked_model_pixels(to_model_pixels(work_images), work_mask, round=rounded)
+            pixels = torch.cat([masked_model_pixels(to_model_pixels([image]), mask, round=rounded)
+                                for image, mask in zip(work_images, work_masks)])
             inputs.masked_image_latents = encode_images(self.model.vae, pixels).to(self.model.device)
-            inputs.conditioning_mask = conditioning_mask(work_mask, (shape[2], shape[1]), round=rounded)
+            inputs.conditioning_mask = torch.cat([conditioning_mask(mask, latent_size, round=rounded)
+                                                  for mask in work_masks])
         return inputs
 
     def _blank_only_masked(self, params: Img2ImgParams, images: list) -> Img2ImgInputs:
@@ -289,7 +333,7 @@ class ImageToImage(DiffusionPipelineBase):
         for scheduler in schedulers:
             if begin is not None and hasattr(scheduler, "set_begin_index"):
                 scheduler.set_begin_index(begin)
-        mask = None if inputs.latent_mask is None else inputs.latent_mask.to(init)
+        mask = None if inputs.latent_mask is None else inputs.latent_mask[pick].to(init)
         if mask is not None and params.inpainting_fill == "latent noise":
             init = init * (1 - mask) + noise * mask
         elif mask is not None and params.inpainting_fill == "latent nothing":
@@ -303,7 +347,7 @@ class ImageToImage(DiffusionPipelineBase):
         if mask is not None:
             start.mask_blend = _mask_blend(init, mask, sampler, self.model.scheduler_config)
         if inputs.masked_image_latents is not None:
-            channel = inputs.conditioning_mask.to(init).expand(count, -1, -1, -1)
+            channel = inputs.conditioning_mask[pick].to(init)
             start.extra_channels = torch.cat([channel, inputs.masked_image_latents[pick]], dim=1)
         else:  # no mask (plain img2img, hires fix's second pass): an inpainting checkpoint repaints everything
             start.extra_channels = full_mask_channels(self.model, count, self._latent_shape(params))
