@@ -127,6 +127,11 @@ FIXED_SETTINGS: tuple[FixedSetting, ...] = (
     FixedSetting("initial_noise_multiplier", ("Noise multiplier",), "Settings > img2img", "1",
                  _equals_number(1.0)),
     FixedSetting("img2img_extra_noise", ("Extra noise",), "Settings > img2img", "0", _equals_number(0.0)),
+    # A1111's inpainting_image_conditioning lerps an inpainting model's conditioning image between the init image
+    # and its masked copy by this weight; here the masked copy is used whole (its default), and every image of an
+    # inpainting model records it ("Conditional mask weight: 1.0"), so its own infotext pastes back.
+    FixedSetting("inpainting_mask_weight", ("Conditional mask weight",), "Settings > img2img",
+                 "1 (an inpainting model's conditioning image fully masked)", _equals_number(1.0)),
     FixedSetting("pad_cond_uncond", ("Pad conds",), "Settings > Optimizations",
                  "False (prompt and negative prompt not padded to each other)", _equals_flag(False)),
     FixedSetting("use_downcasted_alpha_bar", ("Downcast alphas_cumprod",), "Settings > Compatibility",

@@ -47,6 +47,7 @@ CHANGED = {
     "sd_noise_schedule": ("Noise Schedule", "Zero Terminal SNR"),
     "initial_noise_multiplier": ("Noise multiplier", "0.9"),
     "img2img_extra_noise": ("Extra noise", "0.2"),
+    "inpainting_mask_weight": ("Conditional mask weight", "0.5"),
     "pad_cond_uncond": ("Pad conds", "True"),
     "use_downcasted_alpha_bar": ("Downcast alphas_cumprod", "True"),
     "hires_fix_refiner_pass": ("Hires refiner", "first pass"),
@@ -62,6 +63,7 @@ AS_RUN = [
     ("Euler", "Schedule rho: 0, Schedule max sigma: 0, Schedule min sigma: 0, Noise Schedule: Default"),
     ("Euler", "Beta schedule alpha: 0.6, Beta schedule beta: 0.6, Pad conds: False, Downcast alphas_cumprod: False"),
     ("Euler", "Noise multiplier: 1, Extra noise: 0"),
+    ("Euler", "Conditional mask weight: 1.0"),  # what every image of an inpainting model records
     ("Euler", "Hires refiner: second pass"),
 ]
 
