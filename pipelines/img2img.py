@@ -2,7 +2,8 @@
 
 Denoising strength follows A1111: with 20 steps and strength 0.75 the sampler runs the last 16
 steps of a 20-step schedule (`int(strength * steps) + 1`), or exactly 20 steps of a longer
-schedule with `exact_steps`. Strength 0 is a VAE round trip; strength 1 is A1111's 0.999: the
+schedule with `exact_steps`. Strength 0 runs A1111's one last step (with `exact_steps`, none: a VAE round
+trip); strength 1 is A1111's 0.999: the
 whole schedule from the init image noised to sigma_max, which keeps a trace of its colours (not
 pure noise). A `mask` turns the call into inpainting (white = repaint): the unmasked area
 is re-imposed after every step and pasted back in pixel space at the end, so unmasked pixels are
@@ -161,12 +162,16 @@ def mask_blurs(params: Img2ImgParams) -> tuple[int, int]:
 
 
 def img2img_steps(steps: int, strength: float, exact_steps: bool) -> tuple[int, int]:
-    """(schedule length, steps actually run), as A1111's `setup_img2img_steps`."""
-    if strength == 0:
-        return steps, 0
+    """(schedule length, steps actually run), as A1111's `setup_img2img_steps` and `sample_img2img`.
+
+    Strength 0 still runs one step: A1111's t_enc = int(0 * steps) = 0 and `sigmas[steps - t_enc - 1:]` noise the
+    init latents to the schedule's smallest sigma and take its last step. With exact steps (and hires fix) A1111's
+    schedule has 0 steps there (`int(steps / strength) if strength > 0 else 0`): its sigmas are [0], the latents
+    are not noised and no step runs, so the image is the init image's VAE round trip.
+    """
     capped = min(strength, 0.999)
     if exact_steps:
-        return int(steps / capped), steps
+        return (int(steps / capped), steps) if strength > 0 else (steps, 0)
     return steps, int(capped * steps) + 1
 
 
