@@ -2,12 +2,11 @@
 
 Denoising strength follows A1111: with 20 steps and strength 0.75 the sampler runs the last 16
 steps of a 20-step schedule (`int(strength * steps) + 1`), or exactly 20 steps of a longer
-schedule with `exact_steps`. Strength 0 runs A1111's one last step (with `exact_steps`, none: a VAE round
-trip); strength 1 is A1111's 0.999: the
-whole schedule from the init image noised to sigma_max, which keeps a trace of its colours (not
-pure noise). A `mask` turns the call into inpainting (white = repaint): the unmasked area
-is re-imposed after every step and pasted back in pixel space at the end, so unmasked pixels are
-returned unchanged. The mask is prepared as A1111's `StableDiffusionProcessingImg2Img.init` prepares
+schedule with `exact_steps`. Strength 0 runs A1111's one last step (with `exact_steps`, none: a VAE
+round trip); strength 1 is A1111's 0.999: the whole schedule from the init image noised to sigma_max,
+which keeps a trace of its colours (not pure noise). A `mask` turns the call into inpainting (white =
+repaint): the unmasked area is re-imposed after every step and pasted back in pixel space at the end, so
+unmasked pixels are returned unchanged. The mask is prepared as A1111's `StableDiffusionProcessingImg2Img.init` prepares
 it: blurred per axis, rounded in the latent (unless `mask_round=False`), pasted back with the
 blurred mask doubled for the whole picture, and an "only masked" crop fitted with "resize and fill".
 Dedicated inpainting checkpoints (9-channel UNets) get the mask and the masked image (masked area
