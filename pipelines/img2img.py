@@ -71,6 +71,7 @@ def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
     """
     from PIL import Image
 
+    _shrink_batch_to_images(params)
     check_txt2img_params(params, limits, multiple)
     params.denoising_strength = _checked_strength(params.denoising_strength)
     images = params.init_images
@@ -79,8 +80,6 @@ def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
     if len(images) > params.batch_size:
         raise ValueError(f"Got {len(images)} init images for batch_size {params.batch_size}; give at most "
                          f"{params.batch_size}, or raise batch_size to {len(images)}.")
-    if len(images) > 1:  # A1111's init: fewer images than batch_size shrink the batch to one image each
-        params.batch_size = len(images)
     for index, image in enumerate(images):
         if not isinstance(image, Image.Image):
             raise TypeError(f"init_images[{index}] must be a PIL image, got {type(image).__name__}.")
@@ -104,6 +103,21 @@ def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
         value = getattr(params, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 64):
             raise ValueError(f"{name} must be an integer in [0, 64], or None to use mask_blur, got {value!r}.")
+
+
+def _shrink_batch_to_images(params: Img2ImgParams) -> None:
+    """A1111's init: 1 < len(init_images) < batch_size shrinks the batch to one image each. Done before the prompt
+    lists are checked against batch_size, so a list of one prompt per init image fits the shrunk batch."""
+    images, batch = params.init_images, params.batch_size
+    if not isinstance(images, list) or isinstance(batch, bool) or not isinstance(batch, int) or not 1 < len(images) < batch:
+        return
+    for name in ("prompt", "negative_prompt"):
+        value = getattr(params, name)
+        if isinstance(value, (list, tuple)) and len(value) != len(images):
+            raise ValueError(f"{name} has {len(value)} entries for batch_size {batch}, but {len(images)} init images "
+                             f"shrink the batch to {len(images)} (as A1111 does); give one {name} per init image, or "
+                             "a single string.")
+    params.batch_size = len(images)
 
 
 def _check_latent_mask(params: Img2ImgParams) -> None:

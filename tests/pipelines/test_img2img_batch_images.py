@@ -64,6 +64,15 @@ def test_the_check_shrinks_batch_size_in_place_and_refuses_more_images_than_it()
         check_img2img_params(too_many, limits, 8)
 
 
+def test_a_prompt_list_must_follow_the_shrunk_batch():
+    params = Img2ImgParams(init_images=[noise_image(1), noise_image(2)], batch_size=3, **{**SMALL, "prompt": ["a"] * 3})
+    with pytest.raises(ValueError, match="prompt has 3 entries for batch_size 3, but 2 init images shrink the batch"):
+        check_img2img_params(params, GenerationLimits(), 8)
+    fitting = Img2ImgParams(init_images=[noise_image(1), noise_image(2)], batch_size=3, **{**SMALL, "prompt": ["a", "b"]})
+    check_img2img_params(fitting, GenerationLimits(), 8)  # one prompt per init image fits the shrunk batch
+    assert fitting.batch_size == 2
+
+
 def test_whole_picture_inpainting_takes_init_images_of_different_sizes(i2i, monkeypatch):
     small, large, mask = noise_image(1), noise_image(2, (128, 128)), square_mask()
     seen = recorded_inputs(i2i, monkeypatch)
