@@ -109,7 +109,9 @@ def _shrink_batch_to_images(params: Img2ImgParams) -> None:
     """A1111's init: 1 < len(init_images) < batch_size shrinks the batch to one image each. Done before the prompt
     lists are checked against batch_size, so a list of one prompt per init image fits the shrunk batch."""
     images, batch = params.init_images, params.batch_size
-    if not isinstance(images, list) or isinstance(batch, bool) or not isinstance(batch, int) or not 1 < len(images) < batch:
+    if not isinstance(images, list) or isinstance(batch, bool) or not isinstance(batch, int):
+        return  # check_txt2img_params and the checks below name the bad value
+    if not 1 < len(images) < batch:
         return
     for name in ("prompt", "negative_prompt"):
         value = getattr(params, name)

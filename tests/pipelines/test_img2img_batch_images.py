@@ -65,10 +65,12 @@ def test_the_check_shrinks_batch_size_in_place_and_refuses_more_images_than_it()
 
 
 def test_a_prompt_list_must_follow_the_shrunk_batch():
-    params = Img2ImgParams(init_images=[noise_image(1), noise_image(2)], batch_size=3, **{**SMALL, "prompt": ["a"] * 3})
+    params = Img2ImgParams(init_images=[noise_image(1), noise_image(2)], batch_size=3,
+                           **{**SMALL, "prompt": ["a"] * 3})
     with pytest.raises(ValueError, match="prompt has 3 entries for batch_size 3, but 2 init images shrink the batch"):
         check_img2img_params(params, GenerationLimits(), 8)
-    fitting = Img2ImgParams(init_images=[noise_image(1), noise_image(2)], batch_size=3, **{**SMALL, "prompt": ["a", "b"]})
+    fitting = Img2ImgParams(init_images=[noise_image(1), noise_image(2)], batch_size=3,
+                            **{**SMALL, "prompt": ["a", "b"]})
     check_img2img_params(fitting, GenerationLimits(), 8)  # one prompt per init image fits the shrunk batch
     assert fitting.batch_size == 2
 

@@ -61,7 +61,8 @@ def round_trip(pipe, image):
 
 def test_whole_picture_pastes_back_with_the_doubled_blurred_mask(i2i):
     image, mask = noise_image((64, 64), 1), box_mask((64, 64), (20, 16, 43, 47))
-    result = i2i(init_images=[image], mask=mask, mask_blur=4, denoising_strength=0.0, exact_steps=True, width=64, height=64, **SMALL)
+    result = i2i(init_images=[image], mask=mask, mask_blur=4, denoising_strength=0.0, exact_steps=True, width=64,
+                 height=64, **SMALL)
     blurred = np.asarray(blur_mask(mask, 4)).astype(np.float32)
     doubled = Image.fromarray(np.clip(blurred * 2, 0, 255).astype(np.uint8))
     expected = a1111_apply_overlay(round_trip(i2i, image), image, doubled)

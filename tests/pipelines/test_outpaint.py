@@ -108,7 +108,8 @@ def test_outpaint_size_and_original_area_kept_outside_the_blend(pipe, picture, f
     assert np.array_equal(image[19:45, 15:49], np.asarray(picture)[7:33, 7:41])
     assert image[:12].std() > 5  # the new band was painted, not left black
     params = parse_infotext(result.infotexts[0])
-    assert (params["Size-1"], params["Size-2"], params["Mask blur"], params["Masked content"]) == ("64", "64", "2", fill)
+    assert (params["Size-1"], params["Size-2"], params["Mask blur"], params["Masked content"]) == \
+        ("64", "64", "2", fill)
     assert params["Denoising strength"] == "0.75"
 
 
