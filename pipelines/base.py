@@ -14,6 +14,7 @@ from typing import Any
 from mixkit.models.diffusion import DiffusionModel, ModelFamily
 from pipelines.control import GenerationControl, StepCallback, StepProgress
 from pipelines.generation import GenerationResult, ModelSession
+from pipelines.inpaint_mask import is_inpainting_unet
 from pipelines.params import GenerationLimits, Txt2ImgParams, per_image, uncond_skip_of, with_overrides
 from pipelines.refiner import NEGATIVE_AESTHETIC_SCORE, POSITIVE_AESTHETIC_SCORE, RefinerRun, micro_conditioning
 from pipelines.sampling import SamplingRequest, run_sampler
@@ -261,6 +262,7 @@ class DiffusionPipelineBase:
                                                      seed=batch_seeds[k], extra=extras)
                     result.add(self._finish_image(params, state, image, first + k), batch_seeds[k], infotext)
         result.interrupted = control.interrupted
+        result.inpainting_conditioning = is_inpainting_unet(self.model.unet)
         return result
 
     def _seeds_and_generators(self, params, generator):

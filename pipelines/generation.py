@@ -24,6 +24,9 @@ class GenerationResult:
     seeds: list = field(default_factory=list)
     infotexts: list = field(default_factory=list)
     interrupted: bool = False
+    # A1111's Processed.is_using_inpainting_conditioning: the model is an inpainting (9-channel) UNet, which took the
+    # mask and masked-image channels, in txt2img too (a full mask there)
+    inpainting_conditioning: bool = False
 
     def add(self, image, seed: int, infotext: str) -> None:
         self.images.append(image)
@@ -297,6 +300,7 @@ class ModelSession:
     def infotext(self, params, sampler: ResolvedSampler, *, prompt: str, negative_prompt: str, seed: int,
                  extra: dict[str, Any]) -> str:
         from pipelines.infotext import build_infotext
+        from pipelines.inpaint_mask import is_inpainting_unet
         from pipelines.samplers.sigma_schedules import beta_schedule_infotext
 
         if params.loras:  # LoRAs passed outside the prompt (`loras=`, `--lora`) go into it as tags, so a paste redoes them
@@ -316,6 +320,9 @@ class ModelSession:
             "Model": model.name,
             "VAE hash": model.extras.get("vae_hash"),
             "VAE": model.extras.get("vae_name"),
+            # A1111 writes the inpainting_mask_weight setting for every inpainting-model image; only its default, 1
+            # (the masked area fully grey in the conditioning image), is supported, written as A1111's float.
+            "Conditional mask weight": "1.0" if is_inpainting_unet(model.unet) else None,
             "Clip skip": params.clip_skip if params.clip_skip > 1 else None,
             **beta_schedule_infotext(sampler.schedule_type),
             **_eta_infotext(sampler),

@@ -2,11 +2,11 @@
 
 Denoising strength follows A1111: with 20 steps and strength 0.75 the sampler runs the last 16
 steps of a 20-step schedule (`int(strength * steps) + 1`), or exactly 20 steps of a longer
-schedule with `exact_steps`. Strength 0 is a VAE round trip; strength 1 is A1111's 0.999: the
-whole schedule from the init image noised to sigma_max, which keeps a trace of its colours (not
-pure noise). A `mask` turns the call into inpainting (white = repaint): the unmasked area
-is re-imposed after every step and pasted back in pixel space at the end, so unmasked pixels are
-returned unchanged. The mask is prepared as A1111's `StableDiffusionProcessingImg2Img.init` prepares
+schedule with `exact_steps`. Strength 0 runs A1111's one last step (with `exact_steps`, none: a VAE
+round trip); strength 1 is A1111's 0.999: the whole schedule from the init image noised to sigma_max,
+which keeps a trace of its colours (not pure noise). A `mask` turns the call into inpainting (white =
+repaint): the unmasked area is re-imposed after every step and pasted back in pixel space at the end, so
+unmasked pixels are returned unchanged. The mask is prepared as A1111's `StableDiffusionProcessingImg2Img.init` prepares
 it: blurred per axis, rounded in the latent (unless `mask_round=False`), pasted back with the
 blurred mask doubled for the whole picture, and an "only masked" crop fitted with "resize and fill".
 Dedicated inpainting checkpoints (9-channel UNets) get the mask and the masked image (masked area
@@ -46,6 +46,10 @@ class Img2ImgParams(Txt2ImgParams):
     resize_mode: str = "just resize"
     exact_steps: bool = False
     mask: Any = None  # PIL image, white = repaint; a transparent RGBA mask: its alpha strokes (binary_mask)
+    # A1111's p.latent_mask: a second mask (needs `mask`, whole picture only) that, unblurred and not inverted, decides
+    # what the sampler re-imposes and what "fill" fills, while `mask` (blurred) still decides the paste-back and the
+    # inpainting UNet's conditioning. Poor man's outpainting uses it; None = the blurred mask for everything.
+    latent_mask: Any = None
     mask_blur: int = 4
     mask_blur_x: int | None = None  # A1111's per-axis blur (horizontal sigma); None = mask_blur
     mask_blur_y: int | None = None  # vertical sigma; None = mask_blur
@@ -71,13 +75,15 @@ def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
     """
     from PIL import Image
 
+    _shrink_batch_to_images(params)
     check_txt2img_params(params, limits, multiple)
     params.denoising_strength = _checked_strength(params.denoising_strength)
     images = params.init_images
     if not isinstance(images, list) or not images:
         raise ValueError("init_images must be a non-empty list of PIL images.")
-    if len(images) not in (1, params.batch_size):
-        raise ValueError(f"Got {len(images)} init images for batch_size {params.batch_size}; give one, or one per image.")
+    if len(images) > params.batch_size:
+        raise ValueError(f"Got {len(images)} init images for batch_size {params.batch_size}; give at most "
+                         f"{params.batch_size}, or raise batch_size to {len(images)}.")
     for index, image in enumerate(images):
         if not isinstance(image, Image.Image):
             raise TypeError(f"init_images[{index}] must be a PIL image, got {type(image).__name__}.")
@@ -91,6 +97,7 @@ def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
         _check_latent_resize_use(params)
     params.inpainting_fill = check_masked_content(params.inpainting_fill)
     check_mask_image(params.mask)
+    _check_latent_mask(params)
     for name in ("exact_steps", "inpainting_mask_invert", "inpaint_full_res", "mask_round"):
         _check_flag(name, getattr(params, name))
     for name, value, high in (("mask_blur", params.mask_blur, 64), ("inpaint_full_res_padding", params.inpaint_full_res_padding, 512)):
@@ -103,6 +110,41 @@ def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
     from pipelines.img2img_noise import check_img2img_noise
 
     check_img2img_noise(params.initial_noise_multiplier, params.img2img_extra_noise)
+
+
+def _shrink_batch_to_images(params: Img2ImgParams) -> None:
+    """A1111's init: 1 < len(init_images) < batch_size shrinks the batch to one image each. Done before the prompt
+    lists are checked against batch_size, so a list of one prompt per init image fits the shrunk batch."""
+    images, batch = params.init_images, params.batch_size
+    if not isinstance(images, list) or isinstance(batch, bool) or not isinstance(batch, int):
+        return  # check_txt2img_params and the checks below name the bad value
+    if not 1 < len(images) < batch:
+        return
+    for name in ("prompt", "negative_prompt"):
+        value = getattr(params, name)
+        if isinstance(value, (list, tuple)) and len(value) != len(images):
+            raise ValueError(f"{name} has {len(value)} entries for batch_size {batch}, but {len(images)} init images "
+                             f"shrink the batch to {len(images)} (as A1111 does); give one {name} per init image, or "
+                             "a single string.")
+    params.batch_size = len(images)
+
+
+def _check_latent_mask(params: Img2ImgParams) -> None:
+    """latent_mask is a PIL image or None, and only with a whole-picture mask: "only masked" crops the mask's region,
+    and A1111 would meet a full-size latent mask with the cropped image there."""
+    from PIL import Image
+
+    if params.latent_mask is None:
+        return
+    if not isinstance(params.latent_mask, Image.Image):
+        raise TypeError(f"latent_mask must be a PIL image or None, got {type(params.latent_mask).__name__}.")
+    if params.latent_mask.width < 1 or params.latent_mask.height < 1:
+        raise ValueError(f"latent_mask is {params.latent_mask.width}x{params.latent_mask.height} pixels; give one "
+                         "of the init image's size, or None.")
+    if params.mask is None:
+        raise ValueError("latent_mask needs a mask: it refines an inpainting call; give mask too, or drop latent_mask.")
+    if params.inpaint_full_res:
+        raise ValueError("latent_mask works on the whole picture; set inpaint_full_res=False or drop latent_mask.")
 
 
 def _check_latent_resize_use(params: Img2ImgParams) -> None:
@@ -142,12 +184,16 @@ def mask_blurs(params: Img2ImgParams) -> tuple[int, int]:
 
 
 def img2img_steps(steps: int, strength: float, exact_steps: bool) -> tuple[int, int]:
-    """(schedule length, steps actually run), as A1111's `setup_img2img_steps`."""
-    if strength == 0:
-        return steps, 0
+    """(schedule length, steps actually run), as A1111's `setup_img2img_steps` and `sample_img2img`.
+
+    Strength 0 still runs one step: A1111's t_enc = int(0 * steps) = 0 and `sigmas[steps - t_enc - 1:]` noise the
+    init latents to the schedule's smallest sigma and take its last step. With exact steps (and hires fix) A1111's
+    schedule has 0 steps there (`int(steps / strength) if strength > 0 else 0`): its sigmas are [0], the latents
+    are not noised and no step runs, so the image is the init image's VAE round trip.
+    """
     capped = min(strength, 0.999)
     if exact_steps:
-        return int(steps / capped), steps
+        return (int(steps / capped), steps) if strength > 0 else (steps, 0)
     return steps, int(capped * steps) + 1
 
 
@@ -191,7 +237,7 @@ class Img2ImgInputs:
     overlay_masks: list | None = None  # blurred masks for pixel-space paste-back
     latent_mask: Any = None  # [N, 1, h, w], 1 = repaint
     masked_image_latents: Any = None  # 9-channel UNets only
-    conditioning_mask: Any = None  # 9-channel UNets only: their mask channel, [1, 1, h, w]
+    conditioning_mask: Any = None  # 9-channel UNets only: their mask channel, [N, 1, h, w]
     crop: CropRegion | None = None
 
 
@@ -227,43 +273,61 @@ class ImageToImage(DiffusionPipelineBase):
         """A1111's inpaint preparation (`StableDiffusionProcessingImg2Img.init`): the mask blurred, then either
         the whole picture at width x height (pasted back with the doubled mask) or the blurred mask's region cropped
         and fitted in with "resize and fill" (pasted back with the blurred mask); the blurred mask at the working size
-        is both the latent mask and what "fill" and the inpainting UNet's masked image use."""
-        size = images[0].size
-        if any(image.size != size for image in images):
-            raise ValueError("All init images must have the same size when a mask is given.")
-        mask = prepare_mask(params.mask, size, invert=params.inpainting_mask_invert, round=params.mask_round)
-        blurred = blur_mask(mask, *mask_blurs(params))
+        is both the latent mask and what "fill" and the inpainting UNet's masked image use (`latent_mask`, when
+        given, takes over the first two).
+
+        Init images of different sizes each get the mask prepared at their own size and then resized to width x
+        height, as A1111 resizes its mask and each image to width x height. "Only masked" refuses them: A1111 cuts
+        every image at the one mask's pixel box, which lands elsewhere on an image of another size, and scaling the
+        box per image would be a different crop from A1111's, so neither reading can be called the right one."""
+        import torch
+
+        sizes = {image.size for image in images}
+        if params.inpaint_full_res and len(sizes) > 1:
+            raise ValueError("With inpaint_full_res (\"only masked\") all init images must have the same size, as the "
+                             "crop is the mask's box in image pixels; resize them to one size or inpaint the whole "
+                             "picture.")
+        blurred = {size: blur_mask(prepare_mask(params.mask, size, invert=params.inpainting_mask_invert,
+                                                round=params.mask_round), *mask_blurs(params)) for size in sizes}
         crop = None
         if params.inpaint_full_res:
+            mask = blurred[images[0].size]
             # The region is the *blurred* mask's box, as A1111 takes it, so the blur ramp lies inside the crop.
-            crop = only_masked_crop(blurred, params.inpaint_full_res_padding, params.width, params.height)
+            crop = only_masked_crop(mask, params.inpaint_full_res_padding, params.width, params.height)
             if crop is None:
                 return self._blank_only_masked(params, images)
-        if crop is not None:
             box = (crop.left, crop.top, crop.right, crop.bottom)
             # "resize and fill", as A1111: the crop keeps its proportions even when the image is too small to
             # give it the output's aspect ratio (the bands are stretched edges, cut away again at paste-back).
             work_images = [resize_image(image.crop(box), params.width, params.height, "resize and fill")
                            for image in images]
-            work_mask = resize_image(blurred.crop(box), params.width, params.height, "resize and fill")
-            originals, overlays = images, [blurred] * len(images)
+            work_masks = [resize_image(mask.crop(box), params.width, params.height, "resize and fill")] * len(images)
+            originals, overlays = images, [mask] * len(images)
         else:
             work_images = [resize_image(image, params.width, params.height, params.resize_mode) for image in images]
-            work_mask = resize_image(blurred, params.width, params.height, params.resize_mode)
-            originals, overlays = work_images, [whole_picture_overlay(work_mask)] * len(images)
+            work_masks = [resize_image(blurred[image.size], params.width, params.height, params.resize_mode)
+                          for image in images]
+            originals, overlays = work_images, [whole_picture_overlay(mask) for mask in work_masks]
+        keep_masks = work_masks if params.latent_mask is None else [
+            resize_image(prepare_mask(params.latent_mask, image.size, round=params.mask_round),
+                         params.width, params.height, params.resize_mode) for image in images]
         if params.inpainting_fill != "original":  # A1111 fills for latent noise / nothing too (`inpainting_fill != 1`)
-            work_images = [fill_masked_area(image, work_mask) for image in work_images]
+            work_images = [fill_masked_area(image, mask) for image, mask in zip(work_images, keep_masks)]
         shape = self._latent_shape(params)
+        latent_size = (shape[2], shape[1])
         inputs = Img2ImgInputs(originals=originals, init_latents=self._encode(work_images), overlay_masks=overlays,
-                               latent_mask=latent_mask(work_mask, (shape[2], shape[1]), round=params.mask_round),
+                               latent_mask=torch.cat([latent_mask(mask, latent_size, round=params.mask_round)
+                                                      for mask in keep_masks]),
                                crop=crop)
         if is_inpainting_unet(self.model.unet):
             # A1111 conditions an SDXL inpainting UNet on the rounded mask whatever mask_round says (its
             # `is_sdxl_inpaint` branch leaves `round_image_mask` at its default); SD 1.x/2.x follow mask_round.
             rounded = params.mask_round or self.model.family is ModelFamily.SDXL
-            pixels = masked_model_pixels(to_model_pixels(work_images), work_mask, round=rounded)
+            pixels = torch.cat([masked_model_pixels(to_model_pixels([image]), mask, round=rounded)
+                                for image, mask in zip(work_images, work_masks)])
             inputs.masked_image_latents = encode_images(self.model.vae, pixels).to(self.model.device)
-            inputs.conditioning_mask = conditioning_mask(work_mask, (shape[2], shape[1]), round=rounded)
+            inputs.conditioning_mask = torch.cat([conditioning_mask(mask, latent_size, round=rounded)
+                                                  for mask in work_masks])
         return inputs
 
     def _blank_only_masked(self, params: Img2ImgParams, images: list) -> Img2ImgInputs:
@@ -296,7 +360,7 @@ class ImageToImage(DiffusionPipelineBase):
         for scheduler in schedulers:
             if begin is not None and hasattr(scheduler, "set_begin_index"):
                 scheduler.set_begin_index(begin)
-        mask = None if inputs.latent_mask is None else inputs.latent_mask.to(init)
+        mask = None if inputs.latent_mask is None else inputs.latent_mask[pick].to(init)
         if mask is not None and params.inpainting_fill == "latent noise":
             init = init * (1 - mask) + noise * mask
         elif mask is not None and params.inpainting_fill == "latent nothing":
@@ -314,7 +378,7 @@ class ImageToImage(DiffusionPipelineBase):
         if mask is not None:
             start.mask_blend = _mask_blend(init, mask, sampler, self.model.scheduler_config)
         if inputs.masked_image_latents is not None:
-            channel = inputs.conditioning_mask.to(init).expand(count, -1, -1, -1)
+            channel = inputs.conditioning_mask[pick].to(init)
             start.extra_channels = torch.cat([channel, inputs.masked_image_latents[pick]], dim=1)
         else:  # no mask (plain img2img, hires fix's second pass): an inpainting checkpoint repaints everything
             start.extra_channels = full_mask_channels(self.model, count, self._latent_shape(params))

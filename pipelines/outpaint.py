@@ -1,24 +1,28 @@
 """Outpainting: extend the canvas on any side and paint the new area ("Poor man's outpainting").
 
-The picture is placed on a larger canvas, the new border is masked, and the call runs as an
-inpainting pass of `ImageToImage` with the chosen masked content (fill / original / latent noise /
-latent nothing) and mask blur. Afterwards the original pixels are pasted back unchanged, so the
-mask blur only softens the new side of the seam and the original area is bit-identical.
+The picture is placed on a larger canvas and the call runs as an inpainting pass of `ImageToImage`
+with the chosen masked content (fill / original / latent noise / latent nothing), laid out as A1111's
+`scripts/poor_mans_outpainting.py` lays it out: the repainted area reaches `2 * mask_blur` pixels into
+the old picture on each extended side and is blurred with sigma `2 * mask_blur`, while the latent mask
+(what is re-imposed at every step, and what "fill" fills) reaches only `mask_blur // 2` pixels in. The
+generated border therefore eats into the old picture and blends into it instead of stopping at a hard
+seam; the inpaint paste-back keeps the old pixels bit-identical outside the blurred mask.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from pipelines.generation import GenerationResult
 from pipelines.image_prep import normalize_init_image
 
 MAX_EXTENSION = 2048  # pixels per side; the resulting size is further bounded by the pipeline's limits
+MAX_MASK_BLUR = 32  # the inpaint pass blurs with twice it, and its mask_blur stops at 64 (A1111's slider too)
 
 
-def check_outpaint_inputs(image, left: Any, right: Any, top: Any, bottom: Any, multiple: int) -> tuple[int, int]:
-    """Validate the extension and return the new canvas size (width, height)."""
+def check_outpaint_inputs(image, left: Any, right: Any, top: Any, bottom: Any, multiple: int,
+                          mask_blur: Any = 4) -> tuple[int, int]:
+    """Validate the extension and mask blur, and return the new canvas size (width, height)."""
     from PIL import Image
 
     if not isinstance(image, Image.Image):
@@ -28,6 +32,9 @@ def check_outpaint_inputs(image, left: Any, right: Any, top: Any, bottom: Any, m
     for name, value in (("left", left), ("right", right), ("top", top), ("bottom", bottom)):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_EXTENSION:
             raise ValueError(f"{name} must be an integer number of pixels in [0, {MAX_EXTENSION}], got {value!r}.")
+    if isinstance(mask_blur, bool) or not isinstance(mask_blur, int) or not 0 <= mask_blur <= MAX_MASK_BLUR:
+        raise ValueError(f"mask_blur must be an integer in [0, {MAX_MASK_BLUR}] for outpainting (the mask is blurred "
+                         f"with twice it, as A1111's Poor man's outpainting does), got {mask_blur!r}.")
     if left + right + top + bottom == 0:
         raise ValueError("Nothing to outpaint: left, right, top and bottom are all 0; extend at least one side.")
     width, height = image.width + left + right, image.height + top + bottom
@@ -40,8 +47,11 @@ def check_outpaint_inputs(image, left: Any, right: Any, top: Any, bottom: Any, m
     return width, height
 
 
-def outpaint_canvas(image, left: int, right: int, top: int, bottom: int):
-    """(canvas, mask): the image on a black canvas of the new size, and a mask white over the new area.
+def outpaint_canvas(image, left: int, right: int, top: int, bottom: int, mask_blur: int = 4):
+    """(canvas, mask, latent mask): the image on a black canvas of the new size, and two masks white over the new
+    area, their black (keep) rectangle inset on each extended side as A1111's Poor man's outpainting draws it:
+    by `2 * mask_blur` pixels for the mask, by `mask_blur // 2` for the latent mask (unblurred, it is what the
+    sampler re-imposes and what "fill" fills).
 
     `image` is expected as `normalize_init_image` returns it (RGB); `outpaint` passes it so.
     """
@@ -50,9 +60,28 @@ def outpaint_canvas(image, left: int, right: int, top: int, bottom: int):
     width, height = image.width + left + right, image.height + top + bottom
     canvas = Image.new("RGB", (width, height))
     canvas.paste(image.convert("RGB"), (left, top))
-    mask = Image.new("L", (width, height), 255)
-    mask.paste(0, (left, top, left + image.width, top + image.height))
-    return canvas, mask
+    return canvas, _keep_mask(canvas.size, left, right, top, bottom, 2 * mask_blur), \
+        _keep_mask(canvas.size, left, right, top, bottom, mask_blur // 2)
+
+
+def _keep_mask(size: tuple[int, int], left: int, right: int, top: int, bottom: int, inset: int):
+    """A white mask with the old picture's rectangle black, pulled in by `inset` on each side that was extended.
+
+    The far corner is inclusive, as Pillow's `ImageDraw.rectangle` (which A1111 uses) draws it, except where that
+    pixel would lie in the new area: at an inset of 0 (mask blur 0, or the latent mask at blur 1) A1111 keeps one
+    column or row of the black canvas at the right or bottom seam, a black line in its result. A picture too small
+    for the insets keeps no rectangle and is repainted whole.
+    """
+    from PIL import Image, ImageDraw
+
+    width, height = size
+    x0, y0 = left + (inset if left else 0), top + (inset if top else 0)
+    x1 = width - right - max(inset, 1) if right else width
+    y1 = height - bottom - max(inset, 1) if bottom else height
+    mask = Image.new("L", size, 255)
+    if x0 <= x1 and y0 <= y1:
+        ImageDraw.Draw(mask).rectangle((x0, y0, x1, y1), fill=0)
+    return mask
 
 
 def outpaint(pipe, image, left: int = 0, right: int = 0, top: int = 0, bottom: int = 0, *,
@@ -61,12 +90,14 @@ def outpaint(pipe, image, left: int = 0, right: int = 0, top: int = 0, bottom: i
 
     The result has size (width + left + right, height + top + bottom), which must be a multiple
     of the model's size step (8 for SD). Masked content and mask blur default to the WebUI
-    script's "fill" and 4. Other keyword arguments are `Img2ImgParams` fields (prompt, steps,
-    seed, denoising_strength, controlnets for a ControlNet pipeline, ...); width, height,
-    init_images and mask are set here. The infotext records Denoising strength, Mask blur and Masked content like the
-    WebUI's script, so "send to img2img" restores them.
+    script's "fill" and 4. As in that script, the mask is blurred with sigma `2 * mask_blur` and the infotext
+    records that doubled value as "Mask blur" (A1111 sets `p.mask_blur = mask_blur * 2`). Other keyword arguments
+    are `Img2ImgParams` fields (prompt, steps, seed, denoising_strength, controlnets for a ControlNet pipeline,
+    ...); width, height, init_images and the masks are set here. The infotext records Denoising strength, Mask blur
+    and Masked content like the WebUI's script, so "send to img2img" restores them.
     """
-    for reserved in ("width", "height", "init_images", "mask", "inpaint_full_res"):
+    for reserved in ("width", "height", "init_images", "mask", "latent_mask", "inpaint_full_res",
+                     "mask_blur_x", "mask_blur_y"):
         if reserved in img2img_params:
             raise TypeError(f"outpaint() sets {reserved} itself; remove it from the arguments.")
     from PIL import Image
@@ -74,13 +105,10 @@ def outpaint(pipe, image, left: int = 0, right: int = 0, top: int = 0, bottom: i
     # Read as img2img reads init images (upright, transparency on white, not on the canvas's black), and sized after
     # that: an EXIF rotation swaps width and height. Anything else is refused by check_outpaint_inputs.
     original = normalize_init_image(image) if isinstance(image, Image.Image) and image.width and image.height else image
-    width, height = check_outpaint_inputs(original, left, right, top, bottom, pipe.model.vae_scale_factor)
-    canvas, mask = outpaint_canvas(original, left, right, top, bottom)
-    result = pipe(init_images=[canvas], mask=mask, width=width, height=height, inpainting_fill=inpainting_fill,
-                  mask_blur=mask_blur, **img2img_params)
-    images = []
-    for generated in result.images:
-        generated = generated.copy()
-        generated.paste(original, (left, top))
-        images.append(generated)
-    return replace(result, images=images)
+    width, height = check_outpaint_inputs(original, left, right, top, bottom, pipe.model.vae_scale_factor,
+                                          mask_blur)
+    canvas, mask, keep_latents = outpaint_canvas(original, left, right, top, bottom, mask_blur)
+    # No paste of the original afterwards: the inpaint paste-back already keeps every pixel outside the blurred
+    # mask, and pasting over the blend would bring back the hard seam A1111's insets avoid.
+    return pipe(init_images=[canvas], mask=mask, latent_mask=keep_latents, width=width, height=height,
+                inpainting_fill=inpainting_fill, mask_blur=2 * mask_blur, **img2img_params)

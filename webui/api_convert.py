@@ -348,8 +348,6 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
         raise ValueError("latent_mask is not supported; send the mask in 'mask'.")
     if not request.init_images:
         raise ValueError("init_images must hold at least one base64-encoded image.")
-    if len(request.init_images) not in (1, request.batch_size):
-        raise ValueError(f"Got {len(request.init_images)} init_images for batch_size {request.batch_size}; give one, or one per image.")
     max_pixels = request_limits.image_pixel_cap(limits)
     decode = lambda field, data: decode_base64_image(field, data, max_pixels=max_pixels,  # noqa: E731
                                                      max_bytes=request_limits.max_image_bytes)

@@ -37,7 +37,8 @@ def generation_info(params: Txt2ImgParams, result, *, model_name: str | None, mo
         "denoising_strength": getattr(params, "denoising_strength", None),
         "extra_generation_params": extra_generation_params(result.infotexts[0]) if result.infotexts else {},
         "index_of_first_image": 0, "infotexts": list(result.infotexts), "styles": list(styles or []), "job_timestamp": job_timestamp,
-        "clip_skip": params.clip_skip, "is_using_inpainting_conditioning": False, "interrupted": result.interrupted,
+        "clip_skip": params.clip_skip, "interrupted": result.interrupted,
+        "is_using_inpainting_conditioning": bool(getattr(result, "inpainting_conditioning", False)),
         "version": "mixkit",
     }
 

@@ -62,8 +62,8 @@ def outpaint_job(state, params, sides: dict[str, int], *, save: bool) -> Callabl
     """The worker's run function for an outpaint of `params.init_images[0]` by `sides` (checked by the caller)."""
     from pipelines.outpaint import outpaint
 
-    reserved = {"width", "height", "init_images", "mask", "inpaint_full_res", "inpainting_fill", "mask_blur",
-                "denoising_strength"}
+    reserved = {"width", "height", "init_images", "mask", "latent_mask", "inpaint_full_res", "inpainting_fill",
+                "mask_blur", "mask_blur_x", "mask_blur_y", "denoising_strength"}
     rest = {k: getattr(params, k) for k in params.__dataclass_fields__ if k not in reserved}
 
     def run(control, on_step) -> GenerationOutcome:

@@ -300,7 +300,8 @@ class ServerState:
         from pipelines.outpaint import check_outpaint_inputs
 
         image = params.init_images[0]
-        width, height = check_outpaint_inputs(image, sides["left"], sides["right"], sides["top"], sides["bottom"], 8)
+        width, height = check_outpaint_inputs(image, sides["left"], sides["right"], sides["top"], sides["bottom"], 8,
+                                              params.mask_blur)
         self.check_params("img2img", replace(params, width=width, height=height))
         return self.worker.submit(outpaint_job(self, params, sides, save=save), "outpaint", session=session)
 

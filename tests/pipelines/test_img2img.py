@@ -34,19 +34,28 @@ def test_steps_follow_a1111():
     assert img2img_steps(20, 0.75, exact_steps=False) == (20, 16)
     assert img2img_steps(20, 0.75, exact_steps=True) == (26, 20)
     assert img2img_steps(20, 1.0, exact_steps=False) == (20, 20)
-    assert img2img_steps(20, 0.0, exact_steps=False) == (20, 0)
+    # A1111: t_enc = int(0 * 20) = 0, sigma_sched = sigmas[19:]: one step from the smallest sigma
+    assert img2img_steps(20, 0.0, exact_steps=False) == (20, 1)
+    # fixed steps: A1111's schedule has int(...) if strength > 0 else 0 steps, sigmas [0], nothing runs
+    assert img2img_steps(20, 0.0, exact_steps=True) == (20, 0)
 
 
-def test_strength_0_is_a_vae_round_trip(i2i):
+def test_strength_0_runs_a1111s_last_step_and_with_exact_steps_is_a_vae_round_trip(i2i):
     from pipelines.image_prep import to_model_pixels
     from pipelines.vae_decode import decode_latents, encode_images
 
     image = noise_image(1)
-    calls = []
-    result = i2i(init_images=[image], denoising_strength=0.0, callback=calls.append, **SMALL)
     round_trip = decode_latents(i2i.model.vae, encode_images(i2i.model.vae, to_model_pixels([image])))[0]
-    assert np.array_equal(px(result.images[0]), px(round_trip))
+    calls = []
+    exact = i2i(init_images=[image], denoising_strength=0.0, exact_steps=True, callback=calls.append, **SMALL)
+    assert np.array_equal(px(exact.images[0]), px(round_trip))
     assert calls == []
+    one = i2i(init_images=[image], denoising_strength=0.0, callback=calls.append, **SMALL)
+    assert len(calls) == 1
+    assert not np.array_equal(px(one.images[0]), px(round_trip))
+    # A1111's t_enc is int(strength * steps) = 0 for both: the same noising and the same single last step
+    tiny = i2i(init_images=[image], denoising_strength=0.01, **SMALL)
+    assert np.array_equal(px(one.images[0]), px(tiny.images[0]))
 
 
 @pytest.mark.parametrize("fixture", ["i2i", "i2i_xl"])

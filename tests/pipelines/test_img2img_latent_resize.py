@@ -30,8 +30,9 @@ def i2i(sd1_pipe):
 
 def test_the_init_image_is_encoded_at_its_own_size_and_its_latents_stretched_bilinearly(i2i):
     image = noise_image(1, (100, 60))  # not a multiple of 8: the encoder floors it to 12 x 7 cells
-    # strength 0 decodes the init latents unchanged: exactly what the resize made of them
-    result = i2i(init_images=[image], denoising_strength=0.0, resize_mode="Just resize (latent upscale)", **SMALL)
+    # strength 0 with exact steps (A1111: a 0-step schedule) decodes the init latents unchanged: what the resize made
+    result = i2i(init_images=[image], denoising_strength=0.0, exact_steps=True,
+                 resize_mode="Just resize (latent upscale)", **SMALL)
     own = encode_images(i2i.model.vae, to_model_pixels([image]))
     assert tuple(own.shape[2:]) == (7, 12)
     stretched = torch.nn.functional.interpolate(own, size=(8, 8), mode="bilinear")

@@ -131,3 +131,24 @@ def test_inpainting_unet_gets_the_conditioning_mask_of_the_blurred_mask(inpaint_
         handle.remove()
     expected = conditioning_mask(blur_mask(prepare_mask(mask, (64, 64)), 4, 4), (8, 8))
     assert torch.equal(seen[0][0, 4:5], expected[0])
+
+
+def test_an_inpainting_model_records_a1111s_conditional_mask_weight_and_flag(inpaint_pipe, sd1_pipe, picture):
+    # A1111's create_infotext: "Conditional mask weight" (the inpainting_mask_weight setting, 1.0) whenever
+    # is_using_inpainting_conditioning, which txt2img sets for a hybrid/concat model too.
+    from pipelines.infotext import parse_infotext
+    from pipelines.txt2img import TextToImage
+
+    small = dict(SMALL, steps=1)
+    runs = {
+        "inpaint": inpaint_pipe(init_images=[picture], mask=square_mask(), **small),
+        "img2img": inpaint_pipe(init_images=[picture], **small),
+        "txt2img": TextToImage.from_pipeline(inpaint_pipe)(**{k: v for k, v in small.items()
+                                                              if k != "denoising_strength"}),
+    }
+    for name, result in runs.items():
+        assert result.inpainting_conditioning, name
+        assert ", Conditional mask weight: 1.0, " in result.infotexts[0], name
+        assert parse_infotext(result.infotexts[0])["Conditional mask weight"] == "1.0"
+    plain = ImageToImage.from_pipeline(sd1_pipe)(init_images=[picture], mask=square_mask(), **small)
+    assert not plain.inpainting_conditioning and "Conditional mask weight" not in plain.infotexts[0]

@@ -8,8 +8,9 @@
   crop's size;
 - `masking.fill` runs for every masked content but "original" (`if self.inpainting_fill != 1`).
 
-Strength 0 makes the generated image a VAE round trip of the working image, so each expected result below is
-computed exactly from the working image A1111 would build.
+Strength 0 with exact steps (A1111's img2img_fix_steps: a 0-step schedule, nothing sampled) makes the generated
+image a VAE round trip of the working image, so each expected result below is computed exactly from the working image
+A1111 would build.
 """
 
 import numpy as np
@@ -60,7 +61,8 @@ def round_trip(pipe, image):
 
 def test_whole_picture_pastes_back_with_the_doubled_blurred_mask(i2i):
     image, mask = noise_image((64, 64), 1), box_mask((64, 64), (20, 16, 43, 47))
-    result = i2i(init_images=[image], mask=mask, mask_blur=4, denoising_strength=0.0, width=64, height=64, **SMALL)
+    result = i2i(init_images=[image], mask=mask, mask_blur=4, denoising_strength=0.0, exact_steps=True, width=64,
+                 height=64, **SMALL)
     blurred = np.asarray(blur_mask(mask, 4)).astype(np.float32)
     doubled = Image.fromarray(np.clip(blurred * 2, 0, 255).astype(np.uint8))
     expected = a1111_apply_overlay(round_trip(i2i, image), image, doubled)
@@ -85,7 +87,7 @@ def test_only_masked_fits_the_crop_with_resize_and_fill_and_pastes_with_the_plai
     # A1111 keeps the crop's proportions (resize and fill in, crop and resize out); the old code stretched it.
     image, mask = noise_image((64, 96), 2), box_mask((64, 96), (24, 20, 39, 75))
     result = i2i(init_images=[image], mask=mask, mask_blur=2, inpaint_full_res=True, inpaint_full_res_padding=8,
-                 denoising_strength=0.0, width=96, height=64, **SMALL)
+                 denoising_strength=0.0, exact_steps=True, width=96, height=64, **SMALL)
     # A1111 crops to the *blurred* mask's box (test_inpaint_only_masked_crop.py checks the box itself)
     crop = expand_crop_region(blur_mask(mask, 2).getbbox(), 8, 96, 64, 64, 96)
     box = (crop.left, crop.top, crop.right, crop.bottom)

@@ -91,3 +91,21 @@ def test_override_settings_may_name_the_loaded_checkpoint_by_any_of_its_a1111_id
         to_txt2img_params(Txt2ImgRequest(**SMALL, override_settings={"sd_model_checkpoint": "other"}),
                           limits=GenerationLimits(), lora_names=set(), current_model="sub/model.safetensors [0123456789]",
                           current_model_aliases=aliases)
+
+
+def test_info_says_whether_the_model_took_inpainting_conditioning():
+    # A1111's Processed.is_using_inpainting_conditioning: true for an inpainting (9-channel) model, txt2img included
+    from pipelines.generation import GenerationResult
+
+    params = _params()
+    for flag in (True, False):
+        result = GenerationResult(images=[object()], seeds=[1], infotexts=["x"], inpainting_conditioning=flag)
+        info = generation_info(params, result, model_name="m", model_hash=None, job_timestamp="t")
+        assert info["is_using_inpainting_conditioning"] is flag
+
+
+def test_the_inpainting_mask_weight_override_is_refused_unless_it_is_1():
+    assert _params(override_settings={"inpainting_mask_weight": 1.0}).steps == 4
+    with pytest.raises(ValueError, match=r"inpainting_mask_weight=0\.5 \(A1111's Settings > img2img; infotext key "
+                                         r"'Conditional mask weight'\)"):
+        _params(override_settings={"inpainting_mask_weight": 0.5})

@@ -35,6 +35,7 @@ CHANGED = {
     "uni_pc_order": ("UniPC order", "2"),
     "uni_pc_lower_order_final": ("UniPC lower order final", "False"),
     "sd_noise_schedule": ("Noise Schedule", "Zero Terminal SNR"),
+    "inpainting_mask_weight": ("Conditional mask weight", "0.5"),
     "pad_cond_uncond": ("Pad conds", "True"),
     "use_downcasted_alpha_bar": ("Downcast alphas_cumprod", "True"),
     "hires_fix_refiner_pass": ("Hires refiner", "first pass"),
@@ -47,6 +48,7 @@ AS_RUN = [
     ("Euler", "Schedule rho: 0, Schedule max sigma: 0, Schedule min sigma: 0, Noise Schedule: Default"),
     ("Euler", "Beta schedule alpha: 0.6, Beta schedule beta: 0.6, Pad conds: False, Downcast alphas_cumprod: False"),
     ("Euler", "Noise multiplier: 1, Extra noise: 0"),
+    ("Euler", "Conditional mask weight: 1.0"),  # what every image of an inpainting model records
     ("Euler", "Hires refiner: second pass"),
 ]
 

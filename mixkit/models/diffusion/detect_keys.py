@@ -87,13 +87,21 @@ SUPPORTED_UNET_CHANNELS = (TEXT_TO_IMAGE_CHANNELS, INPAINTING_CHANNELS)
 def unet_in_channels(shapes: Mapping[str, Sequence[int]], path: str = "<state dict>") -> int:
     """The UNet's input channels read from its first conv: 4 (text-to-image) or 9 (inpainting)."""
     in_channels = int(shapes[UNET_IN][1])
+    check_unet_in_channels(in_channels, path, f"{UNET_IN} has shape {list(shapes[UNET_IN])}")
+    return in_channels
+
+
+def check_unet_in_channels(in_channels: int, path: str, evidence: str) -> None:
+    """Refuse, at load, a UNet whose input channels mixkit cannot feed: an instruct-pix2pix UNet (8: the noisy and
+    the input image's latents) would otherwise load and then fail mid-generation on its first convolution."""
     if in_channels not in SUPPORTED_UNET_CHANNELS:
         kind = " (an instruct-pix2pix model)" if in_channels == 8 else ""
+        unsupported = ("instruct-pix2pix (its input-image conditioning and Image CFG scale) is not supported; "
+                       if in_channels == 8 else "")
         raise CheckpointFormatError(
-            f"{path}: the UNet takes {in_channels} input channels{kind} ({UNET_IN} has shape "
-            f"{list(shapes[UNET_IN])}); only text-to-image (4) and inpainting (9) models are supported."
+            f"{path}: the UNet takes {in_channels} input channels{kind} ({evidence}); {unsupported}only "
+            "text-to-image (4) and inpainting (9) models are supported."
         )
-    return in_channels
 
 
 def detect_family(shapes: Mapping[str, Sequence[int]], path: str = "<state dict>") -> ModelFamily:

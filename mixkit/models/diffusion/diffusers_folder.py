@@ -17,6 +17,7 @@ from mixkit.errors import CheckpointFormatError, MixkitError, ModelNotFoundError
 from mixkit.io.json_object import read_json_object
 from mixkit.models.diffusion.components import DiffusionModel
 from mixkit.models.diffusion.family import ModelFamily, detect_family
+from mixkit.models.diffusion.detect_keys import check_unet_in_channels
 from mixkit.models.diffusion.recommended import read_recommended
 
 REQUIRED_PARTS = ("unet", "vae", "scheduler")
@@ -69,6 +70,8 @@ def load_diffusers_folder(folder: Path, source: str, dtype, unet_dtype, variant:
                                  "folder, listed in model_index.json); re-download the model.")
     scheduler_config = read_scheduler_config(folder / "scheduler")
     unet_config = read_json(folder / "unet" / "config.json", "the UNet config")
+    in_channels = unet_config.get("in_channels", 4)
+    check_unet_in_channels(in_channels, str(folder / "unet" / "config.json"), f"in_channels is {in_channels!r}")
     family = detect_family(unet_config, has_first and has_second)
     if family is ModelFamily.SDXL_REFINER and not has_second:
         raise ModelNotFoundError(f"{folder} has an SDXL text-time UNet with only text_encoder/; an SDXL refiner has "

@@ -197,3 +197,20 @@ def test_every_broken_folder_error_is_a_mixkit_error(tiny_sd1_dir, tmp_path):
     (folder / "text_encoder" / "config.json").write_text("[1, 2]")
     with pytest.raises(MixkitError, match=r"text_encoder/config\.json.*must hold a JSON object, not a JSON array"):
         load_diffusion_model(folder)
+
+
+def test_an_instruct_pix2pix_unet_is_refused_at_load_naming_its_config(tiny_sd1_dir, tmp_path):
+    # An 8-channel UNet (noisy latents + the input image's latents) used to load and then fail on its first
+    # convolution mid-generation; A1111 feeds it with its "edit" conditioning, which mixkit does not implement.
+    folder = broken_copy(tiny_sd1_dir, tmp_path)
+    weights = folder / "unet" / "diffusion_pytorch_model.safetensors"
+    state = load_file(weights)
+    state["conv_in.weight"] = torch.cat([state["conv_in.weight"], torch.zeros_like(state["conv_in.weight"])], dim=1)
+    save_file(state, weights)
+    edit_json(folder / "unet" / "config.json", in_channels=8)
+    with pytest.raises(CheckpointFormatError) as info:
+        load_diffusion_model(folder)
+    message = str(info.value)
+    assert str(folder / "unet" / "config.json") in message
+    assert "takes 8 input channels (an instruct-pix2pix model) (in_channels is 8)" in message
+    assert "instruct-pix2pix (its input-image conditioning and Image CFG scale) is not supported" in message
