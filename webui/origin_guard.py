@@ -44,11 +44,15 @@ def origin_authority(origin: str) -> str | None:
     return f"{name}:{port}"
 
 
+def has_port(host_header: str) -> bool:
+    host = host_header.strip()
+    return host.rsplit("]", 1)[-1].count(":") == 1 if host.startswith("[") else host.count(":") == 1
+
+
 def request_authority(host_header: str, scheme: str) -> str:
     """The request's own "name:port" from its Host header, with the scheme's default port when none is given."""
     host = host_header.strip().lower()
-    has_port = host.rsplit("]", 1)[-1].count(":") == 1 if host.startswith("[") else host.count(":") == 1
-    return host if has_port else f"{host}:{443 if scheme == 'https' else 80}"
+    return host if has_port(host) else f"{host}:{443 if scheme == 'https' else 80}"
 
 
 def normalise_origin(origin: str) -> str:
@@ -84,6 +88,10 @@ class OriginGuardMiddleware:
         if f"{parts.scheme}://{authority}" in self.allowed_origins:
             return True
         if authority == request_authority(host, scheme):
+            return True
+        if host and not has_port(host) and host_name(authority) == host_name(host):
+            # a Host without a port comes from a default port, which a TLS-terminating proxy makes 80 on this side
+            # of it while the page's origin says 443: the same name is the same site
             return True
         # behind a reverse proxy the Host may be the upstream's while the page's origin is the public name
         return host_name(authority) in self.allowed_hosts and host_name(authority) not in LOOPBACK_NAMES

@@ -107,6 +107,17 @@ def test_cross_origin_reads_are_left_to_the_browser(server):
     assert response.status_code == 200 and "access-control-allow-origin" not in response.headers
 
 
+def test_a_tls_proxy_in_front_keeps_the_ui_working():
+    """nginx terminating TLS and forwarding `Host: sd.example.org` to plain http: the page's origin says port 443,
+    the request arrives on 80; the same host name is the same site. Another port's page stays foreign."""
+    from webui.origin_guard import OriginGuardMiddleware
+
+    guard = OriginGuardMiddleware(None, local_only=False)
+    assert guard._origin_allowed("https://sd.example.org", "sd.example.org", "http")
+    assert not guard._origin_allowed("https://evil.example", "sd.example.org", "http")
+    assert not guard._origin_allowed("http://localhost:8080", "localhost:7860", "http")
+
+
 def test_listening_server_does_not_check_host_names():
     from webui.origin_guard import OriginGuardMiddleware
 
