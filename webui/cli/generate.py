@@ -155,7 +155,10 @@ def run(args: argparse.Namespace) -> int:
         refiner=args.refiner, refiner_switch_at=_or(args.refiner_switch_at, d.refiner_switch_at),
         sampler_parameters=sampler_parameters_of(args),
     )
-    check_txt2img_params(params, GenerationLimits())  # fail before the (slow) model load
+    from webui.cli.flag_names import errors_in_flag_terms
+
+    with errors_in_flag_terms():  # `--cfg must be in [0, 100.0]`, not the field name cfg_scale
+        check_txt2img_params(params, GenerationLimits())  # fail before the (slow) model load
     check_approximation_args(args)
     check_generate_args(args, params.prompt)
     output, output_is_file = output_target(args.output)
