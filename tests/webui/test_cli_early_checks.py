@@ -145,3 +145,8 @@ def test_the_python_api_keeps_naming_its_fields():
     with pytest.raises(ValueError, match=r"^cfg_scale must be in \[0, 100.0\], got 200.0.$"):
         check_txt2img_params(Txt2ImgParams(cfg_scale=200.0), GenerationLimits())
 
+
+def test_cache_list_refuses_a_cache_root_that_is_a_file(tmp_path, capsys, monkeypatch):
+    (tmp_path / "afile").write_text("x")
+    monkeypatch.setenv("MIXKIT_CACHE_DIR", str(tmp_path / "afile"))
+    _one_line_error(capsys, main(["cache", "list"]), f"MIXKIT_CACHE_DIR={tmp_path / 'afile'} is a file, not a folder")
