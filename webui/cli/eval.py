@@ -91,7 +91,6 @@ def run(args: argparse.Namespace) -> int:
 def check_generation_flags(args: argparse.Namespace) -> None:
     """--sampler / --steps / --cfg checked as the pipeline will check them, before the captioner and model loads."""
     from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
-
     from webui.cli.flag_names import errors_in_flag_terms
 
     given = {"steps": args.steps, "cfg_scale": args.cfg, "sampler": args.sampler}
