@@ -98,8 +98,12 @@ def atomic_output_folder(path: str | os.PathLike, *, replace: bool = False) -> I
     import shutil
 
     target = Path(path).expanduser().absolute()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    except OSError as error:  # named by the folder asked for, not by the hidden staging name that failed
+        raise PermissionError(f"Output folder {str(target)!r} is not writable ({error.strerror or error}); "
+                              "choose another.") from None
     try:
         yield temp
         publish_permissions(temp)

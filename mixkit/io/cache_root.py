@@ -19,4 +19,17 @@ LATENTS_DESCRIPTION = "about.json"  # in each latents/<encoder fingerprint>/: wh
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "mixkit").expanduser()
+    """The cache folder (it need not exist yet). Raises NotADirectoryError, naming `$MIXKIT_CACHE_DIR` when it is
+    set, if the path or one of its parents is a file: the cache would otherwise read as empty, and every
+    write to it fail, with no word about why."""
+    configured = os.environ.get(CACHE_DIR_ENV)
+    root = Path(configured or Path.home() / ".cache" / "mixkit").expanduser()
+    existing = root
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        where = f"{CACHE_DIR_ENV}={configured}" if configured else f"The cache folder {root}"
+        blocked = "is a file" if existing == root else f"cannot be created: {existing} is a file"
+        raise NotADirectoryError(f"{where} {blocked}, not a folder; point {CACHE_DIR_ENV} at a folder (it is "
+                                 "created when needed) or unset it for ~/.cache/mixkit.")
+    return root

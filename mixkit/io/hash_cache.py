@@ -3,7 +3,8 @@
 Entries are keyed by the resolved absolute path and are valid only while the file's size and
 modification time (ns) are unchanged, the same rule A1111 uses for its `cache.json`. The cache is
 an optimisation only: an unreadable or unwritable cache file is ignored (with a warning), never an
-error, and it is replaced atomically so concurrent processes can at worst lose an entry.
+error, and it is replaced atomically so concurrent processes can at worst lose an entry. A cache root that is a
+file (`cache_root` refuses it) is ignored the same way, its warning naming `$MIXKIT_CACHE_DIR`.
 """
 
 from __future__ import annotations
@@ -51,7 +52,11 @@ def store_hash(path: Path, kind: str, value: str) -> None:
         entry = dict(identity)  # the file changed: its other hashes are stale too
     entry[kind] = value
     entries[key] = entry
-    cache_file = hash_cache_file()
+    try:
+        cache_file = hash_cache_file()
+    except NotADirectoryError as error:  # the cache root is a file: say so, but hashing goes on
+        logger.warning("Could not update the hash cache: %s Hashes will be recomputed next time.", error)
+        return
     try:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         payload = {"version": CACHE_VERSION, "entries": entries}
@@ -61,7 +66,10 @@ def store_hash(path: Path, kind: str, value: str) -> None:
 
 
 def _read_entries() -> dict:
-    cache_file = hash_cache_file()
+    try:
+        cache_file = hash_cache_file()
+    except NotADirectoryError:
+        return {}  # store_hash warns about it
     try:
         payload = json.loads(cache_file.read_text(encoding="utf-8"))
     except FileNotFoundError:

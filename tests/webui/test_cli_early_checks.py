@@ -118,3 +118,35 @@ def test_webui_refuses_a_device_that_is_not_here_before_loading(tmp_path, capsys
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     _one_line_error(capsys, main(["webui", "--device", "cuda:3", "--output-dir", str(tmp_path / "o")]), "--device cpu")
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--cfg", "200"], "--cfg must be in [0, 100.0], got 200.0."),
+    (["--batch-size", "17"], "--batch-size must be in [1, 16], got 17."),
+    (["--batch-count", "0"], "--batch-count must be in [1, 100], got 0."),
+    (["--width", "65"], "--width must be a multiple of 8, got 65; try 64."),
+    (["--clip-skip", "13"], "--clip-skip must be in [1, 12], got 13."),
+    (["--ngms-all-steps"], "--ngms-all-steps (NGMS all steps) needs --ngms > 0"),
+    (["--sigma-min", "3", "--sigma-max", "1"], "--sigma-min (3.0) must be below --sigma-max (1.0)"),
+    (["--skip-early-cfg", "2"], "--skip-early-cfg must be a fraction of the steps in [0, 1]"),
+])
+def test_generate_range_errors_name_the_flag_not_the_python_field(no_model_load, tmp_path, capsys, extra, message):
+    _one_line_error(capsys, main(["generate", "x", "--steps", "2", "-o", str(tmp_path / "o"), *extra]),
+                    f"mixkit: error: {message}")
+
+
+def test_eval_range_errors_name_the_flag(capsys):
+    _one_line_error(capsys, main(["eval", "tiny", "--cfg", "200"]), "mixkit: error: --cfg must be in [0, 100.0]")
+
+
+def test_the_python_api_keeps_naming_its_fields():
+    from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
+
+    with pytest.raises(ValueError, match=r"^cfg_scale must be in \[0, 100.0\], got 200.0.$"):
+        check_txt2img_params(Txt2ImgParams(cfg_scale=200.0), GenerationLimits())
+
+
+def test_cache_list_refuses_a_cache_root_that_is_a_file(tmp_path, capsys, monkeypatch):
+    (tmp_path / "afile").write_text("x")
+    monkeypatch.setenv("MIXKIT_CACHE_DIR", str(tmp_path / "afile"))
+    _one_line_error(capsys, main(["cache", "list"]), f"MIXKIT_CACHE_DIR={tmp_path / 'afile'} is a file, not a folder")

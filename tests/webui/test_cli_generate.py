@@ -33,12 +33,12 @@ def test_the_same_command_twice_gives_identical_images(tiny_sd1_dir, tmp_path, c
 
 @pytest.mark.parametrize("extra, message", [
     (["--width", "63"], "multiple of 8"),
-    (["--steps", "0"], "steps must be in"),
+    (["--steps", "0"], "--steps must be in"),
     (["--sampler", "Nope"], "Unknown sampler"),
-    (["--cfg", "nan"], "cfg_scale"),
-    (["--ngms", "-1"], "s_min_uncond (NGMS) must be a sigma in [0, 15.0]"),
-    (["--ngms-all-steps"], "needs s_min_uncond > 0"),
-    (["--skip-early-cfg", "2"], "skip_early_cond must be a fraction"),
+    (["--cfg", "nan"], "--cfg must be a finite number"),
+    (["--ngms", "-1"], "--ngms (NGMS) must be a sigma in [0, 15.0]"),
+    (["--ngms-all-steps"], "needs --ngms > 0"),
+    (["--skip-early-cfg", "2"], "--skip-early-cfg must be a fraction"),
 ])
 def test_user_errors_are_one_line_with_exit_code_2(tiny_sd1_dir, tmp_path, capsys, extra, message):
     out = tmp_path / "out"

@@ -102,3 +102,52 @@ def test_a_vae_named_without_hash_that_is_not_loaded_is_named_in_a_warning(tiny_
     text = "x\nSteps: 2, Sampler: Euler, CFG scale: 5, Seed: 1, Size: 64x64, VAE: other-vae, RNG: CPU"
     _, err = _generate(capsys, "--infotext", text, "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "o"))
     assert "its VAE 'other-vae' is not the loaded one" in err and "--vae" in err
+
+
+@pytest.mark.parametrize("name", ["missing_params.txt", "outputs/00000-42.pn", "~/nowhere/shot.png", "shot.png",
+                                  "{tmp}/typo.pgn"])
+def test_a_value_that_names_a_missing_file_is_refused_not_taken_as_the_prompt(tmp_path, capsys, monkeypatch, name):
+    from pipelines.txt2img import TextToImage
+
+    monkeypatch.setattr(TextToImage, "from_pretrained", lambda *a, **k: pytest.fail("loaded the model"))
+    monkeypatch.chdir(tmp_path)
+    value = name.format(tmp=tmp_path)
+    assert main(["generate", "--infotext", value, "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"mixkit: error: --infotext {value}: no such file; pass an existing image or .txt file, or the "
+                   "infotext text itself (with its 'Steps: ...' line)"]
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_folder_is_refused_by_name(tmp_path, capsys):
+    assert main(["generate", "--infotext", str(tmp_path), "-o", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err.strip() == (f"mixkit: error: --infotext {tmp_path}: is a folder; pass one image "
+                                               "in it (or its .txt file), or the infotext text")
+
+
+@pytest.mark.parametrize("text, prompt", [
+    # one line with A1111's parameters line: a path separator or a suffix-like ending inside it does not matter
+    ("Steps: 2, Sampler: Euler, CFG scale: 5, Seed: 1, Size: 64x64, Model: sd/v1-5.ckpt", ""),
+    ("Steps: 2, Sampler: Euler, CFG scale: 5, Lora hashes: \"" + ", ".join(f"style{i}: 0123456789ab" for i in range(30))
+     + "\", Seed: 1, Size: 64x64", ""),  # longer than a file name may be
+    ("a cat on a mat.png\nSteps: 2, Sampler: Euler, CFG scale: 5, Seed: 1, Size: 64x64", "a cat on a mat.png"),
+    ("black/white cat\nSteps: 2, Sampler: Euler, CFG scale: 5, Seed: 1, Size: 64x64", "black/white cat"),
+    # prompt-only infotexts (A1111 reads a text without parameters line as the prompt): no path-like look
+    ("a red circle, (blue:1.2), v1.5", "a red circle, (blue:1.2), v1.5"),
+    ("a \\(cat\\) on a mat, 4k.", "a \\(cat\\) on a mat, 4k."),
+])
+def test_infotext_text_is_still_read_as_text(text, prompt):
+    from pipelines.infotext import parse_infotext
+    from webui.cli.generate_infotext import read_infotext_argument
+
+    assert read_infotext_argument(text) == text
+    assert parse_infotext(read_infotext_argument(text))["Prompt"] == prompt
+
+
+def test_an_existing_file_with_a_path_like_name_is_read(tmp_path, monkeypatch):
+    from webui.cli.generate_infotext import read_infotext_argument
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "00001-7.txt").write_text("x\nSteps: 2, Sampler: Euler, CFG scale: 5\n")
+    monkeypatch.chdir(tmp_path)
+    assert read_infotext_argument("sub/00001-7.txt").startswith("x\nSteps: 2,")

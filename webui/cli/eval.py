@@ -91,10 +91,12 @@ def run(args: argparse.Namespace) -> int:
 def check_generation_flags(args: argparse.Namespace) -> None:
     """--sampler / --steps / --cfg checked as the pipeline will check them, before the captioner and model loads."""
     from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
+    from webui.cli.flag_names import errors_in_flag_terms
 
     given = {"steps": args.steps, "cfg_scale": args.cfg, "sampler": args.sampler}
-    check_txt2img_params(Txt2ImgParams(**{k: EVAL_DEFAULTS[k] if v is None else v for k, v in given.items()}),
-                         GenerationLimits())
+    with errors_in_flag_terms():
+        check_txt2img_params(Txt2ImgParams(**{k: EVAL_DEFAULTS[k] if v is None else v for k, v in given.items()}),
+                             GenerationLimits())
 
 
 def _generation_settings(pipe, args: argparse.Namespace) -> dict:

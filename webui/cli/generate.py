@@ -155,7 +155,10 @@ def run(args: argparse.Namespace) -> int:
         refiner=args.refiner, refiner_switch_at=_or(args.refiner_switch_at, d.refiner_switch_at),
         sampler_parameters=sampler_parameters_of(args),
     )
-    check_txt2img_params(params, GenerationLimits())  # fail before the (slow) model load
+    from webui.cli.flag_names import errors_in_flag_terms
+
+    with errors_in_flag_terms():  # `--cfg must be in [0, 100.0]`, not the field name cfg_scale
+        check_txt2img_params(params, GenerationLimits())  # fail before the (slow) model load
     check_approximation_args(args)
     check_generate_args(args, params.prompt)
     output, output_is_file = output_target(args.output)
@@ -329,10 +332,11 @@ def output_target(value: str) -> tuple[Path, bool]:
     return ensure_writable_folder(path), False
 
 
-def ensure_writable_folder(folder: str | os.PathLike) -> Path:
-    """Prove the output folder writable before any generation work, by writing a probe file (the permission bits
-    say nothing for root or a read-only mount). Folders made for the probe are removed again: saving creates
-    them, so a run that fails before it leaves nothing behind."""
+def ensure_writable_folder(folder: str | os.PathLike, choose: str = "choose another with -o") -> Path:
+    """Prove the output folder writable before any generation (or training) work, by writing a probe file (the
+    permission bits say nothing for root or a read-only mount). Folders made for the probe are removed again:
+    saving creates them, so a run that fails before it leaves nothing behind. `choose` ends the error message:
+    how to name another folder on this command."""
     import tempfile
 
     path = Path(folder)
@@ -344,7 +348,7 @@ def ensure_writable_folder(folder: str | os.PathLike) -> Path:
         with tempfile.NamedTemporaryFile(dir=path, prefix=".mixkit-write-test-"):
             pass
     except OSError as error:
-        raise PermissionError(f"Output folder {path} is not writable ({error.strerror or error}); choose another with -o.") from None
+        raise PermissionError(f"Output folder {path} is not writable ({error.strerror or error}); {choose}.") from None
     finally:
         for created in made:  # innermost first
             with contextlib.suppress(OSError):

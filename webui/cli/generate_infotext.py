@@ -11,15 +11,14 @@ different `Model hash` or `VAE hash` is a warning after the load, naming the fla
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable
 
 from pipelines.infotext_values import as_flag, as_integer, as_number, as_text
 from webui.cli.sampler_parameter_flags import INFOTEXT_FLAG_KEYS
-
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
-
 
 # argparse destination -> (infotext key as `parse_infotext` returns it, conversion). A flag left at None takes it.
 FLAG_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
@@ -56,29 +55,60 @@ REFUSED_KEYS = {
 
 
 def read_infotext_argument(value: str) -> str:
-    """The infotext text from `--infotext`: an image file (its PNG chunk or EXIF), `-` (stdin) or the text itself."""
+    """The infotext text from `--infotext`: an image file (its PNG chunk or EXIF), a `.txt` file, `-` (stdin) or
+    the text itself.
+
+    A value is a file when one by that name exists; otherwise it is the text itself if it has more than one line or
+    an A1111 parameters line (`Steps: 20, Sampler: …`, which every infotext A1111 writes has). A one-line value
+    without one that looks like a path (a path separator, a leading `~`, or a file-like suffix as in `.png`, `.txt`
+    or a mistyped `.pn`) is refused as a missing file, so a wrong file name never becomes the prompt of a useless
+    image. Any other one-line value is a prompt-only infotext, as A1111 reads one.
+    """
+    from pipelines.infotext import split_infotext
     from pipelines.infotext_read import read_infotext
 
     if value == "-":
         return sys.stdin.read()
-    one_line = "\n" not in value
+    if not value.strip():
+        raise ValueError("--infotext is empty; pass an image with an infotext or the infotext text")
+    if "\n" in value:  # no file name has a line break
+        return value
     path = Path(value).expanduser()
-    if one_line and path.is_file() and path.suffix.lower() == ".txt":  # A1111's save_txt writes infotexts so
+    # os.path's tests, not Path's: they say False, not OSError, for a one-line infotext longer than a file name.
+    is_file, is_dir = os.path.isfile(path), os.path.isdir(path)
+    if is_file and path.suffix.lower() == ".txt":  # A1111's save_txt writes infotexts so
         text = path.read_text(encoding="utf-8", errors="replace")
         if not text.strip():
             raise ValueError(f"--infotext {value}: the text file is empty; pass an image or an infotext")
         return text
-    if one_line and path.is_file():
+    if is_file:
         text = read_infotext(path)
         if text is None:
             raise ValueError(f"--infotext {value}: the image has no infotext (no PNG 'parameters' chunk, no EXIF "
                              "UserComment); pass another image or the infotext text")
         return text
-    if one_line and path.suffix.lower() in IMAGE_SUFFIXES and ", " not in value:
-        raise FileNotFoundError(f"--infotext {value}: no such image; pass an existing image or the infotext text")
-    if not value.strip():
-        raise ValueError("--infotext is empty; pass an image with an infotext or the infotext text")
+    if is_dir:
+        raise ValueError(f"--infotext {value}: is a folder; pass one image in it (or its .txt file), or the "
+                         "infotext text")
+    if split_infotext(value)[2]:  # a parameters line: the text itself
+        return value
+    if _looks_like_a_path(value):
+        raise FileNotFoundError(f"--infotext {value}: no such file; pass an existing image or .txt file, or the "
+                                "infotext text itself (with its 'Steps: ...' line)")
     return value
+
+
+# A file-like ending: a dot, a letter, then up to four letters or digits (.png, .txt, .jpeg, a mistyped .pn), but
+# not the ".5" of "v1.5" or the ".2)" of "(cat:1.2)" a prompt ends with.
+FILE_LIKE_SUFFIX = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,4}$")
+
+
+def _looks_like_a_path(value: str) -> bool:
+    """A one-line `--infotext` value that names a file rather than being a prompt. A backslash is no separator
+    on POSIX: A1111 prompts escape brackets with it, as in `\\(cat\\)`."""
+    separators = [sep for sep in (os.sep, os.altsep) if sep]
+    return (any(sep in value for sep in separators) or value.startswith("~")
+            or FILE_LIKE_SUFFIX.search(value.strip()) is not None)
 
 
 def apply_infotext(args: argparse.Namespace, text: str) -> tuple[argparse.Namespace, dict[str, object]]:

@@ -83,7 +83,9 @@ def run_train_judge(args: argparse.Namespace) -> int:
     import torch
 
     from mixkit.evaluation import JudgeTrainingConfig, save_judge, train_judge
+    from webui.cli.generate import ensure_writable_folder
 
+    ensure_writable_folder(args.folder, "choose another FOLDER")  # before minutes of training, not after them
     torch.set_num_threads(1)  # the recipe's timing is measured on one thread
     recipe = replace(JudgeTrainingConfig(), seed=args.seed, validation_seed=args.seed + 1)
     if args.steps is not None:

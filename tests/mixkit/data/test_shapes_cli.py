@@ -64,3 +64,37 @@ def test_held_out_split_without_held_out_names_the_cli_flag(tmp_path):
                                          r"\(like --held-out 0.1\)"):
         _run(["world", "make", str(tmp_path / "w3"), "--count", "3", "--split", "held_out"])
     assert not (tmp_path / "w3").exists()
+
+
+def _one_line_error(capsys, code) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("mixkit: error: "), err
+    return err[0][len("mixkit: error: "):]
+
+
+def test_make_into_an_unwritable_place_names_the_folder_not_the_hidden_staging_name(tmp_path, capsys, monkeypatch):
+    import errno
+    import tempfile
+
+    from webui.cli import main
+
+    def read_only(*args, **kwargs):  # as a read-only mount answers (root passes every permission bit)
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", read_only)
+    target = tmp_path / "wm"
+    message = _one_line_error(capsys, main(["world", "make", str(target), "--count", "2"]))
+    assert message == f"Output folder {str(target)!r} is not writable (Read-only file system); choose another."
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_train_judge_checks_its_folder_before_training(tmp_path, capsys, monkeypatch):
+    import mixkit.evaluation
+    from webui.cli import main
+
+    monkeypatch.setattr(mixkit.evaluation, "train_judge", lambda *a, **k: pytest.fail("trained before the check"))
+    (tmp_path / "afile").write_text("x")
+    target = tmp_path / "afile" / "judge"
+    message = _one_line_error(capsys, main(["world", "train-judge", str(target), "--steps", "2"]))
+    assert message == f"Output folder {target} is not writable (Not a directory); choose another FOLDER."
+    assert (tmp_path / "afile").read_text() == "x"

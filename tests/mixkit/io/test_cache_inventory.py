@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
 import pytest
@@ -154,3 +155,18 @@ def test_cli_keep_under_stops_as_soon_as_the_cache_fits(filled, capsys):
     assert "the cache still holds" in capsys.readouterr().err
     assert main(["cache", "clear", "all", "--keep-under", "lots"]) == 2
     assert "cannot read the size 'lots'" in capsys.readouterr().err
+
+
+def test_a_cache_root_that_is_a_file_is_refused_naming_the_variable(tmp_path, monkeypatch):
+    (tmp_path / "afile").write_text("x")
+    monkeypatch.setenv("MIXKIT_CACHE_DIR", str(tmp_path / "afile"))
+    with pytest.raises(NotADirectoryError) as refused:
+        cache_root()
+    assert str(refused.value) == (f"MIXKIT_CACHE_DIR={tmp_path / 'afile'} is a file, not a folder; point "
+                                  "MIXKIT_CACHE_DIR at a folder (it is created when needed) or unset it for "
+                                  "~/.cache/mixkit.")
+    monkeypatch.setenv("MIXKIT_CACHE_DIR", str(tmp_path / "afile" / "cache"))
+    with pytest.raises(NotADirectoryError, match=re.escape(f"cache cannot be created: {tmp_path / 'afile'} is a file")):
+        cache_entries()
+    monkeypatch.setenv("MIXKIT_CACHE_DIR", str(tmp_path / "new" / "cache"))  # a folder yet to be made is fine
+    assert cache_root() == tmp_path / "new" / "cache" and cache_entries() == []

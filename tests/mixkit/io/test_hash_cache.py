@@ -81,6 +81,7 @@ def test_unwritable_cache_still_returns_the_hash(big_file, tmp_path, monkeypatch
     monkeypatch.setenv("MIXKIT_CACHE_DIR", str(blocker))
     assert sha256_file(big_file) == hashlib.sha256(big_file.read_bytes()).hexdigest()
     assert "Could not update the hash cache" in caplog.text
+    assert f"MIXKIT_CACHE_DIR={blocker} is a file, not a folder" in caplog.text  # the setting to fix, named
 
 
 def test_default_cache_location(monkeypatch, tmp_path):
