@@ -39,7 +39,7 @@ def test_a_pasted_emphasis_key_is_honoured(tiny_sd1_dir, tmp_path, capsys):
 
 @pytest.mark.parametrize("flags, message", [
     (["--emphasis", "Loud"], "Unknown emphasis mode 'Loud'"),
-    (["--comma-padding-backtrack", "75"], "comma_padding_backtrack must be an int in 0..74"),
+    (["--comma-padding-backtrack", "75"], "--comma-padding-backtrack must be an int in 0..74"),
 ])
 def test_bad_values_are_refused_before_the_load(tmp_path, capsys, monkeypatch, flags, message):
     from pipelines.txt2img import TextToImage

@@ -42,5 +42,5 @@ def test_switch_at_outside_the_open_interval_is_a_usage_error(tiny_sdxl_dir, tmp
     code = main(["generate", "a", "--model", str(tiny_sdxl_dir), "--refiner", "somewhere", "--refiner-switch-at",
                  value, "-o", str(tmp_path / "x"), *SIZE])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and "refiner_switch_at must be a number strictly between 0 and 1" in err[-1]
+    assert code == 2 and "--refiner-switch-at must be a number strictly between 0 and 1" in err[-1]
     assert not (tmp_path / "x").exists()

@@ -94,7 +94,8 @@ def api(lora_folder, tmp_path):
     (tmp_path / "models").mkdir()  # no model is needed to list LoRAs
     state = ServerState(ServerConfig(models_dir=str(tmp_path / "models"), output_dir=str(tmp_path / "out"), ui=False,
                                      lora_dir=str(lora_folder)))
-    with TestClient(build_app(state)) as client:
+    # a loopback Host, as a browser on this machine sends (webui.origin_guard refuses "testserver")
+    with TestClient(build_app(state), base_url="http://localhost") as client:
         yield client
     state.close()
 

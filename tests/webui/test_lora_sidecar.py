@@ -112,7 +112,8 @@ def test_the_api_lists_the_sidecar_as_user_metadata(folder, tmp_path):
     state = ServerState(ServerConfig(models_dir=str(tmp_path / "models"), output_dir=str(tmp_path / "out"), ui=False,
                                      lora_dir=str(folder)))
     try:
-        with TestClient(build_app(state)) as client:
+        # a loopback Host, as a browser on this machine sends (webui.origin_guard refuses "testserver")
+        with TestClient(build_app(state), base_url="http://localhost") as client:
             listed = {item["name"]: item for item in client.get("/sdapi/v1/loras").json()}
     finally:
         state.close()
