@@ -15,6 +15,8 @@ import pytest
 from webui.http_guards import parse_credentials
 from webui.worker import GenerationWorker
 
+from .worker_jobs import submit_until_interrupted
+
 
 @pytest.fixture(scope="module")
 def server(tiny_sd1_dir, tmp_path_factory, serving):
@@ -28,24 +30,15 @@ def server(tiny_sd1_dir, tmp_path_factory, serving):
 
 def test_worker_scopes_job_control_to_the_owner():
     worker = GenerationWorker(2)
-    started = threading.Event()
-
-    def job(control, on_step):
-        started.set()
-        while not control.interrupted:
-            time.sleep(0.01)
-        return "done"
-
     try:
-        submitted = worker.submit(job, "txt2img", owner="alice")
-        started.wait(10)
+        submitted, _ = submit_until_interrupted(worker, owner="alice")
         assert worker.progress("bob").busy is False and worker.progress("bob").job == ""
         assert worker.progress(None).busy is False  # a UI job's owner is None: not an API user's
         assert worker.progress("alice").job == "txt2img" and worker.progress().job == "txt2img"
         assert worker.skip("bob") is False and worker.interrupt("bob") is False and worker.interrupt(None) is False
         assert not submitted.future.done()
         assert worker.interrupt("alice") is True
-        assert submitted.future.result(10) == "done"
+        assert submitted.future.result(10) == "interrupted"
     finally:
         worker.close()
 

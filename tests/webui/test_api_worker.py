@@ -11,6 +11,8 @@ import torch
 from pipelines.control import StepProgress
 from webui.worker import GenerationWorker, QueueFullError, estimate_eta
 
+from .worker_jobs import submit_until_interrupted
+
 
 def blocking_job(release: threading.Event, log: list, name: str):
     def run(control, on_step):
@@ -59,17 +61,8 @@ def test_queue_full_is_refused_with_a_clear_message(worker):
 
 
 def test_cancel_drops_a_waiting_job_and_interrupts_a_running_one(worker):
-    seen = {}
-
-    def interruptible(control, on_step):
-        seen["started"] = True
-        while not control.interrupted:
-            time.sleep(0.01)
-        return "interrupted"
-
-    running = worker.submit(interruptible, "job")
+    running, _ = submit_until_interrupted(worker, "job")
     waiting = worker.submit(lambda control, on_step: "never", "job")
-    wait_until(lambda: seen.get("started"))
     worker.cancel(waiting)
     assert waiting.future.cancelled() and worker.queued == 0
     worker.cancel(running)
@@ -140,16 +133,8 @@ def test_queue_size_is_validated(bad):
 def test_ending_a_session_cancels_only_that_sessions_jobs():
     worker = GenerationWorker(4)
     try:
-        started, gate = threading.Event(), threading.Event()
-
-        def until_interrupted(control, on_step):
-            started.set()
-            while not control.interrupted:
-                time.sleep(0.01)
-            return "interrupted"
-
-        running = worker.submit(until_interrupted, "txt2img", session="tab-a")
-        started.wait(10)
+        gate = threading.Event()
+        running, _ = submit_until_interrupted(worker, session="tab-a")
         mine = worker.submit(lambda control, on_step: "never", "txt2img", session="tab-a")
         other = worker.submit(lambda control, on_step: (gate.wait(10), "other")[1], "txt2img", session="tab-b")
         api = worker.submit(lambda control, on_step: "api", "txt2img")

@@ -7,13 +7,13 @@ session's job. Driven through the built Blocks' own click handlers.
 
 from __future__ import annotations
 
-import threading
 import time
 from types import SimpleNamespace
 
 import pytest
 
 from .ui_blocks import handler, model_less_ui
+from .worker_jobs import submit_until_interrupted
 
 
 @pytest.fixture(scope="module")
@@ -27,21 +27,9 @@ def click(blocks, elem_id: str, session: str) -> None:
 
 
 def running_job(state, session: str):
-    """A job of `session` that runs until interrupted, counting the skips it sees."""
-    started = threading.Event()
-    skips = []
-
-    def until_interrupted(control, on_step):
-        started.set()
-        while not control.interrupted:
-            if control.take_skip():
-                skips.append(True)
-            started.wait(0.01)
-        return "interrupted"
-
-    job = state.worker.submit(until_interrupted, "txt2img", session=session)
-    assert started.wait(10)
-    return job, skips
+    """A job of `session` that runs until interrupted, and the list of the skips it saw."""
+    job, body = submit_until_interrupted(state.worker, session=session)
+    return job, body.skips
 
 
 def wait_until(condition, seconds: float) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from types import SimpleNamespace
 
 import pytest
@@ -13,6 +12,7 @@ from pipelines.params import Txt2ImgParams
 from webui.ui.controlnet_units import UNIT_FIELDS, with_controlnet
 
 from .ui_blocks import component, load_value
+from .worker_jobs import submit_until_interrupted
 
 
 @pytest.fixture(scope="module")
@@ -58,16 +58,7 @@ def test_control_net_unit_count_decides_the_units_per_tab(built):
 def test_closing_the_tab_runs_the_session_end_handler(built):
     state, blocks = built
     (unload,) = [f for f in blocks.fns.values() if any(t[1] == "unload" for t in f.targets)]
-    started = threading.Event()
-
-    def until_interrupted(control, on_step):
-        started.set()
-        while not control.interrupted:
-            started.wait(0.01)
-        return "interrupted"
-
-    running = state.worker.submit(until_interrupted, "txt2img", session="tab-1")
-    started.wait(10)
+    running, _ = submit_until_interrupted(state.worker, session="tab-1")
     queued = state.worker.submit(lambda control, on_step: "never", "txt2img", session="tab-1")
     unload.fn(SimpleNamespace(session_hash="tab-1"))
     assert queued.future.cancelled() and running.future.result(10) == "interrupted"
