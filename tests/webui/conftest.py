@@ -40,3 +40,13 @@ def client(server):
     """An HTTP client on the requesting module's own `server` fixture."""
     with httpx.Client(base_url=server.url, timeout=120) as http:
         yield http
+
+
+@pytest.fixture(scope="module")
+def server(tiny_sd1_dir, tmp_path_factory, serving):
+    """A plain API server on the tiny SD1 model, one per test module; a module that needs other options defines its own."""
+    from webui.config import ServerConfig
+
+    root = tmp_path_factory.mktemp("api")
+    with serving(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False)) as running:
+        yield running

@@ -6,21 +6,11 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 from PIL import Image
 
 from webui.base64_images import encode_png_base64
 
 SMALL = {"steps": 1, "width": 64, "height": 64, "sampler_name": "Euler", "cfg_scale": 5.0, "seed": 5}
-
-
-@pytest.fixture(scope="module")
-def server(tiny_sd1_dir, tmp_path_factory, serving):
-    from webui.config import ServerConfig
-
-    root = tmp_path_factory.mktemp("img2img_batch")
-    with serving(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False)) as running:
-        yield running
 
 
 def pictures(count: int) -> list[str]:

@@ -22,15 +22,6 @@ from webui.base64_images import encode_png_base64
 from .png_payloads import decode_png
 
 
-@pytest.fixture(scope="module")
-def server(tiny_sd1_dir, tmp_path_factory, serving):
-    from webui.config import ServerConfig
-
-    root = tmp_path_factory.mktemp("img2img_infotext")
-    with serving(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False)) as running:
-        yield running
-
-
 def inpaint_inputs() -> dict:
     picture = Image.new("RGB", (64, 64), (30, 60, 200))
     picture.paste((240, 200, 20), (8, 8, 40, 40))

@@ -11,7 +11,6 @@ import base64
 import io
 import json
 
-import pytest
 from PIL import Image
 
 from pipelines.params import GenerationLimits
@@ -41,15 +40,6 @@ def test_blur_fields_and_mask_round_reach_the_params():
     # mask_blur, when sent, sets both axes (A1111's mask_blur setter), whatever mask_blur_x/y say.
     both = params(mask_blur=3, mask_blur_x=0, mask_blur_y=8)
     assert (both.mask_blur, both.mask_blur_x, both.mask_blur_y) == (3, None, None)
-
-
-@pytest.fixture(scope="module")
-def server(tiny_sd1_dir, tmp_path_factory, serving):
-    from webui.config import ServerConfig
-
-    root = tmp_path_factory.mktemp("mask_fields")
-    with serving(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False)) as running:
-        yield running
 
 
 def post(client, **fields) -> tuple[bytes, str]:

@@ -116,15 +116,6 @@ def test_override_settings_take_the_same_values_with_the_same_answer():
 # --- over HTTP: the 422 a client sees, and an accepted infotext giving the very same image
 
 
-@pytest.fixture(scope="module")
-def server(tiny_sd1_dir, tmp_path_factory, serving):
-    from webui.config import ServerConfig
-
-    root = tmp_path_factory.mktemp("infotext_sampler_keys")
-    with serving(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False)) as running:
-        yield running
-
-
 def test_the_api_answers_422_naming_the_key_and_runs_values_it_has(client):
     text = BASE.format(sampler="Euler")
     refused = client.post("/sdapi/v1/txt2img", json={"infotext": text + ", Pad conds: True"})

@@ -80,15 +80,6 @@ def test_bad_values_are_refused_naming_the_setting(body, message):
 # --- over HTTP
 
 
-@pytest.fixture(scope="module")
-def server(tiny_sd1_dir, tmp_path_factory, serving):
-    from webui.config import ServerConfig
-
-    root = tmp_path_factory.mktemp("sampler_parameters_api")
-    with serving(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False)) as running:
-        yield running
-
-
 def test_over_http_the_field_the_infotext_and_the_setting_give_one_image(client):
     small = {"prompt": "a red circle", "steps": 4, "width": 64, "height": 64, "seed": 3, "sampler_name": "Euler",
              "scheduler": "Karras"}
