@@ -77,3 +77,16 @@ def test_inspect_takes_the_models_generate_takes(tmp_path, capsys):
     write_attention_lora(load_diffusion_model("mixkit-tiny-sd").unet, path)
     assert main(["lora", "inspect", str(path), "--model", "mixkit-tiny-sd"]) == 0
     assert "ink.safetensors" in capsys.readouterr().out
+
+
+def test_an_unwritable_output_is_a_one_line_error_not_a_traceback(tmp_path, tiny_sd1_dir, capsys):
+    # CheckpointWriteError is an OSError, not one of the built-in user errors: the CLI still reports it in one line
+    from webui.cli import main
+
+    path = _peer_file(tmp_path, tiny_sd1_dir)
+    taken = tmp_path / "taken.safetensors"
+    taken.mkdir()
+    assert main(["lora", "convert", str(path), "--to", "diffusers", "-o", str(taken), "--model", str(tiny_sd1_dir)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]  # earlier lines: the peer LoRA's save progress bar
+    assert error.startswith("mixkit: error: Cannot write") and "a folder with that name exists" in error
+    assert list(taken.iterdir()) == []

@@ -13,9 +13,13 @@ import importlib
 import os
 import sys
 
+from mixkit.errors import MixkitError
+
 SUBCOMMANDS = ["apps", "cache", "eval", "generate", "info", "lora", "samplers", "tiny_model", "train", "webui", "world"]
 
-USER_ERRORS = (ValueError, TypeError, FileNotFoundError, NotADirectoryError, PermissionError, KeyError)
+# MixkitError: every mixkit error is a user's, including those that are OSErrors (a checkpoint that cannot be
+# written, an unusable latent-cache folder) or ImportErrors (an attention backend that is not installed).
+USER_ERRORS = (ValueError, TypeError, FileNotFoundError, NotADirectoryError, PermissionError, KeyError, MixkitError)
 # A reader that closed our stdout early (`mixkit samplers | head -1`) is not an error: exit quietly, with the
 # status a process killed by SIGPIPE reports in a shell (128 + 13), as `cat` and other Unix tools do.
 BROKEN_PIPE_EXIT_CODE = 141
