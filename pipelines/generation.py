@@ -320,9 +320,10 @@ class ModelSession:
             "Model": model.name,
             "VAE hash": model.extras.get("vae_hash"),
             "VAE": model.extras.get("vae_name"),
-            # A1111 writes the inpainting_mask_weight setting for every inpainting-model image; only its default, 1
-            # (the masked area fully grey in the conditioning image), is supported, written as A1111's float.
-            "Conditional mask weight": "1.0" if is_inpainting_unet(model.unet) else None,
+            # A1111 writes the inpainting_mask_weight setting for every inpainting-model image (txt2img too, whose
+            # first pass does not read it), as a Python float: "1.0", "0.5"
+            "Conditional mask weight": repr(float(params.inpainting_mask_weight)) if is_inpainting_unet(model.unet)
+            else None,
             "Clip skip": params.clip_skip if params.clip_skip > 1 else None,
             **beta_schedule_infotext(sampler.schedule_type),
             **_eta_infotext(sampler),

@@ -259,6 +259,8 @@ class _SecondPass(ImageToImage):
     init_latents: Any  # [N, C, h, w], set on the per-call instance
     upscale_size: tuple[int, int]  # (width, height) before cropping, set on the per-call instance
     first_pass_steps: int  # the first pass's steps, set on the per-call instance
+    # an inpainting checkpoint's extra input at inpainting_mask_weight < 1, [N, 5, h, w]; None: the grey default
+    conditioning_channels: Any = None
 
     @classmethod
     def pass_params(cls, params: HiresParams, **values: Any) -> Img2ImgParams:
@@ -269,7 +271,11 @@ class _SecondPass(ImageToImage):
         """Take what the second pass needs from the first besides its latents (a ControlNet pass: its control maps)."""
 
     def _prepare(self, params: Img2ImgParams) -> Img2ImgInputs:
-        return Img2ImgInputs(originals=list(params.init_images), init_latents=self.init_latents.to(self.model.device))
+        inputs = Img2ImgInputs(originals=list(params.init_images), init_latents=self.init_latents.to(self.model.device))
+        if self.conditioning_channels is not None:
+            channels = self.conditioning_channels.to(self.model.device)
+            inputs.conditioning_mask, inputs.masked_image_latents = channels[:, :1], channels[:, 1:]
+        return inputs
 
     def _schedule_steps(self, params, sampler) -> tuple[int, int | None]:
         # A1111's calculate_hr_conds: schedules over the hires pass's total steps, with the first pass's total
@@ -359,7 +365,8 @@ class HiresFix:
             upscaler = "Lanczos"
         # a. Upscale to A1111's hr_upscale_to size: latents to its whole cells, or the image to its exact
         #    pixels and then VAE-encoded (the encoder floors odd sizes to whole cells, as in A1111)
-        if isinstance(upscaler, str) and upscaler in LATENT_UPSCALERS:
+        latent_upscale = isinstance(upscaler, str) and upscaler in LATENT_UPSCALERS
+        if latent_upscale:
             mode, antialias = LATENT_UPSCALERS.get(upscaler)
             grid_width, grid_height = target.grid
             upscaled = torch.nn.functional.interpolate(
@@ -379,6 +386,9 @@ class HiresFix:
         second_class = hires_passes(params)[1]
         second = second_class.from_pipeline(self.pipe)
         second.init_latents = upscaled[:, :, top:bottom, left:right]
+        conditioning = self._weighted_conditioning(params, upscaled, None if latent_upscale else pixels)
+        if conditioning is not None:
+            second.conditioning_channels = conditioning[:, :, top:bottom, left:right]
         second.upscale_size = (target.upscale_width, target.upscale_height)
         second.first_pass_steps = params.steps
         second.follow(first_pass)
@@ -389,6 +399,21 @@ class HiresFix:
         return second(second_class.pass_params(params, **base, init_images=init_images, exact_steps=True,
                                                denoising_strength=params.denoising_strength),
                       callback=callback, control=control)
+
+
+    def _weighted_conditioning(self, params: HiresParams, upscaled, upscaled_images: list | None):
+        """An inpainting checkpoint's second-pass conditioning at inpainting_mask_weight < 1: the upscaled image
+        (an image upscaler's output, or a latent upscale decoded to 8-bit pixels) faded by 1 - weight, as A1111's
+        `sample_hr_pass` conditions on it. None at weight 1 or for other UNets: the grey full-mask default."""
+        from pipelines.inpaint_mask import is_inpainting_unet, weighted_conditioning_channels
+
+        if params.inpainting_mask_weight == 1.0 or not is_inpainting_unet(self.model.unet):
+            return None
+        from pipelines.image_prep import to_model_pixels
+        from pipelines.vae_decode import decode_latents
+
+        images = upscaled_images if upscaled_images is not None else decode_latents(self.model.vae, upscaled)
+        return weighted_conditioning_channels(self.model.vae, to_model_pixels(images), params.inpainting_mask_weight)
 
 
 def hires_passes(params: HiresParams) -> tuple[type[_FirstPass], type[_SecondPass]]:

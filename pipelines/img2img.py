@@ -252,21 +252,49 @@ class ImageToImage(DiffusionPipelineBase):
     def _prepare(self, params: Img2ImgParams) -> Img2ImgInputs:
         images = [normalize_init_image(image) for image in params.init_images]
         if params.mask is None and params.resize_mode == LATENT_RESIZE_MODE:
-            return Img2ImgInputs(originals=images, init_latents=self._encode_latent_resized(images, params))
+            inputs = Img2ImgInputs(originals=images, init_latents=self._encode_latent_resized(images, params))
+            return self._with_weighted_conditioning(inputs, params, latent_resized=True)
         if params.mask is None:
             resized = [resize_image(image, params.width, params.height, params.resize_mode) for image in images]
-            return Img2ImgInputs(originals=resized, init_latents=self._encode(resized))
+            inputs = Img2ImgInputs(originals=resized, init_latents=self._encode(resized))
+            return self._with_weighted_conditioning(inputs, params)
         return self._prepare_inpaint(params, images)
 
-    def _encode_latent_resized(self, images: list, params: Img2ImgParams):
+    def _with_weighted_conditioning(self, inputs: Img2ImgInputs, params: Img2ImgParams,
+                                    latent_resized: bool = False) -> Img2ImgInputs:
+        """Without a mask an inpainting checkpoint repaints everything; at inpainting_mask_weight < 1 it is
+        conditioned on the init image faded by 1 - weight (A1111's lerp), which needs its own VAE encoding. At 1
+        (and for any other UNet) nothing is added: `_start_batch` gives the grey `full_mask_channels`."""
+        import torch
+
+        weight = params.inpainting_mask_weight
+        if weight == 1.0 or not is_inpainting_unet(self.model.unet):
+            return inputs
+        fade = 1.0 - weight
+        if latent_resized:
+            latents = self._encode_latent_resized(inputs.originals, params, scale=fade)
+        else:
+            latents = encode_images(self.model.vae, to_model_pixels(inputs.originals) * fade).to(self.model.device)
+        inputs.masked_image_latents = latents
+        inputs.conditioning_mask = torch.ones(latents.shape[0], 1, *latents.shape[2:], dtype=latents.dtype,
+                                              device=latents.device)
+        return inputs
+
+    def _encode_latent_resized(self, images: list, params: Img2ImgParams, scale: float = 1.0):
         """A1111's resize_mode 3: each image encoded at its own size (the VAE floors a side that is not a multiple
         of its factor, as A1111's does), then its latents stretched to the output's latent size with
-        `interpolate(..., mode="bilinear")` (the "Latent" upscale: no antialias, align_corners False)."""
+        `interpolate(..., mode="bilinear")` (the "Latent" upscale: no antialias, align_corners False). `scale`
+        multiplies the pixels first (an inpainting checkpoint's faded conditioning image)."""
         import torch
 
         factor = self.model.vae_scale_factor
         size = (params.height // factor, params.width // factor)
-        return torch.cat([torch.nn.functional.interpolate(self._encode([image]), size=size, mode="bilinear")
+
+        def encoded(image):
+            pixels = to_model_pixels([image])
+            return encode_images(self.model.vae, pixels if scale == 1.0 else pixels * scale).to(self.model.device)
+
+        return torch.cat([torch.nn.functional.interpolate(encoded(image), size=size, mode="bilinear")
                           for image in images])
 
     def _prepare_inpaint(self, params: Img2ImgParams, images: list) -> Img2ImgInputs:
@@ -323,7 +351,8 @@ class ImageToImage(DiffusionPipelineBase):
             # A1111 conditions an SDXL inpainting UNet on the rounded mask whatever mask_round says (its
             # `is_sdxl_inpaint` branch leaves `round_image_mask` at its default); SD 1.x/2.x follow mask_round.
             rounded = params.mask_round or self.model.family is ModelFamily.SDXL
-            pixels = torch.cat([masked_model_pixels(to_model_pixels([image]), mask, round=rounded)
+            pixels = torch.cat([masked_model_pixels(to_model_pixels([image]), mask, round=rounded,
+                                                    weight=params.inpainting_mask_weight)
                                 for image, mask in zip(work_images, work_masks)])
             inputs.masked_image_latents = encode_images(self.model.vae, pixels).to(self.model.device)
             inputs.conditioning_mask = torch.cat([conditioning_mask(mask, latent_size, round=rounded)
@@ -340,7 +369,8 @@ class ImageToImage(DiffusionPipelineBase):
                       stacklevel=3)
         params.inpaint_full_res = False
         resized = [resize_image(image, params.width, params.height, params.resize_mode) for image in images]
-        return Img2ImgInputs(originals=resized, init_latents=self._encode(resized))
+        return self._with_weighted_conditioning(Img2ImgInputs(originals=resized, init_latents=self._encode(resized)),
+                                                params)
 
     def _encode(self, images: list):
         return encode_images(self.model.vae, to_model_pixels(images)).to(self.model.device)

@@ -295,20 +295,40 @@ def is_inpainting_unet(unet) -> bool:
     return unet.config.in_channels == INPAINTING_UNET_CHANNELS
 
 
-def masked_model_pixels(pixels, mask, *, round: bool = True):
+def masked_model_pixels(pixels, mask, *, round: bool = True, weight: float = 1.0):
     """The masked image an inpainting checkpoint is conditioned on: `pixels` ([B, 3, H, W] in the VAE's [-1, 1])
     with the repainted area (mask >= 128, A1111's rounding) set to 0, mid grey; with `round=False` (A1111's
-    `mask_round`) scaled by 1 - mask / 255 instead, so a soft edge fades to grey.
+    `mask_round`) scaled by 1 - mask / 255 instead, so a soft edge fades to grey. `mask` None: the whole image is
+    the repainted area (A1111's img2img without a mask).
 
     0 is what these checkpoints were trained with (diffusers' `init_image * (mask < 0.5)`, A1111's
-    `inpainting_image_conditioning`); black (-1) reads to the model as a black object to keep.
+    `inpainting_image_conditioning`); black (-1) reads to the model as a black object to keep. `weight` is A1111's
+    inpainting_mask_weight: its lerp from the image to the masked image, pixels * (1 - weight * mask).
     """
     import numpy as np
     import torch
 
+    if mask is None:
+        return pixels * (1.0 - weight)
     levels = np.asarray(mask.convert("L"))
-    keep = torch.from_numpy(levels < 128) if round else torch.from_numpy(1 - levels.astype(np.float32) / 255)
-    return pixels * keep.to(pixels.dtype)[None, None]
+    repaint = torch.from_numpy((levels >= 128).astype(np.float32) if round else levels.astype(np.float32) / 255)
+    if weight == 1.0:  # bit for bit what it was before the weight existed
+        return pixels * (1 - repaint).to(pixels.dtype)[None, None]
+    return pixels * (1 - weight * repaint).to(pixels.dtype)[None, None]
+
+
+def weighted_conditioning_channels(vae, pixels, weight: float):
+    """An inpainting UNet's extra input for a whole-image repaint at inpainting_mask_weight `weight` < 1: a mask of
+    ones and the VAE encoding of `pixels` ([B, 3, H, W] in [-1, 1]) scaled by 1 - weight, [B, 5, h, w]. A1111's
+    `img2img_image_conditioning` without a mask (img2img, hires fix's second pass); at weight 1 it is
+    `full_mask_channels`' grey."""
+    import torch
+
+    from pipelines.vae_decode import encode_images
+
+    latents = encode_images(vae, masked_model_pixels(pixels, None, weight=weight))
+    ones = torch.ones(latents.shape[0], 1, *latents.shape[2:], dtype=latents.dtype, device=latents.device)
+    return torch.cat([ones, latents], dim=1)
 
 
 def full_mask_channels(model, count: int, latent_shape: tuple[int, int, int]):

@@ -82,6 +82,11 @@ class Txt2ImgParams:
     # A1111's Settings > Sampler parameters: schedule min/max sigma and rho, Euler/Heun/DPM2 churn, forced discard of
     # the penultimate sigma (pipelines.sampler_parameters; the defaults run every sampler unchanged).
     sampler_parameters: SamplerParameters = field(default_factory=SamplerParameters)
+    # A1111's Settings > img2img "Inpainting conditioning mask strength" (infotext "Conditional mask weight"), for
+    # inpainting checkpoints (9-channel UNets) only: the conditioning image is the init image with its masked area
+    # faded to grey by this much (1: fully grey, the default; 0: the whole init image). Read by img2img and hires
+    # fix's second pass; a txt2img first pass has no init image and conditions on grey, as A1111's.
+    inpainting_mask_weight: float = 1.0
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> "Txt2ImgParams":
@@ -193,6 +198,11 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     from pipelines.refiner import check_refiner_params
 
     check_refiner_params(params.refiner, params.refiner_switch_at)
+    weight = params.inpainting_mask_weight
+    if isinstance(weight, bool) or not isinstance(weight, numbers.Real) or not 0 <= weight <= 1:
+        raise ValueError(f"inpainting_mask_weight must be a number in [0, 1] (A1111's 'Inpainting conditioning mask "
+                         f"strength'; 1 = the masked area fully grey), got {weight!r}.")
+    params.inpainting_mask_weight = float(weight)
     from pipelines.sampler_parameters import check_sampler_parameters_for
 
     check_sampler_parameters_for(params.sampler_parameters, params.sampler, params.schedule_type)

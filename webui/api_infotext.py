@@ -91,6 +91,7 @@ SETTING_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "Emphasis": ("emphasis", as_text),  # written by A1111 when not "Original" (sd_hijack_clip)
     "Noise multiplier": ("initial_noise_multiplier", as_number),  # Settings > img2img (pipelines.img2img_noise)
     "Extra noise": ("img2img_extra_noise", as_number),
+    "Conditional mask weight": ("inpainting_mask_weight", as_number),  # Settings > img2img, inpainting checkpoints
     "VAE": ("sd_vae", as_text),  # A1111's sd_vae option has infotext="VAE"; a VAE other than the loaded one is refused
 }
 

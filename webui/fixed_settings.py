@@ -84,11 +84,6 @@ FIXED_SETTINGS: tuple[FixedSetting, ...] = (
                  _equals_flag(True)),
     FixedSetting("sd_noise_schedule", ("Noise Schedule",), SAMPLER_PARAMETERS, "Default (not Zero Terminal SNR)",
                  _equals_text("Default")),
-    # A1111's inpainting_image_conditioning lerps an inpainting model's conditioning image between the init image
-    # and its masked copy by this weight; here the masked copy is used whole (its default), and every image of an
-    # inpainting model records it ("Conditional mask weight: 1.0"), so its own infotext pastes back.
-    FixedSetting("inpainting_mask_weight", ("Conditional mask weight",), "Settings > img2img",
-                 "1 (an inpainting model's conditioning image fully masked)", _equals_number(1.0)),
     FixedSetting("pad_cond_uncond", ("Pad conds",), "Settings > Optimizations",
                  "False (prompt and negative prompt not padded to each other)", _equals_flag(False)),
     FixedSetting("use_downcasted_alpha_bar", ("Downcast alphas_cumprod",), "Settings > Compatibility",

@@ -89,8 +89,11 @@ def _check_ensd(value: Any) -> int:
 SAMPLER_PARAMETER_DEFAULTS = asdict(SamplerParameters())
 # Settings > img2img's noise options (pipelines.img2img_noise), read by img2img requests only.
 IMG2IMG_NOISE_DEFAULTS = {"initial_noise_multiplier": 1.0, "img2img_extra_noise": 0.0}
+# Settings > img2img "Inpainting conditioning mask strength" (`Txt2ImgParams.inpainting_mask_weight`): read by every
+# generation of an inpainting checkpoint (img2img, hires fix's second pass), so it travels with the sampler options.
+INPAINTING_MASK_WEIGHT_KEY = "inpainting_mask_weight"
 SAMPLER_OPTION_DEFAULTS = {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0, "img2img_fix_steps": False,
-                           **SAMPLER_PARAMETER_DEFAULTS, **IMG2IMG_NOISE_DEFAULTS}
+                           **SAMPLER_PARAMETER_DEFAULTS, **IMG2IMG_NOISE_DEFAULTS, INPAINTING_MASK_WEIGHT_KEY: 1.0}
 SAMPLER_OPTION_KEYS = tuple(SAMPLER_OPTION_DEFAULTS)
 
 
@@ -101,7 +104,8 @@ def img2img_fix_steps(values: dict[str, Any]) -> bool:
 
 
 def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any]:
-    """The `eta` / `ensd` / `sampler_parameters` params the sampler settings give `sampler`, as A1111 reads its options.
+    """The `eta` / `ensd` / `sampler_parameters` / `inpainting_mask_weight` params the sampler settings give `sampler`,
+    as A1111 reads its options.
 
     DDIM takes `eta_ddim`, the k-diffusion samplers with an eta (ancestral and SDE) `eta_ancestral`, others none.
     """
@@ -113,7 +117,16 @@ def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any
     if spec.eta_default is not None:
         eta = chosen["eta_ddim"] if spec.eta_infotext_key == "Eta DDIM" else chosen["eta_ancestral"]
     return {"eta": eta, "ensd": int(chosen["eta_noise_seed_delta"]),
-            "sampler_parameters": parameters_from_values(chosen)}
+            "sampler_parameters": parameters_from_values(chosen),
+            INPAINTING_MASK_WEIGHT_KEY: _as_number(chosen[INPAINTING_MASK_WEIGHT_KEY])}
+
+
+def _as_number(value: Any) -> Any:
+    """An infotext's "0.5" as 0.5; anything else as it is, for the pipeline's check to name."""
+    try:
+        return float(value) if isinstance(value, str) else value
+    except ValueError:
+        return value
 
 
 def img2img_noise_values(values: dict[str, Any]) -> dict[str, Any]:
@@ -187,6 +200,7 @@ SETTABLE = {
     "eta_ddim": _check_eta("eta_ddim"),
     "eta_noise_seed_delta": _check_ensd,
     "img2img_fix_steps": _check_bool("img2img_fix_steps"),
+    INPAINTING_MASK_WEIGHT_KEY: _check_eta(INPAINTING_MASK_WEIGHT_KEY),  # a number in [0, 1], as the etas
     **{key: _check_sampler_parameter(key) for key in SAMPLER_PARAMETER_DEFAULTS},
     **{key: _check_img2img_noise(key) for key in IMG2IMG_NOISE_DEFAULTS},
     **{key: (lambda value, key=key: check_option_value(key, value)) for key in OPTION_KEYS},

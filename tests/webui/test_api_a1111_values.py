@@ -104,8 +104,21 @@ def test_info_says_whether_the_model_took_inpainting_conditioning():
         assert info["is_using_inpainting_conditioning"] is flag
 
 
-def test_the_inpainting_mask_weight_override_is_refused_unless_it_is_1():
-    assert _params(override_settings={"inpainting_mask_weight": 1.0}).steps == 4
-    with pytest.raises(ValueError, match=r"inpainting_mask_weight=0\.5 \(A1111's Settings > img2img; infotext key "
-                                         r"'Conditional mask weight'\)"):
-        _params(override_settings={"inpainting_mask_weight": 0.5})
+def test_the_inpainting_mask_weight_comes_from_settings_override_or_infotext():
+    # A1111's Settings > img2img "Inpainting conditioning mask strength"; its infotext key "Conditional mask weight"
+    from webui.api_infotext import apply_infotext
+
+    assert _params().inpainting_mask_weight == 1.0
+    assert _params(override_settings={"inpainting_mask_weight": 0.5}).inpainting_mask_weight == 0.5
+    options = ServerOptions("out", 0)
+    options.apply(options.check_update({"inpainting_mask_weight": 0.25}))
+    settings = dict(sampler_options=options.sampler_options())
+    assert to_txt2img_params(Txt2ImgRequest(**SMALL), limits=GenerationLimits(), lora_names=None,
+                             current_model="mixkit-tiny-sd", **settings).inpainting_mask_weight == 0.25
+    pasted = apply_infotext(Txt2ImgRequest(infotext="a cat\nSteps: 4, Sampler: Euler, Conditional mask weight: 0.3"))
+    assert to_txt2img_params(pasted, limits=GenerationLimits(), lora_names=None,
+                             current_model="mixkit-tiny-sd").inpainting_mask_weight == 0.3
+    with pytest.raises(ValueError, match=r"inpainting_mask_weight must be a number in \[0, 1\]"):
+        _params(override_settings={"inpainting_mask_weight": 1.5})
+    with pytest.raises(ValueError, match=r"inpainting_mask_weight must be a number in \[0, 1\]"):
+        options.check_update({"inpainting_mask_weight": -1})

@@ -35,7 +35,6 @@ CHANGED = {
     "uni_pc_order": ("UniPC order", "2"),
     "uni_pc_lower_order_final": ("UniPC lower order final", "False"),
     "sd_noise_schedule": ("Noise Schedule", "Zero Terminal SNR"),
-    "inpainting_mask_weight": ("Conditional mask weight", "0.5"),
     "pad_cond_uncond": ("Pad conds", "True"),
     "use_downcasted_alpha_bar": ("Downcast alphas_cumprod", "True"),
     "hires_fix_refiner_pass": ("Hires refiner", "first pass"),

@@ -121,12 +121,14 @@ def test_the_settings_tab_applies_the_sampler_parameters(tmp_path):
     try:
         apply = handler(build_ui(state), "settings_apply_sampler_parameters", "click")
         values = {"sigma_min": 0.1, "sigma_max": 10.0, "rho": 5.0, "s_churn": 0.5, "s_tmin": 0.0, "s_tmax": 0.0,
-                  "s_noise": 1.0, "initial_noise_multiplier": 0.9, "img2img_extra_noise": 0.1}
+                  "s_noise": 1.0, "initial_noise_multiplier": 0.9, "img2img_extra_noise": 0.1,
+                  "inpainting_mask_weight": 0.4}
         apply.fn(*(values[key] for key in SLIDERS), True, False)
         assert {key: state.options.get(key) for key in values} == values
         assert state.options.get("always_discard_next_to_last_sigma") is True
         assert state.options.sampler_params("Euler")["sampler_parameters"] == SamplerParameters(
             sigma_min=0.1, sigma_max=10.0, rho=5.0, s_churn=0.5, always_discard_next_to_last_sigma=True)
+        assert state.options.sampler_params("Euler")["inpainting_mask_weight"] == 0.4
         with pytest.raises(Exception, match="sigma_min"):
             apply.fn(*({**values, "sigma_min": 20.0, "sigma_max": 10.0}[key] for key in SLIDERS), False, False)
     finally:

@@ -19,7 +19,8 @@ from .ui_blocks import handler
 def test_each_sampler_takes_its_own_eta_setting(sampler, expected_eta):
     values = {"eta_ancestral": 0.6, "eta_ddim": 0.3, "eta_noise_seed_delta": 31337}
     assert sampler_option_params(sampler, values) == {"eta": expected_eta, "ensd": 31337,
-                                                      "sampler_parameters": SamplerParameters()}
+                                                      "sampler_parameters": SamplerParameters(),
+                                                      "inpainting_mask_weight": 1.0}
 
 
 def test_defaults_are_a1111s():
@@ -28,8 +29,9 @@ def test_defaults_are_a1111s():
                                        "s_churn": 0.0, "s_tmin": 0.0, "s_tmax": 0.0, "s_noise": 1.0,
                                        "always_discard_next_to_last_sigma": False, "sgm_noise_multiplier": False,
                                        "initial_noise_multiplier": 1.0,
-                                       "img2img_extra_noise": 0.0}
-    assert sampler_option_params("Euler a", {}) == {"eta": 1.0, "ensd": 0, "sampler_parameters": SamplerParameters()}
+                                       "img2img_extra_noise": 0.0, "inpainting_mask_weight": 1.0}
+    assert sampler_option_params("Euler a", {}) == {"eta": 1.0, "ensd": 0, "sampler_parameters": SamplerParameters(),
+                                                    "inpainting_mask_weight": 1.0}
 
 
 @pytest.mark.parametrize("key, value", [("eta_ancestral", 1.5), ("eta_ddim", -0.1), ("eta_ddim", "0"),
@@ -45,7 +47,8 @@ def test_settings_are_saved_and_read_back(tmp_path):
     options = ServerOptions(str(tmp_path), 0, settings_file=path)
     options.apply(options.check_update({"eta_ancestral": 0.25, "eta_noise_seed_delta": 31337}))
     again = ServerOptions(str(tmp_path), 0, settings_file=path)
-    assert again.sampler_params("Euler a") == {"eta": 0.25, "ensd": 31337, "sampler_parameters": SamplerParameters()}
+    assert again.sampler_params("Euler a") == {"eta": 0.25, "ensd": 31337, "sampler_parameters": SamplerParameters(),
+                                               "inpainting_mask_weight": 1.0}
 
 
 def test_the_settings_tab_applies_the_sampler_parameters(tmp_path):

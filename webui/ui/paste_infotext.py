@@ -463,7 +463,8 @@ def _sampler_parameter_settings(parsed: dict) -> list[str]:
             default = False
         if not default:
             found.append(f"{key}: {parsed[key]}")
-    for key, default in (("Noise multiplier", 1.0), ("Extra noise", 0.0)):  # Settings > img2img here too
+    # Settings > img2img here too (Conditional mask weight: inpainting checkpoints' "conditioning mask strength")
+    for key, default in (("Noise multiplier", 1.0), ("Extra noise", 0.0), ("Conditional mask weight", 1.0)):
         value = _float(parsed.get(key))
         if parsed.get(key) not in (None, "") and value != default:
             found.append(f"{key}: {parsed[key]}")

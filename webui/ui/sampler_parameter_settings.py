@@ -22,6 +22,8 @@ SLIDERS = {
     "s_noise": ("Sigma noise (scale of the churn noise)", 0.0, 1.1, 0.001),
     "initial_noise_multiplier": ("img2img: noise multiplier", 0.0, 1.5, 0.001),
     "img2img_extra_noise": ("img2img: extra noise", 0.0, 1.0, 0.01),
+    "inpainting_mask_weight": ("img2img: inpainting conditioning mask strength (inpainting checkpoints; 1: the masked "
+                               "area fully grey)", 0.0, 1.0, 0.01),
 }
 DISCARD = "always_discard_next_to_last_sigma"
 SGM = "sgm_noise_multiplier"
