@@ -36,6 +36,11 @@ from pipelines.seeds import initial_noise
 from pipelines.vae_decode import encode_images
 
 
+# A1111's img2img slider stops at 64 and its API at nothing; its Poor man's outpainting blurs with twice its own
+# slider's 64. 128 lets `outpaint` take that whole slider while keeping a bound on the Gaussian's cost.
+MAX_MASK_BLUR = 128
+
+
 @dataclass
 class Img2ImgParams(Txt2ImgParams):
     """Text-to-image parameters plus the input image(s) and A1111's img2img/inpaint options."""
@@ -100,13 +105,14 @@ def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
     _check_latent_mask(params)
     for name in ("exact_steps", "inpainting_mask_invert", "inpaint_full_res", "mask_round"):
         _check_flag(name, getattr(params, name))
-    for name, value, high in (("mask_blur", params.mask_blur, 64), ("inpaint_full_res_padding", params.inpaint_full_res_padding, 512)):
+    for name, value, high in (("mask_blur", params.mask_blur, MAX_MASK_BLUR),
+                              ("inpaint_full_res_padding", params.inpaint_full_res_padding, 512)):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
             raise ValueError(f"{name} must be an integer in [0, {high}], got {value!r}.")
     for name in ("mask_blur_x", "mask_blur_y"):
         value = getattr(params, name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 64):
-            raise ValueError(f"{name} must be an integer in [0, 64], or None to use mask_blur, got {value!r}.")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_MASK_BLUR):
+            raise ValueError(f"{name} must be an integer in [0, {MAX_MASK_BLUR}], or None to use mask_blur, got {value!r}.")
     from pipelines.img2img_noise import check_img2img_noise
 
     check_img2img_noise(params.initial_noise_multiplier, params.img2img_extra_noise)

@@ -17,7 +17,7 @@ from pipelines.generation import GenerationResult
 from pipelines.image_prep import normalize_init_image
 
 MAX_EXTENSION = 2048  # pixels per side; the resulting size is further bounded by the pipeline's limits
-MAX_MASK_BLUR = 32  # the inpaint pass blurs with twice it, and its mask_blur stops at 64 (A1111's slider too)
+MAX_MASK_BLUR = 64  # A1111's Poor man's outpainting slider; the inpaint pass blurs with twice it (img2img takes 128)
 
 
 def check_outpaint_inputs(image, left: Any, right: Any, top: Any, bottom: Any, multiple: int,

@@ -92,8 +92,8 @@ def test_none_uses_mask_blur_and_the_infotext_is_a1111s(i2i):
 
 
 @pytest.mark.parametrize("bad, error, message", [
-    (dict(mask_blur_x=-1), ValueError, "mask_blur_x must be an integer in \\[0, 64\\], or None"),
-    (dict(mask_blur_y=65), ValueError, "mask_blur_y"),
+    (dict(mask_blur_x=-1), ValueError, "mask_blur_x must be an integer in \\[0, 128\\], or None"),
+    (dict(mask_blur_y=129), ValueError, "mask_blur_y"),
     (dict(mask_blur_x=2.5), ValueError, "mask_blur_x"),
     (dict(mask_blur_y=True), ValueError, "mask_blur_y"),
     (dict(mask_round="no"), TypeError, "mask_round must be True or False"),

@@ -125,7 +125,7 @@ def test_one_sided_outpaint_keeps_the_sides_it_does_not_extend(pipe, picture):
     (dict(left=5), "multiple of 8"),
     (dict(left=-8), "left must be"),
     (dict(top=8.0), "top must be"),
-    (dict(left=8, mask_blur=33), "mask_blur must be"),
+    (dict(left=8, mask_blur=65), "mask_blur must be"),
 ])
 def test_bad_extensions_are_refused_before_running(pipe, picture, sides, message, monkeypatch):
     monkeypatch.setattr(pipe.model.unet, "forward", lambda *a, **k: pytest.fail("the UNet ran"))
