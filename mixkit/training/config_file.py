@@ -119,7 +119,8 @@ KOHYA_OPTIONS.register("unet_lr", KohyaOption("learning_rate (kohya's learning_r
 
 
 def _output_dir(value, settings: dict) -> dict:
-    name = settings.get("output_name") or "last"  # kohya's default output name
+    # kohya's default output name: "last", or the token string in its textual-inversion trainers
+    name = settings.get("output_name") or settings.get("token_string") or "last"
     return {"output": str(Path(str(value)) / f"{name}.safetensors")}
 
 
