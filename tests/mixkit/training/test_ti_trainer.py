@@ -201,3 +201,35 @@ def test_bad_settings_fail_before_the_model_loads(colour_dataset, tmp_path, over
     config = _config(tmp_path / "no-model-here", colour_dataset, settings.pop("output"), **settings)
     with pytest.raises(ValueError, match=message):
         train_textual_inversion(config)
+
+
+def test_sample_images_see_the_token_string_as_the_trained_vectors(tiny_sd1_dir, colour_dataset, tmp_path):
+    """kohya's sample prompts write the token string; the images made during the run are what the written file gives
+    (rendered again from it), not the plain word's."""
+    import numpy as np
+    from PIL import Image
+
+    from mixkit.training.sample_prompts import parse_sample_prompt
+    from mixkit.training.ti_vectors import TextualInversionVectors, vectors_from_file
+    from mixkit.training.validation_images import render_validation_images
+
+    prompt = "a zqx square --d 1 --s 3"
+    config = _config(tiny_sd1_dir, colour_dataset, tmp_path / "zqx.safetensors", max_steps=2,
+                     validation_prompts=[prompt], validation_every=2)
+    result = train_textual_inversion(config)
+    [path] = sorted((tmp_path / "sample").glob("zqx_000002_00_*_1.png"))
+    model = load_diffusion_model(tiny_sd1_dir)
+
+    def render():
+        [image] = render_validation_images(model, [parse_sample_prompt(prompt)], steps=20, seed=0, guidance_scale=7.0,
+                                           height=32, width=32)
+        return np.asarray(image)
+
+    vectors = TextualInversionVectors(model.text_encoders, model.tokenizers, "zqx",
+                                      vectors_from_file(result.output, model.text_encoders, False, 2)).attach()
+    try:
+        from_file = render()
+    finally:
+        vectors.detach()
+    saved = np.asarray(Image.open(path))
+    assert np.array_equal(saved, from_file) and not np.array_equal(saved, render())
