@@ -6,7 +6,9 @@ mixkit leaves tokenizer and table alone (a caller's model comes back bit-identic
 generation does with an embeddings-folder file (`mixkit.prompts.encoder`): the token string's tokens become
 `num_vectors` placeholder positions, and the embedding layer's output there is replaced by the trained vectors. So
 the vectors are the only parameters (no gradient mask to get wrong), and a caption that fits one 75-token chunk is
-conditioned exactly as the same prompt is with the saved file (tested against `PromptEncoder`).
+conditioned exactly as the same prompt is with the saved file (tested against `PromptEncoder`). With
+`max_token_length` 150/225 each 75-token chunk is expanded on its own: a chunk the vectors lengthen past 75 tokens
+loses its end, and a token string cut by a chunk boundary stays text (generation would move both to the next chunk).
 """
 
 from __future__ import annotations

@@ -162,3 +162,14 @@ def test_gradients_reach_only_the_vectors(sd1):
             p.requires_grad_(before[name])
     assert vectors.vectors[0].grad is not None and vectors.vectors[0].grad.abs().sum() > 0
     assert all(p.grad is None for p in sd1.text_encoders[0].parameters())
+
+
+def test_sdxl_pt_file_holds_clip_l_and_clip_g_as_kohya_writes_it(sdxl, tmp_path):
+    vectors = _random_vectors(sdxl, "zqx", 2)
+    path = save_embedding(vectors.file_tensors(), tmp_path / "zqx.pt", metadata={}, name="zqx", step=3,
+                          checkpoint_name="tiny")
+    assert set(torch.load(path, weights_only=True)) == {"clip_l", "clip_g"}
+    library = EmbeddingLibrary(tmp_path)
+    assert library.names_for(sdxl.text_encoders, True) == ["zqx"]
+    loaded = library.get("zqx")
+    assert torch.equal(loaded.vectors["clip_g"], vectors.vectors[1].detach())
