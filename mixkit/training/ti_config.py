@@ -19,7 +19,7 @@ EMBEDDING_SUFFIXES = (".safetensors", ".pt")
 
 @dataclass
 class SDTextualInversionConfig(SDRunOptions, JsonConfig):
-    """Everything that decides the result of a run; saved in the output file so it can be repeated.
+    """Everything that decides the result of a run; a .safetensors output records it (`mixkit_training_config`).
 
     Generation uses an embedding by its file name, so `token_string` (the word the captions and sample prompts
     write) defaults to the output's file name; the written file is `output` (`.safetensors`, kohya's format, or

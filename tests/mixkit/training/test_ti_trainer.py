@@ -141,7 +141,7 @@ def test_sdxl_run_with_object_templates_writes_clip_l_and_clip_g(tiny_sdxl_dir, 
     assert not torch.allclose(with_file.encode("a photo of zqx").hidden, without.encode("a photo of zqx").hidden)
 
 
-def test_style_templates_replace_the_captions(tiny_sd1_dir, colour_dataset, tmp_path, monkeypatch):
+def _captions_seen(monkeypatch) -> list[str]:
     import mixkit.training.denoising_loop as loop
 
     seen: list[str] = []
@@ -152,11 +152,28 @@ def test_style_templates_replace_the_captions(tiny_sd1_dir, colour_dataset, tmp_
         return original(text_encoders, tokenizers, captions, device, encoding)
 
     monkeypatch.setattr(loop, "encode_sd", spy)
+    return seen
+
+
+def test_style_templates_replace_the_captions(tiny_sd1_dir, colour_dataset, tmp_path, monkeypatch):
+    seen = _captions_seen(monkeypatch)
     config = _config(tiny_sd1_dir, colour_dataset, tmp_path / "zqx.safetensors", caption_prefix="",
                      use_style_template=True, max_steps=3)
     train_textual_inversion(config)
     allowed = {line.replace("[name]", "zqx") for line in STYLE_TEMPLATES}
     assert len(seen) == 9 and set(seen) <= allowed and len(set(seen)) > 1
+
+
+def test_an_a1111_template_file_takes_name_and_filewords(tiny_sd1_dir, colour_dataset, tmp_path, monkeypatch):
+    seen = _captions_seen(monkeypatch)
+    templates = tmp_path / "subject_filewords.txt"
+    templates.write_text("a photo of a [name], [filewords]\n", encoding="utf-8")
+    config = _config(tiny_sd1_dir, colour_dataset, tmp_path / "zqx.safetensors", caption_prefix="",
+                     template_file=str(templates), max_steps=1)
+    train_textual_inversion(config)
+    # One step of three images (the folder repeats each twice, so one may come twice).
+    assert len(seen) == 3 and set(seen) <= {f"a photo of a zqx, a {colour} square, flat"
+                                            for colour in ("blue", "green", "red")}
 
 
 def test_resume_continues_bit_for_bit(tiny_sd1_dir, colour_dataset, tmp_path):
