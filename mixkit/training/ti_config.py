@@ -86,7 +86,8 @@ class SDTextualInversionConfig(SDRunOptions, JsonConfig):
         if self.init_word is not None and self.weights is not None:
             raise ValueError("init_word and weights both set the starting vectors; keep one")
         check_bools(self, ("use_object_template", "use_style_template"))
-        chosen = [name for name in ("use_object_template", "use_style_template", "template_file") if getattr(self, name)]
+        chosen = [name for name in ("use_object_template", "use_style_template", "template_file")
+                  if getattr(self, name)]
         if len(chosen) > 1:
             raise ValueError(f"{' and '.join(chosen)} each choose the training captions; keep one")
         check_non_negative_numbers(self, ("learning_rate", "noise_offset", "min_snr_gamma"))

@@ -126,8 +126,9 @@ def train_textual_inversion(config: SDTextualInversionConfig, *, stop_at_step: i
     lr_schedule = warmup_schedule(optimizer, config.lr_schedule, config.warmup_steps, config.max_steps,
                                   num_cycles=config.lr_schedule_num_cycles, power=config.lr_schedule_power)
     fingerprint = architecture_fingerprint(
-        dict(vectors.state_dict()), {"trainer": "textual-inversion", "token_string": token, "family": model.family.value,
-                                     "unet": {k: v for k, v in dict(model.unet.config).items() if not k.startswith("_")}})
+        dict(vectors.state_dict()),
+        {"trainer": "textual-inversion", "token_string": token, "family": model.family.value,
+         "unet": {k: v for k, v in dict(model.unet.config).items() if not k.startswith("_")}})
 
     # 3. Resume: vectors, optimizer, schedule, RNGs and step.
     step = 0

@@ -99,7 +99,8 @@ def test_sd1_training_lowers_the_loss_of_its_captions(trained_sd1, colour_datase
                    checkpoint_name="tiny")
 
     def loss(folder) -> float:
-        prompts = PromptEncoder(model.tokenizers, model.text_encoders, is_sdxl=False, embeddings=EmbeddingLibrary(folder))
+        prompts = PromptEncoder(model.tokenizers, model.text_encoders, is_sdxl=False,
+                                embeddings=EmbeddingLibrary(folder))
         cond = torch.stack([prompts.encode(f"zqx {caption}").hidden for caption in batch["captions"]])
         generator = torch.Generator().manual_seed(123)
         with torch.no_grad():

@@ -133,7 +133,8 @@ def test_sdxl_training_conditions_as_generation_with_the_saved_file(sdxl, tmp_pa
     vectors = _random_vectors(sdxl, "zqx", 3)
     tensors = vectors.file_tensors()
     assert set(tensors) == {"clip_l", "clip_g"}
-    assert [t.shape[1] for t in tensors.values()] == [e.get_input_embeddings().embedding_dim for e in sdxl.text_encoders]
+    widths = [e.get_input_embeddings().embedding_dim for e in sdxl.text_encoders]
+    assert [t.shape[1] for t in tensors.values()] == widths
     library = _saved_library(vectors, tmp_path, "zqx")
     prompts = PromptEncoder(sdxl.tokenizers, sdxl.text_encoders, is_sdxl=True, emphasis="None", embeddings=library)
     caption = "a painting in the style of zqx"
