@@ -251,3 +251,14 @@ def test_sample_images_see_the_token_string_as_the_trained_vectors(tiny_sd1_dir,
         vectors.detach()
     saved = np.asarray(Image.open(path))
     assert np.array_equal(saved, from_file) and not np.array_equal(saved, render())
+
+
+def test_captions_without_the_token_string_are_named(colour_dataset, tmp_path, caplog):
+    from mixkit.data import scan_kohya_folder
+    from mixkit.training.ti_trainer import _check_captions_hold_token
+
+    records = scan_kohya_folder(colour_dataset).records
+    config = _config("m", colour_dataset, tmp_path / "red.safetensors", caption_prefix="")
+    with caplog.at_level("WARNING"):
+        _check_captions_hold_token(records, config)  # only "a red square, flat" holds "red"
+    assert "2 of 3 captions lack token_string 'red'" in caplog.text
