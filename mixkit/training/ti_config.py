@@ -59,6 +59,9 @@ class SDTextualInversionConfig(SDRunOptions, JsonConfig):
     resume_from: str | None = None
     output_name: str | None = None  # names the sample images (kohya's output_name); default: the output's stem
     save_precision: str = "float"  # the file's tensors: "float" (float32), "fp16" or "bf16" (kohya's save_precision)
+    # kohya's save_model_as, kept so its configs read as they are: it must agree with the output's suffix (kohya's
+    # output_dir setting names the file with it).
+    save_model_as: str | None = None
     metadata_title: str | None = None
     metadata_author: str | None = None
     metadata_description: str | None = None
@@ -94,6 +97,11 @@ class SDTextualInversionConfig(SDRunOptions, JsonConfig):
         check_diffusion_training(self)
         self.check_run_options()
         SAVE_PRECISIONS.get(self.save_precision)
+        if self.save_model_as is not None:
+            suffix = Path(self.output).suffix.lower()
+            if f".{self.save_model_as}" not in EMBEDDING_SUFFIXES or f".{self.save_model_as}" != suffix:
+                raise ValueError(f"save_model_as {self.save_model_as!r} must be 'safetensors' or 'pt' and match the "
+                                 f"output's suffix {suffix!r}; remove it or change output")
         for name in ("metadata_title", "metadata_author", "metadata_description", "metadata_license", "metadata_tags",
                      "output_name"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), str):

@@ -95,3 +95,16 @@ mixed_precision = "no"
     from safetensors.torch import load_file
 
     assert load_file(output)["emb_params"].shape[0] == 2
+
+
+def test_kohya_ti_config_with_save_model_as_pt_writes_a1111_pt(tmp_path, capsys):
+    """kohya's textual-inversion trainers default to .pt: save_model_as names the suffix of <output_dir>/<name>."""
+    config = tmp_path / "ti.toml"
+    config.write_text(f'pretrained_model_name_or_path = "m"\ntrain_data_dir = "d"\noutput_dir = "{tmp_path}"\n'
+                      'token_string = "zqx"\nsave_model_as = "pt"\n', encoding="utf-8")
+    assert _run(["ti", "--config", str(config), "--print-config"]) == 0
+    assert json.loads(capsys.readouterr().out)["output"] == str(tmp_path / "zqx.pt")
+    with pytest.raises(ValueError, match="save_model_as 'ckpt' must be 'safetensors' or 'pt'"):
+        _run(["ti", "--config", str(config), "--set", "save_model_as=ckpt", "--print-config"])
+    with pytest.raises(ValueError, match="mixkit writes .safetensors only"):  # the LoRA trainer keeps refusing it
+        _run(["sd-lora", "--config", str(config), "--print-config"])
