@@ -119,8 +119,11 @@ KOHYA_OPTIONS.register("unet_lr", KohyaOption("learning_rate (kohya's learning_r
 
 
 def _output_dir(value, settings: dict) -> dict:
-    name = settings.get("output_name") or "last"  # kohya's default output name
-    return {"output": str(Path(str(value)) / f"{name}.safetensors")}
+    # kohya's default output name: "last", or the token string in its textual-inversion trainers
+    name = settings.get("output_name") or settings.get("token_string") or "last"
+    # kohya's save_model_as picks the suffix; only the textual-inversion trainer takes one other than safetensors
+    suffix = str(settings.get("save_model_as") or "safetensors").lower()
+    return {"output": str(Path(str(value)) / f"{name}.{suffix}")}
 
 
 KOHYA_OPTIONS.register("output_dir", KohyaOption("output = <output_dir>/<output_name>.safetensors", _output_dir))

@@ -84,7 +84,8 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
                        clipped: Callable[[], Iterable[torch.nn.Parameter]], trainable_state: Callable[[], dict],
                        result, after_optimizer_step: Callable[[], None] | None = None,
                        after_step: Callable[[int, float, float, float], None] | None = None,
-                       prior_reference: Callable[..., torch.Tensor] | None = None) -> int:
+                       prior_reference: Callable[..., torch.Tensor] | None = None,
+                       rewrite_captions: Callable[[list[str], int], list[str]] | None = None) -> int:
     """Train from `step` to `stop_at_step` or `config.max_steps`; appends losses and checkpoints to `result`.
 
     `prior_reference(noisy, timesteps, captions, original_sizes, crops)`, when given, is the frozen base
@@ -92,6 +93,9 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
 
     `after_step(step, mean loss, learning rate, seconds)` runs on every process after each optimizer
     step, before that step's checkpoint (logging and validation images, see `run_reporting`).
+
+    `rewrite_captions(captions, micro-batch index)`, when given, makes each micro-batch's training captions from
+    its (augmented) captions, drawing from the run-wide index so resume stays exact (textual inversion's templates).
     """
     from diffusers import DDPMScheduler
     from tqdm.auto import tqdm
@@ -141,6 +145,8 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
             if captions.active:
                 batch["captions"] = [augment_caption(caption, captions, random.Random(f"{config.seed}:{index}:{row}"))
                                      for row, caption in enumerate(batch["captions"])]
+            if rewrite_captions is not None:
+                batch["captions"] = rewrite_captions(batch["captions"], index)
             generator = torch.Generator().manual_seed(config.seed * SEED_STRIDE + index)
             with accelerator.accumulate(denoiser):
                 with torch.no_grad():

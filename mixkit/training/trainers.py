@@ -32,6 +32,9 @@ TRAINERS: Registry[TrainerEntry] = Registry("trainer")
 TRAINERS.register("sd-lora", TrainerEntry(
     "mixkit.training.sd_lora_config.SDLoraTrainingConfig", "mixkit.training.sd_lora_trainer.train_sd_lora",
     "LoRA / LoCon for Stable Diffusion 1.x/2.x/SDXL, exported in kohya format"))
+TRAINERS.register("ti", TrainerEntry(
+    "mixkit.training.ti_config.SDTextualInversionConfig", "mixkit.training.ti_trainer.train_textual_inversion",
+    "textual-inversion embedding (a new word's vectors) for SD 1.x/2.x/SDXL, in kohya's and A1111's formats"))
 TRAINERS.register("clip", TrainerEntry(
     "mixkit.training.clip_config.ClipTrainingConfig", "mixkit.training.clip_trainer.train_clip",
     "CLIP contrastive fine-tuning on image-text pairs (all-gathered negatives across processes)"))

@@ -65,3 +65,46 @@ def test_mixed_precision_auto_picks_bf16_only_where_it_is_fast():
     assert resolve_mixed_precision("auto", cuda=True, cuda_bf16=True) == "bf16"
     assert resolve_mixed_precision("auto", cuda=True, cuda_bf16=False) == "fp16"
     assert resolve_mixed_precision("fp16", cuda=False, cpu_bf16=True) == "fp16"  # explicit values are kept
+
+
+def test_cli_trains_an_embedding_from_a_kohya_config(tiny_sd1_dir, colour_dataset, tmp_path, capsys):
+    """`mixkit train ti` takes the same flags as `sd-lora` and a kohya train_textual_inversion.py config file as it
+    is: the file goes to <output_dir>/<token_string>.safetensors, as kohya names it without output_name."""
+    config = tmp_path / "ti.toml"
+    config.write_text(f"""
+[model_arguments]
+pretrained_model_name_or_path = "{tiny_sd1_dir}"
+[dataset_arguments]
+train_data_dir = "{colour_dataset}"
+resolution = "32,32"
+train_batch_size = 3
+[training_arguments]
+output_dir = "{tmp_path / 'out'}"
+token_string = "zqx"
+init_word = "red"
+num_vectors_per_token = 2
+use_object_template = true
+max_train_steps = 2
+learning_rate = 0.005
+save_model_as = "safetensors"
+mixed_precision = "no"
+""", encoding="utf-8")
+    assert _run(["ti", "--config", str(config), "--set", "seed=5"]) == 0
+    output = tmp_path / "out" / "zqx.safetensors"
+    assert output.is_file() and f"wrote {output}" in capsys.readouterr().out
+    from safetensors.torch import load_file
+
+    assert load_file(output)["emb_params"].shape[0] == 2
+
+
+def test_kohya_ti_config_with_save_model_as_pt_writes_a1111_pt(tmp_path, capsys):
+    """kohya's textual-inversion trainers default to .pt: save_model_as names the suffix of <output_dir>/<name>."""
+    config = tmp_path / "ti.toml"
+    config.write_text(f'pretrained_model_name_or_path = "m"\ntrain_data_dir = "d"\noutput_dir = "{tmp_path}"\n'
+                      'token_string = "zqx"\nsave_model_as = "pt"\n', encoding="utf-8")
+    assert _run(["ti", "--config", str(config), "--print-config"]) == 0
+    assert json.loads(capsys.readouterr().out)["output"] == str(tmp_path / "zqx.pt")
+    with pytest.raises(ValueError, match="save_model_as 'ckpt' must be 'safetensors' or 'pt'"):
+        _run(["ti", "--config", str(config), "--set", "save_model_as=ckpt", "--print-config"])
+    with pytest.raises(ValueError, match="mixkit writes .safetensors only"):  # the LoRA trainer keeps refusing it
+        _run(["sd-lora", "--config", str(config), "--print-config"])
