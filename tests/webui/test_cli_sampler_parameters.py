@@ -28,7 +28,7 @@ def _generate(capsys, *args) -> tuple[str, str]:
      ["UniPC variant: bh2", "UniPC skip type: logSNR", "UniPC order: 2", "UniPC lower order final: False"]),
     (["--sampler", "Euler", "--sd-noise-schedule", "Zero Terminal SNR"], ["Noise Schedule: Zero Terminal SNR"]),
     (["--sampler", "Euler", "--use-downcasted-alpha-bar"], ["Downcast alphas_cumprod: True"]),
-    (["--sampler", "Euler", "--negative", "blurry, " * 40, "--pad-cond-uncond"], ["Pad conds: True"]),
+    (["--sampler", "Euler", "--negative", "blurry, " * 39 + "blurry", "--pad-cond-uncond"], ["Pad conds: True"]),
 ])
 def test_flags_are_recorded_and_reproduced_from_the_png(tiny_sd1_dir, tmp_path, capsys, flags, written):
     given = flags[:2] + (flags[2:4] if flags[2] in ("--schedule-type", "--negative") else [])

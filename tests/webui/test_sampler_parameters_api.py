@@ -121,22 +121,31 @@ def test_the_settings_tab_applies_the_sampler_parameters(tmp_path):
     from webui.config import ServerConfig
     from webui.server_state import ServerState
     from webui.ui.app import build_ui
-    from webui.ui.sampler_parameter_settings import SLIDERS
+    from webui.ui.sampler_parameter_settings import CHECKBOXES, RADIOS, SLIDERS, WHOLE_SLIDERS
 
     from .ui_blocks import handler
 
     (tmp_path / "models").mkdir()
     state = ServerState(ServerConfig(models_dir=str(tmp_path / "models"), output_dir=str(tmp_path / "out")))
+    form = [*SLIDERS, *WHOLE_SLIDERS, *RADIOS, *CHECKBOXES]  # the handler's inputs, in order
     try:
         apply = handler(build_ui(state), "settings_apply_sampler_parameters", "click")
         values = {"sigma_min": 0.1, "sigma_max": 10.0, "rho": 5.0, "s_churn": 0.5, "s_tmin": 0.0, "s_tmax": 0.0,
-                  "s_noise": 1.0, "initial_noise_multiplier": 0.9, "img2img_extra_noise": 0.1}
-        apply.fn(*(values[key] for key in SLIDERS), True, False)
+                  "s_noise": 1.0, "initial_noise_multiplier": 0.9, "img2img_extra_noise": 0.1,
+                  "beta_dist_alpha": 0.4, "beta_dist_beta": 0.6, "uni_pc_order": 2, "uni_pc_variant": "bh2",
+                  "uni_pc_skip_type": "logSNR", "sd_noise_schedule": "Zero Terminal SNR",
+                  "always_discard_next_to_last_sigma": True, "sgm_noise_multiplier": False,
+                  "uni_pc_lower_order_final": False, "pad_cond_uncond": True, "pad_cond_uncond_v0": False,
+                  "use_downcasted_alpha_bar": True}
+        assert set(values) == set(form)
+        apply.fn(*(values[key] for key in form))
         assert {key: state.options.get(key) for key in values} == values
-        assert state.options.get("always_discard_next_to_last_sigma") is True
         assert state.options.sampler_params("Euler")["sampler_parameters"] == SamplerParameters(
-            sigma_min=0.1, sigma_max=10.0, rho=5.0, s_churn=0.5, always_discard_next_to_last_sigma=True)
+            sigma_min=0.1, sigma_max=10.0, rho=5.0, s_churn=0.5, always_discard_next_to_last_sigma=True,
+            beta_dist_alpha=0.4, uni_pc_order=2, uni_pc_variant="bh2", uni_pc_skip_type="logSNR",
+            sd_noise_schedule="Zero Terminal SNR", uni_pc_lower_order_final=False, pad_cond_uncond=True,
+            use_downcasted_alpha_bar=True)
         with pytest.raises(Exception, match="sigma_min"):
-            apply.fn(*({**values, "sigma_min": 20.0, "sigma_max": 10.0}[key] for key in SLIDERS), False, False)
+            apply.fn(*({**values, "sigma_min": 20.0, "sigma_max": 10.0}[key] for key in form))
     finally:
         state.close()
