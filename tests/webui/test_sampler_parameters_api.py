@@ -9,6 +9,8 @@ always_discard_next_to_last_sigma (infotext keys "Sigma churn", ..., "Schedule r
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pipelines.params import GenerationLimits
@@ -46,6 +48,14 @@ def test_override_settings_take_every_sampler_parameter():
     ("Schedule min sigma: 0.1, Schedule max sigma: 10, Schedule rho: 5",
      SamplerParameters(sigma_min=0.1, sigma_max=10.0, rho=5.0)),
     ("Discard penultimate sigma: True", SamplerParameters(always_discard_next_to_last_sigma=True)),
+    ("Noise Schedule: Zero Terminal SNR, Downcast alphas_cumprod: True, Pad conds: True, Pad conds v0: True",
+     SamplerParameters(sd_noise_schedule="Zero Terminal SNR", use_downcasted_alpha_bar=True, pad_cond_uncond=True,
+                       pad_cond_uncond_v0=True)),
+    ("UniPC variant: bh2, UniPC skip type: logSNR, UniPC order: 2, UniPC lower order final: False",
+     SamplerParameters(uni_pc_variant="bh2", uni_pc_skip_type="logSNR", uni_pc_order=2,
+                       uni_pc_lower_order_final=False)),
+    ("Beta schedule alpha: 0.3, Beta schedule beta: 0.8", SamplerParameters(beta_dist_alpha=0.3, beta_dist_beta=0.8)),
+    ("Beta scheduler alpha: 0.3", SamplerParameters(beta_dist_alpha=0.3)),  # the option's own infotext name
 ])
 def test_an_infotexts_keys_become_the_settings(keys, expected):
     assert _parameters({"infotext": BASE.format(sampler="Euler", schedule="Karras") + ", " + keys}) == expected
@@ -71,6 +81,12 @@ def test_settings_then_override_settings_then_the_request_field():
      r"s_churn must be a number, got 'lots'"),
     ({"sampler_name": "LCM", "override_settings": {"always_discard_next_to_last_sigma": True}},
      r"LCM and schedule type 'Automatic'"),
+    ({"sampler_name": "UniPC", "override_settings": {"uni_pc_variant": "vary_coeff"}},
+     r"uni_pc_variant='vary_coeff' .* use 'bh1' \(A1111's default\) or 'bh2'"),
+    ({"override_settings": {"sd_noise_schedule": "zero"}}, r"sd_noise_schedule must be one of 'Default'"),
+    ({"override_settings": {"uni_pc_order": 0}}, r"uni_pc_order must be a whole number >= 1"),
+    ({"infotext": BASE.format(sampler="UniPC", schedule="Automatic") + ", UniPC order: x"},
+     r"uni_pc_order must be a whole number, got 'x'"),
 ])
 def test_bad_values_are_refused_naming_the_setting(body, message):
     with pytest.raises(ValueError, match=message):
@@ -109,6 +125,23 @@ def test_over_http_the_field_the_infotext_and_the_setting_give_one_image(client)
         assert client.post("/sdapi/v1/options", json={"s_churn": 0.0}).status_code == 200
     refused = client.post("/sdapi/v1/options", json={"s_churn": -1})
     assert refused.status_code in (400, 422) and "s_churn" in refused.text
+
+
+@pytest.mark.parametrize("sampler, overrides, written", [
+    ("Euler", {"sd_noise_schedule": "Zero Terminal SNR"}, "Noise Schedule: Zero Terminal SNR"),
+    ("UniPC", {"uni_pc_variant": "bh2", "uni_pc_order": 2}, "UniPC variant: bh2, UniPC order: 2"),
+])
+def test_over_http_an_override_is_written_and_its_infotext_gives_the_same_image(client, sampler, overrides, written):
+    small = {"prompt": "a red circle", "steps": 4, "width": 64, "height": 64, "seed": 3, "sampler_name": sampler}
+    plain = client.post("/sdapi/v1/txt2img", json=small)
+    changed = client.post("/sdapi/v1/txt2img", json={**small, "override_settings": overrides})
+    assert plain.status_code == changed.status_code == 200
+    assert changed.json()["images"] != plain.json()["images"]
+    info = changed.json()["info"]
+    assert written in info
+    infotext = json.loads(info)["infotexts"][0]
+    pasted = client.post("/sdapi/v1/txt2img", json={"infotext": infotext})
+    assert pasted.status_code == 200 and pasted.json()["images"] == changed.json()["images"]
 
 
 def test_hires_fix_refuses_extra_noise_its_pass_would_not_add():
