@@ -60,3 +60,14 @@ def test_equal_lengths_are_left_alone_and_not_recorded(sd1_encoder, mode):
 def test_an_unknown_mode_is_refused(sd1_encoder):
     with pytest.raises(ValueError, match="cond_padding must be None, 'empty' or 'v0', got 'yes'"):
         build_conditioning_plan(sd1_encoder, ["a"], ["b"], 2, cond_padding="yes")
+
+
+def test_sdxl_pads_the_hidden_states_and_keeps_the_pooled_vectors(sdxl_encoder):
+    plain = build_conditioning_plan(sdxl_encoder, ["b" * 80], [""], 2).at_step(0)
+    plan = build_conditioning_plan(sdxl_encoder, ["b" * 80], [""], 2, cond_padding="empty")
+    step = plan.at_step(0)
+    assert plan.padded and step.embeds.shape[1] == plain.row_tokens[0] == 154
+    torch.testing.assert_close(step.pooled, plain.pooled, atol=0, rtol=0)
+    # the empty negative stays A1111's zeros; the chunk appended is the empty prompt's encoding (A1111's padding)
+    assert torch.count_nonzero(step.embeds[1, :77]) == 0
+    torch.testing.assert_close(step.embeds[1, 77:], sdxl_encoder.encode("").hidden, atol=0, rtol=0)
