@@ -81,7 +81,7 @@ class SamplerParameters:
     # the Beta schedule's Beta(alpha, beta) distribution (A1111's defaults, from Lee et al. 2024)
     beta_dist_alpha: float = 0.6
     beta_dist_beta: float = 0.6
-    uni_pc_variant: str = "bh1"  # UniPC's B(h): bh1, bh2 (vary_coeff is A1111's too, not run here)
+    uni_pc_variant: str = "bh1"  # UniPC's update: bh1, bh2 (its B(h)) or vary_coeff
     uni_pc_skip_type: str = "time_uniform"  # UniPC's time grid: time_uniform, time_quadratic or logSNR
     uni_pc_order: int = 3  # UniPC's order, at most the steps it walks
     uni_pc_lower_order_final: bool = True  # UniPC lowers its order over the last steps
@@ -291,9 +291,6 @@ def check_sampler_parameters_for(parameters: Any, sampler: str, schedule_type: s
     from pipelines.samplers import SCHEDULE_TYPES, resolve_sampler
 
     spec, schedule = resolve_sampler(sampler, schedule_type)
-    if spec.name == "UniPC" and parameters.uni_pc_variant == "vary_coeff":
-        raise ValueError("uni_pc_variant='vary_coeff' (A1111's UniPC variant with varying coefficients) is not run "
-                         "here; use 'bh1' (A1111's default) or 'bh2'.")
     if parameters.always_discard_next_to_last_sigma and SCHEDULE_TYPES.get(schedule).sigma_function is None \
             and spec.name == "LCM":
         raise ValueError("always_discard_next_to_last_sigma=True with LCM and schedule type 'Automatic' (LCM's own "

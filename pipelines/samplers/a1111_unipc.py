@@ -69,21 +69,62 @@ def sigmas_at_model_times(times: np.ndarray, alphas_cumprod: np.ndarray) -> np.n
 class A1111UniPCScheduler(UniPCMultistepScheduler):
     """UniPCMultistepScheduler walking A1111's grid; `noise_timestep` is where img2img noises its init latents.
 
-    A1111's "UniPC variant" (bh1, bh2) and "UniPC order" are diffusers' `solver_type` / `solver_order` (the same
-    B(h) functions and multistep update), set by `a1111_config`; its "UniPC skip type" is `skip_type` (set by
-    `make_scheduler`), and its "UniPC lower order final" is `a1111_lower_order_final`, kept off diffusers' own
-    switch, which also caps the warm-up steps' orders where A1111's warm-up does not (orders above 3 on short walks).
+    A1111's "UniPC variant" bh1 / bh2 and "UniPC order" are diffusers' `solver_type` / `solver_order` (the same
+    B(h) functions and multistep update), set by `a1111_config`; its variant vary_coeff is `unipc_vary_coeff.py`'s
+    update in diffusers' predictor / corrector slots. "UniPC skip type" is `skip_type`, and "UniPC lower order
+    final" is `a1111_lower_order_final`, kept off diffusers' own switch, which also caps the warm-up steps' orders
+    where A1111's warm-up does not (orders above 3 on short walks); `use_a1111_options` sets those three.
     """
 
     skip_type = "time_uniform"
     a1111_lower_order_final = True
+    vary_coeff = False
     _this_order = 1
 
     @staticmethod
     def a1111_config(parameters) -> dict:
-        """Constructor config for A1111's UniPC settings (`SamplerParameters`)."""
-        return {"solver_type": parameters.uni_pc_variant, "solver_order": parameters.uni_pc_order,
-                "lower_order_final": False}
+        """Constructor config for A1111's UniPC settings (`SamplerParameters`); vary_coeff replaces bh1's update."""
+        variant = "bh1" if parameters.uni_pc_variant == "vary_coeff" else parameters.uni_pc_variant
+        return {"solver_type": variant, "solver_order": parameters.uni_pc_order, "lower_order_final": False}
+
+    def use_a1111_options(self, parameters) -> None:
+        """The settings read during the walk: skip type, lower order final, vary_coeff."""
+        self.skip_type = parameters.uni_pc_skip_type
+        self.a1111_lower_order_final = parameters.uni_pc_lower_order_final
+        self.vary_coeff = parameters.uni_pc_variant == "vary_coeff"
+
+    def multistep_uni_p_bh_update(self, model_output=None, *args, sample=None, order=None, **kwargs):
+        if not self.vary_coeff:
+            return super().multistep_uni_p_bh_update(model_output, *args, sample=sample, order=order, **kwargs)
+        return self._vary_coeff_step(self.step_index + 1, self.step_index, sample, order)
+
+    def multistep_uni_c_bh_update(self, this_model_output=None, *args, last_sample=None, this_sample=None,
+                                  order=None, **kwargs):
+        if not self.vary_coeff:
+            return super().multistep_uni_c_bh_update(this_model_output, *args, last_sample=last_sample,
+                                                     this_sample=this_sample, order=order, **kwargs)
+        return self._vary_coeff_step(self.step_index, self.step_index - 1, last_sample, order, this_model_output)
+
+    def _vary_coeff_step(self, to_index: int, from_index: int, sample, order: int, model_t=None):
+        """vary_coeff from sigmas[from_index] to sigmas[to_index] with the model outputs kept so far (the newest is
+        at from_index, the one before at from_index - 1, ...), as diffusers' bh updates index them."""
+        from pipelines.samplers.unipc_vary_coeff import vary_coeff_update
+
+        def vp(index: int):
+            alpha, sigma = self._sigma_to_alpha_sigma_t(self.sigmas[index].to(sample.device))
+            return alpha, sigma, torch.log(alpha) - torch.log(sigma)
+
+        alpha_t, sigma_t, lambda_t = vp(to_index)
+        _, sigma_s0, lambda_s0 = vp(from_index)
+        h = lambda_t - lambda_s0
+        newest = self.model_outputs[-1]
+        rks, differences = [], []
+        for i in range(1, order):
+            ratio = (vp(from_index - i)[2] - lambda_s0) / h
+            rks.append(ratio)
+            differences.append((self.model_outputs[-(i + 1)] - newest) / ratio)
+        rks = torch.stack([*rks, torch.ones_like(h)])
+        return vary_coeff_update(sample, newest, differences, rks, h, alpha_t, sigma_t, sigma_s0, model_t)
 
     @property
     def this_order(self) -> int:

@@ -190,8 +190,7 @@ def make_scheduler(
         config.update(scheduler_class.a1111_config(parameters))
     scheduler = scheduler_class(**config)
     if unipc:
-        scheduler.skip_type = parameters.uni_pc_skip_type
-        scheduler.a1111_lower_order_final = parameters.uni_pc_lower_order_final
+        scheduler.use_a1111_options(parameters)
     if parameters is not None and parameters.changes_alphas_cumprod:  # Zero Terminal SNR, fp16 downcast
         from pipelines.samplers.alphas_cumprod import use_alphas_cumprod
 

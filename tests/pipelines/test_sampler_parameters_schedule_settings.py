@@ -26,6 +26,7 @@ def _pixels(result) -> np.ndarray:
     ("DDIM", "Automatic", {"sd_noise_schedule": "Zero Terminal SNR"}, {"Noise Schedule": "Zero Terminal SNR"}, SMALL),
     ("DPM++ 2M", "Karras", {"use_downcasted_alpha_bar": True}, {"Downcast alphas_cumprod": "True"}, SMALL),
     ("UniPC", "Automatic", {"uni_pc_variant": "bh2"}, {"UniPC variant": "bh2"}, SMALL),
+    ("UniPC", "Automatic", {"uni_pc_variant": "vary_coeff"}, {"UniPC variant": "vary_coeff"}, SMALL),
     ("UniPC", "Automatic", {"uni_pc_skip_type": "logSNR"}, {"UniPC skip type": "logSNR"}, SMALL),
     ("UniPC", "Automatic", {"uni_pc_skip_type": "time_quadratic", "uni_pc_order": 2},
      {"UniPC skip type": "time_quadratic", "UniPC order": "2"}, SMALL),
@@ -80,15 +81,10 @@ def _check(sampler: str = "Euler", **settings) -> None:
     ("Euler", {"uni_pc_order": 2.5}, ValueError, r"uni_pc_order must be a whole number"),
     ("Euler", {"sd_noise_schedule": "ZTSNR"}, ValueError, r"sd_noise_schedule must be one of 'Default', 'Zero Terminal SNR'"),
     ("Euler", {"pad_cond_uncond": "yes"}, TypeError, r"pad_cond_uncond must be True or False"),
-    ("UniPC", {"uni_pc_variant": "vary_coeff"}, ValueError, r"uni_pc_variant='vary_coeff' .* use 'bh1'"),
 ])
 def test_bad_values_are_refused_naming_the_setting(sampler, settings, error, message):
     with pytest.raises(error, match=message):
         _check(sampler, **settings)
-
-
-def test_vary_coeff_is_accepted_for_the_samplers_that_do_not_read_it():
-    _check("Euler", uni_pc_variant="vary_coeff")  # as A1111, which reads it in UniPC only
 
 
 def test_infotext_text_values_are_read_as_their_types():

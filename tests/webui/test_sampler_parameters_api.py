@@ -81,8 +81,6 @@ def test_settings_then_override_settings_then_the_request_field():
      r"s_churn must be a number, got 'lots'"),
     ({"sampler_name": "LCM", "override_settings": {"always_discard_next_to_last_sigma": True}},
      r"LCM and schedule type 'Automatic'"),
-    ({"sampler_name": "UniPC", "override_settings": {"uni_pc_variant": "vary_coeff"}},
-     r"uni_pc_variant='vary_coeff' .* use 'bh1' \(A1111's default\) or 'bh2'"),
     ({"override_settings": {"sd_noise_schedule": "zero"}}, r"sd_noise_schedule must be one of 'Default'"),
     ({"override_settings": {"uni_pc_order": 0}}, r"uni_pc_order must be a whole number >= 1"),
     ({"infotext": BASE.format(sampler="UniPC", schedule="Automatic") + ", UniPC order: x"},

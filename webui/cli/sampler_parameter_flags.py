@@ -42,7 +42,7 @@ def add_sampler_parameter_flags(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(f"--{name.replace('_', '-')}", type=float, default=None, dest=name, metavar="X", help=text)
     for name, text in SWITCHES.items():
         parser.add_argument(f"--{name.replace('_', '-')}", action="store_true", default=None, dest=name, help=text)
-    parser.add_argument("--uni-pc-variant", choices=("bh1", "bh2"), default=None, dest="uni_pc_variant",
+    parser.add_argument("--uni-pc-variant", choices=CHOICES["uni_pc_variant"], default=None, dest="uni_pc_variant",
                         help="A1111's 'UniPC variant' (default bh1)")
     parser.add_argument("--uni-pc-skip-type", choices=CHOICES["uni_pc_skip_type"], default=None,
                         dest="uni_pc_skip_type", help="A1111's 'UniPC skip type': how UniPC spaces its steps in time "

@@ -29,9 +29,9 @@ SLIDERS.update({
     "beta_dist_beta": ("Beta schedule beta", 0.01, 1.0, 0.01),
 })
 WHOLE_SLIDERS = {"uni_pc_order": ("UniPC order (at most the steps UniPC walks)", 1, 50, 1)}
-# option -> (label, choices), A1111's; UniPC's "vary_coeff" is listed as A1111 lists it, and refused at generation
+# option -> (label, choices), A1111's
 RADIOS = {
-    "uni_pc_variant": ("UniPC variant (vary_coeff is not run here)", ["bh1", "bh2", "vary_coeff"]),
+    "uni_pc_variant": ("UniPC variant", ["bh1", "bh2", "vary_coeff"]),
     "uni_pc_skip_type": ("UniPC skip type", ["time_uniform", "time_quadratic", "logSNR"]),
     "sd_noise_schedule": ("Noise schedule for sampling (Zero Terminal SNR: for models trained with it)",
                           ["Default", "Zero Terminal SNR"]),
