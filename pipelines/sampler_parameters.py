@@ -83,7 +83,7 @@ class SamplerParameters:
     beta_dist_beta: float = 0.6
     uni_pc_variant: str = "bh1"  # UniPC's update: bh1, bh2 (its B(h)) or vary_coeff
     uni_pc_skip_type: str = "time_uniform"  # UniPC's time grid: time_uniform, time_quadratic or logSNR
-    uni_pc_order: int = 3  # UniPC's order, at most the steps it walks
+    uni_pc_order: int = 3  # UniPC's order; a walk of fewer steps lowers it (A1111 refuses such a walk)
     uni_pc_lower_order_final: bool = True  # UniPC lowers its order over the last steps
     # "Zero Terminal SNR": the model's alphas_cumprod rescaled so that the last step is (nearly) pure noise
     sd_noise_schedule: str = "Default"

@@ -48,7 +48,7 @@ def add_sampler_parameter_flags(parser: argparse.ArgumentParser) -> None:
                         dest="uni_pc_skip_type", help="A1111's 'UniPC skip type': how UniPC spaces its steps in time "
                                                       "(default time_uniform)")
     parser.add_argument("--uni-pc-order", type=int, default=None, dest="uni_pc_order", metavar="N",
-                        help="A1111's 'UniPC order' (default 3; at most the steps UniPC walks)")
+                        help="A1111's 'UniPC order' (default 3; below the sampling steps)")
     parser.add_argument("--uni-pc-lower-order-final", action=argparse.BooleanOptionalAction, default=None,
                         dest="uni_pc_lower_order_final",
                         help="A1111's 'UniPC lower order final': lower UniPC's order over its last steps (default on)")

@@ -28,7 +28,7 @@ SLIDERS.update({
     "beta_dist_alpha": ("Beta schedule alpha", 0.01, 1.0, 0.01),
     "beta_dist_beta": ("Beta schedule beta", 0.01, 1.0, 0.01),
 })
-WHOLE_SLIDERS = {"uni_pc_order": ("UniPC order (at most the steps UniPC walks)", 1, 50, 1)}
+WHOLE_SLIDERS = {"uni_pc_order": ("UniPC order (below the sampling steps)", 1, 50, 1)}
 # option -> (label, choices), A1111's
 RADIOS = {
     "uni_pc_variant": ("UniPC variant", ["bh1", "bh2", "vary_coeff"]),
