@@ -1,4 +1,5 @@
-"""Settings > Sampler parameters' schedule and churn controls, and Settings > img2img's noise controls.
+"""Settings > Sampler parameters' schedule, churn, Beta, UniPC, noise schedule and cond padding controls, and Settings >
+img2img's noise controls.
 
 A1111's options of the same names (`pipelines.sampler_parameters`, `pipelines.img2img_noise`), applied with their
 own button so the Settings tab's main form keeps its inputs; every UI generation and every API request that does not
@@ -22,12 +23,9 @@ SLIDERS = {
     "s_noise": ("Sigma noise (scale of the churn noise)", 0.0, 1.1, 0.001),
     "initial_noise_multiplier": ("img2img: noise multiplier", 0.0, 1.5, 0.001),
     "img2img_extra_noise": ("img2img: extra noise", 0.0, 1.0, 0.01),
-}
-# A1111's Beta schedule shape (its sliders: 0.01 to 1)
-SLIDERS.update({
-    "beta_dist_alpha": ("Beta schedule alpha", 0.01, 1.0, 0.01),
+    "beta_dist_alpha": ("Beta schedule alpha", 0.01, 1.0, 0.01),  # A1111's Beta schedule shape
     "beta_dist_beta": ("Beta schedule beta", 0.01, 1.0, 0.01),
-})
+}
 WHOLE_SLIDERS = {"uni_pc_order": ("UniPC order (below the sampling steps)", 1, 50, 1)}
 # option -> (label, choices), A1111's
 RADIOS = {
