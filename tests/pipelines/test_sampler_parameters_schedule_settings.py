@@ -95,3 +95,21 @@ def test_infotext_text_values_are_read_as_their_types():
     assert parameters_from_values({"uni_pc_order": 5.0}).uni_pc_order == 5
     with pytest.raises(ValueError, match="uni_pc_order must be a whole number, got 'three'"):
         parameters_from_values({"uni_pc_order": "three"})
+
+
+@pytest.mark.parametrize("sampler, settings, written", [
+    ("UniPC", {"uni_pc_skip_type": "logSNR", "uni_pc_variant": "vary_coeff"},
+     {"UniPC skip type": "logSNR", "UniPC variant": "vary_coeff"}),
+    ("DPM++ 2M", {"sd_noise_schedule": "Zero Terminal SNR"}, {"Noise Schedule": "Zero Terminal SNR"}),
+])
+def test_img2img_takes_the_settings_too(sd1_pipe, sampler, settings, written):
+    from pipelines.img2img import ImageToImage
+
+    edit = ImageToImage.from_pipeline(sd1_pipe)
+    call = dict(prompt="a blue circle", init_images=[sd1_pipe(**SMALL).images[0]], denoising_strength=0.6, steps=8,
+                seed=2, width=64, height=64, sampler=sampler)
+    plain = edit(**call)
+    changed = edit(**call, sampler_parameters=SamplerParameters(**settings))
+    assert not np.array_equal(_pixels(plain), _pixels(changed))
+    recorded = parse_infotext(changed.infotexts[0], defaults=False)
+    assert {key: recorded.get(key) for key in written} == written
