@@ -98,6 +98,11 @@ class ResolvedSampler:
         churns = self.parameters is not None and self.parameters.churns  # churn noise comes from the same RNG
         return spec.noise_source == "generator" or spec.eta_infotext_key == "Eta DDIM" or churns
 
+    @property
+    def cond_padding(self) -> str | None:
+        """A1111's "Pad prompt/negative prompt" mode for the prompt schedules ("empty", "v0" or None)."""
+        return None if self.parameters is None else self.parameters.cond_padding
+
     def make_schedulers(self, generators: list, steps: int, device) -> list:
         """One fresh scheduler per image; SDE samplers with Brownian trees get that image's seed."""
         from pipelines.samplers import make_scheduler, seed_brownian_noise, start_at_first_step
@@ -127,18 +132,19 @@ class PreparedCall:
         self._prompts = prompts
         self._negatives = negatives
         self._loras = loras
-        self._plans: dict[tuple[int, int | None], Any] = {}
+        self._plans: dict[tuple[int, int | None, str | None], Any] = {}
 
-    def plan(self, steps: int, first_pass_steps: int | None = None):
+    def plan(self, steps: int, first_pass_steps: int | None = None, cond_padding: str | None = None):
         """The prompt schedule for `steps` (built once: every text is encoded before sampling starts).
 
-        `first_pass_steps`: this is a hires-fix pass after a first pass of that many steps (A1111's offsets)."""
+        `first_pass_steps`: this is a hires-fix pass after a first pass of that many steps (A1111's offsets).
+        `cond_padding`: A1111's "Pad prompt/negative prompt" ("empty", "v0"; `SamplerParameters.cond_padding`)."""
         from mixkit.prompts import build_conditioning_plan
 
-        key = (steps, first_pass_steps)
+        key = (steps, first_pass_steps, cond_padding)
         if key not in self._plans:
             self._plans[key] = build_conditioning_plan(self._encoder, self._prompts, self._negatives, steps,
-                                                       first_pass_steps=first_pass_steps)
+                                                       first_pass_steps=first_pass_steps, cond_padding=cond_padding)
         return self._plans[key]
 
     @staticmethod
@@ -154,6 +160,10 @@ class PreparedCall:
         ti_hashes = ", ".join(filter(None, (plan.ti_hashes for plan in self._plans.values())))
         extras["TI hashes"] = ti_hashes or None
         extras["Emphasis"] = self.emphasis_infotext()
+        # A1111 records these when its CFG denoiser padded a prompt and negative prompt of different lengths
+        for mode, key in (("empty", "Pad conds"), ("v0", "Pad conds v0")):
+            if any(plan.padded for (_, _, padding), plan in self._plans.items() if padding == mode):
+                extras[key] = True
         return extras
 
     def emphasis_infotext(self) -> str | None:
@@ -301,7 +311,7 @@ class ModelSession:
                  extra: dict[str, Any]) -> str:
         from pipelines.infotext import build_infotext
         from pipelines.inpaint_mask import is_inpainting_unet
-        from pipelines.samplers.sigma_schedules import beta_schedule_infotext
+        from pipelines.sampler_parameters import beta_schedule_infotext
 
         if params.loras:  # LoRAs passed outside the prompt (`loras=`, `--lora`) go into it as tags, so a paste redoes them
             from mixkit.lora import LoraRequest
@@ -325,7 +335,7 @@ class ModelSession:
             "Conditional mask weight": repr(float(params.inpainting_mask_weight)) if is_inpainting_unet(model.unet)
             else None,
             "Clip skip": params.clip_skip if params.clip_skip > 1 else None,
-            **beta_schedule_infotext(sampler.schedule_type),
+            **beta_schedule_infotext(sampler.parameters, sampler.schedule_type),
             **_eta_infotext(sampler),
             **_sampler_parameters_infotext(sampler),
             "ENSD": params.ensd if _uses_ensd(sampler, params.ensd) else None,

@@ -8,9 +8,9 @@ are copied as they are and then checked like any request value, so an infotext t
 reproduce (variation seeds, another hires sampler or schedule type) is refused by the usual checks, not
 half-applied. Settings that A1111 pastes as `override_settings` (clip skip, NGMS, Skip Early CFG) go there
 unless the request overrides them itself, as do A1111's Sampler parameters (`Schedule rho`, `Sigma churn`,
-`Discard penultimate sigma` ...: `pipelines.sampler_parameters`); so do the sampler settings this server runs at one
-value only
-(`UniPC variant`, `SGM noise multiplier` ...: `webui.fixed_settings`), which the request
+`Discard penultimate sigma`, `UniPC variant`, `Noise Schedule`, `Pad conds` ...: `pipelines.sampler_parameters`); so
+do the settings this server runs at one value only
+(`Conditional mask weight`, `Hires refiner`: `webui.fixed_settings`), which the request
 check then accepts where they are that value and refuses, naming the key, otherwise. A1111 never switches the
 checkpoint from an infotext (its `disable_weights_auto_swap` default), and neither does this server.
 sd-webui-controlnet's unit keys (`ControlNet 0`, ...) are refused unless the request sends that unit itself in

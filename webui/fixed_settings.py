@@ -1,10 +1,10 @@
 """A1111 settings that change the image but that this server runs at one value only (A1111's default).
 
 A1111 writes each of them into the infotext under its option's `infotext=` key (`shared_options.py`:
-`uni_pc_variant` -> "UniPC variant", `pad_cond_uncond` -> "Pad conds" ...) when it is not at its default, and its
+`hires_fix_refiner_pass` -> "Hires refiner") when it is not at its default, and its
 paste and its API's `infotext` field turn the key back into that option (`infotext_utils.get_override_settings`).
 mixkit implements none of them beyond their default, so a value is accepted only where it is what runs here
-anyway (UniPC bh1 order 3, "Pad conds: False" ...);
+anyway ("Hires refiner: second pass");
 any other value makes another image and is refused by the API or named in a note by the web UI paste,
 never dropped.
 """
@@ -14,8 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from pipelines.samplers.sigma_schedules import BETA_ALPHA, BETA_BETA
-
 
 def _number(value: Any) -> float:
     """A number from an infotext string ("0.5", "inf") or a JSON number; ValueError for anything else."""
@@ -24,22 +22,8 @@ def _number(value: Any) -> float:
     return float(str(value).strip()) if isinstance(value, str) else float(value)
 
 
-def _flag(value: Any) -> bool:
-    """A flag from an infotext string ("True"/"False", A1111's spelling) or a JSON boolean."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip()
-    if text not in ("True", "False"):
-        raise ValueError(value)
-    return text == "True"
-
-
 def _equals_number(default: float) -> Callable[..., bool]:
     return lambda value, spec, schedule=None: _number(value) == default
-
-
-def _equals_flag(default: bool) -> Callable[..., bool]:
-    return lambda value, spec, schedule=None: _flag(value) is default
 
 
 def _equals_text(default: str) -> Callable[..., bool]:
@@ -67,27 +51,11 @@ class FixedSetting:
             return False
 
 
-SAMPLER_PARAMETERS = "Settings > Sampler parameters"
-# Schedule min/max sigma, rho, churn (s_churn, s_tmin, s_tmax, s_noise) and "Discard penultimate sigma" run at any
-# value, as does "SGM noise multiplier" (`pipelines.sampler_parameters`), and so do img2img's "Noise multiplier" and
-# "Extra noise" (`pipelines.img2img_noise`).
+# Every Settings > Sampler parameters option runs at any value (`pipelines.sampler_parameters`: schedule bounds, rho,
+# churn, discard penultimate sigma, SGM noise multiplier, Beta alpha/beta, UniPC options, noise schedule), and so do
+# "Pad prompt/negative prompt" (v0 too) and "Downcast alphas_cumprod", img2img's "Noise multiplier" and
+# "Extra noise" (`pipelines.img2img_noise`) and "Inpainting conditioning mask strength" (`inpainting_mask_weight`).
 FIXED_SETTINGS: tuple[FixedSetting, ...] = (
-    FixedSetting("beta_dist_alpha", ("Beta schedule alpha",), SAMPLER_PARAMETERS, str(BETA_ALPHA),
-                 _equals_number(BETA_ALPHA)),
-    FixedSetting("beta_dist_beta", ("Beta schedule beta",), SAMPLER_PARAMETERS, str(BETA_BETA),
-                 _equals_number(BETA_BETA)),
-    FixedSetting("uni_pc_variant", ("UniPC variant",), SAMPLER_PARAMETERS, "bh1", _equals_text("bh1")),
-    FixedSetting("uni_pc_skip_type", ("UniPC skip type",), SAMPLER_PARAMETERS, "time_uniform",
-                 _equals_text("time_uniform")),
-    FixedSetting("uni_pc_order", ("UniPC order",), SAMPLER_PARAMETERS, "3", _equals_number(3.0)),
-    FixedSetting("uni_pc_lower_order_final", ("UniPC lower order final",), SAMPLER_PARAMETERS, "True",
-                 _equals_flag(True)),
-    FixedSetting("sd_noise_schedule", ("Noise Schedule",), SAMPLER_PARAMETERS, "Default (not Zero Terminal SNR)",
-                 _equals_text("Default")),
-    FixedSetting("pad_cond_uncond", ("Pad conds",), "Settings > Optimizations",
-                 "False (prompt and negative prompt not padded to each other)", _equals_flag(False)),
-    FixedSetting("use_downcasted_alpha_bar", ("Downcast alphas_cumprod",), "Settings > Compatibility",
-                 "False (alphas_cumprod kept in float32)", _equals_flag(False)),
     # With hires fix, the refiner (pipelines.refiner) finishes the hires pass only, A1111's default.
     FixedSetting("hires_fix_refiner_pass", ("Hires refiner",), "Settings > Stable Diffusion",
                  "'second pass' (with hires fix, the refiner finishes the hires pass only)",

@@ -13,6 +13,8 @@ from dataclasses import asdict
 from typing import Any
 
 from pipelines.params import GenerationLimits
+from pipelines.sampler_parameters import INTEGERS as _SAMPLER_INTEGERS
+from pipelines.sampler_parameters import NUMBERS as _SAMPLER_NUMBERS
 from pipelines.sampler_parameters import SamplerParameters, check_sampler_parameters, parameters_from_values
 from pipelines.uncond_skip import UncondSkip, check_uncond_skip
 from webui.generation_defaults import (OPTION_KEYS, GenerationDefaults, check_generation_defaults, check_option_value,
@@ -84,8 +86,9 @@ def _check_ensd(value: Any) -> int:
 # (`img2img_fix_steps`, default False, read by `sd_samplers_common.setup_img2img_steps`; it becomes
 # `Img2ImgParams.exact_steps`, see `img2img_fix_steps`). Hires fix ignores it: its second pass always runs exactly
 # its steps, as A1111's `sample_hr_pass` does.
-# A1111's other Sampler parameters (schedule min/max sigma, rho, churn, discard penultimate sigma) keep its option names
-# and defaults (`pipelines.sampler_parameters.SamplerParameters`).
+# A1111's other Sampler parameters (schedule min/max sigma, rho, churn, discard penultimate sigma, Beta alpha/beta,
+# UniPC options, noise schedule) and its "Pad prompt/negative prompt" (Optimizations) and "Downcast alphas_cumprod"
+# (Compatibility) keep its option names and defaults (`pipelines.sampler_parameters.SamplerParameters`).
 SAMPLER_PARAMETER_DEFAULTS = asdict(SamplerParameters())
 # Settings > img2img's noise options (pipelines.img2img_noise), read by img2img requests only.
 IMG2IMG_NOISE_DEFAULTS = {"initial_noise_multiplier": 1.0, "img2img_extra_noise": 0.0}
@@ -146,12 +149,11 @@ def _check_img2img_noise(key: str):
 def _check_sampler_parameter(key: str):
     """One of A1111's Sampler parameters, checked by the pipeline's own rule (`check_sampler_parameters`)."""
     def check(value: Any):
+        if key in _SAMPLER_INTEGERS and isinstance(value, float) and value.is_integer():
+            value = int(value)  # "uni_pc_order": 3.0 from a JSON client
         check_sampler_parameters(SamplerParameters(**{key: value}))
         return float(value) if key in _SAMPLER_NUMBERS else value
     return check
-
-
-_SAMPLER_NUMBERS = tuple(key for key, value in SAMPLER_PARAMETER_DEFAULTS.items() if not isinstance(value, bool))
 
 
 DEFAULT_CONTROLNET_UNITS = 3  # sd-webui-controlnet's default for `control_net_unit_count`

@@ -15,7 +15,9 @@ the empty prompt's chunk and emphasis "Original" restores one mean over the whol
 AND parts (and the prompts of a batch) are stacked by repeating each row's last vector
 (`stack_conds`); negative prompts of a batch are padded with the empty chunk. Prompt rows and
 negative rows are *not* padded to each other (A1111's "Pad prompt/negative prompt" is off by
-default): `row_tokens` gives each row's length and the sampler runs each length on its own.
+default): `row_tokens` gives each row's length and the sampler runs each length on its own. With
+`cond_padding` (A1111's pad_cond_uncond / pad_cond_uncond_v0) they are made one length (`cond_padding.py`), and
+`ConditioningPlan.padded` says whether that happened at some step (A1111's "Pad conds" key).
 
 On SDXL an empty negative prompt is zeros (hidden states and pooled), as in A1111 and diffusers'
 `force_zeros_for_empty_prompt`; see `ConditioningPlan._zeroed_negatives`.
@@ -80,8 +82,10 @@ class ConditioningPlan:
     """All schedules of one batch; `at_step` is cheap and returns the same object while nothing changes."""
 
     def __init__(self, encoder: PromptEncoder, cond_parts: list[list[tuple[list[list], float]]],
-                 uncond_schedules: list[list[list]], steps: int) -> None:
+                 uncond_schedules: list[list[list]], steps: int, cond_padding: str | None = None) -> None:
         self.encoder = encoder
+        self.cond_padding = cond_padding  # None, "empty" or "v0" (mixkit.prompts.cond_padding)
+        self.padded = False  # whether some step's prompt and negative rows were padded to one length
         self.cond_parts = cond_parts  # per image: [(schedule, weight)]
         self.uncond_schedules = uncond_schedules
         self.steps = steps
@@ -167,8 +171,16 @@ class ConditioningPlan:
             row += len(parts)
         uncond_rows = [row + image for image in range(len(self.uncond_schedules))]
         row_image += list(range(len(self.uncond_schedules)))
-        return StepConditioning(embeds=embeds, pooled=pooled, uncond_rows=uncond_rows, cond_rows=cond_rows,
-                                row_image=row_image, row_tokens=row_tokens)
+        built = StepConditioning(embeds=embeds, pooled=pooled, uncond_rows=uncond_rows, cond_rows=cond_rows,
+                                 row_image=row_image, row_tokens=row_tokens)
+        if self.cond_padding is not None:
+            from mixkit.prompts.cond_padding import padded_to_one_length
+
+            padded = padded_to_one_length(built, empty, self.cond_padding)
+            if padded is not None:
+                self.padded = True
+                return padded
+        return built
 
 
 def _pad_with(hidden: torch.Tensor, empty: torch.Tensor, chunks: int) -> torch.Tensor:
@@ -199,14 +211,16 @@ def _check_step_count(name: str, value: object) -> None:
 
 
 def build_conditioning_plan(encoder: PromptEncoder, prompts: list[str], negative_prompts: list[str],
-                            steps: int, *, first_pass_steps: int | None = None) -> ConditioningPlan:
+                            steps: int, *, first_pass_steps: int | None = None,
+                            cond_padding: str | None = None) -> ConditioningPlan:
     """Parse a batch's prompts (one per image, extra-network tags already removed) into a plan.
 
     Positive prompts get AND splitting and scheduling; negative prompts get scheduling only
     (as in A1111, where "AND" in a negative prompt is ordinary text). `steps` are the steps the
     schedules count in (model calls: A1111's total steps); for a hires-fix pass, `first_pass_steps` are
     the first pass's, and the schedules are A1111's hires ones (`get_learned_conditioning_prompt_schedules(
-    prompts, first_pass_steps, steps)`, as its `calculate_hr_conds`).
+    prompts, first_pass_steps, steps)`, as its `calculate_hr_conds`). `cond_padding`: "empty" or "v0" to make
+    prompt and negative rows one length (A1111's "Pad prompt/negative prompt" settings), None to leave them.
     """
     for label, batch in (("prompts", prompts), ("negative_prompts", negative_prompts)):
         if isinstance(batch, str) or not isinstance(batch, (list, tuple)) or not all(isinstance(p, str) for p in batch):
@@ -225,7 +239,9 @@ def build_conditioning_plan(encoder: PromptEncoder, prompts: list[str], negative
     flat_schedules = get_learned_conditioning_prompt_schedules(flat, *counting)
     cond_parts = [[(flat_schedules[index], weight) for index, weight in row] for row in indexes]
     uncond_schedules = get_learned_conditioning_prompt_schedules(list(negative_prompts), *counting)
-    plan = ConditioningPlan(encoder, cond_parts, uncond_schedules, steps)
+    if cond_padding not in (None, "empty", "v0"):
+        raise ValueError(f"cond_padding must be None, 'empty' or 'v0', got {cond_padding!r}")
+    plan = ConditioningPlan(encoder, cond_parts, uncond_schedules, steps, cond_padding)
     # Encode every schedule now (each batch once, cached in the encoder), so a bad prompt or
     # embedding fails before the first UNet call instead of in the middle of sampling.
     for row in range(len(plan._row_schedules())):

@@ -152,7 +152,8 @@ def make_scheduler(
     parsed `scheduler/scheduler_config.json`); its betas and `prediction_type` are kept. `sdxl`
     picks the SDXL variant of schedules that have one ("Align Your Steps"), as A1111 does. `parameters` (a
     `pipelines.sampler_parameters.SamplerParameters`, default: none changed) sets A1111's schedule bounds, rho,
-    forced discard of the penultimate sigma and Euler/Heun/DPM2 churn.
+    forced discard of the penultimate sigma, Euler/Heun/DPM2 churn, the Beta schedule's shape, the noise schedule
+    (Zero Terminal SNR) and fp16 alphas_cumprod for every sampler, and UniPC's variant, skip type and order.
     """
     if not isinstance(base_scheduler_config, Mapping):
         raise TypeError(
@@ -183,7 +184,18 @@ def make_scheduler(
             f"{spec.scheduler_class_name} (sampler {spec.name!r}) cannot honour; choose one of: "
             f"{', '.join(zero_snr_samplers())}."
         )
-    return scheduler_class(**scheduler_config_for(spec, schedule_name, base_scheduler_config, accepted))
+    config = scheduler_config_for(spec, schedule_name, base_scheduler_config, accepted)
+    unipc = parameters is not None and hasattr(scheduler_class, "a1111_config")
+    if unipc:  # A1111's UniPC variant, order and lower order final
+        config.update(scheduler_class.a1111_config(parameters))
+    scheduler = scheduler_class(**config)
+    if unipc:
+        scheduler.use_a1111_options(parameters)
+    if parameters is not None and parameters.changes_alphas_cumprod:  # Zero Terminal SNR, fp16 downcast
+        from pipelines.samplers.alphas_cumprod import use_alphas_cumprod
+
+        use_alphas_cumprod(scheduler, parameters)
+    return scheduler
 
 
 def start_at_first_step(scheduler) -> None:

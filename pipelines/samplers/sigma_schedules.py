@@ -15,7 +15,7 @@ is "Uniform".
 
 The schedules that A1111 builds from a sigma range (Karras, Exponential, Polyexponential, SGM Uniform,
 KL Optimal, Normal, Beta) take `sigma_min` / `sigma_max` keywords, its "Schedule min/max sigma" settings, and
-Karras and Polyexponential a `rho`; left out, the model's range and the schedule's own rho are used by exactly
+Karras and Polyexponential a `rho`, Beta its distribution's `alpha` / `beta`; left out, the model's range and the schedule's own rho are used by exactly
 the code that ran before these settings existed.
 """
 
@@ -148,17 +148,11 @@ def ddim_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False) -> np.n
 
 
 def beta_sigmas(n: int, training_sigmas: np.ndarray, sdxl: bool = False, sigma_min: float | None = None,
-                sigma_max: float | None = None) -> np.ndarray:
-    """Beta(0.6, 0.6) quantiles spread linearly between sigma_min and sigma_max (A1111's "Beta")."""
+                sigma_max: float | None = None, alpha: float = BETA_ALPHA, beta: float = BETA_BETA) -> np.ndarray:
+    """Beta(alpha, beta) quantiles spread linearly between sigma_min and sigma_max (A1111's "Beta"; its settings
+    beta_dist_alpha / beta_dist_beta, 0.6 each by default)."""
     from scipy import stats
 
     sigma_min, sigma_max = (float(end) for end in _range(training_sigmas, sigma_min, sigma_max))
-    quantiles = stats.beta.ppf(1.0 - np.linspace(0, 1, n), BETA_ALPHA, BETA_BETA)
+    quantiles = stats.beta.ppf(1.0 - np.linspace(0, 1, n), alpha, beta)
     return np.append(sigma_min + quantiles * (sigma_max - sigma_min), 0.0)
-
-
-def beta_schedule_infotext(schedule_type: str) -> dict[str, float]:
-    """The keys A1111 adds to an infotext made with its "Beta" schedule (always both)."""
-    if schedule_type != "Beta":
-        return {}
-    return {"Beta schedule alpha": BETA_ALPHA, "Beta schedule beta": BETA_BETA}

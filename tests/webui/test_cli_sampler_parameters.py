@@ -21,10 +21,19 @@ def _generate(capsys, *args) -> tuple[str, str]:
      ["Schedule min sigma: 0.1", "Schedule rho: 5"]),
     (["--sampler", "Euler", "--always-discard-next-to-last-sigma"], ["Discard penultimate sigma: True"]),
     (["--sampler", "Euler", "--sgm-noise-multiplier"], ["SGM noise multiplier: True"]),
+    (["--sampler", "Euler", "--schedule-type", "Beta", "--beta-dist-alpha", "0.3"],
+     ["Beta schedule alpha: 0.3", "Beta schedule beta: 0.6"]),
+    (["--sampler", "UniPC", "--uni-pc-variant", "bh2", "--uni-pc-order", "2", "--no-uni-pc-lower-order-final",
+      "--uni-pc-skip-type", "logSNR"],
+     ["UniPC variant: bh2", "UniPC skip type: logSNR", "UniPC order: 2", "UniPC lower order final: False"]),
+    (["--sampler", "Euler", "--sd-noise-schedule", "Zero Terminal SNR"], ["Noise Schedule: Zero Terminal SNR"]),
+    (["--sampler", "Euler", "--use-downcasted-alpha-bar"], ["Downcast alphas_cumprod: True"]),
+    (["--sampler", "Euler", "--negative", "blurry, " * 39 + "blurry", "--pad-cond-uncond"], ["Pad conds: True"]),
 ])
 def test_flags_are_recorded_and_reproduced_from_the_png(tiny_sd1_dir, tmp_path, capsys, flags, written):
+    given = flags[:2] + (flags[2:4] if flags[2] in ("--schedule-type", "--negative") else [])
     plain, _ = _generate(capsys, "a red circle", "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "p"), *SIZE,
-                         *flags[:2])
+                         *given)
     original, _ = _generate(capsys, "a red circle", "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "a"), *SIZE,
                             *flags)
     text = Image.open(original).text["parameters"]

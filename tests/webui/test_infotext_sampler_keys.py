@@ -1,5 +1,5 @@
-"""A1111's sampler-setting infotext keys this server cannot honour (UniPC variant, Pad conds, Noise schedule ...)
-are never dropped: the API's `infotext` field refuses them with a 422
+"""A1111's setting infotext keys this server cannot honour (Conditional mask weight, Hires refiner) are never
+dropped: the API's `infotext` field refuses them with a 422
 naming the key, as the same settings sent as request fields are refused, and accepts them where the value is what
 runs here anyway; the web UI paste names each in a note.
 
@@ -7,7 +7,8 @@ A1111 reference (1.10): `shared_options.py` gives each option its infotext key (
 infotext='Sigma churn')`, `'uni_pc_variant': OptionInfo("bh1", ..., infotext='UniPC variant')`, `uni_pc_order` 3,
 `uni_pc_lower_order_final` True, `'sgm_noise_multiplier': ... infotext='SGM noise multiplier'`, spelt 'SGM noise
 multplier' in 1.6); `Api.apply_infotext` turns such keys into `override_settings` through
-`infotext_utils.get_override_settings`. Sigma churn, Schedule rho, Discard penultimate sigma & co run at any value
+`infotext_utils.get_override_settings`. Sigma churn, Schedule rho, Discard penultimate sigma, the UniPC options,
+Beta alpha/beta, Noise Schedule, Pad conds and Downcast alphas_cumprod run at any value
 (tests/webui/test_sampler_parameters_api.py).
 """
 
@@ -28,15 +29,6 @@ BASE = ("a red circle\nSteps: 4, Sampler: {sampler}, Schedule type: Automatic, C
 # infotext key, a value A1111 writes when the setting is changed: one row per fixed setting (checked below), so a
 # setting added to `webui.fixed_settings` without a refusal test fails here.
 CHANGED = {
-    "beta_dist_alpha": ("Beta schedule alpha", "0.5"),
-    "beta_dist_beta": ("Beta schedule beta", "0.7"),
-    "uni_pc_variant": ("UniPC variant", "bh2"),
-    "uni_pc_skip_type": ("UniPC skip type", "logSNR"),
-    "uni_pc_order": ("UniPC order", "2"),
-    "uni_pc_lower_order_final": ("UniPC lower order final", "False"),
-    "sd_noise_schedule": ("Noise Schedule", "Zero Terminal SNR"),
-    "pad_cond_uncond": ("Pad conds", "True"),
-    "use_downcasted_alpha_bar": ("Downcast alphas_cumprod", "True"),
     "hires_fix_refiner_pass": ("Hires refiner", "first pass"),
 }
 # Values that are what this server runs anyway, so an infotext with them reproduces the image here.
@@ -84,13 +76,12 @@ def test_the_web_ui_paste_names_a_changed_sampler_setting_in_a_note(option):
 
 
 def test_several_changed_settings_are_all_named_in_one_refusal():
-    text = BASE.format(sampler="Euler") + ", Noise Schedule: Zero Terminal SNR, Pad conds: True, UniPC order: 2"
+    text = BASE.format(sampler="Euler") + ", Conditional mask weight: 0.5, Hires refiner: first pass"
     with pytest.raises(ValueError) as refused:
         _params({"infotext": text})
-    assert all(f"infotext key {key!r}" in str(refused.value) for key in ("Noise Schedule", "Pad conds",
-                                                                         "UniPC order"))
+    assert all(f"infotext key {key!r}" in str(refused.value) for key in ("Conditional mask weight", "Hires refiner"))
     notes = _paste_notes(text, "Euler")
-    assert len(notes) == 1 and notes[0].startswith("Noise Schedule: Zero Terminal SNR, Pad conds: True, UniPC order: 2: ")
+    assert len(notes) == 1 and notes[0].startswith("Conditional mask weight: 0.5, Hires refiner: first pass: ")
 
 
 @pytest.mark.parametrize(("sampler", "extra"), AS_RUN)
@@ -107,9 +98,9 @@ def test_the_requests_own_override_wins_over_the_infotexts_as_in_a1111():
 
 
 def test_override_settings_take_the_same_values_with_the_same_answer():
-    assert _params({"override_settings": {"uni_pc_order": 3, "pad_cond_uncond": False}})
-    with pytest.raises(ValueError, match=r"pad_cond_uncond=True .*infotext key 'Pad conds'"):
-        _params({"override_settings": {"pad_cond_uncond": True}})
+    assert _params({"override_settings": {"inpainting_mask_weight": 1}})
+    with pytest.raises(ValueError, match=r"inpainting_mask_weight=0.5 .*infotext key 'Conditional mask weight'"):
+        _params({"override_settings": {"inpainting_mask_weight": 0.5}})
 
 
 # --- over HTTP: the 422 a client sees, and an accepted infotext giving the very same image
@@ -117,8 +108,8 @@ def test_override_settings_take_the_same_values_with_the_same_answer():
 
 def test_the_api_answers_422_naming_the_key_and_runs_values_it_has(client):
     text = BASE.format(sampler="Euler")
-    refused = client.post("/sdapi/v1/txt2img", json={"infotext": text + ", Pad conds: True"})
-    assert refused.status_code == 422 and "'Pad conds'" in refused.json()["detail"]
+    refused = client.post("/sdapi/v1/txt2img", json={"infotext": text + ", Conditional mask weight: 0.5"})
+    assert refused.status_code == 422 and "'Conditional mask weight'" in refused.json()["detail"]
     plain = client.post("/sdapi/v1/txt2img", json={"infotext": text})
     same = client.post("/sdapi/v1/txt2img", json={"infotext": text + ", Sigma churn: 0, SGM noise multiplier: False"})
     assert plain.status_code == same.status_code == 200

@@ -9,6 +9,8 @@ always_discard_next_to_last_sigma (infotext keys "Sigma churn", ..., "Schedule r
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pipelines.params import GenerationLimits
@@ -46,6 +48,14 @@ def test_override_settings_take_every_sampler_parameter():
     ("Schedule min sigma: 0.1, Schedule max sigma: 10, Schedule rho: 5",
      SamplerParameters(sigma_min=0.1, sigma_max=10.0, rho=5.0)),
     ("Discard penultimate sigma: True", SamplerParameters(always_discard_next_to_last_sigma=True)),
+    ("Noise Schedule: Zero Terminal SNR, Downcast alphas_cumprod: True, Pad conds: True, Pad conds v0: True",
+     SamplerParameters(sd_noise_schedule="Zero Terminal SNR", use_downcasted_alpha_bar=True, pad_cond_uncond=True,
+                       pad_cond_uncond_v0=True)),
+    ("UniPC variant: bh2, UniPC skip type: logSNR, UniPC order: 2, UniPC lower order final: False",
+     SamplerParameters(uni_pc_variant="bh2", uni_pc_skip_type="logSNR", uni_pc_order=2,
+                       uni_pc_lower_order_final=False)),
+    ("Beta schedule alpha: 0.3, Beta schedule beta: 0.8", SamplerParameters(beta_dist_alpha=0.3, beta_dist_beta=0.8)),
+    ("Beta scheduler alpha: 0.3", SamplerParameters(beta_dist_alpha=0.3)),  # the option's own infotext name
 ])
 def test_an_infotexts_keys_become_the_settings(keys, expected):
     assert _parameters({"infotext": BASE.format(sampler="Euler", schedule="Karras") + ", " + keys}) == expected
@@ -71,6 +81,10 @@ def test_settings_then_override_settings_then_the_request_field():
      r"s_churn must be a number, got 'lots'"),
     ({"sampler_name": "LCM", "override_settings": {"always_discard_next_to_last_sigma": True}},
      r"LCM and schedule type 'Automatic'"),
+    ({"override_settings": {"sd_noise_schedule": "zero"}}, r"sd_noise_schedule must be one of 'Default'"),
+    ({"override_settings": {"uni_pc_order": 0}}, r"uni_pc_order must be a whole number >= 1"),
+    ({"infotext": BASE.format(sampler="UniPC", schedule="Automatic") + ", UniPC order: x"},
+     r"uni_pc_order must be a whole number, got 'x'"),
 ])
 def test_bad_values_are_refused_naming_the_setting(body, message):
     with pytest.raises(ValueError, match=message):
@@ -102,6 +116,23 @@ def test_over_http_the_field_the_infotext_and_the_setting_give_one_image(client)
     assert refused.status_code in (400, 422) and "s_churn" in refused.text
 
 
+@pytest.mark.parametrize("sampler, overrides, written", [
+    ("Euler", {"sd_noise_schedule": "Zero Terminal SNR"}, "Noise Schedule: Zero Terminal SNR"),
+    ("UniPC", {"uni_pc_variant": "bh2", "uni_pc_order": 2}, "UniPC variant: bh2, UniPC order: 2"),
+])
+def test_over_http_an_override_is_written_and_its_infotext_gives_the_same_image(client, sampler, overrides, written):
+    small = {"prompt": "a red circle", "steps": 4, "width": 64, "height": 64, "seed": 3, "sampler_name": sampler}
+    plain = client.post("/sdapi/v1/txt2img", json=small)
+    changed = client.post("/sdapi/v1/txt2img", json={**small, "override_settings": overrides})
+    assert plain.status_code == changed.status_code == 200
+    assert changed.json()["images"] != plain.json()["images"]
+    info = changed.json()["info"]
+    assert written in info
+    infotext = json.loads(info)["infotexts"][0]
+    pasted = client.post("/sdapi/v1/txt2img", json={"infotext": infotext})
+    assert pasted.status_code == 200 and pasted.json()["images"] == changed.json()["images"]
+
+
 def test_hires_fix_refuses_extra_noise_its_pass_would_not_add():
     with pytest.raises(ValueError, match=r"img2img_extra_noise=0\.2 .* hires-fix pass"):
         _parameters({"sampler_name": "Euler", "enable_hr": True, "hr_scale": 2, "denoising_strength": 0.5,
@@ -112,24 +143,32 @@ def test_the_settings_tab_applies_the_sampler_parameters(tmp_path):
     from webui.config import ServerConfig
     from webui.server_state import ServerState
     from webui.ui.app import build_ui
-    from webui.ui.sampler_parameter_settings import SLIDERS
+    from webui.ui.sampler_parameter_settings import CHECKBOXES, RADIOS, SLIDERS, WHOLE_SLIDERS
 
     from .ui_blocks import handler
 
     (tmp_path / "models").mkdir()
     state = ServerState(ServerConfig(models_dir=str(tmp_path / "models"), output_dir=str(tmp_path / "out")))
+    form = [*SLIDERS, *WHOLE_SLIDERS, *RADIOS, *CHECKBOXES]  # the handler's inputs, in order
     try:
         apply = handler(build_ui(state), "settings_apply_sampler_parameters", "click")
         values = {"sigma_min": 0.1, "sigma_max": 10.0, "rho": 5.0, "s_churn": 0.5, "s_tmin": 0.0, "s_tmax": 0.0,
                   "s_noise": 1.0, "initial_noise_multiplier": 0.9, "img2img_extra_noise": 0.1,
-                  "inpainting_mask_weight": 0.4}
-        apply.fn(*(values[key] for key in SLIDERS), True, False)
+                  "beta_dist_alpha": 0.4, "beta_dist_beta": 0.6, "uni_pc_order": 2, "uni_pc_variant": "bh2",
+                  "uni_pc_skip_type": "logSNR", "sd_noise_schedule": "Zero Terminal SNR",
+                  "always_discard_next_to_last_sigma": True, "sgm_noise_multiplier": False,
+                  "uni_pc_lower_order_final": False, "pad_cond_uncond": True, "pad_cond_uncond_v0": False,
+                  "use_downcasted_alpha_bar": True, "inpainting_mask_weight": 0.4}
+        assert set(values) == set(form)
+        apply.fn(*(values[key] for key in form))
         assert {key: state.options.get(key) for key in values} == values
-        assert state.options.get("always_discard_next_to_last_sigma") is True
         assert state.options.sampler_params("Euler")["sampler_parameters"] == SamplerParameters(
-            sigma_min=0.1, sigma_max=10.0, rho=5.0, s_churn=0.5, always_discard_next_to_last_sigma=True)
+            sigma_min=0.1, sigma_max=10.0, rho=5.0, s_churn=0.5, always_discard_next_to_last_sigma=True,
+            beta_dist_alpha=0.4, uni_pc_order=2, uni_pc_variant="bh2", uni_pc_skip_type="logSNR",
+            sd_noise_schedule="Zero Terminal SNR", uni_pc_lower_order_final=False, pad_cond_uncond=True,
+            use_downcasted_alpha_bar=True)
         assert state.options.sampler_params("Euler")["inpainting_mask_weight"] == 0.4
         with pytest.raises(Exception, match="sigma_min"):
-            apply.fn(*({**values, "sigma_min": 20.0, "sigma_max": 10.0}[key] for key in SLIDERS), False, False)
+            apply.fn(*({**values, "sigma_min": 20.0, "sigma_max": 10.0}[key] for key in form))
     finally:
         state.close()

@@ -28,7 +28,11 @@ def test_defaults_are_a1111s():
                                        "img2img_fix_steps": False, "sigma_min": 0.0, "sigma_max": 0.0, "rho": 0.0,
                                        "s_churn": 0.0, "s_tmin": 0.0, "s_tmax": 0.0, "s_noise": 1.0,
                                        "always_discard_next_to_last_sigma": False, "sgm_noise_multiplier": False,
-                                       "initial_noise_multiplier": 1.0,
+                                       "beta_dist_alpha": 0.6, "beta_dist_beta": 0.6, "uni_pc_variant": "bh1",
+                                       "uni_pc_skip_type": "time_uniform", "uni_pc_order": 3,
+                                       "uni_pc_lower_order_final": True, "sd_noise_schedule": "Default",
+                                       "pad_cond_uncond": False, "pad_cond_uncond_v0": False,
+                                       "use_downcasted_alpha_bar": False, "initial_noise_multiplier": 1.0,
                                        "img2img_extra_noise": 0.0, "inpainting_mask_weight": 1.0}
     assert sampler_option_params("Euler a", {}) == {"eta": 1.0, "ensd": 0, "sampler_parameters": SamplerParameters(),
                                                     "inpainting_mask_weight": 1.0}

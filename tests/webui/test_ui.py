@@ -87,12 +87,13 @@ def test_a_paste_of_a_beta_schedule_notes_only_settings_other_than_a1111s_defaul
     assert values["schedule_type"] == "Beta" and notes == []
     fields.update({"Beta schedule alpha": 0.5, "Schedule rho": 5})
     _, notes = infotext_to_form_values(build_infotext("a cube", "", fields), GenerationLimits(), ["Euler"], schedules)
-    # Beta alpha runs at one value here; Schedule rho is a Setting here (Settings > Sampler parameters), as in A1111
-    assert len(notes) == 2 and notes[0].startswith("Beta schedule alpha: 0.5: ")
-    assert notes[1].startswith("Schedule rho: 5: these are Settings here (Settings > Sampler parameters)")
+    # Beta alpha and Schedule rho are Settings here (Settings > Sampler parameters), as in A1111
+    assert len(notes) == 1
+    assert notes[0].startswith("Schedule rho: 5, Beta schedule alpha: 0.5: these are Settings here (Settings > "
+                               "Sampler parameters)")
     fields.update({"Beta schedule alpha": 0.6, "Schedule rho": 0, "Pad conds": True})
     _, notes = infotext_to_form_values(build_infotext("a cube", "", fields), GenerationLimits(), ["Euler"], schedules)
-    assert len(notes) == 1 and notes[0].startswith("Pad conds: True: ") and "not padded" in notes[0]
+    assert len(notes) == 1 and notes[0].startswith("Pad conds: True: these are Settings here")
 
 
 def test_editor_mask_is_the_union_of_strokes_above_half_alpha():

@@ -39,7 +39,7 @@ FLAG_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     **INFOTEXT_FLAG_KEYS,  # A1111's Sampler parameters: Sigma churn, Schedule rho, ... (webui.cli.sampler_parameter_flags)
 }
 ETA_KEYS = ("Eta DDIM", "Eta")  # A1111 writes one of them, for DDIM or the ancestral samplers, when not the default
-SAMPLER_KEYS = ("Sampler", "Schedule type", "Beta schedule alpha", "Beta schedule beta")
+SAMPLER_KEYS = ("Sampler", "Schedule type")
 # Written by mixkit / A1111 for people or checked after the load; reading them back changes nothing.
 INFORMATIONAL_KEYS = {"Version", "Lora hashes", "TI hashes", "Model", "Model hash", "VAE", "VAE hash", "RNG",
                       "Refiner"}  # with --refiner given (otherwise refused); its title is checked by nobody
@@ -160,7 +160,6 @@ def apply_infotext(args: argparse.Namespace, text: str) -> tuple[argparse.Namesp
                                  "pass --eta") from None
         else:
             ignored.append(f"{eta_key}: {written[eta_key]} (for the infotext's sampler, not --sampler {args.sampler})")
-    ignored += _beta_schedule_differences(written)
     handled = {*(key for key, _ in FLAG_KEYS.values()), *ETA_KEYS, *SAMPLER_KEYS, *INFORMATIONAL_KEYS, "Size-2",
                "Prompt", "Negative prompt"}
     ignored += [f"{key}: {value}" for key, value in written.items() if key not in handled]
@@ -241,20 +240,3 @@ def _no_variation(written: dict[str, object]) -> bool:
         return float(str(written.get("Variation seed strength", "0"))) == 0
     except ValueError:
         return False
-
-
-def _beta_schedule_differences(written: dict[str, object]) -> list[str]:
-    """The Beta schedule's alpha/beta are fixed in mixkit (A1111's defaults); other values are not honoured."""
-    from pipelines.samplers.sigma_schedules import beta_schedule_infotext
-
-    fixed = beta_schedule_infotext("Beta")
-    differ = []
-    for key, value in fixed.items():
-        if key in written:
-            try:
-                same = float(str(written[key])) == float(value)
-            except ValueError:
-                same = False
-            if not same:
-                differ.append(f"{key}: {written[key]} (mixkit's Beta schedule uses {value})")
-    return differ

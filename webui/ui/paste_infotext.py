@@ -488,10 +488,10 @@ def _approximation_notes(parsed: dict) -> list[str]:
 
 def _schedule_setting_notes(parsed: dict) -> list[str]:
     """One note naming each A1111 setting the infotext records at a value this server does not run
-    (`webui.fixed_settings`: UniPC variant, SGM noise multiplier, Beta ...).
+    (`webui.fixed_settings`: Conditional mask weight, Hires refiner).
 
     A1111's paste sets these as setting overrides; here they are fixed, so the form cannot take them and the
-    image will differ. A value that is what runs here anyway ("UniPC order: 3") gets no note."""
+    image will differ. A value that is what runs here anyway ("Conditional mask weight: 1.0") gets no note."""
     from webui.fixed_settings import FIXED_BY_INFOTEXT_KEY
 
     spec = _infotext_sampler_spec(parsed)

@@ -1,4 +1,5 @@
-"""Settings > Sampler parameters' schedule and churn controls, and Settings > img2img's noise controls.
+"""Settings > Sampler parameters' schedule, churn, Beta, UniPC, noise schedule and cond padding controls, and Settings >
+img2img's noise controls.
 
 A1111's options of the same names (`pipelines.sampler_parameters`, `pipelines.img2img_noise`), applied with their
 own button so the Settings tab's main form keeps its inputs; every UI generation and every API request that does not
@@ -24,9 +25,25 @@ SLIDERS = {
     "img2img_extra_noise": ("img2img: extra noise", 0.0, 1.0, 0.01),
     "inpainting_mask_weight": ("img2img: inpainting conditioning mask strength (inpainting checkpoints; 1: the masked "
                                "area fully grey)", 0.0, 1.0, 0.01),
+    "beta_dist_alpha": ("Beta schedule alpha", 0.01, 1.0, 0.01),  # A1111's Beta schedule shape
+    "beta_dist_beta": ("Beta schedule beta", 0.01, 1.0, 0.01),
 }
-DISCARD = "always_discard_next_to_last_sigma"
-SGM = "sgm_noise_multiplier"
+WHOLE_SLIDERS = {"uni_pc_order": ("UniPC order (below the sampling steps)", 1, 50, 1)}
+# option -> (label, choices), A1111's
+RADIOS = {
+    "uni_pc_variant": ("UniPC variant", ["bh1", "bh2", "vary_coeff"]),
+    "uni_pc_skip_type": ("UniPC skip type", ["time_uniform", "time_quadratic", "logSNR"]),
+    "sd_noise_schedule": ("Noise schedule for sampling (Zero Terminal SNR: for models trained with it)",
+                          ["Default", "Zero Terminal SNR"]),
+}
+CHECKBOXES = {
+    "always_discard_next_to_last_sigma": "Always discard the penultimate sigma (DPM2 and DPM2 a always do)",
+    "sgm_noise_multiplier": "SGM noise multiplier: txt2img starts from noise of std sqrt(1 + sigma_max^2)",
+    "uni_pc_lower_order_final": "UniPC lower order final",
+    "pad_cond_uncond": "Pad prompt/negative prompt to one length with the empty prompt (Optimizations; changes seeds)",
+    "pad_cond_uncond_v0": "Pad prompt/negative prompt (v0): repeat or cut the negative prompt (wins over the above)",
+    "use_downcasted_alpha_bar": "Downcast model alphas_cumprod to fp16 before sampling (Compatibility; old seeds)",
+}
 
 
 def build_sampler_parameter_settings(state: ServerState, apply_settings) -> None:
@@ -34,16 +51,21 @@ def build_sampler_parameter_settings(state: ServerState, apply_settings) -> None
     with gr.Row():
         sliders = [gr.Slider(low, high, value=lambda key=key: state.options.get(key), step=step, label=label,
                              elem_id=f"settings_{key}") for key, (label, low, high, step) in SLIDERS.items()]
-    discard = gr.Checkbox(lambda: state.options.get(DISCARD), elem_id=f"settings_{DISCARD}",
-                          label="Always discard the penultimate sigma (DPM2 and DPM2 a always do)")
-    sgm = gr.Checkbox(lambda: state.options.get(SGM), elem_id=f"settings_{SGM}",
-                      label="SGM noise multiplier: txt2img starts from noise of std sqrt(1 + sigma_max^2)")
+        whole = [gr.Slider(low, high, value=lambda key=key: state.options.get(key), step=step, label=label,
+                           elem_id=f"settings_{key}") for key, (label, low, high, step) in WHOLE_SLIDERS.items()]
+    radios = [gr.Radio(choices, value=lambda key=key: state.options.get(key), label=label, elem_id=f"settings_{key}")
+              for key, (label, choices) in RADIOS.items()]
+    checkboxes = [gr.Checkbox(lambda key=key: state.options.get(key), label=label, elem_id=f"settings_{key}")
+                  for key, label in CHECKBOXES.items()]
     status = gr.Markdown()
     button = gr.Button("Apply sampler parameters", elem_id="settings_apply_sampler_parameters")
 
     def do_apply(*values):
-        changes = {key: float(value) for key, value in zip(SLIDERS, values[:-2])}
-        changes[DISCARD], changes[SGM] = bool(values[-2]), bool(values[-1])
+        values = list(values)
+        changes = {key: float(values.pop(0)) for key in SLIDERS}
+        changes.update({key: int(values.pop(0)) for key in WHOLE_SLIDERS})
+        changes.update({key: values.pop(0) for key in RADIOS})
+        changes.update({key: bool(values.pop(0)) for key in CHECKBOXES})
         return apply_settings(state, changes)
 
-    button.click(do_apply, inputs=[*sliders, discard, sgm], outputs=status)
+    button.click(do_apply, inputs=[*sliders, *whole, *radios, *checkboxes], outputs=status)
