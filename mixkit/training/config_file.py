@@ -183,6 +183,11 @@ KOHYA_OPTIONS.register("network_args", KohyaOption("conv_rank / conv_alpha (netw
                                                    "module_dropout", _network_args))
 KOHYA_OPTIONS.register("network_train_unet_only", KohyaOption(
     "train_text_encoder = not network_train_unet_only", lambda value, settings: {"train_text_encoder": not value}))
+# kohya's train_network.py: train_unet = not network_train_text_encoder_only; the text encoder trains unless
+# network_train_unet_only (both true leaves nothing to train, which the config's check refuses).
+KOHYA_OPTIONS.register("network_train_text_encoder_only", KohyaOption(
+    "train_unet = false and train_text_encoder = true when true (the text encoder's adapters alone)",
+    lambda value, settings: {"train_unet": False, "train_text_encoder": True} if value else {}))
 KOHYA_OPTIONS.register("v_parameterization", KohyaOption(
     "prediction_type='v_prediction' when true", lambda value, settings: {"prediction_type": "v_prediction"} if value
     else {}))
@@ -267,9 +272,6 @@ for _option, _neutral_values, _advice in (
                                         "is not implemented; mixkit crops at the centre"),
     ("token_warmup_step", (0, None), "kohya's token warm-up (captions cut to token_warmup_min tags, growing to full "
                                      "length by step N) is not implemented; mixkit trains on whole captions"),
-    ("network_train_text_encoder_only", (False,), "kohya then trains the text-encoder adapters alone (a file "
-                                                  "without UNet adapters), which mixkit's sd-lora does not do: it "
-                                                  "always trains the UNet adapters"),
     # kohya's train_db.py option; its LoRA trainer (train_network.py) does not define it, so kohya ignores it there.
     ("stop_text_encoder_training", (0, None), "kohya's train_db.py stops training the text encoder after that many "
                                               "steps (its LoRA trainer, train_network.py, ignores it); mixkit trains "

@@ -159,7 +159,6 @@ def test_kohya_gui_speed_and_logistics_switches_are_accepted(tmp_path):
     ("caption_dropout_every_n_epochs = 3", "caption_dropout_every_n_epochs=3: .*N-th epoch.*caption_dropout_rate"),
     ('face_crop_aug_range = "2.0,4.0"', "face_crop_aug_range='2.0,4.0': kohya's face-centred crop augmentation"),
     ("token_warmup_step = 100", "token_warmup_step=100: kohya's token warm-up .* not implemented"),
-    ("network_train_text_encoder_only = true", "network_train_text_encoder_only=True: .*text-encoder adapters alone"),
     ("stop_text_encoder_training = 500", "stop_text_encoder_training=500: kohya's train_db.py .*train_text_encoder"),
     ("output_config = true", "output_config=True: .*exits without training.*--print-config"),
     ('lr_scheduler_type = "torch.optim.lr_scheduler.StepLR"', "lr_scheduler_type=.*custom scheduler class"),
