@@ -120,6 +120,12 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
             raise ValueError(f"prior_target={self.prior_target!r} acts on class images; set class_dataset "
                              "(a folder or manifest of base-world images) or leave prior_target='noise'")
         SDXL_KEY_LAYOUTS.get(self.sdxl_key_layout)
+        from mixkit.training.dataset_config import is_dataset_config
+
+        if is_dataset_config(self.dataset) and self.class_dataset:
+            raise ValueError(f"class_dataset {self.class_dataset!r} and a kohya dataset config ({self.dataset!r}) are "
+                             "both given; as kohya ignores reg_data_dir then, add the class images to the config as "
+                             "a subset with is_reg = true, and remove class_dataset")
         check_positive_ints(self, ("rank", "batch_size", "gradient_accumulation_steps", "max_steps", "resolution"))
         if self.network == "locon" and (not isinstance(self.conv_rank, int) or self.conv_rank <= 0):
             raise ValueError(f"conv_rank must be a positive integer for a LoCon network, got {self.conv_rank!r}")
