@@ -19,6 +19,7 @@ from mixkit.data.bucketing import check_bucket_inputs
 from mixkit.data.caption_augmentation import CaptionAugmentation
 from mixkit.data.image_dataset import BucketSettings
 from mixkit.data.kohya_folder import check_caption_extension
+from mixkit.io.json_object import parse_json_object
 
 logger = logging.getLogger(__name__)
 
@@ -109,8 +110,9 @@ class DatasetSettings:
 
 
 def is_dataset_config(path) -> bool:
-    """Whether a run's `dataset` names a kohya dataset config file (.toml) rather than a folder or manifest."""
-    return isinstance(path, (str, Path)) and Path(path).suffix.lower() == ".toml"
+    """Whether a run's `dataset` names a kohya dataset config file (.toml, or .json as kohya's `load_user_config`
+    also reads) rather than a folder or a .jsonl manifest."""
+    return isinstance(path, (str, Path)) and Path(path).suffix.lower() in (".toml", ".json")
 
 
 def read_dataset_config(path: str | Path, run) -> list[DatasetSettings]:
@@ -122,11 +124,16 @@ def read_dataset_config(path: str | Path, run) -> list[DatasetSettings]:
     path = Path(path).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"dataset config {str(path)!r} does not exist; name a kohya dataset config .toml "
-                                "([general] / [[datasets]] / [[datasets.subsets]])")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as error:
-        raise ValueError(f"{path} is not valid TOML ({error}).") from None
+                                "([general] / [[datasets]] / [[datasets.subsets]]) or its .json form")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".json":
+        data = parse_json_object(text, str(path), "a kohya dataset config in JSON is an object with \"general\" and "
+                                 "\"datasets\", as its TOML form has [general] and [[datasets]]")
+    else:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            raise ValueError(f"{path} is not valid TOML ({error}).") from None
     unknown = sorted(set(data) - {"general", "datasets"})
     if unknown:
         raise ValueError(f"{path}: unknown top-level key {unknown[0]!r}; a kohya dataset config has [general] and "

@@ -178,3 +178,18 @@ batch_size = 2
     weights = {group.records[i].path.stem: group.records[i].loss_weight for i in counts}
     assert weights["c1"] == 0.5 and weights["r"] == 1.0
     assert batches == group.epoch_batches(0, 99, seed=7) != group.epoch_batches(1, 99, seed=7)
+
+
+def test_the_json_form_reads_as_the_toml_form(tmp_path):
+    import json
+
+    folder = write_images(tmp_path / "a", ["x"])
+    toml = write_toml(tmp_path / "ds.toml", f"[general]\nkeep_tokens = 1\n[[datasets]]\nbatch_size = 3\n"
+                                            f"  [[datasets.subsets]]\n  image_dir = '{folder}'\n  num_repeats = 4\n")
+    as_json = tmp_path / "ds.json"
+    as_json.write_text(json.dumps({"general": {"keep_tokens": 1}, "datasets": [
+        {"batch_size": 3, "subsets": [{"image_dir": str(folder), "num_repeats": 4}]}]}), encoding="utf-8")
+    assert read_dataset_config(as_json, _run(as_json)) == read_dataset_config(toml, _run(toml))
+    as_json.write_text("[1, 2]", encoding="utf-8")
+    with pytest.raises(ValueError, match="must hold a JSON object.*\"general\" and \"datasets\""):
+        read_dataset_config(as_json, _run(as_json))
