@@ -51,18 +51,28 @@ def scan_dataset_config(config) -> tuple[ScanReport, list[tuple[DatasetSettings,
     return report, members
 
 
-def dataset_group(members: list[tuple[DatasetSettings, list]], kept: set[int], source: str,
-                  loss_masks: bool) -> DatasetGroup:
+def without_held_out(members: list[tuple[DatasetSettings, list]], kept: list) -> list[tuple[DatasetSettings, list]]:
+    """`members` with only the records in `kept` (the training records left after a validation split)."""
+    ids = {id(record) for record in kept}
+    return [(dataset, [r for r in records if id(r) in ids]) for dataset, records in members]
+
+
+def dataset_group(members: list[tuple[DatasetSettings, list]], source: str, loss_masks: bool) -> DatasetGroup:
     """The datasets as kohya trains them: each one's class images balanced against its own training images
-    (kohya's DreamBoothDataset does it per dataset), bucketed at its resolution; `kept`: ids of the records that
-    train (not held out)."""
+    (kohya's DreamBoothDataset does it per dataset), bucketed at its resolution."""
     group = []
     for dataset, records in members:
-        records = [r for r in records if id(r) in kept]
         bucketed = BucketedImageDataset(balance_class_images(records), dataset.resolution, dataset.buckets,
                                         source=f"{source} {dataset.where}", loss_masks=loss_masks)
         group.append((bucketed, dataset.batch_size))
     return DatasetGroup(group)
+
+
+# The run-wide `ss_*` keys kohya writes only without a dataset config (train_network.py): with one, each dataset's
+# own values are in `ss_datasets`, and the run's fallbacks would misreport them.
+RUN_WIDE_DATASET_KEYS = ("ss_batch_size_per_device", "ss_resolution", "ss_color_aug", "ss_flip_aug", "ss_random_crop",
+                         "ss_shuffle_caption", "ss_enable_bucket", "ss_bucket_no_upscale", "ss_min_bucket_reso",
+                         "ss_max_bucket_reso", "ss_keep_tokens", "ss_bucket_info")
 
 
 def datasets_metadata(members: list[tuple[DatasetSettings, list]], group: DatasetGroup) -> list[dict]:

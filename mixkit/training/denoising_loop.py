@@ -73,7 +73,7 @@ def _base_model_targets(reference, target: torch.Tensor, batch: dict, noisy: tor
     return target
 
 
-def _own(value, run_value):
+def _record_or_run(value, run_value):
     """A record's own setting (a kohya dataset-config subset's), else the run's."""
     return run_value if value is None else value
 
@@ -141,13 +141,13 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
             cache_keys = records
             # A kohya dataset-config subset may set its own flip_aug and caption augmentation (`ImageRecord`); the
             # draws are the same either way, so a run whose subsets all agree with the run's settings is unchanged.
-            flippable = [_own(dataset.records[i].flip_aug, config.flip_aug) for i in records]
+            flippable = [_record_or_run(dataset.records[i].flip_aug, config.flip_aug) for i in records]
             if config.flip_aug or any(flippable):
                 flips = [drawn and wanted for drawn, wanted in zip(flip_draws(config.seed, index, len(records)),
                                                                     flippable)]
                 batch = flip_rows(batch, flips)
                 cache_keys = list(zip(records, flips))  # a mirrored image has its own posterior
-            row_captions = [_own(dataset.records[i].captions, captions) for i in records]
+            row_captions = [_record_or_run(dataset.records[i].captions, captions) for i in records]
             if any(settings.active for settings in row_captions):
                 batch["captions"] = [augment_caption(caption, settings, random.Random(f"{config.seed}:{index}:{row}"))
                                      for row, (caption, settings) in enumerate(zip(batch["captions"], row_captions))]

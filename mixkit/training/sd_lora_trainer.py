@@ -27,7 +27,8 @@ from mixkit.data.class_balance import balance_class_images
 from mixkit.data.loss_masks import MASK_SUFFIX, check_loss_masks
 from mixkit.training.accelerator_setup import make_accelerator, resolve_mixed_precision
 from mixkit.training.dataset_config import is_dataset_config
-from mixkit.training.dataset_config_scan import dataset_group, datasets_metadata, scan_dataset_config
+from mixkit.training.dataset_config_scan import (RUN_WIDE_DATASET_KEYS, dataset_group, datasets_metadata,
+                                                  scan_dataset_config, without_held_out)
 from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_step, run_denoising_loop
 from mixkit.training.ema import EmaWeights
 from mixkit.training.kohya_export import (cast_for_saving, minimum_metadata, save_kohya_lora, to_sgm_layout,
@@ -210,7 +211,8 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
         report, members = scan_dataset_config(config)
         check_masks(config, report)
         report.records, held_records = held_out_records(config, report.records, scan_path)
-        dataset = dataset_group(members, {id(r) for r in report.records}, config.dataset, config.masked_loss)
+        members = without_held_out(members, report.records)
+        dataset = dataset_group(members, config.dataset, config.masked_loss)
     else:
         report = scan_dataset(config)
         report.records, held_records = held_out_records(config, report.records, scan_path)
@@ -333,7 +335,8 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                       "v_parameterization": model.prediction_type == "v_prediction"},
             started_at=started, base_model_name=getattr(model, "name", str(config.model)),
             extra_network_args={k: getattr(config, k) for k in ("rank_dropout", "module_dropout") if getattr(config, k)})
-        if members is not None:  # kohya writes ss_datasets for a run from a dataset config
+        if members is not None:  # kohya writes ss_datasets for a run from a dataset config, not the run-wide keys
+            metadata = {k: v for k, v in metadata.items() if k not in RUN_WIDE_DATASET_KEYS}
             metadata["ss_datasets"] = json.dumps(datasets_metadata(members, dataset))
         metadata["mixkit_training_config"] = json.dumps(
             without_local_paths(dataclasses.asdict(config), CONFIG_PATH_KEYS), indent=2, sort_keys=True)

@@ -10,7 +10,8 @@ import pytest
 from mixkit.data import BucketSettings
 from mixkit.data.caption_augmentation import CaptionAugmentation
 from mixkit.training.dataset_config import read_dataset_config
-from mixkit.training.dataset_config_scan import dataset_group, scan_dataset_config
+from mixkit.training.dataset_config_scan import (dataset_group, datasets_metadata, scan_dataset_config,
+                                                  without_held_out)
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 
 from tests.mixkit.training.conftest import write_images, write_toml
@@ -161,8 +162,8 @@ batch_size = 2
   image_dir = '{big}'
 """)
     config = _run(path, prior_loss_weight=0.5)
-    report, members = scan_dataset_config(config)
-    group = dataset_group(members, {id(r) for r in report.records}, str(path), loss_masks=False)
+    _, members = scan_dataset_config(config)
+    group = dataset_group(members, str(path), loss_masks=False)
     # dataset 0: 6 + 6 training samples and 12 class samples in one bucket -> ceil(24 / 5) = 5; dataset 1: ceil(3 / 2)
     assert group.batches_per_epoch(99) == 5 + 2
     batches = group.epoch_batches(0, 99, seed=7)
@@ -193,3 +194,23 @@ def test_the_json_form_reads_as_the_toml_form(tmp_path):
     as_json.write_text("[1, 2]", encoding="utf-8")
     with pytest.raises(ValueError, match="must hold a JSON object.*\"general\" and \"datasets\""):
         read_dataset_config(as_json, _run(as_json))
+
+
+def test_a_validation_split_holds_images_out_of_their_own_dataset(tmp_path):
+    from mixkit.training.sd_lora_trainer import scan_path
+    from mixkit.training.validation_loss import held_out_records
+
+    a = write_images(tmp_path / "a", ["r", "g", "b", "y"])
+    big = write_images(tmp_path / "big", ["m", "n", "o", "p", "q", "s"], size=64)
+    path = write_toml(tmp_path / "ds.toml", f"[[datasets]]\nresolution = 32\n  [[datasets.subsets]]\n  image_dir = '{a}'\n"
+                                            f"  num_repeats = 2\n[[datasets]]\nresolution = 64\n"
+                                            f"  [[datasets.subsets]]\n  image_dir = '{big}'\n")
+    config = _run(path, validation_split=0.2, seed=1)
+    report, members = scan_dataset_config(config)
+    kept, held = held_out_records(config, report.records, scan_path)
+    assert len(held) == 2 and len(kept) == 8  # a fifth of the 10 images, chosen by the seed
+    members = without_held_out(members, kept)
+    group = dataset_group(members, str(path), loss_masks=False)
+    assert not {r.path for r in held} & {r.path for r in group.records}
+    counts = [d["num_train_images"] for d in datasets_metadata(members, group)]
+    assert counts == [2 * sum(r.path.parent == a for r in kept), sum(r.path.parent == big for r in kept)]

@@ -64,9 +64,12 @@ def test_an_epoch_is_every_subsets_images_times_their_repeats_over_the_batch_siz
     assert (dataset["batch_size_per_device"], dataset["num_train_images"], dataset["resolution"]) == (4, 12, [32, 32])
     assert [(s["image_dir"], s["img_count"], s["num_repeats"], s["is_reg"]) for s in dataset["subsets"]] == [
         ("2_red", 3, 2, False), ("3_blue", 2, 3, False)]
+    # as kohya's, the run-wide dataset keys are left out: the datasets' own values are in ss_datasets
+    assert not {"ss_resolution", "ss_batch_size_per_device", "ss_enable_bucket", "ss_bucket_info"} & metadata.keys()
     # the same folders as one kohya-style dataset train the same file, tensor for tensor
     folder_run = train_sd_lora(_config(tiny_sd1_dir, folders, tmp_path / "folders.safetensors", max_train_epochs=2))
     assert folder_run.steps == 6 and folder_run.losses == result.losses
+    assert read_safetensors_metadata(folder_run.output)["ss_resolution"] == "32"
     toml_tensors, folder_tensors = load_file(result.output), load_file(folder_run.output)
     assert toml_tensors.keys() == folder_tensors.keys()
     assert all(torch.equal(toml_tensors[k], folder_tensors[k]) for k in toml_tensors)
