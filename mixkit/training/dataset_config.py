@@ -48,7 +48,8 @@ NOT_HONOURED = {
     "token_warmup_step": ((0, 0.0), "kohya's token warm-up is not implemented; mixkit trains on whole captions"),
     "caption_dropout_every_n_epochs": ((0,), "mixkit drops captions by caption_dropout_rate only"),
     "custom_attributes": (({},), "kohya's custom_attributes feed its other trainers' features"),
-    "resize_interpolation": ((), "mixkit resizes with Lanczos, kohya's default (OpenCV area) filter aside"),
+    "resize_interpolation": ((), "mixkit always resizes with Lanczos (where kohya's default is OpenCV's area "
+                                 "filter); other filters cannot be chosen"),
     "alpha_mask": ((False,), "per-subset alpha masks are not implemented; set masked_loss: true for the run (it "
                              "reads `-masklabel.png` files, else the alpha channel)"),
     "network_multiplier": ((1.0, 1), "per-dataset network multipliers are not implemented"),
