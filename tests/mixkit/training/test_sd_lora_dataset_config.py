@@ -131,3 +131,33 @@ def test_a_kohya_config_files_dataset_config_line_is_the_runs_dataset(two_subset
     path = write_toml(tmp_path / "kohya.toml", f'[dataset_arguments]\ndataset_config = "{toml}"\n'
                                           f'train_data_dir = "ignored"\n')
     assert translate_kohya_options(read_config_file(path)) == {"dataset": str(toml)}
+
+
+def test_each_row_of_a_batch_takes_its_own_subsets_caption_settings(tiny_sd1_dir, two_subsets, tmp_path, monkeypatch):
+    from mixkit.training.denoising_loop import ConditionedDenoiser
+
+    folders, _ = two_subsets
+    toml = write_toml(tmp_path / "dataset.toml", f"""
+[[datasets]]
+batch_size = 4
+  [[datasets.subsets]]
+  image_dir = '{folders / "2_red"}'
+  num_repeats = 2
+  caption_dropout_rate = 1.0
+
+  [[datasets.subsets]]
+  image_dir = '{folders / "3_blue"}'
+  num_repeats = 3
+  caption_prefix = "sks"
+""")
+    seen = []
+    forward = ConditionedDenoiser.forward
+
+    def recording(self, noisy, timesteps, captions, *rest):
+        seen.extend(captions)
+        return forward(self, noisy, timesteps, captions, *rest)
+
+    monkeypatch.setattr(ConditionedDenoiser, "forward", recording)
+    train_sd_lora(_config(tiny_sd1_dir, toml, tmp_path / "rows.safetensors", max_train_epochs=1))
+    # one epoch: every red sample (3 x 2) lost its caption, every blue one (2 x 3) got the prefix
+    assert sorted(seen) == [""] * 6 + ["sks a b1 square, flat"] * 3 + ["sks a b2 square, flat"] * 3
