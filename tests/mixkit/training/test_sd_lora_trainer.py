@@ -887,6 +887,15 @@ def test_text_encoder_only_saves_and_merges_the_text_encoder_adapters_alone(tiny
     assert any(not torch.equal(v, encoder_before[k]) for k, v in model.text_encoders[0].state_dict().items())
 
 
+def test_sdxl_text_encoder_only_saves_both_encoders_adapters_alone(tiny_sdxl_dir, colour_dataset, tmp_path):
+    from safetensors.torch import load_file
+
+    config = _config(tiny_sdxl_dir, colour_dataset, tmp_path / "xl-te.safetensors", max_steps=1, batch_size=2,
+                     train_unet=False, train_text_encoder=True)
+    modules = {key.split(".")[0] for key in load_file(train_sd_lora(config).output)}
+    assert {module[:9] for module in modules} == {"lora_te1_", "lora_te2_"}
+
+
 @pytest.mark.parametrize("overrides, message", [
     (dict(train_unet=False), "train_unet=false and train_text_encoder=false leave no adapters"),
     (dict(train_unet=False, train_text_encoder=True, network="locon"), "network='locon' chooses UNet layers"),
