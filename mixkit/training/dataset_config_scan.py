@@ -9,7 +9,7 @@ from pathlib import Path
 
 from mixkit.data import BucketedImageDataset, ScanReport
 from mixkit.data.class_balance import balance_class_images
-from mixkit.data.dataset_group import DatasetGroup
+from mixkit.training.dataset_group import DatasetGroup
 from mixkit.data.kohya_folder import scan_image_folder
 from mixkit.training.dataset_config import DatasetSettings, read_dataset_config
 
