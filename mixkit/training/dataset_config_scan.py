@@ -4,16 +4,13 @@ bucketed at its own resolution, all trained as one `DatasetGroup`, and kohya's `
 from __future__ import annotations
 
 import dataclasses
-import logging
 from pathlib import Path
 
 from mixkit.data import BucketedImageDataset, ScanReport
 from mixkit.data.class_balance import balance_class_images
-from mixkit.training.dataset_group import DatasetGroup
 from mixkit.data.kohya_folder import scan_image_folder
 from mixkit.training.dataset_config import DatasetSettings, read_dataset_config
-
-logger = logging.getLogger(__name__)
+from mixkit.training.dataset_group import DatasetGroup
 
 
 def scan_dataset_config(config) -> tuple[ScanReport, list[tuple[DatasetSettings, list]]]:

@@ -133,8 +133,9 @@ class LoraNetwork(nn.Module):
 
     def __init__(self, unet: nn.Module, text_encoders: list[nn.Module], *, rank: int, alpha: float,
                  conv_rank: int | None = None, conv_alpha: float | None = None, train_text_encoder: bool = False,
-                 train_unet: bool = True, unet_layers: tuple[str, ...] | None = None, word_vectors: nn.Module | None = None,
-                 dropout: float = 0.0, rank_dropout: float = 0.0, module_dropout: float = 0.0) -> None:
+                 train_unet: bool = True, unet_layers: tuple[str, ...] | None = None,
+                 word_vectors: nn.Module | None = None, dropout: float = 0.0, rank_dropout: float = 0.0,
+                 module_dropout: float = 0.0) -> None:
         """`unet_layers`: adapt only the UNet layers whose path ends with one of these (None: all targets);
         `train_unet=False` (kohya's network_train_text_encoder_only) creates no UNet adapters at all, as kohya's
         `apply_to(..., apply_unet=False)` does, so the file holds `lora_te*` modules only;

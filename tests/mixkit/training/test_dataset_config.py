@@ -83,7 +83,8 @@ bucket_reso_steps = 32
     ("subset", "num_repeat = 3", r"datasets\[0\]\.subsets\[0\]: unknown key 'num_repeat'; kohya's dataset config"),
     ("general", "image_dir = 'x'", r"\[general\]: unknown key 'image_dir'; it belongs in \[\[datasets.subsets\]\]"),
     ("general", "prior_loss_weight = 0.5", r"\[general\]: unknown key 'prior_loss_weight'.*--config file"),
-    ("subset", "batch_size = 2", r"subsets\[0\]: unknown key 'batch_size'; it belongs in \[general\] or \[\[datasets\]\]"),
+    ("subset", "batch_size = 2",
+     r"subsets\[0\]: unknown key 'batch_size'; it belongs in \[general\] or \[\[datasets\]\]"),
     ("subset", "metadata_file = 'meta.json'", r"subsets\[0\]: 'metadata_file' makes it a fine-tuning subset"),
     ("subset", "conditioning_data_dir = 'cond'", "'conditioning_data_dir' makes it a ControlNet subset"),
     ("subset", "color_aug = true", r"subsets\[0\]: color_aug = true: kohya's colour augmentation .*set color_aug = "
@@ -114,7 +115,8 @@ def test_missing_and_misplaced_folders_are_named(tmp_path):
     path = write_toml(tmp_path / "ds.toml", "[[datasets]]\n  [[datasets.subsets]]\n  num_repeats = 2\n")
     with pytest.raises(ValueError, match=r"datasets\[0\]\.subsets\[0\]: image_dir is required"):
         read_dataset_config(path, _run(path))
-    path = write_toml(tmp_path / "ds.toml", f"[[datasets]]\n  [[datasets.subsets]]\n  image_dir = '{tmp_path / 'nope'}'\n")
+    missing = tmp_path / "nope"
+    path = write_toml(tmp_path / "ds.toml", f"[[datasets]]\n  [[datasets.subsets]]\n  image_dir = '{missing}'\n")
     with pytest.raises(ValueError, match=r"image_dir '.*nope' is not a folder .*working directory"):
         read_dataset_config(path, _run(path))
     with pytest.raises(ValueError, match="no \\[\\[datasets\\]\\]"):
@@ -202,8 +204,8 @@ def test_a_validation_split_holds_images_out_of_their_own_dataset(tmp_path):
 
     a = write_images(tmp_path / "a", ["r", "g", "b", "y"])
     big = write_images(tmp_path / "big", ["m", "n", "o", "p", "q", "s"], size=64)
-    path = write_toml(tmp_path / "ds.toml", f"[[datasets]]\nresolution = 32\n  [[datasets.subsets]]\n  image_dir = '{a}'\n"
-                                            f"  num_repeats = 2\n[[datasets]]\nresolution = 64\n"
+    path = write_toml(tmp_path / "ds.toml", f"[[datasets]]\nresolution = 32\n  [[datasets.subsets]]\n"
+                                            f"  image_dir = '{a}'\n  num_repeats = 2\n[[datasets]]\nresolution = 64\n"
                                             f"  [[datasets.subsets]]\n  image_dir = '{big}'\n")
     config = _run(path, validation_split=0.2, seed=1)
     report, members = scan_dataset_config(config)
