@@ -78,6 +78,13 @@ def _training_images(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if is_image_file(p) and not is_mask_file(p))
 
 
+def scan_image_folder(folder: Path, repeats: int, concept: str, *, missing_captions: str, caption_extension: str,
+                      report: ScanReport) -> None:
+    """Add the images of `folder` itself (a kohya dataset-config subset's image_dir) to `report`, each repeated
+    `repeats` times per epoch; a missing caption is chosen by `missing_captions` from `concept`."""
+    _scan_images(_training_images(folder), repeats, concept, missing_captions, caption_extension, report)
+
+
 def _warn_ignored_root_images(root: Path, images: list[Path], report: ScanReport) -> None:
     """Name the images kohya would not train because they lie beside the repeat subfolders, not in one."""
     shown = ", ".join(p.name for p in images[:5]) + (f" and {len(images) - 5} more" if len(images) > 5 else "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mixkit.data.caption_augmentation import CaptionAugmentation
 from mixkit.errors import MixkitError
 
 
@@ -25,6 +26,9 @@ class ImageRecord:
     loss_weight: float = 1.0  # DreamBooth class (prior-preservation) images get the prior loss weight
     prior: bool = False  # a class (prior-preservation) image, not one of the concept being trained
     mask: Path | None = None  # a loss mask file for masked training (`loss_masks`), if the image has one
+    # A kohya dataset-config subset's own caption augmentation and flip_aug (None: the run's settings apply).
+    captions: CaptionAugmentation | None = None
+    flip_aug: bool | None = None
 
 
 @dataclass

@@ -5,8 +5,8 @@ kohya's users keep their runs in a --config_file TOML whose sections (`[model_ar
 this reader. kohya's option names (`network_dim`, `unet_lr`, `train_data_dir` ...) are translated to
 mixkit's by `KOHYA_OPTIONS`, one entry per name saying what it becomes, and every translation is logged,
 so the config that runs (and `--print-config`) shows mixkit's names. kohya's separate --dataset_config
-file (`[general]`, `[[datasets]]`, `[[datasets.subsets]]`) describes per-subset image folders that
-mixkit's one-folder datasets cannot express; it is refused with what to write instead.
+file (`[general]`, `[[datasets]]`, `[[datasets.subsets]]`) is the run's dataset (`dataset_config` becomes
+`dataset`, read by `dataset_config.read_dataset_config`); given as the --config file itself it is refused, saying so.
 """
 
 from __future__ import annotations
@@ -23,16 +23,13 @@ from mixkit.registry import Registry
 logger = logging.getLogger(__name__)
 
 DATASET_CONFIG_HELP = (
-    "mixkit reads a dataset from one kohya-style folder instead: put each subset's images in "
-    "<dataset>/<num_repeats>_<class_tokens>/ (is_reg subsets in the same layout under a folder set as "
-    "class_dataset), set dataset=<that folder>, and write the [general]/[[datasets]] settings (resolution, "
-    "batch_size, enable_bucket, shuffle_caption, keep_tokens, caption_extension, ...) as top-level settings of "
-    "the run's config. Per-subset caption settings are not supported.")
+    "A dataset config is the run's dataset, not its settings: give it as dataset=<file.toml> (or kohya's "
+    "dataset_config = \"<file.toml>\" in the --config file), and the run's other settings in the --config file.")
 
 
 def read_config_file(path: str | Path) -> dict:
     """The settings in a .json or .toml file as one flat dict; TOML tables (kohya's --config_file sections) are
-    flattened as kohya's `read_config_from_file` does. A kohya --dataset_config file is refused."""
+    flattened as kohya's `read_config_from_file` does. A kohya --dataset_config file is refused (it is a dataset)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"Config file {str(path)!r} does not exist.")
@@ -52,7 +49,7 @@ def read_config_file(path: str | Path) -> dict:
 def _flatten_sections(data: dict, path: Path) -> dict:
     if "datasets" in data or "general" in data:
         raise ValueError(f"{path} is a kohya --dataset_config file ([general] / [[datasets]] / [[datasets.subsets]]), "
-                         f"which mixkit does not read. {DATASET_CONFIG_HELP}")
+                         f"not a --config file of run settings. {DATASET_CONFIG_HELP}")
     flat: dict = {}
     for key, value in data.items():
         items = value.items() if isinstance(value, dict) else [(key, value)]
@@ -186,6 +183,11 @@ KOHYA_OPTIONS.register("network_args", KohyaOption("conv_rank / conv_alpha (netw
                                                    "module_dropout", _network_args))
 KOHYA_OPTIONS.register("network_train_unet_only", KohyaOption(
     "train_text_encoder = not network_train_unet_only", lambda value, settings: {"train_text_encoder": not value}))
+# kohya's train_network.py: train_unet = not network_train_text_encoder_only; the text encoder trains unless
+# network_train_unet_only (both true leaves nothing to train, which the config's check refuses).
+KOHYA_OPTIONS.register("network_train_text_encoder_only", KohyaOption(
+    "train_unet = false and train_text_encoder = true when true (the text encoder's adapters alone)",
+    lambda value, settings: {"train_unet": False, "train_text_encoder": True} if value else {}))
 KOHYA_OPTIONS.register("v_parameterization", KohyaOption(
     "prediction_type='v_prediction' when true", lambda value, settings: {"prediction_type": "v_prediction"} if value
     else {}))
@@ -270,9 +272,6 @@ for _option, _neutral_values, _advice in (
                                         "is not implemented; mixkit crops at the centre"),
     ("token_warmup_step", (0, None), "kohya's token warm-up (captions cut to token_warmup_min tags, growing to full "
                                      "length by step N) is not implemented; mixkit trains on whole captions"),
-    ("network_train_text_encoder_only", (False,), "kohya then trains the text-encoder adapters alone (a file "
-                                                  "without UNet adapters), which mixkit's sd-lora does not do: it "
-                                                  "always trains the UNet adapters"),
     # kohya's train_db.py option; its LoRA trainer (train_network.py) does not define it, so kohya ignores it there.
     ("stop_text_encoder_training", (0, None), "kohya's train_db.py stops training the text encoder after that many "
                                               "steps (its LoRA trainer, train_network.py, ignores it); mixkit trains "
@@ -292,10 +291,15 @@ KOHYA_OPTIONS.register("token_warmup_min", KohyaOption("nothing (acts only with 
 
 
 def _dataset_config(value, settings: dict) -> dict:
-    raise ValueError(f"dataset_config {value!r}: kohya's dataset config files are not read. {DATASET_CONFIG_HELP}")
+    return {"dataset": str(value)}
 
 
-KOHYA_OPTIONS.register("dataset_config", KohyaOption("refused (see DATASET_CONFIG_HELP)", _dataset_config))
+# train_network.py: with --dataset_config, train_data_dir and reg_data_dir are ignored (with a warning), the
+# config's subsets being the dataset; `translate_kohya_options` drops them the same way.
+KOHYA_OPTIONS.register("dataset_config", KohyaOption("dataset (the kohya dataset config .toml is the run's dataset; "
+                                                     "train_data_dir and reg_data_dir are then ignored, as kohya "
+                                                     "ignores them)", _dataset_config))
+DATASET_CONFIG_OVERRIDES = ("train_data_dir", "reg_data_dir")
 
 
 def translate_kohya_options(settings: dict, own_names=frozenset()) -> dict:
@@ -305,6 +309,12 @@ def translate_kohya_options(settings: dict, own_names=frozenset()) -> dict:
     def is_kohya(key: str) -> bool:
         return key in KOHYA_OPTIONS and (key not in own_names or KOHYA_OPTIONS.get(key).keeps_name)
 
+    if "dataset_config" in settings and is_kohya("dataset_config"):
+        ignored = [key for key in DATASET_CONFIG_OVERRIDES if settings.get(key) is not None]
+        if ignored:
+            logger.warning("kohya option dataset_config is given: %s ignored, as kohya ignores them (the dataset "
+                           "config's subsets are the dataset)", ", ".join(ignored))
+        settings = {key: value for key, value in settings.items() if key not in DATASET_CONFIG_OVERRIDES}
     translated = {key: value for key, value in settings.items() if not is_kohya(key)}
     replaced = {name for key in settings if is_kohya(key) for name in KOHYA_OPTIONS.get(key).replaces}
     for key, value in settings.items():

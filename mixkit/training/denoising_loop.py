@@ -73,6 +73,11 @@ def _base_model_targets(reference, target: torch.Tensor, batch: dict, noisy: tor
     return target
 
 
+def _record_or_run(value, run_value):
+    """A record's own setting (a kohya dataset-config subset's), else the run's."""
+    return run_value if value is None else value
+
+
 def check_stop_at_step(stop_at_step: int | None, max_steps: int) -> None:
     """`stop_at_step` (end early with a checkpoint, for time-sliced jobs) must lie in 1..max_steps."""
     if stop_at_step is not None and not 0 < stop_at_step <= max_steps:
@@ -138,13 +143,18 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
             records = epoch_cache[epoch][position]
             batch = dataset.load_batch(records)
             cache_keys = records
-            if config.flip_aug:
-                flips = flip_draws(config.seed, index, len(records))
+            # A kohya dataset-config subset may set its own flip_aug and caption augmentation (`ImageRecord`); the
+            # draws are the same either way, so a run whose subsets all agree with the run's settings is unchanged.
+            flippable = [_record_or_run(dataset.records[i].flip_aug, config.flip_aug) for i in records]
+            if config.flip_aug or any(flippable):
+                flips = [drawn and wanted for drawn, wanted in zip(flip_draws(config.seed, index, len(records)),
+                                                                    flippable)]
                 batch = flip_rows(batch, flips)
                 cache_keys = list(zip(records, flips))  # a mirrored image has its own posterior
-            if captions.active:
-                batch["captions"] = [augment_caption(caption, captions, random.Random(f"{config.seed}:{index}:{row}"))
-                                     for row, caption in enumerate(batch["captions"])]
+            row_captions = [_record_or_run(dataset.records[i].captions, captions) for i in records]
+            if any(settings.active for settings in row_captions):
+                batch["captions"] = [augment_caption(caption, settings, random.Random(f"{config.seed}:{index}:{row}"))
+                                     for row, (caption, settings) in enumerate(zip(batch["captions"], row_captions))]
             if rewrite_captions is not None:
                 batch["captions"] = rewrite_captions(batch["captions"], index)
             generator = torch.Generator().manual_seed(config.seed * SEED_STRIDE + index)

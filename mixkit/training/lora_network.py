@@ -133,9 +133,12 @@ class LoraNetwork(nn.Module):
 
     def __init__(self, unet: nn.Module, text_encoders: list[nn.Module], *, rank: int, alpha: float,
                  conv_rank: int | None = None, conv_alpha: float | None = None, train_text_encoder: bool = False,
-                 unet_layers: tuple[str, ...] | None = None, word_vectors: nn.Module | None = None,
-                 dropout: float = 0.0, rank_dropout: float = 0.0, module_dropout: float = 0.0) -> None:
+                 train_unet: bool = True, unet_layers: tuple[str, ...] | None = None,
+                 word_vectors: nn.Module | None = None, dropout: float = 0.0, rank_dropout: float = 0.0,
+                 module_dropout: float = 0.0) -> None:
         """`unet_layers`: adapt only the UNet layers whose path ends with one of these (None: all targets);
+        `train_unet=False` (kohya's network_train_text_encoder_only) creates no UNet adapters at all, as kohya's
+        `apply_to(..., apply_unet=False)` does, so the file holds `lora_te*` modules only;
         `word_vectors`: a `TrainedWordVectors` trained, attached and switched off together with the adapters;
         `dropout` / `rank_dropout` / `module_dropout`: kohya's network_dropout and network_args (see `LoraAdapter`),
         active while the network is in training mode."""
@@ -144,8 +147,8 @@ class LoraNetwork(nn.Module):
         self.adapters = nn.ModuleDict()
         self._targets: dict[str, nn.Module] = {}
         self._hooks: list = []
-        groups = [("lora_unet", unet, UNET_ATTENTION_PARENTS, False)]
-        if conv_rank:
+        groups = [("lora_unet", unet, UNET_ATTENTION_PARENTS, False)] if train_unet else []
+        if conv_rank and train_unet:
             groups.append(("lora_unet", unet, UNET_CONV_PARENTS, True))
         if train_text_encoder:
             prefixes = ["lora_te"] if len(text_encoders) == 1 else ["lora_te1", "lora_te2"]

@@ -51,6 +51,8 @@ def load_network_weights(network, path: str | Path, *, unet=None, sdxl: bool = F
         adapter = network.adapters[name] if name in network.adapters else None
         if adapter is None:
             hint = ("set train_text_encoder: true" if name.startswith("lora_te") else
+                    "set train_unet: true (this run trains the text encoder's adapters alone)"
+                    if not any(n.startswith("lora_unet") for n in network.adapters) else
                     "use the network it was trained with (network: locon adapts 3x3 convolutions; cross-kv fewer layers)")
             raise ValueError(f"network_weights: {path} adapts {name}, which this run's network does not; {hint}")
         missing = [suffix for suffix in ADAPTER_TENSORS if suffix not in parts]

@@ -46,6 +46,9 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     conv_rank: int = 4
     conv_alpha: float = 1.0  # the same for LoCon's 3x3 convolutions (0: conv_alpha = conv_rank)
     train_text_encoder: bool = False
+    # False trains the text encoder's adapters alone (kohya's network_train_text_encoder_only): no UNet adapters are
+    # created, so the file holds `lora_te*` modules only. Needs train_text_encoder.
+    train_unet: bool = True
     resolution: int = 512
     missing_captions: str = "folder_name"
     # kohya's caption_extension: `photo.png` is captioned by `photo<caption_extension>` (kohya's default: .caption)
@@ -117,10 +120,26 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
             raise ValueError(f"prior_target={self.prior_target!r} acts on class images; set class_dataset "
                              "(a folder or manifest of base-world images) or leave prior_target='noise'")
         SDXL_KEY_LAYOUTS.get(self.sdxl_key_layout)
+        from mixkit.training.dataset_config import is_dataset_config
+
+        if is_dataset_config(self.dataset) and self.class_dataset:
+            raise ValueError(f"class_dataset {self.class_dataset!r} and a kohya dataset config ({self.dataset!r}) are "
+                             "both given; as kohya ignores reg_data_dir then, add the class images to the config as "
+                             "a subset with is_reg = true, and remove class_dataset")
         check_positive_ints(self, ("rank", "batch_size", "gradient_accumulation_steps", "max_steps", "resolution"))
         if self.network == "locon" and (not isinstance(self.conv_rank, int) or self.conv_rank <= 0):
             raise ValueError(f"conv_rank must be a positive integer for a LoCon network, got {self.conv_rank!r}")
         check_words(self.train_word_vectors)
+        check_bools(self, ("train_unet", "train_text_encoder"))
+        if not self.train_unet:
+            if not self.train_text_encoder:
+                raise ValueError("train_unet=false and train_text_encoder=false leave no adapters to train (kohya's "
+                                 "network_train_text_encoder_only and network_train_unet_only together); set "
+                                 "train_text_encoder: true to train the text encoder's adapters alone")
+            if self.network != "lora":
+                raise ValueError(f"network={self.network!r} chooses UNet layers, but train_unet=false (kohya's "
+                                 "network_train_text_encoder_only) creates no UNet adapters; use network: lora "
+                                 "(and no network_args conv_dim)")
         ratio = self.loraplus_lr_ratio
         if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
                                   or not 0 < ratio < float("inf")):

@@ -26,6 +26,9 @@ from mixkit.data import BucketedImageDataset, ScanReport, scan_jsonl_manifest, s
 from mixkit.data.class_balance import balance_class_images
 from mixkit.data.loss_masks import MASK_SUFFIX, check_loss_masks
 from mixkit.training.accelerator_setup import make_accelerator, resolve_mixed_precision
+from mixkit.training.dataset_config import is_dataset_config
+from mixkit.training.dataset_config_scan import (RUN_WIDE_DATASET_KEYS, dataset_group, datasets_metadata,
+                                                  scan_dataset_config, without_held_out)
 from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_step, run_denoising_loop
 from mixkit.training.ema import EmaWeights
 from mixkit.training.kohya_export import (cast_for_saving, minimum_metadata, save_kohya_lora, to_sgm_layout,
@@ -71,6 +74,9 @@ def intermediate_output(output: str | Path, suffix: str) -> Path:
 
 def scan_path(path: Path, missing_captions: str, caption_extension: str = ".txt") -> ScanReport:
     """A dataset folder (kohya layout, captions in `<image stem><caption_extension>` files) or a .jsonl manifest."""
+    if is_dataset_config(path):
+        raise ValueError(f"{str(path)!r} is a kohya dataset config, which only `sd-lora`'s dataset setting reads (its "
+                         "subsets train with their own settings); give this trainer a folder or a .jsonl manifest")
     if path.suffix.lower() == ".jsonl":
         report = scan_jsonl_manifest(path)
     else:
@@ -99,6 +105,12 @@ def scan_dataset(config) -> ScanReport:
                            for r in prior.records]
         report.skipped += prior.skipped
         report.warnings += prior.warnings
+    check_masks(config, report)
+    return report
+
+
+def check_masks(config, report: ScanReport) -> None:
+    """With `masked_loss`, refuse unusable masks and log how images are masked; without, name unused mask files."""
     if getattr(config, "masked_loss", False):  # scan_dataset also serves the BLIP-2 trainers' configs
         files, alphas = check_loss_masks(report.records)
         logger.info("Masked loss: %d images with a mask file, %d masked by their alpha channel, %d learned whole",
@@ -107,7 +119,6 @@ def scan_dataset(config) -> ScanReport:
         report.warnings.append(f"{sum(r.mask is not None for r in report.records)} images have a "
                                f"'{MASK_SUFFIX}' mask beside them, unused: set masked_loss: true to train with them")
         logger.warning(report.warnings[-1])
-    return report
 
 
 def check_output_path(output: str | Path) -> None:
@@ -194,11 +205,19 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     if config.network_weights and not Path(config.network_weights).expanduser().is_file():
         raise FileNotFoundError(f"network_weights {config.network_weights!r} is not a file; name the kohya LoRA "
                                 "(.safetensors) to start from")
-    report = scan_dataset(config)
-    report.records, held_records = held_out_records(config, report.records, scan_path)
     buckets = config.bucket_settings()
-    dataset = BucketedImageDataset(balance_class_images(report.records), config.resolution, buckets,
-                                   source=config.dataset, loss_masks=config.masked_loss)
+    members = None  # a kohya dataset config's datasets, each with its records
+    if is_dataset_config(config.dataset):
+        report, members = scan_dataset_config(config)
+        check_masks(config, report)
+        report.records, held_records = held_out_records(config, report.records, scan_path)
+        members = without_held_out(members, report.records)
+        dataset = dataset_group(members, config.dataset, config.masked_loss)
+    else:
+        report = scan_dataset(config)
+        report.records, held_records = held_out_records(config, report.records, scan_path)
+        dataset = BucketedImageDataset(balance_class_images(report.records), config.resolution, buckets,
+                                       source=config.dataset, loss_masks=config.masked_loss)
     held_dataset = (BucketedImageDataset(held_records, config.resolution, buckets, source="held-out images",
                                          loss_masks=config.masked_loss) if held_records else None)
     precision = resolve_mixed_precision(config.mixed_precision)
@@ -230,6 +249,7 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
              if config.train_word_vectors else None)
     network = LoraNetwork(model.unet, model.text_encoders, rank=config.rank, alpha=config.alpha, conv_rank=conv_rank,
                           conv_alpha=config.conv_alpha, train_text_encoder=config.train_text_encoder,
+                          train_unet=config.train_unet,
                           unet_layers=CROSS_ATTENTION_KV if config.network == "cross-kv" else None,
                           word_vectors=words, dropout=config.network_dropout, rank_dropout=config.rank_dropout,
                           module_dropout=config.module_dropout)
@@ -315,6 +335,9 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                       "v_parameterization": model.prediction_type == "v_prediction"},
             started_at=started, base_model_name=getattr(model, "name", str(config.model)),
             extra_network_args={k: getattr(config, k) for k in ("rank_dropout", "module_dropout") if getattr(config, k)})
+        if members is not None:  # kohya writes ss_datasets for a run from a dataset config, not the run-wide keys
+            metadata = {k: v for k, v in metadata.items() if k not in RUN_WIDE_DATASET_KEYS}
+            metadata["ss_datasets"] = json.dumps(datasets_metadata(members, dataset))
         metadata["mixkit_training_config"] = json.dumps(
             without_local_paths(dataclasses.asdict(config), CONFIG_PATH_KEYS), indent=2, sort_keys=True)
         # SAI's model spec: base architecture, title, resolution, date, and what the LoRA was trained to predict, so a

@@ -48,3 +48,22 @@ def _fixed_denoising_loss(model, dataset_dir) -> float:
 def fixed_denoising_loss():
     """`loss(model, dataset_dir)`: the same evaluation for every trainer, so "the loss falls" means the same thing."""
     return _fixed_denoising_loss
+
+
+def write_images(folder, names, size=32, caption=True):
+    """`folder` with a solid-colour `size`-pixel PNG per name, captioned `a <name> square, flat` in .txt files."""
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    colours = [(255, 0, 0), (0, 0, 255), (0, 200, 0), (250, 200, 0), (120, 0, 160)]
+    for i, name in enumerate(names):
+        Image.new("RGB", (size, size), colours[i % len(colours)]).save(folder / f"{name}.png")
+        if caption:
+            (folder / f"{name}.txt").write_text(f"a {name} square, flat", encoding="utf-8")
+    return folder
+
+
+def write_toml(path, text):
+    """`path` holding `text` (a kohya dataset config)."""
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -102,14 +102,36 @@ def test_what_does_not_translate_is_refused(tmp_path, text, message):
         resolve_config(SDLoraTrainingConfig, path, ["model=m", "dataset=d", "output=o.safetensors"])
 
 
-def test_a_kohya_dataset_config_says_what_to_write_instead(tmp_path):
+def test_a_kohya_dataset_config_is_the_runs_dataset_not_its_config(tmp_path):
     path = tmp_path / "ds.toml"
     path.write_text("[general]\nshuffle_caption = true\n\n[[datasets]]\nresolution = 64\n\n  [[datasets.subsets]]\n"
                     "  image_dir = 'ds/10_sks dog'\n  num_repeats = 10\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"kohya --dataset_config file.*<dataset>/<num_repeats>_<class_tokens>/"):
+    with pytest.raises(ValueError, match=r"kohya --dataset_config file.*not a --config file.*dataset=<file.toml>"):
         read_config_file(path)
-    with pytest.raises(ValueError, match="dataset config files are not read"):
-        resolve_config(SDLoraTrainingConfig, None, [f"dataset_config={path}"])
+    config = resolve_config(SDLoraTrainingConfig, None, ["model=m", "output=o.safetensors", f"dataset_config={path}"])
+    assert config.dataset == str(path)
+
+
+def test_dataset_config_makes_kohya_ignore_train_data_dir_and_reg_data_dir(tmp_path, caplog):
+    path = tmp_path / "kohya.toml"
+    path.write_text(KOHYA_CONFIG + '\n[extra]\ndataset_config = "ds.toml"\n')  # it has train_ and reg_data_dir
+    with caplog.at_level("WARNING"):
+        config = resolve_config(SDLoraTrainingConfig, path, [])
+    assert config.dataset == "ds.toml" and config.class_dataset is None
+    assert "train_data_dir, reg_data_dir ignored" in caplog.text
+
+
+def test_network_train_text_encoder_only_trains_the_text_encoder_alone(tmp_path):
+    base = ["model=m", "dataset=d", "output=o.safetensors"]
+    config = resolve_config(SDLoraTrainingConfig, None, base + ["network_train_text_encoder_only=true"])
+    assert (config.train_unet, config.train_text_encoder) == (False, True)
+    config = resolve_config(SDLoraTrainingConfig, None, base + ["network_train_text_encoder_only=false"])
+    assert (config.train_unet, config.train_text_encoder) == (True, False)
+    # with network_train_unet_only too, kohya would train nothing: refused, naming the clash
+    path = tmp_path / "kohya.toml"
+    path.write_text(KOHYA_CONFIG + "\n[extra]\nnetwork_train_text_encoder_only = true\n")
+    with pytest.raises(ValueError, match="network_train_.*train_text_encoder"):
+        resolve_config(SDLoraTrainingConfig, path, [])
 
 
 def test_json_configs_read_as_before(tmp_path):
@@ -159,7 +181,6 @@ def test_kohya_gui_speed_and_logistics_switches_are_accepted(tmp_path):
     ("caption_dropout_every_n_epochs = 3", "caption_dropout_every_n_epochs=3: .*N-th epoch.*caption_dropout_rate"),
     ('face_crop_aug_range = "2.0,4.0"', "face_crop_aug_range='2.0,4.0': kohya's face-centred crop augmentation"),
     ("token_warmup_step = 100", "token_warmup_step=100: kohya's token warm-up .* not implemented"),
-    ("network_train_text_encoder_only = true", "network_train_text_encoder_only=True: .*text-encoder adapters alone"),
     ("stop_text_encoder_training = 500", "stop_text_encoder_training=500: kohya's train_db.py .*train_text_encoder"),
     ("output_config = true", "output_config=True: .*exits without training.*--print-config"),
     ('lr_scheduler_type = "torch.optim.lr_scheduler.StepLR"', "lr_scheduler_type=.*custom scheduler class"),

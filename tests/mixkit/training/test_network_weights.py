@@ -83,6 +83,8 @@ def _variant(trained, tmp_path, name, change):
     ("alpha", dict(alpha=1.0), lambda t: None, r"has alpha 2 at lora_\w+, this run 1; set the alpha"),
     ("te", dict(train_text_encoder=False), lambda t: None, r"adapts lora_te_\w+, which this run's network does not; "
                                                            r"set train_text_encoder: true"),
+    ("unet", dict(train_unet=False), lambda t: None, r"adapts lora_unet_\w+, which this run's network does not; "
+                                                      r"set train_unet: true \(this run trains the text encoder's"),
     ("loha", {}, lambda t: t.update({"lora_unet_x.hada_w1_a": torch.zeros(1)}), "is not a kohya LoRA/LoCon file"),
     ("words", {}, lambda t: t.update({"bundle_emb.sks.string_to_param.*": torch.zeros(1, 8)}),
      "carries trained word vectors"),

@@ -864,3 +864,42 @@ def test_scale_weight_norms_keeps_every_adapters_change_within_the_bound(tiny_sd
     assert loose.losses == plain.losses  # a bound nothing reaches changes nothing
     assert max(norms(plain.output)) > 0.01 and max(norms(bound.output)) <= 0.01 * (1 + 1e-5)
     assert read_safetensors_metadata(bound.output)["ss_scale_weight_norms"] == "0.01"
+
+
+def test_text_encoder_only_saves_and_merges_the_text_encoder_adapters_alone(tiny_sd1_dir, colour_dataset, tmp_path):
+    """kohya's network_train_text_encoder_only: no UNet adapters are created, so the file holds lora_te_* modules
+    only, and merged through the community loader it changes the text encoder and leaves the UNet bit for bit."""
+    from safetensors.torch import load_file
+
+    from mixkit.lora import LoraRequest, apply_loras
+
+    config = _config(tiny_sd1_dir, colour_dataset, tmp_path / "te.safetensors", train_unet=False,
+                     train_text_encoder=True, max_steps=2)
+    result = train_sd_lora(config)
+    tensors = load_file(result.output)
+    assert tensors and all(key.startswith("lora_te_text_model_encoder_layers_") for key in tensors)
+    assert any(tensors[k].abs().max() > 0 for k in tensors if k.endswith("lora_up.weight"))  # it trained
+    model = load_diffusion_model(tiny_sd1_dir)
+    unet_before = {k: v.clone() for k, v in model.unet.state_dict().items()}
+    encoder_before = {k: v.clone() for k, v in model.text_encoders[0].state_dict().items()}
+    apply_loras(model.unet, model.text_encoders, [LoraRequest(str(result.output))], mode="merge")
+    assert all(torch.equal(v, unet_before[k]) for k, v in model.unet.state_dict().items())
+    assert any(not torch.equal(v, encoder_before[k]) for k, v in model.text_encoders[0].state_dict().items())
+
+
+def test_sdxl_text_encoder_only_saves_both_encoders_adapters_alone(tiny_sdxl_dir, colour_dataset, tmp_path):
+    from safetensors.torch import load_file
+
+    config = _config(tiny_sdxl_dir, colour_dataset, tmp_path / "xl-te.safetensors", max_steps=1, batch_size=2,
+                     train_unet=False, train_text_encoder=True)
+    modules = {key.split(".")[0] for key in load_file(train_sd_lora(config).output)}
+    assert {module[:9] for module in modules} == {"lora_te1_", "lora_te2_"}
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(train_unet=False), "train_unet=false and train_text_encoder=false leave no adapters"),
+    (dict(train_unet=False, train_text_encoder=True, network="locon"), "network='locon' chooses UNet layers"),
+])
+def test_text_encoder_only_refuses_what_it_cannot_train(overrides, message, tmp_path):
+    with pytest.raises(ValueError, match=message):
+        _config("m", tmp_path, tmp_path / "o.safetensors", **overrides).check()
