@@ -10,6 +10,8 @@ at k-diffusion's ancestral sigma_down and then adds noise of std s_noise * sigma
 A1111 hands it no schedule: txt2img runs from the model's sigma_max to its sigma_min in `steps` calls (the schedule
 type only sets the initial noise, x * sigmas[0]); img2img from sigma_sched[0] to sigma_sched[-2] (the tail's last
 positive sigma) in len(sigma_sched) - 1 calls. The plan is computed in float32, as k-diffusion's torch code does.
+Progress counts model calls, `steps` of them (k-diffusion's own bar counts the same); A1111's UI counter shows the
+solver's step index instead, which ends near steps / 3.
 """
 
 from __future__ import annotations
