@@ -208,15 +208,16 @@ def img2img_timesteps(scheduler, total: int, run: int):
 
     Every sampler then starts at the noise level of step `total - run`, as A1111's img2img does.
     A second-order sampler lists its timesteps interleaved (`order` evaluations per step, one fewer
-    in all); that is what `(total - run) * order` counts. A1111's DDIM and PLMS walk their own grid
-    (`set_img2img_start`, with A1111's t_enc = run - 1): begin None, the scheduler already starts there.
+    in all); that is what `(total - run) * order` counts. A1111's DDIM and PLMS walk their own grid, and Restart
+    and DPM fast plan their walk from the tail they are handed (`set_img2img_start`, with A1111's t_enc = run - 1):
+    begin None, the scheduler already starts there.
     """
-    if hasattr(scheduler, "set_img2img_start"):
-        scheduler.set_img2img_start(max(run - 1, 0), device=scheduler.timesteps.device)
-        return None, scheduler.timesteps
     timesteps = scheduler.timesteps
-    if run == 0:
+    if run == 0:  # before any re-planning: A1111's Restart and DPM fast would plan a step from t_enc = 0
         return len(timesteps), timesteps[:0]
+    if hasattr(scheduler, "set_img2img_start"):
+        scheduler.set_img2img_start(run - 1, device=scheduler.timesteps.device)
+        return None, scheduler.timesteps
     begin = (total - run) * scheduler.order
     return begin, timesteps[begin:]
 

@@ -22,7 +22,8 @@ from pipelines.infotext_values import as_integer
 # A1111 1.10's `sampler_extra_params`: the samplers whose k-diffusion function takes churn, by mixkit/A1111 name.
 CHURN_SAMPLERS = ("Euler", "Heun", "DPM2")
 # ... and those whose function takes s_noise only, which scales their fresh noise (Euler a takes none in A1111 1.10).
-S_NOISE_SAMPLERS = ("DPM2 a", "DPM++ 2S a", "DPM++ SDE", "DPM++ 2M SDE", "DPM++ 2M SDE Heun")
+S_NOISE_SAMPLERS = ("DPM2 a", "DPM++ 2S a", "DPM++ SDE", "DPM++ 2M SDE", "DPM++ 2M SDE Heun", "DPM++ 3M SDE",
+                    "DPM fast")
 
 # option name -> infotext key (A1111's `shared_options.py`); `always_discard...` is written as "True".
 INFOTEXT_KEYS = {

@@ -14,10 +14,13 @@ DPMSolverSinglestepScheduler is not ancestral (adds no noise). So does "Euler a"
 "KL Optimal" ends at sigma_min in A1111; the samplers whose diffusers class has no
 `final_sigmas_type` (LMS, Heun, DPM2, DPM2 a, DPM++ 2S a, DPM++ SDE) end it at 0 instead.
 
-Left out on purpose (not reproducible with diffusers schedulers):
-- "DPM++ 3M SDE": diffusers' third-order "sde-dpmsolver++" update weights the second difference
-  by (..) - 0.5 where k-diffusion's `sample_dpmpp_3m_sde` uses (..) + 0.5.
-- "DPM fast", "DPM adaptive", "Restart", "DDIM CFG++", "Heun PP2": no diffusers counterpart.
+"DPM++ 3M SDE" is mixkit's own (dpmpp_3m_sde.py): diffusers' third-order "sde-dpmsolver++" update
+weights the second difference by (..) - 0.5 where k-diffusion's `sample_dpmpp_3m_sde` uses (..) + 0.5.
+"Restart" (restart.py) and "DPM fast" (dpm_fast.py) have no diffusers counterpart; their model calls are
+planned from the schedule ahead of sampling (planned_walk.py).
+
+Refused with a reason (REFUSED_SAMPLERS): "DPM adaptive", whose calls depend on the sample. Not in A1111 1.10's
+list and unknown here: "DDIM CFG++", "Heun PP2" (later versions).
 """
 
 from __future__ import annotations
@@ -86,6 +89,13 @@ _register(SamplerSpec(
 ))
 _EULER = {"interpolation_type": "linear", "timestep_type": "discrete", "final_sigmas_type": "zero"}
 _register(SamplerSpec(
+    # mixkit's own (dpmpp_3m_sde.py); A1111: Exponential by default, penultimate sigma discarded, Brownian tree
+    "DPM++ 3M SDE", "BrownianDPMSolverPlusPlus3MSDEScheduler", aliases=("k_dpmpp_3m_sde",),
+    eta_default=1.0,
+    config_overrides=_EULER, schedule_types=_K_SCHEDULES, default_schedule="Exponential",
+    stochastic=True, noise_source="brownian_seeds", requires=("torchsde",), discard_penultimate_sigma=True,
+))
+_register(SamplerSpec(
     # mixkit's own (euler_ancestral.py): diffusers' ancestral Euler has no Karras/Exponential switch.
     "Euler a", "EulerAncestralAnyScheduleScheduler", aliases=("k_euler_a", "k_euler_ancestral"),
     eta_default=1.0,
@@ -114,6 +124,21 @@ _register(SamplerSpec(
     eta_default=1.0,
     schedule_types=_K_SCHEDULES, default_schedule="Karras",
     stochastic=True, ancestral=True, second_order=True, noise_source="generator", discard_penultimate_sigma=True,
+))
+_register(SamplerSpec(
+    # mixkit's own (dpm_fast.py): one model call per step, ancestral at A1111's eta (1 by default). A1111 gives it
+    # no scheduler option: the schedule type sets txt2img's initial noise and img2img's sigma range only.
+    "DPM fast", "DPMFastScheduler", aliases=("k_dpm_fast",),
+    eta_default=1.0,
+    config_overrides=_EULER, schedule_types=_K_SCHEDULES, default_schedule="Uniform",
+    stochastic=True, ancestral=True, noise_source="generator",
+))
+_register(SamplerSpec(
+    # mixkit's own (restart.py): A1111's sd_samplers_extra.restart_sampler, Karras by default, Heun's call count
+    # (2 * steps - 1), restart noise from the image's generator; A1111 passes it neither eta nor s_noise.
+    "Restart", "RestartScheduler", aliases=("restart",),
+    config_overrides=_EULER, schedule_types=_K_SCHEDULES, default_schedule="Karras",
+    stochastic=True, second_order=True, noise_source="generator",
 ))
 _register(SamplerSpec(
     "DDIM", "A1111DDIMScheduler", aliases=("ddim",),
@@ -149,7 +174,28 @@ _register(SamplerSpec(
     stochastic=True, noise_source="generator",
 ))
 
+# A1111 samplers mixkit cannot run as A1111 does, by name and alias (casefolded): why, and what to use instead.
+REFUSED_SAMPLERS = {
+    name.casefold(): (
+        "Sampler 'DPM adaptive' (k_dpm_ad) is not supported: k-diffusion's adaptive DPM-Solver chooses each step "
+        "size from an error estimate over the whole batch's latents and retries rejected steps, so where and how "
+        "often it calls the model depends on the sample itself and on the other images of the batch, which "
+        "mixkit's step-by-step sampling loop (one planned list of model calls, each image independent) cannot "
+        "reproduce. Use 'DPM fast' (DPM-Solver at a fixed step count) or 'DPM++ 2M' instead."
+    )
+    for name in ("DPM adaptive", "k_dpm_ad")
+}
+
 _ALIASES = {alias.casefold(): name for name, spec in SAMPLERS.items() for alias in spec.aliases}
+
+
+def refusal_reason(name: str) -> str | None:
+    """Why the A1111 sampler `name` (any case, also with an old-style schedule suffix) is refused, or None."""
+    key = name.casefold()
+    for refused, reason in REFUSED_SAMPLERS.items():
+        if key == refused or key.startswith((refused + " ", refused + "_")):
+            return reason
+    return None
 
 
 def find_sampler(name: str) -> SamplerSpec | None:

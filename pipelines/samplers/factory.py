@@ -11,15 +11,18 @@ import diffusers
 from mixkit.errors import UnknownNameError
 from pipelines.samplers.a1111_timesteps import A1111DDIMScheduler, A1111PLMSScheduler
 from pipelines.samplers.a1111_unipc import A1111UniPCScheduler
-from pipelines.samplers.catalog import SAMPLERS, find_sampler
+from pipelines.samplers.catalog import SAMPLERS, find_sampler, refusal_reason
 from pipelines.samplers.custom_sigmas import with_sigma_schedule
 from pipelines.samplers.dpm2_ancestral import KDPM2AncestralEtaScheduler
+from pipelines.samplers.dpm_fast import DPMFastScheduler
 from pipelines.samplers.dpmpp_2m_sde import BrownianDPMSolverMultistepScheduler
+from pipelines.samplers.dpmpp_3m_sde import BrownianDPMSolverPlusPlus3MSDEScheduler
 from pipelines.samplers.dpmpp_sde import DPMSolverSDEEtaScheduler
 from pipelines.samplers.dpmpp_2s_ancestral import DPMSolverPlusPlus2SAncestralScheduler
 from pipelines.samplers.euler_ancestral import EulerAncestralAnyScheduleScheduler
 from pipelines.samplers.lcm import A1111LCMScheduler
 from pipelines.samplers.lms import LMSScheduler
+from pipelines.samplers.restart import RestartScheduler
 from pipelines.samplers.schedule_types import (
     SCHEDULE_TYPES,
     SIGMA_SCHEDULE_FLAGS,
@@ -45,8 +48,9 @@ MODEL_SCHEDULE_KEYS = (
 MIXKIT_SCHEDULERS = {
     cls.__name__: cls for cls in (
         A1111DDIMScheduler, A1111LCMScheduler, A1111PLMSScheduler, A1111UniPCScheduler,
-        BrownianDPMSolverMultistepScheduler, DPMSolverPlusPlus2SAncestralScheduler, DPMSolverSDEEtaScheduler,
-        EulerAncestralAnyScheduleScheduler, KDPM2AncestralEtaScheduler, LMSScheduler,
+        BrownianDPMSolverMultistepScheduler, BrownianDPMSolverPlusPlus3MSDEScheduler, DPMFastScheduler,
+        DPMSolverPlusPlus2SAncestralScheduler, DPMSolverSDEEtaScheduler, EulerAncestralAnyScheduleScheduler,
+        KDPM2AncestralEtaScheduler, LMSScheduler, RestartScheduler,
     )
 }
 
@@ -97,6 +101,8 @@ def _split_sampler_name(name: str) -> tuple[SamplerSpec, str | None]:
             tail = " " + variant
             if name.casefold().endswith(tail.casefold()) and (spec := find_sampler(name[: -len(tail)])) is not None:
                 return spec, schedule_name
+    if (reason := refusal_reason(name)) is not None:
+        raise ValueError(reason)
     raise UnknownNameError(SAMPLERS.unknown_message(name))
 
 

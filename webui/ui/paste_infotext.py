@@ -81,7 +81,11 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
         if sampler in sampler_names:
             values["sampler"] = sampler
         else:
-            notes.append(f"Sampler {sampler!r} is not available here; kept the current sampler.")
+            from pipelines.samplers.catalog import refusal_reason
+
+            reason = refusal_reason(sampler)  # A1111's DPM adaptive: say why, not just "not available"
+            notes.append(f"{reason} Kept the current sampler." if reason else
+                         f"Sampler {sampler!r} is not available here; kept the current sampler.")
     written_schedule = written.get("Schedule type")
     if written_schedule is not None and written_schedule not in SCHEDULE_LABELS:
         notes.append(f"Schedule type {written_schedule!r} is not an A1111 schedule type; kept the current schedule type.")

@@ -11,7 +11,7 @@ from pipelines.samplers import SAMPLERS, SCHEDULE_TYPES, find_sampler, list_samp
 
 A1111_REQUIRED = [
     "Euler", "Euler a", "Heun", "LMS", "DPM2", "DPM2 a", "DPM++ 2M", "DPM++ 2M SDE",
-    "DPM++ SDE", "DPM++ 2S a", "DDIM", "PLMS", "UniPC", "LCM",
+    "DPM++ SDE", "DPM++ 2S a", "DDIM", "PLMS", "UniPC", "LCM", "DPM++ 3M SDE", "Restart", "DPM fast",
 ]
 
 
@@ -54,7 +54,8 @@ def test_old_style_name_with_a_conflicting_schedule_type_is_refused():
     # A1111 v1.10 sd_samplers_kdiffusion.py options["scheduler"]; others use the model's uniform steps.
     [("DPM++ 2M", "Karras"), ("DPM++ SDE", "Karras"), ("DPM++ 2M SDE", "Exponential"), ("DPM2", "Karras"),
      ("DPM2 a", "Karras"), ("DPM++ 2S a", "Karras"), ("Euler", "Uniform"), ("Euler a", "Uniform"), ("Heun", "Uniform"), ("LMS", "Uniform"),
-     ("DDIM", "Automatic"), ("UniPC", "Automatic")],
+     ("DDIM", "Automatic"), ("UniPC", "Automatic"), ("DPM++ 3M SDE", "Exponential"), ("Restart", "Karras"),
+     ("DPM fast", "Uniform")],
 )
 def test_automatic_is_the_a1111_default(name, automatic):
     assert resolve_sampler(name, "Automatic")[1] == automatic
@@ -138,5 +139,10 @@ def test_list_samplers_is_shaped_like_the_a1111_api():
     assert by_name["Heun"]["options"]["second_order"] is True
     assert by_name["Euler a"]["options"]["uses_ensd"] is True
     assert by_name["DPM2"]["options"]["discard_next_to_last_sigma"] is True  # A1111's own option key
-    assert [name for name, item in by_name.items() if "discard_next_to_last_sigma" in item["options"]] == ["DPM2", "DPM2 a"]
+    assert [name for name, item in by_name.items() if "discard_next_to_last_sigma" in item["options"]] == [
+        "DPM++ 3M SDE", "DPM2", "DPM2 a"]
+    # A1111 1.10's order (its samplers_k_diffusion, then the timestep samplers); DPM adaptive is refused here
+    assert SAMPLERS.names() == ["DPM++ 2M", "DPM++ SDE", "DPM++ 2M SDE", "DPM++ 2M SDE Heun", "DPM++ 2S a",
+                                "DPM++ 3M SDE", "Euler a", "Euler", "LMS", "Heun", "DPM2", "DPM2 a", "DPM fast",
+                                "Restart", "DDIM", "PLMS", "UniPC", "LCM"]
     assert "scheduler" not in by_name["Euler"]["options"]

@@ -33,6 +33,11 @@ CASES = [(name, schedule, "sd15-eps") for name, schedule in PAIRS] + [
 ]
 
 
+# Pairs whose k-diffusion original spreads wider than the bound below (their oracle tests show mixkit's run equals
+# it): DPM++ 3M SDE on KL Optimal ends with a long SDE step to sigma_min and no denoising, std 1.29 at 20 steps.
+WIDER_SPREAD = {("DPM++ 3M SDE", "KL Optimal"): 1.5}
+
+
 @pytest.mark.parametrize("sampler, schedule, config_name", CASES)
 def test_runs_without_nan_and_reaches_the_data_distribution(sampler, schedule, config_name):
     # One scheduler for all three runs, as a pipeline reuses it: set_timesteps must reset it.
@@ -48,7 +53,7 @@ def test_runs_without_nan_and_reaches_the_data_distribution(sampler, schedule, c
     # DDIM, Beta): k-diffusion's own DPM++ 2M SDE Heun gives std 0.92 on Uniform and 0.80 on DDIM
     # (test_sigma_schedules.py compares the two).
     assert x.mean().item() == pytest.approx(0.5, abs=0.05)
-    assert 0.28 < x.std().item() < 0.95
+    assert 0.28 < x.std().item() < WIDER_SPREAD.get((sampler, schedule), 0.95)
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS.names())
@@ -62,8 +67,9 @@ def test_same_seed_gives_bit_identical_results(sampler):
 @pytest.mark.parametrize("sampler", SAMPLERS.names())
 def test_stochastic_flag_matches_behaviour(sampler):
     """Same initial latents, different sampling-noise seed: only stochastic samplers change."""
-    a = sample(sampler, "Automatic", "sd15-eps", 6, generator_seed=7)
-    b = sample(sampler, "Automatic", "sd15-eps", 6, generator_seed=8)
+    steps = 20 if sampler == "Restart" else 6  # A1111's Restart restarts (adds noise) from 20 steps on
+    a = sample(sampler, "Automatic", "sd15-eps", steps, generator_seed=7)
+    b = sample(sampler, "Automatic", "sd15-eps", steps, generator_seed=8)
     assert (not torch.equal(a, b)) == SAMPLERS.get(sampler).stochastic
 
 

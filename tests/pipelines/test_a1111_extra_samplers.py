@@ -1,0 +1,94 @@
+"""A1111's DPM++ 3M SDE, Restart and DPM fast end to end on the tiny SD1 model: txt2img, img2img, hires fix,
+progress, model-call counts and the infotext round trip; DPM adaptive refused before any work."""
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from pipelines.hires import HiresFix
+from pipelines.img2img import ImageToImage
+from pipelines.infotext import parse_infotext
+from pipelines.infotext_samplers import sampler_and_schedule
+
+from .unet_spy import recorded_unet_contexts
+
+NEW = ["DPM++ 3M SDE", "Restart", "DPM fast"]
+SMALL = dict(prompt="a red circle", width=64, height=64, seed=5)
+DEFAULT_SCHEDULES = {"DPM++ 3M SDE": "Exponential", "Restart": "Karras", "DPM fast": "Uniform"}
+
+
+def px(image):
+    return np.asarray(image).astype(np.int16)
+
+
+def model_calls(pipe, call, **kwargs):
+    with recorded_unet_contexts(pipe) as seen:
+        result = call(**kwargs)
+    return result, len(seen)
+
+
+@pytest.mark.parametrize("sampler", NEW)
+def test_txt2img_infotext_pasted_back_gives_the_same_image(sd1_pipe, sampler):
+    first = sd1_pipe(**SMALL, sampler=sampler, steps=5, cfg_scale=6.0)
+    fields = parse_infotext(first.infotexts[0])
+    pasted_sampler, pasted_schedule = sampler_and_schedule(fields)
+    assert (pasted_sampler, pasted_schedule) == (sampler, DEFAULT_SCHEDULES[sampler])
+    again = sd1_pipe(prompt=fields["Prompt"], width=int(fields["Size-1"]), height=int(fields["Size-2"]),
+                     seed=int(fields["Seed"]), steps=int(fields["Steps"]), cfg_scale=float(fields["CFG scale"]),
+                     sampler=pasted_sampler, schedule_type=pasted_schedule)
+    assert np.array_equal(px(first.images[0]), px(again.images[0]))
+
+
+@pytest.mark.parametrize("sampler, steps, calls", [("DPM++ 3M SDE", 5, 5), ("DPM fast", 7, 7), ("Restart", 5, 9),
+                                                   ("Restart", 20, 39)])
+def test_model_calls_and_progress_count_a1111s_steps(sd1_pipe, sampler, steps, calls):
+    progress = []
+    result, seen = model_calls(sd1_pipe, sd1_pipe, **SMALL, sampler=sampler, steps=steps,
+                               callback=lambda p: progress.append((p.step, p.total_steps)))
+    assert seen == calls  # one UNet call per model call (the prompt and negative prompt batched)
+    assert progress[-1] == (steps, steps) and [done for done, _ in progress] == sorted({d for d, _ in progress})
+    assert np.isfinite(px(result.images[0])).all()
+
+
+@pytest.mark.parametrize("sampler, strength, calls", [("DPM++ 3M SDE", 0.5, 6), ("DPM fast", 0.5, 6),
+                                                      ("Restart", 0.5, 11)])
+def test_img2img_runs_a1111s_tail_of_the_schedule(sd1_pipe, sampler, strength, calls):
+    i2i = ImageToImage.from_pipeline(sd1_pipe)
+    init = Image.fromarray(np.random.default_rng(1).integers(0, 256, (64, 64, 3), dtype=np.uint8))
+    # 10 steps at strength 0.5: A1111's t_enc = 5, 6 steps from sigmas[4] (Restart: Heun's 2 * 6 - 1 calls)
+    result, seen = model_calls(i2i, i2i, **SMALL, init_images=[init], sampler=sampler, steps=10,
+                               denoising_strength=strength)
+    assert seen == calls
+    assert f"Sampler: {sampler}," in result.infotexts[0] and "Denoising strength: 0.5" in result.infotexts[0]
+    again = i2i(**SMALL, init_images=[init], sampler=sampler, steps=10, denoising_strength=strength)
+    assert np.array_equal(px(result.images[0]), px(again.images[0]))
+
+
+@pytest.mark.parametrize("sampler", ["Restart", "DPM fast"])
+def test_hires_fix_second_pass(sd1_pipe, sampler):
+    result = HiresFix(sd1_pipe)(prompt="a castle", seed=3, width=32, height=32, steps=3, sampler=sampler,
+                                hr_scale=2.0, hr_upscaler="Latent", hr_second_pass_steps=3, denoising_strength=0.6)
+    assert result.images[0].size == (64, 64)
+    assert f"Sampler: {sampler}," in result.infotexts[0]
+
+
+def test_eta_and_sigma_noise_are_recorded_where_a1111_passes_them(sd1_pipe):
+    from pipelines.sampler_parameters import SamplerParameters
+
+    fast = sd1_pipe(**SMALL, sampler="DPM fast", steps=4, eta=0.5)
+    assert "Eta: 0.5" in fast.infotexts[0]
+    noisy = sd1_pipe(**SMALL, sampler="DPM++ 3M SDE", steps=4, sampler_parameters=SamplerParameters(s_noise=0.9))
+    assert "Sigma noise: 0.9" in noisy.infotexts[0]
+    default = sd1_pipe(**SMALL, sampler="DPM++ 3M SDE", steps=4)
+    assert "Eta" not in default.infotexts[0] and "Sigma noise" not in default.infotexts[0]
+    assert px(noisy.images[0]).tolist() != px(default.images[0]).tolist()
+    # Restart takes neither in A1111: a client's eta is ignored, not recorded
+    restart = sd1_pipe(**SMALL, sampler="Restart", steps=4, eta=0.5)
+    assert "Eta" not in restart.infotexts[0]
+    assert np.array_equal(px(restart.images[0]), px(sd1_pipe(**SMALL, sampler="Restart", steps=4).images[0]))
+
+
+def test_dpm_adaptive_is_refused_before_the_unet_runs(sd1_pipe, monkeypatch):
+    monkeypatch.setattr(sd1_pipe.model.unet, "forward", lambda *a, **k: pytest.fail("the UNet ran"))
+    with pytest.raises(ValueError, match="'DPM adaptive' .* not supported.*Use 'DPM fast'"):
+        sd1_pipe(**SMALL, sampler="DPM adaptive", steps=4)
