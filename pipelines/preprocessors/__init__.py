@@ -9,7 +9,9 @@ from pipelines.preprocessors import depth as _depth  # noqa: F401
 from pipelines.preprocessors import lines as _lines  # noqa: F401
 from pipelines.preprocessors.canny import canny_edges
 from pipelines.preprocessors.depth import DEPTH_MODELS, PreprocessorWeightsMissing
-from pipelines.preprocessors.registry import PREPROCESSORS, Preprocessor, Slider, register_preprocessor, run_preprocessor
+from pipelines.preprocessors.registry import (
+    PREPROCESSORS, Preprocessor, Slider, register_preprocessor, run_preprocessor,
+)
 
 __all__ = [
     "DEPTH_MODELS", "PREPROCESSORS", "Preprocessor", "PreprocessorWeightsMissing", "Slider", "canny_edges",

@@ -165,13 +165,13 @@ def test_infotext_writes_units_as_sd_webui_controlnet_and_reads_back(pipe, contr
     text = result.infotexts[0]
     # processor_res None: detected at the generation size, whose short side (64) is written as the extension writes it
     assert ('ControlNet 0: "Module: canny, Model: control_tiny_canny, Weight: 0.5, Resize Mode: Crop and Resize, '
-            'Processor Res: 64, Threshold A: 80, Threshold B: 200, Guidance Start: 0.1, Guidance End: 0.9, Pixel Perfect: False, '
-            'Control Mode: Balanced"') in text
+            'Processor Res: 64, Threshold A: 80, Threshold B: 200, Guidance Start: 0.1, Guidance End: 0.9, '
+            'Pixel Perfect: False, Control Mode: Balanced"') in text
     units = controlnet_units_from_infotext(parse_infotext(text))
     assert len(units) == 2
     assert units[0] == {"module": "canny", "model": "control_tiny_canny", "weight": 0.5, "resize_mode": "Crop and Resize",
-                        "processor_res": 64, "threshold_a": 80, "threshold_b": 200, "guidance_start": 0.1, "guidance_end": 0.9,
-                        "pixel_perfect": False, "control_mode": "Balanced"}
+                        "processor_res": 64, "threshold_a": 80, "threshold_b": 200, "guidance_start": 0.1,
+                        "guidance_end": 0.9, "pixel_perfect": False, "control_mode": "Balanced"}
     assert units[1]["model"] == controlnet_dir_name(controlnet) and units[1]["control_mode"] == "ControlNet is more important"
 
 
