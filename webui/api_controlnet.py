@@ -40,7 +40,18 @@ HR_OPTIONS = {"both": "Both", "low res only": "Low res only", "high res only": "
 MODULE_ALIASES = {"none": "none", "canny": "canny", "invert": "invert", "invert (from white bg & black line)": "invert",
                   "threshold": "threshold", "blur_gaussian": "blur_gaussian", "tile_resample": "tile_resample",
                   "depth_midas": "depth_midas", "depth_anything": "depth_anything", "monochrome": "monochrome",
+                  "lineart_standard": "lineart_standard",
+                  "lineart_standard (from white bg & black line)": "lineart_standard", "scribble_xdog": "scribble_xdog",
                   "depth": "depth_midas"}  # the extension's preprocessor_aliases: "depth" is depth_midas
+
+
+def available_modules() -> str:
+    """The module names a unit or /controlnet/detect takes, the extension's other names for them included."""
+    from pipelines.preprocessors import PREPROCESSORS
+
+    names = PREPROCESSORS.names()
+    others = [f"{alias!r} for {name}" for alias, name in MODULE_ALIASES.items() if alias not in names]
+    return f"{', '.join(names)} (also {', '.join(others)})"
 
 
 @dataclass
@@ -67,12 +78,19 @@ def _number(label: str, value: Any, low: float, high: float) -> float:
     return float(value)
 
 
+def _weight(label: str, value: Any) -> float:
+    from pipelines.controlnet.units import check_weight
+
+    check_weight(label, value)
+    return float(value)
+
+
 def _processor_res(label: str, value: Any) -> int:
     """The unit's preprocessor resolution: sd-webui-controlnet reads a negative (its API default -1) or absent
     processor_res as its slider default, 512."""
     from pipelines.controlnet.resolution import DEFAULT_PROCESSOR_RES, PROCESSOR_RES_RANGE
 
-    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0):
+    if default_if_negative(value) is None:
         return DEFAULT_PROCESSOR_RES
     low, high = PROCESSOR_RES_RANGE
     number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
@@ -80,6 +98,24 @@ def _processor_res(label: str, value: Any) -> int:
         raise ValueError(f"{label} processor_res must be an integer in [{low}, {high}] "
                          f"(or -1 for {DEFAULT_PROCESSOR_RES}), got {value!r}.")
     return int(value)
+
+
+def default_if_negative(value: Any) -> Any:
+    """None (the preprocessor's default) for a negative number: sd-webui-controlnet's `bound_check_params` resets
+    any negative processor_res / threshold to its slider's default (-1 is its API's "default"); units and
+    `/controlnet/detect` read the extension's numbers through here, so both apply the same rule."""
+    negative = isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0
+    return None if negative else value
+
+
+def _threshold(label: str, value: Any) -> float | None:
+    """A unit's threshold: None for the default, else a number the preprocessor checks against its slider."""
+    value = default_if_negative(value)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{label} must be a number (-1 for the preprocessor's default), got {value!r}.")
+    return float(value)
 
 
 def _flag(label: str, value: Any) -> bool:
@@ -156,6 +192,31 @@ def _log_ignored_fields(label: str, unit: dict) -> None:
                         "are not returned); ignored.", label, key)
 
 
+# sd-webui-controlnet ignores a unit mask whose first channel is all <= 5 or all >= 250 (`have_mask` in
+# scripts/controlnet.py): clients and its UI send such blank masks with every unit.
+BLANK_MASK_LEVELS = (5, 250)
+
+
+def _check_mask_is_blank(label: str, unit: dict, *, max_pixels: int, max_bytes: int) -> None:
+    """Accept a unit's blank mask (`mask`, or `image.mask`), ignored as the extension ignores it; refuse any other:
+    the extension would run the mask itself as the control image (module "none"), which is not done here."""
+    import numpy as np
+
+    image = unit.get("image")
+    masks = {"mask": unit.get("mask"), "image.mask": image.get("mask") if isinstance(image, dict) else None}
+    for key, data in masks.items():
+        if not data:
+            continue
+        mask = decode_base64_image(f"{label} {key}", data, max_pixels=max_pixels, max_bytes=max_bytes)
+        first_channel = np.asarray(mask.convert("RGB"))[..., 0]
+        low, high = BLANK_MASK_LEVELS
+        if not ((first_channel <= low).all() or (first_channel >= high).all()):
+            raise ValueError(f"{label}: a ControlNet {key} that is not blank is not supported (sd-webui-controlnet "
+                             "would use it as the control image with module 'none'); send that drawing as the unit's "
+                             "image with module 'none', or send no mask (a blank all-black or all-white one is "
+                             "ignored, as there).")
+
+
 def parse_units(args: list, *, models, max_units: int, max_pixels: int, max_bytes: int) -> list[UnitSpec]:
     """UnitSpecs for the enabled units; raises ValueError naming the unit and the field."""
     specs = []
@@ -168,8 +229,7 @@ def parse_units(args: list, *, models, max_units: int, max_pixels: int, max_byte
             continue
         if models is None:
             raise ValueError(f"{label}: this server has no ControlNet folder (start it with --controlnet-dir).")
-        if unit.get("mask") or (isinstance(unit.get("image"), dict) and unit["image"].get("mask")):
-            raise ValueError(f"{label}: ControlNet masks are not supported; send the unit without 'mask'.")
+        _check_mask_is_blank(label, unit, max_pixels=max_pixels, max_bytes=max_bytes)
         _log_ignored_fields(label, unit)
         image = unit.get("image")
         if isinstance(image, dict):
@@ -184,22 +244,21 @@ def parse_units(args: list, *, models, max_units: int, max_pixels: int, max_byte
 def unit_spec(label: str, unit: dict, image, models) -> UnitSpec:
     """One enabled unit (the extension's keys, already canonical) with its decoded image, checked field by field;
     the API's units and the web UI's go through here, so both take the same values and defaults."""
-    from pipelines.preprocessors import PREPROCESSORS
-
     module = str(unit.get("module", "none")).lower()
     if module not in MODULE_ALIASES:
-        raise ValueError(f"{label}: unknown module {unit.get('module')!r}; available: {', '.join(PREPROCESSORS.names())}.")
+        raise ValueError(f"{label}: unknown module {unit.get('module')!r}; available: {available_modules()}.")
     resize = unit.get("resize_mode", "Crop and Resize")
-    resize_mode = RESIZE_CODES.get(resize) if isinstance(resize, int) else RESIZE_MODES.get(str(resize).lower())
+    if isinstance(resize, bool):  # an int subclass: true would silently be 1, "Crop and Resize"
+        resize_mode = None
+    else:
+        resize_mode = RESIZE_CODES.get(resize) if isinstance(resize, int) else RESIZE_MODES.get(str(resize).lower())
     if resize_mode is None:
         raise ValueError(f"{label}: resize_mode {resize!r} is not one of {list(RESIZE_CODES.values())} (or 0, 1, 2).")
     guess_mode, soft_injection = _control_mode(label, unit)
-    thresholds = [unit.get(name, -1) for name in ("threshold_a", "threshold_b")]
-    thresholds = [None if value is None or value == -1 else _number(f"{label} threshold", value, -1e6, 1e6)
-                  for value in thresholds]
+    thresholds = [_threshold(f"{label} {name}", unit.get(name)) for name in ("threshold_a", "threshold_b")]
     return UnitSpec(
         model_name=_model_name(label, models, unit.get("model")), image=image,
-        weight=_number(f"{label} weight", unit.get("weight", 1.0), 0.0, 2.0),
+        weight=_weight(f"{label} weight", unit.get("weight", 1.0)),
         guidance_start=_number(f"{label} guidance_start", unit.get("guidance_start", 0.0), 0.0, 1.0),
         guidance_end=_number(f"{label} guidance_end", unit.get("guidance_end", 1.0), 0.0, 1.0),
         guess_mode=guess_mode, soft_injection=soft_injection, resize_mode=resize_mode,

@@ -11,18 +11,22 @@ from __future__ import annotations
 from fastapi import APIRouter, Body, HTTPException
 from fastapi.concurrency import run_in_threadpool
 
-from webui.api_controlnet import MODULE_ALIASES
+from webui.api_controlnet import MODULE_ALIASES, available_modules, default_if_negative
 from webui.base64_images import decode_base64_image, encode_png_base64
 
 # The extension's `external_code.get_api_version()` at the unit keys this server reads (`webui.api_controlnet`).
 CONTROLNET_API_VERSION = 2
+# The extension's UI names (its `preprocessor_aliases`) where they differ from the module names, listed by
+# `/controlnet/module_list?alias_names=true` as the extension lists them; units take either name.
+EXTENSION_LABELS = {"invert": "invert (from white bg & black line)",
+                    "lineart_standard": "lineart_standard (from white bg & black line)"}
 # The extension's control types (its UI's radio row) that this server's preprocessors serve: each lists the
 # preprocessors of that kind, its default, and the words a ControlNet model's file name is matched on.
 CONTROL_TYPES = {
     "Canny": (("none", "canny", "invert"), "canny", ("canny",)),
     "Depth": (("none", "depth_midas", "depth_anything"), "depth_midas", ("depth",)),
-    "Lineart": (("none", "invert"), "invert", ("lineart",)),
-    "Scribble/Sketch": (("none", "invert", "threshold"), "invert", ("scribble", "sketch")),
+    "Lineart": (("none", "lineart_standard", "invert"), "lineart_standard", ("lineart",)),
+    "Scribble/Sketch": (("none", "scribble_xdog", "invert", "threshold"), "invert", ("scribble", "sketch")),
     "Tile/Blur": (("none", "blur_gaussian", "tile_resample"), "tile_resample", ("tile", "blur")),
 }
 
@@ -40,23 +44,20 @@ def control_types(model_names: list[str], preprocessor_names: list[str]) -> dict
 
 
 def module_detail(preprocessor) -> dict:
-    """The extension's `module_detail` entry: whether the module needs weights, and its sliders."""
+    """The extension's `module_detail` entry (its `get_modules_detail`): `model_free` is whether the module runs
+    without a ControlNet model (only its reference/revision modules, none of which exist here: it does not mean "no
+    preprocessor weights"); `sliders` is positional, (resolution, threshold_a, threshold_b) with the extension's
+    labels, None in the resolution slot of a module without one, and empty for a module without sliders."""
     from pipelines.controlnet.resolution import DEFAULT_PROCESSOR_RES, PROCESSOR_RES_RANGE, uses_resolution
 
-    sliders = []
+    low, high = PROCESSOR_RES_RANGE
+    resolution = {"name": "Preprocessor Resolution", "value": DEFAULT_PROCESSOR_RES, "min": low, "max": high}
+    thresholds = [slider.api_json() for slider in (preprocessor.threshold_a, preprocessor.threshold_b) if slider]
     if uses_resolution(preprocessor.name):
-        low, high = PROCESSOR_RES_RANGE
-        sliders.append({"name": "Preprocessor Resolution", "value": DEFAULT_PROCESSOR_RES, "min": low, "max": high})
-    for label, spec in (("threshold_a", preprocessor.threshold_a), ("threshold_b", preprocessor.threshold_b)):
-        if spec is not None:
-            sliders.append({"name": label, "value": spec[0], "min": spec[1], "max": spec[2]})
-    return {"model_free": not preprocessor.needs_weights, "sliders": sliders}
-
-
-def _default_if_negative(value: float | None) -> float | None:
-    """The extension's -1 (any negative) for "the slider's default"."""
-    return None if value is None or (not isinstance(value, bool) and isinstance(value, (int, float)) and value < 0) \
-        else value
+        sliders = [resolution, *thresholds]
+    else:
+        sliders = [None, *thresholds] if thresholds else []
+    return {"model_free": False, "sliders": sliders}
 
 
 def add_controlnet_routes(router: APIRouter, state) -> None:
@@ -77,11 +78,12 @@ def add_controlnet_routes(router: APIRouter, state) -> None:
         return {"model_list": state.controlnets.names() if state.controlnets is not None else []}
 
     @router.get("/controlnet/module_list")
-    async def controlnet_module_list():
+    async def controlnet_module_list(alias_names: bool = False):
         from pipelines.preprocessors import PREPROCESSORS
 
-        return {"module_list": PREPROCESSORS.names(),
-                "module_detail": {name: module_detail(entry) for name, entry in PREPROCESSORS.items()}}
+        shown = {name: EXTENSION_LABELS.get(name, name) if alias_names else name for name in PREPROCESSORS.names()}
+        return {"module_list": list(shown.values()),
+                "module_detail": {shown[name]: module_detail(entry) for name, entry in PREPROCESSORS.items()}}
 
     @router.get("/controlnet/control_types")
     async def controlnet_control_types():
@@ -102,7 +104,7 @@ def add_controlnet_routes(router: APIRouter, state) -> None:
         module = MODULE_ALIASES.get(str(controlnet_module).lower())
         if module is None:
             raise HTTPException(status_code=422, detail=f"Module not available: {controlnet_module!r}; available: "
-                                                        f"{', '.join(sorted(MODULE_ALIASES))}.")
+                                                        f"{available_modules()}.")
         if controlnet_images and controlnet_input_images:
             raise HTTPException(status_code=422, detail="Send the images in controlnet_input_images only (got "
                                                         "controlnet_images too, an old spelling).")
@@ -118,7 +120,7 @@ def add_controlnet_routes(router: APIRouter, state) -> None:
         if len(controlnet_input_images) > limits.max_batch_size:
             raise HTTPException(status_code=422, detail=f"Got {len(controlnet_input_images)} images; this server "
                                                         f"detects at most {limits.max_batch_size} per request.")
-        resolution = _default_if_negative(controlnet_processor_res)
+        resolution = default_if_negative(controlnet_processor_res)
         resolution = DEFAULT_PROCESSOR_RES if resolution is None else resolution
         if isinstance(resolution, float) and resolution.is_integer():
             resolution = int(resolution)
@@ -130,8 +132,8 @@ def add_controlnet_routes(router: APIRouter, state) -> None:
                                             max_pixels=request_limits.image_pixel_cap(limits),
                                             max_bytes=request_limits.max_image_bytes)
                 maps.append(encode_png_base64(detect_control_map(
-                    image, module, processor_res=resolution, threshold_a=_default_if_negative(controlnet_threshold_a),
-                    threshold_b=_default_if_negative(controlnet_threshold_b))))
+                    image, module, processor_res=resolution, threshold_a=default_if_negative(controlnet_threshold_a),
+                    threshold_b=default_if_negative(controlnet_threshold_b))))
             return maps
 
         try:

@@ -21,15 +21,23 @@ def control_mode_name(unit) -> str:
     return "My prompt is more important" if getattr(unit, "soft_injection", False) else "Balanced"
 
 
-def serialize_unit(unit) -> str:
-    """One unit as sd-webui-controlnet's `serialize_unit` writes it (unused thresholds left out; "Processor Res" only
-    for a unit run at a set resolution: pixel perfect computes it per picture)."""
+def serialize_unit(unit, size: tuple[int, int] | None = None) -> str:
+    """One unit as sd-webui-controlnet's `serialize_unit` writes it (unused thresholds left out; no "Processor Res"
+    with pixel perfect, which computes it per picture).
+
+    A unit with `processor_res` None is preprocessed once fitted to the generation `size` (width, height), so its
+    preprocessor ran at that size's short side: that is the "Processor Res" written, so a paste (the UI and API
+    default to 512) detects at it again.
+    """
+    resolution = unit.processor_res
+    if resolution is None and size is not None:
+        resolution = min(size)
     fields = {
         "Module": unit.preprocessor,
         "Model": unit.display_name,
         "Weight": unit.weight,
         "Resize Mode": _RESIZE_MODE_NAMES[unit.resize_mode.strip().lower()],
-        "Processor Res": None if unit.pixel_perfect else unit.processor_res,
+        "Processor Res": None if unit.pixel_perfect else resolution,
         "Threshold A": _threshold(unit, "a"),
         "Threshold B": _threshold(unit, "b"),
         "Guidance Start": unit.guidance_start,
@@ -51,8 +59,9 @@ def _threshold(unit, which: str):
     return a if which == "a" else b
 
 
-def controlnet_infotext(units: list) -> dict[str, str]:
-    return {f"ControlNet {index}": serialize_unit(unit) for index, unit in enumerate(units)}
+def controlnet_infotext(units: list, size: tuple[int, int] | None = None) -> dict[str, str]:
+    """The `ControlNet N` infotext keys of units run at the generation `size` (width, height)."""
+    return {f"ControlNet {index}": serialize_unit(unit, size) for index, unit in enumerate(units)}
 
 
 def parse_unit(text: str) -> dict[str, object]:

@@ -97,7 +97,8 @@ class ControlNetMixin:
         return super()._finish_image(params, state.base, image, index)
 
     def _infotext_extras(self, params) -> dict[str, Any]:
-        return {**super()._infotext_extras(params), **controlnet_infotext(params.controlnets)}
+        size = (params.width, params.height)
+        return {**super()._infotext_extras(params), **controlnet_infotext(params.controlnets, size)}
 
 
 class ControlNetTextToImage(ControlNetMixin, TextToImage):

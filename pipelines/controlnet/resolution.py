@@ -8,9 +8,9 @@ resize mode. `processor_res` is that resolution (512 by default); "Pixel Perfect
 picture and the target size instead (`pixel_perfect_resolution`), so the map is detected at about the
 scale it is used at.
 
-Only the extension's modules that call `resize_image_with_pad` have a resolution (canny, threshold,
-blur_gaussian, the depth estimators); for none, invert, tile_resample and monochrome it changes nothing
-there, and nothing here. Resampling to the resolution is PIL's (bicubic up, box down) where the extension uses
+Only the extension's modules that call `resize_image_with_pad` have a resolution (canny, threshold, lineart_standard,
+scribble_xdog, blur_gaussian, the depth estimators); for none, invert, tile_resample and monochrome it changes
+nothing there, and nothing here. Resampling to the resolution is PIL's (bicubic up, box down) where the extension uses
 OpenCV's cubic / area filters; the detected map is then fitted as the extension's `detectmap_proc` fits it
 (`pipelines.controlnet.map_fit`).
 """
@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 
 # The preprocessors whose sd-webui-controlnet counterpart runs at the preprocessor resolution.
-RESOLUTION_PREPROCESSORS = frozenset({"canny", "threshold", "blur_gaussian", "depth_midas", "depth_anything"})
+RESOLUTION_PREPROCESSORS = frozenset({"canny", "threshold", "blur_gaussian", "depth_midas", "depth_anything",
+                                      "lineart_standard", "scribble_xdog"})
 DEFAULT_PROCESSOR_RES = 512  # the extension's slider default, used for an API unit's processor_res -1
 PROCESSOR_RES_RANGE = (64, 2048)  # the extension's slider range
 PAD_MULTIPLE = 64

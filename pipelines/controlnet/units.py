@@ -77,6 +77,14 @@ def _number(label: str, value: Any, low: float, high: float) -> None:
         raise ValueError(f"{label} must be a number in [{low}, {high}], got {value!r}.")
 
 
+def check_weight(label: str, value: Any) -> None:
+    """A unit's weight (diffusers' controlnet_conditioning_scale): any finite number >= 0, as sd-webui-controlnet's API
+    takes it (its 0-2 is only the UI slider's range; tile and QR-code recipes go above 2)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{label} must be a finite number >= 0 (1 is full strength; the UI slider runs 0-2), "
+                         f"got {value!r}.")
+
+
 def check_controlnet_units(units: Any, unet_config, limits: ControlNetLimits, *, has_init_image: bool,
                            vae_scale_factor: int = 8) -> None:
     """Raise ValueError/TypeError naming the unit and value; called before any model runs."""
@@ -108,7 +116,7 @@ def check_controlnet_units(units: Any, unet_config, limits: ControlNetLimits, *,
             raise ValueError(f"{label} ({unit.display_name}) does not fit this model: its conditioning embedding "
                              f"downsamples images by {factor}, the model's VAE by {vae_scale_factor}; pick a ControlNet "
                              "made for this model family.")
-        _number(f"{label} weight", unit.weight, 0.0, 2.0)
+        check_weight(f"{label} weight", unit.weight)
         _number(f"{label} guidance_start", unit.guidance_start, 0.0, 1.0)
         _number(f"{label} guidance_end", unit.guidance_end, 0.0, 1.0)
         if unit.guidance_start > unit.guidance_end:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipelines.preprocessors.canny import canny_edges
-from pipelines.preprocessors.registry import Preprocessor, register_preprocessor
+from pipelines.preprocessors.registry import Preprocessor, Slider, register_preprocessor
 
 
 def _none(image, _a, _b):
@@ -71,14 +71,17 @@ def _tile_resample(image, down_sampling, _b):
     return Image.fromarray(cubic_resize(small, width, height))
 
 
+# The extension's sliders (`preprocessor_sliders_config`: labels, defaults, UI ranges). Canny and threshold compare a
+# number, tile_resample divides by one (below 1.1: unchanged): any value >= 0 is defined. A blur sigma stays in the
+# slider's range: PIL crashes on huge ones and the extension's cv2.GaussianBlur refuses 0.
 for _entry in (
     Preprocessor("none", _none),
-    # Same defaults and ranges as sd-webui-controlnet's canny sliders (low 100, high 200, 1..255).
-    Preprocessor("canny", _canny, threshold_a=(100, 1, 255), threshold_b=(200, 1, 255)),
+    Preprocessor("canny", _canny, threshold_a=Slider("Canny Low Threshold", 100, 1, 255),
+                 threshold_b=Slider("Canny High Threshold", 200, 1, 255)),
     Preprocessor("invert", _invert),
-    Preprocessor("threshold", _threshold, threshold_a=(127, 0, 255)),
+    Preprocessor("threshold", _threshold, threshold_a=Slider("Binarization Threshold", 127, 0, 255)),
     Preprocessor("monochrome", _monochrome),
-    Preprocessor("blur_gaussian", _blur, threshold_a=(9.0, 0.01, 64.0)),
-    Preprocessor("tile_resample", _tile_resample, threshold_a=(1.0, 1.0, 8.0)),
+    Preprocessor("blur_gaussian", _blur, threshold_a=Slider("Sigma", 9.0, 0.01, 64.0, accepts=(0.01, 64.0))),
+    Preprocessor("tile_resample", _tile_resample, threshold_a=Slider("Down Sampling Rate", 1.0, 1.0, 8.0, step=0.01)),
 ):
     register_preprocessor(_entry)

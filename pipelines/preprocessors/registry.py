@@ -2,10 +2,34 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
 from mixkit.registry import Registry
+
+
+@dataclass(frozen=True)
+class Slider:
+    """One of sd-webui-controlnet's preprocessor sliders (`preprocessor_sliders_config`): its label, default and UI
+    range, and the values the preprocessor's math is defined for.
+
+    The extension's API never range-checks a threshold (its UI slider range is only the UI's): canny takes 0, a
+    tile_resample rate of 64 (webuiapi's default threshold) shrinks the picture 64 times. So a value in `accepts` runs
+    even outside the slider; only a value the math cannot take (a blur sigma PIL crashes on) is refused.
+    """
+
+    label: str
+    default: float
+    minimum: float
+    maximum: float
+    accepts: tuple[float, float] = (0.0, math.inf)
+    step: float | None = None  # the extension's slider step, where it sets one
+
+    def api_json(self) -> dict:
+        """The slider as the extension's `/controlnet/module_list` `module_detail` lists it."""
+        entry = {"name": self.label, "value": self.default, "min": self.minimum, "max": self.maximum}
+        return entry if self.step is None else {**entry, "step": self.step}
 
 
 @dataclass(frozen=True)
@@ -14,29 +38,30 @@ class Preprocessor:
 
     `run(image, threshold_a, threshold_b)` takes and returns an RGB PIL image. The thresholds are
     sd-webui-controlnet's two generic sliders (canny: low/high; threshold: level; blur: sigma);
-    `threshold_a`/`threshold_b` here give their default and allowed range, None when unused.
+    `threshold_a`/`threshold_b` describe them (`Slider`), None when unused.
     """
 
     name: str
     run: Callable
-    threshold_a: tuple[float, float, float] | None = None  # (default, low, high)
-    threshold_b: tuple[float, float, float] | None = None
+    threshold_a: Slider | None = None
+    threshold_b: Slider | None = None
     needs_weights: bool = False
 
     def resolve_thresholds(self, threshold_a: float | None, threshold_b: float | None) -> tuple[float | None, float | None]:
-        """Fill in defaults and check ranges; raise ValueError naming the preprocessor and value."""
+        """Fill in defaults and check values; raise ValueError naming the preprocessor, slider and value."""
         return (_resolve(self.name, "threshold_a", self.threshold_a, threshold_a),
                 _resolve(self.name, "threshold_b", self.threshold_b, threshold_b))
 
 
-def _resolve(name: str, label: str, spec, value):
-    import math
-
-    if spec is None or value is None:
-        return None if spec is None else spec[0]
-    default, low, high = spec
+def _resolve(name: str, field: str, slider: Slider | None, value):
+    if slider is None or value is None:
+        return None if slider is None else slider.default
+    low, high = slider.accepts
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not low <= value <= high:
-        raise ValueError(f"Preprocessor {name!r}: {label} must be a number in [{low}, {high}], got {value!r}.")
+        accepted = f"a number >= {low}" if high == math.inf else f"a number in [{low}, {high}]"
+        raise ValueError(f"Preprocessor {name!r}: {field} ({slider.label!r}, slider {slider.minimum}-{slider.maximum}, "
+                         f"default {slider.default}) must be {accepted}, got {value!r}; "
+                         "send a value in that range, or None (the API's -1) for the default.")
     return value
 
 

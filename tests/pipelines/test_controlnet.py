@@ -122,12 +122,14 @@ def test_guess_mode_controls_only_conditional_rows_with_diffusers_scales(control
     torch.testing.assert_close(ours["mid_block_additional_residual"][2:], mid)
 
 
-def test_matches_diffusers_controlnet_pipeline(pipe, controlnet, control_image, tiny_sd1_dir):
+# 2.5: above the UI slider's 2, as sd-webui-controlnet's API and diffusers' controlnet_conditioning_scale take it
+@pytest.mark.parametrize("weight", [0.8, 2.5])
+def test_matches_diffusers_controlnet_pipeline(pipe, controlnet, control_image, tiny_sd1_dir, weight):
     from diffusers import StableDiffusionControlNetPipeline
 
     from pipelines.seeds import image_generators, initial_noise
 
-    ours = pipe(controlnets=[ControlNetUnit(controlnet, control_image, weight=0.8)], cfg_scale=5.0, **SMALL)
+    ours = pipe(controlnets=[ControlNetUnit(controlnet, control_image, weight=weight)], cfg_scale=5.0, **SMALL)
     m = pipe.model
     # the very scheduler our "Euler" uses, so the comparison isolates the ControlNet integration
     scheduler = pipe.session.resolve_sampler("Euler", "Automatic").make_schedulers([torch.Generator()], 5, "cpu")[0]
@@ -139,7 +141,7 @@ def test_matches_diffusers_controlnet_pipeline(pipe, controlnet, control_image, 
     reference.set_progress_bar_config(disable=True)
     theirs = reference(prompt=SMALL["prompt"], negative_prompt=SMALL["negative_prompt"], image=control_image,
                        latents=initial_noise(image_generators([3]), (4, 8, 8)), guidance_scale=5.0,
-                       num_inference_steps=5, width=64, height=64, controlnet_conditioning_scale=0.8,
+                       num_inference_steps=5, width=64, height=64, controlnet_conditioning_scale=weight,
                        output_type="np").images[0]
     assert np.abs(pixels(ours.images[0]) - (theirs * 255).round().astype(np.int16)).max() <= 1
     assert ours.infotexts[0].count("ControlNet 0") == 1
@@ -161,14 +163,15 @@ def test_infotext_writes_units_as_sd_webui_controlnet_and_reads_back(pipe, contr
                           preprocessor="canny", threshold_a=80, model_name="control_tiny_canny")
     result = pipe(controlnets=[unit, ControlNetUnit(controlnet, control_image, guess_mode=True)], **{**SMALL, "steps": 2})
     text = result.infotexts[0]
+    # processor_res None: detected at the generation size, whose short side (64) is written as the extension writes it
     assert ('ControlNet 0: "Module: canny, Model: control_tiny_canny, Weight: 0.5, Resize Mode: Crop and Resize, '
-            'Threshold A: 80, Threshold B: 200, Guidance Start: 0.1, Guidance End: 0.9, Pixel Perfect: False, '
-            'Control Mode: Balanced"') in text
+            'Processor Res: 64, Threshold A: 80, Threshold B: 200, Guidance Start: 0.1, Guidance End: 0.9, '
+            'Pixel Perfect: False, Control Mode: Balanced"') in text
     units = controlnet_units_from_infotext(parse_infotext(text))
     assert len(units) == 2
     assert units[0] == {"module": "canny", "model": "control_tiny_canny", "weight": 0.5, "resize_mode": "Crop and Resize",
-                        "threshold_a": 80, "threshold_b": 200, "guidance_start": 0.1, "guidance_end": 0.9,
-                        "pixel_perfect": False, "control_mode": "Balanced"}
+                        "processor_res": 64, "threshold_a": 80, "threshold_b": 200, "guidance_start": 0.1,
+                        "guidance_end": 0.9, "pixel_perfect": False, "control_mode": "Balanced"}
     assert units[1]["model"] == controlnet_dir_name(controlnet) and units[1]["control_mode"] == "ControlNet is more important"
 
 
@@ -230,7 +233,8 @@ def test_more_units_than_the_limit_is_refused(pipe, controlnet, control_image):
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(weight=float("nan")), "weight"), (dict(guidance_start=0.8, guidance_end=0.2), "guidance_start"),
+    (dict(weight=float("nan")), "weight"), (dict(weight=-0.1), "weight must be a finite number >= 0"),
+    (dict(weight=True), "weight"), (dict(guidance_start=0.8, guidance_end=0.2), "guidance_start"),
     (dict(resize_mode="stretch"), "resize mode"), (dict(preprocessor="cany"), "canny"), (dict(image=None), "no image"),
 ])
 def test_bad_unit_fields_are_refused(pipe, controlnet, control_image, change, message):

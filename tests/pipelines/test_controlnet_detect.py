@@ -42,7 +42,7 @@ def test_thresholds_reach_the_preprocessor():
     ({"processor_res": 32}, ["processor_res", "[64, 2048]", "32"]),
     ({"processor_res": 100.5}, ["processor_res", "100.5"]),
     ({"processor_res": True}, ["processor_res"]),
-    ({"threshold_a": 0}, ["threshold_a", "[1, 255]"]),
+    ({"threshold_a": -3}, ["threshold_a", "Canny Low Threshold", "-3"]),
     ({"threshold_b": math.nan}, ["threshold_b", "nan"]),
     ({"threshold_a": "100"}, ["threshold_a", "'100'"]),
 ])

@@ -116,6 +116,21 @@ def test_infotext_records_pixel_perfect_and_the_processor_res(controlnet):
     assert "Pixel Perfect: False" in serialize_unit(ControlNetUnit(controlnet, model_name="tiny"))
 
 
+def test_infotext_of_a_unit_without_processor_res_records_the_generation_short_side(controlnet):
+    """processor_res None preprocesses the picture fitted to the generation size; the infotext says so (the extension
+    always writes "Processor Res"), so a paste, whose units default to 512, detects at that size again."""
+    from pipelines.controlnet import serialize_unit
+
+    unit = ControlNetUnit(controlnet, drawing(64, 64), preprocessor="canny", model_name="tiny")
+    assert "Resize Mode: Crop and Resize, Processor Res: 48, Threshold A" in serialize_unit(unit, (80, 48))
+    pasted = ControlNetUnit(controlnet, drawing(64, 64), preprocessor="canny", model_name="tiny", processor_res=64)
+    assert "Processor Res: 64," in serialize_unit(unit, (64, 64))
+    ours, again = prepare_control_images([unit, pasted], 64, 64)
+    assert ours.image.tobytes() == again.image.tobytes()
+    assert ours.image.tobytes() != prepare_control_images([ControlNetUnit(
+        controlnet, drawing(64, 64), preprocessor="canny", processor_res=512)], 64, 64)[0].image.tobytes()
+
+
 @pytest.mark.parametrize("change, message", [({"processor_res": 32}, r"processor_res must be an integer in \[64, 2048\]"),
                                              ({"processor_res": 64.0}, "processor_res must be an integer"),
                                              ({"pixel_perfect": "yes"}, "pixel_perfect must be True or False")])

@@ -106,10 +106,37 @@ def test_unknown_preprocessor_lists_valid_names():
     assert {"none", "canny", "invert", "threshold", "tile_resample"} <= set(PREPROCESSORS.names())
 
 
-@pytest.mark.parametrize("value", [0, 256, float("nan"), "100"])
-def test_canny_threshold_out_of_range_is_refused(value):
-    with pytest.raises(ValueError, match="threshold_a"):
-        run_preprocessor("canny", shapes_image(), threshold_a=value)
+@pytest.mark.parametrize("name, value, words", [
+    ("canny", -1, ["threshold_a", "'Canny Low Threshold'", ">= 0", "-1"]),
+    ("canny", float("nan"), ["threshold_a", "nan"]),
+    ("canny", "100", ["threshold_a", "'100'"]),
+    ("blur_gaussian", 0, ["threshold_a", "'Sigma'", "[0.01, 64.0]"]),
+    ("blur_gaussian", 1e12, ["'Sigma'", "[0.01, 64.0]"]),  # PIL's GaussianBlur crashes the process on such a sigma
+])
+def test_thresholds_the_math_cannot_take_are_refused_naming_the_slider(name, value, words):
+    with pytest.raises(ValueError) as error:
+        run_preprocessor(name, shapes_image(), threshold_a=value)
+    assert all(word in str(error.value) for word in words), str(error.value)
+
+
+@pytest.mark.parametrize("low, high", [(0, 300), (0, 0), (255, 1000)])
+def test_canny_takes_thresholds_outside_its_slider_as_opencv_does(low, high):
+    """sd-webui-controlnet's API passes any threshold to cv2.Canny (its 1-255 range is only the UI slider's)."""
+    pixels = np.asarray(shapes_image())
+    out = np.asarray(run_preprocessor("canny", shapes_image(), threshold_a=low, threshold_b=high))[..., 0]
+    assert np.array_equal(out, canny_edges(pixels, low, high))
+    cv2 = pytest.importorskip("cv2")
+    assert np.array_equal(out, cv2.Canny(pixels, low, high))
+
+
+def test_tile_resample_takes_webuiapis_default_rate_of_64_as_the_extension_does():
+    """webuiapi sends threshold_a=64; the extension's tile_resample shrinks to (int(W / 64), int(H / 64)) with it."""
+    from pipelines.controlnet.map_fit import area_resize, cubic_resize
+
+    pixels = np.random.default_rng(3).integers(0, 255, (130, 200, 3), dtype=np.uint8)
+    out = np.asarray(run_preprocessor("tile_resample", Image.fromarray(pixels), threshold_a=64))
+    assert np.array_equal(out, cubic_resize(area_resize(pixels, 200 // 64, 130 // 64), 200, 130))
+    assert np.array_equal(np.asarray(run_preprocessor("tile_resample", Image.fromarray(pixels), threshold_a=0)), pixels)
 
 
 def test_depth_without_cached_weights_names_the_model_id(monkeypatch, tmp_path):

@@ -89,7 +89,7 @@ def test_pixel_perfect_and_processor_res_are_honoured_and_recorded(api):
     ({"model": "../../etc/passwd"}, "Unknown ControlNet model"),
     ({"model": "/etc/passwd"}, "Unknown ControlNet model"),
     ({"module": "rm -rf"}, "unknown module"),
-    ({"weight": 50}, "weight must be"),
+    ({"weight": -0.5}, "weight must be a finite number >= 0"),
     ({"guidance_start": 0.9, "guidance_end": 0.1}, "guidance_start"),
     ({"control_mode": 3}, "control_mode 3 is not one of"),
     ({"weigth": 0.5}, "unknown key 'weigth'"),
@@ -97,6 +97,7 @@ def test_pixel_perfect_and_processor_res_are_honoured_and_recorded(api):
     ({"image": "not-an-image"}, "not valid base64"),
     ({"processor_res": 9999}, "processor_res must be an integer in [64, 2048]"),
     ({"pixel_perfect": "on"}, "pixel_perfect must be true or false"),
+    ({"module": "blur_gaussian", "threshold_a": 100}, "threshold_a ('Sigma', slider 0.01-64.0"),
 ])
 def test_bad_units_are_422(api, changes, fragment):
     import requests
@@ -171,12 +172,31 @@ def test_extension_routes_version_settings_and_module_details(api):
     assert api.controlnet_version() == 2
     assert api.custom_get("controlnet/settings") == {"control_net_unit_count": ControlNetLimits().max_units}
     details = api.custom_get("controlnet/module_list")["module_detail"]
-    assert details["canny"] == {"model_free": True, "sliders": [
-        {"name": "Preprocessor Resolution", "value": 512, "min": 64, "max": 2048},
-        {"name": "threshold_a", "value": 100, "min": 1, "max": 255},
-        {"name": "threshold_b", "value": 200, "min": 1, "max": 255}]}
-    assert details["invert"] == {"model_free": True, "sliders": []}
-    assert details["depth_midas"]["model_free"] is False
+    # sd-webui-controlnet's `get_modules_detail`: `model_free` only for modules that run without a ControlNet model
+    # (reference_*, revision_*), sliders positional (resolution, threshold_a, threshold_b) with its labels from
+    # `preprocessor_sliders_config`, None in the resolution slot of a module without one.
+    resolution = {"name": "Preprocessor Resolution", "value": 512, "min": 64, "max": 2048}
+    assert details["canny"] == {"model_free": False, "sliders": [
+        resolution, {"name": "Canny Low Threshold", "value": 100, "min": 1, "max": 255},
+        {"name": "Canny High Threshold", "value": 200, "min": 1, "max": 255}]}
+    assert details["tile_resample"] == {"model_free": False, "sliders": [
+        None, {"name": "Down Sampling Rate", "value": 1.0, "min": 1.0, "max": 8.0, "step": 0.01}]}
+    assert details["threshold"]["sliders"] == [resolution,
+                                               {"name": "Binarization Threshold", "value": 127, "min": 0, "max": 255}]
+    assert details["blur_gaussian"]["sliders"] == [resolution,
+                                                   {"name": "Sigma", "value": 9.0, "min": 0.01, "max": 64.0}]
+    assert details["depth_midas"] == {"model_free": False, "sliders": [resolution]}
+    for name in ("none", "invert", "monochrome"):
+        assert details[name] == {"model_free": False, "sliders": []}
+
+
+def test_module_list_alias_view_shows_the_extensions_ui_names(server):
+    import requests
+
+    answer = requests.get(f"http://127.0.0.1:{server.port}/controlnet/module_list?alias_names=true", timeout=30).json()
+    assert "invert (from white bg & black line)" in answer["module_list"] and "invert" not in answer["module_list"]
+    assert answer["module_detail"]["invert (from white bg & black line)"] == {"model_free": False, "sliders": []}
+    assert "canny" in answer["module_list"] and "depth_midas" in answer["module_list"]
 
 
 def test_control_types_filter_models_by_kind(api):
@@ -214,14 +234,35 @@ def test_detect_with_webuiapi_client_and_defaults(api):
     assert answer.images[0].size == (96, 64)
 
 
+def test_webuiapi_defaults_run_tile_resample_as_the_extension_does(api):
+    """webuiapi sends threshold_a=64 / threshold_b=64 unless told otherwise; the extension takes 64 as tile_resample's
+    down-sampling rate (its 1-8 is only the UI slider's range), in a unit and in /controlnet/detect alike."""
+    from pipelines.preprocessors import run_preprocessor
+
+    answer = api.controlnet_detect([control_image()], module="tile_resample")
+    expected = run_preprocessor("tile_resample", control_image(), threshold_a=64)
+    assert answer.images[0].convert("RGB").tobytes() == expected.tobytes()
+    unit = webuiapi.ControlNetUnit(image=control_image(), module="tile_resample", model="tiny_canny")
+    result = api.txt2img(prompt="x", width=64, height=64, seed=1, controlnet_units=[unit], alwayson_scripts={})
+    assert "Module: tile_resample" in result.info["infotexts"][0] and "Threshold A: 64" in result.info["infotexts"][0]
+
+
+def test_detect_takes_any_negative_threshold_as_the_default_as_units_do(api):
+    picture = [webuiapi.raw_b64_img(control_image())]
+    maps = [api.custom_post("controlnet/detect", payload={
+        "controlnet_module": "canny", "controlnet_input_images": picture, "controlnet_threshold_a": a,
+        "controlnet_threshold_b": b}).images[0].tobytes() for a, b in ((-1, -1), (-2, -7.5), (100, 200))]
+    assert maps[0] == maps[1] == maps[2]
+
+
 @pytest.mark.parametrize("payload, words", [
     ({"controlnet_module": "openpose", "controlnet_input_images": ["x"]}, ["Module not available", "canny"]),
     ({"controlnet_module": "canny"}, ["No image selected"]),
     ({"controlnet_module": "canny", "controlnet_input_images": ["@@"]}, ["controlnet_input_images[0]"]),
     ({"controlnet_module": "canny", "controlnet_processor_res": 32, "controlnet_input_images": "IMAGE"},
      ["processor_res", "[64, 2048]"]),
-    ({"controlnet_module": "canny", "controlnet_threshold_a": 300, "controlnet_input_images": "IMAGE"},
-     ["threshold_a", "[1, 255]"]),
+    ({"controlnet_module": "blur_gaussian", "controlnet_threshold_a": 300, "controlnet_input_images": "IMAGE"},
+     ["threshold_a", "'Sigma'", "[0.01, 64.0]"]),
     ({"controlnet_module": "canny", "controlnet_masks": ["x"], "controlnet_input_images": "IMAGE"}, ["mask"]),
 ])
 def test_detect_refuses_bad_requests_naming_the_field(server, payload, words):

@@ -117,3 +117,36 @@ def test_unlisted_names_are_still_refused(folder, requested):
 
 def test_an_empty_new_key_next_to_its_old_name_is_not_a_conflict():
     assert unit(guidance=0.4, guidance_end=None).guidance_end == 0.4
+
+
+@pytest.mark.parametrize("field, value", [("resize_mode", True), ("resize_mode", False), ("control_mode", True)])
+def test_a_boolean_enum_field_is_refused_not_read_as_0_or_1(field, value):
+    """JSON true is an int in Python; resize_mode true used to run "Crop and Resize" (1), false "Just Resize" (0)."""
+    with pytest.raises(ValueError, match=f"{field} {value} is not one of"):
+        unit(**{field: value})
+    assert unit(resize_mode=1).resize_mode == "crop and resize" and unit(resize_mode=0).resize_mode == "just resize"
+
+
+def test_weight_above_the_ui_slider_is_taken_as_the_extensions_api_takes_it():
+    assert unit(weight=3).weight == 3.0 and unit(weight=0).weight == 0.0
+    for bad in (-1, float("inf"), "2", True):
+        with pytest.raises(ValueError, match="weight must be a finite number >= 0"):
+            unit(weight=bad)
+
+
+def test_unknown_module_message_lists_every_accepted_name_with_the_extensions_aliases():
+    with pytest.raises(ValueError) as error:
+        unit(module="inpaint_only")
+    message = str(error.value)
+    assert "unknown module 'inpaint_only'" in message and "canny" in message and "tile_resample" in message
+    assert "'depth' for depth_midas" in message and "'invert (from white bg & black line)' for invert" in message
+
+
+def test_lineart_standard_and_scribble_xdog_take_the_extensions_names_and_slider():
+    from pipelines.preprocessors import PREPROCESSORS
+    from webui.api_controlnet_routes import module_detail
+
+    assert unit(module="lineart_standard (from white bg & black line)").preprocessor == "lineart_standard"
+    assert unit(module="scribble_xdog", threshold_a=-1).preprocessor == "scribble_xdog"
+    assert module_detail(PREPROCESSORS.get("scribble_xdog"))["sliders"][1:] == [
+        {"name": "XDoG Threshold", "value": 32, "min": 1, "max": 64}]

@@ -75,3 +75,51 @@ def test_a_unit_for_one_hires_pass_only_is_refused():
     with pytest.raises(ValueError, match="hr_option='Low res only' is not supported"):
         to_txt2img_params(hires_request(hr_option="Low res only"), limits=GenerationLimits(), lora_names=None,
                           current_model="mixkit-tiny-sd", controlnet_models=Catalog())
+
+
+@pytest.mark.parametrize("value", [-1, -2, -0.5, -300])
+def test_any_negative_threshold_is_the_preprocessors_default(value):
+    """sd-webui-controlnet's `bound_check_params` resets every negative threshold to its slider's default, as
+    /controlnet/detect does here (it used to be a 422 for anything but exactly -1)."""
+    spec = units(threshold_a=value, threshold_b=value)[0]
+    assert (spec.threshold_a, spec.threshold_b) == (None, None)
+
+
+def test_thresholds_outside_the_slider_are_taken_where_the_math_is_defined():
+    """The extension never range-checks API thresholds: canny 0 / 300 and webuiapi's default tile_resample rate 64
+    (threshold_a=64, threshold_b=64) are run as sent."""
+    spec = units(threshold_a=0, threshold_b=300)[0]
+    assert (spec.threshold_a, spec.threshold_b) == (0, 300)
+    spec = units(module="tile_resample", threshold_a=64, threshold_b=64)[0]
+    assert (spec.preprocessor, spec.threshold_a) == ("tile_resample", 64)
+
+
+def test_a_threshold_that_is_not_a_number_is_refused():
+    with pytest.raises(ValueError, match="threshold_a must be a number .-1 for the preprocessor's default.*'high'"):
+        units(threshold_a="high")
+
+
+def mask_data(colour, drawn: bool = False) -> str:
+    from PIL import ImageDraw
+
+    mask = Image.new("RGB", (64, 64), colour)
+    if drawn:
+        ImageDraw.Draw(mask).line((0, 0, 63, 63), fill="white", width=3)
+    buffer = io.BytesIO()
+    mask.save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+@pytest.mark.parametrize("colour", ["black", "white", (3, 3, 3), (252, 252, 252)])
+def test_a_blank_unit_mask_is_ignored_as_the_extension_ignores_it(colour):
+    """sd-webui-controlnet's `have_mask` is false for a mask whose first channel is all <= 5 or all >= 250 (what its
+    UI and clients send with every unit); the unit runs as without it."""
+    assert units(mask=mask_data(colour)) == units()
+    assert units(image={"image": image_data(), "mask": mask_data(colour)}) == units()
+
+
+def test_a_drawn_unit_mask_is_refused_saying_what_to_send():
+    for fields in ({"mask": mask_data("black", drawn=True)}, {"image": {"image": image_data(),
+                                                                        "mask": mask_data("black", drawn=True)}}):
+        with pytest.raises(ValueError, match="not blank is not supported.*as the unit's image with module 'none'"):
+            units(**fields)
