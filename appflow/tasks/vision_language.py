@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 from typing import Any
 
@@ -85,17 +86,38 @@ def generate_keywords(options: dict[str, Any]) -> dict[str, Any]:
     return keywords
 
 
+SAMPLING_LOCK = threading.Lock()
+"""Held for the whole of every sampled `generate`, process-wide. transformers samples from torch's global
+generator (its `generate` takes no `torch.Generator`), so a seeded call gives its text only if no other thread
+draws from that generator meanwhile, and two threads' fork/seed/restore steps must not interleave (measured:
+11 of 12 seeded calls from two threads sharing one app gave other texts, and the caller's stream was lost).
+Greedy and beam search draw nothing and run unlocked; sampled calls run one at a time."""
+
+
 @contextmanager
-def _seeded(seed: int):
-    """Sampling draws from torch's global generator; a seed forks it, so the caller's stream is left as it was."""
-    if seed < 0:
+def sampling_generator(seed: int, sampling: bool, device: Any):
+    """Around one `generate`: sampled calls hold `SAMPLING_LOCK`; a seed (>= 0) forks torch's generators and seeds
+    them, so the text follows the seed and the caller's streams are left as they were."""
+    if not sampling:
         yield
         return
     import torch
 
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        yield
+    with SAMPLING_LOCK:
+        if seed < 0:
+            yield
+            return
+        device = torch.device(device)
+        if device.type == "cpu":
+            # Only the CPU generator: torch.manual_seed would also reseed every GPU, which devices=[] does not restore.
+            with torch.random.fork_rng(devices=[]):
+                torch.default_generator.manual_seed(seed)
+                yield
+            return
+        count = torch.get_device_module(device.type).device_count()
+        with torch.random.fork_rng(devices=list(range(count)), device_type=device.type):
+            torch.manual_seed(seed)  # every device of the model's type, all restored by the fork
+            yield
 
 
 def question_image_pairs(image: Any, question: str | list[str]) -> tuple[list, list[str]]:
@@ -146,7 +168,7 @@ class ImageCaptionTask(Task):
         images = list(image) if isinstance(image, (list, tuple)) else [image]
         keywords = generate_keywords(options)
         vlm = models.get("captioner")
-        with _seeded(options["seed"]):
+        with sampling_generator(options["seed"], options["do_sample"], getattr(vlm, "device", "cpu")):
             if question is not None:
                 produced = vlm.answer(*question_image_pairs(image, question), **keywords)
             else:

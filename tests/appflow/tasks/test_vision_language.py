@@ -74,6 +74,7 @@ def test_several_captions_per_image_come_image_by_image_best_first(shipped, circ
 
 def test_sampling_follows_the_seed_and_leaves_the_global_generator_alone(shipped, circle):
     sampled = dict(do_sample=True, temperature=2.0, top_p=0.95)
+    shipped(image=circle)  # loads the model first: loading draws from the global generator (alone, this test failed)
     torch.manual_seed(123)
     before = torch.rand(1)
     torch.manual_seed(123)
@@ -81,6 +82,59 @@ def test_sampling_follows_the_seed_and_leaves_the_global_generator_alone(shipped
     assert torch.rand(1) == before  # the seeded draw forked torch's generator
     assert shipped(image=circle, seed=1, **sampled)["text"] == first
     assert len({shipped(image=circle, seed=seed, **sampled)["text"] for seed in range(4)}) > 1  # it samples
+
+
+def test_two_threads_sampling_at_once_each_get_their_seeds_text(circle):
+    """One app shared by two threads (a threaded web server): each seeded call gives the text it gives alone, and
+    torch's global generator ends as it began. The calls are made to overlap mid-decoding, the interleaving that
+    broke them: the first pauses before its third token until the second is decoding too, and the second then
+    waits for the first to finish (each wait gives up after 2 s, as it must once the calls run one at a time)."""
+    import threading
+    from collections import Counter
+
+    from appflow.model_kinds import MODEL_KINDS
+
+    flow = Appflow("image2text_generation", cache=ModelCache(), max_new_tokens=8, do_sample=True, temperature=2.0)
+    alone = {seed: flow(image=circle, seed=seed)["text"] for seed in (1, 2)}
+    assert alone[1] != alone[2]
+    vlm = flow.cache.get(MODEL_KINDS.get("vlm-generative"), flow.models["captioner"], flow.device, flow.dtype)
+    first_paused, second_paused, first_done = threading.Event(), threading.Event(), threading.Event()
+    steps: Counter = Counter()
+
+    def overlap(module, args):
+        name = threading.current_thread().name
+        steps[name] += 1
+        if steps[name] == 3 and name == "first":
+            first_paused.set()
+            second_paused.wait(2)
+        elif steps[name] == 3 and name == "second":
+            second_paused.set()
+            first_done.wait(2)
+
+    texts = {}
+
+    def caption(seed, started=None, done=None):
+        if started is not None:
+            started.wait(2)
+        texts[seed] = flow(image=circle, seed=seed)["text"]
+        if done is not None:
+            done.set()
+
+    hook = vlm.model.language_model.register_forward_pre_hook(overlap)
+    try:
+        torch.manual_seed(123)
+        before = torch.rand(1)
+        torch.manual_seed(123)
+        threads = [threading.Thread(target=caption, args=(1, None, first_done), name="first"),
+                   threading.Thread(target=caption, args=(2, first_paused), name="second")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        hook.remove()
+    assert texts == alone
+    assert torch.rand(1) == before
 
 
 @pytest.mark.parametrize("options, message", [
