@@ -26,6 +26,35 @@ CAPTION_OPTION_ALIASES = {
 }
 """Other spellings of the captioning options -> the option; one option under two spellings is an error."""
 
+DECODE_STRATEGIES = {"greedy_search": False, "sampling": True, "beam_search": False}
+"""PaddleNLP's `decode_strategy` (PaddleMIX's MiniGPT-4 `generate_kwargs`) -> `do_sample`; beam search also needs
+num_beams > 1, which PaddleNLP takes from the same dict."""
+
+
+def options_from_generate_kwargs(given: dict[str, Any]) -> dict[str, Any]:
+    """The captioning options PaddleMIX's `generate_kwargs` dict stands for: its `decode_strategy` as `do_sample`
+    (and, for beam search, a check that num_beams > 1); every other key is an option or an option's alias as is."""
+    options = dict(given)
+    if "decode_strategy" not in options:
+        return options
+    strategy = options.pop("decode_strategy")
+    if strategy not in DECODE_STRATEGIES:
+        raise ValueError(f"Task 'image_caption': generate_kwargs decode_strategy must be one of "
+                         f"{sorted(DECODE_STRATEGIES)} (PaddleNLP's), got {strategy!r}.")
+    sampling = [name for name in ("do_sample", "use_nucleus_sampling") if name in options]
+    if sampling:
+        raise TypeError(f"Task 'image_caption': generate_kwargs gives decode_strategy={strategy!r} and "
+                        f"{sampling[0]}={options[sampling[0]]!r}, which both choose sampling or not; pass only one.")
+    beams = options.get("num_beams", 1)
+    if strategy == "beam_search" and not (_is_int(beams) and beams > 1):
+        raise ValueError(f"Task 'image_caption': generate_kwargs decode_strategy='beam_search' needs num_beams > 1 "
+                         f"in the same dict, got num_beams={beams!r}.")
+    if strategy == "greedy_search" and beams != 1:
+        raise ValueError(f"Task 'image_caption': generate_kwargs decode_strategy='greedy_search' keeps one candidate, "
+                         f"but num_beams={beams!r}; use decode_strategy='beam_search' or drop num_beams.")
+    options["do_sample"] = DECODE_STRATEGIES[strategy]
+    return options
+
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
@@ -150,6 +179,11 @@ class ImageCaptionTask(Task):
     default_models = {"captioner": "mixkit-tiny-blip2"}  # shipped, offline; Salesforce/blip2-opt-2.7b for real photos
     options = dict(CAPTION_GENERATION_OPTIONS)
     option_aliases = CAPTION_OPTION_ALIASES
+    options_dict = "generate_kwargs"  # PaddleMIX's MiniGPT-4 task reads its generation settings from this dict
+
+    @classmethod
+    def options_from_dict(cls, given: dict[str, Any]) -> dict[str, Any]:
+        return options_from_generate_kwargs(given)
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
