@@ -154,7 +154,7 @@ class Appflow:
         self._state: dict[Any, Any] = {}
         # 3. Options, values checked before any model loads
         self.tasks = {step.id: self.plan.task_classes[step.id](**step.options) for step in self.plan.order}
-        for name, value in self._route_options(options).items():
+        for name, value in self._route_options(self._spread_options_dicts(options)).items():
             for step_id in value[1]:
                 self.tasks[step_id].settings[name] = value[0]
         for step_id, task in self.tasks.items():
@@ -169,6 +169,34 @@ class Appflow:
     def option_aliases(self) -> dict[str, str]:
         """Other accepted spellings (PaddleMIX's) of this app's options -> the option they stand for."""
         return {alias: name for task in self.tasks.values() for alias, name in task.option_aliases.items()}
+
+    def _spread_options_dicts(self, keywords: dict[str, Any]) -> dict[str, Any]:
+        """`keywords` with each options dict (PaddleMIX's `generate_kwargs={...}`) spread into single options, as the
+        task translates it; a key that is no option, or an option also given outside the dict, is a TypeError."""
+        keywords = dict(keywords)
+        for step_id, task in self.tasks.items():
+            name = task.options_dict
+            if not name or name not in keywords:
+                continue
+            given = keywords.pop(name)
+            if given is None:
+                continue
+            if not isinstance(given, dict):
+                raise TypeError(f"App {self.name!r}: {name} must be a dict of options such as "
+                                f"{{'max_length': 40, 'num_beams': 3}}, got {type(given).__name__}.")
+            try:
+                options = task.options_from_dict(given)
+            except (TypeError, ValueError) as error:
+                raise type(error)(f"App {self.name!r}, step {step_id!r}: {error}") from None
+            unknown = sorted(str(key) for key in options if key not in task.options and key not in task.option_aliases)
+            if unknown:
+                raise TypeError(f"App {self.name!r}: {name} holds {unknown}, which are not options of this app; its "
+                                f"options are {sorted(task.options)} (also spelled {sorted(task.option_aliases)}).")
+            twice = sorted(key for key in options if key in keywords)
+            if twice:
+                raise TypeError(f"App {self.name!r} got {twice} both in {name} and as keywords; pass each once.")
+            keywords.update(options)
+        return keywords
 
     def _canonical_options(self, options: dict[str, Any]) -> dict[str, Any]:
         return rename_aliases(options, self.option_aliases(), f"App {self.name!r}")
@@ -240,6 +268,7 @@ class Appflow:
         inputs, overrides = {}, {}
         aliases = self.option_aliases()
         kwargs = rename_aliases(kwargs, self.plan.chain.input_aliases, f"App {self.name!r}", "input")
+        kwargs = self._spread_options_dicts(kwargs)
         for name, value in self._single_image_as_list(kwargs).items():
             if name in self.plan.app_inputs:
                 inputs[name] = value

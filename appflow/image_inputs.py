@@ -2,9 +2,10 @@
 
 Every form goes through `mixkit.io.images.load_image`, so the same picture gives the same pixels
 however it is passed: upright (EXIF orientation applied), transparency composited on white, the
-pixel cap enforced. (A PIL image used to skip this and lose its alpha to black in the tasks'
-`convert("RGB")`; diffusers' `load_image` normalises PIL inputs too.) URLs are fetched because
-PaddleMIX's examples pass them (`image="https://…/mugs.png"`); offline, the error says so.
+pixel cap enforced on what is still to be decoded (files, bytes, URLs), not on pixels already in
+memory. (A PIL image used to skip this and lose its alpha to black in the tasks' `convert("RGB")`;
+diffusers' `load_image` normalises PIL inputs too.) URLs are fetched because PaddleMIX's examples
+pass them (`image="https://…/mugs.png"`); offline, the error says so.
 """
 
 from __future__ import annotations
@@ -43,13 +44,28 @@ def fetch_image_bytes(url: str, *, timeout: float = URL_TIMEOUT_SECONDS, max_byt
     return body
 
 
+def _pixel_cap(value: Any) -> int:
+    """The default cap for what is still to be decoded (a path, bytes, a lazily opened `Image.open` with its tiles
+    pending); none for pixels already in memory, which diffusers' load_image and transformers' processors take at
+    any size and refusing protects nothing (the captioner resizes them to 224 px anyway)."""
+    from PIL import Image
+
+    from mixkit.io.images import DEFAULT_MAX_PIXELS
+
+    if isinstance(value, Image.Image) and not getattr(value, "tile", None):
+        return max(DEFAULT_MAX_PIXELS, value.width * value.height)
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", 0) >= 2:
+        return max(DEFAULT_MAX_PIXELS, int(value.shape[0]) * int(value.shape[1]))
+    return DEFAULT_MAX_PIXELS
+
+
 def read_image_input(value: Any, where: str) -> Any:
     """One image input as an upright 8-bit RGB PIL image; ValueError naming `where` when it is not one.
 
     A value that is none of the image forms is returned unchanged, for the port check to name its type."""
     from PIL import Image
 
-    from mixkit.io.images import load_image
+    from mixkit.io.images import ImageTooLargeError, load_image
 
     if isinstance(value, Image.Image) and min(value.size) <= 0:
         # An empty image would fail deep inside a model (a division by its size).
@@ -65,6 +81,12 @@ def read_image_input(value: Any, where: str) -> Any:
     elif not (isinstance(value, (str, bytes, Image.Image)) or type(value).__module__ == "numpy"):
         return value
     try:
-        return load_image(value)
+        return load_image(value, max_pixels=_pixel_cap(value))
+    except ImageTooLargeError as error:
+        # AppFlow has no max_pixels option: a file the user trusts is opened and decoded by the user instead
+        advice = str(error).split(";")[0]
+        raise ValueError(f"{where}: {advice}; downscale it, or if you trust it, open and decode it yourself "
+                         "(image = Image.open(path); image.load()) and pass the PIL image: pixels already in memory "
+                         "are not capped.") from None
     except (OSError, ValueError, TypeError) as error:
         raise ValueError(f"{where}: {error}") from None

@@ -45,6 +45,8 @@ class Task:
     options: ClassVar[dict[str, Any]] = {}  # option name -> default value
     # other spellings of options (PaddleMIX's `guidance_scale` for `cfg_scale`) -> the option they stand for
     option_aliases: ClassVar[dict[str, str]] = {}
+    # a keyword taking a dict of options (PaddleMIX's `generate_kwargs`), spread into the options; "" for none
+    options_dict: ClassVar[str] = ""
 
     def __init__(self, **options: Any) -> None:
         options = self.canonical_options(options)
@@ -58,6 +60,11 @@ class Task:
     def canonical_options(cls, options: dict[str, Any]) -> dict[str, Any]:
         """`options` with aliases renamed to the options they stand for; two spellings of one option are an error."""
         return rename_aliases(options, cls.option_aliases, f"Task {cls.name!r}")
+
+    @classmethod
+    def options_from_dict(cls, given: dict[str, Any]) -> dict[str, Any]:
+        """The options a dict passed as `options_dict` stands for (a task translates other projects' keys here)."""
+        return dict(given)
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:

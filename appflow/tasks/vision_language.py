@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 from typing import Any
 
@@ -24,6 +25,35 @@ CAPTION_OPTION_ALIASES = {
     "num_captions": "num_return_sequences",
 }
 """Other spellings of the captioning options -> the option; one option under two spellings is an error."""
+
+DECODE_STRATEGIES = {"greedy_search": False, "sampling": True, "beam_search": False}
+"""PaddleNLP's `decode_strategy` (PaddleMIX's MiniGPT-4 `generate_kwargs`) -> `do_sample`; beam search also needs
+num_beams > 1, which PaddleNLP takes from the same dict."""
+
+
+def options_from_generate_kwargs(given: dict[str, Any]) -> dict[str, Any]:
+    """The captioning options PaddleMIX's `generate_kwargs` dict stands for: its `decode_strategy` as `do_sample`
+    (and, for beam search, a check that num_beams > 1); every other key is an option or an option's alias as is."""
+    options = dict(given)
+    if "decode_strategy" not in options:
+        return options
+    strategy = options.pop("decode_strategy")
+    if strategy not in DECODE_STRATEGIES:
+        raise ValueError(f"Task 'image_caption': generate_kwargs decode_strategy must be one of "
+                         f"{sorted(DECODE_STRATEGIES)} (PaddleNLP's), got {strategy!r}.")
+    sampling = [name for name in ("do_sample", "use_nucleus_sampling") if name in options]
+    if sampling:
+        raise TypeError(f"Task 'image_caption': generate_kwargs gives decode_strategy={strategy!r} and "
+                        f"{sampling[0]}={options[sampling[0]]!r}, which both choose sampling or not; pass only one.")
+    beams = options.get("num_beams", 1)
+    if strategy == "beam_search" and not (_is_int(beams) and beams > 1):
+        raise ValueError(f"Task 'image_caption': generate_kwargs decode_strategy='beam_search' needs num_beams > 1 "
+                         f"in the same dict, got num_beams={beams!r}.")
+    if strategy == "greedy_search" and beams != 1:
+        raise ValueError(f"Task 'image_caption': generate_kwargs decode_strategy='greedy_search' keeps one candidate, "
+                         f"but num_beams={beams!r}; use decode_strategy='beam_search' or drop num_beams.")
+    options["do_sample"] = DECODE_STRATEGIES[strategy]
+    return options
 
 
 def _is_int(value: Any) -> bool:
@@ -85,17 +115,38 @@ def generate_keywords(options: dict[str, Any]) -> dict[str, Any]:
     return keywords
 
 
+SAMPLING_LOCK = threading.Lock()
+"""Held for the whole of every sampled `generate`, process-wide. transformers samples from torch's global
+generator (its `generate` takes no `torch.Generator`), so a seeded call gives its text only if no other thread
+draws from that generator meanwhile, and two threads' fork/seed/restore steps must not interleave (measured:
+11 of 12 seeded calls from two threads sharing one app gave other texts, and the caller's stream was lost).
+Greedy and beam search draw nothing and run unlocked; sampled calls run one at a time."""
+
+
 @contextmanager
-def _seeded(seed: int):
-    """Sampling draws from torch's global generator; a seed forks it, so the caller's stream is left as it was."""
-    if seed < 0:
+def sampling_generator(seed: int, sampling: bool, device: Any):
+    """Around one `generate`: sampled calls hold `SAMPLING_LOCK`; a seed (>= 0) forks torch's generators and seeds
+    them, so the text follows the seed and the caller's streams are left as they were."""
+    if not sampling:
         yield
         return
     import torch
 
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        yield
+    with SAMPLING_LOCK:
+        if seed < 0:
+            yield
+            return
+        device = torch.device(device)
+        if device.type == "cpu":
+            # Only the CPU generator: torch.manual_seed would also reseed every GPU, which devices=[] does not restore.
+            with torch.random.fork_rng(devices=[]):
+                torch.default_generator.manual_seed(seed)
+                yield
+            return
+        count = torch.get_device_module(device.type).device_count()
+        with torch.random.fork_rng(devices=list(range(count)), device_type=device.type):
+            torch.manual_seed(seed)  # every device of the model's type, all restored by the fork
+            yield
 
 
 def question_image_pairs(image: Any, question: str | list[str]) -> tuple[list, list[str]]:
@@ -128,6 +179,11 @@ class ImageCaptionTask(Task):
     default_models = {"captioner": "mixkit-tiny-blip2"}  # shipped, offline; Salesforce/blip2-opt-2.7b for real photos
     options = dict(CAPTION_GENERATION_OPTIONS)
     option_aliases = CAPTION_OPTION_ALIASES
+    options_dict = "generate_kwargs"  # PaddleMIX's MiniGPT-4 task reads its generation settings from this dict
+
+    @classmethod
+    def options_from_dict(cls, given: dict[str, Any]) -> dict[str, Any]:
+        return options_from_generate_kwargs(given)
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
@@ -146,7 +202,7 @@ class ImageCaptionTask(Task):
         images = list(image) if isinstance(image, (list, tuple)) else [image]
         keywords = generate_keywords(options)
         vlm = models.get("captioner")
-        with _seeded(options["seed"]):
+        with sampling_generator(options["seed"], options["do_sample"], getattr(vlm, "device", "cpu")):
             if question is not None:
                 produced = vlm.answer(*question_image_pairs(image, question), **keywords)
             else:

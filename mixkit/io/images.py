@@ -68,20 +68,42 @@ def _open(source: Any, max_pixels: int):
         raise InvalidImageError(f"{_describe(source)} could not be read ({error}); it may be corrupt or crafted") from None
 
 
-def _to_8bit_rgb(image):
+def _greyscale_to_8bit(image, sixteen_bit: bool, what: str):
+    """A 16-bit, 32-bit integer or float greyscale image as mode L; InvalidImageError when its values fit no scale.
+
+    16-bit sources (modes I;16*, or I from a 16-bit PNG in older Pillow) are scaled 0..65535 onto 0..255 instead of
+    clipped (which turns them white). Other mode I images (a 32-bit TIFF, an int32 array, `convert("I")` of an 8- or
+    16-bit image) are read as Pillow's `convert("L")` reads them when their values are 0..255, and as 16-bit when
+    they go above 255 but not 65535; floats as numpy float arrays are, in [0, 1]. Other ranges are refused rather
+    than clipped to white or black without a word.
+    """
+    import numpy as np
     from PIL import Image
 
-    if image.mode in ("I;16", "I;16B", "I;16L", "I"):
-        # 16-bit greyscale: scale 0..65535 onto 0..255 instead of clipping (which turns it white).
-        import numpy as np
+    values = np.asarray(image, dtype=np.float64)
+    low, high = (float(values.min()), float(values.max())) if np.isfinite(values).all() else (np.nan, np.nan)
+    if image.mode.startswith("I") and (sixteen_bit or 0.0 <= low <= high <= 65535.0 and high > 255.0):
+        return Image.fromarray(np.clip(np.rint(values / 257.0), 0, 255).astype("uint8"), mode="L")
+    if image.mode == "F":
+        if not 0.0 <= low <= high <= 1.0:
+            raise InvalidImageError(
+                f"{what} is a mode F (float) image with values from {low:g} to {high:g}; float images must be in "
+                "[0, 1], as float arrays are. For 0..255 values (what convert('F') of an 8-bit image gives) pass "
+                "image.convert('L'), which reads them as Pillow does; otherwise rescale to [0, 1]")
+        return Image.fromarray(np.rint(values * 255.0).astype("uint8"), mode="L")
+    if not 0.0 <= low <= high <= 255.0:
+        raise InvalidImageError(
+            f"{what} is a mode {image.mode} (32-bit integer) image with values from {low:g} to {high:g}, outside "
+            "both 8-bit (0..255) and 16-bit (0..65535) ranges; rescale it into one of them, or pass "
+            "image.convert('L') to clip to 0..255 as Pillow does")
+    return Image.fromarray(values.astype("uint8"), mode="L")
 
-        values = np.asarray(image, dtype=np.float64)
-        image = Image.fromarray(np.clip(np.rint(values / 257.0), 0, 255).astype("uint8"), mode="L")
-    elif image.mode == "F":
-        import numpy as np
 
-        values = np.asarray(image, dtype=np.float64)
-        image = Image.fromarray(np.clip(np.rint(values * 255.0), 0, 255).astype("uint8"), mode="L")
+def _to_8bit_rgb(image, sixteen_bit: bool, what: str):
+    from PIL import Image
+
+    if image.mode in ("I", "F") or image.mode.startswith("I;16"):
+        image = _greyscale_to_8bit(image, sixteen_bit or image.mode.startswith("I;16"), what)
     if image.mode == "P":
         image = image.convert("RGBA" if "transparency" in image.info else "RGB")
     if image.mode in ("RGBA", "LA", "PA", "RGBa", "La"):
@@ -149,8 +171,12 @@ def load_image(source: Any, *, max_pixels: int = DEFAULT_MAX_PIXELS):
     try:
         image.seek(0)
         image.load()
+        # before exif_transpose, whose copy drops `format`: Pillow < 10 opened 16-bit greyscale PNGs as mode I
+        sixteen_bit = image.mode.startswith("I;16") or (image.mode == "I" and getattr(image, "format", None) == "PNG")
         image = ImageOps.exif_transpose(image)
-        return _to_8bit_rgb(image)
+        return _to_8bit_rgb(image, sixteen_bit, _describe(source))
+    except InvalidImageError:
+        raise
     except (OSError, SyntaxError, ValueError) as error:
         raise InvalidImageError(f"{_describe(source)} could not be decoded ({error}); it may be truncated or corrupt") from None
 

@@ -109,3 +109,35 @@ def test_unreachable_or_missing_urls_say_what_to_do_before_any_model_loads(image
     with pytest.raises(ValueError, match="Pillow can read"):
         flow(image=f"{base}/")  # a directory listing, not an image
     assert cache.loads == 0
+
+
+def test_a_big_decoded_image_is_read_and_a_big_file_refused_with_advice_that_works(tmp_path):
+    """Above the 64 Mpx cap: a PIL image already in memory is read (the captioner resizes it anyway), a file is
+    refused before decoding, and the error's advice (decode it yourself, pass the image) is what the first line does;
+    it used to point to a max_pixels option AppFlow does not have."""
+    big = Image.new("L", (9000, 8000), 90)
+    assert read_image_input(big, "input 'image'").getpixel((0, 0)) == (90, 90, 90)
+    path = tmp_path / "big.png"
+    big.save(path)
+    with pytest.raises(ValueError, match=r"input 'image': image file .*big.png' is 9000x8000 = 72,000,000 pixels, "
+                                         r"above the 64,000,000-pixel cap; downscale it, or if you trust it, open "
+                                         r"and decode it yourself \(image = Image.open\(path\); image.load\(\)\)") as error:
+        read_image_input(str(path), "input 'image'")
+    assert "max_pixels" not in str(error.value)
+    trusted = Image.open(path)
+    trusted.load()
+    assert read_image_input(trusted, "input 'image'").size == (9000, 8000)
+
+
+def test_the_cap_is_for_what_is_still_to_be_decoded():
+    """Bytes and a lazily opened `Image.open` (tiles pending) are capped as the file is; an array is not."""
+    import io
+
+    big = Image.new("L", (9000, 8000), 90)
+    encoded = io.BytesIO()
+    big.save(encoded, "PNG")
+    with pytest.raises(ValueError, match="9000x8000 = 72,000,000 pixels, above the 64,000,000-pixel cap"):
+        read_image_input(encoded.getvalue(), "input 'image'")
+    with pytest.raises(ValueError, match="9000x8000 = 72,000,000 pixels, above the 64,000,000-pixel cap"):
+        read_image_input(Image.open(io.BytesIO(encoded.getvalue())), "input 'image'")
+    assert read_image_input(np.asarray(big), "input 'image'").getpixel((8999, 7999)) == (90, 90, 90)

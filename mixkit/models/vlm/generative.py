@@ -149,11 +149,10 @@ class GenerativeAdapter(VisionLanguageAdapter):
                 "load it with a current transformers and save it again, or use an updated copy from the hub"
             )
         placeholders = [config.image_token_index] * config.num_query_tokens
-        if self.decoder_only:
-            bos = config.text_config.bos_token_id
-            rows = [placeholders + [bos] + tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
-        else:
-            rows = [placeholders + tokenizer(p)["input_ids"] for p in prompts]
+        # The tokenizer's own special tokens, as Blip2Processor / InstructBlipProcessor add them: OPT's and Vicuna's
+        # put their BOS first, T5's an EOS last. (Always inserting text_config.bos_token_id made a checkpoint whose
+        # tokenizer adds no BOS generate other text than transformers' processor + generate on the same weights.)
+        rows = [placeholders + tokenizer(p)["input_ids"] for p in prompts]
         pad_id = config.text_config.pad_token_id
         input_ids, attention_mask = pad_token_rows(rows, pad_id, "left" if self.decoder_only else "right")
         return {"input_ids": input_ids.to(self.device), "attention_mask": attention_mask.to(self.device)}

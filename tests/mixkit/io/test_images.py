@@ -57,6 +57,29 @@ def test_16_bit_greyscale_is_scaled_not_clipped(tmp_path):
     assert image.mode == "RGB" and image.getpixel((0, 0)) == (128, 128, 128)
 
 
+def test_integer_and_float_greyscale_follow_their_scale_or_are_refused(tmp_path):
+    """Mode I from an 8-bit image (convert("I"), an int32 array) keeps its 0..255 values, as Pillow's convert("RGB")
+    does (it used to be divided by 257: 200 became 1, black); 16-bit values are still scaled; mode F in [0, 1] is
+    scaled as float arrays are, and other float or integer ranges are refused instead of clipped to white or black."""
+    grey = Image.new("L", (4, 4), 200)
+    assert load_image(grey.convert("I")).getpixel((0, 0)) == grey.convert("I").convert("RGB").getpixel((0, 0))
+    assert load_image(np.full((4, 4), 81, dtype=np.int32)).getpixel((0, 0)) == (81, 81, 81)
+    assert load_image(Image.fromarray(np.full((4, 4), 32896, dtype=np.uint16))).getpixel((0, 0)) == (128, 128, 128)
+    assert load_image(Image.fromarray(np.full((4, 4), 0.5, dtype=np.float32))).getpixel((0, 0)) == (128, 128, 128)
+    with pytest.raises(InvalidImageError, match=r"mode F \(float\) image with values from 200 to 200; float images "
+                                                r"must be in \[0, 1\].*image.convert\('L'\)"):
+        load_image(grey.convert("F"))
+    with pytest.raises(InvalidImageError, match=r"mode F .* values from nan"):
+        load_image(Image.fromarray(np.full((4, 4), np.nan, dtype=np.float32)))
+    path = tmp_path / "deep32.tif"
+    Image.fromarray(np.full((4, 4), 40000, dtype=np.int32)).save(path)
+    assert load_image(path).getpixel((0, 0)) == (156, 156, 156)  # above 255: 16-bit data, scaled as before
+    Image.fromarray(np.full((4, 4), -5, dtype=np.int32)).save(path)
+    with pytest.raises(InvalidImageError, match=r"deep32.tif' is a mode I \(32-bit integer\) image with values from "
+                                                r"-5 to -5, outside both 8-bit .*convert\('L'\)"):
+        load_image(path)
+
+
 def test_rgba_transparency_is_composited_on_white(tmp_path):
     path = tmp_path / "alpha.png"
     pixels = np.zeros((2, 2, 4), dtype=np.uint8)

@@ -75,3 +75,31 @@ def test_caption_routes_linears_through_onednn_and_unpatches_them(blip2_opt, pho
     assert blip2_opt.caption(photos[:3], max_new_tokens=6) == expected
     assert 3 in calls  # the batch-of-3 decode steps went through oneDNN
     assert not any("forward" in m.__dict__ for m in blip2_opt.model.modules() if isinstance(m, nn.Linear))
+
+
+@pytest.mark.parametrize("adds_bos", [False, True], ids=["tokenizer-adds-nothing", "tokenizer-adds-bos"])
+def test_opt_prompt_ids_and_texts_match_transformers_processor_and_generate(tiny_blip2_opt_dir, photos, adds_bos):
+    """The prompt is tokenized as Blip2Processor does it, with the checkpoint tokenizer's own special tokens: real OPT
+    tokenizers put `</s>` first, the tiny one adds nothing (mixkit used to insert text_config.bos_token_id always)."""
+    from tokenizers import processors
+    from transformers import Blip2ForConditionalGeneration, Blip2Processor
+
+    from mixkit.models.vlm import wrap_vlm
+
+    model = Blip2ForConditionalGeneration.from_pretrained(tiny_blip2_opt_dir).eval()
+    processor = Blip2Processor.from_pretrained(tiny_blip2_opt_dir)
+    if adds_bos:
+        processor.tokenizer._tokenizer.post_processor = processors.TemplateProcessing(
+            single="</s> $A", special_tokens=[("</s>", processor.tokenizer.convert_tokens_to_ids("</s>"))])
+    vlm = wrap_vlm(model, processor)
+    cases = [("", dict(max_new_tokens=8)), ("", dict(max_new_tokens=8, repetition_penalty=1.8)),
+             ("a photo of", dict(max_new_tokens=8, num_beams=3, repetition_penalty=1.8)),
+             ("Question: what is it? Short answer:", dict(max_new_tokens=6, repetition_penalty=1.8))]
+    for prompt, options in cases:
+        inputs = processor(images=photos[0], text=prompt, return_tensors="pt")
+        assert vlm._model_inputs([photos[0]], [prompt])["input_ids"].tolist() == inputs["input_ids"].tolist()
+        with torch.no_grad():
+            out = model.generate(**inputs, do_sample=False, **options)[:, inputs["input_ids"].shape[1]:]
+        expected = processor.tokenizer.batch_decode(out, skip_special_tokens=True)[0].strip()
+        assert vlm.caption([photos[0]], prompt, **options) == [expected], (prompt, options)
+    assert vlm.answer([photos[0]], ["what is it?"], max_new_tokens=6, repetition_penalty=1.8) == [expected]
