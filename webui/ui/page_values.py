@@ -22,9 +22,6 @@ class PageValues:
     def __init__(self, functions: dict[int, tuple[object, Callable[[], object]]]) -> None:
         self._functions = functions  # component id -> (component, function of nothing giving its value)
 
-    def __len__(self) -> int:
-        return len(self._functions)
-
     def write_into(self, config: dict) -> None:
         """Set each taken component's value in Gradio's `config` (as `Blocks.config`) to its function's value now.
 
