@@ -53,6 +53,9 @@ def build_app(state: ServerState):
         # once `has_launched` is set, which `launch()` does and `mount_gradio_app` does not: unset, any client could
         # name any image on the server's disk ({"path": "/home/..."}) and have PNG Info read it or Extras serve it.
         blocks.has_launched = True
+        from webui.ui.page_values import ServePageValues
+
+        app = ServePageValues(app, blocks, blocks.mixkit_page_values)  # the Settings defaults of now, in the page
     guarded = BodySizeLimitMiddleware(app, state.config.request_limits.max_body_bytes)
     if state.config.auth is not None:
         guarded = BasicAuthMiddleware(guarded, state.config.auth)

@@ -110,7 +110,7 @@ def test_closing_the_tab_cancels_its_running_generation(ui_server, tmp_path, mon
     cancel_session = state.cancel_session
     monkeypatch.setattr(state, "cancel_session", lambda session: ended.append((session, cancel_session(session))) or ended[-1][1])
     state.options.apply({"samples_save": False})
-    # Settings default of 1000 steps: the page's load event sets it, so typing cannot race that event.
+    # Settings default of 1000 steps: the page is served with it (`webui.ui.page_values`).
     state.options.apply(state.options.check_update({"default_steps": 1000}))
     with headless_chromium(tmp_path) as (sync_api, browser):
         try:
@@ -186,3 +186,45 @@ def test_send_to_extras_keeps_the_png_and_its_infotext_through_the_browser(ui_se
         assert result.info["parameters"] == source.info["parameters"]
         expected = upscale_image(source.convert("RGB"), 2.0, upscaler=UPSCALERS.names()[0])
         assert result.convert("RGB").tobytes() == expected.tobytes()
+
+
+def test_a_value_typed_before_the_page_load_events_land_is_kept(ui_server, tmp_path):
+    # Hunt finding: Steps typed as 3 was generated with the Settings default of 20, because a page-load event set the
+    # field after the form was already editable. Here every request the page makes to run an event is held back until
+    # the user has typed, which is the slow case made certain; A1111 serves its defaults in the page, so nothing can
+    # replace a typed value, and the page opened after a Settings change must still show the new defaults.
+    state = ui_server.state
+    changed = {"default_steps": 7, "default_cfg_scale": 5.5, "samples_save": False}
+    before = {key: state.options.get(key) for key in changed}
+    state.options.apply(state.options.check_update(changed))
+    held, holding = [], [True]
+
+    def hold_event_requests(route):
+        if holding[0] and route.request.method == "POST":
+            held.append(route)
+        else:
+            route.continue_()
+
+    try:
+        with headless_chromium(tmp_path) as (sync_api, browser):
+            page = browser.new_page()
+            page.route("**/gradio_api/**", hold_event_requests)
+            page.goto(ui_server.url + "/", timeout=60_000)
+            steps = page.locator("#txt2img_steps input[type=number]")
+            steps.wait_for(timeout=60_000)
+            page.locator("#txt2img_prompt textarea").fill("a typed value")
+            set_number(page, "txt2img_steps", 3)
+            set_number(page, "txt2img_seed", 11)
+            holding[0] = False
+            for route in held:  # the page-load events (before the fix) run now, after the typing
+                route.continue_()
+            # an untouched field shows the Settings default of this moment (a load event's or the served page's)
+            sync_api.expect(page.locator("#txt2img_cfg_scale input[type=number]")).to_have_value("5.5", timeout=30_000)
+            page.wait_for_timeout(1000)  # lets any load event still in flight land: the typed value must outlive it
+            sync_api.expect(steps).to_have_value("3")
+            page.locator("#txt2img_generate").click()
+            page.locator("#txt2img_progress", has_text="Done: 1 image(s)").wait_for(timeout=120_000)
+            infotext = page.locator("#txt2img_infotext textarea").input_value()
+    finally:
+        state.options.apply(before)
+    assert "Steps: 3," in infotext and "CFG scale: 5.5," in infotext and "Seed: 11," in infotext, infotext

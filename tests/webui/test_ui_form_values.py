@@ -12,7 +12,7 @@ from safetensors.torch import save_file
 
 from pipelines.params import GenerationLimits, Txt2ImgParams
 
-from .ui_blocks import component, load_value
+from .ui_blocks import component, page_value
 
 
 LIMITS = GenerationLimits(max_steps=150, max_batch_size=8, max_cfg_scale=30.0)
@@ -46,7 +46,7 @@ def test_the_clip_skip_field_starts_from_the_settings_value(built):
         assert component(blocks, f"{kind}_clip_skip").value == 2
     state.options.apply(state.options.check_update({"CLIP_stop_at_last_layers": 3}))
     try:
-        assert load_value(blocks, "txt2img_clip_skip") == 3 and load_value(blocks, "img2img_clip_skip") == 3
+        assert page_value(blocks, "txt2img_clip_skip") == 3 and page_value(blocks, "img2img_clip_skip") == 3
     finally:
         state.options.apply(state.options.check_update({"CLIP_stop_at_last_layers": 2}))
 

@@ -11,7 +11,7 @@ from PIL import Image
 from pipelines.params import Txt2ImgParams
 from webui.ui.controlnet_units import UNIT_FIELDS, with_controlnet
 
-from .ui_blocks import component, load_value
+from .ui_blocks import component, page_value
 from .worker_jobs import submit_until_interrupted
 
 
@@ -43,8 +43,8 @@ def test_forms_start_from_the_settings_defaults_and_follow_later_changes(built):
     assert component(blocks, "settings_default_steps").value == 7
     assert component(blocks, "settings_performance_preset").value == "exact"
     state.options.apply(state.options.check_update({"default_steps": 11, "default_sampler_name": "LMS"}))
-    assert load_value(blocks, "txt2img_steps") == 11 and load_value(blocks, "img2img_sampler") == "LMS"
-    assert load_value(blocks, "settings_default_steps") == 11
+    assert page_value(blocks, "txt2img_steps") == 11 and page_value(blocks, "img2img_sampler") == "LMS"
+    assert page_value(blocks, "settings_default_steps") == 11
 
 
 def test_control_net_unit_count_decides_the_units_per_tab(built):

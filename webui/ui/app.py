@@ -13,6 +13,7 @@ CSS = """
 
 
 def build_ui(state: ServerState):
+    """The app's Blocks; its `mixkit_page_values` are the values each served page starts from (Settings defaults)."""
     from pipelines.samplers import list_samplers
     from pipelines.samplers.schedule_types import SCHEDULE_TYPES
     from webui.ui.appflow_tab import build_appflow_tab
@@ -20,6 +21,7 @@ def build_ui(state: ServerState):
     from webui.ui.extras_tab import build_extras_tab
     from webui.ui.generate_tab import build_generate_tab
     from webui.ui.lora_tab import build_lora_tab
+    from webui.ui.page_values import take_page_values
     from webui.ui.png_info_tab import build_png_info_tab
     from webui.ui.prompt_targets import prompt_boxes
     from webui.ui.send_to import wire_paste_button, wire_send_buttons
@@ -57,4 +59,6 @@ def build_ui(state: ServerState):
             state.cancel_session(getattr(request, "session_hash", None))
 
         blocks.unload(end_session)
+        # Before the Blocks closes (which would attach a page-load event for each): see `webui.ui.page_values`.
+        blocks.mixkit_page_values = take_page_values(blocks)
     return blocks
