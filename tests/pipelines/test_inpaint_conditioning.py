@@ -16,15 +16,6 @@ SMALL = dict(prompt="a cat", seed=11, width=64, height=64, steps=3, sampler="Eul
 
 
 @pytest.fixture(scope="module")
-def inpaint_pipe(tmp_path_factory):
-    from mixkit.testing.tiny_controlnet import build_tiny_sd1_inpaint
-
-    pipe = ImageToImage.from_pretrained(build_tiny_sd1_inpaint(tmp_path_factory.mktemp("tiny-inpaint"), seed=0))
-    assert pipe.model.unet.config.in_channels == 9
-    return pipe
-
-
-@pytest.fixture(scope="module")
 def picture():
     return Image.fromarray(np.random.default_rng(3).integers(0, 255, (64, 64, 3), dtype=np.uint8))
 

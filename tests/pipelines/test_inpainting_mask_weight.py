@@ -8,18 +8,10 @@ import torch
 from PIL import Image
 
 from pipelines.image_prep import to_model_pixels
-from pipelines.img2img import ImageToImage
 from pipelines.inpaint_mask import masked_model_pixels
 from pipelines.vae_decode import encode_images
 
 SMALL = dict(prompt="a cat", seed=11, width=64, height=64, steps=3, sampler="Euler", denoising_strength=0.75)
-
-
-@pytest.fixture(scope="module")
-def inpaint_pipe(tmp_path_factory):
-    from mixkit.testing.tiny_controlnet import build_tiny_sd1_inpaint
-
-    return ImageToImage.from_pretrained(build_tiny_sd1_inpaint(tmp_path_factory.mktemp("tiny-inpaint"), seed=0))
 
 
 @pytest.fixture(scope="module")
