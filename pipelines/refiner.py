@@ -7,7 +7,9 @@ level, as `(999 - t) / 1000` with `t` the training timestep whose sigma is neare
 ratio reaches `refiner_switch_at` it loads the refiner, re-encodes the prompts with the refiner's own text
 encoder(s) (`p.setup_conds()`) and lets the refiner's UNet predict every remaining call. When no call reaches
 the ratio the refiner is never loaded and the infotext does not name it: the image is the base model's alone.
-In a hires fix the refiner runs in the second pass only (A1111's default `hires_fix_refiner_pass`, "second pass").
+In a hires fix the refiner runs in the pass(es) `HiresParams.hires_fix_refiner_pass` names (A1111's option: "second
+pass" by default, "first pass" or "both passes"), switching in each at `refiner_switch_at` of that pass's schedule;
+the hires pass always starts on the base model (A1111 reloads it before `sample_hr_pass`).
 
 The schedule is known before sampling, so here the switching call is computed up front (`switch_index`), the
 refiner is loaded only for a batch that reaches it, and the refiner's conditioning is encoded before the loop.
