@@ -120,10 +120,7 @@ def check_hires_params(params: HiresParams, limits, multiple: int) -> HiresSize:
         if not isinstance(value, str):
             raise TypeError(f"{name} must be a string (\"\" = the first pass's), got {type(value).__name__}.")
         check_prompt_field(name, value, 1, limits)
-    if not isinstance(params.hires_fix_refiner_pass, str) or params.hires_fix_refiner_pass not in HIRES_REFINER_PASSES:
-        raise ValueError(f"hires_fix_refiner_pass must be one of {', '.join(map(repr, HIRES_REFINER_PASSES))} (A1111's "
-                         f"Settings > Stable Diffusion 'Hires fix: which pass to enable refiner for'), got "
-                         f"{params.hires_fix_refiner_pass!r}.")
+    check_hires_refiner_pass(params.hires_fix_refiner_pass)
     strength = params.denoising_strength
     if isinstance(strength, bool) or not isinstance(strength, (int, float)) or not math.isfinite(strength) \
             or not 0 <= strength <= 1:
@@ -149,6 +146,14 @@ def check_hires_params(params: HiresParams, limits, multiple: int) -> HiresSize:
             f"upscales to {size.upscale_width}x{size.upscale_height} before cropping, over the budget of "
             f"{4 * limits.max_pixels} pixels; choose a resize closer to the first pass's aspect ratio.")
     return size
+
+
+def check_hires_refiner_pass(value: Any) -> str:
+    """`value` when it is one of A1111's `hires_fix_refiner_pass` choices; ValueError naming it otherwise."""
+    if not isinstance(value, str) or value not in HIRES_REFINER_PASSES:
+        raise ValueError(f"hires_fix_refiner_pass must be one of {', '.join(map(repr, HIRES_REFINER_PASSES))} (A1111's "
+                         f"Settings > Stable Diffusion 'Hires fix: which pass to enable refiner for'), got {value!r}.")
+    return value
 
 
 def hires_infotext(params: HiresParams) -> dict[str, Any]:
