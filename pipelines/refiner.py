@@ -242,22 +242,25 @@ class RefinerRun:
 
     def _prepare(self):
         if self._prepared is None:
-            import warnings
-
-            from mixkit.lora.errors import LoraMismatchError
-
             params = self.params
             self.session = self.base_session.refiner_slot.session(params.refiner, self.base_session)
-            options = dict(emphasis=params.emphasis, comma_backtrack=params.comma_padding_backtrack,
-                           sdxl_clip_l_skip=params.sdxl_clip_l_skip)
-            try:
-                self._prepared = self.stack.enter_context(self.session.prepared(
-                    self.prompts, self.negatives, params.loras, params.clip_skip, **options))
-            except LoraMismatchError as error:
-                # A1111 patches LoRA weights into whatever layers the loaded model has, so LoRAs of the base model
-                # act on the refiner only where its layers match; mixkit applies a LoRA wholly or not at all.
-                warnings.warn(f"the refiner {refiner_label(self.session.model)!r} runs without the call's LoRAs: "
-                              f"{error}", UserWarning, stacklevel=4)
-                self._prepared = self.stack.enter_context(self.session.prepared(
-                    self.prompts, self.negatives, [], params.clip_skip, apply_loras=False, **options))
+            # A1111 leaves the call's networks active when the refiner loads and re-encodes the prompts for it; its
+            # Lora extension then patches each refiner layer that carries a network's layer name and fits its shape
+            # (a mismatched shape is skipped and counted in "Networks with errors"). So each LoRA acts here on the
+            # refiner's layers it fits, and the rest of it is left out with a warning.
+            self._prepared = self.stack.enter_context(self.session.prepared(
+                self.prompts, self.negatives, params.loras, params.clip_skip, emphasis=params.emphasis,
+                comma_backtrack=params.comma_padding_backtrack, sdxl_clip_l_skip=params.sdxl_clip_l_skip,
+                partial_loras=True))
+            self._warn_left_out(self._prepared.left_out_loras())
         return self._prepared
+
+    def _warn_left_out(self, left_out: dict[str, tuple[int, list[str]]]) -> None:
+        import warnings
+
+        from mixkit.lora.errors import list_for_humans
+
+        for name, (applied, keys) in left_out.items():
+            acts = f"acts on {applied} of its modules" if applied else "fits none of its layers and does not act"
+            warnings.warn(f"LoRA {name!r} on the refiner {refiner_label(self.session.model)!r}: {acts} (A1111 patches "
+                          f"the layers a LoRA fits); left out: {list_for_humans(keys, 6)}", UserWarning, stacklevel=5)
