@@ -263,7 +263,7 @@ class ModelSession:
                  emphasis: str = "Original", comma_backtrack: int = 20, sdxl_clip_l_skip: bool = False,
                  partial_loras: bool = False):
         """`partial_loras=True`: each LoRA acts on the layers it fits and the rest of it is left out
-        (`apply_loras(partial=True)`; a refiner running the base model's LoRAs, `PreparedCall.applied.left_out()`)."""
+        (`apply_loras(partial=True)`; a refiner running the base model's LoRAs, `PreparedCall.left_out_loras()`)."""
         from mixkit.prompts import extract_extra_networks
 
         self.refresh_embeddings()
