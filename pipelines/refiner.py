@@ -129,7 +129,8 @@ class RefinerSwitch:
 
     def applied_to(self, request):
         """`request` (a SamplingRequest) as the refiner runs it. Extra inputs made for the base UNet (an
-        inpainting UNet's mask channels, ControlNet residuals) do not fit another UNet and are left out."""
+        inpainting UNet's mask channels, ControlNet residuals) do not fit another UNet and are left out; so does
+        sd-webui-controlnet, whose hook sits on the UNet loaded when the generation starts, not on the refiner's."""
         if self.enter is not None:
             self.enter()
         return replace(request, unet=self.unet, plan=self.plan, time_ids=self.time_ids,
