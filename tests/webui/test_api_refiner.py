@@ -117,6 +117,27 @@ def test_txt2img_with_a_refiner_over_http(refiner_server, tiny_sdxl_refiner_dir)
     assert "refiner_switch_at must be a number strictly between 0 and 1" in bad_switch.text
 
 
+def test_hires_refiner_first_pass_over_http_and_its_infotext_reproduces_the_image(refiner_server,
+                                                                                  tiny_sdxl_refiner_dir):
+    import httpx
+
+    payload = {"prompt": "a red cube", "seed": 3, "steps": 4, "width": 64, "height": 64, "sampler_name": "Euler",
+               "enable_hr": True, "hr_scale": 1.5, "denoising_strength": 0.5,
+               "refiner_checkpoint": tiny_sdxl_refiner_dir.name, "refiner_switch_at": 0.8}
+    with httpx.Client(base_url=refiner_server.url, timeout=300) as http:
+        default = http.post("/sdapi/v1/txt2img", json=payload)
+        first = http.post("/sdapi/v1/txt2img",
+                          json={**payload, "override_settings": {"hires_fix_refiner_pass": "first pass"}})
+        assert default.status_code == 200 and first.status_code == 200, first.text
+        infotext = json.loads(first.json()["info"])["infotexts"][0]
+        assert "Hires refiner: first pass" in infotext and f"Refiner: {tiny_sdxl_refiner_dir.name} [" in infotext
+        assert "Hires refiner" not in json.loads(default.json()["info"])["infotexts"][0]
+        assert first.json()["images"][0] != default.json()["images"][0]
+        again = http.post("/sdapi/v1/txt2img", json={"infotext": infotext})
+        assert again.status_code == 200, again.text
+        assert again.json()["images"][0] == first.json()["images"][0]
+
+
 @pytest.mark.parametrize("written, runs", [("", "second pass"), (", Hires refiner: second pass", "second pass"),
                                            (", Hires refiner: first pass", "first pass"),
                                            (", Hires refiner: both passes", "both passes")])
