@@ -1,6 +1,6 @@
-"""A refiner with hires fix: A1111's `hires_fix_refiner_pass` picks the pass(es) the refiner finishes ("second pass", its
-default, "first pass" or "both passes"), each switching at `refiner_switch_at` of its own schedule, and the image's one
-infotext names the refiner (plus "Hires refiner" when the option is not its default)."""
+"""A refiner with hires fix: A1111's `hires_fix_refiner_pass` picks the pass(es) the refiner finishes ("second
+pass", its default, "first pass" or "both passes"), each switching at `refiner_switch_at` of its own schedule, and
+the image's one infotext names the refiner (plus "Hires refiner" when the option is not its default)."""
 
 from __future__ import annotations
 

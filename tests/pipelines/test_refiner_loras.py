@@ -1,6 +1,6 @@
-"""The call's LoRAs on the refiner: A1111 re-runs setup_conds for the refiner and its Lora extension patches each refiner
-layer that carries a network's layer name and fits its shape (others are skipped); here each LoRA acts on the refiner's
-layers it fits, and what it leaves out is named in a warning."""
+"""The call's LoRAs on the refiner: A1111 re-runs setup_conds for the refiner and its Lora extension patches each
+refiner layer that carries a network's layer name and fits its shape (others are skipped); here each LoRA acts on the
+refiner's layers it fits, and what it leaves out is named in a warning."""
 
 from __future__ import annotations
 

@@ -142,7 +142,7 @@ def test_hires_refiner_first_pass_over_http_and_its_infotext_reproduces_the_imag
                                            (", Hires refiner: first pass", "first pass"),
                                            (", Hires refiner: both passes", "both passes")])
 def test_a_pasted_hires_refiner_sets_the_pass_the_refiner_finishes(catalog, written, runs):
-    """A1111's paste turns "Hires refiner" into override_settings.hires_fix_refiner_pass; a missing key is its default."""
+    """A1111's paste turns "Hires refiner" into override_settings.hires_fix_refiner_pass; no key: its default."""
     hires = BASE + ", Denoising strength: 0.5, Hires upscale: 2, Refiner: sd_xl_refiner_1.0, Refiner switch at: 0.8"
     params = _convert(apply_infotext(Txt2ImgRequest(infotext=hires + written)), catalog)
     assert params.refiner and params.hr_scale == 2 and params.hires_fix_refiner_pass == runs
