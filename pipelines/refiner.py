@@ -96,7 +96,8 @@ def check_refiner_fits(base: DiffusionModel, refiner: DiffusionModel) -> None:
     unet_in = getattr(refiner.unet.config, "in_channels", channels)
     if unet_in != channels:
         raise ValueError(f"refiner {refiner_label(refiner)!r} has a {unet_in}-channel UNet (an inpainting or "
-                         "instruct-pix2pix model); a refiner must be a text-to-image model.")
+                         "instruct-pix2pix model) whose extra input channels nothing here feeds; pick a text-to-image "
+                         "checkpoint as the refiner.")
 
 
 def micro_conditioning(family: ModelFamily, width: int, height: int, batch: int, score: float):
