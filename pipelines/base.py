@@ -103,7 +103,6 @@ def check_pipeline_keywords(cls, keywords: dict[str, Any], method: str = "from_p
 
 class DiffusionPipelineBase:
     params_class = Txt2ImgParams
-    runs_refiner = True  # False: `params.refiner` is not this pipeline's to run (a hires fix's first pass)
 
     def __init__(self, model: DiffusionModel, *, limits: GenerationLimits | None = None,
                  embeddings_dir: str | os.PathLike | None = None, lora_dir: str | os.PathLike | None = None,
@@ -178,6 +177,15 @@ class DiffusionPipelineBase:
     def _infotext_extras(self, params) -> dict[str, Any]:
         return {}
 
+    def _runs_refiner(self, params) -> bool:
+        """Whether `params.refiner` finishes this pipeline's sampling (a hires fix's passes: as its
+        `hires_fix_refiner_pass` says)."""
+        return True
+
+    def _refiner_infotext(self, params) -> dict[str, Any]:
+        """Keys written, before the refiner's own, on images the refiner worked on (a hires fix's `Hires refiner`)."""
+        return {}
+
     def _schedule_steps(self, params, sampler) -> tuple[int, int | None]:
         """(steps the prompt schedules count in, first pass's steps or None) for `prepared.plan`.
 
@@ -211,7 +219,7 @@ class DiffusionPipelineBase:
                                    sdxl_clip_l_skip=params.sdxl_clip_l_skip) as prepared, \
                 contextlib.ExitStack() as refiner_stack:
             refiner = None
-            if params.refiner is not None and self.runs_refiner:
+            if params.refiner is not None and self._runs_refiner(params):
                 refiner = RefinerRun(params, self.session, refiner_stack, prompts, negatives)
             for batch_index in range(params.batch_count):
                 if control.interrupted:
@@ -257,7 +265,7 @@ class DiffusionPipelineBase:
                 # 5. Decode, finish (e.g. paste back) and describe
                 extras = {**self._infotext_extras(params), **prepared.infotext_extras()}
                 if switch is not None:
-                    extras.update(refiner.infotext())
+                    extras.update({**self._refiner_infotext(params), **refiner.infotext()})
                 for k, image in enumerate(decode_latents(self.model.vae, latents)):
                     infotext = self.session.infotext(params, sampler, prompt=prompts[k], negative_prompt=negatives[k],
                                                      seed=batch_seeds[k], extra=extras)

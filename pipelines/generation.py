@@ -134,6 +134,11 @@ class PreparedCall:
         self._loras = loras
         self._plans: dict[tuple[int, int | None, str | None], Any] = {}
 
+    def left_out_loras(self) -> dict[str, tuple[int, list[str]]]:
+        """LoRAs a partial application (`prepared(partial_loras=True)`) could not apply whole: name -> (modules
+        applied, keys left out)."""
+        return self._loras.left_out() if self._loras is not None else {}
+
     def plan(self, steps: int, first_pass_steps: int | None = None, cond_padding: str | None = None):
         """The prompt schedule for `steps` (built once: every text is encoded before sampling starts).
 
@@ -256,8 +261,9 @@ class ModelSession:
     @contextlib.contextmanager
     def prepared(self, prompts: list[str], negatives: list[str], loras: list, clip_skip: int, *,
                  emphasis: str = "Original", comma_backtrack: int = 20, sdxl_clip_l_skip: bool = False,
-                 apply_loras: bool = True):
-        """`apply_loras=False`: prompt tags are taken out of the text but not applied (a refiner they do not fit)."""
+                 partial_loras: bool = False):
+        """`partial_loras=True`: each LoRA acts on the layers it fits and the rest of it is left out
+        (`apply_loras(partial=True)`; a refiner running the base model's LoRAs, `PreparedCall.left_out_loras()`)."""
         from mixkit.prompts import extract_extra_networks
 
         self.refresh_embeddings()
@@ -275,7 +281,7 @@ class ModelSession:
         # out of the prompts only (`StableDiffusionProcessing.parse_extra_network_prompts`), so a pasted infotext
         # with `<lora:...>` in its "Negative prompt:" gives A1111's image only if the tag is encoded as it is there.
         warn_negative_tags(negatives)
-        lora_requests = self._lora_requests(loras, requests) if apply_loras else []
+        lora_requests = self._lora_requests(loras, requests)
         applied = None
         if lora_requests:
             from mixkit.lora import apply_loras
@@ -287,7 +293,8 @@ class ModelSession:
                                  "graphs are compiled with fixed weights; merge the LoRAs before optimize(..., "
                                  f"backend={backend!r}) or use backend='torch'.")
 
-            applied = apply_loras(self.model.unet, self.model.text_encoders, lora_requests, mode="merge")
+            applied = apply_loras(self.model.unet, self.model.text_encoders, lora_requests, mode="merge",
+                                  partial=partial_loras)
             self._encoders.clear()  # text-encoder weights changed: cached encodings are stale
         try:
             bundled = applied.bundled_embeddings() if applied is not None else None

@@ -41,6 +41,11 @@ from pipelines.txt2img import TextToImage
 from pipelines.upscale import UPSCALERS
 
 MAX_HIRES_SCALE = 8.0
+# A1111's `hires_fix_refiner_pass` (Settings > Stable Diffusion, infotext "Hires refiner"): which pass(es) of a hires
+# fix the refiner finishes, each switching at `refiner_switch_at` of its own schedule (`apply_refiner`).
+HIRES_REFINER_PASSES = ("first pass", "second pass", "both passes")
+DEFAULT_HIRES_REFINER_PASS = "second pass"
+REFINER_KEYS = ("Hires refiner", "Refiner", "Refiner switch at")  # written by the pass(es) the refiner worked on
 
 # A1111's latent upscale modes: name -> (torch.nn.functional.interpolate mode, antialias).
 LATENT_UPSCALERS: Registry[tuple[str, bool]] = Registry("latent upscaler")
@@ -74,6 +79,8 @@ class HiresParams(Txt2ImgParams):
     # schedules (hires offsets) and applies their own <lora:...> tags.
     hr_prompt: str = ""
     hr_negative_prompt: str = ""
+    # A1111's `hires_fix_refiner_pass`: with `refiner=`, the pass(es) it finishes (HIRES_REFINER_PASSES)
+    hires_fix_refiner_pass: str = DEFAULT_HIRES_REFINER_PASS
 
 
 def hires_size(params: HiresParams, factor: int = 8) -> HiresSize:
@@ -113,6 +120,7 @@ def check_hires_params(params: HiresParams, limits, multiple: int) -> HiresSize:
         if not isinstance(value, str):
             raise TypeError(f"{name} must be a string (\"\" = the first pass's), got {type(value).__name__}.")
         check_prompt_field(name, value, 1, limits)
+    check_hires_refiner_pass(params.hires_fix_refiner_pass)
     strength = params.denoising_strength
     if isinstance(strength, bool) or not isinstance(strength, (int, float)) or not math.isfinite(strength) \
             or not 0 <= strength <= 1:
@@ -140,6 +148,14 @@ def check_hires_params(params: HiresParams, limits, multiple: int) -> HiresSize:
     return size
 
 
+def check_hires_refiner_pass(value: Any) -> str:
+    """`value` when it is one of A1111's `hires_fix_refiner_pass` choices; ValueError naming it otherwise."""
+    if not isinstance(value, str) or value not in HIRES_REFINER_PASSES:
+        raise ValueError(f"hires_fix_refiner_pass must be one of {', '.join(map(repr, HIRES_REFINER_PASSES))} (A1111's "
+                         f"Settings > Stable Diffusion 'Hires fix: which pass to enable refiner for'), got {value!r}.")
+    return value
+
+
 def hires_infotext(params: HiresParams) -> dict[str, Any]:
     extras: dict[str, Any] = {"Denoising strength": params.denoising_strength}
     if params.hr_resize_x or params.hr_resize_y:
@@ -159,8 +175,8 @@ def hires_infotext(params: HiresParams) -> dict[str, Any]:
 def with_second_pass_extras(infotext: str, second_pass_infotext: str) -> str:
     """The image's infotext (the first pass's) with what the second pass wrote from its own prompts merged in:
     `Lora hashes`, `TI hashes` and `Emphasis` (`PreparedCall.infotext_extras`). The rest of the second pass's
-    infotext describes the img2img call it is, not the image's recipe, and is not used. `Refiner` and `Refiner switch
-    at` come from the second pass too, the only one A1111 refines by default.
+    infotext describes the img2img call it is, not the image's recipe, and is not used. `Hires refiner`, `Refiner` and
+    `Refiner switch at` come from the second pass too when the refiner worked there (A1111's default pass).
 
     A1111 records a hires fix in one infotext and keeps what the hires pass used: `Lora hashes` is the union of
     both passes (its Lora extension keeps `p.lora_hashes` across the hr pass and rewrites the key), so a LoRA only
@@ -181,7 +197,7 @@ def with_second_pass_extras(infotext: str, second_pass_infotext: str) -> str:
             values[key] = merged
     if "Emphasis" in second and "Emphasis" not in values:  # one emphasis setting serves both passes
         values["Emphasis"] = second["Emphasis"]
-    for key in ("Refiner", "Refiner switch at"):  # the refiner runs in the hires pass only (pipelines.refiner)
+    for key in REFINER_KEYS:  # from either pass (hires_fix_refiner_pass); one refiner and one switch serve both
         if key in second:
             values[key] = second[key]
     if version is not None:
@@ -198,6 +214,7 @@ def without_hires_recipe(infotext: str, params: HiresParams) -> str:
     values = split_infotext(infotext)[2]
     for key in hires_infotext(params):
         values.pop(key, None)
+    values.pop("Hires refiner", None)  # a hires setting; the first pass's `Refiner` keys stay, it did refine it
     line = ", ".join(f"{key}: {quote_value(value)}" for key, value in values.items())
     return f"{head}\n{line}" if head else line
 
@@ -215,13 +232,26 @@ def merged_hash_list(first: str | None, second: str | None) -> str:
     return ", ".join(f"{name}: {short_hash}" for name, short_hash in hashes.items())
 
 
-class _FirstPass(TextToImage):
+class _RefinedPass:
+    """A hires pass the refiner may finish: A1111's `apply_refiner` skips a pass `hires_fix_refiner_pass` leaves out,
+    and writes "Hires refiner" (next to "Refiner") when the value is not its default."""
+
+    pass_name: str  # "first pass" or "second pass"
+    refiner_pass: str = DEFAULT_HIRES_REFINER_PASS  # the call's hires_fix_refiner_pass, set on the per-call instance
+
+    def _runs_refiner(self, params) -> bool:
+        return self.refiner_pass in (self.pass_name, "both passes")
+
+    def _refiner_infotext(self, params) -> dict[str, Any]:
+        return {"Hires refiner": None if self.refiner_pass == DEFAULT_HIRES_REFINER_PASS else self.refiner_pass}
+
+
+class _FirstPass(_RefinedPass, TextToImage):
     """Text-to-image that also keeps each image's final latents (for latent upscaling) and writes the
     hires infotext. One instance per hires call, called once per batch: `batch_seeds` holds the batch's
     (seeds, generators) drawn for the whole job, `latents_out` collects image index in the batch -> latents."""
 
-    # A1111's `hires_fix_refiner_pass` default, "second pass": with hires fix, the refiner finishes the hires pass only
-    runs_refiner = False
+    pass_name = "first pass"
     latents_out: dict
     batch_seeds: tuple[list[int], list] | None = None  # None: draw them (HiresFix does, once for the whole job)
 
@@ -253,8 +283,10 @@ class _FirstPass(TextToImage):
         return {**super()._infotext_extras(params), **hires_infotext(params)}
 
 
-class _SecondPass(ImageToImage):
+class _SecondPass(_RefinedPass, ImageToImage):
     """img2img starting from given (upscaled, cropped) latents instead of encoding the init images."""
+
+    pass_name = "second pass"
 
     init_latents: Any  # [N, C, h, w], set on the per-call instance
     upscale_size: tuple[int, int]  # (width, height) before cropping, set on the per-call instance
@@ -316,6 +348,7 @@ class HiresFix:
         target = self.check_inputs(params)
         control = control or GenerationControl()  # one for both passes of every batch
         first_pass = hires_passes(params)[0].from_pipeline(self.pipe)
+        first_pass.refiner_pass = params.hires_fix_refiner_pass
         # `generator=` seeds the job as TextToImage's does; each second pass draws from the seeds its batch recorded
         seeds, generators = first_pass._seeds_and_generators(params, generator)
         second_steps = params.hr_second_pass_steps or params.steps
@@ -391,6 +424,7 @@ class HiresFix:
             second.conditioning_channels = conditioning[:, :, top:bottom, left:right]
         second.upscale_size = (target.upscale_width, target.upscale_height)
         second.first_pass_steps = params.steps
+        second.refiner_pass = params.hires_fix_refiner_pass
         second.follow(first_pass)
         # only placeholders (img2img's checks want images; nothing is encoded or pasted back)
         init_images = [image.resize(target.size) for image in images]

@@ -7,7 +7,9 @@ level, as `(999 - t) / 1000` with `t` the training timestep whose sigma is neare
 ratio reaches `refiner_switch_at` it loads the refiner, re-encodes the prompts with the refiner's own text
 encoder(s) (`p.setup_conds()`) and lets the refiner's UNet predict every remaining call. When no call reaches
 the ratio the refiner is never loaded and the infotext does not name it: the image is the base model's alone.
-In a hires fix the refiner runs in the second pass only (A1111's default `hires_fix_refiner_pass`, "second pass").
+In a hires fix the refiner runs in the pass(es) `HiresParams.hires_fix_refiner_pass` names (A1111's option: "second
+pass" by default, "first pass" or "both passes"), switching in each at `refiner_switch_at` of that pass's schedule;
+the hires pass always starts on the base model (A1111 reloads it before `sample_hr_pass`).
 
 The schedule is known before sampling, so here the switching call is computed up front (`switch_index`), the
 refiner is loaded only for a batch that reaches it, and the refiner's conditioning is encoded before the loop.
@@ -94,7 +96,8 @@ def check_refiner_fits(base: DiffusionModel, refiner: DiffusionModel) -> None:
     unet_in = getattr(refiner.unet.config, "in_channels", channels)
     if unet_in != channels:
         raise ValueError(f"refiner {refiner_label(refiner)!r} has a {unet_in}-channel UNet (an inpainting or "
-                         "instruct-pix2pix model); a refiner must be a text-to-image model.")
+                         "instruct-pix2pix model) whose extra input channels nothing here feeds; pick a text-to-image "
+                         "checkpoint as the refiner.")
 
 
 def micro_conditioning(family: ModelFamily, width: int, height: int, batch: int, score: float):
@@ -127,7 +130,8 @@ class RefinerSwitch:
 
     def applied_to(self, request):
         """`request` (a SamplingRequest) as the refiner runs it. Extra inputs made for the base UNet (an
-        inpainting UNet's mask channels, ControlNet residuals) do not fit another UNet and are left out."""
+        inpainting UNet's mask channels, ControlNet residuals) do not fit another UNet and are left out; so does
+        sd-webui-controlnet, whose hook sits on the UNet loaded when the generation starts, not on the refiner's."""
         if self.enter is not None:
             self.enter()
         return replace(request, unet=self.unet, plan=self.plan, time_ids=self.time_ids,
@@ -240,22 +244,25 @@ class RefinerRun:
 
     def _prepare(self):
         if self._prepared is None:
-            import warnings
-
-            from mixkit.lora.errors import LoraMismatchError
-
             params = self.params
             self.session = self.base_session.refiner_slot.session(params.refiner, self.base_session)
-            options = dict(emphasis=params.emphasis, comma_backtrack=params.comma_padding_backtrack,
-                           sdxl_clip_l_skip=params.sdxl_clip_l_skip)
-            try:
-                self._prepared = self.stack.enter_context(self.session.prepared(
-                    self.prompts, self.negatives, params.loras, params.clip_skip, **options))
-            except LoraMismatchError as error:
-                # A1111 patches LoRA weights into whatever layers the loaded model has, so LoRAs of the base model
-                # act on the refiner only where its layers match; mixkit applies a LoRA wholly or not at all.
-                warnings.warn(f"the refiner {refiner_label(self.session.model)!r} runs without the call's LoRAs: "
-                              f"{error}", UserWarning, stacklevel=4)
-                self._prepared = self.stack.enter_context(self.session.prepared(
-                    self.prompts, self.negatives, [], params.clip_skip, apply_loras=False, **options))
+            # A1111 leaves the call's networks active when the refiner loads and re-encodes the prompts for it; its
+            # Lora extension then patches each refiner layer that carries a network's layer name and fits its shape
+            # (a mismatched shape is skipped and counted in "Networks with errors"). So each LoRA acts here on the
+            # refiner's layers it fits, and the rest of it is left out with a warning.
+            self._prepared = self.stack.enter_context(self.session.prepared(
+                self.prompts, self.negatives, params.loras, params.clip_skip, emphasis=params.emphasis,
+                comma_backtrack=params.comma_padding_backtrack, sdxl_clip_l_skip=params.sdxl_clip_l_skip,
+                partial_loras=True))
+            self._warn_left_out(self._prepared.left_out_loras())
         return self._prepared
+
+    def _warn_left_out(self, left_out: dict[str, tuple[int, list[str]]]) -> None:
+        import warnings
+
+        from mixkit.lora.errors import list_for_humans
+
+        for name, (applied, keys) in left_out.items():
+            acts = f"acts on {applied} of its modules" if applied else "fits none of its layers and does not act"
+            warnings.warn(f"LoRA {name!r} on the refiner {refiner_label(self.session.model)!r}: {acts} (A1111 patches "
+                          f"the layers a LoRA fits); left out: {list_for_humans(keys, 6)}", UserWarning, stacklevel=5)

@@ -16,10 +16,10 @@ from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_para
 from webui.api_hires import hires_params, hires_sampler_differences
 from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
 from webui.base64_images import decode_base64_image
-from webui.fixed_settings import FIXED_BY_OPTION, fixed_setting_refusal
 from webui.generation_defaults import GenerationDefaults, apply_request_defaults
 from webui.options import (PROMPT_OPTION_DEFAULTS, PROMPT_OPTION_KEYS, SAMPLER_OPTION_KEYS, UNCOND_SKIP_KEYS,
-                           img2img_fix_steps, img2img_noise_values, sampler_option_params, uncond_skip_values)
+                           hires_refiner_pass, img2img_fix_steps, img2img_noise_values, sampler_option_params,
+                           uncond_skip_values)
 from webui.prompt_guard import check_prompt_networks
 
 # A1111's integer codes for img2img choices, in its order.
@@ -92,15 +92,6 @@ def refiner_values(name: str | None, switch_at: float | None, catalog) -> dict[s
     return {"refiner": source, "refiner_switch_at": DEFAULT_SWITCH_AT if switch_at is None else switch_at}
 
 
-def _fixed_settings(request: Txt2ImgRequest, spec, schedule: str) -> list[str]:
-    """Why each A1111 setting this server runs at one value only (`webui.fixed_settings`), sent in override_settings
-    or pasted there from the request's infotext, cannot be honoured; empty when each is what runs anyway."""
-    overrides = request.override_settings or {}
-    refusals = (fixed_setting_refusal(option, overrides[option], spec, schedule) for option in FIXED_BY_OPTION
-                if option in overrides)
-    return [refusal for refusal in refusals if refusal is not None]
-
-
 def _clip_skip(request: Txt2ImgRequest, default_clip_skip: int, current_model: str | None,
                current_model_aliases: frozenset[str] = frozenset(), current_vae_names: frozenset[str] | None = None
                ) -> int:
@@ -116,7 +107,7 @@ def _clip_skip(request: Txt2ImgRequest, default_clip_skip: int, current_model: s
         raise ValueError(f"sd_vae={vae!r} (override_settings, or the infotext's VAE) is not the VAE this server "
                          f"runs{running}; a request cannot switch it here: set sd_vae with POST /sdapi/v1/options "
                          "first, or leave it out.")
-    unknown = sorted(set(overrides) - SETTABLE_OVERRIDES - set(FIXED_BY_OPTION))  # fixed: `_fixed_settings`
+    unknown = sorted(set(overrides) - SETTABLE_OVERRIDES)
     if unknown:
         raise ValueError(f"override_settings keys {unknown} are not supported; supported: {sorted(SETTABLE_OVERRIDES)}.")
     return overrides.get("CLIP_stop_at_last_layers", default_clip_skip)
@@ -209,6 +200,14 @@ def _hires_extra_noise(request: Txt2ImgRequest, options: dict[str, Any] | None) 
     return []
 
 
+def _hires_refiner_pass(request: Txt2ImgRequest, options: dict[str, Any] | None) -> str:
+    """A1111's `hires_fix_refiner_pass`: Settings, then override_settings (where an infotext's "Hires refiner" goes);
+    checked for every request, as A1111's override check does, though only a hires fix with a refiner reads it."""
+    overrides = request.override_settings or {}
+    values = {**(options or {}), **{key: overrides[key] for key in SAMPLER_OPTION_KEYS if key in overrides}}
+    return hires_refiner_pass(values)
+
+
 def _exact_steps(request: Img2ImgRequest, options: dict[str, Any] | None) -> bool:
     """A1111's `img2img_fix_steps` for an img2img request: Settings, then override_settings (`img2img_fix_steps`)."""
     overrides = request.override_settings or {}
@@ -236,8 +235,7 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     the server's --styles-file) merges the request's `styles` into its prompts, as A1111 does before generating.
     `refiner_checkpoint` is looked up in `refiner_catalog` (the server's CheckpointCatalog), by any title A1111
     accepts; `refiner_switch_at` defaults to A1111's 0.8.
-    A1111 settings this server runs at one value only (`webui.fixed_settings`: s_churn, uni_pc_variant ...) are
-    accepted in override_settings (where an infotext puts them) at that value and refused at any other; a hires
+    `hires_fix_refiner_pass` comes from `sampler_options` (Settings), then override_settings; a hires
     sampler or schedule is accepted when it resolves to the first pass's (`hires_sampler_differences`).
     """
     from pipelines.samplers import resolve_sampler
@@ -248,8 +246,9 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     chosen = apply_request_defaults(request, defaults or A1111_API_DEFAULTS)
     chosen.update(_first_phase_size(request))
     # unknown name -> error listing the valid ones
-    spec, schedule = resolve_sampler(chosen["sampler"], chosen["schedule_type"])
-    refused = [*_fixed_settings(request, spec, schedule), *_hires_extra_noise(request, sampler_options)]
+    resolve_sampler(chosen["sampler"], chosen["schedule_type"])
+    refiner_pass = _hires_refiner_pass(request, sampler_options)
+    refused = _hires_extra_noise(request, sampler_options)
     if request.enable_hr:
         refused += hires_sampler_differences(request, chosen["sampler"], chosen["schedule_type"])
     if refused:
@@ -270,7 +269,7 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     except ValueError as error:
         raise ValueError(in_request_terms(str(error))) from None
     if request.enable_hr and not isinstance(request, Img2ImgRequest):
-        params = hires_params(request, params, limits, styles)
+        params = hires_params(request, params, limits, styles, refiner_pass=refiner_pass)
     units = _controlnet_units(request, limits, request_limits or RequestLimits(), controlnet_models)
     if units:
         params = _with_units(params, units)

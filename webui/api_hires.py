@@ -64,8 +64,10 @@ def hires_prompts(request: Txt2ImgRequest, styles) -> dict[str, str]:
     return {"hr_prompt": hr_prompt, "hr_negative_prompt": hr_negative}
 
 
-def hires_params(request: Txt2ImgRequest, params: Txt2ImgParams, limits: GenerationLimits, styles=None):
-    """A1111's "Hires. fix" fields -> HiresParams (first pass at width x height, then upscale and refine)."""
+def hires_params(request: Txt2ImgRequest, params: Txt2ImgParams, limits: GenerationLimits, styles=None,
+                 refiner_pass: str = "second pass"):
+    """A1111's "Hires. fix" fields -> HiresParams (first pass at width x height, then upscale and refine);
+    `refiner_pass` is the Settings' (or override's) `hires_fix_refiner_pass`."""
     from pipelines.hires import HiresParams, check_hires_params
 
     # No hr_upscaler: A1111 upscales with "Latent" and writes no "Hires upscaler" key (HiresParams takes None so).
@@ -75,7 +77,7 @@ def hires_params(request: Txt2ImgRequest, params: Txt2ImgParams, limits: Generat
         hr_upscaler=request.hr_upscaler or None, hr_second_pass_steps=request.hr_second_pass_steps,
         denoising_strength=(A1111_API_HIRES_DENOISING if request.denoising_strength is None
                             else request.denoising_strength),
-        **hires_prompts(request, styles),
+        **hires_prompts(request, styles), hires_fix_refiner_pass=refiner_pass,
     )
     check_hires_params(hires, limits, 8)
     return hires

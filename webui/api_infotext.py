@@ -8,10 +8,8 @@ are copied as they are and then checked like any request value, so an infotext t
 reproduce (variation seeds, another hires sampler or schedule type) is refused by the usual checks, not
 half-applied. Settings that A1111 pastes as `override_settings` (clip skip, NGMS, Skip Early CFG) go there
 unless the request overrides them itself, as do A1111's Sampler parameters (`Schedule rho`, `Sigma churn`,
-`Discard penultimate sigma`, `UniPC variant`, `Noise Schedule`, `Pad conds` ...: `pipelines.sampler_parameters`); so
-do the settings this server runs at one value only
-(`Conditional mask weight`, `Hires refiner`: `webui.fixed_settings`), which the request
-check then accepts where they are that value and refuses, naming the key, otherwise. A1111 never switches the
+`Discard penultimate sigma`, `UniPC variant`, `Noise Schedule`, `Pad conds` ...: `pipelines.sampler_parameters`),
+`Conditional mask weight` and `Hires refiner` (`SETTING_KEYS`). A1111 never switches the
 checkpoint from an infotext (its `disable_weights_auto_swap` default), and neither does this server.
 sd-webui-controlnet's unit keys (`ControlNet 0`, ...) are refused unless the request sends that unit itself in
 `alwayson_scripts.controlnet` (A1111 writes the request's units over the infotext's): no infotext holds a
@@ -26,7 +24,6 @@ from pipelines.infotext_values import as_flag, as_integer, as_number, as_text
 from webui.api_convert import INPAINTING_FILL
 from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
 from pipelines.sampler_parameters import from_infotext as sampler_parameters_in_infotext
-from webui.fixed_settings import infotext_fixed_settings
 
 
 # A1111's img2img radio buttons (`type="index"`): the infotext holds the label, the request the label's index.
@@ -92,6 +89,7 @@ SETTING_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "Noise multiplier": ("initial_noise_multiplier", as_number),  # Settings > img2img (pipelines.img2img_noise)
     "Extra noise": ("img2img_extra_noise", as_number),
     "Conditional mask weight": ("inpainting_mask_weight", as_number),  # Settings > img2img, inpainting checkpoints
+    "Hires refiner": ("hires_fix_refiner_pass", as_text),  # Settings > Stable Diffusion; written when not "second pass"
     "VAE": ("sd_vae", as_text),  # A1111's sd_vae option has infotext="VAE"; a VAE other than the loaded one is refused
 }
 
@@ -189,8 +187,6 @@ def apply_infotext(request: Txt2ImgRequest, lora_library=None, running_labels=No
             except ValueError:
                 raise ValueError(f"infotext: {key}: {parsed[key]!r} is not a valid {option}; fix the infotext or "
                                  f"set {option} in override_settings.") from None
-    for option, (_, value) in infotext_fixed_settings(written).items():
-        overrides.setdefault(option, value)  # checked against what this server runs by `to_txt2img_params`
     for option, value in sampler_parameters_in_infotext(written).items():
         if option not in sent:  # "Sigma churn" & co: override_settings, as A1111's paste; a request field wins
             overrides.setdefault(option, value)

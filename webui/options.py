@@ -95,8 +95,12 @@ IMG2IMG_NOISE_DEFAULTS = {"initial_noise_multiplier": 1.0, "img2img_extra_noise"
 # Settings > img2img "Inpainting conditioning mask strength" (`Txt2ImgParams.inpainting_mask_weight`): read by every
 # generation of an inpainting checkpoint (img2img, hires fix's second pass), so it travels with the sampler options.
 INPAINTING_MASK_WEIGHT_KEY = "inpainting_mask_weight"
+# Settings > Stable Diffusion "Hires fix: which pass to enable refiner for" (`HiresParams.hires_fix_refiner_pass`): read
+# by hires-fix generations with a refiner; it travels with the sampler options to the request conversion too.
+HIRES_REFINER_PASS_KEY = "hires_fix_refiner_pass"
 SAMPLER_OPTION_DEFAULTS = {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0, "img2img_fix_steps": False,
-                           **SAMPLER_PARAMETER_DEFAULTS, **IMG2IMG_NOISE_DEFAULTS, INPAINTING_MASK_WEIGHT_KEY: 1.0}
+                           **SAMPLER_PARAMETER_DEFAULTS, **IMG2IMG_NOISE_DEFAULTS, INPAINTING_MASK_WEIGHT_KEY: 1.0,
+                           HIRES_REFINER_PASS_KEY: "second pass"}
 SAMPLER_OPTION_KEYS = tuple(SAMPLER_OPTION_DEFAULTS)
 
 
@@ -130,6 +134,19 @@ def _as_number(value: Any) -> Any:
         return float(value) if isinstance(value, str) else value
     except ValueError:
         return value
+
+
+def hires_refiner_pass(values: dict[str, Any]) -> str:
+    """`HiresParams.hires_fix_refiner_pass` from option values (Settings, then override_settings), checked here because
+    an override value has not been through `/sdapi/v1/options`."""
+    return SETTABLE[HIRES_REFINER_PASS_KEY](values.get(HIRES_REFINER_PASS_KEY,
+                                                       SAMPLER_OPTION_DEFAULTS[HIRES_REFINER_PASS_KEY]))
+
+
+def _check_hires_refiner_pass(value: Any) -> str:
+    from pipelines.hires import check_hires_refiner_pass
+
+    return check_hires_refiner_pass(value)
 
 
 def img2img_noise_values(values: dict[str, Any]) -> dict[str, Any]:
@@ -203,6 +220,7 @@ SETTABLE = {
     "eta_noise_seed_delta": _check_ensd,
     "img2img_fix_steps": _check_bool("img2img_fix_steps"),
     INPAINTING_MASK_WEIGHT_KEY: _check_eta(INPAINTING_MASK_WEIGHT_KEY),  # a number in [0, 1], as the etas
+    HIRES_REFINER_PASS_KEY: _check_hires_refiner_pass,
     **{key: _check_sampler_parameter(key) for key in SAMPLER_PARAMETER_DEFAULTS},
     **{key: _check_img2img_noise(key) for key in IMG2IMG_NOISE_DEFAULTS},
     **{key: (lambda value, key=key: check_option_value(key, value)) for key in OPTION_KEYS},

@@ -25,7 +25,7 @@ from torch import nn
 from mixkit.errors import ModelNotFoundError
 from mixkit.lora.module_weights import rank_cut
 from mixkit.lora.lora_file import LoraFile, load_lora
-from mixkit.lora.matching import MatchedModule, match_lora
+from mixkit.lora.matching import MatchedModule, find_matches, match_lora
 from mixkit.lora.model_index import UNET, ModelIndex
 from mixkit.lora.requests import LoraRequest
 from mixkit.lora.runtime import BypassBranch, RuntimePatch, can_bypass, install_patch
@@ -40,6 +40,8 @@ class LoadedRequest:
     request: LoraRequest
     lora: LoraFile
     matched: list[MatchedModule]
+    # `apply_loras(..., partial=True)`: the file's keys that found no module of the same shape, left out
+    left_out: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -62,6 +64,10 @@ class AppliedLoras:
 
     def module_count(self) -> int:
         return sum(len(item.matched) for item in self.loaded)
+
+    def left_out(self) -> dict[str, tuple[int, list[str]]]:
+        """A partial application's LoRAs that did not fit whole: display name -> (modules applied, keys left out)."""
+        return {item.request.display_name: (len(item.matched), item.left_out) for item in self.loaded if item.left_out}
 
     def bundled_embeddings(self) -> dict:
         """Trigger-word vectors bundled in the applied files (`bundle_emb.*`), by word, for the prompt encoder."""
@@ -223,8 +229,12 @@ def check_inputs(unet, text_encoders, requests, mode) -> None:
 
 
 def apply_loras(unet: nn.Module, text_encoders: list[nn.Module], requests: list[LoraRequest], *,
-                mode: str = "merge", library=None) -> AppliedLoras:
-    """Apply `requests` to the model; every key must match or nothing is applied (LoraMismatchError)."""
+                mode: str = "merge", library=None, partial: bool = False) -> AppliedLoras:
+    """Apply `requests` to the model; every key must match or nothing is applied (LoraMismatchError).
+
+    `partial=True` applies each file's modules that find a layer of their shape and leaves the others out
+    (`AppliedLoras.left_out`), as A1111's Lora extension patches whichever layers of the loaded model carry a
+    network's layer names and fit its shapes: what a model's LoRA does on another model, such as A1111's Refiner."""
     check_inputs(unet, text_encoders, requests, mode)
     index = ModelIndex(unet, list(text_encoders))
     runtime = mode == "runtime"
@@ -241,7 +251,11 @@ def apply_loras(unet: nn.Module, text_encoders: list[nn.Module], requests: list[
             if other is not None:
                 raise ValueError(f"LoRAs {other.request.display_name!r} and {request.display_name!r} both bundle "
                                  f"vectors for the word {word!r}; a prompt can read only one: apply one of them")
-        loaded[path] = LoadedRequest(request, lora, match_lora(lora, index, runtime=runtime))
+        if partial:
+            result = find_matches(lora, index, runtime=runtime)
+            loaded[path] = LoadedRequest(request, lora, result.matched, result.problems)
+        else:
+            loaded[path] = LoadedRequest(request, lora, match_lora(lora, index, runtime=runtime))
     # 2. Group all (module, strength) pairs by target module, one per mention in prompt order (the order matters
     #    to weight-dependent families, see `_changes`); strength 0 is skipped: every family's change is its full
     #    change times the strength (DoRA's too, see ModuleWeights.weight_change), so 0 changes nothing.

@@ -196,6 +196,21 @@ def test_refiner_with_other_latent_channels_is_refused(base_pipe, refiner_model)
     assert base_pipe.session.refiner_slot._session is None
 
 
+def test_an_inpainting_unet_as_refiner_is_refused_before_sampling(base_pipe, refiner_model):
+    import dataclasses
+
+    from diffusers import UNet2DConditionModel
+
+    inpainting = UNet2DConditionModel.from_config({**refiner_model.unet.config, "in_channels": 9})
+    other = dataclasses.replace(refiner_model, unet=inpainting)
+    log = []
+    with recorded_calls(base_pipe.model.unet, "base", log), pytest.raises(
+            ValueError, match=r"has a 9-channel UNet \(an inpainting or instruct-pix2pix model\).*pick a text-to-image "
+                              r"checkpoint as the refiner"):
+        base_pipe(**SMALL, steps=4, refiner=other, refiner_switch_at=0.6)
+    assert log == [] and base_pipe.session.refiner_slot._session is None
+
+
 def test_a_refiner_of_another_prediction_type_is_refused(tiny_sd2v_dir, tiny_sd1_dir):
     from mixkit.models.diffusion.loading import load_diffusion_model
     from pipelines.txt2img import TextToImage

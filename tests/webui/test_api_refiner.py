@@ -117,11 +117,47 @@ def test_txt2img_with_a_refiner_over_http(refiner_server, tiny_sdxl_refiner_dir)
     assert "refiner_switch_at must be a number strictly between 0 and 1" in bad_switch.text
 
 
-def test_hires_refiner_pass_other_than_a1111s_default_is_refused(catalog):
+def test_hires_refiner_first_pass_over_http_and_its_infotext_reproduces_the_image(refiner_server,
+                                                                                  tiny_sdxl_refiner_dir):
+    import httpx
+
+    payload = {"prompt": "a red cube", "seed": 3, "steps": 4, "width": 64, "height": 64, "sampler_name": "Euler",
+               "enable_hr": True, "hr_scale": 1.5, "denoising_strength": 0.5,
+               "refiner_checkpoint": tiny_sdxl_refiner_dir.name, "refiner_switch_at": 0.8}
+    with httpx.Client(base_url=refiner_server.url, timeout=300) as http:
+        default = http.post("/sdapi/v1/txt2img", json=payload)
+        first = http.post("/sdapi/v1/txt2img",
+                          json={**payload, "override_settings": {"hires_fix_refiner_pass": "first pass"}})
+        assert default.status_code == 200 and first.status_code == 200, first.text
+        infotext = json.loads(first.json()["info"])["infotexts"][0]
+        assert "Hires refiner: first pass" in infotext and f"Refiner: {tiny_sdxl_refiner_dir.name} [" in infotext
+        assert "Hires refiner" not in json.loads(default.json()["info"])["infotexts"][0]
+        assert first.json()["images"][0] != default.json()["images"][0]
+        again = http.post("/sdapi/v1/txt2img", json={"infotext": infotext})
+        assert again.status_code == 200, again.text
+        assert again.json()["images"][0] == first.json()["images"][0]
+
+
+@pytest.mark.parametrize("written, runs", [("", "second pass"), (", Hires refiner: second pass", "second pass"),
+                                           (", Hires refiner: first pass", "first pass"),
+                                           (", Hires refiner: both passes", "both passes")])
+def test_a_pasted_hires_refiner_sets_the_pass_the_refiner_finishes(catalog, written, runs):
+    """A1111's paste turns "Hires refiner" into override_settings.hires_fix_refiner_pass; no key: its default."""
     hires = BASE + ", Denoising strength: 0.5, Hires upscale: 2, Refiner: sd_xl_refiner_1.0, Refiner switch at: 0.8"
-    default = _convert(apply_infotext(Txt2ImgRequest(infotext=hires + ", Hires refiner: second pass")), catalog)
-    assert default.refiner and default.hr_scale == 2
-    with pytest.raises(ValueError, match=r"hires_fix_refiner_pass='first pass' \(A1111's Settings > Stable Diffusion; "
-                                         r"infotext key 'Hires refiner'\): this server always runs 'second pass'.*"
-                                         r"or set it to second pass\)"):
-        _convert(apply_infotext(Txt2ImgRequest(infotext=hires + ", Hires refiner: first pass")), catalog)
+    params = _convert(apply_infotext(Txt2ImgRequest(infotext=hires + written)), catalog)
+    assert params.refiner and params.hr_scale == 2 and params.hires_fix_refiner_pass == runs
+
+
+def test_hires_fix_refiner_pass_from_override_settings_then_settings(catalog):
+    request = dict(prompt="a", steps=2, enable_hr=True, refiner_checkpoint="sd_xl_refiner_1.0")
+    settings = {"hires_fix_refiner_pass": "both passes"}
+    convert = lambda body, options=None: to_txt2img_params(  # noqa: E731
+        Txt2ImgRequest(**body), limits=GenerationLimits(), lora_names=None, refiner_catalog=catalog,
+        sampler_options=options)
+    assert convert(request).hires_fix_refiner_pass == "second pass"  # A1111's default
+    assert convert(request, settings).hires_fix_refiner_pass == "both passes"
+    overridden = convert({**request, "override_settings": {"hires_fix_refiner_pass": "first pass"}}, settings)
+    assert overridden.hires_fix_refiner_pass == "first pass"
+    with pytest.raises(ValueError, match=r"hires_fix_refiner_pass must be one of 'first pass', 'second pass', "
+                                         r"'both passes' .*got 'third pass'"):
+        convert({**request, "override_settings": {"hires_fix_refiner_pass": "third pass"}})

@@ -1,7 +1,6 @@
-"""A1111's setting infotext keys this server cannot honour (Conditional mask weight, Hires refiner) are never
-dropped: the API's `infotext` field refuses them with a 422
-naming the key, as the same settings sent as request fields are refused, and accepts them where the value is what
-runs here anyway; the web UI paste names each in a note.
+"""A1111's setting infotext keys are never dropped: the API's `infotext` field puts them in `override_settings`, where
+they run (Conditional mask weight, Hires refiner, the Sampler parameters), a value that is the default changes nothing,
+and the web UI paste names a changed one in a note (they are Settings there).
 
 A1111 reference (1.10): `shared_options.py` gives each option its infotext key (`'s_churn': OptionInfo(0.0, ...,
 infotext='Sigma churn')`, `'uni_pc_variant': OptionInfo("bh1", ..., infotext='UniPC variant')`, `uni_pc_order` 3,
@@ -20,17 +19,11 @@ from pipelines.params import GenerationLimits
 from webui.api_convert import to_txt2img_params
 from webui.api_infotext import apply_infotext
 from webui.api_requests import Txt2ImgRequest
-from webui.fixed_settings import FIXED_BY_OPTION
 from webui.ui.paste_infotext import infotext_to_form_values
 
 BASE = ("a red circle\nSteps: 4, Sampler: {sampler}, Schedule type: Automatic, CFG scale: 7, Seed: 1, Size: 64x64, "
         "RNG: CPU")
 
-# infotext key, a value A1111 writes when the setting is changed: one row per fixed setting (checked below), so a
-# setting added to `webui.fixed_settings` without a refusal test fails here.
-CHANGED = {
-    "hires_fix_refiner_pass": ("Hires refiner", "first pass"),
-}
 # Values that are what this server runs anyway, so an infotext with them reproduces the image here.
 AS_RUN = [
     ("Euler", "Sigma churn: 0, Sigma tmin: 0, Sigma tmax: 0, Sigma noise: 1"),
@@ -54,35 +47,19 @@ def _paste_notes(text: str, sampler: str) -> list[str]:
     return notes
 
 
-def test_every_fixed_setting_has_a_changed_value_here():
-    assert set(CHANGED) == set(FIXED_BY_OPTION)
+def test_hires_refiner_in_an_infotext_runs_and_the_paste_names_it():
+    text = BASE.format(sampler="Euler") + ", Denoising strength: 0.5, Hires upscale: 2"
+    assert _params({"infotext": text + ", Hires refiner: both passes"}).hires_fix_refiner_pass == "both passes"
+    notes = _paste_notes(text + ", Hires refiner: first pass", "Euler")
+    assert any(note.startswith("Hires refiner: first pass: ") and "Settings > Sampler parameters" in note
+               for note in notes)
+    assert not any(note.startswith("Hires refiner") for note in _paste_notes(text + ", Hires refiner: second pass",
+                                                                            "Euler"))
 
 
-@pytest.mark.parametrize("option", sorted(CHANGED))
-def test_a_changed_sampler_setting_in_an_infotext_is_refused_naming_its_key(option):
-    key, value = CHANGED[option]
-    with pytest.raises(ValueError) as refused:
-        _params({"infotext": BASE.format(sampler="Euler") + f", {key}: {value}"})
-    message = str(refused.value)
-    assert message.startswith("Not supported by this server: ")
-    assert f"{option}={value!r}" in message and repr(key) in message and "remove the key" in message
-
-
-@pytest.mark.parametrize("option", sorted(CHANGED))
-def test_the_web_ui_paste_names_a_changed_sampler_setting_in_a_note(option):
-    key, value = CHANGED[option]
-    notes = _paste_notes(BASE.format(sampler="Euler") + f", {key}: {value}", "Euler")
-    assert len(notes) == 1 and notes[0].startswith(f"{key}: {value}: ") and "the image will differ" in notes[0]
-
-
-def test_a_fixed_setting_is_refused_while_a_setting_that_runs_is_taken():
-    text = BASE.format(sampler="Euler") + ", Conditional mask weight: 0.5, Hires refiner: first pass"
-    with pytest.raises(ValueError) as refused:
-        _params({"infotext": text})
-    assert "infotext key 'Hires refiner'" in str(refused.value) and "Conditional mask weight" not in str(refused.value)
-    assert _params({"infotext": BASE.format(sampler="Euler") + ", Conditional mask weight: 0.5"}).inpainting_mask_weight == 0.5
-    notes = _paste_notes(text, "Euler")
-    assert any(note.startswith("Hires refiner: first pass: ") for note in notes)
+def test_a_hires_refiner_value_a1111_lacks_is_refused_naming_it():
+    with pytest.raises(ValueError, match=r"hires_fix_refiner_pass must be one of .*got 'last pass'"):
+        _params({"infotext": BASE.format(sampler="Euler") + ", Hires refiner: last pass"})
 
 
 @pytest.mark.parametrize(("sampler", "extra"), AS_RUN)
@@ -98,19 +75,13 @@ def test_the_requests_own_override_wins_over_the_infotexts_as_in_a1111():
     assert params == _params({"infotext": BASE.format(sampler="Euler")})
 
 
-def test_override_settings_take_the_same_values_with_the_same_answer():
-    assert _params({"override_settings": {"hires_fix_refiner_pass": "second pass"}})
-    with pytest.raises(ValueError, match=r"hires_fix_refiner_pass='first pass' .*infotext key 'Hires refiner'"):
-        _params({"override_settings": {"hires_fix_refiner_pass": "first pass"}})
-
-
 # --- over HTTP: the 422 a client sees, and an accepted infotext giving the very same image
 
 
 def test_the_api_answers_422_naming_the_key_and_runs_values_it_has(client):
     text = BASE.format(sampler="Euler")
-    refused = client.post("/sdapi/v1/txt2img", json={"infotext": text + ", Hires refiner: first pass"})
-    assert refused.status_code == 422 and "'Hires refiner'" in refused.json()["detail"]
+    refused = client.post("/sdapi/v1/txt2img", json={"infotext": text + ", Hires refiner: last pass"})
+    assert refused.status_code == 422 and "hires_fix_refiner_pass" in refused.json()["detail"]
     plain = client.post("/sdapi/v1/txt2img", json={"infotext": text})
     same = client.post("/sdapi/v1/txt2img", json={"infotext": text + ", Sigma churn: 0, SGM noise multiplier: False"})
     assert plain.status_code == same.status_code == 200

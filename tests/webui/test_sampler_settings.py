@@ -33,13 +33,15 @@ def test_defaults_are_a1111s():
                                        "uni_pc_lower_order_final": True, "sd_noise_schedule": "Default",
                                        "pad_cond_uncond": False, "pad_cond_uncond_v0": False,
                                        "use_downcasted_alpha_bar": False, "initial_noise_multiplier": 1.0,
-                                       "img2img_extra_noise": 0.0, "inpainting_mask_weight": 1.0}
+                                       "img2img_extra_noise": 0.0, "inpainting_mask_weight": 1.0,
+                                       "hires_fix_refiner_pass": "second pass"}
     assert sampler_option_params("Euler a", {}) == {"eta": 1.0, "ensd": 0, "sampler_parameters": SamplerParameters(),
                                                     "inpainting_mask_weight": 1.0}
 
 
 @pytest.mark.parametrize("key, value", [("eta_ancestral", 1.5), ("eta_ddim", -0.1), ("eta_ddim", "0"),
-                                        ("eta_noise_seed_delta", -1), ("eta_noise_seed_delta", 1.5)])
+                                        ("eta_noise_seed_delta", -1), ("eta_noise_seed_delta", 1.5),
+                                        ("hires_fix_refiner_pass", "Second pass"), ("hires_fix_refiner_pass", 2)])
 def test_bad_values_are_refused(tmp_path, key, value):
     options = ServerOptions(str(tmp_path), 0)
     with pytest.raises(ValueError, match=key):

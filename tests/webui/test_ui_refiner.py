@@ -87,3 +87,10 @@ def test_both_tabs_have_the_accordion_listing_the_servers_checkpoints(tmp_path):
         with pytest.raises(ValueError, match="refiner_switch_at must be a number strictly between 0 and 1"):
             state.check_params("txt2img", form_params(state, "txt2img", form, [],
                                                       [*hires_off, True, "sd_xl_refiner_1.0.safetensors", 1.0]))
+        # with hires fix, Settings' "Hires fix: which pass to enable refiner for" picks the refined pass(es)
+        hires_on = [True, *hires_off[1:]]
+        refiner_on = [True, "sd_xl_refiner_1.0.safetensors", 0.7]
+        assert form_params(state, "txt2img", form, [], [*hires_on, *refiner_on]).hires_fix_refiner_pass == \
+            "second pass"
+        state.options.apply(state.options.check_update({"hires_fix_refiner_pass": "first pass"}))
+        assert form_params(state, "txt2img", form, [], [*hires_on, *refiner_on]).hires_fix_refiner_pass == "first pass"

@@ -44,7 +44,8 @@ SAMPLER_KEYS = ("Sampler", "Schedule type")
 INFORMATIONAL_KEYS = {"Version", "Lora hashes", "TI hashes", "Model", "Model hash", "VAE", "VAE hash", "RNG",
                       "Refiner"}  # with --refiner given (otherwise refused); its title is checked by nobody
 HIRES_KEYS = ("Hires upscale", "Hires upscaler", "Hires resize-1", "Hires resize-2", "Hires steps", "Hires sampler",
-              "Hires schedule type", "Hires checkpoint", "Hires prompt", "Hires negative prompt", "Hires CFG Scale")
+              "Hires schedule type", "Hires checkpoint", "Hires prompt", "Hires negative prompt", "Hires CFG Scale",
+              "Hires refiner")
 # key -> why `mixkit generate` refuses it: honouring none of it would give a substantially different image.
 REFUSED_KEYS = {
     "Denoising strength": "it is an img2img or hires-fix image (denoising strength)",

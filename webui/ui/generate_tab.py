@@ -370,6 +370,8 @@ def _form_params(state: ServerState, kind: str, form: list, chosen_styles: list[
     """`form_params` without the refiner: `own` holds the Hires. fix (txt2img) or img2img widgets' values."""
     from dataclasses import replace
 
+    from webui.options import HIRES_REFINER_PASS_KEY
+
     unstyled = values_to_params(form)
     params = replace(unstyled, **state.options.uncond_skip(), **state.options.sampler_params(unstyled.sampler),
                      **state.options.prompt_options())
@@ -386,6 +388,8 @@ def _form_params(state: ServerState, kind: str, form: list, chosen_styles: list[
 
             raise refused(f"Settings > img2img 'Extra noise' is {extra_noise}: A1111 adds it in the hires-fix pass, "
                           "which this server does not; set it to 0 for txt2img with hires fix.")
+        if hires is not params:  # Settings > Stable Diffusion "Hires fix: which pass to enable refiner for"
+            hires = replace(hires, hires_fix_refiner_pass=state.options.get(HIRES_REFINER_PASS_KEY))
         return hires
     # A1111's Settings "With img2img, do exactly the amount of steps the slider specifies" (img2img_fix_steps), and
     # its img2img noise settings (pipelines.img2img_noise)

@@ -430,7 +430,7 @@ def _reproduction_notes(parsed: dict, current_model: str | None, current_model_a
         # Only txt2img has Hires. fix controls (A1111's too): the note must not point to controls this tab lacks.
         notes.append(f"Hires fix ({recipe}): hires fix is a txt2img feature and this tab has no Hires. fix controls, "
                      "so the paste fills the first pass only; send the image to txt2img to reproduce it.")
-    notes += _schedule_setting_notes(parsed)
+    notes += _hires_refiner_notes(parsed)
     notes += _approximation_notes(parsed)
     if "Variation seed" in parsed:
         notes.append("Variation seed: not supported here; the image will differ.")
@@ -490,35 +490,12 @@ def _approximation_notes(parsed: dict) -> list[str]:
             "the image will differ (`mixkit generate --infotext` reproduces them)."]
 
 
-def _schedule_setting_notes(parsed: dict) -> list[str]:
-    """One note naming each A1111 setting the infotext records at a value this server does not run
-    (`webui.fixed_settings`: Conditional mask weight, Hires refiner).
-
-    A1111's paste sets these as setting overrides; here they are fixed, so the form cannot take them and the
-    image will differ. A value that is what runs here anyway ("Conditional mask weight: 1.0") gets no note."""
-    from webui.fixed_settings import FIXED_BY_INFOTEXT_KEY
-
-    spec = _infotext_sampler_spec(parsed)
-    changed = [(key, FIXED_BY_INFOTEXT_KEY[key]) for key in parsed  # in the infotext's order
-               if key in FIXED_BY_INFOTEXT_KEY
-               and not FIXED_BY_INFOTEXT_KEY[key].accepts(parsed[key], spec, parsed.get("Schedule type"))]
-    if not changed:
+def _hires_refiner_notes(parsed: dict) -> list[str]:
+    """A note for the infotext's `Hires refiner` (A1111 writes it when not "second pass"): a Setting here too
+    (Settings > Sampler parameters, as A1111's Settings > Stable Diffusion), which the paste does not change."""
+    value = parsed.get("Hires refiner")
+    if value in (None, "", "second pass"):
         return []
-    recorded = ", ".join(f"{key}: {parsed[key]}" for key, _ in changed)
-    runs = "; ".join(f"{key} = {setting.runs}" for key, setting in changed)
-    return [f"{recorded}: A1111 settings this server runs at one value only, so the image will differ; it always "
-            f"runs {runs}."]
-
-
-def _infotext_sampler_spec(parsed: dict):
-    """The SamplerSpec the infotext's sampler resolves to, or None when it names none this server has."""
-    from pipelines.infotext_samplers import sampler_and_schedule
-    from pipelines.samplers import resolve_sampler
-
-    sampler, _ = sampler_and_schedule(parsed)
-    if sampler is None:
-        return None
-    try:
-        return resolve_sampler(sampler)[0]
-    except (ValueError, KeyError, TypeError):
-        return None
+    return [f"Hires refiner: {value}: the refiner finished the image's {value} of hires fix; this is a setting here "
+            "('Hires fix: which pass to enable refiner for' in Settings > Sampler parameters), not a form field: set "
+            "it there to reproduce the image."]

@@ -1,5 +1,5 @@
-"""Settings > Sampler parameters' schedule, churn, Beta, UniPC, noise schedule and cond padding controls, and Settings >
-img2img's noise controls.
+"""Settings > Sampler parameters' schedule, churn, Beta, UniPC, noise schedule and cond padding controls, Settings >
+img2img's noise controls and Settings > Stable Diffusion's hires refiner pass.
 
 A1111's options of the same names (`pipelines.sampler_parameters`, `pipelines.img2img_noise`), applied with their
 own button so the Settings tab's main form keeps its inputs; every UI generation and every API request that does not
@@ -35,6 +35,9 @@ RADIOS = {
     "uni_pc_skip_type": ("UniPC skip type", ["time_uniform", "time_quadratic", "logSNR"]),
     "sd_noise_schedule": ("Noise schedule for sampling (Zero Terminal SNR: for models trained with it)",
                           ["Default", "Zero Terminal SNR"]),
+    # A1111 shows it under Settings > Stable Diffusion (pipelines.hires.HIRES_REFINER_PASSES)
+    "hires_fix_refiner_pass": ("Hires fix: which pass to enable refiner for (Stable Diffusion; infotext 'Hires "
+                               "refiner' when not second pass)", ["first pass", "second pass", "both passes"]),
 }
 CHECKBOXES = {
     "always_discard_next_to_last_sigma": "Always discard the penultimate sigma (DPM2 and DPM2 a always do)",

@@ -207,3 +207,38 @@ def test_lora_hashes_names_lose_colons_and_commas_as_in_a1111(tmp_path, sd1):
     handle = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path, name="a,b"), LoraRequest(other, name="c:d")])
     assert handle.infotext_hashes() == f"ab: {short}, cd: {handle.loaded[1].lora.short_hash()}"
     handle.remove()
+
+
+def test_partial_applies_the_modules_that_fit_and_lists_the_rest(tmp_path, sd1):
+    """`partial=True` (A1111's per-layer patching, used for a refiner): the fitting modules change the model exactly as
+    the whole file would, an unmatched module and a wrong shape are left out and listed, and removal restores it."""
+    from safetensors.torch import save_file
+
+    peer = make_peer_lora(tmp_path, sd1, "lora", seed=22)
+    whole = _merged_change(sd1, [LoraRequest(peer.path)])
+    state = dict(peer.state_dict)
+    state["lora_unet_down_blocks_9_attentions_0_proj_in.lora_down.weight"] = torch.ones(4, 32)
+    state["lora_unet_down_blocks_9_attentions_0_proj_in.lora_up.weight"] = torch.ones(32, 4)
+    shaped = next(key for key in state if key.startswith("lora_unet_") and key.endswith(".lora_down.weight"))
+    wrong = shaped.removesuffix(".lora_down.weight")
+    state[shaped] = torch.ones(state[shaped].shape[0], state[shaped].shape[1] + 1)  # one input too many
+    path = tmp_path / "partly.safetensors"
+    save_file(state, str(path))
+    before = snapshot(sd1)
+    handle = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path)], partial=True)
+    after = snapshot(sd1)
+    applied, left_out = handle.left_out()["partly"]
+    assert applied == handle.module_count() > 0
+    assert any("down_blocks_9" in key for key in left_out) and any(wrong in key for key in left_out)
+    skipped = []
+    for key, change in whole.items():
+        got = after[key].double() - before[key].double()
+        if not got.any() and change.any():
+            skipped.append(key)  # the wrong-shaped module's layer: left out, unchanged
+            continue
+        assert torch.allclose(got, change, rtol=1e-6, atol=1e-7), key
+    assert len(skipped) == 1
+    handle.remove()
+    assert_bit_identical(sd1, before)
+    with pytest.raises(LoraMismatchError):  # the default stays all-or-nothing
+        apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path)])
