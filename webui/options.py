@@ -212,6 +212,10 @@ MODEL_KEY = "sd_model_checkpoint"
 VAE_KEY = "sd_vae"  # like the model key, applied by the caller: it loads a file
 PRESET_KEY = "performance_preset"  # applied by the caller too: switching reloads the model (see ServerState)
 CALLER_APPLIED = (MODEL_KEY, VAE_KEY, PRESET_KEY)
+# Reported by GET /options (ServerState.options_snapshot) but never set: A1111 rewrites its sd_checkpoint_hash at every
+# checkpoint load and accepts any value posted, so a whole GET body posted back (even one read before another client
+# switched models) passes; the value is ignored.
+REPORTED_ONLY = ("sd_checkpoint_hash",)
 
 
 class ServerOptions:
@@ -318,7 +322,7 @@ class ServerOptions:
             raise ValueError(f"The options body must be a JSON object, got {type(changes).__name__}.")
         checked = {}
         for key, value in changes.items():
-            if key in CALLER_APPLIED:
+            if key in CALLER_APPLIED or key in REPORTED_ONLY:
                 continue
             if key not in SETTABLE:
                 with self._lock:
