@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 
 from webui.api_controlnet_routes import add_controlnet_routes
 from webui.api_convert import to_img2img_params, to_txt2img_params
-from webui.api_response import generation_info, info_json, job_timestamp, request_parameters
+from webui.api_response import generation_info, info_json, request_parameters
 from webui.api_extras import (
     check_extras_request, crop_to, crops_to_size, encode_png_with_chunks, plaintext_to_html,
     request_postprocessing_text, source_text_chunks, upscale_factor, upscales,
@@ -108,7 +108,7 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
     # A1111's sd_model_name is the checkpoint's name_for_extra (the infotext's "Model"), not its title.
     entry = state.holder.entry
     info = generation_info(params, result, model_name=entry.name_for_extra if entry else outcome.model_title,
-                           model_hash=outcome.model_hash, job_timestamp=job_timestamp(), vae_name=outcome.vae_name,
+                           model_hash=outcome.model_hash, job_timestamp=job.timestamp, vae_name=outcome.vae_name,
                            vae_hash=outcome.vae_hash, styles=list(body.styles or []))
     return {"images": images, "parameters": request_parameters(body), "info": info_json(info)}
 
@@ -197,7 +197,7 @@ def build_api(state: ServerState) -> APIRouter:
             "state": {"skipped": snapshot.skipped, "interrupted": snapshot.interrupted, "stopping_generation": False,
                       # A1111's state.job_no / job_count: the batch (with hires fix, the pass) within the job
                       "job": snapshot.job, "job_count": snapshot.pass_count,
-                      "job_timestamp": job_timestamp(), "job_no": snapshot.pass_index,
+                      "job_timestamp": snapshot.job_timestamp, "job_no": snapshot.pass_index,
                       "sampling_step": snapshot.step, "sampling_steps": snapshot.total_steps},
             "current_image": current_image, "textinfo": textinfo, "current_task": snapshot.job or None,
             "queued": snapshot.queued,

@@ -1,11 +1,10 @@
 """What a generation response holds besides its images: A1111's `info` JSON (canonical names, the infotext's extra
-keys typed), the request echoed as `parameters`, and the job timestamp."""
+keys typed) and the request echoed as `parameters`."""
 
 from __future__ import annotations
 
 import json
 import re
-import time
 from typing import Any
 
 from pipelines.params import Txt2ImgParams
@@ -74,10 +73,6 @@ def request_parameters(request: Txt2ImgRequest) -> dict[str, Any]:
         if name in echoed and not echoed.get("include_init_images"):
             echoed[name] = None
     return echoed
-
-
-def job_timestamp() -> str:
-    return time.strftime("%Y%m%d%H%M%S")
 
 
 def info_json(info: dict[str, Any]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import time
 
 import httpx
 import pytest
@@ -138,6 +139,12 @@ def test_a_failing_generation_is_a_json_500_and_the_server_goes_on(client, serve
     assert response.json()["error"] == "AttributeError" and "model is broken" in response.json()["detail"]
     monkeypatch.undo()
     assert client.post("/sdapi/v1/txt2img", json={"prompt": "p", **SMALL}).status_code == 200
+
+
+def test_info_job_timestamp_is_the_jobs_and_progress_keeps_it(client):
+    info = json.loads(client.post("/sdapi/v1/txt2img", json={"prompt": "a cube", "steps": 1, "seed": 3}).json()["info"])
+    time.sleep(1.1)  # a later clock reading would differ: both must be the job's start, as A1111's state.job_timestamp
+    assert client.get("/sdapi/v1/progress").json()["state"]["job_timestamp"] == info["job_timestamp"]
 
 
 def test_progress_idle_shape_and_interrupt_with_nothing_running(client):
