@@ -29,6 +29,7 @@ from webui.api_requests import (
 )
 from webui.base64_images import decode_base64_image, decode_base64_png_info, encode_png_base64
 from webui.http_guards import AUTH_USER_KEY, error_body
+from webui.result_grid import api_result_grid
 from webui.server_state import ServerState
 from webui.worker import ANY_OWNER, Job, QueueFullError
 
@@ -99,17 +100,29 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
                                                       "errors": f"{kind} failed: {error}"})
     result = outcome.result
 
+    def grid():
+        # A1111's API makes a grid only when asked to save (`do_not_save_grid = not save_images`)
+        if not body.save_images:
+            return None
+        return api_result_grid(result.images, result.infotexts, return_grid=bool(state.options.get("return_grid")),
+                               save_to=state.output_dir if state.options.get("grid_save") else None)
+
+    grid_image = await run_in_threadpool(grid)
+    pairs = list(zip(result.images, result.infotexts))
+    if grid_image is not None:  # first, with the first image's infotext, as A1111's process_images
+        pairs.insert(0, (grid_image, result.infotexts[0] if result.infotexts else ""))
+
     def encode() -> list[str]:
         if not body.send_images:
             return []
-        return [encode_png_base64(image, text) for image, text in zip(result.images, result.infotexts)]
+        return [encode_png_base64(image, text) for image, text in pairs]
 
     images = await run_in_threadpool(encode)
     # A1111's sd_model_name is the checkpoint's name_for_extra (the infotext's "Model"), not its title.
     entry = state.holder.entry
     info = generation_info(params, result, model_name=entry.name_for_extra if entry else outcome.model_title,
                            model_hash=outcome.model_hash, job_timestamp=job.timestamp, vae_name=outcome.vae_name,
-                           vae_hash=outcome.vae_hash, styles=list(body.styles or []))
+                           vae_hash=outcome.vae_hash, styles=list(body.styles or []), with_grid=grid_image is not None)
     return {"images": images, "parameters": request_parameters(body), "info": info_json(info)}
 
 

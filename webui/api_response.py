@@ -13,9 +13,12 @@ from webui.api_requests import Txt2ImgRequest
 
 def generation_info(params: Txt2ImgParams, result, *, model_name: str | None, model_hash: str | None,
                     job_timestamp: str, vae_name: str | None = None, vae_hash: str | None = None,
-                    styles: list[str] | None = None) -> dict[str, Any]:
+                    styles: list[str] | None = None, with_grid: bool = False) -> dict[str, Any]:
     """The JSON A1111 returns (as a string) in a response's `info` field: canonical names, as the infotext's
-    ("k_dpmpp_2m" comes back as "DPM++ 2M" with its schedule type "Karras")."""
+    ("k_dpmpp_2m" comes back as "DPM++ 2M" with its schedule type "Karras").
+
+    `with_grid`: the response's images start with the grid (`webui.result_grid`), so its infotext (the first
+    image's) starts `infotexts` and `index_of_first_image` is 1, as in A1111's `Processed`."""
     from pipelines.params import per_image
     from pipelines.samplers import resolve_sampler
 
@@ -24,6 +27,9 @@ def generation_info(params: Txt2ImgParams, result, *, model_name: str | None, mo
     prompts = per_image(params.prompt, params.batch_size) * params.batch_count
     negatives = per_image(params.negative_prompt, params.batch_size) * params.batch_count
     count = len(result.images)
+    infotexts = list(result.infotexts)
+    if with_grid and infotexts:
+        infotexts.insert(0, infotexts[0])
     return {
         "prompt": prompts[0] if prompts else "", "all_prompts": prompts[:count],
         "negative_prompt": negatives[0] if negatives else "", "all_negative_prompts": negatives[:count],
@@ -35,7 +41,7 @@ def generation_info(params: Txt2ImgParams, result, *, model_name: str | None, mo
         "sd_vae_name": vae_name, "sd_vae_hash": vae_hash, "seed_resize_from_w": -1, "seed_resize_from_h": -1,
         "denoising_strength": getattr(params, "denoising_strength", None),
         "extra_generation_params": extra_generation_params(result.infotexts[0]) if result.infotexts else {},
-        "index_of_first_image": 0, "infotexts": list(result.infotexts), "styles": list(styles or []), "job_timestamp": job_timestamp,
+        "index_of_first_image": int(with_grid), "infotexts": infotexts, "styles": list(styles or []), "job_timestamp": job_timestamp,
         "clip_skip": params.clip_skip, "interrupted": result.interrupted,
         "is_using_inpainting_conditioning": bool(getattr(result, "inpainting_conditioning", False)),
         "version": "mixkit",

@@ -190,8 +190,8 @@ SETTABLE = {
     "sdxl_clip_l_skip": _check_bool("sdxl_clip_l_skip"),  # A1111's "Clip skip SDXL" (Settings > Stable Diffusion)
     "samples_save": _check_bool("samples_save"),
     "live_previews_enable": _check_bool("live_previews_enable"),
-    # A1111's grid options (both default True): the UI shows a grid of a result of 2+ images first in the gallery
-    # and saves it as grid-NNNN.png; the API never makes one (A1111's API sets do_not_save_grid).
+    # A1111's grid options (both default True): a result of 2+ images gets a grid first in the UI's gallery (and in
+    # an API response with save_images: true; A1111's API sets do_not_save_grid otherwise), saved as grid-NNNN.png.
     "return_grid": _check_bool("return_grid"),
     "grid_save": _check_bool("grid_save"),
     "show_progress_every_n_steps": _check_preview_every,

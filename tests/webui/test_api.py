@@ -66,6 +66,49 @@ def test_txt2img_save_images_writes_png_with_infotext_to_output_folder(client, s
     assert not list(server.state.output_dir.glob("*.tmp*")) and not list(server.state.output_dir.glob(".*"))
 
 
+def test_save_images_with_two_images_returns_and_saves_a1111s_grid_first(client, server):
+    # A1111's API sets do_not_save_grid = not save_images; with return_grid and grid_save on (their defaults)
+    # process_images puts the grid first (index_of_first_image 1, the first image's infotext) and saves grid-NNNN.png.
+    out = server.state.output_dir
+    grids_before = set(out.glob("grid-*.png")) if out.exists() else set()
+    body = client.post("/sdapi/v1/txt2img", json={"prompt": "two", "seed": 3, "batch_size": 2, "save_images": True,
+                                                  **SMALL}).json()
+    info = json.loads(body["info"])
+    images = [Image.open(io.BytesIO(base64.b64decode(data))) for data in body["images"]]
+    assert len(images) == 3 and info["index_of_first_image"] == 1
+    assert info["infotexts"] == [info["infotexts"][1], *info["infotexts"][1:]] and len(info["infotexts"]) == 3
+    assert info["all_seeds"] == [3, 4]
+    width, height = images[1].size
+    assert images[0].size == (2 * width, height)  # round(sqrt(2)) = 1 row of 2
+    assert list(images[0].crop((width, 0, 2 * width, height)).getdata()) == list(images[2].convert("RGB").getdata())
+    assert images[0].info["parameters"] == info["infotexts"][1]
+    new_grids = sorted(set(out.glob("grid-*.png")) - grids_before)
+    assert len(new_grids) == 1
+    with Image.open(new_grids[0]) as saved:
+        assert saved.info["parameters"] == info["infotexts"][1]
+
+    unsaved = json.loads(client.post("/sdapi/v1/txt2img", json={"prompt": "two", "seed": 3, "batch_size": 2,
+                                                                **SMALL}).json()["info"])
+    assert unsaved["index_of_first_image"] == 0 and len(unsaved["infotexts"]) == 2  # no grid without save_images
+    assert sorted(set(out.glob("grid-*.png")) - grids_before) == new_grids
+
+
+def test_return_grid_and_grid_save_off_make_no_api_grid(client, server):
+    out = server.state.output_dir
+    grids_before = set(out.glob("grid-*.png")) if out.exists() else set()
+    assert client.post("/sdapi/v1/options", json={"return_grid": False}).status_code == 200
+    try:
+        body = client.post("/sdapi/v1/txt2img", json={"prompt": "two", "seed": 3, "batch_size": 2, "save_images": True,
+                                                      **SMALL}).json()
+        assert len(body["images"]) == 2 and json.loads(body["info"])["index_of_first_image"] == 0
+        assert len(set(out.glob("grid-*.png")) - grids_before) == 1  # grid_save alone still writes it
+        assert client.post("/sdapi/v1/options", json={"grid_save": False}).status_code == 200
+        client.post("/sdapi/v1/txt2img", json={"prompt": "two", "seed": 3, "batch_size": 2, "save_images": True, **SMALL})
+        assert len(set(out.glob("grid-*.png")) - grids_before) == 1
+    finally:
+        client.post("/sdapi/v1/options", json={"return_grid": True, "grid_save": True})
+
+
 def test_txt2img_hires_fix(client):
     response = client.post("/sdapi/v1/txt2img", json={"prompt": "big", "seed": 8, "enable_hr": True, "hr_scale": 1.5,
                                                        "hr_upscaler": "Lanczos", "denoising_strength": 0.5, **SMALL})
