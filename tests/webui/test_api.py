@@ -109,6 +109,17 @@ def test_return_grid_and_grid_save_off_make_no_api_grid(client, server):
         client.post("/sdapi/v1/options", json={"return_grid": True, "grid_save": True})
 
 
+def test_info_reports_a_concrete_subseed_and_its_batch_sequence(client):
+    # A1111: subseed = get_fixed_seed(p.subseed) (-1 -> random in [0, 4294967294)), all_subseeds = subseed + i.
+    info = json.loads(client.post("/sdapi/v1/txt2img", json={"prompt": "x", "seed": 5, "batch_size": 2,
+                                                              **SMALL}).json()["info"])
+    assert isinstance(info["subseed"], int) and 0 <= info["subseed"] < 4294967294
+    assert info["all_subseeds"] == [info["subseed"], info["subseed"] + 1] and info["all_seeds"] == [5, 6]
+    given = json.loads(client.post("/sdapi/v1/txt2img", json={"prompt": "x", "seed": 5, "batch_size": 2, "subseed": 77,
+                                                               **SMALL}).json()["info"])
+    assert (given["subseed"], given["all_subseeds"]) == (77, [77, 78])
+
+
 def test_txt2img_hires_fix(client):
     response = client.post("/sdapi/v1/txt2img", json={"prompt": "big", "seed": 8, "enable_hr": True, "hr_scale": 1.5,
                                                        "hr_upscaler": "Lanczos", "denoising_strength": 0.5, **SMALL})
