@@ -60,9 +60,10 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
         found.append(f"script_name={request.script_name!r}")
     from webui.api_controlnet import controlnet_args
 
+    from webui.a1111_builtin_scripts import unsupported_scripts
+
     _, other_scripts = controlnet_args(request.alwayson_scripts)
-    if other_scripts:
-        found.append(f"alwayson_scripts={sorted(other_scripts)}")
+    found.extend(unsupported_scripts(other_scripts))
     if request.enable_hr and request.hr_checkpoint_name not in (None, "", "Use same checkpoint"):
         # A1111's UI sends its "off" value: the first pass's checkpoint, which is what this server's hires pass uses.
         # Hires prompts are supported (HiresParams.hr_prompt / hr_negative_prompt); the hires sampler and schedule
