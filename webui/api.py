@@ -72,8 +72,14 @@ def kept_overrides(body: Txt2ImgRequest, state: ServerState) -> dict:
     return state.options.check_update(changes)
 
 
+def save_option(body: Txt2ImgRequest, state: ServerState, key: str) -> bool:
+    """A saving setting (samples_save, return_grid, grid_save) for this request: its override_settings value (checked
+    by `to_txt2img_params`), else the server's, as A1111 applies override_settings for the job."""
+    return bool((body.override_settings or {}).get(key, state.options.get(key)))
+
+
 async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, state: ServerState):
-    save = bool(body.save_images) and not body.do_not_save_samples and state.options.get("samples_save")
+    save = bool(body.save_images) and not body.do_not_save_samples and save_option(body, state, "samples_save")
     try:
         kept = kept_overrides(body, state)
         job = state.submit_generation(kind, params, save=save, owner=request.scope.get(AUTH_USER_KEY))
@@ -104,8 +110,8 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
         # A1111's API makes a grid only when asked to save (`do_not_save_grid = not save_images`)
         if not body.save_images:
             return None
-        return api_result_grid(result.images, result.infotexts, return_grid=bool(state.options.get("return_grid")),
-                               save_to=state.output_dir if state.options.get("grid_save") else None)
+        return api_result_grid(result.images, result.infotexts, return_grid=save_option(body, state, "return_grid"),
+                               save_to=state.output_dir if save_option(body, state, "grid_save") else None)
 
     grid_image = await run_in_threadpool(grid)
     pairs = list(zip(result.images, result.infotexts))

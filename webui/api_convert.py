@@ -18,15 +18,18 @@ from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
 from webui.base64_images import decode_base64_image
 from webui.fixed_settings import FIXED_BY_OPTION, fixed_setting_refusal
 from webui.generation_defaults import GenerationDefaults, apply_request_defaults
-from webui.options import (PROMPT_OPTION_DEFAULTS, PROMPT_OPTION_KEYS, SAMPLER_OPTION_KEYS, UNCOND_SKIP_KEYS,
-                           img2img_fix_steps, img2img_noise_values, sampler_option_params, uncond_skip_values)
+from webui.options import (PROMPT_OPTION_DEFAULTS, PROMPT_OPTION_KEYS, SAMPLER_OPTION_KEYS, SETTABLE,
+                           UNCOND_SKIP_KEYS, img2img_fix_steps, img2img_noise_values, sampler_option_params, uncond_skip_values)
 from webui.prompt_guard import check_prompt_networks
 
 # A1111's integer codes for img2img choices, in its order.
 RESIZE_MODES = {0: "just resize", 1: "crop and resize", 2: "resize and fill", 3: "just resize (latent upscale)"}
 INPAINTING_FILL = {0: "fill", 1: "original", 2: "latent noise", 3: "latent nothing"}
 # A1111's option keys for skipping the negative prompt (NGMS, Skip Early CFG) may also come per request.
-SETTABLE_OVERRIDES = {"CLIP_stop_at_last_layers", *UNCOND_SKIP_KEYS, *SAMPLER_OPTION_KEYS, *PROMPT_OPTION_KEYS}
+# The settings the API reads when it saves a result (`webui.api`: samples, and the grid of 2+ images) too.
+SAVE_OVERRIDES = ("samples_save", "return_grid", "grid_save")
+SETTABLE_OVERRIDES = {"CLIP_stop_at_last_layers", *UNCOND_SKIP_KEYS, *SAMPLER_OPTION_KEYS, *PROMPT_OPTION_KEYS,
+                      *SAVE_OVERRIDES}
 # What A1111's API request models default to (its UI's defaults differ: 20 steps, DPM++ 2M).
 A1111_API_DEFAULTS = GenerationDefaults(sampler="Euler", schedule_type="Automatic", steps=50, cfg_scale=7.0, width=512,
                                         height=512)
@@ -120,6 +123,9 @@ def _clip_skip(request: Txt2ImgRequest, default_clip_skip: int, current_model: s
     unknown = sorted(set(overrides) - SETTABLE_OVERRIDES - set(FIXED_BY_OPTION))  # fixed: `_fixed_settings`
     if unknown:
         raise ValueError(f"override_settings keys {unknown} are not supported; supported: {sorted(SETTABLE_OVERRIDES)}.")
+    for key in SAVE_OVERRIDES:
+        if key in overrides:
+            SETTABLE[key](overrides[key])  # ValueError naming the key: true or false
     return overrides.get("CLIP_stop_at_last_layers", default_clip_skip)
 
 

@@ -120,6 +120,20 @@ def test_info_reports_a_concrete_subseed_and_its_batch_sequence(client):
     assert (given["subseed"], given["all_subseeds"]) == (77, [77, 78])
 
 
+def test_override_settings_samples_save_and_grid_options_apply_to_that_request_only(client, server):
+    # A1111 applies override_settings for the job: samples_save off saves no samples, grid_save off no grid.
+    out = server.state.output_dir
+    before = set(out.glob("*.png")) if out.exists() else set()
+    body = client.post("/sdapi/v1/txt2img", json={"prompt": "x", "seed": 9, "batch_size": 2, "save_images": True,
+                                                  "override_settings": {"samples_save": False, "grid_save": False,
+                                                                        "return_grid": False}, **SMALL})
+    assert body.status_code == 200 and len(body.json()["images"]) == 2
+    assert (set(out.glob("*.png")) if out.exists() else set()) == before  # neither samples nor a grid written
+    assert server.state.options.get("samples_save") is True and server.state.options.get("grid_save") is True
+    refused = client.post("/sdapi/v1/txt2img", json={"prompt": "x", "override_settings": {"samples_save": "no"}, **SMALL})
+    assert refused.status_code == 422 and "samples_save must be true or false, got 'no'" in refused.json()["detail"]
+
+
 def test_txt2img_hires_fix(client):
     response = client.post("/sdapi/v1/txt2img", json={"prompt": "big", "seed": 8, "enable_hr": True, "hr_scale": 1.5,
                                                        "hr_upscaler": "Lanczos", "denoising_strength": 0.5, **SMALL})
