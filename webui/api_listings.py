@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import os
 
-from fastapi import APIRouter
+from fastapi import APIRouter, HTTPException
 from fastapi.concurrency import run_in_threadpool
 
 from webui.server_state import ServerState
 
 # A1111 endpoints whose items mixkit has none of: an A1111 without any answers [] too.
-EMPTY_LISTS = ("face-restorers", "hypernetworks", "realesrgan-models", "script-info", "extensions")
+# sd-modules: A1111's separate text-encoder / VAE module files (Forge-style); mixkit loads them with the checkpoint.
+EMPTY_LISTS = ("face-restorers", "hypernetworks", "realesrgan-models", "script-info", "extensions", "sd-modules")
+# A1111's memory routes (`unload_model_weights` moves the model to the CPU, `send_model_to_device` back); this server
+# keeps its one model on its device, so they answer 501 naming what frees memory here rather than a bare 404.
+NO_UNLOAD = ("This server keeps its checkpoint loaded and cannot unload or reload it (POST /sdapi/v1/{route}); to use "
+             "less memory, switch to a smaller checkpoint or performance preset with POST /sdapi/v1/options, or stop "
+             "the server.")
 
 
 def command_line_flags(state: ServerState) -> dict:
@@ -24,6 +30,9 @@ def command_line_flags(state: ServerState) -> dict:
     return {"port": config.port, "listen": config.listen, "api": True, "nowebui": not config.ui,
             "ckpt_dir": config.models_dir, "lora_dir": config.lora_dir, "embeddings_dir": config.embeddings_dir,
             "vae_dir": config.vae_dir, "controlnet_dir": config.controlnet_dir, "device": config.device,
+            # A1111's --styles-file may repeat (a list); its --cors-allow-origins is one comma-separated string
+            "styles_file": [config.styles_file] if config.styles_file else [],
+            "cors_allow_origins": ",".join(config.cors_allow_origins) or None,
             "ui_settings_file": config.settings_file, "output_dir": str(state.output_dir),
             "queue_size": config.queue_size}
 
@@ -89,6 +98,14 @@ def build_listings_router(state: ServerState) -> APIRouter:
 
     def empty_list():
         return []
+
+    def no_unload(route: str):
+        def refuse():
+            raise HTTPException(status_code=501, detail=NO_UNLOAD.format(route=route))
+        return refuse
+
+    for route in ("unload-checkpoint", "reload-checkpoint"):
+        router.add_api_route(f"/sdapi/v1/{route}", no_unload(route), methods=["POST"], name=route.replace("-", "_"))
 
     for name in EMPTY_LISTS:
         router.add_api_route(f"/sdapi/v1/{name}", empty_list, methods=["GET"], name=name.replace("-", "_"))
