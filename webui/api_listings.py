@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import os
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 
+from webui.api_refused_routes import add_refused_routes
 from webui.server_state import ServerState
 
 # A1111 endpoints whose items mixkit has none of: an A1111 without any answers [] too.
 # sd-modules: A1111's separate text-encoder / VAE module files (Forge-style); mixkit loads them with the checkpoint.
 EMPTY_LISTS = ("face-restorers", "hypernetworks", "realesrgan-models", "script-info", "extensions", "sd-modules")
-# A1111's memory routes (`unload_model_weights` moves the model to the CPU, `send_model_to_device` back); this server
-# keeps its one model on its device, so they answer 501 naming what frees memory here rather than a bare 404.
-NO_UNLOAD = ("This server keeps its checkpoint loaded and cannot unload or reload it (POST /sdapi/v1/{route}); to use "
-             "less memory, switch to a smaller checkpoint or performance preset with POST /sdapi/v1/options, or stop "
-             "the server.")
+
 
 
 def command_line_flags(state: ServerState) -> dict:
@@ -99,14 +96,7 @@ def build_listings_router(state: ServerState) -> APIRouter:
     def empty_list():
         return []
 
-    def no_unload(route: str):
-        def refuse():
-            raise HTTPException(status_code=501, detail=NO_UNLOAD.format(route=route))
-        return refuse
-
-    for route in ("unload-checkpoint", "reload-checkpoint"):
-        router.add_api_route(f"/sdapi/v1/{route}", no_unload(route), methods=["POST"], name=route.replace("-", "_"))
-
     for name in EMPTY_LISTS:
         router.add_api_route(f"/sdapi/v1/{name}", empty_list, methods=["GET"], name=name.replace("-", "_"))
+    add_refused_routes(router)
     return router
