@@ -19,7 +19,8 @@ from webui.base64_images import decode_base64_image
 from webui.fixed_settings import FIXED_BY_OPTION, fixed_setting_refusal
 from webui.generation_defaults import GenerationDefaults, apply_request_defaults
 from webui.options import (PROMPT_OPTION_DEFAULTS, PROMPT_OPTION_KEYS, SAMPLER_OPTION_KEYS, SETTABLE,
-                           UNCOND_SKIP_KEYS, img2img_fix_steps, img2img_noise_values, sampler_option_params, uncond_skip_values)
+                           UNCOND_SKIP_KEYS, img2img_fix_steps, img2img_noise_values, sampler_option_params,
+                           uncond_skip_values)
 from webui.prompt_guard import check_prompt_networks
 
 # A1111's integer codes for img2img choices, in its order.
@@ -61,9 +62,8 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
         found.append("seed_resize_from_h/w")
     if request.script_name:
         found.append(f"script_name={request.script_name!r}")
-    from webui.api_controlnet import controlnet_args
-
     from webui.a1111_builtin_scripts import unsupported_scripts
+    from webui.api_controlnet import controlnet_args
 
     _, other_scripts = controlnet_args(request.alwayson_scripts)
     found.extend(unsupported_scripts(other_scripts))

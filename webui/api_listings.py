@@ -20,7 +20,6 @@ from webui.server_state import ServerState
 EMPTY_LISTS = ("face-restorers", "hypernetworks", "realesrgan-models", "script-info", "extensions", "sd-modules")
 
 
-
 def command_line_flags(state: ServerState) -> dict:
     """The server's own start-up settings under A1111's flag names where it has one; `--auth` is never shown."""
     config = state.config

@@ -9,8 +9,8 @@ is read too: its activation text, preferred weight and negative text decide what
 from __future__ import annotations
 
 import json
-import os
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
