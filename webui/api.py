@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 
 from webui.api_controlnet_routes import add_controlnet_routes
 from webui.api_convert import to_img2img_params, to_txt2img_params
-from webui.api_response import generation_info, info_json, job_timestamp, request_parameters
+from webui.api_response import fixed_subseed, generation_info, info_json, request_parameters
 from webui.api_extras import (
     check_extras_request, crop_to, crops_to_size, encode_png_with_chunks, plaintext_to_html,
     request_postprocessing_text, source_text_chunks, upscale_factor, upscales,
@@ -29,6 +29,7 @@ from webui.api_requests import (
 )
 from webui.base64_images import decode_base64_image, decode_base64_png_info, encode_png_base64
 from webui.http_guards import AUTH_USER_KEY, error_body
+from webui.result_grid import api_result_grid
 from webui.server_state import ServerState
 from webui.worker import ANY_OWNER, Job, QueueFullError
 
@@ -71,8 +72,14 @@ def kept_overrides(body: Txt2ImgRequest, state: ServerState) -> dict:
     return state.options.check_update(changes)
 
 
+def save_option(body: Txt2ImgRequest, state: ServerState, key: str) -> bool:
+    """A saving setting (samples_save, return_grid, grid_save) for this request: its override_settings value (checked
+    by `to_txt2img_params`), else the server's, as A1111 applies override_settings for the job."""
+    return bool((body.override_settings or {}).get(key, state.options.get(key)))
+
+
 async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, state: ServerState):
-    save = bool(body.save_images) and not body.do_not_save_samples and state.options.get("samples_save")
+    save = bool(body.save_images) and not body.do_not_save_samples and save_option(body, state, "samples_save")
     try:
         kept = kept_overrides(body, state)
         job = state.submit_generation(kind, params, save=save, owner=request.scope.get(AUTH_USER_KEY))
@@ -99,17 +106,30 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
                                                       "errors": f"{kind} failed: {error}"})
     result = outcome.result
 
+    def grid():
+        # A1111's API makes a grid only when asked to save (`do_not_save_grid = not save_images`)
+        if not body.save_images:
+            return None
+        return api_result_grid(result.images, result.infotexts, return_grid=save_option(body, state, "return_grid"),
+                               save_to=state.output_dir if save_option(body, state, "grid_save") else None)
+
+    grid_image = await run_in_threadpool(grid)
+    pairs = list(zip(result.images, result.infotexts))
+    if grid_image is not None:  # first, with the first image's infotext, as A1111's process_images
+        pairs.insert(0, (grid_image, result.infotexts[0] if result.infotexts else ""))
+
     def encode() -> list[str]:
         if not body.send_images:
             return []
-        return [encode_png_base64(image, text) for image, text in zip(result.images, result.infotexts)]
+        return [encode_png_base64(image, text) for image, text in pairs]
 
     images = await run_in_threadpool(encode)
     # A1111's sd_model_name is the checkpoint's name_for_extra (the infotext's "Model"), not its title.
     entry = state.holder.entry
     info = generation_info(params, result, model_name=entry.name_for_extra if entry else outcome.model_title,
-                           model_hash=outcome.model_hash, job_timestamp=job_timestamp(), vae_name=outcome.vae_name,
-                           vae_hash=outcome.vae_hash, styles=list(body.styles or []))
+                           model_hash=outcome.model_hash, job_timestamp=job.timestamp, vae_name=outcome.vae_name,
+                           vae_hash=outcome.vae_hash, styles=list(body.styles or []), with_grid=grid_image is not None,
+                           subseed=fixed_subseed(body.subseed))
     return {"images": images, "parameters": request_parameters(body), "info": info_json(info)}
 
 
@@ -197,7 +217,7 @@ def build_api(state: ServerState) -> APIRouter:
             "state": {"skipped": snapshot.skipped, "interrupted": snapshot.interrupted, "stopping_generation": False,
                       # A1111's state.job_no / job_count: the batch (with hires fix, the pass) within the job
                       "job": snapshot.job, "job_count": snapshot.pass_count,
-                      "job_timestamp": job_timestamp(), "job_no": snapshot.pass_index,
+                      "job_timestamp": snapshot.job_timestamp, "job_no": snapshot.pass_index,
                       "sampling_step": snapshot.step, "sampling_steps": snapshot.total_steps},
             "current_image": current_image, "textinfo": textinfo, "current_task": snapshot.job or None,
             "queued": snapshot.queued,

@@ -17,16 +17,19 @@ from webui.api_hires import hires_params, hires_sampler_differences
 from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
 from webui.base64_images import decode_base64_image
 from webui.generation_defaults import GenerationDefaults, apply_request_defaults
-from webui.options import (PROMPT_OPTION_DEFAULTS, PROMPT_OPTION_KEYS, SAMPLER_OPTION_KEYS, UNCOND_SKIP_KEYS,
-                           hires_refiner_pass, img2img_fix_steps, img2img_noise_values, sampler_option_params,
-                           uncond_skip_values)
+from webui.options import (PROMPT_OPTION_DEFAULTS, PROMPT_OPTION_KEYS, SAMPLER_OPTION_KEYS, SETTABLE,
+                           UNCOND_SKIP_KEYS, hires_refiner_pass, img2img_fix_steps, img2img_noise_values,
+                           sampler_option_params, uncond_skip_values)
 from webui.prompt_guard import check_prompt_networks
 
 # A1111's integer codes for img2img choices, in its order.
 RESIZE_MODES = {0: "just resize", 1: "crop and resize", 2: "resize and fill", 3: "just resize (latent upscale)"}
 INPAINTING_FILL = {0: "fill", 1: "original", 2: "latent noise", 3: "latent nothing"}
 # A1111's option keys for skipping the negative prompt (NGMS, Skip Early CFG) may also come per request.
-SETTABLE_OVERRIDES = {"CLIP_stop_at_last_layers", *UNCOND_SKIP_KEYS, *SAMPLER_OPTION_KEYS, *PROMPT_OPTION_KEYS}
+# The settings the API reads when it saves a result (`webui.api`: samples, and the grid of 2+ images) too.
+SAVE_OVERRIDES = ("samples_save", "return_grid", "grid_save")
+SETTABLE_OVERRIDES = {"CLIP_stop_at_last_layers", *UNCOND_SKIP_KEYS, *SAMPLER_OPTION_KEYS, *PROMPT_OPTION_KEYS,
+                      *SAVE_OVERRIDES}
 # What A1111's API request models default to (its UI's defaults differ: 20 steps, DPM++ 2M).
 A1111_API_DEFAULTS = GenerationDefaults(sampler="Euler", schedule_type="Automatic", steps=50, cfg_scale=7.0, width=512,
                                         height=512)
@@ -58,11 +61,11 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
         found.append("seed_resize_from_h/w")
     if request.script_name:
         found.append(f"script_name={request.script_name!r}")
+    from webui.a1111_builtin_scripts import unsupported_scripts
     from webui.api_controlnet import controlnet_args
 
     _, other_scripts = controlnet_args(request.alwayson_scripts)
-    if other_scripts:
-        found.append(f"alwayson_scripts={sorted(other_scripts)}")
+    found.extend(unsupported_scripts(other_scripts))
     if request.enable_hr and request.hr_checkpoint_name not in (None, "", "Use same checkpoint"):
         # A1111's UI sends its "off" value: the first pass's checkpoint, which is what this server's hires pass uses.
         # Hires prompts are supported (HiresParams.hr_prompt / hr_negative_prompt); the hires sampler and schedule
@@ -110,6 +113,9 @@ def _clip_skip(request: Txt2ImgRequest, default_clip_skip: int, current_model: s
     unknown = sorted(set(overrides) - SETTABLE_OVERRIDES)
     if unknown:
         raise ValueError(f"override_settings keys {unknown} are not supported; supported: {sorted(SETTABLE_OVERRIDES)}.")
+    for key in SAVE_OVERRIDES:
+        if key in overrides:
+            SETTABLE[key](overrides[key])  # ValueError naming the key: true or false
     return overrides.get("CLIP_stop_at_last_layers", default_clip_skip)
 
 

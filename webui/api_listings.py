@@ -12,10 +12,12 @@ import os
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 
+from webui.api_refused_routes import add_refused_routes
 from webui.server_state import ServerState
 
 # A1111 endpoints whose items mixkit has none of: an A1111 without any answers [] too.
-EMPTY_LISTS = ("face-restorers", "hypernetworks", "realesrgan-models", "script-info", "extensions")
+# sd-modules: A1111's separate text-encoder / VAE module files (Forge-style); mixkit loads them with the checkpoint.
+EMPTY_LISTS = ("face-restorers", "hypernetworks", "realesrgan-models", "script-info", "extensions", "sd-modules")
 
 
 def command_line_flags(state: ServerState) -> dict:
@@ -24,6 +26,9 @@ def command_line_flags(state: ServerState) -> dict:
     return {"port": config.port, "listen": config.listen, "api": True, "nowebui": not config.ui,
             "ckpt_dir": config.models_dir, "lora_dir": config.lora_dir, "embeddings_dir": config.embeddings_dir,
             "vae_dir": config.vae_dir, "controlnet_dir": config.controlnet_dir, "device": config.device,
+            # A1111's --styles-file may repeat (a list); its --cors-allow-origins is one comma-separated string
+            "styles_file": [config.styles_file] if config.styles_file else [],
+            "cors_allow_origins": ",".join(config.cors_allow_origins) or None,
             "ui_settings_file": config.settings_file, "output_dir": str(state.output_dir),
             "queue_size": config.queue_size}
 
@@ -92,4 +97,5 @@ def build_listings_router(state: ServerState) -> APIRouter:
 
     for name in EMPTY_LISTS:
         router.add_api_route(f"/sdapi/v1/{name}", empty_list, methods=["GET"], name=name.replace("-", "_"))
+    add_refused_routes(router)
     return router

@@ -1,11 +1,11 @@
 """What a generation response holds besides its images: A1111's `info` JSON (canonical names, the infotext's extra
-keys typed), the request echoed as `parameters`, and the job timestamp."""
+keys typed) and the request echoed as `parameters`."""
 
 from __future__ import annotations
 
 import json
+import random
 import re
-import time
 from typing import Any
 
 from pipelines.params import Txt2ImgParams
@@ -14,9 +14,13 @@ from webui.api_requests import Txt2ImgRequest
 
 def generation_info(params: Txt2ImgParams, result, *, model_name: str | None, model_hash: str | None,
                     job_timestamp: str, vae_name: str | None = None, vae_hash: str | None = None,
-                    styles: list[str] | None = None) -> dict[str, Any]:
+                    styles: list[str] | None = None, with_grid: bool = False, subseed: int = -1) -> dict[str, Any]:
     """The JSON A1111 returns (as a string) in a response's `info` field: canonical names, as the infotext's
-    ("k_dpmpp_2m" comes back as "DPM++ 2M" with its schedule type "Karras")."""
+    ("k_dpmpp_2m" comes back as "DPM++ 2M" with its schedule type "Karras").
+
+    `subseed`: the job's variation seed (`fixed_subseed`); A1111 reports it and `subseed + i` per image.
+    `with_grid`: the response's images start with the grid (`webui.result_grid`), so its infotext (the first
+    image's) starts `infotexts` and `index_of_first_image` is 1, as in A1111's `Processed`."""
     from pipelines.params import per_image
     from pipelines.samplers import resolve_sampler
 
@@ -25,18 +29,21 @@ def generation_info(params: Txt2ImgParams, result, *, model_name: str | None, mo
     prompts = per_image(params.prompt, params.batch_size) * params.batch_count
     negatives = per_image(params.negative_prompt, params.batch_size) * params.batch_count
     count = len(result.images)
+    infotexts = list(result.infotexts)
+    if with_grid and infotexts:
+        infotexts.insert(0, infotexts[0])
     return {
         "prompt": prompts[0] if prompts else "", "all_prompts": prompts[:count],
         "negative_prompt": negatives[0] if negatives else "", "all_negative_prompts": negatives[:count],
         "seed": result.seeds[0] if result.seeds else params.seed, "all_seeds": list(result.seeds),
-        "subseed": -1, "all_subseeds": [-1] * count, "subseed_strength": 0,
+        "subseed": subseed, "all_subseeds": [subseed + index for index in range(count)], "subseed_strength": 0,
         "width": params.width, "height": params.height, "sampler_name": spec.name, "scheduler": schedule_type,
         "cfg_scale": params.cfg_scale, "steps": params.steps, "batch_size": params.batch_size,
         "restore_faces": False, "face_restoration_model": None, "sd_model_name": model_name, "sd_model_hash": model_hash,
         "sd_vae_name": vae_name, "sd_vae_hash": vae_hash, "seed_resize_from_w": -1, "seed_resize_from_h": -1,
         "denoising_strength": getattr(params, "denoising_strength", None),
         "extra_generation_params": extra_generation_params(result.infotexts[0]) if result.infotexts else {},
-        "index_of_first_image": 0, "infotexts": list(result.infotexts), "styles": list(styles or []), "job_timestamp": job_timestamp,
+        "index_of_first_image": int(with_grid), "infotexts": infotexts, "styles": list(styles or []), "job_timestamp": job_timestamp,
         "clip_skip": params.clip_skip, "interrupted": result.interrupted,
         "is_using_inpainting_conditioning": bool(getattr(result, "inpainting_conditioning", False)),
         "version": "mixkit",
@@ -67,6 +74,15 @@ def extra_generation_params(infotext: str) -> dict[str, Any]:
     return {key: typed(value) for key, value in split_infotext(infotext)[2].items() if key not in INFOTEXT_CORE_KEYS}
 
 
+def fixed_subseed(requested: int | None) -> int:
+    """The request's variation seed made concrete as A1111's `get_fixed_seed` does: -1 (or none) becomes a random
+    integer in [0, 4294967294). It is unused here (`subseed_strength` must be 0), but A1111 reports it in `info`, and
+    a client copies it into its next variation request."""
+    if requested is None or requested == -1:
+        return random.randrange(4294967294)
+    return int(requested)
+
+
 def request_parameters(request: Txt2ImgRequest) -> dict[str, Any]:
     """The request echoed back in `parameters`, images left out (A1111 sets them to None)."""
     echoed = request.model_dump()
@@ -74,10 +90,6 @@ def request_parameters(request: Txt2ImgRequest) -> dict[str, Any]:
         if name in echoed and not echoed.get("include_init_images"):
             echoed[name] = None
     return echoed
-
-
-def job_timestamp() -> str:
-    return time.strftime("%Y%m%d%H%M%S")
 
 
 def info_json(info: dict[str, Any]) -> str:

@@ -77,7 +77,7 @@ class CheckpointEntry:
         `sha256`/`hash` (its first 10 digits) are filled once the file has been hashed (loading a model hashes it),
         like A1111, which hashes lazily; a listing never hashes files itself, so it stays fast.
         """
-        filename = self.source if os.path.exists(self.source) else None
+        filename = os.path.abspath(self.source) if os.path.exists(self.source) else None  # A1111's is absolute
         sha256 = known_sha256(self.source)
         return {"title": self.title, "model_name": self.model_name, "hash": sha256[:SHORT_HASH_LENGTH] if sha256 else None,
                 "sha256": sha256, "filename": filename or self.source, "config": None}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,7 +84,8 @@ def card_text(user_metadata: dict) -> tuple[CardText, list[str]]:
 class LoraCard:
     name: str  # what a prompt tag uses: <lora:name:1>
     alias: str
-    relative_path: str
+    relative_path: str  # inside the LoRA folder
+    folder: Path | None = None  # the LoRA folder, for A1111's absolute `path`
     base_model: str | None = None
     network_dim: str | None = None
     top_tags: list[str] = field(default_factory=list)
@@ -98,7 +100,8 @@ class LoraCard:
         return self.text.prompt_text(self.name)
 
     def as_a1111(self) -> dict:
-        """A1111's `/sdapi/v1/loras` item; `path` is relative to the LoRA folder (no server paths leak).
+        """A1111's `/sdapi/v1/loras` item; `path` is the file's absolute path, as A1111's `NetworkOnDisk.filename` (the
+        server already shows its absolute `--output-dir` in /cmd-flags and /options).
 
         `preview` and `user_metadata` (not in A1111's item) are the URL of the card's image on this server (or
         None) and the side-car's keys (`activation text`, `preferred weight`, `negative text`, `sd version`, ...),
@@ -106,7 +109,8 @@ class LoraCard:
         """
         from webui.lora_previews import preview_url
 
-        return {"name": self.name, "alias": self.alias, "path": self.relative_path, "metadata": self.metadata,
+        path = os.path.abspath(self.folder / self.relative_path) if self.folder is not None else self.relative_path
+        return {"name": self.name, "alias": self.alias, "path": path, "metadata": self.metadata,
                 "preview": preview_url(self.name) if self.preview else None, "user_metadata": self.user_metadata}
 
 
@@ -118,7 +122,7 @@ def lora_cards(library) -> list[LoraCard]:
     cards = []
     for entry in library.entries():
         card = LoraCard(name=entry.relative_name, alias=entry.alias or entry.name,
-                        relative_path=entry.path.relative_to(library.folder).as_posix(),
+                        relative_path=entry.path.relative_to(library.folder).as_posix(), folder=Path(library.folder),
                         preview=find_preview(entry.path, library.folder))
         card.user_metadata, card.warnings = read_user_metadata(entry.path, library.folder)
         card.text, text_warnings = card_text(card.user_metadata)

@@ -207,8 +207,8 @@ SETTABLE = {
     "sdxl_clip_l_skip": _check_bool("sdxl_clip_l_skip"),  # A1111's "Clip skip SDXL" (Settings > Stable Diffusion)
     "samples_save": _check_bool("samples_save"),
     "live_previews_enable": _check_bool("live_previews_enable"),
-    # A1111's grid options (both default True): the UI shows a grid of a result of 2+ images first in the gallery
-    # and saves it as grid-NNNN.png; the API never makes one (A1111's API sets do_not_save_grid).
+    # A1111's grid options (both default True): a result of 2+ images gets a grid first in the UI's gallery (and in
+    # an API response with save_images: true; A1111's API sets do_not_save_grid otherwise), saved as grid-NNNN.png.
     "return_grid": _check_bool("return_grid"),
     "grid_save": _check_bool("grid_save"),
     "show_progress_every_n_steps": _check_preview_every,
@@ -230,6 +230,10 @@ MODEL_KEY = "sd_model_checkpoint"
 VAE_KEY = "sd_vae"  # like the model key, applied by the caller: it loads a file
 PRESET_KEY = "performance_preset"  # applied by the caller too: switching reloads the model (see ServerState)
 CALLER_APPLIED = (MODEL_KEY, VAE_KEY, PRESET_KEY)
+# Reported by GET /options (ServerState.options_snapshot) but never set: A1111 rewrites its sd_checkpoint_hash at every
+# checkpoint load and accepts any value posted, so a whole GET body posted back (even one read before another client
+# switched models) passes; the value is ignored.
+REPORTED_ONLY = ("sd_checkpoint_hash",)
 
 
 class ServerOptions:
@@ -336,7 +340,7 @@ class ServerOptions:
             raise ValueError(f"The options body must be a JSON object, got {type(changes).__name__}.")
         checked = {}
         for key, value in changes.items():
-            if key in CALLER_APPLIED:
+            if key in CALLER_APPLIED or key in REPORTED_ONLY:
                 continue
             if key not in SETTABLE:
                 with self._lock:

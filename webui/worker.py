@@ -36,6 +36,7 @@ class Job:
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
     session: str | None = None  # the UI session (browser tab) that asked for it; None for API and CLI jobs
     owner: str | None = None  # the --auth user whose API request it is; None for UI jobs and servers without auth
+    timestamp: str | None = None  # A1111's state.job_timestamp: set once, when the job starts running
 
 
 # For the job-control methods' `owner`: act on whatever runs, as A1111's API does on its one-user server.
@@ -62,11 +63,18 @@ class ProgressSnapshot:
     started_at: float | None = None
     interrupted: bool = False
     skipped: bool = False
+    # A1111's state.job_timestamp: the running (else the last) job's start, "0" before any (A1111's initial value)
+    job_timestamp: str = "0"
     preview_latents: Any = None  # latents of the last preview step (cloned), or None
 
     @property
     def busy(self) -> bool:
         return self.started_at is not None
+
+
+def job_timestamp() -> str:
+    """A job's start time as A1111's `state.begin` records it (`%Y%m%d%H%M%S`, local time)."""
+    return time.strftime("%Y%m%d%H%M%S")
 
 
 def estimate_eta(elapsed: float, fraction: float) -> float:
@@ -230,7 +238,9 @@ class GenerationWorker:
                 if not job.future.set_running_or_notify_cancel():
                     continue
                 self._current = job
-                self._progress = ProgressSnapshot(job=job.description, job_number=job.number, started_at=time.monotonic())
+                job.timestamp = job_timestamp()
+                self._progress = ProgressSnapshot(job=job.description, job_number=job.number, started_at=time.monotonic(),
+                                                  job_timestamp=job.timestamp)
             value, failure = None, None
             try:
                 value = job.function(job.control, self._on_step)
@@ -238,7 +248,7 @@ class GenerationWorker:
                 failure = error
             with self._condition:  # idle before the caller hears back, so its next /progress reads idle
                 self._current = None
-                self._progress = ProgressSnapshot()
+                self._progress = ProgressSnapshot(job_timestamp=job.timestamp)  # kept while idle, as A1111's
             if failure is not None:
                 job.future.set_exception(failure)
             else:

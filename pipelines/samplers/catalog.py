@@ -19,8 +19,8 @@ weights the second difference by (..) - 0.5 where k-diffusion's `sample_dpmpp_3m
 "Restart" (restart.py) and "DPM fast" (dpm_fast.py) have no diffusers counterpart; their model calls are
 planned from the schedule ahead of sampling (planned_walk.py).
 
-Refused with a reason (REFUSED_SAMPLERS): "DPM adaptive", whose calls depend on the sample. Not in A1111 1.10's
-list and unknown here: "DDIM CFG++", "Heun PP2" (later versions).
+Refused with a reason (REFUSED_SAMPLERS): "DPM adaptive", whose calls depend on the sample, and "DDIM CFG++", which
+needs the unconditional prediction apart from the guided one. Unknown here: "Heun PP2" (later A1111 versions).
 """
 
 from __future__ import annotations
@@ -184,6 +184,15 @@ REFUSED_SAMPLERS = {
         "reproduce. Use 'DPM fast' (DPM-Solver at a fixed step count) or 'DPM++ 2M' instead."
     )
     for name in ("DPM adaptive", "k_dpm_ad")
+} | {
+    name.casefold(): (
+        "Sampler 'DDIM CFG++' (ddim_cfgpp) is not supported: CFG++ (Chung et al., 2024) takes the denoised estimate "
+        "from the guided noise prediction but renoises each DDIM step with the unconditional prediction alone (A1111 "
+        "also divides the CFG scale by 12.5), so the sampler needs the conditional and unconditional predictions "
+        "separately, while mixkit's samplers receive only the combined classifier-free-guidance prediction. Use "
+        "'DDIM' (at a usual CFG scale such as 7) instead."
+    )
+    for name in ("DDIM CFG++", "ddim_cfgpp")
 }
 
 _ALIASES = {alias.casefold(): name for name, spec in SAMPLERS.items() for alias in spec.aliases}

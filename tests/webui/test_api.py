@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import time
 
 import httpx
 import pytest
@@ -63,6 +64,74 @@ def test_txt2img_save_images_writes_png_with_infotext_to_output_folder(client, s
         image.load()
         assert image.info["parameters"] == json.loads(body["info"])["infotexts"][0]
     assert not list(server.state.output_dir.glob("*.tmp*")) and not list(server.state.output_dir.glob(".*"))
+
+
+def test_save_images_with_two_images_returns_and_saves_a1111s_grid_first(client, server):
+    # A1111's API sets do_not_save_grid = not save_images; with return_grid and grid_save on (their defaults)
+    # process_images puts the grid first (index_of_first_image 1, the first image's infotext) and saves grid-NNNN.png.
+    out = server.state.output_dir
+    grids_before = set(out.glob("grid-*.png")) if out.exists() else set()
+    body = client.post("/sdapi/v1/txt2img", json={"prompt": "two", "seed": 3, "batch_size": 2, "save_images": True,
+                                                  **SMALL}).json()
+    info = json.loads(body["info"])
+    images = [Image.open(io.BytesIO(base64.b64decode(data))) for data in body["images"]]
+    assert len(images) == 3 and info["index_of_first_image"] == 1
+    assert info["infotexts"] == [info["infotexts"][1], *info["infotexts"][1:]] and len(info["infotexts"]) == 3
+    assert info["all_seeds"] == [3, 4]
+    width, height = images[1].size
+    assert images[0].size == (2 * width, height)  # round(sqrt(2)) = 1 row of 2
+    assert list(images[0].crop((width, 0, 2 * width, height)).getdata()) == list(images[2].convert("RGB").getdata())
+    assert images[0].info["parameters"] == info["infotexts"][1]
+    new_grids = sorted(set(out.glob("grid-*.png")) - grids_before)
+    assert len(new_grids) == 1
+    with Image.open(new_grids[0]) as saved:
+        assert saved.info["parameters"] == info["infotexts"][1]
+
+    unsaved = json.loads(client.post("/sdapi/v1/txt2img", json={"prompt": "two", "seed": 3, "batch_size": 2,
+                                                                **SMALL}).json()["info"])
+    assert unsaved["index_of_first_image"] == 0 and len(unsaved["infotexts"]) == 2  # no grid without save_images
+    assert sorted(set(out.glob("grid-*.png")) - grids_before) == new_grids
+
+
+def test_return_grid_and_grid_save_off_make_no_api_grid(client, server):
+    out = server.state.output_dir
+    grids_before = set(out.glob("grid-*.png")) if out.exists() else set()
+    assert client.post("/sdapi/v1/options", json={"return_grid": False}).status_code == 200
+    try:
+        body = client.post("/sdapi/v1/txt2img", json={"prompt": "two", "seed": 3, "batch_size": 2, "save_images": True,
+                                                      **SMALL}).json()
+        assert len(body["images"]) == 2 and json.loads(body["info"])["index_of_first_image"] == 0
+        assert len(set(out.glob("grid-*.png")) - grids_before) == 1  # grid_save alone still writes it
+        assert client.post("/sdapi/v1/options", json={"grid_save": False}).status_code == 200
+        client.post("/sdapi/v1/txt2img", json={"prompt": "two", "seed": 3, "batch_size": 2, "save_images": True, **SMALL})
+        assert len(set(out.glob("grid-*.png")) - grids_before) == 1
+    finally:
+        client.post("/sdapi/v1/options", json={"return_grid": True, "grid_save": True})
+
+
+def test_info_reports_a_concrete_subseed_and_its_batch_sequence(client):
+    # A1111: subseed = get_fixed_seed(p.subseed) (-1 -> random in [0, 4294967294)), all_subseeds = subseed + i.
+    info = json.loads(client.post("/sdapi/v1/txt2img", json={"prompt": "x", "seed": 5, "batch_size": 2,
+                                                              **SMALL}).json()["info"])
+    assert isinstance(info["subseed"], int) and 0 <= info["subseed"] < 4294967294
+    assert info["all_subseeds"] == [info["subseed"], info["subseed"] + 1] and info["all_seeds"] == [5, 6]
+    given = json.loads(client.post("/sdapi/v1/txt2img", json={"prompt": "x", "seed": 5, "batch_size": 2, "subseed": 77,
+                                                               **SMALL}).json()["info"])
+    assert (given["subseed"], given["all_subseeds"]) == (77, [77, 78])
+
+
+def test_override_settings_samples_save_and_grid_options_apply_to_that_request_only(client, server):
+    # A1111 applies override_settings for the job: samples_save off saves no samples, grid_save off no grid.
+    out = server.state.output_dir
+    before = set(out.glob("*.png")) if out.exists() else set()
+    body = client.post("/sdapi/v1/txt2img", json={"prompt": "x", "seed": 9, "batch_size": 2, "save_images": True,
+                                                  "override_settings": {"samples_save": False, "grid_save": False,
+                                                                        "return_grid": False}, **SMALL})
+    assert body.status_code == 200 and len(body.json()["images"]) == 2
+    assert (set(out.glob("*.png")) if out.exists() else set()) == before  # neither samples nor a grid written
+    assert server.state.options.get("samples_save") is True and server.state.options.get("grid_save") is True
+    refused = client.post("/sdapi/v1/txt2img", json={"prompt": "x", "override_settings": {"samples_save": "no"}, **SMALL})
+    assert refused.status_code == 422 and "samples_save must be true or false, got 'no'" in refused.json()["detail"]
 
 
 def test_txt2img_hires_fix(client):
@@ -138,6 +207,12 @@ def test_a_failing_generation_is_a_json_500_and_the_server_goes_on(client, serve
     assert response.json()["error"] == "AttributeError" and "model is broken" in response.json()["detail"]
     monkeypatch.undo()
     assert client.post("/sdapi/v1/txt2img", json={"prompt": "p", **SMALL}).status_code == 200
+
+
+def test_info_job_timestamp_is_the_jobs_and_progress_keeps_it(client):
+    info = json.loads(client.post("/sdapi/v1/txt2img", json={"prompt": "a cube", "steps": 1, "seed": 3}).json()["info"])
+    time.sleep(1.1)  # a later clock reading would differ: both must be the job's start, as A1111's state.job_timestamp
+    assert client.get("/sdapi/v1/progress").json()["state"]["job_timestamp"] == info["job_timestamp"]
 
 
 def test_progress_idle_shape_and_interrupt_with_nothing_running(client):

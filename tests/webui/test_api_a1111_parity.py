@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 import json
 
 import pytest
@@ -162,6 +163,28 @@ def test_listing_endpoints_answer_in_a1111_shapes(client, server):
     assert memory["ram"]["total"] > memory["ram"]["used"] > 0 and set(memory) == {"ram", "cuda"}
     for name in ("prompt-styles", "face-restorers", "hypernetworks", "realesrgan-models", "script-info", "extensions"):
         assert client.get(f"/sdapi/v1/{name}").json() == [], name
+
+
+def test_sd_modules_is_empty_and_unload_reload_checkpoint_are_refused_with_what_to_do(client):
+    assert client.get("/sdapi/v1/sd-modules").json() == []  # A1111's route; no separate module files here
+    for route in ("unload-checkpoint", "reload-checkpoint"):
+        response = client.post(f"/sdapi/v1/{route}", json={})
+        assert response.status_code == 501, route
+        assert f"POST /sdapi/v1/{route}" in response.json()["detail"] and "/sdapi/v1/options" in response.json()["detail"]
+
+
+def test_interrogate_is_refused_naming_the_captioning_app(client):
+    response = client.post("/sdapi/v1/interrogate", json={"image": "", "model": "clip"})
+    assert response.status_code == 501 and response.json()["error"] == "HTTPException"
+    assert "POST /appflow/image2text_generation" in response.json()["detail"]
+
+
+def test_paths_are_absolute_and_cmd_flags_hold_a1111s_flag_names(client, server):
+    models = client.get("/sdapi/v1/sd-models").json()
+    assert [os.path.isabs(item["filename"]) for item in models] == [True]
+    flags = client.get("/sdapi/v1/cmd-flags").json()
+    assert (flags["styles_file"], flags["cors_allow_origins"]) == ([], None)  # A1111's values without the flags
+    assert os.path.isabs(flags["output_dir"])
 
 
 def test_sd_vae_none_is_the_checkpoints_own_vae(client):

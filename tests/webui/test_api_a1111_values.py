@@ -3,6 +3,8 @@ in A1111's own terms (found by driving the server with webuiapi and curl as a cl
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pipelines.params import GenerationLimits
@@ -122,3 +124,24 @@ def test_the_inpainting_mask_weight_comes_from_settings_override_or_infotext():
         _params(override_settings={"inpainting_mask_weight": 1.5})
     with pytest.raises(ValueError, match=r"inpainting_mask_weight must be a number in \[0, 1\]"):
         options.check_update({"inpainting_mask_weight": -1})
+
+@pytest.mark.parametrize("scripts", [
+    # A1111's ScriptBuiltinUI scripts: its API skips their setup (setup_for_ui_only), so their args change nothing
+    {"Refiner": {"args": [False, "", 0.8]}}, {"Seed": {"args": [-1, False, -1, 0, 0, 0]}},
+    {"Sampler": {"args": [20, "Euler a", "Automatic"]}}, {"refiner": {"args": [True, "other", 0.5]}},
+    {"Soft Inpainting": {"args": [False]}}, {"soft inpainting": {"args": []}}, {"Extra options": {"args": []}},
+    {"hypertile": {"args": []}}, {"Comments": {"args": []}},
+])
+def test_a1111_builtin_always_on_scripts_asking_for_nothing_are_accepted(scripts):
+    params = _params(alwayson_scripts=scripts, sampler_name="Euler")
+    assert (params.steps, params.seed, params.sampler, params.refiner) == (4, 1, "Euler", None)
+
+
+@pytest.mark.parametrize("scripts, fragment", [
+    ({"Soft Inpainting": {"args": [True, 1, 0.5, 4, 0, 0.5, 2]}}, "alwayson_scripts.'Soft Inpainting' switched on"),
+    ({"ADetailer": {"args": []}}, "alwayson_scripts.'ADetailer' (not a script of this server)"),
+    ({"Seed": [1, 2]}, "alwayson_scripts.'Seed' (its value must be"),
+])
+def test_always_on_scripts_this_server_cannot_run_are_refused_by_name(scripts, fragment):
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        _params(alwayson_scripts=scripts)

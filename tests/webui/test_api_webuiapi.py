@@ -81,3 +81,15 @@ def test_wrong_password_is_refused(server):
     with pytest.raises(RuntimeError) as failure:
         webuiapi.WebUIApi(host="127.0.0.1", port=server.port, username="alice", password="wrong").txt2img(prompt="x")
     assert failure.value.args[0] == 401
+
+
+def test_whole_options_body_posted_back_with_one_key_changed(api):
+    # The usual client pattern: get every option, change one, post them all back. The GET body holds keys the
+    # server only reports (sd_checkpoint_hash, output folders); they must not make the POST fail.
+    options = api.get_options()
+    assert "sd_checkpoint_hash" in options
+    default_steps = options["default_steps"]
+    options["default_steps"] = default_steps + 3
+    assert api.set_options(options) is None
+    assert api.get_options()["default_steps"] == default_steps + 3
+    api.set_options({"default_steps": default_steps})

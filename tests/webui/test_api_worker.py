@@ -211,3 +211,24 @@ def test_progress_keeps_a1111s_job_no_and_job_count_and_a_hires_jobs_fraction(wo
     assert hires.fraction == pytest.approx(9 / 15)
     gate.set()
     submitted.future.result(10)
+
+
+def test_job_timestamp_is_set_once_when_a_job_starts_and_kept_while_idle(worker):
+    # A1111's state.begin() sets job_timestamp once per job; /progress repeats it during and after the job.
+    assert worker.progress().job_timestamp == "0"  # A1111's value before any job
+    started, gate = threading.Event(), threading.Event()
+
+    def job(control, on_step):
+        started.set()
+        gate.wait(10)
+
+    submitted = worker.submit(job, "txt2img")
+    started.wait(10)
+    first = worker.progress().job_timestamp
+    time.sleep(1.1)  # the timestamp has one-second resolution: a clock read per call would differ now
+    assert worker.progress().job_timestamp == first == submitted.timestamp
+    assert len(first) == 14 and first.isdigit()
+    gate.set()
+    submitted.future.result(10)
+    time.sleep(1.1)
+    assert worker.progress().job_timestamp == first

@@ -91,3 +91,15 @@ def test_unknown_and_path_like_names_are_refused(models):
     for title in ("../../etc/passwd", str(models / "ccc.safetensors"), "nope", ""):
         with pytest.raises(ValueError, match="Unknown checkpoint"):
             catalog.find(title)
+
+
+def test_sd_models_filename_is_absolute_as_a1111s(tmp_path, monkeypatch):
+    from webui.checkpoints import CheckpointEntry
+
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "tiny.safetensors").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)  # a server started with a relative --models-dir
+    entry = CheckpointEntry(name="tiny.safetensors", model_name="tiny", source="models/tiny.safetensors")
+    assert entry.as_a1111()["filename"] == str(tmp_path / "models" / "tiny.safetensors")
+    hub = CheckpointEntry(name="org/model", model_name="org_model", source="org/model")
+    assert hub.as_a1111()["filename"] == "org/model"  # a hub id is no file: given as it is

@@ -146,3 +146,12 @@ def test_list_samplers_is_shaped_like_the_a1111_api():
                                 "DPM++ 3M SDE", "Euler a", "Euler", "LMS", "Heun", "DPM2", "DPM2 a", "DPM fast",
                                 "Restart", "DDIM", "PLMS", "UniPC", "LCM"]
     assert "scheduler" not in by_name["Euler"]["options"]
+
+
+@pytest.mark.parametrize("name", ["DDIM CFG++", "ddim_cfgpp", "ddim cfg++"])
+def test_ddim_cfgpp_is_refused_with_the_reason(name):
+    # A1111's sd_samplers_timesteps: ('DDIM CFG++', ddim_cfgpp, ['ddim_cfgpp'], {}); its renoise step uses the
+    # unconditional prediction, which mixkit's samplers never see apart from the guided one.
+    with pytest.raises(ValueError, match=r"'DDIM CFG\+\+' \(ddim_cfgpp\) is not supported: .*unconditional .* Use 'DDIM'"):
+        resolve_sampler(name)
+    assert "DDIM CFG++" not in [item["name"] for item in list_samplers()]

@@ -1,0 +1,63 @@
+"""The grid of a result of two or more images, as A1111's `process_images` makes it (for the UI and the API).
+
+A1111 (modules/processing.py) builds `images.image_grid(output_images, p.batch_size)` when the result has at
+least two images (`grid_only_if_multiple`), `return_grid` or `grid_save` is on (both default True) and the request
+did not set `do_not_save_grid`: `return_grid` puts it first among the result's images with the first image's
+infotext (`index_of_first_image` 1), `grid_save` saves it as `grid-0000.png`, `grid-0001.png`, ... (here in
+`--output-dir`, whose layout is flat). A1111's API sets `do_not_save_grid = not save_images`, so only an API request
+with `save_images: true` gets one.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+
+GRID_PREFIX = "grid"
+_GRID_NAME = re.compile(rf"^{GRID_PREFIX}-(\d+)")
+
+
+def grid_shape(count: int) -> tuple[int, int]:
+    """(rows, columns) for `count` images with A1111's default `n_rows` = -1: rows = round(sqrt(count))."""
+    rows = min(round(math.sqrt(count)), count)
+    return rows, math.ceil(count / rows)
+
+
+def image_grid(images: list):
+    """The images in rows (left to right, top to bottom) on A1111's default white `grid_background_color`."""
+    from PIL import Image
+
+    rows, cols = grid_shape(len(images))
+    width, height = (max(sizes) for sizes in zip(*(image.size for image in images)))
+    grid = Image.new("RGB", (cols * width, rows * height), "#ffffff")
+    for index, image in enumerate(images):
+        grid.paste(image, box=(index % cols * width, index // cols * height))
+    return grid
+
+
+def next_grid_path(folder: str | os.PathLike) -> Path:
+    """`grid-NNNN.png` numbered on from the highest grid in `folder` (A1111's `get_next_sequence_number`)."""
+    folder = Path(folder)
+    numbers = [int(m.group(1)) for name in (os.listdir(folder) if folder.is_dir() else [])
+               if (m := _GRID_NAME.match(name))]
+    return folder / f"{GRID_PREFIX}-{max(numbers, default=-1) + 1:04d}.png"
+
+
+def wants_grid(count: int, *, return_grid: bool, grid_save: bool) -> bool:
+    """A1111's condition for making a grid of a result of `count` images (`grid_only_if_multiple` on)."""
+    return count >= 2 and (return_grid or grid_save)
+
+
+def api_result_grid(images: list, infotexts: list, *, return_grid: bool, save_to: str | os.PathLike | None):
+    """The grid of an API result that asked to be saved: saved to `save_to` (when given, i.e. `grid_save` is on) with
+    the first image's infotext; returned, to go first in the response, when `return_grid`; else None."""
+    if not wants_grid(len(images), return_grid=return_grid, grid_save=save_to is not None):
+        return None
+    from pipelines.png import save_png
+
+    grid = image_grid(images)
+    if save_to is not None:
+        save_png(grid, next_grid_path(save_to), (infotexts[0] if infotexts else None) or None)
+    return grid if return_grid else None
