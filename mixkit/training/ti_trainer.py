@@ -45,7 +45,9 @@ def _check_captions_hold_token(records: list, config: SDTextualInversionConfig, 
     ids (the model's first), as the vectors are put in during training and as generation finds embedding names."""
     token = config.resolved_token_string()
     framed = [" ".join(p for p in (config.caption_prefix, r.caption, config.caption_suffix) if p) for r in records]
-    missing = [r for r, held in zip(records, holds_token_string(framed, tokenizer, token)) if not held]
+    held = holds_token_string(framed, tokenizer, token, config.num_vectors_per_token,
+                              config.caption_encoding().max_token_length)
+    missing = [r for r, holds in zip(records, held) if not holds]
     if len(missing) == len(records):
         raise ValueError(f"token_string {token!r} is in none of the {len(records)} captions of {config.dataset!r}, so "
                          "the embedding would never train; write it into the captions (or set caption_prefix="

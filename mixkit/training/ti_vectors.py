@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from mixkit.prompts.chunking import CHUNK_TOKENS, PLACEHOLDER_TOKEN
+from mixkit.training.text_conditioning import tokenize
 
 logger = logging.getLogger(__name__)
 
@@ -84,11 +85,16 @@ def token_string_ids(tokenizer, token_string: str) -> tuple[int, ...]:
     return name
 
 
-def holds_token_string(captions: list[str], tokenizer, token_string: str) -> list[bool]:
-    """Whether each caption holds the token string as a run of its tokens, the match training and generation make
-    ("SksDog" holds "sksdog"; "concatenate" does not hold "cat" when "cat" ends a token there)."""
+def holds_token_string(captions: list[str], tokenizer, token_string: str, num_vectors: int,
+                       max_token_length: int = CHUNK_TOKENS) -> list[bool]:
+    """Whether training puts the vectors into each caption: the token string as a run of its tokens ("SksDog" is in
+    "sksdog", "cat" not in "concatenate" when "cat" ends a token there) within the chunks the caption is encoded in
+    (`text_conditioning.tokenize`), where `expand_token_string` finds room for the vectors."""
     name = token_string_ids(tokenizer, token_string)
-    return [bool(occurrences(row, name)) for row in tokenizer(captions, add_special_tokens=False).input_ids]
+    eos = tokenizer.eos_token_id
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    return [any(expand_token_string(chunk, name, num_vectors, eos, pad)[1] for chunk in chunks.tolist())
+            for chunks in tokenize(tokenizer, captions, max_token_length)]
 
 
 def expand_token_string(row: list[int], name: tuple[int, ...], num_vectors: int, eos: int,
