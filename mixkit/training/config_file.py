@@ -119,7 +119,8 @@ def _output_dir(value, settings: dict) -> dict:
     # kohya's default output name: "last", or the token string in its textual-inversion trainers
     name = settings.get("output_name") or settings.get("token_string") or "last"
     # kohya's save_model_as picks the suffix; only the textual-inversion trainer takes one other than safetensors
-    suffix = str(settings.get("save_model_as") or "safetensors").lower()
+    # (`translate_kohya_options` fills in the trainer's kohya default)
+    suffix = str(settings["save_model_as"]).lower()
     return {"output": str(Path(str(value)) / f"{name}.{suffix}")}
 
 
@@ -317,11 +318,18 @@ def translate_kohya_options(settings: dict, own_names=frozenset()) -> dict:
         settings = {key: value for key, value in settings.items() if key not in DATASET_CONFIG_OVERRIDES}
     translated = {key: value for key, value in settings.items() if not is_kohya(key)}
     replaced = {name for key in settings if is_kohya(key) for name in KOHYA_OPTIONS.get(key).replaces}
+    # kohya's --save_model_as default: "pt" in its textual-inversion trainers (train_textual_inversion.py and the
+    # SDXL one, the trainers with a token_string), "safetensors" in the others.
+    default_format = "pt" if "token_string" in own_names else "safetensors"
+    if settings.get("save_model_as") is None and "output_dir" in settings and default_format != "safetensors":
+        logger.info("kohya config without save_model_as: %s, the default of kohya's textual-inversion trainers",
+                    default_format)
+    context = {**settings, "save_model_as": settings.get("save_model_as") or default_format}
     for key, value in settings.items():
         if not is_kohya(key):
             continue
         option = KOHYA_OPTIONS.get(key)
-        for name, new in option.translate(value, settings).items():
+        for name, new in option.translate(value, context).items():
             given = translated.get(name, settings.get(name, new)) if name not in option.replaces else new
             if name != key and name not in replaced and given != new:
                 raise ValueError(f"kohya's {key}={value!r} sets {name}={new!r}, but {name}={given!r} is also "

@@ -99,6 +99,9 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
     `after_step(step, mean loss, learning rate, seconds)` runs on every process after each optimizer
     step, before that step's checkpoint (logging and validation images, see `run_reporting`).
 
+    `clipped()` gives the trainable parameters (gradient clipping, and the zero gradient of a micro-batch that did not
+    use them).
+
     `rewrite_captions(captions, micro-batch index)`, when given, makes each micro-batch's training captions from
     its (augmented) captions, drawing from the run-wide index so resume stays exact (textual inversion's templates).
     """
@@ -200,6 +203,12 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
                 elementwise = objective.elementwise_loss(prediction, target, config.loss_type,
                                                          huber_c.to(prediction.device) if huber_c is not None else None)
                 loss = objective.weighted_mean(elementwise, weights, cell_weights)
+                if not loss.requires_grad:
+                    # No trainable parameter took part (a textual-inversion micro-batch whose captions lack the token
+                    # string, e.g. after caption dropout): it gives them zero gradient, as kohya's TI, which trains
+                    # the whole embedding table, gives its new rows. The optimizer still steps, so the step count
+                    # and optimizer state stay those of every other step, and resume stays exact.
+                    loss = loss + sum(parameter.sum() for parameter in clipped()) * 0.0
                 accelerator.backward(loss)
                 if accelerator.sync_gradients and config.max_grad_norm:
                     accelerator.clip_grad_norm_(clipped(), config.max_grad_norm)

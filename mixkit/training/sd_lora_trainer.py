@@ -178,7 +178,9 @@ def _settings(config: SDLoraTrainingConfig) -> dict:
                "lr_schedule": "lr_scheduler", "warmup_steps": "lr_warmup_steps",
                "text_encoder_learning_rate": "text_encoder_lr", "debiased_estimation_loss": "debiased_estimation"}
     settings = {renamed.get(k, k): getattr(config, k) for k in keys}
-    settings["unet_lr"] = config.learning_rate  # the UNet adapters' rate (kohya: --unet_lr, else learning_rate)
+    # The UNet adapters' rate (kohya: --unet_lr, else learning_rate); a text-encoder-only network has none, and kohya
+    # writes its args.unet_lr, None, there too.
+    settings["unet_lr"] = config.learning_rate if config.train_unet else None
     settings["color_aug"] = settings["random_crop"] = False  # mixkit has no colour augmentation, crops centred
     settings["cache_latents"] = config.cache_latents or config.cache_latents_to_disk
     if config.use_ema:

@@ -28,7 +28,7 @@ from mixkit.training.run_schedule import intermediate_saves, resolve_epochs, val
 from mixkit.training.sd_lora_trainer import TrainingResult, intermediate_output, scan_dataset, scan_path
 from mixkit.training.ti_config import SDTextualInversionConfig
 from mixkit.training.ti_export import check_embedding_output, embedding_modelspec, save_embedding
-from mixkit.training.ti_vectors import TextualInversionVectors, initial_vectors, vectors_from_file
+from mixkit.training.ti_vectors import TextualInversionVectors, holds_token_string, initial_vectors, vectors_from_file
 from mixkit.training.training_schedule import with_training_schedule
 from mixkit.training.training_state import architecture_fingerprint, resume_run
 from mixkit.training.validation_loss import held_out_evaluator, held_out_records
@@ -39,12 +39,15 @@ CONFIG_PATH_KEYS = ("model", "dataset", "output", "weights", "template_file", "v
                     "resume_from", "logging_dir", "sample_prompts")
 
 
-def _check_captions_hold_token(records: list, config: SDTextualInversionConfig) -> None:
+def _check_captions_hold_token(records: list, config: SDTextualInversionConfig, tokenizer) -> None:
     """Without templates the captions must write the token string: an image whose caption lacks it gives the vectors
-    no gradient, and a run where none has it would train nothing and still write a file."""
+    no gradient, and a run where none has it would train nothing and still write a file. Matched on `tokenizer`'s
+    ids (the model's first), as the vectors are put in during training and as generation finds embedding names."""
     token = config.resolved_token_string()
     framed = [" ".join(p for p in (config.caption_prefix, r.caption, config.caption_suffix) if p) for r in records]
-    missing = [r for r, caption in zip(records, framed) if token not in caption]
+    held = holds_token_string(framed, tokenizer, token, config.num_vectors_per_token,
+                              config.caption_encoding().max_token_length)
+    missing = [r for r, holds in zip(records, held) if not holds]
     if len(missing) == len(records):
         raise ValueError(f"token_string {token!r} is in none of the {len(records)} captions of {config.dataset!r}, so "
                          "the embedding would never train; write it into the captions (or set caption_prefix="
@@ -74,8 +77,15 @@ def train_textual_inversion(config: SDTextualInversionConfig, *, stop_at_step: i
         logger.warning("token_string %r differs from the output's file name %r: prompts use an embedding by its file "
                        "name, so write %r in them", token, Path(config.output).stem, Path(config.output).stem)
     report = scan_dataset(config)
+    all_records = report.records
+    # The check needs the model's tokenizer; a local model's is read without the weights, so it still fails early.
+    tokenizer = None
     if templates is None:
-        _check_captions_hold_token(report.records, config)
+        from mixkit.models.diffusion.loading import load_first_tokenizer
+
+        tokenizer = model.tokenizers[0] if model is not None else load_first_tokenizer(config.model)
+    if tokenizer is not None:
+        _check_captions_hold_token(all_records, config, tokenizer)
     report.records, held_records = held_out_records(config, report.records, scan_path)
     buckets = config.bucket_settings()
     dataset = BucketedImageDataset(report.records, config.resolution, buckets, source=config.dataset,
@@ -100,6 +110,8 @@ def train_textual_inversion(config: SDTextualInversionConfig, *, stop_at_step: i
         from mixkit.models.diffusion.loading import load_diffusion_model
 
         model = load_diffusion_model(config.model)
+    if templates is None and tokenizer is None:  # a hub id: checked with the loaded model's tokenizer
+        _check_captions_hold_token(all_records, config, model.tokenizers[0])
     model = with_training_schedule(model, config.prediction_type, config.zero_terminal_snr)
     config.caption_encoding().check_layers(model.text_encoders)
     for module in [model.unet, model.vae, *model.text_encoders]:

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from mixkit.prompts.chunking import CHUNK_TOKENS, PLACEHOLDER_TOKEN
+from mixkit.training.text_conditioning import tokenize
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +76,27 @@ def occurrences(tokens: list[int], name: tuple[int, ...]) -> list[int]:
     return starts
 
 
+def token_string_ids(tokenizer, token_string: str) -> tuple[int, ...]:
+    """The token ids the vectors replace: how `tokenizer` writes the token string (CLIP's lower-cases it)."""
+    name = tuple(tokenizer(token_string, add_special_tokens=False).input_ids)
+    if not name:
+        raise ValueError(f"token_string {token_string!r} is no token at all for the tokenizer; pick a word "
+                         "like 'sks_dog'")
+    return name
+
+
+def holds_token_string(captions: list[str], tokenizer, token_string: str, num_vectors: int,
+                       max_token_length: int = CHUNK_TOKENS) -> list[bool]:
+    """Whether training puts the vectors into each caption: the token string as a run of its tokens ("SksDog" is in
+    "sksdog", "cat" not in "concatenate" when "cat" ends a token there) within the chunks the caption is encoded in
+    (`text_conditioning.tokenize`), where `expand_token_string` finds room for the vectors."""
+    name = token_string_ids(tokenizer, token_string)
+    eos = tokenizer.eos_token_id
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    return [any(expand_token_string(chunk, name, num_vectors, eos, pad)[1] for chunk in chunks.tolist())
+            for chunks in tokenize(tokenizer, captions, max_token_length)]
+
+
 def expand_token_string(row: list[int], name: tuple[int, ...], num_vectors: int, eos: int,
                         pad: int) -> tuple[list[int], list[int]]:
     """One framed 77-token row (BOS, text, EOS, padding) with every `name` run replaced by `num_vectors`
@@ -115,24 +137,13 @@ class TextualInversionVectors(nn.Module):
         self._eos = [tokenizer.eos_token_id for tokenizer in tokenizers]
         # What follows EOS in a row, as the prompt encoder frames a chunk (`frame_chunk`).
         self._pad = [t.pad_token_id if t.pad_token_id is not None else t.eos_token_id for t in tokenizers]
-        self._names = []
-        for tokenizer in tokenizers:
-            name = tuple(tokenizer(token_string, add_special_tokens=False).input_ids)
-            if not name:
-                raise ValueError(f"token_string {token_string!r} is no token at all for the tokenizer; pick a word "
-                                 "like 'sks_dog'")
-            self._names.append(name)
+        self._names = [token_string_ids(tokenizer, token_string) for tokenizer in tokenizers]
         self._places: list[list[tuple[int, int]]] = [[] for _ in text_encoders]
         self._hooks: list = []
 
     @property
     def num_vectors(self) -> int:
         return int(self.vectors[0].shape[0])
-
-    def uses_token_string(self, captions: list[str], tokenizers: list) -> list[bool]:
-        """Whether each caption holds the token string as the text encoders tokenize it (the first tokenizer's)."""
-        ids = tokenizers[0](captions, add_special_tokens=False).input_ids
-        return [bool(occurrences(row, self._names[0])) for row in ids]
 
     def _rewrite_ids(self, index: int, args: tuple, kwargs: dict):
         ids = kwargs["input_ids"] if "input_ids" in kwargs else args[0]

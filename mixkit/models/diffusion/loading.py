@@ -221,6 +221,32 @@ def _hub_repo_name(source) -> str | None:
     return parsed[0].split("/")[-1] if parsed else None
 
 
+def load_first_tokenizer(source: str | os.PathLike):
+    """The first text encoder's tokenizer of a local model, read without its weights, or None when that is not cheap.
+
+    For checks that must agree with the model's tokenization before the heavy load (a textual-inversion token string
+    in the captions). A diffusers folder's own `tokenizer/`; a single file's is the shipped CLIP vocabulary, as
+    `load_single_file` builds it; a hub id, a folder without `tokenizer/` or a path that is not there gives None, and
+    the caller uses the loaded model's (the load names what is wrong with the source).
+    """
+    from mixkit.io.sources import shipped_tiny_model
+
+    path = shipped_tiny_model(str(source)) or Path(source).expanduser()
+    if path.is_file():
+        from mixkit.models.diffusion.single_file_tokenizer import load_clip_tokenizer
+
+        return load_clip_tokenizer()
+    folder = path / "tokenizer"
+    if not ((folder / "tokenizer.json").is_file() or (folder / "vocab.json").is_file()):
+        return None
+    from transformers import CLIPTokenizer
+
+    try:
+        return CLIPTokenizer.from_pretrained(folder)
+    except Exception:  # noqa: BLE001 - an unreadable tokenizer: the full load refuses it with its own message
+        return None
+
+
 def check_finite_weights(model: DiffusionModel) -> None:
     """Refuse a model with NaN/inf weights, naming the component and a tensor.
 

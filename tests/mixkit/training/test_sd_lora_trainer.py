@@ -879,6 +879,8 @@ def test_text_encoder_only_saves_and_merges_the_text_encoder_adapters_alone(tiny
     tensors = load_file(result.output)
     assert tensors and all(key.startswith("lora_te_text_model_encoder_layers_") for key in tensors)
     assert any(tensors[k].abs().max() > 0 for k in tensors if k.endswith("lora_up.weight"))  # it trained
+    metadata = read_safetensors_metadata(result.output)  # no UNet part, so no UNet rate (kohya's args.unet_lr)
+    assert (metadata["ss_unet_lr"], metadata["ss_learning_rate"]) == ("None", "0.01")
     model = load_diffusion_model(tiny_sd1_dir)
     unet_before = {k: v.clone() for k, v in model.unet.state_dict().items()}
     encoder_before = {k: v.clone() for k, v in model.text_encoders[0].state_dict().items()}

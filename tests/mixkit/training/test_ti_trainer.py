@@ -203,7 +203,6 @@ def test_a1111_pt_output_keeps_name_and_step(tiny_sd1_dir, colour_dataset, tmp_p
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (dict(caption_prefix=""), "token_string 'zqx' is in none of the 3 captions"),
     (dict(use_object_template=True, use_style_template=True), "use_object_template and use_style_template"),
     (dict(output="zqx.ckpt"), "must end in .safetensors .* or .pt"),
     (dict(num_vectors_per_token=76), "num_vectors_per_token must be at most 75"),
@@ -253,12 +252,96 @@ def test_sample_images_see_the_token_string_as_the_trained_vectors(tiny_sd1_dir,
     assert np.array_equal(saved, from_file) and not np.array_equal(saved, render())
 
 
-def test_captions_without_the_token_string_are_named(colour_dataset, tmp_path, caplog):
+def test_captions_without_the_token_string_are_named(tiny_sd1_dir, colour_dataset, tmp_path, caplog):
     from mixkit.data import scan_kohya_folder
+    from mixkit.models.diffusion.loading import load_first_tokenizer
     from mixkit.training.ti_trainer import _check_captions_hold_token
 
     records = scan_kohya_folder(colour_dataset).records
     config = _config("m", colour_dataset, tmp_path / "red.safetensors", caption_prefix="")
     with caplog.at_level("WARNING"):
-        _check_captions_hold_token(records, config)  # only "a red square, flat" holds "red"
+        _check_captions_hold_token(records, config, load_first_tokenizer(tiny_sd1_dir))  # only "a red square, flat"
     assert "2 of 3 captions lack token_string 'red'" in caplog.text
+
+
+def _one_caption_dataset(root, caption: str):
+    from PIL import Image
+
+    folder = root / "1_thing"
+    folder.mkdir(parents=True)
+    Image.new("RGB", (32, 32), (200, 10, 10)).save(folder / "a.png")
+    (folder / "a.txt").write_text(caption, encoding="utf-8")
+    return root
+
+
+def _refuse_model_loading(monkeypatch):
+    import mixkit.models.diffusion.loading as loading
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model was loaded before the caption check")
+
+    monkeypatch.setattr(loading, "load_diffusion_model", refuse)
+
+
+def test_captions_without_the_token_string_fail_before_the_model_loads(tiny_sd1_dir, colour_dataset, tmp_path,
+                                                                         monkeypatch):
+    _refuse_model_loading(monkeypatch)
+    config = _config(tiny_sd1_dir, colour_dataset, tmp_path / "zqx.safetensors", caption_prefix="")
+    with pytest.raises(ValueError, match="token_string 'zqx' is in none of the 3 captions"):
+        train_textual_inversion(config)
+
+
+def test_token_string_inside_another_word_is_not_in_the_caption(tiny_sd1_dir, tmp_path, monkeypatch):
+    """The match is on tokens, as training puts the vectors in: "cat" is no token run of "concatenate" (the byte
+    tokenizer ends "cat" with t</w>), so the run is refused before the model loads instead of training nothing."""
+    _refuse_model_loading(monkeypatch)
+    dataset = _one_caption_dataset(tmp_path / "data", "concatenate shapes")
+    config = _config(tiny_sd1_dir, dataset, tmp_path / "cat.safetensors", caption_prefix="")
+    with pytest.raises(ValueError, match="token_string 'cat' is in none of the 1 captions"):
+        train_textual_inversion(config)
+
+
+def test_token_string_matches_captions_in_any_case(tiny_sd1_dir, tmp_path):
+    """CLIP's tokenizer lower-cases, so "SksDog" (from the file name) is the "sksdog" the captions write: it trains."""
+    from safetensors.torch import load_file
+
+    dataset = _one_caption_dataset(tmp_path / "data", "a photo of sksdog")
+    result = train_textual_inversion(_config(tiny_sd1_dir, dataset, tmp_path / "SksDog.safetensors",
+                                             caption_prefix="", batch_size=1, max_steps=2))
+    model = load_diffusion_model(tiny_sd1_dir)
+    start = initial_vectors(model.text_encoders, model.tokenizers, 2, "red")[0]
+    assert not torch.equal(load_file(result.output)["emb_params"], start)
+
+
+def test_micro_batches_without_the_token_string_train_nothing(tiny_sd1_dir, colour_dataset, tmp_path):
+    """Batch size 1 and every caption dropped: no micro-batch holds the token string. The run still completes every
+    step (loss logged, optimizer and schedule stepped) and, with zero gradients, AdamW leaves the vectors where they
+    started."""
+    from safetensors.torch import load_file
+
+    result = train_textual_inversion(_config(tiny_sd1_dir, colour_dataset, tmp_path / "zqx.safetensors",
+                                             batch_size=1, max_steps=3, caption_dropout_rate=1.0))
+    assert result.steps == 3 and len(result.losses) == 3
+    model = load_diffusion_model(tiny_sd1_dir)
+    start = initial_vectors(model.text_encoders, model.tokenizers, 2, "red")[0]
+    assert torch.equal(load_file(result.output)["emb_params"], start)
+
+
+def test_resume_is_exact_when_some_micro_batches_lack_the_token_string(tiny_sd1_dir, colour_dataset, tmp_path):
+    """Token 'blue' is in one of the three captions: at batch size 1 the first three steps (red, red, green) train
+    nothing and caption dropout empties the fifth; a run stopped after step 3 and resumed ends where a straight run
+    does, and the steps with 'blue' did train."""
+    from safetensors.torch import load_file
+
+    def config(folder, **overrides):
+        return _config(tiny_sd1_dir, colour_dataset, tmp_path / folder / "blue.safetensors", caption_prefix="",
+                       batch_size=1, max_steps=6, caption_dropout_rate=0.1, **overrides)
+
+    straight = train_textual_inversion(config("a"))
+    stopped = train_textual_inversion(config("b"), stop_at_step=3)
+    resumed = train_textual_inversion(config("b", resume_from=str(stopped.last_checkpoint)))
+    assert resumed.first_step == 3 and resumed.losses == straight.losses[3:]
+    trained = load_file(straight.output)["emb_params"]
+    assert torch.equal(load_file(resumed.output)["emb_params"], trained)
+    model = load_diffusion_model(tiny_sd1_dir)
+    assert not torch.equal(trained, initial_vectors(model.text_encoders, model.tokenizers, 2, "red")[0])

@@ -12,8 +12,8 @@ from mixkit.prompts.embeddings import EmbeddingLibrary
 from mixkit.prompts.encoder import PromptEncoder
 from mixkit.training.text_conditioning import CaptionEncoding, encode_sd, encode_sdxl
 from mixkit.training.ti_export import save_embedding
-from mixkit.training.ti_vectors import (TextualInversionVectors, expand_token_string, initial_vectors, occurrences,
-                                        vectors_from_file)
+from mixkit.training.ti_vectors import (TextualInversionVectors, expand_token_string, holds_token_string,
+                                        initial_vectors, occurrences, vectors_from_file)
 
 BOS, EOS, PAD = 100, 101, 102
 
@@ -174,3 +174,16 @@ def test_sdxl_pt_file_holds_clip_l_and_clip_g_as_kohya_writes_it(sdxl, tmp_path)
     assert library.names_for(sdxl.text_encoders, True) == ["zqx"]
     loaded = library.get("zqx")
     assert torch.equal(loaded.vectors["clip_g"], vectors.vectors[1].detach())
+
+
+def test_a_caption_holds_the_token_string_where_training_puts_the_vectors(sd1):
+    """Tokens, not text: the (byte-level, lower-casing) tokenizer makes "SksDog" the "sksdog" of a caption, "cat" is
+    no token run of "concatenate", and a token string past the first 75 tokens is cut off unless max_token_length
+    gives the caption a second chunk."""
+    [tokenizer] = sd1.tokenizers
+    captions = ["a photo of sksdog", "concatenate shapes", "a cat", "x" * 80 + " cat", "x" * 72 + " cat"]
+    assert holds_token_string(captions[:1], tokenizer, "SksDog", 1) == [True]
+    assert holds_token_string(captions[1:], tokenizer, "cat", 1) == [False, True, False, True]
+    assert holds_token_string(captions[3:4], tokenizer, "cat", 1, max_token_length=150) == [True]
+    # "cat" (3 tokens) ends the chunk at 75: 3 vectors fit there, 5 do not
+    assert [holds_token_string(captions[4:], tokenizer, "cat", n) for n in (3, 5)] == [[True], [False]]

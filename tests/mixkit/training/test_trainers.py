@@ -108,3 +108,22 @@ def test_kohya_ti_config_with_save_model_as_pt_writes_a1111_pt(tmp_path, capsys)
         _run(["ti", "--config", str(config), "--set", "save_model_as=ckpt", "--print-config"])
     with pytest.raises(ValueError, match="mixkit writes .safetensors only"):  # the LoRA trainer keeps refusing it
         _run(["sd-lora", "--config", str(config), "--print-config"])
+
+
+def test_kohya_ti_config_without_save_model_as_writes_pt_as_kohya(tmp_path, capsys):
+    """kohya's train_textual_inversion.py declares --save_model_as with default "pt", so a config that leaves it out
+    gets <output_dir>/<token_string>.pt; the LoRA trainer's default stays .safetensors, and an output given directly
+    keeps its own suffix."""
+    config = tmp_path / "ti.toml"
+    config.write_text(f'pretrained_model_name_or_path = "m"\ntrain_data_dir = "d"\noutput_dir = "{tmp_path}"\n'
+                      'token_string = "zqx"\n', encoding="utf-8")
+    assert _run(["ti", "--config", str(config), "--print-config"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["output"] == str(tmp_path / "zqx.pt") and printed["save_model_as"] is None
+    assert _run(["ti", "--config", str(config), "--set", f"output={tmp_path / 'x.safetensors'}", "--print-config"]) == 0
+    assert json.loads(capsys.readouterr().out)["output"] == str(tmp_path / "x.safetensors")
+    lora = tmp_path / "lora.toml"
+    lora.write_text(f'pretrained_model_name_or_path = "m"\ntrain_data_dir = "d"\noutput_dir = "{tmp_path}"\n',
+                    encoding="utf-8")
+    assert _run(["sd-lora", "--config", str(lora), "--print-config"]) == 0
+    assert json.loads(capsys.readouterr().out)["output"] == str(tmp_path / "last.safetensors")
