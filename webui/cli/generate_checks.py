@@ -23,6 +23,8 @@ def check_generate_args(args: argparse.Namespace, prompt: str) -> None:
     check_lora_specs(args.lora)
     check_lora_tags_have_a_folder(prompt, args.lora_dir)
     check_backend(args.backend)
+    check_preset_on_backend(args.preset, args.backend, bool(getattr(args, "vae_tiling", False)))
+    check_loras_on_backend(args.lora, prompt, args.backend)
     check_vae_source(args.vae)
 
 
@@ -81,6 +83,37 @@ def check_backend(backend: str) -> None:
         EXECUTION_BACKENDS.get(backend)
     except UnknownNameError as error:
         raise ValueError(f"--backend: {error}") from None
+
+
+def check_preset_on_backend(preset: str, backend: str, vae_tiling: bool) -> None:
+    """`--preset` (and `--vae-tiling`) hold nothing `--backend` cannot honour: optimize()'s own check
+    (`backend_refusals`), before the model load and in flag terms."""
+    from mixkit.runtime import PRESETS
+    from mixkit.runtime.apply import backend_refusals
+
+    config = PRESETS.get(preset).with_changes(vae_tiling=vae_tiling)  # an unknown preset: the error lists them
+    refused = backend_refusals(config, backend)
+    if not refused:
+        return
+    from_preset = [name for name in refused if name != "vae_tiling"]
+    flags = (["--vae-tiling"] if "vae_tiling" in refused else []) + ([f"--preset {preset}"] if from_preset else [])
+    instead = (["leave out --vae-tiling"] if "vae_tiling" in refused else []) + (
+        [f"use --preset exact or fast with --backend {backend}"] if from_preset else [])
+    raise ValueError(f"{' with '.join(flags)}: backend {backend!r} runs its own compiled UNet, VAE and text-encoder "
+                     f"graphs and cannot honour {refused}; {', or '.join(instead)}, or use --backend torch")
+
+
+def check_loras_on_backend(specs: list[str], prompt: str, backend: str) -> None:
+    """`--lora` and `<lora:>` tags need a backend that runs the torch UNet: OpenVINO's graphs are compiled with fixed
+    weights, and the pipeline would refuse them only after loading the model and converting its graphs. The Python
+    API's advice (merge before optimize) has no flag, so the CLI's is --backend torch."""
+    if backend in ("torch", "torch.compile"):
+        return
+    tag = LORA_TAG.search(prompt or "")
+    given = [f"--lora {spec}" for spec in specs] + ([f"prompt tag {tag.group(0)!r}"] if tag is not None else [])
+    if given:
+        raise ValueError(f"{', '.join(given)}: LoRAs cannot be applied on --backend {backend}, whose graphs are "
+                         "compiled with fixed weights; use --backend torch (or torch.compile) for LoRAs")
 
 
 def check_vae_source(vae: str | None) -> None:
