@@ -57,3 +57,14 @@ def test_a_lora_prompt_tag_on_openvino_is_refused_before_loading(tiny_sd1_dir, t
                        "--lora-dir", str(lora_dir))
     assert message.startswith("mixkit: error: prompt tag '<lora:style:0.5>': LoRAs cannot be applied on --backend "
                               "openvino")
+
+
+def test_a_refiner_with_a_preset_is_refused_before_loading(tiny_sd1_dir, tmp_path, capsys):
+    """The pipeline refuses a refiner path on an optimised model (pipelines.refiner_optimization); the CLI, which
+    only has paths, says so before the load."""
+    refiner = tmp_path / "refiner"
+    refiner.mkdir()
+    message = _refused(tiny_sd1_dir, tmp_path, capsys, "a cube", "--preset", "low-memory", "--refiner", str(refiner))
+    assert message == (f"mixkit: error: --refiner {refiner} with --preset low-memory: the refiner would run "
+                       "unoptimised while the infotext labels the image with the base model's optimisation; leave out "
+                       "--refiner, or use it with --preset exact --backend torch")

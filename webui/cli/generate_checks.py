@@ -25,6 +25,7 @@ def check_generate_args(args: argparse.Namespace, prompt: str) -> None:
     check_backend(args.backend)
     check_preset_on_backend(args.preset, args.backend, bool(getattr(args, "vae_tiling", False)))
     check_loras_on_backend(args.lora, prompt, args.backend)
+    check_refiner_on_preset(args)
     check_vae_source(args.vae)
 
 
@@ -114,6 +115,22 @@ def check_loras_on_backend(specs: list[str], prompt: str, backend: str) -> None:
     if given:
         raise ValueError(f"{', '.join(given)}: LoRAs cannot be applied on --backend {backend}, whose graphs are "
                          "compiled with fixed weights; use --backend torch (or torch.compile) for LoRAs")
+
+
+def check_refiner_on_preset(args: argparse.Namespace) -> None:
+    """`--refiner` with a preset or backend that changes the model: the CLI loads the refiner from its path, as a plain
+    torch model, which the pipeline refuses (pipelines.refiner_optimization) only after the base model loaded."""
+    if args.refiner is None or (args.preset == "exact" and args.backend == "torch" and not args.vae_tiling):
+        return
+    given, own = Path(args.refiner).expanduser(), Path(args.model).expanduser()
+    if given.exists() and own.exists() and given.resolve() == own.resolve():
+        return  # the model as its own refiner: nothing to switch to (A1111 writes no Refiner keys)
+    flags = " ".join(flag for flag, on in ((f"--preset {args.preset}", args.preset != "exact"),
+                                           (f"--backend {args.backend}", args.backend != "torch"),
+                                           ("--vae-tiling", args.vae_tiling)) if on)
+    raise ValueError(f"--refiner {args.refiner} with {flags}: the refiner would run unoptimised while the infotext "
+                     "labels the image with the base model's optimisation; leave out --refiner, or use it with "
+                     "--preset exact --backend torch")
 
 
 def check_vae_source(vae: str | None) -> None:
