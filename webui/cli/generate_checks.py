@@ -120,14 +120,15 @@ def check_loras_on_backend(specs: list[str], prompt: str, backend: str) -> None:
 def check_refiner_on_preset(args: argparse.Namespace) -> None:
     """`--refiner` with a preset or backend that changes the model: the CLI loads the refiner from its path, as a plain
     torch model, which the pipeline refuses (pipelines.refiner_optimization) only after the base model loaded."""
-    if args.refiner is None or (args.preset == "exact" and args.backend == "torch" and not args.vae_tiling):
+    tiling = bool(getattr(args, "vae_tiling", False))
+    if args.refiner is None or (args.preset == "exact" and args.backend == "torch" and not tiling):
         return
-    given, own = Path(args.refiner).expanduser(), Path(args.model).expanduser()
-    if given.exists() and own.exists() and given.resolve() == own.resolve():
+    given, own = Path(args.refiner).expanduser(), Path(args.model or "").expanduser()
+    if args.model and given.exists() and own.exists() and given.resolve() == own.resolve():
         return  # the model as its own refiner: nothing to switch to (A1111 writes no Refiner keys)
     flags = " ".join(flag for flag, on in ((f"--preset {args.preset}", args.preset != "exact"),
                                            (f"--backend {args.backend}", args.backend != "torch"),
-                                           ("--vae-tiling", args.vae_tiling)) if on)
+                                           ("--vae-tiling", tiling)) if on)
     raise ValueError(f"--refiner {args.refiner} with {flags}: the refiner would run unoptimised while the infotext "
                      "labels the image with the base model's optimisation; leave out --refiner, or use it with "
                      "--preset exact --backend torch")
