@@ -1,9 +1,10 @@
 """Whether a refiner may finish the images of an optimised model: only if it runs optimised the same way.
 
 The infotext's `Optimization:` label describes the base model (`optimize(pipe, ...)` records it there), and it
-is written on every image. A refiner loaded from a path is a plain float32 torch model: with `low-memory` it
-would hold a full float32 UNet copy, with `fast` run without channels-last and fused QKV, on OpenVINO run
-eagerly on torch, while the label names the preset for the whole image. So a refiner on an optimised model is
+is written on every image. A refiner loaded from a path gets none of the optimisation (only the base model's
+dtypes, read from modules whose `dtype` may be the compute one): with `low-memory` it would hold a full float32
+UNet copy, with `fast` run without channels-last and fused QKV, on OpenVINO run eagerly on torch, while the
+label names the preset for the whole image. So a refiner on an optimised model is
 refused before any work, unless it is a loaded model optimised with the same preset, backend and options
 (then the label is true for both halves). On OpenVINO that is refused too: the refiner's graphs are not known
 to run behind the base model's sampler.
