@@ -204,6 +204,10 @@ class DiffusionPipelineBase:
         else:  # a copy: the checks normalise spellings in place, and the caller's object stays as given
             params = with_overrides(params, kwargs)
         self.check_inputs(params)
+        if params.refiner is not None and self.runs_refiner:
+            from pipelines.refiner_optimization import check_refiner_optimization
+
+            check_refiner_optimization(self.model, params.refiner)
         control = control or GenerationControl()
         sampler = self.session.resolve_sampler(params.sampler, params.schedule_type, params.eta,
                                                params.sampler_parameters)

@@ -346,6 +346,10 @@ class HiresFix:
         else:
             params = with_overrides(params, kwargs)
         target = self.check_inputs(params)
+        if params.refiner is not None:  # before the first pass, not when the second pass starts
+            from pipelines.refiner_optimization import check_refiner_optimization
+
+            check_refiner_optimization(self.model, params.refiner)
         control = control or GenerationControl()  # one for both passes of every batch
         first_pass = hires_passes(params)[0].from_pipeline(self.pipe)
         first_pass.refiner_pass = params.hires_fix_refiner_pass

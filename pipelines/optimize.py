@@ -116,7 +116,13 @@ def optimize(pipe, preset: str = "fast", backend: str = "torch", *, cache_dir=No
     report = apply_runtime(pipe.model, config, backend=backend, preset=preset, cache_dir=cache_dir,
                            execution_device=execution_device)
     pipe.optimization = report
-    _label_infotexts(pipe, optimization_label_parts(preset, report), _vae_tile_size(pipe.model, config))
+    tile_size = _vae_tile_size(pipe.model, config)
+    _label_infotexts(pipe, optimization_label_parts(preset, report), tile_size)
+    if not report.on_fallback:  # the same call again returns the same report: relabel once per fallback
+        # a compiled UNet failing on first use falls back to eager mid-generation: that image's infotext
+        # (built after sampling) and every later one name what ran, not torch.compile
+        report.on_fallback.append(
+            lambda changed: _label_infotexts(pipe, optimization_label_parts(preset, changed), tile_size))
     return report
 
 

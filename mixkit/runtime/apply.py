@@ -51,15 +51,20 @@ def resolve_precision(requested: str, device: torch.device, report: Optimization
     return choice
 
 
+def backend_refusals(config: RuntimeConfig, backend: str) -> list[str]:
+    """The settings of `config` that `backend` cannot honour, by field name (empty: all fine)."""
+    if backend != "openvino":
+        return []
+    return [name for name, on in (("compile", config.compile), ("attention_slicing", config.attention_slicing),
+                                  ("offload", config.offload != "none"), ("vae_tiling", config.vae_tiling),
+                                  ("vae_slicing", config.vae_slicing),
+                                  ("weight_storage", config.weight_storage != "float32"),
+                                  ("page_out_idle", config.page_out_idle)) if on]
+
+
 def check_backend_supports(config: RuntimeConfig, backend: str) -> None:
     """Refuse settings a backend cannot honour (issue 8: refused with a clear error, never ignored)."""
-    if backend != "openvino":
-        return
-    refused = [name for name, on in (("compile", config.compile), ("attention_slicing", config.attention_slicing),
-                                     ("offload", config.offload != "none"), ("vae_tiling", config.vae_tiling),
-                                     ("vae_slicing", config.vae_slicing),
-                                     ("weight_storage", config.weight_storage != "float32"),
-                                     ("page_out_idle", config.page_out_idle)) if on]
+    refused = backend_refusals(config, backend)
     if refused:
         raise ValueError(f"backend 'openvino' runs its own compiled UNet, VAE and text-encoder graphs and cannot "
                          f"honour {refused}; drop them or use backend='torch'")

@@ -84,6 +84,7 @@ def compile_module(module: torch.nn.Module, report: OptimizationReport, *, freez
         except Exception as error:  # noqa: BLE001
             result = eager(*args, **kwargs)  # a user error raises here, from eager code
             restore_eager(module)
+            report.backend = "torch"  # what runs from this image on: the report and the labels say so
             report.fallback(f"compiled {name} failed on first use ({type(error).__name__}: {error}); "
                             "switched to eager for good")
             return result

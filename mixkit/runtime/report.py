@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -26,6 +27,9 @@ class OptimizationReport:
     labels: list[str] = field(default_factory=list)
     precision: str = "float32"
     nan_fallbacks: int = 0  # images decoded again in fp32 because the reduced-precision VAE gave NaN/inf
+    # Called with the report after each fallback: a fallback during generation (compile failing on first use)
+    # changes what runs after `optimize()` returned, so whoever labels images from the report re-reads it.
+    on_fallback: list[Callable[["OptimizationReport"], None]] = field(default_factory=list, repr=False, compare=False)
 
     def step(self, description: str, label: str | None = None) -> None:
         """Record a step that ran; `label` is its infotext name when the `Optimization:` value lists it."""
@@ -37,6 +41,8 @@ class OptimizationReport:
         """Record a fallback and warn (RuntimeFallbackWarning), as the issue asks: say so, never crash."""
         self.fallbacks.append(message)
         warnings.warn(message, RuntimeFallbackWarning, stacklevel=3)
+        for listener in self.on_fallback:
+            listener(self)
 
     def summary(self) -> str:
         lines = [f"preset={self.preset} backend={self.backend} precision={self.precision}"]

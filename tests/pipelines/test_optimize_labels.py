@@ -65,3 +65,26 @@ def test_offload_to_a_gpu_without_accelerate_asks_for_it(tiny_sd1_dir, monkeypat
     with pytest.raises(ImportError, match="pip install accelerate"):
         optimize(pipe, "low-memory", offload="model", execution_device="cuda")
     assert pipe.model.unet.dtype == torch.float32 and not hasattr(pipe, "optimization")
+
+
+def test_compile_failing_on_first_use_is_labelled_as_the_eager_run_it_became(tiny_sd1_dir, monkeypatch):
+    """QA: a compiled UNet that fails on its first call runs eager for good, but the infotext and
+    `pipe.optimization.backend` still said torch.compile, for that image and every later one."""
+    plain = TextToImage.from_pretrained(tiny_sd1_dir)(**CALL)
+
+    def lazily_broken_compile(fn, **kwargs):  # what a missing C++ compiler does: fails on the first call
+        def compiled(*args, **kw):
+            raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found")
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", lazily_broken_compile)
+    pipe = TextToImage.from_pretrained(tiny_sd1_dir)
+    report = optimize(pipe, "exact", compile=True)
+    assert report.backend == "torch.compile"
+    with pytest.warns(UserWarning, match="compiled UNet failed on first use.*eager"):
+        first = pipe(**CALL)
+    second = pipe(**CALL)
+    assert pipe.optimization.backend == "torch" and len(pipe.optimization.fallbacks) == 1
+    for result in (first, second):  # eager `exact` is the unoptimised pipeline: same image, same infotext
+        assert result.infotexts == plain.infotexts and "Optimization" not in result.infotexts[0]
+        assert [image.tobytes() for image in result.images] == [image.tobytes() for image in plain.images]

@@ -279,15 +279,6 @@ def check_approximation_args(args: argparse.Namespace) -> None:
     if (args.deepcache or 1) > 1 and args.backend == "torch.compile":
         raise ValueError("--deepcache changes the UNet's control flow, which --backend torch.compile fixes; "
                          "use --backend torch or openvino for --deepcache")
-    if getattr(args, "vae_tiling", False):
-        from mixkit.runtime import PRESETS
-        from mixkit.runtime.apply import check_backend_supports
-
-        config = PRESETS.get(args.preset).with_changes(vae_tiling=True)  # an unknown preset: the error lists them
-        try:  # optimize()'s own check, before the model load
-            check_backend_supports(config, args.backend)
-        except ValueError as error:
-            raise ValueError(f"--vae-tiling: {error}") from None
     vae_decoder = getattr(args, "int8_vae_decoder", "auto")
     if vae_decoder != "auto" and not getattr(args, "int8", False):
         raise ValueError(f"--int8-vae-decoder {vae_decoder} needs --int8 (it says whether --int8 covers the VAE decoder)")

@@ -23,6 +23,9 @@ def check_generate_args(args: argparse.Namespace, prompt: str) -> None:
     check_lora_specs(args.lora)
     check_lora_tags_have_a_folder(prompt, args.lora_dir)
     check_backend(args.backend)
+    check_preset_on_backend(args.preset, args.backend, bool(getattr(args, "vae_tiling", False)))
+    check_loras_on_backend(args.lora, prompt, args.backend)
+    check_refiner_on_preset(args)
     check_vae_source(args.vae)
 
 
@@ -81,6 +84,54 @@ def check_backend(backend: str) -> None:
         EXECUTION_BACKENDS.get(backend)
     except UnknownNameError as error:
         raise ValueError(f"--backend: {error}") from None
+
+
+def check_preset_on_backend(preset: str, backend: str, vae_tiling: bool) -> None:
+    """`--preset` (and `--vae-tiling`) hold nothing `--backend` cannot honour: optimize()'s own check
+    (`backend_refusals`), before the model load and in flag terms."""
+    from mixkit.runtime import PRESETS
+    from mixkit.runtime.apply import backend_refusals
+
+    config = PRESETS.get(preset).with_changes(vae_tiling=vae_tiling)  # an unknown preset: the error lists them
+    refused = backend_refusals(config, backend)
+    if not refused:
+        return
+    from_preset = [name for name in refused if name != "vae_tiling"]
+    flags = (["--vae-tiling"] if "vae_tiling" in refused else []) + ([f"--preset {preset}"] if from_preset else [])
+    instead = (["leave out --vae-tiling"] if "vae_tiling" in refused else []) + (
+        [f"use --preset exact or fast with --backend {backend}"] if from_preset else [])
+    raise ValueError(f"{' with '.join(flags)}: backend {backend!r} runs its own compiled UNet, VAE and text-encoder "
+                     f"graphs and cannot honour {refused}; {', or '.join(instead)}, or use --backend torch")
+
+
+def check_loras_on_backend(specs: list[str], prompt: str, backend: str) -> None:
+    """`--lora` and `<lora:>` tags need a backend that runs the torch UNet: OpenVINO's graphs are compiled with fixed
+    weights, and the pipeline would refuse them only after loading the model and converting its graphs. The Python
+    API's advice (merge before optimize) has no flag, so the CLI's is --backend torch."""
+    if backend in ("torch", "torch.compile"):
+        return
+    tag = LORA_TAG.search(prompt or "")
+    given = [f"--lora {spec}" for spec in specs] + ([f"prompt tag {tag.group(0)!r}"] if tag is not None else [])
+    if given:
+        raise ValueError(f"{', '.join(given)}: LoRAs cannot be applied on --backend {backend}, whose graphs are "
+                         "compiled with fixed weights; use --backend torch (or torch.compile) for LoRAs")
+
+
+def check_refiner_on_preset(args: argparse.Namespace) -> None:
+    """`--refiner` with a preset or backend that changes the model: the CLI loads the refiner from its path, as a plain
+    torch model, which the pipeline refuses (pipelines.refiner_optimization) only after the base model loaded."""
+    tiling = bool(getattr(args, "vae_tiling", False))
+    if args.refiner is None or (args.preset == "exact" and args.backend == "torch" and not tiling):
+        return
+    given, own = Path(args.refiner).expanduser(), Path(args.model or "").expanduser()
+    if args.model and given.exists() and own.exists() and given.resolve() == own.resolve():
+        return  # the model as its own refiner: nothing to switch to (A1111 writes no Refiner keys)
+    flags = " ".join(flag for flag, on in ((f"--preset {args.preset}", args.preset != "exact"),
+                                           (f"--backend {args.backend}", args.backend != "torch"),
+                                           ("--vae-tiling", tiling)) if on)
+    raise ValueError(f"--refiner {args.refiner} with {flags}: the refiner would run unoptimised while the infotext "
+                     "labels the image with the base model's optimisation; leave out --refiner, or use it with "
+                     "--preset exact --backend torch")
 
 
 def check_vae_source(vae: str | None) -> None:
