@@ -204,7 +204,7 @@ class DiffusionPipelineBase:
         else:  # a copy: the checks normalise spellings in place, and the caller's object stays as given
             params = with_overrides(params, kwargs)
         self.check_inputs(params)
-        if params.refiner is not None and self.runs_refiner:
+        if params.refiner is not None and self._runs_refiner(params):
             from pipelines.refiner_optimization import check_refiner_optimization
 
             check_refiner_optimization(self.model, params.refiner)
