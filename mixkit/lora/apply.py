@@ -62,6 +62,11 @@ class AppliedLoras:
         (A1111's `ExtraNetworkLora.remove_symbols`), since readers split the value on them."""
         return ", ".join(f"{_infotext_name(item.request.display_name)}: {item.lora.short_hash()}" for item in self.loaded)
 
+    def records(self) -> list[str]:
+        """`name:hash:te:unet` per file, what a cache key or report needs to tell two merged weight sets apart."""
+        return [f"{_infotext_name(item.request.display_name)}:{item.lora.short_hash()}:{item.request.te_weight:g}:"
+                f"{item.request.unet_weight:g}" for item in self.loaded]
+
     def module_count(self) -> int:
         return sum(len(item.matched) for item in self.loaded)
 
@@ -95,6 +100,12 @@ class AppliedLoras:
 
     def __exit__(self, *exc) -> None:
         self.remove()
+
+
+def applied_lora_records(unet: nn.Module) -> tuple[str, ...]:
+    """Records (`AppliedLoras.records`) of every LoRA set still applied to `unet`, oldest first: what a graph
+    converted from this UNet now (OpenVINO) has in its weights, whoever applied them."""
+    return tuple(record for handle in _ACTIVE.get(unet, []) if not handle.removed for record in handle.records())
 
 
 def _infotext_name(name: str) -> str:

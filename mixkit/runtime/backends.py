@@ -71,13 +71,19 @@ def prepare_openvino(model, report: OptimizationReport, *, precision, cache_dir=
 def export_identity(model):
     """Model hash and merged-LoRA set of a DiffusionModel, for the OpenVINO cache keys.
 
-    `extras["merged_loras"]` (strings such as "name:hash:strength") is where code that merges LoRAs
-    permanently records them; the weights fingerprint in every key covers merges nobody recorded.
+    LoRAs applied with `apply_loras` and not removed are read from the UNet (`name:hash:te:unet`); code that
+    changes the weights some other way can record it in `extras["merged_loras"]` (strings); the weights fingerprint
+    in every key covers changes nobody recorded.
     """
+    from torch import nn
+
+    from mixkit.lora.apply import applied_lora_records
     from mixkit.runtime.openvino_cache import ExportIdentity
 
+    recorded = tuple(getattr(model, "extras", {}).get("merged_loras", ()))
+    applied = applied_lora_records(model.unet) if isinstance(model.unet, nn.Module) else ()
     return ExportIdentity(model_hash=getattr(model, "model_hash", None),
-                          loras=tuple(getattr(model, "extras", {}).get("merged_loras", ())))
+                          loras=recorded + tuple(record for record in applied if record not in recorded))
 
 
 def execution_backend_names() -> list[str]:

@@ -68,3 +68,31 @@ def test_refusal_happens_before_the_model_changes(tiny_sd1_dir):
         apply_runtime(model, PRESETS.get("low-memory").with_changes(attention_slicing=False), backend="openvino")
     assert (model.unet, model.vae, list(model.text_encoders)) == before
     assert "execution_backend" not in model.extras
+
+
+def test_loras_merged_before_conversion_are_recorded(tiny_sd1_dir, ov_cache, tmp_path):
+    """A LoRA merged with apply_loras before the conversion is named in the report and in each graph's .json
+    (the cache key changes with its strength), and removing a LoRA before converting leaves no record."""
+    import json
+
+    from mixkit.lora import LoraRequest, apply_loras
+    from mixkit.models.diffusion.loading import load_diffusion_model
+    from mixkit.runtime.backends import export_identity
+    from mixkit.testing.tiny_lora import write_attention_lora
+
+    model = load_diffusion_model(tiny_sd1_dir)
+    lora = write_attention_lora(model.unet, tmp_path / "my, style.safetensors", scale=0.2)
+    removed = apply_loras(model.unet, model.text_encoders, [LoraRequest(str(lora), 1.0, 0.5)])
+    removed.remove()
+    assert export_identity(model).loras == ()
+    handle = apply_loras(model.unet, model.text_encoders, [LoraRequest(str(lora), 1.0, 0.7)])
+    short_hash = handle.loaded[0].lora.short_hash()
+    record = f"my style:{short_hash}:1:0.7"
+    assert export_identity(model).loras == (record,)
+    model.extras["merged_loras"] = ["hand-made:0.5", record]  # a record written by hand is not listed twice
+    assert export_identity(model).loras == ("hand-made:0.5", record)
+
+    report = apply_runtime(model, PRESETS.get("exact"), backend="openvino", cache_dir=ov_cache)
+    assert any(f"LoRAs ['hand-made:0.5', '{record}']" in step for step in report.applied)
+    written = json.loads(model.unet.cache_path.with_suffix(".json").read_text())
+    assert written["loras"] == ["hand-made:0.5", record]
