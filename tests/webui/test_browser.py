@@ -228,3 +228,27 @@ def test_a_value_typed_before_the_page_load_events_land_is_kept(ui_server, tmp_p
     finally:
         state.options.apply(before)
     assert "Steps: 3," in infotext and "CFG scale: 5.5," in infotext and "Seed: 11," in infotext, infotext
+
+
+def test_settings_checkpoint_dropdown_shows_the_loaded_model_and_loads_it(ui_server, tmp_path, monkeypatch):
+    """The dropdown is served with the loaded (hashed) title; choosing it and pressing Load reloads it. Its
+    choices were set by a page-load event before, which could land after the user had chosen."""
+    import time
+
+    state = ui_server.state
+    title, switches = state.model_title, []
+    submit = state.submit_model_switch
+    monkeypatch.setattr(state, "submit_model_switch", lambda *args, **kwargs: switches.append(args) or submit(*args, **kwargs))
+    with headless_chromium(tmp_path) as (sync_api, browser):
+        page = open_txt2img(browser, ui_server.url)
+        page.get_by_role("tab", name="Settings").click()
+        dropdown = page.locator("#settings_checkpoint input")
+        sync_api.expect(dropdown).to_have_value(title, timeout=60_000)
+        dropdown.click()
+        page.get_by_role("option", name=title).click()
+        page.locator("#settings_load_checkpoint").click()
+        started = time.monotonic()
+        while not switches and time.monotonic() - started < 60:
+            time.sleep(0.1)
+        sync_api.expect(page.locator("#settings_status")).to_contain_text(f"Loaded: {title}", timeout=120_000)
+    assert switches == [(title,)] and state.model_title == title

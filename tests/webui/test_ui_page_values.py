@@ -41,14 +41,15 @@ def test_a_page_served_after_a_settings_change_holds_the_new_values(ui_server):
     assert served_props(config, "settings_default_steps")["value"] == 13
     assert served_props(config, "settings_eta_ddim")["value"] == 0.25
     assert '"elem_id":"txt2img_steps"' in page.replace(" ", "")  # the HTML embeds the same config
+    checkpoint = served_props(config, "settings_checkpoint")  # the loaded model's title, hashed once loaded
+    assert checkpoint["value"] == state.model_title and [state.model_title] * 2 in checkpoint["choices"]
 
 
 def test_no_page_load_event_sets_a_settings_value(ui_server):
     config = httpx.get(ui_server.url + "/config", timeout=60).json()
     load_outputs = {output for dependency in config["dependencies"]
                     if any(event == "load" for _, event in dependency["targets"]) for output in dependency["outputs"]}
-    assert load_outputs  # the checkpoint list is still set at page load, so the check below can fail
     for elem_id in ("txt2img_steps", "txt2img_sampler", "img2img_width", "txt2img_clip_skip", "settings_default_steps",
-                    "settings_eta_ancestral", "settings_status"):
+                    "settings_eta_ancestral", "settings_status", "settings_checkpoint"):
         (entry,) = [entry for entry in config["components"] if entry["props"].get("elem_id") == elem_id]
         assert entry["id"] not in load_outputs, elem_id

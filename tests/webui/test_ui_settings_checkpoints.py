@@ -12,7 +12,7 @@ import hashlib
 
 import pytest
 
-from .ui_blocks import component, handler, load_value
+from .ui_blocks import component, handler, page_props
 
 
 class HashingPipeline:
@@ -46,16 +46,15 @@ def built(tmp_path, monkeypatch):
 
 
 def choice_values(dropdown) -> list:
-    return [value for _, value in dropdown.choices]
+    choices = dropdown["choices"] if isinstance(dropdown, dict) else dropdown.choices
+    return [value for _, value in choices]
 
 
-def test_a_load_puts_the_hashed_title_into_the_choices_and_a_page_load_keeps_it(built):
-    import gradio as gr
-
+def test_a_load_puts_the_hashed_title_into_the_choices_and_a_page_served_keeps_it(built):
     state, blocks = built
     hashed = f"b.safetensors [{hashlib.sha256(b'second model').hexdigest()[:10]}]"
-    before = load_value(blocks, "settings_checkpoint")
-    assert choice_values(before) == ["a.safetensors", "b.safetensors"] and before.value is None
+    before = page_props(blocks, "settings_checkpoint")
+    assert choice_values(before) == ["a.safetensors", "b.safetensors"] and before["value"] is None
 
     status, after_load, *sizes = handler(blocks, "settings_load_checkpoint", "click").fn("b.safetensors")
     assert state.model_title == hashed and hashed in status
@@ -63,11 +62,32 @@ def test_a_load_puts_the_hashed_title_into_the_choices_and_a_page_load_keeps_it(
     assert sizes == [state.options.get("default_width"), state.options.get("default_height")]
     assert after_load.value == hashed and choice_values(after_load) == ["a.safetensors", hashed]
 
-    reloaded = load_value(blocks, "settings_checkpoint")  # a page opened (or reloaded) after the load
-    assert reloaded.value == hashed and choice_values(reloaded) == ["a.safetensors", hashed]
-    assert reloaded.preprocess(reloaded.value) == hashed  # Gradio accepts it for the next Load
-    with pytest.raises(gr.Error, match="not in the list of choices"):
-        component(blocks, "settings_checkpoint").preprocess(hashed)  # the choices of build time would refuse it
+    reloaded = page_props(blocks, "settings_checkpoint")  # a page opened (or reloaded) after the load
+    assert reloaded["value"] == hashed and choice_values(reloaded) == ["a.safetensors", hashed]
+    dropdown = component(blocks, "settings_checkpoint")
+    assert dropdown.preprocess(hashed) == hashed  # Gradio passes it on for the next Load (not its build-time choices)
+    # a page opened before the load still names the file without its hash, which loads the same checkpoint
+    status, after_old_title, *_ = handler(blocks, "settings_load_checkpoint", "click").fn("b.safetensors")
+    assert state.model_title == hashed and after_old_title.value == hashed
+
+
+def test_a_title_that_is_no_checkpoint_is_refused_and_the_model_stays(built):
+    import gradio as gr
+
+    state, blocks = built
+    handler(blocks, "settings_load_checkpoint", "click").fn("a.safetensors")
+    loaded = state.model_title
+    with pytest.raises(gr.Error, match="typo.safetensors"):
+        handler(blocks, "settings_load_checkpoint", "click").fn("typo.safetensors")
+    assert state.model_title == loaded
+
+
+def test_no_page_load_event_sets_the_checkpoint_dropdown(built):
+    """A page-load event landed after the page was usable and replaced a checkpoint chosen in the meantime."""
+    _, blocks = built
+    target = component(blocks, "settings_checkpoint")
+    assert not [f for f in blocks.fns.values() if any(t[1] == "load" for t in f.targets)
+                and target._id in [o._id for o in f.outputs]]
 
 
 def test_refresh_lists_new_files_and_keeps_the_loaded_title(built):

@@ -19,21 +19,18 @@ def handler(blocks, elem_id: str, event: str):
 
 def page_value(blocks, elem_id: str):
     """The value a page served now starts the component at (`webui.ui.page_values` writes it into Gradio's config)."""
+    return page_props(blocks, elem_id)["value"]
+
+
+def page_props(blocks, elem_id: str) -> dict:
+    """The props (value, choices, ...) a page served now starts the component with."""
     import copy
 
     target = component(blocks, elem_id)
     config = copy.deepcopy(blocks.config)
     blocks.mixkit_page_values.write_into(config)
     (entry,) = [entry for entry in config["components"] if entry["id"] == target._id]
-    return entry["props"]["value"]
-
-
-def load_value(blocks, elem_id: str):
-    """What an explicit page-load event (`blocks.load`) sets the component to (Gradio runs it on every page load)."""
-    target = component(blocks, elem_id)
-    (fn,) = [f for f in blocks.fns.values() if any(t[1] == "load" for t in f.targets)
-             and [o._id for o in f.outputs] == [target._id]]
-    return fn.fn()
+    return entry["props"]
 
 
 @contextlib.contextmanager

@@ -48,7 +48,7 @@ def build_ui(state: ServerState):
             with gr.Tab("Textual Inversion", id="embeddings"):
                 build_embeddings_tab(state, boxes)
             with gr.Tab("Settings", id="settings"):
-                build_settings_tab(state, blocks)
+                build_settings_tab(state)
         for tab in (txt2img, img2img):  # wired once every target exists
             wire_paste_button(state, tab, sampler_names, schedule_names)
             wire_send_buttons(state, tabs, tab, img2img, extras_image, sampler_names, schedule_names)

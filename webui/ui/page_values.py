@@ -19,8 +19,10 @@ CONFIG_PATHS = ("/", "/config", "/config/")
 class PageValues:
     """The components whose value is a function evaluated per page, and how to write their values into a config."""
 
-    def __init__(self, functions: dict[int, tuple[object, Callable[[], object]]]) -> None:
+    def __init__(self, functions: dict[int, tuple[object, Callable[[], object]]],
+                 props: dict[int, Callable[[], dict]] | None = None) -> None:
         self._functions = functions  # component id -> (component, function of nothing giving its value)
+        self._props = props or {}  # component id -> function giving several props (`serve_props`)
 
     def write_into(self, config: dict) -> None:
         """Set each taken component's value in Gradio's `config` (as `Blocks.config`) to its function's value now.
@@ -32,6 +34,15 @@ class PageValues:
             if taken is not None:
                 component, function = taken
                 entry["props"]["value"] = component.postprocess(function())
+            props = self._props.get(entry["id"])
+            if props is not None:
+                entry["props"].update(props())
+
+
+def serve_props(component, function: Callable[[], dict]) -> None:
+    """Have `function`'s props (e.g. a dropdown's `choices` and `value`, in their config form) written into each page
+    served, for a component whose choices change while the server runs; `take_page_values` collects it."""
+    component.mixkit_page_props = function
 
 
 def take_page_values(blocks) -> PageValues:
@@ -40,8 +51,10 @@ def take_page_values(blocks) -> PageValues:
     Gradio attaches a page-load event for such a component when the Blocks is closed; clearing the pending event here
     leaves it none. A function of other components or of a timer (Gradio's `inputs=` / `every=`) is left to Gradio:
     it updates a value on purpose, after the page is built."""
-    functions = {}
+    functions, props = {}, {}
     for component in blocks.blocks.values():
+        if getattr(component, "mixkit_page_props", None) is not None:
+            props[component._id] = component.mixkit_page_props
         pending = getattr(component, "load_event_to_attach", None)
         if pending is None:
             continue
@@ -50,7 +63,7 @@ def take_page_values(blocks) -> PageValues:
             continue
         functions[component._id] = (component, function)
         component.load_event_to_attach = None
-    return PageValues(functions)
+    return PageValues(functions, props)
 
 
 class ServePageValues:

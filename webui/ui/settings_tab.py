@@ -14,6 +14,7 @@ from webui.generation_defaults import OPTION_KEYS
 from webui.options import MAX_CONTROLNET_UNITS, SIZE_KEYS
 from webui.server_state import ServerState
 from webui.ui.errors import failed, refused
+from webui.ui.page_values import serve_props
 
 GRID_KEYS = ("return_grid", "grid_save")  # the Apply button's inputs after the generation defaults
 # its last inputs; a caller sending fewer leaves them unchanged
@@ -63,19 +64,27 @@ def checkpoint_choices(state: ServerState):
     """The checkpoint dropdown as the catalog is now: its titles as choices, the loaded one as value.
 
     A title gains " [hash]" once its file is hashed (loading hashes it, as A1111's titles do), so choices fixed when
-    the page was built would not hold the loaded title and Gradio would refuse the next Load; the page load, Load and
+    the page was built would not hold the loaded title and Gradio would refuse the next Load; each page served, Load and
     🔄 therefore set choices and value together."""
     return gr.Dropdown(choices=state.catalog.titles(), value=state.model_title)
 
 
-def build_settings_tab(state: ServerState, page: gr.Blocks) -> None:
-    """The Settings tab; `page` (the app's Blocks) refreshes the checkpoint dropdown at every page load."""
+def served_checkpoint_props(state: ServerState) -> dict:
+    """The checkpoint dropdown's choices and value for a page served now, in Gradio's config form."""
+    dropdown = checkpoint_choices(state)
+    return {"choices": dropdown.choices, "value": dropdown.value}
+
+
+def build_settings_tab(state: ServerState) -> None:
+    """The Settings tab."""
     with gr.Row():
-        # Set at each page load (as the VAE's value below, a callable Gradio evaluates then), so a page opened after
-        # a switch shows the checkpoint and VAE that are loaded, not those of the moment the UI was built.
+        # Choices and value written into each page served (as the VAE's value below), so a page opened after a
+        # switch shows the checkpoint that is loaded and its hashed title; no page-load event replaces a choice made
+        # before it lands. Gradio checks a value against the choices of build time unless custom values are
+        # allowed: the catalog checks the title at Load instead (any of its titles, those of an older page too).
         checkpoint = gr.Dropdown(state.catalog.titles(), value=None, label="Stable Diffusion checkpoint",
-                                 elem_id="settings_checkpoint", scale=4)
-        page.load(lambda: checkpoint_choices(state), outputs=checkpoint, queue=False)
+                                 elem_id="settings_checkpoint", scale=4, allow_custom_value=True)
+        serve_props(checkpoint, lambda: served_checkpoint_props(state))
         refresh = gr.Button("\U0001f504", scale=0, min_width=40, elem_id="settings_refresh_checkpoints")
         load = gr.Button("Load", variant="primary", scale=1, elem_id="settings_load_checkpoint")
     with gr.Row():
