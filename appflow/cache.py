@@ -7,6 +7,7 @@ entries (all, or one source) so the memory can be reclaimed.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import threading
@@ -28,6 +29,28 @@ def normalize_source(source: str | os.PathLike) -> str:
     return str(path.resolve()) if path.exists() else str(source)
 
 
+@contextlib.contextmanager
+def global_random_state_kept():
+    """Give back torch's, numpy's and Python's global random states after a load.
+
+    Loaders initialise weights a checkpoint lacks (and some models draw at construction) from the global
+    generators, so whether a model was already cached changed every random number the caller drew afterwards
+    (`torch.manual_seed(0); Appflow(...); torch.rand(1)` gave another value on the second call)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        try:
+            yield
+        finally:
+            random.setstate(python_state)
+            np.random.set_state(numpy_state)
+
+
 class ModelCache:
     """Loaded models by key; `loads` counts real loads (for tests and monitoring)."""
 
@@ -44,7 +67,8 @@ class ModelCache:
         key = self.key(kind, source, device, dtype)
         with self._lock:  # one load per key even when two threads ask at once
             if key not in self._entries:
-                self._entries[key] = kind.load(str(source), device, dtype)
+                with global_random_state_kept():
+                    self._entries[key] = kind.load(str(source), device, dtype)
                 self.loads += 1
             return self._entries[key]
 

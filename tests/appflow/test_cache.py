@@ -75,3 +75,26 @@ def test_a_local_folder_named_like_a_shipped_model_keeps_its_own_key(tmp_path, m
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mixkit-tiny-sd").mkdir()
     assert normalize_source("mixkit-tiny-sd") == str((tmp_path / "mixkit-tiny-sd").resolve())
+
+
+def test_a_load_leaves_the_global_random_generators_as_they_were(tmp_path):
+    import random
+
+    import numpy as np
+
+    from appflow.model_kinds import ModelKind
+
+    def load_drawing_at_random(source, device, dtype):
+        return torch.randn(4), np.random.rand(), random.random()
+
+    kind = ModelKind("test-random-kind", "draws while loading", (), load_drawing_at_random)
+    (tmp_path / "m").mkdir()
+
+    def draws_after(load: bool):
+        torch.manual_seed(3), np.random.seed(3), random.seed(3)
+        if load:
+            ModelCache().get(kind, tmp_path / "m", "cpu", torch.float32)
+        return torch.rand(2).tolist(), np.random.rand(), random.random()
+
+    assert draws_after(load=True) == draws_after(load=False)
+
