@@ -108,6 +108,11 @@ def check_app_options(options: Any, limits) -> dict:
     if not isinstance(options, dict):
         raise ValueError(f"options must be a JSON object, got {type(options).__name__}.")
     given = options
+    # PaddleMIX's `generate_kwargs` dict holds captioning options too: its values are held to the same limits
+    # (the app spreads it into options and refuses a key given both ways).
+    spread = options.get("generate_kwargs")
+    if isinstance(spread, dict):
+        options = {**{key: value for key, value in options.items() if key != "generate_kwargs"}, **spread}
     try:  # LAVIS' spellings (max_length, num_captions) are held to the same limits as the options they stand for
         options = rename_aliases(options, CAPTION_OPTION_ALIASES, "options")
     except TypeError as error:

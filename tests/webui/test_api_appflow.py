@@ -161,3 +161,22 @@ def test_option_errors_name_the_step_and_lavis_spellings_meet_the_servers_limits
     with pytest.raises(ValueError, match="num_beams x num_return_sequences = 256"):
         check_app_options({"num_beams": 16, "num_captions": 16}, GenerationLimits())
     assert check_app_options({"max_length": 8}, GenerationLimits()) == {"max_length": 8}  # passed on as given
+
+
+def test_generate_kwargs_are_held_to_the_servers_limits_too(client):
+    """PaddleMIX's `generate_kwargs` dict was passed on unchecked: 1024 new tokens or 64 x 64 beams over HTTP."""
+    from pipelines.params import GenerationLimits
+    from webui.appflow_io import check_app_options
+
+    with pytest.raises(ValueError, match="max_new_tokens must be at most 256"):
+        check_app_options({"generate_kwargs": {"max_length": 1024}}, GenerationLimits())
+    with pytest.raises(ValueError, match="num_beams x num_return_sequences = 256"):
+        check_app_options({"num_return_sequences": 16, "generate_kwargs": {"num_beams": 16}}, GenerationLimits())
+    allowed = {"generate_kwargs": {"max_length": 8, "decode_strategy": "greedy_search"}}
+    assert check_app_options(allowed, GenerationLimits()) == allowed  # passed on as given
+    response = client.post("/appflow/image2text_generation", json={
+        "inputs": {"image": _png_base64((1, 2, 3))}, "options": {"generate_kwargs": {"max_length": 1024}}})
+    assert response.status_code == 422 and "at most 256" in response.text
+    response = client.post("/appflow/image2text_generation", json={
+        "inputs": {"image": _png_base64((1, 2, 3))}, "options": {"generate_kwargs": {"max_length": 3}}})
+    assert response.status_code == 200, response.text
