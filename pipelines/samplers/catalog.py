@@ -134,6 +134,14 @@ _register(SamplerSpec(
     stochastic=True, ancestral=True, noise_source="generator",
 ))
 _register(SamplerSpec(
+    # mixkit's own (dpm_adaptive.py): model calls decided by its error control, ancestral at A1111's eta (1 by
+    # default); like DPM fast it takes no scheduler option and runs over A1111's sigma range.
+    "DPM adaptive", "DPMAdaptiveScheduler", aliases=("k_dpm_ad",),
+    eta_default=1.0,
+    config_overrides=_EULER, schedule_types=_K_SCHEDULES, default_schedule="Uniform",
+    stochastic=True, ancestral=True, noise_source="generator", calls_planned=False,
+))
+_register(SamplerSpec(
     # mixkit's own (restart.py): A1111's sd_samplers_extra.restart_sampler, Karras by default, Heun's call count
     # (2 * steps - 1), restart noise from the image's generator; A1111 passes it neither eta nor s_noise.
     "Restart", "RestartScheduler", aliases=("restart",),
@@ -176,15 +184,6 @@ _register(SamplerSpec(
 
 # A1111 samplers mixkit cannot run as A1111 does, by name and alias (casefolded): why, and what to use instead.
 REFUSED_SAMPLERS = {
-    name.casefold(): (
-        "Sampler 'DPM adaptive' (k_dpm_ad) is not supported: k-diffusion's adaptive DPM-Solver chooses each step "
-        "size from an error estimate over the whole batch's latents and retries rejected steps, so where and how "
-        "often it calls the model depends on the sample itself and on the other images of the batch, which "
-        "mixkit's step-by-step sampling loop (one planned list of model calls, each image independent) cannot "
-        "reproduce. Use 'DPM fast' (DPM-Solver at a fixed step count) or 'DPM++ 2M' instead."
-    )
-    for name in ("DPM adaptive", "k_dpm_ad")
-} | {
     name.casefold(): (
         "Sampler 'DDIM CFG++' (ddim_cfgpp) is not supported: CFG++ (Chung et al., 2024) takes the denoised estimate "
         "from the guided noise prediction but renoises each DDIM step with the unconditional prediction alone (A1111 "
