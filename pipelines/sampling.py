@@ -53,6 +53,9 @@ def run_sampler(request: SamplingRequest):
     walk = schedulers[0] if getattr(schedulers[0], "walks_whole_batch", False) else None
     evaluations = sampler_steps if walk is not None else len(timesteps)
     steppers = schedulers if walk is None else [walk] * len(schedulers)
+    # DDIM CFG++: guides at A1111's scaled-down CFG and renoises with the unconditional prediction, which it is handed
+    guidance_multiplier = getattr(schedulers[0], "cfg_scale_multiplier", 1.0)
+    hand_uncond = getattr(schedulers[0], "needs_uncond_prediction", False)
     done = 0
     # Read once: a diffusers model's .device/.dtype walk its parameters and offload hooks on every
     # access, which cost ~9% of a step on mixkit-tiny-sd when done four times per step.
@@ -70,7 +73,7 @@ def run_sampler(request: SamplingRequest):
             # steps x 2 for them, so `[a:b:10]` with Heun switches at call 10, i.e. step 5, as there).
             step = index * sampler_steps // evaluations if walk is None else _walked_steps(walk, sampler_steps, True)
             cond = request.plan.at_step(index)
-            cfg_scale = request.cfg_scale
+            cfg_scale = request.cfg_scale * guidance_multiplier
             sigma = None if skip is None else float(walk.call_sigma) if walk is not None else sigmas[index]
             if skip is not None and skip.skips(index, evaluations, sigma):
                 cond, cfg_scale = without_uncond(cond), 1.0
@@ -115,7 +118,8 @@ def run_sampler(request: SamplingRequest):
                 latents = walk.step(guided, t, torch.cat(samples), generator=request.generators).prev_sample
             else:
                 latents = torch.cat([
-                    s.step(guided[i:i + 1], t, samples[i], **extra_step_kwargs(s, request.generators[i])).prev_sample
+                    s.step(guided[i:i + 1], t, samples[i], **extra_step_kwargs(s, request.generators[i]),
+                           **_uncond_kwargs(hand_uncond, noise_pred, cond, i)).prev_sample
                     for i, s in enumerate(schedulers)
                 ])
             if request.post_step is not None:
@@ -131,6 +135,15 @@ def run_sampler(request: SamplingRequest):
     if request.mask_blend is not None:  # A1111 puts the original back into the finished (or interrupted) latents
         latents = request.mask_blend.final(latents)
     return latents
+
+
+def _uncond_kwargs(hand_uncond: bool, noise_pred, cond, image: int) -> dict:
+    """`noise_uncond` for a sampler that renoises with the unconditional prediction: image `image`'s uncond row (a
+    step leaving out the negative prompt has its first prompt part there, as A1111's `last_noise_uncond`)."""
+    if not hand_uncond:
+        return {}
+    row = cond.uncond_rows[image]
+    return {"noise_uncond": noise_pred[row:row + 1]}
 
 
 def _walked_steps(walk, steps: int, running: bool = False) -> int:
