@@ -22,19 +22,13 @@ def eps_uncond(x, t):
 
 
 def a1111_ddim_cfgpp(x, timesteps: list[int], alphas, cfg_scale: float, eta: float = 0.0, generator=None):
-    """A1111's loop: e_t is the CFG denoiser's output at cond_scale * (1 / 12.5), last_noise_uncond its uncond rows;
-    pred_x0 from e_t, the direction sqrt(1 - a_prev - sigma^2) from the uncond noise, then sigma * randn."""
-    for index in range(len(timesteps) - 1, 0, -1):
-        t = timesteps[index]
-        a, a_prev = float(alphas[t]), float(alphas[timesteps[index - 1]])
+    """A1111's ddim_cfgpp: e_t is the CFG denoiser's output at cond_scale * (1 / 12.5), last_noise_uncond its uncond
+    rows; pred_x0 from e_t, the direction sqrt(1 - a_prev - sigma^2) from the uncond noise, then sigma * randn."""
+    def guided(x, t):
         uncond = eps_uncond(x, t)
-        e_t = uncond + (eps_cond(x, t) - uncond) * (cfg_scale / 12.5)
-        sigma = eta * ((1 - a_prev) / (1 - a) * (1 - a / a_prev)) ** 0.5
-        pred_x0 = (x - (1 - a) ** 0.5 * e_t) / a**0.5
-        x = a_prev**0.5 * pred_x0 + (1 - a_prev - sigma**2) ** 0.5 * uncond
-        if eta:
-            x = x + sigma * torch.randn(x.shape, generator=generator, dtype=torch.float32).double()
-    return x
+        return uncond + (eps_cond(x, t) - uncond) * (cfg_scale / 12.5)
+
+    return reference.ddim(guided, x, timesteps, alphas, eta=eta, generator=generator, renoise_model=eps_uncond)
 
 
 def run_guided(scheduler, x, steps: int, cfg_scale: float, generator=None):
