@@ -42,20 +42,28 @@ def run_sampler(request: SamplingRequest):
 
     from pipelines.samplers import extra_step_kwargs
     from pipelines.samplers.churn import churn_rows
+    from pipelines.samplers.dpm_adaptive import model_call_timesteps
     from pipelines.uncond_skip import timestep_sigmas, without_uncond
 
     unet, schedulers, latents = request.unet, request.schedulers, request.latents
     timesteps = schedulers[0].timesteps if request.timesteps is None else request.timesteps
-    evaluations = len(timesteps)
     sampler_steps = max(1, request.steps)
+    # DPM adaptive: one walk over the whole batch (its error is the batch's, as A1111's), its calls decided as it
+    # goes; its call count is unknown, so the rules counting evaluations use A1111's total for it, the step count.
+    walk = schedulers[0] if getattr(schedulers[0], "walks_whole_batch", False) else None
+    evaluations = sampler_steps if walk is not None else len(timesteps)
+    steppers = schedulers if walk is None else [walk] * len(schedulers)
+    # DDIM CFG++: guides at A1111's scaled-down CFG and renoises with the unconditional prediction, which it is handed
+    guidance_multiplier = getattr(schedulers[0], "cfg_scale_multiplier", 1.0)
+    hand_uncond = getattr(schedulers[0], "needs_uncond_prediction", False)
     done = 0
     # Read once: a diffusers model's .device/.dtype walk its parameters and offload hooks on every
     # access, which cost ~9% of a step on mixkit-tiny-sd when done four times per step.
     device, dtype = unet.device, unet.dtype
     skip = request.uncond_skip if request.uncond_skip is not None and request.uncond_skip.active else None
-    sigmas = timestep_sigmas(schedulers[0].alphas_cumprod, timesteps) if skip is not None else None
+    sigmas = timestep_sigmas(schedulers[0].alphas_cumprod, timesteps) if skip is not None and walk is None else None
     with torch.inference_mode():
-        for index, t in enumerate(timesteps):
+        for index, t in enumerate(model_call_timesteps(schedulers[0], timesteps)):
             if request.refiner is not None and index == request.refiner.at:  # A1111's Refiner
                 request = request.refiner.applied_to(request)
                 unet = request.unet
@@ -63,16 +71,17 @@ def run_sampler(request: SamplingRequest):
             # Second-order samplers evaluate the model ~2x per step. Progress and ControlNet windows count
             # steps; prompt schedules count model calls, as A1111's denoiser does (the plan was built over
             # steps x 2 for them, so `[a:b:10]` with Heun switches at call 10, i.e. step 5, as there).
-            step = index * sampler_steps // evaluations
+            step = index * sampler_steps // evaluations if walk is None else _walked_steps(walk, sampler_steps, True)
             cond = request.plan.at_step(index)
-            cfg_scale = request.cfg_scale
-            if skip is not None and skip.skips(index, evaluations, sigmas[index]):
+            cfg_scale = request.cfg_scale * guidance_multiplier
+            sigma = None if skip is None else float(walk.call_sigma) if walk is not None else sigmas[index]
+            if skip is not None and skip.skips(index, evaluations, sigma):
                 cond, cfg_scale = without_uncond(cond), 1.0
             rows = _row_owners(cond, latents.shape[0])
             samples = [latents[i:i + 1] for i in range(len(schedulers))]
             # k-diffusion's churn (Euler, Heun, DPM2 with s_churn): noise added and the model run at sigma_hat
             samples, model_t = churn_rows(schedulers, samples, t, request.generators)
-            scaled_rows = [s.scale_model_input(samples[i], t) for i, s in enumerate(schedulers)]
+            scaled_rows = [s.scale_model_input(samples[i], t) for i, s in enumerate(steppers)]
             blend = request.mask_blend
             if blend is not None:
                 scaled = torch.cat([blend.model_input(row, i) for i, row in enumerate(scaled_rows)])
@@ -104,21 +113,46 @@ def run_sampler(request: SamplingRequest):
             guided = request.combine_cfg(noise_pred, cond, cfg_scale)
             if blend is not None:
                 guided = torch.cat([blend.guided_output(guided[i:i + 1], samples[i], scaled_rows[i], s, i)
-                                    for i, s in enumerate(schedulers)])
-            latents = torch.cat([
-                s.step(guided[i:i + 1], t, samples[i], **extra_step_kwargs(s, request.generators[i])).prev_sample
-                for i, s in enumerate(schedulers)
-            ])
+                                    for i, s in enumerate(steppers)])
+            if walk is not None:
+                latents = walk.step(guided, t, torch.cat(samples), generator=request.generators).prev_sample
+            else:
+                latents = torch.cat([
+                    s.step(guided[i:i + 1], t, samples[i], **extra_step_kwargs(s, request.generators[i]),
+                           **_uncond_kwargs(hand_uncond, noise_pred, cond, i)).prev_sample
+                    for i, s in enumerate(schedulers)
+                ])
             if request.post_step is not None:
                 latents = request.post_step(latents, index)
-            completed = (index + 1) * sampler_steps // evaluations
-            if completed > done or index == evaluations - 1:
+            if walk is None:
+                completed, last = (index + 1) * sampler_steps // evaluations, index == evaluations - 1
+            else:
+                completed, last = _walked_steps(walk, sampler_steps), walk.progress >= 1
+            if completed > done or last:
                 done = completed
                 if request.on_step is not None and request.on_step(done, latents) is False:
                     break
     if request.mask_blend is not None:  # A1111 puts the original back into the finished (or interrupted) latents
         latents = request.mask_blend.final(latents)
     return latents
+
+
+def _uncond_kwargs(hand_uncond: bool, noise_pred, cond, image: int) -> dict:
+    """`noise_uncond` for a sampler that renoises with the unconditional prediction: image `image`'s uncond row (a
+    step leaving out the negative prompt has its first prompt part there, as A1111's `last_noise_uncond`)."""
+    if not hand_uncond:
+        return {}
+    row = cond.uncond_rows[image]
+    return {"noise_uncond": noise_pred[row:row + 1]}
+
+
+def _walked_steps(walk, steps: int, running: bool = False) -> int:
+    """DPM adaptive's steps done, by the log-sigma range its accepted steps have covered: it reaches `steps` exactly
+    when the walk ends, whatever its call count (A1111 shows k-diffusion's attempt counter, which can stop short of
+    or pass the step count). `running`: the step the call being made belongs to (at most steps - 1), for the
+    ControlNet windows."""
+    done = min(steps, int(walk.progress * steps))
+    return min(done, steps - 1) if running else done
 
 
 def _row_time_ids(request: SamplingRequest, cond, rows: list[int]):

@@ -32,13 +32,15 @@ def timestep_grid(steps: int, num_train_timesteps: int = 1000) -> np.ndarray:
     return np.clip(np.arange(0, num_train_timesteps, stride) + 1, 0, num_train_timesteps - 1)
 
 
-def ddim_update(x, eps, alpha, alpha_prev, sigma: float = 0.0, noise=None):
+def ddim_update(x, eps, alpha, alpha_prev, sigma: float = 0.0, noise=None, direction_eps=None):
     """One DDIM step from cumulative alpha `alpha` to `alpha_prev`: (x_prev, predicted x0).
 
-    `sigma` is eta's stochastic part (0 for A1111's default eta 0); `noise` is then needed.
+    `sigma` is eta's stochastic part (0 for A1111's default eta 0); `noise` is then needed. `direction_eps` is the
+    noise the step renoises with (default: `eps`; CFG++ passes the unconditional prediction, ddim_cfgpp.py).
     """
     pred_x0 = (x - (1.0 - alpha) ** 0.5 * eps) / alpha**0.5
-    x_prev = alpha_prev**0.5 * pred_x0 + (1.0 - alpha_prev - sigma**2) ** 0.5 * eps
+    direction = eps if direction_eps is None else direction_eps
+    x_prev = alpha_prev**0.5 * pred_x0 + (1.0 - alpha_prev - sigma**2) ** 0.5 * direction
     if sigma:
         x_prev = x_prev + sigma * noise
     return x_prev, pred_x0
@@ -126,12 +128,16 @@ class A1111DDIMScheduler(DDIMScheduler):
         alphas = self.alphas_cumprod.double()
         return float(alphas[int(self.grid[index])]), float(alphas[int(self.grid[max(index - 1, 0)])])
 
+    def _direction_eps(self, sample, index: int, **_):
+        """The noise DDIM renoises with, when not the guided prediction's (None): CFG++'s (ddim_cfgpp.py)."""
+        return None
+
     def _eps(self, model_output, sample, index: int):
         alpha = float(self.alphas_cumprod.double()[int(self.grid[index])])
         return as_epsilon(model_output, sample, alpha, self.config.prediction_type)
 
     def step(self, model_output, timestep, sample, eta: float | None = None, generator=None, return_dict: bool = True,
-             **_):
+             **kwargs):
         index = len(self.grid) - 1 - self._calls
         self._calls += 1
         alpha, alpha_prev = self._alphas(index)
@@ -140,7 +146,9 @@ class A1111DDIMScheduler(DDIMScheduler):
         noise = None
         if sigma:
             noise = randn_tensor(sample.shape, generator=generator, device=sample.device, dtype=sample.dtype)
-        x_prev, pred_x0 = ddim_update(sample, self._eps(model_output, sample, index), alpha, alpha_prev, sigma, noise)
+        direction = self._direction_eps(sample, index, **kwargs)
+        x_prev, pred_x0 = ddim_update(sample, self._eps(model_output, sample, index), alpha, alpha_prev, sigma, noise,
+                                      direction)
         output = TimestepStepOutput(prev_sample=x_prev.to(sample.dtype), pred_original_sample=pred_x0.to(sample.dtype))
         return output if return_dict else (output.prev_sample,)
 

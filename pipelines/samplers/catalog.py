@@ -17,10 +17,11 @@ DPMSolverSinglestepScheduler is not ancestral (adds no noise). So does "Euler a"
 "DPM++ 3M SDE" is mixkit's own (dpmpp_3m_sde.py): diffusers' third-order "sde-dpmsolver++" update
 weights the second difference by (..) - 0.5 where k-diffusion's `sample_dpmpp_3m_sde` uses (..) + 0.5.
 "Restart" (restart.py) and "DPM fast" (dpm_fast.py) have no diffusers counterpart; their model calls are
-planned from the schedule ahead of sampling (planned_walk.py).
+planned from the schedule ahead of sampling (planned_walk.py). "DPM adaptive" (dpm_adaptive.py) decides each call
+as it goes, from its error estimate over the batch. "DDIM CFG++" (ddim_cfgpp.py) is A1111's DDIM renoised with the
+unconditional prediction, which the denoising loop hands it apart from the guided one.
 
-Refused with a reason (REFUSED_SAMPLERS): "DPM adaptive", whose calls depend on the sample, and "DDIM CFG++", which
-needs the unconditional prediction apart from the guided one. Unknown here: "Heun PP2" (later A1111 versions).
+Unknown here: "Heun PP2" (later A1111 versions).
 """
 
 from __future__ import annotations
@@ -134,6 +135,14 @@ _register(SamplerSpec(
     stochastic=True, ancestral=True, noise_source="generator",
 ))
 _register(SamplerSpec(
+    # mixkit's own (dpm_adaptive.py): model calls decided by its error control, ancestral at A1111's eta (1 by
+    # default); like DPM fast it takes no scheduler option and runs over A1111's sigma range.
+    "DPM adaptive", "DPMAdaptiveScheduler", aliases=("k_dpm_ad",),
+    eta_default=1.0,
+    config_overrides=_EULER, schedule_types=_K_SCHEDULES, default_schedule="Uniform",
+    stochastic=True, ancestral=True, noise_source="generator", calls_planned=False,
+))
+_register(SamplerSpec(
     # mixkit's own (restart.py): A1111's sd_samplers_extra.restart_sampler, Karras by default, Heun's call count
     # (2 * steps - 1), restart noise from the image's generator; A1111 passes it neither eta nor s_noise.
     "Restart", "RestartScheduler", aliases=("restart",),
@@ -147,6 +156,13 @@ _register(SamplerSpec(
     # one, ending at t = 1; eta 0, no clipping.
     config_overrides={"set_alpha_to_one": False, "clip_sample": False, "thresholding": False},
     max_steps=999, min_steps=2, mask_before_denoising=True,
+))
+_register(SamplerSpec(
+    # mixkit's subclass of A1111's DDIM (ddim_cfgpp.py): renoises with the unconditional prediction, CFG scale / 12.5
+    "DDIM CFG++", "A1111DDIMCFGPPScheduler", aliases=("ddim_cfgpp",),
+    eta_default=0.0, eta_infotext_key="Eta DDIM",  # A1111 passes its eta_ddim to ddim_cfgpp too
+    config_overrides={"set_alpha_to_one": False, "clip_sample": False, "thresholding": False},
+    max_steps=999, min_steps=2, mask_before_denoising=True,  # as DDIM
 ))
 _register(SamplerSpec(
     "PLMS", "A1111PLMSScheduler", aliases=("plms",),
@@ -175,25 +191,8 @@ _register(SamplerSpec(
 ))
 
 # A1111 samplers mixkit cannot run as A1111 does, by name and alias (casefolded): why, and what to use instead.
-REFUSED_SAMPLERS = {
-    name.casefold(): (
-        "Sampler 'DPM adaptive' (k_dpm_ad) is not supported: k-diffusion's adaptive DPM-Solver chooses each step "
-        "size from an error estimate over the whole batch's latents and retries rejected steps, so where and how "
-        "often it calls the model depends on the sample itself and on the other images of the batch, which "
-        "mixkit's step-by-step sampling loop (one planned list of model calls, each image independent) cannot "
-        "reproduce. Use 'DPM fast' (DPM-Solver at a fixed step count) or 'DPM++ 2M' instead."
-    )
-    for name in ("DPM adaptive", "k_dpm_ad")
-} | {
-    name.casefold(): (
-        "Sampler 'DDIM CFG++' (ddim_cfgpp) is not supported: CFG++ (Chung et al., 2024) takes the denoised estimate "
-        "from the guided noise prediction but renoises each DDIM step with the unconditional prediction alone (A1111 "
-        "also divides the CFG scale by 12.5), so the sampler needs the conditional and unconditional predictions "
-        "separately, while mixkit's samplers receive only the combined classifier-free-guidance prediction. Use "
-        "'DDIM' (at a usual CFG scale such as 7) instead."
-    )
-    for name in ("DDIM CFG++", "ddim_cfgpp")
-}
+# None at present (DPM adaptive and DDIM CFG++ were, until mixkit ran them); `refusal_reason` stays for the next one.
+REFUSED_SAMPLERS: dict[str, str] = {}
 
 _ALIASES = {alias.casefold(): name for name, spec in SAMPLERS.items() for alias in spec.aliases}
 

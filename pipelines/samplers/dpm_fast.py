@@ -87,6 +87,18 @@ def dpm_solver_stage(order: int, stage: int, x, eps: list, step: FastStep):
             - sigma_2 * (r2 / r1) * (torch.expm1(r2 * h) / (r2 * h) - 1) * (eps[1] - eps[0]))
 
 
+def a1111_dpm_sigma_range(scheduler, sigmas: torch.Tensor, img2img: bool) -> tuple[float, float, int]:
+    """(sigma_min, sigma_max, n) A1111 hands DPM fast and DPM adaptive for the walk's schedule `sigmas`.
+
+    img2img (`sample_img2img`): the tail's first and last positive sigma, n = its steps. txt2img (`sample`): the
+    model's whole training range (its float32 sigmas), n = the step count, whatever the schedule type."""
+    if img2img:
+        return float(sigmas[-2]), float(sigmas[0]), len(sigmas) - 1
+    alphas = scheduler.alphas_cumprod.to(torch.float32)
+    training = ((1 - alphas) / alphas) ** 0.5
+    return float(training[0]), float(training[-1]), scheduler.num_inference_steps
+
+
 class DPMFastScheduler(PlannedWalkScheduler):
     """DPM-Solver-Fast over `dpm_fast_steps`, A1111's eta and s_noise; ends at sigma_min."""
 
@@ -94,12 +106,7 @@ class DPMFastScheduler(PlannedWalkScheduler):
     s_noise = 1.0  # A1111's "Sigma noise"
 
     def plan(self, sigmas: torch.Tensor, img2img: bool) -> torch.Tensor:
-        if img2img:  # A1111's sample_img2img: the tail's first and last positive sigma, one call per step
-            sigma_min, sigma_max, n = float(sigmas[-2]), float(sigmas[0]), len(sigmas) - 1
-        else:  # A1111's sample: the model's whole range in `steps` calls
-            alphas = self.alphas_cumprod.to(torch.float32)
-            training = ((1 - alphas) / alphas) ** 0.5
-            sigma_min, sigma_max, n = float(training[0]), float(training[-1]), self.num_inference_steps
+        sigma_min, sigma_max, n = a1111_dpm_sigma_range(self, sigmas, img2img)
         self._steps = dpm_fast_steps(sigma_min, sigma_max, n, self.eta)
         self._calls = [(k, stage) for k, step in enumerate(self._steps) for stage in range(step.order)]
         self._start, self._eps = None, []

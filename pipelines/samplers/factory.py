@@ -14,6 +14,8 @@ from pipelines.samplers.a1111_unipc import A1111UniPCScheduler
 from pipelines.samplers.catalog import SAMPLERS, find_sampler, refusal_reason
 from pipelines.samplers.custom_sigmas import with_sigma_schedule
 from pipelines.samplers.dpm2_ancestral import KDPM2AncestralEtaScheduler
+from pipelines.samplers.ddim_cfgpp import A1111DDIMCFGPPScheduler
+from pipelines.samplers.dpm_adaptive import DPMAdaptiveScheduler
 from pipelines.samplers.dpm_fast import DPMFastScheduler
 from pipelines.samplers.dpmpp_2m_sde import BrownianDPMSolverMultistepScheduler
 from pipelines.samplers.dpmpp_3m_sde import BrownianDPMSolverPlusPlus3MSDEScheduler
@@ -47,8 +49,9 @@ MODEL_SCHEDULE_KEYS = (
 # Schedulers mixkit adds where diffusers has no faithful counterpart; the rest come from diffusers.
 MIXKIT_SCHEDULERS = {
     cls.__name__: cls for cls in (
-        A1111DDIMScheduler, A1111LCMScheduler, A1111PLMSScheduler, A1111UniPCScheduler,
-        BrownianDPMSolverMultistepScheduler, BrownianDPMSolverPlusPlus3MSDEScheduler, DPMFastScheduler,
+        A1111DDIMCFGPPScheduler, A1111DDIMScheduler, A1111LCMScheduler, A1111PLMSScheduler, A1111UniPCScheduler,
+        BrownianDPMSolverMultistepScheduler, BrownianDPMSolverPlusPlus3MSDEScheduler, DPMAdaptiveScheduler,
+        DPMFastScheduler,
         DPMSolverPlusPlus2SAncestralScheduler, DPMSolverSDEEtaScheduler, EulerAncestralAnyScheduleScheduler,
         KDPM2AncestralEtaScheduler, LMSScheduler, RestartScheduler,
     )

@@ -1,5 +1,5 @@
-"""A1111's DPM++ 3M SDE, Restart and DPM fast end to end on the tiny SD1 model: txt2img, img2img, hires fix,
-progress, model-call counts and the infotext round trip; DPM adaptive refused before any work."""
+"""A1111's DPM++ 3M SDE, Restart, DPM fast, DPM adaptive and DDIM CFG++ end to end on the tiny SD1 model: txt2img,
+img2img, hires fix, progress, model-call counts and the infotext round trip."""
 
 import numpy as np
 import pytest
@@ -12,9 +12,10 @@ from pipelines.infotext_samplers import sampler_and_schedule
 
 from .unet_spy import recorded_unet_contexts
 
-NEW = ["DPM++ 3M SDE", "Restart", "DPM fast"]
+NEW = ["DPM++ 3M SDE", "Restart", "DPM fast", "DPM adaptive", "DDIM CFG++"]
 SMALL = dict(prompt="a red circle", width=64, height=64, seed=5)
-DEFAULT_SCHEDULES = {"DPM++ 3M SDE": "Exponential", "Restart": "Karras", "DPM fast": "Uniform"}
+DEFAULT_SCHEDULES = {"DPM++ 3M SDE": "Exponential", "Restart": "Karras", "DPM fast": "Uniform",
+                     "DPM adaptive": "Uniform", "DDIM CFG++": "Automatic"}
 
 
 def px(image):
@@ -51,7 +52,7 @@ def test_model_calls_and_progress_count_a1111s_steps(sd1_pipe, sampler, steps, c
 
 
 @pytest.mark.parametrize("sampler, strength, calls", [("DPM++ 3M SDE", 0.5, 6), ("DPM fast", 0.5, 6),
-                                                      ("Restart", 0.5, 11)])
+                                                      ("Restart", 0.5, 11), ("DDIM CFG++", 0.5, 4)])
 def test_img2img_runs_a1111s_tail_of_the_schedule(sd1_pipe, sampler, strength, calls):
     i2i = ImageToImage.from_pipeline(sd1_pipe)
     init = Image.fromarray(np.random.default_rng(1).integers(0, 256, (64, 64, 3), dtype=np.uint8))
@@ -64,7 +65,7 @@ def test_img2img_runs_a1111s_tail_of_the_schedule(sd1_pipe, sampler, strength, c
     assert np.array_equal(px(result.images[0]), px(again.images[0]))
 
 
-@pytest.mark.parametrize("sampler", ["Restart", "DPM fast"])
+@pytest.mark.parametrize("sampler", ["Restart", "DPM fast", "DPM adaptive", "DDIM CFG++"])
 def test_hires_fix_second_pass(sd1_pipe, sampler):
     result = HiresFix(sd1_pipe)(prompt="a castle", seed=3, width=32, height=32, steps=3, sampler=sampler,
                                 hr_scale=2.0, hr_upscaler="Latent", hr_second_pass_steps=3, denoising_strength=0.6)
@@ -88,7 +89,33 @@ def test_eta_and_sigma_noise_are_recorded_where_a1111_passes_them(sd1_pipe):
     assert np.array_equal(px(restart.images[0]), px(sd1_pipe(**SMALL, sampler="Restart", steps=4).images[0]))
 
 
-def test_dpm_adaptive_is_refused_before_the_unet_runs(sd1_pipe, monkeypatch):
+def test_dpm_adaptive_progress_counts_the_sigma_range_walked_and_interrupts_at_an_accepted_step(sd1_pipe):
+    from pipelines.control import GenerationControl
+
+    progress = []
+    result, seen = model_calls(sd1_pipe, sd1_pipe, **SMALL, sampler="DPM adaptive", steps=6,
+                               callback=lambda p: progress.append((p.step, p.total_steps)))
+    # its calls depend on the sample (several per accepted step); progress still ends at the step count, rising
+    assert seen > 6 and progress[-1] == (6, 6) and [done for done, _ in progress] == sorted({d for d, _ in progress})
+    control = GenerationControl()
+    stopped = sd1_pipe(**SMALL, sampler="DPM adaptive", steps=6, control=control,
+                       callback=lambda p: control.interrupt() if p.step >= 2 else None)
+    assert stopped.interrupted and len(stopped.images) == 1
+
+
+def test_dpm_adaptive_with_a_refiner_is_refused_before_any_work(sd1_pipe, monkeypatch):
     monkeypatch.setattr(sd1_pipe.model.unet, "forward", lambda *a, **k: pytest.fail("the UNet ran"))
-    with pytest.raises(ValueError, match="'DPM adaptive' .* not supported.*Use 'DPM fast'"):
-        sd1_pipe(**SMALL, sampler="DPM adaptive", steps=4)
+    with pytest.raises(ValueError, match="refiner cannot run with sampler 'DPM adaptive'.*pick another sampler"):
+        sd1_pipe(**SMALL, sampler="DPM adaptive", steps=4, refiner=sd1_pipe.model)
+
+
+def test_ddim_cfgpp_renoises_with_the_negative_prompts_prediction(sd1_pipe):
+    # CFG++ at scale 1 still guides (at 1 / 12.5) and renoises with the negative prompt's prediction, so both the
+    # negative prompt and the CFG scale change the image; DDIM at scale 1 ignores the negative prompt.
+    base = sd1_pipe(**SMALL, sampler="DDIM CFG++", steps=4, cfg_scale=1.0)
+    other_negative = sd1_pipe(**SMALL, sampler="DDIM CFG++", steps=4, cfg_scale=1.0, negative_prompt="blue")
+    assert not np.array_equal(px(base.images[0]), px(other_negative.images[0]))
+    ddim = sd1_pipe(**SMALL, sampler="DDIM", steps=4, cfg_scale=1.0)
+    assert np.array_equal(px(ddim.images[0]),
+                          px(sd1_pipe(**SMALL, sampler="DDIM", steps=4, cfg_scale=1.0, negative_prompt="blue").images[0]))
+    assert "Sampler: DDIM CFG++," in base.infotexts[0] and "CFG scale: 1," in base.infotexts[0]  # as given

@@ -145,7 +145,8 @@ def test_every_registered_sampler_generates_and_reproduces_per_seed(sd1_pipe, sa
     single = sd1_pipe(prompt="a cat", seed=51, sampler=sampler, **SMALL)
     arrays = [pixels(image) for image in batch.images]
     assert all(np.isfinite(a).all() for a in arrays)
-    assert np.abs(arrays[1] - pixels(single.images[0])).max() <= 1
+    if sampler != "DPM adaptive":  # its batch shares one step-size controller, as in A1111 (dpm_adaptive.py)
+        assert np.abs(arrays[1] - pixels(single.images[0])).max() <= 1
     assert f"Sampler: {sampler}," in batch.infotexts[0]
     assert sd1_pipe.model.scheduler_config == config_before  # samplers never change the model's own schedule
 

@@ -247,18 +247,16 @@ def test_a_paste_says_what_is_wrong_with_a_value_and_names_schedules_it_cannot_s
     assert "schedule_type" not in values and "Schedule type 'Turbo' is not an A1111 schedule type" in notes[-1]
 
 
-def test_a_pasted_dpm_adaptive_says_why_it_is_refused_and_the_other_a1111_samplers_paste():
+def test_a_pasted_dpm_adaptive_or_ddim_cfgpp_pastes_and_an_unknown_sampler_says_so():
     text = "cat\nSteps: 20, Sampler: DPM adaptive, CFG scale: 7, Seed: 5, Size: 512x512, RNG: CPU"
-    names = ["Euler", "DPM++ 3M SDE", "Restart", "DPM fast"]
-    values, notes = infotext_to_form_values(text, GenerationLimits(), names, ["Automatic"])
-    assert "sampler" not in values and len(notes) == 1
-    assert notes[0].startswith("Sampler 'DPM adaptive' (k_dpm_ad) is not supported: ")
-    assert notes[0].endswith("Use 'DPM fast' (DPM-Solver at a fixed step count) or 'DPM++ 2M' instead. Kept the "
-                             "current sampler.")
-    for sampler in ("DPM++ 3M SDE", "Restart", "DPM fast"):
-        values, _ = infotext_to_form_values(text.replace("DPM adaptive", sampler), GenerationLimits(), names,
+    names = ["Euler", "DPM adaptive", "DDIM CFG++"]
+    for sampler in ("DPM adaptive", "DDIM CFG++"):
+        values, notes = infotext_to_form_values(text.replace("DPM adaptive", sampler), GenerationLimits(), names,
+                                                ["Automatic"])
+        assert values["sampler"] == sampler and notes == []
+    values, notes = infotext_to_form_values(text.replace("DPM adaptive", "Heun PP2"), GenerationLimits(), names,
                                             ["Automatic"])
-        assert values["sampler"] == sampler
+    assert "sampler" not in values and notes == ["Sampler 'Heun PP2' is not available here; kept the current sampler."]
 
 
 def test_a_prompt_without_parameters_gets_no_rng_note():

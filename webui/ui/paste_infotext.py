@@ -83,7 +83,7 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
         else:
             from pipelines.samplers.catalog import refusal_reason
 
-            reason = refusal_reason(sampler)  # A1111's DPM adaptive: say why, not just "not available"
+            reason = refusal_reason(sampler)  # an A1111 sampler refused here: say why, not just "not available"
             notes.append(f"{reason} Kept the current sampler." if reason else
                          f"Sampler {sampler!r} is not available here; kept the current sampler.")
     written_schedule = written.get("Schedule type")

@@ -22,8 +22,10 @@ def _step(x, e, a, a_prev):
 
 
 def ddim(model, x: torch.Tensor, timesteps: list[int], alphas: torch.Tensor, calls: list | None = None,
-         eta: float = 0.0, generator: torch.Generator | None = None):
-    """With `eta` > 0, noise of std eta * sqrt((1 - a_prev) / (1 - a) * (1 - a / a_prev)) drawn in float32 each step."""
+         eta: float = 0.0, generator: torch.Generator | None = None, renoise_model=None):
+    """With `eta` > 0, noise of std eta * sqrt((1 - a_prev) / (1 - a) * (1 - a / a_prev)) drawn in float32 each step.
+
+    `renoise_model`: A1111's ddim_cfgpp, whose direction term takes this (the uncond) noise instead of `model`'s."""
     for index in range(len(timesteps) - 1, 0, -1):
         t = timesteps[index]
         if calls is not None:
@@ -32,7 +34,8 @@ def ddim(model, x: torch.Tensor, timesteps: list[int], alphas: torch.Tensor, cal
         e = model(x, t)
         sigma = eta * ((1 - a_prev) / (1 - a) * (1 - a / a_prev)) ** 0.5
         pred_x0 = (x - (1 - a) ** 0.5 * e) / a**0.5
-        x = a_prev**0.5 * pred_x0 + (1 - a_prev - sigma**2) ** 0.5 * e
+        direction = e if renoise_model is None else renoise_model(x, t)
+        x = a_prev**0.5 * pred_x0 + (1 - a_prev - sigma**2) ** 0.5 * direction
         if eta:
             x = x + sigma * torch.randn(x.shape, generator=generator, dtype=torch.float32).double()
     return x

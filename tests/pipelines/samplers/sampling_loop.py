@@ -8,6 +8,7 @@ import functools
 import torch
 
 from pipelines.samplers import extra_step_kwargs, initial_noise_scale, make_scheduler, seed_brownian_noise, start_at_first_step
+from pipelines.samplers.dpm_adaptive import model_call_timesteps
 
 from .kdiffusion_reference import SD2_V_SCHEDULER_CONFIG, SD15_SCHEDULER_CONFIG
 
@@ -35,7 +36,7 @@ def run_sampler(scheduler, model, latents: torch.Tensor, steps: int, generator=N
         seed_brownian_noise(scheduler, seeds)
     x = latents * initial_noise_scale(scheduler)
     kwargs = extra_step_kwargs(scheduler, generator)
-    for t in scheduler.timesteps:
+    for t in model_call_timesteps(scheduler):  # DPM adaptive decides each call as it goes
         model_input = scheduler.scale_model_input(x, t)
         x = scheduler.step(model(model_input, t), t, x, **kwargs).prev_sample
     return x

@@ -141,17 +141,22 @@ def test_list_samplers_is_shaped_like_the_a1111_api():
     assert by_name["DPM2"]["options"]["discard_next_to_last_sigma"] is True  # A1111's own option key
     assert [name for name, item in by_name.items() if "discard_next_to_last_sigma" in item["options"]] == [
         "DPM++ 3M SDE", "DPM2", "DPM2 a"]
-    # A1111 1.10's order (its samplers_k_diffusion, then the timestep samplers); DPM adaptive is refused here
+    # A1111 1.10's order (its samplers_k_diffusion, then the timestep samplers)
     assert SAMPLERS.names() == ["DPM++ 2M", "DPM++ SDE", "DPM++ 2M SDE", "DPM++ 2M SDE Heun", "DPM++ 2S a",
                                 "DPM++ 3M SDE", "Euler a", "Euler", "LMS", "Heun", "DPM2", "DPM2 a", "DPM fast",
-                                "Restart", "DDIM", "PLMS", "UniPC", "LCM"]
+                                "DPM adaptive", "Restart", "DDIM", "DDIM CFG++", "PLMS", "UniPC", "LCM"]
     assert "scheduler" not in by_name["Euler"]["options"]
 
 
-@pytest.mark.parametrize("name", ["DDIM CFG++", "ddim_cfgpp", "ddim cfg++"])
-def test_ddim_cfgpp_is_refused_with_the_reason(name):
-    # A1111's sd_samplers_timesteps: ('DDIM CFG++', ddim_cfgpp, ['ddim_cfgpp'], {}); its renoise step uses the
-    # unconditional prediction, which mixkit's samplers never see apart from the guided one.
-    with pytest.raises(ValueError, match=r"'DDIM CFG\+\+' \(ddim_cfgpp\) is not supported: .*unconditional .* Use 'DDIM'"):
-        resolve_sampler(name)
-    assert "DDIM CFG++" not in [item["name"] for item in list_samplers()]
+@pytest.mark.parametrize("name, alias, options", [
+    # A1111 1.10: ('DPM adaptive', 'sample_dpm_adaptive', ['k_dpm_ad'], {"uses_ensd": True}) and, in
+    # sd_samplers_timesteps, ('DDIM CFG++', ddim_cfgpp, ['ddim_cfgpp'], {})
+    ("DPM adaptive", "k_dpm_ad", {"uses_ensd": True}),
+    ("DDIM CFG++", "ddim_cfgpp", {}),
+])
+def test_formerly_refused_samplers_are_listed_as_a1111_lists_them(name, alias, options):
+    item = {item["name"]: item for item in list_samplers()}[name]
+    assert item["aliases"] == [alias]
+    assert {key: value for key, value in item["options"].items() if key not in ("schedule_types", "stochastic")} \
+        == options
+    assert resolve_sampler(alias)[0].name == name and resolve_sampler(name.lower())[0].name == name

@@ -70,10 +70,3 @@ def test_registered_as_a1111_lists_it():
     assert item["aliases"] == ["k_dpm_fast"]
     # A1111 1.10: ('DPM fast', 'sample_dpm_fast', ['k_dpm_fast'], {"uses_ensd": True})
     assert item["options"]["uses_ensd"] is True and "scheduler" not in item["options"]
-
-
-@pytest.mark.parametrize("name", ["DPM adaptive", "k_dpm_ad", "dpm adaptive", "DPM adaptive Karras"])
-def test_dpm_adaptive_is_refused_with_the_reason(name):
-    with pytest.raises(ValueError, match="'DPM adaptive' .* is not supported: .* error estimate .* Use 'DPM fast'"):
-        resolve_sampler(name)
-    assert "DPM adaptive" not in [item["name"] for item in list_samplers()]
