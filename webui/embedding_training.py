@@ -29,7 +29,7 @@ A1111_TRAIN_DEFAULTS: dict[str, object] = {
     "clip_grad_value": "0.1", "shuffle_tags": False, "tag_drop_out": 0.0, "latent_sampling_method": "random",
     "use_weight": False, "create_image_every": 0, "save_embedding_every": 0, "template_filename": "style_filewords.txt",
     "save_image_with_stored_embedding": False, "preview_from_txt2img": False, "preview_prompt": "",
-    "preview_negative_prompt": "", "preview_steps": 20, "preview_sampler_name": "DDIM", "preview_scheduler": "",
+    "preview_negative_prompt": "", "preview_steps": 20, "preview_sampler_name": "DDIM",
     "preview_cfg_scale": 7.0, "preview_seed": -1, "preview_width": 512, "preview_height": 512,
 }
 REQUIRED_FIELDS = ("embedding_name", "data_root", "steps")
@@ -41,7 +41,7 @@ FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "create_image_every": (int,), "save_embedding_every": (int,), "template_filename": (str,),
     "save_image_with_stored_embedding": (bool,), "preview_from_txt2img": (bool,), "preview_prompt": (str,),
     "preview_negative_prompt": (str,), "preview_steps": (int,), "preview_sampler_name": (str,),
-    "preview_scheduler": (str,), "preview_cfg_scale": (int, float), "preview_seed": (int,), "preview_width": (int,),
+    "preview_cfg_scale": (int, float), "preview_seed": (int,), "preview_width": (int,),
     "preview_height": (int,),
 }
 # Older A1111 releases name the preview sampler by its index in their sampler list; that list is not this server's.
@@ -132,8 +132,6 @@ def preview_prompts(fields: TrainEmbeddingFields, name: str, template: tuple[str
         return [template[0].replace("[name]", name).replace("[filewords]", "").strip(" ,")]
     _refuse_unless(fields["preview_sampler_name"].lower() == "ddim", "preview_sampler_name",
                    fields["preview_sampler_name"], "training previews are drawn with DDIM; send 'DDIM'")
-    _refuse_unless(fields["preview_scheduler"] in ("", "Automatic"), "preview_scheduler", fields["preview_scheduler"],
-                   "training previews use DDIM's own timesteps; send 'Automatic'")
     seed = fields["preview_seed"] if fields["preview_seed"] >= 0 else random.randrange(2**32)  # A1111's -1: random
     prompt = fields["preview_prompt"].strip() or name
     options = [f"--w {fields['preview_width']}", f"--h {fields['preview_height']}", f"--s {fields['preview_steps']}",
@@ -189,4 +187,6 @@ def training_config(fields: TrainEmbeddingFields, *, model: str, dataset: Path, 
 
 def run_folder(output_dir: Path, name: str) -> Path:
     """A1111's log folder of a run: `<output dir>/textual_inversion/<YYYY-MM-DD>/<name>/`."""
+    if name in (".", ".."):  # a file named "...pt" would name a folder above the run's
+        raise ValueError(f"embedding {name!r} cannot name a run folder; rename its file")
     return output_dir / LOG_DIRECTORY / datetime.date.today().isoformat() / name

@@ -35,6 +35,7 @@ def folders(tmp_path_factory):
     write_squares(root / "data" / "squares")
     (root / "elsewhere").mkdir()
     write_squares(root / "elsewhere" / "private")
+    (root / "data" / "link").symlink_to(root / "elsewhere" / "private")
     return root
 
 
@@ -146,6 +147,8 @@ def test_train_embedding_trains_the_file_which_prompts_then_use(client, server, 
 @pytest.mark.parametrize("change, says", [
     ({"data_root": "../elsewhere/private"}, "outside the server's training data folder"),
     ({"data_root": "/etc"}, "outside the server's training data folder"),
+    ({"data_root": "link"}, "outside the server's training data folder"),  # a symlink out of it
+    ({"preview_sampler_index": 0}, "send preview_sampler_name"),
     ({"data_root": "missing"}, "is not a folder"),
     ({"embedding_name": "nobody"}, "unknown embedding 'nobody'"),
     ({"hypernetwork_name": "x"}, "unknown field(s) hypernetwork_name"),
@@ -199,3 +202,17 @@ def test_training_is_refused_without_a_training_data_folder(tiny_sd1_dir, tmp_pa
         assert http.post("/sdapi/v1/create/embedding", json={"name": "a"}).status_code == 200
         response = http.post("/sdapi/v1/train/embedding", json={**TRAIN, "embedding_name": "a", "steps": 1})
         assert response.status_code == 422 and "--training-data-dir" in response.json()["detail"]
+
+
+def test_create_image_every_draws_previews_into_the_run_folder(client, folders):
+    assert client.post("/sdapi/v1/create/embedding", json={"name": "shown", "init_text": "red"}).status_code == 200
+    preview = {"create_image_every": 1, "preview_from_txt2img": True, "preview_prompt": "a shown square",
+               "preview_negative_prompt": "blurry", "preview_steps": 2, "preview_sampler_name": "DDIM",
+               "preview_cfg_scale": 3.0, "preview_seed": 5, "preview_width": 64, "preview_height": 64}
+    refused = client.post("/sdapi/v1/train/embedding", json={**TRAIN, "embedding_name": "shown", "steps": 2, **preview,
+                                                             "preview_sampler_name": "Euler a"})
+    assert refused.status_code == 422 and "DDIM" in refused.json()["detail"]
+    response = client.post("/sdapi/v1/train/embedding", json={**TRAIN, "embedding_name": "shown", "steps": 2, **preview})
+    assert response.status_code == 200, response.text
+    images = sorted((folders / "outputs" / "textual_inversion").glob("*/shown/**/*.png"))
+    assert len(images) == 2 and Image.open(images[0]).size == (64, 64)
