@@ -13,7 +13,7 @@ from pathlib import Path
 import gradio as gr
 from webui.server_state import ServerState
 from webui.ui.errors import failed, refused
-from webui.ui.generate_tab import POLL_SECONDS, progress_html
+from webui.ui.generate_tab import POLL_SECONDS, progress_html, status_text
 from webui.worker import QueueFullError
 
 # The tab's fields, in A1111's train_embedding names, in the order the Train button sends them.
@@ -56,11 +56,8 @@ def train_fields(values: dict) -> dict:
 def training_status(state: ServerState, job) -> tuple[float, str]:
     """(fraction, "Step 3/100, ETA 40s") for a training job, or its place in the queue."""
     snapshot = state.worker.progress()
-    if snapshot.job_number != job.number:
-        ahead = state.worker.jobs_ahead(job)
-        return 0.0, (f"Waiting in queue ({ahead} job(s) ahead)" if ahead else "Starting...")
-    if not snapshot.total_steps:
-        return 0.0, "Preparing the dataset..."
+    if snapshot.job_number != job.number or not snapshot.total_steps:
+        return status_text(state, job)  # waiting in the queue, or starting (reading the dataset)
     return snapshot.fraction, f"Step {snapshot.step}/{snapshot.total_steps}, ETA {snapshot.eta_seconds:.0f}s"
 
 
