@@ -1,15 +1,39 @@
-"""`GET /sdapi/v1/embeddings`: the textual-inversion embeddings a prompt may name on this server."""
+"""`/sdapi/v1/embeddings` (the textual-inversion embeddings a prompt may name on this server) and A1111's
+`/sdapi/v1/create/embedding` and `/sdapi/v1/train/embedding` (see `webui.embedding_jobs`)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import logging
+
+from fastapi import APIRouter, Body, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
 
 from webui.embedding_list import embeddings_response
+from webui.http_guards import AUTH_USER_KEY
 from webui.server_state import ServerState
+from webui.worker import QueueFullError
+
+logger = logging.getLogger(__name__)
+
+
+class CreateEmbeddingRequest(BaseModel):
+    """A1111's create_embedding arguments. Unlike the generation requests, an unknown key is refused (422 naming
+    it): a misspelt `overwrite_old` must not silently keep or replace a file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    num_vectors_per_token: int = 1
+    overwrite_old: bool = False
+    init_text: str = "*"
 
 
 def build_embeddings_router(state: ServerState) -> APIRouter:
+    from webui.api import ClientGone, queue_full, unprocessable, wait_for_job
+    from webui.embedding_jobs import create_embedding, submit_embedding_training
+
     router = APIRouter()
 
     def listing() -> dict:
@@ -27,5 +51,37 @@ def build_embeddings_router(state: ServerState) -> APIRouter:
     async def refresh_embeddings():
         await run_in_threadpool(state.refresh_embeddings)
         return {}
+
+    @router.post("/sdapi/v1/create/embedding")
+    async def create(body: CreateEmbeddingRequest):
+        try:
+            path = await run_in_threadpool(create_embedding, state, body.name,
+                                           num_vectors_per_token=body.num_vectors_per_token,
+                                           init_text=body.init_text, overwrite_old=body.overwrite_old)
+        except (ValueError, TypeError) as error:
+            raise unprocessable(error) from None
+        return {"info": f"create embedding filename: {path}"}  # A1111's CreateResponse
+
+    @router.post("/sdapi/v1/train/embedding")
+    async def train(request: Request, body: dict = Body(...)):
+        try:
+            job = await run_in_threadpool(submit_embedding_training, state, body,
+                                          owner=request.scope.get(AUTH_USER_KEY))
+        except QueueFullError as error:
+            raise queue_full(error) from None
+        except (ValueError, TypeError) as error:
+            raise unprocessable(error) from None
+        try:
+            trained = await wait_for_job(job, request, state)
+        except (ValueError, TypeError, KeyError, FileNotFoundError) as error:
+            raise unprocessable(error) from None
+        except ClientGone:
+            raise
+        except Exception as error:  # a bug or a broken model: A1111's error shape, and the server lives on
+            logger.exception("train embedding failed")
+            return JSONResponse(status_code=500, content={"error": type(error).__name__, "detail": str(error),
+                                                          "body": "", "errors": f"train embedding failed: {error}"})
+        # A1111's TrainResponse, also after an Interrupt (the file then holds the steps done).
+        return {"info": f"train embedding complete: filename: {trained.filename} error: None"}
 
     return router

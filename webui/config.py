@@ -18,6 +18,9 @@ class ServerConfig:
     output_dir: str = "outputs"
     lora_dir: str | None = None
     embeddings_dir: str | None = None
+    # The only folder whose subfolders remote clients may name as training datasets (`--training-data-dir`); None:
+    # training refused. Create/train embedding write into `embeddings_dir` and `output_dir` only.
+    training_data_dir: str | None = None
     styles_file: str | None = None  # an A1111 styles.csv for requests' `styles` and /sdapi/v1/prompt-styles
     vae_dir: str | None = None  # VAE files / diffusers VAE folders offered as `sd_vae`
     controlnet_dir: str | None = None
@@ -70,5 +73,11 @@ def check_server_config(config: ServerConfig) -> None:
         raise ValueError(f"port must be an integer in [0, 65535] (0 = any free port), got {config.port!r}.")
     if isinstance(config.queue_size, bool) or not isinstance(config.queue_size, int) or not 0 <= config.queue_size <= 1000:
         raise ValueError(f"queue size must be an integer in [0, 1000], got {config.queue_size!r}.")
+    if config.training_data_dir is not None:
+        from pathlib import Path
+
+        if not Path(config.training_data_dir).expanduser().is_dir():
+            raise ValueError(f"--training-data-dir {config.training_data_dir!r} is not a folder; create it or fix the "
+                             "path.")
     if not config.models and not config.models_dir:
         raise ValueError("No model to serve: pass --model (a diffusers folder, .safetensors file or hub id) or --models-dir.")

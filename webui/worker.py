@@ -256,7 +256,9 @@ class GenerationWorker:
 
     def _on_step(self, state: StepProgress) -> None:
         preview = None
-        if self.preview_every and (state.step % self.preview_every == 0 or state.step == state.total_steps):
+        # A training job reports steps without latents: nothing to preview.
+        if state.latents is not None and self.preview_every and (
+                state.step % self.preview_every == 0 or state.step == state.total_steps):
             preview = state.latents.detach().to("cpu", copy=True)
         with self._condition:
             progress = self._progress

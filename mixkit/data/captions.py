@@ -4,11 +4,12 @@ kohya's convention: `photo.png` is captioned by `photo<caption_extension>` next 
 `--caption_extension` defaults to `.caption`; mixkit's to `.txt`, the extension tagging tools
 (WD14 tagger, BLIP captioners in kohya_ss' GUI) write and mixkit always read, so existing mixkit
 datasets keep their captions. Without a caption file, kohya falls back to the folder's concept
-name with a warning; mixkit lets the user choose that, an empty caption, or a hard error, by name.
+name with a warning; mixkit lets the user choose that, an empty caption, the file's name (A1111's), or a hard error, by name.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -50,6 +51,13 @@ def caption_from_folder(image: Path, concept: str, extension: str = ".txt") -> s
 def caption_empty(image: Path, concept: str, extension: str = ".txt") -> str:
     """Train the image unconditionally (empty prompt)."""
     return ""
+
+
+@MISSING_CAPTION_POLICIES.register("file_name")
+def caption_from_file_name(image: Path, concept: str, extension: str = ".txt") -> str:
+    """Use the image's file name without its extension and leading numbering (`003-a red ball.png` -> `a red ball`),
+    as A1111's Train tab captions an image without a caption file (its `[filewords]`)."""
+    return re.sub(r"^[-\d]+\s*", "", image.stem).strip()
 
 
 @MISSING_CAPTION_POLICIES.register("error")

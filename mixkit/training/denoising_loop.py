@@ -90,7 +90,8 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
                        result, after_optimizer_step: Callable[[], None] | None = None,
                        after_step: Callable[[int, float, float, float], None] | None = None,
                        prior_reference: Callable[..., torch.Tensor] | None = None,
-                       rewrite_captions: Callable[[list[str], int], list[str]] | None = None) -> int:
+                       rewrite_captions: Callable[[list[str], int], list[str]] | None = None,
+                       should_stop: Callable[[], bool] | None = None) -> int:
     """Train from `step` to `stop_at_step` or `config.max_steps`; appends losses and checkpoints to `result`.
 
     `prior_reference(noisy, timesteps, captions, original_sizes, crops)`, when given, is the frozen base
@@ -104,6 +105,10 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
 
     `rewrite_captions(captions, micro-batch index)`, when given, makes each micro-batch's training captions from
     its (augmented) captions, drawing from the run-wide index so resume stays exact (textual inversion's templates).
+
+    `should_stop()`, when given, is asked before each optimizer step; True ends the loop there (a web UI's Interrupt,
+    from another thread). The caller tells an early end by the returned step. One process only: with several, each
+    would have to see the same answer at the same step.
     """
     from diffusers import DDPMScheduler
     from tqdm.auto import tqdm
@@ -130,7 +135,7 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
     end = stop_at_step or config.max_steps
     bar = tqdm(total=config.max_steps, initial=step, disable=not accelerator.is_local_main_process, desc="train")
     tick = time.perf_counter()
-    while step < end:
+    while step < end and not (should_stop is not None and should_stop()):
         step_loss = 0.0
         epoch, positions = step_micro_batches(step, batches_per_epoch, accum, world)
         # An epoch's last step may accumulate fewer than `accum` micro-batches (kohya's epochs, `run_schedule`);

@@ -63,6 +63,7 @@ class TrainingResult:
     seconds: float = 0.0
     intermediate_outputs: list[Path] = field(default_factory=list)  # files written by `save_every_n_steps`
     validation_losses: list[tuple[int, float]] = field(default_factory=list)  # (step, held-out loss)
+    interrupted: bool = False  # ended before its last step because the caller's `should_stop` said so
 
 
 def intermediate_output(output: str | Path, suffix: str) -> Path:

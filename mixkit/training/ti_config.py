@@ -41,6 +41,8 @@ class SDTextualInversionConfig(SDRunOptions, JsonConfig):
     use_object_template: bool = False
     use_style_template: bool = False
     template_file: str | None = None
+    # Or one of A1111's template files by name (`ti_templates.NAMED_TEMPLATES`: "subject_filewords.txt", ...).
+    template_name: str | None = None
     resolution: int = 512
     missing_captions: str = "folder_name"
     caption_extension: str = ".txt"
@@ -82,17 +84,21 @@ class SDTextualInversionConfig(SDRunOptions, JsonConfig):
         token = self.resolved_token_string()
         if not isinstance(token, str) or not token.strip() or token != token.strip():
             raise ValueError(f"token_string must be a word without surrounding spaces, like 'sks_dog', got {token!r}")
-        for name in ("init_word", "weights", "template_file"):
+        for name in ("init_word", "weights", "template_file", "template_name"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise ValueError(f"{name} must be a non-blank string or None, got {value!r}")
         if self.init_word is not None and self.weights is not None:
             raise ValueError("init_word and weights both set the starting vectors; keep one")
         check_bools(self, ("use_object_template", "use_style_template"))
-        chosen = [name for name in ("use_object_template", "use_style_template", "template_file")
+        chosen = [name for name in ("use_object_template", "use_style_template", "template_file", "template_name")
                   if getattr(self, name)]
         if len(chosen) > 1:
             raise ValueError(f"{' and '.join(chosen)} each choose the training captions; keep one")
+        if self.template_name is not None:
+            from mixkit.training.ti_templates import NAMED_TEMPLATES
+
+            NAMED_TEMPLATES.get(self.template_name)  # an unknown name lists the valid ones
         check_non_negative_numbers(self, ("learning_rate", "noise_offset", "min_snr_gamma"))
         check_diffusion_training(self)
         self.check_run_options()
@@ -109,8 +115,8 @@ class SDTextualInversionConfig(SDRunOptions, JsonConfig):
 
     def caption_templates(self):
         """The run's `CaptionTemplates`, or None when it trains on the captions as they are."""
-        from mixkit.training.ti_templates import (OBJECT_TEMPLATES, STYLE_TEMPLATES, CaptionTemplates,
-                                                  read_template_file)
+        from mixkit.training.ti_templates import (NAMED_TEMPLATES, OBJECT_TEMPLATES, STYLE_TEMPLATES,
+                                                  CaptionTemplates, read_template_file)
 
         if self.use_object_template:
             lines = OBJECT_TEMPLATES
@@ -118,6 +124,8 @@ class SDTextualInversionConfig(SDRunOptions, JsonConfig):
             lines = STYLE_TEMPLATES
         elif self.template_file:
             lines = read_template_file(self.template_file)
+        elif self.template_name:
+            lines = NAMED_TEMPLATES.get(self.template_name)
         else:
             return None
         return CaptionTemplates(lines, self.resolved_token_string())

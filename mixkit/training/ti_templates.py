@@ -13,6 +13,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from mixkit.registry import Registry
+
 NAME = "[name]"
 FILEWORDS = "[filewords]"
 
@@ -36,6 +38,16 @@ STYLE_TEMPLATES = tuple(text.replace("{}", NAME) for text in (
     "a close-up painting in the style of {}", "a rendition in the style of {}", "a nice painting in the style of {}",
     "a small painting in the style of {}", "a weird painting in the style of {}", "a large painting in the style of {}",
 ))
+
+
+# The template sets A1111's Train tab offers by file name (its `textual_inversion_templates` folder), built from the
+# paper's templates above: `subject` / `style` are kohya's object / style templates, the `_filewords` ones append the
+# image's caption to each, as A1111's files of that name do. Chosen by `template_name`.
+NAMED_TEMPLATES: Registry[tuple[str, ...]] = Registry("prompt template")
+NAMED_TEMPLATES.register("subject.txt", OBJECT_TEMPLATES)
+NAMED_TEMPLATES.register("subject_filewords.txt", tuple(f"{line}, {FILEWORDS}" for line in OBJECT_TEMPLATES))
+NAMED_TEMPLATES.register("style.txt", STYLE_TEMPLATES)
+NAMED_TEMPLATES.register("style_filewords.txt", tuple(f"{line}, {FILEWORDS}" for line in STYLE_TEMPLATES))
 
 
 def read_template_file(path: str | Path) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ import json
 import logging
 import time
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -58,15 +59,26 @@ def _check_captions_hold_token(records: list, config: SDTextualInversionConfig, 
 
 
 def train_textual_inversion(config: SDTextualInversionConfig, *, stop_at_step: int | None = None,
-                            model=None) -> TrainingResult:
+                            model=None, should_stop: Callable[[], bool] | None = None,
+                            on_step: Callable[[int, int, float], None] | None = None,
+                            step_offset: int = 0) -> TrainingResult:
     """Run (or resume) a textual-inversion training; writes `config.output` unless stopped early by `stop_at_step`.
 
     `stop_at_step` ends the run after that step with a checkpoint; `model` lets a caller pass an already loaded
     `DiffusionModel` (it comes back bit-identical) instead of loading `config.model`.
+
+    For a server's Train tab: `should_stop()` is asked before every step; once it says True the run ends there and
+    writes `config.output` with the vectors reached (A1111's Interrupt keeps the training done so far), or nothing
+    when no step ran (`result.interrupted` tells). `on_step(step, max_steps, loss)` reports each finished step.
+    `step_offset` is how far the starting vectors (`weights`) were already trained: the files record
+    `step_offset + step` as their step, as A1111 counts an embedding's steps across runs.
     """
 
     # 1. Validate settings and data before loading anything heavy.
     config.check()
+    if isinstance(step_offset, bool) or not isinstance(step_offset, int) or step_offset < 0:
+        raise ValueError(f"step_offset must be a whole number >= 0 (the steps the starting vectors had), got "
+                         f"{step_offset!r}")
     check_embedding_output(config.output)
     if config.weights and not Path(config.weights).expanduser().is_file():
         raise FileNotFoundError(f"weights {config.weights!r} is not a file; name the embedding (.safetensors or .pt) "
@@ -167,13 +179,15 @@ def train_textual_inversion(config: SDTextualInversionConfig, *, stop_at_step: i
         metadata["mixkit_training_config"] = json.dumps(
             without_local_paths(dataclasses.asdict(config), CONFIG_PATH_KEYS), indent=2, sort_keys=True)
         return save_embedding(cast_for_saving(vectors.file_tensors(), config.save_precision), path, metadata=metadata,
-                              name=Path(path).stem, step=at_step,
+                              name=Path(path).stem, step=step_offset + at_step,
                               checkpoint_name=getattr(model, "name", None) or Path(str(config.model)).name)
 
     saves = intermediate_saves(config, batches_per_epoch, accelerator.num_processes)
 
     def after_step(at_step: int, *logged) -> None:
         reporter(at_step, *logged)
+        if on_step is not None:
+            on_step(at_step, config.max_steps, logged[0])
         for suffix in saves.get(at_step, []) if accelerator.is_main_process else []:
             result.intermediate_outputs.append(save(intermediate_output(config.output, suffix), at_step))
 
@@ -187,12 +201,15 @@ def train_textual_inversion(config: SDTextualInversionConfig, *, stop_at_step: i
             fingerprint=fingerprint, clipped=lambda: vectors.parameters(), trainable_state=vectors.state_dict,
             result=result, after_step=after_step,
             rewrite_captions=(lambda captions, index: templates.captions(captions, config.seed, index))
-            if templates is not None else None)
+            if templates is not None else None, should_stop=should_stop)
         result.steps = step
         result.validation_losses = list(reporter.validation_losses)
+        result.interrupted = step < (stop_at_step or config.max_steps)
 
-        # 5. Write the embedding (main process only); detach so the caller's model is unchanged.
-        if step == config.max_steps and accelerator.is_main_process:
+        # 5. Write the embedding (main process only), also when interrupted after some steps (written atomically, so
+        # an Interrupt never leaves half a file); detach so the caller's model is unchanged.
+        trained = step == config.max_steps or (result.interrupted and step > result.first_step)
+        if trained and accelerator.is_main_process:
             result.output = save(config.output, step)
     finally:
         reporter.close()

@@ -25,10 +25,14 @@ from mixkit.training.text_conditioning import tokenize
 logger = logging.getLogger(__name__)
 
 
-def initial_vectors(text_encoders: list, tokenizers: list, num_vectors: int, init_word: str | None) -> list:
+def initial_vectors(text_encoders: list, tokenizers: list, num_vectors: int, init_word: str | None, *,
+                    spread: bool = False) -> list:
     """Per text encoder, the [num_vectors, dim] starting vectors: the input vectors of `init_word`'s tokens, repeated
     or cut to `num_vectors` as kohya's `--init_word` does (vector i is token i mod the token count); zeros without
-    an init word, as A1111 starts an embedding whose "Initialization text" is empty."""
+    an init word, as A1111 starts an embedding whose "Initialization text" is empty.
+
+    `spread=True` picks them as A1111's "Create embedding" does instead: vector i is token i * count // num_vectors,
+    so a long text is sampled across its whole length and a short one has each token repeated in place."""
     vectors = []
     for index, (encoder, tokenizer) in enumerate(zip(text_encoders, tokenizers)):
         table = encoder.get_input_embeddings().weight
@@ -39,6 +43,10 @@ def initial_vectors(text_encoders: list, tokenizers: list, num_vectors: int, ini
         if not ids:
             raise ValueError(f"init_word {init_word!r} is no token at all for the tokenizer; give a word like 'dog' "
                              "(or leave init_word out to start from zero vectors)")
+        if spread:
+            vectors.append(torch.stack([table[ids[i * len(ids) // num_vectors]] for i in range(num_vectors)])
+                           .detach().float().clone())
+            continue
         if len(ids) > 1 and len(ids) != num_vectors:
             logger.warning("init_word %r is %d tokens for text encoder %d but num_vectors_per_token is %d: its vectors "
                            "are repeated or cut, as kohya does", init_word, len(ids), index + 1, num_vectors)

@@ -37,6 +37,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--output-dir", default="outputs", help="where generated images are saved (default: ./outputs)")
     p.add_argument("--lora-dir", default=None, help="folder of LoRA files for <lora:name:w> tags and the LoRA tab")
     p.add_argument("--embeddings-dir", default=None, help="folder of textual-inversion embeddings")
+    p.add_argument("--training-data-dir", default=None, metavar="FOLDER",
+                   help="the folder whose subfolders the Train tab and /sdapi/v1/train/embedding may read as datasets "
+                        "(default: none, training refused); clients name a folder below it, never another path")
     p.add_argument("--styles-file", default=None, metavar="CSV",
                    help="an A1111 styles.csv: the styles API requests may name (A1111's --styles-file)")
     p.add_argument("--vae-dir", default=None, help="folder of VAEs for Settings (.safetensors, .pt, .ckpt files or diffusers VAE folders; "
@@ -68,7 +71,7 @@ def config_from_args(args: argparse.Namespace):
     models = list(args.model) or [os.environ.get(DEFAULT_MODEL_ENV) or DEFAULT_TEXT_TO_IMAGE]
     config = ServerConfig(
         models=models, models_dir=args.models_dir, output_dir=args.output_dir, lora_dir=args.lora_dir,
-        embeddings_dir=args.embeddings_dir, styles_file=args.styles_file, vae_dir=args.vae_dir, controlnet_dir=args.controlnet_dir, appflow_models=appflow_models, device=args.device, port=args.port, listen=args.listen,
+        embeddings_dir=args.embeddings_dir, training_data_dir=args.training_data_dir, styles_file=args.styles_file, vae_dir=args.vae_dir, controlnet_dir=args.controlnet_dir, appflow_models=appflow_models, device=args.device, port=args.port, listen=args.listen,
         auth=parse_credentials(args.auth) if args.auth is not None else None, insecure_no_auth=args.insecure_no_auth,
         allowed_hosts=_comma_list(args.allowed_hosts), cors_allow_origins=_comma_list(args.cors_allow_origins),
         queue_size=args.queue, preview_every=args.preview_every, ui=not args.api_only,

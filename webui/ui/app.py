@@ -1,4 +1,5 @@
-"""The Gradio Blocks app: txt2img, img2img, Extras, PNG Info, AppFlow, LoRA, Textual Inversion and Settings tabs over one `ServerState`."""
+"""The Gradio Blocks app: txt2img, img2img, Extras, PNG Info, AppFlow, LoRA, Textual Inversion, Train and Settings tabs
+over one `ServerState`."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ def build_ui(state: ServerState):
     from webui.ui.prompt_targets import prompt_boxes
     from webui.ui.send_to import wire_paste_button, wire_send_buttons
     from webui.ui.settings_tab import build_settings_tab
+    from webui.ui.train_tab import build_train_tab
 
     sampler_names = [item["name"] for item in list_samplers()]
     schedule_names = SCHEDULE_TYPES.names()
@@ -47,6 +49,8 @@ def build_ui(state: ServerState):
                 build_lora_tab(state, boxes)
             with gr.Tab("Textual Inversion", id="embeddings"):
                 build_embeddings_tab(state, boxes)
+            with gr.Tab("Train", id="train"):
+                build_train_tab(state)
             with gr.Tab("Settings", id="settings"):
                 build_settings_tab(state)
         for tab in (txt2img, img2img):  # wired once every target exists

@@ -210,6 +210,8 @@ def test_a1111_pt_output_keeps_name_and_step(tiny_sd1_dir, colour_dataset, tmp_p
     (dict(weights="w.safetensors"), "init_word and weights both"),
     (dict(token_string=" zqx"), "token_string must be a word"),
     (dict(template_file="missing.txt"), "template_file 'missing.txt' cannot be read"),
+    (dict(template_name="subjects.txt"), "Unknown prompt template 'subjects.txt'.*subject.txt"),
+    (dict(template_name="style.txt", use_object_template=True), "use_object_template and template_name"),
 ])
 def test_bad_settings_fail_before_the_model_loads(colour_dataset, tmp_path, overrides, message):
     settings = {"output": str(tmp_path / "zqx.safetensors"), **overrides}
@@ -345,3 +347,37 @@ def test_resume_is_exact_when_some_micro_batches_lack_the_token_string(tiny_sd1_
     assert torch.equal(load_file(resumed.output)["emb_params"], trained)
     model = load_diffusion_model(tiny_sd1_dir)
     assert not torch.equal(trained, initial_vectors(model.text_encoders, model.tokenizers, 2, "red")[0])
+
+
+def test_a1111_named_template_takes_name_and_filewords(tiny_sd1_dir, colour_dataset, tmp_path, monkeypatch):
+    from mixkit.training.ti_templates import OBJECT_TEMPLATES
+
+    seen = _captions_seen(monkeypatch)
+    config = _config(tiny_sd1_dir, colour_dataset, tmp_path / "zqx.safetensors", caption_prefix="",
+                     template_name="subject_filewords.txt", max_steps=2)
+    train_textual_inversion(config)
+    allowed = {f"{line.replace('[name]', 'zqx')}, a {colour} square, flat" for line in OBJECT_TEMPLATES
+               for colour in ("blue", "green", "red")}
+    assert len(seen) == 6 and set(seen) <= allowed
+
+
+def test_should_stop_ends_the_run_and_writes_the_steps_done(tiny_sd1_dir, colour_dataset, tmp_path):
+    """A server's Interrupt: the run stops before the next step and writes what it has (A1111's Train tab), with the
+    file's step counted from `step_offset`; the vectors are those of an uninterrupted run at that step."""
+    steps_seen = []
+    result = train_textual_inversion(
+        _config(tiny_sd1_dir, colour_dataset, tmp_path / "a" / "zqx.pt", max_steps=6),
+        should_stop=lambda: len(steps_seen) >= 2, on_step=lambda step, total, loss: steps_seen.append((step, total)),
+        step_offset=10)
+    assert result.interrupted and result.steps == 2 and steps_seen == [(1, 6), (2, 6)]
+    stopped = torch.load(result.output, weights_only=True)
+    assert stopped["step"] == 12
+    straight = train_textual_inversion(_config(tiny_sd1_dir, colour_dataset, tmp_path / "b" / "zqx.pt", max_steps=2))
+    assert not straight.interrupted
+    assert torch.equal(stopped["string_to_param"]["*"], torch.load(straight.output, weights_only=True)["string_to_param"]["*"])
+
+
+def test_should_stop_before_the_first_step_writes_nothing(tiny_sd1_dir, colour_dataset, tmp_path):
+    result = train_textual_inversion(_config(tiny_sd1_dir, colour_dataset, tmp_path / "zqx.pt"), should_stop=lambda: True)
+    assert result.interrupted and result.output is None and result.steps == 0
+    assert not (tmp_path / "zqx.pt").exists()

@@ -1,0 +1,105 @@
+"""The Train tab, driven through the built Blocks' own handlers on the tiny SD 1.x model: Create embedding, Train with
+progress and log, Interrupt of the caller's own run, and refusals shown as errors."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+import gradio as gr
+import pytest
+import torch
+from PIL import Image
+
+from .ui_blocks import component, handler
+
+SESSION = SimpleNamespace(session_hash="tab-train")
+
+
+@pytest.fixture(scope="module")
+def built(tiny_sd1_dir, tmp_path_factory):
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+    from webui.ui.app import build_ui
+
+    root = tmp_path_factory.mktemp("ui-train")
+    (root / "embeddings").mkdir()
+    squares = root / "data" / "people" / "squares"
+    squares.mkdir(parents=True)
+    for name, colour in [("red", (255, 0, 0)), ("blue", (0, 0, 255))]:
+        Image.new("RGB", (32, 32), colour).save(squares / f"1-{name} square.png")  # captioned by file name
+    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "out"),
+                                     embeddings_dir=str(root / "embeddings"), training_data_dir=str(root / "data")))
+    state.load_initial_model()
+    try:
+        yield state, build_ui(state), root
+    finally:
+        state.close()
+
+
+def form(name: str, steps: int, **changes) -> list:
+    from webui.ui.train_tab import TRAIN_INPUTS
+
+    values = {"embedding_name": name, "data_root": "people/squares", "template_filename": "subject_filewords.txt",
+              "steps": steps, "learn_rate": "0.05", "batch_size": 2, "gradient_step": 1, "resolution": 32,
+              "shuffle_tags": False, "tag_drop_out": 0.0, "clip_grad_mode": "norm", "clip_grad_value": "1.0",
+              "save_embedding_every": 1, "create_image_every": 0, "preview_prompt": "", **changes}
+    return [values[key] for key in TRAIN_INPUTS]
+
+
+def create(blocks, name: str, text: str = "red", vectors: int = 1, overwrite: bool = False):
+    return handler(blocks, "train_create", "click").fn(name, text, vectors, overwrite)
+
+
+def test_create_and_train_write_the_embedding_and_show_the_log(built):
+    state, blocks, root = built
+    message, dropdown = create(blocks, "uitok", vectors=2)
+    path = root / "embeddings" / "uitok.pt"
+    assert message == f"Created embedding {path}" and dropdown.value == "uitok" and ("uitok", "uitok") in dropdown.choices
+    created = torch.load(path, weights_only=True)["string_to_param"]["*"].clone()
+    assert ("people/squares", "people/squares") in component(blocks, "train_data_root").choices
+
+    *_, (progress, log) = list(handler(blocks, "train_start", "click").fn(SESSION, *form("uitok", 2)))
+    trained = torch.load(path, weights_only=True)
+    assert trained["step"] == 2 and not torch.allclose(trained["string_to_param"]["*"], created)
+    assert log.splitlines()[0].startswith(f"Done: {path} holds step 2 (2 step(s)")
+    assert "Saved embedding:" in log and "uitok-step00000001.pt" in log  # save every 1 step, in the run folder
+    assert "Done" in progress
+    assert not list((root / "embeddings").glob("uitok-*"))
+
+
+def test_refusals_are_shown_as_errors_and_change_nothing(built):
+    state, blocks, root = built
+    with pytest.raises(gr.Error, match="holds '/'"):
+        create(blocks, "../escape")
+    create(blocks, "twice")
+    with pytest.raises(gr.Error, match="overwrite_old"):
+        create(blocks, "twice")
+    with pytest.raises(gr.Error, match="outside the server's training data folder"):
+        list(handler(blocks, "train_start", "click").fn(SESSION, *form("twice", 2, data_root=str(root))))
+    with pytest.raises(gr.Error, match="unknown embedding"):
+        list(handler(blocks, "train_start", "click").fn(SESSION, *form(None, 2)))
+    assert torch.load(root / "embeddings" / "twice.pt", weights_only=True)["step"] == 0
+
+
+def test_interrupt_stops_the_callers_run_which_keeps_its_steps(built):
+    state, blocks, root = built
+    create(blocks, "halt")
+    outputs = []
+    run = threading.Thread(target=lambda: outputs.extend(
+        handler(blocks, "train_start", "click").fn(SESSION, *form("halt", 400, save_embedding_every=0))))
+    run.start()
+    deadline = time.monotonic() + 120
+    while state.worker.progress().step < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    handler(blocks, "train_interrupt", "click").fn(SimpleNamespace(session_hash="another-tab"))
+    time.sleep(0.3)
+    assert run.is_alive()  # another tab's Interrupt leaves it running
+    handler(blocks, "train_interrupt", "click").fn(SESSION)
+    run.join(120)
+    progress, log = outputs[-1]
+    step = torch.load(root / "embeddings" / "halt.pt", weights_only=True)["step"]
+    assert 1 <= step < 400
+    assert log.startswith(f"Interrupted: {root / 'embeddings' / 'halt.pt'} holds step {step}")

@@ -1,0 +1,177 @@
+"""A1111's Train tab for textual inversion: Create embedding, then Train it on a dataset folder, with progress,
+Interrupt and the run's log.
+
+The handlers send A1111's `train_embedding` fields to the same functions the HTTP API calls
+(`webui.embedding_jobs`), so the tab can do nothing the API would refuse, and the run waits in the one worker queue.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import gradio as gr
+from webui.server_state import ServerState
+from webui.ui.errors import failed, refused
+from webui.ui.generate_tab import POLL_SECONDS, progress_html, status_text
+from webui.worker import QueueFullError
+
+# The tab's fields, in A1111's train_embedding names, in the order the Train button sends them.
+TRAIN_INPUTS = ("embedding_name", "data_root", "template_filename", "steps", "learn_rate", "batch_size",
+                "gradient_step", "resolution", "shuffle_tags", "tag_drop_out", "clip_grad_mode", "clip_grad_value",
+                "save_embedding_every", "create_image_every", "preview_prompt")
+
+
+def trainable_embeddings(state: ServerState) -> list[str]:
+    """The embeddings the loaded model can train (those `/sdapi/v1/embeddings` lists as loaded)."""
+    from webui.ui.embeddings_tab import embedding_rows
+
+    state.refresh_embeddings()
+    return [row[0] for row in embedding_rows(state)]
+
+
+def dataset_folders(state: ServerState) -> list[str]:
+    """The folders below `--training-data-dir` (two levels), as the names `data_root` takes."""
+    if not state.config.training_data_dir:
+        return []
+    root = Path(state.config.training_data_dir).expanduser()
+    found = [path for path in root.glob("*") if path.is_dir()] + [path for path in root.glob("*/*") if path.is_dir()]
+    return sorted(path.relative_to(root).as_posix() for path in found)
+
+
+def train_fields(values: dict) -> dict:
+    """A1111's train_embedding fields from the tab's values (a square resolution is its width and height; a preview
+    prompt means A1111's "Read parameters from txt2img tab" with that prompt)."""
+    fields = {key: value for key, value in values.items() if key != "resolution"}
+    fields.update(training_width=int(values["resolution"]), training_height=int(values["resolution"]))
+    for key in ("steps", "batch_size", "gradient_step", "save_embedding_every", "create_image_every"):
+        fields[key] = int(values[key])
+    fields["tag_drop_out"] = float(values["tag_drop_out"])
+    fields["embedding_name"] = values["embedding_name"] or ""
+    fields["data_root"] = values["data_root"] or ""
+    fields["preview_from_txt2img"] = bool((values["preview_prompt"] or "").strip())
+    return fields
+
+
+def training_status(state: ServerState, job) -> tuple[float, str]:
+    """(fraction, "Step 3/100, ETA 40s") for a training job, or its place in the queue."""
+    snapshot = state.worker.progress()
+    if snapshot.job_number != job.number or not snapshot.total_steps:
+        return status_text(state, job)  # waiting in the queue, or starting (reading the dataset)
+    return snapshot.fraction, f"Step {snapshot.step}/{snapshot.total_steps}, ETA {snapshot.eta_seconds:.0f}s"
+
+
+def training_log(trained, seconds: float) -> str:
+    """What the finished run did: A1111's final text (file, step, loss), the files written on the way."""
+    result = trained.result
+    if not trained.written:
+        return f"Interrupted before the first step: {trained.filename} is unchanged."
+    lines = [f"{'Interrupted' if result.interrupted else 'Done'}: {trained.filename} holds step {trained.step} "
+             f"({len(result.losses)} step(s) in {seconds:.1f}s).",
+             f"Loss: {result.losses[-1]:.7f}" if result.losses else "Loss: -"]
+    lines += [f"Saved embedding: {path}" for path in result.intermediate_outputs]
+    lines.append(f"Run folder: {Path(result.output).parent}")
+    return "\n".join(lines)
+
+
+def build_train_tab(state: ServerState) -> None:
+    from mixkit.training.ti_templates import NAMED_TEMPLATES
+    from webui.embedding_jobs import create_embedding, submit_embedding_training
+
+    if state.embedding_library is None:
+        gr.Markdown("No embeddings folder configured: start the server with `--embeddings-dir FOLDER` to create and "
+                    "train embeddings.")
+        return
+    with gr.Tab("Create embedding"):
+        name = gr.Textbox(label="Name", elem_id="train_new_name")
+        init_text = gr.Textbox(label="Initialization text", value="*", elem_id="train_init_text")
+        vectors = gr.Slider(1, 75, value=1, step=1, label="Number of vectors per token", elem_id="train_vectors")
+        overwrite = gr.Checkbox(label="Overwrite Old Embedding", value=False, elem_id="train_overwrite")
+        create = gr.Button("Create embedding", variant="primary", elem_id="train_create")
+        created = gr.Textbox(label="Result", interactive=False, elem_id="train_create_result")
+    with gr.Tab("Train"):
+        if not state.config.training_data_dir:
+            gr.Markdown("Training reads datasets from a folder the operator allows: start the server with "
+                        "`--training-data-dir FOLDER` and put each dataset in a folder below it.")
+        with gr.Row():
+            embedding = gr.Dropdown(trainable_embeddings(state), label="Embedding", elem_id="train_embedding")
+            refresh = gr.Button("Refresh", elem_id="train_refresh", scale=0)
+        data_root = gr.Dropdown(dataset_folders(state), label="Dataset directory (below the training data folder)",
+                                allow_custom_value=True, elem_id="train_data_root")
+        template = gr.Dropdown(NAMED_TEMPLATES.names(), value="style_filewords.txt", label="Prompt template",
+                               elem_id="train_template")
+        with gr.Row():
+            steps = gr.Number(value=100000, precision=0, label="Max steps", elem_id="train_steps")
+            learn_rate = gr.Textbox(value="0.005", label="Embedding Learning rate", elem_id="train_learn_rate")
+        with gr.Row():
+            batch_size = gr.Number(value=1, precision=0, label="Batch size", elem_id="train_batch_size")
+            gradient_step = gr.Number(value=1, precision=0, label="Gradient accumulation steps",
+                                      elem_id="train_gradient_step")
+            resolution = gr.Slider(64, 2048, value=512, step=8, label="Resolution (width and height)",
+                                   elem_id="train_resolution")
+        with gr.Row():
+            shuffle_tags = gr.Checkbox(label="Shuffle tags by ',' when creating prompts", elem_id="train_shuffle")
+            tag_drop_out = gr.Slider(0, 1, value=0, step=0.1, label="Drop out tags when creating prompts",
+                                     elem_id="train_tag_drop_out")
+            clip_grad_mode = gr.Dropdown(["disabled", "norm"], value="disabled", label="Gradient clipping",
+                                         elem_id="train_clip_grad_mode")
+            clip_grad_value = gr.Textbox(value="0.1", label="Clip to norm", elem_id="train_clip_grad_value")
+        with gr.Row():
+            save_every = gr.Number(value=500, precision=0, label="Save a copy of embedding to log directory every N "
+                                   "steps, 0 to disable", elem_id="train_save_every")
+            image_every = gr.Number(value=0, precision=0, label="Save an image to log directory every N steps, 0 to "
+                                    "disable", elem_id="train_image_every")
+        preview_prompt = gr.Textbox(label="Preview prompt (empty: the template's first line)",
+                                    elem_id="train_preview_prompt")
+        with gr.Row():
+            train = gr.Button("Train Embedding", variant="primary", elem_id="train_start")
+            interrupt = gr.Button("Interrupt", elem_id="train_interrupt")
+        progress = gr.HTML(progress_html(0, "Idle"), elem_id="train_progress")
+        log = gr.Textbox(label="Log", lines=5, interactive=False, elem_id="train_log")
+
+    def do_create(new_name: str, text: str, count: float, replace: bool):
+        try:
+            path = create_embedding(state, new_name, num_vectors_per_token=int(count), init_text=text,
+                                    overwrite_old=bool(replace))
+        except (ValueError, TypeError) as error:
+            raise refused(str(error)) from None
+        return f"Created embedding {path}", gr.Dropdown(choices=trainable_embeddings(state), value=new_name)
+
+    def do_refresh():
+        return (gr.Dropdown(choices=trainable_embeddings(state)), gr.Dropdown(choices=dataset_folders(state)))
+
+    def do_train(request: gr.Request, *values):
+        session = getattr(request, "session_hash", None)  # closing the tab or Interrupt stops this run only
+        try:
+            job = submit_embedding_training(state, train_fields(dict(zip(TRAIN_INPUTS, values))), session=session)
+        except (ValueError, TypeError) as error:
+            raise refused(str(error)) from None
+        except QueueFullError as error:
+            gr.Warning("Queue full: " + str(error))
+            yield progress_html(0, "Queue full - try again in a moment"), gr.skip()
+            return
+        started = time.monotonic()
+        while not job.future.done():
+            yield progress_html(*training_status(state, job)), gr.skip()
+            time.sleep(POLL_SECONDS)
+        if job.future.cancelled():
+            yield progress_html(0, "Interrupted before it started: removed from the queue"), ""
+            return
+        try:
+            trained = job.future.result()
+        except Exception as error:
+            raise failed(f"Training failed: {error}", error) from None
+        text = training_log(trained, time.monotonic() - started)
+        yield progress_html(1.0, text.splitlines()[0]), text
+
+    create.click(do_create, inputs=[name, init_text, vectors, overwrite], outputs=[created, embedding])
+    refresh.click(do_refresh, outputs=[embedding, data_root], queue=False)
+    train.click(do_train, inputs=[embedding, data_root, template, steps, learn_rate, batch_size, gradient_step,
+                                  resolution, shuffle_tags, tag_drop_out, clip_grad_mode, clip_grad_value, save_every,
+                                  image_every, preview_prompt],
+                outputs=[progress, log], concurrency_limit=None)
+
+    def interrupt_own_job(request: gr.Request) -> None:
+        state.interrupt_session(getattr(request, "session_hash", None))
+
+    interrupt.click(interrupt_own_job, queue=False)
