@@ -83,10 +83,12 @@ def submit_embedding_training(state, fields: dict, *, session: str | None = None
     from mixkit.training.ti_export import check_embedding_output
     from mixkit.training.ti_trainer import train_textual_inversion
     from webui.embedding_list import encoder_widths
-    from webui.embedding_training import check_train_fields, resolve_dataset, run_folder, training_config
+    from webui.embedding_training import (check_train_fields, check_training_limits, resolve_dataset, run_folder,
+                                          training_config)
 
     # 1. Fields, folders and the embedding, before anything is queued.
     checked = check_train_fields(fields)
+    check_training_limits(checked, state.limits)
     folder = _embeddings_folder(state)
     model = _loaded_model(state)
     state.refresh_embeddings()

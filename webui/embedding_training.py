@@ -185,6 +185,29 @@ def training_config(fields: TrainEmbeddingFields, *, model: str, dataset: Path, 
         validation_prompts=preview_prompts(fields, name, template), missing_captions="file_name")
 
 
+def check_training_limits(fields: TrainEmbeddingFields, limits) -> None:
+    """The server's generation limits (`GenerationLimits`) on what a remote client's run would allocate: the training
+    size and batch as an image batch of that size, the preview images as generations. The trainer's own checks
+    have no upper bounds, since a local user may train as large as their machine takes."""
+    from pipelines.params import check_size
+
+    side = fields["training_width"]
+    check_size(side, side, 8, limits)
+    if not 1 <= fields["batch_size"] <= limits.max_batch_size:
+        raise ValueError(f"batch_size must be in [1, {limits.max_batch_size}] on this server, got {fields['batch_size']}")
+    if not 1 <= fields["gradient_step"] <= limits.max_batch_count:
+        raise ValueError(f"gradient_step must be in [1, {limits.max_batch_count}] on this server, got "
+                         f"{fields['gradient_step']}")
+    if fields["create_image_every"] and fields["preview_from_txt2img"]:
+        check_size(fields["preview_width"], fields["preview_height"], 8, limits)
+        if not 1 <= fields["preview_steps"] <= limits.max_steps:
+            raise ValueError(f"preview_steps must be in [1, {limits.max_steps}] on this server, got "
+                             f"{fields['preview_steps']}")
+        if " --" in fields["preview_prompt"] or " --" in fields["preview_negative_prompt"]:
+            raise ValueError("preview_prompt and preview_negative_prompt cannot hold ' --' (the sample-prompt "
+                             "syntax's option marker); send the size, steps and seed in their own fields")
+
+
 def run_folder(output_dir: Path, name: str) -> Path:
     """A1111's log folder of a run: `<output dir>/textual_inversion/<YYYY-MM-DD>/<name>/`."""
     if name in (".", ".."):  # a file named "...pt" would name a folder above the run's

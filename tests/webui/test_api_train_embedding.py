@@ -158,6 +158,15 @@ def test_train_embedding_trains_the_file_which_prompts_then_use(client, server, 
     ({"template_filename": "nope.txt"}, "Unknown prompt template 'nope.txt'"),
     ({"training_width": 32, "training_height": 64}, "square"),
     ({"steps": "ten"}, "steps must be int"),
+    # the server's generation limits hold for what a run allocates
+    ({"training_width": 8192, "training_height": 8192}, "width must be"),
+    ({"batch_size": 10_000}, "batch_size must be in [1, 16]"),
+    ({"gradient_step": 0}, "gradient_step must be in [1, 100]"),
+    ({"create_image_every": 1, "preview_from_txt2img": True, "preview_width": 4096, "preview_height": 4096},
+     "over the budget"),
+    ({"create_image_every": 1, "preview_from_txt2img": True, "preview_steps": 5000}, "preview_steps must be in"),
+    ({"create_image_every": 1, "preview_from_txt2img": True, "preview_prompt": "a cat --w 4096 --h 4096"},
+     "cannot hold ' --'"),
 ])
 def test_train_embedding_refuses_what_it_cannot_do_before_queueing(client, change, says):
     assert client.post("/sdapi/v1/create/embedding", json={"name": "refused", "overwrite_old": True}).status_code == 200
