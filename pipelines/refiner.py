@@ -172,7 +172,6 @@ class RefinerSlot:
         """The ModelSession of `refiner` (loaded on first use, like the base model: same dtypes, on the CPU when
         the base model is on an accelerator), sharing the base session's embeddings and LoRA folders."""
         from pipelines.generation import ModelSession
-
         from pipelines.refiner_vae import refiner_load_options
 
         base = base_session.model

@@ -64,8 +64,9 @@ def load_diffusion_model(source: str | os.PathLike, *, dtype=None, device: str |
     one (`find_vae_near_checkpoint`), else the checkpoint's own; `vae_near_checkpoint=False` always
     keeps the checkpoint's own (A1111's "None"). `extras["vae_name"]` is the VAE file's name with its
     extension, as A1111 writes the infotext's `VAE:`; `vae=` and `vae_near_checkpoint=False` are recorded as the
-    VAE chosen for every checkpoint (`VAE_SETTING_KEY`: a refiner decodes with it too, as with A1111's `sd_vae`). `config_dir` (single files only) is a diffusers
-    folder whose configs replace the shipped SD 1.x/2.x/XL ones (see `load_single_file`).
+    VAE chosen for every checkpoint (`VAE_SETTING_KEY`: a refiner decodes with it too, as with A1111's `sd_vae`).
+    `config_dir` (single files only) is a diffusers folder whose configs replace the shipped SD 1.x/2.x/XL ones (see
+    `load_single_file`).
 
     `attention="auto"` routes the UNet's, VAE's and text encoders' attention through
     `mixkit.attention` (kernel chosen per call site, switchable with `set_attention_backend`);
