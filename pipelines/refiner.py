@@ -51,8 +51,8 @@ def check_refiner_params(refiner: Any, switch_at: Any, by_sample_steps: Any = Fa
                          f"the base model runs before the refiner takes over; A1111's default {DEFAULT_SWITCH_AT}), "
                          f"got {switch_at!r}.")
     if not isinstance(by_sample_steps, bool):
-        raise TypeError(f"refiner_switch_by_sample_steps must be True or False (A1111's Settings > Compatibility 'Switch "
-                        f"to refiner by sampling steps instead of model timesteps'), got {by_sample_steps!r}.")
+        raise TypeError(f"refiner_switch_by_sample_steps must be True or False (A1111's Settings > Compatibility "
+                        f"'Switch to refiner by sampling steps instead of model timesteps'), got {by_sample_steps!r}.")
 
 
 def switch_index(alphas_cumprod, timesteps, switch_at: float) -> int | None:
