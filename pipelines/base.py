@@ -17,6 +17,7 @@ from pipelines.generation import GenerationResult, ModelSession
 from pipelines.inpaint_mask import is_inpainting_unet
 from pipelines.params import GenerationLimits, Txt2ImgParams, per_image, uncond_skip_of, with_overrides
 from pipelines.refiner import NEGATIVE_AESTHETIC_SCORE, POSITIVE_AESTHETIC_SCORE, RefinerRun, micro_conditioning
+from pipelines.refiner_vae import refined_image_vae
 from pipelines.sampling import SamplingRequest, run_sampler
 from pipelines.seeds import generator_seeds, image_generators, image_seeds, resolve_seed
 from pipelines.vae_decode import decode_latents
@@ -241,7 +242,7 @@ class DiffusionPipelineBase:
                 # A1111's Refiner: loaded, and the prompts encoded for it, only if this batch reaches the switch
                 switch = None if refiner is None else refiner.switch_for(
                     start.schedulers, start.timesteps, plan_arguments,
-                    self._conditioning_size(params), len(batch_seeds))
+                    self._conditioning_size(params), len(batch_seeds), steps * sampler.calls_per_step)
 
                 # 4. Denoise
                 def on_step(done: int, current, batch_index=batch_index) -> bool:
@@ -268,9 +269,13 @@ class DiffusionPipelineBase:
                         latents = run_sampler(request)
                 # 5. Decode, finish (e.g. paste back) and describe
                 extras = {**self._infotext_extras(params), **prepared.infotext_extras()}
-                if switch is not None:
+                if switch is None or not switch.entered:  # an interrupt before the switch: the base model's image
+                    images = decode_latents(self.model.vae, latents)
+                else:  # A1111 decodes with the checkpoint loaded then: the refiner (pipelines.refiner_vae)
                     extras.update({**self._refiner_infotext(params), **refiner.infotext()})
-                for k, image in enumerate(decode_latents(self.model.vae, latents)):
+                    with refined_image_vae(self.model, refiner.session.model) as vae:
+                        images = decode_latents(vae, latents)
+                for k, image in enumerate(images):
                     infotext = self.session.infotext(params, sampler, prompt=prompts[k], negative_prompt=negatives[k],
                                                      seed=batch_seeds[k], extra=extras)
                     result.add(self._finish_image(params, state, image, first + k), batch_seeds[k], infotext)

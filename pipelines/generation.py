@@ -346,6 +346,8 @@ class ModelSession:
             **_eta_infotext(sampler),
             **_sampler_parameters_infotext(sampler),
             "ENSD": params.ensd if _uses_ensd(sampler, params.ensd) else None,
+            # A1111's `apply_refiner` records the option at every model call it is on, refiner or not
+            "Refiner switch by sampling steps": True if params.refiner_switch_by_sample_steps else None,
             # Initial noise comes from CPU generators (`pipelines.seeds`); A1111 reads a missing key as "GPU" noise,
             # so without this its "paste" would redraw every image differently.
             "RNG": "CPU",

@@ -79,6 +79,9 @@ class Txt2ImgParams:
     # completed fraction of the schedule (by noise level) reaches refiner_switch_at. None: no refiner.
     refiner: Any = None
     refiner_switch_at: float = 0.8
+    # A1111's Settings > Compatibility "Switch to refiner by sampling steps instead of model timesteps": the completed
+    # fraction is model calls made / the run's steps instead (infotext "Refiner switch by sampling steps: True").
+    refiner_switch_by_sample_steps: bool = False
     # A1111's Settings > Sampler parameters: schedule min/max sigma and rho, Euler/Heun/DPM2 churn, forced discard of
     # the penultimate sigma (pipelines.sampler_parameters; the defaults run every sampler unchanged).
     sampler_parameters: SamplerParameters = field(default_factory=SamplerParameters)
@@ -197,7 +200,7 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     check_uncond_skip(params.s_min_uncond, params.s_min_uncond_all, params.skip_early_cond)
     from pipelines.refiner import check_refiner_params
 
-    check_refiner_params(params.refiner, params.refiner_switch_at)
+    check_refiner_params(params.refiner, params.refiner_switch_at, params.refiner_switch_by_sample_steps)
     if params.refiner is not None and not resolve_sampler(params.sampler, params.schedule_type)[0].calls_planned:
         raise ValueError(f"The refiner cannot run with sampler {params.sampler!r}: mixkit finds the model call the "
                          "refiner takes over at before sampling starts, and this sampler decides its calls as it goes; "

@@ -2,8 +2,9 @@
 
 A1111 (`sd_samplers_common.apply_refiner`, `processing_scripts/refiner.py`) keeps the sampler, its sigmas and
 its history, and before each model call measures how far the schedule has come: by default from the noise
-level, as `(999 - t) / 1000` with `t` the training timestep whose sigma is nearest to the current one (its
-"Refiner switch by sampling steps" option, off by default, counts steps instead). At the first call where that
+level, as `(999 - t) / 1000` with `t` the training timestep whose sigma is nearest to the current one, or, with
+its Settings > Compatibility "Switch to refiner by sampling steps" (`refiner_switch_by_sample_steps`, off by
+default; `sample_steps_switch_index`), as model calls made / `total_steps`. At the first call where that
 ratio reaches `refiner_switch_at` it loads the refiner, re-encodes the prompts with the refiner's own text
 encoder(s) (`p.setup_conds()`) and lets the refiner's UNet predict every remaining call. When no call reaches
 the ratio the refiner is never loaded and the infotext does not name it: the image is the base model's alone.
@@ -35,8 +36,9 @@ POSITIVE_AESTHETIC_SCORE = 6.0
 NEGATIVE_AESTHETIC_SCORE = 2.5
 
 
-def check_refiner_params(refiner: Any, switch_at: Any) -> None:
-    """`refiner` is None, a model source (path, hub id) or a loaded DiffusionModel/pipeline; `switch_at` in (0, 1)."""
+def check_refiner_params(refiner: Any, switch_at: Any, by_sample_steps: Any = False) -> None:
+    """`refiner` is None, a model source (path, hub id) or a loaded DiffusionModel/pipeline; `switch_at` in (0, 1);
+    `by_sample_steps` (A1111's `refiner_switch_by_sample_steps`) a bool."""
     if refiner is not None and not isinstance(refiner, (str, os.PathLike, DiffusionModel)) \
             and not isinstance(getattr(refiner, "model", None), DiffusionModel):
         raise TypeError(f"refiner must be None, a model path / hub id, or a loaded DiffusionModel or pipeline, got "
@@ -48,6 +50,9 @@ def check_refiner_params(refiner: Any, switch_at: Any) -> None:
         raise ValueError(f"refiner_switch_at must be a number strictly between 0 and 1 (the fraction of the schedule "
                          f"the base model runs before the refiner takes over; A1111's default {DEFAULT_SWITCH_AT}), "
                          f"got {switch_at!r}.")
+    if not isinstance(by_sample_steps, bool):
+        raise TypeError(f"refiner_switch_by_sample_steps must be True or False (A1111's Settings > Compatibility "
+                        f"'Switch to refiner by sampling steps instead of model timesteps'), got {by_sample_steps!r}.")
 
 
 def switch_index(alphas_cumprod, timesteps, switch_at: float) -> int | None:
@@ -69,6 +74,19 @@ def switch_index(alphas_cumprod, timesteps, switch_at: float) -> int | None:
     for index, sigma in enumerate(timestep_sigmas(alphas_cumprod, timesteps)):
         nearest = int(torch.argmin((train_sigmas - sigma).abs()))
         if (total - 1 - nearest) / total >= switch_at:
+            return index
+    return None
+
+
+def sample_steps_switch_index(calls: int, total_steps: int, switch_at: float) -> int | None:
+    """The first of `calls` model calls the refiner makes when switching by sampling steps, or None.
+
+    A1111's `apply_refiner` with `refiner_switch_by_sample_steps` reads call `i` (counted from 0 in this sampling run)
+    as `i / total_steps`, `total_steps` being its `CFGDenoiser.total_steps`: the steps this run makes (txt2img's
+    `steps`; an img2img or hires pass's `t_enc + 1`, the tail its denoising strength leaves) times 2 for
+    second-order samplers, which make one call fewer than that (Heun's last step is an Euler one)."""
+    for index in range(calls):
+        if index / total_steps >= switch_at:
             return index
     return None
 
@@ -119,7 +137,8 @@ def micro_conditioning(family: ModelFamily, width: int, height: int, batch: int,
 class RefinerSwitch:
     """What changes at model call `at`: the UNet, its conditioning plan and micro-conditioning.
 
-    `enter` runs once, just before the refiner's first call (moving the UNets, see `RefinerSlot.swapped`)."""
+    `enter` runs once, just before the refiner's first call (moving the UNets, see `RefinerSlot.swapped`);
+    `entered` says whether that call came (a batch interrupted before it is the base model's alone)."""
 
     at: int
     unet: Any
@@ -127,11 +146,13 @@ class RefinerSwitch:
     time_ids: Any = None
     negative_time_ids: Any = None
     enter: Any = None
+    entered: bool = False
 
     def applied_to(self, request):
         """`request` (a SamplingRequest) as the refiner runs it. Extra inputs made for the base UNet (an
         inpainting UNet's mask channels, ControlNet residuals) do not fit another UNet and are left out; so does
         sd-webui-controlnet, whose hook sits on the UNet loaded when the generation starts, not on the refiner's."""
+        self.entered = True
         if self.enter is not None:
             self.enter()
         return replace(request, unet=self.unet, plan=self.plan, time_ids=self.time_ids,
@@ -151,18 +172,20 @@ class RefinerSlot:
         """The ModelSession of `refiner` (loaded on first use, like the base model: same dtypes, on the CPU when
         the base model is on an accelerator), sharing the base session's embeddings and LoRA folders."""
         from pipelines.generation import ModelSession
+        from pipelines.refiner_vae import refiner_load_options
 
         base = base_session.model
         model = refiner if isinstance(refiner, DiffusionModel) else getattr(refiner, "model", None)
+        options = refiner_load_options(base)  # the VAE setting "None": its built-in VAE, not the file next to it
         key = ("object", id(model)) if model is not None else ("source", str(refiner), base.unet.dtype,
-                                                               base.text_encoders[0].dtype)
+                                                               base.text_encoders[0].dtype, tuple(options.items()))
         if key != self._key:
             self._key, self._session = None, None  # the previous refiner is dropped before the next one loads
             if model is None:
                 from mixkit.models.diffusion.loading import load_diffusion_model
 
                 model = load_diffusion_model(refiner, dtype=base.text_encoders[0].dtype, unet_dtype=base.unet.dtype,
-                                             device="cpu")
+                                             device="cpu", **options)
             check_refiner_fits(base, model)
             self._session = ModelSession(model, embeddings_dir=base_session.embeddings_dir,
                                          lora_dir=base_session.lora_dir)
@@ -206,14 +229,19 @@ class RefinerRun:
         self.session = None
 
     def switch_for(self, schedulers: list, timesteps, schedule_steps: tuple, size: tuple[int, int],
-                   batch: int) -> RefinerSwitch | None:
+                   batch: int, total_steps: int) -> RefinerSwitch | None:
         """The switch for a batch running `timesteps` (None: the base model runs them all); `schedule_steps` are
-        the base plan's `prepared.plan` arguments, `size` the (width, height) its micro-conditioning states."""
+        the base plan's `prepared.plan` arguments, `size` the (width, height) its micro-conditioning states,
+        `total_steps` A1111's count of model calls for this run (steps run x calls per step)."""
         if self._is_the_base_model():
             return None
         if timesteps is None:
             timesteps = schedulers[0].timesteps
-        at = switch_index(schedulers[0].alphas_cumprod, timesteps, float(self.params.refiner_switch_at))
+        switch_at = float(self.params.refiner_switch_at)
+        if self.params.refiner_switch_by_sample_steps:
+            at = sample_steps_switch_index(len(timesteps), total_steps, switch_at)
+        else:
+            at = switch_index(schedulers[0].alphas_cumprod, timesteps, switch_at)
         if at is None:
             return None
         prepared = self._prepare()

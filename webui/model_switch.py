@@ -149,7 +149,8 @@ class ModelHolder:
         when there is one); with `name="None"` it is the checkpoint's built-in VAE, as in A1111.
 
         Call only from the generation worker. Only the VAE changes, so the UNet and text encoders
-        stay loaded; the infotext's `VAE:` / `VAE hash:` follow the swap as A1111's do.
+        stay loaded; the infotext's `VAE:` / `VAE hash:` follow the swap as A1111's do. A chosen file (and "None")
+        also decides a refiner's VAE, as A1111's `sd_vae` does for every checkpoint it loads (pipelines.refiner_vae).
 
         On a model a performance preset changed, the new weights are loaded into the existing VAE (as A1111's
         `sd_vae._load_vae_dict` does), so what the preset did to it (half-precision storage, channels-last, the
@@ -169,20 +170,23 @@ class ModelHolder:
             raise ValueError(f"The VAE cannot be swapped on a model optimised for the {runtime.backend} backend: its "
                              "decoder graph was converted from the loaded VAE's weights. Choose the VAE first, then "
                              "apply the preset (or use the torch backend).")
-        from mixkit.models.diffusion.loading import load_vae
+        from mixkit.models.diffusion.loading import BUILT_IN_VAE, VAE_SETTING_KEY, load_vae
 
         if path is None and name == NONE and own_extras.get("vae_name") and self._single_file_source():
             # A1111's "None" is the checkpoint's built-in VAE even when "Automatic" found `<name>.vae.*` next to it.
             vae = load_vae(self._single_file_source(), dtype=own_vae.dtype, like=own_vae.config).to(own_vae.device)
             extras = {"vae_name": None, "vae_hash": None}
         elif path is None:
-            vae, extras = own_vae, own_extras
+            vae, extras = own_vae, dict(own_extras)  # a copy: the setting key is added below
         else:
             from mixkit.io.hashing import a1111_model_hash
 
             vae = load_vae(path, dtype=own_vae.dtype, like=own_vae.config).to(own_vae.device)  # raises: nothing changed
             # A1111 writes `VAE:` as the file name with its extension, the value its sd_vae option lists.
             extras = {"vae_name": Path(path).name, "vae_hash": a1111_model_hash(path) if Path(path).is_file() else None}
+        # what a refiner decodes with (pipelines.refiner_vae): a chosen file, or "None" (its built-in VAE), goes with
+        # every checkpoint as A1111's sd_vae does; "Automatic" leaves the refiner its own
+        extras[VAE_SETTING_KEY] = BUILT_IN_VAE if name == NONE else Path(path).name if path is not None else None
         if in_place and vae is not own_vae:
             check_same_layout(model.vae, vae, name)  # all or nothing: load_state_dict writes what fits, then raises
         with self._lock:

@@ -98,9 +98,12 @@ INPAINTING_MASK_WEIGHT_KEY = "inpainting_mask_weight"
 # Settings > Stable Diffusion "Hires fix: which pass to enable refiner for" (`HiresParams.hires_fix_refiner_pass`): read
 # by hires-fix generations with a refiner; it travels with the sampler options to the request conversion too.
 HIRES_REFINER_PASS_KEY = "hires_fix_refiner_pass"
+# Settings > Compatibility "Switch to refiner by sampling steps instead of model timesteps"
+# (`Txt2ImgParams.refiner_switch_by_sample_steps`): read by every generation with a refiner, as the sampler options.
+REFINER_BY_STEPS_KEY = "refiner_switch_by_sample_steps"
 SAMPLER_OPTION_DEFAULTS = {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0, "img2img_fix_steps": False,
                            **SAMPLER_PARAMETER_DEFAULTS, **IMG2IMG_NOISE_DEFAULTS, INPAINTING_MASK_WEIGHT_KEY: 1.0,
-                           HIRES_REFINER_PASS_KEY: "second pass"}
+                           HIRES_REFINER_PASS_KEY: "second pass", REFINER_BY_STEPS_KEY: False}
 SAMPLER_OPTION_KEYS = tuple(SAMPLER_OPTION_DEFAULTS)
 
 
@@ -111,8 +114,8 @@ def img2img_fix_steps(values: dict[str, Any]) -> bool:
 
 
 def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any]:
-    """The `eta` / `ensd` / `sampler_parameters` / `inpainting_mask_weight` params the sampler settings give `sampler`,
-    as A1111 reads its options.
+    """The `eta` / `ensd` / `sampler_parameters` / `inpainting_mask_weight` / `refiner_switch_by_sample_steps` params
+    the sampler settings give `sampler`, as A1111 reads its options.
 
     DDIM takes `eta_ddim`, the k-diffusion samplers with an eta (ancestral and SDE) `eta_ancestral`, others none.
     """
@@ -125,7 +128,8 @@ def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any
         eta = chosen["eta_ddim"] if spec.eta_infotext_key == "Eta DDIM" else chosen["eta_ancestral"]
     return {"eta": eta, "ensd": int(chosen["eta_noise_seed_delta"]),
             "sampler_parameters": parameters_from_values(chosen),
-            INPAINTING_MASK_WEIGHT_KEY: _as_number(chosen[INPAINTING_MASK_WEIGHT_KEY])}
+            INPAINTING_MASK_WEIGHT_KEY: _as_number(chosen[INPAINTING_MASK_WEIGHT_KEY]),
+            REFINER_BY_STEPS_KEY: chosen[REFINER_BY_STEPS_KEY]}  # checked by the pipeline (a bool)
 
 
 def _as_number(value: Any) -> Any:
@@ -221,6 +225,7 @@ SETTABLE = {
     "img2img_fix_steps": _check_bool("img2img_fix_steps"),
     INPAINTING_MASK_WEIGHT_KEY: _check_eta(INPAINTING_MASK_WEIGHT_KEY),  # a number in [0, 1], as the etas
     HIRES_REFINER_PASS_KEY: _check_hires_refiner_pass,
+    REFINER_BY_STEPS_KEY: _check_bool(REFINER_BY_STEPS_KEY),
     **{key: _check_sampler_parameter(key) for key in SAMPLER_PARAMETER_DEFAULTS},
     **{key: _check_img2img_noise(key) for key in IMG2IMG_NOISE_DEFAULTS},
     **{key: (lambda value, key=key: check_option_value(key, value)) for key in OPTION_KEYS},

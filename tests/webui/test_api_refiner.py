@@ -161,3 +161,23 @@ def test_hires_fix_refiner_pass_from_override_settings_then_settings(catalog):
     with pytest.raises(ValueError, match=r"hires_fix_refiner_pass must be one of 'first pass', 'second pass', "
                                          r"'both passes' .*got 'third pass'"):
         convert({**request, "override_settings": {"hires_fix_refiner_pass": "third pass"}})
+
+
+def test_refiner_switch_by_sample_steps_from_settings_override_settings_and_a_paste(catalog):
+    """A1111's Settings > Compatibility option: Settings, then override_settings, where its paste puts the
+    infotext's "Refiner switch by sampling steps"; a value that is no bool is refused naming the option."""
+    request = dict(prompt="a", steps=2, refiner_checkpoint="sd_xl_refiner_1.0")
+    convert = lambda body, options=None: to_txt2img_params(  # noqa: E731
+        Txt2ImgRequest(**body), limits=GenerationLimits(), lora_names=None, refiner_catalog=catalog,
+        sampler_options=options)
+    assert convert(request).refiner_switch_by_sample_steps is False  # A1111's default: by noise level
+    assert convert(request, {"refiner_switch_by_sample_steps": True}).refiner_switch_by_sample_steps is True
+    overridden = convert({**request, "override_settings": {"refiner_switch_by_sample_steps": False}},
+                         {"refiner_switch_by_sample_steps": True})
+    assert overridden.refiner_switch_by_sample_steps is False
+    pasted = apply_infotext(Txt2ImgRequest(infotext=BASE + ", Refiner: sd_xl_refiner_1.0, Refiner switch at: 0.8, "
+                                                           "Refiner switch by sampling steps: True"))
+    assert pasted.override_settings["refiner_switch_by_sample_steps"] is True
+    assert _convert(pasted, catalog).refiner_switch_by_sample_steps is True
+    with pytest.raises(TypeError, match="refiner_switch_by_sample_steps must be True or False"):
+        convert({**request, "override_settings": {"refiner_switch_by_sample_steps": "yes"}})

@@ -19,6 +19,7 @@ def _generate(capsys, *args) -> str:
     ["--sampler", "DDIM", "--eta", "0.5"],
     ["--sampler", "Euler a", "--eta", "0.6", "--ensd", "31337"],
     ["--sampler", "DPM++ 2M Karras", "--clip-skip", "2", "--cfg", "4.5", "--negative", "blurry"],
+    ["--sampler", "Euler", "--refiner-switch-by-sample-steps"],  # written (A1111: with or without a refiner), read back
 ])
 def test_an_image_is_reproduced_bit_for_bit_from_its_own_png(tiny_sd1_dir, tmp_path, capsys, flags):
     original, _ = _generate(capsys, "a red circle", "--model", str(tiny_sd1_dir), "--seed", "77",
@@ -28,6 +29,8 @@ def test_an_image_is_reproduced_bit_for_bit_from_its_own_png(tiny_sd1_dir, tmp_p
     first, second = Image.open(original), Image.open(again)
     assert first.text["parameters"] == second.text["parameters"]
     assert first.tobytes() == second.tobytes()
+    by_steps = "Refiner switch by sampling steps: True" in first.text["parameters"]
+    assert by_steps == ("--refiner-switch-by-sample-steps" in flags)
 
 
 def test_flags_win_over_the_infotext(tiny_sd1_dir, tmp_path, capsys):

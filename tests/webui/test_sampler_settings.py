@@ -20,7 +20,8 @@ def test_each_sampler_takes_its_own_eta_setting(sampler, expected_eta):
     values = {"eta_ancestral": 0.6, "eta_ddim": 0.3, "eta_noise_seed_delta": 31337}
     assert sampler_option_params(sampler, values) == {"eta": expected_eta, "ensd": 31337,
                                                       "sampler_parameters": SamplerParameters(),
-                                                      "inpainting_mask_weight": 1.0}
+                                                      "inpainting_mask_weight": 1.0,
+                                                      "refiner_switch_by_sample_steps": False}
 
 
 def test_defaults_are_a1111s():
@@ -34,14 +35,17 @@ def test_defaults_are_a1111s():
                                        "pad_cond_uncond": False, "pad_cond_uncond_v0": False,
                                        "use_downcasted_alpha_bar": False, "initial_noise_multiplier": 1.0,
                                        "img2img_extra_noise": 0.0, "inpainting_mask_weight": 1.0,
-                                       "hires_fix_refiner_pass": "second pass"}
+                                       "hires_fix_refiner_pass": "second pass",
+                                       "refiner_switch_by_sample_steps": False}
     assert sampler_option_params("Euler a", {}) == {"eta": 1.0, "ensd": 0, "sampler_parameters": SamplerParameters(),
-                                                    "inpainting_mask_weight": 1.0}
+                                                    "inpainting_mask_weight": 1.0,
+                                                      "refiner_switch_by_sample_steps": False}
 
 
 @pytest.mark.parametrize("key, value", [("eta_ancestral", 1.5), ("eta_ddim", -0.1), ("eta_ddim", "0"),
                                         ("eta_noise_seed_delta", -1), ("eta_noise_seed_delta", 1.5),
-                                        ("hires_fix_refiner_pass", "Second pass"), ("hires_fix_refiner_pass", 2)])
+                                        ("hires_fix_refiner_pass", "Second pass"), ("hires_fix_refiner_pass", 2),
+                                        ("refiner_switch_by_sample_steps", "True")])
 def test_bad_values_are_refused(tmp_path, key, value):
     options = ServerOptions(str(tmp_path), 0)
     with pytest.raises(ValueError, match=key):
@@ -54,7 +58,8 @@ def test_settings_are_saved_and_read_back(tmp_path):
     options.apply(options.check_update({"eta_ancestral": 0.25, "eta_noise_seed_delta": 31337}))
     again = ServerOptions(str(tmp_path), 0, settings_file=path)
     assert again.sampler_params("Euler a") == {"eta": 0.25, "ensd": 31337, "sampler_parameters": SamplerParameters(),
-                                               "inpainting_mask_weight": 1.0}
+                                               "inpainting_mask_weight": 1.0,
+                                                      "refiner_switch_by_sample_steps": False}
 
 
 def test_the_settings_tab_applies_the_sampler_parameters(tmp_path):

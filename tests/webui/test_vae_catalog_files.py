@@ -103,13 +103,19 @@ def test_automatic_is_the_sidecar_none_the_builtin_and_names_keep_extensions(sin
     assert holder.vae_name == "Automatic" and decoder_is(sidecar_vae)
     assert model.extras["vae_name"] == "sd1.vae.safetensors"
 
+    from mixkit.models.diffusion.loading import VAE_SETTING_KEY
+
+    assert VAE_SETTING_KEY not in model.extras  # "Automatic": a refiner decodes with its own VAE
     holder.set_vae("listed.safetensors", vaes.find("listed.safetensors"))
     assert decoder_is(listed_vae) and model.extras["vae_name"] == "listed.safetensors"
+    assert model.extras[VAE_SETTING_KEY] == "listed.safetensors"  # chosen for every checkpoint, the refiner's too
 
     holder.set_vae("None", vaes.find("None"))  # A1111's None: the checkpoint's built-in VAE
     from diffusers import AutoencoderKL
 
     assert decoder_is(AutoencoderKL.from_pretrained(tiny_sd1_dir / "vae")) and "vae_name" not in model.extras
+    assert model.extras[VAE_SETTING_KEY] == "None"  # each checkpoint's built-in VAE
 
     holder.set_vae("Automatic", vaes.find("Automatic"))
     assert decoder_is(sidecar_vae) and model.extras["vae_name"] == "sd1.vae.safetensors"
+    assert VAE_SETTING_KEY not in model.extras

@@ -1,5 +1,6 @@
 """Settings > Sampler parameters' schedule, churn, Beta, UniPC, noise schedule and cond padding controls, Settings >
-img2img's noise controls and Settings > Stable Diffusion's hires refiner pass.
+img2img's noise controls, Settings > Stable Diffusion's hires refiner pass and Settings > Compatibility's refiner
+switch by sampling steps.
 
 A1111's options of the same names (`pipelines.sampler_parameters`, `pipelines.img2img_noise`), applied with their
 own button so the Settings tab's main form keeps its inputs; every UI generation and every API request that does not
@@ -46,6 +47,8 @@ CHECKBOXES = {
     "pad_cond_uncond": "Pad prompt/negative prompt to one length with the empty prompt (Optimizations; changes seeds)",
     "pad_cond_uncond_v0": "Pad prompt/negative prompt (v0): repeat or cut the negative prompt (wins over the above)",
     "use_downcasted_alpha_bar": "Downcast model alphas_cumprod to fp16 before sampling (Compatibility; old seeds)",
+    "refiner_switch_by_sample_steps": "Switch to refiner by sampling steps instead of model timesteps (Compatibility; "
+                                      "A1111's old behaviour; infotext 'Refiner switch by sampling steps')",
 }
 
 

@@ -24,6 +24,12 @@ SINGLE_FILE_SUFFIXES = (".safetensors", ".ckpt", ".pt", ".pth", ".bin")
 # A1111's "Automatic" VAE: a file named like the checkpoint with one of these endings, in its folder
 # (sd_vae.find_vae_near_checkpoint, in this order). Civitai models often ship their VAE this way.
 VAE_NEAR_CHECKPOINT_SUFFIXES = (".vae.pt", ".vae.ckpt", ".vae.safetensors")
+# `DiffusionModel.extras` key for a VAE chosen for every checkpoint that runs, as A1111's `sd_vae` other than
+# "Automatic": the chosen file's name (`vae=`), or BUILT_IN_VAE (A1111's "None", `vae_near_checkpoint=False`).
+# Absent: "Automatic", the VAE that came with the checkpoint. A refiner decodes with its own VAE unless it is set
+# (pipelines.refiner_vae).
+VAE_SETTING_KEY = "vae_setting"
+BUILT_IN_VAE = "None"
 
 
 def find_vae_near_checkpoint(checkpoint: str | os.PathLike) -> Path | None:
@@ -57,8 +63,10 @@ def load_diffusion_model(source: str | os.PathLike, *, dtype=None, device: str |
     one: `<name>.vae.safetensors` (or `.vae.pt`, `.vae.ckpt`) next to `<name>.safetensors` when there is
     one (`find_vae_near_checkpoint`), else the checkpoint's own; `vae_near_checkpoint=False` always
     keeps the checkpoint's own (A1111's "None"). `extras["vae_name"]` is the VAE file's name with its
-    extension, as A1111 writes the infotext's `VAE:`. `config_dir` (single files only) is a diffusers
-    folder whose configs replace the shipped SD 1.x/2.x/XL ones (see `load_single_file`).
+    extension, as A1111 writes the infotext's `VAE:`; `vae=` and `vae_near_checkpoint=False` are recorded as the
+    VAE chosen for every checkpoint (`VAE_SETTING_KEY`: a refiner decodes with it too, as with A1111's `sd_vae`).
+    `config_dir` (single files only) is a diffusers folder whose configs replace the shipped SD 1.x/2.x/XL ones (see
+    `load_single_file`).
 
     `attention="auto"` routes the UNet's, VAE's and text encoders' attention through
     `mixkit.attention` (kernel chosen per call site, switchable with `set_attention_backend`);
@@ -113,6 +121,10 @@ def load_diffusion_model(source: str | os.PathLike, *, dtype=None, device: str |
         model = load_diffusers_folder(path, str(source), dtype, unet_dtype or dtype, **choice)
     if hub_name is not None:
         model.name = hub_name  # the infotext's "Model:", not the snapshot folder's commit hash
+    if vae is not None:
+        model.extras[VAE_SETTING_KEY] = Path(str(vae)).name
+    elif not vae_near_checkpoint:
+        model.extras[VAE_SETTING_KEY] = BUILT_IN_VAE
     if vae is None and vae_near_checkpoint and path.is_file():
         vae = find_vae_near_checkpoint(path)
         if vae is not None:
