@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mixkit.training.config_checks import (check_caption_files, check_diffusion_training, check_ema_decay,
-                                           check_non_negative_numbers, check_positive_ints)
+from mixkit.training.config_checks import check_ema_decay
 from mixkit.training.config_json import JsonConfig
 from mixkit.training.sd_run_options import SDRunOptions
 
@@ -43,9 +42,5 @@ class SDFinetuneConfig(SDRunOptions, JsonConfig):
 
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
-        check_caption_files(self)
-        check_positive_ints(self, ("batch_size", "gradient_accumulation_steps", "max_steps", "resolution"))
-        check_non_negative_numbers(self, ("learning_rate", "noise_offset", "min_snr_gamma"))
+        self.check_sd_training()
         check_ema_decay(self)
-        check_diffusion_training(self)
-        self.check_run_options()

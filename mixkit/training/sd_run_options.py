@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mixkit.registry import Registry
-from mixkit.training.config_checks import check_bools, check_int_in, check_number_in
+from mixkit.training.config_checks import (check_bools, check_caption_files, check_diffusion_training, check_int_in,
+                                           check_non_negative_numbers, check_number_in, check_positive_ints)
 from mixkit.training.sd_objective_options import SDObjectiveOptions
 
 LOG_TARGETS: Registry[str] = Registry("training log target")
@@ -74,6 +75,19 @@ class SDRunOptions(SDObjectiveOptions):
     validation_loss_every: int = 0
     # Gradient clipping by global norm (kohya's max_grad_norm; 0: no clipping).
     max_grad_norm: float = 1.0
+
+    def check_sd_training(self, *, positive_ints: tuple[str, ...] = (), non_negative: tuple[str, ...] = ()) -> None:
+        """The checks every SD trainer's config shares, so each trainer refuses the same setting with the same
+        message: its caption files, batch and step counts, learning rate and objective, precision, schedule and
+        these run options. They read the settings every such config declares itself (model, dataset, batch_size,
+        max_steps, learning_rate ...); `positive_ints` / `non_negative` name the trainer's own settings of those
+        kinds."""
+        check_caption_files(self)
+        check_positive_ints(self, ("batch_size", "gradient_accumulation_steps", "max_steps", "resolution",
+                                   *positive_ints))
+        check_non_negative_numbers(self, ("learning_rate", "noise_offset", "min_snr_gamma", *non_negative))
+        check_diffusion_training(self)
+        self.check_run_options()
 
     def check_run_options(self) -> None:
         """Raise ValueError/TypeError naming the first run option out of range."""

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mixkit.prompts.chunking import CHUNK_TOKENS
-from mixkit.training.config_checks import (check_bools, check_caption_files, check_diffusion_training,
-                                           check_non_negative_numbers, check_positive_ints)
+from mixkit.training.config_checks import check_bools, check_optional_strings
 from mixkit.training.config_json import JsonConfig
 from mixkit.training.kohya_export import SAVE_PRECISIONS
+from mixkit.training.modelspec import METADATA_TEXTS
 from mixkit.training.sd_run_options import SDRunOptions
 
 EMBEDDING_SUFFIXES = (".safetensors", ".pt")
@@ -73,9 +73,7 @@ class SDTextualInversionConfig(SDRunOptions, JsonConfig):
 
     def check(self) -> None:
         """Raise ValueError/TypeError naming the first setting out of range."""
-        check_caption_files(self)
-        check_positive_ints(self, ("batch_size", "gradient_accumulation_steps", "max_steps", "resolution",
-                                   "num_vectors_per_token"))
+        self.check_sd_training(positive_ints=("num_vectors_per_token",))
         if self.num_vectors_per_token > CHUNK_TOKENS:
             raise ValueError(f"num_vectors_per_token must be at most {CHUNK_TOKENS} (one prompt chunk holds "
                              f"{CHUNK_TOKENS} tokens), got {self.num_vectors_per_token}")
@@ -93,19 +91,13 @@ class SDTextualInversionConfig(SDRunOptions, JsonConfig):
                   if getattr(self, name)]
         if len(chosen) > 1:
             raise ValueError(f"{' and '.join(chosen)} each choose the training captions; keep one")
-        check_non_negative_numbers(self, ("learning_rate", "noise_offset", "min_snr_gamma"))
-        check_diffusion_training(self)
-        self.check_run_options()
         SAVE_PRECISIONS.get(self.save_precision)
         if self.save_model_as is not None:
             suffix = Path(self.output).suffix.lower()
             if f".{self.save_model_as}" not in EMBEDDING_SUFFIXES or f".{self.save_model_as}" != suffix:
                 raise ValueError(f"save_model_as {self.save_model_as!r} must be 'safetensors' or 'pt' and match the "
                                  f"output's suffix {suffix!r}; remove it or change output")
-        for name in ("metadata_title", "metadata_author", "metadata_description", "metadata_license", "metadata_tags",
-                     "output_name"):
-            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
-                raise ValueError(f"{name} must be a string (or None to leave it out), got {getattr(self, name)!r}")
+        check_optional_strings(self, (*METADATA_TEXTS, "output_name"))
 
     def caption_templates(self):
         """The run's `CaptionTemplates`, or None when it trains on the captions as they are."""
