@@ -31,7 +31,8 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
 
     `sdxl_key_layout` names SDXL UNet modules as kohya's SDXL trainer does ("sgm", what A1111, ComfyUI
     and Civitai files use) or by flattened diffusers paths ("diffusers"); SD 1.x/2.x files always use
-    the latter, as kohya's do. Optimizer, validation and logging options come from `SDRunOptions`.
+    the latter, as kohya's do. Data, batch and step settings, optimizer, validation and logging options come from
+    `SDRunOptions`.
     """
 
     model: str
@@ -48,16 +49,9 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     # False trains the text encoder's adapters alone (kohya's network_train_text_encoder_only): no UNet adapters are
     # created, so the file holds `lora_te*` modules only. Needs train_text_encoder.
     train_unet: bool = True
-    resolution: int = 512
-    missing_captions: str = "folder_name"
-    # kohya's caption_extension: `photo.png` is captioned by `photo<caption_extension>` (kohya's default: .caption)
-    caption_extension: str = ".txt"
     class_dataset: str | None = None
     prior_loss_weight: float = 1.0
     prior_target: str = "noise"
-    batch_size: int = 1
-    gradient_accumulation_steps: int = 1
-    max_steps: int = 100
     learning_rate: float = 1e-4
     text_encoder_learning_rate: float | None = None
     # Words (a new concept's trigger words) whose input vectors are trained too and saved in the file as A1111
@@ -66,15 +60,7 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     word_vectors_learning_rate: float | None = None
     # LoRA+ (kohya's loraplus_lr_ratio): the adapters' up weights learn at this multiple of their rate.
     loraplus_lr_ratio: float | None = None
-    # Steps of linear warm-up, or (a float below 1) kohya's ratio of the run's steps: 0.1 warms up over the first 10%.
-    warmup_steps: int | float = 0
-    seed: int = 0
-    min_snr_gamma: float | None = None
     mixed_precision: str = "auto"  # bf16 where it is fast (measured 1.7x over fp32 at SD 1.5 size), else fp32
-    gradient_checkpointing: bool = False
-    checkpoint_every: int = 0
-    checkpoint_dir: str | None = None
-    resume_from: str | None = None
     output_name: str | None = None
     sdxl_key_layout: str = "sgm"
     # Export an exponential moving average of the adapters (and word vectors) instead of the last step's

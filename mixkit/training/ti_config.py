@@ -1,6 +1,7 @@
 """Settings of a textual-inversion run (a new word's input vectors for SD 1.x/2.x/SDXL), as a JSON-round-tripping
 dataclass. The embedding's settings carry kohya's `train_textual_inversion.py` names, so its config files read as
-they are; the rest (optimizer, schedule, validation, caching, saving) are the LoRA trainer's (`SDRunOptions`)."""
+they are; the rest (data, steps, optimizer, schedule, validation, caching, saving) are every SD trainer's
+(`SDRunOptions`)."""
 
 from __future__ import annotations
 
@@ -41,22 +42,8 @@ class SDTextualInversionConfig(SDRunOptions, JsonConfig):
     use_object_template: bool = False
     use_style_template: bool = False
     template_file: str | None = None
-    resolution: int = 512
-    missing_captions: str = "folder_name"
-    caption_extension: str = ".txt"
-    batch_size: int = 1
-    gradient_accumulation_steps: int = 1
-    max_steps: int = 100
     learning_rate: float = 5e-3  # A1111's default embedding rate
-    # Steps of linear warm-up, or (a float below 1) kohya's ratio of the run's steps.
-    warmup_steps: int | float = 0
-    seed: int = 0
-    min_snr_gamma: float | None = None
     mixed_precision: str = "auto"
-    gradient_checkpointing: bool = False
-    checkpoint_every: int = 0
-    checkpoint_dir: str | None = None
-    resume_from: str | None = None
     output_name: str | None = None  # names the sample images (kohya's output_name); default: the output's stem
     save_precision: str = "float"  # the file's tensors: "float" (float32), "fp16" or "bf16" (kohya's save_precision)
     # kohya's save_model_as, kept so its configs read as they are: it must agree with the output's suffix (kohya's
