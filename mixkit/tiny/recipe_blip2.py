@@ -256,7 +256,7 @@ def train_tiny_blip2(recipe: TinyBlip2Recipe, stop_at_step: int | None = None):
     from mixkit.training.blip2_stage1_trainer import run_blip2_stage1
     from mixkit.training.blip2_stage2_config import Blip2Stage2Config
     from mixkit.training.blip2_stage2_trainer import train_blip2_stage2
-    from mixkit.training.sd_lora_trainer import TrainingResult
+    from mixkit.training.training_result import TrainingResult
 
     check_recipe_types(recipe)
     recipe.check()

@@ -214,7 +214,7 @@ def _unit_features(model, tokenizer, images_uint8: torch.Tensor, captions: list[
 def train_tiny_clip(recipe: TinyClipRecipe, stop_at_step: int | None = None):
     from transformers import CLIPImageProcessor, CLIPProcessor
 
-    from mixkit.training.sd_lora_trainer import TrainingResult
+    from mixkit.training.training_result import TrainingResult
 
     check_recipe_types(recipe)
     recipe.check()

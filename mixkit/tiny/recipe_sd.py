@@ -243,7 +243,7 @@ def judge_accuracy(unet, vae, scaling: float, tokenizer, text_encoder, prompts: 
 
 def train_tiny_sd(recipe: TinySDRecipe, stop_at_step: int | None = None):
     from mixkit.evaluation import eval_prompts, load_shipped_judge
-    from mixkit.training.sd_lora_trainer import TrainingResult
+    from mixkit.training.training_result import TrainingResult
 
     check_recipe_types(recipe)
     recipe.check()

@@ -239,7 +239,7 @@ def train_tiny_vae_recipe(recipe: TinyVaeRecipe, stop_at_step: int | None = None
     import dataclasses
     from pathlib import Path
 
-    from mixkit.training.sd_lora_trainer import TrainingResult
+    from mixkit.training.training_result import TrainingResult
 
     check_recipe_types(recipe)
     recipe.check()

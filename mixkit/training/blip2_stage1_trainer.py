@@ -22,7 +22,8 @@ from mixkit.data import BucketedImageDataset
 from mixkit.training.accelerator_setup import make_accelerator
 from mixkit.training.blip2_stage1_config import Blip2Stage1Config
 from mixkit.training.plain_step import finish_step
-from mixkit.training.sd_lora_trainer import TrainingResult, scan_dataset
+from mixkit.training.sd_lora_trainer import scan_dataset
+from mixkit.training.training_result import TrainingResult
 from mixkit.training.training_state import architecture_fingerprint, load_training_state, restore_rng_states
 from mixkit.training.vlm_lm_training import decay_groups
 from mixkit.training.vlm_samples import CLIP_MEAN, CLIP_STD, image_batch

@@ -14,7 +14,7 @@ import torch
 from mixkit.io.atomic import check_new_output_folder
 from mixkit.io.sources import with_shipped_folders
 from mixkit.training.blip2_stage2_config import Blip2Stage2Config
-from mixkit.training.sd_lora_trainer import TrainingResult
+from mixkit.training.training_result import TrainingResult
 from mixkit.training.vlm_lm_training import LanguageModellingRun, run_language_modelling
 from mixkit.training.vlm_parts import load_tokenizer, task_config_for, tokenizer_folder
 from mixkit.training.vlm_samples import VlmSample, format_prompt, scan_vlm_samples

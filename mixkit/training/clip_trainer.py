@@ -22,7 +22,7 @@ from mixkit.training.accelerator_setup import make_accelerator
 from mixkit.training.clip_config import ClipTrainingConfig
 from mixkit.training.losses import clip_contrastive_loss
 from mixkit.training.plain_step import finish_step
-from mixkit.training.sd_lora_trainer import TrainingResult
+from mixkit.training.training_result import TrainingResult
 from mixkit.training.training_state import architecture_fingerprint, load_training_state, restore_rng_states
 
 logger = logging.getLogger(__name__)

@@ -31,6 +31,14 @@ def check_bools(config, names: tuple[str, ...]) -> None:
             raise TypeError(f"{name} must be true or false, got {getattr(config, name)!r}")
 
 
+def check_optional_strings(config, names: tuple[str, ...]) -> None:
+    """Free-text settings (titles, names): a string, or None to leave it out."""
+    for name in names:
+        value = getattr(config, name)
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"{name} must be a string (or None to leave it out), got {value!r}")
+
+
 def check_int_in(config, name: str, low: int, high: int, hint: str = "") -> None:
     """An integer setting in [low, high]; `hint` (like "(0: off)") is added to the message."""
     value = getattr(config, name)

@@ -13,6 +13,10 @@ SAI_MODEL_SPEC_VERSION = "1.0.1"  # kohya's current BASE_METADATA
 STABILITY_IMPLEMENTATION = "https://github.com/Stability-AI/generative-models"
 
 
+# The trainers' settings the texts come from (kohya's argument names), in `ModelSpecTexts`' order.
+METADATA_TEXTS = ("metadata_title", "metadata_author", "metadata_description", "metadata_license", "metadata_tags")
+
+
 @dataclass(frozen=True)
 class ModelSpecTexts:
     """The user-written parts (kohya's --metadata_title/author/description/license/tags); None: not written."""
@@ -22,6 +26,11 @@ class ModelSpecTexts:
     description: str | None = None
     license: str | None = None
     tags: str | None = None
+
+    @classmethod
+    def of_config(cls, config) -> ModelSpecTexts:
+        """The texts a trainer's config sets (`METADATA_TEXTS`)."""
+        return cls(*(getattr(config, name) for name in METADATA_TEXTS))
 
 
 def lora_architecture(family: str, v_prediction: bool) -> str:

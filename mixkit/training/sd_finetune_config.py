@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mixkit.training.config_checks import (check_caption_files, check_diffusion_training, check_ema_decay,
-                                           check_non_negative_numbers, check_positive_ints)
+from mixkit.training.config_checks import check_ema_decay
 from mixkit.training.config_json import JsonConfig
 from mixkit.training.sd_run_options import SDRunOptions
 
@@ -14,7 +13,7 @@ from mixkit.training.sd_run_options import SDRunOptions
 class SDFinetuneConfig(SDRunOptions, JsonConfig):
     """`model` must be a diffusers folder; `output` is a new folder holding the whole model with the trained UNet.
 
-    Optimizer, validation images and TensorBoard options come from `SDRunOptions`.
+    Data, batch and step settings, optimizer, validation images and TensorBoard options come from `SDRunOptions`.
     """
 
     model: str
@@ -23,29 +22,10 @@ class SDFinetuneConfig(SDRunOptions, JsonConfig):
     from_scratch: bool = False
     use_ema: bool = True
     ema_decay: float = 0.9999
-    resolution: int = 512
-    missing_captions: str = "folder_name"
-    # kohya's caption_extension: `photo.png` is captioned by `photo<caption_extension>` (kohya's default: .caption)
-    caption_extension: str = ".txt"
-    batch_size: int = 1
-    gradient_accumulation_steps: int = 1
-    max_steps: int = 100
     learning_rate: float = 1e-5
-    # Steps of linear warm-up, or (a float below 1) kohya's ratio of the run's steps: 0.1 warms up over the first 10%.
-    warmup_steps: int | float = 0
-    seed: int = 0
-    min_snr_gamma: float | None = None
     mixed_precision: str = "no"
-    gradient_checkpointing: bool = False
-    checkpoint_every: int = 0
-    checkpoint_dir: str | None = None
-    resume_from: str | None = None
 
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
-        check_caption_files(self)
-        check_positive_ints(self, ("batch_size", "gradient_accumulation_steps", "max_steps", "resolution"))
-        check_non_negative_numbers(self, ("learning_rate", "noise_offset", "min_snr_gamma"))
+        self.check_sd_training()
         check_ema_decay(self)
-        check_diffusion_training(self)
-        self.check_run_options()

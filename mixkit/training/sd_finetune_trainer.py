@@ -26,13 +26,14 @@ from mixkit.models.diffusion.recommended import RECOMMENDED_FILE, read_recommend
 from mixkit.training.accelerator_setup import make_accelerator
 from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_step, run_denoising_loop
 from mixkit.training.ema import EmaWeights
-from mixkit.training.optimizers import make_optimizer, warmup_schedule
+from mixkit.training.frozen_model_run import held_out_dataset, optimizer_with_schedule, resume
 from mixkit.training.run_reporting import StepReporter
 from mixkit.training.run_schedule import intermediate_saves, resolve_epochs, validation_points
 from mixkit.training.sd_finetune_config import SDFinetuneConfig
-from mixkit.training.sd_lora_trainer import TrainingResult, scan_dataset, scan_path
+from mixkit.training.sd_lora_trainer import scan_dataset, scan_path
+from mixkit.training.training_result import TrainingResult
 from mixkit.training.training_schedule import SCHEDULE_KEYS, with_training_schedule
-from mixkit.training.training_state import architecture_fingerprint, resume_run
+from mixkit.training.training_state import architecture_fingerprint
 from mixkit.training.validation_loss import held_out_evaluator, held_out_records
 
 logger = logging.getLogger(__name__)
@@ -80,11 +81,9 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
     _check_paths(config)
     report = scan_dataset(config)
     records, held_records = held_out_records(config, report.records, scan_path)
-    buckets = config.bucket_settings()
-    dataset = BucketedImageDataset(records, config.resolution, buckets, source=config.dataset,
+    dataset = BucketedImageDataset(records, config.resolution, config.bucket_settings(), source=config.dataset,
                                    loss_masks=config.masked_loss)
-    held_dataset = (BucketedImageDataset(held_records, config.resolution, buckets, source="held-out images",
-                                         loss_masks=config.masked_loss) if held_records else None)
+    held_dataset = held_out_dataset(config, held_records)
     accelerator = make_accelerator(mixed_precision=config.mixed_precision,
                                    gradient_accumulation_steps=config.gradient_accumulation_steps)
     batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
@@ -111,22 +110,19 @@ def train_sd_finetune(config: SDFinetuneConfig, *, stop_at_step: int | None = No
         unet.enable_gradient_checkpointing()
     parameters = [p for p in unet.parameters()]
     ema = EmaWeights(parameters, config.ema_decay) if config.use_ema else None
-    optimizer = make_optimizer(config.optimizer, [{"params": parameters}], config.learning_rate)
-    lr_schedule = warmup_schedule(optimizer, config.lr_schedule, config.warmup_steps, config.max_steps,
-                                  num_cycles=config.lr_schedule_num_cycles, power=config.lr_schedule_power)
+    optimizer, lr_schedule = optimizer_with_schedule(config, [{"params": parameters}])
     fingerprint = architecture_fingerprint(dict(unet.state_dict()), {"trainer": "sd-finetune", "ema": config.use_ema})
 
     def trainable_state() -> dict:
         return {**{f"unet.{k}": v for k, v in unet.state_dict().items()}, **(ema.state_dict() if ema else {})}
 
-    # 3. Resume.
-    step = 0
-    if config.resume_from:
-        trainable, step = resume_run(config.resume_from, fingerprint, optimizer=optimizer, lr_schedule=lr_schedule,
-                                   max_steps=config.max_steps)
+    def load_trainable(trainable: dict) -> None:
         unet.load_state_dict({k[5:]: v for k, v in trainable.items() if k.startswith("unet.")})
         if ema:
             ema.load_state_dict(trainable)
+
+    # 3. Resume.
+    step = resume(config, fingerprint, optimizer, lr_schedule, load_trainable)
     # Checked once the start step is known: a resumed run has written the folders of its earlier steps itself.
     for suffix in [suffix for at, suffixes in saves.items() if at > step for suffix in suffixes]:
         check_new_output_folder(intermediate_folder(config.output, suffix), "The intermediate model folder")

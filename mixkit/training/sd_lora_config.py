@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mixkit.registry import Registry
-from mixkit.training.config_checks import (check_bools, check_caption_files, check_diffusion_training,
-                                           check_ema_decay, check_non_negative_numbers, check_number_in,
-                                           check_positive_ints)
+from mixkit.training.config_checks import check_bools, check_ema_decay, check_number_in, check_optional_strings
 from mixkit.training.config_json import JsonConfig
 from mixkit.training.kohya_export import SAVE_PRECISIONS, SDXL_KEY_LAYOUTS
+from mixkit.training.modelspec import METADATA_TEXTS
 from mixkit.training.sd_run_options import SDRunOptions
 from mixkit.training.word_vectors import check_words
 
@@ -32,7 +31,8 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
 
     `sdxl_key_layout` names SDXL UNet modules as kohya's SDXL trainer does ("sgm", what A1111, ComfyUI
     and Civitai files use) or by flattened diffusers paths ("diffusers"); SD 1.x/2.x files always use
-    the latter, as kohya's do. Optimizer, validation and logging options come from `SDRunOptions`.
+    the latter, as kohya's do. Data, batch and step settings, optimizer, validation and logging options come from
+    `SDRunOptions`.
     """
 
     model: str
@@ -49,16 +49,9 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     # False trains the text encoder's adapters alone (kohya's network_train_text_encoder_only): no UNet adapters are
     # created, so the file holds `lora_te*` modules only. Needs train_text_encoder.
     train_unet: bool = True
-    resolution: int = 512
-    missing_captions: str = "folder_name"
-    # kohya's caption_extension: `photo.png` is captioned by `photo<caption_extension>` (kohya's default: .caption)
-    caption_extension: str = ".txt"
     class_dataset: str | None = None
     prior_loss_weight: float = 1.0
     prior_target: str = "noise"
-    batch_size: int = 1
-    gradient_accumulation_steps: int = 1
-    max_steps: int = 100
     learning_rate: float = 1e-4
     text_encoder_learning_rate: float | None = None
     # Words (a new concept's trigger words) whose input vectors are trained too and saved in the file as A1111
@@ -67,15 +60,7 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     word_vectors_learning_rate: float | None = None
     # LoRA+ (kohya's loraplus_lr_ratio): the adapters' up weights learn at this multiple of their rate.
     loraplus_lr_ratio: float | None = None
-    # Steps of linear warm-up, or (a float below 1) kohya's ratio of the run's steps: 0.1 warms up over the first 10%.
-    warmup_steps: int | float = 0
-    seed: int = 0
-    min_snr_gamma: float | None = None
     mixed_precision: str = "auto"  # bf16 where it is fast (measured 1.7x over fp32 at SD 1.5 size), else fp32
-    gradient_checkpointing: bool = False
-    checkpoint_every: int = 0
-    checkpoint_dir: str | None = None
-    resume_from: str | None = None
     output_name: str | None = None
     sdxl_key_layout: str = "sgm"
     # Export an exponential moving average of the adapters (and word vectors) instead of the last step's
@@ -113,7 +98,9 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
 
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
-        check_caption_files(self)
+        self.check_sd_training(positive_ints=("rank",),
+                               non_negative=("text_encoder_learning_rate", "word_vectors_learning_rate", "alpha",
+                                             "conv_alpha", "prior_loss_weight"))
         NETWORK_KINDS.get(self.network)
         PRIOR_TARGETS.get(self.prior_target)
         if self.prior_target != "noise" and not self.class_dataset:
@@ -126,7 +113,6 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
             raise ValueError(f"class_dataset {self.class_dataset!r} and a kohya dataset config ({self.dataset!r}) are "
                              "both given; as kohya ignores reg_data_dir then, add the class images to the config as "
                              "a subset with is_reg = true, and remove class_dataset")
-        check_positive_ints(self, ("rank", "batch_size", "gradient_accumulation_steps", "max_steps", "resolution"))
         if self.network == "locon" and (not isinstance(self.conv_rank, int) or self.conv_rank <= 0):
             raise ValueError(f"conv_rank must be a positive integer for a LoCon network, got {self.conv_rank!r}")
         check_words(self.train_word_vectors)
@@ -145,11 +131,6 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
                                   or not 0 < ratio < float("inf")):
             raise ValueError(f"loraplus_lr_ratio must be a positive number (16 is LoRA+'s suggestion) or None, "
                              f"got {ratio!r}")
-        check_non_negative_numbers(self, ("learning_rate", "text_encoder_learning_rate", "word_vectors_learning_rate",
-                                          "alpha", "conv_alpha",
-                                          "noise_offset", "min_snr_gamma", "prior_loss_weight"))
-        check_diffusion_training(self)
-        self.check_run_options()
         check_bools(self, ("no_metadata",))
         if not isinstance(self.use_ema, bool):
             raise TypeError(f"use_ema must be true or false, got {self.use_ema!r}")
@@ -159,9 +140,7 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
         SAVE_PRECISIONS.get(self.save_precision)
         if not isinstance(self.training_comment, str):
             raise ValueError(f"training_comment must be a string, got {self.training_comment!r}")
-        for name in ("metadata_title", "metadata_author", "metadata_description", "metadata_license", "metadata_tags"):
-            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
-                raise ValueError(f"{name} must be a string (or None to leave it out), got {getattr(self, name)!r}")
+        check_optional_strings(self, METADATA_TEXTS)
         if self.network_weights is not None and (not isinstance(self.network_weights, str)
                                                  or not self.network_weights.strip()):
             raise ValueError(f"network_weights must be the path of a kohya LoRA file or None, got {self.network_weights!r}")

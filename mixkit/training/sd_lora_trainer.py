@@ -16,7 +16,6 @@ import math
 import os
 import random
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -25,24 +24,24 @@ import mixkit
 from mixkit.data import BucketedImageDataset, ScanReport, scan_jsonl_manifest, scan_kohya_folder
 from mixkit.data.class_balance import balance_class_images
 from mixkit.data.loss_masks import MASK_SUFFIX, check_loss_masks
-from mixkit.training.accelerator_setup import make_accelerator, resolve_mixed_precision
 from mixkit.training.dataset_config import is_dataset_config
 from mixkit.training.dataset_config_scan import (RUN_WIDE_DATASET_KEYS, dataset_group, datasets_metadata,
                                                   scan_dataset_config, without_held_out)
-from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_step, run_denoising_loop
+from mixkit.training.denoising_loop import ConditionedDenoiser
 from mixkit.training.ema import EmaWeights
+from mixkit.training.frozen_model_run import (load_frozen_model, optimizer_with_schedule, resume, start_run,
+                                              train_attached)
 from mixkit.training.kohya_export import (cast_for_saving, minimum_metadata, save_kohya_lora, to_sgm_layout,
                                           training_metadata, without_local_paths)
 from mixkit.training.lora_network import CROSS_ATTENTION_KV, LoraNetwork
 from mixkit.training.modelspec import ModelSpecTexts, lora_modelspec
 from mixkit.training.network_weights import load_network_weights
-from mixkit.training.optimizers import make_optimizer, optimizer_description, warmup_schedule
-from mixkit.training.run_reporting import StepReporter
-from mixkit.training.run_schedule import epoch_of_save, intermediate_saves, resolve_epochs, validation_points
+from mixkit.training.optimizers import optimizer_description
+from mixkit.training.run_schedule import epoch_of_save
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
-from mixkit.training.training_schedule import with_training_schedule
-from mixkit.training.training_state import architecture_fingerprint, resume_run
-from mixkit.training.validation_loss import held_out_evaluator, held_out_records
+from mixkit.training.training_result import TrainingResult
+from mixkit.training.training_state import architecture_fingerprint
+from mixkit.training.validation_loss import held_out_records
 from mixkit.training.word_vectors import TrainedWordVectors
 
 logger = logging.getLogger(__name__)
@@ -50,27 +49,6 @@ logger = logging.getLogger(__name__)
 # Settings that name files or folders: the file's `mixkit_training_config` records only their last part.
 CONFIG_PATH_KEYS = ("model", "dataset", "output", "class_dataset", "network_weights", "validation_dataset",
                     "checkpoint_dir", "resume_from", "logging_dir", "sample_prompts")
-
-
-@dataclass
-class TrainingResult:
-    output: Path | None
-    steps: int
-    losses: list[float] = field(default_factory=list)
-    first_step: int = 0  # where a resumed run started: `steps - first_step` steps ran in this process
-    last_checkpoint: Path | None = None
-    skipped_images: list = field(default_factory=list)
-    seconds: float = 0.0
-    intermediate_outputs: list[Path] = field(default_factory=list)  # files written by `save_every_n_steps`
-    validation_losses: list[tuple[int, float]] = field(default_factory=list)  # (step, held-out loss)
-    interrupted: bool = False  # ended before its last step because the caller's `should_stop` said so
-
-
-def intermediate_output(output: str | Path, suffix: str) -> Path:
-    """Where a file written before the end goes (`run_schedule.intermediate_saves` names it, e.g. "step00000500"):
-    next to the output, `<stem>-<suffix>.safetensors`."""
-    output = Path(output)
-    return output.with_name(f"{output.stem}-{suffix}{output.suffix}")
 
 
 def scan_path(path: Path, missing_captions: str, caption_extension: str = ".txt") -> ScanReport:
@@ -144,11 +122,6 @@ def check_output_path(output: str | Path) -> None:
                          "writable; choose another output path")
 
 
-def _freeze(model) -> None:
-    for module in [model.unet, model.vae, *model.text_encoders]:
-        module.requires_grad_(False)
-
-
 def _frozen_weights_in_half_precision(model, precision: str, train_text_encoder: bool) -> None:
     """Store the frozen UNet (and text encoders unless they get adapters) in bf16/fp16, as diffusers'
     LoRA script does, so autocast does not re-cast every weight at every step; on CPU also channels-last
@@ -161,6 +134,17 @@ def _frozen_weights_in_half_precision(model, precision: str, train_text_encoder:
     if not train_text_encoder:
         for encoder in model.text_encoders:
             encoder.to(dtype=dtype)
+
+
+def _base_model_prediction(denoiser, network: LoraNetwork, accelerator):
+    """prior_target="base_model": the prior loss's target is what the model predicts without the adapters."""
+    plain = accelerator.unwrap_model(denoiser)
+
+    def predict(*inputs):
+        with network.disabled(), accelerator.autocast():
+            return plain(*inputs)
+
+    return predict
 
 
 def _settings(config: SDLoraTrainingConfig) -> dict:
@@ -221,29 +205,11 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
         report.records, held_records = held_out_records(config, report.records, scan_path)
         dataset = BucketedImageDataset(balance_class_images(report.records), config.resolution, buckets,
                                        source=config.dataset, loss_masks=config.masked_loss)
-    held_dataset = (BucketedImageDataset(held_records, config.resolution, buckets, source="held-out images",
-                                         loss_masks=config.masked_loss) if held_records else None)
-    precision = resolve_mixed_precision(config.mixed_precision)
-    accelerator = make_accelerator(mixed_precision=precision,
-                                   gradient_accumulation_steps=config.gradient_accumulation_steps)
-    batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
-    config = resolve_epochs(config, batches_per_epoch, accelerator.num_processes)
-    check_stop_at_step(stop_at_step, config.max_steps)
-    reporter = StepReporter(config, run_dir=Path(config.output).parent,
-                            run_name=config.output_name or Path(config.output).stem,
-                            enabled=accelerator.is_main_process,
-                            validation_points=validation_points(config, batches_per_epoch, accelerator.num_processes))
-    started = time.time()
+    setup = start_run(config, dataset, held_records, stop_at_step=stop_at_step)
+    config, accelerator, precision = setup.config, setup.accelerator, setup.precision
 
     # 2. Load and freeze the base model; attach adapters initialised from the seed.
-    owns_model = model is None
-    if model is None:
-        from mixkit.models.diffusion.loading import load_diffusion_model
-
-        model = load_diffusion_model(config.model)
-    model = with_training_schedule(model, config.prediction_type, config.zero_terminal_snr)
-    config.caption_encoding().check_layers(model.text_encoders)
-    _freeze(model)
+    model, owns_model = load_frozen_model(config, model)
     if owns_model and precision in ("bf16", "fp16"):
         _frozen_weights_in_half_precision(model, precision, config.train_text_encoder)
     torch.manual_seed(config.seed)
@@ -267,13 +233,10 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     denoiser = ConditionedDenoiser(model, config.train_text_encoder or words is not None, adapters=network,
                                    encoding=config.caption_encoding())
     te_lr = config.text_encoder_learning_rate if config.text_encoder_learning_rate is not None else config.learning_rate
-    optimizer = make_optimizer(config.optimizer,
-                               network.parameter_groups(config.learning_rate, te_lr, config.word_vectors_learning_rate,
-                                                        up_lr_ratio=config.loraplus_lr_ratio),
-                               config.learning_rate)
+    optimizer, lr_schedule = optimizer_with_schedule(
+        config, network.parameter_groups(config.learning_rate, te_lr, config.word_vectors_learning_rate,
+                                         up_lr_ratio=config.loraplus_lr_ratio))
     optimizer_name = optimizer_description(optimizer)
-    lr_schedule = warmup_schedule(optimizer, config.lr_schedule, config.warmup_steps, config.max_steps,
-                                  num_cycles=config.lr_schedule_num_cycles, power=config.lr_schedule_power)
     trained = list(network.parameters())
     ema = EmaWeights(trained, config.ema_decay) if config.use_ema else None
     fingerprint = architecture_fingerprint(
@@ -286,35 +249,20 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     def trainable_state() -> dict:
         return {**network.state_dict(), **(ema.state_dict() if ema is not None else {})}
 
-    # 3. Resume: weights, optimizer, schedule, RNGs and step.
-    step = 0
-    if config.resume_from:
-        trainable, step = resume_run(config.resume_from, fingerprint, optimizer=optimizer, lr_schedule=lr_schedule,
-                                   max_steps=config.max_steps)
+    def load_trainable(trainable: dict) -> None:
         network.load_state_dict({k: v for k, v in trainable.items() if not k.startswith("ema.")})
         if ema is not None:
             ema.load_state_dict(trainable)
+
+    # 3. Resume: weights, optimizer, schedule, RNGs and step.
+    step = resume(config, fingerprint, optimizer, lr_schedule, load_trainable)
     denoiser, optimizer = accelerator.prepare(denoiser, optimizer)
 
-    # 4. Train (the loop is shared with the full fine-tune trainer); the EMA follows every optimizer step.
-    prior_reference = None
-    if config.prior_target == "base_model":
-        plain = accelerator.unwrap_model(denoiser)
-
-        def prior_reference(*inputs):
-            with network.disabled(), accelerator.autocast():
-                return plain(*inputs)
-    checkpoint_dir = Path(config.checkpoint_dir or Path(config.output).with_suffix("").as_posix() + "-checkpoints")
-    result = TrainingResult(output=None, steps=step, first_step=step, skipped_images=list(report.skipped))
-    reporter.model = model
-    reporter.averaged_weights = (lambda: ema.applied_to(trained)) if ema is not None else None
-    reporter.eval_modules = [network]
-    if held_dataset is not None:
-        reporter.held_out_loss = held_out_evaluator(config, held_dataset, model, denoiser, accelerator,
-                                                    reporter.averaged_weights, extra_modules=[network])
+    # 4. Train (the run is shared with the other SD trainers); the EMA follows every optimizer step.
+    batches_per_epoch = setup.batches_per_epoch
     accum, world = config.gradient_accumulation_steps, accelerator.num_processes
 
-    def save_lora(path: str | Path, at_step: int, kind: str = "final") -> Path:
+    def save_lora(path: str | Path, at_step: int, kind: str) -> Path:
         """The kohya file of the adapters (their moving average with EMA) and trained word vectors as they are now;
         `kind` ("step", "epoch" or "final") decides its `ss_epoch` as kohya's (`run_schedule.epoch_of_save`)."""
         metadata = training_metadata(
@@ -334,9 +282,9 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                       "total_batch_size": config.batch_size * accum * world,
                       "optimizer": optimizer_name, "session_id": session_id,
                       "bucket_info": json.dumps(dataset.bucket_info()),
-                      "output_name": config.output_name or Path(config.output).stem,
+                      "output_name": setup.run_name,
                       "v_parameterization": model.prediction_type == "v_prediction"},
-            started_at=started, base_model_name=getattr(model, "name", str(config.model)),
+            started_at=setup.started, base_model_name=getattr(model, "name", str(config.model)),
             extra_network_args={k: getattr(config, k) for k in ("rank_dropout", "module_dropout") if getattr(config, k)})
         if members is not None:  # kohya writes ss_datasets for a run from a dataset config, not the run-wide keys
             metadata = {k: v for k, v in metadata.items() if k not in RUN_WIDE_DATASET_KEYS}
@@ -347,9 +295,8 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
         # loader can warn of a mismatched base.
         metadata.update(lora_modelspec(
             family=model.family.value, v_prediction=model.prediction_type == "v_prediction",
-            title=config.output_name or Path(config.output).stem, resolution=config.resolution, timestamp=time.time(),
-            texts=ModelSpecTexts(config.metadata_title, config.metadata_author, config.metadata_description,
-                                 config.metadata_license, config.metadata_tags),
+            title=setup.run_name, resolution=config.resolution, timestamp=time.time(),
+            texts=ModelSpecTexts.of_config(config),
             min_timestep=config.min_timestep, max_timestep=config.max_timestep, clip_skip=config.clip_skip,
             sgm_names=config.sdxl_key_layout == "sgm", version=f"mixkit/{mixkit.__version__}"))
         if config.no_metadata:
@@ -363,7 +310,6 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         return save_kohya_lora(cast_for_saving(tensors, config.save_precision), path, metadata)
 
-    saves = intermediate_saves(config, batches_per_epoch, world)
     # kohya's ss_session_id: one random number per run, shared by its intermediate and final files. Drawn from the
     # system's entropy, not the seeded generators, so it changes no training draw.
     session_id = random.SystemRandom().randint(0, 2**32)
@@ -374,36 +320,17 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
         if ema is not None:
             ema.update(trained)
 
-    def after_step(at_step: int, *logged) -> None:
-        reporter(at_step, *logged)
-        for suffix in saves.get(at_step, []) if accelerator.is_main_process else []:
-            kind = "epoch" if suffix.startswith("epoch") else "step"
-            result.intermediate_outputs.append(save_lora(intermediate_output(config.output, suffix), at_step, kind))
-
-    try:
-        if held_dataset is not None and step == 0:
-            reporter.record_validation_loss(0)  # the base model's, for comparison
-        reporter.before_first_step(step)
-        step = run_denoising_loop(
-            config, accelerator=accelerator, model=model, denoiser=denoiser, dataset=dataset, optimizer=optimizer,
-            lr_schedule=lr_schedule, step=step, stop_at_step=stop_at_step, checkpoint_dir=checkpoint_dir,
-            fingerprint=fingerprint, clipped=lambda: network.parameters(), trainable_state=trainable_state,
-            result=result, after_optimizer_step=after_optimizer_step,
-            after_step=after_step, prior_reference=prior_reference)
-        result.steps = step
-        result.validation_losses = list(reporter.validation_losses)
-
-        # 5. Export the kohya file (main process only), then detach so the caller's model is unchanged.
-        if step == config.max_steps and accelerator.is_main_process:
-            result.output = save_lora(config.output, step)
-    finally:
-        reporter.close()
-        # Also on errors (disk full, interrupt): the caller's model must come back unchanged.
-        network.detach()
-        model.unet.eval()
-        if config.gradient_checkpointing:
-            model.unet.disable_gradient_checkpointing()
-    result.seconds = time.time() - started
+    # 5. Export the kohya file (main process only, in `train_attached`), which then detaches the adapters so the
+    # caller's model is unchanged.
+    averaged_weights = (lambda: ema.applied_to(trained)) if ema is not None else None
+    result = train_attached(
+        setup, model=model, attached=network, denoiser=denoiser, optimizer=optimizer, lr_schedule=lr_schedule,
+        step=step, stop_at_step=stop_at_step, fingerprint=fingerprint, clipped=lambda: network.parameters(),
+        trainable_state=trainable_state, save=save_lora, skipped_images=report.skipped,
+        averaged_weights=averaged_weights, eval_modules=(network,), after_optimizer_step=after_optimizer_step,
+        prior_reference=(_base_model_prediction(denoiser, network, accelerator)
+                         if config.prior_target == "base_model" else None))
+    step = result.steps
     if accelerator.is_main_process:
         logger.info("Trained to step %d (%d steps in this run) in %.1f s; final loss %.4f; skipped %d unreadable "
                     "images; output %s", step, step - result.first_step, result.seconds,

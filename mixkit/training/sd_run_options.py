@@ -1,7 +1,7 @@
-"""Settings both SD trainers share beyond the core math: optimizer, validation, TensorBoard, caching, saving.
+"""Settings the SD trainers share beyond the core math: data, steps, optimizer, validation, logs, caching, saving.
 
-A keyword-only dataclass mixed into `SDLoraTrainingConfig` and `SDFinetuneConfig`, so each config
-keeps its own required positional fields (model, dataset, output) and the shared fields, their
+A keyword-only dataclass mixed into `SDLoraTrainingConfig`, `SDTextualInversionConfig` and `SDFinetuneConfig`, so
+each config keeps its own required positional fields (model, dataset, output) and the shared fields, their
 defaults and their checks exist once.
 """
 
@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mixkit.registry import Registry
-from mixkit.training.config_checks import check_bools, check_int_in, check_number_in
+from mixkit.training.config_checks import (check_bools, check_caption_files, check_diffusion_training, check_int_in,
+                                           check_non_negative_numbers, check_number_in, check_positive_ints)
 from mixkit.training.sd_objective_options import SDObjectiveOptions
 
 LOG_TARGETS: Registry[str] = Registry("training log target")
@@ -23,6 +24,22 @@ class SDRunOptions(SDObjectiveOptions):
 
     The step's objective (timesteps, noise, loss, masks, augmentation) comes from `SDObjectiveOptions`."""
 
+    # The data, batch, step and checkpoint settings every SD trainer has, with the same defaults.
+    resolution: int = 512
+    missing_captions: str = "folder_name"
+    # kohya's caption_extension: `photo.png` is captioned by `photo<caption_extension>` (kohya's default: .caption)
+    caption_extension: str = ".txt"
+    batch_size: int = 1
+    gradient_accumulation_steps: int = 1
+    max_steps: int = 100
+    # Steps of linear warm-up, or (a float below 1) kohya's ratio of the run's steps: 0.1 warms up over the first 10%.
+    warmup_steps: int | float = 0
+    seed: int = 0
+    min_snr_gamma: float | None = None
+    gradient_checkpointing: bool = False
+    checkpoint_every: int = 0
+    checkpoint_dir: str | None = None
+    resume_from: str | None = None
     optimizer: str = "adamw"
     # After `warmup_steps`: "constant" (the default, as before), "cosine" or "linear" to 0 at max_steps, or kohya's
     # "constant_with_warmup", "cosine_with_restarts" (`lr_schedule_num_cycles` decays) and "polynomial"
@@ -74,6 +91,18 @@ class SDRunOptions(SDObjectiveOptions):
     validation_loss_every: int = 0
     # Gradient clipping by global norm (kohya's max_grad_norm; 0: no clipping).
     max_grad_norm: float = 1.0
+
+    def check_sd_training(self, *, positive_ints: tuple[str, ...] = (), non_negative: tuple[str, ...] = ()) -> None:
+        """The checks every SD trainer's config shares, so each trainer refuses the same setting with the same
+        message: its caption files, batch and step counts, learning rate and objective, precision, schedule and
+        these run options. `learning_rate` and `mixed_precision` are each config's own (their defaults differ);
+        `positive_ints` / `non_negative` name the trainer's own settings of those kinds."""
+        check_caption_files(self)
+        check_positive_ints(self, ("batch_size", "gradient_accumulation_steps", "max_steps", "resolution",
+                                   *positive_ints))
+        check_non_negative_numbers(self, ("learning_rate", "noise_offset", "min_snr_gamma", *non_negative))
+        check_diffusion_training(self)
+        self.check_run_options()
 
     def check_run_options(self) -> None:
         """Raise ValueError/TypeError naming the first run option out of range."""

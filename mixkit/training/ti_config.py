@@ -1,6 +1,7 @@
 """Settings of a textual-inversion run (a new word's input vectors for SD 1.x/2.x/SDXL), as a JSON-round-tripping
 dataclass. The embedding's settings carry kohya's `train_textual_inversion.py` names, so its config files read as
-they are; the rest (optimizer, schedule, validation, caching, saving) are the LoRA trainer's (`SDRunOptions`)."""
+they are; the rest (data, steps, optimizer, schedule, validation, caching, saving) are every SD trainer's
+(`SDRunOptions`)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mixkit.prompts.chunking import CHUNK_TOKENS
-from mixkit.training.config_checks import (check_bools, check_caption_files, check_diffusion_training,
-                                           check_non_negative_numbers, check_positive_ints)
+from mixkit.training.config_checks import check_bools, check_optional_strings
 from mixkit.training.config_json import JsonConfig
 from mixkit.training.kohya_export import SAVE_PRECISIONS
+from mixkit.training.modelspec import METADATA_TEXTS
 from mixkit.training.sd_run_options import SDRunOptions
 
 EMBEDDING_SUFFIXES = (".safetensors", ".pt")
@@ -43,22 +44,8 @@ class SDTextualInversionConfig(SDRunOptions, JsonConfig):
     template_file: str | None = None
     # Or one of A1111's template files by name (`ti_templates.NAMED_TEMPLATES`: "subject_filewords.txt", ...).
     template_name: str | None = None
-    resolution: int = 512
-    missing_captions: str = "folder_name"
-    caption_extension: str = ".txt"
-    batch_size: int = 1
-    gradient_accumulation_steps: int = 1
-    max_steps: int = 100
     learning_rate: float = 5e-3  # A1111's default embedding rate
-    # Steps of linear warm-up, or (a float below 1) kohya's ratio of the run's steps.
-    warmup_steps: int | float = 0
-    seed: int = 0
-    min_snr_gamma: float | None = None
     mixed_precision: str = "auto"
-    gradient_checkpointing: bool = False
-    checkpoint_every: int = 0
-    checkpoint_dir: str | None = None
-    resume_from: str | None = None
     output_name: str | None = None  # names the sample images (kohya's output_name); default: the output's stem
     save_precision: str = "float"  # the file's tensors: "float" (float32), "fp16" or "bf16" (kohya's save_precision)
     # kohya's save_model_as, kept so its configs read as they are: it must agree with the output's suffix (kohya's
@@ -75,9 +62,7 @@ class SDTextualInversionConfig(SDRunOptions, JsonConfig):
 
     def check(self) -> None:
         """Raise ValueError/TypeError naming the first setting out of range."""
-        check_caption_files(self)
-        check_positive_ints(self, ("batch_size", "gradient_accumulation_steps", "max_steps", "resolution",
-                                   "num_vectors_per_token"))
+        self.check_sd_training(positive_ints=("num_vectors_per_token",))
         if self.num_vectors_per_token > CHUNK_TOKENS:
             raise ValueError(f"num_vectors_per_token must be at most {CHUNK_TOKENS} (one prompt chunk holds "
                              f"{CHUNK_TOKENS} tokens), got {self.num_vectors_per_token}")
@@ -99,19 +84,13 @@ class SDTextualInversionConfig(SDRunOptions, JsonConfig):
             from mixkit.training.ti_templates import NAMED_TEMPLATES
 
             NAMED_TEMPLATES.get(self.template_name)  # an unknown name lists the valid ones
-        check_non_negative_numbers(self, ("learning_rate", "noise_offset", "min_snr_gamma"))
-        check_diffusion_training(self)
-        self.check_run_options()
         SAVE_PRECISIONS.get(self.save_precision)
         if self.save_model_as is not None:
             suffix = Path(self.output).suffix.lower()
             if f".{self.save_model_as}" not in EMBEDDING_SUFFIXES or f".{self.save_model_as}" != suffix:
                 raise ValueError(f"save_model_as {self.save_model_as!r} must be 'safetensors' or 'pt' and match the "
                                  f"output's suffix {suffix!r}; remove it or change output")
-        for name in ("metadata_title", "metadata_author", "metadata_description", "metadata_license", "metadata_tags",
-                     "output_name"):
-            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
-                raise ValueError(f"{name} must be a string (or None to leave it out), got {getattr(self, name)!r}")
+        check_optional_strings(self, (*METADATA_TEXTS, "output_name"))
 
     def caption_templates(self):
         """The run's `CaptionTemplates`, or None when it trains on the captions as they are."""

@@ -19,20 +19,18 @@ import torch
 
 import mixkit
 from mixkit.data import BucketedImageDataset
-from mixkit.training.accelerator_setup import make_accelerator, resolve_mixed_precision
-from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_step, run_denoising_loop
+from mixkit.training.denoising_loop import ConditionedDenoiser
+from mixkit.training.frozen_model_run import (load_frozen_model, optimizer_with_schedule, resume, start_run,
+                                              train_attached)
 from mixkit.training.kohya_export import cast_for_saving, without_local_paths
 from mixkit.training.modelspec import ModelSpecTexts
-from mixkit.training.optimizers import make_optimizer, warmup_schedule
-from mixkit.training.run_reporting import StepReporter
-from mixkit.training.run_schedule import intermediate_saves, resolve_epochs, validation_points
-from mixkit.training.sd_lora_trainer import TrainingResult, intermediate_output, scan_dataset, scan_path
+from mixkit.training.sd_lora_trainer import scan_dataset, scan_path
 from mixkit.training.ti_config import SDTextualInversionConfig
 from mixkit.training.ti_export import check_embedding_output, embedding_modelspec, save_embedding
 from mixkit.training.ti_vectors import TextualInversionVectors, holds_token_string, initial_vectors, vectors_from_file
-from mixkit.training.training_schedule import with_training_schedule
-from mixkit.training.training_state import architecture_fingerprint, resume_run
-from mixkit.training.validation_loss import held_out_evaluator, held_out_records
+from mixkit.training.training_result import TrainingResult
+from mixkit.training.training_state import architecture_fingerprint
+from mixkit.training.validation_loss import held_out_records
 
 logger = logging.getLogger(__name__)
 
@@ -99,39 +97,19 @@ def train_textual_inversion(config: SDTextualInversionConfig, *, stop_at_step: i
     if tokenizer is not None:
         _check_captions_hold_token(all_records, config, tokenizer)
     report.records, held_records = held_out_records(config, report.records, scan_path)
-    buckets = config.bucket_settings()
-    dataset = BucketedImageDataset(report.records, config.resolution, buckets, source=config.dataset,
+    dataset = BucketedImageDataset(report.records, config.resolution, config.bucket_settings(), source=config.dataset,
                                    loss_masks=config.masked_loss)
-    held_dataset = (BucketedImageDataset(held_records, config.resolution, buckets, source="held-out images",
-                                         loss_masks=config.masked_loss) if held_records else None)
-    precision = resolve_mixed_precision(config.mixed_precision)
-    accelerator = make_accelerator(mixed_precision=precision,
-                                   gradient_accumulation_steps=config.gradient_accumulation_steps)
-    batches_per_epoch = dataset.batches_per_epoch(config.batch_size)
-    config = resolve_epochs(config, batches_per_epoch, accelerator.num_processes)
-    check_stop_at_step(stop_at_step, config.max_steps)
-    run_name = config.output_name or Path(config.output).stem
-    reporter = StepReporter(config, run_dir=Path(config.output).parent, run_name=run_name,
-                            enabled=accelerator.is_main_process,
-                            validation_points=validation_points(config, batches_per_epoch, accelerator.num_processes))
-    started = time.time()
+    setup = start_run(config, dataset, held_records, stop_at_step=stop_at_step)
+    config = setup.config
 
     # 2. Load and freeze the whole model; the vectors (from init_word, a weights file or zeros) are all that trains.
-    owns_model = model is None
-    if model is None:
-        from mixkit.models.diffusion.loading import load_diffusion_model
-
-        model = load_diffusion_model(config.model)
+    model, owns_model = load_frozen_model(config, model)
     if templates is None and tokenizer is None:  # a hub id: checked with the loaded model's tokenizer
         _check_captions_hold_token(all_records, config, model.tokenizers[0])
-    model = with_training_schedule(model, config.prediction_type, config.zero_terminal_snr)
-    config.caption_encoding().check_layers(model.text_encoders)
-    for module in [model.unet, model.vae, *model.text_encoders]:
-        module.requires_grad_(False)
-    if owns_model and precision in ("bf16", "fp16"):
+    if owns_model and setup.precision in ("bf16", "fp16"):
         # As the LoRA trainer: the frozen UNet in half precision; the text encoders stay float32, since the
         # vectors' gradients pass through them.
-        model.unet.to(dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
+        model.unet.to(dtype=torch.bfloat16 if setup.precision == "bf16" else torch.float16)
     is_sdxl = model.family.value == "sdxl"
     n = config.num_vectors_per_token
     initial = (vectors_from_file(config.weights, model.text_encoders, is_sdxl, n) if config.weights
@@ -145,36 +123,23 @@ def train_textual_inversion(config: SDTextualInversionConfig, *, stop_at_step: i
     denoiser = ConditionedDenoiser(model, True, adapters=vectors, encoding=config.caption_encoding())
     # No weight decay: it would pull the word towards the zero vector, not towards where it started (A1111 trains
     # embeddings without it).
-    optimizer = make_optimizer(config.optimizer, [{"params": list(vectors.parameters()), "lr": config.learning_rate,
-                                                   "weight_decay": 0.0}], config.learning_rate)
-    lr_schedule = warmup_schedule(optimizer, config.lr_schedule, config.warmup_steps, config.max_steps,
-                                  num_cycles=config.lr_schedule_num_cycles, power=config.lr_schedule_power)
+    optimizer, lr_schedule = optimizer_with_schedule(
+        config, [{"params": list(vectors.parameters()), "lr": config.learning_rate, "weight_decay": 0.0}])
     fingerprint = architecture_fingerprint(
         dict(vectors.state_dict()),
         {"trainer": "textual-inversion", "token_string": token, "family": model.family.value,
          "unet": {k: v for k, v in dict(model.unet.config).items() if not k.startswith("_")}})
 
     # 3. Resume: vectors, optimizer, schedule, RNGs and step.
-    step = 0
-    if config.resume_from:
-        trainable, step = resume_run(config.resume_from, fingerprint, optimizer=optimizer, lr_schedule=lr_schedule,
-                                     max_steps=config.max_steps)
-        vectors.load_state_dict(trainable)
-    denoiser, optimizer = accelerator.prepare(denoiser, optimizer)
+    step = resume(config, fingerprint, optimizer, lr_schedule, vectors.load_state_dict)
+    denoiser, optimizer = setup.accelerator.prepare(denoiser, optimizer)
 
-    # 4. Train with the shared loop; templates (if any) make each micro-batch's captions.
-    checkpoint_dir = Path(config.checkpoint_dir or Path(config.output).with_suffix("").as_posix() + "-checkpoints")
-    result = TrainingResult(output=None, steps=step, first_step=step, skipped_images=list(report.skipped))
-    reporter.model = model
-    if held_dataset is not None:
-        reporter.held_out_loss = held_out_evaluator(config, held_dataset, model, denoiser, accelerator, None)
-
-    def save(path: str | Path, at_step: int) -> Path:
+    def save(path: str | Path, at_step: int, kind: str) -> Path:
+        """The embedding file of the vectors as they are now (an embedding file has no epoch, so `kind` is unused)."""
         metadata = embedding_modelspec(
-            family=model.family.value, v_prediction=model.prediction_type == "v_prediction", title=run_name,
+            family=model.family.value, v_prediction=model.prediction_type == "v_prediction", title=setup.run_name,
             resolution=config.resolution, timestamp=time.time(),
-            texts=ModelSpecTexts(config.metadata_title, config.metadata_author, config.metadata_description,
-                                 config.metadata_license, config.metadata_tags),
+            texts=ModelSpecTexts.of_config(config),
             clip_skip=config.clip_skip, version=f"mixkit/{mixkit.__version__}")
         metadata["mixkit_training_config"] = json.dumps(
             without_local_paths(dataclasses.asdict(config), CONFIG_PATH_KEYS), indent=2, sort_keys=True)
@@ -182,43 +147,17 @@ def train_textual_inversion(config: SDTextualInversionConfig, *, stop_at_step: i
                               name=Path(path).stem, step=step_offset + at_step,
                               checkpoint_name=getattr(model, "name", None) or Path(str(config.model)).name)
 
-    saves = intermediate_saves(config, batches_per_epoch, accelerator.num_processes)
-
-    def after_step(at_step: int, *logged) -> None:
-        reporter(at_step, *logged)
-        if on_step is not None:
-            on_step(at_step, config.max_steps, logged[0])
-        for suffix in saves.get(at_step, []) if accelerator.is_main_process else []:
-            result.intermediate_outputs.append(save(intermediate_output(config.output, suffix), at_step))
-
-    try:
-        if held_dataset is not None and step == 0:
-            reporter.record_validation_loss(0)
-        reporter.before_first_step(step)
-        step = run_denoising_loop(
-            config, accelerator=accelerator, model=model, denoiser=denoiser, dataset=dataset, optimizer=optimizer,
-            lr_schedule=lr_schedule, step=step, stop_at_step=stop_at_step, checkpoint_dir=checkpoint_dir,
-            fingerprint=fingerprint, clipped=lambda: vectors.parameters(), trainable_state=vectors.state_dict,
-            result=result, after_step=after_step,
-            rewrite_captions=(lambda captions, index: templates.captions(captions, config.seed, index))
-            if templates is not None else None, should_stop=should_stop)
-        result.steps = step
-        result.validation_losses = list(reporter.validation_losses)
-        result.interrupted = step < (stop_at_step or config.max_steps)
-
-        # 5. Write the embedding (main process only), also when interrupted after some steps (written atomically, so
-        # an Interrupt never leaves half a file); detach so the caller's model is unchanged.
-        trained = step == config.max_steps or (result.interrupted and step > result.first_step)
-        if trained and accelerator.is_main_process:
-            result.output = save(config.output, step)
-    finally:
-        reporter.close()
-        vectors.detach()
-        model.unet.eval()
-        if config.gradient_checkpointing:
-            model.unet.disable_gradient_checkpointing()
-    result.seconds = time.time() - started
-    if accelerator.is_main_process:
+    # 4. Train with the shared loop, templates (if any) making each micro-batch's captions; 5. write the embedding
+    # (main process only; also when interrupted after some steps, atomically, so an Interrupt never leaves half a
+    # file) and detach the vectors, so the caller's model is unchanged.
+    result = train_attached(
+        setup, model=model, attached=vectors, denoiser=denoiser, optimizer=optimizer, lr_schedule=lr_schedule,
+        step=step, stop_at_step=stop_at_step, fingerprint=fingerprint, clipped=lambda: vectors.parameters(),
+        trainable_state=vectors.state_dict, save=save, skipped_images=report.skipped,
+        rewrite_captions=(lambda captions, index: templates.captions(captions, config.seed, index))
+        if templates is not None else None, should_stop=should_stop, on_step=on_step, save_when_interrupted=True)
+    step = result.steps
+    if setup.accelerator.is_main_process:
         logger.info("Trained %r (%d vectors) to step %d (%d steps in this run) in %.1f s; final loss %.4f; output %s",
                     token, n, step, step - result.first_step, result.seconds,
                     result.losses[-1] if result.losses else float("nan"), result.output)

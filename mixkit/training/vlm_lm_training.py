@@ -25,7 +25,7 @@ from mixkit.training.accelerator_setup import make_accelerator
 from mixkit.training.losses import build_lm_labels, causal_lm_loss
 from mixkit.training.optimizers import warmup_schedule
 from mixkit.training.plain_step import finish_step
-from mixkit.training.sd_lora_trainer import TrainingResult
+from mixkit.training.training_result import TrainingResult
 from mixkit.training.training_state import architecture_fingerprint, load_training_state, restore_rng_states
 from mixkit.training.vlm_samples import VlmSample, batch_for_step, image_batch
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -67,3 +69,31 @@ def write_toml(path, text):
     """`path` holding `text` (a kohya dataset config)."""
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return f"[{', '.join(_toml_value(item) for item in value)}]"
+    return json.dumps(str(value))  # a TOML basic string: JSON's escapes are TOML's
+
+
+def write_dataset_config(path, datasets: list[dict], general: dict | None = None):
+    """`path` holding a kohya dataset config of `datasets` (tables, each with a "subsets" list of tables) and the
+    `general` table: JSON for a .json path, else TOML laid out as kohya's documentation writes it. Tests that check
+    the TOML syntax itself write it with `write_toml`."""
+    if path.suffix == ".json":
+        document = {**({"general": general} if general else {}), "datasets": datasets}
+        path.write_text(json.dumps(document, default=str), encoding="utf-8")
+        return path
+    lines = ["[general]", *(f"{key} = {_toml_value(value)}" for key, value in general.items()), ""] if general else []
+    for dataset in datasets:
+        lines += ["[[datasets]]", *(f"{key} = {_toml_value(value)}" for key, value in dataset.items()
+                                    if key != "subsets")]
+        for subset in dataset.get("subsets", []):
+            lines += ["  [[datasets.subsets]]", *(f"  {key} = {_toml_value(value)}" for key, value in subset.items())]
+        lines.append("")
+    return write_toml(path, "\n".join(lines))

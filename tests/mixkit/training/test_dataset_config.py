@@ -14,7 +14,7 @@ from mixkit.training.dataset_config_scan import (dataset_group, datasets_metadat
                                                   without_held_out)
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 
-from tests.mixkit.training.conftest import write_images, write_toml
+from tests.mixkit.training.conftest import write_dataset_config, write_images, write_toml
 
 
 def _run(dataset, **overrides) -> SDLoraTrainingConfig:
@@ -143,26 +143,11 @@ def test_a_group_batches_each_dataset_on_its_own_and_counts_repeats_as_kohya(tmp
     b = write_images(tmp_path / "b", ["y", "p"])  # 2 images x 3
     reg = write_images(tmp_path / "reg", ["c1", "c2"])  # balanced to 12 class samples
     big = write_images(tmp_path / "big", ["m", "n", "o"], size=64)  # second dataset: 3 images x 1, 64 px
-    path = write_toml(tmp_path / "ds.toml", f"""
-[[datasets]]
-resolution = 32
-batch_size = 5
-  [[datasets.subsets]]
-  image_dir = '{a}'
-  num_repeats = 2
-  [[datasets.subsets]]
-  image_dir = '{b}'
-  num_repeats = 3
-  [[datasets.subsets]]
-  image_dir = '{reg}'
-  is_reg = true
-
-[[datasets]]
-resolution = 64
-batch_size = 2
-  [[datasets.subsets]]
-  image_dir = '{big}'
-""")
+    path = write_dataset_config(tmp_path / "ds.toml", [
+        {"resolution": 32, "batch_size": 5, "subsets": [{"image_dir": a, "num_repeats": 2},
+                                                        {"image_dir": b, "num_repeats": 3},
+                                                        {"image_dir": reg, "is_reg": True}]},
+        {"resolution": 64, "batch_size": 2, "subsets": [{"image_dir": big}]}])
     config = _run(path, prior_loss_weight=0.5)
     _, members = scan_dataset_config(config)
     group = dataset_group(members, str(path), loss_masks=False)
@@ -184,14 +169,10 @@ batch_size = 2
 
 
 def test_the_json_form_reads_as_the_toml_form(tmp_path):
-    import json
-
     folder = write_images(tmp_path / "a", ["x"])
-    toml = write_toml(tmp_path / "ds.toml", f"[general]\nkeep_tokens = 1\n[[datasets]]\nbatch_size = 3\n"
-                                            f"  [[datasets.subsets]]\n  image_dir = '{folder}'\n  num_repeats = 4\n")
-    as_json = tmp_path / "ds.json"
-    as_json.write_text(json.dumps({"general": {"keep_tokens": 1}, "datasets": [
-        {"batch_size": 3, "subsets": [{"image_dir": str(folder), "num_repeats": 4}]}]}), encoding="utf-8")
+    datasets = [{"batch_size": 3, "subsets": [{"image_dir": folder, "num_repeats": 4}]}]
+    toml = write_dataset_config(tmp_path / "ds.toml", datasets, general={"keep_tokens": 1})
+    as_json = write_dataset_config(tmp_path / "ds.json", datasets, general={"keep_tokens": 1})
     assert read_dataset_config(as_json, _run(as_json)) == read_dataset_config(toml, _run(toml))
     as_json.write_text("[1, 2]", encoding="utf-8")
     with pytest.raises(ValueError, match="must hold a JSON object.*\"general\" and \"datasets\""):
@@ -204,9 +185,9 @@ def test_a_validation_split_holds_images_out_of_their_own_dataset(tmp_path):
 
     a = write_images(tmp_path / "a", ["r", "g", "b", "y"])
     big = write_images(tmp_path / "big", ["m", "n", "o", "p", "q", "s"], size=64)
-    path = write_toml(tmp_path / "ds.toml", f"[[datasets]]\nresolution = 32\n  [[datasets.subsets]]\n"
-                                            f"  image_dir = '{a}'\n  num_repeats = 2\n[[datasets]]\nresolution = 64\n"
-                                            f"  [[datasets.subsets]]\n  image_dir = '{big}'\n")
+    path = write_dataset_config(tmp_path / "ds.toml", [
+        {"resolution": 32, "subsets": [{"image_dir": a, "num_repeats": 2}]},
+        {"resolution": 64, "subsets": [{"image_dir": big}]}])
     config = _run(path, validation_split=0.2, seed=1)
     report, members = scan_dataset_config(config)
     kept, held = held_out_records(config, report.records, scan_path)

@@ -14,7 +14,7 @@ from mixkit.training.config_file import read_config_file, translate_kohya_option
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 from mixkit.training.sd_lora_trainer import train_sd_lora
 
-from tests.mixkit.training.conftest import write_images, write_toml
+from tests.mixkit.training.conftest import write_dataset_config, write_images, write_toml
 
 
 def _config(model, dataset, output, **overrides) -> SDLoraTrainingConfig:
@@ -31,22 +31,10 @@ def two_subsets(tmp_path_factory):
     folders = root / "folders"
     red = write_images(folders / "2_red", ["r1", "r2", "r3"])
     blue = write_images(folders / "3_blue", ["b1", "b2"])
-    toml = write_toml(root / "dataset.toml", f"""
-[general]
-caption_extension = ".txt"
-
-[[datasets]]
-resolution = 32
-batch_size = 4
-
-  [[datasets.subsets]]
-  image_dir = '{red}'
-  num_repeats = 2
-
-  [[datasets.subsets]]
-  image_dir = '{blue}'
-  num_repeats = 3
-""")
+    toml = write_dataset_config(root / "dataset.toml", [
+        {"resolution": 32, "batch_size": 4, "subsets": [{"image_dir": red, "num_repeats": 2},
+                                                        {"image_dir": blue, "num_repeats": 3}]}],
+        general={"caption_extension": ".txt"})
     return folders, toml
 
 
@@ -77,23 +65,10 @@ def test_an_epoch_is_every_subsets_images_times_their_repeats_over_the_batch_siz
 
 def test_a_subsets_own_caption_and_flip_settings_train_as_the_runs_would(tiny_sd1_dir, two_subsets, tmp_path):
     folders, _ = two_subsets
-    toml = write_toml(tmp_path / "dataset.toml", f"""
-[[datasets]]
-  [[datasets.subsets]]
-  image_dir = '{folders / "2_red"}'
-  num_repeats = 2
-  flip_aug = true
-  caption_dropout_rate = 0.5
-  shuffle_caption = true
-
-  [[datasets.subsets]]
-  image_dir = '{folders / "3_blue"}'
-  num_repeats = 3
-  flip_aug = true
-  caption_dropout_rate = 0.5
-  shuffle_caption = true
-""")
     augmented = dict(flip_aug=True, caption_dropout_rate=0.5, shuffle_caption=True)
+    toml = write_dataset_config(tmp_path / "dataset.toml", [{"subsets": [
+        {"image_dir": folders / "2_red", "num_repeats": 2, **augmented},
+        {"image_dir": folders / "3_blue", "num_repeats": 3, **augmented}]}])
     per_subset = train_sd_lora(_config(tiny_sd1_dir, toml, tmp_path / "subsets.safetensors", max_steps=3))
     per_run = train_sd_lora(_config(tiny_sd1_dir, folders, tmp_path / "run.safetensors", max_steps=3, **augmented))
     plain = train_sd_lora(_config(tiny_sd1_dir, folders, tmp_path / "plain.safetensors", max_steps=3))
@@ -103,20 +78,9 @@ def test_a_subsets_own_caption_and_flip_settings_train_as_the_runs_would(tiny_sd
 def test_two_datasets_at_two_resolutions_train_together(tiny_sd1_dir, two_subsets, tmp_path):
     folders, _ = two_subsets
     big = write_images(tmp_path / "big", ["m", "n", "o"], size=64)
-    toml = write_toml(tmp_path / "dataset.toml", f"""
-[[datasets]]
-resolution = 32
-batch_size = 4
-  [[datasets.subsets]]
-  image_dir = '{folders / "2_red"}'
-  num_repeats = 2
-
-[[datasets]]
-resolution = 64
-batch_size = 2
-  [[datasets.subsets]]
-  image_dir = '{big}'
-""")
+    toml = write_dataset_config(tmp_path / "dataset.toml", [
+        {"resolution": 32, "batch_size": 4, "subsets": [{"image_dir": folders / "2_red", "num_repeats": 2}]},
+        {"resolution": 64, "batch_size": 2, "subsets": [{"image_dir": big}]}])
     # ceil(6 / 4) + ceil(3 / 2) = 4 batches an epoch
     result = train_sd_lora(_config(tiny_sd1_dir, toml, tmp_path / "group.safetensors", max_train_epochs=1))
     assert result.steps == 4 and all(torch.isfinite(torch.tensor(result.losses)))
@@ -137,19 +101,9 @@ def test_each_row_of_a_batch_takes_its_own_subsets_caption_settings(tiny_sd1_dir
     from mixkit.training.denoising_loop import ConditionedDenoiser
 
     folders, _ = two_subsets
-    toml = write_toml(tmp_path / "dataset.toml", f"""
-[[datasets]]
-batch_size = 4
-  [[datasets.subsets]]
-  image_dir = '{folders / "2_red"}'
-  num_repeats = 2
-  caption_dropout_rate = 1.0
-
-  [[datasets.subsets]]
-  image_dir = '{folders / "3_blue"}'
-  num_repeats = 3
-  caption_prefix = "sks"
-""")
+    toml = write_dataset_config(tmp_path / "dataset.toml", [{"batch_size": 4, "subsets": [
+        {"image_dir": folders / "2_red", "num_repeats": 2, "caption_dropout_rate": 1.0},
+        {"image_dir": folders / "3_blue", "num_repeats": 3, "caption_prefix": "sks"}]}])
     seen = []
     forward = ConditionedDenoiser.forward
 

@@ -40,3 +40,20 @@ def run_sampler(scheduler, model, latents: torch.Tensor, steps: int, generator=N
         model_input = scheduler.scale_model_input(x, t)
         x = scheduler.step(model(model_input, t), t, x, **kwargs).prev_sample
     return x
+
+
+def img2img_inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    """The init latents and the noise the img2img comparisons with A1111's samplers start from."""
+    return torch.full((1, 4, 8, 8), 0.3), torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(5))
+
+
+def run_img2img(scheduler, model, init: torch.Tensor, noise: torch.Tensor, steps: int, t_enc: int,
+                generator=None) -> torch.Tensor:
+    """The img2img pipeline's walk: the `steps` schedule entered `t_enc` steps before its end (A1111's
+    steps * strength), `init` noised to its first timestep."""
+    scheduler.set_timesteps(steps)
+    scheduler.set_img2img_start(t_enc)
+    x = scheduler.add_noise(init, noise, scheduler.timesteps[:1])
+    for t in scheduler.timesteps:
+        x = scheduler.step(model(scheduler.scale_model_input(x, t), t), t, x, generator=generator).prev_sample
+    return x

@@ -9,7 +9,7 @@ from pipelines.samplers.dpm_fast import dpm_fast_steps
 
 from .kdiffusion_oracle import get_sigmas_karras, k_denoiser, model_sigma_range, sample_dpm_fast
 from .kdiffusion_reference import GaussianDataModel, SD15_SCHEDULER_CONFIG
-from .sampling_loop import fresh_scheduler, run_sampler
+from .sampling_loop import fresh_scheduler, img2img_inputs, run_img2img, run_sampler
 
 
 def generator_noise(shape, seed: int):
@@ -49,19 +49,14 @@ def test_img2img_runs_over_the_schedule_tails_sigma_range():
     """A1111's `sample_img2img`: sigma_max = sigma_sched[0], sigma_min = sigma_sched[-2], n = len(sigma_sched) - 1."""
     steps, t_enc = 12, 7
     tail = get_sigmas_karras(steps, *model_sigma_range())[steps - t_enc - 1:]
-    init = torch.full((1, 4, 8, 8), 0.3)
-    noise = torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(5))
+    init, noise = img2img_inputs()
     expected = sample_dpm_fast(k_denoiser(), init + noise * tail[0], tail[-2].item(), tail[0].item(), len(tail) - 1,
                                generator_noise(init.shape, 9), eta=1.0)
     scheduler = fresh_scheduler("DPM fast", "Karras")
-    scheduler.set_timesteps(steps)
-    scheduler.set_img2img_start(t_enc)
-    x = scheduler.add_noise(init, noise, scheduler.timesteps[:1])
-    model, generator = GaussianDataModel(SD15_SCHEDULER_CONFIG), torch.Generator().manual_seed(9)
+    got = run_img2img(scheduler, GaussianDataModel(SD15_SCHEDULER_CONFIG), init, noise, steps, t_enc,
+                      torch.Generator().manual_seed(9))
     assert len(scheduler.timesteps) == t_enc + 1
-    for t in scheduler.timesteps:
-        x = scheduler.step(model(scheduler.scale_model_input(x, t), t), t, x, generator=generator).prev_sample
-    torch.testing.assert_close(x, expected, rtol=0, atol=1e-4)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-4)
 
 
 def test_registered_as_a1111_lists_it():

@@ -9,7 +9,7 @@ from pipelines.samplers.restart import restart_steps
 
 from .kdiffusion_oracle import get_sigmas_exponential, get_sigmas_karras, k_denoiser, model_sigma_range, restart_sampler
 from .kdiffusion_reference import GaussianDataModel, SD15_SCHEDULER_CONFIG
-from .sampling_loop import fresh_scheduler, run_sampler
+from .sampling_loop import fresh_scheduler, img2img_inputs, run_img2img, run_sampler
 
 SCHEDULES = {"Karras": get_sigmas_karras, "Exponential": get_sigmas_exponential}
 
@@ -47,18 +47,13 @@ def test_img2img_replans_the_walk_over_a1111s_tail():
     steps, t_enc = 25, 20
     sigmas = a1111_sigmas("Karras", steps)
     tail = sigmas[steps - t_enc - 1:]
-    init = torch.full((1, 4, 8, 8), 0.3)
-    noise = torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(5))
+    init, noise = img2img_inputs()
     expected = restart_sampler(k_denoiser(), init + noise * tail[0], tail, torch.Generator().manual_seed(9))
     scheduler = fresh_scheduler("Restart", "Karras")
-    scheduler.set_timesteps(steps)
-    scheduler.set_img2img_start(t_enc)
-    x = scheduler.add_noise(init, noise, scheduler.timesteps[:1])
-    model, generator = GaussianDataModel(SD15_SCHEDULER_CONFIG), torch.Generator().manual_seed(9)
+    got = run_img2img(scheduler, GaussianDataModel(SD15_SCHEDULER_CONFIG), init, noise, steps, t_enc,
+                      torch.Generator().manual_seed(9))
     assert len(scheduler.timesteps) == 2 * (t_enc + 1) - 1
-    for t in scheduler.timesteps:
-        x = scheduler.step(model(scheduler.scale_model_input(x, t), t), t, x, generator=generator).prev_sample
-    torch.testing.assert_close(x, expected, rtol=0, atol=1e-5)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
 
 
 def test_registered_as_a1111_lists_it():
