@@ -9,6 +9,7 @@ the UNet itself) uses the held-out, optimizer and resume parts.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -164,9 +165,24 @@ def train_attached(setup: RunSetup, *, model, attached, denoiser, optimizer, lr_
             result.output = save(config.output, step, "final")
     finally:
         reporter.close()
-        attached.detach()
-        model.unet.eval()
-        if config.gradient_checkpointing:
-            model.unet.disable_gradient_checkpointing()
+        _put_back(model, attached, config)
     result.seconds = time.time() - setup.started
     return result
+
+
+@contextlib.contextmanager
+def put_back_on_failure(model, attached, config):
+    """Between `attached.attach()` and `train_attached`: an error (a resume file of another run, an optimizer that
+    cannot be made) gives the caller's model back as `train_attached` does at its end, not with hooks left on it."""
+    try:
+        yield
+    except BaseException:
+        _put_back(model, attached, config)
+        raise
+
+
+def _put_back(model, attached, config) -> None:
+    attached.detach()
+    model.unet.eval()
+    if config.gradient_checkpointing:
+        model.unet.disable_gradient_checkpointing()

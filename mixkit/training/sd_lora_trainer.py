@@ -29,8 +29,8 @@ from mixkit.training.dataset_config_scan import (RUN_WIDE_DATASET_KEYS, dataset_
                                                   scan_dataset_config, without_held_out)
 from mixkit.training.denoising_loop import ConditionedDenoiser
 from mixkit.training.ema import EmaWeights
-from mixkit.training.frozen_model_run import (load_frozen_model, optimizer_with_schedule, resume, start_run,
-                                              train_attached)
+from mixkit.training.frozen_model_run import (load_frozen_model, optimizer_with_schedule, put_back_on_failure,
+                                              resume, start_run, train_attached)
 from mixkit.training.kohya_export import (cast_for_saving, minimum_metadata, save_kohya_lora, to_sgm_layout,
                                           training_metadata, without_local_paths)
 from mixkit.training.lora_network import CROSS_ATTENTION_KV, LoraNetwork
@@ -225,38 +225,41 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     if config.network_weights:  # before the hooks go on: a refused file leaves the model as it was
         load_network_weights(network, config.network_weights, unet=model.unet, sdxl=model.family.value == "sdxl")
     network.attach()
-    if config.gradient_checkpointing:
-        model.unet.enable_gradient_checkpointing()
-    model.unet.train()
-    network.train()  # kohya's dropouts act in training mode; validation switches it to eval (`eval_mode`)
-    # Word vectors sit at the text encoder's input, so its forward pass needs gradients for them too.
-    denoiser = ConditionedDenoiser(model, config.train_text_encoder or words is not None, adapters=network,
-                                   encoding=config.caption_encoding())
-    te_lr = config.text_encoder_learning_rate if config.text_encoder_learning_rate is not None else config.learning_rate
-    optimizer, lr_schedule = optimizer_with_schedule(
-        config, network.parameter_groups(config.learning_rate, te_lr, config.word_vectors_learning_rate,
-                                         up_lr_ratio=config.loraplus_lr_ratio))
-    optimizer_name = optimizer_description(optimizer)
-    trained = list(network.parameters())
-    ema = EmaWeights(trained, config.ema_decay) if config.use_ema else None
-    fingerprint = architecture_fingerprint(
-        network.kohya_state_dict(),
-        {"unet": {k: v for k, v in dict(model.unet.config).items() if not k.startswith("_")}, "family": model.family.value,
-         **({"word_vectors": list(config.train_word_vectors)} if words is not None else {}),
-         **({"ema": True} if ema is not None else {})},
-    )
+    with put_back_on_failure(model, network, config):
+        if config.gradient_checkpointing:
+            model.unet.enable_gradient_checkpointing()
+        model.unet.train()
+        network.train()  # kohya's dropouts act in training mode; validation switches it to eval (`eval_mode`)
+        # Word vectors sit at the text encoder's input, so its forward pass needs gradients for them too.
+        denoiser = ConditionedDenoiser(model, config.train_text_encoder or words is not None, adapters=network,
+                                       encoding=config.caption_encoding())
+        te_lr = (config.text_encoder_learning_rate if config.text_encoder_learning_rate is not None
+                 else config.learning_rate)
+        optimizer, lr_schedule = optimizer_with_schedule(
+            config, network.parameter_groups(config.learning_rate, te_lr, config.word_vectors_learning_rate,
+                                             up_lr_ratio=config.loraplus_lr_ratio))
+        optimizer_name = optimizer_description(optimizer)
+        trained = list(network.parameters())
+        ema = EmaWeights(trained, config.ema_decay) if config.use_ema else None
+        fingerprint = architecture_fingerprint(
+            network.kohya_state_dict(),
+            {"unet": {k: v for k, v in dict(model.unet.config).items() if not k.startswith("_")},
+             "family": model.family.value,
+             **({"word_vectors": list(config.train_word_vectors)} if words is not None else {}),
+             **({"ema": True} if ema is not None else {})},
+        )
 
-    def trainable_state() -> dict:
-        return {**network.state_dict(), **(ema.state_dict() if ema is not None else {})}
+        def trainable_state() -> dict:
+            return {**network.state_dict(), **(ema.state_dict() if ema is not None else {})}
 
-    def load_trainable(trainable: dict) -> None:
-        network.load_state_dict({k: v for k, v in trainable.items() if not k.startswith("ema.")})
-        if ema is not None:
-            ema.load_state_dict(trainable)
+        def load_trainable(trainable: dict) -> None:
+            network.load_state_dict({k: v for k, v in trainable.items() if not k.startswith("ema.")})
+            if ema is not None:
+                ema.load_state_dict(trainable)
 
-    # 3. Resume: weights, optimizer, schedule, RNGs and step.
-    step = resume(config, fingerprint, optimizer, lr_schedule, load_trainable)
-    denoiser, optimizer = accelerator.prepare(denoiser, optimizer)
+        # 3. Resume: weights, optimizer, schedule, RNGs and step.
+        step = resume(config, fingerprint, optimizer, lr_schedule, load_trainable)
+        denoiser, optimizer = accelerator.prepare(denoiser, optimizer)
 
     # 4. Train (the run is shared with the other SD trainers); the EMA follows every optimizer step.
     batches_per_epoch = setup.batches_per_epoch

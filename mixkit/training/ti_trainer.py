@@ -20,8 +20,8 @@ import torch
 import mixkit
 from mixkit.data import BucketedImageDataset
 from mixkit.training.denoising_loop import ConditionedDenoiser
-from mixkit.training.frozen_model_run import (load_frozen_model, optimizer_with_schedule, resume, start_run,
-                                              train_attached)
+from mixkit.training.frozen_model_run import (load_frozen_model, optimizer_with_schedule, put_back_on_failure,
+                                              resume, start_run, train_attached)
 from mixkit.training.kohya_export import cast_for_saving, without_local_paths
 from mixkit.training.modelspec import ModelSpecTexts
 from mixkit.training.sd_lora_trainer import scan_dataset, scan_path
@@ -116,23 +116,24 @@ def train_textual_inversion(config: SDTextualInversionConfig, *, stop_at_step: i
                else initial_vectors(model.text_encoders, model.tokenizers, n, config.init_word))
     vectors = TextualInversionVectors(model.text_encoders, model.tokenizers, token, initial)
     vectors.attach()
-    if config.gradient_checkpointing:
-        model.unet.enable_gradient_checkpointing()
-    model.unet.train()
-    # The vectors sit at the text encoders' input, so their forward pass needs gradients.
-    denoiser = ConditionedDenoiser(model, True, adapters=vectors, encoding=config.caption_encoding())
-    # No weight decay: it would pull the word towards the zero vector, not towards where it started (A1111 trains
-    # embeddings without it).
-    optimizer, lr_schedule = optimizer_with_schedule(
-        config, [{"params": list(vectors.parameters()), "lr": config.learning_rate, "weight_decay": 0.0}])
-    fingerprint = architecture_fingerprint(
-        dict(vectors.state_dict()),
-        {"trainer": "textual-inversion", "token_string": token, "family": model.family.value,
-         "unet": {k: v for k, v in dict(model.unet.config).items() if not k.startswith("_")}})
+    with put_back_on_failure(model, vectors, config):
+        if config.gradient_checkpointing:
+            model.unet.enable_gradient_checkpointing()
+        model.unet.train()
+        # The vectors sit at the text encoders' input, so their forward pass needs gradients.
+        denoiser = ConditionedDenoiser(model, True, adapters=vectors, encoding=config.caption_encoding())
+        # No weight decay: it would pull the word towards the zero vector, not towards where it started (A1111 trains
+        # embeddings without it).
+        optimizer, lr_schedule = optimizer_with_schedule(
+            config, [{"params": list(vectors.parameters()), "lr": config.learning_rate, "weight_decay": 0.0}])
+        fingerprint = architecture_fingerprint(
+            dict(vectors.state_dict()),
+            {"trainer": "textual-inversion", "token_string": token, "family": model.family.value,
+             "unet": {k: v for k, v in dict(model.unet.config).items() if not k.startswith("_")}})
 
-    # 3. Resume: vectors, optimizer, schedule, RNGs and step.
-    step = resume(config, fingerprint, optimizer, lr_schedule, vectors.load_state_dict)
-    denoiser, optimizer = setup.accelerator.prepare(denoiser, optimizer)
+        # 3. Resume: vectors, optimizer, schedule, RNGs and step.
+        step = resume(config, fingerprint, optimizer, lr_schedule, vectors.load_state_dict)
+        denoiser, optimizer = setup.accelerator.prepare(denoiser, optimizer)
 
     def save(path: str | Path, at_step: int, kind: str) -> Path:
         """The embedding file of the vectors as they are now (an embedding file has no epoch, so `kind` is unused)."""
