@@ -43,7 +43,7 @@ def build_checkpoint_memory_router(state: ServerState) -> APIRouter:
             await wait_for_job(job, request, state)
         except (ValueError, TypeError, OSError, RuntimeError) as error:
             raise HTTPException(status_code=422, detail=f"Could not load checkpoint {state.model_title!r} again: "
-                                                        f"{error}; it stays unloaded.") from None
+                                                        f"{str(error).rstrip('.')}; it stays unloaded.") from None
         return {}
 
     return router

@@ -47,7 +47,7 @@ def checkpoint_for_job(state, entry: CheckpointEntry | None, *, restore: bool = 
     except Exception as error:
         unchanged = f"{previous.title!r} is unchanged" if previous else "no checkpoint is loaded"
         raise CheckpointLoadError(f"Could not load checkpoint {entry.title!r} (override_settings."
-                                  f"sd_model_checkpoint): {error}; the server's checkpoint {unchanged}.") from error
+                                  f"sd_model_checkpoint): {str(error).rstrip('.')}; the server's checkpoint {unchanged}.") from error
     try:
         yield
     finally:
