@@ -129,6 +129,16 @@ def test_an_unknown_checkpoint_is_refused_before_queueing_listing_the_titles(cli
     assert server.state.worker.queued == 0
 
 
+def test_the_refiner_is_told_apart_from_the_requests_checkpoint_not_the_servers(client):
+    # A1111's apply_refiner does nothing when the refiner is the checkpoint already sampling. (A refiner other than
+    # that one would be loaded by the pipeline from its file, without the configs these tiny files need.)
+    body = {"override_settings": {"sd_model_checkpoint": "other"}, "refiner_checkpoint": "other",
+            "refiner_switch_at": 0.5}
+    _, infotext, _ = generate(client, **body)
+    assert model_of(infotext) == "other" and "Refiner:" not in infotext
+    assert server_checkpoint(client).startswith("sd1.safetensors")
+
+
 def test_concurrent_requests_each_run_on_their_own_checkpoint(server, images):
     wanted = ["other", None, "other", None, "sd1"]
     answers = [None] * len(wanted)
