@@ -42,8 +42,9 @@ def build_checkpoint_memory_router(state: ServerState) -> APIRouter:
         try:
             await wait_for_job(job, request, state)
         except (ValueError, TypeError, OSError, RuntimeError) as error:
-            raise HTTPException(status_code=422, detail=f"Could not load checkpoint {state.model_title!r} again: "
-                                                        f"{str(error).rstrip('.')}; it stays unloaded.") from None
+            what = f"checkpoint {state.model_title!r} again" if state.model_title else "the server's first checkpoint"
+            raise HTTPException(status_code=422, detail=f"Could not load {what}: {str(error).rstrip('.')}; it stays "
+                                                        "unloaded.") from None
         return {}
 
     return router

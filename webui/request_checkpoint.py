@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 
 class CheckpointLoadError(Exception):
-    """A request's checkpoint could not be loaded; the server's own checkpoint is unchanged (the message names it)."""
+    """A job's checkpoint could not be loaded; the server's own checkpoint is unchanged (the message names it)."""
 
 
 @contextmanager
@@ -38,7 +38,11 @@ def checkpoint_for_job(state, entry: CheckpointEntry | None, *, restore: bool = 
     holder = state.holder
     if entry is None or entry == holder.entry:
         if holder.unloaded:
-            state.reload_checkpoint()
+            try:
+                state.reload_checkpoint()
+            except Exception as error:
+                raise CheckpointLoadError(f"Could not load the unloaded checkpoint {holder.entry.title!r} again: "
+                                          f"{str(error).rstrip('.')}; it stays unloaded.") from error
         yield
         return
     previous, previous_loaded = holder.entry, holder.loaded

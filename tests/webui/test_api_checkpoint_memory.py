@@ -107,6 +107,10 @@ def test_a_reload_that_fails_is_a_422_and_leaves_the_checkpoint_unloaded(client,
         assert detail.startswith("Could not load checkpoint 'sd1.safetensors' again: safetensors file ")
         assert detail.endswith("the file is truncated. Re-download or re-export it; it stays unloaded.")
         assert server.state.holder.unloaded and server_checkpoint(client) == "sd1.safetensors"
+        response = client.post("/sdapi/v1/txt2img", json=SMALL)  # a generation's own reload fails alike
+        assert response.status_code == 422 and response.json()["detail"].startswith(
+            "Could not load the unloaded checkpoint 'sd1.safetensors' again: safetensors file ")
+        assert server.state.holder.unloaded
     finally:
         (models / "sd1.safetensors").write_bytes(weights)
     assert client.post("/sdapi/v1/reload-checkpoint").status_code == 200
