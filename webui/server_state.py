@@ -133,7 +133,7 @@ class ServerState:
 
         return self.worker.submit(run, f"load model {title}" + (f" ({preset})" if preset else ""))
 
-    def switch_checkpoint(self, title: str, preset: str | None = None, *, remember: bool = True):
+    def switch_checkpoint(self, title: str, preset: str | None = None, *, remember: bool = True) -> CheckpointEntry:
         """Load checkpoint `title` (with `preset`; None: the current one) now; call only from the generation worker.
 
         `remember=False` (a request's own checkpoint, put back after its job) keeps the settings file's
@@ -149,7 +149,7 @@ class ServerState:
                                self.options.settings_file, error)
         return entry
 
-    def reload_checkpoint(self):
+    def reload_checkpoint(self) -> CheckpointEntry:
         """Load the unloaded checkpoint again (A1111's reload-checkpoint) with its preset and the chosen VAE; call
         only from the generation worker. Nothing happens when it is loaded."""
         if self.holder.loaded:
@@ -159,7 +159,9 @@ class ServerState:
         return entry
 
     def _after_load(self, title: str, *, remember: bool) -> None:
-        # the size defaults the user has not chosen follow the new model's native size
+        """What every load of a checkpoint is followed by: the size defaults the user has not chosen follow its
+        native size, the chosen `sd_vae` is put on it (A1111 keeps it across switches), and with `remember` its
+        title is saved for the next start."""
         self.options.adopt_native_size(self.holder.txt2img().model.native_size)
         if remember:
             self._remember_checkpoint(self.holder.entry.title)
