@@ -29,6 +29,7 @@ from webui.api_requests import (
 )
 from webui.base64_images import decode_base64_image, decode_base64_png_info, encode_png_base64
 from webui.http_guards import AUTH_USER_KEY, error_body
+from webui.request_checkpoint import CheckpointLoadError
 from webui.result_grid import api_result_grid
 from webui.server_state import ServerState
 from webui.worker import ANY_OWNER, Job, QueueFullError
@@ -65,7 +66,7 @@ async def wait_for_job(job: Job, request: Request, state: ServerState):
 
 def kept_overrides(body: Txt2ImgRequest, state: ServerState) -> dict:
     """The checked option changes of `override_settings` when `override_settings_restore_afterwards` is false:
-    A1111 then leaves them set after the job. The checkpoint key names the loaded model (else refused earlier)."""
+    A1111 then leaves them set after the job. The checkpoint key is the job's (`webui.request_checkpoint`)."""
     if body.override_settings_restore_afterwards or not body.override_settings:
         return {}
     changes = {key: value for key, value in body.override_settings.items() if key != "sd_model_checkpoint"}
@@ -82,7 +83,9 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
     save = bool(body.save_images) and not body.do_not_save_samples and save_option(body, state, "samples_save")
     try:
         kept = kept_overrides(body, state)
-        job = state.submit_generation(kind, params, save=save, owner=request.scope.get(AUTH_USER_KEY))
+        job = state.submit_generation(kind, params, save=save, owner=request.scope.get(AUTH_USER_KEY),
+                                      checkpoint=(body.override_settings or {}).get("sd_model_checkpoint"),
+                                      restore_checkpoint=body.override_settings_restore_afterwards)
     except QueueFullError as error:
         raise queue_full(error) from None
     except (ValueError, TypeError) as error:
@@ -94,8 +97,8 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
             logger.warning("override_settings %s are set but could not be saved: %s", sorted(kept), error)
     try:
         outcome = await wait_for_job(job, request, state)
-    except (ValueError, TypeError, KeyError, FileNotFoundError) as error:  # e.g. a LoRA that does not fit the model
-        raise unprocessable(error) from None
+    except (ValueError, TypeError, KeyError, FileNotFoundError, CheckpointLoadError) as error:
+        raise unprocessable(error) from None  # e.g. a LoRA that does not fit the model, a checkpoint that did not load
     except RuntimeError as error:
         raise HTTPException(status_code=503, detail=str(error)) from None
     except ClientGone:
@@ -124,9 +127,9 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
         return [encode_png_base64(image, text) for image, text in pairs]
 
     images = await run_in_threadpool(encode)
-    # A1111's sd_model_name is the checkpoint's name_for_extra (the infotext's "Model"), not its title.
-    entry = state.holder.entry
-    info = generation_info(params, result, model_name=entry.name_for_extra if entry else outcome.model_title,
+    # A1111's sd_model_name is the checkpoint's name_for_extra (the infotext's "Model"), not its title: the one the
+    # job ran on, which a request's own checkpoint may have replaced again since.
+    info = generation_info(params, result, model_name=outcome.model_name,
                            model_hash=outcome.model_hash, job_timestamp=job.timestamp, vae_name=outcome.vae_name,
                            vae_hash=outcome.vae_hash, styles=list(body.styles or []), with_grid=grid_image is not None,
                            subseed=fixed_subseed(body.subseed))
@@ -140,8 +143,8 @@ def build_api(state: ServerState) -> APIRouter:
     def validation_context(body) -> dict:
         prompts = (body.prompt,)  # a tag naming a new file rescans the LoRA folder (negative tags are text)
         return {"limits": limits, "lora_names": state.lora_names(prompts), "controlnet_models": state.controlnets,
-                "default_clip_skip": state.options.get("CLIP_stop_at_last_layers"), "current_model": state.model_title,
-                "current_model_aliases": state.model_aliases(), "current_vae_names": state.vae_names(),
+                "default_clip_skip": state.options.get("CLIP_stop_at_last_layers"),
+                "current_vae_names": state.vae_names(),
                 "defaults": state.generation_defaults(),
                 "uncond_skip_options": state.options.uncond_skip(), "sampler_options": state.options.sampler_options(),
                 "prompt_options": state.options.prompt_options(), "styles": state.styles(),

@@ -95,15 +95,11 @@ def refiner_values(name: str | None, switch_at: float | None, catalog) -> dict[s
     return {"refiner": source, "refiner_switch_at": DEFAULT_SWITCH_AT if switch_at is None else switch_at}
 
 
-def _clip_skip(request: Txt2ImgRequest, default_clip_skip: int, current_model: str | None,
-               current_model_aliases: frozenset[str] = frozenset(), current_vae_names: frozenset[str] | None = None
+def _clip_skip(request: Txt2ImgRequest, default_clip_skip: int, current_vae_names: frozenset[str] | None = None
                ) -> int:
     overrides = dict(request.override_settings or {})
-    model = overrides.pop("sd_model_checkpoint", None)
-    names = {_bare_title(current_model), *current_model_aliases}  # A1111 finds a checkpoint by any of its ids
-    if model is not None and model not in names and _bare_title(model) not in names:
-        raise ValueError(f"override_settings.sd_model_checkpoint={model!r} is not supported per request; "
-                         "switch models with POST /sdapi/v1/options first.")
+    # the request's checkpoint: found and loaded for the job by `ServerState.submit_generation(checkpoint=...)`
+    overrides.pop("sd_model_checkpoint", None)
     vae = overrides.pop("sd_vae", None)  # also the infotext's `VAE`, which A1111 pastes into sd_vae
     if vae is not None and (current_vae_names is None or vae not in current_vae_names):
         running = f" ({', '.join(sorted(current_vae_names))})" if current_vae_names else ""
@@ -127,11 +123,6 @@ REQUEST_NAMES = {"batch_count": "n_iter", "clip_skip": "CLIP_stop_at_last_layers
 def in_request_terms(message: str) -> str:
     """A pipeline check's message with its parameter names as the request wrote them (n_iter, not batch_count)."""
     return re.sub(r"\b(" + "|".join(REQUEST_NAMES) + r")\b", lambda found: REQUEST_NAMES[found.group(1)], message)
-
-
-def _bare_title(title) -> str | None:
-    """A checkpoint title without A1111's " [hash]" suffix, as `/sdapi/v1/options` accepts either."""
-    return title.split(" [", 1)[0].strip() if isinstance(title, str) else title
 
 
 def _uncond_skip(request: Txt2ImgRequest, options: dict[str, Any] | None) -> dict[str, Any]:
@@ -222,9 +213,7 @@ def _exact_steps(request: Img2ImgRequest, options: dict[str, Any] | None) -> boo
 
 
 def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora_names: set[str] | None,
-                      default_clip_skip: int = 1, current_model: str | None = None,
-                      current_model_aliases: frozenset[str] = frozenset(),
-                      current_vae_names: frozenset[str] | None = None, controlnet_models=None,
+                      default_clip_skip: int = 1, current_vae_names: frozenset[str] | None = None, controlnet_models=None,
                       request_limits: RequestLimits | None = None, defaults: GenerationDefaults | None = None,
                       uncond_skip_options: dict[str, Any] | None = None,
                       sampler_options: dict[str, Any] | None = None,
@@ -266,7 +255,7 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
         prompt=prompt, negative_prompt=negative_prompt, **chosen, seed=request.seed,
         **_sampler_options(request, chosen["sampler"], sampler_options),
         batch_size=request.batch_size, batch_count=request.n_iter,
-        clip_skip=_clip_skip(request, default_clip_skip, current_model, current_model_aliases, current_vae_names),
+        clip_skip=_clip_skip(request, default_clip_skip, current_vae_names),
         **_uncond_skip(request, uncond_skip_options), **_prompt_options(request, prompt_options),
         **refiner_values(request.refiner_checkpoint, request.refiner_switch_at, refiner_catalog),
     )
@@ -325,8 +314,7 @@ def _controlnet_units(request: Txt2ImgRequest, limits: GenerationLimits, request
 
 
 def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, request_limits: RequestLimits,
-                      lora_names: set[str] | None, default_clip_skip: int = 1, current_model: str | None = None,
-                      current_model_aliases: frozenset[str] = frozenset(),
+                      lora_names: set[str] | None, default_clip_skip: int = 1,
                       current_vae_names: frozenset[str] | None = None,
                       controlnet_models=None, defaults: GenerationDefaults | None = None,
                       uncond_skip_options: dict[str, Any] | None = None, sampler_options: dict[str, Any] | None = None,
@@ -337,7 +325,6 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
     from pipelines.img2img import Img2ImgParams, check_img2img_params
 
     base = to_txt2img_params(request, limits=limits, lora_names=lora_names, default_clip_skip=default_clip_skip,
-                             current_model=current_model, current_model_aliases=current_model_aliases,
                              current_vae_names=current_vae_names, controlnet_models=controlnet_models,
                              request_limits=request_limits, defaults=defaults,
                              uncond_skip_options=uncond_skip_options, sampler_options=sampler_options,

@@ -11,6 +11,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from webui.checkpoints import CheckpointEntry
+from webui.request_checkpoint import checkpoint_for_job
+
 
 @dataclass
 class GenerationOutcome:
@@ -20,23 +23,35 @@ class GenerationOutcome:
     params: Any
     saved: list = field(default_factory=list)
     model_title: str | None = None
+    model_name: str | None = None  # A1111's sd_model_name: the checkpoint's name_for_extra (the infotext's "Model")
     model_hash: str | None = None
     vae_name: str | None = None  # a VAE chosen in Settings (None: the checkpoint's own), as the infotext's VAE:
     vae_hash: str | None = None
 
 
-def finished(pipe, result, params, *, save: bool, output_dir: Path, model_title: str | None) -> GenerationOutcome:
-    """Save `result` when asked and record the model (and VAE) the pipeline ran with."""
+def finished(pipe, result, params, *, save: bool, output_dir: Path, entry: CheckpointEntry | None) -> GenerationOutcome:
+    """Save `result` when asked and record the checkpoint (and VAE) the pipeline ran with.
+
+    Recorded in the job, before a request's own checkpoint is put back (`webui.request_checkpoint`)."""
     saved = result.save(output_dir) if save and result.images else []
-    return GenerationOutcome(result=result, params=params, saved=saved, model_title=model_title,
+    return GenerationOutcome(result=result, params=params, saved=saved, model_title=entry.title if entry else None,
+                             model_name=entry.name_for_extra if entry else None,
                              model_hash=pipe.model.model_hash, vae_name=pipe.model.extras.get("vae_name"),
                              vae_hash=pipe.model.extras.get("vae_hash"))
 
 
-def generation_job(state, kind: str, params, *, save: bool) -> Callable:
-    """The worker's run function for a txt2img ("txt2img") or img2img ("img2img") call with validated params."""
+def generation_job(state, kind: str, params, *, save: bool, checkpoint: CheckpointEntry | None = None,
+                   restore_checkpoint: bool = True) -> Callable:
+    """The worker's run function for a txt2img ("txt2img") or img2img ("img2img") call with validated params.
+
+    `checkpoint`: the request's own checkpoint (None: the server's), put back afterwards when `restore_checkpoint`.
+    """
 
     def run(control, on_step) -> GenerationOutcome:
+        with checkpoint_for_job(state, checkpoint, restore=restore_checkpoint):
+            return generate(control, on_step)
+
+    def generate(control, on_step) -> GenerationOutcome:
         pipe = state.holder.txt2img() if kind == "txt2img" else state.holder.img2img()
         run_params = params
         if getattr(params, "controlnets", None):  # loaded first: hires fix runs its units in both passes
@@ -53,7 +68,7 @@ def generation_job(state, kind: str, params, *, save: bool) -> Callable:
 
             pipe = (ControlNetTextToImage if kind == "txt2img" else ControlNetImageToImage).from_pipeline(pipe)
         result = pipe(run_params, callback=on_step, control=control)
-        return finished(pipe, result, params, save=save, output_dir=state.output_dir, model_title=state.model_title)
+        return finished(pipe, result, params, save=save, output_dir=state.output_dir, entry=state.holder.entry)
 
     return run
 
@@ -67,10 +82,14 @@ def outpaint_job(state, params, sides: dict[str, int], *, save: bool) -> Callabl
     rest = {k: getattr(params, k) for k in params.__dataclass_fields__ if k not in reserved}
 
     def run(control, on_step) -> GenerationOutcome:
+        with checkpoint_for_job(state, None):  # the server's checkpoint, reloaded if it was unloaded
+            return paint(control, on_step)
+
+    def paint(control, on_step) -> GenerationOutcome:
         pipe = state.holder.img2img()
         result = outpaint(pipe, params.init_images[0], **sides, inpainting_fill=params.inpainting_fill,
                           mask_blur=params.mask_blur, denoising_strength=params.denoising_strength, callback=on_step,
                           control=control, **rest)
-        return finished(pipe, result, params, save=save, output_dir=state.output_dir, model_title=state.model_title)
+        return finished(pipe, result, params, save=save, output_dir=state.output_dir, entry=state.holder.entry)
 
     return run

@@ -7,6 +7,10 @@ fail to load, loaded again, so a failed switch still leaves a working server.
 The performance preset (`pipelines.optimize`) is part of what is loaded: `optimize()` is
 apply-once (fused and cast modules cannot be undone), so another preset means loading the
 checkpoint again through the same path, with the same keep-the-old-model-on-failure rule.
+
+Unloading (A1111's unload-checkpoint) drops the model but remembers which checkpoint and preset it
+was, so a reload gives the same model back. On the CPU "moving it off the device", as A1111 does,
+would free nothing: the model is released instead, as A1111 1.5's `unload_model_weights` did.
 """
 
 from __future__ import annotations
@@ -98,8 +102,40 @@ class ModelHolder:
     def loaded(self) -> bool:
         return self._txt2img is not None
 
+    @property
+    def unloaded(self) -> bool:
+        """True after `unload`: a checkpoint is chosen (`entry`) but not in memory."""
+        return self.entry is not None and self._txt2img is None
+
+    def unload(self, *, remember: CheckpointEntry | None = None) -> None:
+        """Release the loaded model's memory; `entry` and `preset` stay, for `reload` (A1111's unload-checkpoint).
+
+        `remember` replaces the remembered checkpoint: a request that ran on its own checkpoint while the
+        server's was unloaded puts that state back. The VAE choice (`vae_name`) stays; the server applies it
+        again after the reload.
+        """
+        with self._lock:
+            self._txt2img = self._img2img = None
+            self._own_vae = self._own_vae_weights = None
+            if remember is not None:
+                self.entry = remember
+        _release_memory(self.device)
+
+    def reload(self) -> CheckpointEntry:
+        """Load the unloaded checkpoint again, with the preset it had (same weights, same outputs); a no-op when
+        it is loaded. A failure leaves it unloaded."""
+        if self.entry is None:
+            raise RuntimeError("No checkpoint has been loaded yet, so there is none to reload; set "
+                               "sd_model_checkpoint with POST /sdapi/v1/options.")
+        if not self.loaded:
+            self._install(self.entry, self._load(self.entry.source, self.preset), self.preset)
+        return self.entry
+
     def txt2img(self):
         with self._lock:
+            if self._txt2img is None and self.entry is not None:
+                raise RuntimeError(f"Checkpoint {self.entry.title!r} is unloaded; load it again with POST "
+                                   "/sdapi/v1/reload-checkpoint (a generation request reloads it too).")
             if self._txt2img is None:
                 raise RuntimeError("No model is loaded; choose one in Settings or set sd_model_checkpoint via /sdapi/v1/options.")
             return self._txt2img

@@ -12,6 +12,7 @@ import threading
 from fastapi import FastAPI
 
 from webui.api import build_api, install_error_handlers
+from webui.api_checkpoint_memory import build_checkpoint_memory_router
 from webui.api_embeddings import build_embeddings_router
 from webui.api_loras import build_lora_router
 from webui.api_options import build_options_router
@@ -37,6 +38,7 @@ def build_app(state: ServerState):
     app.include_router(build_api(state))
     app.include_router(build_embeddings_router(state))
     app.include_router(build_options_router(state))
+    app.include_router(build_checkpoint_memory_router(state))
     app.include_router(build_lora_router(state))
     if state.config.ui:
         import gradio as gr

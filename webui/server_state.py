@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from webui.checkpoints import CheckpointCatalog
+from webui.checkpoints import TRAILING_CHECKSUM, CheckpointCatalog, CheckpointEntry
 from webui.config import ServerConfig
 from webui.generation_jobs import generation_job, outpaint_job
 from webui.model_switch import ModelHolder
@@ -75,14 +75,7 @@ class ServerState:
                 logger.warning("The remembered checkpoint %r is not in the models folder; starting with %r.",
                                remembered, title)
         self.holder.switch(title)
-        self.options.adopt_native_size(self.holder.txt2img().model.native_size)
-        wanted = self.options.get("sd_vae")
-        if wanted != self.holder.vae_name:
-            try:
-                self.holder.set_vae(wanted, self.vaes.find(wanted))
-            except Exception as error:  # the checkpoint is loaded; only the VAE choice falls back
-                logger.warning("The remembered VAE %r cannot be used (%s); using the checkpoint's own VAE.", wanted, error)
-                self.options.apply({"sd_vae": self.holder.vae_name})
+        self._after_load(title, remember=False)
 
     def model_aliases(self) -> frozenset[str]:
         """The names a request may give the loaded checkpoint (A1111's ids, and its model hash, which the infotext's
@@ -136,26 +129,69 @@ class ServerState:
             check_preset_name(preset)  # unknown preset: fail now, listing the presets
 
         def run(control, on_step):
-            entry = self.holder.switch(title, preset)
-            # the size defaults the user has not chosen follow the new model's native size
-            self.options.adopt_native_size(self.holder.txt2img().model.native_size)
-            self._remember_checkpoint(entry.title)
-            if preset is not None and self.options.get(PRESET_KEY) != self.holder.preset:
-                try:
-                    self.options.apply({PRESET_KEY: self.holder.preset})
-                except OSError as error:  # the reload worked; only remembering it for the next start failed
-                    logger.warning("Preset %r is active but could not be saved to %s: %s", self.holder.preset,
-                                   self.options.settings_file, error)
-            wanted = self.options.get("sd_vae")
-            if wanted != self.holder.vae_name:
-                try:
-                    self.holder.set_vae(wanted, self.vaes.find(wanted))
-                except Exception as error:  # the checkpoint is loaded; only the VAE choice falls back
-                    logger.warning("VAE %r does not fit %s (%s); using the checkpoint's own VAE.", wanted, title, error)
-                    self.options.apply({"sd_vae": self.holder.vae_name})
-            return entry
+            return self.switch_checkpoint(title, preset)
 
         return self.worker.submit(run, f"load model {title}" + (f" ({preset})" if preset else ""))
+
+    def switch_checkpoint(self, title: str, preset: str | None = None, *, remember: bool = True) -> CheckpointEntry:
+        """Load checkpoint `title` (with `preset`; None: the current one) now; call only from the generation worker.
+
+        `remember=False` (a request's own checkpoint, put back after its job) keeps the settings file's
+        `sd_model_checkpoint` as it is.
+        """
+        entry = self.holder.switch(title, preset)
+        self._after_load(title, remember=remember)
+        if preset is not None and self.options.get(PRESET_KEY) != self.holder.preset:
+            try:
+                self.options.apply({PRESET_KEY: self.holder.preset})
+            except OSError as error:  # the reload worked; only remembering it for the next start failed
+                logger.warning("Preset %r is active but could not be saved to %s: %s", self.holder.preset,
+                               self.options.settings_file, error)
+        return entry
+
+    def reload_checkpoint(self) -> CheckpointEntry:
+        """Load the unloaded checkpoint again (A1111's reload-checkpoint) with its preset and the chosen VAE; call
+        only from the generation worker. Nothing happens when it is loaded."""
+        if self.holder.loaded:
+            return self.holder.entry
+        entry = self.holder.reload()
+        self._after_load(entry.title, remember=False)
+        return entry
+
+    def _after_load(self, title: str, *, remember: bool) -> None:
+        """What every load of a checkpoint is followed by: the size defaults the user has not chosen follow its
+        native size, the chosen `sd_vae` is put on it (A1111 keeps it across switches), and with `remember` its
+        title is saved for the next start."""
+        self.options.adopt_native_size(self.holder.txt2img().model.native_size)
+        if remember:
+            self._remember_checkpoint(self.holder.entry.title)
+        wanted = self.options.get("sd_vae")
+        if wanted != self.holder.vae_name:
+            try:
+                self.holder.set_vae(wanted, self.vaes.find(wanted))
+            except Exception as error:  # the checkpoint is loaded; only the VAE choice falls back
+                logger.warning("VAE %r does not fit %s (%s); using the checkpoint's own VAE.", wanted, title, error)
+                self.options.apply({"sd_vae": self.holder.vae_name})
+
+    def submit_unload(self) -> Job:
+        """Queue A1111's unload-checkpoint: the model's memory is released once running jobs finish; the checkpoint
+        stays chosen (`sd_model_checkpoint` keeps naming it) and the next generation or `submit_reload` loads it."""
+        return self.worker.submit(lambda control, on_step: self.holder.unload(), "unload checkpoint")
+
+    def submit_reload(self) -> Job:
+        """Queue A1111's reload-checkpoint: the unloaded checkpoint loads again (nothing happens when it is loaded);
+        with none chosen yet, the one the server starts with."""
+        if self.holder.entry is None and not self.catalog.titles():
+            raise ValueError("There is no checkpoint to load: the models folder is empty; add one and call "
+                             "/sdapi/v1/refresh-checkpoints.")
+
+        def run(control, on_step):
+            if self.holder.entry is None:
+                self.load_initial_model()
+                return self.holder.entry
+            return self.reload_checkpoint()
+
+        return self.worker.submit(run, "reload checkpoint")
 
     def _remember_checkpoint(self, title: str) -> None:
         try:
@@ -284,11 +320,36 @@ class ServerState:
         return self.worker.skip_session(session)
 
     def submit_generation(self, kind: str, params, *, save: bool, session: str | None = None,
-                          owner: str | None = None) -> Job:
-        """Queue a txt2img/img2img call with already validated params; raises QueueFullError."""
+                          owner: str | None = None, checkpoint: str | None = None,
+                          restore_checkpoint: bool = True) -> Job:
+        """Queue a txt2img/img2img call with already validated params; raises QueueFullError.
+
+        `checkpoint` (A1111's override_settings.sd_model_checkpoint, any title it accepts) runs the job on that
+        checkpoint, and the server's is put back afterwards unless `restore_checkpoint` is false
+        (`webui.request_checkpoint`); an unknown title raises ValueError listing the checkpoints.
+        """
         if kind not in ("txt2img", "img2img"):
             raise ValueError(f"kind must be 'txt2img' or 'img2img', got {kind!r}.")
-        return self.worker.submit(generation_job(self, kind, params, save=save), kind, session=session, owner=owner)
+        entry = self.requested_checkpoint(checkpoint)
+        job = generation_job(self, kind, params, save=save, checkpoint=entry, restore_checkpoint=restore_checkpoint)
+        return self.worker.submit(job, kind if entry is None else f"{kind} on {entry.title}", session=session,
+                                  owner=owner)
+
+    def requested_checkpoint(self, title: str | None) -> CheckpointEntry | None:
+        """The checkpoint a request's `sd_model_checkpoint` names; None (the server's) for None or "".
+
+        Found as `/sdapi/v1/options` finds it (any of A1111's ids), and the server's checkpoint also by its model
+        hash, which an infotext's `Model hash` carries for a diffusers folder too.
+        """
+        if title is None or title == "":
+            return None
+        aliases = self.model_aliases()
+        if isinstance(title, str) and (title in aliases or TRAILING_CHECKSUM.sub("", title) in aliases):
+            return self.holder.entry
+        try:
+            return self.catalog.find(title)
+        except (ValueError, TypeError) as error:
+            raise type(error)(f"override_settings.sd_model_checkpoint: {error}") from None
 
     def submit_outpaint(self, params, sides: dict[str, int], *, save: bool, session: str | None = None) -> Job:
         """Queue an outpaint of `params.init_images[0]` by `sides` (left/right/top/bottom pixels).

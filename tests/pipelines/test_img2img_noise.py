@@ -112,7 +112,7 @@ def test_the_api_reads_them_from_settings_the_request_and_an_infotext():
     def params(request_body, settings=None):
         request = apply_infotext(Img2ImgRequest(**request_body))
         return to_img2img_params(request, limits=GenerationLimits(), request_limits=RequestLimits(), lora_names=None,
-                                 current_model="mixkit-tiny-sd", sampler_options=settings)
+                                 sampler_options=settings)
 
     got = params(body, {"initial_noise_multiplier": 0.9, "img2img_extra_noise": 0.2})
     assert (got.initial_noise_multiplier, got.img2img_extra_noise) == (0.9, 0.2)

@@ -50,3 +50,40 @@ def server(tiny_sd1_dir, tmp_path_factory, serving):
     root = tmp_path_factory.mktemp("api")
     with serving(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False)) as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def single_file_checkpoints(tiny_sd1_dir, tmp_path_factory):
+    """A models folder of A1111-style single files: `sd1.safetensors` (the tiny SD1 model), `other.safetensors` (the
+    same architecture, other weights: other images) and `broken.safetensors` (not a checkpoint: its load fails)."""
+    from mixkit.models.diffusion.loading import load_diffusion_model
+    from mixkit.models.diffusion.single_file_writer import save_ldm_checkpoint
+    from mixkit.testing.tiny_models import build_tiny_sd1
+
+    folder = tmp_path_factory.mktemp("single-files")
+    save_ldm_checkpoint(load_diffusion_model(tiny_sd1_dir), folder / "sd1.safetensors")
+    other = build_tiny_sd1(tmp_path_factory.mktemp("tiny-sd1-other"), seed=1)
+    save_ldm_checkpoint(load_diffusion_model(other), folder / "other.safetensors")
+    (folder / "broken.safetensors").write_bytes(b"not a safetensors file")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def single_file_serving(tiny_sd1_dir, serving):
+    """`with single_file_serving(models_dir, root) as running:` an API server on the single files of `models_dir`
+    (loaded with the tiny SD1 folder's configs: tiny files match no published architecture), starting on
+    `sd1.safetensors`, writing below `root`."""
+
+    def start(models_dir, root):
+        from webui.config import ServerConfig
+        from webui.model_switch import ModelHolder
+        from webui.server_state import ServerState
+
+        state = ServerState(ServerConfig(models_dir=str(models_dir), output_dir=str(root / "outputs"), ui=False,
+                                         settings_file=str(root / "settings.json")))
+        state.holder = ModelHolder(state.catalog, pipeline_kwargs={"config_dir": str(tiny_sd1_dir),
+                                                                   "limits": state.config.limits})
+        state.options.apply({"sd_model_checkpoint": "sd1.safetensors"})  # not the catalog's first (broken)
+        return serving(state)
+
+    return start

@@ -47,8 +47,7 @@ def generate(client, **body) -> tuple[list[Image.Image], dict, dict]:
 
 
 def _params(**fields):
-    return to_txt2img_params(Txt2ImgRequest(**fields), limits=GenerationLimits(), lora_names=None,
-                             current_model="mixkit-tiny-sd")
+    return to_txt2img_params(Txt2ImgRequest(**fields), limits=GenerationLimits(), lora_names=None)
 
 
 def test_posting_an_images_infotext_reproduces_it_and_sent_fields_win(client):
@@ -165,12 +164,8 @@ def test_listing_endpoints_answer_in_a1111_shapes(client, server):
         assert client.get(f"/sdapi/v1/{name}").json() == [], name
 
 
-def test_sd_modules_is_empty_and_unload_reload_checkpoint_are_refused_with_what_to_do(client):
+def test_sd_modules_is_empty(client):
     assert client.get("/sdapi/v1/sd-modules").json() == []  # A1111's route; no separate module files here
-    for route in ("unload-checkpoint", "reload-checkpoint"):
-        response = client.post(f"/sdapi/v1/{route}", json={})
-        assert response.status_code == 501, route
-        assert f"POST /sdapi/v1/{route}" in response.json()["detail"] and "/sdapi/v1/options" in response.json()["detail"]
 
 
 def test_interrogate_is_refused_naming_the_captioning_app(client):

@@ -17,8 +17,7 @@ SMALL = dict(steps=4, width=64, height=64, seed=1)
 
 
 def _params(**fields):
-    return to_txt2img_params(Txt2ImgRequest(**{**SMALL, **fields}), limits=GenerationLimits(), lora_names={"shiny"},
-                             current_model="mixkit-tiny-sd")
+    return to_txt2img_params(Txt2ImgRequest(**{**SMALL, **fields}), limits=GenerationLimits(), lora_names={"shiny"})
 
 
 def test_disable_extra_networks_takes_the_tags_out_and_applies_nothing():
@@ -37,13 +36,6 @@ def test_hires_fields_at_a1111s_same_as_first_pass_values_are_accepted():
         with pytest.raises(ValueError, match=f"Not supported by this server: {name}="):
             _params(**{**same, name: value})
     assert _params(**{**same, "hr_prompt": "a dog"}).hr_prompt == "a dog"  # A1111's hires prompt, now run
-
-
-def test_the_current_checkpoint_may_be_named_with_its_hash_in_override_settings():
-    assert _params(override_settings={"sd_model_checkpoint": "mixkit-tiny-sd [7eaacd0cee]"}).steps == 4
-    assert _params(override_settings={"sd_model_checkpoint": "mixkit-tiny-sd"}).steps == 4
-    with pytest.raises(ValueError, match="is not supported per request; switch models with POST /sdapi/v1/options"):
-        _params(override_settings={"sd_model_checkpoint": "sd15 [0123456789]"})
 
 
 def test_null_script_fields_mean_none():
@@ -80,21 +72,6 @@ def test_errors_name_the_fields_as_the_request_does():
         _params(override_settings={"CLIP_stop_at_last_layers": 40})
 
 
-def test_override_settings_may_name_the_loaded_checkpoint_by_any_of_its_a1111_ids():
-    # A1111's checkpoint_aliases: title "sub/model.safetensors [hash]", file name, stem, short hash ...
-    aliases = frozenset({"sub/model.safetensors [0123456789]", "sub/model.safetensors", "model", "sub_model",
-                         "0123456789"})
-    for name in ("sub/model.safetensors", "model", "0123456789", "sub/model.safetensors [0123456789]"):
-        params = to_txt2img_params(Txt2ImgRequest(**SMALL, override_settings={"sd_model_checkpoint": name}),
-                                   limits=GenerationLimits(), lora_names=set(),
-                                   current_model="sub/model.safetensors [0123456789]", current_model_aliases=aliases)
-        assert params.steps == 4
-    with pytest.raises(ValueError, match="is not supported per request"):
-        to_txt2img_params(Txt2ImgRequest(**SMALL, override_settings={"sd_model_checkpoint": "other"}),
-                          limits=GenerationLimits(), lora_names=set(), current_model="sub/model.safetensors [0123456789]",
-                          current_model_aliases=aliases)
-
-
 def test_info_says_whether_the_model_took_inpainting_conditioning():
     # A1111's Processed.is_using_inpainting_conditioning: true for an inpainting (9-channel) model, txt2img included
     from pipelines.generation import GenerationResult
@@ -116,10 +93,9 @@ def test_the_inpainting_mask_weight_comes_from_settings_override_or_infotext():
     options.apply(options.check_update({"inpainting_mask_weight": 0.25}))
     settings = dict(sampler_options=options.sampler_options())
     assert to_txt2img_params(Txt2ImgRequest(**SMALL), limits=GenerationLimits(), lora_names=None,
-                             current_model="mixkit-tiny-sd", **settings).inpainting_mask_weight == 0.25
+                             **settings).inpainting_mask_weight == 0.25
     pasted = apply_infotext(Txt2ImgRequest(infotext="a cat\nSteps: 4, Sampler: Euler, Conditional mask weight: 0.3"))
-    assert to_txt2img_params(pasted, limits=GenerationLimits(), lora_names=None,
-                             current_model="mixkit-tiny-sd").inpainting_mask_weight == 0.3
+    assert to_txt2img_params(pasted, limits=GenerationLimits(), lora_names=None).inpainting_mask_weight == 0.3
     with pytest.raises(ValueError, match=r"inpainting_mask_weight must be a number in \[0, 1\]"):
         _params(override_settings={"inpainting_mask_weight": 1.5})
     with pytest.raises(ValueError, match=r"inpainting_mask_weight must be a number in \[0, 1\]"):

@@ -66,7 +66,7 @@ def test_hires_fix_with_units_carries_both_recipes():
     from pipelines.controlnet import ControlHiresParams
 
     params = to_txt2img_params(hires_request(), limits=GenerationLimits(), lora_names=None,
-                               current_model="mixkit-tiny-sd", controlnet_models=Catalog())
+                               controlnet_models=Catalog())
     assert isinstance(params, ControlHiresParams)
     assert (params.hr_scale, params.hr_upscaler, len(params.controlnets)) == (2, "Lanczos", 1)
 
@@ -74,7 +74,7 @@ def test_hires_fix_with_units_carries_both_recipes():
 def test_a_unit_for_one_hires_pass_only_is_refused():
     with pytest.raises(ValueError, match="hr_option='Low res only' is not supported"):
         to_txt2img_params(hires_request(hr_option="Low res only"), limits=GenerationLimits(), lora_names=None,
-                          current_model="mixkit-tiny-sd", controlnet_models=Catalog())
+                          controlnet_models=Catalog())
 
 
 @pytest.mark.parametrize("value", [-1, -2, -0.5, -300])

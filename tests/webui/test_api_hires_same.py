@@ -25,7 +25,7 @@ HIRES = dict(enable_hr=True, hr_scale=2.0, hr_second_pass_steps=3, denoising_str
 
 def _params(**fields):
     request = apply_infotext(Txt2ImgRequest(**{**HIRES, **fields}))
-    return to_txt2img_params(request, limits=GenerationLimits(), lora_names=None, current_model="mixkit-tiny-sd")
+    return to_txt2img_params(request, limits=GenerationLimits(), lora_names=None)
 
 
 @pytest.mark.parametrize("fields", [

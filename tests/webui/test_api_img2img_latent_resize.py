@@ -15,8 +15,7 @@ from webui.base64_images import encode_png_base64
 def params(**fields):
     picture = encode_png_base64(Image.new("RGB", (100, 60), (30, 60, 200)))
     return to_img2img_params(Img2ImgRequest(init_images=[picture], width=64, height=64, **fields),
-                             limits=GenerationLimits(), request_limits=RequestLimits(), lora_names=None,
-                             current_model="mixkit-tiny-sd")
+                             limits=GenerationLimits(), request_limits=RequestLimits(), lora_names=None)
 
 
 def test_resize_mode_3_is_the_latent_upscale_mode():

@@ -29,7 +29,7 @@ def inputs(level: int = 255) -> dict:
 
 def params(**fields):
     return to_img2img_params(Img2ImgRequest(**inputs(), width=64, height=64, **fields), limits=GenerationLimits(),
-                             request_limits=RequestLimits(), lora_names=None, current_model="mixkit-tiny-sd")
+                             request_limits=RequestLimits(), lora_names=None)
 
 
 def test_blur_fields_and_mask_round_reach_the_params():
@@ -71,8 +71,7 @@ def test_mask_round_false_keeps_soft_alpha_strokes_of_a_canvas_mask():
     canvas = Image.new("RGBA", (64, 64), (0, 0, 0, 0))
     canvas.paste((0, 0, 0, 100), (16, 16, 48, 48))
     fields = {**inputs(), "mask": encode_png_base64(canvas)}
-    limits = dict(limits=GenerationLimits(), request_limits=RequestLimits(), lora_names=None,
-                  current_model="mixkit-tiny-sd")
+    limits = dict(limits=GenerationLimits(), request_limits=RequestLimits(), lora_names=None)
     soft = to_img2img_params(Img2ImgRequest(**fields, width=64, height=64, mask_round=False), **limits)
     rounded = to_img2img_params(Img2ImgRequest(**fields, width=64, height=64), **limits)
     assert soft.mask.getpixel((20, 20)) == 100 and rounded.mask.getpixel((20, 20)) == 0

@@ -33,7 +33,7 @@ def _picture() -> str:
 def _img2img(sampler_options=None, **fields):
     request = Img2ImgRequest(init_images=[_picture()], width=64, height=64, steps=10, denoising_strength=0.5, **fields)
     return to_img2img_params(request, limits=GenerationLimits(), request_limits=RequestLimits(), lora_names=None,
-                             current_model="mixkit-tiny-sd", sampler_options=sampler_options)
+                             sampler_options=sampler_options)
 
 
 def test_the_setting_is_off_by_default_as_in_a1111(tmp_path):

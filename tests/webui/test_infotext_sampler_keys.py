@@ -39,7 +39,7 @@ AS_RUN = [
 
 def _params(body: dict):
     request = apply_infotext(Txt2ImgRequest(**body))
-    return to_txt2img_params(request, limits=GenerationLimits(), lora_names=None, current_model="mixkit-tiny-sd")
+    return to_txt2img_params(request, limits=GenerationLimits(), lora_names=None)
 
 
 def _paste_notes(text: str, sampler: str) -> list[str]:

@@ -25,7 +25,7 @@ BASE = ("a red circle\nSteps: 4, Sampler: {sampler}, Schedule type: {schedule}, 
 
 def _parameters(body: dict, settings: dict | None = None) -> SamplerParameters:
     request = apply_infotext(Txt2ImgRequest(**body))
-    params = to_txt2img_params(request, limits=GenerationLimits(), lora_names=None, current_model="mixkit-tiny-sd",
+    params = to_txt2img_params(request, limits=GenerationLimits(), lora_names=None,
                                sampler_options=settings)
     return params.sampler_parameters
 
