@@ -62,10 +62,14 @@ def test_unload_releases_the_model_and_reload_brings_back_the_same_one(client, s
     gc.collect()
     assert model() is None  # nothing holds the weights any more: their memory is the system's again
     assert server.state.holder.unloaded and server_checkpoint(client) == title  # A1111's option keeps its value
+    from webui.ui.settings_tab import status_line
+
+    assert status_line(server.state).startswith(f"Unloaded (reloads on the next generation): **{title}**")
     unload(client)  # already unloaded: nothing to do
     response = client.post("/sdapi/v1/reload-checkpoint")
     assert (response.status_code, response.json()) == (200, {})
     assert server.state.holder.loaded and server_checkpoint(client) == title
+    assert status_line(server.state).startswith(f"Loaded: **{title}**")
     reloaded = server.state.holder.txt2img().model
     assert client.post("/sdapi/v1/reload-checkpoint").status_code == 200  # loaded: nothing to do
     assert server.state.holder.txt2img().model is reloaded

@@ -47,7 +47,10 @@ def switch_preset(state: ServerState, preset: str) -> str:
 
 
 def status_line(state: ServerState) -> str:
-    return (f"Loaded: **{state.model_title or 'none'}**, VAE: **{state.holder.vae_name}**, "
+    # After POST /sdapi/v1/unload-checkpoint the checkpoint is still the chosen one but holds no memory; the next
+    # generation (or Load) brings it back.
+    loaded = "Unloaded (reloads on the next generation)" if state.holder.unloaded else "Loaded"
+    return (f"{loaded}: **{state.model_title or 'none'}**, VAE: **{state.holder.vae_name}**, "
             f"performance preset: **{state.preset}**")
 
 
