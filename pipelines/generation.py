@@ -212,8 +212,9 @@ class ModelSession:
         """One cached PromptEncoder per clip skip, emphasis mode, comma backtrack and "Clip skip SDXL", so unchanged
         prompts are never re-encoded.
 
-        `bundled`: embeddings carried by the LoRAs applied for one call (they win over a folder embedding of
-        the same name, as the LoRA was trained with them); that encoder is built for the call and never cached.
+        `bundled`: embeddings carried by the LoRAs applied for one call (a folder embedding of the same name wins
+        over one, as in A1111: `mixkit.lora.bundled_embeddings.library_with_bundled`); that encoder is built for the
+        call and never cached.
         """
         key = (clip_skip, emphasis, comma_backtrack, sdxl_clip_l_skip)
         if bundled:
@@ -242,17 +243,16 @@ class ModelSession:
         self._embeddings = fresh
 
     def _new_encoder(self, key: tuple, bundled: dict):
-        from mixkit.prompts import EmbeddingLibrary, PromptEncoder
+        from mixkit.lora.bundled_embeddings import library_with_bundled
+        from mixkit.prompts import PromptEncoder
 
         clip_skip, emphasis, comma_backtrack, sdxl_clip_l_skip = key
         if self._embeddings is None:
             self.refresh_embeddings()  # an encoder asked for outside `prepared`
         embeddings = self._embeddings
-        if bundled:  # into a copy: the session's library stays the folder's
-            embeddings = embeddings.refreshed() if embeddings is not None else EmbeddingLibrary()
-            for embedding in bundled.values():
-                embeddings.add(embedding)
         family = self.model.family
+        if bundled:  # into a copy: the session's library stays the folder's
+            embeddings = library_with_bundled(embeddings, bundled, self.model.text_encoders, family.uses_pooled_text)
         return PromptEncoder(self.model.tokenizers, self.model.text_encoders,
                              is_sdxl=family.uses_pooled_text, sdxl_refiner=family is ModelFamily.SDXL_REFINER,
                              clip_skip=clip_skip, embeddings=embeddings, emphasis=emphasis,

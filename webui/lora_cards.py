@@ -110,8 +110,26 @@ class LoraCard:
         from webui.lora_previews import preview_url
 
         path = os.path.abspath(self.folder / self.relative_path) if self.folder is not None else self.relative_path
-        return {"name": self.name, "alias": self.alias, "path": path, "metadata": self.metadata,
+        return {"name": self.name, "alias": self.alias, "path": path, "metadata": metadata_as_a1111(self.metadata),
                 "preview": preview_url(self.name) if self.preview else None, "user_metadata": self.user_metadata}
+
+
+def metadata_as_a1111(metadata: dict) -> dict:
+    """A safetensors header's metadata as A1111's `sd_models.read_metadata_from_safetensors` serves it.
+
+    A1111 decodes each value that starts with "{" (kohya's `ss_tag_frequency`, `ss_dataset_dirs`, `ss_bucket_info`,
+    `ss_network_args`) into a JSON object and keeps it a string when it does not parse; other values (`ss_network_dim`
+    "4", `ss_datasets` "[...]") stay strings. Clients read trigger words as `metadata["ss_tag_frequency"][folder]`.
+    """
+    decoded = {}
+    for key, value in metadata.items():
+        decoded[key] = value
+        if isinstance(value, str) and value.startswith("{"):
+            try:
+                decoded[key] = json.loads(value)
+            except ValueError:
+                pass
+    return decoded
 
 
 def lora_cards(library) -> list[LoraCard]:

@@ -187,9 +187,10 @@ LORA_APPLY_MODES.register("runtime", _apply_runtime)
 
 
 def _combined_by_file(mentions: list[tuple[Path, LoraRequest]]) -> dict[Path, LoraRequest]:
-    """One request per file, in first-mention order, for reading, matching, names and hashes: a file named twice
-    (`<lora:a:1> ... <lora:a:0.5>`) is read once and listed once, at the sum of its strengths. Its changes are still
-    made once per mention, in prompt order (`apply_loras` step 2), as A1111 applies each mention."""
+    """One request per file, in first-mention order, for reading, matching, names and hashes: a file requested twice
+    is read once and listed once, at the sum of its strengths. Its changes are still made once per mention, in
+    request order (`apply_loras` step 2), as A1111 applies each mention (prompt tags of one name come here with their
+    last mention's strengths, `requests.same_name_takes_last_strengths`)."""
     combined: dict[Path, LoraRequest] = {}
     for path, request in mentions:
         first = combined.get(path)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,6 +124,8 @@ def resolve_lora_requests(explicit: list[LoraRequest], tags: list, lora_dir: str
 
     Names resolve through a `LoraLibrary` on `lora_dir` (file stem, relative name or alias); explicit
     requests may also be paths to files, prompt tags never (they are untrusted text). The display name (for `Lora hashes`) stays what the user wrote.
+    A name mentioned more than once is applied once per mention at its last mention's strengths, as A1111 does
+    (`same_name_takes_last_strengths`).
     """
     from mixkit.errors import ModelNotFoundError
     from mixkit.lora.library import LoraLibrary
@@ -155,4 +159,31 @@ def resolve_lora_requests(explicit: list[LoraRequest], tags: list, lora_dir: str
             )
         resolved.append(LoraRequest(source=path, te_weight=request.te_weight, unet_weight=request.unet_weight,
                                     name=request.display_name, dyn_dim=request.dyn_dim))
-    return resolved
+    return same_name_takes_last_strengths(resolved)
+
+
+def same_name_takes_last_strengths(requests: list[LoraRequest]) -> list[LoraRequest]:
+    """Every mention of a name at the strengths (te, unet, dyn) of its last mention, as A1111 applies them.
+
+    A1111's `networks.load_networks` keeps one `Network` object per name as written: a second `<lora:a:...>` finds
+    the first mention's object, overwrites its multipliers and dyn, and appends it again, so `<lora:a:1> <lora:a:0.5>`
+    applies `a` twice at 0.5 (1 in all) and `<lora:a:0.5> <lora:a:1>` twice at 1. Two names of one file (its stem and
+    its `ss_output_name` alias) are two networks there, each at its own strengths, and stay so here. A LoRA passed
+    outside the prompt counts as a mention of its display name: the infotext writes it as a tag of that name.
+    """
+    last = {request.display_name: request for request in requests}
+    changed = sorted({request.display_name for request in requests
+                      if (request.te_weight, request.unet_weight, request.dyn_dim) != _strengths(last[request.display_name])})
+    if changed:
+        mentions = ", ".join(f"{name!r} ({sum(r.display_name == name for r in requests)} mentions, last "
+                             f"{last[name].prompt_tag})" for name in changed)
+        warnings.warn(f"LoRA {mentions} is named more than once with different strengths; as in A1111, each mention "
+                      "applies it at the strengths of the last one. Name it once at the strength you want.",
+                      UserWarning, stacklevel=3)
+    return [dataclasses.replace(request, te_weight=last[request.display_name].te_weight,
+                                unet_weight=last[request.display_name].unet_weight,
+                                dyn_dim=last[request.display_name].dyn_dim) for request in requests]
+
+
+def _strengths(request: LoraRequest) -> tuple:
+    return request.te_weight, request.unet_weight, request.dyn_dim

@@ -80,6 +80,33 @@ def test_vectors_bundled_in_a_lora_act_as_an_embedding_only_while_it_is_applied(
     assert "Lora hashes" in bundled.infotexts[0] and "TI hashes" not in bundled.infotexts[0]
 
 
+def test_an_embeddings_folder_file_wins_over_a_bundled_word_as_in_a1111(sd1_pipe, tmp_path):
+    """A1111's `load_networks` skips a bundle whose word the embeddings folder already loaded ("Skip bundle
+    embedding"), so the folder's vectors are read and its `TI hashes` written; a folder file of another model
+    family is no embedding, so the bundle serves that word."""
+    from safetensors.torch import save_file
+
+    from pipelines.txt2img import TextToImage
+
+    generator = torch.Generator().manual_seed(5)
+    save_file({"bundle_emb.shinystyle.string_to_param.*": torch.randn(2, 32, generator=generator),
+               "bundle_emb.otherstyle.string_to_param.*": torch.randn(2, 32, generator=generator)},
+              str(tmp_path / "bundle.safetensors"))
+    folder = tmp_path / "embeddings"
+    folder.mkdir()
+    save_file({"emb_params": torch.randn(2, 32, generator=generator)}, str(folder / "shinystyle.safetensors"))
+    save_file({"emb_params": torch.randn(2, 768, generator=generator)}, str(folder / "otherstyle.safetensors"))  # SD 1.5's
+    pipe = TextToImage(sd1_pipe.model, embeddings_dir=folder)
+    lora = [str(tmp_path / "bundle.safetensors")]
+    with pytest.warns(UserWarning, match=r"bundled for 'shinystyle' .* not used: .*shinystyle.safetensors has that name"):
+        with_lora = pipe(loras=lora, **{**SMALL, "prompt": "a cat, shinystyle"})
+    assert np.array_equal(pixels(with_lora), pixels(pipe(**{**SMALL, "prompt": "a cat, shinystyle"})))
+    assert 'TI hashes: "shinystyle: ' in with_lora.infotexts[0]
+    with pytest.warns(UserWarning, match="bundled for 'shinystyle'"):  # the file bundles both words
+        bundled = pipe(loras=lora, **{**SMALL, "prompt": "a cat, otherstyle"})
+    assert not np.array_equal(pixels(bundled), pixels(pipe(**{**SMALL, "prompt": "a cat, otherstyle"})))
+
+
 def test_an_infotext_with_explicit_loras_regenerates_the_image(sd1_pipe, lora_dir):
     from mixkit.lora import LoraRequest
     from pipelines.infotext import parse_infotext

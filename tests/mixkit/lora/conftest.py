@@ -80,6 +80,18 @@ def sdxl(_sdxl_models) -> TinyModel:
     return _sdxl_models.copy()
 
 
+@pytest.fixture(scope="module")
+def pipes(tiny_sd1_dir, tmp_path_factory):
+    """The tiny SD 1.x pipeline with a LoRA folder holding `style`, and the same model without a LoRA folder."""
+    from mixkit.testing.tiny_lora import write_attention_lora
+    from pipelines.txt2img import TextToImage
+
+    plain = TextToImage.from_pretrained(tiny_sd1_dir)
+    folder = tmp_path_factory.mktemp("loras")
+    write_attention_lora(plain.model.unet, folder / "style.safetensors")
+    return TextToImage(plain.model, lora_dir=folder), plain
+
+
 @dataclass
 class PeerLora:
     """A LoRA file written by LyCORIS plus the LyCORIS-wrapped model copies that define its behaviour."""

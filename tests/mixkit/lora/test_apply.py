@@ -65,7 +65,8 @@ def test_handles_must_be_removed_last_first(tmp_path, sd1):
 
 
 def test_a_lora_listed_twice_is_applied_once_at_the_sum_of_its_strengths(tmp_path, sd1):
-    # `<lora:a:1> ... <lora:a:0.5>` in one prompt stacks, as two LoRA loaders on one file do in ComfyUI.
+    # Two requests of one file stack, as two LoRA loaders on one file do in ComfyUI (prompt tags of one name are
+    # first given their last mention's strengths, as in A1111: test_tags_same_name.py).
     path = make_peer_lora(tmp_path, sd1, "lora", seed=17).path
     before = snapshot(sd1)
     handle = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(path, 0.5, 0.25), LoraRequest(str(path), 0.3, 0.5)])

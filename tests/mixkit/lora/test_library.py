@@ -104,3 +104,24 @@ def test_case_insensitive_tie_is_an_error(tmp_path):
     _write(tmp_path / "y" / "INK.safetensors")
     with pytest.raises(ValueError, match="'ink' fits several files.*x/Ink.safetensors.*y/INK.safetensors"):
         LoraLibrary(tmp_path).resolve_name("ink")
+
+
+def test_headers_of_unchanged_files_are_read_once_across_libraries(tmp_path, monkeypatch):
+    """Generation builds a library per call; the aliases of unchanged files come from the first scan, a changed
+    file is read again."""
+    import os
+
+    import mixkit.lora.library as library_module
+
+    first = _write(tmp_path / "unchanged_once.safetensors", alias="one")
+    second = _write(tmp_path / "edited_once.safetensors", alias="two")
+    reads = []
+    real = library_module.read_safetensors_header
+    monkeypatch.setattr(library_module, "read_safetensors_header", lambda path: reads.append(path) or real(path))
+    assert [e.alias for e in LoraLibrary(tmp_path).entries()] == ["two", "one"]
+    assert [e.alias for e in LoraLibrary(tmp_path).entries()] == ["two", "one"]
+    assert sorted(reads) == sorted([first, second])
+    _write(second, alias="renamed")
+    os.utime(second, ns=(os.stat(second).st_atime_ns, os.stat(second).st_mtime_ns + 10**9))
+    assert LoraLibrary(tmp_path).resolve_name("renamed") == second.resolve()
+    assert sorted(reads) == sorted([first, second, second])

@@ -35,18 +35,6 @@ def test_a_tag_without_extension_arguments_gives_no_warning():
         assert extract_extra_networks("<lora:x:0.8:unet=0.2:dyn=4>")[1][0].dyn_dim == 4
 
 
-@pytest.fixture(scope="module")
-def pipes(tiny_sd1_dir, tmp_path_factory):
-    """The tiny SD 1.x pipeline with a LoRA folder holding `style`, and the same model without a LoRA folder."""
-    from mixkit.testing.tiny_lora import write_attention_lora
-    from pipelines.txt2img import TextToImage
-
-    plain = TextToImage.from_pretrained(tiny_sd1_dir)
-    folder = tmp_path_factory.mktemp("loras")
-    write_attention_lora(plain.model.unet, folder / "style.safetensors")
-    return TextToImage(plain.model, lora_dir=folder), plain
-
-
 def _pixels(result) -> np.ndarray:
     return np.asarray(result.images[0]).astype(np.int16)
 
