@@ -36,7 +36,7 @@ from pipelines.hires_progress import HiresJobProgress
 from pipelines.hires_size import HiresSize, plan_hires_size
 from pipelines.img2img import Img2ImgParams, ImageToImage, Img2ImgInputs
 from pipelines.infotext import quote_value, split_infotext
-from pipelines.params import Txt2ImgParams, check_prompt_field, check_size, per_image, with_overrides
+from pipelines.params import Txt2ImgParams, check_and_parts, check_prompt_field, check_size, per_image, with_overrides
 from pipelines.txt2img import TextToImage
 from pipelines.upscale import UPSCALERS
 
@@ -120,6 +120,7 @@ def check_hires_params(params: HiresParams, limits, multiple: int) -> HiresSize:
         if not isinstance(value, str):
             raise TypeError(f"{name} must be a string (\"\" = the first pass's), got {type(value).__name__}.")
         check_prompt_field(name, value, 1, limits)
+    check_and_parts("hr_prompt", params.hr_prompt, limits)
     check_hires_refiner_pass(params.hires_fix_refiner_pass)
     strength = params.denoising_strength
     if isinstance(strength, bool) or not isinstance(strength, (int, float)) or not math.isfinite(strength) \

@@ -33,6 +33,10 @@ class GenerationLimits:
     # The prompt encoder's own bound (mixkit.prompts.limits), so a prompt the pipeline accepts always encodes;
     # an operator may lower it, not raise it.
     max_prompt_chars: int = MAX_PROMPT_CHARS
+    # `AND` parts of one prompt: each is one more UNet evaluation per step and image (as a batch entry is), so 3,000
+    # of them in one 15,000-character prompt held the worker for a minute on a 2 MB model (A1111 sets no bound).
+    # Regional-prompting layouts use a handful.
+    max_and_parts: int = 32
 
     def __post_init__(self) -> None:
         value = self.max_prompt_chars
@@ -148,6 +152,17 @@ def check_prompt_field(name: str, value: Any, batch_size: int, limits: Generatio
             raise ValueError(f"{name} contains a NUL character; remove it.")
 
 
+def check_and_parts(name: str, prompt: str, limits: GenerationLimits) -> None:
+    """Refuse a prompt with more `AND` parts than `limits.max_and_parts` (only positive prompts are split on AND)."""
+    from mixkit.prompts.composable import count_and_parts
+
+    count = count_and_parts(prompt)
+    if count > limits.max_and_parts:
+        raise ValueError(f"{name} has {count:,} AND parts; the limit is {limits.max_and_parts} "
+                         "(GenerationLimits.max_and_parts): each part is one more model evaluation per step. Merge "
+                         "parts, or write the word as 'and' where it is not meant to split the prompt.")
+
+
 def check_size(width: Any, height: Any, multiple: int, limits: GenerationLimits) -> None:
     for name, value in (("width", width), ("height", height)):
         _check_int(name, value, multiple, limits.max_side)
@@ -172,6 +187,7 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
 
     for prompt, negative in zip(per_image(params.prompt, params.batch_size), per_image(params.negative_prompt, params.batch_size)):
         check_infotext_prompts(prompt, negative)  # refuse what the infotext could not record, before any work
+        check_and_parts("prompt", prompt, limits)
     _check_int("steps", params.steps, 1, limits.max_steps)
     check_size(params.width, params.height, size_multiple, limits)
     cfg = params.cfg_scale

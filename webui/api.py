@@ -331,6 +331,24 @@ def build_api(state: ServerState) -> APIRouter:
     return router
 
 
+ECHO_DEPTH = 8  # levels of a refused value a validation error echoes back; deeper ones are cut (see clipped_input)
+
+
+def clipped_input(value, depth: int = ECHO_DEPTH):
+    """A refused request value as FastAPI's validation error echoes it, with containers deeper than `depth` levels
+    replaced by "...".
+
+    json.loads takes about 990 nested lists, so `{"steps": [[[...]]]}` is valid JSON; echoed whole, walking it back
+    (jsonable_encoder, json_safe, the JSON encoder) ran out of Python's recursion limit and the client got a 500
+    instead of the 422. A few levels say what was sent.
+    """
+    if isinstance(value, dict):
+        return "..." if depth <= 0 else {key: clipped_input(item, depth - 1) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return "..." if depth <= 0 else [clipped_input(item, depth - 1) for item in value]
+    return value
+
+
 def json_safe(value):
     """`value` with every NaN/Infinity float replaced by its JSON-ish spelling, so a JSONResponse can encode it.
 
@@ -373,7 +391,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError):
-        errors = json_safe(jsonable_encoder(error.errors()))
+        errors = json_safe(jsonable_encoder([{**item, "input": clipped_input(item["input"])} if "input" in item else item
+                                             for item in error.errors()]))
         body = error_body(422, errors, error=type(error).__name__)
         return JSONResponse(status_code=422, content={**body, "errors": f"422: {validation_summary(errors)}"})
 

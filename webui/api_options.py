@@ -70,8 +70,9 @@ def build_options_router(state: ServerState) -> APIRouter:
                                                         f"'Content-Type: application/json', got {content_type!r}.")
         try:
             changes = await request.json()
-        except ValueError:
-            raise HTTPException(status_code=422, detail="The options body is not valid JSON; send a JSON object.") from None
+        except (ValueError, RecursionError):  # RecursionError: lists or objects nested ~1,000 levels deep
+            raise HTTPException(status_code=422, detail="The options body is not valid JSON (or nests too deeply); "
+                                                        "send a JSON object of option names and values.") from None
         try:
             checked = state.options.check_update(changes)
             job, title, preset = submit_model_changes(state, changes)

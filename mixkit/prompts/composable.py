@@ -18,6 +18,11 @@ _PART_WEIGHT = re.compile(r"^((?:\s|.)*?)(?:\s*:\s*([-+]?(?:\d+\.?|\d*\.\d+)))?\
 MAX_PART_WEIGHT = 100.0
 
 
+def count_and_parts(prompt: str) -> int:
+    """How many parts `split_and_parts` makes of `prompt`, without parsing their weights."""
+    return len(_AND.findall(prompt)) + 1
+
+
 def split_and_parts(prompt: str) -> list[tuple[str, float]]:
     """[(text, weight), ...] for the AND-separated parts of one prompt."""
     parts = []

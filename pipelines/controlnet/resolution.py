@@ -25,6 +25,12 @@ RESOLUTION_PREPROCESSORS = frozenset({"canny", "threshold", "blur_gaussian", "de
 DEFAULT_PROCESSOR_RES = 512  # the extension's slider default, used for an API unit's processor_res -1
 PROCESSOR_RES_RANGE = (64, 2048)  # the extension's slider range
 PAD_MULTIPLE = 64
+# The most pixels a picture may be scaled to for detection. The extension scales the *short* side to the resolution,
+# so a picture of extreme aspect ratio (1 x 60,000 pixels, a 240 KB PNG well inside any input cap) asks for a
+# 64 x 3,840,000 resize at the lowest resolution and 2048 x 123 million at the highest: minutes of CPU and gigabytes
+# of memory for one request, or the whole server killed for lack of memory. 4096 x 4096 is what the largest
+# generation size needs (Pixel Perfect at 4096 x 4096), and leaves an 8:1 panorama room at the default 512.
+MAX_DETECT_PIXELS = 4096 * 4096
 
 
 def uses_resolution(preprocessor: str) -> bool:
@@ -49,14 +55,32 @@ def unit_resolution(unit, image_size: tuple[int, int], width: int, height: int, 
     return unit.processor_res
 
 
+def detection_size(image_size: tuple[int, int], resolution: int) -> tuple[int, int]:
+    """The size a picture of `image_size` is scaled to for detection at `resolution` (its short side, sides rounded)."""
+    factor = resolution / min(image_size)
+    return round(image_size[0] * factor), round(image_size[1] * factor)
+
+
+def check_detection_size(image_size: tuple[int, int], resolution: int) -> None:
+    """Raise ValueError when detecting a picture of `image_size` at `resolution` would scale it beyond
+    MAX_DETECT_PIXELS; checked before anything is resized."""
+    width, height = detection_size(image_size, resolution)
+    if width * height > MAX_DETECT_PIXELS:
+        raise ValueError(f"The ControlNet picture is {image_size[0]}x{image_size[1]}; detecting it at resolution "
+                         f"{resolution} scales its short side to {resolution}, making it {width}x{height} = "
+                         f"{width * height:,} pixels, above the {MAX_DETECT_PIXELS:,}-pixel limit for detection. Crop "
+                         "the picture to a less extreme aspect ratio, or lower the preprocessor resolution.")
+
+
 def detect_at_resolution(preprocessor, image, resolution: int):
     """`preprocessor(picture)` run as the extension runs it at `resolution`: the picture scaled to that short side
     (sides rounded), edge-padded to multiples of 64, detected, and the padding cut off the map."""
     import numpy as np
     from PIL import Image
 
+    check_detection_size(image.size, resolution)
     factor = resolution / min(image.size)
-    size = (round(image.width * factor), round(image.height * factor))
+    size = detection_size(image.size, resolution)
     scaled = image.resize(size, Image.Resampling.BICUBIC if factor > 1 else Image.Resampling.BOX)
     pixels = np.asarray(scaled)
     pad = [(0, _padding(size[1])), (0, _padding(size[0])), (0, 0)]

@@ -16,7 +16,9 @@ import pytest
 from PIL import Image
 
 from pipelines.controlnet import ControlNetUnit, load_controlnet, prepare_control_images, resize_controls
-from pipelines.controlnet.resolution import detect_at_resolution, pixel_perfect_resolution
+from pipelines.controlnet.resolution import (
+    MAX_DETECT_PIXELS, check_detection_size, detect_at_resolution, pixel_perfect_resolution,
+)
 from pipelines.controlnet.map_fit import fit_control_map
 from pipelines.preprocessors import run_preprocessor
 
@@ -103,6 +105,30 @@ def test_detect_at_resolution_cuts_the_padding_off():
 
     out = detect_at_resolution(record, drawing(100, 75), 100)  # 133 x 100, padded to 192 x 128
     assert seen == [(192, 128)] and out.size == (133, 100)
+
+
+def test_an_extreme_aspect_picture_is_refused_before_it_is_scaled():
+    """A 1 x 60,000 strip at resolution 64 would be scaled to 64 x 3,840,000 pixels (minutes of CPU, about 1 GB)."""
+    def never(picture):
+        raise AssertionError("the preprocessor must not run")
+
+    with pytest.raises(ValueError) as refused:
+        detect_at_resolution(never, Image.new("RGB", (1, 60_000)), 64)
+    assert all(words in str(refused.value) for words in ("1x60000", "resolution 64", "64x3840000 = 245,760,000",
+                                                          f"{MAX_DETECT_PIXELS:,}", "lower the preprocessor resolution"))
+
+
+def test_the_detection_limit_is_exact():
+    check_detection_size((64, 256), 2048)  # 2048 x 8192: exactly the limit passes
+    with pytest.raises(ValueError, match="2048x8224"):
+        check_detection_size((64, 257), 2048)  # one more row scales to 2048 x 8224
+
+
+def test_pixel_perfect_cannot_get_around_the_detection_limit(controlnet):
+    unit = ControlNetUnit(model=controlnet, image=Image.new("RGB", (1, 60_000)), preprocessor="canny", pixel_perfect=True,
+                          resize_mode="crop and resize")
+    with pytest.raises(ValueError, match="above the 16,777,216-pixel limit"):
+        prepare_control_images([unit], 64, 64)  # covering 64 x 64: resolution 64, the strip scaled to 64 x 3,840,000
 
 
 def test_infotext_records_pixel_perfect_and_the_processor_res(controlnet):

@@ -88,6 +88,27 @@ def test_one_prompt_length_limit():
         GenerationLimits(max_prompt_chars=40_000)
 
 
+def test_and_parts_are_bounded_in_the_prompt_only():
+    limits = GenerationLimits(max_and_parts=3)
+    check_txt2img_params(Txt2ImgParams(prompt="a AND b AND c"), limits)
+    with pytest.raises(ValueError, match=r"prompt has 4 AND parts; the limit is 3 \(GenerationLimits.max_and_parts\)"):
+        check_txt2img_params(Txt2ImgParams(prompt="a AND b AND c AND d"), limits)
+    with pytest.raises(ValueError, match="prompt has 4 AND parts"):  # each image's prompt of a batch
+        check_txt2img_params(Txt2ImgParams(prompt=["a", "a AND b AND c AND d"], batch_size=2), limits)
+    # A1111 never splits a negative prompt on AND: there it is a word
+    check_txt2img_params(Txt2ImgParams(prompt="a", negative_prompt=" AND ".join("x" * 10)), limits)
+    assert GenerationLimits().max_and_parts == 32
+
+
+def test_hires_prompt_and_parts_are_bounded():
+    from pipelines.hires import HiresParams, check_hires_params
+
+    limits = GenerationLimits(max_and_parts=2)
+    check_hires_params(HiresParams(prompt="a", width=64, height=64, hr_prompt="a AND b"), limits, 8)
+    with pytest.raises(ValueError, match="hr_prompt has 3 AND parts; the limit is 2"):
+        check_hires_params(HiresParams(prompt="a", width=64, height=64, hr_prompt="a AND b AND c"), limits, 8)
+
+
 def test_embeddings_added_replaced_or_removed_apply_at_the_next_call(sd1_pipe, tmp_path):
     pipe = TextToImage(sd1_pipe.model, embeddings_dir=tmp_path)
     before = pipe(prompt="a newstyle circle", **SMALL)

@@ -71,6 +71,8 @@ def assert_no_secret(response: httpx.Response) -> None:
     ({"scheduler": "nonsense"}, "nonsense"),
     ({"prompt": "x" * 32_769}, "32,769 characters"),  # one over mixkit.prompts.MAX_PROMPT_CHARS
     ({"prompt": "a\x00b"}, "NUL"),
+    ({"prompt": " AND ".join(["a"] * 3000)}, "prompt has 3,000 AND parts; the limit is 32"),  # each one a UNet call per step
+    ({"enable_hr": True, "hr_prompt": " AND ".join(["a"] * 33)}, "hr_prompt has 33 AND parts"),
     ({"prompt": "<lora:../../etc/passwd:1>"}, "never a file path"),
     ({"prompt": "<lora:/etc/passwd:1>"}, "never a file path"),
     ({"prompt": "<lora:..%2F..%2Fetc%2Fpasswd:1>"}, "never a file path"),

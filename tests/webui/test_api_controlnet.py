@@ -273,3 +273,20 @@ def test_detect_refuses_bad_requests_naming_the_field(server, payload, words):
     response = requests.post(f"http://127.0.0.1:{server.port}/controlnet/detect", json=payload, timeout=60)
     assert response.status_code == 422, response.text
     assert all(word in response.json()["detail"] for word in words), response.json()
+
+
+def test_an_extreme_aspect_picture_is_a_422_not_minutes_of_scaling(server):
+    """A 1 x 60,000 PNG is far under the input pixel cap, but detecting it scales its short side up to the resolution."""
+    import requests
+
+    strip = webuiapi.raw_b64_img(Image.new("RGB", (1, 60_000), "white"))
+    url = f"http://127.0.0.1:{server.port}"
+    detect = requests.post(f"{url}/controlnet/detect", json={"controlnet_module": "canny", "controlnet_processor_res": 64,
+                                                              "controlnet_input_images": [strip]}, timeout=60)
+    assert detect.status_code == 422, detect.text
+    assert "64x3840000" in detect.json()["detail"]
+    unit = {"image": strip, "module": "canny", "model": "tiny_canny", "processor_res": 64}
+    generate = requests.post(f"{url}/sdapi/v1/txt2img", timeout=60, json={
+        "prompt": "x", "steps": 1, "width": 64, "height": 64, "alwayson_scripts": {"controlnet": {"args": [unit]}}})
+    assert generate.status_code == 422, generate.text
+    assert "64x3840000" in generate.json()["detail"]

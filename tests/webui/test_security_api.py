@@ -117,6 +117,34 @@ def test_non_finite_numbers_are_a_422_naming_the_field_and_the_connection_surviv
     assert client.get("/sdapi/v1/options").status_code == 200  # same keep-alive connection still answers
 
 
+def nested_list(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("field", ["steps", "cfg_scale", "prompt"])
+def test_a_deeply_nested_value_is_a_422_with_its_echo_cut(client, field):
+    """json.loads takes ~990 nested lists; the validation error used to echo all of them and fail with a 500."""
+    response = client.post("/sdapi/v1/txt2img", content=f'{{"{field}": {nested_list(900)}}}',
+                           headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text
+    body = response.json()
+    assert set(body) == A1111_ERROR_KEYS and body["detail"][0]["loc"] == ["body", field]
+    echoed, levels = body["detail"][0]["input"], 0
+    while isinstance(echoed, list):
+        echoed, levels = echoed[0], levels + 1
+    assert (levels, echoed) == (8, "...")
+    assert client.get("/sdapi/v1/options").status_code == 200
+
+
+@pytest.mark.parametrize("depth", [900, 100_000])
+def test_options_body_nested_beyond_the_parser_is_a_422_and_changes_nothing(client, depth):
+    before = client.get("/sdapi/v1/options").json()
+    response = client.post("/sdapi/v1/options", content=nested_list(depth), headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text
+    assert set(response.json()) == A1111_ERROR_KEYS
+    assert client.get("/sdapi/v1/options").json() == before
+
+
 def test_http_errors_have_a1111_shape(client):
     response = client.post("/sdapi/v1/png-info", json={"image": "!!!"})
     assert response.status_code == 422

@@ -3,7 +3,7 @@
 import pytest
 
 from mixkit.prompts import get_multicond_prompt_list
-from mixkit.prompts.composable import split_and_parts
+from mixkit.prompts.composable import count_and_parts, split_and_parts
 
 
 @pytest.mark.parametrize("prompt, expected", [
@@ -26,6 +26,12 @@ from mixkit.prompts.composable import split_and_parts
 ])
 def test_split_and_parts(prompt, expected):
     assert split_and_parts(prompt) == expected
+
+
+@pytest.mark.parametrize("prompt", ["a cat", "a cat AND a dog:0.5", "ANDROID AND and AND", "a candy AND", "AND",
+                                    "x\nAND\ny AND z:2"])
+def test_count_and_parts_counts_what_split_and_parts_makes(prompt):
+    assert count_and_parts(prompt) == len(split_and_parts(prompt))
 
 
 def test_batch_shares_identical_parts():
