@@ -28,6 +28,14 @@ FIELD_FLAGS = {
     "s_min_uncond_all": "--ngms-all-steps",
     "skip_early_cond": "--skip-early-cfg",
     "refiner_switch_at": "--refiner-switch-at",
+    # `mixkit img2img`'s Img2ImgParams fields
+    "denoising_strength": "--denoising-strength",
+    "resize_mode": "--resize-mode",
+    "mask_blur": "--mask-blur",
+    "inpainting_fill": "--masked-content",
+    "inpainting_mask_invert": "--inpaint-not-masked",
+    "inpaint_full_res_padding": "--only-masked-padding",
+    "inpaint_full_res": "--only-masked",
     **{name: "--" + name.replace("_", "-") for name in OPTION_NAMES},
     # One-word fields are also ordinary words ("needs at least 2 steps"): translated only as a message's subject.
     "steps": "--steps",
