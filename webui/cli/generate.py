@@ -22,6 +22,9 @@ def add_parser(subparsers) -> None:
                    help="start from an A1111 infotext: an image that holds one (PNG, JPEG, WebP), a .txt file beside "
                         "an image (A1111's save_txt), the text itself, or - for stdin; flags given here win over it (A1111's PNG Info -> Send to txt2img)")
     add_generation_flags(p)
+    from webui.cli.generate_hires import add_hires_flags
+
+    add_hires_flags(p)
     p.set_defaults(func=run)
 
 
@@ -128,8 +131,10 @@ def _with_styles(args: argparse.Namespace, negative: str) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pipelines.hires import HiresFix, HiresParams, check_hires_params
     from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
     from pipelines.txt2img import TextToImage
+    from webui.cli.generate_hires import hires_fields
 
     infotext_keys = None
     if args.infotext is not None:
@@ -138,10 +143,14 @@ def run(args: argparse.Namespace) -> int:
         args, infotext_keys = apply_infotext(args, read_infotext_argument(args.infotext))
     if args.prompt is None:
         raise ValueError("mixkit generate needs a prompt: pass it as the first argument, or --infotext IMAGE_OR_TEXT")
-    params = Txt2ImgParams(**generation_fields(args))
+    hires = hires_fields(args)
+    params = HiresParams(**generation_fields(args), **hires) if hires is not None else \
+        Txt2ImgParams(**generation_fields(args))
 
     def check(params: Txt2ImgParams) -> None:
         check_txt2img_params(params, GenerationLimits())
+        if hires is not None:
+            check_hires_params(params, GenerationLimits(), 8)  # SD's VAE grid; the pipeline checks the model's
 
     output, output_is_file = check_before_load(args, params, check)
 
@@ -152,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
             warn_about_model(pipe, infotext_keys, vae_given=args.vae is not None)
 
     pipe, params = load_pipeline(args, TextToImage, params, check, lambda model: (model.native_size,) * 2, after_load)
-    return generate_and_save(pipe, params, output, output_is_file)
+    return generate_and_save(pipe if hires is None else HiresFix(pipe), params, output, output_is_file)
 
 
 def generation_fields(args: argparse.Namespace) -> dict:
@@ -254,8 +263,7 @@ def generate_and_save(pipe, params, output: Path, output_is_file: bool) -> int:
     with tqdm(total=params.steps * params.batch_count, unit="step", file=sys.stderr) as bar, \
             interrupt_keeps_images(control):
         def progress(state) -> None:
-            bar.total = state.total_steps * state.batch_count  # img2img runs fewer steps than --steps, as A1111
-            bar.n = state.batch_index * state.total_steps + state.step
+            bar.n, bar.total = steps_done(state)
             bar.refresh()
 
         result = pipe(params, callback=progress, control=control)
@@ -265,6 +273,14 @@ def generate_and_save(pipe, params, output: Path, output_is_file: bool) -> int:
         print(f"mixkit: interrupted; kept {len(result.images)} of {params.total_images} image(s)", file=sys.stderr)
         return 130
     return 0
+
+
+def steps_done(state) -> tuple[int, int]:
+    """(steps done, steps in all) of the job a step callback reports on: the steps each pass runs (img2img runs fewer
+    than --steps, as A1111), both passes of every hires-fix batch (`HiresStepProgress`) counted."""
+    if hasattr(state, "steps_before"):
+        return state.steps_before + state.step, state.steps_before + state.total_steps + state.steps_after
+    return state.batch_index * state.total_steps + state.step, state.total_steps * state.batch_count
 
 
 @contextlib.contextmanager
