@@ -23,6 +23,8 @@ HIRES_FLAGS: dict[str, tuple[str, str, Any]] = {
     "hr_prompt": ("hr_prompt", "Hires prompt", as_text),
     "hr_negative": ("hr_negative_prompt", "Hires negative prompt", as_text),
 }
+# argparse destination -> (infotext key, conversion), as `webui.cli.generate_infotext.FLAG_KEYS`
+HIRES_INFOTEXT_KEYS = {dest: (key, convert) for dest, (_, key, convert) in HIRES_FLAGS.items()}
 # A1111's paste turns Hires. fix on for `Denoising strength` with one of these (generation_parameters_copypaste)
 HIRES_MARKER_KEYS = ("Hires upscale", "Hires upscaler", "Hires resize-1")
 
@@ -72,19 +74,3 @@ def hires_fields(args: argparse.Namespace) -> dict[str, Any] | None:
 def is_hires_infotext(written: dict[str, object]) -> bool:
     """The infotext is a hires-fix image's, as A1111's paste decides it."""
     return "Denoising strength" in written and any(key in written for key in HIRES_MARKER_KEYS)
-
-
-def take_hires_keys(args: argparse.Namespace, written: dict[str, object]) -> list[str]:
-    """Set each hires flag the command line left out from the infotext's own keys (not A1111's defaults for missing
-    ones); returns the keys taken."""
-    taken = []
-    for dest, (_, key, convert) in HIRES_FLAGS.items():
-        if getattr(args, dest) is not None or key not in written:
-            continue
-        try:
-            setattr(args, dest, convert(written[key]))
-        except ValueError:
-            raise ValueError(f"--infotext: {key}: {written[key]!r} is not a valid value; fix the infotext or pass "
-                             f"--{dest.replace('_', '-')}") from None
-        taken.append(key)
-    return taken

@@ -123,23 +123,15 @@ def apply_infotext(args: argparse.Namespace, text: str) -> tuple[argparse.Namesp
     from pipelines.infotext import parse_infotext
     from pipelines.infotext_samplers import sampler_and_schedule
 
-    from webui.cli.generate_hires import is_hires_infotext, take_hires_keys
+    from webui.cli.generate_hires import HIRES_INFOTEXT_KEYS, is_hires_infotext
 
     parsed = parse_infotext(text)
     written = parse_infotext(text, defaults=False)  # the keys the text itself has
     _refuse_what_changes_the_image(written, args)
     args = argparse.Namespace(**vars(args))
-    taken = take_hires_keys(args, written) if is_hires_infotext(written) else []
-    for dest, (key, convert) in FLAG_KEYS.items():
-        if getattr(args, dest) is not None or key not in parsed:
-            continue
-        try:
-            setattr(args, dest, convert(parsed[key]))
-        except ValueError:
-            raise ValueError(f"--infotext: {key}: {parsed[key]!r} is not a valid value; fix the infotext or pass "
-                             f"--{dest.replace('_', '-')}") from None
-        if key in written:
-            taken.append(key)
+    # hires flags from the text's own keys only: A1111's defaults for missing ones would turn hires fix on
+    taken = _fill_flags(args, HIRES_INFOTEXT_KEYS, written) if is_hires_infotext(written) else []
+    taken += [key for key in _fill_flags(args, FLAG_KEYS, parsed) if key in written]
     if "Prompt" in taken and getattr(args, "lora_dir", None) and written.get("Lora hashes"):
         # A1111's paste: tags re-linked through `Lora hashes` to the local files with those hashes (renamed copies).
         from mixkit.lora import LoraLibrary
@@ -176,6 +168,22 @@ def apply_infotext(args: argparse.Namespace, text: str) -> tuple[argparse.Namesp
     if ignored:
         print("mixkit: warning: --infotext keys not honoured: " + "; ".join(ignored), file=sys.stderr)
     return args, written
+
+
+def _fill_flags(args: argparse.Namespace, flag_keys: dict[str, tuple[str, Callable[[object], Any]]],
+                values: dict[str, object]) -> list[str]:
+    """Set each flag of `flag_keys` the command line left out (None) from `values`; returns the keys taken."""
+    taken = []
+    for dest, (key, convert) in flag_keys.items():
+        if getattr(args, dest) is not None or key not in values:
+            continue
+        try:
+            setattr(args, dest, convert(values[key]))
+        except ValueError:
+            raise ValueError(f"--infotext: {key}: {values[key]!r} is not a valid value; fix the infotext or pass "
+                             f"--{dest.replace('_', '-')}") from None
+        taken.append(key)
+    return taken
 
 
 def _same_checkpoint(written_hash: str, model) -> bool:
