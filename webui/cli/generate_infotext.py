@@ -52,7 +52,8 @@ HIRES_KEYS = ("Hires upscale", "Hires upscaler", "Hires resize-1", "Hires resize
 UNSUPPORTED_HIRES_KEYS = ("Hires sampler", "Hires schedule type", "Hires checkpoint", "Hires CFG Scale", "Hires refiner")
 # key -> why `mixkit generate` refuses it: honouring none of it would give a substantially different image.
 REFUSED_KEYS = {
-    "Denoising strength": "it is an img2img or hires-fix image (denoising strength)",
+    "Denoising strength": "it is an img2img image (denoising strength without hires-fix keys; `mixkit img2img "
+                          "IMAGE` redraws an image)",
     "Variation seed": "it was made with a variation seed",
     "Seed resize from-1": "it was made with 'resize seed from'",
     "Mask blur": "it is an inpainting image",
