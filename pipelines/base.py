@@ -63,13 +63,19 @@ def default_size(model: DiffusionModel, keywords: dict[str, Any]) -> dict[str, i
     images = keywords.get("init_images")
     first = images[0] if isinstance(images, (list, tuple)) and images else None
     if hasattr(first, "size") and isinstance(first.size, tuple):
-        from pipelines.image_prep import normalize_init_image
-
-        grid = model.vae_scale_factor
-        upright = normalize_init_image(first).size  # an EXIF-rotated photo's size as the pipeline will see it
-        width, height = (max(grid, side // grid * grid) for side in upright)
+        width, height = init_image_size(first, model.vae_scale_factor)
         return {"width": width, "height": height}
     return {"width": model.native_size, "height": model.native_size}
+
+
+def init_image_size(image, grid: int) -> tuple[int, int]:
+    """An init image's upright size (an EXIF-rotated photo's, as the pipeline will see it) rounded down to the
+    VAE's grid, at least one cell: img2img's default width and height."""
+    from pipelines.image_prep import normalize_init_image
+
+    upright = normalize_init_image(image).size
+    width, height = (max(grid, side // grid * grid) for side in upright)
+    return width, height
 
 
 # diffusers `from_pretrained` keywords with no meaning in mixkit, and what to do instead.

@@ -37,6 +37,7 @@ from pipelines.hires_size import HiresSize, plan_hires_size
 from pipelines.img2img import Img2ImgParams, ImageToImage, Img2ImgInputs
 from pipelines.infotext import quote_value, split_infotext
 from pipelines.params import Txt2ImgParams, check_and_parts, check_prompt_field, check_size, per_image, with_overrides
+from pipelines.seeds import image_generators
 from pipelines.txt2img import TextToImage
 from pipelines.upscale import UPSCALERS
 
@@ -294,6 +295,13 @@ class _SecondPass(_RefinedPass, ImageToImage):
     first_pass_steps: int  # the first pass's steps, set on the per-call instance
     # an inpainting checkpoint's extra input at inpainting_mask_weight < 1, [N, 5, h, w]; None: the grey default
     conditioning_channels: Any = None
+    image_seeds: list[int]  # the batch's seeds, one per image, set on the per-call instance
+
+    def _seeds_and_generators(self, params, generator):
+        # A1111's sample_hr_pass draws from the images' own seeds (`ImageRNG(shape, self.seeds, ...)`), not from the
+        # first seed + k: a `generator=` list can give seeds that are not consecutive, and each image's recorded
+        # seed must reproduce its second pass too.
+        return list(self.image_seeds), image_generators(self.image_seeds)
 
     @classmethod
     def pass_params(cls, params: HiresParams, **values: Any) -> Img2ImgParams:
@@ -378,7 +386,7 @@ class HiresFix:
                 break
             # 3. Upscale and refine this batch (same seeds, same prompts)
             latents = [first_pass.latents_out[k] for k in range(len(first.images))]
-            second = self._second_pass(params, target, first.images, latents, first.seeds[0], progress.next_pass(),
+            second = self._second_pass(params, target, first.images, latents, first.seeds, progress.next_pass(),
                                        control, first_pass)
             for k, (image, second_infotext) in enumerate(zip(second.images, second.infotexts)):
                 result.add(image, first.seeds[k], with_second_pass_extras(first.infotexts[k], second_infotext))
@@ -387,12 +395,12 @@ class HiresFix:
         result.interrupted = control.interrupted
         return result
 
-    def _second_pass(self, params: HiresParams, target: HiresSize, images: list, latents: list, seed: int,
+    def _second_pass(self, params: HiresParams, target: HiresSize, images: list, latents: list, seeds: list[int],
                      callback, control, first_pass: _FirstPass) -> GenerationResult:
         import torch
 
         base = {f.name: getattr(params, f.name) for f in fields(Txt2ImgParams)}
-        base.update(width=target.width, height=target.height, seed=seed, batch_size=len(images), batch_count=1,
+        base.update(width=target.width, height=target.height, seed=seeds[0], batch_size=len(images), batch_count=1,
                     steps=params.hr_second_pass_steps or params.steps)
         if params.hr_prompt:
             base["prompt"] = params.hr_prompt
@@ -429,6 +437,7 @@ class HiresFix:
             second.conditioning_channels = conditioning[:, :, top:bottom, left:right]
         second.upscale_size = (target.upscale_width, target.upscale_height)
         second.first_pass_steps = params.steps
+        second.image_seeds = seeds
         second.refiner_pass = params.hires_fix_refiner_pass
         second.follow(first_pass)
         # only placeholders (img2img's checks want images; nothing is encoded or pasted back)

@@ -99,7 +99,7 @@ def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
             raise ValueError(f"init_images[{index}] is {image.width}x{image.height}, too large to process; downscale it first.")
     params.resize_mode = check_resize_mode(params.resize_mode, IMG2IMG_RESIZE_MODES)
     if params.resize_mode == LATENT_RESIZE_MODE:
-        _check_latent_resize_use(params)
+        _check_latent_resize_use(params, multiple)
     params.inpainting_fill = check_masked_content(params.inpainting_fill)
     check_mask_image(params.mask)
     _check_latent_mask(params)
@@ -153,10 +153,18 @@ def _check_latent_mask(params: Img2ImgParams) -> None:
         raise ValueError("latent_mask works on the whole picture; set inpaint_full_res=False or drop latent_mask.")
 
 
-def _check_latent_resize_use(params: Img2ImgParams) -> None:
+def _check_latent_resize_use(params: Img2ImgParams, factor: int) -> None:
     """Refuse "just resize (latent upscale)" where its pixels would not be A1111's: with a mask, A1111 resizes the
     mask (with its resize_image's fill branch) but not the image, and its overlay paste then meets two sizes; a
-    ControlNet unit would take the init image resized by a pixel mode the extension does not define for it."""
+    ControlNet unit would take the init image resized by a pixel mode the extension does not define for it.
+    An init image under one latent cell (`factor` pixels) on a side has no latents to upscale: the VAE encodes it at
+    its own size, and its convolutions fail deep inside torch (in A1111 too)."""
+    for index, image in enumerate(params.init_images):
+        if min(image.size) < factor:  # either side: an EXIF rotation swaps them
+            raise ValueError(f"init_images[{index}] is {image.width}x{image.height} pixels; resize_mode "
+                             f"{LATENT_RESIZE_MODE!r} VAE-encodes it at its own size, which needs at least {factor} "
+                             f"pixels a side (one latent cell); choose one of {', '.join(IMG2IMG_RESIZE_MODES[:-1])}, "
+                             "or upscale the image first.")
     if params.mask is not None:
         raise ValueError(f"resize_mode {LATENT_RESIZE_MODE!r} works on img2img without a mask; for inpainting choose "
                          f"one of {', '.join(IMG2IMG_RESIZE_MODES[:-1])}, or upscale the image first.")

@@ -69,3 +69,16 @@ def test_latent_resize_with_controlnet_units_is_refused():
                                   **SMALL)
     with pytest.raises(ValueError, match="cannot be combined with ControlNet units"):
         check_img2img_params(params, GenerationLimits(), 8)
+
+
+@pytest.mark.parametrize("size", [(64, 7), (7, 64), (5, 5)])
+def test_an_init_image_under_one_latent_cell_is_refused_before_any_work(i2i, size, monkeypatch):
+    """The VAE encodes the image at its own size: under 8 px a side its convolutions failed deep inside torch."""
+    monkeypatch.setattr(i2i.model.vae, "encode", lambda *a, **k: pytest.fail("the VAE ran"))
+    with pytest.raises(ValueError, match=rf"init_images\[1\] is {size[0]}x{size[1]} pixels.*at least 8 pixels a side"):
+        i2i(init_images=[noise_image(1, (64, 64)), noise_image(2, size)], batch_size=2, resize_mode=MODE, **SMALL)
+
+
+def test_an_image_of_one_latent_cell_still_runs(i2i):
+    result = i2i(init_images=[noise_image(1, (8, 64))], denoising_strength=0.5, resize_mode=MODE, **SMALL)
+    assert result.images[0].size == (64, 64)

@@ -29,6 +29,22 @@ FIELD_FLAGS = {
     "skip_early_cond": "--skip-early-cfg",
     "refiner_switch_at": "--refiner-switch-at",
     "refiner_switch_by_sample_steps": "--refiner-switch-by-sample-steps",
+    # `mixkit img2img`'s Img2ImgParams fields
+    "denoising_strength": "--denoising-strength",
+    "resize_mode": "--resize-mode",
+    "mask_blur": "--mask-blur",
+    "inpainting_fill": "--masked-content",
+    "inpainting_mask_invert": "--inpaint-not-masked",
+    "inpaint_full_res_padding": "--only-masked-padding",
+    "inpaint_full_res": "--only-masked",
+    # `mixkit generate`'s hires-fix HiresParams fields (webui.cli.generate_hires)
+    "hr_scale": "--hr-scale",
+    "hr_resize_x": "--hr-resize-x",
+    "hr_resize_y": "--hr-resize-y",
+    "hr_upscaler": "--hr-upscaler",
+    "hr_second_pass_steps": "--hr-steps",
+    "hr_negative_prompt": "--hr-negative",
+    "hr_prompt": "--hr-prompt",
     **{name: "--" + name.replace("_", "-") for name in OPTION_NAMES},
     # One-word fields are also ordinary words ("needs at least 2 steps"): translated only as a message's subject.
     "steps": "--steps",

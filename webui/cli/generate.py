@@ -14,10 +14,6 @@ DEFAULT_MODEL_ENV = "MIXKIT_MODEL"
 
 
 def add_parser(subparsers) -> None:
-    from mixkit.tiny.shipped import DEFAULT_TEXT_TO_IMAGE as BUILT_IN_MODEL
-    from pipelines.params import Txt2ImgParams
-
-    d = Txt2ImgParams()
     p = subparsers.add_parser("generate", help="generate images from a text prompt",
                               description="Generate images from a text prompt and save them as PNG with A1111 infotext.")
     p.add_argument("prompt", nargs="?", default=None,
@@ -25,6 +21,21 @@ def add_parser(subparsers) -> None:
     p.add_argument("--infotext", default=None, metavar="IMAGE_OR_TEXT",
                    help="start from an A1111 infotext: an image that holds one (PNG, JPEG, WebP), a .txt file beside "
                         "an image (A1111's save_txt), the text itself, or - for stdin; flags given here win over it (A1111's PNG Info -> Send to txt2img)")
+    add_generation_flags(p)
+    from webui.cli.generate_hires import add_hires_flags
+
+    add_hires_flags(p)
+    p.set_defaults(func=run)
+
+
+def add_generation_flags(p: argparse.ArgumentParser,
+                         size_default: str = "the model's native size (512 for SD 1.5)") -> None:
+    """The flags every image-generating sub-command takes (`generate`, `img2img`): model, sampling, prompt
+    settings, LoRAs, performance and approximations, output. `size_default` says what --width/--height default to."""
+    from mixkit.tiny.shipped import DEFAULT_TEXT_TO_IMAGE as BUILT_IN_MODEL
+    from pipelines.params import Txt2ImgParams
+
+    d = Txt2ImgParams()
     p.add_argument("--model", default=os.environ.get(DEFAULT_MODEL_ENV) or BUILT_IN_MODEL,
                    help=f"diffusers folder, single .safetensors file or Hugging Face id (default: ${DEFAULT_MODEL_ENV}, "
                         f"else the built-in {BUILT_IN_MODEL})")
@@ -44,8 +55,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--cfg", type=float, default=None,
                    help=f"CFG scale (default: the model's recommended one, e.g. 5 for mixkit-tiny-sd, else {d.cfg_scale})")
     p.add_argument("--seed", type=int, default=None, help=f"-1 for a random seed (default: {d.seed})")
-    p.add_argument("--width", type=int, default=None, help="default: the model's native size (512 for SD 1.5)")
-    p.add_argument("--height", type=int, default=None, help="default: the model's native size")
+    p.add_argument("--width", type=int, default=None, help=f"default: {size_default}")
+    p.add_argument("--height", type=int, default=None, help=f"default: {size_default}")
     p.add_argument("--batch-size", type=int, default=d.batch_size)
     p.add_argument("--batch-count", type=int, default=d.batch_count)
     p.add_argument("--clip-skip", type=int, default=None,
@@ -110,7 +121,6 @@ def add_parser(subparsers) -> None:
     p.add_argument("-o", "--output", default="outputs",
                    help="output folder (A1111 names: 00000-<seed>.png; default: ./outputs), or a .png file name "
                         "(several images: <name>-1.png, <name>-2.png, ...; existing files are replaced)")
-    p.set_defaults(func=run)
 
 
 def _with_styles(args: argparse.Namespace, negative: str) -> tuple[str, str]:
@@ -124,10 +134,10 @@ def _with_styles(args: argparse.Namespace, negative: str) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
+    from pipelines.hires import HiresFix, HiresParams, check_hires_params
     from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
-    from webui.cli.generate_checks import check_generate_args
+    from pipelines.txt2img import TextToImage
+    from webui.cli.generate_hires import hires_fields
 
     infotext_keys = None
     if args.infotext is not None:
@@ -136,14 +146,37 @@ def run(args: argparse.Namespace) -> int:
         args, infotext_keys = apply_infotext(args, read_infotext_argument(args.infotext))
     if args.prompt is None:
         raise ValueError("mixkit generate needs a prompt: pass it as the first argument, or --infotext IMAGE_OR_TEXT")
+    hires = hires_fields(args)
+    params = HiresParams(**generation_fields(args), **hires) if hires is not None else \
+        Txt2ImgParams(**generation_fields(args))
+
+    def check(params: Txt2ImgParams) -> None:
+        check_txt2img_params(params, GenerationLimits())
+        if hires is not None:
+            check_hires_params(params, GenerationLimits(), 8)  # SD's VAE grid; the pipeline checks the model's
+
+    output, output_is_file = check_before_load(args, params, check)
+
+    def after_load(pipe) -> None:
+        if infotext_keys is not None:
+            from webui.cli.generate_infotext import warn_about_model
+
+            warn_about_model(pipe, infotext_keys, vae_given=args.vae is not None)
+
+    pipe, params = load_pipeline(args, TextToImage, params, check, lambda model: (model.native_size,) * 2, after_load)
+    return generate_and_save(pipe if hires is None else HiresFix(pipe), params, output, output_is_file)
+
+
+def generation_fields(args: argparse.Namespace) -> dict:
+    """The Txt2ImgParams fields the shared flags set (`add_generation_flags`; A1111's defaults for flags not given,
+    the model's recommended ones replace some after the load, see `load_pipeline`), --style applied to the prompts."""
+    from pipelines.params import Txt2ImgParams
     from webui.cli.sampler_parameter_flags import sampler_parameters_of
 
     d = Txt2ImgParams()
     if args.style or args.styles_file:
         args.prompt, args.negative = _with_styles(args, _or(args.negative, d.negative_prompt))
-    chosen = {"steps": args.steps, "cfg_scale": args.cfg, "sampler": args.sampler,  # None: the model's, else A1111's
-              "clip_skip": args.clip_skip}
-    params = Txt2ImgParams(
+    return dict(
         prompt=args.prompt, negative_prompt=_or(args.negative, d.negative_prompt), steps=_or(args.steps, d.steps),
         cfg_scale=_or(args.cfg, d.cfg_scale),
         width=d.width if args.width is None else args.width, height=d.height if args.height is None else args.height,
@@ -159,40 +192,49 @@ def run(args: argparse.Namespace) -> int:
         refiner_switch_by_sample_steps=bool(args.refiner_switch_by_sample_steps),
         sampler_parameters=sampler_parameters_of(args),
     )
+
+
+def check_before_load(args: argparse.Namespace, params, check) -> tuple[Path, bool]:
+    """Every check that needs no model, before the (slow) load: `check(params)` (the Python API's, its messages in
+    flag terms), the approximation and other flags, and the output target, proven writable; returns the latter."""
     from webui.cli.flag_names import errors_in_flag_terms
+    from webui.cli.generate_checks import check_generate_args
 
     with errors_in_flag_terms():  # `--cfg must be in [0, 100.0]`, not the field name cfg_scale
-        check_txt2img_params(params, GenerationLimits())  # fail before the (slow) model load
+        check(params)
     check_approximation_args(args)
     check_generate_args(args, params.prompt)
-    output, output_is_file = output_target(args.output)
+    return output_target(args.output)
 
-    from tqdm import tqdm
+
+def load_pipeline(args: argparse.Namespace, pipeline_class, params, check, default_size, after_load=None):
+    """(pipeline, params): the model loaded as `pipeline_class`, the flags left out filled with the model's
+    recommended steps/CFG/sampler/clip skip and `default_size(model)` (width, height), each change checked with
+    `check`; then --preset/--backend/--vae-tiling and the approximations installed, with their one-line notes."""
+    from dataclasses import replace
 
     from pipelines.base import recommended_for
-    from pipelines.control import GenerationControl
     from pipelines.optimize import load_options_for
-    from pipelines.txt2img import TextToImage
 
-    pipe = TextToImage.from_pretrained(args.model, device=args.device, lora_dir=args.lora_dir,
-                                       embeddings_dir=args.embeddings_dir, vae=args.vae, config_dir=args.config_dir,
-                                       **load_options_for(args.preset, args.device, args.backend))
+    pipe = pipeline_class.from_pretrained(args.model, device=args.device, lora_dir=args.lora_dir,
+                                          embeddings_dir=args.embeddings_dir, vae=args.vae, config_dir=args.config_dir,
+                                          **load_options_for(args.preset, args.device, args.backend))
     print(f"Loaded {pipe.model.description} from {args.model}", file=sys.stderr)
-    if infotext_keys is not None:
-        from webui.cli.generate_infotext import warn_about_model
-
-        warn_about_model(pipe, infotext_keys, vae_given=args.vae is not None)
-    recommended = {k: v for k, v in recommended_for(pipe.model, Txt2ImgParams).items() if chosen[k] is None}
+    if after_load is not None:
+        after_load(pipe)
+    chosen = {"steps": args.steps, "cfg_scale": args.cfg, "sampler": args.sampler,  # None: the model's, else A1111's
+              "clip_skip": args.clip_skip}
+    recommended = {k: v for k, v in recommended_for(pipe.model, type(params)).items() if chosen[k] is None}
     if recommended:
         params = replace(params, **recommended)
-        check_txt2img_params(params, GenerationLimits())
+        check(params)
         listed = ", ".join(f"{k}={v}" for k, v in recommended.items())
         print(f"Using the model's recommended {listed} (its mixkit_generation.json); "
               "--steps/--cfg/--sampler/--clip-skip override", file=sys.stderr)
     if args.width is None or args.height is None:
-        native = pipe.model.native_size
-        params = replace(params, width=args.width or native, height=args.height or native)
-        check_txt2img_params(params, GenerationLimits())
+        width, height = default_size(pipe.model)
+        params = replace(params, width=args.width or width, height=args.height or height)
+        check(params)
     if args.preset != "exact" or args.backend != "torch" or args.vae_tiling:
         from pipelines.optimize import optimize
 
@@ -211,11 +253,21 @@ def run(args: argparse.Namespace) -> int:
     warning = approximate_warning(approximation, pipe.model)
     if warning:
         print(warning, file=sys.stderr)
+    return pipe, params
+
+
+def generate_and_save(pipe, params, output: Path, output_is_file: bool) -> int:
+    """Run `pipe(params)` with a progress bar and Ctrl-C as A1111's Interrupt, save the images, print their paths;
+    the exit code (130 when interrupted, whatever was made kept)."""
+    from tqdm import tqdm
+
+    from pipelines.control import GenerationControl
+
     control = GenerationControl()
     with tqdm(total=params.steps * params.batch_count, unit="step", file=sys.stderr) as bar, \
             interrupt_keeps_images(control):
         def progress(state) -> None:
-            bar.n = state.batch_index * state.total_steps + state.step
+            bar.n, bar.total = steps_done(state)
             bar.refresh()
 
         result = pipe(params, callback=progress, control=control)
@@ -225,6 +277,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"mixkit: interrupted; kept {len(result.images)} of {params.total_images} image(s)", file=sys.stderr)
         return 130
     return 0
+
+
+def steps_done(state) -> tuple[int, int]:
+    """(steps done, steps in all) of the job a step callback reports on: the steps each pass runs (img2img runs fewer
+    than --steps, as A1111), both passes of every hires-fix batch (`HiresStepProgress`) counted."""
+    if hasattr(state, "steps_before"):
+        return state.steps_before + state.step, state.steps_before + state.total_steps + state.steps_after
+    return state.batch_index * state.total_steps + state.step, state.total_steps * state.batch_count
 
 
 @contextlib.contextmanager

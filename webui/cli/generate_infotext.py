@@ -2,10 +2,11 @@
 
 The infotext is read with mixkit's own parser (`pipelines.infotext.parse_infotext`, A1111's reading and its
 defaults for missing keys; `pipelines.infotext_samplers` for old "DPM++ 2M Karras" names). Flags given on the
-command line win over it. Every key the command cannot honour is either refused (it would change the image
-substantially: hires fix, img2img, variation seeds, ControlNet) or named in one warning on stderr, never
-dropped silently. A1111 does not switch checkpoints on paste either (its `disable_weights_auto_swap`), so a
-different `Model hash` or `VAE hash` is a warning after the load, naming the flag to pass.
+command line win over it; a hires-fix infotext turns on hires fix (webui.cli.generate_hires). Every key the
+command cannot honour is either refused (it would change the image substantially: img2img, variation seeds,
+ControlNet, a hires sampler or checkpoint) or named in one warning on stderr, never dropped silently. A1111
+does not switch checkpoints on paste either (its `disable_weights_auto_swap`), so a different `Model hash` or
+`VAE hash` is a warning after the load, naming the flag to pass.
 """
 
 from __future__ import annotations
@@ -48,9 +49,13 @@ INFORMATIONAL_KEYS = {"Version", "Lora hashes", "TI hashes", "Model", "Model has
 HIRES_KEYS = ("Hires upscale", "Hires upscaler", "Hires resize-1", "Hires resize-2", "Hires steps", "Hires sampler",
               "Hires schedule type", "Hires checkpoint", "Hires prompt", "Hires negative prompt", "Hires CFG Scale",
               "Hires refiner")
+# Hires keys with no `mixkit generate` flag (webui.cli.generate_hires has the others): A1111's hires sampler,
+# checkpoint and CFG choices, and which pass the refiner finishes.
+UNSUPPORTED_HIRES_KEYS = ("Hires sampler", "Hires schedule type", "Hires checkpoint", "Hires CFG Scale", "Hires refiner")
 # key -> why `mixkit generate` refuses it: honouring none of it would give a substantially different image.
 REFUSED_KEYS = {
-    "Denoising strength": "it is an img2img or hires-fix image (denoising strength)",
+    "Denoising strength": "it is an img2img image (denoising strength without hires-fix keys; `mixkit img2img "
+                          "IMAGE` redraws an image)",
     "Variation seed": "it was made with a variation seed",
     "Seed resize from-1": "it was made with 'resize seed from'",
     "Mask blur": "it is an inpainting image",
@@ -121,21 +126,15 @@ def apply_infotext(args: argparse.Namespace, text: str) -> tuple[argparse.Namesp
     from pipelines.infotext import parse_infotext
     from pipelines.infotext_samplers import sampler_and_schedule
 
+    from webui.cli.generate_hires import HIRES_INFOTEXT_KEYS, is_hires_infotext
+
     parsed = parse_infotext(text)
     written = parse_infotext(text, defaults=False)  # the keys the text itself has
     _refuse_what_changes_the_image(written, args)
     args = argparse.Namespace(**vars(args))
-    taken = []
-    for dest, (key, convert) in FLAG_KEYS.items():
-        if getattr(args, dest) is not None or key not in parsed:
-            continue
-        try:
-            setattr(args, dest, convert(parsed[key]))
-        except ValueError:
-            raise ValueError(f"--infotext: {key}: {parsed[key]!r} is not a valid value; fix the infotext or pass "
-                             f"--{dest.replace('_', '-')}") from None
-        if key in written:
-            taken.append(key)
+    # hires flags from the text's own keys only: A1111's defaults for missing ones would turn hires fix on
+    taken = _fill_flags(args, HIRES_INFOTEXT_KEYS, written) if is_hires_infotext(written) else []
+    taken += [key for key in _fill_flags(args, FLAG_KEYS, parsed) if key in written]
     if "Prompt" in taken and getattr(args, "lora_dir", None) and written.get("Lora hashes"):
         # A1111's paste: tags re-linked through `Lora hashes` to the local files with those hashes (renamed copies).
         from mixkit.lora import LoraLibrary
@@ -164,7 +163,7 @@ def apply_infotext(args: argparse.Namespace, text: str) -> tuple[argparse.Namesp
         else:
             ignored.append(f"{eta_key}: {written[eta_key]} (for the infotext's sampler, not --sampler {args.sampler})")
     handled = {*(key for key, _ in FLAG_KEYS.values()), *ETA_KEYS, *SAMPLER_KEYS, *INFORMATIONAL_KEYS, "Size-2",
-               "Prompt", "Negative prompt"}
+               "Prompt", "Negative prompt", *taken}
     ignored += [f"{key}: {value}" for key, value in written.items() if key not in handled]
     if written.get("RNG", "GPU") != "CPU":
         ignored.append(f"RNG: {written.get('RNG', 'GPU (no RNG key)')} (mixkit draws the initial noise on the CPU, as "
@@ -172,6 +171,22 @@ def apply_infotext(args: argparse.Namespace, text: str) -> tuple[argparse.Namesp
     if ignored:
         print("mixkit: warning: --infotext keys not honoured: " + "; ".join(ignored), file=sys.stderr)
     return args, written
+
+
+def _fill_flags(args: argparse.Namespace, flag_keys: dict[str, tuple[str, Callable[[object], Any]]],
+                values: dict[str, object]) -> list[str]:
+    """Set each flag of `flag_keys` the command line left out (None) from `values`; returns the keys taken."""
+    taken = []
+    for dest, (key, convert) in flag_keys.items():
+        if getattr(args, dest) is not None or key not in values:
+            continue
+        try:
+            setattr(args, dest, convert(values[key]))
+        except ValueError:
+            raise ValueError(f"--infotext: {key}: {values[key]!r} is not a valid value; fix the infotext or pass "
+                             f"--{dest.replace('_', '-')}") from None
+        taken.append(key)
+    return taken
 
 
 def _same_checkpoint(written_hash: str, model) -> bool:
@@ -218,11 +233,15 @@ def warn_about_model(pipe, written: dict[str, object], vae_given: bool) -> None:
 
 
 def _refuse_what_changes_the_image(written: dict[str, object], args: argparse.Namespace) -> None:
-    hires = [key for key in HIRES_KEYS if key in written]
-    if hires:
-        raise ValueError(f"--infotext is from a hires-fix image ({', '.join(hires)}), which `mixkit generate` cannot "
-                         "make; use the web UI or the API (POST /sdapi/v1/txt2img with this infotext), or remove "
-                         "the Hires keys and Denoising strength from the text to make its first pass")
+    from webui.cli.generate_hires import is_hires_infotext
+
+    hires = is_hires_infotext(written)
+    unsupported = [key for key in (UNSUPPORTED_HIRES_KEYS if hires else HIRES_KEYS) if key in written]
+    if unsupported:
+        what = "hires-fix settings" if hires else "hires keys without the Denoising strength that turns hires fix on"
+        raise ValueError(f"--infotext has {what} `mixkit generate` cannot honour ({', '.join(unsupported)}); use the "
+                         "web UI or the API (POST /sdapi/v1/txt2img with this infotext), or remove those keys from the "
+                         "text")
     if written.get("Refiner") and getattr(args, "refiner", None) is None:
         # The infotext names the refiner by its checkpoint title (`name [hash]`), which is no path on this machine.
         raise ValueError(f"--infotext was made with the refiner {written['Refiner']!r} (Refiner switch at: "
@@ -233,6 +252,8 @@ def _refuse_what_changes_the_image(written: dict[str, object], args: argparse.Na
         raise ValueError(f"--infotext was made with ControlNet ({', '.join(controlnet)}), which `mixkit generate` "
                          "cannot apply; use the web UI or the API with the control image")
     for key, why in REFUSED_KEYS.items():
+        if key == "Denoising strength" and hires:
+            continue  # the hires fix's own (webui.cli.generate_hires)
         if key in written and not (key == "Variation seed" and _no_variation(written)):
             raise ValueError(f"--infotext: {key}: {written[key]}: {why}, which `mixkit generate` cannot reproduce; "
                              "use the web UI or the API, or remove that key from the text")

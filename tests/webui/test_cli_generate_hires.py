@@ -1,0 +1,52 @@
+"""`mixkit generate --hr-scale ...`: A1111's Hires. fix from the command line, its infotext pasted back with
+--infotext, its flags checked before the model loads."""
+
+import pytest
+from PIL import Image
+
+from pipelines.hires import HiresFix
+from pipelines.txt2img import TextToImage
+from webui.cli import main
+
+ARGS = ["--width", "64", "--height", "64", "--steps", "3", "--seed", "21", "--sampler", "Euler a"]
+
+
+def test_hires_flags_make_the_python_apis_image_and_its_infotext_makes_it_again(tiny_sd1_dir, tmp_path, capsys):
+    code = main(["generate", "a red circle", "--model", str(tiny_sd1_dir), "--hr-scale", "1.5", "--hr-steps", "2",
+                 "--denoising-strength", "0.6", "--hr-upscaler", "Lanczos", "-o", str(tmp_path / "a"), *ARGS])
+    assert code == 0
+    printed = capsys.readouterr()
+    [path] = printed.out.split()
+    final_bar = printed.err.replace("\r", "\n").strip().splitlines()[-1]
+    assert "| 5/5 [" in final_bar  # both passes: 3 steps, then 2 hires steps
+    saved = Image.open(path)
+    expected = HiresFix(TextToImage.from_pretrained(tiny_sd1_dir))(
+        prompt="a red circle", width=64, height=64, steps=3, seed=21, sampler="Euler a", hr_scale=1.5,
+        hr_second_pass_steps=2, denoising_strength=0.6, hr_upscaler="Lanczos")
+    assert saved.size == (96, 96)
+    assert saved.convert("RGB").tobytes() == expected.images[0].tobytes()
+    assert saved.text["parameters"] == expected.infotexts[0]
+    assert "Hires upscale: 1.5, Hires steps: 2, Hires upscaler: Lanczos" in saved.text["parameters"]
+
+    assert main(["generate", "--infotext", path, "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "b")]) == 0
+    printed = capsys.readouterr()
+    assert "not honoured" not in printed.err
+    [again] = printed.out.split()
+    assert Image.open(again).tobytes() == saved.tobytes()
+    assert Image.open(again).text["parameters"] == saved.text["parameters"]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--denoising-strength", "0.5"], "--denoising-strength sets how much hires fix's second pass redraws; add --hires"),
+    (["--hr-upscaler", "Bogus"], "Unknown --hr-upscaler 'Bogus'; valid ones: Latent"),
+    (["--hr-scale", "0.5"], "--hr-scale must be a number in [1, 8.0], got 0.5"),
+    (["--hires", "--hr-resize-x", "-8"], "--hr-resize-x must be a non-negative integer"),
+    (["--hires", "--denoising-strength", "2"], "--denoising-strength must be a number in [0, 1], got 2.0"),
+    (["--hr-resize-x", "100", "--hr-resize-y", "20000"], "hires-fix target size"),
+])
+def test_hires_flag_errors_are_one_line_before_the_model_loads(tmp_path, capsys, monkeypatch, extra, message):
+    monkeypatch.setattr(TextToImage, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("the model loaded")))
+    assert main(["generate", "x", "-o", str(tmp_path / "o"), *ARGS, *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("mixkit: error:") and message in err[0], err
+    assert not (tmp_path / "o").exists()

@@ -1,0 +1,111 @@
+"""`mixkit img2img IMAGE "prompt" [--mask MASK]`: the Python API's img2img and inpaint, PNGs with infotext, one-line
+errors with exit code 2 before the model loads, nothing written on an error."""
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from pipelines.infotext import parse_infotext
+from pipelines.img2img import ImageToImage
+from webui.cli import main
+
+ARGS = ["--steps", "4", "--seed", "21"]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A 90x70 noise picture (not a multiple of 8: the default size rounds it down to 88x64) and a mask over part of it."""
+    folder = tmp_path_factory.mktemp("img2img-cli")
+    rng = np.random.default_rng(0)
+    Image.fromarray(rng.integers(0, 256, (70, 90, 3), dtype=np.uint8)).save(folder / "init.png")
+    mask = Image.new("L", (90, 70), 0)
+    mask.paste(255, (50, 20, 70, 40))
+    mask.save(folder / "mask.png")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def i2i(tiny_sd1_dir):
+    return ImageToImage.from_pretrained(tiny_sd1_dir)
+
+
+def written(capsys) -> list[str]:
+    return capsys.readouterr().out.split()
+
+
+def test_img2img_writes_the_python_apis_image_at_the_init_images_size(tiny_sd1_dir, files, tmp_path, capsys, i2i):
+    code = main(["img2img", str(files / "init.png"), "a red circle", "--model", str(tiny_sd1_dir),
+                 "--denoising-strength", "0.5", "-o", str(tmp_path / "out"), *ARGS])
+    assert code == 0
+    printed = capsys.readouterr()
+    [path] = printed.out.split()
+    final_bar = printed.err.replace("\r", "\n").strip().splitlines()[-1]
+    assert "| 3/3 [" in final_bar  # the bar ends full at the steps run, int(0.5 x 4) + 1, not at 3 of --steps 4
+    saved = Image.open(path)
+    expected = i2i(prompt="a red circle", init_images=[Image.open(files / "init.png")], denoising_strength=0.5,
+                   steps=4, seed=21)
+    assert saved.size == expected.images[0].size == (88, 64)
+    assert saved.convert("RGB").tobytes() == expected.images[0].tobytes()
+    assert saved.text["parameters"] == expected.infotexts[0]
+    fields = parse_infotext(saved.text["parameters"])
+    assert (fields["Denoising strength"], fields["Size-1"], fields["Size-2"]) == ("0.5", "88", "64")
+
+
+def test_inpaint_only_masked_keeps_every_pixel_outside_the_region(tiny_sd1_dir, files, tmp_path, capsys, i2i):
+    code = main(["img2img", str(files / "init.png"), "a cat", "--model", str(tiny_sd1_dir), "--mask",
+                 str(files / "mask.png"), "--only-masked", "--masked-content", "fill", "--width", "64", "--height", "64",
+                 "-o", str(tmp_path / "cat.png"), *ARGS])
+    assert code == 0
+    assert written(capsys) == [str(tmp_path / "cat.png")]
+    saved = Image.open(tmp_path / "cat.png")
+    init = Image.open(files / "init.png").convert("RGB")
+    assert saved.size == (90, 70)  # "only masked" pastes the region back into the whole picture
+    ours, theirs = np.asarray(saved.convert("RGB")), np.asarray(init)
+    changed = np.argwhere((ours != theirs).any(axis=2))
+    assert len(changed) and changed.min(axis=0).tolist() >= [20 - 12, 50 - 12]  # the mask, blurred by 4 (kernel 21)
+    assert changed.max(axis=0).tolist() <= [39 + 12, 69 + 12]
+    expected = i2i(prompt="a cat", init_images=[init], mask=Image.open(files / "mask.png"), inpaint_full_res=True,
+                   inpainting_fill="fill", width=64, height=64, steps=4, seed=21)
+    assert ours.tobytes() == expected.images[0].tobytes()
+    fields = parse_infotext(saved.text["parameters"])
+    assert (fields["Masked content"], fields["Inpaint area"], fields["Mask blur"]) == ("fill", "Only masked", "4")
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--denoising-strength", "1.5"], "--denoising-strength must be a number in [0, 1], got 1.5"),
+    (["--resize-mode", "stretch"], "Unknown resize mode 'stretch'; valid ones: just resize, crop and resize"),
+    (["--only-masked"], "--only-masked: inpaint flag without --mask; add --mask MASK"),
+    (["--masked-content", "fill", "--mask-blur", "8"], "--mask-blur, --masked-content: inpaint flags without --mask"),
+    (["--mask", "MASK", "--masked-content", "noise"], "Unknown masked content 'noise'; valid ones: original, fill"),
+    (["--mask", "MASK", "--only-masked-padding", "600"], "--only-masked-padding must be an integer in [0, 512]"),
+    (["--mask", "missing.png"], "--mask 'missing.png' does not exist"),
+    (["--width", "60"], "--width must be a multiple of 8, got 60"),
+    (["--resize-mode", "just resize (latent upscale)", "--mask", "MASK"], "works on img2img without a mask"),
+])
+def test_user_errors_are_one_line_with_exit_code_2_before_the_model_loads(files, tmp_path, capsys, monkeypatch, extra,
+                                                                          message):
+    monkeypatch.setattr(ImageToImage, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("the model loaded")))
+    extra = [str(files / "mask.png") if value == "MASK" else value for value in extra]
+    out = tmp_path / "out"
+    code = main(["img2img", str(files / "init.png"), "x", "-o", str(out), *ARGS, *extra])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("mixkit: error:") and message in err[0], err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("image, message", [
+    ("missing.png", "IMAGE 'missing.png' does not exist"),
+    ("folder", "is a folder; give an image file"),
+    ("text.png", "is not an image format Pillow can read"),
+    ("huge.png", "is 5000x4000, larger than one generation may be (4096 px a side, 4,194,304 pixels); pass --width"),
+])
+def test_an_init_image_that_cannot_be_used_is_named(tmp_path, capsys, monkeypatch, image, message):
+    monkeypatch.setattr(ImageToImage, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("the model loaded")))
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "text.png").write_text("not an image")
+    Image.new("L", (5000, 4000)).save(tmp_path / "huge.png")
+    monkeypatch.chdir(tmp_path)
+    assert main(["img2img", image, "x", "-o", "out", *ARGS]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
