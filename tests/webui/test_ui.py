@@ -206,7 +206,7 @@ def test_controlnet_unit_widgets_become_a_checked_unit_spec(tmp_path):
     state = SimpleNamespace(controlnets=ControlNetModels(tmp_path))
     image = Image.new("RGB", (8, 8))
     params = Txt2ImgParams(prompt="x")
-    defaults = ["Crop and Resize", "Balanced", False, 512.0, -1.0, -1.0]  # the extension's, as the widgets start
+    defaults = ["Crop and Resize", "Balanced", False, 512.0, -1.0, -1.0, None]  # the extension's, as the widgets start
     assert with_controlnet(state, "txt2img", params, [False, image, "canny", "canny_model", 1.0, 0.0, 1.0,
                                                       *defaults]) is params
     controlled = with_controlnet(state, "txt2img", params, [True, image, "canny", "canny_model [1234]", 0.5, 0.1, 0.9,
