@@ -100,7 +100,7 @@ def add_controlnet_routes(router: APIRouter, state) -> None:
                                 low_vram: bool = Body(False), controlnet_images: list[str] = Body([])):
         from pipelines.controlnet.detect import detect_control_map
         from pipelines.controlnet.resolution import DEFAULT_PROCESSOR_RES
-        from pipelines.preprocessors import UNAVAILABLE_PREPROCESSORS, PreprocessorWeightsMissing
+        from pipelines.preprocessors import PREPROCESSORS, UNAVAILABLE_PREPROCESSORS, PreprocessorWeightsMissing
 
         module = MODULE_ALIASES.get(str(controlnet_module).lower())
         if str(controlnet_module).lower() in UNAVAILABLE_PREPROCESSORS:
@@ -118,6 +118,10 @@ def add_controlnet_routes(router: APIRouter, state) -> None:
         if not controlnet_input_images:
             raise HTTPException(status_code=422, detail="No image selected: send controlnet_input_images, a list of "
                                                         "base64 images.")
+        if controlnet_masks and PREPROCESSORS.get(module).takes_mask:
+            raise HTTPException(status_code=422, detail=f"Preprocessor {module!r} returns the picture as given here; its "
+                                                        "mask is used when a unit generates (the unit's 'mask'): send no "
+                                                        "controlnet_masks.")
         if controlnet_masks:
             raise HTTPException(status_code=422, detail=f"Preprocessor {module!r} does not take a mask (the extension "
                                                         "ignores it with a warning); send no controlnet_masks.")

@@ -265,6 +265,8 @@ def test_detect_takes_any_negative_threshold_as_the_default_as_units_do(api):
      ["threshold_a", "'Sigma'", "[0.01, 64.0]"]),
     ({"controlnet_module": "canny", "controlnet_masks": ["x"], "controlnet_input_images": "IMAGE"}, ["mask"]),
     ({"controlnet_module": "inpaint_only+lama", "controlnet_input_images": "IMAGE"}, ["Module not available", "LaMa"]),
+    ({"controlnet_module": "inpaint_global_harmonious", "controlnet_masks": ["x"], "controlnet_input_images": "IMAGE"},
+     ["'inpaint'", "the unit's 'mask'"]),
 ])
 def test_detect_refuses_bad_requests_naming_the_field(server, payload, words):
     import requests
