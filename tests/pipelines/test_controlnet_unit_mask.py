@@ -26,13 +26,13 @@ def controlnet(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def txt2img(tiny_sd1_dir):
-    return ControlNetTextToImage.from_pretrained(tiny_sd1_dir)
+def txt2img(sd1_pipe):
+    return ControlNetTextToImage.from_pipeline(sd1_pipe)
 
 
 @pytest.fixture(scope="module")
-def img2img(tiny_sd1_dir):
-    return ControlNetImageToImage.from_pretrained(tiny_sd1_dir)
+def img2img(sd1_pipe):
+    return ControlNetImageToImage.from_pipeline(sd1_pipe)
 
 
 @pytest.fixture(scope="module")
@@ -162,9 +162,16 @@ def test_the_latent_blend_denoises_to_the_picture_outside_the_mask_at_full_weigh
     assert torch.allclose(half, (out + guided) / 2, atol=1e-6)
 
 
-def test_inpaint_only_keeps_the_unmasked_pixels_of_its_picture(txt2img, controlnet, picture, mask):
+def test_inpaint_only_keeps_the_unmasked_pixels_of_its_picture(txt2img, controlnet, picture, mask, monkeypatch):
+    from pipelines.controlnet.inpaint_only import InpaintOnlyBlend
+
+    blended = []
+    latent_blend = InpaintOnlyBlend.guided_output
+    monkeypatch.setattr(InpaintOnlyBlend, "guided_output",
+                        lambda self, *args, **kwargs: blended.append(1) or latent_blend(self, *args, **kwargs))
     unit = ControlNetUnit(controlnet, picture, preprocessor="inpaint_only", mask=mask)
     kept = txt2img(controlnets=[unit], **SMALL)
+    assert len(blended) == SMALL["steps"]  # Euler: one model call per step, each blended toward the picture
     harmonious = txt2img(controlnets=[ControlNetUnit(controlnet, picture, preprocessor="inpaint", mask=mask)], **SMALL)
     out, original = (np.asarray(image).astype(np.int16) for image in (kept.images[0], picture))
     untouched = dilated_blurred(np.asarray(mask, dtype=np.float64) / 255.0) == 0
