@@ -81,7 +81,9 @@ class ControlNetMixin:
     def _prepare(self, params) -> _ControlState:
         base = super()._prepare(params)
         init_images = getattr(params, "init_images", None)
-        inpainting = getattr(params, "mask", None) is not None
+        # The call inpaints when img2img kept its mask (one blank once blurred sends "only masked" to plain img2img,
+        # as A1111 drops p.image_mask then): its inpaint_only units run as inpaint, and units without image take it.
+        inpainting = getattr(base, "overlay_masks", None) is not None
         # A unit without image takes the init image resized the way ImageToImage resizes it (sd-webui-controlnet uses
         # p.resize_mode here), not by the unit's own mode: otherwise the control map is cropped or padded differently
         # from the picture being denoised.
@@ -129,8 +131,9 @@ class ControlNetMixin:
         from pipelines.vae_decode import encode_images
 
         if state.kept is None:
-            state.kept = [KeptPicture(encode_images(self.model.vae, to_model_pixels([control.image])).to(self.model.device),
-                                      latent_keep_share(control.mask, control.unit.weight).to(self.model.device))
+            device = self.model.device
+            state.kept = [KeptPicture(encode_images(self.model.vae, to_model_pixels([control.image])).to(device),
+                                      latent_keep_share(control.mask, control.unit.weight).to(device))
                           for control in kept]
         return state.kept
 
