@@ -63,8 +63,9 @@ class MaskBlend:
         mask = self.repaint[row % len(self.repaint)]
         return scaled * mask + self.init[row:row + 1] * (1 - mask)
 
-    def guided_output(self, guided, sample, scaled, scheduler, row: int):
-        """Image `row`'s guided output with the original's cells turned into the output denoising to the original."""
+    def guided_output(self, guided, sample, scaled, scheduler, row: int, timestep=None):
+        """Image `row`'s guided output with the original's cells turned into the output denoising to the original
+        (`timestep`, the model's, is not needed: the alpha is read from the sample and its scaled input)."""
         if self.before_denoising:
             return guided
         mask = self.repaint[row % len(self.repaint)]

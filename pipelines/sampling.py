@@ -27,7 +27,9 @@ class SamplingRequest:
     time_ids: Any = None  # SDXL: [B, 6] micro-conditioning
     extra_channels: Any = None  # inpainting UNets: [B, k, h, w] appended to each row's input channels
     post_step: Callable[[Any, int], Any] | None = None  # (latents, evaluation index) -> latents
-    mask_blend: Any = None  # pipelines.inpaint_blend.MaskBlend: inpainting's original latents, put back as A1111 does
+    # pipelines.inpaint_blend.MaskBlend: inpainting's original latents, put back as A1111 does (or ControlNet
+    # inpaint_only's InpaintOnlyBlend, which keeps its picture's latents the extension's way)
+    mask_blend: Any = None
     # ControlNet & co: (model_input, t, step_cond, step, row_owners) -> extra UNet keyword arguments
     unet_extra: Callable[..., dict] | None = None
     on_step: Callable[[int, Any], bool] | None = None  # (steps completed, latents) -> False to stop
@@ -112,8 +114,8 @@ def run_sampler(request: SamplingRequest):
                     "are lost.")
             guided = request.combine_cfg(noise_pred, cond, cfg_scale)
             if blend is not None:
-                guided = torch.cat([blend.guided_output(guided[i:i + 1], samples[i], scaled_rows[i], s, i)
-                                    for i, s in enumerate(steppers)])
+                guided = torch.cat([blend.guided_output(guided[i:i + 1], samples[i], scaled_rows[i], s, i,
+                                                        timestep=model_t) for i, s in enumerate(steppers)])
             if walk is not None:
                 latents = walk.step(guided, t, torch.cat(samples), generator=request.generators).prev_sample
             else:

@@ -6,7 +6,10 @@ worker, which turns each `UnitSpec` into a `pipelines.controlnet.ControlNetUnit`
 (`pipelines.controlnet.resolution`); `hr_option` other than "Both" is refused with hires fix, where the units
 guide both passes. The three control modes are the extension's (1, "My prompt is more important", is soft
 injection). Old clients' keys are renamed as the extension's `to_processing_unit` renames them (`guidance`,
-`guessmode`, `lowvram`, `input_image`); any other key the server does not read is refused, naming it.
+`guessmode`, `lowvram`, `input_image`, `mask_image`); any other key the server does not read is refused, naming it.
+A unit's `mask` (or `image.mask`) is decoded and handed to the unit as the extension uses it
+(`pipelines.controlnet.unit_mask`: the inpaint modules' masked area, else a drawing replacing the picture, a blank
+one ignored); a mask of another size than the unit's image is refused, as there.
 """
 
 from __future__ import annotations
@@ -29,7 +32,9 @@ CONTROL_MODES = {0: (False, False), "balanced": (False, False),
                  1: (False, True), "my prompt is more important": (False, True),
                  2: (True, False), "controlnet is more important": (True, False)}
 # Old clients' spellings, as sd-webui-controlnet's `external_code.to_processing_unit` (`ext_compat_keys`) renames them.
-LEGACY_UNIT_KEYS = {"guessmode": "guess_mode", "guidance": "guidance_end", "lowvram": "low_vram", "input_image": "image"}
+# `mask_image` is the extension's (and SD Forge's) other name for `mask` (`ControlNetUnit.mask_alias`).
+LEGACY_UNIT_KEYS = {"guessmode": "guess_mode", "guidance": "guidance_end", "lowvram": "low_vram", "input_image": "image",
+                    "mask_image": "mask"}
 # Every unit key read here. `low_vram` and `save_detected_map` are accepted and have no effect (logged);
 # `guess_mode` (removed from the extension in 1.1.136) means "ControlNet is more important", as it did there.
 UNIT_KEYS = frozenset({"enabled", "module", "model", "weight", "image", "mask", "resize_mode", "processor_res",
@@ -42,6 +47,7 @@ MODULE_ALIASES = {"none": "none", "canny": "canny", "invert": "invert", "invert 
                   "depth_midas": "depth_midas", "depth_anything": "depth_anything", "monochrome": "monochrome",
                   "lineart_standard": "lineart_standard",
                   "lineart_standard (from white bg & black line)": "lineart_standard", "scribble_xdog": "scribble_xdog",
+                  "inpaint": "inpaint", "inpaint_global_harmonious": "inpaint", "inpaint_only": "inpaint_only",
                   "depth": "depth_midas"}  # the extension's preprocessor_aliases: "depth" is depth_midas
 
 
@@ -70,6 +76,7 @@ class UnitSpec:
     processor_res: int | None = None  # None: preprocess at the generation size (the UI's units)
     hr_option: str = "Both"
     soft_injection: bool = False  # control mode "My prompt is more important"
+    mask: Any = None  # the unit's mask (PIL), as sent; pipelines.controlnet.unit_mask says how it is used
 
 
 def _number(label: str, value: Any, low: float, high: float) -> float:
@@ -192,29 +199,21 @@ def _log_ignored_fields(label: str, unit: dict) -> None:
                         "are not returned); ignored.", label, key)
 
 
-# sd-webui-controlnet ignores a unit mask whose first channel is all <= 5 or all >= 250 (`have_mask` in
-# scripts/controlnet.py): clients and its UI send such blank masks with every unit.
-BLANK_MASK_LEVELS = (5, 250)
-
-
-def _check_mask_is_blank(label: str, unit: dict, *, max_pixels: int, max_bytes: int) -> None:
-    """Accept a unit's blank mask (`mask`, or `image.mask`), ignored as the extension ignores it; refuse any other:
-    the extension would run the mask itself as the control image (module "none"), which is not done here."""
-    import numpy as np
-
+def _unit_mask(label: str, unit: dict, *, max_pixels: int, max_bytes: int):
+    """The unit's mask (`mask`, or `image.mask` as the extension's `{"image": ..., "mask": ...}` sends it), decoded;
+    None without one. How it is used (inpaint modules: the masked area; others: a drawing replacing the picture, a
+    blank one ignored) is `pipelines.controlnet.unit_mask`'s rule, applied by the pipeline."""
     image = unit.get("image")
     masks = {"mask": unit.get("mask"), "image.mask": image.get("mask") if isinstance(image, dict) else None}
-    for key, data in masks.items():
-        if not data:
-            continue
-        mask = decode_base64_image(f"{label} {key}", data, max_pixels=max_pixels, max_bytes=max_bytes)
-        first_channel = np.asarray(mask.convert("RGB"))[..., 0]
-        low, high = BLANK_MASK_LEVELS
-        if not ((first_channel <= low).all() or (first_channel >= high).all()):
-            raise ValueError(f"{label}: a ControlNet {key} that is not blank is not supported (sd-webui-controlnet "
-                             "would use it as the control image with module 'none'); send that drawing as the unit's "
-                             "image with module 'none', or send no mask (a blank all-black or all-white one is "
-                             "ignored, as there).")
+    given = {key: data for key, data in masks.items() if _given(data)}
+    if len(given) > 1:
+        raise ValueError(f"{label}: got both 'mask' and 'image.mask'; send the unit's mask once.")
+    for key, data in given.items():
+        if not isinstance(data, str):
+            raise ValueError(f"{label} {key} must be a base64-encoded image (white = masked), got "
+                             f"{type(data).__name__}.")
+        return decode_base64_image(f"{label} {key}", data, max_pixels=max_pixels, max_bytes=max_bytes)
+    return None
 
 
 def parse_units(args: list, *, models, max_units: int, max_pixels: int, max_bytes: int) -> list[UnitSpec]:
@@ -229,22 +228,27 @@ def parse_units(args: list, *, models, max_units: int, max_pixels: int, max_byte
             continue
         if models is None:
             raise ValueError(f"{label}: this server has no ControlNet folder (start it with --controlnet-dir).")
-        _check_mask_is_blank(label, unit, max_pixels=max_pixels, max_bytes=max_bytes)
+        mask = _unit_mask(label, unit, max_pixels=max_pixels, max_bytes=max_bytes)
         _log_ignored_fields(label, unit)
         image = unit.get("image")
         if isinstance(image, dict):
             image = image.get("image")
         decoded = decode_base64_image(f"{label} image", image, max_pixels=max_pixels, max_bytes=max_bytes) if image else None
-        specs.append(unit_spec(label, unit, decoded, models))
+        specs.append(unit_spec(label, unit, decoded, models, mask))
     if len(specs) > max_units:
         raise ValueError(f"Got {len(specs)} enabled ControlNet units; the limit is {max_units}.")
     return specs
 
 
-def unit_spec(label: str, unit: dict, image, models) -> UnitSpec:
-    """One enabled unit (the extension's keys, already canonical) with its decoded image, checked field by field;
-    the API's units and the web UI's go through here, so both take the same values and defaults."""
+def unit_spec(label: str, unit: dict, image, models, mask=None) -> UnitSpec:
+    """One enabled unit (the extension's keys, already canonical) with its decoded image and mask, checked field by
+    field; the API's units and the web UI's go through here, so both take the same values and defaults."""
+    from pipelines.controlnet.unit_mask import check_unit_mask
+    from pipelines.preprocessors import UNAVAILABLE_PREPROCESSORS
+
     module = str(unit.get("module", "none")).lower()
+    if module in UNAVAILABLE_PREPROCESSORS:
+        raise ValueError(f"{label}: module {unit.get('module')!r} is not available: {UNAVAILABLE_PREPROCESSORS[module]}.")
     if module not in MODULE_ALIASES:
         raise ValueError(f"{label}: unknown module {unit.get('module')!r}; available: {available_modules()}.")
     resize = unit.get("resize_mode", "Crop and Resize")
@@ -255,6 +259,7 @@ def unit_spec(label: str, unit: dict, image, models) -> UnitSpec:
     if resize_mode is None:
         raise ValueError(f"{label}: resize_mode {resize!r} is not one of {list(RESIZE_CODES.values())} (or 0, 1, 2).")
     guess_mode, soft_injection = _control_mode(label, unit)
+    check_unit_mask(label, image, mask)
     thresholds = [_threshold(f"{label} {name}", unit.get(name)) for name in ("threshold_a", "threshold_b")]
     return UnitSpec(
         model_name=_model_name(label, models, unit.get("model")), image=image,
@@ -265,7 +270,7 @@ def unit_spec(label: str, unit: dict, image, models) -> UnitSpec:
         preprocessor=MODULE_ALIASES[module],
         threshold_a=thresholds[0], threshold_b=thresholds[1],
         pixel_perfect=_flag(f"{label} pixel_perfect", unit.get("pixel_perfect", False)),
-        processor_res=_processor_res(label, unit.get("processor_res")), hr_option=_hr_option(label, unit))
+        processor_res=_processor_res(label, unit.get("processor_res")), hr_option=_hr_option(label, unit), mask=mask)
 
 
 def _hr_option(label: str, unit: dict) -> str:
@@ -286,7 +291,7 @@ def ui_unit_spec(models, fields: dict) -> UnitSpec:
             "control_mode": fields["control_mode"], "pixel_perfect": fields["pixel_perfect"],
             "processor_res": _whole(fields["processor_res"]), "threshold_a": fields["threshold_a"],
             "threshold_b": fields["threshold_b"]}
-    return unit_spec("ControlNet", unit, fields["image"], models)
+    return unit_spec("ControlNet", unit, fields["image"], models, fields.get("mask"))
 
 
 def _whole(value: Any) -> Any:
@@ -303,5 +308,5 @@ def build_units(specs: list[UnitSpec], models, base_unet) -> list:
                            soft_injection=spec.soft_injection,
                            resize_mode=spec.resize_mode, preprocessor=spec.preprocessor, threshold_a=spec.threshold_a,
                            threshold_b=spec.threshold_b, model_name=spec.model_name, pixel_perfect=spec.pixel_perfect,
-                           processor_res=spec.processor_res)
+                           processor_res=spec.processor_res, mask=spec.mask)
             for spec in specs]

@@ -18,13 +18,14 @@ from webui.base64_images import decode_base64_image, encode_png_base64
 CONTROLNET_API_VERSION = 2
 # The extension's UI names (its `preprocessor_aliases`) where they differ from the module names, listed by
 # `/controlnet/module_list?alias_names=true` as the extension lists them; units take either name.
-EXTENSION_LABELS = {"invert": "invert (from white bg & black line)",
+EXTENSION_LABELS = {"inpaint": "inpaint_global_harmonious", "invert": "invert (from white bg & black line)",
                     "lineart_standard": "lineart_standard (from white bg & black line)"}
 # The extension's control types (its UI's radio row) that this server's preprocessors serve: each lists the
 # preprocessors of that kind, its default, and the words a ControlNet model's file name is matched on.
 CONTROL_TYPES = {
     "Canny": (("none", "canny", "invert"), "canny", ("canny",)),
     "Depth": (("none", "depth_midas", "depth_anything"), "depth_midas", ("depth",)),
+    "Inpaint": (("none", "inpaint", "inpaint_only"), "inpaint_only", ("inpaint",)),
     "Lineart": (("none", "lineart_standard", "invert"), "lineart_standard", ("lineart",)),
     "Scribble/Sketch": (("none", "scribble_xdog", "invert", "threshold"), "invert", ("scribble", "sketch")),
     "Tile/Blur": (("none", "blur_gaussian", "tile_resample"), "tile_resample", ("tile", "blur")),
@@ -99,9 +100,12 @@ def add_controlnet_routes(router: APIRouter, state) -> None:
                                 low_vram: bool = Body(False), controlnet_images: list[str] = Body([])):
         from pipelines.controlnet.detect import detect_control_map
         from pipelines.controlnet.resolution import DEFAULT_PROCESSOR_RES
-        from pipelines.preprocessors import PreprocessorWeightsMissing
+        from pipelines.preprocessors import PREPROCESSORS, UNAVAILABLE_PREPROCESSORS, PreprocessorWeightsMissing
 
         module = MODULE_ALIASES.get(str(controlnet_module).lower())
+        if str(controlnet_module).lower() in UNAVAILABLE_PREPROCESSORS:
+            raise HTTPException(status_code=422, detail=f"Module not available: {controlnet_module!r}: "
+                                                        f"{UNAVAILABLE_PREPROCESSORS[str(controlnet_module).lower()]}.")
         if module is None:
             raise HTTPException(status_code=422, detail=f"Module not available: {controlnet_module!r}; available: "
                                                         f"{available_modules()}.")
@@ -114,6 +118,10 @@ def add_controlnet_routes(router: APIRouter, state) -> None:
         if not controlnet_input_images:
             raise HTTPException(status_code=422, detail="No image selected: send controlnet_input_images, a list of "
                                                         "base64 images.")
+        if controlnet_masks and PREPROCESSORS.get(module).takes_mask:
+            raise HTTPException(status_code=422, detail=f"Preprocessor {module!r} returns the picture as given here; its "
+                                                        "mask is used when a unit generates (the unit's 'mask'): send no "
+                                                        "controlnet_masks.")
         if controlnet_masks:
             raise HTTPException(status_code=422, detail=f"Preprocessor {module!r} does not take a mask (the extension "
                                                         "ignores it with a warning); send no controlnet_masks.")

@@ -20,9 +20,9 @@ def check_detect_inputs(preprocessor: str, processor_res: int, threshold_a: floa
                         threshold_b: float | None) -> tuple[float | None, float | None]:
     """Refuse an unknown preprocessor, a resolution outside the extension's slider range or thresholds outside the
     preprocessor's own; returns the thresholds with the preprocessor's defaults filled in."""
-    from pipelines.preprocessors import PREPROCESSORS
+    from pipelines.preprocessors import get_preprocessor
 
-    entry = PREPROCESSORS.get(preprocessor)  # unknown names: the registry's error lists the valid ones
+    entry = get_preprocessor(preprocessor)  # unknown names: the registry's error lists the valid ones
     low, high = PROCESSOR_RES_RANGE
     whole = isinstance(processor_res, int) and not isinstance(processor_res, bool)
     if not whole or not low <= processor_res <= high:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pipelines.controlnet.inpaint_only import INPAINT_ONLY
 from pipelines.controlnet.pipelines import ControlImg2ImgParams, ControlNetMixin, _ControlState
 from pipelines.controlnet.residuals import hires_second_pass_controls
 from pipelines.hires import HiresParams, _FirstPass, _SecondPass
@@ -27,6 +28,14 @@ class ControlFirstPass(ControlNetMixin, _FirstPass):
     """The first pass with its units; keeps the prepared controls for the second pass."""
 
     controls_out: list
+
+    def check_inputs(self, params) -> None:
+        super().check_inputs(params)
+        for index, unit in enumerate(params.controlnets):
+            if unit.preprocessor == INPAINT_ONLY:
+                raise ValueError(f"ControlNet {index}: preprocessor 'inpaint_only' with hires fix is not supported here "
+                                 "(the extension keeps the picture's unmasked area in both passes at their own sizes); "
+                                 "use 'inpaint', or inpaint_only without hires fix.")
 
     def _prepare(self, params) -> _ControlState:
         state = super()._prepare(params)

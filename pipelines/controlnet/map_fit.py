@@ -33,24 +33,51 @@ def fit_control_map(image, width: int, height: int, mode: str):
     from PIL import Image
 
     pixels = np.asarray(image.convert("RGB"))
+    return Image.fromarray(_fit(pixels, width, height, mode, high_quality_resize))
+
+
+def fit_inpaint_map(image, mask, width: int, height: int, mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """A picture (RGB PIL) and its inpaint mask (HxW uint8) at width x height by `mode`, as `detectmap_proc` fits the
+    extension's 4-channel inpaint maps: the colour as any map, the mask with the filter the colour got and then
+    thresholded at 127 (0/255), and the bands of "resize and fill" masked (255), so they are painted (outpainting).
+    Returns (HxWx3 uint8, HxW uint8 0/255). The extension resizes the colour in float32; here it is rounded to 8 bits."""
+    rgba = np.dstack([np.asarray(image.convert("RGB")), np.asarray(mask, dtype=np.uint8)])
+
+    def resize(pixels: np.ndarray, new_width: int, new_height: int) -> np.ndarray:
+        colour, alpha = pixels[..., :3], pixels[..., 3:]
+        if colour.shape[:2] != (new_height, new_width):
+            shrinking = new_width * new_height < colour.shape[0] * colour.shape[1]
+            alpha = _choose_filter(_colour_count(colour), shrinking)(alpha, new_width, new_height)
+            colour = high_quality_resize(colour, new_width, new_height)
+        return np.dstack([colour, np.where(alpha > 127, 255, 0).astype(np.uint8)])
+
+    fitted = _fit(rgba, width, height, mode, resize, band_alpha=255)
+    return np.ascontiguousarray(fitted[..., :3]), np.ascontiguousarray(fitted[..., 3])
+
+
+def _fit(pixels: np.ndarray, width: int, height: int, mode: str, resize, band_alpha: int | None = None) -> np.ndarray:
+    """`detectmap_proc`'s geometry for an HxWxC map: stretch, cover and cut the centre, or fit inside bands of the
+    border's median colour (`band_alpha`: the value of a 4th, mask channel in the bands)."""
     if mode == "just resize":
-        return Image.fromarray(high_quality_resize(pixels, width, height))
+        return resize(pixels, width, height)
     old_h, old_w = pixels.shape[:2]
     k_h, k_w = height / old_h, width / old_w
     if mode == "resize and fill":
         k = min(k_h, k_w)
         border_colour = _median_border_colour(pixels)
-        resized = high_quality_resize(pixels, _round(old_w * k), _round(old_h * k))
+        if band_alpha is not None:
+            border_colour[3] = band_alpha
+        resized = resize(pixels, _round(old_w * k), _round(old_h * k))
         canvas = np.tile(border_colour[None, None], (height, width, 1))
         new_h, new_w = resized.shape[:2]
         top, left = max(0, (height - new_h) // 2), max(0, (width - new_w) // 2)
         canvas[top:top + new_h, left:left + new_w] = resized[:height - top, :width - left]
-        return Image.fromarray(canvas)
+        return canvas
     k = max(k_h, k_w)  # "crop and resize": cover, then cut the centre
-    resized = high_quality_resize(pixels, _round(old_w * k), _round(old_h * k))
+    resized = resize(pixels, _round(old_w * k), _round(old_h * k))
     new_h, new_w = resized.shape[:2]
     top, left = max(0, (new_h - height) // 2), max(0, (new_w - width) // 2)
-    return Image.fromarray(np.ascontiguousarray(resized[top:top + height, left:left + width]))
+    return np.ascontiguousarray(resized[top:top + height, left:left + width])
 
 
 def _round(value: float) -> int:
@@ -62,20 +89,26 @@ def _median_border_colour(pixels: np.ndarray) -> np.ndarray:
     return np.median(borders, axis=0).astype(pixels.dtype)
 
 
+def _colour_count(pixels: np.ndarray) -> int:
+    return len(np.unique(pixels.reshape(-1, pixels.shape[2]), axis=0))
+
+
+def _choose_filter(colours: int, shrinking: bool):
+    """The resize `high_quality_resize` uses for a map: nearest for palettes, area to shrink, cubic otherwise."""
+    if 2 < colours < 200:
+        return nearest_resize
+    return area_resize if shrinking else cubic_resize
+
+
 def high_quality_resize(pixels: np.ndarray, width: int, height: int) -> np.ndarray:
     """HxWx3 uint8 map at width x height, choosing the filter by what the map is (see the module docstring)."""
     if pixels.shape[:2] == (height, width):
         return pixels
     new_pixels, old_pixels = width * height, pixels.shape[0] * pixels.shape[1]
-    colours = len(np.unique(pixels.reshape(-1, pixels.shape[2]), axis=0))
+    colours = _colour_count(pixels)
     binary = colours == 2 and pixels.min() < 16 and pixels.max() > 240
     one_pixel_edges = binary and _is_one_pixel_edge_map(pixels)
-    if 2 < colours < 200:
-        resized = nearest_resize(pixels, width, height)
-    elif new_pixels < old_pixels:
-        resized = area_resize(pixels, width, height)
-    else:
-        resized = cubic_resize(pixels, width, height)
+    resized = _choose_filter(colours, new_pixels < old_pixels)(pixels, width, height)
     if not binary:
         return resized
     grey = np.mean(resized.astype(np.float32), axis=2).clip(0, 255).astype(np.uint8)

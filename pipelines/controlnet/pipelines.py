@@ -11,8 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+from PIL import Image
+
 from pipelines.controlnet.infotext import controlnet_infotext
+from pipelines.controlnet.inpaint_only import InpaintOnlyBlend, KeptPicture, latent_keep_share, restore_unmasked_pixels
 from pipelines.controlnet.residuals import controlnet_unet_extra, prepare_control_images
+from pipelines.controlnet.unit_mask import with_mask_resolved
 from pipelines.controlnet.units import ControlNetLimits, check_controlnet_units
 from pipelines.img2img import Img2ImgParams, ImageToImage
 from pipelines.params import Txt2ImgParams
@@ -35,6 +40,16 @@ def only_masked_control_image(image, resize_mode: str, mask_size: tuple[int, int
     return resize_image(at_mask_size.crop(box), width, height, CROP_RESIZE_MODE)
 
 
+def img2img_mask_for_units(params, size: tuple[int, int]) -> np.ndarray:
+    """img2img's inpaint mask as the extension hands it to inpaint units without image (its `prepare_mask`): at the
+    init image's `size`, inverted with "inpaint not masked", rounded as the call says and blurred per axis."""
+    from pipelines.img2img import mask_blurs
+    from pipelines.inpaint_mask import blur_mask, prepare_mask
+
+    mask = prepare_mask(params.mask, size, invert=params.inpainting_mask_invert, round=params.mask_round)
+    return np.asarray(blur_mask(mask, *mask_blurs(params)).convert("L"))
+
+
 @dataclass
 class ControlTxt2ImgParams(Txt2ImgParams):
     controlnets: list = field(default_factory=list)  # ControlNetUnit, at most ControlNetLimits.max_units
@@ -49,6 +64,7 @@ class ControlImg2ImgParams(Img2ImgParams):
 class _ControlState:
     base: Any  # the wrapped pipeline's own per-call state
     controls: list
+    kept: list | None = None  # inpaint_only units' KeptPicture, made at the first batch
 
 
 class ControlNetMixin:
@@ -65,6 +81,9 @@ class ControlNetMixin:
     def _prepare(self, params) -> _ControlState:
         base = super()._prepare(params)
         init_images = getattr(params, "init_images", None)
+        # The call inpaints when img2img kept its mask (one blank once blurred sends "only masked" to plain img2img,
+        # as A1111 drops p.image_mask then): its inpaint_only units run as inpaint, and units without image take it.
+        inpainting = getattr(base, "overlay_masks", None) is not None
         # A unit without image takes the init image resized the way ImageToImage resizes it (sd-webui-controlnet uses
         # p.resize_mode here), not by the unit's own mode: otherwise the control map is cropped or padded differently
         # from the picture being denoised.
@@ -72,18 +91,27 @@ class ControlNetMixin:
 
         fallback = normalize_init_image(init_images[0]) if init_images else None  # the pixels img2img itself uses
         fallback_mode = getattr(params, "resize_mode", "just resize")
+        # An inpaint unit without image takes the init image with the img2img mask as A1111 prepares it (the extension's
+        # `prepare_mask`: at the init image's size, inverted and blurred as the call says).
+        fallback_mask = img2img_mask_for_units(params, fallback.size) if inpainting and fallback is not None else None
+        units = [with_mask_resolved(u) for u in params.controlnets]
         crop = getattr(base, "crop", None)
-        if crop is not None:  # inpaint "only masked": every control image is cropped as the init image is
+        if crop is not None:  # inpaint "only masked": every control image (and mask) is cropped as the init image is
             box = (crop.left, crop.top, crop.right, crop.bottom)
+
+            def cropped(image, mode):
+                return only_masked_control_image(image, mode, fallback.size, box, params.width, params.height)
+
             units = [u if u.image is None else
-                     replace(u, image=only_masked_control_image(u.image, u.resize_mode, fallback.size, box,
-                                                                params.width, params.height),
-                             resize_mode=CROP_RESIZE_MODE) for u in params.controlnets]
-            fallback = only_masked_control_image(fallback, fallback_mode, fallback.size, box, params.width, params.height)
+                     replace(u, image=cropped(u.image, u.resize_mode), resize_mode=CROP_RESIZE_MODE,
+                             mask=None if u.mask is None else cropped(u.mask.convert("L"), u.resize_mode))
+                     for u in units]
+            if fallback_mask is not None:
+                fallback_mask = np.asarray(cropped(Image.fromarray(fallback_mask), fallback_mode))
+            fallback = cropped(fallback, fallback_mode)
             fallback_mode = CROP_RESIZE_MODE
-        else:
-            units = params.controlnets
-        controls = prepare_control_images(units, params.width, params.height, fallback, fallback_mode)
+        controls = prepare_control_images(units, params.width, params.height, fallback, fallback_mode, fallback_mask,
+                                          inpainting=inpainting)
         return _ControlState(base, controls)
 
     def _start_batch(self, params, state: _ControlState, sampler, generators: list, first_image: int):
@@ -91,10 +119,30 @@ class ControlNetMixin:
         if state.controls:
             total = params.steps if start.steps is None else start.steps
             start.unet_extra = controlnet_unet_extra(state.controls, total, self._time_ids(params, len(generators)))
+        kept = [control for control in state.controls if control.keeps_unmasked]
+        if kept:  # inpaint_only; never with an img2img mask (its units run as inpaint), so the blend slot is free
+            start.mask_blend = InpaintOnlyBlend(self._kept_pictures(state, kept),
+                                                self.model.scheduler_config.get("prediction_type", "epsilon"))
         return start
 
+    def _kept_pictures(self, state: _ControlState, kept: list) -> list:
+        """inpaint_only's picture latents (encoded once per call, as the extension caches them) and keep shares."""
+        from pipelines.image_prep import to_model_pixels
+        from pipelines.vae_decode import encode_images
+
+        if state.kept is None:
+            device = self.model.device
+            state.kept = [KeptPicture(encode_images(self.model.vae, to_model_pixels([control.image])).to(device),
+                                      latent_keep_share(control.mask, control.unit.weight).to(device))
+                          for control in kept]
+        return state.kept
+
     def _finish_image(self, params, state: _ControlState, image, index: int):
-        return super()._finish_image(params, state.base, image, index)
+        image = super()._finish_image(params, state.base, image, index)
+        for control in state.controls:
+            if control.keeps_unmasked:
+                image = restore_unmasked_pixels(image, np.asarray(control.image), control.mask)
+        return image
 
     def _infotext_extras(self, params) -> dict[str, Any]:
         size = (params.width, params.height)

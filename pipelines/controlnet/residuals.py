@@ -11,8 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pipelines.controlnet.map_fit import fit_control_map
+import numpy as np
+
+from pipelines.controlnet.map_fit import fit_control_map, fit_inpaint_map
 from pipelines.controlnet.resolution import detect_at_resolution, unit_resolution, uses_resolution
+from pipelines.controlnet.unit_mask import inpaint_control, mask_channel, takes_mask, with_mask_resolved
 
 # sd-webui-controlnet's soft injection (scripts/hook.py): residual i of 13 (12 down blocks, then the middle block)
 # is scaled by weight * 0.825 ** (12 - i); SDXL's 10 residuals take the first 10 of these scales.
@@ -25,7 +28,7 @@ HIRES_SOFT_PREPROCESSORS = ("canny", "mlsd")
 
 @dataclass
 class PreparedControl:
-    """One unit with its control image as a [1, 3, H, W] tensor in [0, 1] (RGB)."""
+    """One unit with its control image as a [1, 3, H, W] tensor in [0, 1] (RGB; an inpaint unit's masked pixels -1)."""
 
     unit: Any
     image: Any  # the preprocessed PIL control image at the generation size (kept for previews)
@@ -34,27 +37,45 @@ class PreparedControl:
     resize_mode: str = "just resize"
     detected: Any = None  # the map detected at the unit's preprocessor resolution, before any resize; None: none
     soft_injection: bool = False  # scale residuals by soft_injection_scales (the unit's mode, or hires fix's rule)
+    source_mask: Any = None  # inpaint units: the mask of `source` (HxW uint8, white = masked); None: other units
+    mask: Any = None  # inpaint units: the mask fitted with the image (HxW uint8, 0/255)
+    keeps_unmasked: bool = False  # inpaint_only outside img2img inpainting: the picture's unmasked area is kept
 
 
 def prepare_control_images(units: list, width: int, height: int, fallback_image=None,
-                           fallback_resize_mode: str = "just resize") -> list[PreparedControl]:
+                           fallback_resize_mode: str = "just resize", fallback_mask=None,
+                           inpainting: bool = False) -> list[PreparedControl]:
     """Each unit's control image at width x height, per its resize mode, preprocessed.
 
     A unit without image gets `fallback_image` (img2img's init image) resized with
     `fallback_resize_mode`, the mode the init image itself was resized with. A preprocessor with a
     resolution (`pipelines.controlnet.resolution`) detects at the unit's `processor_res` or pixel-perfect
     resolution; any other runs on the picture as given; either map is then fitted to width x height.
+    An inpaint unit's picture comes with its mask (`pipelines.controlnet.unit_mask`): the unit's own, else with the
+    fallback image `fallback_mask` (img2img's prepared inpaint mask, HxW uint8), else none. `inpainting`: the call
+    inpaints with a mask of its own, so inpaint_only units run as inpaint (the extension's fallback).
     """
+    from pipelines.controlnet.inpaint_only import INPAINT_ONLY
+
     prepared = []
     for unit in units:
+        unit = with_mask_resolved(unit)
         own = unit.image is not None
         source = (unit.image if own else fallback_image).convert("RGB")
         mode = unit.resize_mode if own else fallback_resize_mode
-        resolution = unit_resolution(unit, source.size, width, height, mode)
-        detected = None if resolution is None else detect_at_resolution(_preprocessor(unit), source, resolution)
-        prepared.append(_at_size(PreparedControl(unit, None, None, source, mode, detected,
-                                                 soft_injection=bool(getattr(unit, "soft_injection", False))),
-                                 width, height))
+        control = PreparedControl(unit, None, None, source, mode, soft_injection=bool(getattr(unit, "soft_injection", False)))
+        if takes_mask(unit.preprocessor):
+            if own:
+                source_mask = None if unit.mask is None else mask_channel(unit.mask)
+            else:
+                source_mask = fallback_mask
+            control.source_mask = np.zeros(source.size[::-1], np.uint8) if source_mask is None else source_mask
+            control.keeps_unmasked = unit.preprocessor == INPAINT_ONLY and not inpainting
+        else:
+            resolution = unit_resolution(unit, source.size, width, height, mode)
+            if resolution is not None:
+                control.detected = detect_at_resolution(_preprocessor(unit), source, resolution)
+        prepared.append(_at_size(control, width, height))
     return prepared
 
 
@@ -82,8 +103,12 @@ def soft_injection_scales(weight: float, count: int) -> list[float]:
 
 
 def _at_size(control: PreparedControl, width: int, height: int) -> PreparedControl:
-    import numpy as np
     import torch
+    from PIL import Image
+
+    if control.source_mask is not None:  # inpaint: picture and mask fitted together, no preprocessing
+        colour, mask = fit_inpaint_map(control.source, control.source_mask, width, height, control.resize_mode)
+        return replace(control, image=Image.fromarray(colour), mask=mask, tensor=inpaint_control(colour, mask))
 
     # Maps are fitted as the extension's detectmap_proc fits them (pipelines.controlnet.map_fit), not as img2img
     # resizes its init image: nearest for palettes, re-binarised edges, median-colour bands. A preprocessor without a

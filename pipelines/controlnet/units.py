@@ -32,6 +32,9 @@ class ControlNetUnit:
     to 1.0 (deepest), recorded as "Control Mode: ControlNet is more important". `soft_injection` is the
     extension's "My prompt is more important": every row (prompt and negative) keeps the control, each
     residual scaled by `weight * 0.825 ** (12 - i)` (i = 0 for the shallowest, 12 for the middle block).
+    `mask` (PIL, the image's size, white = masked; its first channel is read) is the extension's unit mask: the
+    inpaint preprocessors (`inpaint`, `inpaint_only`) make the control from image and mask, any other preprocessor
+    takes a drawn (not blank) mask as its picture (`pipelines.controlnet.unit_mask`).
     """
 
     model: Any  # a loaded diffusers ControlNetModel (see `load_controlnet`)
@@ -51,6 +54,7 @@ class ControlNetUnit:
     # once fitted to the generation size. Only preprocessors with a resolution (canny, threshold, ...) use either.
     pixel_perfect: bool = False
     processor_res: int | None = None
+    mask: Any = None  # PIL image of the image's size, white = masked; None: no mask
 
     @property
     def display_name(self) -> str:
@@ -90,7 +94,8 @@ def check_controlnet_units(units: Any, unet_config, limits: ControlNetLimits, *,
     """Raise ValueError/TypeError naming the unit and value; called before any model runs."""
     from PIL import Image
 
-    from pipelines.preprocessors import PREPROCESSORS
+    from pipelines.controlnet.unit_mask import check_unit_mask
+    from pipelines.preprocessors import get_preprocessor
 
     if not isinstance(units, (list, tuple)):
         raise TypeError(f"controlnets must be a list of ControlNetUnit, got {type(units).__name__}.")
@@ -136,12 +141,13 @@ def check_controlnet_units(units: Any, unet_config, limits: ControlNetLimits, *,
         if res is not None and (isinstance(res, bool) or not isinstance(res, int) or not low <= res <= high):
             raise ValueError(f"{label}: processor_res must be an integer in [{low}, {high}] (sd-webui-controlnet's "
                              f"range), or None, got {unit.processor_res!r}.")
-        preprocessor = PREPROCESSORS.get(unit.preprocessor)
+        preprocessor = get_preprocessor(unit.preprocessor)
         preprocessor.resolve_thresholds(unit.threshold_a, unit.threshold_b)
         if unit.image is None and not has_init_image:
             raise ValueError(f"{label} has no image; give the unit an image (only img2img falls back to the init image).")
         if unit.image is not None and not isinstance(unit.image, Image.Image):
             raise TypeError(f"{label}: image must be a PIL image or None, got {type(unit.image).__name__}.")
+        check_unit_mask(label, unit.image, unit.mask)
 
 
 def check_controlnet_matches_unet(controlnet_config, unet_config, label: str, name: str) -> None:

@@ -1,7 +1,8 @@
 """ControlNet preprocessors: turn a picture into the control image a ControlNet was trained on.
 
 Built in, without weights: none, canny, invert, threshold, monochrome, blur_gaussian, tile_resample,
-lineart_standard, scribble_xdog. Depth (depth_anything, depth_midas) runs transformers models from the local cache.
+lineart_standard, scribble_xdog, inpaint, inpaint_only (these two take the unit's mask). Depth (depth_anything,
+depth_midas) runs transformers models from the local cache.
 """
 
 from pipelines.preprocessors import builtin as _builtin  # noqa: F401  (registers the built-in entries)
@@ -10,10 +11,11 @@ from pipelines.preprocessors import lines as _lines  # noqa: F401
 from pipelines.preprocessors.canny import canny_edges
 from pipelines.preprocessors.depth import DEPTH_MODELS, PreprocessorWeightsMissing
 from pipelines.preprocessors.registry import (
-    PREPROCESSORS, Preprocessor, Slider, register_preprocessor, run_preprocessor,
+    PREPROCESSORS, UNAVAILABLE_PREPROCESSORS, Preprocessor, Slider, get_preprocessor, register_preprocessor,
+    run_preprocessor,
 )
 
 __all__ = [
-    "DEPTH_MODELS", "PREPROCESSORS", "Preprocessor", "PreprocessorWeightsMissing", "Slider", "canny_edges",
-    "register_preprocessor", "run_preprocessor",
+    "DEPTH_MODELS", "PREPROCESSORS", "Preprocessor", "PreprocessorWeightsMissing", "Slider", "UNAVAILABLE_PREPROCESSORS",
+    "canny_edges", "get_preprocessor", "register_preprocessor", "run_preprocessor",
 ]

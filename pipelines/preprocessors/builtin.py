@@ -83,5 +83,9 @@ for _entry in (
     Preprocessor("monochrome", _monochrome),
     Preprocessor("blur_gaussian", _blur, threshold_a=Slider("Sigma", 9.0, 0.01, 64.0, accepts=(0.01, 64.0))),
     Preprocessor("tile_resample", _tile_resample, threshold_a=Slider("Down Sampling Rate", 1.0, 1.0, 8.0, step=0.01)),
+    # The extension's inpaint modules return the picture as given: the unit's mask is what makes the control
+    # (masked pixels -1, pipelines.controlnet.unit_mask); inpaint_only also keeps the unmasked area.
+    Preprocessor("inpaint", _none, takes_mask=True),
+    Preprocessor("inpaint_only", _none, takes_mask=True),
 ):
     register_preprocessor(_entry)

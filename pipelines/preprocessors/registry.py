@@ -38,7 +38,9 @@ class Preprocessor:
 
     `run(image, threshold_a, threshold_b)` takes and returns an RGB PIL image. The thresholds are
     sd-webui-controlnet's two generic sliders (canny: low/high; threshold: level; blur: sigma);
-    `threshold_a`/`threshold_b` describe them (`Slider`), None when unused.
+    `threshold_a`/`threshold_b` describe them (`Slider`), None when unused. `takes_mask`: the unit's mask is part of
+    the control (the extension's `accepts_mask`, its inpaint modules); for any other preprocessor a drawn mask stands
+    in for the picture (`pipelines.controlnet.unit_mask`).
     """
 
     name: str
@@ -46,6 +48,7 @@ class Preprocessor:
     threshold_a: Slider | None = None
     threshold_b: Slider | None = None
     needs_weights: bool = False
+    takes_mask: bool = False
 
     def resolve_thresholds(self, threshold_a: float | None, threshold_b: float | None) -> tuple[float | None, float | None]:
         """Fill in defaults and check values; raise ValueError naming the preprocessor, slider and value."""
@@ -72,11 +75,26 @@ def register_preprocessor(preprocessor: Preprocessor) -> Preprocessor:
     return PREPROCESSORS.register(preprocessor.name, preprocessor)
 
 
+# sd-webui-controlnet modules that cannot run here, and why: named in the error instead of "unknown preprocessor".
+UNAVAILABLE_PREPROCESSORS = {
+    "inpaint_only+lama": "it fills the masked area with the LaMa inpainting model (big-lama weights, the extension's "
+                         "annotator/lama) before the ControlNet sees it, and mixkit has no LaMa model to run; use "
+                         "'inpaint_only' (same ControlNet, masked area left for the diffusion model to fill)",
+}
+
+
+def get_preprocessor(name: str) -> Preprocessor:
+    """The registered preprocessor; a ValueError naming what is missing for a known module that cannot run here."""
+    if isinstance(name, str) and name.lower() in UNAVAILABLE_PREPROCESSORS:
+        raise ValueError(f"Preprocessor {name!r} is not available: {UNAVAILABLE_PREPROCESSORS[name.lower()]}.")
+    return PREPROCESSORS.get(name)
+
+
 def run_preprocessor(name: str, image, threshold_a: float | None = None, threshold_b: float | None = None):
     """Turn `image` (PIL) into a control image with the named preprocessor (RGB PIL image out)."""
     from PIL import Image
 
-    preprocessor = PREPROCESSORS.get(name)
+    preprocessor = get_preprocessor(name)
     if not isinstance(image, Image.Image):
         raise TypeError(f"Preprocessor {name!r} needs a PIL image, got {type(image).__name__}.")
     a, b = preprocessor.resolve_thresholds(threshold_a, threshold_b)

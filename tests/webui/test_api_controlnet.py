@@ -10,7 +10,7 @@ webuiapi = pytest.importorskip("webuiapi", reason="test dependency webuiapi is n
 
 # The web UI unit's extension controls as its widgets start: resize mode, control mode, pixel perfect, preprocessor
 # resolution, thresholds (-1: the preprocessor's defaults).
-UI_UNIT_DEFAULTS = ("Crop and Resize", "Balanced", False, 512.0, -1.0, -1.0)
+UI_UNIT_DEFAULTS = ("Crop and Resize", "Balanced", False, 512.0, -1.0, -1.0, None)  # ..., threshold_b, mask
 
 
 @pytest.fixture(scope="module")
@@ -264,6 +264,9 @@ def test_detect_takes_any_negative_threshold_as_the_default_as_units_do(api):
     ({"controlnet_module": "blur_gaussian", "controlnet_threshold_a": 300, "controlnet_input_images": "IMAGE"},
      ["threshold_a", "'Sigma'", "[0.01, 64.0]"]),
     ({"controlnet_module": "canny", "controlnet_masks": ["x"], "controlnet_input_images": "IMAGE"}, ["mask"]),
+    ({"controlnet_module": "inpaint_only+lama", "controlnet_input_images": "IMAGE"}, ["Module not available", "LaMa"]),
+    ({"controlnet_module": "inpaint_global_harmonious", "controlnet_masks": ["x"], "controlnet_input_images": "IMAGE"},
+     ["'inpaint'", "the unit's 'mask'"]),
 ])
 def test_detect_refuses_bad_requests_naming_the_field(server, payload, words):
     import requests
@@ -290,3 +293,71 @@ def test_an_extreme_aspect_picture_is_a_422_not_minutes_of_scaling(server):
         "prompt": "x", "steps": 1, "width": 64, "height": 64, "alwayson_scripts": {"controlnet": {"args": [unit]}}})
     assert generate.status_code == 422, generate.text
     assert "64x3840000" in generate.json()["detail"]
+
+
+def inpaint_mask() -> Image.Image:
+    mask = Image.new("L", (64, 64), 0)
+    mask.paste(255, (20, 16, 44, 40))
+    return mask
+
+
+def inpaint_request(**unit) -> dict:
+    unit = {"model": "tiny_canny", "image": webuiapi.raw_b64_img(control_image()), **unit}
+    return {"prompt": "x", "seed": 4, "steps": 2, "width": 64, "height": 64, "sampler_name": "Euler",
+            "alwayson_scripts": {"controlnet": {"args": [unit]}}}
+
+
+def test_inpaint_units_round_trip_with_their_mask(api):
+    """The extension's inpaint modules over HTTP: the mask as `mask`, `mask_image` or `image.mask`; inpaint_only keeps
+    the picture's unmasked pixels (more than 6 px from the mask: its 7 px dilation and box blur)."""
+    import base64
+    import io
+
+    import numpy as np
+    import requests
+
+    mask = webuiapi.raw_b64_img(inpaint_mask())
+    answers = [requests.post(f"{api.baseurl}/txt2img", json=inpaint_request(**unit), timeout=120) for unit in (
+        {"module": "inpaint_only", "mask": mask}, {"module": "inpaint_only", "mask_image": mask},
+        {"module": "inpaint_only", "image": {"image": webuiapi.raw_b64_img(control_image()), "mask": mask}},
+        {"module": "inpaint_global_harmonious", "mask": mask})]
+    assert [answer.status_code for answer in answers] == [200] * 4, answers[-1].text
+    images = [np.asarray(Image.open(io.BytesIO(base64.b64decode(a.json()["images"][0]))).convert("RGB")).astype(int)
+              for a in answers]
+    assert np.array_equal(images[0], images[1]) and np.array_equal(images[0], images[2])
+    far = np.ones((64, 64), bool)
+    far[16 - 6:40 + 6, 20 - 6:44 + 6] = False  # rows, columns of the box (20, 16, 44, 40) grown by 6
+    picture = np.asarray(control_image()).astype(int)
+    assert np.array_equal(images[0][far], picture[far])
+    assert not np.array_equal(images[3][far], picture[far])  # inpaint (global harmonious) repaints everything
+    infotexts = [a.json()["info"] for a in answers]
+    assert "Module: inpaint_only, " in infotexts[0] and "Module: inpaint, " in infotexts[3]
+
+
+@pytest.mark.parametrize("unit, words", [
+    ({"module": "inpaint", "mask": "SMALL"}, ["mask is 32x64 but the unit's image is 64x64", "same size"]),
+    ({"module": "inpaint", "mask": 5}, ["mask must be a base64-encoded image", "int"]),
+    ({"module": "inpaint", "mask": "@@"}, ["controlnet unit 0 mask"]),
+    ({"module": "inpaint_only+lama"}, ["not available", "LaMa", "'inpaint_only'"]),
+])
+def test_bad_inpaint_units_are_422_naming_what_is_wrong(api, unit, words):
+    import requests
+
+    if unit.get("mask") == "SMALL":
+        unit = {**unit, "mask": webuiapi.raw_b64_img(Image.new("L", (32, 64), 255))}
+    response = requests.post(f"{api.baseurl}/txt2img", json=inpaint_request(**unit), timeout=120)
+    assert response.status_code == 422, response.text
+    assert all(word in response.text for word in words), response.text
+
+
+def test_inpaint_modules_are_listed_as_the_extension_lists_them(server, api):
+    import requests
+
+    modules = api.custom_get("controlnet/module_list")
+    assert {"inpaint", "inpaint_only"} <= set(modules["module_list"])
+    assert modules["module_detail"]["inpaint_only"] == {"model_free": False, "sliders": []}
+    aliased = requests.get(f"http://127.0.0.1:{server.port}/controlnet/module_list?alias_names=true", timeout=30).json()
+    assert "inpaint_global_harmonious" in aliased["module_list"] and "inpaint" not in aliased["module_list"]
+    types = api.custom_get("controlnet/control_types")["control_types"]
+    assert types["Inpaint"] == {"module_list": ["none", "inpaint", "inpaint_only"], "model_list": ["None"],
+                                "default_option": "inpaint_only", "default_model": "None"}

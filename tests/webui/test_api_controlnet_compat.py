@@ -136,9 +136,10 @@ def test_weight_above_the_ui_slider_is_taken_as_the_extensions_api_takes_it():
 
 def test_unknown_module_message_lists_every_accepted_name_with_the_extensions_aliases():
     with pytest.raises(ValueError) as error:
-        unit(module="inpaint_only")
+        unit(module="openpose")
     message = str(error.value)
-    assert "unknown module 'inpaint_only'" in message and "canny" in message and "tile_resample" in message
+    assert "unknown module 'openpose'" in message and "canny" in message and "tile_resample" in message
+    assert "inpaint_only" in message and "'inpaint_global_harmonious' for inpaint" in message
     assert "'depth' for depth_midas" in message and "'invert (from white bg & black line)' for invert" in message
 
 

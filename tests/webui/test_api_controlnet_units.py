@@ -112,14 +112,25 @@ def mask_data(colour, drawn: bool = False) -> str:
 
 @pytest.mark.parametrize("colour", ["black", "white", (3, 3, 3), (252, 252, 252)])
 def test_a_blank_unit_mask_is_ignored_as_the_extension_ignores_it(colour):
-    """sd-webui-controlnet's `have_mask` is false for a mask whose first channel is all <= 5 or all >= 250 (what its
-    UI and clients send with every unit); the unit runs as without it."""
-    assert units(mask=mask_data(colour)) == units()
-    assert units(image={"image": image_data(), "mask": mask_data(colour)}) == units()
+    """sd-webui-controlnet ignores, for a module other than inpaint, a mask whose first channel is all <= 5 or all
+    >= 250 (what its UI and clients send with every unit): the unit runs as without it."""
+    from pipelines.controlnet.unit_mask import with_mask_resolved
+
+    for fields in ({"mask": mask_data(colour)}, {"mask_image": mask_data(colour)},
+                   {"image": {"image": image_data(), "mask": mask_data(colour)}}):
+        (spec,) = units(**fields)
+        assert spec.mask.size == (64, 64)
+        assert with_mask_resolved(spec) == units()[0]
 
 
-def test_a_drawn_unit_mask_is_refused_saying_what_to_send():
+def test_a_drawn_unit_mask_on_another_module_is_the_picture_as_in_the_extension():
+    """The extension's "Canvas scribble mode": a drawn mask replaces the picture (grey) for a module without mask."""
+    import numpy as np
+
+    from pipelines.controlnet.unit_mask import with_mask_resolved
+
     for fields in ({"mask": mask_data("black", drawn=True)}, {"image": {"image": image_data(),
                                                                         "mask": mask_data("black", drawn=True)}}):
-        with pytest.raises(ValueError, match="not blank is not supported.*as the unit's image with module 'none'"):
-            units(**fields)
+        resolved = with_mask_resolved(units(**fields)[0])
+        drawn = np.asarray(Image.open(io.BytesIO(base64.b64decode(mask_data("black", drawn=True)))).convert("RGB"))
+        assert resolved.mask is None and np.array_equal(np.asarray(resolved.image), drawn)

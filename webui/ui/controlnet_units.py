@@ -3,7 +3,9 @@
 Each unit has the extension's controls (resize mode, control mode, pixel perfect, preprocessor resolution and
 thresholds, with its defaults) and is checked by `webui.api_controlnet.ui_unit_spec`, the API's own unit check, so
 a unit gives the same image from the UI and from a request; errors name the unit ("ControlNet Unit 1: ...") as the
-accordions are titled.
+accordions are titled. A unit's mask is an uploaded image of the control image's size (white = masked), beside the
+control image: the extension draws it on the image's canvas, which this page's Gradio image widget cannot do
+(`pipelines.controlnet.unit_mask` says how the inpaint preprocessors and the others use it).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import gradio as gr
 from webui.server_state import ServerState
 
 UNIT_FIELDS = ("enabled", "image", "preprocessor", "model", "weight", "start", "end", "resize_mode", "control_mode",
-               "pixel_perfect", "processor_res", "threshold_a", "threshold_b")
+               "pixel_perfect", "processor_res", "threshold_a", "threshold_b", "mask")
 RESIZE_MODE_CHOICES = ("Just Resize", "Crop and Resize", "Resize and Fill")  # the extension's, default Crop and Resize
 CONTROL_MODE_CHOICES = ("Balanced", "My prompt is more important", "ControlNet is more important")
 
@@ -57,8 +59,11 @@ def build_controlnet_units(state: ServerState, kind: str, count: int) -> list:
                                         elem_id=f"{prefix}_threshold_a")
                 threshold_b = gr.Number(-1, label="Threshold B (-1: the preprocessor's default)",
                                         elem_id=f"{prefix}_threshold_b")
+            mask = gr.Image(label="Mask (optional; the control image's size, white = masked: the area inpaint and "
+                                  "inpaint_only repaint, or for other preprocessors a drawing used as the picture)",
+                            type="pil", image_mode="L", height=220, elem_id=f"{prefix}_mask")
         widgets += [enabled, image, preprocessor, model, weight, start, end, resize_mode, control_mode, pixel_perfect,
-                    processor_res, threshold_a, threshold_b]
+                    processor_res, threshold_a, threshold_b, mask]
     return widgets
 
 
