@@ -29,6 +29,7 @@ FIELD_FLAGS = {
     "skip_early_cond": "--skip-early-cfg",
     "refiner_switch_at": "--refiner-switch-at",
     "refiner_switch_by_sample_steps": "--refiner-switch-by-sample-steps",
+    "use_old_scheduling": "--use-old-scheduling",
     **{name: "--" + name.replace("_", "-") for name in OPTION_NAMES},
     # One-word fields are also ordinary words ("needs at least 2 steps"): translated only as a message's subject.
     "steps": "--steps",
