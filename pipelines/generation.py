@@ -274,6 +274,7 @@ class ModelSession:
         """`partial_loras=True`: each LoRA acts on the layers it fits and the rest of it is left out
         (`apply_loras(partial=True)`; a refiner running the base model's LoRAs, `PreparedCall.left_out_loras()`)."""
         from mixkit.prompts import extract_extra_networks
+        from mixkit.prompts.extra_networks import unknown_extra_network_tags, warn_skipped_extra_networks
 
         self.refresh_embeddings()
 
@@ -286,6 +287,9 @@ class ModelSession:
             clean_prompts.append(text)
             if index == 0:
                 requests = list(tags)
+                # A1111 removes every tag from every prompt and skips kinds it does not know, the first prompt's
+                # once per call (`extra_networks.activate`)
+                warn_skipped_extra_networks(unknown_extra_network_tags(prompt), stacklevel=3)
         # Negative prompts keep their tags as text, neither applied nor removed: A1111 1.10 parses extra networks
         # out of the prompts only (`StableDiffusionProcessing.parse_extra_network_prompts`), so a pasted infotext
         # with `<lora:...>` in its "Negative prompt:" gives A1111's image only if the tag is encoded as it is there.
