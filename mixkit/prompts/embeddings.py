@@ -80,6 +80,23 @@ class TextualInversion:
             )
         return vectors
 
+    def check_fits_a_chunk(self) -> None:
+        """Refuse, naming the file and the fix, an embedding too long for one prompt chunk (75 tokens).
+
+        Its vectors must sit in one chunk (CLIP sees 77 positions: BOS, 75 tokens, EOS). A1111 lists such a file as
+        loaded and then fails deep inside CLIP ("size of tensor ... must match ... 77") when a prompt uses it; here
+        the prompt is refused before any encoding, with what to do.
+        """
+        from mixkit.prompts.chunking import CHUNK_TOKENS
+
+        if self.num_vectors > CHUNK_TOKENS:
+            raise ValueError(
+                f"embedding {self.name!r} ({self.path}) has {self.num_vectors} vectors per token, more than the "
+                f"{CHUNK_TOKENS} one prompt chunk holds (CLIP's 77 positions less start and end), so no prompt can use "
+                f"it (A1111 fails on it too). Remove {self.name!r} from the prompt, or use a version of the embedding "
+                f"with at most {CHUNK_TOKENS} vectors (retrain it with a smaller num_vectors_per_token)."
+            )
+
     def num_dims(self) -> str:
         return "+".join(str(v.shape[-1]) for v in self.vectors.values())
 

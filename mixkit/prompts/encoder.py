@@ -223,7 +223,9 @@ class PromptEncoder:
         def find_embedding(tokens: tuple, position: int):
             for name_ids, name in index.get(tokens[position], ()):
                 if tokens[position:position + len(name_ids)] == name_ids:
-                    return name, len(name_ids), self.embeddings.get(name).num_vectors
+                    embedding = self.embeddings.get(name)
+                    embedding.check_fits_a_chunk()
+                    return name, len(name_ids), embedding.num_vectors
             return None
 
         comma = tokenizer.get_vocab().get(",</w>")
