@@ -174,9 +174,10 @@ def hires_infotext(params: HiresParams) -> dict[str, Any]:
 
 def with_second_pass_extras(infotext: str, second_pass_infotext: str) -> str:
     """The image's infotext (the first pass's) with what the second pass wrote from its own prompts merged in:
-    `Lora hashes`, `TI hashes`, `Emphasis` and `Old prompt editing timelines` (`PreparedCall.infotext_extras`). The rest of the second pass's
-    infotext describes the img2img call it is, not the image's recipe, and is not used. `Hires refiner`, `Refiner` and
-    `Refiner switch at` come from the second pass too when the refiner worked there (A1111's default pass).
+    `Lora hashes`, `TI hashes`, `Emphasis` and `Old prompt editing timelines` (`PreparedCall.infotext_extras`). The
+    rest of the second pass's infotext describes the img2img call it is, not the image's recipe, and is not used.
+    `Hires refiner`, `Refiner` and `Refiner switch at` come from the second pass too when the refiner worked there
+    (A1111's default pass).
 
     A1111 records a hires fix in one infotext and keeps what the hires pass used: `Lora hashes` is the union of
     both passes (its Lora extension keeps `p.lora_hashes` across the hr pass and rewrites the key), so a LoRA only

@@ -255,7 +255,8 @@ def build_conditioning_plan(encoder: PromptEncoder, prompts: list[str], negative
     indexes, flat, _ = get_multicond_prompt_list(list(prompts))
     flat_schedules = get_learned_conditioning_prompt_schedules(flat, *counting, use_old_scheduling=use_old_scheduling)
     cond_parts = [[(flat_schedules[index], weight) for index, weight in row] for row in indexes]
-    uncond_schedules = get_learned_conditioning_prompt_schedules(list(negative_prompts), *counting, use_old_scheduling=use_old_scheduling)
+    uncond_schedules = get_learned_conditioning_prompt_schedules(list(negative_prompts), *counting,
+                                                                 use_old_scheduling=use_old_scheduling)
     if cond_padding not in (None, "empty", "v0"):
         raise ValueError(f"cond_padding must be None, 'empty' or 'v0', got {cond_padding!r}")
     plan = ConditioningPlan(encoder, cond_parts, uncond_schedules, steps, cond_padding)

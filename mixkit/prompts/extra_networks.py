@@ -138,7 +138,8 @@ def warn_skipped_extra_networks(tags: list[str], stacklevel: int = 2) -> None:
                        "hypernetwork file of that name from its models/hypernetworks folder (and ignores the tag "
                        "without one), so there this prompt can give another image; the infotext keeps the tag.")
         else:
+            applied = ", ".join(f"<{applied_kind}:name:weight>" for applied_kind in APPLIED_KINDS)
             message = (f"prompt: skipping unknown extra network {kind!r}: {tag} removed from the prompt and not "
-                       f"applied, as A1111 does; mixkit applies only <{'>, <'.join(k + ':name:weight' for k in APPLIED_KINDS)}> "
-                       "tags (kinds are case-sensitive). Write the text without '<kind:' if it was meant as text.")
+                       f"applied, as A1111 does; mixkit applies only {applied} tags (kinds are case-sensitive). "
+                       "Write the text without '<kind:' if it was meant as text.")
         warnings.warn(message, UserWarning, stacklevel=stacklevel + 1)
