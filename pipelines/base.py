@@ -243,7 +243,8 @@ class DiffusionPipelineBase:
                 if params.ensd and sampler.takes_seed_delta:  # A1111's ENSD: later noise from seed + delta
                     batch_generators = image_generators([seed + params.ensd for seed in batch_seeds])
                 steps = params.steps if start.steps is None else start.steps
-                plan_arguments = (*self._schedule_steps(params, sampler), sampler.cond_padding)
+                plan_arguments = (*self._schedule_steps(params, sampler), sampler.cond_padding,
+                                  params.use_old_scheduling)
                 plan = prepared.plan(*plan_arguments)
                 # A1111's Refiner: loaded, and the prompts encoded for it, only if this batch reaches the switch
                 switch = None if refiner is None else refiner.switch_for(

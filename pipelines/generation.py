@@ -124,6 +124,10 @@ class ResolvedSampler:
         return schedulers
 
 
+# A1111's infotext key of Settings > Compatibility "Use old prompt editing timelines" (use_old_scheduling)
+OLD_TIMELINES_KEY = "Old prompt editing timelines"
+
+
 class PreparedCall:
     """Conditioning and infotext details for one call, with its LoRAs applied."""
 
@@ -132,24 +136,27 @@ class PreparedCall:
         self._prompts = prompts
         self._negatives = negatives
         self._loras = loras
-        self._plans: dict[tuple[int, int | None, str | None], Any] = {}
+        self._plans: dict[tuple[int, int | None, str | None, bool], Any] = {}
 
     def left_out_loras(self) -> dict[str, tuple[int, list[str]]]:
         """LoRAs a partial application (`prepared(partial_loras=True)`) could not apply whole: name -> (modules
         applied, keys left out)."""
         return self._loras.left_out() if self._loras is not None else {}
 
-    def plan(self, steps: int, first_pass_steps: int | None = None, cond_padding: str | None = None):
+    def plan(self, steps: int, first_pass_steps: int | None = None, cond_padding: str | None = None,
+             use_old_scheduling: bool = False):
         """The prompt schedule for `steps` (built once: every text is encoded before sampling starts).
 
         `first_pass_steps`: this is a hires-fix pass after a first pass of that many steps (A1111's offsets).
-        `cond_padding`: A1111's "Pad prompt/negative prompt" ("empty", "v0"; `SamplerParameters.cond_padding`)."""
+        `cond_padding`: A1111's "Pad prompt/negative prompt" ("empty", "v0"; `SamplerParameters.cond_padding`).
+        `use_old_scheduling`: A1111's "Use old prompt editing timelines" (`Txt2ImgParams.use_old_scheduling`)."""
         from mixkit.prompts import build_conditioning_plan
 
-        key = (steps, first_pass_steps, cond_padding)
+        key = (steps, first_pass_steps, cond_padding, use_old_scheduling)
         if key not in self._plans:
             self._plans[key] = build_conditioning_plan(self._encoder, self._prompts, self._negatives, steps,
-                                                       first_pass_steps=first_pass_steps, cond_padding=cond_padding)
+                                                       first_pass_steps=first_pass_steps, cond_padding=cond_padding,
+                                                       use_old_scheduling=use_old_scheduling)
         return self._plans[key]
 
     @staticmethod
@@ -167,8 +174,10 @@ class PreparedCall:
         extras["Emphasis"] = self.emphasis_infotext()
         # A1111 records these when its CFG denoiser padded a prompt and negative prompt of different lengths
         for mode, key in (("empty", "Pad conds"), ("v0", "Pad conds v0")):
-            if any(plan.padded for (_, _, padding), plan in self._plans.items() if padding == mode):
+            if any(plan.padded for (_, _, padding, _), plan in self._plans.items() if padding == mode):
                 extras[key] = True
+        if any(plan.old_timelines for plan in self._plans.values()):  # A1111: only when the option changed a schedule
+            extras[OLD_TIMELINES_KEY] = True
         return extras
 
     def emphasis_infotext(self) -> str | None:
@@ -265,6 +274,7 @@ class ModelSession:
         """`partial_loras=True`: each LoRA acts on the layers it fits and the rest of it is left out
         (`apply_loras(partial=True)`; a refiner running the base model's LoRAs, `PreparedCall.left_out_loras()`)."""
         from mixkit.prompts import extract_extra_networks
+        from mixkit.prompts.extra_networks import unknown_extra_network_tags, warn_skipped_extra_networks
 
         self.refresh_embeddings()
 
@@ -277,6 +287,9 @@ class ModelSession:
             clean_prompts.append(text)
             if index == 0:
                 requests = list(tags)
+                # A1111 removes every tag from every prompt and skips kinds it does not know, the first prompt's
+                # once per call (`extra_networks.activate`)
+                warn_skipped_extra_networks(unknown_extra_network_tags(prompt), stacklevel=3)
         # Negative prompts keep their tags as text, neither applied nor removed: A1111 1.10 parses extra networks
         # out of the prompts only (`StableDiffusionProcessing.parse_extra_network_prompts`), so a pasted infotext
         # with `<lora:...>` in its "Negative prompt:" gives A1111's image only if the tag is encoded as it is there.

@@ -31,7 +31,7 @@ from typing import Any
 from mixkit.registry import Registry
 from pipelines.base import params_from_keywords
 from pipelines.control import GenerationControl
-from pipelines.generation import GenerationResult
+from pipelines.generation import OLD_TIMELINES_KEY, GenerationResult
 from pipelines.hires_progress import HiresJobProgress
 from pipelines.hires_size import HiresSize, plan_hires_size
 from pipelines.img2img import Img2ImgParams, ImageToImage, Img2ImgInputs
@@ -176,9 +176,10 @@ def hires_infotext(params: HiresParams) -> dict[str, Any]:
 
 def with_second_pass_extras(infotext: str, second_pass_infotext: str) -> str:
     """The image's infotext (the first pass's) with what the second pass wrote from its own prompts merged in:
-    `Lora hashes`, `TI hashes` and `Emphasis` (`PreparedCall.infotext_extras`). The rest of the second pass's
-    infotext describes the img2img call it is, not the image's recipe, and is not used. `Hires refiner`, `Refiner` and
-    `Refiner switch at` come from the second pass too when the refiner worked there (A1111's default pass).
+    `Lora hashes`, `TI hashes`, `Emphasis` and `Old prompt editing timelines` (`PreparedCall.infotext_extras`). The
+    rest of the second pass's infotext describes the img2img call it is, not the image's recipe, and is not used.
+    `Hires refiner`, `Refiner` and `Refiner switch at` come from the second pass too when the refiner worked there
+    (A1111's default pass).
 
     A1111 records a hires fix in one infotext and keeps what the hires pass used: `Lora hashes` is the union of
     both passes (its Lora extension keeps `p.lora_hashes` across the hr pass and rewrites the key), so a LoRA only
@@ -199,6 +200,10 @@ def with_second_pass_extras(infotext: str, second_pass_infotext: str) -> str:
             values[key] = merged
     if "Emphasis" in second and "Emphasis" not in values:  # one emphasis setting serves both passes
         values["Emphasis"] = second["Emphasis"]
+    # A1111's calculate_hr_conds sets it in extra_generation_params before the infotext is written, so the hires
+    # pass's schedules count as well as the first pass's
+    if OLD_TIMELINES_KEY in second and OLD_TIMELINES_KEY not in values:
+        values[OLD_TIMELINES_KEY] = second[OLD_TIMELINES_KEY]
     for key in REFINER_KEYS:  # from either pass (hires_fix_refiner_pass); one refiner and one switch serve both
         if key in second:
             values[key] = second[key]

@@ -86,6 +86,11 @@ class Txt2ImgParams:
     # A1111's Settings > Compatibility "Switch to refiner by sampling steps instead of model timesteps": the completed
     # fraction is model calls made / the run's steps instead (infotext "Refiner switch by sampling steps: True").
     refiner_switch_by_sample_steps: bool = False
+    # A1111's Settings > Compatibility "Use old prompt editing timelines" (use_old_scheduling): in `[a:b:N]` an N
+    # below 1 is a fraction of the steps and any other N a step number, and a hires pass counts in the first pass's
+    # steps without offsets (mixkit.prompts.scheduling.StepCounting). Infotext "Old prompt editing timelines: True"
+    # when it changed a schedule.
+    use_old_scheduling: bool = False
     # A1111's Settings > Sampler parameters: schedule min/max sigma and rho, Euler/Heun/DPM2 churn, forced discard of
     # the penultimate sigma (pipelines.sampler_parameters; the defaults run every sampler unchanged).
     sampler_parameters: SamplerParameters = field(default_factory=SamplerParameters)
@@ -206,6 +211,9 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     if not isinstance(params.sdxl_clip_l_skip, bool):
         raise TypeError(f"sdxl_clip_l_skip must be True or False (A1111's 'Clip skip SDXL'), got "
                         f"{params.sdxl_clip_l_skip!r}.")
+    if not isinstance(params.use_old_scheduling, bool):
+        raise TypeError(f"use_old_scheduling must be True or False (A1111's 'Use old prompt editing timelines'), got "
+                        f"{params.use_old_scheduling!r}.")
     from pipelines.samplers import check_sampler_steps, resolve_sampler, sampler_eta
 
     resolve_sampler(params.sampler, params.schedule_type)  # a misspelt sampler fails before the model loads

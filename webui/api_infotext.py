@@ -9,8 +9,9 @@ reproduce (variation seeds, another hires sampler or schedule type) is refused b
 half-applied. Settings that A1111 pastes as `override_settings` (clip skip, NGMS, Skip Early CFG) go there
 unless the request overrides them itself, as do A1111's Sampler parameters (`Schedule rho`, `Sigma churn`,
 `Discard penultimate sigma`, `UniPC variant`, `Noise Schedule`, `Pad conds` ...: `pipelines.sampler_parameters`),
-`Conditional mask weight`, `Hires refiner` and `Refiner switch by sampling steps` (`SETTING_KEYS`). A1111 never
-switches the checkpoint from an infotext (its `disable_weights_auto_swap` default), and neither does this server.
+`Conditional mask weight`, `Hires refiner`, `Refiner switch by sampling steps` and `Old prompt editing timelines`
+(`SETTING_KEYS`). A1111 never switches the checkpoint from an infotext (its `disable_weights_auto_swap` default), and
+neither does this server.
 sd-webui-controlnet's unit keys (`ControlNet 0`, ...) are refused unless the request sends that unit itself in
 `alwayson_scripts.controlnet` (A1111 writes the request's units over the infotext's): no infotext holds a
 unit's control image (`check_controlnet_keys`).
@@ -92,6 +93,8 @@ SETTING_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "Hires refiner": ("hires_fix_refiner_pass", as_text),  # Settings > Stable Diffusion; written when not "second pass"
     # Settings > Compatibility; A1111 writes it on every image made with the option on
     "Refiner switch by sampling steps": ("refiner_switch_by_sample_steps", as_flag),
+    # Settings > Compatibility; A1111 writes it when the option changed a schedule
+    "Old prompt editing timelines": ("use_old_scheduling", as_flag),
     "VAE": ("sd_vae", as_text),  # A1111's sd_vae option has infotext="VAE"; a VAE other than the loaded one is refused
 }
 

@@ -101,9 +101,13 @@ HIRES_REFINER_PASS_KEY = "hires_fix_refiner_pass"
 # Settings > Compatibility "Switch to refiner by sampling steps instead of model timesteps"
 # (`Txt2ImgParams.refiner_switch_by_sample_steps`): read by every generation with a refiner, as the sampler options.
 REFINER_BY_STEPS_KEY = "refiner_switch_by_sample_steps"
+# Settings > Compatibility "Use old prompt editing timelines" (`Txt2ImgParams.use_old_scheduling`): read by every
+# generation's prompt schedules, so it travels with the sampler options too.
+OLD_SCHEDULING_KEY = "use_old_scheduling"
 SAMPLER_OPTION_DEFAULTS = {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0, "img2img_fix_steps": False,
                            **SAMPLER_PARAMETER_DEFAULTS, **IMG2IMG_NOISE_DEFAULTS, INPAINTING_MASK_WEIGHT_KEY: 1.0,
-                           HIRES_REFINER_PASS_KEY: "second pass", REFINER_BY_STEPS_KEY: False}
+                           HIRES_REFINER_PASS_KEY: "second pass", REFINER_BY_STEPS_KEY: False,
+                           OLD_SCHEDULING_KEY: False}
 SAMPLER_OPTION_KEYS = tuple(SAMPLER_OPTION_DEFAULTS)
 
 
@@ -114,7 +118,8 @@ def img2img_fix_steps(values: dict[str, Any]) -> bool:
 
 
 def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any]:
-    """The `eta` / `ensd` / `sampler_parameters` / `inpainting_mask_weight` / `refiner_switch_by_sample_steps` params
+    """The `eta` / `ensd` / `sampler_parameters` / `inpainting_mask_weight` / `refiner_switch_by_sample_steps` /
+    `use_old_scheduling` params
     the sampler settings give `sampler`, as A1111 reads its options.
 
     DDIM takes `eta_ddim`, the k-diffusion samplers with an eta (ancestral and SDE) `eta_ancestral`, others none.
@@ -129,7 +134,8 @@ def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any
     return {"eta": eta, "ensd": int(chosen["eta_noise_seed_delta"]),
             "sampler_parameters": parameters_from_values(chosen),
             INPAINTING_MASK_WEIGHT_KEY: _as_number(chosen[INPAINTING_MASK_WEIGHT_KEY]),
-            REFINER_BY_STEPS_KEY: chosen[REFINER_BY_STEPS_KEY]}  # checked by the pipeline (a bool)
+            REFINER_BY_STEPS_KEY: chosen[REFINER_BY_STEPS_KEY],  # checked by the pipeline (bools)
+            OLD_SCHEDULING_KEY: chosen[OLD_SCHEDULING_KEY]}
 
 
 def _as_number(value: Any) -> Any:
@@ -226,6 +232,7 @@ SETTABLE = {
     INPAINTING_MASK_WEIGHT_KEY: _check_eta(INPAINTING_MASK_WEIGHT_KEY),  # a number in [0, 1], as the etas
     HIRES_REFINER_PASS_KEY: _check_hires_refiner_pass,
     REFINER_BY_STEPS_KEY: _check_bool(REFINER_BY_STEPS_KEY),
+    OLD_SCHEDULING_KEY: _check_bool(OLD_SCHEDULING_KEY),
     **{key: _check_sampler_parameter(key) for key in SAMPLER_PARAMETER_DEFAULTS},
     **{key: _check_img2img_noise(key) for key in IMG2IMG_NOISE_DEFAULTS},
     **{key: (lambda value, key=key: check_option_value(key, value)) for key in OPTION_KEYS},

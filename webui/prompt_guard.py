@@ -18,10 +18,11 @@ def extra_network_names(prompt: str) -> list[tuple[str, str]]:
 
 
 def check_prompt_networks(field: str, prompt: str, lora_names: set[str] | None) -> None:
-    """Raise ValueError unless every LoRA tag names an entry of the library (`lora_names`)."""
+    """Raise ValueError unless every LoRA tag names an entry of the library (`lora_names`). A `<hypernet:...>` tag
+    opens no file here: the pipeline removes it and warns that it is not applied (`warn_skipped_extra_networks`)."""
     for kind, name in extra_network_names(prompt):
         if kind == "hypernet":
-            raise ValueError(f"{field}: hypernetworks are not supported (tag <{kind}:{name}>); remove the tag.")
+            continue
         if lora_names is None:
             raise ValueError(f"{field}: <{kind}:{name}> needs a LoRA folder, and this server has none (start it with --lora-dir).")
         if name not in lora_names:

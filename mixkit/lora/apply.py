@@ -75,8 +75,10 @@ class AppliedLoras:
         return {item.request.display_name: (len(item.matched), item.left_out) for item in self.loaded if item.left_out}
 
     def bundled_embeddings(self) -> dict:
-        """Trigger-word vectors bundled in the applied files (`bundle_emb.*`), by word, for the prompt encoder."""
-        return {word: embedding for item in self.loaded for word, embedding in item.lora.embeddings.items()}
+        """Trigger-word vectors bundled in the applied files (`bundle_emb.*`), by word, for the prompt encoder; each
+        knows the LoRA's name (`TextualInversion.bundled_in`, what `TI hashes` writes for the word)."""
+        return {word: dataclasses.replace(embedding, bundled_in=item.request.display_name)
+                for item in self.loaded for word, embedding in item.lora.embeddings.items()}
 
     def remove(self) -> None:
         """Undo this application; LoRA sets applied later to the same model must be removed first."""

@@ -8,9 +8,10 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from mixkit.prompts.extra_networks import APPLIED_KINDS
 
-# Prompt-tag kinds that name a LoRA (A1111 accepted `lyco` for LyCORIS files before merging both into `lora`).
-LORA_TAG_KINDS = ("lora", "lyco")
+# Prompt-tag kinds that name a LoRA: the kinds the prompt parser applies (the others are skipped there, as in A1111).
+LORA_TAG_KINDS = APPLIED_KINDS
 
 
 # Far beyond any use (strengths are used near -2..2), far below what overflows fp16 weights into NaN.

@@ -86,6 +86,7 @@ class ConditioningPlan:
         self.encoder = encoder
         self.cond_padding = cond_padding  # None, "empty" or "v0" (mixkit.prompts.cond_padding)
         self.padded = False  # whether some step's prompt and negative rows were padded to one length
+        self.old_timelines = False  # whether "use old prompt editing timelines" changed a schedule (infotext key)
         self.cond_parts = cond_parts  # per image: [(schedule, weight)]
         self.uncond_schedules = uncond_schedules
         self.steps = steps
@@ -210,9 +211,21 @@ def _check_step_count(name: str, value: object) -> None:
         raise ValueError(f"{name} must be an int >= 1, got {value!r}")
 
 
+def _timelines_differ(prompts: list[str], counting: tuple) -> bool:
+    """Whether the old and the new timelines give these prompts different schedules.
+
+    A1111's `get_conds_with_caching` compares exactly this (whole prompts, AND included, and negative prompts, with
+    the pass's step counts) and writes "Old prompt editing timelines: True" only when they differ, so the key marks
+    the images the option changed. In a hires pass the old timelines count in the first pass's steps, so they differ
+    whenever the two passes' steps do, even for a prompt without editing (as in A1111).
+    """
+    return (get_learned_conditioning_prompt_schedules(prompts, *counting, use_old_scheduling=False)
+            != get_learned_conditioning_prompt_schedules(prompts, *counting, use_old_scheduling=True))
+
+
 def build_conditioning_plan(encoder: PromptEncoder, prompts: list[str], negative_prompts: list[str],
                             steps: int, *, first_pass_steps: int | None = None,
-                            cond_padding: str | None = None) -> ConditioningPlan:
+                            cond_padding: str | None = None, use_old_scheduling: bool = False) -> ConditioningPlan:
     """Parse a batch's prompts (one per image, extra-network tags already removed) into a plan.
 
     Positive prompts get AND splitting and scheduling; negative prompts get scheduling only
@@ -221,6 +234,8 @@ def build_conditioning_plan(encoder: PromptEncoder, prompts: list[str], negative
     the first pass's, and the schedules are A1111's hires ones (`get_learned_conditioning_prompt_schedules(
     prompts, first_pass_steps, steps)`, as its `calculate_hr_conds`). `cond_padding`: "empty" or "v0" to make
     prompt and negative rows one length (A1111's "Pad prompt/negative prompt" settings), None to leave them.
+    `use_old_scheduling`: A1111's Settings > Compatibility "Use old prompt editing timelines" (`StepCounting`);
+    `ConditioningPlan.old_timelines` then says whether it changed any schedule (A1111's infotext key).
     """
     for label, batch in (("prompts", prompts), ("negative_prompts", negative_prompts)):
         if isinstance(batch, str) or not isinstance(batch, (list, tuple)) or not all(isinstance(p, str) for p in batch):
@@ -235,13 +250,17 @@ def build_conditioning_plan(encoder: PromptEncoder, prompts: list[str], negative
         _check_step_count("first_pass_steps", first_pass_steps)
     # A1111's argument order: (prompts, base steps, hires steps); without a first pass, `steps` are the base.
     counting = (steps,) if first_pass_steps is None else (first_pass_steps, steps)
+    if not isinstance(use_old_scheduling, bool):
+        raise TypeError(f"use_old_scheduling must be True or False, got {use_old_scheduling!r}")
     indexes, flat, _ = get_multicond_prompt_list(list(prompts))
-    flat_schedules = get_learned_conditioning_prompt_schedules(flat, *counting)
+    flat_schedules = get_learned_conditioning_prompt_schedules(flat, *counting, use_old_scheduling=use_old_scheduling)
     cond_parts = [[(flat_schedules[index], weight) for index, weight in row] for row in indexes]
-    uncond_schedules = get_learned_conditioning_prompt_schedules(list(negative_prompts), *counting)
+    uncond_schedules = get_learned_conditioning_prompt_schedules(list(negative_prompts), *counting,
+                                                                 use_old_scheduling=use_old_scheduling)
     if cond_padding not in (None, "empty", "v0"):
         raise ValueError(f"cond_padding must be None, 'empty' or 'v0', got {cond_padding!r}")
     plan = ConditioningPlan(encoder, cond_parts, uncond_schedules, steps, cond_padding)
+    plan.old_timelines = use_old_scheduling and _timelines_differ([*prompts, *negative_prompts], counting)
     # Encode every schedule now (each batch once, cached in the encoder), so a bad prompt or
     # embedding fails before the first UNet call instead of in the middle of sampling.
     for row in range(len(plan._row_schedules())):

@@ -38,11 +38,21 @@ class TextualInversion:
     step: int | None = None
     sd_checkpoint: str | None = None
     sd_checkpoint_name: str | None = None
+    # The name of the applied LoRA whose file bundles these vectors (None: an embedding file of its own).
+    bundled_in: str | None = None
 
     @property
     def shorthash(self) -> str:
         """First 12 hex digits of the file's sha256: what A1111 writes in the `TI hashes` infotext."""
         return self.sha256[:12]
+
+    @property
+    def infotext_hash(self) -> str:
+        """What `TI hashes` writes after this embedding's word: its file's shorthash, or for vectors bundled in a LoRA
+        the LoRA's name as its tag named it (A1111's Lora extension gives them `BundledTIHash(name)`, which its
+        `lora_bundled_ti_to_infotext` option, on by default, prints as that name), so "word: lora" tells a reader
+        which LoRA's `Lora hashes` entry the word's vectors came from."""
+        return self.bundled_in if self.bundled_in is not None else self.shorthash
 
     @property
     def num_vectors(self) -> int:
@@ -69,6 +79,23 @@ class TextualInversion:
                 f"it was trained for a different model family."
             )
         return vectors
+
+    def check_fits_a_chunk(self) -> None:
+        """Refuse, naming the file and the fix, an embedding too long for one prompt chunk (75 tokens).
+
+        Its vectors must sit in one chunk (CLIP sees 77 positions: BOS, 75 tokens, EOS). A1111 lists such a file as
+        loaded and then fails deep inside CLIP ("size of tensor ... must match ... 77") when a prompt uses it; here
+        the prompt is refused before any encoding, with what to do.
+        """
+        from mixkit.prompts.chunking import CHUNK_TOKENS
+
+        if self.num_vectors > CHUNK_TOKENS:
+            raise ValueError(
+                f"embedding {self.name!r} ({self.path}) has {self.num_vectors} vectors per token, more than the "
+                f"{CHUNK_TOKENS} one prompt chunk holds (CLIP's 77 positions less start and end), so no prompt can use "
+                f"it (A1111 fails on it too). Remove {self.name!r} from the prompt, or use a version of the embedding "
+                f"with at most {CHUNK_TOKENS} vectors (retrain it with a smaller num_vectors_per_token)."
+            )
 
     def num_dims(self) -> str:
         return "+".join(str(v.shape[-1]) for v in self.vectors.values())
@@ -286,11 +313,11 @@ def _stamp(path: Path) -> tuple[int, int] | None:
 
 
 def ti_hashes_infotext(used: dict[str, str]) -> str:
-    """A1111's `TI hashes` infotext value: "name: shorthash, name: shorthash" (sha256, 12 hex).
+    """A1111's `TI hashes` infotext value: "name: shorthash, name: shorthash" (sha256, 12 hex; a LoRA's name for
+    vectors bundled in it, `TextualInversion.infotext_hash`).
 
     Names lose their ":" and "," (A1111's `sd_hijack_clip` forward does the same), which would otherwise make the
-    list ambiguous to read back. Embeddings without a file of their own (bundled in a LoRA, whose hash the infotext
-    already has) are left out.
+    list ambiguous to read back. Embeddings with no hash (made in memory, as training previews) are left out.
     """
     return ", ".join(f"{_infotext_name(name)}: {shorthash}" for name, shorthash in used.items() if shorthash)
 

@@ -42,7 +42,7 @@ CACHE_SIZE = 256
 class EncodedPrompt:
     hidden: torch.Tensor  # [T, D], T a multiple of 77; SDXL: D = dim1 + dim2
     pooled: torch.Tensor | None  # SDXL: [D2], projected EOS state of the first chunk; else None
-    embeddings_used: dict = field(default_factory=dict)  # name -> A1111 shorthash (sha256[:12])
+    embeddings_used: dict = field(default_factory=dict)  # name -> `TextualInversion.infotext_hash` (sha256[:12])
 
 
 @dataclass
@@ -223,7 +223,9 @@ class PromptEncoder:
         def find_embedding(tokens: tuple, position: int):
             for name_ids, name in index.get(tokens[position], ()):
                 if tokens[position:position + len(name_ids)] == name_ids:
-                    return name, len(name_ids), self.embeddings.get(name).num_vectors
+                    embedding = self.embeddings.get(name)
+                    embedding.check_fits_a_chunk()
+                    return name, len(name_ids), embedding.num_vectors
             return None
 
         comma = tokenizer.get_vocab().get(",</w>")
@@ -262,7 +264,7 @@ class PromptEncoder:
                 embedding = self.embeddings.get(name)
                 vectors = embedding.vectors_for(key, dim, "SDXL" if self.is_sdxl else "SD1/SD2")
                 replacements.append((chunk_index, offset + 1, vectors))
-                used[name] = embedding.shorthash
+                used[name] = embedding.infotext_hash
 
         def insert_vectors(module, inputs, output):
             output = output.clone()

@@ -5,6 +5,11 @@ Syntax follows A1111 v1.10: `<kind:arg1:arg2:...>`; arguments containing "=" are
 ignores them), the others positional. For LoRA-like kinds the positional arguments
 are name, text-encoder weight, UNet weight and dyn dim; the UNet weight defaults to the text-encoder
 weight, which defaults to 1. Applying the networks is the LoRA module's job; this one only parses.
+
+What is a tag is A1111's `re_extra_net`, `<(\w+):([^>]+)>`: any word kind, so `<3:love>` and `<foo:bar>` are tags
+too. Tags of a kind mixkit does not apply (`hypernet`, `<3:...>`, `<Lora:...>`: A1111's kinds are case-sensitive)
+are removed from the prompt like every tag, and skipped with a warning, as A1111's `extra_networks.activate` skips
+an unknown kind ("Skipping unknown extra network") (`unknown_extra_network_tags`, `warn_skipped_extra_networks`).
 """
 
 from __future__ import annotations
@@ -14,7 +19,12 @@ import re
 import warnings
 from dataclasses import dataclass
 
+# A1111's regex with `*` for `+`, so that `<lora:>` is refused as a LoRA tag without a name instead of staying text;
+# for other kinds an empty body stays text, as A1111's `+` leaves it.
 _TAG = re.compile(r"<(\w+):([^>]*)>")
+# The kinds whose tags are parsed and applied (as LoRAs; A1111 accepted `lyco` for LyCORIS files before merging both
+# into `lora`); any other kind is removed from the prompt and skipped with a warning.
+APPLIED_KINDS = ("lora", "lyco")
 # Named arguments a tag's weights are read from; any other (`lbw=`, `start=`, ...) is ignored with a warning.
 APPLIED_NAMED_ARGUMENTS = ("te", "unet", "dyn")
 
@@ -76,17 +86,22 @@ def parse_extra_network_tag(kind: str, body: str, raw: str) -> ExtraNetworkReque
 
 
 def extract_extra_networks(prompt: str) -> tuple[str, list[ExtraNetworkRequest]]:
-    """Remove every `<kind:...>` tag from `prompt`; return (cleaned prompt, requests in order).
+    """Remove every `<kind:...>` tag from `prompt`; return (cleaned prompt, requests of `APPLIED_KINDS` in order).
 
-    A malformed tag (`<lora:>`, `<lora::1>`, `<lora:x:abc>`) is a ValueError naming the tag, so a
-    typo never silently drops a LoRA. Text like `<3` or `a < b` is not a tag and stays.
+    A malformed LoRA tag (`<lora:>`, `<lora::1>`, `<lora:x:abc>`) is a ValueError naming the tag, so a
+    typo never silently drops a LoRA. Tags of other kinds (`<hypernet:x:1>`, `<3:love>`) are removed unread, as
+    A1111 removes them; `unknown_extra_network_tags` lists them for the warning. Text like `<3`, `a < b` or
+    `<foo:>` is not a tag and stays.
     """
     if not isinstance(prompt, str):
         raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
     requests: list[ExtraNetworkRequest] = []
 
     def take(match: re.Match) -> str:
-        requests.append(parse_extra_network_tag(match.group(1), match.group(2), match.group()))
+        kind, body = match.group(1), match.group(2)
+        if kind not in APPLIED_KINDS:
+            return "" if body else match.group()
+        requests.append(parse_extra_network_tag(kind, body, match.group()))
         return ""
 
     cleaned = _TAG.sub(take, prompt)
@@ -99,3 +114,32 @@ def find_extra_network_tags(text: str) -> list[str]:
     if not isinstance(text, str):
         raise TypeError(f"prompt must be a str, got {type(text).__name__}")
     return [match.group() for match in _TAG.finditer(text)]
+
+
+def unknown_extra_network_tags(prompt: str) -> list[str]:
+    """The tags `extract_extra_networks` removes from `prompt` without applying them (kinds not in `APPLIED_KINDS`),
+    as written, in order."""
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
+    return [match.group() for match in _TAG.finditer(prompt) if match.group(1) not in APPLIED_KINDS and match.group(2)]
+
+
+def warn_skipped_extra_networks(tags: list[str], stacklevel: int = 2) -> None:
+    """One warning per skipped tag, as A1111's `extra_networks.activate` logs "Skipping unknown extra network".
+
+    A hypernetwork gets its own words: A1111 does know `hypernet` and applies a file of that name from its
+    hypernetworks folder when it has one, which mixkit cannot, so the same infotext (which keeps the tag in its
+    prompt, as A1111's does) can make another image there.
+    """
+    for tag in dict.fromkeys(tags):
+        kind = tag[1:tag.index(":")]
+        if kind == "hypernet":
+            message = (f"prompt: {tag} removed and not applied: mixkit does not load hypernetworks. A1111 applies a "
+                       "hypernetwork file of that name from its models/hypernetworks folder (and ignores the tag "
+                       "without one), so there this prompt can give another image; the infotext keeps the tag.")
+        else:
+            applied = ", ".join(f"<{applied_kind}:name:weight>" for applied_kind in APPLIED_KINDS)
+            message = (f"prompt: skipping unknown extra network {kind!r}: {tag} removed from the prompt and not "
+                       f"applied, as A1111 does; mixkit applies only {applied} tags (kinds are case-sensitive). "
+                       "Write the text without '<kind:' if it was meant as text.")
+        warnings.warn(message, UserWarning, stacklevel=stacklevel + 1)

@@ -61,7 +61,8 @@ def test_unknown_lora_tag_is_a_clear_error_and_the_model_is_untouched(sd1_pipe, 
 
 def test_vectors_bundled_in_a_lora_act_as_an_embedding_only_while_it_is_applied(sd1_pipe, tmp_path):
     """A bundled word reads exactly what an embeddings-folder file with the same vectors gives, and is plain
-    text again once the LoRA is off; the infotext names it through the LoRA's hash, not as a TI file."""
+    text again once the LoRA is off. A1111 writes the word in `TI hashes` with the LoRA's name for its hash
+    (`BundledTIHash(name)`, printed as the name under its default `lora_bundled_ti_to_infotext`): "word: lora"."""
     from safetensors.torch import save_file
 
     from pipelines.txt2img import TextToImage
@@ -77,7 +78,8 @@ def test_vectors_bundled_in_a_lora_act_as_an_embedding_only_while_it_is_applied(
     assert np.array_equal(pixels(bundled), pixels(from_folder))
     assert not np.array_equal(pixels(bundled), pixels(literal))
     assert np.array_equal(pixels(literal), pixels(sd1_pipe(**prompt)))  # the word is plain text again
-    assert "Lora hashes" in bundled.infotexts[0] and "TI hashes" not in bundled.infotexts[0]
+    assert "Lora hashes: \"bundle: " in bundled.infotexts[0]
+    assert 'TI hashes: "shinystyle: bundle"' in bundled.infotexts[0]
 
 
 def test_an_embeddings_folder_file_wins_over_a_bundled_word_as_in_a1111(sd1_pipe, tmp_path):

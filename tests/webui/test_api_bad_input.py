@@ -76,7 +76,6 @@ def assert_no_secret(response: httpx.Response) -> None:
     ({"prompt": "<lora:../../etc/passwd:1>"}, "never a file path"),
     ({"prompt": "<lora:/etc/passwd:1>"}, "never a file path"),
     ({"prompt": "<lora:..%2F..%2Fetc%2Fpasswd:1>"}, "never a file path"),
-    ({"prompt": "a cat <hypernet:x:1>"}, "hypernetworks"),  # in the negative prompt it is text, as in A1111
     ({"enable_hr": True, "hr_upscaler": "../../etc/passwd"}, "Unknown hr_upscaler"),
     ({"enable_hr": True, "hr_scale": 100}, "hr_scale must be"),
     ({"enable_hr": True, "hr_scale": 2, "width": 2048, "height": 2048}, "hires-fix target size"),

@@ -29,6 +29,7 @@ FIELD_FLAGS = {
     "skip_early_cond": "--skip-early-cfg",
     "refiner_switch_at": "--refiner-switch-at",
     "refiner_switch_by_sample_steps": "--refiner-switch-by-sample-steps",
+    "use_old_scheduling": "--use-old-scheduling",
     # `mixkit img2img`'s Img2ImgParams fields
     "denoising_strength": "--denoising-strength",
     "resize_mode": "--resize-mode",

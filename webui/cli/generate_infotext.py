@@ -39,6 +39,8 @@ FLAG_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "refiner_switch_at": ("Refiner switch at", as_number),  # with --refiner: the infotext names a checkpoint title
     # A1111 writes it on every image made with the setting on (a refiner or not)
     "refiner_switch_by_sample_steps": ("Refiner switch by sampling steps", as_flag),
+    # A1111 writes it when the option changed a schedule of the image
+    "use_old_scheduling": ("Old prompt editing timelines", as_flag),
     **INFOTEXT_FLAG_KEYS,  # A1111's Sampler parameters: Sigma churn, Schedule rho, ... (webui.cli.sampler_parameter_flags)
 }
 ETA_KEYS = ("Eta DDIM", "Eta")  # A1111 writes one of them, for DDIM or the ancestral samplers, when not the default

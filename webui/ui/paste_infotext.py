@@ -472,8 +472,9 @@ def _sampler_parameter_settings(parsed: dict) -> list[str]:
         value = _float(parsed.get(key))
         if parsed.get(key) not in (None, "") and value != default:
             found.append(f"{key}: {parsed[key]}")
-    if str(parsed.get("Refiner switch by sampling steps", "")).strip() == "True":  # Settings > Compatibility in A1111
-        found.append("Refiner switch by sampling steps: True")
+    for key in ("Refiner switch by sampling steps", "Old prompt editing timelines"):  # Settings > Compatibility
+        if str(parsed.get(key, "")).strip() == "True":
+            found.append(f"{key}: True")
     return found
 
 

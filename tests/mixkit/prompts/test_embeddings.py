@@ -134,6 +134,22 @@ def test_embedding_never_straddles_chunks(sd1_pipe, tmp_path, vectors):
     assert [len(chunk.tokens) for chunk in chunks] == [74, 2] and chunks[1].fixes == [(0, "zz")]
 
 
+def test_an_embedding_longer_than_a_chunk_is_listed_but_refused_in_a_prompt_naming_the_fix(sd1_pipe, tmp_path):
+    # A1111 lists such a file as loaded and fails inside CLIP when a prompt uses it; 75 vectors still fit
+    save_file({"emb_params": torch.randn(76, 32)}, tmp_path / "long.safetensors")
+    save_file({"emb_params": torch.randn(75, 32)}, tmp_path / "full.safetensors")
+    library = EmbeddingLibrary(tmp_path)
+    assert {"long", "full"} <= set(library.names()) and not library.skipped()
+    encoder = sd1_encoder_with(sd1_pipe, tmp_path)
+    assert [len(chunk.tokens) for chunk in encoder.chunks_for("a full")] == [1, 75]
+    with pytest.raises(ValueError) as info:
+        encoder.encode("a long b")
+    message = str(info.value)
+    assert "embedding 'long'" in message and str(tmp_path / "long.safetensors") in message
+    assert "76 vectors" in message and "Remove 'long' from the prompt" in message and "at most 75" in message
+    assert encoder.encode("a b").hidden.shape == (77, 32)  # other prompts still encode
+
+
 def test_ti_hashes_for_infotext(sd1_pipe, tmp_path, vectors):
     save_file({"emb_params": vectors}, tmp_path / "zz.safetensors")
     save_file({"emb_params": vectors[:1]}, tmp_path / "unused.safetensors")
