@@ -69,7 +69,8 @@ def test_a_second_click_on_an_embedding_row_removes_the_name():
     assert toggle_embedding("a cat shiny", "shiny") == "a cat"
     assert toggle_embedding("shiny a cat, shiny red", "shiny") == "a cat, red"
     assert toggle_embedding("a cat shiny2 shiny-v2", "shiny") == "a cat shiny2 shiny-v2 shiny"  # whole names only
-    assert toggle_embedding("a cat (my.style)", "my.style") == "a cat ()"
+    assert toggle_embedding("a myXstyle", "my.style") == "a myXstyle my.style"  # the name is text, not a pattern
+    assert toggle_embedding("a (my.style:1.2), red", "my.style") == "a (:1.2), red"  # A1111 leaves the brackets too
     assert toggle_embedding(None, "x") == "x"
 
 

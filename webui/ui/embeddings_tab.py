@@ -30,8 +30,8 @@ def embedding_listing(state: ServerState) -> dict[str, dict[str, dict]]:
 
 def embedding_rows(state: ServerState, listing: dict | None = None) -> list[list[str]]:
     """[name, "N vectors", "dim D"] per embedding the loaded model can use (as `/sdapi/v1/embeddings`' loaded), sorted
-    by name."""
-    loaded = (listing or embedding_listing(state))["loaded"]
+    by name; from `listing` (an `embedding_listing`) when the caller has one, else read now."""
+    loaded = (listing if listing is not None else embedding_listing(state))["loaded"]
     return [[name, f"{info['vectors']} vectors", f"dim {info['shape']}"] for name, info in loaded.items()]
 
 
