@@ -60,6 +60,28 @@ def test_a_clicked_embedding_goes_to_the_chosen_prompt(built):
     assert result == ["cat", "", "dog shinystyle", ""]
 
 
+def test_a_second_click_on_an_embedding_row_removes_the_name():
+    # Browser hunt: the second click left "a red cube mytok" as it was; A1111's card click toggles an embedding's
+    # name as it toggles a LoRA tag (extraNetworks.js tryToRemoveExtraNetworkFromPrompt).
+    from webui.ui.embeddings_tab import toggle_embedding
+
+    assert toggle_embedding("a cat", "shiny") == "a cat shiny"
+    assert toggle_embedding("a cat shiny", "shiny") == "a cat"
+    assert toggle_embedding("shiny a cat, shiny red", "shiny") == "a cat, red"
+    assert toggle_embedding("a cat shiny2 shiny-v2", "shiny") == "a cat shiny2 shiny-v2 shiny"  # whole names only
+    assert toggle_embedding("a myXstyle", "my.style") == "a myXstyle my.style"  # the name is text, not a pattern
+    assert toggle_embedding("a (my.style:1.2), red", "my.style") == "a (:1.2), red"  # A1111 leaves the brackets too
+    assert toggle_embedding(None, "x") == "x"
+
+
+def test_clicking_an_embedding_row_twice_in_the_ui_leaves_the_prompt_as_it_was(built):
+    pick = handler(built, "embedding_cards", "select")
+    row = SimpleNamespace(value=["shinystyle", "2 vectors", "dim 32"])
+    once = pick.fn("txt2img negative prompt", "cat", "blurry", "", "", row)
+    assert once == ["cat", "blurry shinystyle", "", ""]
+    assert pick.fn("txt2img negative prompt", *once, row) == ["cat", "blurry", "", ""]
+
+
 def test_a_second_click_on_a_lora_card_removes_its_tag_whatever_the_weight():
     # A1111 extraNetworks.js tryToRemoveExtraNetworkFromPrompt: a tag of the same `lora:NAME` is removed (its
     # weight ignored) instead of adding a second one.

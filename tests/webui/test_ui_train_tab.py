@@ -11,6 +11,7 @@ import gradio as gr
 import pytest
 import torch
 from PIL import Image
+from safetensors.torch import save_file
 
 from .ui_blocks import component, handler
 
@@ -78,8 +79,11 @@ def test_refusals_are_shown_as_errors_and_change_nothing(built):
         create(blocks, "twice")
     with pytest.raises(gr.Error, match="outside the server's training data folder"):
         list(handler(blocks, "train_start", "click").fn(SESSION, *form("twice", 2, data_root=str(root))))
-    with pytest.raises(gr.Error, match="unknown embedding"):
+    # No embedding chosen: said in the tab's own terms, not the API's ("POST /sdapi/v1/create/embedding")
+    with pytest.raises(gr.Error, match="Choose the embedding to train under Embedding"):
         list(handler(blocks, "train_start", "click").fn(SESSION, *form(None, 2)))
+    with pytest.raises(gr.Error, match="unknown embedding 'nothing-here'"):
+        list(handler(blocks, "train_start", "click").fn(SESSION, *form("nothing-here", 2)))
     assert torch.load(root / "embeddings" / "twice.pt", weights_only=True)["step"] == 0
 
 
@@ -103,3 +107,40 @@ def test_interrupt_stops_the_callers_run_which_keeps_its_steps(built):
     step = torch.load(root / "embeddings" / "halt.pt", weights_only=True)["step"]
     assert 1 <= step < 400
     assert log.startswith(f"Interrupted: {root / 'embeddings' / 'halt.pt'} holds step {step}")
+
+
+def test_a_page_served_after_a_create_lists_the_new_embedding_and_dataset_folders(built):
+    # Browser hunt: after Create embedding and a reload, the Train dropdown and the Textual Inversion rows still
+    # showed the server-start lists until Refresh was found; A1111 builds its lists into each page it serves.
+    from .ui_blocks import page_props
+
+    state, blocks, root = built
+    assert "served" not in [value for _, value in page_props(blocks, "train_embedding")["choices"]]
+    create(blocks, "served")
+    (root / "data" / "people" / "circles").mkdir()
+    try:
+        assert ("served", "served") in page_props(blocks, "train_embedding")["choices"]
+        assert ("people/circles", "people/circles") in page_props(blocks, "train_data_root")["choices"]
+        served_rows = [row for row in page_props(blocks, "embedding_cards")["samples"] if row[0] == "served"]
+        assert [row[:2] for row in served_rows] == [["served", "1 vectors"]]  # the Textual Inversion tab's row
+        # A page holding the new name (not among the build-time choices) can send it: the API's check decides.
+        assert component(blocks, "train_embedding").preprocess("served") == "served"
+    finally:
+        (root / "data" / "people" / "circles").rmdir()
+
+
+def test_the_embeddings_table_names_the_files_made_for_another_model(built):
+    from .ui_blocks import page_props
+
+    state, blocks, root = built
+    narrow = root / "embeddings" / "narrow.safetensors"
+    save_file({"emb_params": torch.zeros(1, 7)}, str(narrow))  # no text encoder of the tiny model is 7 wide
+    try:
+        props = page_props(blocks, "embedding_cards")
+        assert "narrow" not in [row[0] for row in props["samples"]]
+        assert props["label"].endswith("; made for another model than the loaded one, so not listed: narrow")
+        assert "narrow" not in [value for _, value in page_props(blocks, "train_embedding")["choices"]]
+    finally:
+        narrow.unlink()
+    assert page_props(blocks, "embedding_cards")["label"] == \
+        "Textual inversion embeddings (click to add to the chosen prompt, again to remove it)"

@@ -5,7 +5,9 @@ thresholds, with its defaults) and is checked by `webui.api_controlnet.ui_unit_s
 a unit gives the same image from the UI and from a request; errors name the unit ("ControlNet Unit 1: ...") as the
 accordions are titled. A unit's mask is an uploaded image of the control image's size (white = masked), beside the
 control image: the extension draws it on the image's canvas, which this page's Gradio image widget cannot do
-(`pipelines.controlnet.unit_mask` says how the inpaint preprocessors and the others use it).
+(`pipelines.controlnet.unit_mask` says how the inpaint preprocessors and the others use it). "Preview preprocessor"
+shows the map the unit's preprocessor makes of its image (not of a drawn mask), as the extension's "Run
+preprocessor" does, through the same function as `/controlnet/detect`.
 """
 
 from __future__ import annotations
@@ -20,8 +22,31 @@ RESIZE_MODE_CHOICES = ("Just Resize", "Crop and Resize", "Resize and Fill")  # t
 CONTROL_MODE_CHOICES = ("Balanced", "My prompt is more important", "ControlNet is more important")
 
 
-def build_controlnet_units(state: ServerState, kind: str, count: int) -> list:
+def preview_control_map(image, preprocessor: str, pixel_perfect: bool, processor_res: float, threshold_a: float,
+                        threshold_b: float, resize_mode: str, width: float, height: float):
+    """The control map a unit's preprocessor makes of its image (an RGB PIL image), at the resolution generation
+    uses: the unit's "Preprocessor resolution", or with Pixel Perfect the one fitting the tab's width x height.
+    ValueError/TypeError name what is wrong (no image, an unknown preprocessor, a threshold out of range)."""
+    from pipelines.controlnet.detect import detect_control_map
+    from pipelines.controlnet.resolution import pixel_perfect_resolution
+    from webui.api_controlnet import RESIZE_MODES, default_if_negative
+
+    if image is None:
+        raise ValueError("Upload a control image to this unit first; the preview shows what its preprocessor makes of "
+                         "it.")
+    if pixel_perfect:
+        resolution = pixel_perfect_resolution(image.size, int(width), int(height),
+                                              RESIZE_MODES.get(str(resize_mode).lower(), "crop and resize"))
+    else:
+        resolution = int(processor_res) if float(processor_res).is_integer() else processor_res
+    return detect_control_map(image, preprocessor, processor_res=resolution,
+                              threshold_a=default_if_negative(threshold_a), threshold_b=default_if_negative(threshold_b))
+
+
+def build_controlnet_units(state: ServerState, kind: str, count: int, size_inputs: tuple = ()) -> list:
     """`count` ControlNet units' widgets (UNIT_FIELDS each, flattened) in accordions; [] without a ControlNet folder.
+
+    `size_inputs`: the tab's (width, height) widgets, which a Pixel Perfect preview reads.
 
     Like sd-webui-controlnet, the number of units is the `control_net_unit_count` setting read when
     the page is built (a change takes effect after a server restart).
@@ -62,9 +87,28 @@ def build_controlnet_units(state: ServerState, kind: str, count: int) -> list:
             mask = gr.Image(label="Mask (optional; the control image's size, white = masked: the area inpaint and "
                                   "inpaint_only repaint, or for other preprocessors a drawing used as the picture)",
                             type="pil", image_mode="L", height=220, elem_id=f"{prefix}_mask")
+            with gr.Row():
+                preview = gr.Button("Preview preprocessor", scale=0, min_width=180, elem_id=f"{prefix}_preview_run")
+                preview_map = gr.Image(label="Preprocessor preview", type="pil", interactive=False, height=220,
+                                       format="png", elem_id=f"{prefix}_preview_map")
+        preview.click(_shown_preview, inputs=[image, preprocessor, pixel_perfect, processor_res, threshold_a,
+                                              threshold_b, resize_mode, *size_inputs], outputs=preview_map)
         widgets += [enabled, image, preprocessor, model, weight, start, end, resize_mode, control_mode, pixel_perfect,
                     processor_res, threshold_a, threshold_b, mask]
     return widgets
+
+
+def _shown_preview(image, preprocessor, pixel_perfect, processor_res, threshold_a, threshold_b, resize_mode,
+                   width=512, height=512):
+    """`preview_control_map` for the Preview button: a refusal is shown as an error and leaves the last preview."""
+    from pipelines.preprocessors import PreprocessorWeightsMissing
+    from webui.ui.errors import refused
+
+    try:
+        return preview_control_map(image, preprocessor, pixel_perfect, processor_res, threshold_a, threshold_b,
+                                   resize_mode, width, height)
+    except (ValueError, TypeError, PreprocessorWeightsMissing) as error:
+        raise refused(str(error)) from None
 
 
 def with_controlnet(state: ServerState, kind: str, params, control_values: list):

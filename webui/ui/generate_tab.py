@@ -234,8 +234,8 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
 
             tab.refiner = build_refiner_controls(kind, state.catalog.titles)
             extra_inputs = [*extra_inputs, *tab.refiner]  # the tab's own inputs end with the refiner's
-            control_inputs = tab.controlnet_units = build_controlnet_units(state, kind,
-                                                                           state.options.get("control_net_unit_count"))
+            control_inputs = tab.controlnet_units = build_controlnet_units(
+                state, kind, state.options.get("control_net_unit_count"), size_inputs=(widgets.width, widgets.height))
         with gr.Column(scale=2):
             with gr.Row():
                 generate = gr.Button("Generate", variant="primary", elem_id=f"{kind}_generate", scale=3)

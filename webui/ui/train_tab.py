@@ -14,6 +14,7 @@ import gradio as gr
 from webui.server_state import ServerState
 from webui.ui.errors import failed, refused
 from webui.ui.generate_tab import POLL_SECONDS, progress_html, status_text
+from webui.ui.page_values import serve_props
 from webui.worker import QueueFullError
 
 # The tab's fields, in A1111's train_embedding names, in the order the Train button sends them.
@@ -26,8 +27,12 @@ def trainable_embeddings(state: ServerState) -> list[str]:
     """The embeddings the loaded model can train (those `/sdapi/v1/embeddings` lists as loaded)."""
     from webui.ui.embeddings_tab import embedding_rows
 
-    state.refresh_embeddings()
     return [row[0] for row in embedding_rows(state)]
+
+
+def served_choices(choices: list[str]) -> dict:
+    """A dropdown's choices in Gradio's config form ((label, value) pairs), for `serve_props`."""
+    return {"choices": [(choice, choice) for choice in choices]}
 
 
 def dataset_folders(state: ServerState) -> list[str]:
@@ -94,10 +99,16 @@ def build_train_tab(state: ServerState) -> None:
             gr.Markdown("Training reads datasets from a folder the operator allows: start the server with "
                         "`--training-data-dir FOLDER` and put each dataset in a folder below it.")
         with gr.Row():
-            embedding = gr.Dropdown(trainable_embeddings(state), label="Embedding", elem_id="train_embedding")
+            # Choices written into each page served, so one opened after a Create (or a file copied into the
+            # folder) lists it; Gradio checks a value against its build-time choices unless custom values are
+            # allowed, and the name is checked by the API's own check when Train is pressed.
+            embedding = gr.Dropdown(trainable_embeddings(state), label="Embedding", elem_id="train_embedding",
+                                    allow_custom_value=True)
+            serve_props(embedding, lambda: served_choices(trainable_embeddings(state)))
             refresh = gr.Button("Refresh", elem_id="train_refresh", scale=0)
         data_root = gr.Dropdown(dataset_folders(state), label="Dataset directory (below the training data folder)",
                                 allow_custom_value=True, elem_id="train_data_root")
+        serve_props(data_root, lambda: served_choices(dataset_folders(state)))
         template = gr.Dropdown(NAMED_TEMPLATES.names(), value="style_filewords.txt", label="Prompt template",
                                elem_id="train_template")
         with gr.Row():
@@ -142,8 +153,11 @@ def build_train_tab(state: ServerState) -> None:
 
     def do_train(request: gr.Request, *values):
         session = getattr(request, "session_hash", None)  # closing the tab or Interrupt stops this run only
+        form = dict(zip(TRAIN_INPUTS, values))
+        if not form["embedding_name"]:  # the API's own refusal of a missing name speaks of its HTTP route
+            raise refused("Choose the embedding to train under Embedding (make one under Create embedding first).")
         try:
-            job = submit_embedding_training(state, train_fields(dict(zip(TRAIN_INPUTS, values))), session=session)
+            job = submit_embedding_training(state, train_fields(form), session=session)
         except (ValueError, TypeError) as error:
             raise refused(str(error)) from None
         except QueueFullError as error:
