@@ -160,9 +160,10 @@ def _network_module(value, settings: dict) -> dict:
 
 KOHYA_OPTIONS.register("network_module", KohyaOption("nothing (networks.lora is mixkit's network)", _network_module))
 
-# kohya's --network_args "key=value" entries mixkit knows, and the setting each becomes.
+# kohya's --network_args "key=value" entries mixkit knows, and the setting each becomes. kohya's networks/lora.py
+# reads LoRA+ from there too (its documented `--network_args "loraplus_lr_ratio=16"`).
 NETWORK_ARGS = {"conv_dim": "conv_rank", "conv_alpha": "conv_alpha", "rank_dropout": "rank_dropout",
-                "module_dropout": "module_dropout"}
+                "module_dropout": "module_dropout", "loraplus_lr_ratio": "loraplus_lr_ratio"}
 
 
 def _network_args(value, settings: dict) -> dict:
@@ -181,7 +182,7 @@ def _network_args(value, settings: dict) -> dict:
 
 
 KOHYA_OPTIONS.register("network_args", KohyaOption("conv_rank / conv_alpha (network='locon'), rank_dropout, "
-                                                   "module_dropout", _network_args))
+                                                   "module_dropout, loraplus_lr_ratio", _network_args))
 KOHYA_OPTIONS.register("network_train_unet_only", KohyaOption(
     "train_text_encoder = not network_train_unet_only", lambda value, settings: {"train_text_encoder": not value}))
 # kohya's train_network.py: train_unet = not network_train_text_encoder_only; the text encoder trains unless

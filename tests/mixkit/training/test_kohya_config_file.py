@@ -276,3 +276,15 @@ def test_a_kohya_file_without_network_train_unet_only_trains_the_text_encoder_as
     own.write_text('model = "m"\ndataset = "d"\noutput = "o.safetensors"\nrank = 8\n', encoding="utf-8")
     assert resolve_config(SDLoraTrainingConfig, own, []).train_text_encoder is False
     assert resolve_config(SDLoraTrainingConfig, own, ["network_dim=8"]).train_text_encoder is False  # a flag, not a file
+
+
+
+def test_loraplus_in_network_args_is_kohyas_loraplus_lr_ratio(tmp_path):
+    """kohya's documented way to turn LoRA+ on is `--network_args "loraplus_lr_ratio=16"` (networks/lora.py)."""
+    path = tmp_path / "run.toml"
+    path.write_text('model = "m"\ndataset = "d"\noutput = "o.safetensors"\n'
+                    'network_args = ["loraplus_lr_ratio=16", "rank_dropout=0.1"]\n', encoding="utf-8")
+    config = resolve_config(SDLoraTrainingConfig, path, [])
+    assert (config.loraplus_lr_ratio, config.rank_dropout) == (16, 0.1)
+    with pytest.raises(ValueError, match="loraplus_lr_ratio=8 is also given; keep one"):
+        translate_kohya_options({"loraplus_lr_ratio": 8, "network_args": ["loraplus_lr_ratio=16"]})
