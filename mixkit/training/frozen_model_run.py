@@ -99,13 +99,20 @@ def optimizer_with_schedule(config, parameter_groups: list[dict]):
     return optimizer, lr_schedule
 
 
+# What the optimizer's and schedule's restored state decides: a resume with other values is refused
+# (`training_state.check_same_settings`). max_steps may grow (the schedule is stretched, as documented).
+RESUMED_SETTINGS = ("optimizer", "learning_rate", "text_encoder_learning_rate", "word_vectors_learning_rate",
+                    "loraplus_lr_ratio", "lr_schedule", "lr_schedule_num_cycles", "lr_schedule_power", "warmup_steps")
+
+
 def resume(config, fingerprint: str, optimizer, lr_schedule, load_trainable: Callable[[dict], None]) -> int:
     """The step to start from: 0, or `config.resume_from`'s, after restoring its optimizer, schedule and RNGs and
     handing its trained tensors to `load_trainable`."""
     if not config.resume_from:
         return 0
+    settings = {name: getattr(config, name) for name in RESUMED_SETTINGS if hasattr(config, name)}
     trainable, step = resume_run(config.resume_from, fingerprint, optimizer=optimizer, lr_schedule=lr_schedule,
-                                 max_steps=config.max_steps)
+                                 max_steps=config.max_steps, settings=settings)
     load_trainable(trainable)
     return step
 
