@@ -23,7 +23,50 @@ def add_parser(subparsers) -> None:
                    help="override one setting; VALUE is JSON if it parses (4, 1e-4, true, null) else a string")
     p.add_argument("--stop-at-step", type=int, default=None, help="stop after this step with a checkpoint (resume later; the tiny recipes write what they have instead)")
     p.add_argument("--print-config", action="store_true", help="print the resolved config as JSON and exit")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, extra_flags=add_kohya_flags)
+    p.epilog = ("kohya's command-line options also work as they are (--network_dim=16, --enable_bucket, --network_args "
+                "conv_dim=4 conv_alpha=2, --config_file run.toml): each is read as --set NAME=VALUE.")
+
+
+def kohya_flags(flags: list[str]) -> list[str]:
+    """`--set` texts for kohya-style command-line options copied from a kohya command (`accelerate launch
+    train_network.py --network_dim=16 --enable_bucket --network_args "conv_dim=4" "conv_alpha=2" ...`), as kohya's
+    argparse reads them: `--name=value`, `--name value`, `--name v1 v2` (its nargs="*" options: a list) and a bare
+    `--name` (its store_true switches: true)."""
+    overrides: list[str] = []
+    index = 0
+    while index < len(flags):
+        flag = flags[index]
+        if not flag.startswith("--") or len(flag) == 2:
+            raise ValueError(f"unexpected argument {flag!r}: settings are --set NAME=VALUE or kohya's --NAME VALUE")
+        name, sep, value = flag[2:].partition("=")
+        index += 1
+        if sep:
+            overrides.append(f"{name}={value}")
+            continue
+        values = []
+        while index < len(flags) and not flags[index].startswith("--"):
+            values.append(flags[index])
+            index += 1
+        if not values:
+            overrides.append(f"{name}=true")
+        elif len(values) == 1:
+            overrides.append(f"{name}={values[0]}")
+        else:
+            overrides.append(f"{name}={json.dumps(values)}")
+    return overrides
+
+
+def add_kohya_flags(args: argparse.Namespace, flags: list[str]) -> None:
+    """Fold kohya-style flags into `args`: they win over the --config file as kohya's command line wins over its
+    --config_file, and a later --set of the same name wins over them; `--config_file` is kohya's --config."""
+    overrides = kohya_flags(flags)
+    config_files = [text.partition("=")[2] for text in overrides if text.partition("=")[0] == "config_file"]
+    if config_files:
+        if args.config is not None or len(config_files) > 1:
+            raise ValueError("give the settings file once: --config or kohya's --config_file")
+        args.config = Path(config_files[0])
+    args.overrides = [text for text in overrides if text.partition("=")[0] != "config_file"] + args.overrides
 
 
 def parse_override(text: str) -> tuple[str, object]:
