@@ -195,6 +195,33 @@ KOHYA_OPTIONS.register("v_parameterization", KohyaOption(
     else {}))
 
 
+def _optimizer_args(value, settings: dict) -> dict:
+    """kohya's --optimizer_args ["weight_decay=0.1", "betas=0.9,0.99"]: each value read as kohya's get_optimizer
+    reads it (a Python literal: "0.9,0.99" is a tuple, "True" a bool), into mixkit's optimizer_args mapping; a
+    mapping (mixkit's own form) passes as it is, and an empty list is no setting (trainers without the option
+    accept it so)."""
+    import ast
+
+    if isinstance(value, dict):
+        return {"optimizer_args": value}
+    out: dict = {}
+    for entry in [value] if isinstance(value, str) else list(value or []):
+        key, sep, text = str(entry).partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"optimizer_args entry {entry!r}: kohya's form is key=value, like weight_decay=0.1")
+        try:
+            out[key.strip()] = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            raise ValueError(f"optimizer_args entry {entry!r}: the value is not a number, True/False or a tuple "
+                             "(kohya reads it as a Python literal)") from None
+    return {"optimizer_args": out} if out else {}
+
+
+# keeps_name: mixkit's own setting has kohya's name, and a kohya file's list form must still be translated.
+KOHYA_OPTIONS.register("optimizer_args", KohyaOption("optimizer_args (key=value entries become a mapping)",
+                                                     _optimizer_args, keeps_name=True))
+
+
 def _only(option: str, allowed: str, advice: str) -> KohyaOption:
     def translate(value, settings: dict) -> dict:
         if str(value).lower() != allowed:
@@ -254,7 +281,6 @@ for _option, _neutral_values, _advice in (
     ("scale_v_pred_loss_like_noise_pred", (False,), "mixkit does not rescale the v-prediction loss"),
     ("save_state", (False,), "mixkit's resumable state is its checkpoint_dir (resume_from)"),
     ("dim_from_weights", (False,), "the rank comes from rank= (network_dim); network_weights must fit it"),
-    ("optimizer_args", ([], ""), "mixkit's optimizers take no extra arguments from a config"),
     ("lr_scheduler_args", ([], ""), "mixkit's schedules take no extra arguments from a config"),
     ("vae", ("", None), "the model's own VAE is used in training"),
     ("output_config", (False,), "kohya then writes its arguments to --config_file and exits without training; "

@@ -144,7 +144,9 @@ def check_same_settings(state: dict, settings: dict, source: str | Path) -> None
     its base rates, so such a change would be silently undone (a new learning rate) or mixed with the old run's
     (AdamW's moments, rate and betas loaded into Lion); refusing says so instead."""
     saved = json.loads(state.get("config") or "{}")
-    changed = [f"{name}: {saved[name]!r} in the checkpoint, {value!r} now" for name, value in settings.items()
+    # compared as the checkpoint stores them: JSON (a tuple of betas is a list there)
+    now = json.loads(json.dumps(settings, default=str))
+    changed = [f"{name}: {saved[name]!r} in the checkpoint, {value!r} now" for name, value in now.items()
                if name in saved and saved[name] != value]
     if changed:
         raise CheckpointMismatchError(

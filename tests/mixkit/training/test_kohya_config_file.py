@@ -175,7 +175,8 @@ def test_kohya_gui_speed_and_logistics_switches_are_accepted(tmp_path):
 @pytest.mark.parametrize("line, message", [
     ("random_crop = true", "random_crop=True: mixkit crops images at the centre"),
     ("color_aug = true", "color_aug=True: mixkit has no colour augmentation"),
-    ("optimizer_args = [\"weight_decay=0.1\"]", "optimizer_args=.*take no extra arguments"),
+    ("optimizer_args = [\"weight_decay\"]", "optimizer_args entry 'weight_decay': kohya's form is key=value"),
+    ("optimizer_args = [\"betas=fast\"]", "optimizer_args entry 'betas=fast': .*Python literal"),
     # kohya_ss GUI keys at values that would change the run: refused naming what kohya does
     ("weighted_captions = true", r"weighted_captions=True: kohya's weighted_captions reads .*\(word:1.2\)"),
     ("caption_dropout_every_n_epochs = 3", "caption_dropout_every_n_epochs=3: .*N-th epoch.*caption_dropout_rate"),
@@ -288,3 +289,15 @@ def test_loraplus_in_network_args_is_kohyas_loraplus_lr_ratio(tmp_path):
     assert (config.loraplus_lr_ratio, config.rank_dropout) == (16, 0.1)
     with pytest.raises(ValueError, match="loraplus_lr_ratio=8 is also given; keep one"):
         translate_kohya_options({"loraplus_lr_ratio": 8, "network_args": ["loraplus_lr_ratio=16"]})
+
+
+def test_kohyas_optimizer_args_become_the_optimizers_settings(tmp_path):
+    """kohya's get_optimizer reads each value as a Python literal: "0.9,0.99" is a tuple, "True" a bool."""
+    path = tmp_path / "run.toml"
+    path.write_text('model = "m"\ndataset = "d"\noutput = "o.safetensors"\noptimizer_type = "Lion"\n'
+                    'optimizer_args = ["weight_decay=0.2", "betas=0.95,0.98", "use_triton=False"]\n', encoding="utf-8")
+    config = resolve_config(SDLoraTrainingConfig, path, [])
+    assert config.optimizer_args == {"weight_decay": 0.2, "betas": (0.95, 0.98), "use_triton": False}
+    # mixkit's own mapping form, and kohya's empty list (no setting: trainers without optimizer_args accept it)
+    assert translate_kohya_options({"optimizer_args": {"eps": 1e-6}}) == {"optimizer_args": {"eps": 1e-6}}
+    assert translate_kohya_options({"optimizer_args": []}) == {}
