@@ -267,7 +267,8 @@ for _option, _why in {
     "save_last_n_epochs": "every epoch file is kept", "save_last_n_steps": "every step file is kept",
     "huggingface_repo_id": "nothing is uploaded", "huggingface_repo_type": "nothing is uploaded",
     "huggingface_path": "nothing is uploaded", "huggingface_token": "nothing is uploaded",
-    "save_precision": "files hold the adapters' float32 weights",
+    # sd-lora and ti have their own save_precision (which shadows this); the full fine-tune has none
+    "save_precision": "this trainer writes its weights as they trained (save_precision is sd-lora's and ti's)",
     "vae_batch_size": "it only batches kohya's latent caching",
     "log_tracker_name": "logging names come from the output",
     "wandb_run_name": "nothing is logged to Weights & Biases",
