@@ -101,8 +101,9 @@ def optimizer_with_schedule(config, parameter_groups: list[dict]):
 
 # What the optimizer's and schedule's restored state decides: a resume with other values is refused
 # (`training_state.check_same_settings`). max_steps may grow (the schedule is stretched, as documented).
-RESUMED_SETTINGS = ("optimizer", "optimizer_args", "learning_rate", "text_encoder_learning_rate", "word_vectors_learning_rate",
-                    "loraplus_lr_ratio", "lr_schedule", "lr_schedule_num_cycles", "lr_schedule_power", "warmup_steps")
+RESUMED_SETTINGS = ("optimizer", "optimizer_args", "learning_rate", "text_encoder_learning_rate",
+                    "word_vectors_learning_rate", "loraplus_lr_ratio", "lr_schedule", "lr_schedule_num_cycles",
+                    "lr_schedule_power", "warmup_steps")
 
 
 def resume(config, fingerprint: str, optimizer, lr_schedule, load_trainable: Callable[[dict], None]) -> int:
