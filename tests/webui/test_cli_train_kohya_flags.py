@@ -50,3 +50,17 @@ def test_a_stray_word_and_two_config_files_are_one_line_errors(tmp_path, capsys)
     assert "unexpected argument '--'" in capsys.readouterr().err
     assert main(["train", "sd-lora", "--config", "a.toml", "--config_file", "b.toml"]) == 2
     assert "--config or kohya's --config_file" in capsys.readouterr().err
+
+
+def test_a_kohya_command_line_trains_the_text_encoder_unless_told_not_to_as_kohya(tmp_path, capsys):
+    """kohya's train_network.py trains the text encoder's adapters unless --network_train_unet_only, as a kohya
+    file does here; a file's own network_train_unet_only is not undone by flags that leave it out."""
+    base = ["train", "sd-lora", "--pretrained_model_name_or_path=m", "--train_data_dir=d", "--output_dir=o"]
+    assert _printed_config(capsys, [*base, "--print-config"])["train_text_encoder"] is True
+    assert _printed_config(capsys, [*base, "--network_train_unet_only", "--print-config"])["train_text_encoder"] is False
+    toml = tmp_path / "run.toml"
+    toml.write_text("network_train_unet_only = true\n", encoding="utf-8")
+    assert _printed_config(capsys, [*base, "--config_file", str(toml), "--print-config"])["train_text_encoder"] is False
+    # mixkit's own --set names keep mixkit's default (the UNet only)
+    assert _printed_config(capsys, ["train", "sd-lora", "--set", "model=m", "--set", "dataset=d", "--set",
+                                    "output=o.safetensors", "--print-config"])["train_text_encoder"] is False

@@ -66,7 +66,7 @@ def add_kohya_flags(args: argparse.Namespace, flags: list[str]) -> None:
         if args.config is not None or len(config_files) > 1:
             raise ValueError("give the settings file once: --config or kohya's --config_file")
         args.config = Path(config_files[0])
-    args.overrides = [text for text in overrides if text.partition("=")[0] != "config_file"] + args.overrides
+    args.kohya_flags = [text for text in overrides if text.partition("=")[0] != "config_file"]
 
 
 def parse_override(text: str) -> tuple[str, object]:
@@ -79,9 +79,11 @@ def parse_override(text: str) -> tuple[str, object]:
         return key.strip(), value
 
 
-def resolve_config(config_cls, config_file: Path | None, overrides: list[str]):
-    """The trainer's config from the file (.json, or .toml as kohya's --config_file) plus `--set` overrides, which
-    win; kohya's option names are translated (`mixkit.training.config_file`), unknown keys are named in the error."""
+def resolve_config(config_cls, config_file: Path | None, overrides: list[str], kohya_flags: list[str] = ()):
+    """The trainer's config from the file (.json, or .toml as kohya's --config_file), then kohya-style command-line
+    flags (`kohya_flags`, as `--set` texts), then `--set` overrides, each winning over the one before; kohya's option
+    names are translated (`mixkit.training.config_file`), unknown keys are named in the error. A kohya command line,
+    like a kohya file, brings kohya's defaults where they differ from mixkit's (`with_kohya_defaults`)."""
     from mixkit.training.config_file import read_config_file, translate_kohya_options, with_kohya_defaults
 
     known = {f.name for f in dataclasses.fields(config_cls)}
@@ -89,7 +91,13 @@ def resolve_config(config_cls, config_file: Path | None, overrides: list[str]):
     if config_file is not None:
         raw = read_config_file(config_file)
         from_file = with_kohya_defaults(raw, translate_kohya_options(raw, known), known)
-    from_flags = translate_kohya_options(dict(parse_override(text) for text in overrides), known)
+    raw_kohya_flags = dict(parse_override(text) for text in kohya_flags)
+    from_kohya_flags = translate_kohya_options(raw_kohya_flags, known)
+    # kohya's defaults fill what neither the flags nor the file set (a file's network_train_unet_only stays)
+    defaults = with_kohya_defaults(raw_kohya_flags, from_kohya_flags, known)
+    from_kohya_flags = {**{k: v for k, v in defaults.items() if k not in from_file}, **from_kohya_flags}
+    from_flags = {**from_kohya_flags, **translate_kohya_options(dict(parse_override(text) for text in overrides),
+                                                                known)}
     data = {**from_file, **from_flags}
     unknown = sorted(set(data) - known)
     if unknown:
@@ -121,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.recipe:
         raise ValueError(f"unexpected extra argument {args.recipe!r}; did you mean `mixkit train recipe {args.recipe}`?")
     config_cls, train = TRAINERS.get(name).load()
-    config = resolve_config(config_cls, args.config, args.overrides)
+    config = resolve_config(config_cls, args.config, args.overrides, getattr(args, "kohya_flags", []))
     config.check()
     if args.print_config:
         print(config.to_json())
