@@ -33,7 +33,9 @@ def read_config_file(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"Config file {str(path)!r} does not exist.")
-    text = path.read_text(encoding="utf-8")
+    # utf-8-sig: a byte-order mark (Windows PowerShell 5's `Out-File -Encoding utf8`, older Notepad) is dropped, not
+    # reported as TOML's "Invalid statement (at line 1, column 1)"
+    text = path.read_text(encoding="utf-8-sig")
     if path.suffix.lower() == ".toml":
         import tomllib
 

@@ -301,3 +301,12 @@ def test_kohyas_optimizer_args_become_the_optimizers_settings(tmp_path):
     # mixkit's own mapping form, and kohya's empty list (no setting: trainers without optimizer_args accept it)
     assert translate_kohya_options({"optimizer_args": {"eps": 1e-6}}) == {"optimizer_args": {"eps": 1e-6}}
     assert translate_kohya_options({"optimizer_args": []}) == {}
+
+
+def test_config_files_saved_with_a_byte_order_mark_read_as_without(tmp_path):
+    """Windows PowerShell 5's `Out-File -Encoding utf8` and older Notepad write a UTF-8 byte-order mark, which
+    tomllib and json refuse at line 1 column 1."""
+    for name, text in [("run.toml", "network_dim = 8\n"), ("run.json", '{"network_dim": 8}')]:
+        path = tmp_path / name
+        path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+        assert read_config_file(path) == {"network_dim": 8}
