@@ -64,3 +64,8 @@ def test_a_kohya_command_line_trains_the_text_encoder_unless_told_not_to_as_kohy
     # mixkit's own --set names keep mixkit's default (the UNet only)
     assert _printed_config(capsys, ["train", "sd-lora", "--set", "model=m", "--set", "dataset=d", "--set",
                                     "output=o.safetensors", "--print-config"])["train_text_encoder"] is False
+
+
+def test_a_mistyped_flag_is_named_as_typed(capsys):
+    assert main(["train", "sd-lora", "--set", "model=m", "--network_dimm", "4", "--print-config"]) == 2
+    assert "unknown setting(s) network_dimm (from --network_dimm) for SDLoraTrainingConfig" in capsys.readouterr().err

@@ -102,6 +102,7 @@ def resolve_config(config_cls, config_file: Path | None, overrides: list[str], k
     unknown = sorted(set(data) - known)
     if unknown:
         where = ", ".join(f"{key} (from {config_file})" if key in from_file and key not in from_flags
+                          else f"{key} (from --{key})" if key in raw_kohya_flags
                           else f"{key} (from --set)" for key in unknown)
         raise ValueError(f"unknown setting(s) {where} for {config_cls.__name__}: neither a setting of this trainer "
                          "nor a kohya option mixkit translates or accepts; remove it or use one of "
