@@ -9,6 +9,7 @@ name with a warning; mixkit lets the user choose that, an empty caption, the fil
 
 from __future__ import annotations
 
+import codecs
 import re
 from pathlib import Path
 from typing import Callable
@@ -21,6 +22,33 @@ class MissingCaptionError(MixkitError, ValueError):
     """An image has no caption file and the policy is 'error'."""
 
 
+class CaptionEncodingError(MixkitError, ValueError):
+    """A caption file is neither UTF-8 nor marked (by a byte-order mark) as UTF-16 or UTF-32."""
+
+
+# Byte-order marks and the encoding each announces; UTF-32's before UTF-16's, whose little-endian mark is a prefix
+# of UTF-32's. Windows Notepad's "Unicode" is UTF-16 LE with a mark, its "UTF-8" (before 2019) UTF-8 with one.
+_MARKED_ENCODINGS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+                     (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+def decode_caption(data: bytes, source: Path) -> str:
+    """The text of a caption file: UTF-8, or the encoding its byte-order mark names (the mark itself dropped).
+
+    Anything else is refused rather than guessed: decoding it as UTF-8 with replacement characters used to train
+    a UTF-16 caption as "s\\x00k\\x00s\\x00..." and "café" in Latin-1 as "caf\\ufffd", silently (kohya stops at such
+    a file too)."""
+    encoding = next((name for mark, name in _MARKED_ENCODINGS if data.startswith(mark)), "utf-8")
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as error:
+        raise CaptionEncodingError(
+            f"caption file {source} is not {encoding.upper().replace('-SIG', '')} text (byte {error.start} is "
+            f"{data[error.start:error.start + 1]!r}: {error.reason}); captions are read as UTF-8 (UTF-16 with a "
+            "byte-order mark too). Save it as UTF-8, e.g. `iconv -f latin1 -t utf-8`, and start the run again."
+        ) from None
+
+
 def caption_path(image: Path, extension: str = ".txt") -> Path:
     """Where `image`'s caption is: its name with the extension replaced (kohya: `splitext(path)[0] + extension`)."""
     return image.with_name(image.stem + extension)
@@ -31,7 +59,7 @@ def read_caption(image: Path, extension: str = ".txt") -> str | None:
     source = caption_path(image, extension)
     if not source.is_file():
         return None
-    text = source.read_text(encoding="utf-8", errors="replace").strip()
+    text = decode_caption(source.read_bytes(), source).strip()
     # Several lines are several captions in some tools; kohya joins nothing and uses the first line.
     return text.splitlines()[0].strip() if text else ""
 

@@ -33,7 +33,9 @@ def read_config_file(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"Config file {str(path)!r} does not exist.")
-    text = path.read_text(encoding="utf-8")
+    # utf-8-sig: a byte-order mark (Windows PowerShell 5's `Out-File -Encoding utf8`, older Notepad) is dropped, not
+    # reported as TOML's "Invalid statement (at line 1, column 1)"
+    text = path.read_text(encoding="utf-8-sig")
     if path.suffix.lower() == ".toml":
         import tomllib
 
@@ -160,9 +162,10 @@ def _network_module(value, settings: dict) -> dict:
 
 KOHYA_OPTIONS.register("network_module", KohyaOption("nothing (networks.lora is mixkit's network)", _network_module))
 
-# kohya's --network_args "key=value" entries mixkit knows, and the setting each becomes.
+# kohya's --network_args "key=value" entries mixkit knows, and the setting each becomes. kohya's networks/lora.py
+# reads LoRA+ from there too (its documented `--network_args "loraplus_lr_ratio=16"`).
 NETWORK_ARGS = {"conv_dim": "conv_rank", "conv_alpha": "conv_alpha", "rank_dropout": "rank_dropout",
-                "module_dropout": "module_dropout"}
+                "module_dropout": "module_dropout", "loraplus_lr_ratio": "loraplus_lr_ratio"}
 
 
 def _network_args(value, settings: dict) -> dict:
@@ -181,7 +184,7 @@ def _network_args(value, settings: dict) -> dict:
 
 
 KOHYA_OPTIONS.register("network_args", KohyaOption("conv_rank / conv_alpha (network='locon'), rank_dropout, "
-                                                   "module_dropout", _network_args))
+                                                   "module_dropout, loraplus_lr_ratio", _network_args))
 KOHYA_OPTIONS.register("network_train_unet_only", KohyaOption(
     "train_text_encoder = not network_train_unet_only", lambda value, settings: {"train_text_encoder": not value}))
 # kohya's train_network.py: train_unet = not network_train_text_encoder_only; the text encoder trains unless
@@ -192,6 +195,33 @@ KOHYA_OPTIONS.register("network_train_text_encoder_only", KohyaOption(
 KOHYA_OPTIONS.register("v_parameterization", KohyaOption(
     "prediction_type='v_prediction' when true", lambda value, settings: {"prediction_type": "v_prediction"} if value
     else {}))
+
+
+def _optimizer_args(value, settings: dict) -> dict:
+    """kohya's --optimizer_args ["weight_decay=0.1", "betas=0.9,0.99"]: each value read as kohya's get_optimizer
+    reads it (a Python literal: "0.9,0.99" is a tuple, "True" a bool), into mixkit's optimizer_args mapping; a
+    mapping (mixkit's own form) passes as it is, and an empty list is no setting (trainers without the option
+    accept it so)."""
+    import ast
+
+    if isinstance(value, dict):
+        return {"optimizer_args": value}
+    out: dict = {}
+    for entry in [value] if isinstance(value, str) else list(value or []):
+        key, sep, text = str(entry).partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"optimizer_args entry {entry!r}: kohya's form is key=value, like weight_decay=0.1")
+        try:
+            out[key.strip()] = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            raise ValueError(f"optimizer_args entry {entry!r}: the value is not a number, True/False or a tuple "
+                             "(kohya reads it as a Python literal)") from None
+    return {"optimizer_args": out} if out else {}
+
+
+# keeps_name: mixkit's own setting has kohya's name, and a kohya file's list form must still be translated.
+KOHYA_OPTIONS.register("optimizer_args", KohyaOption("optimizer_args (key=value entries become a mapping)",
+                                                     _optimizer_args, keeps_name=True))
 
 
 def _only(option: str, allowed: str, advice: str) -> KohyaOption:
@@ -239,7 +269,8 @@ for _option, _why in {
     "save_last_n_epochs": "every epoch file is kept", "save_last_n_steps": "every step file is kept",
     "huggingface_repo_id": "nothing is uploaded", "huggingface_repo_type": "nothing is uploaded",
     "huggingface_path": "nothing is uploaded", "huggingface_token": "nothing is uploaded",
-    "save_precision": "files hold the adapters' float32 weights",
+    # sd-lora and ti have their own save_precision (which shadows this); the full fine-tune has none
+    "save_precision": "this trainer writes its weights as they trained (save_precision is sd-lora's and ti's)",
     "vae_batch_size": "it only batches kohya's latent caching",
     "log_tracker_name": "logging names come from the output",
     "wandb_run_name": "nothing is logged to Weights & Biases",
@@ -253,7 +284,6 @@ for _option, _neutral_values, _advice in (
     ("scale_v_pred_loss_like_noise_pred", (False,), "mixkit does not rescale the v-prediction loss"),
     ("save_state", (False,), "mixkit's resumable state is its checkpoint_dir (resume_from)"),
     ("dim_from_weights", (False,), "the rank comes from rank= (network_dim); network_weights must fit it"),
-    ("optimizer_args", ([], ""), "mixkit's optimizers take no extra arguments from a config"),
     ("lr_scheduler_args", ([], ""), "mixkit's schedules take no extra arguments from a config"),
     ("vae", ("", None), "the model's own VAE is used in training"),
     ("output_config", (False,), "kohya then writes its arguments to --config_file and exits without training; "

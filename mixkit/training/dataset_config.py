@@ -126,7 +126,9 @@ def read_dataset_config(path: str | Path, run) -> list[DatasetSettings]:
     if not path.is_file():
         raise FileNotFoundError(f"dataset config {str(path)!r} does not exist; name a kohya dataset config .toml "
                                 "([general] / [[datasets]] / [[datasets.subsets]]) or its .json form")
-    text = path.read_text(encoding="utf-8")
+    # utf-8-sig: a byte-order mark (Windows PowerShell 5's `Out-File -Encoding utf8`, older Notepad) is dropped, not
+    # reported as TOML's "Invalid statement (at line 1, column 1)"
+    text = path.read_text(encoding="utf-8-sig")
     if path.suffix.lower() == ".json":
         data = parse_json_object(text, str(path), "a kohya dataset config in JSON is an object with \"general\" and "
                                  "\"datasets\", as its TOML form has [general] and [[datasets]]")

@@ -75,6 +75,21 @@ def training_metadata(*, network: str, rank: int, alpha: float, conv_rank: int |
     return metadata
 
 
+def base_model_file_metadata(model_source) -> dict[str, str]:
+    """What kohya's train_network.py records of a single-file base model: its file name as `ss_sd_model_name`
+    (extension included), A1111's old 8-digit model hash as `ss_sd_model_hash` and the file's SHA-256 as
+    `ss_new_sd_model_hash`, by which A1111's and Civitai's training-info views name the checkpoint a LoRA was
+    trained on. Empty for a diffusers folder or a hub id, which have no one file to hash (kohya writes
+    "IsADirectory" for a folder; leaving the keys out tells a reader the same without a value that is no hash)."""
+    from mixkit.io.hashing import legacy_a1111_hash, sha256_file
+
+    path = Path(str(model_source))
+    if not path.is_file():
+        return {}
+    return {"ss_sd_model_name": path.name, "ss_sd_model_hash": legacy_a1111_hash(path),
+            "ss_new_sd_model_hash": sha256_file(path)}
+
+
 # kohya's SS_METADATA_MINIMUM_KEYS: what --no_metadata still writes, so loaders can apply the network at all.
 MINIMUM_METADATA_KEYS = ("ss_v2", "ss_base_model_version", "ss_network_module", "ss_network_dim", "ss_network_alpha",
                          "ss_network_args")

@@ -25,16 +25,19 @@ logger = logging.getLogger(__name__)
 
 WEIGHT_DECAY = 1e-2  # torch's and kohya's AdamW default
 
-OPTIMIZERS: Registry[Callable[[list, float], torch.optim.Optimizer]] = Registry("optimizer")
+# Each factory takes the parameter groups, the rate and keyword overrides of its constructor's settings (kohya's
+# --optimizer_args: weight_decay=0.1, betas=(0.9, 0.99), d_coef=2 ...), which win over mixkit's defaults.
+OPTIMIZERS: Registry[Callable[..., torch.optim.Optimizer]] = Registry("optimizer")
 
 
 @OPTIMIZERS.register("adamw")
-def make_adamw(parameter_groups: list, learning_rate: float) -> torch.optim.Optimizer:
+def make_adamw(parameter_groups: list, learning_rate: float, **options) -> torch.optim.Optimizer:
     # torch's default on CPU updates parameter by parameter; the fused kernel does all of them in one call
     # (336 LoRA tensors of mixkit-tiny-sd: 10 ms -> 1.5 ms a step). It needs float tensors on CPU or CUDA.
     groups = [{**group, "params": list(group["params"])} for group in parameter_groups]
     fusable = all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for g in groups for p in g["params"])
-    return torch.optim.AdamW(groups, lr=learning_rate, weight_decay=WEIGHT_DECAY, fused=True if fusable else None)
+    return torch.optim.AdamW(groups, **{"lr": learning_rate, "weight_decay": WEIGHT_DECAY,
+                                        "fused": True if fusable else None, **options})
 
 
 def _optional_package(module: str, optimizer: str, install: str):
@@ -49,21 +52,22 @@ def _optional_package(module: str, optimizer: str, install: str):
 
 
 @OPTIMIZERS.register("adamw8bit")
-def make_adamw_8bit(parameter_groups: list, learning_rate: float) -> torch.optim.Optimizer:
+def make_adamw_8bit(parameter_groups: list, learning_rate: float, **options) -> torch.optim.Optimizer:
     bitsandbytes = _optional_package("bitsandbytes", "adamw8bit", "bitsandbytes")
-    return bitsandbytes.optim.AdamW8bit(parameter_groups, lr=learning_rate, weight_decay=WEIGHT_DECAY)
+    return bitsandbytes.optim.AdamW8bit(parameter_groups, **{"lr": learning_rate, "weight_decay": WEIGHT_DECAY,
+                                                              **options})
 
 
 @OPTIMIZERS.register("lion")
-def make_lion(parameter_groups: list, learning_rate: float) -> torch.optim.Optimizer:
+def make_lion(parameter_groups: list, learning_rate: float, **options) -> torch.optim.Optimizer:
     from mixkit.training.lion import Lion
 
     # Decay 10x AdamW's: Lion runs at a ~10x lower rate and scales the decay by it (the paper's advice).
-    return Lion(parameter_groups, lr=learning_rate, weight_decay=10 * WEIGHT_DECAY)
+    return Lion(parameter_groups, **{"lr": learning_rate, "weight_decay": 10 * WEIGHT_DECAY, **options})
 
 
 @OPTIMIZERS.register("prodigy")
-def make_prodigy(parameter_groups: list, learning_rate: float) -> torch.optim.Optimizer:
+def make_prodigy(parameter_groups: list, learning_rate: float, **options) -> torch.optim.Optimizer:
     prodigy = _optional_package("prodigyopt", "prodigy", "prodigyopt")
     rates = [group.get("lr", learning_rate) for group in parameter_groups] or [learning_rate]
     if max(rates) <= 0.1:
@@ -72,23 +76,50 @@ def make_prodigy(parameter_groups: list, learning_rate: float) -> torch.optim.Op
                       "expects a rate of about 1.0 (a multiplier on its estimate); at this rate it barely moves",
                       UserWarning, stacklevel=3)
     # Bias correction and the warm-up safeguard: the settings Prodigy's authors suggest for diffusion models.
-    return prodigy.Prodigy(parameter_groups, lr=learning_rate, weight_decay=WEIGHT_DECAY, decouple=True,
-                           use_bias_correction=True, safeguard_warmup=True)
+    return prodigy.Prodigy(parameter_groups, **{"lr": learning_rate, "weight_decay": WEIGHT_DECAY, "decouple": True,
+                                                "use_bias_correction": True, "safeguard_warmup": True, **options})
 
 
 @OPTIMIZERS.register("adafactor")
-def make_adafactor(parameter_groups: list, learning_rate: float) -> torch.optim.Optimizer:
+def make_adafactor(parameter_groups: list, learning_rate: float, **options) -> torch.optim.Optimizer:
     from transformers.optimization import Adafactor
 
     # At the given rate (kohya's recommended "scale_parameter=False relative_step=False warmup_init=False"),
     # not Adafactor's own time-dependent rate, so lr_schedule and warm-up mean what they mean elsewhere.
-    return Adafactor(parameter_groups, lr=learning_rate, scale_parameter=False, relative_step=False,
-                     warmup_init=False, weight_decay=0.0)
+    return Adafactor(parameter_groups, **{"lr": learning_rate, "scale_parameter": False, "relative_step": False,
+                                          "warmup_init": False, "weight_decay": 0.0, **options})
 
 
-def make_optimizer(name: str, parameter_groups: list, learning_rate: float) -> torch.optim.Optimizer:
-    """The optimizer registered as `name` over `parameter_groups` (dicts with "params" and optional "lr")."""
-    return OPTIMIZERS.get(name)(parameter_groups, learning_rate)
+def make_optimizer(name: str, parameter_groups: list, learning_rate: float,
+                   options: dict | None = None) -> torch.optim.Optimizer:
+    """The optimizer registered as `name` over `parameter_groups` (dicts with "params" and optional "lr"), with
+    `options` (`check_optimizer_args`) over its constructor's settings."""
+    return OPTIMIZERS.get(name)(parameter_groups, learning_rate, **(options or {}))
+
+
+def check_optimizer_args(name: str, options: dict, learning_rate: float) -> None:
+    """Refuse `options` the optimizer `name` does not take, or values its constructor rejects, before any model
+    loads: the optimizer is built once over a throw-away parameter, so the check is the constructor's own."""
+    import inspect
+
+    if not isinstance(options, dict) or not all(isinstance(key, str) for key in options):
+        raise TypeError(f"optimizer_args must map setting names to values (kohya's list [\"weight_decay=0.1\"] is "
+                        f"translated to one), got {options!r}")
+    if "lr" in options:
+        raise ValueError("optimizer_args must not set lr: the rate is learning_rate (and text_encoder_learning_rate)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Prodigy's low-rate warning comes with the real run
+        plain = make_optimizer(name, [{"params": [torch.nn.Parameter(torch.zeros(1))]}], learning_rate)
+        accepted = [key for key in inspect.signature(type(plain).__init__).parameters
+                    if key not in ("self", "params", "lr", "args", "kwargs")]
+        unknown = sorted(set(options) - set(accepted))
+        if unknown:
+            raise ValueError(f"optimizer_args {unknown} are not settings of optimizer={name!r} "
+                             f"({type(plain).__name__}); it takes {accepted}")
+        try:
+            make_optimizer(name, [{"params": [torch.nn.Parameter(torch.zeros(1))]}], learning_rate, options)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"optimizer_args {options!r} for optimizer={name!r}: {error}") from None
 
 
 # Constructor switches that choose a kernel, not the optimisation: left out of `optimizer_description`.

@@ -31,8 +31,8 @@ from mixkit.training.denoising_loop import ConditionedDenoiser
 from mixkit.training.ema import EmaWeights
 from mixkit.training.frozen_model_run import (load_frozen_model, optimizer_with_schedule, put_back_on_failure,
                                               resume, start_run, train_attached)
-from mixkit.training.kohya_export import (cast_for_saving, minimum_metadata, save_kohya_lora, to_sgm_layout,
-                                          training_metadata, without_local_paths)
+from mixkit.training.kohya_export import (base_model_file_metadata, cast_for_saving, minimum_metadata,
+                                          save_kohya_lora, to_sgm_layout, training_metadata, without_local_paths)
 from mixkit.training.lora_network import CROSS_ATTENTION_KV, LoraNetwork
 from mixkit.training.modelspec import ModelSpecTexts, lora_modelspec
 from mixkit.training.network_weights import load_network_weights
@@ -264,6 +264,8 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     # 4. Train (the run is shared with the other SD trainers); the EMA follows every optimizer step.
     batches_per_epoch = setup.batches_per_epoch
     accum, world = config.gradient_accumulation_steps, accelerator.num_processes
+    # once: the SHA-256 of a multi-GB checkpoint takes seconds (and is cached on disk by path, size and mtime)
+    base_model_file = base_model_file_metadata(config.model)
 
     def save_lora(path: str | Path, at_step: int, kind: str) -> Path:
         """The kohya file of the adapters (their moving average with EMA) and trained word vectors as they are now;
@@ -289,6 +291,7 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                       "v_parameterization": model.prediction_type == "v_prediction"},
             started_at=setup.started, base_model_name=getattr(model, "name", str(config.model)),
             extra_network_args={k: getattr(config, k) for k in ("rank_dropout", "module_dropout") if getattr(config, k)})
+        metadata.update(base_model_file)
         if members is not None:  # kohya writes ss_datasets for a run from a dataset config, not the run-wide keys
             metadata = {k: v for k, v in metadata.items() if k not in RUN_WIDE_DATASET_KEYS}
             metadata["ss_datasets"] = json.dumps(datasets_metadata(members, dataset))

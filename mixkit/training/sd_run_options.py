@@ -41,6 +41,9 @@ class SDRunOptions(SDObjectiveOptions):
     checkpoint_dir: str | None = None
     resume_from: str | None = None
     optimizer: str = "adamw"
+    # Settings of the optimizer's constructor over mixkit's defaults (kohya's --optimizer_args, whose list
+    # ["weight_decay=0.1", "betas=(0.9, 0.99)"] a kohya config translates to this): {"weight_decay": 0.1}.
+    optimizer_args: dict = field(default_factory=dict)
     # After `warmup_steps`: "constant" (the default, as before), "cosine" or "linear" to 0 at max_steps, or kohya's
     # "constant_with_warmup", "cosine_with_restarts" (`lr_schedule_num_cycles` decays) and "polynomial"
     # ((1 - progress) ** `lr_schedule_power`). A rate that ends low averages the last steps' noise out of the
@@ -106,9 +109,10 @@ class SDRunOptions(SDObjectiveOptions):
 
     def check_run_options(self) -> None:
         """Raise ValueError/TypeError naming the first run option out of range."""
-        from mixkit.training.optimizers import LR_SCHEDULES, OPTIMIZERS, POLYNOMIAL_END_LR
+        from mixkit.training.optimizers import LR_SCHEDULES, OPTIMIZERS, POLYNOMIAL_END_LR, check_optimizer_args
 
         OPTIMIZERS.get(self.optimizer)
+        check_optimizer_args(self.optimizer, self.optimizer_args, self.learning_rate)
         LR_SCHEDULES.get(self.lr_schedule)
         check_int_in(self, "lr_schedule_num_cycles", 1, 1_000_000, "(the cosine_with_restarts decays; 1: plain cosine)")
         check_number_in(self, "lr_schedule_power", "(0, inf)", "(the polynomial's exponent; 1: linear)")

@@ -137,10 +137,31 @@ def load_training_state(source: str | Path, fingerprint: str, max_steps: int | N
     return state
 
 
+def check_same_settings(state: dict, settings: dict, source: str | Path) -> None:
+    """Refuse a resume whose `settings` (name -> this run's value) differ from the checkpoint's saved config.
+
+    Restoring the optimizer puts the saved run's hyper-parameters back into its parameter groups and the schedule
+    its base rates, so such a change would be silently undone (a new learning rate) or mixed with the old run's
+    (AdamW's moments, rate and betas loaded into Lion); refusing says so instead."""
+    saved = json.loads(state.get("config") or "{}")
+    # compared as the checkpoint stores them: JSON (a tuple of betas is a list there)
+    now = json.loads(json.dumps(settings, default=str))
+    changed = [f"{name}: {saved[name]!r} in the checkpoint, {value!r} now" for name, value in now.items()
+               if name in saved and saved[name] != value]
+    if changed:
+        raise CheckpointMismatchError(
+            f"{source} continues a run trained with other optimizer settings ({'; '.join(changed)}). Resuming "
+            "restores the optimizer and schedule of that run, so these changes would not apply: set them back to "
+            "resume exactly, or start a new run from the weights instead (network_weights= a file the run wrote, "
+            "for a LoRA).")
+
+
 def resume_run(source: str | Path, fingerprint: str, *, optimizer, lr_schedule,
-               max_steps: int | None = None) -> tuple[dict[str, torch.Tensor], int]:
-    """Restore optimizer, LR schedule and RNGs from a checkpoint; return (trainable tensors, step) for the caller."""
+               max_steps: int | None = None, settings: dict | None = None) -> tuple[dict[str, torch.Tensor], int]:
+    """Restore optimizer, LR schedule and RNGs from a checkpoint; return (trainable tensors, step) for the caller.
+    `settings` (optimizer and schedule settings of this run) must equal the checkpoint's (`check_same_settings`)."""
     state = load_training_state(source, fingerprint, max_steps)
+    check_same_settings(state, settings or {}, source)
     optimizer.load_state_dict(state["optimizer"])
     lr_schedule.load_state_dict(state["scheduler"])
     restore_rng_states(state["rng"])

@@ -37,7 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # A sub-command that takes free-form flags (`train`: kohya's --network_dim=16 ...) sets `extra_flags` to a
+    # function that folds them into its arguments; for every other one they stay argparse's error.
+    args, extra = parser.parse_known_args(argv)
+    if extra and getattr(args, "extra_flags", None) is None:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.version:
         from mixkit import __version__
 
@@ -47,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        if extra:
+            args.extra_flags(args, extra)
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at interpreter exit
         return code

@@ -23,7 +23,50 @@ def add_parser(subparsers) -> None:
                    help="override one setting; VALUE is JSON if it parses (4, 1e-4, true, null) else a string")
     p.add_argument("--stop-at-step", type=int, default=None, help="stop after this step with a checkpoint (resume later; the tiny recipes write what they have instead)")
     p.add_argument("--print-config", action="store_true", help="print the resolved config as JSON and exit")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, extra_flags=add_kohya_flags)
+    p.epilog = ("kohya's command-line options also work as they are (--network_dim=16, --enable_bucket, --network_args "
+                "conv_dim=4 conv_alpha=2, --config_file run.toml): each is read as --set NAME=VALUE.")
+
+
+def kohya_flags(flags: list[str]) -> list[str]:
+    """`--set` texts for kohya-style command-line options copied from a kohya command (`accelerate launch
+    train_network.py --network_dim=16 --enable_bucket --network_args "conv_dim=4" "conv_alpha=2" ...`), as kohya's
+    argparse reads them: `--name=value`, `--name value`, `--name v1 v2` (its nargs="*" options: a list) and a bare
+    `--name` (its store_true switches: true)."""
+    overrides: list[str] = []
+    index = 0
+    while index < len(flags):
+        flag = flags[index]
+        if not flag.startswith("--") or len(flag) == 2:
+            raise ValueError(f"unexpected argument {flag!r}: settings are --set NAME=VALUE or kohya's --NAME VALUE")
+        name, sep, value = flag[2:].partition("=")
+        index += 1
+        if sep:
+            overrides.append(f"{name}={value}")
+            continue
+        values = []
+        while index < len(flags) and not flags[index].startswith("--"):
+            values.append(flags[index])
+            index += 1
+        if not values:
+            overrides.append(f"{name}=true")
+        elif len(values) == 1:
+            overrides.append(f"{name}={values[0]}")
+        else:
+            overrides.append(f"{name}={json.dumps(values)}")
+    return overrides
+
+
+def add_kohya_flags(args: argparse.Namespace, flags: list[str]) -> None:
+    """Fold kohya-style flags into `args`: they win over the --config file as kohya's command line wins over its
+    --config_file, and a later --set of the same name wins over them; `--config_file` is kohya's --config."""
+    overrides = kohya_flags(flags)
+    config_files = [text.partition("=")[2] for text in overrides if text.partition("=")[0] == "config_file"]
+    if config_files:
+        if args.config is not None or len(config_files) > 1:
+            raise ValueError("give the settings file once: --config or kohya's --config_file")
+        args.config = Path(config_files[0])
+    args.kohya_flags = [text for text in overrides if text.partition("=")[0] != "config_file"]
 
 
 def parse_override(text: str) -> tuple[str, object]:
@@ -36,9 +79,11 @@ def parse_override(text: str) -> tuple[str, object]:
         return key.strip(), value
 
 
-def resolve_config(config_cls, config_file: Path | None, overrides: list[str]):
-    """The trainer's config from the file (.json, or .toml as kohya's --config_file) plus `--set` overrides, which
-    win; kohya's option names are translated (`mixkit.training.config_file`), unknown keys are named in the error."""
+def resolve_config(config_cls, config_file: Path | None, overrides: list[str], kohya_flags: list[str] = ()):
+    """The trainer's config from the file (.json, or .toml as kohya's --config_file), then kohya-style command-line
+    flags (`kohya_flags`, as `--set` texts), then `--set` overrides, each winning over the one before; kohya's option
+    names are translated (`mixkit.training.config_file`), unknown keys are named in the error. A kohya command line,
+    like a kohya file, brings kohya's defaults where they differ from mixkit's (`with_kohya_defaults`)."""
     from mixkit.training.config_file import read_config_file, translate_kohya_options, with_kohya_defaults
 
     known = {f.name for f in dataclasses.fields(config_cls)}
@@ -46,11 +91,18 @@ def resolve_config(config_cls, config_file: Path | None, overrides: list[str]):
     if config_file is not None:
         raw = read_config_file(config_file)
         from_file = with_kohya_defaults(raw, translate_kohya_options(raw, known), known)
-    from_flags = translate_kohya_options(dict(parse_override(text) for text in overrides), known)
+    raw_kohya_flags = dict(parse_override(text) for text in kohya_flags)
+    from_kohya_flags = translate_kohya_options(raw_kohya_flags, known)
+    # kohya's defaults fill what neither the flags nor the file set (a file's network_train_unet_only stays)
+    defaults = with_kohya_defaults(raw_kohya_flags, from_kohya_flags, known)
+    from_kohya_flags = {**{k: v for k, v in defaults.items() if k not in from_file}, **from_kohya_flags}
+    from_flags = {**from_kohya_flags, **translate_kohya_options(dict(parse_override(text) for text in overrides),
+                                                                known)}
     data = {**from_file, **from_flags}
     unknown = sorted(set(data) - known)
     if unknown:
         where = ", ".join(f"{key} (from {config_file})" if key in from_file and key not in from_flags
+                          else f"{key} (from --{key})" if key in raw_kohya_flags
                           else f"{key} (from --set)" for key in unknown)
         raise ValueError(f"unknown setting(s) {where} for {config_cls.__name__}: neither a setting of this trainer "
                          "nor a kohya option mixkit translates or accepts; remove it or use one of "
@@ -78,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.recipe:
         raise ValueError(f"unexpected extra argument {args.recipe!r}; did you mean `mixkit train recipe {args.recipe}`?")
     config_cls, train = TRAINERS.get(name).load()
-    config = resolve_config(config_cls, args.config, args.overrides)
+    config = resolve_config(config_cls, args.config, args.overrides, getattr(args, "kohya_flags", []))
     config.check()
     if args.print_config:
         print(config.to_json())

@@ -197,3 +197,13 @@ def test_a_validation_split_holds_images_out_of_their_own_dataset(tmp_path):
     assert not {r.path for r in held} & {r.path for r in group.records}
     counts = [d["num_train_images"] for d in datasets_metadata(members, group)]
     assert counts == [2 * sum(r.path.parent == a for r in kept), sum(r.path.parent == big for r in kept)]
+
+
+def test_a_dataset_config_saved_with_a_byte_order_mark_reads_as_without(tmp_path):
+    """A UTF-8 byte-order mark (Windows PowerShell 5, older Notepad) used to fail as TOML's "Invalid statement"."""
+    folder = write_images(tmp_path / "a", ["x"])
+    text = f"[[datasets]]\nresolution = 64\n  [[datasets.subsets]]\n  image_dir = '{folder}'\n  num_repeats = 3\n"
+    path = tmp_path / "ds.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    (dataset,) = read_dataset_config(path, _run(path))
+    assert (dataset.resolution, dataset.subsets[0].num_repeats) == (64, 3)

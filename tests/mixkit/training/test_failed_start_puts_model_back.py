@@ -57,3 +57,19 @@ def test_a_refused_resume_leaves_the_callers_model_as_it_was(trainer, tiny_sd1_d
     assert _hooks(model) == hooks
     assert not model.unet.training
     assert torch.equal(_encode(model), encoded)
+
+
+def test_a_resume_with_other_optimizer_settings_is_refused_naming_them(tiny_sd1_dir, colour_dataset, tmp_path,
+                                                                      lora_checkpoint):
+    """Restoring the optimizer puts the old run's rate and hyper-parameters back (torch's load_state_dict replaces
+    the parameter groups' settings; LambdaLR its base rates): a new learning rate was silently dropped, and Lion
+    resumed from an AdamW checkpoint ran at AdamW's rate and betas with AdamW's moments."""
+    model = load_diffusion_model(tiny_sd1_dir)
+    hooks = _hooks(model)
+    config = SDLoraTrainingConfig(model=str(tiny_sd1_dir), dataset=str(colour_dataset),
+                                  output=str(tmp_path / "other.safetensors"), rank=2, alpha=2.0, optimizer="lion",
+                                  learning_rate=5e-5, resume_from=str(lora_checkpoint), **SETTINGS)
+    with pytest.raises(CheckpointMismatchError, match=r"optimizer: 'adamw' in the checkpoint, 'lion' now; "
+                                                      r"learning_rate: 0\.0001 in the checkpoint, 5e-05 now\)"):
+        train_sd_lora(config, model=model)
+    assert _hooks(model) == hooks and not (tmp_path / "other.safetensors").exists()

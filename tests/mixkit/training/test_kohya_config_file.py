@@ -175,7 +175,8 @@ def test_kohya_gui_speed_and_logistics_switches_are_accepted(tmp_path):
 @pytest.mark.parametrize("line, message", [
     ("random_crop = true", "random_crop=True: mixkit crops images at the centre"),
     ("color_aug = true", "color_aug=True: mixkit has no colour augmentation"),
-    ("optimizer_args = [\"weight_decay=0.1\"]", "optimizer_args=.*take no extra arguments"),
+    ("optimizer_args = [\"weight_decay\"]", "optimizer_args entry 'weight_decay': kohya's form is key=value"),
+    ("optimizer_args = [\"betas=fast\"]", "optimizer_args entry 'betas=fast': .*Python literal"),
     # kohya_ss GUI keys at values that would change the run: refused naming what kohya does
     ("weighted_captions = true", r"weighted_captions=True: kohya's weighted_captions reads .*\(word:1.2\)"),
     ("caption_dropout_every_n_epochs = 3", "caption_dropout_every_n_epochs=3: .*N-th epoch.*caption_dropout_rate"),
@@ -276,3 +277,36 @@ def test_a_kohya_file_without_network_train_unet_only_trains_the_text_encoder_as
     own.write_text('model = "m"\ndataset = "d"\noutput = "o.safetensors"\nrank = 8\n', encoding="utf-8")
     assert resolve_config(SDLoraTrainingConfig, own, []).train_text_encoder is False
     assert resolve_config(SDLoraTrainingConfig, own, ["network_dim=8"]).train_text_encoder is False  # a flag, not a file
+
+
+
+def test_loraplus_in_network_args_is_kohyas_loraplus_lr_ratio(tmp_path):
+    """kohya's documented way to turn LoRA+ on is `--network_args "loraplus_lr_ratio=16"` (networks/lora.py)."""
+    path = tmp_path / "run.toml"
+    path.write_text('model = "m"\ndataset = "d"\noutput = "o.safetensors"\n'
+                    'network_args = ["loraplus_lr_ratio=16", "rank_dropout=0.1"]\n', encoding="utf-8")
+    config = resolve_config(SDLoraTrainingConfig, path, [])
+    assert (config.loraplus_lr_ratio, config.rank_dropout) == (16, 0.1)
+    with pytest.raises(ValueError, match="loraplus_lr_ratio=8 is also given; keep one"):
+        translate_kohya_options({"loraplus_lr_ratio": 8, "network_args": ["loraplus_lr_ratio=16"]})
+
+
+def test_kohyas_optimizer_args_become_the_optimizers_settings(tmp_path):
+    """kohya's get_optimizer reads each value as a Python literal: "0.9,0.99" is a tuple, "True" a bool."""
+    path = tmp_path / "run.toml"
+    path.write_text('model = "m"\ndataset = "d"\noutput = "o.safetensors"\noptimizer_type = "Lion"\n'
+                    'optimizer_args = ["weight_decay=0.2", "betas=0.95,0.98", "use_triton=False"]\n', encoding="utf-8")
+    config = resolve_config(SDLoraTrainingConfig, path, [])
+    assert config.optimizer_args == {"weight_decay": 0.2, "betas": (0.95, 0.98), "use_triton": False}
+    # mixkit's own mapping form, and kohya's empty list (no setting: trainers without optimizer_args accept it)
+    assert translate_kohya_options({"optimizer_args": {"eps": 1e-6}}) == {"optimizer_args": {"eps": 1e-6}}
+    assert translate_kohya_options({"optimizer_args": []}) == {}
+
+
+def test_config_files_saved_with_a_byte_order_mark_read_as_without(tmp_path):
+    """Windows PowerShell 5's `Out-File -Encoding utf8` and older Notepad write a UTF-8 byte-order mark, which
+    tomllib and json refuse at line 1 column 1."""
+    for name, text in [("run.toml", "network_dim = 8\n"), ("run.json", '{"network_dim": 8}')]:
+        path = tmp_path / name
+        path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+        assert read_config_file(path) == {"network_dim": 8}

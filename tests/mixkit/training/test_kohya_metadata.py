@@ -50,6 +50,8 @@ def test_the_file_names_no_local_folder_and_its_hashes_are_kohyas(tiny_sd1_dir, 
     config = json.loads(metadata["mixkit_training_config"])
     assert (config["model"], config["dataset"], config["class_dataset"], config["checkpoint_dir"], config["output"]) == (
         tiny_sd1_dir.name, colour_dataset.name, colour_dataset.name, "ckpt", "shared.safetensors")
+    # A diffusers folder has no one file to hash: kohya's base-model hashes are left out (kohya writes "IsADirectory").
+    assert "ss_sd_model_hash" not in metadata and "ss_new_sd_model_hash" not in metadata
     # The hunter's hashes.py: recompute from the stored tensors and ss_* keys.
     assert (metadata["sshs_model_hash"], metadata["sshs_legacy_hash"]) == kohya_reference_hashes(load_file(output),
                                                                                                   metadata)
@@ -63,3 +65,22 @@ def test_no_metadata_keeps_only_what_a_loader_needs(tiny_sd1_dir, colour_dataset
         "ss_base_model_version", "ss_network_alpha", "ss_network_args", "ss_network_dim", "ss_network_module", "ss_v2",
         "sshs_legacy_hash", "sshs_model_hash"]
     assert metadata["ss_network_dim"] == "32" and metadata["modelspec.architecture"] == "stable-diffusion-v1/lora"
+
+
+def test_a_single_file_base_model_is_named_by_kohyas_two_hashes(tiny_sd1_dir, colour_dataset, tmp_path):
+    """kohya's train_network.py writes the base checkpoint's A1111 old hash (64 KiB at 1 MiB, 8 hex digits) as
+    ss_sd_model_hash and its SHA-256 as ss_new_sd_model_hash; A1111's and Civitai's training-info views read them."""
+    from mixkit.models.diffusion.loading import load_diffusion_model
+    from mixkit.models.diffusion.single_file_writer import save_ldm_checkpoint
+
+    checkpoint = tmp_path / "base.safetensors"
+    save_ldm_checkpoint(load_diffusion_model(tiny_sd1_dir), checkpoint)
+    config = SDLoraTrainingConfig(model=str(checkpoint), dataset=str(colour_dataset), resolution=32, max_steps=1,
+                                  output=str(tmp_path / "lora.safetensors"))
+    # The tiny model's single file needs its configs (a real SD 1.5 file loads from model= alone).
+    output = train_sd_lora(config, model=load_diffusion_model(checkpoint, config_dir=tiny_sd1_dir)).output
+    metadata = read_safetensors_metadata(output)
+    data = checkpoint.read_bytes()
+    assert metadata["ss_sd_model_name"] == "base.safetensors"
+    assert metadata["ss_sd_model_hash"] == hashlib.sha256(data[0x100000:0x110000]).hexdigest()[:8]
+    assert metadata["ss_new_sd_model_hash"] == hashlib.sha256(data).hexdigest()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mixkit.training.optimizers import OPTIMIZERS, make_optimizer
+from mixkit.training.optimizers import OPTIMIZERS, check_optimizer_args, make_optimizer, optimizer_description
 
 
 def _groups():
@@ -99,3 +99,25 @@ def test_each_optimizer_trains_a_lora_and_resumes_bit_for_bit(name, rate, tiny_s
     before = fixed_denoising_loss(model, colour_dataset)
     apply_loras(model.unet, model.text_encoders, [LoraRequest(str(straight.output))], mode="merge")
     assert fixed_denoising_loss(model, colour_dataset) < before
+
+
+def test_optimizer_args_set_the_constructors_settings_over_mixkits_defaults():
+    """kohya's --optimizer_args: weight_decay, betas ... reach the optimizer and its ss_optimizer description; a
+    parameter group's own setting (the word vectors' weight_decay 0) still wins, as torch gives groups precedence."""
+    weights, vectors = torch.nn.Parameter(torch.ones(2)), torch.nn.Parameter(torch.ones(2))
+    groups = [{"params": [weights]}, {"params": [vectors], "weight_decay": 0.0}]
+    optimizer = make_optimizer("lion", groups, 1e-4, {"weight_decay": 0.2, "betas": (0.95, 0.98)})
+    assert [(g["weight_decay"], g["betas"]) for g in optimizer.param_groups] == [(0.2, (0.95, 0.98)),
+                                                                                   (0.0, (0.95, 0.98))]
+    assert optimizer_description(optimizer) == "mixkit.training.lion.Lion(betas=(0.95, 0.98),weight_decay=0.2)"
+    assert make_optimizer("adamw", [{"params": [weights]}], 1e-4).param_groups[0]["weight_decay"] == 0.01
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"d_coef": 2}, r"optimizer_args \['d_coef'\] are not settings of optimizer='adamw' \(AdamW\); it takes \['betas'"),
+    ({"betas": (0.9, 1.5)}, r"optimizer_args .* for optimizer='adamw': Invalid beta parameter at index 1"),
+    ({"lr": 1.0}, "must not set lr: the rate is learning_rate"),
+])
+def test_optimizer_args_the_constructor_refuses_are_refused_before_training(options, message):
+    with pytest.raises(ValueError, match=message):
+        check_optimizer_args("adamw", options, 1e-4)

@@ -74,3 +74,16 @@ def test_fingerprint_depends_on_shapes_and_model_config():
     assert a == architecture_fingerprint({"x": torch.ones(2, 3)}, {"unet": {"ch": 32}})
     assert a != architecture_fingerprint({"x": torch.zeros(3, 3)}, {"unet": {"ch": 32}})
     assert a != architecture_fingerprint({"x": torch.zeros(2, 3)}, {"unet": {"ch": 64}})
+
+
+def test_resumed_settings_compare_as_the_checkpoint_stores_them(tmp_path):
+    """The checkpoint keeps its config as JSON, where the betas tuple of optimizer_args is a list: that is no
+    change, while another value is refused naming both."""
+    import json
+
+    from mixkit.training.training_state import check_same_settings
+
+    state = {"config": json.dumps({"optimizer_args": {"betas": [0.9, 0.99]}, "learning_rate": 1e-4})}
+    check_same_settings(state, {"optimizer_args": {"betas": (0.9, 0.99)}, "learning_rate": 1e-4}, "ckpt")
+    with pytest.raises(CheckpointMismatchError, match=r"learning_rate: 0.0001 in the checkpoint, 0.0002 now"):
+        check_same_settings(state, {"optimizer_args": {"betas": (0.9, 0.99)}, "learning_rate": 2e-4}, "ckpt")
