@@ -66,7 +66,7 @@ def create_embedding(model, folder: str | Path, name: str, *, num_vectors_per_to
     existing = embedding_files(folder, name)
     if existing and not overwrite_old:
         raise ValueError(f"embedding {name!r} already exists ({', '.join(str(p) for p in existing)}); choose another "
-                         "name, or set overwrite_old to replace it")
+                         "name, or set overwrite_old (the Train tab's \"Overwrite Old Embedding\") to replace it")
     if len(existing) > 1:
         raise ValueError(f"several files are named {name!r} ({', '.join(str(p) for p in existing)}); remove all but "
                          "the one to replace")
