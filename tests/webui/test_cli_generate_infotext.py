@@ -54,7 +54,6 @@ def test_keys_it_cannot_honour_are_named_on_stderr(tiny_sd1_dir, tmp_path, capsy
 @pytest.mark.parametrize("extra, fragment", [
     ("Denoising strength: 0.5, Hires upscale: 2, Hires sampler: Euler a", "hires-fix settings"),  # no flag for it
     ("Hires upscale: 2, Hires upscaler: Latent", "hires keys without the Denoising strength"),
-    ("Variation seed: 5, Variation seed strength: 0.3", "variation seed"),
     ("ControlNet 0: \"Module: canny\"", "ControlNet"),
     ("Denoising strength: 0.6", "img2img"),
 ])
