@@ -252,8 +252,8 @@ def check_seed_extras(params: Txt2ImgParams, multiple: int, limits: GenerationLi
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise TypeError(f"{name} must be an integer (0 = off), got {value!r}.")
     if (width == 0) != (height == 0):
-        raise ValueError(f"seed_resize_from_w={width} and seed_resize_from_h={height}: 'Resize seed from' needs both "
-                         "the width and the height the seed was drawn at (or both 0 to turn it off).")
+        raise ValueError(f"'Resize seed from' {width}x{height} has one side 0: it needs both the width and the height "
+                         "the seed was drawn at (or both 0 to turn it off).")
     if width:
         try:
             check_size(width, height, multiple, limits)

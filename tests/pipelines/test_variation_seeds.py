@@ -194,7 +194,7 @@ def test_img2img_draws_the_variation_noise_too(sd1_pipe, monkeypatch):
     ({"subseed_strength": -0.1}, r"subseed_strength must be a number in \[0, 1\]"),
     ({"subseed_strength": "0.3"}, r"subseed_strength must be a number in \[0, 1\].*got '0\.3'"),
     ({"subseed": -2}, r"subseed must be in \[-1, "),
-    ({"seed_resize_from_w": 64}, r"'Resize seed from' needs both the width and the height"),
+    ({"seed_resize_from_w": 64}, r"'Resize seed from' 64x0 has one side 0: it needs both"),
     ({"seed_resize_from_w": 60, "seed_resize_from_h": 64}, r"'Resize seed from' 60x64 .*multiple of 8"),
     ({"seed_resize_from_w": 64, "seed_resize_from_h": 99999}, r"'Resize seed from' 64x99999 .*height must be in"),
 ])

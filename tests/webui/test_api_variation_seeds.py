@@ -56,4 +56,4 @@ def test_bad_values_are_a_422_naming_the_field(client):
     response = _post(client, subseed_strength=2)
     assert response.status_code == 422 and "subseed_strength must be a number in [0, 1]" in response.text
     response = _post(client, seed_resize_from_w=64)
-    assert response.status_code == 422 and "'Resize seed from' needs both" in response.text
+    assert response.status_code == 422 and "'Resize seed from' 64x0 has one side 0" in response.text
