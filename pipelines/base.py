@@ -288,6 +288,7 @@ class DiffusionPipelineBase:
                                                      seed=batch_seeds[k], extra=image_extras)
                     result.add(self._finish_image(params, state, image, first + k), batch_seeds[k], infotext)
         result.interrupted = control.interrupted
+        result.subseed = params.subseed
         result.inpainting_conditioning = is_inpainting_unet(self.model.unet)
         return result
 

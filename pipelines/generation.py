@@ -27,6 +27,9 @@ class GenerationResult:
     # A1111's Processed.is_using_inpainting_conditioning: the model is an inpainting (9-channel) UNet, which took the
     # mask and masked-image channels, in txt2img too (a full mask there)
     inpainting_conditioning: bool = False
+    # A1111's Processed.subseed: the call's variation seed made concrete (-1 drawn at random); image k used
+    # subseed + k (only when subseed_strength > 0 does the infotext record it). None: no call has set it.
+    subseed: int | None = None
 
     def add(self, image, seed: int, infotext: str) -> None:
         self.images.append(image)

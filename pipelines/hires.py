@@ -396,6 +396,7 @@ class HiresFix:
             if second.interrupted:
                 break
         result.interrupted = control.interrupted
+        result.subseed = params.subseed
         return result
 
     def _second_pass(self, params: HiresParams, target: HiresSize, images: list, latents: list, seeds: list[int],

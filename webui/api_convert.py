@@ -50,12 +50,10 @@ class RequestLimits:
 
 
 def _seed_extras(request: Txt2ImgRequest) -> dict[str, Any]:
-    """A1111's Extra seed fields as Txt2ImgParams values: the variation seed made concrete here (A1111's
-    get_fixed_seed), so `info` reports the one the images used; a resize side <= 0 (the API's -1) is off."""
-    from webui.api_response import fixed_subseed
-
+    """A1111's Extra seed fields as Txt2ImgParams values (a null is the default: a random variation seed, no
+    variation); a resize side <= 0 (the API's default -1) is off, as A1111 reads it."""
     strength = 0.0 if request.subseed_strength is None else request.subseed_strength
-    return {"subseed": fixed_subseed(request.subseed), "subseed_strength": strength,
+    return {"subseed": -1 if request.subseed is None else request.subseed, "subseed_strength": strength,
             "seed_resize_from_w": max(request.seed_resize_from_w or 0, 0),
             "seed_resize_from_h": max(request.seed_resize_from_h or 0, 0)}
 

@@ -18,14 +18,16 @@ def generation_info(params: Txt2ImgParams, result, *, model_name: str | None, mo
     """The JSON A1111 returns (as a string) in a response's `info` field: canonical names, as the infotext's
     ("k_dpmpp_2m" comes back as "DPM++ 2M" with its schedule type "Karras").
 
-    `params.subseed`: the job's variation seed (made concrete by `fixed_subseed`); A1111 reports it and
-    `subseed + i` per image, and the resize sides as the request gave them (-1 when left out).
+    The variation seed is the one the pipeline made concrete (`result.subseed`), else `fixed_subseed`'s; A1111
+    reports it and `subseed + i` per image, and the resize sides as the request gave them (-1 when left out).
     `with_grid`: the response's images start with the grid (`webui.result_grid`), so its infotext (the first
     image's) starts `infotexts` and `index_of_first_image` is 1, as in A1111's `Processed`."""
     from pipelines.params import per_image
     from pipelines.samplers import resolve_sampler
 
     spec, schedule_type = resolve_sampler(params.sampler, params.schedule_type)
+    subseed = getattr(result, "subseed", None)
+    subseed = fixed_subseed(params.subseed) if subseed is None else subseed
 
     prompts = per_image(params.prompt, params.batch_size) * params.batch_count
     negatives = per_image(params.negative_prompt, params.batch_size) * params.batch_count
@@ -37,7 +39,7 @@ def generation_info(params: Txt2ImgParams, result, *, model_name: str | None, mo
         "prompt": prompts[0] if prompts else "", "all_prompts": prompts[:count],
         "negative_prompt": negatives[0] if negatives else "", "all_negative_prompts": negatives[:count],
         "seed": result.seeds[0] if result.seeds else params.seed, "all_seeds": list(result.seeds),
-        "subseed": params.subseed, "all_subseeds": [params.subseed + index for index in range(count)],
+        "subseed": subseed, "all_subseeds": [subseed + index for index in range(count)],
         "subseed_strength": params.subseed_strength,
         "width": params.width, "height": params.height, "sampler_name": spec.name, "scheduler": schedule_type,
         "cfg_scale": params.cfg_scale, "steps": params.steps, "batch_size": params.batch_size,

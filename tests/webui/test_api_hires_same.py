@@ -19,9 +19,8 @@ from webui.api_convert import to_txt2img_params
 from webui.api_infotext import apply_infotext
 from webui.api_requests import Txt2ImgRequest
 
-# a fixed subseed too: -1 (the default) is made concrete at random by each conversion, as A1111's get_fixed_seed
 HIRES = dict(enable_hr=True, hr_scale=2.0, hr_second_pass_steps=3, denoising_strength=0.5, steps=4, width=64,
-             height=64, seed=1, subseed=1)
+             height=64, seed=1)
 
 
 def _params(**fields):
@@ -73,9 +72,8 @@ def test_an_infotexts_hires_schedule_type_is_read_and_checked_not_dropped():
     with pytest.raises(ValueError, match="infotext: Hires schedule type"):
         to_txt2img_params(apply_infotext(Txt2ImgRequest(infotext=text + ", Hires schedule type: Karras")),
                           limits=GenerationLimits(), lora_names=None)
-    same = apply_infotext(Txt2ImgRequest(infotext=text + ", Hires schedule type: Uniform, Hires sampler: Euler",
-                                         subseed=1))
-    plain = apply_infotext(Txt2ImgRequest(infotext=text, subseed=1))
+    same = apply_infotext(Txt2ImgRequest(infotext=text + ", Hires schedule type: Uniform, Hires sampler: Euler"))
+    plain = apply_infotext(Txt2ImgRequest(infotext=text))
     assert (to_txt2img_params(same, limits=GenerationLimits(), lora_names=None)
             == to_txt2img_params(plain, limits=GenerationLimits(), lora_names=None))
 
