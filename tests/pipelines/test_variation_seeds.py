@@ -201,3 +201,10 @@ def test_img2img_draws_the_variation_noise_too(sd1_pipe, monkeypatch):
 def test_bad_extra_seed_values_are_refused_before_any_work(sd1_pipe, change, message):
     with pytest.raises(ValueError, match=message):
         sd1_pipe(prompt="a cube", seed=1, **{**SMALL, **change})
+
+
+def test_a_random_variation_seed_is_made_concrete_and_reported(sd1_pipe):
+    result = sd1_pipe(prompt="a cube", seed=1, subseed_strength=0.3, batch_size=2, **SMALL)
+    assert isinstance(result.subseed, int) and 0 <= result.subseed < 2**32
+    assert [parse_infotext(text)["Variation seed"] for text in result.infotexts] == [
+        str(result.subseed), str(result.subseed + 1)]
