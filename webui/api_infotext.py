@@ -6,7 +6,8 @@ filled; the request's own values always win. The infotext is read with mixkit's 
 (`pipelines.infotext.parse_infotext`, A1111's reading with its defaults for missing keys). Values
 are copied as they are and then checked like any request value, so an infotext this server cannot
 reproduce (another hires sampler or schedule type) is refused by the usual checks, not half-applied.
-Settings that A1111 pastes as `override_settings` (clip skip, NGMS, Skip Early CFG) go there unless the request overrides them itself, as do A1111's Sampler parameters (`Schedule rho`, `Sigma churn`,
+Settings that A1111 pastes as `override_settings` (clip skip, NGMS, Skip Early CFG) go there unless the
+request overrides them itself, as do A1111's Sampler parameters (`Schedule rho`, `Sigma churn`,
 `Discard penultimate sigma`, `UniPC variant`, `Noise Schedule`, `Pad conds` ...: `pipelines.sampler_parameters`),
 `Conditional mask weight`, `Hires refiner` and `Refiner switch by sampling steps` (`SETTING_KEYS`). A1111 never
 switches the checkpoint from an infotext (its `disable_weights_auto_swap` default), and neither does this server.
