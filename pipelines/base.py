@@ -19,7 +19,14 @@ from pipelines.params import GenerationLimits, Txt2ImgParams, per_image, uncond_
 from pipelines.refiner import NEGATIVE_AESTHETIC_SCORE, POSITIVE_AESTHETIC_SCORE, RefinerRun, micro_conditioning
 from pipelines.refiner_vae import refined_image_vae
 from pipelines.sampling import SamplingRequest, run_sampler
-from pipelines.seeds import generator_seeds, image_generators, image_seeds, initial_noise, resolve_seed, seed_extras_infotext
+from pipelines.seeds import (
+    generator_seeds,
+    image_generators,
+    image_seeds,
+    initial_noise,
+    resolve_seed,
+    seed_extras_infotext,
+)
 from pipelines.vae_decode import decode_latents
 
 
