@@ -1,5 +1,7 @@
 """The web UI's Extra seed controls: paste fills them (A1111's paste fields), "Reuse" takes an image's variation seed."""
 
+from PIL import Image
+
 from pipelines.infotext import build_infotext
 from pipelines.params import GenerationLimits
 from webui.ui.generate_tab import reused_subseed
@@ -46,3 +48,25 @@ def test_reuse_takes_the_selected_images_variation_seed():
              build_infotext("a", "", BASE)]
     assert reused_subseed(texts, 1) == 41 and reused_subseed(texts, None) == 40
     assert reused_subseed(texts, 2) == -1 and reused_subseed([], None) == -1
+
+
+def test_the_form_runs_a_variation_batch_end_to_end(tiny_sd1_dir, tmp_path, serving):
+    # gradio_client drives the form's /run as the page does: image k keeps the seed and takes subseed + k
+    from gradio_client import Client
+
+    from webui.config import ServerConfig
+
+    config = ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(tmp_path / "outputs"))
+    with serving(config) as running:
+        running.state.options.apply({"samples_save": False, "return_grid": False})
+        client = Client(running.url + "/", verbose=False)
+        hires_off = [False, "Latent", 2, 0, 0, 0, 0.7, "", ""]
+        result = client.predict("a cube", "", "Euler a", "Automatic", 2, 7, 64, 64, 1000, 1, 2, 1, 77, 0.5, 48, 80, [],
+                                *hires_off, api_name="/run")
+        gallery = result[2]
+        assert [item["image"].rsplit("/", 1)[1] for item in gallery] == ["00001-1000.png", "00002-1000.png"]
+        for item, subseed in zip(gallery, (77, 78)):
+            with Image.open(item["image"]) as image:
+                text = image.info["parameters"]
+                assert "Seed: 1000," in text
+                assert f"Variation seed: {subseed}, Variation seed strength: 0.5, Seed resize from: 48x80," in text
