@@ -19,7 +19,14 @@ from pipelines.params import GenerationLimits, Txt2ImgParams, per_image, uncond_
 from pipelines.refiner import NEGATIVE_AESTHETIC_SCORE, POSITIVE_AESTHETIC_SCORE, RefinerRun, micro_conditioning
 from pipelines.refiner_vae import refined_image_vae
 from pipelines.sampling import SamplingRequest, run_sampler
-from pipelines.seeds import generator_seeds, image_generators, image_seeds, resolve_seed
+from pipelines.seeds import (
+    generator_seeds,
+    image_generators,
+    image_seeds,
+    initial_noise,
+    resolve_seed,
+    seed_extras_infotext,
+)
 from pipelines.vae_decode import decode_latents
 
 
@@ -211,6 +218,7 @@ class DiffusionPipelineBase:
         else:  # a copy: the checks normalise spellings in place, and the caller's object stays as given
             params = with_overrides(params, kwargs)
         self.check_inputs(params)
+        params.subseed = resolve_seed(params.subseed)  # A1111's get_fixed_seed(p.subseed), used or not
         if params.refiner is not None and self._runs_refiner(params):
             from pipelines.refiner_optimization import check_refiner_optimization
 
@@ -283,10 +291,12 @@ class DiffusionPipelineBase:
                     with refined_image_vae(self.model, refiner.session.model) as vae:
                         images = decode_latents(vae, latents)
                 for k, image in enumerate(images):
+                    image_extras = {**extras, **seed_extras_infotext(params, first + k)}
                     infotext = self.session.infotext(params, sampler, prompt=prompts[k], negative_prompt=negatives[k],
-                                                     seed=batch_seeds[k], extra=extras)
+                                                     seed=batch_seeds[k], extra=image_extras)
                     result.add(self._finish_image(params, state, image, first + k), batch_seeds[k], infotext)
         result.interrupted = control.interrupted
+        result.subseed = params.subseed
         result.inpainting_conditioning = is_inpainting_unet(self.model.unet)
         return result
 
@@ -294,12 +304,25 @@ class DiffusionPipelineBase:
         """(seed, generator) per image: from `seed=` (A1111's seed + k), or from `generator=` (`generator_seeds`)."""
         total = params.total_images
         if generator is None:
-            seeds = image_seeds(resolve_seed(params.seed), total)
+            seeds = image_seeds(resolve_seed(params.seed), total, params.subseed_strength)
             return seeds, image_generators(seeds)
         if params.seed != -1:
             raise ValueError(f"seed={params.seed} and generator= were both given; the generator decides the noise "
                              "and the recorded seeds, so pass only one of them")
-        return generator_seeds(generator, total)
+        return generator_seeds(generator, total, params.subseed_strength)
+
+    def _initial_noise(self, params, generators: list, first_image: int):
+        """The batch's initial noise on the model's device, with A1111's Extra seed options (`initial_noise`).
+
+        Image `first_image + k` of the call uses variation seed subseed + first_image + k, as A1111's
+        all_subseeds; the resize size is in pixels, drawn at that size // the VAE factor (A1111's // 8)."""
+        factor = self.model.vae_scale_factor
+        resize = None
+        if params.seed_resize_from_w and params.seed_resize_from_h:
+            resize = (params.seed_resize_from_h // factor, params.seed_resize_from_w // factor)
+        subseeds = [params.subseed + first_image + k for k in range(len(generators))]
+        noise = initial_noise(generators, self._latent_shape(params), subseeds, params.subseed_strength, resize)
+        return noise.to(self.model.device)
 
     def _conditioning_size(self, params) -> tuple[int, int]:
         """(width, height) the SDXL micro-conditioning states (a hires pass: its size before cropping)."""

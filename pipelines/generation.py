@@ -27,6 +27,9 @@ class GenerationResult:
     # A1111's Processed.is_using_inpainting_conditioning: the model is an inpainting (9-channel) UNet, which took the
     # mask and masked-image channels, in txt2img too (a full mask there)
     inpainting_conditioning: bool = False
+    # A1111's Processed.subseed: the call's variation seed made concrete (-1 drawn at random); image k used
+    # subseed + k (only when subseed_strength > 0 does the infotext record it). None: no call has set it.
+    subseed: int | None = None
 
     def add(self, image, seed: int, infotext: str) -> None:
         self.images.append(image)
@@ -350,6 +353,8 @@ class ModelSession:
             "Model": model.name,
             "VAE hash": model.extras.get("vae_hash"),
             "VAE": model.extras.get("vae_name"),
+            # A1111's place for the Extra seed keys; their values come per image in `extra` (seed_extras_infotext)
+            "Variation seed": None, "Variation seed strength": None, "Seed resize from": None,
             # A1111 writes the inpainting_mask_weight setting for every inpainting-model image (txt2img too, whose
             # first pass does not read it), as a Python float: "1.0", "0.5"
             "Conditional mask weight": repr(float(params.inpainting_mask_weight)) if is_inpainting_unet(model.unet)

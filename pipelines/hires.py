@@ -37,7 +37,7 @@ from pipelines.hires_size import HiresSize, plan_hires_size
 from pipelines.img2img import Img2ImgParams, ImageToImage, Img2ImgInputs
 from pipelines.infotext import quote_value, split_infotext
 from pipelines.params import Txt2ImgParams, check_and_parts, check_prompt_field, check_size, per_image, with_overrides
-from pipelines.seeds import image_generators
+from pipelines.seeds import image_generators, resolve_seed
 from pipelines.txt2img import TextToImage
 from pipelines.upscale import UPSCALERS
 
@@ -360,6 +360,7 @@ class HiresFix:
         else:
             params = with_overrides(params, kwargs)
         target = self.check_inputs(params)
+        params.subseed = resolve_seed(params.subseed)  # one variation seed for the job; batch b starts at + b * size
         if params.refiner is not None:  # before the first pass, not when the second pass starts
             from pipelines.refiner_optimization import check_refiner_optimization
 
@@ -382,7 +383,8 @@ class HiresFix:
             images = slice(batch * size, (batch + 1) * size)
             first_pass.latents_out = {}
             first_pass.batch_seeds = (seeds[images], generators[images])
-            first = first_pass(replace(params, batch_count=1), callback=progress.next_pass(), control=control)
+            batch_params = replace(params, batch_count=1, subseed=params.subseed + batch * size)
+            first = first_pass(batch_params, callback=progress.next_pass(), control=control)
             if first.interrupted or not first.images:
                 # A1111's sample_hr_pass returns the first pass's samples when interrupted; unlike A1111 (whose
                 # infotext keeps the hires keys), the infotext describes them as what they are: a txt2img image
@@ -391,13 +393,15 @@ class HiresFix:
                 break
             # 3. Upscale and refine this batch (same seeds, same prompts)
             latents = [first_pass.latents_out[k] for k in range(len(first.images))]
-            second = self._second_pass(params, target, first.images, latents, first.seeds, progress.next_pass(),
+            # A1111's sample_hr_pass draws its noise with the batch's seeds and variation seeds again (a new ImageRNG)
+            second = self._second_pass(batch_params, target, first.images, latents, first.seeds, progress.next_pass(),
                                        control, first_pass)
             for k, (image, second_infotext) in enumerate(zip(second.images, second.infotexts)):
                 result.add(image, first.seeds[k], with_second_pass_extras(first.infotexts[k], second_infotext))
             if second.interrupted:
                 break
         result.interrupted = control.interrupted
+        result.subseed = params.subseed
         return result
 
     def _second_pass(self, params: HiresParams, target: HiresSize, images: list, latents: list, seeds: list[int],

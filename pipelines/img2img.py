@@ -32,7 +32,6 @@ from pipelines.inpaint_mask import (
     whole_picture_overlay,
 )
 from pipelines.params import Txt2ImgParams, check_txt2img_params
-from pipelines.seeds import initial_noise
 from pipelines.vae_decode import encode_images
 
 
@@ -396,7 +395,7 @@ class ImageToImage(DiffusionPipelineBase):
         count = len(generators)
         pick = [(first_image + k) % len(inputs.originals) for k in range(count)]
         init = inputs.init_latents[pick]
-        noise = initial_noise(generators, self._latent_shape(params)).to(self.model.device)
+        noise = self._initial_noise(params, generators, first_image)
         total, run = img2img_steps(params.steps, float(params.denoising_strength), params.exact_steps)
         schedulers = sampler.make_schedulers(generators, total, self.model.device)
         begin, timesteps = img2img_timesteps(schedulers[0], total, run)

@@ -56,6 +56,13 @@ class Txt2ImgParams:
     width: int = 512
     height: int = 512
     seed: int = -1
+    # A1111's "Extra" seed options (pipelines.seeds.initial_noise): a variation seed (-1: random; image k uses
+    # subseed + k) whose noise is slerped in by subseed_strength (0: off; 1: the variation seed's own noise; with
+    # a variation every image keeps `seed`), and "Resize seed from" width x height (0: off; both or neither).
+    subseed: int = -1
+    subseed_strength: float = 0.0
+    seed_resize_from_w: int = 0
+    seed_resize_from_h: int = 0
     batch_size: int = 1
     batch_count: int = 1
     sampler: str = "DPM++ 2M"
@@ -201,6 +208,7 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     if not 0 <= cfg <= limits.max_cfg_scale:
         raise ValueError(f"cfg_scale must be in [0, {limits.max_cfg_scale}], got {cfg}.")
     _check_int("seed", params.seed, -1, SEED_MAX)
+    check_seed_extras(params, size_multiple, limits)
     _check_int("ensd", params.ensd, 0, SEED_MAX)
     _check_int("clip_skip", params.clip_skip, 1, 12)
     from mixkit.prompts.emphasis import check_emphasis
@@ -237,6 +245,29 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     from pipelines.sampler_parameters import check_sampler_parameters_for
 
     check_sampler_parameters_for(params.sampler_parameters, params.sampler, params.schedule_type)
+
+
+def check_seed_extras(params: Txt2ImgParams, multiple: int, limits: GenerationLimits) -> None:
+    """A1111's Extra seed options: subseed like seed, strength in [0, 1], resize-from both set or both 0."""
+    _check_int("subseed", params.subseed, -1, SEED_MAX)
+    strength = params.subseed_strength
+    if isinstance(strength, bool) or not isinstance(strength, numbers.Real) or not 0 <= strength <= 1:
+        raise ValueError(f"subseed_strength must be a number in [0, 1] (A1111's 'Variation strength': 0 = no "
+                         f"variation, 1 = the variation seed's own image), got {strength!r}.")
+    params.subseed_strength = float(strength)
+    width, height = params.seed_resize_from_w, params.seed_resize_from_h
+    for name, value in (("seed_resize_from_w", width), ("seed_resize_from_h", height)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be an integer (0 = off), got {value!r}.")
+    if (width == 0) != (height == 0):
+        raise ValueError(f"'Resize seed from' {width}x{height} has one side 0: it needs both the width and the height "
+                         "the seed was drawn at (or both 0 to turn it off).")
+    if width:
+        try:
+            check_size(width, height, multiple, limits)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"'Resize seed from' {width}x{height} is not a size an image could have been made at: "
+                             f"{error}") from None
 
 
 def uncond_skip_of(params: Txt2ImgParams):

@@ -4,6 +4,11 @@ Each image owns a CPU `torch.Generator` seeded with its seed; its initial noise 
 draw of an ancestral/SDE sampler come from that generator alone. So re-running one image's seed
 with batch size 1 reproduces that image, as in AUTOMATIC1111's WebUI with RNG source "CPU"
 (its initial noise is `torch.randn((4, h/8, w/8))` after seeding the same way).
+
+A1111's "Extra" seed options change only the initial noise (modules/rng.py, `ImageRNG.first`): a variation
+seed's noise slerped in by `subseed_strength`, and "resize seed from" drawing the noise at another size and
+centring it. Their draws come from generators of their own, so the image's generator has drawn exactly one
+full-size tensor afterwards either way, and the sampler's later noise (and ENSD's) is unchanged.
 """
 
 from __future__ import annotations
@@ -22,10 +27,14 @@ def resolve_seed(seed: int) -> int:
     return random.randint(0, RANDOM_SEED_MAX) if seed == -1 else seed
 
 
-def image_seeds(first_seed: int, count: int) -> list[int]:
+def image_seeds(first_seed: int, count: int, subseed_strength: float = 0.0) -> list[int]:
     """seed + k, without wrapping at 2**32: A1111 seeds image k of 4294967295 with 4294967296, so its infotexts
-    carry such seeds, and they must reproduce here (torch seeds generators up to 2**64 - 1)."""
-    return [first_seed + k for k in range(count)]
+    carry such seeds, and they must reproduce here (torch seeds generators up to 2**64 - 1).
+
+    With a variation (subseed_strength > 0) every image keeps the seed and only the variation seed advances
+    (A1111's process_images_inner: `int(seed) + (x if p.subseed_strength == 0 else 0)`): a batch explores
+    variations of one image."""
+    return [first_seed + (k if subseed_strength == 0 else 0) for k in range(count)]
 
 
 def image_generators(seeds: list[int]):
@@ -34,28 +43,97 @@ def image_generators(seeds: list[int]):
     return [torch.Generator("cpu").manual_seed(seed) for seed in seeds]
 
 
-def initial_noise(generators, shape: tuple[int, int, int]):
-    """One [C, h, w] draw per generator, stacked: independent of batch size by construction."""
+def initial_noise(generators, shape: tuple[int, int, int], subseeds: list[int] | None = None,
+                  subseed_strength: float = 0.0, resize_from: tuple[int, int] | None = None):
+    """One [C, h, w] draw per generator, stacked: independent of batch size by construction.
+
+    A1111's Extra seed options (`ImageRNG.first` with RNG source CPU): `subseeds` (one per image) and
+    `subseed_strength` slerp each image's noise toward its variation seed's (strength 0 draws no variation noise
+    at all); `resize_from` = (h, w) in latent cells draws the noise at that size instead and centres it in
+    `shape` (`centred_noise`). Each generator draws exactly one `shape` tensor, so a sampler continues from it
+    as A1111's does. The generators must be freshly seeded (as `image_generators` and `seed_of_generator` make
+    them): the resized noise is the seed's first draw at the old size, taken from a copy of the generator.
+    """
     import torch
 
-    return torch.stack([torch.randn(shape, generator=g, dtype=torch.float32) for g in generators])
+    noise_shape = shape if resize_from is None else (shape[0], *resize_from)
+    images = []
+    for index, generator in enumerate(generators):
+        if noise_shape == shape:
+            noise = _randn(shape, generator)
+        else:  # A1111's `randn(seed, noise_shape)`: the seed's first draw at the old size, the generator untouched
+            noise = _randn(noise_shape, torch.Generator("cpu").set_state(generator.get_state()))
+        if subseeds is not None and subseed_strength != 0:
+            variation = _randn(noise_shape, torch.Generator("cpu").manual_seed(int(subseeds[index])))
+            noise = slerp(subseed_strength, noise, variation)
+        if noise_shape != shape:
+            noise = centred_noise(noise, _randn(shape, generator))
+        images.append(noise)
+    return torch.stack(images)
 
 
-def generator_seeds(generator, total: int) -> tuple[list[int], list]:
+def _randn(shape, generator):
+    import torch
+
+    return torch.randn(shape, generator=generator, dtype=torch.float32)
+
+
+def slerp(strength: float, low, high):
+    """Spherical interpolation from `low` (strength 0) to `high` (strength 1), A1111's `modules.rng.slerp`.
+
+    For a [C, h, w] noise tensor A1111 normalises along dim 1 (the rows), so each (channel, column) vector of
+    `h` values is interpolated on its own great circle. Where those vectors are nearly parallel on average
+    (mean cosine > 0.9995) it falls back to `low * strength + high * (1 - strength)`: weights swapped against
+    the slerp's, an upstream quirk kept because infotexts with variation seeds were made with it.
+    """
+    import torch
+
+    low_unit = low / torch.norm(low, dim=1, keepdim=True)
+    high_unit = high / torch.norm(high, dim=1, keepdim=True)
+    cosine = (low_unit * high_unit).sum(1)
+    if cosine.mean() > 0.9995:
+        return low * strength + high * (1 - strength)
+    omega = torch.acos(cosine)
+    sine = torch.sin(omega)
+    low_weight = (torch.sin((1.0 - strength) * omega) / sine).unsqueeze(1)
+    high_weight = (torch.sin(strength * omega) / sine).unsqueeze(1)
+    return low_weight * low + high_weight * high
+
+
+def centred_noise(old, new):
+    """`new` [C, H, W] with `old` [C, h, w] pasted in its centre, cropped centrally where `old` is larger.
+
+    A1111's seed resize: the old size's noise keeps its place relative to the centre, so a composition found at
+    one size survives a change of aspect; the border keeps the new size's own noise. The offsets floor as A1111's
+    (`(new - old) // 2`, and a larger old size loses one more cell on its far side when the difference is odd).
+    """
+    dx = (new.shape[2] - old.shape[2]) // 2
+    dy = (new.shape[1] - old.shape[1]) // 2
+    width = old.shape[2] if dx >= 0 else old.shape[2] + 2 * dx
+    height = old.shape[1] if dy >= 0 else old.shape[1] + 2 * dy
+    to_x, to_y = max(dx, 0), max(dy, 0)
+    from_x, from_y = max(-dx, 0), max(-dy, 0)
+    result = new.clone()
+    result[:, to_y:to_y + height, to_x:to_x + width] = old[:, from_y:from_y + height, from_x:from_x + width]
+    return result
+
+
+def generator_seeds(generator, total: int, subseed_strength: float = 0.0) -> tuple[list[int], list]:
     """(seed, generator) per image for a caller's `generator=`: a CPU torch.Generator, or a list/tuple of one per image.
 
     A1111 has no generator argument: image k uses seed + k with a generator of its own (modules/processing.py,
     process_images_inner: `p.all_seeds = [int(seed) + x ...]`, one noise generator per seed), which is what makes
     each image's recorded seed reproduce it alone. diffusers draws a whole batch from one shared generator, whose
     later images no seed describes. So a single generator stands for its seed, A1111's way: image 0 uses it and
-    image k a generator of its own seeded seed + k, and `seeds` (the infotexts' `Seed`) reproduce every image.
+    image k a generator of its own seeded seed + k (seed itself with a variation: `image_seeds`), and `seeds`
+    (the infotexts' `Seed`) reproduce every image.
     A generator that already drew numbers is no longer described by `initial_seed()`; its seed is then drawn
     from it (`seed_of_generator`), so the call still follows its state and records an honest seed.
     """
     generators = check_generators(generator, total)
     if len(generators) == 1 and total > 1:
         first_seed, first = seed_of_generator(generators[0])
-        seeds = image_seeds(first_seed, total)
+        seeds = image_seeds(first_seed, total, subseed_strength)
         return seeds, [first, *image_generators(seeds[1:])]
     pairs = [seed_of_generator(g) for g in generators]
     return [seed for seed, _ in pairs], [g for _, g in pairs]
@@ -104,3 +182,15 @@ def seed_of_generator(generator) -> tuple[int, "torch.Generator"]:
         return seed, generator
     drawn = int(torch.randint(0, RANDOM_SEED_MAX + 1, (1,), generator=generator))
     return drawn, torch.Generator("cpu").manual_seed(drawn)
+
+
+def seed_extras_infotext(params, image_index: int) -> dict[str, object]:
+    """The Extra seed keys of image `image_index` of a call, written exactly when A1111's create_infotext does:
+    the variation seed and strength when the strength is not 0, "Seed resize from" when both sides are set."""
+    values: dict[str, object] = {}
+    if params.subseed_strength != 0:
+        values["Variation seed"] = params.subseed + image_index
+        values["Variation seed strength"] = params.subseed_strength
+    if params.seed_resize_from_w > 0 and params.seed_resize_from_h > 0:
+        values["Seed resize from"] = f"{params.seed_resize_from_w}x{params.seed_resize_from_h}"
+    return values

@@ -6,7 +6,6 @@ from pipelines.base import BatchStart, DiffusionPipelineBase
 from pipelines.inpaint_mask import full_mask_channels
 from pipelines.params import Txt2ImgParams, check_txt2img_params
 from pipelines.samplers import initial_noise_scale
-from pipelines.seeds import initial_noise
 
 
 class TextToImage(DiffusionPipelineBase):
@@ -23,7 +22,7 @@ class TextToImage(DiffusionPipelineBase):
 
     def _start_batch(self, params: Txt2ImgParams, state, sampler, generators: list, first_image: int) -> BatchStart:
         schedulers = sampler.make_schedulers(generators, params.steps, self.model.device)
-        noise = initial_noise(generators, self._latent_shape(params)).to(self.model.device)
+        noise = self._initial_noise(params, generators, first_image)
         # An inpainting (9-channel) UNet gets A1111's txt2img conditioning: a full mask over a blank image.
         extra = full_mask_channels(self.model, len(generators), self._latent_shape(params))
         # A sampler walking its own grid (A1111's UniPC) may run more steps than asked: progress counts those.

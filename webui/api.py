@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 
 from webui.api_controlnet_routes import add_controlnet_routes
 from webui.api_convert import to_img2img_params, to_txt2img_params
-from webui.api_response import fixed_subseed, generation_info, info_json, request_parameters
+from webui.api_response import generation_info, info_json, request_parameters
 from webui.api_extras import (
     check_extras_request, crop_to, crops_to_size, encode_png_with_chunks, plaintext_to_html,
     request_postprocessing_text, source_text_chunks, upscale_factor, upscales,
@@ -131,8 +131,7 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
     # job ran on, which a request's own checkpoint may have replaced again since.
     info = generation_info(params, result, model_name=outcome.model_name,
                            model_hash=outcome.model_hash, job_timestamp=job.timestamp, vae_name=outcome.vae_name,
-                           vae_hash=outcome.vae_hash, styles=list(body.styles or []), with_grid=grid_image is not None,
-                           subseed=fixed_subseed(body.subseed))
+                           vae_hash=outcome.vae_hash, styles=list(body.styles or []), with_grid=grid_image is not None)
     return {"images": images, "parameters": request_parameters(body), "info": info_json(info)}
 
 

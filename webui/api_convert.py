@@ -49,16 +49,21 @@ class RequestLimits:
         return self.max_image_pixels if self.max_image_pixels is not None else limits.max_pixels * 4
 
 
+def _seed_extras(request: Txt2ImgRequest) -> dict[str, Any]:
+    """A1111's Extra seed fields as Txt2ImgParams values (a null is the default: a random variation seed, no
+    variation); a resize side <= 0 (the API's default -1) is off, as A1111 reads it."""
+    strength = 0.0 if request.subseed_strength is None else request.subseed_strength
+    return {"subseed": -1 if request.subseed is None else request.subseed, "subseed_strength": strength,
+            "seed_resize_from_w": max(request.seed_resize_from_w or 0, 0),
+            "seed_resize_from_h": max(request.seed_resize_from_h or 0, 0)}
+
+
 def _unsupported(request: Txt2ImgRequest) -> list[str]:
     """A1111 features this server does not implement, but the request turned on."""
     found = []
     for name in ("restore_faces", "tiling"):
         if getattr(request, name):
             found.append(f"{name}=true")
-    if request.subseed_strength:
-        found.append(f"subseed_strength={request.subseed_strength}")
-    if request.seed_resize_from_h > 0 or request.seed_resize_from_w > 0:
-        found.append("seed_resize_from_h/w")
     if request.script_name:
         found.append(f"script_name={request.script_name!r}")
     from webui.a1111_builtin_scripts import unsupported_scripts
@@ -252,7 +257,7 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     prompt = extract_extra_networks(request.prompt)[0] if request.disable_extra_networks else request.prompt
     prompt, negative_prompt = with_styles(request, prompt, styles)
     params = Txt2ImgParams(
-        prompt=prompt, negative_prompt=negative_prompt, **chosen, seed=request.seed,
+        prompt=prompt, negative_prompt=negative_prompt, **chosen, seed=request.seed, **_seed_extras(request),
         **_sampler_options(request, chosen["sampler"], sampler_options),
         batch_size=request.batch_size, batch_count=request.n_iter,
         clip_skip=_clip_skip(request, default_clip_skip, current_vae_names),

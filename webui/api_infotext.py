@@ -5,9 +5,9 @@ Only fields absent from the request (pydantic's `model_fields_set`; a `null` cou
 filled; the request's own values always win. The infotext is read with mixkit's own parser
 (`pipelines.infotext.parse_infotext`, A1111's reading with its defaults for missing keys). Values
 are copied as they are and then checked like any request value, so an infotext this server cannot
-reproduce (variation seeds, another hires sampler or schedule type) is refused by the usual checks, not
-half-applied. Settings that A1111 pastes as `override_settings` (clip skip, NGMS, Skip Early CFG) go there
-unless the request overrides them itself, as do A1111's Sampler parameters (`Schedule rho`, `Sigma churn`,
+reproduce (another hires sampler or schedule type) is refused by the usual checks, not half-applied.
+Settings that A1111 pastes as `override_settings` (clip skip, NGMS, Skip Early CFG) go there unless the
+request overrides them itself, as do A1111's Sampler parameters (`Schedule rho`, `Sigma churn`,
 `Discard penultimate sigma`, `UniPC variant`, `Noise Schedule`, `Pad conds` ...: `pipelines.sampler_parameters`),
 `Conditional mask weight`, `Hires refiner`, `Refiner switch by sampling steps` and `Old prompt editing timelines`
 (`SETTING_KEYS`). A1111 never switches the checkpoint from an infotext (its `disable_weights_auto_swap` default), and

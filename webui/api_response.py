@@ -14,17 +14,20 @@ from webui.api_requests import Txt2ImgRequest
 
 def generation_info(params: Txt2ImgParams, result, *, model_name: str | None, model_hash: str | None,
                     job_timestamp: str, vae_name: str | None = None, vae_hash: str | None = None,
-                    styles: list[str] | None = None, with_grid: bool = False, subseed: int = -1) -> dict[str, Any]:
+                    styles: list[str] | None = None, with_grid: bool = False) -> dict[str, Any]:
     """The JSON A1111 returns (as a string) in a response's `info` field: canonical names, as the infotext's
     ("k_dpmpp_2m" comes back as "DPM++ 2M" with its schedule type "Karras").
 
-    `subseed`: the job's variation seed (`fixed_subseed`); A1111 reports it and `subseed + i` per image.
+    The variation seed is the one the pipeline made concrete (`result.subseed`), else `fixed_subseed`'s; A1111
+    reports it and `subseed + i` per image, and the resize sides as the request gave them (-1 when left out).
     `with_grid`: the response's images start with the grid (`webui.result_grid`), so its infotext (the first
     image's) starts `infotexts` and `index_of_first_image` is 1, as in A1111's `Processed`."""
     from pipelines.params import per_image
     from pipelines.samplers import resolve_sampler
 
     spec, schedule_type = resolve_sampler(params.sampler, params.schedule_type)
+    subseed = getattr(result, "subseed", None)
+    subseed = fixed_subseed(params.subseed) if subseed is None else subseed
 
     prompts = per_image(params.prompt, params.batch_size) * params.batch_count
     negatives = per_image(params.negative_prompt, params.batch_size) * params.batch_count
@@ -36,11 +39,13 @@ def generation_info(params: Txt2ImgParams, result, *, model_name: str | None, mo
         "prompt": prompts[0] if prompts else "", "all_prompts": prompts[:count],
         "negative_prompt": negatives[0] if negatives else "", "all_negative_prompts": negatives[:count],
         "seed": result.seeds[0] if result.seeds else params.seed, "all_seeds": list(result.seeds),
-        "subseed": subseed, "all_subseeds": [subseed + index for index in range(count)], "subseed_strength": 0,
+        "subseed": subseed, "all_subseeds": [subseed + index for index in range(count)],
+        "subseed_strength": params.subseed_strength,
         "width": params.width, "height": params.height, "sampler_name": spec.name, "scheduler": schedule_type,
         "cfg_scale": params.cfg_scale, "steps": params.steps, "batch_size": params.batch_size,
         "restore_faces": False, "face_restoration_model": None, "sd_model_name": model_name, "sd_model_hash": model_hash,
-        "sd_vae_name": vae_name, "sd_vae_hash": vae_hash, "seed_resize_from_w": -1, "seed_resize_from_h": -1,
+        "sd_vae_name": vae_name, "sd_vae_hash": vae_hash, "seed_resize_from_w": params.seed_resize_from_w or -1,
+        "seed_resize_from_h": params.seed_resize_from_h or -1,
         "denoising_strength": getattr(params, "denoising_strength", None),
         "extra_generation_params": extra_generation_params(result.infotexts[0]) if result.infotexts else {},
         "index_of_first_image": int(with_grid), "infotexts": infotexts, "styles": list(styles or []), "job_timestamp": job_timestamp,
@@ -76,8 +81,8 @@ def extra_generation_params(infotext: str) -> dict[str, Any]:
 
 def fixed_subseed(requested: int | None) -> int:
     """The request's variation seed made concrete as A1111's `get_fixed_seed` does: -1 (or none) becomes a random
-    integer in [0, 4294967294). It is unused here (`subseed_strength` must be 0), but A1111 reports it in `info`, and
-    a client copies it into its next variation request."""
+    integer in [0, 4294967294). A1111 reports it in `info` even when `subseed_strength` is 0, and a client copies
+    it into its next variation request."""
     if requested is None or requested == -1:
         return random.randrange(4294967294)
     return int(requested)

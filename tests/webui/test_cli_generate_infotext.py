@@ -20,6 +20,8 @@ def _generate(capsys, *args) -> str:
     ["--sampler", "Euler a", "--eta", "0.6", "--ensd", "31337"],
     ["--sampler", "DPM++ 2M Karras", "--clip-skip", "2", "--cfg", "4.5", "--negative", "blurry"],
     ["--sampler", "Euler", "--refiner-switch-by-sample-steps"],  # written (A1111: with or without a refiner), read back
+    # A1111's Extra seed options: Variation seed / strength and Seed resize from, written and read back
+    ["--sampler", "Euler a", "--subseed", "5", "--subseed-strength", "0.35", "--seed-resize-from", "48x80"],
 ])
 def test_an_image_is_reproduced_bit_for_bit_from_its_own_png(tiny_sd1_dir, tmp_path, capsys, flags):
     original, _ = _generate(capsys, "a red circle", "--model", str(tiny_sd1_dir), "--seed", "77",
@@ -31,6 +33,26 @@ def test_an_image_is_reproduced_bit_for_bit_from_its_own_png(tiny_sd1_dir, tmp_p
     assert first.tobytes() == second.tobytes()
     by_steps = "Refiner switch by sampling steps: True" in first.text["parameters"]
     assert by_steps == ("--refiner-switch-by-sample-steps" in flags)
+    variation = "Variation seed: 5, Variation seed strength: 0.35, Seed resize from: 48x80," in first.text["parameters"]
+    assert variation == ("--subseed" in flags)
+
+
+@pytest.mark.parametrize("flags, fragment", [
+    (["--subseed-strength", "1.5"], "must be a number in [0, 1]"),
+    (["--seed-resize-from", "50x64"], "'Resize seed from' 50x64"),
+])
+def test_bad_extra_seed_flags_are_refused_before_the_load(tmp_path, capsys, monkeypatch, flags, fragment):
+    from pipelines.txt2img import TextToImage
+
+    monkeypatch.setattr(TextToImage, "from_pretrained", lambda *a, **k: pytest.fail("loaded the model"))
+    assert main(["generate", "x", *SIZE, *flags, "-o", str(tmp_path / "o")]) == 2
+    assert fragment in capsys.readouterr().err
+
+
+def test_a_seed_resize_that_is_not_a_size_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit):
+        main(["generate", "x", "--seed-resize-from", "48"])
+    assert "is not WIDTHxHEIGHT, e.g. 512x768" in capsys.readouterr().err
 
 
 def test_flags_win_over_the_infotext(tiny_sd1_dir, tmp_path, capsys):
@@ -54,7 +76,6 @@ def test_keys_it_cannot_honour_are_named_on_stderr(tiny_sd1_dir, tmp_path, capsy
 @pytest.mark.parametrize("extra, fragment", [
     ("Denoising strength: 0.5, Hires upscale: 2, Hires sampler: Euler a", "hires-fix settings"),  # no flag for it
     ("Hires upscale: 2, Hires upscaler: Latent", "hires keys without the Denoising strength"),
-    ("Variation seed: 5, Variation seed strength: 0.3", "variation seed"),
     ("ControlNet 0: \"Module: canny\"", "ControlNet"),
     ("Denoising strength: 0.6", "img2img"),
 ])

@@ -14,6 +14,8 @@ from webui.ui.lora_tab import add_tag
 from webui.ui.paste_infotext import infotext_to_form_values
 from webui.ui.widgets import GenerationWidgets, values_to_params, widget_ranges
 
+SEED_EXTRAS_OFF = [-1, 0, 0, 0]  # the form's Variation seed, Variation strength, Resize seed from width/height
+
 LIMITS = GenerationLimits(max_side=1024, max_steps=77, max_batch_size=3, max_batch_count=5, max_cfg_scale=20.0)
 
 
@@ -31,10 +33,12 @@ def test_an_empty_seed_is_random():
 
 
 def test_values_to_params_turns_whole_floats_into_ints():
-    values = ["a cat", None, "Euler a", "Karras", 20.0, 7, 512.0, 768.0, -1.0, 2.0, 1.0, 2.0]
+    values = ["a cat", None, "Euler a", "Karras", 20.0, 7, 512.0, 768.0, -1.0, 2.0, 1.0, 2.0, None, 0.25, 640.0, 0.0]
     params = values_to_params(values)
     assert params == Txt2ImgParams(prompt="a cat", negative_prompt="", sampler="Euler a", schedule_type="Karras", steps=20,
-                                   cfg_scale=7.0, width=512, height=768, seed=-1, batch_count=2, batch_size=1, clip_skip=2)
+                                   cfg_scale=7.0, width=512, height=768, seed=-1, batch_count=2, batch_size=1, clip_skip=2,
+                                   subseed=-1, subseed_strength=0.25, seed_resize_from_w=640, seed_resize_from_h=0)
+    assert isinstance(params.seed_resize_from_w, int) and isinstance(params.subseed_strength, float)
     assert isinstance(params.steps, int) and len(values) == len(GenerationWidgets.FIELDS)
 
 
@@ -47,7 +51,9 @@ def test_infotext_paste_fills_every_field_and_skips_values_over_the_limits():
     values, notes = infotext_to_form_values(text, GenerationLimits(), ["DPM++ 2M", "Euler"], ["Automatic", "Karras"])
     assert values == {"prompt": "a (red:1.1) cube", "negative_prompt": "blurry", "steps": 30, "cfg_scale": 6.5,
                       "seed": 123, "width": 512, "height": 768, "clip_skip": 2, "sampler": "DPM++ 2M",
-                      "schedule_type": "Karras", "denoising_strength": 0.4}
+                      "schedule_type": "Karras", "denoising_strength": 0.4,
+                      # no variation or seed resize written: the paste turns them off
+                      "subseed_strength": 0.0, "seed_resize_from_w": 0, "seed_resize_from_h": 0}
     assert notes == []
     values, notes = infotext_to_form_values(text, LIMITS, ["Euler"], ["Automatic"])
     assert "steps" in values and "sampler" not in values and "width" in values
@@ -69,10 +75,11 @@ def test_a_paste_names_what_the_form_cannot_reproduce():
     values, notes = infotext_to_form_values(text, GenerationLimits(), ["Euler"], ["Automatic"],
                                             current_model="mixkit-tiny-sd")
     assert "width" not in values and values["height"] == 96 and "denoising_strength" not in values
+    assert values["subseed"] == 5 and "Variation seed" not in "\n".join(notes)  # pasted, as A1111's paste fields
     joined = "\n".join(notes)
     for fragment in ("Size-1: 100 is not a multiple of 8", "Denoising strength: '1.5' is outside [0, 1]",
                      "made with 'other-model', the loaded checkpoint is 'mixkit-tiny-sd'", "VAE: the image was decoded "
-                     "with 'kl-f8'", "Hires fix (Hires upscale: 2, Hires upscaler: Latent)", "Variation seed",
+                     "with 'kl-f8'", "Hires fix (Hires upscale: 2, Hires upscaler: Latent)",
                      "RNG: the image's noise was drawn on the GPU"):
         assert fragment in joined, fragment
 
@@ -281,7 +288,7 @@ def test_ui_gallery_images_carry_their_infotext_when_saving_is_off(ui_server):
     try:
         client = Client(ui_server.url + "/", verbose=False)
         styles, hires_off = [], [False, "Latent", 2, 0, 0, 0, 0.7, "", ""]
-        result = client.predict("a cube", "", "Euler", "Automatic", 1, 7, 64, 64, 1000, 1, 2, 1, styles, *hires_off, api_name="/run")
+        result = client.predict("a cube", "", "Euler", "Automatic", 1, 7, 64, 64, 1000, 1, 2, 1, *SEED_EXTRAS_OFF, styles, *hires_off, api_name="/run")
     finally:
         state.options.apply({"samples_save": True, "return_grid": True})
     gallery = result[2]
@@ -304,7 +311,7 @@ def test_a_batch_gets_a1111s_grid_first_in_the_gallery_and_saved(ui_server):
     before = {p.name for p in state.output_dir.glob("*.png")}
     client = Client(ui_server.url + "/", verbose=False)
     styles, hires_off = [], [False, "Latent", 2, 0, 0, 0, 0.7, "", ""]
-    result = client.predict("a cube", "", "Euler", "Automatic", 1, 7, 64, 64, 2000, 3, 1, 1, styles, *hires_off, api_name="/run")
+    result = client.predict("a cube", "", "Euler", "Automatic", 1, 7, 64, 64, 2000, 3, 1, 1, *SEED_EXTRAS_OFF, styles, *hires_off, api_name="/run")
     files = [item["image"] for item in result[2]]
     new = sorted({p.name for p in state.output_dir.glob("*.png")} - before)
     grids = [name for name in new if name.startswith("grid-")]

@@ -14,6 +14,8 @@ from pipelines.params import GenerationLimits, Txt2ImgParams
 
 from .ui_blocks import component, page_value
 
+SEED_EXTRAS_OFF = [-1, 0, 0, 0]  # the form's Variation seed, Variation strength, Resize seed from width/height
+
 
 LIMITS = GenerationLimits(max_steps=150, max_batch_size=8, max_cfg_scale=30.0)
 
@@ -111,7 +113,7 @@ def test_a_client_gets_the_refusal_through_gradio(built, serving):
         client = Client(running.url + "/", verbose=False)
         styles, hires_off = [], [False, "Latent", 2, 0, 0, 0, 0.7, "", ""]
         with pytest.raises(Exception, match="Sampling steps is empty; give a number in \\[1, 150\\]"):
-            client.predict("a cube", "", "Euler", "Automatic", None, 7, 64, 64, 1, 1, 1, 1, styles, *hires_off, api_name="/run")
+            client.predict("a cube", "", "Euler", "Automatic", None, 7, 64, 64, 1, 1, 1, 1, *SEED_EXTRAS_OFF, styles, *hires_off, api_name="/run")
         with pytest.raises(Exception, match="prompt: extra network tag '<lora:style:abc>'"):
-            client.predict("a <lora:style:abc>", "", "Euler", "Automatic", 2, 7, 64, 64, 1, 1, 1, 1, styles, *hires_off,
+            client.predict("a <lora:style:abc>", "", "Euler", "Automatic", 2, 7, 64, 64, 1, 1, 1, 1, *SEED_EXTRAS_OFF, styles, *hires_off,
                            api_name="/run")

@@ -55,6 +55,14 @@ def add_generation_flags(p: argparse.ArgumentParser,
     p.add_argument("--cfg", type=float, default=None,
                    help=f"CFG scale (default: the model's recommended one, e.g. 5 for mixkit-tiny-sd, else {d.cfg_scale})")
     p.add_argument("--seed", type=int, default=None, help=f"-1 for a random seed (default: {d.seed})")
+    p.add_argument("--subseed", type=int, default=None,
+                   help="A1111's variation seed (-1: random; image k uses subseed + k); needs --subseed-strength")
+    p.add_argument("--subseed-strength", type=float, default=None, metavar="STRENGTH",
+                   help="A1111's variation strength in [0, 1]: how far the noise moves toward the variation seed's "
+                        "(0: off, the default; with it every image keeps --seed)")
+    p.add_argument("--seed-resize-from", type=seed_resize_size, default=None, metavar="WxH",
+                   help="A1111's 'Resize seed from': draw the seed's noise at this size and centre it, so an image "
+                        "found at WxH keeps its composition at --width x --height")
     p.add_argument("--width", type=int, default=None, help=f"default: {size_default}")
     p.add_argument("--height", type=int, default=None, help=f"default: {size_default}")
     p.add_argument("--batch-size", type=int, default=d.batch_size)
@@ -170,6 +178,14 @@ def run(args: argparse.Namespace) -> int:
     return generate_and_save(pipe if hires is None else HiresFix(pipe), params, output, output_is_file)
 
 
+def seed_resize_size(text: str) -> tuple[int, int]:
+    """`--seed-resize-from WxH` as (width, height); the sizes are checked by the pipeline with the other sizes."""
+    width, separator, height = text.lower().partition("x")
+    if not separator or not width.strip().isdigit() or not height.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not WIDTHxHEIGHT, e.g. 512x768")
+    return int(width), int(height)
+
+
 def generation_fields(args: argparse.Namespace) -> dict:
     """The Txt2ImgParams fields the shared flags set (`add_generation_flags`; A1111's defaults for flags not given,
     the model's recommended ones replace some after the load, see `load_pipeline`), --style applied to the prompts."""
@@ -184,6 +200,8 @@ def generation_fields(args: argparse.Namespace) -> dict:
         cfg_scale=_or(args.cfg, d.cfg_scale),
         width=d.width if args.width is None else args.width, height=d.height if args.height is None else args.height,
         seed=_or(args.seed, d.seed), batch_size=args.batch_size, batch_count=args.batch_count,
+        subseed=_or(args.subseed, d.subseed), subseed_strength=_or(args.subseed_strength, d.subseed_strength),
+        seed_resize_from_w=(args.seed_resize_from or (0, 0))[0], seed_resize_from_h=(args.seed_resize_from or (0, 0))[1],
         sampler=_or(args.sampler, d.sampler), schedule_type=_or(args.schedule_type, d.schedule_type), eta=args.eta,
         ensd=_or(args.ensd, d.ensd), clip_skip=_or(args.clip_skip, d.clip_skip), loras=list(args.lora),
         emphasis=_or(args.emphasis, d.emphasis),

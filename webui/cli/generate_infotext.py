@@ -3,8 +3,8 @@
 The infotext is read with mixkit's own parser (`pipelines.infotext.parse_infotext`, A1111's reading and its
 defaults for missing keys; `pipelines.infotext_samplers` for old "DPM++ 2M Karras" names). Flags given on the
 command line win over it; a hires-fix infotext turns on hires fix (webui.cli.generate_hires). Every key the
-command cannot honour is either refused (it would change the image substantially: img2img, variation seeds,
-ControlNet, a hires sampler or checkpoint) or named in one warning on stderr, never dropped silently. A1111
+command cannot honour is either refused (it would change the image substantially: img2img, ControlNet, a hires
+sampler or checkpoint) or named in one warning on stderr, never dropped silently. A1111
 does not switch checkpoints on paste either (its `disable_weights_auto_swap`), so a different `Model hash` or
 `VAE hash` is a warning after the load, naming the flag to pass.
 """
@@ -28,6 +28,8 @@ FLAG_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "steps": ("Steps", as_integer),
     "cfg": ("CFG scale", as_number),
     "seed": ("Seed", as_integer),
+    "subseed": ("Variation seed", as_integer),  # with its strength; A1111 writes both only when strength > 0
+    "subseed_strength": ("Variation seed strength", as_number),
     "width": ("Size-1", as_integer),
     "height": ("Size-2", as_integer),
     "clip_skip": ("Clip skip", as_integer),  # A1111's default "1" when the infotext has none
@@ -58,8 +60,6 @@ UNSUPPORTED_HIRES_KEYS = ("Hires sampler", "Hires schedule type", "Hires checkpo
 REFUSED_KEYS = {
     "Denoising strength": "it is an img2img image (denoising strength without hires-fix keys; `mixkit img2img "
                           "IMAGE` redraws an image)",
-    "Variation seed": "it was made with a variation seed",
-    "Seed resize from-1": "it was made with 'resize seed from'",
     "Mask blur": "it is an inpainting image",
 }
 
@@ -137,6 +137,7 @@ def apply_infotext(args: argparse.Namespace, text: str) -> tuple[argparse.Namesp
     # hires flags from the text's own keys only: A1111's defaults for missing ones would turn hires fix on
     taken = _fill_flags(args, HIRES_INFOTEXT_KEYS, written) if is_hires_infotext(written) else []
     taken += [key for key in _fill_flags(args, FLAG_KEYS, parsed) if key in written]
+    taken += _fill_seed_resize(args, written)
     if "Prompt" in taken and getattr(args, "lora_dir", None) and written.get("Lora hashes"):
         # A1111's paste: tags re-linked through `Lora hashes` to the local files with those hashes (renamed copies).
         from mixkit.lora import LoraLibrary
@@ -173,6 +174,19 @@ def apply_infotext(args: argparse.Namespace, text: str) -> tuple[argparse.Namesp
     if ignored:
         print("mixkit: warning: --infotext keys not honoured: " + "; ".join(ignored), file=sys.stderr)
     return args, written
+
+
+def _fill_seed_resize(args: argparse.Namespace, written: dict[str, object]) -> list[str]:
+    """--seed-resize-from from the infotext's `Seed resize from: WxH` when the command line left it out."""
+    keys = ("Seed resize from-1", "Seed resize from-2")
+    if getattr(args, "seed_resize_from", None) is not None or not all(key in written for key in keys):
+        return []
+    try:
+        args.seed_resize_from = (as_integer(written[keys[0]]), as_integer(written[keys[1]]))
+    except ValueError:
+        raise ValueError(f"--infotext: Seed resize from: {written[keys[0]]}x{written[keys[1]]} is not a size; fix "
+                         "the infotext or pass --seed-resize-from") from None
+    return list(keys)
 
 
 def _fill_flags(args: argparse.Namespace, flag_keys: dict[str, tuple[str, Callable[[object], Any]]],
@@ -256,13 +270,7 @@ def _refuse_what_changes_the_image(written: dict[str, object], args: argparse.Na
     for key, why in REFUSED_KEYS.items():
         if key == "Denoising strength" and hires:
             continue  # the hires fix's own (webui.cli.generate_hires)
-        if key in written and not (key == "Variation seed" and _no_variation(written)):
+        if key in written:
             raise ValueError(f"--infotext: {key}: {written[key]}: {why}, which `mixkit generate` cannot reproduce; "
                              "use the web UI or the API, or remove that key from the text")
 
-
-def _no_variation(written: dict[str, object]) -> bool:
-    try:
-        return float(str(written.get("Variation seed strength", "0"))) == 0
-    except ValueError:
-        return False

@@ -169,6 +169,19 @@ def reused_seed(seeds: list, selected: int | None) -> int:
     return seeds[selected] if selected is not None and 0 <= selected < len(seeds) else seeds[0]
 
 
+def reused_subseed(infotexts: list, selected: int | None) -> int:
+    """The variation seed "Reuse" puts in the form: the selected (else first) image's `Variation seed`, -1 if it has
+    none. A1111 reads its random variation seed from the job's info even at strength 0, where no image used it;
+    an infotext records it only when a variation was drawn, which is when reusing it changes an image."""
+    from pipelines.infotext import split_infotext
+
+    if not infotexts:
+        return -1
+    text = infotexts[selected] if selected is not None and 0 <= selected < len(infotexts) else infotexts[0]
+    written = split_infotext(text or "")[2].get("Variation seed", "")
+    return int(written) if written.isdigit() else -1
+
+
 def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], schedule_names: list[str]) -> GenerateTab:
     """Create the tab's components inside the current `gr.Tab` and wire their events."""
     extra_inputs: list = []
@@ -337,6 +350,8 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
     skip.click(skip_own_batch, queue=False)
     widgets.seed_dice.click(lambda: -1, outputs=widgets.seed, queue=False)
     widgets.seed_recycle.click(reused_seed, inputs=[last_seeds, selected], outputs=widgets.seed, queue=False)
+    widgets.subseed_dice.click(lambda: -1, outputs=widgets.subseed, queue=False)
+    widgets.subseed_recycle.click(reused_subseed, inputs=[infotexts, selected], outputs=widgets.subseed, queue=False)
 
     def show_infotext(texts: list, event: gr.SelectData):
         if texts and isinstance(event.index, int) and 0 <= event.index < len(texts):

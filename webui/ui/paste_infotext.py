@@ -41,7 +41,7 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
     `hires_upscalers` (the Hires. fix upscaler choices) says the target form has Hires. fix controls: the
     recorded hires recipe fills them, as A1111's paste does; without it the recipe is only named in a note.
     Every recorded value the form cannot take is named in a note, so a paste never looks complete when the image
-    cannot be reproduced from the form alone (another checkpoint or VAE, GPU noise, a hires pass, variation seeds).
+    cannot be reproduced from the form alone (another checkpoint or VAE, GPU noise, a hires pass).
 
     `lora_name_of` (short hash -> local LoRA name, e.g. `mixkit.lora.relink.library_lookup(library)`) re-links the
     prompt's `<lora:...>` tags through the infotext's `Lora hashes` to renamed local files, as A1111's paste does.
@@ -69,11 +69,15 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
     written = split_infotext(text)[2]  # the keys the text itself has, before A1111's defaults are added
     values, notes = _prompt_values(parsed, written, lora_name_of)
     numeric = {"steps": ("Steps", _int), "cfg_scale": ("CFG scale", _float), "seed": ("Seed", _int),
-               "width": ("Size-1", _int), "height": ("Size-2", _int), "clip_skip": ("Clip skip", _int)}
+               "width": ("Size-1", _int), "height": ("Size-2", _int), "clip_skip": ("Clip skip", _int),
+               **SEED_EXTRA_NUMBERS}
+    # An image without a variation or seed resize had them off: the paste turns them off, not keeps the form's
+    values.update({"subseed_strength": 0.0, "seed_resize_from_w": 0, "seed_resize_from_h": 0})
     numbers, number_notes = _checked_numbers(parsed, numeric, widget_ranges(limits))
     values.update(numbers)
     notes += number_notes
-    for field, key in (("width", "Size-1"), ("height", "Size-2")):
+    for field, key in (("width", "Size-1"), ("height", "Size-2"), ("seed_resize_from_w", "Seed resize from-1"),
+                       ("seed_resize_from_h", "Seed resize from-2")):
         if field in values and values[field] % size_multiple:
             notes.append(f"{key}: {values.pop(field)} is not a multiple of {size_multiple}; kept the current value.")
     sampler, schedule = sampler_and_schedule(parsed)
@@ -266,6 +270,10 @@ def _controlnet_index(key: str) -> int | None:
 # A1111's gallery Send buttons copy only these fields (`paste_field_names = ['Prompt', 'Negative prompt', 'Steps',
 # 'Face restoration'] + ['Seed'] with send_seed`), plus the size of the image itself (send_size); both options are on
 # by default. There is no Face restoration control here.
+# A1111's paste fields for its Extra seed options (modules/ui.py: subseed, subseed_strength, seed_resize_from_w/h)
+SEED_EXTRA_NUMBERS = {"subseed": ("Variation seed", _int), "subseed_strength": ("Variation seed strength", _float),
+                      "seed_resize_from_w": ("Seed resize from-1", _int),
+                      "seed_resize_from_h": ("Seed resize from-2", _int)}
 SENT_NUMBERS = {"steps": ("Steps", _int), "seed": ("Seed", _int)}
 
 
@@ -432,8 +440,6 @@ def _reproduction_notes(parsed: dict, current_model: str | None, current_model_a
                      "so the paste fills the first pass only; send the image to txt2img to reproduce it.")
     notes += _hires_refiner_notes(parsed)
     notes += _approximation_notes(parsed)
-    if "Variation seed" in parsed:
-        notes.append("Variation seed: not supported here; the image will differ.")
     sampler_settings = [f"{key}: {parsed[key]}" for key in ("Eta", "Eta DDIM", "ENSD") if parsed.get(key) not in (None, "")]
     sampler_settings += _sampler_parameter_settings(parsed)
     if sampler_settings:

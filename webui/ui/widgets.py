@@ -33,6 +33,11 @@ def widget_ranges(limits: GenerationLimits) -> dict[str, WidgetRange]:
         "batch_count": WidgetRange(1, limits.max_batch_count, 1),
         "clip_skip": WidgetRange(1, 12, 1),
         "seed": WidgetRange(-1, SEED_MAX, 1),
+        # A1111's "Extra" seed options: its sliders' steps; "Resize seed from" 0 is off
+        "subseed": WidgetRange(-1, SEED_MAX, 1),
+        "subseed_strength": WidgetRange(0, 1, 0.01),
+        "seed_resize_from_w": WidgetRange(0, limits.max_side, SIZE_STEP),
+        "seed_resize_from_h": WidgetRange(0, limits.max_side, SIZE_STEP),
     }
 
 
@@ -52,11 +57,19 @@ class GenerationWidgets:
     batch_count: object
     batch_size: object
     clip_skip: object
+    # A1111's "Extra" seed options (None in forms built without them: the Txt2ImgParams defaults apply)
+    subseed: object = None
+    subseed_strength: object = None
+    seed_resize_from_w: object = None
+    seed_resize_from_h: object = None
     seed_dice: object = None  # sets the seed to -1 (random)
     seed_recycle: object = None  # sets the seed to the last image's
+    subseed_dice: object = None  # sets the variation seed to -1 (random)
+    subseed_recycle: object = None  # sets the variation seed to the selected image's
 
     FIELDS = ("prompt", "negative_prompt", "sampler", "schedule_type", "steps", "cfg_scale", "width", "height", "seed",
-              "batch_count", "batch_size", "clip_skip")
+              "batch_count", "batch_size", "clip_skip", "subseed", "subseed_strength", "seed_resize_from_w",
+              "seed_resize_from_h")
 
     def inputs(self) -> list:
         return [getattr(self, name) for name in self.FIELDS]
@@ -65,15 +78,20 @@ class GenerationWidgets:
 def values_to_params(values: list) -> Txt2ImgParams:
     """Txt2ImgParams from the widget values (Gradio delivers numbers as floats; whole ones become ints).
 
-    An empty Seed box is -1 (random): A1111's `processing.get_fixed_seed` maps `None`/`''` to -1, and the
-    HTTP API reads a null seed the same way."""
+    An empty Seed (or Variation seed) box is -1 (random): A1111's `processing.get_fixed_seed` maps `None`/`''`
+    to -1, and the HTTP API reads a null seed the same way. Values missing from the end (a form without the
+    Extra seed options) keep the Txt2ImgParams defaults."""
     named = dict(zip(GenerationWidgets.FIELDS, values))
-    if named["seed"] is None:
-        named["seed"] = -1
-    for name in ("steps", "width", "height", "seed", "batch_count", "batch_size", "clip_skip"):
-        value = named[name]
+    for name in ("seed", "subseed"):
+        if name in named and named[name] is None:
+            named[name] = -1
+    for name in ("steps", "width", "height", "seed", "batch_count", "batch_size", "clip_skip", "subseed",
+                 "seed_resize_from_w", "seed_resize_from_h"):
+        value = named.get(name)
         if isinstance(value, float) and value.is_integer():
             named[name] = int(value)
+    if named.get("subseed_strength") is not None:
+        named["subseed_strength"] = float(named["subseed_strength"])
     named["cfg_scale"] = float(named["cfg_scale"])
     named["prompt"] = named["prompt"] or ""
     named["negative_prompt"] = named["negative_prompt"] or ""
@@ -135,5 +153,17 @@ def build_generation_widgets(prefix: str, limits: GenerationLimits, sampler_name
                            elem_id=f"{prefix}_seed", scale=4)
         dice = gr.Button("Random", elem_id=f"{prefix}_random_seed", scale=0, min_width=90)
         recycle = gr.Button("Reuse", elem_id=f"{prefix}_reuse_seed", scale=0, min_width=90)
+    # A1111's "Extra" checkbox next to Seed reveals the same four controls
+    with gr.Accordion("Extra seed options", open=False, elem_id=f"{prefix}_seed_extras"):
+        with gr.Row(equal_height=True):
+            subseed = form_number(value=d.subseed, minimum=r["subseed"].minimum, maximum=r["subseed"].maximum,
+                                  precision=0, label="Variation seed", elem_id=f"{prefix}_subseed", scale=4)
+            subseed_dice = gr.Button("Random", elem_id=f"{prefix}_random_subseed", scale=0, min_width=90)
+            subseed_recycle = gr.Button("Reuse", elem_id=f"{prefix}_reuse_subseed", scale=0, min_width=90)
+            subseed_strength = slider("subseed_strength", "Variation strength")
+        with gr.Row():
+            resize_w = slider("seed_resize_from_w", "Resize seed from width")
+            resize_h = slider("seed_resize_from_h", "Resize seed from height")
     return GenerationWidgets(prompt, negative, sampler, schedule, steps, cfg, width, height, seed, batch_count,
-                             batch_size, clip_skip, dice, recycle)
+                             batch_size, clip_skip, subseed, subseed_strength, resize_w, resize_h, dice, recycle,
+                             subseed_dice, subseed_recycle)

@@ -1,0 +1,72 @@
+"""The web UI's Extra seed controls: paste fills them (A1111's paste fields), "Reuse" takes an image's variation seed."""
+
+from PIL import Image
+
+from pipelines.infotext import build_infotext
+from pipelines.params import GenerationLimits
+from webui.ui.generate_tab import reused_subseed
+from webui.ui.paste_infotext import infotext_to_form_values
+from webui.ui.widgets import values_to_params
+
+BASE = {"Steps": 20, "Sampler": "Euler", "CFG scale": 7, "Seed": 1, "Size": "64x64", "RNG": "CPU"}
+
+
+def _paste(extra):
+    return infotext_to_form_values(build_infotext("a cube", "", {**BASE, **extra}), GenerationLimits(), ["Euler"],
+                                   ["Automatic"])
+
+
+def test_a_paste_fills_the_extra_seed_controls():
+    values, notes = _paste({"Variation seed": 77, "Variation seed strength": 0.35, "Seed resize from": "48x80"})
+    assert notes == []
+    assert (values["subseed"], values["subseed_strength"]) == (77, 0.35)
+    assert (values["seed_resize_from_w"], values["seed_resize_from_h"]) == (48, 80)
+
+
+def test_a_paste_without_them_turns_them_off_and_bad_ones_are_named():
+    values, _ = _paste({})
+    assert "subseed" not in values  # the form's variation seed stays; at strength 0 it draws nothing
+    assert (values["subseed_strength"], values["seed_resize_from_w"], values["seed_resize_from_h"]) == (0.0, 0, 0)
+    values, notes = _paste({"Variation seed": 5, "Variation seed strength": 3})
+    assert "Variation seed strength: '3' is outside [0, 1]" in "\n".join(notes)
+    values, notes = _paste({"Seed resize from": "50x80"})
+    assert "Seed resize from-1: 50 is not a multiple of 8" in "\n".join(notes) and values["seed_resize_from_h"] == 80
+
+
+def test_pasted_values_make_the_params_the_image_was_made_with():
+    values, _ = _paste({"Variation seed": 77, "Variation seed strength": 0.35, "Seed resize from": "48x80"})
+    form = ["a cube", "", "Euler", "Automatic", 20, 7, 64, 64, 1, 1, 1, 1, float(values["subseed"]),
+            values["subseed_strength"], float(values["seed_resize_from_w"]), float(values["seed_resize_from_h"])]
+    params = values_to_params(form)
+    assert (params.subseed, params.subseed_strength, params.seed_resize_from_w, params.seed_resize_from_h) == \
+        (77, 0.35, 48, 80)
+
+
+def test_reuse_takes_the_selected_images_variation_seed():
+    texts = [build_infotext("a", "", {**BASE, "Variation seed": 40, "Variation seed strength": 0.2}),
+             build_infotext("a", "", {**BASE, "Variation seed": 41, "Variation seed strength": 0.2}),
+             build_infotext("a", "", BASE)]
+    assert reused_subseed(texts, 1) == 41 and reused_subseed(texts, None) == 40
+    assert reused_subseed(texts, 2) == -1 and reused_subseed([], None) == -1
+
+
+def test_the_form_runs_a_variation_batch_end_to_end(tiny_sd1_dir, tmp_path, serving):
+    # gradio_client drives the form's /run as the page does: image k keeps the seed and takes subseed + k
+    from gradio_client import Client
+
+    from webui.config import ServerConfig
+
+    config = ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(tmp_path / "outputs"))
+    with serving(config) as running:
+        running.state.options.apply({"samples_save": False, "return_grid": False})
+        client = Client(running.url + "/", verbose=False)
+        hires_off = [False, "Latent", 2, 0, 0, 0, 0.7, "", ""]
+        result = client.predict("a cube", "", "Euler a", "Automatic", 2, 7, 64, 64, 1000, 1, 2, 1, 77, 0.5, 48, 80, [],
+                                *hires_off, api_name="/run")
+        gallery = result[2]
+        assert [item["image"].rsplit("/", 1)[1] for item in gallery] == ["00001-1000.png", "00002-1000.png"]
+        for item, subseed in zip(gallery, (77, 78)):
+            with Image.open(item["image"]) as image:
+                text = image.info["parameters"]
+                assert "Seed: 1000," in text
+                assert f"Variation seed: {subseed}, Variation seed strength: 0.5, Seed resize from: 48x80," in text
