@@ -39,11 +39,15 @@ class TrainedEmbedding:
 def _loaded_model(state):
     """The loaded model, if training may use it: a performance preset other than "exact" changes the model
     (fused, cast, compiled or int8 modules) in ways the trainer's gradients cannot go through."""
+    if state.holder.unloaded:
+        raise ValueError(f"checkpoint {state.model_title!r} is unloaded; load it again (POST "
+                         "/sdapi/v1/reload-checkpoint, or generate once), then train")
     if not state.holder.loaded:
         raise ValueError("no model is loaded; load a checkpoint (sd_model_checkpoint) first")
     if state.holder.preset != EXACT_PRESET:
         raise ValueError(f"the loaded model runs with performance preset {state.holder.preset!r}, which training "
-                         f"cannot use; switch to {EXACT_PRESET!r} (Settings, or sd_performance_preset), then train")
+                         f"cannot use; switch to {EXACT_PRESET!r} (Settings, or the performance_preset option), then "
+                         "train")
     return state.holder.txt2img().model
 
 

@@ -225,3 +225,15 @@ def test_create_image_every_draws_previews_into_the_run_folder(client, folders):
     assert response.status_code == 200, response.text
     images = sorted((folders / "outputs" / "textual_inversion").glob("*/shown/**/*.png"))
     assert len(images) == 2 and Image.open(images[0]).size == (64, 64)
+
+
+def test_training_an_unloaded_checkpoint_says_to_reload_it(client):
+    assert client.post("/sdapi/v1/create/embedding", json={"name": "later", "overwrite_old": True}).status_code == 200
+    assert client.post("/sdapi/v1/unload-checkpoint").status_code == 200
+    try:
+        response = client.post("/sdapi/v1/train/embedding", json={**TRAIN, "embedding_name": "later", "steps": 2})
+        assert response.status_code == 422, response.text
+        assert "is unloaded; load it again (POST /sdapi/v1/reload-checkpoint" in response.json()["detail"]
+    finally:
+        assert client.post("/sdapi/v1/reload-checkpoint").status_code == 200
+    assert listed(client, "later")["step"] == 0
