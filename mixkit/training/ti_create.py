@@ -65,7 +65,7 @@ def create_embedding(model, folder: str | Path, name: str, *, num_vectors_per_to
                          "--embeddings-dir pointing at one")
     existing = embedding_files(folder, name)
     if existing and not overwrite_old:
-        raise ValueError(f"embedding {name!r} already exists ({', '.join(str(p) for p in existing)}); choose another "
+        raise ValueError(f"embedding {name!r} already exists ({', '.join(p.name for p in existing)}); choose another "
                          "name, or set overwrite_old (the Train tab's \"Overwrite Old Embedding\") to replace it")
     if len(existing) > 1:
         raise ValueError(f"several files are named {name!r} ({', '.join(str(p) for p in existing)}); remove all but "
