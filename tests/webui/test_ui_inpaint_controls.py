@@ -138,7 +138,9 @@ def generate_inpaint(blocks, mask):
 
     picture = Image.new("RGB", (96, 64), (10, 20, 30))
     own = fields(editor={"background": picture, "layers": [], "composite": picture}, mode="inpaint", mask_upload=mask)
-    values = ["a cube", "", "Euler", "Automatic", 2, 7.0, 96, 64, 5, 1, 1, 1, [], *[own[name] for name in IMG2IMG_FIELDS]]
+    seed_extras_off = [-1, 0, 0, 0]  # variation seed, strength, resize seed from width/height
+    values = ["a cube", "", "Euler", "Automatic", 2, 7.0, 96, 64, 5, 1, 1, 1, *seed_extras_off, [],
+              *[own[name] for name in IMG2IMG_FIELDS]]
     run = handler(blocks, "img2img_generate", "click").fn(SimpleNamespace(session_hash="mask-test"), *values)
     return next(run)
 
