@@ -270,7 +270,8 @@ def train_tiny_sd(recipe: TinySDRecipe, stop_at_step: int | None = None):
     # Progress is measured on prompts of every combination (held-out ones included, ~5%).
     prompts = [p.prompt for p in eval_prompts(dataclasses.replace(world, held_out=()), count=recipe.eval_prompts, seed=1234)]
 
-    resumed = read_recipe_state(recipe.resume_from, name="tiny-sd", recipe=recipe) if recipe.resume_from else None
+    resumed = read_recipe_state(recipe.resume_from, name="tiny-sd", recipe=recipe,
+                                total_steps=recipe.steps) if recipe.resume_from else None
     if resumed is not None and stop_at_step is not None and stop_at_step <= resumed.step:
         raise ValueError(f"--stop-at-step {stop_at_step} is not after step {resumed.step}, where {resumed.path} "
                          "resumes; stop at a later step")

@@ -84,8 +84,8 @@ def fingerprint(name: str, modules: dict[str, torch.nn.Module]) -> str:
     return architecture_fingerprint(_weights(modules), {"recipe": name})
 
 
-def save_recipe_state(folder: Path, *, name: str, recipe, step: int, modules: dict[str, torch.nn.Module], ema,
-                      optimizer, generator: torch.Generator, curve: list[dict], metrics: dict,
+def save_recipe_state(folder: Path, *, name: str, recipe, step: int, modules: dict[str, torch.nn.Module],
+                      ema, optimizer, generator: torch.Generator, curve: list[dict], metrics: dict,
                       clock: RecipeClock, extra: dict | None = None,
                       tensors: dict[str, torch.Tensor] | None = None) -> Path:
     """Write the state after `step` atomically, then drop older ones (a failed write leaves them all)."""
@@ -93,7 +93,7 @@ def save_recipe_state(folder: Path, *, name: str, recipe, step: int, modules: di
         "format": STATE_FORMAT, "recipe": name, "step": step, "fingerprint": fingerprint(name, modules),
         "settings": json.dumps(dataclasses.asdict(recipe), default=str),
         "weights": {key: value.detach().clone() for key, value in _weights(modules).items()},
-        "ema": ema.state_dict(), "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
+        "ema": ema.state_dict() if ema is not None else {}, "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
         "rng": capture_rng_states(), "curve": json.dumps(curve), "metrics": json.dumps(metrics),
         "extra": json.dumps(extra or {}), "tensors": {k: v.detach().clone() for k, v in (tensors or {}).items()},
         "wall_seconds": clock.wall(), "cpu_seconds": clock.cpu(),
@@ -108,8 +108,8 @@ def save_recipe_state(folder: Path, *, name: str, recipe, step: int, modules: di
     return path
 
 
-def read_recipe_state(source: str, *, name: str, recipe) -> RecipeState:
-    """Read a state and check it continues this run: the same recipe and settings, steps left."""
+def read_recipe_state(source: str, *, name: str, recipe, total_steps: int) -> RecipeState:
+    """Read a state and check it continues this run: the same recipe and settings, steps left of `total_steps`."""
     path = state_file(source)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
@@ -128,7 +128,7 @@ def read_recipe_state(source: str, *, name: str, recipe) -> RecipeState:
             f"{path} continues a run with other settings ({'; '.join(changed)}). Resume with the settings it was "
             f"started with (only {', '.join(FREE_SETTINGS)} may change), or continue from a finished output with "
             "init_from instead.")
-    if state["step"] >= recipe.steps:
+    if state["step"] >= total_steps:
         raise CheckpointMismatchError(f"{path} was saved at step {state['step']}, the run's last step; its output "
                                       "was written then (rerun without resume_from to train again).")
     clock = RecipeClock(wall_start=time.perf_counter() - state["wall_seconds"],
@@ -149,7 +149,8 @@ def restore_recipe_state(state: RecipeState, *, name: str, modules: dict[str, to
     with torch.no_grad():
         for key, value in _weights(modules).items():
             value.copy_(raw["weights"][key])
-    ema.load_state_dict(raw["ema"])
+    if ema is not None:
+        ema.load_state_dict(raw["ema"])
     optimizer.load_state_dict(raw["optimizer"])
     generator.set_state(raw["generator"])
     restore_rng_states(raw["rng"])

@@ -481,3 +481,23 @@ def test_tiny_sd_recipe_resumes_with_the_autoencoder_it_trained_itself(tiny_clip
     saved = AutoencoderKL.from_pretrained(broken / "vae").state_dict()
     assert all(torch.equal(saved[k], v.half()) for k, v in trained.state_dict().items())
     assert json.loads((broken / "recipe_record.json").read_text())["metrics"]["vae_psnr"] == 12.5
+
+
+def test_tiny_clip_recipe_stopped_and_resumed_ends_with_the_weights_of_an_unbroken_run(tmp_path, capsys):
+    import torch
+    from safetensors.torch import load_file
+
+    args = ["train", "recipe", "tiny-clip", "--set", "train_images=48", "--set", "batch_size=10", "--set", "steps=3",
+            "--set", "hidden_size=32", "--set", "layers=1", "--set", "shape_warmup_steps=1"]
+    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    assert main([*args, "--set", f"output={whole}"]) == 0
+    assert main([*args, "--set", f"output={broken}", "--stop-at-step", "2"]) == 0  # in the contrastive phase
+    assert [p.name for p in (tmp_path / "broken-state").iterdir()] == ["step-00000002.pt"]
+    capsys.readouterr()
+    assert main([*args, "--set", f"output={broken}", "--set", f"resume_from={tmp_path / 'broken-state'}"]) == 0
+    assert "resumed at step 2: 2 in this run" in capsys.readouterr().out
+    first, second = (load_file(str(folder / "model.safetensors")) for folder in (whole, broken))
+    assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
+    assert main([*args, "--set", f"output={broken}", "--set", f"resume_from={tmp_path / 'broken-state'}",
+                 "--set", "layers=2"]) == 2  # another architecture's settings
+    assert "layers: 1 in the state, 2 now" in capsys.readouterr().err
