@@ -501,3 +501,24 @@ def test_tiny_clip_recipe_stopped_and_resumed_ends_with_the_weights_of_an_unbrok
     assert main([*args, "--set", f"output={broken}", "--set", f"resume_from={tmp_path / 'broken-state'}",
                  "--set", "layers=2"]) == 2  # another architecture's settings
     assert "layers: 1 in the state, 2 now" in capsys.readouterr().err
+
+
+def test_tiny_vae_recipe_stopped_and_resumed_ends_with_the_weights_of_an_unbroken_run(tmp_path, capsys):
+    import torch
+    from safetensors.torch import load_file
+
+    args = ["train", "recipe", "tiny-vae", "--set", "train_images=16", "--set", "batch_size=4", "--set", "steps=4"]
+    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    assert main([*args, "--set", f"output={whole}"]) == 0
+    # a stopped run is the start of the whole run (it used to shorten the learning-rate schedule to the stop step)
+    assert main([*args, "--set", f"output={broken}", "--set", "checkpoint_every=1", "--stop-at-step", "2"]) == 0
+    assert [p.name for p in (tmp_path / "broken-state").iterdir()] == ["step-00000002.pt"]
+    capsys.readouterr()
+    assert main([*args, "--set", f"output={broken}", "--set", f"resume_from={tmp_path / 'broken-state'}"]) == 0
+    assert "resumed at step 2: 2 in this run" in capsys.readouterr().out
+    first, second = (load_file(str(folder / "diffusion_pytorch_model.safetensors")) for folder in (whole, broken))
+    assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
+    curve = json.loads((broken / "recipe_record.json").read_text())["curve"]
+    assert [entry["step"] for entry in curve if entry["stage"] == "vae"] == [2, 4]
+    assert main([*args, "--set", f"output={broken}", "--set", f"resume_from={whole}"]) == 2
+    assert "holds no resume state" in capsys.readouterr().err
