@@ -26,6 +26,7 @@ from mixkit.training.training_state import (
     capture_rng_states,
     checkpoint_path,
     latest_checkpoint,
+    read_state_file,
     restore_rng_states,
 )
 
@@ -111,12 +112,7 @@ def save_recipe_state(folder: Path, *, name: str, recipe, step: int, modules: di
 def read_recipe_state(source: str, *, name: str, recipe, total_steps: int) -> RecipeState:
     """Read a state and check it continues this run: the same recipe and settings, steps left of `total_steps`."""
     path = state_file(source)
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # torch raises several types for truncated or foreign files
-        raise CheckpointMismatchError(f"{path} is not a readable mixkit recipe state ({error}).") from None
-    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-        raise CheckpointMismatchError(f"{path} is not a mixkit recipe state (format {STATE_FORMAT!r} expected).")
+    state = read_state_file(path, STATE_FORMAT, "recipe state")
     if state["recipe"] != name:
         raise CheckpointMismatchError(f"{path} is a state of the {state['recipe']} recipe, not {name}; resume it "
                                       f"with `mixkit train recipe {state['recipe']}`.")
