@@ -77,6 +77,7 @@ class UnitSpec:
     hr_option: str = "Both"
     soft_injection: bool = False  # control mode "My prompt is more important"
     mask: Any = None  # the unit's mask (PIL), as sent; pipelines.controlnet.unit_mask says how it is used
+    label: str = "ControlNet"  # how errors name the unit: "controlnet unit 0" (API), "ControlNet Unit 0" (UI)
 
 
 def _number(label: str, value: Any, low: float, high: float) -> float:
@@ -270,7 +271,8 @@ def unit_spec(label: str, unit: dict, image, models, mask=None) -> UnitSpec:
         preprocessor=MODULE_ALIASES[module],
         threshold_a=thresholds[0], threshold_b=thresholds[1],
         pixel_perfect=_flag(f"{label} pixel_perfect", unit.get("pixel_perfect", False)),
-        processor_res=_processor_res(label, unit.get("processor_res")), hr_option=_hr_option(label, unit), mask=mask)
+        processor_res=_processor_res(label, unit.get("processor_res")), hr_option=_hr_option(label, unit), mask=mask,
+        label=label)
 
 
 def _hr_option(label: str, unit: dict) -> str:

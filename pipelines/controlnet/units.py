@@ -152,13 +152,16 @@ def check_controlnet_units(units: Any, unet_config, limits: ControlNetLimits, *,
 
 def check_controlnet_matches_unet(controlnet_config, unet_config, label: str, name: str) -> None:
     """A ControlNet only fits the UNet family it was trained with: same text width and extra embeddings."""
+    from pipelines.controlnet.family import family_of_config
+
     want = (unet_config.cross_attention_dim, unet_config.addition_embed_type, tuple(unet_config.block_out_channels))
     got = (controlnet_config.cross_attention_dim, controlnet_config.addition_embed_type,
            tuple(controlnet_config.block_out_channels))
     if want != got:
+        made_for, model = family_of_config(controlnet_config).label, family_of_config(unet_config).label
         raise ValueError(
-            f"{label} ({name}) does not fit this model: the ControlNet has cross-attention width {got[0]}, "
-            f"added embedding {got[1]!r} and blocks {list(got[2])}, the model's UNet has {want[0]}, {want[1]!r} and "
-            f"{list(want[2])} (an SDXL ControlNet needs an SDXL model, an SD 1.x one an SD 1.x model). "
-            "Pick a ControlNet made for this model family."
+            f"{label} ({name}) does not fit this model: it is a ControlNet for {made_for} models and the model is "
+            f"{model} (the ControlNet has cross-attention width {got[0]}, added embedding {got[1]!r} and blocks "
+            f"{list(got[2])}, the model's UNet {want[0]}, {want[1]!r} and {list(want[2])}). "
+            f"Pick a ControlNet made for {model} models."
         )

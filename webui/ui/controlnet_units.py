@@ -130,10 +130,12 @@ def with_controlnet(state: ServerState, kind: str, params, control_values: list)
         if fields["image"] is None and kind == "txt2img":
             raise ValueError(f"ControlNet Unit {unit} needs a control image.")
         try:
-            specs.append(ui_unit_spec(state.controlnets, fields))
+            spec = ui_unit_spec(state.controlnets, fields)
         except (ValueError, TypeError, KeyError) as error:
             message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
             raise ValueError(f"ControlNet Unit {unit}: {message}") from None
+        spec.label = f"ControlNet Unit {unit}"  # as the accordion is titled, for refusals made when the job is queued
+        specs.append(spec)
     if not specs:
         return params
     if hasattr(params, "hr_scale"):  # hires fix: the units guide both passes
