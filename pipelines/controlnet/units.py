@@ -55,6 +55,9 @@ class ControlNetUnit:
     pixel_perfect: bool = False
     processor_res: int | None = None
     mask: Any = None  # PIL image of the image's size, white = masked; None: no mask
+    # sd-webui-controlnet's effective_region_mask (PIL, any size, first channel read): the unit's residuals are
+    # multiplied by it, resized to each residual (pipelines.controlnet.region_mask); None: the control applies everywhere
+    effective_region_mask: Any = None
 
     @property
     def display_name(self) -> str:
@@ -94,6 +97,7 @@ def check_controlnet_units(units: Any, unet_config, limits: ControlNetLimits, *,
     """Raise ValueError/TypeError naming the unit and value; called before any model runs."""
     from PIL import Image
 
+    from pipelines.controlnet.region_mask import check_region_mask
     from pipelines.controlnet.unit_mask import check_unit_mask
     from pipelines.preprocessors import get_preprocessor
 
@@ -148,6 +152,7 @@ def check_controlnet_units(units: Any, unet_config, limits: ControlNetLimits, *,
         if unit.image is not None and not isinstance(unit.image, Image.Image):
             raise TypeError(f"{label}: image must be a PIL image or None, got {type(unit.image).__name__}.")
         check_unit_mask(label, unit.image, unit.mask)
+        check_region_mask(label, unit.effective_region_mask)
 
 
 def check_controlnet_matches_unet(controlnet_config, unet_config, label: str, name: str) -> None:
