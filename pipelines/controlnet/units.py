@@ -118,6 +118,12 @@ def check_controlnet_units(units: Any, unet_config, limits: ControlNetLimits, *,
             raise TypeError(f"{label}: model_name must be a string or None, got {type(unit.model_name).__name__}.")
         check_infotext_name(label, unit.display_name)
         check_controlnet_matches_unet(config, unet_config, label, unit.display_name)
+        # A ControlNet sees the plain latents (4 channels) next to any UNet, or all of an inpainting UNet's 9 when it
+        # was made from one (diffusers' ControlNetModel.from_unet copies in_channels).
+        if config.in_channels not in (4, unet_config.in_channels):
+            raise ValueError(f"{label} ({unit.display_name}) takes {config.in_channels} input channels, but this model's "
+                             f"UNet gives {unet_config.in_channels} (a ControlNet takes 4, or an inpainting UNet's 9 if "
+                             "it was made from one); pick a ControlNet made for this kind of model.")
         # The ControlNet's conditioning embedding brings the image to the latent grid with stride-2 convolutions,
         # one fewer than its channel list; a different factor than the VAE's fails deep in diffusers.
         factor = 2 ** (len(config.conditioning_embedding_out_channels) - 1)
