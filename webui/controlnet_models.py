@@ -116,5 +116,8 @@ def checkpoint_family(holder, entry=None):
             return family_of_config(holder.txt2img().model.unet.config), entry.title
         except RuntimeError:  # unloaded meanwhile: read it from disk as any other checkpoint
             pass
-    family = read_family(entry.source, read_pickles=False) if os.path.exists(entry.source) else None
+    try:
+        family = read_family(entry.source, read_pickles=False) if os.path.exists(entry.source) else None
+    except (ValueError, OSError):  # a broken file: its load fails in the job with the loader's own message
+        return None
     return None if family is None else (family, entry.title)

@@ -82,3 +82,14 @@ def test_checkpoint_family_reads_another_checkpoint_from_disk(tiny_sdxl_dir, tin
     assert checkpoint_family(unloaded, entry) == (ModelFamily(64, True), "xl")  # a request's own checkpoint
     assert checkpoint_family(unloaded) == (ModelFamily(32, False), "sd1")  # the server's, unloaded: read from disk
     assert checkpoint_family(SimpleNamespace(entry=None, loaded=False)) is None
+
+
+def test_checkpoint_family_of_single_files(single_file_checkpoints):
+    from pipelines.controlnet.family import ModelFamily
+    from webui.controlnet_models import checkpoint_family
+
+    holder = SimpleNamespace(entry=None, loaded=False)
+    sd1 = SimpleNamespace(source=str(single_file_checkpoints / "sd1.safetensors"), title="sd1.safetensors")
+    broken = SimpleNamespace(source=str(single_file_checkpoints / "broken.safetensors"), title="broken")
+    assert checkpoint_family(holder, sd1) == (ModelFamily(32, False), "sd1.safetensors")  # from its header
+    assert checkpoint_family(holder, broken) is None  # left to the job, which reports the failed load
