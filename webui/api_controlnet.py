@@ -326,7 +326,9 @@ def ui_unit_spec(models, fields: dict) -> UnitSpec:
             "control_mode": fields["control_mode"], "pixel_perfect": fields["pixel_perfect"],
             "processor_res": _whole(fields["processor_res"]), "threshold_a": fields["threshold_a"],
             "threshold_b": fields["threshold_b"]}
-    return unit_spec("ControlNet", unit, fields["image"], models, fields.get("mask"))
+    spec = unit_spec("ControlNet", unit, fields["image"], models, fields.get("mask"))
+    spec.effective_region_mask = fields.get("effective_region_mask")
+    return spec
 
 
 def _whole(value: Any) -> Any:

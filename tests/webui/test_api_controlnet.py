@@ -10,7 +10,7 @@ webuiapi = pytest.importorskip("webuiapi", reason="test dependency webuiapi is n
 
 # The web UI unit's extension controls as its widgets start: resize mode, control mode, pixel perfect, preprocessor
 # resolution, thresholds (-1: the preprocessor's defaults).
-UI_UNIT_DEFAULTS = ("Crop and Resize", "Balanced", False, 512.0, -1.0, -1.0, None)  # ..., threshold_b, mask
+UI_UNIT_DEFAULTS = ("Crop and Resize", "Balanced", False, 512.0, -1.0, -1.0, None, None)  # ..., mask, region
 
 
 @pytest.fixture(scope="module")

@@ -57,7 +57,7 @@ def test_ui_refuses_a_controlnet_of_another_family_naming_the_unit(server):
     from pipelines.params import Txt2ImgParams
     from webui.ui.controlnet_units import with_controlnet
 
-    defaults = ("Crop and Resize", "Balanced", False, 512.0, -1.0, -1.0, None)
+    defaults = ("Crop and Resize", "Balanced", False, 512.0, -1.0, -1.0, None, None)
     unit = [True, Image.new("RGB", (64, 64)), "none", "xl_canny", 1.0, 0.0, 1.0, *defaults]
     off = [False, None, "none", None, 1.0, 0.0, 1.0, *defaults]
     params = with_controlnet(server.state, "txt2img", Txt2ImgParams(prompt="x", steps=1, width=64, height=64),

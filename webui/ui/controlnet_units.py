@@ -3,7 +3,8 @@
 Each unit has the extension's controls (resize mode, control mode, pixel perfect, preprocessor resolution and
 thresholds, with its defaults) and is checked by `webui.api_controlnet.ui_unit_spec`, the API's own unit check, so
 a unit gives the same image from the UI and from a request; errors name the unit ("ControlNet Unit 1: ...") as the
-accordions are titled. A unit's mask is an uploaded image of the control image's size (white = masked), beside the
+accordions are titled. A unit's effective region (the extension's "Effective Region Mask": where its control applies,
+`pipelines.controlnet.region_mask`) is an upload too. A unit's mask is an uploaded image of the control image's size (white = masked), beside the
 control image: the extension draws it on the image's canvas, which this page's Gradio image widget cannot do
 (`pipelines.controlnet.unit_mask` says how the inpaint preprocessors and the others use it). "Preview preprocessor"
 shows the map the unit's preprocessor makes of its image (not of a drawn mask), as the extension's "Run
@@ -17,7 +18,7 @@ import gradio as gr
 from webui.server_state import ServerState
 
 UNIT_FIELDS = ("enabled", "image", "preprocessor", "model", "weight", "start", "end", "resize_mode", "control_mode",
-               "pixel_perfect", "processor_res", "threshold_a", "threshold_b", "mask")
+               "pixel_perfect", "processor_res", "threshold_a", "threshold_b", "mask", "effective_region_mask")
 RESIZE_MODE_CHOICES = ("Just Resize", "Crop and Resize", "Resize and Fill")  # the extension's, default Crop and Resize
 CONTROL_MODE_CHOICES = ("Balanced", "My prompt is more important", "ControlNet is more important")
 
@@ -87,6 +88,9 @@ def build_controlnet_units(state: ServerState, kind: str, count: int, size_input
             mask = gr.Image(label="Mask (optional; the control image's size, white = masked: the area inpaint and "
                                   "inpaint_only repaint, or for other preprocessors a drawing used as the picture)",
                             type="pil", image_mode="L", height=220, elem_id=f"{prefix}_mask")
+            region = gr.Image(label="Effective region (optional; white = this unit's control applies there, black = "
+                                    "it does not; any size, stretched to the image)",
+                              type="pil", image_mode="L", height=220, elem_id=f"{prefix}_effective_region_mask")
             with gr.Row():
                 preview = gr.Button("Preview preprocessor", scale=0, min_width=180, elem_id=f"{prefix}_preview_run")
                 preview_map = gr.Image(label="Preprocessor preview", type="pil", interactive=False, height=220,
@@ -94,7 +98,7 @@ def build_controlnet_units(state: ServerState, kind: str, count: int, size_input
         preview.click(_shown_preview, inputs=[image, preprocessor, pixel_perfect, processor_res, threshold_a,
                                               threshold_b, resize_mode, *size_inputs], outputs=preview_map)
         widgets += [enabled, image, preprocessor, model, weight, start, end, resize_mode, control_mode, pixel_perfect,
-                    processor_res, threshold_a, threshold_b, mask]
+                    processor_res, threshold_a, threshold_b, mask, region]
     return widgets
 
 
