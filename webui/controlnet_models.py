@@ -60,7 +60,9 @@ class ControlNetModels:
         with self._lock:
             if name in self._loaded:
                 return family_of_config(self._loaded[name].config)
-        path = self.sources()[name]
+        path = self.sources().get(name)
+        if path is None:  # removed since the request named it: the job's load reports that
+            return None
         stat = (path / "config.json" if path.is_dir() else path).stat()
         key = (str(path), stat.st_size, stat.st_mtime_ns)
         if key not in self._families:

@@ -3,12 +3,12 @@
 Each unit has the extension's controls (resize mode, control mode, pixel perfect, preprocessor resolution and
 thresholds, with its defaults) and is checked by `webui.api_controlnet.ui_unit_spec`, the API's own unit check, so
 a unit gives the same image from the UI and from a request; errors name the unit ("ControlNet Unit 1: ...") as the
-accordions are titled. A unit's effective region (the extension's "Effective Region Mask": where its control applies,
-`pipelines.controlnet.region_mask`) is an upload too. A unit's mask is an uploaded image of the control image's size (white = masked), beside the
+accordions are titled. A unit's mask is an uploaded image of the control image's size (white = masked), beside the
 control image: the extension draws it on the image's canvas, which this page's Gradio image widget cannot do
 (`pipelines.controlnet.unit_mask` says how the inpaint preprocessors and the others use it). "Preview preprocessor"
 shows the map the unit's preprocessor makes of its image (not of a drawn mask), as the extension's "Run
-preprocessor" does, through the same function as `/controlnet/detect`.
+preprocessor" does, through the same function as `/controlnet/detect`. A unit's effective region (the extension's
+"Effective Region Mask": where its control applies, `pipelines.controlnet.region_mask`) is an upload too.
 """
 
 from __future__ import annotations
