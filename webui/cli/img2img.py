@@ -157,11 +157,12 @@ def check_mask_flags(args: argparse.Namespace) -> None:
                          f"--mask MASK (white = redraw) to inpaint, or leave out {' and '.join(given)}")
 
 
-def read_init_image(path: str):
-    """The init image, upright, 8-bit RGB (`mixkit.io.images.load_image`), its errors naming the flag."""
-    from mixkit.io.images import load_image
+def read_init_image(path: str, max_pixels: int | None = None):
+    """The init image, upright, 8-bit RGB (`mixkit.io.images.load_image`, its pixel cap unless `max_pixels`), its
+    errors naming the flag."""
+    from mixkit.io.images import DEFAULT_MAX_PIXELS, load_image
 
-    return load_image(_existing_file(path, "IMAGE"))
+    return load_image(_existing_file(path, "IMAGE"), max_pixels=max_pixels or DEFAULT_MAX_PIXELS)
 
 
 def read_mask(path: str, flag: str):
