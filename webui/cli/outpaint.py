@@ -76,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
         for name, flag in SCRIPT_FLAGS.items():
             message = message.replace(f"{name} must", f"{flag} must")
         raise ValueError(message) from None
+    if max(width, height) > limits.max_side or width * height > limits.max_pixels:
+        raise ValueError(f"IMAGE is {image.width}x{image.height}; with the border it is {width}x{height}, larger than "
+                         f"one generation may be ({limits.max_side} px a side, {limits.max_pixels:,} pixels); use "
+                         "fewer --pixels or --direction sides, or outpaint a smaller image")
     params = Img2ImgParams(**{**generation_fields(args), "width": width, "height": height}, init_images=[image],
                            denoising_strength=args.denoising_strength, inpainting_fill=args.masked_content,
                            mask_blur=2 * args.mask_blur)
