@@ -1,7 +1,10 @@
 """`mixkit img2img IMAGE "prompt"`: A1111's img2img from the command line, and its inpainting with --mask.
 
 The flags are `mixkit generate`'s (model, sampler, seeds, LoRAs, performance, output) plus A1111's img2img and
-inpaint controls, each a field of `pipelines.img2img.Img2ImgParams`, checked there before the model loads.
+inpaint controls and the API's other img2img fields (per-axis mask blur, mask_round, latent_mask, the img2img noise
+settings), each a field of `pipelines.img2img.Img2ImgParams`, checked there before the model loads. --infotext pastes
+an infotext as A1111's "Send to img2img / inpaint" does (webui.cli.img2img_infotext); inpaint flags default to None
+so that the infotext fills only those left out, and are refused without --mask.
 """
 
 from __future__ import annotations
