@@ -80,6 +80,7 @@ def test_the_none_upscaler_copies_the_image_with_its_chunks(sources, tmp_path, c
     (["--gfpgan-visibility", "0.5"], "Not supported by mixkit's Extras: --gfpgan-visibility=0.5"),
     (["--upscaler-2", "Nearest", "--upscaler-2-visibility", "0.3"], "--upscaler-2-visibility=0.3, --upscaler-2="),
     (["--no-crop"], "--no-crop goes with --scale-to WxH"),
+    (["--scale", "3", "--scale-to", "64x64"], "--scale and --scale-to both say how large the result is; give one"),
     (["-o", "OUT/one.png"], "a batch of 2 images needs an output folder"),
     (["BROKEN"], "broken.png"),  # checked before the first image is written
 ])

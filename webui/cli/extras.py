@@ -42,7 +42,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--upscaler", default=UPSCALERS.names()[0], metavar="NAME",
                    help=f"{', '.join(UPSCALERS.names())}, or None to copy the image unchanged "
                         f"(default: {UPSCALERS.names()[0]})")
-    p.add_argument("--scale", type=float, default=d.upscaling_resize, metavar="X",
+    p.add_argument("--scale", type=float, default=None, metavar="X",
                    help=f"A1111's 'Scale by': each side times X, floored to a multiple of 8, as A1111 "
                         f"(0-{UpscaleLimits().max_scale}; default {d.upscaling_resize})")
     p.add_argument("--scale-to", type=size_argument, default=None, metavar="WxH",
@@ -77,8 +77,12 @@ def extras_request(args: argparse.Namespace):
 
     if args.no_crop and args.scale_to is None:
         raise ValueError("--no-crop goes with --scale-to WxH (it keeps the covering size instead of cropping)")
-    width, height = args.scale_to or (ExtrasBaseRequest().upscaling_resize_w, ExtrasBaseRequest().upscaling_resize_h)
-    body = ExtrasBaseRequest(resize_mode=SCALE_BY if args.scale_to is None else SCALE_TO, upscaling_resize=args.scale,
+    if args.scale is not None and args.scale_to is not None:
+        raise ValueError("--scale and --scale-to both say how large the result is; give one of them")
+    d = ExtrasBaseRequest()
+    width, height = args.scale_to or (d.upscaling_resize_w, d.upscaling_resize_h)
+    body = ExtrasBaseRequest(resize_mode=SCALE_BY if args.scale_to is None else SCALE_TO,
+                             upscaling_resize=d.upscaling_resize if args.scale is None else args.scale,
                              upscaling_resize_w=width, upscaling_resize_h=height, upscaling_crop=not args.no_crop,
                              upscaler_1=args.upscaler, upscaler_2=args.upscaler_2,
                              extras_upscaler_2_visibility=args.upscaler_2_visibility,
