@@ -20,6 +20,38 @@ MAX_EXTENSION = 2048  # pixels per side; the resulting size is further bounded b
 MAX_MASK_BLUR = 64  # A1111's Poor man's outpainting slider; the inpaint pass blurs with twice it (img2img takes 128)
 
 
+OUTPAINT_DIRECTIONS = ("left", "right", "up", "down")  # A1111's "Outpainting direction" checkboxes
+
+
+def outpaint_sides(width: int, height: int, pixels: Any, directions: Any, multiple: int) -> dict[str, int]:
+    """Pixels to add per side (left, right, top, bottom) for A1111's "Pixels to expand" and "Outpainting direction".
+
+    As A1111's Poor man's outpainting, each extended axis grows to the next multiple of the size step and the rounding
+    is shared between its two sides in proportion (the left/top share rounded down). Unlike A1111, which rounds every
+    axis up to 64 and leaves a black band of never-repainted canvas on an axis it does not extend, an axis that is not
+    extended keeps its size and must already be a multiple of `multiple`.
+    """
+    if isinstance(pixels, bool) or not isinstance(pixels, int) or not 1 <= pixels <= MAX_EXTENSION:
+        raise ValueError(f"pixels must be an integer number of pixels in [1, {MAX_EXTENSION}], got {pixels!r}.")
+    if isinstance(directions, str) or not directions or not set(directions) <= set(OUTPAINT_DIRECTIONS):
+        raise ValueError(f"directions must be a non-empty list among {', '.join(OUTPAINT_DIRECTIONS)}, got "
+                         f"{directions!r}.")
+    sides = {}
+    for size, (first, second), (first_name, second_name), axis in (
+            (width, ("left", "right"), ("left", "right"), "width"), (height, ("up", "down"), ("top", "bottom"), "height")):
+        before, after = pixels * (first in directions), pixels * (second in directions)
+        if not before and not after:
+            if size % multiple:
+                raise ValueError(f"The image's {axis} {size} is not a multiple of {multiple} and outpainting does not "
+                                 f"extend it; add '{first}' or '{second}' to the directions, or resize the image first.")
+            sides.update({first_name: 0, second_name: 0})
+            continue
+        target = -(-(size + before + after) // multiple) * multiple
+        before = before * (target - size) // (before + after) if before else 0
+        sides.update({first_name: before, second_name: target - size - before if after else 0})
+    return sides
+
+
 def check_outpaint_inputs(image, left: Any, right: Any, top: Any, bottom: Any, multiple: int,
                           mask_blur: Any = 4) -> tuple[int, int]:
     """Validate the extension and mask blur, and return the new canvas size (width, height)."""

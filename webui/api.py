@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 
 from webui.api_controlnet_routes import add_controlnet_routes
 from webui.api_convert import to_img2img_params, to_txt2img_params
+from webui.api_scripts import OUTPAINT_SCRIPT, is_outpaint_script, outpaint_script_params
 from webui.api_response import generation_info, info_json, request_parameters
 from webui.api_extras import (
     check_extras_request, crop_to, crops_to_size, encode_png_with_chunks, plaintext_to_html,
@@ -79,13 +80,18 @@ def save_option(body: Txt2ImgRequest, state: ServerState, key: str) -> bool:
     return bool((body.override_settings or {}).get(key, state.options.get(key)))
 
 
-async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, state: ServerState):
+async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, state: ServerState,
+                    outpaint_sides: dict[str, int] | None = None):
+    """Queue the job, wait for it, answer as A1111; `outpaint_sides`: the Poor man's outpainting script's extension
+    (webui.api_scripts), run as the server's outpaint job."""
     save = bool(body.save_images) and not body.do_not_save_samples and save_option(body, state, "samples_save")
     try:
         kept = kept_overrides(body, state)
-        job = state.submit_generation(kind, params, save=save, owner=request.scope.get(AUTH_USER_KEY),
-                                      checkpoint=(body.override_settings or {}).get("sd_model_checkpoint"),
-                                      restore_checkpoint=body.override_settings_restore_afterwards)
+        where = {"save": save, "owner": request.scope.get(AUTH_USER_KEY),
+                 "checkpoint": (body.override_settings or {}).get("sd_model_checkpoint"),
+                 "restore_checkpoint": body.override_settings_restore_afterwards}
+        job = state.submit_generation(kind, params, **where) if outpaint_sides is None else \
+            state.submit_outpaint(params, outpaint_sides, **where)
     except QueueFullError as error:
         raise queue_full(error) from None
     except (ValueError, TypeError) as error:
@@ -164,9 +170,12 @@ def build_api(state: ServerState) -> APIRouter:
         try:
             body = apply_infotext(body, state.lora_library, state.running_labels())
             params = await run_in_threadpool(to_img2img_params, body, request_limits=request_limits, **validation_context(body))
+            sides = None
+            if is_outpaint_script(body.script_name):
+                params, sides = outpaint_script_params(params, body.script_args)
         except (ValueError, TypeError, KeyError) as error:
             raise unprocessable(error) from None
-        return await _generate("img2img", params, body, request, state)
+        return await _generate("img2img", params, body, request, state, sides)
 
     add_controlnet_routes(router, state)
 
@@ -250,8 +259,9 @@ def build_api(state: ServerState) -> APIRouter:
 
     @router.get("/sdapi/v1/scripts")
     async def scripts():
-        # Clients (webuiapi) probe this for extensions; none are installed.
-        return {"txt2img": [], "img2img": []}
+        # Clients (webuiapi) probe this for extensions; none are installed. A1111 lists its selectable scripts'
+        # titles lower-cased; this server runs one (webui.api_scripts).
+        return {"txt2img": [], "img2img": [OUTPAINT_SCRIPT]}
 
     @router.get("/sdapi/v1/sd-models")
     async def sd_models():

@@ -73,8 +73,10 @@ def generation_job(state, kind: str, params, *, save: bool, checkpoint: Checkpoi
     return run
 
 
-def outpaint_job(state, params, sides: dict[str, int], *, save: bool) -> Callable:
-    """The worker's run function for an outpaint of `params.init_images[0]` by `sides` (checked by the caller)."""
+def outpaint_job(state, params, sides: dict[str, int], *, save: bool, checkpoint: CheckpointEntry | None = None,
+                 restore_checkpoint: bool = True) -> Callable:
+    """The worker's run function for an outpaint of `params.init_images[0]` by `sides` (checked by the caller);
+    `checkpoint` as for `generation_job`."""
     from pipelines.outpaint import outpaint
 
     reserved = {"width", "height", "init_images", "mask", "latent_mask", "inpaint_full_res", "inpainting_fill",
@@ -82,7 +84,8 @@ def outpaint_job(state, params, sides: dict[str, int], *, save: bool) -> Callabl
     rest = {k: getattr(params, k) for k in params.__dataclass_fields__ if k not in reserved}
 
     def run(control, on_step) -> GenerationOutcome:
-        with checkpoint_for_job(state, None):  # the server's checkpoint, reloaded if it was unloaded
+        # the request's checkpoint, or the server's (reloaded if it was unloaded)
+        with checkpoint_for_job(state, checkpoint, restore=restore_checkpoint):
             return paint(control, on_step)
 
     def paint(control, on_step) -> GenerationOutcome:

@@ -356,10 +356,13 @@ class ServerState:
         except (ValueError, TypeError) as error:
             raise type(error)(f"override_settings.sd_model_checkpoint: {error}") from None
 
-    def submit_outpaint(self, params, sides: dict[str, int], *, save: bool, session: str | None = None) -> Job:
+    def submit_outpaint(self, params, sides: dict[str, int], *, save: bool, session: str | None = None,
+                        owner: str | None = None, checkpoint: str | None = None,
+                        restore_checkpoint: bool = True) -> Job:
         """Queue an outpaint of `params.init_images[0]` by `sides` (left/right/top/bottom pixels).
 
-        Checked now: the extension, and the img2img limits at the extended size.
+        Checked now: the extension, and the img2img limits at the extended size. `owner` and `checkpoint` as for
+        `submit_generation` (the API's Poor man's outpainting script, webui.api_scripts).
         """
         from dataclasses import replace
 
@@ -369,7 +372,10 @@ class ServerState:
         width, height = check_outpaint_inputs(image, sides["left"], sides["right"], sides["top"], sides["bottom"], 8,
                                               params.mask_blur)
         self.check_params("img2img", replace(params, width=width, height=height))
-        return self.worker.submit(outpaint_job(self, params, sides, save=save), "outpaint", session=session)
+        entry = self.requested_checkpoint(checkpoint)
+        job = outpaint_job(self, params, sides, save=save, checkpoint=entry, restore_checkpoint=restore_checkpoint)
+        return self.worker.submit(job, "outpaint" if entry is None else f"outpaint on {entry.title}", session=session,
+                                  owner=owner)
 
     # -- AppFlow ------------------------------------------------------------------------------
     def describe_app(self, name: str) -> dict:

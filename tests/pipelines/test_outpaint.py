@@ -137,3 +137,48 @@ def test_bad_extensions_are_refused_before_running(pipe, picture, sides, message
 def test_reserved_arguments_are_refused(pipe, picture, name):
     with pytest.raises(TypeError, match=name):
         outpaint(pipe, picture, left=16, **{name: 64}, **SMALL)
+
+
+def a1111_sides(width, height, pixels, direction):
+    """scripts/poor_mans_outpainting.py's per-side pixels, with its own arithmetic (its size step is 64)."""
+    import math
+
+    left, right = (pixels if "left" in direction else 0), (pixels if "right" in direction else 0)
+    up, down = (pixels if "up" in direction else 0), (pixels if "down" in direction else 0)
+    target_w, target_h = math.ceil((width + left + right) / 64) * 64, math.ceil((height + up + down) / 64) * 64
+    left = left * (target_w - width) // (left + right) if left else 0
+    right = target_w - width - left if right else 0
+    up = up * (target_h - height) // (up + down) if up else 0
+    down = target_h - height - up if down else 0
+    return {"left": left, "right": right, "top": up, "bottom": down}
+
+
+@pytest.mark.parametrize("width, height, pixels, direction", [
+    (90, 70, 128, ["left", "right", "up", "down"]), (512, 512, 8, ["left", "up"]), (100, 75, 56, ["right", "down"]),
+    (333, 200, 200, ["left", "right", "down"]), (64, 64, 64, ["up", "down", "left"]),
+])
+def test_sides_share_the_rounding_as_a1111_when_both_axes_grow(width, height, pixels, direction):
+    from pipelines.outpaint import outpaint_sides
+
+    assert outpaint_sides(width, height, pixels, direction, 64) == a1111_sides(width, height, pixels, direction)
+
+
+def test_an_axis_not_extended_keeps_its_size():
+    from pipelines.outpaint import outpaint_sides
+
+    # A1111 would round the height 64 -> 64 here, but 72 -> 128 with a never-repainted black band; mixkit keeps 72.
+    assert outpaint_sides(100, 72, 30, ["left"], 8) == {"left": 36, "right": 0, "top": 0, "bottom": 0}
+    with pytest.raises(ValueError, match="width 100 is not a multiple of 8 and outpainting does not extend it"):
+        outpaint_sides(100, 72, 30, ["up"], 8)
+
+
+@pytest.mark.parametrize("pixels, direction, message", [
+    (0, ["left"], "pixels must be an integer"), (True, ["left"], "pixels must be an integer"),
+    (8, [], "directions must be a non-empty list"), (8, "left", "directions must be a non-empty list"),
+    (8, ["north"], "directions must be a non-empty list"),
+])
+def test_bad_pixels_or_directions_are_refused(pixels, direction, message):
+    from pipelines.outpaint import outpaint_sides
+
+    with pytest.raises(ValueError, match=message):
+        outpaint_sides(64, 64, pixels, direction, 8)

@@ -41,6 +41,12 @@ FIELD_FLAGS = {
     "inpainting_mask_invert": "--inpaint-not-masked",
     "inpaint_full_res_padding": "--only-masked-padding",
     "inpaint_full_res": "--only-masked",
+    "mask_blur_x": "--mask-blur-x",
+    "mask_blur_y": "--mask-blur-y",
+    "latent_mask": "--latent-mask",
+    "initial_noise_multiplier": "--noise-multiplier",
+    "img2img_extra_noise": "--extra-noise",
+    "inpainting_mask_weight": "--inpainting-mask-weight",
     # `mixkit generate`'s hires-fix HiresParams fields (webui.cli.generate_hires)
     "hr_scale": "--hr-scale",
     "hr_resize_x": "--hr-resize-x",

@@ -121,10 +121,14 @@ def _looks_like_a_path(value: str) -> bool:
             or FILE_LIKE_SUFFIX.search(value.strip()) is not None)
 
 
-def apply_infotext(args: argparse.Namespace, text: str) -> tuple[argparse.Namespace, dict[str, object]]:
+def apply_infotext(args: argparse.Namespace, text: str, img2img=None) -> tuple[argparse.Namespace, dict[str, object]]:
     """`args` with every generation flag the command line left out (None) taken from the infotext, and the
     infotext's own keys (for `warn_about_model`). Refuses what would change the image substantially; warns on
-    stderr about every other key it cannot honour."""
+    stderr about every other key it cannot honour.
+
+    `img2img` is `mixkit img2img`'s `Img2ImgInfotextKeys` (webui.cli.img2img_infotext): its own flags are filled
+    too, and, as A1111's paste into the img2img tab, an img2img or inpaint infotext is welcome and hires keys are
+    left unused (img2img has no hires fix) instead of refused."""
     from pipelines.infotext import parse_infotext
     from pipelines.infotext_samplers import sampler_and_schedule
 
@@ -132,10 +136,13 @@ def apply_infotext(args: argparse.Namespace, text: str) -> tuple[argparse.Namesp
 
     parsed = parse_infotext(text)
     written = parse_infotext(text, defaults=False)  # the keys the text itself has
-    _refuse_what_changes_the_image(written, args)
+    _refuse_what_changes_the_image(written, args, img2img is not None)
     args = argparse.Namespace(**vars(args))
     # hires flags from the text's own keys only: A1111's defaults for missing ones would turn hires fix on
-    taken = _fill_flags(args, HIRES_INFOTEXT_KEYS, written) if is_hires_infotext(written) else []
+    taken = _fill_flags(args, HIRES_INFOTEXT_KEYS, written) if img2img is None and is_hires_infotext(written) else []
+    unused = {} if img2img is None else img2img.unused(args, written)
+    if img2img is not None:  # the text's own keys only, as for hires: missing ones keep the command's defaults
+        taken += _fill_flags(args, img2img.flag_keys(args), written)
     taken += [key for key in _fill_flags(args, FLAG_KEYS, parsed) if key in written]
     taken += _fill_seed_resize(args, written)
     if "Prompt" in taken and getattr(args, "lora_dir", None) and written.get("Lora hashes"):
@@ -167,7 +174,7 @@ def apply_infotext(args: argparse.Namespace, text: str) -> tuple[argparse.Namesp
             ignored.append(f"{eta_key}: {written[eta_key]} (for the infotext's sampler, not --sampler {args.sampler})")
     handled = {*(key for key, _ in FLAG_KEYS.values()), *ETA_KEYS, *SAMPLER_KEYS, *INFORMATIONAL_KEYS, "Size-2",
                "Prompt", "Negative prompt", *taken}
-    ignored += [f"{key}: {value}" for key, value in written.items() if key not in handled]
+    ignored += [f"{key}: {value}{unused.get(key, '')}" for key, value in written.items() if key not in handled]
     if written.get("RNG", "GPU") != "CPU":
         ignored.append(f"RNG: {written.get('RNG', 'GPU (no RNG key)')} (mixkit draws the initial noise on the CPU, as "
                        "A1111's RNG: CPU; other noise gives another image)")
@@ -248,12 +255,12 @@ def warn_about_model(pipe, written: dict[str, object], vae_given: bool) -> None:
         print("mixkit: warning: the image will differ from the infotext's: " + "; ".join(problems), file=sys.stderr)
 
 
-def _refuse_what_changes_the_image(written: dict[str, object], args: argparse.Namespace) -> None:
+def _refuse_what_changes_the_image(written: dict[str, object], args: argparse.Namespace, img2img: bool) -> None:
     from webui.cli.generate_hires import is_hires_infotext
 
     hires = is_hires_infotext(written)
     unsupported = [key for key in (UNSUPPORTED_HIRES_KEYS if hires else HIRES_KEYS) if key in written]
-    if unsupported:
+    if unsupported and not img2img:
         what = "hires-fix settings" if hires else "hires keys without the Denoising strength that turns hires fix on"
         raise ValueError(f"--infotext has {what} `mixkit generate` cannot honour ({', '.join(unsupported)}); use the "
                          "web UI or the API (POST /sdapi/v1/txt2img with this infotext), or remove those keys from the "
@@ -265,9 +272,11 @@ def _refuse_what_changes_the_image(written: dict[str, object], args: argparse.Na
                          "id to reproduce it, or remove the Refiner keys from the text to make the base image")
     controlnet = [key for key in written if key.startswith("ControlNet")]
     if controlnet:
-        raise ValueError(f"--infotext was made with ControlNet ({', '.join(controlnet)}), which `mixkit generate` "
-                         "cannot apply; use the web UI or the API with the control image")
-    for key, why in REFUSED_KEYS.items():
+        command = "mixkit img2img" if img2img else "mixkit generate"
+        raise ValueError(f"--infotext was made with ControlNet ({', '.join(controlnet)}), which `{command}` "
+                         "cannot apply; use the web UI or the API with the control image, or remove those keys from "
+                         "the text")
+    for key, why in REFUSED_KEYS.items() if not img2img else ():
         if key == "Denoising strength" and hires:
             continue  # the hires fix's own (webui.cli.generate_hires)
         if key in written:

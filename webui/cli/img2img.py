@@ -1,7 +1,10 @@
 """`mixkit img2img IMAGE "prompt"`: A1111's img2img from the command line, and its inpainting with --mask.
 
 The flags are `mixkit generate`'s (model, sampler, seeds, LoRAs, performance, output) plus A1111's img2img and
-inpaint controls, each a field of `pipelines.img2img.Img2ImgParams`, checked there before the model loads.
+inpaint controls and the API's other img2img fields (per-axis mask blur, mask_round, latent_mask, the img2img noise
+settings), each a field of `pipelines.img2img.Img2ImgParams`, checked there before the model loads. --infotext pastes
+an infotext as A1111's "Send to img2img / inpaint" does (webui.cli.img2img_infotext); inpaint flags default to None
+so that the infotext fills only those left out, and are refused without --mask.
 """
 
 from __future__ import annotations
@@ -22,8 +25,13 @@ def add_parser(subparsers) -> None:
         description="A1111's img2img and inpaint: redraw IMAGE guided by the prompt, the whole picture or, with "
                     "--mask, the white part of the mask; save PNGs with A1111 infotext.")
     p.add_argument("image", help="the init image (PNG, JPEG, WebP ...; EXIF rotation applied, transparency on white)")
-    p.add_argument("prompt", nargs="?", default="", help="the prompt, in the A1111 prompt language (default: empty)")
-    p.add_argument("--denoising-strength", type=float, default=d.denoising_strength, metavar="STRENGTH",
+    p.add_argument("prompt", nargs="?", default=None,
+                   help="the prompt, in the A1111 prompt language (default: --infotext's, else empty)")
+    p.add_argument("--infotext", default=None, metavar="IMAGE_OR_TEXT",
+                   help="start from an A1111 infotext: an image that holds one, a .txt file, the text itself, or - "
+                        "for stdin (A1111's PNG Info -> Send to img2img / inpaint): prompt, seed, sampler, size, CFG, "
+                        "denoising strength and, with --mask, the inpaint settings; flags given here win over it")
+    p.add_argument("--denoising-strength", type=float, default=None, metavar="STRENGTH",
                    help=f"how much of the image is redrawn, 0-1 (default {d.denoising_strength}); runs int(STRENGTH x "
                         "steps) + 1 steps, as A1111")
     p.add_argument("--exact-steps", action="store_true",
@@ -32,20 +40,37 @@ def add_parser(subparsers) -> None:
     p.add_argument("--resize-mode", default=d.resize_mode, metavar="MODE",
                    help=f"how IMAGE is brought to --width x --height: {', '.join(IMG2IMG_RESIZE_MODES)} "
                         f"(default: {d.resize_mode})")
-    p.add_argument("--mask", default=None, metavar="MASK",
+    p.add_argument("--noise-multiplier", type=float, default=None, metavar="X",
+                   help=f"A1111's Settings > img2img 'Noise multiplier for img2img' (default {d.initial_noise_multiplier})")
+    p.add_argument("--extra-noise", type=float, default=None, metavar="X",
+                   help=f"A1111's Settings > img2img 'Extra noise multiplier for img2img' (default {d.img2img_extra_noise})")
+    p.add_argument("--inpainting-mask-weight", type=float, default=None, metavar="WEIGHT",
+                   help="A1111's 'Inpainting conditioning mask strength', 0-1, for inpainting checkpoints (default "
+                        f"{d.inpainting_mask_weight})")
+    g = p.add_argument_group("inpaint", "with --mask: A1111's inpaint controls (refused without --mask)")
+    g.add_argument("--mask", default=None, metavar="MASK",
                    help="inpaint: a mask image, white = redraw (or the strokes of a transparent image's alpha)")
-    p.add_argument("--mask-blur", type=int, default=d.mask_blur, metavar="PIXELS",
-                   help=f"with --mask: blur of the mask's edge (default {d.mask_blur})")
-    p.add_argument("--masked-content", default=d.inpainting_fill, metavar="CONTENT",
-                   help=f"with --mask: what the masked area starts from: {', '.join(MASKED_CONTENT)} "
-                        f"(default: {d.inpainting_fill})")
-    p.add_argument("--inpaint-not-masked", action="store_true",
-                   help="with --mask: redraw the black part instead (A1111's 'Inpaint not masked')")
-    p.add_argument("--only-masked", action="store_true",
-                   help="with --mask: redraw the mask's region at full --width x --height and paste it back (A1111's "
-                        "Inpaint area 'Only masked'); the result keeps IMAGE's size")
-    p.add_argument("--only-masked-padding", type=int, default=d.inpaint_full_res_padding, metavar="PIXELS",
+    g.add_argument("--mask-blur", type=int, default=None, metavar="PIXELS",
+                   help=f"blur of the mask's edge (default {d.mask_blur})")
+    g.add_argument("--mask-blur-x", type=int, default=None, metavar="PIXELS",
+                   help="horizontal blur instead of --mask-blur (A1111 API's mask_blur_x)")
+    g.add_argument("--mask-blur-y", type=int, default=None, metavar="PIXELS",
+                   help="vertical blur instead of --mask-blur (A1111 API's mask_blur_y)")
+    g.add_argument("--no-mask-round", action="store_true", default=None,
+                   help="keep a transparent mask's soft alpha and a soft latent mask (A1111's mask_round=False); "
+                        "default: rounded to black and white")
+    g.add_argument("--masked-content", default=None, metavar="CONTENT",
+                   help=f"what the masked area starts from: {', '.join(MASKED_CONTENT)} (default: {d.inpainting_fill})")
+    g.add_argument("--inpaint-not-masked", action="store_true", default=None,
+                   help="redraw the black part instead (A1111's Mask mode 'Inpaint not masked')")
+    g.add_argument("--only-masked", action="store_true", default=None,
+                   help="redraw the mask's region at full --width x --height and paste it back (A1111's Inpaint area "
+                        "'Only masked'); the result keeps IMAGE's size")
+    g.add_argument("--only-masked-padding", type=int, default=None, metavar="PIXELS",
                    help=f"with --only-masked: pixels of context around the mask (default {d.inpaint_full_res_padding})")
+    g.add_argument("--latent-mask", default=None, metavar="MASK",
+                   help="A1111 API's latent_mask: a second mask, unblurred, for what the sampler keeps and 'fill' "
+                        "fills (--mask still decides the paste-back); whole picture only")
     add_generation_flags(p, size_default="IMAGE's size, rounded down to a multiple of 8")
     p.set_defaults(func=run)
 
@@ -56,9 +81,18 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.params import GenerationLimits
     from webui.cli.generate import check_before_load, generate_and_save, generation_fields, load_pipeline
 
+    infotext_keys = None
+    if args.infotext is not None:
+        from webui.cli.generate_infotext import apply_infotext, read_infotext_argument
+        from webui.cli.img2img_infotext import Img2ImgInfotextKeys
+
+        args, infotext_keys = apply_infotext(args, read_infotext_argument(args.infotext), Img2ImgInfotextKeys())
+    if args.prompt is None:
+        args.prompt = ""
     check_mask_flags(args)
     image = read_init_image(args.image)
-    mask = None if args.mask is None else read_mask(args.mask)
+    mask = None if args.mask is None else read_mask(args.mask, "--mask")
+    latent_mask = None if args.latent_mask is None else read_mask(args.latent_mask, "--latent-mask")
     fields = generation_fields(args)
     grid = 8  # SD's VAE, for the checks before the load; the loaded model's own grid sets the default size after it
     limits = GenerationLimits()
@@ -70,65 +104,86 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"IMAGE {args.image!r} is {image.width}x{image.height}, larger than one generation may be "
                          f"({limits.max_side} px a side, {limits.max_pixels:,} pixels); pass --width and --height to "
                          "redraw it smaller (--resize-mode says how it is fitted)")
-    params = Img2ImgParams(**fields, init_images=[image], mask=mask, denoising_strength=args.denoising_strength,
-                           exact_steps=args.exact_steps, resize_mode=args.resize_mode, mask_blur=args.mask_blur,
-                           inpainting_fill=args.masked_content, inpainting_mask_invert=args.inpaint_not_masked,
-                           inpaint_full_res=args.only_masked, inpaint_full_res_padding=args.only_masked_padding)
+    params = Img2ImgParams(**fields, **img2img_fields(args), init_images=[image], mask=mask, latent_mask=latent_mask)
 
     def check(params: Img2ImgParams) -> None:
         check_img2img_params(params, limits, grid)
 
     output, output_is_file = check_before_load(args, params, check)
 
+    def after_load(pipe) -> None:
+        if infotext_keys is not None:
+            from webui.cli.generate_infotext import warn_about_model
+
+            warn_about_model(pipe, infotext_keys, vae_given=args.vae is not None)
+
     pipe, params = load_pipeline(args, ImageToImage, params, check,
-                                 lambda model: init_image_size(image, model.vae_scale_factor))
+                                 lambda model: init_image_size(image, model.vae_scale_factor), after_load)
     return generate_and_save(pipe, params, output, output_is_file)
 
 
-# Inpaint flags that change nothing without --mask, and the Img2ImgParams field holding each one's default
-MASK_ONLY_FLAGS = (("--mask-blur", "mask_blur", "mask_blur"), ("--masked-content", "masked_content", "inpainting_fill"),
-                   ("--inpaint-not-masked", "inpaint_not_masked", "inpainting_mask_invert"),
-                   ("--only-masked", "only_masked", "inpaint_full_res"),
-                   ("--only-masked-padding", "only_masked_padding", "inpaint_full_res_padding"))
+def img2img_fields(args: argparse.Namespace) -> dict:
+    """The Img2ImgParams fields of the img2img and inpaint flags, Img2ImgParams' defaults for those left out."""
+    from pipelines.img2img import Img2ImgParams
+
+    d = Img2ImgParams()
+
+    def given(value, default):
+        return default if value is None else value
+
+    return dict(denoising_strength=given(args.denoising_strength, d.denoising_strength), exact_steps=args.exact_steps,
+                resize_mode=args.resize_mode, mask_blur=given(args.mask_blur, d.mask_blur),
+                mask_blur_x=args.mask_blur_x, mask_blur_y=args.mask_blur_y, mask_round=not args.no_mask_round,
+                inpainting_fill=given(args.masked_content, d.inpainting_fill),
+                inpainting_mask_invert=bool(args.inpaint_not_masked), inpaint_full_res=bool(args.only_masked),
+                inpaint_full_res_padding=given(args.only_masked_padding, d.inpaint_full_res_padding),
+                initial_noise_multiplier=given(args.noise_multiplier, d.initial_noise_multiplier),
+                img2img_extra_noise=given(args.extra_noise, d.img2img_extra_noise),
+                inpainting_mask_weight=given(args.inpainting_mask_weight, d.inpainting_mask_weight))
+
+
+# Inpaint flags that change nothing without --mask (argparse destination -> flag); each defaults to None
+MASK_ONLY_FLAGS = {"mask_blur": "--mask-blur", "mask_blur_x": "--mask-blur-x", "mask_blur_y": "--mask-blur-y",
+                   "no_mask_round": "--no-mask-round", "masked_content": "--masked-content",
+                   "inpaint_not_masked": "--inpaint-not-masked", "only_masked": "--only-masked",
+                   "only_masked_padding": "--only-masked-padding", "latent_mask": "--latent-mask"}
 
 
 def check_mask_flags(args: argparse.Namespace) -> None:
     """Refuse inpaint flags given without --mask: A1111's img2img tab hides them, and a user who typed one expects
     inpainting, not a plain img2img run that ignores it."""
-    from pipelines.img2img import Img2ImgParams
-
     if args.mask is not None:
         return
-    d = Img2ImgParams()
-    given = [flag for flag, name, field in MASK_ONLY_FLAGS if getattr(args, name) != getattr(d, field)]
+    given = [flag for name, flag in MASK_ONLY_FLAGS.items() if getattr(args, name) is not None]
     if given:
         raise ValueError(f"{', '.join(given)}: inpaint flag{'s' if len(given) > 1 else ''} without --mask; add "
                          f"--mask MASK (white = redraw) to inpaint, or leave out {' and '.join(given)}")
 
 
-def read_init_image(path: str):
-    """The init image, upright, 8-bit RGB (`mixkit.io.images.load_image`), its errors naming the flag."""
-    from mixkit.io.images import load_image
+def read_init_image(path: str, max_pixels: int | None = None):
+    """The init image, upright, 8-bit RGB (`mixkit.io.images.load_image`, its pixel cap unless `max_pixels`), its
+    errors naming the flag."""
+    from mixkit.io.images import DEFAULT_MAX_PIXELS, load_image
 
-    return load_image(_existing_file(path, "IMAGE"))
+    return load_image(_existing_file(path, "IMAGE"), max_pixels=max_pixels or DEFAULT_MAX_PIXELS)
 
 
-def read_mask(path: str):
+def read_mask(path: str, flag: str):
     """The mask as it is stored (its alpha channel may hold the strokes, which a flattened RGB copy would lose);
     the pipeline reads it as A1111 does (`pipelines.inpaint_mask.binary_mask`)."""
     from PIL import Image, UnidentifiedImageError
 
-    file = _existing_file(path, "--mask")
+    file = _existing_file(path, flag)
     try:
         with Image.open(file) as opened:
             opened.load()
             return opened.copy()
     except Image.DecompressionBombError as error:
-        raise ValueError(f"--mask {path!r} is refused by Pillow's decompression-bomb guard: {error}") from None
+        raise ValueError(f"{flag} {path!r} is refused by Pillow's decompression-bomb guard: {error}") from None
     except UnidentifiedImageError:
-        raise ValueError(f"--mask {path!r} is not an image file Pillow can read (PNG, JPEG, WebP, ...).") from None
+        raise ValueError(f"{flag} {path!r} is not an image file Pillow can read (PNG, JPEG, WebP, ...).") from None
     except (OSError, SyntaxError) as error:
-        raise ValueError(f"--mask {path!r} is damaged or truncated and cannot be read: {error}") from None
+        raise ValueError(f"{flag} {path!r} is damaged or truncated and cannot be read: {error}") from None
 
 
 def _existing_file(path: str, what: str) -> Path:

@@ -1,0 +1,114 @@
+"""`mixkit extras`: the Extras tab's upscale on one image, several or a folder; the API's sizes, crop and
+postprocessing text, the source's infotext kept, A1111's file names; every source checked before the first write."""
+
+import numpy as np
+import pytest
+from PIL import Image
+from PIL.PngImagePlugin import PngInfo
+
+from mixkit.io.images import load_image
+from pipelines.upscale import upscale_image
+from webui.cli import main
+
+INFOTEXT = "a cat\nSteps: 3, Sampler: Euler, Seed: 1, Size: 100x75"
+
+
+@pytest.fixture()
+def sources(tmp_path):
+    """A folder with a 100x75 PNG holding an infotext and a 48x40 JPEG without one."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    info = PngInfo()
+    info.add_text("parameters", INFOTEXT)
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (75, 100, 3), dtype=np.uint8)).save(folder / "cat.png",
+                                                                                                 pnginfo=info)
+    Image.fromarray(np.random.default_rng(1).integers(0, 256, (40, 48, 3), dtype=np.uint8)).save(folder / "dog.jpg")
+    return folder
+
+
+def extras(capsys, *args) -> list[str]:
+    code = main(["extras", *args])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return captured.out.split()
+
+
+def test_one_image_is_upscaled_as_the_api_does_and_named_by_the_counter(sources, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert extras(capsys, str(sources / "cat.png"), "--scale", "2", "-o", str(out)) == [str(out / "00000.png")]
+    assert extras(capsys, str(sources / "cat.png"), "--upscaler", "Nearest", "-o", str(out)) == [str(out / "00001.png")]
+    saved = Image.open(out / "00000.png")
+    expected = upscale_image(load_image(sources / "cat.png"), 2.0, upscaler="Lanczos")
+    assert saved.size == (200, 144)  # A1111's sides floored to a multiple of 8
+    assert saved.convert("RGB").tobytes() == expected.tobytes()
+    assert saved.text == {"parameters": INFOTEXT,
+                          "postprocessing": "Postprocess upscale by: 2.0, Postprocess upscaler: Lanczos"}
+    assert Image.open(out / "00001.png").text["postprocessing"].endswith("Postprocess upscaler: Nearest")
+
+
+def test_a_folder_keeps_its_names_and_scale_to_crops_centred(sources, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert extras(capsys, str(sources), "--scale-to", "128x96", "-o", str(out)) == [str(out / "cat.png"),
+                                                                                    str(out / "dog.png")]
+    cat, dog = Image.open(out / "cat.png"), Image.open(out / "dog.png")
+    assert cat.size == dog.size == (128, 96)
+    text = "Postprocess upscale to: 128x96, Postprocess crop to: 128x96, Postprocess upscaler: Lanczos"
+    assert cat.text == {"parameters": INFOTEXT, "postprocessing": text} and dog.text == {"postprocessing": text}
+    # the dog, 48x40, covers 128x96 at max(128/48, 96/40) = 2.667: 128x104 after A1111's flooring, cut to 96 rows
+    covering = upscale_image(load_image(sources / "dog.jpg"), 128 / 48)
+    assert covering.size == (128, 104)
+    assert dog.convert("RGB").tobytes() == covering.crop((0, 4, 128, 100)).tobytes()
+
+
+def test_no_crop_keeps_the_covering_size(sources, tmp_path, capsys):
+    [path] = extras(capsys, str(sources / "dog.jpg"), "--scale-to", "128x96", "--no-crop", "-o", str(tmp_path / "d.png"))
+    assert Image.open(path).size == (128, 104)
+    assert Image.open(path).text == {"postprocessing": "Postprocess upscale to: 128x96, Postprocess upscaler: Lanczos"}
+
+
+def test_the_none_upscaler_copies_the_image_with_its_chunks(sources, tmp_path, capsys):
+    [path] = extras(capsys, str(sources / "cat.png"), "--upscaler", "None", "-o", str(tmp_path / "o"))
+    copy = Image.open(path)
+    assert copy.convert("RGB").tobytes() == Image.open(sources / "cat.png").convert("RGB").tobytes()
+    assert copy.text == {"parameters": INFOTEXT, "postprocessing": ""}
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--scale", "9"], "cat.png: --scale must be a number in (0, 8.0], got 9.0"),
+    (["--scale-to", "4000x4000"], "needs an upscale by 53.3, over the limit of 8.0; choose a smaller --scale-to"),
+    (["--upscaler", "ESRGAN"], "Unknown upscaler 'ESRGAN'. Valid names: 'Lanczos', 'Nearest', 'Bicubic'"),
+    (["--gfpgan-visibility", "0.5"], "Not supported by mixkit's Extras: --gfpgan-visibility=0.5"),
+    (["--upscaler-2", "Nearest", "--upscaler-2-visibility", "0.3"], "--upscaler-2-visibility=0.3, --upscaler-2="),
+    (["--no-crop"], "--no-crop goes with --scale-to WxH"),
+    (["--scale", "3", "--scale-to", "64x64"], "--scale and --scale-to both say how large the result is; give one"),
+    (["-o", "OUT/one.png"], "a batch of 2 images needs an output folder"),
+    (["BROKEN"], "broken.png"),  # checked before the first image is written
+])
+def test_bad_input_is_refused_before_anything_is_written(sources, tmp_path, capsys, extra, message):
+    (tmp_path / "broken.png").write_text("not an image")
+    inputs = [str(tmp_path / "broken.png")] if extra == ["BROKEN"] else []  # a second input, after the folder
+    extra = [v.replace("OUT", str(tmp_path / "out")) for v in extra if v != "BROKEN"]
+    assert main(["extras", str(sources), *inputs, "-o", str(tmp_path / "out"), *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("mixkit: error:") and message in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_batch_that_would_overwrite_or_collide_is_refused(sources, tmp_path, capsys):
+    assert main(["extras", str(sources), "-o", str(sources)]) == 2
+    assert "would overwrite its source; choose another output folder" in capsys.readouterr().err
+    other = tmp_path / "other"
+    other.mkdir()
+    Image.new("RGB", (8, 8)).save(other / "cat.webp")
+    assert main(["extras", str(sources / "cat.png"), str(other / "cat.webp"), "-o", str(tmp_path / "o")]) == 2
+    assert "would both be written as" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+    assert sorted(p.name for p in sources.iterdir()) == ["cat.png", "dog.jpg"]
+
+
+def test_a_missing_input_or_an_empty_folder_is_named(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["extras", str(tmp_path / "missing.png")]) == 2
+    assert "missing.png' does not exist" in capsys.readouterr().err
+    assert main(["extras", str(tmp_path / "empty")]) == 2
+    assert "is a folder with no images" in capsys.readouterr().err

@@ -1,0 +1,64 @@
+"""`/sdapi/v1/img2img` with `script_name: "Poor man's outpainting"`: A1111's selectable script, run by
+`pipelines.outpaint` through the server's outpaint job (the one the web UI's outpaint mode queues).
+
+A1111 finds a script by its title, case-insensitively (`script_name_to_index`), and passes `script_args` in the
+order of its `ui()`: pixels to expand (128), mask blur (4), masked content as the radio's index (0 fill, 1 original,
+2 latent noise, 3 latent nothing; default 0) and the directions (all four); args left out take those defaults, as
+A1111 fills them from the script's UI defaults. As A1111's script, the run sets the mask, the doubled mask blur, the
+masked content and whole-picture inpainting itself and makes one image (batch size and count 1). Unlike A1111,
+which rounds every axis up to 64 and paints the canvas in request-sized tiles, the canvas grows on the extended axes
+only, to the next multiple of 8 (`pipelines.outpaint.outpaint_sides`), and is painted in one pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+OUTPAINT_SCRIPT = "poor man's outpainting"  # A1111's title, lower-cased as /sdapi/v1/scripts lists it
+# A1111's ui() order and defaults: pixels, mask_blur, inpainting_fill (radio index), direction
+SCRIPT_ARG_DEFAULTS = (128, 4, 0, ["left", "right", "up", "down"])
+MASKED_CONTENT_LABELS = ("fill", "original", "latent noise", "latent nothing")  # the script's radio, in index order
+
+
+def is_outpaint_script(script_name: Any) -> bool:
+    return isinstance(script_name, str) and script_name.strip().lower() == OUTPAINT_SCRIPT
+
+
+def _whole_number(name: str, value: Any) -> int:
+    """An int, or a float with no fraction (a Gradio slider's value arrives as 128.0); ValueError naming the arg."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise ValueError(f"script_args {name}: must be a whole number, got {value!r}.")
+    return int(value)
+
+
+def outpaint_script_params(params, script_args: list) -> tuple[Any, dict[str, int]]:
+    """(params to run, pixels per side) for the script's args on the request's checked `params`.
+
+    Raises ValueError naming the bad arg; the sides and the size are checked by `pipelines.outpaint`'s own checks
+    (`submit_outpaint` checks the extended size against the limits before anything is queued)."""
+    from pipelines.outpaint import check_outpaint_inputs, outpaint_sides
+
+    if not isinstance(script_args, list) or len(script_args) > len(SCRIPT_ARG_DEFAULTS):
+        raise ValueError(f"script_args for {OUTPAINT_SCRIPT!r} must be a list of at most {len(SCRIPT_ARG_DEFAULTS)} "
+                         "values: [pixels, mask_blur, inpainting_fill, direction], got "
+                         f"{len(script_args) if isinstance(script_args, list) else type(script_args).__name__}.")
+    pixels, mask_blur, fill, direction = [*script_args, *SCRIPT_ARG_DEFAULTS[len(script_args):]]
+    pixels, mask_blur, fill = (_whole_number(name, value) for name, value in
+                               (("pixels", pixels), ("mask_blur", mask_blur), ("inpainting_fill", fill)))
+    if not 0 <= fill < len(MASKED_CONTENT_LABELS):
+        raise ValueError(f"script_args inpainting_fill must be 0-3 ({', '.join(MASKED_CONTENT_LABELS)}), got {fill}.")
+    if not isinstance(direction, list) or not all(isinstance(side, str) for side in direction):
+        raise ValueError(f"script_args direction must be a list of 'left', 'right', 'up', 'down', got {direction!r}.")
+    if getattr(params, "controlnets", None):
+        raise ValueError(f"script_name {OUTPAINT_SCRIPT!r} cannot be combined with ControlNet units; send them "
+                         "without the script.")
+    image = params.init_images[0]
+    try:
+        sides = outpaint_sides(image.width, image.height, pixels, direction, 8)
+        check_outpaint_inputs(image, **sides, multiple=8, mask_blur=mask_blur)
+    except ValueError as error:
+        raise ValueError(f"script_args: {error}") from None
+    return replace(params, init_images=[image], mask=None, latent_mask=None, mask_blur=mask_blur, mask_blur_x=None,
+                   mask_blur_y=None, inpainting_fill=MASKED_CONTENT_LABELS[fill], inpaint_full_res=False,
+                   batch_size=1, batch_count=1), sides

@@ -1,0 +1,134 @@
+"""`mixkit extras IMAGE_OR_FOLDER ...`: the Extras tab's upscale from the command line, on one image or a batch.
+
+The flags are the fields of `/sdapi/v1/extra-single-image` and `/extra-batch-images` (`webui.api_requests`'s
+`ExtrasBaseRequest`), checked by the same `webui.api_extras.check_extras_request`, and every image is read and its
+upscale checked (`pipelines.upscale.check_upscale`) before the first one is written. The files are the Extras tab's
+(`webui.ui.extras_output`): the source's text chunks (its infotext under `parameters`) plus A1111's `postprocessing`
+text, written atomically. As A1111 names them, one image gets the next counter name (`00007.png`); a batch (a folder,
+A1111's "Batch from Directory", or several files, its "Batch Process") keeps each source's name (its
+`use_original_name_batch` default), as PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+# Pillow's usual image suffixes: what a folder's files are taken by (A1111 takes every file Pillow opens)
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
+DEFAULT_OUTPUT = "outputs/extras-images"  # A1111's outdir_extras_samples
+# ExtrasBaseRequest field -> flag, for the request check's messages
+REQUEST_FLAGS = {"upscaling_resize_w / upscaling_resize_h": "--scale-to",
+                 "upscaling_resize_w and upscaling_resize_h": "--scale-to",
+                 "extras_upscaler_2_visibility": "--upscaler-2-visibility",  # before upscaler_2, which it holds
+                 "upscaler_2": "--upscaler-2", "gfpgan_visibility": "--gfpgan-visibility",
+                 "codeformer_visibility": "--codeformer-visibility", "this server's Extras": "mixkit's Extras",
+                 "Upscale factor must": "--scale must"}
+
+
+def add_parser(subparsers) -> None:
+    from pipelines.upscale import UPSCALERS, UpscaleLimits
+    from webui.api_requests import ExtrasBaseRequest
+
+    d = ExtrasBaseRequest()
+    p = subparsers.add_parser(
+        "extras", help="upscale images as A1111's Extras tab does (one image, several, or a folder)",
+        description="A1111's Extras: upscale each image by --scale or to --scale-to WxH with a named upscaler, and "
+                    "save it as PNG keeping the source's infotext plus a `postprocessing` text, as the web UI's Extras "
+                    "tab and /sdapi/v1/extra-single-image do. Every image is checked before the first is written.")
+    p.add_argument("inputs", nargs="+", metavar="IMAGE_OR_FOLDER",
+                   help="image files, or folders whose images are all upscaled (A1111's Batch from Directory)")
+    p.add_argument("--upscaler", default=UPSCALERS.names()[0], metavar="NAME",
+                   help=f"{', '.join(UPSCALERS.names())}, or None to copy the image unchanged "
+                        f"(default: {UPSCALERS.names()[0]})")
+    p.add_argument("--scale", type=float, default=None, metavar="X",
+                   help=f"A1111's 'Scale by': each side times X, floored to a multiple of 8, as A1111 "
+                        f"(0-{UpscaleLimits().max_scale}; default {d.upscaling_resize})")
+    p.add_argument("--scale-to", type=size_argument, default=None, metavar="WxH",
+                   help="A1111's 'Scale to': upscale until the image covers WxH, then crop it to WxH (centred)")
+    p.add_argument("--no-crop", action="store_true",
+                   help="with --scale-to: keep the covering size instead of cropping (A1111's 'Crop to fit' off)")
+    g = p.add_argument_group("not supported by mixkit yet", "A1111's other Extras options: refused unless left off")
+    g.add_argument("--upscaler-2", default=d.upscaler_2, metavar="NAME", help="a second upscaler (default None)")
+    g.add_argument("--upscaler-2-visibility", type=float, default=d.extras_upscaler_2_visibility, metavar="X",
+                   help="its blend (default 0)")
+    g.add_argument("--gfpgan-visibility", type=float, default=d.gfpgan_visibility, metavar="X",
+                   help="GFPGAN face restoration (default 0)")
+    g.add_argument("--codeformer-visibility", type=float, default=d.codeformer_visibility, metavar="X",
+                   help="CodeFormer face restoration (default 0)")
+    p.add_argument("-o", "--output", default=DEFAULT_OUTPUT,
+                   help=f"output folder (default: ./{DEFAULT_OUTPUT}), or a .png file name for a single image")
+    p.set_defaults(func=run)
+
+
+def size_argument(text: str) -> tuple[int, int]:
+    """`--scale-to WxH` as (width, height), both positive."""
+    width, separator, height = text.lower().partition("x")
+    if not separator or not width.strip().isdigit() or not height.strip().isdigit() or not int(width) or not int(height):
+        raise argparse.ArgumentTypeError(f"{text!r} is not WIDTHxHEIGHT with positive sides, e.g. 1024x768")
+    return int(width), int(height)
+
+
+def extras_request(args: argparse.Namespace):
+    """The flags as the API's request model, checked by the API's own check (its messages naming the flags)."""
+    from webui.api_extras import SCALE_BY, SCALE_TO, check_extras_request
+    from webui.api_requests import ExtrasBaseRequest
+
+    if args.no_crop and args.scale_to is None:
+        raise ValueError("--no-crop goes with --scale-to WxH (it keeps the covering size instead of cropping)")
+    if args.scale is not None and args.scale_to is not None:
+        raise ValueError("--scale and --scale-to both say how large the result is; give one of them")
+    d = ExtrasBaseRequest()
+    width, height = args.scale_to or (d.upscaling_resize_w, d.upscaling_resize_h)
+    body = ExtrasBaseRequest(resize_mode=SCALE_BY if args.scale_to is None else SCALE_TO,
+                             upscaling_resize=d.upscaling_resize if args.scale is None else args.scale,
+                             upscaling_resize_w=width, upscaling_resize_h=height, upscaling_crop=not args.no_crop,
+                             upscaler_1=args.upscaler, upscaler_2=args.upscaler_2,
+                             extras_upscaler_2_visibility=args.upscaler_2_visibility,
+                             gfpgan_visibility=args.gfpgan_visibility, codeformer_visibility=args.codeformer_visibility)
+    try:
+        check_extras_request(body)
+    except ValueError as error:
+        raise ValueError(in_flag_terms(str(error))) from None
+    return body
+
+
+def in_flag_terms(message: str) -> str:
+    """A request check's message with the API's field names replaced by the flags."""
+    for field, flag in REQUEST_FLAGS.items():
+        message = message.replace(field, flag)
+    return message
+
+
+def source_files(inputs: list[str]) -> tuple[list[Path], bool]:
+    """(image files in order, is_batch): each file as given, each folder's images sorted by name."""
+    files, batch = [], len(inputs) > 1
+    for value in inputs:
+        path = Path(value).expanduser()
+        if path.is_dir():
+            found = sorted(f for f in path.iterdir() if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES)
+            if not found:
+                raise ValueError(f"{value!r} is a folder with no images ({', '.join(IMAGE_SUFFIXES)}); give another")
+            files += found
+            batch = True
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise FileNotFoundError(f"{value!r} does not exist; give an image file or a folder of images")
+    return files, batch
+
+
+def run(args: argparse.Namespace) -> int:
+    from pipelines.params import GenerationLimits
+    from webui.cli.extras_batch import checked_sources, output_paths, upscale_and_save
+
+    body = extras_request(args)
+    files, batch = source_files(args.inputs)
+    sources = checked_sources(files, body, GenerationLimits().max_pixels * 4)
+    paths, folder = output_paths(files, batch, args.output)
+    for source, path in zip(sources, paths):
+        written, before, after = upscale_and_save(source, body, path, folder)
+        print(f"{source.file.name}: {before} -> {after}", file=sys.stderr)
+        print(written)
+    return 0
