@@ -112,3 +112,11 @@ def test_a_missing_input_or_an_empty_folder_is_named(tmp_path, capsys):
     assert "missing.png' does not exist" in capsys.readouterr().err
     assert main(["extras", str(tmp_path / "empty")]) == 2
     assert "is a folder with no images" in capsys.readouterr().err
+
+
+def test_inputs_named_after_an_option_are_inputs_too(sources, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert extras(capsys, str(sources / "cat.png"), "-o", str(out), str(sources / "dog.jpg")) == [
+        str(out / "cat.png"), str(out / "dog.png")]
+    assert main(["extras", str(sources / "cat.png"), "-o", str(out), "--sharpen"]) == 2
+    assert "unrecognized arguments: --sharpen" in capsys.readouterr().err

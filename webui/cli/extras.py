@@ -59,7 +59,16 @@ def add_parser(subparsers) -> None:
                    help="CodeFormer face restoration (default 0)")
     p.add_argument("-o", "--output", default=DEFAULT_OUTPUT,
                    help=f"output folder (default: ./{DEFAULT_OUTPUT}), or a .png file name for a single image")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, extra_flags=_more_inputs)
+
+
+def _more_inputs(args, extra: list[str]) -> None:
+    """Inputs named after an option (`mixkit extras a.png -o out b.png`), which argparse leaves over, are inputs too;
+    anything else left over is still an unknown flag."""
+    unknown = [item for item in extra if item.startswith("-")]
+    if unknown:
+        raise ValueError(f"unrecognized arguments: {' '.join(unknown)}; see `mixkit extras --help`")
+    args.inputs = [*args.inputs, *extra]
 
 
 def size_argument(text: str) -> tuple[int, int]:
