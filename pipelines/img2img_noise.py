@@ -15,15 +15,22 @@ import math
 from typing import Any
 
 
+# option -> (lowest, highest): A1111's Settings > img2img sliders (shared_options.py). Beyond them the start latents
+# are mostly noise of an unintended scale (a multiplier of 1e30 overflows to inf and the image to NaN), so a request
+# cannot ask for more than A1111's own controls offer.
+RANGES = {"initial_noise_multiplier": (0.0, 1.5), "img2img_extra_noise": (0.0, 1.0)}
+
+
 def check_img2img_noise(initial_noise_multiplier: Any, img2img_extra_noise: Any) -> None:
-    """Raise TypeError/ValueError naming the bad setting (before any work)."""
+    """Raise TypeError/ValueError naming the bad setting and its range (before any work)."""
     for name, value in (("initial_noise_multiplier", initial_noise_multiplier),
                         ("img2img_extra_noise", img2img_extra_noise)):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(f"{name} must be a number (A1111's Settings > img2img), got {value!r}.")
-        if not math.isfinite(value) or value < 0:
-            raise ValueError(f"{name} must be a finite number >= 0 (defaults: initial_noise_multiplier 1, "
-                             f"img2img_extra_noise 0), got {value!r}.")
+        low, high = RANGES[name]
+        if not math.isfinite(value) or not low <= value <= high:
+            raise ValueError(f"{name} must be a number in [{low:g}, {high:g}] (A1111's Settings > img2img slider; "
+                             f"defaults: initial_noise_multiplier 1, img2img_extra_noise 0), got {value!r}.")
 
 
 def noised_init(scheduler, init, noise, timestep, initial_noise_multiplier: float = 1.0,

@@ -188,6 +188,17 @@ def is_k_diffusion_sampler(spec) -> bool:
     return tuple(spec.schedule_types) != ("Automatic",)
 
 
+# option -> (lowest, highest) value. A1111's Settings sliders where it has them (shared_options.py: s_churn 0..100,
+# s_tmin 0..10, s_tmax 0..999, s_noise 0..1.1, the Beta shape 0.01..1, UniPC order 1..50); A1111's API takes any
+# number, but far beyond them churn and its noise overflow to inf and NaN images, and a request must not ask the server
+# for that. A1111's sigma_min, sigma_max and rho are free number boxes: their bounds here take every schedule a model
+# has (Zero Terminal SNR's largest sigma is about 4500) and Karras' rho far past its usual 7.
+RANGES: dict[str, tuple[float, float]] = {
+    "sigma_min": (0.0, 5000.0), "sigma_max": (0.0, 5000.0), "rho": (0.0, 100.0),
+    "s_churn": (0.0, 100.0), "s_tmin": (0.0, 10.0), "s_tmax": (0.0, 999.0), "s_noise": (0.0, 1.1),
+    "beta_dist_alpha": (0.01, 1.0), "beta_dist_beta": (0.01, 1.0), "uni_pc_order": (1, 50),
+}
+
 OPTION_NAMES = tuple(f.name for f in fields(SamplerParameters))
 NUMBERS = tuple(name for name in OPTION_NAMES if name not in (*FLAGS, *CHOICES, *INTEGERS))
 _DEFAULTS = {f.name: f.default for f in fields(SamplerParameters)}
@@ -210,12 +221,13 @@ def check_sampler_parameters(parameters: Any) -> None:
         value = getattr(parameters, name)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(f"{name} must be a number (A1111's Settings > Sampler parameters), got {value!r}.")
-        if math.isnan(value) or value < 0 or (math.isinf(value) and name != "s_tmax"):
-            raise ValueError(f"{name} must be a finite number >= 0 (0 keeps the sampler's default), got {value!r}.")
-    for name in BETA_PARAMETERS:
-        if getattr(parameters, name) <= 0:
-            raise ValueError(f"{name} must be above 0 (a Beta distribution's shape; A1111's slider: 0.01 to 1, "
-                             f"default 0.6), got {getattr(parameters, name)!r}.")
+        low, high = RANGES[name]
+        if name == "s_tmax" and value == math.inf:
+            continue  # infinity, as A1111's 0 means
+        if not (math.isfinite(value) and low <= value <= high):
+            default = "0 keeps the sampler's default" if low == 0 else f"default {_DEFAULTS[name]}"
+            raise ValueError(f"{name} must be a number in [{low:g}, {high:g}] ({default}; A1111's Settings > Sampler "
+                             f"parameters), got {value!r}.")
     for name in FLAGS:
         if not isinstance(getattr(parameters, name), bool):
             raise TypeError(f"{name} must be True or False, got {getattr(parameters, name)!r}.")
@@ -224,8 +236,9 @@ def check_sampler_parameters(parameters: Any) -> None:
             raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))} (A1111's choices), got "
                              f"{getattr(parameters, name)!r}.")
     order = parameters.uni_pc_order
-    if isinstance(order, bool) or not isinstance(order, int) or order < 1:
-        raise ValueError(f"uni_pc_order must be a whole number >= 1 (A1111's slider: 1 to 50, default 3), got "
+    low, high = RANGES["uni_pc_order"]
+    if isinstance(order, bool) or not isinstance(order, int) or not low <= order <= high:
+        raise ValueError(f"uni_pc_order must be a whole number in [{low}, {high}] (A1111's slider; default 3), got "
                          f"{order!r}.")
     if parameters.sigma_min and parameters.sigma_max and parameters.sigma_min >= parameters.sigma_max:
         raise ValueError(f"sigma_min ({parameters.sigma_min}) must be below sigma_max ({parameters.sigma_max}); "

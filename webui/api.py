@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from typing import Any, Callable
 
 from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
@@ -29,6 +30,7 @@ from webui.api_requests import (
     AppflowRequest, ExtrasBatchImagesRequest, ExtrasSingleImageRequest, Img2ImgRequest, PngInfoRequest, Txt2ImgRequest,
 )
 from webui.base64_images import decode_base64_image, decode_base64_png_info, encode_png_base64
+from webui.error_paths import server_error_response, server_path_redactor
 from webui.http_guards import AUTH_USER_KEY, error_body
 from webui.request_checkpoint import CheckpointLoadError
 from webui.result_grid import api_result_grid
@@ -111,8 +113,7 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
         raise  # not a failure: the client left, its job was cancelled (see install_error_handlers)
     except Exception as error:  # a bug or a broken model: A1111's error shape, and the server lives on
         logger.exception("%s failed", kind)
-        return JSONResponse(status_code=500, content={"error": type(error).__name__, "detail": str(error), "body": "",
-                                                      "errors": f"{kind} failed: {error}"})
+        return server_error_response(error, kind, server_path_redactor(state))
     result = outcome.result
 
     def grid():
@@ -382,12 +383,13 @@ def validation_summary(errors: list[dict]) -> str:
     return "; ".join(f"{where(error.get('loc', ()))}: {error.get('msg', '')}" for error in errors)
 
 
-def install_error_handlers(app: FastAPI) -> None:
+def install_error_handlers(app: FastAPI, redact: Callable[[Any], Any] = lambda text: text) -> None:
     """Every API error in A1111's shape `{error, detail, body, errors}` (modules/api/api.py `handle_exception`).
 
     HTTP errors keep their status, headers (Retry-After, WWW-Authenticate) and string `detail`. A request
     that fails FastAPI's validation gets 422 with FastAPI's error list as `detail` (what FastAPI, and so
-    A1111, answers there) and a readable summary naming the fields as `errors`.
+    A1111, answers there) and a readable summary naming the fields as `errors`. `redact` (a
+    `webui.error_paths.PathRedactor`) takes the server's folders out of every message.
     """
     from fastapi.encoders import jsonable_encoder
     from fastapi.exceptions import RequestValidationError
@@ -396,7 +398,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException):
         return JSONResponse(status_code=error.status_code, headers=error.headers,
-                            content=error_body(error.status_code, json_safe(error.detail)))
+                            content=error_body(error.status_code, redact(json_safe(error.detail))))
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError):
@@ -413,5 +415,4 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def server_error(request: Request, error: Exception):
         # A bug: A1111's shape, and the traceback in the log (Starlette re-raises it there after this answer).
-        return JSONResponse(status_code=500, content={"error": type(error).__name__, "detail": str(error), "body": "",
-                                                      "errors": f"{request.method} {request.url.path} failed: {error}"})
+        return server_error_response(error, f"{request.method} {request.url.path}", redact)

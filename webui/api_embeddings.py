@@ -7,10 +7,10 @@ import logging
 
 from fastapi import APIRouter, Body, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
 from webui.embedding_list import embeddings_response
+from webui.error_paths import server_error_response, server_path_redactor
 from webui.http_guards import AUTH_USER_KEY
 from webui.server_state import ServerState
 from webui.worker import QueueFullError
@@ -79,8 +79,7 @@ def build_embeddings_router(state: ServerState) -> APIRouter:
             raise
         except Exception as error:  # a bug or a broken model: A1111's error shape, and the server lives on
             logger.exception("train embedding failed")
-            return JSONResponse(status_code=500, content={"error": type(error).__name__, "detail": str(error),
-                                                          "body": "", "errors": f"train embedding failed: {error}"})
+            return server_error_response(error, "train embedding", server_path_redactor(state))
         # A1111's TrainResponse, also after an Interrupt (the file then holds the steps done).
         return {"info": f"train embedding complete: filename: {trained.filename} error: None"}
 

@@ -118,13 +118,19 @@ def check_app_options(options: Any, limits) -> dict:
     except TypeError as error:
         raise ValueError(str(error)) from None
     ranges = {"steps": (1, limits.max_steps), "batch_size": (1, limits.max_batch_size),
-              "batch_count": (1, limits.max_batch_count), "seed": (-1, SEED_MAX)}
+              "batch_count": (1, limits.max_batch_count), "seed": (-1, SEED_MAX), "subseed": (-1, SEED_MAX)}
     for name, (low, high) in ranges.items():
         value = options.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high):
             raise ValueError(f"option {name} must be an integer in [{low}, {high}], got {value!r}.")
     if options.get("width") is not None or options.get("height") is not None:
         check_size(options.get("width", 512), options.get("height", 512), 8, limits)
+    resize = options.get("seed_resize_from_w"), options.get("seed_resize_from_h")
+    if all(isinstance(side, int) and not isinstance(side, bool) and side > 0 for side in resize):
+        try:  # the noise is drawn at that size: it is an image size as far as the server's limits go
+            check_size(*resize, 8, limits)
+        except ValueError as error:
+            raise ValueError(f"options seed_resize_from_w/h {resize[0]}x{resize[1]}: {error}") from None
     # Captioning's beams x returned sequences are rows of one generate call, as a batch is for an image model.
     beams, sequences = options.get("num_beams") or 1, options.get("num_return_sequences") or 1
     if all(isinstance(v, int) and not isinstance(v, bool) for v in (beams, sequences)) and \

@@ -17,6 +17,7 @@ from webui.api_embeddings import build_embeddings_router
 from webui.api_loras import build_lora_router
 from webui.api_options import build_options_router
 from webui.config import ServerConfig, check_server_config
+from webui.error_paths import server_path_redactor
 from webui.http_guards import BasicAuthMiddleware, BodySizeLimitMiddleware
 from webui.origin_guard import OriginGuardMiddleware, normalise_origin
 from webui.server_state import ServerState
@@ -34,7 +35,7 @@ def build_app(state: ServerState):
         # localhost origin) stands aside
         app.add_middleware(CORSMiddleware, allow_origins=[normalise_origin(o) for o in state.config.cors_allow_origins],
                            allow_methods=["*"], allow_headers=["*"], allow_credentials=True)
-    install_error_handlers(app)
+    install_error_handlers(app, server_path_redactor(state))
     app.include_router(build_api(state))
     app.include_router(build_embeddings_router(state))
     app.include_router(build_options_router(state))

@@ -18,9 +18,12 @@ SD15 = "stable-diffusion-v1-5/stable-diffusion-v1-5"  # for apps whose add-on mo
 
 # None: the model's recommended value (its mixkit_generation.json: CFG 5 for mixkit-tiny-sd), else A1111's
 # (20 steps, CFG 7, DPM++ 2M), chosen by the pipeline.
+# subseed .. seed_resize_from_h are A1111's Extra seed options (`pipelines.seeds`): a variation seed slerped in by
+# its strength (0: off, image k takes subseed + k), and "Resize seed from" W x H (0 x 0: off).
 GENERATION_OPTIONS: dict[str, Any] = {
     "negative_prompt": "", "steps": None, "cfg_scale": None, "seed": -1, "sampler": None,
     "schedule_type": "Automatic", "clip_skip": 1, "loras": [],
+    "subseed": -1, "subseed_strength": 0.0, "seed_resize_from_w": 0, "seed_resize_from_h": 0,
 }
 # PaddleMIX's and diffusers' spelling of the same option.
 GENERATION_ALIASES = {"guidance_scale": "cfg_scale"}
@@ -132,13 +135,14 @@ class TextToImageTask(GenerationTask):
     """Text-to-image with every mixkit prompt feature (weights, schedules, LoRA tags, embeddings).
 
     `images` holds every image of the call; `image` (the main output, as PaddleMIX's `result`) is the first,
-    so the task chains into the tasks that take one `image` (img2img, inpaint, upscale).
+    so the task chains into the tasks that take one `image` (img2img, inpaint, upscale). `infotexts` holds each
+    image's A1111 parameters text (seed, variation seed, sampler ...), as a PNG of the web UI carries it.
     """
 
     name = "text_to_image"
     description = "SD/SDXL txt2img"
     inputs = {"prompt": Port("text")}
-    outputs = {"image": "image", "images": "images"}
+    outputs = {"image": "image", "images": "images", "infotexts": "texts"}
     main_output = "image"
     models = {"generator": "stable-diffusion"}
     default_models = {"generator": DEFAULT_SD}
@@ -153,17 +157,18 @@ class TextToImageTask(GenerationTask):
         result = pipe(prompt=prompt, width=options["width"] or native, height=options["height"] or native,
                       batch_size=options["batch_size"],
                       batch_count=options["batch_count"], **generation_kwargs(options))
-        return {"image": result.images[0], "images": result.images}
+        return {"image": result.images[0], "images": result.images, "infotexts": result.infotexts}
 
 
 @register_task
 class ImageToImageTask(GenerationTask):
-    """img2img: repaint an image guided by a prompt; strength 0 keeps it, 1 ignores it."""
+    """img2img: repaint an image guided by a prompt; strength 0 keeps it, 1 ignores it. `infotexts` holds the
+    image's A1111 parameters text."""
 
     name = "image_to_image"
     description = "SD/SDXL img2img"
     inputs = {"image": Port("image"), "prompt": Port("text")}
-    outputs = {"image": "image"}
+    outputs = {"image": "image", "infotexts": "texts"}
     main_output = "image"
     models = {"generator": "stable-diffusion"}
     default_models = {"generator": DEFAULT_SD}
@@ -176,7 +181,7 @@ class ImageToImageTask(GenerationTask):
         width, height = working_size(image, pipe, options["width"], options["height"])
         result = pipe(prompt=prompt, init_images=[image], width=width, height=height,
                       denoising_strength=options["denoising_strength"], **generation_kwargs(options))
-        return {"image": result.images[0]}
+        return {"image": result.images[0], "infotexts": result.infotexts}
 
 
 @register_task

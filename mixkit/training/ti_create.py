@@ -68,7 +68,7 @@ def create_embedding(model, folder: str | Path, name: str, *, num_vectors_per_to
         raise ValueError(f"embedding {name!r} already exists ({', '.join(p.name for p in existing)}); choose another "
                          "name, or set overwrite_old (the Train tab's \"Overwrite Old Embedding\") to replace it")
     if len(existing) > 1:
-        raise ValueError(f"several files are named {name!r} ({', '.join(str(p) for p in existing)}); remove all but "
+        raise ValueError(f"several files are named {name!r} ({', '.join(p.name for p in existing)}); remove all but "
                          "the one to replace")
     target = existing[0] if existing else folder / f"{name}.pt"
 

@@ -89,8 +89,12 @@ def test_img2img_changes_with_them_and_records_them(i2i, settings, written):
 
 
 @pytest.mark.parametrize("settings, message", [
-    ({"initial_noise_multiplier": -0.1}, r"initial_noise_multiplier must be a finite number >= 0 .* got -0\.1"),
-    ({"img2img_extra_noise": math.nan}, r"img2img_extra_noise must be a finite number >= 0 .* got nan"),
+    ({"initial_noise_multiplier": -0.1}, r"initial_noise_multiplier must be a number in \[0, 1\.5\] .* got -0\.1"),
+    ({"img2img_extra_noise": math.nan}, r"img2img_extra_noise must be a number in \[0, 1\] .* got nan"),
+    # A1111's Settings > img2img sliders bound them: 1e30 would overflow the start latents to inf
+    ({"initial_noise_multiplier": 1e30}, r"initial_noise_multiplier must be a number in \[0, 1\.5\] .* got 1e\+30"),
+    ({"initial_noise_multiplier": 1.501}, r"initial_noise_multiplier must be a number in \[0, 1\.5\]"),
+    ({"img2img_extra_noise": 1.01}, r"img2img_extra_noise must be a number in \[0, 1\] .* got 1\.01"),
 ])
 def test_bad_values_are_refused_before_any_work(i2i, settings, message):
     with pytest.raises(ValueError, match=message):

@@ -12,6 +12,7 @@ import pytest
 from pipelines.infotext import parse_infotext
 from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
 from pipelines.sampler_parameters import (
+    RANGES,
     SamplerParameters,
     check_sampler_parameters,
     from_infotext,
@@ -28,10 +29,22 @@ def _check(sampler: str = "Euler", schedule: str = "Automatic", **settings) -> N
 
 
 @pytest.mark.parametrize("settings, message", [
-    ({"s_churn": -0.5}, r"s_churn must be a finite number >= 0 .* got -0\.5"),
-    ({"s_noise": math.nan}, r"s_noise must be a finite number >= 0 .* got nan"),
-    ({"rho": -1.0}, r"rho must be a finite number >= 0"),
-    ({"sigma_max": math.inf}, r"sigma_max must be a finite number"),
+    ({"s_churn": -0.5}, r"s_churn must be a number in \[0, 100\] \(0 keeps .* got -0\.5"),
+    ({"s_noise": math.nan}, r"s_noise must be a number in \[0, 1\.1\] .* got nan"),
+    ({"rho": -1.0}, r"rho must be a number in \[0, 100\]"),
+    ({"sigma_max": math.inf}, r"sigma_max must be a number in \[0, 5000\]"),
+    ({"s_tmax": -math.inf}, r"s_tmax must be a number in \[0, 999\]"),
+    # A1111's Settings sliders bound what a request may ask for (huge values overflow to NaN images)
+    ({"s_churn": 100.5}, r"s_churn must be a number in \[0, 100\] .*A1111's Settings > Sampler parameters\), got 100\.5"),
+    ({"s_tmin": 1e30}, r"s_tmin must be a number in \[0, 10\] .* got 1e\+30"),
+    ({"s_tmax": 1000.0}, r"s_tmax must be a number in \[0, 999\] .* got 1000\.0"),
+    ({"s_noise": 1.2}, r"s_noise must be a number in \[0, 1\.1\] .* got 1\.2"),
+    ({"sigma_min": 5000.5}, r"sigma_min must be a number in \[0, 5000\] .* got 5000\.5"),
+    ({"rho": 1e300}, r"rho must be a number in \[0, 100\]"),
+    ({"beta_dist_alpha": 0.0}, r"beta_dist_alpha must be a number in \[0\.01, 1\] \(default 0\.6; .* got 0\.0"),
+    ({"beta_dist_beta": 1e30}, r"beta_dist_beta must be a number in \[0\.01, 1\]"),
+    ({"uni_pc_order": 51}, r"uni_pc_order must be a whole number in \[1, 50\] .* got 51"),
+    ({"uni_pc_order": 0}, r"uni_pc_order must be a whole number in \[1, 50\]"),
     ({"sigma_min": 5.0, "sigma_max": 2.0}, r"sigma_min \(5\.0\) must be below sigma_max \(2\.0\)"),
     ({"sigma_min": 2.0, "sigma_max": 2.0}, r"sigma_min \(2\.0\) must be below sigma_max"),
     ({"s_tmin": 3.0, "s_tmax": 1.0}, r"s_tmin \(3\.0\) is above s_tmax \(1\.0\)"),
@@ -39,6 +52,17 @@ def _check(sampler: str = "Euler", schedule: str = "Automatic", **settings) -> N
 def test_bad_values_are_refused_naming_the_setting(settings, message):
     with pytest.raises(ValueError, match=message):
         _check(**settings)
+
+
+def test_the_ends_of_each_range_are_taken():
+    # alone at its top but sigma_min and s_tmin, which must stay below sigma_max / s_tmax: with them below
+    for name in ("sigma_max", "rho", "s_churn", "s_tmax", "s_noise", "beta_dist_alpha", "beta_dist_beta"):
+        _check(**{name: RANGES[name][1]})
+    _check(beta_dist_alpha=0.01, beta_dist_beta=0.01)
+    _check(sigma_min=4999.0, sigma_max=5000.0)
+    _check(s_tmin=10.0, s_tmax=999.0)
+    _check(sampler="UniPC", uni_pc_order=50)
+    _check(sampler="UniPC", uni_pc_order=1)
 
 
 @pytest.mark.parametrize("settings", [{"s_churn": True}, {"rho": "5"}, {"always_discard_next_to_last_sigma": 1}])
@@ -90,11 +114,11 @@ def test_values_that_change_nothing_give_the_very_same_image(sd1_pipe, sampler, 
 
 def test_churn_outside_its_sigma_window_changes_nothing_but_is_recorded_as_a1111_does(sd1_pipe):
     plain = sd1_pipe(**SMALL, sampler="Euler", schedule_type="Karras")
-    parameters = SamplerParameters(s_churn=0.5, s_tmin=50.0)  # no sigma in [50, inf): no step churns
+    parameters = SamplerParameters(s_churn=0.5, s_tmax=0.01)  # no sigma in [0, 0.01] but the last: no step churns
     same = sd1_pipe(**SMALL, sampler="Euler", schedule_type="Karras", sampler_parameters=parameters)
     assert np.array_equal(np.asarray(plain.images[0]), np.asarray(same.images[0]))
     recorded = parse_infotext(same.infotexts[0], defaults=False)
-    assert float(recorded["Sigma churn"]) == 0.5 and float(recorded["Sigma tmin"]) == 50.0
+    assert float(recorded["Sigma churn"]) == 0.5 and float(recorded["Sigma tmax"]) == 0.01
 
 
 @pytest.mark.parametrize("sampler, schedule, settings, written", [

@@ -189,6 +189,23 @@ def test_img2img_draws_the_variation_noise_too(sd1_pipe, monkeypatch):
     assert "Variation seed: 10, Variation seed strength: 0.25" in result.infotexts[1]
 
 
+def test_img2img_batch_count_gives_image_k_the_variation_seed_subseed_plus_k(sd1_pipe, monkeypatch):
+    # A1111's process_images_inner: all_subseeds = [subseed + x for x in range(n_iter * batch_size)]
+    from PIL import Image
+
+    import pipelines.base as base
+    from pipelines.img2img import ImageToImage
+
+    seen = []
+    real = base.initial_noise
+    monkeypatch.setattr(base, "initial_noise", lambda *a: seen.append(list(a[2])) or real(*a))
+    result = ImageToImage.from_pipeline(sd1_pipe)(
+        prompt="a cube", init_images=[Image.new("RGB", (64, 64), "red")], seed=4, subseed=9, subseed_strength=0.25,
+        batch_size=2, batch_count=2, **SMALL)
+    assert seen == [[9, 10], [11, 12]] and result.seeds == [4, 4, 4, 4]
+    assert [parse_infotext(text)["Variation seed"] for text in result.infotexts] == ["9", "10", "11", "12"]
+
+
 @pytest.mark.parametrize("change, message", [
     ({"subseed_strength": 1.5}, r"subseed_strength must be a number in \[0, 1\].*got 1\.5"),
     ({"subseed_strength": -0.1}, r"subseed_strength must be a number in \[0, 1\]"),

@@ -40,6 +40,17 @@ def test_text_to_image_app_runs_and_returns_png_images(client):
     assert image.format == "PNG" and image.size == (64, 64)
 
 
+def test_text_to_image_app_takes_the_variation_seed_and_returns_its_infotexts(client):
+    from pipelines.infotext import parse_infotext
+
+    options = {**OPTIONS, "batch_size": 2, "subseed": 40, "subseed_strength": 0.25}
+    response = client.post("/appflow/text2image_generation", json={"inputs": {"prompt": "a lamp"}, "options": options})
+    assert response.status_code == 200, response.text
+    infos = [parse_infotext(text) for text in response.json()["outputs"]["infotexts"]]
+    assert [(info["Seed"], info["Variation seed"], info["Variation seed strength"]) for info in infos] == [
+        ("5", "40", "0.25"), ("5", "41", "0.25")]
+
+
 def test_image_input_is_decoded_from_base64(client):
     buffer = io.BytesIO()
     Image.new("RGB", (64, 64), (0, 90, 200)).save(buffer, format="PNG")
@@ -61,6 +72,14 @@ def test_image_input_is_decoded_from_base64(client):
     ("text2image_generation", {"inputs": {"prompt": "x"}, "options": {"width": 100000}}, 422, "width"),
     ("text2image_generation", {"inputs": {"prompt": "x"}, "options": {"no_option": 1}}, 422, "no_option"),
     ("text2image_generation", {"inputs": {"prompt": "x"}, "models": ["/etc/passwd"]}, 422, "models"),
+    ("text2image_generation", {"inputs": {"prompt": "x"}, "options": {"subseed_strength": 2}}, 422,
+     "subseed_strength must be a number in [0, 1]"),
+    ("text2image_generation", {"inputs": {"prompt": "x"}, "options": {"subseed": 2**60}}, 422, "option subseed"),
+    ("text2image_generation", {"inputs": {"prompt": "x"}, "options": {"seed_resize_from_w": 64}}, 422,
+     "has one side 0"),
+    ("text2image_generation", {"inputs": {"prompt": "x"}, "options": {"seed_resize_from_w": 100000,
+                                                                      "seed_resize_from_h": 64}}, 422,
+     "seed_resize_from_w/h 100000x64"),
 ])
 def test_bad_app_requests(client, app, body, status, fragment):
     response = client.post(f"/appflow/{app}", json=body)

@@ -22,6 +22,14 @@ def test_txt2img_takes_the_variation_fields_and_reports_them_as_a1111(client):
     assert "Variation seed: 71, Variation seed strength: 0.3, Seed resize from: 48x80," in info["infotexts"][1]
 
 
+def test_each_image_of_a_batch_count_takes_subseed_plus_its_index(client):
+    # A1111's process_images_inner: all_subseeds = [subseed + x for x in range(n_iter * batch_size)], and the
+    # infotext of image x records all_subseeds[x]
+    info = json.loads(_post(client, seed=5, subseed=70, subseed_strength=0.3, batch_size=1, n_iter=3).json()["info"])
+    assert info["all_seeds"] == [5, 5, 5] and info["all_subseeds"] == [70, 71, 72]
+    assert [text.split("Variation seed: ")[1].split(",")[0] for text in info["infotexts"]] == ["70", "71", "72"]
+
+
 def test_a_random_subseed_is_the_one_the_images_used(client):
     info = json.loads(_post(client, seed=5, subseed_strength=0.5).json()["info"])
     assert f"Variation seed: {info['subseed']}," in info["infotexts"][0]

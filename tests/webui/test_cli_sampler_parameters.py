@@ -50,4 +50,4 @@ def test_a_bad_value_is_refused_before_the_load(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(TextToImage, "from_pretrained", lambda *a, **k: pytest.fail("loaded the model"))
     assert main(["generate", "x", "-o", str(tmp_path / "o"), "--s-churn", "-1"]) != 0
-    assert "--s-churn must be a finite number >= 0" in capsys.readouterr().err
+    assert "--s-churn must be a number in [0, 100]" in capsys.readouterr().err

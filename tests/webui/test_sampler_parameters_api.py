@@ -9,9 +9,12 @@ always_discard_next_to_last_sigma (infotext keys "Sigma churn", ..., "Schedule r
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 
 import pytest
+from PIL import Image
 
 from pipelines.params import GenerationLimits
 from pipelines.sampler_parameters import SamplerParameters
@@ -74,15 +77,15 @@ def test_settings_then_override_settings_then_the_request_field():
 
 
 @pytest.mark.parametrize("body, message", [
-    ({"s_churn": -1}, r"s_churn must be a finite number >= 0"),
-    ({"override_settings": {"rho": -2}}, r"rho must be a finite number >= 0"),
+    ({"s_churn": -1}, r"s_churn must be a number in \[0, 100\]"),
+    ({"override_settings": {"rho": -2}}, r"rho must be a number in \[0, 100\]"),
     ({"override_settings": {"sigma_min": 5, "sigma_max": 1}}, r"sigma_min \(5\) must be below sigma_max \(1\)"),
     ({"infotext": BASE.format(sampler="Euler", schedule="Karras") + ", Sigma churn: lots"},
      r"s_churn must be a number, got 'lots'"),
     ({"sampler_name": "LCM", "override_settings": {"always_discard_next_to_last_sigma": True}},
      r"LCM and schedule type 'Automatic'"),
     ({"override_settings": {"sd_noise_schedule": "zero"}}, r"sd_noise_schedule must be one of 'Default'"),
-    ({"override_settings": {"uni_pc_order": 0}}, r"uni_pc_order must be a whole number >= 1"),
+    ({"override_settings": {"uni_pc_order": 0}}, r"uni_pc_order must be a whole number in \[1, 50\]"),
     ({"infotext": BASE.format(sampler="UniPC", schedule="Automatic") + ", UniPC order: x"},
      r"uni_pc_order must be a whole number, got 'x'"),
 ])
@@ -114,6 +117,46 @@ def test_over_http_the_field_the_infotext_and_the_setting_give_one_image(client)
         assert client.post("/sdapi/v1/options", json={"s_churn": 0.0}).status_code == 200
     refused = client.post("/sdapi/v1/options", json={"s_churn": -1})
     assert refused.status_code in (400, 422) and "s_churn" in refused.text
+
+
+HUGE = 1e30  # a value a careless or hostile client sends: beyond it, churn and noise overflow to NaN images
+
+
+@pytest.mark.parametrize("path, body, fragment", [
+    ("/sdapi/v1/txt2img", {"s_churn": HUGE}, "s_churn must be a number in [0, 100]"),
+    ("/sdapi/v1/txt2img", {"s_noise": 1.2}, "s_noise must be a number in [0, 1.1]"),
+    ("/sdapi/v1/txt2img", {"s_tmin": HUGE}, "s_tmin must be a number in [0, 10]"),
+    ("/sdapi/v1/txt2img", {"s_tmax": 1000}, "s_tmax must be a number in [0, 999]"),
+    ("/sdapi/v1/txt2img", {"eta": HUGE}, "eta must be a number in [0, 1]"),
+    ("/sdapi/v1/txt2img", {"override_settings": {"rho": HUGE}}, "rho must be a number in [0, 100]"),
+    ("/sdapi/v1/txt2img", {"override_settings": {"sigma_max": HUGE}}, "sigma_max must be a number in [0, 5000]"),
+    ("/sdapi/v1/txt2img", {"override_settings": {"beta_dist_alpha": 50}}, "beta_dist_alpha must be a number in [0.01, 1]"),
+    ("/sdapi/v1/txt2img", {"override_settings": {"uni_pc_order": 10**9}}, "uni_pc_order must be a whole number in [1, 50]"),
+    ("/sdapi/v1/img2img", {"initial_noise_multiplier": HUGE}, "initial_noise_multiplier must be a number in [0, 1.5]"),
+    ("/sdapi/v1/img2img", {"override_settings": {"img2img_extra_noise": 2}},
+     "img2img_extra_noise must be a number in [0, 1]"),
+])
+def test_over_http_values_beyond_a1111s_ranges_are_a_422_naming_value_and_range(client, path, body, fragment):
+    small = {"prompt": "a red circle", "steps": 2, "width": 64, "height": 64, "sampler_name": "Euler"}
+    if path.endswith("img2img"):
+        buffer = io.BytesIO()
+        Image.new("RGB", (64, 64), "red").save(buffer, format="PNG")
+        small["init_images"] = [base64.b64encode(buffer.getvalue()).decode()]
+    response = client.post(path, json={**small, **body})
+    assert response.status_code == 422, response.text
+    assert fragment in response.text
+
+
+@pytest.mark.parametrize("option, value, fragment", [
+    ("s_churn", HUGE, "s_churn must be a number in [0, 100]"),
+    ("s_noise", 5, "s_noise must be a number in [0, 1.1]"),
+    ("initial_noise_multiplier", HUGE, "initial_noise_multiplier must be a number in [0, 1.5]"),
+])
+def test_options_beyond_a1111s_ranges_are_refused_and_change_nothing(client, option, value, fragment):
+    before = client.get("/sdapi/v1/options").json()[option]
+    refused = client.post("/sdapi/v1/options", json={option: value})
+    assert refused.status_code == 422 and fragment in refused.text
+    assert client.get("/sdapi/v1/options").json()[option] == before
 
 
 @pytest.mark.parametrize("sampler, overrides, written", [

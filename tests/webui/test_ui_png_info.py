@@ -86,6 +86,23 @@ def test_send_to_img2img_sends_the_image_too(built, tmp_path):
     assert "txt2img_enable_hr" not in sent
 
 
+@pytest.mark.parametrize("kind, prefix", [("txt2img", "txt2img"), ("img2img", "img2img"), ("inpaint", "img2img")])
+def test_send_carries_the_extra_seed_options(built, tmp_path, kind, prefix):
+    # A1111's paste fields (modules/processing_scripts/seed.py): Variation seed, Variation seed strength,
+    # Seed resize from-1/-2
+    from pipelines.png import save_png
+
+    _, blocks = built
+    text = ("a cube\nSteps: 20, Sampler: Euler, CFG scale: 7, Seed: 9, Size: 64x64, Variation seed: 81, "
+            "Variation seed strength: 0.3, Seed resize from: 48x80, RNG: CPU")
+    path = save_png(Image.new("RGB", (64, 64), "red"), tmp_path / "variation.png", text)
+    sent = send(blocks, kind, text, str(path))
+    assert (sent[f"{prefix}_seed"], sent[f"{prefix}_subseed"], sent[f"{prefix}_subseed_strength"]) == (9, 81, 0.3)
+    assert (sent[f"{prefix}_seed_resize_from_w"], sent[f"{prefix}_seed_resize_from_h"]) == (48, 80)
+    plain = send(blocks, kind, "a cube\nSteps: 20, Sampler: Euler, Seed: 9, Size: 64x64, RNG: CPU", str(path))
+    assert (plain[f"{prefix}_subseed_strength"], plain[f"{prefix}_seed_resize_from_w"]) == (0.0, 0)
+
+
 def test_reuse_takes_the_selected_gallery_images_seed(built):
     _, blocks = built
     select = handler(blocks, "txt2img_gallery", "select")

@@ -99,8 +99,10 @@ def test_the_paste_button_with_an_empty_box_takes_the_last_generation(built):
 HIRES_TEXT = ("a castle\nNegative prompt: blurry\nSteps: 20, Sampler: Euler, CFG scale: 6.5, Seed: 5, Size: 64x64, "
               "Model: elsewhere, Clip skip: 2, RNG: CPU, Denoising strength: 0.6, Hires upscale: 2, "
               "Hires upscaler: Latent")
+# the Extra seed options travel with the seed (turned off when the image had none), unlike A1111's
 SENT_IDS = {"img2img_prompt", "img2img_negative_prompt", "img2img_steps", "img2img_seed", "img2img_width",
-            "img2img_height", "img2img_image", "img2img_mode", "Tabs", "img2img_paste_notes"}
+            "img2img_height", "img2img_image", "img2img_mode", "Tabs", "img2img_paste_notes",
+            "img2img_subseed_strength", "img2img_seed_resize_from_w", "img2img_seed_resize_from_h"}
 
 
 def send(blocks, tmp_path, size, text, target="img2img"):
@@ -125,6 +127,37 @@ def test_send_sets_the_images_own_size_and_only_a1111s_send_fields(built, tmp_pa
         "a castle", "blurry", 20, 5)
     assert sent["img2img_image"].size == (128, 192) and sent["img2img_mode"] == target
     assert sent["img2img_paste_notes"] == ""  # no hires, model or clip-skip note: nothing else travels
+    # the image had no variation: the target's Extra seed options are turned off, its variation seed kept
+    assert (sent["img2img_subseed_strength"], sent["img2img_seed_resize_from_w"],
+            sent["img2img_seed_resize_from_h"]) == (0.0, 0, 0)
+
+
+VARIATION_TEXT = ("a castle\nSteps: 20, Sampler: Euler, CFG scale: 6.5, Seed: 5, Size: 64x64, Variation seed: 81, "
+                  "Variation seed strength: 0.3, Seed resize from: 48x80, RNG: CPU")
+
+
+@pytest.mark.parametrize("source", ["txt2img", "img2img"])
+@pytest.mark.parametrize("target", ["img2img", "inpaint"])
+def test_send_carries_the_variation_seed_its_strength_and_seed_resize(built, tmp_path, source, target):
+    from pipelines.png import save_png
+
+    _, blocks = built
+    path = save_png(Image.new("RGB", (64, 64), "red"), tmp_path / "sent.png", VARIATION_TEXT)
+    fn = handler(blocks, f"{source}_send_to_{target}", "click")
+    sent = outputs_by_id(fn, fn.fn([(str(path), None)], [VARIATION_TEXT], 0))
+    assert (sent["img2img_seed"], sent["img2img_subseed"], sent["img2img_subseed_strength"]) == (5, 81, 0.3)
+    assert (sent["img2img_seed_resize_from_w"], sent["img2img_seed_resize_from_h"]) == (48, 80)
+    assert sent["img2img_paste_notes"] == ""
+
+
+def test_send_names_extra_seed_values_the_form_cannot_take(built, tmp_path):
+    _, blocks = built
+    text = VARIATION_TEXT.replace("0.3", "1.5").replace("48x80", "50x80")
+    sent = send(blocks, tmp_path, (64, 64), text)
+    assert "img2img_subseed_strength" not in sent and "img2img_seed_resize_from_w" not in sent
+    assert sent["img2img_subseed"] == 81 and sent["img2img_seed_resize_from_h"] == 80
+    assert sent["img2img_paste_notes"] == ("- Variation seed strength: '1.5' is outside [0, 1]; kept the current value.\n"
+                                           "- Seed resize from-1: 50 is not a multiple of 8; kept the current value.")
 
 
 def test_send_rounds_the_size_to_the_sliders_step_and_says_so(built, tmp_path):

@@ -69,17 +69,17 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
     written = split_infotext(text)[2]  # the keys the text itself has, before A1111's defaults are added
     values, notes = _prompt_values(parsed, written, lora_name_of)
     numeric = {"steps": ("Steps", _int), "cfg_scale": ("CFG scale", _float), "seed": ("Seed", _int),
-               "width": ("Size-1", _int), "height": ("Size-2", _int), "clip_skip": ("Clip skip", _int),
-               **SEED_EXTRA_NUMBERS}
-    # An image without a variation or seed resize had them off: the paste turns them off, not keeps the form's
-    values.update({"subseed_strength": 0.0, "seed_resize_from_w": 0, "seed_resize_from_h": 0})
-    numbers, number_notes = _checked_numbers(parsed, numeric, widget_ranges(limits))
+               "width": ("Size-1", _int), "height": ("Size-2", _int), "clip_skip": ("Clip skip", _int)}
+    ranges = widget_ranges(limits)
+    numbers, number_notes = _checked_numbers(parsed, numeric, ranges)
     values.update(numbers)
     notes += number_notes
-    for field, key in (("width", "Size-1"), ("height", "Size-2"), ("seed_resize_from_w", "Seed resize from-1"),
-                       ("seed_resize_from_h", "Seed resize from-2")):
+    for field, key in (("width", "Size-1"), ("height", "Size-2")):
         if field in values and values[field] % size_multiple:
             notes.append(f"{key}: {values.pop(field)} is not a multiple of {size_multiple}; kept the current value.")
+    seed_extras, seed_extra_notes = seed_extra_values(parsed, ranges, size_multiple)
+    values.update(seed_extras)
+    notes += seed_extra_notes
     sampler, schedule = sampler_and_schedule(parsed)
     if sampler is not None:
         if sampler in sampler_names:
@@ -267,24 +267,43 @@ def _controlnet_index(key: str) -> int | None:
     return int(number) if prefix == "ControlNet" and number.isdigit() else None
 
 
-# A1111's gallery Send buttons copy only these fields (`paste_field_names = ['Prompt', 'Negative prompt', 'Steps',
-# 'Face restoration'] + ['Seed'] with send_seed`), plus the size of the image itself (send_size); both options are on
-# by default. There is no Face restoration control here.
 # A1111's paste fields for its Extra seed options (modules/ui.py: subseed, subseed_strength, seed_resize_from_w/h)
 SEED_EXTRA_NUMBERS = {"subseed": ("Variation seed", _int), "subseed_strength": ("Variation seed strength", _float),
                       "seed_resize_from_w": ("Seed resize from-1", _int),
                       "seed_resize_from_h": ("Seed resize from-2", _int)}
+# A1111's gallery Send buttons copy only these fields (`paste_field_names = ['Prompt', 'Negative prompt', 'Steps',
+# 'Face restoration'] + ['Seed'] with send_seed`), plus the size of the image itself (send_size); both options are on
+# by default. There is no Face restoration control here; the Extra seed options are sent too (`seed_extra_values`).
 SENT_NUMBERS = {"steps": ("Steps", _int), "seed": ("Seed", _int)}
+
+
+def seed_extra_values(parsed: dict, ranges: dict, size_multiple: int) -> tuple[dict[str, object], list[str]]:
+    """The Extra seed options (Variation seed, Variation seed strength, Seed resize from) of a parsed infotext.
+
+    An image without a variation or a seed resize had them off, so they are turned off rather than left as the form
+    has them (A1111 keeps the form's, and a leftover strength then changes the next image unasked); a value out of
+    the form's range, or a resize side off the size step, keeps the form's value and is named in a note."""
+    off = {"subseed_strength": 0.0, "seed_resize_from_w": 0, "seed_resize_from_h": 0}
+    values: dict[str, object] = {field: value for field, value in off.items()
+                                 if SEED_EXTRA_NUMBERS[field][0] not in parsed}  # absent: off
+    numbers, notes = _checked_numbers(parsed, SEED_EXTRA_NUMBERS, ranges)  # refused ones stay out: the form's stay
+    values.update(numbers)
+    for field, key in (("seed_resize_from_w", "Seed resize from-1"), ("seed_resize_from_h", "Seed resize from-2")):
+        if field in values and values[field] % size_multiple:
+            notes.append(f"{key}: {values.pop(field)} is not a multiple of {size_multiple}; kept the current value.")
+    return values, notes
 
 
 def infotext_to_sent_values(text: str, image_size: tuple[int, int], limits: GenerationLimits,
                             lora_name_of: Callable[[str], str | None] | None = None,
                             size_multiple: int = 8) -> tuple[dict[str, object], list[str]]:
     """(field -> value, notes) for a gallery's "Send to img2img / inpaint": the prompts, steps and seed of the chosen
-    image's infotext, and the image's own size.
+    image's infotext, its Extra seed options, and the image's own size.
 
-    Unlike the full paste (`infotext_to_form_values`), nothing else travels: the infotext's `Size` is the first
-    pass's for a hires result and its `Denoising strength` the hires pass's, neither of which fits the picture sent.
+    A1111 sends Prompt, Negative prompt, Steps and Seed only; the variation seed, its strength and "Seed resize from"
+    travel here too (`seed_extra_values`), since the seed alone does not reproduce the noise of an image made with
+    them. Nothing else travels: the infotext's `Size` is the first pass's for a hires result and its `Denoising
+    strength` the hires pass's, neither of which fits the picture sent.
     The size is rounded to the nearest multiple of `size_multiple` (ties upwards), as the browser snaps a value set
     on A1111's step-8 size sliders; the notes say when that changed it, and when a value is out of the form's range
     (the form then keeps its value)."""
@@ -298,7 +317,8 @@ def infotext_to_sent_values(text: str, image_size: tuple[int, int], limits: Gene
     parsed = parse_infotext(text)
     prompts, prompt_notes = _prompt_values(parsed, split_infotext(text)[2], lora_name_of)
     numbers, number_notes = _checked_numbers(parsed, SENT_NUMBERS, ranges)
-    return {**prompts, **numbers, **values}, [*prompt_notes, *number_notes, *notes]
+    seed_extras, seed_extra_notes = seed_extra_values(parsed, ranges, size_multiple)
+    return {**prompts, **numbers, **seed_extras, **values}, [*prompt_notes, *number_notes, *seed_extra_notes, *notes]
 
 
 def sent_size_values(image_size: tuple[int, int], ranges: dict, size_multiple: int) -> tuple[dict[str, int], list[str]]:

@@ -11,25 +11,31 @@ from __future__ import annotations
 
 import gradio as gr
 
+from pipelines.img2img_noise import RANGES as IMG2IMG_NOISE_RANGES
+from pipelines.sampler_parameters import RANGES as SAMPLER_PARAMETER_RANGES
 from webui.server_state import ServerState
 
-# option -> (label, slider range as A1111's Settings show it, step); 0 keeps the sampler's default where noted
+_BOUNDS = {**SAMPLER_PARAMETER_RANGES, **IMG2IMG_NOISE_RANGES}  # the pipelines' own bounds: what a slider can reach
+
+# option -> (label, slider range, step); 0 keeps the sampler's default where noted. The ranges are the pipelines'
+# bounds (A1111's sliders), but for the schedule's sigma bounds and rho: A1111 shows number boxes there, and sliders
+# over the whole allowed range (up to 5000) would be too coarse, so they cover the usual values only.
 SLIDERS = {
     "sigma_min": ("Schedule min sigma (0: the model's)", 0.0, 2.0, 0.0001),
     "sigma_max": ("Schedule max sigma (0: the model's)", 0.0, 100.0, 0.01),
     "rho": ("Schedule rho (Karras, Polyexponential; 0: the schedule's own)", 0.0, 10.0, 0.01),
-    "s_churn": ("Sigma churn (Euler, Heun, DPM2)", 0.0, 100.0, 0.01),
-    "s_tmin": ("Sigma tmin (churn only at sigmas above it)", 0.0, 10.0, 0.01),
-    "s_tmax": ("Sigma tmax (churn only at sigmas below it; 0: infinity)", 0.0, 999.0, 0.01),
-    "s_noise": ("Sigma noise (scale of the churn noise)", 0.0, 1.1, 0.001),
-    "initial_noise_multiplier": ("img2img: noise multiplier", 0.0, 1.5, 0.001),
-    "img2img_extra_noise": ("img2img: extra noise", 0.0, 1.0, 0.01),
+    "s_churn": ("Sigma churn (Euler, Heun, DPM2)", *_BOUNDS["s_churn"], 0.01),
+    "s_tmin": ("Sigma tmin (churn only at sigmas above it)", *_BOUNDS["s_tmin"], 0.01),
+    "s_tmax": ("Sigma tmax (churn only at sigmas below it; 0: infinity)", *_BOUNDS["s_tmax"], 0.01),
+    "s_noise": ("Sigma noise (scale of the churn noise)", *_BOUNDS["s_noise"], 0.001),
+    "initial_noise_multiplier": ("img2img: noise multiplier", *_BOUNDS["initial_noise_multiplier"], 0.001),
+    "img2img_extra_noise": ("img2img: extra noise", *_BOUNDS["img2img_extra_noise"], 0.01),
     "inpainting_mask_weight": ("img2img: inpainting conditioning mask strength (inpainting checkpoints; 1: the masked "
                                "area fully grey)", 0.0, 1.0, 0.01),
-    "beta_dist_alpha": ("Beta schedule alpha", 0.01, 1.0, 0.01),  # A1111's Beta schedule shape
-    "beta_dist_beta": ("Beta schedule beta", 0.01, 1.0, 0.01),
+    "beta_dist_alpha": ("Beta schedule alpha", *_BOUNDS["beta_dist_alpha"], 0.01),  # A1111's Beta schedule shape
+    "beta_dist_beta": ("Beta schedule beta", *_BOUNDS["beta_dist_beta"], 0.01),
 }
-WHOLE_SLIDERS = {"uni_pc_order": ("UniPC order (below the sampling steps)", 1, 50, 1)}
+WHOLE_SLIDERS = {"uni_pc_order": ("UniPC order (below the sampling steps)", *_BOUNDS["uni_pc_order"], 1)}
 # option -> (label, choices), A1111's
 RADIOS = {
     "uni_pc_variant": ("UniPC variant", ["bh1", "bh2", "vary_coeff"]),

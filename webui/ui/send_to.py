@@ -4,7 +4,9 @@ A1111 registers these with `infotext_utils.register_paste_params_button`. A gall
 selected image, sets the target's width and height to the image's own size (`send_image_and_dimensions`, option
 `send_size`) and copies only Prompt, Negative prompt, Steps, Face restoration and, with `send_seed`, Seed
 (`paste_field_names`; both options on by default). A1111 copies those from the txt2img form; here they come from
-the chosen image's infotext, so the seed is that image's, not the form's -1. The ↙️ button next to the prompt
+the chosen image's infotext, so the seed is that image's, not the form's -1. The Extra seed options (variation seed
+and strength, "Seed resize from") travel with the seed, where A1111 leaves the target's: without them the seed alone
+does not reproduce an image made with a variation. The ↙️ button next to the prompt
 parses the prompt box as a full infotext, or, when the box is empty, takes the last generation's parameters. Here
 "the last generation" is this browser tab's own (several users share one server), not a server-wide params.txt.
 """
@@ -66,8 +68,8 @@ def controlnet_lookup(state: ServerState):
 
 
 def sent_values(state: ServerState, text: str, image_size: tuple[int, int]) -> tuple[dict[str, object], list[str]]:
-    """(form values, notes) a gallery's Send to img2img/inpaint fills: prompts, steps and seed of infotext `text`,
-    and the sent image's size."""
+    """(form values, notes) a gallery's Send to img2img/inpaint fills: prompts, steps, seed and Extra seed options of
+    infotext `text`, and the sent image's size."""
     return infotext_to_sent_values(text, image_size, state.limits, lora_name_of=lora_lookup(state))
 
 
@@ -122,8 +124,8 @@ def wire_paste_button(state: ServerState, tab: GenerateTab, sampler_names: list[
 
 def wire_send_buttons(state: ServerState, tabs, source: GenerateTab, img2img: GenerateTab, extras_image,
                       sampler_names: list[str], schedule_names: list[str]) -> None:
-    """Connect `source`'s Send buttons: the chosen image (and, for img2img/inpaint, its size, prompts, steps and seed)
-    to the target."""
+    """Connect `source`'s Send buttons: the chosen image (and, for img2img/inpaint, its size, prompts, steps, seed and
+    Extra seed options) to the target."""
     from webui.ui.png_info_tab import read_upload_image
 
     def chosen_image(gallery_items, infotexts, selected):
