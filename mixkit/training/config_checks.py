@@ -67,9 +67,9 @@ def check_ema_decay(config) -> None:
 
 def check_diffusion_training(config) -> None:
     """The rules every SD trainer shares: resolution, learning rate, min-SNR, precision, schedule."""
-    if config.resolution % 8:
-        raise ValueError(f"resolution must be divisible by 8 (the VAE downsamples by 8), got {config.resolution}; "
-                         f"try {config.resolution // 8 * 8 or 8}")
+    from mixkit.data.bucketing import check_resolution
+
+    check_resolution(config.resolution)
     if config.learning_rate <= 0:
         raise ValueError(f"learning_rate must be > 0, got {config.learning_rate!r}")
     if config.min_snr_gamma is not None and config.min_snr_gamma <= 0:

@@ -130,14 +130,22 @@ KOHYA_OPTIONS.register("output_dir", KohyaOption("output = <output_dir>/<output_
 
 
 def _resolution(value, settings: dict) -> dict:
-    sides = [int(side) for side in str(value).split(",")] if isinstance(value, str) else [value]
-    if len(set(sides)) != 1:
-        raise ValueError(f"resolution {value!r}: mixkit trains at a square resolution (one number, the side of its "
-                         "area with bucketing); give one number like 512")
-    return {"resolution": sides[0]}
+    """kohya's --resolution "512" or "512,768" (width,height; its prepare_dataset_args splits it so): one side for a
+    square, else [width, height]. Other values (numbers, lists) pass as they are, for the config's check."""
+    if not isinstance(value, str):
+        return {"resolution": value}
+    try:
+        sides = [int(side) for side in value.split(",")]
+    except ValueError:
+        sides = []
+    if len(sides) not in (1, 2):
+        raise ValueError(f"resolution {value!r}: kohya's form is \"<side>\" or \"<width>,<height>\", like \"512\" or "
+                         "\"512,768\"")
+    return {"resolution": sides[0] if len(set(sides)) == 1 else sides}
 
 
-KOHYA_OPTIONS.register("resolution", KohyaOption("resolution (\"512,512\" becomes 512)", _resolution, keeps_name=True))
+KOHYA_OPTIONS.register("resolution", KohyaOption("resolution (\"512,512\" becomes 512, \"512,768\" [512, 768]: width, "
+                                                 "height)", _resolution, keeps_name=True))
 
 
 def _optimizer_type(value, settings: dict) -> dict:

@@ -22,6 +22,7 @@ import torch
 
 import mixkit
 from mixkit.data import BucketedImageDataset, ScanReport, scan_jsonl_manifest, scan_kohya_folder
+from mixkit.data.bucketing import resolution_size
 from mixkit.data.class_balance import balance_class_images
 from mixkit.data.loss_masks import MASK_SUFFIX, check_loss_masks
 from mixkit.training.dataset_config import is_dataset_config
@@ -166,6 +167,8 @@ def _settings(config: SDLoraTrainingConfig) -> dict:
     # The UNet adapters' rate (kohya: --unet_lr, else learning_rate); a text-encoder-only network has none, and kohya
     # writes its args.unet_lr, None, there too.
     settings["unet_lr"] = config.learning_rate if config.train_unet else None
+    # kohya's args.resolution after its prepare_dataset_args: a (width, height) tuple, "(512, 512)" in the file
+    settings["resolution"] = str(resolution_size(config.resolution))
     settings["color_aug"] = settings["random_crop"] = False  # mixkit has no colour augmentation, crops centred
     settings["cache_latents"] = config.cache_latents or config.cache_latents_to_disk
     if config.use_ema:

@@ -25,7 +25,9 @@ class SDRunOptions(SDObjectiveOptions):
     The step's objective (timesteps, noise, loss, masks, augmentation) comes from `SDObjectiveOptions`."""
 
     # The data, batch, step and checkpoint settings every SD trainer has, with the same defaults.
-    resolution: int = 512
+    # One side (512: a square), or kohya's width,height as [width, height] (its "512,768"; a kohya config's string is
+    # translated): without bucketing every image is centre-cropped to that size, with bucketing it is the buckets' area.
+    resolution: int | list[int] = 512
     missing_captions: str = "folder_name"
     # kohya's caption_extension: `photo.png` is captioned by `photo<caption_extension>` (kohya's default: .caption)
     caption_extension: str = ".txt"
@@ -101,7 +103,7 @@ class SDRunOptions(SDObjectiveOptions):
         these run options. `learning_rate` and `mixed_precision` are each config's own (their defaults differ);
         `positive_ints` / `non_negative` name the trainer's own settings of those kinds."""
         check_caption_files(self)
-        check_positive_ints(self, ("batch_size", "gradient_accumulation_steps", "max_steps", "resolution",
+        check_positive_ints(self, ("batch_size", "gradient_accumulation_steps", "max_steps",
                                    *positive_ints))
         check_non_negative_numbers(self, ("learning_rate", "noise_offset", "min_snr_gamma", *non_negative))
         check_diffusion_training(self)
