@@ -151,6 +151,9 @@ class ScheduleShape:
     num_cycles: int = 1
     power: float = 1.0
     end_factor: float = 0.0
+    # the plain cosine's cycles (transformers' get_cosine_schedule_with_warmup num_cycles, kohya's
+    # --lr_scheduler_args "num_cycles=..."): 0.5 is half a wave, from the full rate down to 0 at the last step
+    cosine_cycles: float = 0.5
 
 
 # diffusers' get_polynomial_decay_schedule_with_warmup (what kohya's "polynomial" calls) decays to lr_end = 1e-7.
@@ -168,20 +171,25 @@ def resolve_warmup_steps(warmup_steps: int | float, total_steps: int) -> int:
 
 
 def warmup_schedule(optimizer: torch.optim.Optimizer, schedule: str, warmup_steps: int | float,
-                    total_steps: int, *, num_cycles: int = 1, power: float = 1.0) -> torch.optim.lr_scheduler.LambdaLR:
+                    total_steps: int, *, num_cycles: int = 1, power: float = 1.0,
+                    schedule_args: dict | None = None) -> torch.optim.lr_scheduler.LambdaLR:
     """The LambdaLR every mixkit trainer steps once per optimizer step: `warmup_then` for each step.
 
     `warmup_steps` is a count, or kohya's ratio of `total_steps` (`resolve_warmup_steps`). The polynomial's floor is
-    1e-7 in absolute terms, as diffusers' (so kohya's): a fraction of the optimizer's base rate, applied to every
-    parameter group alike, as diffusers does."""
+    1e-7 in absolute terms, as diffusers' (so kohya's), or `schedule_args["lr_end"]`: a fraction of the optimizer's
+    base rate, applied to every parameter group alike, as diffusers does. `schedule_args` are kohya's
+    --lr_scheduler_args (`check_schedule_args`)."""
     LR_SCHEDULES.get(schedule)  # an unknown name fails here, listing the known ones, not at the first step
+    schedule_args = schedule_args or {}
+    check_schedule_args(schedule, schedule_args)
     if isinstance(warmup_steps, float):
         resolved = resolve_warmup_steps(warmup_steps, total_steps)
         logger.info("warmup_steps=%r is a ratio of the run's %d steps (kohya's lr_warmup_steps): %d warm-up steps",
                     warmup_steps, total_steps, resolved)
         warmup_steps = resolved
-    shape = ScheduleShape(num_cycles, power, POLYNOMIAL_END_LR / optimizer.defaults["lr"]
-                          if schedule == "polynomial" else 0.0)
+    end_lr = schedule_args.get("lr_end", POLYNOMIAL_END_LR)
+    shape = ScheduleShape(num_cycles, power, end_lr / optimizer.defaults["lr"] if schedule == "polynomial" else 0.0,
+                          schedule_args.get("num_cycles", 0.5))
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: warmup_then(schedule, s, warmup_steps, total_steps, shape))
 
@@ -194,7 +202,10 @@ LR_SCHEDULES.register("constant", lambda progress, shape: 1.0)
 LR_SCHEDULES.register("constant_with_warmup", lambda progress, shape: 1.0)
 # LAVIS's `linear_warmup_cosine_lr` (BLIP-2's schedule) decays to its min_lr; 0 here, as in its stage-2 configs
 # where min_lr is 1e-5 against an init_lr of 1e-4 (close enough to 0 that the end matters little).
-LR_SCHEDULES.register("cosine", lambda progress, shape: 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress))))
+# With `cosine_cycles` (kohya's lr_scheduler_args num_cycles) it is transformers' cosine, term for term, so the rates
+# are its own to the last bit; 0 where the wave would go below it.
+LR_SCHEDULES.register("cosine", lambda progress, shape: max(
+    0.0, 0.5 * (1.0 + math.cos(math.pi * float(shape.cosine_cycles) * 2.0 * min(1.0, progress)))))
 # kohya's and diffusers' `linear`: straight down to 0 at the last step.
 LR_SCHEDULES.register("linear", lambda progress, shape: max(0.0, 1.0 - progress))
 
@@ -214,6 +225,32 @@ def polynomial_decay(progress: float, shape: ScheduleShape) -> float:
     floor `end_factor`, which it keeps after the last step; power 1 is linear."""
     remaining = max(0.0, 1.0 - progress)
     return (1.0 - shape.end_factor) * remaining ** shape.power + shape.end_factor
+
+
+# kohya's --lr_scheduler_args: keyword arguments its get_scheduler_fix passes on to transformers' schedule function,
+# by schedule; what each function takes beyond what mixkit sets itself (warm-up, steps, and num_cycles / power from
+# lr_schedule_num_cycles / lr_schedule_power, which kohya passes explicitly, so its --lr_scheduler_args cannot).
+SCHEDULE_ARGS = {"cosine": {"num_cycles": "the cosine's waves over the run (0.5: down to 0 once; 1: down and back up)"},
+                 "polynomial": {"lr_end": "the rate it decays to (1e-7 by default)"}}
+
+
+def check_schedule_args(schedule: str, schedule_args) -> None:
+    """Refuse `schedule_args` (kohya's --lr_scheduler_args as a mapping) the schedule does not take, naming the ones
+    it does, and values that are not positive numbers; `last_epoch` is refused as resume_from's business."""
+    if not isinstance(schedule_args, dict) or not all(isinstance(key, str) for key in schedule_args):
+        raise TypeError(f"lr_schedule_args must map setting names to values (kohya's list [\"num_cycles=1\"] is "
+                        f"translated to one), got {schedule_args!r}")
+    if "last_epoch" in schedule_args:
+        raise ValueError("lr_schedule_args last_epoch: the schedule's position comes from resume_from (a checkpoint "
+                         "restores it); remove last_epoch")
+    accepted = SCHEDULE_ARGS.get(schedule, {})
+    for key, value in schedule_args.items():
+        if key not in accepted:
+            takes = "; ".join(f"{name}: {why}" for name, why in accepted.items()) or "none"
+            raise ValueError(f"lr_schedule_args {key!r} is not a setting of lr_schedule={schedule!r} (it takes: "
+                             f"{takes}). lr_schedule_num_cycles and lr_schedule_power are settings of their own.")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise ValueError(f"lr_schedule_args {key}={value!r} must be a positive number")
 
 
 def warmup_then(schedule: str, step: int, warmup_steps: int, total_steps: int,

@@ -39,7 +39,7 @@ from mixkit.training.modelspec import ModelSpecTexts, lora_modelspec
 from mixkit.training.network_weights import load_network_weights
 from mixkit.training.optimizers import optimizer_description
 from mixkit.training.run_schedule import epoch_of_save
-from mixkit.training.sd_lora_config import SDLoraTrainingConfig
+from mixkit.training.sd_lora_config import LORAPLUS_RATIOS, SDLoraTrainingConfig
 from mixkit.training.training_result import TrainingResult
 from mixkit.training.training_state import architecture_fingerprint
 from mixkit.training.validation_loss import held_out_records
@@ -153,7 +153,8 @@ def _settings(config: SDLoraTrainingConfig) -> dict:
     keys = ("learning_rate", "text_encoder_learning_rate", "max_steps", "batch_size", "gradient_accumulation_steps",
             "resolution", "seed", "noise_offset", "min_snr_gamma", "mixed_precision", "gradient_checkpointing", "bucketing",
             "prior_loss_weight", "prior_target", "lr_schedule", "warmup_steps", "cache_latents", "use_ema",
-            "min_timestep", "max_timestep", "timestep_sampling", "loraplus_lr_ratio", "masked_loss",
+            "min_timestep", "max_timestep", "timestep_sampling", "loraplus_lr_ratio", "loraplus_unet_lr_ratio",
+            "loraplus_text_encoder_lr_ratio", "masked_loss",
             "shuffle_caption", "keep_tokens", "caption_tag_dropout_rate", "caption_dropout_rate", "loss_type",
             "ip_noise_gamma", "max_grad_norm", "flip_aug", "multires_noise_iterations", "multires_noise_discount",
             "debiased_estimation_loss", "max_train_epochs", "network_dropout", "scale_weight_norms",
@@ -238,9 +239,10 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                                        encoding=config.caption_encoding())
         te_lr = (config.text_encoder_learning_rate if config.text_encoder_learning_rate is not None
                  else config.learning_rate)
+        unet_ratio, text_encoder_ratio = config.loraplus_ratios()
         optimizer, lr_schedule = optimizer_with_schedule(
             config, network.parameter_groups(config.learning_rate, te_lr, config.word_vectors_learning_rate,
-                                             up_lr_ratio=config.loraplus_lr_ratio))
+                                             unet_up_lr_ratio=unet_ratio, text_encoder_up_lr_ratio=text_encoder_ratio))
         optimizer_name = optimizer_description(optimizer)
         trained = list(network.parameters())
         ema = EmaWeights(trained, config.ema_decay) if config.use_ema else None
@@ -293,7 +295,9 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                       "output_name": setup.run_name,
                       "v_parameterization": model.prediction_type == "v_prediction"},
             started_at=setup.started, base_model_name=getattr(model, "name", str(config.model)),
-            extra_network_args={k: getattr(config, k) for k in ("rank_dropout", "module_dropout") if getattr(config, k)})
+            # kohya's ss_network_args holds its --network_args entries, LoRA+ ratios included
+            extra_network_args={k: getattr(config, k) for k in ("rank_dropout", "module_dropout", *LORAPLUS_RATIOS)
+                                if getattr(config, k)})
         metadata.update(base_model_file)
         if members is not None:  # kohya writes ss_datasets for a run from a dataset config, not the run-wide keys
             metadata = {k: v for k, v in metadata.items() if k not in RUN_WIDE_DATASET_KEYS}

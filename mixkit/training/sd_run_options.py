@@ -53,6 +53,10 @@ class SDRunOptions(SDObjectiveOptions):
     lr_schedule: str = "constant"
     lr_schedule_num_cycles: int = 1
     lr_schedule_power: float = 1.0
+    # Keyword settings of the schedule (kohya's --lr_scheduler_args, whose list ["num_cycles=1"] a kohya config
+    # translates to this): the plain cosine's "num_cycles" (0.5: down to 0 once) and the polynomial's "lr_end"
+    # (`optimizers.SCHEDULE_ARGS`).
+    lr_schedule_args: dict = field(default_factory=dict)
     # Prompts of the sample images, one per image, in kohya's sample-prompt syntax: "a dog --n blurry --w 512 --h 768
     # --s 28 --l 7.5 --d 42" (negative prompt, size, steps, guidance scale, seed; `sample_prompts.parse_sample_prompt`).
     validation_prompts: list[str] = field(default_factory=list)
@@ -111,16 +115,19 @@ class SDRunOptions(SDObjectiveOptions):
 
     def check_run_options(self) -> None:
         """Raise ValueError/TypeError naming the first run option out of range."""
-        from mixkit.training.optimizers import LR_SCHEDULES, OPTIMIZERS, POLYNOMIAL_END_LR, check_optimizer_args
+        from mixkit.training.optimizers import (LR_SCHEDULES, OPTIMIZERS, POLYNOMIAL_END_LR, check_optimizer_args,
+                                                check_schedule_args)
 
         OPTIMIZERS.get(self.optimizer)
         check_optimizer_args(self.optimizer, self.optimizer_args, self.learning_rate)
         LR_SCHEDULES.get(self.lr_schedule)
         check_int_in(self, "lr_schedule_num_cycles", 1, 1_000_000, "(the cosine_with_restarts decays; 1: plain cosine)")
         check_number_in(self, "lr_schedule_power", "(0, inf)", "(the polynomial's exponent; 1: linear)")
-        if self.lr_schedule == "polynomial" and not self.learning_rate > POLYNOMIAL_END_LR:
-            raise ValueError(f"lr_schedule='polynomial' decays to {POLYNOMIAL_END_LR} (as kohya's), so learning_rate "
-                             f"must be above it, got {self.learning_rate!r}")
+        check_schedule_args(self.lr_schedule, self.lr_schedule_args)
+        end_lr = self.lr_schedule_args.get("lr_end", POLYNOMIAL_END_LR)
+        if self.lr_schedule == "polynomial" and not self.learning_rate > end_lr:
+            raise ValueError(f"lr_schedule='polynomial' decays to {end_lr} (as kohya's; lr_schedule_args lr_end), so "
+                             f"learning_rate must be above it, got {self.learning_rate!r}")
         if self.log_with is not None:
             LOG_TARGETS.get(self.log_with)
         check_bools(self, ("cache_latents", "cache_latents_to_disk"))
