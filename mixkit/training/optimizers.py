@@ -86,8 +86,20 @@ def make_adafactor(parameter_groups: list, learning_rate: float, **options) -> t
 
     # At the given rate (kohya's recommended "scale_parameter=False relative_step=False warmup_init=False"),
     # not Adafactor's own time-dependent rate, so lr_schedule and warm-up mean what they mean elsewhere.
-    return Adafactor(parameter_groups, **{"lr": learning_rate, "scale_parameter": False, "relative_step": False,
-                                          "warmup_init": False, "weight_decay": 0.0, **options})
+    settings = {"lr": learning_rate, "scale_parameter": False, "relative_step": False, "warmup_init": False,
+                "weight_decay": 0.0, **options}
+    if relative_step_adafactor(settings):
+        # Adafactor's own step size (min(1e-2, 1/sqrt(step)), or 1e-6 * step with warmup_init) replaces the rate, as in
+        # kohya, which drops the rates (unet_lr and text_encoder_lr too) and runs lr_scheduler "adafactor".
+        settings.update(lr=None, relative_step=True)
+        parameter_groups = [{key: value for key, value in group.items() if key != "lr"} for group in parameter_groups]
+    return Adafactor(parameter_groups, **settings)
+
+
+def relative_step_adafactor(options: dict) -> bool:
+    """Whether Adafactor settings make it pick its own step size: relative_step, or warmup_init, which kohya turns
+    relative_step on for ("set relative_step to True because warmup_init is True")."""
+    return bool(options.get("relative_step") or options.get("warmup_init"))
 
 
 def make_optimizer(name: str, parameter_groups: list, learning_rate: float,
@@ -182,6 +194,8 @@ def warmup_schedule(optimizer: torch.optim.Optimizer, schedule: str, warmup_step
     LR_SCHEDULES.get(schedule)  # an unknown name fails here, listing the known ones, not at the first step
     schedule_args = schedule_args or {}
     check_schedule_args(schedule, schedule_args)
+    if schedule == "adafactor":
+        return adafactor_schedule(optimizer, warmup_steps)
     if isinstance(warmup_steps, float):
         resolved = resolve_warmup_steps(warmup_steps, total_steps)
         logger.info("warmup_steps=%r is a ratio of the run's %d steps (kohya's lr_warmup_steps): %d warm-up steps",
@@ -208,6 +222,28 @@ LR_SCHEDULES.register("cosine", lambda progress, shape: max(
     0.0, 0.5 * (1.0 + math.cos(math.pi * float(shape.cosine_cycles) * 2.0 * min(1.0, progress)))))
 # kohya's and diffusers' `linear`: straight down to 0 at the last step.
 LR_SCHEDULES.register("linear", lambda progress, shape: max(0.0, 1.0 - progress))
+
+
+# kohya's "adafactor": Adafactor with relative_step chooses each step's size itself; the schedule only reports it
+# (transformers' AdafactorSchedule, which kohya's get_scheduler_fix returns). See `adafactor_schedule`.
+LR_SCHEDULES.register("adafactor", lambda progress, shape: 1.0)
+
+
+def adafactor_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int | float):
+    """transformers' AdafactorSchedule over an Adafactor that picks its own step size, as kohya's lr_scheduler
+    "adafactor"; its get_last_lr() is Adafactor's step size of each group. Refused, as kohya refuses it, with a
+    warm-up or any other optimizer."""
+    from transformers.optimization import Adafactor, AdafactorSchedule
+
+    if not isinstance(optimizer, Adafactor) or not optimizer.defaults.get("relative_step"):
+        raise ValueError("lr_schedule='adafactor' reports the step size Adafactor picks itself: it needs "
+                         "optimizer='adafactor' with optimizer_args relative_step=True (kohya: adafactor scheduler must "
+                         "be used with Adafactor optimizer)")
+    if warmup_steps:
+        raise ValueError(f"lr_schedule='adafactor' takes no warm-up (kohya: adafactor does not require "
+                         f"`num_warmup_steps`), got warmup_steps={warmup_steps!r}; set it to 0, or warmup_init=True in "
+                         "optimizer_args for Adafactor's own warm-up")
+    return AdafactorSchedule(optimizer)
 
 
 @LR_SCHEDULES.register("cosine_with_restarts")

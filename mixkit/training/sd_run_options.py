@@ -124,6 +124,7 @@ class SDRunOptions(SDObjectiveOptions):
         check_int_in(self, "lr_schedule_num_cycles", 1, 1_000_000, "(the cosine_with_restarts decays; 1: plain cosine)")
         check_number_in(self, "lr_schedule_power", "(0, inf)", "(the polynomial's exponent; 1: linear)")
         check_schedule_args(self.lr_schedule, self.lr_schedule_args)
+        self.check_adafactor_schedule()
         end_lr = self.lr_schedule_args.get("lr_end", POLYNOMIAL_END_LR)
         if self.lr_schedule == "polynomial" and not self.learning_rate > end_lr:
             raise ValueError(f"lr_schedule='polynomial' decays to {end_lr} (as kohya's; lr_schedule_args lr_end), so "
@@ -171,6 +172,24 @@ class SDRunOptions(SDObjectiveOptions):
             if getattr(self, name) != off and not self.sample_prompt_list():
                 raise ValueError(f"{name}={getattr(self, name)} needs at least one entry in validation_prompts or a "
                                  f"sample_prompts file (or set {name}={off} to turn these images off)")
+
+    def check_adafactor_schedule(self) -> None:
+        """kohya's Adafactor with relative_step (its default there) picks its own step size and runs lr_scheduler
+        "adafactor", which only reports it; the two go together, and that schedule has no warm-up."""
+        from mixkit.training.optimizers import relative_step_adafactor
+
+        relative = self.optimizer == "adafactor" and relative_step_adafactor(self.optimizer_args)
+        if self.lr_schedule == "adafactor" and not relative:
+            raise ValueError("lr_schedule='adafactor' reports the step size Adafactor picks itself: set optimizer: "
+                             "adafactor with optimizer_args {\"relative_step\": true} (kohya's --optimizer_args "
+                             "\"relative_step=True\"), or choose another lr_schedule")
+        if relative and self.lr_schedule != "adafactor":
+            raise ValueError(f"optimizer_args relative_step / warmup_init make Adafactor pick its own step size, so "
+                             f"lr_schedule={self.lr_schedule!r} would not act; set lr_schedule: adafactor (kohya "
+                             "switches to it by itself), or relative_step=False to train at learning_rate")
+        if self.lr_schedule == "adafactor" and self.warmup_steps:
+            raise ValueError(f"lr_schedule='adafactor' takes no warm-up (kohya refuses one too), got warmup_steps="
+                             f"{self.warmup_steps!r}; set warmup_steps: 0 (warmup_init=True is Adafactor's own)")
 
     def sample_prompt_list(self) -> list:
         """The run's sample prompts, parsed (`SamplePrompt`s): `validation_prompts`, then the `sample_prompts` file's."""
