@@ -208,3 +208,21 @@ def test_a_dataset_config_saved_with_a_byte_order_mark_reads_as_without(tmp_path
     path.write_bytes(b"\xef\xbb\xbf" + text.encode())
     (dataset,) = read_dataset_config(path, _run(path))
     assert (dataset.resolution, dataset.subsets[0].num_repeats) == ((64, 64), 3)
+
+
+def test_a_dataset_of_width_by_height_and_one_of_the_runs_width_height(tmp_path):
+    """kohya's dataset resolution [width, height] (or the run's "512,768" when the dataset gives none): its images are
+    cropped to width x height, and ss_datasets records the pair as kohya's (dataset.width, dataset.height)."""
+    a = write_images(tmp_path / "a", ["r", "g"], size=64)
+    b = write_images(tmp_path / "b", ["y"], size=64)
+    path = write_dataset_config(tmp_path / "ds.toml", [
+        {"resolution": [48, 32], "subsets": [{"image_dir": a}]},
+        {"subsets": [{"image_dir": b}]}])
+    config = _run(path, resolution=[32, 40])
+    first, second = read_dataset_config(path, config)
+    assert (first.resolution, second.resolution) == ((48, 32), (32, 40))
+    _, members = scan_dataset_config(config)
+    group = dataset_group(members, str(path), loss_masks=False)
+    shapes = {tuple(group.load_batch(batch)["pixels"].shape[-2:]) for batch in group.epoch_batches(0, 1, seed=0)}
+    assert shapes == {(32, 48), (40, 32)}  # (height, width) of each dataset's pixels
+    assert [d["resolution"] for d in datasets_metadata(members, group)] == [[48, 32], [32, 40]]
