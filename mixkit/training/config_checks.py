@@ -82,7 +82,7 @@ def check_diffusion_training(config) -> None:
 
 def check_warmup_steps(config) -> None:
     """`warmup_steps` of an SD trainer: a whole number of steps >= 0, or a ratio of the run's steps in [0, 1), which is
-    how kohya reads a float `lr_warmup_steps` (`optimizers.resolve_warmup_steps`). Any other float is refused: kohya
+    how kohya reads a float `lr_warmup_steps` (`lr_schedules.resolve_warmup_steps`). Any other float is refused: kohya
     would take 10.0 in its TOML as ten times the run, and 2.5 steps means nothing."""
     value = config.warmup_steps
     is_count = isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -20,7 +20,8 @@ import torch
 from mixkit.data import BucketedImageDataset
 from mixkit.training.accelerator_setup import make_accelerator, resolve_mixed_precision
 from mixkit.training.denoising_loop import check_stop_at_step, run_denoising_loop
-from mixkit.training.optimizers import make_optimizer, warmup_schedule
+from mixkit.training.lr_schedules import warmup_schedule
+from mixkit.training.optimizers import make_optimizer
 from mixkit.training.run_reporting import StepReporter
 from mixkit.training.run_schedule import intermediate_saves, resolve_epochs, validation_points
 from mixkit.training.training_result import TrainingResult

@@ -55,7 +55,7 @@ class SDRunOptions(SDObjectiveOptions):
     lr_schedule_power: float = 1.0
     # Keyword settings of the schedule (kohya's --lr_scheduler_args, whose list ["num_cycles=1"] a kohya config
     # translates to this): the plain cosine's "num_cycles" (0.5: down to 0 once) and the polynomial's "lr_end"
-    # (`optimizers.SCHEDULE_ARGS`).
+    # (`lr_schedules.SCHEDULE_ARGS`).
     lr_schedule_args: dict = field(default_factory=dict)
     # Prompts of the sample images, one per image, in kohya's sample-prompt syntax: "a dog --n blurry --w 512 --h 768
     # --s 28 --l 7.5 --d 42" (negative prompt, size, steps, guidance scale, seed; `sample_prompts.parse_sample_prompt`).
@@ -115,8 +115,8 @@ class SDRunOptions(SDObjectiveOptions):
 
     def check_run_options(self) -> None:
         """Raise ValueError/TypeError naming the first run option out of range."""
-        from mixkit.training.optimizers import (LR_SCHEDULES, OPTIMIZERS, POLYNOMIAL_END_LR, check_optimizer_args,
-                                                check_schedule_args)
+        from mixkit.training.lr_schedules import LR_SCHEDULES, POLYNOMIAL_END_LR, check_schedule_args
+        from mixkit.training.optimizers import OPTIMIZERS, check_optimizer_args
 
         OPTIMIZERS.get(self.optimizer)
         check_optimizer_args(self.optimizer, self.optimizer_args, self.learning_rate)

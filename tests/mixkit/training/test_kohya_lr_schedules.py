@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mixkit.data.caption_augmentation import CaptionAugmentation, augment_caption
-from mixkit.training.optimizers import warmup_schedule
+from mixkit.training.lr_schedules import warmup_schedule
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 
 

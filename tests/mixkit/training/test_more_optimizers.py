@@ -128,7 +128,7 @@ def test_relative_step_adafactor_with_the_adafactor_schedule_is_kohyas_step_for_
     # get_scheduler_fix returns transformers' AdafactorSchedule: the oracle, built here as kohya builds it.
     from transformers.optimization import Adafactor, AdafactorSchedule
 
-    from mixkit.training.optimizers import warmup_schedule
+    from mixkit.training.lr_schedules import warmup_schedule
 
     torch.manual_seed(0)
     start = [torch.randn(4, 3), torch.randn(5)]
@@ -156,7 +156,7 @@ def test_relative_step_adafactor_with_the_adafactor_schedule_is_kohyas_step_for_
 
 
 def test_the_adafactor_schedule_goes_with_relative_step_adafactor_only(tmp_path):
-    from mixkit.training.optimizers import warmup_schedule
+    from mixkit.training.lr_schedules import warmup_schedule
     from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 
     base = dict(model="m", dataset="d", output=str(tmp_path / "o.safetensors"))
