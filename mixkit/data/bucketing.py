@@ -1,8 +1,9 @@
 """Aspect-ratio bucketing (NovelAI's method) with kohya's BucketManager rules.
 
-Instead of center-cropping every image to the training resolution, images are grouped into "buckets" of similar
-aspect ratio whose pixel area stays at most the resolution's (side² or kohya's width x height); every batch is drawn from one bucket, so
-tensors stack without padding and tall or wide pictures keep their composition.
+Instead of center-cropping every image to the training resolution, images are grouped into "buckets" of
+similar aspect ratio whose pixel area stays at most the resolution's (side², or kohya's width x height);
+every batch is drawn from one bucket, so tensors stack without padding and tall or wide pictures keep
+their composition.
 
 The bucket table, the choice of an image's bucket and the size an image is resized to before its
 center crop follow kohya-ss/sd-scripts (`make_bucket_resolutions`, `BucketManager.select_bucket`),

@@ -75,14 +75,14 @@ def warmup_schedule(optimizer: torch.optim.Optimizer, schedule: str, warmup_step
 
 # Learning-rate factor per optimizer step after warm-up, as f(progress in [0, 1], shape).
 LR_SCHEDULES: Registry[Callable[[float, ScheduleShape], float]] = Registry("learning-rate schedule")
-# mixkit's "constant" keeps the warm-up (kohya's "constant" ignores lr_warmup_steps; its "constant_with_warmup"
+# mixkit's "constant" keeps the warm-up (kohya's "constant" refuses an lr_warmup_steps; its "constant_with_warmup"
 # is this one).
 LR_SCHEDULES.register("constant", lambda progress, shape: 1.0)
 LR_SCHEDULES.register("constant_with_warmup", lambda progress, shape: 1.0)
 # LAVIS's `linear_warmup_cosine_lr` (BLIP-2's schedule) decays to its min_lr; 0 here, as in its stage-2 configs
 # where min_lr is 1e-5 against an init_lr of 1e-4 (close enough to 0 that the end matters little).
-# With `cosine_cycles` (kohya's lr_scheduler_args num_cycles) it is transformers' cosine, term for term, so the rates
-# are its own to the last bit; 0 where the wave would go below it.
+# With `cosine_cycles` (kohya's lr_scheduler_args num_cycles) it is transformers' cosine, term for term; 0 where the
+# wave would go below it.
 LR_SCHEDULES.register("cosine", lambda progress, shape: max(
     0.0, 0.5 * (1.0 + math.cos(math.pi * float(shape.cosine_cycles) * 2.0 * min(1.0, progress)))))
 # kohya's and diffusers' `linear`: straight down to 0 at the last step.
@@ -102,8 +102,8 @@ def adafactor_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int | flo
 
     if not isinstance(optimizer, Adafactor) or not optimizer.defaults.get("relative_step"):
         raise ValueError("lr_schedule='adafactor' reports the step size Adafactor picks itself: it needs "
-                         "optimizer='adafactor' with optimizer_args relative_step=True (kohya: adafactor scheduler must "
-                         "be used with Adafactor optimizer)")
+                         "optimizer='adafactor' with optimizer_args relative_step=True (kohya: adafactor scheduler "
+                         "must be used with Adafactor optimizer)")
     if warmup_steps:
         raise ValueError(f"lr_schedule='adafactor' takes no warm-up (kohya: adafactor does not require "
                          f"`num_warmup_steps`), got warmup_steps={warmup_steps!r}; set it to 0, or warmup_init=True in "

@@ -80,9 +80,11 @@ def test_a_command_line_network_args_replaces_the_files_list_as_in_kohya(tmp_pat
     from_file = _printed_config(capsys, ["train", "sd-lora", "--config_file", str(toml), "--print-config"])
     assert (from_file["network"], from_file["conv_rank"], from_file["loraplus_lr_ratio"]) == ("locon", 2, 16)
     replaced = _printed_config(capsys, ["train", "sd-lora", "--config_file", str(toml), "--print-config",
-                                        "--network_args", "loraplus_unet_lr_ratio=8", "loraplus_text_encoder_lr_ratio=2"])
-    assert (replaced["network"], replaced["conv_rank"], replaced["loraplus_lr_ratio"], replaced["loraplus_unet_lr_ratio"],
-            replaced["loraplus_text_encoder_lr_ratio"]) == ("lora", 4, None, 8, 2)  # conv_rank: the default again
+                                        "--network_args", "loraplus_unet_lr_ratio=8",
+                                        "loraplus_text_encoder_lr_ratio=2"])
+    assert (replaced["network"], replaced["conv_rank"], replaced["loraplus_lr_ratio"],
+            replaced["loraplus_unet_lr_ratio"], replaced["loraplus_text_encoder_lr_ratio"]) == ("lora", 4, None, 8, 2)
+    # (conv_rank 4 is the default again: the file's conv_dim=2 went with its list)
     # --set network_args=... is the command line too
     with_set = _printed_config(capsys, ["train", "sd-lora", "--config", str(toml), "--print-config",
                                         "--set", 'network_args=["rank_dropout=0.1"]'])

@@ -135,8 +135,8 @@ def test_relative_step_adafactor_with_the_adafactor_schedule_is_kohyas_step_for_
     ours_params = [torch.nn.Parameter(t.clone()) for t in start]
     theirs_params = [torch.nn.Parameter(t.clone()) for t in start]
     options = {"relative_step": True, "scale_parameter": True, "warmup_init": True}
-    ours = make_optimizer("adafactor", [{"params": ours_params[:1], "lr": 1e-4}, {"params": ours_params[1:], "lr": 5e-5}],
-                          1e-4, options)
+    groups = [{"params": ours_params[:1], "lr": 1e-4}, {"params": ours_params[1:], "lr": 5e-5}]
+    ours = make_optimizer("adafactor", groups, 1e-4, options)
     ours_schedule = warmup_schedule(ours, "adafactor", 0, 10)
     theirs = Adafactor([{"params": theirs_params[:1]}, {"params": theirs_params[1:]}], lr=None, weight_decay=0.0,
                        **options)
