@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from mixkit.training.optimizers import LR_SCHEDULES
+from mixkit.training.lr_schedules import LR_SCHEDULES
 from mixkit.training.sd_objective_options import TIMESTEP_SAMPLINGS
 
 COLOUR_CONCEPTS = ("orange", "grey")

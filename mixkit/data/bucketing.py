@@ -1,8 +1,9 @@
 """Aspect-ratio bucketing (NovelAI's method) with kohya's BucketManager rules.
 
-Instead of center-cropping every image to a square, images are grouped into "buckets" of similar
-aspect ratio whose pixel area stays at most resolution²; every batch is drawn from one bucket, so
-tensors stack without padding and tall or wide pictures keep their composition.
+Instead of center-cropping every image to the training resolution, images are grouped into "buckets" of
+similar aspect ratio whose pixel area stays at most the resolution's (side², or kohya's width x height);
+every batch is drawn from one bucket, so tensors stack without padding and tall or wide pictures keep
+their composition.
 
 The bucket table, the choice of an image's bucket and the size an image is resized to before its
 center crop follow kohya-ss/sd-scripts (`make_bucket_resolutions`, `BucketManager.select_bucket`),
@@ -26,40 +27,71 @@ class Bucket:
         return self.width / self.height
 
 
-def check_bucket_inputs(resolution: int, step: int, min_side: int, max_side: int) -> None:
-    """Refuse bucket settings kohya refuses, naming the setting and the way out (they used to be clamped silently)."""
-    for name, value in (("resolution", resolution), ("bucket_step", step), ("min_bucket_reso", min_side),
-                        ("max_bucket_reso", max_side)):
+def resolution_size(resolution) -> tuple[int, int]:
+    """(width, height) of a training resolution: one side (a square, `512`) or kohya's width,height (`[512, 768]`,
+    its "512,768"). Trusts a value `check_resolution` accepted."""
+    if isinstance(resolution, (list, tuple)):
+        return int(resolution[0]), int(resolution[1])
+    return resolution, resolution
+
+
+def check_resolution(resolution, name: str = "resolution") -> tuple[int, int]:
+    """`resolution_size` of a value a user gave, refusing anything but a positive side or two, each divisible by 8."""
+    is_side = isinstance(resolution, int) and not isinstance(resolution, bool)
+    pair = isinstance(resolution, (list, tuple)) and len(resolution) == 2
+    if not is_side and not (pair and all(isinstance(side, int) and not isinstance(side, bool) for side in resolution)):
+        raise ValueError(f"{name} must be one side (512) or [width, height] (kohya's \"512,768\"), got {resolution!r}")
+    for side in resolution_size(resolution):
+        if side <= 0 or side % 8:
+            raise ValueError(f"{name} {resolution!r}: each side must be positive and divisible by 8 (the VAE "
+                             f"downsamples by 8); try {max(8, side // 8 * 8)} for {side}")
+    return resolution_size(resolution)
+
+
+def square_side(width: int, height: int, step: int) -> int:
+    """The side of kohya's square bucket: the square root of the resolution's area, rounded down to the step (the
+    resolution itself for a square one)."""
+    return math.isqrt(width * height) // step * step
+
+
+def check_bucket_inputs(resolution, step: int, min_side: int, max_side: int) -> None:
+    """Refuse bucket settings kohya refuses, naming the setting and the way out (they used to be clamped silently).
+    `resolution` is one side or (width, height)."""
+    width, height = check_resolution(resolution)
+    for name, value in (("bucket_step", step), ("min_bucket_reso", min_side), ("max_bucket_reso", max_side)):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if resolution % 8:
-        raise ValueError(f"resolution must be divisible by 8 (the VAE downsamples by 8), got {resolution}; try {resolution // 8 * 8 or 8}")
     if step % 8:
         raise ValueError(f"bucket_step must be divisible by 8, got {step}")
+    shown = str(width) if width == height else f"{width}x{height}"
     # kohya's DreamBoothDataset asserts min(resolution) >= min_bucket_reso and max(resolution) <= max_bucket_reso.
-    if min_side > resolution:
-        raise ValueError(f"min_bucket_reso={min_side} is above resolution={resolution}; kohya refuses this too (a "
-                         "bucket holds at most resolution² pixels, so none could have both sides >= min_bucket_reso). "
-                         f"Lower min_bucket_reso to {resolution} or less, or raise resolution.")
-    if max_side < resolution:
-        raise ValueError(f"max_bucket_reso={max_side} is below resolution={resolution}; kohya refuses this too (the "
-                         f"square bucket, {resolution}x{resolution}, would not fit). Raise max_bucket_reso to "
-                         f"{resolution} or more, or lower resolution.")
-    if step > resolution:
-        # kohya's square bucket would be 0x0 (resolution rounded down to the step) and fail at its first division.
-        raise ValueError(f"bucket_step={step} is above resolution={resolution}: no bucket side on that step fits in "
-                         f"{resolution}x{resolution}. Lower bucket_step to {resolution} or less (a multiple of 8), or "
-                         "raise resolution.")
+    if min_side > min(width, height):
+        raise ValueError(f"min_bucket_reso={min_side} is above resolution={shown}; kohya refuses this too (it requires "
+                         "min_bucket_reso <= each side of the resolution: a bucket holds at most the resolution's "
+                         f"area). Lower min_bucket_reso to {min(width, height)} or less, or raise resolution.")
+    if max_side < max(width, height):
+        raise ValueError(f"max_bucket_reso={max_side} is below resolution={shown}; kohya refuses this too (the "
+                         f"resolution's own {width}x{height} would not fit). Raise max_bucket_reso to "
+                         f"{max(width, height)} or more, or lower resolution.")
+    side = math.isqrt(width * height)
+    if square_side(width, height, step) == 0:
+        # kohya's square bucket would be 0x0 (the side of the resolution's area rounded down to the step) and fail at
+        # its first division.
+        raise ValueError(f"bucket_step={step} is above resolution={shown}: no bucket side on that step fits in a "
+                         f"square of its area ({side}x{side}). Lower bucket_step to {side // 8 * 8} or less (a "
+                         "multiple of 8), or raise resolution.")
 
 
-def make_buckets(resolution: int, *, step: int = 64, min_side: int = 256, max_side: int = 1024) -> list[Bucket]:
-    """kohya's `make_bucket_resolutions`: the square of the resolution rounded down to the step, and for every width
-    on the step from `min_side` up to `max_side` the tallest step height with area <= resolution² (capped at
-    `max_side`, kept when >= `min_side`), both ways round; sorted by (width, height) as kohya sorts them, which
-    is the order `assign_bucket` breaks ties in."""
+def make_buckets(resolution, *, step: int = 64, min_side: int = 256, max_side: int = 1024) -> list[Bucket]:
+    """kohya's `make_bucket_resolutions`: for a resolution of area A (one side s: s², or width x height), the square
+    of side sqrt(A) rounded down to the step, and for every width on the step from `min_side` up to `max_side` the
+    tallest step height with area <= A (capped at `max_side`, kept when >= `min_side`), both ways round; sorted by
+    (width, height) as kohya sorts them, which is the order `assign_bucket` breaks ties in. A 512x768 resolution thus
+    buckets like a square one of the same area (about 627²), portrait and landscape alike, as kohya's does."""
     check_bucket_inputs(resolution, step, min_side, max_side)
-    max_area = resolution * resolution
-    square = resolution // step * step
+    width, height = resolution_size(resolution)
+    max_area = width * height
+    square = square_side(width, height, step)
     buckets = {Bucket(square, square)}
     # kohya starts at min_bucket_reso itself; rounded up to the step here so every side stays on the step (kohya's
     # newer trainers round min_bucket_reso to the step too).
@@ -115,16 +147,17 @@ def _round_to_step(value: float, step: int) -> int:
     return rounded - rounded % step
 
 
-def no_upscale_size(width: int, height: int, resolution: int, step: int) -> tuple[int, int]:
+def no_upscale_size(width: int, height: int, resolution, step: int) -> tuple[int, int]:
     """The size kohya's bucket_no_upscale resizes an image to (`select_bucket`'s no-upscale branch); the image's
     bucket is that size rounded down to the step, so at most step - 1 pixels a side are cropped.
 
-    An image of area up to resolution² keeps its size. A larger one is scaled to area resolution² at its aspect
+    `resolution` is one side or (width, height); its area A is the limit. An image of area up to A keeps its size. A
+    larger one is scaled to area A at its aspect
     ratio; one side is rounded to the step and the other follows the aspect ratio, choosing the side whose rounding
     changes the aspect ratio less (on a tie, the height). A 4000x3000 photo at 512 becomes 512x384 and is not
     cropped at all. A candidate whose other side rounds to 0 (kohya divides by it and fails) is never chosen."""
     _check_image_size(width, height)
-    max_area = resolution * resolution
+    max_area = math.prod(resolution_size(resolution))
     if width * height <= max_area:
         return width, height
     aspect = width / height
@@ -141,7 +174,7 @@ def no_upscale_size(width: int, height: int, resolution: int, step: int) -> tupl
     return int(by_height * aspect + 0.5), by_height
 
 
-def no_upscale_bucket(width: int, height: int, resolution: int, step: int) -> Bucket:
+def no_upscale_bucket(width: int, height: int, resolution, step: int) -> Bucket:
     """An image's own bucket (kohya's bucket_no_upscale): its `no_upscale_size` rounded down to multiples of `step`,
     so the image is only ever shrunk, and cropped by under a step.
 
@@ -150,8 +183,9 @@ def no_upscale_bucket(width: int, height: int, resolution: int, step: int) -> Bu
     step, as mixkit once did, enlarges the image, which bucket_no_upscale promises never to do.)"""
     resized = no_upscale_size(width, height, resolution, step)
     if min(resized) < step:
-        scale = min(1.0, math.sqrt(resolution * resolution / (width * height)))
+        fit_width, fit_height = resolution_size(resolution)
+        scale = min(1.0, math.sqrt(fit_width * fit_height / (width * height)))
         fitted = (int(width * scale), int(height * scale))
-        scaled = f", {fitted[0]}x{fitted[1]} once scaled down to fit {resolution}x{resolution}," if scale < 1 else ""
+        scaled = f", {fitted[0]}x{fitted[1]} once scaled down to fit {fit_width}x{fit_height}," if scale < 1 else ""
         raise NoBucketError(f"{width}x{height} pixels{scaled} has a side below the bucket step {step}", min(fitted))
     return Bucket(resized[0] - resized[0] % step, resized[1] - resized[1] % step)

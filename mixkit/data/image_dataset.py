@@ -10,17 +10,18 @@ import math
 import random
 from dataclasses import dataclass
 
-from mixkit.data.bucketing import (Bucket, NoBucketError, assign_bucket, check_bucket_inputs, cover_size,
-                                   make_buckets, no_upscale_bucket, no_upscale_size)
+from mixkit.data.bucketing import (Bucket, NoBucketError, assign_bucket, check_resolution, cover_size, make_buckets,
+                                   no_upscale_bucket, no_upscale_size)
 from mixkit.data.records import EmptyDatasetError, ImageRecord  # EmptyDatasetError: raised here, re-exported
 
 
 @dataclass(frozen=True)
 class BucketSettings:
-    """kohya's bucket knobs; `enabled=False` center-crops everything to resolution x resolution.
+    """kohya's bucket knobs; `enabled=False` center-crops everything to the resolution (width x height).
 
     `step`, `min_side` and `max_side` are kohya's bucket_reso_steps, min_bucket_reso and max_bucket_reso; as in
-    kohya, min_side <= resolution <= max_side is required, and refused otherwise rather than clamped."""
+    kohya, min_side <= each side of the resolution <= max_side is required, and refused otherwise rather than
+    clamped."""
 
     enabled: bool = False
     step: int = 64
@@ -43,7 +44,7 @@ def _resize_and_crop(image, bucket: Bucket, size: tuple[int, int], resample=None
     return image.crop((left, top, left + bucket.width, top + bucket.height)), (top, left)
 
 
-def _no_upscale_buckets(records: list[ImageRecord], resolution: int, step: int, source: str) -> list[Bucket]:
+def _no_upscale_buckets(records: list[ImageRecord], resolution, step: int, source: str) -> list[Bucket]:
     """Each record's own bucket (`no_upscale_bucket`); refuses, naming them, images with a side below the step."""
     buckets, too_small, smallest = [], [], step
     for record in records:
@@ -73,9 +74,12 @@ def _check_unchanged(record: ImageRecord, image) -> None:
 
 
 class BucketedImageDataset:
-    """Records with repeats expanded, each assigned to a bucket; yields batches from one bucket at a time."""
+    """Records with repeats expanded, each assigned to a bucket; yields batches from one bucket at a time.
 
-    def __init__(self, records: list[ImageRecord], resolution: int, buckets: BucketSettings = BucketSettings(),
+    `resolution` is one side (a square) or kohya's (width, height): without bucketing every image is resized to cover
+    it and centre-cropped to it, as kohya's single predefined bucket does; with bucketing it sets the buckets' area."""
+
+    def __init__(self, records: list[ImageRecord], resolution, buckets: BucketSettings = BucketSettings(),
                  *, source: str = "dataset", loss_masks: bool = False) -> None:
         if not records:
             raise EmptyDatasetError(
@@ -88,8 +92,7 @@ class BucketedImageDataset:
             # clamped to the resolution while ss_min_bucket_reso recorded the value as given).
             choices = make_buckets(resolution, step=buckets.step, min_side=buckets.min_side, max_side=buckets.max_side)
         else:
-            check_bucket_inputs(resolution, 8, resolution, resolution)
-            choices = [Bucket(resolution, resolution)]
+            choices = [Bucket(*check_resolution(resolution))]
         self.records = records
         self.resolution = resolution
         self.loss_masks = loss_masks

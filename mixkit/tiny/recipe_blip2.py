@@ -30,7 +30,7 @@ from mixkit.tiny.recipe_common import (
 from mixkit.tiny.world_tokenizer import build_world_tokenizer
 from mixkit.tiny.world_vqa import question_kind, scene_questions
 from mixkit.training.config_json import JsonConfig
-from mixkit.training.optimizers import LR_SCHEDULES
+from mixkit.training.lr_schedules import LR_SCHEDULES
 
 logger = logging.getLogger(__name__)
 VQA_TEMPLATE = "question: {} answer:"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from mixkit.training.config_checks import (check_caption_files, check_mixed_precision, check_non_negative_numbers,
                                            check_positive_ints)
 from mixkit.training.config_json import JsonConfig
-from mixkit.training.optimizers import LR_SCHEDULES
+from mixkit.training.lr_schedules import LR_SCHEDULES
 
 # BLIP-2's prompt for VQA fine-tuning and zero-shot VQA (OPT models); "" is its captioning prompt.
 BLIP2_VQA_PROMPT = "Question: {} Short answer:"

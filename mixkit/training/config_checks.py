@@ -67,9 +67,9 @@ def check_ema_decay(config) -> None:
 
 def check_diffusion_training(config) -> None:
     """The rules every SD trainer shares: resolution, learning rate, min-SNR, precision, schedule."""
-    if config.resolution % 8:
-        raise ValueError(f"resolution must be divisible by 8 (the VAE downsamples by 8), got {config.resolution}; "
-                         f"try {config.resolution // 8 * 8 or 8}")
+    from mixkit.data.bucketing import check_resolution
+
+    check_resolution(config.resolution)
     if config.learning_rate <= 0:
         raise ValueError(f"learning_rate must be > 0, got {config.learning_rate!r}")
     if config.min_snr_gamma is not None and config.min_snr_gamma <= 0:
@@ -82,7 +82,7 @@ def check_diffusion_training(config) -> None:
 
 def check_warmup_steps(config) -> None:
     """`warmup_steps` of an SD trainer: a whole number of steps >= 0, or a ratio of the run's steps in [0, 1), which is
-    how kohya reads a float `lr_warmup_steps` (`optimizers.resolve_warmup_steps`). Any other float is refused: kohya
+    how kohya reads a float `lr_warmup_steps` (`lr_schedules.resolve_warmup_steps`). Any other float is refused: kohya
     would take 10.0 in its TOML as ten times the run, and 2.5 steps means nothing."""
     value = config.warmup_steps
     is_count = isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -130,14 +130,22 @@ KOHYA_OPTIONS.register("output_dir", KohyaOption("output = <output_dir>/<output_
 
 
 def _resolution(value, settings: dict) -> dict:
-    sides = [int(side) for side in str(value).split(",")] if isinstance(value, str) else [value]
-    if len(set(sides)) != 1:
-        raise ValueError(f"resolution {value!r}: mixkit trains at a square resolution (one number, the side of its "
-                         "area with bucketing); give one number like 512")
-    return {"resolution": sides[0]}
+    """kohya's --resolution "512" or "512,768" (width,height; its prepare_dataset_args splits it so): one side for a
+    square, else [width, height]. Other values (numbers, lists) pass as they are, for the config's check."""
+    if not isinstance(value, str):
+        return {"resolution": value}
+    try:
+        sides = [int(side) for side in value.split(",")]
+    except ValueError:
+        sides = []
+    if len(sides) not in (1, 2):
+        raise ValueError(f"resolution {value!r}: kohya's form is \"<side>\" or \"<width>,<height>\", like \"512\" or "
+                         "\"512,768\"")
+    return {"resolution": sides[0] if len(set(sides)) == 1 else sides}
 
 
-KOHYA_OPTIONS.register("resolution", KohyaOption("resolution (\"512,512\" becomes 512)", _resolution, keeps_name=True))
+KOHYA_OPTIONS.register("resolution", KohyaOption("resolution (\"512,512\" becomes 512, \"512,768\" [512, 768]: width, "
+                                                 "height)", _resolution, keeps_name=True))
 
 
 def _optimizer_type(value, settings: dict) -> dict:
@@ -165,7 +173,12 @@ KOHYA_OPTIONS.register("network_module", KohyaOption("nothing (networks.lora is 
 # kohya's --network_args "key=value" entries mixkit knows, and the setting each becomes. kohya's networks/lora.py
 # reads LoRA+ from there too (its documented `--network_args "loraplus_lr_ratio=16"`).
 NETWORK_ARGS = {"conv_dim": "conv_rank", "conv_alpha": "conv_alpha", "rank_dropout": "rank_dropout",
-                "module_dropout": "module_dropout", "loraplus_lr_ratio": "loraplus_lr_ratio"}
+                "module_dropout": "module_dropout", "loraplus_lr_ratio": "loraplus_lr_ratio",
+                "loraplus_unet_lr_ratio": "loraplus_unet_lr_ratio",
+                "loraplus_text_encoder_lr_ratio": "loraplus_text_encoder_lr_ratio"}
+# kohya's list options (argparse nargs="*"): a command line's list replaces the --config_file's whole list, as
+# kohya's read_config_from_file parses the command line over the file's values; entries are never merged.
+LIST_OPTIONS = ("network_args", "optimizer_args", "lr_scheduler_args")
 
 
 def _network_args(value, settings: dict) -> dict:
@@ -184,7 +197,8 @@ def _network_args(value, settings: dict) -> dict:
 
 
 KOHYA_OPTIONS.register("network_args", KohyaOption("conv_rank / conv_alpha (network='locon'), rank_dropout, "
-                                                   "module_dropout, loraplus_lr_ratio", _network_args))
+                                                   "module_dropout, loraplus_lr_ratio, loraplus_unet_lr_ratio, "
+                                                   "loraplus_text_encoder_lr_ratio", _network_args))
 KOHYA_OPTIONS.register("network_train_unet_only", KohyaOption(
     "train_text_encoder = not network_train_unet_only", lambda value, settings: {"train_text_encoder": not value}))
 # kohya's train_network.py: train_unet = not network_train_text_encoder_only; the text encoder trains unless
@@ -197,31 +211,48 @@ KOHYA_OPTIONS.register("v_parameterization", KohyaOption(
     else {}))
 
 
-def _optimizer_args(value, settings: dict) -> dict:
-    """kohya's --optimizer_args ["weight_decay=0.1", "betas=0.9,0.99"]: each value read as kohya's get_optimizer
-    reads it (a Python literal: "0.9,0.99" is a tuple, "True" a bool), into mixkit's optimizer_args mapping; a
-    mapping (mixkit's own form) passes as it is, and an empty list is no setting (trainers without the option
-    accept it so)."""
+def _literal_entries(option: str, value, example: str) -> dict:
+    """kohya's key=value list options (--optimizer_args ["weight_decay=0.1", "betas=0.9,0.99"], --lr_scheduler_args):
+    each value read as kohya's get_optimizer / get_scheduler_fix read it (a Python literal: "0.9,0.99" is a tuple,
+    "True" a bool) into a mapping; a mapping (mixkit's own form) passes as it is."""
     import ast
 
     if isinstance(value, dict):
-        return {"optimizer_args": value}
+        return value
     out: dict = {}
-    for entry in [value] if isinstance(value, str) else list(value or []):
+    # "" is no entries: kohya skips an option of length 0 (kohya_ss GUI configs write lr_scheduler_args = "")
+    for entry in ([value] if value.strip() else []) if isinstance(value, str) else list(value or []):
         key, sep, text = str(entry).partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"optimizer_args entry {entry!r}: kohya's form is key=value, like weight_decay=0.1")
+            raise ValueError(f"{option} entry {entry!r}: kohya's form is key=value, like {example}")
         try:
             out[key.strip()] = ast.literal_eval(text.strip())
         except (ValueError, SyntaxError):
-            raise ValueError(f"optimizer_args entry {entry!r}: the value is not a number, True/False or a tuple "
+            raise ValueError(f"{option} entry {entry!r}: the value is not a number, True/False or a tuple "
                              "(kohya reads it as a Python literal)") from None
-    return {"optimizer_args": out} if out else {}
+    return out
+
+
+def _optimizer_args(value, settings: dict) -> dict:
+    """kohya's --optimizer_args into mixkit's optimizer_args mapping; an empty list is no setting (trainers without
+    the option accept it so)."""
+    out = _literal_entries("optimizer_args", value, "weight_decay=0.1")
+    return {"optimizer_args": out} if out or isinstance(value, dict) else {}
 
 
 # keeps_name: mixkit's own setting has kohya's name, and a kohya file's list form must still be translated.
 KOHYA_OPTIONS.register("optimizer_args", KohyaOption("optimizer_args (key=value entries become a mapping)",
                                                      _optimizer_args, keeps_name=True))
+
+
+def _lr_scheduler_args(value, settings: dict) -> dict:
+    """kohya's --lr_scheduler_args into lr_schedule_args; an empty list (kohya_ss GUI's "") is no setting."""
+    out = _literal_entries("lr_scheduler_args", value, "num_cycles=1")
+    return {"lr_schedule_args": out} if out or isinstance(value, dict) else {}
+
+
+KOHYA_OPTIONS.register("lr_scheduler_args", KohyaOption("lr_schedule_args (key=value entries become a mapping)",
+                                                        _lr_scheduler_args))
 
 
 def _only(option: str, allowed: str, advice: str) -> KohyaOption:
@@ -284,7 +315,6 @@ for _option, _neutral_values, _advice in (
     ("scale_v_pred_loss_like_noise_pred", (False,), "mixkit does not rescale the v-prediction loss"),
     ("save_state", (False,), "mixkit's resumable state is its checkpoint_dir (resume_from)"),
     ("dim_from_weights", (False,), "the rank comes from rank= (network_dim); network_weights must fit it"),
-    ("lr_scheduler_args", ([], ""), "mixkit's schedules take no extra arguments from a config"),
     ("vae", ("", None), "the model's own VAE is used in training"),
     ("output_config", (False,), "kohya then writes its arguments to --config_file and exits without training; "
                                 "mixkit's `train --print-config` prints the resolved config"),
@@ -368,6 +398,17 @@ def translate_kohya_options(settings: dict, own_names=frozenset()) -> dict:
             if (name, new) != (key, value):
                 logger.info("kohya option %s=%r -> %s=%r", key, value, name, new)
     return translated
+
+
+def without_replaced_lists(from_file: dict, from_command_line: dict, own_names=frozenset()) -> dict:
+    """The --config file's settings without the kohya list options (`LIST_OPTIONS`) the command line gives again: as
+    in kohya, `--network_args "rank_dropout=0.1"` replaces the file's whole network_args list (its conv_dim included),
+    it does not add an entry to it. A trainer's own setting of that name is left to the usual override."""
+    replaced = [key for key in LIST_OPTIONS if key in from_file and key in from_command_line and key not in own_names]
+    for key in replaced:
+        logger.info("kohya option %s on the command line replaces the config file's %s=%r (kohya's command line wins "
+                    "over its --config_file, list and all)", key, key, from_file[key])
+    return {key: value for key, value in from_file.items() if key not in replaced}
 
 
 def with_kohya_defaults(raw: dict, translated: dict, own_names=frozenset()) -> dict:

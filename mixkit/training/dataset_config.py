@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from mixkit.data.bucketing import check_bucket_inputs
+from mixkit.data.bucketing import check_bucket_inputs, check_resolution
 from mixkit.data.caption_augmentation import CaptionAugmentation
 from mixkit.data.image_dataset import BucketSettings
 from mixkit.data.kohya_folder import check_caption_extension
@@ -103,7 +103,7 @@ class SubsetSettings:
 class DatasetSettings:
     """One dataset of the group: its own resolution, batch size and buckets (kohya's DreamBoothDataset)."""
 
-    resolution: int
+    resolution: tuple[int, int]  # (width, height)
     batch_size: int
     buckets: BucketSettings
     subsets: tuple[SubsetSettings, ...]
@@ -207,12 +207,12 @@ def _lookup(key: str, layers: list[dict], run, run_names: dict, default=None):
     return getattr(run, name) if name is not None else default
 
 
-def _square(resolution, where: str, path: Path) -> int:
-    sides = resolution if isinstance(resolution, list) else [resolution]
-    if len(set(sides)) != 1:
-        raise ValueError(f"{path} {where}: resolution {resolution!r}: mixkit trains at a square resolution (one "
-                         "number, the side of its area with bucketing); give one number like 512")
-    return sides[0]
+def _resolution(resolution, where: str, path: Path) -> tuple[int, int]:
+    """(width, height) of a dataset's resolution: kohya's one side or [width, height]."""
+    try:
+        return check_resolution(resolution)
+    except ValueError as error:
+        raise ValueError(f"{path} {where}: {error}") from None
 
 
 def _dataset(raw, where: str, general: dict, run, path: Path) -> DatasetSettings:
@@ -221,11 +221,9 @@ def _dataset(raw, where: str, general: dict, run, path: Path) -> DatasetSettings
     if not isinstance(subsets, list) or not subsets:
         raise ValueError(f"{path} {where}: no [[datasets.subsets]]; add one with image_dir = <folder of images>")
     value = lambda key: _lookup(key, [raw, general], run, DATASET_SETTINGS)  # noqa: E731
-    resolution, batch_size = _square(value("resolution"), where, path), value("batch_size")
-    if batch_size < 1 or resolution < 8 or resolution % 8:
-        bad = "batch_size" if batch_size < 1 else "resolution"
-        raise ValueError(f"{path} {where}: {bad} = {value(bad)!r} must be a positive integer"
-                         f"{' divisible by 8 (the VAE downsamples by 8)' if bad == 'resolution' else ''}")
+    resolution, batch_size = _resolution(value("resolution"), where, path), value("batch_size")
+    if batch_size < 1:
+        raise ValueError(f"{path} {where}: batch_size = {batch_size!r} must be a positive integer")
     buckets = BucketSettings(value("enable_bucket"), step=value("bucket_reso_steps"),
                              min_side=value("min_bucket_reso"), max_side=value("max_bucket_reso"),
                              no_upscale=value("bucket_no_upscale"))

@@ -89,7 +89,7 @@ def datasets_metadata(members: list[tuple[DatasetSettings, list]], group: Datase
         out.append({"is_dreambooth": True, "batch_size_per_device": dataset.batch_size,
                     "num_train_images": sum(r.repeats for r in records if not r.prior),
                     "num_reg_images": sum(r.repeats for r in records if r.prior),
-                    "resolution": [dataset.resolution, dataset.resolution],
+                    "resolution": list(dataset.resolution),  # kohya's (width, height)
                     "enable_bucket": dataset.buckets.enabled, "min_bucket_reso": dataset.buckets.min_side,
                     "max_bucket_reso": dataset.buckets.max_side, "tag_frequency": report.tag_frequency(),
                     "bucket_info": bucketed.bucket_info(), "subsets": subsets})

@@ -20,7 +20,8 @@ import torch
 from mixkit.data import BucketedImageDataset
 from mixkit.training.accelerator_setup import make_accelerator, resolve_mixed_precision
 from mixkit.training.denoising_loop import check_stop_at_step, run_denoising_loop
-from mixkit.training.optimizers import make_optimizer, warmup_schedule
+from mixkit.training.lr_schedules import warmup_schedule
+from mixkit.training.optimizers import make_optimizer
 from mixkit.training.run_reporting import StepReporter
 from mixkit.training.run_schedule import intermediate_saves, resolve_epochs, validation_points
 from mixkit.training.training_result import TrainingResult
@@ -95,15 +96,17 @@ def optimizer_with_schedule(config, parameter_groups: list[dict]):
     """`config.optimizer` over `parameter_groups` and its learning-rate schedule (warm-up, then `lr_schedule`)."""
     optimizer = make_optimizer(config.optimizer, parameter_groups, config.learning_rate, config.optimizer_args)
     lr_schedule = warmup_schedule(optimizer, config.lr_schedule, config.warmup_steps, config.max_steps,
-                                  num_cycles=config.lr_schedule_num_cycles, power=config.lr_schedule_power)
+                                  num_cycles=config.lr_schedule_num_cycles, power=config.lr_schedule_power,
+                                  schedule_args=config.lr_schedule_args)
     return optimizer, lr_schedule
 
 
 # What the optimizer's and schedule's restored state decides: a resume with other values is refused
 # (`training_state.check_same_settings`). max_steps may grow (the schedule is stretched, as documented).
 RESUMED_SETTINGS = ("optimizer", "optimizer_args", "learning_rate", "text_encoder_learning_rate",
-                    "word_vectors_learning_rate", "loraplus_lr_ratio", "lr_schedule", "lr_schedule_num_cycles",
-                    "lr_schedule_power", "warmup_steps")
+                    "word_vectors_learning_rate", "loraplus_lr_ratio", "loraplus_unet_lr_ratio",
+                    "loraplus_text_encoder_lr_ratio", "lr_schedule", "lr_schedule_num_cycles",
+                    "lr_schedule_power", "lr_schedule_args", "warmup_steps")
 
 
 def resume(config, fingerprint: str, optimizer, lr_schedule, load_trainable: Callable[[dict], None]) -> int:

@@ -196,21 +196,25 @@ class LoraNetwork(nn.Module):
                 self.attach()
 
     def parameter_groups(self, unet_lr: float, text_encoder_lr: float, word_vectors_lr: float | None = None,
-                         up_lr_ratio: float | None = None) -> list[dict]:
+                         up_lr_ratio: float | None = None, *, unet_up_lr_ratio: float | None = None,
+                         text_encoder_up_lr_ratio: float | None = None) -> list[dict]:
         """UNet adapters, text-encoder adapters, then word vectors (without weight decay, as textual inversion
         trains them: decay would pull a word towards the zero vector, not towards its starting point).
 
         With `up_lr_ratio` (LoRA+, Hayou et al. 2024; kohya's `loraplus_lr_ratio`) each adapter set is split
         into its down weights at the set's rate and its up weights at `up_lr_ratio` times that: with up
-        starting at zero, equal rates leave the up side learning too slowly for the width of the layer."""
+        starting at zero, equal rates leave the up side learning too slowly for the width of the layer.
+        `unet_up_lr_ratio` / `text_encoder_up_lr_ratio` set one part's ratio, each falling back to `up_lr_ratio`
+        (kohya's loraplus_unet_lr_ratio / loraplus_text_encoder_lr_ratio)."""
         groups = []
-        for prefix, lr in (("lora_unet", unet_lr), ("lora_te", text_encoder_lr)):
+        for prefix, lr, ratio in (("lora_unet", unet_lr, unet_up_lr_ratio or up_lr_ratio),
+                                  ("lora_te", text_encoder_lr, text_encoder_up_lr_ratio or up_lr_ratio)):
             adapters = [a for n, a in self.adapters.items() if n.startswith(prefix)]
-            if up_lr_ratio is None:
+            if ratio is None:
                 groups.append({"params": [p for a in adapters for p in a.parameters()], "lr": lr})
             else:
                 groups += [{"params": [a.lora_down.weight for a in adapters], "lr": lr},
-                           {"params": [a.lora_up.weight for a in adapters], "lr": lr * up_lr_ratio}]
+                           {"params": [a.lora_up.weight for a in adapters], "lr": lr * ratio}]
         if self.word_vectors is not None:
             groups.append({"params": list(self.word_vectors.parameters()),
                            "lr": text_encoder_lr if word_vectors_lr is None else word_vectors_lr, "weight_decay": 0.0})

@@ -41,12 +41,16 @@ def lora_architecture(family: str, v_prediction: bool) -> str:
     return f"{base}/lora"
 
 
-def lora_modelspec(*, family: str, v_prediction: bool, title: str, resolution: int, timestamp: float,
+def lora_modelspec(*, family: str, v_prediction: bool, title: str, resolution, timestamp: float,
                    texts: ModelSpecTexts = ModelSpecTexts(), min_timestep: int = 0, max_timestep: int | None = None,
                    clip_skip: int = 1, sgm_names: bool = True, version: str = "") -> dict[str, str]:
     """The `modelspec.*` keys of a LoRA file. `title` is used when `texts.title` is None (kohya: the output name);
     the date is the local time of `timestamp` in ISO 8601 without microseconds, as kohya's; `timestep_range` only
-    when the run limited its timesteps and `encoder_layer` only for a clip skip other than 1 (kohya's unset)."""
+    when the run limited its timesteps and `encoder_layer` only for a clip skip other than 1 (kohya's unset).
+    `resolution` is one side or (width, height), written "<width>x<height>" as kohya's sai_model_spec does."""
+    from mixkit.data.bucketing import resolution_size
+
+    width, height = resolution_size(resolution)
     spec = {
         "modelspec.sai_model_spec": SAI_MODEL_SPEC_VERSION,
         "modelspec.architecture": lora_architecture(family, v_prediction),
@@ -54,7 +58,7 @@ def lora_modelspec(*, family: str, v_prediction: bool, title: str, resolution: i
         # (as do SDXL files written with sdxl_key_layout="diffusers").
         "modelspec.implementation": STABILITY_IMPLEMENTATION if family == "sdxl" and sgm_names else "diffusers",
         "modelspec.title": texts.title if texts.title is not None else title,
-        "modelspec.resolution": f"{resolution}x{resolution}",
+        "modelspec.resolution": f"{width}x{height}",
         "modelspec.date": datetime.datetime.fromtimestamp(int(timestamp)).isoformat(),
         "modelspec.prediction_type": "v" if v_prediction else "epsilon",
     }

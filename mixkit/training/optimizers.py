@@ -1,4 +1,4 @@
-"""Optimizers by name for the SD trainers (kohya's `optimizer_type` set), and learning-rate schedules.
+"""Optimizers by name for the SD trainers (kohya's `optimizer_type` set); their schedules are `lr_schedules`.
 
 8-bit AdamW (Dettmers et al. 2022, block-wise quantised optimizer states) keeps both Adam moments
 in one byte per value instead of four, which is what lets people fine-tune SDXL on consumer GPUs.
@@ -12,9 +12,7 @@ row and column statistics, the memory-light choice for full fine-tunes.
 from __future__ import annotations
 
 import logging
-import math
 import warnings
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -86,8 +84,20 @@ def make_adafactor(parameter_groups: list, learning_rate: float, **options) -> t
 
     # At the given rate (kohya's recommended "scale_parameter=False relative_step=False warmup_init=False"),
     # not Adafactor's own time-dependent rate, so lr_schedule and warm-up mean what they mean elsewhere.
-    return Adafactor(parameter_groups, **{"lr": learning_rate, "scale_parameter": False, "relative_step": False,
-                                          "warmup_init": False, "weight_decay": 0.0, **options})
+    settings = {"lr": learning_rate, "scale_parameter": False, "relative_step": False, "warmup_init": False,
+                "weight_decay": 0.0, **options}
+    if relative_step_adafactor(settings):
+        # Adafactor's own step size (min(1e-2, 1/sqrt(step)), or 1e-6 * step with warmup_init) replaces the rate, as in
+        # kohya, which drops the rates (unet_lr and text_encoder_lr too) and runs lr_scheduler "adafactor".
+        settings.update(lr=None, relative_step=True)
+        parameter_groups = [{key: value for key, value in group.items() if key != "lr"} for group in parameter_groups]
+    return Adafactor(parameter_groups, **settings)
+
+
+def relative_step_adafactor(options: dict) -> bool:
+    """Whether Adafactor settings make it pick its own step size: relative_step, or warmup_init, which kohya turns
+    relative_step on for ("set relative_step to True because warmup_init is True")."""
+    return bool(options.get("relative_step") or options.get("warmup_init"))
 
 
 def make_optimizer(name: str, parameter_groups: list, learning_rate: float,
@@ -141,89 +151,3 @@ def optimizer_description(optimizer: torch.optim.Optimizer) -> str:
                if key not in IMPLEMENTATION_SWITCHES and key in parameters
                and parameters[key].default is not inspect.Parameter.empty and parameters[key].default != value]
     return f"{name}({','.join(changed)})" if changed else name
-
-
-@dataclass(frozen=True)
-class ScheduleShape:
-    """The knobs of the schedules that have them: kohya's --lr_scheduler_num_cycles (cosine_with_restarts) and
-    --lr_scheduler_power (polynomial), and the polynomial's floor as a fraction of the base rate."""
-
-    num_cycles: int = 1
-    power: float = 1.0
-    end_factor: float = 0.0
-
-
-# diffusers' get_polynomial_decay_schedule_with_warmup (what kohya's "polynomial" calls) decays to lr_end = 1e-7.
-POLYNOMIAL_END_LR = 1e-7
-
-
-def resolve_warmup_steps(warmup_steps: int | float, total_steps: int) -> int:
-    """The warm-up in optimizer steps: an integer is a count; a float (below 1, see `config_checks.check_warmup_steps`)
-    is kohya's ratio of the run's steps (`lr_warmup_steps = 0.1`: the first 10%), rounded down as kohya's
-    get_scheduler_fix rounds it (`int(ratio * max_train_steps)`; that is kohya on one process: with P processes kohya
-    multiplies both by P and steps its scheduler P times a step, so its warm-up is int(ratio * steps * P) / P)."""
-    if isinstance(warmup_steps, float):
-        return int(warmup_steps * total_steps)
-    return warmup_steps
-
-
-def warmup_schedule(optimizer: torch.optim.Optimizer, schedule: str, warmup_steps: int | float,
-                    total_steps: int, *, num_cycles: int = 1, power: float = 1.0) -> torch.optim.lr_scheduler.LambdaLR:
-    """The LambdaLR every mixkit trainer steps once per optimizer step: `warmup_then` for each step.
-
-    `warmup_steps` is a count, or kohya's ratio of `total_steps` (`resolve_warmup_steps`). The polynomial's floor is
-    1e-7 in absolute terms, as diffusers' (so kohya's): a fraction of the optimizer's base rate, applied to every
-    parameter group alike, as diffusers does."""
-    LR_SCHEDULES.get(schedule)  # an unknown name fails here, listing the known ones, not at the first step
-    if isinstance(warmup_steps, float):
-        resolved = resolve_warmup_steps(warmup_steps, total_steps)
-        logger.info("warmup_steps=%r is a ratio of the run's %d steps (kohya's lr_warmup_steps): %d warm-up steps",
-                    warmup_steps, total_steps, resolved)
-        warmup_steps = resolved
-    shape = ScheduleShape(num_cycles, power, POLYNOMIAL_END_LR / optimizer.defaults["lr"]
-                          if schedule == "polynomial" else 0.0)
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: warmup_then(schedule, s, warmup_steps, total_steps, shape))
-
-
-# Learning-rate factor per optimizer step after warm-up, as f(progress in [0, 1], shape).
-LR_SCHEDULES: Registry[Callable[[float, ScheduleShape], float]] = Registry("learning-rate schedule")
-# mixkit's "constant" keeps the warm-up (kohya's "constant" ignores lr_warmup_steps; its "constant_with_warmup"
-# is this one).
-LR_SCHEDULES.register("constant", lambda progress, shape: 1.0)
-LR_SCHEDULES.register("constant_with_warmup", lambda progress, shape: 1.0)
-# LAVIS's `linear_warmup_cosine_lr` (BLIP-2's schedule) decays to its min_lr; 0 here, as in its stage-2 configs
-# where min_lr is 1e-5 against an init_lr of 1e-4 (close enough to 0 that the end matters little).
-LR_SCHEDULES.register("cosine", lambda progress, shape: 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress))))
-# kohya's and diffusers' `linear`: straight down to 0 at the last step.
-LR_SCHEDULES.register("linear", lambda progress, shape: max(0.0, 1.0 - progress))
-
-
-@LR_SCHEDULES.register("cosine_with_restarts")
-def cosine_with_hard_restarts(progress: float, shape: ScheduleShape) -> float:
-    """kohya's cosine_with_restarts (diffusers' hard restarts): `num_cycles` cosine decays, each from the full rate
-    to 0 and back up at once; 0 from the last step on."""
-    if progress >= 1.0:
-        return 0.0
-    return 0.5 * (1.0 + math.cos(math.pi * ((shape.num_cycles * progress) % 1.0)))
-
-
-@LR_SCHEDULES.register("polynomial")
-def polynomial_decay(progress: float, shape: ScheduleShape) -> float:
-    """kohya's polynomial (diffusers' polynomial decay): (1 - progress) ** power from the full rate down to the
-    floor `end_factor`, which it keeps after the last step; power 1 is linear."""
-    remaining = max(0.0, 1.0 - progress)
-    return (1.0 - shape.end_factor) * remaining ** shape.power + shape.end_factor
-
-
-def warmup_then(schedule: str, step: int, warmup_steps: int, total_steps: int,
-                shape: ScheduleShape = ScheduleShape()) -> float:
-    """LR factor at `step` (0-based): linear warm-up over `warmup_steps`, then the named schedule.
-
-    The warm-up is diffusers' `get_*_schedule_with_warmup` (which kohya calls): step s runs at s / warmup_steps of
-    the rate, so the first step runs at 0 and the full rate comes at step `warmup_steps`. (mixkit used (s + 1) /
-    warmup_steps, one step ahead of kohya's curve for the same config.)"""
-    if step < warmup_steps:
-        return step / warmup_steps
-    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
-    return LR_SCHEDULES.get(schedule)(progress, shape)

@@ -12,6 +12,7 @@ import logging
 import math
 from pathlib import Path
 
+from mixkit.data.bucketing import resolution_size
 from mixkit.training.validation_images import render_validation_images, save_validation_images
 
 logger = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ class StepReporter:
         self.logging_dir = Path(config.logging_dir or Path(run_dir) / "logs")
         if config.log_with == "tensorboard":
             require_tensorboard()
-        self.resolution = config.resolution
+        self.width, self.height = resolution_size(config.resolution)  # one side, or kohya's width,height
         self.saved_images: list[Path] = []
         # Set by the trainer when it has held-out images: a no-argument function giving their loss now.
         self.held_out_loss = None
@@ -129,7 +130,7 @@ class StepReporter:
                 self.averaged_weights() if self.averaged_weights else contextlib.nullcontext():
             images = render_validation_images(
                 self.model, self.sample_prompts, steps=config.validation_steps, seed=config.validation_seed,
-                guidance_scale=config.validation_guidance_scale, height=self.resolution, width=self.resolution,
+                guidance_scale=config.validation_guidance_scale, height=self.height, width=self.width,
                 encoding=config.caption_encoding())
         paths = save_validation_images(images, self.validation_dir, when or f"{step:06d}", self.run_name,
                                        [prompt.seed for prompt in self.sample_prompts])

@@ -25,6 +25,9 @@ PRIOR_TARGETS.register("base_model", "class images are denoised towards the base
                                      "not to redraw the class images")
 
 
+LORAPLUS_RATIOS = ("loraplus_lr_ratio", "loraplus_unet_lr_ratio", "loraplus_text_encoder_lr_ratio")
+
+
 @dataclass
 class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     """Everything that decides the result of a run; saved next to the output so it can be repeated.
@@ -58,8 +61,12 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     # bundled embeddings (pivotal tuning), at `word_vectors_learning_rate` (None: the text-encoder rate).
     train_word_vectors: list[str] = field(default_factory=list)
     word_vectors_learning_rate: float | None = None
-    # LoRA+ (kohya's loraplus_lr_ratio): the adapters' up weights learn at this multiple of their rate.
+    # LoRA+ (kohya's loraplus_lr_ratio): the adapters' up weights learn at this multiple of their rate. The UNet's and
+    # the text encoder's adapters may have their own (kohya's loraplus_unet_lr_ratio / loraplus_text_encoder_lr_ratio,
+    # each falling back to loraplus_lr_ratio; a part with neither trains without LoRA+).
     loraplus_lr_ratio: float | None = None
+    loraplus_unet_lr_ratio: float | None = None
+    loraplus_text_encoder_lr_ratio: float | None = None
     mixed_precision: str = "auto"  # bf16 where it is fast (measured 1.7x over fp32 at SD 1.5 size), else fp32
     output_name: str | None = None
     sdxl_key_layout: str = "sgm"
@@ -96,6 +103,12 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     # version, SAI modelspec) and the sshs hashes; no dataset folders, tags, settings, times or training config.
     no_metadata: bool = False
 
+    def loraplus_ratios(self) -> tuple[float | None, float | None]:
+        """(UNet, text encoder) LoRA+ ratios as kohya's networks/lora.py takes them: the part's own, else the shared
+        loraplus_lr_ratio (None: that part's up weights learn at its plain rate)."""
+        return (self.loraplus_unet_lr_ratio or self.loraplus_lr_ratio,
+                self.loraplus_text_encoder_lr_ratio or self.loraplus_lr_ratio)
+
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
         self.check_sd_training(positive_ints=("rank",),
@@ -126,11 +139,11 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
                 raise ValueError(f"network={self.network!r} chooses UNet layers, but train_unet=false (kohya's "
                                  "network_train_text_encoder_only) creates no UNet adapters; use network: lora "
                                  "(and no network_args conv_dim)")
-        ratio = self.loraplus_lr_ratio
-        if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
-                                  or not 0 < ratio < float("inf")):
-            raise ValueError(f"loraplus_lr_ratio must be a positive number (16 is LoRA+'s suggestion) or None, "
-                             f"got {ratio!r}")
+        for name in LORAPLUS_RATIOS:
+            ratio = getattr(self, name)
+            if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
+                                      or not 0 < ratio < float("inf")):
+                raise ValueError(f"{name} must be a positive number (16 is LoRA+'s suggestion) or None, got {ratio!r}")
         check_bools(self, ("no_metadata",))
         if not isinstance(self.use_ema, bool):
             raise TypeError(f"use_ema must be true or false, got {self.use_ema!r}")

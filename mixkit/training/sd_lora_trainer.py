@@ -22,6 +22,7 @@ import torch
 
 import mixkit
 from mixkit.data import BucketedImageDataset, ScanReport, scan_jsonl_manifest, scan_kohya_folder
+from mixkit.data.bucketing import resolution_size
 from mixkit.data.class_balance import balance_class_images
 from mixkit.data.loss_masks import MASK_SUFFIX, check_loss_masks
 from mixkit.training.dataset_config import is_dataset_config
@@ -38,7 +39,7 @@ from mixkit.training.modelspec import ModelSpecTexts, lora_modelspec
 from mixkit.training.network_weights import load_network_weights
 from mixkit.training.optimizers import optimizer_description
 from mixkit.training.run_schedule import epoch_of_save
-from mixkit.training.sd_lora_config import SDLoraTrainingConfig
+from mixkit.training.sd_lora_config import LORAPLUS_RATIOS, SDLoraTrainingConfig
 from mixkit.training.training_result import TrainingResult
 from mixkit.training.training_state import architecture_fingerprint
 from mixkit.training.validation_loss import held_out_records
@@ -152,7 +153,8 @@ def _settings(config: SDLoraTrainingConfig) -> dict:
     keys = ("learning_rate", "text_encoder_learning_rate", "max_steps", "batch_size", "gradient_accumulation_steps",
             "resolution", "seed", "noise_offset", "min_snr_gamma", "mixed_precision", "gradient_checkpointing", "bucketing",
             "prior_loss_weight", "prior_target", "lr_schedule", "warmup_steps", "cache_latents", "use_ema",
-            "min_timestep", "max_timestep", "timestep_sampling", "loraplus_lr_ratio", "masked_loss",
+            "min_timestep", "max_timestep", "timestep_sampling", "loraplus_lr_ratio", "loraplus_unet_lr_ratio",
+            "loraplus_text_encoder_lr_ratio", "masked_loss",
             "shuffle_caption", "keep_tokens", "caption_tag_dropout_rate", "caption_dropout_rate", "loss_type",
             "ip_noise_gamma", "max_grad_norm", "flip_aug", "multires_noise_iterations", "multires_noise_discount",
             "debiased_estimation_loss", "max_train_epochs", "network_dropout", "scale_weight_norms",
@@ -166,6 +168,8 @@ def _settings(config: SDLoraTrainingConfig) -> dict:
     # The UNet adapters' rate (kohya: --unet_lr, else learning_rate); a text-encoder-only network has none, and kohya
     # writes its args.unet_lr, None, there too.
     settings["unet_lr"] = config.learning_rate if config.train_unet else None
+    # kohya's args.resolution after its prepare_dataset_args: a (width, height) tuple, "(512, 512)" in the file
+    settings["resolution"] = str(resolution_size(config.resolution))
     settings["color_aug"] = settings["random_crop"] = False  # mixkit has no colour augmentation, crops centred
     settings["cache_latents"] = config.cache_latents or config.cache_latents_to_disk
     if config.use_ema:
@@ -235,9 +239,10 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                                        encoding=config.caption_encoding())
         te_lr = (config.text_encoder_learning_rate if config.text_encoder_learning_rate is not None
                  else config.learning_rate)
+        unet_ratio, text_encoder_ratio = config.loraplus_ratios()
         optimizer, lr_schedule = optimizer_with_schedule(
             config, network.parameter_groups(config.learning_rate, te_lr, config.word_vectors_learning_rate,
-                                             up_lr_ratio=config.loraplus_lr_ratio))
+                                             unet_up_lr_ratio=unet_ratio, text_encoder_up_lr_ratio=text_encoder_ratio))
         optimizer_name = optimizer_description(optimizer)
         trained = list(network.parameters())
         ema = EmaWeights(trained, config.ema_decay) if config.use_ema else None
@@ -290,7 +295,9 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                       "output_name": setup.run_name,
                       "v_parameterization": model.prediction_type == "v_prediction"},
             started_at=setup.started, base_model_name=getattr(model, "name", str(config.model)),
-            extra_network_args={k: getattr(config, k) for k in ("rank_dropout", "module_dropout") if getattr(config, k)})
+            # kohya's ss_network_args holds its --network_args entries, LoRA+ ratios included
+            extra_network_args={k: getattr(config, k) for k in ("rank_dropout", "module_dropout", *LORAPLUS_RATIOS)
+                                if getattr(config, k)})
         metadata.update(base_model_file)
         if members is not None:  # kohya writes ss_datasets for a run from a dataset config, not the run-wide keys
             metadata = {k: v for k, v in metadata.items() if k not in RUN_WIDE_DATASET_KEYS}

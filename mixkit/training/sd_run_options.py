@@ -25,7 +25,9 @@ class SDRunOptions(SDObjectiveOptions):
     The step's objective (timesteps, noise, loss, masks, augmentation) comes from `SDObjectiveOptions`."""
 
     # The data, batch, step and checkpoint settings every SD trainer has, with the same defaults.
-    resolution: int = 512
+    # One side (512: a square), or kohya's width,height as [width, height] (its "512,768"; a kohya config's string is
+    # translated): without bucketing every image is centre-cropped to that size, with bucketing it is the buckets' area.
+    resolution: int | list[int] = 512
     missing_captions: str = "folder_name"
     # kohya's caption_extension: `photo.png` is captioned by `photo<caption_extension>` (kohya's default: .caption)
     caption_extension: str = ".txt"
@@ -51,6 +53,10 @@ class SDRunOptions(SDObjectiveOptions):
     lr_schedule: str = "constant"
     lr_schedule_num_cycles: int = 1
     lr_schedule_power: float = 1.0
+    # Keyword settings of the schedule (kohya's --lr_scheduler_args, whose list ["num_cycles=1"] a kohya config
+    # translates to this): the plain cosine's "num_cycles" (0.5: down to 0 once) and the polynomial's "lr_end"
+    # (`lr_schedules.SCHEDULE_ARGS`).
+    lr_schedule_args: dict = field(default_factory=dict)
     # Prompts of the sample images, one per image, in kohya's sample-prompt syntax: "a dog --n blurry --w 512 --h 768
     # --s 28 --l 7.5 --d 42" (negative prompt, size, steps, guidance scale, seed; `sample_prompts.parse_sample_prompt`).
     validation_prompts: list[str] = field(default_factory=list)
@@ -101,7 +107,7 @@ class SDRunOptions(SDObjectiveOptions):
         these run options. `learning_rate` and `mixed_precision` are each config's own (their defaults differ);
         `positive_ints` / `non_negative` name the trainer's own settings of those kinds."""
         check_caption_files(self)
-        check_positive_ints(self, ("batch_size", "gradient_accumulation_steps", "max_steps", "resolution",
+        check_positive_ints(self, ("batch_size", "gradient_accumulation_steps", "max_steps",
                                    *positive_ints))
         check_non_negative_numbers(self, ("learning_rate", "noise_offset", "min_snr_gamma", *non_negative))
         check_diffusion_training(self)
@@ -109,16 +115,20 @@ class SDRunOptions(SDObjectiveOptions):
 
     def check_run_options(self) -> None:
         """Raise ValueError/TypeError naming the first run option out of range."""
-        from mixkit.training.optimizers import LR_SCHEDULES, OPTIMIZERS, POLYNOMIAL_END_LR, check_optimizer_args
+        from mixkit.training.lr_schedules import LR_SCHEDULES, POLYNOMIAL_END_LR, check_schedule_args
+        from mixkit.training.optimizers import OPTIMIZERS, check_optimizer_args
 
         OPTIMIZERS.get(self.optimizer)
         check_optimizer_args(self.optimizer, self.optimizer_args, self.learning_rate)
         LR_SCHEDULES.get(self.lr_schedule)
         check_int_in(self, "lr_schedule_num_cycles", 1, 1_000_000, "(the cosine_with_restarts decays; 1: plain cosine)")
         check_number_in(self, "lr_schedule_power", "(0, inf)", "(the polynomial's exponent; 1: linear)")
-        if self.lr_schedule == "polynomial" and not self.learning_rate > POLYNOMIAL_END_LR:
-            raise ValueError(f"lr_schedule='polynomial' decays to {POLYNOMIAL_END_LR} (as kohya's), so learning_rate "
-                             f"must be above it, got {self.learning_rate!r}")
+        check_schedule_args(self.lr_schedule, self.lr_schedule_args)
+        self.check_adafactor_schedule()
+        end_lr = self.lr_schedule_args.get("lr_end", POLYNOMIAL_END_LR)
+        if self.lr_schedule == "polynomial" and not self.learning_rate > end_lr:
+            raise ValueError(f"lr_schedule='polynomial' decays to {end_lr} (as kohya's; lr_schedule_args lr_end), so "
+                             f"learning_rate must be above it, got {self.learning_rate!r}")
         if self.log_with is not None:
             LOG_TARGETS.get(self.log_with)
         check_bools(self, ("cache_latents", "cache_latents_to_disk"))
@@ -162,6 +172,24 @@ class SDRunOptions(SDObjectiveOptions):
             if getattr(self, name) != off and not self.sample_prompt_list():
                 raise ValueError(f"{name}={getattr(self, name)} needs at least one entry in validation_prompts or a "
                                  f"sample_prompts file (or set {name}={off} to turn these images off)")
+
+    def check_adafactor_schedule(self) -> None:
+        """kohya's Adafactor with relative_step (its default there) picks its own step size and runs lr_scheduler
+        "adafactor", which only reports it; the two go together, and that schedule has no warm-up."""
+        from mixkit.training.optimizers import relative_step_adafactor
+
+        relative = self.optimizer == "adafactor" and relative_step_adafactor(self.optimizer_args)
+        if self.lr_schedule == "adafactor" and not relative:
+            raise ValueError("lr_schedule='adafactor' reports the step size Adafactor picks itself: set optimizer: "
+                             "adafactor with optimizer_args {\"relative_step\": true} (kohya's --optimizer_args "
+                             "\"relative_step=True\"), or choose another lr_schedule")
+        if relative and self.lr_schedule != "adafactor":
+            raise ValueError(f"optimizer_args relative_step / warmup_init make Adafactor pick its own step size, so "
+                             f"lr_schedule={self.lr_schedule!r} would not act; set lr_schedule: adafactor (kohya "
+                             "switches to it by itself), or relative_step=False to train at learning_rate")
+        if self.lr_schedule == "adafactor" and self.warmup_steps:
+            raise ValueError(f"lr_schedule='adafactor' takes no warm-up (kohya refuses one too), got warmup_steps="
+                             f"{self.warmup_steps!r}; set warmup_steps: 0 (warmup_init=True is Adafactor's own)")
 
     def sample_prompt_list(self) -> list:
         """The run's sample prompts, parsed (`SamplePrompt`s): `validation_prompts`, then the `sample_prompts` file's."""

@@ -27,7 +27,7 @@ def check_embedding_output(output: str | Path) -> None:
     check_output_path(path.with_suffix(".safetensors") if path.suffix.lower() == ".pt" else path)
 
 
-def embedding_modelspec(*, family: str, v_prediction: bool, title: str, resolution: int, timestamp: float,
+def embedding_modelspec(*, family: str, v_prediction: bool, title: str, resolution, timestamp: float,
                         texts: ModelSpecTexts, clip_skip: int, version: str) -> dict[str, str]:
     """The `modelspec.*` keys kohya's textual-inversion trainers write: a LoRA's, with the architecture's adapter part
     `textual-inversion` and Stability AI's implementation for every family (kohya's `determine_implementation`)."""

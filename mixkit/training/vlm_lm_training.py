@@ -23,7 +23,7 @@ from torch import nn
 from mixkit.io.atomic import atomic_output_folder
 from mixkit.training.accelerator_setup import make_accelerator
 from mixkit.training.losses import build_lm_labels, causal_lm_loss
-from mixkit.training.optimizers import warmup_schedule
+from mixkit.training.lr_schedules import warmup_schedule
 from mixkit.training.plain_step import finish_step
 from mixkit.training.training_result import TrainingResult
 from mixkit.training.training_state import architecture_fingerprint, load_training_state, restore_rng_states

@@ -69,3 +69,38 @@ def test_a_kohya_command_line_trains_the_text_encoder_unless_told_not_to_as_kohy
 def test_a_mistyped_flag_is_named_as_typed(capsys):
     assert main(["train", "sd-lora", "--set", "model=m", "--network_dimm", "4", "--print-config"]) == 2
     assert "unknown setting(s) network_dimm (from --network_dimm) for SDLoraTrainingConfig" in capsys.readouterr().err
+
+
+def test_a_command_line_network_args_replaces_the_files_list_as_in_kohya(tmp_path, capsys):
+    # kohya's read_config_from_file parses the command line over the file's values: a --network_args list replaces
+    # the file's whole list, so the file's conv_dim (mixkit's LoCon) is gone, not merged with the new entries.
+    toml = tmp_path / "run.toml"
+    toml.write_text('pretrained_model_name_or_path = "m"\ntrain_data_dir = "d"\noutput_dir = "out"\n'
+                    'network_args = ["conv_dim=2", "loraplus_lr_ratio=16"]\n', encoding="utf-8")
+    from_file = _printed_config(capsys, ["train", "sd-lora", "--config_file", str(toml), "--print-config"])
+    assert (from_file["network"], from_file["conv_rank"], from_file["loraplus_lr_ratio"]) == ("locon", 2, 16)
+    replaced = _printed_config(capsys, ["train", "sd-lora", "--config_file", str(toml), "--print-config",
+                                        "--network_args", "loraplus_unet_lr_ratio=8",
+                                        "loraplus_text_encoder_lr_ratio=2"])
+    assert (replaced["network"], replaced["conv_rank"], replaced["loraplus_lr_ratio"],
+            replaced["loraplus_unet_lr_ratio"], replaced["loraplus_text_encoder_lr_ratio"]) == ("lora", 4, None, 8, 2)
+    # (conv_rank 4 is the default again: the file's conv_dim=2 went with its list)
+    # --set network_args=... is the command line too
+    with_set = _printed_config(capsys, ["train", "sd-lora", "--config", str(toml), "--print-config",
+                                        "--set", 'network_args=["rank_dropout=0.1"]'])
+    assert (with_set["network"], with_set["loraplus_lr_ratio"], with_set["rank_dropout"]) == ("lora", None, 0.1)
+
+
+def test_a_width_height_resolution_from_a_kohya_command_line_or_file(tmp_path, capsys):
+    toml = tmp_path / "run.toml"
+    toml.write_text('pretrained_model_name_or_path = "m"\ntrain_data_dir = "d"\noutput_dir = "out"\n'
+                    'resolution = "512,768"\nlr_scheduler = "cosine"\nlr_scheduler_args = ["num_cycles=1.0"]\n',
+                    encoding="utf-8")
+    from_file = _printed_config(capsys, ["train", "sd-lora", "--config_file", str(toml), "--print-config"])
+    assert (from_file["resolution"], from_file["lr_schedule"], from_file["lr_schedule_args"]) == \
+        ([512, 768], "cosine", {"num_cycles": 1.0})
+    square = _printed_config(capsys, ["train", "sd-lora", "--config_file", str(toml), "--print-config",
+                                      "--resolution", "640,640"])
+    assert square["resolution"] == 640
+    assert main(["train", "sd-lora", "--config_file", str(toml), "--print-config", "--resolution", "512,770"]) == 2
+    assert "each side must be positive and divisible by 8" in capsys.readouterr().err

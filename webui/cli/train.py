@@ -84,20 +84,21 @@ def resolve_config(config_cls, config_file: Path | None, overrides: list[str], k
     flags (`kohya_flags`, as `--set` texts), then `--set` overrides, each winning over the one before; kohya's option
     names are translated (`mixkit.training.config_file`), unknown keys are named in the error. A kohya command line,
     like a kohya file, brings kohya's defaults where they differ from mixkit's (`with_kohya_defaults`)."""
-    from mixkit.training.config_file import read_config_file, translate_kohya_options, with_kohya_defaults
+    from mixkit.training.config_file import (read_config_file, translate_kohya_options, with_kohya_defaults,
+                                             without_replaced_lists)
 
     known = {f.name for f in dataclasses.fields(config_cls)}
+    raw_kohya_flags = dict(parse_override(text) for text in kohya_flags)
+    raw_overrides = dict(parse_override(text) for text in overrides)
     from_file = {}
     if config_file is not None:
-        raw = read_config_file(config_file)
+        raw = without_replaced_lists(read_config_file(config_file), {**raw_kohya_flags, **raw_overrides}, known)
         from_file = with_kohya_defaults(raw, translate_kohya_options(raw, known), known)
-    raw_kohya_flags = dict(parse_override(text) for text in kohya_flags)
     from_kohya_flags = translate_kohya_options(raw_kohya_flags, known)
     # kohya's defaults fill what neither the flags nor the file set (a file's network_train_unet_only stays)
     defaults = with_kohya_defaults(raw_kohya_flags, from_kohya_flags, known)
     from_kohya_flags = {**{k: v for k, v in defaults.items() if k not in from_file}, **from_kohya_flags}
-    from_flags = {**from_kohya_flags, **translate_kohya_options(dict(parse_override(text) for text in overrides),
-                                                                known)}
+    from_flags = {**from_kohya_flags, **translate_kohya_options(raw_overrides, known)}
     data = {**from_file, **from_flags}
     unknown = sorted(set(data) - known)
     if unknown:

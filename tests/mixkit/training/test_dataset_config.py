@@ -60,7 +60,7 @@ bucket_reso_steps = 32
     run = _run(path, batch_size=4, caption_prefix="by run", caption_separator=";", bucket_step=64)
     first, second = read_dataset_config(path, run)
 
-    assert (first.resolution, first.batch_size) == (64, 2)
+    assert (first.resolution, first.batch_size) == ((64, 64), 2)
     assert first.buckets == BucketSettings(False, step=64, min_side=256, max_side=1024, no_upscale=False)  # the run's
     sub_a, sub_b = first.subsets
     assert (sub_a.image_dir, sub_a.num_repeats, sub_a.is_reg, sub_a.class_tokens) == (a, 10, False, "sks dog")
@@ -71,7 +71,7 @@ bucket_reso_steps = 32
     assert sub_b.captions == CaptionAugmentation(shuffle=True, keep_tokens=3, dropout_rate=0.1, separator=";",
                                                  prefix="by run")
 
-    assert (second.resolution, second.batch_size) == (96, 4)  # [96, 96] is square; batch size from the run
+    assert (second.resolution, second.batch_size) == ((96, 96), 4)  # [96, 96] is square; batch size from the run
     assert second.buckets == BucketSettings(True, step=32, min_side=64, max_side=128, no_upscale=False)
     (sub_c,) = second.subsets
     assert (sub_c.num_repeats, sub_c.caption_extension) == (1, ".caption")
@@ -93,7 +93,8 @@ bucket_reso_steps = 32
     ("general", "face_crop_aug_range = [2.0, 4.0]", "face_crop_aug_range = .*face-centred.*remove face_crop_aug_range"),
     ("subset", "token_warmup_step = 10", "token_warmup_step = 10: kohya's token warm-up"),
     ("dataset", "network_multiplier = 0.5", "network_multiplier = 0.5: per-dataset network multipliers"),
-    ("general", "resolution = [512, 768]", r"datasets\[0\]: resolution \[512, 768\]: mixkit trains at a square"),
+    ("general", "resolution = [512, 766]", r"datasets\[0\]: resolution \[512, 766\]: each side must be positive and "
+                                           "divisible by 8"),
     ("subset", "num_repeats = '3'", r"subsets\[0\]: num_repeats must be an integer, got '3'"),
     ("subset", "shuffle_caption = 1", "shuffle_caption must be true or false, got 1"),
     ("subset", "num_repeats = 0", "num_repeats = 0 must be at least 1"),
@@ -206,4 +207,22 @@ def test_a_dataset_config_saved_with_a_byte_order_mark_reads_as_without(tmp_path
     path = tmp_path / "ds.toml"
     path.write_bytes(b"\xef\xbb\xbf" + text.encode())
     (dataset,) = read_dataset_config(path, _run(path))
-    assert (dataset.resolution, dataset.subsets[0].num_repeats) == (64, 3)
+    assert (dataset.resolution, dataset.subsets[0].num_repeats) == ((64, 64), 3)
+
+
+def test_a_dataset_of_width_by_height_and_one_of_the_runs_width_height(tmp_path):
+    """kohya's dataset resolution [width, height] (or the run's "512,768" when the dataset gives none): its images are
+    cropped to width x height, and ss_datasets records the pair as kohya's (dataset.width, dataset.height)."""
+    a = write_images(tmp_path / "a", ["r", "g"], size=64)
+    b = write_images(tmp_path / "b", ["y"], size=64)
+    path = write_dataset_config(tmp_path / "ds.toml", [
+        {"resolution": [48, 32], "subsets": [{"image_dir": a}]},
+        {"subsets": [{"image_dir": b}]}])
+    config = _run(path, resolution=[32, 40])
+    first, second = read_dataset_config(path, config)
+    assert (first.resolution, second.resolution) == ((48, 32), (32, 40))
+    _, members = scan_dataset_config(config)
+    group = dataset_group(members, str(path), loss_masks=False)
+    shapes = {tuple(group.load_batch(batch)["pixels"].shape[-2:]) for batch in group.epoch_batches(0, 1, seed=0)}
+    assert shapes == {(32, 48), (40, 32)}  # (height, width) of each dataset's pixels
+    assert [d["resolution"] for d in datasets_metadata(members, group)] == [[48, 32], [32, 40]]

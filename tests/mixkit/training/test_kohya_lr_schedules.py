@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mixkit.data.caption_augmentation import CaptionAugmentation, augment_caption
-from mixkit.training.optimizers import warmup_schedule
+from mixkit.training.lr_schedules import warmup_schedule
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 
 
@@ -94,6 +94,66 @@ def test_schedule_options_are_checked_before_loading(tmp_path):
         SDLoraTrainingConfig(**base, lr_schedule="polynomial", lr_schedule_power=-1.0).check()
     with pytest.raises(ValueError, match="decays to 1e-07"):
         SDLoraTrainingConfig(**base, lr_schedule="polynomial", learning_rate=1e-8).check()
+
+
+# (mixkit's name, its schedule options, transformers' name, transformers' scheduler_specific_kwargs): what kohya's
+# get_scheduler_fix builds for --lr_scheduler NAME [--lr_scheduler_num_cycles / _power] [--lr_scheduler_args ...]
+KOHYA_SCHEDULES = [
+    ("constant_with_warmup", {}, "constant_with_warmup", {}),
+    ("linear", {}, "linear", {}),
+    ("cosine", {}, "cosine", {}),
+    ("cosine", {"schedule_args": {"num_cycles": 1.0}}, "cosine", {"num_cycles": 1.0}),
+    ("cosine", {"schedule_args": {"num_cycles": 0.25}}, "cosine", {"num_cycles": 0.25}),
+    ("cosine_with_restarts", {"num_cycles": 3}, "cosine_with_restarts", {"num_cycles": 3}),
+    ("polynomial", {"power": 2.0}, "polynomial", {"power": 2.0}),
+    ("polynomial", {"power": 0.5, "schedule_args": {"lr_end": 1e-4}}, "polynomial", {"power": 0.5, "lr_end": 1e-4}),
+]
+
+
+@pytest.mark.parametrize("name, options, theirs_name, theirs_kwargs", KOHYA_SCHEDULES)
+@pytest.mark.parametrize("warmup", [0, 3])
+def test_kohyas_schedules_and_lr_scheduler_args_are_transformers_own_rate_for_rate(name, options, theirs_name,
+                                                                                   theirs_kwargs, warmup):
+    # kohya's get_scheduler_fix calls transformers' TYPE_TO_SCHEDULER_FUNCTION[name](optimizer, num_warmup_steps,
+    # num_training_steps, [num_cycles | power], **lr_scheduler_kwargs): the oracle, over every step of the run.
+    from transformers.optimization import get_scheduler
+
+    ours = _rates(warmup_schedule(_optimizer(1e-3), name, warmup, 20, **options), 20)
+    theirs = _rates(get_scheduler(theirs_name, _optimizer(1e-3), num_warmup_steps=warmup, num_training_steps=20,
+                                  scheduler_specific_kwargs=theirs_kwargs), 20)
+    assert ours == pytest.approx(theirs, rel=1e-12, abs=1e-18)
+
+
+def test_a_full_cosine_wave_comes_back_to_the_full_rate_exactly():
+    rates = _rates(warmup_schedule(_optimizer(1.0), "cosine", 0, 4, schedule_args={"num_cycles": 1.0}), 5)
+    assert rates == pytest.approx([1.0, 0.5, 0.0, 0.5, 1.0], abs=1e-15)  # cos(2 pi p) over p = 0, 1/4 ... 1
+
+
+def test_kohyas_lr_scheduler_args_list_becomes_lr_schedule_args(tmp_path):
+    from mixkit.training.config_file import translate_kohya_options
+
+    assert translate_kohya_options({"lr_scheduler_args": ["num_cycles=1", "lr_end = 1e-5"]}) == \
+        {"lr_schedule_args": {"num_cycles": 1, "lr_end": 1e-5}}
+    assert translate_kohya_options({"lr_scheduler_args": ""}) == {}  # kohya_ss GUI's empty field
+    assert translate_kohya_options({"lr_scheduler_args": []}) == {}
+    with pytest.raises(ValueError, match="lr_scheduler_args entry 'num_cycles': kohya's form is key=value"):
+        translate_kohya_options({"lr_scheduler_args": ["num_cycles"]})
+
+
+@pytest.mark.parametrize("schedule, args, message", [
+    ("cosine_with_restarts", {"num_cycles": 2}, r"'num_cycles' is not a setting of lr_schedule='cosine_with_restarts' "
+                                                r"\(it takes: none\)\. lr_schedule_num_cycles"),
+    ("linear", {"lr_end": 1e-5}, r"'lr_end' is not a setting of lr_schedule='linear'"),
+    ("cosine", {"min_lr": 1e-6}, r"'min_lr' is not a setting of lr_schedule='cosine' \(it takes: num_cycles: "),
+    ("cosine", {"num_cycles": -1}, r"num_cycles=-1 must be a positive number"),
+    ("cosine", {"last_epoch": 5}, "position comes from resume_from"),
+    ("polynomial", {"lr_end": 1e-3}, r"decays to 0\.001 .*learning_rate must be above it, got 0\.0001"),
+])
+def test_lr_schedule_args_are_checked_against_the_schedule_before_loading(tmp_path, schedule, args, message):
+    config = SDLoraTrainingConfig(model="m", dataset="d", output=str(tmp_path / "o.safetensors"), lr_schedule=schedule,
+                                  lr_schedule_args=args)
+    with pytest.raises(ValueError, match=message):
+        config.check()
 
 
 def test_processed_tags_are_rejoined_with_comma_space_whatever_the_separator():

@@ -8,7 +8,7 @@ import pytest
 
 from mixkit.errors import UnknownNameError
 from mixkit.training.blip2_stage2_config import Blip2Stage2Config
-from mixkit.training.optimizers import warmup_schedule, warmup_then
+from mixkit.training.lr_schedules import warmup_schedule, warmup_then
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 
 

@@ -121,3 +121,53 @@ def test_optimizer_args_set_the_constructors_settings_over_mixkits_defaults():
 def test_optimizer_args_the_constructor_refuses_are_refused_before_training(options, message):
     with pytest.raises(ValueError, match=message):
         check_optimizer_args("adamw", options, 1e-4)
+
+
+def test_relative_step_adafactor_with_the_adafactor_schedule_is_kohyas_step_for_step():
+    # kohya's get_optimizer for Adafactor with relative_step drops the rates (lr=None, no group "lr") and its
+    # get_scheduler_fix returns transformers' AdafactorSchedule: the oracle, built here as kohya builds it.
+    from transformers.optimization import Adafactor, AdafactorSchedule
+
+    from mixkit.training.lr_schedules import warmup_schedule
+
+    torch.manual_seed(0)
+    start = [torch.randn(4, 3), torch.randn(5)]
+    ours_params = [torch.nn.Parameter(t.clone()) for t in start]
+    theirs_params = [torch.nn.Parameter(t.clone()) for t in start]
+    options = {"relative_step": True, "scale_parameter": True, "warmup_init": True}
+    groups = [{"params": ours_params[:1], "lr": 1e-4}, {"params": ours_params[1:], "lr": 5e-5}]
+    ours = make_optimizer("adafactor", groups, 1e-4, options)
+    ours_schedule = warmup_schedule(ours, "adafactor", 0, 10)
+    theirs = Adafactor([{"params": theirs_params[:1]}, {"params": theirs_params[1:]}], lr=None, weight_decay=0.0,
+                       **options)
+    theirs_schedule = AdafactorSchedule(theirs)
+    for step in range(4):
+        gradients = [torch.randn_like(t) for t in start]
+        for params, optimizer, schedule in ((ours_params, ours, ours_schedule),
+                                            (theirs_params, theirs, theirs_schedule)):
+            for param, gradient in zip(params, gradients):
+                param.grad = gradient.clone()
+            optimizer.step()
+            schedule.step()
+        assert all(torch.equal(a, b) for a, b in zip(ours_params, theirs_params))
+        assert ours_schedule.get_last_lr() == theirs_schedule.get_last_lr()
+    # warmup_init: 1e-6 * step, times the parameter's RMS (scale_parameter); not the 1e-4 given
+    assert ours_schedule.get_last_lr()[0] < 1e-5
+
+
+def test_the_adafactor_schedule_goes_with_relative_step_adafactor_only(tmp_path):
+    from mixkit.training.lr_schedules import warmup_schedule
+    from mixkit.training.sd_lora_config import SDLoraTrainingConfig
+
+    base = dict(model="m", dataset="d", output=str(tmp_path / "o.safetensors"))
+    relative = {"optimizer": "adafactor", "optimizer_args": {"relative_step": True}}
+    SDLoraTrainingConfig(**base, **relative, lr_schedule="adafactor").check()
+    with pytest.raises(ValueError, match="lr_schedule='adafactor' reports the step size .*relative_step"):
+        SDLoraTrainingConfig(**base, optimizer="adafactor", lr_schedule="adafactor").check()
+    with pytest.raises(ValueError, match="lr_schedule='constant' would not act; set lr_schedule: adafactor"):
+        SDLoraTrainingConfig(**base, **relative).check()
+    with pytest.raises(ValueError, match="takes no warm-up .*warmup_steps=5"):
+        SDLoraTrainingConfig(**base, **relative, lr_schedule="adafactor", warmup_steps=5).check()
+    with pytest.raises(ValueError, match="needs optimizer='adafactor' with optimizer_args relative_step=True"):
+        warmup_schedule(make_optimizer("adamw", [{"params": [torch.nn.Parameter(torch.zeros(1))]}], 1e-3),
+                        "adafactor", 0, 10)

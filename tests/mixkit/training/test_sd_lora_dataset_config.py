@@ -57,7 +57,7 @@ def test_an_epoch_is_every_subsets_images_times_their_repeats_over_the_batch_siz
     # the same folders as one kohya-style dataset train the same file, tensor for tensor
     folder_run = train_sd_lora(_config(tiny_sd1_dir, folders, tmp_path / "folders.safetensors", max_train_epochs=2))
     assert folder_run.steps == 6 and folder_run.losses == result.losses
-    assert read_safetensors_metadata(folder_run.output)["ss_resolution"] == "32"
+    assert read_safetensors_metadata(folder_run.output)["ss_resolution"] == "(32, 32)"  # kohya's (width, height)
     toml_tensors, folder_tensors = load_file(result.output), load_file(folder_run.output)
     assert toml_tensors.keys() == folder_tensors.keys()
     assert all(torch.equal(toml_tensors[k], folder_tensors[k]) for k in toml_tensors)

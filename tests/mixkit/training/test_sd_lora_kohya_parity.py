@@ -157,3 +157,45 @@ def test_a_nan_loss_names_a_real_checkpoint_or_how_to_have_one(tiny_sd1_dir, col
     named = tmp_path / "nan-checkpoints" / f"step-{step - 1:08d}.pt"
     assert f"resume_from={str(named)!r}" in message and named.is_file()
     assert not output.exists()
+
+
+def _portrait_and_landscape(root):
+    concept = root / "1_shape"
+    concept.mkdir(parents=True)
+    for name, size in [("tall", (32, 64)), ("wide", (64, 32)), ("square", (48, 48))]:
+        Image.new("RGB", size, (200, 50, 50)).save(concept / f"{name}.png")
+        (concept / f"{name}.txt").write_text(f"a {name} shape", encoding="utf-8")
+    return root
+
+
+def test_a_width_height_resolution_trains_and_is_recorded_as_kohya_writes_it(tiny_sd1_dir, tmp_path):
+    # kohya --resolution "32,48" --enable_bucket: buckets of 32 x 48 = 1536 pixels on a 16-pixel step
+    config = _config(tiny_sd1_dir, _portrait_and_landscape(tmp_path / "data"), tmp_path / "wh.safetensors",
+                     resolution=[32, 48], bucketing=True, bucket_step=16, min_bucket_reso=16, max_bucket_reso=64,
+                     batch_size=1, max_steps=3, lr_schedule="cosine", lr_schedule_args={"num_cycles": 1.0},
+                     warmup_steps=1, train_text_encoder=True, text_encoder_learning_rate=5e-3, loraplus_lr_ratio=16,
+                     loraplus_text_encoder_lr_ratio=4, rank_dropout=0.1, validation_prompts=["a tall shape"],
+                     validation_every=3, validation_steps=1)
+    metadata = read_safetensors_metadata(train_sd_lora(config).output)
+    # mixkit draws sample images at the run's width x height (kohya: 512x512 unless a prompt sets --w / --h)
+    [sample] = (tmp_path / "sample").glob("*.png")
+    assert Image.open(sample).size == (32, 48)
+    # kohya's args.resolution is the (width, height) tuple its prepare_dataset_args makes; SAI's spec "WxH"
+    assert (metadata["ss_resolution"], metadata["modelspec.resolution"]) == ("(32, 48)", "32x48")
+    buckets = json.loads(metadata["ss_bucket_info"])["buckets"]
+    # 1:2 and 2:1 are nearer 32x48's 0.67 and 48x32's 1.5 than 16x64's 0.25 and 64x16's 4 (kohya's select_bucket)
+    assert sorted(tuple(b["resolution"]) for b in buckets.values()) == [(32, 32), (32, 48), (48, 32)]
+    assert all(b["count"] == 1 for b in buckets.values())
+    assert (metadata["ss_learning_rate"], metadata["ss_unet_lr"], metadata["ss_text_encoder_lr"]) == \
+        ("0.01", "0.01", "0.005")
+    assert (metadata["ss_lr_scheduler"], metadata["ss_lr_warmup_steps"]) == ("cosine", "1")
+    # kohya's ss_network_args: its --network_args entries as strings
+    assert json.loads(metadata["ss_network_args"]) == {"rank_dropout": "0.1", "loraplus_lr_ratio": "16",
+                                                       "loraplus_text_encoder_lr_ratio": "4"}
+    assert (metadata["ss_loraplus_unet_lr_ratio"], metadata["ss_loraplus_text_encoder_lr_ratio"]) == ("None", "4")
+
+
+def test_a_square_resolution_is_recorded_as_kohyas_pair(tiny_sd1_dir, colour_dataset, tmp_path):
+    metadata = read_safetensors_metadata(train_sd_lora(_config(tiny_sd1_dir, colour_dataset,
+                                                               tmp_path / "sq.safetensors")).output)
+    assert (metadata["ss_resolution"], metadata["modelspec.resolution"]) == ("(32, 32)", "32x32")
