@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from webui.checkpoints import CheckpointEntry
 from webui.generation_jobs import generation_job, outpaint_job
 from webui.prompt_guard import check_prompt_networks, check_tag_syntax
 from webui.worker import ANY_OWNER, Job
