@@ -13,7 +13,6 @@ import dataclasses
 import json
 import logging
 import math
-import os
 import random
 import time
 from pathlib import Path
@@ -37,6 +36,7 @@ from mixkit.training.lora_network import CROSS_ATTENTION_KV, LoraNetwork
 from mixkit.training.modelspec import ModelSpecTexts, lora_modelspec
 from mixkit.training.network_weights import load_network_weights
 from mixkit.training.optimizers import optimizer_description
+from mixkit.training.output_path import check_output_path
 from mixkit.training.run_schedule import epoch_of_save
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 from mixkit.training.training_result import TrainingResult
@@ -49,28 +49,6 @@ logger = logging.getLogger(__name__)
 # Settings that name files or folders: the file's `mixkit_training_config` records only their last part.
 CONFIG_PATH_KEYS = ("model", "dataset", "output", "class_dataset", "network_weights", "validation_dataset",
                     "checkpoint_dir", "resume_from", "logging_dir", "sample_prompts")
-
-
-def check_output_path(output: str | Path) -> None:
-    """Refuse, before any training, an output the LoRA file cannot become: finding out when the finished run
-    writes it would lose the run. A missing folder is fine (it is created at the first write, as kohya does)."""
-    output = Path(output).expanduser().absolute()
-    if output.is_dir():
-        raise ValueError(f"output {str(output)!r} is a folder; name the LoRA file to write, like "
-                         f"{str(output / 'my_lora.safetensors')!r}")
-    if output.suffix.lower() != ".safetensors":
-        raise ValueError(f"output {str(output)!r} must end in .safetensors: the file is written in that format, "
-                         "which A1111, ComfyUI and mixkit's LoRA folders list by that suffix (a .ckpt name would "
-                         f"make other tools unpickle it); try {str(output.with_suffix('.safetensors'))!r}")
-    existing = output.parent
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ValueError(f"the folder of output {str(output)!r} cannot be created: {str(existing)!r} is a file; "
-                         "choose another output path")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"the folder of output {str(output)!r} cannot be written: {str(existing)!r} is not "
-                         "writable; choose another output path")
 
 
 def _frozen_weights_in_half_precision(model, precision: str, train_text_encoder: bool) -> None:
