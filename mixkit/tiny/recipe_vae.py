@@ -32,9 +32,8 @@ from mixkit.runtime.capability import cpu_bf16_autocast
 from mixkit.tiny.recipe_common import (
     RecipeClock,
     base_world,
-    check_recipe_output,
-    check_recipe_types,
     earlier_record,
+    start_recipe,
     warmup_cosine,
     write_record,
 )
@@ -241,14 +240,9 @@ def train_tiny_vae_recipe(recipe: TinyVaeRecipe, stop_at_step: int | None = None
 
     from mixkit.training.training_result import TrainingResult
 
-    check_recipe_types(recipe)
-    recipe.check()
-    check_recipe_output(recipe.output)  # before any work: never a user's folder
+    clock, curve = start_recipe(recipe), []
     if stop_at_step is not None:
         recipe = dataclasses.replace(recipe, steps=min(recipe.steps, stop_at_step))
-    if recipe.threads:
-        torch.set_num_threads(recipe.threads)
-    clock, curve = RecipeClock(), []
     vae, metrics = train_autoencoder(recipe, clock, curve)
     folder = Path(recipe.output)
     with atomic_output_folder(folder, replace=True) as staged:

@@ -395,3 +395,26 @@ def test_recipe_settings_of_the_wrong_type_are_named(recipe_class):
                               ({"threads": -1}, "threads must be >= 0"), ({steps: 2.5}, f"{steps} must be an integer")):
         with pytest.raises(ValueError, match=message):
             check_recipe_types(recipe(**settings))
+
+
+def test_start_recipe_checks_every_setting_and_the_output_before_it_takes_the_thread_count(tmp_path):
+    import torch
+
+    from mixkit.tiny.recipe_common import RecipeClock, start_recipe
+    from mixkit.tiny.recipe_vae import TinyVaeRecipe
+
+    precious = tmp_path / "mine"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep")
+    before = torch.get_num_threads()
+    try:
+        for settings, message in (({"learning_rate": "abc"}, "learning_rate must be a finite number"),
+                                  ({"output": str(precious)}, "already exists and is not an empty folder")):
+            with pytest.raises(ValueError, match=message):
+                start_recipe(TinyVaeRecipe(**{"output": str(tmp_path / "new"), "threads": before + 1, **settings}))
+            assert torch.get_num_threads() == before  # refused before it changed anything
+        assert isinstance(start_recipe(TinyVaeRecipe(output=str(tmp_path / "new"), threads=before + 1)), RecipeClock)
+        assert torch.get_num_threads() == before + 1
+    finally:
+        torch.set_num_threads(before)
+    assert [p.name for p in precious.iterdir()] == ["notes.txt"] and not (tmp_path / "new").exists()
