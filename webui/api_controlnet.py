@@ -7,9 +7,12 @@ worker, which turns each `UnitSpec` into a `pipelines.controlnet.ControlNetUnit`
 guide both passes. The three control modes are the extension's (1, "My prompt is more important", is soft
 injection). Old clients' keys are renamed as the extension's `to_processing_unit` renames them (`guidance`,
 `guessmode`, `lowvram`, `input_image`, `mask_image`); any other key the server does not read is refused, naming it.
-A unit's `mask` (or `image.mask`) is decoded and handed to the unit as the extension uses it
+A unit's `image` takes every shape the extension's `parse_image_formats` does (a base64 string,
+`{"image": ..., "mask": ...}`, `[image, mask]`, a one-item list of such objects); its mask (`mask`, or the one inside
+`image`) is decoded and handed to the unit as the extension uses it
 (`pipelines.controlnet.unit_mask`: the inpaint modules' masked area, else a drawing replacing the picture, a blank
-one ignored); a mask of another size than the unit's image is refused, as there.
+one ignored); a mask of another size than the unit's image is refused, as there. `effective_region_mask` (extension
+1.1.4xx) is a base64 image limiting where the unit's control applies (`pipelines.controlnet.region_mask`).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ LEGACY_UNIT_KEYS = {"guessmode": "guess_mode", "guidance": "guidance_end", "lowv
 # `guess_mode` (removed from the extension in 1.1.136) means "ControlNet is more important", as it did there.
 UNIT_KEYS = frozenset({"enabled", "module", "model", "weight", "image", "mask", "resize_mode", "processor_res",
                        "threshold_a", "threshold_b", "guidance_start", "guidance_end", "pixel_perfect", "control_mode",
-                       "hr_option", "guess_mode", "low_vram", "save_detected_map"})
+                       "hr_option", "guess_mode", "low_vram", "save_detected_map", "effective_region_mask"})
 HR_OPTIONS = {"both": "Both", "low res only": "Low res only", "high res only": "High res only"}
 # sd-webui-controlnet module names -> mixkit preprocessors (same algorithm, different name).
 MODULE_ALIASES = {"none": "none", "canny": "canny", "invert": "invert", "invert (from white bg & black line)": "invert",
@@ -77,6 +80,8 @@ class UnitSpec:
     hr_option: str = "Both"
     soft_injection: bool = False  # control mode "My prompt is more important"
     mask: Any = None  # the unit's mask (PIL), as sent; pipelines.controlnet.unit_mask says how it is used
+    effective_region_mask: Any = None  # PIL; where the unit's control applies (pipelines.controlnet.region_mask)
+    label: str = "ControlNet"  # how errors name the unit: "controlnet unit 0" (API), "ControlNet Unit 0" (UI)
 
 
 def _number(label: str, value: Any, low: float, high: float) -> float:
@@ -199,21 +204,45 @@ def _log_ignored_fields(label: str, unit: dict) -> None:
                         "are not returned); ignored.", label, key)
 
 
-def _unit_mask(label: str, unit: dict, *, max_pixels: int, max_bytes: int):
-    """The unit's mask (`mask`, or `image.mask` as the extension's `{"image": ..., "mask": ...}` sends it), decoded;
-    None without one. How it is used (inpaint modules: the masked area; others: a drawing replacing the picture, a
-    blank one ignored) is `pipelines.controlnet.unit_mask`'s rule, applied by the pipeline."""
+def unit_picture(label: str, unit: dict) -> tuple[Any, Any, str]:
+    """(image data, mask data, the mask's field name) from a unit's `image` in any shape the extension's
+    `parse_image_formats` takes: a base64 string (its mask in `mask`), `{"image": ..., "mask": ...}`, `[image, mask]`,
+    or a one-item list `[{"image": ..., "mask": ...}]`. Several inputs (a longer list of objects, which only the
+    extension's IP-Adapter modules read) and a mask given twice are refused, naming the field."""
     image = unit.get("image")
-    masks = {"mask": unit.get("mask"), "image.mask": image.get("mask") if isinstance(image, dict) else None}
-    given = {key: data for key, data in masks.items() if _given(data)}
-    if len(given) > 1:
-        raise ValueError(f"{label}: got both 'mask' and 'image.mask'; send the unit's mask once.")
-    for key, data in given.items():
-        if not isinstance(data, str):
-            raise ValueError(f"{label} {key} must be a base64-encoded image (white = masked), got "
-                             f"{type(data).__name__}.")
-        return decode_base64_image(f"{label} {key}", data, max_pixels=max_pixels, max_bytes=max_bytes)
-    return None
+    if isinstance(image, list):
+        if image and all(isinstance(item, dict) for item in image):
+            if len(image) > 1:
+                raise ValueError(f"{label}: image is a list of {len(image)} inputs; a ControlNet unit takes one (only "
+                                 "the extension's IP-Adapter modules, which this server does not have, take several). "
+                                 "Send one {\"image\": ..., \"mask\": ...} object.")
+            image, inner_key = image[0], "image[0].mask"
+        elif len(image) == 2 and not any(isinstance(item, (dict, list)) for item in image):
+            image, inner_key = {"image": image[0], "mask": image[1]}, "image[1]"
+        else:
+            raise ValueError(f"{label}: image must be a base64 image, {{\"image\": ..., \"mask\": ...}}, "
+                             f"[image, mask] or a one-item list of such objects, got a list of {len(image)} items.")
+    else:
+        inner_key = "image.mask"
+    if not isinstance(image, dict):
+        return image, unit.get("mask"), "mask"
+    unknown = sorted(set(image) - {"image", "mask"})
+    if unknown:
+        raise ValueError(f"{label}: the image object has unknown keys {unknown}; it takes 'image' and 'mask'.")
+    if _given(image.get("mask")) and _given(unit.get("mask")):
+        raise ValueError(f"{label}: got both 'mask' and {inner_key!r}; send the unit's mask once.")
+    if _given(image.get("mask")):
+        return image.get("image"), image.get("mask"), inner_key
+    return image.get("image"), unit.get("mask"), "mask"
+
+
+def _decoded(label: str, key: str, data: Any, *, max_pixels: int, max_bytes: int, what: str):
+    """A base64 image field decoded, None when not given; ValueError naming the field otherwise."""
+    if not _given(data):
+        return None
+    if not isinstance(data, str):
+        raise ValueError(f"{label} {key} must be a base64-encoded image ({what}), got {type(data).__name__}.")
+    return decode_base64_image(f"{label} {key}", data, max_pixels=max_pixels, max_bytes=max_bytes)
 
 
 def parse_units(args: list, *, models, max_units: int, max_pixels: int, max_bytes: int) -> list[UnitSpec]:
@@ -228,13 +257,18 @@ def parse_units(args: list, *, models, max_units: int, max_pixels: int, max_byte
             continue
         if models is None:
             raise ValueError(f"{label}: this server has no ControlNet folder (start it with --controlnet-dir).")
-        mask = _unit_mask(label, unit, max_pixels=max_pixels, max_bytes=max_bytes)
+        image, mask, mask_key = unit_picture(label, unit)
+        sizes = dict(max_pixels=max_pixels, max_bytes=max_bytes)
+        mask = _decoded(label, mask_key, mask, what="white = masked", **sizes)
+        region = _decoded(label, "effective_region_mask", unit.get("effective_region_mask"),
+                          what="white = the unit's control applies there", **sizes)
         _log_ignored_fields(label, unit)
-        image = unit.get("image")
-        if isinstance(image, dict):
-            image = image.get("image")
-        decoded = decode_base64_image(f"{label} image", image, max_pixels=max_pixels, max_bytes=max_bytes) if image else None
-        specs.append(unit_spec(label, unit, decoded, models, mask))
+        if _given(image) and not isinstance(image, str):
+            raise ValueError(f"{label} image must be a base64-encoded image, got {type(image).__name__}.")
+        decoded = decode_base64_image(f"{label} image", image, **sizes) if image else None
+        spec = unit_spec(label, unit, decoded, models, mask)
+        spec.effective_region_mask = region
+        specs.append(spec)
     if len(specs) > max_units:
         raise ValueError(f"Got {len(specs)} enabled ControlNet units; the limit is {max_units}.")
     return specs
@@ -270,7 +304,8 @@ def unit_spec(label: str, unit: dict, image, models, mask=None) -> UnitSpec:
         preprocessor=MODULE_ALIASES[module],
         threshold_a=thresholds[0], threshold_b=thresholds[1],
         pixel_perfect=_flag(f"{label} pixel_perfect", unit.get("pixel_perfect", False)),
-        processor_res=_processor_res(label, unit.get("processor_res")), hr_option=_hr_option(label, unit), mask=mask)
+        processor_res=_processor_res(label, unit.get("processor_res")), hr_option=_hr_option(label, unit), mask=mask,
+        label=label)
 
 
 def _hr_option(label: str, unit: dict) -> str:
@@ -291,7 +326,9 @@ def ui_unit_spec(models, fields: dict) -> UnitSpec:
             "control_mode": fields["control_mode"], "pixel_perfect": fields["pixel_perfect"],
             "processor_res": _whole(fields["processor_res"]), "threshold_a": fields["threshold_a"],
             "threshold_b": fields["threshold_b"]}
-    return unit_spec("ControlNet", unit, fields["image"], models, fields.get("mask"))
+    spec = unit_spec("ControlNet", unit, fields["image"], models, fields.get("mask"))
+    spec.effective_region_mask = fields.get("effective_region_mask")
+    return spec
 
 
 def _whole(value: Any) -> Any:
@@ -308,5 +345,6 @@ def build_units(specs: list[UnitSpec], models, base_unet) -> list:
                            soft_injection=spec.soft_injection,
                            resize_mode=spec.resize_mode, preprocessor=spec.preprocessor, threshold_a=spec.threshold_a,
                            threshold_b=spec.threshold_b, model_name=spec.model_name, pixel_perfect=spec.pixel_perfect,
-                           processor_res=spec.processor_res, mask=spec.mask)
+                           processor_res=spec.processor_res, mask=spec.mask,
+                           effective_region_mask=spec.effective_region_mask)
             for spec in specs]

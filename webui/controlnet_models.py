@@ -25,6 +25,7 @@ class ControlNetModels:
         if not self.folder.is_dir():
             raise NotADirectoryError(f"ControlNet folder {str(self.folder)!r} does not exist; create it or fix --controlnet-dir.")
         self._loaded: dict[str, object] = {}
+        self._families: dict[tuple, object] = {}  # (path, size, mtime) -> ModelFamily | None
         self._lock = threading.Lock()
 
     def sources(self) -> dict[str, Path]:
@@ -51,6 +52,23 @@ class ControlNetModels:
                 return candidate
         raise ValueError(f"Unknown ControlNet model {name!r}; available: {', '.join(names) or '(none)'}.")
 
+    def family(self, name: str):
+        """The model family the named ControlNet is made for (`pipelines.controlnet.family.ModelFamily`), read from
+        its config or tensor shapes without loading it (remembered per file version); None when that cannot be told."""
+        from pipelines.controlnet.family import family_of_config, read_family
+
+        with self._lock:
+            if name in self._loaded:
+                return family_of_config(self._loaded[name].config)
+        path = self.sources().get(name)
+        if path is None:  # removed since the request named it: the job's load reports that
+            return None
+        stat = (path / "config.json" if path.is_dir() else path).stat()
+        key = (str(path), stat.st_size, stat.st_mtime_ns)
+        if key not in self._families:
+            self._families[key] = read_family(path)
+        return self._families[key]
+
     def load(self, name: str, base_unet):
         """The loaded ControlNetModel for a resolved name (cached; single files get their config from `base_unet`)."""
         from pipelines.controlnet import load_controlnet
@@ -65,3 +83,43 @@ class ControlNetModels:
     def release(self) -> None:
         with self._lock:
             self._loaded.clear()
+
+
+def check_unit_families(models: ControlNetModels, specs: list, holder, entry=None) -> None:
+    """Refuse, before a job is queued, a unit whose ControlNet is made for another model family than the checkpoint
+    the job runs on (`entry`, a request's own checkpoint; None: the server's), naming the unit, the ControlNet and
+    both families. Units or checkpoints whose family cannot be read without loading them are left to the pipeline's
+    own check (`pipelines.controlnet.units.check_controlnet_matches_unet`), which also runs before sampling."""
+    from pipelines.controlnet.family import check_same_family
+
+    target = checkpoint_family(holder, entry)
+    if target is None:
+        return
+    family, title = target
+    for index, spec in enumerate(specs):
+        made_for = models.family(spec.model_name)
+        if made_for is not None:
+            check_same_family(getattr(spec, "label", None) or f"ControlNet {index}", spec.model_name, made_for, family,
+                              title)
+
+
+def checkpoint_family(holder, entry=None):
+    """(family, title) of the checkpoint a job runs on: the loaded model's UNet config when it is that one, else read
+    from its folder's unet/config.json or its safetensors header (a pickled checkpoint is not read: that could take a
+    while); None when unknown."""
+    from pipelines.controlnet.family import family_of_config, read_family
+
+    current = holder.entry
+    entry = entry or current
+    if entry is None:
+        return None
+    if entry == current and holder.loaded:
+        try:
+            return family_of_config(holder.txt2img().model.unet.config), entry.title
+        except RuntimeError:  # unloaded meanwhile: read it from disk as any other checkpoint
+            pass
+    try:
+        family = read_family(entry.source, read_pickles=False) if os.path.exists(entry.source) else None
+    except (ValueError, OSError):  # a broken file: its load fails in the job with the loader's own message
+        return None
+    return None if family is None else (family, entry.title)

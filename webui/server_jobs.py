@@ -15,6 +15,7 @@ from webui.worker import ANY_OWNER, Job
 
 if TYPE_CHECKING:
     from pipelines.params import GenerationLimits
+    from webui.controlnet_models import ControlNetModels
     from webui.model_switch import ModelHolder
     from webui.worker import GenerationWorker
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 class ServerJobs:
     """Besides the attributes below, uses `lora_names` (PromptLibraries) and `requested_checkpoint` (ServerModels)."""
 
+    controlnets: ControlNetModels | None
     holder: ModelHolder
     limits: GenerationLimits
     worker: GenerationWorker
@@ -72,7 +74,8 @@ class ServerJobs:
     def submit_generation(self, kind: str, params, *, save: bool, session: str | None = None,
                           owner: str | None = None, checkpoint: str | None = None,
                           restore_checkpoint: bool = True) -> Job:
-        """Queue a txt2img/img2img call with already validated params; raises QueueFullError.
+        """Queue a txt2img/img2img call with already validated params; raises QueueFullError, and ValueError for a
+        ControlNet unit made for another model family than the job's checkpoint (before anything is queued).
 
         `checkpoint` (A1111's override_settings.sd_model_checkpoint, any title it accepts) runs the job on that
         checkpoint, and the server's is put back afterwards unless `restore_checkpoint` is false
@@ -81,6 +84,10 @@ class ServerJobs:
         if kind not in ("txt2img", "img2img"):
             raise ValueError(f"kind must be 'txt2img' or 'img2img', got {kind!r}.")
         entry = self.requested_checkpoint(checkpoint)
+        if getattr(params, "controlnets", None) and self.controlnets is not None:
+            from webui.controlnet_models import check_unit_families
+
+            check_unit_families(self.controlnets, params.controlnets, self.holder, entry)
         job = generation_job(self, kind, params, save=save, checkpoint=entry, restore_checkpoint=restore_checkpoint)
         return self.worker.submit(job, kind if entry is None else f"{kind} on {entry.title}", session=session,
                                   owner=owner)

@@ -30,6 +30,8 @@ from mixkit.tiny.recipe_common import (
     warmup_cosine,
     write_record,
 )
+from mixkit.tiny.recipe_state import check_resume_settings, read_recipe_state, restore_recipe_state, save_recipe_state, \
+    state_folder
 from mixkit.tiny.world_data import caption_style, render_shape_variants, render_world
 from mixkit.tiny.world_tokenizer import build_world_tokenizer
 from mixkit.training.config_json import JsonConfig
@@ -77,8 +79,12 @@ class TinyClipRecipe(JsonConfig):
     # tiny`, 82% vs 93% on other renders) while it got position right (94% vs 12%), so it is off for the
     # shipped model. In the warm-up it held shape back (head: 29% shape after 800 steps, against 89%).
     layout_head: bool = False
+    # Resume states (`mixkit.tiny.recipe_state`) in <output>-state every this many steps (0: only at --stop-at-step)
+    checkpoint_every: int = 0
+    resume_from: str = ""  # a <output>-state folder (or step-*.pt in it): continue that run bit for bit
 
     def check(self) -> None:
+        check_resume_settings(self)
         for name in ("image_size", "patch_size", "hidden_size", "layers", "heads", "train_images", "batch_size", "steps"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -233,7 +239,17 @@ def train_tiny_clip(recipe: TinyClipRecipe, stop_at_step: int | None = None):
     tokens = tokenizer(train.captions, padding="max_length", max_length=32, truncation=True, return_tensors="pt")
     curve = []
     total = recipe.shape_warmup_steps + recipe.steps
-    for step in range(total):
+    modules, first_step, last_state = {"model": model, "shape_head": shape_head}, 0, None
+    if recipe.resume_from:
+        resumed = read_recipe_state(recipe.resume_from, name="tiny-clip", recipe=recipe, total_steps=total)
+        if stop_at_step is not None and stop_at_step <= resumed.step:
+            raise ValueError(f"--stop-at-step {stop_at_step} is not after step {resumed.step}, where "
+                             f"{resumed.path} resumes; stop at a later step")
+        restore_recipe_state(resumed, name="tiny-clip", modules=modules, ema=None, optimizer=optimizer,
+                             generator=generator)
+        first_step, curve, clock, last_state = resumed.step, resumed.curve, resumed.clock, resumed.path
+        logger.info("tiny-clip resumes %s at step %d", resumed.path, first_step)
+    for step in range(first_step, total):
         contrastive = step >= recipe.shape_warmup_steps
         for group in optimizer.param_groups:
             group["lr"] = recipe.learning_rate * _learning_rate_factor(recipe, step)
@@ -250,6 +266,10 @@ def train_tiny_clip(recipe: TinyClipRecipe, stop_at_step: int | None = None):
         stopping = stop_at_step is not None and step + 1 >= stop_at_step
         if (step + 1) % 100 == 0 or step + 1 == total or stopping:  # the record needs the last step's point
             curve.append(_curve_point(recipe, model, shape_head, tokenizer, valid, world, step + 1, loss, clock))
+        if step + 1 < total and (stopping or (recipe.checkpoint_every and (step + 1) % recipe.checkpoint_every == 0)):
+            last_state = save_recipe_state(state_folder(recipe.output), name="tiny-clip", recipe=recipe, step=step + 1,
+                                           modules=modules, ema=None, optimizer=optimizer, generator=generator,
+                                           curve=curve, metrics={}, clock=clock)
         if stopping:
             break
     model.eval()
@@ -265,7 +285,8 @@ def train_tiny_clip(recipe: TinyClipRecipe, stop_at_step: int | None = None):
         model.half().save_pretrained(staged, safe_serialization=True)
         CLIPProcessor(image_processor=image_processor, tokenizer=tokenizer).save_pretrained(staged)
         write_record(staged, "tiny-clip", recipe, metrics, curve, clock)
-    return TrainingResult(steps=step + 1, seconds=clock.wall(), output=output, last_checkpoint=None)
+    return TrainingResult(steps=step + 1, seconds=clock.wall(), output=output, first_step=first_step,
+                          last_checkpoint=last_state)
 
 
 def _learning_rate_factor(recipe: TinyClipRecipe, step: int) -> float:

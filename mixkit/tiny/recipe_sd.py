@@ -34,6 +34,13 @@ from mixkit.tiny.recipe_common import (
     warmup_cosine,
     write_record,
 )
+from mixkit.tiny.recipe_state import (
+    check_resume_settings,
+    read_recipe_state,
+    restore_recipe_state,
+    save_recipe_state,
+    state_folder,
+)
 from mixkit.tiny.recipe_vae import TinyVaeRecipe, encode_all, train_autoencoder
 from mixkit.tiny.unet_growth import (
     grow_full_resolution_attention,
@@ -101,8 +108,12 @@ class TinySDRecipe(JsonConfig):
     seed: int = 0
     threads: int = 0
     unet_bf16: bool = False  # measured: fp32 is faster than bf16 autocast for a UNet this small on CPU
+    # Resume states (`mixkit.tiny.recipe_state`) in <output>-state every this many steps (0: only at --stop-at-step)
+    checkpoint_every: int = 0
+    resume_from: str = ""  # a <output>-state folder (or step-*.pt in it): continue that run bit for bit
 
     def check(self) -> None:
+        check_resume_settings(self)
         for name in ("image_size", "train_images", "batch_size", "steps", "eval_prompts",
                      "full_resolution_transformer_layers"):
             value = getattr(self, name)
@@ -253,7 +264,15 @@ def train_tiny_sd(recipe: TinySDRecipe, stop_at_step: int | None = None):
     # Progress is measured on prompts of every combination (held-out ones included, ~5%).
     prompts = [p.prompt for p in eval_prompts(dataclasses.replace(world, held_out=()), count=recipe.eval_prompts, seed=1234)]
 
-    vae, vae_metrics = _autoencoder(recipe, clock, curve)
+    resumed = read_recipe_state(recipe.resume_from, name="tiny-sd", recipe=recipe,
+                                total_steps=recipe.steps) if recipe.resume_from else None
+    if resumed is not None and stop_at_step is not None and stop_at_step <= resumed.step:
+        raise ValueError(f"--stop-at-step {stop_at_step} is not after step {resumed.step}, where {resumed.path} "
+                         "resumes; stop at a later step")
+    if resumed is not None and "vae_config" in resumed.extra:  # the autoencoder that run trained, not a new one
+        vae, vae_metrics = _autoencoder_of_state(resumed), resumed.extra["vae_metrics"]
+    else:
+        vae, vae_metrics = _autoencoder(recipe, clock, curve)
     means, stds = encode_all(vae, train)
     scaling = float(vae.config.scaling_factor)
 
@@ -290,7 +309,15 @@ def train_tiny_sd(recipe: TinySDRecipe, stop_at_step: int | None = None):
     alphas_cumprod = _alphas_cumprod()
     generator = torch.Generator().manual_seed(recipe.seed)
     metrics: dict[str, float] = {}
-    for step in range(recipe.steps):
+    modules = {"unet": unet, **({"text_encoder": text_encoder} if recipe.train_text_encoder else {})}
+    first_step, last_state = 0, None
+    if resumed is not None:
+        restore_recipe_state(resumed, name="tiny-sd", modules=modules, ema=ema, optimizer=optimizer,
+                             generator=generator)
+        first_step, curve, metrics, clock, last_state = (resumed.step, resumed.curve, resumed.metrics, resumed.clock,
+                                                         resumed.path)
+        logger.info("tiny-sd resumes %s at step %d", resumed.path, first_step)
+    for step in range(first_step, recipe.steps):
         for group in optimizer.param_groups:
             group["lr"] = group["base_lr"] * warmup_cosine(step, recipe.steps, recipe.warmup_steps)
         index = torch.randint(0, len(train), (recipe.batch_size,), generator=generator)
@@ -315,13 +342,32 @@ def train_tiny_sd(recipe: TinySDRecipe, stop_at_step: int | None = None):
                           **{k: round(v, 4) for k, v in metrics.items()}})
             logger.info("tiny-sd step %d loss %.4f %s (%.0f s)", done, loss.item(),
                         {k: round(v, 3) for k, v in metrics.items()}, clock.wall())
-        if stop_at_step is not None and done >= stop_at_step:
+        stopping = stop_at_step is not None and done >= stop_at_step
+        if done < recipe.steps and (stopping or (recipe.checkpoint_every and done % recipe.checkpoint_every == 0)):
+            # an autoencoder trained by this run goes into the state: a resume needs it, not a retrained one
+            own_vae = {} if recipe.vae else {"vae_metrics": vae_metrics, "vae_config": {
+                key: value for key, value in vae.config.items() if not key.startswith("_")}}  # no paths, versions
+            last_state = save_recipe_state(state_folder(recipe.output), name="tiny-sd", recipe=recipe, step=done,
+                                           modules=modules, ema=ema, optimizer=optimizer, generator=generator,
+                                           curve=curve, metrics=metrics, clock=clock, extra=own_vae,
+                                           tensors=vae.state_dict() if own_vae else None)
+        if stopping:
             break
     ema.copy_to(_parameters(trained))
     text_encoder.eval().requires_grad_(False)
     output = save_tiny_sd(Path(recipe.output), unet, vae, tokenizer, text_encoder)
     write_record(output, "tiny-sd", recipe, {**vae_metrics, **metrics}, curve, clock)
-    return TrainingResult(steps=done, seconds=clock.wall(), output=output, last_checkpoint=None)
+    return TrainingResult(steps=done, seconds=clock.wall(), output=output, first_step=first_step,
+                          last_checkpoint=last_state)
+
+
+def _autoencoder_of_state(resumed):
+    """The autoencoder a resumed run had trained itself, rebuilt from its state."""
+    from diffusers import AutoencoderKL
+
+    vae = AutoencoderKL.from_config(resumed.extra["vae_config"])
+    vae.load_state_dict(resumed.tensors)
+    return vae.eval()
 
 
 def _autoencoder(recipe: TinySDRecipe, clock: RecipeClock, curve: list[dict]):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -36,6 +37,14 @@ from mixkit.tiny.recipe_common import (
     start_recipe,
     warmup_cosine,
     write_record,
+)
+from mixkit.tiny.recipe_state import (
+    RecipeState,
+    check_resume_settings,
+    read_recipe_state,
+    restore_recipe_state,
+    save_recipe_state,
+    state_folder,
 )
 from mixkit.tiny.world_data import WorldTensors, render_world
 from mixkit.training.config_json import JsonConfig
@@ -99,12 +108,47 @@ def reconstruction_loss(reconstruction: torch.Tensor, images: torch.Tensor, fore
     return (error.abs() * weight).mean() + (error.pow(2) * weight).mean()
 
 
+@dataclass
+class AutoencoderRun:
+    """How the tiny-vae recipe's own run stops, keeps resume states and resumes (`mixkit.tiny.recipe_state`);
+    tiny-sd's autoencoder stage runs without one."""
+
+    recipe: TinyVaeRecipe
+    stop_at_step: int | None = None
+    resumed: RecipeState | None = None
+    last_state: Path | None = None
+
+    def restore(self, vae, optimizer, generator, clock: RecipeClock, curve: list[dict]) -> int:
+        """The step to start from: 0, or the resumed state's (its weights, optimizer, RNGs, curve, clock restored)."""
+        if self.resumed is None:
+            return 0
+        restore_recipe_state(self.resumed, name="tiny-vae", modules={"vae": vae}, ema=None, optimizer=optimizer,
+                             generator=generator)
+        curve[:] = self.resumed.curve
+        clock.wall_start, clock.cpu_start = self.resumed.clock.wall_start, self.resumed.clock.cpu_start
+        self.last_state = self.resumed.path
+        logger.info("tiny-vae resumes %s at step %d", self.resumed.path, self.resumed.step)
+        return self.resumed.step
+
+    def stops_after(self, step: int) -> bool:
+        return self.stop_at_step is not None and step >= self.stop_at_step
+
+    def keep_state(self, step: int, vae, optimizer, generator, clock: RecipeClock, curve: list[dict]) -> None:
+        """A resume state after `step` when due (every `checkpoint_every`, and at the stop step)."""
+        every = self.recipe.checkpoint_every
+        if step < self.recipe.steps and (self.stops_after(step) or (every and step % every == 0)):
+            self.last_state = save_recipe_state(state_folder(self.recipe.output), name="tiny-vae", recipe=self.recipe,
+                                                step=step, modules={"vae": vae}, ema=None, optimizer=optimizer,
+                                                generator=generator, curve=curve, metrics={}, clock=clock)
+
+
 def train_tiny_vae(settings: TinyVaeSettings, train: WorldTensors, valid: WorldTensors, seed: int,
-                   clock: RecipeClock, curve: list[dict], vae=None, judge=None):
+                   clock: RecipeClock, curve: list[dict], vae=None, judge=None, run: AutoencoderRun | None = None):
     """Train and return (vae in eval mode, validation PSNR); appends progress to `curve`.
 
     `vae` continues a trained autoencoder instead of building a fresh one; with a `judge`, the curve
     also records how well it reads the reconstructions (PSNR alone hides blurred small shapes).
+    `run`: the recipe's own stop step, resume states and resumed state.
     """
     size = train.images.shape[-1]
     vae = build_tiny_vae(settings, size, seed) if vae is None else vae
@@ -116,7 +160,8 @@ def train_tiny_vae(settings: TinyVaeSettings, train: WorldTensors, valid: WorldT
                                   weight_decay=0.0)
     generator = torch.Generator().manual_seed(seed)
     valid_images = valid.float_images(torch.arange(min(64, len(valid))))
-    for step in range(settings.steps):
+    first_step = run.restore(vae, optimizer, generator, clock, curve) if run is not None else 0
+    for step in range(first_step, settings.steps):
         for group in optimizer.param_groups:
             group["lr"] = settings.learning_rate * warmup_cosine(step, settings.steps, settings.warmup_steps)
         index = torch.randint(0, len(train), (settings.batch_size,), generator=generator)
@@ -133,13 +178,18 @@ def train_tiny_vae(settings: TinyVaeSettings, train: WorldTensors, valid: WorldT
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        if (step + 1) % 100 == 0 or step + 1 == settings.steps:
+        stopping = run is not None and run.stops_after(step + 1)
+        if (step + 1) % 100 == 0 or step + 1 == settings.steps or stopping:  # the record needs the last step's point
             quality = validation_psnr(vae, valid_images)
             reading = reconstruction_accuracy(vae, valid, judge) if judge is not None else {}
             curve.append({"stage": "vae", "step": step + 1, "loss": round(loss.item(), 4), "psnr": round(quality, 2),
                           **reading, "wall_seconds": clock.wall()})
             logger.info("tiny-vae step %d loss %.4f psnr %.2f %s(%.0f s)", step + 1, loss.item(), quality,
                         f"judge {reading} " if reading else "", clock.wall())
+        if run is not None:
+            run.keep_state(step + 1, vae, optimizer, generator, clock, curve)
+        if stopping:
+            break
     vae.eval()
     return vae, validation_psnr(vae, valid_images)
 
@@ -181,10 +231,12 @@ class TinyVaeRecipe(JsonConfig):
     init_from: str = ""  # an autoencoder folder to continue from (empty: a fresh one)
     train_encoder: bool = True  # false (needs init_from) keeps the latents, so UNets trained on them stay valid
     foreground_weight: float = 0.0  # extra loss weight on shape pixels, which the image-mean loss under-weights
+    # Resume states (`mixkit.tiny.recipe_state`) in <output>-state every this many steps (0: only at --stop-at-step)
+    checkpoint_every: int = 0
+    resume_from: str = ""  # a <output>-state folder (or step-*.pt in it): continue that run bit for bit
 
     def check(self) -> None:
-        from pathlib import Path
-
+        check_resume_settings(self)
         for name in ("image_size", "train_images", "steps", "batch_size"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -208,8 +260,9 @@ class TinyVaeRecipe(JsonConfig):
                                foreground_weight=self.foreground_weight)
 
 
-def train_autoencoder(recipe: TinyVaeRecipe, clock: RecipeClock, curve: list[dict]):
-    """(vae with its measured scaling factor, metrics): the tiny-vae recipe as a stage of the tiny-sd one."""
+def train_autoencoder(recipe: TinyVaeRecipe, clock: RecipeClock, curve: list[dict], run: AutoencoderRun | None = None):
+    """(vae with its measured scaling factor, metrics): the tiny-vae recipe as a stage of the tiny-sd one (and,
+    with `run`, as the recipe itself)."""
     from mixkit.evaluation import load_shipped_judge
 
     recipe.check()
@@ -223,7 +276,8 @@ def train_autoencoder(recipe: TinyVaeRecipe, clock: RecipeClock, curve: list[dic
         start = AutoencoderKL.from_pretrained(recipe.init_from, torch_dtype=torch.float32)
         curve.append({"stage": "init", "from": recipe.init_from, **earlier_record(recipe.init_from)})
     judge = load_shipped_judge()
-    vae, quality = train_tiny_vae(recipe.settings(), train, valid, recipe.seed, clock, curve, vae=start, judge=judge)
+    vae, quality = train_tiny_vae(recipe.settings(), train, valid, recipe.seed, clock, curve, vae=start, judge=judge,
+                                  run=run)
     if recipe.train_encoder:  # new latents, new scale; a frozen encoder keeps the scale its UNets were trained with
         means, _ = encode_all(vae, train)
         vae.register_to_config(scaling_factor=round(float(1.0 / means.std()), 5))
@@ -235,20 +289,23 @@ def train_autoencoder(recipe: TinyVaeRecipe, clock: RecipeClock, curve: list[dic
 
 def train_tiny_vae_recipe(recipe: TinyVaeRecipe, stop_at_step: int | None = None):
     """`mixkit train recipe tiny-vae`: train the autoencoder alone and write it as a diffusers folder."""
-    import dataclasses
-    from pathlib import Path
-
     from mixkit.training.training_result import TrainingResult
 
     clock, curve = start_recipe(recipe), []
-    if stop_at_step is not None:
-        recipe = dataclasses.replace(recipe, steps=min(recipe.steps, stop_at_step))
-    vae, metrics = train_autoencoder(recipe, clock, curve)
+    run = AutoencoderRun(recipe, stop_at_step)
+    if recipe.resume_from:
+        run.resumed = read_recipe_state(recipe.resume_from, name="tiny-vae", recipe=recipe, total_steps=recipe.steps)
+        if stop_at_step is not None and stop_at_step <= run.resumed.step:
+            raise ValueError(f"--stop-at-step {stop_at_step} is not after step {run.resumed.step}, where "
+                             f"{run.resumed.path} resumes; stop at a later step")
+    vae, metrics = train_autoencoder(recipe, clock, curve, run)
     folder = Path(recipe.output)
     with atomic_output_folder(folder, replace=True) as staged:
         vae.save_pretrained(staged, safe_serialization=True)
         write_record(staged, "tiny-vae", recipe, metrics, curve, clock)
-    return TrainingResult(steps=recipe.steps, seconds=clock.wall(), output=folder, last_checkpoint=None)
+    steps = min(recipe.steps, stop_at_step or recipe.steps)
+    return TrainingResult(steps=steps, seconds=clock.wall(), output=folder, first_step=run.resumed.step
+                          if run.resumed else 0, last_checkpoint=run.last_state)
 
 
 @torch.no_grad()

@@ -118,12 +118,7 @@ def load_training_state(source: str | Path, fingerprint: str, max_steps: int | N
         path = found
     if not path.is_file():
         raise FileNotFoundError(f"Checkpoint {str(path)!r} does not exist; pass a step-*.pt file or its folder.")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # torch raises several types for truncated or foreign files
-        raise CheckpointMismatchError(f"{path} is not a readable mixkit training checkpoint ({error}).") from None
-    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-        raise CheckpointMismatchError(f"{path} is not a mixkit training checkpoint (format {STATE_FORMAT!r} expected).")
+    state = read_state_file(path, STATE_FORMAT, "training checkpoint")
     if state["fingerprint"] != fingerprint:
         raise CheckpointMismatchError(
             f"{path} was saved for a different model or network (fingerprint {state['fingerprint']}, this run "
@@ -134,6 +129,17 @@ def load_training_state(source: str | Path, fingerprint: str, max_steps: int | N
         raise CheckpointMismatchError(
             f"{path} was saved at step {state['step']}, past this run's max_steps={max_steps}; set max_steps to at "
             f"least {state['step']} to continue it, or start a new run without resume_from.")
+    return state
+
+
+def read_state_file(path: Path, state_format: str, what: str) -> dict:
+    """A state file's contents (tensors, numbers, strings: `weights_only`), refused unless it is `state_format`."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises several types for truncated or foreign files
+        raise CheckpointMismatchError(f"{path} is not a readable mixkit {what} ({error}).") from None
+    if not isinstance(state, dict) or state.get("format") != state_format:
+        raise CheckpointMismatchError(f"{path} is not a mixkit {what} (format {state_format!r} expected).")
     return state
 
 

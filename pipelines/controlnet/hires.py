@@ -7,13 +7,16 @@ first pass prepares the controls as any ControlNet txt2img does, and the second 
 own sampling size (`pipelines.controlnet.residuals.resize_controls`); the guidance window counts the
 second pass's own steps. Canny and mlsd units use soft injection in the second pass whatever their control mode
 (the extension's `high_res_fix_forced_soft_injection`: `weight * 0.825 ** (12 - i)` per residual). `HiresFix` picks these passes when its params carry units (`hires_passes`).
+`inpaint_only` keeps its picture's unmasked area in both passes, each at its own size, as the extension switches
+to its hires control (`hr_hint_cond`) in the second pass: the picture and mask are fitted to each pass's size, the
+picture's latents are encoded again at the hires size for the per-step blend, and only the finished hires image is
+blended onto the picture in pixels (the extension's post-processing runs on the final images alone).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pipelines.controlnet.inpaint_only import INPAINT_ONLY
 from pipelines.controlnet.pipelines import ControlImg2ImgParams, ControlNetMixin, _ControlState
 from pipelines.controlnet.residuals import hires_second_pass_controls
 from pipelines.hires import HiresParams, _FirstPass, _SecondPass
@@ -29,13 +32,10 @@ class ControlFirstPass(ControlNetMixin, _FirstPass):
 
     controls_out: list
 
-    def check_inputs(self, params) -> None:
-        super().check_inputs(params)
-        for index, unit in enumerate(params.controlnets):
-            if unit.preprocessor == INPAINT_ONLY:
-                raise ValueError(f"ControlNet {index}: preprocessor 'inpaint_only' with hires fix is not supported here "
-                                 "(the extension keeps the picture's unmasked area in both passes at their own sizes); "
-                                 "use 'inpaint', or inpaint_only without hires fix.")
+    def _finish_image(self, params, state: _ControlState, image, index: int):
+        # No inpaint_only pixel restore here: the extension restores only the finished (hires) images, from the
+        # picture fitted to the hires size (its post-processing skips an image of any other size).
+        return super(ControlNetMixin, self)._finish_image(params, state.base, image, index)
 
     def _prepare(self, params) -> _ControlState:
         state = super()._prepare(params)

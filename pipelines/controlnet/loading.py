@@ -77,6 +77,7 @@ def _load_single_file(path: Path, config: dict, dtype):
     from mixkit.io import load_state_dict
 
     state = load_state_dict(path)
+    _check_file_family(path, state, config)
     try:
         state = convert_controlnet_checkpoint(state, config)
     except (KeyError, IndexError, TypeError) as error:
@@ -96,6 +97,21 @@ def _load_single_file(path: Path, config: dict, dtype):
             "this ControlNet was made for."
         )
     return model.to(dtype)
+
+
+def _check_file_family(path: Path, state: dict, config: dict) -> None:
+    """Refuse a file made for another family than its config (or base UNet) before converting it, naming both
+    families; the conversion would otherwise fail with a list of missing and unexpected keys."""
+    from pipelines.controlnet.family import family_of_config, family_of_shapes
+
+    found = family_of_shapes({name: tuple(tensor.shape) for name, tensor in state.items()})
+    if found is None or config.get("cross_attention_dim") is None:
+        return
+    wanted = family_of_config(config)
+    if found != wanted:
+        raise ValueError(f"{path.name} is a ControlNet for {found.label} models, but the config (or base_unet) it is "
+                         f"loaded with is {wanted.label}; load it for a {found.label} model, or pick a ControlNet "
+                         f"made for {wanted.label}.")
 
 
 def _conditioning_channels(state: dict) -> tuple[int, ...]:

@@ -16,10 +16,12 @@ from PIL import Image
 
 from pipelines.controlnet.infotext import controlnet_infotext
 from pipelines.controlnet.inpaint_only import InpaintOnlyBlend, KeptPicture, latent_keep_share, restore_unmasked_pixels
+from pipelines.controlnet.inpaint_unet import unit_inpaint_channels
 from pipelines.controlnet.residuals import controlnet_unet_extra, prepare_control_images
 from pipelines.controlnet.unit_mask import with_mask_resolved
 from pipelines.controlnet.units import ControlNetLimits, check_controlnet_units
 from pipelines.img2img import Img2ImgParams, ImageToImage
+from pipelines.inpaint_mask import is_inpainting_unet
 from pipelines.params import Txt2ImgParams
 from pipelines.txt2img import TextToImage
 
@@ -65,6 +67,7 @@ class _ControlState:
     base: Any  # the wrapped pipeline's own per-call state
     controls: list
     kept: list | None = None  # inpaint_only units' KeptPicture, made at the first batch
+    inpaint_channels: Any = None  # a 9-channel UNet's extra input from the last inpaint unit, made at the first batch
 
 
 class ControlNetMixin:
@@ -119,6 +122,12 @@ class ControlNetMixin:
         if state.controls:
             total = params.steps if start.steps is None else start.steps
             start.unet_extra = controlnet_unet_extra(state.controls, total, self._time_ids(params, len(generators)))
+        inpaint_units = [control for control in state.controls if control.source_mask is not None]
+        if inpaint_units and is_inpainting_unet(self.model.unet):  # the unit's mask and picture, not the call's
+            if state.inpaint_channels is None:
+                state.inpaint_channels = unit_inpaint_channels(self.model.vae, inpaint_units[-1],
+                                                               self.model.vae_scale_factor)
+            start.extra_channels = state.inpaint_channels.expand(len(generators), -1, -1, -1)
         kept = [control for control in state.controls if control.keeps_unmasked]
         if kept:  # inpaint_only; never with an img2img mask (its units run as inpaint), so the blend slot is free
             start.mask_blend = InpaintOnlyBlend(self._kept_pictures(state, kept),

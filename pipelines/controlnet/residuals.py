@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.controlnet.map_fit import fit_control_map, fit_inpaint_map
+from pipelines.controlnet.region_mask import apply_region_mask, region_mask_tensor
 from pipelines.controlnet.resolution import detect_at_resolution, unit_resolution, uses_resolution
 from pipelines.controlnet.unit_mask import inpaint_control, mask_channel, takes_mask, with_mask_resolved
 
@@ -40,6 +41,7 @@ class PreparedControl:
     source_mask: Any = None  # inpaint units: the mask of `source` (HxW uint8, white = masked); None: other units
     mask: Any = None  # inpaint units: the mask fitted with the image (HxW uint8, 0/255)
     keeps_unmasked: bool = False  # inpaint_only outside img2img inpainting: the picture's unmasked area is kept
+    region: Any = None  # the unit's effective region mask, [1, 1, H, W] in [0, 1] (region_mask); None: everywhere
 
 
 def prepare_control_images(units: list, width: int, height: int, fallback_image=None,
@@ -64,6 +66,8 @@ def prepare_control_images(units: list, width: int, height: int, fallback_image=
         source = (unit.image if own else fallback_image).convert("RGB")
         mode = unit.resize_mode if own else fallback_resize_mode
         control = PreparedControl(unit, None, None, source, mode, soft_injection=bool(getattr(unit, "soft_injection", False)))
+        region = getattr(unit, "effective_region_mask", None)
+        control.region = None if region is None else region_mask_tensor(region)
         if takes_mask(unit.preprocessor):
             if own:
                 source_mask = None if unit.mask is None else mask_channel(unit.mask)
@@ -178,6 +182,9 @@ def controlnet_unet_extra(controls: list[PreparedControl], total_steps: int, tim
                 scales = soft_injection_scales(float(unit.weight), len(unit_down) + 1)
                 unit_down = [r * scale for r, scale in zip(unit_down, scales)]
                 unit_mid = unit_mid * scales[-1]
+            if control.region is not None:  # after the weight, as the extension's `c * scale` then the mask
+                unit_down = [apply_region_mask(r, control.region) for r in unit_down]
+                unit_mid = apply_region_mask(unit_mid, control.region)
             if len(rows) != len(row_owners):  # guess mode: unconditional rows get no control
                 unit_down = [_scatter_rows(r, rows, len(row_owners)) for r in unit_down]
                 unit_mid = _scatter_rows(unit_mid, rows, len(row_owners))

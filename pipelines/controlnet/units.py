@@ -55,6 +55,9 @@ class ControlNetUnit:
     pixel_perfect: bool = False
     processor_res: int | None = None
     mask: Any = None  # PIL image of the image's size, white = masked; None: no mask
+    # sd-webui-controlnet's effective_region_mask (PIL, any size, first channel read): the unit's residuals are
+    # multiplied by it, resized to each residual (pipelines.controlnet.region_mask); None: the control applies everywhere
+    effective_region_mask: Any = None
 
     @property
     def display_name(self) -> str:
@@ -94,6 +97,7 @@ def check_controlnet_units(units: Any, unet_config, limits: ControlNetLimits, *,
     """Raise ValueError/TypeError naming the unit and value; called before any model runs."""
     from PIL import Image
 
+    from pipelines.controlnet.region_mask import check_region_mask
     from pipelines.controlnet.unit_mask import check_unit_mask
     from pipelines.preprocessors import get_preprocessor
 
@@ -114,6 +118,12 @@ def check_controlnet_units(units: Any, unet_config, limits: ControlNetLimits, *,
             raise TypeError(f"{label}: model_name must be a string or None, got {type(unit.model_name).__name__}.")
         check_infotext_name(label, unit.display_name)
         check_controlnet_matches_unet(config, unet_config, label, unit.display_name)
+        # A ControlNet sees the plain latents (4 channels) next to any UNet, or all of an inpainting UNet's 9 when it
+        # was made from one (diffusers' ControlNetModel.from_unet copies in_channels).
+        if config.in_channels not in (4, unet_config.in_channels):
+            raise ValueError(f"{label} ({unit.display_name}) takes {config.in_channels} input channels, but this model's "
+                             f"UNet gives {unet_config.in_channels} (a ControlNet takes 4, or an inpainting UNet's 9 if "
+                             "it was made from one); pick a ControlNet made for this kind of model.")
         # The ControlNet's conditioning embedding brings the image to the latent grid with stride-2 convolutions,
         # one fewer than its channel list; a different factor than the VAE's fails deep in diffusers.
         factor = 2 ** (len(config.conditioning_embedding_out_channels) - 1)
@@ -148,17 +158,21 @@ def check_controlnet_units(units: Any, unet_config, limits: ControlNetLimits, *,
         if unit.image is not None and not isinstance(unit.image, Image.Image):
             raise TypeError(f"{label}: image must be a PIL image or None, got {type(unit.image).__name__}.")
         check_unit_mask(label, unit.image, unit.mask)
+        check_region_mask(label, unit.effective_region_mask)
 
 
 def check_controlnet_matches_unet(controlnet_config, unet_config, label: str, name: str) -> None:
     """A ControlNet only fits the UNet family it was trained with: same text width and extra embeddings."""
+    from pipelines.controlnet.family import family_of_config
+
     want = (unet_config.cross_attention_dim, unet_config.addition_embed_type, tuple(unet_config.block_out_channels))
     got = (controlnet_config.cross_attention_dim, controlnet_config.addition_embed_type,
            tuple(controlnet_config.block_out_channels))
     if want != got:
+        made_for, model = family_of_config(controlnet_config).label, family_of_config(unet_config).label
         raise ValueError(
-            f"{label} ({name}) does not fit this model: the ControlNet has cross-attention width {got[0]}, "
-            f"added embedding {got[1]!r} and blocks {list(got[2])}, the model's UNet has {want[0]}, {want[1]!r} and "
-            f"{list(want[2])} (an SDXL ControlNet needs an SDXL model, an SD 1.x one an SD 1.x model). "
-            "Pick a ControlNet made for this model family."
+            f"{label} ({name}) does not fit this model: it is a ControlNet for {made_for} models and the model is "
+            f"{model} (the ControlNet has cross-attention width {got[0]}, added embedding {got[1]!r} and blocks "
+            f"{list(got[2])}, the model's UNet {want[0]}, {want[1]!r} and {list(want[2])}). "
+            f"Pick a ControlNet made for {model} models."
         )

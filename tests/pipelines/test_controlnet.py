@@ -204,7 +204,9 @@ def test_sdxl_controlnet_on_sd1_model_is_refused_before_running(pipe, control_im
 
     xl = tiny_controlnet(seed=0, sdxl=True)
     monkeypatch.setattr(pipe.model.unet, "forward", lambda *a, **k: pytest.fail("the UNet ran"))
-    with pytest.raises(ValueError, match="SDXL ControlNet needs an SDXL model"):
+    with pytest.raises(ValueError, match=r"ControlNet 0 \(controlnet\) does not fit this model: it is a "
+                       r"ControlNet for SDXL-like \(cross-attention width 64\) models and the model is SD-like "
+                       r"\(cross-attention width 32\)"):
         pipe(controlnets=[ControlNetUnit(xl, control_image)], **SMALL)
 
 

@@ -241,10 +241,27 @@ def test_a_mask_without_the_units_image_is_refused_in_img2img(img2img, controlne
                 **SMALL)
 
 
-def test_inpaint_only_with_hires_fix_is_refused(txt2img, controlnet, picture, mask):
+def test_inpaint_only_with_hires_fix_keeps_the_picture_in_both_passes(txt2img, controlnet, picture, mask, monkeypatch):
+    """As the extension runs it with its hires control: the latent blend at each pass's size, the pixel blend onto the
+    picture fitted to the hires size, on the finished image only."""
+    from pipelines.controlnet import prepare_control_images
+    from pipelines.controlnet.inpaint_only import InpaintOnlyBlend
     from pipelines.hires import HiresFix
 
-    pipe = HiresFix(txt2img)
-    with pytest.raises(ValueError, match="'inpaint_only' with hires fix is not supported"):
-        pipe(controlnets=[ControlNetUnit(controlnet, picture, preprocessor="inpaint_only", mask=mask)],
-             hr_scale=2.0, **SMALL)
+    sizes = []
+    latent_blend = InpaintOnlyBlend.guided_output
+    monkeypatch.setattr(InpaintOnlyBlend, "guided_output", lambda self, guided, *args, **kwargs: sizes.append(
+        tuple(guided.shape[-2:])) or latent_blend(self, guided, *args, **kwargs))
+    unit = ControlNetUnit(controlnet, picture, preprocessor="inpaint_only", mask=mask)
+    result = HiresFix(txt2img)(controlnets=[unit], hr_scale=2.0, hr_upscaler="Latent", hr_second_pass_steps=2,
+                               denoising_strength=0.7, **SMALL)
+    assert sizes == [(8, 8)] * SMALL["steps"] + [(16, 16)] * 2  # Euler: one model call per step of each pass
+    hires_control = prepare_control_images([unit], 2 * SIZE, 2 * SIZE)[0]
+    out = np.asarray(result.images[0]).astype(np.int16)
+    assert out.shape == (2 * SIZE, 2 * SIZE, 3)
+    untouched = dilated_blurred(hires_control.mask.astype(np.float64) / 255.0) == 0
+    assert untouched.mean() > 0.5
+    original = np.asarray(hires_control.image).astype(np.int16)
+    assert np.array_equal(out[untouched], original[untouched])
+    assert np.abs(out[~untouched] - original[~untouched]).mean() > 1  # the masked area is painted
+    assert 'ControlNet 0: "Module: inpaint_only, ' in result.infotexts[0] and "Hires upscale: 2" in result.infotexts[0]

@@ -10,7 +10,7 @@ webuiapi = pytest.importorskip("webuiapi", reason="test dependency webuiapi is n
 
 # The web UI unit's extension controls as its widgets start: resize mode, control mode, pixel perfect, preprocessor
 # resolution, thresholds (-1: the preprocessor's defaults).
-UI_UNIT_DEFAULTS = ("Crop and Resize", "Balanced", False, 512.0, -1.0, -1.0, None)  # ..., threshold_b, mask
+UI_UNIT_DEFAULTS = ("Crop and Resize", "Balanced", False, 512.0, -1.0, -1.0, None, None)  # ..., mask, region
 
 
 @pytest.fixture(scope="module")
@@ -361,3 +361,39 @@ def test_inpaint_modules_are_listed_as_the_extension_lists_them(server, api):
     types = api.custom_get("controlnet/control_types")["control_types"]
     assert types["Inpaint"] == {"module_list": ["none", "inpaint", "inpaint_only"], "model_list": ["None"],
                                 "default_option": "inpaint_only", "default_model": "None"}
+
+
+def test_inpaint_only_with_hires_fix_and_a_pair_image_over_http(api):
+    """inpaint_only is no longer refused with enable_hr; the unit's image comes as the extension's [image, mask]."""
+    import base64
+    import io
+
+    import requests
+
+    request = {**inpaint_request(module="inpaint_only",
+                                 image=[webuiapi.raw_b64_img(control_image()), webuiapi.raw_b64_img(inpaint_mask())]),
+               "enable_hr": True, "hr_scale": 2, "hr_upscaler": "Latent", "hr_second_pass_steps": 1,
+               "denoising_strength": 0.6}
+    answer = requests.post(f"{api.baseurl}/txt2img", json=request, timeout=120)
+    assert answer.status_code == 200, answer.text
+    image = Image.open(io.BytesIO(base64.b64decode(answer.json()["images"][0])))
+    assert image.size == (128, 128)
+    info = answer.json()["info"]
+    assert "Module: inpaint_only, " in info and "Hires upscale: 2" in info
+
+
+def test_a_black_effective_region_mask_gives_exactly_the_image_without_the_unit(api):
+    import base64
+    import io
+
+    import requests
+
+    plain = {"prompt": "x", "seed": 4, "steps": 2, "width": 64, "height": 64, "sampler_name": "Euler"}
+    unit = {"model": "tiny_canny", "module": "none", "image": webuiapi.raw_b64_img(control_image()),
+            "effective_region_mask": webuiapi.raw_b64_img(Image.new("L", (16, 16), 0))}
+    masked = {**plain, "alwayson_scripts": {"controlnet": {"args": [unit]}}}
+    unmasked = {**plain, "alwayson_scripts": {"controlnet": {"args": [{**unit, "effective_region_mask": None}]}}}
+    answers = [requests.post(f"{api.baseurl}/txt2img", json=body, timeout=120).json() for body in
+               (plain, masked, unmasked)]
+    images = [Image.open(io.BytesIO(base64.b64decode(answer["images"][0]))).tobytes() for answer in answers]
+    assert images[0] == images[1] and images[0] != images[2]  # pixels: the PNG text differs (ControlNet 0: ...)

@@ -213,7 +213,7 @@ def test_controlnet_unit_widgets_become_a_checked_unit_spec(tmp_path):
     state = SimpleNamespace(controlnets=ControlNetModels(tmp_path))
     image = Image.new("RGB", (8, 8))
     params = Txt2ImgParams(prompt="x")
-    defaults = ["Crop and Resize", "Balanced", False, 512.0, -1.0, -1.0, None]  # the extension's, as the widgets start
+    defaults = ["Crop and Resize", "Balanced", False, 512.0, -1.0, -1.0, None, None]  # the extension's, as they start
     assert with_controlnet(state, "txt2img", params, [False, image, "canny", "canny_model", 1.0, 0.0, 1.0,
                                                       *defaults]) is params
     controlled = with_controlnet(state, "txt2img", params, [True, image, "canny", "canny_model [1234]", 0.5, 0.1, 0.9,
@@ -227,24 +227,28 @@ def test_controlnet_unit_widgets_become_a_checked_unit_spec(tmp_path):
         ("crop and resize", False, False, 512, None)
     chosen = with_controlnet(state, "txt2img", params, [True, image, "canny", "canny_model", 1, 0, 1, "Resize and Fill",
                                                         "My prompt is more important", True, 768.0, 50.0, 150.0,
-                                                        None])
+                                                        None, None])
     (spec,) = chosen.controlnets
     assert (spec.resize_mode, spec.soft_injection, spec.pixel_perfect, spec.processor_res, spec.threshold_a,
             spec.threshold_b) == ("resize and fill", True, True, 768, 50.0, 150.0)
     unit_mask = Image.new("L", (8, 8), 255)  # the mask upload beside the control image
     (spec,) = with_controlnet(state, "txt2img", params, [True, image, "inpaint_only", "canny_model", 1, 0, 1,
-                                                         *defaults[:-1], unit_mask]).controlnets
-    assert spec.preprocessor == "inpaint_only" and spec.mask is unit_mask
+                                                         *defaults[:-2], unit_mask, None]).controlnets
+    assert spec.preprocessor == "inpaint_only" and spec.mask is unit_mask and spec.effective_region_mask is None
+    region = Image.new("L", (4, 4), 255)  # the effective region upload, last
+    (spec,) = with_controlnet(state, "txt2img", params, [True, image, "canny", "canny_model", 1, 0, 1,
+                                                         *defaults[:-1], region]).controlnets
+    assert spec.effective_region_mask is region
     for values, fragment in (([True, None, "canny", "canny_model", 1, 0, 1, *defaults], "control image"),
                              ([True, image, "canny", "../canny_model", 1, 0, 1, *defaults], "Unknown ControlNet model"),
                              ([True, image, "nope", "canny_model", 1, 0, 1, *defaults], "nope"),
                              # any finite weight >= 0 runs, as the extension's API takes it (the slider stops at 2)
                              ([True, image, "canny", "canny_model", -1, 0, 1, *defaults], "weight"),
                              ([True, image, "canny", "canny_model", 1, 0, 1, "Stretch", "Balanced", False, 512.0, -1.0,
-                               -1.0, None], "resize_mode 'Stretch'"),
+                               -1.0, None, None], "resize_mode 'Stretch'"),
                              ([True, image, "canny", "canny_model", 1, 0, 1, "Crop and Resize", "Balanced", False, 20.0,
-                               -1.0, -1.0, None], "processor_res must be an integer in \\[64, 2048\\]"),
-                             ([True, image, "inpaint", "canny_model", 1, 0, 1, *defaults[:-1], Image.new("L", (4, 8))],
+                               -1.0, -1.0, None, None], "processor_res must be an integer in \\[64, 2048\\]"),
+                             ([True, image, "inpaint", "canny_model", 1, 0, 1, *defaults[:-2], Image.new("L", (4, 8)), None],
                               "ControlNet Unit 0: .*mask is 4x8 but the unit's image is 8x8")):
         with pytest.raises(ValueError, match=fragment):
             with_controlnet(state, "txt2img", params, values)

@@ -66,7 +66,7 @@ def test_closing_the_tab_runs_the_session_end_handler(built):
 
 def unit(enabled, image, model="canny_model", preprocessor="canny", weight=1.0, start=0.0, end=1.0) -> list:
     values = [enabled, image, preprocessor, model, weight, start, end, "Crop and Resize", "Balanced", False, 512.0, -1.0,
-              -1.0, None]
+              -1.0, None, None]
     assert len(values) == len(UNIT_FIELDS)
     return values
 
@@ -90,7 +90,7 @@ def test_enabled_units_become_a_list_in_unit_order(tmp_path):
         with_controlnet(state, "txt2img", params, unit(True, image) + unit(False, None) + unit(True, None))
     with pytest.raises(ValueError, match="ControlNet Unit 1: Unknown ControlNet model"):
         with_controlnet(state, "txt2img", params, unit(True, image) + unit(True, image, model="../etc"))
-    with pytest.raises(ValueError, match="14 values per ControlNet unit"):
+    with pytest.raises(ValueError, match="15 values per ControlNet unit"):
         with_controlnet(state, "txt2img", params, unit(True, image)[:-1])
 
 

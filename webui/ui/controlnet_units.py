@@ -7,7 +7,8 @@ accordions are titled. A unit's mask is an uploaded image of the control image's
 control image: the extension draws it on the image's canvas, which this page's Gradio image widget cannot do
 (`pipelines.controlnet.unit_mask` says how the inpaint preprocessors and the others use it). "Preview preprocessor"
 shows the map the unit's preprocessor makes of its image (not of a drawn mask), as the extension's "Run
-preprocessor" does, through the same function as `/controlnet/detect`.
+preprocessor" does, through the same function as `/controlnet/detect`. A unit's effective region (the extension's
+"Effective Region Mask": where its control applies, `pipelines.controlnet.region_mask`) is an upload too.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import gradio as gr
 from webui.server_state import ServerState
 
 UNIT_FIELDS = ("enabled", "image", "preprocessor", "model", "weight", "start", "end", "resize_mode", "control_mode",
-               "pixel_perfect", "processor_res", "threshold_a", "threshold_b", "mask")
+               "pixel_perfect", "processor_res", "threshold_a", "threshold_b", "mask", "effective_region_mask")
 RESIZE_MODE_CHOICES = ("Just Resize", "Crop and Resize", "Resize and Fill")  # the extension's, default Crop and Resize
 CONTROL_MODE_CHOICES = ("Balanced", "My prompt is more important", "ControlNet is more important")
 
@@ -87,6 +88,9 @@ def build_controlnet_units(state: ServerState, kind: str, count: int, size_input
             mask = gr.Image(label="Mask (optional; the control image's size, white = masked: the area inpaint and "
                                   "inpaint_only repaint, or for other preprocessors a drawing used as the picture)",
                             type="pil", image_mode="L", height=220, elem_id=f"{prefix}_mask")
+            region = gr.Image(label="Effective region (optional; white = this unit's control applies there, black = "
+                                    "it does not; any size, stretched to the image)",
+                              type="pil", image_mode="L", height=220, elem_id=f"{prefix}_effective_region_mask")
             with gr.Row():
                 preview = gr.Button("Preview preprocessor", scale=0, min_width=180, elem_id=f"{prefix}_preview_run")
                 preview_map = gr.Image(label="Preprocessor preview", type="pil", interactive=False, height=220,
@@ -94,7 +98,7 @@ def build_controlnet_units(state: ServerState, kind: str, count: int, size_input
         preview.click(_shown_preview, inputs=[image, preprocessor, pixel_perfect, processor_res, threshold_a,
                                               threshold_b, resize_mode, *size_inputs], outputs=preview_map)
         widgets += [enabled, image, preprocessor, model, weight, start, end, resize_mode, control_mode, pixel_perfect,
-                    processor_res, threshold_a, threshold_b, mask]
+                    processor_res, threshold_a, threshold_b, mask, region]
     return widgets
 
 
@@ -130,10 +134,12 @@ def with_controlnet(state: ServerState, kind: str, params, control_values: list)
         if fields["image"] is None and kind == "txt2img":
             raise ValueError(f"ControlNet Unit {unit} needs a control image.")
         try:
-            specs.append(ui_unit_spec(state.controlnets, fields))
+            spec = ui_unit_spec(state.controlnets, fields)
         except (ValueError, TypeError, KeyError) as error:
             message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
             raise ValueError(f"ControlNet Unit {unit}: {message}") from None
+        spec.label = f"ControlNet Unit {unit}"  # as the accordion is titled, for refusals made when the job is queued
+        specs.append(spec)
     if not specs:
         return params
     if hasattr(params, "hr_scale"):  # hires fix: the units guide both passes

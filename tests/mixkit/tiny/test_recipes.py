@@ -397,6 +397,133 @@ def test_recipe_settings_of_the_wrong_type_are_named(recipe_class):
             check_recipe_types(recipe(**settings))
 
 
+def _tiny_sd_args(output, tiny_clip, vae, *extra):
+    return ["train", "recipe", "tiny-sd", "--set", f"output={output}", "--set", f"clip={tiny_clip}",
+            "--set", f"vae={vae}", "--set", "train_images=32", "--set", "batch_size=4", "--set", "steps=4",
+            "--set", "eval_prompts=2", "--set", "eval_every=2", "--set", "unet_channels=[32, 32, 32]",
+            "--set", "train_text_encoder=true", "--set", "ema_decay=0.5", *extra]
+
+
+def _unet_and_text_encoder(folder):
+    from safetensors.torch import load_file
+
+    return {**load_file(str(folder / "unet" / "diffusion_pytorch_model.safetensors")),
+            **{f"te.{k}": v for k, v in load_file(str(folder / "text_encoder" / "model.safetensors")).items()}}
+
+
+def test_tiny_sd_recipe_stopped_and_resumed_ends_with_the_weights_of_an_unbroken_run(tiny_clip, vae_folder, tmp_path,
+                                                                                   capsys):
+    import torch
+
+    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    assert main(_tiny_sd_args(whole, tiny_clip, vae_folder)) == 0
+    assert not (tmp_path / "whole-state").exists()  # no states unless asked for
+    assert main(_tiny_sd_args(broken, tiny_clip, vae_folder, "--set", "checkpoint_every=1",
+                              "--stop-at-step", "3")) == 0
+    states = tmp_path / "broken-state"
+    assert [p.name for p in states.iterdir()] == ["step-00000003.pt"]  # only the newest is kept
+    capsys.readouterr()
+    assert main(_tiny_sd_args(broken, tiny_clip, vae_folder, "--set", f"resume_from={states}",
+                              "--set", "eval_every=1")) == 0  # reporting settings may change
+    assert "resumed at step 3: 1 in this run" in capsys.readouterr().out
+    first, second = _unet_and_text_encoder(whole), _unet_and_text_encoder(broken)
+    assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
+    curve = json.loads((broken / "recipe_record.json").read_text())["curve"]
+    assert [entry["step"] for entry in curve if entry["stage"] == "unet"] == [2, 3, 4]  # the stopped run's points too
+
+
+def test_tiny_sd_recipe_resume_refuses_changed_settings_missing_states_and_an_earlier_stop(tiny_clip, vae_folder,
+                                                                                       tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(_tiny_sd_args(run, tiny_clip, vae_folder, "--stop-at-step", "2")) == 0
+    states = tmp_path / "run-state"
+    capsys.readouterr()
+    assert main(_tiny_sd_args(run, tiny_clip, vae_folder, "--set", f"resume_from={states}",
+                              "--set", "learning_rate=0.001")) == 2
+    assert "learning_rate: 0.0006 in the state, 0.001 now" in capsys.readouterr().err
+    assert main(_tiny_sd_args(run, tiny_clip, vae_folder, "--set", f"resume_from={states}",
+                              "--stop-at-step", "2")) == 2
+    assert "--stop-at-step 2 is not after step 2" in capsys.readouterr().err
+    assert main(_tiny_sd_args(run, tiny_clip, vae_folder, "--set", f"resume_from={tmp_path / 'nothing'}")) == 2
+    assert f"resume_from {str(tmp_path / 'nothing')!r} does not exist" in capsys.readouterr().err
+    assert main(_tiny_sd_args(run, tiny_clip, vae_folder, "--set", "checkpoint_every=-1")) == 2
+    assert "checkpoint_every must be an integer >= 0" in capsys.readouterr().err
+    assert [p.name for p in states.iterdir()] == ["step-00000002.pt"]  # refusals leave the state as it was
+
+
+def test_tiny_sd_recipe_resumes_with_the_autoencoder_it_trained_itself(tiny_clip, vae_folder, tmp_path, monkeypatch):
+    # A run without `vae` trains its autoencoder first (the slow stage); a resume must reuse that one (its latents
+    # are what the UNet learned), so the state carries it and the stage does not run again.
+    import copy
+
+    import torch
+    from diffusers import AutoencoderKL
+
+    import mixkit.tiny.recipe_sd as recipe_sd
+
+    trained = AutoencoderKL.from_pretrained(vae_folder)
+    with torch.no_grad():
+        for parameter in trained.parameters():
+            parameter.add_(0.01)  # not the file on disk: the resume can only have it from the state
+    # a copy per run: saving a tiny-sd folder turns its modules to fp16
+    monkeypatch.setattr(recipe_sd, "train_autoencoder", lambda *args: (copy.deepcopy(trained), {"vae_psnr": 12.5}))
+    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    assert main(_tiny_sd_args(whole, tiny_clip, "")) == 0
+    assert main(_tiny_sd_args(broken, tiny_clip, "", "--stop-at-step", "2")) == 0
+
+    def no_second_training(*args):
+        raise AssertionError("the resumed run trained its autoencoder again")
+
+    monkeypatch.setattr(recipe_sd, "train_autoencoder", no_second_training)
+    assert main(_tiny_sd_args(broken, tiny_clip, "", "--set", f"resume_from={tmp_path / 'broken-state'}")) == 0
+    first, second = _unet_and_text_encoder(whole), _unet_and_text_encoder(broken)
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    saved = AutoencoderKL.from_pretrained(broken / "vae").state_dict()
+    assert all(torch.equal(saved[k], v.half()) for k, v in trained.state_dict().items())
+    assert json.loads((broken / "recipe_record.json").read_text())["metrics"]["vae_psnr"] == 12.5
+
+
+def test_tiny_clip_recipe_stopped_and_resumed_ends_with_the_weights_of_an_unbroken_run(tmp_path, capsys):
+    import torch
+    from safetensors.torch import load_file
+
+    args = ["train", "recipe", "tiny-clip", "--set", "train_images=48", "--set", "batch_size=10", "--set", "steps=3",
+            "--set", "hidden_size=32", "--set", "layers=1", "--set", "shape_warmup_steps=1"]
+    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    assert main([*args, "--set", f"output={whole}"]) == 0
+    assert main([*args, "--set", f"output={broken}", "--stop-at-step", "2"]) == 0  # in the contrastive phase
+    assert [p.name for p in (tmp_path / "broken-state").iterdir()] == ["step-00000002.pt"]
+    capsys.readouterr()
+    assert main([*args, "--set", f"output={broken}", "--set", f"resume_from={tmp_path / 'broken-state'}"]) == 0
+    assert "resumed at step 2: 2 in this run" in capsys.readouterr().out
+    first, second = (load_file(str(folder / "model.safetensors")) for folder in (whole, broken))
+    assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
+    assert main([*args, "--set", f"output={broken}", "--set", f"resume_from={tmp_path / 'broken-state'}",
+                 "--set", "layers=2"]) == 2  # another architecture's settings
+    assert "layers: 1 in the state, 2 now" in capsys.readouterr().err
+
+
+def test_tiny_vae_recipe_stopped_and_resumed_ends_with_the_weights_of_an_unbroken_run(tmp_path, capsys):
+    import torch
+    from safetensors.torch import load_file
+
+    args = ["train", "recipe", "tiny-vae", "--set", "train_images=16", "--set", "batch_size=4", "--set", "steps=4"]
+    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    assert main([*args, "--set", f"output={whole}"]) == 0
+    # a stopped run is the start of the whole run (it used to shorten the learning-rate schedule to the stop step)
+    assert main([*args, "--set", f"output={broken}", "--set", "checkpoint_every=1", "--stop-at-step", "2"]) == 0
+    assert [p.name for p in (tmp_path / "broken-state").iterdir()] == ["step-00000002.pt"]
+    capsys.readouterr()
+    assert main([*args, "--set", f"output={broken}", "--set", f"resume_from={tmp_path / 'broken-state'}"]) == 0
+    assert "resumed at step 2: 2 in this run" in capsys.readouterr().out
+    first, second = (load_file(str(folder / "diffusion_pytorch_model.safetensors")) for folder in (whole, broken))
+    assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
+    curve = json.loads((broken / "recipe_record.json").read_text())["curve"]
+    assert [entry["step"] for entry in curve if entry["stage"] == "vae"] == [2, 4]
+    assert main([*args, "--set", f"output={broken}", "--set", f"resume_from={whole}"]) == 2
+    assert "holds no resume state" in capsys.readouterr().err
+
+
 def test_start_recipe_checks_every_setting_and_the_output_before_it_takes_the_thread_count(tmp_path):
     import torch
 

@@ -1,0 +1,94 @@
+"""Which model family a ControlNet or a checkpoint belongs to, read from its config or its tensor names and shapes.
+
+A ControlNet only fits the UNet family it was trained with: its cross-attention layers take that family's text
+embeddings (768 wide for SD 1.x, 1024 for SD 2.x, 2048 for SDXL, 1280 for the SDXL refiner) and an SDXL one also
+takes SDXL's added pooled-text and size embedding. Both can be read without loading any weights: from a diffusers
+config, or from a single file's tensor shapes (a safetensors header; `attn2.to_k` is the first cross-attention
+projection, whose input width is the text width; `label_emb` / `add_embedding` is SDXL's added embedding). The
+web server reads them before it queues a job, so a ControlNet of the wrong family is refused at once with both
+families named, instead of failing inside the job (`webui.controlnet_models`, `webui.server_state`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+# Known text widths without / with SDXL's added embedding -> the family's name.
+KNOWN_FAMILIES = {(768, False): "SD 1.x", (1024, False): "SD 2.x", (2048, True): "SDXL", (1280, True): "SDXL refiner"}
+CROSS_ATTENTION_KEY = "attn2.to_k.weight"  # the same name in the diffusers and the original (ldm) layouts
+ADDED_EMBEDDING_KEYS = ("label_emb.", "add_embedding.")  # ldm / diffusers names of SDXL's added embedding
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    """A UNet family as a ControlNet sees it: the text width its cross-attention takes, and SDXL's added embedding."""
+
+    cross_attention_dim: int
+    added_embedding: bool
+
+    @property
+    def label(self) -> str:
+        known = KNOWN_FAMILIES.get((self.cross_attention_dim, self.added_embedding))
+        if known:
+            return known
+        kind = "SDXL-like" if self.added_embedding else "SD-like"
+        return f"{kind} (cross-attention width {self.cross_attention_dim})"
+
+
+def family_of_config(config: Any) -> ModelFamily:
+    """The family of a diffusers UNet or ControlNet config (an object with attributes, or a dict)."""
+    get = config.get if isinstance(config, Mapping) else lambda name, default=None: getattr(config, name, default)
+    width = get("cross_attention_dim")
+    if isinstance(width, (list, tuple)):  # a per-block width; the families here use one width throughout
+        width = width[0]
+    return ModelFamily(int(width), get("addition_embed_type") is not None)
+
+
+def family_of_shapes(shapes: Mapping[str, Any]) -> ModelFamily | None:
+    """The family of a state dict given as tensor name -> shape (either layout); None if it has no cross-attention
+    (not a UNet or ControlNet this can tell)."""
+    widths = [shape for name, shape in sorted(shapes.items()) if name.endswith(CROSS_ATTENTION_KEY)]
+    if not widths or len(widths[0]) != 2:
+        return None
+    added = any(part in name for name in shapes for part in ADDED_EMBEDDING_KEYS)
+    return ModelFamily(int(widths[0][1]), added)
+
+
+def read_family(path: str | Path, *, read_pickles: bool = True) -> ModelFamily | None:
+    """The family of a ControlNet or checkpoint on disk, without loading its weights: a diffusers folder's config
+    (a ControlNet's config.json, or a pipeline's unet/config.json), a safetensors file's header, or (with
+    `read_pickles`) a pickled file's tensor shapes through `mixkit.io.load_state_dict` (its safe loader; a zip
+    pickle is memory-mapped, not read). None when the path holds none of these or names no cross-attention."""
+    path = Path(path)
+    if path.is_dir():
+        for config in (path / "config.json", path / "unet" / "config.json"):
+            if config.is_file():
+                values = json.loads(config.read_text(encoding="utf-8"))
+                if values.get("cross_attention_dim") is not None:
+                    return family_of_config(values)
+        return None
+    if not path.is_file():
+        return None
+    if path.suffix.lower() == ".safetensors":
+        from mixkit.io.safetensors_header import read_safetensors_header, tensor_entries
+
+        entries = tensor_entries(read_safetensors_header(path))
+        return family_of_shapes({name: tuple(entry["shape"]) for name, entry in entries.items()})
+    if not read_pickles:
+        return None
+    from mixkit.io import load_state_dict
+
+    return family_of_shapes({name: tuple(tensor.shape) for name, tensor in load_state_dict(path).items()})
+
+
+def check_same_family(label: str, name: str, controlnet: ModelFamily, model: ModelFamily, model_name: str) -> None:
+    """ValueError naming the unit, the ControlNet and both families when the ControlNet is for another family."""
+    if controlnet == model:
+        return
+    raise ValueError(
+        f"{label}: ControlNet {name!r} is made for {controlnet.label} models, but the checkpoint {model_name!r} is "
+        f"{model.label}; pick a ControlNet made for {model.label} models, or switch to a checkpoint of the "
+        f"{controlnet.label} family.")

@@ -1,0 +1,70 @@
+"""A ControlNet's and a checkpoint's model family, read from configs and tensor shapes without loading weights."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines.controlnet.family import ModelFamily, check_same_family, family_of_config, family_of_shapes, read_family
+
+
+@pytest.mark.parametrize("family, label", [
+    (ModelFamily(768, False), "SD 1.x"), (ModelFamily(1024, False), "SD 2.x"), (ModelFamily(2048, True), "SDXL"),
+    (ModelFamily(1280, True), "SDXL refiner"), (ModelFamily(32, False), "SD-like (cross-attention width 32)"),
+    (ModelFamily(64, True), "SDXL-like (cross-attention width 64)"),
+])
+def test_family_labels(family, label):
+    assert family.label == label
+
+
+def test_original_layout_shapes_give_the_family():
+    """The lllyasviel (ldm) layout of control_v11p_sd15_canny and of an SDXL ControlNet, by their key names."""
+    sd15 = {"control_model.input_blocks.1.1.transformer_blocks.0.attn2.to_k.weight": (320, 768),
+            "control_model.input_hint_block.0.weight": (16, 3, 3, 3)}
+    xl = {"control_model.input_blocks.4.1.transformer_blocks.0.attn2.to_k.weight": (640, 2048),
+          "control_model.label_emb.0.0.weight": (1280, 2816)}
+    assert family_of_shapes(sd15) == ModelFamily(768, False)
+    assert family_of_shapes(xl) == ModelFamily(2048, True)
+    assert family_of_shapes({"conv_in.weight": (320, 4, 3, 3)}) is None  # no cross-attention: cannot tell
+
+
+def test_folders_and_single_files_are_read_without_loading(tmp_path, tiny_sd1_dir, tiny_sdxl_dir):
+    from safetensors.torch import save_file
+
+    from mixkit.testing.tiny_controlnet import build_tiny_controlnet, tiny_controlnet
+
+    assert read_family(build_tiny_controlnet(tmp_path / "cn-xl", sdxl=True)) == ModelFamily(64, True)
+    assert read_family(build_tiny_controlnet(tmp_path / "cn-sd1")) == ModelFamily(32, False)
+    save_file(tiny_controlnet(sdxl=True).state_dict(), tmp_path / "xl.safetensors")
+    assert read_family(tmp_path / "xl.safetensors") == ModelFamily(64, True)
+    assert read_family(tiny_sd1_dir) == ModelFamily(32, False)  # a pipeline folder: its unet/config.json
+    assert read_family(tiny_sdxl_dir) == ModelFamily(64, True)
+    assert read_family(tmp_path / "missing") is None
+
+
+def test_unet_configs_and_the_refusal_name_both_families():
+    from mixkit.testing.tiny_controlnet import tiny_controlnet
+
+    assert family_of_config(tiny_controlnet(sdxl=True).config) == ModelFamily(64, True)
+    assert family_of_config({"cross_attention_dim": 768, "addition_embed_type": None}) == ModelFamily(768, False)
+    check_same_family("unit", "canny", ModelFamily(768, False), ModelFamily(768, False), "sd15")  # same: no error
+    with pytest.raises(ValueError) as error:
+        check_same_family("controlnet unit 1", "xl_canny", ModelFamily(2048, True), ModelFamily(768, False),
+                          "v1-5-pruned.safetensors")
+    assert str(error.value) == (
+        "controlnet unit 1: ControlNet 'xl_canny' is made for SDXL models, but the checkpoint "
+        "'v1-5-pruned.safetensors' is SD 1.x; pick a ControlNet made for SD 1.x models, or switch to a checkpoint "
+        "of the SDXL family.")
+
+
+def test_a_single_file_loaded_for_another_family_names_both(tmp_path, tiny_sd1_dir):
+    from diffusers import UNet2DConditionModel
+    from safetensors.torch import save_file
+
+    from mixkit.testing.tiny_controlnet import tiny_controlnet
+    from pipelines.controlnet import load_controlnet
+
+    save_file(tiny_controlnet(sdxl=True).state_dict(), tmp_path / "xl.safetensors")
+    unet = UNet2DConditionModel.from_pretrained(tiny_sd1_dir, subfolder="unet")
+    with pytest.raises(ValueError, match=r"xl.safetensors is a ControlNet for SDXL-like \(cross-attention width 64\) "
+                                         r"models, but the config \(or base_unet\) it is loaded with is SD-like"):
+        load_controlnet(tmp_path / "xl.safetensors", base_unet=unet)
