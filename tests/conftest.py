@@ -62,6 +62,24 @@ def tiny_sdxl_dir(tmp_path_factory):
     return build_tiny_sdxl(tmp_path_factory.mktemp("tiny-sdxl"), seed=0)
 
 
+@pytest.fixture(scope="module")
+def sd1_model(tiny_sd1_dir):
+    """The tiny SD 1.x model loaded through the public loader, once per test module (loading costs seconds); a test
+    that changes it puts it back."""
+    from mixkit.models.diffusion.loading import load_diffusion_model
+
+    return load_diffusion_model(tiny_sd1_dir)
+
+
+@pytest.fixture(scope="module")
+def sdxl_model(tiny_sdxl_dir):
+    """The tiny SDXL model loaded through the public loader, once per test module; a test that changes it puts it
+    back."""
+    from mixkit.models.diffusion.loading import load_diffusion_model
+
+    return load_diffusion_model(tiny_sdxl_dir)
+
+
 @pytest.fixture(scope="session")
 def tiny_sdxl_refiner_dir(tmp_path_factory):
     from mixkit.testing.tiny_models import build_tiny_sdxl_refiner

@@ -83,7 +83,7 @@ def _copy_into_place(source: Path, target: Path) -> None:
 def submit_embedding_training(state, fields: dict, *, session: str | None = None, owner: str | None = None) -> Job:
     """Check A1111's train_embedding fields completely (ValueError/TypeError naming the field), then queue the run."""
     from mixkit.prompts.embeddings import fit_problem
-    from mixkit.training.sd_lora_trainer import scan_dataset
+    from mixkit.training.dataset_scan import scan_dataset
     from mixkit.training.ti_export import check_embedding_output
     from mixkit.training.ti_trainer import train_textual_inversion
     from webui.embedding_list import encoder_widths

@@ -1,4 +1,4 @@
-"""Refuse `<lora:...>` tags that would make the server read a file outside its LoRA folder.
+"""Refuse `<lora:...>` tags that would make the server read a file outside its LoRA folder, or that are malformed.
 
 The pipelines resolve a LoRA tag as a name in the library *or* as a file path, which is right
 for a local user but not for a network client: `<lora:../../etc/passwd:1>` must never open a
@@ -29,3 +29,14 @@ def check_prompt_networks(field: str, prompt: str, lora_names: set[str] | None) 
             shown = ", ".join(sorted(lora_names)[:10]) or "(none)"
             raise ValueError(f"{field}: no LoRA named {name!r} in the server's LoRA folder; available: {shown}. "
                              "Tags name a LoRA from GET /sdapi/v1/loras, never a file path.")
+
+
+def check_tag_syntax(field: str, prompt: str) -> None:
+    """Refuse a malformed extra-network tag (`<lora:style:abc>`) now, with the pipeline's own parser and message,
+    rather than as a job that fails in the queue after the wait."""
+    from mixkit.prompts import extract_extra_networks
+
+    try:
+        extract_extra_networks(prompt)
+    except ValueError as error:
+        raise ValueError(f"{field}: {error}; write weights as numbers, e.g. <lora:name:0.8>.") from None

@@ -21,14 +21,21 @@ logger = logging.getLogger(__name__)
 TEXT_KEYS = ("text", "caption")
 
 
-def _parse_line(line: str, number: int, manifest: Path) -> tuple[str, str, int, str | None]:
-    where = f"{manifest}, line {number}"
+def manifest_entry(line: str, where: str, example: str) -> dict:
+    """One manifest line as a JSON object with an 'image' path string (every manifest's common part, image-caption or
+    VQA); the error names `where` ("<manifest>, line <n>") and shows a line like `example`."""
     try:
         entry = json.loads(line)
     except json.JSONDecodeError as error:
         raise ValueError(f"{where} is not valid JSON ({error.msg}); each line must be one JSON object.") from None
     if not isinstance(entry, dict) or not isinstance(entry.get("image"), str):
-        raise ValueError(f"{where} needs an 'image' key with a path string, like {{\"image\": \"a.png\", \"text\": \"a cat\"}}.")
+        raise ValueError(f"{where} needs an 'image' key with a path string, like {example}.")
+    return entry
+
+
+def _parse_line(line: str, number: int, manifest: Path) -> tuple[str, str, int, str | None]:
+    where = f"{manifest}, line {number}"
+    entry = manifest_entry(line, where, '{"image": "a.png", "text": "a cat"}')
     text = next((entry[key] for key in TEXT_KEYS if key in entry), None)
     if not isinstance(text, str):
         raise ValueError(f"{where} needs a 'text' (or 'caption') string for image {entry['image']!r}.")

@@ -20,11 +20,9 @@ import torch
 
 from mixkit.io.atomic import atomic_output_folder
 from mixkit.tiny.recipe_common import (
-    RecipeClock,
     base_world,
-    check_recipe_output,
-    check_recipe_types,
     resolve_tiny_clip,
+    start_recipe,
     write_record,
 )
 from mixkit.tiny.world_tokenizer import build_world_tokenizer
@@ -258,12 +256,7 @@ def train_tiny_blip2(recipe: TinyBlip2Recipe, stop_at_step: int | None = None):
     from mixkit.training.blip2_stage2_trainer import train_blip2_stage2
     from mixkit.training.training_result import TrainingResult
 
-    check_recipe_types(recipe)
-    recipe.check()
-    check_recipe_output(recipe.output)  # before any work: never a user's folder
-    if recipe.threads:
-        torch.set_num_threads(recipe.threads)
-    clock, curve = RecipeClock(), []
+    clock, curve = start_recipe(recipe), []
     output = Path(recipe.output)
     work = Path(recipe.work_dir) if recipe.work_dir else output.with_name(output.name + ".work")
     shutil.rmtree(work, ignore_errors=True)

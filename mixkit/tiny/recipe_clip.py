@@ -26,8 +26,7 @@ from mixkit.runtime.capability import cpu_bf16_autocast
 from mixkit.tiny.recipe_common import (
     RecipeClock,
     base_world,
-    check_recipe_output,
-    check_recipe_types,
+    start_recipe,
     warmup_cosine,
     write_record,
 )
@@ -222,12 +221,7 @@ def train_tiny_clip(recipe: TinyClipRecipe, stop_at_step: int | None = None):
 
     from mixkit.training.training_result import TrainingResult
 
-    check_recipe_types(recipe)
-    recipe.check()
-    check_recipe_output(recipe.output)  # before any work: never a user's folder
-    if recipe.threads:
-        torch.set_num_threads(recipe.threads)
-    clock = RecipeClock()
+    clock = start_recipe(recipe)
     world = base_world()
     tokenizer = build_world_tokenizer()
     if recipe.shape_variants:

@@ -115,6 +115,17 @@ def check_recipe_output(output: str) -> Path:
     return path
 
 
+def start_recipe(recipe) -> RecipeClock:
+    """What every recipe does before any work: check its settings' types and ranges and that its output folder may be
+    (re)written (never a user's folder), then take its thread count; returns the clock that times the run."""
+    check_recipe_types(recipe)
+    recipe.check()
+    check_recipe_output(recipe.output)
+    if recipe.threads:
+        torch.set_num_threads(recipe.threads)
+    return RecipeClock()
+
+
 def write_record(folder: Path, name: str, config, metrics: dict, curve: list[dict], clock: RecipeClock) -> Path:
     """`recipe_record.json`: how the weights were made and what they scored, next to the weights."""
     record = {

@@ -28,10 +28,9 @@ from mixkit.runtime.capability import cpu_bf16_autocast
 from mixkit.tiny.recipe_common import (
     RecipeClock,
     base_world,
-    check_recipe_output,
-    check_recipe_types,
     earlier_record,
     resolve_tiny_clip,
+    start_recipe,
     warmup_cosine,
     write_record,
 )
@@ -256,12 +255,7 @@ def train_tiny_sd(recipe: TinySDRecipe, stop_at_step: int | None = None):
     from mixkit.evaluation import eval_prompts, load_shipped_judge
     from mixkit.training.training_result import TrainingResult
 
-    check_recipe_types(recipe)
-    recipe.check()
-    check_recipe_output(recipe.output)  # before any work: never a user's folder
-    if recipe.threads:
-        torch.set_num_threads(recipe.threads)
-    clock, curve = RecipeClock(), []
+    clock, curve = start_recipe(recipe), []
     world = base_world()
     train = render_world(recipe.train_images, recipe.seed, world, recipe.image_size)
     # Continuing keeps the text encoder the UNet was trained with (it may have been trained too).

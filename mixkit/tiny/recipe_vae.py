@@ -33,9 +33,8 @@ from mixkit.runtime.capability import cpu_bf16_autocast
 from mixkit.tiny.recipe_common import (
     RecipeClock,
     base_world,
-    check_recipe_output,
-    check_recipe_types,
     earlier_record,
+    start_recipe,
     warmup_cosine,
     write_record,
 )
@@ -292,18 +291,13 @@ def train_tiny_vae_recipe(recipe: TinyVaeRecipe, stop_at_step: int | None = None
     """`mixkit train recipe tiny-vae`: train the autoencoder alone and write it as a diffusers folder."""
     from mixkit.training.training_result import TrainingResult
 
-    check_recipe_types(recipe)
-    recipe.check()
-    check_recipe_output(recipe.output)  # before any work: never a user's folder
+    clock, curve = start_recipe(recipe), []
     run = AutoencoderRun(recipe, stop_at_step)
     if recipe.resume_from:
         run.resumed = read_recipe_state(recipe.resume_from, name="tiny-vae", recipe=recipe, total_steps=recipe.steps)
         if stop_at_step is not None and stop_at_step <= run.resumed.step:
             raise ValueError(f"--stop-at-step {stop_at_step} is not after step {run.resumed.step}, where "
                              f"{run.resumed.path} resumes; stop at a later step")
-    if recipe.threads:
-        torch.set_num_threads(recipe.threads)
-    clock, curve = RecipeClock(), []
     vae, metrics = train_autoencoder(recipe, clock, curve, run)
     folder = Path(recipe.output)
     with atomic_output_folder(folder, replace=True) as staged:

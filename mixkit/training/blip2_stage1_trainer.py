@@ -21,8 +21,8 @@ from torch import nn
 from mixkit.data import BucketedImageDataset
 from mixkit.training.accelerator_setup import make_accelerator
 from mixkit.training.blip2_stage1_config import Blip2Stage1Config
+from mixkit.training.dataset_scan import scan_dataset
 from mixkit.training.plain_step import finish_step
-from mixkit.training.sd_lora_trainer import scan_dataset
 from mixkit.training.training_result import TrainingResult
 from mixkit.training.training_state import architecture_fingerprint, load_training_state, restore_rng_states
 from mixkit.training.vlm_lm_training import decay_groups

@@ -24,13 +24,13 @@ from mixkit.data import BucketedImageDataset
 from mixkit.io.atomic import atomic_output_folder, check_new_output_folder
 from mixkit.models.diffusion.recommended import RECOMMENDED_FILE, read_recommended
 from mixkit.training.accelerator_setup import make_accelerator
+from mixkit.training.dataset_scan import scan_dataset, scan_path
 from mixkit.training.denoising_loop import ConditionedDenoiser, check_stop_at_step, run_denoising_loop
 from mixkit.training.ema import EmaWeights
 from mixkit.training.frozen_model_run import held_out_dataset, optimizer_with_schedule, resume
 from mixkit.training.run_reporting import StepReporter
 from mixkit.training.run_schedule import intermediate_saves, resolve_epochs, validation_points
 from mixkit.training.sd_finetune_config import SDFinetuneConfig
-from mixkit.training.sd_lora_trainer import scan_dataset, scan_path
 from mixkit.training.training_result import TrainingResult
 from mixkit.training.training_schedule import SCHEDULE_KEYS, with_training_schedule
 from mixkit.training.training_state import architecture_fingerprint

@@ -13,7 +13,6 @@ import dataclasses
 import json
 import logging
 import math
-import os
 import random
 import time
 from pathlib import Path
@@ -21,13 +20,13 @@ from pathlib import Path
 import torch
 
 import mixkit
-from mixkit.data import BucketedImageDataset, ScanReport, scan_jsonl_manifest, scan_kohya_folder
+from mixkit.data import BucketedImageDataset
 from mixkit.data.bucketing import resolution_size
 from mixkit.data.class_balance import balance_class_images
-from mixkit.data.loss_masks import MASK_SUFFIX, check_loss_masks
 from mixkit.training.dataset_config import is_dataset_config
 from mixkit.training.dataset_config_scan import (RUN_WIDE_DATASET_KEYS, dataset_group, datasets_metadata,
                                                   scan_dataset_config, without_held_out)
+from mixkit.training.dataset_scan import check_masks, scan_dataset, scan_path
 from mixkit.training.denoising_loop import ConditionedDenoiser
 from mixkit.training.ema import EmaWeights
 from mixkit.training.frozen_model_run import (load_frozen_model, optimizer_with_schedule, put_back_on_failure,
@@ -38,6 +37,7 @@ from mixkit.training.lora_network import CROSS_ATTENTION_KV, LoraNetwork
 from mixkit.training.modelspec import ModelSpecTexts, lora_modelspec
 from mixkit.training.network_weights import load_network_weights
 from mixkit.training.optimizers import optimizer_description
+from mixkit.training.output_path import check_output_path
 from mixkit.training.run_schedule import epoch_of_save
 from mixkit.training.sd_lora_config import LORAPLUS_RATIOS, SDLoraTrainingConfig
 from mixkit.training.training_result import TrainingResult
@@ -50,77 +50,6 @@ logger = logging.getLogger(__name__)
 # Settings that name files or folders: the file's `mixkit_training_config` records only their last part.
 CONFIG_PATH_KEYS = ("model", "dataset", "output", "class_dataset", "network_weights", "validation_dataset",
                     "checkpoint_dir", "resume_from", "logging_dir", "sample_prompts")
-
-
-def scan_path(path: Path, missing_captions: str, caption_extension: str = ".txt") -> ScanReport:
-    """A dataset folder (kohya layout, captions in `<image stem><caption_extension>` files) or a .jsonl manifest."""
-    if is_dataset_config(path):
-        raise ValueError(f"{str(path)!r} is a kohya dataset config, which only `sd-lora`'s dataset setting reads (its "
-                         "subsets train with their own settings); give this trainer a folder or a .jsonl manifest")
-    if path.suffix.lower() == ".jsonl":
-        report = scan_jsonl_manifest(path)
-    else:
-        report = scan_kohya_folder(path, missing_captions=missing_captions, caption_extension=caption_extension)
-    report.check_not_all_unreadable(path)
-    return report
-
-
-def scan_dataset(config) -> ScanReport:
-    """The training images, plus DreamBooth class images (weighted by `prior_loss_weight`) if configured.
-
-    Prior preservation (Ruiz et al. 2023) trains on generic images of the class ("a dog") alongside
-    the instance images ("a sks dog") so the model does not forget the class. The report lists every
-    class image once with its folder's repeats (what the `ss_*` metadata describes, as kohya's does);
-    the trainers then balance them against the training images with `balance_class_images` (kohya's
-    rule: an epoch holds as many class samples as training samples, repeats included).
-    """
-    report = scan_path(Path(config.dataset), config.missing_captions, config.caption_extension)
-    class_dataset = getattr(config, "class_dataset", None)
-    if class_dataset:
-        prior = scan_path(Path(class_dataset), config.missing_captions, config.caption_extension)
-        if not prior.records:
-            raise ValueError(f"class_dataset {class_dataset!r} has no usable images; add class images or unset it.")
-        weight = config.prior_loss_weight
-        report.records += [dataclasses.replace(r, loss_weight=weight, concept=f"class: {r.concept}", prior=True)
-                           for r in prior.records]
-        report.skipped += prior.skipped
-        report.warnings += prior.warnings
-    check_masks(config, report)
-    return report
-
-
-def check_masks(config, report: ScanReport) -> None:
-    """With `masked_loss`, refuse unusable masks and log how images are masked; without, name unused mask files."""
-    if getattr(config, "masked_loss", False):  # scan_dataset also serves the BLIP-2 trainers' configs
-        files, alphas = check_loss_masks(report.records)
-        logger.info("Masked loss: %d images with a mask file, %d masked by their alpha channel, %d learned whole",
-                    files, alphas, len(report.records) - files - alphas)
-    elif any(r.mask is not None for r in report.records):
-        report.warnings.append(f"{sum(r.mask is not None for r in report.records)} images have a "
-                               f"'{MASK_SUFFIX}' mask beside them, unused: set masked_loss: true to train with them")
-        logger.warning(report.warnings[-1])
-
-
-def check_output_path(output: str | Path) -> None:
-    """Refuse, before any training, an output the LoRA file cannot become: finding out when the finished run
-    writes it would lose the run. A missing folder is fine (it is created at the first write, as kohya does)."""
-    output = Path(output).expanduser().absolute()
-    if output.is_dir():
-        raise ValueError(f"output {str(output)!r} is a folder; name the LoRA file to write, like "
-                         f"{str(output / 'my_lora.safetensors')!r}")
-    if output.suffix.lower() != ".safetensors":
-        raise ValueError(f"output {str(output)!r} must end in .safetensors: the file is written in that format, "
-                         "which A1111, ComfyUI and mixkit's LoRA folders list by that suffix (a .ckpt name would "
-                         f"make other tools unpickle it); try {str(output.with_suffix('.safetensors'))!r}")
-    existing = output.parent
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ValueError(f"the folder of output {str(output)!r} cannot be created: {str(existing)!r} is a file; "
-                         "choose another output path")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"the folder of output {str(output)!r} cannot be written: {str(existing)!r} is not "
-                         "writable; choose another output path")
 
 
 def _frozen_weights_in_half_precision(model, precision: str, train_text_encoder: bool) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from mixkit.training.modelspec import STABILITY_IMPLEMENTATION, ModelSpecTexts, lora_modelspec
-from mixkit.training.sd_lora_trainer import check_output_path
+from mixkit.training.output_path import check_output_path
 from mixkit.training.ti_config import EMBEDDING_SUFFIXES
 
 # A1111's Embedding.save writes this token id under its one key "*" (the id of "*" in SD 1.x's CLIP vocabulary); its
@@ -23,7 +23,7 @@ def check_embedding_output(output: str | Path) -> None:
     if path.suffix.lower() not in EMBEDDING_SUFFIXES and not path.is_dir():
         raise ValueError(f"output {str(path)!r} must end in .safetensors (kohya's embedding file) or .pt (A1111's); "
                          f"try {str(path.with_suffix('.safetensors'))!r}")
-    # The LoRA trainer's check covers the folder cases; it knows only .safetensors, which a .pt name stands in for.
+    # check_output_path covers the folder cases; it knows only .safetensors, which a .pt name stands in for.
     check_output_path(path.with_suffix(".safetensors") if path.suffix.lower() == ".pt" else path)
 
 

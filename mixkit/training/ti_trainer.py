@@ -19,12 +19,12 @@ import torch
 
 import mixkit
 from mixkit.data import BucketedImageDataset
+from mixkit.training.dataset_scan import scan_dataset, scan_path
 from mixkit.training.denoising_loop import ConditionedDenoiser
 from mixkit.training.frozen_model_run import (load_frozen_model, optimizer_with_schedule, put_back_on_failure,
                                               resume, start_run, train_attached)
 from mixkit.training.kohya_export import cast_for_saving, without_local_paths
 from mixkit.training.modelspec import ModelSpecTexts
-from mixkit.training.sd_lora_trainer import scan_dataset, scan_path
 from mixkit.training.ti_config import SDTextualInversionConfig
 from mixkit.training.ti_export import check_embedding_output, embedding_modelspec, save_embedding
 from mixkit.training.ti_vectors import TextualInversionVectors, holds_token_string, initial_vectors, vectors_from_file

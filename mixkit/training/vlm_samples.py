@@ -9,7 +9,6 @@ exactly the batches a single uninterrupted run would.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from mixkit.data.jsonl_manifest import manifest_entry
 from mixkit.models.vlm.modular.task_config import CLIP_IMAGE_MEAN, CLIP_IMAGE_STD
 
 logger = logging.getLogger(__name__)
@@ -42,13 +42,7 @@ class VlmSampleScan:
 
 def _manifest_sample(line: str, number: int, manifest: Path) -> VlmSample:
     where = f"{manifest}, line {number}"
-    try:
-        entry = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{where} is not valid JSON ({error.msg}); each line must be one JSON object.") from None
-    if not isinstance(entry, dict) or not isinstance(entry.get("image"), str):
-        raise ValueError(f"{where} needs an 'image' key with a path string, like "
-                         "{\"image\": \"a.png\", \"question\": \"what colour?\", \"answer\": \"red\"}.")
+    entry = manifest_entry(line, where, '{"image": "a.png", "question": "what colour?", "answer": "red"}')
     image = Path(entry["image"]) if Path(entry["image"]).is_absolute() else manifest.parent / entry["image"]
     if "question" in entry or "answer" in entry:
         question, answer = entry.get("question"), entry.get("answer")

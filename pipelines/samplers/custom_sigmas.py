@@ -32,6 +32,14 @@ def with_sigma_schedule(
     `schedule_kwargs`: A1111's "Schedule min/max sigma" and "Schedule rho" as (name, value) pairs the sigma function
     takes (`SamplerParameters.schedule_kwargs`), hashable so that the class is built once per setting.
     """
+    # The schedule values are ours (`sigma_schedules`); only the hook's name is diffusers'. Without it the override
+    # would never be called and the run would silently walk diffusers' default schedule.
+    if not callable(getattr(scheduler_class, "_convert_to_karras", None)):
+        import diffusers
+
+        raise TypeError(f"{scheduler_class.__name__} has no `_convert_to_karras`, the step of diffusers' "
+                        f"set_timesteps that A1111's schedule types replace; diffusers {diffusers.__version__} lacks it: "
+                        "install an earlier diffusers release that has it, or choose the schedule type Automatic")
 
     def _convert_to_karras(self, in_sigmas, num_inference_steps: int | None = None) -> np.ndarray:
         steps = num_inference_steps or self.num_inference_steps

@@ -12,6 +12,8 @@ from pipelines.img2img import ImageToImage
 from pipelines.inpaint_mask import full_mask_channels, masked_model_pixels
 from pipelines.vae_decode import encode_images
 
+from .unet_spy import recorded_unet_inputs
+
 SMALL = dict(prompt="a cat", seed=11, width=64, height=64, steps=3, sampler="Euler", denoising_strength=0.75)
 
 
@@ -24,13 +26,6 @@ def square_mask():
     mask = Image.new("L", (64, 64), 0)
     mask.paste(255, (16, 16, 48, 40))
     return mask
-
-
-def unet_inputs(pipe):
-    """Record the UNet's input tensors during a call."""
-    seen = []
-    handle = pipe.model.unet.register_forward_pre_hook(lambda module, args: seen.append(args[0].detach().clone()))
-    return seen, handle
 
 
 def test_masked_area_is_zero_in_model_space():
@@ -47,11 +42,8 @@ def test_masked_area_is_zero_in_model_space():
 
 def test_inpainting_unet_gets_the_mid_grey_masked_image(inpaint_pipe, picture):
     mask = square_mask()
-    seen, handle = unet_inputs(inpaint_pipe)
-    try:
+    with recorded_unet_inputs(inpaint_pipe) as seen:
         inpaint_pipe(init_images=[picture], mask=mask, mask_blur=0, inpainting_fill="original", **SMALL)
-    finally:
-        handle.remove()
     keep = torch.from_numpy(np.asarray(mask) < 128).float()
     oracle = encode_images(inpaint_pipe.model.vae, to_model_pixels([picture]) * keep)  # diffusers' masked image
     assert torch.equal(seen[0][0, 5:9], oracle[0])
@@ -59,11 +51,8 @@ def test_inpainting_unet_gets_the_mid_grey_masked_image(inpaint_pipe, picture):
 
 
 def test_inpainting_unet_runs_img2img_without_mask_with_a1111s_full_mask(inpaint_pipe, picture):
-    seen, handle = unet_inputs(inpaint_pipe)
-    try:
+    with recorded_unet_inputs(inpaint_pipe) as seen:
         result = inpaint_pipe(init_images=[picture], batch_size=2, **SMALL)
-    finally:
-        handle.remove()
     assert len(result.images) == 2 and len(seen) == 3  # int(0.75 * 3) + 1 steps
     blank = encode_images(inpaint_pipe.model.vae, torch.zeros(1, 3, 64, 64))[0]
     for model_input in seen:
@@ -83,11 +72,8 @@ def test_an_inpainting_checkpoint_runs_txt2img_with_a_full_mask(inpaint_pipe):
     from pipelines.txt2img import TextToImage
 
     pipe = TextToImage.from_pipeline(inpaint_pipe)
-    seen, handle = unet_inputs(pipe)
-    try:
+    with recorded_unet_inputs(pipe) as seen:
         result = pipe(prompt="a cat", width=64, height=64, steps=2, seed=1, sampler="Euler")
-    finally:
-        handle.remove()
     assert len(result.images) == 1 and len(seen) == 2
     blank = encode_images(pipe.model.vae, torch.zeros(1, 3, 64, 64))[0]
     for model_input in seen:
@@ -115,11 +101,8 @@ def test_inpainting_unet_gets_the_conditioning_mask_of_the_blurred_mask(inpaint_
 
     mask = Image.new("L", (64, 64), 0)
     mask.paste(255, (13, 19, 45, 41))
-    seen, handle = unet_inputs(inpaint_pipe)
-    try:
+    with recorded_unet_inputs(inpaint_pipe) as seen:
         inpaint_pipe(init_images=[picture], mask=mask, mask_blur=4, inpainting_fill="original", **SMALL)
-    finally:
-        handle.remove()
     expected = conditioning_mask(blur_mask(prepare_mask(mask, (64, 64)), 4, 4), (8, 8))
     assert torch.equal(seen[0][0, 4:5], expected[0])
 

@@ -11,6 +11,8 @@ from pipelines.image_prep import to_model_pixels
 from pipelines.inpaint_mask import masked_model_pixels
 from pipelines.vae_decode import encode_images
 
+from .unet_spy import recorded_unet_inputs
+
 SMALL = dict(prompt="a cat", seed=11, width=64, height=64, steps=3, sampler="Euler", denoising_strength=0.75)
 
 
@@ -23,16 +25,6 @@ def square_mask():
     mask = Image.new("L", (64, 64), 0)
     mask.paste(255, (16, 16, 48, 40))
     return mask
-
-
-def first_unet_input(pipe, call):
-    seen = []
-    handle = pipe.model.unet.register_forward_pre_hook(lambda module, args: seen.append(args[0].detach().clone()))
-    try:
-        result = call()
-    finally:
-        handle.remove()
-    return seen, result
 
 
 def a1111_lerp(pixels, mask, weight):
@@ -55,16 +47,16 @@ def test_the_masked_pixels_are_a1111s_lerp(weight):
 
 def test_inpainting_with_a_weight_conditions_on_the_partly_masked_image(inpaint_pipe, picture):
     mask = square_mask()
-    seen, result = first_unet_input(inpaint_pipe, lambda: inpaint_pipe(
-        init_images=[picture], mask=mask, mask_blur=0, inpainting_mask_weight=0.3, **SMALL))
+    with recorded_unet_inputs(inpaint_pipe) as seen:
+        result = inpaint_pipe(init_images=[picture], mask=mask, mask_blur=0, inpainting_mask_weight=0.3, **SMALL)
     oracle = encode_images(inpaint_pipe.model.vae, a1111_lerp(to_model_pixels([picture]), mask, 0.3))
     torch.testing.assert_close(seen[0][0, 5:9], oracle[0], rtol=0, atol=1e-6)
     assert ", Conditional mask weight: 0.3, " in result.infotexts[0]
 
 
 def test_img2img_without_a_mask_fades_the_whole_image(inpaint_pipe, picture):
-    seen, _ = first_unet_input(inpaint_pipe, lambda: inpaint_pipe(
-        init_images=[picture], batch_size=2, inpainting_mask_weight=0.25, **SMALL))
+    with recorded_unet_inputs(inpaint_pipe) as seen:
+        inpaint_pipe(init_images=[picture], batch_size=2, inpainting_mask_weight=0.25, **SMALL)
     oracle = encode_images(inpaint_pipe.model.vae, to_model_pixels([picture]) * 0.75)[0]
     for model_input in seen:
         assert torch.equal(model_input[:, 4], torch.ones_like(model_input[:, 4]))
@@ -73,8 +65,8 @@ def test_img2img_without_a_mask_fades_the_whole_image(inpaint_pipe, picture):
 
 
 def test_weight_zero_conditions_on_the_init_image_itself(inpaint_pipe, picture):
-    seen, _ = first_unet_input(inpaint_pipe, lambda: inpaint_pipe(
-        init_images=[picture], mask=square_mask(), mask_blur=0, inpainting_mask_weight=0.0, **SMALL))
+    with recorded_unet_inputs(inpaint_pipe) as seen:
+        inpaint_pipe(init_images=[picture], mask=square_mask(), mask_blur=0, inpainting_mask_weight=0.0, **SMALL)
     torch.testing.assert_close(seen[0][0, 5:9], encode_images(inpaint_pipe.model.vae, to_model_pixels([picture]))[0],
                                rtol=0, atol=1e-6)
 
@@ -94,14 +86,16 @@ def test_hires_second_pass_conditions_on_the_faded_upscaled_image(inpaint_pipe):
                 hr_scale=1.5, hr_upscaler="Lanczos", denoising_strength=0.5)
     first = TextToImage.from_pipeline(inpaint_pipe)(prompt="a cat", seed=5, width=64, height=64, steps=2,
                                                     sampler="Euler").images[0]
-    seen, result = first_unet_input(inpaint_pipe, lambda: hires(**args, inpainting_mask_weight=0.5))
+    with recorded_unet_inputs(inpaint_pipe) as seen:
+        result = hires(**args, inpainting_mask_weight=0.5)
     second_pass = [x for x in seen if x.shape[-1] == 12]
     assert second_pass and all(x.shape[-2:] == (12, 12) for x in second_pass)
     upscaled = first.resize((96, 96), Image.LANCZOS)
     oracle = encode_images(inpaint_pipe.model.vae, to_model_pixels([upscaled]) * 0.5)[0]
     torch.testing.assert_close(second_pass[0][0, 5:9], oracle, rtol=0, atol=1e-5)
     assert ", Conditional mask weight: 0.5, " in result.infotexts[0]
-    seen_default, _ = first_unet_input(inpaint_pipe, lambda: hires(**args))
+    with recorded_unet_inputs(inpaint_pipe) as seen_default:
+        hires(**args)
     blank = encode_images(inpaint_pipe.model.vae, torch.zeros(1, 3, 96, 96))[0]
     assert torch.equal([x for x in seen_default if x.shape[-1] == 12][0][0, 5:9], blank)
 

@@ -18,13 +18,6 @@ SMALL = dict(prompt="a red fox", negative_prompt="blurry", width=64, height=64, 
 
 
 @pytest.fixture(scope="module")
-def base_model(tiny_sdxl_dir):
-    from mixkit.models.diffusion.loading import load_diffusion_model
-
-    return load_diffusion_model(tiny_sdxl_dir)
-
-
-@pytest.fixture(scope="module")
 def other_vae():
     from mixkit.testing.tiny_models import tiny_vae
 
@@ -41,49 +34,49 @@ def _pixels(result) -> np.ndarray:
     return np.asarray(result.images[0], dtype=np.int16)
 
 
-def test_a_refined_image_is_decoded_by_the_refiners_vae(base_model, other_vae):
-    refiner = replace(base_model, vae=other_vae, extras={})
-    result = _pipe(base_model)(**SMALL, refiner=refiner, refiner_switch_at=0.6)
-    decoded_by_other = _pipe(replace(base_model, vae=other_vae))(**SMALL)  # same latents, the refiner's VAE
+def test_a_refined_image_is_decoded_by_the_refiners_vae(sdxl_model, other_vae):
+    refiner = replace(sdxl_model, vae=other_vae, extras={})
+    result = _pipe(sdxl_model)(**SMALL, refiner=refiner, refiner_switch_at=0.6)
+    decoded_by_other = _pipe(replace(sdxl_model, vae=other_vae))(**SMALL)  # same latents, the refiner's VAE
     assert "Refiner: " in result.infotexts[0]
     assert np.array_equal(_pixels(result), _pixels(decoded_by_other))
-    assert np.abs(_pixels(result) - _pixels(_pipe(base_model)(**SMALL))).max() > 0  # not the base VAE's image
+    assert np.abs(_pixels(result) - _pixels(_pipe(sdxl_model)(**SMALL))).max() > 0  # not the base VAE's image
 
 
-def test_a_refiner_sharing_the_base_vae_changes_nothing(base_model):
-    refiner = replace(base_model, extras={})  # the same UNet, text encoders and VAE, as another model
-    result = _pipe(base_model)(**SMALL, refiner=refiner, refiner_switch_at=0.6)
-    assert np.array_equal(_pixels(result), _pixels(_pipe(base_model)(**SMALL)))
+def test_a_refiner_sharing_the_base_vae_changes_nothing(sdxl_model):
+    refiner = replace(sdxl_model, extras={})  # the same UNet, text encoders and VAE, as another model
+    result = _pipe(sdxl_model)(**SMALL, refiner=refiner, refiner_switch_at=0.6)
+    assert np.array_equal(_pixels(result), _pixels(_pipe(sdxl_model)(**SMALL)))
 
 
-def test_a_vae_chosen_for_every_checkpoint_decodes_the_refined_image(base_model, other_vae):
+def test_a_vae_chosen_for_every_checkpoint_decodes_the_refined_image(sdxl_model, other_vae):
     # A1111's sd_vae set to a file: the refiner checkpoint loads with that VAE too
-    chosen = replace(base_model, extras={**base_model.extras, VAE_SETTING_KEY: "chosen.safetensors"})
-    refiner = replace(base_model, vae=other_vae, extras={})
+    chosen = replace(sdxl_model, extras={**sdxl_model.extras, VAE_SETTING_KEY: "chosen.safetensors"})
+    refiner = replace(sdxl_model, vae=other_vae, extras={})
     result = _pipe(chosen)(**SMALL, refiner=refiner, refiner_switch_at=0.6)
     assert "Refiner: " in result.infotexts[0]
-    assert np.array_equal(_pixels(result), _pixels(_pipe(base_model)(**SMALL)))
+    assert np.array_equal(_pixels(result), _pixels(_pipe(sdxl_model)(**SMALL)))
 
 
-def test_the_vae_setting_none_leaves_the_refiner_its_own_vae(base_model, other_vae):
+def test_the_vae_setting_none_leaves_the_refiner_its_own_vae(sdxl_model, other_vae):
     # A1111's "None" is each checkpoint's built-in VAE: the refiner's own decodes
-    builtin = replace(base_model, extras={**base_model.extras, VAE_SETTING_KEY: BUILT_IN_VAE})
-    refiner = replace(base_model, vae=other_vae, extras={})
+    builtin = replace(sdxl_model, extras={**sdxl_model.extras, VAE_SETTING_KEY: BUILT_IN_VAE})
+    refiner = replace(sdxl_model, vae=other_vae, extras={})
     result = _pipe(builtin)(**SMALL, refiner=refiner, refiner_switch_at=0.6)
-    assert np.array_equal(_pixels(result), _pixels(_pipe(replace(base_model, vae=other_vae))(**SMALL)))
+    assert np.array_equal(_pixels(result), _pixels(_pipe(replace(sdxl_model, vae=other_vae))(**SMALL)))
 
 
-def test_an_interrupt_before_the_switch_is_the_base_models_image(base_model, other_vae):
+def test_an_interrupt_before_the_switch_is_the_base_models_image(sdxl_model, other_vae):
     from pipelines.control import GenerationControl
 
     def stop_after_one_step(progress):
         if progress.step == 1:
             progress.control.interrupt()
 
-    refiner = replace(base_model, vae=other_vae, extras={})
-    stopped = _pipe(base_model)(**SMALL, refiner=refiner, refiner_switch_at=0.6, callback=stop_after_one_step,
+    refiner = replace(sdxl_model, vae=other_vae, extras={})
+    stopped = _pipe(sdxl_model)(**SMALL, refiner=refiner, refiner_switch_at=0.6, callback=stop_after_one_step,
                                 control=GenerationControl())
-    plain = _pipe(base_model)(**SMALL, callback=stop_after_one_step, control=GenerationControl())
+    plain = _pipe(sdxl_model)(**SMALL, callback=stop_after_one_step, control=GenerationControl())
     assert stopped.interrupted and plain.interrupted
     assert np.array_equal(_pixels(stopped), _pixels(plain))
     assert stopped.infotexts == plain.infotexts  # no Refiner keys: the refiner never ran (A1111's never switched)

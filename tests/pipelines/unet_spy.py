@@ -1,5 +1,6 @@
-"""A spy on the UNet's forward: the text context each model call receives, in call order. Prompt tests assert
-on what reaches the UNet (schedules, AND rows, emphasis, backtracking) rather than on pixels."""
+"""Spies on the UNet's forward: the text context or the input latents each model call receives, in call order. Tests
+assert on what reaches the UNet (prompt schedules, AND rows, emphasis, an inpainting model's mask and masked image)
+rather than on pixels."""
 
 from contextlib import contextmanager
 
@@ -39,3 +40,15 @@ def recorded_calls(unet, name: str, log: list):
         yield log
     finally:
         unet.forward = original
+
+
+@contextmanager
+def recorded_unet_inputs(pipe):
+    """Yield a list that fills with a copy of the UNet's input (for a 9-channel inpainting model: latents, mask,
+    masked image) at every call; the hook is removed on exit, also when the generation raises."""
+    seen = []
+    handle = pipe.model.unet.register_forward_pre_hook(lambda module, args: seen.append(args[0].detach().clone()))
+    try:
+        yield seen
+    finally:
+        handle.remove()

@@ -12,7 +12,6 @@ import pytest
 import torch
 from PIL import Image
 
-from mixkit.models.diffusion.loading import load_diffusion_model
 from mixkit.prompts.embeddings import EmbeddingLibrary, load_textual_inversion
 from mixkit.prompts.encoder import PromptEncoder
 
@@ -49,11 +48,6 @@ def server(tiny_sd1_dir, folders, serving):
         yield running
 
 
-@pytest.fixture(scope="module")
-def model(tiny_sd1_dir):
-    return load_diffusion_model(tiny_sd1_dir)
-
-
 def conditioning(model, folder, prompt: str) -> torch.Tensor:
     library = EmbeddingLibrary(folder) if folder is not None else None
     return PromptEncoder(model.tokenizers, model.text_encoders, is_sdxl=False, embeddings=library).encode(prompt).hidden
@@ -63,7 +57,7 @@ def listed(client, name: str) -> dict:
     return client.get("/sdapi/v1/embeddings").json()["loaded"].get(name)
 
 
-def test_create_embedding_writes_a1111s_pt_from_the_init_texts_token_vectors(client, folders, model):
+def test_create_embedding_writes_a1111s_pt_from_the_init_texts_token_vectors(client, folders, sd1_model):
     response = client.post("/sdapi/v1/create/embedding",
                            json={"name": "zqx", "num_vectors_per_token": 3, "init_text": "red square"})
     assert response.status_code == 200, response.text
@@ -73,8 +67,8 @@ def test_create_embedding_writes_a1111s_pt_from_the_init_texts_token_vectors(cli
     assert (data["name"], data["step"], data["string_to_token"]) == ("zqx", 0, {"*": 265})
     # A1111's pick: vector i is token i * count // n of the init text (the tiny tokenizer spells it in 9 tokens:
     # 0, 3, 6), not kohya's i mod count (0, 1, 2)
-    ids = model.tokenizers[0]("red square", add_special_tokens=False).input_ids
-    table = model.text_encoders[0].get_input_embeddings().weight
+    ids = sd1_model.tokenizers[0]("red square", add_special_tokens=False).input_ids
+    table = sd1_model.text_encoders[0].get_input_embeddings().weight
     assert len(ids) == 9
     assert torch.equal(data["string_to_param"]["*"], torch.stack([table[ids[0]], table[ids[3]], table[ids[6]]]))
     assert listed(client, "zqx") == {"step": 0, "sd_checkpoint": None, "sd_checkpoint_name": data["sd_checkpoint_name"],
@@ -107,12 +101,12 @@ def test_create_embedding_refuses_bad_input_and_writes_nothing(client, folders, 
     assert not list((folders / "embeddings").glob(".*"))
 
 
-def test_train_embedding_trains_the_file_which_prompts_then_use(client, server, folders, model):
+def test_train_embedding_trains_the_file_which_prompts_then_use(client, server, folders, sd1_model):
     assert client.post("/sdapi/v1/create/embedding",
                        json={"name": "sks", "num_vectors_per_token": 2, "init_text": "red"}).status_code == 200
     path = folders / "embeddings" / "sks.pt"
     created = torch.load(path, weights_only=True)["string_to_param"]["*"].clone()
-    created_cond = conditioning(model, folders / "embeddings", "a sks square")
+    created_cond = conditioning(sd1_model, folders / "embeddings", "a sks square")
     before_image = client.post("/sdapi/v1/txt2img", json={"prompt": "a blue square", **SMALL}).json()["images"][0]
 
     response = client.post("/sdapi/v1/train/embedding", json={**TRAIN, "embedding_name": "sks", "steps": 2})
@@ -124,11 +118,11 @@ def test_train_embedding_trains_the_file_which_prompts_then_use(client, server, 
     assert not torch.allclose(trained["string_to_param"]["*"], created)
     assert listed(client, "sks")["step"] == 2
     # the trained vectors are what a prompt naming the embedding now reads; other prompts are untouched
-    cond = conditioning(model, folders / "embeddings", "a sks square")
+    cond = conditioning(sd1_model, folders / "embeddings", "a sks square")
     assert not torch.allclose(cond, created_cond)
-    assert not torch.allclose(cond, conditioning(model, None, "a sks square"))
-    assert torch.equal(conditioning(model, folders / "embeddings", "a blue square"),
-                       conditioning(model, None, "a blue square"))
+    assert not torch.allclose(cond, conditioning(sd1_model, None, "a sks square"))
+    assert torch.equal(conditioning(sd1_model, folders / "embeddings", "a blue square"),
+                       conditioning(sd1_model, None, "a blue square"))
     # the server's prompts use it at once, and the served model is unchanged by the training
     used = client.post("/sdapi/v1/txt2img", json={"prompt": "a sks square", **SMALL}).json()
     assert "TI hashes: \"sks:" in json.loads(used["info"])["infotexts"][0]

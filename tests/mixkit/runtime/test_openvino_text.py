@@ -13,13 +13,6 @@ PROMPT = "a (red:1.3) cube, BREAK blue sky"
 
 
 @pytest.fixture(scope="module")
-def sdxl_model(tiny_sdxl_dir):
-    from mixkit.models.diffusion.loading import load_diffusion_model
-
-    return load_diffusion_model(tiny_sdxl_dir)
-
-
-@pytest.fixture(scope="module")
 def ov_encoders(sdxl_model, ov_cache):
     return [OpenVinoTextEncoder(e, cache_dir=ov_cache, identity=export_identity(sdxl_model), part=f"text-encoder-{i + 1}")
             for i, e in enumerate(sdxl_model.text_encoders)]

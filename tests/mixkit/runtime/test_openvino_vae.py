@@ -10,13 +10,6 @@ from mixkit.runtime.openvino_vae import OpenVinoVae  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def sd1_model(tiny_sd1_dir):
-    from mixkit.models.diffusion.loading import load_diffusion_model
-
-    return load_diffusion_model(tiny_sd1_dir)
-
-
-@pytest.fixture(scope="module")
 def ov_vae(sd1_model, ov_cache):
     return OpenVinoVae(sd1_model.vae, cache_dir=ov_cache, identity=export_identity(sd1_model))
 

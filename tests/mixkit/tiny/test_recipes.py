@@ -522,3 +522,26 @@ def test_tiny_vae_recipe_stopped_and_resumed_ends_with_the_weights_of_an_unbroke
     assert [entry["step"] for entry in curve if entry["stage"] == "vae"] == [2, 4]
     assert main([*args, "--set", f"output={broken}", "--set", f"resume_from={whole}"]) == 2
     assert "holds no resume state" in capsys.readouterr().err
+
+
+def test_start_recipe_checks_every_setting_and_the_output_before_it_takes_the_thread_count(tmp_path):
+    import torch
+
+    from mixkit.tiny.recipe_common import RecipeClock, start_recipe
+    from mixkit.tiny.recipe_vae import TinyVaeRecipe
+
+    precious = tmp_path / "mine"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep")
+    before = torch.get_num_threads()
+    try:
+        for settings, message in (({"learning_rate": "abc"}, "learning_rate must be a finite number"),
+                                  ({"output": str(precious)}, "already exists and is not an empty folder")):
+            with pytest.raises(ValueError, match=message):
+                start_recipe(TinyVaeRecipe(**{"output": str(tmp_path / "new"), "threads": before + 1, **settings}))
+            assert torch.get_num_threads() == before  # refused before it changed anything
+        assert isinstance(start_recipe(TinyVaeRecipe(output=str(tmp_path / "new"), threads=before + 1)), RecipeClock)
+        assert torch.get_num_threads() == before + 1
+    finally:
+        torch.set_num_threads(before)
+    assert [p.name for p in precious.iterdir()] == ["notes.txt"] and not (tmp_path / "new").exists()

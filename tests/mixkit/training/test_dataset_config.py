@@ -131,7 +131,7 @@ def test_class_dataset_with_a_dataset_config_is_refused_before_anything_loads(tm
 
 
 def test_other_trainers_refuse_a_dataset_config_naming_it(tmp_path):
-    from mixkit.training.sd_lora_trainer import scan_path
+    from mixkit.training.dataset_scan import scan_path
 
     with pytest.raises(ValueError, match="is a kohya dataset config, which only `sd-lora`"):
         scan_path(write_toml(tmp_path / "ds.toml", "[[datasets]]\n"), "folder_name")
@@ -181,7 +181,7 @@ def test_the_json_form_reads_as_the_toml_form(tmp_path):
 
 
 def test_a_validation_split_holds_images_out_of_their_own_dataset(tmp_path):
-    from mixkit.training.sd_lora_trainer import scan_path
+    from mixkit.training.dataset_scan import scan_path
     from mixkit.training.validation_loss import held_out_records
 
     a = write_images(tmp_path / "a", ["r", "g", "b", "y"])

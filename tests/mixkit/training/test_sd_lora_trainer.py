@@ -320,7 +320,7 @@ def _free_port() -> int:
 def test_dreambooth_class_images_join_with_the_prior_loss_weight(tiny_sd1_dir, colour_dataset, tmp_path):
     from PIL import Image
 
-    from mixkit.training.sd_lora_trainer import scan_dataset
+    from mixkit.training.dataset_scan import scan_dataset
 
     class_dir = tmp_path / "class" / "1_square"
     class_dir.mkdir(parents=True)
@@ -703,7 +703,7 @@ def test_masked_loss_weighs_the_background_by_the_unmasked_weight(tiny_sd1_dir, 
 
 def test_masks_are_refused_or_reported_before_loading(colour_dataset, tmp_path):
     from mixkit.data.loss_masks import LossMaskError
-    from mixkit.training.sd_lora_trainer import scan_dataset
+    from mixkit.training.dataset_scan import scan_dataset
 
     with pytest.raises(LossMaskError, match="masked_loss is on but none of the 3 training images has a mask"):
         train_sd_lora(_config(tmp_path / "no-model", colour_dataset, tmp_path / "o.safetensors", masked_loss=True))

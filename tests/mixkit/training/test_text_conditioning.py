@@ -17,16 +17,6 @@ SHORT = "a red square"
 LONG = ", ".join(f"tag{i} red" for i in range(16))
 
 
-@pytest.fixture(scope="module")
-def sd1(tiny_sd1_dir):
-    return load_diffusion_model(tiny_sd1_dir)
-
-
-@pytest.fixture(scope="module")
-def sdxl(tiny_sdxl_dir):
-    return load_diffusion_model(tiny_sdxl_dir)
-
-
 def _inference(model, text: str, clip_skip: int):
     encoder = PromptEncoder(model.tokenizers, model.text_encoders, is_sdxl=model.family.value == "sdxl",
                             clip_skip=clip_skip, emphasis="None")
@@ -35,46 +25,46 @@ def _inference(model, text: str, clip_skip: int):
 
 @pytest.mark.parametrize("clip_skip", [1, 2])
 @pytest.mark.parametrize("text", [SHORT, LONG])
-def test_sd_training_conditioning_is_the_inference_encoding(sd1, clip_skip, text):
-    expected, chunks = _inference(sd1, text, clip_skip)
+def test_sd_training_conditioning_is_the_inference_encoding(sd1_model, clip_skip, text):
+    expected, chunks = _inference(sd1_model, text, clip_skip)
     assert chunks == (2 if text is LONG else 1)
     with torch.no_grad():
-        got = encode_sd(sd1.text_encoders, sd1.tokenizers, [text], "cpu", CaptionEncoding(clip_skip, 225))
+        got = encode_sd(sd1_model.text_encoders, sd1_model.tokenizers, [text], "cpu", CaptionEncoding(clip_skip, 225))
     assert torch.equal(got["encoder_hidden_states"][0], expected.hidden)
 
 
 @pytest.mark.parametrize("clip_skip", [1, 2])  # 2 changes nothing on SDXL, in inference as in training (as A1111, kohya)
-def test_sdxl_training_conditioning_is_the_inference_encoding(sdxl, clip_skip):
-    expected, chunks = _inference(sdxl, LONG, clip_skip)
+def test_sdxl_training_conditioning_is_the_inference_encoding(sdxl_model, clip_skip):
+    expected, chunks = _inference(sdxl_model, LONG, clip_skip)
     with torch.no_grad():
-        got = encode_sdxl(sdxl.text_encoders, sdxl.tokenizers, [LONG], "cpu", [(64, 64)], [(0, 0)], (64, 64),
-                          CaptionEncoding(clip_skip, 150))
+        got = encode_sdxl(sdxl_model.text_encoders, sdxl_model.tokenizers, [LONG], "cpu", [(64, 64)], [(0, 0)],
+                          (64, 64), CaptionEncoding(clip_skip, 150))
     assert chunks == 2 and got["encoder_hidden_states"].shape[1] == 154
     assert torch.equal(got["encoder_hidden_states"][0], expected.hidden)
     assert torch.equal(got["added_cond_kwargs"]["text_embeds"][0], expected.pooled)
 
 
-def test_the_default_is_one_truncated_chunk_as_before(sd1):
-    tokenizer, encoder = sd1.tokenizers[0], sd1.text_encoders[0]
+def test_the_default_is_one_truncated_chunk_as_before(sd1_model):
+    tokenizer, encoder = sd1_model.tokenizers[0], sd1_model.text_encoders[0]
     ids = tokenizer([SHORT, LONG], padding="max_length", max_length=77, truncation=True, return_tensors="pt").input_ids
     with torch.no_grad():
-        got = encode_sd(sd1.text_encoders, sd1.tokenizers, [SHORT, LONG], "cpu")["encoder_hidden_states"]
+        got = encode_sd(sd1_model.text_encoders, sd1_model.tokenizers, [SHORT, LONG], "cpu")["encoder_hidden_states"]
         assert torch.equal(got, encoder(ids)[0])
 
 
-def test_a_batch_pads_shorter_captions_with_empty_chunks(sd1):
-    ids = tokenize(sd1.tokenizers[0], [SHORT, LONG], 225)
+def test_a_batch_pads_shorter_captions_with_empty_chunks(sd1_model):
+    ids = tokenize(sd1_model.tokenizers[0], [SHORT, LONG], 225)
     assert ids.shape == (2, 2, 77)
-    assert torch.equal(ids[0, 1], tokenize(sd1.tokenizers[0], [""])[0, 0])  # BOS, EOS, padding
+    assert torch.equal(ids[0, 1], tokenize(sd1_model.tokenizers[0], [""])[0, 0])  # BOS, EOS, padding
     with torch.no_grad():
-        batch = encode_sd(sd1.text_encoders, sd1.tokenizers, [SHORT, LONG], "cpu", CaptionEncoding(1, 225))
-        alone = encode_sd(sd1.text_encoders, sd1.tokenizers, [SHORT], "cpu", CaptionEncoding(1, 225))
-        empty = encode_sd(sd1.text_encoders, sd1.tokenizers, [""], "cpu")
+        batch = encode_sd(sd1_model.text_encoders, sd1_model.tokenizers, [SHORT, LONG], "cpu", CaptionEncoding(1, 225))
+        alone = encode_sd(sd1_model.text_encoders, sd1_model.tokenizers, [SHORT], "cpu", CaptionEncoding(1, 225))
+        empty = encode_sd(sd1_model.text_encoders, sd1_model.tokenizers, [""], "cpu")
     hidden = batch["encoder_hidden_states"]
     assert torch.equal(hidden[0, :77], alone["encoder_hidden_states"][0])
     assert torch.equal(hidden[0, 77:], empty["encoder_hidden_states"][0])
     # max_token_length caps the chunks: 150 tokens of a 4-chunk caption keep its first two chunks.
-    assert tokenize(sd1.tokenizers[0], [LONG + ", " + LONG], 150).shape == (1, 2, 77)
+    assert tokenize(sd1_model.tokenizers[0], [LONG + ", " + LONG], 150).shape == (1, 2, 77)
 
 
 def test_clip_skip_and_max_token_length_are_checked(tiny_sd1_dir, colour_dataset, tmp_path):

@@ -12,11 +12,6 @@ from mixkit.prompts.embeddings import EmbeddingLibrary
 from mixkit.training.ti_create import create_embedding
 
 
-@pytest.fixture(scope="module")
-def sd1(tiny_sd1_dir):
-    return load_diffusion_model(tiny_sd1_dir)
-
-
 def token_rows(model, text: str, encoder: int = 0) -> torch.Tensor:
     ids = model.tokenizers[encoder](text, add_special_tokens=False).input_ids
     return model.text_encoders[encoder].get_input_embeddings().weight[ids].detach()
@@ -27,9 +22,10 @@ def token_rows(model, text: str, encoder: int = 0) -> torch.Tensor:
     ("red square", 3, [0, 3, 6]),  # 9 tokens for 3 vectors
     ("red", 1, [0]),
 ])
-def test_vectors_are_the_init_texts_token_rows_spread_as_a1111(sd1, tmp_path, text, count, picks):
-    rows = token_rows(sd1, text)
-    path = create_embedding(sd1, tmp_path, "zqx", num_vectors_per_token=count, init_text=text, checkpoint_name="tiny")
+def test_vectors_are_the_init_texts_token_rows_spread_as_a1111(sd1_model, tmp_path, text, count, picks):
+    rows = token_rows(sd1_model, text)
+    path = create_embedding(sd1_model, tmp_path, "zqx", num_vectors_per_token=count, init_text=text,
+                            checkpoint_name="tiny")
     data = torch.load(path, weights_only=True)
     assert path == tmp_path / "zqx.pt"
     assert torch.equal(data["string_to_param"]["*"], rows[picks])
@@ -37,8 +33,9 @@ def test_vectors_are_the_init_texts_token_rows_spread_as_a1111(sd1, tmp_path, te
     assert EmbeddingLibrary(tmp_path).get("zqx").num_vectors == count
 
 
-def test_empty_init_text_gives_zero_vectors(sd1, tmp_path):
-    data = torch.load(create_embedding(sd1, tmp_path, "blank", num_vectors_per_token=2, init_text=""), weights_only=True)
+def test_empty_init_text_gives_zero_vectors(sd1_model, tmp_path):
+    path = create_embedding(sd1_model, tmp_path, "blank", num_vectors_per_token=2, init_text="")
+    data = torch.load(path, weights_only=True)
     assert torch.equal(data["string_to_param"]["*"], torch.zeros(2, 32))
 
 
@@ -51,15 +48,15 @@ def test_sdxl_writes_both_encoders_vectors(tiny_sdxl_dir, tmp_path):
     assert EmbeddingLibrary(tmp_path).names_for(model.text_encoders, True) == ["xl"]
 
 
-def test_an_existing_name_is_refused_unless_overwrite_old_which_keeps_its_format(sd1, tmp_path):
+def test_an_existing_name_is_refused_unless_overwrite_old_which_keeps_its_format(sd1_model, tmp_path):
     (tmp_path / "sub").mkdir()
     save_file({"emb_params": torch.ones(1, 32)}, str(tmp_path / "sub" / "old.safetensors"))
     with pytest.raises(ValueError, match="already exists .*overwrite_old"):
-        create_embedding(sd1, tmp_path, "old", init_text="red")
+        create_embedding(sd1_model, tmp_path, "old", init_text="red")
     assert torch.equal(load_file(tmp_path / "sub" / "old.safetensors")["emb_params"], torch.ones(1, 32))
-    path = create_embedding(sd1, tmp_path, "old", init_text="red", overwrite_old=True)
+    path = create_embedding(sd1_model, tmp_path, "old", init_text="red", overwrite_old=True)
     assert path == tmp_path / "sub" / "old.safetensors" and not (tmp_path / "old.pt").exists()
-    assert torch.equal(load_file(path)["emb_params"], token_rows(sd1, "red")[[0]])
+    assert torch.equal(load_file(path)["emb_params"], token_rows(sd1_model, "red")[[0]])
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -72,7 +69,7 @@ def test_an_existing_name_is_refused_unless_overwrite_old_which_keeps_its_format
     (dict(name="ok", num_vectors_per_token=True), "1..75"),
     (dict(name="ok", init_text=None), "init_text must be a string"),
 ])
-def test_bad_input_is_refused_and_writes_nothing(sd1, tmp_path, kwargs, message):
+def test_bad_input_is_refused_and_writes_nothing(sd1_model, tmp_path, kwargs, message):
     with pytest.raises((ValueError, TypeError), match=message):
-        create_embedding(sd1, tmp_path, **kwargs)
+        create_embedding(sd1_model, tmp_path, **kwargs)
     assert list(tmp_path.rglob("*")) == []

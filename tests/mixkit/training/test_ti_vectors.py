@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mixkit.models.diffusion.loading import load_diffusion_model
 from mixkit.prompts.chunking import PLACEHOLDER_TOKEN
 from mixkit.prompts.embeddings import EmbeddingLibrary
 from mixkit.prompts.encoder import PromptEncoder
@@ -20,16 +19,6 @@ BOS, EOS, PAD = 100, 101, 102
 
 def _row(text: list[int], length: int = 77, pad: int = PAD) -> list[int]:
     return [BOS, *text, EOS] + [pad] * (length - len(text) - 2)
-
-
-@pytest.fixture(scope="module")
-def sd1(tiny_sd1_dir):
-    return load_diffusion_model(tiny_sd1_dir)
-
-
-@pytest.fixture(scope="module")
-def sdxl(tiny_sdxl_dir):
-    return load_diffusion_model(tiny_sdxl_dir)
 
 
 def test_occurrences_scan_left_to_right_and_skip_each_match():
@@ -60,8 +49,8 @@ def test_text_stays_within_a_chunk_and_an_embedding_never_crosses_its_end():
     assert row == _row([0, 0] + [5] * 73) and places == [1]
 
 
-def test_init_word_vectors_repeat_its_tokens_as_kohya_and_none_gives_zeros(sd1):
-    tokenizer, encoder = sd1.tokenizers[0], sd1.text_encoders[0]
+def test_init_word_vectors_repeat_its_tokens_as_kohya_and_none_gives_zeros(sd1_model):
+    tokenizer, encoder = sd1_model.tokenizers[0], sd1_model.text_encoders[0]
     table = encoder.get_input_embeddings().weight
     ids = tokenizer("red", add_special_tokens=False).input_ids
     assert len(ids) == 3  # the tiny tokenizer: one token a character
@@ -75,16 +64,16 @@ def test_init_word_vectors_repeat_its_tokens_as_kohya_and_none_gives_zeros(sd1):
         initial_vectors([encoder], [tokenizer], 1, " ")
 
 
-def test_weights_file_must_fit_the_model_and_the_vector_count(sd1, sdxl, tmp_path):
-    vectors = torch.randn(2, sd1.text_encoders[0].get_input_embeddings().embedding_dim)
+def test_weights_file_must_fit_the_model_and_the_vector_count(sd1_model, sdxl_model, tmp_path):
+    vectors = torch.randn(2, sd1_model.text_encoders[0].get_input_embeddings().embedding_dim)
     path = save_embedding({"emb_params": vectors}, tmp_path / "start.safetensors", metadata={}, name="start", step=0,
                           checkpoint_name="tiny")
-    [loaded] = vectors_from_file(path, sd1.text_encoders, False, 2)
+    [loaded] = vectors_from_file(path, sd1_model.text_encoders, False, 2)
     assert torch.equal(loaded, vectors)
     with pytest.raises(ValueError, match="holds 2 vectors per token but num_vectors_per_token is 3"):
-        vectors_from_file(path, sd1.text_encoders, False, 3)
+        vectors_from_file(path, sd1_model.text_encoders, False, 3)
     with pytest.raises(ValueError, match="cannot start this run.*SDXL"):
-        vectors_from_file(path, sdxl.text_encoders, True, 2)
+        vectors_from_file(path, sdxl_model.text_encoders, True, 2)
 
 
 def _saved_library(vectors: TextualInversionVectors, folder, name: str) -> EmbeddingLibrary:
@@ -102,23 +91,24 @@ def _random_vectors(model, token: str, count: int) -> TextualInversionVectors:
 
 @pytest.mark.parametrize("clip_skip", [1, 2])
 @pytest.mark.parametrize("count", [1, 4])
-def test_sd_training_conditions_as_generation_with_the_saved_file(sd1, tmp_path, clip_skip, count):
-    vectors = _random_vectors(sd1, "zqx", count)
+def test_sd_training_conditions_as_generation_with_the_saved_file(sd1_model, tmp_path, clip_skip, count):
+    vectors = _random_vectors(sd1_model, "zqx", count)
     library = _saved_library(vectors, tmp_path, "zqx")
-    prompts = PromptEncoder(sd1.tokenizers, sd1.text_encoders, is_sdxl=False, clip_skip=clip_skip, emphasis="None",
-                            embeddings=library)
+    prompts = PromptEncoder(sd1_model.tokenizers, sd1_model.text_encoders, is_sdxl=False, clip_skip=clip_skip,
+                            emphasis="None", embeddings=library)
     captions = ["a photo of zqx, red", "zqx and zqx", "a red square"]
     with torch.no_grad():
-        plain = encode_sd(sd1.text_encoders, sd1.tokenizers, captions, "cpu", CaptionEncoding(clip_skip))
+        plain = encode_sd(sd1_model.text_encoders, sd1_model.tokenizers, captions, "cpu", CaptionEncoding(clip_skip))
         vectors.attach()
         try:
-            trained = encode_sd(sd1.text_encoders, sd1.tokenizers, captions, "cpu", CaptionEncoding(clip_skip))
+            trained = encode_sd(sd1_model.text_encoders, sd1_model.tokenizers, captions, "cpu",
+                                CaptionEncoding(clip_skip))
             # One caption at a time for the exact comparison: a batch of three may round differently in the last bit.
-            alone = [encode_sd(sd1.text_encoders, sd1.tokenizers, [caption], "cpu", CaptionEncoding(clip_skip))
-                     for caption in captions]
+            alone = [encode_sd(sd1_model.text_encoders, sd1_model.tokenizers, [caption], "cpu",
+                               CaptionEncoding(clip_skip)) for caption in captions]
         finally:
             vectors.detach()
-        after = encode_sd(sd1.text_encoders, sd1.tokenizers, captions, "cpu", CaptionEncoding(clip_skip))
+        after = encode_sd(sd1_model.text_encoders, sd1_model.tokenizers, captions, "cpu", CaptionEncoding(clip_skip))
     for caption, encoding in zip(captions, alone):
         assert torch.equal(encoding["encoder_hidden_states"][0], prompts.encode(caption).hidden)
         assert torch.allclose(trained["encoder_hidden_states"][captions.index(caption)],
@@ -129,20 +119,21 @@ def test_sd_training_conditions_as_generation_with_the_saved_file(sd1, tmp_path,
     assert torch.equal(after["encoder_hidden_states"], plain["encoder_hidden_states"])  # detached: the model as it was
 
 
-def test_sdxl_training_conditions_as_generation_with_the_saved_file(sdxl, tmp_path):
-    vectors = _random_vectors(sdxl, "zqx", 3)
+def test_sdxl_training_conditions_as_generation_with_the_saved_file(sdxl_model, tmp_path):
+    vectors = _random_vectors(sdxl_model, "zqx", 3)
     tensors = vectors.file_tensors()
     assert set(tensors) == {"clip_l", "clip_g"}
-    widths = [e.get_input_embeddings().embedding_dim for e in sdxl.text_encoders]
+    widths = [e.get_input_embeddings().embedding_dim for e in sdxl_model.text_encoders]
     assert [t.shape[1] for t in tensors.values()] == widths
     library = _saved_library(vectors, tmp_path, "zqx")
-    prompts = PromptEncoder(sdxl.tokenizers, sdxl.text_encoders, is_sdxl=True, emphasis="None", embeddings=library)
+    prompts = PromptEncoder(sdxl_model.tokenizers, sdxl_model.text_encoders, is_sdxl=True, emphasis="None",
+                            embeddings=library)
     caption = "a painting in the style of zqx"
     vectors.attach()
     try:
         with torch.no_grad():
-            trained = encode_sdxl(sdxl.text_encoders, sdxl.tokenizers, [caption], "cpu", [(64, 64)], [(0, 0)],
-                                  (64, 64))
+            trained = encode_sdxl(sdxl_model.text_encoders, sdxl_model.tokenizers, [caption], "cpu", [(64, 64)],
+                                  [(0, 0)], (64, 64))
     finally:
         vectors.detach()
     encoded = prompts.encode(caption)
@@ -150,37 +141,37 @@ def test_sdxl_training_conditions_as_generation_with_the_saved_file(sdxl, tmp_pa
     assert torch.equal(trained["added_cond_kwargs"]["text_embeds"][0], encoded.pooled)
 
 
-def test_gradients_reach_only_the_vectors(sd1):
-    vectors = _random_vectors(sd1, "zqx", 2).attach()
+def test_gradients_reach_only_the_vectors(sd1_model):
+    vectors = _random_vectors(sd1_model, "zqx", 2).attach()
     try:
-        before = {name: p.requires_grad for name, p in sd1.text_encoders[0].named_parameters()}
-        sd1.text_encoders[0].requires_grad_(False)
-        hidden = encode_sd(sd1.text_encoders, sd1.tokenizers, ["zqx"], "cpu")["encoder_hidden_states"]
+        before = {name: p.requires_grad for name, p in sd1_model.text_encoders[0].named_parameters()}
+        sd1_model.text_encoders[0].requires_grad_(False)
+        hidden = encode_sd(sd1_model.text_encoders, sd1_model.tokenizers, ["zqx"], "cpu")["encoder_hidden_states"]
         hidden.square().sum().backward()
     finally:
         vectors.detach()
-        for name, p in sd1.text_encoders[0].named_parameters():
+        for name, p in sd1_model.text_encoders[0].named_parameters():
             p.requires_grad_(before[name])
     assert vectors.vectors[0].grad is not None and vectors.vectors[0].grad.abs().sum() > 0
-    assert all(p.grad is None for p in sd1.text_encoders[0].parameters())
+    assert all(p.grad is None for p in sd1_model.text_encoders[0].parameters())
 
 
-def test_sdxl_pt_file_holds_clip_l_and_clip_g_as_kohya_writes_it(sdxl, tmp_path):
-    vectors = _random_vectors(sdxl, "zqx", 2)
+def test_sdxl_pt_file_holds_clip_l_and_clip_g_as_kohya_writes_it(sdxl_model, tmp_path):
+    vectors = _random_vectors(sdxl_model, "zqx", 2)
     path = save_embedding(vectors.file_tensors(), tmp_path / "zqx.pt", metadata={}, name="zqx", step=3,
                           checkpoint_name="tiny")
     assert set(torch.load(path, weights_only=True)) == {"clip_l", "clip_g"}
     library = EmbeddingLibrary(tmp_path)
-    assert library.names_for(sdxl.text_encoders, True) == ["zqx"]
+    assert library.names_for(sdxl_model.text_encoders, True) == ["zqx"]
     loaded = library.get("zqx")
     assert torch.equal(loaded.vectors["clip_g"], vectors.vectors[1].detach())
 
 
-def test_a_caption_holds_the_token_string_where_training_puts_the_vectors(sd1):
+def test_a_caption_holds_the_token_string_where_training_puts_the_vectors(sd1_model):
     """Tokens, not text: the (byte-level, lower-casing) tokenizer makes "SksDog" the "sksdog" of a caption, "cat" is
     no token run of "concatenate", and a token string past the first 75 tokens is cut off unless max_token_length
     gives the caption a second chunk."""
-    [tokenizer] = sd1.tokenizers
+    [tokenizer] = sd1_model.tokenizers
     captions = ["a photo of sksdog", "concatenate shapes", "a cat", "x" * 80 + " cat", "x" * 72 + " cat"]
     assert holds_token_string(captions[:1], tokenizer, "SksDog", 1) == [True]
     assert holds_token_string(captions[1:], tokenizer, "cat", 1) == [False, True, False, True]

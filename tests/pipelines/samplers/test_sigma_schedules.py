@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from diffusers import EulerAncestralDiscreteScheduler
+from diffusers import EulerAncestralDiscreteScheduler, EulerDiscreteScheduler
 
 from pipelines.samplers import make_scheduler
-from pipelines.samplers.sigma_schedules import ddim_sigmas
+from pipelines.samplers.sigma_schedules import ddim_sigmas, karras_sigmas
 
 from .kdiffusion_reference import (
     AYS_SD15,
@@ -142,3 +142,16 @@ def test_lms_matches_k_diffusion_also_from_partway_down_the_schedule(begin):
     for t in scheduler.timesteps[begin:]:
         x = scheduler.step(model(scheduler.scale_model_input(x, t), t), t, x).prev_sample
     torch.testing.assert_close(x.double(), expected, rtol=0, atol=1e-3)
+
+
+@pytest.mark.parametrize("steps", [1, 2, 10, 30])
+def test_karras_is_diffusers_karras_conversion_at_the_models_range(steps):
+    # diffusers' `_convert_to_karras` (the oracle) evaluates Karras et al. 2022 eq. 5 with rho = 7 between the ends of
+    # the sigmas it is given, in float64 with the same operations: the values are equal to the last bit.
+    scheduler = EulerDiscreteScheduler.from_config(SD15_SCHEDULER_CONFIG)
+    alphas = scheduler.alphas_cumprod.double().numpy()
+    training_sigmas = np.sqrt((1.0 - alphas) / alphas)
+    oracle = scheduler._convert_to_karras(torch.from_numpy(training_sigmas[::-1].copy()), steps)
+    ours = karras_sigmas(steps, training_sigmas)
+    np.testing.assert_array_equal(ours[:-1], oracle)
+    assert ours[-1] == 0.0 and ours[0] == training_sigmas[-1]

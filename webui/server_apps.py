@@ -1,0 +1,45 @@
+"""AppFlow apps as a running server offers them: their description with the models configured for this server,
+and queued runs that build each app's flow (and load its models) once.
+
+A mixin of `ServerState` (which sets the attributes declared below).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from webui.config import ServerConfig
+    from webui.worker import GenerationWorker, Job
+
+
+class ServerApps:
+    config: ServerConfig
+    worker: GenerationWorker
+    _flows: dict[str, object]
+
+    def describe_app(self, name: str) -> dict:
+        """An app's declared inputs/outputs, with the models this server runs it with."""
+        from appflow import describe_app
+
+        description = describe_app(name)  # unknown name -> UnknownNameError listing the apps
+        configured = self.config.appflow_models.get(name, {})
+        for role, model in description["models"].items():
+            model["source"] = configured.get(role, model["default"])
+        return description
+
+    def submit_app(self, name: str, inputs: dict, options: dict | None = None, *, session: str | None = None,
+                   owner: str | None = None) -> Job:
+        """Queue one run of app `name` with decoded inputs; the flow (and its models) is built once per app."""
+        description = self.describe_app(name)
+
+        def run(control, on_step):
+            from appflow import Appflow
+
+            if name not in self._flows:
+                models = {role: model["source"] for role, model in description["models"].items()}
+                self._flows[name] = Appflow(app=name, models=models, device=self.config.device or "cpu",
+                                            lora_dir=self.config.lora_dir, embeddings_dir=self.config.embeddings_dir)
+            return self._flows[name](**inputs, **(options or {}))
+
+        return self.worker.submit(run, f"appflow {name}", session=session, owner=owner)

@@ -1,0 +1,136 @@
+"""The generation jobs a running server queues (txt2img, img2img, outpaint, Extras upscale), the checks they get
+first, and the UI session's Interrupt/Skip.
+
+A mixin of `ServerState` (which sets the attributes declared below). The API and the UI both submit
+here, so the UI cannot queue anything the API would refuse.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from webui.generation_jobs import generation_job, outpaint_job
+from webui.prompt_guard import check_prompt_networks, check_tag_syntax
+from webui.worker import ANY_OWNER, Job
+
+if TYPE_CHECKING:
+    from pipelines.params import GenerationLimits
+    from webui.controlnet_models import ControlNetModels
+    from webui.model_switch import ModelHolder
+    from webui.worker import GenerationWorker
+
+
+class ServerJobs:
+    """Besides the attributes below, uses `lora_names` (PromptLibraries) and `requested_checkpoint` (ServerModels)."""
+
+    controlnets: ControlNetModels | None
+    holder: ModelHolder
+    limits: GenerationLimits
+    worker: GenerationWorker
+
+    def check_params(self, kind: str, params) -> None:
+        """The checks the API applies, for params built elsewhere (the UI): limits, sampler, LoRA tags."""
+        from pipelines.params import check_txt2img_params
+        from pipelines.samplers import resolve_sampler
+
+        if kind == "img2img":
+            from pipelines.img2img import check_img2img_params
+
+            check_img2img_params(params, self.limits, 8)
+        else:
+            check_txt2img_params(params, self.limits)
+        resolve_sampler(params.sampler, params.schedule_type)
+        if self.holder.loaded:  # the UI slider goes to 12; a 3-layer text encoder must refuse 4 here, not in the queue
+            from mixkit.prompts.encoder import text_encoder_layers
+
+            layers = text_encoder_layers(self.holder.txt2img().model.text_encoders)
+            if params.clip_skip > layers:
+                raise ValueError(f"clip_skip {params.clip_skip} is more than the loaded model's text encoder has "
+                                 f"layers ({layers}); use 1..{layers}")
+        # Only the prompt's tags are extra networks: A1111 1.10 parses them out of the prompts alone, so a tag in the
+        # negative prompt is text there (the pipeline warns that it is not applied), malformed or not.
+        names = self.lora_names((params.prompt,))
+        prompts = params.prompt
+        for text in [prompts] if isinstance(prompts, str) else prompts:
+            check_prompt_networks("prompt", text, names)
+            check_tag_syntax("prompt", text)
+
+    def cancel_session(self, session: str) -> int:
+        """Drop the queued jobs and interrupt the running one of a UI session that ended (its tab closed)."""
+        return self.worker.cancel_session(session)
+
+    def interrupt_session(self, session: str | None) -> int:
+        """The UI's Interrupt: the caller's own jobs only (queued ones are dropped, a running one returns what it
+        has); another session's job is never touched. Returns how many jobs were hit."""
+        return self.worker.cancel_session(session)
+
+    def skip_session(self, session: str | None) -> bool:
+        """The UI's Skip: end the current batch of the caller's running job; False when it has none running.
+
+        A queued job is left alone: A1111 clears the skip flag when a job starts, so a Skip pressed before that
+        has no effect there either."""
+        return self.worker.skip_session(session)
+
+    def submit_generation(self, kind: str, params, *, save: bool, session: str | None = None,
+                          owner: str | None = None, checkpoint: str | None = None,
+                          restore_checkpoint: bool = True) -> Job:
+        """Queue a txt2img/img2img call with already validated params; raises QueueFullError, and ValueError for a
+        ControlNet unit made for another model family than the job's checkpoint (before anything is queued).
+
+        `checkpoint` (A1111's override_settings.sd_model_checkpoint, any title it accepts) runs the job on that
+        checkpoint, and the server's is put back afterwards unless `restore_checkpoint` is false
+        (`webui.request_checkpoint`); an unknown title raises ValueError listing the checkpoints.
+        """
+        if kind not in ("txt2img", "img2img"):
+            raise ValueError(f"kind must be 'txt2img' or 'img2img', got {kind!r}.")
+        entry = self.requested_checkpoint(checkpoint)
+        if getattr(params, "controlnets", None) and self.controlnets is not None:
+            from webui.controlnet_models import check_unit_families
+
+            check_unit_families(self.controlnets, params.controlnets, self.holder, entry)
+        job = generation_job(self, kind, params, save=save, checkpoint=entry, restore_checkpoint=restore_checkpoint)
+        return self.worker.submit(job, kind if entry is None else f"{kind} on {entry.title}", session=session,
+                                  owner=owner)
+
+    def submit_outpaint(self, params, sides: dict[str, int], *, save: bool, session: str | None = None,
+                        owner: str | None = None, checkpoint: str | None = None,
+                        restore_checkpoint: bool = True) -> Job:
+        """Queue an outpaint of `params.init_images[0]` by `sides` (left/right/top/bottom pixels).
+
+        Checked now: the extension, and the img2img limits at the extended size. `owner` and `checkpoint` as for
+        `submit_generation` (the API's Poor man's outpainting script, webui.api_scripts).
+        """
+        from dataclasses import replace
+
+        from pipelines.outpaint import check_outpaint_inputs
+
+        image = params.init_images[0]
+        width, height = check_outpaint_inputs(image, sides["left"], sides["right"], sides["top"], sides["bottom"], 8,
+                                              params.mask_blur)
+        self.check_params("img2img", replace(params, width=width, height=height))
+        entry = self.requested_checkpoint(checkpoint)
+        job = outpaint_job(self, params, sides, save=save, checkpoint=entry, restore_checkpoint=restore_checkpoint)
+        return self.worker.submit(job, "outpaint" if entry is None else f"outpaint on {entry.title}", session=session,
+                                  owner=owner)
+
+    def submit_upscale(self, image, scale: float, upscaler: str, *, session: str | None = None) -> Job:
+        """Queue an Extras upscale (validated now: upscaler name, scale and output size)."""
+        from pipelines.upscale import UPSCALERS, UpscaleLimits, check_upscale, upscale_image
+
+        UPSCALERS.get(upscaler)  # unknown name -> error listing the valid ones
+        check_upscale(image.width, image.height, scale, UpscaleLimits())
+        return self.worker.submit(lambda control, on_step: upscale_image(image, scale, upscaler=upscaler), "extras",
+                                  session=session)
+
+    def current_preview(self, owner=ANY_OWNER):
+        """A cheap RGB preview of the running job's latest latents (of `owner`'s job only, when given), or None."""
+        latents = self.worker.progress(owner).preview_latents
+        if latents is None or latents.shape[1] != 4:  # the cheap preview factors are for 4-channel latents
+            return None
+        from pipelines.preview import latent_preview
+
+        try:
+            sdxl = self.holder.txt2img().model.family.uses_pooled_text
+        except RuntimeError:
+            return None
+        return latent_preview(latents[:1], sdxl=sdxl)[0]
