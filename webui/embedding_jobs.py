@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pipelines.control import StepProgress
 from webui.model_switch import EXACT_PRESET
+from webui.request_checkpoint import checkpoint_for_job
 from webui.worker import Job
 
 logger = logging.getLogger(__name__)
@@ -127,6 +128,11 @@ def submit_embedding_training(state, fields: dict, *, session: str | None = None
                 state.holder.preset != EXACT_PRESET:
             raise ValueError(f"the loaded model changed while the training of {name!r} waited in the queue; send the "
                              "request again for the model now loaded")
+        # an unload queued after this request was checked: the model comes back, as for a generation
+        with checkpoint_for_job(state, None):
+            return train(control, report)
+
+    def train(control, report) -> TrainedEmbedding:
         result = train_textual_inversion(config, model=state.holder.txt2img().model,
                                          should_stop=lambda: control.interrupted, on_step=report,
                                          step_offset=start_step)

@@ -237,3 +237,25 @@ def test_training_an_unloaded_checkpoint_says_to_reload_it(client):
     finally:
         assert client.post("/sdapi/v1/reload-checkpoint").status_code == 200
     assert listed(client, "later")["step"] == 0
+
+
+def test_a_training_queued_behind_an_unload_reloads_the_checkpoint_and_trains(client, server):
+    """As a generation does: the unload ran after the request was checked, so the run loads the model back."""
+    from .worker_jobs import submit_until_interrupted
+
+    assert client.post("/sdapi/v1/create/embedding", json={"name": "behind", "init_text": "red"}).status_code == 200
+    state = server.state
+    blocker, _ = submit_until_interrupted(state.worker)
+    state.submit_unload()
+    answers = []
+    thread = threading.Thread(target=lambda: answers.append(client.post(
+        "/sdapi/v1/train/embedding", json={**TRAIN, "embedding_name": "behind", "steps": 1})))
+    thread.start()
+    deadline = time.monotonic() + 60
+    while state.worker.queued < 2:  # the unload, then the training
+        assert time.monotonic() < deadline and thread.is_alive(), answers
+        time.sleep(0.02)
+    state.worker.cancel(blocker)
+    thread.join(120)
+    assert answers and answers[0].status_code == 200, answers[0].text
+    assert state.holder.loaded and listed(client, "behind")["step"] == 1
