@@ -103,12 +103,6 @@ def test_dpm_adaptive_progress_counts_the_sigma_range_walked_and_interrupts_at_a
     assert stopped.interrupted and len(stopped.images) == 1
 
 
-def test_dpm_adaptive_with_a_refiner_is_refused_before_any_work(sd1_pipe, monkeypatch):
-    monkeypatch.setattr(sd1_pipe.model.unet, "forward", lambda *a, **k: pytest.fail("the UNet ran"))
-    with pytest.raises(ValueError, match="refiner cannot run with sampler 'DPM adaptive'.*pick another sampler"):
-        sd1_pipe(**SMALL, sampler="DPM adaptive", steps=4, refiner=sd1_pipe.model)
-
-
 def test_ddim_cfgpp_renoises_with_the_negative_prompts_prediction(sd1_pipe):
     # CFG++ at scale 1 still guides (at 1 / 12.5) and renoises with the negative prompt's prediction, so both the
     # negative prompt and the CFG scale change the image; DDIM at scale 1 ignores the negative prompt.
