@@ -218,11 +218,13 @@ class ServerState:
         return self.submit_model_switch(self.model_title, preset)
 
     def submit_vae_switch(self, name: str) -> Job:
-        """Queue a VAE swap (`sd_vae`); the name is checked now, the file is loaded in the queue."""
+        """Queue a VAE swap (`sd_vae`); the name is checked now, the file is loaded in the queue. On an unloaded
+        checkpoint the choice is only kept: its reload puts it on (`_after_load`)."""
         path = self.vaes.find(name)  # unknown name: fail now, listing the valid ones
 
         def run(control, on_step):
-            self.holder.set_vae(name, path)
+            if not self.holder.unloaded:
+                self.holder.set_vae(name, path)
             self.options.apply({"sd_vae": name})
             return name
 
