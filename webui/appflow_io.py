@@ -11,7 +11,7 @@ import base64
 import io
 from typing import Any
 
-from webui.base64_images import decode_base64_image, encode_png_base64
+from webui.base64_images import base64_payload, decode_base64_image, encode_png_base64
 
 HTTP_PORT_TYPES = ("image", "images", "text", "texts", "flag", "json")
 
@@ -32,6 +32,7 @@ def decode_app_inputs(description: dict, inputs: Any, *, max_pixels: int, max_by
         raise ValueError(str(error)) from None
     declared = {name: kind.rstrip("?") for name, kind in description["inputs"].items()}
     batched = set(description.get("batch_inputs", ()))
+    masks = set(description.get("mask_inputs", ()))
     unknown = sorted(set(inputs) - set(declared))
     if unknown:
         spellings = "".join(f", {alias!r} for {name!r}" for alias, name in aliases.items())
@@ -46,6 +47,8 @@ def decode_app_inputs(description: dict, inputs: Any, *, max_pixels: int, max_by
             _check_count(where, value, max_items)
             decoded[name] = _decode_batch(name, kind, value, where, batched, max_pixels=max_pixels,
                                           max_bytes=max_bytes, max_chars=max_chars)
+        elif kind == "image" and name in masks:
+            decoded[name] = decode_base64_mask(where, value, max_pixels=max_pixels, max_bytes=max_bytes)
         elif kind == "image":
             decoded[name] = decode_base64_image(where, value, max_pixels=max_pixels, max_bytes=max_bytes)
         elif kind == "images":
@@ -72,6 +75,18 @@ def decode_app_inputs(description: dict, inputs: Any, *, max_pixels: int, max_by
         else:
             raise ValueError(f"{where} cannot be sent over HTTP; accepted input types: {', '.join(HTTP_PORT_TYPES)}.")
     return decoded
+
+
+def decode_base64_mask(where: str, value: Any, *, max_pixels: int, max_bytes: int):
+    """A mask input as sent, transparency kept, for the app to read as A1111 reads masks (strokes in the alpha
+    channel of a transparent mask). `decode_base64_image` checks it first (base64, bytes, pixel cap, a readable
+    image) but flattens it on white, which turned a transparent canvas mask into "repaint everything"."""
+    from PIL import Image
+
+    decode_base64_image(where, value, max_pixels=max_pixels, max_bytes=max_bytes)
+    image = Image.open(io.BytesIO(base64_payload(where, value, max_bytes=max_bytes)))
+    image.load()
+    return image
 
 
 def _check_count(where: str, value: list, max_items: int) -> None:

@@ -185,7 +185,7 @@ class InpaintTask(GenerationTask):
 
     name = "inpaint"
     description = "SD inpainting (masked img2img, or a 9-channel inpainting model)"
-    inputs = {"image": Port("image"), "mask": Port("image"), "prompt": Port("text")}
+    inputs = {"image": Port("image"), "mask": Port("image", mask=True), "prompt": Port("text")}
     outputs = {"image": "image"}
     main_output = "image"
     models = {"generator": "stable-diffusion"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -74,6 +75,13 @@ def test_ui_widgets_follow_the_declared_ports():
     assert widget_value("texts", "cat\n\n dog \n") == ["cat", "dog"]
     assert widget_value("text?", "") is None and widget_value("texts", "") is None
     assert widget_value("flag", True) is True
+
+
+def test_the_ui_keeps_a_mask_inputs_transparency():
+    from webui.ui.appflow_tab import input_widget
+
+    assert input_widget("mask", "image", mask=True).image_mode == "RGBA"  # strokes on a transparent layer survive
+    assert input_widget("image", "image").image_mode == "RGB"
 
 
 def test_a_lora_tag_in_an_app_uses_the_servers_lora_folder(tiny_sd1_dir, tmp_path, serving):
@@ -180,3 +188,30 @@ def test_generate_kwargs_are_held_to_the_servers_limits_too(client):
     response = client.post("/appflow/image2text_generation", json={
         "inputs": {"image": _png_base64((1, 2, 3))}, "options": {"generate_kwargs": {"max_length": 3}}})
     assert response.status_code == 200, response.text
+
+
+def test_a_transparent_mask_sent_over_http_repaints_only_its_strokes(client):
+    """A1111's canvas mask (opaque strokes on a transparent layer) used to be flattened on white: all repainted."""
+    from appflow import describe_app
+    from webui.appflow_io import decode_app_inputs
+
+    def b64(image):
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG")
+        return base64.b64encode(buffer.getvalue()).decode()
+
+    photo = Image.new("RGB", (64, 64), (0, 90, 200))
+    mask = Image.new("RGBA", (64, 64), (0, 0, 0, 0))
+    mask.paste((255, 255, 255, 255), (8, 8, 24, 20))
+    inputs = {"image": b64(photo), "mask": b64(mask), "inpaint_prompt": "a cat"}
+    response = client.post("/appflow/mask_guided_inpainting",
+                           json={"inputs": inputs, "options": {"steps": 1, "seed": 5, "mask_blur": 0}})
+    assert response.status_code == 200, response.text
+    painted = np.asarray(Image.open(io.BytesIO(base64.b64decode(response.json()["outputs"]["image"]))).convert("RGB"))
+    kept = np.ones((64, 64), bool)
+    kept[8:20, 8:24] = False
+    assert np.array_equal(painted[kept], np.asarray(photo)[kept])
+    assert not np.array_equal(painted[~kept], np.asarray(photo)[~kept])
+    decoded = decode_app_inputs(describe_app("mask_guided_inpainting"), inputs, max_pixels=10**6, max_bytes=10**6,
+                                max_chars=100)
+    assert decoded["mask"].mode == "RGBA" and decoded["image"].mode == "RGB"
