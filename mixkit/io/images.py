@@ -202,6 +202,9 @@ def load_images(sources: Iterable[Any], *, max_pixels: int = DEFAULT_MAX_PIXELS)
 
     if isinstance(sources, (str, Path, bytes, Image.Image)) or type(sources).__module__ == "numpy":
         sources = [sources]
+    elif not isinstance(sources, Iterable):  # None: "'NoneType' object is not iterable" said nothing of images
+        raise TypeError(f"expected an image (path, bytes, PIL.Image or numpy array) or a list of them, "
+                        f"got {type(sources).__name__}")
     images = [load_image(source, max_pixels=max_pixels) for source in sources]
     if not images:
         raise ValueError("no images given: pass at least one image path or PIL.Image")

@@ -187,3 +187,9 @@ def test_a_diffusers_np_output_round_trips_unchanged():
 def test_arrays_that_are_not_one_image_are_refused_naming_shape_dtype_and_the_fix(array, match):
     with pytest.raises(InvalidImageError, match=match):
         load_image(array)
+
+
+def test_load_images_names_what_it_takes_when_given_no_images_at_all():
+    for nothing in (None, 3):
+        with pytest.raises(TypeError, match=r"expected an image \(path, bytes, PIL.Image or numpy array\) or a list"):
+            load_images(nothing)
