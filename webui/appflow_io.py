@@ -117,6 +117,7 @@ def _decode_batch(name: str, kind: str, value: list, where: str, batched: set, *
 def check_app_options(options: Any, limits) -> dict:
     """Per-call options, with the generation ones held to the server's limits (the app's own checks use defaults)."""
     from appflow.task import rename_aliases
+    from appflow.tasks.diffusion import GENERATION_ALIASES
     from appflow.tasks.vision_language import CAPTION_OPTION_ALIASES
     from pipelines.params import SEED_MAX, check_size
 
@@ -128,8 +129,11 @@ def check_app_options(options: Any, limits) -> dict:
     spread = options.get("generate_kwargs")
     if isinstance(spread, dict):
         options = {**{key: value for key, value in options.items() if key != "generate_kwargs"}, **spread}
-    try:  # LAVIS' spellings (max_length, num_captions) are held to the same limits as the options they stand for
-        options = rename_aliases(options, CAPTION_OPTION_ALIASES, "options")
+    # LAVIS' and diffusers' spellings (max_length, num_captions, num_inference_steps, num_images_per_prompt) are held
+    # to the same limits as the options they stand for
+    aliases = {**CAPTION_OPTION_ALIASES, **GENERATION_ALIASES, "num_images_per_prompt": "batch_size"}
+    try:
+        options = rename_aliases(options, aliases, "options")
     except TypeError as error:
         raise ValueError(str(error)) from None
     ranges = {"steps": (1, limits.max_steps), "batch_size": (1, limits.max_batch_size),

@@ -22,8 +22,8 @@ GENERATION_OPTIONS: dict[str, Any] = {
     "negative_prompt": "", "steps": None, "cfg_scale": None, "seed": -1, "sampler": None,
     "schedule_type": "Automatic", "clip_skip": 1, "loras": [],
 }
-# PaddleMIX's and diffusers' spelling of the same option.
-GENERATION_ALIASES = {"guidance_scale": "cfg_scale"}
+# PaddleMIX's and diffusers' spellings of the same options (a diffusers call's `num_inference_steps=30` is `steps`).
+GENERATION_ALIASES = {"guidance_scale": "cfg_scale", "num_inference_steps": "steps"}
 IMG2IMG_ALIASES = {**GENERATION_ALIASES, "strength": "denoising_strength"}
 _CHECKED_WITH_PARAMS = (*GENERATION_OPTIONS, "width", "height", "batch_size", "batch_count")
 
@@ -143,6 +143,7 @@ class TextToImageTask(GenerationTask):
     models = {"generator": "stable-diffusion"}
     default_models = {"generator": DEFAULT_SD}
     options = {**GENERATION_OPTIONS, "width": None, "height": None, "batch_size": 1, "batch_count": 1}
+    option_aliases = {**GENERATION_ALIASES, "num_images_per_prompt": "batch_size"}  # diffusers' name for it
 
     def run(self, models, options, *, prompt: str) -> dict[str, Any]:
         from pipelines.txt2img import TextToImage

@@ -116,6 +116,19 @@ def test_captioning_options_are_held_to_the_servers_limits(options, fragment):
     assert check_app_options({"num_beams": 4, "num_return_sequences": 2, "max_new_tokens": 40}, GenerationLimits())
 
 
+@pytest.mark.parametrize("options, fragment", [
+    ({"num_inference_steps": 10**6}, r"option steps must be an integer in \[1, "),
+    ({"num_images_per_prompt": 10**3}, r"option batch_size must be an integer in \[1, "),
+    ({"steps": 2, "num_inference_steps": 2}, "got option 'steps' twice"),
+])
+def test_diffusers_spellings_of_sd_options_are_held_to_the_servers_limits(options, fragment):
+    from pipelines.params import GenerationLimits
+    from webui.appflow_io import check_app_options
+
+    with pytest.raises(ValueError, match=fragment):
+        check_app_options(options, GenerationLimits())
+
+
 def _png_base64(color) -> str:
     buffer = io.BytesIO()
     Image.new("RGB", (48, 40), color).save(buffer, format="PNG")
