@@ -59,13 +59,23 @@ def _pixel_cap(value: Any) -> int:
     return DEFAULT_MAX_PIXELS
 
 
+SOURCE_PATH_KEY = "appflow_source_path"
+"""`image.info` key holding the file an image input was read from (LabelMe's `imagePath` defaults to its name)."""
+
+
 def read_image_input(value: Any, where: str) -> Any:
     """One image input as an upright 8-bit RGB PIL image; ValueError naming `where` when it is not one.
 
-    A value that is none of the image forms is returned unchanged, for the port check to name its type."""
+    A value that is none of the image forms is returned unchanged, for the port check to name its type. An image
+    read from a file keeps that file's path in `image.info[SOURCE_PATH_KEY]`."""
+    from PIL import Image
+
     from mixkit.io.images import load_image
 
-    return _read(value, where, load_image)
+    image = _read(value, where, load_image)
+    if isinstance(image, Image.Image) and isinstance(value, (str, os.PathLike)) and not is_image_url(value):
+        image.info[SOURCE_PATH_KEY] = os.fspath(value)
+    return image
 
 
 def read_mask_input(value: Any, where: str) -> Any:
