@@ -77,11 +77,23 @@ def test_ui_widgets_follow_the_declared_ports():
     assert widget_value("flag", True) is True
 
 
-def test_the_ui_keeps_a_mask_inputs_transparency():
+def test_the_ui_hands_over_transparency_for_the_app_to_read_as_it_reads_files(tmp_path):
+    """Gradio's image_mode="RGB" dropped the alpha: a transparent picture came out on black in the UI (on white from
+    Python and HTTP), and a mask's strokes on a transparent layer were lost."""
+    import numpy as np
+    from gradio.data_classes import FileData
+
+    from appflow.image_inputs import read_image_input, read_mask_input
     from webui.ui.appflow_tab import input_widget
 
-    assert input_widget("mask", "image", mask=True).image_mode == "RGBA"  # strokes on a transparent layer survive
-    assert input_widget("image", "image").image_mode == "RGB"
+    pixels = np.zeros((8, 8, 4), np.uint8)
+    pixels[2:4, 2:4] = (255, 0, 0, 255)
+    Image.fromarray(pixels, "RGBA").save(tmp_path / "logo.png")
+    picture = input_widget("image", "image").preprocess(FileData(path=str(tmp_path / "logo.png")))
+    assert np.array_equal(np.asarray(read_image_input(picture, "image")),
+                          np.asarray(read_image_input(tmp_path / "logo.png", "image")))  # on white, as from a file
+    mask = input_widget("mask", "image", mask=True).preprocess(FileData(path=str(tmp_path / "logo.png")))
+    assert np.array_equal(np.asarray(read_mask_input(mask, "mask")) > 0, pixels[..., 3] > 0)  # only the strokes
 
 
 def test_a_lora_tag_in_an_app_uses_the_servers_lora_folder(tiny_sd1_dir, tmp_path, serving):

@@ -12,14 +12,16 @@ from webui.worker import QueueFullError
 def input_widget(name: str, port: str, *, mask: bool = False):
     """A widget for one declared input port ("image", "text?", "texts", ...); None for types a form cannot hold.
 
-    A mask input (`describe_app()["mask_inputs"]`) keeps its transparency: the app reads strokes on a transparent
-    layer from the alpha channel, which an RGB widget would throw away."""
+    Image widgets hand over the picture in its own mode (image_mode=None) for the app to read as it reads files:
+    Gradio's "RGB" conversion dropped the alpha channel, so a transparent picture came out on black in the UI but
+    on white from Python and HTTP, and a mask input (`describe_app()["mask_inputs"]`) lost its strokes on a
+    transparent layer."""
     kind, optional = port.rstrip("?"), port.endswith("?")
     label = f"{name} ({kind}{', optional' if optional else ''})"
     if kind == "image":
         if mask:
             label += ": white, or opaque strokes on a transparent layer, is repainted"
-        return gr.Image(label=label, type="pil", image_mode="RGBA" if mask else "RGB", elem_id=f"appflow_input_{name}")
+        return gr.Image(label=label, type="pil", image_mode=None, elem_id=f"appflow_input_{name}")
     if kind == "images":
         return gr.Gallery(label=label, type="pil", interactive=True, elem_id=f"appflow_input_{name}")
     if kind == "text":
