@@ -7,6 +7,8 @@ with `ImageToImage.from_pipeline`, which shares its weights and caches.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import Any
 
 from appflow.task import Port, Task, register_task
@@ -26,6 +28,22 @@ GENERATION_OPTIONS: dict[str, Any] = {
 GENERATION_ALIASES = {"guidance_scale": "cfg_scale", "num_inference_steps": "steps"}
 IMG2IMG_ALIASES = {**GENERATION_ALIASES, "strength": "denoising_strength"}
 _CHECKED_WITH_PARAMS = (*GENERATION_OPTIONS, "width", "height", "batch_size", "batch_count")
+
+
+_MODEL_LOCKS_GUARD = threading.Lock()
+_MODEL_LOCKS: dict[int, threading.Lock] = {}
+
+
+@contextlib.contextmanager
+def one_call_at_a_time(model: Any):
+    """Hold `model`'s own lock for one generation. The cached model serves every flow and thread in the process, and a
+    call changes it while it runs (a prompt's `<lora:...>` is applied to the shared UNet for the call, diffusers'
+    x4 pipeline sets its scheduler's timesteps): two threads generating at once on one model got each other's
+    LoRA. Calls on one model now run one after the other; calls on different models still run in parallel."""
+    with _MODEL_LOCKS_GUARD:
+        lock = _MODEL_LOCKS.setdefault(id(model), threading.Lock())
+    with lock:
+        yield
 
 
 def generation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
@@ -151,9 +169,10 @@ class TextToImageTask(GenerationTask):
         check_lora_folder(models, prompt, self.name)
         pipe = sd_pipeline(models, TextToImage)
         native = pipe.model.native_size  # used when width/height are None: the training size, as diffusers does
-        result = pipe(prompt=prompt, width=options["width"] or native, height=options["height"] or native,
-                      batch_size=options["batch_size"],
-                      batch_count=options["batch_count"], **generation_kwargs(options))
+        with one_call_at_a_time(pipe.model):
+            result = pipe(prompt=prompt, width=options["width"] or native, height=options["height"] or native,
+                          batch_size=options["batch_size"],
+                          batch_count=options["batch_count"], **generation_kwargs(options))
         return {"image": result.images[0], "images": result.images}
 
 
@@ -175,8 +194,9 @@ class ImageToImageTask(GenerationTask):
         check_lora_folder(models, prompt, self.name)
         pipe = image_to_image_pipeline(models)
         width, height = working_size(image, pipe, options["width"], options["height"])
-        result = pipe(prompt=prompt, init_images=[image], width=width, height=height,
-                      denoising_strength=options["denoising_strength"], **generation_kwargs(options))
+        with one_call_at_a_time(pipe.model):
+            result = pipe(prompt=prompt, init_images=[image], width=width, height=height,
+                          denoising_strength=options["denoising_strength"], **generation_kwargs(options))
         return {"image": result.images[0]}
 
 
@@ -207,9 +227,10 @@ class InpaintTask(GenerationTask):
             return {"image": image.copy()}  # nothing to repaint (e.g. nothing was detected); skip loading SD
         pipe = image_to_image_pipeline(models)
         width, height = working_size(image, pipe, options["width"], options["height"])
-        result = pipe(prompt=prompt, init_images=[image.convert("RGB")], mask=mask, width=width,
-                      height=height, denoising_strength=options["denoising_strength"], mask_blur=options["mask_blur"],
-                      inpainting_fill=options["inpainting_fill"], **generation_kwargs(options))
+        with one_call_at_a_time(pipe.model):
+            result = pipe(prompt=prompt, init_images=[image.convert("RGB")], mask=mask, width=width,
+                          height=height, denoising_strength=options["denoising_strength"], mask_blur=options["mask_blur"],
+                          inpainting_fill=options["inpainting_fill"], **generation_kwargs(options))
         painted = result.images[0]
         if painted.size != image.size:
             # The working size was rounded to the VAE multiple: scale back, and keep unmasked pixels exact.

@@ -12,7 +12,7 @@ from typing import Any
 
 from appflow.task import Port, Task, check_int_option, check_number_option, register_task
 from appflow.tasks.diffusion import (
-    GENERATION_OPTIONS, SD15, GenerationTask, check_lora_folder, generation_kwargs, sd_pipeline,
+    GENERATION_OPTIONS, SD15, GenerationTask, check_lora_folder, generation_kwargs, one_call_at_a_time, sd_pipeline,
 )
 
 QR_ERROR_LEVELS = ("l", "m", "q", "h")
@@ -127,7 +127,8 @@ class ControlNetTextToImageTask(GenerationTask):
                               guidance_start=options["guidance_start"], guidance_end=options["guidance_end"],
                               resize_mode="just resize")
         size = options["width"]
-        result = pipe(prompt=prompt, width=size, height=size, controlnets=[unit], **generation_kwargs(options))
+        with one_call_at_a_time(pipe.model):
+            result = pipe(prompt=prompt, width=size, height=size, controlnets=[unit], **generation_kwargs(options))
         return {"image": result.images[0]}
 
 
