@@ -183,6 +183,16 @@ def _run(image, width: int, height: int, resample: Callable, tile_size: int, til
     return resample(image.convert("RGB"), width, height)
 
 
+def _edge_padded(image, right: int, bottom: int):
+    """`image` grown by `right` and `bottom` pixels that repeat its last column and row."""
+    import numpy as np
+    from PIL import Image
+
+    if not right and not bottom:
+        return image
+    return Image.fromarray(np.pad(np.asarray(image.convert("RGB")), ((0, bottom), (0, right), (0, 0)), mode="edge"))
+
+
 class SDx4Upscaler:
     """Stable Diffusion's x4 upscaler (diffusers `StableDiffusionUpscalePipeline`), run on tiles.
 
@@ -231,11 +241,19 @@ class SDx4Upscaler:
         from PIL import Image
 
         generator = torch.Generator("cpu").manual_seed(self.seed)  # same noise per tile: tiles match in overlaps
+        # diffusers resizes the input down to a multiple of the VAE factor (4 for the x4 upscaler): a side below it
+        # became 0 ("height and width must be > 0" for a 1x1 or 3x5 image) and a 7-pixel side was squeezed into 4.
+        # Edge-padded up to the multiple instead, the model sees every pixel and the padding's output is cut off.
+        multiple = int(getattr(self.pipeline, "vae_scale_factor", 1) or 1)
+        pad_x, pad_y = -tile.width % multiple, -tile.height % multiple
         out = self.pipeline(
-            prompt=self.prompt, negative_prompt=self.negative_prompt or None, image=tile,
+            prompt=self.prompt, negative_prompt=self.negative_prompt or None, image=_edge_padded(tile, pad_x, pad_y),
             num_inference_steps=self.steps, guidance_scale=self.guidance_scale, noise_level=self.noise_level,
             generator=generator, output_type="pil",
         ).images[0]
+        if pad_x or pad_y:
+            out = out.crop((0, 0, out.width * tile.width // (tile.width + pad_x),
+                            out.height * tile.height // (tile.height + pad_y)))
         return out if out.size == (width, height) else out.resize((width, height), Image.Resampling.LANCZOS)
 
     def upscale(self, image, width: int, height: int):
