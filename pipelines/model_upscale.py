@@ -29,8 +29,9 @@ def check_tiling(tile_size: Any, tile_overlap: Any) -> None:
     """Refuse tile settings `tiled_upscale` cannot use (0 = untiled)."""
     if isinstance(tile_size, bool) or not isinstance(tile_size, int) or not (tile_size == 0 or tile_size >= 8):
         raise ValueError(f"tile_size must be 0 (no tiling) or an integer >= 8 input pixels, got {tile_size!r}.")
-    top = max(tile_size // 2 - 1, 0)
-    if isinstance(tile_overlap, bool) or not isinstance(tile_overlap, int) or not 0 <= tile_overlap <= top:
+    top = tile_size // 2 - 1 if tile_size else None  # without tiles the overlap is unused (A1111 ignores it too)
+    if isinstance(tile_overlap, bool) or not isinstance(tile_overlap, int) or tile_overlap < 0 \
+            or (top is not None and tile_overlap > top):
         raise ValueError(f"tile_overlap must be an integer in [0, {top}] for tile_size {tile_size}, got {tile_overlap!r}.")
 
 
@@ -118,7 +119,11 @@ class ModelUpscaler:
         sizes = self.planned_sizes(image.width, image.height, width, height)
         check_output_size(width, height, self.limits)
         for size in sizes:
-            check_output_size(*size, self.limits)
+            if size[0] * size[1] > self.limits.max_pixels:
+                raise ValueError(
+                    f"Upscaler {self.name!r} (x{self.scale}) would make a {size[0]}x{size[1]} image on the way to "
+                    f"{width}x{height}, over the budget of {self.limits.max_pixels} pixels (UpscaleLimits.max_pixels); "
+                    "use a smaller image, a resampler such as Lanczos, or raise the limit.")
         if sizes:
             model = LOADED.get(self.path, self.device, self.dtype)
             for size in sizes:

@@ -51,11 +51,14 @@ def load_upscaler(path: str | os.PathLike, *, device: str | torch.device = "cpu"
     """The network in `path`, in eval mode on `device` in `dtype`; the weights must fill it exactly."""
     layout, config, state = read_upscaler_weights(path)
     model = build_upscaler(config)
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    mismatched = [key for key, value in state.items()
-                  if key in model.state_dict() and model.state_dict()[key].shape != value.shape]
+    expected = model.state_dict()
+    missing = [key for key in expected if key not in state]
+    unexpected = [key for key in state if key not in expected]
+    mismatched = [f"{key} {tuple(value.shape)} (expected {tuple(expected[key].shape)})" for key, value in state.items()
+                  if key in expected and expected[key].shape != value.shape]
     if missing or unexpected or mismatched:
         raise CheckpointFormatError(
             f"{str(path)!r} looks like the {layout} layout but does not fit it: missing {missing[:5]}, unexpected "
             f"{unexpected[:5]}, wrong shapes {mismatched[:5]}. Expected {layout} weights of a single network.")
+    model.load_state_dict(state)
     return model.to(device=device, dtype=dtype).eval().requires_grad_(False)
