@@ -199,6 +199,14 @@ def register_model_upscalers(folders, *, device: Any = None, dtype: Any = None, 
     return scan
 
 
+def set_model_upscaler_tiling(tile_size: int, tile_overlap: int, registry=UPSCALERS) -> None:
+    """Make every registered model upscaler tile this way (A1111's ESRGAN_tile options apply to them all)."""
+    check_tiling(tile_size, tile_overlap)
+    for _, entry in registry.items():
+        if isinstance(entry, ModelUpscaler):
+            entry.tile_size, entry.tile_overlap = tile_size, tile_overlap
+
+
 def upscaler_listing(name: str) -> dict:
     """A1111's `/sdapi/v1/upscalers` item for a registered name: model upscalers carry their file and scale."""
     entry = UPSCALERS.get(name) if name in UPSCALERS else None
