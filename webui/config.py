@@ -85,9 +85,9 @@ def check_server_config(config: ServerConfig) -> None:
                              "path.")
     for flag, folder in (("--esrgan-models-path", config.esrgan_models_path),
                          ("--realesrgan-models-path", config.realesrgan_models_path)):
-        from pathlib import Path
+        from pathlib import Path as FolderPath
 
-        if folder is not None and not Path(folder).expanduser().is_dir():
+        if folder is not None and not FolderPath(folder).expanduser().is_dir():
             raise ValueError(f"{flag} {folder!r} is not a folder; create it or fix the path.")
     if not config.models and not config.models_dir:
         raise ValueError("No model to serve: pass --model (a diffusers folder, .safetensors file or hub id) or --models-dir.")

@@ -70,3 +70,6 @@ class ServerState(ServerModels, PromptLibraries, ServerJobs, ServerApps):
 
     def close(self) -> None:
         self.worker.close()
+        from webui.upscaler_models import unregister_server_upscalers
+
+        unregister_server_upscalers(self.upscaler_scan)  # the registry is the process's; a next server starts clean

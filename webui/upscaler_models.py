@@ -18,6 +18,16 @@ def register_server_upscalers(config: ServerConfig, tiling: tuple[int, int]) -> 
     return register_model_upscalers(folders, device=config.device, tile_size=tile_size, tile_overlap=tile_overlap)
 
 
+def unregister_server_upscalers(scan: UpscalerScan) -> None:
+    """Remove the upscalers a server registered (when it closes), and free the loaded network."""
+    from pipelines.model_upscale import LOADED
+
+    for name in scan.names:
+        if name in UPSCALERS:
+            UPSCALERS.unregister(name)
+    LOADED.clear()
+
+
 def realesrgan_models(config: ServerConfig) -> list[dict]:
     """A1111's `/sdapi/v1/realesrgan-models`: name, path and scale of the upscalers from --realesrgan-models-path."""
     if not config.realesrgan_models_path:
