@@ -108,6 +108,18 @@ class ModelUpscaler:
                 break
         return sizes
 
+    def check_passes(self, width: int, height: int, target_w: int, target_h: int) -> list[tuple[int, int]]:
+        """The sizes `upscale` goes through from width x height to the target, each checked against `limits`."""
+        sizes = self.planned_sizes(width, height, target_w, target_h)
+        check_output_size(target_w, target_h, self.limits)
+        for size in sizes:
+            if size[0] * size[1] > self.limits.max_pixels:
+                raise ValueError(
+                    f"Upscaler {self.name!r} (x{self.scale}) would make a {size[0]}x{size[1]} image on the way to "
+                    f"{target_w}x{target_h}, over the budget of {self.limits.max_pixels} pixels (UpscaleLimits.max_pixels); "
+                    "use a smaller image, a resampler such as Lanczos, or raise the limit.")
+        return sizes
+
     def upscale(self, image, width: int, height: int):
         """Run the network as often as A1111 would, then Lanczos-resize to exactly width x height.
 
@@ -116,14 +128,7 @@ class ModelUpscaler:
         from PIL import Image
 
         image = image.convert("RGB")
-        sizes = self.planned_sizes(image.width, image.height, width, height)
-        check_output_size(width, height, self.limits)
-        for size in sizes:
-            if size[0] * size[1] > self.limits.max_pixels:
-                raise ValueError(
-                    f"Upscaler {self.name!r} (x{self.scale}) would make a {size[0]}x{size[1]} image on the way to "
-                    f"{width}x{height}, over the budget of {self.limits.max_pixels} pixels (UpscaleLimits.max_pixels); "
-                    "use a smaller image, a resampler such as Lanczos, or raise the limit.")
+        sizes = self.check_passes(image.width, image.height, width, height)
         if sizes:
             model = LOADED.get(self.path, self.device, self.dtype)
             for size in sizes:

@@ -53,13 +53,19 @@ def native_size(width: int, height: int, scale: Any) -> tuple[int, int]:
     return int(width * scale), int(height * scale)
 
 
-def check_upscale(width: int, height: int, scale: Any, limits: UpscaleLimits) -> tuple[int, int]:
-    """Validate a scale factor for an image of width x height; return the output size."""
+def check_upscale(width: int, height: int, scale: Any, limits: UpscaleLimits, upscaler: Any = None) -> tuple[int, int]:
+    """Validate a scale factor for an image of width x height; return the output size.
+
+    With `upscaler` (a name or an object), a model upscaler's larger sizes on the way (an x4 network run for x2) are
+    checked too, so a queued Extras job cannot fail on them later."""
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) \
             or not 0 < scale <= limits.max_scale:
         raise ValueError(f"Upscale factor must be a number in (0, {limits.max_scale}], got {scale!r}.")
     out_w, out_h = target_size(width, height, scale)
     check_output_size(out_w, out_h, limits)
+    entry = UPSCALERS.get(upscaler) if isinstance(upscaler, str) else upscaler
+    if hasattr(entry, "check_passes"):
+        entry.check_passes(width, height, out_w, out_h)
     return out_w, out_h
 
 

@@ -122,3 +122,13 @@ def test_a_missing_folder_and_bad_tiling_are_refused(tmp_path):
         check_tiling(192, 96)
     with pytest.raises(ValueError, match="tile_size must be 0"):
         check_tiling(4, 0)
+
+
+def test_check_upscale_checks_a_named_model_upscalers_passes(tmp_path, registered):
+    from pipelines.upscale import check_upscale
+
+    save_upscaler(tiny_upscaler(TINY_RRDB), tmp_path / "4x.pth", "esrgan")
+    registered(tmp_path)
+    assert check_upscale(1100, 1100, 2, UpscaleLimits()) == (2200, 2200)  # a resampler goes straight to 2200x2200
+    with pytest.raises(ValueError, match="would make a 4400x4400 image on the way to 2200x2200"):
+        check_upscale(1100, 1100, 2, UpscaleLimits(), "4x")

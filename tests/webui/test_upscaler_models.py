@@ -111,3 +111,12 @@ def test_a_missing_folder_is_refused_at_start(tiny_sd1_dir, tmp_path):
 
     with pytest.raises(ValueError, match="--esrgan-models-path .*nowhere.* is not a folder"):
         check_server_config(ServerConfig(models=[str(tiny_sd1_dir)], esrgan_models_path=str(tmp_path / "nowhere")))
+
+
+def test_extras_refuses_a_model_pass_over_the_budget_before_queueing(client):
+    # x2 of 1100x1100 is 2200x2200, but the x4 network makes 4400x4400 on the way: over 4096x4096
+    source = Image.new("RGB", (1100, 1100), (30, 60, 90))
+    response = client.post("/sdapi/v1/extra-single-image", json={
+        "image": encode_png_base64(source), "upscaler_1": "4x-UltraSharp", "upscaling_resize": 2})
+    assert response.status_code == 422, response.text
+    assert "'4x-UltraSharp' (x4) would make a 4400x4400 image on the way to 2200x2200" in response.text
