@@ -23,6 +23,19 @@ logger = logging.getLogger(__name__)
 DEFAULT_TILE_SIZE = 192  # A1111's ESRGAN_tile
 DEFAULT_TILE_OVERLAP = 8  # A1111's ESRGAN_tile_overlap
 MAX_PASSES = 3  # A1111's Upscaler.upscale runs a model at most 3 times
+# A1111 shows Real-ESRGAN's release files by its own names (modules/realesrgan_model.py), and infotexts and API
+# requests use them ("Hires upscaler: R-ESRGAN 4x+"): these files register under those names, every other by its stem.
+A1111_REALESRGAN_NAMES = {
+    "realesr-general-x4v3": "R-ESRGAN General 4xV3", "realesr-general-wdn-x4v3": "R-ESRGAN General WDN 4xV3",
+    "realesr-animevideov3": "R-ESRGAN AnimeVideo", "RealESRGAN_x4plus": "R-ESRGAN 4x+",
+    "RealESRGAN_x4plus_anime_6B": "R-ESRGAN 4x+ Anime6B", "RealESRGAN_x2plus": "R-ESRGAN 2x+",
+}
+
+
+def upscaler_name(path: str | os.PathLike) -> str:
+    """The name A1111 shows for an upscaler file: its Real-ESRGAN name for a release file, else the file stem."""
+    stem = Path(path).stem
+    return A1111_REALESRGAN_NAMES.get(stem, stem)
 
 
 def check_tiling(tile_size: Any, tile_overlap: Any) -> None:
@@ -81,7 +94,7 @@ class ModelUpscaler:
         self.path = Path(path).expanduser()
         if not self.path.is_file():
             raise FileNotFoundError(f"Upscaler model {str(self.path)!r} does not exist.")
-        self.name = name or self.path.stem
+        self.name = name or upscaler_name(self.path)
         self.device = torch.device(device or "cpu")
         # A1111 runs upscalers in the UI's dtype: half on a GPU, float32 on the CPU (no fast half convolutions)
         self.dtype = dtype or (torch.float16 if self.device.type == "cuda" else torch.float32)
@@ -176,7 +189,8 @@ def model_upscaler_files(folder: str | os.PathLike) -> list[Path]:
 def register_model_upscalers(folders, *, device: Any = None, dtype: Any = None, tile_size: int = DEFAULT_TILE_SIZE,
                              tile_overlap: int = DEFAULT_TILE_OVERLAP, limits: UpscaleLimits | None = None,
                              registry=UPSCALERS) -> UpscalerScan:
-    """Register every upscaler file of `folders` under its file stem, as A1111 names them.
+    """Register every upscaler file of `folders` under the name A1111 shows for it (`upscaler_name`: the file stem,
+    or "R-ESRGAN 4x+" for RealESRGAN_x4plus.pth and the other Real-ESRGAN release files).
 
     A file whose layout is unknown, that is unsafe to load, or whose stem is already another upscaler's name is
     refused and reported (and logged), not registered; the others still are. Registering the same file again (a
@@ -186,7 +200,7 @@ def register_model_upscalers(folders, *, device: Any = None, dtype: Any = None, 
     scan = UpscalerScan()
     for folder in [folders] if isinstance(folders, (str, os.PathLike)) else list(folders):
         for path in model_upscaler_files(folder):
-            name = path.stem
+            name = upscaler_name(path)
             current = registry.get(name) if name in registry else None
             if current is not None and Path(getattr(current, "path", "")) != path:
                 scan.refused[str(path)] = (f"the name {name!r} is already the upscaler {current!r}; rename the file")

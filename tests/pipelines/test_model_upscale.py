@@ -39,10 +39,11 @@ def test_old_and_basicsr_files_of_the_same_weights_upscale_identically(tmp_path,
     save_upscaler(model, tmp_path / "ESRGAN" / "4x-UltraSharp.pth", "esrgan")
     save_upscaler(model, tmp_path / "RealESRGAN" / "RealESRGAN_x4plus.pth", "basicsr", wrapper="params_ema")
     scan = registered([tmp_path / "ESRGAN", tmp_path / "RealESRGAN"])
-    assert scan.names == ["4x-UltraSharp", "RealESRGAN_x4plus"] and scan.refused == {}
+    # A1111 shows Real-ESRGAN's release files by its own names, the others by their stems
+    assert scan.names == ["4x-UltraSharp", "R-ESRGAN 4x+"] and scan.refused == {}
     image = random_image(24, 16)
     old = upscale_image(image, 4, upscaler="4x-UltraSharp")
-    new = upscale_image(image, 4, upscaler="RealESRGAN_x4plus")
+    new = upscale_image(image, 4, upscaler="R-ESRGAN 4x+")
     assert old.size == (96, 64) and np.array_equal(np.asarray(old), np.asarray(new))
     assert np.array_equal(np.asarray(old), np.asarray(run_network(model, image)))  # native scale: no resize
 

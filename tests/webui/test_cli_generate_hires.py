@@ -62,12 +62,12 @@ def test_hr_upscaler_takes_a_model_file_from_realesrgan_models_path(tiny_sd1_dir
     save_upscaler(tiny_upscaler(TINY_SRVGG, seed=6), models / "realesr-general-x4v3.pth", "srvgg")
     try:
         code = main(["generate", "a red circle", "--model", str(tiny_sd1_dir), "--hr-scale", "1.5", "--hr-steps", "1",
-                     "--hr-upscaler", "realesr-general-x4v3", "--realesrgan-models-path", str(models),
+                     "--hr-upscaler", "R-ESRGAN General 4xV3", "--realesrgan-models-path", str(models),
                      "-o", str(tmp_path / "a"), *ARGS])
         assert code == 0, capsys.readouterr().err
         [path] = capsys.readouterr().out.split()
         assert Image.open(path).size == (96, 96)
-        assert "Hires upscaler: realesr-general-x4v3" in Image.open(path).text["parameters"]
+        assert "Hires upscaler: R-ESRGAN General 4xV3" in Image.open(path).text["parameters"]  # A1111's name
     finally:
-        UPSCALERS.unregister("realesr-general-x4v3")
+        UPSCALERS.unregister("R-ESRGAN General 4xV3")
         LOADED.clear()

@@ -48,18 +48,19 @@ def test_upscalers_lists_each_file_with_a1111s_fields(client, folders):
     assert [name for name in listed][:4] == ["None", "Lanczos", "Nearest", "Bicubic"]
     assert listed["4x-UltraSharp"] == {"name": "4x-UltraSharp", "model_name": "ESRGAN", "model_url": None, "scale": 4,
                                        "model_path": str(folders / "ESRGAN" / "4x-UltraSharp.pth")}
-    assert (listed["RealESRGAN_x2plus"]["scale"], listed["realesr-general-x4v3"]["model_name"]) == (2, "SRVGG")
+    # Real-ESRGAN's release files under A1111's names
+    assert (listed["R-ESRGAN 2x+"]["scale"], listed["R-ESRGAN General 4xV3"]["model_name"]) == (2, "SRVGG")
     assert "README" not in listed  # not a model: refused (logged), not offered
     assert client.get("/sdapi/v1/realesrgan-models").json() == [
-        {"name": "RealESRGAN_x2plus", "path": str(folders / "RealESRGAN" / "RealESRGAN_x2plus.pth"), "scale": 2},
-        {"name": "realesr-general-x4v3", "path": str(folders / "RealESRGAN" / "realesr-general-x4v3.safetensors"),
+        {"name": "R-ESRGAN 2x+", "path": str(folders / "RealESRGAN" / "RealESRGAN_x2plus.pth"), "scale": 2},
+        {"name": "R-ESRGAN General 4xV3", "path": str(folders / "RealESRGAN" / "realesr-general-x4v3.safetensors"),
          "scale": 4}]
     assert [m["name"] for m in client.get("/sdapi/v1/latent-upscale-modes").json()][0] == "Latent"
     flags = client.get("/sdapi/v1/cmd-flags").json()
     assert flags["esrgan_models_path"] == str(folders / "ESRGAN")
 
 
-@pytest.mark.parametrize("name, scale", [("4x-UltraSharp", 2), ("RealESRGAN_x2plus", 2), ("realesr-general-x4v3", 4)])
+@pytest.mark.parametrize("name, scale", [("4x-UltraSharp", 2), ("R-ESRGAN 2x+", 2), ("R-ESRGAN General 4xV3", 4)])
 def test_extras_upscale_with_a_model_file(client, name, scale):
     source = picture()
     response = client.post("/sdapi/v1/extra-single-image",

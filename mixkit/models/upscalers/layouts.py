@@ -7,6 +7,8 @@ Three key layouts are in the wild:
 - BasicSR's `conv_first`, `body.N.rdb1.conv1`, `conv_up1` (RealESRGAN_x4plus, _x2plus ...), often wrapped in
   `params_ema` / `params` by the trainer,
 - SRVGGNetCompact's `body.N.weight` with PReLU weights at the odd indices (realesr-general-x4v3, animevideov3).
+The ESRGAN repository's later `RRDBNet_arch.py` names (`RRDB_trunk.N.RDB1.conv1`, `trunk_conv`, `upconv1`, `HRconv`;
+its RRDB_ESRGAN_x4.pth release) are BasicSR's under other names and are read too.
 """
 
 from __future__ import annotations
@@ -19,8 +21,12 @@ import torch
 from mixkit.models.upscalers.rrdbnet import RRDBNetConfig
 from mixkit.models.upscalers.srvgg import SRVGGConfig
 
-EXPECTED = ("ESRGAN (keys model.0.weight, model.1.sub.0.RDB1.conv1.0.weight ...), BasicSR RRDBNet (conv_first.weight, "
-            "body.0.rdb1.conv1.weight ...) or SRVGGNetCompact (body.0.weight ... with PReLU weights)")
+EXPECTED = ("ESRGAN (keys model.0.weight, model.1.sub.0.RDB1.conv1.0.weight ... or RRDB_trunk.0.RDB1.conv1.weight ...), "
+            "BasicSR RRDBNet (conv_first.weight, body.0.rdb1.conv1.weight ...) or SRVGGNetCompact (body.0.weight ... "
+            "with PReLU weights)")
+# the later ESRGAN names -> BasicSR's
+_TRUNK_NAMES = ((re.compile(r"^RRDB_trunk\.(\d+)\.RDB(\d)\."), r"body.\1.rdb\2."), (re.compile(r"^trunk_conv\."), "conv_body."),
+                (re.compile(r"^upconv(\d)\."), r"conv_up\1."), (re.compile(r"^HRconv\."), "conv_hr."))
 
 _OLD_DENSE = re.compile(r"model\.1\.sub\.(\d+)\.RDB(\d)\.conv(\d)\.0\.(weight|bias)$")
 _OLD_CONV = re.compile(r"model\.(\d+)\.(weight|bias)$")
@@ -46,6 +52,8 @@ def detect_layout(state: dict[str, torch.Tensor]) -> str:
         return "esrgan"
     if "conv_first.weight" in state and "body.0.rdb1.conv1.weight" in state:
         return "basicsr"
+    if "conv_first.weight" in state and "RRDB_trunk.0.RDB1.conv1.weight" in state:
+        return "esrgan_trunk"
     if "body.0.weight" in state and getattr(state.get("body.1.weight"), "ndim", 0) == 1:
         return "srvgg"
     raise UnknownLayoutError(f"not a known upscaler layout; expected {EXPECTED}")
@@ -95,6 +103,16 @@ def basicsr_to_module(state: dict[str, torch.Tensor]) -> tuple[RRDBNetConfig, di
     return _rrdb_config(renamed, upsamples), renamed
 
 
+def esrgan_trunk_to_module(state: dict[str, torch.Tensor]) -> tuple[RRDBNetConfig, dict[str, torch.Tensor]]:
+    """The later ESRGAN names renamed to BasicSR's, then as BasicSR."""
+    renamed = {}
+    for key, value in state.items():
+        for pattern, replacement in _TRUNK_NAMES:
+            key = pattern.sub(replacement, key)
+        renamed[key] = value
+    return basicsr_to_module(renamed)
+
+
 def srvgg_to_module(state: dict[str, torch.Tensor]) -> tuple[SRVGGConfig, dict[str, torch.Tensor]]:
     """SRVGGNetCompact's keys are already the module's; the sizes come from the first and last convolutions."""
     convs = sorted(int(key.split(".")[1]) for key, value in state.items()
@@ -121,7 +139,8 @@ def _rrdb_config(state: dict[str, torch.Tensor], upsamples: int) -> RRDBNetConfi
     return config
 
 
-TO_MODULE: dict[str, Callable] = {"esrgan": esrgan_to_module, "basicsr": basicsr_to_module, "srvgg": srvgg_to_module}
+TO_MODULE: dict[str, Callable] = {"esrgan": esrgan_to_module, "esrgan_trunk": esrgan_trunk_to_module,
+                                  "basicsr": basicsr_to_module, "srvgg": srvgg_to_module}
 
 
 def module_to_basicsr(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

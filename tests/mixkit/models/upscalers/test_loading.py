@@ -94,3 +94,22 @@ def test_a_pickle_that_imports_code_is_refused(tmp_path):
     torch.save({"model.0.weight": torch.zeros(1), "hook": print}, tmp_path / "evil.pth")
     with pytest.raises(UnsafeCheckpointError):
         load_upscaler(tmp_path / "evil.pth")
+
+
+def test_the_later_esrgan_names_load_as_basicsr(tmp_path):
+    from mixkit.models.upscalers.layouts import module_to_basicsr
+
+    model = tiny_upscaler(TINY_RRDB, seed=6)
+    names = {"body.": "RRDB_trunk.", "conv_body.": "trunk_conv.", "conv_up1.": "upconv1.", "conv_up2.": "upconv2.",
+             "conv_hr.": "HRconv."}
+    state = {}
+    for key, value in module_to_basicsr(model.state_dict()).items():
+        for new, old in names.items():
+            if key.startswith(new):
+                key = old + key[len(new):]
+        state[key.replace(".rdb", ".RDB")] = value
+    assert "RRDB_trunk.0.RDB1.conv1.weight" in state
+    torch.save(state, tmp_path / "RRDB_ESRGAN_x4.pth")
+    assert read_upscaler_weights(tmp_path / "RRDB_ESRGAN_x4.pth")[0] == "esrgan_trunk"
+    x = torch.rand(1, 3, 5, 5)
+    assert torch.equal(load_upscaler(tmp_path / "RRDB_ESRGAN_x4.pth")(x), model(x))
