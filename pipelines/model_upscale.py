@@ -1,6 +1,7 @@
 """Model upscalers (ESRGAN / Real-ESRGAN / SRVGG files) as pixel upscalers, run the way A1111 runs them.
 
-A1111 names each file of `models/ESRGAN` and `models/RealESRGAN` by its stem ("4x-UltraSharp") and upscales by
+A1111 names each file of `models/ESRGAN` by its stem ("4x-UltraSharp"), Real-ESRGAN's release files by its own names
+("R-ESRGAN 4x+" for RealESRGAN_x4plus.pth), and upscales by
 `scale` as its `Upscaler.upscale` does: run the network (at most 3 times, until the image covers the target), then
 Lanczos-resize to the target. Each run is tiled as A1111's `upscale_with_model` (`ESRGAN_tile` 192 input pixels,
 `ESRGAN_tile_overlap` 8; 0 = one piece) so a large image fits in memory. One network stays loaded at a time: the
@@ -112,9 +113,15 @@ class ModelUpscaler:
 
     def planned_sizes(self, width: int, height: int, target_w: int, target_h: int) -> list[tuple[int, int]]:
         """The size after each run of the network, A1111's loop: run until the image covers the target (at most
-        MAX_PASSES times; once for an x1 network, which cannot grow it)."""
+        MAX_PASSES times; once for an x1 network, which cannot grow it).
+
+        A1111 runs the network once even when the image already covers the target if the scale is 1 (an x1
+        restoration model in Extras, hires fix at scale 1); here that is a target of the input's own size floored
+        to a multiple of 8 (`target_size` at scale 1)."""
         sizes = []
-        while len(sizes) < MAX_PASSES and not (width >= target_w and height >= target_h):
+        at_scale_one = (target_w, target_h) == (width // 8 * 8, height // 8 * 8)
+        while len(sizes) < MAX_PASSES and (not (width >= target_w and height >= target_h)
+                                           or (at_scale_one and not sizes)):
             width, height = round(width * self.scale), round(height * self.scale)
             sizes.append((width, height))
             if self.scale <= 1:

@@ -25,7 +25,8 @@ class ServerConfig:
     vae_dir: str | None = None  # VAE files / diffusers VAE folders offered as `sd_vae`
     controlnet_dir: str | None = None
     # A1111's models/ESRGAN and models/RealESRGAN (`--esrgan-models-path`, `--realesrgan-models-path`): every
-    # .pth/.pt/.safetensors file below them is an upscaler named by its file stem (pipelines.model_upscale)
+    # .pth/.pt/.safetensors file below them is an upscaler named by its file stem, or A1111's name for Real-ESRGAN's
+    # release files ("R-ESRGAN 4x+"; pipelines.model_upscale.upscaler_name)
     esrgan_models_path: str | None = None
     realesrgan_models_path: str | None = None
     appflow_models: dict[str, dict[str, str]] = field(default_factory=dict)  # app -> role -> model source

@@ -53,6 +53,8 @@ def test_old_and_basicsr_files_of_the_same_weights_upscale_identically(tmp_path,
     (RRDBNetConfig(in_channels=12, features=8, growth=4, blocks=1), 4, 2),  # x2 model run twice for x4
     (RRDBNetConfig(in_channels=48, features=8, growth=4, blocks=1), 2, 1),  # x1 model: once, then Lanczos up
     (TINY_SRVGG, 3, 1),
+    (TINY_RRDB, 1, 1),  # scale 1: A1111 still runs the network once, then resizes back
+    (TINY_RRDB, 0.5, 0),  # below 1: a plain Lanczos resize
 ])
 def test_other_scales_run_the_network_as_a1111_then_resize_with_lanczos(tmp_path, registered, config, scale, passes):
     model = tiny_upscaler(config, seed=2)

@@ -63,7 +63,8 @@ def add_upscaler_folder_flags(parser) -> None:
                         help="A1111's models/ESRGAN: ESRGAN .pth/.safetensors files (4x-UltraSharp, Remacri ...), "
                              "each an upscaler named by its file name")
     parser.add_argument("--realesrgan-models-path", default=None, metavar="FOLDER",
-                        help="A1111's models/RealESRGAN: Real-ESRGAN files (RealESRGAN_x4plus, realesr-general-x4v3 ...)")
+                        help="A1111's models/RealESRGAN: Real-ESRGAN files; its release files get A1111's names "
+                             "(RealESRGAN_x4plus.pth is 'R-ESRGAN 4x+', realesr-general-x4v3.pth 'R-ESRGAN General 4xV3')")
 
 
 def config_from_args(args: argparse.Namespace):

@@ -25,8 +25,9 @@ EXPECTED = ("ESRGAN (keys model.0.weight, model.1.sub.0.RDB1.conv1.0.weight ... 
             "BasicSR RRDBNet (conv_first.weight, body.0.rdb1.conv1.weight ...) or SRVGGNetCompact (body.0.weight ... "
             "with PReLU weights)")
 # the later ESRGAN names -> BasicSR's
-_TRUNK_NAMES = ((re.compile(r"^RRDB_trunk\.(\d+)\.RDB(\d)\."), r"body.\1.rdb\2."), (re.compile(r"^trunk_conv\."), "conv_body."),
-                (re.compile(r"^upconv(\d)\."), r"conv_up\1."), (re.compile(r"^HRconv\."), "conv_hr."))
+_TRUNK_NAMES = ((re.compile(r"^RRDB_trunk\.(\d+)\.RDB(\d)\."), r"body.\1.rdb\2."),
+                (re.compile(r"^trunk_conv\."), "conv_body."), (re.compile(r"^upconv(\d)\."), r"conv_up\1."),
+                (re.compile(r"^HRconv\."), "conv_hr."))
 
 _OLD_DENSE = re.compile(r"model\.1\.sub\.(\d+)\.RDB(\d)\.conv(\d)\.0\.(weight|bias)$")
 _OLD_CONV = re.compile(r"model\.(\d+)\.(weight|bias)$")
