@@ -53,13 +53,19 @@ def native_size(width: int, height: int, scale: Any) -> tuple[int, int]:
     return int(width * scale), int(height * scale)
 
 
-def check_upscale(width: int, height: int, scale: Any, limits: UpscaleLimits) -> tuple[int, int]:
-    """Validate a scale factor for an image of width x height; return the output size."""
+def check_upscale(width: int, height: int, scale: Any, limits: UpscaleLimits, upscaler: Any = None) -> tuple[int, int]:
+    """Validate a scale factor for an image of width x height; return the output size.
+
+    With `upscaler` (a name or an object), a model upscaler's larger sizes on the way (an x4 network run for x2) are
+    checked too, so a queued Extras job cannot fail on them later."""
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) \
             or not 0 < scale <= limits.max_scale:
         raise ValueError(f"Upscale factor must be a number in (0, {limits.max_scale}], got {scale!r}.")
     out_w, out_h = target_size(width, height, scale)
     check_output_size(out_w, out_h, limits)
+    entry = UPSCALERS.get(upscaler) if isinstance(upscaler, str) else upscaler
+    if hasattr(entry, "check_passes"):
+        entry.check_passes(width, height, out_w, out_h)
     return out_w, out_h
 
 
@@ -143,8 +149,9 @@ def upscale_image(image, scale: float | None = None, *, width: int | None = None
                   limits: UpscaleLimits | None = None):
     """Upscale a PIL image by `scale` (or to width x height) with a named resampler or a model.
 
-    `upscaler` is a name from `UPSCALERS` ("Lanczos", "Nearest", "Bicubic") or an object with
-    `upscale(image, width, height)` such as `SDx4Upscaler`. `tile_size` > 0 processes tiles of that
+    `upscaler` is a name from `UPSCALERS` ("Lanczos", "Nearest", "Bicubic", or a model file's stem registered by
+    `pipelines.model_upscale.register_model_upscalers`) or an object with `upscale(image, width, height)` such as
+    `SDx4Upscaler` or `ModelUpscaler`. `tile_size` > 0 processes tiles of that
     many input pixels (models do this themselves with their own tile size), overlapping by `tile_overlap`
     (default 32 pixels, less for tiles under 66 pixels: the overlap must stay under half a tile).
     By `scale` the size is A1111's Extras size (`target_size`: each side floored to a multiple of 8), reached
@@ -157,10 +164,12 @@ def upscale_image(image, scale: float | None = None, *, width: int | None = None
         raise TypeError(f"image must be a PIL image, got {type(image).__name__}.")
     if (scale is None) == (width is None and height is None):
         raise ValueError("Give either scale or width/height, not both and not neither.")
-    run = upscaler.upscale if hasattr(upscaler, "upscale") else UPSCALERS.get(upscaler)
+    entry = upscaler if hasattr(upscaler, "upscale") else UPSCALERS.get(upscaler)
+    model = hasattr(entry, "upscale")  # a model upscales (and tiles) itself, then resizes to the exact size
+    run = entry.upscale if model else entry
     if scale is not None:
         out_w, out_h = check_upscale(image.width, image.height, scale, limits)
-        if not hasattr(upscaler, "upscale"):  # a resampler: A1111's two steps, native size then the target
+        if not model:  # a resampler: A1111's two steps, native size then the target
             native = _run(image, *native_size(image.width, image.height, scale), run, tile_size, tile_overlap)
             return native if native.size == (out_w, out_h) else native.resize((out_w, out_h), Image.Resampling.LANCZOS)
     else:
@@ -169,7 +178,7 @@ def upscale_image(image, scale: float | None = None, *, width: int | None = None
                 raise ValueError(f"{name} must be a positive integer, got {value!r}.")
         out_w, out_h = width, height
         check_output_size(out_w, out_h, limits)
-    if hasattr(upscaler, "upscale"):
+    if model:
         return run(image.convert("RGB"), out_w, out_h)
     return _run(image, out_w, out_h, run, tile_size, tile_overlap)
 

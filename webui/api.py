@@ -318,10 +318,11 @@ def build_api(state: ServerState) -> APIRouter:
 
     @router.get("/sdapi/v1/upscalers")
     async def upscalers():
+        from pipelines.model_upscale import upscaler_listing
         from pipelines.upscale import UPSCALERS
 
-        return [{"name": name, "model_name": None, "model_path": None, "model_url": None, "scale": None}
-                for name in ["None", *UPSCALERS.names()]]  # A1111 lists "None" (no upscaling) first
+        # A1111 lists "None" (no upscaling) first; model files carry their architecture, path and native scale
+        return [upscaler_listing(name) for name in ["None", *UPSCALERS.names()]]
 
     @router.post("/sdapi/v1/png-info")
     async def png_info(body: PngInfoRequest):

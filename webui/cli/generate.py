@@ -157,6 +157,10 @@ def run(args: argparse.Namespace) -> int:
         args, infotext_keys = apply_infotext(args, read_infotext_argument(args.infotext))
     if args.prompt is None:
         raise ValueError("mixkit generate needs a prompt: pass it as the first argument, or --infotext IMAGE_OR_TEXT")
+    if getattr(args, "esrgan_models_path", None) or getattr(args, "realesrgan_models_path", None):
+        from webui.cli.extras import register_upscaler_flags
+
+        register_upscaler_flags(args)  # before --hr-upscaler is checked: the files' names are upscalers
     hires = hires_fields(args)
     params = HiresParams(**generation_fields(args), **hires) if hires is not None else \
         Txt2ImgParams(**generation_fields(args))
