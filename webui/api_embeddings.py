@@ -40,7 +40,7 @@ def build_embeddings_router(state: ServerState) -> APIRouter:
     def listing() -> dict:
         # Prompts read the folder as it is now, so the list does too (A1111 rescans it before each generation).
         state.refresh_embeddings()
-        model = state.holder.txt2img().model if state.holder.loaded else None
+        model = state.holder.loaded_model()
         return embeddings_response(state.embedding_library, model)
 
     @router.get("/sdapi/v1/embeddings")

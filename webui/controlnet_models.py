@@ -113,11 +113,9 @@ def checkpoint_family(holder, entry=None):
     entry = entry or current
     if entry is None:
         return None
-    if entry == current and holder.loaded:
-        try:
-            return family_of_config(holder.txt2img().model.unet.config), entry.title
-        except RuntimeError:  # unloaded meanwhile: read it from disk as any other checkpoint
-            pass
+    model = holder.loaded_model() if entry == current else None
+    if model is not None:
+        return family_of_config(model.unet.config), entry.title
     try:
         family = read_family(entry.source, read_pickles=False) if os.path.exists(entry.source) else None
     except (ValueError, OSError):  # a broken file: its load fails in the job with the loader's own message

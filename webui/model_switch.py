@@ -102,6 +102,12 @@ class ModelHolder:
     def loaded(self) -> bool:
         return self._txt2img is not None
 
+    def loaded_model(self):
+        """The loaded pipeline's model, or None: one look under the lock, for request threads that read the model
+        while the worker may unload it (testing `loaded` and then calling `txt2img()` raced an unload into a 500)."""
+        with self._lock:
+            return self._txt2img.model if self._txt2img is not None else None
+
     @property
     def unloaded(self) -> bool:
         """True after `unload`: a checkpoint is chosen (`entry`) but not in memory."""

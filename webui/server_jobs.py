@@ -40,10 +40,11 @@ class ServerJobs:
         else:
             check_txt2img_params(params, self.limits)
         resolve_sampler(params.sampler, params.schedule_type)
-        if self.holder.loaded:  # the UI slider goes to 12; a 3-layer text encoder must refuse 4 here, not in the queue
+        model = self.holder.loaded_model()
+        if model is not None:  # the UI slider goes to 12; a 3-layer text encoder must refuse 4 here, not in the queue
             from mixkit.prompts.encoder import text_encoder_layers
 
-            layers = text_encoder_layers(self.holder.txt2img().model.text_encoders)
+            layers = text_encoder_layers(model.text_encoders)
             if params.clip_skip > layers:
                 raise ValueError(f"clip_skip {params.clip_skip} is more than the loaded model's text encoder has "
                                  f"layers ({layers}); use 1..{layers}")
@@ -129,8 +130,7 @@ class ServerJobs:
             return None
         from pipelines.preview import latent_preview
 
-        try:
-            sdxl = self.holder.txt2img().model.family.uses_pooled_text
-        except RuntimeError:
+        model = self.holder.loaded_model()
+        if model is None:
             return None
-        return latent_preview(latents[:1], sdxl=sdxl)[0]
+        return latent_preview(latents[:1], sdxl=model.family.uses_pooled_text)[0]

@@ -52,25 +52,28 @@ class ServerModels:
         if self.holder.entry is None:
             return frozenset()
         names = set(self.holder.entry.aliases())
-        if self.holder.loaded:
-            names.add(self.holder.txt2img().model.model_hash)
+        model = self.holder.loaded_model()
+        if model is not None:
+            names.add(model.model_hash)
         return frozenset(name for name in names if name)
 
     def running_labels(self):
         """The loaded model's `OptimizationLabels` (its approximations, which a pasted infotext must match); None
         with no model loaded."""
-        if not self.holder.loaded:
+        model = self.holder.loaded_model()
+        if model is None:
             return None
         from pipelines.approx.labels import model_labels
 
-        return model_labels(self.holder.txt2img().model)
+        return model_labels(model)
 
     def vae_names(self) -> frozenset[str]:
         """The names a request may give the VAE that runs now (`sd_vae`, or an infotext's `VAE`): the setting's
         value ("Automatic", "None", a listed name) and the loaded file's name with and without its extension."""
         names = {self.holder.vae_name}
-        if self.holder.loaded:
-            loaded = self.holder.txt2img().model.extras.get("vae_name")
+        model = self.holder.loaded_model()
+        if model is not None:
+            loaded = model.extras.get("vae_name")
             if loaded:
                 names |= {loaded, loaded.rsplit(".", 1)[0]}
         return frozenset(name for name in names if name)

@@ -149,3 +149,13 @@ def test_unknown_preset_is_refused_before_loading(tmp_path):
     with pytest.raises(TypeError, match="preset"):
         holder.switch("a", 3)
     assert events == [] and holder.preset == "exact"
+
+
+def test_loaded_model_is_one_look_that_an_unload_answers_with_none(tmp_path):
+    # Request threads read the model while the worker may unload it; `loaded` then `txt2img()` raced into a 500.
+    holder, _ = make_holder(tmp_path, free_bytes=10**9)
+    assert holder.loaded_model() is None
+    holder.switch("a")
+    assert holder.loaded_model() is holder.txt2img().model
+    holder.unload()
+    assert holder.loaded_model() is None and holder.unloaded

@@ -78,17 +78,17 @@ def test_checkpoint_family_reads_another_checkpoint_from_disk(tiny_sdxl_dir, tin
     from webui.controlnet_models import checkpoint_family
 
     entry = SimpleNamespace(source=str(tiny_sdxl_dir), title="xl")
-    unloaded = SimpleNamespace(entry=SimpleNamespace(source=str(tiny_sd1_dir), title="sd1"), loaded=False)
+    unloaded = SimpleNamespace(entry=SimpleNamespace(source=str(tiny_sd1_dir), title="sd1"), loaded=False, loaded_model=lambda: None)
     assert checkpoint_family(unloaded, entry) == (ModelFamily(64, True), "xl")  # a request's own checkpoint
     assert checkpoint_family(unloaded) == (ModelFamily(32, False), "sd1")  # the server's, unloaded: read from disk
-    assert checkpoint_family(SimpleNamespace(entry=None, loaded=False)) is None
+    assert checkpoint_family(SimpleNamespace(entry=None, loaded=False, loaded_model=lambda: None)) is None
 
 
 def test_checkpoint_family_of_single_files(single_file_checkpoints):
     from pipelines.controlnet.family import ModelFamily
     from webui.controlnet_models import checkpoint_family
 
-    holder = SimpleNamespace(entry=None, loaded=False)
+    holder = SimpleNamespace(entry=None, loaded=False, loaded_model=lambda: None)
     sd1 = SimpleNamespace(source=str(single_file_checkpoints / "sd1.safetensors"), title="sd1.safetensors")
     broken = SimpleNamespace(source=str(single_file_checkpoints / "broken.safetensors"), title="broken")
     assert checkpoint_family(holder, sd1) == (ModelFamily(32, False), "sd1.safetensors")  # from its header

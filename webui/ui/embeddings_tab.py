@@ -24,7 +24,7 @@ ROWS_LABEL = "Textual inversion embeddings (click to add to the chosen prompt, a
 def embedding_listing(state: ServerState) -> dict[str, dict[str, dict]]:
     """`/sdapi/v1/embeddings`' answer for the loaded model, after re-reading the folder."""
     state.refresh_embeddings()
-    model = state.holder.txt2img().model if state.holder.loaded else None
+    model = state.holder.loaded_model()
     return embeddings_response(state.embedding_library, model)
 
 
