@@ -48,6 +48,9 @@ class ServerState:
             "lora_dir": config.lora_dir, "embeddings_dir": config.embeddings_dir, "limits": config.limits},
             preset=self.options.get(PRESET_KEY))
         self.worker = GenerationWorker(config.queue_size, preview_every=config.preview_every)
+        from webui.ui_tasks import UiTasks
+
+        self.tasks = UiTasks(self.worker)  # UI generations by task id, for a reloaded page (`webui.ui_tasks`)
         self.controlnets = None
         if config.controlnet_dir:
             from webui.controlnet_models import ControlNetModels
@@ -304,8 +307,9 @@ class ServerState:
             check_tag_syntax("prompt", text)
 
     def cancel_session(self, session: str) -> int:
-        """Drop the queued jobs and interrupt the running one of a UI session that ended (its tab closed)."""
-        return self.worker.cancel_session(session)
+        """A UI session ended (its tab closed or reloaded): drop its queued jobs and interrupt its running one,
+        except txt2img/img2img generations, which the reloaded page reattaches to by task id (`webui.ui_tasks`)."""
+        return self.worker.end_session(session)
 
     def interrupt_session(self, session: str | None) -> int:
         """The UI's Interrupt: the caller's own jobs only (queued ones are dropped, a running one returns what it
@@ -321,19 +325,20 @@ class ServerState:
 
     def submit_generation(self, kind: str, params, *, save: bool, session: str | None = None,
                           owner: str | None = None, checkpoint: str | None = None,
-                          restore_checkpoint: bool = True) -> Job:
+                          restore_checkpoint: bool = True, keep_on_disconnect: bool = False) -> Job:
         """Queue a txt2img/img2img call with already validated params; raises QueueFullError.
 
         `checkpoint` (A1111's override_settings.sd_model_checkpoint, any title it accepts) runs the job on that
         checkpoint, and the server's is put back afterwards unless `restore_checkpoint` is false
         (`webui.request_checkpoint`); an unknown title raises ValueError listing the checkpoints.
+        `keep_on_disconnect`: the session ending does not cancel it (a UI task a reloaded page reattaches to).
         """
         if kind not in ("txt2img", "img2img"):
             raise ValueError(f"kind must be 'txt2img' or 'img2img', got {kind!r}.")
         entry = self.requested_checkpoint(checkpoint)
         job = generation_job(self, kind, params, save=save, checkpoint=entry, restore_checkpoint=restore_checkpoint)
         return self.worker.submit(job, kind if entry is None else f"{kind} on {entry.title}", session=session,
-                                  owner=owner)
+                                  owner=owner, keep_on_disconnect=keep_on_disconnect)
 
     def requested_checkpoint(self, title: str | None) -> CheckpointEntry | None:
         """The checkpoint a request's `sd_model_checkpoint` names; None (the server's) for None or "".
@@ -351,7 +356,8 @@ class ServerState:
         except (ValueError, TypeError) as error:
             raise type(error)(f"override_settings.sd_model_checkpoint: {error}") from None
 
-    def submit_outpaint(self, params, sides: dict[str, int], *, save: bool, session: str | None = None) -> Job:
+    def submit_outpaint(self, params, sides: dict[str, int], *, save: bool, session: str | None = None,
+                        keep_on_disconnect: bool = False) -> Job:
         """Queue an outpaint of `params.init_images[0]` by `sides` (left/right/top/bottom pixels).
 
         Checked now: the extension, and the img2img limits at the extended size.
@@ -364,7 +370,8 @@ class ServerState:
         width, height = check_outpaint_inputs(image, sides["left"], sides["right"], sides["top"], sides["bottom"], 8,
                                               params.mask_blur)
         self.check_params("img2img", replace(params, width=width, height=height))
-        return self.worker.submit(outpaint_job(self, params, sides, save=save), "outpaint", session=session)
+        return self.worker.submit(outpaint_job(self, params, sides, save=save), "outpaint", session=session,
+                                  keep_on_disconnect=keep_on_disconnect)
 
     # -- AppFlow ------------------------------------------------------------------------------
     def describe_app(self, name: str) -> dict:
