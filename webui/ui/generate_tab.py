@@ -262,9 +262,11 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         form, chosen_styles, own, control_values = split_form_values(values, len(control_inputs))
         return with_controlnet(state, kind, form_params(state, kind, form, chosen_styles, own), control_values)
 
-    def run(request: gr.Request, task_id, *values):
+    def run(request: gr.Request, *values_and_task_id):
         # The session lets this page's Interrupt reach the job at once; the task id (made by the page, kept in its
-        # localStorage) lets a reloaded page or a second tab reattach to it (`webui.ui.reattach`).
+        # localStorage; the last input, so the form's positional inputs stay as they were for Gradio clients) lets a
+        # reloaded page or a second tab reattach to it (`webui.ui.reattach`).
+        *values, task_id = values_and_task_id
         session = getattr(request, "session_hash", None)
         own_values = split_form_values(list(values), len(control_inputs))[2]
         img2img_values = dict(zip(IMG2IMG_FIELDS, own_values)) if kind == "img2img" else {}  # refiner's come after
@@ -304,8 +306,8 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         yield from follow_task(state, task)
 
     # The task the tab follows (`webui.ui.reattach`); in the page, hidden, so its changes reach the page's script
-    task_box = gr.Textbox(visible="hidden", elem_id=f"{kind}_task_id", interactive=False)
-    generate_inputs = [task_box, *widgets.inputs(), tab.styles, *extra_inputs, *control_inputs]
+    task_box = gr.Textbox("", visible="hidden", elem_id=f"{kind}_task_id", interactive=False)
+    generate_inputs = [*widgets.inputs(), tab.styles, *extra_inputs, *control_inputs, task_box]
     tab.outputs = [progress, preview, gallery, infotext, infotexts, last_seeds, selected, task_box]
     tab.task_box = task_box
     generate.click(run, inputs=generate_inputs, outputs=tab.outputs, concurrency_limit=None,

@@ -104,12 +104,12 @@ def restore_task(state: ServerState, kind: str):
 
 
 def submit_js(input_count: int) -> str:
-    """Generate's page side: a new unguessable task id (A1111's "task(…)" form) sent as the first input. Gradio
+    """Generate's page side: a new unguessable task id (A1111's "task(…)" form) sent as the last input. Gradio
     hands this function the inputs' and the outputs' values; only the inputs go on to the server."""
     return f"""(...values) => {{
         const bytes = crypto.getRandomValues(new Uint8Array(16));
         const id = "task(" + Array.from(bytes, b => b.toString(16).padStart(2, "0")).join("") + ")";
-        return [id, ...values.slice(1, {input_count})];
+        return [...values.slice(0, {input_count - 1}), id];
     }}"""
 
 
