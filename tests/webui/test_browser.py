@@ -161,6 +161,36 @@ def test_a_page_opened_after_the_tab_closed_reattaches_and_can_interrupt(ui_serv
     assert task.result.interrupted and task.job.control.interrupted
 
 
+def test_a_reloaded_img2img_page_reattaches_to_its_generation(ui_server, tmp_path):
+    from PIL import Image
+
+    state = ui_server.state
+    picture = tmp_path / "init.png"
+    Image.new("RGB", (64, 64), (200, 60, 30)).save(picture)
+    with headless_chromium(tmp_path) as (sync_api, browser):
+        page = open_txt2img(browser, ui_server.url)
+        try:
+            page.get_by_role("tab", name="img2img").click()
+            page.locator("#img2img_image input[type=file]").set_input_files(str(picture))
+            page.locator("#img2img_prompt textarea").fill("a reloaded red square")
+            set_number(page, "img2img_steps", 600)
+            sync_api.expect(page.locator("#img2img_steps input[type=number]")).to_have_value("600", timeout=30_000)
+            page.locator("#img2img_generate").click()
+            page.locator("#img2img_progress", has_text="Step ").wait_for(timeout=60_000)
+            task = state.tasks.find(kept_task_id(page, "img2img"), None)
+            assert task is not None and task.kind == "img2img" and not task.done.is_set()
+            page.reload()
+            page.get_by_role("tab", name="img2img").click()
+            page.locator("#img2img_progress", has_text="Done: 1 image(s)").wait_for(timeout=180_000)
+        finally:
+            state.worker.interrupt()
+        assert not task.job.control.interrupted and task.result.image_count == 1
+        page.locator("#img2img_gallery img").first.wait_for(timeout=30_000)
+        infotext = page.locator("#img2img_infotext textarea").input_value()
+        assert infotext == task.result.infotexts[0] and infotext.startswith("a reloaded red square\n")
+        assert kept_task_id(page, "img2img") is None
+
+
 def test_appflow_form_follows_the_chosen_app(ui_server, tmp_path):
     # Switching from {prompt} to {image, prompt} used to crash the page's render (a TypeError in Gallery):
     # the old form stayed, with no input widgets for the new app.

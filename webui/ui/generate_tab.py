@@ -306,7 +306,8 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         yield from follow_task(state, task)
 
     # The task the tab follows (`webui.ui.reattach`); in the page, hidden, so its changes reach the page's script
-    task_box = gr.Textbox("", visible="hidden", elem_id=f"{kind}_task_id", interactive=False)
+    task_box = gr.Textbox("", label="Task id (the page makes one; empty: the server does)", visible="hidden",
+                          elem_id=f"{kind}_task_id", interactive=False)
     generate_inputs = [*widgets.inputs(), tab.styles, *extra_inputs, *control_inputs, task_box]
     tab.outputs = [progress, preview, gallery, infotext, infotexts, last_seeds, selected, task_box]
     tab.task_box = task_box
