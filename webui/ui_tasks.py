@@ -66,12 +66,13 @@ class UiTask:
         return (self.finished_at or time.monotonic()) - self.submitted_at
 
 
-def check_task_id(task_id) -> str:
-    """`task_id` as a page or client may send it; ValueError naming the value and the allowed form otherwise."""
+def check_task_id(task_id, *, field: str = "task id", remedy: str = "reload the page to get a new one") -> str:
+    """`task_id` as a page or client may send it; ValueError naming `field`, the value and the allowed form
+    otherwise."""
     if not isinstance(task_id, str) or not TASK_ID_PATTERN.fullmatch(task_id):
         shown = repr(task_id) if not isinstance(task_id, str) or len(task_id) <= 140 else repr(task_id[:140]) + "…"
-        raise ValueError(f"task id must be 8 to 128 characters of letters, digits and _-().: (as \"task(…)\"), "
-                         f"got {shown}; reload the page to get a new one.")
+        raise ValueError(f"{field} must be 8 to 128 characters of letters, digits and _-().: (as \"task(…)\"), "
+                         f"got {shown}; {remedy}.")
     return task_id
 
 

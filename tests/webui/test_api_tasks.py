@@ -94,3 +94,43 @@ def test_a_malformed_request_is_a_422_naming_the_field(server, body):
 def test_without_credentials_the_route_is_closed_as_every_route(server):
     response = httpx.post(server.url + "/internal/progress", json={}, timeout=60)
     assert response.status_code == 401
+
+
+FIRST_PASS = {"prompt": "a cube", "steps": 2, "width": 64, "height": 64, "seed": 5, "sampler_name": "Euler"}
+
+
+def test_an_api_request_is_followed_by_its_force_task_id(server):
+    # A1111 1.6+: txt2img/img2img take `force_task_id`, and `/internal/progress` reports that task (it used to be
+    # silently ignored here, so the progress of a request could not be followed by its id).
+    response = httpx.post(server.url + "/sdapi/v1/txt2img", json={**FIRST_PASS, "force_task_id": "task(api-request-1)"},
+                          auth=("alice", "pw1"), timeout=300)
+    assert response.status_code == 200, response.text
+    assert progress(server, id_task="task(api-request-1)") == {**UNKNOWN, "completed": True, "progress": 1.0,
+                                                               "eta": 0.0, "textinfo": "Done"}
+    assert progress(server, "bob", id_task="task(api-request-1)") == UNKNOWN
+    again = httpx.post(server.url + "/sdapi/v1/txt2img", json={**FIRST_PASS, "force_task_id": "task(api-request-1)"},
+                       auth=("alice", "pw1"), timeout=300)
+    assert again.status_code == 422 and "force_task_id 'task(api-request-1)' is already in use" in again.text
+
+
+@pytest.mark.parametrize("task_id", ["short", "task(a b c d e)", "x" * 129])
+def test_a_malformed_force_task_id_is_a_422_before_anything_is_queued(server, task_id):
+    response = httpx.post(server.url + "/sdapi/v1/img2img", json={**FIRST_PASS, "force_task_id": task_id,
+                                                                  "init_images": [TINY_PNG]},
+                          auth=("alice", "pw1"), timeout=300)
+    assert response.status_code == 422 and "force_task_id must be 8 to 128 characters" in response.text
+    assert server.state.worker.queued == 0 and not server.state.tasks.in_use(task_id)
+
+
+def tiny_png() -> str:
+    import base64
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (64, 64), (90, 10, 10)).save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+TINY_PNG = tiny_png()
