@@ -12,12 +12,13 @@ A task is found only by its id and only for the `--auth` user who started it: id
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import re
 import secrets
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from webui.worker import GenerationWorker, Job
@@ -79,6 +80,14 @@ def check_task_id(task_id, *, field: str = "task id", remedy: str = "reload the 
 def new_task_id() -> str:
     """A fresh unguessable id in A1111's "task(…)" form, for a caller that sent none."""
     return f"task({secrets.token_urlsafe(16)})"
+
+
+def released(job: Job) -> Job:
+    """A finished `job` without its function (whose closure holds the request's images) and its outcome (the
+    images made): a finished task is kept for hours, and needs only its TaskResult then."""
+    future = concurrent.futures.Future()
+    future.set_result(None)
+    return replace(job, function=None, future=future)
 
 
 class UiTasks:
@@ -155,6 +164,8 @@ class UiTasks:
             task.failure = error
         if task.failure is not None:  # logged here, once, whether or not a page follows the task
             logger.error("UI job failed: Generation failed: %s", task.failure, exc_info=task.failure)
+            task.failure = task.failure.with_traceback(None)  # its frames hold the request's images
+        task.job = released(task.job)
         task.finished_at = self._clock()
         task.done.set()
         with self._lock:

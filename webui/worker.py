@@ -304,6 +304,8 @@ class GenerationWorker:
                 job.future.set_exception(failure)
             else:
                 job.future.set_result(value)
+            # Not held while the worker waits for the next job: a kept UI task lets go of these (`webui.ui_tasks`)
+            job = value = failure = None
 
     def _on_step(self, state: StepProgress) -> None:
         preview = None

@@ -154,3 +154,24 @@ def test_a_running_task_is_never_forgotten(worker):
 def test_the_registry_limits_are_checked(worker, keep_finished, keep_seconds):
     with pytest.raises(ValueError, match="keep_finished must be a positive integer|keep_seconds must be positive"):
         UiTasks(worker, keep_finished=keep_finished, keep_seconds=keep_seconds)
+
+
+def test_a_finished_task_keeps_its_result_but_not_the_jobs_images(worker):
+    # Results are kept for hours: the job's outcome (its images) and its function (the request's init images) are
+    # let go once the gallery result is made; the job's control and bookkeeping stay.
+    import gc
+    import weakref
+
+    from PIL import Image
+
+    class Outcome:
+        images = [Image.new("RGB", (8, 8))]
+
+    made = Outcome()
+    job = worker.submit(lambda control, on_step: made, "txt2img", session="tab", keep_on_disconnect=True)
+    task = UiTasks(worker).register(ID_A, "txt2img", job, None, lambda outcome: result_of("made"))
+    assert task.done.wait(10) and task.result.paths == ["/gallery/made.png"]
+    outcome, made, job = weakref.ref(made), None, None
+    gc.collect()
+    assert outcome() is None  # nothing of the task holds the images any more
+    assert task.job.function is None and task.job.session == "tab" and task.job.keep_on_disconnect
