@@ -25,8 +25,8 @@ from webui.worker import GenerationWorker, Job
 
 logger = logging.getLogger("webui.ui")
 
-# A1111's page sends "task(" + 15 random letters + ")"; this page sends 22 url-safe characters inside the same
-# wrapper. Anything of these characters is taken, so a client's own ids work too (`/internal/progress`).
+# A1111's page sends "task(" + 15 random letters + ")"; this page sends 32 random hex digits in the same wrapper
+# (`webui.ui.reattach.submit_js`). Any id of these characters is taken, so an API client's `force_task_id` works too.
 TASK_ID_PATTERN = re.compile(r"[A-Za-z0-9_\-().:]{8,128}")
 # Finished results kept for a page that comes back: A1111 keeps 2 (one user), a shared server keeps more.
 KEEP_FINISHED = 32
@@ -51,7 +51,7 @@ class UiTask:
     """One UI generation: its job, whose it is, and once it ended, its result (or why there is none)."""
 
     task_id: str
-    kind: str  # "txt2img" or "img2img": the tab whose gallery shows it
+    kind: str  # "txt2img" or "img2img": the tab whose gallery shows it; "api" for a request's `force_task_id`
     job: Job
     owner: str | None  # the --auth user of the page that started it (None without auth)
     submitted_at: float

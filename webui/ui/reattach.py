@@ -4,8 +4,8 @@ As in A1111 (1.6+, `javascript/progressbar.js`, `modules/progress.py`), Generate
 keeps it in the browser's localStorage; a page that loads with one follows that task: its progress and live
 preview while it runs, then its gallery, infotext and seeds, also when it finished while no page was open. The
 page forgets the id once it has shown the result, so the next load starts clean. A1111 offers a button for this;
-here the page reattaches as it loads. Interrupt and Skip send the followed task's id, so they reach a job started
-by the page before the reload (whose Gradio session has ended).
+here the page reattaches as it loads. Interrupt and Skip send the followed task's id (the tab's hidden task box),
+so they reach a job started by the page before the reload (whose Gradio session has ended).
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from webui.ui_tasks import TaskResult, UiTask
 
 # The page keeps the task id of each tab's last Generate here (A1111: "txt2img_task_id" in localStorage).
 STORAGE_KEY = "mixkit_{kind}_task_id"
-# The task a page follows right now, per tab (a page variable: two tabs of one browser each follow their own).
-PAGE_TASKS = "window.mixkitTasks"
 
 
 def page_owner(request) -> str | None:
