@@ -161,6 +161,26 @@ def test_a_page_opened_after_the_tab_closed_reattaches_and_can_interrupt(ui_serv
     assert task.result.interrupted and task.job.control.interrupted
 
 
+def generate_once_the_editor_has_the_picture(page, state, attempts: int = 20) -> None:
+    """Press img2img's Generate until it queues a task: the editor shows an uploaded picture a moment before it holds
+    it as its value, and a Generate in between is refused ("Drop an image into the img2img editor first")."""
+    import time
+
+    refusals = page.get_by_text("Drop an image into the img2img editor first")
+    for _ in range(attempts):
+        tasks, refused = len(state.tasks), refusals.count()
+        page.locator("#img2img_generate").click()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if len(state.tasks) > tasks:
+                return
+            if refusals.count() > refused:
+                break
+            page.wait_for_timeout(100)
+        page.wait_for_timeout(300)
+    raise AssertionError(f"img2img Generate was refused {attempts} times: the editor never held the picture")
+
+
 def test_a_reloaded_img2img_page_reattaches_to_its_generation(ui_server, tmp_path):
     from PIL import Image
 
@@ -172,10 +192,12 @@ def test_a_reloaded_img2img_page_reattaches_to_its_generation(ui_server, tmp_pat
         try:
             page.get_by_role("tab", name="img2img").click()
             page.locator("#img2img_image input[type=file]").set_input_files(str(picture))
+            # the editor shows its zoom once the picture is loaded (Generate before that is refused: no image)
+            sync_api.expect(page.locator("#img2img_image .zoom-number")).to_be_visible(timeout=30_000)
             page.locator("#img2img_prompt textarea").fill("a reloaded red square")
             set_number(page, "img2img_steps", 600)
             sync_api.expect(page.locator("#img2img_steps input[type=number]")).to_have_value("600", timeout=30_000)
-            page.locator("#img2img_generate").click()
+            generate_once_the_editor_has_the_picture(page, state)
             page.locator("#img2img_progress", has_text="Step ").wait_for(timeout=60_000)
             task = state.tasks.find(kept_task_id(page, "img2img"), None)
             assert task is not None and task.kind == "img2img" and not task.done.is_set()
