@@ -68,6 +68,24 @@ async def wait_for_job(job: Job, request: Request, state: ServerState):
             raise ClientGone()
 
 
+def check_free_task_id(state: ServerState, task_id: str) -> None:
+    """A request's `force_task_id`: well formed, and no other task's (which `/internal/progress` would then mix up)."""
+    from webui.ui_tasks import check_task_id
+
+    check_task_id(task_id, field="force_task_id", remedy="send a new id per request, e.g. task(<22 random letters>)")
+    if state.tasks.in_use(task_id):
+        raise ValueError(f"force_task_id {task_id!r} is already in use; send a new id per request.")
+
+
+def follow_by_task_id(state: ServerState, task_id: str, job, owner: str | None) -> None:
+    """Register the queued `job` under `task_id` (API results stay in the response: none is kept for a page)."""
+    try:
+        state.tasks.register(task_id, "api", job, owner, lambda outcome: None)
+    except ValueError:  # taken since the check by a concurrent request: this job must not run unfollowed
+        state.worker.interrupt_job(job)
+        raise
+
+
 def kept_overrides(body: Txt2ImgRequest, state: ServerState) -> dict:
     """The checked option changes of `override_settings` when `override_settings_restore_afterwards` is false:
     A1111 then leaves them set after the job. The checkpoint key is the job's (`webui.request_checkpoint`)."""
@@ -88,13 +106,18 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
     """Queue the job, wait for it, answer as A1111; `outpaint_sides`: the Poor man's outpainting script's extension
     (webui.api_scripts), run as the server's outpaint job."""
     save = bool(body.save_images) and not body.do_not_save_samples and save_option(body, state, "samples_save")
+    owner = request.scope.get(AUTH_USER_KEY)
     try:
         kept = kept_overrides(body, state)
-        where = {"save": save, "owner": request.scope.get(AUTH_USER_KEY),
+        if body.force_task_id is not None:
+            check_free_task_id(state, body.force_task_id)
+        where = {"save": save, "owner": owner,
                  "checkpoint": (body.override_settings or {}).get("sd_model_checkpoint"),
                  "restore_checkpoint": body.override_settings_restore_afterwards}
         job = state.submit_generation(kind, params, **where) if outpaint_sides is None else \
             state.submit_outpaint(params, outpaint_sides, **where)
+        if body.force_task_id is not None:  # A1111's add_task_to_queue: `/internal/progress` follows it by this id
+            follow_by_task_id(state, body.force_task_id, job, owner)
     except QueueFullError as error:
         raise queue_full(error) from None
     except (ValueError, TypeError) as error:

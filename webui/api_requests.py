@@ -89,6 +89,8 @@ class Txt2ImgRequest(A1111Request):
     save_images: bool = False
     alwayson_scripts: dict[str, Any] = Field(default_factory=dict)
     infotext: str | None = None  # fills the fields the request leaves out (webui.api_infotext)
+    # A1111's id for `POST /internal/progress` to follow this request by (`webui.ui_tasks`); checked, not ignored
+    force_task_id: str | None = None
 
 
 class Img2ImgRequest(Txt2ImgRequest):

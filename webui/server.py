@@ -16,6 +16,7 @@ from webui.api_checkpoint_memory import build_checkpoint_memory_router
 from webui.api_embeddings import build_embeddings_router
 from webui.api_loras import build_lora_router
 from webui.api_options import build_options_router
+from webui.api_tasks import build_tasks_router
 from webui.config import ServerConfig, check_server_config
 from webui.error_paths import server_path_redactor
 from webui.http_guards import BasicAuthMiddleware, BodySizeLimitMiddleware
@@ -41,6 +42,7 @@ def build_app(state: ServerState):
     app.include_router(build_options_router(state))
     app.include_router(build_checkpoint_memory_router(state))
     app.include_router(build_lora_router(state))
+    app.include_router(build_tasks_router(state))  # A1111's /internal/progress
     if state.config.ui:
         import gradio as gr
 

@@ -57,8 +57,9 @@ class ServerJobs:
             check_tag_syntax("prompt", text)
 
     def cancel_session(self, session: str) -> int:
-        """Drop the queued jobs and interrupt the running one of a UI session that ended (its tab closed)."""
-        return self.worker.cancel_session(session)
+        """A UI session ended (its tab closed or reloaded): drop its queued jobs and interrupt its running one,
+        except txt2img/img2img generations, which the reloaded page reattaches to by task id (`webui.ui_tasks`)."""
+        return self.worker.end_session(session)
 
     def interrupt_session(self, session: str | None) -> int:
         """The UI's Interrupt: the caller's own jobs only (queued ones are dropped, a running one returns what it
@@ -74,13 +75,14 @@ class ServerJobs:
 
     def submit_generation(self, kind: str, params, *, save: bool, session: str | None = None,
                           owner: str | None = None, checkpoint: str | None = None,
-                          restore_checkpoint: bool = True) -> Job:
+                          restore_checkpoint: bool = True, keep_on_disconnect: bool = False) -> Job:
         """Queue a txt2img/img2img call with already validated params; raises QueueFullError, and ValueError for a
         ControlNet unit made for another model family than the job's checkpoint (before anything is queued).
 
         `checkpoint` (A1111's override_settings.sd_model_checkpoint, any title it accepts) runs the job on that
         checkpoint, and the server's is put back afterwards unless `restore_checkpoint` is false
         (`webui.request_checkpoint`); an unknown title raises ValueError listing the checkpoints.
+        `keep_on_disconnect`: the session ending does not cancel it (a UI task a reloaded page reattaches to).
         """
         if kind not in ("txt2img", "img2img"):
             raise ValueError(f"kind must be 'txt2img' or 'img2img', got {kind!r}.")
@@ -91,11 +93,11 @@ class ServerJobs:
             check_unit_families(self.controlnets, params.controlnets, self.holder, entry)
         job = generation_job(self, kind, params, save=save, checkpoint=entry, restore_checkpoint=restore_checkpoint)
         return self.worker.submit(job, kind if entry is None else f"{kind} on {entry.title}", session=session,
-                                  owner=owner)
+                                  owner=owner, keep_on_disconnect=keep_on_disconnect)
 
     def submit_outpaint(self, params, sides: dict[str, int], *, save: bool, session: str | None = None,
                         owner: str | None = None, checkpoint: str | None = None,
-                        restore_checkpoint: bool = True) -> Job:
+                        restore_checkpoint: bool = True, keep_on_disconnect: bool = False) -> Job:
         """Queue an outpaint of `params.init_images[0]` by `sides` (left/right/top/bottom pixels).
 
         Checked now: the extension, and the img2img limits at the extended size. `owner` and `checkpoint` as for
@@ -112,7 +114,7 @@ class ServerJobs:
         entry = self.requested_checkpoint(checkpoint)
         job = outpaint_job(self, params, sides, save=save, checkpoint=entry, restore_checkpoint=restore_checkpoint)
         return self.worker.submit(job, "outpaint" if entry is None else f"outpaint on {entry.title}", session=session,
-                                  owner=owner)
+                                  owner=owner, keep_on_disconnect=keep_on_disconnect)
 
     def submit_upscale(self, image, scale: float, upscaler: str, *, session: str | None = None) -> Job:
         """Queue an Extras upscale (validated now: upscaler name, scale and output size)."""

@@ -43,6 +43,9 @@ class ServerState(ServerModels, PromptLibraries, ServerJobs, ServerApps):
             "lora_dir": config.lora_dir, "embeddings_dir": config.embeddings_dir, "limits": config.limits},
             preset=self.options.get(PRESET_KEY))
         self.worker = GenerationWorker(config.queue_size, preview_every=config.preview_every)
+        from webui.ui_tasks import UiTasks
+
+        self.tasks = UiTasks(self.worker)  # UI generations by task id, for a reloaded page (`webui.ui_tasks`)
         self.controlnets = None
         if config.controlnet_dir:
             from webui.controlnet_models import ControlNetModels

@@ -37,6 +37,8 @@ class Job:
     session: str | None = None  # the UI session (browser tab) that asked for it; None for API and CLI jobs
     owner: str | None = None  # the --auth user whose API request it is; None for UI jobs and servers without auth
     timestamp: str | None = None  # A1111's state.job_timestamp: set once, when the job starts running
+    # A UI generation a reloaded page can reattach to (`webui.ui_tasks`): its tab going away does not cancel it
+    keep_on_disconnect: bool = False
 
 
 # For the job-control methods' `owner`: act on whatever runs, as A1111's API does on its one-user server.
@@ -66,6 +68,9 @@ class ProgressSnapshot:
     # A1111's state.job_timestamp: the running (else the last) job's start, "0" before any (A1111's initial value)
     job_timestamp: str = "0"
     preview_latents: Any = None  # latents of the last preview step (cloned), or None
+    # A1111's id_live_preview: which preview `preview_latents` is; numbered across jobs, so a client that sends back
+    # the last id it got is sent a preview again only when there is a new one (0: none yet)
+    preview_id: int = 0
 
     @property
     def busy(self) -> bool:
@@ -104,6 +109,7 @@ class GenerationWorker:
         self._waiting: collections.deque[Job] = collections.deque()
         self._condition = threading.Condition()
         self._numbers = itertools.count(1)
+        self._preview_ids = itertools.count(1)
         self._current: Job | None = None
         self._progress = ProgressSnapshot()
         self._closed = False
@@ -112,10 +118,11 @@ class GenerationWorker:
 
     # -- submitting ----------------------------------------------------------------------------
     def submit(self, function: JobFunction, description: str, *, session: str | None = None,
-               owner: str | None = None) -> Job:
+               owner: str | None = None, keep_on_disconnect: bool = False) -> Job:
         """Queue `function(control, on_step)`; raises QueueFullError when `max_queued` jobs already wait.
 
-        `session` ties the job to a UI session, so `cancel_session` can drop it when the tab closes.
+        `session` ties the job to a UI session, so the tab's Interrupt reaches it and `end_session` drops it when the
+        tab goes away, unless `keep_on_disconnect` (a generation a reloaded page reattaches to).
         """
         with self._condition:
             if self._closed:
@@ -128,7 +135,8 @@ class GenerationWorker:
                     f"Queue full: {active - 1} job(s) are waiting (the limit is {self.max_queued}); "
                     "retry when the current generations have finished."
                 )
-            job = Job(next(self._numbers), description, function, session=session, owner=owner)
+            job = Job(next(self._numbers), description, function, session=session, owner=owner,
+                      keep_on_disconnect=keep_on_disconnect)
             self._waiting.append(job)
             self._condition.notify_all()
             return job
@@ -143,18 +151,27 @@ class GenerationWorker:
         job.control.interrupt()
 
     def cancel_session(self, session: str) -> int:
-        """Drop every queued job of `session` and interrupt its running one; returns how many were hit.
+        """Drop every queued job of `session` and interrupt its running one; returns how many were hit."""
+        return self._cancel_session_jobs(session, lambda job: True)
 
-        A closed browser tab cannot show its result, so its work would only delay everyone else's.
+    def end_session(self, session: str) -> int:
+        """A UI session ended (its tab closed or reloaded): drop and interrupt its jobs, except those kept on
+        disconnect, which a reloaded page reattaches to (A1111 never cancels on a reload); returns how many were hit.
+
+        A closed tab cannot show an Extras or AppFlow result, so that work would only delay everyone else's.
         """
+        return self._cancel_session_jobs(session, lambda job: not job.keep_on_disconnect)
+
+    def _cancel_session_jobs(self, session: str, hit: Callable[[Job], bool]) -> int:
         if not session:
             return 0
         with self._condition:
-            dropped = [job for job in self._waiting if job.session == session]
+            dropped = [job for job in self._waiting if job.session == session and hit(job)]
             for job in dropped:
                 self._waiting.remove(job)
                 job.future.cancel()
             running = self._current if self._current is not None and self._current.session == session else None
+            running = running if running is not None and hit(running) else None
             if running is not None:
                 running.control.interrupt()
                 self._progress.interrupted = True
@@ -180,6 +197,28 @@ class GenerationWorker:
             if not self._runs_for(owner):
                 return False
             self._current.control.skip()
+            self._progress.skipped = True
+            return True
+
+    def interrupt_job(self, job: Job) -> bool:
+        """Drop `job` if it waits, interrupt it if it runs (it returns what it has); False once it has finished."""
+        with self._condition:
+            if job in self._waiting:
+                self._waiting.remove(job)
+                job.future.cancel()
+                return True
+            if self._current is not job:
+                return False
+            job.control.interrupt()
+            self._progress.interrupted = True
+            return True
+
+    def skip_job(self, job: Job) -> bool:
+        """End the running batch of `job`; False when it is not the running job (a waiting job is left alone)."""
+        with self._condition:
+            if self._current is not job:
+                return False
+            job.control.skip()
             self._progress.skipped = True
             return True
 
@@ -209,6 +248,18 @@ class GenerationWorker:
             if job not in self._waiting:
                 return None
             return self._waiting.index(job) + (self._current is not None)
+
+    def waiting_position(self, job: Job) -> tuple[int, int] | None:
+        """(1-based place of `job` among the waiting jobs, how many wait), A1111's "In queue: 2/3"; None once it
+        no longer waits."""
+        with self._condition:
+            if job not in self._waiting:
+                return None
+            return self._waiting.index(job) + 1, len(self._waiting)
+
+    def is_running(self, job: Job) -> bool:
+        with self._condition:
+            return self._current is job
 
     @property
     def queued(self) -> int:
@@ -253,6 +304,8 @@ class GenerationWorker:
                 job.future.set_exception(failure)
             else:
                 job.future.set_result(value)
+            # Not held while the worker waits for the next job: a kept UI task lets go of these (`webui.ui_tasks`)
+            job = value = failure = None
 
     def _on_step(self, state: StepProgress) -> None:
         preview = None
@@ -268,3 +321,4 @@ class GenerationWorker:
             progress.fraction = state.fraction
             if preview is not None:
                 progress.preview_latents = preview
+                progress.preview_id = next(self._preview_ids)

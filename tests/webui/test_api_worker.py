@@ -168,7 +168,7 @@ def test_a_session_whose_job_is_waiting_frees_its_queue_place():
 def test_a_waiting_job_counts_the_jobs_ahead_of_it_not_itself(worker):
     from types import SimpleNamespace
 
-    from webui.ui.generate_tab import status_text
+    from webui.ui.progress_view import status_text
 
     release, log = threading.Event(), []
     first = worker.submit(blocking_job(release, log, "running"), "job")
@@ -232,3 +232,49 @@ def test_job_timestamp_is_set_once_when_a_job_starts_and_kept_while_idle(worker)
     submitted.future.result(10)
     time.sleep(1.1)
     assert worker.progress().job_timestamp == first
+
+
+def test_a_session_ending_spares_the_jobs_kept_on_disconnect():
+    # A reload ends the page's Gradio session; its txt2img/img2img generations go on for the reloaded page to
+    # reattach to (`webui.ui_tasks`), while its other jobs (Extras, AppFlow) are dropped as before.
+    worker = GenerationWorker(4)
+    try:
+        kept_running, _ = submit_until_interrupted(worker, session="tab-a", keep_on_disconnect=True)
+        kept_waiting = worker.submit(lambda control, on_step: "kept", "txt2img", session="tab-a",
+                                     keep_on_disconnect=True)
+        extras = worker.submit(lambda control, on_step: "extras", "extras", session="tab-a")
+        assert worker.end_session("tab-a") == 1 and extras.future.cancelled()
+        assert not kept_running.control.interrupted and not kept_waiting.future.done()
+        assert worker.cancel_session("tab-a") == 2  # the page's own Interrupt still reaches both
+        assert kept_waiting.future.cancelled() and kept_running.future.result(10) == "interrupted"
+    finally:
+        worker.close()
+
+
+def test_a_job_is_interrupted_or_skipped_by_itself_whatever_its_session(worker):
+    running, body = submit_until_interrupted(worker, session="tab-a")
+    waiting = worker.submit(lambda control, on_step: "waiting", "txt2img", session="tab-a")
+    assert worker.waiting_position(waiting) == (1, 1) and worker.waiting_position(running) is None
+    assert worker.skip_job(waiting) is False and not waiting.control.take_skip()  # a waiting job is not skipped
+    assert worker.skip_job(running) is True
+    wait_until(lambda: body.skips == [True])
+    assert worker.progress().skipped
+    assert worker.interrupt_job(waiting) is True and waiting.future.cancelled()
+    assert worker.interrupt_job(running) is True and running.future.result(10) == "interrupted"
+    assert worker.interrupt_job(running) is False and worker.skip_job(running) is False  # it has ended
+
+
+def test_each_new_preview_gets_a_new_id_across_jobs(worker):
+    seen = []
+
+    def two_steps(control, on_step):
+        for step in (1, 2):
+            on_step(StepProgress(step, 2, 0, 1, torch.zeros(1, 4, 2, 2), control))
+            seen.append(worker.progress().preview_id)
+        return "done"
+
+    assert worker.progress().preview_id == 0
+    worker.submit(two_steps, "job").future.result(10)
+    worker.submit(two_steps, "job").future.result(10)
+    # preview_every=2: a preview at step 2 of each job, numbered on (a new job starts without one: 0)
+    assert seen == [0, 1, 0, 2]

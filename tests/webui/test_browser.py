@@ -1,5 +1,5 @@
 """End to end in a real browser: type a prompt, Generate, wait for the gallery, read the infotext in PNG Info;
-closing a tab cancels its generation.
+a reloaded page, or one opened after the tab closed, reattaches to its running generation.
 
 Runs headless Debian Chromium through Playwright's Python package (`.ci/install-browser.sh`
 installs both); skipped, with the reason, only when either is missing.
@@ -101,36 +101,116 @@ def test_generate_in_the_browser_and_read_infotext_in_png_info(ui_server, tmp_pa
     assert (tmp_path / "txt2img.png").stat().st_size > 10_000
 
 
-def test_closing_the_tab_cancels_its_running_generation(ui_server, tmp_path, monkeypatch):
-    import time
+def kept_task_id(page, kind: str = "txt2img"):
+    """The task id the page keeps in the browser's localStorage (None: none)."""
+    return page.evaluate(f"() => localStorage.getItem('mixkit_{kind}_task_id')")
 
-    playwright_api()  # skipped before the Settings below change, not after
+
+def start_long_generation(sync_api, page, prompt: str, steps: int) -> None:
+    page.locator("#txt2img_prompt textarea").fill(prompt)
+    set_number(page, "txt2img_steps", steps)
+    set_number(page, "txt2img_seed", 4321)
+    sync_api.expect(page.locator("#txt2img_steps input[type=number]")).to_have_value(str(steps), timeout=30_000)
+    page.locator("#txt2img_generate").click()
+    page.locator("#txt2img_progress", has_text="Step ").wait_for(timeout=60_000)
+
+
+def test_a_reloaded_page_reattaches_to_its_generation_and_shows_its_images(ui_server, tmp_path):
+    # A1111 1.6+ keeps the task id in localStorage and restores the task after a reload; a reload used to end the
+    # page's session, which interrupted the generation, and the reloaded page showed nothing of it.
     state = ui_server.state
-    ended = []  # (session, jobs hit) per session end the UI reports
-    cancel_session = state.cancel_session
-    monkeypatch.setattr(state, "cancel_session", lambda session: ended.append((session, cancel_session(session))) or ended[-1][1])
-    state.options.apply({"samples_save": False})
-    # Settings default of 1000 steps: the page is served with it (`webui.ui.page_values`).
-    state.options.apply(state.options.check_update({"default_steps": 1000}))
+    with headless_chromium(tmp_path) as (sync_api, browser):
+        page = open_txt2img(browser, ui_server.url)
+        try:
+            start_long_generation(sync_api, page, "a reloaded cube", 400)
+            task_id = kept_task_id(page)
+            task = state.tasks.find(task_id, None)
+            assert task is not None and not task.done.is_set()
+            page.reload()
+            page.locator("#txt2img_prompt textarea").wait_for(timeout=60_000)
+            done = page.locator("#txt2img_progress", has_text="Done: 1 image(s)")
+            done.wait_for(timeout=180_000)
+        finally:
+            state.worker.interrupt()  # never leave a long job behind for later tests
+        assert not task.job.control.interrupted and task.result.image_count == 1  # it ran to its end
+        page.locator("#txt2img_gallery img").first.wait_for(timeout=30_000)
+        infotext = page.locator("#txt2img_infotext textarea").input_value()
+        assert infotext.startswith("a reloaded cube\nSteps: 400, ") and "Seed: 4321," in infotext
+        assert infotext == task.result.infotexts[0]
+        sync_api.expect(page.locator("#txt2img_task_id textarea")).to_have_value("ended " + task_id, timeout=30_000)
+        assert kept_task_id(page) is None  # shown: the next load starts clean
+        page.reload()
+        page.locator("#txt2img_progress", has_text="Idle").wait_for(timeout=60_000)
+
+
+def test_a_page_opened_after_the_tab_closed_reattaches_and_can_interrupt(ui_server, tmp_path):
+    state = ui_server.state
     with headless_chromium(tmp_path) as (sync_api, browser):
         try:
             page = open_txt2img(browser, ui_server.url)
-            page.locator("#txt2img_prompt textarea").fill("a long one")
-            sync_api.expect(page.locator("#txt2img_steps input[type=number]")).to_have_value("1000", timeout=60_000)
-            page.locator("#txt2img_generate").click()
+            start_long_generation(sync_api, page, "a long one", 1000)
+            task = state.tasks.find(kept_task_id(page), None)
+            page.close()  # its session ends; the generation goes on
+            page = open_txt2img(browser, ui_server.url)
             page.locator("#txt2img_progress", has_text="Step ").wait_for(timeout=60_000)
-            at_close = state.worker.progress()
-            assert at_close.busy and at_close.total_steps == 1000 and at_close.step < 1000
-            page.close()
-            closed = time.monotonic()
-            while state.worker.progress().busy and time.monotonic() - closed < 15:
-                time.sleep(0.05)
-            idle_after = time.monotonic() - closed
+            assert not task.job.control.interrupted and not task.done.is_set()
+            page.locator("#txt2img_interrupt").click()
+            page.locator("#txt2img_progress", has_text="Interrupted: 1 image(s)").wait_for(timeout=60_000)
         finally:
-            state.worker.interrupt()  # never leave a 1000-step job behind for later tests
-            state.options.apply({"samples_save": True, "default_steps": 2})
-    assert idle_after < 5, f"the closed tab's generation was still running {idle_after:.1f} s later"
-    assert len(ended) == 1 and ended[0][0] and ended[0][1] == 1  # its session ended, taking its one job
+            state.worker.interrupt()
+    assert task.result.interrupted and task.job.control.interrupted
+
+
+def generate_once_the_editor_has_the_picture(page, state, attempts: int = 20) -> None:
+    """Press img2img's Generate until it queues a task: the editor shows an uploaded picture a moment before it holds
+    it as its value, and a Generate in between is refused ("Drop an image into the img2img editor first")."""
+    import time
+
+    refusals = page.get_by_text("Drop an image into the img2img editor first")
+    for _ in range(attempts):
+        tasks, refused = len(state.tasks), refusals.count()
+        page.locator("#img2img_generate").click()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if len(state.tasks) > tasks:
+                return
+            if refusals.count() > refused:
+                break
+            page.wait_for_timeout(100)
+        page.wait_for_timeout(300)
+    raise AssertionError(f"img2img Generate was refused {attempts} times: the editor never held the picture")
+
+
+def test_a_reloaded_img2img_page_reattaches_to_its_generation(ui_server, tmp_path):
+    from PIL import Image
+
+    state = ui_server.state
+    picture = tmp_path / "init.png"
+    Image.new("RGB", (64, 64), (200, 60, 30)).save(picture)
+    with headless_chromium(tmp_path) as (sync_api, browser):
+        page = open_txt2img(browser, ui_server.url)
+        try:
+            page.get_by_role("tab", name="img2img").click()
+            page.locator("#img2img_image input[type=file]").set_input_files(str(picture))
+            # the editor shows its zoom once the picture is loaded (Generate before that is refused: no image)
+            sync_api.expect(page.locator("#img2img_image .zoom-number")).to_be_visible(timeout=30_000)
+            page.locator("#img2img_prompt textarea").fill("a reloaded red square")
+            set_number(page, "img2img_steps", 600)
+            sync_api.expect(page.locator("#img2img_steps input[type=number]")).to_have_value("600", timeout=30_000)
+            generate_once_the_editor_has_the_picture(page, state)
+            page.locator("#img2img_progress", has_text="Step ").wait_for(timeout=60_000)
+            task = state.tasks.find(kept_task_id(page, "img2img"), None)
+            assert task is not None and task.kind == "img2img" and not task.done.is_set()
+            page.reload()
+            page.get_by_role("tab", name="img2img").click()
+            page.locator("#img2img_progress", has_text="Done: 1 image(s)").wait_for(timeout=180_000)
+        finally:
+            state.worker.interrupt()
+        assert not task.job.control.interrupted and task.result.image_count == 1
+        page.locator("#img2img_gallery img").first.wait_for(timeout=30_000)
+        infotext = page.locator("#img2img_infotext textarea").input_value()
+        assert infotext == task.result.infotexts[0] and infotext.startswith("a reloaded red square\n")
+        assert kept_task_id(page, "img2img") is None
 
 
 def test_appflow_form_follows_the_chosen_app(ui_server, tmp_path):

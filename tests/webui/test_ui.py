@@ -9,7 +9,8 @@ import pytest
 from PIL import Image
 
 from pipelines.params import GenerationLimits, Txt2ImgParams
-from webui.ui.generate_tab import editor_mask, outpaint_sides_from, progress_html
+from webui.ui.generate_tab import editor_mask, outpaint_sides_from
+from webui.ui.progress_view import progress_html
 from webui.ui.lora_tab import add_tag
 from webui.ui.paste_infotext import infotext_to_form_values
 from webui.ui.widgets import GenerationWidgets, values_to_params, widget_ranges

@@ -141,7 +141,8 @@ def generate_inpaint(blocks, mask):
     seed_extras_off = [-1, 0, 0, 0]  # variation seed, strength, resize seed from width/height
     values = ["a cube", "", "Euler", "Automatic", 2, 7.0, 96, 64, 5, 1, 1, 1, *seed_extras_off, [],
               *[own[name] for name in IMG2IMG_FIELDS]]
-    run = handler(blocks, "img2img_generate", "click").fn(SimpleNamespace(session_hash="mask-test"), *values)
+    # "": no task id from the page (a Gradio client's call), the server makes one
+    run = handler(blocks, "img2img_generate", "click").fn(SimpleNamespace(session_hash="mask-test"), *values, "")
     return next(run)
 
 

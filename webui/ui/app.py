@@ -25,6 +25,7 @@ def build_ui(state: ServerState):
     from webui.ui.page_values import take_page_values
     from webui.ui.png_info_tab import build_png_info_tab
     from webui.ui.prompt_targets import prompt_boxes
+    from webui.ui.reattach import wire_reattach
     from webui.ui.send_to import wire_paste_button, wire_send_buttons
     from webui.ui.settings_tab import build_settings_tab
     from webui.ui.train_tab import build_train_tab
@@ -57,9 +58,13 @@ def build_ui(state: ServerState):
             wire_paste_button(state, tab, sampler_names, schedule_names)
             wire_send_buttons(state, tabs, tab, img2img, extras_image, sampler_names, schedule_names)
 
+        for kind, tab in (("txt2img", txt2img), ("img2img", img2img)):  # a reloaded page follows its task again
+            wire_reattach(state, blocks, kind, tab.task_box, tab.outputs)
+
         def end_session(request: gr.Request):
-            # The tab was closed or reloaded (Gradio's heartbeat connection ended): its results
-            # can no longer be shown, so its queued jobs are dropped and its running one interrupted.
+            # The tab was closed or reloaded (Gradio's heartbeat connection ended): an Extras or AppFlow result can
+            # no longer be shown, so such jobs are dropped or interrupted; txt2img/img2img generations go on for the
+            # reloaded page to reattach to (`webui.ui.reattach`).
             state.cancel_session(getattr(request, "session_hash", None))
 
         blocks.unload(end_session)

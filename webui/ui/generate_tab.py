@@ -6,8 +6,6 @@ job on the shared worker and polls its progress, so UI and API users wait in one
 
 from __future__ import annotations
 
-import html
-import time
 from dataclasses import dataclass, field
 
 import gradio as gr
@@ -16,14 +14,15 @@ from pipelines.image_prep import IMG2IMG_RESIZE_MODES
 from pipelines.inpaint_mask import MASKED_CONTENT
 from webui.server_state import ServerState
 from webui.ui.controlnet_units import build_controlnet_units, with_controlnet
-from webui.ui.errors import failed, refused
+from webui.ui.errors import refused
 from webui.ui.form_components import form_slider
+from webui.ui.progress_view import progress_html
 from webui.ui.prompt_styles import build_styles_controls, read_styles, styled_params, wire_styles_controls
-from webui.ui.result_grid import grid_for_gallery, with_grid
+from webui.ui.reattach import follow_task, followed_task_id, gallery_result, page_owner, submit_js
 from webui.ui.widgets import GenerationWidgets, build_generation_widgets, values_to_params
+from webui.ui_tasks import check_task_id, new_task_id
 from webui.worker import QueueFullError
 
-POLL_SECONDS = 0.4
 IMG2IMG_MODES = ("img2img", "inpaint", "sketch", "outpaint")
 OUTPAINT_SIDES = ("left", "right", "up", "down")
 MASK_MODES = ("Inpaint masked", "Inpaint not masked")  # A1111's "Mask mode" radio
@@ -34,24 +33,6 @@ INPAINT_PASTE_FIELDS = ("mask_blur", "mask_mode", "inpainting_fill", "only_maske
 # The img2img tab's own inputs, in the order `build_generate_tab` wires them (after the generation widgets).
 IMG2IMG_FIELDS = ("editor", "mode", "resize_mode", "denoising_strength", "mask_blur", "inpainting_fill", "only_masked",
                   "only_masked_padding", "mask_mode", "mask_upload", "outpaint_pixels", "outpaint_fill", "outpaint_sides")
-
-
-def progress_html(fraction: float, text: str) -> str:
-    percent = max(0.0, min(1.0, fraction)) * 100
-    return (f'<div class="mixkit-progress"><div class="mixkit-progress-bar" style="width:{percent:.1f}%"></div></div>'
-            f'<div class="mixkit-progress-text">{html.escape(text)}</div>')
-
-
-def status_text(state: ServerState, job) -> tuple[float, str]:
-    """(fraction, "Step 3/20, batch 1/2, ETA 4s") for `job`, or its place in the queue."""
-    snapshot = state.worker.progress()
-    if snapshot.job_number != job.number:
-        ahead = state.worker.jobs_ahead(job)  # the job itself is not counted (it used to read "1 job(s) queued")
-        return 0.0, (f"Waiting in queue ({ahead} job(s) ahead)" if ahead else "Starting...")
-    if not snapshot.total_steps:
-        return 0.0, "Starting..."
-    return snapshot.fraction, (f"Step {snapshot.step}/{snapshot.total_steps}, batch {snapshot.batch_index + 1}/"
-                               f"{snapshot.batch_count}, ETA {snapshot.eta_seconds:.0f}s")
 
 
 def editor_mask(layers: list):
@@ -160,6 +141,8 @@ class GenerateTab:
     # img2img only: the inpaint controls a paste fills (`INPAINT_PASTE_FIELDS` -> widget), as A1111's img2img paste
     inpaint_controls: dict | None = None
     controlnet_units: list = field(default_factory=list)  # the ControlNet units' widgets, `UNIT_FIELDS` per unit
+    task_box: object = None  # hidden: the task id Generate sends and a reattach reports (`webui.ui.reattach`)
+    outputs: list = field(default_factory=list)  # what Generate (and a reattach on page load) updates
 
 
 def reused_seed(seeds: list, selected: int | None) -> int:
@@ -279,12 +262,19 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         form, chosen_styles, own, control_values = split_form_values(values, len(control_inputs))
         return with_controlnet(state, kind, form_params(state, kind, form, chosen_styles, own), control_values)
 
-    def run(request: gr.Request, *values):
-        session = getattr(request, "session_hash", None)  # ties the job to this tab: closing it cancels the job
+    def run(request: gr.Request, *values_and_task_id):
+        # The session lets this page's Interrupt reach the job at once; the task id (made by the page, kept in its
+        # localStorage; the last input, so the form's positional inputs stay as they were for Gradio clients) lets a
+        # reloaded page or a second tab reattach to it (`webui.ui.reattach`).
+        *values, task_id = values_and_task_id
+        session = getattr(request, "session_hash", None)
         own_values = split_form_values(list(values), len(control_inputs))[2]
         img2img_values = dict(zip(IMG2IMG_FIELDS, own_values)) if kind == "img2img" else {}  # refiner's come after
         outpainting = img2img_values.get("mode") == "outpaint"
         try:
+            task_id = check_task_id(task_id) if task_id else new_task_id()  # none: a Gradio client, not the page
+            if state.tasks.in_use(task_id):
+                raise ValueError(f"task id {task_id!r} is already in use; reload the page to get a new one.")
             params = to_params(list(values))
             if outpainting and getattr(params, "controlnets", None):
                 raise ValueError("Outpaint mode does not take a ControlNet unit here; disable the unit.")
@@ -297,57 +287,46 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         try:
             if outpainting:
                 pixels, sides = int(img2img_values["outpaint_pixels"]), img2img_values["outpaint_sides"] or []
-                job = state.submit_outpaint(params, outpaint_sides_from(pixels, sides), save=save, session=session)
+                job = state.submit_outpaint(params, outpaint_sides_from(pixels, sides), save=save, session=session,
+                                            keep_on_disconnect=True)
             else:
-                job = state.submit_generation(kind, params, save=save, session=session)
+                job = state.submit_generation(kind, params, save=save, session=session, keep_on_disconnect=True)
         except (ValueError, TypeError) as error:
             raise refused(str(error)) from None
         except QueueFullError as error:
             gr.Warning("Queue full: " + str(error))
-            yield progress_html(0, "Queue full - try again in a moment"), None, *[gr.skip()] * 5
-            return
-        started = time.monotonic()
-        while not job.future.done():
-            fraction, text = status_text(state, job)
-            preview_image = state.current_preview() if state.options.get("live_previews_enable") and fraction else None
-            yield progress_html(fraction, text), preview_image, *[gr.skip()] * 5
-            time.sleep(POLL_SECONDS)
-        if job.future.cancelled():  # Interrupt pressed while it waited (or the tab closed): it never ran
-            yield progress_html(0, "Interrupted before it started: removed from the queue"), None, *[gr.skip()] * 5
+            yield progress_html(0, "Queue full - try again in a moment"), None, *[gr.skip()] * 6
             return
         try:
-            outcome = job.future.result()
-        except Exception as error:  # a LoRA that does not fit, a model that failed: show it, keep the UI alive
-            raise failed(f"Generation failed: {error}", error) from None
-        result = outcome.result
-        if outcome.saved:
-            paths = [str(path) for path in outcome.saved]
-        else:
-            from webui.ui.gallery_files import gallery_pngs
+            task = state.tasks.register(task_id, kind, job, page_owner(request),
+                                        lambda outcome: gallery_result(state, outcome, gallery.GRADIO_CACHE))
+        except ValueError as error:  # an id already in use: the job must not run unseen
+            state.worker.interrupt_job(job)
+            raise refused(str(error)) from None
+        yield from follow_task(state, task)
 
-            paths = gallery_pngs(result.images, result.seeds, result.infotexts, gallery.GRADIO_CACHE)
-        grid = grid_for_gallery(result.images, result.infotexts, return_grid=bool(state.options.get("return_grid")),
-                                # A1111's grid_save ("Always save all generated image grids") does not depend on
-                                # samples_save: process_images saves the grid whenever it is on
-                                save_to=state.output_dir if state.options.get("grid_save") else None,
-                                cache_dir=gallery.GRADIO_CACHE)
-        paths, seeds, texts = with_grid(paths, list(result.seeds), list(result.infotexts), grid)
-        label = "Interrupted" if result.interrupted else "Done"
-        done = progress_html(1.0, f"{label}: {len(result.images)} image(s) in {time.monotonic() - started:.1f}s")
-        yield done, None, [(path, None) for path in paths], (texts[0] if texts else ""), texts, seeds, None
+    # The task the tab follows (`webui.ui.reattach`); in the page, hidden, so its changes reach the page's script
+    task_box = gr.Textbox("", label="Task id (the page makes one; empty: the server does)", visible="hidden",
+                          elem_id=f"{kind}_task_id", interactive=False)
+    generate_inputs = [*widgets.inputs(), tab.styles, *extra_inputs, *control_inputs, task_box]
+    tab.outputs = [progress, preview, gallery, infotext, infotexts, last_seeds, selected, task_box]
+    tab.task_box = task_box
+    generate.click(run, inputs=generate_inputs, outputs=tab.outputs, concurrency_limit=None,
+                   js=submit_js(len(generate_inputs)))
 
-    generate.click(run, inputs=widgets.inputs() + [tab.styles] + extra_inputs + control_inputs,
-                   outputs=[progress, preview, gallery, infotext, infotexts, last_seeds, selected], concurrency_limit=None)
     # Only the caller's own job: the queue is shared by every session (and `--listen --auth` users), so a
     # button must never stop what another tab started. A1111's flag is global because it serves one user.
-    def interrupt_own_job(request: gr.Request) -> None:
+    # The page sends the task it follows, which reaches a job started before a reload (another session).
+    def interrupt_own_job(request: gr.Request, task_box: str = "") -> None:
         state.interrupt_session(getattr(request, "session_hash", None))
+        state.tasks.interrupt(followed_task_id(task_box), page_owner(request))
 
-    def skip_own_batch(request: gr.Request) -> None:
-        state.skip_session(getattr(request, "session_hash", None))
+    def skip_own_batch(request: gr.Request, task_box: str = "") -> None:
+        if not state.skip_session(getattr(request, "session_hash", None)):
+            state.tasks.skip(followed_task_id(task_box), page_owner(request))
 
-    interrupt.click(interrupt_own_job, queue=False)
-    skip.click(skip_own_batch, queue=False)
+    interrupt.click(interrupt_own_job, inputs=[task_box], queue=False)
+    skip.click(skip_own_batch, inputs=[task_box], queue=False)
     widgets.seed_dice.click(lambda: -1, outputs=widgets.seed, queue=False)
     widgets.seed_recycle.click(reused_seed, inputs=[last_seeds, selected], outputs=widgets.seed, queue=False)
     widgets.subseed_dice.click(lambda: -1, outputs=widgets.subseed, queue=False)

@@ -13,7 +13,7 @@ from pathlib import Path
 import gradio as gr
 from webui.server_state import ServerState
 from webui.ui.errors import failed, refused
-from webui.ui.generate_tab import POLL_SECONDS, progress_html, status_text
+from webui.ui.progress_view import POLL_SECONDS, progress_html, status_text
 from webui.ui.page_values import serve_props
 from webui.worker import QueueFullError
 

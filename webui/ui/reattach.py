@@ -1,0 +1,142 @@
+"""A txt2img / img2img tab following its generation by task id, so a reload or a second tab reattaches to it.
+
+As in A1111 (1.6+, `javascript/progressbar.js`, `modules/progress.py`), Generate makes a task id in the page and
+keeps it in the browser's localStorage; a page that loads with one follows that task: its progress and live
+preview while it runs, then its gallery, infotext and seeds, also when it finished while no page was open. The
+page forgets the id once it has shown the result, so the next load starts clean. A1111 offers a button for this;
+here the page reattaches as it loads. Interrupt and Skip send the followed task's id (the tab's hidden task box),
+so they reach a job started by the page before the reload (whose Gradio session has ended).
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from webui.server_state import ServerState
+from webui.ui.progress_view import POLL_SECONDS, progress_html, status_text
+from webui.ui_tasks import TaskResult, UiTask
+
+# The page keeps the task id of each tab's last Generate here (A1111: "txt2img_task_id" in localStorage).
+STORAGE_KEY = "mixkit_{kind}_task_id"
+
+
+def page_owner(request) -> str | None:
+    """The --auth user of the page's request (None without auth), whose tasks alone it may follow."""
+    from webui.http_guards import AUTH_USER_KEY
+
+    scope = getattr(getattr(request, "request", None), "scope", None)
+    return scope.get(AUTH_USER_KEY) if isinstance(scope, dict) else None
+
+
+def gallery_result(state: ServerState, outcome, cache_dir) -> TaskResult:
+    """The gallery of a finished generation: its saved files (else PNGs with their infotext in Gradio's cache),
+    with the grid first when Settings ask for one. Run once when the job ends, whether or not a page watches."""
+    from webui.ui.gallery_files import gallery_pngs
+    from webui.ui.result_grid import grid_for_gallery, with_grid
+
+    result = outcome.result
+    if outcome.saved:
+        paths = [str(path) for path in outcome.saved]
+    else:
+        paths = gallery_pngs(result.images, result.seeds, result.infotexts, cache_dir)
+    grid = grid_for_gallery(result.images, result.infotexts, return_grid=bool(state.options.get("return_grid")),
+                            # A1111's grid_save ("Always save all generated image grids") does not depend on
+                            # samples_save: process_images saves the grid whenever it is on
+                            save_to=state.output_dir if state.options.get("grid_save") else None, cache_dir=cache_dir)
+    paths, seeds, texts = with_grid(paths, list(result.seeds), list(result.infotexts), grid)
+    return TaskResult(paths, seeds, texts, image_count=len(result.images), interrupted=bool(result.interrupted))
+
+
+ENDED = "ended "  # the task box's value once its task ended: "ended task(…)"
+
+
+def follow_task(state: ServerState, task: UiTask):
+    """Yield the tab's outputs (progress, preview, gallery, infotext, infotexts, seeds, selection, task box) for
+    `task` until it ends, then its result; several pages may follow one task, each gets the same result.
+
+    The task box names the task while it is followed (the page keeps the id in localStorage then, `remember_js`)
+    and "ended <id>" once it has ended (the page forgets that id, and only that one)."""
+    task_box = task.task_id
+    while not task.done.is_set():
+        fraction, text = status_text(state, task.job)
+        preview = state.current_preview() if state.options.get("live_previews_enable") and fraction else None
+        yield progress_html(fraction, text), preview, *[gr.skip()] * 5, task_box
+        task_box = gr.skip()
+        task.done.wait(POLL_SECONDS)
+    ended = ENDED + task.task_id
+    if task.cancelled:  # Interrupt pressed while it waited: it never ran
+        yield progress_html(0, "Interrupted before it started: removed from the queue"), None, *[gr.skip()] * 5, ended
+        return
+    if task.failure is not None:  # logged once, when it failed (`webui.ui_tasks`)
+        yield progress_html(0, "Generation failed"), None, *[gr.skip()] * 5, ended
+        raise gr.Error(f"Generation failed: {task.failure}", print_exception=False)
+    result = task.result
+    label = "Interrupted" if result.interrupted else "Done"
+    done = progress_html(1.0, f"{label}: {result.image_count} image(s) in {task.seconds:.1f}s")
+    yield (done, None, [(path, None) for path in result.paths], (result.infotexts[0] if result.infotexts else ""),
+           result.infotexts, result.seeds, None, ended)
+
+
+def followed_task_id(task_box: str) -> str:
+    """The task id a tab's task box names, whether its task runs or has ended ("" for none)."""
+    return task_box[len(ENDED):] if isinstance(task_box, str) and task_box.startswith(ENDED) else task_box or ""
+
+
+def restore_task(state: ServerState, kind: str):
+    """The page-load handler of tab `kind`: follow the task id the browser kept, if this server still has it."""
+
+    def restore(request: gr.Request, task_id):
+        if not task_id:  # nothing was running when the page was left: a fresh page
+            yield (*[gr.skip()] * 8,)
+            return
+        task = state.tasks.find(task_id, page_owner(request))
+        if task is None or task.kind != kind:
+            # A1111's restore_progress says the same; the page forgets the id (the task box says it ended)
+            yield (progress_html(0, "Couldn't restore the last generation: its result was discarded (results are "
+                                    "kept 6 hours, the last 32) or the server restarted"),
+                   *[gr.skip()] * 6, ENDED + str(task_id))
+            return
+        yield from follow_task(state, task)
+
+    return restore
+
+
+def submit_js(input_count: int) -> str:
+    """Generate's page side: a new unguessable task id (A1111's "task(…)" form) sent as the last input. Gradio
+    hands this function the inputs' and the outputs' values; only the inputs go on to the server."""
+    return f"""(...values) => {{
+        const bytes = crypto.getRandomValues(new Uint8Array(16));
+        const id = "task(" + Array.from(bytes, b => b.toString(16).padStart(2, "0")).join("") + ")";
+        return [...values.slice(0, {input_count - 1}), id];
+    }}"""
+
+
+def load_js(kind: str) -> str:
+    """The page-load side: the task id this browser kept for tab `kind` ("" for none)."""
+    return f"""() => {{
+        try {{ return [localStorage.getItem("{STORAGE_KEY.format(kind=kind)}") || ""]; }} catch (error) {{ return [""]; }}
+    }}"""
+
+
+def remember_js(kind: str) -> str:
+    """The task box changed: keep a followed task's id in localStorage (it survives a reload there), and forget an
+    ended one's, unless this browser has since started a newer task (then the kept id is that one)."""
+    key = STORAGE_KEY.format(kind=kind)
+    return f"""(value) => {{
+        try {{
+            if (value && value.startsWith("{ENDED}")) {{
+                if (localStorage.getItem("{key}") === value.slice({len(ENDED)})) {{ localStorage.removeItem("{key}"); }}
+            }} else if (value) {{
+                localStorage.setItem("{key}", value);
+            }}
+        }} catch (error) {{}}
+        return [];
+    }}"""
+
+
+def wire_reattach(state: ServerState, blocks, kind: str, task_box, outputs: list) -> None:
+    """Follow the browser's kept task of tab `kind` when a page loads (`outputs`: the Generate event's), and keep
+    the id of the task the tab follows in localStorage while it runs."""
+    task_box.change(None, inputs=[task_box], js=remember_js(kind), queue=False)
+    blocks.load(restore_task(state, kind), inputs=[task_box], outputs=outputs, js=load_js(kind),
+                concurrency_limit=None, show_progress="hidden")
