@@ -293,9 +293,11 @@ def train_tiny_blip2(recipe: TinyBlip2Recipe, stop_at_step: int | None = None):
         model=str(initial), dataset=str(mixed), output=str(work / "stage2"), qformer_from=qformer_from,
         prompt=VQA_TEMPLATE, caption_prompt="", train_language_model=True, train_vision_encoder=recipe.train_vision,
         vision_learning_rate=recipe.vision_learning_rate, batch_size=recipe.batch_size,
-        max_steps=recipe.stage2_steps, learning_rate=recipe.learning_rate, warmup_steps=50,
-        lr_schedule=recipe.lr_schedule, seed=recipe.seed)
-    result = train_blip2_stage2(stage2, stop_at_step=stop_at_step)
+        max_steps=min(recipe.stage2_steps, stop_at_step or recipe.stage2_steps), learning_rate=recipe.learning_rate,
+        warmup_steps=50, lr_schedule=recipe.lr_schedule, seed=recipe.seed)
+    # A stop step ends stage 2 there with its model written (the stage-2 trainer's own stop writes only a resume
+    # state, which this recipe's work folder does not keep: `--stop-at-step` used to fail looking for the model).
+    result = train_blip2_stage2(stage2)
     curve.append({"stage": "stage2", "steps": result.steps, "final_loss": _last(result.losses),
                   "wall_seconds": clock.wall()})
     metrics = evaluate_captioner(work / "stage2", recipe.seed + 7)

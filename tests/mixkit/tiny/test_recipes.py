@@ -545,3 +545,13 @@ def test_start_recipe_checks_every_setting_and_the_output_before_it_takes_the_th
     finally:
         torch.set_num_threads(before)
     assert [p.name for p in precious.iterdir()] == ["notes.txt"] and not (tmp_path / "new").exists()
+
+
+def test_tiny_blip2_recipe_stopped_in_stage_2_writes_what_it_has(tiny_clip, tmp_path):
+    args = ["train", "recipe", "tiny-blip2", "--set", f"clip={tiny_clip}", "--set", "train_images=24",
+            "--set", "batch_size=4", "--set", "stage1_steps=1", "--set", "stage2_steps=3", "--set", "qformer_hidden=16",
+            "--set", "lm_hidden=16", "--set", "tower_warmup_steps=1", "--set", "tower_warmup_images=8"]
+    assert main([*args, "--set", f"output={tmp_path / 'stopped'}", "--stop-at-step", "1"]) == 0
+    record = json.loads((tmp_path / "stopped" / "recipe_record.json").read_text())
+    assert [entry["steps"] for entry in record["curve"] if entry["stage"] == "stage2"] == [1]
+    assert (tmp_path / "stopped" / "model.safetensors").is_file() and not (tmp_path / "stopped.work").exists()
