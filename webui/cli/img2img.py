@@ -72,6 +72,9 @@ def add_parser(subparsers) -> None:
                    help="A1111 API's latent_mask: a second mask, unblurred, for what the sampler keeps and 'fill' "
                         "fills (--mask still decides the paste-back); whole picture only")
     add_generation_flags(p, size_default="IMAGE's size, rounded down to a multiple of 8")
+    from webui.cli.controlnet_flags import add_controlnet_flags
+
+    add_controlnet_flags(p, img2img=True)
     p.set_defaults(func=run)
 
 
@@ -104,12 +107,22 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"IMAGE {args.image!r} is {image.width}x{image.height}, larger than one generation may be "
                          f"({limits.max_side} px a side, {limits.max_pixels:,} pixels); pass --width and --height to "
                          "redraw it smaller (--resize-mode says how it is fitted)")
-    params = Img2ImgParams(**fields, **img2img_fields(args), init_images=[image], mask=mask, latent_mask=latent_mask)
+    from webui.cli.controlnet_units import controlnet_specs
+
+    specs, catalog = controlnet_specs(args, infotext_keys, img2img=True)
+    params_class = Img2ImgParams
+    if specs:  # the units join the params after the load, with their models
+        from pipelines.controlnet import ControlImg2ImgParams as params_class
+    params = params_class(**fields, **img2img_fields(args), init_images=[image], mask=mask, latent_mask=latent_mask)
 
     def check(params: Img2ImgParams) -> None:
         check_img2img_params(params, limits, grid)
 
     output, output_is_file = check_before_load(args, params, check)
+    if specs:
+        from webui.cli.controlnet_units import check_unit_families
+
+        check_unit_families(specs, catalog, args.model)
 
     def after_load(pipe) -> None:
         if infotext_keys is not None:
@@ -119,7 +132,20 @@ def run(args: argparse.Namespace) -> int:
 
     pipe, params = load_pipeline(args, ImageToImage, params, check,
                                  lambda model: init_image_size(image, model.vae_scale_factor), after_load)
+    if specs:
+        pipe, params = with_controlnets(pipe, params, specs, catalog)
     return generate_and_save(pipe, params, output, output_is_file)
+
+
+def with_controlnets(pipe, params, specs: list, catalog):
+    """(pipeline, params) with the units' ControlNets loaded for the loaded checkpoint: the ControlNet img2img
+    pipeline on the same model."""
+    from dataclasses import replace
+
+    from pipelines.controlnet import ControlNetImageToImage
+    from webui.cli.controlnet_units import built_units
+
+    return ControlNetImageToImage.from_pipeline(pipe), replace(params, controlnets=built_units(specs, catalog, pipe))
 
 
 def img2img_fields(args: argparse.Namespace) -> dict:
