@@ -302,9 +302,10 @@ def load_pipeline(args: argparse.Namespace, pipeline_class, params, check, defau
     return pipe, params
 
 
-def generate_and_save(pipe, params, output: Path, output_is_file: bool) -> int:
+def generate_and_save(pipe, params, output: Path, output_is_file: bool, save=None) -> int:
     """Run `pipe(params)` with a progress bar and Ctrl-C as A1111's Interrupt, save the images, print their paths;
-    the exit code (130 when interrupted, whatever was made kept)."""
+    the exit code (130 when interrupted, whatever was made kept). `save(result)` -> paths replaces the naming of
+    `output` (the img2img batch names each result after its input)."""
     from tqdm import tqdm
 
     from pipelines.control import GenerationControl
@@ -317,7 +318,11 @@ def generate_and_save(pipe, params, output: Path, output_is_file: bool) -> int:
             bar.refresh()
 
         result = pipe(params, callback=progress, control=control)
-    for path in (result.save_as(output) if output_is_file else result.save(output)):
+    if save is not None:
+        paths = save(result)
+    else:
+        paths = result.save_as(output) if output_is_file else result.save(output)
+    for path in paths:
         print(path)
     if result.interrupted:
         print(f"mixkit: interrupted; kept {len(result.images)} of {params.total_images} image(s)", file=sys.stderr)

@@ -24,7 +24,9 @@ def add_parser(subparsers) -> None:
         "img2img", help="redraw an image from a prompt (img2img), or a masked part of it (inpaint, --mask)",
         description="A1111's img2img and inpaint: redraw IMAGE guided by the prompt, the whole picture or, with "
                     "--mask, the white part of the mask; save PNGs with A1111 infotext.")
-    p.add_argument("image", help="the init image (PNG, JPEG, WebP ...; EXIF rotation applied, transparency on white)")
+    p.add_argument("image", nargs="?", default=None,
+                   help="the init image (PNG, JPEG, WebP ...; EXIF rotation applied, transparency on white); with "
+                        "--input-dir leave it out (a single positional is then the prompt)")
     p.add_argument("prompt", nargs="?", default=None,
                    help="the prompt, in the A1111 prompt language (default: --infotext's, else empty)")
     p.add_argument("--infotext", default=None, metavar="IMAGE_OR_TEXT",
@@ -73,8 +75,10 @@ def add_parser(subparsers) -> None:
                         "fills (--mask still decides the paste-back); whole picture only")
     add_generation_flags(p, size_default="IMAGE's size, rounded down to a multiple of 8")
     from webui.cli.controlnet_flags import add_controlnet_flags
+    from webui.cli.img2img_batch import add_batch_flags
 
     add_controlnet_flags(p, img2img=True)
+    add_batch_flags(p)
     p.set_defaults(func=run)
 
 
@@ -84,6 +88,9 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.params import GenerationLimits
     from webui.cli.generate import check_before_load, generate_and_save, generation_fields, load_pipeline
 
+    from webui.cli.img2img_batch import check_batch_flags
+
+    check_batch_flags(args)
     infotext_keys = None
     if args.infotext is not None:
         from webui.cli.generate_infotext import apply_infotext, read_infotext_argument
@@ -93,20 +100,17 @@ def run(args: argparse.Namespace) -> int:
     if args.prompt is None:
         args.prompt = ""
     check_mask_flags(args)
+    if args.input_dir is not None:
+        from webui.cli.img2img_batch import run_batch
+
+        return run_batch(args, infotext_keys)
     image = read_init_image(args.image)
     mask = None if args.mask is None else read_mask(args.mask, "--mask")
     latent_mask = None if args.latent_mask is None else read_mask(args.latent_mask, "--latent-mask")
     fields = generation_fields(args)
     grid = 8  # SD's VAE, for the checks before the load; the loaded model's own grid sets the default size after it
     limits = GenerationLimits()
-    defaulted = [side for side in ("width", "height") if getattr(args, side) is None]
-    fields.update({side: value for side, value in zip(("width", "height"), init_image_size(image, grid))
-                   if side in defaulted})
-    width, height = fields["width"], fields["height"]
-    if defaulted and (max(width, height) > limits.max_side or width * height > limits.max_pixels):
-        raise ValueError(f"IMAGE {args.image!r} is {image.width}x{image.height}, larger than one generation may be "
-                         f"({limits.max_side} px a side, {limits.max_pixels:,} pixels); pass --width and --height to "
-                         "redraw it smaller (--resize-mode says how it is fitted)")
+    fields.update(default_size(args, image, f"IMAGE {args.image!r}", grid, limits))
     from webui.cli.controlnet_units import controlnet_specs
 
     specs, catalog = controlnet_specs(args, infotext_keys, img2img=True)
@@ -148,6 +152,21 @@ def with_controlnets(pipe, params, specs: list, catalog):
     return ControlNetImageToImage.from_pipeline(pipe), replace(params, controlnets=built_units(specs, catalog, pipe))
 
 
+def default_size(args: argparse.Namespace, image, name: str, grid: int, limits) -> dict:
+    """The width / height the command left out: the init image's, rounded down to the VAE's `grid`; an image
+    too large for one generation is refused, naming the flags that redraw it smaller."""
+    from pipelines.base import init_image_size
+
+    size = dict(zip(("width", "height"), init_image_size(image, grid)))
+    defaulted = {side: size[side] for side in size if getattr(args, side) is None}
+    width, height = defaulted.get("width", args.width), defaulted.get("height", args.height)
+    if defaulted and (max(width, height) > limits.max_side or width * height > limits.max_pixels):
+        raise ValueError(f"{name} is {image.width}x{image.height}, larger than one generation may be "
+                         f"({limits.max_side} px a side, {limits.max_pixels:,} pixels); pass --width and --height to "
+                         "redraw it smaller (--resize-mode says how it is fitted)")
+    return defaulted
+
+
 def img2img_fields(args: argparse.Namespace) -> dict:
     """The Img2ImgParams fields of the img2img and inpaint flags, Img2ImgParams' defaults for those left out."""
     from pipelines.img2img import Img2ImgParams
@@ -178,12 +197,13 @@ MASK_ONLY_FLAGS = {"mask_blur": "--mask-blur", "mask_blur_x": "--mask-blur-x", "
 def check_mask_flags(args: argparse.Namespace) -> None:
     """Refuse inpaint flags given without --mask: A1111's img2img tab hides them, and a user who typed one expects
     inpainting, not a plain img2img run that ignores it."""
-    if args.mask is not None:
+    if args.mask is not None or getattr(args, "mask_dir", None) is not None:
         return
     given = [flag for name, flag in MASK_ONLY_FLAGS.items() if getattr(args, name) is not None]
     if given:
         raise ValueError(f"{', '.join(given)}: inpaint flag{'s' if len(given) > 1 else ''} without --mask; add "
-                         f"--mask MASK (white = redraw) to inpaint, or leave out {' and '.join(given)}")
+                         f"--mask MASK (white = redraw; --mask-dir DIR with --input-dir) to inpaint, or leave out "
+                         f"{' and '.join(given)}")
 
 
 def read_init_image(path: str, max_pixels: int | None = None):
