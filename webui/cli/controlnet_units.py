@@ -140,6 +140,10 @@ def controlnet_specs(args: argparse.Namespace, written: dict | None, img2img: bo
         image = fields.pop("image", None)
         mask = fields.pop("mask", None)
         region = fields.pop("effective_region_mask", None)
+        try:
+            catalog.resolve(fields["model"])  # first: `--controlnet edges.png` is a missing model, not a missing picture
+        except (ValueError, FileNotFoundError) as error:
+            raise type(error)(f"{label}: {error}") from None
         if image is None and not img2img:
             how = "it has no control picture" + (" (an infotext holds none)" if label.startswith("--infotext") else "")
             raise ValueError(f"{label}: {how}; write --controlnet MODEL:IMAGE or add --cn-image IMAGE after it "
