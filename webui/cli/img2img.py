@@ -107,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
     image = read_init_image(args.image)
     mask = None if args.mask is None else read_mask(args.mask, "--mask")
     latent_mask = None if args.latent_mask is None else read_mask(args.latent_mask, "--latent-mask")
+    if mask is not None:
+        check_mask_fits(image, mask, f"--mask {args.mask}")
     fields = generation_fields(args)
     grid = 8  # SD's VAE, for the checks before the load; the loaded model's own grid sets the default size after it
     limits = GenerationLimits()
@@ -150,6 +152,22 @@ def with_controlnets(pipe, params, specs: list, catalog):
     from webui.cli.controlnet_units import built_units
 
     return ControlNetImageToImage.from_pipeline(pipe), replace(params, controlnets=built_units(specs, catalog, pipe))
+
+
+def check_mask_fits(image, mask, what: str) -> None:
+    """The mask lines up with the init image (same size, or a scaled copy), checked before the load as the pipeline
+    checks it when it prepares the mask; `what` names the files in the error."""
+    import warnings
+
+    from pipelines.image_prep import normalize_init_image
+    from pipelines.inpaint_mask import prepare_mask
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a scaled copy is resized with a warning when the pipeline prepares it
+        try:
+            prepare_mask(mask, normalize_init_image(image).size)
+        except ValueError as error:
+            raise ValueError(f"{what}: {error}") from None
 
 
 def default_size(args: argparse.Namespace, image, name: str, grid: int, limits) -> dict:

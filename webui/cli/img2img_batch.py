@@ -213,7 +213,7 @@ def run_batch(args: argparse.Namespace, infotext_keys: dict | None) -> int:
     from webui.cli.controlnet_units import check_unit_families, controlnet_specs
     from webui.cli.flag_names import errors_in_flag_terms
     from webui.cli.generate import check_before_load, generate_and_save, generation_fields, load_pipeline
-    from webui.cli.img2img import default_size, img2img_fields, read_init_image, read_mask, with_controlnets
+    from webui.cli.img2img import check_mask_fits, default_size, img2img_fields, read_init_image, read_mask, with_controlnets
 
     # 1. Every input, mask and infotext read and checked, with the flags, before the model loads
     inputs = batch_inputs(args)
@@ -232,6 +232,8 @@ def run_batch(args: argparse.Namespace, infotext_keys: dict | None) -> int:
     first = None
     for item in inputs:
         image, mask = pictures(item)
+        if mask is not None:
+            check_mask_fits(image, mask, f"--mask-dir {item.mask.name} for {item.file.name}")
         try:
             params = per_input(base, item, image, mask, default_size(args, image, str(item.file), 8, limits))
             with errors_in_flag_terms():
