@@ -186,6 +186,8 @@ def describe_app(name: str) -> dict[str, Any]:
         "input_aliases": dict(plan.chain.input_aliases),  # other accepted spellings of inputs -> the input
         # inputs that also take a list of values of their type, run as one batch (captioning several images)
         "batch_inputs": [name for name, port in plan.app_inputs.items() if port.batch],
+        # image inputs read as inpainting masks, transparency kept (strokes in the alpha channel = repaint)
+        "mask_inputs": [name for name, port in plan.app_inputs.items() if port.mask],
         "models": {role: {"kind": MODEL_KINDS.get(kind).name, "default": defaults.get(role)}
                    for role, kind in plan.model_roles.items()},
         "steps": [f"{step.id}:{step.task}" for step in plan.order],

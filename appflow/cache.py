@@ -56,7 +56,10 @@ class ModelCache:
 
     def __init__(self) -> None:
         self._entries: dict[tuple[str, str, str, str], Any] = {}
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # guards `_entries`; held only to look up or store, never during a load
+        # Loads run one at a time: two at once would interleave their fork/restore of the global random states
+        # (`global_random_state_kept`) and hold two models' worth of load-time memory.
+        self._load_lock = threading.RLock()
         self.loads = 0
 
     @staticmethod
@@ -64,13 +67,21 @@ class ModelCache:
         return kind.name, normalize_source(source), str(dtype), str(device)
 
     def get(self, kind: ModelKind, source: str | os.PathLike, device: str, dtype: Any) -> Any:
+        """The loaded model, loaded now if no thread has yet; a cached model never waits for another one's load."""
         key = self.key(kind, source, device, dtype)
-        with self._lock:  # one load per key even when two threads ask at once
-            if key not in self._entries:
-                with global_random_state_kept():
-                    self._entries[key] = kind.load(str(source), device, dtype)
+        with self._lock:
+            if key in self._entries:
+                return self._entries[key]
+        with self._load_lock:
+            with self._lock:  # loaded by the thread this one waited for: one load per key
+                if key in self._entries:
+                    return self._entries[key]
+            with global_random_state_kept():
+                model = kind.load(str(source), device, dtype)
+            with self._lock:
+                self._entries[key] = model
                 self.loads += 1
-            return self._entries[key]
+            return model
 
     def __contains__(self, key: tuple) -> bool:
         return key in self._entries

@@ -168,7 +168,9 @@ def validate_chain(chain: Chain) -> ChainPlan:
                                      f"{previous.type!r} for another step.")
                 optional = port.optional and (previous is None or previous.optional)
                 batch = port.batch and (previous is None or previous.batch)
-                app_inputs[source_key] = Port(port.type, optional, port.description, batch)
+                # read as a mask only when every step reading it takes a mask (an image step needs its colours)
+                mask = port.mask and (previous is None or previous.mask)
+                app_inputs[source_key] = Port(port.type, optional, port.description, batch, mask)
                 consumers.setdefault(source_key, []).append(step_id)
             bindings[step_id][key] = Binding(source_step, source_key)
     for name in chain.inputs or []:

@@ -350,10 +350,13 @@ class Appflow:
 def _coerce_input(port: Port, value: Any, where: str) -> Any:
     """Image ports take a PIL image, a file path (str or Path, as PaddleMIX's examples pass them), an http(s) URL or
     a numpy array, all read alike by `read_image_input` (upright, alpha on white, pixel cap); a missing or
-    unreadable file is an error naming the input. An "images" port, or an image port that batches, takes a list."""
-    from appflow.image_inputs import read_image_input
+    unreadable file is an error naming the input. An "images" port, or an image port that batches, takes a list.
+    A mask port keeps the mask's transparency (`read_mask_input`)."""
+    from appflow.image_inputs import read_image_input, read_mask_input
 
     is_list = isinstance(value, (list, tuple))
+    if port.type == "image" and port.mask and not is_list:
+        return read_mask_input(value, where)
     if port.type == "image" and not is_list:
         return read_image_input(value, where)
     if is_list and (port.type == "images" or (port.type == "image" and port.batch)):

@@ -59,13 +59,43 @@ def _pixel_cap(value: Any) -> int:
     return DEFAULT_MAX_PIXELS
 
 
+SOURCE_PATH_KEY = "appflow_source_path"
+"""`image.info` key holding the file an image input was read from (LabelMe's `imagePath` defaults to its name)."""
+
+
 def read_image_input(value: Any, where: str) -> Any:
     """One image input as an upright 8-bit RGB PIL image; ValueError naming `where` when it is not one.
 
-    A value that is none of the image forms is returned unchanged, for the port check to name its type."""
+    A value that is none of the image forms is returned unchanged, for the port check to name its type. An image
+    read from a file keeps that file's path in `image.info[SOURCE_PATH_KEY]`."""
     from PIL import Image
 
-    from mixkit.io.images import ImageTooLargeError, load_image
+    from mixkit.io.images import load_image
+
+    image = _read(value, where, load_image)
+    if isinstance(image, Image.Image) and isinstance(value, (str, os.PathLike)) and not is_image_url(value):
+        image.info[SOURCE_PATH_KEY] = os.fspath(value)
+    return image
+
+
+def read_mask_input(value: Any, where: str) -> Any:
+    """One inpainting mask input as an 8-bit greyscale image (white = repaint), read as A1111 reads masks: a mask
+    with transparency carries its strokes in the alpha channel (A1111's canvas: opaque strokes on a transparent
+    layer), any other mask is its grey levels (`pipelines.inpaint_mask.binary_mask`).
+
+    The same forms, cap and errors as `read_image_input`, but never flattened on white first: that turned a
+    transparent mask into "repaint everything", so the whole picture was repainted instead of the strokes."""
+    from mixkit.io.images import open_image
+    from pipelines.inpaint_mask import binary_mask
+
+    return _read(value, where, lambda source, max_pixels: binary_mask(open_image(source, max_pixels=max_pixels)))
+
+
+def _read(value: Any, where: str, reader: Any) -> Any:
+    """`reader(source, max_pixels=...)` on one image input of any form, its errors naming `where`."""
+    from PIL import Image
+
+    from mixkit.io.images import ImageTooLargeError
 
     if isinstance(value, Image.Image) and min(value.size) <= 0:
         # An empty image would fail deep inside a model (a division by its size).
@@ -81,7 +111,7 @@ def read_image_input(value: Any, where: str) -> Any:
     elif not (isinstance(value, (str, bytes, Image.Image)) or type(value).__module__ == "numpy"):
         return value
     try:
-        return load_image(value, max_pixels=_pixel_cap(value))
+        return reader(value, max_pixels=_pixel_cap(value))
     except ImageTooLargeError as error:
         # AppFlow has no max_pixels option: a file the user trusts is opened and decoded by the user instead
         advice = str(error).split(";")[0]

@@ -24,6 +24,9 @@ class Port:
     # Also takes a list of values of its type, run as one batch (LAVIS / transformers captioners take a batch of
     # images); an app input batches only when every step reading it does.
     batch: bool = False
+    # An image port read as an inpainting mask (white = repaint): its transparency is kept, as A1111 reads masks
+    # (strokes on a transparent layer), instead of being flattened on white like other image inputs.
+    mask: bool = False
 
 
 class ModelAccess(Protocol):
@@ -139,6 +142,9 @@ def register_task(cls: type[Task] | None = None, *, replace: bool = False):
 
     for key, port in cls.inputs.items():
         PORT_TYPES.get(port.type)  # unknown port type -> UnknownNameError listing the valid ones
+        if port.mask and port.type != "image":
+            raise ValueError(f"Task {cls.name!r}: input {key!r} is a mask but of port type {port.type!r}; only "
+                             "'image' ports are read as masks.")
     for key, port_type in cls.outputs.items():
         PORT_TYPES.get(port_type)
     if cls.main_output not in cls.outputs:

@@ -34,6 +34,12 @@ class Registry(Generic[T]):
         self._entries[name] = entry
         return entry
 
+    def unregister(self, name: str) -> T:
+        """Remove and return the entry registered under exactly `name` (a refreshed folder's removed file)."""
+        if name not in self._entries:
+            raise KeyError(self.unknown_message(name))
+        return self._entries.pop(name)
+
     def get(self, name: str) -> T:
         if name in self._entries:
             return self._entries[name]

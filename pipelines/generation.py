@@ -355,6 +355,9 @@ class ModelSession:
             "VAE": model.extras.get("vae_name"),
             # A1111's place for the Extra seed keys; their values come per image in `extra` (seed_extras_infotext)
             "Variation seed": None, "Variation seed strength": None, "Seed resize from": None,
+            # img2img's and the hires fix's, given in `extra`: A1111's create_infotext places it here, not with the
+            # other extra_generation_params after RNG
+            "Denoising strength": None,
             # A1111 writes the inpainting_mask_weight setting for every inpainting-model image (txt2img too, whose
             # first pass does not read it), as a Python float: "1.0", "0.5"
             "Conditional mask weight": repr(float(params.inpainting_mask_weight)) if is_inpainting_unet(model.unet)

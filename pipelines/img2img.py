@@ -32,6 +32,7 @@ from pipelines.inpaint_mask import (
     whole_picture_overlay,
 )
 from pipelines.params import Txt2ImgParams, check_txt2img_params
+from pipelines.seeds import initial_noise
 from pipelines.vae_decode import encode_images
 
 
@@ -389,12 +390,26 @@ class ImageToImage(DiffusionPipelineBase):
     def _encode(self, images: list):
         return encode_images(self.model.vae, to_model_pixels(images)).to(self.model.device)
 
+    def _latent_noise_fill(self, params: Img2ImgParams, generators: list):
+        """The "latent noise" fill: each seed's own first draw (A1111's `create_random_tensors(shape, seeds)` in
+        `StableDiffusionProcessingImg2Img.init`), without the Extra seed options the sampling noise has; None when
+        there are none, the sampling noise being that draw then. Drawn from copies: the generators stay fresh."""
+        if params.subseed_strength == 0 and not (params.seed_resize_from_w and params.seed_resize_from_h):
+            return None
+        import torch
+
+        copies = [torch.Generator("cpu").set_state(generator.get_state()) for generator in generators]
+        return initial_noise(copies, self._latent_shape(params)).to(self.model.device)
+
     def _start_batch(self, params: Img2ImgParams, inputs: Img2ImgInputs, sampler, generators: list, first_image: int) -> BatchStart:
         import torch
 
         count = len(generators)
         pick = [(first_image + k) % len(inputs.originals) for k in range(count)]
         init = inputs.init_latents[pick]
+        fill_noise = None
+        if inputs.latent_mask is not None and params.inpainting_fill == "latent noise":
+            fill_noise = self._latent_noise_fill(params, generators)  # before the sampling noise's draw
         noise = self._initial_noise(params, generators, first_image)
         total, run = img2img_steps(params.steps, float(params.denoising_strength), params.exact_steps)
         schedulers = sampler.make_schedulers(generators, total, self.model.device)
@@ -406,7 +421,7 @@ class ImageToImage(DiffusionPipelineBase):
                 scheduler.set_begin_index(begin)
         mask = None if inputs.latent_mask is None else inputs.latent_mask[pick].to(init)
         if mask is not None and params.inpainting_fill == "latent noise":
-            init = init * (1 - mask) + noise * mask
+            init = init * (1 - mask) + (noise if fill_noise is None else fill_noise) * mask
         elif mask is not None and params.inpainting_fill == "latent nothing":
             init = init * (1 - mask)
         if run == 0:

@@ -233,10 +233,6 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     from pipelines.refiner import check_refiner_params
 
     check_refiner_params(params.refiner, params.refiner_switch_at, params.refiner_switch_by_sample_steps)
-    if params.refiner is not None and not resolve_sampler(params.sampler, params.schedule_type)[0].calls_planned:
-        raise ValueError(f"The refiner cannot run with sampler {params.sampler!r}: mixkit finds the model call the "
-                         "refiner takes over at before sampling starts, and this sampler decides its calls as it goes; "
-                         "pick another sampler (e.g. 'DPM fast' or 'DPM++ 2M') or leave out the refiner.")
     weight = params.inpainting_mask_weight
     if isinstance(weight, bool) or not isinstance(weight, numbers.Real) or not 0 <= weight <= 1:
         raise ValueError(f"inpainting_mask_weight must be a number in [0, 1] (A1111's 'Inpainting conditioning mask "

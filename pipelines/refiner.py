@@ -14,6 +14,7 @@ the hires pass always starts on the base model (A1111 reloads it before `sample_
 
 The schedule is known before sampling, so here the switching call is computed up front (`switch_index`), the
 refiner is loaded only for a batch that reaches it, and the refiner's conditioning is encoded before the loop.
+DPM adaptive decides its calls as it walks; its switch is tested call by call, as A1111's (`walk_switch_rule`).
 Memory: as A1111 (one model on the device at a time), a refiner on an accelerator waits on the CPU; at the
 switch the base UNet moves to the CPU and the refiner's UNet to the device, and back when the batch ends.
 """
@@ -62,20 +63,37 @@ def switch_index(alphas_cumprod, timesteps, switch_at: float) -> int | None:
     sigma is nearest to the call's (k-diffusion's `sigma_to_t` rounded); fractional timesteps of interpolated
     schedules (Karras, exponential) are mapped through their sigma the same way.
     """
-    import torch
-
     from pipelines.uncond_skip import timestep_sigmas
 
     if len(timesteps) == 0:
         return None
+    for index, sigma in enumerate(timestep_sigmas(alphas_cumprod, timesteps)):
+        if switch_ratio(alphas_cumprod, sigma) >= switch_at:
+            return index
+    return None
+
+
+def switch_ratio(alphas_cumprod, sigma: float) -> float:
+    """A1111's completed ratio of a model call at noise level `sigma`: `(T - 1 - t) / T`, `t` the training timestep
+    whose sigma is nearest."""
+    import torch
+
     alphas = alphas_cumprod.to(torch.float64)
     train_sigmas = ((1 - alphas) / alphas).sqrt()
     total = len(alphas)
-    for index, sigma in enumerate(timestep_sigmas(alphas_cumprod, timesteps)):
-        nearest = int(torch.argmin((train_sigmas - sigma).abs()))
-        if (total - 1 - nearest) / total >= switch_at:
-            return index
-    return None
+    return (total - 1 - int(torch.argmin((train_sigmas - float(sigma)).abs()))) / total
+
+
+def walk_switch_rule(scheduler, total_steps: int, switch_at: float, by_sample_steps: bool):
+    """For a sampler that decides its calls as it goes (DPM adaptive): `(call index, call sigma) -> whether the
+    refiner takes over there`, A1111's `apply_refiner` test made call by call; None when no call can reach
+    `switch_at` (by noise level: not even the walk's last sigma, `sigma_min`), so the refiner is not loaded."""
+    if by_sample_steps:
+        return lambda index, sigma: index / total_steps >= switch_at
+    alphas = scheduler.alphas_cumprod
+    if switch_ratio(alphas, scheduler.sigma_min) < switch_at:
+        return None
+    return lambda index, sigma: switch_ratio(alphas, sigma) >= switch_at
 
 
 def sample_steps_switch_index(calls: int, total_steps: int, switch_at: float) -> int | None:
@@ -135,18 +153,29 @@ def micro_conditioning(family: ModelFamily, width: int, height: int, batch: int,
 
 @dataclass
 class RefinerSwitch:
-    """What changes at model call `at`: the UNet, its conditioning plan and micro-conditioning.
+    """What changes at model call `at` (or, for a sampler whose calls are not planned, at the first call `reached`
+    accepts): the UNet, its conditioning plan and micro-conditioning.
 
     `enter` runs once, just before the refiner's first call (moving the UNets, see `RefinerSlot.swapped`);
     `entered` says whether that call came (a batch interrupted before it is the base model's alone)."""
 
-    at: int
+    at: int | None
     unet: Any
     plan: Any
     time_ids: Any = None
     negative_time_ids: Any = None
     enter: Any = None
     entered: bool = False
+    reached: Any = None  # (call index, call sigma) -> bool, when `at` is None (`walk_switch_rule`)
+
+    def due(self, index: int, scheduler) -> bool:
+        """Whether the refiner takes over at model call `index` (`scheduler`: the batch's first, whose `call_sigma`
+        is the call's noise level when the calls are not planned)."""
+        if self.entered:
+            return False
+        if self.at is not None:
+            return index == self.at
+        return self.reached(index, float(scheduler.call_sigma))
 
     def applied_to(self, request):
         """`request` (a SamplingRequest) as the refiner runs it. Extra inputs made for the base UNet (an
@@ -238,17 +267,23 @@ class RefinerRun:
         if timesteps is None:
             timesteps = schedulers[0].timesteps
         switch_at = float(self.params.refiner_switch_at)
-        if self.params.refiner_switch_by_sample_steps:
+        by_steps = self.params.refiner_switch_by_sample_steps
+        at = reached = None
+        if hasattr(schedulers[0], "model_calls"):  # DPM adaptive: where it calls the model depends on the sample
+            reached = walk_switch_rule(schedulers[0], total_steps, switch_at, by_steps)
+            if reached is None:
+                return None
+        elif by_steps:
             at = sample_steps_switch_index(len(timesteps), total_steps, switch_at)
         else:
             at = switch_index(schedulers[0].alphas_cumprod, timesteps, switch_at)
-        if at is None:
+        if at is None and reached is None:
             return None
         prepared = self._prepare()
         model = self.session.model
         width, height = size
         return RefinerSwitch(
-            at=at, unet=model.unet, plan=prepared.plan(*schedule_steps),
+            at=at, reached=reached, unet=model.unet, plan=prepared.plan(*schedule_steps),
             time_ids=micro_conditioning(model.family, width, height, batch, POSITIVE_AESTHETIC_SCORE),
             negative_time_ids=micro_conditioning(model.family, width, height, batch, NEGATIVE_AESTHETIC_SCORE)
             if model.family is ModelFamily.SDXL_REFINER else None)

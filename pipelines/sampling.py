@@ -66,7 +66,7 @@ def run_sampler(request: SamplingRequest):
     sigmas = timestep_sigmas(schedulers[0].alphas_cumprod, timesteps) if skip is not None and walk is None else None
     with torch.inference_mode():
         for index, t in enumerate(model_call_timesteps(schedulers[0], timesteps)):
-            if request.refiner is not None and index == request.refiner.at:  # A1111's Refiner
+            if request.refiner is not None and request.refiner.due(index, schedulers[0]):  # A1111's Refiner
                 request = request.refiner.applied_to(request)
                 unet = request.unet
                 device, dtype = unet.device, unet.dtype

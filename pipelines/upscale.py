@@ -53,13 +53,19 @@ def native_size(width: int, height: int, scale: Any) -> tuple[int, int]:
     return int(width * scale), int(height * scale)
 
 
-def check_upscale(width: int, height: int, scale: Any, limits: UpscaleLimits) -> tuple[int, int]:
-    """Validate a scale factor for an image of width x height; return the output size."""
+def check_upscale(width: int, height: int, scale: Any, limits: UpscaleLimits, upscaler: Any = None) -> tuple[int, int]:
+    """Validate a scale factor for an image of width x height; return the output size.
+
+    With `upscaler` (a name or an object), a model upscaler's larger sizes on the way (an x4 network run for x2) are
+    checked too, so a queued Extras job cannot fail on them later."""
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) \
             or not 0 < scale <= limits.max_scale:
         raise ValueError(f"Upscale factor must be a number in (0, {limits.max_scale}], got {scale!r}.")
     out_w, out_h = target_size(width, height, scale)
     check_output_size(out_w, out_h, limits)
+    entry = UPSCALERS.get(upscaler) if isinstance(upscaler, str) else upscaler
+    if hasattr(entry, "check_passes"):
+        entry.check_passes(width, height, out_w, out_h)
     return out_w, out_h
 
 
@@ -143,8 +149,9 @@ def upscale_image(image, scale: float | None = None, *, width: int | None = None
                   limits: UpscaleLimits | None = None):
     """Upscale a PIL image by `scale` (or to width x height) with a named resampler or a model.
 
-    `upscaler` is a name from `UPSCALERS` ("Lanczos", "Nearest", "Bicubic") or an object with
-    `upscale(image, width, height)` such as `SDx4Upscaler`. `tile_size` > 0 processes tiles of that
+    `upscaler` is a name from `UPSCALERS` ("Lanczos", "Nearest", "Bicubic", or a model file's stem registered by
+    `pipelines.model_upscale.register_model_upscalers`) or an object with `upscale(image, width, height)` such as
+    `SDx4Upscaler` or `ModelUpscaler`. `tile_size` > 0 processes tiles of that
     many input pixels (models do this themselves with their own tile size), overlapping by `tile_overlap`
     (default 32 pixels, less for tiles under 66 pixels: the overlap must stay under half a tile).
     By `scale` the size is A1111's Extras size (`target_size`: each side floored to a multiple of 8), reached
@@ -157,10 +164,12 @@ def upscale_image(image, scale: float | None = None, *, width: int | None = None
         raise TypeError(f"image must be a PIL image, got {type(image).__name__}.")
     if (scale is None) == (width is None and height is None):
         raise ValueError("Give either scale or width/height, not both and not neither.")
-    run = upscaler.upscale if hasattr(upscaler, "upscale") else UPSCALERS.get(upscaler)
+    entry = upscaler if hasattr(upscaler, "upscale") else UPSCALERS.get(upscaler)
+    model = hasattr(entry, "upscale")  # a model upscales (and tiles) itself, then resizes to the exact size
+    run = entry.upscale if model else entry
     if scale is not None:
         out_w, out_h = check_upscale(image.width, image.height, scale, limits)
-        if not hasattr(upscaler, "upscale"):  # a resampler: A1111's two steps, native size then the target
+        if not model:  # a resampler: A1111's two steps, native size then the target
             native = _run(image, *native_size(image.width, image.height, scale), run, tile_size, tile_overlap)
             return native if native.size == (out_w, out_h) else native.resize((out_w, out_h), Image.Resampling.LANCZOS)
     else:
@@ -169,7 +178,7 @@ def upscale_image(image, scale: float | None = None, *, width: int | None = None
                 raise ValueError(f"{name} must be a positive integer, got {value!r}.")
         out_w, out_h = width, height
         check_output_size(out_w, out_h, limits)
-    if hasattr(upscaler, "upscale"):
+    if model:
         return run(image.convert("RGB"), out_w, out_h)
     return _run(image, out_w, out_h, run, tile_size, tile_overlap)
 
@@ -181,6 +190,16 @@ def _run(image, width: int, height: int, resample: Callable, tile_size: int, til
                                                                  if isinstance(tile_size, int) else 32)
         return tiled_upscale(image, width, height, resample, tile=tile_size, overlap=overlap)
     return resample(image.convert("RGB"), width, height)
+
+
+def _edge_padded(image, right: int, bottom: int):
+    """`image` grown by `right` and `bottom` pixels that repeat its last column and row."""
+    import numpy as np
+    from PIL import Image
+
+    if not right and not bottom:
+        return image
+    return Image.fromarray(np.pad(np.asarray(image.convert("RGB")), ((0, bottom), (0, right), (0, 0)), mode="edge"))
 
 
 class SDx4Upscaler:
@@ -231,11 +250,19 @@ class SDx4Upscaler:
         from PIL import Image
 
         generator = torch.Generator("cpu").manual_seed(self.seed)  # same noise per tile: tiles match in overlaps
+        # diffusers resizes the input down to a multiple of the VAE factor (4 for the x4 upscaler): a side below it
+        # became 0 ("height and width must be > 0" for a 1x1 or 3x5 image) and a 7-pixel side was squeezed into 4.
+        # Edge-padded up to the multiple instead, the model sees every pixel and the padding's output is cut off.
+        multiple = int(getattr(self.pipeline, "vae_scale_factor", 1) or 1)
+        pad_x, pad_y = -tile.width % multiple, -tile.height % multiple
         out = self.pipeline(
-            prompt=self.prompt, negative_prompt=self.negative_prompt or None, image=tile,
+            prompt=self.prompt, negative_prompt=self.negative_prompt or None, image=_edge_padded(tile, pad_x, pad_y),
             num_inference_steps=self.steps, guidance_scale=self.guidance_scale, noise_level=self.noise_level,
             generator=generator, output_type="pil",
         ).images[0]
+        if pad_x or pad_y:
+            out = out.crop((0, 0, out.width * tile.width // (tile.width + pad_x),
+                            out.height * tile.height // (tile.height + pad_y)))
         return out if out.size == (width, height) else out.resize((width, height), Image.Resampling.LANCZOS)
 
     def upscale(self, image, width: int, height: int):

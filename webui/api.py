@@ -26,6 +26,7 @@ from webui.api_extras import (
     request_postprocessing_text, source_text_chunks, upscale_factor, upscales,
 )
 from webui.api_infotext import apply_infotext
+from webui.api_interrogate import add_interrogate_route
 from webui.api_requests import (
     AppflowRequest, ExtrasBatchImagesRequest, ExtrasSingleImageRequest, Img2ImgRequest, PngInfoRequest, Txt2ImgRequest,
 )
@@ -179,6 +180,7 @@ def build_api(state: ServerState) -> APIRouter:
         return await _generate("img2img", params, body, request, state, sides)
 
     add_controlnet_routes(router, state)
+    add_interrogate_route(router, state, wait_for_job)
 
     @router.get("/appflow")
     async def appflow_apps():
@@ -316,10 +318,11 @@ def build_api(state: ServerState) -> APIRouter:
 
     @router.get("/sdapi/v1/upscalers")
     async def upscalers():
+        from pipelines.model_upscale import upscaler_listing
         from pipelines.upscale import UPSCALERS
 
-        return [{"name": name, "model_name": None, "model_path": None, "model_url": None, "scale": None}
-                for name in ["None", *UPSCALERS.names()]]  # A1111 lists "None" (no upscaling) first
+        # A1111 lists "None" (no upscaling) first; model files carry their architecture, path and native scale
+        return [upscaler_listing(name) for name in ["None", *UPSCALERS.names()]]
 
     @router.post("/sdapi/v1/png-info")
     async def png_info(body: PngInfoRequest):

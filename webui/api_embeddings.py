@@ -33,6 +33,7 @@ class CreateEmbeddingRequest(BaseModel):
 def build_embeddings_router(state: ServerState) -> APIRouter:
     from webui.api import ClientGone, queue_full, unprocessable, wait_for_job
     from webui.embedding_jobs import create_embedding, submit_embedding_training
+    from webui.request_checkpoint import CheckpointLoadError
 
     router = APIRouter()
 
@@ -73,8 +74,8 @@ def build_embeddings_router(state: ServerState) -> APIRouter:
             raise unprocessable(error) from None
         try:
             trained = await wait_for_job(job, request, state)
-        except (ValueError, TypeError, KeyError, FileNotFoundError) as error:
-            raise unprocessable(error) from None
+        except (ValueError, TypeError, KeyError, FileNotFoundError, CheckpointLoadError) as error:
+            raise unprocessable(error) from None  # CheckpointLoadError: an unloaded checkpoint did not load again
         except ClientGone:
             raise
         except Exception as error:  # a bug or a broken model: A1111's error shape, and the server lives on

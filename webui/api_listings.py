@@ -1,8 +1,8 @@
 """A1111's read-only listing endpoints that clients (webuiapi's helpers) call, in A1111's JSON shapes.
 
-Lists of things mixkit does not have (face restorers, hypernetworks, Real-ESRGAN models, script arguments,
-extensions) are served empty rather than 404, as an A1111 without them answers; prompt styles are those of
-`--styles-file` (empty without one).
+Lists of things mixkit does not have (face restorers, hypernetworks, script arguments, extensions) are served empty
+rather than 404, as an A1111 without them answers; prompt styles are those of `--styles-file` (empty without one), and
+Real-ESRGAN models those of `--realesrgan-models-path`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from webui.server_state import ServerState
 
 # A1111 endpoints whose items mixkit has none of: an A1111 without any answers [] too.
 # sd-modules: A1111's separate text-encoder / VAE module files (Forge-style); mixkit loads them with the checkpoint.
-EMPTY_LISTS = ("face-restorers", "hypernetworks", "realesrgan-models", "script-info", "extensions", "sd-modules")
+EMPTY_LISTS = ("face-restorers", "hypernetworks", "script-info", "extensions", "sd-modules")
 
 
 def command_line_flags(state: ServerState) -> dict:
@@ -26,6 +26,7 @@ def command_line_flags(state: ServerState) -> dict:
     return {"port": config.port, "listen": config.listen, "api": True, "nowebui": not config.ui,
             "ckpt_dir": config.models_dir, "lora_dir": config.lora_dir, "embeddings_dir": config.embeddings_dir,
             "vae_dir": config.vae_dir, "controlnet_dir": config.controlnet_dir, "device": config.device,
+            "esrgan_models_path": config.esrgan_models_path, "realesrgan_models_path": config.realesrgan_models_path,
             # A1111's --styles-file may repeat (a list); its --cors-allow-origins is one comma-separated string
             "styles_file": [config.styles_file] if config.styles_file else [],
             "cors_allow_origins": ",".join(config.cors_allow_origins) or None,
@@ -75,6 +76,12 @@ def build_listings_router(state: ServerState) -> APIRouter:
         from pipelines.hires import LATENT_UPSCALERS
 
         return [{"name": name} for name in LATENT_UPSCALERS.names()]
+
+    @router.get("/sdapi/v1/realesrgan-models")
+    async def realesrgan_models():
+        from webui.upscaler_models import realesrgan_models
+
+        return realesrgan_models(state.config)
 
     @router.get("/sdapi/v1/cmd-flags")
     async def cmd_flags():

@@ -5,12 +5,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException
 
-REFUSALS = {
-    # A1111's CLIP interrogator (BLIP caption + CLIP-ranked artists/flavours) and DeepDanbooru tagger are not here;
-    # mixkit's captioner is the image2text_generation app (BLIP-2 by default), which answers in its own shape.
-    "interrogate": "A1111's interrogators ('clip', 'deepdanbooru') are not available on this server (POST "
-                   "/sdapi/v1/interrogate); caption an image with POST /appflow/image2text_generation and "
-                   "{\"inputs\": {\"image\": \"<base64 image>\"}} (the caption is its outputs.text).",
+REFUSALS: dict[str, str] = {
+    # route -> what to use instead. (`interrogate` was one; it now captions: `webui.api_interrogate`.)
 }
 
 

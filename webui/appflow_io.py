@@ -11,7 +11,7 @@ import base64
 import io
 from typing import Any
 
-from webui.base64_images import decode_base64_image, encode_png_base64
+from webui.base64_images import base64_payload, decode_base64_image, encode_png_base64
 
 HTTP_PORT_TYPES = ("image", "images", "text", "texts", "flag", "json")
 
@@ -32,6 +32,7 @@ def decode_app_inputs(description: dict, inputs: Any, *, max_pixels: int, max_by
         raise ValueError(str(error)) from None
     declared = {name: kind.rstrip("?") for name, kind in description["inputs"].items()}
     batched = set(description.get("batch_inputs", ()))
+    masks = set(description.get("mask_inputs", ()))
     unknown = sorted(set(inputs) - set(declared))
     if unknown:
         spellings = "".join(f", {alias!r} for {name!r}" for alias, name in aliases.items())
@@ -46,6 +47,8 @@ def decode_app_inputs(description: dict, inputs: Any, *, max_pixels: int, max_by
             _check_count(where, value, max_items)
             decoded[name] = _decode_batch(name, kind, value, where, batched, max_pixels=max_pixels,
                                           max_bytes=max_bytes, max_chars=max_chars)
+        elif kind == "image" and name in masks:
+            decoded[name] = decode_base64_mask(where, value, max_pixels=max_pixels, max_bytes=max_bytes)
         elif kind == "image":
             decoded[name] = decode_base64_image(where, value, max_pixels=max_pixels, max_bytes=max_bytes)
         elif kind == "images":
@@ -72,6 +75,18 @@ def decode_app_inputs(description: dict, inputs: Any, *, max_pixels: int, max_by
         else:
             raise ValueError(f"{where} cannot be sent over HTTP; accepted input types: {', '.join(HTTP_PORT_TYPES)}.")
     return decoded
+
+
+def decode_base64_mask(where: str, value: Any, *, max_pixels: int, max_bytes: int):
+    """A mask input as sent, transparency kept, for the app to read as A1111 reads masks (strokes in the alpha
+    channel of a transparent mask). `decode_base64_image` checks it first (base64, bytes, pixel cap, a readable
+    image) but flattens it on white, which turned a transparent canvas mask into "repaint everything"."""
+    from PIL import Image
+
+    decode_base64_image(where, value, max_pixels=max_pixels, max_bytes=max_bytes)
+    image = Image.open(io.BytesIO(base64_payload(where, value, max_bytes=max_bytes)))
+    image.load()
+    return image
 
 
 def _check_count(where: str, value: list, max_items: int) -> None:
@@ -102,6 +117,7 @@ def _decode_batch(name: str, kind: str, value: list, where: str, batched: set, *
 def check_app_options(options: Any, limits) -> dict:
     """Per-call options, with the generation ones held to the server's limits (the app's own checks use defaults)."""
     from appflow.task import rename_aliases
+    from appflow.tasks.diffusion import GENERATION_ALIASES
     from appflow.tasks.vision_language import CAPTION_OPTION_ALIASES
     from pipelines.params import SEED_MAX, check_size
 
@@ -113,8 +129,11 @@ def check_app_options(options: Any, limits) -> dict:
     spread = options.get("generate_kwargs")
     if isinstance(spread, dict):
         options = {**{key: value for key, value in options.items() if key != "generate_kwargs"}, **spread}
-    try:  # LAVIS' spellings (max_length, num_captions) are held to the same limits as the options they stand for
-        options = rename_aliases(options, CAPTION_OPTION_ALIASES, "options")
+    # LAVIS' and diffusers' spellings (max_length, num_captions, num_inference_steps, num_images_per_prompt) are held
+    # to the same limits as the options they stand for
+    aliases = {**CAPTION_OPTION_ALIASES, **GENERATION_ALIASES, "num_images_per_prompt": "batch_size"}
+    try:
+        options = rename_aliases(options, aliases, "options")
     except TypeError as error:
         raise ValueError(str(error)) from None
     ranges = {"steps": (1, limits.max_steps), "batch_size": (1, limits.max_batch_size),

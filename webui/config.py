@@ -24,6 +24,11 @@ class ServerConfig:
     styles_file: str | None = None  # an A1111 styles.csv for requests' `styles` and /sdapi/v1/prompt-styles
     vae_dir: str | None = None  # VAE files / diffusers VAE folders offered as `sd_vae`
     controlnet_dir: str | None = None
+    # A1111's models/ESRGAN and models/RealESRGAN (`--esrgan-models-path`, `--realesrgan-models-path`): every
+    # .pth/.pt/.safetensors file below them is an upscaler named by its file stem, or A1111's name for Real-ESRGAN's
+    # release files ("R-ESRGAN 4x+"; pipelines.model_upscale.upscaler_name)
+    esrgan_models_path: str | None = None
+    realesrgan_models_path: str | None = None
     appflow_models: dict[str, dict[str, str]] = field(default_factory=dict)  # app -> role -> model source
     device: str | None = None
     port: int = 7860
@@ -79,5 +84,11 @@ def check_server_config(config: ServerConfig) -> None:
         if not Path(config.training_data_dir).expanduser().is_dir():
             raise ValueError(f"--training-data-dir {config.training_data_dir!r} is not a folder; create it or fix the "
                              "path.")
+    for flag, folder in (("--esrgan-models-path", config.esrgan_models_path),
+                         ("--realesrgan-models-path", config.realesrgan_models_path)):
+        from pathlib import Path as FolderPath
+
+        if folder is not None and not FolderPath(folder).expanduser().is_dir():
+            raise ValueError(f"{flag} {folder!r} is not a folder; create it or fix the path.")
     if not config.models and not config.models_dir:
         raise ValueError("No model to serve: pass --model (a diffusers folder, .safetensors file or hub id) or --models-dir.")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pipelines.control import StepProgress
 from webui.model_switch import EXACT_PRESET
+from webui.request_checkpoint import checkpoint_for_job
 from webui.worker import Job
 
 logger = logging.getLogger(__name__)
@@ -127,6 +128,18 @@ def submit_embedding_training(state, fields: dict, *, session: str | None = None
                 state.holder.preset != EXACT_PRESET:
             raise ValueError(f"the loaded model changed while the training of {name!r} waited in the queue; send the "
                              "request again for the model now loaded")
+        state.refresh_embeddings()
+        now = state.embedding_library.get(name) if name in state.embedding_library.file_names() else None
+        if now is None or int(now.step or 0) != start_step:
+            # another run (or a Create with overwrite) changed the file since this one was checked: continuing it
+            # would count this run's steps from the step it was checked at
+            raise ValueError(f"embedding {name!r} was {'removed' if now is None else f'trained to step {now.step}'} "
+                             "while this run waited in the queue; send the request again to continue it from there")
+        # an unload queued after this request was checked: the model comes back, as for a generation
+        with checkpoint_for_job(state, None):
+            return train(control, report)
+
+    def train(control, report) -> TrainedEmbedding:
         result = train_textual_inversion(config, model=state.holder.txt2img().model,
                                          should_stop=lambda: control.interrupted, on_step=report,
                                          step_offset=start_step)

@@ -90,11 +90,24 @@ def learning_rate(value) -> float:
     """A1111's learn_rate: one number (as text or a number). Its stepped schedules ("0.005:100, 1e-3:1000") are
     refused: this trainer's schedules are named ones (`lr_schedule` in `mixkit train ti`)."""
     if isinstance(value, str):
-        if not A_NUMBER.match(value):
+        if ":" in value or "," in value:
             raise ValueError(f"learn_rate {value!r} is not one number; stepped schedules ('rate:step, ...') are not "
                              "supported here, send one rate such as '0.005'")
-        value = float(value)
+        number = _number(value)
+        if number is None:
+            raise ValueError(f"learn_rate {value!r} is not a number; send one rate such as '0.005'")
+        return number
     return float(value)
+
+
+def _number(text: str) -> float | None:
+    """`text` as a float when it is one number in digits (A1111's fields are text boxes), else None."""
+    if not A_NUMBER.match(text):
+        return None
+    try:
+        return float(text)
+    except ValueError:  # "1.2.3", "--1": the characters of a number, not one
+        return None
 
 
 def resolve_dataset(data_root: str, allowed: str | Path | None) -> Path:
@@ -170,9 +183,10 @@ def training_config(fields: TrainEmbeddingFields, *, model: str, dataset: Path, 
     max_grad_norm = 0.0
     if fields["clip_grad_mode"] == "norm":
         value = fields["clip_grad_value"]
-        _refuse_unless(not isinstance(value, str) or bool(A_NUMBER.match(value)), "clip_grad_value", value,
-                       "send one number (stepped schedules are not supported)")
-        max_grad_norm = float(value)
+        number = _number(value) if isinstance(value, str) else float(value)
+        _refuse_unless(number is not None, "clip_grad_value", value, "send one number (stepped schedules are not "
+                       "supported)")
+        max_grad_norm = number
     return SDTextualInversionConfig(
         model=model, dataset=str(dataset), output=str(output), token_string=name, num_vectors_per_token=num_vectors,
         weights=weights, template_name=fields["template_filename"],
@@ -189,7 +203,7 @@ def check_training_limits(fields: TrainEmbeddingFields, limits) -> None:
     """The server's generation limits (`GenerationLimits`) on what a remote client's run would allocate: the training
     size and batch as an image batch of that size, the preview images as generations. The trainer's own checks
     have no upper bounds, since a local user may train as large as their machine takes."""
-    from pipelines.params import check_size
+    from pipelines.params import SEED_MAX, check_size
 
     side = fields["training_width"]
     check_size(side, side, 8, limits)
@@ -200,6 +214,8 @@ def check_training_limits(fields: TrainEmbeddingFields, limits) -> None:
                          f"{fields['gradient_step']}")
     if fields["create_image_every"] and fields["preview_from_txt2img"]:
         check_size(fields["preview_width"], fields["preview_height"], 8, limits)
+        if not -1 <= fields["preview_seed"] <= SEED_MAX:  # else the preview fails after the training steps ran
+            raise ValueError(f"preview_seed must be -1 (random) or in [0, {SEED_MAX}], got {fields['preview_seed']}")
         if not 1 <= fields["preview_steps"] <= limits.max_steps:
             raise ValueError(f"preview_steps must be in [1, {limits.max_steps}] on this server, got "
                              f"{fields['preview_steps']}")

@@ -187,6 +187,19 @@ DEFAULT_CONTROLNET_UNITS = 3  # sd-webui-controlnet's default for `control_net_u
 MAX_CONTROLNET_UNITS = 4  # pipelines.controlnet.ControlNetLimits().max_units
 
 
+# A1111's Settings > Upscaling "Tile size for ESRGAN upscalers" / "Tile overlap for ESRGAN upscalers" (0 = no tiling),
+# read by every model upscaler (pipelines.model_upscale); checked together, the overlap must stay under half a tile.
+UPSCALER_TILING_DEFAULTS = {"ESRGAN_tile": 192, "ESRGAN_tile_overlap": 8}
+
+
+def _check_tiling_number(key: str, top: int):
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+            raise ValueError(f"{key} must be an integer in [0, {top}] pixels, got {value!r}.")
+        return value
+    return check
+
+
 def _check_unit_count(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CONTROLNET_UNITS:
         raise ValueError(f"control_net_unit_count must be an integer in [1, {MAX_CONTROLNET_UNITS}], got {value!r}.")
@@ -236,6 +249,8 @@ SETTABLE = {
     **{key: _check_sampler_parameter(key) for key in SAMPLER_PARAMETER_DEFAULTS},
     **{key: _check_img2img_noise(key) for key in IMG2IMG_NOISE_DEFAULTS},
     **{key: (lambda value, key=key: check_option_value(key, value)) for key in OPTION_KEYS},
+    "ESRGAN_tile": _check_tiling_number("ESRGAN_tile", 4096),
+    "ESRGAN_tile_overlap": _check_tiling_number("ESRGAN_tile_overlap", 2047),
 }
 SIZE_KEYS = ("default_width", "default_height")  # the defaults that start at the loaded model's native size
 MODEL_KEY = "sd_model_checkpoint"
@@ -271,6 +286,7 @@ class ServerOptions:
             "show_progress_every_n_steps": preview_every,
             **SAMPLER_OPTION_DEFAULTS,
             "control_net_unit_count": DEFAULT_CONTROLNET_UNITS,
+            **UPSCALER_TILING_DEFAULTS,
             **UNCOND_SKIP_OFF,
             PRESET_KEY: "exact",
             **options_from_defaults(GenerationDefaults()),
@@ -371,7 +387,18 @@ class ServerOptions:
             with self._lock:
                 merged = {**self._values, **checked}
             check_generation_defaults(defaults_from_options(merged), self.limits)
+        if any(key in UPSCALER_TILING_DEFAULTS for key in checked):
+            from pipelines.model_upscale import check_tiling
+
+            with self._lock:
+                merged = {**self._values, **checked}
+            check_tiling(merged["ESRGAN_tile"], merged["ESRGAN_tile_overlap"])
         return checked
+
+    def upscaler_tiling(self) -> tuple[int, int]:
+        """(ESRGAN_tile, ESRGAN_tile_overlap): how model upscalers split an image."""
+        with self._lock:
+            return self._values["ESRGAN_tile"], self._values["ESRGAN_tile_overlap"]
 
     def apply(self, checked: dict[str, Any], *, whole_form: bool = False) -> None:
         """Make checked changes current; with a settings file, saved first, so a failed write changes nothing.
@@ -394,6 +421,10 @@ class ServerOptions:
             self._values.update(checked)
             self._adopted.difference_update(checked)
             self._chosen.update(checked)
+        if any(key in UPSCALER_TILING_DEFAULTS for key in checked):
+            from pipelines.model_upscale import set_model_upscaler_tiling
+
+            set_model_upscaler_tiling(*self.upscaler_tiling())  # the registered files' entries tile this way now
 
     def _read_saved(self, path: str) -> dict[str, Any]:
         """The known keys of the settings file, each checked as an API change would be; ValueError naming file and key."""

@@ -118,7 +118,7 @@ class ServerJobs:
         from pipelines.upscale import UPSCALERS, UpscaleLimits, check_upscale, upscale_image
 
         UPSCALERS.get(upscaler)  # unknown name -> error listing the valid ones
-        check_upscale(image.width, image.height, scale, UpscaleLimits())
+        check_upscale(image.width, image.height, scale, UpscaleLimits(), upscaler)
         return self.worker.submit(lambda control, on_step: upscale_image(image, scale, upscaler=upscaler), "extras",
                                   session=session)
 

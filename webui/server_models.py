@@ -106,10 +106,10 @@ class ServerModels:
         """Load checkpoint `title` (with `preset`; None: the current one) now; call only from the generation worker.
 
         `remember=False` (a request's own checkpoint, put back after its job) keeps the settings file's
-        `sd_model_checkpoint` as it is.
+        `sd_model_checkpoint` as it is, and its `sd_vae` too when that VAE does not fit the request's checkpoint.
         """
         entry = self.holder.switch(title, preset)
-        self._after_load(title, remember=remember)
+        self._after_load(title, remember=remember, keep_vae_choice=not remember)
         if preset is not None and self.options.get(PRESET_KEY) != self.holder.preset:
             try:
                 self.options.apply({PRESET_KEY: self.holder.preset})
@@ -127,10 +127,14 @@ class ServerModels:
         self._after_load(entry.title, remember=False)
         return entry
 
-    def _after_load(self, title: str, *, remember: bool) -> None:
+    def _after_load(self, title: str, *, remember: bool, keep_vae_choice: bool = False) -> None:
         """What every load of a checkpoint is followed by: the size defaults the user has not chosen follow its
         native size, the chosen `sd_vae` is put on it (A1111 keeps it across switches), and with `remember` its
-        title is saved for the next start."""
+        title is saved for the next start.
+
+        A chosen VAE that does not fit leaves the checkpoint its own VAE, and `sd_vae` then says "Automatic",
+        unless `keep_vae_choice`: a request's own checkpoint is loaded for one job, and the server's checkpoint,
+        put back after it, must get the user's VAE back."""
         self.options.adopt_native_size(self.holder.txt2img().model.native_size)
         if remember:
             self._remember_checkpoint(self.holder.entry.title)
@@ -140,7 +144,8 @@ class ServerModels:
                 self.holder.set_vae(wanted, self.vaes.find(wanted))
             except Exception as error:  # the checkpoint is loaded; only the VAE choice falls back
                 logger.warning("VAE %r does not fit %s (%s); using the checkpoint's own VAE.", wanted, title, error)
-                self.options.apply({"sd_vae": self.holder.vae_name})
+                if not keep_vae_choice:
+                    self.options.apply({"sd_vae": self.holder.vae_name})
 
     def submit_unload(self) -> Job:
         """Queue A1111's unload-checkpoint: the model's memory is released once running jobs finish; the checkpoint
@@ -182,11 +187,13 @@ class ServerModels:
         return self.submit_model_switch(self.model_title, preset)
 
     def submit_vae_switch(self, name: str) -> Job:
-        """Queue a VAE swap (`sd_vae`); the name is checked now, the file is loaded in the queue."""
+        """Queue a VAE swap (`sd_vae`); the name is checked now, the file is loaded in the queue. On an unloaded
+        checkpoint the choice is only kept: its reload puts it on (`_after_load`)."""
         path = self.vaes.find(name)  # unknown name: fail now, listing the valid ones
 
         def run(control, on_step):
-            self.holder.set_vae(name, path)
+            if not self.holder.unloaded:
+                self.holder.set_vae(name, path)
             self.options.apply({"sd_vae": name})
             return name
 

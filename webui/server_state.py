@@ -35,6 +35,10 @@ class ServerState(ServerModels, PromptLibraries, ServerJobs, ServerApps):
         # Read before the model loads: the saved preset decides how it is loaded; a broken file fails here.
         self.options = ServerOptions(str(self.output_dir), config.preview_every, limits=config.limits,
                                      settings_file=config.settings_file)
+        from webui.upscaler_models import register_server_upscalers
+
+        # every file of --esrgan-models-path / --realesrgan-models-path becomes an upscaler (refusals are logged)
+        self.upscaler_scan = register_server_upscalers(config, self.options.upscaler_tiling())
         self.holder = holder or ModelHolder(self.catalog, device=config.device, pipeline_kwargs={
             "lora_dir": config.lora_dir, "embeddings_dir": config.embeddings_dir, "limits": config.limits},
             preset=self.options.get(PRESET_KEY))
@@ -66,3 +70,6 @@ class ServerState(ServerModels, PromptLibraries, ServerJobs, ServerApps):
 
     def close(self) -> None:
         self.worker.close()
+        from webui.upscaler_models import unregister_server_upscalers
+
+        unregister_server_upscalers(self.upscaler_scan)  # the registry is the process's; a next server starts clean

@@ -7,6 +7,8 @@ with `ImageToImage.from_pipeline`, which shares its weights and caches.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import Any
 
 from appflow.task import Port, Task, register_task
@@ -25,10 +27,26 @@ GENERATION_OPTIONS: dict[str, Any] = {
     "schedule_type": "Automatic", "clip_skip": 1, "loras": [],
     "subseed": -1, "subseed_strength": 0.0, "seed_resize_from_w": 0, "seed_resize_from_h": 0,
 }
-# PaddleMIX's and diffusers' spelling of the same option.
-GENERATION_ALIASES = {"guidance_scale": "cfg_scale"}
+# PaddleMIX's and diffusers' spellings of the same options (a diffusers call's `num_inference_steps=30` is `steps`).
+GENERATION_ALIASES = {"guidance_scale": "cfg_scale", "num_inference_steps": "steps"}
 IMG2IMG_ALIASES = {**GENERATION_ALIASES, "strength": "denoising_strength"}
 _CHECKED_WITH_PARAMS = (*GENERATION_OPTIONS, "width", "height", "batch_size", "batch_count")
+
+
+_MODEL_LOCKS_GUARD = threading.Lock()
+_MODEL_LOCKS: dict[int, threading.Lock] = {}
+
+
+@contextlib.contextmanager
+def one_call_at_a_time(model: Any):
+    """Hold `model`'s own lock for one generation. The cached model serves every flow and thread in the process, and a
+    call changes it while it runs (a prompt's `<lora:...>` is applied to the shared UNet for the call, diffusers'
+    x4 pipeline sets its scheduler's timesteps): two threads generating at once on one model got each other's
+    LoRA. Calls on one model now run one after the other; calls on different models still run in parallel."""
+    with _MODEL_LOCKS_GUARD:
+        lock = _MODEL_LOCKS.setdefault(id(model), threading.Lock())
+    with lock:
+        yield
 
 
 def generation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
@@ -147,6 +165,7 @@ class TextToImageTask(GenerationTask):
     models = {"generator": "stable-diffusion"}
     default_models = {"generator": DEFAULT_SD}
     options = {**GENERATION_OPTIONS, "width": None, "height": None, "batch_size": 1, "batch_count": 1}
+    option_aliases = {**GENERATION_ALIASES, "num_images_per_prompt": "batch_size"}  # diffusers' name for it
 
     def run(self, models, options, *, prompt: str) -> dict[str, Any]:
         from pipelines.txt2img import TextToImage
@@ -154,9 +173,10 @@ class TextToImageTask(GenerationTask):
         check_lora_folder(models, prompt, self.name)
         pipe = sd_pipeline(models, TextToImage)
         native = pipe.model.native_size  # used when width/height are None: the training size, as diffusers does
-        result = pipe(prompt=prompt, width=options["width"] or native, height=options["height"] or native,
-                      batch_size=options["batch_size"],
-                      batch_count=options["batch_count"], **generation_kwargs(options))
+        with one_call_at_a_time(pipe.model):
+            result = pipe(prompt=prompt, width=options["width"] or native, height=options["height"] or native,
+                          batch_size=options["batch_size"],
+                          batch_count=options["batch_count"], **generation_kwargs(options))
         return {"image": result.images[0], "images": result.images, "infotexts": result.infotexts}
 
 
@@ -179,8 +199,9 @@ class ImageToImageTask(GenerationTask):
         check_lora_folder(models, prompt, self.name)
         pipe = image_to_image_pipeline(models)
         width, height = working_size(image, pipe, options["width"], options["height"])
-        result = pipe(prompt=prompt, init_images=[image], width=width, height=height,
-                      denoising_strength=options["denoising_strength"], **generation_kwargs(options))
+        with one_call_at_a_time(pipe.model):
+            result = pipe(prompt=prompt, init_images=[image], width=width, height=height,
+                          denoising_strength=options["denoising_strength"], **generation_kwargs(options))
         return {"image": result.images[0], "infotexts": result.infotexts}
 
 
@@ -190,7 +211,7 @@ class InpaintTask(GenerationTask):
 
     name = "inpaint"
     description = "SD inpainting (masked img2img, or a 9-channel inpainting model)"
-    inputs = {"image": Port("image"), "mask": Port("image"), "prompt": Port("text")}
+    inputs = {"image": Port("image"), "mask": Port("image", mask=True), "prompt": Port("text")}
     outputs = {"image": "image"}
     main_output = "image"
     models = {"generator": "stable-diffusion"}
@@ -211,9 +232,10 @@ class InpaintTask(GenerationTask):
             return {"image": image.copy()}  # nothing to repaint (e.g. nothing was detected); skip loading SD
         pipe = image_to_image_pipeline(models)
         width, height = working_size(image, pipe, options["width"], options["height"])
-        result = pipe(prompt=prompt, init_images=[image.convert("RGB")], mask=mask, width=width,
-                      height=height, denoising_strength=options["denoising_strength"], mask_blur=options["mask_blur"],
-                      inpainting_fill=options["inpainting_fill"], **generation_kwargs(options))
+        with one_call_at_a_time(pipe.model):
+            result = pipe(prompt=prompt, init_images=[image.convert("RGB")], mask=mask, width=width,
+                          height=height, denoising_strength=options["denoising_strength"], mask_blur=options["mask_blur"],
+                          inpainting_fill=options["inpainting_fill"], **generation_kwargs(options))
         painted = result.images[0]
         if painted.size != image.size:
             # The working size was rounded to the VAE multiple: scale back, and keep unmasked pixels exact.

@@ -15,7 +15,7 @@ from typing import Any
 from appflow.task import Port, check_number_option, register_task
 from appflow.tasks.diffusion import (
     DEFAULT_SD, GENERATION_OPTIONS, IMG2IMG_ALIASES, GenerationTask, check_lora_folder, generation_kwargs,
-    image_to_image_pipeline, working_size,
+    image_to_image_pipeline, one_call_at_a_time, working_size,
 )
 
 
@@ -75,6 +75,7 @@ class DualGuidedGenerationTask(GenerationTask):
         blend = blend_images(list(images), options["image_weights"])
         pipe = image_to_image_pipeline(models)
         width, height = working_size(blend, pipe, options["width"], options["height"])
-        result = pipe(prompt=prompt, init_images=[blend], width=width, height=height,
-                      denoising_strength=options["denoising_strength"], **generation_kwargs(options))
+        with one_call_at_a_time(pipe.model):
+            result = pipe(prompt=prompt, init_images=[blend], width=width, height=height,
+                          denoising_strength=options["denoising_strength"], **generation_kwargs(options))
         return {"image": result.images[0], "blend": blend}

@@ -76,7 +76,7 @@ class LabelmeAnnotationTask(Task):
               "scores": Port("scores", optional=True)}
     outputs = {"annotation": "json"}
     main_output = "annotation"
-    options = {"image_path": ""}
+    options = {"image_path": ""}  # "": the image file's name when the image was given as a file
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
@@ -89,5 +89,9 @@ class LabelmeAnnotationTask(Task):
         if not (len(labels) == len(boxes) == len(seg_masks)):
             raise ValueError(f"labelme_annotation needs one label, box and mask per detection; got {len(labels)} "
                              f"labels, {len(boxes)} boxes, {len(seg_masks)} masks.")
-        path = os.fspath(options["image_path"])
+        # LabelMe opens the picture from imagePath (imageData is null), relative to the JSON file: an image given as a
+        # file is named by its file name, for the JSON saved next to it as LabelMe saves it; "" left it unopenable.
+        from appflow.image_inputs import SOURCE_PATH_KEY
+
+        path = os.fspath(options["image_path"]) or os.path.basename(image.info.get(SOURCE_PATH_KEY, ""))
         return {"annotation": labelme_annotation(image.size, labels, boxes, seg_masks, scores, path)}

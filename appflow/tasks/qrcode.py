@@ -12,7 +12,7 @@ from typing import Any
 
 from appflow.task import Port, Task, check_int_option, check_number_option, register_task
 from appflow.tasks.diffusion import (
-    GENERATION_OPTIONS, SD15, GenerationTask, check_lora_folder, generation_kwargs, sd_pipeline,
+    GENERATION_OPTIONS, SD15, GenerationTask, check_lora_folder, generation_kwargs, one_call_at_a_time, sd_pipeline,
 )
 
 QR_ERROR_LEVELS = ("l", "m", "q", "h")
@@ -31,7 +31,13 @@ def qr_code_image(text: str, size: int, error: str = "h", border: int = 4):
     import numpy as np
     from PIL import Image
 
-    code = segno.make(text, error=error, micro=False)
+    try:
+        code = segno.make(text, error=error, micro=False)
+    except segno.DataOverflowError:
+        raise ValueError(f"A text of {len(text)} characters ({len(text.encode('utf-8'))} UTF-8 bytes) does not fit in a "
+                         f"QR code with error correction {error!r} (the largest, version 40, holds 2953 bytes at 'l', "
+                         f"2331 at 'm', 1663 at 'q' and 1273 at 'h'); shorten it (a short URL) or pass a lower "
+                         "qr_error.") from None
     dark = np.array([list(row) for row in code.matrix], dtype=bool)
     modules = dark.shape[0] + 2 * border
     if size < modules:
@@ -76,10 +82,17 @@ class QrCodeTask(Task):
         # the smallest QR code (version 1: 21 modules + a 4-module quiet zone each side) at one pixel per module
         check_int_option("width", options["width"], 29, 8192)
 
-    def run(self, models, options, *, text: str) -> dict[str, Any]:
-        if not text:
+    @classmethod
+    def check_inputs(cls, inputs: dict[str, Any]) -> None:
+        if inputs.get("text") is not None and not inputs["text"]:
             raise ValueError("Task 'qr_code': text is empty; pass the text or URL to encode.")
-        return {"qr_image": qr_code_image(text, options["width"], options["qr_error"])}
+
+    def run(self, models, options, *, text: str) -> dict[str, Any]:
+        self.check_inputs({"text": text})
+        try:
+            return {"qr_image": qr_code_image(text, options["width"], options["qr_error"])}
+        except ValueError as error:
+            raise ValueError(f"Task 'qr_code': {error}") from None
 
 
 @register_task
@@ -114,7 +127,8 @@ class ControlNetTextToImageTask(GenerationTask):
                               guidance_start=options["guidance_start"], guidance_end=options["guidance_end"],
                               resize_mode="just resize")
         size = options["width"]
-        result = pipe(prompt=prompt, width=size, height=size, controlnets=[unit], **generation_kwargs(options))
+        with one_call_at_a_time(pipe.model):
+            result = pipe(prompt=prompt, width=size, height=size, controlnets=[unit], **generation_kwargs(options))
         return {"image": result.images[0]}
 
 

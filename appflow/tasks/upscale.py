@@ -6,7 +6,7 @@ import random
 from typing import Any
 
 from appflow.task import Port, Task, register_task
-from appflow.tasks.diffusion import GENERATION_ALIASES
+from appflow.tasks.diffusion import GENERATION_ALIASES, one_call_at_a_time
 
 
 @register_task
@@ -63,5 +63,6 @@ class TextGuidedUpscaleTask(Task):
         # Exactly 4x, as diffusers' x4 pipeline returns (a scale would floor each side to a multiple of 8, as
         # A1111's Extras do).
         factor = SDx4Upscaler.scale
-        return {"image": upscale_image(image.convert("RGB"), width=factor * image.width, height=factor * image.height,
-                                       upscaler=upscaler)}
+        with one_call_at_a_time(loaded.pipeline):
+            return {"image": upscale_image(image.convert("RGB"), width=factor * image.width,
+                                           height=factor * image.height, upscaler=upscaler)}

@@ -57,14 +57,18 @@ def options_from_generate_kwargs(given: dict[str, Any]) -> dict[str, Any]:
 
 
 def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    """An integer, numpy's included (np.int64 is no int subclass), as the other apps' options take them."""
+    import numbers
+
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _is_number(value: Any) -> bool:
-    """A finite real number (NaN and infinities pass no range check, so they are refused here)."""
+    """A finite real number, numpy's included (NaN and infinities pass no range check, so they are refused here)."""
     import math
+    import numbers
 
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def check_caption_generation(options: dict[str, Any]) -> None:
@@ -98,7 +102,7 @@ def check_caption_generation(options: dict[str, Any]) -> None:
         from mixkit.models.vlm.generative import check_return_sequences
 
         try:
-            check_return_sequences(options)
+            check_return_sequences({name: _plain(value) for name, value in options.items()})
         except ValueError as error:
             raise ValueError(f"Task 'image_caption': {error}.") from None
 
@@ -106,13 +110,23 @@ def check_caption_generation(options: dict[str, Any]) -> None:
 def generate_keywords(options: dict[str, Any]) -> dict[str, Any]:
     """The adapter's `generate` keywords: the set options, `min_length` as new tokens (LAVIS' meaning: its
     BLIP-2 generates from embeddings, so its min_length never counts the prompt)."""
-    keywords = {name: value for name, value in options.items()
+    keywords = {name: _plain(value) for name, value in options.items()
                 if name in CAPTION_GENERATION_OPTIONS and name != "seed" and value is not None}
     if "min_length" in keywords:
         keywords["min_new_tokens"] = keywords.pop("min_length")
     if keywords.get("num_return_sequences") == 1:
         del keywords["num_return_sequences"]
     return keywords
+
+
+def _plain(value: Any) -> Any:
+    """A numpy number as the Python number it stands for (transformers' generation config validates and serialises
+    plain ints and floats); other values unchanged."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Number):
+        return value
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
 
 
 SAMPLING_LOCK = threading.Lock()
@@ -202,7 +216,7 @@ class ImageCaptionTask(Task):
         images = list(image) if isinstance(image, (list, tuple)) else [image]
         keywords = generate_keywords(options)
         vlm = models.get("captioner")
-        with sampling_generator(options["seed"], options["do_sample"], getattr(vlm, "device", "cpu")):
+        with sampling_generator(int(options["seed"]), options["do_sample"], getattr(vlm, "device", "cpu")):
             if question is not None:
                 produced = vlm.answer(*question_image_pairs(image, question), **keywords)
             else:
@@ -248,6 +262,10 @@ class ZeroShotClassificationTask(Task):
             return
         if not labels:
             raise ValueError("Task 'zero_shot_classification': labels is an empty list; pass at least one label.")
+        blank = [index for index, label in enumerate(labels) if isinstance(label, str) and not label.strip()]
+        if blank:
+            raise ValueError(f"Task 'zero_shot_classification': labels must be non-empty text, item {blank[0]} is "
+                             f"{labels[blank[0]]!r}; each label names a class to score.")
         repeated = sorted({label for label in labels if list(labels).count(label) > 1})
         if repeated:
             raise ValueError(f"Task 'zero_shot_classification': labels must be distinct, {repeated} repeat; "

@@ -148,15 +148,13 @@ def _from_array(array):
             f"{what} is not an image Pillow can read ({error}); pass uint8 values 0..255 or floats in [0, 1]") from None
 
 
-def load_image(source: Any, *, max_pixels: int = DEFAULT_MAX_PIXELS):
-    """One image as an upright 8-bit RGB `PIL.Image`.
+def open_image(source: Any, *, max_pixels: int = DEFAULT_MAX_PIXELS):
+    """One image decoded as it is stored: its mode, transparency and EXIF orientation kept (what `load_image`
+    reads before it turns the image upright 8-bit RGB).
 
-    `source` is a path, raw bytes, a `PIL.Image` or an (H, W[, C]) numpy array: uint8, or float in
-    [0, 1] as diffusers returns with `output_type="np"`.
-    Transparent pixels are composited on white; EXIF orientation is applied.
+    Same sources, pixel cap and errors as `load_image`. For what flattening would destroy: an inpainting mask
+    carries its strokes in the alpha channel (A1111's canvas), which `load_image` composites on white.
     """
-    from PIL import ImageOps
-
     if not isinstance(max_pixels, int) or max_pixels < 1:
         raise ValueError(f"max_pixels must be a positive int, got {max_pixels!r}")
     if type(source).__module__ == "numpy":
@@ -171,14 +169,31 @@ def load_image(source: Any, *, max_pixels: int = DEFAULT_MAX_PIXELS):
     try:
         image.seek(0)
         image.load()
+    except (OSError, SyntaxError, ValueError) as error:
+        raise InvalidImageError(f"{_describe(source)} could not be decoded ({error}); it may be truncated or corrupt") from None
+    return image
+
+
+def load_image(source: Any, *, max_pixels: int = DEFAULT_MAX_PIXELS):
+    """One image as an upright 8-bit RGB `PIL.Image`.
+
+    `source` is a path, raw bytes, a `PIL.Image` or an (H, W[, C]) numpy array: uint8, or float in
+    [0, 1] as diffusers returns with `output_type="np"`.
+    Transparent pixels are composited on white; EXIF orientation is applied.
+    """
+    from PIL import ImageOps
+
+    image = open_image(source, max_pixels=max_pixels)
+    what = _describe(source)
+    try:
         # before exif_transpose, whose copy drops `format`: Pillow < 10 opened 16-bit greyscale PNGs as mode I
         sixteen_bit = image.mode.startswith("I;16") or (image.mode == "I" and getattr(image, "format", None) == "PNG")
         image = ImageOps.exif_transpose(image)
-        return _to_8bit_rgb(image, sixteen_bit, _describe(source))
+        return _to_8bit_rgb(image, sixteen_bit, what)
     except InvalidImageError:
         raise
     except (OSError, SyntaxError, ValueError) as error:
-        raise InvalidImageError(f"{_describe(source)} could not be decoded ({error}); it may be truncated or corrupt") from None
+        raise InvalidImageError(f"{what} could not be decoded ({error}); it may be truncated or corrupt") from None
 
 
 def load_images(sources: Iterable[Any], *, max_pixels: int = DEFAULT_MAX_PIXELS) -> list:
@@ -187,6 +202,9 @@ def load_images(sources: Iterable[Any], *, max_pixels: int = DEFAULT_MAX_PIXELS)
 
     if isinstance(sources, (str, Path, bytes, Image.Image)) or type(sources).__module__ == "numpy":
         sources = [sources]
+    elif not isinstance(sources, Iterable):  # None: "'NoneType' object is not iterable" said nothing of images
+        raise TypeError(f"expected an image (path, bytes, PIL.Image or numpy array) or a list of them, "
+                        f"got {type(sources).__name__}")
     images = [load_image(source, max_pixels=max_pixels) for source in sources]
     if not images:
         raise ValueError("no images given: pass at least one image path or PIL.Image")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 import types
 from typing import Iterator
 
@@ -73,19 +74,37 @@ def _routable_layers(model: nn.Module) -> list[nn.Linear]:
     ]
 
 
+_ROUTING_LOCK = threading.Lock()
+_ROUTED: dict[int, tuple[int, list[nn.Linear]]] = {}
+"""id(model) -> (blocks using the routing, routed layers). Two threads captioning with one cached model (an AppFlow
+app shared by a threaded server) overlap their blocks: the first to leave used to unpatch the layers while the other
+was still generating, which then finished its decode steps on the other kernel (another summation order, so not
+always the text it gives alone). The routing now ends when its last user leaves."""
+
+
 @contextlib.contextmanager
 def onednn_small_batch_linears(model: nn.Module) -> Iterator[int]:
     """Within the block, `model`'s large fp32 CPU linears use oneDNN for 4–1024 rows.
 
-    Yields how many layers were routed (0 where oneDNN is unavailable or nothing qualifies).
+    Yields how many layers are routed (0 where oneDNN is unavailable or nothing qualifies).
     The patch is an instance attribute removed on exit, also on error, so the model is left
-    exactly as it was.
+    exactly as it was; blocks on one model that overlap (threads, nesting) share one patch,
+    removed when the last of them exits.
     """
-    layers = _routable_layers(model) if onednn_linear_available() else []
-    for layer in layers:
-        layer.forward = types.MethodType(routed_linear, layer)
+    with _ROUTING_LOCK:
+        users, layers = _ROUTED.get(id(model), (0, []))
+        if not users:
+            layers = _routable_layers(model) if onednn_linear_available() else []
+            for layer in layers:
+                layer.forward = types.MethodType(routed_linear, layer)
+        _ROUTED[id(model)] = (users + 1, layers)
     try:
         yield len(layers)
     finally:
-        for layer in layers:
-            layer.__dict__.pop("forward", None)
+        with _ROUTING_LOCK:
+            users, layers = _ROUTED.pop(id(model))
+            if users > 1:
+                _ROUTED[id(model)] = (users - 1, layers)
+            else:
+                for layer in layers:
+                    layer.__dict__.pop("forward", None)

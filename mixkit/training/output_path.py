@@ -7,13 +7,13 @@ import os
 from pathlib import Path
 
 
-def check_output_path(output: str | Path) -> None:
-    """Refuse, before any training, an output the LoRA file cannot become: finding out when the finished run
-    writes it would lose the run. A missing folder is fine (it is created at the first write, as kohya does)."""
+def check_output_path(output: str | Path, what: str = "LoRA file", example: str = "my_lora.safetensors") -> None:
+    """Refuse, before any training, an output the trained file (`what`) cannot become: finding out when the finished
+    run writes it would lose the run. A missing folder is fine (it is created at the first write, as kohya does)."""
     output = Path(output).expanduser().absolute()
     if output.is_dir():
-        raise ValueError(f"output {str(output)!r} is a folder; name the LoRA file to write, like "
-                         f"{str(output / 'my_lora.safetensors')!r}")
+        raise ValueError(f"output {str(output)!r} is a folder; name the {what} to write, like "
+                         f"{str(output / example)!r}")
     if output.suffix.lower() != ".safetensors":
         raise ValueError(f"output {str(output)!r} must end in .safetensors: the file is written in that format, "
                          "which A1111, ComfyUI and mixkit's LoRA folders list by that suffix (a .ckpt name would "

@@ -15,6 +15,9 @@ from mixkit.training.ti_config import EMBEDDING_SUFFIXES
 
 # The characters A1111 keeps in a new embedding's name (it drops the others silently; mixkit refuses them).
 NAME_PUNCTUATION = "._- "
+# File systems allow 255 bytes per name; the embedding file (`<name>.pt`), its atomic temporary
+# (`.<name>.pt.XXXXXXXX.tmp`) and a training run's copies (`<name>-<step>.pt`) must all fit.
+MAX_NAME_BYTES = 200
 
 
 def check_embedding_name(name: object) -> str:
@@ -26,6 +29,10 @@ def check_embedding_name(name: object) -> str:
     if bad:
         raise ValueError(f"the embedding name {name!r} holds {''.join(bad)!r}; use only letters, digits and "
                          f"{NAME_PUNCTUATION.strip()!r} or spaces (it becomes the file name and the prompt word)")
+    size = len(name.encode("utf-8"))
+    if size > MAX_NAME_BYTES:
+        raise ValueError(f"the embedding name {name[:20]!r}... is {size} bytes long; use at most {MAX_NAME_BYTES} "
+                         "(it becomes a file name)")
     if name != name.strip() or name.startswith("."):
         raise ValueError(f"the embedding name {name!r} must not start with a dot or start or end with a space")
     return name

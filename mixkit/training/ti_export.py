@@ -24,7 +24,8 @@ def check_embedding_output(output: str | Path) -> None:
         raise ValueError(f"output {str(path)!r} must end in .safetensors (kohya's embedding file) or .pt (A1111's); "
                          f"try {str(path.with_suffix('.safetensors'))!r}")
     # check_output_path covers the folder cases; it knows only .safetensors, which a .pt name stands in for.
-    check_output_path(path.with_suffix(".safetensors") if path.suffix.lower() == ".pt" else path)
+    check_output_path(path.with_suffix(".safetensors") if path.suffix.lower() == ".pt" else path,
+                      "embedding file", "my_embedding.safetensors")
 
 
 def embedding_modelspec(*, family: str, v_prediction: bool, title: str, resolution, timestamp: float,

@@ -198,12 +198,17 @@ class DPMAdaptiveScheduler(PlannedWalkScheduler):
     def plan(self, sigmas: torch.Tensor, img2img: bool) -> torch.Tensor:
         self.sigma_min, self.sigma_max, _ = a1111_dpm_sigma_range(self, sigmas, img2img)
         self.walk = None
+        # img2img below one step (strength < 1 / steps: A1111's t_enc 0) hands it sigma_min == sigma_max: k-diffusion
+        # then calls the model not once and returns the noised input, so no call is made here either
+        self.walks = float(torch.tensor(self.sigma_max / self.sigma_min).log()) > END_TOLERANCE
         # the first call, at sigma(t(sigma_max)) as k-diffusion computes it; the rest depend on the sample
         self._first_sigma = _sigma(-torch.tensor(self.sigma_max).log())
         return self._first_sigma.reshape(1)
 
     def model_calls(self) -> Iterator[torch.Tensor]:
-        """The model timestep of each call, decided after the previous call's `step`."""
+        """The model timestep of each call, decided after the previous call's `step` (none when it has no range)."""
+        if not self.walks:
+            return
         yield self.timesteps[0]
         device = self.timesteps.device
         while self.walk is not None and not self.walk.finished:

@@ -342,3 +342,16 @@ def test_upscaling_takes_cfg_scale_or_guidance_scale_and_a_random_seed_by_defaul
     assert np.array_equal(pixels(flow(image=small, prompt="a photo", seed=3)["result"]), pixels(by_hand))
     assert np.array_equal(pixels(flow(image=small, prompt="a photo", seed=3, cfg_scale=4.0)["result"]),
                           pixels(by_hand))
+
+
+def test_auto_label_names_the_image_file_in_the_labelme_json(tiny_blip2_dir, tiny_dino_dir, tiny_sam_dir, photo,
+                                                              shared_cache, tmp_path):
+    """LabelMe opens the picture from imagePath (imageData is null): it was "" for an image given as a file, so the
+    JSON could not be opened in LabelMe; now the file's name, for the JSON saved next to it as LabelMe saves it."""
+    photo.save(tmp_path / "street.png")
+    flow = Appflow("auto_label", models=[tiny_blip2_dir, tiny_dino_dir, tiny_sam_dir], cache=shared_cache, **KEEP_ALL)
+    assert flow(image=tmp_path / "street.png")["annotation"]["imagePath"] == "street.png"
+    assert flow(image=str(tmp_path / "street.png"))["annotation"]["imagePath"] == "street.png"
+    assert flow(image=photo)["annotation"]["imagePath"] == ""  # an image in memory has no file to name
+    assert flow(image=tmp_path / "street.png", image_path="../images/street.png")["annotation"]["imagePath"] == \
+        "../images/street.png"  # the option still wins

@@ -98,3 +98,40 @@ def test_a_load_leaves_the_global_random_generators_as_they_were(tmp_path):
 
     assert draws_after(load=True) == draws_after(load=False)
 
+
+
+def test_a_cached_model_is_served_while_another_one_is_still_loading(tmp_path):
+    """One lock held across every load made each thread wait for any other thread's load, even for a model already in
+    the cache (a 30 s SD load blocked a threaded server's captioning). Two threads asking for one key still load once."""
+    import threading
+
+    from appflow.model_kinds import ModelKind
+
+    started, release, loads = threading.Event(), threading.Event(), []
+
+    def load(source, device, dtype):
+        loads.append(source)
+        if source.endswith("slow"):
+            started.set()
+            release.wait()
+        return object()
+
+    kind = ModelKind("test-slow-kind", "a model that loads slowly", (), load)
+    cache = ModelCache()
+    for name in ("fast", "slow"):
+        (tmp_path / name).mkdir()
+    fast = cache.get(kind, tmp_path / "fast", "cpu", torch.float32)
+    slow = [threading.Thread(target=cache.get, args=(kind, tmp_path / "slow", "cpu", torch.float32)) for _ in range(2)]
+    slow[0].start()
+    assert started.wait(60)
+    slow[1].start()  # asks for the key being loaded: waits for that load, does not load again
+    served = []
+    reader = threading.Thread(target=lambda: served.append(cache.get(kind, tmp_path / "fast", "cpu", torch.float32)))
+    reader.start()
+    reader.join(30)  # a deadlock guard only: before, this waited for the slow load, which waits for `release`
+    served_during_load = list(served)
+    release.set()
+    for thread in slow + [reader]:
+        thread.join(60)
+    assert served_during_load == [fast]
+    assert loads == [str(tmp_path / "fast"), str(tmp_path / "slow")] and cache.loads == 2

@@ -64,7 +64,7 @@ def test_the_listing_shows_each_apps_options_with_defaults_and_aliases(cli, caps
     assert cli(["apps", "image2image_text_guided_upscaling", "--json"]) == 0
     [info] = json.loads(capsys.readouterr().out)
     assert info["options"]["cfg_scale"] == 9.0 and info["options"]["seed"] == -1  # as the other SD apps name them
-    assert info["option_aliases"] == {"guidance_scale": "cfg_scale"}
+    assert info["option_aliases"] == {"guidance_scale": "cfg_scale", "num_inference_steps": "steps"}
     assert appflow_main(["list", "inpainting"]) == 0  # PaddleMIX's name lists the app it opens
     out = capsys.readouterr().out
     assert out.startswith("text_guided_inpainting\n") and "  aliases: inpainting\n" in out

@@ -141,3 +141,49 @@ def test_the_cap_is_for_what_is_still_to_be_decoded():
     with pytest.raises(ValueError, match="9000x8000 = 72,000,000 pixels, above the 64,000,000-pixel cap"):
         read_image_input(Image.open(io.BytesIO(encoded.getvalue())), "input 'image'")
     assert read_image_input(np.asarray(big), "input 'image'").getpixel((8999, 7999)) == (90, 90, 90)
+
+
+# -- masks keep their transparency (appflow hunt 4) ----------------------------------------------------------------------
+@pytest.fixture
+def canvas_mask(tmp_path):
+    """A 12x8 stroke (opaque white) on a transparent 48x40 layer, as A1111's canvas sends masks; with its PNG file and
+    the greyscale mask it stands for (white = repaint)."""
+    pixels = np.zeros((40, 48, 4), np.uint8)
+    pixels[4:12, 6:18] = 255
+    image = Image.fromarray(pixels, "RGBA")
+    image.save(tmp_path / "mask.png")
+    expected = np.zeros((40, 48), np.uint8)
+    expected[4:12, 6:18] = 255
+    return image, tmp_path / "mask.png", expected
+
+
+def test_a_transparent_mask_is_read_from_its_alpha_in_every_form(canvas_mask):
+    from appflow.image_inputs import read_mask_input
+
+    image, path, expected = canvas_mask
+    for form in (image, path, str(path), path.read_bytes(), np.asarray(image)):
+        mask = read_mask_input(form, "mask")
+        assert mask.mode == "L" and np.array_equal(np.asarray(mask), expected), type(form)
+    # flattened on white (what every image input gets), the transparent background became "repaint"
+    assert np.asarray(read_image_input(image, "image").convert("L")).min() == 255
+    # an opaque mask is its grey levels, soft edges kept (as the inpainting pipeline reads it)
+    grey = Image.fromarray(np.linspace(0, 255, 48 * 40).reshape(40, 48).astype(np.uint8), "L")
+    assert np.array_equal(np.asarray(read_mask_input(grey.convert("RGBA"), "mask")), np.asarray(grey))
+    with pytest.raises(ValueError, match="mask: image file .*nope.png.* does not exist"):
+        read_mask_input(path.parent / "nope.png", "mask")
+
+
+def test_mask_guided_inpainting_repaints_only_the_strokes_of_a_transparent_mask(tiny_sd1_dir, photo, canvas_mask,
+                                                                               shared_cache):
+    image, path, expected = canvas_mask
+    flow = Appflow("mask_guided_inpainting", models=[tiny_sd1_dir], cache=shared_cache, steps=2, seed=7, mask_blur=0)
+    painted = np.asarray(flow(image=photo, mask=image, inpaint_prompt="a cat")["result"])
+    # the same as the greyscale mask it stands for; before, the whole picture was repainted
+    grey = np.asarray(flow(image=photo, mask=Image.fromarray(expected, "L"), inpaint_prompt="a cat")["result"])
+    assert np.array_equal(painted, grey)
+    assert np.array_equal(painted[expected == 0], np.asarray(photo)[expected == 0])
+    assert not np.array_equal(painted[expected > 0], np.asarray(photo)[expected > 0])
+    assert np.array_equal(np.asarray(flow(image=photo, mask=path, inpaint_prompt="a cat")["result"]), grey)
+    from appflow import describe_app
+
+    assert describe_app("mask_guided_inpainting")["mask_inputs"] == ["mask"]  # what the HTTP API and UI read

@@ -198,3 +198,23 @@ def test_a_generator_seeds_hires_fix_as_the_same_seed_does(hires):
     generated = hires(**{key: value for key, value in call.items() if key != "seed"},
                       generator=torch.Generator().manual_seed(7))
     assert generated.seeds == [7] and generated.images[0].tobytes() == seeded.images[0].tobytes()
+
+
+def test_a_model_upscaler_file_upscales_the_first_pass_by_its_name(hires, tmp_path):
+    from mixkit.testing.tiny_upscalers import TINY_RRDB, save_upscaler, tiny_upscaler
+    from pipelines.hires import hires_upscaler_names
+    from pipelines.model_upscale import LOADED, register_model_upscalers
+    from pipelines.upscale import UPSCALERS
+
+    save_upscaler(tiny_upscaler(TINY_RRDB, seed=9), tmp_path / "4x-UltraSharp.pth", "esrgan")
+    register_model_upscalers(tmp_path)
+    try:
+        assert hires_upscaler_names()[-1] == "4x-UltraSharp"
+        result = hires(hr_scale=2.0, hr_upscaler="4x-UltraSharp", hr_second_pass_steps=1, denoising_strength=0.3, **BASE)
+        lanczos = hires(hr_scale=2.0, hr_upscaler="Lanczos", hr_second_pass_steps=1, denoising_strength=0.3, **BASE)
+        assert result.images[0].size == (64, 64)
+        assert parse_infotext(result.infotexts[0])["Hires upscaler"] == "4x-UltraSharp"
+        assert result.images[0].tobytes() != lanczos.images[0].tobytes()  # the network, not a resize, made the pixels
+    finally:
+        UPSCALERS.unregister("4x-UltraSharp")
+        LOADED.clear()

@@ -116,3 +116,19 @@ def test_sd_x4_checks_budget_and_noise_level_before_running(x4, monkeypatch):
         x4.upscale(huge, 4400, 4400)
     with pytest.raises(ValueError, match="noise_level"):
         SDx4Upscaler(x4.pipeline, noise_level=1000)
+
+
+def test_sd_x4_sees_every_pixel_of_sides_that_are_no_multiple_of_its_vae_factor(x4):
+    """diffusers floors the input to a multiple of 4: a 7x6 image was squeezed into 4x4 and a 1x1 or 3x5 one failed
+    with "height and width must be > 0". Edge-padded to 8x8, upscaled, and the padding's output cut off instead."""
+    import torch
+
+    assert x4.pipeline.vae_scale_factor == 4
+    odd = Image.fromarray(np.random.default_rng(3).integers(0, 255, (6, 7, 3), dtype=np.uint8))
+    padded = Image.fromarray(np.pad(np.asarray(odd), ((0, 2), (0, 1), (0, 0)), mode="edge"))
+    by_hand = x4.pipeline(prompt="", image=padded, num_inference_steps=2, guidance_scale=9.0, noise_level=20,
+                          generator=torch.Generator("cpu").manual_seed(1)).images[0]
+    assert by_hand.size == (32, 32)
+    assert np.array_equal(np.asarray(x4.upscale(odd, 28, 24)), np.asarray(by_hand.crop((0, 0, 28, 24))))
+    for size in ((1, 1), (3, 5)):
+        assert x4.upscale(Image.new("RGB", size, (200, 30, 30)), 4 * size[0], 4 * size[1]).size == (4 * size[0], 4 * size[1])

@@ -168,12 +168,6 @@ def test_sd_modules_is_empty(client):
     assert client.get("/sdapi/v1/sd-modules").json() == []  # A1111's route; no separate module files here
 
 
-def test_interrogate_is_refused_naming_the_captioning_app(client):
-    response = client.post("/sdapi/v1/interrogate", json={"image": "", "model": "clip"})
-    assert response.status_code == 501 and response.json()["error"] == "HTTPException"
-    assert "POST /appflow/image2text_generation" in response.json()["detail"]
-
-
 def test_paths_are_absolute_and_cmd_flags_hold_a1111s_flag_names(client, server):
     models = client.get("/sdapi/v1/sd-models").json()
     assert [os.path.isabs(item["filename"]) for item in models] == [True]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -95,6 +96,25 @@ def test_ui_widgets_follow_the_declared_ports():
     assert widget_value("flag", True) is True
 
 
+def test_the_ui_hands_over_transparency_for_the_app_to_read_as_it_reads_files(tmp_path):
+    """Gradio's image_mode="RGB" dropped the alpha: a transparent picture came out on black in the UI (on white from
+    Python and HTTP), and a mask's strokes on a transparent layer were lost."""
+    import numpy as np
+    from gradio.data_classes import FileData
+
+    from appflow.image_inputs import read_image_input, read_mask_input
+    from webui.ui.appflow_tab import input_widget
+
+    pixels = np.zeros((8, 8, 4), np.uint8)
+    pixels[2:4, 2:4] = (255, 0, 0, 255)
+    Image.fromarray(pixels, "RGBA").save(tmp_path / "logo.png")
+    picture = input_widget("image", "image").preprocess(FileData(path=str(tmp_path / "logo.png")))
+    assert np.array_equal(np.asarray(read_image_input(picture, "image")),
+                          np.asarray(read_image_input(tmp_path / "logo.png", "image")))  # on white, as from a file
+    mask = input_widget("mask", "image", mask=True).preprocess(FileData(path=str(tmp_path / "logo.png")))
+    assert np.array_equal(np.asarray(read_mask_input(mask, "mask")) > 0, pixels[..., 3] > 0)  # only the strokes
+
+
 def test_a_lora_tag_in_an_app_uses_the_servers_lora_folder(tiny_sd1_dir, tmp_path, serving):
     import httpx
 
@@ -125,6 +145,19 @@ def test_captioning_options_are_held_to_the_servers_limits(options, fragment):
     with pytest.raises(ValueError, match=fragment):
         check_app_options(options, GenerationLimits())
     assert check_app_options({"num_beams": 4, "num_return_sequences": 2, "max_new_tokens": 40}, GenerationLimits())
+
+
+@pytest.mark.parametrize("options, fragment", [
+    ({"num_inference_steps": 10**6}, r"option steps must be an integer in \[1, "),
+    ({"num_images_per_prompt": 10**3}, r"option batch_size must be an integer in \[1, "),
+    ({"steps": 2, "num_inference_steps": 2}, "got option 'steps' twice"),
+])
+def test_diffusers_spellings_of_sd_options_are_held_to_the_servers_limits(options, fragment):
+    from pipelines.params import GenerationLimits
+    from webui.appflow_io import check_app_options
+
+    with pytest.raises(ValueError, match=fragment):
+        check_app_options(options, GenerationLimits())
 
 
 def _png_base64(color) -> str:
@@ -199,3 +232,30 @@ def test_generate_kwargs_are_held_to_the_servers_limits_too(client):
     response = client.post("/appflow/image2text_generation", json={
         "inputs": {"image": _png_base64((1, 2, 3))}, "options": {"generate_kwargs": {"max_length": 3}}})
     assert response.status_code == 200, response.text
+
+
+def test_a_transparent_mask_sent_over_http_repaints_only_its_strokes(client):
+    """A1111's canvas mask (opaque strokes on a transparent layer) used to be flattened on white: all repainted."""
+    from appflow import describe_app
+    from webui.appflow_io import decode_app_inputs
+
+    def b64(image):
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG")
+        return base64.b64encode(buffer.getvalue()).decode()
+
+    photo = Image.new("RGB", (64, 64), (0, 90, 200))
+    mask = Image.new("RGBA", (64, 64), (0, 0, 0, 0))
+    mask.paste((255, 255, 255, 255), (8, 8, 24, 20))
+    inputs = {"image": b64(photo), "mask": b64(mask), "inpaint_prompt": "a cat"}
+    response = client.post("/appflow/mask_guided_inpainting",
+                           json={"inputs": inputs, "options": {"steps": 1, "seed": 5, "mask_blur": 0}})
+    assert response.status_code == 200, response.text
+    painted = np.asarray(Image.open(io.BytesIO(base64.b64decode(response.json()["outputs"]["image"]))).convert("RGB"))
+    kept = np.ones((64, 64), bool)
+    kept[8:20, 8:24] = False
+    assert np.array_equal(painted[kept], np.asarray(photo)[kept])
+    assert not np.array_equal(painted[~kept], np.asarray(photo)[~kept])
+    decoded = decode_app_inputs(describe_app("mask_guided_inpainting"), inputs, max_pixels=10**6, max_bytes=10**6,
+                                max_chars=100)
+    assert decoded["mask"].mode == "RGBA" and decoded["image"].mode == "RGB"

@@ -231,3 +231,54 @@ def test_training_an_unloaded_checkpoint_says_to_reload_it(client):
     finally:
         assert client.post("/sdapi/v1/reload-checkpoint").status_code == 200
     assert listed(client, "later")["step"] == 0
+
+
+def test_a_training_queued_behind_an_unload_reloads_the_checkpoint_and_trains(client, server):
+    """As a generation does: the unload ran after the request was checked, so the run loads the model back."""
+    from .worker_jobs import submit_until_interrupted
+
+    assert client.post("/sdapi/v1/create/embedding", json={"name": "behind", "init_text": "red"}).status_code == 200
+    state = server.state
+    blocker, _ = submit_until_interrupted(state.worker)
+    state.submit_unload()
+    answers = []
+    thread = threading.Thread(target=lambda: answers.append(client.post(
+        "/sdapi/v1/train/embedding", json={**TRAIN, "embedding_name": "behind", "steps": 1})))
+    thread.start()
+    deadline = time.monotonic() + 60
+    while state.worker.queued < 2:  # the unload, then the training
+        assert time.monotonic() < deadline and thread.is_alive(), answers
+        time.sleep(0.02)
+    state.worker.cancel(blocker)
+    thread.join(120)
+    assert answers and answers[0].status_code == 200, answers[0].text
+    assert state.holder.loaded and listed(client, "behind")["step"] == 1
+
+
+def test_a_second_run_queued_on_the_same_embedding_is_refused_once_the_first_changed_it(client, server):
+    """Both were checked at step 0; the second would continue the first's file yet count its steps from 0."""
+    from .worker_jobs import submit_until_interrupted
+
+    assert client.post("/sdapi/v1/create/embedding", json={"name": "twice", "init_text": "red"}).status_code == 200
+    state = server.state
+    blocker, _ = submit_until_interrupted(state.worker)
+    answers = {}
+
+    def train(index: int) -> None:
+        answers[index] = client.post("/sdapi/v1/train/embedding", json={**TRAIN, "embedding_name": "twice",
+                                                                         "steps": 2})
+
+    threads = []
+    for index in range(2):
+        threads.append(threading.Thread(target=train, args=(index,)))
+        threads[-1].start()
+        deadline = time.monotonic() + 60
+        while state.worker.queued < index + 1:  # queued in this order
+            assert time.monotonic() < deadline and threads[-1].is_alive(), answers
+            time.sleep(0.02)
+    state.worker.cancel(blocker)
+    for thread in threads:
+        thread.join(120)
+    assert answers[0].status_code == 200, answers[0].text
+    assert answers[1].status_code == 422 and "was trained to step 2 while this run waited" in answers[1].json()["detail"]
+    assert listed(client, "twice")["step"] == 2

@@ -120,3 +120,39 @@ def test_inputs_named_after_an_option_are_inputs_too(sources, tmp_path, capsys):
         str(out / "cat.png"), str(out / "dog.png")]
     assert main(["extras", str(sources / "cat.png"), "-o", str(out), "--sharpen"]) == 2
     assert "unrecognized arguments: --sharpen" in capsys.readouterr().err
+
+
+@pytest.fixture()
+def registry_restored():
+    """The CLI registers model files into the process's registry; put it back as it was after the test."""
+    from pipelines.model_upscale import LOADED
+    from pipelines.upscale import UPSCALERS
+
+    before = set(UPSCALERS.names())
+    yield
+    for name in set(UPSCALERS.names()) - before:
+        UPSCALERS.unregister(name)
+    LOADED.clear()
+
+
+def test_a_model_file_from_esrgan_models_path_upscales_by_its_name(sources, tmp_path, capsys, registry_restored):
+    from mixkit.testing.tiny_upscalers import TINY_RRDB, save_upscaler, tiny_upscaler
+    from pipelines.model_upscale import ModelUpscaler
+
+    models = tmp_path / "ESRGAN"
+    models.mkdir()
+    model_file = save_upscaler(tiny_upscaler(TINY_RRDB, seed=4), models / "4x-UltraSharp.pth", "esrgan")
+    [path] = extras(capsys, str(sources / "dog.jpg"), "--esrgan-models-path", str(models), "--upscaler",
+                    "4x-UltraSharp", "--scale", "2", "--esrgan-tile", "16", "--esrgan-tile-overlap", "4",
+                    "-o", str(tmp_path / "o"))
+    saved = Image.open(path)
+    expected = upscale_image(load_image(sources / "dog.jpg"), 2.0,
+                             upscaler=ModelUpscaler(model_file, tile_size=16, tile_overlap=4))
+    assert saved.size == (96, 80) and saved.convert("RGB").tobytes() == expected.tobytes()
+    assert saved.text["postprocessing"] == "Postprocess upscale by: 2.0, Postprocess upscaler: 4x-UltraSharp"
+
+
+def test_bad_tiling_flags_name_the_flag(sources, tmp_path, capsys):
+    assert main(["extras", str(sources), "--esrgan-tile", "16", "--esrgan-tile-overlap", "8", "-o",
+                 str(tmp_path / "o")]) == 2
+    assert "--esrgan-tile-overlap must be an integer in [0, 7] for --esrgan-tile 16" in capsys.readouterr().err

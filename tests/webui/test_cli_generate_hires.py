@@ -50,3 +50,24 @@ def test_hires_flag_errors_are_one_line_before_the_model_loads(tmp_path, capsys,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("mixkit: error:") and message in err[0], err
     assert not (tmp_path / "o").exists()
+
+
+def test_hr_upscaler_takes_a_model_file_from_realesrgan_models_path(tiny_sd1_dir, tmp_path, capsys):
+    from mixkit.testing.tiny_upscalers import TINY_SRVGG, save_upscaler, tiny_upscaler
+    from pipelines.model_upscale import LOADED
+    from pipelines.upscale import UPSCALERS
+
+    models = tmp_path / "RealESRGAN"
+    models.mkdir()
+    save_upscaler(tiny_upscaler(TINY_SRVGG, seed=6), models / "realesr-general-x4v3.pth", "srvgg")
+    try:
+        code = main(["generate", "a red circle", "--model", str(tiny_sd1_dir), "--hr-scale", "1.5", "--hr-steps", "1",
+                     "--hr-upscaler", "R-ESRGAN General 4xV3", "--realesrgan-models-path", str(models),
+                     "-o", str(tmp_path / "a"), *ARGS])
+        assert code == 0, capsys.readouterr().err
+        [path] = capsys.readouterr().out.split()
+        assert Image.open(path).size == (96, 96)
+        assert "Hires upscaler: R-ESRGAN General 4xV3" in Image.open(path).text["parameters"]  # A1111's name
+    finally:
+        UPSCALERS.unregister("R-ESRGAN General 4xV3")
+        LOADED.clear()

@@ -89,8 +89,8 @@ def test_an_explicit_prompt_wins_and_an_empty_one_stays_empty(tiny_sd1_dir, file
     (["--mask", "MASK", "--mask-blur-y", "200"], "--mask-blur-y must be an integer in [0, 128]"),
     (["--mask", "MASK", "--latent-mask", "MASK", "--only-masked"], "--latent-mask works on the whole picture"),
     (["--mask", "MASK", "--latent-mask", "missing.png"], "--latent-mask 'missing.png' does not exist"),
-    (["--noise-multiplier", "-1"], "--noise-multiplier must be a finite number >= 0"),
-    (["--extra-noise", "nan"], "--extra-noise must be a finite number >= 0"),
+    (["--noise-multiplier", "-1"], "--noise-multiplier must be a number in [0, 1.5]"),
+    (["--extra-noise", "nan"], "--extra-noise must be a number in [0, 1]"),
     (["--inpainting-mask-weight", "2"], "--inpainting-mask-weight must be a number in [0, 1]"),
 ])
 def test_user_errors_are_refused_before_the_load(files, tmp_path, capsys, monkeypatch, extra, fragment):

@@ -107,3 +107,28 @@ def test_an_unknown_checkpoint_is_refused_before_queueing_listing_the_checkpoint
                                          r"a\.safetensors, b\.safetensors, broken\.safetensors"):
         state.submit_generation("txt2img", object(), save=False, checkpoint="c")
     assert state.worker.queued == 0
+
+
+def test_a_vae_that_does_not_fit_the_requests_checkpoint_keeps_the_servers_vae_choice(state, tmp_path):
+    """The chosen sd_vae falls back to the request's checkpoint's own VAE for the job only: the setting (and the
+    settings file) keep it, and the server's checkpoint gets it back."""
+    vae_file = tmp_path / "mine.vae.safetensors"
+    vae_file.write_bytes(b"vae")
+    applied = []
+
+    def set_vae(name, path):
+        if running(state) == "b":
+            raise ValueError("VAE 'mine' does not fit the loaded model's VAE")
+        applied.append((running(state), name))
+        state.holder.vae_name = name
+        return name
+
+    state.holder.set_vae = set_vae
+    state.vaes.find = lambda name: vae_file
+    state.options.apply({"sd_vae": "mine"})
+    state.holder.vae_name = "mine"
+    with checkpoint_for_job(state, state.requested_checkpoint("b")):
+        assert state.holder.vae_name == "Automatic"  # b decodes with its own VAE
+    assert state.options.get("sd_vae") == "mine"
+    assert json.loads(open(state.options.settings_file).read())["sd_vae"] == "mine"
+    assert running(state) == "a" and state.holder.vae_name == "mine" and applied == [("a", "mine")]

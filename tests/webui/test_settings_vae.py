@@ -152,3 +152,17 @@ def test_a_restarted_server_comes_back_with_the_checkpoint_and_vae_last_chosen(t
         assert last.model_title == "first"
     finally:
         last.close()
+
+
+def test_a_vae_chosen_while_the_checkpoint_is_unloaded_goes_on_it_when_it_loads_again(tiny_sd1_dir, tmp_path):
+    """After unload-checkpoint there is no VAE to swap: the choice is kept, and the reload (or next job) applies it."""
+    state = vae_server(tiny_sd1_dir, tmp_path)
+    try:
+        state.submit_unload().future.result(60)
+        assert state.submit_vae_switch("other-vae").future.result(60) == "other-vae"
+        assert state.holder.unloaded and state.options.get("sd_vae") == "other-vae"
+        state.submit_reload().future.result(120)
+        assert state.holder.vae_name == "other-vae"
+        assert state.holder.txt2img().model.extras["vae_name"] == "other-vae"
+    finally:
+        state.close()

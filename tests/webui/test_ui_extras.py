@@ -157,3 +157,32 @@ def test_batch_files_are_read_as_the_api_reads_them(built, tmp_path):
     assert sizes == "10x20 -> 16x40; 8x8 -> 16x16"  # upright; sides floored to multiples of 8, as A1111
     with Image.open(gallery[1][0]) as result:
         assert result.convert("RGB").getpixel((3, 3)) == (255, 255, 255)
+
+
+def test_model_upscaler_files_are_choices_of_extras_and_hires_and_upscale(tmp_path):
+    from mixkit.testing.tiny_upscalers import TINY_RRDB, save_upscaler, tiny_upscaler
+    from pipelines.upscale import UPSCALERS, upscale_image
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+    from webui.ui.app import build_ui
+
+    from .ui_blocks import component
+
+    (tmp_path / "models").mkdir(), (tmp_path / "ESRGAN").mkdir()
+    save_upscaler(tiny_upscaler(TINY_RRDB, seed=8), tmp_path / "ESRGAN" / "4x_foolhardy_Remacri.pth", "esrgan")
+    state = ServerState(ServerConfig(models_dir=str(tmp_path / "models"), output_dir=str(tmp_path / "out"),
+                                     esrgan_models_path=str(tmp_path / "ESRGAN")))
+    try:
+        blocks = build_ui(state)
+        for elem_id in ("extras_upscaler", "txt2img_hr_upscaler"):
+            assert "4x_foolhardy_Remacri" in [choice[0] for choice in component(blocks, elem_id).choices]
+        source = source_image(tmp_path)
+        path, size, info = handler(blocks, "extras_generate", "click").fn(
+            source, "4x_foolhardy_Remacri", 2.0, SCALE_BY, 512, 512, True, SimpleNamespace(session_hash=None))
+        assert size == "24x16 -> 48x32" and info.endswith("Postprocess upscaler: 4x_foolhardy_Remacri")
+        with Image.open(path) as result:
+            expected = upscale_image(source, 2.0, upscaler="4x_foolhardy_Remacri")
+            assert result.convert("RGB").tobytes() == expected.tobytes()
+    finally:
+        state.close()
+    assert "4x_foolhardy_Remacri" not in UPSCALERS

@@ -84,6 +84,11 @@ def test_refusals_are_shown_as_errors_and_change_nothing(built):
         list(handler(blocks, "train_start", "click").fn(SESSION, *form(None, 2)))
     with pytest.raises(gr.Error, match="unknown embedding 'nothing-here'"):
         list(handler(blocks, "train_start", "click").fn(SESSION, *form("nothing-here", 2)))
+    # a number box left empty: named by its label, not Python's "int() argument must be ... not 'NoneType'"
+    with pytest.raises(gr.Error, match=r"Max steps is empty; enter a whole number\."):
+        list(handler(blocks, "train_start", "click").fn(SESSION, *form("twice", None)))
+    with pytest.raises(gr.Error, match=r"Gradient accumulation steps is empty; enter a whole number\."):
+        list(handler(blocks, "train_start", "click").fn(SESSION, *form("twice", 2, gradient_step=None)))
     assert torch.load(root / "embeddings" / "twice.pt", weights_only=True)["step"] == 0
 
 

@@ -40,8 +40,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("inputs", nargs="+", metavar="IMAGE_OR_FOLDER",
                    help="image files, or folders whose images are all upscaled (A1111's Batch from Directory)")
     p.add_argument("--upscaler", default=UPSCALERS.names()[0], metavar="NAME",
-                   help=f"{', '.join(UPSCALERS.names())}, or None to copy the image unchanged "
+                   help=f"{', '.join(UPSCALERS.names())}, the file name (without extension) of a model in "
+                        f"--esrgan-models-path / --realesrgan-models-path, or None to copy the image unchanged "
                         f"(default: {UPSCALERS.names()[0]})")
+    add_upscaler_flags(p)
     p.add_argument("--scale", type=float, default=None, metavar="X",
                    help=f"A1111's 'Scale by': each side times X, floored to a multiple of 8, as A1111 "
                         f"(0-{UpscaleLimits().max_scale}; default {d.upscaling_resize})")
@@ -60,6 +62,37 @@ def add_parser(subparsers) -> None:
     p.add_argument("-o", "--output", default=DEFAULT_OUTPUT,
                    help=f"output folder (default: ./{DEFAULT_OUTPUT}), or a .png file name for a single image")
     p.set_defaults(func=run, extra_flags=_more_inputs)
+
+
+def add_upscaler_flags(parser) -> None:
+    """The model folders (as `mixkit webui`'s) and A1111's ESRGAN tiling settings, for `extras` and `generate`."""
+    from pipelines.model_upscale import DEFAULT_TILE_OVERLAP, DEFAULT_TILE_SIZE
+    from webui.cli.webui import add_upscaler_folder_flags
+
+    add_upscaler_folder_flags(parser)
+    parser.add_argument("--esrgan-tile", type=int, default=DEFAULT_TILE_SIZE, metavar="PX",
+                        help=f"model upscalers work in tiles of this many input pixels, 0 = whole image "
+                             f"(A1111's ESRGAN_tile; default {DEFAULT_TILE_SIZE})")
+    parser.add_argument("--esrgan-tile-overlap", type=int, default=DEFAULT_TILE_OVERLAP, metavar="PX",
+                        help=f"overlap of those tiles (A1111's ESRGAN_tile_overlap; default {DEFAULT_TILE_OVERLAP})")
+
+
+def register_upscaler_flags(args: argparse.Namespace) -> None:
+    """Register the models of --esrgan-models-path / --realesrgan-models-path before any name is checked; a refused
+    file is reported on stderr (its name then is not an upscaler)."""
+    from pipelines.model_upscale import check_tiling, register_model_upscalers
+
+    try:
+        check_tiling(args.esrgan_tile, args.esrgan_tile_overlap)
+    except ValueError as error:
+        raise ValueError(str(error).replace("tile_size", "--esrgan-tile").replace("tile_overlap",
+                                                                                   "--esrgan-tile-overlap")) from None
+    folders = [folder for folder in (args.esrgan_models_path, args.realesrgan_models_path) if folder]
+    if folders:
+        scan = register_model_upscalers(folders, device=getattr(args, "device", None), tile_size=args.esrgan_tile,
+                                        tile_overlap=args.esrgan_tile_overlap)
+        for path, reason in scan.refused.items():
+            print(f"upscaler {path} skipped: {reason}", file=sys.stderr)
 
 
 def _more_inputs(args, extra: list[str]) -> None:
@@ -132,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.params import GenerationLimits
     from webui.cli.extras_batch import checked_sources, output_paths, upscale_and_save
 
+    register_upscaler_flags(args)
     body = extras_request(args)
     files, batch = source_files(args.inputs)
     sources = checked_sources(files, body, GenerationLimits().max_pixels * 4)

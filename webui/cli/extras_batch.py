@@ -39,7 +39,7 @@ def checked_sources(files: list[Path], body, max_pixels: int) -> list[Source]:
             image = read_init_image(str(file), max_pixels)
             factor = upscale_factor(body, image.width, image.height) if upscales(body) else 1.0
             if upscales(body):
-                check_upscale(image.width, image.height, factor, UpscaleLimits())
+                check_upscale(image.width, image.height, factor, UpscaleLimits(), body.upscaler_1)
         except ValueError as error:
             message = in_flag_terms(str(error))
             raise ValueError(message if str(file) in message else f"{file}: {message}") from None

@@ -162,6 +162,10 @@ def run(args: argparse.Namespace) -> int:
     from webui.cli.controlnet_units import controlnet_specs
 
     specs, catalog = controlnet_specs(args, infotext_keys, img2img=False)
+    if getattr(args, "esrgan_models_path", None) or getattr(args, "realesrgan_models_path", None):
+        from webui.cli.extras import register_upscaler_flags
+
+        register_upscaler_flags(args)  # before --hr-upscaler is checked: the files' names are upscalers
     hires = hires_fields(args)
     if specs:  # the units join the params after the load, with their models
         from pipelines.controlnet import ControlHiresParams, ControlTxt2ImgParams

@@ -43,7 +43,11 @@ def add_hires_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--hr-resize-y", type=int, default=None, metavar="PIXELS",
                    help="resize the height to PIXELS instead of --hr-scale (both given: cover and crop, as A1111)")
     g.add_argument("--hr-upscaler", default=None, metavar="NAME",
-                   help=f"{', '.join(hires_upscaler_names())} (default: {d.hr_upscaler})")
+                   help=f"{', '.join(hires_upscaler_names())}, or the file name (without extension) of a model in "
+                        f"--esrgan-models-path / --realesrgan-models-path (default: {d.hr_upscaler})")
+    from webui.cli.extras import add_upscaler_flags
+
+    add_upscaler_flags(g)
     g.add_argument("--hr-steps", type=int, default=None, metavar="N",
                    help="steps of the second pass (default 0: as many as --steps)")
     g.add_argument("--denoising-strength", type=float, default=None, metavar="STRENGTH",

@@ -45,6 +45,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--vae-dir", default=None, help="folder of VAEs for Settings (.safetensors, .pt, .ckpt files or diffusers VAE folders; "
                         "a checkpoint's side-car *.vae.* files are offered too)")
     p.add_argument("--controlnet-dir", default=None, help="folder of ControlNet models (files or diffusers folders)")
+    add_upscaler_folder_flags(p)
     p.add_argument("--appflow-config", default=None, metavar="JSON",
                    help='models for AppFlow apps: {"app": {"role": "model source"}} (default: each app\'s default models)')
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cpu)")
@@ -54,6 +55,16 @@ def add_parser(subparsers) -> None:
                    help="where Settings changes (sampler defaults, performance preset, ...) are saved and read back at "
                         f"start (default: ./{DEFAULT_SETTINGS_FILE}; '' to keep them in memory only)")
     p.set_defaults(func=run)
+
+
+def add_upscaler_folder_flags(parser) -> None:
+    """A1111's upscaler model folders, shared by `webui`, `extras` and `generate` (hires fix)."""
+    parser.add_argument("--esrgan-models-path", default=None, metavar="FOLDER",
+                        help="A1111's models/ESRGAN: ESRGAN .pth/.safetensors files (4x-UltraSharp, Remacri ...), "
+                             "each an upscaler named by its file name")
+    parser.add_argument("--realesrgan-models-path", default=None, metavar="FOLDER",
+                        help="A1111's models/RealESRGAN: Real-ESRGAN files; its release files get A1111's names "
+                             "(RealESRGAN_x4plus.pth is 'R-ESRGAN 4x+', realesr-general-x4v3.pth 'R-ESRGAN General 4xV3')")
 
 
 def config_from_args(args: argparse.Namespace):
@@ -71,7 +82,8 @@ def config_from_args(args: argparse.Namespace):
     models = list(args.model) or [os.environ.get(DEFAULT_MODEL_ENV) or DEFAULT_TEXT_TO_IMAGE]
     config = ServerConfig(
         models=models, models_dir=args.models_dir, output_dir=args.output_dir, lora_dir=args.lora_dir,
-        embeddings_dir=args.embeddings_dir, training_data_dir=args.training_data_dir, styles_file=args.styles_file, vae_dir=args.vae_dir, controlnet_dir=args.controlnet_dir, appflow_models=appflow_models, device=args.device, port=args.port, listen=args.listen,
+        embeddings_dir=args.embeddings_dir, training_data_dir=args.training_data_dir, styles_file=args.styles_file, vae_dir=args.vae_dir, controlnet_dir=args.controlnet_dir,
+        esrgan_models_path=args.esrgan_models_path, realesrgan_models_path=args.realesrgan_models_path, appflow_models=appflow_models, device=args.device, port=args.port, listen=args.listen,
         auth=parse_credentials(args.auth) if args.auth is not None else None, insecure_no_auth=args.insecure_no_auth,
         allowed_hosts=_comma_list(args.allowed_hosts), cors_allow_origins=_comma_list(args.cors_allow_origins),
         queue_size=args.queue, preview_every=args.preview_every, ui=not args.api_only,

@@ -9,12 +9,19 @@ from webui.ui.errors import failed, refused
 from webui.worker import QueueFullError
 
 
-def input_widget(name: str, port: str):
-    """A widget for one declared input port ("image", "text?", "texts", ...); None for types a form cannot hold."""
+def input_widget(name: str, port: str, *, mask: bool = False):
+    """A widget for one declared input port ("image", "text?", "texts", ...); None for types a form cannot hold.
+
+    Image widgets hand over the picture in its own mode (image_mode=None) for the app to read as it reads files:
+    Gradio's "RGB" conversion dropped the alpha channel, so a transparent picture came out on black in the UI but
+    on white from Python and HTTP, and a mask input (`describe_app()["mask_inputs"]`) lost its strokes on a
+    transparent layer."""
     kind, optional = port.rstrip("?"), port.endswith("?")
     label = f"{name} ({kind}{', optional' if optional else ''})"
     if kind == "image":
-        return gr.Image(label=label, type="pil", image_mode="RGB", elem_id=f"appflow_input_{name}")
+        if mask:
+            label += ": white, or opaque strokes on a transparent layer, is repainted"
+        return gr.Image(label=label, type="pil", image_mode=None, elem_id=f"appflow_input_{name}")
     if kind == "images":
         return gr.Gallery(label=label, type="pil", interactive=True, elem_id=f"appflow_input_{name}")
     if kind == "text":
@@ -59,7 +66,8 @@ def build_appflow_tab(state: ServerState) -> None:
         # (switching {prompt} -> {image, prompt}), Gradio 6's page failed to patch the new layout (a
         # TypeError in Gallery) and kept showing the old form. Inside a Column every switch renders.
         with gr.Column(elem_id="appflow_inputs"):
-            widgets = {n: w for n, p in ports.items() if (w := input_widget(n, p)) is not None}
+            masks = set(description.get("mask_inputs", ()))
+            widgets = {n: w for n, p in ports.items() if (w := input_widget(n, p, mask=n in masks)) is not None}
         run = gr.Button("Run", variant="primary", elem_id="appflow_run")
         gallery = gr.Gallery(label="Images", format="png", interactive=False, elem_id="appflow_images")
         result = gr.JSON(label="Outputs", elem_id="appflow_outputs")

@@ -122,7 +122,7 @@ def build_extras_tab(state: ServerState):
                 # the checks `submit_upscale` makes, for every file before the first is queued
                 UPSCALERS.get(body.upscaler_1)
                 check_upscale(pixels.width, pixels.height, upscale_factor(body, pixels.width, pixels.height),
-                              UpscaleLimits())
+                              UpscaleLimits(), body.upscaler_1)
             except ValueError as error:
                 raise refused(f"{_file_name(path)}: {error}") from None
             images.append(image)

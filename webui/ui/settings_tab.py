@@ -147,6 +147,10 @@ def build_settings_tab(state: ServerState) -> None:
         from webui.ui.sampler_parameter_settings import build_sampler_parameter_settings
 
         build_sampler_parameter_settings(state, apply_settings)
+    with gr.Accordion("Upscaling (model upscalers' tiles)", open=False, elem_id="settings_upscaling"):
+        from webui.ui.upscaler_settings import build_upscaler_settings
+
+        build_upscaler_settings(state, apply_settings)
     emphasis, comma_backtrack, clip_l_skip = build_prompt_option_widgets(state)
     apply = gr.Button("Apply settings", elem_id="settings_apply")
 

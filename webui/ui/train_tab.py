@@ -44,12 +44,21 @@ def dataset_folders(state: ServerState) -> list[str]:
     return sorted(path.relative_to(root).as_posix() for path in found)
 
 
+# The tab's number boxes, by their labels: an emptied one is named in the refusal.
+NUMBER_LABELS = {"steps": "Max steps", "batch_size": "Batch size", "gradient_step": "Gradient accumulation steps",
+                 "save_embedding_every": "Save a copy of embedding every N steps",
+                 "create_image_every": "Save an image every N steps"}
+
+
 def train_fields(values: dict) -> dict:
     """A1111's train_embedding fields from the tab's values (a square resolution is its width and height; a preview
-    prompt means A1111's "Read parameters from txt2img tab" with that prompt)."""
+    prompt means A1111's "Read parameters from txt2img tab" with that prompt). An emptied number box is a ValueError
+    naming it."""
     fields = {key: value for key, value in values.items() if key != "resolution"}
     fields.update(training_width=int(values["resolution"]), training_height=int(values["resolution"]))
-    for key in ("steps", "batch_size", "gradient_step", "save_embedding_every", "create_image_every"):
+    for key, label in NUMBER_LABELS.items():
+        if values[key] is None:
+            raise ValueError(f"{label} is empty; enter a whole number.")
         fields[key] = int(values[key])
     fields["tag_drop_out"] = float(values["tag_drop_out"])
     fields["embedding_name"] = values["embedding_name"] or ""

@@ -33,10 +33,31 @@ def generation_options(user: dict) -> dict:
     """
     if "generation_config" in user:
         return dict(user)
-    options = {**DEFAULT_GENERATION, **user}
+    options = {**DEFAULT_GENERATION, **_checked_counts(user)}
     if not any(user.get(name) is not None for name in _LENGTH_OPTIONS):
         options["max_new_tokens"] = DEFAULT_MAX_NEW_TOKENS
     return options
+
+
+COUNT_OPTIONS = {"max_new_tokens": 1, "max_length": 1, "min_new_tokens": 0, "min_length": 0, "num_beams": 1,
+                 "num_beam_groups": 1, "top_k": 0, "no_repeat_ngram_size": 0}
+"""transformers' generation options that count something -> their least value. transformers takes other types
+through and fails deep inside (num_beams=2.5: a `repeat_interleave` TypeError) or not at all."""
+
+
+def _checked_counts(user: dict) -> dict:
+    """`user` with its counts checked (integers, numpy's too, at or above their least value) and made plain ints."""
+    import numbers
+
+    checked = dict(user)
+    for name, least in COUNT_OPTIONS.items():
+        value = user.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+        checked[name] = int(value)
+    return checked
 
 
 def check_return_sequences(options: dict) -> int:

@@ -52,6 +52,20 @@ def test_min_length_counts_new_tokens_as_lavis_does(shipped, circle):
     assert generate_keywords({"min_length": 6, "num_return_sequences": 1, "seed": 3}) == {"min_new_tokens": 6}
 
 
+def test_numpy_numbers_are_taken_as_the_python_numbers_they_stand_for(shipped, circle):
+    """As the other apps' options and the README promise (np.int64(3) used to be refused as 'not an integer')."""
+    import numpy as np
+
+    numpy_options = dict(num_beams=np.int64(3), num_return_sequences=np.int32(2), top_p=np.float32(0.5),
+                         repetition_penalty=np.float64(1.2), min_length=np.int64(2))
+    python_options = {name: value.item() for name, value in numpy_options.items()}
+    assert shipped(image=circle, **numpy_options)["texts"] == shipped(image=circle, **python_options)["texts"]
+    built = Appflow("image2text_generation", max_new_tokens=np.int64(16), **numpy_options)
+    assert built(image=circle)["texts"] == shipped(image=circle, **python_options)["texts"]
+    keywords = generate_keywords({**built.tasks["caption"].settings, "seed": np.int64(3)})
+    assert type(keywords["num_beams"]) is int and type(keywords["top_p"]) is float  # plain, for transformers
+
+
 def test_a_list_of_images_is_captioned_as_one_batch(shipped, circle, second):
     result = shipped(image=[circle, second])
     assert result["texts"] == [shipped(image=circle)["text"], shipped(image=second)["text"]]  # batch = singles
@@ -216,6 +230,8 @@ def test_zero_shot_values_are_refused_before_the_model_loads(tiny_clip_dir, phot
         flow(image=photo, labels=[])
     with pytest.raises(ValueError, match=r"step 'classify': .*labels must be distinct, \['a'\] repeat"):
         flow(image=photo, labels=["a", "b", "a"])
+    with pytest.raises(ValueError, match=r"step 'classify': .*labels must be non-empty text, item 1 is '  '"):
+        flow(image=photo, labels=["a", "  ", "b"])  # "a photo of a ." scored as a class of its own
     with pytest.raises(ValueError, match="step 'classify': .*placeholder"):
         flow(image=photo, labels=["a"], templates=["none"])
     assert cache.loads == 0  # before: the CLIP weights loaded first, then the error came from inside classify

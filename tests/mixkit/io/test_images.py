@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mixkit.io.images import ImageTooLargeError, InvalidImageError, load_image, load_images
+from mixkit.io.images import ImageTooLargeError, InvalidImageError, load_image, load_images, open_image
 
 
 def png_header_only(path, width: int, height: int) -> None:
@@ -87,6 +87,22 @@ def test_rgba_transparency_is_composited_on_white(tmp_path):
     Image.fromarray(pixels, mode="RGBA").save(path)
     image = load_image(path)
     assert image.getpixel((0, 0)) == (255, 0, 0) and image.getpixel((1, 1)) == (255, 255, 255)
+
+
+def test_open_image_keeps_the_alpha_that_load_image_flattens_under_the_same_checks(tmp_path):
+    path = tmp_path / "alpha.png"
+    pixels = np.zeros((2, 2, 4), dtype=np.uint8)
+    pixels[0, 0] = (255, 0, 0, 255)
+    Image.fromarray(pixels, mode="RGBA").save(path)
+    for source in (path, path.read_bytes(), pixels):
+        opened = open_image(source)
+        assert opened.mode == "RGBA" and np.array_equal(np.asarray(opened), pixels)
+    bomb = tmp_path / "bomb.png"
+    png_header_only(bomb, 9000, 9000)
+    with pytest.raises(ImageTooLargeError, match="9000x9000"):
+        open_image(bomb)
+    with pytest.raises(InvalidImageError, match="not an image format"):
+        open_image(b"not an image")
 
 
 def test_palette_with_transparency(tmp_path):
@@ -171,3 +187,9 @@ def test_a_diffusers_np_output_round_trips_unchanged():
 def test_arrays_that_are_not_one_image_are_refused_naming_shape_dtype_and_the_fix(array, match):
     with pytest.raises(InvalidImageError, match=match):
         load_image(array)
+
+
+def test_load_images_names_what_it_takes_when_given_no_images_at_all():
+    for nothing in (None, 3):
+        with pytest.raises(TypeError, match=r"expected an image \(path, bytes, PIL.Image or numpy array\) or a list"):
+            load_images(nothing)

@@ -108,3 +108,36 @@ def test_context_is_a_no_op_without_onednn(monkeypatch):
     model = nn.Sequential(big_linear())
     with onednn_small_batch_linears(model) as routed:
         assert routed == 0 and "forward" not in model[0].__dict__
+
+
+@needs_onednn
+def test_overlapping_blocks_on_one_model_keep_the_routing_until_the_last_one_leaves():
+    """Two threads captioning with one cached model: the first to finish used to unpatch the layers under the other,
+    whose remaining decode steps then ran on MKL (another summation order)."""
+    import threading
+
+    model = nn.Sequential(big_linear())
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def first():
+        with onednn_small_batch_linears(model) as routed:
+            seen["first"] = routed
+            first_in.set()
+            second_in.wait(60)
+        first_out.set()
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert first_in.wait(60)
+    with onednn_small_batch_linears(model) as routed:
+        second_in.set()
+        assert first_out.wait(60)
+        assert routed == 1 and "forward" in model[0].__dict__  # still routed after the other block left
+    thread.join(60)
+    assert seen["first"] == 1 and "forward" not in model[0].__dict__  # unpatched once both left
+    with onednn_small_batch_linears(model) as outer:  # nesting in one thread shares the patch the same way
+        with onednn_small_batch_linears(model) as inner:
+            assert outer == inner == 1
+        assert "forward" in model[0].__dict__
+    assert "forward" not in model[0].__dict__

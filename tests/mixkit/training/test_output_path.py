@@ -34,3 +34,12 @@ def test_a_folder_without_write_permission_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "access", lambda path, mode: path != tmp_path)
     with pytest.raises(ValueError, match=r"cannot be written: '.*' is not writable; choose another output path"):
         check_output_path(tmp_path / "style.safetensors")
+
+
+def test_an_embedding_output_that_is_a_folder_is_named_as_an_embedding(tmp_path):
+    from mixkit.training.ti_export import check_embedding_output
+
+    with pytest.raises(ValueError) as raised:
+        check_embedding_output(tmp_path)
+    assert str(raised.value) == (f"output {str(tmp_path)!r} is a folder; name the embedding file to write, like "
+                                 f"{str(tmp_path / 'my_embedding.safetensors')!r}")

@@ -65,6 +65,8 @@ def test_an_existing_name_is_refused_unless_overwrite_old_which_keeps_its_format
     (dict(name=".secret"), "must not start with a dot"),
     (dict(name=" pad"), "start or end with a space"),
     (dict(name=""), "non-empty"),
+    (dict(name="a" * 201), "is 201 bytes long; use at most 200"),
+    (dict(name="é" * 101), "is 202 bytes long; use at most 200"),
     (dict(name="ok", num_vectors_per_token=0), "1..75"),
     (dict(name="ok", num_vectors_per_token=True), "1..75"),
     (dict(name="ok", init_text=None), "init_text must be a string"),

@@ -82,3 +82,24 @@ def test_num_return_sequences_gives_one_list_per_image(adapter, request, photos)
 def test_impossible_return_counts_are_refused(blip2_opt, photos, options, match):
     with pytest.raises(ValueError, match=match):
         blip2_opt.caption(photos[:1], **options)
+
+
+@pytest.mark.parametrize("options, match", [
+    (dict(num_beams=2.5), r"num_beams must be an integer >= 1, got 2.5"),  # was a TypeError from repeat_interleave
+    (dict(max_new_tokens=0), r"max_new_tokens must be an integer >= 1, got 0"),
+    (dict(top_k=-1), r"top_k must be an integer >= 0, got -1"),
+    (dict(min_new_tokens="3"), r"min_new_tokens must be an integer >= 0, got '3'"),
+])
+def test_counts_that_are_no_integers_are_refused_naming_the_option(blip2_opt, photos, options, match):
+    with pytest.raises(ValueError, match=match):
+        blip2_opt.caption(photos[:1], **options)
+
+
+def test_numpy_counts_are_taken_as_the_integers_they_are(blip2_opt, photos):
+    import numpy as np
+
+    assert generation_options({"num_beams": np.int64(2)}) == {"do_sample": False, "num_beams": 2,
+                                                             "max_new_tokens": DEFAULT_MAX_NEW_TOKENS}
+    assert type(generation_options({"num_beams": np.int64(2)})["num_beams"]) is int
+    assert blip2_opt.caption(photos[:1], num_beams=np.int64(2), max_new_tokens=np.int32(4)) == \
+        blip2_opt.caption(photos[:1], num_beams=2, max_new_tokens=4)

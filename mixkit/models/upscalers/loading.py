@@ -1,0 +1,64 @@
+"""Load an upscaler file (.pth / .pt / .safetensors) into an eval-mode `RRDBNet` or `SRVGGNetCompact`.
+
+Pickled files go through `mixkit.io.loading` (scanned, then torch's weights-only loader); nothing in a file can run
+code. The network and its sizes come from the tensors alone, so a renamed file still loads.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from mixkit.errors import CheckpointFormatError
+from mixkit.models.upscalers.layouts import TO_MODULE, UnknownLayoutError, detect_layout, unwrap_trainer_state
+from mixkit.models.upscalers.rrdbnet import RRDBNet, RRDBNetConfig
+from mixkit.models.upscalers.srvgg import SRVGGConfig, SRVGGNetCompact
+
+UPSCALER_SUFFIXES = (".pth", ".pt", ".safetensors")
+
+
+def read_upscaler_weights(path: str | os.PathLike) -> tuple[str, RRDBNetConfig | SRVGGConfig, dict[str, torch.Tensor]]:
+    """(layout, config, state dict in the module's names) of an upscaler file, on the CPU.
+
+    Raises CheckpointFormatError naming the file and the layouts expected when the file is none of them.
+    """
+    from mixkit.io.loading import read_checkpoint
+
+    file = Path(path).expanduser()
+    loaded = read_checkpoint(file)
+    if not isinstance(loaded, dict):
+        raise CheckpointFormatError(f"{str(file)!r} holds a {type(loaded).__name__}, not upscaler weights.")
+    state = {key: value for key, value in unwrap_trainer_state(loaded).items()
+             if isinstance(key, str) and isinstance(value, torch.Tensor)}
+    try:
+        layout = detect_layout(state)
+        config, renamed = TO_MODULE[layout](state)
+    except UnknownLayoutError as error:
+        keys = ", ".join(list(state)[:5]) or "no tensors"
+        raise CheckpointFormatError(f"{str(file)!r} is {error} (its first keys: {keys}).") from None
+    return layout, config, renamed
+
+
+def build_upscaler(config: RRDBNetConfig | SRVGGConfig) -> RRDBNet | SRVGGNetCompact:
+    """A randomly initialised network of `config` (the tests' tiny models, and the shell `load_upscaler` fills)."""
+    return RRDBNet(config) if isinstance(config, RRDBNetConfig) else SRVGGNetCompact(config)
+
+
+def load_upscaler(path: str | os.PathLike, *, device: str | torch.device = "cpu",
+                  dtype: torch.dtype = torch.float32) -> RRDBNet | SRVGGNetCompact:
+    """The network in `path`, in eval mode on `device` in `dtype`; the weights must fill it exactly."""
+    layout, config, state = read_upscaler_weights(path)
+    model = build_upscaler(config)
+    expected = model.state_dict()
+    missing = [key for key in expected if key not in state]
+    unexpected = [key for key in state if key not in expected]
+    mismatched = [f"{key} {tuple(value.shape)} (expected {tuple(expected[key].shape)})" for key, value in state.items()
+                  if key in expected and expected[key].shape != value.shape]
+    if missing or unexpected or mismatched:
+        raise CheckpointFormatError(
+            f"{str(path)!r} looks like the {layout} layout but does not fit it: missing {missing[:5]}, unexpected "
+            f"{unexpected[:5]}, wrong shapes {mismatched[:5]}. Expected {layout} weights of a single network.")
+    model.load_state_dict(state)
+    return model.to(device=device, dtype=dtype).eval().requires_grad_(False)

@@ -1,0 +1,242 @@
+"""Model upscalers (ESRGAN / Real-ESRGAN / SRVGG files) as pixel upscalers, run the way A1111 runs them.
+
+A1111 names each file of `models/ESRGAN` by its stem ("4x-UltraSharp"), Real-ESRGAN's release files by its own names
+("R-ESRGAN 4x+" for RealESRGAN_x4plus.pth), and upscales by
+`scale` as its `Upscaler.upscale` does: run the network (at most 3 times, until the image covers the target), then
+Lanczos-resize to the target. Each run is tiled as A1111's `upscale_with_model` (`ESRGAN_tile` 192 input pixels,
+`ESRGAN_tile_overlap` 8; 0 = one piece) so a large image fits in memory. One network stays loaded at a time: the
+files are 17-67 MB and a web UI switches between them rarely.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipelines.upscale import UPSCALERS, UpscaleLimits, check_output_size, tiled_upscale
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TILE_SIZE = 192  # A1111's ESRGAN_tile
+DEFAULT_TILE_OVERLAP = 8  # A1111's ESRGAN_tile_overlap
+MAX_PASSES = 3  # A1111's Upscaler.upscale runs a model at most 3 times
+# A1111 shows Real-ESRGAN's release files by its own names (modules/realesrgan_model.py), and infotexts and API
+# requests use them ("Hires upscaler: R-ESRGAN 4x+"): these files register under those names, every other by its stem.
+A1111_REALESRGAN_NAMES = {
+    "realesr-general-x4v3": "R-ESRGAN General 4xV3", "realesr-general-wdn-x4v3": "R-ESRGAN General WDN 4xV3",
+    "realesr-animevideov3": "R-ESRGAN AnimeVideo", "RealESRGAN_x4plus": "R-ESRGAN 4x+",
+    "RealESRGAN_x4plus_anime_6B": "R-ESRGAN 4x+ Anime6B", "RealESRGAN_x2plus": "R-ESRGAN 2x+",
+}
+
+
+def upscaler_name(path: str | os.PathLike) -> str:
+    """The name A1111 shows for an upscaler file: its Real-ESRGAN name for a release file, else the file stem."""
+    stem = Path(path).stem
+    return A1111_REALESRGAN_NAMES.get(stem, stem)
+
+
+def check_tiling(tile_size: Any, tile_overlap: Any) -> None:
+    """Refuse tile settings `tiled_upscale` cannot use (0 = untiled)."""
+    if isinstance(tile_size, bool) or not isinstance(tile_size, int) or not (tile_size == 0 or tile_size >= 8):
+        raise ValueError(f"tile_size must be 0 (no tiling) or an integer >= 8 input pixels, got {tile_size!r}.")
+    top = tile_size // 2 - 1 if tile_size else None  # without tiles the overlap is unused (A1111 ignores it too)
+    if isinstance(tile_overlap, bool) or not isinstance(tile_overlap, int) or tile_overlap < 0 \
+            or (top is not None and tile_overlap > top):
+        raise ValueError(f"tile_overlap must be an integer in [0, {top}] for tile_size {tile_size}, got {tile_overlap!r}.")
+
+
+class _LoadedNetwork:
+    """The one network in memory, keyed by file, its modification time, device and dtype."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.key: tuple | None = None
+        self.model = None
+
+    def get(self, path: Path, device, dtype):
+        from mixkit.models.upscalers.loading import load_upscaler
+
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, str(device), str(dtype))
+        with self.lock:
+            if self.key != key:
+                self.key, self.model = None, None  # free the previous network before loading the next
+                self.model = load_upscaler(path, device=device, dtype=dtype)
+                self.key = key
+            return self.model
+
+    def clear(self) -> None:
+        with self.lock:
+            self.key, self.model = None, None
+
+
+LOADED = _LoadedNetwork()
+
+
+class ModelUpscaler:
+    """A super-resolution network file as a pixel upscaler: `upscale(image, width, height)`.
+
+    The file is read once here to learn its network and native scale (an unknown layout is refused now, naming
+    the file); its weights are loaded when an upscale needs them and kept until another file's are needed.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, name: str | None = None, device: Any = None, dtype: Any = None,
+                 tile_size: int = DEFAULT_TILE_SIZE, tile_overlap: int = DEFAULT_TILE_OVERLAP,
+                 limits: UpscaleLimits | None = None) -> None:
+        import torch
+
+        from mixkit.models.upscalers.loading import read_upscaler_weights
+
+        check_tiling(tile_size, tile_overlap)
+        self.path = Path(path).expanduser()
+        if not self.path.is_file():
+            raise FileNotFoundError(f"Upscaler model {str(self.path)!r} does not exist.")
+        self.name = name or upscaler_name(self.path)
+        self.device = torch.device(device or "cpu")
+        # A1111 runs upscalers in the UI's dtype: half on a GPU, float32 on the CPU (no fast half convolutions)
+        self.dtype = dtype or (torch.float16 if self.device.type == "cuda" else torch.float32)
+        self.tile_size, self.tile_overlap = tile_size, tile_overlap
+        self.limits = limits or UpscaleLimits()
+        self.layout, self.config, _ = read_upscaler_weights(self.path)
+        self.scale = self.config.scale
+        self.architecture = "SRVGG" if self.layout == "srvgg" else "ESRGAN"
+
+    def __repr__(self) -> str:
+        return f"ModelUpscaler({self.name!r}, {self.architecture} x{self.scale}, {str(self.path)!r})"
+
+    def __call__(self, image, width: int, height: int):
+        return self.upscale(image, width, height)
+
+    def planned_sizes(self, width: int, height: int, target_w: int, target_h: int) -> list[tuple[int, int]]:
+        """The size after each run of the network, A1111's loop: run until the image covers the target (at most
+        MAX_PASSES times; once for an x1 network, which cannot grow it).
+
+        A1111 runs the network once even when the image already covers the target if the scale is 1 (an x1
+        restoration model in Extras, hires fix at scale 1); here that is a target of the input's own size floored
+        to a multiple of 8 (`target_size` at scale 1)."""
+        sizes = []
+        at_scale_one = (target_w, target_h) == (width // 8 * 8, height // 8 * 8)
+        while len(sizes) < MAX_PASSES and (not (width >= target_w and height >= target_h)
+                                           or (at_scale_one and not sizes)):
+            width, height = round(width * self.scale), round(height * self.scale)
+            sizes.append((width, height))
+            if self.scale <= 1:
+                break
+        return sizes
+
+    def check_passes(self, width: int, height: int, target_w: int, target_h: int) -> list[tuple[int, int]]:
+        """The sizes `upscale` goes through from width x height to the target, each checked against `limits`."""
+        sizes = self.planned_sizes(width, height, target_w, target_h)
+        check_output_size(target_w, target_h, self.limits)
+        for size in sizes:
+            if size[0] * size[1] > self.limits.max_pixels:
+                raise ValueError(
+                    f"Upscaler {self.name!r} (x{self.scale}) would make a {size[0]}x{size[1]} image on the way to "
+                    f"{target_w}x{target_h}, over the budget of {self.limits.max_pixels} pixels (UpscaleLimits.max_pixels); "
+                    "use a smaller image, a resampler such as Lanczos, or raise the limit.")
+        return sizes
+
+    def upscale(self, image, width: int, height: int):
+        """Run the network as often as A1111 would, then Lanczos-resize to exactly width x height.
+
+        Every intermediate size is checked against `limits` before the network is loaded.
+        """
+        from PIL import Image
+
+        image = image.convert("RGB")
+        sizes = self.check_passes(image.width, image.height, width, height)
+        if sizes:
+            model = LOADED.get(self.path, self.device, self.dtype)
+            for size in sizes:
+                image = self._run(model, image, *size)
+        return image if image.size == (width, height) else image.resize((width, height), Image.Resampling.LANCZOS)
+
+    def _run(self, model, image, width: int, height: int):
+        """One pass of the network, in tiles of `tile_size` input pixels blended over `tile_overlap`."""
+        if self.tile_size and (image.width > self.tile_size or image.height > self.tile_size):
+            return tiled_upscale(image, width, height, lambda tile, w, h: self._run_piece(model, tile),
+                                 tile=self.tile_size, overlap=self.tile_overlap)
+        return self._run_piece(model, image)
+
+    def _run_piece(self, model, image):
+        import numpy as np
+        import torch
+        from PIL import Image
+
+        pixels = torch.from_numpy(np.asarray(image.convert("RGB"), dtype=np.float32) / 255.0)
+        batch = pixels.permute(2, 0, 1)[None].to(device=self.device, dtype=self.dtype)
+        with torch.inference_mode():
+            out = model(batch)[0].float().clamp_(0, 1)
+        array = (out.permute(1, 2, 0) * 255.0).round_().to(torch.uint8).cpu().numpy()
+        return Image.fromarray(array)
+
+
+@dataclass
+class UpscalerScan:
+    """What `register_model_upscalers` found: the names registered and the files refused (path -> reason)."""
+
+    names: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
+
+
+def model_upscaler_files(folder: str | os.PathLike) -> list[Path]:
+    """The upscaler files below `folder` (subfolders too, as A1111 walks them), in name order."""
+    from mixkit.models.upscalers.loading import UPSCALER_SUFFIXES
+
+    root = Path(folder).expanduser()
+    if not root.is_dir():
+        raise NotADirectoryError(f"Upscaler models folder {str(root)!r} does not exist; create it or fix the path.")
+    return sorted(path for path in root.rglob("*") if path.is_file() and path.suffix.lower() in UPSCALER_SUFFIXES)
+
+
+def register_model_upscalers(folders, *, device: Any = None, dtype: Any = None, tile_size: int = DEFAULT_TILE_SIZE,
+                             tile_overlap: int = DEFAULT_TILE_OVERLAP, limits: UpscaleLimits | None = None,
+                             registry=UPSCALERS) -> UpscalerScan:
+    """Register every upscaler file of `folders` under the name A1111 shows for it (`upscaler_name`: the file stem,
+    or "R-ESRGAN 4x+" for RealESRGAN_x4plus.pth and the other Real-ESRGAN release files).
+
+    A file whose layout is unknown, that is unsafe to load, or whose stem is already another upscaler's name is
+    refused and reported (and logged), not registered; the others still are. Registering the same file again (a
+    refresh) replaces its entry.
+    """
+    check_tiling(tile_size, tile_overlap)
+    scan = UpscalerScan()
+    for folder in [folders] if isinstance(folders, (str, os.PathLike)) else list(folders):
+        for path in model_upscaler_files(folder):
+            name = upscaler_name(path)
+            current = registry.get(name) if name in registry else None
+            if current is not None and Path(getattr(current, "path", "")) != path:
+                scan.refused[str(path)] = (f"the name {name!r} is already the upscaler {current!r}; rename the file")
+                continue
+            try:
+                upscaler = ModelUpscaler(path, name=name, device=device, dtype=dtype, tile_size=tile_size,
+                                         tile_overlap=tile_overlap, limits=limits)
+            except (ValueError, OSError) as error:  # CheckpointFormatError / UnsafeCheckpointError are ValueErrors
+                scan.refused[str(path)] = str(error)
+                continue
+            registry.register(name, upscaler, replace=True)
+            scan.names.append(name)
+    for path, reason in scan.refused.items():
+        logger.warning("Upscaler %s not available: %s", path, reason)
+    return scan
+
+
+def set_model_upscaler_tiling(tile_size: int, tile_overlap: int, registry=UPSCALERS) -> None:
+    """Make every registered model upscaler tile this way (A1111's ESRGAN_tile options apply to them all)."""
+    check_tiling(tile_size, tile_overlap)
+    for _, entry in registry.items():
+        if isinstance(entry, ModelUpscaler):
+            entry.tile_size, entry.tile_overlap = tile_size, tile_overlap
+
+
+def upscaler_listing(name: str) -> dict:
+    """A1111's `/sdapi/v1/upscalers` item for a registered name: model upscalers carry their file and scale."""
+    entry = UPSCALERS.get(name) if name in UPSCALERS else None
+    if isinstance(entry, ModelUpscaler):
+        return {"name": name, "model_name": entry.architecture, "model_path": str(entry.path), "model_url": None,
+                "scale": entry.scale}
+    return {"name": name, "model_name": None, "model_path": None, "model_url": None, "scale": None}

@@ -1,0 +1,123 @@
+"""A server with A1111's upscaler model folders: the files listed as A1111 lists them, usable in Extras and hires fix
+over HTTP, tiled as the ESRGAN_tile options say; the registry is clean again after the server stops."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from mixkit.models.upscalers.rrdbnet import RRDBNetConfig
+from mixkit.testing.tiny_upscalers import TINY_RRDB, TINY_SRVGG, save_upscaler, tiny_upscaler
+from pipelines.model_upscale import ModelUpscaler
+from pipelines.upscale import UPSCALERS, upscale_image
+from webui.base64_images import encode_png_base64
+
+from .png_payloads import decode_png
+
+X2 = RRDBNetConfig(in_channels=12, features=8, growth=4, blocks=1)
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("upscalers")
+    (root / "ESRGAN").mkdir(), (root / "RealESRGAN").mkdir()
+    save_upscaler(tiny_upscaler(TINY_RRDB, seed=1), root / "ESRGAN" / "4x-UltraSharp.pth", "esrgan")
+    save_upscaler(tiny_upscaler(X2, seed=2), root / "RealESRGAN" / "RealESRGAN_x2plus.pth", "basicsr", wrapper="params_ema")
+    save_upscaler(tiny_upscaler(TINY_SRVGG, seed=3), root / "RealESRGAN" / "realesr-general-x4v3.safetensors", "srvgg")
+    (root / "RealESRGAN" / "README.pth").write_bytes(b"not a model")
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(tiny_sd1_dir, folders, serving):
+    from webui.config import ServerConfig
+
+    config = ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(folders / "outputs"), ui=False,
+                          esrgan_models_path=str(folders / "ESRGAN"), realesrgan_models_path=str(folders / "RealESRGAN"))
+    with serving(config) as running:
+        yield running
+
+
+def picture(width=40, height=24, seed=0):
+    return Image.fromarray(np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8))
+
+
+def test_upscalers_lists_each_file_with_a1111s_fields(client, folders):
+    listed = {item["name"]: item for item in client.get("/sdapi/v1/upscalers").json()}
+    assert [name for name in listed][:4] == ["None", "Lanczos", "Nearest", "Bicubic"]
+    assert listed["4x-UltraSharp"] == {"name": "4x-UltraSharp", "model_name": "ESRGAN", "model_url": None, "scale": 4,
+                                       "model_path": str(folders / "ESRGAN" / "4x-UltraSharp.pth")}
+    # Real-ESRGAN's release files under A1111's names
+    assert (listed["R-ESRGAN 2x+"]["scale"], listed["R-ESRGAN General 4xV3"]["model_name"]) == (2, "SRVGG")
+    assert "README" not in listed  # not a model: refused (logged), not offered
+    assert client.get("/sdapi/v1/realesrgan-models").json() == [
+        {"name": "R-ESRGAN 2x+", "path": str(folders / "RealESRGAN" / "RealESRGAN_x2plus.pth"), "scale": 2},
+        {"name": "R-ESRGAN General 4xV3", "path": str(folders / "RealESRGAN" / "realesr-general-x4v3.safetensors"),
+         "scale": 4}]
+    assert [m["name"] for m in client.get("/sdapi/v1/latent-upscale-modes").json()][0] == "Latent"
+    flags = client.get("/sdapi/v1/cmd-flags").json()
+    assert flags["esrgan_models_path"] == str(folders / "ESRGAN")
+
+
+@pytest.mark.parametrize("name, scale", [("4x-UltraSharp", 2), ("R-ESRGAN 2x+", 2), ("R-ESRGAN General 4xV3", 4)])
+def test_extras_upscale_with_a_model_file(client, name, scale):
+    source = picture()
+    response = client.post("/sdapi/v1/extra-single-image",
+                           json={"image": encode_png_base64(source), "upscaler_1": name, "upscaling_resize": scale})
+    assert response.status_code == 200, response.text
+    result = decode_png(response.json()["image"]).convert("RGB")
+    assert result.size == (40 * scale, 24 * scale)
+    assert result.tobytes() == upscale_image(source, scale, upscaler=name).tobytes()
+    batch = client.post("/sdapi/v1/extra-batch-images", json={
+        "imageList": [{"data": encode_png_base64(source), "name": "a.png"}], "upscaler_1": name,
+        "upscaling_resize": scale})
+    assert decode_png(batch.json()["images"][0]).convert("RGB").tobytes() == result.tobytes()
+
+
+def test_hires_fix_over_http_with_a_model_upscaler(client):
+    response = client.post("/sdapi/v1/txt2img", json={
+        "prompt": "a castle", "steps": 2, "width": 32, "height": 32, "seed": 3, "enable_hr": True, "hr_scale": 2,
+        "hr_upscaler": "4x-UltraSharp", "hr_second_pass_steps": 1, "denoising_strength": 0.5})
+    assert response.status_code == 200, response.text
+    assert decode_png(response.json()["images"][0]).size == (64, 64)
+    assert "Hires upscaler: 4x-UltraSharp" in response.json()["info"]
+
+
+def test_esrgan_tile_options_retile_every_model_upscaler(client):
+    options = client.get("/sdapi/v1/options").json()
+    assert (options["ESRGAN_tile"], options["ESRGAN_tile_overlap"]) == (192, 8)
+    assert client.post("/sdapi/v1/options", json={"ESRGAN_tile": 64, "ESRGAN_tile_overlap": 16}).status_code == 200
+    assert {(e.tile_size, e.tile_overlap) for _, e in UPSCALERS.items() if isinstance(e, ModelUpscaler)} == {(64, 16)}
+    refused = client.post("/sdapi/v1/options", json={"ESRGAN_tile_overlap": 40})
+    assert refused.status_code == 422 and "tile_overlap must be an integer in [0, 31] for tile_size 64" in refused.text
+    assert client.get("/sdapi/v1/options").json()["ESRGAN_tile_overlap"] == 16
+    client.post("/sdapi/v1/options", json={"ESRGAN_tile": 192, "ESRGAN_tile_overlap": 8})
+
+
+def test_the_registry_is_clean_after_the_server_stops(tiny_sd1_dir, tmp_path, serving):
+    from webui.config import ServerConfig
+
+    before = UPSCALERS.names()
+    save_upscaler(tiny_upscaler(TINY_RRDB), tmp_path / "4x_foolhardy_Remacri.pth", "esrgan")
+    config = ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(tmp_path / "out"), ui=False,
+                          esrgan_models_path=str(tmp_path))
+    with serving(config, load_model=False):
+        assert "4x_foolhardy_Remacri" in UPSCALERS
+    assert UPSCALERS.names() == before
+
+
+def test_a_missing_folder_is_refused_at_start(tiny_sd1_dir, tmp_path):
+    from webui.config import ServerConfig, check_server_config
+
+    with pytest.raises(ValueError, match="--esrgan-models-path .*nowhere.* is not a folder"):
+        check_server_config(ServerConfig(models=[str(tiny_sd1_dir)], esrgan_models_path=str(tmp_path / "nowhere")))
+
+
+def test_extras_refuses_a_model_pass_over_the_budget_before_queueing(client):
+    # x2 of 1100x1100 is 2200x2200, but the x4 network makes 4400x4400 on the way: over 4096x4096
+    source = Image.new("RGB", (1100, 1100), (30, 60, 90))
+    response = client.post("/sdapi/v1/extra-single-image", json={
+        "image": encode_png_base64(source), "upscaler_1": "4x-UltraSharp", "upscaling_resize": 2})
+    assert response.status_code == 422, response.text
+    assert "'4x-UltraSharp' (x4) would make a 4400x4400 image on the way to 2200x2200" in response.text

@@ -1,0 +1,37 @@
+"""The server's upscaler model folders (A1111's models/ESRGAN and models/RealESRGAN) and their A1111 listings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipelines.model_upscale import ModelUpscaler, UpscalerScan, register_model_upscalers
+from pipelines.upscale import UPSCALERS
+from webui.config import ServerConfig
+
+
+def register_server_upscalers(config: ServerConfig, tiling: tuple[int, int]) -> UpscalerScan:
+    """Register the files of both folders as upscalers, on the server's device, tiled as the options say."""
+    folders = [folder for folder in (config.esrgan_models_path, config.realesrgan_models_path) if folder]
+    if not folders:
+        return UpscalerScan()
+    tile_size, tile_overlap = tiling
+    return register_model_upscalers(folders, device=config.device, tile_size=tile_size, tile_overlap=tile_overlap)
+
+
+def unregister_server_upscalers(scan: UpscalerScan) -> None:
+    """Remove the upscalers a server registered (when it closes), and free the loaded network."""
+    from pipelines.model_upscale import LOADED
+
+    for name in scan.names:
+        if name in UPSCALERS:
+            UPSCALERS.unregister(name)
+    LOADED.clear()
+
+
+def realesrgan_models(config: ServerConfig) -> list[dict]:
+    """A1111's `/sdapi/v1/realesrgan-models`: name, path and scale of the upscalers from --realesrgan-models-path."""
+    if not config.realesrgan_models_path:
+        return []
+    folder = Path(config.realesrgan_models_path).expanduser().resolve()
+    return [{"name": name, "path": str(entry.path), "scale": entry.scale} for name, entry in UPSCALERS.items()
+            if isinstance(entry, ModelUpscaler) and entry.path.resolve().is_relative_to(folder)]
