@@ -76,6 +76,25 @@ def test_infotext_recreates_the_units_and_the_image(tiny_sd1_dir, files, tmp_pat
     assert "Weight: 0.2, Resize Mode: Just Resize" in text and "Pixel Perfect: True" in text
 
 
+def test_hires_fix_with_a_unit_is_the_python_apis_image(tiny_sd1_dir, files, tmp_path, capsys):
+    from pipelines.controlnet import ControlNetUnit, load_controlnet
+    from pipelines.hires import HiresFix
+
+    path, _ = _run(capsys, "generate", "a box", "--model", str(tiny_sd1_dir), *RUN, "--hr-scale", "1.5",
+                   "--hr-steps", "1", "--denoising-strength", "0.6", "--hr-upscaler", "Lanczos",
+                   "--controlnet", f"{files / 'controlnets' / 'tiny_canny'}:{files / 'edges.png'}",
+                   "-o", str(tmp_path / "hires.png"))
+    unit = ControlNetUnit(load_controlnet(files / "controlnets" / "tiny_canny"), Image.open(files / "edges.png"),
+                          processor_res=512)
+    expected = HiresFix(TextToImage.from_pretrained(tiny_sd1_dir))(
+        prompt="a box", steps=2, seed=5, sampler="Euler", cfg_scale=5, width=64, height=64, hr_scale=1.5,
+        hr_second_pass_steps=1, denoising_strength=0.6, hr_upscaler="Lanczos", controlnets=[unit])
+    saved = Image.open(path)
+    assert saved.size == (96, 96)
+    assert saved.convert("RGB").tobytes() == expected.images[0].tobytes()
+    assert saved.text["parameters"] == expected.infotexts[0]
+
+
 def test_img2img_unit_without_a_picture_uses_the_init_image_and_a_path_names_the_model(tiny_sd1_dir, files,
                                                                                        tmp_path, capsys):
     from pipelines.controlnet import ControlNetImageToImage, ControlNetUnit, load_controlnet
@@ -99,6 +118,8 @@ def test_img2img_unit_without_a_picture_uses_the_init_image_and_a_path_names_the
 @pytest.mark.parametrize("argv, fragment", [
     (["--controlnet", "tiny_canny"], "ControlNet 0 (--controlnet tiny_canny): it has no control picture; write "
                                      "--controlnet MODEL:IMAGE or add --cn-image IMAGE"),
+    (["--infotext", "x\nSteps: 2, Seed: 1, ControlNet 0: \"Module: canny, Model: tiny_canny [0123abcd]\""],
+     "--infotext's ControlNet 0: it has no control picture (an infotext holds none); write --controlnet MODEL:IMAGE"),
     (["--controlnet", "nope:EDGES"], "Unknown ControlNet model 'nope'; available: tiny_canny. (models in "
                                      "--controlnet-dir"),
     (["--controlnet", "tiny_canny:EDGES", "--cn-start", "0.9", "--cn-end", "0.1"],
