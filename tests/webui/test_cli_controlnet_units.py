@@ -131,8 +131,8 @@ def test_img2img_unit_without_a_picture_uses_the_init_image_and_a_path_names_the
     (["--controlnet", "tiny_canny:missing.png"], "IMAGE 'missing.png' does not exist"),
     (["--controlnet", "XL:EDGES"], "ControlNet 'xl_canny' is made for SDXL-like (cross-attention width 64) models, but the checkpoint"),
     (["--controlnet", "EDGES"], "is not a ControlNet file (.safetensors"),
-    (["--controlnet", "tiny_canny:EDGES"] * 5, "5 ControlNet units (--controlnet, and --infotext's ControlNet keys); "
-                                               "at most 4"),
+    (["--controlnet", "tiny_canny:EDGES"] * 5, "5 ControlNet units (--controlnet-json, --controlnet and --infotext's "
+                                               "ControlNet keys); at most 4"),
 ])
 def test_bad_units_are_refused_before_the_load(tiny_sd1_dir, files, tmp_path, capsys, monkeypatch, argv, fragment):
     monkeypatch.setattr(TextToImage, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("the model loaded")))

@@ -87,6 +87,10 @@ def add_controlnet_flags(p: argparse.ArgumentParser, img2img: bool) -> None:
                    help="add a ControlNet unit (repeatable, up to 4): MODEL is a name in --controlnet-dir (with or "
                         "without the extension's ' [hash]') or a ControlNet file / diffusers folder; IMAGE the control "
                         f"picture{fallback}")
+    g.add_argument("--controlnet-json", default=None, metavar="FILE",
+                   help="units as sd-webui-controlnet's API takes them: a JSON list of units (or the request's "
+                        "alwayson_scripts / {\"args\": [...]}), pictures as file paths (relative to FILE) or base64; "
+                        "they come before the --controlnet units")
     g.add_argument("--controlnet-dir", default=None, metavar="DIR",
                    help="folder of ControlNet models (files or diffusers folders), as `mixkit webui --controlnet-dir`")
     for flag, (key, kind, metavar, text) in UNIT_OPTIONS.items():

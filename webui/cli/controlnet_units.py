@@ -92,6 +92,10 @@ def requested_units(args: argparse.Namespace, written: dict | None) -> list[tupl
     from pipelines.controlnet import controlnet_units_from_infotext
 
     given = list(getattr(args, "controlnet", None) or [])
+    if getattr(args, "controlnet_json", None) is not None:  # the file's units first, then --controlnet's
+        from webui.cli.controlnet_json import json_units
+
+        given = json_units(args.controlnet_json) + given
     pasted = controlnet_units_from_infotext(written) if written else []
     unused = []
     units = []
@@ -120,7 +124,7 @@ def controlnet_specs(args: argparse.Namespace, written: dict | None, img2img: bo
     from pipelines.controlnet import ControlNetLimits
     from webui.api_controlnet import unit_spec
     from webui.cli.controlnet_flags import in_option_terms
-    from webui.cli.img2img import read_init_image, read_mask
+    from webui.cli.controlnet_json import read_picture
 
     units = requested_units(args, written)
     if not units:
@@ -131,7 +135,8 @@ def controlnet_specs(args: argparse.Namespace, written: dict | None, img2img: bo
         return [], None
     limit = ControlNetLimits().max_units
     if len(units) > limit:
-        raise ValueError(f"{len(units)} ControlNet units (--controlnet, and --infotext's ControlNet keys); at most "
+        raise ValueError(f"{len(units)} ControlNet units (--controlnet-json, --controlnet and --infotext's ControlNet "
+                         f"keys); at most "
                          f"{limit} run in one generation, remove some")
     catalog = ControlNetCatalog(args.controlnet_dir)
     specs = []
@@ -148,9 +153,12 @@ def controlnet_specs(args: argparse.Namespace, written: dict | None, img2img: bo
             how = "it has no control picture" + (" (an infotext holds none)" if label.startswith("--infotext") else "")
             raise ValueError(f"{label}: {how}; write --controlnet MODEL:IMAGE or add --cn-image IMAGE after it "
                              "(only img2img falls back to its init image)")
-        image = None if image is None else read_init_image(image)
-        mask = None if mask is None else read_mask(mask, f"{label} --cn-mask")
-        region = None if region is None else read_mask(region, f"{label} --cn-region-mask")
+        if str(fields.get("hr_option", "Both")).lower() != "both":
+            raise ValueError(f"{label}: hr_option {fields['hr_option']!r}: the units of `mixkit generate` guide both "
+                             "hires-fix passes; leave hr_option out (or \"Both\")")
+        image = None if image is None else read_picture(image, f"{label} image")
+        mask = None if mask is None else read_picture(mask, f"{label} --cn-mask", mask=True)
+        region = None if region is None else read_picture(region, f"{label} --cn-region-mask", mask=True)
         try:
             spec = unit_spec(label, fields, image, catalog, mask)
         except (ValueError, TypeError) as error:
