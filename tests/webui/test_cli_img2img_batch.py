@@ -122,3 +122,17 @@ def test_a_bad_input_stops_the_batch_before_any_work(folders, capsys, monkeypatc
 def test_batch_flags_that_do_not_fit_together_are_refused(capsys, argv, fragment):
     assert main(["img2img", *argv]) == 2
     assert fragment in capsys.readouterr().err
+
+
+def test_a_controlnet_unit_without_a_picture_follows_each_input(tiny_sd1_dir, folders, capsys):
+    """As in A1111's batch with sd-webui-controlnet: the unit's picture is the input being redrawn."""
+    from mixkit.testing.tiny_controlnet import build_tiny_controlnet
+
+    model = build_tiny_controlnet(folders / "tiny_canny", seed=1)
+    written = _batch(capsys, "--input-dir", str(folders / "in"), "--model", str(tiny_sd1_dir), *RUN,
+                     "--controlnet", str(model), "--cn-module", "invert", "-o", str(folders / "o"))
+    for path, source in zip(written, ("a.png", "b.jpg")):
+        single = _batch(capsys, str(folders / "in" / source), "--model", str(tiny_sd1_dir), *RUN,
+                        "--controlnet", str(model), "--cn-module", "invert", "-o", str(folders / f"one-{source}.png"))
+        assert Image.open(path).tobytes() == Image.open(single[0]).tobytes()
+        assert 'ControlNet 0: "Module: invert, Model: tiny_canny' in Image.open(path).text["parameters"]
