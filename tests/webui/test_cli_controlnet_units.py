@@ -76,6 +76,32 @@ def test_infotext_recreates_the_units_and_the_image(tiny_sd1_dir, files, tmp_pat
     assert "Weight: 0.2, Resize Mode: Just Resize" in text and "Pixel Perfect: True" in text
 
 
+def test_unit_masks_reach_the_unit(tiny_sd1_dir, files, tmp_path, capsys):
+    """--cn-region-mask limits where the unit acts (the extension's effective_region_mask); --cn-mask on an inpaint
+    module is the area it fills. Both as the Python API's units take them."""
+    from pipelines.controlnet import ControlNetImageToImage, ControlNetUnit, load_controlnet
+
+    region = Image.new("L", (64, 64), 0)
+    region.paste(255, (0, 0, 32, 64))
+    region.save(tmp_path / "region.png")
+    mask = Image.new("L", (64, 64), 0)
+    mask.paste(255, (20, 20, 44, 44))
+    mask.save(tmp_path / "mask.png")
+    model = files / "controlnets" / "tiny_canny"
+    path, _ = _run(capsys, "img2img", str(files / "edges.png"), "a box", "--model", str(tiny_sd1_dir), *RUN,
+                   "--controlnet", f"{model}:{files / 'edges.png'}", "--cn-region-mask", str(tmp_path / "region.png"),
+                   "--controlnet", f"{model}:{files / 'edges.png'}", "--cn-module", "inpaint_only",
+                   "--cn-mask", str(tmp_path / "mask.png"), "-o", str(tmp_path / "masked.png"))
+    picture = Image.open(files / "edges.png")
+    units = [ControlNetUnit(load_controlnet(model), picture, processor_res=512, effective_region_mask=region),
+             ControlNetUnit(load_controlnet(model), picture, processor_res=512, preprocessor="inpaint_only", mask=mask)]
+    expected = ControlNetImageToImage.from_pretrained(tiny_sd1_dir)(
+        prompt="a box", init_images=[picture], steps=2, seed=5, sampler="Euler", cfg_scale=5, width=64, height=64,
+        controlnets=units)
+    assert Image.open(path).convert("RGB").tobytes() == expected.images[0].tobytes()
+    assert Image.open(path).text["parameters"] == expected.infotexts[0]
+
+
 def test_hires_fix_with_a_unit_is_the_python_apis_image(tiny_sd1_dir, files, tmp_path, capsys):
     from pipelines.controlnet import ControlNetUnit, load_controlnet
     from pipelines.hires import HiresFix
@@ -131,13 +157,15 @@ def test_img2img_unit_without_a_picture_uses_the_init_image_and_a_path_names_the
     (["--controlnet", "tiny_canny:missing.png"], "IMAGE 'missing.png' does not exist"),
     (["--controlnet", "XL:EDGES"], "ControlNet 'xl_canny' is made for SDXL-like (cross-attention width 64) models, but the checkpoint"),
     (["--controlnet", "EDGES"], "is not a ControlNet file (.safetensors"),
+    (["--controlnet", "tiny_canny:EDGES", "--cn-mask", "SMALL"], "the mask is 32x32 but the unit's image is 64x64"),
     (["--controlnet", "tiny_canny:EDGES"] * 5, "5 ControlNet units (--controlnet-json, --controlnet and --infotext's "
                                                "ControlNet keys); at most 4"),
 ])
 def test_bad_units_are_refused_before_the_load(tiny_sd1_dir, files, tmp_path, capsys, monkeypatch, argv, fragment):
     monkeypatch.setattr(TextToImage, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("the model loaded")))
+    Image.new("L", (32, 32), 255).save(tmp_path / "small.png")
     argv = [value.replace("EDGES", str(files / "edges.png")).replace("XL", str(files / "xl" / "xl_canny"))
-            for value in argv]
+            .replace("SMALL", str(tmp_path / "small.png")) for value in argv]
     assert main(["generate", "x", "--model", str(tiny_sd1_dir), *RUN, "--controlnet-dir", str(files / "controlnets"),
                  *argv, "-o", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -136,8 +136,7 @@ def controlnet_specs(args: argparse.Namespace, written: dict | None, img2img: bo
     limit = ControlNetLimits().max_units
     if len(units) > limit:
         raise ValueError(f"{len(units)} ControlNet units (--controlnet-json, --controlnet and --infotext's ControlNet "
-                         f"keys); at most "
-                         f"{limit} run in one generation, remove some")
+                         f"keys); at most {limit} run in one generation, remove some")
     catalog = ControlNetCatalog(args.controlnet_dir)
     specs = []
     for label, fields in units:
@@ -156,9 +155,12 @@ def controlnet_specs(args: argparse.Namespace, written: dict | None, img2img: bo
         if str(fields.get("hr_option", "Both")).lower() != "both":
             raise ValueError(f"{label}: hr_option {fields['hr_option']!r}: the units of `mixkit generate` guide both "
                              "hires-fix passes; leave hr_option out (or \"Both\")")
-        image = None if image is None else read_picture(image, f"{label} image")
-        mask = None if mask is None else read_picture(mask, f"{label} --cn-mask", mask=True)
-        region = None if region is None else read_picture(region, f"{label} --cn-region-mask", mask=True)
+        try:
+            image = None if image is None else read_picture(image, "image")
+            mask = None if mask is None else read_picture(mask, "--cn-mask", mask=True)
+            region = None if region is None else read_picture(region, "--cn-region-mask", mask=True)
+        except (ValueError, FileNotFoundError) as error:
+            raise type(error)(f"{label}: {error}") from None
         try:
             spec = unit_spec(label, fields, image, catalog, mask)
         except (ValueError, TypeError) as error:

@@ -87,7 +87,6 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.img2img import ImageToImage, Img2ImgParams, check_img2img_params
     from pipelines.params import GenerationLimits
     from webui.cli.generate import check_before_load, generate_and_save, generation_fields, load_pipeline
-
     from webui.cli.img2img_batch import check_batch_flags
 
     check_batch_flags(args)
@@ -116,9 +115,9 @@ def run(args: argparse.Namespace) -> int:
     from webui.cli.controlnet_units import controlnet_specs
 
     specs, catalog = controlnet_specs(args, infotext_keys, img2img=True)
-    params_class = Img2ImgParams
-    if specs:  # the units join the params after the load, with their models
-        from pipelines.controlnet import ControlImg2ImgParams as params_class
+    from pipelines.controlnet import ControlImg2ImgParams
+
+    params_class = ControlImg2ImgParams if specs else Img2ImgParams  # units join the params after the load
     params = params_class(**fields, **img2img_fields(args), init_images=[image], mask=mask, latent_mask=latent_mask)
 
     def check(params: Img2ImgParams) -> None:
