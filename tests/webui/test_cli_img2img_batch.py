@@ -80,6 +80,17 @@ def test_png_info_takes_each_inputs_own_prompt_and_seed(tiny_sd1_dir, folders, c
     assert "b.png has no infotext; --png-info takes nothing for b.png" in err
 
 
+def test_styles_wrap_each_inputs_own_prompt(tiny_sd1_dir, folders, capsys):
+    made = folders / "made"
+    _batch(capsys, str(folders / "in" / "a.png"), "red", "--model", str(tiny_sd1_dir), *RUN, "--negative", "dull",
+           "-o", str(made / "a.png"))
+    styles = folders / "styles.csv"
+    styles.write_text('name,prompt,negative_prompt\nPhoto,"photo of {prompt}",blurry\n', encoding="utf-8")
+    [path] = _batch(capsys, "--input-dir", str(made), "big", "--model", str(tiny_sd1_dir), *RUN, "--png-info",
+                    "--style", "Photo", "--styles-file", str(styles), "-o", str(folders / "o"))
+    assert Image.open(path).text["parameters"].startswith("photo of big red\nNegative prompt: dull, blurry\n")
+
+
 def test_one_mask_in_the_mask_folder_serves_every_input(tiny_sd1_dir, folders, capsys):
     (folders / "masks" / "b.webp").unlink()
     Image.open(folders / "in" / "b.jpg").resize((64, 64)).save(folders / "in" / "b.jpg")

@@ -107,8 +107,21 @@ def batch_inputs(args: argparse.Namespace) -> list[BatchInput]:
     if args.png_info is not None:
         keys = png_info_fields(args.png_info)
         for item in inputs:
-            item.settings = _png_info_settings(item.file, keys, args)
+            item.settings = _with_styles(_png_info_settings(item.file, keys, args), args)
     return inputs
+
+
+def _with_styles(settings: dict, args: argparse.Namespace) -> dict:
+    """--style merged into an input's own prompts, as A1111 merges styles into the prompts its batch put together
+    (the command's prompt then the image's); the command's prompts alone get them in `generation_fields`."""
+    if not args.style or not args.styles_file or not {"prompt", "negative_prompt"} & set(settings):
+        return settings
+    from mixkit.prompts.styles import StyleLibrary
+
+    prompt, negative = StyleLibrary(args.styles_file).apply(settings.get("prompt", args.prompt or ""),
+                                                           settings.get("negative_prompt", args.negative or ""),
+                                                           list(args.style))
+    return {**settings, "prompt": prompt, "negative_prompt": negative}
 
 
 def image_files(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
