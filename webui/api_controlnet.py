@@ -295,11 +295,15 @@ def unit_spec(label: str, unit: dict, image, models, mask=None) -> UnitSpec:
     guess_mode, soft_injection = _control_mode(label, unit)
     check_unit_mask(label, image, mask)
     thresholds = [_threshold(f"{label} {name}", unit.get(name)) for name in ("threshold_a", "threshold_b")]
+    start = _number(f"{label} guidance_start", unit.get("guidance_start", 0.0), 0.0, 1.0)
+    end = _number(f"{label} guidance_end", unit.get("guidance_end", 1.0), 0.0, 1.0)
+    if start > end:  # the pipeline's check would only fail the job, after the request was accepted
+        raise ValueError(f"{label}: guidance_start {unit['guidance_start']} is after guidance_end "
+                         f"{unit['guidance_end']}; the unit would never act. Lower guidance_start or raise guidance_end.")
     return UnitSpec(
         model_name=_model_name(label, models, unit.get("model")), image=image,
         weight=_weight(f"{label} weight", unit.get("weight", 1.0)),
-        guidance_start=_number(f"{label} guidance_start", unit.get("guidance_start", 0.0), 0.0, 1.0),
-        guidance_end=_number(f"{label} guidance_end", unit.get("guidance_end", 1.0), 0.0, 1.0),
+        guidance_start=start, guidance_end=end,
         guess_mode=guess_mode, soft_injection=soft_injection, resize_mode=resize_mode,
         preprocessor=MODULE_ALIASES[module],
         threshold_a=thresholds[0], threshold_b=thresholds[1],

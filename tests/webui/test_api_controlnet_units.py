@@ -49,6 +49,7 @@ def test_pixel_perfect_and_processor_res_are_read():
     ({"processor_res": 100.5}, "processor_res must be an integer"),
     ({"pixel_perfect": "yes"}, "pixel_perfect must be true or false"),
     ({"hr_option": "Sometimes"}, "hr_option 'Sometimes' is not one of"),
+    ({"guidance_start": 0.8, "guidance_end": 0.2}, "guidance_start 0.8 is after guidance_end 0.2"),  # not a failed job
 ])
 def test_bad_fields_are_refused_naming_them(fields, fragment):
     with pytest.raises(ValueError) as error:

@@ -109,3 +109,13 @@ def test_an_init_image_that_cannot_be_used_is_named(tmp_path, capsys, monkeypatc
     assert main(["img2img", image, "x", "-o", "out", *ARGS]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_mask_that_cannot_line_up_is_refused_before_the_load(files, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(ImageToImage, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("the model loaded")))
+    Image.new("L", (64, 64), 255).save(tmp_path / "square.png")  # init.png is 90x70
+    assert main(["img2img", str(files / "init.png"), "--mask", str(tmp_path / "square.png"),
+                 "-o", str(tmp_path / "o")]) == 2
+    assert (f"mixkit: error: --mask {tmp_path / 'square.png'}: The mask is 64x64 but the image is 90x70: their aspect "
+            "ratios differ") in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -78,7 +78,10 @@ def test_an_explicit_prompt_wins_and_an_empty_one_stays_empty(tiny_sd1_dir, file
 
 
 @pytest.mark.parametrize("extra, fragment", [
-    (["--infotext", "x\nSteps: 2, Seed: 1, ControlNet 0: \"Module: canny\""], "ControlNet (ControlNet 0)"),
+    (["--infotext", "x\nSteps: 2, Seed: 1, ControlNet 0: \"Module: canny\""],
+     "--infotext's ControlNet 0 names no model"),
+    (["--infotext", "x\nSteps: 2, Seed: 1, ControlNet 0: \"Module: canny, Model: tiny_canny\""],
+     "no --controlnet-dir to look it up by name"),
     (["--infotext", "x\nSteps: 2, Seed: 1, Denoising strength: 2"], "--denoising-strength must be a number in [0, 1]"),
     (["--mask", "MASK", "--infotext", "x\nSteps: 2, Seed: 1, Mask mode: Inpaint sometimes"], "Mask mode: 'Inpaint sometimes'"),
     (["--mask-blur-x", "3"], "--mask-blur-x: inpaint flag without --mask"),

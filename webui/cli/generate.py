@@ -22,9 +22,11 @@ def add_parser(subparsers) -> None:
                    help="start from an A1111 infotext: an image that holds one (PNG, JPEG, WebP), a .txt file beside "
                         "an image (A1111's save_txt), the text itself, or - for stdin; flags given here win over it (A1111's PNG Info -> Send to txt2img)")
     add_generation_flags(p)
+    from webui.cli.controlnet_flags import add_controlnet_flags
     from webui.cli.generate_hires import add_hires_flags
 
     add_hires_flags(p)
+    add_controlnet_flags(p, img2img=False)
     p.set_defaults(func=run)
 
 
@@ -157,13 +159,22 @@ def run(args: argparse.Namespace) -> int:
         args, infotext_keys = apply_infotext(args, read_infotext_argument(args.infotext))
     if args.prompt is None:
         raise ValueError("mixkit generate needs a prompt: pass it as the first argument, or --infotext IMAGE_OR_TEXT")
+    from webui.cli.controlnet_units import controlnet_specs
+
+    specs, catalog = controlnet_specs(args, infotext_keys, img2img=False)
     if getattr(args, "esrgan_models_path", None) or getattr(args, "realesrgan_models_path", None):
         from webui.cli.extras import register_upscaler_flags
 
         register_upscaler_flags(args)  # before --hr-upscaler is checked: the files' names are upscalers
     hires = hires_fields(args)
-    params = HiresParams(**generation_fields(args), **hires) if hires is not None else \
-        Txt2ImgParams(**generation_fields(args))
+    if specs:  # the units join the params after the load, with their models
+        from pipelines.controlnet import ControlHiresParams, ControlTxt2ImgParams
+
+        params = ControlHiresParams(**generation_fields(args), **hires) if hires is not None else \
+            ControlTxt2ImgParams(**generation_fields(args))
+    else:
+        params = HiresParams(**generation_fields(args), **hires) if hires is not None else \
+            Txt2ImgParams(**generation_fields(args))
 
     def check(params: Txt2ImgParams) -> None:
         check_txt2img_params(params, GenerationLimits())
@@ -171,6 +182,10 @@ def run(args: argparse.Namespace) -> int:
             check_hires_params(params, GenerationLimits(), 8)  # SD's VAE grid; the pipeline checks the model's
 
     output, output_is_file = check_before_load(args, params, check)
+    if specs:
+        from webui.cli.controlnet_units import check_unit_families
+
+        check_unit_families(specs, catalog, args.model)
 
     def after_load(pipe) -> None:
         if infotext_keys is not None:
@@ -179,6 +194,15 @@ def run(args: argparse.Namespace) -> int:
             warn_about_model(pipe, infotext_keys, vae_given=args.vae is not None)
 
     pipe, params = load_pipeline(args, TextToImage, params, check, lambda model: (model.native_size,) * 2, after_load)
+    if specs:
+        from dataclasses import replace
+
+        from pipelines.controlnet import ControlNetTextToImage
+        from webui.cli.controlnet_units import built_units
+
+        params = replace(params, controlnets=built_units(specs, catalog, pipe))
+        if hires is None:
+            pipe = ControlNetTextToImage.from_pipeline(pipe)
     return generate_and_save(pipe if hires is None else HiresFix(pipe), params, output, output_is_file)
 
 
@@ -282,9 +306,10 @@ def load_pipeline(args: argparse.Namespace, pipeline_class, params, check, defau
     return pipe, params
 
 
-def generate_and_save(pipe, params, output: Path, output_is_file: bool) -> int:
+def generate_and_save(pipe, params, output: Path, output_is_file: bool, save=None) -> int:
     """Run `pipe(params)` with a progress bar and Ctrl-C as A1111's Interrupt, save the images, print their paths;
-    the exit code (130 when interrupted, whatever was made kept)."""
+    the exit code (130 when interrupted, whatever was made kept). `save(result)` -> paths replaces the naming of
+    `output` (the img2img batch names each result after its input)."""
     from tqdm import tqdm
 
     from pipelines.control import GenerationControl
@@ -297,7 +322,11 @@ def generate_and_save(pipe, params, output: Path, output_is_file: bool) -> int:
             bar.refresh()
 
         result = pipe(params, callback=progress, control=control)
-    for path in (result.save_as(output) if output_is_file else result.save(output)):
+    if save is not None:
+        paths = save(result)
+    else:
+        paths = result.save_as(output) if output_is_file else result.save(output)
+    for path in paths:
         print(path)
     if result.interrupted:
         print(f"mixkit: interrupted; kept {len(result.images)} of {params.total_images} image(s)", file=sys.stderr)

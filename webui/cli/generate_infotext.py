@@ -3,8 +3,9 @@
 The infotext is read with mixkit's own parser (`pipelines.infotext.parse_infotext`, A1111's reading and its
 defaults for missing keys; `pipelines.infotext_samplers` for old "DPM++ 2M Karras" names). Flags given on the
 command line win over it; a hires-fix infotext turns on hires fix (webui.cli.generate_hires). Every key the
-command cannot honour is either refused (it would change the image substantially: img2img, ControlNet, a hires
-sampler or checkpoint) or named in one warning on stderr, never dropped silently. A1111
+command cannot honour is either refused (it would change the image substantially: img2img, a hires sampler or
+checkpoint) or named in one warning on stderr, never dropped silently; ControlNet units (`ControlNet 0`, ...) are
+recreated by webui.cli.controlnet_units. A1111
 does not switch checkpoints on paste either (its `disable_weights_auto_swap`), so a different `Model hash` or
 `VAE hash` is a warning after the load, naming the flag to pass.
 """
@@ -56,6 +57,8 @@ HIRES_KEYS = ("Hires upscale", "Hires upscaler", "Hires resize-1", "Hires resize
 # Hires keys with no `mixkit generate` flag (webui.cli.generate_hires has the others): A1111's hires sampler,
 # checkpoint and CFG choices, and which pass the refiner finishes.
 UNSUPPORTED_HIRES_KEYS = ("Hires sampler", "Hires schedule type", "Hires checkpoint", "Hires CFG Scale", "Hires refiner")
+# sd-webui-controlnet's unit keys, `ControlNet 0`, ...: recreated as units (webui.cli.controlnet_units)
+CONTROLNET_KEY = re.compile(r"^ControlNet \d+$", re.MULTILINE)
 # key -> why `mixkit generate` refuses it: honouring none of it would give a substantially different image.
 REFUSED_KEYS = {
     "Denoising strength": "it is an img2img image (denoising strength without hires-fix keys; `mixkit img2img "
@@ -173,7 +176,8 @@ def apply_infotext(args: argparse.Namespace, text: str, img2img=None) -> tuple[a
         else:
             ignored.append(f"{eta_key}: {written[eta_key]} (for the infotext's sampler, not --sampler {args.sampler})")
     handled = {*(key for key, _ in FLAG_KEYS.values()), *ETA_KEYS, *SAMPLER_KEYS, *INFORMATIONAL_KEYS, "Size-2",
-               "Prompt", "Negative prompt", *taken}
+               "Prompt", "Negative prompt", *taken,
+               *CONTROLNET_KEY.findall("\n".join(written))}  # the units: webui.cli.controlnet_units
     ignored += [f"{key}: {value}{unused.get(key, '')}" for key, value in written.items() if key not in handled]
     if written.get("RNG", "GPU") != "CPU":
         ignored.append(f"RNG: {written.get('RNG', 'GPU (no RNG key)')} (mixkit draws the initial noise on the CPU, as "
@@ -270,12 +274,6 @@ def _refuse_what_changes_the_image(written: dict[str, object], args: argparse.Na
         raise ValueError(f"--infotext was made with the refiner {written['Refiner']!r} (Refiner switch at: "
                          f"{written.get('Refiner switch at', '?')}); pass --refiner with that checkpoint's path or hub "
                          "id to reproduce it, or remove the Refiner keys from the text to make the base image")
-    controlnet = [key for key in written if key.startswith("ControlNet")]
-    if controlnet:
-        command = "mixkit img2img" if img2img else "mixkit generate"
-        raise ValueError(f"--infotext was made with ControlNet ({', '.join(controlnet)}), which `{command}` "
-                         "cannot apply; use the web UI or the API with the control image, or remove those keys from "
-                         "the text")
     for key, why in REFUSED_KEYS.items() if not img2img else ():
         if key == "Denoising strength" and hires:
             continue  # the hires fix's own (webui.cli.generate_hires)

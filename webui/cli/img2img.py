@@ -24,7 +24,9 @@ def add_parser(subparsers) -> None:
         "img2img", help="redraw an image from a prompt (img2img), or a masked part of it (inpaint, --mask)",
         description="A1111's img2img and inpaint: redraw IMAGE guided by the prompt, the whole picture or, with "
                     "--mask, the white part of the mask; save PNGs with A1111 infotext.")
-    p.add_argument("image", help="the init image (PNG, JPEG, WebP ...; EXIF rotation applied, transparency on white)")
+    p.add_argument("image", nargs="?", default=None,
+                   help="the init image (PNG, JPEG, WebP ...; EXIF rotation applied, transparency on white); with "
+                        "--input-dir leave it out (a single positional is then the prompt)")
     p.add_argument("prompt", nargs="?", default=None,
                    help="the prompt, in the A1111 prompt language (default: --infotext's, else empty)")
     p.add_argument("--infotext", default=None, metavar="IMAGE_OR_TEXT",
@@ -72,6 +74,11 @@ def add_parser(subparsers) -> None:
                    help="A1111 API's latent_mask: a second mask, unblurred, for what the sampler keeps and 'fill' "
                         "fills (--mask still decides the paste-back); whole picture only")
     add_generation_flags(p, size_default="IMAGE's size, rounded down to a multiple of 8")
+    from webui.cli.controlnet_flags import add_controlnet_flags
+    from webui.cli.img2img_batch import add_batch_flags
+
+    add_controlnet_flags(p, img2img=True)
+    add_batch_flags(p)
     p.set_defaults(func=run)
 
 
@@ -80,7 +87,9 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.img2img import ImageToImage, Img2ImgParams, check_img2img_params
     from pipelines.params import GenerationLimits
     from webui.cli.generate import check_before_load, generate_and_save, generation_fields, load_pipeline
+    from webui.cli.img2img_batch import check_batch_flags
 
+    check_batch_flags(args)
     infotext_keys = None
     if args.infotext is not None:
         from webui.cli.generate_infotext import apply_infotext, read_infotext_argument
@@ -90,26 +99,35 @@ def run(args: argparse.Namespace) -> int:
     if args.prompt is None:
         args.prompt = ""
     check_mask_flags(args)
+    if args.input_dir is not None:
+        from webui.cli.img2img_batch import run_batch
+
+        return run_batch(args, infotext_keys)
     image = read_init_image(args.image)
     mask = None if args.mask is None else read_mask(args.mask, "--mask")
     latent_mask = None if args.latent_mask is None else read_mask(args.latent_mask, "--latent-mask")
+    if mask is not None:
+        check_mask_fits(image, mask, f"--mask {args.mask}")
     fields = generation_fields(args)
     grid = 8  # SD's VAE, for the checks before the load; the loaded model's own grid sets the default size after it
     limits = GenerationLimits()
-    defaulted = [side for side in ("width", "height") if getattr(args, side) is None]
-    fields.update({side: value for side, value in zip(("width", "height"), init_image_size(image, grid))
-                   if side in defaulted})
-    width, height = fields["width"], fields["height"]
-    if defaulted and (max(width, height) > limits.max_side or width * height > limits.max_pixels):
-        raise ValueError(f"IMAGE {args.image!r} is {image.width}x{image.height}, larger than one generation may be "
-                         f"({limits.max_side} px a side, {limits.max_pixels:,} pixels); pass --width and --height to "
-                         "redraw it smaller (--resize-mode says how it is fitted)")
-    params = Img2ImgParams(**fields, **img2img_fields(args), init_images=[image], mask=mask, latent_mask=latent_mask)
+    fields.update(default_size(args, image, f"IMAGE {args.image!r}", grid, limits))
+    from webui.cli.controlnet_units import controlnet_specs
+
+    specs, catalog = controlnet_specs(args, infotext_keys, img2img=True)
+    from pipelines.controlnet import ControlImg2ImgParams
+
+    params_class = ControlImg2ImgParams if specs else Img2ImgParams  # units join the params after the load
+    params = params_class(**fields, **img2img_fields(args), init_images=[image], mask=mask, latent_mask=latent_mask)
 
     def check(params: Img2ImgParams) -> None:
         check_img2img_params(params, limits, grid)
 
     output, output_is_file = check_before_load(args, params, check)
+    if specs:
+        from webui.cli.controlnet_units import check_unit_families
+
+        check_unit_families(specs, catalog, args.model)
 
     def after_load(pipe) -> None:
         if infotext_keys is not None:
@@ -119,7 +137,51 @@ def run(args: argparse.Namespace) -> int:
 
     pipe, params = load_pipeline(args, ImageToImage, params, check,
                                  lambda model: init_image_size(image, model.vae_scale_factor), after_load)
+    if specs:
+        pipe, params = with_controlnets(pipe, params, specs, catalog)
     return generate_and_save(pipe, params, output, output_is_file)
+
+
+def with_controlnets(pipe, params, specs: list, catalog):
+    """(pipeline, params) with the units' ControlNets loaded for the loaded checkpoint: the ControlNet img2img
+    pipeline on the same model."""
+    from dataclasses import replace
+
+    from pipelines.controlnet import ControlNetImageToImage
+    from webui.cli.controlnet_units import built_units
+
+    return ControlNetImageToImage.from_pipeline(pipe), replace(params, controlnets=built_units(specs, catalog, pipe))
+
+
+def check_mask_fits(image, mask, what: str) -> None:
+    """The mask lines up with the init image (same size, or a scaled copy), checked before the load as the pipeline
+    checks it when it prepares the mask; `what` names the files in the error."""
+    import warnings
+
+    from pipelines.image_prep import normalize_init_image
+    from pipelines.inpaint_mask import prepare_mask
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a scaled copy is resized with a warning when the pipeline prepares it
+        try:
+            prepare_mask(mask, normalize_init_image(image).size)
+        except ValueError as error:
+            raise ValueError(f"{what}: {error}") from None
+
+
+def default_size(args: argparse.Namespace, image, name: str, grid: int, limits) -> dict:
+    """The width / height the command left out: the init image's, rounded down to the VAE's `grid`; an image
+    too large for one generation is refused, naming the flags that redraw it smaller."""
+    from pipelines.base import init_image_size
+
+    size = dict(zip(("width", "height"), init_image_size(image, grid)))
+    defaulted = {side: size[side] for side in size if getattr(args, side) is None}
+    width, height = defaulted.get("width", args.width), defaulted.get("height", args.height)
+    if defaulted and (max(width, height) > limits.max_side or width * height > limits.max_pixels):
+        raise ValueError(f"{name} is {image.width}x{image.height}, larger than one generation may be "
+                         f"({limits.max_side} px a side, {limits.max_pixels:,} pixels); pass --width and --height to "
+                         "redraw it smaller (--resize-mode says how it is fitted)")
+    return defaulted
 
 
 def img2img_fields(args: argparse.Namespace) -> dict:
@@ -152,12 +214,13 @@ MASK_ONLY_FLAGS = {"mask_blur": "--mask-blur", "mask_blur_x": "--mask-blur-x", "
 def check_mask_flags(args: argparse.Namespace) -> None:
     """Refuse inpaint flags given without --mask: A1111's img2img tab hides them, and a user who typed one expects
     inpainting, not a plain img2img run that ignores it."""
-    if args.mask is not None:
+    if args.mask is not None or getattr(args, "mask_dir", None) is not None:
         return
     given = [flag for name, flag in MASK_ONLY_FLAGS.items() if getattr(args, name) is not None]
     if given:
         raise ValueError(f"{', '.join(given)}: inpaint flag{'s' if len(given) > 1 else ''} without --mask; add "
-                         f"--mask MASK (white = redraw) to inpaint, or leave out {' and '.join(given)}")
+                         f"--mask MASK (white = redraw; --mask-dir DIR with --input-dir) to inpaint, or leave out "
+                         f"{' and '.join(given)}")
 
 
 def read_init_image(path: str, max_pixels: int | None = None):

@@ -47,12 +47,17 @@ INPAINT_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
 }
 
 
+def inpainting(args: argparse.Namespace) -> bool:
+    """The run inpaints: --mask, or a batch's --mask-dir."""
+    return args.mask is not None or getattr(args, "mask_dir", None) is not None
+
+
 class Img2ImgInfotextKeys:
     """What `webui.cli.generate_infotext.apply_infotext` fills and leaves unused for `mixkit img2img`."""
 
     @staticmethod
     def flag_keys(args: argparse.Namespace) -> dict[str, tuple[str, Callable[[object], Any]]]:
-        return {**IMG2IMG_KEYS, **(INPAINT_KEYS if args.mask is not None else {})}
+        return {**IMG2IMG_KEYS, **(INPAINT_KEYS if inpainting(args) else {})}
 
     @staticmethod
     def unused(args: argparse.Namespace, written: dict[str, object]) -> dict[str, str]:
@@ -60,6 +65,6 @@ class Img2ImgInfotextKeys:
         from webui.cli.generate_infotext import HIRES_KEYS
 
         why = {key: " (img2img has no hires fix)" for key in HIRES_KEYS}
-        if args.mask is None:
+        if not inpainting(args):
             why.update({key: " (an inpaint setting; give --mask to inpaint)" for key, _ in INPAINT_KEYS.values()})
         return {key: reason for key, reason in why.items() if key in written}
