@@ -237,10 +237,17 @@ def set_model_upscaler_tiling(tile_size: int, tile_overlap: int, registry=UPSCAL
             entry.tile_size, entry.tile_overlap = tile_size, tile_overlap
 
 
+A1111_LISTED_SCALE = 4  # A1111's `UpscalerData` scale default, which its None, Lanczos, Nearest entries keep
+
+
 def upscaler_listing(name: str) -> dict:
-    """A1111's `/sdapi/v1/upscalers` item for a registered name: model upscalers carry their file and scale."""
+    """A1111's `/sdapi/v1/upscalers` item for a registered name (or "None"): model upscalers carry their file and
+    native scale; "None" and the resamplers report 4, as A1111's (their `UpscalerData` never sets one), so a client
+    reading `scale` gets a number for every entry. An object with a `scale` (SD x4) reports its own."""
     entry = UPSCALERS.get(name) if name in UPSCALERS else None
     if isinstance(entry, ModelUpscaler):
         return {"name": name, "model_name": entry.architecture, "model_path": str(entry.path), "model_url": None,
                 "scale": entry.scale}
-    return {"name": name, "model_name": None, "model_path": None, "model_url": None, "scale": None}
+    scale = getattr(entry, "scale", None)
+    listed = scale if isinstance(scale, (int, float)) and not isinstance(scale, bool) else A1111_LISTED_SCALE
+    return {"name": name, "model_name": None, "model_path": None, "model_url": None, "scale": listed}
