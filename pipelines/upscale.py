@@ -152,8 +152,8 @@ def upscale_image(image, scale: float | None = None, *, width: int | None = None
     `upscaler` is a name from `UPSCALERS` ("Lanczos", "Nearest", "Bicubic", or a model file's stem registered by
     `pipelines.model_upscale.register_model_upscalers`) or an object with `upscale(image, width, height)` such as
     `SDx4Upscaler` or `ModelUpscaler`; `limits`, when given, bounds an object's own sizes on the way too (an x4
-    network's pass for a x2 target) if its `upscale` takes `limits=` as these two do. `tile_size` > 0 processes tiles of that
-    many input pixels (models do this themselves with their own tile size), overlapping by `tile_overlap`
+    network's pass for a x2 target) if its `upscale` takes `limits=` as these two do. `tile_size` > 0 processes
+    tiles of that many input pixels (models do this themselves with their own tile size), overlapping by `tile_overlap`
     (default 32 pixels, less for tiles under 66 pixels: the overlap must stay under half a tile).
     By `scale` the size is A1111's Extras size (`target_size`: each side floored to a multiple of 8), reached
     as A1111 does: a resampler resizes to `int(side * scale)`, then Lanczos to that size.

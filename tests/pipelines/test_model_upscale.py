@@ -107,7 +107,8 @@ def test_the_callers_budget_reaches_the_networks_passes(tmp_path):
     assert check_upscale(40, 40, 2, larger, upscaler) == (80, 80)
     for call in (lambda: upscale_image(image, width=80, height=80, upscaler=upscaler, limits=smaller),
                  lambda: check_upscale(40, 40, 2, smaller, upscaler)):
-        with pytest.raises(ValueError, match=r"would make a 160x160 image on the way to 80x80, over the budget of 25440"):
+        with pytest.raises(ValueError, match=r"would make a 160x160 image on the way to 80x80, over the budget of "
+                                             r"25440 pixels"):
             call()
     with pytest.raises(ValueError, match="over the budget of 10000"):  # no budget given: the upscaler's own
         upscale_image(image, width=80, height=80, upscaler=upscaler)

@@ -71,7 +71,8 @@ def test_a_resize_with_a_side_at_or_below_0_is_off_as_a1111_reads_it(client):
     # A1111 (modules/processing.py, rng.py) draws the noise at the resize size only if both sides are > 0
     plain = _post(client, seed=4).json()
     for sides in ({"seed_resize_from_w": 64}, {"seed_resize_from_w": -1, "seed_resize_from_h": 64},
-                  {"seed_resize_from_w": 0, "seed_resize_from_h": 64}, {"seed_resize_from_w": -8, "seed_resize_from_h": -8}):
+                  {"seed_resize_from_w": 0, "seed_resize_from_h": 64},
+                  {"seed_resize_from_w": -8, "seed_resize_from_h": -8}):
         response = _post(client, seed=4, **sides)
         assert response.status_code == 200, (sides, response.text)
         infotexts = json.loads(response.json()["info"])["infotexts"]
