@@ -128,27 +128,31 @@ class ModelUpscaler:
                 break
         return sizes
 
-    def check_passes(self, width: int, height: int, target_w: int, target_h: int) -> list[tuple[int, int]]:
-        """The sizes `upscale` goes through from width x height to the target, each checked against `limits`."""
+    def check_passes(self, width: int, height: int, target_w: int, target_h: int,
+                     limits: UpscaleLimits | None = None) -> list[tuple[int, int]]:
+        """The sizes `upscale` goes through from width x height to the target, each checked against `limits` (the
+        caller's budget, such as hires fix's larger one; default this upscaler's own)."""
+        limits = limits or self.limits
         sizes = self.planned_sizes(width, height, target_w, target_h)
-        check_output_size(target_w, target_h, self.limits)
+        check_output_size(target_w, target_h, limits)
         for size in sizes:
-            if size[0] * size[1] > self.limits.max_pixels:
+            if size[0] * size[1] > limits.max_pixels:
                 raise ValueError(
                     f"Upscaler {self.name!r} (x{self.scale}) would make a {size[0]}x{size[1]} image on the way to "
-                    f"{target_w}x{target_h}, over the budget of {self.limits.max_pixels} pixels (UpscaleLimits.max_pixels); "
+                    f"{target_w}x{target_h}, over the budget of {limits.max_pixels} pixels (UpscaleLimits.max_pixels); "
                     "use a smaller image, a resampler such as Lanczos, or raise the limit.")
         return sizes
 
-    def upscale(self, image, width: int, height: int):
+    def upscale(self, image, width: int, height: int, *, limits: UpscaleLimits | None = None):
         """Run the network as often as A1111 would, then Lanczos-resize to exactly width x height.
 
-        Every intermediate size is checked against `limits` before the network is loaded.
+        Every intermediate size is checked against `limits` (default this upscaler's own) before the network is
+        loaded; `upscale_image` passes its caller's, so hires fix's budget reaches the network's passes.
         """
         from PIL import Image
 
         image = image.convert("RGB")
-        sizes = self.check_passes(image.width, image.height, width, height)
+        sizes = self.check_passes(image.width, image.height, width, height, limits)
         if sizes:
             model = LOADED.get(self.path, self.device, self.dtype)
             for size in sizes:
@@ -233,10 +237,17 @@ def set_model_upscaler_tiling(tile_size: int, tile_overlap: int, registry=UPSCAL
             entry.tile_size, entry.tile_overlap = tile_size, tile_overlap
 
 
+A1111_LISTED_SCALE = 4  # A1111's `UpscalerData` scale default, which its None, Lanczos, Nearest entries keep
+
+
 def upscaler_listing(name: str) -> dict:
-    """A1111's `/sdapi/v1/upscalers` item for a registered name: model upscalers carry their file and scale."""
+    """A1111's `/sdapi/v1/upscalers` item for a registered name (or "None"): model upscalers carry their file and
+    native scale; "None" and the resamplers report 4, as A1111's (their `UpscalerData` never sets one), so a client
+    reading `scale` gets a number for every entry. An object with a `scale` (SD x4) reports its own."""
     entry = UPSCALERS.get(name) if name in UPSCALERS else None
     if isinstance(entry, ModelUpscaler):
         return {"name": name, "model_name": entry.architecture, "model_path": str(entry.path), "model_url": None,
                 "scale": entry.scale}
-    return {"name": name, "model_name": None, "model_path": None, "model_url": None, "scale": None}
+    scale = getattr(entry, "scale", None)
+    listed = scale if isinstance(scale, (int, float)) and not isinstance(scale, bool) else A1111_LISTED_SCALE
+    return {"name": name, "model_name": None, "model_path": None, "model_url": None, "scale": listed}

@@ -65,7 +65,7 @@ def check_upscale(width: int, height: int, scale: Any, limits: UpscaleLimits, up
     check_output_size(out_w, out_h, limits)
     entry = UPSCALERS.get(upscaler) if isinstance(upscaler, str) else upscaler
     if hasattr(entry, "check_passes"):
-        entry.check_passes(width, height, out_w, out_h)
+        entry.check_passes(width, height, out_w, out_h, limits)
     return out_w, out_h
 
 
@@ -151,15 +151,16 @@ def upscale_image(image, scale: float | None = None, *, width: int | None = None
 
     `upscaler` is a name from `UPSCALERS` ("Lanczos", "Nearest", "Bicubic", or a model file's stem registered by
     `pipelines.model_upscale.register_model_upscalers`) or an object with `upscale(image, width, height)` such as
-    `SDx4Upscaler` or `ModelUpscaler`. `tile_size` > 0 processes tiles of that
-    many input pixels (models do this themselves with their own tile size), overlapping by `tile_overlap`
+    `SDx4Upscaler` or `ModelUpscaler`; `limits`, when given, bounds an object's own sizes on the way too (an x4
+    network's pass for a x2 target) if its `upscale` takes `limits=` as these two do. `tile_size` > 0 processes
+    tiles of that many input pixels (models do this themselves with their own tile size), overlapping by `tile_overlap`
     (default 32 pixels, less for tiles under 66 pixels: the overlap must stay under half a tile).
     By `scale` the size is A1111's Extras size (`target_size`: each side floored to a multiple of 8), reached
     as A1111 does: a resampler resizes to `int(side * scale)`, then Lanczos to that size.
     """
     from PIL import Image
 
-    limits = limits or UpscaleLimits()
+    given_limits, limits = limits, limits or UpscaleLimits()
     if not isinstance(image, Image.Image):
         raise TypeError(f"image must be a PIL image, got {type(image).__name__}.")
     if (scale is None) == (width is None and height is None):
@@ -179,8 +180,20 @@ def upscale_image(image, scale: float | None = None, *, width: int | None = None
         out_w, out_h = width, height
         check_output_size(out_w, out_h, limits)
     if model:
+        if given_limits is not None and _takes_limits(run):  # else the object keeps its own budget
+            return run(image.convert("RGB"), out_w, out_h, limits=given_limits)
         return run(image.convert("RGB"), out_w, out_h)
     return _run(image, out_w, out_h, run, tile_size, tile_overlap)
+
+
+def _takes_limits(upscale: Callable) -> bool:
+    """Whether a model's `upscale` takes `limits=` (ours do; an object written to the plain protocol need not)."""
+    import inspect
+
+    try:
+        return "limits" in inspect.signature(upscale).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
 
 
 def _run(image, width: int, height: int, resample: Callable, tile_size: int, tile_overlap: int | None):
@@ -265,13 +278,14 @@ class SDx4Upscaler:
                             out.height * tile.height // (tile.height + pad_y)))
         return out if out.size == (width, height) else out.resize((width, height), Image.Resampling.LANCZOS)
 
-    def upscale(self, image, width: int, height: int):
-        """Upscale 4x with the model, then resample to exactly width x height."""
+    def upscale(self, image, width: int, height: int, *, limits: UpscaleLimits | None = None):
+        """Upscale 4x with the model, then resample to exactly width x height; the x4 size and the target are
+        checked against `limits` (the caller's budget, default this upscaler's own)."""
         from PIL import Image
 
         image = image.convert("RGB")
         x4_w, x4_h = image.width * self.scale, image.height * self.scale
-        check_output_size(max(width, x4_w), max(height, x4_h), self.limits)
+        check_output_size(max(width, x4_w), max(height, x4_h), limits or self.limits)
         if image.width <= self.tile_size and image.height <= self.tile_size:
             result = self._upscale_tile(image, x4_w, x4_h)
         else:

@@ -51,11 +51,14 @@ class RequestLimits:
 
 def _seed_extras(request: Txt2ImgRequest) -> dict[str, Any]:
     """A1111's Extra seed fields as Txt2ImgParams values (a null is the default: a random variation seed, no
-    variation); a resize side <= 0 (the API's default -1) is off, as A1111 reads it."""
+    variation); a resize with a side <= 0 (the API's default -1) is off, as A1111 reads it."""
     strength = 0.0 if request.subseed_strength is None else request.subseed_strength
+    sides = (request.seed_resize_from_w, request.seed_resize_from_h)
+    # A1111 (modules/processing.py, rng.py) resizes only when both sides are > 0: `seed_resize_from_w: 64` alone (the
+    # height left at its -1) is off, not an error; a pair it takes is checked as sent ("50x64 is not a size ...")
+    resize = sides if all(side is not None and side > 0 for side in sides) else (0, 0)
     return {"subseed": -1 if request.subseed is None else request.subseed, "subseed_strength": strength,
-            "seed_resize_from_w": max(request.seed_resize_from_w or 0, 0),
-            "seed_resize_from_h": max(request.seed_resize_from_h or 0, 0)}
+            "seed_resize_from_w": resize[0], "seed_resize_from_h": resize[1]}
 
 
 def _unsupported(request: Txt2ImgRequest) -> list[str]:

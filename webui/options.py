@@ -379,20 +379,11 @@ class ServerOptions:
                 raise ValueError(f"Option {key!r} cannot be set over the API{readonly}; "
                                  f"settable: {sorted([*CALLER_APPLIED, *SETTABLE])}.")
             checked[key] = SETTABLE[key](value)
-        if any(key in SAMPLER_PARAMETER_DEFAULTS for key in checked):  # together: sigma_min < sigma_max, tmin <= tmax
-            with self._lock:
-                merged = {**self._values, **checked}
-            check_sampler_parameters(parameters_from_values(merged))
-        if any(key in OPTION_KEYS for key in checked):
-            with self._lock:
-                merged = {**self._values, **checked}
-            check_generation_defaults(defaults_from_options(merged), self.limits)
-        if any(key in UPSCALER_TILING_DEFAULTS for key in checked):
-            from pipelines.model_upscale import check_tiling
-
-            with self._lock:
-                merged = {**self._values, **checked}
-            check_tiling(merged["ESRGAN_tile"], merged["ESRGAN_tile_overlap"])
+        with self._lock:
+            merged = {**self._values, **checked}
+        for keys, check in combined_checks(self.limits):
+            if any(key in keys for key in checked):
+                check(merged)
         return checked
 
     def upscaler_tiling(self) -> tuple[int, int]:
@@ -442,11 +433,33 @@ class ServerOptions:
                 checked[key] = check_preset(value) if key == PRESET_KEY else SETTABLE[key](value)
             except ValueError as error:
                 raise ValueError(f"Settings file {path!r}, key {key!r}: {error} Fix the value or delete the key.") from None
-        try:
-            check_generation_defaults(defaults_from_options({**self._values, **checked}), self.limits)
-        except ValueError as error:
-            raise ValueError(f"Settings file {path!r}: {error} Fix the values or delete the keys.") from None
+        merged = {**self._values, **checked}
+        for keys, check in combined_checks(self.limits):
+            try:
+                check(merged)
+            except ValueError as error:
+                # a pair (ESRGAN_tile/_overlap) is named whole, one key may come from the defaults; of a larger
+                # rule the file's keys, when few
+                named = [repr(key) for key in (keys if len(keys) <= 3 else [k for k in keys if k in checked])]
+                where = f", key{'s' * (len(named) > 1)} {' and '.join(named)}" if 0 < len(named) <= 3 else ""
+                raise ValueError(f"Settings file {path!r}{where}: {error} Fix the values or delete the keys.") from None
         return checked
+
+
+def combined_checks(limits: GenerationLimits) -> list[tuple[tuple[str, ...], Any]]:
+    """The rules between options ((keys, check(values))): each key is checked alone by `SETTABLE`, but sigma_min <
+    sigma_max, a size default within the limits for its sampler/steps, and an ESRGAN tile overlap under half its tile
+    hold only together. An API change and the settings file read at start go through the same list, so a file
+    holding a pair the API would refuse (tile 16, overlap 8) is refused at start naming the file, not later by the
+    upscaler."""
+    from pipelines.model_upscale import check_tiling
+
+    return [
+        (tuple(SAMPLER_PARAMETER_DEFAULTS), lambda values: check_sampler_parameters(parameters_from_values(values))),
+        (tuple(OPTION_KEYS), lambda values: check_generation_defaults(defaults_from_options(values), limits)),
+        (tuple(UPSCALER_TILING_DEFAULTS),
+         lambda values: check_tiling(values["ESRGAN_tile"], values["ESRGAN_tile_overlap"])),
+    ]
 
 
 def check_preset(value: Any) -> str:

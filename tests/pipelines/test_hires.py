@@ -200,6 +200,23 @@ def test_a_generator_seeds_hires_fix_as_the_same_seed_does(hires):
     assert generated.seeds == [7] and generated.images[0].tobytes() == seeded.images[0].tobytes()
 
 
+def test_a_model_upscalers_pass_is_held_to_the_hires_budget_not_its_own(hires, tmp_path):
+    # the x4 network's 128x128 pass (for a 64x64 hires size) is over the file's own budget of 32x32 but inside hires
+    # fix's (4x the generation limits, at least UpscaleLimits'): the hires pass must run, not be refused mid-run
+    from mixkit.testing.tiny_upscalers import TINY_RRDB, save_upscaler, tiny_upscaler
+    from pipelines.model_upscale import LOADED, register_model_upscalers
+    from pipelines.upscale import UPSCALERS, UpscaleLimits
+
+    save_upscaler(tiny_upscaler(TINY_RRDB, seed=9), tmp_path / "4x-Small.pth", "esrgan")
+    register_model_upscalers(tmp_path, limits=UpscaleLimits(max_pixels=32 * 32))
+    try:
+        result = hires(hr_scale=2.0, hr_upscaler="4x-Small", hr_second_pass_steps=1, denoising_strength=0.3, **BASE)
+        assert result.images[0].size == (64, 64)
+    finally:
+        UPSCALERS.unregister("4x-Small")
+        LOADED.clear()
+
+
 def test_a_model_upscaler_file_upscales_the_first_pass_by_its_name(hires, tmp_path):
     from mixkit.testing.tiny_upscalers import TINY_RRDB, save_upscaler, tiny_upscaler
     from pipelines.hires import hires_upscaler_names

@@ -94,6 +94,27 @@ def test_an_image_too_large_is_refused_before_the_network_loads(tmp_path, monkey
         upscaler.upscale(random_image(40, 40), 80, 80)
 
 
+def test_the_callers_budget_reaches_the_networks_passes(tmp_path):
+    # hires fix passes upscale_image a budget larger than an upscaler's own: its x4 pass on the way must use it
+    from pipelines.upscale import check_upscale
+
+    upscaler = ModelUpscaler(save_upscaler(tiny_upscaler(TINY_RRDB), tmp_path / "big.pth", "esrgan"),
+                             limits=UpscaleLimits(max_pixels=100 * 100))
+    larger, smaller = UpscaleLimits(max_pixels=160 * 160), UpscaleLimits(max_pixels=159 * 160)
+    image = random_image(40, 40)
+    assert upscale_image(image, width=80, height=80, upscaler=upscaler, limits=larger).size == (80, 80)
+    assert upscale_image(image, 2, upscaler=upscaler, limits=larger).size == (80, 80)
+    assert check_upscale(40, 40, 2, larger, upscaler) == (80, 80)
+    for call in (lambda: upscale_image(image, width=80, height=80, upscaler=upscaler, limits=smaller),
+                 lambda: check_upscale(40, 40, 2, smaller, upscaler)):
+        with pytest.raises(ValueError, match=r"would make a 160x160 image on the way to 80x80, over the budget of "
+                                             r"25440 pixels"):
+            call()
+    with pytest.raises(ValueError, match="over the budget of 10000"):  # no budget given: the upscaler's own
+        upscale_image(image, width=80, height=80, upscaler=upscaler)
+    LOADED.clear()
+
+
 def test_one_network_stays_loaded(tmp_path):
     a = ModelUpscaler(save_upscaler(tiny_upscaler(TINY_RRDB), tmp_path / "a.pth", "esrgan"), tile_size=0)
     b = ModelUpscaler(save_upscaler(tiny_upscaler(TINY_SRVGG), tmp_path / "b.pth", "srvgg"), tile_size=0)
@@ -135,3 +156,11 @@ def test_check_upscale_checks_a_named_model_upscalers_passes(tmp_path, registere
     assert check_upscale(1100, 1100, 2, UpscaleLimits()) == (2200, 2200)  # a resampler goes straight to 2200x2200
     with pytest.raises(ValueError, match="would make a 4400x4400 image on the way to 2200x2200"):
         check_upscale(1100, 1100, 2, UpscaleLimits(), "4x")
+
+
+def test_the_resamplers_and_none_are_listed_with_a1111s_default_scale_4():
+    from pipelines.model_upscale import upscaler_listing
+
+    for name in ("None", "Lanczos", "Nearest", "Bicubic"):
+        assert upscaler_listing(name) == {"name": name, "model_name": None, "model_path": None, "model_url": None,
+                                          "scale": 4}

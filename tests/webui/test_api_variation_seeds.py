@@ -63,5 +63,18 @@ def test_img2img_takes_them_too(client):
 def test_bad_values_are_a_422_naming_the_field(client):
     response = _post(client, subseed_strength=2)
     assert response.status_code == 422 and "subseed_strength must be a number in [0, 1]" in response.text
-    response = _post(client, seed_resize_from_w=64)
-    assert response.status_code == 422 and "'Resize seed from' 64x0 has one side 0" in response.text
+    response = _post(client, seed_resize_from_w=50, seed_resize_from_h=64)  # refused as sent, not as converted
+    assert response.status_code == 422 and "'Resize seed from' 50x64 is not a size" in response.text
+
+
+def test_a_resize_with_a_side_at_or_below_0_is_off_as_a1111_reads_it(client):
+    # A1111 (modules/processing.py, rng.py) draws the noise at the resize size only if both sides are > 0
+    plain = _post(client, seed=4).json()
+    for sides in ({"seed_resize_from_w": 64}, {"seed_resize_from_w": -1, "seed_resize_from_h": 64},
+                  {"seed_resize_from_w": 0, "seed_resize_from_h": 64},
+                  {"seed_resize_from_w": -8, "seed_resize_from_h": -8}):
+        response = _post(client, seed=4, **sides)
+        assert response.status_code == 200, (sides, response.text)
+        infotexts = json.loads(response.json()["info"])["infotexts"]
+        assert "Seed resize from" not in infotexts[0] and infotexts == json.loads(plain["info"])["infotexts"]
+        assert response.json()["images"] == plain["images"]  # the noise is the plain seed's

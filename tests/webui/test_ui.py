@@ -122,11 +122,15 @@ def test_editor_mask_is_the_union_of_strokes_above_half_alpha():
     assert editor_mask([faint_only]) is None  # nothing above 128: no mask, so inpaint asks for one
 
 
-def test_outpaint_directions():
-    assert outpaint_sides_from(64, ["left", "down"]) == {"left": 64, "right": 0, "top": 0, "bottom": 64}
-    for bad in ([], ["sideways"]):
+def test_outpaint_directions_round_each_extended_axis_up_to_8_as_the_api_does():
+    assert outpaint_sides_from(Image.new("RGB", (64, 32)), 64, ["left", "down"]) == \
+        {"left": 64, "right": 0, "top": 0, "bottom": 64}
+    # 30 + 2 * 16 = 62 -> 64: the 34 pixels shared between left and right; 20 + 16 = 36 -> 40, all at the bottom
+    assert outpaint_sides_from(Image.new("RGB", (32 - 2, 20)), 16, ["left", "right", "down"]) == \
+        {"left": 17, "right": 17, "top": 0, "bottom": 20}
+    for bad in ([], ["sideways"], None):
         with pytest.raises(ValueError, match="directions"):
-            outpaint_sides_from(8, bad)
+            outpaint_sides_from(Image.new("RGB", (32, 32)), 8, bad)
 
 
 def test_lora_tag_insert_and_progress_html():
@@ -192,13 +196,14 @@ def test_ui_upload_over_the_limit_is_refused(ui_server):
 def test_img2img_tab_outpaint_mode_extends_the_canvas_and_keeps_the_original(ui_server):
     from pipelines.img2img import Img2ImgParams
 
-    source = Image.new("RGB", (32, 32), (12, 34, 56))
+    source = Image.new("RGB", (30, 30), (12, 34, 56))  # 30 + 16 = 46: rounded up to 48, as the API does
     params = Img2ImgParams(prompt="sky", steps=1, seed=3, sampler="Euler", init_images=[source], inpainting_fill="fill",
                            mask_blur=0, denoising_strength=0.8)
-    outcome = ui_server.state.submit_outpaint(params, outpaint_sides_from(16, ["right", "down"]), save=False).future.result(120)
+    sides = outpaint_sides_from(source, 16, ["right", "down"])
+    outcome = ui_server.state.submit_outpaint(params, sides, save=False).future.result(120)
     image = outcome.result.images[0]
     assert image.size == (48, 48)
-    assert image.crop((0, 0, 32, 32)).tobytes() == source.tobytes()
+    assert image.crop((0, 0, 30, 30)).tobytes() == source.tobytes()
     with pytest.raises(ValueError, match="multiple of 8"):
         ui_server.state.submit_outpaint(params, {"left": 3, "right": 0, "top": 0, "bottom": 0}, save=False)
 

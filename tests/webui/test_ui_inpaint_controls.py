@@ -130,20 +130,26 @@ def served_ui(tmp_path_factory):
         yield built
 
 
-def generate_inpaint(blocks, mask):
-    """The img2img Generate handler's first update for an inpaint of a 96x64 picture with the uploaded `mask`."""
+def press_generate(blocks, **changes):
+    """The img2img Generate handler's first update, every input as a fresh page sends it (`build_generate_tab`'s
+    defaults) with `changes` by elem_id without "img2img_"; no task id (a Gradio client's call): the server makes
+    one. Built from the handler's inputs, so an input added to the form does not shift the others."""
     from types import SimpleNamespace
 
     from .ui_blocks import handler
 
+    run = handler(blocks, "img2img_generate", "click")
+    changes = {"prompt": "a cube", "steps": 2, "task_id": "", **changes}
+    values = [changes.pop(block.elem_id.removeprefix("img2img_"), block.value) for block in run.inputs]
+    assert not changes, f"no such inputs: {changes}"
+    return next(run.fn(SimpleNamespace(session_hash="img2img-test"), *values))
+
+
+def generate_inpaint(blocks, mask):
+    """The first update for an inpaint of a 96x64 picture with the uploaded `mask`."""
     picture = Image.new("RGB", (96, 64), (10, 20, 30))
-    own = fields(editor={"background": picture, "layers": [], "composite": picture}, mode="inpaint", mask_upload=mask)
-    seed_extras_off = [-1, 0, 0, 0]  # variation seed, strength, resize seed from width/height
-    values = ["a cube", "", "Euler", "Automatic", 2, 7.0, 96, 64, 5, 1, 1, 1, *seed_extras_off, [],
-              *[own[name] for name in IMG2IMG_FIELDS]]
-    # "": no task id from the page (a Gradio client's call), the server makes one
-    run = handler(blocks, "img2img_generate", "click").fn(SimpleNamespace(session_hash="mask-test"), *values, "")
-    return next(run)
+    return press_generate(blocks, image={"background": picture, "layers": [], "composite": picture}, mode="inpaint",
+                          mask_upload=mask, width=96, height=64)
 
 
 def test_a_mask_of_another_aspect_ratio_is_refused_before_queueing(served_ui):
@@ -178,3 +184,24 @@ def test_the_resize_modes_are_a1111s_four(blocks):
                                                       "just resize (latent upscale)"]
     params = img2img_params(BASE, fields(resize_mode="just resize (latent upscale)"))
     assert params.resize_mode == "just resize (latent upscale)"
+
+
+def test_outpaint_mode_submits_the_sides_rounded_as_the_api_rounds_them(served_ui, monkeypatch):
+    # A 60x60 picture by 16 pixels left, right and down: 92x76 is no multiple of 8, so, as the CLI and the API's Poor
+    # man's outpainting script (`pipelines.outpaint.outpaint_sides`), each extended axis grows to the next multiple:
+    # width 96 (the 36 pixels shared 18/18), height 80 (all 20 at the bottom).
+    import gradio as gr
+
+    state, blocks = served_ui
+    submitted = []
+
+    def submit_outpaint(params, sides, **_):
+        submitted.append(sides)
+        raise ValueError("recorded")  # refused: nothing is queued
+
+    monkeypatch.setattr(state, "submit_outpaint", submit_outpaint)
+    picture = Image.new("RGB", (60, 60), (10, 20, 30))
+    with pytest.raises(gr.Error, match="recorded"):
+        press_generate(blocks, image={"background": picture, "layers": [], "composite": picture}, mode="outpaint",
+                       outpaint_pixels=16, outpaint_sides=["left", "right", "down"])
+    assert submitted == [{"left": 18, "right": 18, "top": 0, "bottom": 20}]

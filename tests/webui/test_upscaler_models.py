@@ -46,6 +46,10 @@ def picture(width=40, height=24, seed=0):
 def test_upscalers_lists_each_file_with_a1111s_fields(client, folders):
     listed = {item["name"]: item for item in client.get("/sdapi/v1/upscalers").json()}
     assert [name for name in listed][:4] == ["None", "Lanczos", "Nearest", "Bicubic"]
+    # A1111's UpscalerData scale default: its None and resampler entries report 4, not null
+    assert listed["Lanczos"] == {"name": "Lanczos", "model_name": None, "model_path": None, "model_url": None,
+                                 "scale": 4}
+    assert listed["None"]["scale"] == 4 and listed["Nearest"]["scale"] == 4
     assert listed["4x-UltraSharp"] == {"name": "4x-UltraSharp", "model_name": "ESRGAN", "model_url": None, "scale": 4,
                                        "model_path": str(folders / "ESRGAN" / "4x-UltraSharp.pth")}
     # Real-ESRGAN's release files under A1111's names

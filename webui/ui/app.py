@@ -19,6 +19,7 @@ def build_ui(state: ServerState):
     from pipelines.samplers.schedule_types import SCHEDULE_TYPES
     from webui.ui.appflow_tab import build_appflow_tab
     from webui.ui.embeddings_tab import build_embeddings_tab
+    from webui.ui.errors import redact_handler_errors
     from webui.ui.extras_tab import build_extras_tab
     from webui.ui.generate_tab import build_generate_tab
     from webui.ui.lora_tab import build_lora_tab
@@ -70,4 +71,5 @@ def build_ui(state: ServerState):
         blocks.unload(end_session)
         # Before the Blocks closes (which would attach a page-load event for each): see `webui.ui.page_values`.
         blocks.mixkit_page_values = take_page_values(blocks)
+    redact_handler_errors(blocks, state)  # once the Blocks is closed: every handler it has shows no server path
     return blocks

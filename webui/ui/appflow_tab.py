@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from webui.server_state import ServerState
-from webui.ui.errors import failed, refused
+from webui.ui.errors import failed, redacting, refused
 from webui.worker import QueueFullError
 
 
@@ -89,4 +89,4 @@ def build_appflow_tab(state: ServerState) -> None:
             return output_images(outputs), {k: encode_app_output(v) for k, v in text_outputs.items()
                                             if not output_images({k: v})}
 
-        run.click(execute, inputs=list(widgets.values()), outputs=[gallery, result])
+        run.click(redacting(execute, state), inputs=list(widgets.values()), outputs=[gallery, result])

@@ -7,7 +7,10 @@ traceback Gradio printed was the handler's own (`raise ... from None`), never th
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
+from typing import Callable
 
 import gradio as gr
 
@@ -24,3 +27,65 @@ def failed(message: str, cause: BaseException) -> gr.Error:
     """The error shown for a job that failed; the cause's traceback is logged once."""
     logger.error("UI job failed: %s", message, exc_info=cause)
     return gr.Error(message, print_exception=False)
+
+
+def redact_handler_errors(blocks, state) -> None:
+    """Every handler of `blocks` shows its errors with `state`'s server paths redacted (`webui.error_paths`).
+
+    The loaders' messages name files by absolute path, which the server log should keep and a browser should not
+    get (the HTTP API redacts its error bodies the same way). Wrapping each registered handler once covers every
+    `refused`/`failed` of today and of handlers written later. A handler's unexpected exception would reach the
+    page as its `str()` too (the app is mounted with `show_error=True`), so it becomes a `failed` with the same
+    redacted text; its traceback is logged once, unredacted, for the operator. Handlers a `gr.render` registers
+    per page are not in `blocks.fns`: wrap them with `redacting` where they are made."""
+    for block_fn in blocks.fns.values():
+        if block_fn.fn is not None and not getattr(block_fn.fn, "_mixkit_redacted", False):
+            block_fn.fn = redacting(block_fn.fn, state)
+
+
+def _redacted(error: Exception, state) -> gr.Error:
+    from webui.error_paths import server_path_redactor
+
+    redact = server_path_redactor(state)  # made when an error is shown (rarely): it follows the state of now
+    if isinstance(error, gr.Error):
+        error.message = redact(error.message)
+        error.title = redact(error.title)
+        error.args = (error.message,)
+        return error
+    return failed(redact(str(error)), error)
+
+
+def redacting(fn: Callable, state) -> Callable:
+    """The handler `fn` (plain, generator, async or async generator) raising its errors with `state`'s server paths
+    redacted; same signature (`functools.wraps`), so Gradio still finds its `gr.Request`/`gr.Progress` parameters."""
+    if inspect.isasyncgenfunction(fn):
+        @functools.wraps(fn)
+        async def wrapper(*args, **kwargs):
+            try:
+                async for item in fn(*args, **kwargs):
+                    yield item
+            except Exception as error:
+                raise _redacted(error, state) from None
+    elif inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            try:
+                return (yield from fn(*args, **kwargs))
+            except Exception as error:
+                raise _redacted(error, state) from None
+    elif inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def wrapper(*args, **kwargs):
+            try:
+                return await fn(*args, **kwargs)
+            except Exception as error:
+                raise _redacted(error, state) from None
+    else:
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except Exception as error:
+                raise _redacted(error, state) from None
+    wrapper._mixkit_redacted = True
+    return wrapper

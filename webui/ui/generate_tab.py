@@ -12,6 +12,7 @@ import gradio as gr
 
 from pipelines.image_prep import IMG2IMG_RESIZE_MODES
 from pipelines.inpaint_mask import MASKED_CONTENT
+from pipelines.outpaint import OUTPAINT_DIRECTIONS, outpaint_sides
 from webui.server_state import ServerState
 from webui.ui.controlnet_units import build_controlnet_units, with_controlnet
 from webui.ui.errors import refused
@@ -24,7 +25,8 @@ from webui.ui_tasks import check_task_id, new_task_id
 from webui.worker import QueueFullError
 
 IMG2IMG_MODES = ("img2img", "inpaint", "sketch", "outpaint")
-OUTPAINT_SIDES = ("left", "right", "up", "down")
+OUTPAINT_SIDES = OUTPAINT_DIRECTIONS  # A1111's "Outpainting direction" checkboxes
+OUTPAINT_MULTIPLE = 8  # the size step `submit_outpaint` checks the extended canvas against
 MASK_MODES = ("Inpaint masked", "Inpaint not masked")  # A1111's "Mask mode" radio
 SEND_TARGETS = ("img2img", "inpaint", "extras")  # A1111's "Send to" buttons under the txt2img and img2img galleries
 # The img2img inputs A1111's `img2img_paste_fields` fill (Mask blur, Mask mode, Masked content, Inpaint area, Masked
@@ -85,13 +87,11 @@ def check_mask_fits(mask, image_size: tuple[int, int]) -> list[str]:
     return [str(warning.message) for warning in caught]
 
 
-def outpaint_sides_from(pixels: int, directions: list[str]) -> dict[str, int]:
-    """A1111's outpaint directions (left/right/up/down) -> pixels per side for `pipelines.outpaint`."""
-    unknown = sorted(set(directions) - set(OUTPAINT_SIDES))
-    if unknown or not directions:
-        raise ValueError(f"Choose outpaint directions among {', '.join(OUTPAINT_SIDES)}; got {directions!r}.")
-    return {"left": pixels * ("left" in directions), "right": pixels * ("right" in directions),
-            "top": pixels * ("up" in directions), "bottom": pixels * ("down" in directions)}
+def outpaint_sides_from(image, pixels: int, directions: list[str]) -> dict[str, int]:
+    """The Outpaint controls (pixels, A1111's up/down/left/right) -> pixels per side for `image`, rounded as the CLI and
+    the API's Poor man's outpainting script round them (`pipelines.outpaint.outpaint_sides`: each extended axis up to
+    the next multiple of 8, the extra shared between its sides), so any image size the API takes the UI takes too."""
+    return outpaint_sides(image.width, image.height, pixels, list(directions or []), OUTPAINT_MULTIPLE)
 
 
 def img2img_params(params, fields: dict):
@@ -286,9 +286,9 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         save = bool(state.options.get("samples_save"))
         try:
             if outpainting:
-                pixels, sides = int(img2img_values["outpaint_pixels"]), img2img_values["outpaint_sides"] or []
-                job = state.submit_outpaint(params, outpaint_sides_from(pixels, sides), save=save, session=session,
-                                            keep_on_disconnect=True)
+                sides = outpaint_sides_from(params.init_images[0], int(img2img_values["outpaint_pixels"]),
+                                            img2img_values["outpaint_sides"])
+                job = state.submit_outpaint(params, sides, save=save, session=session, keep_on_disconnect=True)
             else:
                 job = state.submit_generation(kind, params, save=save, session=session, keep_on_disconnect=True)
         except (ValueError, TypeError) as error:

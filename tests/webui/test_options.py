@@ -1,0 +1,48 @@
+"""Rules between options (`webui.options.combined_checks`): the API and the settings file read at start share them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipelines.params import GenerationLimits
+from webui.options import ServerOptions
+
+
+def options_from_file(tmp_path, saved: dict) -> ServerOptions:
+    (tmp_path / "settings.json").write_text(json.dumps(saved), encoding="utf-8")
+    return ServerOptions(str(tmp_path / "out"), 5, limits=GenerationLimits(),
+                         settings_file=str(tmp_path / "settings.json"))
+
+
+@pytest.mark.parametrize("saved", [{"ESRGAN_tile": 16, "ESRGAN_tile_overlap": 8}, {"ESRGAN_tile": 16}])
+def test_a_settings_file_with_a_tile_overlap_over_half_its_tile_is_refused_at_start_naming_file_and_keys(tmp_path,
+                                                                                                         saved):
+    # each key alone passes (16 >= 8, 8 <= 2047); together the overlap must stay under half the tile. With only the
+    # tile in the file the overlap is A1111's default 8: the pair is still named, as either key may be the one to fix
+    with pytest.raises(ValueError) as raised:
+        options_from_file(tmp_path, saved)
+    assert str(raised.value) == (
+        f"Settings file {str(tmp_path / 'settings.json')!r}, keys 'ESRGAN_tile' and 'ESRGAN_tile_overlap': "
+        "tile_overlap must be an integer in [0, 7] for tile_size 16, got 8. Fix the values or delete the keys.")
+
+
+def test_a_settings_file_with_a_valid_tile_pair_is_taken(tmp_path):
+    options = options_from_file(tmp_path, {"ESRGAN_tile": 16, "ESRGAN_tile_overlap": 7})
+    assert options.upscaler_tiling() == (16, 7)
+
+
+def test_the_api_refuses_the_same_pair_and_keeps_the_current_tiling(tmp_path):
+    options = ServerOptions(str(tmp_path / "out"), 5)
+    with pytest.raises(ValueError, match=r"tile_overlap must be an integer in \[0, 7\] for tile_size 16, got 8"):
+        options.check_update({"ESRGAN_tile": 16})
+    assert options.upscaler_tiling() == (192, 8)
+
+
+def test_a_settings_file_with_sigma_min_over_sigma_max_is_refused_at_start(tmp_path):
+    with pytest.raises(ValueError) as raised:
+        options_from_file(tmp_path, {"sigma_min": 5.0, "sigma_max": 1.0})
+    assert str(raised.value) == (
+        f"Settings file {str(tmp_path / 'settings.json')!r}, keys 'sigma_min' and 'sigma_max': sigma_min (5.0) must be "
+        "below sigma_max (1.0); set 0 for either to keep the model's own. Fix the values or delete the keys.")
