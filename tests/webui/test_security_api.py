@@ -158,6 +158,16 @@ def test_a_lone_surrogate_in_a_refused_value_is_a_422_echoing_it_escaped(client,
     assert client.get("/sdapi/v1/options").status_code == 200
 
 
+@pytest.mark.parametrize("line, key, field", [("CFG scale: 1e400", "CFG scale", "cfg_scale"),
+                                              ("Eta: nan", "Eta", "eta"),
+                                              ("Refiner switch at: inf", "Refiner switch at", "refiner_switch_at")])
+def test_a_non_finite_number_in_a_pasted_infotext_is_a_422_naming_its_key(client, line, key, field):
+    response = client.post("/sdapi/v1/txt2img", json={"steps": 1, "infotext": f"a cat\nSteps: 1, Size: 64x64, {line}"})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"].startswith(f"infotext: {key}: ")
+    assert f"is not a valid {field}" in response.json()["detail"]
+
+
 @pytest.mark.parametrize("value", [-1, 1.5, "31337"])
 def test_override_settings_ensd_is_checked_as_the_options_route_checks_it(client, value):
     """It was int()-ed unchecked: "31337" and 1.5 were taken (as 31337 and 1), -1 made a negative seed offset."""
