@@ -120,3 +120,15 @@ def test_inputs_named_after_an_option_are_inputs_too(sources, tmp_path, capsys):
         str(out / "cat.png"), str(out / "dog.png")]
     assert main(["extras", str(sources / "cat.png"), "-o", str(out), "--sharpen"]) == 2
     assert "unrecognized arguments: --sharpen" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--scale", "--gfpgan-visibility", "--codeformer-visibility",
+                                  "--upscaler-2-visibility"])
+@pytest.mark.parametrize("value", ["nan", "inf", "1e400"])
+def test_a_number_flag_that_is_not_finite_is_refused_naming_it(sources, tmp_path, capsys, flag, value):
+    """float() reads them; they reached the API's request model, whose refusal was a multi-line pydantic dump."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["extras", str(sources), "-o", str(tmp_path / "out"), flag, value])
+    assert exit_.value.code == 2
+    assert f"argument {flag}: {value!r} is not a finite number" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
