@@ -11,10 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from mixkit.prompts.chunking import CHUNK_TOKENS
+from mixkit.prompts.limits import check_prompt_text
 from mixkit.training.ti_config import EMBEDDING_SUFFIXES
 
 # The characters A1111 keeps in a new embedding's name (it drops the others silently; mixkit refuses them).
 NAME_PUNCTUATION = "._- "
+# File systems allow 255 bytes a name; a training run adds "-<step>.safetensors" and image suffixes to it.
+MAX_NAME_BYTES = 200
 
 
 def check_embedding_name(name: object) -> str:
@@ -28,6 +31,9 @@ def check_embedding_name(name: object) -> str:
                          f"{NAME_PUNCTUATION.strip()!r} or spaces (it becomes the file name and the prompt word)")
     if name != name.strip() or name.startswith("."):
         raise ValueError(f"the embedding name {name!r} must not start with a dot or start or end with a space")
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise ValueError(f"the embedding name {name[:40]!r}... is {len(name.encode('utf-8'))} bytes long in UTF-8; "
+                         f"use at most {MAX_NAME_BYTES} (it becomes a file name, and file systems allow 255 bytes)")
     return name
 
 
@@ -57,6 +63,7 @@ def create_embedding(model, folder: str | Path, name: str, *, num_vectors_per_to
                          f"{num_vectors_per_token!r}")
     if not isinstance(init_text, str):
         raise TypeError(f"init_text must be a string ('' for zero vectors), got {type(init_text).__name__}")
+    check_prompt_text(init_text, what="init_text")  # a lone surrogate made the tokenizer's own riddle the message
     if not isinstance(overwrite_old, bool):
         raise TypeError(f"overwrite_old must be true or false, got {overwrite_old!r}")
     folder = Path(folder)
