@@ -112,14 +112,12 @@ def publish_file(temp_path: Path, path: Path, *, replace: bool) -> None:
     temp_path.unlink()
 
 
-def save_png_numbered(image: Image.Image, folder: str | os.PathLike, seed: int, infotext: str | None,
-                      next_path=None) -> Path:
-    """Save `image` under the next free counter name of `folder` (`next_path(folder, seed)`, by default
-    `next_image_path`), taking the following one when another writer got there first; returns the path."""
-    next_path = next_path or next_image_path
+def save_png_numbered(image: Image.Image, folder: str | os.PathLike, seed: int, infotext: str | None) -> Path:
+    """Save `image` under the next free counter name of `folder` (`next_image_path`), taking the following one when
+    another writer got there first; returns the path."""
     for _ in range(100):
         try:
-            return save_png(image, next_path(folder, seed), infotext, replace=False)
+            return save_png(image, next_image_path(folder, seed), infotext, replace=False)
         except FileExistsError:
             continue  # another writer took that counter between our listing and our write
     raise FileExistsError(f"Could not find a free file name in {str(folder)!r}: 100 counter names were taken while "
