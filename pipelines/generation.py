@@ -38,14 +38,10 @@ class GenerationResult:
 
     def save(self, folder: str | os.PathLike) -> list:
         """Write each image as PNG with its infotext; returns the paths (names: counter-seed.png)."""
-        from pipelines.png import next_image_path, save_png
+        from pipelines.png import save_png_numbered
 
-        paths = []
-        for image, seed, infotext in zip(self.images, self.seeds, self.infotexts):
-            path = next_image_path(folder, seed)
-            save_png(image, path, infotext)
-            paths.append(path)
-        return paths
+        return [save_png_numbered(image, folder, seed, infotext)
+                for image, seed, infotext in zip(self.images, self.seeds, self.infotexts)]
 
     def save_as(self, path: str | os.PathLike) -> list:
         """Write the images to a PNG file name of the caller's choosing (with infotext): one image as `path`

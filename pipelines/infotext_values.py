@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 def as_integer(text: object) -> int:
     """An integer, also as A1111 sometimes writes one ("20.0")."""
@@ -14,7 +16,12 @@ def as_integer(text: object) -> int:
 
 
 def as_number(text: object) -> float:
-    return float(str(text).strip())
+    """A finite number: "nan", "inf" and "1e400" (which float() reads as inf) are refused (ValueError), as no
+    generation setting takes them and JSON cannot carry them back."""
+    value = float(str(text).strip())
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return value
 
 
 def as_text(text: object) -> str:

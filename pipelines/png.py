@@ -1,7 +1,8 @@
 """Saving generated images as PNG files that carry their A1111 infotext.
 
 Writes are atomic (a temporary file in the target folder, then `os.replace`) so an interrupted
-run or a full disk never leaves a truncated PNG that image browsers would choke on.
+run or a full disk never leaves a truncated PNG that image browsers would choke on; a counter name is taken only
+if it is still free (`save_png_numbered`), so concurrent writers never overwrite each other's images.
 """
 
 from __future__ import annotations
@@ -62,11 +63,12 @@ def prepare_output_folder(folder: Path) -> None:
         raise PermissionError(f"Cannot create output folder {str(folder)!r}: permission denied. Choose a writable folder.") from error
 
 
-def save_png(image: Image.Image, path: str | os.PathLike, infotext: str | None) -> Path:
+def save_png(image: Image.Image, path: str | os.PathLike, infotext: str | None, *, replace: bool = True) -> Path:
     """Save `image` as PNG at `path` with `infotext` in the `parameters` text chunk; returns the path.
 
-    The parent folder is created if missing (as A1111 does). An existing file at `path` is
-    replaced. On any failure nothing is left behind: neither a partial PNG nor the temporary file.
+    The parent folder is created if missing (as A1111 does). An existing file at `path` is replaced, or with
+    `replace=False` left alone and FileExistsError raised (`publish_file`). On any failure nothing is left behind:
+    neither a partial PNG nor the temporary file.
     """
     path = Path(path)
     check_save_png_inputs(image, path, infotext)
@@ -79,11 +81,47 @@ def save_png(image: Image.Image, path: str | os.PathLike, infotext: str | None) 
             image.save(handle, format="PNG", pnginfo=png_info)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(temp_path, path)
+        publish_file(temp_path, path, replace=replace)
     except BaseException:
         temp_path.unlink(missing_ok=True)
         raise
     return path
+
+
+def publish_file(temp_path: Path, path: Path, *, replace: bool) -> None:
+    """Give a finished temporary file its name: replacing a file of that name, or (`replace=False`) only if the name
+    is free, raising FileExistsError otherwise.
+
+    The no-replace form is for counter names (`next_image_path`): two writers that listed the folder at the same
+    time (two browser tabs' Extras, two `mixkit` runs) pick the same name, and `os.replace` would silently drop the
+    first image. A hard link is POSIX's atomic create-if-absent for a finished file; where the file system has
+    none (FAT, some network shares) a check before the rename narrows the window instead.
+    """
+    if replace:
+        os.replace(temp_path, path)
+        return
+    try:
+        os.link(temp_path, path)
+    except FileExistsError:
+        raise
+    except OSError:  # no hard links here
+        if os.path.lexists(path):
+            raise FileExistsError(f"{path} was written by another process meanwhile") from None
+        os.replace(temp_path, path)
+        return
+    temp_path.unlink()
+
+
+def save_png_numbered(image: Image.Image, folder: str | os.PathLike, seed: int, infotext: str | None) -> Path:
+    """Save `image` under the next free counter name of `folder` (`next_image_path`), taking the following one when
+    another writer got there first; returns the path."""
+    for _ in range(100):
+        try:
+            return save_png(image, next_image_path(folder, seed), infotext, replace=False)
+        except FileExistsError:
+            continue  # another writer took that counter between our listing and our write
+    raise FileExistsError(f"Could not find a free file name in {str(folder)!r}: 100 counter names were taken while "
+                          "saving; is another program writing there in a loop?")
 
 
 def open_temporary_file(folder: Path, stem: str):

@@ -386,15 +386,19 @@ def clipped_input(value, depth: int = ECHO_DEPTH):
 
 
 def json_safe(value):
-    """`value` with every NaN/Infinity float replaced by its JSON-ish spelling, so a JSONResponse can encode it.
+    """`value` with every NaN/Infinity float replaced by its JSON-ish spelling and every lone surrogate in a string
+    by its `\\udXXX` escape, so a JSONResponse can encode it.
 
     FastAPI echoes a field's input in a validation error; a client that sent `NaN` or `1e999` (Python's
-    json.dumps writes the former for float("nan")) would otherwise get a 500 instead of the 422.
+    json.dumps writes the former for float("nan")), or a string holding `"\\ud800"` (valid JSON, which json.loads
+    turns into a lone surrogate that UTF-8 cannot encode), would otherwise get a 500 instead of the 422.
     """
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
     if isinstance(value, dict):
-        return {key: json_safe(item) for key, item in value.items()}
+        return {json_safe(key): json_safe(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_safe(item) for item in value]
     return value

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from pydantic import ValidationError
+
 from pipelines.infotext_values import as_flag, as_integer, as_number, as_text
 from webui.api_convert import INPAINTING_FILL
 from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
@@ -198,4 +200,9 @@ def apply_infotext(request: Txt2ImgRequest, lora_library=None, running_labels=No
     if overrides != (request.override_settings or {}):
         filled["override_settings"] = overrides
     values = {**request.model_dump(include=sent), **filled}
-    return type(request).model_validate(values)
+    try:
+        return type(request).model_validate(values)
+    except ValidationError as error:  # pydantic's multi-line dump would otherwise be the 422's message
+        problems = "; ".join(f"{'.'.join(map(str, item['loc']))}: {item['msg']}" for item in error.errors())
+        raise ValueError(f"infotext: the fields it fills are not valid ({problems}); fix the infotext or send those "
+                         "fields in the request.") from None

@@ -12,16 +12,20 @@ schema, but a request that leaves them out gets the server's Settings defaults i
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 
 class A1111Request(BaseModel):
     """A1111's request models: unknown keys ignored, and `null` for any field the same as leaving it out."""
 
-    # A1111's models ignore unknown keys; clients such as webuiapi send extension fields.
-    model_config = ConfigDict(extra="ignore")
+    # A1111's models ignore unknown keys; clients such as webuiapi send extension fields. NaN and Infinity (which
+    # Python's json module reads and writes) are refused in every number field, naming it: a field the job does not
+    # use would otherwise carry them into the answer's `parameters` echo, which JSON cannot encode (a 500 after the
+    # work was done).
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -32,6 +36,27 @@ class A1111Request(BaseModel):
         if isinstance(data, dict):
             return {key: value for key, value in data.items() if value is not None}
         return data
+
+
+def finite_json(data: Any, field: str) -> Any:
+    """`data` unchanged, or ValueError naming the first NaN or Infinity in it (a free-form JSON field).
+
+    `allow_inf_nan=False` covers the typed number fields; `script_args`, `override_settings`, `alwayson_scripts` and
+    `comments` hold any JSON, and a NaN there that the job never reads came back in the answer's `parameters` echo,
+    which JSON cannot encode: a 500 after the images were made. Walked without recursion: json.loads takes ~990
+    nested lists.
+    """
+    pending = [((field,), data)]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(".")
+            raise ValueError(f"{where} is {value}, which is not a JSON number; send a finite number")
+        if isinstance(value, dict):
+            pending.extend(((*path, key), item) for key, item in reversed(value.items()))
+        elif isinstance(value, list):
+            pending.extend(((*path, index), item) for index, item in reversed(list(enumerate(value))))
+    return data
 
 
 class Txt2ImgRequest(A1111Request):
@@ -91,6 +116,11 @@ class Txt2ImgRequest(A1111Request):
     infotext: str | None = None  # fills the fields the request leaves out (webui.api_infotext)
     # A1111's id for `POST /internal/progress` to follow this request by (`webui.ui_tasks`); checked, not ignored
     force_task_id: str | None = None
+
+    @field_validator("override_settings", "comments", "script_args", "alwayson_scripts")
+    @classmethod
+    def _finite_free_form(cls, value: Any, info: ValidationInfo) -> Any:
+        return finite_json(value, info.field_name)
 
 
 class Img2ImgRequest(Txt2ImgRequest):

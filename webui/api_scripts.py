@@ -12,6 +12,7 @@ only, to the next multiple of 8 (`pipelines.outpaint.outpaint_sides`), and is pa
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -26,8 +27,12 @@ def is_outpaint_script(script_name: Any) -> bool:
 
 
 def _whole_number(name: str, value: Any) -> int:
-    """An int, or a float with no fraction (a Gradio slider's value arrives as 128.0); ValueError naming the arg."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+    """An int, or a float with no fraction (a Gradio slider's value arrives as 128.0); ValueError naming the arg.
+
+    NaN and Infinity (JSON from Python's json module) are refused here too, before `int()` would raise its own
+    ValueError or OverflowError (a 500)."""
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or value != int(value)):
         raise ValueError(f"script_args {name}: must be a whole number, got {value!r}.")
     return int(value)
 

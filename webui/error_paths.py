@@ -82,6 +82,7 @@ def server_error_response(error: Exception, what: str, redact: Callable[[Any], A
     """A 500 in A1111's shape for a failure the server did not expect (`what` failed), its message redacted."""
     from fastapi.responses import JSONResponse
 
-    message = redact(str(error))
+    # a lone surrogate (from a JSON "\\ud800" escape) in the message would make the 500's own encoding fail
+    message = redact(str(error)).encode("utf-8", "backslashreplace").decode("utf-8")
     return JSONResponse(status_code=500, content={"error": type(error).__name__, "detail": message, "body": "",
                                                   "errors": f"{what} failed: {message}"})

@@ -131,7 +131,8 @@ def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any
     eta = None
     if spec.eta_default is not None:
         eta = chosen["eta_ddim"] if spec.eta_infotext_key == "Eta DDIM" else chosen["eta_ancestral"]
-    return {"eta": eta, "ensd": int(chosen["eta_noise_seed_delta"]),
+    # checked: an override_settings value has not been through /sdapi/v1/options (inf made int() a 500)
+    return {"eta": eta, "ensd": _check_ensd(chosen["eta_noise_seed_delta"]),
             "sampler_parameters": parameters_from_values(chosen),
             INPAINTING_MASK_WEIGHT_KEY: _as_number(chosen[INPAINTING_MASK_WEIGHT_KEY]),
             REFINER_BY_STEPS_KEY: chosen[REFINER_BY_STEPS_KEY],  # checked by the pipeline (bools)

@@ -222,7 +222,8 @@ def _add_in_order(items: list[tuple[MatchedModule, float]], match: MatchedModule
 def _resolve_source(request: LoraRequest, library) -> Path:
     path = Path(str(request.source)).expanduser()
     if path.is_file():
-        return path.resolve()
+        # absolute, a symlink not followed: errors about the file name it as the caller (or --lora-dir) does
+        return path.absolute()
     if library is not None:
         return library.resolve(str(request.source))
     raise ModelNotFoundError(

@@ -122,7 +122,9 @@ class LoraLibrary:
                 hits = [e for e in entries
                         if getattr(e, field) is not None and normalise(getattr(e, field)) == wanted]
                 if len(hits) == 1:
-                    return hits[0].path.resolve()
+                    # the file as it sits in the folder, a symlink not followed: an error about it then names the
+                    # folder's file (which HTTP answers show relative to --lora-dir), not where the link points
+                    return hits[0].path.absolute()
                 if len(hits) > 1:
                     listed = ", ".join(h.relative_name + h.path.suffix for h in hits)
                     raise ValueError(f"LoRA name {name!r} fits several files in {self.folder}: {listed}; use the relative path.")

@@ -219,6 +219,8 @@ def _literal_entries(option: str, value, example: str) -> dict:
 
     if isinstance(value, dict):
         return value
+    if not isinstance(value, (str, list, tuple)):
+        raise ValueError(f"{option} = {value!r}: kohya's form is a list of key=value strings, like [\"{example}\"]")
     out: dict = {}
     # "" is no entries: kohya skips an option of length 0 (kohya_ss GUI configs write lr_scheduler_args = "")
     for entry in ([value] if value.strip() else []) if isinstance(value, str) else list(value or []):
@@ -227,7 +229,7 @@ def _literal_entries(option: str, value, example: str) -> dict:
             raise ValueError(f"{option} entry {entry!r}: kohya's form is key=value, like {example}")
         try:
             out[key.strip()] = ast.literal_eval(text.strip())
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):  # TypeError: {[1]: 2}
             raise ValueError(f"{option} entry {entry!r}: the value is not a number, True/False or a tuple "
                              "(kohya reads it as a Python literal)") from None
     return out

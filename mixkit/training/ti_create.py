@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mixkit.prompts.chunking import CHUNK_TOKENS
+from mixkit.prompts.limits import check_prompt_text
 from mixkit.training.ti_config import EMBEDDING_SUFFIXES
 
 # The characters A1111 keeps in a new embedding's name (it drops the others silently; mixkit refuses them).
@@ -64,6 +65,7 @@ def create_embedding(model, folder: str | Path, name: str, *, num_vectors_per_to
                          f"{num_vectors_per_token!r}")
     if not isinstance(init_text, str):
         raise TypeError(f"init_text must be a string ('' for zero vectors), got {type(init_text).__name__}")
+    check_prompt_text(init_text, what="init_text")  # a lone surrogate made the tokenizer's own riddle the message
     if not isinstance(overwrite_old, bool):
         raise TypeError(f"overwrite_old must be true or false, got {overwrite_old!r}")
     folder = Path(folder)

@@ -244,3 +244,49 @@ def test_read_infotext_turns_a_decompression_bomb_into_a_value_error(tmp_path, m
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 10)  # 8x8 = 64 pixels > 2 * 10: Pillow refuses it
     with pytest.raises(ValueError, match="bomb.png.*decompression-bomb"):
         read_infotext(path)
+
+
+def racing_listing(monkeypatch, taken):
+    """`next_image_path` answering first with `taken`, a name another writer filled after this one listed the folder,
+    then as usual."""
+    import pipelines.png
+
+    real, answers = pipelines.png.next_image_path, [taken]
+    monkeypatch.setattr(pipelines.png, "next_image_path",
+                        lambda folder, seed: answers.pop() if answers else real(folder, seed))
+
+
+def test_a_counter_name_another_writer_took_meanwhile_is_not_overwritten(tmp_path, monkeypatch):
+    """Two writers listing the folder at once picked the same 00000-5.png and os.replace dropped the first image."""
+    from pipelines.generation import GenerationResult
+
+    theirs = tmp_path / "00000-5.png"
+    save_png(tiny_image(), theirs, "theirs")
+    before = theirs.read_bytes()
+    racing_listing(monkeypatch, theirs)
+    result = GenerationResult()
+    result.add(tiny_image("L").convert("RGB"), 5, "ours")
+    assert result.save(tmp_path) == [tmp_path / "00001-5.png"]
+    assert theirs.read_bytes() == before
+    assert read_infotext(tmp_path / "00001-5.png") == "ours"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["00000-5.png", "00001-5.png"]  # no temporary file left
+
+
+@pytest.mark.parametrize("taken", [True, False])
+def test_without_hard_links_a_free_name_is_still_checked_before_the_rename(tmp_path, monkeypatch, taken):
+    from pipelines.png import publish_file
+
+    def no_links(*args):
+        raise PermissionError("hard links are not supported here")
+
+    monkeypatch.setattr(os, "link", no_links)
+    temp, target = tmp_path / ".t.tmp", tmp_path / "00000-1.png"
+    temp.write_bytes(b"new")
+    if taken:
+        target.write_bytes(b"old")
+        with pytest.raises(FileExistsError):
+            publish_file(temp, target, replace=False)
+        assert target.read_bytes() == b"old"
+    else:
+        publish_file(temp, target, replace=False)
+        assert target.read_bytes() == b"new" and not temp.exists()

@@ -210,6 +210,26 @@ def test_a_lora_copied_in_while_the_server_runs_is_found_without_a_refresh(clien
         client.post("/sdapi/v1/refresh-loras")
 
 
+def test_a_broken_symlinked_lora_is_named_as_it_sits_in_the_folder_not_by_its_target(client, server, tmp_path):
+    """Operators link LoRA files from other disks; the links used to be followed before reading, so a broken one's
+    422 named the target's absolute path, which the error redaction (it knows the configured folders) could not hide."""
+    from pathlib import Path
+
+    target = tmp_path / "elsewhere" / "secret-layout.safetensors"
+    target.parent.mkdir()
+    target.write_bytes(b"\xff" * 64)  # a header length far beyond the file: a corrupt safetensors file
+    link = Path(server.state.config.lora_dir) / "linked.safetensors"
+    link.symlink_to(target)
+    try:
+        response = client.post("/sdapi/v1/txt2img", json={"prompt": "x <lora:linked:1>", **SMALL})
+        assert response.status_code == 422, response.text
+        assert "linked.safetensors: corrupt safetensors header" in response.json()["detail"]
+        assert str(tmp_path) not in response.text and "secret-layout" not in response.text
+    finally:
+        link.unlink()
+        client.post("/sdapi/v1/refresh-loras")
+
+
 def test_a_pasted_infotext_relinks_lora_tags_through_their_hashes(client, server):
     from pathlib import Path
 

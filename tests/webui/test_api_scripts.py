@@ -66,3 +66,14 @@ def test_txt2img_has_no_outpainting_script(client):
     response = client.post("/sdapi/v1/txt2img", json={"prompt": "x", "steps": 1, "width": 64, "height": 64,
                                                        "script_name": "Poor man's outpainting"})
     assert response.status_code == 422 and "script_name" in response.text
+
+
+@pytest.mark.parametrize("args, name", [([float("inf")], "pixels"), ([16, float("nan")], "mask_blur"),
+                                        ([16, 2, float("-inf")], "inpainting_fill")])
+def test_non_finite_script_args_are_refused_naming_the_arg(args, name):
+    """int(inf) raised OverflowError (a 500 over HTTP); the HTTP request model now refuses them first, the Python
+    entry point still names the arg."""
+    from webui.api_scripts import outpaint_script_params
+
+    with pytest.raises(ValueError, match=f"script_args {name}: must be a whole number"):
+        outpaint_script_params(None, args)

@@ -156,3 +156,36 @@ def test_bad_tiling_flags_name_the_flag(sources, tmp_path, capsys):
     assert main(["extras", str(sources), "--esrgan-tile", "16", "--esrgan-tile-overlap", "8", "-o",
                  str(tmp_path / "o")]) == 2
     assert "--esrgan-tile-overlap must be an integer in [0, 7] for --esrgan-tile 16" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--scale", "--gfpgan-visibility", "--codeformer-visibility",
+                                  "--upscaler-2-visibility"])
+@pytest.mark.parametrize("value", ["nan", "inf", "1e400"])
+def test_a_number_flag_that_is_not_finite_is_refused_naming_it(sources, tmp_path, capsys, flag, value):
+    """float() reads them; they reached the API's request model, whose refusal was a multi-line pydantic dump."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["extras", str(sources), "-o", str(tmp_path / "out"), flag, value])
+    assert exit_.value.code == 2
+    assert f"argument {flag}: {value!r} is not a finite number" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_counter_name_taken_meanwhile_by_another_writer_is_not_overwritten(sources, tmp_path, capsys, monkeypatch):
+    """Two Extras saves (browser tabs, `mixkit extras` runs) listing the folder at once picked the same 00000.png;
+    the second os.replace dropped the first upscale. The web UI's Extras saves through the same function."""
+    import pipelines.png
+
+    out = tmp_path / "out"
+    out.mkdir()
+    answers, real = [out / "00000-0.png"], pipelines.png.next_image_path
+
+    def listing_before_the_other_write(folder, seed):
+        if answers:  # the other writer's file lands right after this listing
+            (out / "00000.png").write_bytes(b"their upscale")
+            return answers.pop()
+        return real(folder, seed)
+
+    monkeypatch.setattr(pipelines.png, "next_image_path", listing_before_the_other_write)
+    assert extras(capsys, str(sources / "dog.jpg"), "-o", str(out)) == [str(out / "00001.png")]
+    assert (out / "00000.png").read_bytes() == b"their upscale"
+    assert sorted(p.name for p in out.iterdir()) == ["00000.png", "00001.png"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import httpx
@@ -80,3 +81,12 @@ def test_error_bodies_name_files_relative_to_the_configured_folders(leaky_server
     assert fragment in response.json()["detail"] and fragment in response.json()["errors"]
     for server_path in (str(root), str(single_file_checkpoints), os.path.expanduser("~")):
         assert server_path not in response.text
+
+
+def test_a_500_whose_message_holds_a_lone_surrogate_is_still_sent():
+    """A request's "\\ud800" can end up in an unexpected exception's message; the 500 must still encode."""
+    from webui.error_paths import server_error_response
+
+    response = server_error_response(ValueError("no style \ud800"), "POST /sdapi/v1/txt2img", lambda text: text)
+    assert response.status_code == 500
+    assert json.loads(response.body)["detail"] == "no style \\ud800"

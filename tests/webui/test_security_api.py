@@ -117,6 +117,66 @@ def test_non_finite_numbers_are_a_422_naming_the_field_and_the_connection_surviv
     assert client.get("/sdapi/v1/options").status_code == 200  # same keep-alive connection still answers
 
 
+@pytest.mark.parametrize("field", ["denoising_strength", "hr_scale", "refiner_switch_at", "s_noise"])
+def test_non_finite_numbers_in_fields_txt2img_does_not_use_are_a_422(client, field):
+    """These fields are unused by a plain txt2img; their NaN reached the answer's `parameters` echo, a 500 after the
+    image was made (JSON cannot encode NaN)."""
+    response = client.post("/sdapi/v1/txt2img", content=f'{{"prompt": "a", "steps": 1, "{field}": NaN}}',
+                           headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"] == ["body", field]
+
+
+@pytest.mark.parametrize("field, value, named", [
+    ("script_args", "[16, NaN]", "script_args[1] is nan"),
+    ("override_settings", '{"eta_noise_seed_delta": Infinity}', "override_settings.eta_noise_seed_delta is inf"),
+    ("override_settings", '{"not_an_option": NaN}', "override_settings.not_an_option is nan"),
+    ("alwayson_scripts", '{"controlnet": {"args": [{"weight": -Infinity}]}}',
+     "alwayson_scripts.controlnet.args[0].weight is -inf"),
+    ("comments", '{"note": [1, NaN]}', "comments.note[1] is nan"),
+])
+@pytest.mark.parametrize("route", ["txt2img", "img2img"])
+def test_non_finite_numbers_inside_free_form_fields_are_a_422_naming_where(client, route, field, value, named):
+    """script_args [inf] was an OverflowError (500) in the outpainting script, override_settings' ENSD Infinity one in
+    int(), and a NaN in any of them that the job ignores came back in the `parameters` echo (500)."""
+    response = client.post(f"/sdapi/v1/{route}", content=f'{{"prompt": "a", "steps": 1, "{field}": {value}}}',
+                           headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"][0]
+    assert detail["loc"] == ["body", field]
+    assert f"{named}, which is not a JSON number" in detail["msg"]
+
+
+@pytest.mark.parametrize("content", ['"\\ud800"', '{"prompt": "a", "styles": "\\udfff"}',
+                                     '{"prompt": "a", "steps": "x\\ud800"}'])
+def test_a_lone_surrogate_in_a_refused_value_is_a_422_echoing_it_escaped(client, content):
+    """`"\\ud800"` is valid JSON that json.loads turns into a string UTF-8 cannot encode; echoed as it was, the 422
+    itself failed to encode and the client got a 500."""
+    response = client.post("/sdapi/v1/txt2img", content=content, headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text
+    assert "\\ud" in response.json()["detail"][0]["input"]
+    assert client.get("/sdapi/v1/options").status_code == 200
+
+
+@pytest.mark.parametrize("line, key, field", [("CFG scale: 1e400", "CFG scale", "cfg_scale"),
+                                              ("Eta: nan", "Eta", "eta"),
+                                              ("Refiner switch at: inf", "Refiner switch at", "refiner_switch_at")])
+def test_a_non_finite_number_in_a_pasted_infotext_is_a_422_naming_its_key(client, line, key, field):
+    response = client.post("/sdapi/v1/txt2img", json={"steps": 1, "infotext": f"a cat\nSteps: 1, Size: 64x64, {line}"})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"].startswith(f"infotext: {key}: ")
+    assert f"is not a valid {field}" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, "31337"])
+def test_override_settings_ensd_is_checked_as_the_options_route_checks_it(client, value):
+    """It was int()-ed unchecked: "31337" and 1.5 were taken (as 31337 and 1), -1 made a negative seed offset."""
+    response = client.post("/sdapi/v1/txt2img", json={"prompt": "a", "steps": 1,
+                                                      "override_settings": {"eta_noise_seed_delta": value}})
+    assert response.status_code == 422, response.text
+    assert f"eta_noise_seed_delta must be an integer >= 0, got {value!r}" in response.json()["detail"]
+
+
 def nested_list(depth: int) -> str:
     return "[" * depth + "]" * depth
 

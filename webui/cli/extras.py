@@ -12,6 +12,7 @@ A1111's "Batch from Directory", or several files, its "Batch Process") keeps eac
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def add_parser(subparsers) -> None:
                         f"--esrgan-models-path / --realesrgan-models-path, or None to copy the image unchanged "
                         f"(default: {UPSCALERS.names()[0]})")
     add_upscaler_flags(p)
-    p.add_argument("--scale", type=float, default=None, metavar="X",
+    p.add_argument("--scale", type=finite_float, default=None, metavar="X",
                    help=f"A1111's 'Scale by': each side times X, floored to a multiple of 8, as A1111 "
                         f"(0-{UpscaleLimits().max_scale}; default {d.upscaling_resize})")
     p.add_argument("--scale-to", type=size_argument, default=None, metavar="WxH",
@@ -53,11 +54,11 @@ def add_parser(subparsers) -> None:
                    help="with --scale-to: keep the covering size instead of cropping (A1111's 'Crop to fit' off)")
     g = p.add_argument_group("not supported by mixkit yet", "A1111's other Extras options: refused unless left off")
     g.add_argument("--upscaler-2", default=d.upscaler_2, metavar="NAME", help="a second upscaler (default None)")
-    g.add_argument("--upscaler-2-visibility", type=float, default=d.extras_upscaler_2_visibility, metavar="X",
+    g.add_argument("--upscaler-2-visibility", type=finite_float, default=d.extras_upscaler_2_visibility, metavar="X",
                    help="its blend (default 0)")
-    g.add_argument("--gfpgan-visibility", type=float, default=d.gfpgan_visibility, metavar="X",
+    g.add_argument("--gfpgan-visibility", type=finite_float, default=d.gfpgan_visibility, metavar="X",
                    help="GFPGAN face restoration (default 0)")
-    g.add_argument("--codeformer-visibility", type=float, default=d.codeformer_visibility, metavar="X",
+    g.add_argument("--codeformer-visibility", type=finite_float, default=d.codeformer_visibility, metavar="X",
                    help="CodeFormer face restoration (default 0)")
     p.add_argument("-o", "--output", default=DEFAULT_OUTPUT,
                    help=f"output folder (default: ./{DEFAULT_OUTPUT}), or a .png file name for a single image")
@@ -102,6 +103,18 @@ def _more_inputs(args, extra: list[str]) -> None:
     if unknown:
         raise ValueError(f"unrecognized arguments: {' '.join(unknown)}; see `mixkit extras --help`")
     args.inputs = [*args.inputs, *extra]
+
+
+def finite_float(text: str) -> float:
+    """A number flag's value: `nan`, `inf` and `1e400` (which float() reads as inf) are refused by argparse, naming
+    the flag, before they reach the request model (whose own refusal is a pydantic dump)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
 
 
 def size_argument(text: str) -> tuple[int, int]:

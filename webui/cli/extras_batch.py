@@ -85,7 +85,7 @@ def upscale_and_save(source: Source, body, path: Path | None, folder: str | os.P
     from pipelines.upscale import upscale_image
     from webui.api_extras import crop_to, crops_to_size, request_postprocessing_text, upscales
     from webui.cli.img2img import read_init_image
-    from webui.ui.extras_output import extras_chunks, next_extras_path, save_extras_png
+    from webui.ui.extras_output import extras_chunks, save_extras_png, save_extras_png_numbered
 
     image = read_init_image(str(source.file), source.width * source.height)
     if upscales(body):
@@ -97,5 +97,6 @@ def upscale_and_save(source: Source, body, path: Path | None, folder: str | os.P
         result, text = image, ""
     with Image.open(source.file) as opened:  # the file's own chunks and EXIF, which the upright RGB copy lacks
         chunks = extras_chunks(opened, text)
-    written = save_extras_png(result, path if path is not None else next_extras_path(folder), chunks)
+    written = save_extras_png(result, path, chunks) if path is not None else save_extras_png_numbered(result, folder,
+                                                                                                      chunks)
     return written, f"{image.width}x{image.height}", f"{result.width}x{result.height}"

@@ -36,11 +36,24 @@ def next_extras_path(folder: str | os.PathLike) -> Path:
     return numbered.with_name(numbered.name.split("-", 1)[0] + ".png")
 
 
-def save_extras_png(image, path: str | os.PathLike, chunks: dict[str, str]) -> Path:
-    """Write `image` as PNG at `path` holding every chunk (UTF-8 `iTXt` where Latin-1 cannot hold it), atomically."""
+def save_extras_png_numbered(image, folder: str | os.PathLike, chunks: dict[str, str]) -> Path:
+    """`save_extras_png` under the next free counter name of `folder` (`next_extras_path`), never over a file another
+    writer (another browser tab's Extras, another `mixkit extras`) saved under that name meanwhile."""
+    for _ in range(100):
+        try:
+            return save_extras_png(image, next_extras_path(folder), chunks, replace=False)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"Could not find a free file name in {str(folder)!r}: 100 counter names were taken while "
+                          "saving; is another program writing there in a loop?")
+
+
+def save_extras_png(image, path: str | os.PathLike, chunks: dict[str, str], *, replace: bool = True) -> Path:
+    """Write `image` as PNG at `path` holding every chunk (UTF-8 `iTXt` where Latin-1 cannot hold it), atomically;
+    a file already at `path` is replaced, or with `replace=False` kept and FileExistsError raised."""
     from PIL.PngImagePlugin import PngInfo
 
-    from pipelines.png import open_temporary_file, prepare_output_folder
+    from pipelines.png import open_temporary_file, prepare_output_folder, publish_file
 
     path = Path(path)
     prepare_output_folder(path.parent)
@@ -56,7 +69,7 @@ def save_extras_png(image, path: str | os.PathLike, chunks: dict[str, str]) -> P
     try:
         with handle:
             image.save(handle, format="PNG", pnginfo=info)
-        os.replace(temp_path, path)
+        publish_file(temp_path, path, replace=replace)
     except BaseException:
         temp_path.unlink(missing_ok=True)
         raise

@@ -16,7 +16,7 @@ import gradio as gr
 
 from webui.server_state import ServerState
 from webui.ui.errors import failed, refused
-from webui.ui.extras_output import POSTPROCESSING_KEY, extras_chunks, next_extras_path, save_extras_png
+from webui.ui.extras_output import POSTPROCESSING_KEY, extras_chunks, save_extras_png, save_extras_png_numbered
 from webui.ui.form_components import form_slider
 from webui.worker import QueueFullError
 
@@ -85,7 +85,7 @@ def build_extras_tab(state: ServerState):
             upscaled = crop_to(upscaled, body.upscaling_resize_w, body.upscaling_resize_h)
         chunks = extras_chunks(image, request_postprocessing_text(body))
         if state.options.get("samples_save"):
-            path = save_extras_png(upscaled, next_extras_path(state.output_dir), chunks)
+            path = save_extras_png_numbered(upscaled, state.output_dir, chunks)
         else:  # still a PNG with its chunks, so a download from the result keeps them
             from webui.ui.gallery_files import result_folder
 

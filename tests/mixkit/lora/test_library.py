@@ -125,3 +125,14 @@ def test_headers_of_unchanged_files_are_read_once_across_libraries(tmp_path, mon
     os.utime(second, ns=(os.stat(second).st_atime_ns, os.stat(second).st_mtime_ns + 10**9))
     assert LoraLibrary(tmp_path).resolve_name("renamed") == second.resolve()
     assert sorted(reads) == sorted([first, second, second])
+
+
+def test_a_symlinked_file_resolves_to_its_place_in_the_folder_not_its_target(tmp_path):
+    """Resolved through the link, a broken file's error named the link's target (a server path outside --lora-dir,
+    which the HTTP error redaction cannot know) instead of the folder's file."""
+    elsewhere = tmp_path / "disk" / "big.safetensors"
+    _write(elsewhere)
+    folder = tmp_path / "loras"
+    folder.mkdir()
+    (folder / "linked.safetensors").symlink_to(elsewhere)
+    assert LoraLibrary(folder).resolve_name("linked") == folder / "linked.safetensors"

@@ -310,3 +310,14 @@ def test_config_files_saved_with_a_byte_order_mark_read_as_without(tmp_path):
         path = tmp_path / name
         path.write_bytes(b"\xef\xbb\xbf" + text.encode())
         assert read_config_file(path) == {"network_dim": 8}
+
+
+@pytest.mark.parametrize("option", ["optimizer_args", "lr_scheduler_args"])
+@pytest.mark.parametrize("value, words", [
+    (["num_cycles={[1]: 2}"], "the value is not a number, True/False or a tuple"),  # literal_eval's TypeError
+    (5, "kohya's form is a list of key=value strings"),  # `list(5)`'s TypeError
+])
+def test_key_value_options_that_do_not_read_are_refused_naming_the_option(option, value, words):
+    with pytest.raises(ValueError, match=words) as refused:
+        translate_kohya_options({option: value})
+    assert option in str(refused.value)

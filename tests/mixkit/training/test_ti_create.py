@@ -70,6 +70,8 @@ def test_an_existing_name_is_refused_unless_overwrite_old_which_keeps_its_format
     (dict(name="ok", num_vectors_per_token=0), "1..75"),
     (dict(name="ok", num_vectors_per_token=True), "1..75"),
     (dict(name="ok", init_text=None), "init_text must be a string"),
+    # the tokenizer's "TextEncodeInput must be Union[...]" was the message
+    (dict(name="ok", init_text="cat \ud800"), "init_text contains a lone surrogate"),
 ])
 def test_bad_input_is_refused_and_writes_nothing(sd1_model, tmp_path, kwargs, message):
     with pytest.raises((ValueError, TypeError), match=message):
