@@ -29,6 +29,10 @@ def _original(z, weights):
     # Weighting shifts the mean; A1111 restores it so the overall magnitude stays what the UNet was
     # trained on. Its EmphasisOriginal takes `z.mean()` of the whole batch of one chunk index (every
     # text of the schedule, and the empty chunks that pad the shorter ones), so one ratio serves them all.
+    # Contiguous first, as A1111's chunk tensor is: the caller's slice of a [B, chunks, 77, D] batch is strided,
+    # and its mean is summed in another order than the product's, so with every weight 1 the two means differed in
+    # the last bits and a near-zero mean (a tiny model's fresh layer norm) gave 1.5e-9 / 0.0 = inf.
+    z = z.contiguous()
     original_mean = z.mean()
     weighted = z * weights.unsqueeze(-1)
     new_mean = weighted.mean()

@@ -167,7 +167,8 @@ def test_bad_resolution_fields_are_refused(controlnet, change, message):
     config = controlnet.config
     unet_config = type("UnetConfig", (), {"cross_attention_dim": config.cross_attention_dim,
                                           "addition_embed_type": config.addition_embed_type,
-                                          "block_out_channels": config.block_out_channels})()
+                                          "block_out_channels": config.block_out_channels,
+                                          "in_channels": config.in_channels})()
     with pytest.raises((ValueError, TypeError), match=message):
         check_controlnet_units([unit], unet_config, ControlNetLimits(), has_init_image=False)
 
