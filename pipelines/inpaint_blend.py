@@ -29,21 +29,31 @@ def output_denoising_to(target, model_input, alpha: float, prediction_type: str)
     raise ValueError(f"inpainting cannot blend a {prediction_type!r} model's output; epsilon and v_prediction are supported")
 
 
-def evaluation_alpha(scheduler, sample, model_input) -> float:
+def evaluation_alpha(scheduler, sample, model_input, step_index=None, timestep=None) -> float:
     """The cumulative alpha the scheduler turns this evaluation's output into a denoised estimate with.
 
     Sigma-space schedulers hand the model x / sqrt(sigma^2 + 1): alpha = (input / sample)^2, read as a least-squares
     ratio (exact up to rounding). Variance-preserving multistep ones (DPM-Solver++) hand over the sample itself
-    and convert with their current sigma.
+    and convert with their sigma at `step_index` (default: the current one; a caller reading after the step passes
+    the one from before it); those without sigmas (A1111's DDIM/PLMS) with `timestep`'s alpha.
     """
     if model_input is not sample:
         ratio = float((model_input * sample).sum() / (sample * sample).sum())
         return min(max(ratio**2, 1e-12), 1.0)
-    index = scheduler.step_index
-    if index is None:
-        index = scheduler.begin_index or 0
-    sigma = float(scheduler.sigmas[index])
+    sigmas = getattr(scheduler, "sigmas", None)
+    if sigmas is None and timestep is not None:
+        return float(scheduler.alphas_cumprod[int(round(float(timestep)))])
+    index = current_step_index(scheduler) if step_index is None else step_index
+    sigma = float(sigmas[index])
     return 1.0 / (1.0 + sigma**2)
+
+
+def current_step_index(scheduler) -> int | None:
+    """The sigma index the scheduler's next step uses (diffusers sets `step_index` only at the first step)."""
+    if not hasattr(scheduler, "sigmas"):
+        return None
+    index = getattr(scheduler, "step_index", None)
+    return (getattr(scheduler, "begin_index", None) or 0) if index is None else index
 
 
 @dataclass

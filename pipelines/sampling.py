@@ -39,12 +39,14 @@ class SamplingRequest:
 
 
 def run_sampler(request: SamplingRequest):
-    """Denoise `request.latents`; returns the final latents (or the current ones when stopped)."""
+    """Denoise `request.latents`; returns the final latents (when stopped early: the latest denoised estimate)."""
     import torch
 
     from pipelines.samplers import extra_step_kwargs
     from pipelines.samplers.churn import churn_rows
     from pipelines.samplers.dpm_adaptive import model_call_timesteps
+    from pipelines.inpaint_blend import current_step_index
+    from pipelines.stopped_latents import LastEvaluation
     from pipelines.uncond_skip import timestep_sigmas, without_uncond
 
     unet, schedulers, latents = request.unet, request.schedulers, request.latents
@@ -116,23 +118,29 @@ def run_sampler(request: SamplingRequest):
             if blend is not None:
                 guided = torch.cat([blend.guided_output(guided[i:i + 1], samples[i], scaled_rows[i], s, i,
                                                         timestep=model_t) for i, s in enumerate(steppers)])
+            step_indices = [current_step_index(s) for s in schedulers]
             if walk is not None:
-                latents = walk.step(guided, t, torch.cat(samples), generator=request.generators).prev_sample
+                outputs = [walk.step(guided, t, torch.cat(samples), generator=request.generators)]
             else:
-                latents = torch.cat([
-                    s.step(guided[i:i + 1], t, samples[i], **extra_step_kwargs(s, request.generators[i]),
-                           **_uncond_kwargs(hand_uncond, noise_pred, cond, i)).prev_sample
-                    for i, s in enumerate(schedulers)
-                ])
+                outputs = [s.step(guided[i:i + 1], t, samples[i], **extra_step_kwargs(s, request.generators[i]),
+                                  **_uncond_kwargs(hand_uncond, noise_pred, cond, i))
+                           for i, s in enumerate(schedulers)]
+            latents = torch.cat([output.prev_sample for output in outputs])
+            last = LastEvaluation(outputs, samples, scaled_rows, guided, schedulers, step_indices, model_t,
+                                  whole_batch=walk is not None)
             if request.post_step is not None:
                 latents = request.post_step(latents, index)
             if walk is None:
-                completed, last = (index + 1) * sampler_steps // evaluations, index == evaluations - 1
+                completed, last_call = (index + 1) * sampler_steps // evaluations, index == evaluations - 1
             else:
-                completed, last = _walked_steps(walk, sampler_steps), walk.progress >= 1
-            if completed > done or last:
+                completed, last_call = _walked_steps(walk, sampler_steps), walk.progress >= 1
+            if completed > done or last_call:
                 done = completed
                 if request.on_step is not None and request.on_step(done, latents) is False:
+                    if not last_call:  # A1111 hands back the latest denoised estimate, not the noisy sample
+                        latents = last.denoised()
+                        if request.post_step is not None:
+                            latents = request.post_step(latents, index)
                     break
     if request.mask_blend is not None:  # A1111 puts the original back into the finished (or interrupted) latents
         latents = request.mask_blend.final(latents)
