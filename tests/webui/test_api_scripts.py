@@ -136,3 +136,14 @@ def test_bad_mk2_script_args_are_refused_before_the_job(client, args, message):
     response = post_mk2(client, script_args=args)
     assert response.status_code == 422
     assert message in response.text, response.text
+
+
+@pytest.mark.parametrize("args, name", [([0, float("inf")], "pixels"), ([0, 16, float("nan")], "mask_blur"),
+                                        ([0, 16, 2, ["left"], float("nan")], "falloff_exponent"),
+                                        ([0, 16, 2, ["left"], 1, float("-inf")], "color_variation"),
+                                        ([0, 16, 2, ["left"], 1, True], "color_variation")])
+def test_non_finite_mk2_script_args_are_refused_naming_the_arg(args, name):
+    from webui.api_scripts import mk2_script_params
+
+    with pytest.raises(ValueError, match=f"script_args {name}: must be a"):
+        mk2_script_params(None, args)
