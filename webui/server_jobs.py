@@ -115,6 +115,7 @@ class ServerJobs:
             from pipelines.outpaint_mk2 import check_mk2_settings
 
             check_mk2_settings(params.mask_blur, **mk2)
+        # mk2's blur has its own bound (checked above); Poor man's is checked here
         width, height = check_outpaint_inputs(image, sides["left"], sides["right"], sides["top"], sides["bottom"], 8,
                                               params.mask_blur if mk2 is None else 0)
         self.check_params("img2img", replace(params, width=width, height=height))
