@@ -92,11 +92,11 @@ def outpaint_canvas(image, left: int, right: int, top: int, bottom: int, mask_bl
     width, height = image.width + left + right, image.height + top + bottom
     canvas = Image.new("RGB", (width, height))
     canvas.paste(image.convert("RGB"), (left, top))
-    return canvas, _keep_mask(canvas.size, left, right, top, bottom, 2 * mask_blur), \
-        _keep_mask(canvas.size, left, right, top, bottom, mask_blur // 2)
+    return canvas, keep_mask(canvas.size, left, right, top, bottom, 2 * mask_blur), \
+        keep_mask(canvas.size, left, right, top, bottom, mask_blur // 2)
 
 
-def _keep_mask(size: tuple[int, int], left: int, right: int, top: int, bottom: int, inset: int):
+def keep_mask(size: tuple[int, int], left: int, right: int, top: int, bottom: int, inset: int):
     """A white mask with the old picture's rectangle black, pulled in by `inset` on each side that was extended.
 
     The far corner is inclusive, as Pillow's `ImageDraw.rectangle` (which A1111 uses) draws it, except where that

@@ -19,7 +19,8 @@ from fastapi.responses import JSONResponse
 
 from webui.api_controlnet_routes import add_controlnet_routes
 from webui.api_convert import to_img2img_params, to_txt2img_params
-from webui.api_scripts import OUTPAINT_SCRIPT, is_outpaint_script, outpaint_script_params
+from webui.api_scripts import (MK2_SCRIPT, OUTPAINT_SCRIPT, is_mk2_script, is_outpaint_script, mk2_script_params,
+                                outpaint_script_params)
 from webui.api_response import generation_info, info_json, request_parameters
 from webui.api_extras import (
     check_extras_request, crop_to, crops_to_size, encode_png_with_chunks, plaintext_to_html,
@@ -102,9 +103,9 @@ def save_option(body: Txt2ImgRequest, state: ServerState, key: str) -> bool:
 
 
 async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, state: ServerState,
-                    outpaint_sides: dict[str, int] | None = None):
-    """Queue the job, wait for it, answer as A1111; `outpaint_sides`: the Poor man's outpainting script's extension
-    (webui.api_scripts), run as the server's outpaint job."""
+                    outpaint_sides: dict[str, int] | None = None, mk2: dict[str, float] | None = None):
+    """Queue the job, wait for it, answer as A1111; `outpaint_sides`: an outpainting script's extension
+    (webui.api_scripts), run as the server's outpaint job; `mk2`: Outpainting mk2's fill settings (None: Poor man's)."""
     save = bool(body.save_images) and not body.do_not_save_samples and save_option(body, state, "samples_save")
     owner = request.scope.get(AUTH_USER_KEY)
     try:
@@ -115,7 +116,7 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
                  "checkpoint": (body.override_settings or {}).get("sd_model_checkpoint"),
                  "restore_checkpoint": body.override_settings_restore_afterwards}
         job = state.submit_generation(kind, params, **where) if outpaint_sides is None else \
-            state.submit_outpaint(params, outpaint_sides, **where)
+            state.submit_outpaint(params, outpaint_sides, mk2=mk2, **where)
         if body.force_task_id is not None:  # A1111's add_task_to_queue: `/internal/progress` follows it by this id
             follow_by_task_id(state, body.force_task_id, job, owner)
     except QueueFullError as error:
@@ -195,12 +196,14 @@ def build_api(state: ServerState) -> APIRouter:
         try:
             body = apply_infotext(body, state.lora_library, state.running_labels())
             params = await run_in_threadpool(to_img2img_params, body, request_limits=request_limits, **validation_context(body))
-            sides = None
+            sides = mk2 = None
             if is_outpaint_script(body.script_name):
                 params, sides = outpaint_script_params(params, body.script_args)
+            elif is_mk2_script(body.script_name):
+                params, sides, mk2 = mk2_script_params(params, body.script_args)
         except (ValueError, TypeError, KeyError) as error:
             raise unprocessable(error) from None
-        return await _generate("img2img", params, body, request, state, sides)
+        return await _generate("img2img", params, body, request, state, sides, mk2)
 
     add_controlnet_routes(router, state)
     add_interrogate_route(router, state, wait_for_job)
@@ -286,8 +289,8 @@ def build_api(state: ServerState) -> APIRouter:
     @router.get("/sdapi/v1/scripts")
     async def scripts():
         # Clients (webuiapi) probe this for extensions; none are installed. A1111 lists its selectable scripts'
-        # titles lower-cased; this server runs one (webui.api_scripts).
-        return {"txt2img": [], "img2img": [OUTPAINT_SCRIPT]}
+        # titles lower-cased; this server runs two (webui.api_scripts).
+        return {"txt2img": [], "img2img": [MK2_SCRIPT, OUTPAINT_SCRIPT]}
 
     @router.get("/sdapi/v1/sd-models")
     async def sd_models():

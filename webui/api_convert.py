@@ -67,9 +67,10 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
     for name in ("restore_faces", "tiling"):
         if getattr(request, name):
             found.append(f"{name}=true")
-    from webui.api_scripts import is_outpaint_script
+    from webui.api_scripts import is_mk2_script, is_outpaint_script
 
-    if request.script_name and not (isinstance(request, Img2ImgRequest) and is_outpaint_script(request.script_name)):
+    if request.script_name and not (isinstance(request, Img2ImgRequest) and (
+            is_outpaint_script(request.script_name) or is_mk2_script(request.script_name))):
         found.append(f"script_name={request.script_name!r}")
     from webui.a1111_builtin_scripts import unsupported_scripts
     from webui.api_controlnet import controlnet_args

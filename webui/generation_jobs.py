@@ -74,10 +74,12 @@ def generation_job(state, kind: str, params, *, save: bool, checkpoint: Checkpoi
 
 
 def outpaint_job(state, params, sides: dict[str, int], *, save: bool, checkpoint: CheckpointEntry | None = None,
-                 restore_checkpoint: bool = True) -> Callable:
-    """The worker's run function for an outpaint of `params.init_images[0]` by `sides` (checked by the caller);
+                 restore_checkpoint: bool = True, mk2: dict[str, float] | None = None) -> Callable:
+    """The worker's run function for an outpaint of `params.init_images[0]` by `sides` (checked by the caller):
+    Poor man's (`pipelines.outpaint`), or Outpainting mk2 (`pipelines.outpaint_mk2`) with `mk2`'s fill settings;
     `checkpoint` as for `generation_job`."""
     from pipelines.outpaint import outpaint
+    from pipelines.outpaint_mk2 import outpaint_mk2
 
     reserved = {"width", "height", "init_images", "mask", "latent_mask", "inpaint_full_res", "inpainting_fill",
                 "mask_blur", "mask_blur_x", "mask_blur_y", "denoising_strength"}
@@ -90,9 +92,14 @@ def outpaint_job(state, params, sides: dict[str, int], *, save: bool, checkpoint
 
     def paint(control, on_step) -> GenerationOutcome:
         pipe = state.holder.img2img()
-        result = outpaint(pipe, params.init_images[0], **sides, inpainting_fill=params.inpainting_fill,
-                          mask_blur=params.mask_blur, denoising_strength=params.denoising_strength, callback=on_step,
-                          control=control, **rest)
+        if mk2 is None:
+            result = outpaint(pipe, params.init_images[0], **sides, inpainting_fill=params.inpainting_fill,
+                              mask_blur=params.mask_blur, denoising_strength=params.denoising_strength,
+                              callback=on_step, control=control, **rest)
+        else:
+            result = outpaint_mk2(pipe, params.init_images[0], **sides, mask_blur=params.mask_blur, **mk2,
+                                  denoising_strength=params.denoising_strength, callback=on_step, control=control,
+                                  **rest)
         return finished(pipe, result, params, save=save, output_dir=state.output_dir, entry=state.holder.entry)
 
     return run

@@ -97,22 +97,31 @@ class ServerJobs:
 
     def submit_outpaint(self, params, sides: dict[str, int], *, save: bool, session: str | None = None,
                         owner: str | None = None, checkpoint: str | None = None,
-                        restore_checkpoint: bool = True, keep_on_disconnect: bool = False) -> Job:
-        """Queue an outpaint of `params.init_images[0]` by `sides` (left/right/top/bottom pixels).
+                        restore_checkpoint: bool = True, keep_on_disconnect: bool = False,
+                        mk2: dict[str, float] | None = None) -> Job:
+        """Queue an outpaint of `params.init_images[0]` by `sides` (left/right/top/bottom pixels): Poor man's, or
+        Outpainting mk2 with `mk2`'s fill settings (falloff_exponent, color_variation; the mask blur is
+        `params.mask_blur` for both).
 
-        Checked now: the extension, and the img2img limits at the extended size. `owner` and `checkpoint` as for
-        `submit_generation` (the API's Poor man's outpainting script, webui.api_scripts).
+        Checked now: the extension, the script's settings, and the img2img limits at the extended size. `owner` and
+        `checkpoint` as for `submit_generation` (the API's outpainting scripts, webui.api_scripts).
         """
         from dataclasses import replace
 
         from pipelines.outpaint import check_outpaint_inputs
 
         image = params.init_images[0]
+        if mk2 is not None:
+            from pipelines.outpaint_mk2 import check_mk2_settings
+
+            check_mk2_settings(params.mask_blur, **mk2)
+        # mk2's blur has its own bound (checked above); Poor man's is checked here
         width, height = check_outpaint_inputs(image, sides["left"], sides["right"], sides["top"], sides["bottom"], 8,
-                                              params.mask_blur)
+                                              params.mask_blur if mk2 is None else 0)
         self.check_params("img2img", replace(params, width=width, height=height))
         entry = self.requested_checkpoint(checkpoint)
-        job = outpaint_job(self, params, sides, save=save, checkpoint=entry, restore_checkpoint=restore_checkpoint)
+        job = outpaint_job(self, params, sides, save=save, checkpoint=entry, restore_checkpoint=restore_checkpoint,
+                           mk2=mk2)
         return self.worker.submit(job, "outpaint" if entry is None else f"outpaint on {entry.title}", session=session,
                                   owner=owner, keep_on_disconnect=keep_on_disconnect)
 

@@ -65,3 +65,68 @@ def test_an_axis_not_extended_must_fit_the_size_step(tmp_path, capsys, monkeypat
     assert main(["outpaint", str(tmp_path / "odd.png"), "--direction", "left,right", "-o", str(tmp_path / "o")]) == 2
     assert "height 37 is not a multiple of 8 and outpainting does not extend it; add 'up' or 'down'" in \
         capsys.readouterr().err
+
+
+MK2_FLAGS = ["--method", "mk2", "--pixels", "16", "--direction", "right,down", "--mask-blur", "2",
+             "--falloff-exponent", "0.5", "--color-variation", "0.3"]
+
+
+def test_mk2_is_the_python_apis_and_its_png_reproduces_through_infotext(tiny_sd1_dir, picture, tmp_path, capsys):
+    from pipelines.outpaint_mk2 import outpaint_mk2
+
+    code = main(["outpaint", str(picture), "a field", "--model", str(tiny_sd1_dir), *MK2_FLAGS,
+                 "--denoising-strength", "0.9", "-o", str(tmp_path / "mk2.png"), *ARGS])
+    assert code == 0, capsys.readouterr().err
+    saved = Image.open(tmp_path / "mk2.png")
+    expected = outpaint_mk2(ImageToImage.from_pretrained(tiny_sd1_dir), Image.open(picture), right=16, bottom=16,
+                            mask_blur=2, falloff_exponent=0.5, color_variation=0.3, denoising_strength=0.9,
+                            prompt="a field", steps=3, seed=9, sampler="Euler")
+    assert saved.size == (64, 56)
+    assert saved.convert("RGB").tobytes() == expected.images[0].tobytes()
+    assert saved.text["parameters"] == expected.infotexts[0]
+    fields = parse_infotext(saved.text["parameters"])
+    assert (fields["Mask blur"], fields["Masked content"], fields["Denoising strength"]) == ("8", "original", "0.9")
+    capsys.readouterr()
+    # --infotext: prompt, seed, steps, sampler, strength and the script's mask blur (8 / 4) from the PNG
+    code = main(["outpaint", str(picture), "--model", str(tiny_sd1_dir), "--infotext", str(tmp_path / "mk2.png"),
+                 *MK2_FLAGS[:6], "--falloff-exponent", "0.5", "--color-variation", "0.3",
+                 "-o", str(tmp_path / "again.png")])
+    assert code == 0, capsys.readouterr().err
+    again = Image.open(tmp_path / "again.png")
+    assert again.tobytes() == saved.tobytes() and again.text["parameters"] == saved.text["parameters"]
+    assert "Masked content: original (Outpainting mk2 always paints from 'original')" in capsys.readouterr().err
+
+
+def test_infotext_fills_what_the_flags_leave_out_and_the_flags_win(tiny_sd1_dir, picture, tmp_path, capsys):
+    text = ("a castle\nNegative prompt: fog\nSteps: 2, Sampler: Euler, CFG scale: 6, Seed: 77, Size: 512x512, "
+            "Denoising strength: 0.6, Mask blur: 6, Mask mode: Inpaint not masked, Masked content: original")
+    code = main(["outpaint", str(picture), "--model", str(tiny_sd1_dir), "--infotext", text, "--seed", "5",
+                 "--pixels", "8", "--direction", "left", "-o", str(tmp_path / "o.png")])
+    assert code == 0, capsys.readouterr().err
+    saved = Image.open(tmp_path / "o.png")
+    assert saved.size == (56, 40)  # IMAGE plus the border, not the infotext's Size
+    fields = parse_infotext(saved.text["parameters"])
+    assert (fields["Prompt"], fields["Negative prompt"], fields["Seed"], fields["Steps"], fields["CFG scale"]) == \
+        ("a castle", "fog", "5", "2", "6")
+    # the pass's Mask blur 6 is the script's 3, doubled again by the run; masked content taken as it is
+    assert (fields["Denoising strength"], fields["Mask blur"], fields["Masked content"]) == ("0.6", "6", "original")
+    assert "Mask mode: Inpaint not masked (not an outpainting setting)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--method", "mk2", "--pixels", "7"], "--pixels must be an integer in [8, 256] for Outpainting mk2"),
+    (["--method", "mk2", "--pixels", "264"], "--pixels must be an integer in [8, 256] for Outpainting mk2"),
+    (["--method", "mk2", "--mask-blur", "33"], "--mask-blur must be an integer in [0, 32] for Outpainting mk2"),
+    (["--method", "mk2", "--falloff-exponent", "4.5"], "--falloff-exponent must be a number in [0, 4]"),
+    (["--method", "mk2", "--color-variation", "-0.5"], "--color-variation must be a number in [0, 1]"),
+    (["--method", "mk2", "--masked-content", "fill"], "--masked-content fill: --method mk2 always starts the border"),
+    (["--color-variation", "0.5"], "--color-variation: only for --method mk2"),
+    (["--infotext", "x\nSteps: 3, Seed: 1, Mask blur: 5"],
+     "--infotext: Mask blur: '5' is not a valid value; fix the infotext or pass --mask-blur"),
+])
+def test_bad_method_flags_are_refused_before_the_load(picture, tmp_path, capsys, monkeypatch, extra, message):
+    monkeypatch.setattr(ImageToImage, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("the model loaded")))
+    assert main(["outpaint", str(picture), "x", "-o", str(tmp_path / "out"), *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("mixkit: error:") and message in err[-1], err
+    assert not (tmp_path / "out").exists()

@@ -27,7 +27,8 @@ def fields(**changes) -> dict:
     values = {"editor": {"background": image, "layers": [], "composite": image}, "mode": "img2img",
               "resize_mode": "just resize", "denoising_strength": 0.75, "mask_blur": 4, "inpainting_fill": "original",
               "only_masked": False, "only_masked_padding": 32, "mask_mode": MASK_MODES[0], "mask_upload": None,
-              "outpaint_pixels": 128, "outpaint_fill": "fill", "outpaint_sides": ["left", "right", "up", "down"]}
+              "outpaint_pixels": 128, "outpaint_fill": "fill", "outpaint_sides": ["left", "right", "up", "down"],
+              "outpaint_method": "Poor man's outpainting", "outpaint_falloff": 1.0, "outpaint_color_variation": 0.05}
     values.update(changes)
     assert set(values) == set(IMG2IMG_FIELDS)
     return values
@@ -54,6 +55,12 @@ def test_the_controls_start_at_a1111s_defaults(blocks):
     assert (padding.value, padding.minimum, padding.maximum, padding.step) == (32, 0, 256, 4)
     assert component(blocks, "img2img_outpaint_fill").value == "fill"
     assert component(blocks, "img2img_outpaint_pixels").value == 128
+    # Outpainting mk2: its Fall-off exponent (0..4, 1) and Color variation (0..1, 0.05); Poor man's is the default
+    assert component(blocks, "img2img_outpaint_method").value == "Poor man's outpainting"
+    falloff, variation = component(blocks, "img2img_outpaint_falloff"), component(blocks,
+                                                                                   "img2img_outpaint_color_variation")
+    assert (falloff.value, falloff.minimum, falloff.maximum, falloff.step) == (1.0, 0, 4, 0.01)
+    assert (variation.value, variation.minimum, variation.maximum, variation.step) == (0.05, 0, 1, 0.01)
     assert component(blocks, "img2img_inpainting_fill").value == "original"
 
 
@@ -205,3 +212,36 @@ def test_outpaint_mode_submits_the_sides_rounded_as_the_api_rounds_them(served_u
         press_generate(blocks, image={"background": picture, "layers": [], "composite": picture}, mode="outpaint",
                        outpaint_pixels=16, outpaint_sides=["left", "right", "down"])
     assert submitted == [{"left": 18, "right": 18, "top": 0, "bottom": 20}]
+
+
+def test_outpaint_mk2_submits_its_sides_and_fill_settings_from_original(served_ui, monkeypatch):
+    # Outpainting mk2: the sides rounded as Poor man's, its fill settings, and masked content "original" whatever
+    # the Poor man's dropdown says (A1111's mk2 sets inpainting_fill 1).
+    import gradio as gr
+
+    state, blocks = served_ui
+    submitted = []
+
+    def submit_outpaint(params, sides, mk2=None, **_):
+        submitted.append((sides, mk2, params.inpainting_fill, params.mask_blur))
+        raise ValueError("recorded")  # refused: nothing is queued
+
+    monkeypatch.setattr(state, "submit_outpaint", submit_outpaint)
+    picture = Image.new("RGB", (60, 60), (10, 20, 30))
+    with pytest.raises(gr.Error, match="recorded"):
+        press_generate(blocks, image={"background": picture, "layers": [], "composite": picture}, mode="outpaint",
+                       outpaint_pixels=16, outpaint_sides=["left", "right", "down"], outpaint_method="Outpainting mk2",
+                       outpaint_falloff=0.5, outpaint_color_variation=0.25, mask_blur=6)
+    assert submitted == [({"left": 18, "right": 18, "top": 0, "bottom": 20},
+                          {"falloff_exponent": 0.5, "color_variation": 0.25}, "original", 6)]
+
+
+def test_outpaint_mk2_settings_out_of_bounds_are_refused_before_queueing(served_ui):
+    import gradio as gr
+
+    state, blocks = served_ui
+    picture = Image.new("RGB", (64, 64), (10, 20, 30))
+    with pytest.raises(gr.Error, match=r"mask_blur must be an integer in \[0, 32\] for Outpainting mk2"):
+        press_generate(blocks, image={"background": picture, "layers": [], "composite": picture}, mode="outpaint",
+                       outpaint_method="Outpainting mk2", mask_blur=40)
+    assert state.worker.queued == 0

@@ -250,7 +250,8 @@ def img2img_tab_values():
     own = {"editor": {"background": Image.new("RGB", (64, 64)), "layers": [], "composite": None}, "mode": "img2img",
            "resize_mode": "just resize", "denoising_strength": 0.5, "mask_blur": 4, "inpainting_fill": "original",
            "only_masked": False, "only_masked_padding": 32, "mask_mode": "Inpaint masked", "mask_upload": None,
-           "outpaint_pixels": 128, "outpaint_fill": "fill", "outpaint_sides": ["left"]}
+           "outpaint_pixels": 128, "outpaint_fill": "fill", "outpaint_sides": ["left"],
+           "outpaint_method": "Poor man's outpainting", "outpaint_falloff": 1.0, "outpaint_color_variation": 0.05}
     return [own[name] for name in IMG2IMG_FIELDS] + [False, "None", 0.8]
 
 

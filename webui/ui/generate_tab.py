@@ -6,7 +6,7 @@ job on the shared worker and polls its progress, so UI and API users wait in one
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import gradio as gr
 
@@ -27,6 +27,7 @@ from webui.worker import QueueFullError
 IMG2IMG_MODES = ("img2img", "inpaint", "sketch", "outpaint")
 OUTPAINT_SIDES = OUTPAINT_DIRECTIONS  # A1111's "Outpainting direction" checkboxes
 OUTPAINT_MULTIPLE = 8  # the size step `submit_outpaint` checks the extended canvas against
+OUTPAINT_METHODS = ("Poor man's outpainting", "Outpainting mk2")  # A1111's two outpainting scripts, by their titles
 MASK_MODES = ("Inpaint masked", "Inpaint not masked")  # A1111's "Mask mode" radio
 SEND_TARGETS = ("img2img", "inpaint", "extras")  # A1111's "Send to" buttons under the txt2img and img2img galleries
 # The img2img inputs A1111's `img2img_paste_fields` fill (Mask blur, Mask mode, Masked content, Inpaint area, Masked
@@ -34,7 +35,8 @@ SEND_TARGETS = ("img2img", "inpaint", "extras")  # A1111's "Send to" buttons und
 INPAINT_PASTE_FIELDS = ("mask_blur", "mask_mode", "inpainting_fill", "only_masked", "only_masked_padding")
 # The img2img tab's own inputs, in the order `build_generate_tab` wires them (after the generation widgets).
 IMG2IMG_FIELDS = ("editor", "mode", "resize_mode", "denoising_strength", "mask_blur", "inpainting_fill", "only_masked",
-                  "only_masked_padding", "mask_mode", "mask_upload", "outpaint_pixels", "outpaint_fill", "outpaint_sides")
+                  "only_masked_padding", "mask_mode", "mask_upload", "outpaint_pixels", "outpaint_fill", "outpaint_sides",
+                  "outpaint_method", "outpaint_falloff", "outpaint_color_variation")
 
 
 def editor_mask(layers: list):
@@ -92,6 +94,22 @@ def outpaint_sides_from(image, pixels: int, directions: list[str]) -> dict[str, 
     the API's Poor man's outpainting script round them (`pipelines.outpaint.outpaint_sides`: each extended axis up to
     the next multiple of 8, the extra shared between its sides), so any image size the API takes the UI takes too."""
     return outpaint_sides(image.width, image.height, pixels, list(directions or []), OUTPAINT_MULTIPLE)
+
+
+def outpaint_request(image, values: dict) -> tuple[dict[str, int], dict[str, float] | None]:
+    """(pixels per side, Outpainting mk2's fill settings or None for Poor man's) from the Outpaint controls, for
+    `ServerState.submit_outpaint`; mk2's pixels are bounded by its own slider (`pipelines.outpaint_mk2.mk2_sides`)."""
+    from pipelines.outpaint_mk2 import mk2_sides
+
+    method = values["outpaint_method"]
+    if method not in OUTPAINT_METHODS:
+        raise ValueError(f"Outpaint method must be one of {', '.join(OUTPAINT_METHODS)}; got {method!r}.")
+    pixels, directions = int(values["outpaint_pixels"]), list(values["outpaint_sides"] or [])
+    if method == OUTPAINT_METHODS[0]:
+        return outpaint_sides_from(image, pixels, directions), None
+    return mk2_sides(image.width, image.height, pixels, directions, OUTPAINT_MULTIPLE), \
+        {"falloff_exponent": float(values["outpaint_falloff"]),
+         "color_variation": float(values["outpaint_color_variation"])}
 
 
 def img2img_params(params, fields: dict):
@@ -210,11 +228,25 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                                                     elem_id="img2img_outpaint_fill")
                     outpaint_sides = gr.CheckboxGroup(list(OUTPAINT_SIDES), value=list(OUTPAINT_SIDES),
                                                       label="Outpaint: directions", elem_id="img2img_outpaint_sides")
+                    with gr.Row():
+                        # A1111's "Outpainting mk2" script: the border starts from noise matched to the picture;
+                        # its Fall-off exponent (0..4, 1) and Color variation (0..1, 0.05) sliders. Mask blur is the
+                        # inpaint slider's, blurred 4x as A1111's mk2 does (2x for Poor man's).
+                        outpaint_method = gr.Dropdown(list(OUTPAINT_METHODS), value=OUTPAINT_METHODS[0],
+                                                      label="Outpaint: method", elem_id="img2img_outpaint_method")
+                        outpaint_falloff = form_slider(0, 4, value=1.0, step=0.01,
+                                                       label="Outpaint mk2: fall-off exponent (lower=higher detail)",
+                                                       elem_id="img2img_outpaint_falloff")
+                        outpaint_color_variation = form_slider(0, 1, value=0.05, step=0.01,
+                                                               label="Outpaint mk2: color variation",
+                                                               elem_id="img2img_outpaint_color_variation")
                 named_inputs = {"editor": editor, "mode": mode, "resize_mode": resize, "denoising_strength": strength,
                                 "mask_blur": mask_blur, "inpainting_fill": fill, "only_masked": only_masked,
                                 "only_masked_padding": padding, "mask_mode": mask_mode, "mask_upload": mask_upload,
                                 "outpaint_pixels": outpaint_pixels, "outpaint_fill": outpaint_fill,
-                                "outpaint_sides": outpaint_sides}
+                                "outpaint_sides": outpaint_sides, "outpaint_method": outpaint_method,
+                                "outpaint_falloff": outpaint_falloff,
+                                "outpaint_color_variation": outpaint_color_variation}
                 extra_inputs = [named_inputs[name] for name in IMG2IMG_FIELDS]
                 tab.denoising_strength, tab.init_image, tab.mode = strength, editor, mode
                 tab.inpaint_controls = {name: named_inputs[name] for name in INPAINT_PASTE_FIELDS}
@@ -286,9 +318,11 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         save = bool(state.options.get("samples_save"))
         try:
             if outpainting:
-                sides = outpaint_sides_from(params.init_images[0], int(img2img_values["outpaint_pixels"]),
-                                            img2img_values["outpaint_sides"])
-                job = state.submit_outpaint(params, sides, save=save, session=session, keep_on_disconnect=True)
+                sides, mk2 = outpaint_request(params.init_images[0], img2img_values)
+                if mk2 is not None:  # mk2 always paints from its matched noise, as A1111's sets inpainting_fill 1
+                    params = replace(params, inpainting_fill="original")
+                job = state.submit_outpaint(params, sides, mk2=mk2, save=save, session=session,
+                                            keep_on_disconnect=True)
             else:
                 job = state.submit_generation(kind, params, save=save, session=session, keep_on_disconnect=True)
         except (ValueError, TypeError) as error:
@@ -362,8 +396,6 @@ def form_params(state: ServerState, kind: str, form: list, chosen_styles: list[s
 
 def _form_params(state: ServerState, kind: str, form: list, chosen_styles: list[str], own: list):
     """`form_params` without the refiner: `own` holds the Hires. fix (txt2img) or img2img widgets' values."""
-    from dataclasses import replace
-
     from webui.options import HIRES_REFINER_PASS_KEY
 
     unstyled = values_to_params(form)
