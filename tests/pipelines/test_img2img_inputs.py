@@ -14,6 +14,8 @@ from pipelines.img2img import Img2ImgParams, ImageToImage, check_img2img_params
 from pipelines.outpaint import outpaint
 from pipelines.params import GenerationLimits
 
+from .tiny_images import box_mask
+
 SMALL = dict(width=64, height=64, steps=4, seed=3, prompt="a red circle", sampler="Euler")
 
 
@@ -41,9 +43,7 @@ def on_white(rgba):
 
 
 def square_mask():
-    mask = Image.new("L", (64, 64), 0)
-    mask.paste(255, (16, 16, 48, 48))
-    return mask
+    return box_mask((16, 16, 48, 48))
 
 
 # -- init images read like A1111 (and like the web API's decoder) ------------------------------------------------
