@@ -107,4 +107,4 @@ def test_only_dpm_adaptive_decides_its_model_calls_as_it_walks():
 
     names = [item["name"] for item in list_samplers()]
     walking = {name for name in names if calls_depend_on_the_sample(scheduler_class_of(SAMPLERS.get(name)))}
-    assert len(names) > 20 and walking == {"DPM adaptive"}
+    assert "Euler" in names and walking == {"DPM adaptive"}
