@@ -177,6 +177,8 @@ def check_unit_families(specs: list, catalog: ControlNetCatalog, model_source: s
     from mixkit.io.sources import shipped_tiny_model
     from pipelines.controlnet.family import check_same_family, read_family
 
+    if not specs:
+        return
     try:  # a hub id is read from the hub cache only; one not downloaded yet is left to the pipeline's check
         family = read_family(shipped_tiny_model(model_source) or str(model_source), whole_pickles=False)
     except (ValueError, OSError):
