@@ -33,6 +33,14 @@ def inpaint_pipe(tiny_sd1_inpaint_dir):
     return pipe
 
 
+@pytest.fixture(scope="module")
+def picture():
+    """A 64x64 noise picture (seed 3) for img2img and inpainting tests."""
+    from .tiny_images import noise_picture
+
+    return noise_picture(3)
+
+
 @pytest.fixture(scope="session")
 def tiny_controlnet_dir(tmp_path_factory):
     """A tiny SD 1.x ControlNet folder (seed 0, zero convolutions woken so it changes the result)."""

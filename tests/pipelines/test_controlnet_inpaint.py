@@ -6,7 +6,7 @@ from PIL import Image, ImageFilter
 
 from pipelines.controlnet import ControlNetImageToImage, ControlNetUnit
 
-from .tiny_images import noise_picture, box_mask
+from .tiny_images import square_mask
 
 SIZE = 64
 SMALL = dict(prompt="a cat", seed=11, width=SIZE, height=SIZE, steps=4, sampler="Euler", denoising_strength=0.75)
@@ -17,13 +17,8 @@ def pixels(image):
 
 
 @pytest.fixture(scope="module")
-def picture():
-    return noise_picture(3)
-
-
-@pytest.fixture(scope="module")
 def mask():
-    return box_mask((16, 16, 48, 40))
+    return square_mask()
 
 
 def test_nine_channel_unet_inpaints_with_unmasked_pixels_bit_identical(tiny_sd1_inpaint_dir, picture, mask, controlnet):

@@ -11,15 +11,10 @@ from PIL import Image
 
 from pipelines.controlnet import ControlNetImageToImage, ControlNetTextToImage, ControlNetUnit
 
-from .tiny_images import noise_picture, box_mask
+from .tiny_images import box_mask
 
 SIZE = 64
 SMALL = dict(prompt="a cat", seed=5, width=SIZE, height=SIZE, steps=2, sampler="Euler")
-
-
-@pytest.fixture(scope="module")
-def picture():
-    return noise_picture(3)
 
 
 @pytest.fixture(scope="module")

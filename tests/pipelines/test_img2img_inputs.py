@@ -3,7 +3,6 @@ once so the run and the infotext agree, switches that must be bools, numpy stren
 "resize and fill" bands."""
 
 import io
-from dataclasses import replace
 
 import numpy as np
 import pytest

@@ -3,7 +3,6 @@ diffusers and A1111), and without a mask a full mask over a fully masked image (
 img2img), so such checkpoints no longer fail outside inpainting."""
 
 import numpy as np
-import pytest
 import torch
 from PIL import Image
 
@@ -13,18 +12,9 @@ from pipelines.inpaint_mask import full_mask_channels, masked_model_pixels
 from pipelines.vae_decode import encode_images
 
 from .unet_spy import recorded_unet_inputs
-from .tiny_images import noise_picture, box_mask
+from .tiny_images import square_mask
 
 SMALL = dict(prompt="a cat", seed=11, width=64, height=64, steps=3, sampler="Euler", denoising_strength=0.75)
-
-
-@pytest.fixture(scope="module")
-def picture():
-    return noise_picture(3)
-
-
-def square_mask():
-    return box_mask((16, 16, 48, 40))
 
 
 def test_masked_area_is_zero_in_model_space():

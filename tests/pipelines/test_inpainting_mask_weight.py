@@ -12,18 +12,9 @@ from pipelines.inpaint_mask import masked_model_pixels
 from pipelines.vae_decode import encode_images
 
 from .unet_spy import recorded_unet_inputs
-from .tiny_images import noise_picture, box_mask
+from .tiny_images import square_mask
 
 SMALL = dict(prompt="a cat", seed=11, width=64, height=64, steps=3, sampler="Euler", denoising_strength=0.75)
-
-
-@pytest.fixture(scope="module")
-def picture():
-    return noise_picture(3)
-
-
-def square_mask():
-    return box_mask((16, 16, 48, 40))
 
 
 def a1111_lerp(pixels, mask, weight):

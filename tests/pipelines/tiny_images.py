@@ -15,3 +15,8 @@ def box_mask(box: tuple[int, int, int, int], size: int = 64) -> Image.Image:
     mask = Image.new("L", (size, size), 0)
     mask.paste(255, box)
     return mask
+
+
+def square_mask() -> Image.Image:
+    """The inpainting tests' usual mask: a 32x24 box off the 64x64 picture's centre, on the 8-pixel latent grid."""
+    return box_mask((16, 16, 48, 40))
