@@ -110,4 +110,3 @@ def build_tiny_x4_upscaler(folder: str | Path, seed: int = 0) -> Path:
     )
     pipe.save_pretrained(folder, safe_serialization=True)
     return folder
-

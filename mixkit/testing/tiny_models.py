@@ -176,4 +176,3 @@ def build_tiny_sdxl_refiner(folder: str | Path, seed: int = 0) -> Path:
     )
     pipe.save_pretrained(folder, safe_serialization=True)
     return folder
-
