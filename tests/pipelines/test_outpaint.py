@@ -11,8 +11,6 @@ from pipelines.infotext import parse_infotext
 from pipelines.inpaint_mask import blur_mask, latent_mask, paste_back, whole_picture_overlay
 from pipelines.outpaint import outpaint, outpaint_canvas
 
-from .tiny_images import noise_picture
-
 SMALL = dict(prompt="a field", seed=2, steps=3, sampler="Euler")
 
 
@@ -69,7 +67,7 @@ def test_a_picture_smaller_than_the_insets_is_repainted_whole():
 
 def test_the_generated_border_blends_into_the_old_picture_as_a1111s(pipe, monkeypatch):
     # A1111: mask blurred with sigma 2 * mask_blur, pasted back with that blurred mask doubled; latent mask unblurred.
-    image = noise_picture(3)
+    image = Image.fromarray(np.random.default_rng(3).integers(0, 255, (64, 64, 3), dtype=np.uint8))
     seen = {}
     real_paste, real_prepare = img2img_module.paste_back, ImageToImage._prepare_inpaint
 

@@ -10,14 +10,14 @@ from pipelines.infotext import parse_infotext
 from pipelines.outpaint import outpaint
 from webui.cli import main
 
-from .cli_inputs import write_noise_picture
-
 ARGS = ["--steps", "3", "--seed", "9", "--sampler", "Euler"]
 
 
 @pytest.fixture(scope="module")
 def picture(tmp_path_factory):
-    return write_noise_picture(tmp_path_factory.mktemp("outpaint-cli") / "picture.png", seed=4, width=48, height=40)
+    path = tmp_path_factory.mktemp("outpaint-cli") / "picture.png"
+    Image.fromarray(np.random.default_rng(4).integers(0, 256, (40, 48, 3), dtype=np.uint8)).save(path)  # 48x40
+    return path
 
 
 def test_the_border_is_the_python_apis_and_the_picture_stays(tiny_sd1_dir, picture, tmp_path, capsys):
