@@ -262,6 +262,8 @@ class RefinerRun:
         """The switch for a batch running `timesteps` (None: the base model runs them all); `schedule_steps` are
         the base plan's `prepared.plan` arguments, `size` the (width, height) its micro-conditioning states,
         `total_steps` A1111's count of model calls for this run (steps run x calls per step)."""
+        from pipelines.samplers.dpm_adaptive import calls_depend_on_the_sample
+
         if self._is_the_base_model():
             return None
         if timesteps is None:
@@ -269,7 +271,7 @@ class RefinerRun:
         switch_at = float(self.params.refiner_switch_at)
         by_steps = self.params.refiner_switch_by_sample_steps
         at = reached = None
-        if hasattr(schedulers[0], "model_calls"):  # DPM adaptive: where it calls the model depends on the sample
+        if calls_depend_on_the_sample(schedulers[0]):  # DPM adaptive
             reached = walk_switch_rule(schedulers[0], total_steps, switch_at, by_steps)
             if reached is None:
                 return None

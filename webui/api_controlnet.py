@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from webui.base64_images import decode_base64_image
 
@@ -245,16 +245,23 @@ def _decoded(label: str, key: str, data: Any, *, max_pixels: int, max_bytes: int
     return decode_base64_image(f"{label} {key}", data, max_pixels=max_pixels, max_bytes=max_bytes)
 
 
-def parse_units(args: list, *, models, max_units: int, max_pixels: int, max_bytes: int) -> list[UnitSpec]:
-    """UnitSpecs for the enabled units; raises ValueError naming the unit and the field."""
-    specs = []
-    for index, unit in enumerate(args):
-        label = f"controlnet unit {index}"
+def enabled_units(units: list, name: str) -> Iterator[tuple[str, dict]]:
+    """(label, unit with canonical keys) for each enabled unit of an sd-webui-controlnet `args` list, labelled
+    f"{name} {index}" by its place in the list; ValueError for an item that is not an object or has a key this server
+    does not read. The API and `mixkit --controlnet-json` read units through here, so both refuse the same units."""
+    for index, unit in enumerate(units):
+        label = f"{name} {index}"
         if not isinstance(unit, dict):
             raise ValueError(f"{label} must be an object, got {type(unit).__name__}.")
         unit = canonical_unit_keys(label, unit)
-        if not unit.get("enabled", True):
-            continue
+        if unit.get("enabled", True):
+            yield label, unit
+
+
+def parse_units(args: list, *, models, max_units: int, max_pixels: int, max_bytes: int) -> list[UnitSpec]:
+    """UnitSpecs for the enabled units; raises ValueError naming the unit and the field."""
+    specs = []
+    for label, unit in enabled_units(args, "controlnet unit"):
         if models is None:
             raise ValueError(f"{label}: this server has no ControlNet folder (start it with --controlnet-dir).")
         image, mask, mask_key = unit_picture(label, unit)

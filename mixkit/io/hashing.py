@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import BinaryIO
+from typing import BinaryIO, Callable
 
 from mixkit.io.formats import check_checkpoint_file, detect_checkpoint_format
 from mixkit.io.hash_cache import cached_hash, store_hash
@@ -36,16 +36,25 @@ def _sha256_stream(handle: BinaryIO) -> str:
     return digest.hexdigest()
 
 
+def _cached_digest(file, kind: str, use_cache: bool, compute: Callable[[], str]) -> str:
+    """`compute()`, or its value for this file version from the hash cache (stored there after computing)."""
+    if use_cache and (hit := cached_hash(file, kind)) is not None:
+        return hit
+    value = compute()
+    if use_cache:
+        store_hash(file, kind, value)
+    return value
+
+
 def sha256_file(path: str | os.PathLike, *, use_cache: bool = True) -> str:
     """Full hex SHA-256 of a file, streamed in 1 MiB chunks and cached by path, size and mtime."""
     file = check_checkpoint_file(path)
-    if use_cache and (hit := cached_hash(file, "sha256")) is not None:
-        return hit
-    with open(file, "rb") as handle:
-        value = _sha256_stream(handle)
-    if use_cache:
-        store_hash(file, "sha256", value)
-    return value
+
+    def compute() -> str:
+        with open(file, "rb") as handle:
+            return _sha256_stream(handle)
+
+    return _cached_digest(file, "sha256", use_cache, compute)
 
 
 def a1111_model_hash(path: str | os.PathLike, *, use_cache: bool = True) -> str:
@@ -61,16 +70,15 @@ def addnet_sha256_safetensors(path: str | os.PathLike, *, use_cache: bool = True
             f"{str(file)!r} is not a safetensors file; the addnet hash is only defined for safetensors. "
             "Use sha256_file for other formats."
         )
-    if use_cache and (hit := cached_hash(file, "addnet_sha256")) is not None:
-        return hit
-    read_safetensors_header(file)  # refuses truncated files instead of hashing a partial download
-    with open(file, "rb") as handle:
-        header_length = int.from_bytes(handle.read(8), "little")
-        handle.seek(8 + header_length)
-        value = _sha256_stream(handle)
-    if use_cache:
-        store_hash(file, "addnet_sha256", value)
-    return value
+
+    def compute() -> str:
+        read_safetensors_header(file)  # refuses truncated files instead of hashing a partial download
+        with open(file, "rb") as handle:
+            header_length = int.from_bytes(handle.read(8), "little")
+            handle.seek(8 + header_length)
+            return _sha256_stream(handle)
+
+    return _cached_digest(file, "addnet_sha256", use_cache, compute)
 
 
 def addnet_hash_safetensors(path: str | os.PathLike, *, use_cache: bool = True) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mixkit.testing.tiny_models import build_tiny_sd1, tiny_text_encoder, write_tiny_clip_tokenizer
+from mixkit.testing.tiny_models import build_tiny_sd1, tiny_clip_tokenizer, tiny_text_encoder
 
 # The control-image encoder must downsample like the VAE: 2**(len - 1), i.e. 8x for the tiny VAE's
 # four levels (the real SD ControlNets use (16, 32, 96, 256) for the same 8x).
@@ -85,11 +85,9 @@ def build_tiny_x4_upscaler(folder: str | Path, seed: int = 0) -> Path:
     from diffusers import (
         AutoencoderKL, DDIMScheduler, DDPMScheduler, StableDiffusionUpscalePipeline, UNet2DConditionModel,
     )
-    from transformers import CLIPTokenizer
 
     folder = Path(folder)
-    tok_dir = write_tiny_clip_tokenizer(folder / "_tokenizer_src")
-    tokenizer = CLIPTokenizer.from_pretrained(tok_dir)
+    tokenizer = tiny_clip_tokenizer()
     torch.manual_seed(seed)
     unet = UNet2DConditionModel(
         block_out_channels=(16, 32), layers_per_block=1, sample_size=16, in_channels=7, out_channels=4,
@@ -111,11 +109,4 @@ def build_tiny_x4_upscaler(folder: str | Path, seed: int = 0) -> Path:
         max_noise_level=350,
     )
     pipe.save_pretrained(folder, safe_serialization=True)
-    shutil_remove(tok_dir)
     return folder
-
-
-def shutil_remove(path: Path) -> None:
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)

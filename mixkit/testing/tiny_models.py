@@ -42,6 +42,17 @@ def write_tiny_clip_tokenizer(folder: str | Path) -> Path:
     return folder
 
 
+def tiny_clip_tokenizer():
+    """The byte-level CLIP tokenizer of `write_tiny_clip_tokenizer`, loaded from a temporary folder that is then
+    removed (a pipeline built with it saves its own copy)."""
+    import tempfile
+
+    from transformers import CLIPTokenizer
+
+    with tempfile.TemporaryDirectory() as scratch:
+        return CLIPTokenizer.from_pretrained(write_tiny_clip_tokenizer(scratch))
+
+
 def tiny_text_encoder(seed: int, hidden_size: int = 32, projection: bool = False, eos_token_id: int = 513,
                       hidden_act: str = "quick_gelu"):
     import torch
@@ -79,11 +90,9 @@ def build_tiny_sd1(folder: str | Path, seed: int = 0, prediction_type: str = "ep
     """
     import torch
     from diffusers import DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
-    from transformers import CLIPTokenizer
 
     folder = Path(folder)
-    tok_dir = write_tiny_clip_tokenizer(folder / "_tokenizer_src")
-    tokenizer = CLIPTokenizer.from_pretrained(tok_dir)
+    tokenizer = tiny_clip_tokenizer()
     torch.manual_seed(seed)
     unet = UNet2DConditionModel(
         block_out_channels=(32, 64), layers_per_block=1, sample_size=8, in_channels=4, out_channels=4,
@@ -101,7 +110,6 @@ def build_tiny_sd1(folder: str | Path, seed: int = 0, prediction_type: str = "ep
         scheduler=scheduler, safety_checker=None, feature_extractor=None, requires_safety_checker=False,
     )
     pipe.save_pretrained(folder, safe_serialization=True)
-    _remove_tree(tok_dir)
     return folder
 
 
@@ -109,11 +117,9 @@ def build_tiny_sdxl(folder: str | Path, seed: int = 0) -> Path:
     """Save a tiny SDXL-layout diffusers folder (two text encoders, added time/text embeddings)."""
     import torch
     from diffusers import EulerDiscreteScheduler, StableDiffusionXLPipeline, UNet2DConditionModel
-    from transformers import CLIPTokenizer
 
     folder = Path(folder)
-    tok_dir = write_tiny_clip_tokenizer(folder / "_tokenizer_src")
-    tokenizer = CLIPTokenizer.from_pretrained(tok_dir)
+    tokenizer = tiny_clip_tokenizer()
     torch.manual_seed(seed)
     unet = UNet2DConditionModel(
         block_out_channels=(32, 64), layers_per_block=1, sample_size=8, in_channels=4, out_channels=4,
@@ -133,7 +139,6 @@ def build_tiny_sdxl(folder: str | Path, seed: int = 0) -> Path:
         scheduler=scheduler, force_zeros_for_empty_prompt=True,
     )
     pipe.save_pretrained(folder, safe_serialization=True)
-    _remove_tree(tok_dir)
     return folder
 
 
@@ -147,11 +152,9 @@ def build_tiny_sdxl_refiner(folder: str | Path, seed: int = 0) -> Path:
     """
     import torch
     from diffusers import EulerDiscreteScheduler, StableDiffusionXLImg2ImgPipeline, UNet2DConditionModel
-    from transformers import CLIPTokenizer
 
     folder = Path(folder)
-    tok_dir = write_tiny_clip_tokenizer(folder / "_tokenizer_src")
-    tokenizer = CLIPTokenizer.from_pretrained(tok_dir)
+    tokenizer = tiny_clip_tokenizer()
     torch.manual_seed(seed)
     text_width, time_embed_dim = 32, 8
     unet = UNet2DConditionModel(
@@ -172,11 +175,4 @@ def build_tiny_sdxl_refiner(folder: str | Path, seed: int = 0) -> Path:
         scheduler=scheduler, requires_aesthetics_score=True, force_zeros_for_empty_prompt=False,
     )
     pipe.save_pretrained(folder, safe_serialization=True)
-    _remove_tree(tok_dir)
     return folder
-
-
-def _remove_tree(path: Path) -> None:
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mixkit.testing.tiny_models import write_tiny_clip_tokenizer
+from mixkit.testing.tiny_models import tiny_clip_tokenizer
 
 TINY_IMAGE_SIZE = 30
 TINY_NUM_QUERY_TOKENS = 4
@@ -65,14 +65,11 @@ def _image_processor_kwargs(mean, std) -> dict:
 
 def build_tiny_clip(folder: str | Path, seed: int = 0) -> Path:
     """Save a tiny `CLIPModel` with its processor (byte-level CLIP tokenizer, 30 px images)."""
-    import tempfile
-
     import torch
-    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor, CLIPTokenizer
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor
 
     folder = Path(folder)
-    with tempfile.TemporaryDirectory() as scratch:
-        tokenizer = CLIPTokenizer.from_pretrained(write_tiny_clip_tokenizer(scratch))
+    tokenizer = tiny_clip_tokenizer()
     vocab_size = len(tokenizer)
     config = CLIPConfig(
         text_config=dict(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4,

@@ -7,14 +7,20 @@ config, or from a single file's tensor shapes (a safetensors header; `attn2.to_k
 projection, whose input width is the text width; `label_emb` / `add_embedding` is SDXL's added embedding). The
 web server reads them before it queues a job, so a ControlNet of the wrong family is refused at once with both
 families named, instead of failing inside the job (`webui.controlnet_models`, `webui.server_state`).
+
+A pickled single file (`.ckpt`, `.pt`, `.pth`) saved by torch >= 1.6 is a zip archive: it is read with
+`weights_only=True` and memory-mapped, so only its record of tensor names and shapes is read, however large the file.
+A Hugging Face id is read from the hub cache only (its config.json or unet/config.json): a check made before a job is
+queued never downloads; a model not in the cache is left to the check made when it loads.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 # Known text widths without / with SDXL's added embedding -> the family's name.
 KNOWN_FAMILIES = {(768, False): "SD 1.x", (1024, False): "SD 2.x", (2048, True): "SDXL", (1280, True): "SDXL refiner"}
@@ -57,31 +63,67 @@ def family_of_shapes(shapes: Mapping[str, Any]) -> ModelFamily | None:
     return ModelFamily(int(widths[0][1]), added)
 
 
-def read_family(path: str | Path, *, read_pickles: bool = True) -> ModelFamily | None:
-    """The family of a ControlNet or checkpoint on disk, without loading its weights: a diffusers folder's config
-    (a ControlNet's config.json, or a pipeline's unet/config.json), a safetensors file's header, or (with
-    `read_pickles`) a pickled file's tensor shapes through `mixkit.io.load_state_dict` (its safe loader; a zip
-    pickle is memory-mapped, not read). None when the path holds none of these or names no cross-attention."""
-    path = Path(path)
+def read_family(source: str | Path, *, whole_pickles: bool = True) -> ModelFamily | None:
+    """The family of a ControlNet or checkpoint without loading its weights: a diffusers folder's config (a
+    ControlNet's config.json, or a pipeline's unet/config.json), a safetensors file's header, a zip-format pickle's
+    tensor shapes (memory-mapped through `mixkit.io.load_state_dict`, its weights-only loader), or a Hugging Face id's
+    config in the hub cache. A legacy (pre-zip) pickle must be read whole: only with `whole_pickles` (a check that
+    runs before a job is queued passes False). None when the source holds none of these or names no cross-attention;
+    ValueError/OSError for a file that cannot be read (an unsafe pickle is refused, never run)."""
+    path = Path(source).expanduser()
     if path.is_dir():
-        for config in (path / "config.json", path / "unet" / "config.json"):
-            if config.is_file():
-                values = json.loads(config.read_text(encoding="utf-8"))
-                if values.get("cross_attention_dim") is not None:
-                    return family_of_config(values)
-        return None
+        return _family_of_configs(lambda name: path / name if (path / name).is_file() else None)
     if not path.is_file():
-        return None
+        return None if isinstance(source, Path) else _hub_cache_family(str(source))
     if path.suffix.lower() == ".safetensors":
         from mixkit.io.safetensors_header import read_safetensors_header, tensor_entries
 
         entries = tensor_entries(read_safetensors_header(path))
         return family_of_shapes({name: tuple(entry["shape"]) for name, entry in entries.items()})
-    if not read_pickles:
-        return None
     from mixkit.io import load_state_dict
+    from mixkit.io.formats import detect_checkpoint_format
 
+    if not whole_pickles and detect_checkpoint_format(path) != "torch-zip":
+        return None
     return family_of_shapes({name: tuple(tensor.shape) for name, tensor in load_state_dict(path).items()})
+
+
+# Where a diffusers ControlNet (config.json) or pipeline (unet/config.json) states its UNet's config.
+CONFIG_FILES = ("config.json", "unet/config.json")
+
+
+def _family_of_configs(find: Callable[[str], Path | None]) -> ModelFamily | None:
+    """The family of the first of CONFIG_FILES `find` returns a file for that states a cross-attention width."""
+    for name in CONFIG_FILES:
+        config = find(name)
+        if config is not None:
+            values = json.loads(Path(config).read_text(encoding="utf-8"))
+            if isinstance(values, dict) and values.get("cross_attention_dim") is not None:
+                return family_of_config(values)
+    return None
+
+
+def _hub_cache_family(source: str) -> ModelFamily | None:
+    """The family of a Hugging Face id ("org/name" or "org/name@revision") from its configs in the hub cache (the
+    HF_HUB_CACHE folder, as `mixkit.io.sources` downloads to); None, without any network request, when they are
+    not cached or `source` is no hub id."""
+    from mixkit.io.sources import parse_hub_id
+
+    hub_id = parse_hub_id(source)
+    if hub_id is None:
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    repo_id, revision = hub_id
+    cache_dir = os.environ.get("HF_HUB_CACHE") or None
+
+    def cached(name: str) -> Path | None:
+        found = try_to_load_from_cache(repo_id, name, cache_dir=cache_dir, revision=revision)
+        return Path(found) if isinstance(found, str) else None  # None / _CACHED_NO_EXIST: not in the cache
+
+    return _family_of_configs(cached)
 
 
 def check_same_family(label: str, name: str, controlnet: ModelFamily, model: ModelFamily, model_name: str) -> None:

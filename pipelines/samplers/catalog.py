@@ -140,7 +140,7 @@ _register(SamplerSpec(
     "DPM adaptive", "DPMAdaptiveScheduler", aliases=("k_dpm_ad",),
     eta_default=1.0,
     config_overrides=_EULER, schedule_types=_K_SCHEDULES, default_schedule="Uniform",
-    stochastic=True, ancestral=True, noise_source="generator", calls_planned=False,
+    stochastic=True, ancestral=True, noise_source="generator",
 ))
 _register(SamplerSpec(
     # mixkit's own (restart.py): A1111's sd_samplers_extra.restart_sampler, Karras by default, Heun's call count

@@ -251,9 +251,15 @@ class DPMAdaptiveScheduler(PlannedWalkScheduler):
         return EulerDiscreteSchedulerOutput(prev_sample=prev_sample, pred_original_sample=denoised)
 
 
+def calls_depend_on_the_sample(scheduler) -> bool:
+    """Whether the scheduler decides its model calls as it walks (DPM adaptive): no call can be planned by its
+    index, so rules that count calls (the refiner's switch, the loop's timesteps) ask the walk instead."""
+    return hasattr(scheduler, "model_calls")
+
+
 def model_call_timesteps(scheduler, timesteps=None):
     """The timesteps a loop calls the model at: `timesteps` (default: the scheduler's), or, for a sampler whose
     calls depend on the sample (DPM adaptive), each one as the previous `step` decides it."""
-    if hasattr(scheduler, "model_calls"):
+    if calls_depend_on_the_sample(scheduler):
         return scheduler.model_calls()
     return scheduler.timesteps if timesteps is None else timesteps

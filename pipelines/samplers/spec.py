@@ -81,8 +81,6 @@ class SamplerSpec:
     # A1111's timestep samplers (DDIM, PLMS, UniPC) blend inpainting's original into the model *input*; its
     # k-diffusion samplers blend the denoised estimate (pipelines/inpaint_blend.py)
     mask_before_denoising: bool = False
-    # False where the sample decides where the model is called (DPM adaptive): nothing can be planned by call index
-    calls_planned: bool = True
     notes: str = ""  # known, measured differences from A1111
 
     def __post_init__(self) -> None:

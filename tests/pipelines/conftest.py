@@ -15,15 +15,63 @@ def sdxl_pipe(tiny_sdxl_dir):
     return TextToImage.from_pretrained(tiny_sdxl_dir)
 
 
-@pytest.fixture(scope="module")
-def inpaint_pipe(tmp_path_factory):
-    """img2img on a tiny 9-channel inpainting checkpoint, saved and loaded back through the public path."""
+@pytest.fixture(scope="session")
+def tiny_sd1_inpaint_dir(tmp_path_factory):
+    """A tiny 9-channel SD 1.x inpainting checkpoint folder (seed 0), built once per session."""
     from mixkit.testing.tiny_controlnet import build_tiny_sd1_inpaint
+
+    return build_tiny_sd1_inpaint(tmp_path_factory.mktemp("tiny-sd1-inpaint"), seed=0)
+
+
+@pytest.fixture(scope="module")
+def inpaint_pipe(tiny_sd1_inpaint_dir):
+    """img2img on the tiny 9-channel inpainting checkpoint, loaded through the public path."""
     from pipelines.img2img import ImageToImage
 
-    pipe = ImageToImage.from_pretrained(build_tiny_sd1_inpaint(tmp_path_factory.mktemp("tiny-inpaint"), seed=0))
+    pipe = ImageToImage.from_pretrained(tiny_sd1_inpaint_dir)
     assert pipe.model.unet.config.in_channels == 9
     return pipe
 
 
+@pytest.fixture(scope="module")
+def picture():
+    """A 64x64 noise picture (seed 3) for img2img and inpainting tests."""
+    from .tiny_images import noise_picture
+
+    return noise_picture(3)
+
+
+@pytest.fixture(scope="session")
+def tiny_controlnet_dir(tmp_path_factory):
+    """A tiny SD 1.x ControlNet folder (seed 0, zero convolutions woken so it changes the result)."""
+    from mixkit.testing.tiny_controlnet import build_tiny_controlnet
+
+    return build_tiny_controlnet(tmp_path_factory.mktemp("tiny-cn"), seed=0)
+
+
+@pytest.fixture(scope="module")
+def controlnet(tiny_controlnet_dir):
+    """The tiny ControlNet, loaded per test module (tests hook into it; a module's hooks stay its own)."""
+    from pipelines.controlnet import load_controlnet
+
+    return load_controlnet(tiny_controlnet_dir)
+
+
+@pytest.fixture(scope="module")
+def refiner_model(tiny_sdxl_refiner_dir):
+    """The tiny SDXL refiner, loaded per test module."""
+    from mixkit.models.diffusion.loading import load_diffusion_model
+
+    return load_diffusion_model(tiny_sdxl_refiner_dir)
+
+
 SMALL = dict(width=64, height=64, steps=4)
+
+
+@pytest.fixture(scope="module")
+def base_pipe(tiny_sdxl_dir):
+    """A TextToImage on the tiny SDXL base for refiner tests, per module (a refiner run keeps the refiner loaded in
+    the pipeline's session, so no module shares it with another)."""
+    from pipelines.txt2img import TextToImage
+
+    return TextToImage.from_pretrained(tiny_sdxl_dir)

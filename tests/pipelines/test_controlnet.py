@@ -15,23 +15,13 @@ from pipelines.controlnet import (
 )
 from pipelines.infotext import parse_infotext
 
+from .tiny_images import noise_picture
+
 SMALL = dict(prompt="a red circle", negative_prompt="blurry", seed=3, width=64, height=64, steps=5, sampler="Euler")
 
 
 def pixels(image):
     return np.asarray(image).astype(np.int16)
-
-
-@pytest.fixture(scope="module")
-def controlnet_dir(tmp_path_factory):
-    from mixkit.testing.tiny_controlnet import build_tiny_controlnet
-
-    return build_tiny_controlnet(tmp_path_factory.mktemp("tiny-cn"), seed=0)
-
-
-@pytest.fixture(scope="module")
-def controlnet(controlnet_dir):
-    return load_controlnet(controlnet_dir)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +31,7 @@ def pipe(tiny_sd1_dir):
 
 @pytest.fixture(scope="module")
 def control_image():
-    return Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8))
+    return noise_picture(0)
 
 
 @pytest.fixture(scope="module")

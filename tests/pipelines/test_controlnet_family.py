@@ -68,3 +68,59 @@ def test_a_single_file_loaded_for_another_family_names_both(tmp_path, tiny_sd1_d
     with pytest.raises(ValueError, match=r"xl.safetensors is a ControlNet for SDXL-like \(cross-attention width 64\) "
                                          r"models, but the config \(or base_unet\) it is loaded with is SD-like"):
         load_controlnet(tmp_path / "xl.safetensors", base_unet=unet)
+
+
+def test_pickled_files_are_read_safely_and_legacy_ones_only_when_asked(tmp_path):
+    """A zip `.ckpt` (torch >= 1.6, Lightning's nested `state_dict` too) is read memory-mapped, weights only; a legacy
+    pickle must be read whole, which a check before queueing does not do; an unsafe pickle is refused, never run."""
+    import torch
+
+    from mixkit.errors import UnsafeCheckpointError
+    from mixkit.testing.tiny_controlnet import tiny_controlnet
+
+    state = tiny_controlnet(sdxl=True).state_dict()
+    torch.save(state, tmp_path / "xl.ckpt")
+    torch.save({"state_dict": state, "global_step": 3}, tmp_path / "lightning.ckpt")
+    torch.save(state, tmp_path / "legacy.pth", _use_new_zipfile_serialization=False)
+    for name in ("xl.ckpt", "lightning.ckpt"):
+        assert read_family(tmp_path / name, whole_pickles=False) == ModelFamily(64, True)
+    assert read_family(tmp_path / "legacy.pth", whole_pickles=False) is None
+    assert read_family(tmp_path / "legacy.pth") == ModelFamily(64, True)
+    ran = tmp_path / "created-by-the-pickle"
+    torch.save({"weight": torch.zeros(1), "payload": _MakesAFolder(str(ran))}, tmp_path / "unsafe.ckpt")
+    with pytest.raises(UnsafeCheckpointError, match="os"):
+        read_family(tmp_path / "unsafe.ckpt", whole_pickles=False)
+    assert not ran.exists()
+
+
+class _MakesAFolder:
+    """Unpickling this would call os.makedirs: what a weights-only read must refuse."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        import os
+
+        return os.makedirs, (self.path,)
+
+
+def test_hub_ids_are_read_from_the_hub_cache_without_any_download(tmp_path, monkeypatch, tiny_sdxl_dir):
+    import json
+
+    import huggingface_hub
+
+    from mixkit.testing.tiny_hub_cache import write_hub_cache_entry
+
+    for name in ("hf_hub_download", "snapshot_download"):
+        monkeypatch.setattr(huggingface_hub, name, lambda *a, **k: pytest.fail("a download was started"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    unet_config = json.loads((tiny_sdxl_dir / "unet" / "config.json").read_text())
+    write_hub_cache_entry(tmp_path, "org/tiny-xl", {"model_index.json": {}, "unet/config.json": unet_config})
+    write_hub_cache_entry(tmp_path, "org/canny-sd15", {"config.json": {"cross_attention_dim": 768}}, revision="v1")
+    assert read_family("org/tiny-xl") == ModelFamily(64, True)  # a pipeline: its unet/config.json
+    assert read_family("org/tiny-xl@main") == ModelFamily(64, True)
+    assert read_family("org/canny-sd15@v1") == ModelFamily(768, False)  # a ControlNet: its config.json
+    assert read_family("org/canny-sd15") is None  # that revision is not cached
+    assert read_family("org/not-downloaded") is None  # left to the check made when it loads
+    assert read_family("not a hub id") is None

@@ -14,20 +14,15 @@ import pytest
 from PIL import Image
 
 import pipelines.controlnet.pipelines as control_pipelines
-from pipelines.controlnet import ControlHiresParams, ControlNetImageToImage, ControlNetUnit, load_controlnet
+from pipelines.controlnet import ControlHiresParams, ControlNetImageToImage, ControlNetUnit
 from pipelines.hires import HiresFix, HiresParams
 from pipelines.image_prep import resize_image
 from pipelines.txt2img import TextToImage
 
+from .tiny_images import noise_picture
+
 SMALL = dict(prompt="a red circle", seed=3, width=64, height=64, steps=3, sampler="Euler", hr_scale=2.0,
              hr_upscaler="Latent", denoising_strength=0.6)
-
-
-@pytest.fixture(scope="module")
-def controlnet(tmp_path_factory):
-    from mixkit.testing.tiny_controlnet import build_tiny_controlnet
-
-    return load_controlnet(build_tiny_controlnet(tmp_path_factory.mktemp("tiny-cn-hires"), seed=0))
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +32,7 @@ def hires(tiny_sd1_dir):
 
 @pytest.fixture(scope="module")
 def control_image():
-    return Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8))
+    return noise_picture(0)
 
 
 def pixels(result):
@@ -85,7 +80,7 @@ def test_a_bad_unit_is_refused_before_the_first_pass(hires, controlnet):
 def test_only_masked_control_images_are_fitted_as_the_crop_resize_and_fill(tiny_sd1_dir, controlnet):
     from pipelines.controlnet import ControlImg2ImgParams
 
-    picture = Image.fromarray(np.random.default_rng(4).integers(0, 255, (64, 64, 3), dtype=np.uint8))
+    picture = noise_picture(4)
     mask = Image.new("L", (64, 64), 0)
     mask.paste(255, (24, 0, 40, 64))  # full height: a 64 x 32 target's 2:1 crop cannot fit in the picture
     pipe = ControlNetImageToImage.from_pretrained(tiny_sd1_dir)

@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 from PIL import Image, ImageFilter
 
-from pipelines.controlnet import ControlNetImageToImage, ControlNetUnit, load_controlnet
+from pipelines.controlnet import ControlNetImageToImage, ControlNetUnit
+
+from .tiny_images import square_mask
 
 SIZE = 64
 SMALL = dict(prompt="a cat", seed=11, width=SIZE, height=SIZE, steps=4, sampler="Euler", denoising_strength=0.75)
@@ -15,33 +17,12 @@ def pixels(image):
 
 
 @pytest.fixture(scope="module")
-def inpaint_dir(tmp_path_factory):
-    from mixkit.testing.tiny_controlnet import build_tiny_sd1_inpaint
-
-    return build_tiny_sd1_inpaint(tmp_path_factory.mktemp("tiny-sd1-inpaint"), seed=0)
-
-
-@pytest.fixture(scope="module")
-def controlnet(tmp_path_factory):
-    from mixkit.testing.tiny_controlnet import build_tiny_controlnet
-
-    return load_controlnet(build_tiny_controlnet(tmp_path_factory.mktemp("tiny-cn-inpaint"), seed=1))
-
-
-@pytest.fixture(scope="module")
-def picture():
-    return Image.fromarray(np.random.default_rng(3).integers(0, 255, (SIZE, SIZE, 3), dtype=np.uint8))
-
-
-@pytest.fixture(scope="module")
 def mask():
-    mask = Image.new("L", (SIZE, SIZE), 0)
-    mask.paste(255, (16, 16, 48, 40))
-    return mask
+    return square_mask()
 
 
-def test_nine_channel_unet_inpaints_with_unmasked_pixels_bit_identical(inpaint_dir, picture, mask, controlnet):
-    pipe = ControlNetImageToImage.from_pretrained(inpaint_dir)
+def test_nine_channel_unet_inpaints_with_unmasked_pixels_bit_identical(tiny_sd1_inpaint_dir, picture, mask, controlnet):
+    pipe = ControlNetImageToImage.from_pretrained(tiny_sd1_inpaint_dir)
     assert pipe.model.unet.config.in_channels == 9
     channels = []
     handle = pipe.model.unet.register_forward_pre_hook(lambda module, args: channels.append(args[0].shape[1]))

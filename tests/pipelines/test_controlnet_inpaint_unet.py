@@ -9,36 +9,17 @@ import pytest
 import torch
 from PIL import Image
 
-from pipelines.controlnet import ControlNetImageToImage, ControlNetTextToImage, ControlNetUnit, load_controlnet
+from pipelines.controlnet import ControlNetImageToImage, ControlNetTextToImage, ControlNetUnit
+
+from .tiny_images import box_mask
 
 SIZE = 64
 SMALL = dict(prompt="a cat", seed=5, width=SIZE, height=SIZE, steps=2, sampler="Euler")
 
 
 @pytest.fixture(scope="module")
-def inpaint_dir(tmp_path_factory):
-    from mixkit.testing.tiny_controlnet import build_tiny_sd1_inpaint
-
-    return build_tiny_sd1_inpaint(tmp_path_factory.mktemp("tiny-sd1-inpaint-unet"), seed=0)
-
-
-@pytest.fixture(scope="module")
-def controlnet(tmp_path_factory):
-    from mixkit.testing.tiny_controlnet import build_tiny_controlnet
-
-    return load_controlnet(build_tiny_controlnet(tmp_path_factory.mktemp("tiny-cn-inpaint-unet"), seed=1))
-
-
-@pytest.fixture(scope="module")
-def picture():
-    return Image.fromarray(np.random.default_rng(3).integers(0, 255, (SIZE, SIZE, 3), dtype=np.uint8))
-
-
-@pytest.fixture(scope="module")
 def mask():
-    mask = Image.new("L", (SIZE, SIZE), 0)
-    mask.paste(255, (20, 12, 44, 37))  # not on the 8-pixel grid: pooling marks every cell it touches
-    return mask
+    return box_mask((20, 12, 44, 37))  # not on the 8-pixel grid: pooling marks every cell it touches
 
 
 def unet_inputs(pipe, run) -> list:
@@ -63,8 +44,8 @@ def expected_channels(pipe, picture, mask) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("module", ["inpaint_only", "inpaint"])
-def test_txt2img_inpaint_unit_gives_the_unet_its_mask_and_masked_picture(inpaint_dir, controlnet, picture, mask, module):
-    pipe = ControlNetTextToImage.from_pretrained(inpaint_dir)
+def test_txt2img_inpaint_unit_gives_the_unet_its_mask_and_masked_picture(tiny_sd1_inpaint_dir, controlnet, picture, mask, module):
+    pipe = ControlNetTextToImage.from_pretrained(tiny_sd1_inpaint_dir)
     unit = ControlNetUnit(controlnet, picture, preprocessor=module, mask=mask)
     seen, result = unet_inputs(pipe, lambda: pipe(controlnets=[unit], **SMALL))
     want = expected_channels(pipe, picture, mask)
@@ -77,14 +58,14 @@ def test_txt2img_inpaint_unit_gives_the_unet_its_mask_and_masked_picture(inpaint
     assert result.images[0].size == (SIZE, SIZE)
 
 
-def test_other_units_leave_the_whole_image_default(inpaint_dir, controlnet, picture):
-    pipe = ControlNetTextToImage.from_pretrained(inpaint_dir)
+def test_other_units_leave_the_whole_image_default(tiny_sd1_inpaint_dir, controlnet, picture):
+    pipe = ControlNetTextToImage.from_pretrained(tiny_sd1_inpaint_dir)
     seen, _ = unet_inputs(pipe, lambda: pipe(controlnets=[ControlNetUnit(controlnet, picture)], **SMALL))
     assert all(torch.equal(x[:, 4], torch.ones_like(x[:, 4])) for x in seen)  # A1111's full mask: repaint all
 
 
-def test_the_last_inpaint_unit_decides_and_img2img_inpainting_takes_it_too(inpaint_dir, controlnet, picture, mask):
-    pipe = ControlNetImageToImage.from_pretrained(inpaint_dir)
+def test_the_last_inpaint_unit_decides_and_img2img_inpainting_takes_it_too(tiny_sd1_inpaint_dir, controlnet, picture, mask):
+    pipe = ControlNetImageToImage.from_pretrained(tiny_sd1_inpaint_dir)
     other = Image.new("L", (SIZE, SIZE), 0)
     other.paste(255, (0, 0, 16, 16))
     units = [ControlNetUnit(controlnet, picture, preprocessor="inpaint", mask=other),

@@ -10,23 +10,18 @@ import pytest
 import torch
 from PIL import Image
 
-from pipelines.controlnet import ControlNetTextToImage, ControlNetUnit, controlnet_unet_extra, load_controlnet
+from pipelines.controlnet import ControlNetTextToImage, ControlNetUnit, controlnet_unet_extra
 from pipelines.controlnet import prepare_control_images
 from pipelines.controlnet.region_mask import apply_region_mask, region_mask_tensor
+
+from .tiny_images import noise_picture
 
 SMALL = dict(prompt="a red circle", seed=3, width=64, height=64, steps=2, sampler="Euler")
 
 
 @pytest.fixture(scope="module")
-def controlnet(tmp_path_factory):
-    from mixkit.testing.tiny_controlnet import build_tiny_controlnet
-
-    return load_controlnet(build_tiny_controlnet(tmp_path_factory.mktemp("tiny-cn-region"), seed=0))
-
-
-@pytest.fixture(scope="module")
 def control_image():
-    return Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8))
+    return noise_picture(0)
 
 
 def left_half(size=(16, 16)) -> Image.Image:

@@ -15,19 +15,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pipelines.controlnet import ControlNetUnit, load_controlnet, prepare_control_images, resize_controls
+from pipelines.controlnet import ControlNetUnit, prepare_control_images, resize_controls
 from pipelines.controlnet.resolution import (
     MAX_DETECT_PIXELS, check_detection_size, detect_at_resolution, pixel_perfect_resolution,
 )
 from pipelines.controlnet.map_fit import fit_control_map
 from pipelines.preprocessors import run_preprocessor
-
-
-@pytest.fixture(scope="module")
-def controlnet(tmp_path_factory):
-    from mixkit.testing.tiny_controlnet import build_tiny_controlnet
-
-    return load_controlnet(build_tiny_controlnet(tmp_path_factory.mktemp("tiny-cn-res"), seed=0))
 
 
 def drawing(width: int = 100, height: int = 75) -> Image.Image:

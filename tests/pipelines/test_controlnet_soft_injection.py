@@ -10,31 +10,24 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 import pipelines.controlnet.pipelines as control_pipelines
 from pipelines.controlnet import (
-    ControlHiresParams, ControlNetTextToImage, ControlNetUnit, controlnet_unet_extra, load_controlnet,
+    ControlHiresParams, ControlNetTextToImage, ControlNetUnit, controlnet_unet_extra,
     prepare_control_images,
 )
 from pipelines.controlnet.residuals import soft_injection_scales
 from pipelines.hires import HiresFix
 from pipelines.txt2img import TextToImage
 
-
-@pytest.fixture(scope="module")
-def controlnet(tmp_path_factory):
-    from mixkit.testing.tiny_controlnet import build_tiny_controlnet
-
-    return load_controlnet(build_tiny_controlnet(tmp_path_factory.mktemp("tiny-cn-soft"), seed=0))
+from .tiny_images import noise_picture
 
 
 @pytest.fixture(scope="module")
 def control_image():
-    return Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8))
+    return noise_picture(0)
 
 
 def step_cond(batch: int):

@@ -12,17 +12,12 @@ import pytest
 import torch
 from PIL import Image
 
-from pipelines.controlnet import ControlNetImageToImage, ControlNetTextToImage, ControlNetUnit, load_controlnet
+from pipelines.controlnet import ControlNetImageToImage, ControlNetTextToImage, ControlNetUnit
+
+from .tiny_images import noise_picture, box_mask
 
 SIZE = 64
 SMALL = dict(prompt="a cat", seed=5, width=SIZE, height=SIZE, steps=3, sampler="Euler")
-
-
-@pytest.fixture(scope="module")
-def controlnet(tmp_path_factory):
-    from mixkit.testing.tiny_controlnet import build_tiny_controlnet
-
-    return load_controlnet(build_tiny_controlnet(tmp_path_factory.mktemp("tiny-cn-unit-mask"), seed=2))
 
 
 @pytest.fixture(scope="module")
@@ -37,14 +32,12 @@ def img2img(sd1_pipe):
 
 @pytest.fixture(scope="module")
 def picture():
-    return Image.fromarray(np.random.default_rng(7).integers(0, 255, (SIZE, SIZE, 3), dtype=np.uint8))
+    return noise_picture(7)
 
 
 @pytest.fixture(scope="module")
 def mask():
-    mask = Image.new("L", (SIZE, SIZE), 0)
-    mask.paste(255, (20, 16, 44, 40))
-    return mask
+    return box_mask((20, 16, 44, 40))
 
 
 def seen_controls(controlnet, run) -> list:

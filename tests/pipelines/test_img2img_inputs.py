@@ -3,7 +3,6 @@ once so the run and the infotext agree, switches that must be bools, numpy stren
 "resize and fill" bands."""
 
 import io
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,6 +12,8 @@ from pipelines.image_prep import resize_image
 from pipelines.img2img import Img2ImgParams, ImageToImage, check_img2img_params
 from pipelines.outpaint import outpaint
 from pipelines.params import GenerationLimits
+
+from .tiny_images import box_mask
 
 SMALL = dict(width=64, height=64, steps=4, seed=3, prompt="a red circle", sampler="Euler")
 
@@ -41,9 +42,7 @@ def on_white(rgba):
 
 
 def square_mask():
-    mask = Image.new("L", (64, 64), 0)
-    mask.paste(255, (16, 16, 48, 48))
-    return mask
+    return box_mask((16, 16, 48, 48))
 
 
 # -- init images read like A1111 (and like the web API's decoder) ------------------------------------------------

@@ -3,7 +3,6 @@ diffusers and A1111), and without a mask a full mask over a fully masked image (
 img2img), so such checkpoints no longer fail outside inpainting."""
 
 import numpy as np
-import pytest
 import torch
 from PIL import Image
 
@@ -13,19 +12,9 @@ from pipelines.inpaint_mask import full_mask_channels, masked_model_pixels
 from pipelines.vae_decode import encode_images
 
 from .unet_spy import recorded_unet_inputs
+from .tiny_images import square_mask
 
 SMALL = dict(prompt="a cat", seed=11, width=64, height=64, steps=3, sampler="Euler", denoising_strength=0.75)
-
-
-@pytest.fixture(scope="module")
-def picture():
-    return Image.fromarray(np.random.default_rng(3).integers(0, 255, (64, 64, 3), dtype=np.uint8))
-
-
-def square_mask():
-    mask = Image.new("L", (64, 64), 0)
-    mask.paste(255, (16, 16, 48, 40))
-    return mask
 
 
 def test_masked_area_is_zero_in_model_space():

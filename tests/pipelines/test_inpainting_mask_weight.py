@@ -12,19 +12,9 @@ from pipelines.inpaint_mask import masked_model_pixels
 from pipelines.vae_decode import encode_images
 
 from .unet_spy import recorded_unet_inputs
+from .tiny_images import square_mask
 
 SMALL = dict(prompt="a cat", seed=11, width=64, height=64, steps=3, sampler="Euler", denoising_strength=0.75)
-
-
-@pytest.fixture(scope="module")
-def picture():
-    return Image.fromarray(np.random.default_rng(3).integers(0, 255, (64, 64, 3), dtype=np.uint8))
-
-
-def square_mask():
-    mask = Image.new("L", (64, 64), 0)
-    mask.paste(255, (16, 16, 48, 40))
-    return mask
 
 
 def a1111_lerp(pixels, mask, weight):

@@ -10,16 +10,9 @@ import pytest
 import torch
 
 from pipelines.refiner import NEGATIVE_AESTHETIC_SCORE, POSITIVE_AESTHETIC_SCORE, switch_index
-from .unet_spy import recorded_calls
+from .unet_spy import recorded_calls, run_base_and_refiner
 
 SMALL = dict(prompt="a red fox", negative_prompt="blurry", width=64, height=64, seed=3, sampler="Euler")
-
-
-@pytest.fixture(scope="module")
-def refiner_model(tiny_sdxl_refiner_dir):
-    from mixkit.models.diffusion.loading import load_diffusion_model
-
-    return load_diffusion_model(tiny_sdxl_refiner_dir)
 
 
 @pytest.fixture
@@ -66,9 +59,7 @@ def test_switch_index_maps_fractional_timesteps_through_their_sigma():
 
 
 def test_base_unet_before_the_switch_refiner_unet_after(base_pipe, refiner_model):
-    log = []
-    with recorded_calls(base_pipe.model.unet, "base", log), recorded_calls(refiner_model.unet, "refiner", log):
-        result = base_pipe(**SMALL, steps=10, refiner=refiner_model, refiner_switch_at=0.8)
+    result, log = run_base_and_refiner(base_pipe, refiner_model, **SMALL, steps=10, refiner_switch_at=0.8)
     # A1111's Euler, 10 steps: t = 999, 888, ..., 111, 0; (999 - t) / 1000 >= 0.8 from t = 111 (the 9th call)
     assert [name for name, *_ in log] == ["base"] * 8 + ["refiner"] * 2
     assert [t for _, t, *_ in log] == pytest.approx([999, 888, 777, 666, 555, 444, 333, 222, 111, 0], abs=1e-3)
@@ -149,9 +140,8 @@ def test_refiner_by_path_is_loaded_once_and_matches_a_loaded_model(base_pipe, ti
 
 
 def test_batches_each_start_on_the_base_model(base_pipe, refiner_model):
-    log = []
-    with recorded_calls(base_pipe.model.unet, "base", log), recorded_calls(refiner_model.unet, "refiner", log):
-        result = base_pipe(**SMALL, steps=4, batch_count=2, refiner=refiner_model, refiner_switch_at=0.6)
+    result, log = run_base_and_refiner(base_pipe, refiner_model, **SMALL, steps=4, batch_count=2,
+                                       refiner_switch_at=0.6)
     # A1111's Euler, 4 steps: t = 999, 666, 333, 0; ratio >= 0.6 from t = 333
     assert [name for name, *_ in log] == ["base", "base", "refiner", "refiner"] * 2
     assert all("Refiner switch at: 0.6" in text for text in result.infotexts)
@@ -239,10 +229,8 @@ def test_img2img_refines_the_tail_it_runs(tiny_sdxl_dir, refiner_model):
 
     pipe = ImageToImage.from_pretrained(tiny_sdxl_dir)
     init = Image.new("RGB", (64, 64), (200, 80, 40))
-    log = []
-    with recorded_calls(pipe.model.unet, "base", log), recorded_calls(refiner_model.unet, "refiner", log):
-        pipe(**SMALL, steps=10, init_images=[init], denoising_strength=0.5, refiner=refiner_model,
-             refiner_switch_at=0.8)
+    _, log = run_base_and_refiner(pipe, refiner_model, **SMALL, steps=10, init_images=[init],
+                                  denoising_strength=0.5, refiner_switch_at=0.8)
     # strength 0.5 of 10 steps runs the last 6 (t = 555 ... 0); the switch is still at t <= 199 of the schedule
     assert [(name, round(t)) for name, t, *_ in log] == [("base", 555), ("base", 444), ("base", 333), ("base", 222),
                                                          ("refiner", 111), ("refiner", 0)]

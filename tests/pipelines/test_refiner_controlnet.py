@@ -5,19 +5,9 @@ unguided (`RefinerSwitch.applied_to` leaves the residuals out)."""
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
-from PIL import Image
+from .tiny_images import noise_picture
 
 SMALL = dict(prompt="a red circle", seed=3, width=64, height=64, steps=4, sampler="Euler", refiner_switch_at=0.6)
-
-
-@pytest.fixture(scope="module")
-def controlnet(tmp_path_factory):
-    from mixkit.testing.tiny_controlnet import build_tiny_controlnet
-    from pipelines.controlnet import load_controlnet
-
-    return load_controlnet(build_tiny_controlnet(tmp_path_factory.mktemp("tiny-cn-refiner"), seed=0))
 
 
 def _residuals_per_call(unet, name: str, log: list):
@@ -38,7 +28,7 @@ def test_units_guide_the_base_models_calls_and_not_the_refiners(tiny_sd1_dir, tm
 
     refiner = load_diffusion_model(build_tiny_sd1(tmp_path / "sd1-refiner", seed=7))
     pipe = ControlNetTextToImage.from_pretrained(tiny_sd1_dir)
-    image = Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8))
+    image = noise_picture(0)
     unit = ControlNetUnit(controlnet, image, preprocessor="none", model_name="tiny")
     log = []
     base_forward = _residuals_per_call(pipe.model.unet, "base", log)

@@ -4,34 +4,17 @@ call whose noise level (or, switching by sampling steps, whose call count) reach
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from pipelines.refiner import switch_ratio
-from .unet_spy import recorded_calls
+from .unet_spy import run_base_and_refiner
 
 SMALL = dict(prompt="a red fox", negative_prompt="blurry", width=64, height=64, seed=3, sampler="DPM adaptive",
              steps=8)
 
 
-@pytest.fixture(scope="module")
-def refiner_model(tiny_sdxl_refiner_dir):
-    from mixkit.models.diffusion.loading import load_diffusion_model
-
-    return load_diffusion_model(tiny_sdxl_refiner_dir)
-
-
-@pytest.fixture(scope="module")
-def base_pipe(tiny_sdxl_dir):
-    from pipelines.txt2img import TextToImage
-
-    return TextToImage.from_pretrained(tiny_sdxl_dir)
-
-
 def _run(pipe, refiner_model, **values):
-    log = []
-    with recorded_calls(pipe.model.unet, "base", log), recorded_calls(refiner_model.unet, "refiner", log):
-        result = pipe(**{**SMALL, "refiner": refiner_model, **values})
+    result, log = run_base_and_refiner(pipe, refiner_model, **{**SMALL, **values})
     return result, [(name, t) for name, t, *_ in log]
 
 

@@ -8,16 +8,9 @@ import pytest
 import torch
 
 from pipelines.control import GenerationControl
-from .unet_spy import recorded_calls
+from .unet_spy import recorded_calls, run_base_and_refiner
 
 SMALL = dict(prompt="a red fox", negative_prompt="blurry", width=64, height=64, seed=3, sampler="Euler")
-
-
-@pytest.fixture(scope="module")
-def refiner_model(tiny_sdxl_refiner_dir):
-    from mixkit.models.diffusion.loading import load_diffusion_model
-
-    return load_diffusion_model(tiny_sdxl_refiner_dir)
 
 
 def test_the_refiner_finishes_the_hires_pass_only(tiny_sdxl_dir, refiner_model):
@@ -26,10 +19,8 @@ def test_the_refiner_finishes_the_hires_pass_only(tiny_sdxl_dir, refiner_model):
     from pipelines.txt2img import TextToImage
 
     hires = HiresFix(TextToImage.from_pretrained(tiny_sdxl_dir))
-    log = []
-    with recorded_calls(hires.model.unet, "base", log), recorded_calls(refiner_model.unet, "refiner", log):
-        result = hires(**SMALL, steps=4, hr_scale=1.5, denoising_strength=0.5, refiner=refiner_model,
-                       refiner_switch_at=0.8)
+    result, log = run_base_and_refiner(hires, refiner_model, **SMALL, steps=4, hr_scale=1.5,
+                                       denoising_strength=0.5, refiner_switch_at=0.8)
     # first pass, A1111's Euler 4 steps (t = 999, 666, 333, 0; 0 reaches 0.8 but the first pass is not refined);
     # hires pass: exactly 4 steps of an 8-step schedule, t = 428.1, 285.4, 142.7, 0 -> the refiner from 142.7
     assert [name for name, *_ in log] == ["base"] * 4 + ["base"] * 2 + ["refiner"] * 2
@@ -48,13 +39,12 @@ def hires(tiny_sdxl_dir):
     return HiresFix(TextToImage.from_pretrained(tiny_sdxl_dir))
 
 
-HIRES = dict(**SMALL, steps=4, hr_scale=1.5, denoising_strength=0.5, refiner_switch_at=0.8)
+HIRES = dict(**SMALL, steps=4, hr_scale=1.5,
+                                       denoising_strength=0.5, refiner_switch_at=0.8)
 
 
 def _calls(hires, refiner_model, **values):
-    log = []
-    with recorded_calls(hires.model.unet, "base", log), recorded_calls(refiner_model.unet, "refiner", log):
-        result = hires(**{**HIRES, "refiner": refiner_model, **values})
+    result, log = run_base_and_refiner(hires, refiner_model, **{**HIRES, **values})
     return result, [name for name, *_ in log]
 
 

@@ -7,29 +7,13 @@ from __future__ import annotations
 import pytest
 
 from pipelines.refiner import sample_steps_switch_index
-from .unet_spy import recorded_calls
+from .unet_spy import run_base_and_refiner
 
 SMALL = dict(prompt="a red fox", negative_prompt="blurry", width=64, height=64, seed=3, sampler="Euler")
 
 
-@pytest.fixture(scope="module")
-def refiner_model(tiny_sdxl_refiner_dir):
-    from mixkit.models.diffusion.loading import load_diffusion_model
-
-    return load_diffusion_model(tiny_sdxl_refiner_dir)
-
-
-@pytest.fixture(scope="module")
-def base_pipe(tiny_sdxl_dir):
-    from pipelines.txt2img import TextToImage
-
-    return TextToImage.from_pretrained(tiny_sdxl_dir)
-
-
 def _names(pipe, refiner_model, **values):
-    log = []
-    with recorded_calls(pipe.model.unet, "base", log), recorded_calls(refiner_model.unet, "refiner", log):
-        result = pipe(**{**SMALL, "refiner": refiner_model, **values})
+    result, log = run_base_and_refiner(pipe, refiner_model, **{**SMALL, **values})
     return result, [name for name, *_ in log]
 
 

@@ -52,3 +52,12 @@ def recorded_unet_inputs(pipe):
         yield seen
     finally:
         handle.remove()
+
+
+def run_base_and_refiner(pipe, refiner_model, **settings):
+    """Run `pipe(refiner=refiner_model, **settings)` and return (result, log): `log` holds `recorded_calls` rows, named
+    "base" for the pipeline's own UNet and "refiner" for the refiner's, in call order."""
+    log = []
+    with recorded_calls(pipe.model.unet, "base", log), recorded_calls(refiner_model.unet, "refiner", log):
+        result = pipe(**{"refiner": refiner_model, **settings})
+    return result, log

@@ -135,3 +135,22 @@ def test_a_drawn_unit_mask_on_another_module_is_the_picture_as_in_the_extension(
         resolved = with_mask_resolved(units(**fields)[0])
         drawn = np.asarray(Image.open(io.BytesIO(base64.b64decode(mask_data("black", drawn=True)))).convert("RGB"))
         assert resolved.mask is None and np.array_equal(np.asarray(resolved.image), drawn)
+
+
+def test_enabled_units_label_by_list_place_rename_old_keys_and_skip_disabled_ones():
+    from webui.api_controlnet import enabled_units
+
+    units = [{"enabled": False, "model": "off"}, {"model": "a", "guidance": 0.5}, {"model": "b", "enabled": True}]
+    assert list(enabled_units(units, "unit")) == [("unit 1", {"model": "a", "guidance_end": 0.5}),
+                                                  ("unit 2", {"model": "b", "enabled": True})]
+
+
+@pytest.mark.parametrize("units, words", [
+    ([{"model": "a"}, "canny"], "unit 1 must be an object, got str"),
+    ([{"model": "a", "weigth": 1}], "unit 0: unknown key 'weigth'"),
+])
+def test_enabled_units_refuse_a_unit_naming_its_place(units, words):
+    from webui.api_controlnet import enabled_units
+
+    with pytest.raises(ValueError, match=words):
+        list(enabled_units(units, "unit"))

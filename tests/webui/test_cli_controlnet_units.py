@@ -13,12 +13,16 @@ RUN = ["--steps", "2", "--seed", "5", "--sampler", "Euler", "--cfg", "5", "--wid
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    """A ControlNet folder with an SD 1.x ControlNet (and an SDXL one), and a control picture."""
-    from mixkit.testing.tiny_controlnet import build_tiny_controlnet
+    """A ControlNet folder with an SD 1.x ControlNet (and SDXL ones: a diffusers folder, a .ckpt), and a control
+    picture."""
+    import torch
+
+    from mixkit.testing.tiny_controlnet import build_tiny_controlnet, tiny_controlnet
 
     root = tmp_path_factory.mktemp("cli-controlnet")
     build_tiny_controlnet(root / "controlnets" / "tiny_canny", seed=1)
     build_tiny_controlnet(root / "xl" / "xl_canny", seed=1, sdxl=True)
+    torch.save(tiny_controlnet(seed=1, sdxl=True).state_dict(), root / "xl" / "xl_pickle.ckpt")  # a zip pickle
     edges = Image.new("RGB", (64, 64), "black")
     ImageDraw.Draw(edges).rectangle((16, 16, 48, 48), outline="white", width=3)
     edges.save(root / "edges.png")
@@ -156,6 +160,7 @@ def test_img2img_unit_without_a_picture_uses_the_init_image_and_a_path_names_the
     (["--controlnet", "tiny_canny:EDGES", "--cn-processor-res", "9"], "--cn-processor-res must be an integer"),
     (["--controlnet", "tiny_canny:missing.png"], "IMAGE 'missing.png' does not exist"),
     (["--controlnet", "XL:EDGES"], "ControlNet 'xl_canny' is made for SDXL-like (cross-attention width 64) models, but the checkpoint"),
+    (["--controlnet", "XLCKPT:EDGES"], "ControlNet 'xl_pickle' is made for SDXL-like (cross-attention width 64) models"),
     (["--controlnet", "EDGES"], "is not a ControlNet file (.safetensors"),
     (["--controlnet", "tiny_canny:EDGES", "--cn-mask", "SMALL"], "the mask is 32x32 but the unit's image is 64x64"),
     (["--controlnet", "tiny_canny:EDGES"] * 5, "5 ControlNet units (--controlnet-json, --controlnet and --infotext's "
@@ -164,7 +169,8 @@ def test_img2img_unit_without_a_picture_uses_the_init_image_and_a_path_names_the
 def test_bad_units_are_refused_before_the_load(tiny_sd1_dir, files, tmp_path, capsys, monkeypatch, argv, fragment):
     monkeypatch.setattr(TextToImage, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("the model loaded")))
     Image.new("L", (32, 32), 255).save(tmp_path / "small.png")
-    argv = [value.replace("EDGES", str(files / "edges.png")).replace("XL", str(files / "xl" / "xl_canny"))
+    argv = [value.replace("EDGES", str(files / "edges.png")).replace("XLCKPT", str(files / "xl" / "xl_pickle.ckpt"))
+            .replace("XL", str(files / "xl" / "xl_canny"))
             .replace("SMALL", str(tmp_path / "small.png")) for value in argv]
     assert main(["generate", "x", "--model", str(tiny_sd1_dir), *RUN, "--controlnet-dir", str(files / "controlnets"),
                  *argv, "-o", str(tmp_path / "o")]) == 2
@@ -180,3 +186,22 @@ def test_a_model_name_needs_a_controlnet_folder(files, tmp_path, capsys, monkeyp
     assert main(["img2img", str(files / "edges.png"), "--controlnet-dir", str(tmp_path / "none"),
                  "--controlnet", "tiny_canny"]) == 2
     assert "fix --controlnet-dir" in capsys.readouterr().err
+
+
+def test_a_hub_checkpoint_in_the_hub_cache_is_checked_before_the_load(files, tmp_path, capsys, monkeypatch,
+                                                                     tiny_sdxl_dir):
+    """`--model org/name`: its unet/config.json in the hub cache tells its family, with no download."""
+    import json
+
+    from mixkit.testing.tiny_hub_cache import write_hub_cache_entry
+
+    monkeypatch.setattr(TextToImage, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("the model loaded")))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    unet_config = json.loads((tiny_sdxl_dir / "unet" / "config.json").read_text())
+    write_hub_cache_entry(tmp_path / "hub", "org/tiny-xl", {"model_index.json": {}, "unet/config.json": unet_config})
+    unit = f"{files / 'controlnets' / 'tiny_canny'}:{files / 'edges.png'}"
+    assert main(["generate", "x", "--model", "org/tiny-xl", *RUN, "--controlnet", unit, "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert ("ControlNet 'tiny_canny' is made for SD-like (cross-attention width 32) models, but the checkpoint "
+            "'org/tiny-xl' is SDXL-like (cross-attention width 64)") in err
+    assert not (tmp_path / "o").exists()

@@ -9,6 +9,8 @@ from pipelines.infotext import parse_infotext
 from pipelines.img2img import ImageToImage
 from webui.cli import main
 
+from .cli_inputs import write_box_mask, write_noise_picture
+
 ARGS = ["--steps", "4", "--seed", "21"]
 
 
@@ -16,11 +18,8 @@ ARGS = ["--steps", "4", "--seed", "21"]
 def files(tmp_path_factory):
     """A 90x70 noise picture (not a multiple of 8: the default size rounds it down to 88x64) and a mask over part of it."""
     folder = tmp_path_factory.mktemp("img2img-cli")
-    rng = np.random.default_rng(0)
-    Image.fromarray(rng.integers(0, 256, (70, 90, 3), dtype=np.uint8)).save(folder / "init.png")
-    mask = Image.new("L", (90, 70), 0)
-    mask.paste(255, (50, 20, 70, 40))
-    mask.save(folder / "mask.png")
+    write_noise_picture(folder / "init.png", seed=0, width=90, height=70)
+    write_box_mask(folder / "mask.png", (90, 70), (50, 20, 70, 40))
     return folder
 
 

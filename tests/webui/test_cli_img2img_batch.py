@@ -8,6 +8,8 @@ from PIL import Image
 from pipelines.img2img import ImageToImage
 from webui.cli import main
 
+from .cli_inputs import write_box_mask
+
 RUN = ["--steps", "2", "--seed", "7", "--sampler", "Euler", "--cfg", "5"]
 
 
@@ -21,9 +23,7 @@ def folders(tmp_path):
     Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(inputs / "a.png")
     Image.fromarray(rng.integers(0, 256, (64, 72, 3), dtype=np.uint8)).save(inputs / "b.jpg")
     for name, size, box in (("a.png", (64, 64), (8, 8, 40, 40)), ("b.webp", (72, 64), (30, 10, 60, 50))):
-        mask = Image.new("L", size, 0)
-        mask.paste(255, box)
-        mask.save(masks / name)
+        write_box_mask(masks / name, size, box)
     return tmp_path
 
 

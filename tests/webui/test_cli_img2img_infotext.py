@@ -2,12 +2,13 @@
 "Send to img2img / inpaint" pastes it; what the command cannot use is named on stderr; the API's other img2img fields
 (per-axis mask blur, soft mask, latent mask, noise settings) have flags, checked before the load."""
 
-import numpy as np
 import pytest
 from PIL import Image
 
 from pipelines.img2img import ImageToImage
 from webui.cli import main
+
+from .cli_inputs import write_box_mask, write_noise_picture
 
 SIZE = ["--width", "64", "--height", "64", "--steps", "4"]
 
@@ -15,11 +16,8 @@ SIZE = ["--width", "64", "--height", "64", "--steps", "4"]
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("img2img-infotext")
-    rng = np.random.default_rng(3)
-    Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(folder / "init.png")
-    mask = Image.new("L", (64, 64), 0)
-    mask.paste(255, (16, 16, 48, 40))
-    mask.save(folder / "mask.png")
+    write_noise_picture(folder / "init.png", seed=3, width=64, height=64)
+    write_box_mask(folder / "mask.png", (64, 64), (16, 16, 48, 40))
     return folder
 
 

@@ -93,3 +93,33 @@ def test_checkpoint_family_of_single_files(single_file_checkpoints):
     broken = SimpleNamespace(source=str(single_file_checkpoints / "broken.safetensors"), title="broken")
     assert checkpoint_family(holder, sd1) == (ModelFamily(32, False), "sd1.safetensors")  # from its header
     assert checkpoint_family(holder, broken) is None  # left to the job, which reports the failed load
+
+
+def test_checkpoint_family_of_pickled_checkpoints_and_hub_ids(single_file_checkpoints, tmp_path, monkeypatch,
+                                                              tiny_sdxl_dir):
+    """A zip `.ckpt` is read (memory-mapped, weights only), a legacy pickle is not (it would be read whole before the
+    job is queued), a Hugging Face id from the hub cache only."""
+    import json
+
+    import torch
+    from safetensors.torch import load_file
+
+    from mixkit.testing.tiny_hub_cache import write_hub_cache_entry
+    from pipelines.controlnet.family import ModelFamily
+    from webui.controlnet_models import checkpoint_family
+
+    state = load_file(single_file_checkpoints / "sd1.safetensors")
+    torch.save({"state_dict": state}, tmp_path / "sd1.ckpt")
+    torch.save({"state_dict": state}, tmp_path / "legacy.ckpt", _use_new_zipfile_serialization=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    unet_config = json.loads((tiny_sdxl_dir / "unet" / "config.json").read_text())
+    write_hub_cache_entry(tmp_path / "hub", "org/tiny-xl", {"unet/config.json": unet_config})
+    holder = SimpleNamespace(entry=None, loaded=False, loaded_model=lambda: None)
+
+    def family(source):
+        return checkpoint_family(holder, SimpleNamespace(source=source, title="t"))
+
+    assert family(str(tmp_path / "sd1.ckpt")) == (ModelFamily(32, False), "t")
+    assert family(str(tmp_path / "legacy.ckpt")) is None  # left to the job's check
+    assert family("org/tiny-xl") == (ModelFamily(64, True), "t")
+    assert family("org/not-downloaded") is None

@@ -20,7 +20,7 @@ class Base64Picture(str):
 
 def json_units(path: str) -> list[dict]:
     """The enabled units of the file, as `--controlnet` collects them: {"flag": label, "fields": API unit keys}."""
-    from webui.api_controlnet import _given, canonical_unit_keys, unit_picture
+    from webui.api_controlnet import _given, enabled_units, unit_picture
 
     file = Path(path).expanduser()
     if not file.is_file():
@@ -31,13 +31,7 @@ def json_units(path: str) -> list[dict]:
         raise ValueError(f"--controlnet-json {path}: not a JSON file ({error})") from None
     units = _units_list(data, path)
     collected = []
-    for index, unit in enumerate(units):
-        label = f"--controlnet-json unit {index}"
-        if not isinstance(unit, dict):
-            raise ValueError(f"{label} must be an object, got {type(unit).__name__}")
-        unit = canonical_unit_keys(label, unit)
-        if not unit.get("enabled", True):
-            continue
+    for label, unit in enabled_units(units, "--controlnet-json unit"):
         image, mask, _ = unit_picture(label, unit)
         fields = {key: value for key, value in unit.items()
                   if key not in ("image", "mask", "enabled", "low_vram", "save_detected_map") and _given(value)}

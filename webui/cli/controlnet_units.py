@@ -172,15 +172,15 @@ def controlnet_specs(args: argparse.Namespace, written: dict | None, img2img: bo
 
 def check_unit_families(specs: list, catalog: ControlNetCatalog, model_source: str) -> None:
     """Refuse, before the checkpoint loads, a unit whose ControlNet is made for another model family than the
-    checkpoint, when both can be read from disk (the pipeline's own check runs after the load for the rest)."""
+    checkpoint, when both can be read without loading them (`read_family`; the pipeline's own check runs after the
+    load for the rest)."""
     from mixkit.io.sources import shipped_tiny_model
     from pipelines.controlnet.family import check_same_family, read_family
 
-    path = shipped_tiny_model(model_source) or Path(model_source).expanduser()
-    if not path.exists():  # a hub id: read after the download, by the pipeline's check
+    if not specs:
         return
-    try:
-        family = read_family(path, read_pickles=False)
+    try:  # a hub id is read from the hub cache only; one not downloaded yet is left to the pipeline's check
+        family = read_family(shipped_tiny_model(model_source) or str(model_source), whole_pickles=False)
     except (ValueError, OSError):
         return
     if family is None:

@@ -182,18 +182,11 @@ def run(args: argparse.Namespace) -> int:
             check_hires_params(params, GenerationLimits(), 8)  # SD's VAE grid; the pipeline checks the model's
 
     output, output_is_file = check_before_load(args, params, check)
-    if specs:
-        from webui.cli.controlnet_units import check_unit_families
+    from webui.cli.controlnet_units import check_unit_families
 
-        check_unit_families(specs, catalog, args.model)
-
-    def after_load(pipe) -> None:
-        if infotext_keys is not None:
-            from webui.cli.generate_infotext import warn_about_model
-
-            warn_about_model(pipe, infotext_keys, vae_given=args.vae is not None)
-
-    pipe, params = load_pipeline(args, TextToImage, params, check, lambda model: (model.native_size,) * 2, after_load)
+    check_unit_families(specs, catalog, args.model)
+    pipe, params = load_pipeline(args, TextToImage, params, check, lambda model: (model.native_size,) * 2,
+                                 infotext_keys)
     if specs:
         from dataclasses import replace
 
@@ -257,10 +250,11 @@ def check_before_load(args: argparse.Namespace, params, check) -> tuple[Path, bo
     return output_target(args.output)
 
 
-def load_pipeline(args: argparse.Namespace, pipeline_class, params, check, default_size, after_load=None):
+def load_pipeline(args: argparse.Namespace, pipeline_class, params, check, default_size, infotext_keys=None):
     """(pipeline, params): the model loaded as `pipeline_class`, the flags left out filled with the model's
     recommended steps/CFG/sampler/clip skip and `default_size(model)` (width, height), each change checked with
-    `check`; then --preset/--backend/--vae-tiling and the approximations installed, with their one-line notes."""
+    `check`; then --preset/--backend/--vae-tiling and the approximations installed, with their one-line notes.
+    `infotext_keys` (an --infotext's own keys): what the loaded model cannot reproduce of it is warned about."""
     from dataclasses import replace
 
     from pipelines.base import recommended_for
@@ -270,8 +264,10 @@ def load_pipeline(args: argparse.Namespace, pipeline_class, params, check, defau
                                           embeddings_dir=args.embeddings_dir, vae=args.vae, config_dir=args.config_dir,
                                           **load_options_for(args.preset, args.device, args.backend))
     print(f"Loaded {pipe.model.description} from {args.model}", file=sys.stderr)
-    if after_load is not None:
-        after_load(pipe)
+    if infotext_keys is not None:
+        from webui.cli.generate_infotext import warn_about_model
+
+        warn_about_model(pipe, infotext_keys, vae_given=args.vae is not None)
     chosen = {"steps": args.steps, "cfg_scale": args.cfg, "sampler": args.sampler,  # None: the model's, else A1111's
               "clip_skip": args.clip_skip}
     recommended = {k: v for k, v in recommended_for(pipe.model, type(params)).items() if chosen[k] is None}

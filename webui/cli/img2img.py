@@ -124,19 +124,11 @@ def run(args: argparse.Namespace) -> int:
         check_img2img_params(params, limits, grid)
 
     output, output_is_file = check_before_load(args, params, check)
-    if specs:
-        from webui.cli.controlnet_units import check_unit_families
+    from webui.cli.controlnet_units import check_unit_families
 
-        check_unit_families(specs, catalog, args.model)
-
-    def after_load(pipe) -> None:
-        if infotext_keys is not None:
-            from webui.cli.generate_infotext import warn_about_model
-
-            warn_about_model(pipe, infotext_keys, vae_given=args.vae is not None)
-
+    check_unit_families(specs, catalog, args.model)
     pipe, params = load_pipeline(args, ImageToImage, params, check,
-                                 lambda model: init_image_size(image, model.vae_scale_factor), after_load)
+                                 lambda model: init_image_size(image, model.vae_scale_factor), infotext_keys)
     if specs:
         pipe, params = with_controlnets(pipe, params, specs, catalog)
     return generate_and_save(pipe, params, output, output_is_file)

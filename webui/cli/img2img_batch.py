@@ -256,20 +256,13 @@ def run_batch(args: argparse.Namespace, infotext_keys: dict | None) -> int:
         first = first or params
     args.output = str(Path(args.output_dir or args.output)) + "/"  # a folder, proven writable by check_before_load
     output, _ = check_before_load(args, first, check)
-    if specs:
-        check_unit_families(specs, catalog, args.model)
+    check_unit_families(specs, catalog, args.model)
 
     # 2. One model for the whole batch; the flags it left out take the model's recommended settings, as one run's do
-    def after_load(pipe) -> None:
-        if infotext_keys is not None:
-            from webui.cli.generate_infotext import warn_about_model
-
-            warn_about_model(pipe, infotext_keys, vae_given=args.vae is not None)
-
     first_image = first.init_images[0]
     without_info = replace(first, **{name: getattr(base, name) for name in inputs[0].settings})
     pipe, loaded = load_pipeline(args, ImageToImage, without_info, check,
-                                 lambda model: init_image_size(first_image, model.vae_scale_factor), after_load)
+                                 lambda model: init_image_size(first_image, model.vae_scale_factor), infotext_keys)
     base = replace(base, **{name: getattr(loaded, name) for name in ("steps", "cfg_scale", "sampler", "clip_skip")})
     if specs:
         pipe, base = with_controlnets(pipe, base, specs, catalog)

@@ -98,3 +98,13 @@ def test_registered_as_a1111_lists_it():
     item = {item["name"]: item for item in list_samplers()}["DPM adaptive"]
     assert item["aliases"] == ["k_dpm_ad"]
     assert item["options"]["uses_ensd"] is True and "scheduler" not in item["options"]
+
+
+def test_only_dpm_adaptive_decides_its_model_calls_as_it_walks():
+    from pipelines.samplers import SAMPLERS
+    from pipelines.samplers.dpm_adaptive import calls_depend_on_the_sample
+    from pipelines.samplers.factory import scheduler_class_of
+
+    names = [item["name"] for item in list_samplers()]
+    walking = {name for name in names if calls_depend_on_the_sample(scheduler_class_of(SAMPLERS.get(name)))}
+    assert "Euler" in names and walking == {"DPM adaptive"}
