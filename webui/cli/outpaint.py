@@ -134,14 +134,8 @@ def run(args: argparse.Namespace) -> int:
     def check(params: Img2ImgParams) -> None:
         check_img2img_params(params, limits, grid)
 
-    def after_load(pipe) -> None:
-        if infotext_keys is not None:
-            from webui.cli.generate_infotext import warn_about_model
-
-            warn_about_model(pipe, infotext_keys, vae_given=args.vae is not None)
-
     output, output_is_file = check_before_load(args, params, check)
-    pipe, params = load_pipeline(args, ImageToImage, params, check, lambda model: (width, height), after_load)
+    pipe, params = load_pipeline(args, ImageToImage, params, check, lambda model: (width, height), infotext_keys)
     return generate_and_save(Outpainter(pipe, sides, mask_blur, mk2), params, output, output_is_file)
 
 
