@@ -89,6 +89,7 @@ class ModelUpscaler:
                  limits: UpscaleLimits | None = None) -> None:
         import torch
 
+        from mixkit.models.upscalers.layouts import ARCHITECTURES
         from mixkit.models.upscalers.loading import read_upscaler_weights
 
         check_tiling(tile_size, tile_overlap)
@@ -103,7 +104,7 @@ class ModelUpscaler:
         self.limits = limits or UpscaleLimits()
         self.layout, self.config, _ = read_upscaler_weights(self.path)
         self.scale = self.config.scale
-        self.architecture = "SRVGG" if self.layout == "srvgg" else "ESRGAN"
+        self.architecture = ARCHITECTURES[self.layout]
 
     def __repr__(self) -> str:
         return f"ModelUpscaler({self.name!r}, {self.architecture} x{self.scale}, {str(self.path)!r})"

@@ -1,0 +1,268 @@
+"""SwinIR (Liang et al. 2021, "SwinIR: Image Restoration Using Swin Transformer"): a convolution, residual groups
+of shifted-window transformer blocks, then one of four reconstruction heads.
+
+The module and parameter names are those of the official `network_swinir.py` (`layers.N.residual_group.blocks.M
+.attn.qkv`, `conv_after_body`, `conv_before_upsample.0`, `upsample.K`, `conv_up1` ...), so released files
+(classical SR x2/x3/x4/x8, lightweight SR, Real-SwinIR M/L, denoising) load key for key. The shift masks and the
+relative-position index are computed for each input size here; the copies the original stores in its files (sized
+for its training patch) are ignored by `swinir_layout`. Inputs of any size are mirror-padded to whole windows and
+the output cropped back, as the official test script does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from mixkit.attention import attention
+
+UPSAMPLERS = ("pixelshuffle", "pixelshuffledirect", "nearest+conv", "")
+RESI_CONNECTIONS = ("1conv", "3conv")
+RGB_MEAN = (0.4488, 0.4371, 0.4040)  # DIV2K's mean, subtracted by every released RGB SwinIR
+SHIFT_MASK_VALUE = -100.0  # the original's score for token pairs from different regions of a shifted window
+
+
+@dataclass(frozen=True)
+class SwinIRConfig:
+    in_channels: int = 3
+    out_channels: int = 3
+    embed_dim: int = 180
+    depths: tuple[int, ...] = (6, 6, 6, 6, 6, 6)
+    num_heads: tuple[int, ...] = (6, 6, 6, 6, 6, 6)
+    window_size: int = 8
+    mlp_ratio: float = 2.0
+    qkv_bias: bool = True
+    patch_norm: bool = True
+    upsampler: str = "pixelshuffle"  # one of UPSAMPLERS; "" = same-size restoration (denoising, JPEG)
+    upscale: int = 4
+    resi_connection: str = "1conv"
+    num_feat: int = 64  # the reconstruction head's channels (pixelshuffle, nearest+conv)
+    img_range: float = 1.0  # not stored in files; every released model uses 1.0
+
+    @property
+    def scale(self) -> int:
+        return self.upscale
+
+    def __post_init__(self) -> None:
+        if self.upsampler not in UPSAMPLERS:
+            raise ValueError(f"SwinIR upsampler must be one of {UPSAMPLERS}, got {self.upsampler!r}.")
+        if self.resi_connection not in RESI_CONNECTIONS:
+            raise ValueError(f"SwinIR resi_connection must be one of {RESI_CONNECTIONS}, got {self.resi_connection!r}.")
+        if len(self.depths) != len(self.num_heads) or not self.depths:
+            raise ValueError(f"SwinIR needs one head count per layer: depths {self.depths}, num_heads {self.num_heads}.")
+        if any(self.embed_dim % heads for heads in self.num_heads):
+            raise ValueError(f"embed_dim {self.embed_dim} is not divisible by every head count {self.num_heads}.")
+        valid_scale = {"pixelshuffle": self.upscale == 3 or (self.upscale >= 2 and not self.upscale & (self.upscale - 1)),
+                       "pixelshuffledirect": self.upscale >= 1, "nearest+conv": self.upscale in (2, 4),
+                       "": self.upscale == 1}[self.upsampler]
+        if not valid_scale:
+            raise ValueError(f"SwinIR upsampler {self.upsampler!r} cannot upscale x{self.upscale} (pixelshuffle: 2^n or "
+                             "3; nearest+conv: 2 or 4; no upsampler: 1).")
+
+
+def _conv_block(dim: int, resi_connection: str) -> nn.Module:
+    """The convolution closing a residual group: one 3x3, or '3conv' (3x3 to dim/4, 1x1, 3x3 back) to save weights."""
+    if resi_connection == "1conv":
+        return nn.Conv2d(dim, dim, 3, 1, 1)
+    quarter = dim // 4
+    return nn.Sequential(nn.Conv2d(dim, quarter, 3, 1, 1), nn.LeakyReLU(0.2), nn.Conv2d(quarter, quarter, 1, 1, 0),
+                         nn.LeakyReLU(0.2), nn.Conv2d(quarter, dim, 3, 1, 1))
+
+
+def _windows(x: torch.Tensor, size: int) -> torch.Tensor:
+    """(B, H, W, C) -> (B, windows, size*size, C), windows in row-major order."""
+    b, h, w, c = x.shape
+    x = x.view(b, h // size, size, w // size, size, c).permute(0, 1, 3, 2, 4, 5)
+    return x.reshape(b, (h // size) * (w // size), size * size, c)
+
+
+def _unwindows(windows: torch.Tensor, size: int, h: int, w: int) -> torch.Tensor:
+    b, _, _, c = windows.shape
+    x = windows.view(b, h // size, w // size, size, size, c).permute(0, 1, 3, 2, 4, 5)
+    return x.reshape(b, h, w, c)
+
+
+def shift_mask(h: int, w: int, size: int, shift: int, device=None) -> torch.Tensor:
+    """(windows, N, N) scores that stop a rolled window's tokens from attending across the wrap-around seam:
+    0 within one region, SHIFT_MASK_VALUE between regions (the last window row/column holds up to 3 regions)."""
+    def regions(length: int) -> torch.Tensor:
+        ids = torch.zeros(length, device=device)
+        ids[length - size:length - shift] = 1
+        ids[length - shift:] = 2
+        return ids
+
+    label = (regions(h)[:, None] * 3 + regions(w)[None, :])[None, :, :, None]
+    label = _windows(label, size)[..., 0]  # (1, windows, N)
+    differ = label[0, :, :, None] != label[0, :, None, :]
+    return torch.zeros(differ.shape, device=device).masked_fill_(differ, SHIFT_MASK_VALUE)
+
+
+class WindowAttention(nn.Module):
+    """Multi-head self-attention inside each window, with a learned bias per relative offset and head."""
+
+    def __init__(self, dim: int, window_size: int, num_heads: int, qkv_bias: bool) -> None:
+        super().__init__()
+        self.num_heads, self.window_size = num_heads, window_size
+        span = 2 * window_size - 1
+        self.relative_position_bias_table = nn.Parameter(nn.init.trunc_normal_(torch.empty(span * span, num_heads), std=0.02))
+        coords = torch.stack(torch.meshgrid(torch.arange(window_size), torch.arange(window_size), indexing="ij"))
+        offsets = coords.flatten(1)[:, :, None] - coords.flatten(1)[:, None, :] + (window_size - 1)
+        # non-persistent: the original stores it, but it only depends on window_size
+        self.register_buffer("relative_position_index", offsets[0] * span + offsets[1], persistent=False)
+        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
+        self.proj = nn.Linear(dim, dim)
+
+    def position_bias(self) -> torch.Tensor:
+        n = self.window_size ** 2
+        return self.relative_position_bias_table[self.relative_position_index.view(-1)].view(n, n, -1).permute(2, 0, 1)
+
+    def forward(self, windows: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """windows (B, W, N, C); mask (W, N, N) or None -> (B, W, N, C)."""
+        b, count, n, c = windows.shape
+        heads = self.num_heads
+        q, k, v = self.qkv(windows).view(b, count, n, 3, heads, c // heads).permute(3, 0, 1, 4, 2, 5).unbind(0)
+        bias = self.position_bias().to(q.dtype)  # (heads, N, N)
+        if mask is None:  # one bias for every window: batch the windows
+            shape, scores_bias = (b * count, heads, n, c // heads), bias
+        else:  # a mask per window: windows x heads as the head axis, the batch broadcast
+            shape, scores_bias = (b, count * heads, n, c // heads), (mask.to(q.dtype)[:, None] + bias).flatten(0, 1)
+        out = attention(q.reshape(shape), k.reshape(shape), v.reshape(shape), attn_mask=scores_bias)
+        return self.proj(out.view(b, count, heads, n, c // heads).transpose(2, 3).reshape(b, count, n, c))
+
+
+class Mlp(nn.Module):
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(dim, hidden), nn.Linear(hidden, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class SwinBlock(nn.Module):
+    """Pre-norm window attention and MLP; odd blocks roll the image by half a window first (shifted windows)."""
+
+    def __init__(self, dim: int, num_heads: int, window_size: int, shifted: bool, config: SwinIRConfig) -> None:
+        super().__init__()
+        self.window_size, self.shift = window_size, window_size // 2 if shifted else 0
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = WindowAttention(dim, window_size, num_heads, config.qkv_bias)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = Mlp(dim, round(dim * config.mlp_ratio))  # round: a ratio read from a file may be 1.999...
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """x (B, H, W, C) with H, W whole windows; `mask` is used by shifted blocks only."""
+        h, w = x.shape[1:3]
+        y = self.norm1(x)
+        if self.shift:
+            y = torch.roll(y, (-self.shift, -self.shift), dims=(1, 2))
+        y = _unwindows(self.attn(_windows(y, self.window_size), mask if self.shift else None), self.window_size, h, w)
+        if self.shift:
+            y = torch.roll(y, (self.shift, self.shift), dims=(1, 2))
+        x = x + y
+        return x + self.mlp(self.norm2(x))
+
+
+class ResidualGroup(nn.Module):
+    """Transformer blocks, a convolution, and a skip around both (the paper's RSTB)."""
+
+    def __init__(self, config: SwinIRConfig, depth: int, num_heads: int) -> None:
+        super().__init__()
+        self.residual_group = nn.Module()  # the original nests the blocks one level deeper; kept for its key names
+        self.residual_group.blocks = nn.ModuleList(
+            SwinBlock(config.embed_dim, num_heads, config.window_size, index % 2 == 1, config) for index in range(depth))
+        self.conv = _conv_block(config.embed_dim, config.resi_connection)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        y = x
+        for block in self.residual_group.blocks:
+            y = block(y, mask)
+        return x + self.conv(y.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+
+
+def mirror_pad(x: torch.Tensor, pad_h: int, pad_w: int) -> torch.Tensor:
+    """Extend the bottom and right edges by their mirror image (edge pixel repeated, as the official test script's
+    flip-and-concatenate); an image smaller than its pad is mirrored again until it is large enough."""
+    for dim, pad in ((2, pad_h), (3, pad_w)):
+        target = x.shape[dim] + pad
+        while x.shape[dim] < target:
+            x = torch.cat([x, torch.flip(x, [dim])], dim)
+        x = x.narrow(dim, 0, target)
+    return x
+
+
+class SwinIR(nn.Module):
+    """RGB in [0, 1] -> RGB in [0, 1] at `config.scale` times the size, any input size."""
+
+    architecture = "SwinIR"
+
+    def __init__(self, config: SwinIRConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.scale = config.scale
+        dim, feat, out = config.embed_dim, config.num_feat, config.out_channels
+        mean = RGB_MEAN if config.in_channels == 3 else (0.0,) * config.in_channels
+        self.register_buffer("mean", torch.tensor(mean).view(1, -1, 1, 1), persistent=False)
+        self.conv_first = nn.Conv2d(config.in_channels, dim, 3, 1, 1)
+        if config.patch_norm:
+            self.patch_embed = nn.Module()
+            self.patch_embed.norm = nn.LayerNorm(dim)
+        self.layers = nn.ModuleList(ResidualGroup(config, depth, heads)
+                                    for depth, heads in zip(config.depths, config.num_heads))
+        self.norm = nn.LayerNorm(dim)
+        self.conv_after_body = _conv_block(dim, config.resi_connection)
+        if config.upsampler in ("pixelshuffle", "nearest+conv"):
+            self.conv_before_upsample = nn.Sequential(nn.Conv2d(dim, feat, 3, 1, 1), nn.LeakyReLU())
+        if config.upsampler == "pixelshuffle":
+            steps = [3] if config.upscale == 3 else [2] * (config.upscale.bit_length() - 1)
+            self.upsample = nn.Sequential(*(layer for step in steps
+                                            for layer in (nn.Conv2d(feat, step * step * feat, 3, 1, 1), nn.PixelShuffle(step))))
+            self.conv_last = nn.Conv2d(feat, out, 3, 1, 1)
+        elif config.upsampler == "pixelshuffledirect":
+            self.upsample = nn.Sequential(nn.Conv2d(dim, config.upscale ** 2 * out, 3, 1, 1), nn.PixelShuffle(config.upscale))
+        elif config.upsampler == "nearest+conv":
+            self.conv_up1 = nn.Conv2d(feat, feat, 3, 1, 1)
+            if config.upscale == 4:
+                self.conv_up2 = nn.Conv2d(feat, feat, 3, 1, 1)
+            self.conv_hr = nn.Conv2d(feat, feat, 3, 1, 1)
+            self.conv_last = nn.Conv2d(feat, out, 3, 1, 1)
+        else:
+            self.conv_last = nn.Conv2d(dim, out, 3, 1, 1)
+
+    def deep_features(self, x: torch.Tensor) -> torch.Tensor:
+        """The residual groups on (B, C, H, W) features whose sides are whole windows."""
+        h, w = x.shape[-2:]
+        size = self.config.window_size
+        mask = shift_mask(h, w, size, size // 2, device=x.device)
+        tokens = x.permute(0, 2, 3, 1)
+        if self.config.patch_norm:
+            tokens = self.patch_embed.norm(tokens)
+        for layer in self.layers:
+            tokens = layer(tokens, mask)
+        return self.norm(tokens).permute(0, 3, 1, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        height, width = x.shape[-2:]
+        size = self.config.window_size
+        x = mirror_pad(x, -height % size, -width % size)
+        x = (x - self.mean.to(x.dtype)) * self.config.img_range
+        first = self.conv_first(x)
+        features = self.conv_after_body(self.deep_features(first)) + first
+        upsampler = self.config.upsampler
+        if upsampler == "pixelshuffle":
+            out = self.conv_last(self.upsample(self.conv_before_upsample(features)))
+        elif upsampler == "pixelshuffledirect":
+            out = self.upsample(features)
+        elif upsampler == "nearest+conv":
+            out = self.conv_before_upsample(features)
+            for conv in (self.conv_up1, getattr(self, "conv_up2", None)):
+                if conv is not None:
+                    out = F.leaky_relu(conv(F.interpolate(out, scale_factor=2, mode="nearest")), 0.2)
+            out = self.conv_last(F.leaky_relu(self.conv_hr(out), 0.2))
+        else:
+            out = x + self.conv_last(features)
+        out = out / self.config.img_range + self.mean.to(out.dtype)
+        return out[..., :height * self.scale, :width * self.scale]
