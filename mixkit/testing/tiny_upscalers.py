@@ -44,10 +44,10 @@ def save_upscaler(model, path: str | Path, layout: str, *, wrapper: str | None =
     return path
 
 
-def with_swinir_buffers(state: dict, train_size: int = 16) -> dict:
+def with_swinir_buffers(state: dict, train_size: int | None = None) -> dict:
     """`state` plus what the official network_swinir.py also writes to its files: every block's
     `attn.relative_position_index` and each shifted block's `attn_mask`, sized for its training patch
-    (`train_size` pixels, 64 in the released models)."""
+    (`train_size` pixels, 64 in the released models; default 4 windows)."""
     import re
 
     import torch
@@ -64,5 +64,6 @@ def with_swinir_buffers(state: dict, train_size: int = 16) -> dict:
         offsets = grid[:, :, None] - grid[:, None, :] + window - 1
         out[match.group(1) + "attn.relative_position_index"] = offsets[0] * (2 * window - 1) + offsets[1]
         if int(match.group(2)) % 2:
-            out[match.group(1) + "attn_mask"] = shift_mask(train_size, train_size, window, window // 2)
+            side = train_size or 4 * window
+            out[match.group(1) + "attn_mask"] = shift_mask(side, side, window, window // 2)
     return out

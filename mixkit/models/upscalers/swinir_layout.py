@@ -58,7 +58,7 @@ def swinir_to_module(state: dict[str, torch.Tensor]) -> tuple[SwinIRConfig, dict
         if match:
             blocks.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
     if sorted(blocks) != list(range(len(blocks))) or any(sorted(b) != list(range(len(b))) for b in blocks.values()):
-        raise SwinIRLayoutError(f"its layers/blocks are not numbered 0, 1, 2 ...: {sorted(blocks)}")
+        raise SwinIRLayoutError(f"a SwinIR whose layers/blocks are not numbered 0, 1, 2 ...: {sorted(blocks)}")
     depths = tuple(len(blocks[index]) for index in range(len(blocks)))
     tables = [_required(weights, f"layers.{index}.residual_group.blocks.0.attn.relative_position_bias_table")
               for index in range(len(depths))]
@@ -76,7 +76,7 @@ def swinir_to_module(state: dict[str, torch.Tensor]) -> tuple[SwinIRConfig, dict
     except ValueError as error:
         raise SwinIRLayoutError(f"a SwinIR whose shapes do not make a network: {error}") from None
     if any(table.shape[0] != tables[0].shape[0] for table in tables):
-        raise SwinIRLayoutError("its layers have different window sizes")
+        raise SwinIRLayoutError("a SwinIR whose layers have different window sizes")
     if in_channels != 3 or out_channels != 3:
         raise SwinIRLayoutError(f"a SwinIR of {in_channels} input / {out_channels} output channels (grayscale "
                                 "denoising); only RGB models upscale images")
@@ -92,7 +92,7 @@ def _required(weights: dict[str, torch.Tensor], key: str) -> torch.Tensor:
 def _window_size(rows: int) -> int:
     span = math.isqrt(rows)
     if span * span != rows or span % 2 == 0:
-        raise SwinIRLayoutError(f"its relative position bias table has {rows} rows, not (2 * window - 1) ** 2")
+        raise SwinIRLayoutError(f"a SwinIR whose relative position bias table has {rows} rows, not (2 * window - 1) ** 2")
     return (span + 1) // 2
 
 
@@ -110,7 +110,7 @@ def _reconstruction(weights: dict[str, torch.Tensor], embed_dim: int) -> tuple[s
         if width == 9 and len(ups) == 1:
             return "pixelshuffle", 3, last.shape[1], last.shape[0]
         if width != 4:
-            raise SwinIRLayoutError(f"its upsample convolutions widen {width}x, not 4x (x2 steps) or 9x (x3)")
+            raise SwinIRLayoutError(f"a SwinIR whose upsample convolutions widen {width}x, not 4x (x2 steps) or 9x (x3)")
         return "pixelshuffle", 2 ** len(ups), last.shape[1], last.shape[0]
     if ups:
         outputs = weights["upsample.0.weight"].shape[0]
@@ -118,9 +118,9 @@ def _reconstruction(weights: dict[str, torch.Tensor], embed_dim: int) -> tuple[s
             scale = math.isqrt(outputs // channels)
             if scale * scale * channels == outputs:
                 return "pixelshuffledirect", scale, SwinIRConfig.num_feat, channels
-        raise SwinIRLayoutError(f"its upsample.0 has {outputs} outputs, not channels x a square scale")
+        raise SwinIRLayoutError(f"a SwinIR whose upsample.0 has {outputs} outputs, not channels x a square scale")
     last = _required(weights, "conv_last.weight")
     if last.shape[1] != embed_dim:
-        raise SwinIRLayoutError(f"conv_last takes {last.shape[1]} channels; without an upsampler it takes embed_dim "
+        raise SwinIRLayoutError(f"a SwinIR whose conv_last takes {last.shape[1]} channels; without an upsampler it takes embed_dim "
                                 f"{embed_dim}")
     return "", 1, SwinIRConfig.num_feat, last.shape[0]

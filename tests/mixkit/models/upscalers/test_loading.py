@@ -72,9 +72,11 @@ def test_srvgg_output_is_the_nearest_upsampled_input_plus_a_learned_residual():
 
 
 def test_unknown_layout_is_refused_naming_the_file_and_the_layouts(tmp_path):
-    path = tmp_path / "swinir.pth"
-    torch.save({"layers.0.weight": torch.zeros(3, 3)}, path)
-    with pytest.raises(CheckpointFormatError, match=r"swinir\.pth.*not a known upscaler layout.*ESRGAN.*BasicSR.*SRVGG"):
+    path = tmp_path / "4x-DAT.pth"  # DAT's keys (conv_first, layers.N.blocks.M ...) are none of the supported ones
+    torch.save({"conv_first.weight": torch.zeros(8, 3, 3, 3), "layers.0.blocks.0.attn.qkv.weight": torch.zeros(3, 3)},
+               path)
+    with pytest.raises(CheckpointFormatError,
+                       match=r"4x-DAT\.pth.*not a known upscaler layout.*ESRGAN.*BasicSR.*SRVGG.*SwinIR"):
         load_upscaler(path)
 
 
