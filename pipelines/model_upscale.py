@@ -1,7 +1,7 @@
-"""Model upscalers (ESRGAN / Real-ESRGAN / SRVGG files) as pixel upscalers, run the way A1111 runs them.
+"""Model upscalers (ESRGAN / Real-ESRGAN / SRVGG / SwinIR files) as pixel upscalers, run the way A1111 runs them.
 
-A1111 names each file of `models/ESRGAN` by its stem ("4x-UltraSharp"), Real-ESRGAN's release files by its own names
-("R-ESRGAN 4x+" for RealESRGAN_x4plus.pth), and upscales by
+A1111 names each file of `models/ESRGAN` (or `models/SwinIR`) by its stem ("4x-UltraSharp"), Real-ESRGAN's release
+files by its own names ("R-ESRGAN 4x+" for RealESRGAN_x4plus.pth), its SwinIR download "SwinIR 4x", and upscales by
 `scale` as its `Upscaler.upscale` does: run the network (at most 3 times, until the image covers the target), then
 Lanczos-resize to the target. Each run is tiled as A1111's `upscale_with_model` (`ESRGAN_tile` 192 input pixels,
 `ESRGAN_tile_overlap` 8; 0 = one piece) so a large image fits in memory. One network stays loaded at a time: the
@@ -31,12 +31,17 @@ A1111_REALESRGAN_NAMES = {
     "realesr-animevideov3": "R-ESRGAN AnimeVideo", "RealESRGAN_x4plus": "R-ESRGAN 4x+",
     "RealESRGAN_x4plus_anime_6B": "R-ESRGAN 4x+ Anime6B", "RealESRGAN_x2plus": "R-ESRGAN 2x+",
 }
+# A1111's SwinIR entry "SwinIR 4x" is its download of Real-SwinIR-L x4 (003_realSR_BSRGAN_DFOWMFC_s64w8_SwinIR-L_x4_GAN),
+# saved as models/SwinIR/SwinIR_4x.pth
+A1111_SWINIR_NAMES = {"SwinIR_4x": "SwinIR 4x"}
+A1111_RELEASE_NAMES = {**A1111_REALESRGAN_NAMES, **A1111_SWINIR_NAMES}
 
 
 def upscaler_name(path: str | os.PathLike) -> str:
-    """The name A1111 shows for an upscaler file: its Real-ESRGAN name for a release file, else the file stem."""
+    """The name A1111 shows for an upscaler file: its name for a Real-ESRGAN release file or its SwinIR download, else
+    the file stem."""
     stem = Path(path).stem
-    return A1111_REALESRGAN_NAMES.get(stem, stem)
+    return A1111_RELEASE_NAMES.get(stem, stem)
 
 
 def check_tiling(tile_size: Any, tile_overlap: Any) -> None:

@@ -152,6 +152,22 @@ def test_a_model_file_from_esrgan_models_path_upscales_by_its_name(sources, tmp_
     assert saved.text["postprocessing"] == "Postprocess upscale by: 2.0, Postprocess upscaler: 4x-UltraSharp"
 
 
+def test_a_swinir_file_from_swinir_models_path_upscales_by_a1111s_name(sources, tmp_path, capsys, registry_restored):
+    from mixkit.testing.tiny_upscalers import TINY_SWINIR, save_upscaler, tiny_upscaler
+    from pipelines.model_upscale import ModelUpscaler
+
+    models = tmp_path / "SwinIR"
+    models.mkdir()
+    model_file = save_upscaler(tiny_upscaler(TINY_SWINIR, seed=4), models / "SwinIR_4x.pth", "swinir",
+                               wrapper="params_ema")
+    [path] = extras(capsys, str(sources / "dog.jpg"), "--swinir-models-path", str(models), "--upscaler", "SwinIR 4x",
+                    "--scale", "2", "--esrgan-tile", "0", "-o", str(tmp_path / "o"))
+    saved = Image.open(path)
+    expected = upscale_image(load_image(sources / "dog.jpg"), 2.0, upscaler=ModelUpscaler(model_file, tile_size=0))
+    assert saved.size == (96, 80) and saved.convert("RGB").tobytes() == expected.tobytes()
+    assert saved.text["postprocessing"] == "Postprocess upscale by: 2.0, Postprocess upscaler: SwinIR 4x"
+
+
 def test_bad_tiling_flags_name_the_flag(sources, tmp_path, capsys):
     assert main(["extras", str(sources), "--esrgan-tile", "16", "--esrgan-tile-overlap", "8", "-o",
                  str(tmp_path / "o")]) == 2
