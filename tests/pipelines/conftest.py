@@ -27,3 +27,16 @@ def inpaint_pipe(tmp_path_factory):
 
 
 SMALL = dict(width=64, height=64, steps=4)
+
+
+@pytest.fixture
+def registered():
+    """`register_model_upscalers` into the global registry for one test; what it added is removed afterwards."""
+    from pipelines.model_upscale import LOADED, register_model_upscalers
+    from pipelines.upscale import UPSCALERS
+
+    before = set(UPSCALERS.names())
+    yield register_model_upscalers
+    for name in set(UPSCALERS.names()) - before:
+        UPSCALERS.unregister(name)
+    LOADED.clear()

@@ -8,7 +8,7 @@ from PIL import Image
 from mixkit.testing.tiny_upscalers import TINY_SWINIR, save_upscaler, tiny_upscaler
 from pipelines.model_upscale import LOADED, ModelUpscaler, upscaler_listing
 from pipelines.upscale import UPSCALERS, upscale_image
-from tests.pipelines.test_model_upscale import random_image, registered, run_network  # noqa: F401 (fixture)
+from tests.pipelines.test_model_upscale import random_image, run_network
 
 
 def test_swinir_files_register_under_a1111s_names_and_upscale_at_their_native_scale(tmp_path, registered):
