@@ -6,7 +6,7 @@ The module and parameter names are those of the official `network_swinir.py` (`l
 (classical SR x2/x3/x4/x8, lightweight SR, Real-SwinIR M/L, denoising) load key for key. The shift masks and the
 relative-position index are computed for each input size here; the copies the original stores in its files (sized
 for its training patch) are ignored by `swinir_layout`. Inputs of any size are mirror-padded to whole windows and
-the output cropped back, as the official test script does.
+the output cropped back, by the official test script's rule (`window_padding`), which A1111 copies.
 """
 
 from __future__ import annotations
@@ -183,6 +183,13 @@ class ResidualGroup(nn.Module):
         return x + self.conv(y.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
 
 
+def window_padding(side: int, window: int) -> int:
+    """Pixels added to a side before the network: up to the next whole window, and a full window more when the side
+    is already whole windows. This is the official main_test_swinir.py rule (and A1111's), so outputs near the
+    bottom and right edges equal theirs; the extra window costs a little time on aligned sizes."""
+    return (side // window + 1) * window - side
+
+
 def mirror_pad(x: torch.Tensor, pad_h: int, pad_w: int) -> torch.Tensor:
     """Extend the bottom and right edges by their mirror image (edge pixel repeated, as the official test script's
     flip-and-concatenate); an image smaller than its pad is mirrored again until it is large enough."""
@@ -247,7 +254,11 @@ class SwinIR(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         height, width = x.shape[-2:]
         size = self.config.window_size
-        x = mirror_pad(x, -height % size, -width % size)
+        out = self.forward_whole_windows(mirror_pad(x, window_padding(height, size), window_padding(width, size)))
+        return out[..., :height * self.scale, :width * self.scale]
+
+    def forward_whole_windows(self, x: torch.Tensor) -> torch.Tensor:
+        """The network itself, on an input whose sides are whole windows (the official module's forward)."""
         x = (x - self.mean.to(x.dtype)) * self.config.img_range
         first = self.conv_first(x)
         features = self.conv_after_body(self.deep_features(first)) + first
@@ -264,5 +275,4 @@ class SwinIR(nn.Module):
             out = self.conv_last(F.leaky_relu(self.conv_hr(out), 0.2))
         else:
             out = x + self.conv_last(features)
-        out = out / self.config.img_range + self.mean.to(out.dtype)
-        return out[..., :height * self.scale, :width * self.scale]
+        return out / self.config.img_range + self.mean.to(out.dtype)

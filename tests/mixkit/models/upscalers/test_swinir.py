@@ -4,7 +4,15 @@ shift mask checked against their definitions in the paper (per token pair, by ex
 import pytest
 import torch
 
-from mixkit.models.upscalers.swinir import SHIFT_MASK_VALUE, SwinIR, SwinIRConfig, WindowAttention, mirror_pad, shift_mask
+from mixkit.models.upscalers.swinir import (
+    SHIFT_MASK_VALUE,
+    SwinIR,
+    SwinIRConfig,
+    WindowAttention,
+    mirror_pad,
+    shift_mask,
+    window_padding,
+)
 from mixkit.testing.tiny_upscalers import TINY_SWINIR, tiny_upscaler
 
 VARIANTS = [
@@ -38,7 +46,14 @@ def test_a_padded_input_gives_the_output_of_its_mirrored_whole_window_input_crop
     padded = torch.cat([x, x.flip(2)[:, :, :2]], 2)
     padded = torch.cat([padded, padded.flip(3)[:, :, :, :1]], 3)
     assert torch.equal(mirror_pad(x, 2, 1), padded)
-    assert torch.allclose(model(x), model(padded)[..., :12, :14], atol=1e-6)
+    assert torch.equal(model(x), model.forward_whole_windows(padded)[..., :12, :14])
+
+
+def test_padding_follows_the_official_test_script_a_full_window_more_on_whole_windows():
+    assert [window_padding(side, 8) for side in (1, 7, 8, 9, 16, 63, 64)] == [7, 1, 8, 7, 8, 1, 8]
+    model = tiny_upscaler(TINY_SWINIR, seed=2)
+    x = torch.rand(1, 3, 8, 4)
+    assert torch.equal(model(x), model.forward_whole_windows(mirror_pad(x, 4, 4))[..., :16, :8])
 
 
 def test_mirror_pad_of_an_image_smaller_than_its_pad_repeats_the_mirror():
