@@ -23,6 +23,9 @@ UPSAMPLERS = ("pixelshuffle", "pixelshuffledirect", "nearest+conv", "")
 RESI_CONNECTIONS = ("1conv", "3conv")
 RGB_MEAN = (0.4488, 0.4371, 0.4040)  # DIV2K's mean, subtracted by every released RGB SwinIR
 SHIFT_MASK_VALUE = -100.0  # the original's score for token pairs from different regions of a shifted window
+# Attention runs on at most this many score entries (windows x heads x N x N) at a time: a whole 1024x1024 image has
+# 16384 windows of 64 tokens, whose scores and per-window masks would take about 2 GB each at once in float32.
+ATTENTION_CHUNK_SCORES = 1 << 25
 
 
 @dataclass(frozen=True)
@@ -119,18 +122,29 @@ class WindowAttention(nn.Module):
         n = self.window_size ** 2
         return self.relative_position_bias_table[self.relative_position_index.view(-1)].view(n, n, -1).permute(2, 0, 1)
 
-    def forward(self, windows: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        """windows (B, W, N, C); mask (W, N, N) or None -> (B, W, N, C)."""
+    def forward(self, windows: torch.Tensor, mask: torch.Tensor | None,
+                chunk_scores: int = ATTENTION_CHUNK_SCORES) -> torch.Tensor:
+        """windows (B, W, N, C); mask (W, N, N) or None -> (B, W, N, C), in chunks of windows whose scores number at
+        most `chunk_scores` (at least one window per chunk)."""
+        b, count, n, c = windows.shape
+        step = max(1, chunk_scores // (b * self.num_heads * n * n))
+        bias = self.position_bias()
+        outputs = [self._attend(windows[:, start:start + step], bias,
+                                None if mask is None else mask[start:start + step])
+                   for start in range(0, count, step)]
+        return self.proj(outputs[0] if len(outputs) == 1 else torch.cat(outputs, 1))
+
+    def _attend(self, windows: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         b, count, n, c = windows.shape
         heads = self.num_heads
         q, k, v = self.qkv(windows).view(b, count, n, 3, heads, c // heads).permute(3, 0, 1, 4, 2, 5).unbind(0)
-        bias = self.position_bias().to(q.dtype)  # (heads, N, N)
+        bias = bias.to(q.dtype)  # (heads, N, N)
         if mask is None:  # one bias for every window: batch the windows
             shape, scores_bias = (b * count, heads, n, c // heads), bias
         else:  # a mask per window: windows x heads as the head axis, the batch broadcast
             shape, scores_bias = (b, count * heads, n, c // heads), (mask.to(q.dtype)[:, None] + bias).flatten(0, 1)
         out = attention(q.reshape(shape), k.reshape(shape), v.reshape(shape), attn_mask=scores_bias)
-        return self.proj(out.view(b, count, heads, n, c // heads).transpose(2, 3).reshape(b, count, n, c))
+        return out.view(b, count, heads, n, c // heads).transpose(2, 3).reshape(b, count, n, c)
 
 
 class Mlp(nn.Module):

@@ -80,6 +80,16 @@ def test_window_attention_adds_the_relative_position_bias_of_each_token_pair():
     assert torch.allclose(attn(windows, None), expected, atol=1e-5)
 
 
+def test_attention_in_chunks_of_windows_equals_all_windows_at_once():
+    torch.manual_seed(1)
+    attn = WindowAttention(8, 4, 2, qkv_bias=True)
+    windows, mask = torch.randn(2, 9, 16, 8), shift_mask(12, 12, 4, 2)
+    for chunk in (1, 2 * 2 * 16 * 16 * 4, 2 * 2 * 16 * 16 * 9):  # below one window, 4 windows, all 9
+        assert torch.allclose(attn(windows, mask, chunk_scores=chunk), attn(windows, mask), atol=1e-6)
+        assert torch.allclose(attn(windows, None, chunk_scores=chunk), attn(windows, None), atol=1e-6)
+    assert not torch.allclose(attn(windows, mask), attn(windows, None))
+
+
 def test_the_shift_mask_separates_the_regions_the_roll_wrapped_around():
     size, shift = 4, 2
     mask = shift_mask(8, 8, size, shift)
