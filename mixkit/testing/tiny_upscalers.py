@@ -50,9 +50,7 @@ def with_swinir_buffers(state: dict, train_size: int | None = None) -> dict:
     (`train_size` pixels, 64 in the released models; default 4 windows)."""
     import re
 
-    import torch
-
-    from mixkit.models.upscalers.swinir import shift_mask
+    from mixkit.models.upscalers.windows import relative_position_index, shift_mask
 
     out = dict(state)
     for key, table in state.items():
@@ -60,10 +58,8 @@ def with_swinir_buffers(state: dict, train_size: int | None = None) -> dict:
         if not match:
             continue
         window = (round(table.shape[0] ** 0.5) + 1) // 2
-        grid = torch.stack(torch.meshgrid(torch.arange(window), torch.arange(window), indexing="ij")).flatten(1)
-        offsets = grid[:, :, None] - grid[:, None, :] + window - 1
-        out[match.group(1) + "attn.relative_position_index"] = offsets[0] * (2 * window - 1) + offsets[1]
+        out[match.group(1) + "attn.relative_position_index"] = relative_position_index(window, window)
         if int(match.group(2)) % 2:
             side = train_size or 4 * window
-            out[match.group(1) + "attn_mask"] = shift_mask(side, side, window, window // 2)
+            out[match.group(1) + "attn_mask"] = shift_mask(side, side, window, window, window // 2, window // 2)
     return out

@@ -17,15 +17,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from mixkit.attention import attention
+from mixkit.models.upscalers.windows import ATTENTION_CHUNK_SCORES, attend, merge, partition, relative_position_index, shift_mask
 
 UPSAMPLERS = ("pixelshuffle", "pixelshuffledirect", "nearest+conv", "")
 RESI_CONNECTIONS = ("1conv", "3conv")
 RGB_MEAN = (0.4488, 0.4371, 0.4040)  # DIV2K's mean, subtracted by every released RGB SwinIR
-SHIFT_MASK_VALUE = -100.0  # the original's score for token pairs from different regions of a shifted window
-# Attention runs on at most this many score entries (windows x heads x N x N) at a time: a whole 1024x1024 image has
-# 16384 windows of 64 tokens, whose scores and per-window masks would take about 2 GB each at once in float32.
-ATTENTION_CHUNK_SCORES = 1 << 25
 
 
 @dataclass(frozen=True)
@@ -75,34 +71,6 @@ def _conv_block(dim: int, resi_connection: str) -> nn.Module:
                          nn.LeakyReLU(0.2), nn.Conv2d(quarter, dim, 3, 1, 1))
 
 
-def _windows(x: torch.Tensor, size: int) -> torch.Tensor:
-    """(B, H, W, C) -> (B, windows, size*size, C), windows in row-major order."""
-    b, h, w, c = x.shape
-    x = x.view(b, h // size, size, w // size, size, c).permute(0, 1, 3, 2, 4, 5)
-    return x.reshape(b, (h // size) * (w // size), size * size, c)
-
-
-def _unwindows(windows: torch.Tensor, size: int, h: int, w: int) -> torch.Tensor:
-    b, _, _, c = windows.shape
-    x = windows.view(b, h // size, w // size, size, size, c).permute(0, 1, 3, 2, 4, 5)
-    return x.reshape(b, h, w, c)
-
-
-def shift_mask(h: int, w: int, size: int, shift: int, device=None) -> torch.Tensor:
-    """(windows, N, N) scores that stop a rolled window's tokens from attending across the wrap-around seam:
-    0 within one region, SHIFT_MASK_VALUE between regions (the last window row/column holds up to 3 regions)."""
-    def regions(length: int) -> torch.Tensor:
-        ids = torch.zeros(length, device=device)
-        ids[length - size:length - shift] = 1
-        ids[length - shift:] = 2
-        return ids
-
-    label = (regions(h)[:, None] * 3 + regions(w)[None, :])[None, :, :, None]
-    label = _windows(label, size)[..., 0]  # (1, windows, N)
-    differ = label[0, :, :, None] != label[0, :, None, :]
-    return torch.zeros(differ.shape, device=device).masked_fill_(differ, SHIFT_MASK_VALUE)
-
-
 class WindowAttention(nn.Module):
     """Multi-head self-attention inside each window, with a learned bias per relative offset and head."""
 
@@ -111,10 +79,9 @@ class WindowAttention(nn.Module):
         self.num_heads, self.window_size = num_heads, window_size
         span = 2 * window_size - 1
         self.relative_position_bias_table = nn.Parameter(nn.init.trunc_normal_(torch.empty(span * span, num_heads), std=0.02))
-        coords = torch.stack(torch.meshgrid(torch.arange(window_size), torch.arange(window_size), indexing="ij"))
-        offsets = coords.flatten(1)[:, :, None] - coords.flatten(1)[:, None, :] + (window_size - 1)
         # non-persistent: the original stores it, but it only depends on window_size
-        self.register_buffer("relative_position_index", offsets[0] * span + offsets[1], persistent=False)
+        self.register_buffer("relative_position_index", relative_position_index(window_size, window_size),
+                             persistent=False)
         self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
         self.proj = nn.Linear(dim, dim)
 
@@ -124,27 +91,11 @@ class WindowAttention(nn.Module):
 
     def forward(self, windows: torch.Tensor, mask: torch.Tensor | None,
                 chunk_scores: int = ATTENTION_CHUNK_SCORES) -> torch.Tensor:
-        """windows (B, W, N, C); mask (W, N, N) or None -> (B, W, N, C), in chunks of windows whose scores number at
-        most `chunk_scores` (at least one window per chunk)."""
-        b, count, n, c = windows.shape
-        step = max(1, chunk_scores // (b * self.num_heads * n * n))
-        bias = self.position_bias()
-        outputs = [self._attend(windows[:, start:start + step], bias,
-                                None if mask is None else mask[start:start + step])
-                   for start in range(0, count, step)]
-        return self.proj(outputs[0] if len(outputs) == 1 else torch.cat(outputs, 1))
-
-    def _attend(self, windows: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """windows (B, W, N, C); mask (W, N, N) or None -> (B, W, N, C)."""
         b, count, n, c = windows.shape
         heads = self.num_heads
         q, k, v = self.qkv(windows).view(b, count, n, 3, heads, c // heads).permute(3, 0, 1, 4, 2, 5).unbind(0)
-        bias = bias.to(q.dtype)  # (heads, N, N)
-        if mask is None:  # one bias for every window: batch the windows
-            shape, scores_bias = (b * count, heads, n, c // heads), bias
-        else:  # a mask per window: windows x heads as the head axis, the batch broadcast
-            shape, scores_bias = (b, count * heads, n, c // heads), (mask.to(q.dtype)[:, None] + bias).flatten(0, 1)
-        out = attention(q.reshape(shape), k.reshape(shape), v.reshape(shape), attn_mask=scores_bias)
-        return out.view(b, count, heads, n, c // heads).transpose(2, 3).reshape(b, count, n, c)
+        return self.proj(attend(q, k, v, self.position_bias(), mask, chunk_scores))
 
 
 class Mlp(nn.Module):
@@ -173,7 +124,8 @@ class SwinBlock(nn.Module):
         y = self.norm1(x)
         if self.shift:
             y = torch.roll(y, (-self.shift, -self.shift), dims=(1, 2))
-        y = _unwindows(self.attn(_windows(y, self.window_size), mask if self.shift else None), self.window_size, h, w)
+        size = self.window_size
+        y = merge(self.attn(partition(y, size, size), mask if self.shift else None), size, size, h, w)
         if self.shift:
             y = torch.roll(y, (self.shift, self.shift), dims=(1, 2))
         x = x + y
@@ -257,7 +209,7 @@ class SwinIR(nn.Module):
         """The residual groups on (B, C, H, W) features whose sides are whole windows."""
         h, w = x.shape[-2:]
         size = self.config.window_size
-        mask = shift_mask(h, w, size, size // 2, device=x.device)
+        mask = shift_mask(h, w, size, size, size // 2, size // 2, device=x.device)
         tokens = x.permute(0, 2, 3, 1)
         if self.config.patch_norm:
             tokens = self.patch_embed.norm(tokens)

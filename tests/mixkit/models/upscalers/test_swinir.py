@@ -1,18 +1,11 @@
-"""SwinIR's network: output sizes of every reconstruction head, window padding, and the window attention's bias and
-shift mask checked against their definitions in the paper (per token pair, by explicit loops)."""
+"""SwinIR's network: output sizes of every reconstruction head, window padding, and the window attention's bias
+checked against its definition in the paper (per token pair, by explicit loops)."""
 
 import pytest
 import torch
 
-from mixkit.models.upscalers.swinir import (
-    SHIFT_MASK_VALUE,
-    SwinIR,
-    SwinIRConfig,
-    WindowAttention,
-    mirror_pad,
-    shift_mask,
-    window_padding,
-)
+from mixkit.models.upscalers.swinir import SwinIR, SwinIRConfig, WindowAttention, mirror_pad, window_padding
+from mixkit.models.upscalers.windows import shift_mask
 from mixkit.testing.tiny_upscalers import TINY_SWINIR, tiny_upscaler
 
 VARIANTS = [
@@ -80,36 +73,14 @@ def test_window_attention_adds_the_relative_position_bias_of_each_token_pair():
     assert torch.allclose(attn(windows, None), expected, atol=1e-5)
 
 
-def test_attention_in_chunks_of_windows_equals_all_windows_at_once():
-    torch.manual_seed(1)
-    attn = WindowAttention(8, 4, 2, qkv_bias=True)
-    windows, mask = torch.randn(2, 9, 16, 8), shift_mask(12, 12, 4, 2)
-    for chunk in (1, 2 * 2 * 16 * 16 * 4, 2 * 2 * 16 * 16 * 9):  # below one window, 4 windows, all 9
-        assert torch.allclose(attn(windows, mask, chunk_scores=chunk), attn(windows, mask), atol=1e-6)
-        assert torch.allclose(attn(windows, None, chunk_scores=chunk), attn(windows, None), atol=1e-6)
-    assert not torch.allclose(attn(windows, mask), attn(windows, None))
-
-
-def test_the_shift_mask_separates_the_regions_the_roll_wrapped_around():
-    size, shift = 4, 2
-    mask = shift_mask(8, 8, size, shift)
-    assert mask.shape == (4, 16, 16)
-    assert torch.equal(mask[0], torch.zeros(16, 16))  # the top-left window holds one region
-    # the last window (bottom right) holds 4 regions of 2x2 tokens; token 0 (row 0, col 0) and token 3 (row 0,
-    # col 3) come from different sides of the wrapped seam, tokens 0 and 5 (row 1, col 1) from the same region
-    assert mask[3, 0, 3] == SHIFT_MASK_VALUE and mask[3, 0, 5] == 0 and mask[3, 0, 15] == SHIFT_MASK_VALUE
-    # the top-right window: two regions split by columns
-    assert mask[1, 0, 12] == 0 and mask[1, 0, 2] == SHIFT_MASK_VALUE
-
-
 def test_shifted_blocks_use_the_mask_and_unshifted_ones_do_not():
     model = tiny_upscaler(TINY_SWINIR, seed=3)
     blocks = model.layers[0].residual_group.blocks
     assert (blocks[0].shift, blocks[1].shift) == (0, 2)
     x = torch.randn(1, 8, 8, 8)
     no_mask = torch.zeros(4, 16, 16)
-    assert torch.equal(blocks[0](x, shift_mask(8, 8, 4, 2)), blocks[0](x, no_mask))
-    assert not torch.allclose(blocks[1](x, shift_mask(8, 8, 4, 2)), blocks[1](x, no_mask))
+    assert torch.equal(blocks[0](x, shift_mask(8, 8, 4, 4, 2, 2)), blocks[0](x, no_mask))
+    assert not torch.allclose(blocks[1](x, shift_mask(8, 8, 4, 4, 2, 2)), blocks[1](x, no_mask))
 
 
 def test_the_same_size_head_adds_its_output_to_the_input():
