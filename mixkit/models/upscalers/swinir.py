@@ -62,7 +62,51 @@ class SwinIRConfig:
                              "3; nearest+conv: 2 or 4; no upsampler: 1).")
 
 
-def _conv_block(dim: int, resi_connection: str) -> nn.Module:
+def reconstruction_modules(config, dim: int) -> dict[str, nn.Module]:
+    """The image reconstruction head's modules by attribute name, for `config.upsampler` (SwinIR's four, DAT's
+    first two): 'pixelshuffle' (classical SR), 'pixelshuffledirect' (lightweight), 'nearest+conv' (real-world SR,
+    fewer artifacts), '' (same-size restoration)."""
+    feat, out = config.num_feat, config.out_channels
+    modules: dict[str, nn.Module] = {}
+    if config.upsampler in ("pixelshuffle", "nearest+conv"):
+        modules["conv_before_upsample"] = nn.Sequential(nn.Conv2d(dim, feat, 3, 1, 1), nn.LeakyReLU())
+    if config.upsampler == "pixelshuffle":
+        steps = [3] if config.upscale == 3 else [2] * (config.upscale.bit_length() - 1)
+        modules["upsample"] = nn.Sequential(*(layer for step in steps for layer in
+                                              (nn.Conv2d(feat, step * step * feat, 3, 1, 1), nn.PixelShuffle(step))))
+        modules["conv_last"] = nn.Conv2d(feat, out, 3, 1, 1)
+    elif config.upsampler == "pixelshuffledirect":
+        modules["upsample"] = nn.Sequential(nn.Conv2d(dim, config.upscale ** 2 * out, 3, 1, 1),
+                                            nn.PixelShuffle(config.upscale))
+    elif config.upsampler == "nearest+conv":
+        modules["conv_up1"] = nn.Conv2d(feat, feat, 3, 1, 1)
+        if config.upscale == 4:
+            modules["conv_up2"] = nn.Conv2d(feat, feat, 3, 1, 1)
+        modules["conv_hr"] = nn.Conv2d(feat, feat, 3, 1, 1)
+        modules["conv_last"] = nn.Conv2d(feat, out, 3, 1, 1)
+    else:
+        modules["conv_last"] = nn.Conv2d(dim, out, 3, 1, 1)
+    return modules
+
+
+def reconstruct(network: nn.Module, features: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """The head made by `reconstruction_modules` on deep `features` (x: the normalised input, which the same-size
+    head adds its output to)."""
+    upsampler = network.config.upsampler
+    if upsampler == "pixelshuffle":
+        return network.conv_last(network.upsample(network.conv_before_upsample(features)))
+    if upsampler == "pixelshuffledirect":
+        return network.upsample(features)
+    if upsampler == "nearest+conv":
+        out = network.conv_before_upsample(features)
+        for conv in (network.conv_up1, getattr(network, "conv_up2", None)):
+            if conv is not None:
+                out = F.leaky_relu(conv(F.interpolate(out, scale_factor=2, mode="nearest")), 0.2)
+        return network.conv_last(F.leaky_relu(network.conv_hr(out), 0.2))
+    return x + network.conv_last(features)
+
+
+def conv_block(dim: int, resi_connection: str) -> nn.Module:
     """The convolution closing a residual group: one 3x3, or '3conv' (3x3 to dim/4, 1x1, 3x3 back) to save weights."""
     if resi_connection == "1conv":
         return nn.Conv2d(dim, dim, 3, 1, 1)
@@ -140,7 +184,7 @@ class ResidualGroup(nn.Module):
         self.residual_group = nn.Module()  # the original nests the blocks one level deeper; kept for its key names
         self.residual_group.blocks = nn.ModuleList(
             SwinBlock(config.embed_dim, num_heads, config.window_size, index % 2 == 1, config) for index in range(depth))
-        self.conv = _conv_block(config.embed_dim, config.resi_connection)
+        self.conv = conv_block(config.embed_dim, config.resi_connection)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         y = x
@@ -176,7 +220,7 @@ class SwinIR(nn.Module):
         super().__init__()
         self.config = config
         self.scale = config.scale
-        dim, feat, out = config.embed_dim, config.num_feat, config.out_channels
+        dim = config.embed_dim
         mean = RGB_MEAN if config.in_channels == 3 else (0.0,) * config.in_channels
         self.register_buffer("mean", torch.tensor(mean).view(1, -1, 1, 1), persistent=False)
         self.conv_first = nn.Conv2d(config.in_channels, dim, 3, 1, 1)
@@ -186,24 +230,9 @@ class SwinIR(nn.Module):
         self.layers = nn.ModuleList(ResidualGroup(config, depth, heads)
                                     for depth, heads in zip(config.depths, config.num_heads))
         self.norm = nn.LayerNorm(dim)
-        self.conv_after_body = _conv_block(dim, config.resi_connection)
-        if config.upsampler in ("pixelshuffle", "nearest+conv"):
-            self.conv_before_upsample = nn.Sequential(nn.Conv2d(dim, feat, 3, 1, 1), nn.LeakyReLU())
-        if config.upsampler == "pixelshuffle":
-            steps = [3] if config.upscale == 3 else [2] * (config.upscale.bit_length() - 1)
-            self.upsample = nn.Sequential(*(layer for step in steps
-                                            for layer in (nn.Conv2d(feat, step * step * feat, 3, 1, 1), nn.PixelShuffle(step))))
-            self.conv_last = nn.Conv2d(feat, out, 3, 1, 1)
-        elif config.upsampler == "pixelshuffledirect":
-            self.upsample = nn.Sequential(nn.Conv2d(dim, config.upscale ** 2 * out, 3, 1, 1), nn.PixelShuffle(config.upscale))
-        elif config.upsampler == "nearest+conv":
-            self.conv_up1 = nn.Conv2d(feat, feat, 3, 1, 1)
-            if config.upscale == 4:
-                self.conv_up2 = nn.Conv2d(feat, feat, 3, 1, 1)
-            self.conv_hr = nn.Conv2d(feat, feat, 3, 1, 1)
-            self.conv_last = nn.Conv2d(feat, out, 3, 1, 1)
-        else:
-            self.conv_last = nn.Conv2d(dim, out, 3, 1, 1)
+        self.conv_after_body = conv_block(dim, config.resi_connection)
+        for name, module in reconstruction_modules(config, dim).items():
+            setattr(self, name, module)
 
     def deep_features(self, x: torch.Tensor) -> torch.Tensor:
         """The residual groups on (B, C, H, W) features whose sides are whole windows."""
@@ -228,17 +257,5 @@ class SwinIR(nn.Module):
         x = (x - self.mean.to(x.dtype)) * self.config.img_range
         first = self.conv_first(x)
         features = self.conv_after_body(self.deep_features(first)) + first
-        upsampler = self.config.upsampler
-        if upsampler == "pixelshuffle":
-            out = self.conv_last(self.upsample(self.conv_before_upsample(features)))
-        elif upsampler == "pixelshuffledirect":
-            out = self.upsample(features)
-        elif upsampler == "nearest+conv":
-            out = self.conv_before_upsample(features)
-            for conv in (self.conv_up1, getattr(self, "conv_up2", None)):
-                if conv is not None:
-                    out = F.leaky_relu(conv(F.interpolate(out, scale_factor=2, mode="nearest")), 0.2)
-            out = self.conv_last(F.leaky_relu(self.conv_hr(out), 0.2))
-        else:
-            out = x + self.conv_last(features)
+        out = reconstruct(self, features, x)
         return out / self.config.img_range + self.mean.to(out.dtype)
