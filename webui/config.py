@@ -10,7 +10,7 @@ from webui.api_convert import RequestLimits
 # A1111's upscaler model folders: ServerConfig / argparse attribute -> command-line flag
 UPSCALER_FOLDER_FLAGS = {"esrgan_models_path": "--esrgan-models-path",
                          "realesrgan_models_path": "--realesrgan-models-path",
-                         "swinir_models_path": "--swinir-models-path"}
+                         "swinir_models_path": "--swinir-models-path", "dat_models_path": "--dat-models-path"}
 LOCALHOST = "127.0.0.1"
 ALL_INTERFACES = "0.0.0.0"
 
@@ -28,13 +28,15 @@ class ServerConfig:
     styles_file: str | None = None  # an A1111 styles.csv for requests' `styles` and /sdapi/v1/prompt-styles
     vae_dir: str | None = None  # VAE files / diffusers VAE folders offered as `sd_vae`
     controlnet_dir: str | None = None
-    # A1111's models/ESRGAN, models/RealESRGAN and models/SwinIR (`--esrgan-models-path`, `--realesrgan-models-path`,
-    # `--swinir-models-path`): every .pth/.pt/.safetensors file below them is an upscaler named by its file stem, or
-    # A1111's name for Real-ESRGAN's release files ("R-ESRGAN 4x+") and its SwinIR download ("SwinIR 4x";
-    # pipelines.model_upscale.upscaler_name); the network is recognised from the weights whatever the folder
+    # A1111's models/ESRGAN, models/RealESRGAN, models/SwinIR and models/DAT (`--esrgan-models-path`,
+    # `--realesrgan-models-path`, `--swinir-models-path`, `--dat-models-path`): every .pth/.pt/.safetensors file below
+    # them is an upscaler named by its file stem, or A1111's name for Real-ESRGAN's release files ("R-ESRGAN 4x+") and
+    # its SwinIR and DAT downloads ("SwinIR 4x", "DAT x4"; pipelines.model_upscale.upscaler_name); the network is
+    # recognised from the weights whatever the folder
     esrgan_models_path: str | None = None
     realesrgan_models_path: str | None = None
     swinir_models_path: str | None = None
+    dat_models_path: str | None = None
     appflow_models: dict[str, dict[str, str]] = field(default_factory=dict)  # app -> role -> model source
     device: str | None = None
     port: int = 7860

@@ -1,5 +1,5 @@
-"""The server's upscaler model folders (A1111's models/ESRGAN, models/RealESRGAN, models/SwinIR) and their A1111
-listings."""
+"""The server's upscaler model folders (A1111's models/ESRGAN, models/RealESRGAN, models/SwinIR, models/DAT) and their
+A1111 listings."""
 
 from __future__ import annotations
 

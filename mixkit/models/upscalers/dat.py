@@ -48,8 +48,11 @@ class DATConfig:
             raise ValueError(f"DAT resi_connection must be '1conv' or '3conv', got {self.resi_connection!r}.")
         if len(self.depths) != len(self.num_heads) or not self.depths:
             raise ValueError(f"DAT needs one head count per group: depths {self.depths}, num_heads {self.num_heads}.")
-        if self.embed_dim % 32 or any(heads < 2 or heads % 2 or self.embed_dim % heads for heads in self.num_heads):
-            raise ValueError(f"DAT's embed_dim must be a multiple of 32 split evenly by an even head count, got "
+        # each spatial branch takes half the channels and half the heads; the gates and the position MLP take
+        # dim / 16 and dim / 32 channels, so 32 is the least width that gives every layer a channel
+        if self.embed_dim < 32 or self.embed_dim % 2 or any(
+                heads < 2 or heads % 2 or self.embed_dim % heads for heads in self.num_heads):
+            raise ValueError(f"DAT's embed_dim must be even and at least 32, split evenly by even head counts, got "
                              f"{self.embed_dim} with {self.num_heads}.")
         small, large = sorted(self.split_size)
         if small < 1 or large % small:

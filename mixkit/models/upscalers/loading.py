@@ -1,4 +1,4 @@
-"""Load an upscaler file (.pth / .pt / .safetensors) into an eval-mode `RRDBNet`, `SRVGGNetCompact` or `SwinIR`.
+"""Load an upscaler file (.pth / .pt / .safetensors) into an eval-mode `RRDBNet`, `SRVGGNetCompact`, `SwinIR` or `DAT`.
 
 Pickled files go through `mixkit.io.loading` (scanned, then torch's weights-only loader); nothing in a file can run
 code. The network and its sizes come from the tensors alone, so a renamed file still loads.
@@ -13,13 +13,14 @@ import torch
 
 from mixkit.errors import CheckpointFormatError
 from mixkit.models.upscalers.layouts import TO_MODULE, UnknownLayoutError, detect_layout, unwrap_trainer_state
+from mixkit.models.upscalers.dat import DAT, DATConfig
 from mixkit.models.upscalers.rrdbnet import RRDBNet, RRDBNetConfig
 from mixkit.models.upscalers.srvgg import SRVGGConfig, SRVGGNetCompact
 from mixkit.models.upscalers.swinir import SwinIR, SwinIRConfig
 
-UpscalerConfig = RRDBNetConfig | SRVGGConfig | SwinIRConfig
-UpscalerNetwork = RRDBNet | SRVGGNetCompact | SwinIR
-_NETWORKS = {RRDBNetConfig: RRDBNet, SRVGGConfig: SRVGGNetCompact, SwinIRConfig: SwinIR}
+UpscalerConfig = RRDBNetConfig | SRVGGConfig | SwinIRConfig | DATConfig
+UpscalerNetwork = RRDBNet | SRVGGNetCompact | SwinIR | DAT
+_NETWORKS = {RRDBNetConfig: RRDBNet, SRVGGConfig: SRVGGNetCompact, SwinIRConfig: SwinIR, DATConfig: DAT}
 
 UPSCALER_SUFFIXES = (".pth", ".pt", ".safetensors")
 

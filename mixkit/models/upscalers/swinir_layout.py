@@ -32,7 +32,7 @@ _RELATIVES = {"conv_block": "HAT", "overlap_attns": "HAT", "logit_scale": "Swin2
 
 
 class SwinIRLayoutError(ValueError):
-    """Raised by `swinir_to_module` for a SwinIR-like file it cannot run; `layouts` turns it into UnknownLayoutError."""
+    """A SwinIR-like (or DAT-like) file that cannot be run, saying why; `layouts` turns it into UnknownLayoutError."""
 
 
 def looks_like_swinir(state: dict[str, torch.Tensor]) -> bool:
@@ -65,7 +65,7 @@ def swinir_to_module(state: dict[str, torch.Tensor]) -> tuple[SwinIRConfig, dict
     num_heads = tuple(table.shape[1] for table in tables)
     window_size = _window_size(tables[0].shape[0])
     fc1 = _required(weights, "layers.0.residual_group.blocks.0.mlp.fc1.weight")
-    upsampler, upscale, num_feat, out_channels = _reconstruction(weights, embed_dim)
+    upsampler, upscale, num_feat, out_channels = reconstruction_head(weights, embed_dim)
     try:
         config = SwinIRConfig(
             in_channels=in_channels, out_channels=out_channels, embed_dim=embed_dim, depths=depths, num_heads=num_heads,
@@ -83,9 +83,9 @@ def swinir_to_module(state: dict[str, torch.Tensor]) -> tuple[SwinIRConfig, dict
     return config, weights
 
 
-def _required(weights: dict[str, torch.Tensor], key: str) -> torch.Tensor:
+def _required(weights: dict[str, torch.Tensor], key: str, network: str = "SwinIR") -> torch.Tensor:
     if key not in weights:
-        raise SwinIRLayoutError(f"a SwinIR-like file without {key!r}")
+        raise SwinIRLayoutError(f"a {network}-like file without {key!r}")
     return weights[key]
 
 
@@ -96,21 +96,23 @@ def _window_size(rows: int) -> int:
     return (span + 1) // 2
 
 
-def _reconstruction(weights: dict[str, torch.Tensor], embed_dim: int) -> tuple[str, int, int, int]:
-    """(upsampler, scale, num_feat, output channels) from the reconstruction head's convolutions."""
+def reconstruction_head(weights: dict[str, torch.Tensor], embed_dim: int,
+                        network: str = "SwinIR") -> tuple[str, int, int, int]:
+    """(upsampler, scale, num_feat, output channels) from the reconstruction head's convolutions (SwinIR's, which
+    DAT shares); `network` names the file's kind in errors."""
     if "conv_up1.weight" in weights:
-        last = _required(weights, "conv_last.weight")
+        last = _required(weights, "conv_last.weight", network)
         return "nearest+conv", 4 if "conv_up2.weight" in weights else 2, last.shape[1], last.shape[0]
     ups = sorted(int(key.split(".")[1]) for key in weights if re.fullmatch(r"upsample\.\d+\.weight", key))
     if "conv_before_upsample.0.weight" in weights:
         if not ups:
-            raise SwinIRLayoutError("a pixelshuffle SwinIR without upsample convolutions")
-        last = _required(weights, "conv_last.weight")
+            raise SwinIRLayoutError(f"a pixelshuffle {network} without upsample convolutions")
+        last = _required(weights, "conv_last.weight", network)
         width = weights[f"upsample.{ups[0]}.weight"].shape[0] // last.shape[1]
         if width == 9 and len(ups) == 1:
             return "pixelshuffle", 3, last.shape[1], last.shape[0]
         if width != 4:
-            raise SwinIRLayoutError(f"a SwinIR whose upsample convolutions widen {width}x, not 4x (x2 steps) or 9x (x3)")
+            raise SwinIRLayoutError(f"a {network} whose upsample convolutions widen {width}x, not 4x (x2 steps) or 9x (x3)")
         return "pixelshuffle", 2 ** len(ups), last.shape[1], last.shape[0]
     if ups:
         outputs = weights["upsample.0.weight"].shape[0]
@@ -118,9 +120,9 @@ def _reconstruction(weights: dict[str, torch.Tensor], embed_dim: int) -> tuple[s
             scale = math.isqrt(outputs // channels)
             if scale * scale * channels == outputs:
                 return "pixelshuffledirect", scale, SwinIRConfig.num_feat, channels
-        raise SwinIRLayoutError(f"a SwinIR whose upsample.0 has {outputs} outputs, not channels x a square scale")
-    last = _required(weights, "conv_last.weight")
+        raise SwinIRLayoutError(f"a {network} whose upsample.0 has {outputs} outputs, not channels x a square scale")
+    last = _required(weights, "conv_last.weight", network)
     if last.shape[1] != embed_dim:
-        raise SwinIRLayoutError(f"a SwinIR whose conv_last takes {last.shape[1]} channels; without an upsampler it takes embed_dim "
+        raise SwinIRLayoutError(f"a {network} whose conv_last takes {last.shape[1]} channels; without an upsampler it takes embed_dim "
                                 f"{embed_dim}")
     return "", 1, SwinIRConfig.num_feat, last.shape[0]
