@@ -72,11 +72,10 @@ def test_srvgg_output_is_the_nearest_upsampled_input_plus_a_learned_residual():
 
 
 def test_unknown_layout_is_refused_naming_the_file_and_the_layouts(tmp_path):
-    path = tmp_path / "4x-DAT.pth"  # DAT's keys (conv_first, layers.N.blocks.M ...) are none of the supported ones
-    torch.save({"conv_first.weight": torch.zeros(8, 3, 3, 3), "layers.0.blocks.0.attn.qkv.weight": torch.zeros(3, 3)},
-               path)
+    path = tmp_path / "4x-SPAN.pth"  # SPAN's keys (conv_1.sk, block_1.c1_r.sk ...) are none of the supported ones
+    torch.save({"conv_1.sk.weight": torch.zeros(8, 3, 1, 1), "block_1.c1_r.sk.weight": torch.zeros(8, 8, 1, 1)}, path)
     with pytest.raises(CheckpointFormatError,
-                       match=r"4x-DAT\.pth.*not a known upscaler layout.*ESRGAN.*BasicSR.*SRVGG.*SwinIR"):
+                       match=r"4x-SPAN\.pth.*not a known upscaler layout.*ESRGAN.*BasicSR.*SRVGG.*SwinIR.*DAT"):
         load_upscaler(path)
 
 

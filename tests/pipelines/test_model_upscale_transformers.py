@@ -1,11 +1,13 @@
-"""SwinIR files as named pixel upscalers: A1111's names, the native-scale run, tiling, and the listing."""
+"""SwinIR and DAT files as named pixel upscalers: A1111's names, the native-scale run, tiling, and the listing."""
 
 from dataclasses import replace
 
 import numpy as np
 from PIL import Image
 
-from mixkit.testing.tiny_upscalers import TINY_SWINIR, save_upscaler, tiny_upscaler
+import pytest
+
+from mixkit.testing.tiny_upscalers import TINY_DAT, TINY_SWINIR, save_upscaler, tiny_upscaler
 from pipelines.model_upscale import LOADED, ModelUpscaler, upscaler_listing
 from pipelines.upscale import UPSCALERS, upscale_image
 from tests.pipelines.test_model_upscale import random_image, run_network
@@ -31,10 +33,24 @@ def test_swinir_files_register_under_a1111s_names_and_upscale_at_their_native_sc
     assert repr(UPSCALERS.get("SwinIR 4x")).startswith("ModelUpscaler('SwinIR 4x', SwinIR x4")
 
 
-def test_tiled_and_untiled_swinir_runs_agree_within_a_tolerance(tmp_path):
-    # attention windows and mirror padding differ per tile, so tiles agree only approximately: measured on this
-    # seed, the mean difference is under 1 of 255 and 99% of the values within 6
-    path = save_upscaler(tiny_upscaler(TINY_SWINIR, seed=0), tmp_path / "x2.pth", "swinir")
+def test_dat_files_register_under_a1111s_names_and_upscale_at_their_native_scale(tmp_path, registered):
+    dat = tiny_upscaler(replace(TINY_DAT, upscale=3), seed=1)
+    save_upscaler(dat, tmp_path / "DAT_x3.pth", "dat", wrapper="params")
+    save_upscaler(tiny_upscaler(TINY_DAT, seed=2), tmp_path / "4xNomos8kDAT.safetensors", "dat")
+    scan = registered(tmp_path, tile_size=0)
+    assert scan.refused == {} and scan.names == ["4xNomos8kDAT", "DAT x3"]
+    image = random_image(13, 10)
+    out = UPSCALERS.get("DAT x3").upscale(image, 39, 30)
+    assert out.size == (39, 30) and np.array_equal(np.asarray(out), np.asarray(run_network(dat, image)))
+    listing = upscaler_listing("DAT x3")
+    assert (listing["model_name"], listing["scale"]) == ("DAT", 3)
+
+
+@pytest.mark.parametrize("layout, config", [("swinir", TINY_SWINIR), ("dat", TINY_DAT)])
+def test_tiled_and_untiled_runs_agree_within_a_tolerance(tmp_path, layout, config):
+    # attention windows (and SwinIR's mirror padding) differ per tile, so tiles agree only approximately: measured
+    # on these seeds, the mean difference is about 1 of 255 and 99% of the values within 6
+    path = save_upscaler(tiny_upscaler(config, seed=0), tmp_path / "x2.pth", layout)
     image = random_image(45, 37, seed=0)
     whole = np.asarray(ModelUpscaler(path, tile_size=0).upscale(image, 90, 74)).astype(int)
     tiled = np.asarray(ModelUpscaler(path, tile_size=22, tile_overlap=6).upscale(image, 90, 74)).astype(int)
