@@ -70,7 +70,7 @@ def add_upscaler_folder_flags(parser) -> None:
                              "each an upscaler named by its file name; SwinIR_4x.pth is A1111's 'SwinIR 4x'")
     parser.add_argument("--dat-models-path", default=None, metavar="FOLDER",
                         help="A1111's models/DAT: DAT files (DAT, DAT-S, DAT-2, DAT-light, community 4x DAT models), "
-                             "each an upscaler named by its file name; DAT_x2/x3/x4.pth are A1111's 'DAT x2/x3/x4'"),
+                             "each an upscaler named by its file name; DAT_x2/x3/x4.pth are A1111's 'DAT x2/x3/x4'")
 
 
 def config_from_args(args: argparse.Namespace):

@@ -19,7 +19,7 @@ import re
 import torch
 
 from mixkit.models.upscalers.dat import DATConfig
-from mixkit.models.upscalers.swinir_layout import SwinIRLayoutError, reconstruction_head
+from mixkit.models.upscalers.swinir_layout import TransformerLayoutError, reconstruction_head
 
 _BLOCK = re.compile(r"^layers\.(\d+)\.blocks\.(\d+)\.")
 _DERIVED_BUFFERS = re.compile(r"\.(rpe_biases|relative_position_index|attn_mask_0|attn_mask_1)$")
@@ -30,7 +30,7 @@ def looks_like_dat(state: dict[str, torch.Tensor]) -> bool:
 
 
 def dat_to_module(state: dict[str, torch.Tensor]) -> tuple[DATConfig, dict[str, torch.Tensor]]:
-    """(config, weights for `DAT`) of an official-layout state dict; raises SwinIRLayoutError naming what is off."""
+    """(config, weights for `DAT`) of an official-layout state dict; raises TransformerLayoutError naming what is off."""
     first = state["conv_first.weight"]
     embed_dim, in_channels = first.shape[0], first.shape[1]
     blocks: dict[int, set[int]] = {}
@@ -39,12 +39,12 @@ def dat_to_module(state: dict[str, torch.Tensor]) -> tuple[DATConfig, dict[str, 
         if match:
             blocks.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
     if sorted(blocks) != list(range(len(blocks))) or any(sorted(b) != list(range(len(b))) for b in blocks.values()):
-        raise SwinIRLayoutError(f"a DAT whose layers/blocks are not numbered 0, 1, 2 ...: {sorted(blocks)}")
+        raise TransformerLayoutError(f"a DAT whose layers/blocks are not numbered 0, 1, 2 ...: {sorted(blocks)}")
     depths = tuple(len(blocks[index]) for index in range(len(blocks)))
     num_heads = tuple(_heads(state, index) for index in range(len(depths)))
     offsets_key = "layers.0.blocks.0.attn.attns.0.rpe_biases"
     if offsets_key not in state:
-        raise SwinIRLayoutError(f"a DAT file without its {offsets_key!r} buffer, which holds the window size; "
+        raise TransformerLayoutError(f"a DAT file without its {offsets_key!r} buffer, which holds the window size; "
                                 "re-save it with the official network's state_dict()")
     offsets = state[offsets_key]
     split_size = (int(offsets[:, 0].max()) + 1, int(offsets[:, 1].max()) + 1)
@@ -52,7 +52,7 @@ def dat_to_module(state: dict[str, torch.Tensor]) -> tuple[DATConfig, dict[str, 
     weights = {key: value for key, value in state.items() if not _DERIVED_BUFFERS.search(key)}
     upsampler, upscale, num_feat, out_channels = reconstruction_head(weights, embed_dim, "DAT")
     if in_channels != 3 or out_channels != 3:
-        raise SwinIRLayoutError(f"a DAT of {in_channels} input / {out_channels} output channels; only RGB models "
+        raise TransformerLayoutError(f"a DAT of {in_channels} input / {out_channels} output channels; only RGB models "
                                 "upscale images")
     try:
         config = DATConfig(
@@ -61,7 +61,7 @@ def dat_to_module(state: dict[str, torch.Tensor]) -> tuple[DATConfig, dict[str, 
             upsampler=upsampler, upscale=upscale,
             resi_connection="3conv" if "conv_after_body.4.weight" in weights else "1conv", num_feat=num_feat)
     except ValueError as error:
-        raise SwinIRLayoutError(f"a DAT whose shapes do not make a network: {error}") from None
+        raise TransformerLayoutError(f"a DAT whose shapes do not make a network: {error}") from None
     return config, weights
 
 
@@ -74,5 +74,5 @@ def _heads(state: dict[str, torch.Tensor], group: int) -> int:
 
 def _required(state: dict[str, torch.Tensor], key: str) -> torch.Tensor:
     if key not in state:
-        raise SwinIRLayoutError(f"a DAT-like file without {key!r}")
+        raise TransformerLayoutError(f"a DAT-like file without {key!r}")
     return state[key]

@@ -21,12 +21,12 @@ from typing import Callable
 
 import torch
 
-from mixkit.models.upscalers.rrdbnet import RRDBNetConfig
-from mixkit.models.upscalers.srvgg import SRVGGConfig
 from mixkit.models.upscalers.dat import DATConfig
 from mixkit.models.upscalers.dat_layout import dat_to_module, looks_like_dat
+from mixkit.models.upscalers.rrdbnet import RRDBNetConfig
+from mixkit.models.upscalers.srvgg import SRVGGConfig
 from mixkit.models.upscalers.swinir import SwinIRConfig
-from mixkit.models.upscalers.swinir_layout import SwinIRLayoutError, looks_like_swinir, swinir_to_module
+from mixkit.models.upscalers.swinir_layout import TransformerLayoutError, looks_like_swinir, swinir_to_module
 
 EXPECTED = ("ESRGAN (keys model.0.weight, model.1.sub.0.RDB1.conv1.0.weight ... or RRDB_trunk.0.RDB1.conv1.weight ...), "
             "BasicSR RRDBNet (conv_first.weight, body.0.rdb1.conv1.weight ...), SRVGGNetCompact (body.0.weight ... "
@@ -145,7 +145,7 @@ def swinir_layout_to_module(state: dict[str, torch.Tensor]) -> tuple[SwinIRConfi
     """SwinIR's keys are already the module's; every size is read from the shapes (`swinir_layout`)."""
     try:
         return swinir_to_module(state)
-    except SwinIRLayoutError as error:
+    except TransformerLayoutError as error:
         raise UnknownLayoutError(f"{error}; expected {EXPECTED}") from None
 
 
@@ -153,7 +153,7 @@ def dat_layout_to_module(state: dict[str, torch.Tensor]) -> tuple[DATConfig, dic
     """DAT's keys are already the module's; every size is read from the shapes and buffers (`dat_layout`)."""
     try:
         return dat_to_module(state)
-    except SwinIRLayoutError as error:
+    except TransformerLayoutError as error:
         raise UnknownLayoutError(f"{error}; expected {EXPECTED}") from None
 
 

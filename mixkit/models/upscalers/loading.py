@@ -12,8 +12,8 @@ from pathlib import Path
 import torch
 
 from mixkit.errors import CheckpointFormatError
-from mixkit.models.upscalers.layouts import TO_MODULE, UnknownLayoutError, detect_layout, unwrap_trainer_state
 from mixkit.models.upscalers.dat import DAT, DATConfig
+from mixkit.models.upscalers.layouts import TO_MODULE, UnknownLayoutError, detect_layout, unwrap_trainer_state
 from mixkit.models.upscalers.rrdbnet import RRDBNet, RRDBNetConfig
 from mixkit.models.upscalers.srvgg import SRVGGConfig, SRVGGNetCompact
 from mixkit.models.upscalers.swinir import SwinIR, SwinIRConfig

@@ -31,8 +31,8 @@ _DERIVED_BUFFERS = re.compile(r"\.(attn_mask|attn\.relative_position_index)$")
 _RELATIVES = {"conv_block": "HAT", "overlap_attns": "HAT", "logit_scale": "Swin2SR", "cpb_mlp": "Swin2SR"}
 
 
-class SwinIRLayoutError(ValueError):
-    """A SwinIR-like (or DAT-like) file that cannot be run, saying why; `layouts` turns it into UnknownLayoutError."""
+class TransformerLayoutError(ValueError):
+    """A SwinIR- or DAT-like file that cannot be run, saying why; `layouts` turns it into UnknownLayoutError."""
 
 
 def looks_like_swinir(state: dict[str, torch.Tensor]) -> bool:
@@ -40,14 +40,14 @@ def looks_like_swinir(state: dict[str, torch.Tensor]) -> bool:
 
 
 def swinir_to_module(state: dict[str, torch.Tensor]) -> tuple[SwinIRConfig, dict[str, torch.Tensor]]:
-    """(config, weights for `SwinIR`) of an official-layout state dict; raises SwinIRLayoutError naming what is off."""
+    """(config, weights for `SwinIR`) of an official-layout state dict; raises TransformerLayoutError naming what is off."""
     for key in state:
         for marker, name in _RELATIVES.items():
             if f".{marker}." in f".{key}.":
-                raise SwinIRLayoutError(f"a {name} network (key {key!r}), which is not supported; supported SwinIR "
+                raise TransformerLayoutError(f"a {name} network (key {key!r}), which is not supported; supported SwinIR "
                                         "files have the official network_swinir.py keys")
     if "absolute_pos_embed" in state:
-        raise SwinIRLayoutError("a SwinIR with an absolute position embedding (ape=True), which only runs at its "
+        raise TransformerLayoutError("a SwinIR with an absolute position embedding (ape=True), which only runs at its "
                                 "training size; no released model uses it")
     weights = {key: value for key, value in state.items() if not _DERIVED_BUFFERS.search(key)}
     first = weights["conv_first.weight"]
@@ -58,7 +58,7 @@ def swinir_to_module(state: dict[str, torch.Tensor]) -> tuple[SwinIRConfig, dict
         if match:
             blocks.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
     if sorted(blocks) != list(range(len(blocks))) or any(sorted(b) != list(range(len(b))) for b in blocks.values()):
-        raise SwinIRLayoutError(f"a SwinIR whose layers/blocks are not numbered 0, 1, 2 ...: {sorted(blocks)}")
+        raise TransformerLayoutError(f"a SwinIR whose layers/blocks are not numbered 0, 1, 2 ...: {sorted(blocks)}")
     depths = tuple(len(blocks[index]) for index in range(len(blocks)))
     tables = [_required(weights, f"layers.{index}.residual_group.blocks.0.attn.relative_position_bias_table")
               for index in range(len(depths))]
@@ -74,25 +74,25 @@ def swinir_to_module(state: dict[str, torch.Tensor]) -> tuple[SwinIRConfig, dict
             patch_norm="patch_embed.norm.weight" in weights, upsampler=upsampler, upscale=upscale,
             resi_connection="3conv" if "conv_after_body.4.weight" in weights else "1conv", num_feat=num_feat)
     except ValueError as error:
-        raise SwinIRLayoutError(f"a SwinIR whose shapes do not make a network: {error}") from None
+        raise TransformerLayoutError(f"a SwinIR whose shapes do not make a network: {error}") from None
     if any(table.shape[0] != tables[0].shape[0] for table in tables):
-        raise SwinIRLayoutError("a SwinIR whose layers have different window sizes")
+        raise TransformerLayoutError("a SwinIR whose layers have different window sizes")
     if in_channels != 3 or out_channels != 3:
-        raise SwinIRLayoutError(f"a SwinIR of {in_channels} input / {out_channels} output channels (grayscale "
+        raise TransformerLayoutError(f"a SwinIR of {in_channels} input / {out_channels} output channels (grayscale "
                                 "denoising); only RGB models upscale images")
     return config, weights
 
 
 def _required(weights: dict[str, torch.Tensor], key: str, network: str = "SwinIR") -> torch.Tensor:
     if key not in weights:
-        raise SwinIRLayoutError(f"a {network}-like file without {key!r}")
+        raise TransformerLayoutError(f"a {network}-like file without {key!r}")
     return weights[key]
 
 
 def _window_size(rows: int) -> int:
     span = math.isqrt(rows)
     if span * span != rows or span % 2 == 0:
-        raise SwinIRLayoutError(f"a SwinIR whose relative position bias table has {rows} rows, not (2 * window - 1) ** 2")
+        raise TransformerLayoutError(f"a SwinIR whose relative position bias table has {rows} rows, not (2 * window - 1) ** 2")
     return (span + 1) // 2
 
 
@@ -106,13 +106,13 @@ def reconstruction_head(weights: dict[str, torch.Tensor], embed_dim: int,
     ups = sorted(int(key.split(".")[1]) for key in weights if re.fullmatch(r"upsample\.\d+\.weight", key))
     if "conv_before_upsample.0.weight" in weights:
         if not ups:
-            raise SwinIRLayoutError(f"a pixelshuffle {network} without upsample convolutions")
+            raise TransformerLayoutError(f"a pixelshuffle {network} without upsample convolutions")
         last = _required(weights, "conv_last.weight", network)
         width = weights[f"upsample.{ups[0]}.weight"].shape[0] // last.shape[1]
         if width == 9 and len(ups) == 1:
             return "pixelshuffle", 3, last.shape[1], last.shape[0]
         if width != 4:
-            raise SwinIRLayoutError(f"a {network} whose upsample convolutions widen {width}x, not 4x (x2 steps) or 9x (x3)")
+            raise TransformerLayoutError(f"a {network} whose upsample convolutions widen {width}x, not 4x (x2 steps) or 9x (x3)")
         return "pixelshuffle", 2 ** len(ups), last.shape[1], last.shape[0]
     if ups:
         outputs = weights["upsample.0.weight"].shape[0]
@@ -120,9 +120,9 @@ def reconstruction_head(weights: dict[str, torch.Tensor], embed_dim: int,
             scale = math.isqrt(outputs // channels)
             if scale * scale * channels == outputs:
                 return "pixelshuffledirect", scale, SwinIRConfig.num_feat, channels
-        raise SwinIRLayoutError(f"a {network} whose upsample.0 has {outputs} outputs, not channels x a square scale")
+        raise TransformerLayoutError(f"a {network} whose upsample.0 has {outputs} outputs, not channels x a square scale")
     last = _required(weights, "conv_last.weight", network)
     if last.shape[1] != embed_dim:
-        raise SwinIRLayoutError(f"a {network} whose conv_last takes {last.shape[1]} channels; without an upsampler it takes embed_dim "
+        raise TransformerLayoutError(f"a {network} whose conv_last takes {last.shape[1]} channels; without an upsampler it takes embed_dim "
                                 f"{embed_dim}")
     return "", 1, SwinIRConfig.num_feat, last.shape[0]
