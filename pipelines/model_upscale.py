@@ -1,7 +1,8 @@
-"""Model upscalers (ESRGAN / Real-ESRGAN / SRVGG files) as pixel upscalers, run the way A1111 runs them.
+"""Model upscalers (ESRGAN / Real-ESRGAN / SRVGG / SwinIR / DAT files) as pixel upscalers, run the way A1111 runs them.
 
-A1111 names each file of `models/ESRGAN` by its stem ("4x-UltraSharp"), Real-ESRGAN's release files by its own names
-("R-ESRGAN 4x+" for RealESRGAN_x4plus.pth), and upscales by
+A1111 names each file of `models/ESRGAN` (or `models/SwinIR`, `models/DAT`) by its stem ("4x-UltraSharp"), Real-ESRGAN's
+release files by its own names ("R-ESRGAN 4x+" for RealESRGAN_x4plus.pth), its SwinIR and DAT downloads "SwinIR 4x",
+"DAT x4", and upscales by
 `scale` as its `Upscaler.upscale` does: run the network (at most 3 times, until the image covers the target), then
 Lanczos-resize to the target. Each run is tiled as A1111's `upscale_with_model` (`ESRGAN_tile` 192 input pixels,
 `ESRGAN_tile_overlap` 8; 0 = one piece) so a large image fits in memory. One network stays loaded at a time: the
@@ -31,12 +32,19 @@ A1111_REALESRGAN_NAMES = {
     "realesr-animevideov3": "R-ESRGAN AnimeVideo", "RealESRGAN_x4plus": "R-ESRGAN 4x+",
     "RealESRGAN_x4plus_anime_6B": "R-ESRGAN 4x+ Anime6B", "RealESRGAN_x2plus": "R-ESRGAN 2x+",
 }
+# A1111's SwinIR entry "SwinIR 4x" is its download of Real-SwinIR-L x4 (003_realSR_BSRGAN_DFOWMFC_s64w8_SwinIR-L_x4_GAN),
+# saved as models/SwinIR/SwinIR_4x.pth
+A1111_SWINIR_NAMES = {"SwinIR_4x": "SwinIR 4x"}
+# A1111's DAT entries are the DAT paper's releases, downloaded as models/DAT/DAT_x2.pth ... (modules/dat_model.py)
+A1111_DAT_NAMES = {"DAT_x2": "DAT x2", "DAT_x3": "DAT x3", "DAT_x4": "DAT x4"}
+A1111_RELEASE_NAMES = {**A1111_REALESRGAN_NAMES, **A1111_SWINIR_NAMES, **A1111_DAT_NAMES}
 
 
 def upscaler_name(path: str | os.PathLike) -> str:
-    """The name A1111 shows for an upscaler file: its Real-ESRGAN name for a release file, else the file stem."""
+    """The name A1111 shows for an upscaler file: its name for a Real-ESRGAN release file or its SwinIR and DAT
+    downloads, else the file stem."""
     stem = Path(path).stem
-    return A1111_REALESRGAN_NAMES.get(stem, stem)
+    return A1111_RELEASE_NAMES.get(stem, stem)
 
 
 def check_tiling(tile_size: Any, tile_overlap: Any) -> None:
@@ -89,6 +97,7 @@ class ModelUpscaler:
                  limits: UpscaleLimits | None = None) -> None:
         import torch
 
+        from mixkit.models.upscalers.layouts import ARCHITECTURES
         from mixkit.models.upscalers.loading import read_upscaler_weights
 
         check_tiling(tile_size, tile_overlap)
@@ -103,7 +112,7 @@ class ModelUpscaler:
         self.limits = limits or UpscaleLimits()
         self.layout, self.config, _ = read_upscaler_weights(self.path)
         self.scale = self.config.scale
-        self.architecture = "SRVGG" if self.layout == "srvgg" else "ESRGAN"
+        self.architecture = ARCHITECTURES[self.layout]
 
     def __repr__(self) -> str:
         return f"ModelUpscaler({self.name!r}, {self.architecture} x{self.scale}, {str(self.path)!r})"

@@ -27,6 +27,7 @@ def command_line_flags(state: ServerState) -> dict:
             "ckpt_dir": config.models_dir, "lora_dir": config.lora_dir, "embeddings_dir": config.embeddings_dir,
             "vae_dir": config.vae_dir, "controlnet_dir": config.controlnet_dir, "device": config.device,
             "esrgan_models_path": config.esrgan_models_path, "realesrgan_models_path": config.realesrgan_models_path,
+            "swinir_models_path": config.swinir_models_path, "dat_models_path": config.dat_models_path,
             # A1111's --styles-file may repeat (a list); its --cors-allow-origins is one comma-separated string
             "styles_file": [config.styles_file] if config.styles_file else [],
             "cors_allow_origins": ",".join(config.cors_allow_origins) or None,

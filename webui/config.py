@@ -7,6 +7,10 @@ from dataclasses import dataclass, field
 from pipelines.params import GenerationLimits
 from webui.api_convert import RequestLimits
 
+# A1111's upscaler model folders: ServerConfig / argparse attribute -> command-line flag
+UPSCALER_FOLDER_FLAGS = {"esrgan_models_path": "--esrgan-models-path",
+                         "realesrgan_models_path": "--realesrgan-models-path",
+                         "swinir_models_path": "--swinir-models-path", "dat_models_path": "--dat-models-path"}
 LOCALHOST = "127.0.0.1"
 ALL_INTERFACES = "0.0.0.0"
 
@@ -24,11 +28,15 @@ class ServerConfig:
     styles_file: str | None = None  # an A1111 styles.csv for requests' `styles` and /sdapi/v1/prompt-styles
     vae_dir: str | None = None  # VAE files / diffusers VAE folders offered as `sd_vae`
     controlnet_dir: str | None = None
-    # A1111's models/ESRGAN and models/RealESRGAN (`--esrgan-models-path`, `--realesrgan-models-path`): every
-    # .pth/.pt/.safetensors file below them is an upscaler named by its file stem, or A1111's name for Real-ESRGAN's
-    # release files ("R-ESRGAN 4x+"; pipelines.model_upscale.upscaler_name)
+    # A1111's models/ESRGAN, models/RealESRGAN, models/SwinIR and models/DAT (`--esrgan-models-path`,
+    # `--realesrgan-models-path`, `--swinir-models-path`, `--dat-models-path`): every .pth/.pt/.safetensors file below
+    # them is an upscaler named by its file stem, or A1111's name for Real-ESRGAN's release files ("R-ESRGAN 4x+") and
+    # its SwinIR and DAT downloads ("SwinIR 4x", "DAT x4"; pipelines.model_upscale.upscaler_name); the network is
+    # recognised from the weights whatever the folder
     esrgan_models_path: str | None = None
     realesrgan_models_path: str | None = None
+    swinir_models_path: str | None = None
+    dat_models_path: str | None = None
     appflow_models: dict[str, dict[str, str]] = field(default_factory=dict)  # app -> role -> model source
     device: str | None = None
     port: int = 7860
@@ -50,6 +58,11 @@ class ServerConfig:
     @property
     def host(self) -> str:
         return ALL_INTERFACES if self.listen else LOCALHOST
+
+
+def upscaler_folders(source) -> list[str]:
+    """The upscaler model folders set on a ServerConfig or parsed command line, in flag order."""
+    return [folder for attribute in UPSCALER_FOLDER_FLAGS if (folder := getattr(source, attribute, None))]
 
 
 def check_server_config(config: ServerConfig) -> None:
@@ -84,10 +97,10 @@ def check_server_config(config: ServerConfig) -> None:
         if not Path(config.training_data_dir).expanduser().is_dir():
             raise ValueError(f"--training-data-dir {config.training_data_dir!r} is not a folder; create it or fix the "
                              "path.")
-    for flag, folder in (("--esrgan-models-path", config.esrgan_models_path),
-                         ("--realesrgan-models-path", config.realesrgan_models_path)):
+    for attribute, flag in UPSCALER_FOLDER_FLAGS.items():
         from pathlib import Path as FolderPath
 
+        folder = getattr(config, attribute)
         if folder is not None and not FolderPath(folder).expanduser().is_dir():
             raise ValueError(f"{flag} {folder!r} is not a folder; create it or fix the path.")
     if not config.models and not config.models_dir:

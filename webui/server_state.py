@@ -37,7 +37,8 @@ class ServerState(ServerModels, PromptLibraries, ServerJobs, ServerApps):
                                      settings_file=config.settings_file)
         from webui.upscaler_models import register_server_upscalers
 
-        # every file of --esrgan-models-path / --realesrgan-models-path becomes an upscaler (refusals are logged)
+        # every file of --esrgan-models-path / --realesrgan-models-path / --swinir-models-path / --dat-models-path
+        # becomes an upscaler (refusals are logged)
         self.upscaler_scan = register_server_upscalers(config, self.options.upscaler_tiling())
         self.holder = holder or ModelHolder(self.catalog, device=config.device, pipeline_kwargs={
             "lora_dir": config.lora_dir, "embeddings_dir": config.embeddings_dir, "limits": config.limits},

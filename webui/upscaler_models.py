@@ -1,4 +1,5 @@
-"""The server's upscaler model folders (A1111's models/ESRGAN and models/RealESRGAN) and their A1111 listings."""
+"""The server's upscaler model folders (A1111's models/ESRGAN, models/RealESRGAN, models/SwinIR, models/DAT) and their
+A1111 listings."""
 
 from __future__ import annotations
 
@@ -6,12 +7,12 @@ from pathlib import Path
 
 from pipelines.model_upscale import ModelUpscaler, UpscalerScan, register_model_upscalers
 from pipelines.upscale import UPSCALERS
-from webui.config import ServerConfig
+from webui.config import ServerConfig, upscaler_folders
 
 
 def register_server_upscalers(config: ServerConfig, tiling: tuple[int, int]) -> UpscalerScan:
-    """Register the files of both folders as upscalers, on the server's device, tiled as the options say."""
-    folders = [folder for folder in (config.esrgan_models_path, config.realesrgan_models_path) if folder]
+    """Register the files of the upscaler folders as upscalers, on the server's device, tiled as the options say."""
+    folders = upscaler_folders(config)
     if not folders:
         return UpscalerScan()
     tile_size, tile_overlap = tiling

@@ -75,3 +75,16 @@ def base_pipe(tiny_sdxl_dir):
     from pipelines.txt2img import TextToImage
 
     return TextToImage.from_pretrained(tiny_sdxl_dir)
+
+
+@pytest.fixture
+def registered():
+    """`register_model_upscalers` into the global registry for one test; what it added is removed afterwards."""
+    from pipelines.model_upscale import LOADED, register_model_upscalers
+    from pipelines.upscale import UPSCALERS
+
+    before = set(UPSCALERS.names())
+    yield register_model_upscalers
+    for name in set(UPSCALERS.names()) - before:
+        UPSCALERS.unregister(name)
+    LOADED.clear()

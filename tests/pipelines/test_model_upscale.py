@@ -12,16 +12,6 @@ from pipelines.model_upscale import LOADED, ModelUpscaler, check_tiling, registe
 from pipelines.upscale import UPSCALERS, UpscaleLimits, upscale_image
 
 
-@pytest.fixture
-def registered():
-    """Register folders into the global registry for one test, then remove what was added."""
-    before = set(UPSCALERS.names())
-    yield register_model_upscalers
-    for name in set(UPSCALERS.names()) - before:
-        UPSCALERS.unregister(name)
-    LOADED.clear()
-
-
 def random_image(width, height, seed=0):
     return Image.fromarray(np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8))
 

@@ -152,6 +152,25 @@ def test_a_model_file_from_esrgan_models_path_upscales_by_its_name(sources, tmp_
     assert saved.text["postprocessing"] == "Postprocess upscale by: 2.0, Postprocess upscaler: 4x-UltraSharp"
 
 
+@pytest.mark.parametrize("flag, file, layout, name", [
+    ("--swinir-models-path", "SwinIR_4x.pth", "swinir", "SwinIR 4x"), ("--dat-models-path", "DAT_x2.pth", "dat", "DAT x2")])
+def test_a_transformer_file_from_its_models_path_upscales_by_a1111s_name(sources, tmp_path, capsys, registry_restored,
+                                                                         flag, file, layout, name):
+    from mixkit.testing.tiny_upscalers import TINY_DAT, TINY_SWINIR, save_upscaler, tiny_upscaler
+    from pipelines.model_upscale import ModelUpscaler
+
+    models = tmp_path / "models"
+    models.mkdir()
+    config = TINY_SWINIR if layout == "swinir" else TINY_DAT
+    model_file = save_upscaler(tiny_upscaler(config, seed=4), models / file, layout, wrapper="params_ema")
+    [path] = extras(capsys, str(sources / "dog.jpg"), flag, str(models), "--upscaler", name,
+                    "--scale", "2", "--esrgan-tile", "0", "-o", str(tmp_path / "o"))
+    saved = Image.open(path)
+    expected = upscale_image(load_image(sources / "dog.jpg"), 2.0, upscaler=ModelUpscaler(model_file, tile_size=0))
+    assert saved.size == (96, 80) and saved.convert("RGB").tobytes() == expected.tobytes()
+    assert saved.text["postprocessing"] == f"Postprocess upscale by: 2.0, Postprocess upscaler: {name}"
+
+
 def test_bad_tiling_flags_name_the_flag(sources, tmp_path, capsys):
     assert main(["extras", str(sources), "--esrgan-tile", "16", "--esrgan-tile-overlap", "8", "-o",
                  str(tmp_path / "o")]) == 2

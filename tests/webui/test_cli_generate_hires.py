@@ -52,6 +52,26 @@ def test_hires_flag_errors_are_one_line_before_the_model_loads(tmp_path, capsys,
     assert not (tmp_path / "o").exists()
 
 
+def test_hr_upscaler_takes_a_dat_file_from_dat_models_path(tiny_sd1_dir, tmp_path, capsys):
+    from mixkit.testing.tiny_upscalers import TINY_DAT, save_upscaler, tiny_upscaler
+    from pipelines.model_upscale import LOADED
+    from pipelines.upscale import UPSCALERS
+
+    models = tmp_path / "DAT"
+    models.mkdir()
+    save_upscaler(tiny_upscaler(TINY_DAT, seed=6), models / "DAT_x2.pth", "dat", wrapper="params")
+    try:
+        code = main(["generate", "a red circle", "--model", str(tiny_sd1_dir), "--hr-scale", "1.5", "--hr-steps", "1",
+                     "--hr-upscaler", "DAT x2", "--dat-models-path", str(models), "-o", str(tmp_path / "a"), *ARGS])
+        assert code == 0, capsys.readouterr().err
+        [path] = capsys.readouterr().out.split()
+        assert Image.open(path).size == (96, 96)
+        assert "Hires upscaler: DAT x2" in Image.open(path).text["parameters"]  # A1111's name
+    finally:
+        UPSCALERS.unregister("DAT x2")
+        LOADED.clear()
+
+
 def test_hr_upscaler_takes_a_model_file_from_realesrgan_models_path(tiny_sd1_dir, tmp_path, capsys):
     from mixkit.testing.tiny_upscalers import TINY_SRVGG, save_upscaler, tiny_upscaler
     from pipelines.model_upscale import LOADED

@@ -23,6 +23,20 @@ def test_a_path_inside_a_folder_becomes_relative_and_the_folder_its_option_name(
     assert redact(f"see {models}.bak") == f"see {models}.bak"
 
 
+def test_every_upscaler_models_folder_is_redacted_to_its_option_name(tmp_path):
+    from types import SimpleNamespace
+
+    from webui.config import UPSCALER_FOLDER_FLAGS, ServerConfig
+    from webui.error_paths import server_path_redactor
+
+    folders = {attribute: str(tmp_path / attribute) for attribute in UPSCALER_FOLDER_FLAGS}
+    assert set(folders) == {"esrgan_models_path", "realesrgan_models_path", "swinir_models_path", "dat_models_path"}
+    state = SimpleNamespace(config=ServerConfig(models=["m"], **folders), output_dir=str(tmp_path / "out"))
+    redact = server_path_redactor(state)
+    for attribute, folder in folders.items():
+        assert redact(f"cannot read {folder}.") == f"cannot read <{attribute}>."
+
+
 def test_a_file_becomes_its_name_and_the_longest_configured_path_wins(tmp_path):
     models = tmp_path / "models"
     redact = PathRedactor({models: "<models_dir>", models / "sd1.safetensors": "sd1.safetensors",

@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from mixkit.models.upscalers.rrdbnet import RRDBNetConfig
-from mixkit.testing.tiny_upscalers import TINY_RRDB, TINY_SRVGG, save_upscaler, tiny_upscaler
+from mixkit.testing.tiny_upscalers import TINY_DAT, TINY_RRDB, TINY_SRVGG, TINY_SWINIR, save_upscaler, tiny_upscaler
 from pipelines.model_upscale import ModelUpscaler
 from pipelines.upscale import UPSCALERS, upscale_image
 from webui.base64_images import encode_png_base64
@@ -21,11 +21,15 @@ X2 = RRDBNetConfig(in_channels=12, features=8, growth=4, blocks=1)
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("upscalers")
-    (root / "ESRGAN").mkdir(), (root / "RealESRGAN").mkdir()
+    for folder in ("ESRGAN", "RealESRGAN", "SwinIR", "DAT"):
+        (root / folder).mkdir()
     save_upscaler(tiny_upscaler(TINY_RRDB, seed=1), root / "ESRGAN" / "4x-UltraSharp.pth", "esrgan")
     save_upscaler(tiny_upscaler(X2, seed=2), root / "RealESRGAN" / "RealESRGAN_x2plus.pth", "basicsr", wrapper="params_ema")
     save_upscaler(tiny_upscaler(TINY_SRVGG, seed=3), root / "RealESRGAN" / "realesr-general-x4v3.safetensors", "srvgg")
     (root / "RealESRGAN" / "README.pth").write_bytes(b"not a model")
+    # A1111's SwinIR download is SwinIR_4x.pth, listed as "SwinIR 4x"; here a tiny x2 network under that name
+    save_upscaler(tiny_upscaler(TINY_SWINIR, seed=4), root / "SwinIR" / "SwinIR_4x.pth", "swinir", wrapper="params_ema")
+    save_upscaler(tiny_upscaler(TINY_DAT, seed=5), root / "DAT" / "DAT_x2.pth", "dat", wrapper="params")
     return root
 
 
@@ -34,7 +38,8 @@ def server(tiny_sd1_dir, folders, serving):
     from webui.config import ServerConfig
 
     config = ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(folders / "outputs"), ui=False,
-                          esrgan_models_path=str(folders / "ESRGAN"), realesrgan_models_path=str(folders / "RealESRGAN"))
+                          esrgan_models_path=str(folders / "ESRGAN"), realesrgan_models_path=str(folders / "RealESRGAN"),
+                          swinir_models_path=str(folders / "SwinIR"), dat_models_path=str(folders / "DAT"))
     with serving(config) as running:
         yield running
 
@@ -55,6 +60,10 @@ def test_upscalers_lists_each_file_with_a1111s_fields(client, folders):
     # Real-ESRGAN's release files under A1111's names
     assert (listed["R-ESRGAN 2x+"]["scale"], listed["R-ESRGAN General 4xV3"]["model_name"]) == (2, "SRVGG")
     assert "README" not in listed  # not a model: refused (logged), not offered
+    assert listed["SwinIR 4x"] == {"name": "SwinIR 4x", "model_name": "SwinIR", "model_url": None, "scale": 2,
+                                   "model_path": str(folders / "SwinIR" / "SwinIR_4x.pth")}
+    assert listed["DAT x2"] == {"name": "DAT x2", "model_name": "DAT", "model_url": None, "scale": 2,
+                                "model_path": str(folders / "DAT" / "DAT_x2.pth")}
     assert client.get("/sdapi/v1/realesrgan-models").json() == [
         {"name": "R-ESRGAN 2x+", "path": str(folders / "RealESRGAN" / "RealESRGAN_x2plus.pth"), "scale": 2},
         {"name": "R-ESRGAN General 4xV3", "path": str(folders / "RealESRGAN" / "realesr-general-x4v3.safetensors"),
@@ -62,9 +71,11 @@ def test_upscalers_lists_each_file_with_a1111s_fields(client, folders):
     assert [m["name"] for m in client.get("/sdapi/v1/latent-upscale-modes").json()][0] == "Latent"
     flags = client.get("/sdapi/v1/cmd-flags").json()
     assert flags["esrgan_models_path"] == str(folders / "ESRGAN")
+    assert flags["swinir_models_path"] == str(folders / "SwinIR") and flags["dat_models_path"] == str(folders / "DAT")
 
 
-@pytest.mark.parametrize("name, scale", [("4x-UltraSharp", 2), ("R-ESRGAN 2x+", 2), ("R-ESRGAN General 4xV3", 4)])
+@pytest.mark.parametrize("name, scale", [("4x-UltraSharp", 2), ("R-ESRGAN 2x+", 2), ("R-ESRGAN General 4xV3", 4),
+                                         ("SwinIR 4x", 2), ("DAT x2", 2)])
 def test_extras_upscale_with_a_model_file(client, name, scale):
     source = picture()
     response = client.post("/sdapi/v1/extra-single-image",
@@ -116,6 +127,10 @@ def test_a_missing_folder_is_refused_at_start(tiny_sd1_dir, tmp_path):
 
     with pytest.raises(ValueError, match="--esrgan-models-path .*nowhere.* is not a folder"):
         check_server_config(ServerConfig(models=[str(tiny_sd1_dir)], esrgan_models_path=str(tmp_path / "nowhere")))
+    with pytest.raises(ValueError, match="--swinir-models-path .*nowhere.* is not a folder"):
+        check_server_config(ServerConfig(models=[str(tiny_sd1_dir)], swinir_models_path=str(tmp_path / "nowhere")))
+    with pytest.raises(ValueError, match="--dat-models-path .*nowhere.* is not a folder"):
+        check_server_config(ServerConfig(models=[str(tiny_sd1_dir)], dat_models_path=str(tmp_path / "nowhere")))
 
 
 def test_extras_refuses_a_model_pass_over_the_budget_before_queueing(client):

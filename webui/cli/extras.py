@@ -42,7 +42,8 @@ def add_parser(subparsers) -> None:
                    help="image files, or folders whose images are all upscaled (A1111's Batch from Directory)")
     p.add_argument("--upscaler", default=UPSCALERS.names()[0], metavar="NAME",
                    help=f"{', '.join(UPSCALERS.names())}, the file name (without extension) of a model in "
-                        f"--esrgan-models-path / --realesrgan-models-path, or None to copy the image unchanged "
+                        f"--esrgan-models-path / --realesrgan-models-path / --swinir-models-path / --dat-models-path, "
+                        f"or None to copy the image unchanged "
                         f"(default: {UPSCALERS.names()[0]})")
     add_upscaler_flags(p)
     p.add_argument("--scale", type=finite_float, default=None, metavar="X",
@@ -79,8 +80,8 @@ def add_upscaler_flags(parser) -> None:
 
 
 def register_upscaler_flags(args: argparse.Namespace) -> None:
-    """Register the models of --esrgan-models-path / --realesrgan-models-path before any name is checked; a refused
-    file is reported on stderr (its name then is not an upscaler)."""
+    """Register the models of --esrgan-models-path / --realesrgan-models-path / --swinir-models-path / --dat-models-path
+    before any name is checked; a refused file is reported on stderr (its name then is not an upscaler)."""
     from pipelines.model_upscale import check_tiling, register_model_upscalers
 
     try:
@@ -88,7 +89,9 @@ def register_upscaler_flags(args: argparse.Namespace) -> None:
     except ValueError as error:
         raise ValueError(str(error).replace("tile_size", "--esrgan-tile").replace("tile_overlap",
                                                                                    "--esrgan-tile-overlap")) from None
-    folders = [folder for folder in (args.esrgan_models_path, args.realesrgan_models_path) if folder]
+    from webui.config import upscaler_folders
+
+    folders = upscaler_folders(args)
     if folders:
         scan = register_model_upscalers(folders, device=getattr(args, "device", None), tile_size=args.esrgan_tile,
                                         tile_overlap=args.esrgan_tile_overlap)

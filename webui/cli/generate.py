@@ -162,7 +162,9 @@ def run(args: argparse.Namespace) -> int:
     from webui.cli.controlnet_units import controlnet_specs
 
     specs, catalog = controlnet_specs(args, infotext_keys, img2img=False)
-    if getattr(args, "esrgan_models_path", None) or getattr(args, "realesrgan_models_path", None):
+    from webui.config import upscaler_folders
+
+    if upscaler_folders(args):
         from webui.cli.extras import register_upscaler_flags
 
         register_upscaler_flags(args)  # before --hr-upscaler is checked: the files' names are upscalers

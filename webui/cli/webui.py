@@ -65,6 +65,12 @@ def add_upscaler_folder_flags(parser) -> None:
     parser.add_argument("--realesrgan-models-path", default=None, metavar="FOLDER",
                         help="A1111's models/RealESRGAN: Real-ESRGAN files; its release files get A1111's names "
                              "(RealESRGAN_x4plus.pth is 'R-ESRGAN 4x+', realesr-general-x4v3.pth 'R-ESRGAN General 4xV3')")
+    parser.add_argument("--swinir-models-path", default=None, metavar="FOLDER",
+                        help="A1111's models/SwinIR: SwinIR files (classical x2/x3/x4/x8, lightweight, Real-SwinIR), "
+                             "each an upscaler named by its file name; SwinIR_4x.pth is A1111's 'SwinIR 4x'")
+    parser.add_argument("--dat-models-path", default=None, metavar="FOLDER",
+                        help="A1111's models/DAT: DAT files (DAT, DAT-S, DAT-2, DAT-light, community 4x DAT models), "
+                             "each an upscaler named by its file name; DAT_x2/x3/x4.pth are A1111's 'DAT x2/x3/x4'")
 
 
 def config_from_args(args: argparse.Namespace):
@@ -83,7 +89,8 @@ def config_from_args(args: argparse.Namespace):
     config = ServerConfig(
         models=models, models_dir=args.models_dir, output_dir=args.output_dir, lora_dir=args.lora_dir,
         embeddings_dir=args.embeddings_dir, training_data_dir=args.training_data_dir, styles_file=args.styles_file, vae_dir=args.vae_dir, controlnet_dir=args.controlnet_dir,
-        esrgan_models_path=args.esrgan_models_path, realesrgan_models_path=args.realesrgan_models_path, appflow_models=appflow_models, device=args.device, port=args.port, listen=args.listen,
+        esrgan_models_path=args.esrgan_models_path, realesrgan_models_path=args.realesrgan_models_path,
+        swinir_models_path=args.swinir_models_path, dat_models_path=args.dat_models_path, appflow_models=appflow_models, device=args.device, port=args.port, listen=args.listen,
         auth=parse_credentials(args.auth) if args.auth is not None else None, insecure_no_auth=args.insecure_no_auth,
         allowed_hosts=_comma_list(args.allowed_hosts), cors_allow_origins=_comma_list(args.cors_allow_origins),
         queue_size=args.queue, preview_every=args.preview_every, ui=not args.api_only,

@@ -1,6 +1,7 @@
-"""Super-resolution networks A1111 users upscale with: ESRGAN's RRDBNet and Real-ESRGAN's SRVGGNetCompact.
+"""Super-resolution networks A1111 users upscale with: ESRGAN's RRDBNet, Real-ESRGAN's SRVGGNetCompact, SwinIR and
+DAT.
 
 The architectures are written from the papers' descriptions and the public checkpoints' shapes; every size
-(blocks, features, growth, scale) is read from a checkpoint's tensors by `layouts`, and `loading` turns a file
-into a ready module.
+(blocks, features, growth, windows, heads, scale) is read from a checkpoint's tensors by `layouts`, and `loading`
+turns a file into a ready module.
 """

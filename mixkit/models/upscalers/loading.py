@@ -1,4 +1,4 @@
-"""Load an upscaler file (.pth / .pt / .safetensors) into an eval-mode `RRDBNet` or `SRVGGNetCompact`.
+"""Load an upscaler file (.pth / .pt / .safetensors) into an eval-mode `RRDBNet`, `SRVGGNetCompact`, `SwinIR` or `DAT`.
 
 Pickled files go through `mixkit.io.loading` (scanned, then torch's weights-only loader); nothing in a file can run
 code. The network and its sizes come from the tensors alone, so a renamed file still loads.
@@ -12,14 +12,20 @@ from pathlib import Path
 import torch
 
 from mixkit.errors import CheckpointFormatError
+from mixkit.models.upscalers.dat import DAT, DATConfig
 from mixkit.models.upscalers.layouts import TO_MODULE, UnknownLayoutError, detect_layout, unwrap_trainer_state
 from mixkit.models.upscalers.rrdbnet import RRDBNet, RRDBNetConfig
 from mixkit.models.upscalers.srvgg import SRVGGConfig, SRVGGNetCompact
+from mixkit.models.upscalers.swinir import SwinIR, SwinIRConfig
+
+UpscalerConfig = RRDBNetConfig | SRVGGConfig | SwinIRConfig | DATConfig
+UpscalerNetwork = RRDBNet | SRVGGNetCompact | SwinIR | DAT
+_NETWORKS = {RRDBNetConfig: RRDBNet, SRVGGConfig: SRVGGNetCompact, SwinIRConfig: SwinIR, DATConfig: DAT}
 
 UPSCALER_SUFFIXES = (".pth", ".pt", ".safetensors")
 
 
-def read_upscaler_weights(path: str | os.PathLike) -> tuple[str, RRDBNetConfig | SRVGGConfig, dict[str, torch.Tensor]]:
+def read_upscaler_weights(path: str | os.PathLike) -> tuple[str, UpscalerConfig, dict[str, torch.Tensor]]:
     """(layout, config, state dict in the module's names) of an upscaler file, on the CPU.
 
     Raises CheckpointFormatError naming the file and the layouts expected when the file is none of them.
@@ -41,13 +47,13 @@ def read_upscaler_weights(path: str | os.PathLike) -> tuple[str, RRDBNetConfig |
     return layout, config, renamed
 
 
-def build_upscaler(config: RRDBNetConfig | SRVGGConfig) -> RRDBNet | SRVGGNetCompact:
+def build_upscaler(config: UpscalerConfig) -> UpscalerNetwork:
     """A randomly initialised network of `config` (the tests' tiny models, and the shell `load_upscaler` fills)."""
-    return RRDBNet(config) if isinstance(config, RRDBNetConfig) else SRVGGNetCompact(config)
+    return _NETWORKS[type(config)](config)
 
 
 def load_upscaler(path: str | os.PathLike, *, device: str | torch.device = "cpu",
-                  dtype: torch.dtype = torch.float32) -> RRDBNet | SRVGGNetCompact:
+                  dtype: torch.dtype = torch.float32) -> UpscalerNetwork:
     """The network in `path`, in eval mode on `device` in `dtype`; the weights must fill it exactly."""
     layout, config, state = read_upscaler_weights(path)
     model = build_upscaler(config)

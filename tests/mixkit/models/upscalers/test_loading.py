@@ -72,9 +72,10 @@ def test_srvgg_output_is_the_nearest_upsampled_input_plus_a_learned_residual():
 
 
 def test_unknown_layout_is_refused_naming_the_file_and_the_layouts(tmp_path):
-    path = tmp_path / "swinir.pth"
-    torch.save({"layers.0.weight": torch.zeros(3, 3)}, path)
-    with pytest.raises(CheckpointFormatError, match=r"swinir\.pth.*not a known upscaler layout.*ESRGAN.*BasicSR.*SRVGG"):
+    path = tmp_path / "4x-SPAN.pth"  # SPAN's keys (conv_1.sk, block_1.c1_r.sk ...) are none of the supported ones
+    torch.save({"conv_1.sk.weight": torch.zeros(8, 3, 1, 1), "block_1.c1_r.sk.weight": torch.zeros(8, 8, 1, 1)}, path)
+    with pytest.raises(CheckpointFormatError,
+                       match=r"4x-SPAN\.pth.*not a known upscaler layout.*ESRGAN.*BasicSR.*SRVGG.*SwinIR.*DAT"):
         load_upscaler(path)
 
 
