@@ -336,7 +336,10 @@ def test_upscaling_takes_cfg_scale_or_guidance_scale_and_a_random_seed_by_defaul
     flow = Appflow("image2image_text_guided_upscaling", models=[tiny_x4_dir], cache=ModelCache(), steps=2,
                    guidance_scale=4.0)
     assert flow.tasks["upscale"].settings["seed"] == -1
-    assert flow(image=small, prompt="a photo")["result"].size == (48, 40)  # seed -1: drawn, as the SD apps do
+    drawn = flow(image=small, prompt="a photo")  # seed -1: drawn, as the SD apps do, and given back
+    assert drawn["result"].size == (48, 40) and isinstance(drawn["seed"], int) and drawn["seed"] >= 0
+    assert np.array_equal(pixels(flow(image=small, prompt="a photo", seed=drawn["seed"])["result"]),
+                          pixels(drawn["result"]))
     by_hand = upscale_image(small, 4, upscaler=SDx4Upscaler.from_pretrained(tiny_x4_dir, prompt="a photo", steps=2,
                                                                              guidance_scale=4.0, seed=3))
     assert np.array_equal(pixels(flow(image=small, prompt="a photo", seed=3)["result"]), pixels(by_hand))
