@@ -322,10 +322,11 @@ def ti_hashes_infotext(used: dict[str, str], *, bundled: bool = True) -> str:
     vectors bundled in it, `TextualInversion.infotext_hash`).
 
     Names lose their ":" and "," (A1111's `sd_hijack_clip` forward does the same), which would otherwise make the
-    list ambiguous to read back. Embeddings with no hash (made in memory, as training previews) are left out, and
-    with `bundled=False` (A1111's `lora_bundled_ti_to_infotext` off) the words whose vectors a LoRA bundles.
+    list ambiguous to read back; so does a LoRA name written for a bundled word, which then reads as that LoRA's
+    `Lora hashes` entry. Embeddings with no hash (made in memory, as training previews) are left out, and with
+    `bundled=False` (A1111's `lora_bundled_ti_to_infotext` off) the words whose vectors a LoRA bundles.
     """
-    return ", ".join(f"{_infotext_name(name)}: {shorthash}" for name, shorthash in used.items()
+    return ", ".join(f"{_infotext_name(name)}: {_infotext_name(shorthash)}" for name, shorthash in used.items()
                      if shorthash and (bundled or not isinstance(shorthash, BundledInLora)))
 
 
