@@ -27,9 +27,10 @@ LABELS = {
 }
 
 
-def infotext_values(checked: list) -> dict[str, bool]:
-    """The checkboxes' values as option changes, in `INFOTEXT_OPTION_KEYS` order."""
-    return {key: bool(value) for key, value in zip(INFOTEXT_OPTION_KEYS, checked)}
+def infotext_values(checked: list) -> dict:
+    """The checkboxes' values as option changes, in `INFOTEXT_OPTION_KEYS` order; not cast with bool(), so a Gradio
+    client's "false" is refused by the option's check instead of read as True."""
+    return dict(zip(INFOTEXT_OPTION_KEYS, checked))
 
 
 def build_infotext_settings(state: ServerState, apply_settings) -> None:
