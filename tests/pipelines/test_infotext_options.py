@@ -108,6 +108,22 @@ def test_lora_and_ti_hash_switches(sd1_pipe, bundling_lora):
         "lora_bundled_ti_to_infotext": False}).infotexts[0])  # no entry left: no key
 
 
+def test_a_hires_fix_honours_the_switches_in_both_passes(sd1_pipe, bundling_lora):
+    """The second pass takes the call's switches: a LoRA only in the hires prompt stays out of `Lora hashes` when
+    they are off, and `User` stays the last key after the passes' keys are merged."""
+    from pipelines.hires import HiresFix
+    from pipelines.txt2img import TextToImage
+
+    hires = HiresFix(TextToImage(sd1_pipe.model, lora_dir=bundling_lora))
+    call = dict(SMALL, width=32, height=32, hr_scale=1.5, denoising_strength=0.6, sampler="Euler", user="alice",
+                prompt="a cat", hr_prompt="a cat <lora:bundle:1>")
+    full = hires(**call, infotext_options={"add_user_name_to_info": True}).infotexts[0]
+    assert parse_infotext(full)["Lora hashes"].startswith("bundle: ") and full.endswith(", User: alice")
+    private = hires(**call, infotext_options={"add_user_name_to_info": True, "lora_add_hashes_to_infotext": False,
+                                              "add_version_to_infotext": False}).infotexts[0]
+    assert not {"Lora hashes", "Version"} & set(parse_infotext(private)) and private.endswith(", User: alice")
+
+
 def test_hires_keeps_version_and_user_last():
     """The hires fix merges its second pass's hashes into the first pass's infotext; A1111's last keys stay last."""
     from pipelines.hires import with_second_pass_extras
