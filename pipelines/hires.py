@@ -193,7 +193,8 @@ def with_second_pass_extras(infotext: str, second_pass_infotext: str) -> str:
     head, _, _ = infotext.rpartition("\n")
     values = split_infotext(infotext)[2]
     second = split_infotext(second_pass_infotext)[2]
-    last = {key: values.pop(key) for key in ("Version", "User") if key in values}  # stay last, as the pipelines write them
+    # A1111's last two keys stay last, as the pipelines write them
+    last = {key: values.pop(key) for key in ("Version", "User") if key in values}
     for key in ("Lora hashes", "TI hashes"):
         merged = merged_hash_list(values.get(key), second.get(key))
         if merged:

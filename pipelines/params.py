@@ -259,7 +259,8 @@ def check_infotext_settings(params: Txt2ImgParams) -> None:
     if isinstance(chosen, dict):
         unknown = sorted(set(chosen) - set(INFOTEXT_OPTION_DEFAULTS))
         if unknown:
-            raise TypeError(f"infotext_options has unknown option(s) {unknown}; known: {sorted(INFOTEXT_OPTION_DEFAULTS)}.")
+            raise TypeError(f"infotext_options has unknown option(s) {unknown}; known: "
+                            f"{sorted(INFOTEXT_OPTION_DEFAULTS)}.")
         params.infotext_options = InfotextOptions(**chosen)
     elif not isinstance(chosen, InfotextOptions):
         raise TypeError(f"infotext_options must be an InfotextOptions or a dict of A1111's infotext option names, got "

@@ -17,8 +17,8 @@ from webui.api_hires import hires_params, hires_sampler_differences
 from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
 from webui.base64_images import decode_base64_image
 from webui.generation_defaults import GenerationDefaults, apply_request_defaults
-from webui.options import (INFOTEXT_OPTION_KEYS, PROMPT_OPTION_DEFAULTS, PROMPT_OPTION_KEYS, SAMPLER_OPTION_KEYS, SETTABLE,
-                           UNCOND_SKIP_KEYS, hires_refiner_pass, img2img_fix_steps, img2img_noise_values,
+from webui.options import (INFOTEXT_OPTION_KEYS, PROMPT_OPTION_DEFAULTS, PROMPT_OPTION_KEYS, SAMPLER_OPTION_KEYS,
+                           SETTABLE, UNCOND_SKIP_KEYS, hires_refiner_pass, img2img_fix_steps, img2img_noise_values,
                            sampler_option_params, uncond_skip_values)
 from webui.prompt_guard import check_prompt_networks
 

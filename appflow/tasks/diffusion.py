@@ -237,7 +237,8 @@ class InpaintTask(GenerationTask):
 
         # Read as the pipeline reads it (strokes in the alpha channel count), so the shortcut agrees with it.
         if binary_mask(mask).getbbox() is None:
-            return {"image": image.copy(), "infotexts": [], "seeds": []}  # nothing to repaint (e.g. nothing was detected); skip loading SD
+            # nothing to repaint (e.g. nothing was detected): skip loading SD; nothing generated, nothing to record
+            return {"image": image.copy(), "infotexts": [], "seeds": []}
         pipe = image_to_image_pipeline(models)
         width, height = working_size(image, pipe, options["width"], options["height"])
         with one_call_at_a_time(pipe.model):

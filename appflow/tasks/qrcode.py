@@ -12,8 +12,8 @@ from typing import Any
 
 from appflow.task import Port, Task, check_int_option, check_number_option, register_task
 from appflow.tasks.diffusion import (
-    GENERATION_OPTIONS, SD15, GenerationTask, check_lora_folder, generation_kwargs, generation_record, one_call_at_a_time,
-    sd_pipeline,
+    GENERATION_OPTIONS, SD15, GenerationTask, check_lora_folder, generation_kwargs, generation_record,
+    one_call_at_a_time, sd_pipeline,
 )
 
 QR_ERROR_LEVELS = ("l", "m", "q", "h")

@@ -59,7 +59,8 @@ def test_user_is_written_last_only_when_asked_for(sd1_pipe):
 
 @pytest.mark.parametrize("keywords, error, message", [
     ({"infotext_options": {"add_model_name_to_info": "no"}}, TypeError, "add_model_name_to_info must be True or False"),
-    ({"infotext_options": {"add_model_nam_to_info": False}}, TypeError, r"unknown option\(s\) \['add_model_nam_to_info'\]"),
+    ({"infotext_options": {"add_model_nam_to_info": False}}, TypeError,
+     r"unknown option\(s\) \['add_model_nam_to_info'\]"),
     ({"infotext_options": ["add_model_name_to_info"]}, TypeError, "must be an InfotextOptions or a dict"),
     ({"user": "eve\nSteps: 99"}, ValueError, "printable characters"),
     ({"user": 7}, TypeError, "user must be a string"),
@@ -78,7 +79,8 @@ def bundling_lora(tmp_path):
     save_file({"bundle_emb.shinystyle.string_to_param.*": torch.randn(2, 32, generator=generator)},
               str(tmp_path / "bundle.safetensors"))
     (tmp_path / "embeddings").mkdir()
-    save_file({"emb_params": torch.randn(1, 32, generator=generator)}, str(tmp_path / "embeddings" / "glowword.safetensors"))
+    save_file({"emb_params": torch.randn(1, 32, generator=generator)},
+              str(tmp_path / "embeddings" / "glowword.safetensors"))
     return tmp_path
 
 

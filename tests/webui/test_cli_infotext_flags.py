@@ -38,6 +38,7 @@ def test_an_unknown_name_is_refused_listing_the_known_ones(capsys):
 def test_a_user_key_is_read_back_silently(tiny_sd1_dir, tmp_path, capsys):
     """An infotext written with add_user_name_to_info on ends with `User: alice`; it says who made the image and
     changes nothing in a remake, so `--infotext` does not list it among the keys it could not honour."""
-    text = "a cat\nSteps: 1, Sampler: Euler, CFG scale: 5, Seed: 5, Size: 32x32, RNG: CPU, Version: mixkit 0.1.0, User: alice"
+    text = ("a cat\nSteps: 1, Sampler: Euler, CFG scale: 5, Seed: 5, Size: 32x32, RNG: CPU, Version: mixkit 0.1.0, "
+            "User: alice")
     assert main(["generate", "--infotext", text, "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "o")]) == 0
     assert "not honoured" not in capsys.readouterr().err

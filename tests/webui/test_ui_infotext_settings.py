@@ -49,7 +49,8 @@ def test_the_checkboxes_set_the_options_and_the_next_generation_follows(built):
         [f"settings_{key}" for key in INFOTEXT_OPTION_KEYS]
     before = parse_infotext(generate_as(blocks, "bob"))
     assert {"Model", "Model hash", "Version"} <= set(before) and "User" not in before
-    chosen = dict.fromkeys(INFOTEXT_OPTION_KEYS, True) | {"add_model_name_to_info": False, "add_version_to_infotext": False}
+    chosen = {**dict.fromkeys(INFOTEXT_OPTION_KEYS, True), "add_model_name_to_info": False,
+              "add_version_to_infotext": False}
     try:
         assert apply(*chosen.values()) == "Settings applied."
         assert state.options.infotext_settings() == chosen

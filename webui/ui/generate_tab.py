@@ -353,8 +353,7 @@ def form_params(state: ServerState, kind: str, form: list, chosen_styles: list[s
     """The params a form makes, with the Settings an API request also gets and the styles merged as the API merges
     them: NGMS / Skip Early CFG (Settings > Optimizations), eta / ENSD (Settings > Sampler parameters), emphasis and
     comma_padding_backtrack (Settings > Stable Diffusion) and what the infotext tells (Settings > Infotext) are
-    Settings here, as in A1111, not form fields. `own`
-    ends with the Refiner accordion's values (`REFINER_FIELDS`)."""
+    Settings here, as in A1111, not form fields. `own` ends with the Refiner accordion's values (`REFINER_FIELDS`)."""
     from webui.ui.refiner_controls import REFINER_FIELDS, with_refiner
 
     own, refiner = own[:len(own) - len(REFINER_FIELDS)], own[len(own) - len(REFINER_FIELDS):]
