@@ -66,6 +66,10 @@ register_port_type("label_scores", "a dict label -> probability", lambda v: isin
 register_port_type("label_scores_list", "a list of dicts label -> probability, one per image",
                    lambda v: _is_list_of(v, PORT_TYPES.get("label_scores").check))
 register_port_type("flag", "True or False", lambda v: isinstance(v, bool))
+register_port_type("int", "an integer (e.g. the seed a call drew for seed -1)",
+                   lambda v: isinstance(v, int) and not isinstance(v, bool))
+register_port_type("ints", "a list of integers (e.g. the seed of each image)",
+                   lambda v: _is_list_of(v, PORT_TYPES.get("int").check))
 register_port_type("json", "a JSON-serialisable dict", lambda v: isinstance(v, dict))
 
 

@@ -283,7 +283,7 @@ class DiffusionPipelineBase:
                         switch.enter = enter
                         latents = run_sampler(request)
                 # 5. Decode, finish (e.g. paste back) and describe
-                extras = {**self._infotext_extras(params), **prepared.infotext_extras()}
+                extras = {**self._infotext_extras(params), **prepared.infotext_extras(params.infotext_options)}
                 if switch is None or not switch.entered:  # an interrupt before the switch: the base model's image
                     images = decode_latents(self.model.vae, latents)
                 else:  # A1111 decodes with the checkpoint loaded then: the refiner (pipelines.refiner_vae)

@@ -164,12 +164,21 @@ class PreparedCall:
 
         return combine_cfg(noise_pred, step_cond, cfg_scale)
 
-    def infotext_extras(self) -> dict[str, Any]:
+    def infotext_extras(self, options=None) -> dict[str, Any]:
+        """The keys this call's prompts and LoRAs add; `options` (`InfotextOptions`, None: A1111's defaults) may leave
+        out `Lora hashes`, `TI hashes` or a LoRA-bundled word's entry in it."""
+        from mixkit.prompts import ti_hashes_infotext
+        from pipelines.infotext_options import InfotextOptions
+
+        options = options or InfotextOptions()
         extras: dict[str, Any] = {}
-        if self._loras is not None:
+        if self._loras is not None and options.lora_add_hashes_to_infotext:
             extras["Lora hashes"] = self._loras.infotext_hashes() or None
-        ti_hashes = ", ".join(filter(None, (plan.ti_hashes for plan in self._plans.values())))
-        extras["TI hashes"] = ti_hashes or None
+        if options.textual_inversion_add_hashes_to_infotext:
+            used: dict[str, str] = {}
+            for plan in self._plans.values():  # one entry per word, though several schedules encoded it
+                used.update(plan.embeddings_used)
+            extras["TI hashes"] = ti_hashes_infotext(used, bundled=options.lora_bundled_ti_to_infotext) or None
         extras["Emphasis"] = self.emphasis_infotext()
         # A1111 records these when its CFG denoiser padded a prompt and negative prompt of different lengths
         for mode, key in (("empty", "Pad conds"), ("v0", "Pad conds v0")):
@@ -345,10 +354,12 @@ class ModelSession:
             "CFG scale": params.cfg_scale,
             "Seed": seed,
             "Size": f"{params.width}x{params.height}",
-            "Model hash": model.model_hash,
-            "Model": model.name,
-            "VAE hash": model.extras.get("vae_hash"),
-            "VAE": model.extras.get("vae_name"),
+            **params.infotext_options.model_values({  # A1111's add_model_name_to_info ... add_vae_hash_to_info
+                "Model hash": model.model_hash,
+                "Model": model.name,
+                "VAE hash": model.extras.get("vae_hash"),
+                "VAE": model.extras.get("vae_name"),
+            }),
             # A1111's place for the Extra seed keys; their values come per image in `extra` (seed_extras_infotext)
             "Variation seed": None, "Variation seed strength": None, "Seed resize from": None,
             # img2img's and the hires fix's, given in `extra`: A1111's create_infotext places it here, not with the
@@ -376,7 +387,9 @@ class ModelSession:
 
         values.update(uncond_skip_of(params).infotext_values())  # NGMS / Skip Early CFG: approximate, per call
         values.update(extra)
-        values["Version"] = f"mixkit {__version__}"
+        # A1111's last two keys, each behind its option (add_version_to_infotext on, add_user_name_to_info off)
+        values["Version"] = f"mixkit {__version__}" if params.infotext_options.add_version_to_infotext else None
+        values["User"] = params.user if params.infotext_options.add_user_name_to_info else None
         return build_infotext(prompt, negative_prompt, values)
 
 

@@ -193,7 +193,8 @@ def with_second_pass_extras(infotext: str, second_pass_infotext: str) -> str:
     head, _, _ = infotext.rpartition("\n")
     values = split_infotext(infotext)[2]
     second = split_infotext(second_pass_infotext)[2]
-    version = values.pop("Version", None)  # stays the last key, as the pipelines write it
+    # A1111's last two keys stay last, as the pipelines write them
+    last = {key: values.pop(key) for key in ("Version", "User") if key in values}
     for key in ("Lora hashes", "TI hashes"):
         merged = merged_hash_list(values.get(key), second.get(key))
         if merged:
@@ -207,8 +208,7 @@ def with_second_pass_extras(infotext: str, second_pass_infotext: str) -> str:
     for key in REFINER_KEYS:  # from either pass (hires_fix_refiner_pass); one refiner and one switch serve both
         if key in second:
             values[key] = second[key]
-    if version is not None:
-        values["Version"] = version
+    values.update(last)
     line = ", ".join(f"{key}: {quote_value(value)}" for key, value in values.items())
     return f"{head}\n{line}" if head else line
 

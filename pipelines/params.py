@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from mixkit.prompts.limits import MAX_PROMPT_CHARS
+from pipelines.infotext_options import INFOTEXT_OPTION_DEFAULTS, InfotextOptions
 from pipelines.sampler_parameters import SamplerParameters
 
 # A1111 takes any integer seed (random ones are drawn below 2**32, and image k of a batch uses seed + k, past 2**32
@@ -106,6 +107,12 @@ class Txt2ImgParams:
     # faded to grey by this much (1: fully grey, the default; 0: the whole init image). Read by img2img and hires
     # fix's second pass; a txt2img first pass has no init image and conditions on grey, as A1111's.
     inpainting_mask_weight: float = 1.0
+    # A1111's Settings > Infotext switches (model / VAE names and hashes, version, user, LoRA and TI hashes): which
+    # optional keys the infotext holds (pipelines.infotext_options); a dict of those option names is taken too.
+    infotext_options: InfotextOptions = field(default_factory=InfotextOptions)
+    # A1111's `p.user`: the name the request was authenticated as, written as "User" when
+    # `infotext_options.add_user_name_to_info` is on (the web UI and API fill it in; None: nobody logged in).
+    user: str | None = None
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> "Txt2ImgParams":
@@ -241,6 +248,24 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     from pipelines.sampler_parameters import check_sampler_parameters_for
 
     check_sampler_parameters_for(params.sampler_parameters, params.sampler, params.schedule_type)
+    check_infotext_settings(params)
+
+
+def check_infotext_settings(params: Txt2ImgParams) -> None:
+    """`infotext_options` (an `InfotextOptions`, or a dict of its option names made into one) and `user`."""
+    from pipelines.infotext_options import check_user
+
+    chosen = params.infotext_options
+    if isinstance(chosen, dict):
+        unknown = sorted(set(chosen) - set(INFOTEXT_OPTION_DEFAULTS))
+        if unknown:
+            raise TypeError(f"infotext_options has unknown option(s) {unknown}; known: "
+                            f"{sorted(INFOTEXT_OPTION_DEFAULTS)}.")
+        params.infotext_options = InfotextOptions(**chosen)
+    elif not isinstance(chosen, InfotextOptions):
+        raise TypeError(f"infotext_options must be an InfotextOptions or a dict of A1111's infotext option names, got "
+                        f"{type(chosen).__name__}.")
+    check_user(params.user)
 
 
 def check_seed_extras(params: Txt2ImgParams, multiple: int, limits: GenerationLimits) -> None:

@@ -171,7 +171,7 @@ def build_api(state: ServerState) -> APIRouter:
     router = APIRouter()
     limits, request_limits = state.limits, state.config.request_limits
 
-    def validation_context(body) -> dict:
+    def validation_context(body, request: Request) -> dict:
         prompts = (body.prompt,)  # a tag naming a new file rescans the LoRA folder (negative tags are text)
         return {"limits": limits, "lora_names": state.lora_names(prompts), "controlnet_models": state.controlnets,
                 "default_clip_skip": state.options.get("CLIP_stop_at_last_layers"),
@@ -179,14 +179,16 @@ def build_api(state: ServerState) -> APIRouter:
                 "defaults": state.generation_defaults(),
                 "uncond_skip_options": state.options.uncond_skip(), "sampler_options": state.options.sampler_options(),
                 "prompt_options": state.options.prompt_options(), "styles": state.styles(),
-                "refiner_catalog": state.catalog}
+                "refiner_catalog": state.catalog, "infotext_options": state.options.infotext_settings(),
+                "user": request.scope.get(AUTH_USER_KEY)}  # the --auth user: the infotext's `User`, when asked for
 
     @router.post("/sdapi/v1/txt2img")
     async def txt2img(body: Txt2ImgRequest, request: Request):
         try:
             # before anything reads the prompt: it may come from the infotext
             body = apply_infotext(body, state.lora_library, state.running_labels())
-            params = await run_in_threadpool(to_txt2img_params, body, request_limits=request_limits, **validation_context(body))
+            params = await run_in_threadpool(to_txt2img_params, body, request_limits=request_limits,
+                                             **validation_context(body, request))
         except (ValueError, TypeError, KeyError) as error:
             raise unprocessable(error) from None
         return await _generate("txt2img", params, body, request, state)
@@ -195,7 +197,8 @@ def build_api(state: ServerState) -> APIRouter:
     async def img2img(body: Img2ImgRequest, request: Request):
         try:
             body = apply_infotext(body, state.lora_library, state.running_labels())
-            params = await run_in_threadpool(to_img2img_params, body, request_limits=request_limits, **validation_context(body))
+            params = await run_in_threadpool(to_img2img_params, body, request_limits=request_limits,
+                                             **validation_context(body, request))
             sides = mk2 = None
             if is_outpaint_script(body.script_name):
                 params, sides = outpaint_script_params(params, body.script_args)

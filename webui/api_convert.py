@@ -17,8 +17,8 @@ from webui.api_hires import hires_params, hires_sampler_differences
 from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
 from webui.base64_images import decode_base64_image
 from webui.generation_defaults import GenerationDefaults, apply_request_defaults
-from webui.options import (PROMPT_OPTION_DEFAULTS, PROMPT_OPTION_KEYS, SAMPLER_OPTION_KEYS, SETTABLE,
-                           UNCOND_SKIP_KEYS, hires_refiner_pass, img2img_fix_steps, img2img_noise_values,
+from webui.options import (INFOTEXT_OPTION_KEYS, PROMPT_OPTION_DEFAULTS, PROMPT_OPTION_KEYS, SAMPLER_OPTION_KEYS,
+                           SETTABLE, UNCOND_SKIP_KEYS, hires_refiner_pass, img2img_fix_steps, img2img_noise_values,
                            sampler_option_params, uncond_skip_values)
 from webui.prompt_guard import check_prompt_networks
 
@@ -29,7 +29,7 @@ INPAINTING_FILL = {0: "fill", 1: "original", 2: "latent noise", 3: "latent nothi
 # The settings the API reads when it saves a result (`webui.api`: samples, and the grid of 2+ images) too.
 SAVE_OVERRIDES = ("samples_save", "return_grid", "grid_save")
 SETTABLE_OVERRIDES = {"CLIP_stop_at_last_layers", *UNCOND_SKIP_KEYS, *SAMPLER_OPTION_KEYS, *PROMPT_OPTION_KEYS,
-                      *SAVE_OVERRIDES}
+                      *SAVE_OVERRIDES, *INFOTEXT_OPTION_KEYS}
 # What A1111's API request models default to (its UI's defaults differ: 20 steps, DPM++ 2M).
 A1111_API_DEFAULTS = GenerationDefaults(sampler="Euler", schedule_type="Automatic", steps=50, cfg_scale=7.0, width=512,
                                         height=512)
@@ -165,6 +165,17 @@ def _prompt_options(request: Txt2ImgRequest, options: dict[str, Any] | None) -> 
     return {key: values[key] for key in PROMPT_OPTION_KEYS}
 
 
+def _infotext_options(request: Txt2ImgRequest, options: dict[str, Any] | None):
+    """The Settings > Infotext switches: A1111's defaults, then Settings, then override_settings (each checked here,
+    naming the key: an override has not been through /sdapi/v1/options)."""
+    from pipelines.infotext_options import InfotextOptions
+
+    overrides = request.override_settings or {}
+    values = dict(options or {})
+    values.update({key: SETTABLE[key](overrides[key]) for key in INFOTEXT_OPTION_KEYS if key in overrides})
+    return InfotextOptions(**{key: values[key] for key in INFOTEXT_OPTION_KEYS if key in values})
+
+
 def _sampler_options(request: Txt2ImgRequest, sampler: str, options: dict[str, Any] | None) -> dict[str, Any]:
     """eta, ENSD and A1111's other Sampler parameters: Settings, then override_settings, then the request's `eta`,
     `s_churn`, `s_tmin`, `s_tmax`, `s_noise` (checked strictly by the pipeline). A1111 itself lets the setting win over
@@ -229,7 +240,8 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
                       uncond_skip_options: dict[str, Any] | None = None,
                       sampler_options: dict[str, Any] | None = None,
                       prompt_options: dict[str, Any] | None = None, styles=None,
-                      refiner_catalog=None) -> Txt2ImgParams:
+                      refiner_catalog=None, infotext_options: dict[str, Any] | None = None,
+                      user: str | None = None) -> Txt2ImgParams:
     """Txt2ImgParams for a request, validated; raises ValueError/TypeError naming the bad field.
 
     Sampler, scheduler, steps, CFG scale and size the request leaves out come from `defaults`
@@ -243,6 +255,8 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     accepts; `refiner_switch_at` defaults to A1111's 0.8.
     `hires_fix_refiner_pass` comes from `sampler_options` (Settings), then override_settings; a hires
     sampler or schedule is accepted when it resolves to the first pass's (`hires_sampler_differences`).
+    The Settings > Infotext switches come from `infotext_options` (Settings), then override_settings; `user` is the
+    --auth user who sent the request (the infotext's `User` when add_user_name_to_info is on).
     """
     from pipelines.samplers import resolve_sampler
 
@@ -269,6 +283,7 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
         clip_skip=_clip_skip(request, default_clip_skip, current_vae_names),
         **_uncond_skip(request, uncond_skip_options), **_prompt_options(request, prompt_options),
         **refiner_values(request.refiner_checkpoint, request.refiner_switch_at, refiner_catalog),
+        infotext_options=_infotext_options(request, infotext_options), user=user,
     )
     try:
         check_txt2img_params(params, limits)
@@ -329,7 +344,8 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
                       current_vae_names: frozenset[str] | None = None,
                       controlnet_models=None, defaults: GenerationDefaults | None = None,
                       uncond_skip_options: dict[str, Any] | None = None, sampler_options: dict[str, Any] | None = None,
-                      prompt_options: dict[str, Any] | None = None, styles=None, refiner_catalog=None):
+                      prompt_options: dict[str, Any] | None = None, styles=None, refiner_catalog=None,
+                      infotext_options: dict[str, Any] | None = None, user: str | None = None):
     """Img2ImgParams for a request with its images decoded; raises ValueError naming the bad field.
 
     `exact_steps` is A1111's `img2img_fix_steps`: from `sampler_options` (Settings), then override_settings."""
@@ -339,7 +355,8 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
                              current_vae_names=current_vae_names, controlnet_models=controlnet_models,
                              request_limits=request_limits, defaults=defaults,
                              uncond_skip_options=uncond_skip_options, sampler_options=sampler_options,
-                             prompt_options=prompt_options, styles=styles, refiner_catalog=refiner_catalog)
+                             prompt_options=prompt_options, styles=styles, refiner_catalog=refiner_catalog,
+                             infotext_options=infotext_options, user=user)
     units = getattr(base, "controlnets", None) or []
     if request.resize_mode not in RESIZE_MODES:
         raise ValueError(f"resize_mode must be one of {sorted(RESIZE_MODES)} ({RESIZE_MODES}), got {request.resize_mode}.")

@@ -12,6 +12,7 @@ import threading
 from dataclasses import asdict
 from typing import Any
 
+from pipelines.infotext_options import INFOTEXT_OPTION_DEFAULTS, InfotextOptions
 from pipelines.params import GenerationLimits
 from pipelines.sampler_parameters import INTEGERS as _SAMPLER_INTEGERS
 from pipelines.sampler_parameters import NUMBERS as _SAMPLER_NUMBERS
@@ -224,8 +225,13 @@ def _check_comma_option(value: Any) -> int:
     return check_comma_backtrack(value)
 
 
+# A1111's Settings > Infotext (and its Lora / Textual Inversion extensions' infotext options), with its defaults:
+# which model, VAE, version, user, LoRA and embedding details each image's infotext tells (pipelines.infotext_options).
+INFOTEXT_OPTION_KEYS = tuple(INFOTEXT_OPTION_DEFAULTS)
+
 SETTABLE = {
     "CLIP_stop_at_last_layers": _check_clip_skip,
+    **{key: _check_bool(key) for key in INFOTEXT_OPTION_KEYS},
     "emphasis": _check_emphasis_option,
     "comma_padding_backtrack": _check_comma_option,
     "sdxl_clip_l_skip": _check_bool("sdxl_clip_l_skip"),  # A1111's "Clip skip SDXL" (Settings > Stable Diffusion)
@@ -283,6 +289,7 @@ class ServerOptions:
             "outdir_img2img_samples": output_dir,
             "CLIP_stop_at_last_layers": 1,
             **PROMPT_OPTION_DEFAULTS,
+            **INFOTEXT_OPTION_DEFAULTS,
             "live_previews_enable": preview_every > 0,
             "show_progress_every_n_steps": preview_every,
             **SAMPLER_OPTION_DEFAULTS,
@@ -352,6 +359,15 @@ class ServerOptions:
         those names)."""
         with self._lock:
             return {key: self._values[key] for key in PROMPT_OPTION_KEYS}
+
+    def infotext_settings(self) -> dict[str, Any]:
+        """The Settings > Infotext switches as option values (`INFOTEXT_OPTION_KEYS`), for `to_*_params`."""
+        with self._lock:
+            return {key: self._values[key] for key in INFOTEXT_OPTION_KEYS}
+
+    def infotext_options(self) -> InfotextOptions:
+        """The Settings > Infotext switches as the `Txt2ImgParams.infotext_options` every generation takes."""
+        return InfotextOptions(**self.infotext_settings())
 
     def sampler_options(self) -> dict[str, Any]:
         """The options the samplers read (`SAMPLER_OPTION_KEYS`: eta, ENSD, img2img_fix_steps), for `to_*_params`."""

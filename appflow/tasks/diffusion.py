@@ -54,6 +54,12 @@ def generation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
     return {key: options[key] for key in GENERATION_OPTIONS if options[key] is not None}
 
 
+def generation_record(result) -> dict[str, list]:
+    """`infotexts` and `seeds` of a `GenerationResult`: what a caller of a seed -1 call needs to make an image again
+    (the seed drawn is in neither the options it passed nor the image)."""
+    return {"infotexts": list(result.infotexts), "seeds": [int(seed) for seed in result.seeds]}
+
+
 def check_generation_options(options: dict[str, Any]) -> None:
     """The generation options' values checked as the pipeline checks them, but before the model loads.
 
@@ -154,13 +160,14 @@ class TextToImageTask(GenerationTask):
 
     `images` holds every image of the call; `image` (the main output, as PaddleMIX's `result`) is the first,
     so the task chains into the tasks that take one `image` (img2img, inpaint, upscale). `infotexts` holds each
-    image's A1111 parameters text (seed, variation seed, sampler ...), as a PNG of the web UI carries it.
+    image's A1111 parameters text (seed, variation seed, sampler ...), as a PNG of the web UI carries it, and `seeds`
+    each image's seed: with seed -1 the one drawn for the call (image k: that seed + k), as `GenerationResult.seeds`.
     """
 
     name = "text_to_image"
     description = "SD/SDXL txt2img"
     inputs = {"prompt": Port("text")}
-    outputs = {"image": "image", "images": "images", "infotexts": "texts"}
+    outputs = {"image": "image", "images": "images", "infotexts": "texts", "seeds": "ints"}
     main_output = "image"
     models = {"generator": "stable-diffusion"}
     default_models = {"generator": DEFAULT_SD}
@@ -177,18 +184,18 @@ class TextToImageTask(GenerationTask):
             result = pipe(prompt=prompt, width=options["width"] or native, height=options["height"] or native,
                           batch_size=options["batch_size"],
                           batch_count=options["batch_count"], **generation_kwargs(options))
-        return {"image": result.images[0], "images": result.images, "infotexts": result.infotexts}
+        return {"image": result.images[0], "images": result.images, **generation_record(result)}
 
 
 @register_task
 class ImageToImageTask(GenerationTask):
     """img2img: repaint an image guided by a prompt; strength 0 keeps it, 1 ignores it. `infotexts` holds the
-    image's A1111 parameters text."""
+    image's A1111 parameters text, `seeds` its seed (the one drawn for seed -1)."""
 
     name = "image_to_image"
     description = "SD/SDXL img2img"
     inputs = {"image": Port("image"), "prompt": Port("text")}
-    outputs = {"image": "image", "infotexts": "texts"}
+    outputs = {"image": "image", "infotexts": "texts", "seeds": "ints"}
     main_output = "image"
     models = {"generator": "stable-diffusion"}
     default_models = {"generator": DEFAULT_SD}
@@ -202,17 +209,18 @@ class ImageToImageTask(GenerationTask):
         with one_call_at_a_time(pipe.model):
             result = pipe(prompt=prompt, init_images=[image], width=width, height=height,
                           denoising_strength=options["denoising_strength"], **generation_kwargs(options))
-        return {"image": result.images[0], "infotexts": result.infotexts}
+        return {"image": result.images[0], **generation_record(result)}
 
 
 @register_task
 class InpaintTask(GenerationTask):
-    """Repaint the white area of `mask` with `prompt`; an all-black mask returns the image unchanged."""
+    """Repaint the white area of `mask` with `prompt`; an all-black mask returns the image unchanged (and, as nothing
+    was generated, no infotexts and no seeds). `infotexts` and `seeds` as image_to_image's."""
 
     name = "inpaint"
     description = "SD inpainting (masked img2img, or a 9-channel inpainting model)"
     inputs = {"image": Port("image"), "mask": Port("image", mask=True), "prompt": Port("text")}
-    outputs = {"image": "image"}
+    outputs = {"image": "image", "infotexts": "texts", "seeds": "ints"}
     main_output = "image"
     models = {"generator": "stable-diffusion"}
     default_models = {"generator": DEFAULT_SD}
@@ -229,7 +237,8 @@ class InpaintTask(GenerationTask):
 
         # Read as the pipeline reads it (strokes in the alpha channel count), so the shortcut agrees with it.
         if binary_mask(mask).getbbox() is None:
-            return {"image": image.copy()}  # nothing to repaint (e.g. nothing was detected); skip loading SD
+            # nothing to repaint (e.g. nothing was detected): skip loading SD; nothing generated, nothing to record
+            return {"image": image.copy(), "infotexts": [], "seeds": []}
         pipe = image_to_image_pipeline(models)
         width, height = working_size(image, pipe, options["width"], options["height"])
         with one_call_at_a_time(pipe.model):
@@ -243,4 +252,4 @@ class InpaintTask(GenerationTask):
 
             painted = Image.composite(painted.resize(image.size, Image.Resampling.LANCZOS), image.convert("RGB"),
                                       binary_mask(mask))
-        return {"image": painted}
+        return {"image": painted, **generation_record(result)}

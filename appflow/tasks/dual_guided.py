@@ -15,7 +15,7 @@ from typing import Any
 from appflow.task import Port, check_number_option, register_task
 from appflow.tasks.diffusion import (
     DEFAULT_SD, GENERATION_OPTIONS, IMG2IMG_ALIASES, GenerationTask, check_lora_folder, generation_kwargs,
-    image_to_image_pipeline, one_call_at_a_time, working_size,
+    generation_record, image_to_image_pipeline, one_call_at_a_time, working_size,
 )
 
 
@@ -44,12 +44,12 @@ def blend_images(images: list, weights: list[float] | None = None):
 
 @register_task
 class DualGuidedGenerationTask(GenerationTask):
-    """One image guided by several images (blended) and a prompt."""
+    """One image guided by several images (blended) and a prompt; `infotexts` and `seeds` as image_to_image's."""
 
     name = "dual_guided_generation"
     description = "blend images + prompt -> img2img"
     inputs = {"images": Port("images"), "prompt": Port("text")}
-    outputs = {"image": "image", "blend": "image"}
+    outputs = {"image": "image", "blend": "image", "infotexts": "texts", "seeds": "ints"}
     main_output = "image"
     models = {"generator": "stable-diffusion"}
     default_models = {"generator": DEFAULT_SD}
@@ -78,4 +78,4 @@ class DualGuidedGenerationTask(GenerationTask):
         with one_call_at_a_time(pipe.model):
             result = pipe(prompt=prompt, init_images=[blend], width=width, height=height,
                           denoising_strength=options["denoising_strength"], **generation_kwargs(options))
-        return {"image": result.images[0], "blend": blend}
+        return {"image": result.images[0], "blend": blend, **generation_record(result)}

@@ -12,7 +12,8 @@ from typing import Any
 
 from appflow.task import Port, Task, check_int_option, check_number_option, register_task
 from appflow.tasks.diffusion import (
-    GENERATION_OPTIONS, SD15, GenerationTask, check_lora_folder, generation_kwargs, one_call_at_a_time, sd_pipeline,
+    GENERATION_OPTIONS, SD15, GenerationTask, check_lora_folder, generation_kwargs, generation_record,
+    one_call_at_a_time, sd_pipeline,
 )
 
 QR_ERROR_LEVELS = ("l", "m", "q", "h")
@@ -97,12 +98,13 @@ class QrCodeTask(Task):
 
 @register_task
 class ControlNetTextToImageTask(GenerationTask):
-    """Text-to-image guided by one ControlNet and its control image."""
+    """Text-to-image guided by one ControlNet and its control image; `infotexts` and `seeds` as text_to_image's (a
+    scannable QR image drawn with seed -1 is made again from its seed)."""
 
     name = "controlnet_text_to_image"
     description = "SD txt2img + ControlNet"
     inputs = {"prompt": Port("text"), "control_image": Port("image")}
-    outputs = {"image": "image"}
+    outputs = {"image": "image", "infotexts": "texts", "seeds": "ints"}
     main_output = "image"
     models = {"generator": "stable-diffusion", "controlnet": "controlnet"}
     default_models = {"generator": SD15, "controlnet": "monster-labs/control_v1p_sd15_qrcode_monster"}
@@ -129,7 +131,7 @@ class ControlNetTextToImageTask(GenerationTask):
         size = options["width"]
         with one_call_at_a_time(pipe.model):
             result = pipe(prompt=prompt, width=size, height=size, controlnets=[unit], **generation_kwargs(options))
-        return {"image": result.images[0]}
+        return {"image": result.images[0], **generation_record(result)}
 
 
 @register_task

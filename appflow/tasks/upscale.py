@@ -16,7 +16,7 @@ class TextGuidedUpscaleTask(Task):
     name = "text_guided_upscale"
     description = "SD x4 upscaler"
     inputs = {"image": Port("image"), "prompt": Port("text")}
-    outputs = {"image": "image"}
+    outputs = {"image": "image", "seed": "int"}  # the seed used: with seed -1, the one drawn for the call
     main_output = "image"
     models = {"upscaler": "sd-x4-upscaler"}
     default_models = {"upscaler": "stabilityai/stable-diffusion-x4-upscaler"}
@@ -64,5 +64,6 @@ class TextGuidedUpscaleTask(Task):
         # A1111's Extras do).
         factor = SDx4Upscaler.scale
         with one_call_at_a_time(loaded.pipeline):
-            return {"image": upscale_image(image.convert("RGB"), width=factor * image.width,
-                                           height=factor * image.height, upscaler=upscaler)}
+            upscaled = upscale_image(image.convert("RGB"), width=factor * image.width, height=factor * image.height,
+                                     upscaler=upscaler)
+        return {"image": upscaled, "seed": settings["seed"]}

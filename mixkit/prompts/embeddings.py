@@ -26,6 +26,10 @@ EMBEDDING_SUFFIXES = (".safetensors", ".pt", ".bin")
 SDXL_KEYS = ("clip_l", "clip_g")
 
 
+class BundledInLora(str):
+    """A `TI hashes` value that is the name of the LoRA whose file bundles the word's vectors, not a file hash."""
+
+
 @dataclass
 class TextualInversion:
     """One loaded embedding. `vectors` maps "" (single-encoder file) or "clip_l"/"clip_g" to [n, dim]."""
@@ -51,8 +55,9 @@ class TextualInversion:
         """What `TI hashes` writes after this embedding's word: its file's shorthash, or for vectors bundled in a LoRA
         the LoRA's name as its tag named it (A1111's Lora extension gives them `BundledTIHash(name)`, which its
         `lora_bundled_ti_to_infotext` option, on by default, prints as that name), so "word: lora" tells a reader
-        which LoRA's `Lora hashes` entry the word's vectors came from."""
-        return self.bundled_in if self.bundled_in is not None else self.shorthash
+        which LoRA's `Lora hashes` entry the word's vectors came from. The name comes as a `BundledInLora`, so
+        `ti_hashes_infotext` can leave it out when that option is off."""
+        return BundledInLora(self.bundled_in) if self.bundled_in is not None else self.shorthash
 
     @property
     def num_vectors(self) -> int:
@@ -312,14 +317,17 @@ def _stamp(path: Path) -> tuple[int, int] | None:
     return status.st_mtime_ns, status.st_size
 
 
-def ti_hashes_infotext(used: dict[str, str]) -> str:
+def ti_hashes_infotext(used: dict[str, str], *, bundled: bool = True) -> str:
     """A1111's `TI hashes` infotext value: "name: shorthash, name: shorthash" (sha256, 12 hex; a LoRA's name for
     vectors bundled in it, `TextualInversion.infotext_hash`).
 
     Names lose their ":" and "," (A1111's `sd_hijack_clip` forward does the same), which would otherwise make the
-    list ambiguous to read back. Embeddings with no hash (made in memory, as training previews) are left out.
+    list ambiguous to read back; so does a LoRA name written for a bundled word, which then reads as that LoRA's
+    `Lora hashes` entry. Embeddings with no hash (made in memory, as training previews) are left out, and with
+    `bundled=False` (A1111's `lora_bundled_ti_to_infotext` off) the words whose vectors a LoRA bundles.
     """
-    return ", ".join(f"{_infotext_name(name)}: {shorthash}" for name, shorthash in used.items() if shorthash)
+    return ", ".join(f"{_infotext_name(name)}: {_infotext_name(shorthash)}" for name, shorthash in used.items()
+                     if shorthash and (bundled or not isinstance(shorthash, BundledInLora)))
 
 
 def _infotext_name(name: str) -> str:

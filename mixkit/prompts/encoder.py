@@ -77,8 +77,10 @@ class PromptEncoder:
     """Holds the tokenizer(s)/text encoder(s) of one model; encodes prompts and caches the results.
 
     The cache key includes the text encoders' parameter versions, so weights changed in place
-    (e.g. a LoRA merged into them) invalidate it; call `clear_cache()` after any other change
-    (swapped modules, forward hooks).
+    (e.g. a LoRA merged into them) invalidate it, and the settings that shape an encoding (clip skip,
+    "Clip skip SDXL", emphasis, comma backtrack), so an encoder whose attribute is changed between calls
+    never returns an encoding made under the old value; call `clear_cache()` after any other change
+    (swapped modules, forward hooks, another embeddings library).
     """
 
     def __init__(self, tokenizers: list, text_encoders: list, *, is_sdxl: bool, clip_skip: int = 1,
@@ -111,8 +113,8 @@ class PromptEncoder:
         self.clip_skip = clip_skip
         self.sdxl_clip_l_skip = sdxl_clip_l_skip
         self.embeddings = embeddings if embeddings is not None else EmbeddingLibrary()
-        self._cache: OrderedDict = OrderedDict()  # (text, weights version) -> RawEncoding
-        self._groups: OrderedDict = OrderedDict()  # (texts, weights version) -> [EncodedPrompt]
+        self._cache: OrderedDict = OrderedDict()  # (text, settings, weights version) -> RawEncoding
+        self._groups: OrderedDict = OrderedDict()  # (texts, settings, weights version) -> [EncodedPrompt]
         self._name_tokens: list[dict[int, list[tuple[tuple[int, ...], str]]]] | None = None
 
     # ---- caching -------------------------------------------------------------------------------
@@ -120,6 +122,12 @@ class PromptEncoder:
         self._cache.clear()
         self._groups.clear()
         self._name_tokens = None
+
+    def _settings(self) -> tuple:
+        """What besides the text and the weights decides an encoding: an encoder built with clip skip 1 whose
+        `clip_skip` is set to 2 afterwards (a caller reusing one SDXL encoder across calls) must not answer a repeated
+        prompt with the clip-skip-1 encoding it cached."""
+        return self.clip_skip, self.sdxl_clip_l_skip, self.emphasis_name, self.emphasis, self.comma_backtrack
 
     def _weights_version(self) -> tuple:
         # A tensor's _version counts its in-place updates; device/dtype catch `.to(...)`, which
@@ -142,7 +150,7 @@ class PromptEncoder:
         texts = tuple(check_prompt_text(text) for text in texts)
         if not texts:
             raise ValueError("encode_group needs at least one text")
-        key = (texts, self._weights_version())
+        key = (texts, self._settings(), self._weights_version())
         if key in self._groups:
             self._groups.move_to_end(key)
             return self._groups[key]
@@ -155,7 +163,7 @@ class PromptEncoder:
         return encoded
 
     def _raw(self, text: str) -> RawEncoding:
-        key = (text, self._weights_version())
+        key = (text, self._settings(), self._weights_version())
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]

@@ -220,6 +220,7 @@ def test_dual_guided_generation_repaints_the_blend(tiny_sd1_dir, photo, shared_c
     by_hand = by_hand_img2img(sd_by_hand, prompt="a cat", init_images=[result["blend"]], width=48, height=40,
                               denoising_strength=0.6, **SD_FAST)
     assert np.array_equal(pixels(result["result"]), pixels(by_hand))
+    assert result["seeds"] == [7] and ", Seed: 7, " in result["infotexts"][0]  # what makes it again
 
 
 def test_upscaling_app_is_4x_and_equals_the_upscaler_called_by_hand(tiny_x4_dir):
@@ -245,6 +246,9 @@ def test_qrcode_art_generates_with_the_controlnet_and_reports_scannability(tiny_
     assert decode_qr(result["qr_image"]) == "https://example.org"
     assert isinstance(result["scannable"], bool)
     assert result["scannable"] == (result["decoded"] == "https://example.org")
+    drawn = flow(text="https://example.org", prompt="a garden", seed=-1)  # the seed drawn comes back
+    again = flow(text="https://example.org", prompt="a garden", seed=drawn["seeds"][0])
+    assert np.array_equal(pixels(again["result"]), pixels(drawn["result"])) and again["infotexts"] == drawn["infotexts"]
     plain = Appflow("text2image_generation", models=[tiny_sd1_dir], cache=shared_cache, width=96, height=96,
                     **SD_FAST)(prompt="a garden")
     assert not np.array_equal(pixels(result["result"]), pixels(plain["result"]))  # the ControlNet acted
@@ -336,7 +340,10 @@ def test_upscaling_takes_cfg_scale_or_guidance_scale_and_a_random_seed_by_defaul
     flow = Appflow("image2image_text_guided_upscaling", models=[tiny_x4_dir], cache=ModelCache(), steps=2,
                    guidance_scale=4.0)
     assert flow.tasks["upscale"].settings["seed"] == -1
-    assert flow(image=small, prompt="a photo")["result"].size == (48, 40)  # seed -1: drawn, as the SD apps do
+    drawn = flow(image=small, prompt="a photo")  # seed -1: drawn, as the SD apps do, and given back
+    assert drawn["result"].size == (48, 40) and isinstance(drawn["seed"], int) and drawn["seed"] >= 0
+    assert np.array_equal(pixels(flow(image=small, prompt="a photo", seed=drawn["seed"])["result"]),
+                          pixels(drawn["result"]))
     by_hand = upscale_image(small, 4, upscaler=SDx4Upscaler.from_pretrained(tiny_x4_dir, prompt="a photo", steps=2,
                                                                              guidance_scale=4.0, seed=3))
     assert np.array_equal(pixels(flow(image=small, prompt="a photo", seed=3)["result"]), pixels(by_hand))

@@ -68,6 +68,18 @@ def test_clip_skip_sdxl_reaches_the_encoder(sdxl_pipe):
     assert "Clip skip: 3" in result.infotexts[0]
 
 
+def test_clip_skip_changed_between_calls_is_never_answered_from_the_cache(sdxl_pipe):
+    """One SDXL pipeline, the same prompt, clip skip 1, 2, 1 (with "Clip skip SDXL"): each call gets its own clip
+    skip's conditioning, as a pipeline built for it would, however the session caches encoders and encodings."""
+    from pipelines.txt2img import TextToImage
+
+    calls = [unet_contexts(sdxl_pipe, prompt="a red circle", clip_skip=skip, sdxl_clip_l_skip=True)[0][0]
+             for skip in (1, 2, 1)]
+    fresh = unet_contexts(TextToImage(sdxl_pipe.model), prompt="a red circle", clip_skip=2, sdxl_clip_l_skip=True)[0][0]
+    assert not torch.equal(calls[0], calls[1])
+    assert torch.equal(calls[1], fresh) and torch.equal(calls[2], calls[0])
+
+
 @pytest.mark.parametrize("values, error, message", [
     (dict(emphasis="Orginal"), ValueError, "Did you mean 'Original'"),
     (dict(emphasis=None), TypeError, "emphasis must be a mode name"),

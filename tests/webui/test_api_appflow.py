@@ -50,6 +50,7 @@ def test_text_to_image_app_takes_the_variation_seed_and_returns_its_infotexts(cl
     infos = [parse_infotext(text) for text in response.json()["outputs"]["infotexts"]]
     assert [(info["Seed"], info["Variation seed"], info["Variation seed strength"]) for info in infos] == [
         ("5", "40", "0.25"), ("5", "41", "0.25")]
+    assert response.json()["outputs"]["seeds"] == [5, 5]  # each image's seed (a variation keeps it), as JSON numbers
 
 
 def test_image_input_is_decoded_from_base64(client):

@@ -131,6 +131,9 @@ def add_generation_flags(p: argparse.ArgumentParser,
     p.add_argument("--skip-early-cfg", type=float, default=None, metavar="FRACTION",
                    help="APPROXIMATE: A1111's skip_early_cond: the first FRACTION (0-1) of the steps run without the "
                         "negative prompt")
+    from webui.cli.infotext_flags import add_infotext_flags
+
+    add_infotext_flags(p)
     p.add_argument("-o", "--output", default="outputs",
                    help="output folder (A1111 names: 00000-<seed>.png; default: ./outputs), or a .png file name "
                         "(several images: <name>-1.png, <name>-2.png, ...; existing files are replaced)")
@@ -213,6 +216,7 @@ def generation_fields(args: argparse.Namespace) -> dict:
     """The Txt2ImgParams fields the shared flags set (`add_generation_flags`; A1111's defaults for flags not given,
     the model's recommended ones replace some after the load, see `load_pipeline`), --style applied to the prompts."""
     from pipelines.params import Txt2ImgParams
+    from webui.cli.infotext_flags import infotext_options_of
     from webui.cli.sampler_parameter_flags import sampler_parameters_of
 
     d = Txt2ImgParams()
@@ -235,7 +239,7 @@ def generation_fields(args: argparse.Namespace) -> dict:
         refiner=args.refiner, refiner_switch_at=_or(args.refiner_switch_at, d.refiner_switch_at),
         refiner_switch_by_sample_steps=bool(args.refiner_switch_by_sample_steps),
         use_old_scheduling=bool(args.use_old_scheduling),
-        sampler_parameters=sampler_parameters_of(args),
+        sampler_parameters=sampler_parameters_of(args), infotext_options=infotext_options_of(args),
     )
 
 

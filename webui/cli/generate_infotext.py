@@ -49,7 +49,7 @@ FLAG_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
 ETA_KEYS = ("Eta DDIM", "Eta")  # A1111 writes one of them, for DDIM or the ancestral samplers, when not the default
 SAMPLER_KEYS = ("Sampler", "Schedule type")
 # Written by mixkit / A1111 for people or checked after the load; reading them back changes nothing.
-INFORMATIONAL_KEYS = {"Version", "Lora hashes", "TI hashes", "Model", "Model hash", "VAE", "VAE hash", "RNG",
+INFORMATIONAL_KEYS = {"Version", "User", "Lora hashes", "TI hashes", "Model", "Model hash", "VAE", "VAE hash", "RNG",
                       "Refiner"}  # with --refiner given (otherwise refused); its title is checked by nobody
 HIRES_KEYS = ("Hires upscale", "Hires upscaler", "Hires resize-1", "Hires resize-2", "Hires steps", "Hires sampler",
               "Hires schedule type", "Hires checkpoint", "Hires prompt", "Hires negative prompt", "Hires CFG Scale",

@@ -307,7 +307,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
             task_id = check_task_id(task_id) if task_id else new_task_id()  # none: a Gradio client, not the page
             if state.tasks.in_use(task_id):
                 raise ValueError(f"task id {task_id!r} is already in use; reload the page to get a new one.")
-            params = to_params(list(values))
+            params = replace(to_params(list(values)), user=page_owner(request))  # the infotext's `User`
             if outpainting and getattr(params, "controlnets", None):
                 raise ValueError("Outpaint mode does not take a ControlNet unit here; disable the unit.")
             if not outpainting:
@@ -386,8 +386,8 @@ def split_form_values(values: list, control_count: int) -> tuple[list, list[str]
 def form_params(state: ServerState, kind: str, form: list, chosen_styles: list[str], own: list):
     """The params a form makes, with the Settings an API request also gets and the styles merged as the API merges
     them: NGMS / Skip Early CFG (Settings > Optimizations), eta / ENSD (Settings > Sampler parameters), emphasis and
-    comma_padding_backtrack (Settings > Stable Diffusion) are Settings here, as in A1111, not form fields. `own`
-    ends with the Refiner accordion's values (`REFINER_FIELDS`)."""
+    comma_padding_backtrack (Settings > Stable Diffusion) and what the infotext tells (Settings > Infotext) are
+    Settings here, as in A1111, not form fields. `own` ends with the Refiner accordion's values (`REFINER_FIELDS`)."""
     from webui.ui.refiner_controls import REFINER_FIELDS, with_refiner
 
     own, refiner = own[:len(own) - len(REFINER_FIELDS)], own[len(own) - len(REFINER_FIELDS):]
@@ -400,7 +400,7 @@ def _form_params(state: ServerState, kind: str, form: list, chosen_styles: list[
 
     unstyled = values_to_params(form)
     params = replace(unstyled, **state.options.uncond_skip(), **state.options.sampler_params(unstyled.sampler),
-                     **state.options.prompt_options())
+                     **state.options.prompt_options(), infotext_options=state.options.infotext_options())
     library = read_styles(state) if chosen_styles else None
     params = styled_params(params, chosen_styles, library)
     if kind == "txt2img":

@@ -1,4 +1,5 @@
-"""Settings: checkpoint, VAE and performance preset; saving, live previews, clip skip; sampler defaults; prompt options.
+"""Settings: checkpoint, VAE and performance preset; saving, live previews, clip skip; sampler defaults; prompt options;
+what the infotext tells.
 
 Changes go through the same `ServerOptions` checks and the same queued model switch as
 `POST /sdapi/v1/options`, and are saved to the settings file when the server has one. The
@@ -151,6 +152,11 @@ def build_settings_tab(state: ServerState) -> None:
         from webui.ui.upscaler_settings import build_upscaler_settings
 
         build_upscaler_settings(state, apply_settings)
+    with gr.Accordion("Infotext (what each image's parameters text tells: model, VAE, version, user, LoRA and TI "
+                      "hashes)", open=False, elem_id="settings_infotext"):
+        from webui.ui.infotext_settings import build_infotext_settings
+
+        build_infotext_settings(state, apply_settings)
     emphasis, comma_backtrack, clip_l_skip = build_prompt_option_widgets(state)
     apply = gr.Button("Apply settings", elem_id="settings_apply")
 

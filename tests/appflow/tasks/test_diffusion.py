@@ -79,3 +79,33 @@ def test_bad_extra_seed_options_are_refused_before_the_model_loads(app, option, 
     with pytest.raises(ValueError, match=message):
         Appflow(app, cache=cache, **option)
     assert cache.loads == 0
+
+
+def test_text2image_returns_the_seed_drawn_for_seed_minus_one(tiny_sd1_dir, shared_cache, by_hand):
+    """With seed -1 the seed is drawn inside the call; `seeds` gives it back (image k: seed + k, as the pipelines'
+    `GenerationResult.seeds`), so the image is made again from it."""
+    flow = Appflow("text2image_generation", models=[tiny_sd1_dir], cache=shared_cache, steps=2, width=32, height=32)
+    result = flow(prompt="a cat", seed=-1, batch_size=2)
+    first = result["seeds"][0]
+    assert isinstance(first, int) and 0 <= first and result["seeds"] == [first, first + 1]
+    assert [parse_infotext(text)["Seed"] for text in result["infotexts"]] == [str(first), str(first + 1)]
+    again = by_hand(prompt="a cat", steps=2, width=32, height=32, seed=first, batch_size=2)
+    for made, wanted in zip(result["images"], again.images):
+        assert np.array_equal(pixels(made), pixels(wanted))
+
+
+def test_image2image_and_inpaint_return_their_seed_and_infotext(tiny_sd1_dir, shared_cache):
+    photo = Image.new("RGB", (32, 32), (200, 120, 40))
+    img2img = Appflow("image2image_text_guided_generation", models=[tiny_sd1_dir], cache=shared_cache, steps=2)
+    made = img2img(image=photo, prompt="a cat", seed=-1)
+    assert len(made["seeds"]) == 1 and parse_infotext(made["infotexts"][0])["Seed"] == str(made["seeds"][0])
+    again = img2img(image=photo, prompt="a cat", seed=made["seeds"][0])
+    assert np.array_equal(pixels(again["image"]), pixels(made["image"]))
+
+    mask = Image.new("L", (32, 32), 0)
+    mask.paste(255, (8, 8, 24, 24))
+    inpaint = Appflow("mask_guided_inpainting", models=[tiny_sd1_dir], cache=shared_cache, steps=2)
+    painted = inpaint(image=photo, mask=mask, inpaint_prompt="a dog", seed=-1)
+    assert len(painted["seeds"]) == 1 and parse_infotext(painted["infotexts"][0])["Seed"] == str(painted["seeds"][0])
+    untouched = inpaint(image=photo, mask=Image.new("L", (32, 32), 0), inpaint_prompt="a dog")
+    assert (untouched["seeds"], untouched["infotexts"]) == ([], [])  # nothing generated, nothing to record

@@ -186,3 +186,13 @@ def test_a_refreshed_library_sees_new_files_and_rereads_only_changed_ones(tmp_pa
     assert fresh.get("changed") is not changed and fresh.get("changed").num_vectors == 3
     (tmp_path / "kept.safetensors").unlink()
     assert library.refreshed().names() == ["added", "changed"]
+
+
+def test_ti_hashes_leaves_out_lora_bundled_words_when_asked():
+    """A1111's `lora_bundled_ti_to_infotext`: a bundled word's entry names its LoRA (on, the default) or is left out;
+    a folder embedding's hash stays either way."""
+    from mixkit.prompts.embeddings import BundledInLora, ti_hashes_infotext
+
+    used = {"shiny:style": BundledInLora("my,lora"), "glow": "0123456789ab", "preview": ""}
+    assert ti_hashes_infotext(used) == "shinystyle: mylora, glow: 0123456789ab"  # as its Lora hashes name
+    assert ti_hashes_infotext(used, bundled=False) == "glow: 0123456789ab"

@@ -80,3 +80,19 @@ def sdxl_pipe_t2i(tiny_sdxl_dir):
     from pipelines.txt2img import TextToImage
 
     return TextToImage.from_pretrained(tiny_sdxl_dir)
+
+
+def test_changed_clip_skip_is_not_answered_from_the_cache(sdxl_pipe):
+    """One SDXL encoder reused with another clip skip (or "Clip skip SDXL" turned off) re-encodes a prompt it has
+    cached: before, its cache was keyed by text and weights only, so the second call got the first call's layer."""
+    reused = _encoder(sdxl_pipe, clip_skip=1, sdxl_clip_l_skip=True)
+    first = reused.encode(PROMPT)
+    reused.clip_skip = 3
+    fresh = _encoder(sdxl_pipe, clip_skip=3, sdxl_clip_l_skip=True).encode(PROMPT)
+    again = reused.encode(PROMPT)
+    assert not torch.equal(fresh.hidden, first.hidden)  # the layers differ, so a stale answer would show
+    assert torch.equal(again.hidden, fresh.hidden)
+    reused.sdxl_clip_l_skip = False
+    assert torch.equal(reused.encode(PROMPT).hidden, _encoder(sdxl_pipe, clip_skip=3).encode(PROMPT).hidden)
+    assert torch.equal(reused.encode_group([PROMPT, "a dog"])[0].hidden,
+                       _encoder(sdxl_pipe, clip_skip=3).encode_group([PROMPT, "a dog"])[0].hidden)
