@@ -4,6 +4,7 @@ after the tab closed) follows it and shows them (`webui.ui.reattach`)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import gradio as gr
@@ -48,7 +49,7 @@ def follow_appflow(state: ServerState, task):
 
     def running(task) -> tuple:
         def describe(snapshot) -> str:
-            seconds = 0.0 if snapshot.started_at is None else max(0.0, _now() - snapshot.started_at)
+            seconds = 0.0 if snapshot.started_at is None else max(0.0, time.monotonic() - snapshot.started_at)
             return f"Running {task.label or 'the app'} ({seconds:.0f}s)"
 
         return progress_html(*job_status(state, task.job, describe)), gr.skip(), gr.skip()
@@ -60,8 +61,3 @@ def follow_appflow(state: ServerState, task):
 
     return follow_ui_task(task, OUTPUT_COUNT, running, shown)
 
-
-def _now() -> float:
-    import time
-
-    return time.monotonic()

@@ -75,8 +75,9 @@ def build_extras_tab(state: ServerState) -> tuple[gr.Image, FollowedTab]:
             task_box = task_box_for("extras")
 
     def run_upscale(sources: list, body, task_id, request, *, batch: bool):
-        """Queue the upscale of `sources` (read as the API reads them) as one task and follow it. The session lets
-        nothing here stop it; the task id (made by the page, the last input) lets a reloaded page follow it."""
+        """Queue the upscale of `sources` (read as the API reads them) as one job and follow it as a task: the job goes
+        on when the page goes away, and the task id (made by the page, the last input) lets a reloaded page follow
+        it."""
         from webui.api_extras import upscale_factor
 
         try:
