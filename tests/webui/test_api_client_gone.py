@@ -11,11 +11,22 @@ import logging
 import socket
 import time
 
+import pytest
 from PIL import Image
 
-STEPS = 40
+STEPS = 80  # long enough that the disconnect is noticed (polled every 0.25s) while it samples
 REQUEST = {"prompt": "a cube left alone", "seed": 7, "steps": STEPS, "width": 64, "height": 64,
            "sampler_name": "Euler", "save_images": True}
+
+
+def init_image() -> str:
+    buffer = io.BytesIO()
+    Image.new("RGB", (64, 64), (30, 160, 90)).save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+# img2img samples denoising_strength x steps (A1111): 0.9 x 80 = 72 steps
+ROUTES = {"txt2img": {}, "img2img": {"init_images": [init_image()], "denoising_strength": 0.9}}
 
 
 def send_and_close_when_sampling(server, client, route: str, payload: dict) -> None:
@@ -31,11 +42,13 @@ def send_and_close_when_sampling(server, client, route: str, payload: dict) -> N
             time.sleep(0.02)
 
 
-def test_a_generation_that_saves_finishes_and_saves_after_its_client_left(client, server, caplog):
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_generation_that_saves_finishes_and_saves_after_its_client_left(client, server, caplog, route):
     caplog.set_level(logging.INFO, logger="webui")
     outputs = server.state.output_dir
     before = set(outputs.rglob("*.png")) if outputs.exists() else set()
-    send_and_close_when_sampling(server, client, "/sdapi/v1/txt2img", REQUEST)
+    request = {**REQUEST, **ROUTES[route]}
+    send_and_close_when_sampling(server, client, f"/sdapi/v1/{route}", request)
 
     seen_steps = []  # what /sdapi/v1/progress shows while the orphaned job runs on
     deadline = time.monotonic() + 120
@@ -50,7 +63,7 @@ def test_a_generation_that_saves_finishes_and_saves_after_its_client_left(client
     assert "the client closed the connection; the job runs on" in caplog.text  # the disconnect was noticed mid-job
     assert not [r for r in caplog.records if "failed" in r.getMessage()]
     # Finished, not interrupted: the same request answered in full gives the very same pixels.
-    answered = client.post("/sdapi/v1/txt2img", json={**REQUEST, "save_images": False}).json()["images"][0]
+    answered = client.post(f"/sdapi/v1/{route}", json={**request, "save_images": False}).json()["images"][0]
     with Image.open(saved) as on_disk, Image.open(io.BytesIO(base64.b64decode(answered))) as expected:
         assert on_disk.info["parameters"].startswith(f"a cube left alone\nSteps: {STEPS}, ")
         assert list(on_disk.convert("RGB").getdata()) == list(expected.convert("RGB").getdata())
