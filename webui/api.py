@@ -2,8 +2,9 @@
 
 Every request is validated completely before it is queued (see `webui.api_convert`); invalid
 input gets 422 with a message naming the field and the allowed range, a full queue gets 503
-with `Retry-After`, and a client that disconnects has its queued job dropped or its running
-job interrupted, so the queue moves on.
+with `Retry-After`. A client that disconnects has its queued job dropped or its running job interrupted, so the
+queue moves on, unless the job writes to the output folder (a generation with `save_images` and saving on): that one
+runs to completion and saves, as A1111's does (it never notices a client leaving), since its files are its result.
 """
 
 from __future__ import annotations
@@ -57,16 +58,28 @@ def queue_full(error: QueueFullError) -> HTTPException:
     return HTTPException(status_code=503, detail=str(error), headers={"Retry-After": "5"})
 
 
-async def wait_for_job(job: Job, request: Request, state: ServerState):
-    """The job's result; cancels (queued) or interrupts (running) it if the client goes away."""
+async def wait_for_job(job: Job, request: Request, state: ServerState, *, finish_if_gone: bool = False):
+    """The job's result; cancels (queued) or interrupts (running) it if the client goes away, or with
+    `finish_if_gone` (a job that saves its files) waits for it to the end (ClientGone is then the caller's to raise
+    once it has done its own saving; `client_left` tells)."""
     future = asyncio.wrap_future(job.future)
     while True:
         done, _ = await asyncio.wait({future}, timeout=DISCONNECT_POLL_SECONDS)
         if done:
             return future.result()
         if await request.is_disconnected():
-            state.worker.cancel(job)
-            raise ClientGone()
+            break
+    if not finish_if_gone:
+        state.worker.cancel(job)
+        raise ClientGone()
+    logger.info("%s: the client closed the connection; the job runs on, as it saves its results to %s",
+                job.description, state.output_dir)
+    return await future
+
+
+async def client_left(request: Request) -> bool:
+    """Whether the client has closed the connection (then nobody reads the answer: it need not be encoded)."""
+    return await request.is_disconnected()
 
 
 def check_free_task_id(state: ServerState, task_id: str) -> None:
@@ -102,6 +115,13 @@ def save_option(body: Txt2ImgRequest, state: ServerState, key: str) -> bool:
     return bool((body.override_settings or {}).get(key, state.options.get(key)))
 
 
+def writes_outputs(body: Txt2ImgRequest, state: ServerState, save: bool) -> bool:
+    """Whether the request's job leaves files in the output folder (its images, or its grid with grid_save): such a
+    job runs to the end even if the client leaves, as A1111's does, since the files are what it was for. Any other
+    job's result exists only in the answer, so a client that left has it dropped and the queue moves on."""
+    return save or (bool(body.save_images) and save_option(body, state, "grid_save"))
+
+
 async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, state: ServerState,
                     outpaint_sides: dict[str, int] | None = None, mk2: dict[str, float] | None = None):
     """Queue the job, wait for it, answer as A1111; `outpaint_sides`: an outpainting script's extension
@@ -129,7 +149,7 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
         except OSError as error:  # in effect; only saving them for the next start failed
             logger.warning("override_settings %s are set but could not be saved: %s", sorted(kept), error)
     try:
-        outcome = await wait_for_job(job, request, state)
+        outcome = await wait_for_job(job, request, state, finish_if_gone=writes_outputs(body, state, save))
     except (ValueError, TypeError, KeyError, FileNotFoundError, CheckpointLoadError) as error:
         raise unprocessable(error) from None  # e.g. a LoRA that does not fit the model, a checkpoint that did not load
     except RuntimeError as error:
@@ -149,6 +169,8 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
                                save_to=state.output_dir if save_option(body, state, "grid_save") else None)
 
     grid_image = await run_in_threadpool(grid)
+    if await client_left(request):  # its images and grid are saved; nobody reads the answer
+        raise ClientGone()
     pairs = list(zip(result.images, result.infotexts))
     if grid_image is not None:  # first, with the first image's infotext, as A1111's process_images
         pairs.insert(0, (grid_image, result.infotexts[0] if result.infotexts else ""))

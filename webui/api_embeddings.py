@@ -73,7 +73,8 @@ def build_embeddings_router(state: ServerState) -> APIRouter:
         except (ValueError, TypeError) as error:
             raise unprocessable(error) from None
         try:
-            trained = await wait_for_job(job, request, state)
+            # the embedding file is the run's result: it trains to the end even if the client leaves, as A1111's
+            trained = await wait_for_job(job, request, state, finish_if_gone=True)
         except (ValueError, TypeError, KeyError, FileNotFoundError, CheckpointLoadError) as error:
             raise unprocessable(error) from None  # CheckpointLoadError: an unloaded checkpoint did not load again
         except ClientGone:

@@ -81,8 +81,10 @@ def _copy_into_place(source: Path, target: Path) -> None:
         shutil.copyfile(source, temp)
 
 
-def submit_embedding_training(state, fields: dict, *, session: str | None = None, owner: str | None = None) -> Job:
-    """Check A1111's train_embedding fields completely (ValueError/TypeError naming the field), then queue the run."""
+def submit_embedding_training(state, fields: dict, *, session: str | None = None, owner: str | None = None,
+                              keep_on_disconnect: bool = False) -> Job:
+    """Check A1111's train_embedding fields completely (ValueError/TypeError naming the field), then queue the run
+    (`keep_on_disconnect`: the Train tab's run goes on when its page goes away, for a reloaded page to follow)."""
     from mixkit.prompts.embeddings import fit_problem
     from mixkit.training.dataset_scan import scan_dataset
     from mixkit.training.ti_export import check_embedding_output
@@ -151,4 +153,5 @@ def submit_embedding_training(state, fields: dict, *, session: str | None = None
                     " (interrupted)" if result.interrupted else "", target)
         return TrainedEmbedding(target, start_step + result.steps, result)
 
-    return state.worker.submit(run, f"train embedding {name}", session=session, owner=owner)
+    return state.worker.submit(run, f"train embedding {name}", session=session, owner=owner,
+                               keep_on_disconnect=keep_on_disconnect)

@@ -29,8 +29,9 @@ class ServerApps:
         return description
 
     def submit_app(self, name: str, inputs: dict, options: dict | None = None, *, session: str | None = None,
-                   owner: str | None = None) -> Job:
-        """Queue one run of app `name` with decoded inputs; the flow (and its models) is built once per app."""
+                   owner: str | None = None, keep_on_disconnect: bool = False) -> Job:
+        """Queue one run of app `name` with decoded inputs; the flow (and its models) is built once per app.
+        `keep_on_disconnect`: the AppFlow tab's run goes on when its page goes away, for a reloaded page to follow."""
         description = self.describe_app(name)
 
         def run(control, on_step):
@@ -42,4 +43,5 @@ class ServerApps:
                                             lora_dir=self.config.lora_dir, embeddings_dir=self.config.embeddings_dir)
             return self._flows[name](**inputs, **(options or {}))
 
-        return self.worker.submit(run, f"appflow {name}", session=session, owner=owner)
+        return self.worker.submit(run, f"appflow {name}", session=session, owner=owner,
+                                  keep_on_disconnect=keep_on_disconnect)

@@ -134,6 +134,34 @@ class ServerJobs:
         return self.worker.submit(lambda control, on_step: upscale_image(image, scale, upscaler=upscaler), "extras",
                                   session=session)
 
+    def submit_upscale_batch(self, images: list, scales: list[float], upscaler: str, *, session: str | None = None,
+                             keep_on_disconnect: bool = False) -> Job:
+        """Queue the Extras upscale of `images` (each by its scale) as one job, every one checked before it is queued;
+        the job returns the upscaled images in order, fewer when interrupted between two. One job, as A1111's
+        "Batch Process" is one task: a page that reloads follows it by one task id, and progress counts images.
+        `keep_on_disconnect`: the Extras tab's run goes on when its page goes away, for a reloaded page to follow."""
+        from pipelines.control import StepProgress
+        from pipelines.upscale import UPSCALERS, UpscaleLimits, check_upscale, upscale_image
+
+        if not images or len(images) != len(scales):
+            raise ValueError(f"give one scale per image, got {len(images)} image(s) and {len(scales)} scale(s).")
+        UPSCALERS.get(upscaler)  # unknown name -> error listing the valid ones
+        for image, scale in zip(images, scales):
+            check_upscale(image.width, image.height, scale, UpscaleLimits(), upscaler)
+        work = list(zip(images, scales))
+
+        def run(control, on_step) -> list:
+            upscaled = []
+            for image, scale in work:
+                if control.interrupted:
+                    break
+                upscaled.append(upscale_image(image, scale, upscaler=upscaler))
+                on_step(StepProgress(step=len(upscaled), total_steps=len(work), batch_index=0, batch_count=1,
+                                     latents=None, control=control))
+            return upscaled
+
+        return self.worker.submit(run, "extras", session=session, keep_on_disconnect=keep_on_disconnect)
+
     def current_preview(self, owner=ANY_OWNER):
         """A cheap RGB preview of the running job's latest latents (of `owner`'s job only, when given), or None."""
         latents = self.worker.progress(owner).preview_latents

@@ -1,10 +1,11 @@
-"""Task ids for UI generations, so a reloaded page (or a second tab of the same browser) reattaches to its job.
+"""Task ids for UI jobs, so a reloaded page (or a second tab of the same browser) reattaches to its job.
 
 A1111 (1.6+) keeps the `id_task` of a Generate in the browser's localStorage and asks for it again when the page
 loads (`modules/progress.py`: its pending, current and finished tasks, and the last results it records for
-`restore_progress`). Here the page makes an unguessable id per Generate and this registry maps it to the worker job.
-The job's UI result (gallery files, grid) is finished when the job ends, whether or not a page still watches, and
-kept for a while, so a page that was away while it finished is still shown its images.
+`restore_progress`). Here the page makes an unguessable id per Generate (and per Upscale, AppFlow Run and Train) and
+this registry maps it to the worker job. The job's UI result (gallery files, grid, saved upscales, the training log)
+is finished when the job ends, whether or not a page still watches, and kept for a while, so a page that was away
+while it finished is still shown it.
 
 A task is found only by its id and only for the `--auth` user who started it: ids are never listed, so a page (or an
 `/internal/progress` caller) cannot learn another browser's task.
@@ -46,20 +47,31 @@ class TaskResult:
     interrupted: bool
 
 
+# What a failed task's message calls its job, by kind ("Generation failed: ...").
+FAILURE_LABELS = {"extras": "Upscale", "appflow": "AppFlow run", "train": "Training"}
+
+
 @dataclass
 class UiTask:
-    """One UI generation: its job, whose it is, and once it ended, its result (or why there is none)."""
+    """One UI job: its job, whose it is, and once it ended, its result (or why there is none)."""
 
     task_id: str
-    kind: str  # "txt2img" or "img2img": the tab whose gallery shows it; "api" for a request's `force_task_id`
+    # the tab that shows it: "txt2img", "img2img", "extras", "appflow", "train"; "api" for a request's `force_task_id`
+    kind: str
     job: Job
     owner: str | None  # the --auth user of the page that started it (None without auth)
     submitted_at: float
-    result: TaskResult | None = None
+    result: Any = None  # what `finish` made of the job's return value: a TaskResult for txt2img/img2img
     failure: BaseException | None = None  # the job's error, or the error finishing its gallery files
     cancelled: bool = False  # dropped from the queue before it ran (Interrupt while it waited)
     finished_at: float | None = None
     done: threading.Event = field(default_factory=threading.Event)
+    label: str | None = None  # what a failure message calls the job (an AppFlow app's name); else by kind
+
+    @property
+    def failure_label(self) -> str:
+        """What a failure message calls this task's job: "Generation", "Upscale", "Training", an app's name."""
+        return self.label or FAILURE_LABELS.get(self.kind, "Generation")
 
     @property
     def seconds(self) -> float:
@@ -93,8 +105,9 @@ def released(job: Job) -> Job:
 class UiTasks:
     """The registry of UI tasks, shared by every page and `/internal/progress`; thread-safe.
 
-    `finish(outcome) -> TaskResult` turns a job's return value into the gallery result; it runs once, on the thread
-    that completes the job, so a grid is saved and the gallery files are written even when no page watches."""
+    `finish(outcome)` turns a job's return value into what the tab shows (a TaskResult for a gallery); it runs once,
+    on the thread that completes the job, so a grid is saved and the gallery files are written even when no page
+    watches."""
 
     def __init__(self, worker: GenerationWorker, *, keep_finished: int = KEEP_FINISHED,
                  keep_seconds: float = KEEP_FINISHED_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
@@ -110,11 +123,11 @@ class UiTasks:
         self._tasks: dict[str, UiTask] = {}  # insertion order: the oldest task first
 
     def register(self, task_id: str, kind: str, job: Job, owner: str | None,
-                 finish: Callable[[Any], TaskResult]) -> UiTask:
+                 finish: Callable[[Any], Any], *, label: str | None = None) -> UiTask:
         """Record `job` under `task_id` (checked; an id already in use is refused, so no page can take over
-        another's task by sending its id with a Generate)."""
+        another's task by sending its id with a Generate); `label`: what its failure message calls it."""
         check_task_id(task_id)
-        task = UiTask(task_id, kind, job, owner, self._clock())
+        task = UiTask(task_id, kind, job, owner, self._clock(), label=label)
         with self._lock:
             self._prune()
             if task_id in self._tasks:
@@ -152,7 +165,7 @@ class UiTasks:
         with self._lock:
             return len(self._tasks)
 
-    def _finished(self, task: UiTask, future, finish: Callable[[Any], TaskResult]) -> None:
+    def _finished(self, task: UiTask, future, finish: Callable[[Any], Any]) -> None:
         try:
             if future.cancelled():
                 task.cancelled = True
@@ -163,7 +176,7 @@ class UiTasks:
         except Exception as error:  # writing the gallery files failed: the page shows it as the job's failure
             task.failure = error
         if task.failure is not None:  # logged here, once, whether or not a page follows the task
-            logger.error("UI job failed: Generation failed: %s", task.failure, exc_info=task.failure)
+            logger.error("UI job failed: %s failed: %s", task.failure_label, task.failure, exc_info=task.failure)
             task.failure = task.failure.with_traceback(None)  # its frames hold the request's images
         task.job = released(task.job)
         task.finished_at = self._clock()

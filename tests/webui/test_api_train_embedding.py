@@ -193,6 +193,32 @@ def test_interrupt_ends_the_training_with_a_complete_file_of_the_steps_done(clie
     assert not list((folders / "embeddings").glob(".*"))
 
 
+def test_a_training_whose_client_left_trains_to_the_end(client, server, folders):
+    # The embedding file is the run's result: A1111 trains on when the client goes away, and so does this server
+    # (a generation without saving is dropped instead: test_api_bad_input.py)
+    import socket
+
+    steps = 60
+    assert client.post("/sdapi/v1/create/embedding", json={"name": "orphan", "init_text": "red"}).status_code == 200
+    body = json.dumps({**TRAIN, "embedding_name": "orphan", "steps": steps, "save_embedding_every": 0}).encode()
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as raw:
+        raw.sendall(b"POST /sdapi/v1/train/embedding HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json"
+                    + f"\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        deadline = time.monotonic() + 120
+        while client.get("/sdapi/v1/progress").json()["state"]["sampling_step"] < 1:
+            assert time.monotonic() < deadline, "the training never started"
+            time.sleep(0.02)
+    seen = []
+    deadline = time.monotonic() + 180
+    while (progress := client.get("/sdapi/v1/progress").json())["current_task"] == "train embedding orphan":
+        assert time.monotonic() < deadline, progress
+        seen.append(progress["state"]["sampling_step"])
+        time.sleep(0.05)
+    assert seen and max(seen) > 1  # shown running after the socket closed
+    assert torch.load(folders / "embeddings" / "orphan.pt", weights_only=True)["step"] == steps
+
+
 def test_training_is_refused_without_a_training_data_folder(tiny_sd1_dir, tmp_path, serving):
     import httpx
 

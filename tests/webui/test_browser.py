@@ -237,6 +237,36 @@ def test_appflow_form_follows_the_chosen_app(ui_server, tmp_path):
         assert errors == []
 
 
+def test_a_reloaded_appflow_page_follows_its_run_and_shows_its_images(ui_server, tmp_path):
+    # An AppFlow run used to end with its page: a reload interrupted it and showed nothing. The worker is held busy
+    # so the run is still queued when the page reloads (no timing guess); the run is started once, by the first page.
+    from .worker_jobs import submit_until_interrupted
+
+    state = ui_server.state
+    with headless_chromium(tmp_path) as (sync_api, browser):
+        blocker, _ = submit_until_interrupted(state.worker, "txt2img")
+        try:
+            page = open_txt2img(browser, ui_server.url)
+            page.get_by_role("tab", name="AppFlow").click()
+            page.locator("#appflow_input_prompt textarea").fill("a blue cone")
+            page.locator("#appflow_run").click()
+            page.locator("#appflow_progress", has_text="Waiting in queue").wait_for(timeout=60_000)
+            task_id = kept_task_id(page, "appflow")
+            task = state.tasks.find(task_id, None)
+            assert task is not None and task.kind == "appflow"
+            page.reload()
+            page.get_by_role("tab", name="AppFlow").click()
+            page.locator("#appflow_progress", has_text="Waiting in queue").wait_for(timeout=60_000)
+            tasks_before = len(state.tasks)
+        finally:
+            state.worker.interrupt_job(blocker)
+        page.locator("#appflow_progress", has_text="Done: text2image_generation, 1 image(s)").wait_for(timeout=120_000)
+        page.locator("#appflow_images img").first.wait_for(timeout=30_000)
+        sync_api.expect(page.locator("#appflow_task_id textarea")).to_have_value("ended " + task_id, timeout=30_000)
+        assert kept_task_id(page, "appflow") is None and len(state.tasks) == tasks_before  # nothing started twice
+    assert task.result.app == "text2image_generation" and len(task.result.paths) == 1
+
+
 def test_send_to_extras_keeps_the_png_and_its_infotext_through_the_browser(ui_server, tmp_path):
     # A1111 sends the gallery PNG to Extras and `run_postprocessing` keeps its PNG info; a WebP round trip through
     # the page used to change the pixels (up to 73 levels) and drop `parameters`.

@@ -36,8 +36,11 @@ SCALE_BY, SCALE_TO = 0, 1  # the API's resize_mode values, which the Resize radi
 
 
 def upscale(blocks, image, mode=SCALE_BY, size=(512, 512), crop=True, factor=2.0):
-    return handler(blocks, "extras_generate", "click").fn(image, "Lanczos", factor, mode, *size, crop,
-                                                          SimpleNamespace(session_hash=None))
+    """(result file, sizes, postprocessing text): the last outputs of the Upscale button's handler."""
+    *_, (progress, path, _, size, info, task_box) = handler(blocks, "extras_generate", "click").fn(
+        image, "Lanczos", factor, mode, *size, crop, "", SimpleNamespace(session_hash=None))
+    assert "Done: 1 image(s)" in progress and task_box.startswith("ended task(")
+    return path, size, info
 
 
 def test_extras_saves_its_result_with_the_apis_chunks(built, tmp_path):
@@ -114,8 +117,11 @@ def batch_files(tmp_path, sizes) -> list[str]:
 
 
 def upscale_batch(blocks, paths, factor=2.0):
-    return handler(blocks, "extras_batch_generate", "click").fn(paths, "Nearest", factor, SCALE_BY, 512, 512, True,
-                                                                SimpleNamespace(session_hash=None))
+    """(gallery, sizes, postprocessing text): the last outputs of the "Upscale all" button's handler."""
+    *_, (progress, _, gallery, sizes, info, _) = handler(blocks, "extras_batch_generate", "click").fn(
+        paths, "Nearest", factor, SCALE_BY, 512, 512, True, "", SimpleNamespace(session_hash=None))
+    assert f"Done: {len(paths)} image(s)" in progress
+    return gallery, sizes, info
 
 
 def test_batch_process_upscales_every_file_keeping_each_ones_chunks(built, tmp_path):
@@ -177,8 +183,8 @@ def test_model_upscaler_files_are_choices_of_extras_and_hires_and_upscale(tmp_pa
         for elem_id in ("extras_upscaler", "txt2img_hr_upscaler"):
             assert "4x_foolhardy_Remacri" in [choice[0] for choice in component(blocks, elem_id).choices]
         source = source_image(tmp_path)
-        path, size, info = handler(blocks, "extras_generate", "click").fn(
-            source, "4x_foolhardy_Remacri", 2.0, SCALE_BY, 512, 512, True, SimpleNamespace(session_hash=None))
+        *_, (_, path, _, size, info, _) = handler(blocks, "extras_generate", "click").fn(
+            source, "4x_foolhardy_Remacri", 2.0, SCALE_BY, 512, 512, True, "", SimpleNamespace(session_hash=None))
         assert size == "24x16 -> 48x32" and info.endswith("Postprocess upscaler: 4x_foolhardy_Remacri")
         with Image.open(path) as result:
             expected = upscale_image(source, 2.0, upscaler="4x_foolhardy_Remacri")

@@ -39,14 +39,15 @@ def built(tiny_sd1_dir, tmp_path_factory):
         state.close()
 
 
-def form(name: str, steps: int, **changes) -> list:
+def form(name: str, steps: int, task_id: str = "", **changes) -> list:
+    """The Train button's inputs: the form, then the task id the page makes ("": the server makes one)."""
     from webui.ui.train_tab import TRAIN_INPUTS
 
     values = {"embedding_name": name, "data_root": "people/squares", "template_filename": "subject_filewords.txt",
               "steps": steps, "learn_rate": "0.05", "batch_size": 2, "gradient_step": 1, "resolution": 32,
               "shuffle_tags": False, "tag_drop_out": 0.0, "clip_grad_mode": "norm", "clip_grad_value": "1.0",
               "save_embedding_every": 1, "create_image_every": 0, "preview_prompt": "", **changes}
-    return [values[key] for key in TRAIN_INPUTS]
+    return [values[key] for key in TRAIN_INPUTS] + [task_id]
 
 
 def create(blocks, name: str, text: str = "red", vectors: int = 1, overwrite: bool = False):
@@ -61,12 +62,12 @@ def test_create_and_train_write_the_embedding_and_show_the_log(built):
     created = torch.load(path, weights_only=True)["string_to_param"]["*"].clone()
     assert ("people/squares", "people/squares") in component(blocks, "train_data_root").choices
 
-    *_, (progress, log) = list(handler(blocks, "train_start", "click").fn(SESSION, *form("uitok", 2)))
+    *_, (progress, log, task_box) = list(handler(blocks, "train_start", "click").fn(SESSION, *form("uitok", 2)))
     trained = torch.load(path, weights_only=True)
     assert trained["step"] == 2 and not torch.allclose(trained["string_to_param"]["*"], created)
     assert log.splitlines()[0].startswith(f"Done: {path} holds step 2 (2 step(s)")
     assert "Saved embedding:" in log and "uitok-step00000001.pt" in log  # save every 1 step, in the run folder
-    assert "Done" in progress
+    assert "Done" in progress and task_box.startswith("ended task(")  # the page forgets the id it kept
     assert not list((root / "embeddings").glob("uitok-*"))
 
 
@@ -103,12 +104,12 @@ def test_interrupt_stops_the_callers_run_which_keeps_its_steps(built):
     while state.worker.progress().step < 1:
         assert time.monotonic() < deadline
         time.sleep(0.02)
-    handler(blocks, "train_interrupt", "click").fn(SimpleNamespace(session_hash="another-tab"))
+    handler(blocks, "train_interrupt", "click").fn(SimpleNamespace(session_hash="another-tab"), "")
     time.sleep(0.3)
     assert run.is_alive()  # another tab's Interrupt leaves it running
-    handler(blocks, "train_interrupt", "click").fn(SESSION)
+    handler(blocks, "train_interrupt", "click").fn(SESSION, "")
     run.join(120)
-    progress, log = outputs[-1]
+    progress, log, _ = outputs[-1]
     step = torch.load(root / "embeddings" / "halt.pt", weights_only=True)["step"]
     assert 1 <= step < 400
     assert log.startswith(f"Interrupted: {root / 'embeddings' / 'halt.pt'} holds step {step}")

@@ -40,19 +40,19 @@ def build_ui(state: ServerState):
             with gr.Tab("img2img", id="img2img"):
                 img2img = build_generate_tab(state, "img2img", sampler_names, schedule_names)
             with gr.Tab("Extras", id="extras"):
-                extras_image = build_extras_tab(state)
+                extras_image, extras_followed = build_extras_tab(state)
             with gr.Tab("PNG Info", id="pnginfo"):
                 build_png_info_tab(state, tabs, {"txt2img": txt2img, "img2img": img2img}, sampler_names, schedule_names,
                                    extras_image)
             with gr.Tab("AppFlow", id="appflow"):
-                build_appflow_tab(state)
+                appflow_followed = build_appflow_tab(state)
             boxes = prompt_boxes({"txt2img": txt2img, "img2img": img2img})
             with gr.Tab("LoRA", id="lora"):
                 build_lora_tab(state, boxes)
             with gr.Tab("Textual Inversion", id="embeddings"):
                 build_embeddings_tab(state, boxes)
             with gr.Tab("Train", id="train"):
-                build_train_tab(state)
+                train_followed = build_train_tab(state)
             with gr.Tab("Settings", id="settings"):
                 build_settings_tab(state)
         for tab in (txt2img, img2img):  # wired once every target exists
@@ -61,11 +61,14 @@ def build_ui(state: ServerState):
 
         for kind, tab in (("txt2img", txt2img), ("img2img", img2img)):  # a reloaded page follows its task again
             wire_reattach(state, blocks, kind, tab.task_box, tab.outputs)
+        for followed in (extras_followed, appflow_followed, train_followed):
+            if followed is not None:  # None: no Train tab without an embeddings folder
+                wire_reattach(state, blocks, followed.kind, followed.task_box, followed.outputs, followed.follow)
 
         def end_session(request: gr.Request):
-            # The tab was closed or reloaded (Gradio's heartbeat connection ended): an Extras or AppFlow result can
-            # no longer be shown, so such jobs are dropped or interrupted; txt2img/img2img generations go on for the
-            # reloaded page to reattach to (`webui.ui.reattach`).
+            # The tab was closed or reloaded (Gradio's heartbeat connection ended): the jobs its tabs started go on
+            # for a reloaded page to follow by task id (`webui.ui.reattach`); a job of the session not kept on
+            # disconnect (no tab queues one now) would be dropped or interrupted.
             state.cancel_session(getattr(request, "session_hash", None))
 
         blocks.unload(end_session)

@@ -1,11 +1,15 @@
-"""AppFlow: pick an app; its input widgets are generated from the app's declared input ports."""
+"""AppFlow: pick an app; its input widgets are generated from the app's declared input ports. A run goes on when its
+page goes away: a reloaded page follows it by its task id and shows its outputs (`webui.ui.appflow_task`)."""
 
 from __future__ import annotations
 
 import gradio as gr
 
 from webui.server_state import ServerState
-from webui.ui.errors import failed, redacting, refused
+from webui.ui.appflow_task import appflow_finish, follow_appflow
+from webui.ui.errors import redacting, refused
+from webui.ui.progress_view import progress_html
+from webui.ui.reattach import FollowedTab, checked_task_id, registered_task, submit_js, task_box_for
 from webui.worker import QueueFullError
 
 
@@ -45,13 +49,37 @@ def widget_value(port: str, value):
     return value
 
 
-def build_appflow_tab(state: ServerState) -> None:
-    from appflow import APPS
+def run_app(state: ServerState, name: str, ports: dict, widget_names: list[str], values: list, task_id, request,
+            cache_dir):
+    """The Run button's handler: the form's values as app inputs (a required one missing is refused), queued as a
+    task under the page's task id and followed (`follow_appflow`); the run goes on when the page goes away."""
+    inputs = {n: widget_value(ports[n], v) for n, v in zip(widget_names, values)}
+    inputs = {n: v for n, v in inputs.items() if v is not None}
+    missing = [n for n, p in ports.items() if not p.endswith("?") and n not in inputs]
+    if missing:
+        raise refused(f"Fill in the required input(s): {', '.join(missing)}.")
+    try:
+        task_id = checked_task_id(state, task_id)
+        job = state.submit_app(name, inputs, session=getattr(request, "session_hash", None), keep_on_disconnect=True)
+    except (ValueError, TypeError, QueueFullError) as error:  # bad input, queue full: show it
+        raise refused(f"{name} failed: {error}") from None
+    # a missing model or one that failed is the task's failure: "<app> failed: ..." (`webui.ui.reattach`)
+    task = registered_task(state, task_id, "appflow", job, request, appflow_finish(name, cache_dir), label=name)
+    yield from follow_appflow(state, task)
 
-    from webui.appflow_io import encode_app_output, output_images
+
+def build_appflow_tab(state: ServerState) -> FollowedTab:
+    """Create the tab; returns what a loading page needs to follow its run."""
+    from appflow import APPS
 
     names = APPS.names()
     app = gr.Dropdown(names, value=names[0] if names else None, label="App", elem_id="appflow_app")
+    # Outside the app's form (rendered below it), so a page that loads can show a run's progress and outputs in them
+    progress = gr.HTML(progress_html(0, "Idle"), elem_id="appflow_progress", render=False)
+    gallery = gr.Gallery(label="Images", format="png", interactive=False, elem_id="appflow_images", render=False)
+    result = gr.JSON(label="Outputs", elem_id="appflow_outputs", render=False)
+    task_box = task_box_for("appflow", render=False)
+    outputs = [progress, gallery, result, task_box]
 
     @gr.render(inputs=app)
     def app_form(name: str):
@@ -69,24 +97,15 @@ def build_appflow_tab(state: ServerState) -> None:
             masks = set(description.get("mask_inputs", ()))
             widgets = {n: w for n, p in ports.items() if (w := input_widget(n, p, mask=n in masks)) is not None}
         run = gr.Button("Run", variant="primary", elem_id="appflow_run")
-        gallery = gr.Gallery(label="Images", format="png", interactive=False, elem_id="appflow_images")
-        result = gr.JSON(label="Outputs", elem_id="appflow_outputs")
 
-        def execute(request: gr.Request, *values):
-            inputs = {n: widget_value(ports[n], v) for n, v in zip(widgets, values)}
-            inputs = {n: v for n, v in inputs.items() if v is not None}
-            missing = [n for n, p in ports.items() if not p.endswith("?") and n not in inputs]
-            if missing:
-                raise refused(f"Fill in the required input(s): {', '.join(missing)}.")
-            try:
-                session = getattr(request, "session_hash", None)  # dropped if the tab closes
-                outputs = state.submit_app(name, inputs, session=session).future.result()
-            except (ValueError, TypeError, QueueFullError) as error:  # bad input, queue full: show it
-                raise refused(f"{name} failed: {error}") from None
-            except Exception as error:  # missing model, a model that failed: show it, keep the UI alive
-                raise failed(f"{name} failed: {error}", error) from None
-            text_outputs = {k: v for k, v in outputs.items() if k != "result"}
-            return output_images(outputs), {k: encode_app_output(v) for k, v in text_outputs.items()
-                                            if not output_images({k: v})}
+        def execute(request: gr.Request, *values_and_task_id):
+            *values, task_id = values_and_task_id
+            yield from run_app(state, name, ports, list(widgets), values, task_id, request, gallery.GRADIO_CACHE)
 
-        run.click(redacting(execute, state), inputs=list(widgets.values()), outputs=[gallery, result])
+        inputs = [*widgets.values(), task_box]
+        run.click(redacting(execute, state), inputs=inputs, outputs=outputs, concurrency_limit=None,
+                  js=submit_js(len(inputs)))
+
+    for component in outputs:
+        component.render()
+    return FollowedTab("appflow", task_box, outputs, lambda task: follow_appflow(state, task))

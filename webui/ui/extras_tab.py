@@ -6,6 +6,8 @@ form's values become the API's own `ExtrasBaseRequest`, and the size, the crop a
 from the functions `/sdapi/v1/extra-single-image` and `/extra-batch-images` use (`webui.api_extras`), so the UI and
 the API give the same file. Each result carries the source's text chunks plus `postprocessing`, is saved to the
 output folder when "Save generated images" is on (as A1111's Extras saves), and its postprocessing text is shown.
+An upscale (single or batch) is one queued job that goes on when its page goes away: a reloaded page follows it by
+its task id and shows its result (`webui.ui.extras_task`).
 A1111's "Batch from Directory" (folders on the server's disk) is not offered: a shared server's UI users must not
 read or write its folders.
 """
@@ -15,9 +17,11 @@ from __future__ import annotations
 import gradio as gr
 
 from webui.server_state import ServerState
-from webui.ui.errors import failed, refused
-from webui.ui.extras_output import POSTPROCESSING_KEY, extras_chunks, save_extras_png, save_extras_png_numbered
+from webui.ui.errors import refused
+from webui.ui.extras_task import extras_finish, follow_extras
 from webui.ui.form_components import form_slider
+from webui.ui.progress_view import progress_html
+from webui.ui.reattach import FollowedTab, checked_task_id, registered_task, submit_js, task_box_for
 from webui.worker import QueueFullError
 
 SCALE_BY, SCALE_TO = 0, 1  # the API's resize_mode values (`webui.api_extras`)
@@ -37,8 +41,9 @@ def extras_request(resize_mode: int, factor: float, width: int, height: int, cro
     return body
 
 
-def build_extras_tab(state: ServerState):
-    """Create the tab; returns its source image component (the target of the "Send to extras" buttons)."""
+def build_extras_tab(state: ServerState) -> tuple[gr.Image, FollowedTab]:
+    """Create the tab; returns its source image component (the target of the "Send to extras" buttons) and what a
+    loading page needs to follow its upscale."""
     from pipelines.upscale import UPSCALERS, UpscaleLimits
 
     with gr.Row():
@@ -62,35 +67,29 @@ def build_extras_tab(state: ServerState):
                 height = form_slider(64, 8192, value=512, step=8, label="Height", elem_id="extras_upscaling_resize_h")
                 crop = gr.Checkbox(True, label="Crop to fit", elem_id="extras_upscaling_crop")
         with gr.Column():
+            progress = gr.HTML(progress_html(0, "Idle"), elem_id="extras_progress")
             result = gr.Image(label="Result", type="pil", format="png", interactive=False, elem_id="extras_result")
             batch_result = gr.Gallery(label="Batch results", format="png", interactive=False, elem_id="extras_batch_result")
             size = gr.Markdown(elem_id="extras_size")
             info = gr.Textbox(label="Postprocessing", interactive=False, elem_id="extras_info")
+            task_box = task_box_for("extras")
 
-    def upscaled_file(image, body, session) -> tuple[str, str, str]:
-        """(result PNG, "WxH -> WxH", postprocessing text) for one source image, queued and waited for."""
-        from webui.api_extras import crop_to, crops_to_size, request_postprocessing_text, upscale_factor
+    def run_upscale(sources: list, body, task_id, request, *, batch: bool):
+        """Queue the upscale of `sources` (read as the API reads them) as one job and follow it as a task: the job goes
+        on when the page goes away, and the task id (made by the page, the last input) lets a reloaded page follow
+        it."""
+        from webui.api_extras import upscale_factor
 
         try:
-            pixels = as_api_pixels(image, state.limits.max_pixels * 4)
-            factor = upscale_factor(body, pixels.width, pixels.height)
-            job = state.submit_upscale(pixels, factor, body.upscaler_1, session=session)
+            task_id = checked_task_id(state, task_id)
+            pixels = [as_api_pixels(image, state.limits.max_pixels * 4) for image in sources]
+            factors = [upscale_factor(body, image.width, image.height) for image in pixels]
+            job = state.submit_upscale_batch(pixels, factors, body.upscaler_1, keep_on_disconnect=True,
+                                             session=getattr(request, "session_hash", None))
         except (ValueError, TypeError, QueueFullError) as error:  # limits, bad name, queue full: tell the user
             raise refused(str(error)) from None
-        try:
-            upscaled = job.future.result()
-        except Exception as error:  # the upscaler failed: tell the user, keep the UI alive
-            raise failed(str(error), error) from None
-        if crops_to_size(body):
-            upscaled = crop_to(upscaled, body.upscaling_resize_w, body.upscaling_resize_h)
-        chunks = extras_chunks(image, request_postprocessing_text(body))
-        if state.options.get("samples_save"):
-            path = save_extras_png_numbered(upscaled, state.output_dir, chunks)
-        else:  # still a PNG with its chunks, so a download from the result keeps them
-            from webui.ui.gallery_files import result_folder
-
-            path = save_extras_png(upscaled, result_folder(result.GRADIO_CACHE, "mixkit-extras") / "00000.png", chunks)
-        return str(path), f"{pixels.width}x{pixels.height} -> {upscaled.width}x{upscaled.height}", chunks[POSTPROCESSING_KEY]
+        finish = extras_finish(state, sources, pixels, body, result.GRADIO_CACHE, batch=batch)
+        yield from follow_extras(state, registered_task(state, task_id, "extras", job, request, finish))
 
     def checked_request(*form):
         try:
@@ -98,14 +97,15 @@ def build_extras_tab(state: ServerState):
         except (ValueError, TypeError) as error:
             raise refused(str(error)) from None
 
-    def upscale(image, name: str, factor: float, mode: int, w: int, h: int, crop_to_fit: bool, request: gr.Request):
+    def upscale(image, name: str, factor: float, mode: int, w: int, h: int, crop_to_fit: bool, task_id: str,
+                request: gr.Request):
         if image is None:
             raise refused("Drop an image to upscale first.")
         body = checked_request(mode, factor, w, h, crop_to_fit, name)
-        return upscaled_file(image, body, getattr(request, "session_hash", None))  # dropped if the tab closes
+        yield from run_upscale([image], body, task_id, request, batch=False)
 
     def upscale_batch(paths: list | None, name: str, factor: float, mode: int, w: int, h: int, crop_to_fit: bool,
-                      request: gr.Request):
+                      task_id: str, request: gr.Request):
         """A1111's "Batch Process": every file, in order; all are read and checked before the first is queued."""
         from pipelines.upscale import check_upscale
         from webui.api_extras import upscale_factor
@@ -126,14 +126,15 @@ def build_extras_tab(state: ServerState):
             except ValueError as error:
                 raise refused(f"{_file_name(path)}: {error}") from None
             images.append(image)
-        outputs = [upscaled_file(image, body, getattr(request, "session_hash", None)) for image in images]
-        # A1111's run_extras shows the postprocessing text of the last image.
-        return [(path, None) for path, _, _ in outputs], "; ".join(size for _, size, _ in outputs), outputs[-1][2]
+        yield from run_upscale(images, body, task_id, request, batch=True)
 
     settings = [upscaler, scale, resize_mode, width, height, crop]
-    run.click(upscale, inputs=[source, *settings], outputs=[result, size, info])
-    run_batch.click(upscale_batch, inputs=[files, *settings], outputs=[batch_result, size, info])
-    return source
+    outputs = [progress, result, batch_result, size, info, task_box]
+    run.click(upscale, inputs=[source, *settings, task_box], outputs=outputs, concurrency_limit=None,
+              js=submit_js(len(settings) + 2))
+    run_batch.click(upscale_batch, inputs=[files, *settings, task_box], outputs=outputs, concurrency_limit=None,
+                    js=submit_js(len(settings) + 2))
+    return source, FollowedTab("extras", task_box, outputs, lambda task: follow_extras(state, task))
 
 
 def as_api_pixels(image, max_pixels: int):

@@ -19,9 +19,9 @@ from webui.ui.errors import refused
 from webui.ui.form_components import form_slider
 from webui.ui.progress_view import progress_html
 from webui.ui.prompt_styles import build_styles_controls, read_styles, styled_params, wire_styles_controls
-from webui.ui.reattach import follow_task, followed_task_id, gallery_result, page_owner, submit_js
+from webui.ui.reattach import (checked_task_id, follow_task, followed_task_id, gallery_result, page_owner,
+                               registered_task, submit_js, task_box_for)
 from webui.ui.widgets import GenerationWidgets, build_generation_widgets, values_to_params
-from webui.ui_tasks import check_task_id, new_task_id
 from webui.worker import QueueFullError
 
 IMG2IMG_MODES = ("img2img", "inpaint", "sketch", "outpaint")
@@ -304,9 +304,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         img2img_values = dict(zip(IMG2IMG_FIELDS, own_values)) if kind == "img2img" else {}  # refiner's come after
         outpainting = img2img_values.get("mode") == "outpaint"
         try:
-            task_id = check_task_id(task_id) if task_id else new_task_id()  # none: a Gradio client, not the page
-            if state.tasks.in_use(task_id):
-                raise ValueError(f"task id {task_id!r} is already in use; reload the page to get a new one.")
+            task_id = checked_task_id(state, task_id)  # none: a Gradio client, not the page
             params = replace(to_params(list(values)), user=page_owner(request))  # the infotext's `User`
             if outpainting and getattr(params, "controlnets", None):
                 raise ValueError("Outpaint mode does not take a ControlNet unit here; disable the unit.")
@@ -331,17 +329,11 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
             gr.Warning("Queue full: " + str(error))
             yield progress_html(0, "Queue full - try again in a moment"), None, *[gr.skip()] * 6
             return
-        try:
-            task = state.tasks.register(task_id, kind, job, page_owner(request),
-                                        lambda outcome: gallery_result(state, outcome, gallery.GRADIO_CACHE))
-        except ValueError as error:  # an id already in use: the job must not run unseen
-            state.worker.interrupt_job(job)
-            raise refused(str(error)) from None
+        task = registered_task(state, task_id, kind, job, request,
+                               lambda outcome: gallery_result(state, outcome, gallery.GRADIO_CACHE))
         yield from follow_task(state, task)
 
-    # The task the tab follows (`webui.ui.reattach`); in the page, hidden, so its changes reach the page's script
-    task_box = gr.Textbox("", label="Task id (the page makes one; empty: the server does)", visible="hidden",
-                          elem_id=f"{kind}_task_id", interactive=False)
+    task_box = task_box_for(kind)  # the task the tab follows (`webui.ui.reattach`)
     generate_inputs = [*widgets.inputs(), tab.styles, *extra_inputs, *control_inputs, task_box]
     tab.outputs = [progress, preview, gallery, infotext, infotexts, last_seeds, selected, task_box]
     tab.task_box = task_box

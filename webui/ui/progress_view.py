@@ -26,3 +26,12 @@ def status_text(state: ServerState, job) -> tuple[float, str]:
         return 0.0, "Starting..."
     return snapshot.fraction, (f"Step {snapshot.step}/{snapshot.total_steps}, batch {snapshot.batch_index + 1}/"
                                f"{snapshot.batch_count}, ETA {snapshot.eta_seconds:.0f}s")
+
+
+def job_status(state: ServerState, job, describe) -> tuple[float, str]:
+    """(fraction, text) for a job that is not a sampling (an upscale, an AppFlow run, a training): its place in the
+    queue while it waits, then `describe(snapshot)` while it runs."""
+    snapshot = state.worker.progress()
+    if snapshot.job_number != job.number:
+        return status_text(state, job)
+    return snapshot.fraction, describe(snapshot)

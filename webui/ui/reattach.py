@@ -1,20 +1,28 @@
-"""A txt2img / img2img tab following its generation by task id, so a reload or a second tab reattaches to it.
+"""A tab following its job by task id, so a reload or a second tab reattaches to it: txt2img and img2img (their
+generation), Extras (its upscale), AppFlow (its run) and Train (its training).
 
 As in A1111 (1.6+, `javascript/progressbar.js`, `modules/progress.py`), Generate makes a task id in the page and
 keeps it in the browser's localStorage; a page that loads with one follows that task: its progress and live
 preview while it runs, then its gallery, infotext and seeds, also when it finished while no page was open. The
 page forgets the id once it has shown the result, so the next load starts clean. A1111 offers a button for this;
 here the page reattaches as it loads. Interrupt and Skip send the followed task's id (the tab's hidden task box),
-so they reach a job started by the page before the reload (whose Gradio session has ended).
+so they reach a job started by the page before the reload (whose Gradio session has ended). Each tab's outputs
+start with its progress line and end with its task box.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
 import gradio as gr
 
 from webui.server_state import ServerState
 from webui.ui.progress_view import POLL_SECONDS, progress_html, status_text
-from webui.ui_tasks import TaskResult, UiTask
+from webui.ui_tasks import TaskResult, UiTask, check_task_id, new_task_id
+
+# What the "Couldn't restore" line calls a tab's job, by kind (txt2img / img2img: "generation").
+RESTORED_NOUNS = {"extras": "upscale", "appflow": "AppFlow run", "train": "training"}
 
 # The page keeps the task id of each tab's last Generate here (A1111: "txt2img_task_id" in localStorage).
 STORAGE_KEY = "mixkit_{kind}_task_id"
@@ -50,31 +58,70 @@ def gallery_result(state: ServerState, outcome, cache_dir) -> TaskResult:
 ENDED = "ended "  # the task box's value once its task ended: "ended task(…)"
 
 
-def follow_task(state: ServerState, task: UiTask):
-    """Yield the tab's outputs (progress, preview, gallery, infotext, infotexts, seeds, selection, task box) for
-    `task` until it ends, then its result; several pages may follow one task, each gets the same result.
+def follow_ui_task(task: UiTask, count: int, running: Callable[[UiTask], tuple], shown: Callable[[UiTask], tuple],
+                   cleared: tuple = ()) -> Iterator[tuple]:
+    """Yield a tab's `count` outputs for `task` until it ends, then its result; several pages may follow one task,
+    each gets the same result. `running(task)` gives the outputs before the task box while it runs (the progress line
+    first), `shown(task)` those of its result; `cleared` the outputs after the progress line when it ended without one
+    (a preview cleared), the rest left as they are.
 
     The task box names the task while it is followed (the page keeps the id in localStorage then, `remember_js`)
     and "ended <id>" once it has ended (the page forgets that id, and only that one)."""
+    rest = (*cleared, *[gr.skip()] * (count - 2 - len(cleared)))
     task_box = task.task_id
     while not task.done.is_set():
-        fraction, text = status_text(state, task.job)
-        preview = state.current_preview() if state.options.get("live_previews_enable") and fraction else None
-        yield progress_html(fraction, text), preview, *[gr.skip()] * 5, task_box
+        yield *running(task), task_box
         task_box = gr.skip()
         task.done.wait(POLL_SECONDS)
     ended = ENDED + task.task_id
     if task.cancelled:  # Interrupt pressed while it waited: it never ran
-        yield progress_html(0, "Interrupted before it started: removed from the queue"), None, *[gr.skip()] * 5, ended
+        yield progress_html(0, "Interrupted before it started: removed from the queue"), *rest, ended
         return
     if task.failure is not None:  # logged once, when it failed (`webui.ui_tasks`)
-        yield progress_html(0, "Generation failed"), None, *[gr.skip()] * 5, ended
-        raise gr.Error(f"Generation failed: {task.failure}", print_exception=False)
-    result = task.result
-    label = "Interrupted" if result.interrupted else "Done"
-    done = progress_html(1.0, f"{label}: {result.image_count} image(s) in {task.seconds:.1f}s")
-    yield (done, None, [(path, None) for path in result.paths], (result.infotexts[0] if result.infotexts else ""),
-           result.infotexts, result.seeds, None, ended)
+        yield progress_html(0, f"{task.failure_label} failed"), *rest, ended
+        raise gr.Error(f"{task.failure_label} failed: {task.failure}", print_exception=False)
+    yield *shown(task), ended
+
+
+def follow_task(state: ServerState, task: UiTask):
+    """Yield a generating tab's outputs (progress, preview, gallery, infotext, infotexts, seeds, selection, task box)
+    for `task` (`follow_ui_task`)."""
+
+    def running(task: UiTask) -> tuple:
+        fraction, text = status_text(state, task.job)
+        preview = state.current_preview() if state.options.get("live_previews_enable") and fraction else None
+        return progress_html(fraction, text), preview, *[gr.skip()] * 5
+
+    def shown(task: UiTask) -> tuple:
+        result = task.result
+        label = "Interrupted" if result.interrupted else "Done"
+        done = progress_html(1.0, f"{label}: {result.image_count} image(s) in {task.seconds:.1f}s")
+        return (done, None, [(path, None) for path in result.paths],
+                (result.infotexts[0] if result.infotexts else ""), result.infotexts, result.seeds, None)
+
+    return follow_ui_task(task, 8, running, shown, cleared=(None,))
+
+
+def checked_task_id(state: ServerState, task_id) -> str:
+    """The task id a tab's Generate / Run / Train sent (a new one for a Gradio client that sent none); ValueError
+    when it is malformed or already in use."""
+    task_id = check_task_id(task_id) if task_id else new_task_id()
+    if state.tasks.in_use(task_id):
+        raise ValueError(f"task id {task_id!r} is already in use; reload the page to get a new one.")
+    return task_id
+
+
+def registered_task(state: ServerState, task_id: str, kind: str, job, request, finish, *,
+                    label: str | None = None) -> UiTask:
+    """`job` registered under `task_id` for the page's user; an id taken meanwhile interrupts the job (it must not
+    run unseen) and is refused."""
+    from webui.ui.errors import refused
+
+    try:
+        return state.tasks.register(task_id, kind, job, page_owner(request), finish, label=label)
+    except ValueError as error:
+        state.worker.interrupt_job(job)
+        raise refused(str(error)) from None
 
 
 def followed_task_id(task_box: str) -> str:
@@ -82,21 +129,25 @@ def followed_task_id(task_box: str) -> str:
     return task_box[len(ENDED):] if isinstance(task_box, str) and task_box.startswith(ENDED) else task_box or ""
 
 
-def restore_task(state: ServerState, kind: str):
-    """The page-load handler of tab `kind`: follow the task id the browser kept, if this server still has it."""
+def restore_task(state: ServerState, kind: str, follow: Callable[[UiTask], Iterator[tuple]] | None = None,
+                 count: int = 8):
+    """The page-load handler of tab `kind` (`count` outputs): follow the task id the browser kept, if this server
+    still has it, with `follow(task)` (a generating tab's `follow_task` by default)."""
+    follow = follow or (lambda task: follow_task(state, task))
+    noun = RESTORED_NOUNS.get(kind, "generation")
 
     def restore(request: gr.Request, task_id):
         if not task_id:  # nothing was running when the page was left: a fresh page
-            yield (*[gr.skip()] * 8,)
+            yield (*[gr.skip()] * count,)
             return
         task = state.tasks.find(task_id, page_owner(request))
         if task is None or task.kind != kind:
             # A1111's restore_progress says the same; the page forgets the id (the task box says it ended)
-            yield (progress_html(0, "Couldn't restore the last generation: its result was discarded (results are "
+            yield (progress_html(0, f"Couldn't restore the last {noun}: its result was discarded (results are "
                                     "kept 6 hours, the last 32) or the server restarted"),
-                   *[gr.skip()] * 6, ENDED + str(task_id))
+                   *[gr.skip()] * (count - 2), ENDED + str(task_id))
             return
-        yield from follow_task(state, task)
+        yield from follow(task)
 
     return restore
 
@@ -134,9 +185,28 @@ def remember_js(kind: str) -> str:
     }}"""
 
 
-def wire_reattach(state: ServerState, blocks, kind: str, task_box, outputs: list) -> None:
-    """Follow the browser's kept task of tab `kind` when a page loads (`outputs`: the Generate event's), and keep
-    the id of the task the tab follows in localStorage while it runs."""
+@dataclass
+class FollowedTab:
+    """What a tab other than txt2img/img2img hands `build_ui` so a loading page follows its task (`wire_reattach`)."""
+
+    kind: str
+    task_box: Any
+    outputs: list  # its Run event's, the progress line first and the task box last
+    follow: Callable[[UiTask], Iterator[tuple]]
+
+
+def wire_reattach(state: ServerState, blocks, kind: str, task_box, outputs: list,
+                  follow: Callable[[UiTask], Iterator[tuple]] | None = None) -> None:
+    """Follow the browser's kept task of tab `kind` when a page loads (`outputs`: the Generate event's, the progress
+    line first and the task box last; `follow`: `restore_task`'s), and keep the id of the task the tab follows in
+    localStorage while it runs."""
     task_box.change(None, inputs=[task_box], js=remember_js(kind), queue=False)
-    blocks.load(restore_task(state, kind), inputs=[task_box], outputs=outputs, js=load_js(kind),
-                concurrency_limit=None, show_progress="hidden")
+    blocks.load(restore_task(state, kind, follow, len(outputs)), inputs=[task_box], outputs=outputs,
+                js=load_js(kind), concurrency_limit=None, show_progress="hidden")
+
+
+def task_box_for(kind: str, *, render: bool = True) -> gr.Textbox:
+    """A tab's hidden task box: the id of the task it follows, which its page keeps (`remember_js`); hidden but in
+    the page, so its changes reach the page's script."""
+    return gr.Textbox("", label="Task id (the page makes one; empty: the server does)", visible="hidden",
+                      elem_id=f"{kind}_task_id", interactive=False, render=render)

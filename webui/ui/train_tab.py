@@ -1,5 +1,6 @@
 """A1111's Train tab for textual inversion: Create embedding, then Train it on a dataset folder, with progress,
-Interrupt and the run's log.
+Interrupt and the run's log. A run goes on when its page goes away; a reloaded page follows it by its task id
+(`webui.ui.reattach`) and shows its log when it ends.
 
 The handlers send A1111's `train_embedding` fields to the same functions the HTTP API calls
 (`webui.embedding_jobs`), so the tab can do nothing the API would refuse, and the run waits in the one worker queue.
@@ -12,9 +13,11 @@ from pathlib import Path
 
 import gradio as gr
 from webui.server_state import ServerState
-from webui.ui.errors import failed, refused
-from webui.ui.progress_view import POLL_SECONDS, progress_html, status_text
+from webui.ui.errors import refused
+from webui.ui.progress_view import progress_html, status_text
 from webui.ui.page_values import serve_props
+from webui.ui.reattach import (FollowedTab, checked_task_id, follow_ui_task, followed_task_id, page_owner,
+                               registered_task, submit_js, task_box_for)
 from webui.worker import QueueFullError
 
 # The tab's fields, in A1111's train_embedding names, in the order the Train button sends them.
@@ -88,14 +91,27 @@ def training_log(trained, seconds: float) -> str:
     return "\n".join(lines)
 
 
-def build_train_tab(state: ServerState) -> None:
+def follow_training(state: ServerState, task) -> object:
+    """The Train tab's outputs (progress, log, task box) for its training `task` until it ends, then its log."""
+    def running(task) -> tuple:
+        return progress_html(*training_status(state, task.job)), gr.skip()
+
+    def shown(task) -> tuple:
+        return progress_html(1.0, task.result.splitlines()[0]), task.result
+
+    return follow_ui_task(task, 3, running, shown)
+
+
+def build_train_tab(state: ServerState) -> FollowedTab | None:
+    """Create the tab; returns what a loading page needs to follow its training (None without an embeddings
+    folder: nothing to train)."""
     from mixkit.training.ti_templates import NAMED_TEMPLATES
     from webui.embedding_jobs import create_embedding, submit_embedding_training
 
     if state.embedding_library is None:
         gr.Markdown("No embeddings folder configured: start the server with `--embeddings-dir FOLDER` to create and "
                     "train embeddings.")
-        return
+        return None
     with gr.Tab("Create embedding"):
         name = gr.Textbox(label="Name", elem_id="train_new_name")
         init_text = gr.Textbox(label="Initialization text", value="*", elem_id="train_init_text")
@@ -148,6 +164,7 @@ def build_train_tab(state: ServerState) -> None:
             interrupt = gr.Button("Interrupt", elem_id="train_interrupt")
         progress = gr.HTML(progress_html(0, "Idle"), elem_id="train_progress")
         log = gr.Textbox(label="Log", lines=5, interactive=False, elem_id="train_log")
+        task_box = task_box_for("train")
 
     def do_create(new_name: str, text: str, count: float, replace: bool):
         try:
@@ -160,41 +177,42 @@ def build_train_tab(state: ServerState) -> None:
     def do_refresh():
         return (gr.Dropdown(choices=trainable_embeddings(state)), gr.Dropdown(choices=dataset_folders(state)))
 
-    def do_train(request: gr.Request, *values):
-        session = getattr(request, "session_hash", None)  # closing the tab or Interrupt stops this run only
+    def do_train(request: gr.Request, *values_and_task_id):
+        # The session lets this page's Interrupt reach the run at once; the task id (made by the page, the last
+        # input) lets a reloaded page follow it: the run goes on when the page goes away.
+        *values, task_id = values_and_task_id
+        session = getattr(request, "session_hash", None)
         form = dict(zip(TRAIN_INPUTS, values))
         if not form["embedding_name"]:  # the API's own refusal of a missing name speaks of its HTTP route
             raise refused("Choose the embedding to train under Embedding (make one under Create embedding first).")
         try:
-            job = submit_embedding_training(state, train_fields(form), session=session)
+            task_id = checked_task_id(state, task_id)
+            job = submit_embedding_training(state, train_fields(form), session=session, keep_on_disconnect=True)
         except (ValueError, TypeError) as error:
             raise refused(str(error)) from None
         except QueueFullError as error:
             gr.Warning("Queue full: " + str(error))
-            yield progress_html(0, "Queue full - try again in a moment"), gr.skip()
+            yield progress_html(0, "Queue full - try again in a moment"), gr.skip(), gr.skip()
             return
         started = time.monotonic()
-        while not job.future.done():
-            yield progress_html(*training_status(state, job)), gr.skip()
-            time.sleep(POLL_SECONDS)
-        if job.future.cancelled():
-            yield progress_html(0, "Interrupted before it started: removed from the queue"), ""
-            return
-        try:
-            trained = job.future.result()
-        except Exception as error:
-            raise failed(f"Training failed: {error}", error) from None
-        text = training_log(trained, time.monotonic() - started)
-        yield progress_html(1.0, text.splitlines()[0]), text
+        # the log is written when the run ends, on the worker's thread, whether or not a page follows it
+        task = registered_task(state, task_id, "train", job, request,
+                               lambda trained: training_log(trained, time.monotonic() - started))
+        yield from follow_training(state, task)
 
     create.click(do_create, inputs=[name, init_text, vectors, overwrite], outputs=[created, embedding])
     refresh.click(do_refresh, outputs=[embedding, data_root], queue=False)
-    train.click(do_train, inputs=[embedding, data_root, template, steps, learn_rate, batch_size, gradient_step,
-                                  resolution, shuffle_tags, tag_drop_out, clip_grad_mode, clip_grad_value, save_every,
-                                  image_every, preview_prompt],
-                outputs=[progress, log], concurrency_limit=None)
+    train_inputs = [embedding, data_root, template, steps, learn_rate, batch_size, gradient_step, resolution,
+                    shuffle_tags, tag_drop_out, clip_grad_mode, clip_grad_value, save_every, image_every,
+                    preview_prompt, task_box]
+    outputs = [progress, log, task_box]
+    train.click(do_train, inputs=train_inputs, outputs=outputs, concurrency_limit=None,
+                js=submit_js(len(train_inputs)))
 
-    def interrupt_own_job(request: gr.Request) -> None:
+    # The page sends the task it follows, which reaches a run started before a reload (another session).
+    def interrupt_own_job(request: gr.Request, task_box: str = "") -> None:
         state.interrupt_session(getattr(request, "session_hash", None))
+        state.tasks.interrupt(followed_task_id(task_box), page_owner(request))
 
-    interrupt.click(interrupt_own_job, queue=False)
+    interrupt.click(interrupt_own_job, inputs=[task_box], queue=False)
+    return FollowedTab("train", task_box, outputs, lambda task: follow_training(state, task))

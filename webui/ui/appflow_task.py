@@ -1,0 +1,63 @@
+"""The AppFlow tab's run as a UI task: queued with the page's task id, its images written to Gradio's cache and its
+other outputs encoded when the run ends, whether or not a page still watches, so a reloaded page (or one opened
+after the tab closed) follows it and shows them (`webui.ui.reattach`)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import gradio as gr
+
+from webui.server_state import ServerState
+from webui.ui.progress_view import job_status, progress_html
+
+OUTPUT_COUNT = 4  # progress, images, outputs, task box
+
+
+@dataclass
+class AppflowResult:
+    """A finished run: its image files (in output order) and its other outputs as JSON."""
+
+    app: str
+    paths: list[str]
+    outputs: dict
+
+
+def appflow_finish(app: str, cache_dir):
+    """The task's `finish`: every image among the app's outputs as a PNG under Gradio's cache (a result is kept for
+    hours: files, not pictures in memory), the other outputs as the JSON the API answers with."""
+    from pipelines.png import save_png
+    from webui.appflow_io import encode_app_output, output_images
+    from webui.ui.gallery_files import result_folder
+
+    def finish(outputs: dict) -> AppflowResult:
+        images = output_images(outputs)
+        folder = result_folder(cache_dir, "mixkit-appflow") if images else None
+        paths = [str(save_png(image, folder / f"{number:05d}.png", None)) for number, image in enumerate(images, 1)]
+        text_outputs = {key: value for key, value in outputs.items() if key != "result"}
+        shown = {key: encode_app_output(value) for key, value in text_outputs.items()
+                 if not output_images({key: value})}
+        return AppflowResult(app, paths, shown)
+
+    return finish
+
+
+def follow_appflow(state: ServerState, task):
+    """The AppFlow tab's outputs for its run `task` until it ends, then its images and outputs."""
+    from webui.ui.reattach import follow_ui_task
+
+    def running(task) -> tuple:
+        def describe(snapshot) -> str:
+            seconds = 0.0 if snapshot.started_at is None else max(0.0, time.monotonic() - snapshot.started_at)
+            return f"Running {task.label or 'the app'} ({seconds:.0f}s)"
+
+        return progress_html(*job_status(state, task.job, describe)), gr.skip(), gr.skip()
+
+    def shown(task) -> tuple:
+        result: AppflowResult = task.result
+        done = progress_html(1.0, f"Done: {result.app}, {len(result.paths)} image(s) in {task.seconds:.1f}s")
+        return done, [(path, None) for path in result.paths], result.outputs
+
+    return follow_ui_task(task, OUTPUT_COUNT, running, shown)
+
