@@ -223,6 +223,7 @@ def run_batch(args: argparse.Namespace, infotext_keys: dict | None) -> int:
     from pipelines.controlnet import ControlImg2ImgParams
     from pipelines.img2img import ImageToImage, Img2ImgParams, check_img2img_params
     from pipelines.params import GenerationLimits
+    from pipelines.seeds import resolve_seed
     from webui.cli.controlnet_units import check_unit_families, controlnet_specs
     from webui.cli.flag_names import errors_in_flag_terms
     from webui.cli.generate import check_before_load, generate_and_save, generation_fields, load_pipeline
@@ -234,6 +235,8 @@ def run_batch(args: argparse.Namespace, infotext_keys: dict | None) -> int:
     limits = GenerationLimits()
     params_class = ControlImg2ImgParams if specs else Img2ImgParams
     base = params_class(**generation_fields(args), **img2img_fields(args))
+    # A1111's process_batch fixes the seeds once (`fix_seed(p)`): with -1 every input shares one drawn seed
+    base = replace(base, seed=resolve_seed(base.seed), subseed=resolve_seed(base.subseed))
 
     def check(params) -> None:
         check_img2img_params(params, limits, 8)  # SD's VAE grid; the loaded model's own after the load
