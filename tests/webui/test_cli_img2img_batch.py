@@ -158,3 +158,10 @@ def test_a_random_seed_is_drawn_once_for_the_whole_batch(tiny_sd1_dir, folders, 
     seeds = {text.split("Seed: ")[1].split(",")[0] for text in texts}
     subseeds = {text.split("Variation seed: ")[1].split(",")[0] for text in texts}
     assert len(written) == 2 and len(seeds) == 1 and len(subseeds) == 1, texts
+
+
+def test_scale_by_sizes_each_input_from_its_own_size(tiny_sd1_dir, folders, capsys):
+    """A1111's batch with Resize by: each input's sides times the scale (64x64 and 72x64 x 1.5: 96x96 and 104x96)."""
+    written = _batch(capsys, "--input-dir", str(folders / "in"), "--model", str(tiny_sd1_dir), *RUN, "--scale-by", "1.5",
+                     "-o", str(folders / "o"))
+    assert [Image.open(path).size for path in written] == [(96, 96), (104, 96)]

@@ -219,7 +219,6 @@ def per_input(params, item: BatchInput, image, mask, size: dict):
 
 def run_batch(args: argparse.Namespace, infotext_keys: dict | None) -> int:
     """Check every input, load the model once, then redraw and save each input in name order."""
-    from pipelines.base import init_image_size
     from pipelines.controlnet import ControlImg2ImgParams
     from pipelines.img2img import ImageToImage, Img2ImgParams, check_img2img_params
     from pipelines.params import GenerationLimits
@@ -227,7 +226,8 @@ def run_batch(args: argparse.Namespace, infotext_keys: dict | None) -> int:
     from webui.cli.controlnet_units import check_unit_families, controlnet_specs
     from webui.cli.flag_names import errors_in_flag_terms
     from webui.cli.generate import check_before_load, generate_and_save, generation_fields, load_pipeline
-    from webui.cli.img2img import check_mask_fits, default_size, img2img_fields, read_init_image, read_mask, with_controlnets
+    from webui.cli.img2img import (check_mask_fits, default_size, img2img_fields, init_size, read_init_image, read_mask,
+                                   with_controlnets)
 
     # 1. Every input, mask and infotext read and checked, with the flags, before the model loads
     inputs = batch_inputs(args)
@@ -272,7 +272,7 @@ def run_batch(args: argparse.Namespace, infotext_keys: dict | None) -> int:
     first_image = first.init_images[0]
     without_info = replace(first, **{name: getattr(base, name) for name in inputs[0].settings})
     pipe, loaded = load_pipeline(args, ImageToImage, without_info, check,
-                                 lambda model: init_image_size(first_image, model.vae_scale_factor), after_load)
+                                 lambda model: init_size(first_image, model.vae_scale_factor, args.scale_by), after_load)
     base = replace(base, **{name: getattr(loaded, name) for name in ("steps", "cfg_scale", "sampler", "clip_skip")})
     if specs:
         pipe, base = with_controlnets(pipe, base, specs, catalog)
