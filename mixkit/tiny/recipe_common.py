@@ -117,10 +117,12 @@ def check_recipe_output(output: str) -> Path:
 
 def start_recipe(recipe) -> RecipeClock:
     """What every recipe does before any work: check its settings' types and ranges and that its output folder may be
-    (re)written (never a user's folder), then take its thread count; returns the clock that times the run."""
+    (re)written (never a user's folder, `output` set to the folder checked), then take its thread count; returns the
+    clock that times the run."""
     check_recipe_types(recipe)
     recipe.check()
-    check_recipe_output(recipe.output)
+    # the folder checked is the folder written: "~/x" expanded once here, for the weights and the resume states alike
+    recipe.output = str(check_recipe_output(recipe.output))
     if recipe.threads:
         torch.set_num_threads(recipe.threads)
     return RecipeClock()

@@ -80,6 +80,8 @@ def test_inpaint_only_masked_keeps_every_pixel_outside_the_region(tiny_sd1_dir, 
     (["--mask", "missing.png"], "--mask 'missing.png' does not exist"),
     (["--width", "60"], "--width must be a multiple of 8, got 60"),
     (["--resize-mode", "just resize (latent upscale)", "--mask", "MASK"], "works on img2img without a mask"),
+    (["--scale-by", "4.5"], "--scale-by 4.5 must be in [0.05, 4.0] (A1111's Resize by slider)"),
+    (["--scale-by", "2", "--height", "64"], "--scale-by sizes the image from IMAGE's size; leave out --height"),
 ])
 def test_user_errors_are_one_line_with_exit_code_2_before_the_model_loads(files, tmp_path, capsys, monkeypatch, extra,
                                                                           message):
@@ -118,3 +120,16 @@ def test_a_mask_that_cannot_line_up_is_refused_before_the_load(files, tmp_path, 
     assert (f"mixkit: error: --mask {tmp_path / 'square.png'}: The mask is 64x64 but the image is 90x70: their aspect "
             "ratios differ") in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_scale_by_is_a1111s_resize_by_each_side_times_it_rounded_down_to_8(tiny_sd1_dir, files, tmp_path, capsys):
+    """90x70 x 1.5 = 135x105 -> 128x104, the image a run with --width 128 --height 104 makes; an infotext's Size is
+    not taken then (A1111's Resize by tab has no width and height), and the note says so."""
+    base = ["img2img", str(files / "init.png"), "x", "--model", str(tiny_sd1_dir), *ARGS,
+            "--infotext", "x\nSteps: 4, Sampler: Euler, Seed: 21, Size: 64x64"]
+    assert main([*base, "--scale-by", "1.5", "-o", str(tmp_path / "a.png")]) == 0
+    assert "--infotext Size 64x64 not honoured: --scale-by 1.5 sizes the image" in capsys.readouterr().err
+    assert main([*base, "--width", "128", "--height", "104", "-o", str(tmp_path / "b.png")]) == 0
+    scaled, sized = Image.open(tmp_path / "a.png"), Image.open(tmp_path / "b.png")
+    assert scaled.size == (128, 104)
+    assert scaled.tobytes() == sized.tobytes()

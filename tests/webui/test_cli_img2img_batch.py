@@ -147,3 +147,21 @@ def test_a_controlnet_unit_without_a_picture_follows_each_input(tiny_sd1_dir, fo
                         "--controlnet", str(model), "--cn-module", "invert", "-o", str(folders / f"one-{source}.png"))
         assert Image.open(path).tobytes() == Image.open(single[0]).tobytes()
         assert 'ControlNet 0: "Module: invert, Model: tiny_canny' in Image.open(path).text["parameters"]
+
+
+def test_a_random_seed_is_drawn_once_for_the_whole_batch(tiny_sd1_dir, folders, capsys):
+    """A1111's process_batch fixes the seed (and variation seed) once before the loop: every input of a batch run with
+    seed -1 shares one seed, so the batch can be redone with the seed its infotexts show."""
+    written = _batch(capsys, "--input-dir", str(folders / "in"), "--model", str(tiny_sd1_dir), *RUN, "--seed", "-1",
+                     "--subseed", "-1", "--subseed-strength", "0.5", "-o", str(folders / "o"))
+    texts = [Image.open(path).text["parameters"] for path in written]
+    seeds = {text.split("Seed: ")[1].split(",")[0] for text in texts}
+    subseeds = {text.split("Variation seed: ")[1].split(",")[0] for text in texts}
+    assert len(written) == 2 and len(seeds) == 1 and len(subseeds) == 1, texts
+
+
+def test_scale_by_sizes_each_input_from_its_own_size(tiny_sd1_dir, folders, capsys):
+    """A1111's batch with Resize by: each input's sides times the scale (64x64 and 72x64 x 1.5: 96x96 and 104x96)."""
+    written = _batch(capsys, "--input-dir", str(folders / "in"), "--model", str(tiny_sd1_dir), *RUN, "--scale-by", "1.5",
+                     "-o", str(folders / "o"))
+    assert [Image.open(path).size for path in written] == [(96, 96), (104, 96)]

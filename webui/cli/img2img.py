@@ -10,6 +10,7 @@ so that the infotext fills only those left out, and are refused without --mask.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -17,6 +18,7 @@ def add_parser(subparsers) -> None:
     from pipelines.image_prep import IMG2IMG_RESIZE_MODES
     from pipelines.img2img import Img2ImgParams
     from pipelines.inpaint_mask import MASKED_CONTENT
+    from webui.cli.extras import finite_float
     from webui.cli.generate import add_generation_flags
 
     d = Img2ImgParams()
@@ -36,6 +38,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--denoising-strength", type=float, default=None, metavar="STRENGTH",
                    help=f"how much of the image is redrawn, 0-1 (default {d.denoising_strength}); runs int(STRENGTH x "
                         "steps) + 1 steps, as A1111")
+    p.add_argument("--scale-by", type=finite_float, default=None, metavar="X",
+                   help=f"A1111's 'Resize by': the size is IMAGE's (each input's with --input-dir) times X, each side "
+                        f"rounded down to a multiple of 8, instead of --width/--height ({SCALE_BY_RANGE[0]}-"
+                        f"{SCALE_BY_RANGE[1]}, A1111's slider)")
     p.add_argument("--exact-steps", action="store_true",
                    help="run exactly --steps steps (A1111's 'With img2img, do exactly the amount of steps the slider "
                         "specifies')")
@@ -83,19 +89,23 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.base import init_image_size
     from pipelines.img2img import ImageToImage, Img2ImgParams, check_img2img_params
     from pipelines.params import GenerationLimits
     from webui.cli.generate import check_before_load, generate_and_save, generation_fields, load_pipeline
     from webui.cli.img2img_batch import check_batch_flags
 
     check_batch_flags(args)
+    check_scale_by(args)
     infotext_keys = None
     if args.infotext is not None:
         from webui.cli.generate_infotext import apply_infotext, read_infotext_argument
         from webui.cli.img2img_infotext import Img2ImgInfotextKeys
 
         args, infotext_keys = apply_infotext(args, read_infotext_argument(args.infotext), Img2ImgInfotextKeys())
+        if args.scale_by is not None and "Size-1" in infotext_keys:  # A1111's Resize by tab has no width / height
+            args.width = args.height = None
+            print(f"mixkit: note: --infotext Size {infotext_keys['Size-1']}x{infotext_keys.get('Size-2')} not "
+                  f"honoured: --scale-by {args.scale_by:g} sizes the image", file=sys.stderr)
     if args.prompt is None:
         args.prompt = ""
     check_mask_flags(args)
@@ -128,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_unit_families(specs, catalog, args.model)
     pipe, params = load_pipeline(args, ImageToImage, params, check,
-                                 lambda model: init_image_size(image, model.vae_scale_factor), infotext_keys)
+                                 lambda model: init_size(image, model.vae_scale_factor, args.scale_by), infotext_keys)
     if specs:
         pipe, params = with_controlnets(pipe, params, specs, catalog)
     return generate_and_save(pipe, params, output, output_is_file)
@@ -161,18 +171,48 @@ def check_mask_fits(image, mask, what: str) -> None:
             raise ValueError(f"{what}: {error}") from None
 
 
-def default_size(args: argparse.Namespace, image, name: str, grid: int, limits) -> dict:
-    """The width / height the command left out: the init image's, rounded down to the VAE's `grid`; an image
-    too large for one generation is refused, naming the flags that redraw it smaller."""
-    from pipelines.base import init_image_size
+# A1111's img2img 'Resize by' slider (its "Scale" under the Resize by tab)
+SCALE_BY_RANGE = (0.05, 4.0)
 
-    size = dict(zip(("width", "height"), init_image_size(image, grid)))
+
+def check_scale_by(args: argparse.Namespace) -> None:
+    """--scale-by within A1111's slider, and not with --width/--height (A1111's Resize to / Resize by are tabs)."""
+    if args.scale_by is None:
+        return
+    low, high = SCALE_BY_RANGE
+    if not low <= args.scale_by <= high:
+        raise ValueError(f"--scale-by {args.scale_by:g} must be in [{low}, {high}] (A1111's Resize by slider)")
+    given = [flag for flag, value in (("--width", args.width), ("--height", args.height)) if value is not None]
+    if given:
+        raise ValueError(f"--scale-by sizes the image from IMAGE's size; leave out {' and '.join(given)}, or leave "
+                         "out --scale-by to give the size")
+
+
+def init_size(image, grid: int, scale_by: float | None) -> tuple[int, int]:
+    """The size an init image gives img2img: its own, or with `scale_by` (A1111's Resize by: `int(side * scale)`
+    minus its remainder) its sides times the scale; each rounded down to the VAE's `grid`, at least one cell."""
+    from pipelines.base import init_image_size
+    from pipelines.image_prep import normalize_init_image
+
+    if scale_by is None:
+        return init_image_size(image, grid)
+    width, height = (max(grid, int(side * scale_by) // grid * grid) for side in normalize_init_image(image).size)
+    return width, height
+
+
+def default_size(args: argparse.Namespace, image, name: str, grid: int, limits) -> dict:
+    """The width / height the command left out: the init image's (times --scale-by), rounded down to the VAE's
+    `grid`; an image too large for one generation is refused, naming the flags that redraw it smaller."""
+    scale_by = getattr(args, "scale_by", None)
+    size = dict(zip(("width", "height"), init_size(image, grid, scale_by)))
     defaulted = {side: size[side] for side in size if getattr(args, side) is None}
     width, height = defaulted.get("width", args.width), defaulted.get("height", args.height)
     if defaulted and (max(width, height) > limits.max_side or width * height > limits.max_pixels):
-        raise ValueError(f"{name} is {image.width}x{image.height}, larger than one generation may be "
-                         f"({limits.max_side} px a side, {limits.max_pixels:,} pixels); pass --width and --height to "
-                         "redraw it smaller (--resize-mode says how it is fitted)")
+        scaled = "" if scale_by is None else f", {width}x{height} by --scale-by {scale_by:g}"
+        fix = ("use a smaller --scale-by" if scale_by is not None else
+               "pass --width and --height to redraw it smaller (--resize-mode says how it is fitted)")
+        raise ValueError(f"{name} is {image.width}x{image.height}{scaled}, larger than one generation may be "
+                         f"({limits.max_side} px a side, {limits.max_pixels:,} pixels); {fix}")
     return defaulted
 
 

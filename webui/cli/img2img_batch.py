@@ -219,14 +219,15 @@ def per_input(params, item: BatchInput, image, mask, size: dict):
 
 def run_batch(args: argparse.Namespace, infotext_keys: dict | None) -> int:
     """Check every input, load the model once, then redraw and save each input in name order."""
-    from pipelines.base import init_image_size
     from pipelines.controlnet import ControlImg2ImgParams
     from pipelines.img2img import ImageToImage, Img2ImgParams, check_img2img_params
     from pipelines.params import GenerationLimits
+    from pipelines.seeds import resolve_seed
     from webui.cli.controlnet_units import check_unit_families, controlnet_specs
     from webui.cli.flag_names import errors_in_flag_terms
     from webui.cli.generate import check_before_load, generate_and_save, generation_fields, load_pipeline
-    from webui.cli.img2img import check_mask_fits, default_size, img2img_fields, read_init_image, read_mask, with_controlnets
+    from webui.cli.img2img import (check_mask_fits, default_size, img2img_fields, init_size, read_init_image, read_mask,
+                                   with_controlnets)
 
     # 1. Every input, mask and infotext read and checked, with the flags, before the model loads
     inputs = batch_inputs(args)
@@ -234,6 +235,8 @@ def run_batch(args: argparse.Namespace, infotext_keys: dict | None) -> int:
     limits = GenerationLimits()
     params_class = ControlImg2ImgParams if specs else Img2ImgParams
     base = params_class(**generation_fields(args), **img2img_fields(args))
+    # A1111's process_batch fixes the seeds once (`fix_seed(p)`): with -1 every input shares one drawn seed
+    base = replace(base, seed=resolve_seed(base.seed), subseed=resolve_seed(base.subseed))
 
     def check(params) -> None:
         check_img2img_params(params, limits, 8)  # SD's VAE grid; the loaded model's own after the load
@@ -262,7 +265,7 @@ def run_batch(args: argparse.Namespace, infotext_keys: dict | None) -> int:
     first_image = first.init_images[0]
     without_info = replace(first, **{name: getattr(base, name) for name in inputs[0].settings})
     pipe, loaded = load_pipeline(args, ImageToImage, without_info, check,
-                                 lambda model: init_image_size(first_image, model.vae_scale_factor), infotext_keys)
+                                 lambda model: init_size(first_image, model.vae_scale_factor, args.scale_by), infotext_keys)
     base = replace(base, **{name: getattr(loaded, name) for name in ("steps", "cfg_scale", "sampler", "clip_skip")})
     if specs:
         pipe, base = with_controlnets(pipe, base, specs, catalog)
