@@ -12,7 +12,7 @@ from pathlib import Path
 
 import gradio as gr
 from webui.server_state import ServerState
-from webui.ui.errors import failed, refused
+from webui.ui.errors import failed, refused, show_warning
 from webui.ui.progress_view import POLL_SECONDS, progress_html, status_text
 from webui.ui.page_values import serve_props
 from webui.worker import QueueFullError
@@ -170,7 +170,7 @@ def build_train_tab(state: ServerState) -> None:
         except (ValueError, TypeError) as error:
             raise refused(str(error)) from None
         except QueueFullError as error:
-            gr.Warning("Queue full: " + str(error))
+            show_warning("Queue full: " + str(error), state)
             yield progress_html(0, "Queue full - try again in a moment"), gr.skip()
             return
         started = time.monotonic()
