@@ -167,9 +167,10 @@ EMPTY_EDITOR_TEXT = "Upload an image"  # Gradio's ImageEditor placeholder, shown
 def put_picture_in_img2img_editor(sync_api, page, picture, attempts: int = 3) -> None:
     """Upload `picture` into the img2img ImageEditor; return once the editor holds it (a Generate then sends it).
 
-    Why this used to flake (Gradio 6 ImageEditor, headless Chromium on software WebGL): the img2img tab mounts on its
-    first click and its file input is there at once, but the editor's PixiJS canvas takes seconds to initialise. When
-    it is ready, the editor's own "value is empty: reset the canvas" effect runs and wipes a picture uploaded in the
+    Why this used to flake (Gradio 6.31 ImageEditor, headless Chromium on software WebGL; timed here, the wipe read
+    from Gradio's bundled editor code): the img2img tab mounts on its first click and its file input is there at once
+    (0.04 s), but the editor's PixiJS canvas takes seconds to initialise (4-5 s on a loaded 2-core box). When it is
+    ready, the editor's own "value is empty: reset the canvas" effect runs and can wipe a picture uploaded in the
     meantime, and its toolbar (the zoom the old wait looked for) appears then whether or not the picture survived;
     every Generate after that was refused ("Drop an image into the img2img editor first"). So the upload waits for the
     toolbar, and counts only once the editor has left its empty state: its placeholder gone and its zoom fitted to the
