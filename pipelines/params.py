@@ -59,7 +59,7 @@ class Txt2ImgParams:
     seed: int = -1
     # A1111's "Extra" seed options (pipelines.seeds.initial_noise): a variation seed (-1: random; image k uses
     # subseed + k) whose noise is slerped in by subseed_strength (0: off; 1: the variation seed's own noise; with
-    # a variation every image keeps `seed`), and "Resize seed from" width x height (0: off; both or neither).
+    # a variation every image keeps `seed`), and "Resize seed from" width x height (0: off; one side 0: off, as A1111).
     subseed: int = -1
     subseed_strength: float = 0.0
     seed_resize_from_w: int = 0
@@ -269,7 +269,13 @@ def check_infotext_settings(params: Txt2ImgParams) -> None:
 
 
 def check_seed_extras(params: Txt2ImgParams, multiple: int, limits: GenerationLimits) -> None:
-    """A1111's Extra seed options: subseed like seed, strength in [0, 1], resize-from both set or both 0."""
+    """A1111's Extra seed options: subseed like seed, strength in [0, 1], resize-from sides integers >= 0.
+
+    A resize with one side 0 is off, as A1111 reads it (`rng.ImageRNG.first` draws at the resize size only when both
+    sides are > 0, and `create_infotext` then writes no "Seed resize from"): taken, with a `UserWarning` saying so
+    (`seed_resize_off_note`), since setting one side alone is most often a slip. Both set: checked as an image size."""
+    import warnings
+
     _check_int("subseed", params.subseed, -1, SEED_MAX)
     strength = params.subseed_strength
     if isinstance(strength, bool) or not isinstance(strength, numbers.Real) or not 0 <= strength <= 1:
@@ -280,15 +286,26 @@ def check_seed_extras(params: Txt2ImgParams, multiple: int, limits: GenerationLi
     for name, value in (("seed_resize_from_w", width), ("seed_resize_from_h", height)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise TypeError(f"{name} must be an integer (0 = off), got {value!r}.")
-    if (width == 0) != (height == 0):
-        raise ValueError(f"'Resize seed from' {width}x{height} has one side 0: it needs both the width and the height "
-                         "the seed was drawn at (or both 0 to turn it off).")
-    if width:
+        if value < 0:
+            raise ValueError(f"{name} must be 0 (off) or a size in pixels, got {value}.")
+    note = seed_resize_off_note(width, height)
+    if note is not None:
+        warnings.warn(note, UserWarning, stacklevel=2)
+    elif width:
         try:
             check_size(width, height, multiple, limits)
         except (TypeError, ValueError) as error:
             raise ValueError(f"'Resize seed from' {width}x{height} is not a size an image could have been made at: "
                              f"{error}") from None
+
+
+def seed_resize_off_note(width: int, height: int) -> str | None:
+    """What to tell a user whose 'Resize seed from' has exactly one side 0 (the resize is off); None otherwise."""
+    if (width == 0) == (height == 0):
+        return None
+    zero, kept = ("width", f"height {height}") if width == 0 else ("height", f"width {width}")
+    return (f"'Resize seed from' {width}x{height} has its {zero} at 0, so the seed is not resized (the {kept} is "
+            "ignored, as in A1111, which resizes only when both sides are set); set both sides to resize it.")
 
 
 def uncond_skip_of(params: Txt2ImgParams):

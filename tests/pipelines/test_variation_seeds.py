@@ -211,13 +211,27 @@ def test_img2img_batch_count_gives_image_k_the_variation_seed_subseed_plus_k(sd1
     ({"subseed_strength": -0.1}, r"subseed_strength must be a number in \[0, 1\]"),
     ({"subseed_strength": "0.3"}, r"subseed_strength must be a number in \[0, 1\].*got '0\.3'"),
     ({"subseed": -2}, r"subseed must be in \[-1, "),
-    ({"seed_resize_from_w": 64}, r"'Resize seed from' 64x0 has one side 0: it needs both"),
+    ({"seed_resize_from_w": -8, "seed_resize_from_h": 64}, r"seed_resize_from_w must be 0 \(off\) or a size .*got -8"),
     ({"seed_resize_from_w": 60, "seed_resize_from_h": 64}, r"'Resize seed from' 60x64 .*multiple of 8"),
     ({"seed_resize_from_w": 64, "seed_resize_from_h": 99999}, r"'Resize seed from' 64x99999 .*height must be in"),
 ])
 def test_bad_extra_seed_values_are_refused_before_any_work(sd1_pipe, change, message):
     with pytest.raises(ValueError, match=message):
         sd1_pipe(prompt="a cube", seed=1, **{**SMALL, **change})
+
+
+@pytest.mark.parametrize("width, height, named", [(64, 0, "height"), (0, 48, "width")])
+def test_a_resize_with_one_side_0_is_off_as_in_a1111_and_says_so(sd1_pipe, width, height, named):
+    # A1111's ImageRNG.first draws at the resize size only when both sides are > 0; with one at 0 (its sliders'
+    # default) the noise, the image and the infotext are the plain seed's
+    plain = sd1_pipe(prompt="a cube", seed=3, **SMALL)
+    with pytest.warns(UserWarning, match=rf"'Resize seed from' {width}x{height} has its {named} at 0, so the seed is "
+                                         r"not resized .*set both sides to resize it"):
+        one_side = sd1_pipe(prompt="a cube", seed=3, seed_resize_from_w=width, seed_resize_from_h=height, **SMALL)
+    assert one_side.images[0].tobytes() == plain.images[0].tobytes()
+    assert one_side.infotexts == plain.infotexts and "Seed resize from" not in one_side.infotexts[0]
+    resized = sd1_pipe(prompt="a cube", seed=3, seed_resize_from_w=48, seed_resize_from_h=48, **SMALL)
+    assert resized.images[0].tobytes() != plain.images[0].tobytes()  # a resize that is on changes the image
 
 
 def test_a_random_variation_seed_is_made_concrete_and_reported(sd1_pipe):

@@ -87,3 +87,37 @@ def test_a_generator_handler_streams_and_its_unexpected_error_is_shown_redacted(
     assert raised.value.message == "cannot open sub/gone.safetensors"
     (record,) = caplog.records  # logged once, with the unredacted cause
     assert isinstance(record.exc_info[1], OSError) and str(missing) in str(record.exc_info[1])
+
+
+def test_a_warning_or_info_toast_names_no_server_path_and_the_log_keeps_it(broken_model_ui, tmp_path, caplog,
+                                                                             monkeypatch):
+    from webui.ui.errors import show_info, show_warning
+
+    state, _ = broken_model_ui
+    shown = []
+    monkeypatch.setattr(gr, "Warning", lambda message, *args, **kwargs: shown.append(("warning", message)))
+    monkeypatch.setattr(gr, "Info", lambda message, *args, **kwargs: shown.append(("info", message)))
+    lora = tmp_path / "models" / "sub" / "x.safetensors"
+    with caplog.at_level(logging.INFO, logger="webui.ui"):
+        show_warning(f"The mask was resized to {lora} (64x64)", state)
+        show_info(f"Saved to {tmp_path / 'out'}/00001.png, in {tmp_path / 'out'}.", state)
+    assert shown == [("warning", "The mask was resized to sub/x.safetensors (64x64)"),
+                     ("info", "Saved to 00001.png, in <output_dir>.")]
+    assert [r.getMessage() for r in caplog.records] == [f"UI warning: The mask was resized to {lora} (64x64)",
+                                                       f"UI info: Saved to {tmp_path / 'out'}/00001.png, in "
+                                                       f"{tmp_path / 'out'}."]
+
+
+def test_every_toast_in_the_ui_goes_through_the_redacting_helpers():
+    # a direct gr.Warning / gr.Info would show its message unredacted; webui/ui/errors.py holds the only ones
+    import re
+    from pathlib import Path
+
+    import webui
+
+    root = Path(webui.__file__).parent
+    direct = re.compile(r"\b(?:gr|gradio)\.(?:Warning|Info|Success)\s*\(")
+    found = [f"{path.relative_to(root)}:{number}" for path in sorted(root.rglob("*.py"))
+             if path != root / "ui" / "errors.py"
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if direct.search(line)]
+    assert found == []

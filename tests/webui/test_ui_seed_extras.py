@@ -1,5 +1,6 @@
 """The web UI's Extra seed controls: paste fills them (A1111's paste fields), "Reuse" takes an image's variation seed."""
 
+import pytest
 from PIL import Image
 
 from pipelines.infotext import build_infotext
@@ -70,3 +71,48 @@ def test_the_form_runs_a_variation_batch_end_to_end(tiny_sd1_dir, tmp_path, serv
                 text = image.info["parameters"]
                 assert "Seed: 1000," in text
                 assert f"Variation seed: {subseed}, Variation seed strength: 0.5, Seed resize from: 48x80," in text
+
+
+@pytest.mark.filterwarnings("ignore:'Resize seed from' 0x48:UserWarning")  # the Python API's own, on the server side
+def test_resize_seed_from_one_side_alone_is_off_in_the_form_as_in_a1111_with_a_warning(tiny_sd1_dir, tmp_path,
+                                                                                        monkeypatch):
+    # A1111's sliders start at 0 and its ImageRNG resizes only with both sides > 0: the form takes "0 x 48" and makes
+    # the plain seed's image (the Python API's rule, `check_seed_extras`), telling the user the side changes nothing.
+    from types import SimpleNamespace
+
+    import gradio as gr
+
+    from pipelines.txt2img import TextToImage
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+    from webui.ui.app import build_ui
+
+    from .ui_blocks import handler
+
+    shown = []
+    monkeypatch.setattr(gr, "Warning", lambda message, *args, **kwargs: shown.append(message))
+    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(tmp_path / "out")))
+    try:
+        state.load_initial_model()
+        state.options.apply({"samples_save": True, "return_grid": False})
+        run = handler(build_ui(state), "txt2img_generate", "click")
+        made = {}
+        for sides in ((0, 48), (0, 0)):
+            changes = {"prompt": "a cube", "steps": 2, "width": 64, "height": 64, "seed": 12, "sampler": "Euler",
+                       "seed_resize_from_w": sides[0], "seed_resize_from_h": sides[1], "task_id": ""}
+            values = [changes.pop(block.elem_id.removeprefix("txt2img_"), block.value) for block in run.inputs]
+            assert not changes, f"no such inputs: {changes}"
+            before = set(state.output_dir.glob("*.png"))
+            list(run.fn(SimpleNamespace(session_hash="seed-resize"), *values))
+            (saved,) = set(state.output_dir.glob("*.png")) - before
+            with Image.open(saved) as image:
+                made[sides] = (image.convert("RGB").tobytes(), image.info["parameters"])
+    finally:
+        state.close()
+    assert shown == ["'Resize seed from' 0x48 has its width at 0, so the seed is not resized (the height 48 is "
+                     "ignored, as in A1111, which resizes only when both sides are set); set both sides to resize it."]
+    assert made[(0, 48)] == made[(0, 0)] and "Seed resize from" not in made[(0, 48)][1]
+    with pytest.warns(UserWarning, match="'Resize seed from' 0x48 has its width at 0"):
+        python_api = TextToImage.from_pretrained(tiny_sd1_dir)(prompt="a cube", steps=2, width=64, height=64,
+                                                               seed=12, sampler="Euler", seed_resize_from_h=48)
+    assert python_api.images[0].convert("RGB").tobytes() == made[(0, 48)][0]

@@ -29,6 +29,28 @@ def failed(message: str, cause: BaseException) -> gr.Error:
     return gr.Error(message, print_exception=False)
 
 
+def show_warning(message: str, state) -> None:
+    """Show `message` as a yellow toast (`gr.Warning`) with `state`'s server paths redacted, as the error pop-ups are.
+
+    Every UI warning goes through here (a test finds any direct `gr.Warning`/`gr.Info`): a toast is read in the
+    browser like an error is, so it must not tell the page the operator's folder layout either. The log keeps the
+    full text for the operator."""
+    logger.info("UI warning: %s", message)
+    gr.Warning(_redactor(state)(message))
+
+
+def show_info(message: str, state) -> None:
+    """Show `message` as an info toast (`gr.Info`), redacted as `show_warning` does."""
+    logger.info("UI info: %s", message)
+    gr.Info(_redactor(state)(message))
+
+
+def _redactor(state):
+    from webui.error_paths import server_path_redactor
+
+    return server_path_redactor(state)  # made when a message is shown (rarely): it follows the state of now
+
+
 def redact_handler_errors(blocks, state) -> None:
     """Every handler of `blocks` shows its errors with `state`'s server paths redacted (`webui.error_paths`).
 
@@ -44,9 +66,7 @@ def redact_handler_errors(blocks, state) -> None:
 
 
 def _redacted(error: Exception, state) -> gr.Error:
-    from webui.error_paths import server_path_redactor
-
-    redact = server_path_redactor(state)  # made when an error is shown (rarely): it follows the state of now
+    redact = _redactor(state)
     if isinstance(error, gr.Error):
         error.message = redact(error.message)
         error.title = redact(error.title)

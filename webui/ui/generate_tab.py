@@ -6,16 +6,19 @@ job on the shared worker and polls its progress, so UI and API users wait in one
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import gradio as gr
 
 from pipelines.image_prep import IMG2IMG_RESIZE_MODES
 from pipelines.inpaint_mask import MASKED_CONTENT
 from pipelines.outpaint import OUTPAINT_DIRECTIONS, outpaint_sides
+from pipelines.params import seed_resize_off_note
 from webui.server_state import ServerState
 from webui.ui.controlnet_units import build_controlnet_units, with_controlnet
-from webui.ui.errors import refused
+from webui.ui.errors import refused, show_warning
 from webui.ui.form_components import form_slider
 from webui.ui.progress_view import progress_html
 from webui.ui.prompt_styles import build_styles_controls, read_styles, styled_params, wire_styles_controls
@@ -112,12 +115,13 @@ def outpaint_request(image, values: dict) -> tuple[dict[str, int], dict[str, flo
          "color_variation": float(values["outpaint_color_variation"])}
 
 
-def img2img_params(params, fields: dict):
+def img2img_params(params, fields: dict, warn: Callable[[str], object] = warnings.warn):
     """Img2ImgParams from the txt2img-shaped `params` and the img2img tab's own inputs (`IMG2IMG_FIELDS` -> value).
 
     Outpaint mode takes its masked content from its own control, as A1111's "Poor man's outpainting" script does
     (default "fill"); the inpaint "Masked content" applies to inpaint and sketch. An inpaint mask is checked against
-    the init image here (`check_mask_fits`), so a mask that cannot line up is refused before anything is queued."""
+    the init image here (`check_mask_fits`), so a mask that cannot line up is refused before anything is queued; its
+    warnings go to `warn` (the UI passes its redacting `show_warning`)."""
     from pipelines.image_prep import normalize_init_image
     from pipelines.img2img import Img2ImgParams
 
@@ -130,7 +134,7 @@ def img2img_params(params, fields: dict):
     mask = inpaint_mask_from(editor_value.get("layers"), fields["mask_upload"]) if mode == "inpaint" else None
     if mask is not None:
         for message in check_mask_fits(mask, background.size):
-            gr.Warning(message)
+            warn(message)
     init = editor_value["composite"].convert("RGB") if mode == "sketch" else background
     fill = fields["outpaint_fill"] if mode == "outpaint" else fields["inpainting_fill"]
     return Img2ImgParams(**vars(params), init_images=[init], denoising_strength=float(fields["denoising_strength"]),
@@ -313,6 +317,9 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         except (ValueError, TypeError, KeyError) as error:
             message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
             raise refused(message) from None
+        resize_note = seed_resize_off_note(params.seed_resize_from_w, params.seed_resize_from_h)
+        if resize_note:  # taken, as A1111 takes it, but the user set a side that changes nothing
+            show_warning(resize_note, state)
         save = bool(state.options.get("samples_save"))
         try:
             if outpainting:
@@ -326,7 +333,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         except (ValueError, TypeError) as error:
             raise refused(str(error)) from None
         except QueueFullError as error:
-            gr.Warning("Queue full: " + str(error))
+            show_warning("Queue full: " + str(error), state)
             yield progress_html(0, "Queue full - try again in a moment"), None, *[gr.skip()] * 6
             return
         task = registered_task(state, task_id, kind, job, request,
@@ -413,7 +420,7 @@ def _form_params(state: ServerState, kind: str, form: list, chosen_styles: list[
     # its img2img noise settings (pipelines.img2img_noise)
     from webui.options import img2img_noise_values
 
-    return replace(img2img_params(params, dict(zip(IMG2IMG_FIELDS, own))),
+    return replace(img2img_params(params, dict(zip(IMG2IMG_FIELDS, own)), warn=lambda text: show_warning(text, state)),
                    exact_steps=bool(state.options.get("img2img_fix_steps")),
                    **img2img_noise_values(state.options.sampler_options()))
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import gradio as gr
 from webui.server_state import ServerState
-from webui.ui.errors import refused
+from webui.ui.errors import refused, show_warning
 from webui.ui.progress_view import progress_html, status_text
 from webui.ui.page_values import serve_props
 from webui.ui.reattach import (FollowedTab, checked_task_id, follow_ui_task, followed_task_id, page_owner,
@@ -191,7 +191,7 @@ def build_train_tab(state: ServerState) -> FollowedTab | None:
         except (ValueError, TypeError) as error:
             raise refused(str(error)) from None
         except QueueFullError as error:
-            gr.Warning("Queue full: " + str(error))
+            show_warning("Queue full: " + str(error), state)
             yield progress_html(0, "Queue full - try again in a moment"), gr.skip(), gr.skip()
             return
         started = time.monotonic()

@@ -71,7 +71,7 @@ def test_image2image_takes_the_variation_seed_and_records_it(tiny_sd1_dir, share
 @pytest.mark.parametrize("option, message", [
     (dict(subseed_strength=1.5), r"subseed_strength must be a number in \[0, 1\]"),
     (dict(subseed=-2), "subseed"),
-    (dict(seed_resize_from_w=64), "has one side 0"),
+    (dict(seed_resize_from_w=-8), r"seed_resize_from_w must be 0 \(off\) or a size in pixels, got -8"),
 ])
 @pytest.mark.parametrize("app", ["text2image_generation", "image2image_text_guided_generation"])
 def test_bad_extra_seed_options_are_refused_before_the_model_loads(app, option, message):
