@@ -27,6 +27,7 @@ from pipelines.seeds import (
     resolve_seed,
     seed_extras_infotext,
 )
+from pipelines.tiling import seamless_tiling
 from pipelines.vae_decode import decode_latents
 
 
@@ -229,76 +230,81 @@ class DiffusionPipelineBase:
         seeds, generators = self._seeds_and_generators(params, generator)
         prompts = per_image(params.prompt, params.batch_size)
         negatives = per_image(params.negative_prompt, params.batch_size)
-        state = self._prepare(params)
+        # A1111's Tiling: circular padding in the UNet and VAE for this call only (the init image's encode too)
+        with seamless_tiling(self.model.unet, self.model.vae, enabled=params.tiling):
+            state = self._prepare(params)
 
-        # 2. Apply LoRAs (from params and prompt tags) for this call only
-        result = GenerationResult()
-        with self.session.prepared(prompts, negatives, params.loras, params.clip_skip, emphasis=params.emphasis,
-                                   comma_backtrack=params.comma_padding_backtrack,
-                                   sdxl_clip_l_skip=params.sdxl_clip_l_skip) as prepared, \
-                contextlib.ExitStack() as refiner_stack:
-            refiner = None
-            if params.refiner is not None and self._runs_refiner(params):
-                refiner = RefinerRun(params, self.session, refiner_stack, prompts, negatives)
-            for batch_index in range(params.batch_count):
-                if control.interrupted:
-                    break
-                first = batch_index * params.batch_size
-                batch_seeds = seeds[first:first + params.batch_size]
-                batch_generators = generators[first:first + params.batch_size]
-                # 3. Prepare latents and conditioning (encodings are cached across batches)
-                start = self._start_batch(params, state, sampler, batch_generators, first)
-                if params.ensd and sampler.takes_seed_delta:  # A1111's ENSD: later noise from seed + delta
-                    batch_generators = image_generators([seed + params.ensd for seed in batch_seeds])
-                steps = params.steps if start.steps is None else start.steps
-                plan_arguments = (*self._schedule_steps(params, sampler), sampler.cond_padding,
-                                  params.use_old_scheduling)
-                plan = prepared.plan(*plan_arguments)
-                # A1111's Refiner: loaded, and the prompts encoded for it, only if this batch reaches the switch
-                switch = None if refiner is None else refiner.switch_for(
-                    start.schedulers, start.timesteps, plan_arguments,
-                    self._conditioning_size(params), len(batch_seeds), steps * sampler.calls_per_step)
+            # 2. Apply LoRAs (from params and prompt tags) for this call only
+            result = GenerationResult()
+            with self.session.prepared(prompts, negatives, params.loras, params.clip_skip, emphasis=params.emphasis,
+                                       comma_backtrack=params.comma_padding_backtrack,
+                                       sdxl_clip_l_skip=params.sdxl_clip_l_skip) as prepared, \
+                    contextlib.ExitStack() as refiner_stack:
+                refiner = None
+                if params.refiner is not None and self._runs_refiner(params):
+                    refiner = RefinerRun(params, self.session, refiner_stack, prompts, negatives)
+                for batch_index in range(params.batch_count):
+                    if control.interrupted:
+                        break
+                    first = batch_index * params.batch_size
+                    batch_seeds = seeds[first:first + params.batch_size]
+                    batch_generators = generators[first:first + params.batch_size]
+                    # 3. Prepare latents and conditioning (encodings are cached across batches)
+                    start = self._start_batch(params, state, sampler, batch_generators, first)
+                    if params.ensd and sampler.takes_seed_delta:  # A1111's ENSD: later noise from seed + delta
+                        batch_generators = image_generators([seed + params.ensd for seed in batch_seeds])
+                    steps = params.steps if start.steps is None else start.steps
+                    plan_arguments = (*self._schedule_steps(params, sampler), sampler.cond_padding,
+                                      params.use_old_scheduling)
+                    plan = prepared.plan(*plan_arguments)
+                    # A1111's Refiner: loaded, and the prompts encoded for it, only if this batch reaches the switch
+                    switch = None if refiner is None else refiner.switch_for(
+                        start.schedulers, start.timesteps, plan_arguments,
+                        self._conditioning_size(params), len(batch_seeds), steps * sampler.calls_per_step)
 
-                # 4. Denoise
-                def on_step(done: int, current, batch_index=batch_index) -> bool:
-                    if callback is not None:
-                        callback(StepProgress(done, steps, batch_index, params.batch_count, current, control))
-                    return not (control.interrupted or control.take_skip())
+                    # 4. Denoise
+                    def on_step(done: int, current, batch_index=batch_index) -> bool:
+                        if callback is not None:
+                            callback(StepProgress(done, steps, batch_index, params.batch_count, current, control))
+                        return not (control.interrupted or control.take_skip())
 
-                request = SamplingRequest(
-                    unet=self.model.unet, schedulers=start.schedulers, latents=start.latents, plan=plan,
-                    combine_cfg=prepared.combine_cfg, cfg_scale=float(params.cfg_scale), generators=batch_generators,
-                    steps=steps, timesteps=start.timesteps,
-                    time_ids=self._time_ids(params, len(batch_seeds)),
-                    negative_time_ids=self._negative_time_ids(params, len(batch_seeds)),
-                    extra_channels=start.extra_channels,
-                    post_step=start.post_step, mask_blend=start.mask_blend, unet_extra=start.unet_extra,
-                    on_step=on_step,
-                    uncond_skip=uncond_skip_of(params), refiner=switch,
-                )
-                if switch is None:
-                    latents = run_sampler(request)
-                else:  # one UNet on the device at a time; the base UNet is back in place when the batch ends
-                    with self.session.refiner_slot.swapped(self.model, refiner.session.model) as enter:
-                        switch.enter = enter
+                    request = SamplingRequest(
+                        unet=self.model.unet, schedulers=start.schedulers, latents=start.latents, plan=plan,
+                        combine_cfg=prepared.combine_cfg, cfg_scale=float(params.cfg_scale), generators=batch_generators,
+                        steps=steps, timesteps=start.timesteps,
+                        time_ids=self._time_ids(params, len(batch_seeds)),
+                        negative_time_ids=self._negative_time_ids(params, len(batch_seeds)),
+                        extra_channels=start.extra_channels,
+                        post_step=start.post_step, mask_blend=start.mask_blend, unet_extra=start.unet_extra,
+                        on_step=on_step,
+                        uncond_skip=uncond_skip_of(params), refiner=switch,
+                    )
+                    if switch is None:
                         latents = run_sampler(request)
-                # 5. Decode, finish (e.g. paste back) and describe
-                extras = {**self._infotext_extras(params), **prepared.infotext_extras(params.infotext_options)}
-                if switch is None or not switch.entered:  # an interrupt before the switch: the base model's image
-                    images = decode_latents(self.model.vae, latents)
-                else:  # A1111 decodes with the checkpoint loaded then: the refiner (pipelines.refiner_vae)
-                    extras.update({**self._refiner_infotext(params), **refiner.infotext()})
-                    with refined_image_vae(self.model, refiner.session.model) as vae:
-                        images = decode_latents(vae, latents)
-                for k, image in enumerate(images):
-                    image_extras = {**extras, **seed_extras_infotext(params, first + k)}
-                    infotext = self.session.infotext(params, sampler, prompt=prompts[k], negative_prompt=negatives[k],
-                                                     seed=batch_seeds[k], extra=image_extras)
-                    result.add(self._finish_image(params, state, image, first + k), batch_seeds[k], infotext)
-        result.interrupted = control.interrupted
-        result.subseed = params.subseed
-        result.inpainting_conditioning = is_inpainting_unet(self.model.unet)
-        return result
+                    else:  # one UNet on the device at a time; the base UNet is back in place when the batch ends
+                        refiner_model = refiner.session.model
+                        with self.session.refiner_slot.swapped(self.model, refiner_model) as enter, \
+                                seamless_tiling(refiner_model.unet, refiner_model.vae, enabled=params.tiling):
+                            switch.enter = enter
+                            latents = run_sampler(request)
+                    # 5. Decode, finish (e.g. paste back) and describe
+                    extras = {**self._infotext_extras(params), **prepared.infotext_extras(params.infotext_options)}
+                    if switch is None or not switch.entered:  # an interrupt before the switch: the base model's image
+                        images = decode_latents(self.model.vae, latents)
+                    else:  # A1111 decodes with the checkpoint loaded then: the refiner (pipelines.refiner_vae)
+                        extras.update({**self._refiner_infotext(params), **refiner.infotext()})
+                        with refined_image_vae(self.model, refiner.session.model) as vae, \
+                                seamless_tiling(vae, enabled=params.tiling):
+                            images = decode_latents(vae, latents)
+                    for k, image in enumerate(images):
+                        image_extras = {**extras, **seed_extras_infotext(params, first + k)}
+                        infotext = self.session.infotext(params, sampler, prompt=prompts[k], negative_prompt=negatives[k],
+                                                         seed=batch_seeds[k], extra=image_extras)
+                        result.add(self._finish_image(params, state, image, first + k), batch_seeds[k], infotext)
+            result.interrupted = control.interrupted
+            result.subseed = params.subseed
+            result.inpainting_conditioning = is_inpainting_unet(self.model.unet)
+            return result
 
     def _seeds_and_generators(self, params, generator):
         """(seed, generator) per image: from `seed=` (A1111's seed + k), or from `generator=` (`generator_seeds`)."""

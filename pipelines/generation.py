@@ -374,6 +374,7 @@ class ModelSession:
             **_eta_infotext(sampler),
             **_sampler_parameters_infotext(sampler),
             "ENSD": params.ensd if _uses_ensd(sampler, params.ensd) else None,
+            "Tiling": "True" if params.tiling else None,  # A1111's place for it, after ENSD
             # A1111's `apply_refiner` records the option at every model call it is on, refiner or not
             "Refiner switch by sampling steps": True if params.refiner_switch_by_sample_steps else None,
             # Initial noise comes from CPU generators (`pipelines.seeds`); A1111 reads a missing key as "GPU" noise,

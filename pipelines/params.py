@@ -107,6 +107,9 @@ class Txt2ImgParams:
     # faded to grey by this much (1: fully grey, the default; 0: the whole init image). Read by img2img and hires
     # fix's second pass; a txt2img first pass has no init image and conditions on grey, as A1111's.
     inpainting_mask_weight: float = 1.0
+    # A1111's "Tiling" (Settings, request field `tiling`, infotext "Tiling: True"): the UNet's and VAE's convolutions
+    # pad circularly, so the picture tiles seamlessly (pipelines.tiling).
+    tiling: bool = False
     # A1111's Settings > Infotext switches (model / VAE names and hashes, version, user, LoRA and TI hashes): which
     # optional keys the infotext holds (pipelines.infotext_options); a dict of those option names is taken too.
     infotext_options: InfotextOptions = field(default_factory=InfotextOptions)
@@ -226,6 +229,9 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     if not isinstance(params.sdxl_clip_l_skip, bool):
         raise TypeError(f"sdxl_clip_l_skip must be True or False (A1111's 'Clip skip SDXL'), got "
                         f"{params.sdxl_clip_l_skip!r}.")
+    if not isinstance(params.tiling, bool):
+        raise TypeError(f"tiling must be True or False (A1111's 'Tiling': a seamlessly tileable picture), got "
+                        f"{params.tiling!r}.")
     if not isinstance(params.use_old_scheduling, bool):
         raise TypeError(f"use_old_scheduling must be True or False (A1111's 'Use old prompt editing timelines'), got "
                         f"{params.use_old_scheduling!r}.")

@@ -64,7 +64,7 @@ def _seed_extras(request: Txt2ImgRequest) -> dict[str, Any]:
 def _unsupported(request: Txt2ImgRequest) -> list[str]:
     """A1111 features this server does not implement, but the request turned on."""
     found = []
-    for name in ("restore_faces", "tiling"):
+    for name in ("restore_faces",):
         if getattr(request, name):
             found.append(f"{name}=true")
     from webui.api_scripts import is_mk2_script, is_outpaint_script
@@ -186,6 +186,8 @@ def _sampler_options(request: Txt2ImgRequest, sampler: str, options: dict[str, A
     chosen = sampler_option_params(sampler, values)
     if request.eta is not None:
         chosen["eta"] = request.eta
+    if request.tiling is not None:  # A1111: `p.tiling = opts.tiling` only when the request leaves it out
+        chosen["tiling"] = request.tiling
     return chosen
 
 

@@ -97,6 +97,7 @@ SETTING_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "Refiner switch by sampling steps": ("refiner_switch_by_sample_steps", as_flag),
     # Settings > Compatibility; A1111 writes it when the option changed a schedule
     "Old prompt editing timelines": ("use_old_scheduling", as_flag),
+    "Tiling": ("tiling", as_flag),  # A1111's `tiling` option has infotext="Tiling"
     "VAE": ("sd_vae", as_text),  # A1111's sd_vae option has infotext="VAE"; a VAE other than the loaded one is refused
 }
 

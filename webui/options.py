@@ -105,10 +105,13 @@ REFINER_BY_STEPS_KEY = "refiner_switch_by_sample_steps"
 # Settings > Compatibility "Use old prompt editing timelines" (`Txt2ImgParams.use_old_scheduling`): read by every
 # generation's prompt schedules, so it travels with the sampler options too.
 OLD_SCHEDULING_KEY = "use_old_scheduling"
+# Settings "Tiling" (`Txt2ImgParams.tiling`; a request's `tiling` wins): read by every generation, as A1111's
+# `p.tiling = opts.tiling` when the request leaves it out.
+TILING_KEY = "tiling"
 SAMPLER_OPTION_DEFAULTS = {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0, "img2img_fix_steps": False,
                            **SAMPLER_PARAMETER_DEFAULTS, **IMG2IMG_NOISE_DEFAULTS, INPAINTING_MASK_WEIGHT_KEY: 1.0,
                            HIRES_REFINER_PASS_KEY: "second pass", REFINER_BY_STEPS_KEY: False,
-                           OLD_SCHEDULING_KEY: False}
+                           OLD_SCHEDULING_KEY: False, TILING_KEY: False}
 SAMPLER_OPTION_KEYS = tuple(SAMPLER_OPTION_DEFAULTS)
 
 
@@ -120,7 +123,7 @@ def img2img_fix_steps(values: dict[str, Any]) -> bool:
 
 def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any]:
     """The `eta` / `ensd` / `sampler_parameters` / `inpainting_mask_weight` / `refiner_switch_by_sample_steps` /
-    `use_old_scheduling` params
+    `use_old_scheduling` / `tiling` params
     the sampler settings give `sampler`, as A1111 reads its options.
 
     DDIM takes `eta_ddim`, the k-diffusion samplers with an eta (ancestral and SDE) `eta_ancestral`, others none.
@@ -137,7 +140,7 @@ def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any
             "sampler_parameters": parameters_from_values(chosen),
             INPAINTING_MASK_WEIGHT_KEY: _as_number(chosen[INPAINTING_MASK_WEIGHT_KEY]),
             REFINER_BY_STEPS_KEY: chosen[REFINER_BY_STEPS_KEY],  # checked by the pipeline (bools)
-            OLD_SCHEDULING_KEY: chosen[OLD_SCHEDULING_KEY]}
+            OLD_SCHEDULING_KEY: chosen[OLD_SCHEDULING_KEY], TILING_KEY: chosen[TILING_KEY]}
 
 
 def _as_number(value: Any) -> Any:
@@ -253,6 +256,7 @@ SETTABLE = {
     HIRES_REFINER_PASS_KEY: _check_hires_refiner_pass,
     REFINER_BY_STEPS_KEY: _check_bool(REFINER_BY_STEPS_KEY),
     OLD_SCHEDULING_KEY: _check_bool(OLD_SCHEDULING_KEY),
+    TILING_KEY: _check_bool(TILING_KEY),
     **{key: _check_sampler_parameter(key) for key in SAMPLER_PARAMETER_DEFAULTS},
     **{key: _check_img2img_noise(key) for key in IMG2IMG_NOISE_DEFAULTS},
     **{key: (lambda value, key=key: check_option_value(key, value)) for key in OPTION_KEYS},

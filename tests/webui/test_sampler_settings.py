@@ -22,7 +22,7 @@ def test_each_sampler_takes_its_own_eta_setting(sampler, expected_eta):
                                                       "sampler_parameters": SamplerParameters(),
                                                       "inpainting_mask_weight": 1.0,
                                                       "refiner_switch_by_sample_steps": False,
-                                                      "use_old_scheduling": False}
+                                                      "use_old_scheduling": False, "tiling": False}
 
 
 def test_defaults_are_a1111s():
@@ -38,17 +38,18 @@ def test_defaults_are_a1111s():
                                        "img2img_extra_noise": 0.0, "inpainting_mask_weight": 1.0,
                                        "hires_fix_refiner_pass": "second pass",
                                        "refiner_switch_by_sample_steps": False,
-                                                      "use_old_scheduling": False}
+                                                      "use_old_scheduling": False, "tiling": False}
     assert sampler_option_params("Euler a", {}) == {"eta": 1.0, "ensd": 0, "sampler_parameters": SamplerParameters(),
                                                     "inpainting_mask_weight": 1.0,
                                                       "refiner_switch_by_sample_steps": False,
-                                                      "use_old_scheduling": False}
+                                                      "use_old_scheduling": False, "tiling": False}
 
 
 @pytest.mark.parametrize("key, value", [("eta_ancestral", 1.5), ("eta_ddim", -0.1), ("eta_ddim", "0"),
                                         ("eta_noise_seed_delta", -1), ("eta_noise_seed_delta", 1.5),
                                         ("hires_fix_refiner_pass", "Second pass"), ("hires_fix_refiner_pass", 2),
-                                        ("refiner_switch_by_sample_steps", "True"), ("use_old_scheduling", 1)])
+                                        ("refiner_switch_by_sample_steps", "True"), ("use_old_scheduling", 1),
+                                        ("tiling", "yes")])
 def test_bad_values_are_refused(tmp_path, key, value):
     options = ServerOptions(str(tmp_path), 0)
     with pytest.raises(ValueError, match=key):
@@ -63,7 +64,7 @@ def test_settings_are_saved_and_read_back(tmp_path):
     assert again.sampler_params("Euler a") == {"eta": 0.25, "ensd": 31337, "sampler_parameters": SamplerParameters(),
                                                "inpainting_mask_weight": 1.0,
                                                       "refiner_switch_by_sample_steps": False,
-                                                      "use_old_scheduling": False}
+                                                      "use_old_scheduling": False, "tiling": False}
 
 
 def test_the_settings_tab_applies_the_sampler_parameters(tmp_path):

@@ -98,6 +98,8 @@ def add_generation_flags(p: argparse.ArgumentParser,
     p.add_argument("--use-old-scheduling", action="store_true", default=None,
                    help="A1111's Settings > Compatibility 'Use old prompt editing timelines': in [a:b:N] an N below "
                         "1 is a fraction of the steps, any other N a step number (new: N with a '.' is a fraction)")
+    p.add_argument("--tiling", action="store_true", default=None,
+                   help="A1111's Tiling: a picture that tiles seamlessly (circular padding in the UNet and VAE)")
     p.add_argument("--lora-dir", default=None, help="folder of LoRA files for names and <lora:...> tags")
     p.add_argument("--embeddings-dir", default=None, help="folder of textual-inversion embeddings")
     p.add_argument("--vae", default=None, help="override the model's VAE (folder or single file)")
@@ -238,7 +240,7 @@ def generation_fields(args: argparse.Namespace) -> dict:
         skip_early_cond=_or(args.skip_early_cfg, d.skip_early_cond),
         refiner=args.refiner, refiner_switch_at=_or(args.refiner_switch_at, d.refiner_switch_at),
         refiner_switch_by_sample_steps=bool(args.refiner_switch_by_sample_steps),
-        use_old_scheduling=bool(args.use_old_scheduling),
+        use_old_scheduling=bool(args.use_old_scheduling), tiling=bool(args.tiling),
         sampler_parameters=sampler_parameters_of(args), infotext_options=infotext_options_of(args),
     )
 

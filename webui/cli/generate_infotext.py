@@ -44,6 +44,7 @@ FLAG_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "refiner_switch_by_sample_steps": ("Refiner switch by sampling steps", as_flag),
     # A1111 writes it when the option changed a schedule of the image
     "use_old_scheduling": ("Old prompt editing timelines", as_flag),
+    "tiling": ("Tiling", as_flag),  # A1111 writes "Tiling: True" when on
     **INFOTEXT_FLAG_KEYS,  # A1111's Sampler parameters: Sigma churn, Schedule rho, ... (webui.cli.sampler_parameter_flags)
 }
 ETA_KEYS = ("Eta DDIM", "Eta")  # A1111 writes one of them, for DDIM or the ancestral samplers, when not the default

@@ -498,7 +498,8 @@ def _sampler_parameter_settings(parsed: dict) -> list[str]:
         value = _float(parsed.get(key))
         if parsed.get(key) not in (None, "") and value != default:
             found.append(f"{key}: {parsed[key]}")
-    for key in ("Refiner switch by sampling steps", "Old prompt editing timelines"):  # Settings > Compatibility
+    # Settings > Compatibility, and A1111's Tiling setting
+    for key in ("Refiner switch by sampling steps", "Old prompt editing timelines", "Tiling"):
         if str(parsed.get(key, "")).strip() == "True":
             found.append(f"{key}: True")
     return found

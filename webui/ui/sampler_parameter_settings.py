@@ -55,6 +55,7 @@ CHECKBOXES = {
     "use_downcasted_alpha_bar": "Downcast model alphas_cumprod to fp16 before sampling (Compatibility; old seeds)",
     "refiner_switch_by_sample_steps": "Switch to refiner by sampling steps instead of model timesteps (Compatibility; "
                                       "A1111's old behaviour; infotext 'Refiner switch by sampling steps')",
+    "tiling": "Tiling: produce a tileable picture (the UNet's and VAE's convolutions pad circularly; infotext 'Tiling')",
     "use_old_scheduling": "Use old prompt editing timelines (Compatibility): in [a:b:N] an N below 1 is a fraction of "
                           "the steps, else a step number (hires fix counts the first pass's steps); new: N with a '.' "
                           "is a fraction (1 to 2 in hires fix), else a step number",
