@@ -80,6 +80,6 @@ def check_stage2_start(resume: Blip2Resume, rebuilt: str) -> None:
     """Refuse to continue when the rebuilt stages before stage 2 differ from those the state was trained from."""
     if rebuilt != resume.stage2_start:
         raise CheckpointMismatchError(
-            f"{resume.path}: the data, tower warm-up and stage 1 rebuilt for this resume differ from the run's (another "
-            "torch build or thread count changes their float sums); resume with the threads setting and install the "
-            "run started with, or train again without resume_from.")
+            f"{resume.path}: the data, tower warm-up and stage 1 rebuilt for this resume differ from the run's "
+            "(another torch build or thread count changes their float sums); resume with the threads setting and "
+            "install the run started with, or train again without resume_from.")

@@ -32,6 +32,7 @@ from mixkit.training.validation_loss import held_out_evaluator
 
 logger = logging.getLogger(__name__)
 
+
 @dataclass
 class RunSetup:
     """What a run knows before its model loads: `config` with its epochs resolved to steps (`resolve_epochs`)."""
@@ -110,8 +111,8 @@ def optimizer_with_schedule(config, parameter_groups: list[dict]):
 # What the optimizer's and schedule's restored state decides: a resume with other values is refused
 # (`training_state.check_same_settings`). max_steps may grow (the schedule is stretched, as documented).
 RESUMED_SETTINGS = ("optimizer", "optimizer_args", "learning_rate", "unet_learning_rate",
-                    "text_encoder_learning_rate", "word_vectors_learning_rate", "loraplus_lr_ratio", "loraplus_unet_lr_ratio",
-                    "loraplus_text_encoder_lr_ratio", "lr_schedule", "lr_schedule_num_cycles",
+                    "text_encoder_learning_rate", "word_vectors_learning_rate", "loraplus_lr_ratio",
+                    "loraplus_unet_lr_ratio", "loraplus_text_encoder_lr_ratio", "lr_schedule", "lr_schedule_num_cycles",
                     "lr_schedule_power", "lr_schedule_args", "warmup_steps")
 
 

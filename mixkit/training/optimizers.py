@@ -82,9 +82,10 @@ def make_prodigy(parameter_groups: list, learning_rate: float, **options) -> tor
 def make_adafactor(parameter_groups: list, learning_rate: float, **options) -> torch.optim.Optimizer:
     from transformers.optimization import Adafactor
 
-    # kohya's defaults: settings optimizer_args leave out are transformers' own (scale_parameter=True, warmup_init=False,
-    # weight_decay=0), relative_step included, which kohya sets to True when not given. For Adafactor at the given
-    # rate, say so: "scale_parameter=False relative_step=False warmup_init=False" (kohya's and kohya_ss's advice).
+    # kohya's defaults: settings optimizer_args leave out are transformers' own (scale_parameter=True,
+    # warmup_init=False, weight_decay=0), relative_step included, which kohya sets to True when not given. For
+    # Adafactor at the given rate, say so: "scale_parameter=False relative_step=False warmup_init=False" (kohya's
+    # and kohya_ss's advice).
     settings = {"lr": learning_rate, **options}
     if relative_step_adafactor(options):
         # Adafactor's own step size (min(1e-2, 1/sqrt(step)), or 1e-6 * step with warmup_init, times the weights' RMS

@@ -114,7 +114,8 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
                 self.loraplus_text_encoder_lr_ratio or self.loraplus_lr_ratio)
 
     def part_learning_rates(self) -> tuple[float, float]:
-        """(UNet, text encoder) adapters' rates: each part's own, else learning_rate (kohya's prepare_optimizer_params)."""
+        """(UNet, text encoder) adapters' rates: each part's own, else learning_rate (as kohya's
+        prepare_optimizer_params)."""
         return tuple(self.learning_rate if rate is None else rate
                      for rate in (self.unet_learning_rate, self.text_encoder_learning_rate))
 

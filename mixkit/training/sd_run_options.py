@@ -194,15 +194,16 @@ class SDRunOptions(SDObjectiveOptions):
                              "adafactor without optimizer_args relative_step=False (kohya's default), or choose "
                              "another lr_schedule")
         if relative and self.lr_schedule_to_run() != "adafactor":
-            raise ValueError(f"optimizer='adafactor' picks its own step size (relative_step, kohya's default for it, or "
-                             f"warmup_init), so lr_schedule={self.lr_schedule!r} would not act (kohya drops it for its "
-                             "adafactor scheduler); set lr_schedule: adafactor (or leave it constant), or "
+            raise ValueError(f"optimizer='adafactor' picks its own step size (relative_step, kohya's default for "
+                             f"it, or warmup_init), so lr_schedule={self.lr_schedule!r} would not act (kohya drops "
+                             "it for its adafactor scheduler); set lr_schedule: adafactor (or leave it constant), or "
                              "optimizer_args {\"relative_step\": false, \"scale_parameter\": false} to train at "
                              "learning_rate on this schedule")
         if self.lr_schedule_to_run() == "adafactor" and self.warmup_steps:
-            raise ValueError(f"lr_schedule='adafactor' (what Adafactor picking its own step size runs) takes no warm-up "
-                             f"(kohya refuses one too), got warmup_steps={self.warmup_steps!r}; set warmup_steps: 0 "
-                             "(warmup_init=True is Adafactor's own), or optimizer_args relative_step=False")
+            raise ValueError(f"lr_schedule='adafactor' (what Adafactor picking its own step size runs) takes no "
+                             f"warm-up (kohya refuses one too), got warmup_steps={self.warmup_steps!r}; set "
+                             "warmup_steps: 0 (warmup_init=True is Adafactor's own), or optimizer_args "
+                             "relative_step=False")
 
     def sample_prompt_list(self) -> list:
         """The run's sample prompts, parsed (`SamplePrompt`s): `validation_prompts`, then the `sample_prompts` file's."""

@@ -63,7 +63,8 @@ def test_a_kohya_config_file_becomes_the_same_mixkit_run(tmp_path):
     expected = SDLoraTrainingConfig(
         model="/models/sd15", dataset="/data/img", class_dataset="/data/reg", output=str(Path("/out/my_lora.safetensors")),
         output_name="my_lora", rank=16, alpha=8, network="locon", conv_rank=4, conv_alpha=2, rank_dropout=0.1,
-        train_text_encoder=False, learning_rate=1e-4, unet_learning_rate=5e-5, text_encoder_learning_rate=1e-5, optimizer="adamw8bit",
+        train_text_encoder=False, learning_rate=1e-4, unet_learning_rate=5e-5, text_encoder_learning_rate=1e-5,
+        optimizer="adamw8bit",
         lr_schedule="cosine_with_restarts", lr_schedule_num_cycles=3, warmup_steps=10, resolution=512, bucketing=True,
         bucket_step=32, batch_size=2, caption_extension=".caption", shuffle_caption=True, keep_tokens=1, max_steps=1600,
         validation_every=200)
