@@ -154,6 +154,13 @@ def preview_prompts(fields: TrainEmbeddingFields, name: str, template: tuple[str
     return [" ".join([prompt, *options])]
 
 
+def training_resolution(fields: TrainEmbeddingFields) -> int | list[int]:
+    """The trainer's resolution for A1111's training_width and training_height: one side for a square, else kohya's
+    [width, height], each image then trained at that size (the trainer checks both sides, multiples of 8)."""
+    width, height = fields["training_width"], fields["training_height"]
+    return width if width == height else [width, height]
+
+
 def training_config(fields: TrainEmbeddingFields, *, model: str, dataset: Path, output: Path, num_vectors: int,
                     weights: str, start_step: int) -> SDTextualInversionConfig:
     """The trainer's settings for A1111's fields: continue the embedding file `weights` (already trained
@@ -165,10 +172,8 @@ def training_config(fields: TrainEmbeddingFields, *, model: str, dataset: Path, 
     if steps <= start_step:
         raise ValueError(f"embedding {name!r} is already trained to step {start_step}; set steps above {start_step} "
                          "to train it further (A1111 counts an embedding's steps across runs)")
-    _refuse_unless(fields["training_width"] == fields["training_height"], "training_width/training_height",
-                   (fields["training_width"], fields["training_height"]),
-                   "this trainer trains square images; send the same width and height")
-    _refuse_unless(not fields["varsize"], "varsize", True, "images are resized to training_width; send false")
+    _refuse_unless(not fields["varsize"], "varsize", True,
+                   "images are resized to training_width x training_height; send false")
     _refuse_unless(not fields["use_weight"], "use_weight", True, "alpha-channel loss weights are not read; send false")
     _refuse_unless(fields["latent_sampling_method"] == "random", "latent_sampling_method",
                    fields["latent_sampling_method"], "this trainer draws a new latent from each image's VAE "
@@ -190,7 +195,7 @@ def training_config(fields: TrainEmbeddingFields, *, model: str, dataset: Path, 
     return SDTextualInversionConfig(
         model=model, dataset=str(dataset), output=str(output), token_string=name, num_vectors_per_token=num_vectors,
         weights=weights, template_name=fields["template_filename"],
-        resolution=fields["training_width"], batch_size=fields["batch_size"],
+        resolution=training_resolution(fields), batch_size=fields["batch_size"],
         gradient_accumulation_steps=fields["gradient_step"], max_steps=steps - start_step,
         learning_rate=learning_rate(fields["learn_rate"]), max_grad_norm=max_grad_norm,
         shuffle_caption=fields["shuffle_tags"], caption_tag_dropout_rate=float(fields["tag_drop_out"]),
@@ -205,8 +210,7 @@ def check_training_limits(fields: TrainEmbeddingFields, limits) -> None:
     have no upper bounds, since a local user may train as large as their machine takes."""
     from pipelines.params import SEED_MAX, check_size
 
-    side = fields["training_width"]
-    check_size(side, side, 8, limits)
+    check_size(fields["training_width"], fields["training_height"], 8, limits)
     if not 1 <= fields["batch_size"] <= limits.max_batch_size:
         raise ValueError(f"batch_size must be in [1, {limits.max_batch_size}] on this server, got {fields['batch_size']}")
     if not 1 <= fields["gradient_step"] <= limits.max_batch_count:

@@ -25,6 +25,7 @@ from mixkit.tiny.recipe_common import (
     start_recipe,
     write_record,
 )
+from mixkit.tiny.recipe_state import check_resume_settings, state_folder
 from mixkit.tiny.world_tokenizer import build_world_tokenizer
 from mixkit.tiny.world_vqa import question_kind, scene_questions
 from mixkit.training.config_json import JsonConfig
@@ -87,11 +88,17 @@ class TinyBlip2Recipe(JsonConfig):
     learning_rate: float = 1e-3
     seed: int = 0
     threads: int = 0
+    eval_images: int = 200  # unseen renders the finished captioner is scored on (recipe_record.json's metrics)
+    # Resume states of stage 2 (`recipe_blip2_resume`) in <output>-state every this many stage-2 steps (0: only at
+    # --stop-at-step, which counts stage-2 steps too)
+    checkpoint_every: int = 0
+    resume_from: str = ""  # a <output>-state folder (or step-*.pt in it): continue that run bit for bit
 
     def check(self) -> None:
+        check_resume_settings(self)
         for name in ("train_images", "image_size", "qformer_hidden", "qformer_layers", "query_tokens", "lm_hidden",
                      "lm_layers", "stage2_steps", "batch_size", "position_question_repeats",
-                     "size_question_repeats", "tower_warmup_images"):
+                     "size_question_repeats", "tower_warmup_images", "eval_images"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -248,8 +255,15 @@ def _image_tokens(recipe: TinyBlip2Recipe, vision_config) -> int:
 
 
 def train_tiny_blip2(recipe: TinyBlip2Recipe, stop_at_step: int | None = None):
+    """`mixkit train recipe tiny-blip2`: data, tower warm-up, stage 1, stage 2, evaluation, the fp16 folder.
+
+    `stop_at_step` (a stage-2 step) ends stage 2 there with a resume state in <output>-state (as `checkpoint_every`
+    writes them) and writes what it has; `resume_from` rebuilds the stages before stage 2 (seeded, so the same) and
+    continues stage 2 from its state, ending with the weights of a run that never stopped."""
     from transformers import CLIPConfig
 
+    from mixkit.tiny.recipe_blip2_resume import (check_stage2_start, read_blip2_resume, stage2_start_digest,
+                                                 write_run_file)
     from mixkit.training.blip2_stage1_config import Blip2Stage1Config
     from mixkit.training.blip2_stage1_trainer import run_blip2_stage1
     from mixkit.training.blip2_stage2_config import Blip2Stage2Config
@@ -257,6 +271,16 @@ def train_tiny_blip2(recipe: TinyBlip2Recipe, stop_at_step: int | None = None):
     from mixkit.training.training_result import TrainingResult
 
     clock, curve = start_recipe(recipe), []
+    if stop_at_step is not None and not 0 < stop_at_step <= recipe.stage2_steps:
+        raise ValueError(f"--stop-at-step counts stage-2 steps: it must be in 1..stage2_steps={recipe.stage2_steps}, "
+                         f"got {stop_at_step}")
+    resumed = read_blip2_resume(recipe.resume_from, recipe) if recipe.resume_from else None
+    if resumed is not None and stop_at_step is not None and stop_at_step <= resumed.step:
+        raise ValueError(f"--stop-at-step {stop_at_step} is not after stage-2 step {resumed.step}, where "
+                         f"{resumed.path} resumes; stop at a later step")
+    # Every stage draws from its own seed; the global RNG is seeded too, so nothing depends on what ran before in
+    # this process (the tower warm-up's heads once did: two runs in one process gave two captioners).
+    torch.manual_seed(recipe.seed)
     output = Path(recipe.output)
     work = Path(recipe.work_dir) if recipe.work_dir else output.with_name(output.name + ".work")
     shutil.rmtree(work, ignore_errors=True)
@@ -289,22 +313,32 @@ def train_tiny_blip2(recipe: TinyBlip2Recipe, stop_at_step: int | None = None):
         curve.append({"stage": "stage1", "steps": result.steps, "final_loss": _last(result.losses),
                       "wall_seconds": clock.wall()})
         qformer_from = str(work / "stage1")
+    states = state_folder(recipe.output)
+    keeps_states = bool(recipe.checkpoint_every or stop_at_step or resumed)
+    if keeps_states:
+        start = stage2_start_digest([initial, *([work / "stage1"] if qformer_from else [])])
+        if resumed is not None:
+            check_stage2_start(resumed, start)
+        write_run_file(states, recipe, start)
+    # A stop step ends stage 2 there, on the schedule of the whole run (so a resumed run is the unbroken one), with a
+    # resume state and the model as it is, which the recipe scores and writes.
     stage2 = Blip2Stage2Config(
         model=str(initial), dataset=str(mixed), output=str(work / "stage2"), qformer_from=qformer_from,
         prompt=VQA_TEMPLATE, caption_prompt="", train_language_model=True, train_vision_encoder=recipe.train_vision,
         vision_learning_rate=recipe.vision_learning_rate, batch_size=recipe.batch_size,
-        max_steps=min(recipe.stage2_steps, stop_at_step or recipe.stage2_steps), learning_rate=recipe.learning_rate,
-        warmup_steps=50, lr_schedule=recipe.lr_schedule, seed=recipe.seed)
-    # A stop step ends stage 2 there with its model written (the stage-2 trainer's own stop writes only a resume
-    # state, which this recipe's work folder does not keep: `--stop-at-step` used to fail looking for the model).
-    result = train_blip2_stage2(stage2)
+        max_steps=recipe.stage2_steps, learning_rate=recipe.learning_rate, warmup_steps=50,
+        lr_schedule=recipe.lr_schedule, seed=recipe.seed, checkpoint_every=recipe.checkpoint_every,
+        checkpoint_dir=str(states) if keeps_states else None,
+        resume_from=str(resumed.path) if resumed is not None else None)
+    result = train_blip2_stage2(stage2, stop_at_step=stop_at_step, write_at_stop=True)
     curve.append({"stage": "stage2", "steps": result.steps, "final_loss": _last(result.losses),
-                  "wall_seconds": clock.wall()})
-    metrics = evaluate_captioner(work / "stage2", recipe.seed + 7)
+                  "wall_seconds": clock.wall(), **({"resumed_at": resumed.step} if resumed is not None else {})})
+    metrics = evaluate_captioner(work / "stage2", recipe.seed + 7, recipe.eval_images)
     finished = _save_half(work / "stage2", output)
     write_record(finished, "tiny-blip2", recipe, metrics, curve, clock)
     shutil.rmtree(work, ignore_errors=True)
-    return TrainingResult(steps=result.steps, seconds=clock.wall(), output=finished, last_checkpoint=None)
+    return TrainingResult(steps=result.steps, seconds=clock.wall(), output=finished, first_step=result.first_step,
+                          last_checkpoint=result.last_checkpoint)
 
 
 def _last(losses) -> float | None:

@@ -32,7 +32,7 @@ from mixkit.training.training_state import (
 
 STATE_FORMAT = "mixkit-recipe-state/1"
 # Settings a resumed run may change: where it writes and how it reports, never what it trains.
-FREE_SETTINGS = ("output", "threads", "eval_every", "checkpoint_every", "resume_from")
+FREE_SETTINGS = ("output", "threads", "eval_every", "eval_images", "checkpoint_every", "resume_from")
 
 
 def state_folder(output: str) -> Path:
@@ -109,6 +109,13 @@ def save_recipe_state(folder: Path, *, name: str, recipe, step: int, modules: di
     return path
 
 
+def changed_settings(saved: dict, recipe) -> list[str]:
+    """What differs between a state's saved settings and `recipe`'s, except the `FREE_SETTINGS`, as readable lines."""
+    now = json.loads(json.dumps(dataclasses.asdict(recipe), default=str))
+    return [f"{key}: {saved.get(key)!r} in the state, {value!r} now" for key, value in now.items()
+            if key not in FREE_SETTINGS and saved.get(key) != value]
+
+
 def read_recipe_state(source: str, *, name: str, recipe, total_steps: int) -> RecipeState:
     """Read a state and check it continues this run: the same recipe and settings, steps left of `total_steps`."""
     path = state_file(source)
@@ -116,9 +123,7 @@ def read_recipe_state(source: str, *, name: str, recipe, total_steps: int) -> Re
     if state["recipe"] != name:
         raise CheckpointMismatchError(f"{path} is a state of the {state['recipe']} recipe, not {name}; resume it "
                                       f"with `mixkit train recipe {state['recipe']}`.")
-    saved, now = json.loads(state["settings"]), json.loads(json.dumps(dataclasses.asdict(recipe), default=str))
-    changed = [f"{key}: {saved.get(key)!r} in the state, {value!r} now" for key, value in now.items()
-               if key not in FREE_SETTINGS and saved.get(key) != value]
+    changed = changed_settings(json.loads(state["settings"]), recipe)
     if changed:
         raise CheckpointMismatchError(
             f"{path} continues a run with other settings ({'; '.join(changed)}). Resume with the settings it was "

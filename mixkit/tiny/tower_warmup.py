@@ -52,6 +52,19 @@ def warm_up_tower(vision: nn.Module, images: torch.Tensor, targets: torch.Tensor
         raise ValueError(f"images must be a (N, 3, S, S) uint8 tensor, got {images.dtype} {tuple(images.shape)}")
     if targets.shape != (images.shape[0], len(config.head_sizes())):
         raise ValueError(f"targets must be ({images.shape[0]}, {len(config.head_sizes())}), got {tuple(targets.shape)}")
+    # Every random number (the heads' init, a dropout the tower may have) comes from `seed` in a forked RNG: the heads
+    # used to take torch's global state as they found it, so the tower after the warm-up (and the recipe's captioner)
+    # differed with whatever ran before in the process, and the caller's RNG moved by what the warm-up drew.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return _warm_up(vision, images, targets, steps=steps, learning_rate=learning_rate, batch_size=batch_size,
+                        image_mean=image_mean, image_std=image_std, seed=seed, config=config, log_every=log_every,
+                        feature_weight=feature_weight)
+
+
+def _warm_up(vision: nn.Module, images: torch.Tensor, targets: torch.Tensor, *, steps: int, learning_rate: float,
+             batch_size: int, image_mean: Sequence[float], image_std: Sequence[float], seed: int,
+             config: JudgeConfig, log_every: int, feature_weight: float) -> list[dict]:
     hidden = vision.config.hidden_size
     heads = nn.ModuleList([nn.Linear(hidden, size) for size in config.head_sizes().values()])
     # The heads read the CLS token of `last_hidden_state`, the features the Q-Former cross-attends to.

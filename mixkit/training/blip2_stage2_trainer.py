@@ -80,8 +80,10 @@ def load_stage1_qformer(bridge, folder: str) -> None:
             target[name].copy_(source[name])
 
 
-def train_blip2_stage2(config: Blip2Stage2Config, *, stop_at_step: int | None = None) -> TrainingResult:
-    """Run (or resume) stage 2; writes a modular folder (with tokenizer/) to `config.output` at the end."""
+def train_blip2_stage2(config: Blip2Stage2Config, *, stop_at_step: int | None = None,
+                       write_at_stop: bool = False) -> TrainingResult:
+    """Run (or resume) stage 2; writes a modular folder (with tokenizer/) to `config.output` at the end (and at
+    `stop_at_step` with `write_at_stop`)."""
     from mixkit.models.vlm.modular import QFormerBridge, VisionLanguageModel
 
     # 1. Validate settings, output and data before loading the model.
@@ -125,4 +127,4 @@ def train_blip2_stage2(config: Blip2Stage2Config, *, stop_at_step: int | None = 
         task=task, fingerprint_extra=fingerprint_extra, prefix_tokens=prefix_tokens,
         part_learning_rates={"vision_encoder.": config.vision_learning_rate} if config.train_vision_encoder else {},
     )
-    return run_language_modelling(config, run, stop_at_step=stop_at_step)
+    return run_language_modelling(config, run, stop_at_step=stop_at_step, write_at_stop=write_at_stop)

@@ -103,18 +103,7 @@ _sample_option("sample_every_n_epochs", "validation_every_epochs", 0)
 _sample_option("sample_at_first", "validation_at_start", False)
 
 
-def _unet_lr(value, settings: dict) -> dict:
-    """kohya's --unet_lr is the UNet's rate and --learning_rate then only the text encoder's (unless --text_encoder_lr
-    is given); mixkit's learning_rate is the UNet's and text_encoder_learning_rate defaults to it."""
-    out = {"learning_rate": value}
-    text_encoder_rate_given = "text_encoder_lr" in settings or "text_encoder_learning_rate" in settings
-    if "learning_rate" in settings and not text_encoder_rate_given:
-        out["text_encoder_learning_rate"] = settings["learning_rate"]
-    return out
-
-
-KOHYA_OPTIONS.register("unet_lr", KohyaOption("learning_rate (kohya's learning_rate, if given, becomes "
-                                              "text_encoder_learning_rate)", _unet_lr, replaces=("learning_rate",)))
+_rename("unet_lr", "unet_learning_rate")
 
 
 def _output_dir(value, settings: dict) -> dict:
@@ -413,6 +402,9 @@ def without_replaced_lists(from_file: dict, from_command_line: dict, own_names=f
     return {key: value for key, value in from_file.items() if key not in replaced}
 
 
+KOHYA_DEFAULT_LEARNING_RATE = 2e-6  # train_util.add_optimizer_arguments: --learning_rate default=2.0e-6
+
+
 def with_kohya_defaults(raw: dict, translated: dict, own_names=frozenset()) -> dict:
     """`translated` plus kohya's defaults where they differ from mixkit's, for a file written for kohya (one that
     uses kohya option names that are not this trainer's own): kohya's LoRA trainer trains the text encoder's
@@ -422,6 +414,13 @@ def with_kohya_defaults(raw: dict, translated: dict, own_names=frozenset()) -> d
     if written_for_kohya and "train_text_encoder" in own_names and "train_text_encoder" not in translated:
         logger.info("kohya config without network_train_unet_only: train_text_encoder=True (kohya trains the text "
                     "encoder's adapters by default; add network_train_unet_only = true for the UNet only)")
-        return {**translated, "train_text_encoder": True}
+        translated = {**translated, "train_text_encoder": True}
+    part_rates = [key for key in ("unet_lr", "text_encoder_lr") if key in raw and key not in own_names]
+    if part_rates and "learning_rate" in own_names and "learning_rate" not in translated:
+        # learning_rate is then the rate of the part without its own and the file's ss_learning_rate: kohya's default
+        # (argparse's 2e-6), not mixkit's 1e-4, or the other part would train 50x faster than under kohya.
+        logger.info("kohya config with %s but no learning_rate: learning_rate=%g, kohya's default",
+                    " and ".join(part_rates), KOHYA_DEFAULT_LEARNING_RATE)
+        translated = {**translated, "learning_rate": KOHYA_DEFAULT_LEARNING_RATE}
     return translated
 

@@ -10,6 +10,7 @@ the UNet itself) uses the held-out, optimizer and resume parts.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from mixkit.training.training_result import TrainingResult
 from mixkit.training.training_schedule import with_training_schedule
 from mixkit.training.training_state import resume_run
 from mixkit.training.validation_loss import held_out_evaluator
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -95,17 +98,21 @@ def load_frozen_model(config, model=None):
 def optimizer_with_schedule(config, parameter_groups: list[dict]):
     """`config.optimizer` over `parameter_groups` and its learning-rate schedule (warm-up, then `lr_schedule`)."""
     optimizer = make_optimizer(config.optimizer, parameter_groups, config.learning_rate, config.optimizer_args)
-    lr_schedule = warmup_schedule(optimizer, config.lr_schedule, config.warmup_steps, config.max_steps,
+    schedule = config.lr_schedule_to_run()
+    if schedule != config.lr_schedule:
+        logger.info("optimizer='adafactor' picks its own step size: lr_schedule %r -> 'adafactor' (kohya switches to "
+                    "its adafactor scheduler the same way)", config.lr_schedule)
+    lr_schedule = warmup_schedule(optimizer, schedule, config.warmup_steps, config.max_steps,
                                   num_cycles=config.lr_schedule_num_cycles, power=config.lr_schedule_power,
-                                  schedule_args=config.lr_schedule_args)
+                                  schedule_args=config.lr_schedule_args, initial_lr=config.learning_rate)
     return optimizer, lr_schedule
 
 
 # What the optimizer's and schedule's restored state decides: a resume with other values is refused
 # (`training_state.check_same_settings`). max_steps may grow (the schedule is stretched, as documented).
-RESUMED_SETTINGS = ("optimizer", "optimizer_args", "learning_rate", "text_encoder_learning_rate",
-                    "word_vectors_learning_rate", "loraplus_lr_ratio", "loraplus_unet_lr_ratio",
-                    "loraplus_text_encoder_lr_ratio", "lr_schedule", "lr_schedule_num_cycles",
+RESUMED_SETTINGS = ("optimizer", "optimizer_args", "learning_rate", "unet_learning_rate",
+                    "text_encoder_learning_rate", "word_vectors_learning_rate", "loraplus_lr_ratio",
+                    "loraplus_unet_lr_ratio", "loraplus_text_encoder_lr_ratio", "lr_schedule", "lr_schedule_num_cycles",
                     "lr_schedule_power", "lr_schedule_args", "warmup_steps")
 
 

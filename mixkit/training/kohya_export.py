@@ -75,6 +75,20 @@ def training_metadata(*, network: str, rank: int, alpha: float, conv_rank: int |
     return metadata
 
 
+def kohya_rate_settings(*, learning_rate: float, unet_lr: float | None, text_encoder_lr: float | None,
+                        relative_step_adafactor: bool) -> dict:
+    """kohya's `ss_learning_rate`, `ss_unet_lr`, `ss_text_encoder_lr` (and `ss_lr_scheduler` where it changes it),
+    without the prefix. train_network.py records the options as given, not the rates the parts train at: a run with
+    learning_rate alone writes ss_unet_lr None. Adafactor picking its own step size (relative_step, kohya's default
+    for it) makes kohya's get_optimizer set args.learning_rate and args.unet_lr to None and args.lr_scheduler to
+    "adafactor:<learning_rate>" before the metadata is written; the text-encoder rate survives, as kohya reads it
+    into a local variable first."""
+    if relative_step_adafactor:
+        return {"learning_rate": None, "unet_lr": None, "text_encoder_lr": text_encoder_lr,
+                "lr_scheduler": f"adafactor:{learning_rate}"}
+    return {"learning_rate": learning_rate, "unet_lr": unet_lr, "text_encoder_lr": text_encoder_lr}
+
+
 def base_model_file_metadata(model_source) -> dict[str, str]:
     """What kohya's train_network.py records of a single-file base model: its file name as `ss_sd_model_name`
     (extension included), A1111's old 8-digit model hash as `ss_sd_model_hash` and the file's SHA-256 as

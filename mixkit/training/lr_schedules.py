@@ -49,18 +49,19 @@ def resolve_warmup_steps(warmup_steps: int | float, total_steps: int) -> int:
 
 def warmup_schedule(optimizer: torch.optim.Optimizer, schedule: str, warmup_steps: int | float,
                     total_steps: int, *, num_cycles: int = 1, power: float = 1.0,
-                    schedule_args: dict | None = None) -> torch.optim.lr_scheduler.LambdaLR:
+                    schedule_args: dict | None = None, initial_lr: float = 0.0) -> torch.optim.lr_scheduler.LambdaLR:
     """The LambdaLR every mixkit trainer steps once per optimizer step: `warmup_then` for each step.
 
     `warmup_steps` is a count, or kohya's ratio of `total_steps` (`resolve_warmup_steps`). The polynomial's floor is
     1e-7 in absolute terms, as diffusers' (so kohya's), or `schedule_args["lr_end"]`: a fraction of the optimizer's
     base rate, applied to every parameter group alike, as diffusers does. `schedule_args` are kohya's
-    --lr_scheduler_args (`check_schedule_args`)."""
+    --lr_scheduler_args (`check_schedule_args`). `initial_lr` is what "adafactor" reports before the first step (kohya
+    passes its learning_rate)."""
     LR_SCHEDULES.get(schedule)  # an unknown name fails here, listing the known ones, not at the first step
     schedule_args = schedule_args or {}
     check_schedule_args(schedule, schedule_args)
     if schedule == "adafactor":
-        return adafactor_schedule(optimizer, warmup_steps)
+        return adafactor_schedule(optimizer, warmup_steps, initial_lr)
     if isinstance(warmup_steps, float):
         resolved = resolve_warmup_steps(warmup_steps, total_steps)
         logger.info("warmup_steps=%r is a ratio of the run's %d steps (kohya's lr_warmup_steps): %d warm-up steps",
@@ -94,21 +95,22 @@ LR_SCHEDULES.register("linear", lambda progress, shape: max(0.0, 1.0 - progress)
 LR_SCHEDULES.register("adafactor", lambda progress, shape: 1.0)
 
 
-def adafactor_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int | float):
+def adafactor_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int | float, initial_lr: float = 0.0):
     """transformers' AdafactorSchedule over an Adafactor that picks its own step size, as kohya's lr_scheduler
     "adafactor"; its get_last_lr() is Adafactor's step size of each group. Refused, as kohya refuses it, with a
-    warm-up or any other optimizer."""
+    warm-up or any other optimizer. Before the first step it reports `initial_lr` (kohya's "adafactor:<learning_rate>"
+    scheduler passes its learning_rate)."""
     from transformers.optimization import Adafactor, AdafactorSchedule
 
     if not isinstance(optimizer, Adafactor) or not optimizer.defaults.get("relative_step"):
         raise ValueError("lr_schedule='adafactor' reports the step size Adafactor picks itself: it needs "
-                         "optimizer='adafactor' with optimizer_args relative_step=True (kohya: adafactor scheduler "
+                         "optimizer='adafactor' without optimizer_args relative_step=False (kohya: adafactor scheduler "
                          "must be used with Adafactor optimizer)")
     if warmup_steps:
         raise ValueError(f"lr_schedule='adafactor' takes no warm-up (kohya: adafactor does not require "
                          f"`num_warmup_steps`), got warmup_steps={warmup_steps!r}; set it to 0, or warmup_init=True in "
                          "optimizer_args for Adafactor's own warm-up")
-    return AdafactorSchedule(optimizer)
+    return AdafactorSchedule(optimizer, initial_lr)
 
 
 @LR_SCHEDULES.register("cosine_with_restarts")

@@ -82,22 +82,31 @@ def make_prodigy(parameter_groups: list, learning_rate: float, **options) -> tor
 def make_adafactor(parameter_groups: list, learning_rate: float, **options) -> torch.optim.Optimizer:
     from transformers.optimization import Adafactor
 
-    # At the given rate (kohya's recommended "scale_parameter=False relative_step=False warmup_init=False"),
-    # not Adafactor's own time-dependent rate, so lr_schedule and warm-up mean what they mean elsewhere.
-    settings = {"lr": learning_rate, "scale_parameter": False, "relative_step": False, "warmup_init": False,
-                "weight_decay": 0.0, **options}
-    if relative_step_adafactor(settings):
-        # Adafactor's own step size (min(1e-2, 1/sqrt(step)), or 1e-6 * step with warmup_init) replaces the rate, as in
-        # kohya, which drops the rates (unet_lr and text_encoder_lr too) and runs lr_scheduler "adafactor".
+    # kohya's defaults: settings optimizer_args leave out are transformers' own (scale_parameter=True,
+    # warmup_init=False, weight_decay=0), relative_step included, which kohya sets to True when not given. For
+    # Adafactor at the given rate, say so: "scale_parameter=False relative_step=False warmup_init=False" (kohya's
+    # and kohya_ss's advice).
+    settings = {"lr": learning_rate, **options}
+    if relative_step_adafactor(options):
+        # Adafactor's own step size (min(1e-2, 1/sqrt(step)), or 1e-6 * step with warmup_init, times the weights' RMS
+        # with scale_parameter) replaces the rates, as in kohya, which drops them (unet_lr and text_encoder_lr too),
+        # keeps learning_rate as the schedule's initial_lr (the rate reported before the first step) and runs
+        # lr_scheduler "adafactor".
+        rates = sorted({group["lr"] for group in parameter_groups if group.get("lr") is not None} | {learning_rate})
+        if any(rates):
+            warnings.warn(f"optimizer='adafactor' picks its own step size (relative_step, kohya's default for it): the "
+                          f"learning rates {rates} only start the reported rate, as kohya's initial_lr; set "
+                          "optimizer_args relative_step=False (and scale_parameter=False) to train at learning_rate",
+                          UserWarning, stacklevel=3)
         settings.update(lr=None, relative_step=True)
         parameter_groups = [{key: value for key, value in group.items() if key != "lr"} for group in parameter_groups]
     return Adafactor(parameter_groups, **settings)
 
 
 def relative_step_adafactor(options: dict) -> bool:
-    """Whether Adafactor settings make it pick its own step size: relative_step, or warmup_init, which kohya turns
-    relative_step on for ("set relative_step to True because warmup_init is True")."""
-    return bool(options.get("relative_step") or options.get("warmup_init"))
+    """Whether Adafactor settings make it pick its own step size: relative_step unless set false (kohya's default),
+    or warmup_init, which kohya turns relative_step on for ("set relative_step to True because warmup_init is True")."""
+    return bool(options.get("relative_step", True) or options.get("warmup_init"))
 
 
 def make_optimizer(name: str, parameter_groups: list, learning_rate: float,

@@ -55,7 +55,11 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     class_dataset: str | None = None
     prior_loss_weight: float = 1.0
     prior_target: str = "noise"
+    # kohya's three rates: learning_rate is the base, unet_learning_rate (kohya's unet_lr) and
+    # text_encoder_learning_rate (text_encoder_lr) each part's own when given (None: the base). The file records them
+    # as given (ss_learning_rate, ss_unet_lr, ss_text_encoder_lr), as kohya does.
     learning_rate: float = 1e-4
+    unet_learning_rate: float | None = None
     text_encoder_learning_rate: float | None = None
     # Words (a new concept's trigger words) whose input vectors are trained too and saved in the file as A1111
     # bundled embeddings (pivotal tuning), at `word_vectors_learning_rate` (None: the text-encoder rate).
@@ -109,10 +113,17 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
         return (self.loraplus_unet_lr_ratio or self.loraplus_lr_ratio,
                 self.loraplus_text_encoder_lr_ratio or self.loraplus_lr_ratio)
 
+    def part_learning_rates(self) -> tuple[float, float]:
+        """(UNet, text encoder) adapters' rates: each part's own, else learning_rate (as kohya's
+        prepare_optimizer_params)."""
+        return tuple(self.learning_rate if rate is None else rate
+                     for rate in (self.unet_learning_rate, self.text_encoder_learning_rate))
+
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
         self.check_sd_training(positive_ints=("rank",),
-                               non_negative=("text_encoder_learning_rate", "word_vectors_learning_rate", "alpha",
+                               non_negative=("unet_learning_rate", "text_encoder_learning_rate",
+                                             "word_vectors_learning_rate", "alpha",
                                              "conv_alpha", "prior_loss_weight"))
         NETWORK_KINDS.get(self.network)
         PRIOR_TARGETS.get(self.prior_target)

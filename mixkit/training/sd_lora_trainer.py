@@ -31,7 +31,8 @@ from mixkit.training.denoising_loop import ConditionedDenoiser
 from mixkit.training.ema import EmaWeights
 from mixkit.training.frozen_model_run import (load_frozen_model, optimizer_with_schedule, put_back_on_failure,
                                               resume, start_run, train_attached)
-from mixkit.training.kohya_export import (base_model_file_metadata, cast_for_saving, minimum_metadata,
+from mixkit.training.kohya_export import (base_model_file_metadata, cast_for_saving, kohya_rate_settings,
+                                          minimum_metadata,
                                           save_kohya_lora, to_sgm_layout, training_metadata, without_local_paths)
 from mixkit.training.lora_network import CROSS_ATTENTION_KV, LoraNetwork
 from mixkit.training.modelspec import ModelSpecTexts, lora_modelspec
@@ -79,7 +80,7 @@ def _base_model_prediction(denoiser, network: LoraNetwork, accelerator):
 
 def _settings(config: SDLoraTrainingConfig) -> dict:
     """The run's settings as kohya's `ss_*` keys (without the prefix) and values."""
-    keys = ("learning_rate", "text_encoder_learning_rate", "max_steps", "batch_size", "gradient_accumulation_steps",
+    keys = ("max_steps", "batch_size", "gradient_accumulation_steps",
             "resolution", "seed", "noise_offset", "min_snr_gamma", "mixed_precision", "gradient_checkpointing", "bucketing",
             "prior_loss_weight", "prior_target", "lr_schedule", "warmup_steps", "cache_latents", "use_ema",
             "min_timestep", "max_timestep", "timestep_sampling", "loraplus_lr_ratio", "loraplus_unet_lr_ratio",
@@ -92,11 +93,11 @@ def _settings(config: SDLoraTrainingConfig) -> dict:
             "ip_noise_gamma_random_strength")
     renamed = {"max_steps": "max_train_steps", "batch_size": "batch_size_per_device", "bucketing": "enable_bucket",
                "lr_schedule": "lr_scheduler", "warmup_steps": "lr_warmup_steps",
-               "text_encoder_learning_rate": "text_encoder_lr", "debiased_estimation_loss": "debiased_estimation"}
+               "debiased_estimation_loss": "debiased_estimation"}
     settings = {renamed.get(k, k): getattr(config, k) for k in keys}
-    # The UNet adapters' rate (kohya: --unet_lr, else learning_rate); a text-encoder-only network has none, and kohya
-    # writes its args.unet_lr, None, there too.
-    settings["unet_lr"] = config.learning_rate if config.train_unet else None
+    settings.update(kohya_rate_settings(learning_rate=config.learning_rate, unet_lr=config.unet_learning_rate,
+                                        text_encoder_lr=config.text_encoder_learning_rate,
+                                        relative_step_adafactor=config.relative_step_adafactor()))
     # kohya's args.resolution after its prepare_dataset_args: a (width, height) tuple, "(512, 512)" in the file
     settings["resolution"] = str(resolution_size(config.resolution))
     settings["color_aug"] = settings["random_crop"] = False  # mixkit has no colour augmentation, crops centred
@@ -166,11 +167,10 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
         # Word vectors sit at the text encoder's input, so its forward pass needs gradients for them too.
         denoiser = ConditionedDenoiser(model, config.train_text_encoder or words is not None, adapters=network,
                                        encoding=config.caption_encoding())
-        te_lr = (config.text_encoder_learning_rate if config.text_encoder_learning_rate is not None
-                 else config.learning_rate)
+        unet_lr, te_lr = config.part_learning_rates()
         unet_ratio, text_encoder_ratio = config.loraplus_ratios()
         optimizer, lr_schedule = optimizer_with_schedule(
-            config, network.parameter_groups(config.learning_rate, te_lr, config.word_vectors_learning_rate,
+            config, network.parameter_groups(unet_lr, te_lr, config.word_vectors_learning_rate,
                                              unet_up_lr_ratio=unet_ratio, text_encoder_up_lr_ratio=text_encoder_ratio))
         optimizer_name = optimizer_description(optimizer)
         trained = list(network.parameters())

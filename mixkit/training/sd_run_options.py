@@ -173,23 +173,37 @@ class SDRunOptions(SDObjectiveOptions):
                 raise ValueError(f"{name}={getattr(self, name)} needs at least one entry in validation_prompts or a "
                                  f"sample_prompts file (or set {name}={off} to turn these images off)")
 
+    def relative_step_adafactor(self) -> bool:
+        """Whether the optimizer is an Adafactor that picks its own step size (kohya's default for Adafactor)."""
+        from mixkit.training.optimizers import relative_step_adafactor
+
+        return self.optimizer == "adafactor" and relative_step_adafactor(self.optimizer_args)
+
+    def lr_schedule_to_run(self) -> str:
+        """The schedule the run steps: `lr_schedule`, but "adafactor" for an Adafactor picking its own step size when
+        lr_schedule is left "constant" (both tools' default), as kohya's get_optimizer switches to its adafactor
+        scheduler; another schedule is refused by `check_adafactor_schedule` rather than silently dropped."""
+        return "adafactor" if self.relative_step_adafactor() and self.lr_schedule == "constant" else self.lr_schedule
+
     def check_adafactor_schedule(self) -> None:
         """kohya's Adafactor with relative_step (its default there) picks its own step size and runs lr_scheduler
         "adafactor", which only reports it; the two go together, and that schedule has no warm-up."""
-        from mixkit.training.optimizers import relative_step_adafactor
-
-        relative = self.optimizer == "adafactor" and relative_step_adafactor(self.optimizer_args)
+        relative = self.relative_step_adafactor()
         if self.lr_schedule == "adafactor" and not relative:
             raise ValueError("lr_schedule='adafactor' reports the step size Adafactor picks itself: set optimizer: "
-                             "adafactor with optimizer_args {\"relative_step\": true} (kohya's --optimizer_args "
-                             "\"relative_step=True\"), or choose another lr_schedule")
-        if relative and self.lr_schedule != "adafactor":
-            raise ValueError(f"optimizer_args relative_step / warmup_init make Adafactor pick its own step size, so "
-                             f"lr_schedule={self.lr_schedule!r} would not act; set lr_schedule: adafactor (kohya "
-                             "switches to it by itself), or relative_step=False to train at learning_rate")
-        if self.lr_schedule == "adafactor" and self.warmup_steps:
-            raise ValueError(f"lr_schedule='adafactor' takes no warm-up (kohya refuses one too), got warmup_steps="
-                             f"{self.warmup_steps!r}; set warmup_steps: 0 (warmup_init=True is Adafactor's own)")
+                             "adafactor without optimizer_args relative_step=False (kohya's default), or choose "
+                             "another lr_schedule")
+        if relative and self.lr_schedule_to_run() != "adafactor":
+            raise ValueError(f"optimizer='adafactor' picks its own step size (relative_step, kohya's default for "
+                             f"it, or warmup_init), so lr_schedule={self.lr_schedule!r} would not act (kohya drops "
+                             "it for its adafactor scheduler); set lr_schedule: adafactor (or leave it constant), or "
+                             "optimizer_args {\"relative_step\": false, \"scale_parameter\": false} to train at "
+                             "learning_rate on this schedule")
+        if self.lr_schedule_to_run() == "adafactor" and self.warmup_steps:
+            raise ValueError(f"lr_schedule='adafactor' (what Adafactor picking its own step size runs) takes no "
+                             f"warm-up (kohya refuses one too), got warmup_steps={self.warmup_steps!r}; set "
+                             "warmup_steps: 0 (warmup_init=True is Adafactor's own), or optimizer_args "
+                             "relative_step=False")
 
     def sample_prompt_list(self) -> list:
         """The run's sample prompts, parsed (`SamplePrompt`s): `validation_prompts`, then the `sample_prompts` file's."""

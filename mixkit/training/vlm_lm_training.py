@@ -129,8 +129,10 @@ def rate_groups(named: dict[str, nn.Parameter], weight_decay: float, part_learni
     return [group for group in decay_groups(list(rest.values()), weight_decay) if group["params"]] + groups
 
 
-def run_language_modelling(config, run: LanguageModellingRun, *, stop_at_step: int | None = None) -> TrainingResult:
-    """Train `run.model`'s unfrozen parameters for `config.max_steps`; writes `config.output` at the end."""
+def run_language_modelling(config, run: LanguageModellingRun, *, stop_at_step: int | None = None,
+                           write_at_stop: bool = False) -> TrainingResult:
+    """Train `run.model`'s unfrozen parameters for `config.max_steps`; writes `config.output` at the end, and with
+    `write_at_stop` at `stop_at_step` too (beside that step's resume state: a recipe evaluating what it has)."""
     if stop_at_step is not None and not 0 < stop_at_step <= config.max_steps:
         raise ValueError(f"stop_at_step must be in 1..max_steps={config.max_steps}, got {stop_at_step}")
     accelerator = make_accelerator(mixed_precision=config.mixed_precision)
@@ -181,7 +183,7 @@ def run_language_modelling(config, run: LanguageModellingRun, *, stop_at_step: i
                     trainable=lambda: named)
     result.steps = step
     model.eval()
-    if step == config.max_steps and accelerator.is_main_process:
+    if (step == config.max_steps or (write_at_stop and step == stop_at_step)) and accelerator.is_main_process:
         result.output = write_model_folder(model, run.tokenizer, run.task, config.to_json(), config.output)
     result.seconds = time.time() - started
     if accelerator.is_main_process and result.losses:

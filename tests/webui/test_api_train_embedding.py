@@ -138,6 +138,22 @@ def test_train_embedding_trains_the_file_which_prompts_then_use(client, server, 
     assert torch.load(path, weights_only=True)["step"] == 3  # A1111 counts steps across runs
 
 
+def test_train_embedding_trains_at_a_training_width_other_than_its_height(client, folders):
+    """A1111's training_width x training_height need not be a square: the run trains and saves at 32x48 (its
+    preview, drawn at the training size, says so)."""
+    assert client.post("/sdapi/v1/create/embedding", json={"name": "tall", "init_text": "red"}).status_code == 200
+    path = folders / "embeddings" / "tall.pt"
+    created = torch.load(path, weights_only=True)["string_to_param"]["*"].clone()
+    response = client.post("/sdapi/v1/train/embedding", json={**TRAIN, "embedding_name": "tall", "steps": 2,
+                                                              "training_height": 48, "create_image_every": 2})
+    assert response.status_code == 200, response.text
+    trained = torch.load(path, weights_only=True)
+    assert trained["step"] == 2 and not torch.allclose(trained["string_to_param"]["*"], created)
+    [run] = (folders / "outputs" / "textual_inversion").glob("*/tall")
+    previews = list(run.rglob("*.png"))
+    assert previews and all(Image.open(p).size == (32, 48) for p in previews)
+
+
 @pytest.mark.parametrize("change, says", [
     ({"data_root": "../elsewhere/private"}, "outside the server's training data folder"),
     ({"data_root": "/etc"}, "outside the server's training data folder"),
@@ -150,7 +166,7 @@ def test_train_embedding_trains_the_file_which_prompts_then_use(client, server, 
     ({"log_directory": "/tmp/anywhere"}, "log_directory"),
     ({"learn_rate": "0.005:100, 1e-3"}, "stepped schedules"),
     ({"template_filename": "nope.txt"}, "Unknown prompt template 'nope.txt'"),
-    ({"training_width": 32, "training_height": 64}, "square"),
+    ({"training_width": 32, "training_height": 44}, "height must be a multiple of 8"),
     ({"steps": "ten"}, "steps must be int"),
     # the server's generation limits hold for what a run allocates
     ({"training_width": 8192, "training_height": 8192}, "width must be"),

@@ -51,3 +51,15 @@ def test_a_preview_seed_no_generator_takes_is_refused_before_the_run(seed):
 def test_the_largest_preview_seed_is_taken():
     check_training_limits(check_train_fields({**FIELDS, **PREVIEW, "preview_seed": SEED_MAX}), GenerationLimits())
     assert config_of(**PREVIEW, preview_seed=SEED_MAX).validation_prompts[0].endswith(f"--d {SEED_MAX}")
+
+
+def test_training_width_and_height_become_the_trainers_resolution():
+    assert config_of().resolution == 64  # a square: one side
+    assert config_of(training_width=64, training_height=96).resolution == [64, 96]  # kohya's [width, height]
+
+
+def test_a_non_square_training_size_is_held_to_the_servers_limits():
+    limits = GenerationLimits(max_pixels=64 * 64)
+    check_training_limits(check_train_fields({**FIELDS, "training_width": 32, "training_height": 128}), limits)
+    with pytest.raises(ValueError, match="over the budget"):
+        check_training_limits(check_train_fields({**FIELDS, "training_width": 64, "training_height": 128}), limits)

@@ -44,7 +44,8 @@ def form(name: str, steps: int, task_id: str = "", **changes) -> list:
     from webui.ui.train_tab import TRAIN_INPUTS
 
     values = {"embedding_name": name, "data_root": "people/squares", "template_filename": "subject_filewords.txt",
-              "steps": steps, "learn_rate": "0.05", "batch_size": 2, "gradient_step": 1, "resolution": 32,
+              "steps": steps, "learn_rate": "0.05", "batch_size": 2, "gradient_step": 1, "training_width": 32,
+              "training_height": 32,
               "shuffle_tags": False, "tag_drop_out": 0.0, "clip_grad_mode": "norm", "clip_grad_value": "1.0",
               "save_embedding_every": 1, "create_image_every": 0, "preview_prompt": "", **changes}
     return [values[key] for key in TRAIN_INPUTS] + [task_id]
@@ -69,6 +70,19 @@ def test_create_and_train_write_the_embedding_and_show_the_log(built):
     assert "Saved embedding:" in log and "uitok-step00000001.pt" in log  # save every 1 step, in the run folder
     assert "Done" in progress and task_box.startswith("ended task(")  # the page forgets the id it kept
     assert not list((root / "embeddings").glob("uitok-*"))
+
+
+def test_the_tab_has_a1111s_width_and_height_and_sends_both(built):
+    from webui.ui.train_tab import TRAIN_INPUTS, train_fields
+
+    _, blocks, _ = built
+    assert [(component(blocks, f"train_training_{side}").label, component(blocks, f"train_training_{side}").value)
+            for side in ("width", "height")] == [("Width", 512), ("Height", 512)]
+
+    values = dict(zip(TRAIN_INPUTS, form("tall", 2, training_width=32.0, training_height=48.0)))
+    fields = train_fields(values)
+    assert (fields["training_width"], fields["training_height"]) == (32, 48)  # sliders give floats
+    assert "resolution" not in fields
 
 
 def test_refusals_are_shown_as_errors_and_change_nothing(built):

@@ -21,7 +21,7 @@ def add_parser(subparsers) -> None:
                                                 "dataclass; kohya's option names are translated)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override one setting; VALUE is JSON if it parses (4, 1e-4, true, null) else a string")
-    p.add_argument("--stop-at-step", type=int, default=None, help="stop after this step with a checkpoint (resume later); the tiny recipes also write what they have, and tiny-sd its resume state to <output>-state")
+    p.add_argument("--stop-at-step", type=int, default=None, help="stop after this step with a checkpoint (resume later); the tiny recipes also write what they have, and their resume state to <output>-state")
     p.add_argument("--print-config", action="store_true", help="print the resolved config as JSON and exit")
     p.set_defaults(func=run, extra_flags=add_kohya_flags)
     p.epilog = ("kohya's command-line options also work as they are (--network_dim=16, --enable_bucket, --network_args "

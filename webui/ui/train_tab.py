@@ -22,7 +22,7 @@ from webui.worker import QueueFullError
 
 # The tab's fields, in A1111's train_embedding names, in the order the Train button sends them.
 TRAIN_INPUTS = ("embedding_name", "data_root", "template_filename", "steps", "learn_rate", "batch_size",
-                "gradient_step", "resolution", "shuffle_tags", "tag_drop_out", "clip_grad_mode", "clip_grad_value",
+                "gradient_step", "training_width", "training_height", "shuffle_tags", "tag_drop_out", "clip_grad_mode", "clip_grad_value",
                 "save_embedding_every", "create_image_every", "preview_prompt")
 
 
@@ -54,11 +54,10 @@ NUMBER_LABELS = {"steps": "Max steps", "batch_size": "Batch size", "gradient_ste
 
 
 def train_fields(values: dict) -> dict:
-    """A1111's train_embedding fields from the tab's values (a square resolution is its width and height; a preview
-    prompt means A1111's "Read parameters from txt2img tab" with that prompt). An emptied number box is a ValueError
-    naming it."""
-    fields = {key: value for key, value in values.items() if key != "resolution"}
-    fields.update(training_width=int(values["resolution"]), training_height=int(values["resolution"]))
+    """A1111's train_embedding fields from the tab's values (a preview prompt means A1111's "Read parameters from
+    txt2img tab" with that prompt). An emptied number box is a ValueError naming it."""
+    fields = dict(values)
+    fields.update(training_width=int(values["training_width"]), training_height=int(values["training_height"]))
     for key, label in NUMBER_LABELS.items():
         if values[key] is None:
             raise ValueError(f"{label} is empty; enter a whole number.")
@@ -143,8 +142,9 @@ def build_train_tab(state: ServerState) -> FollowedTab | None:
             batch_size = gr.Number(value=1, precision=0, label="Batch size", elem_id="train_batch_size")
             gradient_step = gr.Number(value=1, precision=0, label="Gradient accumulation steps",
                                       elem_id="train_gradient_step")
-            resolution = gr.Slider(64, 2048, value=512, step=8, label="Resolution (width and height)",
-                                   elem_id="train_resolution")
+        with gr.Row():  # A1111's two sliders: a run may train at a width other than its height
+            width = gr.Slider(64, 2048, value=512, step=8, label="Width", elem_id="train_training_width")
+            height = gr.Slider(64, 2048, value=512, step=8, label="Height", elem_id="train_training_height")
         with gr.Row():
             shuffle_tags = gr.Checkbox(label="Shuffle tags by ',' when creating prompts", elem_id="train_shuffle")
             tag_drop_out = gr.Slider(0, 1, value=0, step=0.1, label="Drop out tags when creating prompts",
@@ -202,7 +202,7 @@ def build_train_tab(state: ServerState) -> FollowedTab | None:
 
     create.click(do_create, inputs=[name, init_text, vectors, overwrite], outputs=[created, embedding])
     refresh.click(do_refresh, outputs=[embedding, data_root], queue=False)
-    train_inputs = [embedding, data_root, template, steps, learn_rate, batch_size, gradient_step, resolution,
+    train_inputs = [embedding, data_root, template, steps, learn_rate, batch_size, gradient_step, width, height,
                     shuffle_tags, tag_drop_out, clip_grad_mode, clip_grad_value, save_every, image_every,
                     preview_prompt, task_box]
     outputs = [progress, log, task_box]

@@ -88,7 +88,7 @@ def test_tiny_blip2_recipe_with_image_positions_writes_a_captioner_load_vlm_read
                  "--set", "train_images=24", "--set", "batch_size=4", "--set", "stage1_steps=1",
                  "--set", "stage2_steps=2", "--set", "qformer_hidden=16", "--set", "lm_hidden=16",
                  "--set", "image_positions=true", "--set", "train_vision=true",
-                 "--set", "tower_warmup_steps=2", "--set", "tower_warmup_images=8"]) == 0
+                 "--set", "tower_warmup_steps=2", "--set", "tower_warmup_images=8", "--set", "eval_images=3"]) == 0
     record = json.loads((folder / "recipe_record.json").read_text())
     assert [stage["stage"] for stage in record["curve"]] == ["data", "tower_warmup", "stage1", "stage2"]
     assert record["curve"][1]["curve"][-1]["step"] == 2
@@ -547,11 +547,52 @@ def test_start_recipe_checks_every_setting_and_the_output_before_it_takes_the_th
     assert [p.name for p in precious.iterdir()] == ["notes.txt"] and not (tmp_path / "new").exists()
 
 
-def test_tiny_blip2_recipe_stopped_in_stage_2_writes_what_it_has(tiny_clip, tmp_path):
-    args = ["train", "recipe", "tiny-blip2", "--set", f"clip={tiny_clip}", "--set", "train_images=24",
+def _blip2_args(tiny_clip):
+    return ["train", "recipe", "tiny-blip2", "--set", f"clip={tiny_clip}", "--set", "train_images=24",
             "--set", "batch_size=4", "--set", "stage1_steps=1", "--set", "stage2_steps=3", "--set", "qformer_hidden=16",
-            "--set", "lm_hidden=16", "--set", "tower_warmup_steps=1", "--set", "tower_warmup_images=8"]
+            "--set", "lm_hidden=16", "--set", "tower_warmup_steps=1", "--set", "tower_warmup_images=8",
+            "--set", "eval_images=2"]
+
+
+def test_tiny_blip2_recipe_stopped_in_stage_2_writes_what_it_has(tiny_clip, tmp_path):
+    args = _blip2_args(tiny_clip)
     assert main([*args, "--set", f"output={tmp_path / 'stopped'}", "--stop-at-step", "1"]) == 0
     record = json.loads((tmp_path / "stopped" / "recipe_record.json").read_text())
     assert [entry["steps"] for entry in record["curve"] if entry["stage"] == "stage2"] == [1]
     assert (tmp_path / "stopped" / "model.safetensors").is_file() and not (tmp_path / "stopped.work").exists()
+    assert sorted(p.name for p in (tmp_path / "stopped-state").iterdir()) == ["recipe.json", "step-00000001.pt"]
+
+
+def test_tiny_blip2_recipe_is_reproducible_and_stopped_and_resumed_ends_with_the_weights_of_an_unbroken_run(
+        tiny_clip, tmp_path, capsys):
+    """Two runs in one process gave two captioners (the tower warm-up's heads took the global RNG as they found it),
+    so the recipe had no resume; now a rerun is the same tensor for tensor, and so is a run stopped and resumed."""
+    import torch
+    from safetensors.torch import load_file
+
+    args = [*_blip2_args(tiny_clip), "--set", "tower_warmup_steps=2"]
+    whole, again, broken = tmp_path / "whole", tmp_path / "again", tmp_path / "broken"
+    assert main([*args, "--set", f"output={whole}"]) == 0
+    torch.rand(7)  # whatever ran before in the process must not matter
+    assert main([*args, "--set", f"output={again}"]) == 0
+    assert main([*args, "--set", f"output={broken}", "--stop-at-step", "2"]) == 0
+    capsys.readouterr()
+    assert main([*args, "--set", f"output={broken}", "--set", f"resume_from={tmp_path / 'broken-state'}"]) == 0
+    assert "resumed at step 2: 1 in this run" in capsys.readouterr().out
+    first, second, third = (load_file(str(folder / "model.safetensors")) for folder in (whole, again, broken))
+    assert first.keys() == second.keys() == third.keys()
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    assert all(torch.equal(first[k], third[k]) for k in first)
+    curve = json.loads((broken / "recipe_record.json").read_text())["curve"]
+    assert [(entry["steps"], entry.get("resumed_at")) for entry in curve if entry["stage"] == "stage2"] == [(3, 2)]
+    # refused before any work: other settings, a stop before the state, a folder without states, the last step
+    assert main([*args, "--set", f"output={broken}", "--set", f"resume_from={tmp_path / 'broken-state'}",
+                 "--set", "lm_hidden=32"]) == 2
+    assert "lm_hidden: 16 in the state, 32 now" in capsys.readouterr().err
+    assert main([*args, "--set", f"output={broken}", "--set", f"resume_from={tmp_path / 'broken-state'}",
+                 "--stop-at-step", "1"]) == 2
+    assert "not after stage-2 step 2" in capsys.readouterr().err
+    assert main([*args, "--set", f"output={broken}", "--set", f"resume_from={whole}"]) == 2
+    assert "holds no resume state" in capsys.readouterr().err
+    assert main([*args, "--set", f"output={whole}", "--stop-at-step", "4"]) == 2
+    assert "must be in 1..stage2_steps=3" in capsys.readouterr().err

@@ -71,6 +71,24 @@ def test_warm_up_trains_the_tower_in_place_and_keeps_no_heads():
     assert not vision.training  # the mode it came in with
 
 
+def test_the_warm_up_is_a_function_of_its_seed_whatever_ran_before_and_leaves_the_global_rng_alone():
+    """The heads took torch's global RNG as they found it, so the same call after other work gave another tower
+    (the tiny-blip2 recipe was not reproducible run to run)."""
+    scenes, images = _scenes_and_images()
+    towers, curves = [], []
+    for global_seed in (1, 2):
+        vision = _tiny_tower()
+        torch.manual_seed(global_seed)
+        curves.append(warm_up_tower(vision, images, attribute_targets(scenes), steps=5, learning_rate=1e-2,
+                                    batch_size=2, image_mean=[0.5] * 3, image_std=[0.5] * 3, seed=3, log_every=5))
+        after = torch.rand(3)
+        torch.manual_seed(global_seed)
+        assert torch.equal(after, torch.rand(3))  # the caller's RNG is where it was
+        towers.append(vision.state_dict())
+    assert curves[0] == curves[1]
+    assert all(torch.equal(towers[0][k], towers[1][k]) for k in towers[0])
+
+
 def test_the_feature_loss_keeps_the_tokens_near_their_values_before_the_warm_up():
     scenes, images = _scenes_and_images()
     pixels = (images.float() / 255 - 0.5) / 0.5

@@ -63,7 +63,8 @@ def test_a_kohya_config_file_becomes_the_same_mixkit_run(tmp_path):
     expected = SDLoraTrainingConfig(
         model="/models/sd15", dataset="/data/img", class_dataset="/data/reg", output=str(Path("/out/my_lora.safetensors")),
         output_name="my_lora", rank=16, alpha=8, network="locon", conv_rank=4, conv_alpha=2, rank_dropout=0.1,
-        train_text_encoder=False, learning_rate=5e-5, text_encoder_learning_rate=1e-5, optimizer="adamw8bit",
+        train_text_encoder=False, learning_rate=1e-4, unet_learning_rate=5e-5, text_encoder_learning_rate=1e-5,
+        optimizer="adamw8bit",
         lr_schedule="cosine_with_restarts", lr_schedule_num_cycles=3, warmup_steps=10, resolution=512, bucketing=True,
         bucket_step=32, batch_size=2, caption_extension=".caption", shuffle_caption=True, keep_tokens=1, max_steps=1600,
         validation_every=200)
@@ -71,10 +72,23 @@ def test_a_kohya_config_file_becomes_the_same_mixkit_run(tmp_path):
     assert SDLoraTrainingConfig.from_json_file(path) == expected  # the Python API reads the same file the same way
 
 
-def test_kohyas_learning_rate_under_unet_lr_is_the_text_encoders():
-    # kohya: --unet_lr sets the UNet's rate; --learning_rate is then what the text encoder gets.
+def test_kohyas_unet_lr_is_the_unets_own_rate_beside_learning_rate():
+    # kohya: --unet_lr sets the UNet's rate; --learning_rate stays the base (the text encoder's, without its own).
     assert translate_kohya_options({"learning_rate": 1e-4, "unet_lr": 5e-5}) == {
-        "learning_rate": 5e-5, "text_encoder_learning_rate": 1e-4}
+        "learning_rate": 1e-4, "unet_learning_rate": 5e-5}
+
+
+def test_a_kohya_file_with_part_rates_but_no_learning_rate_gets_kohyas_default_base(tmp_path):
+    """kohya's --learning_rate defaults to 2e-6: with unet_lr alone the text encoder trains (and ss_learning_rate
+    reads) at that, not at mixkit's 1e-4."""
+    path = tmp_path / "parts.toml"
+    path.write_text('model = "m"\ndataset = "d"\noutput = "o.safetensors"\nunet_lr = 5e-4\n', encoding="utf-8")
+    config = resolve_config(SDLoraTrainingConfig, path, [])
+    assert (config.learning_rate, config.unet_learning_rate, config.text_encoder_learning_rate) == (2e-6, 5e-4, None)
+    assert config.part_learning_rates() == (5e-4, 2e-6)
+    assert resolve_config(SDLoraTrainingConfig, path, ["learning_rate=1e-4"]).learning_rate == 1e-4
+    path.write_text('model = "m"\ndataset = "d"\noutput = "o.safetensors"\nnetwork_dim = 8\n', encoding="utf-8")
+    assert resolve_config(SDLoraTrainingConfig, path, []).learning_rate == 1e-4  # no part rates: mixkit's default
 
 
 def test_set_overrides_use_kohya_names_too_and_win_over_the_file(tmp_path):

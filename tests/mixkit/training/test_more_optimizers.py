@@ -136,11 +136,13 @@ def test_relative_step_adafactor_with_the_adafactor_schedule_is_kohyas_step_for_
     theirs_params = [torch.nn.Parameter(t.clone()) for t in start]
     options = {"relative_step": True, "scale_parameter": True, "warmup_init": True}
     groups = [{"params": ours_params[:1], "lr": 1e-4}, {"params": ours_params[1:], "lr": 5e-5}]
-    ours = make_optimizer("adafactor", groups, 1e-4, options)
-    ours_schedule = warmup_schedule(ours, "adafactor", 0, 10)
+    with pytest.warns(UserWarning, match=r"learning rates \[5e-05, 0.0001\] only start the reported rate"):
+        ours = make_optimizer("adafactor", groups, 1e-4, options)
+    ours_schedule = warmup_schedule(ours, "adafactor", 0, 10, initial_lr=1e-4)
     theirs = Adafactor([{"params": theirs_params[:1]}, {"params": theirs_params[1:]}], lr=None, weight_decay=0.0,
                        **options)
-    theirs_schedule = AdafactorSchedule(theirs)
+    theirs_schedule = AdafactorSchedule(theirs, 1e-4)  # kohya's "adafactor:<learning_rate>"
+    assert ours_schedule.get_last_lr() == theirs_schedule.get_last_lr() == [1e-4, 1e-4]  # before the first step
     for step in range(4):
         gradients = [torch.randn_like(t) for t in start]
         for params, optimizer, schedule in ((ours_params, ours, ours_schedule),
@@ -160,14 +162,47 @@ def test_the_adafactor_schedule_goes_with_relative_step_adafactor_only(tmp_path)
     from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 
     base = dict(model="m", dataset="d", output=str(tmp_path / "o.safetensors"))
-    relative = {"optimizer": "adafactor", "optimizer_args": {"relative_step": True}}
-    SDLoraTrainingConfig(**base, **relative, lr_schedule="adafactor").check()
-    with pytest.raises(ValueError, match="lr_schedule='adafactor' reports the step size .*relative_step"):
-        SDLoraTrainingConfig(**base, optimizer="adafactor", lr_schedule="adafactor").check()
-    with pytest.raises(ValueError, match="lr_schedule='constant' would not act; set lr_schedule: adafactor"):
-        SDLoraTrainingConfig(**base, **relative).check()
-    with pytest.raises(ValueError, match="takes no warm-up .*warmup_steps=5"):
-        SDLoraTrainingConfig(**base, **relative, lr_schedule="adafactor", warmup_steps=5).check()
-    with pytest.raises(ValueError, match="needs optimizer='adafactor' with optimizer_args relative_step=True"):
+    fixed = {"optimizer": "adafactor", "optimizer_args": {"relative_step": False}}
+    for relative in ({"optimizer": "adafactor"}, {"optimizer": "adafactor", "optimizer_args": {"relative_step": True}},
+                     {"optimizer": "adafactor", "optimizer_args": {"relative_step": False, "warmup_init": True}}):
+        SDLoraTrainingConfig(**base, **relative, lr_schedule="adafactor").check()
+        # lr_schedule left at "constant" (kohya's default too) runs "adafactor", as kohya switches to it by itself
+        config = SDLoraTrainingConfig(**base, **relative)
+        config.check()
+        assert config.relative_step_adafactor() and config.lr_schedule_to_run() == "adafactor"
+        with pytest.raises(ValueError, match="lr_schedule='cosine' would not act .*relative_step\": false"):
+            SDLoraTrainingConfig(**base, **relative, lr_schedule="cosine").check()
+        with pytest.raises(ValueError, match="takes no warm-up .*warmup_steps=5"):
+            SDLoraTrainingConfig(**base, **relative, warmup_steps=5).check()
+    config = SDLoraTrainingConfig(**base, **fixed, lr_schedule="cosine", warmup_steps=5)
+    config.check()
+    assert not config.relative_step_adafactor() and config.lr_schedule_to_run() == "cosine"
+    with pytest.raises(ValueError, match="lr_schedule='adafactor' reports the step size .*relative_step=False"):
+        SDLoraTrainingConfig(**base, **fixed, lr_schedule="adafactor").check()
+    with pytest.raises(ValueError, match="needs optimizer='adafactor' without optimizer_args relative_step=False"):
         warmup_schedule(make_optimizer("adamw", [{"params": [torch.nn.Parameter(torch.zeros(1))]}], 1e-3),
                         "adafactor", 0, 10)
+
+
+def test_adafactor_takes_kohyas_defaults_where_optimizer_args_are_silent():
+    """kohya's get_optimizer: relative_step=True unless given, turned on by warmup_init, and transformers' own
+    defaults for the rest (scale_parameter=True, warmup_init=False, weight_decay=0); at a given rate only with
+    relative_step=False, the groups keeping their rates."""
+    weights = [torch.nn.Parameter(torch.zeros(2))]
+    with pytest.warns(UserWarning, match="picks its own step size"):
+        plain = make_optimizer("adafactor", [{"params": weights, "lr": 3e-4}], 1e-4)
+    assert {key: plain.defaults[key] for key in ("lr", "relative_step", "scale_parameter", "warmup_init",
+                                                  "weight_decay")} == \
+        {"lr": None, "relative_step": True, "scale_parameter": True, "warmup_init": False, "weight_decay": 0.0}
+    assert "lr" not in plain.param_groups[0] or plain.param_groups[0]["lr"] is None
+    with pytest.warns(UserWarning, match="picks its own step size"):
+        warm = make_optimizer("adafactor", [{"params": weights}], 1e-4, {"relative_step": False, "warmup_init": True})
+    assert (warm.defaults["relative_step"], warm.defaults["warmup_init"]) == (True, True)
+    fixed = make_optimizer("adafactor", [{"params": weights, "lr": 3e-4}], 1e-4, {"relative_step": False})
+    assert (fixed.defaults["lr"], fixed.param_groups[0]["lr"], fixed.defaults["scale_parameter"]) == (1e-4, 3e-4, True)
+    # a rate of 0 has nothing to ignore, so nothing is said (kohya: "if lr != 0.0")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make_optimizer("adafactor", [{"params": weights}], 0.0)

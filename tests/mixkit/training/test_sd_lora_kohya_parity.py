@@ -83,14 +83,40 @@ def test_kohya_metadata_class_balance_and_caption_extension(tiny_sd1_dir, tmp_pa
     # 12 samples in batches of 3: 4 batches an epoch; 3 steps of 2 accumulated batches end in epoch 2.
     assert (metadata["ss_num_batches_per_epoch"], metadata["ss_num_epochs"], metadata["ss_epoch"]) == ("4", "2", "2")
     assert (metadata["ss_total_batch_size"], metadata["ss_batch_size_per_device"]) == ("6", "3")
+    # kohya records the options as given: no unet_lr, so ss_unet_lr None (the UNet trains at learning_rate)
     assert (metadata["ss_learning_rate"], metadata["ss_unet_lr"], metadata["ss_text_encoder_lr"]) == \
-        ("0.01", "0.01", "0.005")
+        ("0.01", "None", "0.005")
     assert metadata["ss_optimizer"] == "torch.optim.adamw.AdamW"  # kohya's name; weight decay at AdamW's default
     assert (metadata["ss_color_aug"], metadata["ss_random_crop"], metadata["ss_debiased_estimation"]) == \
         ("False", "False", "False")
     assert 0 <= int(metadata["ss_session_id"]) <= 2**32
     # mixkit's old names for kohya's keys are gone, not written twice.
     assert not {"ss_text_encoder_learning_rate", "ss_debiased_estimation_loss"} & set(metadata)
+
+
+def test_each_rate_is_recorded_as_given_and_the_unet_trains_at_its_own(tiny_sd1_dir, colour_dataset, tmp_path):
+    """kohya's unet_lr beside learning_rate: the UNet's adapters train at it (0 here: they stay as initialised, up
+    weights zero), the text encoder's at learning_rate, and ss_* keep the three options as given."""
+    config = _config(tiny_sd1_dir, colour_dataset, tmp_path / "parts.safetensors", unet_learning_rate=0.0,
+                     train_text_encoder=True, max_steps=2)
+    tensors = load_file(train_sd_lora(config).output)
+    ups = {key: value for key, value in tensors.items() if key.endswith("lora_up.weight")}
+    assert all(value.abs().max() == 0 for key, value in ups.items() if key.startswith("lora_unet_"))
+    assert any(value.abs().max() > 0 for key, value in ups.items() if key.startswith("lora_te_"))
+    metadata = read_safetensors_metadata(config.output)
+    assert (metadata["ss_learning_rate"], metadata["ss_unet_lr"], metadata["ss_text_encoder_lr"]) == \
+        ("0.01", "0.0", "None")
+
+
+def test_adafactor_picking_its_own_step_is_recorded_as_kohya_records_it(tiny_sd1_dir, colour_dataset, tmp_path):
+    """kohya's get_optimizer, Adafactor at its default relative_step: args.learning_rate and args.unet_lr become None,
+    the scheduler "adafactor:<learning_rate>"; the text-encoder rate, read before, stays in the file."""
+    config = _config(tiny_sd1_dir, colour_dataset, tmp_path / "ada.safetensors", optimizer="adafactor",
+                     unet_learning_rate=2e-3, text_encoder_learning_rate=5e-3, train_text_encoder=True)
+    with pytest.warns(UserWarning, match="picks its own step size"):
+        metadata = read_safetensors_metadata(train_sd_lora(config).output)
+    assert (metadata["ss_learning_rate"], metadata["ss_unet_lr"], metadata["ss_text_encoder_lr"],
+            metadata["ss_lr_scheduler"]) == ("None", "None", "0.005", "adafactor:0.01")
 
 
 def test_kohya_metadata_without_bucketing_or_text_encoder_rate(tiny_sd1_dir, colour_dataset, tmp_path):
@@ -186,8 +212,9 @@ def test_a_width_height_resolution_trains_and_is_recorded_as_kohya_writes_it(tin
     # 1:2 and 2:1 are nearer 32x48's 0.67 and 48x32's 1.5 than 16x64's 0.25 and 64x16's 4 (kohya's select_bucket)
     assert sorted(tuple(b["resolution"]) for b in buckets.values()) == [(32, 32), (32, 48), (48, 32)]
     assert all(b["count"] == 1 for b in buckets.values())
+    # kohya records the options as given: no unet_lr, so ss_unet_lr None (the UNet trains at learning_rate)
     assert (metadata["ss_learning_rate"], metadata["ss_unet_lr"], metadata["ss_text_encoder_lr"]) == \
-        ("0.01", "0.01", "0.005")
+        ("0.01", "None", "0.005")
     assert (metadata["ss_lr_scheduler"], metadata["ss_lr_warmup_steps"]) == ("cosine", "1")
     # kohya's ss_network_args: its --network_args entries as strings
     assert json.loads(metadata["ss_network_args"]) == {"rank_dropout": "0.1", "loraplus_lr_ratio": "16",
