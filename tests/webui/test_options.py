@@ -30,14 +30,14 @@ def test_a_settings_file_with_a_tile_overlap_over_half_its_tile_is_refused_at_st
 
 def test_a_settings_file_with_a_valid_tile_pair_is_taken(tmp_path):
     options = options_from_file(tmp_path, {"ESRGAN_tile": 16, "ESRGAN_tile_overlap": 7})
-    assert options.upscaler_tiling() == (16, 7)
+    assert options.upscaler_tiling() == {"ESRGAN": (16, 7), "SWIN": (192, 8), "DAT": (192, 8)}
 
 
 def test_the_api_refuses_the_same_pair_and_keeps_the_current_tiling(tmp_path):
     options = ServerOptions(str(tmp_path / "out"), 5)
     with pytest.raises(ValueError, match=r"tile_overlap must be an integer in \[0, 7\] for tile_size 16, got 8"):
         options.check_update({"ESRGAN_tile": 16})
-    assert options.upscaler_tiling() == (192, 8)
+    assert options.upscaler_tiling()["ESRGAN"] == (192, 8)
 
 
 def test_a_settings_file_with_sigma_min_over_sigma_max_is_refused_at_start(tmp_path):

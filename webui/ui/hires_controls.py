@@ -128,6 +128,10 @@ def infotext_hires_values(parsed: dict, limits, upscaler_names: list[str]) -> tu
         values[field] = value
     upscaler = parsed.get("Hires upscaler")
     if upscaler is not None:
+        from pipelines.upscale import UPSCALERS
+
+        # an upscaler's other A1111 name ("DAT_x4" for "DAT x4") selects the entry it stands for
+        upscaler = UPSCALERS.resolve(upscaler) if upscaler not in upscaler_names and upscaler in UPSCALERS else upscaler
         if upscaler in upscaler_names:
             values["hr_upscaler"] = upscaler
         else:
