@@ -85,7 +85,11 @@ def build_listings_router(state: ServerState) -> APIRouter:
             scan = await run_in_threadpool(state.refresh_upscalers)
         except NotADirectoryError as error:  # a folder removed since start: nothing changed
             raise HTTPException(status_code=409, detail=str(error)) from None
-        return {"upscalers": scan.names, "refused": scan.refused}
+        from webui.error_paths import server_path_redactor
+
+        # the refusals are error messages: their paths are redacted as every error body's (`webui.error_paths`)
+        redact = server_path_redactor(state)
+        return {"upscalers": scan.names, "refused": {redact(path): redact(reason) for path, reason in scan.refused.items()}}
 
     @router.get("/sdapi/v1/realesrgan-models")
     async def realesrgan_models():

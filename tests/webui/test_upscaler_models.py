@@ -152,7 +152,9 @@ def test_refresh_upscalers_picks_up_new_files_and_drops_removed_ones(tiny_sd1_di
         response = http.post("/sdapi/v1/refresh-upscalers")
         assert response.status_code == 200, response.text
         assert response.json()["upscalers"] == ["4x_foolhardy_Remacri"]
-        assert list(response.json()["refused"]) == [str(folder / "half-copied.pth")]
+        # the reasons are error messages: paths inside the folder are named relative to it, as in every error body
+        assert list(response.json()["refused"]) == ["half-copied.pth"]
+        assert "'half-copied.pth' looks like a torch-zip checkpoint but cannot be read" in response.json()["refused"]["half-copied.pth"]
         names = [item["name"] for item in http.get("/sdapi/v1/upscalers").json()]
         assert "4x_foolhardy_Remacri" in names and "DAT x3" not in names and "DAT_x3" not in names
         gone = http.post("/sdapi/v1/extra-single-image", json={"image": encode_png_base64(picture()),
@@ -160,7 +162,9 @@ def test_refresh_upscalers_picks_up_new_files_and_drops_removed_ones(tiny_sd1_di
         assert gone.status_code == 422 and "Unknown upscaler 'DAT x3'" in gone.text
         (folder / "half-copied.pth").unlink(), (folder / "4x_foolhardy_Remacri.pth").unlink(), folder.rmdir()
         missing = http.post("/sdapi/v1/refresh-upscalers")
-        assert missing.status_code == 409 and "Upscaler models folder" in missing.text and "does not exist" in missing.text
+        assert missing.status_code == 409
+        assert missing.json()["detail"] == ("Upscaler models folder '<dat_models_path>' does not exist; create it or fix "
+                                            "the path.")
         assert "4x_foolhardy_Remacri" in UPSCALERS  # a failed refresh changes nothing
     assert "4x_foolhardy_Remacri" not in UPSCALERS
 

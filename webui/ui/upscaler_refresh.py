@@ -15,13 +15,18 @@ REFRESH_ICON = "\U0001f504"  # A1111's refresh button symbol
 
 def refresh_upscaler_choices(state: ServerState, current: str | None, names) -> dict:
     """Rescan, then the dropdown's new choices (`names()` after the scan), keeping `current` if it is still one of
-    them; each refused file is shown as a warning, a folder gone missing as an error (nothing changed then)."""
+    them; each refused file is shown as a warning, a folder gone missing as an error (nothing changed then), their
+    server paths redacted as every error the page gets."""
+    from webui.error_paths import server_path_redactor
+    from webui.ui.errors import refused
+
     try:
         scan = state.refresh_upscalers()
     except NotADirectoryError as error:
-        raise gr.Error(str(error)) from None
+        raise refused(str(error)) from None  # its path is redacted for the page (`redact_handler_errors`)
+    redact = server_path_redactor(state)
     for path, reason in scan.refused.items():
-        gr.Warning(f"Upscaler {path} not available: {reason}")
+        gr.Warning(redact(f"Upscaler {path} not available: {reason}"))
     choices = names()
     return gr.update(choices=choices, value=current if current in choices else choices[0])
 
