@@ -369,7 +369,7 @@ def build_api(state: ServerState) -> APIRouter:
 
     @router.get("/sdapi/v1/upscalers")
     async def upscalers():
-        from pipelines.model_upscale import listed_upscaler_names, upscaler_listing
+        from pipelines.model_upscale_listing import listed_upscaler_names, upscaler_listing
 
         # A1111 lists "None" (no upscaling) first; model files carry their architecture, path and native scale, and a
         # SwinIR / DAT release file is listed under its stem too ("DAT x4", "DAT_x4"), as there

@@ -1,5 +1,5 @@
-"""Model upscaler files under all of A1111's names, tiled by A1111's option pair for their network, compiled on request,
-and a refresh of the folders: new files in, removed and broken ones out, unchanged ones not read again."""
+"""Model upscaler files tiled by A1111's option pair for their network, compiled on request, a release file's stem as an
+alias, and a refresh of the folders: new files in, removed and broken ones out, unchanged ones not read again."""
 
 import warnings
 
@@ -8,33 +8,9 @@ import pytest
 
 from mixkit.runtime.report import RuntimeFallbackWarning
 from mixkit.testing.tiny_upscalers import TINY_DAT, TINY_RRDB, TINY_SRVGG, TINY_SWINIR, save_upscaler, tiny_upscaler
-from pipelines.model_upscale import LOADED, ModelUpscaler, listed_upscaler_names, set_model_upscaler_tiling
-from pipelines.upscale import UPSCALERS, upscale_image
+from pipelines.model_upscale import LOADED, ModelUpscaler, set_model_upscaler_tiling
+from pipelines.upscale import UPSCALERS
 from tests.pipelines.test_model_upscale import random_image, run_network
-
-
-@pytest.fixture()
-def release_files(tmp_path):
-    save_upscaler(tiny_upscaler(TINY_DAT, seed=1), tmp_path / "DAT_x2.pth", "dat", wrapper="params")
-    save_upscaler(tiny_upscaler(TINY_SWINIR, seed=2), tmp_path / "SwinIR_4x.pth", "swinir", wrapper="params_ema")
-    save_upscaler(tiny_upscaler(TINY_SRVGG, seed=3), tmp_path / "realesr-general-x4v3.pth", "srvgg")
-    save_upscaler(tiny_upscaler(TINY_RRDB, seed=4), tmp_path / "4x-UltraSharp.pth", "esrgan")
-    return tmp_path
-
-
-def test_release_files_answer_to_their_stems_too_and_are_listed_as_a1111_lists_them(release_files, registered):
-    scan = registered(release_files, tile_size=0)
-    assert scan.names == ["4x-UltraSharp", "DAT x2", "SwinIR 4x", "R-ESRGAN General 4xV3"]  # one entry per file
-    assert UPSCALERS.get("DAT_x2") is UPSCALERS.get("DAT x2") and UPSCALERS.get("SwinIR_4x") is UPSCALERS.get("SwinIR 4x")
-    assert UPSCALERS.get("realesr-general-x4v3") is UPSCALERS.get("R-ESRGAN General 4xV3")
-    image = random_image(12, 10)
-    assert upscale_image(image, 2, upscaler="DAT_x2").tobytes() == upscale_image(image, 2, upscaler="DAT x2").tobytes()
-    # A1111's SwinIR and DAT folders list every file by stem, DAT's release entries by name as well; its Real-ESRGAN
-    # folder only the release names
-    listed = listed_upscaler_names()
-    assert listed[0] == "None" and listed[-6:] == ["4x-UltraSharp", "DAT x2", "DAT_x2", "SwinIR 4x", "SwinIR_4x",
-                                                   "R-ESRGAN General 4xV3"]
-    LOADED.clear()
 
 
 def test_a_stem_that_is_already_an_upscalers_name_stays_that_upscalers(tmp_path, registered, caplog):
