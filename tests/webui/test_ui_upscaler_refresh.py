@@ -1,4 +1,4 @@
-"""The Extras tab's upscaler refresh button: files added to an upscaler folder since start become choices, removed ones
+"""The upscaler refresh buttons (Extras, txt2img's Hires. fix): files added to an upscaler folder since start become choices, removed ones
 stop being choices (the selection falls back to the first), a folder gone missing is an error and changes nothing."""
 
 from __future__ import annotations
@@ -50,3 +50,12 @@ def test_a_folder_gone_missing_is_an_error_and_changes_nothing(built):
                                        "the path"):  # the page does not learn the server's folders
         refresh("ESRGAN_4x")
     assert "ESRGAN_4x" in UPSCALERS
+
+
+def test_the_hires_fix_refresh_button_offers_the_new_files_after_the_latent_modes(built):
+    folder, blocks = built
+    refresh = handler(blocks, "txt2img_hr_refresh_upscalers", "click").fn
+    save_upscaler(tiny_upscaler(TINY_RRDB, seed=1), folder / "4x-UltraSharp.pth", "esrgan")
+    update = refresh("Latent")
+    assert update["value"] == "Latent" and update["choices"][0] == "Latent"
+    assert update["choices"][-3:] == ["Bicubic", "ESRGAN_4x", "4x-UltraSharp"] and "None" in update["choices"]
