@@ -282,7 +282,8 @@ def register_model_upscalers(folders, *, device: Any = None, dtype: Any = None, 
             continue
         try:
             upscaler = _read_unless_unchanged(path, known.get(path), name, device=device, dtype=dtype, limits=limits)
-        except (ValueError, OSError, RuntimeError) as error:  # CheckpointFormatError / UnsafeCheckpointError: ValueError
+        # CheckpointFormatError / UnsafeCheckpointError are ValueErrors
+        except (ValueError, OSError, RuntimeError) as error:
             scan.refused[str(path)] = str(error)
             continue
         upscaler.tile_size, upscaler.tile_overlap = pairs[TILE_OPTIONS[upscaler.architecture]]
@@ -321,7 +322,8 @@ def _read_unless_unchanged(path: Path, known: ModelUpscaler | None, name: str, *
     return upscaler
 
 
-def set_model_upscaler_tiling(tile_size: int, tile_overlap: int, registry=UPSCALERS, *, option: str | None = None) -> None:
+def set_model_upscaler_tiling(tile_size: int, tile_overlap: int, registry=UPSCALERS, *,
+                              option: str | None = None) -> None:
     """Make the registered model upscalers tile this way: all of them, or with `option` ("ESRGAN", "SWIN", "DAT") those
     that A1111's `<option>_tile` / `<option>_tile_overlap` pair applies to (`TILE_OPTIONS`)."""
     check_tiling(tile_size, tile_overlap)

@@ -89,7 +89,8 @@ def build_listings_router(state: ServerState) -> APIRouter:
 
         # the refusals are error messages: their paths are redacted as every error body's (`webui.error_paths`)
         redact = server_path_redactor(state)
-        return {"upscalers": scan.names, "refused": {redact(path): redact(reason) for path, reason in scan.refused.items()}}
+        refused = {redact(path): redact(reason) for path, reason in scan.refused.items()}
+        return {"upscalers": scan.names, "refused": refused}
 
     @router.get("/sdapi/v1/realesrgan-models")
     async def realesrgan_models():

@@ -475,10 +475,10 @@ class ServerOptions:
 
 def combined_checks(limits: GenerationLimits) -> list[tuple[tuple[str, ...], Any]]:
     """The rules between options ((keys, check(values))): each key is checked alone by `SETTABLE`, but sigma_min <
-    sigma_max, a size default within the limits for its sampler/steps, and each tile overlap (ESRGAN_, SWIN_, DAT_) under half its tile
-    hold only together. An API change and the settings file read at start go through the same list, so a file
-    holding a pair the API would refuse (tile 16, overlap 8) is refused at start naming the file, not later by the
-    upscaler."""
+    sigma_max, a size default within the limits for its sampler/steps, and each tile overlap (ESRGAN_, SWIN_, DAT_)
+    under half its tile hold only together. An API change and the settings file read at start go through the same
+    list, so a file holding a pair the API would refuse (tile 16, overlap 8) is refused at start naming the file, not
+    later by the upscaler."""
     from pipelines.model_upscale import check_tiling
 
     return [

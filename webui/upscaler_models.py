@@ -13,7 +13,8 @@ from webui.config import ServerConfig, upscaler_folders
 def register_server_upscalers(config: ServerConfig, tiling: dict[str, tuple[int, int]], *, compile_swinir: bool = False,
                               previous: UpscalerScan | None = None) -> UpscalerScan:
     """Register the files of the upscaler folders as upscalers, on the server's device, tiled as the options say
-    (`ServerOptions.upscaler_tiling`); with `previous`, a refresh of that scan (new files added, removed ones dropped)."""
+    (`ServerOptions.upscaler_tiling`); with `previous`, a refresh of that scan (new files added, removed ones
+    dropped)."""
     folders = upscaler_folders(config)
     if not folders:
         return UpscalerScan()

@@ -10,7 +10,8 @@ from tests.pipelines.test_model_upscale import random_image
 def test_release_files_answer_to_their_stems_too_and_are_listed_as_a1111_lists_them(release_files, registered):
     scan = registered(release_files, tile_size=0)
     assert scan.names == ["4x-UltraSharp", "DAT x2", "SwinIR 4x", "R-ESRGAN General 4xV3"]  # one entry per file
-    assert UPSCALERS.get("DAT_x2") is UPSCALERS.get("DAT x2") and UPSCALERS.get("SwinIR_4x") is UPSCALERS.get("SwinIR 4x")
+    assert UPSCALERS.get("DAT_x2") is UPSCALERS.get("DAT x2")
+    assert UPSCALERS.get("SwinIR_4x") is UPSCALERS.get("SwinIR 4x")
     assert UPSCALERS.get("realesr-general-x4v3") is UPSCALERS.get("R-ESRGAN General 4xV3")
     image = random_image(12, 10)
     assert upscale_image(image, 2, upscaler="DAT_x2").tobytes() == upscale_image(image, 2, upscaler="DAT x2").tobytes()

@@ -20,7 +20,8 @@ def test_a_stem_that_is_already_an_upscalers_name_stays_that_upscalers(tmp_path,
         scan = registered(tmp_path, tile_size=0)
         assert scan.names == ["DAT x2"] and scan.refused == {}  # the file is still registered under its own name
         assert UPSCALERS.get("DAT_x2") is mine and UPSCALERS.aliases("DAT x2") == []
-        assert "is not also available as 'DAT_x2': upscaler alias 'DAT_x2' is already the name of 'DAT_x2'" in caplog.text
+        assert ("is not also available as 'DAT_x2': upscaler alias 'DAT_x2' is already the name of 'DAT_x2'"
+                in caplog.text)
     finally:
         UPSCALERS.unregister("DAT_x2")
 

@@ -1,5 +1,6 @@
-"""The upscaler refresh buttons (Extras, txt2img's Hires. fix): files added to an upscaler folder since start become choices, removed ones
-stop being choices (the selection falls back to the first), a folder gone missing is an error and changes nothing."""
+"""The upscaler refresh buttons (Extras, txt2img's Hires. fix): files added to an upscaler folder since start become
+choices, removed ones stop being choices (the selection falls back to the first), a folder gone missing is an error
+and changes nothing."""
 
 from __future__ import annotations
 

@@ -118,7 +118,7 @@ def test_hires_fix_takes_a1111s_other_name_for_a_release_file(client, name):
 
 def test_swin_and_dat_tile_options_retile_only_their_networks(client):
     options = client.get("/sdapi/v1/options").json()
-    assert [options[f"{option}_tile{end}"] for option in ("SWIN", "DAT") for end in ("", "_overlap")] == [192, 8, 192, 8]
+    assert [options[key] for key in ("SWIN_tile", "SWIN_tile_overlap", "DAT_tile", "DAT_tile_overlap")] == [192, 8, 192, 8]
     assert options["SWIN_torch_compile"] is False
     before = {name: (e.tile_size, e.tile_overlap) for name, e in UPSCALERS.items() if isinstance(e, ModelUpscaler)}
     assert client.post("/sdapi/v1/options", json={"SWIN_tile": 64, "SWIN_tile_overlap": 4, "DAT_tile": 0,
@@ -154,7 +154,8 @@ def test_refresh_upscalers_picks_up_new_files_and_drops_removed_ones(tiny_sd1_di
         assert response.json()["upscalers"] == ["4x_foolhardy_Remacri"]
         # the reasons are error messages: paths inside the folder are named relative to it, as in every error body
         assert list(response.json()["refused"]) == ["half-copied.pth"]
-        assert "'half-copied.pth' looks like a torch-zip checkpoint but cannot be read" in response.json()["refused"]["half-copied.pth"]
+        reason = response.json()["refused"]["half-copied.pth"]
+        assert "'half-copied.pth' looks like a torch-zip checkpoint but cannot be read" in reason
         names = [item["name"] for item in http.get("/sdapi/v1/upscalers").json()]
         assert "4x_foolhardy_Remacri" in names and "DAT x3" not in names and "DAT_x3" not in names
         gone = http.post("/sdapi/v1/extra-single-image", json={"image": encode_png_base64(picture()),

@@ -82,7 +82,8 @@ def add_upscaler_flags(parser) -> None:
                             help=f"{networks} upscalers work in tiles of this many input pixels, 0 = whole image "
                                  f"(A1111's {option}_tile; default {DEFAULT_TILE_SIZE})")
         parser.add_argument(f"--{flag}-tile-overlap", type=int, default=DEFAULT_TILE_OVERLAP, metavar="PX",
-                            help=f"overlap of those tiles (A1111's {option}_tile_overlap; default {DEFAULT_TILE_OVERLAP})")
+                            help=f"overlap of those tiles (A1111's {option}_tile_overlap; "
+                                 f"default {DEFAULT_TILE_OVERLAP})")
     parser.add_argument("--swin-torch-compile", action="store_true",
                         help="torch.compile SwinIR upscalers (A1111's SWIN_torch_compile; slower first run; runs "
                              "uncompiled, with a warning, where compiling fails)")
