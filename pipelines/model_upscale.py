@@ -272,6 +272,7 @@ def register_model_upscalers(folders, *, device: Any = None, dtype: Any = None, 
     known = {entry.path: entry for name in ours if name in registry
              for entry in [registry.get(name)] if isinstance(entry, ModelUpscaler)}
     scan, found = UpscalerScan(), {}
+    # 1. Read every file (or keep an unchanged one's entry); the registry is not touched yet
     for path in files:
         name = upscaler_name(path)
         current = registry.get(name) if name in registry and registry.resolve(name) not in ours else None
@@ -315,7 +316,8 @@ def _read_unless_unchanged(path: Path, known: ModelUpscaler | None, name: str, *
     stat = path.stat()
     if known is not None and known.stamp == (stat.st_mtime_ns, stat.st_size):
         return known
-    upscaler = ModelUpscaler(path, name=name, **kwargs)
+    upscaler = ModelUpscaler(path, name=name, **kwargs)  # its stamp: the file before it was read
+    stat = path.stat()
     if upscaler.stamp != (stat.st_mtime_ns, stat.st_size):
         raise OSError(f"{str(path)!r} changed while it was read (still being copied?); refresh again once it is "
                       "complete.")

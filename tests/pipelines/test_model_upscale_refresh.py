@@ -94,3 +94,22 @@ def test_a_refresh_of_a_folder_that_went_missing_changes_nothing(tmp_path, regis
     with pytest.raises(NotADirectoryError, match="Upscaler models folder .*ESRGAN' does not exist"):
         registered(folder, tile_size=0, previous=scan)
     assert UPSCALERS.get("a") is entry
+
+
+def test_a_file_that_changes_while_it_is_read_is_refused_until_the_next_refresh(tmp_path, registered, monkeypatch):
+    from mixkit.models.upscalers import loading
+
+    path = save_upscaler(tiny_upscaler(TINY_RRDB, seed=1), tmp_path / "a.pth", "esrgan")
+    read = loading.read_upscaler_weights
+
+    def read_while_a_copy_appends(file):
+        result = read(file)
+        with open(file, "ab") as copy:
+            copy.write(b"more")
+        return result
+
+    monkeypatch.setattr(loading, "read_upscaler_weights", read_while_a_copy_appends)
+    scan = registered(tmp_path, tile_size=0)
+    assert scan.names == [] and "a" not in UPSCALERS
+    assert scan.refused == {str(path): f"{str(path)!r} changed while it was read (still being copied?); refresh "
+                                       "again once it is complete."}
