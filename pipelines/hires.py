@@ -129,7 +129,8 @@ def check_hires_params(params: HiresParams, limits, multiple: int) -> HiresSize:
         raise ValueError(f"denoising_strength must be a number in [0, 1], got {strength!r}.")
     upscaler = params.hr_upscaler
     if isinstance(upscaler, str):
-        if upscaler not in hires_upscaler_names():
+        # a pixel upscaler's alias is a name too: A1111 knows a DAT_x4.pth download as "DAT x4" and "DAT_x4"
+        if upscaler not in hires_upscaler_names() and upscaler not in UPSCALERS:
             raise ValueError(f"Unknown hr_upscaler {upscaler!r}; valid ones: {', '.join(hires_upscaler_names())} "
                              "(or an SDx4Upscaler).")
     elif upscaler is not None and not hasattr(upscaler, "upscale"):

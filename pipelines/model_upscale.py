@@ -38,6 +38,15 @@ A1111_SWINIR_NAMES = {"SwinIR_4x": "SwinIR 4x"}
 # A1111's DAT entries are the DAT paper's releases, downloaded as models/DAT/DAT_x2.pth ... (modules/dat_model.py)
 A1111_DAT_NAMES = {"DAT_x2": "DAT x2", "DAT_x3": "DAT x3", "DAT_x4": "DAT x4"}
 A1111_RELEASE_NAMES = {**A1111_REALESRGAN_NAMES, **A1111_SWINIR_NAMES, **A1111_DAT_NAMES}
+# A release file is also known by its stem (an alias: it resolves, e.g. "Hires upscaler: DAT_x4"). A1111 lists the
+# stem too for its SwinIR and DAT folders, which list every file by stem: DAT_x4.pth is both "DAT_x4" (the file) and
+# "DAT x4" (the release entry, always listed), SwinIR_4x.pth "SwinIR_4x" (and "SwinIR 4x" before it is downloaded, the
+# name in infotexts of that first run). Real-ESRGAN's folder lists only its release names; its stems resolve (the
+# name the file has in A1111's ESRGAN folder) but are not listed.
+A1111_LISTED_STEMS = frozenset({*A1111_SWINIR_NAMES, *A1111_DAT_NAMES})
+# Which of A1111's tile option pairs a network uses: ESRGAN_tile for ESRGAN and Real-ESRGAN (SRVGG) files, SWIN_tile
+# for SwinIR (extensions-builtin/SwinIR), DAT_tile for DAT (modules/dat_model.py)
+TILE_OPTIONS = {"ESRGAN": "ESRGAN", "SRVGG": "ESRGAN", "SwinIR": "SWIN", "DAT": "DAT"}
 
 
 def upscaler_name(path: str | os.PathLike) -> str:
@@ -45,6 +54,12 @@ def upscaler_name(path: str | os.PathLike) -> str:
     downloads, else the file stem."""
     stem = Path(path).stem
     return A1111_RELEASE_NAMES.get(stem, stem)
+
+
+def upscaler_aliases(path: str | os.PathLike) -> list[str]:
+    """The other names A1111 knows an upscaler file by: the stem of a release file ("DAT_x4" for "DAT x4")."""
+    stem = Path(path).stem
+    return [stem] if stem != upscaler_name(path) else []
 
 
 def check_tiling(tile_size: Any, tile_overlap: Any) -> None:
@@ -58,28 +73,43 @@ def check_tiling(tile_size: Any, tile_overlap: Any) -> None:
 
 
 class _LoadedNetwork:
-    """The one network in memory, keyed by file, its modification time, device and dtype."""
+    """The one network in memory, keyed by file, its modification time, device, dtype and compilation."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.key: tuple | None = None
         self.model = None
 
-    def get(self, path: Path, device, dtype):
+    def get(self, path: Path, device, dtype, compile_model: bool = False):
         from mixkit.models.upscalers.loading import load_upscaler
 
         stat = path.stat()
-        key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, str(device), str(dtype))
+        key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, str(device), str(dtype), compile_model)
         with self.lock:
             if self.key != key:
                 self.key, self.model = None, None  # free the previous network before loading the next
-                self.model = load_upscaler(path, device=device, dtype=dtype)
-                self.key = key
+                model = load_upscaler(path, device=device, dtype=dtype)
+                if compile_model:
+                    # A1111's SWIN_torch_compile; a compiler that fails (now or on the first tile) warns
+                    # (RuntimeFallbackWarning) and the network runs eager, as there
+                    from mixkit.runtime.compile import compile_module
+                    from mixkit.runtime.report import OptimizationReport
+
+                    compile_module(model, OptimizationReport(preset="upscaler", backend="torch"), freezing=False,
+                                   name=f"upscaler {path.name}")
+                self.model, self.key = model, key
             return self.model
 
     def clear(self) -> None:
         with self.lock:
             self.key, self.model = None, None
+
+    def forget_unless(self, paths) -> None:
+        """Free the loaded network unless its file is one of `paths` (a refresh dropped its file)."""
+        kept = {str(Path(path).resolve()) for path in paths}
+        with self.lock:
+            if self.key is not None and self.key[0] not in kept:
+                self.key, self.model = None, None
 
 
 LOADED = _LoadedNetwork()
@@ -110,7 +140,11 @@ class ModelUpscaler:
         self.dtype = dtype or (torch.float16 if self.device.type == "cuda" else torch.float32)
         self.tile_size, self.tile_overlap = tile_size, tile_overlap
         self.limits = limits or UpscaleLimits()
+        self.compile = False  # A1111's SWIN_torch_compile: torch.compile the network, eager if that fails
+        stat = self.path.stat()
         self.layout, self.config, _ = read_upscaler_weights(self.path)
+        # what the file was when read: a refresh re-reads it only if this changed
+        self.stamp = (stat.st_mtime_ns, stat.st_size)
         self.scale = self.config.scale
         self.architecture = ARCHITECTURES[self.layout]
 
@@ -163,7 +197,11 @@ class ModelUpscaler:
         image = image.convert("RGB")
         sizes = self.check_passes(image.width, image.height, width, height, limits)
         if sizes:
-            model = LOADED.get(self.path, self.device, self.dtype)
+            try:
+                model = LOADED.get(self.path, self.device, self.dtype, self.compile)
+            except FileNotFoundError:
+                raise FileNotFoundError(f"Upscaler {self.name!r}: its file {str(self.path)!r} was removed; put it back "
+                                        "or refresh the upscaler list.") from None
             for size in sizes:
                 image = self._run(model, image, *size)
         return image if image.size == (width, height) else image.resize((width, height), Image.Resampling.LANCZOS)
@@ -207,56 +245,101 @@ def model_upscaler_files(folder: str | os.PathLike) -> list[Path]:
 
 
 def register_model_upscalers(folders, *, device: Any = None, dtype: Any = None, tile_size: int = DEFAULT_TILE_SIZE,
-                             tile_overlap: int = DEFAULT_TILE_OVERLAP, limits: UpscaleLimits | None = None,
-                             registry=UPSCALERS) -> UpscalerScan:
+                             tile_overlap: int = DEFAULT_TILE_OVERLAP, tiling: dict | None = None,
+                             compile_swinir: bool = False, limits: UpscaleLimits | None = None, registry=UPSCALERS,
+                             previous: UpscalerScan | None = None) -> UpscalerScan:
     """Register every upscaler file of `folders` under the name A1111 shows for it (`upscaler_name`: the file stem,
-    or "R-ESRGAN 4x+" for RealESRGAN_x4plus.pth and the other Real-ESRGAN release files).
+    or "R-ESRGAN 4x+" for RealESRGAN_x4plus.pth and the other Real-ESRGAN release files), a release file's stem as an
+    alias ("DAT_x4" for "DAT x4").
 
-    A file whose layout is unknown, that is unsafe to load, or whose stem is already another upscaler's name is
-    refused and reported (and logged), not registered; the others still are. Registering the same file again (a
-    refresh) replaces its entry.
+    Each tiles with `tiling[TILE_OPTIONS[its network]]` ({"ESRGAN": (192, 8), "SWIN": ..., "DAT": ...}, A1111's option
+    pairs), else `tile_size` / `tile_overlap`; `compile_swinir` is A1111's SWIN_torch_compile. A file whose layout is
+    unknown, that is unsafe to load or changed while being read, or whose name is already another upscaler's is
+    refused and reported (and logged), not registered; the others still are.
+
+    `previous` (the scan this one refreshes): its names whose files are gone or now refused are unregistered, its
+    files unchanged since they were read are not read again, and the loaded network is freed if its file went. The
+    folders are listed and every file read before the registry changes, so a missing folder changes nothing.
     """
-    check_tiling(tile_size, tile_overlap)
-    scan = UpscalerScan()
-    for folder in [folders] if isinstance(folders, (str, os.PathLike)) else list(folders):
-        for path in model_upscaler_files(folder):
-            name = upscaler_name(path)
-            current = registry.get(name) if name in registry else None
-            if current is not None and Path(getattr(current, "path", "")) != path:
-                scan.refused[str(path)] = (f"the name {name!r} is already the upscaler {current!r}; rename the file")
-                continue
+    pairs = {option: (tile_size, tile_overlap) for option in set(TILE_OPTIONS.values())} | dict(tiling or {})
+    for pair in pairs.values():
+        check_tiling(*pair)
+    if not isinstance(compile_swinir, bool):
+        raise TypeError(f"compile_swinir must be True or False, got {compile_swinir!r}.")
+    files = [path for folder in ([folders] if isinstance(folders, (str, os.PathLike)) else list(folders))
+             for path in model_upscaler_files(folder)]
+    ours = set(previous.names) if previous else set()
+    known = {entry.path: entry for name in ours if name in registry
+             for entry in [registry.get(name)] if isinstance(entry, ModelUpscaler)}
+    scan, found = UpscalerScan(), {}
+    # 1. Read every file (or keep an unchanged one's entry); the registry is not touched yet
+    for path in files:
+        name = upscaler_name(path)
+        current = registry.get(name) if name in registry and registry.resolve(name) not in ours else None
+        taken = found.get(name) or (current if current is not None and Path(getattr(current, "path", "")) != path
+                                    else None)
+        if taken is not None:
+            scan.refused[str(path)] = f"the name {name!r} is already the upscaler {taken!r}; rename the file"
+            continue
+        try:
+            upscaler = _read_unless_unchanged(path, known.get(path), name, device=device, dtype=dtype, limits=limits)
+        # CheckpointFormatError / UnsafeCheckpointError are ValueErrors
+        except (ValueError, OSError, RuntimeError) as error:
+            scan.refused[str(path)] = str(error)
+            continue
+        upscaler.tile_size, upscaler.tile_overlap = pairs[TILE_OPTIONS[upscaler.architecture]]
+        upscaler.compile = compile_swinir and upscaler.architecture == "SwinIR"
+        found[name] = upscaler
+    # 2. Change the registry: nothing below can fail but an alias, which is only logged
+    for name in ours - set(found):
+        if name in registry and registry.resolve(name) == name:
+            registry.unregister(name)
+    for name, upscaler in found.items():
+        registry.register(name, upscaler, replace=True)
+        scan.names.append(name)
+    for name, upscaler in found.items():
+        for alias in upscaler_aliases(upscaler.path):
             try:
-                upscaler = ModelUpscaler(path, name=name, device=device, dtype=dtype, tile_size=tile_size,
-                                         tile_overlap=tile_overlap, limits=limits)
-            except (ValueError, OSError) as error:  # CheckpointFormatError / UnsafeCheckpointError are ValueErrors
-                scan.refused[str(path)] = str(error)
-                continue
-            registry.register(name, upscaler, replace=True)
-            scan.names.append(name)
+                registry.add_alias(alias, name)
+            except ValueError as error:
+                logger.warning("Upscaler %s is not also available as %r: %s", upscaler.path, alias, error)
+    if previous is not None:
+        LOADED.forget_unless(upscaler.path for upscaler in found.values())
     for path, reason in scan.refused.items():
         logger.warning("Upscaler %s not available: %s", path, reason)
     return scan
 
 
-def set_model_upscaler_tiling(tile_size: int, tile_overlap: int, registry=UPSCALERS) -> None:
-    """Make every registered model upscaler tile this way (A1111's ESRGAN_tile options apply to them all)."""
+def _read_unless_unchanged(path: Path, known: ModelUpscaler | None, name: str, **kwargs) -> ModelUpscaler:
+    """The entry a refresh already has for `path` if the file has not changed since, else the file read now (refused
+    if it changes while being read: a copy still being written)."""
+    stat = path.stat()
+    if known is not None and known.stamp == (stat.st_mtime_ns, stat.st_size):
+        return known
+    upscaler = ModelUpscaler(path, name=name, **kwargs)  # its stamp: the file before it was read
+    stat = path.stat()
+    if upscaler.stamp != (stat.st_mtime_ns, stat.st_size):
+        raise OSError(f"{str(path)!r} changed while it was read (still being copied?); refresh again once it is "
+                      "complete.")
+    return upscaler
+
+
+def set_model_upscaler_tiling(tile_size: int, tile_overlap: int, registry=UPSCALERS, *,
+                              option: str | None = None) -> None:
+    """Make the registered model upscalers tile this way: all of them, or with `option` ("ESRGAN", "SWIN", "DAT") those
+    that A1111's `<option>_tile` / `<option>_tile_overlap` pair applies to (`TILE_OPTIONS`)."""
     check_tiling(tile_size, tile_overlap)
+    if option is not None and option not in set(TILE_OPTIONS.values()):
+        raise ValueError(f"option must be one of {sorted(set(TILE_OPTIONS.values()))} or None, got {option!r}.")
     for _, entry in registry.items():
-        if isinstance(entry, ModelUpscaler):
+        if isinstance(entry, ModelUpscaler) and option in (None, TILE_OPTIONS[entry.architecture]):
             entry.tile_size, entry.tile_overlap = tile_size, tile_overlap
 
 
-A1111_LISTED_SCALE = 4  # A1111's `UpscalerData` scale default, which its None, Lanczos, Nearest entries keep
-
-
-def upscaler_listing(name: str) -> dict:
-    """A1111's `/sdapi/v1/upscalers` item for a registered name (or "None"): model upscalers carry their file and
-    native scale; "None" and the resamplers report 4, as A1111's (their `UpscalerData` never sets one), so a client
-    reading `scale` gets a number for every entry. An object with a `scale` (SD x4) reports its own."""
-    entry = UPSCALERS.get(name) if name in UPSCALERS else None
-    if isinstance(entry, ModelUpscaler):
-        return {"name": name, "model_name": entry.architecture, "model_path": str(entry.path), "model_url": None,
-                "scale": entry.scale}
-    scale = getattr(entry, "scale", None)
-    listed = scale if isinstance(scale, (int, float)) and not isinstance(scale, bool) else A1111_LISTED_SCALE
-    return {"name": name, "model_name": None, "model_path": None, "model_url": None, "scale": listed}
+def set_swinir_compile(enabled: bool, registry=UPSCALERS) -> None:
+    """A1111's SWIN_torch_compile: torch.compile every registered SwinIR upscaler's network (eager if that fails)."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be True or False, got {enabled!r}.")
+    for _, entry in registry.items():
+        if isinstance(entry, ModelUpscaler) and entry.architecture == "SwinIR":
+            entry.compile = enabled

@@ -369,11 +369,11 @@ def build_api(state: ServerState) -> APIRouter:
 
     @router.get("/sdapi/v1/upscalers")
     async def upscalers():
-        from pipelines.model_upscale import upscaler_listing
-        from pipelines.upscale import UPSCALERS
+        from pipelines.model_upscale_listing import listed_upscaler_names, upscaler_listing
 
-        # A1111 lists "None" (no upscaling) first; model files carry their architecture, path and native scale
-        return [upscaler_listing(name) for name in ["None", *UPSCALERS.names()]]
+        # A1111 lists "None" (no upscaling) first; model files carry their architecture, path and native scale, and a
+        # SwinIR / DAT release file is listed under its stem too ("DAT x4", "DAT_x4"), as there
+        return [upscaler_listing(name) for name in listed_upscaler_names()]
 
     @router.post("/sdapi/v1/png-info")
     async def png_info(body: PngInfoRequest):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from fastapi import APIRouter
+from fastapi import APIRouter, HTTPException
 from fastapi.concurrency import run_in_threadpool
 
 from webui.api_refused_routes import add_refused_routes
@@ -77,6 +77,20 @@ def build_listings_router(state: ServerState) -> APIRouter:
         from pipelines.hires import LATENT_UPSCALERS
 
         return [{"name": name} for name in LATENT_UPSCALERS.names()]
+
+    @router.post("/sdapi/v1/refresh-upscalers")
+    async def refresh_upscalers():
+        # mixkit's own: A1111 has no such endpoint (it rescans its upscaler folders when its UI reloads)
+        try:
+            scan = await run_in_threadpool(state.refresh_upscalers)
+        except NotADirectoryError as error:  # a folder removed since start: nothing changed
+            raise HTTPException(status_code=409, detail=str(error)) from None
+        from webui.error_paths import server_path_redactor
+
+        # the refusals are error messages: their paths are redacted as every error body's (`webui.error_paths`)
+        redact = server_path_redactor(state)
+        refused = {redact(path): redact(reason) for path, reason in scan.refused.items()}
+        return {"upscalers": scan.names, "refused": refused}
 
     @router.get("/sdapi/v1/realesrgan-models")
     async def realesrgan_models():

@@ -192,9 +192,13 @@ DEFAULT_CONTROLNET_UNITS = 3  # sd-webui-controlnet's default for `control_net_u
 MAX_CONTROLNET_UNITS = 4  # pipelines.controlnet.ControlNetLimits().max_units
 
 
-# A1111's Settings > Upscaling "Tile size for ESRGAN upscalers" / "Tile overlap for ESRGAN upscalers" (0 = no tiling),
-# read by every model upscaler (pipelines.model_upscale); checked together, the overlap must stay under half a tile.
-UPSCALER_TILING_DEFAULTS = {"ESRGAN_tile": 192, "ESRGAN_tile_overlap": 8}
+# A1111's Settings > Upscaling tile size / overlap pairs (0 = no tiling): ESRGAN_* for ESRGAN and Real-ESRGAN files,
+# SWIN_* for SwinIR (its SwinIR extension's options), DAT_* for DAT (pipelines.model_upscale.TILE_OPTIONS); each pair
+# checked together, the overlap must stay under half its tile. A1111's defaults: 192 and 8 for all three.
+UPSCALER_TILE_OPTIONS = ("ESRGAN", "SWIN", "DAT")
+UPSCALER_TILING_DEFAULTS = {key: value for option in UPSCALER_TILE_OPTIONS
+                            for key, value in ((f"{option}_tile", 192), (f"{option}_tile_overlap", 8))}
+SWIN_COMPILE_KEY = "SWIN_torch_compile"  # A1111's "Use torch.compile to accelerate SwinIR" (off by default)
 
 
 def _check_tiling_number(key: str, top: int):
@@ -260,8 +264,8 @@ SETTABLE = {
     **{key: _check_sampler_parameter(key) for key in SAMPLER_PARAMETER_DEFAULTS},
     **{key: _check_img2img_noise(key) for key in IMG2IMG_NOISE_DEFAULTS},
     **{key: (lambda value, key=key: check_option_value(key, value)) for key in OPTION_KEYS},
-    "ESRGAN_tile": _check_tiling_number("ESRGAN_tile", 4096),
-    "ESRGAN_tile_overlap": _check_tiling_number("ESRGAN_tile_overlap", 2047),
+    **{key: _check_tiling_number(key, 2047 if key.endswith("_overlap") else 4096) for key in UPSCALER_TILING_DEFAULTS},
+    SWIN_COMPILE_KEY: _check_bool(SWIN_COMPILE_KEY),
 }
 SIZE_KEYS = ("default_width", "default_height")  # the defaults that start at the loaded model's native size
 MODEL_KEY = "sd_model_checkpoint"
@@ -299,6 +303,7 @@ class ServerOptions:
             **SAMPLER_OPTION_DEFAULTS,
             "control_net_unit_count": DEFAULT_CONTROLNET_UNITS,
             **UPSCALER_TILING_DEFAULTS,
+            SWIN_COMPILE_KEY: False,
             **UNCOND_SKIP_OFF,
             PRESET_KEY: "exact",
             **options_from_defaults(GenerationDefaults()),
@@ -407,10 +412,12 @@ class ServerOptions:
                 check(merged)
         return checked
 
-    def upscaler_tiling(self) -> tuple[int, int]:
-        """(ESRGAN_tile, ESRGAN_tile_overlap): how model upscalers split an image."""
+    def upscaler_tiling(self) -> dict[str, tuple[int, int]]:
+        """How model upscalers split an image, per option pair: {"ESRGAN": (ESRGAN_tile, ESRGAN_tile_overlap),
+        "SWIN": (...), "DAT": (...)} (`register_model_upscalers`' `tiling`)."""
         with self._lock:
-            return self._values["ESRGAN_tile"], self._values["ESRGAN_tile_overlap"]
+            return {option: (self._values[f"{option}_tile"], self._values[f"{option}_tile_overlap"])
+                    for option in UPSCALER_TILE_OPTIONS}
 
     def apply(self, checked: dict[str, Any], *, whole_form: bool = False) -> None:
         """Make checked changes current; with a settings file, saved first, so a failed write changes nothing.
@@ -433,10 +440,13 @@ class ServerOptions:
             self._values.update(checked)
             self._adopted.difference_update(checked)
             self._chosen.update(checked)
-        if any(key in UPSCALER_TILING_DEFAULTS for key in checked):
-            from pipelines.model_upscale import set_model_upscaler_tiling
+        from pipelines.model_upscale import set_model_upscaler_tiling, set_swinir_compile
 
-            set_model_upscaler_tiling(*self.upscaler_tiling())  # the registered files' entries tile this way now
+        for option, pair in self.upscaler_tiling().items():
+            if f"{option}_tile" in checked or f"{option}_tile_overlap" in checked:
+                set_model_upscaler_tiling(*pair, option=option)  # the registered files' entries tile this way now
+        if SWIN_COMPILE_KEY in checked:
+            set_swinir_compile(checked[SWIN_COMPILE_KEY])
 
     def _read_saved(self, path: str) -> dict[str, Any]:
         """The known keys of the settings file, each checked as an API change would be; ValueError naming file and key."""
@@ -469,17 +479,18 @@ class ServerOptions:
 
 def combined_checks(limits: GenerationLimits) -> list[tuple[tuple[str, ...], Any]]:
     """The rules between options ((keys, check(values))): each key is checked alone by `SETTABLE`, but sigma_min <
-    sigma_max, a size default within the limits for its sampler/steps, and an ESRGAN tile overlap under half its tile
-    hold only together. An API change and the settings file read at start go through the same list, so a file
-    holding a pair the API would refuse (tile 16, overlap 8) is refused at start naming the file, not later by the
-    upscaler."""
+    sigma_max, a size default within the limits for its sampler/steps, and each tile overlap (ESRGAN_, SWIN_, DAT_)
+    under half its tile hold only together. An API change and the settings file read at start go through the same
+    list, so a file holding a pair the API would refuse (tile 16, overlap 8) is refused at start naming the file, not
+    later by the upscaler."""
     from pipelines.model_upscale import check_tiling
 
     return [
         (tuple(SAMPLER_PARAMETER_DEFAULTS), lambda values: check_sampler_parameters(parameters_from_values(values))),
         (tuple(OPTION_KEYS), lambda values: check_generation_defaults(defaults_from_options(values), limits)),
-        (tuple(UPSCALER_TILING_DEFAULTS),
-         lambda values: check_tiling(values["ESRGAN_tile"], values["ESRGAN_tile_overlap"])),
+        *(((f"{option}_tile", f"{option}_tile_overlap"),
+           lambda values, option=option: check_tiling(values[f"{option}_tile"], values[f"{option}_tile_overlap"]))
+          for option in UPSCALER_TILE_OPTIONS),
     ]
 
 

@@ -6,6 +6,7 @@ validate, and both use the single generation worker (one job at a time per devic
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from webui.checkpoints import CheckpointCatalog
@@ -39,7 +40,9 @@ class ServerState(ServerModels, PromptLibraries, ServerJobs, ServerApps):
 
         # every file of --esrgan-models-path / --realesrgan-models-path / --swinir-models-path / --dat-models-path
         # becomes an upscaler (refusals are logged)
-        self.upscaler_scan = register_server_upscalers(config, self.options.upscaler_tiling())
+        self._upscaler_lock = threading.Lock()
+        self.upscaler_scan = register_server_upscalers(config, self.options.upscaler_tiling(),
+                                                       compile_swinir=self.options.get("SWIN_torch_compile"))
         self.holder = holder or ModelHolder(self.catalog, device=config.device, pipeline_kwargs={
             "lora_dir": config.lora_dir, "embeddings_dir": config.embeddings_dir, "limits": config.limits},
             preset=self.options.get(PRESET_KEY))
@@ -58,6 +61,18 @@ class ServerState(ServerModels, PromptLibraries, ServerJobs, ServerApps):
             from mixkit.lora import LoraLibrary
 
             self._lora_library = LoraLibrary(config.lora_dir)
+
+    def refresh_upscalers(self):
+        """Scan the upscaler folders again (A1111 rescans them when its UI reloads): files added since are registered,
+        removed or now unreadable ones dropped (the loaded network freed with its file), unchanged ones not re-read.
+        Returns the `UpscalerScan`; a folder that went missing raises and changes nothing."""
+        from webui.upscaler_models import register_server_upscalers
+
+        with self._upscaler_lock:  # two refreshes at once would each unregister what the other registered
+            self.upscaler_scan = register_server_upscalers(
+                self.config, self.options.upscaler_tiling(), compile_swinir=self.options.get("SWIN_torch_compile"),
+                previous=self.upscaler_scan)
+            return self.upscaler_scan
 
     def options_snapshot(self) -> dict:
         from webui.checkpoints import known_sha256

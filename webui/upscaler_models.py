@@ -10,13 +10,16 @@ from pipelines.upscale import UPSCALERS
 from webui.config import ServerConfig, upscaler_folders
 
 
-def register_server_upscalers(config: ServerConfig, tiling: tuple[int, int]) -> UpscalerScan:
-    """Register the files of the upscaler folders as upscalers, on the server's device, tiled as the options say."""
+def register_server_upscalers(config: ServerConfig, tiling: dict[str, tuple[int, int]], *, compile_swinir: bool = False,
+                              previous: UpscalerScan | None = None) -> UpscalerScan:
+    """Register the files of the upscaler folders as upscalers, on the server's device, tiled as the options say
+    (`ServerOptions.upscaler_tiling`); with `previous`, a refresh of that scan (new files added, removed ones
+    dropped)."""
     folders = upscaler_folders(config)
     if not folders:
         return UpscalerScan()
-    tile_size, tile_overlap = tiling
-    return register_model_upscalers(folders, device=config.device, tile_size=tile_size, tile_overlap=tile_overlap)
+    return register_model_upscalers(folders, device=config.device, tiling=tiling, compile_swinir=compile_swinir,
+                                    previous=previous)
 
 
 def unregister_server_upscalers(scan: UpscalerScan) -> None:

@@ -88,3 +88,18 @@ def registered():
     for name in set(UPSCALERS.names()) - before:
         UPSCALERS.unregister(name)
     LOADED.clear()
+
+
+@pytest.fixture()
+def release_files(tmp_path):
+    """A folder of model upscaler files named as A1111's downloads (DAT_x2, SwinIR_4x, a Real-ESRGAN release) and one
+    community file, each a tiny network."""
+    from mixkit.testing.tiny_upscalers import TINY_DAT, TINY_RRDB, TINY_SRVGG, TINY_SWINIR, save_upscaler, tiny_upscaler
+
+    save_upscaler(tiny_upscaler(TINY_DAT, seed=1), tmp_path / "DAT_x2.pth", "dat", wrapper="params")
+    save_upscaler(tiny_upscaler(TINY_SWINIR, seed=2), tmp_path / "SwinIR_4x.pth", "swinir", wrapper="params_ema")
+    save_upscaler(tiny_upscaler(TINY_SRVGG, seed=3), tmp_path / "realesr-general-x4v3.pth", "srvgg")
+    save_upscaler(tiny_upscaler(TINY_RRDB, seed=4), tmp_path / "4x-UltraSharp.pth", "esrgan")
+    return tmp_path
+
+

@@ -146,11 +146,3 @@ def test_check_upscale_checks_a_named_model_upscalers_passes(tmp_path, registere
     assert check_upscale(1100, 1100, 2, UpscaleLimits()) == (2200, 2200)  # a resampler goes straight to 2200x2200
     with pytest.raises(ValueError, match="would make a 4400x4400 image on the way to 2200x2200"):
         check_upscale(1100, 1100, 2, UpscaleLimits(), "4x")
-
-
-def test_the_resamplers_and_none_are_listed_with_a1111s_default_scale_4():
-    from pipelines.model_upscale import upscaler_listing
-
-    for name in ("None", "Lanczos", "Nearest", "Bicubic"):
-        assert upscaler_listing(name) == {"name": name, "model_name": None, "model_path": None, "model_url": None,
-                                          "scale": 4}

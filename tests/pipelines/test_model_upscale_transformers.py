@@ -8,7 +8,8 @@ from PIL import Image
 import pytest
 
 from mixkit.testing.tiny_upscalers import TINY_DAT, TINY_SWINIR, save_upscaler, tiny_upscaler
-from pipelines.model_upscale import LOADED, ModelUpscaler, upscaler_listing
+from pipelines.model_upscale import LOADED, ModelUpscaler
+from pipelines.model_upscale_listing import upscaler_listing
 from pipelines.upscale import UPSCALERS, upscale_image
 from tests.pipelines.test_model_upscale import random_image, run_network
 

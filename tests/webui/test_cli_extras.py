@@ -163,10 +163,15 @@ def test_a_transformer_file_from_its_models_path_upscales_by_a1111s_name(sources
     models.mkdir()
     config = TINY_SWINIR if layout == "swinir" else TINY_DAT
     model_file = save_upscaler(tiny_upscaler(config, seed=4), models / file, layout, wrapper="params_ema")
-    [path] = extras(capsys, str(sources / "dog.jpg"), flag, str(models), "--upscaler", name,
-                    "--scale", "2", "--esrgan-tile", "0", "-o", str(tmp_path / "o"))
+    # each network tiles by its own A1111 option pair (--swin-tile / --dat-tile), not --esrgan-tile
+    tile_flag = "--swin-tile" if layout == "swinir" else "--dat-tile"
+    [path] = extras(capsys, str(sources / "dog.jpg"), flag, str(models), "--upscaler", name, "--scale", "2",
+                    tile_flag, "16", f"{tile_flag}-overlap", "4", "--esrgan-tile", "0", "-o", str(tmp_path / "o"))
     saved = Image.open(path)
-    expected = upscale_image(load_image(sources / "dog.jpg"), 2.0, upscaler=ModelUpscaler(model_file, tile_size=0))
+    expected = upscale_image(load_image(sources / "dog.jpg"), 2.0,
+                             upscaler=ModelUpscaler(model_file, tile_size=16, tile_overlap=4))
+    untiled = upscale_image(load_image(sources / "dog.jpg"), 2.0, upscaler=ModelUpscaler(model_file, tile_size=0))
+    assert expected.tobytes() != untiled.tobytes()  # so the comparison below tells the flags apart
     assert saved.size == (96, 80) and saved.convert("RGB").tobytes() == expected.tobytes()
     assert saved.text["postprocessing"] == f"Postprocess upscale by: 2.0, Postprocess upscaler: {name}"
 
@@ -175,6 +180,9 @@ def test_bad_tiling_flags_name_the_flag(sources, tmp_path, capsys):
     assert main(["extras", str(sources), "--esrgan-tile", "16", "--esrgan-tile-overlap", "8", "-o",
                  str(tmp_path / "o")]) == 2
     assert "--esrgan-tile-overlap must be an integer in [0, 7] for --esrgan-tile 16" in capsys.readouterr().err
+    assert main(["extras", str(sources), "--swin-tile", "16", "--swin-tile-overlap", "8", "-o",
+                 str(tmp_path / "o")]) == 2
+    assert "--swin-tile-overlap must be an integer in [0, 7] for --swin-tile 16" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("flag", ["--scale", "--gfpgan-visibility", "--codeformer-visibility",

@@ -16,28 +16,32 @@ def options_from_file(tmp_path, saved: dict) -> ServerOptions:
                          settings_file=str(tmp_path / "settings.json"))
 
 
-@pytest.mark.parametrize("saved", [{"ESRGAN_tile": 16, "ESRGAN_tile_overlap": 8}, {"ESRGAN_tile": 16}])
+@pytest.mark.parametrize("option", ["ESRGAN", "SWIN", "DAT"])
+@pytest.mark.parametrize("both", [True, False])
 def test_a_settings_file_with_a_tile_overlap_over_half_its_tile_is_refused_at_start_naming_file_and_keys(tmp_path,
-                                                                                                         saved):
+                                                                                                         option, both):
     # each key alone passes (16 >= 8, 8 <= 2047); together the overlap must stay under half the tile. With only the
     # tile in the file the overlap is A1111's default 8: the pair is still named, as either key may be the one to fix
+    saved = {f"{option}_tile": 16, **({f"{option}_tile_overlap": 8} if both else {})}
     with pytest.raises(ValueError) as raised:
         options_from_file(tmp_path, saved)
     assert str(raised.value) == (
-        f"Settings file {str(tmp_path / 'settings.json')!r}, keys 'ESRGAN_tile' and 'ESRGAN_tile_overlap': "
+        f"Settings file {str(tmp_path / 'settings.json')!r}, keys '{option}_tile' and '{option}_tile_overlap': "
         "tile_overlap must be an integer in [0, 7] for tile_size 16, got 8. Fix the values or delete the keys.")
 
 
 def test_a_settings_file_with_a_valid_tile_pair_is_taken(tmp_path):
-    options = options_from_file(tmp_path, {"ESRGAN_tile": 16, "ESRGAN_tile_overlap": 7})
-    assert options.upscaler_tiling() == (16, 7)
+    options = options_from_file(tmp_path, {"ESRGAN_tile": 16, "ESRGAN_tile_overlap": 7, "DAT_tile": 0,
+                                           "SWIN_torch_compile": True})
+    assert options.upscaler_tiling() == {"ESRGAN": (16, 7), "SWIN": (192, 8), "DAT": (0, 8)}  # A1111's defaults else
+    assert options.get("SWIN_torch_compile") is True
 
 
 def test_the_api_refuses_the_same_pair_and_keeps_the_current_tiling(tmp_path):
     options = ServerOptions(str(tmp_path / "out"), 5)
     with pytest.raises(ValueError, match=r"tile_overlap must be an integer in \[0, 7\] for tile_size 16, got 8"):
         options.check_update({"ESRGAN_tile": 16})
-    assert options.upscaler_tiling() == (192, 8)
+    assert options.upscaler_tiling()["ESRGAN"] == (192, 8)
 
 
 def test_a_settings_file_with_sigma_min_over_sigma_max_is_refused_at_start(tmp_path):

@@ -99,6 +99,25 @@ def test_an_infotexts_hires_recipe_fills_the_controls():
     assert len(notes) == 1 and notes[0].startswith("Hires upscaler 'SwinIR_4x' is not available here")
 
 
+def test_an_infotexts_other_a1111_upscaler_name_selects_the_entry_it_stands_for(tmp_path):
+    # A1111 lists a DAT download as "DAT x2" and as "DAT_x2"; an infotext naming either selects the one dropdown entry
+    from mixkit.testing.tiny_upscalers import TINY_DAT, save_upscaler, tiny_upscaler
+    from pipelines.model_upscale import register_model_upscalers
+    from pipelines.upscale import UPSCALERS
+    from webui.ui.hires_controls import infotext_hires_values
+
+    save_upscaler(tiny_upscaler(TINY_DAT), tmp_path / "DAT_x2.pth", "dat")
+    register_model_upscalers(tmp_path)
+    try:
+        for named in ("DAT_x2", "DAT x2"):
+            values, notes = infotext_hires_values(parsed(**{"Denoising strength": 0.3, "Hires upscale": 2,
+                                                            "Hires upscaler": named}), LIMITS, hires_upscaler_names())
+            assert values["hr_upscaler"] == "DAT x2" and notes == []
+        assert "DAT_x2" not in hires_upscaler_names()  # the dropdown offers the entry once
+    finally:
+        UPSCALERS.unregister("DAT x2")
+
+
 def test_an_infotext_without_a_hires_recipe_unticks_hires_fix():
     # A1111 (modules/ui.py, txt2img_paste_fields): PasteField(enable_hr, lambda d: "Denoising strength" in d and
     # ("Hires upscale" in d or "Hires upscaler" in d or "Hires resize-1" in d)): False without a recipe, so

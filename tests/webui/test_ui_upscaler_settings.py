@@ -1,11 +1,12 @@
-"""Settings > Upscaling: the ESRGAN tile sliders set the options and retile the model upscalers; a bad pair is refused."""
+"""Settings > Upscaling: the ESRGAN / SwinIR / DAT tile sliders set their options and retile the model upscalers they
+apply to; the SwinIR compile box sets SWIN_torch_compile; a bad pair is refused."""
 
 from __future__ import annotations
 
 import gradio as gr
 import pytest
 
-from mixkit.testing.tiny_upscalers import TINY_RRDB, save_upscaler, tiny_upscaler
+from mixkit.testing.tiny_upscalers import TINY_DAT, TINY_RRDB, TINY_SWINIR, save_upscaler, tiny_upscaler
 from pipelines.upscale import UPSCALERS
 
 from .ui_blocks import component, handler
@@ -19,6 +20,8 @@ def built(tmp_path):
 
     (tmp_path / "models").mkdir(), (tmp_path / "ESRGAN").mkdir()
     save_upscaler(tiny_upscaler(TINY_RRDB), tmp_path / "ESRGAN" / "ESRGAN_4x.pth", "esrgan")
+    save_upscaler(tiny_upscaler(TINY_SWINIR), tmp_path / "ESRGAN" / "SwinIR_4x.pth", "swinir")
+    save_upscaler(tiny_upscaler(TINY_DAT), tmp_path / "ESRGAN" / "DAT_x2.pth", "dat")
     state = ServerState(ServerConfig(models_dir=str(tmp_path / "models"), output_dir=str(tmp_path / "out"),
                                      esrgan_models_path=str(tmp_path / "ESRGAN")))
     try:
@@ -27,15 +30,28 @@ def built(tmp_path):
         state.close()
 
 
-def test_the_sliders_set_the_options_and_every_model_upscaler(built):
+def tiles(name):
+    entry = UPSCALERS.get(name)
+    return entry.tile_size, entry.tile_overlap
+
+
+def test_the_sliders_set_the_options_and_the_model_upscalers_they_apply_to(built):
     state, blocks = built
-    assert component(blocks, "settings_ESRGAN_tile").value == 192  # A1111's defaults
-    assert component(blocks, "settings_ESRGAN_tile_overlap").value == 8
+    for option in ("ESRGAN", "SWIN", "DAT"):  # A1111's defaults
+        assert component(blocks, f"settings_{option}_tile").value == 192
+        assert component(blocks, f"settings_{option}_tile_overlap").value == 8
+    assert component(blocks, "settings_SWIN_tile").minimum == 16 and component(blocks, "settings_DAT_tile").minimum == 0
+    assert component(blocks, "settings_SWIN_torch_compile").value is False
     apply = handler(blocks, "settings_apply_upscaling", "click").fn
-    assert apply(256.0, 16.0) == "Settings applied."
-    assert (state.options.get("ESRGAN_tile"), state.options.get("ESRGAN_tile_overlap")) == (256, 16)
-    entry = UPSCALERS.get("ESRGAN_4x")
-    assert (entry.tile_size, entry.tile_overlap) == (256, 16)
+    assert apply(256.0, 16.0, 64.0, 4.0, 0.0, 0.0, True) == "Settings applied."
+    assert {key: state.options.get(key) for key in ("ESRGAN_tile", "ESRGAN_tile_overlap", "SWIN_tile",
+                                                    "SWIN_tile_overlap", "DAT_tile", "DAT_tile_overlap",
+                                                    "SWIN_torch_compile")} == {
+        "ESRGAN_tile": 256, "ESRGAN_tile_overlap": 16, "SWIN_tile": 64, "SWIN_tile_overlap": 4, "DAT_tile": 0,
+        "DAT_tile_overlap": 0, "SWIN_torch_compile": True}
+    assert (tiles("ESRGAN_4x"), tiles("SwinIR 4x"), tiles("DAT x2")) == ((256, 16), (64, 4), (0, 0))
+    assert UPSCALERS.get("SwinIR 4x").compile and not UPSCALERS.get("DAT x2").compile
     with pytest.raises(gr.Error, match=r"tile_overlap must be an integer in \[0, 7\] for tile_size 16"):
-        apply(16.0, 8.0)
-    assert (entry.tile_size, entry.tile_overlap) == (256, 16)
+        apply(256.0, 16.0, 16.0, 8.0, 0.0, 0.0, False)
+    assert (tiles("ESRGAN_4x"), tiles("SwinIR 4x")) == ((256, 16), (64, 4))
+    assert UPSCALERS.get("SwinIR 4x").compile  # nothing of a refused form is applied

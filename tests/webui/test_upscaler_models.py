@@ -64,6 +64,12 @@ def test_upscalers_lists_each_file_with_a1111s_fields(client, folders):
                                    "model_path": str(folders / "SwinIR" / "SwinIR_4x.pth")}
     assert listed["DAT x2"] == {"name": "DAT x2", "model_name": "DAT", "model_url": None, "scale": 2,
                                 "model_path": str(folders / "DAT" / "DAT_x2.pth")}
+    # A1111 lists its SwinIR and DAT folders' files by stem too (DAT's release entries as well): the same file twice
+    names = list(listed)
+    assert names[names.index("SwinIR 4x") + 1] == "SwinIR_4x" and names[names.index("DAT x2") + 1] == "DAT_x2"
+    assert listed["DAT_x2"] == {**listed["DAT x2"], "name": "DAT_x2"}
+    assert listed["SwinIR_4x"]["model_path"] == str(folders / "SwinIR" / "SwinIR_4x.pth")
+    assert "RealESRGAN_x2plus" not in listed  # A1111's Real-ESRGAN folder lists release files by their names only
     assert client.get("/sdapi/v1/realesrgan-models").json() == [
         {"name": "R-ESRGAN 2x+", "path": str(folders / "RealESRGAN" / "RealESRGAN_x2plus.pth"), "scale": 2},
         {"name": "R-ESRGAN General 4xV3", "path": str(folders / "RealESRGAN" / "realesr-general-x4v3.safetensors"),
@@ -75,7 +81,8 @@ def test_upscalers_lists_each_file_with_a1111s_fields(client, folders):
 
 
 @pytest.mark.parametrize("name, scale", [("4x-UltraSharp", 2), ("R-ESRGAN 2x+", 2), ("R-ESRGAN General 4xV3", 4),
-                                         ("SwinIR 4x", 2), ("DAT x2", 2)])
+                                         ("SwinIR 4x", 2), ("DAT x2", 2), ("DAT_x2", 2), ("SwinIR_4x", 2),
+                                         ("RealESRGAN_x2plus", 2)])
 def test_extras_upscale_with_a_model_file(client, name, scale):
     source = picture()
     response = client.post("/sdapi/v1/extra-single-image",
@@ -99,11 +106,78 @@ def test_hires_fix_over_http_with_a_model_upscaler(client):
     assert "Hires upscaler: 4x-UltraSharp" in response.json()["info"]
 
 
-def test_esrgan_tile_options_retile_every_model_upscaler(client):
+@pytest.mark.parametrize("name", ["DAT_x2", "SwinIR_4x"])
+def test_hires_fix_takes_a1111s_other_name_for_a_release_file(client, name):
+    # an infotext of A1111 names the file as A1111 listed it ("Hires upscaler: DAT_x2"); it runs that file here
+    response = client.post("/sdapi/v1/txt2img", json={
+        "prompt": "a castle", "steps": 2, "width": 32, "height": 32, "seed": 3, "enable_hr": True, "hr_scale": 2,
+        "hr_upscaler": name, "hr_second_pass_steps": 1, "denoising_strength": 0.5})
+    assert response.status_code == 200, response.text
+    assert f"Hires upscaler: {name}" in response.json()["info"]
+
+
+def test_swin_and_dat_tile_options_retile_only_their_networks(client):
+    options = client.get("/sdapi/v1/options").json()
+    assert [options[key] for key in ("SWIN_tile", "SWIN_tile_overlap", "DAT_tile", "DAT_tile_overlap")] == [192, 8, 192, 8]
+    assert options["SWIN_torch_compile"] is False
+    before = {name: (e.tile_size, e.tile_overlap) for name, e in UPSCALERS.items() if isinstance(e, ModelUpscaler)}
+    assert client.post("/sdapi/v1/options", json={"SWIN_tile": 64, "SWIN_tile_overlap": 4, "DAT_tile": 0,
+                                                  "SWIN_torch_compile": True}).status_code == 200
+    after = {name: (e.tile_size, e.tile_overlap) for name, e in UPSCALERS.items() if isinstance(e, ModelUpscaler)}
+    assert after == {**before, "SwinIR 4x": (64, 4), "DAT x2": (0, 8)}
+    assert UPSCALERS.get("SwinIR 4x").compile and not UPSCALERS.get("4x-UltraSharp").compile
+    refused = client.post("/sdapi/v1/options", json={"DAT_tile": 16})
+    assert refused.status_code == 422 and "tile_overlap must be an integer in [0, 7] for tile_size 16" in refused.text
+    refused = client.post("/sdapi/v1/options", json={"SWIN_torch_compile": "yes"})
+    assert refused.status_code == 422 and "SWIN_torch_compile must be true or false, got 'yes'" in refused.text
+    client.post("/sdapi/v1/options", json={"SWIN_tile": 192, "SWIN_tile_overlap": 8, "DAT_tile": 192,
+                                           "SWIN_torch_compile": False})
+
+
+def test_refresh_upscalers_picks_up_new_files_and_drops_removed_ones(tiny_sd1_dir, tmp_path, serving):
+    import httpx
+
+    from webui.config import ServerConfig
+
+    # (the module's server holds "DAT x2": another release name here)
+    folder = tmp_path / "DAT"
+    folder.mkdir()
+    save_upscaler(tiny_upscaler(TINY_DAT, seed=5), folder / "DAT_x3.pth", "dat")
+    config = ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(tmp_path / "out"), ui=False,
+                          dat_models_path=str(folder))
+    with serving(config, load_model=False) as running, httpx.Client(base_url=running.url, timeout=120) as http:
+        save_upscaler(tiny_upscaler(TINY_RRDB, seed=1), folder / "4x_foolhardy_Remacri.pth", "esrgan")
+        (folder / "DAT_x3.pth").unlink()
+        (folder / "half-copied.pth").write_bytes(b"PK\x03\x04")
+        response = http.post("/sdapi/v1/refresh-upscalers")
+        assert response.status_code == 200, response.text
+        assert response.json()["upscalers"] == ["4x_foolhardy_Remacri"]
+        # the reasons are error messages: paths inside the folder are named relative to it, as in every error body
+        assert list(response.json()["refused"]) == ["half-copied.pth"]
+        reason = response.json()["refused"]["half-copied.pth"]
+        assert "'half-copied.pth' looks like a torch-zip checkpoint but cannot be read" in reason
+        names = [item["name"] for item in http.get("/sdapi/v1/upscalers").json()]
+        assert "4x_foolhardy_Remacri" in names and "DAT x3" not in names and "DAT_x3" not in names
+        gone = http.post("/sdapi/v1/extra-single-image", json={"image": encode_png_base64(picture()),
+                                                                "upscaler_1": "DAT x3", "upscaling_resize": 2})
+        assert gone.status_code == 422 and "Unknown upscaler 'DAT x3'" in gone.text
+        (folder / "half-copied.pth").unlink(), (folder / "4x_foolhardy_Remacri.pth").unlink(), folder.rmdir()
+        missing = http.post("/sdapi/v1/refresh-upscalers")
+        assert missing.status_code == 409
+        assert missing.json()["detail"] == ("Upscaler models folder '<dat_models_path>' does not exist; create it or fix "
+                                            "the path.")
+        assert "4x_foolhardy_Remacri" in UPSCALERS  # a failed refresh changes nothing
+    assert "4x_foolhardy_Remacri" not in UPSCALERS
+
+
+def test_esrgan_tile_options_retile_the_esrgan_and_real_esrgan_upscalers(client):
     options = client.get("/sdapi/v1/options").json()
     assert (options["ESRGAN_tile"], options["ESRGAN_tile_overlap"]) == (192, 8)
     assert client.post("/sdapi/v1/options", json={"ESRGAN_tile": 64, "ESRGAN_tile_overlap": 16}).status_code == 200
-    assert {(e.tile_size, e.tile_overlap) for _, e in UPSCALERS.items() if isinstance(e, ModelUpscaler)} == {(64, 16)}
+    assert {name: (e.tile_size, e.tile_overlap) for name, e in UPSCALERS.items() if isinstance(e, ModelUpscaler)
+            and e.architecture in ("ESRGAN", "SRVGG")} == {name: (64, 16) for name in
+                                                           ("4x-UltraSharp", "R-ESRGAN 2x+", "R-ESRGAN General 4xV3")}
+    assert (UPSCALERS.get("SwinIR 4x").tile_size, UPSCALERS.get("DAT x2").tile_size) == (192, 192)  # their own options
     refused = client.post("/sdapi/v1/options", json={"ESRGAN_tile_overlap": 40})
     assert refused.status_code == 422 and "tile_overlap must be an integer in [0, 31] for tile_size 64" in refused.text
     assert client.get("/sdapi/v1/options").json()["ESRGAN_tile_overlap"] == 16

@@ -66,17 +66,27 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run, extra_flags=_more_inputs)
 
 
+# A1111's tile option pairs as flags: (--<flag>-tile, option prefix, the networks it applies to)
+TILE_FLAGS = (("esrgan", "ESRGAN", "ESRGAN and Real-ESRGAN"), ("swin", "SWIN", "SwinIR"), ("dat", "DAT", "DAT"))
+
+
 def add_upscaler_flags(parser) -> None:
-    """The model folders (as `mixkit webui`'s) and A1111's ESRGAN tiling settings, for `extras` and `generate`."""
+    """The model folders (as `mixkit webui`'s) and A1111's tiling settings of each network, for `extras` and
+    `generate`."""
     from pipelines.model_upscale import DEFAULT_TILE_OVERLAP, DEFAULT_TILE_SIZE
     from webui.cli.webui import add_upscaler_folder_flags
 
     add_upscaler_folder_flags(parser)
-    parser.add_argument("--esrgan-tile", type=int, default=DEFAULT_TILE_SIZE, metavar="PX",
-                        help=f"model upscalers work in tiles of this many input pixels, 0 = whole image "
-                             f"(A1111's ESRGAN_tile; default {DEFAULT_TILE_SIZE})")
-    parser.add_argument("--esrgan-tile-overlap", type=int, default=DEFAULT_TILE_OVERLAP, metavar="PX",
-                        help=f"overlap of those tiles (A1111's ESRGAN_tile_overlap; default {DEFAULT_TILE_OVERLAP})")
+    for flag, option, networks in TILE_FLAGS:
+        parser.add_argument(f"--{flag}-tile", type=int, default=DEFAULT_TILE_SIZE, metavar="PX",
+                            help=f"{networks} upscalers work in tiles of this many input pixels, 0 = whole image "
+                                 f"(A1111's {option}_tile; default {DEFAULT_TILE_SIZE})")
+        parser.add_argument(f"--{flag}-tile-overlap", type=int, default=DEFAULT_TILE_OVERLAP, metavar="PX",
+                            help=f"overlap of those tiles (A1111's {option}_tile_overlap; "
+                                 f"default {DEFAULT_TILE_OVERLAP})")
+    parser.add_argument("--swin-torch-compile", action="store_true",
+                        help="torch.compile SwinIR upscalers (A1111's SWIN_torch_compile; slower first run; runs "
+                             "uncompiled, with a warning, where compiling fails)")
 
 
 def register_upscaler_flags(args: argparse.Namespace) -> None:
@@ -84,17 +94,21 @@ def register_upscaler_flags(args: argparse.Namespace) -> None:
     before any name is checked; a refused file is reported on stderr (its name then is not an upscaler)."""
     from pipelines.model_upscale import check_tiling, register_model_upscalers
 
-    try:
-        check_tiling(args.esrgan_tile, args.esrgan_tile_overlap)
-    except ValueError as error:
-        raise ValueError(str(error).replace("tile_size", "--esrgan-tile").replace("tile_overlap",
-                                                                                   "--esrgan-tile-overlap")) from None
+    tiling = {}
+    for flag, option, _ in TILE_FLAGS:
+        pair = getattr(args, f"{flag}_tile"), getattr(args, f"{flag}_tile_overlap")
+        try:
+            check_tiling(*pair)
+        except ValueError as error:
+            raise ValueError(str(error).replace("tile_size", f"--{flag}-tile").replace("tile_overlap",
+                                                                                        f"--{flag}-tile-overlap")) from None
+        tiling[option] = pair
     from webui.config import upscaler_folders
 
     folders = upscaler_folders(args)
     if folders:
-        scan = register_model_upscalers(folders, device=getattr(args, "device", None), tile_size=args.esrgan_tile,
-                                        tile_overlap=args.esrgan_tile_overlap)
+        scan = register_model_upscalers(folders, device=getattr(args, "device", None), tiling=tiling,
+                                        compile_swinir=args.swin_torch_compile)
         for path, reason in scan.refused.items():
             print(f"upscaler {path} skipped: {reason}", file=sys.stderr)
 

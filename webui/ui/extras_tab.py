@@ -22,6 +22,7 @@ from webui.ui.extras_task import extras_finish, follow_extras
 from webui.ui.form_components import form_slider
 from webui.ui.progress_view import progress_html
 from webui.ui.reattach import FollowedTab, checked_task_id, registered_task, submit_js, task_box_for
+from webui.ui.upscaler_refresh import add_upscaler_refresh
 from webui.worker import QueueFullError
 
 SCALE_BY, SCALE_TO = 0, 1  # the API's resize_mode values (`webui.api_extras`)
@@ -56,7 +57,10 @@ def build_extras_tab(state: ServerState) -> tuple[gr.Image, FollowedTab]:
                 files = gr.File(label="Images", file_count="multiple", file_types=["image"], type="filepath",
                                 elem_id="extras_batch_files")
                 run_batch = gr.Button("Upscale all", variant="primary", elem_id="extras_batch_generate")
-            upscaler = gr.Dropdown(UPSCALERS.names(), value=UPSCALERS.names()[0], label="Upscaler", elem_id="extras_upscaler")
+            with gr.Row():
+                upscaler = gr.Dropdown(UPSCALERS.names(), value=UPSCALERS.names()[0], label="Upscaler",
+                                       elem_id="extras_upscaler", scale=4)
+                add_upscaler_refresh(state, upscaler, UPSCALERS.names, elem_id="extras_refresh_upscalers")
             # A1111's "Scale by" / "Scale to" tabs, as a radio whose index is the API's resize_mode (a radio rather
             # than nested tabs: the page's tabs stay the top-level ones)
             resize_mode = gr.Radio(list(RESIZE_MODES), value=RESIZE_MODES[SCALE_BY], type="index", label="Resize",

@@ -261,7 +261,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
             if kind == "txt2img":
                 from webui.ui.hires_controls import build_hires_controls
 
-                extra_inputs = tab.hires = build_hires_controls(state.limits)
+                extra_inputs = tab.hires = build_hires_controls(state.limits, state)
             from webui.ui.refiner_controls import build_refiner_controls
 
             tab.refiner = build_refiner_controls(kind, state.catalog.titles)

@@ -19,8 +19,9 @@ def hires_upscaler_names() -> list[str]:
     return names()
 
 
-def build_hires_controls(limits) -> list:
-    """The accordion's widgets, in HIRES_FIELDS order (inputs for `with_hires`)."""
+def build_hires_controls(limits, state=None) -> list:
+    """The accordion's widgets, in HIRES_FIELDS order (inputs for `with_hires`); with the server's `state`, a refresh
+    button next to the upscaler dropdown rescans the upscaler folders (`webui.ui.upscaler_refresh`)."""
     from pipelines.hires import MAX_HIRES_SCALE
     from webui.ui.form_components import form_slider
 
@@ -28,6 +29,10 @@ def build_hires_controls(limits) -> list:
         enabled = gr.Checkbox(False, label="Enable hires. fix", elem_id="txt2img_enable_hr")
         with gr.Row():
             upscaler = gr.Dropdown(hires_upscaler_names(), value="Latent", label="Upscaler", elem_id="txt2img_hr_upscaler")
+            if state is not None:
+                from webui.ui.upscaler_refresh import add_upscaler_refresh
+
+                add_upscaler_refresh(state, upscaler, hires_upscaler_names, elem_id="txt2img_hr_refresh_upscalers")
             steps = form_slider(0, limits.max_steps, value=0, step=1, label="Hires steps (0 = same as sampling)",
                                 elem_id="txt2img_hires_steps")
             strength = form_slider(0, 1, value=0.7, step=0.01, label="Denoising strength", elem_id="txt2img_hr_denoising")
@@ -128,6 +133,10 @@ def infotext_hires_values(parsed: dict, limits, upscaler_names: list[str]) -> tu
         values[field] = value
     upscaler = parsed.get("Hires upscaler")
     if upscaler is not None:
+        from pipelines.upscale import UPSCALERS
+
+        # an upscaler's other A1111 name ("DAT_x4" for "DAT x4") selects the entry it stands for
+        upscaler = UPSCALERS.resolve(upscaler) if upscaler not in upscaler_names and upscaler in UPSCALERS else upscaler
         if upscaler in upscaler_names:
             values["hr_upscaler"] = upscaler
         else:

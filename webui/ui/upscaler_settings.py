@@ -1,25 +1,45 @@
-"""Settings > Upscaling: A1111's tile size and overlap for model (ESRGAN / Real-ESRGAN / SRVGG) upscalers.
+"""Settings > Upscaling: A1111's tile size and overlap for model upscalers, one pair per network family, and its
+SwinIR torch.compile switch.
 
 Applied with their own button, as the sampler parameters are, so the Settings tab's main form keeps its inputs; the
-values are `/sdapi/v1/options`' `ESRGAN_tile` / `ESRGAN_tile_overlap` and retile every registered model upscaler.
+values are `/sdapi/v1/options`' `ESRGAN_tile` / `ESRGAN_tile_overlap` (ESRGAN and Real-ESRGAN files), `SWIN_tile` /
+`SWIN_tile_overlap` (SwinIR), `DAT_tile` / `DAT_tile_overlap` (DAT) and `SWIN_torch_compile`, and retile (or compile)
+the registered model upscalers they apply to.
 """
 
 from __future__ import annotations
 
 import gradio as gr
 
+from webui.options import SWIN_COMPILE_KEY, UPSCALER_TILE_OPTIONS
 from webui.server_state import ServerState
+
+# A1111's labels and slider ranges: tile 0-512 step 16 (SwinIR's from 16: its extension's slider), overlap 0-48
+_FAMILIES = {"ESRGAN": ("ESRGAN upscalers", 0), "SWIN": ("SwinIR", 16), "DAT": ("DAT upscalers", 0)}
 
 
 def build_upscaler_settings(state: ServerState, apply_settings) -> None:
-    """The two sliders (A1111's ranges: 0-512 step 16, 0-48) and their Apply button."""
-    with gr.Row():
-        tile = gr.Slider(0, 512, value=lambda: state.options.get("ESRGAN_tile"), step=16, elem_id="settings_ESRGAN_tile",
-                         label="Tile size for ESRGAN upscalers (input pixels; 0 = no tiling)")
-        overlap = gr.Slider(0, 48, value=lambda: state.options.get("ESRGAN_tile_overlap"), step=1,
-                            elem_id="settings_ESRGAN_tile_overlap",
-                            label="Tile overlap for ESRGAN upscalers (pixels; low values make a seam visible)")
+    """The three slider pairs, the compile checkbox and their Apply button."""
+    sliders = []
+    for option in UPSCALER_TILE_OPTIONS:
+        label, lowest = _FAMILIES[option]
+        with gr.Row():
+            sliders.append(gr.Slider(lowest, 512, value=lambda key=f"{option}_tile": state.options.get(key), step=16,
+                                     elem_id=f"settings_{option}_tile",
+                                     label=f"Tile size for {label} (input pixels; 0 = no tiling)"))
+            sliders.append(gr.Slider(0, 48, value=lambda key=f"{option}_tile_overlap": state.options.get(key), step=1,
+                                     elem_id=f"settings_{option}_tile_overlap",
+                                     label=f"Tile overlap for {label} (pixels; low values make a seam visible)"))
+    compile_swinir = gr.Checkbox(lambda: state.options.get(SWIN_COMPILE_KEY), elem_id=f"settings_{SWIN_COMPILE_KEY}",
+                                 label="Use torch.compile to accelerate SwinIR (takes longer on first run; runs "
+                                       "uncompiled, with a warning, where compiling fails)")
     status = gr.Markdown()
     button = gr.Button("Apply upscaling settings", elem_id="settings_apply_upscaling")
-    button.click(lambda size, over: apply_settings(state, {"ESRGAN_tile": int(size), "ESRGAN_tile_overlap": int(over)}),
-                 inputs=[tile, overlap], outputs=status)
+    keys = [key for option in UPSCALER_TILE_OPTIONS for key in (f"{option}_tile", f"{option}_tile_overlap")]
+
+    def apply(*values):
+        *pixels, compiled = values
+        return apply_settings(state, {**{key: int(value) for key, value in zip(keys, pixels)},
+                                      SWIN_COMPILE_KEY: bool(compiled)})
+
+    button.click(apply, inputs=[*sliders, compile_swinir], outputs=status)
