@@ -60,9 +60,10 @@ def load_face_restorer(path: str | os.PathLike, device: str | torch.device | Non
     if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
         raise TypeError(f"dtype must be None or a floating torch dtype (torch.float32, torch.float16, "
                         f"torch.bfloat16), got {dtype!r}.")
-    device = torch.device("cpu" if device is None else device)  # an invalid name raises torch's own clear error
+    device = _available_device(device)
     config, state = read_face_restorer_weights(path)
-    model = build_face_restorer(config)
+    with torch.device("meta"):  # a shell without memory: the file fills every tensor below
+        model = build_face_restorer(config)
     expected = model.state_dict()
     missing = [key for key in expected if key not in state]
     unexpected = [key for key in state if key not in expected]
@@ -73,6 +74,18 @@ def load_face_restorer(path: str | os.PathLike, device: str | torch.device | Non
             f"{str(path)!r} looks like {model.arch_name} but does not fit the network its shapes describe: missing "
             f"{missing[:5]}, unexpected {unexpected[:5]}, wrong shapes {mismatched[:5]}. Expected the weights of one "
             f"network: {model.arch_name} as released (e.g. GFPGANv1.4.pth, codeformer.pth) or retrained with its code.")
+    # allocated straight on `device` in `dtype`, then filled: no random init, no float32 CPU copy of a GPU model
+    model = model.to_empty(device=device).to(dtype or torch.float32)
     model.load_state_dict(state)
-    model = model.to(device=device, dtype=dtype or torch.float32).eval().requires_grad_(False)
-    return model.arch_name, model
+    return model.arch_name, model.eval().requires_grad_(False)
+
+
+def _available_device(device: str | torch.device | None) -> torch.device:
+    """`device` (None = CPU), checked before the file is read, so a missing GPU is not reported as a bad file."""
+    try:
+        device = torch.device("cpu" if device is None else device)
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError) as error:
+        raise ValueError(f"device {str(device)!r} is not a usable torch device here ({error}); use 'cpu' or an "
+                         "available accelerator such as 'cuda:0'.") from None
+    return device

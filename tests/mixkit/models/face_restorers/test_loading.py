@@ -72,6 +72,16 @@ def test_dtype_and_device_are_applied_and_checked(tmp_path):
         load_face_restorer(path, dtype=torch.int8)
     with pytest.raises(TypeError, match="device"):
         load_face_restorer(path, device=0.5)
+    with pytest.raises(ValueError, match="not a usable torch device"):
+        load_face_restorer(path, device="gpu7")
+
+
+def test_half_precision_files_load_as_float32_by_default(tmp_path):
+    model = tiny_face_restorer(TINY_CODEFORMER, seed=5).half()
+    torch.save({"params_ema": model.state_dict()}, tmp_path / "half.pth")
+    _, loaded = load_face_restorer(tmp_path / "half.pth")
+    assert {tensor.dtype for tensor in loaded.state_dict().values()} == {torch.float32}
+    assert torch.equal(loaded.position_emb, model.position_emb.float())
 
 
 def test_weights_that_do_not_fit_are_refused_and_named(tmp_path):
