@@ -55,6 +55,8 @@ class GFPGANConfig:
     @classmethod
     def official(cls, out_size: int = 512, channel_multiplier: int = 2, narrow: float = 1.0, **sizes) -> "GFPGANConfig":
         """The widths GFPGANv1Clean derives from `channel_multiplier` and `narrow` (the U-Net uses half of them)."""
+        if out_size not in _BASE_WIDTHS or out_size < 8:
+            raise ValueError(f"GFPGANv1Clean's width formula covers out_size 8 to 1024 (powers of two), got {out_size}.")
         resolutions = [4 * 2 ** level for level in range(out_size.bit_length() - 2)]
 
         def width(resolution: int, factor: float) -> int:

@@ -13,6 +13,8 @@ def test_official_formula_gives_gfpgan_v14_widths():
     assert config.unet_channels == (256, 256, 256, 256, 256, 128, 64, 32)
     assert config == GFPGANConfig()
     assert config.latent_count == 16  # 2 * log2(512) - 2
+    with pytest.raises(ValueError, match="8 to 1024"):
+        GFPGANConfig.official(out_size=2048)
 
 
 def test_v14_parameter_count_is_the_released_files():
