@@ -20,6 +20,8 @@ from pipelines.sampler_parameters import SamplerParameters, check_sampler_parame
 from pipelines.uncond_skip import UncondSkip, check_uncond_skip
 from webui.generation_defaults import (OPTION_KEYS, GenerationDefaults, check_generation_defaults, check_option_value,
                                        defaults_from_options, options_from_defaults)
+from webui.interrogate_options import (INTERROGATE_OPTION_DEFAULTS, INTERROGATE_OPTION_KEYS, LENGTH_KEYS,
+                                       check_interrogate_option, interrogate_settings)
 
 
 def _check_clip_skip(value: Any) -> int:
@@ -262,6 +264,8 @@ SETTABLE = {
     **{key: (lambda value, key=key: check_option_value(key, value)) for key in OPTION_KEYS},
     "ESRGAN_tile": _check_tiling_number("ESRGAN_tile", 4096),
     "ESRGAN_tile_overlap": _check_tiling_number("ESRGAN_tile_overlap", 2047),
+    # A1111's Settings > Interrogate (POST /sdapi/v1/interrogate, the img2img tab's Interrogate CLIP)
+    **{key: check_interrogate_option(key) for key in INTERROGATE_OPTION_KEYS},
 }
 SIZE_KEYS = ("default_width", "default_height")  # the defaults that start at the loaded model's native size
 MODEL_KEY = "sd_model_checkpoint"
@@ -300,6 +304,7 @@ class ServerOptions:
             "control_net_unit_count": DEFAULT_CONTROLNET_UNITS,
             **UPSCALER_TILING_DEFAULTS,
             **UNCOND_SKIP_OFF,
+            **INTERROGATE_OPTION_DEFAULTS,
             PRESET_KEY: "exact",
             **options_from_defaults(GenerationDefaults()),
         }
@@ -407,6 +412,11 @@ class ServerOptions:
                 check(merged)
         return checked
 
+    def interrogate_settings(self):
+        """The Settings > Interrogate values as `mixkit.interrogate.InterrogateSettings`."""
+        with self._lock:
+            return interrogate_settings(self._values)
+
     def upscaler_tiling(self) -> tuple[int, int]:
         """(ESRGAN_tile, ESRGAN_tile_overlap): how model upscalers split an image."""
         with self._lock:
@@ -480,6 +490,7 @@ def combined_checks(limits: GenerationLimits) -> list[tuple[tuple[str, ...], Any
         (tuple(OPTION_KEYS), lambda values: check_generation_defaults(defaults_from_options(values), limits)),
         (tuple(UPSCALER_TILING_DEFAULTS),
          lambda values: check_tiling(values["ESRGAN_tile"], values["ESRGAN_tile_overlap"])),
+        (LENGTH_KEYS, interrogate_settings),  # min length <= max length
     ]
 
 

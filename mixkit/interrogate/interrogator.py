@@ -110,7 +110,7 @@ class ClipInterrogator:
                 self._clip = load_vlm(self.clip_source, device=self.device)
             if not callable(getattr(self._clip, "embed_texts", None)):
                 self._clip = None
-                raise ValueError(f"The interrogate CLIP model {self.clip_source!r} is no CLIP/SigLIP image-text "
+                raise TypeError(f"The interrogate CLIP model {self.clip_source!r} is no CLIP/SigLIP image-text "
                                  "model; pass a CLIP checkpoint (e.g. openai/clip-vit-large-patch14).")
         return self._clip
 

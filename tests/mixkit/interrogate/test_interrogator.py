@@ -87,7 +87,7 @@ def test_a_bad_skip_name_fails_before_the_model_loads(star):
 
 
 def test_a_model_that_is_no_clip_is_refused_naming_it(star):
-    with pytest.raises(ValueError, match="'mixkit-tiny-blip2' is no CLIP"):
+    with pytest.raises(TypeError, match="'mixkit-tiny-blip2' is no CLIP"):
         ClipInterrogator("mixkit-tiny-blip2", loader=lambda source: object()).terms(star, InterrogateSettings())
 
 
