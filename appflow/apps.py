@@ -73,6 +73,13 @@ register_app(Chain("image2text_generation", [Step("image_caption", id="caption")
                    input_aliases={"blip2_prompt": "prompt", "minigpt4_text": "question"},
                    unavailable_outputs={"prompt": NOUN_TAGS_UNAVAILABLE},
                    description="Caption an image, or answer a question about it (BLIP-2, InstructBLIP, LLaVA)."))
+# A1111's Interrogate CLIP (modules/interrogate.py): the caption, then CLIP's best lines of each word list
+register_app(Chain("clip_interrogation",
+                   [Step("image_caption", id="caption"),
+                    Step("clip_interrogation", id="rank", inputs={"caption": "caption.text"})],
+                   inputs=["image"], outputs={"text": "rank.text", "caption": "caption.text", "terms": "rank.terms"},
+                   description="Caption an image and append CLIP's best terms of word lists (A1111's Interrogate "
+                               "CLIP)."))
 register_app(Chain("zero_shot_classification", [Step("zero_shot_classification", id="classify")],
                    inputs=["image", "labels"], description="Score text labels for an image with CLIP/SigLIP."))
 register_app(Chain("openset_det_sam", _detect_and_segment(), inputs=["image", "prompt"],

@@ -1,11 +1,9 @@
-"""A1111's `POST /sdapi/v1/interrogate`: an image's caption, from AppFlow's captioning app.
+"""A1111's `POST /sdapi/v1/interrogate`: an image's caption with CLIP-ranked terms appended (`webui.interrogation`).
 
-A1111's "clip" interrogator captions with BLIP and appends CLIP-ranked artists, mediums and
-flavours from its own word lists. Here "clip" answers with the caption of `image2text_generation`
-(BLIP-2 by default, the operator's captioner with `--appflow-config`), without those appended
-terms; clients that read `caption` get a caption instead of a 501. "deepdanbooru" (a tagger
-this server does not have) is refused with 501 naming what to use; any other model is A1111's
-404 "Model not found", and an empty image its 404 "Image not found".
+Model "clip" (A1111's default) answers `{"caption": "<caption>, term, term"}`, as A1111's BLIP + CLIP interrogator
+does; the Settings > Interrogate options (`interrogate_*` over /sdapi/v1/options) apply. "deepdanbooru" (a tagger
+this server does not have) is refused with 501 naming what to use; any other model is A1111's 404 "Model not
+found", and an empty image its 404 "Image not found".
 """
 
 from __future__ import annotations
@@ -17,12 +15,13 @@ from fastapi.concurrency import run_in_threadpool
 
 from webui.base64_images import decode_base64_image
 from webui.http_guards import AUTH_USER_KEY
+from webui.interrogation import CAPTION_APP, submit_interrogation
 from webui.server_state import ServerState
 
-CAPTION_APP = "image2text_generation"
 INTERROGATORS = ("clip", "deepdanbooru")  # A1111's; any other name is its 404 "Model not found"
 DEEPDANBOORU_REFUSED = ("The 'deepdanbooru' tagger is not available on this server; model 'clip' captions the image "
-                        f"with the {CAPTION_APP} app (POST /appflow/{CAPTION_APP} takes its options).")
+                        f"with the {CAPTION_APP} app and appends CLIP-ranked terms (POST /appflow/{CAPTION_APP} "
+                        "takes the captioner's options).")
 
 
 def interrogate_request(body: Any) -> tuple[str, str]:
@@ -54,13 +53,15 @@ def add_interrogate_route(router: APIRouter, state: ServerState, wait_for_job: C
             decoded = await run_in_threadpool(decode_base64_image, "image", image,
                                               max_pixels=request_limits.image_pixel_cap(state.limits),
                                               max_bytes=request_limits.max_image_bytes)
-            job = state.submit_app(CAPTION_APP, {"image": decoded}, owner=request.scope.get(AUTH_USER_KEY))
+            job = submit_interrogation(state, decoded, owner=request.scope.get(AUTH_USER_KEY))
         except QueueFullError as error:
             raise HTTPException(status_code=503, detail=str(error), headers={"Retry-After": "5"}) from None
         except (ValueError, TypeError) as error:
             raise HTTPException(status_code=422, detail=str(error)) from None
         try:
-            outputs = await wait_for_job(job, request, state)
-        except (OSError, RuntimeError) as error:  # the captioner missing offline, or failing
-            raise HTTPException(status_code=503, detail=f"The captioner could not run: {error}") from None
-        return {"caption": outputs["text"]}
+            caption = await wait_for_job(job, request, state)
+        except ValueError as error:  # a word list edited into an empty one since the request was checked
+            raise HTTPException(status_code=422, detail=str(error)) from None
+        except (OSError, RuntimeError, TypeError) as error:  # the captioner or the CLIP missing offline, no CLIP, failing
+            raise HTTPException(status_code=503, detail=f"The interrogator could not run: {error}") from None
+        return {"caption": caption}

@@ -38,6 +38,11 @@ class ServerConfig:
     swinir_models_path: str | None = None
     dat_models_path: str | None = None
     appflow_models: dict[str, dict[str, str]] = field(default_factory=dict)  # app -> role -> model source
+    # CLIP interrogation (`--interrogate-clip-model`, `--interrogate-categories-dir`): the CLIP that ranks the word
+    # lists (a shipped name, transformers CLIP folder or hub id), and an A1111 interrogate/ folder of *.txt lists
+    # (None: the built-in shapes-world lists)
+    interrogate_clip_model: str = "mixkit-tiny-clip"
+    interrogate_categories_dir: str | None = None
     device: str | None = None
     port: int = 7860
     listen: bool = False
@@ -97,6 +102,16 @@ def check_server_config(config: ServerConfig) -> None:
         if not Path(config.training_data_dir).expanduser().is_dir():
             raise ValueError(f"--training-data-dir {config.training_data_dir!r} is not a folder; create it or fix the "
                              "path.")
+    if not isinstance(config.interrogate_clip_model, str) or not config.interrogate_clip_model.strip():
+        raise ValueError("--interrogate-clip-model must name a CLIP model (a folder, hub id or mixkit-tiny-clip), "
+                         f"got {config.interrogate_clip_model!r}.")
+    if config.interrogate_categories_dir is not None:
+        from mixkit.interrogate import read_categories
+
+        try:
+            read_categories(config.interrogate_categories_dir, dict_limit=0)  # a missing folder or an empty list
+        except ValueError as error:
+            raise ValueError(f"--interrogate-categories-dir: {error}") from None
     for attribute, flag in UPSCALER_FOLDER_FLAGS.items():
         from pathlib import Path as FolderPath
 

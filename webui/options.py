@@ -20,6 +20,8 @@ from pipelines.sampler_parameters import SamplerParameters, check_sampler_parame
 from pipelines.uncond_skip import UncondSkip, check_uncond_skip
 from webui.generation_defaults import (OPTION_KEYS, GenerationDefaults, check_generation_defaults, check_option_value,
                                        defaults_from_options, options_from_defaults)
+from webui.interrogate_options import (INTERROGATE_OPTION_DEFAULTS, INTERROGATE_OPTION_KEYS, LENGTH_KEYS,
+                                       check_interrogate_option, interrogate_settings)
 
 
 def _check_clip_skip(value: Any) -> int:
@@ -266,6 +268,8 @@ SETTABLE = {
     **{key: (lambda value, key=key: check_option_value(key, value)) for key in OPTION_KEYS},
     **{key: _check_tiling_number(key, 2047 if key.endswith("_overlap") else 4096) for key in UPSCALER_TILING_DEFAULTS},
     SWIN_COMPILE_KEY: _check_bool(SWIN_COMPILE_KEY),
+    # A1111's Settings > Interrogate (POST /sdapi/v1/interrogate, the img2img tab's Interrogate CLIP)
+    **{key: check_interrogate_option(key) for key in INTERROGATE_OPTION_KEYS},
 }
 SIZE_KEYS = ("default_width", "default_height")  # the defaults that start at the loaded model's native size
 MODEL_KEY = "sd_model_checkpoint"
@@ -305,6 +309,7 @@ class ServerOptions:
             **UPSCALER_TILING_DEFAULTS,
             SWIN_COMPILE_KEY: False,
             **UNCOND_SKIP_OFF,
+            **INTERROGATE_OPTION_DEFAULTS,
             PRESET_KEY: "exact",
             **options_from_defaults(GenerationDefaults()),
         }
@@ -412,6 +417,11 @@ class ServerOptions:
                 check(merged)
         return checked
 
+    def interrogate_settings(self):
+        """The Settings > Interrogate values as `mixkit.interrogate.InterrogateSettings`."""
+        with self._lock:
+            return interrogate_settings(self._values)
+
     def upscaler_tiling(self) -> dict[str, tuple[int, int]]:
         """How model upscalers split an image, per option pair: {"ESRGAN": (ESRGAN_tile, ESRGAN_tile_overlap),
         "SWIN": (...), "DAT": (...)} (`register_model_upscalers`' `tiling`)."""
@@ -491,6 +501,7 @@ def combined_checks(limits: GenerationLimits) -> list[tuple[tuple[str, ...], Any
         *(((f"{option}_tile", f"{option}_tile_overlap"),
            lambda values, option=option: check_tiling(values[f"{option}_tile"], values[f"{option}_tile_overlap"]))
           for option in UPSCALER_TILE_OPTIONS),
+        (LENGTH_KEYS, interrogate_settings),  # min length <= max length
     ]
 
 

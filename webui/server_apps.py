@@ -32,16 +32,20 @@ class ServerApps:
                    owner: str | None = None, keep_on_disconnect: bool = False) -> Job:
         """Queue one run of app `name` with decoded inputs; the flow (and its models) is built once per app.
         `keep_on_disconnect`: the AppFlow tab's run goes on when its page goes away, for a reloaded page to follow."""
-        description = self.describe_app(name)
+        self.describe_app(name)  # an unknown app fails here, not in the queue
 
         def run(control, on_step):
-            from appflow import Appflow
-
-            if name not in self._flows:
-                models = {role: model["source"] for role, model in description["models"].items()}
-                self._flows[name] = Appflow(app=name, models=models, device=self.config.device or "cpu",
-                                            lora_dir=self.config.lora_dir, embeddings_dir=self.config.embeddings_dir)
-            return self._flows[name](**inputs, **(options or {}))
+            return self.run_app(name, inputs, options)
 
         return self.worker.submit(run, f"appflow {name}", session=session, owner=owner,
                                   keep_on_disconnect=keep_on_disconnect)
+
+    def run_app(self, name: str, inputs: dict, options: dict | None = None) -> dict:
+        """Run app `name` now, in the calling (worker) thread; the flow (and its models) is built once per app."""
+        from appflow import Appflow
+
+        if name not in self._flows:
+            models = {role: model["source"] for role, model in self.describe_app(name)["models"].items()}
+            self._flows[name] = Appflow(app=name, models=models, device=self.config.device or "cpu",
+                                        lora_dir=self.config.lora_dir, embeddings_dir=self.config.embeddings_dir)
+        return self._flows[name](**inputs, **(options or {}))

@@ -56,6 +56,11 @@ class ServerState(ServerModels, PromptLibraries, ServerJobs, ServerApps):
 
             self.controlnets = ControlNetModels(config.controlnet_dir)
         self._flows: dict[str, object] = {}
+        from mixkit.interrogate import ClipInterrogator
+
+        # Interrogate CLIP's word-list ranker; its CLIP loads on the first interrogation (`webui.api_interrogate`)
+        self.interrogator = ClipInterrogator(config.interrogate_clip_model, config.interrogate_categories_dir,
+                                             device=config.device or "cpu")
         self._lora_library = None
         if config.lora_dir:
             from mixkit.lora import LoraLibrary

@@ -48,6 +48,13 @@ def add_parser(subparsers) -> None:
     add_upscaler_folder_flags(p)
     p.add_argument("--appflow-config", default=None, metavar="JSON",
                    help='models for AppFlow apps: {"app": {"role": "model source"}} (default: each app\'s default models)')
+    p.add_argument("--interrogate-clip-model", default="mixkit-tiny-clip", metavar="MODEL",
+                   help="the CLIP that ranks the word lists of Interrogate CLIP / POST /sdapi/v1/interrogate: a "
+                        "transformers CLIP folder or hub id, e.g. openai/clip-vit-large-patch14 (default: the built-in "
+                        "mixkit-tiny-clip)")
+    p.add_argument("--interrogate-categories-dir", default=None, metavar="DIR",
+                   help="folder of word lists (*.txt, one term a line; NAME.topN.txt appends its N best), as A1111's "
+                        "interrogate/ folder (default: built-in shapes, colours and sizes lists)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cpu)")
     p.add_argument("--preview-every", type=int, default=5, metavar="STEPS", help="live preview every N steps (0: off)")
     p.add_argument("--api-only", action="store_true", help="serve the HTTP API without the Gradio UI")
@@ -89,6 +96,7 @@ def config_from_args(args: argparse.Namespace):
     config = ServerConfig(
         models=models, models_dir=args.models_dir, output_dir=args.output_dir, lora_dir=args.lora_dir,
         embeddings_dir=args.embeddings_dir, training_data_dir=args.training_data_dir, styles_file=args.styles_file, vae_dir=args.vae_dir, controlnet_dir=args.controlnet_dir,
+        interrogate_clip_model=args.interrogate_clip_model, interrogate_categories_dir=args.interrogate_categories_dir,
         esrgan_models_path=args.esrgan_models_path, realesrgan_models_path=args.realesrgan_models_path,
         swinir_models_path=args.swinir_models_path, dat_models_path=args.dat_models_path, appflow_models=appflow_models, device=args.device, port=args.port, listen=args.listen,
         auth=parse_credentials(args.auth) if args.auth is not None else None, insecure_no_auth=args.insecure_no_auth,

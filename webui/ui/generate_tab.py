@@ -274,6 +274,10 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                 interrupt = gr.Button("Interrupt", elem_id=f"{kind}_interrupt", scale=1)
                 skip = gr.Button("Skip", elem_id=f"{kind}_skip", scale=1)
                 tab.paste = gr.Button("\u2199\ufe0f", elem_id=f"{kind}_paste", scale=0, min_width=40)
+            if kind == "img2img":  # A1111's Interrogate CLIP, beside the prompt
+                from webui.ui.interrogate_button import build_interrogate_button
+
+                build_interrogate_button(state, tab.init_image, widgets.prompt)
             styles_controls = build_styles_controls(state, kind)  # under Generate, as in A1111's top row
             tab.styles = styles_controls.dropdown
             wire_styles_controls(state, styles_controls, widgets.prompt, widgets.negative_prompt)
