@@ -43,14 +43,16 @@ def gallery_result(state: ServerState, outcome, cache_dir) -> TaskResult:
     from webui.ui.result_grid import grid_for_gallery, with_grid
 
     result = outcome.result
+    writing = state.options.infotext_writing()  # enable_pnginfo / save_txt, as the grid's and unsaved files' own
     if outcome.saved:
         paths = [str(path) for path in outcome.saved]
     else:
-        paths = gallery_pngs(result.images, result.seeds, result.infotexts, cache_dir)
+        paths = gallery_pngs(result.images, result.seeds, result.infotexts, cache_dir, pnginfo=writing.pnginfo)
     grid = grid_for_gallery(result.images, result.infotexts, return_grid=bool(state.options.get("return_grid")),
                             # A1111's grid_save ("Always save all generated image grids") does not depend on
                             # samples_save: process_images saves the grid whenever it is on
-                            save_to=state.output_dir if state.options.get("grid_save") else None, cache_dir=cache_dir)
+                            save_to=state.output_dir if state.options.get("grid_save") else None, cache_dir=cache_dir,
+                            writing=writing)
     paths, seeds, texts = with_grid(paths, list(result.seeds), list(result.infotexts), grid)
     return TaskResult(paths, seeds, texts, image_count=len(result.images), interrupted=bool(result.interrupted))
 
