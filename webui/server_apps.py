@@ -41,7 +41,9 @@ class ServerApps:
                 models = {role: model["source"] for role, model in description["models"].items()}
                 self._flows[name] = Appflow(app=name, models=models, device=self.config.device or "cpu",
                                             lora_dir=self.config.lora_dir, embeddings_dir=self.config.embeddings_dir)
-            return self._flows[name](**inputs, **(options or {}))
+            # the worker's step callback and Interrupt reach the app's SD steps: /sdapi/v1/progress and the AppFlow
+            # tab show their steps and ETA, and Interrupt stops one at its next step
+            return self._flows[name](**inputs, **(options or {}), callback=on_step, control=control)
 
         return self.worker.submit(run, f"appflow {name}", session=session, owner=owner,
                                   keep_on_disconnect=keep_on_disconnect)

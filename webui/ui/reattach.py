@@ -131,6 +131,18 @@ def followed_task_id(task_box: str) -> str:
     return task_box[len(ENDED):] if isinstance(task_box, str) and task_box.startswith(ENDED) else task_box or ""
 
 
+def interrupt_own_job(state: ServerState) -> Callable:
+    """A tab's Interrupt handler (inputs: its task box): the page's own session's job, and the task the tab follows,
+    which reaches a job started before a reload (another session) and nobody else's (`UiTasks.interrupt` checks the
+    --auth user). A queued job is dropped, a running one returns what it has."""
+
+    def interrupt(request: gr.Request, task_box: str = "") -> None:
+        state.interrupt_session(getattr(request, "session_hash", None))
+        state.tasks.interrupt(followed_task_id(task_box), page_owner(request))
+
+    return interrupt
+
+
 def restore_task(state: ServerState, kind: str, follow: Callable[[UiTask], Iterator[tuple]] | None = None,
                  count: int = 8):
     """The page-load handler of tab `kind` (`count` outputs): follow the task id the browser kept, if this server
