@@ -105,15 +105,24 @@ def save_png(image: Image.Image, path: str | os.PathLike, infotext: str | None, 
     check_save_png_inputs(image, path, infotext)
     if not isinstance(writing, InfotextWriting):
         raise TypeError(f"writing must be an InfotextWriting, got {type(writing).__name__}")
-    folder = path.parent
-    prepare_output_folder(folder)
     chunk = writing.chunk(infotext)
     png_info = infotext_png_info(chunk) if chunk is not None else None
-    text_file = written_temporary_file(folder, path.stem, (infotext + "\n").encode("utf-8")) \
-        if writing.txt and infotext is not None else None
-    handle, temp_path = open_temporary_file(folder, path.stem)
-    published = False
+    return write_png_file(image, path, png_info, replace=replace, text=infotext if writing.txt else None)
+
+
+def write_png_file(image: Image.Image, path: Path, png_info: PngImagePlugin.PngInfo | None, *, replace: bool,
+                   text: str | None = None) -> Path:
+    """Write `image` as PNG at `path` with `png_info`'s chunks, and `text` (when not None) and a line break in
+    `<stem>.txt` beside it, each through a temporary file (`publish_file`); returns the path.
+
+    On any failure nothing is left behind: no partial file, no temporary file, and no PNG whose text file could not
+    be written (a half-written result)."""
+    folder = path.parent
+    prepare_output_folder(folder)
+    text_file = written_temporary_file(folder, path.stem, (text + "\n").encode("utf-8")) if text is not None else None
+    temp_path, published = None, False
     try:
+        handle, temp_path = open_temporary_file(folder, path.stem)
         with handle:
             image.save(handle, format="PNG", pnginfo=png_info)
             handle.flush()
@@ -123,10 +132,11 @@ def save_png(image: Image.Image, path: str | os.PathLike, infotext: str | None, 
         if text_file is not None:
             os.replace(text_file, path.with_suffix(".txt"))
     except BaseException:
-        temp_path.unlink(missing_ok=True)
+        if temp_path is not None:
+            temp_path.unlink(missing_ok=True)
         if text_file is not None:
             text_file.unlink(missing_ok=True)
-        if published:  # the image without its text file would be a half-written result
+        if published:
             path.unlink(missing_ok=True)
         raise
     return path

@@ -350,13 +350,17 @@ def build_api(state: ServerState) -> APIRouter:
             raise queue_full(error) from None
         except (ValueError, TypeError, KeyError) as error:
             raise unprocessable(error) from None
+        # A1111 sets the result's PNG info only with enable_pnginfo on: off, the PNG carries no text chunk
+        pnginfo = bool(state.options.get("enable_pnginfo"))
         if job is None:
-            return await run_in_threadpool(encode_png_with_chunks, image, {**chunks, "postprocessing": ""}), ""
+            return await run_in_threadpool(encode_png_with_chunks, image,
+                                           {**chunks, "postprocessing": ""} if pnginfo else {}), ""
         image = await wait_for_job(job, request, state)
         if crops_to_size(body):
             image = crop_to(image, body.upscaling_resize_w, body.upscaling_resize_h)
         text = request_postprocessing_text(body)
-        return await run_in_threadpool(encode_png_with_chunks, image, {**chunks, "postprocessing": text}), text
+        return await run_in_threadpool(encode_png_with_chunks, image,
+                                       {**chunks, "postprocessing": text} if pnginfo else {}), text
 
     def checked_extras(body) -> None:
         try:
