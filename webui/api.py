@@ -110,8 +110,9 @@ def kept_overrides(body: Txt2ImgRequest, state: ServerState) -> dict:
 
 
 def save_option(body: Txt2ImgRequest, state: ServerState, key: str) -> bool:
-    """A saving setting (samples_save, return_grid, grid_save, enable_pnginfo, save_txt) for this request: its override_settings value (checked
-    by `to_txt2img_params`), else the server's, as A1111 applies override_settings for the job."""
+    """A saving setting (samples_save, return_grid, grid_save, enable_pnginfo, save_txt) for this request: its
+    override_settings value (checked by `to_txt2img_params`), else the server's, as A1111 applies override_settings
+    for the job."""
     return bool((body.override_settings or {}).get(key, state.options.get(key)))
 
 

@@ -40,7 +40,8 @@ def prune_stale_results(parent: Path, max_age_seconds: float, now: float | None 
     return removed
 
 
-def gallery_pngs(images: list, seeds: list, infotexts: list, cache_dir: str | Path, *, pnginfo: bool = True) -> list[str]:
+def gallery_pngs(images: list, seeds: list, infotexts: list, cache_dir: str | Path, *,
+                 pnginfo: bool = True) -> list[str]:
     """Write each image as `<n>-<seed>.png` with its infotext (unless `pnginfo` is off: A1111's enable_pnginfo) under
     Gradio's cache folder; returns the paths.
 
