@@ -17,7 +17,6 @@ from appflow.task import TASKS, Port, Task, register_task
 
 __all__ = [
     "APPS", "AppInterrupted", "Appflow", "Chain", "ChainError", "MODEL_CACHE", "MODEL_KINDS", "ModelCache", "ModelKind",
-    "PORT_TYPES",
-    "Port", "Step", "TASKS", "Task", "chain_from_dict", "describe_app", "list_apps", "load_chain", "register_app",
-    "register_model_kind", "register_port_type", "register_task", "release_models", "validate_chain",
+    "PORT_TYPES", "Port", "Step", "TASKS", "Task", "chain_from_dict", "describe_app", "list_apps", "load_chain",
+    "register_app", "register_model_kind", "register_port_type", "register_task", "release_models", "validate_chain",
 ]
