@@ -11,11 +11,12 @@ from appflow.chain import Chain, ChainError, Step, validate_chain
 from appflow.chain_files import chain_from_dict, load_chain
 from appflow.flow import Appflow
 from appflow.model_kinds import MODEL_KINDS, ModelKind, register_model_kind
+from appflow.progress import AppInterrupted
 from appflow.ports import PORT_TYPES, register_port_type
 from appflow.task import TASKS, Port, Task, register_task
 
 __all__ = [
-    "APPS", "Appflow", "Chain", "ChainError", "MODEL_CACHE", "MODEL_KINDS", "ModelCache", "ModelKind", "PORT_TYPES",
-    "Port", "Step", "TASKS", "Task", "chain_from_dict", "describe_app", "list_apps", "load_chain", "register_app",
-    "register_model_kind", "register_port_type", "register_task", "release_models", "validate_chain",
+    "APPS", "AppInterrupted", "Appflow", "Chain", "ChainError", "MODEL_CACHE", "MODEL_KINDS", "ModelCache", "ModelKind",
+    "PORT_TYPES", "Port", "Step", "TASKS", "Task", "chain_from_dict", "describe_app", "list_apps", "load_chain",
+    "register_app", "register_model_kind", "register_port_type", "register_task", "release_models", "validate_chain",
 ]

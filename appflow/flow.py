@@ -16,6 +16,7 @@ from typing import Any
 from appflow.cache import MODEL_CACHE, ModelCache
 from appflow.chain import Chain, ChainPlan, validate_chain
 from appflow.model_kinds import MODEL_KINDS, check_fit
+from appflow.progress import AppInterrupted, check_run_hooks, interrupted, running_with
 from appflow.ports import check_value
 from appflow.task import Port, rename_aliases
 
@@ -262,8 +263,18 @@ class Appflow:
         return assigned
 
     # -- running -----------------------------------------------------------------------------
-    def __call__(self, **kwargs: Any) -> dict[str, Any]:
-        """Run the chain; keywords are app inputs (see `.inputs`) or per-call option overrides."""
+    def __call__(self, *, callback=None, control=None, **kwargs: Any) -> dict[str, Any]:
+        """Run the chain; keywords are app inputs (see `.inputs`) or per-call option overrides.
+
+        `callback` gets each sampling step of the chain's SD steps (`pipelines.control.StepProgress`, as a pipeline's
+        `callback=`); `control` (a `GenerationControl`) interrupts: the SD step running returns what it has (as
+        A1111's Interrupt), and a chain with steps left after it raises `AppInterrupted`.
+        """
+        hooks = check_run_hooks(callback, control)
+        with running_with(hooks):
+            return self._run(kwargs)
+
+    def _run(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         # 1. Sort keywords into inputs and options; check every input and option before any model loads
         inputs, overrides = {}, {}
         aliases = self.option_aliases()
@@ -300,7 +311,10 @@ class Appflow:
 
         # 2. Run the steps in dependency order
         values: dict[tuple[str | None, str], Any] = {(None, name): value for name, value in inputs.items()}
-        for step in self.plan.order:
+        for number, step in enumerate(self.plan.order):
+            if number and interrupted():  # the previous step stopped early: the rest would work on a partial result
+                raise AppInterrupted(f"App {self.name!r} was interrupted before step {step.id!r}; no outputs were "
+                                     "made. Run it again to finish.")
             task = self.tasks[step.id]
             step_inputs = {key: values[(b.step, b.key)] for key, b in self.plan.bindings[step.id].items()
                            if (b.step, b.key) in values}

@@ -36,18 +36,20 @@ class GenerationResult:
         self.seeds.append(seed)
         self.infotexts.append(infotext)
 
-    def save(self, folder: str | os.PathLike) -> list:
-        """Write each image as PNG with its infotext; returns the paths (names: counter-seed.png)."""
-        from pipelines.png import save_png_numbered
+    def save(self, folder: str | os.PathLike, writing=None) -> list:
+        """Write each image as PNG with its infotext; returns the paths (names: counter-seed.png).
 
-        return [save_png_numbered(image, folder, seed, infotext)
+        `writing` (`pipelines.png.InfotextWriting`; None: in the PNG only): in the PNG chunk, a `.txt` beside it."""
+        from pipelines.png import PNG_ONLY, save_png_numbered
+
+        return [save_png_numbered(image, folder, seed, infotext, writing=writing or PNG_ONLY)
                 for image, seed, infotext in zip(self.images, self.seeds, self.infotexts)]
 
-    def save_as(self, path: str | os.PathLike) -> list:
-        """Write the images to a PNG file name of the caller's choosing (with infotext): one image as `path`
-        itself, several as `<stem>-1.png`, `<stem>-2.png`, ... beside it. Existing files of those names are
+    def save_as(self, path: str | os.PathLike, writing=None) -> list:
+        """Write the images to a PNG file name of the caller's choosing (with infotext, as `save`): one image as
+        `path` itself, several as `<stem>-1.png`, `<stem>-2.png`, ... beside it. Existing files of those names are
         replaced (each atomically), as a tool told to write `cat.png` is expected to do."""
-        from pipelines.png import save_png
+        from pipelines.png import PNG_ONLY, save_png
 
         path = Path(path)
         check_png_file_name(path)
@@ -55,7 +57,7 @@ class GenerationResult:
             targets = [path]
         else:
             targets = [path.with_name(f"{path.stem}-{n}{path.suffix}") for n in range(1, len(self.images) + 1)]
-        return [save_png(image, target, infotext)
+        return [save_png(image, target, infotext, writing=writing or PNG_ONLY)
                 for image, target, infotext in zip(self.images, targets, self.infotexts)]
 
 

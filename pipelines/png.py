@@ -3,6 +3,8 @@
 Writes are atomic (a temporary file in the target folder, then `os.replace`) so an interrupted
 run or a full disk never leaves a truncated PNG that image browsers would choke on; a counter name is taken only
 if it is still free (`save_png_numbered`), so concurrent writers never overwrite each other's images.
+Where the infotext goes is A1111's two saving options (`InfotextWriting`): the PNG's `parameters` chunk
+(`enable_pnginfo`) and a `.txt` file of the same name beside it (`save_txt`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+from dataclasses import dataclass
 from pathlib import Path
 
 from PIL import Image, PngImagePlugin
@@ -17,6 +20,32 @@ from PIL import Image, PngImagePlugin
 INFOTEXT_KEY = "parameters"  # the PNG text keyword A1111 (and Civitai, ComfyUI readers) use
 COUNTER_PATTERN = re.compile(r"^(\d+)(?:-|$)")  # matched against the name without extension
 COUNTER_DIGITS = 5
+
+
+@dataclass(frozen=True)
+class InfotextWriting:
+    """Where a saved image's infotext is written: A1111's Settings > Saving images options of the same meaning.
+
+    `pnginfo` ("Write infotext to metadata of the generated image", `enable_pnginfo`, default on): the PNG's
+    `parameters` text chunk. Off, the image carries no parameters (a shared picture does not tell its prompt).
+    `txt` ("Create a text file next to every image with generation parameters", `save_txt`, default off):
+    `<name>.txt` beside `<name>.png`, the infotext and a line break in UTF-8, as A1111 writes it.
+    """
+
+    pnginfo: bool = True
+    txt: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("pnginfo", "txt"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"InfotextWriting.{name} must be True or False, got {getattr(self, name)!r}")
+
+    def chunk(self, infotext: str | None) -> str | None:
+        """The infotext to put in the PNG's `parameters` chunk (None: no chunk)."""
+        return infotext if self.pnginfo else None
+
+
+PNG_ONLY = InfotextWriting()  # A1111's defaults: infotext in the PNG, no text file
 
 
 def infotext_png_info(infotext: str) -> PngImagePlugin.PngInfo:
@@ -63,29 +92,68 @@ def prepare_output_folder(folder: Path) -> None:
         raise PermissionError(f"Cannot create output folder {str(folder)!r}: permission denied. Choose a writable folder.") from error
 
 
-def save_png(image: Image.Image, path: str | os.PathLike, infotext: str | None, *, replace: bool = True) -> Path:
-    """Save `image` as PNG at `path` with `infotext` in the `parameters` text chunk; returns the path.
+def save_png(image: Image.Image, path: str | os.PathLike, infotext: str | None, *, replace: bool = True,
+             writing: InfotextWriting = PNG_ONLY) -> Path:
+    """Save `image` as PNG at `path` with `infotext` where `writing` says (by default the `parameters` text chunk);
+    returns the path.
 
     The parent folder is created if missing (as A1111 does). An existing file at `path` is replaced, or with
     `replace=False` left alone and FileExistsError raised (`publish_file`). On any failure nothing is left behind:
-    neither a partial PNG nor the temporary file.
+    neither a partial PNG nor the temporary file, nor a PNG whose `.txt` (`writing.txt`) could not be written.
     """
     path = Path(path)
     check_save_png_inputs(image, path, infotext)
+    if not isinstance(writing, InfotextWriting):
+        raise TypeError(f"writing must be an InfotextWriting, got {type(writing).__name__}")
+    chunk = writing.chunk(infotext)
+    png_info = infotext_png_info(chunk) if chunk is not None else None
+    return write_png_file(image, path, png_info, replace=replace, text=infotext if writing.txt else None)
+
+
+def write_png_file(image: Image.Image, path: Path, png_info: PngImagePlugin.PngInfo | None, *, replace: bool,
+                   text: str | None = None) -> Path:
+    """Write `image` as PNG at `path` with `png_info`'s chunks, and `text` (when not None) and a line break in
+    `<stem>.txt` beside it, each through a temporary file (`publish_file`); returns the path.
+
+    On any failure nothing is left behind: no partial file, no temporary file, and no PNG whose text file could not
+    be written (a half-written result)."""
     folder = path.parent
     prepare_output_folder(folder)
-    png_info = infotext_png_info(infotext) if infotext is not None else None
-    handle, temp_path = open_temporary_file(folder, path.stem)
+    text_file = written_temporary_file(folder, path.stem, (text + "\n").encode("utf-8")) if text is not None else None
+    temp_path, published = None, False
     try:
+        handle, temp_path = open_temporary_file(folder, path.stem)
         with handle:
             image.save(handle, format="PNG", pnginfo=png_info)
             handle.flush()
             os.fsync(handle.fileno())
         publish_file(temp_path, path, replace=replace)
+        published = True
+        if text_file is not None:
+            os.replace(text_file, path.with_suffix(".txt"))
+    except BaseException:
+        if temp_path is not None:
+            temp_path.unlink(missing_ok=True)
+        if text_file is not None:
+            text_file.unlink(missing_ok=True)
+        if published:
+            path.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def written_temporary_file(folder: Path, stem: str, data: bytes) -> Path:
+    """A finished hidden temporary file in `folder` holding `data` (to be renamed into place); its path."""
+    handle, temp_path = open_temporary_file(folder, stem)
+    try:
+        with handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
     except BaseException:
         temp_path.unlink(missing_ok=True)
         raise
-    return path
+    return temp_path
 
 
 def publish_file(temp_path: Path, path: Path, *, replace: bool) -> None:
@@ -112,12 +180,13 @@ def publish_file(temp_path: Path, path: Path, *, replace: bool) -> None:
     temp_path.unlink()
 
 
-def save_png_numbered(image: Image.Image, folder: str | os.PathLike, seed: int, infotext: str | None) -> Path:
+def save_png_numbered(image: Image.Image, folder: str | os.PathLike, seed: int, infotext: str | None, *,
+                      writing: InfotextWriting = PNG_ONLY) -> Path:
     """Save `image` under the next free counter name of `folder` (`next_image_path`), taking the following one when
-    another writer got there first; returns the path."""
+    another writer got there first; returns the path. `writing` as for `save_png`."""
     for _ in range(100):
         try:
-            return save_png(image, next_image_path(folder, seed), infotext, replace=False)
+            return save_png(image, next_image_path(folder, seed), infotext, replace=False, writing=writing)
         except FileExistsError:
             continue  # another writer took that counter between our listing and our write
     raise FileExistsError(f"Could not find a free file name in {str(folder)!r}: 100 counter names were taken while "

@@ -110,9 +110,19 @@ def kept_overrides(body: Txt2ImgRequest, state: ServerState) -> dict:
 
 
 def save_option(body: Txt2ImgRequest, state: ServerState, key: str) -> bool:
-    """A saving setting (samples_save, return_grid, grid_save) for this request: its override_settings value (checked
-    by `to_txt2img_params`), else the server's, as A1111 applies override_settings for the job."""
+    """A saving setting (samples_save, return_grid, grid_save, enable_pnginfo, save_txt) for this request: its
+    override_settings value (checked by `to_txt2img_params`), else the server's, as A1111 applies override_settings
+    for the job."""
     return bool((body.override_settings or {}).get(key, state.options.get(key)))
+
+
+def infotext_writing(body: Txt2ImgRequest, state: ServerState):
+    """Where this request's images carry their infotext: enable_pnginfo (the saved and the returned PNGs' `parameters`
+    chunk; the response's `info` keeps the infotexts either way, as A1111's) and save_txt (a `.txt` beside each saved
+    image and grid)."""
+    from pipelines.png import InfotextWriting
+
+    return InfotextWriting(pnginfo=save_option(body, state, "enable_pnginfo"), txt=save_option(body, state, "save_txt"))
 
 
 def writes_outputs(body: Txt2ImgRequest, state: ServerState, save: bool) -> bool:
@@ -127,12 +137,13 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
     """Queue the job, wait for it, answer as A1111; `outpaint_sides`: an outpainting script's extension
     (webui.api_scripts), run as the server's outpaint job; `mk2`: Outpainting mk2's fill settings (None: Poor man's)."""
     save = bool(body.save_images) and not body.do_not_save_samples and save_option(body, state, "samples_save")
+    writing = infotext_writing(body, state)
     owner = request.scope.get(AUTH_USER_KEY)
     try:
         kept = kept_overrides(body, state)
         if body.force_task_id is not None:
             check_free_task_id(state, body.force_task_id)
-        where = {"save": save, "owner": owner,
+        where = {"save": save, "owner": owner, "writing": writing,
                  "checkpoint": (body.override_settings or {}).get("sd_model_checkpoint"),
                  "restore_checkpoint": body.override_settings_restore_afterwards}
         job = state.submit_generation(kind, params, **where) if outpaint_sides is None else \
@@ -166,7 +177,8 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
         if not body.save_images:
             return None
         return api_result_grid(result.images, result.infotexts, return_grid=save_option(body, state, "return_grid"),
-                               save_to=state.output_dir if save_option(body, state, "grid_save") else None)
+                               save_to=state.output_dir if save_option(body, state, "grid_save") else None,
+                               writing=writing)
 
     grid_image = await run_in_threadpool(grid)
     if await client_left(request):  # its images and grid are saved; nobody reads the answer
@@ -178,7 +190,7 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
     def encode() -> list[str]:
         if not body.send_images:
             return []
-        return [encode_png_base64(image, text) for image, text in pairs]
+        return [encode_png_base64(image, writing.chunk(text)) for image, text in pairs]
 
     images = await run_in_threadpool(encode)
     # A1111's sd_model_name is the checkpoint's name_for_extra (the infotext's "Model"), not its title: the one the
@@ -339,13 +351,17 @@ def build_api(state: ServerState) -> APIRouter:
             raise queue_full(error) from None
         except (ValueError, TypeError, KeyError) as error:
             raise unprocessable(error) from None
+        # A1111 sets the result's PNG info only with enable_pnginfo on: off, the PNG carries no text chunk
+        pnginfo = bool(state.options.get("enable_pnginfo"))
         if job is None:
-            return await run_in_threadpool(encode_png_with_chunks, image, {**chunks, "postprocessing": ""}), ""
+            return await run_in_threadpool(encode_png_with_chunks, image,
+                                           {**chunks, "postprocessing": ""} if pnginfo else {}), ""
         image = await wait_for_job(job, request, state)
         if crops_to_size(body):
             image = crop_to(image, body.upscaling_resize_w, body.upscaling_resize_h)
         text = request_postprocessing_text(body)
-        return await run_in_threadpool(encode_png_with_chunks, image, {**chunks, "postprocessing": text}), text
+        return await run_in_threadpool(encode_png_with_chunks, image,
+                                       {**chunks, "postprocessing": text} if pnginfo else {}), text
 
     def checked_extras(body) -> None:
         try:

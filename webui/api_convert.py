@@ -27,7 +27,7 @@ RESIZE_MODES = {0: "just resize", 1: "crop and resize", 2: "resize and fill", 3:
 INPAINTING_FILL = {0: "fill", 1: "original", 2: "latent noise", 3: "latent nothing"}
 # A1111's option keys for skipping the negative prompt (NGMS, Skip Early CFG) may also come per request.
 # The settings the API reads when it saves a result (`webui.api`: samples, and the grid of 2+ images) too.
-SAVE_OVERRIDES = ("samples_save", "return_grid", "grid_save")
+SAVE_OVERRIDES = ("samples_save", "return_grid", "grid_save", "enable_pnginfo", "save_txt")
 SETTABLE_OVERRIDES = {"CLIP_stop_at_last_layers", *UNCOND_SKIP_KEYS, *SAMPLER_OPTION_KEYS, *PROMPT_OPTION_KEYS,
                       *SAVE_OVERRIDES, *INFOTEXT_OPTION_KEYS}
 # What A1111's API request models default to (its UI's defaults differ: 20 steps, DPM++ 2M).

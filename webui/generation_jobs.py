@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from pipelines.png import PNG_ONLY, InfotextWriting
 from webui.checkpoints import CheckpointEntry
 from webui.request_checkpoint import checkpoint_for_job
 
@@ -29,11 +30,13 @@ class GenerationOutcome:
     vae_hash: str | None = None
 
 
-def finished(pipe, result, params, *, save: bool, output_dir: Path, entry: CheckpointEntry | None) -> GenerationOutcome:
-    """Save `result` when asked and record the checkpoint (and VAE) the pipeline ran with.
+def finished(pipe, result, params, *, save: bool, output_dir: Path, entry: CheckpointEntry | None,
+             writing: InfotextWriting = PNG_ONLY) -> GenerationOutcome:
+    """Save `result` when asked (its infotexts where `writing` says) and record the checkpoint (and VAE) the pipeline
+    ran with.
 
     Recorded in the job, before a request's own checkpoint is put back (`webui.request_checkpoint`)."""
-    saved = result.save(output_dir) if save and result.images else []
+    saved = result.save(output_dir, writing) if save and result.images else []
     return GenerationOutcome(result=result, params=params, saved=saved, model_title=entry.title if entry else None,
                              model_name=entry.name_for_extra if entry else None,
                              model_hash=pipe.model.model_hash, vae_name=pipe.model.extras.get("vae_name"),
@@ -41,10 +44,11 @@ def finished(pipe, result, params, *, save: bool, output_dir: Path, entry: Check
 
 
 def generation_job(state, kind: str, params, *, save: bool, checkpoint: CheckpointEntry | None = None,
-                   restore_checkpoint: bool = True) -> Callable:
+                   restore_checkpoint: bool = True, writing: InfotextWriting = PNG_ONLY) -> Callable:
     """The worker's run function for a txt2img ("txt2img") or img2img ("img2img") call with validated params.
 
     `checkpoint`: the request's own checkpoint (None: the server's), put back afterwards when `restore_checkpoint`.
+    `writing`: where the saved images' infotexts go (A1111's enable_pnginfo, save_txt).
     """
 
     def run(control, on_step) -> GenerationOutcome:
@@ -68,16 +72,18 @@ def generation_job(state, kind: str, params, *, save: bool, checkpoint: Checkpoi
 
             pipe = (ControlNetTextToImage if kind == "txt2img" else ControlNetImageToImage).from_pipeline(pipe)
         result = pipe(run_params, callback=on_step, control=control)
-        return finished(pipe, result, params, save=save, output_dir=state.output_dir, entry=state.holder.entry)
+        return finished(pipe, result, params, save=save, output_dir=state.output_dir, entry=state.holder.entry,
+                        writing=writing)
 
     return run
 
 
 def outpaint_job(state, params, sides: dict[str, int], *, save: bool, checkpoint: CheckpointEntry | None = None,
-                 restore_checkpoint: bool = True, mk2: dict[str, float] | None = None) -> Callable:
+                 restore_checkpoint: bool = True, mk2: dict[str, float] | None = None,
+                 writing: InfotextWriting = PNG_ONLY) -> Callable:
     """The worker's run function for an outpaint of `params.init_images[0]` by `sides` (checked by the caller):
     Poor man's (`pipelines.outpaint`), or Outpainting mk2 (`pipelines.outpaint_mk2`) with `mk2`'s fill settings;
-    `checkpoint` as for `generation_job`."""
+    `checkpoint` and `writing` as for `generation_job`."""
     from pipelines.outpaint import outpaint
     from pipelines.outpaint_mk2 import outpaint_mk2
 
@@ -100,6 +106,7 @@ def outpaint_job(state, params, sides: dict[str, int], *, save: bool, checkpoint
             result = outpaint_mk2(pipe, params.init_images[0], **sides, mask_blur=params.mask_blur, **mk2,
                                   denoising_strength=params.denoising_strength, callback=on_step, control=control,
                                   **rest)
-        return finished(pipe, result, params, save=save, output_dir=state.output_dir, entry=state.holder.entry)
+        return finished(pipe, result, params, save=save, output_dir=state.output_dir, entry=state.holder.entry,
+                        writing=writing)
 
     return run

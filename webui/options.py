@@ -250,6 +250,9 @@ SETTABLE = {
     # an API response with save_images: true; A1111's API sets do_not_save_grid otherwise), saved as grid-NNNN.png.
     "return_grid": _check_bool("return_grid"),
     "grid_save": _check_bool("grid_save"),
+    # A1111's Settings > Saving images: where each saved image's infotext goes (pipelines.png.InfotextWriting)
+    "enable_pnginfo": _check_bool("enable_pnginfo"),
+    "save_txt": _check_bool("save_txt"),
     "show_progress_every_n_steps": _check_preview_every,
     "control_net_unit_count": _check_unit_count,  # sd-webui-controlnet's key; the UI uses it when it is built
     # A1111's Settings > Optimizations: skip the negative prompt on some steps (approximate; see pipelines.uncond_skip)
@@ -295,6 +298,8 @@ class ServerOptions:
             "samples_save": True,
             "return_grid": True,
             "grid_save": True,
+            "enable_pnginfo": True,
+            "save_txt": False,
             "samples_format": "png",
             "outdir_samples": output_dir,
             "outdir_txt2img_samples": output_dir,
@@ -421,6 +426,13 @@ class ServerOptions:
         """The Settings > Interrogate values as `mixkit.interrogate.InterrogateSettings`."""
         with self._lock:
             return interrogate_settings(self._values)
+
+    def infotext_writing(self):
+        """Where the Settings put a saved image's infotext (enable_pnginfo, save_txt), as `save_png` takes it."""
+        from pipelines.png import InfotextWriting
+
+        with self._lock:
+            return InfotextWriting(pnginfo=self._values["enable_pnginfo"], txt=self._values["save_txt"])
 
     def upscaler_tiling(self) -> dict[str, tuple[int, int]]:
         """How model upscalers split an image, per option pair: {"ESRGAN": (ESRGAN_tile, ESRGAN_tile_overlap),

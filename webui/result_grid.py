@@ -50,14 +50,17 @@ def wants_grid(count: int, *, return_grid: bool, grid_save: bool) -> bool:
     return count >= 2 and (return_grid or grid_save)
 
 
-def api_result_grid(images: list, infotexts: list, *, return_grid: bool, save_to: str | os.PathLike | None):
+def api_result_grid(images: list, infotexts: list, *, return_grid: bool, save_to: str | os.PathLike | None,
+                    writing=None):
     """The grid of an API result that asked to be saved: saved to `save_to` (when given, i.e. `grid_save` is on) with
-    the first image's infotext; returned, to go first in the response, when `return_grid`; else None."""
+    the first image's infotext where `writing` says (`pipelines.png.InfotextWriting`; A1111's save_image gives a grid
+    its `.txt` too); returned, to go first in the response, when `return_grid`; else None."""
     if not wants_grid(len(images), return_grid=return_grid, grid_save=save_to is not None):
         return None
-    from pipelines.png import save_png
+    from pipelines.png import PNG_ONLY, save_png
 
     grid = image_grid(images)
     if save_to is not None:
-        save_png(grid, next_grid_path(save_to), (infotexts[0] if infotexts else None) or None)
+        save_png(grid, next_grid_path(save_to), (infotexts[0] if infotexts else None) or None,
+                 writing=writing or PNG_ONLY)
     return grid if return_grid else None

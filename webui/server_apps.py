@@ -35,17 +35,20 @@ class ServerApps:
         self.describe_app(name)  # an unknown app fails here, not in the queue
 
         def run(control, on_step):
-            return self.run_app(name, inputs, options)
+            # the worker's step callback and Interrupt reach the app's SD steps: /sdapi/v1/progress and the AppFlow
+            # tab show their steps and ETA, and Interrupt stops one at its next step
+            return self.run_app(name, inputs, options, callback=on_step, control=control)
 
         return self.worker.submit(run, f"appflow {name}", session=session, owner=owner,
                                   keep_on_disconnect=keep_on_disconnect)
 
-    def run_app(self, name: str, inputs: dict, options: dict | None = None) -> dict:
-        """Run app `name` now, in the calling (worker) thread; the flow (and its models) is built once per app."""
+    def run_app(self, name: str, inputs: dict, options: dict | None = None, callback=None, control=None) -> dict:
+        """Run app `name` now, in the calling (worker) thread; the flow (and its models) is built once per app.
+        `callback` / `control`: the worker's step callback and Interrupt, handed to the app's SD steps."""
         from appflow import Appflow
 
         if name not in self._flows:
             models = {role: model["source"] for role, model in self.describe_app(name)["models"].items()}
             self._flows[name] = Appflow(app=name, models=models, device=self.config.device or "cpu",
                                         lora_dir=self.config.lora_dir, embeddings_dir=self.config.embeddings_dir)
-        return self._flows[name](**inputs, **(options or {}))
+        return self._flows[name](**inputs, **(options or {}), callback=callback, control=control)

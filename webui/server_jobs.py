@@ -75,7 +75,8 @@ class ServerJobs:
 
     def submit_generation(self, kind: str, params, *, save: bool, session: str | None = None,
                           owner: str | None = None, checkpoint: str | None = None,
-                          restore_checkpoint: bool = True, keep_on_disconnect: bool = False) -> Job:
+                          restore_checkpoint: bool = True, keep_on_disconnect: bool = False,
+                          writing=None) -> Job:
         """Queue a txt2img/img2img call with already validated params; raises QueueFullError, and ValueError for a
         ControlNet unit made for another model family than the job's checkpoint (before anything is queued).
 
@@ -83,6 +84,7 @@ class ServerJobs:
         checkpoint, and the server's is put back afterwards unless `restore_checkpoint` is false
         (`webui.request_checkpoint`); an unknown title raises ValueError listing the checkpoints.
         `keep_on_disconnect`: the session ending does not cancel it (a UI task a reloaded page reattaches to).
+        `writing`: where saved images' infotexts go (`pipelines.png.InfotextWriting`; None: as the Settings are now).
         """
         if kind not in ("txt2img", "img2img"):
             raise ValueError(f"kind must be 'txt2img' or 'img2img', got {kind!r}.")
@@ -91,20 +93,21 @@ class ServerJobs:
             from webui.controlnet_models import check_unit_families
 
             check_unit_families(self.controlnets, params.controlnets, self.holder, entry)
-        job = generation_job(self, kind, params, save=save, checkpoint=entry, restore_checkpoint=restore_checkpoint)
+        job = generation_job(self, kind, params, save=save, checkpoint=entry, restore_checkpoint=restore_checkpoint,
+                             writing=writing or self.options.infotext_writing())
         return self.worker.submit(job, kind if entry is None else f"{kind} on {entry.title}", session=session,
                                   owner=owner, keep_on_disconnect=keep_on_disconnect)
 
     def submit_outpaint(self, params, sides: dict[str, int], *, save: bool, session: str | None = None,
                         owner: str | None = None, checkpoint: str | None = None,
                         restore_checkpoint: bool = True, keep_on_disconnect: bool = False,
-                        mk2: dict[str, float] | None = None) -> Job:
+                        mk2: dict[str, float] | None = None, writing=None) -> Job:
         """Queue an outpaint of `params.init_images[0]` by `sides` (left/right/top/bottom pixels): Poor man's, or
         Outpainting mk2 with `mk2`'s fill settings (falloff_exponent, color_variation; the mask blur is
         `params.mask_blur` for both).
 
         Checked now: the extension, the script's settings, and the img2img limits at the extended size. `owner` and
-        `checkpoint` as for `submit_generation` (the API's outpainting scripts, webui.api_scripts).
+        `checkpoint` and `writing` as for `submit_generation` (the API's outpainting scripts, webui.api_scripts).
         """
         from dataclasses import replace
 
@@ -121,7 +124,7 @@ class ServerJobs:
         self.check_params("img2img", replace(params, width=width, height=height))
         entry = self.requested_checkpoint(checkpoint)
         job = outpaint_job(self, params, sides, save=save, checkpoint=entry, restore_checkpoint=restore_checkpoint,
-                           mk2=mk2)
+                           mk2=mk2, writing=writing or self.options.infotext_writing())
         return self.worker.submit(job, "outpaint" if entry is None else f"outpaint on {entry.title}", session=session,
                                   owner=owner, keep_on_disconnect=keep_on_disconnect)
 

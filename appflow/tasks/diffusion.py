@@ -11,6 +11,7 @@ import contextlib
 import threading
 from typing import Any
 
+from appflow.progress import pipeline_hooks
 from appflow.task import Port, Task, register_task
 
 from mixkit.tiny.shipped import DEFAULT_TEXT_TO_IMAGE
@@ -183,7 +184,7 @@ class TextToImageTask(GenerationTask):
         with one_call_at_a_time(pipe.model):
             result = pipe(prompt=prompt, width=options["width"] or native, height=options["height"] or native,
                           batch_size=options["batch_size"],
-                          batch_count=options["batch_count"], **generation_kwargs(options))
+                          batch_count=options["batch_count"], **generation_kwargs(options), **pipeline_hooks())
         return {"image": result.images[0], "images": result.images, **generation_record(result)}
 
 
@@ -208,7 +209,8 @@ class ImageToImageTask(GenerationTask):
         width, height = working_size(image, pipe, options["width"], options["height"])
         with one_call_at_a_time(pipe.model):
             result = pipe(prompt=prompt, init_images=[image], width=width, height=height,
-                          denoising_strength=options["denoising_strength"], **generation_kwargs(options))
+                          denoising_strength=options["denoising_strength"], **generation_kwargs(options),
+                          **pipeline_hooks())
         return {"image": result.images[0], **generation_record(result)}
 
 
@@ -244,7 +246,8 @@ class InpaintTask(GenerationTask):
         with one_call_at_a_time(pipe.model):
             result = pipe(prompt=prompt, init_images=[image.convert("RGB")], mask=mask, width=width,
                           height=height, denoising_strength=options["denoising_strength"], mask_blur=options["mask_blur"],
-                          inpainting_fill=options["inpainting_fill"], **generation_kwargs(options))
+                          inpainting_fill=options["inpainting_fill"], **generation_kwargs(options),
+                          **pipeline_hooks())
         painted = result.images[0]
         if painted.size != image.size:
             # The working size was rounded to the VAE multiple: scale back, and keep unmasked pixels exact.

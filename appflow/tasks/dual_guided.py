@@ -12,6 +12,7 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
+from appflow.progress import pipeline_hooks
 from appflow.task import Port, check_number_option, register_task
 from appflow.tasks.diffusion import (
     DEFAULT_SD, GENERATION_OPTIONS, IMG2IMG_ALIASES, GenerationTask, check_lora_folder, generation_kwargs,
@@ -77,5 +78,6 @@ class DualGuidedGenerationTask(GenerationTask):
         width, height = working_size(blend, pipe, options["width"], options["height"])
         with one_call_at_a_time(pipe.model):
             result = pipe(prompt=prompt, init_images=[blend], width=width, height=height,
-                          denoising_strength=options["denoising_strength"], **generation_kwargs(options))
+                          denoising_strength=options["denoising_strength"], **generation_kwargs(options),
+                          **pipeline_hooks())
         return {"image": result.images[0], "blend": blend, **generation_record(result)}

@@ -290,3 +290,59 @@ def test_without_hard_links_a_free_name_is_still_checked_before_the_rename(tmp_p
     else:
         publish_file(temp, target, replace=False)
         assert target.read_bytes() == b"new" and not temp.exists()
+
+
+def test_pnginfo_off_writes_no_parameters_chunk(tmp_path):
+    from pipelines.png import InfotextWriting
+
+    path = save_png(tiny_image(), tmp_path / "a.png", LATIN1_TEXT, writing=InfotextWriting(pnginfo=False))
+    assert [kind for kind, _ in png_chunks(path) if kind in (b"tEXt", b"iTXt", b"zTXt")] == []
+    assert read_infotext(path) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.png"]  # no .txt by default either
+
+
+def test_save_txt_writes_the_infotext_and_a_line_break_in_utf8_beside_the_png(tmp_path):
+    from pipelines.png import InfotextWriting
+
+    path = save_png(tiny_image(), tmp_path / "b.png", UNICODE_TEXT, writing=InfotextWriting(txt=True))
+    assert (tmp_path / "b.txt").read_bytes() == (UNICODE_TEXT + "\n").encode("utf-8")  # A1111's save_txt form
+    assert read_infotext(path) == UNICODE_TEXT  # the PNG keeps its chunk too
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.png", "b.txt"]  # no temporary file left
+    only_txt = save_png(tiny_image(), tmp_path / "c.png", LATIN1_TEXT, writing=InfotextWriting(pnginfo=False, txt=True))
+    assert read_infotext(only_txt) is None and (tmp_path / "c.txt").read_text(encoding="utf-8") == LATIN1_TEXT + "\n"
+
+
+def test_save_txt_writes_no_text_file_for_an_image_without_infotext(tmp_path):
+    from pipelines.png import InfotextWriting
+
+    save_png(tiny_image(), tmp_path / "d.png", None, writing=InfotextWriting(txt=True))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.png"]
+
+
+def test_a_text_file_that_cannot_be_written_leaves_no_png_behind(tmp_path):
+    from pipelines.png import InfotextWriting
+
+    (tmp_path / "e.txt").mkdir()  # the .txt name is taken by a folder: os.replace fails
+    with pytest.raises(OSError):
+        save_png(tiny_image(), tmp_path / "e.png", LATIN1_TEXT, writing=InfotextWriting(txt=True))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.txt"]  # neither the PNG nor a temporary file
+
+
+def test_numbered_saves_with_text_files_count_on_past_them(tmp_path):
+    from pipelines.png import InfotextWriting, save_png_numbered
+
+    writing = InfotextWriting(txt=True)
+    first = save_png_numbered(tiny_image(), tmp_path, 7, LATIN1_TEXT, writing=writing)
+    second = save_png_numbered(tiny_image(), tmp_path, 7, UNICODE_TEXT, writing=writing)
+    assert (first.name, second.name) == ("00000-7.png", "00001-7.png")
+    assert (tmp_path / "00001-7.txt").read_text(encoding="utf-8") == UNICODE_TEXT + "\n"
+
+
+def test_infotext_writing_refuses_non_bool_switches(tmp_path):
+    from pipelines.png import InfotextWriting
+
+    with pytest.raises(TypeError, match="InfotextWriting.pnginfo must be True or False, got 'no'"):
+        InfotextWriting(pnginfo="no")
+    with pytest.raises(TypeError, match="writing must be an InfotextWriting, got dict"):
+        save_png(tiny_image(), tmp_path / "f.png", LATIN1_TEXT, writing={"txt": True})
+    assert not list(tmp_path.iterdir())

@@ -260,3 +260,39 @@ def test_a_transparent_mask_sent_over_http_repaints_only_its_strokes(client):
     decoded = decode_app_inputs(describe_app("mask_guided_inpainting"), inputs, max_pixels=10**6, max_bytes=10**6,
                                 max_chars=100)
     assert decoded["mask"].mode == "RGBA" and decoded["image"].mode == "RGB"
+
+
+def test_progress_shows_an_apps_sampling_steps_and_interrupt_stops_it_there(client, server):
+    # The worker's step callback and control go through AppFlow to the app's SD pipeline (`appflow.progress`). The
+    # real app runs; a wrapper holds it at step 2 of 4 so the test reads /sdapi/v1/progress there, no timing.
+    import threading
+
+    from appflow import Appflow
+
+    state = server.state
+    real = Appflow(app="text2image_generation", models={"generator": str(state.config.models[0])})
+    reached, release = threading.Event(), threading.Event()
+
+    def held_at_step_two(*, callback, control, **kwargs):
+        def step(progress):
+            callback(progress)
+            if progress.step == 2:
+                reached.set()
+                release.wait(60)
+        return real(callback=step, control=control, **kwargs)
+
+    state._flows["text2image_generation"] = held_at_step_two
+    try:
+        job = state.submit_app("text2image_generation", {"prompt": "a lamp"}, {**OPTIONS, "steps": 4, "batch_count": 2})
+        assert reached.wait(60)
+        body = client.get("/sdapi/v1/progress", params={"skip_current_image": True}).json()
+        assert body["state"]["sampling_step"] == 2 and body["state"]["sampling_steps"] == 4
+        assert body["progress"] == 0.25 and body["eta_relative"] > 0  # step 2 of 4, batch 1 of 2
+        assert body["textinfo"] == "Step 2/4, batch 1/2" and body["current_task"] == "appflow text2image_generation"
+        assert state.worker.interrupt_job(job)
+        release.set()
+        outputs = job.future.result(60)
+        assert len(outputs["images"]) == 1  # stopped in the first batch: the second never ran
+    finally:
+        release.set()
+        state._flows.pop("text2image_generation", None)

@@ -122,3 +122,22 @@ def test_what_extras_cannot_do_is_refused_naming_the_field(client, fields, fragm
         response = client.post(f"/sdapi/v1/{route}", json={**images, "upscaler_1": "Lanczos", **fields})
         assert response.status_code == 422, response.text
         assert fragment in response.json()["detail"]
+
+
+
+def test_enable_pnginfo_off_returns_the_result_without_text_chunks(client):
+    # A1111's run_postprocessing sets the result's PNG info (the source's, plus postprocessing) only with
+    # enable_pnginfo on; the response's html_info still tells the upscale.
+    source = encode_png_base64(picture(16, 16), "a cube\nSteps: 4, Seed: 5")
+    request = {"image": source, "upscaler_1": "Lanczos", "upscaling_resize": 2}
+    with_chunks = decode_png(client.post("/sdapi/v1/extra-single-image", json=request).json()["image"])
+    assert with_chunks.info["parameters"] == "a cube\nSteps: 4, Seed: 5" and "postprocessing" in with_chunks.info
+    assert client.post("/sdapi/v1/options", json={"enable_pnginfo": False}).status_code == 200
+    try:
+        body = client.post("/sdapi/v1/extra-single-image", json=request).json()
+        unchanged = client.post("/sdapi/v1/extra-single-image", json={**request, "upscaler_1": "None"}).json()
+    finally:
+        client.post("/sdapi/v1/options", json={"enable_pnginfo": True})
+    for answer in (body, unchanged):
+        assert not {"parameters", "postprocessing"} & set(decode_png(answer["image"]).info)
+    assert "Postprocess upscaler: Lanczos" in body["html_info"]

@@ -42,3 +42,29 @@ def test_a_user_key_is_read_back_silently(tiny_sd1_dir, tmp_path, capsys):
             "User: alice")
     assert main(["generate", "--infotext", text, "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "o")]) == 0
     assert "not honoured" not in capsys.readouterr().err
+
+
+def test_no_pnginfo_and_save_txt_decide_where_the_infotext_goes(tiny_sd1_dir, tmp_path, capsys):
+    assert main(["generate", "a cat", "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "out"), *SIZE,
+                 "--batch-size", "2", "--no-pnginfo", "--save-txt"]) == 0, capsys.readouterr().err
+    paths = capsys.readouterr().out.split()
+    assert [path.rsplit("/", 1)[1] for path in paths] == ["00000-5.png", "00001-6.png"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["00000-5.png", "00000-5.txt", "00001-6.png",
+                                                                      "00001-6.txt"]
+    for path in paths:
+        assert "parameters" not in Image.open(path).info
+    text = (tmp_path / "out" / "00001-6.txt").read_text(encoding="utf-8")
+    assert text.endswith("\n") and parse_infotext(text)["Seed"] == "6"
+    # the .txt reads back as --infotext (A1111's save_txt files are infotexts)
+    again = _written(capsys, "generate", "--infotext", str(tmp_path / "out" / "00001-6.txt"), "--model",
+                     str(tiny_sd1_dir), "-o", str(tmp_path / "again.png"))
+    assert again["Seed"] == "6" and (again["Size-1"], again["Size-2"]) == ("32", "32")
+    assert not (tmp_path / "again.txt").exists()  # without --save-txt: the PNG chunk only
+
+
+def test_img2img_takes_no_pnginfo_too(tiny_sd1_dir, tmp_path, capsys):
+    Image.new("RGB", (32, 32), (200, 10, 10)).save(tmp_path / "in.png")
+    assert main(["img2img", str(tmp_path / "in.png"), "a dog", "--model", str(tiny_sd1_dir), "-o",
+                 str(tmp_path / "dog.png"), *SIZE, "--no-pnginfo", "--save-txt"]) == 0, capsys.readouterr().err
+    assert "parameters" not in Image.open(tmp_path / "dog.png").info
+    assert (tmp_path / "dog.txt").read_text(encoding="utf-8").startswith("a dog\n")

@@ -6,6 +6,7 @@ saves the result (`images.save_image(..., short_filename=True, no_prompt=True)`)
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -192,3 +193,22 @@ def test_model_upscaler_files_are_choices_of_extras_and_hires_and_upscale(tmp_pa
     finally:
         state.close()
     assert "4x_foolhardy_Remacri" not in UPSCALERS
+
+
+def test_extras_follow_enable_pnginfo_and_save_txt_as_a1111s_save_image(built, tmp_path):
+    # A1111's run_postprocessing saves through save_image: enable_pnginfo off writes no chunk at all, save_txt writes
+    # the postprocessing text beside the file.
+    state, blocks = built
+    state.options.apply({"samples_save": True, "enable_pnginfo": False, "save_txt": True})
+    try:
+        path, _, info = upscale(blocks, source_image(tmp_path))
+        state.options.apply({"samples_save": False})
+        unsaved, _, _ = upscale(blocks, source_image(tmp_path))
+    finally:
+        state.options.apply({"samples_save": True, "enable_pnginfo": True, "save_txt": False})
+    with Image.open(path) as result:
+        assert not {"parameters", "postprocessing"} & set(result.info)
+    assert open(path[:-4] + ".txt", encoding="utf-8").read() == info + "\n"
+    with Image.open(unsaved) as result:  # the file only shown: no chunk either, and no text file
+        assert "parameters" not in result.info and "postprocessing" not in result.info
+    assert [p.suffix for p in Path(unsaved).parent.iterdir()] == [".png"]

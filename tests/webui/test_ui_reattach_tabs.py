@@ -253,3 +253,64 @@ def test_train_refuses_a_task_id_in_use_before_queueing(built):
     finally:
         state.tasks.interrupt(task.task_id, None)
         assert task.done.wait(10)
+
+
+def test_extras_interrupt_from_a_reloaded_page_drops_its_queued_upscale_only_for_its_user(built, busy_worker,
+                                                                                       tmp_path):
+    state, blocks = built
+    task_id = "task(extras-interrupt-01)"
+    run = handler(blocks, "extras_generate", "click").fn(source_png(tmp_path), "Lanczos", 2.0, 0, 512, 512, True,
+                                                         task_id, page("old-tab", "alice"))
+    next(run)
+    run.close()
+    end_session(blocks, "old-tab")
+    interrupt = handler(blocks, "extras_interrupt", "click")
+    assert [block.elem_id for block in interrupt.inputs] == ["extras_task_id"]
+    task = state.tasks.find(task_id, "alice")
+    interrupt.fn(page("mallory-tab", "mallory"), task_id)  # another user's page: not theirs to stop
+    assert not task.done.is_set() and state.worker.jobs_ahead(task.job) == 1  # still queued
+    interrupt.fn(page("new-tab", "alice"), task_id)
+    assert task.done.wait(10) and task.cancelled
+    (only,) = list(restore_handler(blocks, "extras")(page("new-tab", "alice"), task_id))
+    assert "Interrupted before it started" in only[0] and only[-1] == ENDED + task_id
+
+
+def test_appflow_interrupt_from_a_reloaded_page_stops_its_run(built):
+    state, blocks = built
+    task = appflow_task(state, "task(appflow-interrupt-1)", user="alice")
+    end_session(blocks, "old-tab")
+    interrupt = handler(blocks, "appflow_interrupt", "click")
+    assert [block.elem_id for block in interrupt.inputs] == ["appflow_task_id"]
+    interrupt.fn(page("mallory-tab", "mallory"), task.task_id)
+    assert not task.job.control.interrupted
+    interrupt.fn(page("new-tab", "alice"), task.task_id)
+    assert task.job.control.interrupted and task.done.wait(10)
+
+
+def test_the_appflow_progress_line_shows_an_sd_steps_progress(built):
+    import threading
+
+    from pipelines.control import StepProgress
+    from webui.ui.appflow_task import follow_appflow
+
+    state, _ = built
+    stepped = threading.Event()
+
+    def sampling(control, on_step):  # an app at step 3 of 8 of its first of 2 batches, as its pipeline reports it
+        on_step(StepProgress(step=3, total_steps=8, batch_index=0, batch_count=2, latents=None, control=control))
+        stepped.set()
+        while not control.interrupted:
+            control_wait.wait(0.01)
+        return {}
+
+    control_wait = threading.Event()
+    job = state.worker.submit(sampling, "appflow caption", keep_on_disconnect=True)
+    task = state.tasks.register("task(appflow-steps-0001)", "appflow", job, None, lambda outputs: None,
+                                label="caption")
+    try:
+        assert stepped.wait(10)
+        progress = next(follow_appflow(state, task))[0]
+        assert "Running caption: step 3/8, batch 1/2, ETA " in progress
+    finally:
+        state.tasks.interrupt(task.task_id, None)
+        assert task.done.wait(10)

@@ -203,7 +203,10 @@ def run(args: argparse.Namespace) -> int:
         params = replace(params, controlnets=built_units(specs, catalog, pipe))
         if hires is None:
             pipe = ControlNetTextToImage.from_pipeline(pipe)
-    return generate_and_save(pipe if hires is None else HiresFix(pipe), params, output, output_is_file)
+    from webui.cli.infotext_flags import infotext_writing_of
+
+    return generate_and_save(pipe if hires is None else HiresFix(pipe), params, output, output_is_file,
+                             writing=infotext_writing_of(args))
 
 
 def seed_resize_size(text: str) -> tuple[int, int]:
@@ -310,7 +313,7 @@ def load_pipeline(args: argparse.Namespace, pipeline_class, params, check, defau
     return pipe, params
 
 
-def generate_and_save(pipe, params, output: Path, output_is_file: bool, save=None) -> int:
+def generate_and_save(pipe, params, output: Path, output_is_file: bool, save=None, writing=None) -> int:
     """Run `pipe(params)` with a progress bar and Ctrl-C as A1111's Interrupt, save the images, print their paths;
     the exit code (130 when interrupted, whatever was made kept). `save(result)` -> paths replaces the naming of
     `output` (the img2img batch names each result after its input)."""
@@ -329,7 +332,7 @@ def generate_and_save(pipe, params, output: Path, output_is_file: bool, save=Non
     if save is not None:
         paths = save(result)
     else:
-        paths = result.save_as(output) if output_is_file else result.save(output)
+        paths = result.save_as(output, writing) if output_is_file else result.save(output, writing)
     for path in paths:
         print(path)
     if result.interrupted:

@@ -141,7 +141,9 @@ def run(args: argparse.Namespace) -> int:
                                  lambda model: init_size(image, model.vae_scale_factor, args.scale_by), infotext_keys)
     if specs:
         pipe, params = with_controlnets(pipe, params, specs, catalog)
-    return generate_and_save(pipe, params, output, output_is_file)
+    from webui.cli.infotext_flags import infotext_writing_of
+
+    return generate_and_save(pipe, params, output, output_is_file, writing=infotext_writing_of(args))
 
 
 def with_controlnets(pipe, params, specs: list, catalog):

@@ -203,12 +203,13 @@ def free_name(folder: Path, stem: str, taken: set[Path]) -> Path:
     return path
 
 
-def save_named(result, folder: Path, stem: str, taken: set[Path]) -> list[Path]:
-    """Save one input's images as A1111's batch names them: `stem.png`, or `stem-1.png`, ... for several."""
-    from pipelines.png import save_png
+def save_named(result, folder: Path, stem: str, taken: set[Path], writing=None) -> list[Path]:
+    """Save one input's images as A1111's batch names them: `stem.png`, or `stem-1.png`, ... for several; the
+    infotext where `writing` says (`pipelines.png.InfotextWriting`; None: in the PNG)."""
+    from pipelines.png import PNG_ONLY, save_png
 
     stems = [stem] if len(result.images) == 1 else [f"{stem}-{n}" for n in range(1, len(result.images) + 1)]
-    return [save_png(image, free_name(folder, name, taken), infotext)
+    return [save_png(image, free_name(folder, name, taken), infotext, writing=writing or PNG_ONLY)
             for image, name, infotext in zip(result.images, stems, result.infotexts)]
 
 
@@ -228,9 +229,11 @@ def run_batch(args: argparse.Namespace, infotext_keys: dict | None) -> int:
     from webui.cli.generate import check_before_load, generate_and_save, generation_fields, load_pipeline
     from webui.cli.img2img import (check_mask_fits, default_size, img2img_fields, init_size, read_init_image, read_mask,
                                    with_controlnets)
+    from webui.cli.infotext_flags import infotext_writing_of
 
     # 1. Every input, mask and infotext read and checked, with the flags, before the model loads
     inputs = batch_inputs(args)
+    writing = infotext_writing_of(args)
     specs, catalog = controlnet_specs(args, infotext_keys, img2img=True)
     limits = GenerationLimits()
     params_class = ControlImg2ImgParams if specs else Img2ImgParams
@@ -278,7 +281,8 @@ def run_batch(args: argparse.Namespace, infotext_keys: dict | None) -> int:
         image, mask = pictures(item)
         params = per_input(base, item, image, mask, default_size(args, image, str(item.file), grid, limits))
         code = generate_and_save(pipe, params, output, False,
-                                 save=lambda result, stem=item.file.stem: save_named(result, output, stem, taken))
+                                 save=lambda result, stem=item.file.stem: save_named(result, output, stem, taken,
+                                                                                     writing))
         if code:
             print(f"mixkit: stopped after {number} of {len(inputs)} inputs", file=sys.stderr)
             return code

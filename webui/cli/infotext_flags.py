@@ -1,8 +1,10 @@
-"""`--infotext-omit`: leave model, VAE, version, LoRA or embedding details out of the infotext the CLI writes.
+"""`--infotext-omit`: leave model, VAE, version, LoRA or embedding details out of the infotext the CLI writes;
+`--no-pnginfo` / `--save-txt`: where the infotext goes.
 
 The same switches as the web UI's Settings > Infotext (A1111's `add_model_name_to_info` ... options,
 `pipelines.infotext_options`), named by what they leave out. The user-name option has no flag: the CLI has no
-authenticated user to write.
+authenticated user to write. The other two are Settings > Saving images' `enable_pnginfo` and `save_txt`
+(`pipelines.png.InfotextWriting`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,12 @@ def add_infotext_flags(parser: argparse.ArgumentParser) -> None:
                         help="leave WHAT out of the images' infotext (A1111's Settings > Infotext): "
                              f"{', '.join(OMITTABLE)}; repeat or comma-separate (e.g. model,model-hash,vae,vae-hash "
                              "to publish images without naming the checkpoint)")
+    parser.add_argument("--no-pnginfo", action="store_true",
+                        help="write no infotext into the PNG files (A1111's enable_pnginfo off): the images carry no "
+                             "generation parameters")
+    parser.add_argument("--save-txt", action="store_true",
+                        help="also write each image's infotext to a .txt of the same name beside it (A1111's "
+                             "save_txt); `--infotext FILE.txt` reads it back")
 
 
 def infotext_options_of(args: argparse.Namespace):
@@ -45,3 +53,10 @@ def infotext_options_of(args: argparse.Namespace):
 
     omitted = {name for names in getattr(args, "infotext_omit", None) or [] for name in names}
     return InfotextOptions(**{OMITTABLE[name]: False for name in omitted})
+
+
+def infotext_writing_of(args: argparse.Namespace):
+    """Where `--no-pnginfo` / `--save-txt` put the saved images' infotext (`pipelines.png.InfotextWriting`)."""
+    from pipelines.png import InfotextWriting
+
+    return InfotextWriting(pnginfo=not getattr(args, "no_pnginfo", False), txt=bool(getattr(args, "save_txt", False)))

@@ -136,7 +136,10 @@ def run(args: argparse.Namespace) -> int:
 
     output, output_is_file = check_before_load(args, params, check)
     pipe, params = load_pipeline(args, ImageToImage, params, check, lambda model: (width, height), infotext_keys)
-    return generate_and_save(Outpainter(pipe, sides, mask_blur, mk2), params, output, output_is_file)
+    from webui.cli.infotext_flags import infotext_writing_of
+
+    return generate_and_save(Outpainter(pipe, sides, mask_blur, mk2), params, output, output_is_file,
+                             writing=infotext_writing_of(args))
 
 
 def _apply_infotext(args: argparse.Namespace):

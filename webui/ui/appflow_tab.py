@@ -9,7 +9,8 @@ from webui.server_state import ServerState
 from webui.ui.appflow_task import appflow_finish, follow_appflow
 from webui.ui.errors import redacting, refused
 from webui.ui.progress_view import progress_html
-from webui.ui.reattach import FollowedTab, checked_task_id, registered_task, submit_js, task_box_for
+from webui.ui.reattach import (FollowedTab, checked_task_id, interrupt_own_job, registered_task, submit_js,
+                               task_box_for)
 from webui.worker import QueueFullError
 
 
@@ -106,6 +107,10 @@ def build_appflow_tab(state: ServerState) -> FollowedTab:
         run.click(redacting(execute, state), inputs=inputs, outputs=outputs, concurrency_limit=None,
                   js=submit_js(len(inputs)))
 
+    # Outside the app's form, so it stays while the form is rebuilt; stops the run the tab follows (an SD step at its
+    # next sampling step, `appflow.progress`), also one started before a reload
+    interrupt = gr.Button("Interrupt", elem_id="appflow_interrupt")
     for component in outputs:
         component.render()
+    interrupt.click(interrupt_own_job(state), inputs=[task_box], queue=False)
     return FollowedTab("appflow", task_box, outputs, lambda task: follow_appflow(state, task))

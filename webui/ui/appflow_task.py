@@ -50,6 +50,10 @@ def follow_appflow(state: ServerState, task):
     def running(task) -> tuple:
         def describe(snapshot) -> str:
             seconds = 0.0 if snapshot.started_at is None else max(0.0, time.monotonic() - snapshot.started_at)
+            if snapshot.total_steps:  # an SD step reports its sampling steps (`appflow.progress`)
+                return (f"Running {task.label or 'the app'}: step {snapshot.step}/{snapshot.total_steps}, batch "
+                        f"{snapshot.batch_index + 1}/{snapshot.batch_count}, ETA {snapshot.eta_seconds:.0f}s "
+                        f"({seconds:.0f}s)")
             return f"Running {task.label or 'the app'} ({seconds:.0f}s)"
 
         return progress_html(*job_status(state, task.job, describe)), gr.skip(), gr.skip()

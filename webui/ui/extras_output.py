@@ -36,27 +36,30 @@ def next_extras_path(folder: str | os.PathLike) -> Path:
     return numbered.with_name(numbered.name.split("-", 1)[0] + ".png")
 
 
-def save_extras_png_numbered(image, folder: str | os.PathLike, chunks: dict[str, str]) -> Path:
+def save_extras_png_numbered(image, folder: str | os.PathLike, chunks: dict[str, str], *, writing=None) -> Path:
     """`save_extras_png` under the next free counter name of `folder` (`next_extras_path`), never over a file another
     writer (another browser tab's Extras, another `mixkit extras`) saved under that name meanwhile."""
     for _ in range(100):
         try:
-            return save_extras_png(image, next_extras_path(folder), chunks, replace=False)
+            return save_extras_png(image, next_extras_path(folder), chunks, replace=False, writing=writing)
         except FileExistsError:
             continue
     raise FileExistsError(f"Could not find a free file name in {str(folder)!r}: 100 counter names were taken while "
                           "saving; is another program writing there in a loop?")
 
 
-def save_extras_png(image, path: str | os.PathLike, chunks: dict[str, str], *, replace: bool = True) -> Path:
+def save_extras_png(image, path: str | os.PathLike, chunks: dict[str, str], *, replace: bool = True,
+                    writing=None) -> Path:
     """Write `image` as PNG at `path` holding every chunk (UTF-8 `iTXt` where Latin-1 cannot hold it), atomically;
-    a file already at `path` is replaced, or with `replace=False` kept and FileExistsError raised."""
+    a file already at `path` is replaced, or with `replace=False` kept and FileExistsError raised.
+
+    `writing` (`pipelines.png.InfotextWriting`; None: chunks only), as A1111's Extras save: `pnginfo` off writes no
+    chunk at all, `txt` writes the `postprocessing` text to `<stem>.txt` beside the PNG."""
     from PIL.PngImagePlugin import PngInfo
 
-    from pipelines.png import open_temporary_file, prepare_output_folder, publish_file
+    from pipelines.png import PNG_ONLY, write_png_file
 
-    path = Path(path)
-    prepare_output_folder(path.parent)
+    path, writing = Path(path), writing or PNG_ONLY
     info = PngInfo()
     for key, value in chunks.items():
         try:
@@ -65,12 +68,5 @@ def save_extras_png(image, path: str | os.PathLike, chunks: dict[str, str], *, r
             info.add_itxt(key, value)
         else:
             info.add_text(key, value)
-    handle, temp_path = open_temporary_file(path.parent, path.stem)
-    try:
-        with handle:
-            image.save(handle, format="PNG", pnginfo=info)
-        publish_file(temp_path, path, replace=replace)
-    except BaseException:
-        temp_path.unlink(missing_ok=True)
-        raise
-    return path
+    text = chunks.get(POSTPROCESSING_KEY) if writing.txt else None
+    return write_png_file(image, path, info if writing.pnginfo else None, replace=replace, text=text)

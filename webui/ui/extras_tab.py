@@ -21,7 +21,8 @@ from webui.ui.errors import refused
 from webui.ui.extras_task import extras_finish, follow_extras
 from webui.ui.form_components import form_slider
 from webui.ui.progress_view import progress_html
-from webui.ui.reattach import FollowedTab, checked_task_id, registered_task, submit_js, task_box_for
+from webui.ui.reattach import (FollowedTab, checked_task_id, interrupt_own_job, registered_task, submit_js,
+                               task_box_for)
 from webui.ui.upscaler_refresh import add_upscaler_refresh
 from webui.worker import QueueFullError
 
@@ -52,7 +53,10 @@ def build_extras_tab(state: ServerState) -> tuple[gr.Image, FollowedTab]:
             # PNG, as A1111 sends the gallery PNG: Gradio's default WebP would re-encode a sent image lossily and drop
             # its `parameters` chunk, which the result must keep (`extras_chunks`).
             source = gr.Image(label="Image", type="pil", image_mode="RGB", format="png", elem_id="extras_image")
-            run = gr.Button("Upscale", variant="primary", elem_id="extras_generate")
+            with gr.Row():
+                run = gr.Button("Upscale", variant="primary", elem_id="extras_generate", scale=3)
+                # stops the upscale (or batch) the tab follows, also one started before a reload
+                interrupt = gr.Button("Interrupt", elem_id="extras_interrupt", scale=1)
             with gr.Accordion("Batch Process", open=False, elem_id="extras_batch"):
                 files = gr.File(label="Images", file_count="multiple", file_types=["image"], type="filepath",
                                 elem_id="extras_batch_files")
@@ -138,6 +142,7 @@ def build_extras_tab(state: ServerState) -> tuple[gr.Image, FollowedTab]:
               js=submit_js(len(settings) + 2))
     run_batch.click(upscale_batch, inputs=[files, *settings, task_box], outputs=outputs, concurrency_limit=None,
                     js=submit_js(len(settings) + 2))
+    interrupt.click(interrupt_own_job(state), inputs=[task_box], queue=False)
     return source, FollowedTab("extras", task_box, outputs, lambda task: follow_extras(state, task))
 
 

@@ -40,14 +40,15 @@ def extras_finish(state: ServerState, sources: list, pixels: list, body, cache_d
         text = request_postprocessing_text(body)
         paths, sizes, shown = [], [], ""
         folder = None if state.options.get("samples_save") else result_folder(cache_dir, "mixkit-extras")
+        writing = state.options.infotext_writing()  # enable_pnginfo / save_txt, as A1111's Extras save
         for number, (source, image, result) in enumerate(zip(sources, pixels, upscaled)):
             if crops_to_size(body):
                 result = crop_to(result, body.upscaling_resize_w, body.upscaling_resize_h)
             chunks = extras_chunks(source, text)
             if folder is None:
-                path = save_extras_png_numbered(result, state.output_dir, chunks)
-            else:  # still a PNG with its chunks, so a download from the result keeps them
-                path = save_extras_png(result, folder / f"{number:05d}.png", chunks)
+                path = save_extras_png_numbered(result, state.output_dir, chunks, writing=writing)
+            else:  # still a PNG with its chunks (unless enable_pnginfo is off), so a download keeps them; no .txt
+                path = save_extras_png(result, folder / f"{number:05d}.png", chunks if writing.pnginfo else {})
             paths.append(str(path))
             sizes.append(f"{image.width}x{image.height} -> {result.width}x{result.height}")
             shown = chunks[POSTPROCESSING_KEY]

@@ -40,12 +40,14 @@ def prune_stale_results(parent: Path, max_age_seconds: float, now: float | None 
     return removed
 
 
-def gallery_pngs(images: list, seeds: list, infotexts: list, cache_dir: str | Path) -> list[str]:
-    """Write each image as `<n>-<seed>.png` with its infotext under Gradio's cache folder; returns the paths.
+def gallery_pngs(images: list, seeds: list, infotexts: list, cache_dir: str | Path, *,
+                 pnginfo: bool = True) -> list[str]:
+    """Write each image as `<n>-<seed>.png` with its infotext (unless `pnginfo` is off: A1111's enable_pnginfo) under
+    Gradio's cache folder; returns the paths.
 
     Gradio serves files from its cache folder without copying them elsewhere first (`result_folder`)."""
     from pipelines.png import save_png
 
     folder = result_folder(cache_dir, "mixkit-gallery")
-    return [str(save_png(image, folder / f"{number:05d}-{seed}.png", infotext or None))
+    return [str(save_png(image, folder / f"{number:05d}-{seed}.png", (infotext or None) if pnginfo else None))
             for number, (image, seed, infotext) in enumerate(zip(images, seeds, infotexts), start=1)]

@@ -43,14 +43,16 @@ def gallery_result(state: ServerState, outcome, cache_dir) -> TaskResult:
     from webui.ui.result_grid import grid_for_gallery, with_grid
 
     result = outcome.result
+    writing = state.options.infotext_writing()  # enable_pnginfo / save_txt, as the grid's and unsaved files' own
     if outcome.saved:
         paths = [str(path) for path in outcome.saved]
     else:
-        paths = gallery_pngs(result.images, result.seeds, result.infotexts, cache_dir)
+        paths = gallery_pngs(result.images, result.seeds, result.infotexts, cache_dir, pnginfo=writing.pnginfo)
     grid = grid_for_gallery(result.images, result.infotexts, return_grid=bool(state.options.get("return_grid")),
                             # A1111's grid_save ("Always save all generated image grids") does not depend on
                             # samples_save: process_images saves the grid whenever it is on
-                            save_to=state.output_dir if state.options.get("grid_save") else None, cache_dir=cache_dir)
+                            save_to=state.output_dir if state.options.get("grid_save") else None, cache_dir=cache_dir,
+                            writing=writing)
     paths, seeds, texts = with_grid(paths, list(result.seeds), list(result.infotexts), grid)
     return TaskResult(paths, seeds, texts, image_count=len(result.images), interrupted=bool(result.interrupted))
 
@@ -127,6 +129,18 @@ def registered_task(state: ServerState, task_id: str, kind: str, job, request, f
 def followed_task_id(task_box: str) -> str:
     """The task id a tab's task box names, whether its task runs or has ended ("" for none)."""
     return task_box[len(ENDED):] if isinstance(task_box, str) and task_box.startswith(ENDED) else task_box or ""
+
+
+def interrupt_own_job(state: ServerState) -> Callable:
+    """A tab's Interrupt handler (inputs: its task box): the page's own session's job, and the task the tab follows,
+    which reaches a job started before a reload (another session) and nobody else's (`UiTasks.interrupt` checks the
+    --auth user). A queued job is dropped, a running one returns what it has."""
+
+    def interrupt(request: gr.Request, task_box: str = "") -> None:
+        state.interrupt_session(getattr(request, "session_hash", None))
+        state.tasks.interrupt(followed_task_id(task_box), page_owner(request))
+
+    return interrupt
 
 
 def restore_task(state: ServerState, kind: str, follow: Callable[[UiTask], Iterator[tuple]] | None = None,

@@ -18,18 +18,21 @@ def with_grid(paths: list[str], seeds: list, infotexts: list, grid_path: str | N
 
 
 def grid_for_gallery(images: list, infotexts: list, *, return_grid: bool, save_to: str | os.PathLike | None,
-                     cache_dir: str | os.PathLike) -> str | None:
-    """Make the grid of a result of 2+ images: saved to `save_to` (when given) with the first image's infotext,
-    and returned for the gallery when `return_grid` (from Gradio's cache when it was not saved); else None."""
+                     cache_dir: str | os.PathLike, writing=None) -> str | None:
+    """Make the grid of a result of 2+ images: saved to `save_to` (when given) with the first image's infotext where
+    `writing` says (`pipelines.png.InfotextWriting`), and returned for the gallery when `return_grid` (from Gradio's
+    cache when it was not saved, its PNG chunk as `writing.pnginfo` says, never a `.txt`); else None."""
     if not wants_grid(len(images), return_grid=return_grid, grid_save=save_to is not None):
         return None
-    from pipelines.png import save_png
+    from pipelines.png import PNG_ONLY, save_png
     from webui.ui.gallery_files import result_folder
 
+    writing = writing or PNG_ONLY
     grid, infotext = image_grid(images), (infotexts[0] if infotexts else None) or None
-    saved = save_png(grid, next_grid_path(save_to), infotext) if save_to is not None else None
+    saved = save_png(grid, next_grid_path(save_to), infotext, writing=writing) if save_to is not None else None
     if not return_grid:
         return None
     if saved is None:
-        saved = save_png(grid, result_folder(cache_dir, "mixkit-gallery") / f"{GRID_PREFIX}.png", infotext)
+        saved = save_png(grid, result_folder(cache_dir, "mixkit-gallery") / f"{GRID_PREFIX}.png",
+                         writing.chunk(infotext))
     return str(saved)

@@ -152,6 +152,10 @@ def build_settings_tab(state: ServerState) -> None:
         from webui.ui.upscaler_settings import build_upscaler_settings
 
         build_upscaler_settings(state, apply_settings)
+    with gr.Accordion("Saving images (infotext in the PNG, a .txt beside it)", open=False, elem_id="settings_saving"):
+        from webui.ui.saving_settings import build_saving_settings
+
+        build_saving_settings(state, apply_settings)
     with gr.Accordion("Infotext (what each image's parameters text tells: model, VAE, version, user, LoRA and TI "
                       "hashes)", open=False, elem_id="settings_infotext"):
         from webui.ui.infotext_settings import build_infotext_settings
