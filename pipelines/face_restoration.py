@@ -159,13 +159,19 @@ def register_face_restorers(*, gfpgan_folder: str | os.PathLike | None = None,
     return names
 
 
+def check_face_restoration_weight(value: Any, name: str = "codeformer_weight") -> float:
+    """CodeFormer's fidelity w as a float in [0, 1] (also a visibility's check); ValueError naming `name` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1] (for CodeFormer's weight: 0 = strongest restoration, "
+                         f"1 = closest to the input), got {value!r}.")
+    return float(value)
+
+
 def check_face_restoration(model: Any, codeformer_weight: Any = DEFAULT_CODEFORMER_WEIGHT, *,
                            registry: Registry = FACE_RESTORERS) -> FaceRestorer:
     """The restorer `model` names, after checking `codeformer_weight`; raises ValueError saying what to change."""
-    if isinstance(codeformer_weight, bool) or not isinstance(codeformer_weight, (int, float)) \
-            or not math.isfinite(codeformer_weight) or not 0.0 <= codeformer_weight <= 1.0:
-        raise ValueError(f"codeformer_weight must be a number in [0, 1] (0 = strongest restoration, 1 = closest to "
-                         f"the input), got {codeformer_weight!r}.")
+    check_face_restoration_weight(codeformer_weight)
     if not isinstance(model, str) or model not in registry and model.casefold() not in (
             name.casefold() for name in registry):
         available = ", ".join(repr(name) for name in registry) or "none"

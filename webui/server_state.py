@@ -40,6 +40,9 @@ class ServerState(ServerModels, PromptLibraries, ServerJobs, ServerApps):
         # every file of --esrgan-models-path / --realesrgan-models-path / --swinir-models-path / --dat-models-path
         # becomes an upscaler (refusals are logged)
         self.upscaler_scan = register_server_upscalers(config, self.options.upscaler_tiling())
+        from webui.face_restorer_models import register_server_face_restorers
+
+        self.face_restorers = register_server_face_restorers(config)  # --gfpgan/--codeformer-models-path
         self.holder = holder or ModelHolder(self.catalog, device=config.device, pipeline_kwargs={
             "lora_dir": config.lora_dir, "embeddings_dir": config.embeddings_dir, "limits": config.limits},
             preset=self.options.get(PRESET_KEY))
@@ -77,3 +80,6 @@ class ServerState(ServerModels, PromptLibraries, ServerJobs, ServerApps):
         from webui.upscaler_models import unregister_server_upscalers
 
         unregister_server_upscalers(self.upscaler_scan)  # the registry is the process's; a next server starts clean
+        from webui.face_restorer_models import unregister_server_face_restorers
+
+        unregister_server_face_restorers(self.face_restorers)
