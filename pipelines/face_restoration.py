@@ -170,7 +170,8 @@ def check_face_restoration_weight(value: Any, name: str = "codeformer_weight") -
 
 def check_face_restoration(model: Any, codeformer_weight: Any = DEFAULT_CODEFORMER_WEIGHT, *,
                            registry: Registry = FACE_RESTORERS) -> FaceRestorer:
-    """The restorer `model` names, after checking `codeformer_weight`; raises ValueError saying what to change."""
+    """The restorer `model` names, after checking `codeformer_weight` and that its weight and detector files are in
+    place; raises ValueError saying what to change (the file to download and the folder to put it in)."""
     check_face_restoration_weight(codeformer_weight)
     if not isinstance(model, str) or model not in registry and model.casefold() not in (
             name.casefold() for name in registry):
@@ -178,7 +179,12 @@ def check_face_restoration(model: Any, codeformer_weight: Any = DEFAULT_CODEFORM
         hint = "" if model not in RELEASES else f"; start with {RELEASES[model].flag} FOLDER to enable {model}"
         raise ValueError(f"Face restoration model {model!r} is not available (available: {available}){hint}. "
                          f"Known restorers: {', '.join(FACE_RESTORER_NAMES)}.")
-    return registry.get(model)
+    restorer = registry.get(model)
+    try:
+        restorer.files()  # a missing file is named (with its URL) now, before any sampling
+    except FileNotFoundError as error:
+        raise ValueError(str(error)) from None
+    return restorer
 
 
 def restore_faces(image, model: str = "CodeFormer", codeformer_weight: float = DEFAULT_CODEFORMER_WEIGHT, *,
@@ -186,8 +192,8 @@ def restore_faces(image, model: str = "CodeFormer", codeformer_weight: float = D
     """`image` (PIL) with its faces restored by `model` ("CodeFormer" / "GFPGAN"), as A1111's Restore faces.
 
     `codeformer_weight` is CodeFormer's fidelity w in [0, 1] (GFPGAN ignores it); `unload` moves the networks to the
-    CPU afterwards (A1111's `face_restoration_unload`). Missing weights raise FileNotFoundError naming the file,
-    folder and download URL; the image is never half-changed.
+    CPU afterwards (A1111's `face_restoration_unload`). Missing weights raise ValueError naming the file, folder and
+    download URL, before anything loads; the image is never half-changed.
     """
     from PIL import Image
 

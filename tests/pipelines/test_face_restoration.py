@@ -184,3 +184,12 @@ def test_grey_and_palette_pictures_come_back_rgb(folders):
     registry, _, _ = _registry(folders, picture, faces)
     out = restore_faces(picture.convert("L"), "CodeFormer", registry=registry)
     assert out.mode == "RGB" and isinstance(out, Image.Image)
+
+
+def test_missing_weight_files_are_refused_by_the_check_naming_the_download(folders):
+    (folders["CodeFormer"] / "codeformer-v0.1.0.pth").unlink()
+    picture, faces = face_picture()
+    registry, loader, _ = _registry(folders, picture, faces)
+    with pytest.raises(ValueError, match="No CodeFormer weights in .*codeformer.pth as codeformer-v0.1.0.pth"):
+        restore_faces(picture, "CodeFormer", registry=registry)
+    assert loader.paths == []
