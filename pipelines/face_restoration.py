@@ -81,8 +81,9 @@ class FaceRestorer:
                 self.network = self.detector = self.loaded_from = None
                 architecture, network = self.loader(weights, device=device, dtype=torch.float32)
                 if architecture != self.name:
+                    flag = RELEASES[architecture].flag if architecture in RELEASES else "its own folder"
                     raise ValueError(f"{str(weights)!r} holds a {architecture} network, not {self.name}; move it to "
-                                     f"the {architecture} folder ({RELEASES.get(architecture, RELEASES[self.name]).flag}).")
+                                     f"the {architecture} folder ({flag}).")
                 self.network, self.detector = network, self.detector_loader(detector, device=device)
                 self.loaded_from, self.offloaded = key, False
             return self.network, self.detector

@@ -65,7 +65,8 @@ def test_override_settings_choose_the_restorer_and_weight(client, stand_ins):
     _, info = txt2img(client, restore_faces=True,
                       override_settings={"face_restoration_model": "GFPGAN", "code_former_weight": 0.3})
     assert "Face restoration: GFPGAN" in info["infotexts"][0]
-    assert stand_ins.loaders["GFPGAN"].network.weights == [0.3] and stand_ins.loaders["CodeFormer"].network.weights == []
+    assert stand_ins.loaders["GFPGAN"].network.weights == [0.3]
+    assert stand_ins.loaders["CodeFormer"].network.weights == []
 
 
 def test_a_request_without_restore_faces_takes_the_setting(client, stand_ins):

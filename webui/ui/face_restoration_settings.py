@@ -25,8 +25,8 @@ def build_face_restoration_settings(state: ServerState, apply_settings) -> None:
     weight = gr.Slider(0, 1, value=lambda: state.options.get("code_former_weight"), step=0.01,
                        label="CodeFormer weight (0 = maximum effect; 1 = minimum effect)",
                        elem_id="settings_code_former_weight")
-    unload = gr.Checkbox(lambda: state.options.get("face_restoration_unload"), elem_id="settings_face_restoration_unload",
-                         label="Move face restoration model from VRAM into RAM after processing")
+    unload = gr.Checkbox(lambda: state.options.get("face_restoration_unload"),
+                         elem_id="settings_face_restoration_unload", label="Move face restoration model from VRAM into RAM after processing")
     before = gr.Checkbox(lambda: state.options.get("save_images_before_face_restoration"),
                          elem_id="settings_save_images_before_face_restoration",
                          label="Save a copy of image before doing face restoration")

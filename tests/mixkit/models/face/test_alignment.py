@@ -80,7 +80,8 @@ def test_erode_and_blur_match_opencv():
 
 
 def test_paste_mask_is_one_inside_zero_outside_and_soft_between():
-    matrix = _similarity(0.0, 4.0, -4.0 * 20, -4.0 * 30)  # image → face: the face square is image [20, 148) × [30, 158)
+    # image → face: the face square is image [20, 148) × [30, 158)
+    matrix = _similarity(0.0, 4.0, -4.0 * 20, -4.0 * 30)
     seam_free, soft = paste_mask(invert_affine(matrix), 512, (200, 190))
     assert soft[94, 84] == pytest.approx(1.0) and seam_free[94, 84] == 1.0
     assert soft[5, 5] == 0.0 and soft[180, 190] == 0.0
