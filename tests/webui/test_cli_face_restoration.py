@@ -96,3 +96,13 @@ def test_extras_visibility_outside_zero_one_names_the_flag(tmp_path, capsys, fol
     assert main(["extras", str(source), "--codeformer-visibility", "2", "--codeformer-models-path",
                  str(folders["CodeFormer"]), "-o", str(tmp_path / "out")]) == 2
     assert "--codeformer-visibility must be a number in [0, 1]" in capsys.readouterr().err
+
+
+def test_generate_infotext_of_a_restored_image_restores_again(tiny_sd1_dir, tmp_path, capsys, folders):
+    [first] = run(capsys, "generate", "a face", "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "a"), *ARGS,
+                  "--restore-faces", "--face-restoration-model", "GFPGAN", "--gfpgan-models-path",
+                  str(folders["GFPGAN"]))
+    [again] = run(capsys, "generate", "--infotext", first, "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "b"),
+                  "--gfpgan-models-path", str(folders["GFPGAN"]))
+    assert parse_infotext(Image.open(again).info["parameters"])["Face restoration"] == "GFPGAN"
+    assert Image.open(again).tobytes() == Image.open(first).tobytes()
