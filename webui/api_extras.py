@@ -9,6 +9,10 @@ The result PNG carries the source image's text chunks (its `parameters` too when
 EXIF, as a JPEG does) plus a `postprocessing` chunk naming what was done ("Postprocess upscale by: 2.0,
 Postprocess upscaler: Lanczos"), so PNG Info on an upscaled image still shows how it was generated.
 `html_info` is that postprocessing text as HTML.
+
+`gfpgan_visibility` / `codeformer_visibility` / `codeformer_weight` are A1111's face restoration steps, run after the
+upscale and its crop (`pipelines.extras_faces`), with "GFPGAN visibility", "CodeFormer visibility" and "CodeFormer
+weight" added to the postprocessing text; a restorer whose folder the server was not started with is a 422.
 """
 
 from __future__ import annotations

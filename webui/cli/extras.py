@@ -6,7 +6,8 @@ upscale checked (`pipelines.upscale.check_upscale`) before the first one is writ
 (`webui.ui.extras_output`): the source's text chunks (its infotext under `parameters`) plus A1111's `postprocessing`
 text, written atomically. As A1111 names them, one image gets the next counter name (`00007.png`); a batch (a folder,
 A1111's "Batch from Directory", or several files, its "Batch Process") keeps each source's name (its
-`use_original_name_batch` default), as PNG.
+`use_original_name_batch` default), as PNG. --gfpgan-visibility / --codeformer-visibility / --codeformer-weight restore
+faces after the upscale, with the restorers of --gfpgan-models-path / --codeformer-models-path.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ form's values become the API's own `ExtrasBaseRequest`, and the size, the crop a
 from the functions `/sdapi/v1/extra-single-image` and `/extra-batch-images` use (`webui.api_extras`), so the UI and
 the API give the same file. Each result carries the source's text chunks plus `postprocessing`, is saved to the
 output folder when "Save generated images" is on (as A1111's Extras saves), and its postprocessing text is shown.
+The GFPGAN / CodeFormer sliders are A1111's Extras face restoration, run in the same job after the upscale (0: off).
 An upscale (single or batch) is one queued job that goes on when its page goes away: a reloaded page follows it by
 its task id and shows its result (`webui.ui.extras_task`).
 A1111's "Batch from Directory" (folders on the server's disk) is not offered: a shared server's UI users must not
