@@ -189,6 +189,19 @@ class DiffusionPipelineBase:
     def _finish_image(self, params, state, image, index: int):
         return image
 
+    restores_faces = True  # False for a pass whose images go on to another (hires fix's first pass)
+
+    def _restore_faces(self, params, image, index: int, result: GenerationResult):
+        """A1111's Restore faces on a decoded image, before `_finish_image` (its paste-back), as process_images does."""
+        if not (params.restore_faces and self.restores_faces):
+            return image
+        from pipelines.face_restoration import restore_faces
+
+        if params.save_images_before_face_restoration:
+            result.before_face_restoration[index] = image
+        return restore_faces(image, params.face_restoration_model, params.code_former_weight,
+                             unload=params.face_restoration_unload)
+
     def _infotext_extras(self, params) -> dict[str, Any]:
         return {}
 
@@ -300,6 +313,7 @@ class DiffusionPipelineBase:
                         image_extras = {**extras, **seed_extras_infotext(params, first + k)}
                         infotext = self.session.infotext(params, sampler, prompt=prompts[k], negative_prompt=negatives[k],
                                                          seed=batch_seeds[k], extra=image_extras)
+                        image = self._restore_faces(params, image, len(result.images), result)
                         result.add(self._finish_image(params, state, image, first + k), batch_seeds[k], infotext)
             result.interrupted = control.interrupted
             result.subseed = params.subseed

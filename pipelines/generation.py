@@ -30,6 +30,8 @@ class GenerationResult:
     # A1111's Processed.subseed: the call's variation seed made concrete (-1 drawn at random); image k used
     # subseed + k (only when subseed_strength > 0 does the infotext record it). None: no call has set it.
     subseed: int | None = None
+    # With `save_images_before_face_restoration`: image index -> the image as decoded, before Restore faces
+    before_face_restoration: dict = field(default_factory=dict)
 
     def add(self, image, seed: int, infotext: str) -> None:
         self.images.append(image)
@@ -37,13 +39,22 @@ class GenerationResult:
         self.infotexts.append(infotext)
 
     def save(self, folder: str | os.PathLike, writing=None) -> list:
-        """Write each image as PNG with its infotext; returns the paths (names: counter-seed.png).
+        """Write each image as PNG with its infotext; returns the paths (names: counter-seed.png). An image kept from
+        before face restoration is written next to its result as counter-seed-before-face-restoration.png (A1111's
+        suffix), not counted in the paths returned.
 
         `writing` (`pipelines.png.InfotextWriting`; None: in the PNG only): in the PNG chunk, a `.txt` beside it."""
-        from pipelines.png import PNG_ONLY, save_png_numbered
+        from pipelines.png import PNG_ONLY, save_png, save_png_numbered
 
-        return [save_png_numbered(image, folder, seed, infotext, writing=writing or PNG_ONLY)
-                for image, seed, infotext in zip(self.images, self.seeds, self.infotexts)]
+        writing = writing or PNG_ONLY
+        paths = []
+        for index, (image, seed, infotext) in enumerate(zip(self.images, self.seeds, self.infotexts)):
+            path = save_png_numbered(image, folder, seed, infotext, writing=writing)
+            paths.append(path)
+            if index in self.before_face_restoration:
+                save_png(self.before_face_restoration[index], path.with_name(f"{path.stem}-before-face-restoration.png"),
+                         infotext, replace=False, writing=writing)
+        return paths
 
     def save_as(self, path: str | os.PathLike, writing=None) -> list:
         """Write the images to a PNG file name of the caller's choosing (with infotext, as `save`): one image as
@@ -355,6 +366,8 @@ class ModelSession:
             "Schedule type": sampler.schedule_type,
             "CFG scale": params.cfg_scale,
             "Seed": seed,
+            # A1111 writes the restorer setting's name for any image of a restore_faces call
+            "Face restoration": params.face_restoration_model if params.restore_faces else None,
             "Size": f"{params.width}x{params.height}",
             **params.infotext_options.model_values({  # A1111's add_model_name_to_info ... add_vae_hash_to_info
                 "Model hash": model.model_hash,

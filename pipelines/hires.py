@@ -260,6 +260,7 @@ class _FirstPass(_RefinedPass, TextToImage):
     (seeds, generators) drawn for the whole job, `latents_out` collects image index in the batch -> latents."""
 
     pass_name = "first pass"
+    restores_faces = False  # A1111 restores faces on the hires pass's result only
     latents_out: dict
     batch_seeds: tuple[list[int], list] | None = None  # None: draw them (HiresFix does, once for the whole job)
 
@@ -398,6 +399,8 @@ class HiresFix:
             second = self._second_pass(batch_params, target, first.images, latents, first.seeds, progress.next_pass(),
                                        control, first_pass)
             for k, (image, second_infotext) in enumerate(zip(second.images, second.infotexts)):
+                if k in second.before_face_restoration:
+                    result.before_face_restoration[len(result.images)] = second.before_face_restoration[k]
                 result.add(image, first.seeds[k], with_second_pass_extras(first.infotexts[k], second_infotext))
             if second.interrupted:
                 break

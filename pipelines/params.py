@@ -113,6 +113,16 @@ class Txt2ImgParams:
     # A1111's Settings > Infotext switches (model / VAE names and hashes, version, user, LoRA and TI hashes): which
     # optional keys the infotext holds (pipelines.infotext_options); a dict of those option names is taken too.
     infotext_options: InfotextOptions = field(default_factory=InfotextOptions)
+    # A1111's "Restore faces" (pipelines.face_restoration): each decoded image's faces restored by
+    # `face_restoration_model` ("CodeFormer" / "GFPGAN", registered from their model folders) at CodeFormer fidelity
+    # `code_former_weight`, before inpainting's paste-back; infotext "Face restoration: <model>". The other three are
+    # A1111's Settings > Face restoration: move the networks to the CPU after use, and keep each image as it was
+    # before restoration (`GenerationResult.before_face_restoration`, saved as "-before-face-restoration").
+    restore_faces: bool = False
+    face_restoration_model: str = "CodeFormer"
+    code_former_weight: float = 0.5
+    face_restoration_unload: bool = False
+    save_images_before_face_restoration: bool = False
     # A1111's `p.user`: the name the request was authenticated as, written as "User" when
     # `infotext_options.add_user_name_to_info` is on (the web UI and API fill it in; None: nobody logged in).
     user: str | None = None
@@ -255,6 +265,26 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
 
     check_sampler_parameters_for(params.sampler_parameters, params.sampler, params.schedule_type)
     check_infotext_settings(params)
+    check_face_restoration_settings(params)
+
+
+def check_face_restoration_settings(params: Txt2ImgParams) -> None:
+    """The Restore faces switches, and with `restore_faces` on the restorer and weight (found and checked by
+    `pipelines.face_restoration`), so a missing restorer fails before sampling rather than after."""
+    for name in ("restore_faces", "face_restoration_unload", "save_images_before_face_restoration"):
+        if not isinstance(getattr(params, name), bool):
+            raise TypeError(f"{name} must be True or False, got {getattr(params, name)!r}.")
+    from pipelines.face_restoration import check_face_restoration, check_face_restoration_weight
+
+    params.code_former_weight = check_face_restoration_weight(params.code_former_weight, "code_former_weight")
+    if params.restore_faces:
+        try:
+            check_face_restoration(params.face_restoration_model, params.code_former_weight)
+        except ValueError as error:
+            raise ValueError(f"restore_faces: {error}") from None
+    elif not isinstance(params.face_restoration_model, str):
+        raise TypeError(f"face_restoration_model must be a restorer name such as 'CodeFormer', got "
+                        f"{params.face_restoration_model!r}.")
 
 
 def check_infotext_settings(params: Txt2ImgParams) -> None:

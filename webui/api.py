@@ -24,7 +24,8 @@ from webui.api_scripts import (MK2_SCRIPT, OUTPAINT_SCRIPT, is_mk2_script, is_ou
                                 outpaint_script_params)
 from webui.api_response import generation_info, info_json, request_parameters
 from webui.api_extras import (
-    check_extras_request, crop_to, crops_to_size, encode_png_with_chunks, plaintext_to_html,
+    check_extras_request, crop_to, crops_to_size, encode_png_with_chunks, extras_faces, extras_postprocess,
+    plaintext_to_html,
     request_postprocessing_text, source_text_chunks, upscale_factor, upscales,
 )
 from webui.api_infotext import apply_infotext
@@ -346,7 +347,12 @@ def build_api(state: ServerState) -> APIRouter:
             chunks = await run_in_threadpool(source_text_chunks, data, max_pixels=request_limits.image_pixel_cap(limits),
                                              max_bytes=request_limits.max_image_bytes)
             factor = upscale_factor(body, image.width, image.height)
-            job = state.submit_upscale(image, factor, body.upscaler_1) if upscales(body) else None
+            # A1111's order: upscale (and crop), then GFPGAN, then CodeFormer, in one job
+            after = extras_postprocess(body, extras_faces(body), unload=state.options.get("face_restoration_unload"))
+            if upscales(body):
+                job = state.submit_upscale(image, factor, body.upscaler_1, after=after)
+            else:
+                job = None if after is None else state.submit_postprocess(image, after)
         except QueueFullError as error:
             raise queue_full(error) from None
         except (ValueError, TypeError, KeyError) as error:
@@ -357,7 +363,7 @@ def build_api(state: ServerState) -> APIRouter:
             return await run_in_threadpool(encode_png_with_chunks, image,
                                            {**chunks, "postprocessing": ""} if pnginfo else {}), ""
         image = await wait_for_job(job, request, state)
-        if crops_to_size(body):
+        if crops_to_size(body) and upscales(body):
             image = crop_to(image, body.upscaling_resize_w, body.upscaling_resize_h)
         text = request_postprocessing_text(body)
         return await run_in_threadpool(encode_png_with_chunks, image,

@@ -19,7 +19,7 @@ from webui.base64_images import decode_base64_image
 from webui.generation_defaults import GenerationDefaults, apply_request_defaults
 from webui.options import (INFOTEXT_OPTION_KEYS, PROMPT_OPTION_DEFAULTS, PROMPT_OPTION_KEYS, SAMPLER_OPTION_KEYS,
                            SETTABLE, UNCOND_SKIP_KEYS, hires_refiner_pass, img2img_fix_steps, img2img_noise_values,
-                           sampler_option_params, uncond_skip_values)
+                           restore_faces_default, sampler_option_params, uncond_skip_values)
 from webui.prompt_guard import check_prompt_networks
 
 # A1111's integer codes for img2img choices, in its order.
@@ -64,9 +64,6 @@ def _seed_extras(request: Txt2ImgRequest) -> dict[str, Any]:
 def _unsupported(request: Txt2ImgRequest) -> list[str]:
     """A1111 features this server does not implement, but the request turned on."""
     found = []
-    for name in ("restore_faces",):
-        if getattr(request, name):
-            found.append(f"{name}=true")
     from webui.api_scripts import is_mk2_script, is_outpaint_script
 
     if request.script_name and not (isinstance(request, Img2ImgRequest) and (
@@ -188,6 +185,8 @@ def _sampler_options(request: Txt2ImgRequest, sampler: str, options: dict[str, A
         chosen["eta"] = request.eta
     if request.tiling is not None:  # A1111: `p.tiling = opts.tiling` only when the request leaves it out
         chosen["tiling"] = request.tiling
+    # A1111's process_images: a request without restore_faces takes the "Restore faces" setting
+    chosen["restore_faces"] = restore_faces_default(values) if request.restore_faces is None else request.restore_faces
     return chosen
 
 

@@ -9,6 +9,10 @@ The result PNG carries the source image's text chunks (its `parameters` too when
 EXIF, as a JPEG does) plus a `postprocessing` chunk naming what was done ("Postprocess upscale by: 2.0,
 Postprocess upscaler: Lanczos"), so PNG Info on an upscaled image still shows how it was generated.
 `html_info` is that postprocessing text as HTML.
+
+`gfpgan_visibility` / `codeformer_visibility` / `codeformer_weight` are A1111's face restoration steps, run after the
+upscale and its crop (`pipelines.extras_faces`), with "GFPGAN visibility", "CodeFormer visibility" and "CodeFormer
+weight" added to the postprocessing text; a restorer whose folder the server was not started with is a 422.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ def source_text_chunks(data: str, *, max_pixels: int, max_bytes: int) -> dict[st
 
 
 SCALE_BY, SCALE_TO = 0, 1  # A1111's Extras resize modes ("Scale by", "Scale to")
-REFUSED_OPTIONS = ("extras_upscaler_2_visibility", "gfpgan_visibility", "codeformer_visibility")
+REFUSED_OPTIONS = ("extras_upscaler_2_visibility",)
 
 
 def check_extras_request(body) -> None:
@@ -41,14 +45,23 @@ def check_extras_request(body) -> None:
     if body.upscaler_2 not in ("None", "", None):
         unsupported.append(f"upscaler_2={body.upscaler_2!r}")
     if unsupported:
-        raise ValueError(f"Not supported by this server's Extras: {', '.join(unsupported)} (no second upscaler, no face "
-                         "restoration); leave them at 0 / 'None'.")
+        raise ValueError(f"Not supported by this server's Extras: {', '.join(unsupported)} (no second upscaler); leave "
+                         "them at 0 / 'None'.")
+    extras_faces(body)  # visibilities and weight in [0, 1], the restorers they turn on registered
     if body.resize_mode not in (SCALE_BY, SCALE_TO):
         raise ValueError(f"resize_mode must be {SCALE_BY} (scale by upscaling_resize) or {SCALE_TO} (scale to "
                          f"upscaling_resize_w x upscaling_resize_h), got {body.resize_mode}.")
     if body.resize_mode == SCALE_TO and (body.upscaling_resize_w < 1 or body.upscaling_resize_h < 1):
         raise ValueError(f"upscaling_resize_w and upscaling_resize_h must be positive for resize_mode 1, got "
                          f"{body.upscaling_resize_w}x{body.upscaling_resize_h}.")
+
+
+def extras_faces(body):
+    """The request's GFPGAN / CodeFormer settings, checked (`pipelines.extras_faces`); ValueError naming the field."""
+    from pipelines.extras_faces import ExtrasFaceRestoration, check_extras_face_restoration
+
+    return check_extras_face_restoration(ExtrasFaceRestoration(
+        body.gfpgan_visibility, body.codeformer_visibility, body.codeformer_weight))
 
 
 def upscale_factor(body, width: int, height: int) -> float:
@@ -88,16 +101,39 @@ def postprocessing_text(upscale_by: float, upscaler: str) -> str:
 
 def request_postprocessing_text(body) -> str:
     """A1111's postprocessing infotext for an Extras request, its keys in A1111's order ("Scale to": the size, then
-    the crop when "Crop to fit" is on, then the upscaler)."""
+    the crop when "Crop to fit" is on, then the upscaler; then the face restorers' keys, which alone make the text of
+    a request that does not upscale)."""
+    from pipelines.extras_faces import ExtrasFaceRestoration, extras_face_restoration_values
+
+    faces = extras_face_restoration_values(ExtrasFaceRestoration(
+        body.gfpgan_visibility, body.codeformer_visibility, body.codeformer_weight))
+    if not upscales(body):
+        return _joined(faces)
     if body.resize_mode != SCALE_TO:
-        return postprocessing_text(body.upscaling_resize, body.upscaler_1)
+        upscale = {"Postprocess upscale by": str(float(body.upscaling_resize)), "Postprocess upscaler": body.upscaler_1}
+        return _joined({**upscale, **faces})
     size = f"{body.upscaling_resize_w}x{body.upscaling_resize_h}"
     values = {"Postprocess upscale to": size, **({"Postprocess crop to": size} if crops_to_size(body) else {})}
-    return _joined({**values, "Postprocess upscaler": body.upscaler_1})
+    return _joined({**values, "Postprocess upscaler": body.upscaler_1, **faces})
 
 
 def _joined(values: dict[str, str]) -> str:
     return ", ".join(f"{key}: {quote_value(value)}" for key, value in values.items())
+
+
+def extras_postprocess(body, faces, *, unload: bool = False):
+    """What runs in the Extras job after the upscale: A1111's crop (its upscale step's end), then the face restorers;
+    None when no face restorer is on (the crop is then done when the job ends, as before)."""
+    if not faces.active:
+        return None
+    from pipelines.extras_faces import extras_restore_faces
+
+    def after(image):
+        if crops_to_size(body):
+            image = crop_to(image, body.upscaling_resize_w, body.upscaling_resize_h)
+        return extras_restore_faces(image, faces, unload=unload)
+
+    return after
 
 
 def upscales(body) -> bool:

@@ -98,6 +98,8 @@ SETTING_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     # Settings > Compatibility; A1111 writes it when the option changed a schedule
     "Old prompt editing timelines": ("use_old_scheduling", as_flag),
     "Tiling": ("tiling", as_flag),  # A1111's `tiling` option has infotext="Tiling"
+    # the restorer that made the image; with it the paste turns restore_faces on (`apply_infotext`)
+    "Face restoration": ("face_restoration_model", as_text),
     "VAE": ("sd_vae", as_text),  # A1111's sd_vae option has infotext="VAE"; a VAE other than the loaded one is refused
 }
 
@@ -187,6 +189,8 @@ def apply_infotext(request: Txt2ImgRequest, lora_library=None, running_labels=No
         # A1111's paste ticks hires fix for a denoising strength together with a hires recipe.
         recipe = any(key in written for key in ("Hires upscale", "Hires upscaler", "Hires resize-1"))
         filled["enable_hr"] = "Denoising strength" in written and recipe
+    if "Face restoration" in written and "restore_faces" not in sent:
+        filled["restore_faces"] = True
     overrides = dict(request.override_settings or {})
     for key, (option, convert) in SETTING_KEYS.items():
         if key in parsed and option not in overrides:

@@ -1,8 +1,8 @@
 """A1111's read-only listing endpoints that clients (webuiapi's helpers) call, in A1111's JSON shapes.
 
-Lists of things mixkit does not have (face restorers, hypernetworks, script arguments, extensions) are served empty
-rather than 404, as an A1111 without them answers; prompt styles are those of `--styles-file` (empty without one), and
-Real-ESRGAN models those of `--realesrgan-models-path`.
+Lists of things mixkit does not have (hypernetworks, script arguments, extensions) are served empty rather than 404,
+as an A1111 without them answers; prompt styles are those of `--styles-file` (empty without one), Real-ESRGAN models
+those of `--realesrgan-models-path`, face restorers those of `--gfpgan-models-path` / `--codeformer-models-path`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from webui.server_state import ServerState
 
 # A1111 endpoints whose items mixkit has none of: an A1111 without any answers [] too.
 # sd-modules: A1111's separate text-encoder / VAE module files (Forge-style); mixkit loads them with the checkpoint.
-EMPTY_LISTS = ("face-restorers", "hypernetworks", "script-info", "extensions", "sd-modules")
+EMPTY_LISTS = ("hypernetworks", "script-info", "extensions", "sd-modules")
 
 
 def command_line_flags(state: ServerState) -> dict:
@@ -28,6 +28,7 @@ def command_line_flags(state: ServerState) -> dict:
             "vae_dir": config.vae_dir, "controlnet_dir": config.controlnet_dir, "device": config.device,
             "esrgan_models_path": config.esrgan_models_path, "realesrgan_models_path": config.realesrgan_models_path,
             "swinir_models_path": config.swinir_models_path, "dat_models_path": config.dat_models_path,
+            "gfpgan_models_path": config.gfpgan_models_path, "codeformer_models_path": config.codeformer_models_path,
             # A1111's --styles-file may repeat (a list); its --cors-allow-origins is one comma-separated string
             "styles_file": [config.styles_file] if config.styles_file else [],
             "cors_allow_origins": ",".join(config.cors_allow_origins) or None,
@@ -97,6 +98,12 @@ def build_listings_router(state: ServerState) -> APIRouter:
         from webui.upscaler_models import realesrgan_models
 
         return realesrgan_models(state.config)
+
+    @router.get("/sdapi/v1/face-restorers")
+    async def face_restorers():
+        from pipelines.face_restoration import face_restorer_listing
+
+        return face_restorer_listing()
 
     @router.get("/sdapi/v1/cmd-flags")
     async def cmd_flags():

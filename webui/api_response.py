@@ -43,7 +43,10 @@ def generation_info(params: Txt2ImgParams, result, *, model_name: str | None, mo
         "subseed_strength": params.subseed_strength,
         "width": params.width, "height": params.height, "sampler_name": spec.name, "scheduler": schedule_type,
         "cfg_scale": params.cfg_scale, "steps": params.steps, "batch_size": params.batch_size,
-        "restore_faces": False, "face_restoration_model": None, "sd_model_name": model_name, "sd_model_hash": model_hash,
+        # A1111's `p.restore_faces` and, for a restoring call, its face_restoration_model setting
+        "restore_faces": bool(getattr(params, "restore_faces", False)),
+        "face_restoration_model": params.face_restoration_model if getattr(params, "restore_faces", False) else None,
+        "sd_model_name": model_name, "sd_model_hash": model_hash,
         "sd_vae_name": vae_name, "sd_vae_hash": vae_hash, "seed_resize_from_w": params.seed_resize_from_w or -1,
         "seed_resize_from_h": params.seed_resize_from_h or -1,
         "denoising_strength": getattr(params, "denoising_strength", None),

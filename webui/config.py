@@ -11,6 +11,9 @@ from webui.api_convert import RequestLimits
 UPSCALER_FOLDER_FLAGS = {"esrgan_models_path": "--esrgan-models-path",
                          "realesrgan_models_path": "--realesrgan-models-path",
                          "swinir_models_path": "--swinir-models-path", "dat_models_path": "--dat-models-path"}
+# A1111's face restorer folders (models/GFPGAN, models/Codeformer): ServerConfig / argparse attribute -> flag
+FACE_RESTORER_FOLDER_FLAGS = {"gfpgan_models_path": "--gfpgan-models-path",
+                              "codeformer_models_path": "--codeformer-models-path"}
 LOCALHOST = "127.0.0.1"
 ALL_INTERFACES = "0.0.0.0"
 
@@ -37,6 +40,10 @@ class ServerConfig:
     realesrgan_models_path: str | None = None
     swinir_models_path: str | None = None
     dat_models_path: str | None = None
+    # A1111's models/GFPGAN and models/Codeformer (`--gfpgan-models-path`, `--codeformer-models-path`): the restorer
+    # weights and facexlib's detection_Resnet50_Final.pth, for Restore faces and Extras (pipelines.face_restoration)
+    gfpgan_models_path: str | None = None
+    codeformer_models_path: str | None = None
     appflow_models: dict[str, dict[str, str]] = field(default_factory=dict)  # app -> role -> model source
     # CLIP interrogation (`--interrogate-clip-model`, `--interrogate-categories-dir`): the CLIP that ranks the word
     # lists (a shipped name, transformers CLIP folder or hub id), and an A1111 interrogate/ folder of *.txt lists
@@ -112,7 +119,7 @@ def check_server_config(config: ServerConfig) -> None:
             read_categories(config.interrogate_categories_dir, dict_limit=0)  # a missing folder or an empty list
         except ValueError as error:
             raise ValueError(f"--interrogate-categories-dir: {error}") from None
-    for attribute, flag in UPSCALER_FOLDER_FLAGS.items():
+    for attribute, flag in {**UPSCALER_FOLDER_FLAGS, **FACE_RESTORER_FOLDER_FLAGS}.items():
         from pathlib import Path as FolderPath
 
         folder = getattr(config, attribute)

@@ -110,10 +110,18 @@ OLD_SCHEDULING_KEY = "use_old_scheduling"
 # Settings "Tiling" (`Txt2ImgParams.tiling`; a request's `tiling` wins): read by every generation, as A1111's
 # `p.tiling = opts.tiling` when the request leaves it out.
 TILING_KEY = "tiling"
+# Settings > Face restoration (pipelines.face_restoration), read by every generation: `face_restoration` is what a
+# request leaving `restore_faces` out gets (A1111's "Restore faces" setting); the others are Txt2ImgParams fields of
+# the same names. They travel with the sampler options, so override_settings and the settings file carry them too.
+FACE_RESTORATION_DEFAULTS = {"face_restoration": False, "face_restoration_model": "CodeFormer",
+                             "code_former_weight": 0.5, "face_restoration_unload": False,
+                             "save_images_before_face_restoration": False}
+FACE_RESTORATION_PARAM_KEYS = ("face_restoration_model", "code_former_weight", "face_restoration_unload",
+                               "save_images_before_face_restoration")
 SAMPLER_OPTION_DEFAULTS = {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0, "img2img_fix_steps": False,
                            **SAMPLER_PARAMETER_DEFAULTS, **IMG2IMG_NOISE_DEFAULTS, INPAINTING_MASK_WEIGHT_KEY: 1.0,
                            HIRES_REFINER_PASS_KEY: "second pass", REFINER_BY_STEPS_KEY: False,
-                           OLD_SCHEDULING_KEY: False, TILING_KEY: False}
+                           OLD_SCHEDULING_KEY: False, TILING_KEY: False, **FACE_RESTORATION_DEFAULTS}
 SAMPLER_OPTION_KEYS = tuple(SAMPLER_OPTION_DEFAULTS)
 
 
@@ -142,7 +150,28 @@ def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any
             "sampler_parameters": parameters_from_values(chosen),
             INPAINTING_MASK_WEIGHT_KEY: _as_number(chosen[INPAINTING_MASK_WEIGHT_KEY]),
             REFINER_BY_STEPS_KEY: chosen[REFINER_BY_STEPS_KEY],  # checked by the pipeline (bools)
-            OLD_SCHEDULING_KEY: chosen[OLD_SCHEDULING_KEY], TILING_KEY: chosen[TILING_KEY]}
+            OLD_SCHEDULING_KEY: chosen[OLD_SCHEDULING_KEY], TILING_KEY: chosen[TILING_KEY],
+            **{key: _as_number(chosen[key]) if key == "code_former_weight" else chosen[key]
+               for key in FACE_RESTORATION_PARAM_KEYS}}
+
+
+def restore_faces_default(values: dict[str, Any]) -> bool:
+    """A1111's "Restore faces" setting (`face_restoration`): what a request that leaves `restore_faces` out gets."""
+    return SETTABLE["face_restoration"](values.get("face_restoration", FACE_RESTORATION_DEFAULTS["face_restoration"]))
+
+
+def _check_face_restoration_model(value: Any) -> str:
+    from pipelines.face_restoration import FACE_RESTORER_NAMES
+
+    if value not in FACE_RESTORER_NAMES:
+        raise ValueError(f"face_restoration_model must be one of {list(FACE_RESTORER_NAMES)}, got {value!r}.")
+    return value
+
+
+def _check_code_former_weight(value: Any) -> float:
+    from pipelines.face_restoration import check_face_restoration_weight
+
+    return check_face_restoration_weight(value, "code_former_weight")
 
 
 def _as_number(value: Any) -> Any:
@@ -266,6 +295,11 @@ SETTABLE = {
     REFINER_BY_STEPS_KEY: _check_bool(REFINER_BY_STEPS_KEY),
     OLD_SCHEDULING_KEY: _check_bool(OLD_SCHEDULING_KEY),
     TILING_KEY: _check_bool(TILING_KEY),
+    "face_restoration": _check_bool("face_restoration"),
+    "face_restoration_model": _check_face_restoration_model,
+    "code_former_weight": _check_code_former_weight,
+    "face_restoration_unload": _check_bool("face_restoration_unload"),
+    "save_images_before_face_restoration": _check_bool("save_images_before_face_restoration"),
     **{key: _check_sampler_parameter(key) for key in SAMPLER_PARAMETER_DEFAULTS},
     **{key: _check_img2img_noise(key) for key in IMG2IMG_NOISE_DEFAULTS},
     **{key: (lambda value, key=key: check_option_value(key, value)) for key in OPTION_KEYS},

@@ -128,17 +128,27 @@ class ServerJobs:
         return self.worker.submit(job, "outpaint" if entry is None else f"outpaint on {entry.title}", session=session,
                                   owner=owner, keep_on_disconnect=keep_on_disconnect)
 
-    def submit_upscale(self, image, scale: float, upscaler: str, *, session: str | None = None) -> Job:
-        """Queue an Extras upscale (validated now: upscaler name, scale and output size)."""
+    def submit_upscale(self, image, scale: float, upscaler: str, *, session: str | None = None,
+                       after=None) -> Job:
+        """Queue an Extras upscale (validated now: upscaler name, scale and output size); `after(image)` runs on the
+        result in the same job (the crop and face restoration, `webui.api_extras.extras_postprocess`)."""
         from pipelines.upscale import UPSCALERS, UpscaleLimits, check_upscale, upscale_image
 
         UPSCALERS.get(upscaler)  # unknown name -> error listing the valid ones
         check_upscale(image.width, image.height, scale, UpscaleLimits(), upscaler)
-        return self.worker.submit(lambda control, on_step: upscale_image(image, scale, upscaler=upscaler), "extras",
-                                  session=session)
+
+        def run(control, on_step):
+            upscaled = upscale_image(image, scale, upscaler=upscaler)
+            return upscaled if after is None else after(upscaled)
+
+        return self.worker.submit(run, "extras", session=session)
+
+    def submit_postprocess(self, image, after, *, session: str | None = None) -> Job:
+        """Queue Extras work without an upscale (face restoration alone) on the same queue as the upscales."""
+        return self.worker.submit(lambda control, on_step: after(image), "extras", session=session)
 
     def submit_upscale_batch(self, images: list, scales: list[float], upscaler: str, *, session: str | None = None,
-                             keep_on_disconnect: bool = False) -> Job:
+                             keep_on_disconnect: bool = False, after=None) -> Job:
         """Queue the Extras upscale of `images` (each by its scale) as one job, every one checked before it is queued;
         the job returns the upscaled images in order, fewer when interrupted between two. One job, as A1111's
         "Batch Process" is one task: a page that reloads follows it by one task id, and progress counts images.
@@ -158,7 +168,8 @@ class ServerJobs:
             for image, scale in work:
                 if control.interrupted:
                     break
-                upscaled.append(upscale_image(image, scale, upscaler=upscaler))
+                result = upscale_image(image, scale, upscaler=upscaler)
+                upscaled.append(result if after is None else after(result))
                 on_step(StepProgress(step=len(upscaled), total_steps=len(work), batch_index=0, batch_count=1,
                                      latents=None, control=control))
             return upscaled

@@ -43,6 +43,9 @@ class ServerState(ServerModels, PromptLibraries, ServerJobs, ServerApps):
         self._upscaler_lock = threading.Lock()
         self.upscaler_scan = register_server_upscalers(config, self.options.upscaler_tiling(),
                                                        compile_swinir=self.options.get("SWIN_torch_compile"))
+        from webui.face_restorer_models import register_server_face_restorers
+
+        self.face_restorers = register_server_face_restorers(config)  # --gfpgan/--codeformer-models-path
         self.holder = holder or ModelHolder(self.catalog, device=config.device, pipeline_kwargs={
             "lora_dir": config.lora_dir, "embeddings_dir": config.embeddings_dir, "limits": config.limits},
             preset=self.options.get(PRESET_KEY))
@@ -97,3 +100,6 @@ class ServerState(ServerModels, PromptLibraries, ServerJobs, ServerApps):
         from webui.upscaler_models import unregister_server_upscalers
 
         unregister_server_upscalers(self.upscaler_scan)  # the registry is the process's; a next server starts clean
+        from webui.face_restorer_models import unregister_server_face_restorers
+
+        unregister_server_face_restorers(self.face_restorers)

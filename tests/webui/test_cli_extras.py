@@ -77,7 +77,8 @@ def test_the_none_upscaler_copies_the_image_with_its_chunks(sources, tmp_path, c
     (["--scale", "9"], "cat.png: --scale must be a number in (0, 8.0], got 9.0"),
     (["--scale-to", "4000x4000"], "needs an upscale by 53.3, over the limit of 8.0; choose a smaller --scale-to"),
     (["--upscaler", "ESRGAN"], "Unknown upscaler 'ESRGAN'. Valid names: 'Lanczos', 'Nearest', 'Bicubic'"),
-    (["--gfpgan-visibility", "0.5"], "Not supported by mixkit's Extras: --gfpgan-visibility=0.5"),
+    (["--gfpgan-visibility", "0.5"], "--gfpgan-visibility=0.5: Face restoration model 'GFPGAN' is not available "
+                                     "(available: none); start with --gfpgan-models-path FOLDER"),
     (["--upscaler-2", "Nearest", "--upscaler-2-visibility", "0.3"], "--upscaler-2-visibility=0.3, --upscaler-2="),
     (["--no-crop"], "--no-crop goes with --scale-to WxH"),
     (["--scale", "3", "--scale-to", "64x64"], "--scale and --scale-to both say how large the result is; give one"),

@@ -12,6 +12,12 @@ from .test_api_a1111_parity import server  # noqa: F401  (the module's server fi
 from .ui_blocks import handler
 
 
+# Settings > Face restoration's values a generation takes (A1111's defaults); `face_restoration` itself is what a request
+# leaving `restore_faces` out gets, read by the request conversion.
+FACE_PARAMS = {"face_restoration_model": "CodeFormer", "code_former_weight": 0.5, "face_restoration_unload": False,
+               "save_images_before_face_restoration": False}
+
+
 @pytest.mark.parametrize("sampler, expected_eta", [
     ("DDIM", 0.3), ("Euler a", 0.6), ("DPM2 a", 0.6), ("DPM++ 2S a", 0.6), ("DPM++ SDE", 0.6), ("DPM++ 2M SDE", 0.6),
     ("DPM++ 2M", None), ("PLMS", None),
@@ -22,7 +28,7 @@ def test_each_sampler_takes_its_own_eta_setting(sampler, expected_eta):
                                                       "sampler_parameters": SamplerParameters(),
                                                       "inpainting_mask_weight": 1.0,
                                                       "refiner_switch_by_sample_steps": False,
-                                                      "use_old_scheduling": False, "tiling": False}
+                                                      "use_old_scheduling": False, "tiling": False, **FACE_PARAMS}
 
 
 def test_defaults_are_a1111s():
@@ -38,11 +44,12 @@ def test_defaults_are_a1111s():
                                        "img2img_extra_noise": 0.0, "inpainting_mask_weight": 1.0,
                                        "hires_fix_refiner_pass": "second pass",
                                        "refiner_switch_by_sample_steps": False,
-                                                      "use_old_scheduling": False, "tiling": False}
+                                       "use_old_scheduling": False, "tiling": False, "face_restoration": False,
+                                       **FACE_PARAMS}
     assert sampler_option_params("Euler a", {}) == {"eta": 1.0, "ensd": 0, "sampler_parameters": SamplerParameters(),
                                                     "inpainting_mask_weight": 1.0,
-                                                      "refiner_switch_by_sample_steps": False,
-                                                      "use_old_scheduling": False, "tiling": False}
+                                                    "refiner_switch_by_sample_steps": False,
+                                                    "use_old_scheduling": False, "tiling": False, **FACE_PARAMS}
 
 
 @pytest.mark.parametrize("key, value", [("eta_ancestral", 1.5), ("eta_ddim", -0.1), ("eta_ddim", "0"),
@@ -63,8 +70,8 @@ def test_settings_are_saved_and_read_back(tmp_path):
     again = ServerOptions(str(tmp_path), 0, settings_file=path)
     assert again.sampler_params("Euler a") == {"eta": 0.25, "ensd": 31337, "sampler_parameters": SamplerParameters(),
                                                "inpainting_mask_weight": 1.0,
-                                                      "refiner_switch_by_sample_steps": False,
-                                                      "use_old_scheduling": False, "tiling": False}
+                                               "refiner_switch_by_sample_steps": False,
+                                               "use_old_scheduling": False, "tiling": False, **FACE_PARAMS}
 
 
 def test_the_settings_tab_applies_the_sampler_parameters(tmp_path):

@@ -39,7 +39,7 @@ SCALE_BY, SCALE_TO = 0, 1  # the API's resize_mode values, which the Resize radi
 def upscale(blocks, image, mode=SCALE_BY, size=(512, 512), crop=True, factor=2.0):
     """(result file, sizes, postprocessing text): the last outputs of the Upscale button's handler."""
     *_, (progress, path, _, size, info, task_box) = handler(blocks, "extras_generate", "click").fn(
-        image, "Lanczos", factor, mode, *size, crop, "", SimpleNamespace(session_hash=None))
+        image, "Lanczos", factor, mode, *size, crop, 0.0, 0.0, 0.0, "", SimpleNamespace(session_hash=None))
     assert "Done: 1 image(s)" in progress and task_box.startswith("ended task(")
     return path, size, info
 
@@ -120,7 +120,7 @@ def batch_files(tmp_path, sizes) -> list[str]:
 def upscale_batch(blocks, paths, factor=2.0):
     """(gallery, sizes, postprocessing text): the last outputs of the "Upscale all" button's handler."""
     *_, (progress, _, gallery, sizes, info, _) = handler(blocks, "extras_batch_generate", "click").fn(
-        paths, "Nearest", factor, SCALE_BY, 512, 512, True, "", SimpleNamespace(session_hash=None))
+        paths, "Nearest", factor, SCALE_BY, 512, 512, True, 0.0, 0.0, 0.0, "", SimpleNamespace(session_hash=None))
     assert f"Done: {len(paths)} image(s)" in progress
     return gallery, sizes, info
 
@@ -185,7 +185,8 @@ def test_model_upscaler_files_are_choices_of_extras_and_hires_and_upscale(tmp_pa
             assert "4x_foolhardy_Remacri" in [choice[0] for choice in component(blocks, elem_id).choices]
         source = source_image(tmp_path)
         *_, (_, path, _, size, info, _) = handler(blocks, "extras_generate", "click").fn(
-            source, "4x_foolhardy_Remacri", 2.0, SCALE_BY, 512, 512, True, "", SimpleNamespace(session_hash=None))
+            source, "4x_foolhardy_Remacri", 2.0, SCALE_BY, 512, 512, True, 0.0, 0.0, 0.0, "",
+            SimpleNamespace(session_hash=None))
         assert size == "24x16 -> 48x32" and info.endswith("Postprocess upscaler: 4x_foolhardy_Remacri")
         with Image.open(path) as result:
             expected = upscale_image(source, 2.0, upscaler="4x_foolhardy_Remacri")

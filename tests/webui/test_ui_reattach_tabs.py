@@ -84,6 +84,7 @@ def test_a_reloaded_extras_page_follows_its_upscale_and_shows_the_saved_result(b
     before = set(state.output_dir.glob("*.png"))
     task_id = "task(extras-reload-0001)"
     run = handler(blocks, "extras_generate", "click").fn(source_png(tmp_path), "Lanczos", 2.0, 0, 512, 512, True,
+                                                         0.0, 0.0, 0.0,  # no face restoration
                                                          task_id, page("old-tab"))
     first = next(run)
     assert "Waiting in queue (1 job(s) ahead)" in first[0] and first[-1] == task_id  # the page keeps this id
@@ -112,6 +113,7 @@ def test_an_extras_batch_that_ended_while_the_page_was_away_is_shown_at_once(bui
     try:
         paths = [str(save_png(Image.new("RGB", (8, 8 * n), (9, 9, 9)), tmp_path / f"{n}.png", None)) for n in (1, 2)]
         run = handler(blocks, "extras_batch_generate", "click").fn(paths, "Nearest", 2.0, 0, 512, 512, True,
+                                                                   0.0, 0.0, 0.0,  # no face restoration
                                                                    "task(extras-batch-away)", page("old-tab"))
         next(run)
         run.close()
@@ -135,6 +137,7 @@ def test_an_extras_upscale_that_fails_is_shown_to_the_reloaded_page(built, tmp_p
 
     monkeypatch.setattr("pipelines.upscale.upscale_image", broken)
     run = handler(blocks, "extras_generate", "click").fn(source_png(tmp_path), "Lanczos", 2.0, 0, 512, 512, True,
+                                                         0.0, 0.0, 0.0,  # no face restoration
                                                          "task(extras-failed-01)", page("old-tab"))
     with pytest.raises(gr.Error, match="Upscale failed: the upscaler model is corrupt"):
         list(run)

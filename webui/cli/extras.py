@@ -6,7 +6,8 @@ upscale checked (`pipelines.upscale.check_upscale`) before the first one is writ
 (`webui.ui.extras_output`): the source's text chunks (its infotext under `parameters`) plus A1111's `postprocessing`
 text, written atomically. As A1111 names them, one image gets the next counter name (`00007.png`); a batch (a folder,
 A1111's "Batch from Directory", or several files, its "Batch Process") keeps each source's name (its
-`use_original_name_batch` default), as PNG.
+`use_original_name_batch` default), as PNG. --gfpgan-visibility / --codeformer-visibility / --codeformer-weight restore
+faces after the upscale, with the restorers of --gfpgan-models-path / --codeformer-models-path.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ REQUEST_FLAGS = {"upscaling_resize_w / upscaling_resize_h": "--scale-to",
                  "upscaling_resize_w and upscaling_resize_h": "--scale-to",
                  "extras_upscaler_2_visibility": "--upscaler-2-visibility",  # before upscaler_2, which it holds
                  "upscaler_2": "--upscaler-2", "gfpgan_visibility": "--gfpgan-visibility",
-                 "codeformer_visibility": "--codeformer-visibility", "this server's Extras": "mixkit's Extras",
+                 "codeformer_visibility": "--codeformer-visibility", "codeformer_weight": "--codeformer-weight",
+                 "this server's Extras": "mixkit's Extras",
                  "Upscale factor must": "--scale must"}
 
 
@@ -53,14 +55,21 @@ def add_parser(subparsers) -> None:
                    help="A1111's 'Scale to': upscale until the image covers WxH, then crop it to WxH (centred)")
     p.add_argument("--no-crop", action="store_true",
                    help="with --scale-to: keep the covering size instead of cropping (A1111's 'Crop to fit' off)")
+    f = p.add_argument_group("face restoration", "A1111's Extras GFPGAN / CodeFormer steps, after the upscale; they "
+                                                 "need --gfpgan-models-path / --codeformer-models-path")
+    f.add_argument("--gfpgan-visibility", type=finite_float, default=d.gfpgan_visibility, metavar="X",
+                   help="GFPGAN face restoration blended in by X in [0, 1] (default 0: off)")
+    f.add_argument("--codeformer-visibility", type=finite_float, default=d.codeformer_visibility, metavar="X",
+                   help="CodeFormer face restoration blended in by X in [0, 1] (default 0: off)")
+    f.add_argument("--codeformer-weight", type=finite_float, default=d.codeformer_weight, metavar="W",
+                   help="CodeFormer's weight in [0, 1]: 0 = maximum effect, 1 = minimum (default 0, A1111's Extras)")
+    from webui.cli.webui import add_face_restorer_folder_flags
+
+    add_face_restorer_folder_flags(f)
     g = p.add_argument_group("not supported by mixkit yet", "A1111's other Extras options: refused unless left off")
     g.add_argument("--upscaler-2", default=d.upscaler_2, metavar="NAME", help="a second upscaler (default None)")
     g.add_argument("--upscaler-2-visibility", type=finite_float, default=d.extras_upscaler_2_visibility, metavar="X",
                    help="its blend (default 0)")
-    g.add_argument("--gfpgan-visibility", type=finite_float, default=d.gfpgan_visibility, metavar="X",
-                   help="GFPGAN face restoration (default 0)")
-    g.add_argument("--codeformer-visibility", type=finite_float, default=d.codeformer_visibility, metavar="X",
-                   help="CodeFormer face restoration (default 0)")
     p.add_argument("-o", "--output", default=DEFAULT_OUTPUT,
                    help=f"output folder (default: ./{DEFAULT_OUTPUT}), or a .png file name for a single image")
     p.set_defaults(func=run, extra_flags=_more_inputs)
@@ -113,6 +122,16 @@ def register_upscaler_flags(args: argparse.Namespace) -> None:
             print(f"upscaler {path} skipped: {reason}", file=sys.stderr)
 
 
+def register_face_restorer_flags(args: argparse.Namespace) -> None:
+    """Register "CodeFormer" / "GFPGAN" for --codeformer-models-path / --gfpgan-models-path (`extras`, `generate`,
+    `img2img`), so requests naming them are checked against what is there."""
+    gfpgan, codeformer = getattr(args, "gfpgan_models_path", None), getattr(args, "codeformer_models_path", None)
+    if gfpgan or codeformer:
+        from pipelines.face_restoration import register_face_restorers
+
+        register_face_restorers(gfpgan_folder=gfpgan, codeformer_folder=codeformer, device=getattr(args, "device", None))
+
+
 def _more_inputs(args, extra: list[str]) -> None:
     """Inputs named after an option (`mixkit extras a.png -o out b.png`), which argparse leaves over, are inputs too;
     anything else left over is still an unknown flag."""
@@ -158,7 +177,8 @@ def extras_request(args: argparse.Namespace):
                              upscaling_resize_w=width, upscaling_resize_h=height, upscaling_crop=not args.no_crop,
                              upscaler_1=args.upscaler, upscaler_2=args.upscaler_2,
                              extras_upscaler_2_visibility=args.upscaler_2_visibility,
-                             gfpgan_visibility=args.gfpgan_visibility, codeformer_visibility=args.codeformer_visibility)
+                             gfpgan_visibility=args.gfpgan_visibility, codeformer_visibility=args.codeformer_visibility,
+                             codeformer_weight=args.codeformer_weight)
     try:
         check_extras_request(body)
     except ValueError as error:
@@ -196,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
     from webui.cli.extras_batch import checked_sources, output_paths, upscale_and_save
 
     register_upscaler_flags(args)
+    register_face_restorer_flags(args)
     body = extras_request(args)
     files, batch = source_files(args.inputs)
     sources = checked_sources(files, body, GenerationLimits().max_pixels * 4)

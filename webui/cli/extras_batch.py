@@ -83,18 +83,23 @@ def upscale_and_save(source: Source, body, path: Path | None, folder: str | os.P
     from PIL import Image
 
     from pipelines.upscale import upscale_image
-    from webui.api_extras import crop_to, crops_to_size, request_postprocessing_text, upscales
+    from webui.api_extras import crop_to, crops_to_size, extras_faces, request_postprocessing_text, upscales
     from webui.cli.img2img import read_init_image
     from webui.ui.extras_output import extras_chunks, save_extras_png, save_extras_png_numbered
 
     image = read_init_image(str(source.file), source.width * source.height)
+    faces = extras_faces(body)
     if upscales(body):
         result = upscale_image(image, source.factor, upscaler=body.upscaler_1)
         if crops_to_size(body):
             result = crop_to(result, body.upscaling_resize_w, body.upscaling_resize_h)
-        text = request_postprocessing_text(body)
-    else:  # A1111's "None" upscaler: the image as it was read, with an empty postprocessing text (as the API)
-        result, text = image, ""
+    else:  # A1111's "None" upscaler: the image as it was read (an empty postprocessing text without face restoration)
+        result = image
+    if faces.active:  # A1111's order: after the upscale and its crop, GFPGAN then CodeFormer
+        from pipelines.extras_faces import extras_restore_faces
+
+        result = extras_restore_faces(result, faces)
+    text = request_postprocessing_text(body) if upscales(body) or faces.active else ""
     with Image.open(source.file) as opened:  # the file's own chunks and EXIF, which the upright RGB copy lacks
         chunks = extras_chunks(opened, text)
     written = save_extras_png(result, path, chunks) if path is not None else save_extras_png_numbered(result, folder,

@@ -17,6 +17,9 @@ from pipelines.sampler_parameters import OPTION_NAMES
 # sigma_min -> --sigma-min). Fields with no flag of their own (prompt, sampler, ...) are left as they are.
 FIELD_FLAGS = {
     "negative_prompt": "--negative",
+    "restore_faces": "--restore-faces",
+    "code_former_weight": "--code-former-weight",
+    "face_restoration_model": "--face-restoration-model",
     "cfg_scale": "--cfg",
     "batch_size": "--batch-size",
     "batch_count": "--batch-count",

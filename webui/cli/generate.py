@@ -100,6 +100,20 @@ def add_generation_flags(p: argparse.ArgumentParser,
                         "1 is a fraction of the steps, any other N a step number (new: N with a '.' is a fraction)")
     p.add_argument("--tiling", action="store_true", default=None,
                    help="A1111's Tiling: a picture that tiles seamlessly (circular padding in the UNet and VAE)")
+    faces = p.add_argument_group("face restoration", "A1111's Restore faces: every face of each image restored by "
+                                                     "GFPGAN or CodeFormer (weights in the folders below)")
+    faces.add_argument("--restore-faces", action="store_true", default=None,
+                       help="restore faces in every image (infotext 'Face restoration: MODEL')")
+    faces.add_argument("--face-restoration-model", default=None, choices=("CodeFormer", "GFPGAN"),
+                       help=f"the restorer (default {d.face_restoration_model}, A1111's)")
+    faces.add_argument("--code-former-weight", type=float, default=None, metavar="W",
+                       help=f"CodeFormer's weight in [0, 1]: 0 = maximum effect, 1 = minimum (default "
+                            f"{d.code_former_weight})")
+    faces.add_argument("--save-before-face-restoration", action="store_true", default=None,
+                       help="also save each image as it was before restoration (NAME-before-face-restoration.png)")
+    from webui.cli.webui import add_face_restorer_folder_flags
+
+    add_face_restorer_folder_flags(faces)
     p.add_argument("--lora-dir", default=None, help="folder of LoRA files for names and <lora:...> tags")
     p.add_argument("--embeddings-dir", default=None, help="folder of textual-inversion embeddings")
     p.add_argument("--vae", default=None, help="override the model's VAE (folder or single file)")
@@ -173,6 +187,9 @@ def run(args: argparse.Namespace) -> int:
         from webui.cli.extras import register_upscaler_flags
 
         register_upscaler_flags(args)  # before --hr-upscaler is checked: the files' names are upscalers
+    from webui.cli.extras import register_face_restorer_flags
+
+    register_face_restorer_flags(args)  # before --restore-faces is checked: the folders' restorers
     hires = hires_fields(args)
     if specs:  # the units join the params after the load, with their models
         from pipelines.controlnet import ControlHiresParams, ControlTxt2ImgParams
@@ -245,6 +262,10 @@ def generation_fields(args: argparse.Namespace) -> dict:
         refiner_switch_by_sample_steps=bool(args.refiner_switch_by_sample_steps),
         use_old_scheduling=bool(args.use_old_scheduling), tiling=bool(args.tiling),
         sampler_parameters=sampler_parameters_of(args), infotext_options=infotext_options_of(args),
+        restore_faces=bool(args.restore_faces),
+        face_restoration_model=_or(args.face_restoration_model, d.face_restoration_model),
+        code_former_weight=_or(args.code_former_weight, d.code_former_weight),
+        save_images_before_face_restoration=bool(args.save_before_face_restoration),
     )
 
 

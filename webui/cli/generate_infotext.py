@@ -45,6 +45,9 @@ FLAG_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     # A1111 writes it when the option changed a schedule of the image
     "use_old_scheduling": ("Old prompt editing timelines", as_flag),
     "tiling": ("Tiling", as_flag),  # A1111 writes "Tiling: True" when on
+    # A1111's paste of a restored image: Restore faces on, with the restorer it names (its folder flag is needed)
+    "restore_faces": ("Face restoration", lambda text: True),
+    "face_restoration_model": ("Face restoration", as_text),
     **INFOTEXT_FLAG_KEYS,  # A1111's Sampler parameters: Sigma churn, Schedule rho, ... (webui.cli.sampler_parameter_flags)
 }
 ETA_KEYS = ("Eta DDIM", "Eta")  # A1111 writes one of them, for DDIM or the ancestral samplers, when not the default

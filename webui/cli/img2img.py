@@ -96,6 +96,9 @@ def run(args: argparse.Namespace) -> int:
 
     check_batch_flags(args)
     check_scale_by(args)
+    from webui.cli.extras import register_face_restorer_flags
+
+    register_face_restorer_flags(args)  # before --restore-faces is checked: the folders' restorers
     infotext_keys = None
     if args.infotext is not None:
         from webui.cli.generate_infotext import apply_infotext, read_infotext_argument

@@ -46,6 +46,7 @@ def add_parser(subparsers) -> None:
                         "a checkpoint's side-car *.vae.* files are offered too)")
     p.add_argument("--controlnet-dir", default=None, help="folder of ControlNet models (files or diffusers folders)")
     add_upscaler_folder_flags(p)
+    add_face_restorer_folder_flags(p)
     p.add_argument("--appflow-config", default=None, metavar="JSON",
                    help='models for AppFlow apps: {"app": {"role": "model source"}} (default: each app\'s default models)')
     p.add_argument("--interrogate-clip-model", default="mixkit-tiny-clip", metavar="MODEL",
@@ -80,6 +81,16 @@ def add_upscaler_folder_flags(parser) -> None:
                              "each an upscaler named by its file name; DAT_x2/x3/x4.pth are A1111's 'DAT x2/x3/x4'")
 
 
+def add_face_restorer_folder_flags(parser) -> None:
+    """A1111's face restorer folders, shared by `webui`, `extras`, `generate` and `img2img` (Restore faces)."""
+    parser.add_argument("--gfpgan-models-path", default=None, metavar="FOLDER",
+                        help="A1111's models/GFPGAN: GFPGANv1.4.pth (or another .pth with GFPGAN in its name) and "
+                             "detection_Resnet50_Final.pth, for the 'GFPGAN' face restorer")
+    parser.add_argument("--codeformer-models-path", default=None, metavar="FOLDER",
+                        help="A1111's models/Codeformer: codeformer-v0.1.0.pth and detection_Resnet50_Final.pth, for "
+                             "the 'CodeFormer' face restorer")
+
+
 def config_from_args(args: argparse.Namespace):
     """A checked ServerConfig from the parsed flags (raises ValueError with the flag to fix)."""
     from webui.api_convert import RequestLimits
@@ -98,7 +109,9 @@ def config_from_args(args: argparse.Namespace):
         embeddings_dir=args.embeddings_dir, training_data_dir=args.training_data_dir, styles_file=args.styles_file, vae_dir=args.vae_dir, controlnet_dir=args.controlnet_dir,
         interrogate_clip_model=args.interrogate_clip_model, interrogate_categories_dir=args.interrogate_categories_dir,
         esrgan_models_path=args.esrgan_models_path, realesrgan_models_path=args.realesrgan_models_path,
-        swinir_models_path=args.swinir_models_path, dat_models_path=args.dat_models_path, appflow_models=appflow_models, device=args.device, port=args.port, listen=args.listen,
+        swinir_models_path=args.swinir_models_path, dat_models_path=args.dat_models_path,
+        gfpgan_models_path=args.gfpgan_models_path, codeformer_models_path=args.codeformer_models_path,
+        appflow_models=appflow_models, device=args.device, port=args.port, listen=args.listen,
         auth=parse_credentials(args.auth) if args.auth is not None else None, insecure_no_auth=args.insecure_no_auth,
         allowed_hosts=_comma_list(args.allowed_hosts), cors_allow_origins=_comma_list(args.cors_allow_origins),
         queue_size=args.queue, preview_every=args.preview_every, ui=not args.api_only,

@@ -6,6 +6,7 @@ form's values become the API's own `ExtrasBaseRequest`, and the size, the crop a
 from the functions `/sdapi/v1/extra-single-image` and `/extra-batch-images` use (`webui.api_extras`), so the UI and
 the API give the same file. Each result carries the source's text chunks plus `postprocessing`, is saved to the
 output folder when "Save generated images" is on (as A1111's Extras saves), and its postprocessing text is shown.
+The GFPGAN / CodeFormer sliders are A1111's Extras face restoration, run in the same job after the upscale (0: off).
 An upscale (single or batch) is one queued job that goes on when its page goes away: a reloaded page follows it by
 its task id and shows its result (`webui.ui.extras_task`).
 A1111's "Batch from Directory" (folders on the server's disk) is not offered: a shared server's UI users must not
@@ -30,15 +31,18 @@ SCALE_BY, SCALE_TO = 0, 1  # the API's resize_mode values (`webui.api_extras`)
 RESIZE_MODES = ("Scale by", "Scale to")  # A1111's Extras resize tabs, in resize_mode order
 
 
-def extras_request(resize_mode: int, factor: float, width: int, height: int, crop: bool, upscaler: str):
+def extras_request(resize_mode: int, factor: float, width: int, height: int, crop: bool, upscaler: str,
+                   gfpgan_visibility: float = 0.0, codeformer_visibility: float = 0.0, codeformer_weight: float = 0.0):
     """The Extras form's values as the API's request model, checked as the API checks it (ValueError naming the
-    field); the UI has no face restoration or second upscaler, so only these fields are set."""
+    field); the UI has no second upscaler, so only these fields are set."""
     from webui.api_extras import check_extras_request
     from webui.api_requests import ExtrasBaseRequest
 
     body = ExtrasBaseRequest(resize_mode=int(resize_mode), upscaling_resize=float(factor),
                              upscaling_resize_w=int(width), upscaling_resize_h=int(height), upscaling_crop=bool(crop),
-                             upscaler_1=upscaler)
+                             upscaler_1=upscaler, gfpgan_visibility=float(gfpgan_visibility),
+                             codeformer_visibility=float(codeformer_visibility),
+                             codeformer_weight=float(codeformer_weight))
     check_extras_request(body)
     return body
 
@@ -74,6 +78,15 @@ def build_extras_tab(state: ServerState) -> tuple[gr.Image, FollowedTab]:
                 width = form_slider(64, 8192, value=512, step=8, label="Width", elem_id="extras_upscaling_resize_w")
                 height = form_slider(64, 8192, value=512, step=8, label="Height", elem_id="extras_upscaling_resize_h")
                 crop = gr.Checkbox(True, label="Crop to fit", elem_id="extras_upscaling_crop")
+            # A1111's GFPGAN and CodeFormer Extras scripts (run after the upscale; 0 visibility: off)
+            with gr.Row():
+                gfpgan = form_slider(0, 1, value=0, step=0.001, label="GFPGAN visibility",
+                                     elem_id="extras_gfpgan_visibility")
+                codeformer = form_slider(0, 1, value=0, step=0.001, label="CodeFormer visibility",
+                                         elem_id="extras_codeformer_visibility")
+                codeformer_weight = form_slider(0, 1, value=0, step=0.001,
+                                                label="CodeFormer weight (0 = maximum effect, 1 = minimum effect)",
+                                                elem_id="extras_codeformer_weight")
         with gr.Column():
             progress = gr.HTML(progress_html(0, "Idle"), elem_id="extras_progress")
             result = gr.Image(label="Result", type="pil", format="png", interactive=False, elem_id="extras_result")
@@ -86,14 +99,15 @@ def build_extras_tab(state: ServerState) -> tuple[gr.Image, FollowedTab]:
         """Queue the upscale of `sources` (read as the API reads them) as one job and follow it as a task: the job goes
         on when the page goes away, and the task id (made by the page, the last input) lets a reloaded page follow
         it."""
-        from webui.api_extras import upscale_factor
+        from webui.api_extras import extras_faces, extras_postprocess, upscale_factor
 
         try:
             task_id = checked_task_id(state, task_id)
             pixels = [as_api_pixels(image, state.limits.max_pixels * 4) for image in sources]
             factors = [upscale_factor(body, image.width, image.height) for image in pixels]
+            after = extras_postprocess(body, extras_faces(body), unload=state.options.get("face_restoration_unload"))
             job = state.submit_upscale_batch(pixels, factors, body.upscaler_1, keep_on_disconnect=True,
-                                             session=getattr(request, "session_hash", None))
+                                             session=getattr(request, "session_hash", None), after=after)
         except (ValueError, TypeError, QueueFullError) as error:  # limits, bad name, queue full: tell the user
             raise refused(str(error)) from None
         finish = extras_finish(state, sources, pixels, body, result.GRADIO_CACHE, batch=batch)
@@ -105,15 +119,15 @@ def build_extras_tab(state: ServerState) -> tuple[gr.Image, FollowedTab]:
         except (ValueError, TypeError) as error:
             raise refused(str(error)) from None
 
-    def upscale(image, name: str, factor: float, mode: int, w: int, h: int, crop_to_fit: bool, task_id: str,
-                request: gr.Request):
+    def upscale(image, name: str, factor: float, mode: int, w: int, h: int, crop_to_fit: bool, gfpgan_value: float,
+                codeformer_value: float, weight: float, task_id: str, request: gr.Request):
         if image is None:
             raise refused("Drop an image to upscale first.")
-        body = checked_request(mode, factor, w, h, crop_to_fit, name)
+        body = checked_request(mode, factor, w, h, crop_to_fit, name, gfpgan_value, codeformer_value, weight)
         yield from run_upscale([image], body, task_id, request, batch=False)
 
     def upscale_batch(paths: list | None, name: str, factor: float, mode: int, w: int, h: int, crop_to_fit: bool,
-                      task_id: str, request: gr.Request):
+                      gfpgan_value: float, codeformer_value: float, weight: float, task_id: str, request: gr.Request):
         """A1111's "Batch Process": every file, in order; all are read and checked before the first is queued."""
         from pipelines.upscale import check_upscale
         from webui.api_extras import upscale_factor
@@ -121,7 +135,7 @@ def build_extras_tab(state: ServerState) -> tuple[gr.Image, FollowedTab]:
 
         if not paths:
             raise refused("Drop one or more images to upscale first.")
-        body = checked_request(mode, factor, w, h, crop_to_fit, name)
+        body = checked_request(mode, factor, w, h, crop_to_fit, name, gfpgan_value, codeformer_value, weight)
         images = []
         for path in paths:
             try:
@@ -136,7 +150,7 @@ def build_extras_tab(state: ServerState) -> tuple[gr.Image, FollowedTab]:
             images.append(image)
         yield from run_upscale(images, body, task_id, request, batch=True)
 
-    settings = [upscaler, scale, resize_mode, width, height, crop]
+    settings = [upscaler, scale, resize_mode, width, height, crop, gfpgan, codeformer, codeformer_weight]
     outputs = [progress, result, batch_result, size, info, task_box]
     run.click(upscale, inputs=[source, *settings, task_box], outputs=outputs, concurrency_limit=None,
               js=submit_js(len(settings) + 2))

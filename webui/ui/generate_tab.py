@@ -403,7 +403,8 @@ def _form_params(state: ServerState, kind: str, form: list, chosen_styles: list[
 
     unstyled = values_to_params(form)
     params = replace(unstyled, **state.options.uncond_skip(), **state.options.sampler_params(unstyled.sampler),
-                     **state.options.prompt_options(), infotext_options=state.options.infotext_options())
+                     **state.options.prompt_options(), infotext_options=state.options.infotext_options(),
+                     restore_faces=state.options.get("face_restoration"))  # A1111 1.7+: a Setting, not a form field
     library = read_styles(state) if chosen_styles else None
     params = styled_params(params, chosen_styles, library)
     if kind == "txt2img":

@@ -156,6 +156,10 @@ def build_settings_tab(state: ServerState) -> None:
         from webui.ui.saving_settings import build_saving_settings
 
         build_saving_settings(state, apply_settings)
+    with gr.Accordion("Face restoration (GFPGAN / CodeFormer)", open=False, elem_id="settings_face_restoration_group"):
+        from webui.ui.face_restoration_settings import build_face_restoration_settings
+
+        build_face_restoration_settings(state, apply_settings)
     with gr.Accordion("Infotext (what each image's parameters text tells: model, VAE, version, user, LoRA and TI "
                       "hashes)", open=False, elem_id="settings_infotext"):
         from webui.ui.infotext_settings import build_infotext_settings
