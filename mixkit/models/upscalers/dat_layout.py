@@ -47,11 +47,12 @@ def dat_to_module(state: dict[str, torch.Tensor]) -> tuple[DATConfig, dict[str, 
         raise TransformerLayoutError(f"a DAT file without its {offsets_key!r} buffer, which holds the window size; "
                                 "re-save it with the official network's state_dict()")
     offsets = sized(state, offsets_key, 2, "DAT")
-    if offsets.shape[1] != 2 or not torch.isfinite(offsets).all():
+    if (offsets.shape[1] != 2 or offsets.dtype == torch.bool or offsets.is_complex()
+            or not torch.isfinite(offsets).all()):
         raise TransformerLayoutError(f"a DAT whose {offsets_key!r} buffer is not finite (dy, dx) offset rows: shape "
                                      f"{tuple(offsets.shape)}")
     # the window sides must fit an int before DATConfig bounds them; a crafted 1e30 would otherwise overflow
-    highest = offsets.amax(0).clamp(-1, 1 << 20)
+    highest = offsets.double().amax(0).clamp(-1, 1 << 20)
     split_size = (int(highest[0]) + 1, int(highest[1]) + 1)
     fc1 = sized(state, "layers.0.blocks.0.ffn.fc1.weight", 2, "DAT")
     weights = {key: value for key, value in state.items() if not _DERIVED_BUFFERS.search(key)}

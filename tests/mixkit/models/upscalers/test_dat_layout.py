@@ -70,11 +70,14 @@ def test_a_dat_file_whose_shapes_do_not_fit_is_refused_naming_the_key(tmp_path):
     ([[float("nan"), 1.0]], r"a DAT whose 'layers\.0\.blocks\.0\.attn\.attns\.0\.rpe_biases' buffer is not finite"),
     ([1.0, 3.0], r"a DAT-like file whose 'layers\.0\.blocks\.0\.attn\.attns\.0\.rpe_biases' has shape \(2,\)"),
     ([[1.0, 3.0, 0.0]], r"a DAT whose .*rpe_biases' buffer is not finite \(dy, dx\) offset rows: shape \(1, 3\)"),
+    ([[True, True]], r"a DAT whose .*rpe_biases' buffer is not finite \(dy, dx\) offset rows: shape \(1, 2\)"),
+    (torch.tensor([[100, 100]], dtype=torch.int8), r"a DAT.*split_size windows may hold at most 1024 tokens .*\(101, 101\)"),
+    (torch.tensor([[60000.0, 1.0]], dtype=torch.float16), r"a DAT.*split_size .*got \(60001, 2\)"),
 ])
 def test_window_offsets_that_are_huge_or_not_numbers_are_refused_before_any_buffer_is_made(tmp_path, offsets, message):
     # a 64 x 64 window read from a one-row buffer asked for 1.4 GB of index buffers; 1e30 asked for 640 GB
     state = with_dat_buffers(tiny_upscaler(TINY_DAT).state_dict(), TINY_DAT.split_size)
-    state["layers.0.blocks.0.attn.attns.0.rpe_biases"] = torch.tensor(offsets)
+    state["layers.0.blocks.0.attn.attns.0.rpe_biases"] = torch.as_tensor(offsets)
     with pytest.raises(CheckpointFormatError, match=rf"x\.pth' is {message}"):
         load_upscaler(_saved(tmp_path, state))
 
