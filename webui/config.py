@@ -98,7 +98,15 @@ def check_server_config(config: ServerConfig) -> None:
     if config.auth is not None:
         from webui.http_guards import credential_pairs
 
-        credential_pairs(config.auth)  # raises ValueError naming the bad value
+        from pipelines.infotext_options import check_user
+
+        for user, _ in credential_pairs(config.auth):  # raises ValueError naming the bad value
+            try:
+                # every generation carries its --auth user (the infotext's `User`) and refuses one it could not
+                # write: such a name would be turned away on each request, so it is refused here, at the start
+                check_user(user)
+            except ValueError as error:
+                raise ValueError(f"--auth user {user[:40]!r} cannot be used: {error}") from None
     if isinstance(config.port, bool) or not isinstance(config.port, int) or not 0 <= config.port <= 65535:
         raise ValueError(f"port must be an integer in [0, 65535] (0 = any free port), got {config.port!r}.")
     if isinstance(config.queue_size, bool) or not isinstance(config.queue_size, int) or not 0 <= config.queue_size <= 1000:

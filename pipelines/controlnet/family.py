@@ -47,10 +47,15 @@ class ModelFamily:
 def family_of_config(config: Any) -> ModelFamily:
     """The family of a diffusers UNet or ControlNet config (an object with attributes, or a dict)."""
     get = config.get if isinstance(config, Mapping) else lambda name, default=None: getattr(config, name, default)
-    width = get("cross_attention_dim")
-    if isinstance(width, (list, tuple)):  # a per-block width; the families here use one width throughout
+    stated = width = get("cross_attention_dim")
+    if isinstance(width, (list, tuple)) and width:  # a per-block width; the families here use one width throughout
         width = width[0]
-    return ModelFamily(int(width), get("addition_embed_type") is not None)
+    # a config.json is text anyone can write (a hub cache, a models folder): a width that is no positive whole
+    # number is the file's fault and must say so, not surface as an IndexError or OverflowError
+    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+        raise ValueError(f"a config whose cross_attention_dim is {stated!r}, not a positive whole number (or a list "
+                         "of them); the model's config.json is broken")
+    return ModelFamily(width, get("addition_embed_type") is not None)
 
 
 def family_of_shapes(shapes: Mapping[str, Any]) -> ModelFamily | None:
@@ -97,9 +102,12 @@ def _family_of_configs(find: Callable[[str], Path | None]) -> ModelFamily | None
     for name in CONFIG_FILES:
         config = find(name)
         if config is not None:
-            values = json.loads(Path(config).read_text(encoding="utf-8"))
-            if isinstance(values, dict) and values.get("cross_attention_dim") is not None:
-                return family_of_config(values)
+            try:
+                values = json.loads(Path(config).read_text(encoding="utf-8"))
+                if isinstance(values, dict) and values.get("cross_attention_dim") is not None:
+                    return family_of_config(values)
+            except ValueError as error:  # bad JSON (JSONDecodeError, UnicodeDecodeError) or a bad width
+                raise ValueError(f"{str(config)!r}: {error}") from None
     return None
 
 

@@ -124,3 +124,20 @@ def test_hub_ids_are_read_from_the_hub_cache_without_any_download(tmp_path, monk
     assert read_family("org/canny-sd15") is None  # that revision is not cached
     assert read_family("org/not-downloaded") is None  # left to the check made when it loads
     assert read_family("not a hub id") is None
+
+
+@pytest.mark.parametrize("width", [[], {"a": 1}, 1e400, "768", True, 0, -768, [None]])
+def test_a_config_whose_width_is_no_positive_whole_number_is_refused_naming_the_file(tmp_path, width):
+    # a hub cache or models folder config anyone can write: no IndexError/TypeError/OverflowError (a 500) from it
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps({"cross_attention_dim": width}))
+    with pytest.raises(ValueError, match=r"config\.json': a config whose cross_attention_dim is .*, not a positive "
+                                         r"whole number \(or a list of them\)"):
+        read_family(tmp_path)
+
+
+def test_a_config_that_is_not_json_is_refused_naming_the_file(tmp_path):
+    (tmp_path / "config.json").write_bytes(b"\xff{not json")
+    with pytest.raises(ValueError, match=r"config\.json': .*codec can't decode"):
+        read_family(tmp_path)

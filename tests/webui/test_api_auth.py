@@ -114,3 +114,13 @@ def test_max_image_pixels_flag_sets_the_input_image_cap(tmp_path):
     assert raised.image_pixel_cap(GenerationLimits()) == 40_000_000
     with pytest.raises(ValueError, match="--max-image-pixels must be a whole number of at least 4096"):
         config_from_args(parse(["--model", str(tmp_path), "--max-image-pixels", "10"]))
+
+
+@pytest.mark.parametrize("user", ["tab\there", "nbsp\u00a0name", "x" * 257])
+def test_an_auth_user_name_no_infotext_could_carry_is_refused_at_the_start(tmp_path, user):
+    # before: the server started, then refused every txt2img/img2img of that user (422 "user must be 1 to 256
+    # printable characters"), even with add_user_name_to_info off
+    config = ServerConfig(models=[str(tmp_path)], auth=((user, "pw"), ("ok", "pw")))
+    with pytest.raises(ValueError, match=r"--auth user .* cannot be used: user must be 1 to 256 printable characters"):
+        check_server_config(config)
+    check_server_config(ServerConfig(models=[str(tmp_path)], auth=(("ok", "pw"), ("élan ü", "pw"))))

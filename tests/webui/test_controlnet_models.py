@@ -123,3 +123,15 @@ def test_checkpoint_family_of_pickled_checkpoints_and_hub_ids(single_file_checkp
     assert family(str(tmp_path / "legacy.ckpt")) is None  # left to the job's check
     assert family("org/tiny-xl") == (ModelFamily(64, True), "t")
     assert family("org/not-downloaded") is None
+
+
+@pytest.mark.parametrize("width", [[], 1e400, {"a": 1}])
+def test_a_cached_checkpoint_config_with_a_broken_width_is_left_to_the_job(tmp_path, monkeypatch, width):
+    # before: IndexError / OverflowError / TypeError escaped checkpoint_family, a 500 for every ControlNet request
+    from mixkit.testing.tiny_hub_cache import write_hub_cache_entry
+    from webui.controlnet_models import checkpoint_family
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    write_hub_cache_entry(tmp_path, "org/odd", {"unet/config.json": {"cross_attention_dim": width}})
+    holder = SimpleNamespace(entry=None, loaded=False, loaded_model=lambda: None)
+    assert checkpoint_family(holder, SimpleNamespace(source="org/odd", title="t")) is None

@@ -18,7 +18,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from mixkit.models.upscalers.swinir import RGB_MEAN, conv_block, reconstruction_modules, reconstruct
-from mixkit.models.upscalers.windows import attend, merge, partition, relative_position_index, shift_mask
+from mixkit.models.upscalers.windows import (MAX_BLOCKS, MAX_WINDOW_TOKENS, attend, merge, partition,
+                                             relative_position_index, shift_mask)
 
 
 @dataclass(frozen=True)
@@ -54,10 +55,20 @@ class DATConfig:
                 heads < 2 or heads % 2 or self.embed_dim % heads for heads in self.num_heads):
             raise ValueError(f"DAT's embed_dim must be even and at least 32, split evenly by even head counts, got "
                              f"{self.embed_dim} with {self.num_heads}.")
+        if sum(self.depths) > MAX_BLOCKS:
+            raise ValueError(f"DAT may have at most {MAX_BLOCKS} blocks in all, got {sum(self.depths)} (depths "
+                             f"{self.depths[:8]}{' ...' if len(self.depths) > 8 else ''}).")
+        hidden = int(self.embed_dim * self.expansion_factor)
+        if hidden < 2 or hidden % 2:
+            raise ValueError(f"DAT's feed-forward width embed_dim x expansion_factor must be even and at least 2 (its "
+                             f"gate takes half), got {self.embed_dim} x {self.expansion_factor}.")
         small, large = sorted(self.split_size)
         if small < 1 or large % small:
             raise ValueError(f"DAT's split_size sides must divide one another (inputs are padded to the larger), got "
                              f"{self.split_size}.")
+        if small * large > MAX_WINDOW_TOKENS:
+            raise ValueError(f"DAT's split_size windows may hold at most {MAX_WINDOW_TOKENS} tokens (released models use "
+                             f"8 x 32), got {self.split_size}.")
         if not (self.upscale == 3 or (self.upscale >= 1 and not self.upscale & (self.upscale - 1))):
             raise ValueError(f"DAT cannot upscale x{self.upscale} (2^n or 3).")
 

@@ -19,7 +19,7 @@ import re
 import torch
 
 from mixkit.models.upscalers.dat import DATConfig
-from mixkit.models.upscalers.swinir_layout import TransformerLayoutError, reconstruction_head
+from mixkit.models.upscalers.swinir_layout import TransformerLayoutError, reconstruction_head, sized
 
 _BLOCK = re.compile(r"^layers\.(\d+)\.blocks\.(\d+)\.")
 _DERIVED_BUFFERS = re.compile(r"\.(rpe_biases|relative_position_index|attn_mask_0|attn_mask_1)$")
@@ -31,7 +31,7 @@ def looks_like_dat(state: dict[str, torch.Tensor]) -> bool:
 
 def dat_to_module(state: dict[str, torch.Tensor]) -> tuple[DATConfig, dict[str, torch.Tensor]]:
     """(config, weights for `DAT`) of an official-layout state dict; raises TransformerLayoutError naming what is off."""
-    first = state["conv_first.weight"]
+    first = sized(state, "conv_first.weight", 4, "DAT")
     embed_dim, in_channels = first.shape[0], first.shape[1]
     blocks: dict[int, set[int]] = {}
     for key in state:
@@ -46,9 +46,15 @@ def dat_to_module(state: dict[str, torch.Tensor]) -> tuple[DATConfig, dict[str, 
     if offsets_key not in state:
         raise TransformerLayoutError(f"a DAT file without its {offsets_key!r} buffer, which holds the window size; "
                                 "re-save it with the official network's state_dict()")
-    offsets = state[offsets_key]
-    split_size = (int(offsets[:, 0].max()) + 1, int(offsets[:, 1].max()) + 1)
-    fc1 = _required(state, "layers.0.blocks.0.ffn.fc1.weight")
+    offsets = sized(state, offsets_key, 2, "DAT")
+    if (offsets.shape[1] != 2 or offsets.dtype == torch.bool or offsets.is_complex()
+            or not torch.isfinite(offsets).all()):
+        raise TransformerLayoutError(f"a DAT whose {offsets_key!r} buffer is not finite (dy, dx) offset rows: shape "
+                                     f"{tuple(offsets.shape)}")
+    # the window sides must fit an int before DATConfig bounds them; a crafted 1e30 would otherwise overflow
+    highest = offsets.double().amax(0).clamp(-1, 1 << 20)
+    split_size = (int(highest[0]) + 1, int(highest[1]) + 1)
+    fc1 = sized(state, "layers.0.blocks.0.ffn.fc1.weight", 2, "DAT")
     weights = {key: value for key, value in state.items() if not _DERIVED_BUFFERS.search(key)}
     upsampler, upscale, num_feat, out_channels = reconstruction_head(weights, embed_dim, "DAT")
     if in_channels != 3 or out_channels != 3:
@@ -66,13 +72,8 @@ def dat_to_module(state: dict[str, torch.Tensor]) -> tuple[DATConfig, dict[str, 
 
 
 def _heads(state: dict[str, torch.Tensor], group: int) -> int:
-    temperature = state.get(f"layers.{group}.blocks.1.attn.temperature")
-    if temperature is not None:
-        return temperature.shape[0]
-    return 2 * _required(state, f"layers.{group}.blocks.0.attn.attns.0.pos.pos3.2.weight").shape[0]
+    key = f"layers.{group}.blocks.1.attn.temperature"
+    if key in state:
+        return sized(state, key, 3, "DAT").shape[0]
+    return 2 * sized(state, f"layers.{group}.blocks.0.attn.attns.0.pos.pos3.2.weight", 2, "DAT").shape[0]
 
-
-def _required(state: dict[str, torch.Tensor], key: str) -> torch.Tensor:
-    if key not in state:
-        raise TransformerLayoutError(f"a DAT-like file without {key!r}")
-    return state[key]

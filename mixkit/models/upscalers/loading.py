@@ -38,6 +38,7 @@ def read_upscaler_weights(path: str | os.PathLike) -> tuple[str, UpscalerConfig,
         raise CheckpointFormatError(f"{str(file)!r} holds a {type(loaded).__name__}, not upscaler weights.")
     state = {key: value for key, value in unwrap_trainer_state(loaded).items()
              if isinstance(key, str) and isinstance(value, torch.Tensor)}
+    _refuse_expanded_tensors(file, state)
     try:
         layout = detect_layout(state)
         config, renamed = TO_MODULE[layout](state)
@@ -45,6 +46,18 @@ def read_upscaler_weights(path: str | os.PathLike) -> tuple[str, UpscalerConfig,
         keys = ", ".join(list(state)[:5]) or "no tensors"
         raise CheckpointFormatError(f"{str(file)!r} is {error} (its first keys: {keys}).") from None
     return layout, config, renamed
+
+
+def _refuse_expanded_tensors(file: Path, state: dict[str, torch.Tensor]) -> None:
+    """A pickled tensor may be a broadcast view (stride 0) of a storage far smaller than its shape: a 2 kB file can
+    claim gigabytes of weights that copying into a network then allocates. Weights saved from a real network
+    always hold their elements, so such a tensor is refused rather than expanded."""
+    for key, value in state.items():
+        if value.numel() and value.untyped_storage().nbytes() < value.numel() * value.element_size():
+            raise CheckpointFormatError(
+                f"{str(file)!r} holds {key!r} of shape {tuple(value.shape)} in a storage of only "
+                f"{value.untyped_storage().nbytes()} bytes (a broadcast view, not weights); re-save the network's own "
+                "state_dict().")
 
 
 def build_upscaler(config: UpscalerConfig) -> UpscalerNetwork:
@@ -56,8 +69,10 @@ def load_upscaler(path: str | os.PathLike, *, device: str | torch.device = "cpu"
                   dtype: torch.dtype = torch.float32) -> UpscalerNetwork:
     """The network in `path`, in eval mode on `device` in `dtype`; the weights must fill it exactly."""
     layout, config, state = read_upscaler_weights(path)
-    model = build_upscaler(config)
-    expected = model.state_dict()
+    # The sizes come from a few tensors and the block count from key names, so the network is first laid out on
+    # the meta device (no memory): a file that does not hold every weight of it is refused before allocating it.
+    with torch.device("meta"):
+        expected = build_upscaler(config).state_dict()
     missing = [key for key in expected if key not in state]
     unexpected = [key for key in state if key not in expected]
     mismatched = [f"{key} {tuple(value.shape)} (expected {tuple(expected[key].shape)})" for key, value in state.items()
@@ -66,5 +81,6 @@ def load_upscaler(path: str | os.PathLike, *, device: str | torch.device = "cpu"
         raise CheckpointFormatError(
             f"{str(path)!r} looks like the {layout} layout but does not fit it: missing {missing[:5]}, unexpected "
             f"{unexpected[:5]}, wrong shapes {mismatched[:5]}. Expected {layout} weights of a single network.")
+    model = build_upscaler(config)
     model.load_state_dict(state)
     return model.to(device=device, dtype=dtype).eval().requires_grad_(False)

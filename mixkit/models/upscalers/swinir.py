@@ -11,13 +11,15 @@ the output cropped back, by the official test script's rule (`window_padding`), 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from mixkit.models.upscalers.windows import ATTENTION_CHUNK_SCORES, attend, merge, partition, relative_position_index, shift_mask
+from mixkit.models.upscalers.windows import (ATTENTION_CHUNK_SCORES, MAX_BLOCKS, MAX_WINDOW_TOKENS, attend, merge,
+                                             partition, relative_position_index, shift_mask)
 
 UPSAMPLERS = ("pixelshuffle", "pixelshuffledirect", "nearest+conv", "")
 RESI_CONNECTIONS = ("1conv", "3conv")
@@ -52,6 +54,12 @@ class SwinIRConfig:
             raise ValueError(f"SwinIR resi_connection must be one of {RESI_CONNECTIONS}, got {self.resi_connection!r}.")
         if len(self.depths) != len(self.num_heads) or not self.depths:
             raise ValueError(f"SwinIR needs one head count per layer: depths {self.depths}, num_heads {self.num_heads}.")
+        if sum(self.depths) > MAX_BLOCKS:
+            raise ValueError(f"SwinIR may have at most {MAX_BLOCKS} blocks in all, got {sum(self.depths)} (depths "
+                             f"{self.depths[:8]}{' ...' if len(self.depths) > 8 else ''}).")
+        if not 1 <= self.window_size ** 2 <= MAX_WINDOW_TOKENS:
+            raise ValueError(f"SwinIR window_size must be 1 to {math.isqrt(MAX_WINDOW_TOKENS)} (released models use 8), "
+                             f"got {self.window_size}.")
         if any(self.embed_dim % heads for heads in self.num_heads):
             raise ValueError(f"embed_dim {self.embed_dim} is not divisible by every head count {self.num_heads}.")
         valid_scale = {"pixelshuffle": self.upscale == 3 or (self.upscale >= 2 and not self.upscale & (self.upscale - 1)),

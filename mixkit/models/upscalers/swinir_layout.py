@@ -50,7 +50,7 @@ def swinir_to_module(state: dict[str, torch.Tensor]) -> tuple[SwinIRConfig, dict
         raise TransformerLayoutError("a SwinIR with an absolute position embedding (ape=True), which only runs at its "
                                 "training size; no released model uses it")
     weights = {key: value for key, value in state.items() if not _DERIVED_BUFFERS.search(key)}
-    first = weights["conv_first.weight"]
+    first = sized(weights, "conv_first.weight", 4)
     embed_dim, in_channels = first.shape[0], first.shape[1]
     blocks: dict[int, set[int]] = {}
     for key in weights:
@@ -60,11 +60,11 @@ def swinir_to_module(state: dict[str, torch.Tensor]) -> tuple[SwinIRConfig, dict
     if sorted(blocks) != list(range(len(blocks))) or any(sorted(b) != list(range(len(b))) for b in blocks.values()):
         raise TransformerLayoutError(f"a SwinIR whose layers/blocks are not numbered 0, 1, 2 ...: {sorted(blocks)}")
     depths = tuple(len(blocks[index]) for index in range(len(blocks)))
-    tables = [_required(weights, f"layers.{index}.residual_group.blocks.0.attn.relative_position_bias_table")
+    tables = [sized(weights, f"layers.{index}.residual_group.blocks.0.attn.relative_position_bias_table", 2)
               for index in range(len(depths))]
     num_heads = tuple(table.shape[1] for table in tables)
     window_size = _window_size(tables[0].shape[0])
-    fc1 = _required(weights, "layers.0.residual_group.blocks.0.mlp.fc1.weight")
+    fc1 = sized(weights, "layers.0.residual_group.blocks.0.mlp.fc1.weight", 2)
     upsampler, upscale, num_feat, out_channels = reconstruction_head(weights, embed_dim)
     try:
         config = SwinIRConfig(
@@ -89,6 +89,16 @@ def _required(weights: dict[str, torch.Tensor], key: str, network: str = "SwinIR
     return weights[key]
 
 
+def sized(weights: dict[str, torch.Tensor], key: str, ndim: int, network: str = "SwinIR") -> torch.Tensor:
+    """weights[key], which a size is read from, checked to have `ndim` non-empty dimensions (a crafted or broken
+    file must be refused saying which key is off, not fail deep inside with an IndexError or a division by zero)."""
+    value = _required(weights, key, network)
+    if value.ndim != ndim or 0 in value.shape:
+        raise TransformerLayoutError(f"a {network}-like file whose {key!r} has shape {tuple(value.shape)}; expected "
+                                     f"{ndim} non-empty dimensions")
+    return value
+
+
 def _window_size(rows: int) -> int:
     span = math.isqrt(rows)
     if span * span != rows or span % 2 == 0:
@@ -101,27 +111,27 @@ def reconstruction_head(weights: dict[str, torch.Tensor], embed_dim: int,
     """(upsampler, scale, num_feat, output channels) from the reconstruction head's convolutions (SwinIR's, which
     DAT shares); `network` names the file's kind in errors."""
     if "conv_up1.weight" in weights:
-        last = _required(weights, "conv_last.weight", network)
+        last = sized(weights, "conv_last.weight", 4, network)
         return "nearest+conv", 4 if "conv_up2.weight" in weights else 2, last.shape[1], last.shape[0]
     ups = sorted(int(key.split(".")[1]) for key in weights if re.fullmatch(r"upsample\.\d+\.weight", key))
     if "conv_before_upsample.0.weight" in weights:
         if not ups:
             raise TransformerLayoutError(f"a pixelshuffle {network} without upsample convolutions")
-        last = _required(weights, "conv_last.weight", network)
-        width = weights[f"upsample.{ups[0]}.weight"].shape[0] // last.shape[1]
+        last = sized(weights, "conv_last.weight", 4, network)
+        width = sized(weights, f"upsample.{ups[0]}.weight", 4, network).shape[0] // last.shape[1]
         if width == 9 and len(ups) == 1:
             return "pixelshuffle", 3, last.shape[1], last.shape[0]
         if width != 4:
             raise TransformerLayoutError(f"a {network} whose upsample convolutions widen {width}x, not 4x (x2 steps) or 9x (x3)")
         return "pixelshuffle", 2 ** len(ups), last.shape[1], last.shape[0]
     if ups:
-        outputs = weights["upsample.0.weight"].shape[0]
+        outputs = sized(weights, "upsample.0.weight", 4, network).shape[0]
         for channels in (3, 1):
             scale = math.isqrt(outputs // channels)
             if scale * scale * channels == outputs:
                 return "pixelshuffledirect", scale, SwinIRConfig.num_feat, channels
         raise TransformerLayoutError(f"a {network} whose upsample.0 has {outputs} outputs, not channels x a square scale")
-    last = _required(weights, "conv_last.weight", network)
+    last = sized(weights, "conv_last.weight", 4, network)
     if last.shape[1] != embed_dim:
         raise TransformerLayoutError(f"a {network} whose conv_last takes {last.shape[1]} channels; without an upsampler it takes embed_dim "
                                 f"{embed_dim}")

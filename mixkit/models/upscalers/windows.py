@@ -16,6 +16,13 @@ SHIFT_MASK_VALUE = -100.0  # Swin's score for token pairs from different regions
 # Attention runs on at most this many score entries (batch x windows x heads x N x N) at a time: a whole 1024x1024
 # image has 16384 SwinIR windows of 64 tokens, whose scores and masks would take about 2 GB each in float32.
 ATTENTION_CHUNK_SCORES = 1 << 25
+# The most tokens a window may hold. Every block keeps an (N, N) relative-position index and every shifted layer an
+# (windows, N, N) mask, so memory grows with N squared: the released models use 64 (SwinIR's 8 x 8) and 256 (DAT's
+# 8 x 32); a file claiming 200 x 200 windows would ask for gigabytes per block from a few hundred kilobytes.
+MAX_WINDOW_TOKENS = 1024
+# The most transformer blocks a Swin-style upscaler may have (the released ones have 36 to 54). Their count comes from
+# key names, so a small file could otherwise name thousands, each to be laid out before its weights are found missing.
+MAX_BLOCKS = 1024
 
 
 def partition(x: torch.Tensor, wh: int, ww: int) -> torch.Tensor:

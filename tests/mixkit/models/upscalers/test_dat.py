@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from mixkit.models.upscalers.dat import DAT, ChannelAttention, WindowBranch, shifted_block
+from mixkit.models.upscalers.dat import DAT, ChannelAttention, DATConfig, WindowBranch, shifted_block
 from mixkit.models.upscalers.windows import relative_position_index
 from mixkit.testing.tiny_upscalers import TINY_DAT, tiny_upscaler
 
@@ -69,3 +69,8 @@ def test_channel_attention_attends_across_each_heads_channels_with_its_temperatu
 def test_impossible_configs_are_refused(changes, message):
     with pytest.raises(ValueError, match=message):
         DAT(replace(TINY_DAT, **changes))
+
+
+def test_more_blocks_than_any_released_dat_are_refused():
+    with pytest.raises(ValueError, match=r"DAT may have at most 1024 blocks in all, got 1025 \(depths \(1024, 1\)\)"):
+        DATConfig(depths=(1024, 1), num_heads=(6, 6))

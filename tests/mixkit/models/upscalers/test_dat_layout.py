@@ -61,3 +61,30 @@ def test_a_dat_file_whose_shapes_do_not_fit_is_refused_naming_the_key(tmp_path):
     state["layers.1.blocks.0.ffn.fc2.weight"] = torch.zeros(32, 8)
     with pytest.raises(CheckpointFormatError, match=r"dat layout but does not fit.*blocks\.0\.ffn\.fc2\.weight \(32, 8\)"):
         load_upscaler(_saved(tmp_path, state))
+
+
+@pytest.mark.parametrize("offsets, message", [
+    ([[63.0, 63.0]], r"a DAT whose shapes do not make a network: DAT's split_size windows may hold at most 1024 tokens "
+                     r"\(released models use 8 x 32\), got \(64, 64\)"),
+    ([[1e30, 1e30]], r"a DAT.*split_size windows may hold at most 1024 tokens .*got \(1048577, 1048577\)"),
+    ([[float("nan"), 1.0]], r"a DAT whose 'layers\.0\.blocks\.0\.attn\.attns\.0\.rpe_biases' buffer is not finite"),
+    ([1.0, 3.0], r"a DAT-like file whose 'layers\.0\.blocks\.0\.attn\.attns\.0\.rpe_biases' has shape \(2,\)"),
+    ([[1.0, 3.0, 0.0]], r"a DAT whose .*rpe_biases' buffer is not finite \(dy, dx\) offset rows: shape \(1, 3\)"),
+    ([[True, True]], r"a DAT whose .*rpe_biases' buffer is not finite \(dy, dx\) offset rows: shape \(1, 2\)"),
+    (torch.tensor([[100, 100]], dtype=torch.int8), r"a DAT.*split_size windows may hold at most 1024 tokens .*\(101, 101\)"),
+    (torch.tensor([[60000.0, 1.0]], dtype=torch.float16), r"a DAT.*split_size .*got \(60001, 2\)"),
+])
+def test_window_offsets_that_are_huge_or_not_numbers_are_refused_before_any_buffer_is_made(tmp_path, offsets, message):
+    # a 64 x 64 window read from a one-row buffer asked for 1.4 GB of index buffers; 1e30 asked for 640 GB
+    state = with_dat_buffers(tiny_upscaler(TINY_DAT).state_dict(), TINY_DAT.split_size)
+    state["layers.0.blocks.0.attn.attns.0.rpe_biases"] = torch.as_tensor(offsets)
+    with pytest.raises(CheckpointFormatError, match=rf"x\.pth' is {message}"):
+        load_upscaler(_saved(tmp_path, state))
+
+
+def test_a_feed_forward_too_narrow_to_gate_is_refused(tmp_path):
+    state = with_dat_buffers(tiny_upscaler(TINY_DAT).state_dict(), TINY_DAT.split_size)
+    state["layers.0.blocks.0.ffn.fc1.weight"] = torch.zeros(1, 32)
+    with pytest.raises(CheckpointFormatError, match=r"feed-forward width embed_dim x expansion_factor must be even and "
+                                                    r"at least 2 \(its gate takes half\), got 32 x 0\.03125"):
+        load_upscaler(_saved(tmp_path, state))

@@ -114,3 +114,31 @@ def test_the_later_esrgan_names_load_as_basicsr(tmp_path):
     assert read_upscaler_weights(tmp_path / "RRDB_ESRGAN_x4.pth")[0] == "esrgan_trunk"
     x = torch.rand(1, 3, 5, 5)
     assert torch.equal(load_upscaler(tmp_path / "RRDB_ESRGAN_x4.pth")(x), model(x))
+
+
+def test_a_broadcast_view_claiming_more_weights_than_its_file_holds_is_refused(tmp_path):
+    # torch.save keeps a stride-0 view's one-element storage: 1 kB on disk, 4 MB (or any size) once copied
+    state = dict(tiny_upscaler(TINY_SRVGG).state_dict())
+    state["body.0.weight"] = torch.zeros(1).expand(state["body.0.weight"].shape)
+    torch.save(state, tmp_path / "bomb.pth")
+    with pytest.raises(CheckpointFormatError, match=r"bomb\.pth' holds 'body\.0\.weight' of shape \(8, 3, 3, 3\) in a "
+                                                    r"storage of only 4 bytes \(a broadcast view"):
+        load_upscaler(tmp_path / "bomb.pth")
+
+
+def test_a_file_that_does_not_fill_its_network_is_refused_before_the_network_is_allocated(tmp_path, monkeypatch):
+    # block counts come from key names: 200 one-number keys would otherwise build 200 real transformer blocks first
+    from mixkit.models.upscalers import loading
+    from mixkit.testing.tiny_upscalers import TINY_SWINIR
+
+    state = dict(tiny_upscaler(TINY_SWINIR).state_dict())
+    state.update({f"layers.0.residual_group.blocks.{index}.norm1.weight": torch.zeros(1) for index in range(2, 200)})
+    torch.save(state, tmp_path / "claims.pth")
+    devices = []
+    real_build = loading.build_upscaler
+    monkeypatch.setattr(loading, "build_upscaler",
+                        lambda config: devices.append(next((model := real_build(config)).parameters()).device) or model)
+    with pytest.raises(CheckpointFormatError, match=r"claims\.pth' looks like the swinir layout but does not fit it: "
+                                                    r"missing \['layers\.0\.residual_group\.blocks\.2\.norm1\.bias'"):
+        load_upscaler(tmp_path / "claims.pth")
+    assert devices == [torch.device("meta")]

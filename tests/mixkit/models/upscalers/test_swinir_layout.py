@@ -99,3 +99,34 @@ def test_a_swinir_file_whose_shapes_do_not_fit_is_refused_naming_the_key(tmp_pat
     state["layers.0.residual_group.blocks.1.attn.proj.weight"] = torch.zeros(8, 4)
     with pytest.raises(CheckpointFormatError, match=re.escape("blocks.1.attn.proj.weight (8, 4) (expected (8, 8))")):
         load_upscaler(_saved(tmp_path, state))
+
+
+def test_a_window_too_large_to_index_is_refused_before_anything_is_built(tmp_path):
+    # a 33 x 33 window is a 65 x 65 x 1 table (17 kB) but a 1089 x 1089 index per block and masks to match
+    state = tiny_upscaler(TINY_SWINIR).state_dict()
+    for key in [key for key in state if key.endswith("relative_position_bias_table")]:
+        state[key] = torch.zeros(65 * 65, state[key].shape[1])
+    with pytest.raises(CheckpointFormatError, match=r"x\.pth' is a SwinIR whose shapes do not make a network: SwinIR "
+                                                    r"window_size must be 1 to 32 \(released models use 8\), got 33"):
+        load_upscaler(_saved(tmp_path, state))
+
+
+@pytest.mark.parametrize("key, shape", [
+    ("conv_first.weight", ()), ("conv_first.weight", (0, 3, 3, 3)), ("conv_last.weight", (8,)),
+    ("upsample.0.weight", ()), ("layers.0.residual_group.blocks.0.attn.relative_position_bias_table", (49,)),
+    ("layers.0.residual_group.blocks.0.mlp.fc1.weight", ())])
+def test_a_size_giving_tensor_of_the_wrong_rank_is_refused_naming_it(tmp_path, key, shape):
+    state = tiny_upscaler(TINY_SWINIR).state_dict()
+    state[key] = torch.zeros(shape)
+    with pytest.raises(CheckpointFormatError, match=rf"x\.pth' is a SwinIR-like file whose {re.escape(repr(key))} has "
+                                                    rf"shape {re.escape(str(shape))}; expected \d non-empty dimensions"):
+        load_upscaler(_saved(tmp_path, state))
+
+
+def test_a_file_naming_more_blocks_than_any_network_has_is_refused_before_laying_them_out(tmp_path):
+    # 2000 one-number keys (a 0.7 MB file) took 15 s of CPU to lay out on the meta device before being found short
+    state = tiny_upscaler(TINY_SWINIR).state_dict()
+    state.update({f"layers.0.residual_group.blocks.{index}.norm1.weight": torch.zeros(1) for index in range(2, 2000)})
+    with pytest.raises(CheckpointFormatError, match=r"x\.pth' is a SwinIR whose shapes do not make a network: SwinIR "
+                                                    r"may have at most 1024 blocks in all, got 2001 \(depths \(2000, 1\)\)"):
+        load_upscaler(_saved(tmp_path, state))
