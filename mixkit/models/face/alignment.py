@@ -87,7 +87,7 @@ _OPENCV_SMALL_KERNELS = {3: (0.25, 0.5, 0.25), 5: (0.0625, 0.25, 0.375, 0.25, 0.
 
 def _gaussian_blur(mask: torch.Tensor, kernel: int, sigma: float = 0.0) -> torch.Tensor:
     """cv2.GaussianBlur(mask, (kernel, kernel), sigma): sigma ≤ 0 takes OpenCV's sigma for the size; reflect-101
-    border; computed in `mask`'s dtype (float64 for facexlib's parse mask, which OpenCV blurs in double)."""
+    border; computed in `mask`'s dtype."""
     if kernel <= 1:
         return mask
     if sigma > 0:

@@ -28,10 +28,10 @@ def test_each_class_alone_gives_one_or_zero_inside_the_frame(face_class):
     mask = parse_mask(torch.full((128, 128), face_class))  # any size: the 101-tap blur still fits inside
     inside = 1.0 if face_class not in (0, 14, 16, 17, 18) else 0.0
     assert FACE_CLASS_VALUES[face_class] == 255 * inside
-    assert torch.allclose(mask[10:-10, 10:-10], torch.tensor(inside, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(mask[10:-10, 10:-10], torch.tensor(inside), atol=5e-6, rtol=0)  # float32 sums
     frame = torch.ones(128, 128, dtype=torch.bool)
     frame[10:-10, 10:-10] = False
-    assert torch.equal(mask[frame], torch.zeros(int(frame.sum()), dtype=torch.float64))
+    assert torch.equal(mask[frame], torch.zeros(int(frame.sum())))
 
 
 def test_half_plane_blur_is_the_double_gaussian_of_the_step():
@@ -49,7 +49,7 @@ def test_half_plane_blur_is_the_double_gaussian_of_the_step():
         index = np.where(index > 511, 2 * 511 - index, index)
         signal = (signal[index] * weights).sum(1)
     signal[:10], signal[-10:] = 0, 0
-    assert np.allclose(row.numpy(), signal / 255, atol=1e-12, rtol=0)
+    assert np.allclose(row.numpy(), signal / 255, atol=5e-6, rtol=0)
     assert 0.45 < float(row[255]) < 0.5 < float(row[256]) < 0.55
 
 
@@ -61,7 +61,7 @@ def test_parse_mask_matches_facexlibs_steps_in_opencv():
         oracle[labels.numpy() == index] = value
     oracle = cv2.GaussianBlur(cv2.GaussianBlur(oracle, (101, 101), 11), (101, 101), 11)
     oracle[:10, :], oracle[-10:, :], oracle[:, :10], oracle[:, -10:] = 0, 0, 0, 0
-    assert np.allclose(parse_mask(labels).numpy(), oracle / 255.0, atol=1e-9, rtol=0)
+    assert np.allclose(parse_mask(labels).numpy(), oracle / 255.0, atol=5e-6, rtol=0)
 
 
 def test_classes_outside_nineteen_are_refused():
