@@ -120,7 +120,13 @@ class FaceRestorer:
                             self.folder)
                 self.told_no_parser = True
             return None
-        parser = self.parser_loader(path, device=device)
+        from mixkit.errors import CheckpointFormatError
+
+        try:
+            parser = self.parser_loader(path, device=device)
+        except CheckpointFormatError as error:
+            raise CheckpointFormatError(f"{error} Replace it with facexlib's ({PARSER_URL}), or remove it to paste "
+                                        "faces under the square mask.") from error
         classes = getattr(getattr(parser, "config", None), "parsing_channels", len(FACE_CLASS_VALUES))
         if classes != len(FACE_CLASS_VALUES):
             raise ValueError(f"{str(path)!r} is a face parser with {classes} classes; A1111's paste mask needs "

@@ -280,3 +280,12 @@ def test_tiny_parsenet_file_is_loaded_by_default_and_offloaded_with_the_restorer
     (left, top, right, bottom), _ = faces[0]
     before = np.asarray(picture, dtype=int)
     assert np.array_equal(out[:, round(right) + 2:], before[:, round(right) + 2:])  # outside the face: untouched
+
+
+def test_an_unreadable_parsenet_file_is_refused_saying_how_to_fix_it(folders):
+    (folders["CodeFormer"] / "parsing_parsenet.pth").write_bytes(b"not a checkpoint")
+    picture, faces = face_picture()
+    registry, _, _ = _registry(folders, picture, faces)
+    with pytest.raises(ValueError, match=r"parsing_parsenet\.pth.*remove it to paste faces under the square mask"):
+        restore_faces(picture, "CodeFormer", registry=registry)
+    assert registry.get("CodeFormer").loaded_from is None and registry.get("CodeFormer").network is None
