@@ -94,3 +94,46 @@ def test_uneven_encoder_and_decoder_are_refused(tmp_path):
     torch.save(ParseNet(config).state_dict(), tmp_path / "uneven.pth")
     with pytest.raises(CheckpointFormatError, match="2 encoder and 1 decoder steps"):
         load_parsenet(tmp_path / "uneven.pth")
+
+
+def _functional_parsenet(state, x, down, depth, up):
+    """facexlib's ParseNet forward written out from its description, on the state dict alone: the oracle for the
+    module wiring (which conv strides or upsamples, where batch norm and LeakyReLU sit, the body's skip)."""
+    import torch.nn.functional as F
+
+    def conv(prefix, x, stride=1, upsample=False, bn=False, act=False):
+        if upsample:
+            x = F.interpolate(x, scale_factor=2, mode="nearest")
+        x = F.conv2d(F.pad(x, (1, 1, 1, 1), mode="reflect"), state[f"{prefix}.conv2d.weight"],
+                     state.get(f"{prefix}.conv2d.bias"), stride=stride)
+        if bn:
+            x = F.batch_norm(x, state[f"{prefix}.norm.norm.running_mean"], state[f"{prefix}.norm.norm.running_var"],
+                             state[f"{prefix}.norm.norm.weight"], state[f"{prefix}.norm.norm.bias"], eps=1e-5)
+        return F.leaky_relu(x, 0.2) if act else x
+
+    def block(prefix, x, scale):
+        shortcut = x if f"{prefix}.shortcut_func.conv2d.weight" not in state else conv(
+            f"{prefix}.shortcut_func", x, stride=2 if scale == "down" else 1, upsample=scale == "up")
+        h = conv(f"{prefix}.conv1", x, upsample=scale == "up", bn=True, act=True)
+        return shortcut + conv(f"{prefix}.conv2", h, stride=2 if scale == "down" else 1, bn=True)
+
+    feat = conv("encoder.0", x)
+    for i in range(1, down + 1):
+        feat = block(f"encoder.{i}", feat, "down")
+    body = feat
+    for i in range(depth):
+        body = block(f"body.{i}", body, "none")
+    h = feat + body
+    for i in range(up):
+        h = block(f"decoder.{i}", h, "up")
+    return conv("out_mask_conv", h), conv("out_img_conv", h)
+
+
+def test_forward_matches_the_functional_description():
+    model = tiny_parsenet(seed=4)
+    state = model.state_dict()
+    x = torch.rand(1, 3, 16, 16, generator=torch.Generator().manual_seed(2)) * 2 - 1
+    with torch.no_grad():
+        logits, image = model(x)
+        oracle_logits, oracle_image = _functional_parsenet(state, x, 2, 1, 2)
+    assert torch.allclose(logits, oracle_logits, atol=1e-5) and torch.allclose(image, oracle_image, atol=1e-5)
