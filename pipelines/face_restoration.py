@@ -7,18 +7,25 @@ detector are loaded on first use and kept (one restorer at a time uses the GPU, 
 
 The steps are facexlib's `FaceRestoreHelper` as A1111 drives it: RetinaFace on the picture with its short side scaled
 up to 640, each face (eyes ≥ 5 px apart) warped onto the FFHQ 512 template, restored in [-1, 1], and pasted back in
-detection order through the inverse warp under a soft mask. A picture with no face comes back unchanged.
+detection order through the inverse warp. The paste mask is A1111's (`use_parse=True`): facexlib's ParseNet labels the
+restored face and only its face classes are blended in, when `parsing_parsenet.pth` is next to the detector (the
+restorer's folder first, as A1111 downloads it there); without it the soft square mask of `use_parse=False` is used
+and the log says so once. A picture with no face comes back unchanged.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import threading
 from typing import Any, Callable
 
 from mixkit.registry import Registry
-from pipelines.face_restorer_files import RELEASES, detector_file, restorer_weights_file
+from pipelines.face_restorer_files import (PARSER_FILE, PARSER_URL, RELEASES, detector_file, parser_file,
+                                           restorer_weights_file)
+
+logger = logging.getLogger(__name__)
 
 FACE_RESTORER_NAMES = ("CodeFormer", "GFPGAN")  # A1111's order in Settings and /sdapi/v1/face-restorers
 DEFAULT_CODEFORMER_WEIGHT = 0.5  # A1111's `code_former_weight`
@@ -37,24 +44,33 @@ def _default_detector_loader(path, device=None):
     return load_retinaface(path, device=device or "cpu")
 
 
+def _default_parser_loader(path, device=None):
+    from mixkit.models.face.parsenet import load_parsenet
+
+    return load_parsenet(path, device=device or "cpu")
+
+
 class FaceRestorer:
     """One A1111 face restorer ("GFPGAN" / "CodeFormer") backed by a model folder.
 
-    `loader(path, device=, dtype=) -> (architecture, module)` reads the restorer weights and `detector_loader(path,
-    device=)` the RetinaFace file; both are seams for tests and other networks. Files are looked up at first use, so
-    a folder filled after start-up works without a restart.
+    `loader(path, device=, dtype=) -> (architecture, module)` reads the restorer weights, `detector_loader(path,
+    device=)` the RetinaFace file and `parser_loader(path, device=)` the optional ParseNet; all are seams for tests and
+    other networks. Files are looked up at first use, so a folder filled after start-up works without a restart.
     """
 
     def __init__(self, name: str, folder: str | os.PathLike, *, detector_folders: tuple = (), device: Any = None,
-                 loader: Callable | None = None, detector_loader: Callable | None = None) -> None:
+                 loader: Callable | None = None, detector_loader: Callable | None = None,
+                 parser_loader: Callable | None = None) -> None:
         if name not in RELEASES:
             raise ValueError(f"Face restorer name {name!r} is not one of {', '.join(FACE_RESTORER_NAMES)}.")
         self.name, self.folder = name, os.fspath(folder)
         self.detector_folders = [self.folder, *[os.fspath(f) for f in detector_folders if os.fspath(f) != self.folder]]
         self.device = device
         self.loader, self.detector_loader = loader or _default_loader, detector_loader or _default_detector_loader
+        self.parser_loader = parser_loader or _default_parser_loader
         self.lock = threading.RLock()
-        self.network = self.detector = None
+        self.network = self.detector = self.parser = None
+        self.told_no_parser = False
         self.loaded_from: tuple | None = None
         self.offloaded = False
 
@@ -66,39 +82,71 @@ class FaceRestorer:
         return restorer_weights_file(self.name, self.folder), detector_file(self.detector_folders)
 
     def load(self):
-        """(network, detector), loaded now unless the same files already are."""
+        """(network, detector, parser or None), loaded now unless the same files already are."""
         import torch
 
         weights, detector = self.files()
-        key = (str(weights), weights.stat().st_mtime_ns, str(detector), str(self.device))
+        parser = parser_file(self.detector_folders)
+        key = (str(weights), weights.stat().st_mtime_ns, str(detector), str(self.device), str(parser),
+               parser.stat().st_mtime_ns if parser else None)
         device = torch.device(self.device or "cpu")
         with self.lock:
             if self.loaded_from == key and self.offloaded:
-                self.network.to(device)
-                self.detector.to(device)
+                for module in self._modules():
+                    module.to(device)
                 self.offloaded = False
             if self.loaded_from != key:
-                self.network = self.detector = self.loaded_from = None
+                self.network = self.detector = self.parser = self.loaded_from = None
                 architecture, network = self.loader(weights, device=device, dtype=torch.float32)
                 if architecture != self.name:
                     flag = RELEASES[architecture].flag if architecture in RELEASES else "its own folder"
                     raise ValueError(f"{str(weights)!r} holds a {architecture} network, not {self.name}; move it to "
                                      f"the {architecture} folder ({flag}).")
-                self.network, self.detector = network, self.detector_loader(detector, device=device)
+                detector_module = self.detector_loader(detector, device=device)
+                parser_module = self._load_parser(parser, device)
+                self.network, self.detector, self.parser = network, detector_module, parser_module
                 self.loaded_from, self.offloaded = key, False
-            return self.network, self.detector
+            return self.network, self.detector, self.parser
+
+    def _load_parser(self, path, device):
+        """The ParseNet at `path` checked for facexlib's 19 classes, or None (logged once per restorer) without one."""
+        from mixkit.models.face.parse_mask import FACE_CLASS_VALUES
+
+        if path is None:
+            if not self.told_no_parser:
+                logger.info("%s: no %s in %s; faces are pasted under the soft square mask (facexlib's use_parse=False)"
+                            " instead of A1111's face-parsing mask. Download %s into %r to match A1111.", self.name,
+                            PARSER_FILE, ", ".join(repr(folder) for folder in self.detector_folders), PARSER_URL,
+                            self.folder)
+                self.told_no_parser = True
+            return None
+        from mixkit.errors import CheckpointFormatError
+
+        try:
+            parser = self.parser_loader(path, device=device)
+        except CheckpointFormatError as error:
+            raise CheckpointFormatError(f"{error} Replace it with facexlib's ({PARSER_URL}), or remove it to paste "
+                                        "faces under the square mask.") from error
+        classes = getattr(getattr(parser, "config", None), "parsing_channels", len(FACE_CLASS_VALUES))
+        if classes != len(FACE_CLASS_VALUES):
+            raise ValueError(f"{str(path)!r} is a face parser with {classes} classes; A1111's paste mask needs "
+                             f"facexlib's 19-class ParseNet ({PARSER_URL}). Replace the file or remove it.")
+        return parser
+
+    def _modules(self):
+        return [module for module in (self.network, self.detector, self.parser) if module is not None]
 
     def offload(self) -> None:
         """Move the networks to the CPU (A1111's `face_restoration_unload`: free VRAM after each use)."""
         with self.lock:
             if self.loaded_from is not None:
-                self.network.to("cpu")
-                self.detector.to("cpu")
+                for module in self._modules():
+                    module.to("cpu")
                 self.offloaded = True
 
     def unload(self) -> None:
         with self.lock:
-            self.network = self.detector = self.loaded_from = None
+            self.network = self.detector = self.parser = self.loaded_from = None
 
     def restore(self, image, *, weight: float):
         """`image` (PIL) with every detected face restored; the network runs at CodeFormer fidelity `weight`."""
@@ -107,9 +155,10 @@ class FaceRestorer:
         from PIL import Image
 
         from mixkit.models.face import align_face, detect_faces, paste_face
+        from mixkit.models.face.parse_mask import face_classes, parse_mask, paste_face_parsed
 
         with self.lock, torch.inference_mode():
-            network, detector = self.load()
+            network, detector, parser = self.load()
             device = next(detector.parameters()).device
             rgb = image.convert("RGB")
             pixels = torch.from_numpy(np.asarray(rgb, dtype=np.float32).copy()).permute(2, 0, 1).to(device)
@@ -126,7 +175,14 @@ class FaceRestorer:
                     raise ValueError(f"Face restorer {self.name} returned shape {tuple(restored.shape)} for a "
                                      f"[1, 3, {FACE_SIZE}, {FACE_SIZE}] face; its network does not fit this pipeline.")
                 face_pixels = (restored[0].float().clamp(-1, 1) + 1.0) * 127.5
-                result = paste_face(result, face_pixels.to(device), matrix)
+                if parser is None:
+                    result = paste_face(result, face_pixels.to(device), matrix)
+                else:
+                    mask = parse_mask(face_classes(parser, face_pixels))
+                    if tuple(mask.shape) != (FACE_SIZE, FACE_SIZE):
+                        raise ValueError(f"The face parser returned a {tuple(mask.shape)} map for a {FACE_SIZE}² face;"
+                                         " it does not fit this pipeline (facexlib's ParseNet keeps the size).")
+                    result = paste_face_parsed(result, face_pixels.to(device), matrix, mask.to(device))
             array = result.round().clamp(0, 255).to(torch.uint8).permute(1, 2, 0).cpu().numpy()
             return Image.fromarray(array)
 
@@ -138,7 +194,7 @@ FACE_RESTORERS: Registry[FaceRestorer] = Registry("face restorer")
 def register_face_restorers(*, gfpgan_folder: str | os.PathLike | None = None,
                             codeformer_folder: str | os.PathLike | None = None, device: Any = None,
                             loader: Callable | None = None, detector_loader: Callable | None = None,
-                            registry: Registry = FACE_RESTORERS) -> list[str]:
+                            parser_loader: Callable | None = None, registry: Registry = FACE_RESTORERS) -> list[str]:
     """Register "CodeFormer" / "GFPGAN" for the folders given (A1111's `--codeformer-models-path`,
     `--gfpgan-models-path`), replacing earlier entries; the names registered, in A1111's order.
 
@@ -154,7 +210,8 @@ def register_face_restorers(*, gfpgan_folder: str | os.PathLike | None = None,
         if folder is None:
             continue
         registry.register(name, FaceRestorer(name, os.path.expanduser(os.fspath(folder)), detector_folders=tuple(given),
-                                             device=device, loader=loader, detector_loader=detector_loader),
+                                             device=device, loader=loader, detector_loader=detector_loader,
+                                             parser_loader=parser_loader),
                           replace=True)
         names.append(name)
     return names

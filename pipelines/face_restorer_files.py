@@ -38,8 +38,10 @@ RELEASES = {
 }
 DETECTOR_FILE = "detection_Resnet50_Final.pth"
 DETECTOR_URL = "https://github.com/xinntao/facexlib/releases/download/v0.1.0/detection_Resnet50_Final.pth"
+PARSER_FILE = "parsing_parsenet.pth"
+PARSER_URL = "https://github.com/xinntao/facexlib/releases/download/v0.2.2/parsing_parsenet.pth"
 # facexlib's own downloads, which A1111 puts next to the restorers: never taken for a restorer.
-FACEXLIB_FILES = frozenset({DETECTOR_FILE, "detection_mobilenet0.25_Final.pth", "parsing_parsenet.pth",
+FACEXLIB_FILES = frozenset({DETECTOR_FILE, "detection_mobilenet0.25_Final.pth", PARSER_FILE,
                             "parsing_bisenet.pth"})
 
 
@@ -75,3 +77,12 @@ def detector_file(folders: list[str | os.PathLike]) -> Path:
         f"Face restoration needs the face detector {DETECTOR_FILE}, found in none of {where}. Download "
         f"{DETECTOR_URL} into {str(roots[0]) if roots else 'the restorer folder'!r} (A1111 keeps it next to the "
         "restorer weights).")
+
+
+def parser_file(folders: list[str | os.PathLike]) -> Path | None:
+    """facexlib's ParseNet weights from the first of `folders` holding them (the restorer's own folder first), or
+    None: A1111 pastes faces under the parse mask when it has the file and the square soft mask is the fallback."""
+    for root in (Path(folder).expanduser() for folder in folders):
+        if (root / PARSER_FILE).is_file():
+            return root / PARSER_FILE
+    return None

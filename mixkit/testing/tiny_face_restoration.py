@@ -93,11 +93,11 @@ def stand_in_loader(architecture: str, network: nn.Module | None = None):
 
 
 def a1111_face_folders(root: str | Path) -> dict[str, Path]:
-    """models/Codeformer and models/GFPGAN as A1111 fills them (placeholder bytes: the stand-in loaders read none)."""
+    """models/Codeformer and models/GFPGAN as A1111 fills them (placeholder bytes: the stand-in loaders read none),
+    without facexlib's parsing_parsenet.pth, so faces are pasted under the square mask unless a test adds one."""
     root = Path(root)
     codeformer, gfpgan = root / "Codeformer", root / "GFPGAN"
-    for folder, files in ((codeformer, ("codeformer-v0.1.0.pth", "detection_Resnet50_Final.pth",
-                                        "parsing_parsenet.pth")),
+    for folder, files in ((codeformer, ("codeformer-v0.1.0.pth", "detection_Resnet50_Final.pth")),
                           (gfpgan, ("GFPGANv1.4.pth", "detection_Resnet50_Final.pth"))):
         folder.mkdir(parents=True, exist_ok=True)
         for name in files:

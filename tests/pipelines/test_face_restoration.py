@@ -193,3 +193,99 @@ def test_missing_weight_files_are_refused_by_the_check_naming_the_download(folde
     with pytest.raises(ValueError, match="No CodeFormer weights in .*codeformer.pth as codeformer-v0.1.0.pth"):
         restore_faces(picture, "CodeFormer", registry=registry)
     assert loader.paths == []
+
+
+def _parsing_registry(folders, picture, faces, parser, fill=(1.0, -1.0, 1.0)):
+    from mixkit.testing.tiny_face_parsing import planted_parser_loader
+
+    registry = Registry("face restorer")
+    parser_loader = planted_parser_loader(parser)
+    register_face_restorers(codeformer_folder=folders["CodeFormer"], gfpgan_folder=folders["GFPGAN"],
+                            loader=stand_in_loader("CodeFormer", StandInRestorer(fill=fill)),
+                            detector_loader=planted_detector_loader(faces, *picture.size),
+                            parser_loader=parser_loader, registry=registry)
+    return registry, parser_loader
+
+
+def test_parsenet_file_in_the_folder_pastes_only_the_parsed_face(folders):
+    from mixkit.testing.tiny_face_parsing import PlantedParser, centre_square_classes
+
+    (folders["CodeFormer"] / "parsing_parsenet.pth").write_bytes(b"stand-in")
+    picture, faces = face_picture(160, 140)
+    parser = PlantedParser(centre_square_classes(0.3))  # skin in the middle 30% of the aligned face only
+    registry, parser_loader = _parsing_registry(folders, picture, faces, parser)
+    out = np.asarray(restore_faces(picture, "CodeFormer", registry=registry), dtype=int)
+    before = np.asarray(picture, dtype=int)
+    assert parser_loader.paths == [folders["CodeFormer"] / "parsing_parsenet.pth"] and parser.calls == 1
+    (left, top, right, bottom), _ = faces[0]
+    centre = (round((top + bottom) / 2), round((left + right) / 2))
+    assert out[centre].tolist() == [255, 0, 255]
+    # The face square's corners are background to the parser: the picture stays there, where the square mask
+    # (use_parse=False) would have pasted the restored colour.
+    corner = (round(top + 0.08 * (bottom - top)), round(left + 0.08 * (right - left)))
+    assert out[corner].tolist() == before[corner].tolist()
+    assert np.array_equal(out[:, round(right):], before[:, round(right):])
+
+
+def test_a_parse_with_no_face_class_leaves_the_picture_exactly(folders):
+    from mixkit.testing.tiny_face_parsing import PlantedParser, centre_square_classes
+
+    (folders["GFPGAN"] / "parsing_parsenet.pth").write_bytes(b"stand-in")  # found via the shared folder list
+    picture, faces = face_picture()
+    registry, parser_loader = _parsing_registry(folders, picture, faces,
+                                                PlantedParser(centre_square_classes(0.8, face_class=17)))  # neck
+    out = restore_faces(picture, "CodeFormer", registry=registry)
+    assert np.array_equal(np.asarray(out), np.asarray(picture))
+    assert parser_loader.paths == [folders["GFPGAN"] / "parsing_parsenet.pth"]
+
+
+def test_without_parsenet_the_square_mask_is_used_and_logged_once(folders, caplog):
+    from mixkit.testing.tiny_face_parsing import PlantedParser, centre_square_classes
+
+    picture, faces = face_picture()
+    registry, parser_loader = _parsing_registry(folders, picture, faces, PlantedParser(centre_square_classes()))
+    with caplog.at_level("INFO", logger="pipelines.face_restoration"):
+        first = restore_faces(picture, "CodeFormer", registry=registry)
+        restore_faces(picture, "CodeFormer", registry=registry)
+    told = [record.getMessage() for record in caplog.records if "parsing_parsenet.pth" in record.getMessage()]
+    assert len(told) == 1 and "square mask" in told[0] and "releases/download/v0.2.2" in told[0]
+    assert parser_loader.paths == []
+    (left, top, right, bottom), _ = faces[0]
+    corner = (round(top + 0.1 * (bottom - top)), round(left + 0.1 * (right - left)))
+    changed = np.abs(np.asarray(first, dtype=int)[corner] - np.asarray(picture, dtype=int)[corner])
+    assert changed.max() > 100  # the square mask pastes the restored colour into the face's corners
+
+
+def test_a_parser_with_other_classes_is_refused_naming_the_file(folders):
+    from mixkit.testing.tiny_face_parsing import PlantedParser, centre_square_classes
+
+    (folders["CodeFormer"] / "parsing_parsenet.pth").write_bytes(b"stand-in")
+    picture, faces = face_picture()
+    registry, _ = _parsing_registry(folders, picture, faces, PlantedParser(centre_square_classes(), 5))
+    with pytest.raises(ValueError, match="parsing_parsenet.pth' is a face parser with 5 classes"):
+        restore_faces(picture, "CodeFormer", registry=registry)
+
+
+def test_tiny_parsenet_file_is_loaded_by_default_and_offloaded_with_the_restorer(folders):
+    from mixkit.models.face.parsenet import ParseNet
+    from mixkit.testing.tiny_face_parsing import write_tiny_parsenet
+
+    write_tiny_parsenet(folders["CodeFormer"] / "parsing_parsenet.pth", seed=5)
+    picture, faces = face_picture()
+    registry, _, _ = _registry(folders, picture, faces, network=StandInRestorer(fill=(1.0, -1.0, 1.0)))
+    out = np.asarray(restore_faces(picture, "CodeFormer", unload=True, registry=registry), dtype=int)
+    restorer = registry.get("CodeFormer")
+    assert isinstance(restorer.parser, ParseNet) and restorer.offloaded
+    assert next(restorer.parser.parameters()).device == torch.device("cpu")
+    (left, top, right, bottom), _ = faces[0]
+    before = np.asarray(picture, dtype=int)
+    assert np.array_equal(out[:, round(right) + 2:], before[:, round(right) + 2:])  # outside the face: untouched
+
+
+def test_an_unreadable_parsenet_file_is_refused_saying_how_to_fix_it(folders):
+    (folders["CodeFormer"] / "parsing_parsenet.pth").write_bytes(b"not a checkpoint")
+    picture, faces = face_picture()
+    registry, _, _ = _registry(folders, picture, faces)
+    with pytest.raises(ValueError, match=r"parsing_parsenet\.pth.*remove it to paste faces under the square mask"):
+        restore_faces(picture, "CodeFormer", registry=registry)
+    assert registry.get("CodeFormer").loaded_from is None and registry.get("CodeFormer").network is None

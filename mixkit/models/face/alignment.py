@@ -85,11 +85,15 @@ _OPENCV_SMALL_KERNELS = {3: (0.25, 0.5, 0.25), 5: (0.0625, 0.25, 0.375, 0.25, 0.
                          7: (0.03125, 0.109375, 0.21875, 0.28125, 0.21875, 0.109375, 0.03125)}
 
 
-def _gaussian_blur(mask: torch.Tensor, kernel: int) -> torch.Tensor:
-    """cv2.GaussianBlur(mask, (kernel, kernel), 0): OpenCV's sigma for the size, reflect-101 border."""
+def _gaussian_blur(mask: torch.Tensor, kernel: int, sigma: float = 0.0) -> torch.Tensor:
+    """cv2.GaussianBlur(mask, (kernel, kernel), sigma): sigma ≤ 0 takes OpenCV's sigma for the size; reflect-101
+    border; computed in `mask`'s dtype."""
     if kernel <= 1:
         return mask
-    if kernel in _OPENCV_SMALL_KERNELS:
+    if sigma > 0:
+        taps = torch.arange(kernel, dtype=torch.float64) - (kernel - 1) / 2
+        weights = torch.exp(-taps ** 2 / (2 * sigma ** 2))
+    elif kernel in _OPENCV_SMALL_KERNELS:
         weights = torch.tensor(_OPENCV_SMALL_KERNELS[kernel], dtype=torch.float64)
     else:
         sigma = 0.3 * ((kernel - 1) * 0.5 - 1) + 0.8
