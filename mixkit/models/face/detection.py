@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from mixkit.io.state_fit import check_state_fits
 from mixkit.models.face.retinaface import RetinaFace, RetinaFaceConfig
 
 _BGR_MEANS = (104.0, 117.0, 123.0)
@@ -147,14 +148,6 @@ def load_retinaface(path: str | os.PathLike, *, device: str | torch.device = "cp
             "detection_Resnet50_Final.pth or detection_mobilenet0.25_Final.pth.")
     model = RetinaFace(config)
     expected = model.state_dict()
-    # Checkpoints saved before PyTorch 0.4.1 have no BatchNorm step counters; eval mode never reads them.
-    missing = [key for key in expected if key not in state and not key.endswith("num_batches_tracked")]
-    unexpected = [key for key in state if key not in expected]
-    mismatched = [f"{key} {tuple(value.shape)} (expected {tuple(expected[key].shape)})" for key, value in state.items()
-                  if key in expected and expected[key].shape != value.shape]
-    if missing or unexpected or mismatched:
-        raise CheckpointFormatError(
-            f"{str(file)!r} looks like RetinaFace {config.backbone} but does not fit it: missing {missing[:5]}, "
-            f"unexpected {unexpected[:5]}, wrong shapes {mismatched[:5]}.")
+    check_state_fits(expected, state, file, f"RetinaFace {config.backbone}", optional_suffixes=("num_batches_tracked",))
     model.load_state_dict(state, strict=False)
     return model.to(device=device, dtype=dtype).eval().requires_grad_(False)

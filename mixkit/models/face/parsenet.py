@@ -143,6 +143,7 @@ def load_parsenet(path: str | os.PathLike, *, device: str | torch.device = "cpu"
     """
     from mixkit.errors import CheckpointFormatError
     from mixkit.io.loading import read_checkpoint
+    from mixkit.io.state_fit import check_state_fits
 
     file = Path(path).expanduser()
     loaded = read_checkpoint(file)
@@ -163,13 +164,6 @@ def load_parsenet(path: str | os.PathLike, *, device: str | torch.device = "cpu"
                                     "steps; a ParseNet that parses at its input size has as many of each (≥ 1).")
     model = ParseNet(config)
     expected = model.state_dict()
-    # Checkpoints saved before PyTorch 0.4.1 have no BatchNorm step counters; eval mode never reads them.
-    missing = [key for key in expected if key not in state and not key.endswith("num_batches_tracked")]
-    unexpected = [key for key in state if key not in expected]
-    mismatched = [f"{key} {tuple(value.shape)} (expected {tuple(expected[key].shape)})" for key, value in state.items()
-                  if key in expected and expected[key].shape != value.shape]
-    if missing or unexpected or mismatched:
-        raise CheckpointFormatError(f"{str(file)!r} looks like a ParseNet but does not fit it: missing {missing[:5]}, "
-                                    f"unexpected {unexpected[:5]}, wrong shapes {mismatched[:5]}.")
+    check_state_fits(expected, state, file, "a ParseNet", optional_suffixes=("num_batches_tracked",))
     model.load_state_dict(state, strict=False)
     return model.to(device=device, dtype=dtype).eval().requires_grad_(False)

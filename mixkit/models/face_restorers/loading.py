@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from mixkit.errors import CheckpointFormatError
+from mixkit.io.state_fit import check_state_fits
 from mixkit.models.face_restorers.codeformer import CodeFormer, CodeFormerConfig
 from mixkit.models.face_restorers.gfpgan import GFPGAN, GFPGANConfig
 from mixkit.models.face_restorers.layouts import UnknownFaceRestorerError, detect_face_restorer, unwrap_trainer_state
@@ -65,15 +66,9 @@ def load_face_restorer(path: str | os.PathLike, device: str | torch.device | Non
     with torch.device("meta"):  # a shell without memory: the file fills every tensor below
         model = build_face_restorer(config)
     expected = model.state_dict()
-    missing = [key for key in expected if key not in state]
-    unexpected = [key for key in state if key not in expected]
-    mismatched = [f"{key} {tuple(value.shape)} (expected {tuple(expected[key].shape)})" for key, value in state.items()
-                  if key in expected and expected[key].shape != value.shape]
-    if missing or unexpected or mismatched:
-        raise CheckpointFormatError(
-            f"{str(path)!r} looks like {model.arch_name} but does not fit the network its shapes describe: missing "
-            f"{missing[:5]}, unexpected {unexpected[:5]}, wrong shapes {mismatched[:5]}. Expected the weights of one "
-            f"network: {model.arch_name} as released (e.g. GFPGANv1.4.pth, codeformer.pth) or retrained with its code.")
+    check_state_fits(expected, state, path, f"{model.arch_name} (the network its shapes describe)",
+                     hint=f"Expected the weights of one network: {model.arch_name} as released (e.g. GFPGANv1.4.pth, "
+                          "codeformer.pth) or retrained with its code.")
     # allocated straight on `device` in `dtype`, then filled: no random init, no float32 CPU copy of a GPU model
     model = model.to_empty(device=device).to(dtype or torch.float32)
     model.load_state_dict(state)

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from mixkit.errors import CheckpointFormatError
+from mixkit.io.state_fit import check_state_fits
 from mixkit.models.upscalers.dat import DAT, DATConfig
 from mixkit.models.upscalers.layouts import TO_MODULE, UnknownLayoutError, detect_layout, unwrap_trainer_state
 from mixkit.models.upscalers.rrdbnet import RRDBNet, RRDBNetConfig
@@ -73,14 +74,7 @@ def load_upscaler(path: str | os.PathLike, *, device: str | torch.device = "cpu"
     # the meta device (no memory): a file that does not hold every weight of it is refused before allocating it.
     with torch.device("meta"):
         expected = build_upscaler(config).state_dict()
-    missing = [key for key in expected if key not in state]
-    unexpected = [key for key in state if key not in expected]
-    mismatched = [f"{key} {tuple(value.shape)} (expected {tuple(expected[key].shape)})" for key, value in state.items()
-                  if key in expected and expected[key].shape != value.shape]
-    if missing or unexpected or mismatched:
-        raise CheckpointFormatError(
-            f"{str(path)!r} looks like the {layout} layout but does not fit it: missing {missing[:5]}, unexpected "
-            f"{unexpected[:5]}, wrong shapes {mismatched[:5]}. Expected {layout} weights of a single network.")
+    check_state_fits(expected, state, path, f"the {layout} layout", hint=f"Expected {layout} weights of a single network.")
     model = build_upscaler(config)
     model.load_state_dict(state)
     return model.to(device=device, dtype=dtype).eval().requires_grad_(False)
