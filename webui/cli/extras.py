@@ -124,7 +124,7 @@ def register_upscaler_flags(args: argparse.Namespace) -> None:
 
 def register_face_restorer_flags(args: argparse.Namespace) -> None:
     """Register "CodeFormer" / "GFPGAN" for --codeformer-models-path / --gfpgan-models-path (`extras`, `generate`,
-    `img2img`), so requests naming them are checked against what is there."""
+    `img2img`, `outpaint`), so requests naming them are checked against what is there."""
     gfpgan, codeformer = getattr(args, "gfpgan_models_path", None), getattr(args, "codeformer_models_path", None)
     if gfpgan or codeformer:
         from pipelines.face_restoration import register_face_restorers
