@@ -44,7 +44,8 @@ def add_parser(subparsers) -> None:
                    help="image files, or folders whose images are all upscaled (A1111's Batch from Directory)")
     p.add_argument("--upscaler", default=UPSCALERS.names()[0], metavar="NAME",
                    help=f"{', '.join(UPSCALERS.names())}, the file name (without extension) of a model in "
-                        f"--esrgan-models-path / --realesrgan-models-path / --swinir-models-path / --dat-models-path, "
+                        f"--esrgan-models-path / --realesrgan-models-path / --swinir-models-path / --dat-models-path "
+                        f"(A1111's release files also by A1111's names: 'R-ESRGAN 4x+', 'SwinIR 4x', 'DAT x4' ...), "
                         f"or None to copy the image unchanged "
                         f"(default: {UPSCALERS.names()[0]})")
     add_upscaler_flags(p)
