@@ -217,3 +217,14 @@ def test_a_counter_name_taken_meanwhile_by_another_writer_is_not_overwritten(sou
     assert extras(capsys, str(sources / "dog.jpg"), "-o", str(out)) == [str(out / "00001.png")]
     assert (out / "00000.png").read_bytes() == b"their upscale"
     assert sorted(p.name for p in out.iterdir()) == ["00000.png", "00001.png"]
+
+
+def test_help_names_a1111s_upscaler_names_and_refuses_only_the_second_upscaler(capsys):
+    with pytest.raises(SystemExit) as leaving:
+        main(["extras", "--help"])
+    assert leaving.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines where it likes
+    assert "A1111's release files also by A1111's names: 'R-ESRGAN 4x+', 'SwinIR 4x', 'DAT x4'" in text
+    not_supported = text.split("not supported by mixkit yet:", 1)[1].split(" -o ", 1)[0]
+    flags = [word for word in not_supported.split() if word.startswith("--")]
+    assert flags == ["--upscaler-2", "--upscaler-2-visibility"]

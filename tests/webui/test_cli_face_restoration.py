@@ -1,4 +1,4 @@
-"""Restore faces from the command line: `mixkit generate/img2img --restore-faces` and `mixkit extras
+"""Restore faces from the command line: `mixkit generate/img2img/outpaint --restore-faces` and `mixkit extras
 --gfpgan-visibility / --codeformer-visibility / --codeformer-weight`, with the folders of A1111's flags and stand-in
 networks put where the real loaders would be."""
 
@@ -106,3 +106,20 @@ def test_generate_infotext_of_a_restored_image_restores_again(tiny_sd1_dir, tmp_
                   "--gfpgan-models-path", str(folders["GFPGAN"]))
     assert parse_infotext(Image.open(again).info["parameters"])["Face restoration"] == "GFPGAN"
     assert Image.open(again).tobytes() == Image.open(first).tobytes()
+
+
+def test_outpaint_takes_restore_faces_and_its_folder(tiny_sd1_dir, tmp_path, capsys, folders):
+    source = tmp_path / "in.png"
+    picture = np.random.default_rng(5).integers(0, 255, (32, 64, 3), dtype=np.uint8)
+    Image.fromarray(picture).save(source)
+    [path] = run(capsys, "outpaint", str(source), "a face", "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "out"),
+                 "--steps", "2", "--seed", "3", "--pixels", "16", "--direction", "up,down", "--mask-blur", "0",
+                 "--restore-faces", "--codeformer-models-path", str(folders["CodeFormer"]))
+    image = Image.open(path)
+    pixels = np.asarray(image.convert("RGB"))
+    assert image.size == (64, 64)
+    # the painted border holds the restored face; the picture itself is pasted back over it, as A1111's overlay
+    assert pixels[13:16, 32].tolist() == [[255, 0, 255]] * 3  # inside the paste-back mask's soft edge
+    assert (pixels[16:48] == picture).all()
+    assert parse_infotext(image.info["parameters"])["Face restoration"] == "CodeFormer"
+    assert folders["calls"] == ["codeformer-v0.1.0.pth"]

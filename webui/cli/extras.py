@@ -44,7 +44,8 @@ def add_parser(subparsers) -> None:
                    help="image files, or folders whose images are all upscaled (A1111's Batch from Directory)")
     p.add_argument("--upscaler", default=UPSCALERS.names()[0], metavar="NAME",
                    help=f"{', '.join(UPSCALERS.names())}, the file name (without extension) of a model in "
-                        f"--esrgan-models-path / --realesrgan-models-path / --swinir-models-path / --dat-models-path, "
+                        f"--esrgan-models-path / --realesrgan-models-path / --swinir-models-path / --dat-models-path "
+                        f"(A1111's release files also by A1111's names: 'R-ESRGAN 4x+', 'SwinIR 4x', 'DAT x4' ...), "
                         f"or None to copy the image unchanged "
                         f"(default: {UPSCALERS.names()[0]})")
     add_upscaler_flags(p)
@@ -124,7 +125,7 @@ def register_upscaler_flags(args: argparse.Namespace) -> None:
 
 def register_face_restorer_flags(args: argparse.Namespace) -> None:
     """Register "CodeFormer" / "GFPGAN" for --codeformer-models-path / --gfpgan-models-path (`extras`, `generate`,
-    `img2img`), so requests naming them are checked against what is there."""
+    `img2img`, `outpaint`), so requests naming them are checked against what is there."""
     gfpgan, codeformer = getattr(args, "gfpgan_models_path", None), getattr(args, "codeformer_models_path", None)
     if gfpgan or codeformer:
         from pipelines.face_restoration import register_face_restorers

@@ -110,6 +110,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"{' and '.join(given)}: outpaint's size is IMAGE's plus the border; set the border with "
                          "--pixels and --direction, or resize IMAGE first")
     check_method_flags(args)
+    from webui.cli.extras import register_face_restorer_flags
+
+    register_face_restorer_flags(args)  # before --restore-faces is checked: the folders' restorers
     infotext_keys = None
     if args.infotext is not None:
         args, infotext_keys = _apply_infotext(args)

@@ -82,7 +82,8 @@ def add_upscaler_folder_flags(parser) -> None:
 
 
 def add_face_restorer_folder_flags(parser) -> None:
-    """A1111's face restorer folders, shared by `webui`, `extras`, `generate` and `img2img` (Restore faces)."""
+    """A1111's face restorer folders, shared by `webui`, `extras`, `generate`, `img2img` and `outpaint` (Restore
+    faces)."""
     parser.add_argument("--gfpgan-models-path", default=None, metavar="FOLDER",
                         help="A1111's models/GFPGAN: GFPGANv1.4.pth (or another .pth with GFPGAN in its name) and "
                              "detection_Resnet50_Final.pth, for the 'GFPGAN' face restorer")
