@@ -27,7 +27,7 @@ from pipelines.seeds import (
     resolve_seed,
     seed_extras_infotext,
 )
-from pipelines.tiling import seamless_tiling
+from pipelines.tiling import check_tiling_backend, seamless_tiling
 from pipelines.vae_decode import decode_latents
 
 
@@ -244,6 +244,8 @@ class DiffusionPipelineBase:
         prompts = per_image(params.prompt, params.batch_size)
         negatives = per_image(params.negative_prompt, params.batch_size)
         # A1111's Tiling: circular padding in the UNet and VAE for this call only (the init image's encode too)
+        if params.tiling:
+            check_tiling_backend(self.model)
         with seamless_tiling(self.model.unet, self.model.vae, enabled=params.tiling):
             state = self._prepare(params)
 

@@ -33,6 +33,16 @@ def _padding(layer) -> tuple:
     return tuple(layer.padding)
 
 
+def check_tiling_backend(model) -> None:
+    """ValueError before any work when `model` runs on a backend whose graphs were compiled with zero padding
+    (OpenVINO): the switch would be silently ignored. Eager torch and torch.compile (which recompiles on the changed
+    padding mode) take it."""
+    backend = model.extras.get("execution_backend")
+    if backend not in (None, "torch", "torch.compile"):
+        raise ValueError(f"tiling=True changes the UNet's and VAE's convolutions, which the {backend} backend has "
+                         "compiled into fixed graphs; make tiled images on backend='torch' (or 'torch.compile').")
+
+
 @contextlib.contextmanager
 def seamless_tiling(*modules, enabled: bool = True) -> Iterator[None]:
     """Within the block, `modules`' padded convolutions pad circularly (`enabled`; otherwise nothing changes)."""

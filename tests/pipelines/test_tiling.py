@@ -89,3 +89,13 @@ def test_the_refiner_tiles_too_and_is_switched_back(base_pipe, refiner_model):
     assert "Tiling: True" in result.infotexts[0] and "Refiner: " in result.infotexts[0]
     assert {layer.padding_mode for layer in layers} == {"zeros"}
     assert {layer.padding_mode for layer in padded_convolutions(base_pipe.model.unet, base_pipe.model.vae)} == {"zeros"}
+
+
+def test_a_backend_with_fixed_graphs_is_refused_before_any_work(sd1_pipe, monkeypatch):
+    monkeypatch.setitem(sd1_pipe.model.extras, "execution_backend", "openvino")
+    import pipelines.base
+
+    monkeypatch.setattr(pipelines.base, "run_sampler", lambda request: pytest.fail("sampled"))
+    with pytest.raises(ValueError, match="openvino backend has compiled.*backend='torch'"):
+        sd1_pipe(**SMALL, tiling=True)
+    assert {layer.padding_mode for layer in padded_convolutions(sd1_pipe.model.unet, sd1_pipe.model.vae)} == {"zeros"}

@@ -37,6 +37,20 @@ def test_every_upscaler_models_folder_is_redacted_to_its_option_name(tmp_path):
         assert redact(f"cannot read {folder}.") == f"cannot read <{attribute}>."
 
 
+def test_the_interrogate_word_lists_and_clip_model_are_redacted(tmp_path):
+    from types import SimpleNamespace
+
+    from webui.config import ServerConfig
+    from webui.error_paths import server_path_redactor
+
+    lists, clip = tmp_path / "interrogate", tmp_path / "clips" / "my-clip"
+    state = SimpleNamespace(config=ServerConfig(models=["m"], interrogate_categories_dir=str(lists),
+                                                interrogate_clip_model=str(clip)), output_dir=str(tmp_path / "out"))
+    redact = server_path_redactor(state)
+    assert redact(f"empty list {lists / 'flavors.txt'}") == "empty list flavors.txt"
+    assert redact(f"cannot load {clip}: broken") == "cannot load my-clip: broken"
+
+
 def test_a_file_becomes_its_name_and_the_longest_configured_path_wins(tmp_path):
     models = tmp_path / "models"
     redact = PathRedactor({models: "<models_dir>", models / "sd1.safetensors": "sd1.safetensors",

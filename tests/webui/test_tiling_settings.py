@@ -60,3 +60,4 @@ def test_the_cli_flag_is_recorded_and_reproduced_from_the_png(tiny_sd1_dir, tmp_
     again = generate("--infotext", tiled, "-o", str(tmp_path / "again"))
     assert Image.open(again).text["parameters"] == text
     assert Image.open(again).tobytes() == Image.open(tiled).tobytes()
+

@@ -59,3 +59,15 @@ def test_the_extras_tab_refuses_a_restorer_the_server_lacks(built):
     with pytest.raises(gr.Error, match="gfpgan_visibility=0.5: Face restoration model 'GFPGAN' is not available"):
         list(run(Image.new("RGB", (64, 64)), "Nearest", 1.0, 0, 512, 512, True, 0.5, 0.0, 0.0, "",
                  SimpleNamespace(session_hash=None)))
+
+
+def test_the_web_ui_paste_names_the_face_restoration_setting():
+    from pipelines.params import GenerationLimits
+    from webui.ui.paste_infotext import infotext_to_form_values
+
+    base = "a face\nSteps: 4, Sampler: Euler, CFG scale: 7, Seed: 1, Size: 64x64"
+    _, notes = infotext_to_form_values(base + ", Face restoration: CodeFormer", GenerationLimits(), ["Euler"],
+                                       ["Automatic"])
+    assert any("Face restoration: CodeFormer" in note and "Settings > Face restoration" in note for note in notes)
+    _, plain = infotext_to_form_values(base, GenerationLimits(), ["Euler"], ["Automatic"])
+    assert not any("Face restoration" in note for note in plain)

@@ -465,6 +465,10 @@ def _reproduction_notes(parsed: dict, current_model: str | None, current_model_a
     if sampler_settings:
         notes.append(f"{', '.join(sampler_settings)}: these are Settings here (Settings > Sampler parameters), not "
                      "form fields; set them there to reproduce the image.")
+    if parsed.get("Face restoration") not in (None, ""):  # A1111 1.7+: a Setting, not a form field
+        notes.append(f"Face restoration: {parsed['Face restoration']}: the image's faces were restored; Restore faces "
+                     "is a Setting here (Settings > Face restoration), not a form field; switch it on there, with that "
+                     "restorer, to reproduce the image.")
     if parsed.get("Refiner") and not refiner_filled:
         # A1111's refiner swaps to a second checkpoint for the steps after "Refiner switch at" (a fraction).
         switch = parsed.get("Refiner switch at")
