@@ -1,6 +1,6 @@
 """A1111's read-only listing endpoints that clients (webuiapi's helpers) call, in A1111's JSON shapes.
 
-Lists of things mixkit does not have (hypernetworks, script arguments, extensions) are served empty rather than 404,
+Lists of things mixkit does not have (hypernetworks, extensions) are served empty rather than 404,
 as an A1111 without them answers; prompt styles are those of `--styles-file` (empty without one), Real-ESRGAN models
 those of `--realesrgan-models-path`, face restorers those of `--gfpgan-models-path` / `--codeformer-models-path`.
 """
@@ -17,7 +17,7 @@ from webui.server_state import ServerState
 
 # A1111 endpoints whose items mixkit has none of: an A1111 without any answers [] too.
 # sd-modules: A1111's separate text-encoder / VAE module files (Forge-style); mixkit loads them with the checkpoint.
-EMPTY_LISTS = ("hypernetworks", "script-info", "extensions", "sd-modules")
+EMPTY_LISTS = ("hypernetworks", "extensions", "sd-modules")
 
 
 def command_line_flags(state: ServerState) -> dict:
@@ -123,6 +123,12 @@ def build_listings_router(state: ServerState) -> APIRouter:
 
     def empty_list():
         return []
+
+    @router.get("/sdapi/v1/script-info")
+    async def script_info_route():
+        from webui.api_script_info import script_info
+
+        return script_info()
 
     for name in EMPTY_LISTS:
         router.add_api_route(f"/sdapi/v1/{name}", empty_list, methods=["GET"], name=name.replace("-", "_"))

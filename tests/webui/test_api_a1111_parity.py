@@ -160,7 +160,7 @@ def test_listing_endpoints_answer_in_a1111_shapes(client, server):
     assert flags["api"] is True and flags["listen"] is False and "auth" not in json.dumps(flags)
     memory = client.get("/sdapi/v1/memory").json()
     assert memory["ram"]["total"] > memory["ram"]["used"] > 0 and set(memory) == {"ram", "cuda"}
-    for name in ("prompt-styles", "face-restorers", "hypernetworks", "realesrgan-models", "script-info", "extensions"):
+    for name in ("prompt-styles", "face-restorers", "hypernetworks", "realesrgan-models", "extensions"):
         assert client.get(f"/sdapi/v1/{name}").json() == [], name
 
 

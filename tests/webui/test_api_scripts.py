@@ -147,3 +147,23 @@ def test_non_finite_mk2_script_args_are_refused_naming_the_arg(args, name):
 
     with pytest.raises(ValueError, match=f"script_args {name}: must be a"):
         mk2_script_params(None, args)
+
+
+def test_script_info_lists_the_scripts_and_their_defaults_are_the_scripts_own(client):
+    """A client that builds `script_args` from /script-info's values gets each script's defaults, in order."""
+    from PIL import Image
+
+    from pipelines.img2img import Img2ImgParams
+    from webui.api_scripts import mk2_script_params, outpaint_script_params
+
+    info = {script["name"]: script for script in client.get("/sdapi/v1/script-info").json()}
+    assert sorted(info) == sorted(client.get("/sdapi/v1/scripts").json()["img2img"])
+    assert all(script["is_img2img"] and not script["is_alwayson"] for script in info.values())
+    params = Img2ImgParams(init_images=[Image.new("RGB", (64, 64))], width=64, height=64)
+    poor = [arg["value"] for arg in info["poor man's outpainting"]["args"]]
+    assert [arg["label"] for arg in info["poor man's outpainting"]["args"]] == [
+        "Pixels to expand", "Mask blur", "Masked content", "Outpainting direction"]
+    assert outpaint_script_params(params, poor)[1] == outpaint_script_params(params, [])[1]
+    mk2 = [arg["value"] for arg in info["outpainting mk2"]["args"]]
+    assert len(mk2) == 6 and info["outpainting mk2"]["args"][2]["maximum"] == 32  # mixkit's bound, not A1111's 64
+    assert mk2_script_params(params, mk2)[1:] == mk2_script_params(params, [])[1:]
