@@ -127,6 +127,7 @@ def load_retinaface(path: str | os.PathLike, *, device: str | torch.device = "cp
     """
     from mixkit.errors import CheckpointFormatError
     from mixkit.io.loading import read_checkpoint
+    from mixkit.io.tensor_checks import refuse_non_finite_tensors
 
     file = Path(path).expanduser()
     loaded = read_checkpoint(file)
@@ -156,5 +157,6 @@ def load_retinaface(path: str | os.PathLike, *, device: str | torch.device = "cp
         raise CheckpointFormatError(
             f"{str(file)!r} looks like RetinaFace {config.backbone} but does not fit it: missing {missing[:5]}, "
             f"unexpected {unexpected[:5]}, wrong shapes {mismatched[:5]}.")
+    refuse_non_finite_tensors(file, state, "RetinaFace")  # NaN scores would find no face and change nothing, silently
     model.load_state_dict(state, strict=False)
     return model.to(device=device, dtype=dtype).eval().requires_grad_(False)

@@ -148,3 +148,13 @@ def test_load_retinaface_strips_dataparallel_prefix_and_matches(tmp_path):
     torch.save(state, tmp_path / "cut.pth")
     with pytest.raises(CheckpointFormatError, match="fpn.merge1.0.weight"):
         load_retinaface(tmp_path / "cut.pth")
+
+
+def test_load_retinaface_refuses_nan_weights(tmp_path):
+    from mixkit.errors import CheckpointFormatError
+
+    state = dict(RetinaFace(RetinaFaceConfig.mobilenet()).state_dict())
+    state["fpn.merge1.0.weight"] = torch.full_like(state["fpn.merge1.0.weight"], float("inf"))
+    torch.save(state, tmp_path / "detection_mobilenet0.25_Final.pth")
+    with pytest.raises(CheckpointFormatError, match=r"RetinaFace weight 'fpn\.merge1\.0\.weight'.*NaN or infinite"):
+        load_retinaface(tmp_path / "detection_mobilenet0.25_Final.pth")
