@@ -10,12 +10,15 @@ without an error. Both are refused here, naming the file and the tensor.
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from mixkit.errors import CheckpointFormatError
 
+if TYPE_CHECKING:
+    import torch
 
-def refuse_hollow_tensors(file: str | os.PathLike, state: Mapping[str, "torch.Tensor"]) -> None:  # noqa: F821
+
+def refuse_hollow_tensors(file: str | os.PathLike, state: Mapping[str, "torch.Tensor"]) -> None:
     """CheckpointFormatError when a tensor has more values than its storage holds (a stride-0 view saved as is)."""
     for name, tensor in state.items():
         held = tensor.untyped_storage().nbytes() - tensor.storage_offset() * tensor.element_size()
@@ -26,7 +29,7 @@ def refuse_hollow_tensors(file: str | os.PathLike, state: Mapping[str, "torch.Te
                 "re-download it from its official release.")
 
 
-def refuse_non_finite_tensors(file: str | os.PathLike, state: Mapping[str, "torch.Tensor"], what: str) -> None:  # noqa: F821
+def refuse_non_finite_tensors(file: str | os.PathLike, state: Mapping[str, "torch.Tensor"], what: str) -> None:
     """CheckpointFormatError naming the first floating tensor with NaN or inf values.
 
     One `aminmax` per tensor (NaN propagates, inf shows) reads each weight once, as `check_finite_weights` does for
