@@ -31,6 +31,7 @@ def read_upscaler_weights(path: str | os.PathLike) -> tuple[str, UpscalerConfig,
     Raises CheckpointFormatError naming the file and the layouts expected when the file is none of them.
     """
     from mixkit.io.loading import read_checkpoint
+    from mixkit.io.tensor_checks import refuse_hollow_tensors, refuse_non_finite_tensors
 
     file = Path(path).expanduser()
     loaded = read_checkpoint(file)
@@ -38,12 +39,14 @@ def read_upscaler_weights(path: str | os.PathLike) -> tuple[str, UpscalerConfig,
         raise CheckpointFormatError(f"{str(file)!r} holds a {type(loaded).__name__}, not upscaler weights.")
     state = {key: value for key, value in unwrap_trainer_state(loaded).items()
              if isinstance(key, str) and isinstance(value, torch.Tensor)}
+    refuse_hollow_tensors(file, state)  # before the shapes size a network: a tiny file must not ask for gigabytes
     try:
         layout = detect_layout(state)
         config, renamed = TO_MODULE[layout](state)
     except UnknownLayoutError as error:
         keys = ", ".join(list(state)[:5]) or "no tensors"
         raise CheckpointFormatError(f"{str(file)!r} is {error} (its first keys: {keys}).") from None
+    refuse_non_finite_tensors(file, renamed, f"{layout} upscaler")  # NaN weights would upscale to black
     return layout, config, renamed
 
 
