@@ -88,7 +88,8 @@ def detect_faces(model: RetinaFace, image: torch.Tensor, *, confidence: float = 
     """Faces in `image` ([3, H, W] RGB in 0..255), best first, in the image's pixel coordinates.
 
     The image is scaled up (never down) so its short side is `short_side`, as A1111 asks facexlib to, but not past
-    `MAX_UPSCALED_PIXELS`; boxes and landmarks are mapped back. Faces with eyes closer than `min_eye_distance` px (side views, specks) are dropped.
+    `MAX_UPSCALED_PIXELS`; boxes and landmarks are mapped back. Faces with eyes closer than `min_eye_distance` px
+    (side views, specks) are dropped.
     """
     if image.ndim != 3 or image.shape[0] != 3:
         raise ValueError(f"detect_faces takes one RGB image [3, H, W]; got shape {tuple(image.shape)}.")
