@@ -34,7 +34,8 @@ def test_a_low_rank_branch_on_a_circular_conv_matches_its_merged_weights(with_mi
     assert can_bypass(conv)  # the padding mode is followed at each call
     g = torch.Generator().manual_seed(3)
     if with_mid:  # LoCon with a Tucker core: 1x1 down, kxk mid, 1x1 up
-        down, mid, up = torch.randn(2, 3, generator=g), torch.randn(2, 2, 3, 3, generator=g), torch.randn(4, 2, generator=g)
+        down, mid = torch.randn(2, 3, generator=g), torch.randn(2, 2, 3, 3, generator=g)
+        up = torch.randn(4, 2, generator=g)
         merged_change = torch.einsum("or,rskl,si->oikl", up, mid, down)
     else:  # LoCon: kxk down, 1x1 up
         down, mid, up = torch.randn(2, 3, 3, 3, generator=g), None, torch.randn(4, 2, generator=g)
