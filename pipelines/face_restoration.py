@@ -234,7 +234,8 @@ def check_face_restoration(model: Any, codeformer_weight: Any = DEFAULT_CODEFORM
     if not isinstance(model, str) or model not in registry and model.casefold() not in (
             name.casefold() for name in registry):
         available = ", ".join(repr(name) for name in registry) or "none"
-        hint = "" if model not in RELEASES else f"; start with {RELEASES[model].flag} FOLDER to enable {model}"
+        hint = f"; start with {RELEASES[model].flag} FOLDER to enable {model}" if isinstance(model, str) \
+            and model in RELEASES else ""
         raise ValueError(f"Face restoration model {model!r} is not available (available: {available}){hint}. "
                          f"Known restorers: {', '.join(FACE_RESTORER_NAMES)}.")
     restorer = registry.get(model)

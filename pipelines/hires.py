@@ -439,7 +439,10 @@ class HiresFix:
             budget = UpscaleLimits(max_pixels=max(UpscaleLimits().max_pixels, 4 * self.limits.max_pixels))
             pixels = [upscale_image(image, width=target.upscale_width, height=target.upscale_height,
                                     upscaler=upscaler, limits=budget) for image in images]
-            upscaled = encode_images(self.model.vae, to_model_pixels(pixels))
+            from pipelines.tiling import seamless_tiling
+
+            with seamless_tiling(self.model.vae, enabled=params.tiling):  # A1111's Tiling holds for the whole call
+                upscaled = encode_images(self.model.vae, to_model_pixels(pixels))
         # b. Crop the latents (A1111 does it on latents for every upscaler) and refine them
         left, top, right, bottom = target.crop
         second_class = hires_passes(params)[1]

@@ -362,7 +362,12 @@ def build_api(state: ServerState) -> APIRouter:
         if job is None:
             return await run_in_threadpool(encode_png_with_chunks, image,
                                            {**chunks, "postprocessing": ""} if pnginfo else {}), ""
-        image = await wait_for_job(job, request, state)
+        try:
+            image = await wait_for_job(job, request, state)
+        except (ValueError, TypeError, KeyError, FileNotFoundError) as error:
+            raise unprocessable(error) from None  # e.g. a restorer or upscaler file that does not load (as txt2img)
+        except RuntimeError as error:
+            raise HTTPException(status_code=503, detail=str(error)) from None
         if crops_to_size(body) and upscales(body):
             image = crop_to(image, body.upscaling_resize_w, body.upscaling_resize_h)
         text = request_postprocessing_text(body)

@@ -9,7 +9,7 @@ instance's `forward` (not the class) keeps removal exact: the attribute is delet
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -50,7 +50,8 @@ def _dense_change(module: nn.Module, x: torch.Tensor, patch: RuntimePatch) -> to
         if weight is None:
             return bias.reshape(1, -1, *([1] * (x.dim() - 2)))
         conv = F.conv2d if isinstance(module, nn.Conv2d) else F.conv1d
-        return conv(x, weight, bias, module.stride, module.padding, module.dilation, module.groups)
+        x, padding = _padded_input(module, x)
+        return conv(x, weight, bias, module.stride, padding, module.dilation, module.groups)
     if isinstance(module, nn.GroupNorm):
         normalized = F.group_norm(x, module.num_groups, None, None, module.eps)
         view = (1, -1, *([1] * (x.dim() - 2)))
@@ -61,6 +62,15 @@ def _dense_change(module: nn.Module, x: torch.Tensor, patch: RuntimePatch) -> to
         change = normalized * weight if weight is not None else torch.zeros_like(x)
         return change + bias if bias is not None else change
     raise TypeError(f"runtime LoRA cannot patch {type(module).__name__}")  # excluded by matching
+
+
+def _padded_input(module: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, Any]:
+    """(input, padding) for a change computed as `module` computes its output: a layer padding other than with
+    zeros (A1111's Tiling makes them circular for a call, `pipelines.tiling`) pads the input itself, as torch's
+    own `_conv_forward` does, so the change wraps around the edges too instead of putting a seam there."""
+    if module.padding_mode == "zeros":
+        return x, module.padding
+    return F.pad(x, module._reversed_padding_repeated_twice, mode=module.padding_mode), 0
 
 
 def _like(tensor: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -79,19 +89,20 @@ def _branch_output(module: nn.Module, x: torch.Tensor, branch: BypassBranch) -> 
     spatial = module.weight.dim() - 2
     down = branch_down.reshape(*branch_down.shape[:2], *([1] * spatial)) if branch_down.dim() == 2 else branch_down
     up = branch_up.reshape(*branch_up.shape[:2], *([1] * spatial))
-    geometry = dict(stride=module.stride, padding=module.padding, dilation=module.dilation)
     if branch.mid is not None:
-        hidden = conv(conv(x, down), _like(branch.mid, x), **geometry)
+        hidden, padding = _padded_input(module, conv(x, down))
+        hidden = conv(hidden, _like(branch.mid, x), stride=module.stride, padding=padding, dilation=module.dilation)
     else:
-        hidden = conv(x, down, **geometry)
+        x, padding = _padded_input(module, x)
+        hidden = conv(x, down, stride=module.stride, padding=padding, dilation=module.dilation)
     return conv(hidden, up) * branch.factor
 
 
 def can_bypass(module: nn.Module) -> bool:
-    """Low-rank branches need a plain (ungrouped, zero-padded) Linear or Conv."""
+    """Low-rank branches need a plain (ungrouped) Linear or Conv; its padding mode is followed at each call."""
     if isinstance(module, nn.Linear):
         return True
-    return isinstance(module, (nn.Conv1d, nn.Conv2d)) and module.groups == 1 and module.padding_mode == "zeros"
+    return isinstance(module, (nn.Conv1d, nn.Conv2d)) and module.groups == 1
 
 
 def install_patch(module: nn.Module, patch: RuntimePatch) -> Callable[[], None]:

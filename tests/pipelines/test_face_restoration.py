@@ -1,6 +1,8 @@
 """Restore faces end to end with a planted detector and stand-in restorer networks (the real networks are
 `mixkit.models.face_restorers`'): lookup of A1111's files, the restore path, validation and offloading."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -111,6 +113,15 @@ def test_unknown_or_unconfigured_model_names_the_flag(tmp_path):
     with pytest.raises(ValueError, match="'RestoreFormer' is not available"):
         check_face_restoration("RestoreFormer", registry=registry)
     assert check_face_restoration("gfpgan", registry=registry).name == "GFPGAN"  # names fold case, as A1111's lookup
+
+
+@pytest.mark.parametrize("model", [["CodeFormer"], {"name": "GFPGAN"}, None, 5])
+def test_a_model_that_is_no_name_is_refused_naming_the_value(tmp_path, model):
+    registry = Registry("face restorer")
+    register_face_restorers(gfpgan_folder=a1111_face_folders(tmp_path)["GFPGAN"], registry=registry)
+    with pytest.raises(ValueError, match=rf"Face restoration model {re.escape(repr(model))} is not available "
+                                         r"\(available: 'GFPGAN'\)\. Known restorers: CodeFormer, GFPGAN"):
+        check_face_restoration(model, registry=registry)
 
 
 def test_restore_faces_takes_a_pil_image(folders):

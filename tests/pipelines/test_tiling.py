@@ -99,3 +99,22 @@ def test_a_backend_with_fixed_graphs_is_refused_before_any_work(sd1_pipe, monkey
     with pytest.raises(ValueError, match="openvino backend has compiled.*backend='torch'"):
         sd1_pipe(**SMALL, tiling=True)
     assert {layer.padding_mode for layer in padded_convolutions(sd1_pipe.model.unet, sd1_pipe.model.vae)} == {"zeros"}
+
+
+def test_hires_fix_encodes_its_upscaled_image_with_circular_padding_too(sd1_pipe):
+    """A1111 keeps its circular padding for the whole call: hires fix's VAE encode of the pixel-upscaled picture
+    pads circularly as well (zero padding there would put a seam back into the second pass's start)."""
+    from pipelines.hires import HiresFix
+
+    vae = sd1_pipe.model.vae
+    layers = padded_convolutions(vae.encoder)
+    seen = []
+    hook = vae.encoder.register_forward_pre_hook(lambda *_: seen.append({layer.padding_mode for layer in layers}))
+    try:
+        result = HiresFix(sd1_pipe)(**{**SMALL, "width": 32, "height": 32, "steps": 2}, tiling=True, hr_scale=2.0,
+                                    hr_upscaler="Lanczos", denoising_strength=0.5)
+    finally:
+        hook.remove()
+    assert seen and all(modes == {"circular"} for modes in seen)
+    assert "Tiling: True" in result.infotexts[0]
+    assert {layer.padding_mode for layer in padded_convolutions(vae)} == {"zeros"}

@@ -150,3 +150,25 @@ def test_extras_gfpgan_is_blended_by_its_visibility_after_the_upscale(client, st
 def test_extras_face_fields_out_of_range_are_422(client, stand_ins, body, fragment):
     response = client.post("/sdapi/v1/extra-single-image", json={"image": encode_png_base64(face_picture()), **body})
     assert response.status_code == 422 and fragment in response.text, response.text
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/sdapi/v1/extra-single-image", {"codeformer_visibility": 0.5}),
+    ("/sdapi/v1/extra-batch-images", {"gfpgan_visibility": 1.0})])
+def test_extras_with_a_restorer_file_that_does_not_load_is_a_422_naming_it(client, server, path, body):
+    # the server's folders hold placeholder bytes, not weights: the restorer fails inside the job, as txt2img's does
+    from pipelines.face_restoration import FACE_RESTORERS, register_face_restorers
+
+    flags = client.get("/sdapi/v1/cmd-flags").json()
+    names = register_face_restorers(gfpgan_folder=flags["gfpgan_models_path"],
+                                    codeformer_folder=flags["codeformer_models_path"])  # as the server registered them
+    picture = encode_png_base64(Image.new("RGB", (16, 16), (90, 60, 40)))
+    images = {"image": picture} if path.endswith("single-image") else {"imageList": [{"data": picture, "name": "a"}]}
+    try:
+        response = client.post(path, json={**images, **body})
+    finally:
+        for name in names:
+            FACE_RESTORERS.unregister(name)
+    assert response.status_code == 422, response.text
+    assert "is not a recognised checkpoint" in response.json()["detail"]
+    assert client.get("/sdapi/v1/face-restorers").status_code == 200  # the connection and the server live on

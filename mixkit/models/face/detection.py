@@ -20,6 +20,9 @@ from mixkit.io.state_fit import check_state_fits
 from mixkit.models.face.retinaface import RetinaFace, RetinaFaceConfig
 
 _BGR_MEANS = (104.0, 117.0, 123.0)
+# The scale-up to `short_side` stops at this many pixels. facexlib scales by short side alone, so a 2 x 2000 strip
+# (a few bytes of PNG over HTTP) would become 640 x 640000 and need gigabytes; ordinary pictures never reach it.
+MAX_UPSCALED_PIXELS = 2560 * 2560
 
 
 @dataclass(frozen=True)
@@ -85,8 +88,9 @@ def detect_faces(model: RetinaFace, image: torch.Tensor, *, confidence: float = 
                  short_side: int | None = 640, min_eye_distance: float = 5.0) -> list[DetectedFace]:
     """Faces in `image` ([3, H, W] RGB in 0..255), best first, in the image's pixel coordinates.
 
-    The image is scaled up (never down) so its short side is `short_side`, as A1111 asks facexlib to; boxes and
-    landmarks are mapped back. Faces with eyes closer than `min_eye_distance` px (side views, specks) are dropped.
+    The image is scaled up (never down) so its short side is `short_side`, as A1111 asks facexlib to, but not past
+    `MAX_UPSCALED_PIXELS`; boxes and landmarks are mapped back. Faces with eyes closer than `min_eye_distance` px
+    (side views, specks) are dropped.
     """
     if image.ndim != 3 or image.shape[0] != 3:
         raise ValueError(f"detect_faces takes one RGB image [3, H, W]; got shape {tuple(image.shape)}.")
@@ -94,7 +98,8 @@ def detect_faces(model: RetinaFace, image: torch.Tensor, *, confidence: float = 
         raise ValueError(f"confidence {confidence} and iou_threshold {iou_threshold} must be in [0, 1].")
     parameter = next(model.parameters())
     height, width = image.shape[1:]
-    scale = 1.0 if short_side is None else max(1.0, short_side / min(height, width))
+    scale = 1.0 if short_side is None else max(1.0, min(short_side / min(height, width),
+                                                        math.sqrt(MAX_UPSCALED_PIXELS / (height * width))))
     bgr = image.flip(0).to(device=parameter.device, dtype=torch.float32)[None]
     if scale != 1.0:
         bgr = F.interpolate(bgr, size=(int(height * scale), int(width * scale)), mode="bilinear", align_corners=False)
@@ -128,6 +133,7 @@ def load_retinaface(path: str | os.PathLike, *, device: str | torch.device = "cp
     """
     from mixkit.errors import CheckpointFormatError
     from mixkit.io.loading import read_checkpoint
+    from mixkit.io.tensor_checks import refuse_non_finite_tensors
 
     file = Path(path).expanduser()
     loaded = read_checkpoint(file)
@@ -149,5 +155,6 @@ def load_retinaface(path: str | os.PathLike, *, device: str | torch.device = "cp
     model = RetinaFace(config)
     expected = model.state_dict()
     check_state_fits(expected, state, file, f"RetinaFace {config.backbone}", optional_suffixes=("num_batches_tracked",))
+    refuse_non_finite_tensors(file, state, "RetinaFace")  # NaN scores would find no face and change nothing, silently
     model.load_state_dict(state, strict=False)
     return model.to(device=device, dtype=dtype).eval().requires_grad_(False)

@@ -35,6 +35,7 @@ def read_face_restorer_weights(path: str | os.PathLike) -> tuple[GFPGANConfig | 
     """(config, state dict) of a face restorer file, on the CPU; CheckpointFormatError names the file and what is
     supported when it is neither network."""
     from mixkit.io.loading import read_checkpoint
+    from mixkit.io.tensor_checks import refuse_hollow_tensors, refuse_non_finite_tensors
 
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a file path (str or os.PathLike), got {type(path).__name__}.")
@@ -44,11 +45,13 @@ def read_face_restorer_weights(path: str | os.PathLike) -> tuple[GFPGANConfig | 
         raise CheckpointFormatError(f"{str(file)!r} holds a {type(loaded).__name__}, not face restorer weights.")
     _, weights = unwrap_trainer_state(loaded)
     state = {key: value for key, value in weights.items() if isinstance(key, str) and isinstance(value, torch.Tensor)}
+    refuse_hollow_tensors(file, state)  # before the shapes size a network: a tiny file must not ask for gigabytes
     try:
         config = detect_face_restorer(state)
     except UnknownFaceRestorerError as error:
         keys = ", ".join(list(state)[:5]) or "no tensors"
         raise CheckpointFormatError(f"{str(file)!r} is {error} (its first keys: {keys}).") from None
+    refuse_non_finite_tensors(file, state, config.__class__.__name__.removesuffix("Config"))
     return config, state
 
 

@@ -32,6 +32,7 @@ def read_upscaler_weights(path: str | os.PathLike) -> tuple[str, UpscalerConfig,
     Raises CheckpointFormatError naming the file and the layouts expected when the file is none of them.
     """
     from mixkit.io.loading import read_checkpoint
+    from mixkit.io.tensor_checks import refuse_hollow_tensors, refuse_non_finite_tensors
 
     file = Path(path).expanduser()
     loaded = read_checkpoint(file)
@@ -39,26 +40,15 @@ def read_upscaler_weights(path: str | os.PathLike) -> tuple[str, UpscalerConfig,
         raise CheckpointFormatError(f"{str(file)!r} holds a {type(loaded).__name__}, not upscaler weights.")
     state = {key: value for key, value in unwrap_trainer_state(loaded).items()
              if isinstance(key, str) and isinstance(value, torch.Tensor)}
-    _refuse_expanded_tensors(file, state)
+    refuse_hollow_tensors(file, state)  # before the shapes size a network: a tiny file must not ask for gigabytes
     try:
         layout = detect_layout(state)
         config, renamed = TO_MODULE[layout](state)
     except UnknownLayoutError as error:
         keys = ", ".join(list(state)[:5]) or "no tensors"
         raise CheckpointFormatError(f"{str(file)!r} is {error} (its first keys: {keys}).") from None
+    refuse_non_finite_tensors(file, renamed, f"{layout} upscaler")  # NaN weights would upscale to black
     return layout, config, renamed
-
-
-def _refuse_expanded_tensors(file: Path, state: dict[str, torch.Tensor]) -> None:
-    """A pickled tensor may be a broadcast view (stride 0) of a storage far smaller than its shape: a 2 kB file can
-    claim gigabytes of weights that copying into a network then allocates. Weights saved from a real network
-    always hold their elements, so such a tensor is refused rather than expanded."""
-    for key, value in state.items():
-        if value.numel() and value.untyped_storage().nbytes() < value.numel() * value.element_size():
-            raise CheckpointFormatError(
-                f"{str(file)!r} holds {key!r} of shape {tuple(value.shape)} in a storage of only "
-                f"{value.untyped_storage().nbytes()} bytes (a broadcast view, not weights); re-save the network's own "
-                "state_dict().")
 
 
 def build_upscaler(config: UpscalerConfig) -> UpscalerNetwork:

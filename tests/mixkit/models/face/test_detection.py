@@ -93,6 +93,17 @@ def test_detect_faces_feeds_bgr_minus_caffe_means_and_scales_small_images_up():
     assert model.seen.shape == (1, 3, 700, 900)  # never scaled down
 
 
+def test_a_thin_strip_is_not_scaled_up_past_the_pixel_bound():
+    from mixkit.models.face.detection import MAX_UPSCALED_PIXELS
+
+    model = _PlantedHeads(anchor=3)
+    detect_faces(model, torch.zeros(3, 2, 2000), short_side=640)  # facexlib's scale 320 would be 640 x 640000
+    height, width = model.seen.shape[-2:]
+    scale = (MAX_UPSCALED_PIXELS / (2 * 2000)) ** 0.5  # 40.47...: as far as the bound allows
+    assert (height, width) == (int(2 * scale), int(2000 * scale)) == (80, 80954)
+    assert height * width <= MAX_UPSCALED_PIXELS
+
+
 def test_detect_faces_drops_low_scores_and_close_eyes():
     assert detect_faces(_PlantedHeads(anchor=5, score_logit=1.0), torch.zeros(3, 64, 64), short_side=None) == []
     close_eyes = [0.0] * 10  # all five points on the anchor centre: eye distance 0 px
@@ -148,3 +159,13 @@ def test_load_retinaface_strips_dataparallel_prefix_and_matches(tmp_path):
     torch.save(state, tmp_path / "cut.pth")
     with pytest.raises(CheckpointFormatError, match="fpn.merge1.0.weight"):
         load_retinaface(tmp_path / "cut.pth")
+
+
+def test_load_retinaface_refuses_nan_weights(tmp_path):
+    from mixkit.errors import CheckpointFormatError
+
+    state = dict(RetinaFace(RetinaFaceConfig.mobilenet()).state_dict())
+    state["fpn.merge1.0.weight"] = torch.full_like(state["fpn.merge1.0.weight"], float("inf"))
+    torch.save(state, tmp_path / "detection_mobilenet0.25_Final.pth")
+    with pytest.raises(CheckpointFormatError, match=r"RetinaFace weight 'fpn\.merge1\.0\.weight'.*NaN or infinite"):
+        load_retinaface(tmp_path / "detection_mobilenet0.25_Final.pth")

@@ -117,3 +117,24 @@ def test_pickles_that_import_code_are_refused(tmp_path):
         pickle.dump({"params_ema": Payload()}, handle, protocol=2)
     with pytest.raises(UnsafeCheckpointError, match="print"):
         load_face_restorer(tmp_path / "evil.pth")
+
+
+def test_a_tiny_file_claiming_huge_shapes_is_refused_before_anything_is_allocated(tmp_path):
+    # stride-0 views save one stored value under a [10^8, ...] shape: 3 MB on disk, 6.4 GB if the network were built
+    state = dict(tiny_face_restorer(TINY_CODEFORMER).state_dict())
+    for key in ("quantize.embedding.weight", "idx_pred_layer.1.weight"):
+        state[key] = state[key][:1].expand(10**8, state[key].shape[1])
+    torch.save({"params_ema": state}, tmp_path / "crafted.pth")
+    with pytest.raises(CheckpointFormatError, match=r"crafted\.pth.*quantize\.embedding\.weight.*\(100000000, "):
+        load_face_restorer(tmp_path / "crafted.pth")
+
+
+@pytest.mark.parametrize("arch", list(WRITERS))
+def test_nan_weights_are_refused_naming_the_tensor(tmp_path, arch):
+    model = tiny_face_restorer(WRITERS[arch][1])
+    state = dict(model.state_dict())
+    key = next(name for name, value in state.items() if value.is_floating_point())
+    state[key] = torch.full_like(state[key], float("nan"))
+    torch.save({"params_ema": state}, tmp_path / "nan.pth")
+    with pytest.raises(CheckpointFormatError, match=rf"nan\.pth.*{arch} weight '{key}'.*NaN or infinite"):
+        load_face_restorer(tmp_path / "nan.pth")

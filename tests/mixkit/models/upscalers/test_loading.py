@@ -89,6 +89,27 @@ def test_a_file_that_does_not_fit_its_layout_is_refused(tmp_path):
         load_upscaler(tmp_path / "broken.pth")
 
 
+def test_a_tiny_file_claiming_huge_shapes_is_refused_before_any_network_is_built(tmp_path):
+    # SRVGG's width comes from the shapes: stride-0 views of one stored value claim 20000 features (a 14 GB network)
+    state = dict(tiny_upscaler(TINY_SRVGG).state_dict())
+    for key, value in state.items():
+        shape = [20000 if size == 8 else size for size in value.shape]
+        state[key] = torch.zeros(1).expand(*shape)
+    torch.save(state, tmp_path / "crafted.pth")
+    with pytest.raises(CheckpointFormatError, match=r"crafted\.pth.*claims shape \(20000, .*only 4 bytes"):
+        read_upscaler_weights(tmp_path / "crafted.pth")
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_nan_or_inf_weights_are_refused_naming_the_tensor(tmp_path, bad):
+    model = tiny_upscaler(TINY_SRVGG)
+    with torch.no_grad():
+        model.body[-1].bias[0] = bad
+    path = save_upscaler(model, tmp_path / "nan.pth", "srvgg")
+    with pytest.raises(CheckpointFormatError, match=r"nan\.pth.*srvgg upscaler weight 'body\.\d+\.bias'.*NaN or inf"):
+        read_upscaler_weights(path)
+
+
 def test_a_pickle_that_imports_code_is_refused(tmp_path):
     from mixkit.errors import UnsafeCheckpointError
 
@@ -121,8 +142,8 @@ def test_a_broadcast_view_claiming_more_weights_than_its_file_holds_is_refused(t
     state = dict(tiny_upscaler(TINY_SRVGG).state_dict())
     state["body.0.weight"] = torch.zeros(1).expand(state["body.0.weight"].shape)
     torch.save(state, tmp_path / "bomb.pth")
-    with pytest.raises(CheckpointFormatError, match=r"bomb\.pth' holds 'body\.0\.weight' of shape \(8, 3, 3, 3\) in a "
-                                                    r"storage of only 4 bytes \(a broadcast view"):
+    with pytest.raises(CheckpointFormatError, match=r"bomb\.pth': tensor 'body\.0\.weight' claims shape \(8, 3, 3, 3\) but "
+                                                    r"the file stores only 4 bytes for it \(a broadcast view"):
         load_upscaler(tmp_path / "bomb.pth")
 
 

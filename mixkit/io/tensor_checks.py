@@ -1,0 +1,49 @@
+"""Checks on the tensors a weights file yielded, for loaders that size a network from the file's shapes.
+
+A pickled checkpoint can hold a tensor whose shape is far larger than the data behind it: torch saves a view's
+storage with its size and strides, so a 1-value storage with stride 0 loads as a [100000000, 16] tensor from a file
+of a few bytes. A loader that builds its network from such shapes would then allocate gigabytes for a tiny file. A
+file with NaN/inf weights (a failed conversion, an fp16 overflow) loads fine and then paints black or empty results
+without an error. Both are refused here, naming the file and the tensor.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Mapping
+
+from mixkit.errors import CheckpointFormatError
+
+if TYPE_CHECKING:
+    import torch
+
+
+def refuse_hollow_tensors(file: str | os.PathLike, state: Mapping[str, "torch.Tensor"]) -> None:
+    """CheckpointFormatError when a tensor has more values than its storage holds (a stride-0 view saved as is)."""
+    for name, tensor in state.items():
+        held = tensor.untyped_storage().nbytes() - tensor.storage_offset() * tensor.element_size()
+        if tensor.numel() * tensor.element_size() > held:
+            raise CheckpointFormatError(
+                f"{os.fspath(file)!r}: tensor {name!r} claims shape {tuple(tensor.shape)} but the file stores only "
+                f"{max(held, 0)} bytes for it (a broadcast view, not weights). The file is damaged or crafted; "
+                "re-download it from its official release.")
+
+
+def refuse_non_finite_tensors(file: str | os.PathLike, state: Mapping[str, "torch.Tensor"], what: str) -> None:
+    """CheckpointFormatError naming the first floating tensor with NaN or inf values.
+
+    One `aminmax` per tensor (NaN propagates, inf shows) reads each weight once, as `check_finite_weights` does for
+    diffusion models."""
+    import torch
+
+    tensors = [(name, t) for name, t in state.items() if t.is_floating_point() and t.numel()]
+    if not tensors:
+        return
+    with torch.no_grad():
+        extremes = torch.stack([torch.stack(torch.aminmax(t)).float() for _, t in tensors])
+        bad = (~torch.isfinite(extremes)).any(dim=1)
+    if bad.any():
+        name = tensors[int(bad.nonzero()[0])][0]
+        raise CheckpointFormatError(
+            f"{os.fspath(file)!r}: the {what} weight {name!r} contains NaN or infinite values; the file is broken (a "
+            "failed conversion or an fp16 overflow) and would give black or unchanged results. Re-download it.")

@@ -1,0 +1,51 @@
+"""Runtime LoRA patches on convolutions follow the layer's padding mode (A1111's Tiling pads circularly), so a
+patched layer gives what a layer holding the merged weights gives, at the edges too."""
+
+import pytest
+import torch
+from torch import nn
+
+from mixkit.lora.runtime import BypassBranch, RuntimePatch, can_bypass, install_patch
+
+
+def _conv(padding_mode: str) -> nn.Conv2d:
+    torch.manual_seed(0)
+    return nn.Conv2d(3, 4, 3, padding=1, padding_mode=padding_mode)
+
+
+@pytest.mark.parametrize("padding_mode", ["zeros", "circular", "reflect"])
+def test_a_dense_change_matches_the_merged_layer_at_the_edges(padding_mode):
+    conv = _conv(padding_mode)
+    change = torch.randn(4, 3, 3, 3, generator=torch.Generator().manual_seed(1)) * 0.1
+    merged = _conv(padding_mode)
+    with torch.no_grad():
+        merged.weight += change
+    x = torch.randn(1, 3, 6, 7, generator=torch.Generator().manual_seed(2))
+    undo = install_patch(conv, RuntimePatch(weight_change=change))
+    try:
+        assert torch.allclose(conv(x), merged(x), atol=1e-5)
+    finally:
+        undo()
+
+
+@pytest.mark.parametrize("with_mid", [False, True])
+def test_a_low_rank_branch_on_a_circular_conv_matches_its_merged_weights(with_mid):
+    conv = _conv("circular")
+    assert can_bypass(conv)  # the padding mode is followed at each call
+    g = torch.Generator().manual_seed(3)
+    if with_mid:  # LoCon with a Tucker core: 1x1 down, kxk mid, 1x1 up
+        down, mid = torch.randn(2, 3, generator=g), torch.randn(2, 2, 3, 3, generator=g)
+        up = torch.randn(4, 2, generator=g)
+        merged_change = torch.einsum("or,rskl,si->oikl", up, mid, down)
+    else:  # LoCon: kxk down, 1x1 up
+        down, mid, up = torch.randn(2, 3, 3, 3, generator=g), None, torch.randn(4, 2, generator=g)
+        merged_change = torch.einsum("or,rikl->oikl", up, down)
+    merged = _conv("circular")
+    with torch.no_grad():
+        merged.weight += 0.5 * merged_change
+    x = torch.randn(1, 3, 5, 6, generator=torch.Generator().manual_seed(4))
+    undo = install_patch(conv, RuntimePatch(branches=[BypassBranch(down, up, mid, 0.5)]))
+    try:
+        assert torch.allclose(conv(x), merged(x), atol=1e-5)
+    finally:
+        undo()
