@@ -108,6 +108,16 @@ def _refuse_unsafe_globals(file: Path, checkpoint_format: str, a1111_types: bool
 
 
 def _load_pickled(file: Path, checkpoint_format: str, device: "torch.device") -> Any:
+    """The pickle's object; a tensor claiming more values than the file stores for it (a stride-0 view, which a
+    loader sizing anything from the file's shapes would expand) is refused, whatever the file is for."""
+    from mixkit.io.tensor_checks import nested_tensors, refuse_hollow_tensors
+
+    loaded = _unpickle(file, checkpoint_format, device)
+    refuse_hollow_tensors(file, nested_tensors(loaded))
+    return loaded
+
+
+def _unpickle(file: Path, checkpoint_format: str, device: "torch.device") -> Any:
     import torch
     from safetensors import SafetensorError
 

@@ -29,6 +29,24 @@ def refuse_hollow_tensors(file: str | os.PathLike, state: Mapping[str, "torch.Te
                 "re-download it from its official release.")
 
 
+def nested_tensors(loaded, prefix: str = "") -> dict[str, "torch.Tensor"]:
+    """Every tensor inside a loaded pickle (dicts, lists and tuples walked), by a dotted path ("string_to_param.*")."""
+    import torch
+
+    if isinstance(loaded, torch.Tensor):
+        return {prefix or "<tensor>": loaded}
+    if isinstance(loaded, dict):
+        items = loaded.items()
+    elif isinstance(loaded, (list, tuple)):
+        items = enumerate(loaded)
+    else:
+        return {}
+    found = {}
+    for key, value in items:
+        found.update(nested_tensors(value, f"{prefix}.{key}" if prefix else str(key)))
+    return found
+
+
 def refuse_non_finite_tensors(file: str | os.PathLike, state: Mapping[str, "torch.Tensor"], what: str) -> None:
     """CheckpointFormatError naming the first floating tensor with NaN or inf values.
 

@@ -218,3 +218,20 @@ def test_check_pickle_is_safe_names_the_global_and_passes_safe_files(malicious_c
     save_file(tensors, tmp_path / "ok.safetensors")
     check_pickle_is_safe(tmp_path / "ok.bin")
     check_pickle_is_safe(tmp_path / "ok.safetensors")
+
+
+def test_any_pickled_checkpoint_with_a_hollow_tensor_is_refused_naming_it(tmp_path):
+    """A stride-0 view saved as is claims more values than the file holds: refused for every pickle (a LoRA, an
+    embedding nested in `string_to_param`), while the expanded position ids transformers saves (values = storage) load."""
+    import torch
+
+    from mixkit.errors import CheckpointFormatError
+    from mixkit.io.loading import load_state_dict, read_checkpoint
+
+    torch.save({"string_to_param": {"*": torch.zeros(1, 768).expand(100000, 768)}}, tmp_path / "bomb.pt")
+    with pytest.raises(CheckpointFormatError, match=r"bomb\.pt': tensor 'string_to_param\.\*' claims shape "
+                                                    r"\(100000, 768\) but the file stores only 3072 bytes"):
+        read_checkpoint(tmp_path / "bomb.pt")
+    torch.save({"position_ids": torch.arange(77).expand((1, -1)), "w": torch.ones(2, 2)[:, :1]}, tmp_path / "ok.pt")
+    loaded = load_state_dict(tmp_path / "ok.pt")
+    assert loaded["position_ids"].shape == (1, 77) and loaded["w"].tolist() == [[1.0], [1.0]]
