@@ -47,21 +47,26 @@ def nested_tensors(loaded, prefix: str = "") -> dict[str, "torch.Tensor"]:
     return found
 
 
-def refuse_non_finite_tensors(file: str | os.PathLike, state: Mapping[str, "torch.Tensor"], what: str) -> None:
-    """CheckpointFormatError naming the first floating tensor with NaN or inf values.
+def first_non_finite(state: Mapping[str, "torch.Tensor"]) -> str | None:
+    """The name of the first floating tensor holding NaN or inf, or None (meta tensors, which hold nothing, skipped).
 
-    One `aminmax` per tensor (NaN propagates, inf shows) reads each weight once, as `check_finite_weights` does for
-    diffusion models."""
+    One `aminmax` per tensor (NaN propagates, inf shows) reads each weight once, and one sync covers them all: a few
+    hundred tiny checks would cost more in overhead than in math; `isfinite().all()` takes about 20x as long."""
     import torch
 
-    tensors = [(name, t) for name, t in state.items() if t.is_floating_point() and t.numel()]
+    tensors = [(name, t) for name, t in state.items() if t.is_floating_point() and t.numel() and not t.is_meta]
     if not tensors:
-        return
+        return None
     with torch.no_grad():
         extremes = torch.stack([torch.stack(torch.aminmax(t)).float() for _, t in tensors])
         bad = (~torch.isfinite(extremes)).any(dim=1)
-    if bad.any():
-        name = tensors[int(bad.nonzero()[0])][0]
+    return tensors[int(bad.nonzero()[0])][0] if bad.any() else None
+
+
+def refuse_non_finite_tensors(file: str | os.PathLike, state: Mapping[str, "torch.Tensor"], what: str) -> None:
+    """CheckpointFormatError naming the first floating tensor with NaN or inf values."""
+    name = first_non_finite(state)
+    if name is not None:
         raise CheckpointFormatError(
             f"{os.fspath(file)!r}: the {what} weight {name!r} contains NaN or infinite values; the file is broken (a "
             "failed conversion or an fp16 overflow) and would give black or unchanged results. Re-download it.")

@@ -4,7 +4,8 @@ planted face: where it runs, its infotext, the image kept from before it, and th
 import numpy as np
 import pytest
 
-from mixkit.testing.tiny_face_restoration import registered_stand_ins, template_landmarks
+from mixkit.testing.tiny_face_restoration import template_landmarks
+from tests.pipelines.face_stand_ins import registered_stand_ins
 from pipelines.infotext import parse_infotext
 
 SMALL = dict(prompt="a face", width=64, height=64, steps=2, seed=7)

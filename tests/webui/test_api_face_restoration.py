@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mixkit.testing.tiny_face_restoration import a1111_face_folders, registered_stand_ins, template_landmarks
+from mixkit.testing.tiny_face_restoration import a1111_face_folders, template_landmarks
+from tests.pipelines.face_stand_ins import registered_stand_ins
 from webui.base64_images import encode_png_base64
 
 from .png_payloads import decode_png

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mixkit.testing.tiny_face_restoration import registered_stand_ins, template_landmarks
+from mixkit.testing.tiny_face_restoration import template_landmarks
+from tests.pipelines.face_stand_ins import registered_stand_ins
 
 from .ui_blocks import component, handler, model_less_ui
 
