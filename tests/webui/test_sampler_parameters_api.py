@@ -203,7 +203,7 @@ def test_the_settings_tab_applies_the_sampler_parameters(tmp_path):
                   "uni_pc_lower_order_final": False, "pad_cond_uncond": True, "pad_cond_uncond_v0": False,
                   "use_downcasted_alpha_bar": True, "inpainting_mask_weight": 0.4,
                   "hires_fix_refiner_pass": "both passes", "refiner_switch_by_sample_steps": True,
-                  "use_old_scheduling": True}
+                  "use_old_scheduling": True, "tiling": True}
         assert set(values) == set(form)
         apply.fn(*(values[key] for key in form))
         assert {key: state.options.get(key) for key in values} == values
@@ -213,6 +213,7 @@ def test_the_settings_tab_applies_the_sampler_parameters(tmp_path):
             sd_noise_schedule="Zero Terminal SNR", uni_pc_lower_order_final=False, pad_cond_uncond=True,
             use_downcasted_alpha_bar=True)
         assert state.options.sampler_params("Euler")["inpainting_mask_weight"] == 0.4
+        assert state.options.sampler_params("Euler")["tiling"] is True
         assert state.options.sampler_params("Euler")["refiner_switch_by_sample_steps"] is True
         assert state.options.sampler_params("Euler")["use_old_scheduling"] is True
         with pytest.raises(Exception, match="hires_fix_refiner_pass must be one of"):

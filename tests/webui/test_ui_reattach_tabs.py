@@ -263,6 +263,7 @@ def test_extras_interrupt_from_a_reloaded_page_drops_its_queued_upscale_only_for
     state, blocks = built
     task_id = "task(extras-interrupt-01)"
     run = handler(blocks, "extras_generate", "click").fn(source_png(tmp_path), "Lanczos", 2.0, 0, 512, 512, True,
+                                                         0.0, 0.0, 0.0,  # no face restoration
                                                          task_id, page("old-tab", "alice"))
     next(run)
     run.close()

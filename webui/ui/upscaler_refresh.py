@@ -17,16 +17,14 @@ def refresh_upscaler_choices(state: ServerState, current: str | None, names) -> 
     """Rescan, then the dropdown's new choices (`names()` after the scan), keeping `current` if it is still one of
     them; each refused file is shown as a warning, a folder gone missing as an error (nothing changed then), their
     server paths redacted as every error the page gets."""
-    from webui.error_paths import server_path_redactor
-    from webui.ui.errors import refused
+    from webui.ui.errors import refused, show_warning
 
     try:
         scan = state.refresh_upscalers()
     except NotADirectoryError as error:
         raise refused(str(error)) from None  # its path is redacted for the page (`redact_handler_errors`)
-    redact = server_path_redactor(state)
     for path, reason in scan.refused.items():
-        gr.Warning(redact(f"Upscaler {path} not available: {reason}"))
+        show_warning(f"Upscaler {path} not available: {reason}", state)  # its paths redacted, as every toast
     choices = names()
     return gr.update(choices=choices, value=current if current in choices else choices[0])
 
