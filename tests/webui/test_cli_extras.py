@@ -46,6 +46,16 @@ def test_one_image_is_upscaled_as_the_api_does_and_named_by_the_counter(sources,
     assert Image.open(out / "00001.png").text["postprocessing"].endswith("Postprocess upscaler: Nearest")
 
 
+def test_no_pnginfo_and_save_txt_decide_where_the_texts_go_as_a1111s_extras_save(sources, tmp_path, capsys):
+    bare, texts = tmp_path / "bare.png", tmp_path / "texts"
+    extras(capsys, str(sources / "cat.png"), "--scale", "2", "--no-pnginfo", "-o", str(bare))
+    assert Image.open(bare).text == {} and not bare.with_suffix(".txt").exists()  # no chunk at all, as A1111's
+    (written,) = extras(capsys, str(sources / "cat.png"), "--scale", "2", "--save-txt", "-o", str(texts))
+    assert Image.open(written).text["parameters"] == INFOTEXT
+    assert (texts / "00000.txt").read_text(encoding="utf-8") == (
+        "Postprocess upscale by: 2.0, Postprocess upscaler: Lanczos\n")
+
+
 def test_a_folder_keeps_its_names_and_scale_to_crops_centred(sources, tmp_path, capsys):
     out = tmp_path / "out"
     assert extras(capsys, str(sources), "--scale-to", "128x96", "-o", str(out)) == [str(out / "cat.png"),

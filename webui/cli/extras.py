@@ -73,6 +73,9 @@ def add_parser(subparsers) -> None:
                    help="its blend (default 0)")
     p.add_argument("-o", "--output", default=DEFAULT_OUTPUT,
                    help=f"output folder (default: ./{DEFAULT_OUTPUT}), or a .png file name for a single image")
+    from webui.cli.infotext_flags import add_saving_flags
+
+    add_saving_flags(p)  # as A1111's Extras save: no text chunk at all, or the postprocessing text in a .txt
     p.set_defaults(func=run, extra_flags=_more_inputs)
 
 
@@ -215,6 +218,7 @@ def source_files(inputs: list[str]) -> tuple[list[Path], bool]:
 def run(args: argparse.Namespace) -> int:
     from pipelines.params import GenerationLimits
     from webui.cli.extras_batch import checked_sources, output_paths, upscale_and_save
+    from webui.cli.infotext_flags import infotext_writing_of
 
     register_upscaler_flags(args)
     register_face_restorer_flags(args)
@@ -222,8 +226,9 @@ def run(args: argparse.Namespace) -> int:
     files, batch = source_files(args.inputs)
     sources = checked_sources(files, body, GenerationLimits().max_pixels * 4)
     paths, folder = output_paths(files, batch, args.output)
+    writing = infotext_writing_of(args)
     for source, path in zip(sources, paths):
-        written, before, after = upscale_and_save(source, body, path, folder)
+        written, before, after = upscale_and_save(source, body, path, folder, writing)
         print(f"{source.file.name}: {before} -> {after}", file=sys.stderr)
         print(written)
     return 0

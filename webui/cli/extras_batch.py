@@ -77,9 +77,11 @@ def output_paths(files: list[Path], batch: bool, output: str) -> tuple[list[Path
     return paths, folder
 
 
-def upscale_and_save(source: Source, body, path: Path | None, folder: str | os.PathLike) -> tuple[Path, str, str]:
+def upscale_and_save(source: Source, body, path: Path | None, folder: str | os.PathLike,
+                     writing=None) -> tuple[Path, str, str]:
     """Upscale one checked source as the API does, save it (at `path`, or the next counter name in `folder`) with the
-    source's text chunks and the postprocessing text; returns (file written, "WxH" before, "WxH" after)."""
+    source's text chunks and the postprocessing text where `writing` (`pipelines.png.InfotextWriting`) says; returns
+    (file written, "WxH" before, "WxH" after)."""
     from PIL import Image
 
     from pipelines.upscale import upscale_image
@@ -102,6 +104,8 @@ def upscale_and_save(source: Source, body, path: Path | None, folder: str | os.P
     text = request_postprocessing_text(body) if upscales(body) or faces.active else ""
     with Image.open(source.file) as opened:  # the file's own chunks and EXIF, which the upright RGB copy lacks
         chunks = extras_chunks(opened, text)
-    written = save_extras_png(result, path, chunks) if path is not None else save_extras_png_numbered(result, folder,
-                                                                                                      chunks)
+    if path is not None:
+        written = save_extras_png(result, path, chunks, writing=writing)
+    else:
+        written = save_extras_png_numbered(result, folder, chunks, writing=writing)
     return written, f"{image.width}x{image.height}", f"{result.width}x{result.height}"

@@ -39,6 +39,11 @@ def add_infotext_flags(parser: argparse.ArgumentParser) -> None:
                         help="leave WHAT out of the images' infotext (A1111's Settings > Infotext): "
                              f"{', '.join(OMITTABLE)}; repeat or comma-separate (e.g. model,model-hash,vae,vae-hash "
                              "to publish images without naming the checkpoint)")
+    add_saving_flags(parser)
+
+
+def add_saving_flags(parser: argparse.ArgumentParser) -> None:
+    """`--no-pnginfo` / `--save-txt` (A1111's Settings > Saving images), shared with `mixkit extras`."""
     parser.add_argument("--no-pnginfo", action="store_true",
                         help="write no infotext into the PNG files (A1111's enable_pnginfo off): the images carry no "
                              "generation parameters")
