@@ -10,39 +10,11 @@ with `save_images: true` gets one.
 
 from __future__ import annotations
 
-import math
 import os
-import re
-from pathlib import Path
 
-GRID_PREFIX = "grid"
-_GRID_NAME = re.compile(rf"^{GRID_PREFIX}-(\d+)")
+from pipelines.image_grid import GRID_PREFIX, grid_shape, image_grid, next_grid_path
 
-
-def grid_shape(count: int) -> tuple[int, int]:
-    """(rows, columns) for `count` images with A1111's default `n_rows` = -1: rows = round(sqrt(count))."""
-    rows = min(round(math.sqrt(count)), count)
-    return rows, math.ceil(count / rows)
-
-
-def image_grid(images: list):
-    """The images in rows (left to right, top to bottom) on A1111's default white `grid_background_color`."""
-    from PIL import Image
-
-    rows, cols = grid_shape(len(images))
-    width, height = (max(sizes) for sizes in zip(*(image.size for image in images)))
-    grid = Image.new("RGB", (cols * width, rows * height), "#ffffff")
-    for index, image in enumerate(images):
-        grid.paste(image, box=(index % cols * width, index // cols * height))
-    return grid
-
-
-def next_grid_path(folder: str | os.PathLike) -> Path:
-    """`grid-NNNN.png` numbered on from the highest grid in `folder` (A1111's `get_next_sequence_number`)."""
-    folder = Path(folder)
-    numbers = [int(m.group(1)) for name in (os.listdir(folder) if folder.is_dir() else [])
-               if (m := _GRID_NAME.match(name))]
-    return folder / f"{GRID_PREFIX}-{max(numbers, default=-1) + 1:04d}.png"
+__all__ = ["GRID_PREFIX", "api_result_grid", "grid_shape", "image_grid", "next_grid_path", "wants_grid"]
 
 
 def wants_grid(count: int, *, return_grid: bool, grid_save: bool) -> bool:

@@ -1,33 +1,10 @@
-"""The grid of a UI result: A1111's image_grid layout (modules/images.py) and grid-NNNN.png numbering."""
+"""The grid of a UI result: made when A1111 makes one, saved and shown first (layout: tests/pipelines/test_image_grid.py)."""
 
 from __future__ import annotations
 
-import pytest
 from PIL import Image
 
-from webui.ui.result_grid import grid_for_gallery, grid_shape, image_grid, next_grid_path, with_grid
-
-
-@pytest.mark.parametrize("count, shape", [(2, (1, 2)), (3, (2, 2)), (4, (2, 2)), (5, (2, 3)), (6, (2, 3)),
-                                          (7, (3, 3)), (9, (3, 3)), (10, (3, 4))])
-def test_grid_shape_is_a1111s_default(count, shape):
-    # A1111 image_grid with n_rows = -1: rows = round(sqrt(len(imgs))), at most len(imgs); cols = ceil(len / rows).
-    assert grid_shape(count) == shape
-
-
-def test_images_fill_the_grid_row_by_row_on_white():
-    colours = [(255, 0, 0), (0, 255, 0), (0, 0, 255)]
-    grid = image_grid([Image.new("RGB", (8, 4), c) for c in colours])
-    assert grid.size == (16, 8)
-    assert [grid.getpixel(xy) for xy in ((1, 1), (9, 1), (1, 5), (9, 5))] == [*colours, (255, 255, 255)]
-
-
-def test_grids_are_numbered_on_from_the_highest(tmp_path):
-    assert next_grid_path(tmp_path).name == "grid-0000.png"
-    for name in ("grid-0003.png", "00007-12.png", "grid-0001.png", "gridiron.png"):
-        (tmp_path / name).write_bytes(b"")
-    assert next_grid_path(tmp_path).name == "grid-0004.png"
-    assert next_grid_path(tmp_path / "missing").name == "grid-0000.png"
+from webui.ui.result_grid import grid_for_gallery, with_grid
 
 
 def test_a_single_image_or_both_options_off_make_no_grid(tmp_path):

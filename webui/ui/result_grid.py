@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from webui.result_grid import GRID_PREFIX, grid_shape, image_grid, next_grid_path, wants_grid
+from pipelines.image_grid import GRID_PREFIX, grid_shape, image_grid, next_grid_path
+from webui.result_grid import wants_grid
 
 __all__ = ["grid_for_gallery", "grid_shape", "image_grid", "next_grid_path", "with_grid"]
 
