@@ -46,8 +46,9 @@ class TextToVideoTask(Task):
     inputs = {"prompt": Port("text")}
     outputs = {"frames": "images", "video": "video", "seed": "int"}
     main_output = "frames"
-    models = {"generator": "text-to-video"}
-    default_models = {"generator": DEFAULT_TEXT_TO_VIDEO}
+    # its own role name: a chain that also has an SD step (role "generator") needs both models
+    models = {"video_generator": "text-to-video"}
+    default_models = {"video_generator": DEFAULT_TEXT_TO_VIDEO}
     # None: the model's native size (256 for ModelScope's) and diffusers' DPM-Solver++ multistep (PaddleMIX's choice)
     options = {"negative_prompt": "", "num_frames": 16, "steps": 25, "cfg_scale": 9.0, "width": None, "height": None,
                "seed": -1, "sampler": None, "schedule_type": "Automatic", "generator": None, "fps": 8}
@@ -64,7 +65,7 @@ class TextToVideoTask(Task):
     def run(self, models, options, *, prompt: str) -> dict[str, Any]:
         from pipelines.text_to_video import TextToVideo
 
-        model = models.get("generator")
+        model = models.get("video_generator")
         if not isinstance(model, TextToVideo):  # a diffusers pipeline passed in models=
             model = TextToVideo(model)
         settings = {key: value for key, value in options.items() if key != "fps"}
