@@ -31,6 +31,8 @@ def save_video_outputs(outputs: dict, folder: Path) -> dict[str, str]:
     """Each video among an app's outputs written into `folder` (the run's result folder): output name -> path."""
     from appflow.video import Video
 
+    videos = {key: value for key, value in outputs.items() if isinstance(value, Video)}
+    if videos:
+        folder.mkdir(parents=True, exist_ok=True)
     suffix = video_suffix()
-    return {key: str(value.save(folder / f"{key}{suffix}")) for key, value in outputs.items()
-            if isinstance(value, Video)}
+    return {key: str(value.save(folder / f"{key}{suffix}")) for key, value in videos.items()}
