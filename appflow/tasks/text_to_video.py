@@ -25,9 +25,11 @@ def _load_text_to_video(source: str, device: str, dtype: Any):
 
 def _is_text_to_video(obj: Any) -> bool:
     """A loaded `TextToVideo`, or diffusers' `TextToVideoSDPipeline` (wrapped when the task runs)."""
+    from diffusers import TextToVideoSDPipeline
+
     from pipelines.text_to_video import TextToVideo
 
-    return isinstance(obj, TextToVideo) or type(obj).__name__ == "TextToVideoSDPipeline"
+    return isinstance(obj, (TextToVideo, TextToVideoSDPipeline))
 
 
 register_model_kind(ModelKind(
