@@ -22,9 +22,10 @@ def mp4_available() -> bool:
     """Whether .mp4 can be written here: OpenCV is installed and its VideoWriter has an MPEG-4 encoder."""
     try:
         import cv2
-    except ImportError:
+
+        return bool(cv2.videoio_registry.hasBackend(cv2.CAP_FFMPEG))
+    except (ImportError, AttributeError):  # no OpenCV, or a build without the video I/O registry
         return False
-    return bool(cv2.videoio_registry.hasBackend(cv2.CAP_FFMPEG))
 
 
 def check_video_path(path: Any) -> Path:

@@ -28,7 +28,8 @@ class AppflowResult:
 
 def appflow_finish(app: str, cache_dir):
     """The task's `finish`: every image among the app's outputs as a PNG under Gradio's cache (a result is kept for
-    hours: files, not pictures in memory), the other outputs as the JSON the API answers with."""
+    hours: files, not pictures in memory), every video as a file before them (the gallery plays it), the other
+    outputs as the JSON the API answers with."""
     from pipelines.png import save_png
     from webui.appflow_io import encode_app_output, output_images
     from webui.ui.gallery_files import result_folder

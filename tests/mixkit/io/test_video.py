@@ -114,3 +114,12 @@ def test_a_failed_write_leaves_the_previous_file_and_no_temporary(tmp_path, monk
     with pytest.raises(RuntimeError, match="encoder crashed"):
         export_video(frames(), target)
     assert target.read_bytes() == b"previous" and os.listdir(tmp_path) == ["clip.gif"]
+
+
+def test_mp4_without_an_encoder_is_refused_pointing_at_gif(tmp_path, monkeypatch):
+    import mixkit.io.video as video
+
+    monkeypatch.setattr(video, "mp4_available", lambda: False)
+    with pytest.raises(ValueError, match="needs OpenCV with FFmpeg.*or save as .gif"):
+        export_video(frames(), tmp_path / "clip.mp4")
+    assert os.listdir(tmp_path) == []
