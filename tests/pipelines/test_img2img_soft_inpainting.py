@@ -122,3 +122,18 @@ def test_bad_setting_is_refused_before_any_work(i2i, picture):
     with pytest.raises(ValueError, match=r"soft_inpainting\.composite_mask_influence \(Mask influence\)"):
         i2i(init_images=[picture], mask=box_mask(), soft_inpainting=SoftInpainting(composite_mask_influence=2),
             **RUN)
+
+
+@pytest.mark.parametrize("module", ["inpaint_only", "inpaint"])
+def test_controlnet_inpaint_units_run_with_the_soft_blend(tiny_sd1_dir, controlnet, picture, module):
+    """With an img2img mask, inpaint units run as plain inpaint (pipelines/controlnet/pipelines.py) and the call's
+    blend is the soft one, as A1111's extension blends in the denoiser whatever ControlNet does."""
+    from pipelines.controlnet import ControlNetImageToImage, ControlNetUnit
+
+    pipe = ControlNetImageToImage.from_pretrained(tiny_sd1_dir)
+    unit = ControlNetUnit(controlnet, preprocessor=module)
+    hard = pipe(init_images=[picture], mask=box_mask(), controlnets=[unit], **RUN)
+    soft = pipe(init_images=[picture], mask=box_mask(), controlnets=[unit], soft_inpainting=SoftInpainting(), **RUN)
+    assert np.abs(px(hard.images[0]) - px(soft.images[0])).max() > 0
+    assert np.array_equal(px(soft.images[0])[:4], px(picture.convert("RGB"))[:4])
+    assert "Soft inpainting enabled: True" in soft.infotexts[0] and "ControlNet 0" in soft.infotexts[0]
