@@ -10,7 +10,9 @@ unmasked pixels are returned unchanged. The mask is prepared as A1111's `StableD
 it: blurred per axis, rounded in the latent (unless `mask_round=False`), pasted back with the
 blurred mask doubled for the whole picture, and an "only masked" crop fitted with "resize and fill".
 Dedicated inpainting checkpoints (9-channel UNets) get the mask and the masked image (masked area
-mid grey) as extra input channels; without a mask, a full mask (as A1111 does).
+mid grey) as extra input channels; without a mask, a full mask (as A1111 does). `soft_inpainting` is A1111's Soft
+inpainting (pipelines/soft_inpainting.py): the mask kept soft, blended per step by noise level, and pasted back
+through a mask of what changed instead of the blurred one.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 # (field, A1111's infotext key, UI label, low, high, UI step), in A1111's slider / `script_args` order

@@ -373,11 +373,13 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
     decode = lambda field, data: decode_base64_image(field, data, max_pixels=max_pixels,  # noqa: E731
                                                      max_bytes=request_limits.max_image_bytes)
     images = [decode(f"init_images[{i}]", data) for i, data in enumerate(request.init_images)]
-    mask = _decode_mask(request.mask, decode, round=request.mask_round) if request.mask else None
     from webui.api_controlnet import controlnet_args
     from webui.api_soft_inpainting import soft_inpainting_from_scripts
 
     soft_inpainting = soft_inpainting_from_scripts(controlnet_args(request.alwayson_scripts)[1])
+    # A1111's Soft inpainting sets mask_round=False before the mask is read: a transparent mask keeps its soft alpha
+    mask_round = request.mask_round and soft_inpainting is None
+    mask = _decode_mask(request.mask, decode, round=mask_round) if request.mask else None
     params_class = Img2ImgParams
     extra = {}
     if units:

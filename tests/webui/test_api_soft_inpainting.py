@@ -41,6 +41,17 @@ def test_a1111s_args_reach_the_params_and_off_or_absent_is_none():
     assert params().soft_inpainting is None
 
 
+def test_a_transparent_masks_soft_alpha_is_kept_as_a1111s_script_turns_mask_round_off():
+    canvas = Image.new("RGBA", (64, 64), (0, 0, 0, 0))
+    canvas.paste((255, 255, 255, 100), (24, 24, 40, 40))
+    fields = {**inputs(), "mask": encode_png_base64(canvas)}
+    plain = to_img2img_params(Img2ImgRequest(**fields), limits=GenerationLimits(), request_limits=RequestLimits(),
+                              lora_names=None)
+    soft = to_img2img_params(Img2ImgRequest(**fields, alwayson_scripts={"soft inpainting": {"args": A1111_ARGS}}),
+                             limits=GenerationLimits(), request_limits=RequestLimits(), lora_names=None)
+    assert (plain.mask.getpixel((30, 30)), soft.mask.getpixel((30, 30))) == (0, 100)
+
+
 @pytest.mark.parametrize("args, message", [
     ([True, 9], r"args\[1\] \(Schedule bias\) must be a number in \[0, 8\], got 9"),
     ([True, 1, 0.5, 0.5], r"args\[3\] \(Transition contrast boost\) must be a number in \[1, 32\], got 0.5"),
