@@ -16,14 +16,12 @@ from typing import Any
 
 IGNORED_ARGS = frozenset({"refiner", "seed", "sampler", "extra options", "hypertile", "comments"})
 ENABLED_BY_FIRST_ARG = frozenset({"soft inpainting"})
+IMG2IMG_SCRIPTS = frozenset({"soft inpainting"})  # run when switched on, on img2img only
 
 
 def _args(entry: Any) -> list:
     args = entry.get("args", []) if isinstance(entry, dict) else None
     return args if isinstance(args, list) else None
-
-
-IMG2IMG_SCRIPTS = frozenset({"soft inpainting"})  # run when switched on, on img2img only
 
 
 def unsupported_scripts(scripts: dict, img2img: bool = False) -> list[str]:
