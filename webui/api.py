@@ -326,9 +326,11 @@ def build_api(state: ServerState) -> APIRouter:
 
     @router.get("/sdapi/v1/scripts")
     async def scripts():
-        # Clients (webuiapi) probe this for extensions; none are installed. A1111 lists its selectable scripts'
-        # titles lower-cased; this server runs two (webui.api_scripts).
-        return {"txt2img": [], "img2img": [MK2_SCRIPT, OUTPAINT_SCRIPT]}
+        # Clients (webuiapi) probe this for extensions; none are installed. A1111 lists its scripts' titles
+        # lower-cased; this server runs two selectable ones (webui.api_scripts) and always-on Soft inpainting.
+        from webui.api_soft_inpainting import SOFT_INPAINTING_SCRIPT
+
+        return {"txt2img": [], "img2img": [MK2_SCRIPT, OUTPAINT_SCRIPT, SOFT_INPAINTING_SCRIPT]}
 
     @router.get("/sdapi/v1/sd-models")
     async def sd_models():
