@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines.upscale import UPSCALERS, UpscaleLimits, check_output_size, tiled_upscale
+from pipelines.upscale import UPSCALERS, UpscaleLimits, check_output_size, target_size, tiled_upscale
 
 logger = logging.getLogger(__name__)
 
@@ -154,17 +154,24 @@ class ModelUpscaler:
     def __call__(self, image, width: int, height: int):
         return self.upscale(image, width, height)
 
-    def planned_sizes(self, width: int, height: int, target_w: int, target_h: int) -> list[tuple[int, int]]:
-        """The size after each run of the network, A1111's loop: run until the image covers the target (at most
-        MAX_PASSES times; once for an x1 network, which cannot grow it).
+    def planned_sizes(self, width: int, height: int, target_w: int, target_h: int, *,
+                      scale: float | None = None) -> list[tuple[int, int]]:
+        """The size after each run of the network for an upscale of width x height to target_w x target_h.
 
-        A1111 runs the network once even when the image already covers the target if the scale is 1 (an x1
-        restoration model in Extras, hires fix at scale 1); here that is a target of the input's own size floored
-        to a multiple of 8 (`target_size` at scale 1)."""
+        `scale` is the factor asked for (Extras' "Resize" by); A1111's `Upscaler.upscale` aims at `target_size` of it
+        (sides floored to a multiple of 8) and runs the network until the image covers that (at most MAX_PASSES
+        times; once for an x1 network, which cannot grow it), but at scale exactly 1 it runs it once anyway (an x1
+        restoration model in Extras). So a scale just above 1 whose floored size the image already covers (1.01 of
+        512 px: 517 floored to 512) runs no network, and neither does a scale below 1: only the Lanczos resize.
+        Without `scale` (an upscale to a size: hires fix, AppFlow) the scale is A1111's `resize_image`'s, the larger of
+        the two sides' ratios, and the network is not asked at all unless that is above 1."""
+        if scale is None:
+            scale = max(target_w / width, target_h / height)
+            if scale <= 1:
+                return []
+        dest_w, dest_h = target_size(width, height, scale)
         sizes = []
-        at_scale_one = (target_w, target_h) == (width // 8 * 8, height // 8 * 8)
-        while len(sizes) < MAX_PASSES and (not (width >= target_w and height >= target_h)
-                                           or (at_scale_one and not sizes)):
+        while len(sizes) < MAX_PASSES and not (width >= dest_w and height >= dest_h and (sizes or scale != 1)):
             width, height = round(width * self.scale), round(height * self.scale)
             sizes.append((width, height))
             if self.scale <= 1:
@@ -172,11 +179,11 @@ class ModelUpscaler:
         return sizes
 
     def check_passes(self, width: int, height: int, target_w: int, target_h: int,
-                     limits: UpscaleLimits | None = None) -> list[tuple[int, int]]:
-        """The sizes `upscale` goes through from width x height to the target, each checked against `limits` (the
-        caller's budget, such as hires fix's larger one; default this upscaler's own)."""
+                     limits: UpscaleLimits | None = None, *, scale: float | None = None) -> list[tuple[int, int]]:
+        """The sizes `upscale` goes through from width x height to the target (by `scale`, see `planned_sizes`), each
+        checked against `limits` (the caller's budget, such as hires fix's larger one; default this upscaler's own)."""
         limits = limits or self.limits
-        sizes = self.planned_sizes(width, height, target_w, target_h)
+        sizes = self.planned_sizes(width, height, target_w, target_h, scale=scale)
         check_output_size(target_w, target_h, limits)
         for size in sizes:
             if size[0] * size[1] > limits.max_pixels:
@@ -186,16 +193,18 @@ class ModelUpscaler:
                     "use a smaller image, a resampler such as Lanczos, or raise the limit.")
         return sizes
 
-    def upscale(self, image, width: int, height: int, *, limits: UpscaleLimits | None = None):
-        """Run the network as often as A1111 would, then Lanczos-resize to exactly width x height.
+    def upscale(self, image, width: int, height: int, *, limits: UpscaleLimits | None = None,
+                scale: float | None = None):
+        """Run the network as often as A1111 would (`planned_sizes`), then Lanczos-resize to exactly width x height.
 
         Every intermediate size is checked against `limits` (default this upscaler's own) before the network is
-        loaded; `upscale_image` passes its caller's, so hires fix's budget reaches the network's passes.
+        loaded; `upscale_image` passes its caller's, so hires fix's budget reaches the network's passes, and the
+        factor of an upscale by `scale`.
         """
         from PIL import Image
 
         image = image.convert("RGB")
-        sizes = self.check_passes(image.width, image.height, width, height, limits)
+        sizes = self.check_passes(image.width, image.height, width, height, limits, scale=scale)
         if sizes:
             try:
                 model = LOADED.get(self.path, self.device, self.dtype, self.compile)
