@@ -274,7 +274,10 @@ def build_api(state: ServerState) -> APIRouter:
             raise unprocessable(error) from None
         except (OSError, RuntimeError) as error:  # a model missing offline, a task that failed
             raise HTTPException(status_code=503, detail=f"App {app!r} could not run: {error}") from None
-        return {"app": app, "outputs": await run_in_threadpool(lambda: {k: encode_app_output(v) for k, v in outputs.items()})}
+        # `interrupted`: Interrupt stopped the run; `outputs` then holds what its finished steps made (200, as an
+        # interrupted txt2img answers with the images it has)
+        encoded = await run_in_threadpool(lambda: {k: encode_app_output(v) for k, v in outputs.items()})
+        return {"app": app, "outputs": encoded, "interrupted": bool(getattr(outputs, "interrupted", False))}
 
     def controlled_owner(request: Request):
         """Whose running job a caller may see and stop: its own as an --auth user (another user's job, or a UI job,

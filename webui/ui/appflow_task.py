@@ -22,6 +22,7 @@ class AppflowResult:
     app: str
     paths: list[str]
     outputs: dict
+    interrupted: bool = False  # Interrupt stopped the run: these are what its finished steps made
 
 
 def appflow_finish(app: str, cache_dir):
@@ -38,7 +39,7 @@ def appflow_finish(app: str, cache_dir):
         text_outputs = {key: value for key, value in outputs.items() if key != "result"}
         shown = {key: encode_app_output(value) for key, value in text_outputs.items()
                  if not output_images({key: value})}
-        return AppflowResult(app, paths, shown)
+        return AppflowResult(app, paths, shown, interrupted=bool(getattr(outputs, "interrupted", False)))
 
     return finish
 
@@ -60,7 +61,8 @@ def follow_appflow(state: ServerState, task):
 
     def shown(task) -> tuple:
         result: AppflowResult = task.result
-        done = progress_html(1.0, f"Done: {result.app}, {len(result.paths)} image(s) in {task.seconds:.1f}s")
+        label = "Interrupted" if result.interrupted else "Done"  # as the txt2img tab (`webui.ui.reattach`)
+        done = progress_html(1.0, f"{label}: {result.app}, {len(result.paths)} image(s) in {task.seconds:.1f}s")
         return done, [(path, None) for path in result.paths], result.outputs
 
     return follow_ui_task(task, OUTPUT_COUNT, running, shown)
