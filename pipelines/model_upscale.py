@@ -1,8 +1,8 @@
 """Model upscalers (ESRGAN / Real-ESRGAN / SRVGG / SwinIR / DAT files) as pixel upscalers, run the way A1111 runs them.
 
 A1111 names each file of `models/ESRGAN` (or `models/SwinIR`, `models/DAT`) by its stem ("4x-UltraSharp"), Real-ESRGAN's
-release files by its own names ("R-ESRGAN 4x+" for RealESRGAN_x4plus.pth), its SwinIR and DAT downloads "SwinIR 4x",
-"DAT x4", and upscales by
+release files by its own names ("R-ESRGAN 4x+" for RealESRGAN_x4plus.pth), its DAT downloads "DAT x4" (SwinIR's
+download SwinIR_4x.pth by its stem, "SwinIR 4x" resolving to it), and upscales by
 `scale` as its `Upscaler.upscale` does: run the network (at most 3 times, until the image covers the target), then
 Lanczos-resize to the target. Each run is tiled as A1111's `upscale_with_model` (`ESRGAN_tile` 192 input pixels,
 `ESRGAN_tile_overlap` 8; 0 = one piece) so a large image fits in memory. One network stays loaded at a time: the
@@ -33,32 +33,37 @@ A1111_REALESRGAN_NAMES = {
     "RealESRGAN_x4plus_anime_6B": "R-ESRGAN 4x+ Anime6B", "RealESRGAN_x2plus": "R-ESRGAN 2x+",
 }
 # A1111's SwinIR entry "SwinIR 4x" is its download of Real-SwinIR-L x4 (003_realSR_BSRGAN_DFOWMFC_s64w8_SwinIR-L_x4_GAN),
-# saved as models/SwinIR/SwinIR_4x.pth
-A1111_SWINIR_NAMES = {"SwinIR_4x": "SwinIR 4x"}
+# saved as models/SwinIR/SwinIR_4x.pth. It is listed under that name only while no file is in the folder (the download
+# URL stands in, extensions-builtin/SwinIR `find_models`); once a file is there A1111 lists the folder's files by stem,
+# so the file is "SwinIR_4x" (listed, written in infotexts) and "SwinIR 4x" (the name of that first run's infotexts)
+# only resolves to it.
+A1111_SWINIR_ALIASES = {"SwinIR_4x": "SwinIR 4x"}
 # A1111's DAT entries are the DAT paper's releases, downloaded as models/DAT/DAT_x2.pth ... (modules/dat_model.py)
 A1111_DAT_NAMES = {"DAT_x2": "DAT x2", "DAT_x3": "DAT x3", "DAT_x4": "DAT x4"}
-A1111_RELEASE_NAMES = {**A1111_REALESRGAN_NAMES, **A1111_SWINIR_NAMES, **A1111_DAT_NAMES}
+A1111_RELEASE_NAMES = {**A1111_REALESRGAN_NAMES, **A1111_DAT_NAMES}
 # A release file is also known by its stem (an alias: it resolves, e.g. "Hires upscaler: DAT_x4"). A1111 lists the
-# stem too for its SwinIR and DAT folders, which list every file by stem: DAT_x4.pth is both "DAT_x4" (the file) and
-# "DAT x4" (the release entry, always listed), SwinIR_4x.pth "SwinIR_4x" (and "SwinIR 4x" before it is downloaded, the
-# name in infotexts of that first run). Real-ESRGAN's folder lists only its release names; its stems resolve (the
-# name the file has in A1111's ESRGAN folder) but are not listed.
-A1111_LISTED_STEMS = frozenset({*A1111_SWINIR_NAMES, *A1111_DAT_NAMES})
+# stem too for its DAT folder, which lists every file by stem: DAT_x4.pth is both "DAT_x4" (the file) and "DAT x4" (the
+# release entry, listed while `dat_enabled_models` holds it). Real-ESRGAN's folder lists only its release names; its
+# stems resolve (the name the file has in A1111's ESRGAN folder) but are not listed.
+A1111_LISTED_STEMS = frozenset(A1111_DAT_NAMES)
 # Which of A1111's tile option pairs a network uses: ESRGAN_tile for ESRGAN and Real-ESRGAN (SRVGG) files, SWIN_tile
 # for SwinIR (extensions-builtin/SwinIR), DAT_tile for DAT (modules/dat_model.py)
 TILE_OPTIONS = {"ESRGAN": "ESRGAN", "SRVGG": "ESRGAN", "SwinIR": "SWIN", "DAT": "DAT"}
 
 
 def upscaler_name(path: str | os.PathLike) -> str:
-    """The name A1111 shows for an upscaler file: its name for a Real-ESRGAN release file or its SwinIR and DAT
-    downloads, else the file stem."""
+    """The name A1111 shows for an upscaler file: its name for a Real-ESRGAN release file or its DAT downloads, else
+    the file stem (SwinIR_4x.pth too: see A1111_SWINIR_ALIASES)."""
     stem = Path(path).stem
     return A1111_RELEASE_NAMES.get(stem, stem)
 
 
 def upscaler_aliases(path: str | os.PathLike) -> list[str]:
-    """The other names A1111 knows an upscaler file by: the stem of a release file ("DAT_x4" for "DAT x4")."""
+    """The other names A1111 knows an upscaler file by: the stem of a release file ("DAT_x4" for "DAT x4"), the
+    download name of A1111's SwinIR file ("SwinIR 4x" for SwinIR_4x.pth)."""
     stem = Path(path).stem
+    if stem in A1111_SWINIR_ALIASES:
+        return [A1111_SWINIR_ALIASES[stem]]
     return [stem] if stem != upscaler_name(path) else []
 
 

@@ -1,8 +1,9 @@
 """A1111's `/sdapi/v1/upscalers` listing: which names it lists, and each item's fields.
 
-A1111 lists "None" first, then every upscaler; a model file with its architecture, path and native scale. A SwinIR or
-DAT release file appears twice there (its folder lists every file by stem, and DAT's release entries are listed by
-name as well), so a client looking for either name finds it.
+A1111 lists "None" first, then every upscaler; a model file with its architecture, path and native scale. A DAT
+release file appears twice there (its folder lists every file by stem, and DAT's release entries, those
+`dat_enabled_models` holds, by name as well). A1111's SwinIR download is listed by its stem, "SwinIR_4x", once the file
+is there ("SwinIR 4x" only resolves to it).
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from pipelines.upscale import UPSCALERS
 
 
 def listed_upscaler_names(registry=UPSCALERS) -> list[str]:
-    """The names `/sdapi/v1/upscalers` lists, as A1111 does: "None", each registered name, and after a SwinIR or DAT
-    release file's name its stem ("DAT x4", "DAT_x4"), which A1111 lists as well."""
+    """The names `/sdapi/v1/upscalers` lists, as A1111 does: "None", each registered name, and after a DAT release
+    file's name its stem ("DAT x4", "DAT_x4"), which A1111 lists as well."""
     names = ["None"]
     for name, entry in registry.items():
         names.append(name)

@@ -403,7 +403,7 @@ def build_api(state: ServerState) -> APIRouter:
         from pipelines.model_upscale_listing import listed_upscaler_names, upscaler_listing
 
         # A1111 lists "None" (no upscaling) first; model files carry their architecture, path and native scale, and a
-        # SwinIR / DAT release file is listed under its stem too ("DAT x4", "DAT_x4"), as there
+        # DAT release file is listed under its stem too ("DAT x4", "DAT_x4"), as there
         return [upscaler_listing(name) for name in listed_upscaler_names()]
 
     @router.post("/sdapi/v1/png-info")
