@@ -404,7 +404,8 @@ def build_api(state: ServerState) -> APIRouter:
 
         # A1111 lists "None" (no upscaling) first; model files carry their architecture, path and native scale, and a
         # DAT release file is listed under its stem too ("DAT x4", "DAT_x4"), as there
-        return [upscaler_listing(name) for name in listed_upscaler_names()]
+        return [upscaler_listing(name)
+                for name in listed_upscaler_names(dat_enabled=state.options.get("dat_enabled_models"))]
 
     @router.post("/sdapi/v1/png-info")
     async def png_info(body: PngInfoRequest):

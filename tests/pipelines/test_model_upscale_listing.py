@@ -27,3 +27,21 @@ def test_the_resamplers_and_none_are_listed_with_a1111s_default_scale_4():
     for name in ("None", "Lanczos", "Nearest", "Bicubic"):
         assert upscaler_listing(name) == {"name": name, "model_name": None, "model_path": None, "model_url": None,
                                           "scale": 4}
+
+
+def test_dat_enabled_models_leaves_a_disabled_release_name_out_and_its_stem_in(release_files, registered):
+    from pipelines.model_upscale_listing import check_dat_enabled_models
+
+    registered(release_files, tile_size=0)
+    every = listed_upscaler_names()
+    assert listed_upscaler_names(dat_enabled=["DAT x3", "DAT x4"]) == [name for name in every if name != "DAT x2"]
+    assert "DAT_x2" in listed_upscaler_names(dat_enabled=[])
+    assert check_dat_enabled_models(("DAT x4", "DAT x2")) == ["DAT x2", "DAT x4"]  # A1111's order
+    for bad in ("DAT x4", ["DAT x5"], [4], None):
+        try:
+            check_dat_enabled_models(bad)
+        except ValueError as error:
+            assert "dat_enabled_models must be a list of DAT release names from ['DAT x2', 'DAT x3', 'DAT x4']" in str(error)
+        else:
+            raise AssertionError(f"{bad!r} was accepted")
+    LOADED.clear()

@@ -118,6 +118,19 @@ def test_hires_fix_takes_a1111s_other_name_for_a_release_file(client, name):
     assert f"Hires upscaler: {name}" in response.json()["info"]
 
 
+def test_dat_enabled_models_chooses_the_dat_release_names_listed(client):
+    assert client.get("/sdapi/v1/options").json()["dat_enabled_models"] == ["DAT x2", "DAT x3", "DAT x4"]
+    assert client.post("/sdapi/v1/options", json={"dat_enabled_models": ["DAT x4"]}).status_code == 200
+    try:
+        names = [item["name"] for item in client.get("/sdapi/v1/upscalers").json()]
+        assert "DAT x2" not in names and "DAT_x2" in names  # A1111's DAT folder still lists the file by stem
+        refused = client.post("/sdapi/v1/options", json={"dat_enabled_models": ["DAT x8"]})
+        assert refused.status_code == 422 and "dat_enabled_models must be a list of DAT release names" in refused.text
+    finally:
+        client.post("/sdapi/v1/options", json={"dat_enabled_models": ["DAT x2", "DAT x3", "DAT x4"]})
+    assert "DAT x2" in [item["name"] for item in client.get("/sdapi/v1/upscalers").json()]
+
+
 def test_swin_and_dat_tile_options_retile_only_their_networks(client):
     options = client.get("/sdapi/v1/options").json()
     assert [options[key] for key in ("SWIN_tile", "SWIN_tile_overlap", "DAT_tile", "DAT_tile_overlap")] == [192, 8, 192, 8]
