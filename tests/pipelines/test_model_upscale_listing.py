@@ -41,7 +41,7 @@ def test_dat_enabled_models_leaves_a_disabled_release_name_out_and_its_stem_in(r
         try:
             check_dat_enabled_models(bad)
         except ValueError as error:
-            assert "dat_enabled_models must be a list of DAT release names from ['DAT x2', 'DAT x3', 'DAT x4']" in str(error)
+            assert "must be a list of DAT release names from ['DAT x2', 'DAT x3', 'DAT x4']" in str(error)
         else:
             raise AssertionError(f"{bad!r} was accepted")
     LOADED.clear()

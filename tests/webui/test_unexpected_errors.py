@@ -32,8 +32,8 @@ def test_a_failing_route_answers_a_redacted_json_500_and_keeps_the_connection(se
         body = json.loads(failed.read())
         socket_used = connection.sock
         assert failed.status == 500 and failed.getheader("connection") != "close"
-        assert body == {"error": "OSError", "detail": f"cannot list unet/x.bin", "body": "",
-                        "errors": f"GET /sdapi/v1/upscalers failed: cannot list unet/x.bin"}
+        assert body == {"error": "OSError", "detail": "cannot list unet/x.bin", "body": "",
+                        "errors": "GET /sdapi/v1/upscalers failed: cannot list unet/x.bin"}
         monkeypatch.undo()
         connection.request("GET", "/sdapi/v1/upscalers")  # the same socket: uvicorn did not close it after the 500
         answered = connection.getresponse()
