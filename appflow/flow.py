@@ -73,10 +73,14 @@ class AppResult(dict):
     inputs dict with the outputs added. The inputs are looked up, not stored: iterating, `len` and the HTTP response
     hold the outputs only, so a response never echoes the request's images back."""
 
-    def __init__(self, chain: Chain, outputs: dict[str, Any], inputs: dict[str, Any] | None = None) -> None:
+    def __init__(self, chain: Chain, outputs: dict[str, Any], inputs: dict[str, Any] | None = None, *,
+                 interrupted: bool = False) -> None:
         super().__init__(outputs)
         self._chain = chain
         self._inputs = dict(inputs or {})
+        # Interrupt reached the run: its last SD step returned what it had made, or (AppInterrupted.partial) the
+        # steps after the interrupted one never ran and only the outputs made before are here
+        self.interrupted = interrupted
 
     def __missing__(self, key: Any) -> Any:
         why = self._chain.unavailable_outputs.get(key) if isinstance(key, str) else None
@@ -313,8 +317,12 @@ class Appflow:
         values: dict[tuple[str | None, str], Any] = {(None, name): value for name, value in inputs.items()}
         for number, step in enumerate(self.plan.order):
             if number and interrupted():  # the previous step stopped early: the rest would work on a partial result
-                raise AppInterrupted(f"App {self.name!r} was interrupted before step {step.id!r}; no outputs were "
-                                     "made. Run it again to finish.")
+                made = {name: values[(b.step, b.key)] for name, b in self.plan.outputs.items()
+                        if (b.step, b.key) in values}
+                raise AppInterrupted(f"App {self.name!r} was interrupted before step {step.id!r}; "
+                                     + (f"only {sorted(made)} were made" if made else "no outputs were made")
+                                     + ". Run it again to finish.",
+                                     partial=AppResult(self.plan.chain, made, inputs, interrupted=True))
             task = self.tasks[step.id]
             step_inputs = {key: values[(b.step, b.key)] for key, b in self.plan.bindings[step.id].items()
                            if (b.step, b.key) in values}
@@ -327,7 +335,7 @@ class Appflow:
 
         # 3. Collect the named outputs, with the main one under "result"
         return AppResult(self.plan.chain, {name: values[(b.step, b.key)] for name, b in self.plan.outputs.items()},
-                         inputs)
+                         inputs, interrupted=interrupted())
 
     def _single_image_as_list(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """PaddleMIX passes `image=` to apps whose input here is a list `images` (dual-guided generation): take it as

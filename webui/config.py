@@ -34,7 +34,8 @@ class ServerConfig:
     # A1111's models/ESRGAN, models/RealESRGAN, models/SwinIR and models/DAT (`--esrgan-models-path`,
     # `--realesrgan-models-path`, `--swinir-models-path`, `--dat-models-path`): every .pth/.pt/.safetensors file below
     # them is an upscaler named by its file stem, or A1111's name for Real-ESRGAN's release files ("R-ESRGAN 4x+") and
-    # its SwinIR and DAT downloads ("SwinIR 4x", "DAT x4"; pipelines.model_upscale.upscaler_name); the network is
+    # its DAT downloads ("DAT x4"; pipelines.model_upscale.upscaler_name; SwinIR_4x.pth keeps its stem, "SwinIR 4x"
+    # resolving to it, as A1111 lists it once downloaded); the network is
     # recognised from the weights whatever the folder
     esrgan_models_path: str | None = None
     realesrgan_models_path: str | None = None

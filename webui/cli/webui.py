@@ -75,7 +75,8 @@ def add_upscaler_folder_flags(parser) -> None:
                              "(RealESRGAN_x4plus.pth is 'R-ESRGAN 4x+', realesr-general-x4v3.pth 'R-ESRGAN General 4xV3')")
     parser.add_argument("--swinir-models-path", default=None, metavar="FOLDER",
                         help="A1111's models/SwinIR: SwinIR files (classical x2/x3/x4/x8, lightweight, Real-SwinIR), "
-                             "each an upscaler named by its file name; SwinIR_4x.pth is A1111's 'SwinIR 4x'")
+                             "each an upscaler named by its file name; A1111's 'SwinIR 4x' (its SwinIR_4x.pth) is "
+                             "found by either name")
     parser.add_argument("--dat-models-path", default=None, metavar="FOLDER",
                         help="A1111's models/DAT: DAT files (DAT, DAT-S, DAT-2, DAT-light, community 4x DAT models), "
                              "each an upscaler named by its file name; DAT_x2/x3/x4.pth are A1111's 'DAT x2/x3/x4'")

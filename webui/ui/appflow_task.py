@@ -24,6 +24,7 @@ class AppflowResult:
     paths: list[str]
     outputs: dict
     video_count: int = 0  # the first paths are videos
+    interrupted: bool = False  # Interrupt stopped the run: these are what its finished steps made
 
 
 def appflow_finish(app: str, cache_dir):
@@ -50,7 +51,8 @@ def appflow_finish(app: str, cache_dir):
                  if not output_images({key: value})}
         shown.update({key: {"file": Path(path).name, "frame_count": len(videos[key]), "fps": videos[key].fps}
                       for key, path in video_paths.items()})
-        return AppflowResult(app, paths, shown, len(video_paths))
+        return AppflowResult(app, paths, shown, len(video_paths),
+                             interrupted=bool(getattr(outputs, "interrupted", False)))
 
     return finish
 
@@ -72,8 +74,9 @@ def follow_appflow(state: ServerState, task):
 
     def shown(task) -> tuple:
         result: AppflowResult = task.result
+        label = "Interrupted" if result.interrupted else "Done"  # as the txt2img tab (`webui.ui.reattach`)
         videos = f" and {result.video_count} video(s)" if result.video_count else ""
-        done = progress_html(1.0, f"Done: {result.app}, {len(result.paths) - result.video_count} image(s){videos} in "
+        done = progress_html(1.0, f"{label}: {result.app}, {len(result.paths) - result.video_count} image(s){videos} in "
                                   f"{task.seconds:.1f}s")
         return done, [(path, None) for path in result.paths], result.outputs
 
