@@ -111,3 +111,28 @@ def test_a_missing_folder_is_refused_when_the_pipeline_is_made(sd1_pipe, tmp_pat
 
     with pytest.raises(ModelNotFoundError, match="hypernetwork folder not found"):
         TextToImage.from_pipeline(sd1_pipe, hypernetwork_dir=tmp_path / "missing")
+
+
+def test_the_refiner_steps_run_with_the_hypernetwork_too(pipe, tmp_path):
+    # A1111 keeps its loaded hypernetworks for every attention call of the generation, the refiner's included
+    from mixkit.models.diffusion.loading import load_diffusion_model
+    from mixkit.testing.tiny_models import build_tiny_sd1
+
+    refiner = load_diffusion_model(build_tiny_sd1(tmp_path / "sd1-refiner", seed=7))
+    patched_at_call = []
+
+    def patched_projections():
+        return any("forward" in m.__dict__ for m in refiner.unet.modules() if m is not refiner.unet)
+
+    def spy(*args, **kwargs):
+        patched_at_call.append(patched_projections())
+        return type(refiner.unet).forward(refiner.unet, *args, **kwargs)
+
+    refiner.unet.forward = spy
+    try:
+        pipe(prompt="a red circle<hypernet:anime:1>", refiner=refiner, refiner_switch_at=0.5,
+             **{**SMALL, "steps": 4})
+    finally:
+        del refiner.unet.forward
+    assert patched_at_call and all(patched_at_call)
+    assert not patched_projections()
