@@ -116,6 +116,10 @@ def check_pipeline_keywords(cls, keywords: dict[str, Any], method: str = "from_p
                         f"Valid keywords: {', '.join(load_names + init_names)}.")
 
 
+# The folders a `ModelSession` reads prompt tags and embeddings from (pipeline keywords of the same names)
+SESSION_FOLDERS = ("embeddings_dir", "lora_dir", "hypernetwork_dir")
+
+
 class DiffusionPipelineBase:
     params_class = Txt2ImgParams
 
@@ -142,8 +146,8 @@ class DiffusionPipelineBase:
 
         diffusers' loading names mean here what they mean there: `torch_dtype` is `dtype`, `variant`,
         `use_safetensors`, `local_files_only` and `revision` choose the files. Every other keyword must be one the
-        pipeline takes (`limits`, `embeddings_dir`, `lora_dir`, `hypernetwork_dir`, `session`); all are checked before the
-        weights load."""
+        pipeline takes (`limits`, `embeddings_dir`, `lora_dir`, `hypernetwork_dir`, `session`); all are checked before
+        the weights load."""
         from mixkit.models.diffusion.loading import load_diffusion_model
 
         check_pipeline_keywords(cls, kwargs)
@@ -167,7 +171,7 @@ class DiffusionPipelineBase:
         if not isinstance(other, DiffusionPipelineBase):
             raise TypeError(f"{cls.__name__}.from_pipeline takes a loaded mixkit pipeline (TextToImage, ImageToImage, "
                             f"...), got {type(other).__name__}; to load a model use {cls.__name__}.from_pretrained.")
-        folders = {name: kwargs.pop(name) for name in ("embeddings_dir", "lora_dir", "hypernetwork_dir") if name in kwargs}
+        folders = {name: kwargs.pop(name) for name in SESSION_FOLDERS if name in kwargs}
         session = kwargs.pop("session", None)
         if folders and session is not None:
             raise ValueError(f"{cls.__name__}.from_pipeline got session= and {', '.join(folders)}=; the folders are "

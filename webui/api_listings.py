@@ -1,8 +1,9 @@
 """A1111's read-only listing endpoints that clients (webuiapi's helpers) call, in A1111's JSON shapes.
 
 Lists of things mixkit does not have (extensions, sd-modules) are served empty rather than 404, as an A1111 without
-them answers; hypernetworks are the `.pt` files of `--hypernetwork-dir` (empty without one); prompt styles are those of `--styles-file` (empty without one), Real-ESRGAN models
-those of `--realesrgan-models-path`, face restorers those of `--gfpgan-models-path` / `--codeformer-models-path`.
+them answers; hypernetworks are the `.pt` files of `--hypernetwork-dir` (empty without one), prompt styles those of
+`--styles-file` (empty without one), Real-ESRGAN models those of `--realesrgan-models-path`, face restorers those of
+`--gfpgan-models-path` / `--codeformer-models-path`.
 """
 
 from __future__ import annotations

@@ -126,9 +126,12 @@ def _check_description(path: Path, checkpoint: dict):
             ACTIVATIONS[activation]()
         except TypeError:  # torch classes that need arguments (MultiheadAttention, Threshold): A1111 fails too
             raise _fail(path, f"activation_func {activation!r} cannot be built without arguments") from None
-    dropout = _dropout_structure(checkpoint.get("dropout_structure"), structure,
-                                 bool(checkpoint.get("use_dropout", False)),
-                                 bool(checkpoint.get("last_layer_dropout", False)))
+    try:
+        dropout = _dropout_structure(checkpoint.get("dropout_structure"), structure,
+                                     bool(checkpoint.get("use_dropout", False)),
+                                     bool(checkpoint.get("last_layer_dropout", False)))
+    except (TypeError, ValueError):
+        raise _fail(path, f"dropout_structure {checkpoint.get('dropout_structure')!r} is not a list of numbers") from None
     if len(dropout) != len(structure) or any(not 0 <= p < 1 for p in dropout):
         raise _fail(path, f"dropout_structure {dropout} must have one probability in [0, 1) per layer_structure entry")
     return structure, activation, dropout

@@ -43,7 +43,8 @@ def parse_hypernetwork_tags(prompt: str) -> list[HypernetworkRequest]:
             try:
                 strength = float(positional[1])
             except ValueError:
-                raise ValueError(f"hypernetwork tag {raw!r}: strength must be a number, got {positional[1]!r}") from None
+                raise ValueError(f"hypernetwork tag {raw!r}: strength must be a number, "
+                                 f"got {positional[1]!r}") from None
         check_hypernetwork_strength(strength, name)
         requests.append(HypernetworkRequest(name=name, strength=strength, raw=raw))
     return requests

@@ -117,7 +117,8 @@ def add_generation_flags(p: argparse.ArgumentParser,
     p.add_argument("--lora-dir", default=None, help="folder of LoRA files for names and <lora:...> tags")
     p.add_argument("--embeddings-dir", default=None, help="folder of textual-inversion embeddings")
     p.add_argument("--hypernetwork-dir", default=None, metavar="FOLDER",
-                   help="folder of A1111 hypernetwork .pt files for <hypernet:name:strength> tags (A1111's --hypernetwork-dir, there models/hypernetworks by default; here none by default: tags are then skipped with a warning)")
+                   help="folder of A1111 hypernetwork .pt files for <hypernet:name:strength> tags (A1111's "
+                        "models/hypernetworks; default: none, the tags are then skipped with a warning)")
     p.add_argument("--vae", default=None, help="override the model's VAE (folder or single file)")
     p.add_argument("--config-dir", default=None,
                    help="single-file checkpoint of a non-standard architecture: a diffusers folder whose configs fit it")

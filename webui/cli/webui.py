@@ -38,7 +38,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--lora-dir", default=None, help="folder of LoRA files for <lora:name:w> tags and the LoRA tab")
     p.add_argument("--embeddings-dir", default=None, help="folder of textual-inversion embeddings")
     p.add_argument("--hypernetwork-dir", default=None, metavar="FOLDER",
-                   help="folder of A1111 hypernetwork .pt files for <hypernet:name:strength> tags (A1111's --hypernetwork-dir, there models/hypernetworks by default; here none by default: tags are then skipped with a warning)")
+                   help="folder of A1111 hypernetwork .pt files for <hypernet:name:strength> tags (A1111's "
+                        "models/hypernetworks; default: none, the tags are then skipped with a warning)")
     p.add_argument("--training-data-dir", default=None, metavar="FOLDER",
                    help="the folder whose subfolders the Train tab and /sdapi/v1/train/embedding may read as datasets "
                         "(default: none, training refused); clients name a folder below it, never another path")

@@ -97,7 +97,8 @@ def test_a_pickle_needing_unsafe_globals_is_refused_naming_them(tmp_path):
     ({"activation_func": "nosuch"}, "activation_func 'nosuch'"),
     ({"activation_func": "multiheadattention"}, "cannot be built without arguments"),
     ({"layer_structure": [2, 1]}, "must start and end with 1"),
-    ({"dropout_structure": [0, 1.5, 0]}, "dropout_structure"),
+    ({"dropout_structure": [0, 1.5, 0]}, r"dropout_structure \[0.0, 1.5, 0.0\] must have one probability"),
+    ({"dropout_structure": ["x", 0, 0]}, "dropout_structure .* is not a list of numbers"),
     ({8: ({}, {})}, r"missing \['linear.0.bias'"),
     ({8: "x"}, "entry 8 must be"),
 ])

@@ -9,9 +9,9 @@ from mixkit.testing.tiny_hypernetwork import write_a1111_hypernetwork
 
 
 def test_tags_are_read_in_order_with_a1111s_defaults():
-    requests = parse_hypernetwork_tags("a <hypernet:a:0.5> cat <lora:x:1> <hypernet:b> <Hypernet:c:1> <hypernet:d:x=1:0.25>")
-    assert [(r.name, r.strength, r.raw) for r in requests] == [
-        ("a", 0.5, "<hypernet:a:0.5>"), ("b", 1.0, "<hypernet:b>"),  # kinds are case-sensitive: <Hypernet:...> is not one
+    prompt = "a <hypernet:a:0.5> cat <lora:x:1> <hypernet:b> <Hypernet:c:1> <hypernet:d:x=1:0.25>"
+    assert [(r.name, r.strength, r.raw) for r in parse_hypernetwork_tags(prompt)] == [
+        ("a", 0.5, "<hypernet:a:0.5>"), ("b", 1.0, "<hypernet:b>"),  # kinds are case-sensitive: not <Hypernet:...>
         ("d", 0.25, "<hypernet:d:x=1:0.25>")]  # named fields are not read
 
 
