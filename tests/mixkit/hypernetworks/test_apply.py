@@ -98,3 +98,16 @@ def test_a_file_for_other_widths_does_nothing_with_a_warning(sd1_model, tmp_path
 def test_strength_bounds(files, strength):
     with pytest.raises(ValueError, match="hypernetwork 'first': strength"):
         HypernetworkApplication(load_hypernetwork(files["first"]), strength)
+
+
+def test_sdxl_cross_attention_takes_a_file_of_its_context_width(sdxl_model, tmp_path):
+    unet = sdxl_model.unet
+    module = attention(unet, 64, cross=True)  # the tiny SDXL context is 64 wide (2048 in the real model)
+    hypernetwork = load_hypernetwork(write_a1111_hypernetwork(tmp_path / "xl.pt", widths=(64,)))
+    context = torch.randn(1, 3, 64, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        expected = torch.nn.functional.linear(hypernetwork.layers[64][1](context, 0.3), module.to_v.weight,
+                                              module.to_v.bias)
+        with apply_hypernetworks(unet, [HypernetworkApplication(hypernetwork, 0.3)]):
+            assert torch.equal(module.to_v(context), expected)
+    assert not any("forward" in m.__dict__ for m in unet.modules())
