@@ -24,6 +24,8 @@ class ServerConfig:
     models_dir: str | None = None
     output_dir: str = "outputs"
     lora_dir: str | None = None
+    # A1111's --hypernetwork-dir: its .pt files are `<hypernet:name:strength>` tags and /sdapi/v1/hypernetworks
+    hypernetwork_dir: str | None = None
     embeddings_dir: str | None = None
     # The only folder whose subfolders remote clients may name as training datasets (`--training-data-dir`); None:
     # training refused. Create/train embedding write into `embeddings_dir` and `output_dir` only.
@@ -112,6 +114,12 @@ def check_server_config(config: ServerConfig) -> None:
         raise ValueError(f"port must be an integer in [0, 65535] (0 = any free port), got {config.port!r}.")
     if isinstance(config.queue_size, bool) or not isinstance(config.queue_size, int) or not 0 <= config.queue_size <= 1000:
         raise ValueError(f"queue size must be an integer in [0, 1000], got {config.queue_size!r}.")
+    if config.hypernetwork_dir is not None:
+        from pathlib import Path
+
+        if not Path(config.hypernetwork_dir).expanduser().is_dir():
+            raise ValueError(f"--hypernetwork-dir {config.hypernetwork_dir!r} is not a folder; create it or pass the "
+                             "folder holding your A1111 hypernetwork .pt files.")
     if config.training_data_dir is not None:
         from pathlib import Path
 

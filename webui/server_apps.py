@@ -57,5 +57,6 @@ class ServerApps:
         if name not in self._flows:
             models = {role: model["source"] for role, model in self.describe_app(name)["models"].items()}
             self._flows[name] = Appflow(app=name, models=models, device=self.config.device or "cpu",
-                                        lora_dir=self.config.lora_dir, embeddings_dir=self.config.embeddings_dir)
+                                        lora_dir=self.config.lora_dir, embeddings_dir=self.config.embeddings_dir,
+                                        hypernetwork_dir=self.config.hypernetwork_dir)
         return self._flows[name](**inputs, **(options or {}), callback=callback, control=control)
