@@ -52,31 +52,22 @@ class MergeResult:
     is_instruct_pix2pix: bool
 
 
-def merge_checkpoints(primary, secondary=None, tertiary=None, *, output_dir: str | os.PathLike,
-                      method: str = WEIGHTED_SUM, multiplier: float = 0.3, save_as_half: bool = False,
-                      checkpoint_format: str = "safetensors", custom_name: str = "",
-                      bake_in_vae: str | os.PathLike | None = None, discard_weights: str = "",
-                      save_metadata: bool = True, add_merge_recipe: bool = True, copy_metadata_fields: bool = True,
-                      metadata: Mapping[str, object] | None = None, config_source: str = CONFIG_SOURCES[0],
-                      progress: ProgressCallback | None = None,
-                      should_stop: Callable[[], bool] | None = None) -> MergeResult:
+def merge_checkpoints(primary, secondary=None, tertiary=None, *, progress: ProgressCallback | None = None,
+                      should_stop: Callable[[], bool] | None = None, **options) -> MergeResult:
     """Merge checkpoint files A (`primary`), B and C as A1111's Checkpoint Merger and write the result into
-    `output_dir`. Sources are paths or `MergeSource`s (a path with the name a model list shows, which goes into the
-    default file name and the metadata). B is ignored by "No interpolation", C by all but "Add difference", as
-    A1111. `metadata` adds entries to the file's metadata (A1111's "Metadata in JSON format"; non-text values are
-    stored as JSON). `progress(done, total, text)` is told of each key; `should_stop()` returning True ends the merge
-    (MergeInterrupted) before anything is written.
+    `output_dir`; `options` are `check_merge_request`'s. `progress(done, total, text)` is told of each key;
+    `should_stop()` returning True ends the merge (MergeInterrupted) before anything is written.
     """
-    plan = _check_request(primary, secondary, tertiary, output_dir, method, multiplier, save_as_half,
-                          checkpoint_format, custom_name, bake_in_vae, discard_weights, save_metadata,
-                          add_merge_recipe, copy_metadata_fields, metadata, config_source)
+    plan = check_merge_request(primary, secondary, tertiary, **options)
+    method, multiplier, save_as_half = plan.method, plan.multiplier, plan.save_as_half
+    checkpoint_format, custom_name, config_source = plan.checkpoint_format, plan.custom_name, plan.config_source
     report = progress or (lambda done, total, text: None)
     stop = should_stop or (lambda: False)
     tensors, kinds = _merged_tensors(plan, report, stop)
     if plan.vae is not None:
         report(0, 1, "Baking in VAE")
         _bake_vae(tensors, plan.vae)
-    if save_as_half:
+    if save_as_half:  # after the bake: the VAE's weights are converted too
         tensors = {key: to_half(value) for key, value in tensors.items()}
     if plan.discard is not None:
         tensors = {key: value for key, value in tensors.items() if not plan.discard.search(key)}
@@ -86,36 +77,57 @@ def merge_checkpoints(primary, secondary=None, tertiary=None, *, output_dir: str
     is_inpainting, is_ip2p = "inpainting" in kinds, "instruct-pix2pix" in kinds
     name = custom_name or default_merge_name(method, multiplier, *plan.sources_by_role)
     name += ".inpainting" * is_inpainting + ".instruct-pix2pix" * is_ip2p + "." + checkpoint_format
-    target = Path(output_dir) / name
+    target = plan.output_dir / name
     report(1, 1, "Saving")
     file_metadata = None
-    if save_metadata:
-        recipe = _recipe(plan, method, multiplier, save_as_half, custom_name, config_source, discard_weights,
-                         is_inpainting, is_ip2p)
+    if plan.save_metadata and checkpoint_format == "safetensors":  # a .ckpt has nowhere to keep it
+        recipe = _recipe(plan, is_inpainting, is_ip2p)
         file_metadata = merge_metadata(recipe, plan.sources, user_metadata=plan.user_metadata,
-                                       add_merge_recipe=add_merge_recipe, copy_metadata_fields=copy_metadata_fields)
+                                       add_merge_recipe=plan.add_merge_recipe,
+                                       copy_metadata_fields=plan.copy_metadata_fields)
     _save(tensors, target, checkpoint_format, file_metadata)
     return MergeResult(target, _copy_config(target, config_source, plan.sources_by_role), is_inpainting, is_ip2p)
 
 
 @dataclass(frozen=True)
-class _Plan:
+class MergePlan:
+    """A checked merge request: what `merge_checkpoints` will do, every value valid."""
+
+    sources_by_role: tuple  # (A, B or None, C or None) as MergeSources
+    output_dir: Path
     method: str
     multiplier: float
-    sources_by_role: tuple  # (A, B or None, C or None)
+    save_as_half: bool
+    checkpoint_format: str
+    custom_name: str
     vae: Path | None
+    discard_weights: str
     discard: re.Pattern | None
+    save_metadata: bool
+    add_merge_recipe: bool
+    copy_metadata_fields: bool
     user_metadata: dict[str, str]
+    config_source: str
 
     @property
     def sources(self) -> list[MergeSource]:
         return [source for source in self.sources_by_role if source is not None]
 
 
-def _check_request(primary, secondary, tertiary, output_dir, method, multiplier, save_as_half, checkpoint_format,
-                   custom_name, bake_in_vae, discard_weights, save_metadata, add_merge_recipe, copy_metadata_fields,
-                   metadata, config_source) -> _Plan:
-    """Every check that needs no tensor, so a mistake costs nothing and writes nothing."""
+def check_merge_request(primary, secondary=None, tertiary=None, *, output_dir: str | os.PathLike,
+                        method: str = WEIGHTED_SUM, multiplier: float = 0.3, save_as_half: bool = False,
+                        checkpoint_format: str = "safetensors", custom_name: str = "",
+                        bake_in_vae: str | os.PathLike | None = None, discard_weights: str = "",
+                        save_metadata: bool = True, add_merge_recipe: bool = True, copy_metadata_fields: bool = True,
+                        metadata: Mapping[str, object] | None = None,
+                        config_source: str = CONFIG_SOURCES[0]) -> MergePlan:
+    """Every check of a merge request that reads no tensor (ValueError / TypeError naming the value), so a mistake
+    costs nothing and writes nothing; a UI calls it before queueing the merge.
+
+    Sources are paths or `MergeSource`s (a path with the name a model list shows, which goes into the default file
+    name and the metadata). B is ignored by "No interpolation", C by all but "Add difference", as A1111. `metadata`
+    adds entries to the file's metadata (A1111's "Metadata in JSON format"; non-text values are stored as JSON).
+    """
     if method not in MERGE_METHODS:
         raise ValueError(f"Unknown merge method {method!r}; use one of: {', '.join(MERGE_METHODS)}.")
     if isinstance(multiplier, bool) or not isinstance(multiplier, (int, float)) or not 0 <= multiplier <= 1:
@@ -152,7 +164,8 @@ def _check_request(primary, secondary, tertiary, output_dir, method, multiplier,
     if bake_in_vae is not None:
         vae = Path(bake_in_vae)
         if not vae.is_file():
-            raise FileNotFoundError(f"VAE file {str(vae)!r} to bake in does not exist.")
+            raise FileNotFoundError(f"VAE {str(vae)!r} to bake in is not a file (a diffusers VAE folder cannot be "
+                                    "baked in; use an LDM-format .safetensors / .ckpt / .pt VAE).")
     discard = _compile_discard(discard_weights)
     user = _user_metadata(metadata)
     for source in (a, b, c):
@@ -161,7 +174,8 @@ def _check_request(primary, secondary, tertiary, output_dir, method, multiplier,
     name = custom_name or default_merge_name(method, multiplier, a, b, c)
     for suffix in ("", ".inpainting", ".instruct-pix2pix"):  # which one is known only once A's shapes are read
         _refuse_input_as_output(folder / f"{name}{suffix}.{checkpoint_format}", [a, b, c])
-    return _Plan(method, float(multiplier), (a, b, c), vae, discard, user)
+    return MergePlan((a, b, c), folder, method, float(multiplier), save_as_half, checkpoint_format, custom_name, vae,
+                     discard_weights, discard, save_metadata, add_merge_recipe, copy_metadata_fields, user, config_source)
 
 
 def _check_readable(path: Path) -> None:
@@ -208,7 +222,7 @@ def _same_file(first: Path, second: Path) -> bool:
     return first.resolve() == second.resolve()
 
 
-def _merged_tensors(plan: _Plan, report: ProgressCallback, stop: Callable[[], bool]) -> tuple[dict, set[str]]:
+def _merged_tensors(plan: MergePlan, report: ProgressCallback, stop: Callable[[], bool]) -> tuple[dict, set[str]]:
     """The output state dict, key by key in A's order, and the extra-channel kinds kept from A."""
     a, b, c = plan.sources_by_role
     readers = [CheckpointTensors(a.path), CheckpointTensors(b.path) if b else None,
@@ -294,8 +308,7 @@ def _shares_storage(tensor) -> bool:
     return tensor.untyped_storage().nbytes() != tensor.numel() * tensor.element_size()
 
 
-def _recipe(plan: _Plan, method, multiplier, save_as_half, custom_name, config_source, discard_weights,
-            is_inpainting, is_ip2p) -> dict:
+def _recipe(plan: MergePlan, is_inpainting: bool, is_ip2p: bool) -> dict:
     """A1111's `sd_merge_recipe`, field for field."""
     from mixkit.io.hashing import sha256_file
 
@@ -303,9 +316,9 @@ def _recipe(plan: _Plan, method, multiplier, save_as_half, custom_name, config_s
     return {"type": "webui", "primary_model_hash": sha256_file(a.path),
             "secondary_model_hash": sha256_file(b.path) if b else None,
             "tertiary_model_hash": sha256_file(c.path) if c else None,
-            "interp_method": method, "multiplier": multiplier, "save_as_half": save_as_half, "custom_name": custom_name,
-            "config_source": CONFIG_SOURCES.index(config_source),
-            "bake_in_vae": plan.vae.name if plan.vae is not None else "None", "discard_weights": discard_weights,
+            "interp_method": plan.method, "multiplier": plan.multiplier, "save_as_half": plan.save_as_half,
+            "custom_name": plan.custom_name, "config_source": CONFIG_SOURCES.index(plan.config_source),
+            "bake_in_vae": plan.vae.name if plan.vae is not None else "None", "discard_weights": plan.discard_weights,
             "is_inpainting": is_inpainting, "is_instruct_pix2pix": is_ip2p}
 
 
@@ -325,5 +338,5 @@ def _copy_config(target: Path, config_source: str, sources_by_role: tuple) -> Pa
     return None
 
 
-__all__ = ["CHECKPOINT_FORMATS", "CONFIG_SOURCES", "MERGE_METHODS", "MergeInterrupted", "MergeResult",
-           "MergeShapeError", "MergeSource", "merge_checkpoints"]
+__all__ = ["CHECKPOINT_FORMATS", "CONFIG_SOURCES", "MERGE_METHODS", "MergeInterrupted", "MergePlan",
+           "MergeResult", "MergeShapeError", "MergeSource", "check_merge_request", "merge_checkpoints"]
