@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,12 +27,10 @@ from mixkit.io.merge_inputs import CheckpointTensors, MergeSource, as_merge_sour
 from mixkit.io.merge_math import (ADD_DIFFERENCE, MERGE_METHODS, WEIGHTED_SUM, MergeShapeError,
                                   is_merged_key, merge_tensor, to_half)
 from mixkit.io.merge_metadata import default_merge_name, merge_metadata
+from mixkit.io.merge_output import bake_vae, copy_config, save_merged
 
 CHECKPOINT_FORMATS = ("safetensors", "ckpt")  # A1111's radio; safetensors is its default
 CONFIG_SOURCES = ("A, B or C", "B", "C", "Don't")  # A1111's "Copy config from", recorded by index in the recipe
-VAE_PREFIX = "first_stage_model."
-# A1111's load_vae_dict drops the training loss and EMA counters a VAE checkpoint may carry.
-VAE_IGNORED_KEYS = frozenset({"model_ema.decay", "model_ema.num_updates"})
 
 ProgressCallback = Callable[[int, int, str], None]
 
@@ -66,7 +63,7 @@ def merge_checkpoints(primary, secondary=None, tertiary=None, *, progress: Progr
     tensors, kinds = _merged_tensors(plan, report, stop)
     if plan.vae is not None:
         report(0, 1, "Baking in VAE")
-        _bake_vae(tensors, plan.vae)
+        bake_vae(tensors, plan.vae)
     if save_as_half:  # after the bake: the VAE's weights are converted too
         tensors = {key: to_half(value) for key, value in tensors.items()}
     if plan.discard is not None:
@@ -85,8 +82,8 @@ def merge_checkpoints(primary, secondary=None, tertiary=None, *, progress: Progr
         file_metadata = merge_metadata(recipe, plan.sources, user_metadata=plan.user_metadata,
                                        add_merge_recipe=plan.add_merge_recipe,
                                        copy_metadata_fields=plan.copy_metadata_fields)
-    _save(tensors, target, checkpoint_format, file_metadata)
-    return MergeResult(target, _copy_config(target, config_source, plan.sources_by_role), is_inpainting, is_ip2p)
+    save_merged(tensors, target, checkpoint_format, file_metadata)
+    return MergeResult(target, copy_config(target, config_source, plan.sources_by_role), is_inpainting, is_ip2p)
 
 
 @dataclass(frozen=True)
@@ -253,24 +250,6 @@ def _merged_tensors(plan: MergePlan, report: ProgressCallback, stop: Callable[[]
                 reader.close()
 
 
-def _bake_vae(tensors: dict, vae_path: Path) -> None:
-    """Replace the checkpoint's `first_stage_model.*` weights with the VAE file's (A1111's "Bake in VAE")."""
-    from mixkit.io.loading import load_state_dict
-
-    vae = {key: value for key, value in load_state_dict(vae_path).items()
-           if not key.startswith("loss") and key not in VAE_IGNORED_KEYS}
-    matched = [key for key in vae if VAE_PREFIX + key in tensors]
-    if not matched:
-        raise ValueError(f"VAE file {str(vae_path)!r} has no key the merged checkpoint's first_stage_model has "
-                         f"(its keys look like {sorted(vae)[:3]!r}); bake in an LDM-format VAE (encoder.*, decoder.* "
-                         "keys, as A1111's VAE files) of the same architecture.")
-    for key in matched:
-        if tuple(vae[key].shape) != tuple(tensors[VAE_PREFIX + key].shape):
-            raise ValueError(f"VAE file {str(vae_path)!r}: {key!r} has shape {list(vae[key].shape)} but the "
-                             f"checkpoint's is {list(tensors[VAE_PREFIX + key].shape)}; the VAE is for another "
-                             "architecture. Nothing was written.")
-    for key in matched:
-        tensors[VAE_PREFIX + key] = vae[key]
 
 
 def _refuse_non_finite(tensors: dict) -> None:
@@ -289,23 +268,8 @@ def _refuse_input_as_output(target: Path, sources: list) -> None:
                              "name.")
 
 
-def _save(tensors: dict, target: Path, checkpoint_format: str, metadata: dict[str, str] | None) -> None:
-    from mixkit.io.atomic import atomic_output_path
-    from mixkit.io.saving import save_safetensors
-
-    if checkpoint_format == "safetensors":
-        # tensors A shares between keys (tied weights) would be refused by safetensors; a merge result owns them
-        save_safetensors({key: value.clone() if _shares_storage(value) else value for key, value in tensors.items()},
-                         target, metadata)
-        return
-    import torch
-
-    with atomic_output_path(target) as temp:
-        torch.save(tensors, temp)
 
 
-def _shares_storage(tensor) -> bool:
-    return tensor.untyped_storage().nbytes() != tensor.numel() * tensor.element_size()
 
 
 def _recipe(plan: MergePlan, is_inpainting: bool, is_ip2p: bool) -> dict:
@@ -322,20 +286,6 @@ def _recipe(plan: MergePlan, is_inpainting: bool, is_ip2p: bool) -> dict:
             "is_inpainting": is_inpainting, "is_instruct_pix2pix": is_ip2p}
 
 
-def _copy_config(target: Path, config_source: str, sources_by_role: tuple) -> Path | None:
-    """Copy the `.yaml` beside A, B or C (A1111's "Copy config from") beside the merged file."""
-    a, b, c = sources_by_role
-    candidates = {"A, B or C": [a, b, c], "B": [b], "C": [c], "Don't": []}[config_source]
-    for source in candidates:
-        config = source.path.with_suffix(".yaml") if source is not None else None
-        if config is not None and config.is_file():
-            from mixkit.io.atomic import atomic_output_path
-
-            destination = target.with_suffix(".yaml")
-            with atomic_output_path(destination) as temp:
-                shutil.copyfile(config, temp)
-            return destination
-    return None
 
 
 __all__ = ["CHECKPOINT_FORMATS", "CONFIG_SOURCES", "MERGE_METHODS", "MergeInterrupted", "MergePlan",

@@ -235,3 +235,27 @@ def test_interrupt_writes_nothing_and_progress_counts_keys(models):
         merge_checkpoints(p["a"], p["b"], output_dir=folder, progress=lambda *step: seen.append(step),
                           should_stop=lambda: len(seen) >= 2)
     assert seen == [(1, 4, "Merging"), (2, 4, "Merging")] and len(files(folder)) == 3
+
+
+def test_lightning_ckpt_inputs_are_read_safely(models):
+    folder, p = models
+    torch.save({"state_dict": state(5.0), "global_step": 10}, folder / "b.ckpt")
+    result = merge_checkpoints(p["a"], folder / "b.ckpt", output_dir=folder, multiplier=0.5, custom_name="m")
+    assert load_file(result.path)[UNET].flatten().tolist() == [3.0] * 8
+
+
+@pytest.mark.parametrize("kind", ["pickle", "torch-zip"])
+def test_unsafe_pickle_is_refused_before_reading_any_tensor(models, malicious_checkpoints, sentinel, kind):
+    from mixkit.errors import UnsafeCheckpointError
+
+    folder, p = models
+    with pytest.raises(UnsafeCheckpointError):
+        merge_checkpoints(p["a"], malicious_checkpoints[kind], output_dir=folder)
+    assert not sentinel.exists() and len(files(folder)) == 3
+
+
+def test_instruct_pix2pix_a_is_named_so(models):
+    folder, p = models
+    save_file(state(1.0, in_channels=8), p["a"])
+    result = merge_checkpoints(p["a"], p["b"], output_dir=folder, multiplier=0.5)
+    assert result.path.name == "0.5(a) + 0.5(b).instruct-pix2pix.safetensors" and result.is_instruct_pix2pix
