@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mixkit.errors import MixkitError
-from mixkit.io.merge_inputs import CheckpointTensors, MergeSource, as_merge_source
+from mixkit.io.merge_inputs import CheckpointTensors, MergeSource, as_merge_source, release_freed_memory
 from mixkit.io.merge_math import (ADD_DIFFERENCE, MERGE_METHODS, WEIGHTED_SUM, MergeShapeError,
                                   is_merged_key, merge_tensor, to_half)
 from mixkit.io.merge_metadata import default_merge_name, merge_metadata
@@ -33,6 +33,7 @@ CHECKPOINT_FORMATS = ("safetensors", "ckpt")  # A1111's radio; safetensors is it
 CONFIG_SOURCES = ("A, B or C", "B", "C", "Don't")  # A1111's "Copy config from", recorded by index in the recipe
 
 ProgressCallback = Callable[[int, int, str], None]
+TRIM_EVERY_KEYS = 8  # see `release_freed_memory`: bounds the freed-but-resident heap to a few keys' tensors
 
 
 class MergeInterrupted(MixkitError):
@@ -242,6 +243,9 @@ def _merged_tensors(plan: MergePlan, report: ProgressCallback, stop: Callable[[]
                 if kind:
                     kinds.add(kind)
             merged[key] = tensor
+            del tensor
+            if done % TRIM_EVERY_KEYS == 0:
+                release_freed_memory()
             report(done, len(keys), "Merging" if theta_b is not None else "Converting")
         return merged, kinds
     finally:
