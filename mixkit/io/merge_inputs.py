@@ -62,7 +62,7 @@ class CheckpointTensors:
             header = read_safetensors_header(path)  # offsets checked against the file size: truncation refused here
             self._entries = tensor_entries(header)
             self._keys = list(self._entries)
-            self._handle = open(path, "rb")
+            self._handle = open(path, "rb", buffering=0)  # unbuffered: tensors are read straight into their memory
             self._data_start = 8 + int.from_bytes(self._handle.read(8), "little")
         else:
             from mixkit.io.loading import load_state_dict
@@ -92,9 +92,13 @@ class CheckpointTensors:
         begin, end = entry["data_offsets"]
         raw = torch.empty(end - begin, dtype=torch.uint8)  # read straight into torch's memory: no Python bytes copy
         self._handle.seek(self._data_start + begin)
-        if self._handle.readinto(memoryview(raw.numpy())) != end - begin:
-            raise CheckpointFormatError(f"{str(self.path)!r} ended inside tensor {key!r}; the file changed or is "
-                                        "truncated. Re-download it.")
+        view, done = memoryview(raw.numpy()), 0
+        while done < end - begin:  # one read returns at most ~2 GiB on Linux
+            count = self._handle.readinto(view[done:])
+            if not count:
+                raise CheckpointFormatError(f"{str(self.path)!r} ended inside tensor {key!r}; the file changed or is "
+                                            "truncated. Re-download it.")
+            done += count
         return raw.view(dtype).reshape(entry["shape"])
 
     def close(self) -> None:
