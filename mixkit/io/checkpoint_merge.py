@@ -32,6 +32,7 @@ from mixkit.io.merge_output import bake_vae, copy_config, save_merged
 CHECKPOINT_FORMATS = ("safetensors", "ckpt")  # A1111's radio; safetensors is its default
 CONFIG_SOURCES = ("A, B or C", "B", "C", "Don't")  # A1111's "Copy config from", recorded by index in the recipe
 
+MAX_FILE_NAME_BYTES = 255  # ext4, NTFS, APFS
 ProgressCallback = Callable[[int, int, str], None]
 TRIM_EVERY_KEYS = 8  # see `release_freed_memory`: bounds the freed-but-resident heap to a few keys' tensors
 
@@ -170,6 +171,10 @@ def check_merge_request(primary, secondary=None, tertiary=None, *, output_dir: s
         if source is not None:
             _check_readable(source.path)
     name = custom_name or default_merge_name(method, multiplier, a, b, c)
+    longest = f"{name}.instruct-pix2pix.{checkpoint_format}"
+    if len(longest.encode()) > MAX_FILE_NAME_BYTES:
+        raise ValueError(f"The merged file's name would be {len(longest.encode())} bytes long, more than a file system "
+                         f"allows ({MAX_FILE_NAME_BYTES}); give a shorter custom name.")
     for suffix in ("", ".inpainting", ".instruct-pix2pix"):  # which one is known only once A's shapes are read
         _refuse_input_as_output(folder / f"{name}{suffix}.{checkpoint_format}", [a, b, c])
     return MergePlan((a, b, c), folder, method, float(multiplier), save_as_half, checkpoint_format, custom_name, vae,

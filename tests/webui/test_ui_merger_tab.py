@@ -8,6 +8,7 @@ import shutil
 import gradio as gr
 import httpx
 import pytest
+import torch
 from safetensors.torch import load_file, save_file
 
 from .ui_blocks import component, handler
@@ -34,6 +35,7 @@ def built(single_file_checkpoints, tmp_path, monkeypatch):
     first_stage = {key.removeprefix("first_stage_model."): value * 0 + 0.5
                    for key, value in load_file(models / "sd1.safetensors").items() if key.startswith("first_stage_model.")}
     save_file(first_stage, vaes / "half.safetensors")
+    save_file({"decoder.conv_in.bias": torch.zeros(5)}, vaes / "wrong.safetensors")  # another architecture's shape
     state = ServerState(ServerConfig(models_dir=str(models), output_dir=str(tmp_path / "out"), vae_dir=str(vaes),
                                      ui=False))
     try:
@@ -53,8 +55,8 @@ def test_controls_have_a1111_defaults(built):
     assert component(blocks, "modelmerger_interp_amount").value == 0.3
     assert component(blocks, "modelmerger_interp_method").value == "Weighted sum"
     assert component(blocks, "modelmerger_checkpoint_format").value == "safetensors"
-    assert component(blocks, "modelmerger_bake_in_vae").choices == [("None", "None"), ("half.safetensors",
-                                                                                        "half.safetensors")]
+    assert [value for value, _ in component(blocks, "modelmerger_bake_in_vae").choices] == [
+        "None", "half.safetensors", "wrong.safetensors"]
     assert component(blocks, "modelmerger_primary_model_name").choices == [("other.safetensors", "other.safetensors"),
                                                                            ("sd1.safetensors", "sd1.safetensors")]
 
@@ -98,7 +100,7 @@ def test_form_mistakes_are_refused_before_queueing(built):
 
 def test_a_failed_merge_shows_the_error_and_writes_nothing(built):
     _, blocks, models = built
-    save_file({"model.diffusion_model.out.2.weight": __import__("torch").zeros(1)}, models / "tiny.safetensors")
+    save_file({"model.diffusion_model.out.2.weight": torch.zeros(1)}, models / "tiny.safetensors")
     blocks_state = handler(blocks, "modelmerger_refresh_checkpoints", "click").fn
     blocks_state(None, None, None)
     progress, text, *_ = run_merge(blocks, "sd1.safetensors", "tiny.safetensors")[-1]
@@ -112,3 +114,11 @@ def test_read_metadata_merges_the_selected_files(built):
     handler(blocks, "modelmerger_refresh_checkpoints", "click").fn(None, None, None)
     read = handler(blocks, "modelmerger_read_metadata", "click").fn
     assert json.loads(read("meta.safetensors", "other.safetensors", None)) == {"ss_x": "1", "format": "pt"}  # A, then B
+
+
+def test_a_failure_inside_the_job_names_no_server_path(built, tmp_path):
+    _, blocks, models = built
+    progress, text, *_ = run_merge(blocks, "sd1.safetensors", "other.safetensors", bake_in_vae="wrong.safetensors")[-1]
+    assert "Merge failed" in progress and "decoder.conv_in.bias" in text and "another architecture" in text
+    assert str(tmp_path) not in text and "VAE file 'wrong.safetensors'" in text  # named as the VAE list names it
+    assert sorted(path.name for path in models.iterdir()) == ["other.safetensors", "sd1.safetensors"]

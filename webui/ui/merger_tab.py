@@ -10,15 +10,20 @@ refresh button or a reload) and in `/sdapi/v1/sd-models`. All bounds are the Pyt
 
 from __future__ import annotations
 
+import html
 import json
+import logging
 from pathlib import Path
 
 import gradio as gr
 
+from webui.error_paths import server_path_redactor
 from webui.server_state import ServerState
 from webui.ui.errors import refused
 from webui.ui.progress_view import POLL_SECONDS, job_status, progress_html
 from webui.worker import QueueFullError
+
+logger = logging.getLogger(__name__)
 
 JOB_NAME = "model-merge"  # A1111's shared.state job name for a merge
 NO_VAE = "None"
@@ -189,11 +194,13 @@ def build_merger_tab(state: ServerState) -> None:
         try:
             merged = job.future.result()
         except Exception as error:  # noqa: BLE001 - the merge's own error, shown as A1111 shows it
-            yield progress_html(0, "Merge failed"), f"Error merging checkpoints: {error}", *choices(*chosen)
+            logger.warning("Checkpoint merge failed: %s", error)
+            message = server_path_redactor(state)(f"Error merging checkpoints: {error}")  # no server path in a page
+            yield progress_html(0, "Merge failed"), html.escape(message, quote=False), *choices(*chosen)
             return
         text = f"Checkpoint saved to {merged.path.name}" + (f" (config: {merged.config_path.name})"
                                                            if merged.config_path else "")
-        yield progress_html(1, "Checkpoint saved"), text, *choices(*chosen)
+        yield progress_html(1, "Checkpoint saved"), html.escape(text, quote=False), *choices(*chosen)
 
     def do_interrupt(request: gr.Request = None):
         state.interrupt_session(getattr(request, "session_hash", None))

@@ -202,6 +202,7 @@ def test_existing_output_is_replaced_as_a1111(models):
     ({"custom_name": "../x"}, "plain file name"),
     ({"custom_name": "a"}, "would replace its input"),
     ({"discard_weights": "("}, "not a valid regular expression"),
+    ({"custom_name": "x" * 250}, "give a shorter custom name"),
     ({"config_source": "A"}, "Don't"),
 ])
 def test_mistakes_are_refused_before_anything_is_written(models, kwargs, message):
