@@ -55,8 +55,10 @@ def submit_merge(state: ServerState, primary: str | None, secondary: str | None,
                  bake_in_vae: str, discard_weights: str, save_metadata: bool, add_merge_recipe: bool,
                  copy_metadata_fields: bool, metadata_json: str, *, session: str | None = None):
     """Queue the merge the form describes; its result is the MergeResult, and the checkpoint list is refreshed once the
-    file is written. ValueError (nothing queued) for a form the merge would refuse at once."""
-    from mixkit.io.checkpoint_merge import merge_checkpoints
+    file is written. A form the merge would refuse is refused here (ValueError / TypeError, nothing queued): the
+    checks that read no tensor run before the job is queued."""
+    from mixkit.io.checkpoint_merge import check_merge_request, merge_checkpoints
+    from mixkit.io.hashing import sha256_file
     from pipelines.control import StepProgress
 
     folder = state.catalog.models_dir
@@ -86,17 +88,12 @@ def submit_merge(state: ServerState, primary: str | None, secondary: str | None,
             on_step(StepProgress(step=done, total_steps=total, batch_index=0, batch_count=1, latents=None,
                                  control=control))
 
-        from mixkit.io.hashing import sha256_file
-
         try:
             merged = merge_checkpoints(*sources, **kwargs, progress=progress, should_stop=lambda: control.interrupted)
             sha256_file(merged.path)  # listed as "name [hash]" at once, as A1111's calculate_shorthash after a merge
             return merged
         finally:
             state.catalog.refresh()  # as A1111's list_models after a merge (also after a failed one)
-
-    # A mistake in the form is refused here, before the job is queued: the checks that read no tensor.
-    from mixkit.io.checkpoint_merge import check_merge_request
 
     check_merge_request(*sources, **kwargs)
     return state.worker.submit(run, JOB_NAME, session=session)
@@ -172,13 +169,17 @@ def build_merger_tab(state: ServerState) -> None:
     def choices(*chosen):
         return [gr.update(choices=titles(), value=current_title(value)) for value in chosen]
 
-    def do_refresh(*chosen):
+    def do_refresh(a: str | None, b: str | None, c: str | None):
         state.catalog.refresh()
         state.vaes.refresh()
-        return *choices(*chosen), gr.update(choices=[NO_VAE, *state.vaes.files()])
+        return *choices(a, b, c), gr.update(choices=[NO_VAE, *state.vaes.files()])
 
-    def do_merge(*form, request: gr.Request = None):
+    def do_merge(a: str | None, b: str | None, c: str | None, method_value: str, amount: float, half: bool,
+                 name: str, fmt: str, config: str, vae: str, discard: str, with_metadata: bool, with_recipe: bool,
+                 copy_fields: bool, json_text: str, request: gr.Request = None):
         session = getattr(request, "session_hash", None)
+        form = (a, b, c, method_value, amount, half, name, fmt, config, vae, discard, with_metadata, with_recipe,
+                copy_fields, json_text)
         try:
             job = submit_merge(state, *form, session=session)
         except (ValueError, TypeError, KeyError, OSError, QueueFullError) as error:
@@ -190,7 +191,10 @@ def build_merger_tab(state: ServerState) -> None:
                 job.future.exception(timeout=POLL_SECONDS)
             except Exception:  # noqa: BLE001 - a timeout, or the cancelled future; both end in the loop check
                 pass
-        chosen = form[:3]
+        chosen = (a, b, c)
+        if job.future.cancelled():  # Interrupt pressed while it waited in the queue
+            yield progress_html(0, "Interrupted before it started: nothing was written"), "", *choices(*chosen)
+            return
         try:
             merged = job.future.result()
         except Exception as error:  # noqa: BLE001 - the merge's own error, shown as A1111 shows it
@@ -209,7 +213,7 @@ def build_merger_tab(state: ServerState) -> None:
     checkpoint_format.change(lambda fmt: gr.update(visible=fmt == "safetensors"), inputs=[checkpoint_format],
                              outputs=[metadata_editor], queue=False)
     refresh.click(do_refresh, inputs=model_boxes, outputs=[*model_boxes, bake_in_vae], queue=False)
-    read.click(lambda *chosen: _read_metadata_or_refuse(state, *chosen), inputs=model_boxes, outputs=[metadata_json])
+    read.click(lambda a, b, c: _read_metadata_or_refuse(state, a, b, c), inputs=model_boxes, outputs=[metadata_json])
     form = [*model_boxes, method, multiplier, save_as_half, custom_name, checkpoint_format, config_source, bake_in_vae,
             discard_weights, save_metadata, add_merge_recipe, copy_metadata, metadata_json]
     merge.click(do_merge, inputs=form, outputs=[progress, result, *model_boxes], concurrency_limit=None)
