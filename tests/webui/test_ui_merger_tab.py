@@ -36,8 +36,7 @@ def built(single_file_checkpoints, tmp_path, monkeypatch):
                    for key, value in load_file(models / "sd1.safetensors").items() if key.startswith("first_stage_model.")}
     save_file(first_stage, vaes / "half.safetensors")
     save_file({"decoder.conv_in.bias": torch.zeros(5)}, vaes / "wrong.safetensors")  # another architecture's shape
-    state = ServerState(ServerConfig(models_dir=str(models), output_dir=str(tmp_path / "out"), vae_dir=str(vaes),
-                                     ui=False))
+    state = ServerState(ServerConfig(models_dir=str(models), output_dir=str(tmp_path / "out"), vae_dir=str(vaes)))
     try:
         yield state, build_ui(state), models
     finally:
@@ -122,3 +121,17 @@ def test_a_failure_inside_the_job_names_no_server_path(built, tmp_path):
     assert "Merge failed" in progress and "decoder.conv_in.bias" in text and "another architecture" in text
     assert str(tmp_path) not in text and "VAE file 'wrong.safetensors'" in text  # named as the VAE list names it
     assert sorted(path.name for path in models.iterdir()) == ["other.safetensors", "sd1.safetensors"]
+
+
+def test_a_page_merges_through_gradio(built, serving):
+    """End to end through the served app: the form's values as the browser sends them, the file written and listed."""
+    from gradio_client import Client
+
+    state, _, models = built
+    with serving(state, load_model=False) as running:
+        client = Client(running.url + "/", verbose=False)
+        _, text, *_ = client.predict("sd1.safetensors", "other.safetensors", None, *FORM_DEFAULTS.values(),
+                                     api_name="/modelmerger")
+        listed = httpx.get(f"{running.url}/sdapi/v1/sd-models", timeout=30).json()
+    assert text == "Checkpoint saved to 0.7(sd1) + 0.3(other).safetensors"
+    assert "0.7(sd1) + 0.3(other)" in [item["model_name"] for item in listed]

@@ -216,7 +216,8 @@ def build_merger_tab(state: ServerState) -> None:
     read.click(lambda a, b, c: _read_metadata_or_refuse(state, a, b, c), inputs=model_boxes, outputs=[metadata_json])
     form = [*model_boxes, method, multiplier, save_as_half, custom_name, checkpoint_format, config_source, bake_in_vae,
             discard_weights, save_metadata, add_merge_recipe, copy_metadata, metadata_json]
-    merge.click(do_merge, inputs=form, outputs=[progress, result, *model_boxes], concurrency_limit=None)
+    merge.click(do_merge, inputs=form, outputs=[progress, result, *model_boxes], concurrency_limit=None,
+                api_name="modelmerger")  # A1111's name for the merge's JavaScript hook
     interrupt.click(do_interrupt, queue=False)
 
 
