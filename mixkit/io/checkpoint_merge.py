@@ -259,8 +259,6 @@ def _merged_tensors(plan: MergePlan, report: ProgressCallback, stop: Callable[[]
                 reader.close()
 
 
-
-
 def _refuse_non_finite(tensors: dict) -> None:
     from mixkit.io.tensor_checks import first_non_finite
 
@@ -277,10 +275,6 @@ def _refuse_input_as_output(target: Path, sources: list) -> None:
                              "name.")
 
 
-
-
-
-
 def _recipe(plan: MergePlan, is_inpainting: bool, is_ip2p: bool) -> dict:
     """A1111's `sd_merge_recipe`, field for field."""
     from mixkit.io.hashing import sha256_file
@@ -293,8 +287,6 @@ def _recipe(plan: MergePlan, is_inpainting: bool, is_ip2p: bool) -> dict:
             "custom_name": plan.custom_name, "config_source": CONFIG_SOURCES.index(plan.config_source),
             "bake_in_vae": plan.vae.name if plan.vae is not None else "None", "discard_weights": plan.discard_weights,
             "is_inpainting": is_inpainting, "is_instruct_pix2pix": is_ip2p}
-
-
 
 
 __all__ = ["CHECKPOINT_FORMATS", "CONFIG_SOURCES", "MERGE_METHODS", "MergeInterrupted", "MergePlan",

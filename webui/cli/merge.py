@@ -71,11 +71,23 @@ def run_merge(args: argparse.Namespace) -> int:
                                bake_in_vae=args.bake_in_vae, discard_weights=args.discard_weights,
                                save_metadata=not args.no_metadata, add_merge_recipe=not args.no_merge_recipe,
                                copy_metadata_fields=not args.no_copy_metadata, metadata=metadata,
-                               config_source=config_source)
+                               config_source=config_source, progress=_progress_printer())
     print(result.path)
     if result.config_path is not None:
         print(f"config: {result.config_path}", file=sys.stderr)
     return 0
+
+
+def _progress_printer():
+    """A progress callback writing "Merging 120/1131" over itself on stderr when it is a terminal (None otherwise:
+    a log or a pipe gets only the result)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int, text: str) -> None:
+        print(f"\r{text} {done}/{total}", end="\n" if text == "Saving" else "", file=sys.stderr, flush=True)
+
+    return show
 
 
 def _source(model: str, folder: Path | None):
