@@ -7,6 +7,7 @@ Importing this package does not import torch, safetensors or huggingface_hub; th
 """
 
 from mixkit.io.atomic import CheckpointWriteError, atomic_output_path
+from mixkit.io.checkpoint_merge import check_merge_request, merge_checkpoints
 from mixkit.io.formats import CheckpointFormat, detect_checkpoint_format
 from mixkit.io.hashing import (
     a1111_model_hash,
@@ -28,10 +29,12 @@ __all__ = [
     "addnet_hash_safetensors",
     "addnet_sha256_safetensors",
     "atomic_output_path",
+    "check_merge_request",
     "check_pickle_is_safe",
     "detect_checkpoint_format",
     "legacy_a1111_hash",
     "load_state_dict",
+    "merge_checkpoints",
     "model_hash_matches",
     "read_checkpoint",
     "read_safetensors_header",

@@ -176,7 +176,7 @@ def test_ui_sliders_carry_the_server_limits(ui_server):
     assert "txt2img_enable_hr" in by_id and "img2img_enable_hr" not in by_id
     tabs = [c["props"].get("label") for c in config["components"] if c["type"] == "tabitem"]
     assert tabs == ["txt2img", "img2img", "Extras", "PNG Info", "AppFlow", "LoRA", "Hypernetworks", "Textual Inversion",
-                    "Train", "Settings"]
+                    "Checkpoint Merger", "Train", "Settings"]
 
 
 @pytest.mark.parametrize("path", ["/gradio_api/file=/etc/passwd", "/gradio_api/file=../../../../etc/passwd",

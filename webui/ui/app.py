@@ -1,5 +1,5 @@
-"""The Gradio Blocks app: txt2img, img2img, Extras, PNG Info, AppFlow, LoRA, Textual Inversion, Train and Settings tabs
-over one `ServerState`."""
+"""The Gradio Blocks app: txt2img, img2img, Extras, PNG Info, AppFlow, LoRA, Textual Inversion, Checkpoint Merger,
+Train and Settings tabs over one `ServerState`."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ def build_ui(state: ServerState):
     from webui.ui.generate_tab import build_generate_tab
     from webui.ui.hypernetwork_tab import build_hypernetwork_tab
     from webui.ui.lora_tab import build_lora_tab
+    from webui.ui.merger_tab import build_merger_tab
     from webui.ui.page_values import take_page_values
     from webui.ui.png_info_tab import build_png_info_tab
     from webui.ui.prompt_targets import prompt_boxes
@@ -54,6 +55,8 @@ def build_ui(state: ServerState):
                 build_hypernetwork_tab(state, boxes)
             with gr.Tab("Textual Inversion", id="embeddings"):
                 build_embeddings_tab(state, boxes)
+            with gr.Tab("Checkpoint Merger", id="modelmerger"):
+                build_merger_tab(state)
             with gr.Tab("Train", id="train"):
                 train_followed = build_train_tab(state)
             with gr.Tab("Settings", id="settings"):
