@@ -10,7 +10,7 @@ from pipelines.scripts.registry import (SCRIPTS, ScriptArg, ScriptResult, Select
 
 register_script(SelectableScript(
     title=xyz_plot.TITLE, kinds=frozenset({"txt2img", "img2img"}), args=xyz_plot.script_args,
-    parse=xyz_plot.parse_script_args, run=xyz_plot.run,
+    parse=xyz_plot.parse_script_args, plan=xyz_plot.planned_params, run=xyz_plot.run,
     description="one generation per combination of up to three axes' values, in a labelled grid"))
 
 __all__ = ["SCRIPTS", "ScriptArg", "ScriptResult", "SelectableScript", "find_script", "is_registered_script",

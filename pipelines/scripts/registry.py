@@ -65,12 +65,15 @@ class ScriptResult(GenerationResult):
 @dataclass(frozen=True)
 class SelectableScript:
     """A script by A1111's `title`. `args(kind, **context)`: its script_args slots; `parse(script_args, kind=...,
-    **context)`: the typed config; `run(pipe, params, config, callback=None, control=None, **context)`: the result."""
+    **context)`: the typed config; `plan(params, config, **context)`: the params of every generation it will run,
+    after its own checks (a server checks each against its limits before queueing); `run(pipe, params, config,
+    callback=None, control=None, **context)`: the result."""
 
     title: str
     kinds: frozenset
     args: Callable[..., list[ScriptArg]]
     parse: Callable[..., Any]
+    plan: Callable[..., list]
     run: Callable[..., ScriptResult]
     description: str = ""
     tags: tuple = field(default_factory=tuple)

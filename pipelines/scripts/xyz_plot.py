@@ -22,7 +22,7 @@ from typing import Any
 from pipelines.control import GenerationControl
 from pipelines.generation import GenerationResult
 from pipelines.scripts.registry import ScriptResult
-from pipelines.scripts.xyz_axes import PlotContext
+from pipelines.scripts.xyz_axes import PlotContext, find_checkpoint_name
 from pipelines.scripts.xyz_config import (MAX_CELLS, PlotAxis, XyzConfig, parse_script_args, script_args_info,
                                           xyz_config)
 from pipelines.seeds import resolve_seed
@@ -125,6 +125,11 @@ def check_plot(params, config: XyzConfig, context: PlotContext) -> list[PlotCell
     return cells
 
 
+def planned_params(params, config: XyzConfig, **context: Any) -> list:
+    """Every cell's params (after `check_plot`), for a server's own checks before it queues the plot."""
+    return [cell.params for cell in check_plot(params, config, PlotContext(**context))]
+
+
 def _cell_progress(callback, position: int, cells: int):
     """The pipeline's step callback, counting batches over the whole plot (A1111's job_count = cells * n_iter)."""
     if callback is None:
@@ -169,7 +174,7 @@ def run(pipe, params, config: XyzConfig, callback=None, control: GenerationContr
         if checkpoint_axis is not None:
             wanted = checkpoint_axis.values[(cell.ix, cell.iy, cell.iz)[config.axes.index(checkpoint_axis)]]
             if wanted != current_checkpoint:
-                pipe = plot_context.switch_checkpoint(wanted)
+                pipe = plot_context.switch_checkpoint(find_checkpoint_name(plot_context, wanted) or wanted)
                 current_checkpoint = wanted
         result = pipe(cell.params, callback=_cell_progress(callback, position, len(cells)), control=control)
         by_index[cell.index(config)] = result
