@@ -173,14 +173,16 @@ def checkpoint_names(context: PlotContext) -> list[str]:
 
 
 def find_checkpoint_name(context: PlotContext, value: str) -> str | None:
-    """The known name `value` means: exactly, in another case, or as a file name without folder or extension."""
+    """The known name `value` means: exactly, in another case, without the title's " [hash]", or as the file name
+    with or without its folder and extension (A1111's titles are "folder/name.safetensors [hash]")."""
     for name in context.checkpoint_names:
         if value == name:
             return name
-    folded = value.casefold()
+    folded = value.strip().casefold()
     for name in context.checkpoint_names:
-        stem = os.path.splitext(os.path.basename(name.split(" [")[0]))[0]
-        if folded in (name.casefold(), stem.casefold()):
+        path = name.split(" [")[0]
+        spellings = (name, path, os.path.basename(path), os.path.splitext(os.path.basename(path))[0])
+        if folded in (spelling.casefold() for spelling in spellings):
             return name
     return None
 

@@ -92,3 +92,21 @@ def test_scripts_and_script_info_list_the_plot_for_both_kinds(client):
     assert len(txt2img["args"]) == 18 and txt2img["args"][0]["choices"][4] == "Steps"
     assert txt2img["args"][16] == {"label": "Grid margins (px)", "value": 0, "minimum": 0, "maximum": 500, "step": 2,
                                    "choices": None}
+
+
+def test_checkpoint_axis_switches_and_puts_the_server_checkpoint_back(single_file_checkpoints, single_file_serving,
+                                                                       tmp_path):
+    import httpx
+
+    with single_file_serving(single_file_checkpoints, tmp_path) as running, \
+            httpx.Client(base_url=running.url, timeout=120) as http:
+        args = ["Checkpoint name", "", ["other.safetensors", "sd1.safetensors"], "Nothing", "", [], "Nothing", "",
+                [], False, True]
+        response = http.post("/sdapi/v1/txt2img", json={**TINY, "script_name": "x/y/z plot", "script_args": args})
+        assert response.status_code == 200, response.text
+        _, other, sd1 = [decode_png(data) for data in response.json()["images"]]
+        assert other.tobytes() != sd1.tobytes()  # other weights, other image
+        assert parse_infotext(other.info["parameters"])["Model"] == "other"
+        assert parse_infotext(sd1.info["parameters"])["Model"] == "sd1"
+        assert running.state.holder.entry.name == "sd1.safetensors"  # the server's checkpoint, back
+        assert http.get("/sdapi/v1/options").json()["sd_model_checkpoint"].startswith("sd1.safetensors")
