@@ -163,6 +163,7 @@ class GenerateTab:
     # img2img only: the inpaint controls a paste fills (`INPAINT_PASTE_FIELDS` -> widget), as A1111's img2img paste
     inpaint_controls: dict | None = None
     controlnet_units: list = field(default_factory=list)  # the ControlNet units' widgets, `UNIT_FIELDS` per unit
+    scripts: object = None  # the Script dropdown and each script's controls (`webui.ui.script_controls`)
     task_box: object = None  # hidden: the task id Generate sends and a reattach reports (`webui.ui.reattach`)
     outputs: list = field(default_factory=list)  # what Generate (and a reattach on page load) updates
 
@@ -268,6 +269,10 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
             extra_inputs = [*extra_inputs, *tab.refiner]  # the tab's own inputs end with the refiner's
             control_inputs = tab.controlnet_units = build_controlnet_units(
                 state, kind, state.options.get("control_net_unit_count"), size_inputs=(widgets.width, widgets.height))
+            from webui.ui.script_controls import build_script_controls
+
+            tab.scripts = build_script_controls(kind, state)  # A1111's Script dropdown, at the bottom
+            script_inputs = tab.scripts.inputs
         with gr.Column(scale=2):
             with gr.Row():
                 generate = gr.Button("Generate", variant="primary", elem_id=f"{kind}_generate", scale=3)
@@ -307,6 +312,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         # localStorage; the last input, so the form's positional inputs stay as they were for Gradio clients) lets a
         # reloaded page or a second tab reattach to it (`webui.ui.reattach`).
         *values, task_id = values_and_task_id
+        values, script_values = values[:len(values) - len(script_inputs)], values[len(values) - len(script_inputs):]
         session = getattr(request, "session_hash", None)
         own_values = split_form_values(list(values), len(control_inputs))[2]
         img2img_values = dict(zip(IMG2IMG_FIELDS, own_values)) if kind == "img2img" else {}  # refiner's come after
@@ -318,6 +324,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                 raise ValueError("Outpaint mode does not take a ControlNet unit here; disable the unit.")
             if not outpainting:
                 state.check_params(kind, params)  # outpaint is checked at its extended size when submitted
+            script = selected_script(state, kind, tab.scripts, script_values, params, outpainting)
         except (ValueError, TypeError, KeyError) as error:
             message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
             raise refused(message) from None
@@ -326,7 +333,10 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
             show_warning(resize_note, state)
         save = bool(state.options.get("samples_save"))
         try:
-            if outpainting:
+            if script is not None:
+                job = state.submit_script(kind, params, *script, save=save, grid_save=bool(state.options.get("grid_save")),
+                                          session=session, keep_on_disconnect=True)
+            elif outpainting:
                 sides, mk2 = outpaint_request(params.init_images[0], img2img_values)
                 if mk2 is not None:  # mk2 always paints from its matched noise, as A1111's sets inpainting_fill 1
                     params = replace(params, inpainting_fill="original")
@@ -345,7 +355,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         yield from follow_task(state, task)
 
     task_box = task_box_for(kind)  # the task the tab follows (`webui.ui.reattach`)
-    generate_inputs = [*widgets.inputs(), tab.styles, *extra_inputs, *control_inputs, task_box]
+    generate_inputs = [*widgets.inputs(), tab.styles, *extra_inputs, *control_inputs, *script_inputs, task_box]
     tab.outputs = [progress, preview, gallery, infotext, infotexts, last_seeds, selected, task_box]
     tab.task_box = task_box
     generate.click(run, inputs=generate_inputs, outputs=tab.outputs, concurrency_limit=None,
@@ -376,6 +386,18 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
 
     gallery.select(show_infotext, inputs=infotexts, outputs=[infotext, selected], queue=False)
     return tab
+
+
+def selected_script(state: ServerState, kind: str, controls, values: list, params, outpainting: bool):
+    """(script, checked config) for the Script dropdown's choice, or None for "None"; ValueError as the API's."""
+    chosen = controls.selected(values)
+    if chosen is None:
+        return None
+    if outpainting:
+        raise ValueError("Outpaint mode runs its own outpainting script; set Script to None, or leave Outpaint mode.")
+    from webui.api_selectable_scripts import request_script
+
+    return request_script(state, kind, chosen[0], chosen[1], params)
 
 
 def split_form_values(values: list, control_count: int) -> tuple[list, list[str], list, list]:
