@@ -39,9 +39,26 @@ def form_values(blocks, **changes) -> list:
     return values
 
 
-def generate(blocks, **changes):
+def script_choice(blocks, **changes):
+    """What the page's script State holds after the Script controls changed to `changes` (the handler every control's
+    change runs)."""
+    dropdown = component(blocks, "txt2img_script")
+    (fn,) = [f for f in blocks.fns.values() if (dropdown._id, "change") in [tuple(t) for t in f.targets]
+             and len(f.outputs) == 1 and isinstance(f.outputs[0], gr.State)]
+    values = []
+    for block in fn.inputs:
+        name = (block.elem_id or "").removeprefix("txt2img_")
+        values.append(changes.pop(name) if name in changes else block.value)
+    assert not changes, f"no such inputs: {changes}"
+    return fn.fn(*values)
+
+
+def generate(blocks, script=None, **changes):
     request = SimpleNamespace(session_hash="xyz-ui", request=SimpleNamespace(scope={}))
-    return list(handler(blocks, "txt2img_generate", "click").fn(request, *form_values(blocks, **changes)))[-1]
+    form = {name: changes.pop(name) for name in list(changes) if not name.startswith("xyz_")}
+    values = form_values(blocks, **form)
+    values[-2] = script_choice(blocks, script=script or "None", **changes)  # the script State, before the task box
+    return list(handler(blocks, "txt2img_generate", "click").fn(request, *values))[-1]
 
 
 def test_both_tabs_have_the_script_dropdown_defaulting_to_none(built):
@@ -64,6 +81,15 @@ def test_generate_with_the_plot_shows_its_grid_then_the_sub_images(built):
     assert [parse_infotext(text)["Steps"] for text in infotexts[1:]] == ["1", "2"]
 
 
+def test_the_script_state_follows_the_controls(built):
+    _, blocks = built
+    assert script_choice(blocks, script="None", xyz_x_type="Steps", xyz_x_values="1") is None
+    title, args = script_choice(blocks, script="X/Y/Z plot", xyz_x_type="Steps", xyz_x_values="1-3",
+                                xyz_margin_size=12.0)
+    assert title == "X/Y/Z plot" and len(args) == 18
+    assert args[:2] == ["Steps", "1-3"] and args[3] == "Nothing" and args[16] == 12
+
+
 def test_bad_values_are_refused_naming_the_slot(built):
     _, blocks = built
     with pytest.raises(gr.Error, match="script_args x_values: Steps takes whole numbers: 'ten'"):
@@ -75,7 +101,9 @@ def test_a_dropdown_axis_shows_its_values_and_fill_lists_them_all(built):
     from pipelines.samplers import list_samplers
 
     _, blocks = built
-    select = handler(blocks, "txt2img_xyz_x_type", "change")
+    axis_type = component(blocks, "txt2img_xyz_x_type")
+    (select,) = [f for f in blocks.fns.values() if (axis_type._id, "change") in [tuple(t) for t in f.targets]
+                 and len(f.outputs) == 3]  # the other change handler keeps the script State
     fill_button, values, dropdown = select.fn("Sampler", "Euler, Nope", [], False)
     assert fill_button["visible"] and not values["visible"] and dropdown["visible"]
     assert dropdown["value"] == ["Euler"]  # typed values move over where they are valid

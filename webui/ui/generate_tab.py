@@ -272,7 +272,6 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
             from webui.ui.script_controls import build_script_controls
 
             tab.scripts = build_script_controls(kind, state)  # A1111's Script dropdown, at the bottom
-            script_inputs = tab.scripts.inputs
         with gr.Column(scale=2):
             with gr.Row():
                 generate = gr.Button("Generate", variant="primary", elem_id=f"{kind}_generate", scale=3)
@@ -311,8 +310,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         # The session lets this page's Interrupt reach the job at once; the task id (made by the page, kept in its
         # localStorage; the last input, so the form's positional inputs stay as they were for Gradio clients) lets a
         # reloaded page or a second tab reattach to it (`webui.ui.reattach`).
-        *values, task_id = values_and_task_id
-        values, script_values = values[:len(values) - len(script_inputs)], values[len(values) - len(script_inputs):]
+        *values, script_choice, task_id = values_and_task_id
         session = getattr(request, "session_hash", None)
         own_values = split_form_values(list(values), len(control_inputs))[2]
         img2img_values = dict(zip(IMG2IMG_FIELDS, own_values)) if kind == "img2img" else {}  # refiner's come after
@@ -324,7 +322,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                 raise ValueError("Outpaint mode does not take a ControlNet unit here; disable the unit.")
             if not outpainting:
                 state.check_params(kind, params)  # outpaint is checked at its extended size when submitted
-            script = selected_script(state, kind, tab.scripts, script_values, params, outpainting)
+            script = selected_script(state, kind, script_choice, params, outpainting)
         except (ValueError, TypeError, KeyError) as error:
             message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
             raise refused(message) from None
@@ -355,7 +353,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         yield from follow_task(state, task)
 
     task_box = task_box_for(kind)  # the task the tab follows (`webui.ui.reattach`)
-    generate_inputs = [*widgets.inputs(), tab.styles, *extra_inputs, *control_inputs, *script_inputs, task_box]
+    generate_inputs = [*widgets.inputs(), tab.styles, *extra_inputs, *control_inputs, tab.scripts.choice, task_box]
     tab.outputs = [progress, preview, gallery, infotext, infotexts, last_seeds, selected, task_box]
     tab.task_box = task_box
     generate.click(run, inputs=generate_inputs, outputs=tab.outputs, concurrency_limit=None,
@@ -388,10 +386,10 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
     return tab
 
 
-def selected_script(state: ServerState, kind: str, controls, values: list, params, outpainting: bool):
-    """(script, checked config) for the Script dropdown's choice, or None for "None"; ValueError as the API's."""
-    chosen = controls.selected(values)
-    if chosen is None:
+def selected_script(state: ServerState, kind: str, chosen, params, outpainting: bool):
+    """(script, checked config) for the Script dropdown's choice ([title, script_args] or None, `ScriptControls.choice`),
+    or None for "None"; ValueError as the API's."""
+    if not chosen:
         return None
     if outpainting:
         raise ValueError("Outpaint mode runs its own outpainting script; set Script to None, or leave Outpaint mode.")
