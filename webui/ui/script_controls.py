@@ -73,6 +73,7 @@ def build_script_controls(kind: str, state) -> ScriptControls:
     titles = [script.title for _, script in SCRIPTS.items() if kind in script.kinds and script.title in SCRIPT_UIS]
     dropdown = gr.Dropdown([NO_SCRIPT, *titles], value=NO_SCRIPT, label="Script", elem_id=f"{kind}_script")
     controls = ScriptControls(dropdown, gr.State(None))
+    controls.choice.elem_id = f"{kind}_script_choice"  # a name for code that reads Generate's inputs by elem_id
     for title in titles:
         with gr.Group(visible=False) as group:
             components, to_args = SCRIPT_UIS.get(title).build(kind, state)
