@@ -135,3 +135,39 @@ def test_a_bad_cell_fails_before_any_generation(sd1_pipe):
     with pytest.raises(ValueError, match="steps"):
         xyz_plot.run(sd1_pipe, replace(Txt2ImgParams(**TINY)), config, callback=lambda state: calls.append(state))
     assert calls == []
+
+
+def test_skip_ends_the_current_cell_and_the_plot_goes_on(sd1_pipe):
+    control = GenerationControl()
+    calls = []
+
+    def skip_first_cell(state):
+        calls.append((state.batch_index, state.step))
+        if state.batch_index == 0:
+            control.skip()
+
+    config = xyz_plot.xyz_config(("Seed", "1,2,3"), draw_legend=False)
+    result = xyz_plot.run(sd1_pipe, Txt2ImgParams(**{**TINY, "steps": 3}), config, callback=skip_first_cell,
+                          control=control)
+    assert not result.interrupted and len(result.samples.images) == 3
+    assert [step for batch, step in calls if batch == 0] == [1]  # skipped after its first step
+    assert [step for batch, step in calls if batch == 2] == [1, 2, 3]
+
+
+def test_a_cell_of_a_batch_shows_the_batch_grid(sd1_pipe):
+    config = xyz_plot.xyz_config(("Seed", "1,2"), draw_legend=False, include_lone_images=True)
+    result = xyz_plot.run(sd1_pipe, Txt2ImgParams(**{**TINY, "batch_size": 2}), config)
+    assert result.images[0].size == (256, 64)  # two cells, each its 2-image batch side by side
+    assert len(result.images) == 5 and result.samples.seeds == [1, 2, 2, 3]
+
+
+def test_hires_axes_reach_the_second_pass(sd1_pipe):
+    from pipelines.hires import HiresFix, HiresParams
+
+    config = xyz_plot.xyz_config(("Hires steps", "1,2"), ("Denoising", "0.3,0.6"), draw_legend=False)
+    params = HiresParams(**TINY, hr_scale=1.5, hr_upscaler="Latent")
+    result = xyz_plot.run(HiresFix(sd1_pipe), params, config)
+    read = [parse_infotext(text) for text in result.samples.infotexts]
+    assert [(r["Hires steps"], r["Denoising strength"]) for r in read] == [
+        ("1", "0.3"), ("2", "0.3"), ("1", "0.6"), ("2", "0.6")]
+    assert result.images[0].size == (2 * 96, 2 * 96)
