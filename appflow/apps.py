@@ -122,6 +122,10 @@ register_app(Chain(
     inputs=["text", "prompt"], result="generate.image",
     description="Paint a scannable QR code for `text` as art (segno -> ControlNet txt2img -> OpenCV decode check)."))
 
+register_app(Chain("text_to_video_generation", [Step("text_to_video", id="generate")], inputs=["prompt"],
+                   description="Text to video (ModelScope's text-to-video-ms-1.7b); frames, and .mp4/.gif via "
+                               "result['video'].save(path)."))
+
 
 def register_app_alias(alias: str, name: str) -> None:
     """Let `alias` (another project's name for the same app) open the registered app `name`."""

@@ -73,10 +73,14 @@ class AppResult(dict):
     inputs dict with the outputs added. The inputs are looked up, not stored: iterating, `len` and the HTTP response
     hold the outputs only, so a response never echoes the request's images back."""
 
-    def __init__(self, chain: Chain, outputs: dict[str, Any], inputs: dict[str, Any] | None = None) -> None:
+    def __init__(self, chain: Chain, outputs: dict[str, Any], inputs: dict[str, Any] | None = None, *,
+                 interrupted: bool = False) -> None:
         super().__init__(outputs)
         self._chain = chain
         self._inputs = dict(inputs or {})
+        # Interrupt reached the run: its last SD step returned what it had made, or (AppInterrupted.partial) the
+        # steps after the interrupted one never ran and only the outputs made before are here
+        self.interrupted = interrupted
 
     def __missing__(self, key: Any) -> Any:
         why = self._chain.unavailable_outputs.get(key) if isinstance(key, str) else None
@@ -118,8 +122,10 @@ class _StepModels:
         return self.flow.cache.get(kind, source, self.flow.device, self.flow.dtype)
 
     def extra_network_folders(self) -> dict[str, Any]:
-        """The flow's LoRA and textual-inversion folders (`Appflow(..., lora_dir=, embeddings_dir=)`)."""
-        return {"lora_dir": self.flow.lora_dir, "embeddings_dir": self.flow.embeddings_dir}
+        """The flow's LoRA, textual-inversion and hypernetwork folders (`Appflow(..., lora_dir=, embeddings_dir=,
+        hypernetwork_dir=)`)."""
+        return {"lora_dir": self.flow.lora_dir, "embeddings_dir": self.flow.embeddings_dir,
+                "hypernetwork_dir": self.flow.hypernetwork_dir}
 
     def flow_state(self, key: Any, make: Any) -> Any:
         """An object kept for the flow's life (built by `make()` on first use), e.g. a prompt session on a cached model."""
@@ -133,7 +139,8 @@ class Appflow:
 
     def __init__(self, app: Any = None, models: list | dict | None = None, *, task: Any = None, device: str = "cpu",
                  dtype: Any = None, cache: ModelCache | None = None, lora_dir: str | os.PathLike | None = None,
-                 embeddings_dir: str | os.PathLike | None = None, static_mode: bool = False, **options: Any) -> None:
+                 embeddings_dir: str | os.PathLike | None = None, hypernetwork_dir: str | os.PathLike | None = None,
+                 static_mode: bool = False, **options: Any) -> None:
         # 1. The app (PaddleMIX's README also spells it `task=`)
         if app is not None and task is not None:
             raise TypeError(f"Pass the app once: app={app!r} and task={task!r} name the same thing (task= is "
@@ -152,6 +159,7 @@ class Appflow:
         self.cache = cache if cache is not None else MODEL_CACHE
         self.lora_dir = _check_folder("lora_dir", lora_dir)
         self.embeddings_dir = _check_folder("embeddings_dir", embeddings_dir)
+        self.hypernetwork_dir = _check_folder("hypernetwork_dir", hypernetwork_dir)
         self._state: dict[Any, Any] = {}
         # 3. Options, values checked before any model loads
         self.tasks = {step.id: self.plan.task_classes[step.id](**step.options) for step in self.plan.order}
@@ -313,8 +321,12 @@ class Appflow:
         values: dict[tuple[str | None, str], Any] = {(None, name): value for name, value in inputs.items()}
         for number, step in enumerate(self.plan.order):
             if number and interrupted():  # the previous step stopped early: the rest would work on a partial result
-                raise AppInterrupted(f"App {self.name!r} was interrupted before step {step.id!r}; no outputs were "
-                                     "made. Run it again to finish.")
+                made = {name: values[(b.step, b.key)] for name, b in self.plan.outputs.items()
+                        if (b.step, b.key) in values}
+                raise AppInterrupted(f"App {self.name!r} was interrupted before step {step.id!r}; "
+                                     + (f"only {sorted(made)} were made" if made else "no outputs were made")
+                                     + ". Run it again to finish.",
+                                     partial=AppResult(self.plan.chain, made, inputs, interrupted=True))
             task = self.tasks[step.id]
             step_inputs = {key: values[(b.step, b.key)] for key, b in self.plan.bindings[step.id].items()
                            if (b.step, b.key) in values}
@@ -327,7 +339,7 @@ class Appflow:
 
         # 3. Collect the named outputs, with the main one under "result"
         return AppResult(self.plan.chain, {name: values[(b.step, b.key)] for name, b in self.plan.outputs.items()},
-                         inputs)
+                         inputs, interrupted=interrupted())
 
     def _single_image_as_list(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """PaddleMIX passes `image=` to apps whose input here is a list `images` (dual-guided generation): take it as
@@ -400,8 +412,12 @@ def _check_static_mode(static_mode: Any) -> None:
                          "static_mode=False.")
 
 
+_FOLDER_CONTENTS = {"lora_dir": "LoRA files", "embeddings_dir": "textual-inversion embeddings",
+                    "hypernetwork_dir": "A1111 hypernetwork .pt files"}
+
+
 def _check_folder(option: str, folder: str | os.PathLike | None) -> str | None:
-    """A LoRA / embeddings folder as given, once it is known to be an existing folder."""
+    """A LoRA / embeddings / hypernetwork folder as given, once it is known to be an existing folder."""
     if folder is None:
         return None
     if not isinstance(folder, (str, os.PathLike)) or not str(folder).strip():
@@ -409,5 +425,5 @@ def _check_folder(option: str, folder: str | os.PathLike | None) -> str | None:
     path = Path(folder).expanduser()
     if not path.is_dir():
         raise ValueError(f"{option} {str(folder)!r} is not an existing folder; create it or pass the folder that holds "
-                         f"your {'LoRA files' if option == 'lora_dir' else 'textual-inversion embeddings'}.")
+                         f"your {_FOLDER_CONTENTS[option]}.")
     return str(path)

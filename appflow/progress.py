@@ -18,7 +18,14 @@ from pipelines.control import GenerationControl
 
 
 class AppInterrupted(RuntimeError):
-    """The caller interrupted an app between two of its steps: the chain stops without outputs."""
+    """The caller interrupted an app between two of its steps: the chain stops before the next one.
+
+    `partial` holds the app outputs the finished steps made (an `AppResult` with `interrupted` set; empty when the
+    main output comes from a later step), which a UI shows as A1111 shows an interrupted batch's finished images."""
+
+    def __init__(self, message: str, *, partial=None) -> None:
+        super().__init__(message)
+        self.partial = partial if partial is not None else {}
 
 
 @dataclass(frozen=True)

@@ -116,15 +116,21 @@ def check_pipeline_keywords(cls, keywords: dict[str, Any], method: str = "from_p
                         f"Valid keywords: {', '.join(load_names + init_names)}.")
 
 
+# The folders a `ModelSession` reads prompt tags and embeddings from (pipeline keywords of the same names)
+SESSION_FOLDERS = ("embeddings_dir", "lora_dir", "hypernetwork_dir")
+
+
 class DiffusionPipelineBase:
     params_class = Txt2ImgParams
 
     def __init__(self, model: DiffusionModel, *, limits: GenerationLimits | None = None,
                  embeddings_dir: str | os.PathLike | None = None, lora_dir: str | os.PathLike | None = None,
-                 session: ModelSession | None = None) -> None:
+                 hypernetwork_dir: str | os.PathLike | None = None, session: ModelSession | None = None) -> None:
         self.model = model
         self.limits = limits or GenerationLimits()
-        self.session = session or ModelSession(model, embeddings_dir=embeddings_dir, lora_dir=lora_dir)
+        # hypernetwork_dir: A1111's --hypernetwork-dir, whose .pt files `<hypernet:name:strength>` tags apply
+        self.session = session or ModelSession(model, embeddings_dir=embeddings_dir, lora_dir=lora_dir,
+                                               hypernetwork_dir=hypernetwork_dir)
 
     @classmethod
     def from_pretrained(cls, source: str | os.PathLike, *, dtype=None, device: str | None = None,
@@ -140,7 +146,8 @@ class DiffusionPipelineBase:
 
         diffusers' loading names mean here what they mean there: `torch_dtype` is `dtype`, `variant`,
         `use_safetensors`, `local_files_only` and `revision` choose the files. Every other keyword must be one the
-        pipeline takes (`limits`, `embeddings_dir`, `lora_dir`, `session`); all are checked before the weights load."""
+        pipeline takes (`limits`, `embeddings_dir`, `lora_dir`, `hypernetwork_dir`, `session`); all are checked before
+        the weights load."""
         from mixkit.models.diffusion.loading import load_diffusion_model
 
         check_pipeline_keywords(cls, kwargs)
@@ -157,20 +164,21 @@ class DiffusionPipelineBase:
     def from_pipeline(cls, other: "DiffusionPipelineBase", **kwargs: Any):
         """Share another pipeline's loaded model and caches (no second copy of the weights).
 
-        The pipeline keywords `from_pretrained` takes (`limits`, `embeddings_dir`, `lora_dir`, `session`) default to
-        `other`'s. The folders belong to the session, so a new `embeddings_dir` or `lora_dir` gives this pipeline a
+        The pipeline keywords `from_pretrained` takes (`limits`, `embeddings_dir`, `lora_dir`, `hypernetwork_dir`,
+        `session`) default to `other`'s. The folders belong to the session, so a new folder gives this pipeline a
         session of its own (same model, the other folder of the two kept, prompt-encoding caches not shared)."""
         check_pipeline_keywords(cls, kwargs, "from_pipeline")
         if not isinstance(other, DiffusionPipelineBase):
             raise TypeError(f"{cls.__name__}.from_pipeline takes a loaded mixkit pipeline (TextToImage, ImageToImage, "
                             f"...), got {type(other).__name__}; to load a model use {cls.__name__}.from_pretrained.")
-        folders = {name: kwargs.pop(name) for name in ("embeddings_dir", "lora_dir") if name in kwargs}
+        folders = {name: kwargs.pop(name) for name in SESSION_FOLDERS if name in kwargs}
         session = kwargs.pop("session", None)
         if folders and session is not None:
             raise ValueError(f"{cls.__name__}.from_pipeline got session= and {', '.join(folders)}=; the folders are "
                              "the session's: pass the session, or the folders (a new session is made for them).")
         if folders:
-            folders = {"embeddings_dir": other.session.embeddings_dir, "lora_dir": other.session.lora_dir, **folders}
+            folders = {"embeddings_dir": other.session.embeddings_dir, "lora_dir": other.session.lora_dir,
+                       "hypernetwork_dir": other.session.hypernetwork_dir, **folders}
             session = ModelSession(other.model, **folders)
         return cls(other.model, limits=kwargs.get("limits", other.limits), session=session or other.session)
 

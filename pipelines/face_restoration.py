@@ -10,7 +10,9 @@ up to 640, each face (eyes ≥ 5 px apart) warped onto the FFHQ 512 template, re
 detection order through the inverse warp. The paste mask is A1111's (`use_parse=True`): facexlib's ParseNet labels the
 restored face and only its face classes are blended in, when `parsing_parsenet.pth` is next to the detector (the
 restorer's folder first, as A1111 downloads it there); without it the soft square mask of `use_parse=False` is used
-and the log says so once. A picture with no face comes back unchanged.
+and the log says so once. A picture with no face comes back unchanged. As in A1111, the restored face is pasted as
+8-bit (truncated), and a face the network fails on is logged ("Failed face-restoration inference") and pasted back
+as it was while the other faces are restored.
 """
 
 from __future__ import annotations
@@ -148,6 +150,17 @@ class FaceRestorer:
         with self.lock:
             self.network = self.detector = self.parser = self.loaded_from = None
 
+    def _restore_one(self, network, batch, weight: float, number: int, count: int):
+        """The network's output for one aligned face, or the face itself when the network fails on it: A1111's
+        `restore_with_face_helper` reports "Failed face-restoration inference" and pastes the crop back, so one bad
+        face (an odd crop, a NaN) costs that face its restoration, not the picture or the job."""
+        try:
+            return network(batch, weight=weight)
+        except Exception:
+            logger.exception("Failed face-restoration inference (%s, face %d of %d); that face is kept as it was.",
+                             self.name, number, count)
+            return batch
+
     def restore(self, image, *, weight: float):
         """`image` (PIL) with every detected face restored; the network runs at CodeFormer fidelity `weight`."""
         import numpy as np
@@ -168,13 +181,14 @@ class FaceRestorer:
             aligned = [align_face(pixels, torch.tensor(face.landmarks, dtype=torch.float64), size=FACE_SIZE)
                        for face in faces]
             result = pixels
-            for face, matrix in aligned:
-                batch = (face / 127.5 - 1.0)[None]
-                restored = network(batch, weight=weight)
+            for number, (face, matrix) in enumerate(aligned, 1):
+                # facexlib warps the 8-bit picture, so the network sees an 8-bit crop
+                batch = (face.round().clamp(0, 255) / 127.5 - 1.0)[None]
+                restored = self._restore_one(network, batch, weight, number, len(aligned))
                 if tuple(restored.shape) != (1, 3, FACE_SIZE, FACE_SIZE):
                     raise ValueError(f"Face restorer {self.name} returned shape {tuple(restored.shape)} for a "
                                      f"[1, 3, {FACE_SIZE}, {FACE_SIZE}] face; its network does not fit this pipeline.")
-                face_pixels = (restored[0].float().clamp(-1, 1) + 1.0) * 127.5
+                face_pixels = eight_bit_face(restored[0])
                 if parser is None:
                     result = paste_face(result, face_pixels.to(device), matrix)
                 else:
@@ -185,6 +199,15 @@ class FaceRestorer:
                     result = paste_face_parsed(result, face_pixels.to(device), matrix, mask.to(device))
             array = result.round().clamp(0, 255).to(torch.uint8).permute(1, 2, 0).cpu().numpy()
             return Image.fromarray(array)
+
+
+def eight_bit_face(restored):
+    """A network's face [3, S, S] in [-1, 1] as the 0..255 integers A1111 pastes (float tensor of whole numbers).
+
+    A1111's `restore_with_face_helper` maps the output to [0, 1], multiplies by 255 and casts to uint8 (truncating,
+    not rounding) before facexlib warps it back, so a restorer's 127.5 lands in the picture as 127; the same order of
+    float32 operations is kept here so the truncation falls the same way."""
+    return ((restored.float().clamp(-1, 1) + 1.0) / 2.0 * 255.0).floor()
 
 
 # Face restorers by A1111's names; `register_face_restorers` fills it from the model folders.

@@ -213,10 +213,16 @@ class PreparedCall:
 
 
 class ModelSession:
-    def __init__(self, model: DiffusionModel, *, embeddings_dir=None, lora_dir=None) -> None:
+    def __init__(self, model: DiffusionModel, *, embeddings_dir=None, lora_dir=None, hypernetwork_dir=None) -> None:
         self.model = model
         self.embeddings_dir = embeddings_dir
         self.lora_dir = lora_dir
+        self.hypernetwork_dir = hypernetwork_dir
+        self.hypernetworks = None  # the HypernetworkLibrary of hypernetwork_dir (loaded files cached across calls)
+        if hypernetwork_dir is not None:
+            from mixkit.hypernetworks import HypernetworkLibrary
+
+            self.hypernetworks = HypernetworkLibrary(hypernetwork_dir)  # a missing folder is refused here
         # (clip_skip, emphasis, comma_backtrack, sdxl_clip_l_skip) -> PromptEncoder
         self._encoders: dict[tuple, Any] = {}
         self._embeddings = None  # the EmbeddingLibrary of embeddings_dir, rescanned before every call
@@ -302,43 +308,80 @@ class ModelSession:
         # Every prompt loses its tags, but only the first prompt's tags are applied, as A1111's
         # `extra_networks.parse_prompts` does: the copies of one prompt in a batch would otherwise add up the
         # strengths (batch 3 at 0.8 = 2.4), and one model state serves the whole batch.
-        clean_prompts, requests = [], []
+        clean_prompts, requests, hypernet_tags = [], [], []
         for index, prompt in enumerate(prompts):
             text, tags = extract_extra_networks(prompt)
             clean_prompts.append(text)
             if index == 0:
                 requests = list(tags)
+                hypernet_tags = self._hypernetwork_tags(prompt)
                 # A1111 removes every tag from every prompt and skips kinds it does not know, the first prompt's
                 # once per call (`extra_networks.activate`)
-                warn_skipped_extra_networks(unknown_extra_network_tags(prompt), stacklevel=3)
+                skipped = unknown_extra_network_tags(prompt)
+                if self.hypernetworks is not None:
+                    skipped = [tag for tag in skipped if not tag.startswith("<hypernet:")]
+                warn_skipped_extra_networks(skipped, stacklevel=3)
         # Negative prompts keep their tags as text, neither applied nor removed: A1111 1.10 parses extra networks
         # out of the prompts only (`StableDiffusionProcessing.parse_extra_network_prompts`), so a pasted infotext
         # with `<lora:...>` in its "Negative prompt:" gives A1111's image only if the tag is encoded as it is there.
         warn_negative_tags(negatives)
         lora_requests = self._lora_requests(loras, requests)
-        applied = None
+        # Hypernetwork files are read before any LoRA is merged, so a bad file or name changes nothing
+        hypernetworks = self._hypernetworks_for(hypernet_tags)
+        if lora_requests or hypernetworks:
+            self._check_backend_takes_networks(lora_requests, hypernetworks)
+        applied = applied_hypernetworks = None
         if lora_requests:
             from mixkit.lora import apply_loras
-
-            backend = self.model.extras.get("execution_backend")
-            if backend not in (None, "torch", "torch.compile"):
-                names = ", ".join(str(getattr(r, "name", r)) for r in lora_requests)
-                raise ValueError(f"LoRAs per generation ({names}) cannot be applied on the {backend} backend, whose "
-                                 "graphs are compiled with fixed weights; merge the LoRAs before optimize(..., "
-                                 f"backend={backend!r}) or use backend='torch'.")
 
             applied = apply_loras(self.model.unet, self.model.text_encoders, lora_requests, mode="merge",
                                   partial=partial_loras)
             self._encoders.clear()  # text-encoder weights changed: cached encodings are stale
         try:
+            if hypernetworks:
+                from mixkit.hypernetworks import apply_hypernetworks
+
+                # The UNet's key/value projections, for this call only (A1111 applies them in every attention)
+                applied_hypernetworks = apply_hypernetworks(self.model.unet, hypernetworks)
             bundled = applied.bundled_embeddings() if applied is not None else None
             encoder = self.encoder(clip_skip, bundled, emphasis=emphasis, comma_backtrack=comma_backtrack,
                                    sdxl_clip_l_skip=sdxl_clip_l_skip)
             yield PreparedCall(encoder, clean_prompts, list(negatives), applied)
         finally:
+            if applied_hypernetworks is not None:
+                applied_hypernetworks.remove()
             if applied is not None:
                 applied.remove()
                 self._encoders.clear()
+
+    def _hypernetwork_tags(self, prompt: str) -> list:
+        """The prompt's `<hypernet:...>` tags when a hypernetwork folder is set (without one they are skipped with a
+        warning, as before; a malformed one is then no error either)."""
+        if self.hypernetworks is None:
+            return []
+        from mixkit.hypernetworks import parse_hypernetwork_tags
+
+        return parse_hypernetwork_tags(prompt)
+
+    def _hypernetworks_for(self, tags: list) -> list:
+        if not tags:
+            return []
+        from mixkit.hypernetworks import resolve_hypernetwork_requests
+
+        return resolve_hypernetwork_requests(tags, self.hypernetworks)
+
+    def _check_backend_takes_networks(self, lora_requests: list, hypernetworks: list) -> None:
+        backend = self.model.extras.get("execution_backend")
+        if backend in (None, "torch", "torch.compile"):
+            return
+        if lora_requests:
+            names = ", ".join(str(getattr(r, "name", r)) for r in lora_requests)
+            raise ValueError(f"LoRAs per generation ({names}) cannot be applied on the {backend} backend, whose "
+                             "graphs are compiled with fixed weights; merge the LoRAs before optimize(..., "
+                             f"backend={backend!r}) or use backend='torch'.")
+        names = ", ".join(application.hypernetwork.name for application in hypernetworks)
+        raise ValueError(f"hypernetworks ({names}) cannot be applied on the {backend} backend, whose graphs are "
+                         "compiled without them; use backend='torch' for prompts with <hypernet:...> tags.")
 
     def _lora_requests(self, loras: list, tags: list) -> list:
         if not loras and not tags:

@@ -10,7 +10,9 @@ unmasked pixels are returned unchanged. The mask is prepared as A1111's `StableD
 it: blurred per axis, rounded in the latent (unless `mask_round=False`), pasted back with the
 blurred mask doubled for the whole picture, and an "only masked" crop fitted with "resize and fill".
 Dedicated inpainting checkpoints (9-channel UNets) get the mask and the masked image (masked area
-mid grey) as extra input channels; without a mask, a full mask (as A1111 does).
+mid grey) as extra input channels; without a mask, a full mask (as A1111 does). `soft_inpainting` is A1111's Soft
+inpainting (pipelines/soft_inpainting.py): the mask kept soft, blended per step by noise level, and pasted back
+through a mask of what changed instead of the blurred one.
 """
 
 from __future__ import annotations
@@ -70,6 +72,9 @@ class Img2ImgParams(Txt2ImgParams):
     # img2img_extra_noise more of it on top
     initial_noise_multiplier: float = 1.0
     img2img_extra_noise: float = 0.0
+    # A1111's Soft inpainting (pipelines.soft_inpainting): the blurred mask used as an opacity, not rounded. Needs
+    # nothing else; without a mask it does nothing and is not recorded, as A1111's script skips calls without one.
+    soft_inpainting: Any = None
 
 
 def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
@@ -116,6 +121,9 @@ def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
     from pipelines.img2img_noise import check_img2img_noise
 
     check_img2img_noise(params.initial_noise_multiplier, params.img2img_extra_noise)
+    from pipelines.soft_inpainting import check_soft_inpainting
+
+    params.soft_inpainting = check_soft_inpainting(params.soft_inpainting)
 
 
 def _shrink_batch_to_images(params: Img2ImgParams) -> None:
@@ -254,6 +262,8 @@ class Img2ImgInputs:
     masked_image_latents: Any = None  # 9-channel UNets only
     conditioning_mask: Any = None  # 9-channel UNets only: their mask channel, [N, 1, h, w]
     crop: CropRegion | None = None
+    # Soft inpainting's paste-back masks by image index, filled when each batch's sampling ends
+    composite_masks: dict = field(default_factory=dict)
 
 
 class ImageToImage(DiffusionPipelineBase):
@@ -266,6 +276,8 @@ class ImageToImage(DiffusionPipelineBase):
 
     def _prepare(self, params: Img2ImgParams) -> Img2ImgInputs:
         images = [normalize_init_image(image) for image in params.init_images]
+        if params.soft_inpainting is not None and params.mask is not None:
+            params.mask_round = False  # A1111's soft inpainting `process`: the mask stays soft everywhere
         if params.mask is None and params.resize_mode == LATENT_RESIZE_MODE:
             inputs = Img2ImgInputs(originals=images, init_latents=self._encode_latent_resized(images, params))
             return self._with_weighted_conditioning(inputs, params, latent_resized=True)
@@ -383,6 +395,7 @@ class ImageToImage(DiffusionPipelineBase):
                       "picture is repainted as plain img2img, as A1111 does; draw a larger mask to inpaint a region.",
                       stacklevel=3)
         params.inpaint_full_res = False
+        params.soft_inpainting = None  # nothing to blend without the mask; the infotext records what ran
         resized = [resize_image(image, params.width, params.height, params.resize_mode) for image in images]
         return self._with_weighted_conditioning(Img2ImgInputs(originals=resized, init_latents=self._encode(resized)),
                                                 params)
@@ -434,7 +447,10 @@ class ImageToImage(DiffusionPipelineBase):
                                   params.img2img_extra_noise)
         start = BatchStart(latents=latents, schedulers=schedulers, timesteps=timesteps,
                            steps=getattr(schedulers[0], "run_steps", run))  # A1111's UniPC: its t_enc steps
-        if mask is not None:
+        if mask is not None and params.soft_inpainting is not None:
+            start.mask_blend = _soft_mask_blend(init, mask, sampler, self.model.scheduler_config, params, inputs,
+                                                first_image)
+        elif mask is not None:
             start.mask_blend = _mask_blend(init, mask, sampler, self.model.scheduler_config)
         if inputs.masked_image_latents is not None:
             channel = inputs.conditioning_mask[pick].to(init)
@@ -448,6 +464,11 @@ class ImageToImage(DiffusionPipelineBase):
             return image
         which = index % len(inputs.originals)
         original, overlay = inputs.originals[which], inputs.overlay_masks[which]
+        soft = inputs.composite_masks.pop(index, None)
+        if soft is not None:  # Soft inpainting's difference mask replaces the blurred one (A1111's post_sample)
+            from pipelines.soft_inpainting_blend import uncropped_mask
+
+            overlay = soft if inputs.crop is None else uncropped_mask(soft, original.size, inputs.crop)
         if inputs.crop is None:
             return paste_back(image, original, overlay)
         # A1111's `uncrop`: back to the crop's size with "crop and resize", which cuts away the bands that
@@ -471,6 +492,8 @@ class ImageToImage(DiffusionPipelineBase):
             blur_x, blur_y = mask_blurs(params)
             if blur_x == blur_y > 0:
                 extras["Mask blur"] = blur_x
+            if params.soft_inpainting is not None:  # A1111's script adds its keys after img2img's Mask blur
+                extras.update(params.soft_inpainting.infotext())
             if params.inpainting_mask_invert:
                 extras["Mask mode"] = "Inpaint not masked"
             extras["Masked content"] = params.inpainting_fill
@@ -487,3 +510,19 @@ def _mask_blend(init, mask, sampler, scheduler_config):
 
     return MaskBlend(init=init, repaint=mask, before_denoising=SAMPLERS.get(sampler.name).mask_before_denoising,
                      prediction_type=scheduler_config.get("prediction_type", "epsilon"))
+
+
+def _soft_mask_blend(init, mask, sampler, scheduler_config, params: Img2ImgParams, inputs: Img2ImgInputs,
+                     first_image: int):
+    """Soft inpainting's blend (pipelines/soft_inpainting_blend.py), which leaves each image's paste-back mask in
+    `inputs.composite_masks` when the batch's sampling ends."""
+    from pipelines.samplers import SAMPLERS
+    from pipelines.soft_inpainting_blend import SoftMaskBlend, composite_masks
+
+    def remember(latents):
+        masks = composite_masks(init, latents, mask, params.soft_inpainting, params.width, params.height)
+        inputs.composite_masks.update({first_image + k: image for k, image in enumerate(masks)})
+
+    return SoftMaskBlend(init=init, repaint=mask, before_denoising=SAMPLERS.get(sampler.name).mask_before_denoising,
+                         prediction_type=scheduler_config.get("prediction_type", "epsilon"),
+                         settings=params.soft_inpainting, on_finish=remember)

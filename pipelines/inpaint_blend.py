@@ -66,8 +66,9 @@ class MaskBlend:
     before_denoising: bool
     prediction_type: str = "epsilon"
 
-    def model_input(self, scaled, row: int):
-        """What the model sees for image `row` (its scaled sample `scaled`, [1, C, h, w])."""
+    def model_input(self, scaled, row: int, sample=None, scheduler=None, timestep=None):
+        """What the model sees for image `row` (its scaled sample `scaled`, [1, C, h, w]); the unscaled `sample`,
+        `scheduler` and `timestep` locate the noise level, which only the soft blend (SoftMaskBlend) needs."""
         if not self.before_denoising:
             return scaled
         mask = self.repaint[row % len(self.repaint)]

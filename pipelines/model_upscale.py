@@ -1,8 +1,8 @@
 """Model upscalers (ESRGAN / Real-ESRGAN / SRVGG / SwinIR / DAT files) as pixel upscalers, run the way A1111 runs them.
 
 A1111 names each file of `models/ESRGAN` (or `models/SwinIR`, `models/DAT`) by its stem ("4x-UltraSharp"), Real-ESRGAN's
-release files by its own names ("R-ESRGAN 4x+" for RealESRGAN_x4plus.pth), its SwinIR and DAT downloads "SwinIR 4x",
-"DAT x4", and upscales by
+release files by its own names ("R-ESRGAN 4x+" for RealESRGAN_x4plus.pth), its DAT downloads "DAT x4" (SwinIR's
+download SwinIR_4x.pth by its stem, "SwinIR 4x" resolving to it), and upscales by
 `scale` as its `Upscaler.upscale` does: run the network (at most 3 times, until the image covers the target), then
 Lanczos-resize to the target. Each run is tiled as A1111's `upscale_with_model` (`ESRGAN_tile` 192 input pixels,
 `ESRGAN_tile_overlap` 8; 0 = one piece) so a large image fits in memory. One network stays loaded at a time: the
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines.upscale import UPSCALERS, UpscaleLimits, check_output_size, tiled_upscale
+from pipelines.upscale import UPSCALERS, UpscaleLimits, check_output_size, target_size, tiled_upscale
 
 logger = logging.getLogger(__name__)
 
@@ -33,32 +33,37 @@ A1111_REALESRGAN_NAMES = {
     "RealESRGAN_x4plus_anime_6B": "R-ESRGAN 4x+ Anime6B", "RealESRGAN_x2plus": "R-ESRGAN 2x+",
 }
 # A1111's SwinIR entry "SwinIR 4x" is its download of Real-SwinIR-L x4 (003_realSR_BSRGAN_DFOWMFC_s64w8_SwinIR-L_x4_GAN),
-# saved as models/SwinIR/SwinIR_4x.pth
-A1111_SWINIR_NAMES = {"SwinIR_4x": "SwinIR 4x"}
+# saved as models/SwinIR/SwinIR_4x.pth. It is listed under that name only while no file is in the folder (the download
+# URL stands in, extensions-builtin/SwinIR `find_models`); once a file is there A1111 lists the folder's files by stem,
+# so the file is "SwinIR_4x" (listed, written in infotexts) and "SwinIR 4x" (the name of that first run's infotexts)
+# only resolves to it.
+A1111_SWINIR_ALIASES = {"SwinIR_4x": "SwinIR 4x"}
 # A1111's DAT entries are the DAT paper's releases, downloaded as models/DAT/DAT_x2.pth ... (modules/dat_model.py)
 A1111_DAT_NAMES = {"DAT_x2": "DAT x2", "DAT_x3": "DAT x3", "DAT_x4": "DAT x4"}
-A1111_RELEASE_NAMES = {**A1111_REALESRGAN_NAMES, **A1111_SWINIR_NAMES, **A1111_DAT_NAMES}
+A1111_RELEASE_NAMES = {**A1111_REALESRGAN_NAMES, **A1111_DAT_NAMES}
 # A release file is also known by its stem (an alias: it resolves, e.g. "Hires upscaler: DAT_x4"). A1111 lists the
-# stem too for its SwinIR and DAT folders, which list every file by stem: DAT_x4.pth is both "DAT_x4" (the file) and
-# "DAT x4" (the release entry, always listed), SwinIR_4x.pth "SwinIR_4x" (and "SwinIR 4x" before it is downloaded, the
-# name in infotexts of that first run). Real-ESRGAN's folder lists only its release names; its stems resolve (the
-# name the file has in A1111's ESRGAN folder) but are not listed.
-A1111_LISTED_STEMS = frozenset({*A1111_SWINIR_NAMES, *A1111_DAT_NAMES})
+# stem too for its DAT folder, which lists every file by stem: DAT_x4.pth is both "DAT_x4" (the file) and "DAT x4" (the
+# release entry, listed while `dat_enabled_models` holds it). Real-ESRGAN's folder lists only its release names; its
+# stems resolve (the name the file has in A1111's ESRGAN folder) but are not listed.
+A1111_LISTED_STEMS = frozenset(A1111_DAT_NAMES)
 # Which of A1111's tile option pairs a network uses: ESRGAN_tile for ESRGAN and Real-ESRGAN (SRVGG) files, SWIN_tile
 # for SwinIR (extensions-builtin/SwinIR), DAT_tile for DAT (modules/dat_model.py)
 TILE_OPTIONS = {"ESRGAN": "ESRGAN", "SRVGG": "ESRGAN", "SwinIR": "SWIN", "DAT": "DAT"}
 
 
 def upscaler_name(path: str | os.PathLike) -> str:
-    """The name A1111 shows for an upscaler file: its name for a Real-ESRGAN release file or its SwinIR and DAT
-    downloads, else the file stem."""
+    """The name A1111 shows for an upscaler file: its name for a Real-ESRGAN release file or its DAT downloads, else
+    the file stem (SwinIR_4x.pth too: see A1111_SWINIR_ALIASES)."""
     stem = Path(path).stem
     return A1111_RELEASE_NAMES.get(stem, stem)
 
 
 def upscaler_aliases(path: str | os.PathLike) -> list[str]:
-    """The other names A1111 knows an upscaler file by: the stem of a release file ("DAT_x4" for "DAT x4")."""
+    """The other names A1111 knows an upscaler file by: the stem of a release file ("DAT_x4" for "DAT x4"), the
+    download name of A1111's SwinIR file ("SwinIR 4x" for SwinIR_4x.pth)."""
     stem = Path(path).stem
+    if stem in A1111_SWINIR_ALIASES:
+        return [A1111_SWINIR_ALIASES[stem]]
     return [stem] if stem != upscaler_name(path) else []
 
 
@@ -154,17 +159,24 @@ class ModelUpscaler:
     def __call__(self, image, width: int, height: int):
         return self.upscale(image, width, height)
 
-    def planned_sizes(self, width: int, height: int, target_w: int, target_h: int) -> list[tuple[int, int]]:
-        """The size after each run of the network, A1111's loop: run until the image covers the target (at most
-        MAX_PASSES times; once for an x1 network, which cannot grow it).
+    def planned_sizes(self, width: int, height: int, target_w: int, target_h: int, *,
+                      scale: float | None = None) -> list[tuple[int, int]]:
+        """The size after each run of the network for an upscale of width x height to target_w x target_h.
 
-        A1111 runs the network once even when the image already covers the target if the scale is 1 (an x1
-        restoration model in Extras, hires fix at scale 1); here that is a target of the input's own size floored
-        to a multiple of 8 (`target_size` at scale 1)."""
+        `scale` is the factor asked for (Extras' "Resize" by); A1111's `Upscaler.upscale` aims at `target_size` of it
+        (sides floored to a multiple of 8) and runs the network until the image covers that (at most MAX_PASSES
+        times; once for an x1 network, which cannot grow it), but at scale exactly 1 it runs it once anyway (an x1
+        restoration model in Extras). So a scale just above 1 whose floored size the image already covers (1.01 of
+        512 px: 517 floored to 512) runs no network, and neither does a scale below 1: only the Lanczos resize.
+        Without `scale` (an upscale to a size: hires fix, AppFlow) the scale is A1111's `resize_image`'s, the larger of
+        the two sides' ratios, and the network is not asked at all unless that is above 1."""
+        if scale is None:
+            scale = max(target_w / width, target_h / height)
+            if scale <= 1:
+                return []
+        dest_w, dest_h = target_size(width, height, scale)
         sizes = []
-        at_scale_one = (target_w, target_h) == (width // 8 * 8, height // 8 * 8)
-        while len(sizes) < MAX_PASSES and (not (width >= target_w and height >= target_h)
-                                           or (at_scale_one and not sizes)):
+        while len(sizes) < MAX_PASSES and not (width >= dest_w and height >= dest_h and (sizes or scale != 1)):
             width, height = round(width * self.scale), round(height * self.scale)
             sizes.append((width, height))
             if self.scale <= 1:
@@ -172,11 +184,11 @@ class ModelUpscaler:
         return sizes
 
     def check_passes(self, width: int, height: int, target_w: int, target_h: int,
-                     limits: UpscaleLimits | None = None) -> list[tuple[int, int]]:
-        """The sizes `upscale` goes through from width x height to the target, each checked against `limits` (the
-        caller's budget, such as hires fix's larger one; default this upscaler's own)."""
+                     limits: UpscaleLimits | None = None, *, scale: float | None = None) -> list[tuple[int, int]]:
+        """The sizes `upscale` goes through from width x height to the target (by `scale`, see `planned_sizes`), each
+        checked against `limits` (the caller's budget, such as hires fix's larger one; default this upscaler's own)."""
         limits = limits or self.limits
-        sizes = self.planned_sizes(width, height, target_w, target_h)
+        sizes = self.planned_sizes(width, height, target_w, target_h, scale=scale)
         check_output_size(target_w, target_h, limits)
         for size in sizes:
             if size[0] * size[1] > limits.max_pixels:
@@ -186,16 +198,18 @@ class ModelUpscaler:
                     "use a smaller image, a resampler such as Lanczos, or raise the limit.")
         return sizes
 
-    def upscale(self, image, width: int, height: int, *, limits: UpscaleLimits | None = None):
-        """Run the network as often as A1111 would, then Lanczos-resize to exactly width x height.
+    def upscale(self, image, width: int, height: int, *, limits: UpscaleLimits | None = None,
+                scale: float | None = None):
+        """Run the network as often as A1111 would (`planned_sizes`), then Lanczos-resize to exactly width x height.
 
         Every intermediate size is checked against `limits` (default this upscaler's own) before the network is
-        loaded; `upscale_image` passes its caller's, so hires fix's budget reaches the network's passes.
+        loaded; `upscale_image` passes its caller's, so hires fix's budget reaches the network's passes, and the
+        factor of an upscale by `scale`.
         """
         from PIL import Image
 
         image = image.convert("RGB")
-        sizes = self.check_passes(image.width, image.height, width, height, limits)
+        sizes = self.check_passes(image.width, image.height, width, height, limits, scale=scale)
         if sizes:
             try:
                 model = LOADED.get(self.path, self.device, self.dtype, self.compile)

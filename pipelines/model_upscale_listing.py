@@ -1,22 +1,39 @@
 """A1111's `/sdapi/v1/upscalers` listing: which names it lists, and each item's fields.
 
-A1111 lists "None" first, then every upscaler; a model file with its architecture, path and native scale. A SwinIR or
-DAT release file appears twice there (its folder lists every file by stem, and DAT's release entries are listed by
-name as well), so a client looking for either name finds it.
+A1111 lists "None" first, then every upscaler; a model file with its architecture, path and native scale. A DAT
+release file appears twice there (its folder lists every file by stem, and DAT's release entries, those
+`dat_enabled_models` holds, by name as well). A1111's SwinIR download is listed by its stem, "SwinIR_4x", once the file
+is there ("SwinIR 4x" only resolves to it).
 """
 
 from __future__ import annotations
 
-from pipelines.model_upscale import A1111_LISTED_STEMS, ModelUpscaler
+from typing import Any, Iterable
+
+from pipelines.model_upscale import A1111_DAT_NAMES, A1111_LISTED_STEMS, ModelUpscaler
 from pipelines.upscale import UPSCALERS
 
+DAT_RELEASE_NAMES = tuple(A1111_DAT_NAMES.values())  # A1111's `dat_enabled_models` choices, all enabled by default
 
-def listed_upscaler_names(registry=UPSCALERS) -> list[str]:
-    """The names `/sdapi/v1/upscalers` lists, as A1111 does: "None", each registered name, and after a SwinIR or DAT
-    release file's name its stem ("DAT x4", "DAT_x4"), which A1111 lists as well."""
+
+def check_dat_enabled_models(value: Any) -> list[str]:
+    """A1111's `dat_enabled_models`: a list of its DAT release names; ValueError naming the value and the choices."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or \
+            not all(isinstance(name, str) and name in DAT_RELEASE_NAMES for name in value):
+        raise ValueError(f"dat_enabled_models must be a list of DAT release names from {list(DAT_RELEASE_NAMES)}, "
+                         f"got {value!r}.")
+    return [name for name in DAT_RELEASE_NAMES if name in value]
+
+
+def listed_upscaler_names(registry=UPSCALERS, *, dat_enabled: Iterable[str] = DAT_RELEASE_NAMES) -> list[str]:
+    """The names `/sdapi/v1/upscalers` lists, as A1111 does: "None", each registered name, and after a DAT release
+    file's name its stem ("DAT x4", "DAT_x4"), which A1111 lists as well. A DAT release name `dat_enabled` (A1111's
+    `dat_enabled_models`) leaves out is not listed, its file still is by stem, as A1111's DAT folder lists it."""
+    enabled = set(dat_enabled)
     names = ["None"]
     for name, entry in registry.items():
-        names.append(name)
+        if not (name in DAT_RELEASE_NAMES and name not in enabled):
+            names.append(name)
         if isinstance(entry, ModelUpscaler):
             names.extend(alias for alias in registry.aliases(name) if alias in A1111_LISTED_STEMS)
     return names

@@ -217,7 +217,8 @@ class RefinerSlot:
                                              device="cpu", **options)
             check_refiner_fits(base, model)
             self._session = ModelSession(model, embeddings_dir=base_session.embeddings_dir,
-                                         lora_dir=base_session.lora_dir)
+                                         lora_dir=base_session.lora_dir,
+                                         hypernetwork_dir=base_session.hypernetwork_dir)
             self._key = key
         return self._session
 

@@ -88,7 +88,8 @@ def run_sampler(request: SamplingRequest):
             scaled_rows = [s.scale_model_input(samples[i], t) for i, s in enumerate(steppers)]
             blend = request.mask_blend
             if blend is not None:
-                scaled = torch.cat([blend.model_input(row, i) for i, row in enumerate(scaled_rows)])
+                scaled = torch.cat([blend.model_input(row, i, sample=samples[i], scheduler=steppers[i],
+                                                      timestep=model_t) for i, row in enumerate(scaled_rows)])
             else:
                 scaled = torch.cat(scaled_rows)
             if request.extra_channels is not None:

@@ -65,7 +65,7 @@ def check_upscale(width: int, height: int, scale: Any, limits: UpscaleLimits, up
     check_output_size(out_w, out_h, limits)
     entry = UPSCALERS.get(upscaler) if isinstance(upscaler, str) else upscaler
     if hasattr(entry, "check_passes"):
-        entry.check_passes(width, height, out_w, out_h, limits)
+        entry.check_passes(width, height, out_w, out_h, limits, scale=scale)
     return out_w, out_h
 
 
@@ -180,18 +180,22 @@ def upscale_image(image, scale: float | None = None, *, width: int | None = None
         out_w, out_h = width, height
         check_output_size(out_w, out_h, limits)
     if model:
-        if given_limits is not None and _takes_limits(run):  # else the object keeps its own budget
-            return run(image.convert("RGB"), out_w, out_h, limits=given_limits)
-        return run(image.convert("RGB"), out_w, out_h)
+        options = {}
+        if given_limits is not None and _takes_keyword(run, "limits"):  # else the object keeps its own budget
+            options["limits"] = given_limits
+        if scale is not None and _takes_keyword(run, "scale"):  # A1111 decides a network's runs by the factor
+            options["scale"] = scale
+        return run(image.convert("RGB"), out_w, out_h, **options)
     return _run(image, out_w, out_h, run, tile_size, tile_overlap)
 
 
-def _takes_limits(upscale: Callable) -> bool:
-    """Whether a model's `upscale` takes `limits=` (ours do; an object written to the plain protocol need not)."""
+def _takes_keyword(upscale: Callable, name: str) -> bool:
+    """Whether a model's `upscale` takes `name=` (`limits`, `scale`: ModelUpscaler's do; an object written to the
+    plain protocol need not)."""
     import inspect
 
     try:
-        return "limits" in inspect.signature(upscale).parameters
+        return name in inspect.signature(upscale).parameters
     except (TypeError, ValueError):  # a builtin without a signature
         return False
 

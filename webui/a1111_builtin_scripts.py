@@ -6,7 +6,8 @@ A1111 finds a script by its title, case-insensitively (`script_name_to_index`). 
 (the request's own `refiner_checkpoint`, `seed`, `subseed`, `sampler_name`, `steps` fields rule), so any args pass
 here too. Extra options fills only the settings listed in `extra_options_txt2img` / `extra_options_img2img` (none by
 default, so its args are unused); Hypertile and Comments take no args (they read Settings). Soft Inpainting runs when
-its first arg (`enabled`) is true, which this server does not implement.
+its first arg (`enabled`) is true: on img2img (webui.api_soft_inpainting reads its args); A1111's txt2img has no such
+script (its `show` hides it there), so switched on in txt2img it is refused.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 IGNORED_ARGS = frozenset({"refiner", "seed", "sampler", "extra options", "hypertile", "comments"})
 ENABLED_BY_FIRST_ARG = frozenset({"soft inpainting"})
+IMG2IMG_SCRIPTS = frozenset({"soft inpainting"})  # run when switched on, on img2img only
 
 
 def _args(entry: Any) -> list:
@@ -22,9 +24,10 @@ def _args(entry: Any) -> list:
     return args if isinstance(args, list) else None
 
 
-def unsupported_scripts(scripts: dict) -> list[str]:
+def unsupported_scripts(scripts: dict, img2img: bool = False) -> list[str]:
     """Refusals for the `alwayson_scripts` entries (ControlNet taken out) this server cannot honour: an unknown
-    script, or a built-in one switched on; empty when every entry is one of A1111's built-ins asking for nothing."""
+    script, or a built-in one switched on that does not run here (Soft inpainting outside img2img); empty when
+    every entry is one of A1111's built-ins asking for nothing or one this request runs."""
     refused = []
     for name, entry in scripts.items():
         key, args = str(name).lower(), _args(entry)
@@ -32,6 +35,9 @@ def unsupported_scripts(scripts: dict) -> list[str]:
             refused.append(f"alwayson_scripts.{name!r} (not a script of this server)")
         elif args is None:
             refused.append(f"alwayson_scripts.{name!r} (its value must be {{\"args\": [...]}})")
+        elif key in IMG2IMG_SCRIPTS and img2img:
+            continue  # its args are checked where they are read (webui.api_soft_inpainting)
         elif key in ENABLED_BY_FIRST_ARG and args and args[0] is not False:
-            refused.append(f"alwayson_scripts.{name!r} switched on (args[0]={args[0]!r}; send false)")
+            where = " in txt2img (an img2img script in A1111)" if key in IMG2IMG_SCRIPTS else ""
+            refused.append(f"alwayson_scripts.{name!r} switched on{where} (args[0]={args[0]!r}; send false)")
     return refused

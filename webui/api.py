@@ -40,6 +40,7 @@ from webui.http_guards import AUTH_USER_KEY, error_body
 from webui.request_checkpoint import CheckpointLoadError
 from webui.result_grid import api_result_grid
 from webui.server_state import ServerState
+from webui.unexpected_errors import UnexpectedErrorMiddleware
 from webui.worker import ANY_OWNER, Job, QueueFullError
 
 logger = logging.getLogger(__name__)
@@ -288,7 +289,10 @@ def build_api(state: ServerState) -> APIRouter:
             raise unprocessable(error) from None
         except (OSError, RuntimeError) as error:  # a model missing offline, a task that failed
             raise HTTPException(status_code=503, detail=f"App {app!r} could not run: {error}") from None
-        return {"app": app, "outputs": await run_in_threadpool(lambda: {k: encode_app_output(v) for k, v in outputs.items()})}
+        # `interrupted`: Interrupt stopped the run; `outputs` then holds what its finished steps made (200, as an
+        # interrupted txt2img answers with the images it has)
+        encoded = await run_in_threadpool(lambda: {k: encode_app_output(v) for k, v in outputs.items()})
+        return {"app": app, "outputs": encoded, "interrupted": bool(getattr(outputs, "interrupted", False))}
 
     def controlled_owner(request: Request):
         """Whose running job a caller may see and stop: its own as an --auth user (another user's job, or a UI job,
@@ -341,14 +345,16 @@ def build_api(state: ServerState) -> APIRouter:
 
     @router.get("/sdapi/v1/scripts")
     async def scripts():
-        # Clients (webuiapi) probe this for extensions; none are installed. A1111 lists its selectable scripts'
-        # titles lower-cased: the registered ones (pipelines.scripts) and the two outpainting ones (webui.api_scripts).
+        # Clients (webuiapi) probe this for extensions; none are installed. A1111 lists its scripts' titles
+        # lower-cased: the registered selectable ones (pipelines.scripts), the two outpainting ones
+        # (webui.api_scripts) and always-on Soft inpainting.
         from pipelines.scripts import SCRIPTS
+        from webui.api_soft_inpainting import SOFT_INPAINTING_SCRIPT
 
         registered = {kind: [script.name for _, script in SCRIPTS.items() if kind in script.kinds]
                       for kind in ("txt2img", "img2img")}
         return {"txt2img": sorted(registered["txt2img"]),
-                "img2img": sorted([*registered["img2img"], MK2_SCRIPT, OUTPAINT_SCRIPT])}
+                "img2img": sorted([*registered["img2img"], MK2_SCRIPT, OUTPAINT_SCRIPT, SOFT_INPAINTING_SCRIPT])}
 
     @router.get("/sdapi/v1/sd-models")
     async def sd_models():
@@ -419,8 +425,9 @@ def build_api(state: ServerState) -> APIRouter:
         from pipelines.model_upscale_listing import listed_upscaler_names, upscaler_listing
 
         # A1111 lists "None" (no upscaling) first; model files carry their architecture, path and native scale, and a
-        # SwinIR / DAT release file is listed under its stem too ("DAT x4", "DAT_x4"), as there
-        return [upscaler_listing(name) for name in listed_upscaler_names()]
+        # DAT release file is listed under its stem too ("DAT x4", "DAT_x4"), as there
+        return [upscaler_listing(name)
+                for name in listed_upscaler_names(dat_enabled=state.options.get("dat_enabled_models"))]
 
     @router.post("/sdapi/v1/png-info")
     async def png_info(body: PngInfoRequest):
@@ -494,7 +501,8 @@ def install_error_handlers(app: FastAPI, redact: Callable[[Any], Any] = lambda t
     HTTP errors keep their status, headers (Retry-After, WWW-Authenticate) and string `detail`. A request
     that fails FastAPI's validation gets 422 with FastAPI's error list as `detail` (what FastAPI, and so
     A1111, answers there) and a readable summary naming the fields as `errors`. `redact` (a
-    `webui.error_paths.PathRedactor`) takes the server's folders out of every message.
+    `webui.error_paths.PathRedactor`) takes the server's folders out of every message. Any other exception is a
+    JSON 500 from `webui.unexpected_errors` (one handler for every route, the connection kept usable).
     """
     from fastapi.encoders import jsonable_encoder
     from fastapi.exceptions import RequestValidationError
@@ -517,7 +525,5 @@ def install_error_handlers(app: FastAPI, redact: Callable[[Any], Any] = lambda t
         # Nobody reads this answer; 499 is nginx's "client closed request", for the server log.
         return JSONResponse(status_code=499, content=error_body(499, "client closed the connection", error="ClientGone"))
 
-    @app.exception_handler(Exception)
-    async def server_error(request: Request, error: Exception):
-        # A bug: A1111's shape, and the traceback in the log (Starlette re-raises it there after this answer).
-        return server_error_response(error, f"{request.method} {request.url.path}", redact)
+    # A bug: A1111's 500 shape, the traceback in the log, the client's connection kept open
+    app.add_middleware(UnexpectedErrorMiddleware, redact=redact)

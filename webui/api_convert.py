@@ -75,7 +75,7 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
     from webui.api_controlnet import controlnet_args
 
     _, other_scripts = controlnet_args(request.alwayson_scripts)
-    found.extend(unsupported_scripts(other_scripts))
+    found.extend(unsupported_scripts(other_scripts, img2img=isinstance(request, Img2ImgRequest)))
     if request.enable_hr and request.hr_checkpoint_name not in (None, "", "Use same checkpoint"):
         # A1111's UI sends its "off" value: the first pass's checkpoint, which is what this server's hires pass uses.
         # Hires prompts are supported (HiresParams.hr_prompt / hr_negative_prompt); the hires sampler and schedule
@@ -375,7 +375,13 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
     decode = lambda field, data: decode_base64_image(field, data, max_pixels=max_pixels,  # noqa: E731
                                                      max_bytes=request_limits.max_image_bytes)
     images = [decode(f"init_images[{i}]", data) for i, data in enumerate(request.init_images)]
-    mask = _decode_mask(request.mask, decode, round=request.mask_round) if request.mask else None
+    from webui.api_controlnet import controlnet_args
+    from webui.api_soft_inpainting import soft_inpainting_from_scripts
+
+    soft_inpainting = soft_inpainting_from_scripts(controlnet_args(request.alwayson_scripts)[1])
+    # A1111's Soft inpainting sets mask_round=False before the mask is read: a transparent mask keeps its soft alpha
+    mask_round = request.mask_round and soft_inpainting is None
+    mask = _decode_mask(request.mask, decode, round=mask_round) if request.mask else None
     params_class = Img2ImgParams
     extra = {}
     if units:
@@ -390,6 +396,7 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
         inpainting_fill=INPAINTING_FILL[request.inpainting_fill], inpaint_full_res=request.inpaint_full_res,
         inpaint_full_res_padding=request.inpaint_full_res_padding,
         exact_steps=_exact_steps(request, sampler_options), **_img2img_noise(request, sampler_options),
+        soft_inpainting=soft_inpainting,
     )
     check_img2img_params(params, limits, 8)
     return params

@@ -202,6 +202,12 @@ def apply_infotext(request: Txt2ImgRequest, lora_library=None, running_labels=No
     for option, value in sampler_parameters_in_infotext(written).items():
         if option not in sent:  # "Sigma churn" & co: override_settings, as A1111's paste; a request field wins
             overrides.setdefault(option, value)
+    if isinstance(request, Img2ImgRequest):  # A1111's Soft inpainting script fields (its infotext_fields)
+        from webui.api_soft_inpainting import with_infotext_soft_inpainting
+
+        scripts = with_infotext_soft_inpainting(request.alwayson_scripts, written)
+        if scripts is not None:
+            filled["alwayson_scripts"] = scripts
     if overrides != (request.override_settings or {}):
         filled["override_settings"] = overrides
     values = {**request.model_dump(include=sent), **filled}

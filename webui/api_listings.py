@@ -1,8 +1,9 @@
 """A1111's read-only listing endpoints that clients (webuiapi's helpers) call, in A1111's JSON shapes.
 
-Lists of things mixkit does not have (hypernetworks, extensions) are served empty rather than 404,
-as an A1111 without them answers; prompt styles are those of `--styles-file` (empty without one), Real-ESRGAN models
-those of `--realesrgan-models-path`, face restorers those of `--gfpgan-models-path` / `--codeformer-models-path`.
+Lists of things mixkit does not have (extensions, sd-modules) are served empty rather than 404, as an A1111 without
+them answers; hypernetworks are the `.pt` files of `--hypernetwork-dir` (empty without one), prompt styles those of
+`--styles-file` (empty without one), Real-ESRGAN models those of `--realesrgan-models-path`, face restorers those of
+`--gfpgan-models-path` / `--codeformer-models-path`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from webui.server_state import ServerState
 
 # A1111 endpoints whose items mixkit has none of: an A1111 without any answers [] too.
 # sd-modules: A1111's separate text-encoder / VAE module files (Forge-style); mixkit loads them with the checkpoint.
-EMPTY_LISTS = ("hypernetworks", "extensions", "sd-modules")
+EMPTY_LISTS = ("extensions", "sd-modules")
 
 
 def command_line_flags(state: ServerState) -> dict:
@@ -25,6 +26,7 @@ def command_line_flags(state: ServerState) -> dict:
     config = state.config
     return {"port": config.port, "listen": config.listen, "api": True, "nowebui": not config.ui,
             "ckpt_dir": config.models_dir, "lora_dir": config.lora_dir, "embeddings_dir": config.embeddings_dir,
+            "hypernetwork_dir": config.hypernetwork_dir,
             "vae_dir": config.vae_dir, "controlnet_dir": config.controlnet_dir, "device": config.device,
             "esrgan_models_path": config.esrgan_models_path, "realesrgan_models_path": config.realesrgan_models_path,
             "swinir_models_path": config.swinir_models_path, "dat_models_path": config.dat_models_path,
@@ -120,6 +122,11 @@ def build_listings_router(state: ServerState) -> APIRouter:
             return []
         return [{"name": style.name, "prompt": style.prompt, "negative_prompt": style.negative_prompt}
                 for style in library.styles.values()]
+
+    @router.get("/sdapi/v1/hypernetworks")
+    async def hypernetworks():
+        # A1111's `{name, path}` per file; the folder is scanned on every call (A1111 has no refresh route for it)
+        return await run_in_threadpool(state.hypernetwork_listing)
 
     def empty_list():
         return []

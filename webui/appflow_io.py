@@ -156,6 +156,12 @@ def check_app_options(options: Any, limits) -> dict:
             beams * sequences > limits.max_batch_size * 4:
         raise ValueError(f"options num_beams x num_return_sequences = {beams * sequences} is above this server's "
                          f"{limits.max_batch_size * 4} (4 x its batch size limit); ask for fewer beams or sequences.")
+    # A video's frames are denoised and decoded as one batch: held to 4 x the batch size limit (64 by default)
+    frames = options.get("num_frames")
+    if frames is not None and (isinstance(frames, bool) or not isinstance(frames, int)
+                               or not 1 <= frames <= limits.max_batch_size * 4):
+        raise ValueError(f"option num_frames must be an integer in [1, {limits.max_batch_size * 4}] on this server "
+                         f"(4 x its batch size limit), got {frames!r}.")
     new_tokens = options.get("max_new_tokens")
     if isinstance(new_tokens, int) and not isinstance(new_tokens, bool) and new_tokens > 256:
         raise ValueError(f"option max_new_tokens must be at most 256 on this server, got {new_tokens}.")
@@ -172,7 +178,8 @@ def _mask_png(mask) -> str:
 
 
 def encode_app_output(value: Any) -> Any:
-    """JSON for one output: images as base64 PNG, bool masks as base64 PNG masks, tensors as lists."""
+    """JSON for one output: images as base64 PNG, bool masks as base64 PNG masks, tensors as lists, a video as its
+    base64 .mp4 (.gif without an MPEG-4 encoder) with fps and frame count (`webui.appflow_video`)."""
     from PIL import Image
 
     if isinstance(value, Image.Image):
@@ -191,6 +198,12 @@ def encode_app_output(value: Any) -> Any:
         return value.tolist()
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
+    from appflow.video import Video
+
+    if isinstance(value, Video):
+        from webui.appflow_video import encode_video_output
+
+        return encode_video_output(value)
     return repr(value)
 
 

@@ -24,6 +24,8 @@ class ServerConfig:
     models_dir: str | None = None
     output_dir: str = "outputs"
     lora_dir: str | None = None
+    # A1111's --hypernetwork-dir: its .pt files are `<hypernet:name:strength>` tags and /sdapi/v1/hypernetworks
+    hypernetwork_dir: str | None = None
     embeddings_dir: str | None = None
     # The only folder whose subfolders remote clients may name as training datasets (`--training-data-dir`); None:
     # training refused. Create/train embedding write into `embeddings_dir` and `output_dir` only.
@@ -34,7 +36,8 @@ class ServerConfig:
     # A1111's models/ESRGAN, models/RealESRGAN, models/SwinIR and models/DAT (`--esrgan-models-path`,
     # `--realesrgan-models-path`, `--swinir-models-path`, `--dat-models-path`): every .pth/.pt/.safetensors file below
     # them is an upscaler named by its file stem, or A1111's name for Real-ESRGAN's release files ("R-ESRGAN 4x+") and
-    # its SwinIR and DAT downloads ("SwinIR 4x", "DAT x4"; pipelines.model_upscale.upscaler_name); the network is
+    # its DAT downloads ("DAT x4"; pipelines.model_upscale.upscaler_name; SwinIR_4x.pth keeps its stem, "SwinIR 4x"
+    # resolving to it, as A1111 lists it once downloaded); the network is
     # recognised from the weights whatever the folder
     esrgan_models_path: str | None = None
     realesrgan_models_path: str | None = None
@@ -111,6 +114,12 @@ def check_server_config(config: ServerConfig) -> None:
         raise ValueError(f"port must be an integer in [0, 65535] (0 = any free port), got {config.port!r}.")
     if isinstance(config.queue_size, bool) or not isinstance(config.queue_size, int) or not 0 <= config.queue_size <= 1000:
         raise ValueError(f"queue size must be an integer in [0, 1000], got {config.queue_size!r}.")
+    if config.hypernetwork_dir is not None:
+        from pathlib import Path
+
+        if not Path(config.hypernetwork_dir).expanduser().is_dir():
+            raise ValueError(f"--hypernetwork-dir {config.hypernetwork_dir!r} is not a folder; create it or pass the "
+                             "folder holding your A1111 hypernetwork .pt files.")
     if config.training_data_dir is not None:
         from pathlib import Path
 

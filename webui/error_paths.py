@@ -66,6 +66,7 @@ def server_path_redactor(state) -> PathRedactor:
     """The redactor for a `ServerState`: its configured folders and files, its model sources and AppFlow models."""
     config = state.config
     folders = {"models_dir": config.models_dir, "lora_dir": config.lora_dir, "embeddings_dir": config.embeddings_dir,
+               "hypernetwork_dir": config.hypernetwork_dir,
                "vae_dir": config.vae_dir, "controlnet_dir": config.controlnet_dir,
                "esrgan_models_path": config.esrgan_models_path, "realesrgan_models_path": config.realesrgan_models_path,
                "swinir_models_path": config.swinir_models_path, "dat_models_path": config.dat_models_path,

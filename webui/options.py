@@ -13,6 +13,7 @@ from dataclasses import asdict
 from typing import Any
 
 from pipelines.infotext_options import INFOTEXT_OPTION_DEFAULTS, InfotextOptions
+from pipelines.model_upscale_listing import DAT_RELEASE_NAMES, check_dat_enabled_models
 from pipelines.params import GenerationLimits
 from pipelines.sampler_parameters import INTEGERS as _SAMPLER_INTEGERS
 from pipelines.sampler_parameters import NUMBERS as _SAMPLER_NUMBERS
@@ -230,6 +231,7 @@ UPSCALER_TILE_OPTIONS = ("ESRGAN", "SWIN", "DAT")
 UPSCALER_TILING_DEFAULTS = {key: value for option in UPSCALER_TILE_OPTIONS
                             for key, value in ((f"{option}_tile", 192), (f"{option}_tile_overlap", 8))}
 SWIN_COMPILE_KEY = "SWIN_torch_compile"  # A1111's "Use torch.compile to accelerate SwinIR" (off by default)
+DAT_ENABLED_KEY = "dat_enabled_models"  # A1111 1.8+: which DAT release entries /sdapi/v1/upscalers lists
 
 
 def _check_tiling_number(key: str, top: int):
@@ -305,6 +307,7 @@ SETTABLE = {
     **{key: (lambda value, key=key: check_option_value(key, value)) for key in OPTION_KEYS},
     **{key: _check_tiling_number(key, 2047 if key.endswith("_overlap") else 4096) for key in UPSCALER_TILING_DEFAULTS},
     SWIN_COMPILE_KEY: _check_bool(SWIN_COMPILE_KEY),
+    DAT_ENABLED_KEY: check_dat_enabled_models,
     # A1111's Settings > Interrogate (POST /sdapi/v1/interrogate, the img2img tab's Interrogate CLIP)
     **{key: check_interrogate_option(key) for key in INTERROGATE_OPTION_KEYS},
 }
@@ -347,6 +350,7 @@ class ServerOptions:
             "control_net_unit_count": DEFAULT_CONTROLNET_UNITS,
             **UPSCALER_TILING_DEFAULTS,
             SWIN_COMPILE_KEY: False,
+            DAT_ENABLED_KEY: list(DAT_RELEASE_NAMES),
             **UNCOND_SKIP_OFF,
             **INTERROGATE_OPTION_DEFAULTS,
             PRESET_KEY: "exact",

@@ -1,4 +1,5 @@
-"""Refuse `<lora:...>` tags that would make the server read a file outside its LoRA folder, or that are malformed.
+"""Refuse `<lora:...>` / `<hypernet:...>` tags that would make the server read a file outside its folders, or that are
+malformed.
 
 The pipelines resolve a LoRA tag as a name in the library *or* as a file path, which is right
 for a local user but not for a network client: `<lora:../../etc/passwd:1>` must never open a
@@ -18,8 +19,8 @@ def extra_network_names(prompt: str) -> list[tuple[str, str]]:
 
 
 def check_prompt_networks(field: str, prompt: str, lora_names: set[str] | None) -> None:
-    """Raise ValueError unless every LoRA tag names an entry of the library (`lora_names`). A `<hypernet:...>` tag
-    opens no file here: the pipeline removes it and warns that it is not applied (`warn_skipped_extra_networks`)."""
+    """Raise ValueError unless every LoRA tag names an entry of the library (`lora_names`). `<hypernet:...>` tags are
+    `check_hypernetwork_tags`'s."""
     for kind, name in extra_network_names(prompt):
         if kind == "hypernet":
             continue
@@ -29,6 +30,21 @@ def check_prompt_networks(field: str, prompt: str, lora_names: set[str] | None) 
             shown = ", ".join(sorted(lora_names)[:10]) or "(none)"
             raise ValueError(f"{field}: no LoRA named {name!r} in the server's LoRA folder; available: {shown}. "
                              "Tags name a LoRA from GET /sdapi/v1/loras, never a file path.")
+
+
+def check_hypernetwork_tags(field: str, prompt: str, library) -> None:
+    """With a hypernetwork folder (`library`, a `HypernetworkLibrary`; None: tags skipped with a warning by the
+    pipeline), refuse a malformed `<hypernet:...>` tag or one naming no file of it now, not in the queue. Names
+    resolve in the folder only, never as paths."""
+    if library is None:
+        return
+    from mixkit.hypernetworks import parse_hypernetwork_tags
+
+    try:
+        for request in parse_hypernetwork_tags(prompt):
+            library.resolve(request.name)
+    except (ValueError, FileNotFoundError) as error:
+        raise ValueError(f"{field}: {error} Tags name a hypernetwork from GET /sdapi/v1/hypernetworks.") from None
 
 
 def check_tag_syntax(field: str, prompt: str) -> None:

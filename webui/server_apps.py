@@ -31,13 +31,20 @@ class ServerApps:
     def submit_app(self, name: str, inputs: dict, options: dict | None = None, *, session: str | None = None,
                    owner: str | None = None, keep_on_disconnect: bool = False) -> Job:
         """Queue one run of app `name` with decoded inputs; the flow (and its models) is built once per app.
-        `keep_on_disconnect`: the AppFlow tab's run goes on when its page goes away, for a reloaded page to follow."""
+        `keep_on_disconnect`: the AppFlow tab's run goes on when its page goes away, for a reloaded page to follow.
+        The job's result is the app's `AppResult`; an interrupted run's (`interrupted` set) holds what its finished
+        steps made, as A1111's Interrupt leaves the finished images of a batch, rather than failing the job."""
         self.describe_app(name)  # an unknown app fails here, not in the queue
 
         def run(control, on_step):
             # the worker's step callback and Interrupt reach the app's SD steps: /sdapi/v1/progress and the AppFlow
             # tab show their steps and ETA, and Interrupt stops one at its next step
-            return self.run_app(name, inputs, options, callback=on_step, control=control)
+            from appflow import AppInterrupted
+
+            try:
+                return self.run_app(name, inputs, options, callback=on_step, control=control)
+            except AppInterrupted as interrupted:  # not a failure: what the finished steps made, marked interrupted
+                return interrupted.partial
 
         return self.worker.submit(run, f"appflow {name}", session=session, owner=owner,
                                   keep_on_disconnect=keep_on_disconnect)
@@ -50,5 +57,6 @@ class ServerApps:
         if name not in self._flows:
             models = {role: model["source"] for role, model in self.describe_app(name)["models"].items()}
             self._flows[name] = Appflow(app=name, models=models, device=self.config.device or "cpu",
-                                        lora_dir=self.config.lora_dir, embeddings_dir=self.config.embeddings_dir)
+                                        lora_dir=self.config.lora_dir, embeddings_dir=self.config.embeddings_dir,
+                                        hypernetwork_dir=self.config.hypernetwork_dir)
         return self._flows[name](**inputs, **(options or {}), callback=callback, control=control)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from webui.generation_jobs import generation_job, outpaint_job
-from webui.prompt_guard import check_prompt_networks, check_tag_syntax
+from webui.prompt_guard import check_hypernetwork_tags, check_prompt_networks, check_tag_syntax
 from webui.worker import ANY_OWNER, Job
 
 if TYPE_CHECKING:
@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 
 class ServerJobs:
-    """Besides the attributes below, uses `lora_names` (PromptLibraries) and `requested_checkpoint` (ServerModels)."""
+    """Besides the attributes below, uses `lora_names` and `hypernetwork_library` (PromptLibraries) and
+    `requested_checkpoint` (ServerModels)."""
 
     controlnets: ControlNetModels | None
     holder: ModelHolder
@@ -55,6 +56,7 @@ class ServerJobs:
         for text in [prompts] if isinstance(prompts, str) else prompts:
             check_prompt_networks("prompt", text, names)
             check_tag_syntax("prompt", text)
+            check_hypernetwork_tags("prompt", text, self.hypernetwork_library)
 
     def cancel_session(self, session: str) -> int:
         """A UI session ended (its tab closed or reloaded): drop its queued jobs and interrupt its running one,

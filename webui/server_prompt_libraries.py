@@ -1,4 +1,4 @@
-"""The prompt's libraries of a running server: LoRA names, textual-inversion embeddings and prompt styles.
+"""The prompt's libraries of a running server: LoRA names, hypernetworks, textual-inversion embeddings, prompt styles.
 
 A mixin of `ServerState` (which sets the attributes declared below); each library is None when
 its folder or file is not configured, so callers can tell "none configured" from "none found".
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from webui.prompt_guard import extra_network_names
 
 if TYPE_CHECKING:
+    from mixkit.hypernetworks import HypernetworkLibrary
     from mixkit.lora import LoraLibrary
     from mixkit.prompts import EmbeddingLibrary
     from webui.config import ServerConfig
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 class PromptLibraries:
     config: ServerConfig
     _lora_library: LoraLibrary | None
+    _hypernetwork_library: HypernetworkLibrary | None
     _embedding_library: EmbeddingLibrary | None
 
     # -- LoRA --------------------------------------------------------------------------------
@@ -45,6 +47,18 @@ class PromptLibraries:
         for entry in self._lora_library.entries():
             names.update(n for n in (entry.relative_name, entry.name, entry.alias) if n)
         return names
+
+    # -- hypernetworks -----------------------------------------------------------------------
+    @property
+    def hypernetwork_library(self):
+        """The `--hypernetwork-dir` files as a `HypernetworkLibrary`, or None without a folder."""
+        return self._hypernetwork_library
+
+    def hypernetwork_listing(self) -> list[dict]:
+        """A1111's `/sdapi/v1/hypernetworks`: `{name, path}` per file, scanned now ([] without a folder)."""
+        if self._hypernetwork_library is None:
+            return []
+        return [{"name": entry.name, "path": str(entry.path)} for entry in self._hypernetwork_library.entries()]
 
     # -- textual inversion -------------------------------------------------------------------
     @property

@@ -47,7 +47,8 @@ class ServerState(ServerModels, PromptLibraries, ServerJobs, ServerApps):
 
         self.face_restorers = register_server_face_restorers(config)  # --gfpgan/--codeformer-models-path
         self.holder = holder or ModelHolder(self.catalog, device=config.device, pipeline_kwargs={
-            "lora_dir": config.lora_dir, "embeddings_dir": config.embeddings_dir, "limits": config.limits},
+            "lora_dir": config.lora_dir, "embeddings_dir": config.embeddings_dir, "limits": config.limits,
+            "hypernetwork_dir": config.hypernetwork_dir},
             preset=self.options.get(PRESET_KEY))
         self.worker = GenerationWorker(config.queue_size, preview_every=config.preview_every)
         from webui.ui_tasks import UiTasks
@@ -64,6 +65,11 @@ class ServerState(ServerModels, PromptLibraries, ServerJobs, ServerApps):
         # Interrogate CLIP's word-list ranker; its CLIP loads on the first interrogation (`webui.api_interrogate`)
         self.interrogator = ClipInterrogator(config.interrogate_clip_model, config.interrogate_categories_dir,
                                              device=config.device or "cpu")
+        self._hypernetwork_library = None
+        if config.hypernetwork_dir:
+            from mixkit.hypernetworks import HypernetworkLibrary
+
+            self._hypernetwork_library = HypernetworkLibrary(config.hypernetwork_dir)
         self._lora_library = None
         if config.lora_dir:
             from mixkit.lora import LoraLibrary

@@ -90,11 +90,22 @@ def check_generation_options(options: dict[str, Any]) -> None:
 
 def check_lora_folder(models, prompt: str, task: str) -> None:
     """Prompt tags (`<lora:name:0.8>`) name LoRAs in the flow's LoRA folder: refuse them before any model loads when
-    there is no folder or it has no LoRA of that name (found as generation would find it: `resolve_lora_requests`)."""
+    there is no folder or it has no LoRA of that name (found as generation would find it: `resolve_lora_requests`).
+    With a hypernetwork folder, `<hypernet:name:strength>` tags are checked against it likewise."""
     from mixkit.errors import ModelNotFoundError
     from mixkit.lora import resolve_lora_requests
     from mixkit.prompts import extract_extra_networks
 
+    hypernetwork_dir = folders_of(models).get("hypernetwork_dir")
+    if hypernetwork_dir is not None:
+        from mixkit.hypernetworks import HypernetworkLibrary, parse_hypernetwork_tags
+
+        library = HypernetworkLibrary(hypernetwork_dir)
+        try:
+            for request in parse_hypernetwork_tags(prompt):
+                library.resolve(request.name)
+        except (ValueError, ModelNotFoundError) as error:
+            raise ValueError(f"Task {task!r}: {error}") from None
     tags = extract_extra_networks(prompt)[1]
     if not tags:
         return
@@ -109,20 +120,20 @@ def check_lora_folder(models, prompt: str, task: str) -> None:
 
 
 def folders_of(models) -> dict[str, Any]:
-    """The flow's LoRA and embeddings folders (none for a `ModelAccess` that does not carry them)."""
+    """The flow's LoRA, embeddings and hypernetwork folders (none for a `ModelAccess` that does not carry them)."""
     folders = getattr(models, "extra_network_folders", None)
-    return folders() if callable(folders) else {"lora_dir": None, "embeddings_dir": None}
+    return folders() if callable(folders) else {"lora_dir": None, "embeddings_dir": None, "hypernetwork_dir": None}
 
 
 def sd_pipeline(models, pipeline_class):
-    """The shared SD model as a `pipeline_class`, prompts read with the flow's LoRA and embeddings folders.
+    """The shared SD model as a `pipeline_class`, prompts read with the flow's LoRA, embeddings and hypernetwork folders.
 
     The cached model serves every flow; the folders belong to one flow, so a flow that sets them gets its own
     `ModelSession` (kept for the flow's life, so its prompt encodings stay cached across calls).
     """
     loaded = models.get("generator")
     folders = folders_of(models)
-    if folders["lora_dir"] is None and folders["embeddings_dir"] is None:
+    if all(folder is None for folder in folders.values()):
         return pipeline_class.from_pipeline(loaded)
     from pipelines.generation import ModelSession
 

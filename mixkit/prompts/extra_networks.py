@@ -7,7 +7,8 @@ are name, text-encoder weight, UNet weight and dyn dim; the UNet weight defaults
 weight, which defaults to 1. Applying the networks is the LoRA module's job; this one only parses.
 
 What is a tag is A1111's `re_extra_net`, `<(\w+):([^>]+)>`: any word kind, so `<3:love>` and `<foo:bar>` are tags
-too. Tags of a kind mixkit does not apply (`hypernet`, `<3:...>`, `<Lora:...>`: A1111's kinds are case-sensitive)
+too. Tags of a kind this parser does not apply (`<3:...>`, `<Lora:...>`: A1111's kinds are case-sensitive, and
+`hypernet`, applied by `mixkit.hypernetworks` when a hypernetwork folder is set)
 are removed from the prompt like every tag, and skipped with a warning, as A1111's `extra_networks.activate` skips
 an unknown kind ("Skipping unknown extra network") (`unknown_extra_network_tags`, `warn_skipped_extra_networks`).
 """
@@ -127,16 +128,17 @@ def unknown_extra_network_tags(prompt: str) -> list[str]:
 def warn_skipped_extra_networks(tags: list[str], stacklevel: int = 2) -> None:
     """One warning per skipped tag, as A1111's `extra_networks.activate` logs "Skipping unknown extra network".
 
-    A hypernetwork gets its own words: A1111 does know `hypernet` and applies a file of that name from its
-    hypernetworks folder when it has one, which mixkit cannot, so the same infotext (which keeps the tag in its
+    A hypernetwork gets its own words: it is skipped only when no hypernetwork folder is set (the pipelines apply
+    `<hypernet:...>` tags from their `hypernetwork_dir`, `mixkit.hypernetworks`), and A1111 applies a file of that
+    name from its models/hypernetworks folder, so without the folder the same infotext (which keeps the tag in its
     prompt, as A1111's does) can make another image there.
     """
     for tag in dict.fromkeys(tags):
         kind = tag[1:tag.index(":")]
         if kind == "hypernet":
-            message = (f"prompt: {tag} removed and not applied: mixkit does not load hypernetworks. A1111 applies a "
-                       "hypernetwork file of that name from its models/hypernetworks folder (and ignores the tag "
-                       "without one), so there this prompt can give another image; the infotext keeps the tag.")
+            message = (f"prompt: {tag} removed and not applied: no hypernetwork folder is set. Pass "
+                       "hypernetwork_dir= (CLI and server: --hypernetwork-dir, A1111's models/hypernetworks) to apply "
+                       "the .pt file of that name, as A1111 does; the infotext keeps the tag.")
         else:
             applied = ", ".join(f"<{applied_kind}:name:weight>" for applied_kind in APPLIED_KINDS)
             message = (f"prompt: skipping unknown extra network {kind!r}: {tag} removed from the prompt and not "

@@ -54,7 +54,7 @@ class InpaintOnlyBlend:
     kept: list  # KeptPicture, one per inpaint_only unit, applied in unit order as the extension's loop does
     prediction_type: str = "epsilon"
 
-    def model_input(self, scaled, row: int):
+    def model_input(self, scaled, row: int, sample=None, scheduler=None, timestep=None):
         return scaled
 
     def guided_output(self, guided, sample, scaled, scheduler, row: int, timestep=None):

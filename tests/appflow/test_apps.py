@@ -362,3 +362,14 @@ def test_auto_label_names_the_image_file_in_the_labelme_json(tiny_blip2_dir, tin
     assert flow(image=photo)["annotation"]["imagePath"] == ""  # an image in memory has no file to name
     assert flow(image=tmp_path / "street.png", image_path="../images/street.png")["annotation"]["imagePath"] == \
         "../images/street.png"  # the option still wins
+
+
+def test_a_flow_applies_hypernetwork_tags_from_its_folder(tiny_sd1_dir, shared_cache, tmp_path):
+    from mixkit.testing.tiny_hypernetwork import write_a1111_hypernetwork
+
+    write_a1111_hypernetwork(tmp_path / "anime.pt", widths=(32, 64))
+    flow = Appflow("text2image_generation", models=[tiny_sd1_dir], cache=shared_cache, width=32, height=32,
+                   hypernetwork_dir=tmp_path, **SD_FAST)
+    plain = pixels(flow(prompt="a cat")["result"])
+    assert not np.array_equal(pixels(flow(prompt="a cat <hypernet:anime:1>")["result"]), plain)
+    assert np.array_equal(pixels(flow(prompt="a cat <hypernet:anime:0>")["result"]), plain)

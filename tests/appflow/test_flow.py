@@ -244,3 +244,18 @@ def test_lora_and_embeddings_folders_must_exist(tmp_path):
         Appflow("text2image_generation", embeddings_dir=str(tmp_path / "nope"))
     flow = Appflow("text2image_generation", lora_dir=tmp_path, embeddings_dir=tmp_path)
     assert flow.lora_dir == flow.embeddings_dir == str(tmp_path)
+
+
+def test_a_hypernetwork_folder_must_exist_and_its_tags_are_checked_before_loading(tmp_path):
+    from mixkit.testing.tiny_hypernetwork import write_a1111_hypernetwork
+
+    with pytest.raises(ValueError, match="hypernetwork_dir .* is not an existing folder; .* hypernetwork .pt files"):
+        Appflow("text2image_generation", hypernetwork_dir=tmp_path / "nope")
+    write_a1111_hypernetwork(tmp_path / "anime.pt", widths=(32,))
+    cache = ModelCache()
+    flow = Appflow("text2image_generation", cache=cache, hypernetwork_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"Task 'text_to_image': hypernetwork 'anim' not found.*Did you mean anime"):
+        flow(prompt="a <hypernet:anim:0.5>")
+    with pytest.raises(ValueError, match="strength must be a number"):
+        flow(prompt="a <hypernet:anime:x>")
+    assert cache.loads == 0

@@ -38,6 +38,8 @@ def test_interrupt_stops_the_sd_step_at_its_next_step_and_keeps_what_it_has(flow
 
     result = flow(prompt="a cat", batch_count=2, callback=interrupt_at_first_step, control=control)
     assert seen == [1] and len(result["images"]) == 1  # the second batch never started
+    assert result.interrupted is True
+    assert flow(prompt="a cat", control=GenerationControl()).interrupted is False
 
 
 def test_a_chain_interrupted_with_steps_left_stops_before_the_next_one(tiny_sd1_dir, shared_cache):
@@ -51,9 +53,15 @@ def test_a_chain_interrupted_with_steps_left_stops_before_the_next_one(tiny_sd1_
         control.interrupt()
 
     flow = Appflow(chain, models=[tiny_sd1_dir], cache=shared_cache, **SD_FAST)
-    with pytest.raises(AppInterrupted, match="App 'draft_then_refine' was interrupted before step 'refine'"):
+    with pytest.raises(AppInterrupted, match=r"App 'draft_then_refine' was interrupted before step 'refine'; only "
+                                             r"\['images'\] were made") as stopped:
         flow(prompt="a cat", callback=interrupt_in_the_draft, control=control)
     assert seen == [3]  # the refine step's sampler never ran
+    # what finished is handed over, as A1111's Interrupt keeps a batch's finished images: the draft's images (its
+    # image, infotexts and seeds are names the refine step's outputs take, which it never made)
+    partial = stopped.value.partial
+    assert list(partial) == ["images"] and len(partial["images"]) == 1 and partial.interrupted
+    assert partial["prompt"] == "a cat"  # inputs are still found by name, as on a finished run's result
 
 
 def test_hooks_are_per_call_and_per_thread(flow):

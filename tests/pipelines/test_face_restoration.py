@@ -300,3 +300,38 @@ def test_an_unreadable_parsenet_file_is_refused_saying_how_to_fix_it(folders):
     with pytest.raises(ValueError, match=r"parsing_parsenet\.pth.*remove it to paste faces under the square mask"):
         restore_faces(picture, "CodeFormer", registry=registry)
     assert registry.get("CodeFormer").loaded_from is None and registry.get("CodeFormer").network is None
+
+
+def test_the_restored_face_is_pasted_as_a1111s_truncated_8_bit(folders):
+    """A1111 casts the network's [-1, 1] output to uint8 (truncating) before the paste: 0.0 is 127.5, pasted as 127."""
+    picture, faces = face_picture()
+    registry, _, _ = _registry(folders, picture, faces, network=StandInRestorer(fill=(0.0, 0.999, -1.0)))
+    out = np.asarray(restore_faces(picture, "CodeFormer", registry=registry), dtype=int)
+    (left, top, right, bottom), _ = faces[0]
+    assert out[int((top + bottom) / 2), int((left + right) / 2)].tolist() == [127, 254, 0]
+
+
+class FailsOnSecondFace(StandInRestorer):
+    """Fills the first face black, raises on the second, as a restorer hitting a bad crop."""
+
+    def forward(self, x, weight=None):
+        if self.weights:
+            self.weights.append(weight)
+            raise RuntimeError("CUDA error: an illegal memory access")
+        return super().forward(x, weight)
+
+
+def test_a_face_the_restorer_fails_on_is_logged_and_kept_and_the_others_restored(folders, caplog):
+    picture, _ = face_picture(160, 80)
+    from mixkit.testing.tiny_face_restoration import template_landmarks
+
+    faces = [((x, 10.0, x + 60, 70.0), template_landmarks(x, 10.0, 60)) for x in (10.0, 90.0)]
+    registry, loader, _ = _registry(folders, picture, faces, network=FailsOnSecondFace(fill=(-1.0, -1.0, -1.0)))
+    with caplog.at_level("ERROR", logger="pipelines.face_restoration"):
+        out = np.asarray(restore_faces(picture, "CodeFormer", registry=registry), dtype=int)
+    before = np.asarray(picture, dtype=int)
+    assert out[40, 40].tolist() == [0, 0, 0]  # the first face: restored
+    assert np.abs(out[25:55, 105:135] - before[25:55, 105:135]).max() <= 1  # the second: its own pixels, warped back
+    assert len(loader.network.weights) == 2
+    failures = [record for record in caplog.records if "Failed face-restoration inference" in record.getMessage()]
+    assert len(failures) == 1 and "face 2 of 2" in failures[0].getMessage() and failures[0].exc_info is not None

@@ -34,7 +34,8 @@ def test_a_folder_gives_a_session_of_its_own_keeping_the_other_folder(sd1_pipe, 
 
 def test_bad_keywords_are_refused_naming_the_valid_ones(sd1_pipe, tmp_path):
     with pytest.raises(TypeError, match=r"ImageToImage\.from_pipeline got unexpected keyword argument\(s\) "
-                                        r"\['limit'\]\. Valid keywords: limits, embeddings_dir, lora_dir, session\."):
+                                        r"\['limit'\]\. Valid keywords: limits, embeddings_dir, lora_dir, "
+                                        r"hypernetwork_dir, session\."):
         ImageToImage.from_pipeline(sd1_pipe, limit=GenerationLimits())
     with pytest.raises(TypeError, match=r"\['safety_checker'\]; safety_checker: mixkit loads no safety checker"):
         ImageToImage.from_pipeline(sd1_pipe, safety_checker=None)  # diffusers' usual from_pipeline call
@@ -43,3 +44,11 @@ def test_bad_keywords_are_refused_naming_the_valid_ones(sd1_pipe, tmp_path):
     with pytest.raises(TypeError, match=r"ImageToImage\.from_pipeline takes a loaded mixkit pipeline .*got str; "
                                         r"to load a model use ImageToImage\.from_pretrained"):
         ImageToImage.from_pipeline("runwayml/stable-diffusion-v1-5")
+
+
+def test_a_hypernetwork_folder_is_a_session_folder_too(sd1_pipe, tmp_path):
+    (tmp_path / "hn").mkdir()
+    with_hypernetworks = TextToImage.from_pipeline(sd1_pipe, hypernetwork_dir=tmp_path / "hn")
+    assert with_hypernetworks.session is not sd1_pipe.session
+    assert ImageToImage.from_pipeline(with_hypernetworks, lora_dir=tmp_path).session.hypernetwork_dir == tmp_path / "hn"
+    assert sd1_pipe.session.hypernetwork_dir is None

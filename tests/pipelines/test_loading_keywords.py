@@ -21,7 +21,7 @@ def test_unknown_keyword_is_refused_before_loading_listing_the_valid_ones(no_loa
     with pytest.raises(TypeError, match=r"TextToImage\.from_pretrained got unexpected keyword argument\(s\) \['foo'\]\. "
                                         r"Valid keywords: dtype, device, vae, unet_dtype, config_dir, torch_dtype, "
                                         r"variant, use_safetensors, local_files_only, revision, limits, embeddings_dir, "
-                                        r"lora_dir, session\."):
+                                        r"lora_dir, hypernetwork_dir, session\."):
         TextToImage.from_pretrained("any/model", foo=1)
 
 

@@ -45,6 +45,8 @@ def test_old_and_basicsr_files_of_the_same_weights_upscale_identically(tmp_path,
     (TINY_SRVGG, 3, 1),
     (TINY_RRDB, 1, 1),  # scale 1: A1111 still runs the network once, then resizes back
     (TINY_RRDB, 0.5, 0),  # below 1: a plain Lanczos resize
+    (TINY_RRDB, 1.1, 0),  # just above 1: 26x17 floors to 24x16, which the image covers, so no network (A1111's loop)
+    (TINY_RRDB, 1.5, 1),  # 36x24 floors to 32x24: one pass to 96x64, then Lanczos down
 ])
 def test_other_scales_run_the_network_as_a1111_then_resize_with_lanczos(tmp_path, registered, config, scale, passes):
     model = tiny_upscaler(config, seed=2)
@@ -56,6 +58,23 @@ def test_other_scales_run_the_network_as_a1111_then_resize_with_lanczos(tmp_path
         expected = run_network(model, expected)
     expected = expected.resize((int(24 * scale) // 8 * 8, int(16 * scale) // 8 * 8), Image.Resampling.LANCZOS)
     assert np.array_equal(np.asarray(upscale_image(image, scale, upscaler="m")), np.asarray(expected))
+
+
+@pytest.mark.parametrize("size, passes", [
+    ((24, 16), 0),  # the image's own size (hires fix at scale 1): A1111's resize_image asks no upscaler
+    ((25, 16), 0),  # scale 25/24: its floored size 24x16 is covered already, so only the Lanczos resize
+    ((34, 16), 1),  # scale 34/24: floored 32x16 is not covered, one pass, then Lanczos to 34x16
+])
+def test_an_upscale_to_a_size_runs_the_network_as_a1111s_resize_image(tmp_path, registered, size, passes):
+    model = tiny_upscaler(TINY_RRDB, seed=2)
+    save_upscaler(model, tmp_path / "m.pth", "basicsr")
+    registered(tmp_path, tile_size=0)
+    image = random_image(24, 16)
+    expected = run_network(model, image) if passes else image
+    if expected.size != size:
+        expected = expected.resize(size, Image.Resampling.LANCZOS)
+    result = upscale_image(image, width=size[0], height=size[1], upscaler="m")
+    assert np.array_equal(np.asarray(result), np.asarray(expected))
 
 
 def test_tiled_and_untiled_runs_agree_away_from_the_seams(tmp_path):

@@ -1,6 +1,7 @@
-"""Tags of extra-network kinds mixkit does not apply (`<3:love>`, `<foo:bar>`, `<hypernet:x:1>`) are removed from
-the prompt and skipped with a warning, as A1111's `extra_networks.parse_prompt` removes every `<\\w+:[^>]+>` tag and
-its `activate` skips unknown kinds; the infotext keeps the prompt as written, as A1111's does."""
+"""Tags of extra-network kinds mixkit does not apply (`<3:love>`, `<foo:bar>`, and `<hypernet:x:1>` without a
+hypernetwork folder) are removed from the prompt and skipped with a warning, as A1111's `extra_networks.parse_prompt`
+removes every `<\\w+:[^>]+>` tag and its `activate` skips unknown kinds; the infotext keeps the prompt as written,
+as A1111's does."""
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ SMALL = dict(width=64, height=64, steps=2, seed=9, sampler="Euler")
 @pytest.mark.parametrize("prompt, warning", [
     ("a red <3:love> circle", "skipping unknown extra network '3'"),
     ("a red <foo:bar:x> circle", "skipping unknown extra network 'foo'"),
-    ("a red <hypernet:anime_3:0.8> circle", "mixkit does not load hypernetworks"),
+    ("a red <hypernet:anime_3:0.8> circle", "no hypernetwork folder is set"),
 ])
 def test_the_tag_is_removed_not_refused(sd1_pipe, prompt, warning):
     with pytest.warns(UserWarning, match=warning):

@@ -292,7 +292,34 @@ def test_progress_shows_an_apps_sampling_steps_and_interrupt_stops_it_there(clie
         assert state.worker.interrupt_job(job)
         release.set()
         outputs = job.future.result(60)
-        assert len(outputs["images"]) == 1  # stopped in the first batch: the second never ran
+        assert len(outputs["images"]) == 1 and outputs.interrupted  # stopped in the first batch: the second never ran
     finally:
         release.set()
         state._flows.pop("text2image_generation", None)
+
+
+def test_an_interrupted_app_answers_200_with_what_its_finished_steps_made(client, server):
+    """Interrupt is not a failure (A1111's interrupted txt2img answers with the images it has): the route says
+    `interrupted` and returns the outputs made before the stop, where it answered 503 "could not run" before."""
+    from appflow import APPS, AppInterrupted
+    from appflow.flow import AppResult
+
+    state = server.state
+    draft = Image.new("RGB", (8, 8), (1, 2, 3))
+
+    def stopped_after_the_draft(*, callback, control, **kwargs):
+        partial = AppResult(APPS.get("text2image_generation"), {"images": [draft]}, interrupted=True)
+        raise AppInterrupted("App 'x' was interrupted before step 'refine'", partial=partial)
+
+    state._flows["text2image_generation"] = stopped_after_the_draft
+    try:
+        response = client.post("/appflow/text2image_generation", json={"inputs": {"prompt": "a lamp"}})
+    finally:
+        state._flows.pop("text2image_generation", None)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["interrupted"] is True and list(body["outputs"]) == ["images"]
+    image = Image.open(io.BytesIO(base64.b64decode(body["outputs"]["images"][0])))
+    assert image.getpixel((0, 0)) == (1, 2, 3)
+    finished = client.post("/appflow/text2image_generation", json={"inputs": {"prompt": "a lamp"}, "options": OPTIONS})
+    assert finished.status_code == 200 and finished.json()["interrupted"] is False

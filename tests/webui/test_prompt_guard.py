@@ -18,3 +18,16 @@ def test_a_malformed_tag_weight_is_refused_naming_the_field_and_the_fix():
         check_tag_syntax("hr_prompt", "a cat <lora:style:abc>")
     assert str(raised.value) == ("hr_prompt: extra network tag '<lora:style:abc>': te weight must be a number, got 'abc'; "
                                  "write weights as numbers, e.g. <lora:name:0.8>.")
+
+
+def test_hypernetwork_tags_are_checked_against_the_folder_when_there_is_one(tmp_path):
+    from mixkit.hypernetworks import HypernetworkLibrary
+    from mixkit.testing.tiny_hypernetwork import write_a1111_hypernetwork
+    from webui.prompt_guard import check_hypernetwork_tags
+
+    check_hypernetwork_tags("prompt", "a <hypernet:nosuch:x>", None)  # no folder: the pipeline skips it, warning
+    write_a1111_hypernetwork(tmp_path / "anime.pt", widths=(8,))
+    library = HypernetworkLibrary(tmp_path)
+    check_hypernetwork_tags("prompt", "a <hypernet:anime:0.5>", library)
+    with pytest.raises(ValueError, match="prompt: hypernetwork 'anime2' not found.*GET /sdapi/v1/hypernetworks"):
+        check_hypernetwork_tags("prompt", "a <hypernet:anime2:0.5>", library)

@@ -175,7 +175,8 @@ def test_ui_sliders_carry_the_server_limits(ui_server):
     assert by_id["txt2img_hires_steps"]["maximum"] == 77 and by_id["txt2img_hr_resize_x"]["maximum"] == 1024
     assert "txt2img_enable_hr" in by_id and "img2img_enable_hr" not in by_id
     tabs = [c["props"].get("label") for c in config["components"] if c["type"] == "tabitem"]
-    assert tabs == ["txt2img", "img2img", "Extras", "PNG Info", "AppFlow", "LoRA", "Textual Inversion", "Train", "Settings"]
+    assert tabs == ["txt2img", "img2img", "Extras", "PNG Info", "AppFlow", "LoRA", "Hypernetworks", "Textual Inversion",
+                    "Train", "Settings"]
 
 
 @pytest.mark.parametrize("path", ["/gradio_api/file=/etc/passwd", "/gradio_api/file=../../../../etc/passwd",

@@ -12,6 +12,10 @@ from webui.ui.generate_tab import IMG2IMG_FIELDS, MASK_MODES, img2img_params
 
 from .ui_blocks import component
 
+# the Soft inpainting accordion at A1111's defaults, off (webui/ui/soft_inpainting_controls.py)
+SOFT_OFF = {"soft_inpainting": False, "si_mask_blend_power": 1, "si_mask_blend_scale": 0.5,
+            "si_inpaint_detail_preservation": 4, "si_composite_mask_influence": 0,
+            "si_composite_difference_threshold": 0.5, "si_composite_difference_contrast": 2}
 BASE = Txt2ImgParams(prompt="a cube", steps=1, width=64, height=64, seed=5, sampler="Euler")
 
 
@@ -28,7 +32,8 @@ def fields(**changes) -> dict:
               "resize_mode": "just resize", "denoising_strength": 0.75, "mask_blur": 4, "inpainting_fill": "original",
               "only_masked": False, "only_masked_padding": 32, "mask_mode": MASK_MODES[0], "mask_upload": None,
               "outpaint_pixels": 128, "outpaint_fill": "fill", "outpaint_sides": ["left", "right", "up", "down"],
-              "outpaint_method": "Poor man's outpainting", "outpaint_falloff": 1.0, "outpaint_color_variation": 0.05}
+              "outpaint_method": "Poor man's outpainting", "outpaint_falloff": 1.0, "outpaint_color_variation": 0.05,
+              **SOFT_OFF}
     values.update(changes)
     assert set(values) == set(IMG2IMG_FIELDS)
     return values

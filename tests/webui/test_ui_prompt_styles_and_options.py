@@ -251,7 +251,10 @@ def img2img_tab_values():
            "resize_mode": "just resize", "denoising_strength": 0.5, "mask_blur": 4, "inpainting_fill": "original",
            "only_masked": False, "only_masked_padding": 32, "mask_mode": "Inpaint masked", "mask_upload": None,
            "outpaint_pixels": 128, "outpaint_fill": "fill", "outpaint_sides": ["left"],
-           "outpaint_method": "Poor man's outpainting", "outpaint_falloff": 1.0, "outpaint_color_variation": 0.05}
+           "outpaint_method": "Poor man's outpainting", "outpaint_falloff": 1.0, "outpaint_color_variation": 0.05,
+           "soft_inpainting": False, "si_mask_blend_power": 1, "si_mask_blend_scale": 0.5,
+           "si_inpaint_detail_preservation": 4, "si_composite_mask_influence": 0,
+           "si_composite_difference_threshold": 0.5, "si_composite_difference_contrast": 2}
     return [own[name] for name in IMG2IMG_FIELDS] + [False, "None", 0.8]
 
 

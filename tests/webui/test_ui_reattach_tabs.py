@@ -147,14 +147,15 @@ def test_an_extras_upscale_that_fails_is_shown_to_the_reloaded_page(built, tmp_p
         next(updates)
 
 
-def appflow_task(state, task_id: str, user: str | None = None):
+def appflow_task(state, task_id: str, user: str | None = None, outputs: dict | None = None):
     """An AppFlow run a page started (running until interrupted), registered as the Run handler registers it; its
-    outputs are an image and a caption."""
+    outputs are `outputs`, by default an image and a caption."""
     from webui.ui.appflow_task import appflow_finish
 
     job, _ = submit_until_interrupted(state.worker, "appflow caption", session="old-tab", keep_on_disconnect=True)
     finish = appflow_finish("caption", state.output_dir / "cache")
-    outputs = {"image": Image.new("RGB", (8, 8), (1, 2, 3)), "caption": "a red cube"}
+    if outputs is None:
+        outputs = {"image": Image.new("RGB", (8, 8), (1, 2, 3)), "caption": "a red cube"}
     return state.tasks.register(task_id, "appflow", job, user, lambda _: finish(outputs), label="caption")
 
 
@@ -171,6 +172,26 @@ def test_a_reloaded_appflow_page_follows_its_run_and_shows_its_outputs(built):
     assert task_box == ENDED + "task(appflow-reload-01)" and task.done.is_set()
     with Image.open(gallery[0][0]) as image:
         assert image.getpixel((0, 0)) == (1, 2, 3)
+
+
+def test_an_interrupted_appflow_run_shows_interrupted_with_what_it_made(built):
+    """As the txt2img tab shows an interrupted batch: "Interrupted", and the outputs the finished steps made."""
+    from appflow import APPS
+    from appflow.flow import AppResult
+
+    state, blocks = built
+    made = AppResult(APPS.get("text2image_generation"), {"images": [Image.new("RGB", (8, 8), (4, 5, 6))]},
+                     interrupted=True)
+    task = appflow_task(state, "task(appflow-stopped-01)", outputs=made)
+    end_session(blocks, "old-tab")
+    updates = restore_handler(blocks, "appflow")(page("new-tab"), "task(appflow-stopped-01)")
+    next(updates)
+    state.tasks.interrupt("task(appflow-stopped-01)", None)
+    *_, (progress, gallery, outputs, task_box) = updates
+    assert "Interrupted: caption, 1 image(s) in" in progress and "Done" not in progress and outputs == {}
+    assert task_box == ENDED + "task(appflow-stopped-01)" and task.done.is_set()
+    with Image.open(gallery[0][0]) as image:
+        assert image.getpixel((0, 0)) == (4, 5, 6)
 
 
 def test_the_appflow_run_button_runs_the_app_as_a_task_a_reloaded_page_is_shown(built):

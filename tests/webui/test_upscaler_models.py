@@ -27,7 +27,7 @@ def folders(tmp_path_factory):
     save_upscaler(tiny_upscaler(X2, seed=2), root / "RealESRGAN" / "RealESRGAN_x2plus.pth", "basicsr", wrapper="params_ema")
     save_upscaler(tiny_upscaler(TINY_SRVGG, seed=3), root / "RealESRGAN" / "realesr-general-x4v3.safetensors", "srvgg")
     (root / "RealESRGAN" / "README.pth").write_bytes(b"not a model")
-    # A1111's SwinIR download is SwinIR_4x.pth, listed as "SwinIR 4x"; here a tiny x2 network under that name
+    # A1111's SwinIR download is SwinIR_4x.pth, listed by that stem once downloaded; here a tiny x2 network
     save_upscaler(tiny_upscaler(TINY_SWINIR, seed=4), root / "SwinIR" / "SwinIR_4x.pth", "swinir", wrapper="params_ema")
     save_upscaler(tiny_upscaler(TINY_DAT, seed=5), root / "DAT" / "DAT_x2.pth", "dat", wrapper="params")
     return root
@@ -60,15 +60,17 @@ def test_upscalers_lists_each_file_with_a1111s_fields(client, folders):
     # Real-ESRGAN's release files under A1111's names
     assert (listed["R-ESRGAN 2x+"]["scale"], listed["R-ESRGAN General 4xV3"]["model_name"]) == (2, "SRVGG")
     assert "README" not in listed  # not a model: refused (logged), not offered
-    assert listed["SwinIR 4x"] == {"name": "SwinIR 4x", "model_name": "SwinIR", "model_url": None, "scale": 2,
+    # A1111 lists its SwinIR download by stem once the file is there: "SwinIR 4x" (the name of the download entry
+    # listed only while no file exists) is not listed beside it, though a request naming it still runs the file
+    assert listed["SwinIR_4x"] == {"name": "SwinIR_4x", "model_name": "SwinIR", "model_url": None, "scale": 2,
                                    "model_path": str(folders / "SwinIR" / "SwinIR_4x.pth")}
+    assert "SwinIR 4x" not in listed
     assert listed["DAT x2"] == {"name": "DAT x2", "model_name": "DAT", "model_url": None, "scale": 2,
                                 "model_path": str(folders / "DAT" / "DAT_x2.pth")}
-    # A1111 lists its SwinIR and DAT folders' files by stem too (DAT's release entries as well): the same file twice
+    # A1111 lists its DAT folder's files by stem, and its enabled DAT release entries by name: the same file twice
     names = list(listed)
-    assert names[names.index("SwinIR 4x") + 1] == "SwinIR_4x" and names[names.index("DAT x2") + 1] == "DAT_x2"
+    assert names[names.index("DAT x2") + 1] == "DAT_x2"
     assert listed["DAT_x2"] == {**listed["DAT x2"], "name": "DAT_x2"}
-    assert listed["SwinIR_4x"]["model_path"] == str(folders / "SwinIR" / "SwinIR_4x.pth")
     assert "RealESRGAN_x2plus" not in listed  # A1111's Real-ESRGAN folder lists release files by their names only
     assert client.get("/sdapi/v1/realesrgan-models").json() == [
         {"name": "R-ESRGAN 2x+", "path": str(folders / "RealESRGAN" / "RealESRGAN_x2plus.pth"), "scale": 2},
@@ -116,6 +118,19 @@ def test_hires_fix_takes_a1111s_other_name_for_a_release_file(client, name):
     assert f"Hires upscaler: {name}" in response.json()["info"]
 
 
+def test_dat_enabled_models_chooses_the_dat_release_names_listed(client):
+    assert client.get("/sdapi/v1/options").json()["dat_enabled_models"] == ["DAT x2", "DAT x3", "DAT x4"]
+    assert client.post("/sdapi/v1/options", json={"dat_enabled_models": ["DAT x4"]}).status_code == 200
+    try:
+        names = [item["name"] for item in client.get("/sdapi/v1/upscalers").json()]
+        assert "DAT x2" not in names and "DAT_x2" in names  # A1111's DAT folder still lists the file by stem
+        refused = client.post("/sdapi/v1/options", json={"dat_enabled_models": ["DAT x8"]})
+        assert refused.status_code == 422 and "dat_enabled_models must be a list of DAT release names" in refused.text
+    finally:
+        client.post("/sdapi/v1/options", json={"dat_enabled_models": ["DAT x2", "DAT x3", "DAT x4"]})
+    assert "DAT x2" in [item["name"] for item in client.get("/sdapi/v1/upscalers").json()]
+
+
 def test_swin_and_dat_tile_options_retile_only_their_networks(client):
     options = client.get("/sdapi/v1/options").json()
     assert [options[key] for key in ("SWIN_tile", "SWIN_tile_overlap", "DAT_tile", "DAT_tile_overlap")] == [192, 8, 192, 8]
@@ -124,7 +139,7 @@ def test_swin_and_dat_tile_options_retile_only_their_networks(client):
     assert client.post("/sdapi/v1/options", json={"SWIN_tile": 64, "SWIN_tile_overlap": 4, "DAT_tile": 0,
                                                   "SWIN_torch_compile": True}).status_code == 200
     after = {name: (e.tile_size, e.tile_overlap) for name, e in UPSCALERS.items() if isinstance(e, ModelUpscaler)}
-    assert after == {**before, "SwinIR 4x": (64, 4), "DAT x2": (0, 8)}
+    assert after == {**before, "SwinIR_4x": (64, 4), "DAT x2": (0, 8)}
     assert UPSCALERS.get("SwinIR 4x").compile and not UPSCALERS.get("4x-UltraSharp").compile
     refused = client.post("/sdapi/v1/options", json={"DAT_tile": 16})
     assert refused.status_code == 422 and "tile_overlap must be an integer in [0, 7] for tile_size 16" in refused.text

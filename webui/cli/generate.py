@@ -119,6 +119,9 @@ def add_generation_flags(p: argparse.ArgumentParser,
     add_face_restorer_folder_flags(faces)
     p.add_argument("--lora-dir", default=None, help="folder of LoRA files for names and <lora:...> tags")
     p.add_argument("--embeddings-dir", default=None, help="folder of textual-inversion embeddings")
+    p.add_argument("--hypernetwork-dir", default=None, metavar="FOLDER",
+                   help="folder of A1111 hypernetwork .pt files for <hypernet:name:strength> tags (A1111's "
+                        "models/hypernetworks; default: none, the tags are then skipped with a warning)")
     p.add_argument("--vae", default=None, help="override the model's VAE (folder or single file)")
     p.add_argument("--config-dir", default=None,
                    help="single-file checkpoint of a non-standard architecture: a diffusers folder whose configs fit it")
@@ -307,6 +310,7 @@ def load_pipeline(args: argparse.Namespace, pipeline_class, params, check, defau
     from pipelines.optimize import load_options_for
 
     pipe = pipeline_class.from_pretrained(args.model, device=args.device, lora_dir=args.lora_dir,
+                                          hypernetwork_dir=args.hypernetwork_dir,
                                           embeddings_dir=args.embeddings_dir, vae=args.vae, config_dir=args.config_dir,
                                           **load_options_for(args.preset, args.device, args.backend))
     print(f"Loaded {pipe.model.description} from {args.model}", file=sys.stderr)

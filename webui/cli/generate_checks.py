@@ -22,6 +22,9 @@ def check_generate_args(args: argparse.Namespace, prompt: str) -> None:
     check_folder(args.lora_dir, "LoRA folder", "--lora-dir", "the folder that holds your LoRA files")
     check_lora_specs(args.lora)
     check_lora_tags_have_a_folder(prompt, args.lora_dir)
+    check_folder(getattr(args, "hypernetwork_dir", None), "hypernetwork folder", "--hypernetwork-dir",
+                 "the folder that holds your A1111 hypernetwork .pt files")
+    check_hypernetwork_tags(prompt, getattr(args, "hypernetwork_dir", None))
     check_backend(args.backend)
     check_preset_on_backend(args.preset, args.backend, bool(getattr(args, "vae_tiling", False)))
     check_loras_on_backend(args.lora, prompt, args.backend)
@@ -64,6 +67,18 @@ def check_lora_specs(specs: list[str]) -> None:
                 and not Path(source).expanduser().exists()):
             raise ValueError(f"--lora {spec!r}: the weight {tail!r} is not a number; write NAME_OR_PATH:WEIGHT with "
                              f"a number, e.g. {head}:0.8")
+
+
+def check_hypernetwork_tags(prompt: str, hypernetwork_dir: str | None) -> None:
+    """With --hypernetwork-dir, every `<hypernet:name:strength>` tag parses and names a file of the folder (the
+    pipeline's own checks, run before the model load; without the folder the tags are skipped with a warning)."""
+    if hypernetwork_dir is None:
+        return
+    from mixkit.hypernetworks import HypernetworkLibrary, parse_hypernetwork_tags
+
+    library = HypernetworkLibrary(hypernetwork_dir)
+    for request in parse_hypernetwork_tags(prompt):
+        library.resolve(request.name)
 
 
 def check_lora_tags_have_a_folder(prompt: str, lora_dir: str | None) -> None:

@@ -79,6 +79,9 @@ def add_parser(subparsers) -> None:
     g.add_argument("--latent-mask", default=None, metavar="MASK",
                    help="A1111 API's latent_mask: a second mask, unblurred, for what the sampler keeps and 'fill' "
                         "fills (--mask still decides the paste-back); whole picture only")
+    from webui.cli.soft_inpainting_flags import add_soft_inpainting_flags
+
+    add_soft_inpainting_flags(g)
     add_generation_flags(p, size_default="IMAGE's size, rounded down to a multiple of 8")
     from webui.cli.controlnet_flags import add_controlnet_flags
     from webui.cli.img2img_batch import add_batch_flags
@@ -227,6 +230,8 @@ def img2img_fields(args: argparse.Namespace) -> dict:
 
     d = Img2ImgParams()
 
+    from webui.cli.soft_inpainting_flags import soft_inpainting_from_args
+
     def given(value, default):
         return default if value is None else value
 
@@ -238,14 +243,16 @@ def img2img_fields(args: argparse.Namespace) -> dict:
                 inpaint_full_res_padding=given(args.only_masked_padding, d.inpaint_full_res_padding),
                 initial_noise_multiplier=given(args.noise_multiplier, d.initial_noise_multiplier),
                 img2img_extra_noise=given(args.extra_noise, d.img2img_extra_noise),
-                inpainting_mask_weight=given(args.inpainting_mask_weight, d.inpainting_mask_weight))
+                inpainting_mask_weight=given(args.inpainting_mask_weight, d.inpainting_mask_weight),
+                soft_inpainting=soft_inpainting_from_args(args))
 
 
 # Inpaint flags that change nothing without --mask (argparse destination -> flag); each defaults to None
 MASK_ONLY_FLAGS = {"mask_blur": "--mask-blur", "mask_blur_x": "--mask-blur-x", "mask_blur_y": "--mask-blur-y",
                    "no_mask_round": "--no-mask-round", "masked_content": "--masked-content",
                    "inpaint_not_masked": "--inpaint-not-masked", "only_masked": "--only-masked",
-                   "only_masked_padding": "--only-masked-padding", "latent_mask": "--latent-mask"}
+                   "only_masked_padding": "--only-masked-padding", "latent_mask": "--latent-mask",
+                   "soft_inpainting": "--soft-inpainting"}
 
 
 def check_mask_flags(args: argparse.Namespace) -> None:

@@ -3,9 +3,10 @@ pastes them.
 
 `mixkit generate --infotext` does the reading and the common keys (webui.cli.generate_infotext); this adds the keys
 A1111's img2img tab takes from it: Denoising strength, the img2img noise settings, Conditional mask weight and, with
---mask, the inpaint controls (Mask blur, Mask mode, Masked content, Inpaint area, Masked area padding). As in A1111,
-a txt2img infotext is welcome too: its hires-fix keys are named in the warning as unused (img2img has no hires fix),
-and its `Size` sets --width / --height. Inpaint keys without --mask are named there as unused as well.
+--mask, the inpaint controls (Mask blur, Mask mode, Masked content, Inpaint area, Masked area padding, the Soft
+inpainting accordion). As in A1111, a txt2img infotext is welcome too: its hires-fix keys are named in the warning as
+unused (img2img has no hires fix), and its `Size` sets --width / --height. Inpaint keys without --mask are named there
+as unused as well.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 from typing import Any, Callable
 
 from pipelines.infotext_values import as_integer, as_number, as_text
+from webui.cli.soft_inpainting_flags import SOFT_INPAINTING_INFOTEXT_KEYS
 
 # A1111's radio labels, as its infotext writes them (webui.api_infotext reads the same ones for the API)
 MASK_MODES = ("Inpaint masked", "Inpaint not masked")
@@ -44,6 +46,7 @@ INPAINT_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "masked_content": ("Masked content", as_text),  # checked (and its spelling normalised) by check_img2img_params
     "only_masked": ("Inpaint area", _label_is(INPAINT_AREAS)),
     "only_masked_padding": ("Masked area padding", as_integer),
+    **SOFT_INPAINTING_INFOTEXT_KEYS,  # A1111's Soft inpainting accordion sits in the inpaint section
 }
 
 

@@ -37,6 +37,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--output-dir", default="outputs", help="where generated images are saved (default: ./outputs)")
     p.add_argument("--lora-dir", default=None, help="folder of LoRA files for <lora:name:w> tags and the LoRA tab")
     p.add_argument("--embeddings-dir", default=None, help="folder of textual-inversion embeddings")
+    p.add_argument("--hypernetwork-dir", default=None, metavar="FOLDER",
+                   help="folder of A1111 hypernetwork .pt files for <hypernet:name:strength> tags (A1111's "
+                        "models/hypernetworks; default: none, the tags are then skipped with a warning)")
     p.add_argument("--training-data-dir", default=None, metavar="FOLDER",
                    help="the folder whose subfolders the Train tab and /sdapi/v1/train/embedding may read as datasets "
                         "(default: none, training refused); clients name a folder below it, never another path")
@@ -75,7 +78,8 @@ def add_upscaler_folder_flags(parser) -> None:
                              "(RealESRGAN_x4plus.pth is 'R-ESRGAN 4x+', realesr-general-x4v3.pth 'R-ESRGAN General 4xV3')")
     parser.add_argument("--swinir-models-path", default=None, metavar="FOLDER",
                         help="A1111's models/SwinIR: SwinIR files (classical x2/x3/x4/x8, lightweight, Real-SwinIR), "
-                             "each an upscaler named by its file name; SwinIR_4x.pth is A1111's 'SwinIR 4x'")
+                             "each an upscaler named by its file name; A1111's 'SwinIR 4x' (its SwinIR_4x.pth) is "
+                             "found by either name")
     parser.add_argument("--dat-models-path", default=None, metavar="FOLDER",
                         help="A1111's models/DAT: DAT files (DAT, DAT-S, DAT-2, DAT-light, community 4x DAT models), "
                              "each an upscaler named by its file name; DAT_x2/x3/x4.pth are A1111's 'DAT x2/x3/x4'")
@@ -107,6 +111,7 @@ def config_from_args(args: argparse.Namespace):
     models = list(args.model) or [os.environ.get(DEFAULT_MODEL_ENV) or DEFAULT_TEXT_TO_IMAGE]
     config = ServerConfig(
         models=models, models_dir=args.models_dir, output_dir=args.output_dir, lora_dir=args.lora_dir,
+        hypernetwork_dir=args.hypernetwork_dir,
         embeddings_dir=args.embeddings_dir, training_data_dir=args.training_data_dir, styles_file=args.styles_file, vae_dir=args.vae_dir, controlnet_dir=args.controlnet_dir,
         interrogate_clip_model=args.interrogate_clip_model, interrogate_categories_dir=args.interrogate_categories_dir,
         esrgan_models_path=args.esrgan_models_path, realesrgan_models_path=args.realesrgan_models_path,

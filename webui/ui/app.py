@@ -22,6 +22,7 @@ def build_ui(state: ServerState):
     from webui.ui.errors import redact_handler_errors
     from webui.ui.extras_tab import build_extras_tab
     from webui.ui.generate_tab import build_generate_tab
+    from webui.ui.hypernetwork_tab import build_hypernetwork_tab
     from webui.ui.lora_tab import build_lora_tab
     from webui.ui.page_values import take_page_values
     from webui.ui.png_info_tab import build_png_info_tab
@@ -49,6 +50,8 @@ def build_ui(state: ServerState):
             boxes = prompt_boxes({"txt2img": txt2img, "img2img": img2img})
             with gr.Tab("LoRA", id="lora"):
                 build_lora_tab(state, boxes)
+            with gr.Tab("Hypernetworks", id="hypernetworks"):
+                build_hypernetwork_tab(state, boxes)
             with gr.Tab("Textual Inversion", id="embeddings"):
                 build_embeddings_tab(state, boxes)
             with gr.Tab("Train", id="train"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import gradio as gr
 
@@ -17,28 +18,41 @@ OUTPUT_COUNT = 4  # progress, images, outputs, task box
 
 @dataclass
 class AppflowResult:
-    """A finished run: its image files (in output order) and its other outputs as JSON."""
+    """A finished run: its video and image files (in output order) and its other outputs as JSON."""
 
     app: str
     paths: list[str]
     outputs: dict
+    video_count: int = 0  # the first paths are videos
+    interrupted: bool = False  # Interrupt stopped the run: these are what its finished steps made
 
 
 def appflow_finish(app: str, cache_dir):
     """The task's `finish`: every image among the app's outputs as a PNG under Gradio's cache (a result is kept for
-    hours: files, not pictures in memory), the other outputs as the JSON the API answers with."""
+    hours: files, not pictures in memory), every video as a file before them (the gallery plays it), the other
+    outputs as the JSON the API answers with."""
     from pipelines.png import save_png
     from webui.appflow_io import encode_app_output, output_images
     from webui.ui.gallery_files import result_folder
 
     def finish(outputs: dict) -> AppflowResult:
+        from appflow.video import Video
+        from webui.appflow_video import save_video_outputs
+
         images = output_images(outputs)
-        folder = result_folder(cache_dir, "mixkit-appflow") if images else None
-        paths = [str(save_png(image, folder / f"{number:05d}.png", None)) for number, image in enumerate(images, 1)]
-        text_outputs = {key: value for key, value in outputs.items() if key != "result"}
+        videos = {key: value for key, value in outputs.items() if isinstance(value, Video)}
+        folder = result_folder(cache_dir, "mixkit-appflow") if images or videos else None
+        # a video first in the gallery, where it plays; its frames follow as images
+        video_paths = save_video_outputs(videos, folder) if videos else {}
+        paths = [*video_paths.values(),
+                 *(str(save_png(image, folder / f"{number:05d}.png", None)) for number, image in enumerate(images, 1))]
+        text_outputs = {key: value for key, value in outputs.items() if key != "result" and key not in videos}
         shown = {key: encode_app_output(value) for key, value in text_outputs.items()
                  if not output_images({key: value})}
-        return AppflowResult(app, paths, shown)
+        shown.update({key: {"file": Path(path).name, "frame_count": len(videos[key]), "fps": videos[key].fps}
+                      for key, path in video_paths.items()})
+        return AppflowResult(app, paths, shown, len(video_paths),
+                             interrupted=bool(getattr(outputs, "interrupted", False)))
 
     return finish
 
@@ -60,7 +74,10 @@ def follow_appflow(state: ServerState, task):
 
     def shown(task) -> tuple:
         result: AppflowResult = task.result
-        done = progress_html(1.0, f"Done: {result.app}, {len(result.paths)} image(s) in {task.seconds:.1f}s")
+        label = "Interrupted" if result.interrupted else "Done"  # as the txt2img tab (`webui.ui.reattach`)
+        videos = f" and {result.video_count} video(s)" if result.video_count else ""
+        done = progress_html(1.0, f"{label}: {result.app}, {len(result.paths) - result.video_count} image(s){videos} in "
+                                  f"{task.seconds:.1f}s")
         return done, [(path, None) for path in result.paths], result.outputs
 
     return follow_ui_task(task, OUTPUT_COUNT, running, shown)

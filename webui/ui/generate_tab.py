@@ -22,6 +22,9 @@ from webui.ui.errors import refused, show_warning
 from webui.ui.form_components import form_slider
 from webui.ui.progress_view import progress_html
 from webui.ui.prompt_styles import build_styles_controls, read_styles, styled_params, wire_styles_controls
+from webui.ui.soft_inpainting_controls import (
+    SOFT_INPAINTING_UI_FIELDS, build_soft_inpainting_controls, soft_inpainting_value,
+)
 from webui.ui.reattach import (checked_task_id, follow_task, followed_task_id, gallery_result, page_owner,
                                registered_task, submit_js, task_box_for)
 from webui.ui.widgets import GenerationWidgets, build_generation_widgets, values_to_params
@@ -35,11 +38,12 @@ MASK_MODES = ("Inpaint masked", "Inpaint not masked")  # A1111's "Mask mode" rad
 SEND_TARGETS = ("img2img", "inpaint", "extras")  # A1111's "Send to" buttons under the txt2img and img2img galleries
 # The img2img inputs A1111's `img2img_paste_fields` fill (Mask blur, Mask mode, Masked content, Inpaint area, Masked
 # area padding), named as `paste_infotext.infotext_inpaint_values` returns them.
-INPAINT_PASTE_FIELDS = ("mask_blur", "mask_mode", "inpainting_fill", "only_masked", "only_masked_padding")
+INPAINT_PASTE_FIELDS = ("mask_blur", "mask_mode", "inpainting_fill", "only_masked", "only_masked_padding",
+                        *SOFT_INPAINTING_UI_FIELDS)  # and the Soft inpainting accordion's (its infotext_fields)
 # The img2img tab's own inputs, in the order `build_generate_tab` wires them (after the generation widgets).
 IMG2IMG_FIELDS = ("editor", "mode", "resize_mode", "denoising_strength", "mask_blur", "inpainting_fill", "only_masked",
                   "only_masked_padding", "mask_mode", "mask_upload", "outpaint_pixels", "outpaint_fill", "outpaint_sides",
-                  "outpaint_method", "outpaint_falloff", "outpaint_color_variation")
+                  "outpaint_method", "outpaint_falloff", "outpaint_color_variation", *SOFT_INPAINTING_UI_FIELDS)
 
 
 def editor_mask(layers: list):
@@ -141,7 +145,8 @@ def img2img_params(params, fields: dict, warn: Callable[[str], object] = warning
                          resize_mode=fields["resize_mode"], mask=mask, mask_blur=int(fields["mask_blur"]),
                          inpainting_fill=fill, inpaint_full_res=bool(fields["only_masked"]),
                          inpaint_full_res_padding=int(fields["only_masked_padding"]),
-                         inpainting_mask_invert=mode == "inpaint" and fields["mask_mode"] == MASK_MODES[1])
+                         inpainting_mask_invert=mode == "inpaint" and fields["mask_mode"] == MASK_MODES[1],
+                         soft_inpainting=soft_inpainting_value(fields))
 
 
 @dataclass
@@ -223,6 +228,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                                                      "image); used instead of painted strokes",
                                                type="pil", image_mode=None, format="png", height=200,
                                                elem_id="img2img_mask_upload")
+                    soft_inpainting = build_soft_inpainting_controls()
                 with gr.Accordion("Outpaint", open=False, elem_id="img2img_outpaint_controls"):
                     with gr.Row():
                         # A1111's "Poor man's outpainting" script: pixels 128, masked content "fill" (its own
@@ -251,7 +257,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                                 "outpaint_pixels": outpaint_pixels, "outpaint_fill": outpaint_fill,
                                 "outpaint_sides": outpaint_sides, "outpaint_method": outpaint_method,
                                 "outpaint_falloff": outpaint_falloff,
-                                "outpaint_color_variation": outpaint_color_variation}
+                                "outpaint_color_variation": outpaint_color_variation, **soft_inpainting}
                 extra_inputs = [named_inputs[name] for name in IMG2IMG_FIELDS]
                 tab.denoising_strength, tab.init_image, tab.mode = strength, editor, mode
                 tab.inpaint_controls = {name: named_inputs[name] for name in INPAINT_PASTE_FIELDS}

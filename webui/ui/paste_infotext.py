@@ -52,7 +52,8 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
     (`vae_note`); without them the note only names the image's VAE.
 
     `inpaint_fields` says the target form is img2img's, with its inpaint controls: Mask blur, Mask mode, Masked
-    content, Inpaint area and Masked area padding are filled (`infotext_inpaint_values`).
+    content, Inpaint area and Masked area padding are filled (`infotext_inpaint_values`), and the Soft inpainting
+    accordion (`infotext_soft_inpainting_values`).
 
     `controlnet_units` (how many ControlNet units the form has) and `controlnet_model_of` (an infotext model name ->
     this server's ControlNet name, or None) fill those units from the infotext's `ControlNet N` keys, never their
@@ -106,6 +107,11 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
         inpaint_values, inpaint_notes = infotext_inpaint_values(parsed)
         values.update(inpaint_values)
         notes += inpaint_notes
+        from webui.ui.soft_inpainting_controls import infotext_soft_inpainting_values
+
+        soft_values, soft_notes = infotext_soft_inpainting_values(parsed)
+        values.update(soft_values)
+        notes += soft_notes
     if hires_upscalers is not None:
         from webui.ui.hires_controls import infotext_hires_values
 

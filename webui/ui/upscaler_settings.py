@@ -1,5 +1,5 @@
-"""Settings > Upscaling: A1111's tile size and overlap for model upscalers, one pair per network family, and its
-SwinIR torch.compile switch.
+"""Settings > Upscaling: A1111's tile size and overlap for model upscalers, one pair per network family, its
+SwinIR torch.compile switch and which DAT release entries are listed (`dat_enabled_models`).
 
 Applied with their own button, as the sampler parameters are, so the Settings tab's main form keeps its inputs; the
 values are `/sdapi/v1/options`' `ESRGAN_tile` / `ESRGAN_tile_overlap` (ESRGAN and Real-ESRGAN files), `SWIN_tile` /
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from webui.options import SWIN_COMPILE_KEY, UPSCALER_TILE_OPTIONS
+from pipelines.model_upscale_listing import DAT_RELEASE_NAMES
+from webui.options import DAT_ENABLED_KEY, SWIN_COMPILE_KEY, UPSCALER_TILE_OPTIONS
 from webui.server_state import ServerState
 
 # A1111's labels and slider ranges: tile 0-512 step 16 (SwinIR's from 16: its extension's slider), overlap 0-48
@@ -33,13 +34,17 @@ def build_upscaler_settings(state: ServerState, apply_settings) -> None:
     compile_swinir = gr.Checkbox(lambda: state.options.get(SWIN_COMPILE_KEY), elem_id=f"settings_{SWIN_COMPILE_KEY}",
                                  label="Use torch.compile to accelerate SwinIR (takes longer on first run; runs "
                                        "uncompiled, with a warning, where compiling fails)")
+    dat_enabled = gr.CheckboxGroup(list(DAT_RELEASE_NAMES), value=lambda: state.options.get(DAT_ENABLED_KEY),
+                                   elem_id=f"settings_{DAT_ENABLED_KEY}",
+                                   label="Select which DAT models to show in the web UI (the /sdapi/v1/upscalers "
+                                         "listing; a file is listed by its name either way)")
     status = gr.Markdown()
     button = gr.Button("Apply upscaling settings", elem_id="settings_apply_upscaling")
     keys = [key for option in UPSCALER_TILE_OPTIONS for key in (f"{option}_tile", f"{option}_tile_overlap")]
 
     def apply(*values):
-        *pixels, compiled = values
+        *pixels, compiled, enabled = values
         return apply_settings(state, {**{key: int(value) for key, value in zip(keys, pixels)},
-                                      SWIN_COMPILE_KEY: bool(compiled)})
+                                      SWIN_COMPILE_KEY: bool(compiled), DAT_ENABLED_KEY: list(enabled or [])})
 
-    button.click(apply, inputs=[*sliders, compile_swinir], outputs=status)
+    button.click(apply, inputs=[*sliders, compile_swinir, dat_enabled], outputs=status)

@@ -73,5 +73,5 @@ def test_skipped_tags_are_named_in_a_warning_each():
     messages = [str(item.message) for item in caught]
     assert len(messages) == 2  # once per tag
     assert messages[0].startswith("prompt: skipping unknown extra network '3': <3:love> removed from the prompt")
-    assert "<hypernet:h:1> removed and not applied: mixkit does not load hypernetworks" in messages[1]
-    assert "another image" in messages[1]
+    assert "<hypernet:h:1> removed and not applied: no hypernetwork folder is set" in messages[1]
+    assert "--hypernetwork-dir" in messages[1]
