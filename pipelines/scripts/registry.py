@@ -57,8 +57,9 @@ class ScriptResult(GenerationResult):
 
     def save(self, folder: str | os.PathLike, writing=None) -> list:
         """The generated images (every sample), as `GenerationResult.save` names them; grids: `save_grids`."""
+        first = self.index_of_first_image
         samples = self.samples if self.samples is not None else GenerationResult(
-            self.images[self.index_of_first_image:], self.seeds, self.infotexts[self.index_of_first_image:])
+            self.images[first:], self.seeds[first:], self.infotexts[first:])
         return samples.save(folder, writing)
 
 

@@ -171,3 +171,34 @@ def test_hires_axes_reach_the_second_pass(sd1_pipe):
     assert [(r["Hires steps"], r["Denoising strength"]) for r in read] == [
         ("1", "0.3"), ("2", "0.3"), ("1", "0.6"), ("2", "0.6")]
     assert result.images[0].size == (2 * 96, 2 * 96)
+
+
+def test_styles_axis_merges_each_value_and_checks_names():
+    from mixkit.prompts.styles import PromptStyle, StyleLibrary
+
+    styles = StyleLibrary(styles={"Photo": PromptStyle("Photo", "photo of {prompt}", "blurry"),
+                                  "Warm": PromptStyle("Warm", "warm light")})
+    context = PlotContext(styles=styles)
+    config = xyz_plot.xyz_config(("Styles", '"Photo,Warm", Warm'), context={"styles": styles})
+    cells = xyz_plot.check_plot(Txt2ImgParams(**TINY), config, context)
+    assert [(c.params.prompt, c.params.negative_prompt) for c in cells] == [
+        ("photo of a red cat, warm light", "blurry"), ("a red cat, warm light", "")]
+    with pytest.raises(ValueError, match="Unknown style 'Cold' on the Styles axis. Valid styles: 'Photo', 'Warm'"):
+        xyz_plot.check_plot(Txt2ImgParams(**TINY), xyz_plot.xyz_config(("Styles", "Cold")), context)
+
+
+def test_prompt_order_reorders_the_words_in_place():
+    config = xyz_plot.xyz_config(("Prompt order", "red, cat"))
+    params = Txt2ImgParams(**{**TINY, "prompt": "a red fluffy cat, outside"})
+    cells = xyz_plot.check_plot(params, config, PlotContext())
+    assert [cell.params.prompt for cell in cells] == ["a red fluffy cat, outside", "a cat fluffy red, outside"]
+
+
+def test_face_restore_values_as_a1111():
+    from pipelines.scripts.xyz_axes import apply_face_restore
+
+    params = Txt2ImgParams(**TINY)
+    assert (apply_face_restore(params, "GFPGAN", [], None).restore_faces,
+            apply_face_restore(params, "GFPGAN", [], None).face_restoration_model) == (True, "GFPGAN")
+    assert apply_face_restore(params, "yes", [], None).restore_faces is True
+    assert apply_face_restore(params, "off", [], None).restore_faces is False
