@@ -22,6 +22,7 @@ from webui.api_controlnet_routes import add_controlnet_routes
 from webui.api_convert import to_img2img_params, to_txt2img_params
 from webui.api_scripts import (MK2_SCRIPT, OUTPAINT_SCRIPT, is_mk2_script, is_outpaint_script, mk2_script_params,
                                 outpaint_script_params)
+from webui.api_selectable_scripts import request_script, script_response_info
 from webui.api_response import generation_info, info_json, request_parameters
 from webui.api_extras import (
     check_extras_request, crop_to, crops_to_size, encode_png_with_chunks, extras_faces, extras_postprocess,
@@ -135,9 +136,12 @@ def writes_outputs(body: Txt2ImgRequest, state: ServerState, save: bool) -> bool
 
 
 async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, state: ServerState,
-                    outpaint_sides: dict[str, int] | None = None, mk2: dict[str, float] | None = None):
+                    outpaint_sides: dict[str, int] | None = None, mk2: dict[str, float] | None = None,
+                    script: tuple | None = None):
     """Queue the job, wait for it, answer as A1111; `outpaint_sides`: an outpainting script's extension
-    (webui.api_scripts), run as the server's outpaint job; `mk2`: Outpainting mk2's fill settings (None: Poor man's)."""
+    (webui.api_scripts), run as the server's outpaint job; `mk2`: Outpainting mk2's fill settings (None: Poor man's);
+    `script`: a registered selectable script and its checked config (webui.api_selectable_scripts), which makes its
+    own grids (saved with save_images and grid_save, as A1111's xyz_grid-NNNN.png)."""
     save = bool(body.save_images) and not body.do_not_save_samples and save_option(body, state, "samples_save")
     writing = infotext_writing(body, state)
     owner = request.scope.get(AUTH_USER_KEY)
@@ -148,8 +152,13 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
         where = {"save": save, "owner": owner, "writing": writing,
                  "checkpoint": (body.override_settings or {}).get("sd_model_checkpoint"),
                  "restore_checkpoint": body.override_settings_restore_afterwards}
-        job = state.submit_generation(kind, params, **where) if outpaint_sides is None else \
-            state.submit_outpaint(params, outpaint_sides, mk2=mk2, **where)
+        if script is not None:
+            job = state.submit_script(kind, params, *script, **where, grid_save=bool(body.save_images) and save_option(
+                body, state, "grid_save"))
+        elif outpaint_sides is None:
+            job = state.submit_generation(kind, params, **where)
+        else:
+            job = state.submit_outpaint(params, outpaint_sides, mk2=mk2, **where)
         if body.force_task_id is not None:  # A1111's add_task_to_queue: `/internal/progress` follows it by this id
             follow_by_task_id(state, body.force_task_id, job, owner)
     except QueueFullError as error:
@@ -175,8 +184,9 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
     result = outcome.result
 
     def grid():
-        # A1111's API makes a grid only when asked to save (`do_not_save_grid = not save_images`)
-        if not body.save_images:
+        # A1111's API makes a grid only when asked to save (`do_not_save_grid = not save_images`); a script's grids
+        # are its own, already first among its images
+        if not body.save_images or script is not None:
             return None
         return api_result_grid(result.images, result.infotexts, return_grid=save_option(body, state, "return_grid"),
                                save_to=state.output_dir if save_option(body, state, "grid_save") else None,
@@ -200,6 +210,7 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
     info = generation_info(params, result, model_name=outcome.model_name,
                            model_hash=outcome.model_hash, job_timestamp=job.timestamp, vae_name=outcome.vae_name,
                            vae_hash=outcome.vae_hash, styles=list(body.styles or []), with_grid=grid_image is not None)
+    info = script_response_info(info, result)
     return {"images": images, "parameters": request_parameters(body), "info": info_json(info)}
 
 
@@ -225,9 +236,11 @@ def build_api(state: ServerState) -> APIRouter:
             body = apply_infotext(body, state.lora_library, state.running_labels())
             params = await run_in_threadpool(to_txt2img_params, body, request_limits=request_limits,
                                              **validation_context(body, request))
+            script = await run_in_threadpool(request_script, state, "txt2img", body.script_name, body.script_args,
+                                             params)
         except (ValueError, TypeError, KeyError) as error:
             raise unprocessable(error) from None
-        return await _generate("txt2img", params, body, request, state)
+        return await _generate("txt2img", params, body, request, state, script=script)
 
     @router.post("/sdapi/v1/img2img")
     async def img2img(body: Img2ImgRequest, request: Request):
@@ -236,13 +249,15 @@ def build_api(state: ServerState) -> APIRouter:
             params = await run_in_threadpool(to_img2img_params, body, request_limits=request_limits,
                                              **validation_context(body, request))
             sides = mk2 = None
+            script = await run_in_threadpool(request_script, state, "img2img", body.script_name, body.script_args,
+                                             params)
             if is_outpaint_script(body.script_name):
                 params, sides = outpaint_script_params(params, body.script_args)
             elif is_mk2_script(body.script_name):
                 params, sides, mk2 = mk2_script_params(params, body.script_args)
         except (ValueError, TypeError, KeyError) as error:
             raise unprocessable(error) from None
-        return await _generate("img2img", params, body, request, state, sides, mk2)
+        return await _generate("img2img", params, body, request, state, sides, mk2, script=script)
 
     add_controlnet_routes(router, state)
     add_interrogate_route(router, state, wait_for_job)
@@ -331,10 +346,15 @@ def build_api(state: ServerState) -> APIRouter:
     @router.get("/sdapi/v1/scripts")
     async def scripts():
         # Clients (webuiapi) probe this for extensions; none are installed. A1111 lists its scripts' titles
-        # lower-cased; this server runs two selectable ones (webui.api_scripts) and always-on Soft inpainting.
+        # lower-cased: the registered selectable ones (pipelines.scripts), the two outpainting ones
+        # (webui.api_scripts) and always-on Soft inpainting.
+        from pipelines.scripts import SCRIPTS
         from webui.api_soft_inpainting import SOFT_INPAINTING_SCRIPT
 
-        return {"txt2img": [], "img2img": [MK2_SCRIPT, OUTPAINT_SCRIPT, SOFT_INPAINTING_SCRIPT]}
+        registered = {kind: [script.name for _, script in SCRIPTS.items() if kind in script.kinds]
+                      for kind in ("txt2img", "img2img")}
+        return {"txt2img": sorted(registered["txt2img"]),
+                "img2img": sorted([*registered["img2img"], MK2_SCRIPT, OUTPAINT_SCRIPT, SOFT_INPAINTING_SCRIPT])}
 
     @router.get("/sdapi/v1/sd-models")
     async def sd_models():

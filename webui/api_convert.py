@@ -64,9 +64,11 @@ def _seed_extras(request: Txt2ImgRequest) -> dict[str, Any]:
 def _unsupported(request: Txt2ImgRequest) -> list[str]:
     """A1111 features this server does not implement, but the request turned on."""
     found = []
+    from pipelines.scripts import is_registered_script
     from webui.api_scripts import is_mk2_script, is_outpaint_script
 
-    if request.script_name and not (isinstance(request, Img2ImgRequest) and (
+    if request.script_name and not is_registered_script(request.script_name) and not (
+            isinstance(request, Img2ImgRequest) and (
             is_outpaint_script(request.script_name) or is_mk2_script(request.script_name))):
         found.append(f"script_name={request.script_name!r}")
     from webui.a1111_builtin_scripts import unsupported_scripts

@@ -134,8 +134,9 @@ def build_listings_router(state: ServerState) -> APIRouter:
     @router.get("/sdapi/v1/script-info")
     async def script_info_route():
         from webui.api_script_info import script_info
+        from webui.api_selectable_scripts import script_context
 
-        return script_info()
+        return await run_in_threadpool(lambda: script_info(**script_context(state)))
 
     for name in EMPTY_LISTS:
         router.add_api_route(f"/sdapi/v1/{name}", empty_list, methods=["GET"], name=name.replace("-", "_"))

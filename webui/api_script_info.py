@@ -1,6 +1,7 @@
 """A1111's `GET /sdapi/v1/script-info`: the selectable scripts this server runs and their `script_args`, in order.
 
-Clients that build a request from it (instead of hard-coding A1111's argument order) read each script's name (A1111's
+Registered scripts (`pipelines.scripts`: X/Y/Z plot) come first, one entry per kind they run for. Clients that
+build a request from it (instead of hard-coding A1111's argument order) read each script's name (A1111's
 title, lower-cased, as `/sdapi/v1/scripts` lists it), whether it is always on or an img2img script, and one entry per
 `script_args` slot: its label, default value and, for sliders, range and step, for choices the choices. The ranges
 are the ones this server accepts (`pipelines.outpaint`, `pipelines.outpaint_mk2`), which for Outpainting mk2's mask
@@ -37,9 +38,12 @@ def soft_inpainting_info() -> dict:
             "args": [_arg("Soft inpainting", False), *sliders]}
 
 
-def script_info() -> list[dict]:
-    """A1111's ScriptInfo list: Poor man's outpainting and Outpainting mk2 (img2img scripts, not always on), and
-    Soft Inpainting (img2img, always on)."""
+def script_info(**context) -> list[dict]:
+    """A1111's ScriptInfo list: the registered scripts (`pipelines.scripts`, one entry per kind they run for;
+    `context` as `webui.api_selectable_scripts.script_context`), Poor man's outpainting and Outpainting mk2 (img2img
+    scripts, not always on), and Soft Inpainting (img2img, always on)."""
+    from pipelines.scripts import script_info as registered_script_info
+
     pixels, blur, content, directions = SCRIPT_ARG_DEFAULTS
     poor = [_arg("Pixels to expand", pixels, 8, MAX_EXTENSION, 8), _arg("Mask blur", blur, 0, MAX_MASK_BLUR, 1),
             _arg("Masked content", content, choices=list(MASKED_CONTENT_LABELS)),
@@ -50,5 +54,6 @@ def script_info() -> list[dict]:
            _arg("Outpainting direction", list(directions), choices=list(OUTPAINT_DIRECTIONS)),
            _arg("Fall-off exponent (lower=higher detail)", falloff, 0.0, MAX_FALLOFF_EXPONENT, 0.01),
            _arg("Color variation", variation, 0.0, MAX_COLOR_VARIATION, 0.01)]
-    return [*({"name": name, "is_alwayson": False, "is_img2img": True, "args": args}
+    return [*registered_script_info(**context),
+            *({"name": name, "is_alwayson": False, "is_img2img": True, "args": args}
               for name, args in ((OUTPAINT_SCRIPT, poor), (MK2_SCRIPT, mk2))), soft_inpainting_info()]

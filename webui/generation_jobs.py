@@ -1,4 +1,4 @@
-"""The work a queued txt2img / img2img / outpaint job does once the worker runs it.
+"""The work a queued txt2img / img2img / outpaint / selectable-script job does once the worker runs it.
 
 `ServerState` validates a request and queues one of these; they pick the pipeline the params ask for (hires fix,
 ControlNet), run it with the worker's progress callback and interrupt control, save the images, and record what
@@ -7,6 +7,8 @@ the infotext and the API response need to know about the model that made them.
 
 from __future__ import annotations
 
+import logging
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -14,6 +16,8 @@ from typing import Any, Callable
 from pipelines.png import PNG_ONLY, InfotextWriting
 from webui.checkpoints import CheckpointEntry
 from webui.request_checkpoint import checkpoint_for_job
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -108,5 +112,65 @@ def outpaint_job(state, params, sides: dict[str, int], *, save: bool, checkpoint
                                   **rest)
         return finished(pipe, result, params, save=save, output_dir=state.output_dir, entry=state.holder.entry,
                         writing=writing)
+
+    return run
+
+
+def script_pipeline(state, kind: str, params):
+    """The loaded checkpoint's pipeline for a script's `params`: txt2img (with hires fix when asked) or img2img."""
+    pipe = state.holder.txt2img() if kind == "txt2img" else state.holder.img2img()
+    if kind == "txt2img" and hasattr(params, "hr_scale"):
+        from pipelines.hires import HiresFix
+
+        pipe = HiresFix(pipe)
+    return pipe
+
+
+def checkpoint_switcher(state, kind: str, params) -> Callable[[str], Any]:
+    """A script's `switch_checkpoint(name)` on the server: load checkpoint `name` (any id A1111 takes; the settings
+    file keeps its own) and return its pipeline. Call only from the generation worker."""
+
+    def switch(name: str):
+        entry = state.requested_checkpoint(name)
+        if entry is not None and entry != state.holder.entry:
+            state.switch_checkpoint(entry.name, remember=False)
+        return script_pipeline(state, kind, params)
+
+    return switch
+
+
+@contextmanager
+def checkpoint_kept(state):
+    """Put back the checkpoint loaded when the body started if the body switched it (an X/Y/Z plot's Checkpoint
+    name axis), even when it failed; a failed reload is logged and leaves the other loaded, as `checkpoint_for_job`."""
+    before = state.holder.entry
+    try:
+        yield
+    finally:
+        if before is not None and state.holder.entry != before:
+            try:
+                state.switch_checkpoint(before.name, remember=False)
+            except Exception:
+                logger.exception("Could not load checkpoint %r back after a script switched to %r.", before.title,
+                                 state.model_title)
+
+
+def script_job(state, kind: str, params, script, config, *, save: bool, grid_save: bool, context: dict,
+               checkpoint: CheckpointEntry | None = None, restore_checkpoint: bool = True,
+               writing: InfotextWriting = PNG_ONLY) -> Callable:
+    """The worker's run function for a selectable script (`pipelines.scripts`) with its checked `config`: the script
+    runs with the worker's progress and controls, its samples are saved with `save`, its grids (as
+    `<script's prefix>-NNNN.png`) with `grid_save`; a checkpoint the script switched to is put back."""
+
+    def run(control, on_step) -> GenerationOutcome:
+        with checkpoint_for_job(state, checkpoint, restore=restore_checkpoint), checkpoint_kept(state):
+            pipe = script_pipeline(state, kind, params)
+            result = script.run(pipe, params, config, callback=on_step, control=control, kind=kind,
+                                switch_checkpoint=checkpoint_switcher(state, kind, params), **context)
+            entry = state.holder.entry
+            if grid_save:
+                result.save_grids(state.output_dir, writing)
+            return finished(pipe, result, params, save=save, output_dir=state.output_dir, entry=entry,
+                            writing=writing)
 
     return run

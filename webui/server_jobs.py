@@ -130,6 +130,31 @@ class ServerJobs:
         return self.worker.submit(job, "outpaint" if entry is None else f"outpaint on {entry.title}", session=session,
                                   owner=owner, keep_on_disconnect=keep_on_disconnect)
 
+    def submit_script(self, kind: str, params, script, config, *, save: bool, grid_save: bool,
+                      session: str | None = None, owner: str | None = None, checkpoint: str | None = None,
+                      restore_checkpoint: bool = True, keep_on_disconnect: bool = False, writing=None) -> Job:
+        """Queue a selectable script (`pipelines.scripts`) with its checked `config` on validated `params`.
+
+        Checked now, before anything is queued: the script's own plan (an X/Y/Z plot: every cell, Prompt S/R,
+        samplers, checkpoints, styles, the size caps), and each planned generation as `check_params` checks a call.
+        `save`: the script's images; `grid_save`: its grids. The rest as for `submit_generation`."""
+        from webui.api_selectable_scripts import script_context
+        from webui.generation_jobs import checkpoint_switcher, script_job
+
+        if kind not in script.kinds:
+            raise ValueError(f"script {script.title!r} runs for {', '.join(sorted(script.kinds))}, not {kind}.")
+        context = script_context(self)
+        for cell in script.plan(params, config, kind=kind, switch_checkpoint=checkpoint_switcher(self, kind, params),
+                                **context):
+            self.check_params(kind, cell)
+        entry = self.requested_checkpoint(checkpoint)
+        job = script_job(self, kind, params, script, config, save=save, grid_save=grid_save, context=context,
+                         checkpoint=entry, restore_checkpoint=restore_checkpoint,
+                         writing=writing or self.options.infotext_writing())
+        description = f"{kind} {script.title}" + ("" if entry is None else f" on {entry.title}")
+        return self.worker.submit(job, description, session=session, owner=owner,
+                                  keep_on_disconnect=keep_on_disconnect)
+
     def submit_upscale(self, image, scale: float, upscaler: str, *, session: str | None = None,
                        after=None) -> Job:
         """Queue an Extras upscale (validated now: upscaler name, scale and output size); `after(image)` runs on the

@@ -165,7 +165,7 @@ def test_generate_refuses_a_task_id_in_use_or_malformed_before_queueing(built, r
     state, blocks = built
     task_id = running_task.task_id if task_id == "RUNNING" else task_id
     before = (len(state.tasks), state.worker.queued)
-    run = handler(blocks, "txt2img_generate", "click").fn(page("tab"), *GENERATE_FORM, [], *HIRES_OFF, task_id)
+    run = handler(blocks, "txt2img_generate", "click").fn(page("tab"), *GENERATE_FORM, [], *HIRES_OFF, None, task_id)
     with pytest.raises(gr.Error, match=message):
         next(run)
     assert (len(state.tasks), state.worker.queued) == before
@@ -175,7 +175,7 @@ def test_generate_follows_its_task_and_names_it_for_the_page(built):
     # Model-less: the job fails in the worker ("no model"), which the registry records; what matters here is that
     # Generate registered the page's id, kept on disconnect, and named it in the task box.
     state, blocks = built
-    run = handler(blocks, "txt2img_generate", "click").fn(page("tab"), *GENERATE_FORM, [], *HIRES_OFF,
+    run = handler(blocks, "txt2img_generate", "click").fn(page("tab"), *GENERATE_FORM, [], *HIRES_OFF, None,
                                                           "task(generate-0001)")
     first = next(run)
     task = state.tasks.find("task(generate-0001)", None)

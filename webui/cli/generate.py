@@ -27,6 +27,9 @@ def add_parser(subparsers) -> None:
 
     add_hires_flags(p)
     add_controlnet_flags(p, img2img=False)
+    from webui.cli.xyz_flags import add_xyz_flags
+
+    add_xyz_flags(p)
     p.set_defaults(func=run)
 
 
@@ -208,7 +211,14 @@ def run(args: argparse.Namespace) -> int:
         if hires is not None:
             check_hires_params(params, GenerationLimits(), 8)  # SD's VAE grid; the pipeline checks the model's
 
+    from webui.cli.xyz_flags import check_xyz_plot, xyz_config_of, xyz_requested
+
+    plot = xyz_config_of(args) if xyz_requested(args) else None
+    if plot is not None:  # before the output folder is made
+        check_xyz_plot(plot, params)
     output, output_is_file = check_before_load(args, params, check)
+    if plot is not None and output_is_file:
+        raise ValueError("an X/Y/Z plot writes a grid and its images: give -o a folder, not a .png file name.")
     from webui.cli.controlnet_units import check_unit_families
 
     check_unit_families(specs, catalog, args.model)
@@ -225,6 +235,10 @@ def run(args: argparse.Namespace) -> int:
             pipe = ControlNetTextToImage.from_pipeline(pipe)
     from webui.cli.infotext_flags import infotext_writing_of
 
+    if plot is not None:
+        from webui.cli.xyz_flags import run_xyz_plot
+
+        return run_xyz_plot(pipe if hires is None else HiresFix(pipe), params, plot, output, infotext_writing_of(args))
     return generate_and_save(pipe if hires is None else HiresFix(pipe), params, output, output_is_file,
                              writing=infotext_writing_of(args))
 

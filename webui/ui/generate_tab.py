@@ -168,6 +168,7 @@ class GenerateTab:
     # img2img only: the inpaint controls a paste fills (`INPAINT_PASTE_FIELDS` -> widget), as A1111's img2img paste
     inpaint_controls: dict | None = None
     controlnet_units: list = field(default_factory=list)  # the ControlNet units' widgets, `UNIT_FIELDS` per unit
+    scripts: object = None  # the Script dropdown and each script's controls (`webui.ui.script_controls`)
     task_box: object = None  # hidden: the task id Generate sends and a reattach reports (`webui.ui.reattach`)
     outputs: list = field(default_factory=list)  # what Generate (and a reattach on page load) updates
 
@@ -274,6 +275,9 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
             extra_inputs = [*extra_inputs, *tab.refiner]  # the tab's own inputs end with the refiner's
             control_inputs = tab.controlnet_units = build_controlnet_units(
                 state, kind, state.options.get("control_net_unit_count"), size_inputs=(widgets.width, widgets.height))
+            from webui.ui.script_controls import build_script_controls
+
+            tab.scripts = build_script_controls(kind, state)  # A1111's Script dropdown, at the bottom
         with gr.Column(scale=2):
             with gr.Row():
                 generate = gr.Button("Generate", variant="primary", elem_id=f"{kind}_generate", scale=3)
@@ -312,7 +316,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         # The session lets this page's Interrupt reach the job at once; the task id (made by the page, kept in its
         # localStorage; the last input, so the form's positional inputs stay as they were for Gradio clients) lets a
         # reloaded page or a second tab reattach to it (`webui.ui.reattach`).
-        *values, task_id = values_and_task_id
+        *values, script_choice, task_id = values_and_task_id
         session = getattr(request, "session_hash", None)
         own_values = split_form_values(list(values), len(control_inputs))[2]
         img2img_values = dict(zip(IMG2IMG_FIELDS, own_values)) if kind == "img2img" else {}  # refiner's come after
@@ -324,6 +328,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                 raise ValueError("Outpaint mode does not take a ControlNet unit here; disable the unit.")
             if not outpainting:
                 state.check_params(kind, params)  # outpaint is checked at its extended size when submitted
+            script = selected_script(state, kind, script_choice, params, outpainting)
         except (ValueError, TypeError, KeyError) as error:
             message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
             raise refused(message) from None
@@ -332,7 +337,10 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
             show_warning(resize_note, state)
         save = bool(state.options.get("samples_save"))
         try:
-            if outpainting:
+            if script is not None:
+                job = state.submit_script(kind, params, *script, save=save, grid_save=bool(state.options.get("grid_save")),
+                                          session=session, keep_on_disconnect=True)
+            elif outpainting:
                 sides, mk2 = outpaint_request(params.init_images[0], img2img_values)
                 if mk2 is not None:  # mk2 always paints from its matched noise, as A1111's sets inpainting_fill 1
                     params = replace(params, inpainting_fill="original")
@@ -351,7 +359,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         yield from follow_task(state, task)
 
     task_box = task_box_for(kind)  # the task the tab follows (`webui.ui.reattach`)
-    generate_inputs = [*widgets.inputs(), tab.styles, *extra_inputs, *control_inputs, task_box]
+    generate_inputs = [*widgets.inputs(), tab.styles, *extra_inputs, *control_inputs, tab.scripts.choice, task_box]
     tab.outputs = [progress, preview, gallery, infotext, infotexts, last_seeds, selected, task_box]
     tab.task_box = task_box
     generate.click(run, inputs=generate_inputs, outputs=tab.outputs, concurrency_limit=None,
@@ -382,6 +390,18 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
 
     gallery.select(show_infotext, inputs=infotexts, outputs=[infotext, selected], queue=False)
     return tab
+
+
+def selected_script(state: ServerState, kind: str, chosen, params, outpainting: bool):
+    """(script, checked config) for the Script dropdown's choice ([title, script_args] or None, `ScriptControls.choice`),
+    or None for "None"; ValueError as the API's."""
+    if not chosen:
+        return None
+    if outpainting:
+        raise ValueError("Outpaint mode runs its own outpainting script; set Script to None, or leave Outpaint mode.")
+    from webui.api_selectable_scripts import request_script
+
+    return request_script(state, kind, chosen[0], chosen[1], params)
 
 
 def split_form_values(values: list, control_count: int) -> tuple[list, list[str], list, list]:

@@ -42,8 +42,14 @@ def gallery_result(state: ServerState, outcome, cache_dir) -> TaskResult:
     from webui.ui.gallery_files import gallery_pngs
     from webui.ui.result_grid import grid_for_gallery, with_grid
 
+    from pipelines.scripts import ScriptResult
+
     result = outcome.result
     writing = state.options.infotext_writing()  # enable_pnginfo / save_txt, as the grid's and unsaved files' own
+    if isinstance(result, ScriptResult):  # its own grids first, then what it returns; its samples were saved apart
+        paths = gallery_pngs(result.images, result.seeds, result.infotexts, cache_dir, pnginfo=writing.pnginfo)
+        return TaskResult(paths, list(result.seeds), list(result.infotexts), image_count=len(result.images),
+                          interrupted=bool(result.interrupted))
     if outcome.saved:
         paths = [str(path) for path in outcome.saved]
     else:

@@ -1,0 +1,345 @@
+"""The axis types of an X/Y/Z plot, by A1111's labels (scripts/xyz_grid.py `axis_options`), in its order.
+
+Each axis says what its values are (whole numbers, numbers, text, permutations of text), how a value changes a
+cell's params (a new params object; the caller's is never changed), how the value is written on the grid, which
+values are valid (dropdown axes) and what it costs to change (the checkpoint, 1.0, is switched least often).
+
+Every axis of A1111 1.10 is listed, in its order, because API clients send `x_type` as an index into that list. The
+ones mixkit cannot vary per call (VAE, Token merging, Hires sampler, Image CFG Scale, Refiner checkpoint,
+RNG source, FP8 mode) are refused with the reason when chosen.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from mixkit.registry import Registry
+
+NOTHING, INT, FLOAT, TEXT, PERMUTATIONS = "nothing", "int", "float", "text", "permutations"
+BOTH = frozenset({"txt2img", "img2img"})
+TXT2IMG, IMG2IMG = frozenset({"txt2img"}), frozenset({"img2img"})
+
+
+@dataclass
+class PlotContext:
+    """What a plot may need beyond the pipeline: the caller's ways to switch checkpoints and read styles.
+
+    `switch_checkpoint(name)` loads checkpoint `name` and returns the pipeline to use with it (the server passes its
+    model holder's; None: the "Checkpoint name" axis is refused). `checkpoint_names`: the names it takes (the axis's
+    choices, and what values are checked against). `styles`: a `mixkit.prompts.styles.StyleLibrary` for "Styles".
+    """
+
+    kind: str = "txt2img"
+    switch_checkpoint: Callable[[str], Any] | None = None
+    checkpoint_names: list[str] = field(default_factory=list)
+    styles: Any = None
+
+
+def label_and_value(axis: "AxisOption", value: Any) -> str:
+    """A1111's `format_value_add_label`: "Steps: 20" (floats rounded to 8 decimals)."""
+    return f"{axis.label}: {round(value, 8) if isinstance(value, float) else value}"
+
+
+def value_only(axis: "AxisOption", value: Any) -> str:
+    return str(round(value, 8) if isinstance(value, float) else value)
+
+
+def joined(axis: "AxisOption", value: Any) -> str:
+    return ", ".join(value)
+
+
+def file_name(axis: "AxisOption", value: Any) -> str:
+    return os.path.basename(value)
+
+
+@dataclass(frozen=True)
+class AxisOption:
+    """One axis type. `apply(params, value, values, context)` returns the cell's params; `check(params, values,
+    context)` refuses bad values before anything is generated; `choices(context)` lists a dropdown axis's values."""
+
+    label: str
+    value_type: str
+    apply: Callable[..., Any]
+    format_value: Callable[["AxisOption", Any], str] = label_and_value
+    kinds: frozenset = BOTH
+    choices: Callable[[PlotContext], list[str]] | None = None
+    check: Callable[..., None] | None = None
+    cost: float = 0.0
+    needs_field: str | None = None  # a params field the axis sets, refused when the call's params lack it
+    unsupported: str | None = None  # why mixkit refuses this A1111 axis (kept so A1111's indexes line up)
+
+
+def set_field(name: str) -> Callable:
+    def apply(params, value, values, context):
+        return replace(params, **{name: value})
+    return apply
+
+
+def set_sampler_parameter(name: str, boolean: bool = False) -> Callable:
+    def apply(params, value, values, context):
+        if boolean:
+            value = str(value).strip().lower() == "true"
+        return replace(params, sampler_parameters=replace(params.sampler_parameters, **{name: value}))
+    return apply
+
+
+def apply_nothing(params, value, values, context):
+    return params
+
+
+def _both_prompts(params, change: Callable[[str], str]):
+    def each(prompt):
+        return [change(text) for text in prompt] if isinstance(prompt, list) else change(prompt)
+    return replace(params, prompt=each(params.prompt), negative_prompt=each(params.negative_prompt))
+
+
+def _texts(prompt) -> list[str]:
+    return prompt if isinstance(prompt, list) else [prompt]
+
+
+def apply_prompt_sr(params, value, values, context):
+    """Every occurrence of the axis's first value, in the prompt and the negative prompt, becomes `value`."""
+    return _both_prompts(params, lambda text: text.replace(values[0], value))
+
+
+def check_prompt_sr(params, values, context) -> None:
+    """A1111 raises this too, but at the first cell; here before anything is generated."""
+    texts = _texts(params.prompt) + _texts(params.negative_prompt)
+    if not any(values[0] in text for text in texts):
+        raise ValueError(f"Prompt S/R did not find {values[0]!r} (the first value, which the others replace) in the "
+                         "prompt or the negative prompt; put it there or make it the first value.")
+
+
+def apply_prompt_order(params, value, values, context):
+    """The axis's words, where they stand in the prompt, put back in the order of `value` (A1111's apply_order)."""
+    def reorder(prompt: str) -> str:
+        found = sorted((prompt.find(token), token) for token in value)
+        parts, rest = [], prompt
+        for _, token in found:
+            at = rest.find(token)
+            parts.append(rest[:at])
+            rest = rest[at + len(token):]
+        return "".join(part + token for part, token in zip(parts, value)) + rest
+    prompt = params.prompt
+    return replace(params, prompt=[reorder(p) for p in prompt] if isinstance(prompt, list) else reorder(prompt))
+
+
+def check_prompt_order(params, values, context) -> None:
+    missing = sorted({token for permutation in values for token in permutation
+                      if not all(token in text for text in _texts(params.prompt))})
+    if missing:
+        raise ValueError(f"Prompt order: {', '.join(map(repr, missing))} not found in the prompt; each value must be "
+                         "a piece of the prompt.")
+
+
+def sampler_names(context: PlotContext) -> list[str]:
+    from pipelines.samplers import list_samplers
+
+    return [sampler["name"] for sampler in list_samplers()]
+
+
+def check_samplers(params, values, context) -> None:
+    from pipelines.samplers import resolve_sampler
+
+    for value in values:
+        try:
+            resolve_sampler(value, params.schedule_type)
+        except (ValueError, KeyError) as error:
+            message = str(error.args[0]) if error.args else str(error)
+            raise ValueError(f"Sampler {value!r}: {message}") from None
+
+
+def schedule_names(context: PlotContext) -> list[str]:
+    from pipelines.samplers import SCHEDULE_TYPES
+
+    return [schedule.name for _, schedule in SCHEDULE_TYPES.items()]
+
+
+def check_schedules(params, values, context) -> None:
+    from pipelines.samplers import resolve_sampler
+
+    for value in values:
+        try:
+            resolve_sampler(params.sampler, value)
+        except (ValueError, KeyError) as error:
+            message = str(error.args[0]) if error.args else str(error)
+            raise ValueError(f"Schedule type {value!r}: {message}") from None
+
+
+def checkpoint_names(context: PlotContext) -> list[str]:
+    return sorted(context.checkpoint_names, key=str.casefold)
+
+
+def find_checkpoint_name(context: PlotContext, value: str) -> str | None:
+    """The known name `value` means: exactly, in another case, without the title's " [hash]", or as the file name
+    with or without its folder and extension (A1111's titles are "folder/name.safetensors [hash]")."""
+    for name in context.checkpoint_names:
+        if value == name:
+            return name
+    folded = value.strip().casefold()
+    for name in context.checkpoint_names:
+        path = name.split(" [")[0]
+        spellings = (name, path, os.path.basename(path), os.path.splitext(os.path.basename(path))[0])
+        if folded in (spelling.casefold() for spelling in spellings):
+            return name
+    return None
+
+
+def check_checkpoints(params, values, context) -> None:
+    if context.switch_checkpoint is None:
+        raise ValueError("The Checkpoint name axis needs a way to load checkpoints, which this caller did not give "
+                         "(the Python API: pass switch_checkpoint=callable(name) -> pipeline); run the plot from the "
+                         "web UI or the HTTP API, or choose another axis.")
+    unknown = [value for value in values if find_checkpoint_name(context, value) is None]
+    if unknown:
+        valid = ", ".join(repr(name) for name in checkpoint_names(context)) or "(none)"
+        raise ValueError(f"Unknown checkpoint {unknown[0]!r} on the Checkpoint name axis. Valid names: {valid}.")
+
+
+def apply_size(params, value, values, context):
+    width, height = parse_size(value)
+    return replace(params, width=width, height=height)
+
+
+def parse_size(value: str) -> tuple[int, int]:
+    parts = str(value).lower().replace(" ", "").split("x")
+    if len(parts) != 2 or not all(part.isdigit() for part in parts):
+        raise ValueError(f"Size value {value!r} must be WIDTHxHEIGHT, such as 512x768.")
+    return int(parts[0]), int(parts[1])
+
+
+def check_sizes(params, values, context) -> None:
+    for value in values:
+        parse_size(value)
+
+
+def hires_upscalers(context: PlotContext) -> list[str]:
+    from pipelines.hires import hires_upscaler_names
+
+    return hires_upscaler_names()
+
+
+def style_names(context: PlotContext) -> list[str]:
+    return list(context.styles.names()) if context.styles is not None else []
+
+
+def apply_styles(params, value, values, context):
+    """A1111 adds the value's comma-separated styles to the call's; here they are merged into its prompts."""
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    prompt, negative = context.styles.apply(params.prompt, params.negative_prompt, names)
+    return replace(params, prompt=prompt, negative_prompt=negative)
+
+
+def check_styles(params, values, context) -> None:
+    if context.styles is None:
+        raise ValueError("The Styles axis needs a styles file; start the server with --styles-file styles.csv.")
+    if not isinstance(params.prompt, str) or not isinstance(params.negative_prompt, str):
+        raise ValueError("The Styles axis needs one prompt for the whole batch, not a prompt per image.")
+    known = style_names(context)
+    for value in values:
+        for name in (name.strip() for name in value.split(",")):
+            if name and name not in known:
+                raise ValueError(f"Unknown style {name!r} on the Styles axis. Valid styles: "
+                                 f"{', '.join(map(repr, known)) or '(none)'}.")
+
+
+def apply_face_restore(params, value, values, context):
+    """A1111's: "CodeFormer" / "GFPGAN" restore with that model; true/yes/y/1 with the call's; anything else off."""
+    folded = str(value).strip().lower()
+    if folded == "codeformer":
+        return replace(params, restore_faces=True, face_restoration_model="CodeFormer")
+    if folded == "gfpgan":
+        return replace(params, restore_faces=True, face_restoration_model="GFPGAN")
+    return replace(params, restore_faces=folded in ("true", "yes", "y", "1"))
+
+
+def true_false(context: PlotContext) -> list[str]:
+    return ["False", "True"]
+
+
+def check_true_false(params, values, context) -> None:
+    for value in values:
+        if str(value).strip().lower() not in ("true", "false"):
+            raise ValueError(f"{value!r} must be True or False.")
+
+
+XYZ_AXES: Registry[AxisOption] = Registry("X/Y/Z plot axis type")
+
+
+def _register(*axes: AxisOption) -> None:
+    for axis in axes:
+        XYZ_AXES.register(axis.label, axis)
+
+
+def unsupported(label: str, why: str, kinds: frozenset = BOTH) -> AxisOption:
+    """An A1111 axis mixkit cannot vary per cell: listed (so A1111's `x_type` indexes mean the same axis here) and
+    refused with `why` when chosen."""
+    return AxisOption(label, TEXT, apply_nothing, kinds=kinds, unsupported=why)
+
+
+_SETTING = "it is a setting of the running server, not of one call, in mixkit"
+# A1111 1.10's list, in its order: a client's `x_type` index counts in it (txt2img and img2img each skip the other's).
+_register(
+    AxisOption("Nothing", NOTHING, apply_nothing, format_value=lambda axis, value: ""),
+    AxisOption("Seed", INT, set_field("seed")),
+    AxisOption("Var. seed", INT, set_field("subseed")),
+    AxisOption("Var. strength", FLOAT, set_field("subseed_strength")),
+    AxisOption("Steps", INT, set_field("steps")),
+    AxisOption("Hires steps", INT, set_field("hr_second_pass_steps"), kinds=TXT2IMG,
+               needs_field="hr_second_pass_steps"),
+    AxisOption("CFG Scale", FLOAT, set_field("cfg_scale")),
+    unsupported("Image CFG Scale", "mixkit has no InstructPix2Pix models, whose image guidance it sets", IMG2IMG),
+    AxisOption("Prompt S/R", TEXT, apply_prompt_sr, format_value=value_only, check=check_prompt_sr),
+    AxisOption("Prompt order", PERMUTATIONS, apply_prompt_order, format_value=joined, check=check_prompt_order),
+    AxisOption("Sampler", TEXT, set_field("sampler"), format_value=value_only, choices=sampler_names,
+               check=check_samplers),
+    unsupported("Hires sampler", "mixkit's hires fix runs its second pass with the first pass's sampler", TXT2IMG),
+    AxisOption("Checkpoint name", TEXT, apply_nothing, format_value=file_name, choices=checkpoint_names,
+               check=check_checkpoints, cost=1.0),
+    AxisOption("Negative Guidance minimum sigma", FLOAT, set_field("s_min_uncond")),
+    AxisOption("Sigma Churn", FLOAT, set_sampler_parameter("s_churn")),
+    AxisOption("Sigma min", FLOAT, set_sampler_parameter("s_tmin")),
+    AxisOption("Sigma max", FLOAT, set_sampler_parameter("s_tmax")),
+    AxisOption("Sigma noise", FLOAT, set_sampler_parameter("s_noise")),
+    AxisOption("Schedule type", TEXT, set_field("schedule_type"), choices=schedule_names, check=check_schedules),
+    AxisOption("Schedule min sigma", FLOAT, set_sampler_parameter("sigma_min")),
+    AxisOption("Schedule max sigma", FLOAT, set_sampler_parameter("sigma_max")),
+    AxisOption("Schedule rho", FLOAT, set_sampler_parameter("rho")),
+    AxisOption("Skip Early CFG", FLOAT, set_field("skip_early_cond")),
+    AxisOption("Beta schedule alpha", FLOAT, set_sampler_parameter("beta_dist_alpha")),
+    AxisOption("Beta schedule beta", FLOAT, set_sampler_parameter("beta_dist_beta")),
+    AxisOption("Eta", FLOAT, set_field("eta")),
+    AxisOption("Clip skip", INT, set_field("clip_skip")),
+    AxisOption("Denoising", FLOAT, set_field("denoising_strength"), needs_field="denoising_strength"),
+    AxisOption("Initial noise multiplier", FLOAT, set_field("initial_noise_multiplier"),
+               needs_field="initial_noise_multiplier"),
+    AxisOption("Extra noise", FLOAT, set_field("img2img_extra_noise"), needs_field="img2img_extra_noise"),
+    AxisOption("Hires upscaler", TEXT, set_field("hr_upscaler"), kinds=TXT2IMG, choices=hires_upscalers,
+               needs_field="hr_upscaler"),
+    AxisOption("Cond. Image Mask Weight", FLOAT, set_field("inpainting_mask_weight"), kinds=IMG2IMG),
+    unsupported("VAE", _SETTING + " (Settings > VAE); plot checkpoints, or generate once per VAE"),
+    AxisOption("Styles", TEXT, apply_styles, choices=style_names, check=check_styles),
+    AxisOption("UniPC Order", INT, set_sampler_parameter("uni_pc_order"), cost=0.5),
+    AxisOption("Face restore", TEXT, apply_face_restore, format_value=value_only),
+    unsupported("Token merging ratio", _SETTING + " (the model's optimisation preset)"),
+    unsupported("Token merging ratio high-res", _SETTING + " (the model's optimisation preset)"),
+    AxisOption("Always discard next-to-last sigma", TEXT,
+               set_sampler_parameter("always_discard_next_to_last_sigma", boolean=True), choices=true_false,
+               check=check_true_false),
+    AxisOption("SGM noise multiplier", TEXT, set_sampler_parameter("sgm_noise_multiplier", boolean=True),
+               choices=true_false, check=check_true_false),
+    unsupported("Refiner checkpoint", "the plot would load a refiner per cell; set the refiner on the call"),
+    AxisOption("Refiner switch at", FLOAT, set_field("refiner_switch_at")),
+    unsupported("RNG source", "mixkit draws noise on the CPU only, as A1111's CPU source"),
+    unsupported("FP8 mode", _SETTING),
+    AxisOption("Size", TEXT, apply_size, check=check_sizes),
+)
+
+
+def axes_for(kind: str, *, supported_only: bool = False) -> list[AxisOption]:
+    """The axis types of a txt2img or img2img plot in A1111's order (the order its `x_type` indexes count);
+    `supported_only`: without the refused ones (what the web UI offers)."""
+    return [axis for _, axis in XYZ_AXES.items()
+            if kind in axis.kinds and not (supported_only and axis.unsupported)]

@@ -1,0 +1,125 @@
+"""The value syntax of an X/Y/Z plot axis, as A1111's `process_axis` reads it.
+
+Values are comma separated, CSV style (`"a, b", c` is two values; spaces after a comma are skipped, so a quote may
+follow one). A numeric axis also takes ranges:
+
+- `1-5` is 1, 2, 3, 4, 5 and `1-5 (+2)` is 1, 3, 5 (a step; `10-1 (-3)` counts down: 10, 7, 4, 1);
+- `10-20 [3]` is 3 values spread evenly from 10 to 20 (10, 15, 20; whole-number axes truncate, as A1111's
+  `int(x)` of `np.linspace`);
+- floats the same way: `0.5-1.5 (+0.5)` is 0.5, 1.0, 1.5; `1-2 [5]` is 1, 1.25, 1.5, 1.75, 2.
+
+Where this differs from A1111, it is on purpose: a range's end is included for a negative step too (A1111 adds 1 to
+the end whatever the step's sign, so its `5-1 (-1)` stops at 3); float ranges are computed as start + i * step and
+rounded to 10 decimals (A1111's `np.arange` may add a value past the end, or give 0.30000000000000004); the float
+pattern's dot is a dot (A1111's matches any character); a step of 0 or a count below 1 is refused instead of
+looping or giving nothing.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from io import StringIO
+
+_INT = r"[+-]?\s*\d+"
+_FLOAT = r"[+-]?\s*(?:\d+(?:\.\d*)?|\.\d+)"
+INT_STEP_RANGE = re.compile(rf"\s*({_INT})\s*-\s*({_INT})(?:\s*\(\s*([+-]?\s*\d+)\s*\))?\s*")
+INT_COUNT_RANGE = re.compile(rf"\s*({_INT})\s*-\s*({_INT})\s*\[\s*(\d+)\s*]\s*")
+FLOAT_STEP_RANGE = re.compile(rf"\s*({_FLOAT})\s*-\s*({_FLOAT})(?:\s*\(\s*({_FLOAT})\s*\))?\s*")
+FLOAT_COUNT_RANGE = re.compile(rf"\s*({_FLOAT})\s*-\s*({_FLOAT})\s*\[\s*(\d+)\s*]\s*")
+RANGE_HELP = "a number, or a range such as 1-5, 1-5 (+2) or 10-20 [5]"
+# A range is expanded before the plot's size is checked: a bound here keeps `1-999999999` from filling memory first.
+MAX_RANGE_VALUES = 10_000
+
+
+def split_values(text: str) -> list[str]:
+    """The comma-separated values of `text`, CSV quoting honoured, each stripped; empty ones dropped."""
+    if not isinstance(text, str):
+        raise TypeError(f"axis values must be a string of comma-separated values, got {type(text).__name__}.")
+    rows = csv.reader(StringIO(text), skipinitialspace=True)
+    return [value.strip() for row in rows for value in row if value.strip()]
+
+
+def join_values(values: list) -> str:
+    """Values as one CSV line (quoted where they hold a comma): the inverse of `split_values`, for "fill values"."""
+    out = StringIO()
+    csv.writer(out).writerow([str(value) for value in values])
+    return out.getvalue().strip()
+
+
+def _number(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def _checked_count(label: str, value: str, count: int) -> int:
+    if count < 1 or count > MAX_RANGE_VALUES:
+        raise ValueError(f"{label} value {value!r}: the count in [...] must be 1 to {MAX_RANGE_VALUES}, got {count}.")
+    return count
+
+
+def _linspace(start: float, end: float, count: int) -> list[float]:
+    if count == 1:
+        return [start]
+    return [start + (end - start) * i / (count - 1) for i in range(count)]
+
+
+def int_values(label: str, items: list[str]) -> list[int]:
+    """Whole numbers and whole-number ranges; ValueError naming the axis and the value that is neither."""
+    values: list[int] = []
+    for item in items:
+        if (match := INT_STEP_RANGE.fullmatch(item)) is not None:
+            start, end = int(_number(match.group(1))), int(_number(match.group(2)))
+            step = int(_number(match.group(3))) if match.group(3) else 1
+            if step == 0:
+                raise ValueError(f"{label} value {item!r}: the step in (...) must not be 0.")
+            if (end - start) // step + 1 > MAX_RANGE_VALUES:
+                _checked_count(label, item, (end - start) // step + 1)
+            values.extend(range(start, end + (1 if step > 0 else -1), step))
+        elif (match := INT_COUNT_RANGE.fullmatch(item)) is not None:
+            start, end = int(_number(match.group(1))), int(_number(match.group(2)))
+            count = _checked_count(label, item, int(match.group(3)))
+            values.extend(int(value) for value in _linspace(start, end, count))
+        else:
+            try:
+                values.append(int(_number(item)))
+            except ValueError:
+                raise ValueError(f"{label} takes whole numbers: {item!r} is not {RANGE_HELP}.") from None
+    return values
+
+
+def float_values(label: str, items: list[str]) -> list[float]:
+    """Numbers and number ranges; ValueError naming the axis and the value that is neither."""
+    values: list[float] = []
+    for item in items:
+        if (match := FLOAT_STEP_RANGE.fullmatch(item)) is not None and not _plain_number(item):
+            start, end = float(_number(match.group(1))), float(_number(match.group(2)))
+            step = float(_number(match.group(3))) if match.group(3) else 1.0
+            if step == 0:
+                raise ValueError(f"{label} value {item!r}: the step in (...) must not be 0.")
+            count = math.floor((end - start) / step + 1e-9) + 1
+            if count > 0:
+                _checked_count(label, item, count)
+                values.extend(round(start + i * step, 10) for i in range(count))
+        elif (match := FLOAT_COUNT_RANGE.fullmatch(item)) is not None:
+            start, end = float(_number(match.group(1))), float(_number(match.group(2)))
+            count = _checked_count(label, item, int(match.group(3)))
+            values.extend(round(value, 10) for value in _linspace(start, end, count))
+        else:
+            try:
+                value = float(_number(item))
+            except ValueError:
+                raise ValueError(f"{label} takes numbers: {item!r} is not {RANGE_HELP}.") from None
+            if not math.isfinite(value):
+                raise ValueError(f"{label} takes finite numbers, got {item!r}.")
+            values.append(value)
+    return values
+
+
+def _plain_number(item: str) -> bool:
+    """`-1.5` is a number, not a range (the range pattern needs two numbers, but `1e-5` would look like one)."""
+    try:
+        float(_number(item))
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,204 @@
+"""X/Y/Z plot end to end on the tiny SD 1.x model (pipelines/scripts/xyz_plot.py)."""
+
+from dataclasses import replace
+
+import pytest
+
+from pipelines.control import GenerationControl
+from pipelines.infotext import parse_infotext
+from pipelines.params import Txt2ImgParams
+from pipelines.scripts import xyz_plot
+from pipelines.scripts.xyz_axes import PlotContext
+
+TINY = dict(prompt="a red cat", width=64, height=64, steps=1, seed=5, sampler="Euler")
+
+
+def test_plan_order_puts_the_checkpoint_axis_outermost():
+    names = ["a.safetensors", "b.safetensors"]
+    config = xyz_plot.xyz_config(("Steps", "1,2,3"), ("Checkpoint name", "a,b"),
+                                 context={"checkpoint_names": names})
+    order = xyz_plot.plan_order(config)
+    assert order == [(0, 0, 0), (1, 0, 0), (2, 0, 0), (0, 1, 0), (1, 1, 0), (2, 1, 0)]
+    config = xyz_plot.xyz_config(("Checkpoint name", "a,b"), ("Steps", "1,2"), context={"checkpoint_names": names})
+    assert xyz_plot.plan_order(config) == [(0, 0, 0), (0, 1, 0), (1, 0, 0), (1, 1, 0)]
+
+
+def test_cell_params_apply_axes_and_vary_seeds():
+    config = xyz_plot.xyz_config(("Seed", "10,20"), ("Prompt S/R", "red,blue"), vary_seeds_y=True)
+    params = Txt2ImgParams(**TINY)
+    cell = xyz_plot.cell_params(params, config, 1, 1, 0, PlotContext())
+    assert (cell.seed, cell.prompt) == (20 + 1 * 1, "a blue cat")
+    assert params.prompt == "a red cat" and params.seed == 5
+
+
+def test_seed_minus_one_is_drawn_once_unless_kept():
+    config = xyz_plot.xyz_config(("Seed", "-1, 7"))
+    params, fixed = xyz_plot.fix_seeds(Txt2ImgParams(**{**TINY, "seed": -1}), config)
+    assert params.seed != -1 and fixed.x.values[0] != -1 and fixed.x.values[1] == 7
+    kept = xyz_plot.xyz_config(("Seed", "-1, 7"), no_fixed_seeds=True)
+    assert xyz_plot.fix_seeds(Txt2ImgParams(**TINY), kept)[1].x.values == (-1, 7)
+
+
+@pytest.mark.parametrize("x, message", [
+    (("Prompt S/R", "dog,cat"), "Prompt S/R did not find 'dog'"),
+    (("Sampler", "Euler,Nope"), "Sampler 'Nope'"),
+    (("Checkpoint name", "a"), "needs a way to load checkpoints"),
+    (("Hires steps", "1,2"), "needs hires fix"),
+    (("Denoising", "0.5"), "needs img2img or hires fix"),
+    (("Styles", "x"), "needs a styles file"),
+])
+def test_check_plot_refuses_before_generating(x, message):
+    config = xyz_plot.xyz_config(x)
+    with pytest.raises(ValueError, match=message):
+        xyz_plot.check_plot(Txt2ImgParams(**TINY), config, PlotContext())
+
+
+def test_grid_megapixel_cap():
+    config = xyz_plot.xyz_config(("Seed", "1-30"), ("Steps", "1-30"))
+    with pytest.raises(ValueError, match="more than 200"):
+        xyz_plot.check_plot(Txt2ImgParams(**{**TINY, "width": 512, "height": 512}), config, PlotContext())
+
+
+def test_plot_runs_every_cell_and_draws_a_labelled_grid(sd1_pipe):
+    config = xyz_plot.xyz_config(("Steps", "1,2"), ("CFG Scale", "5,7"), ("Prompt S/R", "red,blue"),
+                                 include_lone_images=True, include_sub_grids=True)
+    steps = []
+    result = xyz_plot.run(sd1_pipe, Txt2ImgParams(**TINY), config,
+                          callback=lambda state: steps.append((state.batch_index, state.batch_count)))
+    assert result.index_of_first_image == 3  # the main grid, then one sub-grid per Z value
+    main, red, blue, *cells = result.images
+    assert len(cells) == 8 and all(cell.size == (64, 64) for cell in cells)
+    # labels on top and left: each sub-grid is larger than its 2x2 cells
+    assert red.width > 128 and red.height > 128 and blue.size == red.size
+    assert main.width >= 2 * red.width and main.height > red.height  # Z labels on top of the side-by-side grids
+    assert sorted({batch for batch, _ in steps}) == list(range(8)) and {count for _, count in steps} == {8}
+    # each cell's infotext is its own image's: x fastest, then y, then z
+    read = [parse_infotext(text) for text in result.infotexts[3:]]
+    assert [(r["Steps"], r["CFG scale"], r["Prompt"]) for r in read[:3]] == [
+        ("1", "5", "a red cat"), ("2", "5", "a red cat"), ("1", "7", "a red cat")]
+    assert read[4]["Prompt"] == "a blue cat"
+    grid = parse_infotext(result.infotexts[0])
+    assert (grid["Script"], grid["X Type"], grid["X Values"], grid["Z Type"]) == ("X/Y/Z plot", "Steps", "1,2",
+                                                                                   "Prompt S/R")
+    assert "Z Type" not in parse_infotext(result.infotexts[1]) and parse_infotext(result.infotexts[1])["Y Type"]
+    assert len(result.samples.images) == 8
+
+
+def test_plot_without_legend_is_the_bare_grid(sd1_pipe):
+    config = xyz_plot.xyz_config(("Seed", "1,2,3"), draw_legend=False)
+    result = xyz_plot.run(sd1_pipe, Txt2ImgParams(**TINY), config)
+    assert [image.size for image in result.images] == [(192, 64)]
+    assert result.index_of_first_image == 1 and len(result.samples.images) == 3
+    assert result.samples.seeds == [1, 2, 3]
+    assert parse_infotext(result.infotexts[0])["Fixed X Values"] == "1, 2, 3"
+
+
+def test_margins_add_space_between_cells(sd1_pipe):
+    plain = xyz_plot.run(sd1_pipe, Txt2ImgParams(**TINY), xyz_plot.xyz_config(("Seed", "1,2"), ("Steps", "1,2")))
+    spaced = xyz_plot.run(sd1_pipe, Txt2ImgParams(**TINY),
+                          xyz_plot.xyz_config(("Seed", "1,2"), ("Steps", "1,2"), margin_size=10))
+    assert (spaced.images[0].width - plain.images[0].width, spaced.images[0].height - plain.images[0].height) == (10, 10)
+
+
+def test_interrupt_stops_the_plot_and_leaves_blank_cells(sd1_pipe):
+    control = GenerationControl()
+    seen = []
+
+    def stop_after_first_cell(state):
+        seen.append(state.batch_index)
+        control.interrupt()
+
+    config = xyz_plot.xyz_config(("Seed", "1,2,3"), draw_legend=False, include_lone_images=True)
+    result = xyz_plot.run(sd1_pipe, Txt2ImgParams(**TINY), config, callback=stop_after_first_cell, control=control)
+    assert result.interrupted and seen == [0]
+    assert len(result.samples.images) == 1 and result.images[0].size == (192, 64)
+    assert result.images[0].crop((64, 0, 192, 64)).getbbox() is None  # black: never generated
+
+
+def test_checkpoint_axis_switches_once_per_value(sd1_pipe):
+    switched = []
+
+    def switch(name):
+        switched.append(name)
+        return sd1_pipe
+
+    config = xyz_plot.xyz_config(("Seed", "1,2"), ("Checkpoint name", "one, two"),
+                                 context={"checkpoint_names": ["one", "two"], "switch_checkpoint": switch})
+    result = xyz_plot.run(sd1_pipe, Txt2ImgParams(**TINY), config, switch_checkpoint=switch,
+                          checkpoint_names=["one", "two"])
+    assert switched == ["one", "two"] and len(result.samples.images) == 4
+
+
+def test_a_bad_cell_fails_before_any_generation(sd1_pipe):
+    calls = []
+    config = xyz_plot.xyz_config(("Steps", "1, 5000"))
+    with pytest.raises(ValueError, match="steps"):
+        xyz_plot.run(sd1_pipe, replace(Txt2ImgParams(**TINY)), config, callback=lambda state: calls.append(state))
+    assert calls == []
+
+
+def test_skip_ends_the_current_cell_and_the_plot_goes_on(sd1_pipe):
+    control = GenerationControl()
+    calls = []
+
+    def skip_first_cell(state):
+        calls.append((state.batch_index, state.step))
+        if state.batch_index == 0:
+            control.skip()
+
+    config = xyz_plot.xyz_config(("Seed", "1,2,3"), draw_legend=False)
+    result = xyz_plot.run(sd1_pipe, Txt2ImgParams(**{**TINY, "steps": 3}), config, callback=skip_first_cell,
+                          control=control)
+    assert not result.interrupted and len(result.samples.images) == 3
+    assert [step for batch, step in calls if batch == 0] == [1]  # skipped after its first step
+    assert [step for batch, step in calls if batch == 2] == [1, 2, 3]
+
+
+def test_a_cell_of_a_batch_shows_the_batch_grid(sd1_pipe):
+    config = xyz_plot.xyz_config(("Seed", "1,2"), draw_legend=False, include_lone_images=True)
+    result = xyz_plot.run(sd1_pipe, Txt2ImgParams(**{**TINY, "batch_size": 2}), config)
+    assert result.images[0].size == (256, 64)  # two cells, each its 2-image batch side by side
+    assert len(result.images) == 5 and result.samples.seeds == [1, 2, 2, 3]
+
+
+def test_hires_axes_reach_the_second_pass(sd1_pipe):
+    from pipelines.hires import HiresFix, HiresParams
+
+    config = xyz_plot.xyz_config(("Hires steps", "1,2"), ("Denoising", "0.3,0.6"), draw_legend=False)
+    params = HiresParams(**TINY, hr_scale=1.5, hr_upscaler="Latent")
+    result = xyz_plot.run(HiresFix(sd1_pipe), params, config)
+    read = [parse_infotext(text) for text in result.samples.infotexts]
+    assert [(r["Hires steps"], r["Denoising strength"]) for r in read] == [
+        ("1", "0.3"), ("2", "0.3"), ("1", "0.6"), ("2", "0.6")]
+    assert result.images[0].size == (2 * 96, 2 * 96)
+
+
+def test_styles_axis_merges_each_value_and_checks_names():
+    from mixkit.prompts.styles import PromptStyle, StyleLibrary
+
+    styles = StyleLibrary(styles={"Photo": PromptStyle("Photo", "photo of {prompt}", "blurry"),
+                                  "Warm": PromptStyle("Warm", "warm light")})
+    context = PlotContext(styles=styles)
+    config = xyz_plot.xyz_config(("Styles", '"Photo,Warm", Warm'), context={"styles": styles})
+    cells = xyz_plot.check_plot(Txt2ImgParams(**TINY), config, context)
+    assert [(c.params.prompt, c.params.negative_prompt) for c in cells] == [
+        ("photo of a red cat, warm light", "blurry"), ("a red cat, warm light", "")]
+    with pytest.raises(ValueError, match="Unknown style 'Cold' on the Styles axis. Valid styles: 'Photo', 'Warm'"):
+        xyz_plot.check_plot(Txt2ImgParams(**TINY), xyz_plot.xyz_config(("Styles", "Cold")), context)
+
+
+def test_prompt_order_reorders_the_words_in_place():
+    config = xyz_plot.xyz_config(("Prompt order", "red, cat"))
+    params = Txt2ImgParams(**{**TINY, "prompt": "a red fluffy cat, outside"})
+    cells = xyz_plot.check_plot(params, config, PlotContext())
+    assert [cell.params.prompt for cell in cells] == ["a red fluffy cat, outside", "a cat fluffy red, outside"]
+
+
+def test_face_restore_values_as_a1111():
+    from pipelines.scripts.xyz_axes import apply_face_restore
+
+    params = Txt2ImgParams(**TINY)
+    assert (apply_face_restore(params, "GFPGAN", [], None).restore_faces,
+            apply_face_restore(params, "GFPGAN", [], None).face_restoration_model) == (True, "GFPGAN")
+    assert apply_face_restore(params, "yes", [], None).restore_faces is True
+    assert apply_face_restore(params, "off", [], None).restore_faces is False

@@ -1,0 +1,37 @@
+"""`/sdapi/v1/txt2img` and `/img2img` with the `script_name` of a registered selectable script (`pipelines.scripts`,
+e.g. "X/Y/Z plot"), found by A1111's title in any case, its `script_args` checked into the script's config here
+(422 naming the slot) and run as one job of the server's queue (`webui.generation_jobs.script_job`).
+
+The two outpainting scripts keep their own dispatch (`webui.api_scripts`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipelines.scripts import ScriptResult, find_script, is_registered_script
+
+
+def script_context(state) -> dict[str, Any]:
+    """What scripts may need from the server: the checkpoints' titles (X/Y/Z's Checkpoint name axis) and the styles
+    file (its Styles axis)."""
+    return {"checkpoint_names": [entry.title for entry in state.catalog.entries()], "styles": state.styles()}
+
+
+def request_script(state, kind: str, script_name: Any, script_args: Any, params) -> tuple[Any, Any] | None:
+    """(script, checked config) for a request naming a registered script, else None; ValueError (a 422) for bad
+    `script_args` or a script that cannot run on these params."""
+    if not is_registered_script(script_name):
+        return None
+    script = find_script(script_name, kind)
+    if getattr(params, "controlnets", None):
+        raise ValueError(f"script_name {script.title!r} cannot be combined with ControlNet units; send them without "
+                         "the script.")
+    return script, script.parse(script_args, kind, **script_context(state))
+
+
+def script_response_info(info: dict, result) -> dict:
+    """A script's `info`: its images start with its grids (A1111's `index_of_first_image`), their infotexts first."""
+    if isinstance(result, ScriptResult):
+        info = {**info, "index_of_first_image": result.index_of_first_image, "infotexts": list(result.infotexts)}
+    return info

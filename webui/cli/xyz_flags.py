@@ -1,0 +1,90 @@
+"""`mixkit generate ... --xyz-x "Steps:10,20" --xyz-y "CFG Scale:5,7"`: A1111's X/Y/Z plot from the command line.
+
+Each axis is `LABEL:VALUES` with A1111's labels and value syntax (`mixkit generate --xyz-x "Sampler:Euler,DPM++ 2M"`,
+ranges such as `Steps:10-30 (+10)`); the options are A1111's checkboxes. The plot is checked before the model loads;
+the grid is written as `xyz_grid-NNNN.png` (with `--xyz-include-sub-grids`, one per Z value too) and every image as
+`generate` writes them, into the -o folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_xyz_flags(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group("X/Y/Z plot (A1111's script): one image per combination, in a labelled grid")
+    for name in "xyz":
+        group.add_argument(f"--xyz-{name}", default=None, metavar="LABEL:VALUES",
+                           help=f"the {name.upper()} axis: an A1111 axis label and its values, e.g. \"Steps:10-30 "
+                                "(+10)\", \"CFG Scale:5,7.5\", \"Prompt S/R:cat,dog\", \"Sampler:Euler a,DPM++ 2M\"")
+    group.add_argument("--xyz-no-legend", action="store_true", help="draw the grid without its labels")
+    group.add_argument("--xyz-include-sub-grids", action="store_true", help="also write one grid per Z value")
+    group.add_argument("--xyz-keep-random-seeds", action="store_true",
+                       help="A1111's 'Keep -1 for seeds': a -1 seed is drawn per cell instead of once for the plot")
+    group.add_argument("--xyz-vary-seeds", default="", metavar="AXES",
+                       help="A1111's 'Vary seeds for X/Y/Z': the axes (e.g. xy) along which each cell adds its "
+                            "position to the seed")
+    group.add_argument("--xyz-margin", type=int, default=0, metavar="PX", help="white pixels between cells (0-500), drawn with the legend as in A1111")
+
+
+def xyz_requested(args: argparse.Namespace) -> bool:
+    return any(getattr(args, f"xyz_{name}", None) for name in "xyz")
+
+
+def _axis(flag: str, value: str | None) -> tuple[str, str] | None:
+    if value is None:
+        return None
+    label, colon, values = value.partition(":")
+    if not colon or not label.strip():
+        raise ValueError(f"{flag} must be LABEL:VALUES, such as \"Steps:10,20\", got {value!r}.")
+    return label.strip(), values
+
+
+def xyz_config_of(args: argparse.Namespace, kind: str = "txt2img"):
+    """The plot the flags ask for, checked (ValueError naming the flag's slot) before any model loads."""
+    from pipelines.scripts.xyz_config import xyz_config
+
+    vary = args.xyz_vary_seeds.lower()
+    if set(vary) - set("xyz"):
+        raise ValueError(f"--xyz-vary-seeds takes the letters x, y and z, got {args.xyz_vary_seeds!r}.")
+    x = _axis("--xyz-x", args.xyz_x) or ("Nothing", "")
+    return xyz_config(x, _axis("--xyz-y", args.xyz_y), _axis("--xyz-z", args.xyz_z), kind=kind,
+                      draw_legend=not args.xyz_no_legend, include_lone_images=True,
+                      include_sub_grids=args.xyz_include_sub_grids, no_fixed_seeds=args.xyz_keep_random_seeds,
+                      vary_seeds_x="x" in vary, vary_seeds_y="y" in vary, vary_seeds_z="z" in vary,
+                      margin_size=args.xyz_margin)
+
+
+def check_xyz_plot(config, params) -> None:
+    """The plot's checks on the call's params (Prompt S/R, samplers, sizes), before the model loads."""
+    from pipelines.scripts.xyz_axes import PlotContext
+    from pipelines.scripts.xyz_plot import check_plot
+
+    check_plot(params, config, PlotContext())
+
+
+def run_xyz_plot(pipe, params, config, output, writing=None) -> int:
+    """Run the plot with a progress bar and Ctrl-C as Interrupt; write the grids, then the images; print the paths."""
+    from tqdm import tqdm
+
+    from pipelines.control import GenerationControl
+    from pipelines.scripts import xyz_plot
+    from webui.cli.generate import interrupt_keeps_images, steps_done
+
+    control = GenerationControl()
+    with tqdm(total=params.steps * params.batch_count * config.cell_count, unit="step", file=sys.stderr) as bar, \
+            interrupt_keeps_images(control):
+        def progress(state) -> None:
+            bar.n, bar.total = steps_done(state)
+            bar.refresh()
+
+        result = xyz_plot.run(pipe, params, config, callback=progress, control=control)
+    paths = [*result.save_grids(output, writing), *result.save(output, writing)]
+    for path in paths:
+        print(path)
+    if result.interrupted:
+        print(f"mixkit: interrupted; kept {len(result.samples.images)} of {config.cell_count * params.total_images} "
+              "image(s) of the plot", file=sys.stderr)
+        return 130
+    return 0
