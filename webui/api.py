@@ -220,8 +220,9 @@ def build_api(state: ServerState) -> APIRouter:
     @router.post("/sdapi/v1/txt2img")
     async def txt2img(body: Txt2ImgRequest, request: Request):
         try:
-            # before anything reads the prompt: it may come from the infotext
-            body = apply_infotext(body, state.lora_library, state.running_labels())
+            # before anything reads the prompt: it may come from the infotext. In a worker thread, as every step that
+            # grows with the request: a body may hold megabytes of infotext, and the event loop serves everyone.
+            body = await run_in_threadpool(apply_infotext, body, state.lora_library, state.running_labels())
             params = await run_in_threadpool(to_txt2img_params, body, request_limits=request_limits,
                                              **validation_context(body, request))
         except (ValueError, TypeError, KeyError) as error:
@@ -231,7 +232,7 @@ def build_api(state: ServerState) -> APIRouter:
     @router.post("/sdapi/v1/img2img")
     async def img2img(body: Img2ImgRequest, request: Request):
         try:
-            body = apply_infotext(body, state.lora_library, state.running_labels())
+            body = await run_in_threadpool(apply_infotext, body, state.lora_library, state.running_labels())
             params = await run_in_threadpool(to_img2img_params, body, request_limits=request_limits,
                                              **validation_context(body, request))
             sides = mk2 = None
@@ -413,8 +414,9 @@ def build_api(state: ServerState) -> APIRouter:
         from pipelines.infotext import parse_infotext
 
         text = read["infotext"] or ""
+        parameters = await run_in_threadpool(parse_infotext, text) if text else {}
         return {"info": text, "items": {k: v for k, v in read["items"].items() if k != "parameters"},
-                "parameters": parse_infotext(text) if text else {}}
+                "parameters": parameters}
 
     from webui.api_listings import build_listings_router
 
