@@ -8,6 +8,7 @@ and read back from it at start.
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import asdict
 from typing import Any
@@ -448,6 +449,11 @@ class ServerOptions:
                 readonly = " (fixed on this server; output folders come from --output-dir)" if key in self._values else ""
                 raise ValueError(f"Option {key!r} cannot be set over the API{readonly}; "
                                  f"settable: {sorted([*CALLER_APPLIED, *SETTABLE])}.")
+            if isinstance(value, float) and not math.isfinite(value):
+                # Python's json reads NaN and Infinity; kept, GET /options (and the settings file) could no longer
+                # be written as JSON. s_tmax alone takes infinity in Python: A1111 spells it 0 as an option.
+                raise ValueError(f"Option {key!r} is {value}, which is not a JSON number; send a finite number"
+                                 + (" (0 means infinity)." if key == "s_tmax" else "."))
             checked[key] = SETTABLE[key](value)
         with self._lock:
             merged = {**self._values, **checked}
