@@ -262,8 +262,8 @@ def build_api(state: ServerState) -> APIRouter:
             inputs = await run_in_threadpool(decode_app_inputs, description, body.inputs, max_pixels=request_limits.image_pixel_cap(limits),
                                              max_bytes=request_limits.max_image_bytes, max_chars=limits.max_prompt_chars,
                                              max_items=limits.max_batch_size)
-            job = state.submit_app(app, inputs, check_app_options(body.options, limits),
-                                   owner=request.scope.get(AUTH_USER_KEY))
+            options = check_app_options(body.options, limits, state.lora_names())
+            job = state.submit_app(app, inputs, options, owner=request.scope.get(AUTH_USER_KEY))
         except QueueFullError as error:
             raise queue_full(error) from None
         except (ValueError, TypeError, KeyError) as error:
