@@ -34,9 +34,14 @@ class A1111Request(BaseModel):
         random seed, a null sampler_index falls back to sampler_name); JS clients send `"seed": null`. A null field
         is dropped here, so it gets the default and, for `model_fields_set`, counts as not sent."""
         if isinstance(data, dict):
-            encodable_text(data)
             return {key: value for key, value in data.items() if value is not None}
         return data
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _encodable_text(cls, value: Any, info: ValidationInfo) -> Any:
+        encodable_text({info.field_name: value})  # per field: the error names it and echoes only its value
+        return value
 
 
 def encodable_text(data: dict) -> None:
