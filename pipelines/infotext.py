@@ -28,6 +28,8 @@ NEGATIVE_PROMPT_PREFIX = "Negative prompt:"
 PARAM_PATTERN = re.compile(r'\s*(\w[\w \-/]+):\s*("(?:\\.|[^\\"])+"|[^,]*)(?:,|$)')
 IMAGE_SIZE_PATTERN = re.compile(r"^(\d+)x(\d+)$")
 KEY_PATTERN = re.compile(r"\w[\w \-/]+")
+# Where a failed PARAM_PATTERN attempt may resume (see `param_pairs`): past leading whitespace and a run of key characters.
+KEY_RUN_PATTERN = re.compile(r"\s*\w[\w \-/]*")
 
 # A1111 only treats the last line as the parameter line when it holds at least this many
 # `Key: value` pairs; with fewer, the line is read back as part of the prompt.
@@ -147,6 +149,28 @@ def build_infotext(prompt: str, negative_prompt: str, params: Mapping[str, Infot
     return f"{prompt}{negative_line}\n{', '.join(pairs)}".strip()
 
 
+def param_pairs(line: str) -> list[tuple[str, str]]:
+    """`PARAM_PATTERN.findall(line)`, in time linear in the line's length.
+
+    findall retries the pattern at every position, and each attempt inside a long run of key characters (letters,
+    digits, spaces, "-", "/") scans to the run's end looking for its ":": quadratic, so a one-line infotext of
+    200,000 letters took minutes (an API request's `infotext`, a PNG's text chunk). An attempt that starts a key and
+    fails has found a run not followed by ":"; every later start inside that run reaches the same end and fails
+    too, so the search resumes after the run. The pairs found are findall's.
+    """
+    pairs: list[tuple[str, str]] = []
+    position = 0
+    while position < len(line):
+        match = PARAM_PATTERN.match(line, position)
+        if match is not None:
+            pairs.append(match.groups())
+            position = match.end()
+            continue
+        run = KEY_RUN_PATTERN.match(line, position)
+        position = run.end() if run is not None else position + 1
+    return pairs
+
+
 def split_infotext(text: str) -> tuple[str, str, dict[str, str]]:
     """Split an infotext into (prompt, negative prompt, {key: value}) with values exactly as written.
 
@@ -156,7 +180,7 @@ def split_infotext(text: str) -> tuple[str, str, dict[str, str]]:
     if not isinstance(text, str):
         raise TypeError(f"infotext must be a str, got {type(text).__name__}")
     *lines, last_line = text.strip().split("\n")
-    if len(PARAM_PATTERN.findall(last_line)) < MIN_PARAMS_FOR_PARAM_LINE:
+    if len(param_pairs(last_line)) < MIN_PARAMS_FOR_PARAM_LINE:
         lines.append(last_line)
         last_line = ""
 
@@ -170,7 +194,7 @@ def split_infotext(text: str) -> tuple[str, str, dict[str, str]]:
             negative_lines.append(line)
         else:
             prompt_lines.append(line)
-    params = {key: unquote_value(raw_value) for key, raw_value in PARAM_PATTERN.findall(last_line)}
+    params = {key: unquote_value(raw_value) for key, raw_value in param_pairs(last_line)}
     return join_lines_like_a1111(prompt_lines), join_lines_like_a1111(negative_lines), params
 
 

@@ -232,8 +232,9 @@ def build_api(state: ServerState) -> APIRouter:
     @router.post("/sdapi/v1/txt2img")
     async def txt2img(body: Txt2ImgRequest, request: Request):
         try:
-            # before anything reads the prompt: it may come from the infotext
-            body = apply_infotext(body, state.lora_library, state.running_labels())
+            # before anything reads the prompt: it may come from the infotext. In a worker thread, as every step that
+            # grows with the request: a body may hold megabytes of infotext, and the event loop serves everyone.
+            body = await run_in_threadpool(apply_infotext, body, state.lora_library, state.running_labels())
             params = await run_in_threadpool(to_txt2img_params, body, request_limits=request_limits,
                                              **validation_context(body, request))
             script = await run_in_threadpool(request_script, state, "txt2img", body.script_name, body.script_args,
@@ -245,7 +246,7 @@ def build_api(state: ServerState) -> APIRouter:
     @router.post("/sdapi/v1/img2img")
     async def img2img(body: Img2ImgRequest, request: Request):
         try:
-            body = apply_infotext(body, state.lora_library, state.running_labels())
+            body = await run_in_threadpool(apply_infotext, body, state.lora_library, state.running_labels())
             params = await run_in_threadpool(to_img2img_params, body, request_limits=request_limits,
                                              **validation_context(body, request))
             sides = mk2 = None
@@ -277,8 +278,8 @@ def build_api(state: ServerState) -> APIRouter:
             inputs = await run_in_threadpool(decode_app_inputs, description, body.inputs, max_pixels=request_limits.image_pixel_cap(limits),
                                              max_bytes=request_limits.max_image_bytes, max_chars=limits.max_prompt_chars,
                                              max_items=limits.max_batch_size)
-            job = state.submit_app(app, inputs, check_app_options(body.options, limits),
-                                   owner=request.scope.get(AUTH_USER_KEY))
+            options = check_app_options(body.options, limits, state.lora_names())
+            job = state.submit_app(app, inputs, options, owner=request.scope.get(AUTH_USER_KEY))
         except QueueFullError as error:
             raise queue_full(error) from None
         except (ValueError, TypeError, KeyError) as error:
@@ -440,8 +441,9 @@ def build_api(state: ServerState) -> APIRouter:
         from pipelines.infotext import parse_infotext
 
         text = read["infotext"] or ""
+        parameters = await run_in_threadpool(parse_infotext, text) if text else {}
         return {"info": text, "items": {k: v for k, v in read["items"].items() if k != "parameters"},
-                "parameters": parse_infotext(text) if text else {}}
+                "parameters": parameters}
 
     from webui.api_listings import build_listings_router
 

@@ -37,6 +37,39 @@ class A1111Request(BaseModel):
             return {key: value for key, value in data.items() if value is not None}
         return data
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _encodable_text(cls, value: Any, info: ValidationInfo) -> Any:
+        encodable_text({info.field_name: value})  # per field: the error names it and echoes only its value
+        return value
+
+
+def encodable_text(data: dict) -> None:
+    """ValueError naming the first field (or key) of a request body whose text holds a lone UTF-16 surrogate.
+
+    `"\\ud800"` is valid JSON and json.loads turns it into a lone surrogate, which UTF-8 cannot encode: a field the
+    job never reads (hr_prompt without hires fix, sampler_index next to sampler_name) came back in the answer's
+    `parameters` echo and the client got a 500 after the images were made. Refused up front, naming where it is.
+    Walked without recursion: json.loads takes ~990 nested lists.
+    """
+    pending: list[tuple[tuple, Any]] = [((key,), value) for key, value in data.items()]
+    pending.extend(((key,), key) for key in data)
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(".")
+                where = where.encode("utf-8", "backslashreplace").decode("utf-8")  # a key may hold it too
+                raise ValueError(f"{where} holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which is not "
+                                 f"text; send the character itself or its full surrogate pair") from None
+        elif isinstance(value, dict):
+            pending.extend(((*path, key), item) for key, item in value.items())
+            pending.extend(((*path, key), key) for key in value)
+        elif isinstance(value, list):
+            pending.extend(((*path, index), item) for index, item in enumerate(value))
+
 
 def finite_json(data: Any, field: str) -> Any:
     """`data` unchanged, or ValueError naming the first NaN or Infinity in it (a free-form JSON field).

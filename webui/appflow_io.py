@@ -114,8 +114,41 @@ def _decode_batch(name: str, kind: str, value: list, where: str, batched: set, *
     return value
 
 
-def check_app_options(options: Any, limits) -> dict:
-    """Per-call options, with the generation ones held to the server's limits (the app's own checks use defaults)."""
+# Options whose value names a folder on the server: the operator's choice (--interrogate-categories-dir), never a
+# request's. A client's categories_dir made the interrogator read the *.txt files of any folder and answer with their
+# lines (CLIP ranks each against the image): a way to read text files off the server.
+SERVER_PATH_OPTIONS = {"categories_dir": "the server's interrogate categories come from --interrogate-categories-dir"}
+
+
+def check_network_options(options: dict, lora_names: set[str] | None) -> None:
+    """Refuse options that would have the server open a file a network client chose: a folder option, or a `loras`
+    entry that is not a name from the server's LoRA folder. The Python API takes paths there (a local caller's files);
+    over HTTP a LoRA is named as GET /sdapi/v1/loras lists it, as prompt tags are (`webui.prompt_guard`)."""
+    from mixkit.lora import parse_lora_cli_spec
+
+    for key, why in SERVER_PATH_OPTIONS.items():
+        if options.get(key) is not None:
+            raise ValueError(f"option {key} names a folder on the server, which a request may not choose ({why}); "
+                             f"leave it out.")
+    loras = options.get("loras")
+    if loras is None:
+        return
+    if not isinstance(loras, list) or not all(isinstance(spec, str) for spec in loras):
+        raise ValueError(f"option loras must be a list of 'NAME[:STRENGTH[:UNET_STRENGTH]]' strings, got {loras!r}.")
+    for spec in loras:
+        name = str(parse_lora_cli_spec(spec).source)
+        if lora_names is None:
+            raise ValueError(f"option loras: {spec!r} needs a LoRA folder, and this server has none (start it with "
+                             "--lora-dir).")
+        if name not in lora_names:
+            shown = ", ".join(sorted(lora_names)[:10]) or "(none)"
+            raise ValueError(f"option loras: no LoRA named {name!r} in the server's LoRA folder; available: {shown}. "
+                             "Name a LoRA from GET /sdapi/v1/loras, never a file path.")
+
+
+def check_app_options(options: Any, limits, lora_names: set[str] | None = None) -> dict:
+    """Per-call options from a network client: the generation ones held to the server's limits (the app's own checks
+    use defaults), none naming a server file (`check_network_options`; `lora_names`: the LoRA folder's names)."""
     from appflow.task import rename_aliases
     from appflow.tasks.diffusion import GENERATION_ALIASES
     from appflow.tasks.vision_language import CAPTION_OPTION_ALIASES
@@ -136,6 +169,7 @@ def check_app_options(options: Any, limits) -> dict:
         options = rename_aliases(options, aliases, "options")
     except TypeError as error:
         raise ValueError(str(error)) from None
+    check_network_options(options, lora_names)
     ranges = {"steps": (1, limits.max_steps), "batch_size": (1, limits.max_batch_size),
               "batch_count": (1, limits.max_batch_count), "seed": (-1, SEED_MAX), "subseed": (-1, SEED_MAX)}
     for name, (low, high) in ranges.items():

@@ -8,6 +8,7 @@ and read back from it at start.
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import asdict
 from typing import Any
@@ -322,6 +323,18 @@ CALLER_APPLIED = (MODEL_KEY, VAE_KEY, PRESET_KEY)
 REPORTED_ONLY = ("sd_checkpoint_hash",)
 
 
+def check_settable(key: str, value: Any) -> Any:
+    """The checked value of the settable option `key` (an API change or a settings file's entry).
+
+    Python's json reads NaN and Infinity: kept, GET /options (and the settings file) could no longer be written as
+    JSON. s_tmax alone takes infinity in Python (`SamplerParameters`); as an option A1111 spells that 0.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"Option {key!r} is {value}, which is not a JSON number; send a finite number"
+                         + (" (0 means infinity)." if key == "s_tmax" else "."))
+    return SETTABLE[key](value)
+
+
 class ServerOptions:
     """Current option values; the model, VAE and preset keys are handled by the caller (they load models)."""
 
@@ -452,7 +465,7 @@ class ServerOptions:
                 readonly = " (fixed on this server; output folders come from --output-dir)" if key in self._values else ""
                 raise ValueError(f"Option {key!r} cannot be set over the API{readonly}; "
                                  f"settable: {sorted([*CALLER_APPLIED, *SETTABLE])}.")
-            checked[key] = SETTABLE[key](value)
+            checked[key] = check_settable(key, value)
         with self._lock:
             merged = {**self._values, **checked}
         for keys, check in combined_checks(self.limits):
@@ -521,7 +534,7 @@ class ServerOptions:
                         raise ValueError(f"{key} must be a name from the models / VAE list, got {value!r}.")
                     checked[key] = value
                     continue
-                checked[key] = check_preset(value) if key == PRESET_KEY else SETTABLE[key](value)
+                checked[key] = check_preset(value) if key == PRESET_KEY else check_settable(key, value)
             except ValueError as error:
                 raise ValueError(f"Settings file {path!r}, key {key!r}: {error} Fix the value or delete the key.") from None
         merged = {**self._values, **checked}

@@ -368,3 +368,43 @@ def test_sampler_and_schedule_like_a1111_paste():
     assert sampler_and_schedule({"Sampler": "Euler Karras", "Schedule type": "Exponential"}) == ("Euler", "Karras")
     assert sampler_and_schedule({"Sampler": "Euler", "Schedule type": "Nonsense"}) == ("Euler", "Automatic")
     assert sampler_and_schedule({}) == (None, "Automatic")
+
+
+def test_param_pairs_are_exactly_a1111s_findall_pairs():
+    import random
+
+    from pipelines.infotext import PARAM_PATTERN, param_pairs
+
+    rng = random.Random(0)
+    alphabet = 'ab1 -/:,"\\\t\né_'
+    for _ in range(20_000):
+        line = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
+        assert param_pairs(line) == PARAM_PATTERN.findall(line), line
+
+
+class _CountingPattern:
+    """PARAM_PATTERN, counting the start positions tried: `findall` tries every position of its text."""
+
+    def __init__(self, pattern):
+        self.pattern, self.starts = pattern, 0
+
+    def findall(self, text):
+        self.starts += len(text) + 1
+        return self.pattern.findall(text)
+
+    def match(self, text, position=0):
+        self.starts += 1
+        return self.pattern.match(text, position)
+
+
+@pytest.mark.parametrize("line", ["x" * 100_000, "word " * 20_000 + "Steps: 1", "a-" * 50_000])
+def test_a_long_line_of_key_characters_is_scanned_once_not_from_every_position(monkeypatch, line):
+    # Retrying A1111's pattern at each of 200,000 letters took minutes (one HTTP request's `infotext` froze the
+    # server); after a failed key, no start inside the same run can succeed.
+    import pipelines.infotext as infotext
+
+    counting = _CountingPattern(infotext.PARAM_PATTERN)
+    monkeypatch.setattr(infotext, "PARAM_PATTERN", counting)
+    prompt, negative, params = split_infotext(line)
+    assert (prompt, negative, params) == (line, "", {})
+    assert counting.starts <= 3

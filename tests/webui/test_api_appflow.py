@@ -12,6 +12,12 @@ from PIL import Image
 OPTIONS = {"steps": 1, "width": 64, "height": 64, "sampler": "Euler", "seed": 5}
 
 
+def _png_base64() -> str:
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8), (200, 0, 0)).save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
 @pytest.fixture(scope="module")
 def server(tiny_sd1_dir, tmp_path_factory, serving):
     from webui.config import ServerConfig
@@ -82,6 +88,14 @@ def test_image_input_is_decoded_from_base64(client):
     ("text2image_generation", {"inputs": {"prompt": "x"}, "options": {"seed_resize_from_w": 100000,
                                                                       "seed_resize_from_h": 64}}, 422,
      "seed_resize_from_w/h 100000x64"),
+    # a request never names a server file: these loaded any LoRA file on the disk (and told which paths exist) and
+    # read the lines of any folder's *.txt files back to the client
+    ("text2image_generation", {"inputs": {"prompt": "x"}, "options": {"loras": ["/etc/passwd"]}}, 422,
+     "option loras: '/etc/passwd' needs a LoRA folder"),
+    ("text2image_generation", {"inputs": {"prompt": "x"}, "options": {"loras": "../../etc/passwd"}}, 422,
+     "option loras must be a list of"),
+    ("clip_interrogation", {"inputs": {"image": _png_base64()}, "options": {"categories_dir": "/etc"}}, 422,
+     "option categories_dir names a folder on the server"),
 ])
 def test_bad_app_requests(client, app, body, status, fragment):
     response = client.post(f"/appflow/{app}", json=body)
@@ -323,3 +337,19 @@ def test_an_interrupted_app_answers_200_with_what_its_finished_steps_made(client
     assert image.getpixel((0, 0)) == (1, 2, 3)
     finished = client.post("/appflow/text2image_generation", json={"inputs": {"prompt": "a lamp"}, "options": OPTIONS})
     assert finished.status_code == 200 and finished.json()["interrupted"] is False
+
+
+@pytest.mark.parametrize("spec", ["/etc/passwd", "/etc/no-such-file", "../../etc/passwd:0.5", "C:/models/x.safetensors"])
+def test_app_loras_are_names_from_the_lora_folder_never_paths(spec):
+    from pipelines.params import GenerationLimits
+    from webui.appflow_io import check_app_options
+
+    names = {"ink", "styles/ink", "ink_v1"}
+    with pytest.raises(ValueError) as raised:  # the same answer whether the file exists or not
+        check_app_options({"loras": [spec]}, GenerationLimits(), names)
+    assert "in the server's LoRA folder; available: ink, ink_v1, styles/ink. Name a LoRA from GET /sdapi/v1/loras, " \
+           "never a file path." in str(raised.value)
+    given = {"loras": ["ink:0.5", "styles/ink", "ink_v1:1:0.25"]}
+    assert check_app_options(given, GenerationLimits(), names) == given
+    with pytest.raises(ValueError, match="option loras: no LoRA named"):  # the spread of PaddleMIX's generate_kwargs
+        check_app_options({"generate_kwargs": {"loras": [spec]}}, GenerationLimits(), names)

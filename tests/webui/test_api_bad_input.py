@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import os
 import socket
 import struct
@@ -96,6 +97,24 @@ def test_txt2img_refuses_out_of_range_and_unsafe_values(client, server, payload,
 def test_malformed_json_and_wrong_types_are_422(client, body):
     response = client.post("/sdapi/v1/txt2img", content=body, headers={"content-type": "application/json"})
     assert response.status_code == 422
+
+
+@pytest.mark.parametrize("field, value, where", [
+    ("hr_prompt", '"a\\ud800"', "hr_prompt"),  # read only with enable_hr: it reached the answer's echo unchecked
+    ("sampler_index", '"\\udfff"', "sampler_index"),
+    ("styles", '["fine", "\\ud800"]', "styles[1]"),
+    ("alwayson_scripts", '{"\\ud800": {"args": []}}', "alwayson_scripts.\\ud800"),
+])
+@pytest.mark.parametrize("route", ["/sdapi/v1/txt2img", "/sdapi/v1/img2img"])
+def test_text_with_a_lone_surrogate_is_refused_before_any_work(client, server, monkeypatch, route, field, value, where):
+    # valid JSON that json.loads turns into text UTF-8 cannot encode: it was a 500 after the images were made
+    submitted = []
+    monkeypatch.setattr(server.state, "submit_generation", lambda *args, **kwargs: submitted.append(args))
+    body = json.dumps({"prompt": "x", **SMALL})[:-1] + f', "{field}": {value}}}'
+    response = client.post(route, content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text
+    assert f"{where} holds a lone surrogate" in response.json()["errors"]
+    assert submitted == []
 
 
 @pytest.mark.parametrize("image, fragment", [

@@ -68,6 +68,20 @@ def test_bad_settings_are_refused_and_change_nothing(client, changes, fragment):
     assert client.get("/sdapi/v1/options").json() == before
 
 
+@pytest.mark.parametrize("body, fragment", [
+    ('{"s_tmax": Infinity}', "Option 's_tmax' is inf, which is not a JSON number; send a finite number (0 means infinity)."),
+    ('{"sigma_max": NaN}', "Option 'sigma_max' is nan, which is not a JSON number"),
+    ('{"default_cfg_scale": -Infinity}', "Option 'default_cfg_scale' is -inf"),
+])
+def test_a_non_finite_setting_is_refused_and_the_options_stay_readable(client, body, fragment):
+    # s_tmax took Infinity (its Python value for "no limit"): every GET /options after it was a 500
+    before = client.get("/sdapi/v1/options").json()
+    response = client.post("/sdapi/v1/options", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 422 and fragment in response.json()["detail"]
+    after = client.get("/sdapi/v1/options")
+    assert after.status_code == 200 and after.json() == before
+
+
 def test_ngms_and_skip_early_cfg_come_from_settings_overrides_and_the_request_field(client):
     options = client.get("/sdapi/v1/options").json()
     assert (options["s_min_uncond"], options["s_min_uncond_all"], options["skip_early_cond"]) == (0.0, False, 0.0)

@@ -50,3 +50,20 @@ def test_a_settings_file_with_sigma_min_over_sigma_max_is_refused_at_start(tmp_p
     assert str(raised.value) == (
         f"Settings file {str(tmp_path / 'settings.json')!r}, keys 'sigma_min' and 'sigma_max': sigma_min (5.0) must be "
         "below sigma_max (1.0); set 0 for either to keep the model's own. Fix the values or delete the keys.")
+
+
+def test_a_settings_file_with_an_infinite_s_tmax_is_refused_at_start_naming_file_and_key(tmp_path):
+    # written by a server that still took `"s_tmax": Infinity` over the API: every GET /options then was a 500
+    with pytest.raises(ValueError) as raised:
+        options_from_file(tmp_path, {"s_tmax": float("inf")})
+    assert str(raised.value) == (
+        f"Settings file {str(tmp_path / 'settings.json')!r}, key 's_tmax': Option 's_tmax' is inf, which is not a JSON "
+        "number; send a finite number (0 means infinity). Fix the value or delete the key.")
+
+
+def test_the_api_refuses_an_infinite_s_tmax_and_keeps_the_current_one(tmp_path):
+    options = ServerOptions(str(tmp_path / "out"), 5)
+    with pytest.raises(ValueError, match=r"Option 's_tmax' is inf, which is not a JSON number"):
+        options.check_update({"s_tmax": float("inf")})
+    assert options.get("s_tmax") == 0.0
+    assert options.check_update({"s_tmax": 0}) == {"s_tmax": 0.0}  # A1111's spelling of "no limit"
