@@ -194,7 +194,11 @@ def write_caption(image_path: str | os.PathLike, caption: str | None, existing_c
 
 
 def vlm_captioner(source: str = "mixkit-tiny-blip2", **generation) -> Captioner:
-    """A captioner running a mixkit VLM (BLIP-2 family, as Interrogate CLIP's caption model), loaded on first use."""
+    """A captioner running a mixkit VLM (BLIP-2 family, as Interrogate CLIP's caption model), loaded on first use;
+    `generation` defaults to Interrogate's caption settings (beams, min / max length)."""
+    from mixkit.interrogate import InterrogateSettings
+
+    generation = generation or InterrogateSettings().caption_options()
     loaded = []
 
     def caption(image) -> str:
@@ -205,3 +209,17 @@ def vlm_captioner(source: str = "mixkit-tiny-blip2", **generation) -> Captioner:
         return str(loaded[0].caption([image.convert("RGB")], **generation)[0]).strip()
 
     return caption
+
+
+def picture_suffixes(width: int, height: int, steps: TrainingSteps, target: tuple[int, int] | None) -> list[str]:
+    """The file suffixes the steps will give a width x height picture (after the upscale), known before any work, so
+    a batch's file names can be checked before the first is written: one picture, times the split crops, times
+    1 + the flips, plus the debug image."""
+    from pipelines.split_oversized import split_plan
+
+    if steps.focal_crop:
+        width, height = target
+    plan = split_plan(width, height, *target, steps.split_threshold, steps.overlap_ratio) if steps.split else None
+    count = (1 + len(steps.flips)) * (len(plan.boxes) if plan else 1)
+    debug = ["-" + DEBUG_TAG] if steps.focal_crop and steps.focal_debug else []
+    return ["", *debug, *(f"-{number}" for number in range(1, count))]

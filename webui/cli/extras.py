@@ -76,6 +76,9 @@ def add_parser(subparsers) -> None:
     from webui.cli.infotext_flags import add_saving_flags
 
     add_saving_flags(p)  # as A1111's Extras save: no text chunk at all, or the postprocessing text in a .txt
+    from webui.cli.extras_training import add_training_flags
+
+    add_training_flags(p)
     p.set_defaults(func=run, extra_flags=_more_inputs)
 
 
@@ -217,18 +220,36 @@ def source_files(inputs: list[str]) -> tuple[list[Path], bool]:
 
 def run(args: argparse.Namespace) -> int:
     from pipelines.params import GenerationLimits
-    from webui.cli.extras_batch import checked_sources, output_paths, upscale_and_save
+    from webui.cli.extras_batch import TrainingRun, checked_sources, output_paths, upscale_and_save
+    from webui.cli.extras_training import (captioner_of, existing_caption_action, resolve_target_flags,
+                                           training_steps_of)
     from webui.cli.infotext_flags import infotext_writing_of
 
     register_upscaler_flags(args)
     register_face_restorer_flags(args)
+    steps = training_steps_of(args)
+    resolve_target_flags(args)
     body = extras_request(args)
     files, batch = source_files(args.inputs)
-    sources = checked_sources(files, body, GenerationLimits().max_pixels * 4)
-    paths, folder = output_paths(files, batch, args.output)
+    sources = checked_sources(files, body, GenerationLimits().max_pixels * 4, steps)
+    paths, folder = output_paths(sources, batch, args.output)
+    training = TrainingRun(steps, captioner_of(args, steps), _face_finder(steps), existing_caption_action(args))
     writing = infotext_writing_of(args)
     for source, path in zip(sources, paths):
-        written, before, after = upscale_and_save(source, body, path, folder, writing)
+        written, before, after = upscale_and_save(source, body, path, folder, writing, training)
         print(f"{source.file.name}: {before} -> {after}", file=sys.stderr)
-        print(written)
+        print("\n".join(str(file) for file in written))
     return 0
+
+
+def _face_finder(steps):
+    """mixkit's RetinaFace for the focal crop's faces, when a face restorer folder holds it (else None: no faces)."""
+    if not steps.focal_crop or steps.focal_weights.face <= 0:
+        return None
+    from pipelines.focal_crop import face_finder_from_restorers
+
+    finder = face_finder_from_restorers()
+    if finder is None:
+        print("focal crop: no face detector (detection_Resnet50_Final.pth in --gfpgan-models-path / "
+              "--codeformer-models-path), so faces are not looked for", file=sys.stderr)
+    return finder
