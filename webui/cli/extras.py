@@ -67,6 +67,9 @@ def add_parser(subparsers) -> None:
     from webui.cli.webui import add_face_restorer_folder_flags
 
     add_face_restorer_folder_flags(f)
+    from webui.cli.extras_training import add_training_flags
+
+    add_training_flags(p)  # before the refused group, so --help lists what works first
     g = p.add_argument_group("not supported by mixkit yet", "A1111's other Extras options: refused unless left off")
     g.add_argument("--upscaler-2", default=d.upscaler_2, metavar="NAME", help="a second upscaler (default None)")
     g.add_argument("--upscaler-2-visibility", type=finite_float, default=d.extras_upscaler_2_visibility, metavar="X",
@@ -76,9 +79,6 @@ def add_parser(subparsers) -> None:
     from webui.cli.infotext_flags import add_saving_flags
 
     add_saving_flags(p)  # as A1111's Extras save: no text chunk at all, or the postprocessing text in a .txt
-    from webui.cli.extras_training import add_training_flags
-
-    add_training_flags(p)
     p.set_defaults(func=run, extra_flags=_more_inputs)
 
 
