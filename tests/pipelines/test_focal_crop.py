@@ -74,16 +74,34 @@ def test_a_portrait_picture_is_resized_then_cropped_around_the_square():
 
 
 def test_faces_from_the_finder_pull_the_crop():
-    image = Image.new("RGB", (2048, 512))  # flat: no edges, no entropy
-    [crop] = focal_crop(image, 512, 512, face_finder=lambda picture: [(1800, 100, 1900, 200)])
-    [box_from_debug] = [crop.size]
-    assert box_from_debug == (512, 512)
-    # the crop is pushed against the right edge (focus 1850): compare with the right-most window
-    marked = image.copy()
-    marked.paste((255, 0, 0), (1536, 0, 2048, 512))
-    [crop] = focal_crop(marked, 512, 512, FocalWeights(entropy=0, edges=0),
+    # flat black but for a red right-most quarter: no edges or entropy point there, only the face at x 1800..1900
+    image = Image.new("RGB", (2048, 512))
+    image.paste((255, 0, 0), (1536, 0, 2048, 512))
+    [crop] = focal_crop(image, 512, 512, FocalWeights(entropy=0, edges=0),
                         face_finder=lambda picture: [(1800, 100, 1900, 200)])
-    assert np.asarray(crop)[:, :, 0].min() == 255
+    assert np.asarray(crop)[:, :, 0].min() == 255  # focus x 1850: the crop pushed against the right edge
+    [crop] = focal_crop(image, 512, 512, FocalWeights(entropy=0, edges=0))  # no finder: no faces, focus (0, 0)
+    assert np.asarray(crop)[:, :, 0].max() == 0
+
+
+def test_the_face_restorers_retinaface_finds_the_faces(tmp_path):
+    from mixkit.registry import Registry
+    from mixkit.testing.tiny_face_restoration import a1111_face_folders, planted_detector_loader, stand_in_loader
+    from pipelines.face_restoration import register_face_restorers
+    from pipelines.focal_crop import face_finder_from_restorers
+
+    assert face_finder_from_restorers(Registry("face restorer")) is None  # nothing configured: no faces
+    folders = a1111_face_folders(tmp_path / "models")
+    face = ((300.0, 40.0, 400.0, 140.0), [(330.0, 80.0), (370.0, 80.0), (350.0, 100.0), (335.0, 120.0),
+                                          (365.0, 120.0)])
+    registry = Registry("face restorer")
+    loader = planted_detector_loader([face], 512, 256)
+    register_face_restorers(codeformer_folder=folders["CodeFormer"], loader=stand_in_loader("CodeFormer", None),
+                            detector_loader=loader, registry=registry)
+    finder = face_finder_from_restorers(registry)
+    [box] = finder(Image.new("RGB", (512, 256)))
+    assert np.allclose(box, (300, 40, 400, 140), atol=1)
+    assert loader.paths == [folders["CodeFormer"] / "detection_Resnet50_Final.pth"]
 
 
 def test_weights_outside_0_1_are_refused():
