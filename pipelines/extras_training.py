@@ -194,19 +194,17 @@ def write_caption(image_path: str | os.PathLike, caption: str | None, existing_c
 
 
 def vlm_captioner(source: str = "mixkit-tiny-blip2", **generation) -> Captioner:
-    """A captioner running a mixkit VLM (BLIP-2 family, as Interrogate CLIP's caption model), loaded on first use;
-    `generation` defaults to Interrogate's caption settings (beams, min / max length)."""
+    """A captioner running a mixkit VLM (BLIP-2 family, as Interrogate CLIP's caption model), loaded now, so a bad
+    model name fails before any file is written; `generation` defaults to Interrogate's caption settings (beams,
+    min / max length)."""
     from mixkit.interrogate import InterrogateSettings
+    from mixkit.models.vlm import load_vlm
 
     generation = generation or InterrogateSettings().caption_options()
-    loaded = []
+    model = load_vlm(source)
 
     def caption(image) -> str:
-        if not loaded:
-            from mixkit.models.vlm import load_vlm
-
-            loaded.append(load_vlm(source))
-        return str(loaded[0].caption([image.convert("RGB")], **generation)[0]).strip()
+        return str(model.caption([image.convert("RGB")], **generation)[0]).strip()
 
     return caption
 

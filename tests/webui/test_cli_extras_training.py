@@ -114,3 +114,9 @@ def test_the_tiny_blip_captions_end_to_end(tmp_path, capsys):
     run(capsys, str(image), "--upscaler", "None", "--caption", "blip", "-o", str(tmp_path / "out" / "star.png"))
     caption = (tmp_path / "out" / "star.txt").read_text(encoding="utf8")
     assert caption and caption == caption.strip() and "\n" not in caption
+
+
+def test_a_caption_model_that_cannot_load_leaves_nothing_behind(folder, tmp_path, capsys):
+    assert main(["extras", str(folder), "--upscaler", "None", "--caption", "blip", "--caption-model",
+                 str(tmp_path / "no-such-model"), "-o", str(tmp_path / "out")]) != 0
+    assert not (tmp_path / "out").exists()

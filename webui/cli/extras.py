@@ -232,8 +232,9 @@ def run(args: argparse.Namespace) -> int:
     body = extras_request(args)
     files, batch = source_files(args.inputs)
     sources = checked_sources(files, body, GenerationLimits().max_pixels * 4, steps)
-    paths, folder = output_paths(sources, batch, args.output)
+    # the captioner loads before the output folder is made: a model that cannot load leaves nothing behind
     training = TrainingRun(steps, captioner_of(args, steps), _face_finder(steps), existing_caption_action(args))
+    paths, folder = output_paths(sources, batch, args.output)
     writing = infotext_writing_of(args)
     for source, path in zip(sources, paths):
         written, before, after = upscale_and_save(source, body, path, folder, writing, training)

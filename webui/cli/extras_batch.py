@@ -80,8 +80,8 @@ def _with_training_plan(source: Source, body, steps) -> Source:
         size = scale_to
     else:
         size = upscaled_size(source.width, source.height, source.factor)
-    suffixes = picture_suffixes(*size, steps, target) if steps.needs_target else picture_suffixes(*size, steps, None)
-    return Source(source.file, source.width, source.height, source.factor, target, tuple(suffixes))
+    return Source(source.file, source.width, source.height, source.factor, target,
+                  tuple(picture_suffixes(*size, steps, target)))
 
 
 def output_paths(sources: list[Source], batch: bool, output: str) -> tuple[list[Path | None], Path]:
