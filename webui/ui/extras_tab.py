@@ -100,8 +100,8 @@ def build_extras_tab(state: ServerState) -> tuple[gr.Image, FollowedTab]:
 
     def run_upscale(sources: list, body, steps, task_id, request, *, batch: bool):
         """Queue the upscale of `sources` (read as the API reads them) as one job and follow it as a task: the job goes
-        on when the page goes away, and the task id (made by the page, the last input) lets a reloaded page follow
-        it."""
+        on when the page goes away, and the task id (made by the page, the input after CodeFormer weight) lets a
+        reloaded page follow it."""
         from pipelines.extras_training import target_size
         from webui.api_extras import SCALE_TO, extras_faces, extras_postprocess, upscale_factor
 
