@@ -67,6 +67,9 @@ def add_parser(subparsers) -> None:
     from webui.cli.webui import add_face_restorer_folder_flags
 
     add_face_restorer_folder_flags(f)
+    from webui.cli.extras_training import add_training_flags
+
+    add_training_flags(p)  # before the refused group, so --help lists what works first
     g = p.add_argument_group("not supported by mixkit yet", "A1111's other Extras options: refused unless left off")
     g.add_argument("--upscaler-2", default=d.upscaler_2, metavar="NAME", help="a second upscaler (default None)")
     g.add_argument("--upscaler-2-visibility", type=finite_float, default=d.extras_upscaler_2_visibility, metavar="X",
@@ -217,18 +220,37 @@ def source_files(inputs: list[str]) -> tuple[list[Path], bool]:
 
 def run(args: argparse.Namespace) -> int:
     from pipelines.params import GenerationLimits
-    from webui.cli.extras_batch import checked_sources, output_paths, upscale_and_save
+    from webui.cli.extras_batch import TrainingRun, checked_sources, output_paths, upscale_and_save
+    from webui.cli.extras_training import (captioner_of, existing_caption_action, resolve_target_flags,
+                                           training_steps_of)
     from webui.cli.infotext_flags import infotext_writing_of
 
     register_upscaler_flags(args)
     register_face_restorer_flags(args)
+    steps = training_steps_of(args)
+    resolve_target_flags(args)
     body = extras_request(args)
     files, batch = source_files(args.inputs)
-    sources = checked_sources(files, body, GenerationLimits().max_pixels * 4)
-    paths, folder = output_paths(files, batch, args.output)
+    sources = checked_sources(files, body, GenerationLimits().max_pixels * 4, steps)
+    # the captioner loads before the output folder is made: a model that cannot load leaves nothing behind
+    training = TrainingRun(steps, captioner_of(args, steps), _face_finder(steps), existing_caption_action(args))
+    paths, folder = output_paths(sources, batch, args.output)
     writing = infotext_writing_of(args)
     for source, path in zip(sources, paths):
-        written, before, after = upscale_and_save(source, body, path, folder, writing)
+        written, before, after = upscale_and_save(source, body, path, folder, writing, training)
         print(f"{source.file.name}: {before} -> {after}", file=sys.stderr)
-        print(written)
+        print("\n".join(str(file) for file in written))
     return 0
+
+
+def _face_finder(steps):
+    """mixkit's RetinaFace for the focal crop's faces, when a face restorer folder holds it (else None: no faces)."""
+    if not steps.focal_crop or steps.focal_weights.face <= 0:
+        return None
+    from pipelines.focal_crop import face_finder_from_restorers
+
+    finder = face_finder_from_restorers()
+    if finder is None:
+        print("focal crop: no face detector (detection_Resnet50_Final.pth in --gfpgan-models-path / "
+              "--codeformer-models-path), so faces are not looked for", file=sys.stderr)
+    return finder

@@ -27,21 +27,23 @@ def extras_chunks(source, postprocessing: str) -> dict[str, str]:
     return chunks
 
 
-def next_extras_path(folder: str | os.PathLike) -> Path:
+def next_extras_path(folder: str | os.PathLike, suffix: str = "") -> Path:
     """The next free counter name in `folder`, without a seed (an upscale has none): `00007.png`, as A1111's
-    extras names its files (`short_filename`, `no_prompt`); the counter is shared with the generated images."""
+    extras names its files (`short_filename`, `no_prompt`); the counter is shared with the generated images.
+    `suffix` is a training step's picture tag (`00008-1.png`, `00009-focal-crop-debug.png`, A1111's `suffix`)."""
     from pipelines.png import next_image_path
 
     numbered = next_image_path(folder, 0)  # `00007-0.png`: the counter is what is wanted
-    return numbered.with_name(numbered.name.split("-", 1)[0] + ".png")
+    return numbered.with_name(numbered.name.split("-", 1)[0] + suffix + ".png")
 
 
-def save_extras_png_numbered(image, folder: str | os.PathLike, chunks: dict[str, str], *, writing=None) -> Path:
+def save_extras_png_numbered(image, folder: str | os.PathLike, chunks: dict[str, str], *, writing=None,
+                             suffix: str = "") -> Path:
     """`save_extras_png` under the next free counter name of `folder` (`next_extras_path`), never over a file another
     writer (another browser tab's Extras, another `mixkit extras`) saved under that name meanwhile."""
     for _ in range(100):
         try:
-            return save_extras_png(image, next_extras_path(folder), chunks, replace=False, writing=writing)
+            return save_extras_png(image, next_extras_path(folder, suffix), chunks, replace=False, writing=writing)
         except FileExistsError:
             continue
     raise FileExistsError(f"Could not find a free file name in {str(folder)!r}: 100 counter names were taken while "

@@ -6,7 +6,8 @@ form's values become the API's own `ExtrasBaseRequest`, and the size, the crop a
 from the functions `/sdapi/v1/extra-single-image` and `/extra-batch-images` use (`webui.api_extras`), so the UI and
 the API give the same file. Each result carries the source's text chunks plus `postprocessing`, is saved to the
 output folder when "Save generated images" is on (as A1111's Extras saves), and its postprocessing text is shown.
-The GFPGAN / CodeFormer sliders are A1111's Extras face restoration, run in the same job after the upscale (0: off).
+The GFPGAN / CodeFormer sliders are A1111's Extras face restoration, run in the same job after the upscale (0: off),
+then A1111's training-data accordions (`webui.ui.extras_training_controls`), which may make several images of one.
 An upscale (single or batch) is one queued job that goes on when its page goes away: a reloaded page follows it by
 its task id and shows its result (`webui.ui.extras_task`).
 A1111's "Batch from Directory" (folders on the server's disk) is not offered: a shared server's UI users must not
@@ -20,6 +21,7 @@ import gradio as gr
 from webui.server_state import ServerState
 from webui.ui.errors import refused
 from webui.ui.extras_task import extras_finish, follow_extras
+from webui.ui.extras_training_controls import training_controls, training_job_step, training_steps_from_form
 from webui.ui.form_components import form_slider
 from webui.ui.progress_view import progress_html
 from webui.ui.reattach import (FollowedTab, checked_task_id, interrupt_own_job, registered_task, submit_js,
@@ -87,6 +89,7 @@ def build_extras_tab(state: ServerState) -> tuple[gr.Image, FollowedTab]:
                 codeformer_weight = form_slider(0, 1, value=0, step=0.001,
                                                 label="CodeFormer weight (0 = maximum effect, 1 = minimum effect)",
                                                 elem_id="extras_codeformer_weight")
+            training = training_controls()
         with gr.Column():
             progress = gr.HTML(progress_html(0, "Idle"), elem_id="extras_progress")
             result = gr.Image(label="Result", type="pil", format="png", interactive=False, elem_id="extras_result")
@@ -95,17 +98,23 @@ def build_extras_tab(state: ServerState) -> tuple[gr.Image, FollowedTab]:
             info = gr.Textbox(label="Postprocessing", interactive=False, elem_id="extras_info")
             task_box = task_box_for("extras")
 
-    def run_upscale(sources: list, body, task_id, request, *, batch: bool):
+    def run_upscale(sources: list, body, steps, task_id, request, *, batch: bool):
         """Queue the upscale of `sources` (read as the API reads them) as one job and follow it as a task: the job goes
-        on when the page goes away, and the task id (made by the page, the last input) lets a reloaded page follow
-        it."""
-        from webui.api_extras import extras_faces, extras_postprocess, upscale_factor
+        on when the page goes away, and the task id (made by the page, the input after CodeFormer weight) lets a
+        reloaded page follow it."""
+        from pipelines.extras_training import target_size
+        from webui.api_extras import SCALE_TO, extras_faces, extras_postprocess, upscale_factor
 
         try:
             task_id = checked_task_id(state, task_id)
             pixels = [as_api_pixels(image, state.limits.max_pixels * 4) for image in sources]
             factors = [upscale_factor(body, image.width, image.height) for image in pixels]
             after = extras_postprocess(body, extras_faces(body), unload=state.options.get("face_restoration_unload"))
+            if steps.active:  # A1111's target size per source: the "Scale to" size or the "Scale by" size
+                scale_to = (body.upscaling_resize_w, body.upscaling_resize_h) if body.resize_mode == SCALE_TO else None
+                targets = [target_size(p.width, p.height, scale_to=scale_to, scale_by=body.upscaling_resize)
+                           for p in pixels]
+                after = training_job_step(state, body, steps, targets, after)
             job = state.submit_upscale_batch(pixels, factors, body.upscaler_1, keep_on_disconnect=True,
                                              session=getattr(request, "session_hash", None), after=after)
         except (ValueError, TypeError, QueueFullError) as error:  # limits, bad name, queue full: tell the user
@@ -119,15 +128,29 @@ def build_extras_tab(state: ServerState) -> tuple[gr.Image, FollowedTab]:
         except (ValueError, TypeError) as error:
             raise refused(str(error)) from None
 
+    def checked_steps(form):
+        from pipelines.extras_training import TrainingSteps
+
+        if not form:  # a client sending only the endpoint's first inputs: no training step
+            return TrainingSteps()
+        try:
+            return training_steps_from_form(*form)
+        except (ValueError, TypeError) as error:
+            raise refused(str(error)) from None
+
+    # The training accordions' values come after the task id and the request (Gradio puts the request where the
+    # signature has it), so the endpoint's first inputs stay as they were for existing clients; all default to off.
     def upscale(image, name: str, factor: float, mode: int, w: int, h: int, crop_to_fit: bool, gfpgan_value: float,
-                codeformer_value: float, weight: float, task_id: str, request: gr.Request):
+                codeformer_value: float, weight: float, task_id: str, request: gr.Request, *training_values):
         if image is None:
             raise refused("Drop an image to upscale first.")
         body = checked_request(mode, factor, w, h, crop_to_fit, name, gfpgan_value, codeformer_value, weight)
-        yield from run_upscale([image], body, task_id, request, batch=False)
+        steps = checked_steps(training_values)
+        yield from run_upscale([image], body, steps, task_id, request, batch=False)
 
     def upscale_batch(paths: list | None, name: str, factor: float, mode: int, w: int, h: int, crop_to_fit: bool,
-                      gfpgan_value: float, codeformer_value: float, weight: float, task_id: str, request: gr.Request):
+                      gfpgan_value: float, codeformer_value: float, weight: float, task_id: str, request: gr.Request,
+                      *training_values):
         """A1111's "Batch Process": every file, in order; all are read and checked before the first is queued."""
         from pipelines.upscale import check_upscale
         from webui.api_extras import upscale_factor
@@ -136,6 +159,7 @@ def build_extras_tab(state: ServerState) -> tuple[gr.Image, FollowedTab]:
         if not paths:
             raise refused("Drop one or more images to upscale first.")
         body = checked_request(mode, factor, w, h, crop_to_fit, name, gfpgan_value, codeformer_value, weight)
+        steps = checked_steps(training_values)
         images = []
         for path in paths:
             try:
@@ -148,16 +172,27 @@ def build_extras_tab(state: ServerState) -> tuple[gr.Image, FollowedTab]:
             except ValueError as error:
                 raise refused(f"{_file_name(path)}: {error}") from None
             images.append(image)
-        yield from run_upscale(images, body, task_id, request, batch=True)
+        yield from run_upscale(images, body, steps, task_id, request, batch=True)
 
     settings = [upscaler, scale, resize_mode, width, height, crop, gfpgan, codeformer, codeformer_weight]
     outputs = [progress, result, batch_result, size, info, task_box]
-    run.click(upscale, inputs=[source, *settings, task_box], outputs=outputs, concurrency_limit=None,
-              js=submit_js(len(settings) + 2))
-    run_batch.click(upscale_batch, inputs=[files, *settings, task_box], outputs=outputs, concurrency_limit=None,
-                    js=submit_js(len(settings) + 2))
+    js = task_id_js(len(settings) + 1, len(settings) + 2 + len(training))
+    run.click(upscale, inputs=[source, *settings, task_box, *training], outputs=outputs, concurrency_limit=None, js=js)
+    run_batch.click(upscale_batch, inputs=[files, *settings, task_box, *training], outputs=outputs,
+                    concurrency_limit=None, js=js)
     interrupt.click(interrupt_own_job(state), inputs=[task_box], queue=False)
     return source, FollowedTab("extras", task_box, outputs, lambda task: follow_extras(state, task))
+
+
+def task_id_js(task_index: int, input_count: int) -> str:
+    """`webui.ui.reattach.submit_js` for a task box that is not the last input: the new task id goes at
+    `task_index` of the `input_count` inputs (the training accordions follow the task box)."""
+    last = submit_js(task_index + 1)  # the id made as everywhere, then the inputs after the task box put back
+    ending = f"return [...values.slice(0, {task_index}), id];"
+    if ending not in last:
+        raise RuntimeError("webui.ui.reattach.submit_js changed its form; update task_id_js to match it")
+    return last.replace(ending, f"return [...values.slice(0, {task_index}), id, ...values.slice({task_index + 1}, "
+                                f"{input_count})];")
 
 
 def as_api_pixels(image, max_pixels: int):

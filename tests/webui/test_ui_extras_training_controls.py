@@ -1,0 +1,84 @@
+"""The Extras tab's training-data accordions: several files per source saved under A1111's suffixes, shown in the
+gallery; captions from the server's caption model in `.txt` files; bad settings refused before any work."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gradio as gr
+import numpy as np
+import pytest
+from PIL import Image
+
+from .ui_blocks import component, handler, model_less_ui
+
+OFF = dict(split=False, threshold=0.5, overlap=0.2, focal=False, face=0.9, entropy=0.15, edges=0.5, debug=False,
+           flip=False, flips=["Horizontal"], caption=False, captions=["BLIP"])
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    with model_less_ui(tmp_path_factory.mktemp("ui-extras-training")) as built_ui:
+        yield built_ui
+
+
+def _tall():
+    return Image.fromarray(np.arange(16 * 48 * 3, dtype=np.uint32).astype(np.uint8).reshape(48, 16, 3))
+
+
+def run(blocks, image, mode=1, size=(16, 16), crop=False, upscaler="Nearest", **training):
+    values = {**OFF, **training}
+    return list(handler(blocks, "extras_generate", "click").fn(
+        image, upscaler, 1.0, mode, *size, crop, 0.0, 0.0, 0.0, "", SimpleNamespace(session_hash=None),
+        *values.values()))[-1]
+
+
+def test_split_and_flip_save_every_picture_with_a1111s_suffixes(built):
+    state, blocks = built
+    state.options.apply({"samples_save": True})
+    before = {p.name for p in state.output_dir.glob("*.png")}
+    progress, result, gallery, sizes, info, _ = run(blocks, _tall(), split=True, flip=True, flips=["Vertical"])
+    assert "Done: 8 image(s)" in progress  # several pictures: shown in the gallery
+    written = sorted(p.name for p in state.output_dir.glob("*.png") if p.name not in before)
+    counter = int(written[0][:5])
+    assert written == [f"{counter:05d}.png"] + [f"{counter + n:05d}-{n}.png" for n in range(1, 8)]
+    assert [path for path, _ in gallery] == [str(state.output_dir / name) for name in written]
+    source = np.asarray(_tall())
+    with Image.open(state.output_dir / written[1]) as flipped_top:  # the flip's first crop: the bottom, upside down
+        assert (np.asarray(flipped_top.convert("RGB")) == source[::-1][:16]).all()
+    assert sizes.split("; ")[0] == "16x48 -> 16x16"
+
+
+def test_captions_come_from_the_servers_caption_model(built, monkeypatch):
+    state, blocks = built
+    state.options.apply({"samples_save": True})
+    asked = []
+    monkeypatch.setattr(state, "run_app", lambda app, inputs, options: asked.append(app) or {"text": " a cube "})
+    progress, result, *_ = run(blocks, Image.new("RGB", (16, 16), (200, 10, 30)), mode=0, caption=True)
+    assert asked == ["image2text_generation"]
+    assert (state.output_dir / result).with_suffix(".txt").read_text(encoding="utf8") == "a cube"
+
+
+def test_focal_crop_with_its_debug_image(built):
+    state, blocks = built
+    state.options.apply({"samples_save": True})
+    progress, _, gallery, sizes, *_ = run(blocks, Image.new("RGB", (48, 16)), focal=True, debug=True)
+    names = [path.split("/")[-1] for path, _ in gallery]
+    assert len(names) == 2 and names[1].endswith("-focal-crop-debug.png")
+    assert sizes == "48x16 -> 16x16; 48x16 -> 48x16"
+
+
+@pytest.mark.parametrize("training, message", [(dict(threshold=2.0), "split_threshold must be"),
+                                               (dict(caption=True, captions=["Deepbooru"]), "Deepbooru is not")])
+def test_bad_settings_are_refused_before_anything_is_queued(built, training, message):
+    _, blocks = built
+    with pytest.raises(gr.Error, match=message):
+        run(blocks, _tall(), **training)
+
+
+def test_the_page_puts_the_task_id_before_the_training_values(built):
+    _, blocks = built
+    event = handler(blocks, "extras_generate", "click")
+    assert "return [...values.slice(0, 10), id, ...values.slice(11, 23)];" in event.js
+    assert component(blocks, "postprocess_split_threshold").value == 0.5
+    assert component(blocks, "postprocess_caption_choices").choices == [("BLIP", "BLIP")]
