@@ -131,6 +131,17 @@ def test_hires_fix_takes_a1111s_other_name_for_a_release_file(client, name):
     assert f"Hires upscaler: {name}" in response.json()["info"]
 
 
+@pytest.mark.parametrize("name", ["4xNomos8kHAT-L", "ScuNET GAN", "scunet_color_real_gan"])
+def test_hires_fix_runs_hat_and_scunet_files(client, name):
+    # ScuNET is a same-size denoiser: hires fix runs it once, then resizes to the hires size, as A1111
+    response = client.post("/sdapi/v1/txt2img", json={
+        "prompt": "a castle", "steps": 2, "width": 32, "height": 32, "seed": 3, "enable_hr": True, "hr_scale": 2,
+        "hr_upscaler": name, "hr_second_pass_steps": 1, "denoising_strength": 0.5})
+    assert response.status_code == 200, response.text
+    assert decode_png(response.json()["images"][0]).size == (64, 64)
+    assert f"Hires upscaler: {name}" in response.json()["info"]
+
+
 def test_dat_enabled_models_chooses_the_dat_release_names_listed(client):
     assert client.get("/sdapi/v1/options").json()["dat_enabled_models"] == ["DAT x2", "DAT x3", "DAT x4"]
     assert client.post("/sdapi/v1/options", json={"dat_enabled_models": ["DAT x4"]}).status_code == 200
