@@ -282,9 +282,9 @@ def register_model_upscalers(folders, *, device: Any = None, dtype: Any = None, 
     alias ("DAT_x4" for "DAT x4").
 
     Each tiles with `tiling[TILE_OPTIONS[its network]]` ({"ESRGAN": (192, 8), "SWIN": ..., "DAT": ..., "SCUNET": ...},
-    A1111's option pairs), else `tile_size` / `tile_overlap`; `compile_swinir` is A1111's SWIN_torch_compile. A file whose layout is
-    unknown, that is unsafe to load or changed while being read, or whose name is already another upscaler's is
-    refused and reported (and logged), not registered; the others still are.
+    A1111's option pairs), else `tile_size` / `tile_overlap`; `compile_swinir` is A1111's SWIN_torch_compile. A file
+    whose layout is unknown, that is unsafe to load or changed while being read, or whose name is already another
+    upscaler's is refused and reported (and logged), not registered; the others still are.
 
     `previous` (the scan this one refreshes): its names whose files are gone or now refused are unregistered, its
     files unchanged since they were read are not read again, and the loaded network is freed if its file went. The
@@ -356,8 +356,7 @@ def _read_unless_unchanged(path: Path, known: ModelUpscaler | None, name: str, *
 def set_model_upscaler_tiling(tile_size: int, tile_overlap: int, registry=UPSCALERS, *,
                               option: str | None = None) -> None:
     """Make the registered model upscalers tile this way: all of them, or with `option` ("ESRGAN", "SWIN", "DAT",
-    "SCUNET") those
-    that A1111's `<option>_tile` / `<option>_tile_overlap` pair applies to (`TILE_OPTIONS`)."""
+    "SCUNET") those that A1111's `<option>_tile` / `<option>_tile_overlap` pair applies to (`TILE_OPTIONS`)."""
     check_tiling(tile_size, tile_overlap)
     if option is not None and option not in set(TILE_OPTIONS.values()):
         raise ValueError(f"option must be one of {sorted(set(TILE_OPTIONS.values()))} or None, got {option!r}.")

@@ -1,5 +1,5 @@
-"""Tiny ESRGAN / Real-ESRGAN / SRVGG / SwinIR / DAT / HAT / SCUNet upscaler files for tests, written in the key layouts found in the
-wild."""
+"""Tiny ESRGAN / Real-ESRGAN / SRVGG / SwinIR / DAT / HAT / SCUNet upscaler files for tests, written in the key layouts
+found in the wild."""
 
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ def tiny_upscaler(config=TINY_RRDB, seed: int = 0):
 
 def save_upscaler(model, path: str | Path, layout: str, *, wrapper: str | None = None) -> Path:
     """Write `model` as `layout` ("esrgan", "basicsr", "srvgg", "swinir", "dat", "hat", "scunet"); `wrapper` nests it
-    as BasicSR's
-    trainer does ("params_ema" / "params"). `.safetensors` paths are written as safetensors, others with torch.save.
+    as BasicSR's trainer does ("params_ema" / "params"). `.safetensors` paths are written as safetensors, others with
+    torch.save.
     SwinIR, DAT and HAT files get the buffers their official networks store too (`with_swinir_buffers`,
     `with_dat_buffers`, `with_hat_buffers`)."""
     import torch

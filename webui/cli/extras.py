@@ -106,7 +106,8 @@ def add_upscaler_flags(parser) -> None:
 
 def register_upscaler_flags(args: argparse.Namespace) -> None:
     """Register the models of --esrgan-models-path / --realesrgan-models-path / --swinir-models-path / --dat-models-path
-    / --scunet-models-path before any name is checked; a refused file is reported on stderr (its name then is not an upscaler)."""
+    / --scunet-models-path before any name is checked; a refused file is reported on stderr (its name then is not an
+    upscaler)."""
     from pipelines.model_upscale import check_tiling, register_model_upscalers
 
     tiling = {}

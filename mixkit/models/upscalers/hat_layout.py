@@ -33,7 +33,8 @@ def looks_like_hat(state: dict[str, torch.Tensor]) -> bool:
 
 
 def hat_to_module(state: dict[str, torch.Tensor]) -> tuple[HATConfig, dict[str, torch.Tensor]]:
-    """(config, weights for `HAT`) of an official-layout state dict; raises TransformerLayoutError naming what is off."""
+    """(config, weights for `HAT`) of an official-layout state dict; raises TransformerLayoutError naming what is
+    off."""
     if "absolute_pos_embed" in state:
         raise TransformerLayoutError("a HAT with an absolute position embedding (ape=True), which only runs at its "
                                      "training size; no released model uses it")

@@ -45,8 +45,8 @@ class SCUNetConfig:
             raise ValueError(f"SCUNet dim must be even and dim / 2 a multiple of head_dim: dim {self.dim}, head_dim "
                              f"{self.head_dim}.")
         if not 1 <= self.window_size ** 2 <= MAX_WINDOW_TOKENS:
-            raise ValueError(f"SCUNet window_size must be 1 to {int(MAX_WINDOW_TOKENS ** 0.5)} (released models use 8), "
-                             f"got {self.window_size}.")
+            raise ValueError(f"SCUNet window_size must be 1 to {int(MAX_WINDOW_TOKENS ** 0.5)} (released models use "
+                             f"8), got {self.window_size}.")
 
     @property
     def pad_multiple(self) -> int:
@@ -63,7 +63,8 @@ class WindowSelfAttention(nn.Module):
         self.heads, self.window_size, self.shifted = dim // head_dim, window_size, shifted
         span = 2 * window_size - 1
         self.embedding_layer = nn.Linear(dim, 3 * dim)
-        self.relative_position_params = nn.Parameter(nn.init.trunc_normal_(torch.empty(self.heads, span, span), std=0.02))
+        self.relative_position_params = nn.Parameter(nn.init.trunc_normal_(torch.empty(self.heads, span, span),
+                                                                           std=0.02))
         self.linear = nn.Linear(dim, dim)
         self.register_buffer("relative_position_index", relative_position_index(window_size, window_size),
                              persistent=False)
