@@ -73,9 +73,12 @@ class HATConfig:
             raise ValueError(f"HAT window_size must be 2 to {math.isqrt(MAX_WINDOW_TOKENS)} (released models use 16), "
                              f"got {self.window_size}.")
         extra = self.overlap_window_size - self.window_size
-        if extra < 0 or extra % 2 or self.overlap_window_size ** 2 > 4 * MAX_WINDOW_TOKENS:
+        if extra < 0 or extra % 2:
             raise ValueError(f"HAT overlap_window_size must exceed window_size {self.window_size} by an even number of "
                              f"pixels (the unfold pads it equally on both sides), got {self.overlap_window_size}.")
+        if self.overlap_window_size ** 2 > 4 * MAX_WINDOW_TOKENS:  # released: 24 x 24 key windows
+            raise ValueError(f"HAT overlap_window_size may be at most {math.isqrt(4 * MAX_WINDOW_TOKENS)} (released "
+                             f"models use 24), got {self.overlap_window_size}.")
         if any(self.embed_dim % heads for heads in self.num_heads):
             raise ValueError(f"embed_dim {self.embed_dim} is not divisible by every head count {self.num_heads}.")
         if self.cab_channels < 1 or self.squeeze_channels < 1:

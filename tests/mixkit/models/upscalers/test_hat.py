@@ -107,6 +107,7 @@ def test_a_hybrid_block_adds_the_channel_attention_branch_scaled_by_conv_scale(s
     (dict(overlap_window_size=7), "by an even number"), (dict(resi_connection="3conv"), "resi_connection must be"),
     (dict(num_heads=(3, 1)), "not divisible"), (dict(num_heads=(2,)), "one head count per layer"),
     (dict(window_size=33), "window_size must be 2 to 32"), (dict(depths=(1024, 1)), "at most 1024 blocks"),
+    (dict(overlap_window_size=66), "overlap_window_size may be at most 64"),
 ])
 def test_impossible_configs_are_refused(changes, message):
     with pytest.raises(ValueError, match=message):
