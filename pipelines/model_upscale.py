@@ -1,6 +1,8 @@
-"""Model upscalers (ESRGAN / Real-ESRGAN / SRVGG / SwinIR / DAT files) as pixel upscalers, run the way A1111 runs them.
+"""Model upscalers (ESRGAN / Real-ESRGAN / SRVGG / SwinIR / DAT / HAT / ScuNET files) as pixel upscalers, run the way
+A1111 runs them.
 
-A1111 names each file of `models/ESRGAN` (or `models/SwinIR`, `models/DAT`) by its stem ("4x-UltraSharp"), Real-ESRGAN's
+A1111 names each file of `models/ESRGAN` (or `models/SwinIR`, `models/DAT`, `models/ScuNET`) by its stem
+("4x-UltraSharp"), ScuNET's release files "ScuNET GAN" / "ScuNET PSNR", Real-ESRGAN's
 release files by its own names ("R-ESRGAN 4x+" for RealESRGAN_x4plus.pth), its DAT downloads "DAT x4" (SwinIR's
 download SwinIR_4x.pth by its stem, "SwinIR 4x" resolving to it), and upscales by
 `scale` as its `Upscaler.upscale` does: run the network (at most 3 times, until the image covers the target), then
@@ -40,15 +42,26 @@ A1111_REALESRGAN_NAMES = {
 A1111_SWINIR_ALIASES = {"SwinIR_4x": "SwinIR 4x"}
 # A1111's DAT entries are the DAT paper's releases, downloaded as models/DAT/DAT_x2.pth ... (modules/dat_model.py)
 A1111_DAT_NAMES = {"DAT_x2": "DAT x2", "DAT_x3": "DAT x3", "DAT_x4": "DAT x4"}
-A1111_RELEASE_NAMES = {**A1111_REALESRGAN_NAMES, **A1111_DAT_NAMES}
+# A1111's ScuNET entries (extensions-builtin/ScuNET) are the SCUNet paper's two colour releases. A1111 itself downloads
+# the GAN one as models/ScuNET/ScuNET.pth and lists that by its stem; "ScuNET GAN" also resolves to such a file
+# (A1111_SCUNET_ALIASES) unless a scunet_color_real_gan file holds the name.
+A1111_SCUNET_NAMES = {"scunet_color_real_gan": "ScuNET GAN", "scunet_color_real_psnr": "ScuNET PSNR"}
+A1111_SCUNET_ALIASES = {"ScuNET": "ScuNET GAN"}
+A1111_RELEASE_NAMES = {**A1111_REALESRGAN_NAMES, **A1111_DAT_NAMES, **A1111_SCUNET_NAMES}
 # A release file is also known by its stem (an alias: it resolves, e.g. "Hires upscaler: DAT_x4"). A1111 lists the
 # stem too for its DAT folder, which lists every file by stem: DAT_x4.pth is both "DAT_x4" (the file) and "DAT x4" (the
 # release entry, listed while `dat_enabled_models` holds it). Real-ESRGAN's folder lists only its release names; its
 # stems resolve (the name the file has in A1111's ESRGAN folder) but are not listed.
-A1111_LISTED_STEMS = frozenset(A1111_DAT_NAMES)
-# Which of A1111's tile option pairs a network uses: ESRGAN_tile for ESRGAN and Real-ESRGAN (SRVGG) files, SWIN_tile
-# for SwinIR (extensions-builtin/SwinIR), DAT_tile for DAT (modules/dat_model.py)
-TILE_OPTIONS = {"ESRGAN": "ESRGAN", "SRVGG": "ESRGAN", "SwinIR": "SWIN", "DAT": "DAT"}
+# A1111's ScuNET folder lists its files by stem as well ("scunet_color_real_gan"), next to its "ScuNET PSNR" entry.
+A1111_LISTED_STEMS = frozenset(A1111_DAT_NAMES) | frozenset(A1111_SCUNET_NAMES)
+# Which of A1111's tile option pairs a network uses: ESRGAN_tile for ESRGAN and Real-ESRGAN (SRVGG) files and for HAT
+# (which A1111 1.8+ runs from its ESRGAN folder through spandrel, with the ESRGAN upscaler's tiling), SWIN_tile for
+# SwinIR (extensions-builtin/SwinIR), DAT_tile for DAT (modules/dat_model.py), SCUNET_tile for ScuNET
+# (extensions-builtin/ScuNET)
+TILE_OPTIONS = {"ESRGAN": "ESRGAN", "SRVGG": "ESRGAN", "HAT": "ESRGAN", "SwinIR": "SWIN", "DAT": "DAT",
+                "ScuNET": "SCUNET"}
+# A1111's defaults of those pairs (tile, overlap): 192 / 8, but SCUNET_tile 256 (its Settings > Upscaling)
+A1111_TILING_DEFAULTS = {"ESRGAN": (192, 8), "SWIN": (192, 8), "DAT": (192, 8), "SCUNET": (256, 8)}
 
 
 def upscaler_name(path: str | os.PathLike) -> str:
@@ -60,10 +73,12 @@ def upscaler_name(path: str | os.PathLike) -> str:
 
 def upscaler_aliases(path: str | os.PathLike) -> list[str]:
     """The other names A1111 knows an upscaler file by: the stem of a release file ("DAT_x4" for "DAT x4"), the
-    download name of A1111's SwinIR file ("SwinIR 4x" for SwinIR_4x.pth)."""
+    download name of A1111's SwinIR file ("SwinIR 4x" for SwinIR_4x.pth) or ScuNET file ("ScuNET GAN" for
+    ScuNET.pth)."""
     stem = Path(path).stem
-    if stem in A1111_SWINIR_ALIASES:
-        return [A1111_SWINIR_ALIASES[stem]]
+    for aliases in (A1111_SWINIR_ALIASES, A1111_SCUNET_ALIASES):
+        if stem in aliases:
+            return [aliases[stem]]
     return [stem] if stem != upscaler_name(path) else []
 
 
@@ -266,10 +281,10 @@ def register_model_upscalers(folders, *, device: Any = None, dtype: Any = None, 
     or "R-ESRGAN 4x+" for RealESRGAN_x4plus.pth and the other Real-ESRGAN release files), a release file's stem as an
     alias ("DAT_x4" for "DAT x4").
 
-    Each tiles with `tiling[TILE_OPTIONS[its network]]` ({"ESRGAN": (192, 8), "SWIN": ..., "DAT": ...}, A1111's option
-    pairs), else `tile_size` / `tile_overlap`; `compile_swinir` is A1111's SWIN_torch_compile. A file whose layout is
-    unknown, that is unsafe to load or changed while being read, or whose name is already another upscaler's is
-    refused and reported (and logged), not registered; the others still are.
+    Each tiles with `tiling[TILE_OPTIONS[its network]]` ({"ESRGAN": (192, 8), "SWIN": ..., "DAT": ..., "SCUNET": ...},
+    A1111's option pairs), else `tile_size` / `tile_overlap`; `compile_swinir` is A1111's SWIN_torch_compile. A file
+    whose layout is unknown, that is unsafe to load or changed while being read, or whose name is already another
+    upscaler's is refused and reported (and logged), not registered; the others still are.
 
     `previous` (the scan this one refreshes): its names whose files are gone or now refused are unregistered, its
     files unchanged since they were read are not read again, and the loaded network is freed if its file went. The
@@ -340,8 +355,8 @@ def _read_unless_unchanged(path: Path, known: ModelUpscaler | None, name: str, *
 
 def set_model_upscaler_tiling(tile_size: int, tile_overlap: int, registry=UPSCALERS, *,
                               option: str | None = None) -> None:
-    """Make the registered model upscalers tile this way: all of them, or with `option` ("ESRGAN", "SWIN", "DAT") those
-    that A1111's `<option>_tile` / `<option>_tile_overlap` pair applies to (`TILE_OPTIONS`)."""
+    """Make the registered model upscalers tile this way: all of them, or with `option` ("ESRGAN", "SWIN", "DAT",
+    "SCUNET") those that A1111's `<option>_tile` / `<option>_tile_overlap` pair applies to (`TILE_OPTIONS`)."""
     check_tiling(tile_size, tile_overlap)
     if option is not None and option not in set(TILE_OPTIONS.values()):
         raise ValueError(f"option must be one of {sorted(set(TILE_OPTIONS.values()))} or None, got {option!r}.")

@@ -3,7 +3,8 @@
 A1111 lists "None" first, then every upscaler; a model file with its architecture, path and native scale. A DAT
 release file appears twice there (its folder lists every file by stem, and DAT's release entries, those
 `dat_enabled_models` holds, by name as well). A1111's SwinIR download is listed by its stem, "SwinIR_4x", once the file
-is there ("SwinIR 4x" only resolves to it).
+is there ("SwinIR 4x" only resolves to it). ScuNET's release files are listed as "ScuNET GAN" / "ScuNET PSNR" and by
+stem, as A1111's ScuNET folder lists its files.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ def command_line_flags(state: ServerState) -> dict:
             "vae_dir": config.vae_dir, "controlnet_dir": config.controlnet_dir, "device": config.device,
             "esrgan_models_path": config.esrgan_models_path, "realesrgan_models_path": config.realesrgan_models_path,
             "swinir_models_path": config.swinir_models_path, "dat_models_path": config.dat_models_path,
+            "scunet_models_path": config.scunet_models_path,
             "gfpgan_models_path": config.gfpgan_models_path, "codeformer_models_path": config.codeformer_models_path,
             # A1111's --styles-file may repeat (a list); its --cors-allow-origins is one comma-separated string
             "styles_file": [config.styles_file] if config.styles_file else [],

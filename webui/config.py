@@ -10,7 +10,8 @@ from webui.api_convert import RequestLimits
 # A1111's upscaler model folders: ServerConfig / argparse attribute -> command-line flag
 UPSCALER_FOLDER_FLAGS = {"esrgan_models_path": "--esrgan-models-path",
                          "realesrgan_models_path": "--realesrgan-models-path",
-                         "swinir_models_path": "--swinir-models-path", "dat_models_path": "--dat-models-path"}
+                         "swinir_models_path": "--swinir-models-path", "dat_models_path": "--dat-models-path",
+                         "scunet_models_path": "--scunet-models-path"}
 # A1111's face restorer folders (models/GFPGAN, models/Codeformer): ServerConfig / argparse attribute -> flag
 FACE_RESTORER_FOLDER_FLAGS = {"gfpgan_models_path": "--gfpgan-models-path",
                               "codeformer_models_path": "--codeformer-models-path"}
@@ -43,6 +44,9 @@ class ServerConfig:
     realesrgan_models_path: str | None = None
     swinir_models_path: str | None = None
     dat_models_path: str | None = None
+    # A1111's models/ScuNET (`--scunet-models-path`): SCUNet denoisers; scunet_color_real_gan/psnr.pth are A1111's
+    # "ScuNET GAN" / "ScuNET PSNR"
+    scunet_models_path: str | None = None
     # A1111's models/GFPGAN and models/Codeformer (`--gfpgan-models-path`, `--codeformer-models-path`): the restorer
     # weights and facexlib's detection_Resnet50_Final.pth, for Restore faces and Extras (pipelines.face_restoration)
     gfpgan_models_path: str | None = None

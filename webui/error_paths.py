@@ -70,6 +70,7 @@ def server_path_redactor(state) -> PathRedactor:
                "vae_dir": config.vae_dir, "controlnet_dir": config.controlnet_dir,
                "esrgan_models_path": config.esrgan_models_path, "realesrgan_models_path": config.realesrgan_models_path,
                "swinir_models_path": config.swinir_models_path, "dat_models_path": config.dat_models_path,
+               "scunet_models_path": config.scunet_models_path,
                "gfpgan_models_path": config.gfpgan_models_path, "codeformer_models_path": config.codeformer_models_path,
                "training_data_dir": config.training_data_dir,
                "interrogate_categories_dir": config.interrogate_categories_dir, "output_dir": state.output_dir}

@@ -14,6 +14,7 @@ from dataclasses import asdict
 from typing import Any
 
 from pipelines.infotext_options import INFOTEXT_OPTION_DEFAULTS, InfotextOptions
+from pipelines.model_upscale import A1111_TILING_DEFAULTS
 from pipelines.model_upscale_listing import DAT_RELEASE_NAMES, check_dat_enabled_models
 from pipelines.params import GenerationLimits
 from pipelines.sampler_parameters import INTEGERS as _SAMPLER_INTEGERS
@@ -225,12 +226,14 @@ DEFAULT_CONTROLNET_UNITS = 3  # sd-webui-controlnet's default for `control_net_u
 MAX_CONTROLNET_UNITS = 4  # pipelines.controlnet.ControlNetLimits().max_units
 
 
-# A1111's Settings > Upscaling tile size / overlap pairs (0 = no tiling): ESRGAN_* for ESRGAN and Real-ESRGAN files,
-# SWIN_* for SwinIR (its SwinIR extension's options), DAT_* for DAT (pipelines.model_upscale.TILE_OPTIONS); each pair
-# checked together, the overlap must stay under half its tile. A1111's defaults: 192 and 8 for all three.
-UPSCALER_TILE_OPTIONS = ("ESRGAN", "SWIN", "DAT")
+# A1111's Settings > Upscaling tile size / overlap pairs (0 = no tiling): ESRGAN_* for ESRGAN, Real-ESRGAN and HAT
+# files, SWIN_* for SwinIR (its SwinIR extension's options), DAT_* for DAT, SCUNET_* for ScuNET
+# (pipelines.model_upscale.TILE_OPTIONS); each pair checked together, the overlap must stay under half its tile.
+# A1111's defaults: 192 and 8, SCUNET_tile 256 (A1111_TILING_DEFAULTS).
+UPSCALER_TILE_OPTIONS = ("ESRGAN", "SWIN", "DAT", "SCUNET")
 UPSCALER_TILING_DEFAULTS = {key: value for option in UPSCALER_TILE_OPTIONS
-                            for key, value in ((f"{option}_tile", 192), (f"{option}_tile_overlap", 8))}
+                            for key, value in zip((f"{option}_tile", f"{option}_tile_overlap"),
+                                                  A1111_TILING_DEFAULTS[option])}
 SWIN_COMPILE_KEY = "SWIN_torch_compile"  # A1111's "Use torch.compile to accelerate SwinIR" (off by default)
 DAT_ENABLED_KEY = "dat_enabled_models"  # A1111 1.8+: which DAT release entries /sdapi/v1/upscalers lists
 
@@ -487,7 +490,7 @@ class ServerOptions:
 
     def upscaler_tiling(self) -> dict[str, tuple[int, int]]:
         """How model upscalers split an image, per option pair: {"ESRGAN": (ESRGAN_tile, ESRGAN_tile_overlap),
-        "SWIN": (...), "DAT": (...)} (`register_model_upscalers`' `tiling`)."""
+        "SWIN": (...), "DAT": (...), "SCUNET": (...)} (`register_model_upscalers`' `tiling`)."""
         with self._lock:
             return {option: (self._values[f"{option}_tile"], self._values[f"{option}_tile_overlap"])
                     for option in UPSCALER_TILE_OPTIONS}
@@ -552,7 +555,8 @@ class ServerOptions:
 
 def combined_checks(limits: GenerationLimits) -> list[tuple[tuple[str, ...], Any]]:
     """The rules between options ((keys, check(values))): each key is checked alone by `SETTABLE`, but sigma_min <
-    sigma_max, a size default within the limits for its sampler/steps, and each tile overlap (ESRGAN_, SWIN_, DAT_)
+    sigma_max, a size default within the limits for its sampler/steps, and each tile overlap (ESRGAN_, SWIN_, DAT_,
+    SCUNET_)
     under half its tile hold only together. An API change and the settings file read at start go through the same
     list, so a file holding a pair the API would refuse (tile 16, overlap 8) is refused at start naming the file, not
     later by the upscaler."""

@@ -38,8 +38,8 @@ class ServerState(ServerModels, PromptLibraries, ServerJobs, ServerApps):
                                      settings_file=config.settings_file)
         from webui.upscaler_models import register_server_upscalers
 
-        # every file of --esrgan-models-path / --realesrgan-models-path / --swinir-models-path / --dat-models-path
-        # becomes an upscaler (refusals are logged)
+        # every file of --esrgan-models-path / --realesrgan-models-path / --swinir-models-path / --dat-models-path /
+        # --scunet-models-path becomes an upscaler (refusals are logged)
         self._upscaler_lock = threading.Lock()
         self.upscaler_scan = register_server_upscalers(config, self.options.upscaler_tiling(),
                                                        compile_swinir=self.options.get("SWIN_torch_compile"))

@@ -1,14 +1,16 @@
-"""Tiny ESRGAN / Real-ESRGAN / SRVGG / SwinIR / DAT upscaler files for tests, written in the key layouts found in the
-wild."""
+"""Tiny ESRGAN / Real-ESRGAN / SRVGG / SwinIR / DAT / HAT / SCUNet upscaler files for tests, written in the key layouts
+found in the wild."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from mixkit.models.upscalers.dat import DATConfig
+from mixkit.models.upscalers.hat import HATConfig
 from mixkit.models.upscalers.layouts import module_to_basicsr, module_to_esrgan
 from mixkit.models.upscalers.loading import build_upscaler
 from mixkit.models.upscalers.rrdbnet import RRDBNetConfig
+from mixkit.models.upscalers.scunet import SCUNetConfig
 from mixkit.models.upscalers.srvgg import SRVGGConfig
 from mixkit.models.upscalers.swinir import SwinIRConfig
 
@@ -20,6 +22,12 @@ TINY_SWINIR = SwinIRConfig(embed_dim=8, depths=(2, 1), num_heads=(2, 1), window_
 # the smallest DAT with shifted and unshifted spatial blocks, channel blocks, rectangular windows and an odd group
 TINY_DAT = DATConfig(embed_dim=32, depths=(3, 2), num_heads=(2, 4), split_size=(2, 4), expansion_factor=2.0, upscale=2,
                      num_feat=8)
+# the smallest HAT with shifted blocks, two layers of different head counts, an overlap window 1.5x its window and
+# the released compress ratio (3) of its channel-attention branch
+TINY_HAT = HATConfig(embed_dim=8, depths=(2, 1), num_heads=(2, 1), window_size=4, overlap_window_size=6,
+                     cab_channels=2, squeeze_channels=1, mlp_ratio=2.0, upscale=2, num_feat=8)
+# the smallest SCUNet with shifted blocks (down1 and body hold two) and more than one head per stage
+TINY_SCUNET = SCUNetConfig(dim=16, depths=(2, 1, 1, 2, 1, 1, 1), head_dim=4, window_size=4)
 
 
 def tiny_upscaler(config=TINY_RRDB, seed: int = 0):
@@ -31,16 +39,18 @@ def tiny_upscaler(config=TINY_RRDB, seed: int = 0):
 
 
 def save_upscaler(model, path: str | Path, layout: str, *, wrapper: str | None = None) -> Path:
-    """Write `model` as `layout` ("esrgan", "basicsr", "srvgg", "swinir", "dat"); `wrapper` nests it as BasicSR's
-    trainer does ("params_ema" / "params"). `.safetensors` paths are written as safetensors, others with torch.save.
-    SwinIR and DAT files get the buffers their official networks store too (`with_swinir_buffers`,
-    `with_dat_buffers`)."""
+    """Write `model` as `layout` ("esrgan", "basicsr", "srvgg", "swinir", "dat", "hat", "scunet"); `wrapper` nests it
+    as BasicSR's trainer does ("params_ema" / "params"). `.safetensors` paths are written as safetensors, others with
+    torch.save.
+    SwinIR, DAT and HAT files get the buffers their official networks store too (`with_swinir_buffers`,
+    `with_dat_buffers`, `with_hat_buffers`)."""
     import torch
 
     state = {key: value.detach().clone().contiguous() for key, value in model.state_dict().items()}
     state = {"esrgan": module_to_esrgan, "basicsr": module_to_basicsr, "srvgg": dict,
              "swinir": with_swinir_buffers,
-             "dat": lambda weights: with_dat_buffers(weights, model.config.split_size)}[layout](state)
+             "dat": lambda weights: with_dat_buffers(weights, model.config.split_size),
+             "hat": lambda weights: with_hat_buffers(weights, model.config), "scunet": dict}[layout](state)
     path = Path(path)
     if path.suffix == ".safetensors":
         from safetensors.torch import save_file
@@ -94,3 +104,21 @@ def with_dat_buffers(state: dict, split_size: tuple[int, int], train_size: int =
             if shifted_block(group, block):
                 out[f"{prefix}attn_mask_{index}"] = shift_mask(train_size, train_size, wh, ww, wh // 2, ww // 2)
     return out
+
+
+def with_hat_buffers(state: dict, config) -> dict:
+    """`state` plus what the official hat_arch.py also writes to its files: the network's `relative_position_index_SA`
+    (window attention) and `relative_position_index_OCA` (overlapping cross-attention) buffers, the latter without
+    the wrap of its negative entries (the original stores them negative)."""
+    import torch
+
+    from mixkit.models.upscalers.windows import relative_position_index
+
+    window, overlap = config.window_size, config.overlap_window_size
+
+    def coords(side: int):
+        return torch.stack(torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")).flatten(1)
+
+    offsets = coords(overlap)[:, None, :] - coords(window)[:, :, None] + (window - overlap + 1)
+    return {**state, "relative_position_index_SA": relative_position_index(window, window),
+            "relative_position_index_OCA": offsets[0] * (window + overlap - 1) + offsets[1]}

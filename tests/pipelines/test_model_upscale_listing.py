@@ -45,3 +45,18 @@ def test_dat_enabled_models_leaves_a_disabled_release_name_out_and_its_stem_in(r
         else:
             raise AssertionError(f"{bad!r} was accepted")
     LOADED.clear()
+
+
+def test_scunet_release_files_are_listed_by_a1111s_names_and_their_stems(tmp_path, registered):
+    from mixkit.testing.tiny_upscalers import TINY_SCUNET, save_upscaler, tiny_upscaler
+
+    save_upscaler(tiny_upscaler(TINY_SCUNET, seed=1), tmp_path / "scunet_color_real_gan.pth", "scunet")
+    save_upscaler(tiny_upscaler(TINY_SCUNET, seed=2), tmp_path / "ScuNET.pth", "scunet")  # A1111's own download
+    scan = registered(tmp_path, tile_size=0)
+    assert scan.names == ["ScuNET", "ScuNET GAN"]  # the release file holds "ScuNET GAN"; ScuNET.pth keeps its stem
+    assert UPSCALERS.get("scunet_color_real_gan") is UPSCALERS.get("ScuNET GAN")
+    # A1111's ScuNET folder lists every file by stem; the release name is listed too, as DAT's
+    assert listed_upscaler_names()[-3:] == ["ScuNET", "ScuNET GAN", "scunet_color_real_gan"]
+    assert upscaler_listing("ScuNET GAN") == {"name": "ScuNET GAN", "model_name": "ScuNET", "model_url": None,
+                                              "model_path": str(tmp_path / "scunet_color_real_gan.pth"), "scale": 1}
+    LOADED.clear()

@@ -36,8 +36,8 @@ def test_each_network_tiles_with_its_own_a1111_option_pair(release_files, regist
     assert UPSCALERS.get("4x-UltraSharp").tile_size == 64
     with pytest.raises(ValueError, match=r"tile_overlap must be an integer in \[0, 7\] for tile_size 16, got 8"):
         registered(release_files, tiling={"SWIN": (16, 8)})
-    with pytest.raises(ValueError, match=r"option must be one of \['DAT', 'ESRGAN', 'SWIN'\] or None, got 'HAT'"):
-        set_model_upscaler_tiling(48, 2, option="HAT")
+    with pytest.raises(ValueError, match=r"option must be one of \['DAT', 'ESRGAN', 'SCUNET', 'SWIN'\] or None, got 'HAT'"):
+        set_model_upscaler_tiling(48, 2, option="HAT")  # HAT files tile with the ESRGAN pair, as A1111's
 
 
 def test_a_failing_compiler_falls_back_to_the_eager_network_with_a_warning(tmp_path, monkeypatch):

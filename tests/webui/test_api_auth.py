@@ -40,9 +40,11 @@ def test_upscaler_folder_flags_reach_the_config(tmp_path):
     from webui.cli.webui import config_from_args
 
     config = config_from_args(parse(["--model", str(tmp_path), "--esrgan-models-path", str(tmp_path),
-                                     "--swinir-models-path", str(tmp_path), "--dat-models-path", str(tmp_path)]))
+                                     "--swinir-models-path", str(tmp_path), "--dat-models-path", str(tmp_path),
+                                     "--scunet-models-path", str(tmp_path)]))
     assert (config.esrgan_models_path, config.realesrgan_models_path, config.swinir_models_path,
-            config.dat_models_path) == (str(tmp_path), None, str(tmp_path), str(tmp_path))
+            config.dat_models_path, config.scunet_models_path) == (str(tmp_path), None, str(tmp_path), str(tmp_path),
+                                                                   str(tmp_path))
 
 
 def test_listen_requires_auth_or_explicit_insecure_flag(tmp_path):

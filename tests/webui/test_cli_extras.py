@@ -164,20 +164,24 @@ def test_a_model_file_from_esrgan_models_path_upscales_by_its_name(sources, tmp_
 
 
 @pytest.mark.parametrize("flag, file, layout, name", [
-    ("--swinir-models-path", "SwinIR_4x.pth", "swinir", "SwinIR 4x"), ("--dat-models-path", "DAT_x2.pth", "dat", "DAT x2")])
+    ("--swinir-models-path", "SwinIR_4x.pth", "swinir", "SwinIR 4x"), ("--dat-models-path", "DAT_x2.pth", "dat", "DAT x2"),
+    ("--esrgan-models-path", "4xNomos8kHAT-L.pth", "hat", "4xNomos8kHAT-L"),
+    ("--scunet-models-path", "scunet_color_real_psnr.pth", "scunet", "ScuNET PSNR")])
 def test_a_transformer_file_from_its_models_path_upscales_by_a1111s_name(sources, tmp_path, capsys, registry_restored,
                                                                          flag, file, layout, name):
-    from mixkit.testing.tiny_upscalers import TINY_DAT, TINY_SWINIR, save_upscaler, tiny_upscaler
+    from mixkit.testing.tiny_upscalers import TINY_DAT, TINY_HAT, TINY_SCUNET, TINY_SWINIR, save_upscaler, tiny_upscaler
     from pipelines.model_upscale import ModelUpscaler
 
     models = tmp_path / "models"
     models.mkdir()
-    config = TINY_SWINIR if layout == "swinir" else TINY_DAT
+    config = {"swinir": TINY_SWINIR, "dat": TINY_DAT, "hat": TINY_HAT, "scunet": TINY_SCUNET}[layout]
     model_file = save_upscaler(tiny_upscaler(config, seed=4), models / file, layout, wrapper="params_ema")
-    # each network tiles by its own A1111 option pair (--swin-tile / --dat-tile), not --esrgan-tile
-    tile_flag = "--swin-tile" if layout == "swinir" else "--dat-tile"
+    # each network tiles by its own A1111 option pair (--swin-tile / --dat-tile / --scunet-tile; HAT the ESRGAN pair,
+    # as A1111 runs it from its ESRGAN folder), not another network's
+    tile_flag = {"swinir": "--swin-tile", "dat": "--dat-tile", "hat": "--esrgan-tile", "scunet": "--scunet-tile"}[layout]
+    other_flag = "--dat-tile" if layout == "hat" else "--esrgan-tile"
     [path] = extras(capsys, str(sources / "dog.jpg"), flag, str(models), "--upscaler", name, "--scale", "2",
-                    tile_flag, "16", f"{tile_flag}-overlap", "4", "--esrgan-tile", "0", "-o", str(tmp_path / "o"))
+                    tile_flag, "16", f"{tile_flag}-overlap", "4", other_flag, "0", "-o", str(tmp_path / "o"))
     saved = Image.open(path)
     expected = upscale_image(load_image(sources / "dog.jpg"), 2.0,
                              upscaler=ModelUpscaler(model_file, tile_size=16, tile_overlap=4))

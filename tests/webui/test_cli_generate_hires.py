@@ -72,6 +72,27 @@ def test_hr_upscaler_takes_a_dat_file_from_dat_models_path(tiny_sd1_dir, tmp_pat
         LOADED.clear()
 
 
+def test_hr_upscaler_takes_a_scunet_file_from_scunet_models_path(tiny_sd1_dir, tmp_path, capsys):
+    from mixkit.testing.tiny_upscalers import TINY_SCUNET, save_upscaler, tiny_upscaler
+    from pipelines.model_upscale import LOADED
+    from pipelines.upscale import UPSCALERS
+
+    models = tmp_path / "ScuNET"
+    models.mkdir()
+    save_upscaler(tiny_upscaler(TINY_SCUNET, seed=6), models / "scunet_color_real_psnr.pth", "scunet")
+    try:
+        code = main(["generate", "a red circle", "--model", str(tiny_sd1_dir), "--hr-scale", "1.5", "--hr-steps", "1",
+                     "--hr-upscaler", "ScuNET PSNR", "--scunet-models-path", str(models), "--scunet-tile", "32",
+                     "--scunet-tile-overlap", "8", "-o", str(tmp_path / "a"), *ARGS])
+        assert code == 0, capsys.readouterr().err
+        [path] = capsys.readouterr().out.split()
+        assert Image.open(path).size == (96, 96)
+        assert "Hires upscaler: ScuNET PSNR" in Image.open(path).text["parameters"]  # A1111's name
+    finally:
+        UPSCALERS.unregister("ScuNET PSNR")
+        LOADED.clear()
+
+
 def test_hr_upscaler_takes_a_model_file_from_realesrgan_models_path(tiny_sd1_dir, tmp_path, capsys):
     from mixkit.testing.tiny_upscalers import TINY_SRVGG, save_upscaler, tiny_upscaler
     from pipelines.model_upscale import LOADED

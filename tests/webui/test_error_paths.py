@@ -30,7 +30,8 @@ def test_every_upscaler_models_folder_is_redacted_to_its_option_name(tmp_path):
     from webui.error_paths import server_path_redactor
 
     folders = {attribute: str(tmp_path / attribute) for attribute in UPSCALER_FOLDER_FLAGS}
-    assert set(folders) == {"esrgan_models_path", "realesrgan_models_path", "swinir_models_path", "dat_models_path"}
+    assert set(folders) == {"esrgan_models_path", "realesrgan_models_path", "swinir_models_path", "dat_models_path",
+                            "scunet_models_path"}
     state = SimpleNamespace(config=ServerConfig(models=["m"], **folders), output_dir=str(tmp_path / "out"))
     redact = server_path_redactor(state)
     for attribute, folder in folders.items():

@@ -16,7 +16,7 @@ def options_from_file(tmp_path, saved: dict) -> ServerOptions:
                          settings_file=str(tmp_path / "settings.json"))
 
 
-@pytest.mark.parametrize("option", ["ESRGAN", "SWIN", "DAT"])
+@pytest.mark.parametrize("option", ["ESRGAN", "SWIN", "DAT", "SCUNET"])
 @pytest.mark.parametrize("both", [True, False])
 def test_a_settings_file_with_a_tile_overlap_over_half_its_tile_is_refused_at_start_naming_file_and_keys(tmp_path,
                                                                                                          option, both):
@@ -33,7 +33,8 @@ def test_a_settings_file_with_a_tile_overlap_over_half_its_tile_is_refused_at_st
 def test_a_settings_file_with_a_valid_tile_pair_is_taken(tmp_path):
     options = options_from_file(tmp_path, {"ESRGAN_tile": 16, "ESRGAN_tile_overlap": 7, "DAT_tile": 0,
                                            "SWIN_torch_compile": True})
-    assert options.upscaler_tiling() == {"ESRGAN": (16, 7), "SWIN": (192, 8), "DAT": (0, 8)}  # A1111's defaults else
+    assert options.upscaler_tiling() == {"ESRGAN": (16, 7), "SWIN": (192, 8), "DAT": (0, 8),
+                                         "SCUNET": (256, 8)}  # A1111's defaults else
     assert options.get("SWIN_torch_compile") is True
 
 

@@ -8,7 +8,8 @@ import pytest
 from PIL import Image
 
 from mixkit.models.upscalers.rrdbnet import RRDBNetConfig
-from mixkit.testing.tiny_upscalers import TINY_DAT, TINY_RRDB, TINY_SRVGG, TINY_SWINIR, save_upscaler, tiny_upscaler
+from mixkit.testing.tiny_upscalers import (TINY_DAT, TINY_HAT, TINY_RRDB, TINY_SCUNET, TINY_SRVGG, TINY_SWINIR,
+                                           save_upscaler, tiny_upscaler)
 from pipelines.model_upscale import ModelUpscaler
 from pipelines.upscale import UPSCALERS, upscale_image
 from webui.base64_images import encode_png_base64
@@ -21,7 +22,7 @@ X2 = RRDBNetConfig(in_channels=12, features=8, growth=4, blocks=1)
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("upscalers")
-    for folder in ("ESRGAN", "RealESRGAN", "SwinIR", "DAT"):
+    for folder in ("ESRGAN", "RealESRGAN", "SwinIR", "DAT", "ScuNET"):
         (root / folder).mkdir()
     save_upscaler(tiny_upscaler(TINY_RRDB, seed=1), root / "ESRGAN" / "4x-UltraSharp.pth", "esrgan")
     save_upscaler(tiny_upscaler(X2, seed=2), root / "RealESRGAN" / "RealESRGAN_x2plus.pth", "basicsr", wrapper="params_ema")
@@ -30,6 +31,9 @@ def folders(tmp_path_factory):
     # A1111's SwinIR download is SwinIR_4x.pth, listed by that stem once downloaded; here a tiny x2 network
     save_upscaler(tiny_upscaler(TINY_SWINIR, seed=4), root / "SwinIR" / "SwinIR_4x.pth", "swinir", wrapper="params_ema")
     save_upscaler(tiny_upscaler(TINY_DAT, seed=5), root / "DAT" / "DAT_x2.pth", "dat", wrapper="params")
+    # A1111 1.8+ runs HAT files from its ESRGAN folder
+    save_upscaler(tiny_upscaler(TINY_HAT, seed=6), root / "ESRGAN" / "4xNomos8kHAT-L.pth", "hat")
+    save_upscaler(tiny_upscaler(TINY_SCUNET, seed=7), root / "ScuNET" / "scunet_color_real_gan.pth", "scunet")
     return root
 
 
@@ -39,7 +43,8 @@ def server(tiny_sd1_dir, folders, serving):
 
     config = ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(folders / "outputs"), ui=False,
                           esrgan_models_path=str(folders / "ESRGAN"), realesrgan_models_path=str(folders / "RealESRGAN"),
-                          swinir_models_path=str(folders / "SwinIR"), dat_models_path=str(folders / "DAT"))
+                          swinir_models_path=str(folders / "SwinIR"), dat_models_path=str(folders / "DAT"),
+                          scunet_models_path=str(folders / "ScuNET"))
     with serving(config) as running:
         yield running
 
@@ -72,6 +77,12 @@ def test_upscalers_lists_each_file_with_a1111s_fields(client, folders):
     assert names[names.index("DAT x2") + 1] == "DAT_x2"
     assert listed["DAT_x2"] == {**listed["DAT x2"], "name": "DAT_x2"}
     assert "RealESRGAN_x2plus" not in listed  # A1111's Real-ESRGAN folder lists release files by their names only
+    assert listed["4xNomos8kHAT-L"] == {"name": "4xNomos8kHAT-L", "model_name": "HAT", "model_url": None, "scale": 2,
+                                        "model_path": str(folders / "ESRGAN" / "4xNomos8kHAT-L.pth")}
+    # ScuNET's release file under A1111's name, and by stem as A1111's ScuNET folder lists it; a same-size denoiser
+    assert listed["ScuNET GAN"] == {"name": "ScuNET GAN", "model_name": "ScuNET", "model_url": None, "scale": 1,
+                                    "model_path": str(folders / "ScuNET" / "scunet_color_real_gan.pth")}
+    assert listed["scunet_color_real_gan"] == {**listed["ScuNET GAN"], "name": "scunet_color_real_gan"}
     assert client.get("/sdapi/v1/realesrgan-models").json() == [
         {"name": "R-ESRGAN 2x+", "path": str(folders / "RealESRGAN" / "RealESRGAN_x2plus.pth"), "scale": 2},
         {"name": "R-ESRGAN General 4xV3", "path": str(folders / "RealESRGAN" / "realesr-general-x4v3.safetensors"),
@@ -80,11 +91,13 @@ def test_upscalers_lists_each_file_with_a1111s_fields(client, folders):
     flags = client.get("/sdapi/v1/cmd-flags").json()
     assert flags["esrgan_models_path"] == str(folders / "ESRGAN")
     assert flags["swinir_models_path"] == str(folders / "SwinIR") and flags["dat_models_path"] == str(folders / "DAT")
+    assert flags["scunet_models_path"] == str(folders / "ScuNET")
 
 
 @pytest.mark.parametrize("name, scale", [("4x-UltraSharp", 2), ("R-ESRGAN 2x+", 2), ("R-ESRGAN General 4xV3", 4),
                                          ("SwinIR 4x", 2), ("DAT x2", 2), ("DAT_x2", 2), ("SwinIR_4x", 2),
-                                         ("RealESRGAN_x2plus", 2)])
+                                         ("RealESRGAN_x2plus", 2), ("4xNomos8kHAT-L", 2), ("ScuNET GAN", 2),
+                                         ("scunet_color_real_gan", 1)])
 def test_extras_upscale_with_a_model_file(client, name, scale):
     source = picture()
     response = client.post("/sdapi/v1/extra-single-image",
@@ -118,6 +131,17 @@ def test_hires_fix_takes_a1111s_other_name_for_a_release_file(client, name):
     assert f"Hires upscaler: {name}" in response.json()["info"]
 
 
+@pytest.mark.parametrize("name", ["4xNomos8kHAT-L", "ScuNET GAN", "scunet_color_real_gan"])
+def test_hires_fix_runs_hat_and_scunet_files(client, name):
+    # ScuNET is a same-size denoiser: hires fix runs it once, then resizes to the hires size, as A1111
+    response = client.post("/sdapi/v1/txt2img", json={
+        "prompt": "a castle", "steps": 2, "width": 32, "height": 32, "seed": 3, "enable_hr": True, "hr_scale": 2,
+        "hr_upscaler": name, "hr_second_pass_steps": 1, "denoising_strength": 0.5})
+    assert response.status_code == 200, response.text
+    assert decode_png(response.json()["images"][0]).size == (64, 64)
+    assert f"Hires upscaler: {name}" in response.json()["info"]
+
+
 def test_dat_enabled_models_chooses_the_dat_release_names_listed(client):
     assert client.get("/sdapi/v1/options").json()["dat_enabled_models"] == ["DAT x2", "DAT x3", "DAT x4"]
     assert client.post("/sdapi/v1/options", json={"dat_enabled_models": ["DAT x4"]}).status_code == 200
@@ -147,6 +171,21 @@ def test_swin_and_dat_tile_options_retile_only_their_networks(client):
     assert refused.status_code == 422 and "SWIN_torch_compile must be true or false, got 'yes'" in refused.text
     client.post("/sdapi/v1/options", json={"SWIN_tile": 192, "SWIN_tile_overlap": 8, "DAT_tile": 192,
                                            "SWIN_torch_compile": False})
+
+
+def test_scunet_tile_options_retile_only_the_scunet_upscalers(client):
+    options = client.get("/sdapi/v1/options").json()
+    assert (options["SCUNET_tile"], options["SCUNET_tile_overlap"]) == (256, 8)  # A1111's defaults
+    assert (UPSCALERS.get("ScuNET GAN").tile_size, UPSCALERS.get("ScuNET GAN").tile_overlap) == (256, 8)
+    before = {name: (e.tile_size, e.tile_overlap) for name, e in UPSCALERS.items() if isinstance(e, ModelUpscaler)}
+    try:
+        assert client.post("/sdapi/v1/options", json={"SCUNET_tile": 64, "SCUNET_tile_overlap": 16}).status_code == 200
+        after = {name: (e.tile_size, e.tile_overlap) for name, e in UPSCALERS.items() if isinstance(e, ModelUpscaler)}
+        assert after == {**before, "ScuNET GAN": (64, 16)}
+        refused = client.post("/sdapi/v1/options", json={"SCUNET_tile_overlap": 40})
+        assert refused.status_code == 422 and "tile_overlap must be an integer in [0, 31] for tile_size 64" in refused.text
+    finally:
+        client.post("/sdapi/v1/options", json={"SCUNET_tile": 256, "SCUNET_tile_overlap": 8})
 
 
 def test_refresh_upscalers_picks_up_new_files_and_drops_removed_ones(tiny_sd1_dir, tmp_path, serving):
@@ -190,8 +229,8 @@ def test_esrgan_tile_options_retile_the_esrgan_and_real_esrgan_upscalers(client)
     assert (options["ESRGAN_tile"], options["ESRGAN_tile_overlap"]) == (192, 8)
     assert client.post("/sdapi/v1/options", json={"ESRGAN_tile": 64, "ESRGAN_tile_overlap": 16}).status_code == 200
     assert {name: (e.tile_size, e.tile_overlap) for name, e in UPSCALERS.items() if isinstance(e, ModelUpscaler)
-            and e.architecture in ("ESRGAN", "SRVGG")} == {name: (64, 16) for name in
-                                                           ("4x-UltraSharp", "R-ESRGAN 2x+", "R-ESRGAN General 4xV3")}
+            and e.architecture in ("ESRGAN", "SRVGG", "HAT")} == {name: (64, 16) for name in (
+                "4x-UltraSharp", "4xNomos8kHAT-L", "R-ESRGAN 2x+", "R-ESRGAN General 4xV3")}
     assert (UPSCALERS.get("SwinIR 4x").tile_size, UPSCALERS.get("DAT x2").tile_size) == (192, 192)  # their own options
     refused = client.post("/sdapi/v1/options", json={"ESRGAN_tile_overlap": 40})
     assert refused.status_code == 422 and "tile_overlap must be an integer in [0, 31] for tile_size 64" in refused.text
@@ -220,6 +259,8 @@ def test_a_missing_folder_is_refused_at_start(tiny_sd1_dir, tmp_path):
         check_server_config(ServerConfig(models=[str(tiny_sd1_dir)], swinir_models_path=str(tmp_path / "nowhere")))
     with pytest.raises(ValueError, match="--dat-models-path .*nowhere.* is not a folder"):
         check_server_config(ServerConfig(models=[str(tiny_sd1_dir)], dat_models_path=str(tmp_path / "nowhere")))
+    with pytest.raises(ValueError, match="--scunet-models-path .*nowhere.* is not a folder"):
+        check_server_config(ServerConfig(models=[str(tiny_sd1_dir)], scunet_models_path=str(tmp_path / "nowhere")))
 
 
 def test_extras_refuses_a_model_pass_over_the_budget_before_queueing(client):

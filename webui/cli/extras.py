@@ -45,7 +45,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--upscaler", default=UPSCALERS.names()[0], metavar="NAME",
                    help=f"{', '.join(UPSCALERS.names())}, the file name (without extension) of a model in "
                         f"--esrgan-models-path / --realesrgan-models-path / --swinir-models-path / --dat-models-path "
-                        f"(A1111's release files also by A1111's names: 'R-ESRGAN 4x+', 'SwinIR 4x', 'DAT x4' ...), "
+                        f"/ --scunet-models-path (A1111's release files also by A1111's names: 'R-ESRGAN 4x+', "
+                        f"'SwinIR 4x', 'DAT x4', 'ScuNET GAN' ...), "
                         f"or None to copy the image unchanged "
                         f"(default: {UPSCALERS.names()[0]})")
     add_upscaler_flags(p)
@@ -83,23 +84,24 @@ def add_parser(subparsers) -> None:
 
 
 # A1111's tile option pairs as flags: (--<flag>-tile, option prefix, the networks it applies to)
-TILE_FLAGS = (("esrgan", "ESRGAN", "ESRGAN and Real-ESRGAN"), ("swin", "SWIN", "SwinIR"), ("dat", "DAT", "DAT"))
+TILE_FLAGS = (("esrgan", "ESRGAN", "ESRGAN, Real-ESRGAN and HAT"), ("swin", "SWIN", "SwinIR"), ("dat", "DAT", "DAT"),
+              ("scunet", "SCUNET", "ScuNET"))
 
 
 def add_upscaler_flags(parser) -> None:
     """The model folders (as `mixkit webui`'s) and A1111's tiling settings of each network, for `extras` and
     `generate`."""
-    from pipelines.model_upscale import DEFAULT_TILE_OVERLAP, DEFAULT_TILE_SIZE
+    from pipelines.model_upscale import A1111_TILING_DEFAULTS
     from webui.cli.webui import add_upscaler_folder_flags
 
     add_upscaler_folder_flags(parser)
     for flag, option, networks in TILE_FLAGS:
-        parser.add_argument(f"--{flag}-tile", type=int, default=DEFAULT_TILE_SIZE, metavar="PX",
+        size, overlap = A1111_TILING_DEFAULTS[option]
+        parser.add_argument(f"--{flag}-tile", type=int, default=size, metavar="PX",
                             help=f"{networks} upscalers work in tiles of this many input pixels, 0 = whole image "
-                                 f"(A1111's {option}_tile; default {DEFAULT_TILE_SIZE})")
-        parser.add_argument(f"--{flag}-tile-overlap", type=int, default=DEFAULT_TILE_OVERLAP, metavar="PX",
-                            help=f"overlap of those tiles (A1111's {option}_tile_overlap; "
-                                 f"default {DEFAULT_TILE_OVERLAP})")
+                                 f"(A1111's {option}_tile; default {size})")
+        parser.add_argument(f"--{flag}-tile-overlap", type=int, default=overlap, metavar="PX",
+                            help=f"overlap of those tiles (A1111's {option}_tile_overlap; default {overlap})")
     parser.add_argument("--swin-torch-compile", action="store_true",
                         help="torch.compile SwinIR upscalers (A1111's SWIN_torch_compile; slower first run; runs "
                              "uncompiled, with a warning, where compiling fails)")
@@ -107,7 +109,8 @@ def add_upscaler_flags(parser) -> None:
 
 def register_upscaler_flags(args: argparse.Namespace) -> None:
     """Register the models of --esrgan-models-path / --realesrgan-models-path / --swinir-models-path / --dat-models-path
-    before any name is checked; a refused file is reported on stderr (its name then is not an upscaler)."""
+    / --scunet-models-path before any name is checked; a refused file is reported on stderr (its name then is not an
+    upscaler)."""
     from pipelines.model_upscale import check_tiling, register_model_upscalers
 
     tiling = {}

@@ -45,7 +45,7 @@ def add_hires_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--hr-upscaler", default=None, metavar="NAME",
                    help=f"{', '.join(hires_upscaler_names())}, or the file name (without extension) of a model in "
                         f"--esrgan-models-path / --realesrgan-models-path / --swinir-models-path / --dat-models-path "
-                        f"(default: {d.hr_upscaler})")
+                        f"/ --scunet-models-path (default: {d.hr_upscaler})")
     from webui.cli.extras import add_upscaler_flags
 
     add_upscaler_flags(g)

@@ -83,6 +83,10 @@ def add_upscaler_folder_flags(parser) -> None:
     parser.add_argument("--dat-models-path", default=None, metavar="FOLDER",
                         help="A1111's models/DAT: DAT files (DAT, DAT-S, DAT-2, DAT-light, community 4x DAT models), "
                              "each an upscaler named by its file name; DAT_x2/x3/x4.pth are A1111's 'DAT x2/x3/x4'")
+    parser.add_argument("--scunet-models-path", default=None, metavar="FOLDER",
+                        help="A1111's models/ScuNET: SCUNet denoisers (same size; A1111 runs them once, then resizes), "
+                             "each an upscaler named by its file name; scunet_color_real_gan/psnr.pth are A1111's "
+                             "'ScuNET GAN' / 'ScuNET PSNR'")
 
 
 def add_face_restorer_folder_flags(parser) -> None:
@@ -116,6 +120,7 @@ def config_from_args(args: argparse.Namespace):
         interrogate_clip_model=args.interrogate_clip_model, interrogate_categories_dir=args.interrogate_categories_dir,
         esrgan_models_path=args.esrgan_models_path, realesrgan_models_path=args.realesrgan_models_path,
         swinir_models_path=args.swinir_models_path, dat_models_path=args.dat_models_path,
+        scunet_models_path=args.scunet_models_path,
         gfpgan_models_path=args.gfpgan_models_path, codeformer_models_path=args.codeformer_models_path,
         appflow_models=appflow_models, device=args.device, port=args.port, listen=args.listen,
         auth=parse_credentials(args.auth) if args.auth is not None else None, insecure_no_auth=args.insecure_no_auth,

@@ -2,8 +2,9 @@
 SwinIR torch.compile switch and which DAT release entries are listed (`dat_enabled_models`).
 
 Applied with their own button, as the sampler parameters are, so the Settings tab's main form keeps its inputs; the
-values are `/sdapi/v1/options`' `ESRGAN_tile` / `ESRGAN_tile_overlap` (ESRGAN and Real-ESRGAN files), `SWIN_tile` /
-`SWIN_tile_overlap` (SwinIR), `DAT_tile` / `DAT_tile_overlap` (DAT) and `SWIN_torch_compile`, and retile (or compile)
+values are `/sdapi/v1/options`' `ESRGAN_tile` / `ESRGAN_tile_overlap` (ESRGAN, Real-ESRGAN and HAT files),
+`SWIN_tile` / `SWIN_tile_overlap` (SwinIR), `DAT_tile` / `DAT_tile_overlap` (DAT), `SCUNET_tile` /
+`SCUNET_tile_overlap` (ScuNET) and `SWIN_torch_compile`, and retile (or compile)
 the registered model upscalers they apply to.
 """
 
@@ -16,19 +17,21 @@ from webui.options import DAT_ENABLED_KEY, SWIN_COMPILE_KEY, UPSCALER_TILE_OPTIO
 from webui.server_state import ServerState
 
 # A1111's labels and slider ranges: tile 0-512 step 16 (SwinIR's from 16: its extension's slider), overlap 0-48
-_FAMILIES = {"ESRGAN": ("ESRGAN upscalers", 0), "SWIN": ("SwinIR", 16), "DAT": ("DAT upscalers", 0)}
+# (ScuNET's 0-64)
+_FAMILIES = {"ESRGAN": ("ESRGAN upscalers", 0, 48), "SWIN": ("SwinIR", 16, 48), "DAT": ("DAT upscalers", 0, 48),
+             "SCUNET": ("SCUNET upscalers", 0, 64)}
 
 
 def build_upscaler_settings(state: ServerState, apply_settings) -> None:
-    """The three slider pairs, the compile checkbox and their Apply button."""
+    """The four slider pairs, the compile checkbox and their Apply button."""
     sliders = []
     for option in UPSCALER_TILE_OPTIONS:
-        label, lowest = _FAMILIES[option]
+        label, lowest, overlap_top = _FAMILIES[option]
         with gr.Row():
             sliders.append(gr.Slider(lowest, 512, value=lambda key=f"{option}_tile": state.options.get(key), step=16,
                                      elem_id=f"settings_{option}_tile",
                                      label=f"Tile size for {label} (input pixels; 0 = no tiling)"))
-            sliders.append(gr.Slider(0, 48, value=lambda key=f"{option}_tile_overlap": state.options.get(key), step=1,
+            sliders.append(gr.Slider(0, overlap_top, value=lambda key=f"{option}_tile_overlap": state.options.get(key), step=1,
                                      elem_id=f"settings_{option}_tile_overlap",
                                      label=f"Tile overlap for {label} (pixels; low values make a seam visible)"))
     compile_swinir = gr.Checkbox(lambda: state.options.get(SWIN_COMPILE_KEY), elem_id=f"settings_{SWIN_COMPILE_KEY}",

@@ -9,7 +9,11 @@ Three key layouts are in the wild:
 - SRVGGNetCompact's `body.N.weight` with PReLU weights at the odd indices (realesr-general-x4v3, animevideov3),
 - SwinIR's `conv_first`, `layers.N.residual_group.blocks.M...` (the official network_swinir.py names; its sizes are
   read by `swinir_layout`),
-- DAT's `conv_first`, `before_RG.1`, `layers.N.blocks.M...` (the official dat_arch.py names; `dat_layout`).
+- DAT's `conv_first`, `before_RG.1`, `layers.N.blocks.M...` (the official dat_arch.py names; `dat_layout`),
+- HAT's SwinIR-like names plus `...blocks.M.conv_block.cab` and `...residual_group.overlap_attn` (the official
+  hat_arch.py names; `hat_layout`; told apart before SwinIR),
+- SCUNet's `m_head.0`, `m_down1.N.trans_block.msa...`, `m_tail.0` (the official network_scunet.py names;
+  `scunet_layout`).
 The ESRGAN repository's later `RRDBNet_arch.py` names (`RRDB_trunk.N.RDB1.conv1`, `trunk_conv`, `upconv1`, `HRconv`;
 its RRDB_ESRGAN_x4.pth release) are BasicSR's under other names and are read too.
 """
@@ -23,15 +27,22 @@ import torch
 
 from mixkit.models.upscalers.dat import DATConfig
 from mixkit.models.upscalers.dat_layout import dat_to_module, looks_like_dat
+from mixkit.models.upscalers.hat import HATConfig
+from mixkit.models.upscalers.hat_layout import hat_to_module, looks_like_hat
 from mixkit.models.upscalers.rrdbnet import RRDBNetConfig
+from mixkit.models.upscalers.scunet import SCUNetConfig
+from mixkit.models.upscalers.scunet_layout import looks_like_scunet, scunet_to_module
 from mixkit.models.upscalers.srvgg import SRVGGConfig
 from mixkit.models.upscalers.swinir import SwinIRConfig
 from mixkit.models.upscalers.swinir_layout import TransformerLayoutError, looks_like_swinir, swinir_to_module
 
 EXPECTED = ("ESRGAN (keys model.0.weight, model.1.sub.0.RDB1.conv1.0.weight ... or RRDB_trunk.0.RDB1.conv1.weight ...), "
             "BasicSR RRDBNet (conv_first.weight, body.0.rdb1.conv1.weight ...), SRVGGNetCompact (body.0.weight ... "
-            "with PReLU weights), SwinIR (conv_first.weight, layers.0.residual_group.blocks.0.attn.qkv.weight ...) or "
-            "DAT (conv_first.weight, before_RG.1.weight, layers.0.blocks.0.attn.attns.0.rpe_biases ...)")
+            "with PReLU weights), SwinIR (conv_first.weight, layers.0.residual_group.blocks.0.attn.qkv.weight ...), "
+            "DAT (conv_first.weight, before_RG.1.weight, layers.0.blocks.0.attn.attns.0.rpe_biases ...), HAT "
+            "(conv_first.weight, layers.0.residual_group.blocks.0.conv_block.cab.0.weight, "
+            "layers.0.residual_group.overlap_attn.qkv.weight ...) or SCUNet (m_head.0.weight, "
+            "m_down1.0.trans_block.msa.relative_position_params, m_tail.0.weight ...)")
 # the later ESRGAN names -> BasicSR's
 _TRUNK_NAMES = ((re.compile(r"^RRDB_trunk\.(\d+)\.RDB(\d)\."), r"body.\1.rdb\2."),
                 (re.compile(r"^trunk_conv\."), "conv_body."), (re.compile(r"^upconv(\d)\."), r"conv_up\1."),
@@ -56,7 +67,8 @@ def unwrap_trainer_state(loaded: dict) -> dict:
 
 
 def detect_layout(state: dict[str, torch.Tensor]) -> str:
-    """"esrgan", "esrgan_trunk", "basicsr", "srvgg", "swinir" or "dat" (raises UnknownLayoutError)."""
+    """"esrgan", "esrgan_trunk", "basicsr", "srvgg", "hat", "swinir", "dat" or "scunet" (raises
+    UnknownLayoutError)."""
     if "model.0.weight" in state and any(_OLD_DENSE.match(key) for key in state):
         return "esrgan"
     if "conv_first.weight" in state and "body.0.rdb1.conv1.weight" in state:
@@ -65,10 +77,14 @@ def detect_layout(state: dict[str, torch.Tensor]) -> str:
         return "esrgan_trunk"
     if "body.0.weight" in state and getattr(state.get("body.1.weight"), "ndim", 0) == 1:
         return "srvgg"
+    if looks_like_hat(state):  # before SwinIR: a HAT has every key prefix a SwinIR has
+        return "hat"
     if looks_like_swinir(state):
         return "swinir"
     if looks_like_dat(state):
         return "dat"
+    if looks_like_scunet(state):
+        return "scunet"
     raise UnknownLayoutError(f"not a known upscaler layout; expected {EXPECTED}")
 
 
@@ -157,6 +173,22 @@ def dat_layout_to_module(state: dict[str, torch.Tensor]) -> tuple[DATConfig, dic
         raise UnknownLayoutError(f"{error}; expected {EXPECTED}") from None
 
 
+def hat_layout_to_module(state: dict[str, torch.Tensor]) -> tuple[HATConfig, dict[str, torch.Tensor]]:
+    """HAT's keys are already the module's; every size is read from the shapes (`hat_layout`)."""
+    try:
+        return hat_to_module(state)
+    except TransformerLayoutError as error:
+        raise UnknownLayoutError(f"{error}; expected {EXPECTED}") from None
+
+
+def scunet_layout_to_module(state: dict[str, torch.Tensor]) -> tuple[SCUNetConfig, dict[str, torch.Tensor]]:
+    """SCUNet's keys are already the module's; every size is read from the shapes (`scunet_layout`)."""
+    try:
+        return scunet_to_module(state)
+    except TransformerLayoutError as error:
+        raise UnknownLayoutError(f"{error}; expected {EXPECTED}") from None
+
+
 def _rrdb_config(state: dict[str, torch.Tensor], upsamples: int) -> RRDBNetConfig:
     first, last = state["conv_first.weight"], state["conv_last.weight"]
     blocks = len({key.split(".")[1] for key in state if key.startswith("body.")})
@@ -170,10 +202,11 @@ def _rrdb_config(state: dict[str, torch.Tensor], upsamples: int) -> RRDBNetConfi
 
 TO_MODULE: dict[str, Callable] = {"esrgan": esrgan_to_module, "esrgan_trunk": esrgan_trunk_to_module,
                                   "basicsr": basicsr_to_module, "srvgg": srvgg_to_module,
-                                  "swinir": swinir_layout_to_module, "dat": dat_layout_to_module}
+                                  "swinir": swinir_layout_to_module, "dat": dat_layout_to_module,
+                                  "hat": hat_layout_to_module, "scunet": scunet_layout_to_module}
 # what `/sdapi/v1/upscalers` and the logs call each layout's network
 ARCHITECTURES = {"esrgan": "ESRGAN", "esrgan_trunk": "ESRGAN", "basicsr": "ESRGAN", "srvgg": "SRVGG",
-                 "swinir": "SwinIR", "dat": "DAT"}
+                 "swinir": "SwinIR", "dat": "DAT", "hat": "HAT", "scunet": "ScuNET"}
 
 
 def module_to_basicsr(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

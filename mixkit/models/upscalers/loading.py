@@ -1,4 +1,5 @@
-"""Load an upscaler file (.pth / .pt / .safetensors) into an eval-mode `RRDBNet`, `SRVGGNetCompact`, `SwinIR` or `DAT`.
+"""Load an upscaler file (.pth / .pt / .safetensors) into an eval-mode `RRDBNet`, `SRVGGNetCompact`, `SwinIR`, `DAT`,
+`HAT` or `SCUNet`.
 
 Pickled files go through `mixkit.io.loading` (scanned, then torch's weights-only loader); nothing in a file can run
 code. The network and its sizes come from the tensors alone, so a renamed file still loads.
@@ -15,13 +16,16 @@ from mixkit.errors import CheckpointFormatError
 from mixkit.io.state_fit import check_state_fits
 from mixkit.models.upscalers.dat import DAT, DATConfig
 from mixkit.models.upscalers.layouts import TO_MODULE, UnknownLayoutError, detect_layout, unwrap_trainer_state
+from mixkit.models.upscalers.hat import HAT, HATConfig
 from mixkit.models.upscalers.rrdbnet import RRDBNet, RRDBNetConfig
+from mixkit.models.upscalers.scunet import SCUNet, SCUNetConfig
 from mixkit.models.upscalers.srvgg import SRVGGConfig, SRVGGNetCompact
 from mixkit.models.upscalers.swinir import SwinIR, SwinIRConfig
 
-UpscalerConfig = RRDBNetConfig | SRVGGConfig | SwinIRConfig | DATConfig
-UpscalerNetwork = RRDBNet | SRVGGNetCompact | SwinIR | DAT
-_NETWORKS = {RRDBNetConfig: RRDBNet, SRVGGConfig: SRVGGNetCompact, SwinIRConfig: SwinIR, DATConfig: DAT}
+UpscalerConfig = RRDBNetConfig | SRVGGConfig | SwinIRConfig | DATConfig | HATConfig | SCUNetConfig
+UpscalerNetwork = RRDBNet | SRVGGNetCompact | SwinIR | DAT | HAT | SCUNet
+_NETWORKS = {RRDBNetConfig: RRDBNet, SRVGGConfig: SRVGGNetCompact, SwinIRConfig: SwinIR, DATConfig: DAT, HATConfig: HAT,
+             SCUNetConfig: SCUNet}
 
 UPSCALER_SUFFIXES = (".pth", ".pt", ".safetensors")
 

@@ -27,8 +27,9 @@ from mixkit.models.upscalers.swinir import SwinIRConfig
 
 _BLOCK = re.compile(r"^layers\.(\d+)\.residual_group\.blocks\.(\d+)\.")
 _DERIVED_BUFFERS = re.compile(r"\.(attn_mask|attn\.relative_position_index)$")
-# keys only the SwinIR relatives have: HAT's hybrid attention, Swin2SR's (SwinV2) cosine attention
-_RELATIVES = {"conv_block": "HAT", "overlap_attns": "HAT", "logit_scale": "Swin2SR", "cpb_mlp": "Swin2SR"}
+# keys only the unsupported SwinIR relatives have: Swin2SR's (SwinV2) cosine attention (HAT is told apart before
+# SwinIR by `hat_layout.looks_like_hat`)
+_RELATIVES = {"logit_scale": "Swin2SR", "cpb_mlp": "Swin2SR"}
 
 
 class TransformerLayoutError(ValueError):

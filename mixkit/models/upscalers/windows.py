@@ -80,3 +80,21 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor
         out = attention(qc.reshape(shape), kc.reshape(shape), vc.reshape(shape), attn_mask=scores_bias)
         outputs.append(out.view(b, windows, heads, n, d).transpose(2, 3).reshape(b, windows, n, heads * d))
     return outputs[0] if len(outputs) == 1 else torch.cat(outputs, 1)
+
+
+def reflect_pad_to_multiple(x: torch.Tensor, multiple: int) -> torch.Tensor:
+    """Extend the bottom and right edges of (B, C, H, W) by reflection (edge pixel not repeated) up to a multiple of
+    `multiple`, as spandrel (which A1111 runs HAT and ScuNET through) pads them. torch's reflect pad needs the pad to
+    be smaller than the side, so a side smaller than its pad is reflected again until it is large enough (a one-pixel
+    side is repeated)."""
+    from torch.nn import functional as F
+
+    for dim in (2, 3):
+        missing = -x.shape[dim] % multiple
+        while missing:
+            step = min(missing, x.shape[dim] - 1)
+            pad = (0, 0, 0, step) if dim == 2 else (0, step, 0, 0)
+            x = F.pad(x, pad, mode="reflect") if step else F.pad(x, (0, 0, 0, 1) if dim == 2 else (0, 1, 0, 0),
+                                                                    mode="replicate")
+            missing -= step or 1
+    return x

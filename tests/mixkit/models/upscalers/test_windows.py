@@ -59,3 +59,14 @@ def test_attention_in_chunks_of_windows_equals_all_windows_at_once():
     # window 4 of batch item 1, head 0, by the definition
     scores = q[1, 4, 0] @ k[1, 4, 0].T / 2 + bias[0] + mask[4]
     assert torch.allclose(whole[1, 4, :, :4], scores.softmax(-1) @ v[1, 4, 0], atol=1e-6)
+
+
+def test_reflect_padding_mirrors_without_repeating_the_edge_and_reflects_again_when_the_pad_is_longer():
+    from mixkit.models.upscalers.windows import reflect_pad_to_multiple
+
+    row = torch.tensor([1.0, 2.0, 3.0]).view(1, 1, 1, 3)
+    assert reflect_pad_to_multiple(row, 4)[0, 0].tolist() == [[1, 2, 3, 2]] * 4  # one pixel high: repeated
+    assert reflect_pad_to_multiple(row, 8)[0, 0, 0].tolist() == [1, 2, 3, 2, 1, 2, 3, 2]  # 5 more from 3 pixels
+    assert reflect_pad_to_multiple(row, 3).shape == (1, 1, 3, 3)
+    x = torch.arange(12.0).view(1, 1, 3, 4)
+    assert torch.equal(reflect_pad_to_multiple(x, 2), torch.nn.functional.pad(x, (0, 0, 0, 1), mode="reflect"))
