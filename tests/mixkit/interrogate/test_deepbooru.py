@@ -98,3 +98,12 @@ def test_the_folder_lookup_prefers_a1111s_file_name_and_says_what_to_download(tm
     assert find_deepbooru_file(tmp_path).name == "a.pt"
     (tmp_path / A1111_FILE_NAME).write_bytes(b"")
     assert find_deepbooru_file(tmp_path).name == A1111_FILE_NAME
+
+
+def test_a_half_precision_file_runs_in_float32(tmp_path):
+    state = {key: value.half() for key, value in crafted_deepbooru_state([1.5, -0.5]).items()}
+    network, _ = load_deepbooru(save_deepbooru(tmp_path / "half.pt", state, ["a", "b"]))
+    assert {parameter.dtype for parameter in network.parameters()} == {torch.float32}
+    with torch.no_grad():
+        scores = network(torch.zeros(1, 3, 512, 512))[0]
+    assert torch.equal(scores, torch.sigmoid(torch.tensor([1.5, -0.5])))  # both logits exact in fp16
