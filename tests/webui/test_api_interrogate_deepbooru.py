@@ -140,3 +140,9 @@ def test_a_missing_folder_is_refused_before_the_server_starts(tmp_path):
 
     with pytest.raises(ValueError, match="--deepdanbooru-models-path .*nope' is not a folder"):
         check_server_config(ServerConfig(models=["m"], deepdanbooru_models_path=str(tmp_path / "nope")))
+
+
+def test_only_a1111s_model_name_is_accepted(client):
+    # A1111's API knows "clip" and "deepdanbooru"; its UI's "deepbooru" is no API model name
+    response = client.post("/sdapi/v1/interrogate", json={"image": IMAGE, "model": "deepbooru"})
+    assert response.status_code == 404 and response.json()["detail"] == "Model not found"
