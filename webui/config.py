@@ -57,6 +57,9 @@ class ServerConfig:
     # (None: the built-in shapes-world lists)
     interrogate_clip_model: str = "mixkit-tiny-clip"
     interrogate_categories_dir: str | None = None
+    # A1111's models/torch_deepdanbooru (`--deepdanbooru-models-path`): the folder holding model-resnet_custom_v3.pt
+    # for Interrogate DeepBooru (None: DeepBooru is not offered; POST /sdapi/v1/interrogate answers 501)
+    deepdanbooru_models_path: str | None = None
     device: str | None = None
     port: int = 7860
     listen: bool = False
@@ -140,7 +143,8 @@ def check_server_config(config: ServerConfig) -> None:
             read_categories(config.interrogate_categories_dir, dict_limit=0)  # a missing folder or an empty list
         except ValueError as error:
             raise ValueError(f"--interrogate-categories-dir: {error}") from None
-    for attribute, flag in {**UPSCALER_FOLDER_FLAGS, **FACE_RESTORER_FOLDER_FLAGS}.items():
+    for attribute, flag in {**UPSCALER_FOLDER_FLAGS, **FACE_RESTORER_FOLDER_FLAGS,
+                            "deepdanbooru_models_path": "--deepdanbooru-models-path"}.items():
         from pathlib import Path as FolderPath
 
         folder = getattr(config, attribute)

@@ -73,7 +73,8 @@ def server_path_redactor(state) -> PathRedactor:
                "scunet_models_path": config.scunet_models_path,
                "gfpgan_models_path": config.gfpgan_models_path, "codeformer_models_path": config.codeformer_models_path,
                "training_data_dir": config.training_data_dir,
-               "interrogate_categories_dir": config.interrogate_categories_dir, "output_dir": state.output_dir}
+               "interrogate_categories_dir": config.interrogate_categories_dir,
+               "deepdanbooru_models_path": config.deepdanbooru_models_path, "output_dir": state.output_dir}
     replacements: dict[str | os.PathLike, str] = {path: f"<{label}>" for label, path in folders.items() if path}
     files = [config.styles_file, config.settings_file, *config.models, config.interrogate_clip_model,
              *(source for roles in config.appflow_models.values() for source in roles.values())]

@@ -1,14 +1,17 @@
-"""A1111's "Interrogate CLIP" on this server: a caption, then the best terms of each word list, in one queued job.
+"""A1111's "Interrogate CLIP" (a caption, then the best terms of each word list) and "Interrogate DeepBooru" (the
+image's Danbooru tags, `pipelines.deepbooru`) on this server, each one queued job.
 
 The caption comes from AppFlow's `image2text_generation` app (the operator's captioner with `--appflow-config`,
 mixkit-tiny-blip2 by default) with Settings > Interrogate's num_beams / min / max length; the terms from
 `state.interrogator` (`--interrogate-clip-model`, `--interrogate-categories-dir`). Shared by
-`POST /sdapi/v1/interrogate` and the img2img tab's Interrogate CLIP button.
+`POST /sdapi/v1/interrogate` and the img2img tab's Interrogate CLIP and Interrogate DeepBooru buttons.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from mixkit.interrogate.deepbooru import A1111_FILE_NAME, A1111_FOLDER, A1111_URL
 
 if TYPE_CHECKING:
     from webui.server_state import ServerState
@@ -31,5 +34,36 @@ def submit_interrogation(state: ServerState, image, *, owner: str | None = None,
     def run(control, on_step):
         caption = state.run_app(CAPTION_APP, {"image": image}, settings.caption_options())["text"]
         return join_terms(caption, state.interrogator.terms(image, settings), settings.return_ranks)
+
+    return state.worker.submit(run, "interrogate", owner=owner, session=session)
+
+
+DEEPBOORU_FLAG = "--deepdanbooru-models-path"
+DEEPBOORU_UNAVAILABLE = (f"DeepBooru is not set up on this server: start it with {DEEPBOORU_FLAG} FOLDER, the folder "
+                         f"holding {A1111_FILE_NAME} ({A1111_URL}; A1111's {A1111_FOLDER}).")
+
+
+class DeepbooruUnavailableError(RuntimeError):
+    """The server was started without a DeepDanbooru folder, so it cannot tag."""
+
+
+def submit_deepbooru_interrogation(state: ServerState, image, *, owner: str | None = None,
+                                   session: str | None = None) -> Job:
+    """Queue A1111's Interrogate DeepBooru of one PIL image; the job's result is its tag text.
+
+    Refused before queueing: no `--deepdanbooru-models-path` (DeepbooruUnavailableError), no tagger file in it
+    (FileNotFoundError naming the folder and A1111's download), a bad DeepBooru setting (ValueError)."""
+    from mixkit.interrogate import find_deepbooru_file
+
+    if state.deepbooru is None:
+        raise DeepbooruUnavailableError(DEEPBOORU_UNAVAILABLE)
+    settings = state.options.deepbooru_settings()
+    keep = bool(state.options.get("interrogate_keep_models_in_memory"))
+    find_deepbooru_file(state.deepbooru.folder)
+
+    def run(control, on_step):
+        from pipelines.deepbooru import interrogate_deepbooru
+
+        return interrogate_deepbooru(image, settings, model=state.deepbooru, keep_in_memory=keep)
 
     return state.worker.submit(run, "interrogate", owner=owner, session=session)

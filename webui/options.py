@@ -23,8 +23,9 @@ from pipelines.sampler_parameters import SamplerParameters, check_sampler_parame
 from pipelines.uncond_skip import UncondSkip, check_uncond_skip
 from webui.generation_defaults import (OPTION_KEYS, GenerationDefaults, check_generation_defaults, check_option_value,
                                        defaults_from_options, options_from_defaults)
-from webui.interrogate_options import (INTERROGATE_OPTION_DEFAULTS, INTERROGATE_OPTION_KEYS, LENGTH_KEYS,
-                                       check_interrogate_option, interrogate_settings)
+from webui.interrogate_options import (DEEPBOORU_OPTION_DEFAULTS, INTERROGATE_OPTION_DEFAULTS, INTERROGATE_OPTION_KEYS,
+                                       LENGTH_KEYS, check_deepbooru_option, check_interrogate_option,
+                                       deepbooru_settings, interrogate_settings)
 
 
 def _check_clip_skip(value: Any) -> int:
@@ -314,6 +315,7 @@ SETTABLE = {
     DAT_ENABLED_KEY: check_dat_enabled_models,
     # A1111's Settings > Interrogate (POST /sdapi/v1/interrogate, the img2img tab's Interrogate CLIP)
     **{key: check_interrogate_option(key) for key in INTERROGATE_OPTION_KEYS},
+    **{key: check_deepbooru_option(key) for key in DEEPBOORU_OPTION_DEFAULTS},  # and its Interrogate DeepBooru
 }
 SIZE_KEYS = ("default_width", "default_height")  # the defaults that start at the loaded model's native size
 MODEL_KEY = "sd_model_checkpoint"
@@ -369,6 +371,7 @@ class ServerOptions:
             DAT_ENABLED_KEY: list(DAT_RELEASE_NAMES),
             **UNCOND_SKIP_OFF,
             **INTERROGATE_OPTION_DEFAULTS,
+            **DEEPBOORU_OPTION_DEFAULTS,
             PRESET_KEY: "exact",
             **options_from_defaults(GenerationDefaults()),
         }
@@ -480,6 +483,11 @@ class ServerOptions:
         """The Settings > Interrogate values as `mixkit.interrogate.InterrogateSettings`."""
         with self._lock:
             return interrogate_settings(self._values)
+
+    def deepbooru_settings(self):
+        """The Settings > Interrogate DeepBooru values as `mixkit.interrogate.DeepbooruSettings`."""
+        with self._lock:
+            return deepbooru_settings(self._values)
 
     def infotext_writing(self):
         """Where the Settings put a saved image's infotext (enable_pnginfo, save_txt), as `save_png` takes it."""

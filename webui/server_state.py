@@ -65,6 +65,11 @@ class ServerState(ServerModels, PromptLibraries, ServerJobs, ServerApps):
         # Interrogate CLIP's word-list ranker; its CLIP loads on the first interrogation (`webui.api_interrogate`)
         self.interrogator = ClipInterrogator(config.interrogate_clip_model, config.interrogate_categories_dir,
                                              device=config.device or "cpu")
+        self.deepbooru = None  # Interrogate DeepBooru's tagger (`--deepdanbooru-models-path`), loaded on first use
+        if config.deepdanbooru_models_path:
+            from mixkit.interrogate import DeepbooruModel
+
+            self.deepbooru = DeepbooruModel(config.deepdanbooru_models_path, device=config.device or "cpu")
         self._hypernetwork_library = None
         if config.hypernetwork_dir:
             from mixkit.hypernetworks import HypernetworkLibrary

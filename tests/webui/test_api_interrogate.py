@@ -95,7 +95,8 @@ def test_the_options_read_back_with_a1111s_keys(client):
     assert {key: values[key] for key in values if key.startswith("interrogate_")} == {
         "interrogate_return_ranks": False, "interrogate_clip_dict_limit": 1500, "interrogate_clip_skip_categories": [],
         "interrogate_keep_models_in_memory": False, "interrogate_clip_num_beams": 1,
-        "interrogate_clip_min_length": 1, "interrogate_clip_max_length": 48}
+        "interrogate_clip_min_length": 1, "interrogate_clip_max_length": 48,
+        "interrogate_deepbooru_score_threshold": 0.5}  # A1111's DeepBooru threshold shares the prefix
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +134,7 @@ def test_a_missing_categories_folder_is_refused_before_the_server_starts(tmp_pat
     ({"image": "", "model": "clip"}, 404, "Image not found"),
     ({"model": "clip"}, 404, "Image not found"),
     ({"image": "aGVsbG8=", "model": "blip"}, 404, "Model not found"),
-    ({"image": "aGVsbG8=", "model": "deepdanbooru"}, 501, "'deepdanbooru' tagger is not available"),
+    ({"image": "aGVsbG8=", "model": "deepdanbooru"}, 501, "start it with --deepdanbooru-models-path FOLDER"),
     ({"image": "aGVsbG8=", "model": "clip"}, 422, "image: "),
     ({"image": "aGVsbG8=", "model": "clip", "extra": 1}, 422, "Unknown field(s) ['extra']"),
 ])

@@ -1,4 +1,5 @@
-"""`mixkit webui --interrogate-categories-dir / --interrogate-clip-model`: bad values refused before any model loads."""
+"""`mixkit webui --interrogate-categories-dir / --interrogate-clip-model / --deepdanbooru-models-path`: bad values
+refused before any model loads."""
 
 from __future__ import annotations
 
@@ -39,3 +40,21 @@ def test_an_empty_word_list_is_named(tmp_path, capsys, no_model_load):
 def test_an_empty_clip_model_name_is_refused(tmp_path, capsys, no_model_load):
     assert main(["webui", "--interrogate-clip-model", " ", "--output-dir", str(tmp_path / "o")]) == 2
     assert "--interrogate-clip-model must name a CLIP model" in last_error_line(capsys)
+
+
+def test_a_missing_deepdanbooru_folder_is_named(tmp_path, capsys, no_model_load):
+    code = main(["webui", "--deepdanbooru-models-path", str(tmp_path / "nope"), "--output-dir", str(tmp_path / "o")])
+    assert code == 2
+    assert last_error_line(capsys) == (f"mixkit: error: --deepdanbooru-models-path {str(tmp_path / 'nope')!r} is not "
+                                       "a folder; create it or fix the path.")
+
+
+def test_the_deepdanbooru_folder_reaches_the_server_config(tmp_path):
+    import argparse
+
+    from webui.cli.webui import add_parser, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["webui", "--deepdanbooru-models-path", str(tmp_path), "--output-dir", str(tmp_path)])
+    assert config_from_args(args).deepdanbooru_models_path == str(tmp_path)

@@ -52,6 +52,19 @@ def test_the_interrogate_word_lists_and_clip_model_are_redacted(tmp_path):
     assert redact(f"cannot load {clip}: broken") == "cannot load my-clip: broken"
 
 
+def test_the_deepdanbooru_folder_is_redacted_to_its_option_name(tmp_path):
+    from types import SimpleNamespace
+
+    from webui.config import ServerConfig
+    from webui.error_paths import server_path_redactor
+
+    folder = tmp_path / "torch_deepdanbooru"
+    state = SimpleNamespace(config=ServerConfig(models=["m"], deepdanbooru_models_path=str(folder)),
+                            output_dir=str(tmp_path / "out"))
+    assert server_path_redactor(state)(f"No DeepDanbooru model in '{folder}': download") == \
+        "No DeepDanbooru model in '<deepdanbooru_models_path>': download"
+
+
 def test_a_file_becomes_its_name_and_the_longest_configured_path_wins(tmp_path):
     models = tmp_path / "models"
     redact = PathRedactor({models: "<models_dir>", models / "sd1.safetensors": "sd1.safetensors",

@@ -1,4 +1,5 @@
-"""The img2img tab's Interrogate CLIP button writes the same text into the prompt box as the HTTP API answers."""
+"""The img2img tab's Interrogate CLIP and Interrogate DeepBooru buttons write the same text into the prompt box as the
+HTTP API answers."""
 
 from __future__ import annotations
 
@@ -47,3 +48,37 @@ def test_a_bad_skip_setting_is_shown_not_queued(built, monkeypatch):
     finally:
         state.options.apply({"interrogate_clip_skip_categories": []})
     assert submitted == []
+
+
+def test_the_deepbooru_button_without_a_folder_says_which_flag_to_start_with(built):
+    _, blocks = built
+    image = render_scene(Scene((ShapeSpec("star", "red", "small", "center"),), "black"), 64)
+    click = handler(blocks, "deepbooru", "click")
+    assert [block.elem_id for block in click.outputs] == ["img2img_prompt"]
+    with pytest.raises(gr.Error, match="start it with --deepdanbooru-models-path FOLDER, the folder holding "
+                                       "model-resnet_custom_v3.pt"):
+        click.fn({"background": image, "layers": [], "composite": image})
+    with pytest.raises(gr.Error, match="then press Interrogate DeepBooru"):
+        click.fn(None)
+
+
+def test_the_deepbooru_button_fills_the_prompt_with_the_tags(tmp_path):
+    from mixkit.testing.tiny_deepbooru import crafted_deepbooru_state, save_deepbooru
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+    from webui.ui.interrogate_button import interrogate_editor_image
+
+    save_deepbooru(tmp_path / "db" / "model-resnet_custom_v3.pt", crafted_deepbooru_state([1.0, -1.0, 0.0]),
+                   ["blue_sky", "night", "star_(symbol)"])
+    (tmp_path / "models").mkdir()
+    state = ServerState(ServerConfig(models_dir=str(tmp_path / "models"), output_dir=str(tmp_path / "out"),
+                                     deepdanbooru_models_path=str(tmp_path / "db")))
+    try:
+        image = render_scene(Scene((ShapeSpec("star", "red", "small", "center"),), "black"), 64).convert("RGBA")
+        answer = interrogate_editor_image(state, {"background": image, "layers": [], "composite": image}, "deepbooru")
+        assert answer == "blue sky, star \\(symbol\\)"  # 0.731 and exactly 0.5 kept, 0.269 under the threshold
+        (tmp_path / "db" / "model-resnet_custom_v3.pt").unlink()
+        with pytest.raises(gr.Error, match="No DeepDanbooru model in .*download model-resnet_custom_v3.pt"):
+            interrogate_editor_image(state, {"background": image, "layers": [], "composite": image}, "deepbooru")
+    finally:
+        state.close()

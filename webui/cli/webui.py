@@ -59,6 +59,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--interrogate-categories-dir", default=None, metavar="DIR",
                    help="folder of word lists (*.txt, one term a line; NAME.topN.txt appends its N best), as A1111's "
                         "interrogate/ folder (default: built-in shapes, colours and sizes lists)")
+    p.add_argument("--deepdanbooru-models-path", default=None, metavar="FOLDER",
+                   help="folder holding A1111's DeepDanbooru tagger model-resnet_custom_v3.pt (its "
+                        "models/torch_deepdanbooru) for Interrogate DeepBooru (default: DeepBooru not offered)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cpu)")
     p.add_argument("--preview-every", type=int, default=5, metavar="STEPS", help="live preview every N steps (0: off)")
     p.add_argument("--api-only", action="store_true", help="serve the HTTP API without the Gradio UI")
@@ -118,6 +121,7 @@ def config_from_args(args: argparse.Namespace):
         hypernetwork_dir=args.hypernetwork_dir,
         embeddings_dir=args.embeddings_dir, training_data_dir=args.training_data_dir, styles_file=args.styles_file, vae_dir=args.vae_dir, controlnet_dir=args.controlnet_dir,
         interrogate_clip_model=args.interrogate_clip_model, interrogate_categories_dir=args.interrogate_categories_dir,
+        deepdanbooru_models_path=args.deepdanbooru_models_path,
         esrgan_models_path=args.esrgan_models_path, realesrgan_models_path=args.realesrgan_models_path,
         swinir_models_path=args.swinir_models_path, dat_models_path=args.dat_models_path,
         scunet_models_path=args.scunet_models_path,

@@ -284,7 +284,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                 interrupt = gr.Button("Interrupt", elem_id=f"{kind}_interrupt", scale=1)
                 skip = gr.Button("Skip", elem_id=f"{kind}_skip", scale=1)
                 tab.paste = gr.Button("\u2199\ufe0f", elem_id=f"{kind}_paste", scale=0, min_width=40)
-            if kind == "img2img":  # A1111's Interrogate CLIP, beside the prompt
+            if kind == "img2img":  # A1111's Interrogate CLIP and Interrogate DeepBooru, beside the prompt
                 from webui.ui.interrogate_button import build_interrogate_button
 
                 build_interrogate_button(state, tab.init_image, widgets.prompt)

@@ -165,11 +165,13 @@ def build_settings_tab(state: ServerState) -> None:
         from webui.ui.infotext_settings import build_infotext_settings
 
         build_infotext_settings(state, apply_settings)
-    with gr.Accordion("Interrogate (Interrogate CLIP: caption length, ranked word lists)", open=False,
-                      elem_id="settings_interrogate"):
+    with gr.Accordion("Interrogate (Interrogate CLIP: caption length, ranked word lists; Interrogate DeepBooru: "
+                      "tag threshold and format)", open=False, elem_id="settings_interrogate"):
+        from webui.ui.deepbooru_settings import build_deepbooru_settings
         from webui.ui.interrogate_settings import build_interrogate_settings
 
         build_interrogate_settings(state, apply_settings)
+        build_deepbooru_settings(state, apply_settings)
     emphasis, comma_backtrack, clip_l_skip = build_prompt_option_widgets(state)
     apply = gr.Button("Apply settings", elem_id="settings_apply")
 
