@@ -120,6 +120,7 @@ def check_app_options(options: Any, limits) -> dict:
     from appflow.tasks.diffusion import GENERATION_ALIASES
     from appflow.tasks.vision_language import CAPTION_OPTION_ALIASES
     from pipelines.params import SEED_MAX, check_size
+    from webui.appflow_audio import check_audio_length_option
 
     if not isinstance(options, dict):
         raise ValueError(f"options must be a JSON object, got {type(options).__name__}.")
@@ -162,6 +163,7 @@ def check_app_options(options: Any, limits) -> dict:
                                or not 1 <= frames <= limits.max_batch_size * 4):
         raise ValueError(f"option num_frames must be an integer in [1, {limits.max_batch_size * 4}] on this server "
                          f"(4 x its batch size limit), got {frames!r}.")
+    check_audio_length_option(options)  # webui.appflow_audio: a clip's length held to the server's limit
     new_tokens = options.get("max_new_tokens")
     if isinstance(new_tokens, int) and not isinstance(new_tokens, bool) and new_tokens > 256:
         raise ValueError(f"option max_new_tokens must be at most 256 on this server, got {new_tokens}.")
@@ -205,6 +207,15 @@ def encode_app_output(value: Any) -> Any:
 
         return encode_video_output(value)
     return repr(value)
+
+
+def encode_app_outputs(outputs: dict) -> dict:
+    """JSON for all of an app's outputs: each `encode_app_output`, but an audio clip and the bare waveforms that are
+    its samples (`waveform`, `result`) as one base64 .wav each (`webui.appflow_audio`), not lists of floats."""
+    from webui.appflow_audio import encode_audio_outputs
+
+    audio = encode_audio_outputs(outputs)
+    return {key: audio[key] if key in audio else encode_app_output(value) for key, value in outputs.items()}
 
 
 def output_images(outputs: dict) -> list:
