@@ -73,6 +73,16 @@ def _check_int(name: str, value: Any, low: int, high: int) -> None:
         raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}.")
 
 
+def select_audioldm_files(repo: str, filenames: list[str], read_json: Callable[[str], dict]) -> list[str]:
+    """The files of a hub AudioLDM repo to download: the SD-like components mixkit's pipeline selector picks (unet,
+    vae, text_encoder, tokenizer, scheduler) and the `vocoder/` folder, which no SD pipeline has."""
+    from mixkit.models.diffusion.diffusers_folder import TRANSFORMERS_WEIGHTS
+    from mixkit.models.diffusion.hub_files import folder_files, pipeline_file_selector
+
+    chosen = pipeline_file_selector()(repo, filenames, read_json)
+    return sorted({*chosen, *folder_files(repo, filenames, "vocoder", TRANSFORMERS_WEIGHTS, None, None)})
+
+
 class TextToAudio:
     """A loaded AudioLDM; `clip = TextToAudio.from_pretrained("cvssp/audioldm")("rain on a tin roof", seed=1)`.
 
@@ -90,9 +100,8 @@ class TextToAudio:
         from diffusers import AudioLDMPipeline
 
         from mixkit.io.sources import resolve_model_source
-        from mixkit.models.diffusion.hub_files import pipeline_file_selector
 
-        folder = resolve_model_source(source, select_files=pipeline_file_selector())
+        folder = resolve_model_source(source, select_files=select_audioldm_files)
         pipeline = AudioLDMPipeline.from_pretrained(str(folder), dtype=dtype or torch.float32)
         pipeline.set_progress_bar_config(disable=True)
         return cls(pipeline.to(device))

@@ -96,3 +96,22 @@ def test_a_clip_shorter_than_one_latent_row_is_refused_naming_the_minimum(model)
 def test_bad_settings_are_refused_naming_the_value_and_range(settings, error, message):
     with pytest.raises(error, match=message):
         check_audio_settings(**settings)
+
+
+def test_a_hub_repo_downloads_the_vocoder_with_the_pipelines_components():
+    from pipelines.text_to_audio import select_audioldm_files
+
+    listing = ["model_index.json", "README.md", "unet/config.json", "unet/diffusion_pytorch_model.bin",
+               "unet/diffusion_pytorch_model.safetensors", "vae/config.json", "vae/diffusion_pytorch_model.bin",
+               "text_encoder/config.json", "text_encoder/pytorch_model.bin", "tokenizer/vocab.json",
+               "tokenizer/merges.txt", "scheduler/scheduler_config.json", "vocoder/config.json",
+               "vocoder/pytorch_model.bin", "vocoder/model.safetensors"]
+    index = {"_class_name": "AudioLDMPipeline", "unet": ["diffusers", "UNet2DConditionModel"],
+             "vae": ["diffusers", "AutoencoderKL"], "text_encoder": ["transformers", "ClapTextModelWithProjection"],
+             "tokenizer": ["transformers", "RobertaTokenizerFast"], "scheduler": ["diffusers", "DDIMScheduler"],
+             "vocoder": ["transformers", "SpeechT5HifiGan"]}
+    assert select_audioldm_files("cvssp/audioldm", listing, lambda name: index) == sorted([
+        "model_index.json", "unet/config.json", "unet/diffusion_pytorch_model.safetensors", "vae/config.json",
+        "vae/diffusion_pytorch_model.bin", "text_encoder/config.json", "text_encoder/pytorch_model.bin",
+        "tokenizer/vocab.json", "tokenizer/merges.txt", "scheduler/scheduler_config.json", "vocoder/config.json",
+        "vocoder/model.safetensors"])
