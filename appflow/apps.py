@@ -136,6 +136,13 @@ register_app(Chain(
      Step("text_to_audio", id="generate", inputs={"prompt": "describe.prompt"})],
     inputs=["image"], outputs={"caption": "caption.text", "music_prompt": "describe.prompt"},
     description="Image to music: caption the image, turn the caption into a music prompt (a template), AudioLDM."))
+register_app(Chain(
+    "image2music_llm_generation",
+    [Step("image_caption", id="caption"),
+     Step("music_prompt_writing", id="describe", inputs={"caption": "caption.text"}),
+     Step("text_to_audio", id="generate", inputs={"prompt": "describe.prompt"})],
+    inputs=["image"], outputs={"caption": "caption.text", "music_prompt": "describe.prompt"},
+    description="Image to music as PaddleMIX: caption the image, an LLM writes the music prompt, AudioLDM."))
 
 
 def register_app_alias(alias: str, name: str) -> None:

@@ -2,8 +2,9 @@
 
 The model is diffusers' `AudioLDMPipeline` (CLAP text encoder, UNet, mel VAE, HiFi-GAN vocoder), run by
 `pipelines.text_to_audio.TextToAudio` with the SD apps' seed, progress and Interrupt conventions. Image to music
-captions the picture first and turns the caption into a music prompt with `music_prompt`: PaddleMIX asks an LLM
-(ChatGLM) to write that prompt; here it is a fixed template the caller may change (`music_template=`).
+captions the picture first and turns the caption into a music prompt: PaddleMIX asks an LLM (ChatGLM) to write it,
+as `music_prompt_writing` does (any causal LM, or a `reply(prompt) -> str` function); `music_prompt` fills a template
+instead (`music_template=`), which needs no third model and runs offline.
 """
 
 from __future__ import annotations
@@ -108,3 +109,54 @@ class MusicPromptTask(Task):
     def run(self, models, options, *, caption: str) -> dict[str, Any]:
         caption = caption.strip().rstrip(".")
         return {"prompt": options["music_template"].replace(CAPTION_FIELD, caption)}
+
+
+# PaddleMIX's instruction to ChatGLM (applications/MusicGeneration/README.md), with the caption in place of its
+# `.format(result)`
+LLM_MUSIC_INSTRUCTION = ("Given the scene description in the following paragraph, please create a musical style "
+                         "sentence that fits the scene. Reply with that one sentence only. Description: {caption}.")
+
+
+def music_prompt_from_reply(reply: Any) -> str:
+    """The music prompt in an LLM's reply: its first non-empty line, without quotes around it; ValueError when the
+    reply holds none (the audio step would otherwise make music for an empty prompt)."""
+    if not isinstance(reply, str):
+        raise ValueError(f"The LLM reply must be a string, got {type(reply).__name__}.")
+    for line in reply.splitlines():
+        line = line.strip().strip('"\'“”').strip()
+        if line:
+            return line
+    raise ValueError(f"The LLM wrote no music prompt (its reply was {reply[:200]!r}); no audio was made. Try again "
+                     "with a larger max_new_tokens or a stronger instruction-following model.")
+
+
+@register_task
+class MusicPromptWritingTask(Task):
+    """A music prompt written by an LLM from an image caption, as PaddleMIX's music app has ChatGLM write it:
+    `llm_instruction` with `{caption}` replaced is the LLM's prompt, the first line of its reply the music prompt."""
+
+    name = "music_prompt_writing"
+    description = "LLM: caption -> music prompt (PaddleMIX's ChatGLM step)"
+    inputs = {"caption": Port("text")}
+    outputs = {"prompt": "text", "reply": "text"}
+    main_output = "prompt"
+    models = {"llm": "causal-lm"}
+    default_models = {"llm": "Qwen/Qwen2.5-0.5B-Instruct"}  # the dialog app's; PaddleMIX's THUDM/chatglm-6b
+    options = {"llm_instruction": LLM_MUSIC_INSTRUCTION, "max_new_tokens": 64}
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        from appflow.task import check_int_option
+
+        instruction = options["llm_instruction"]
+        if not isinstance(instruction, str) or CAPTION_FIELD not in instruction:
+            raise ValueError(f"llm_instruction must be a string holding {CAPTION_FIELD} (where the image's caption "
+                             f"goes), got {instruction!r}.")
+        check_int_option("max_new_tokens", options["max_new_tokens"], 1, 1024)
+
+    def run(self, models, options, *, caption: str) -> dict[str, Any]:
+        from appflow.tasks.dialog import generate_reply
+
+        instruction = options["llm_instruction"].replace(CAPTION_FIELD, caption.strip().rstrip("."))
+        reply = generate_reply(models.get("llm"), instruction, options["max_new_tokens"])
+        return {"prompt": music_prompt_from_reply(reply), "reply": reply}

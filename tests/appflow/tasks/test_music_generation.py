@@ -163,7 +163,8 @@ def test_image_to_music_captions_the_image_and_plays_the_templated_caption(image
     result = image_flow(image=photo, seed=5, **SMALL)
     caption = captioner(image=photo, max_new_tokens=4)["text"]
     assert result["caption"] == caption
-    expected_prompt = f"{caption.strip().rstrip('.')}, as a piece of music: a fitting melody and atmosphere, high quality"
+    expected_prompt = (f"{caption.strip().rstrip('.')}, as a piece of music: a fitting melody and atmosphere, "
+                       "high quality")
     assert result["music_prompt"] == expected_prompt
     # the chain's clip is the text app's clip for that prompt and seed
     assert np.array_equal(result["result"], flow(prompt=expected_prompt, seed=5, **SMALL)["waveform"])
@@ -189,3 +190,37 @@ def test_chains_refuse_the_audio_where_text_is_expected():
                   inputs=["prompt"])
     with pytest.raises(ChainError, match="expects 'text' but music.audio is 'audio'"):
         validate_chain(chain)
+
+
+def test_image_to_music_with_an_llm_writes_the_prompt_as_paddlemix_asks_chatglm(flow, captioner, photo,
+                                                                               tiny_blip2_dir, tiny_audioldm_dir,
+                                                                               shared_cache):
+    asked = []
+
+    def reply(prompt: str) -> str:  # a scripted LLM (the llm role takes any reply(prompt) -> str)
+        asked.append(prompt)
+        return '\n "Soft lounge jazz with a warm piano."\nSecond line.'
+
+    info = describe_app("image2music_llm_generation")
+    assert list(info["models"]) == ["captioner", "llm", "audio_generator"]
+    assert info["models"]["llm"]["kind"] == "causal-lm"
+    llm_flow = Appflow("image2music_llm_generation", models=[str(tiny_blip2_dir), reply, str(tiny_audioldm_dir)],
+                       cache=shared_cache, max_new_tokens=4)
+    result = llm_flow(image=photo, seed=2, **SMALL)
+    caption = captioner(image=photo, max_new_tokens=4)["text"].strip().rstrip(".")
+    assert asked == [f"Given the scene description in the following paragraph, please create a musical style sentence "
+                     f"that fits the scene. Reply with that one sentence only. Description: {caption}."]
+    assert result["music_prompt"] == "Soft lounge jazz with a warm piano."
+    assert np.array_equal(result["waveform"], flow(prompt="Soft lounge jazz with a warm piano.", seed=2,
+                                                   **SMALL)["waveform"])
+
+
+def test_an_llm_reply_without_a_prompt_stops_before_the_audio_step(tiny_blip2_dir, tiny_audioldm_dir, photo):
+    cache = ModelCache()
+    llm_flow = Appflow("image2music_llm_generation", models=[str(tiny_blip2_dir), lambda prompt: "  \n ''\n",
+                                                              str(tiny_audioldm_dir)], cache=cache, max_new_tokens=4)
+    with pytest.raises(ValueError, match="The LLM wrote no music prompt"):
+        llm_flow(image=photo, **SMALL)
+    assert cache.loads == 1  # the captioner only: the audio model never loaded
+    with pytest.raises(ValueError, match=r"llm_instruction must be a string holding \{caption\}"):
+        llm_flow(image=photo, llm_instruction="write music")
