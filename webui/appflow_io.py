@@ -181,7 +181,8 @@ def _mask_png(mask) -> str:
 
 def encode_app_output(value: Any) -> Any:
     """JSON for one output: images as base64 PNG, bool masks as base64 PNG masks, tensors as lists, a video as its
-    base64 .mp4 (.gif without an MPEG-4 encoder) with fps and frame count (`webui.appflow_video`)."""
+    base64 .mp4 (.gif without an MPEG-4 encoder) with fps and frame count (`webui.appflow_video`), an audio clip as
+    its base64 16-bit .wav with its sample rate (`webui.appflow_audio`)."""
     from PIL import Image
 
     if isinstance(value, Image.Image):
@@ -206,6 +207,12 @@ def encode_app_output(value: Any) -> Any:
         from webui.appflow_video import encode_video_output
 
         return encode_video_output(value)
+    from appflow.audio import Audio
+
+    if isinstance(value, Audio):
+        from webui.appflow_audio import encode_audio_output
+
+        return encode_audio_output(value)
     return repr(value)
 
 

@@ -14,6 +14,7 @@ from appflow.audio import Audio
 from mixkit.io.audio import pcm16
 
 APP = "music_generation"
+IMAGE_APP = "image2music_generation"  # its captioner: the shipped tiny BLIP-2 (the default), offline
 OPTIONS = {"audio_length_in_s": 0.02, "steps": 2, "seed": 5}
 
 
@@ -27,7 +28,8 @@ def server(tiny_sd1_dir, tiny_audioldm_dir, tmp_path_factory, serving):
 
     root = tmp_path_factory.mktemp("appflow-audio")
     config = ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False,
-                          appflow_models={APP: {"audio_generator": str(tiny_audioldm_dir)}})
+                          appflow_models={APP: {"audio_generator": str(tiny_audioldm_dir)},
+                                          IMAGE_APP: {"audio_generator": str(tiny_audioldm_dir)}})
     with serving(config, load_model=False) as running:
         yield running
 
@@ -50,6 +52,20 @@ def test_the_app_returns_its_clip_as_a_base64_wav(client, tiny_audioldm_dir):
     expected = TextToAudio.from_pretrained(str(tiny_audioldm_dir))("smooth jazz", audio_length_in_s=0.02, steps=2,
                                                                     seed=5).waveform
     assert np.array_equal(samples, pcm16(expected))
+
+
+def test_image_to_music_takes_a_base64_image_and_answers_with_caption_prompt_and_wav(client):
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (32, 24), (200, 40, 40)).save(buffer, format="PNG")
+    response = client.post(f"/appflow/{IMAGE_APP}", json={
+        "inputs": {"image": base64.b64encode(buffer.getvalue()).decode("ascii")},
+        "options": {**OPTIONS, "max_new_tokens": 3, "music_template": "music for {caption}"}})
+    assert response.status_code == 200, response.text
+    outputs = response.json()["outputs"]
+    assert outputs["music_prompt"] == f"music for {outputs['caption'].strip().rstrip('.')}"
+    assert outputs["result"]["format"] == "wav" and outputs["result"]["sample_count"] == 320
 
 
 @pytest.mark.parametrize("options, fragment", [
@@ -75,12 +91,13 @@ def test_the_apps_listing_shows_the_configured_audio_model(client, server, tiny_
 
 
 def test_a_waveform_that_is_no_clips_samples_stays_a_list():
-    from webui.appflow_io import encode_app_outputs
+    from webui.appflow_io import encode_app_output, encode_app_outputs
 
     audio, other = clip(), np.array([0.25, -0.25], dtype=np.float32)
     encoded = encode_app_outputs({"audio": audio, "result": audio.waveform, "other": other, "seed": 1})
     assert encoded["result"] is encoded["audio"] and encoded["audio"]["sample_count"] == 160
     assert encoded["other"] == [0.25, -0.25] and encoded["seed"] == 1
+    assert encode_app_output(audio) == encoded["audio"]  # one clip on its own encodes the same way
 
 
 def test_the_appflow_tab_writes_the_clip_as_a_wav_for_its_player(tmp_path):
