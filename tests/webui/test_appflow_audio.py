@@ -144,3 +144,21 @@ def test_the_appflow_tab_has_an_audio_player_among_its_outputs():
 
 class SimpleState:
     """What building the tab reads of the server state (nothing until an app's form renders)."""
+
+
+def test_the_appflow_tabs_run_button_plays_the_music_apps_clip(server, tmp_path):
+    from types import SimpleNamespace
+
+    from mixkit.io.audio import read_wav
+    from webui.ui.appflow_tab import run_app
+    from webui.ui.reattach import ENDED
+
+    state = server.state
+    ports = state.describe_app(APP)["inputs"]
+    request = SimpleNamespace(session_hash="tab", request=SimpleNamespace(scope={}))
+    run = run_app(state, APP, ports, ["prompt"], ["a cello"], "task(music-run-0001)", request, tmp_path / "cache")
+    *_, (progress, gallery, audio, outputs, task_box) = run
+    assert f"Done: {APP}, 0 image(s) and 1 audio clip(s) in" in progress and task_box == ENDED + "task(music-run-0001)"
+    assert gallery == [] and audio.endswith("audio.wav") and set(outputs) == {"audio", "seed"}
+    samples, rate = read_wav(audio)  # the app's defaults: the tiny model's native length (64 samples), 10 steps
+    assert rate == 16000 and samples.shape == (64,) and outputs["audio"]["duration"] == 64 / 16000

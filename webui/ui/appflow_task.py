@@ -81,9 +81,9 @@ def follow_appflow(state: ServerState, task):
 
     def shown(task) -> tuple:
         result: AppflowResult = task.result
-        videos = f" and {result.video_count} video(s)" if result.video_count else ""
-        videos += f" and {len(result.audio_paths)} audio clip(s)" if result.audio_paths else ""
-        done = progress_html(1.0, f"Done: {result.app}, {len(result.paths) - result.video_count} image(s){videos} in "
+        media = f" and {result.video_count} video(s)" if result.video_count else ""
+        media += f" and {len(result.audio_paths)} audio clip(s)" if result.audio_paths else ""
+        done = progress_html(1.0, f"Done: {result.app}, {len(result.paths) - result.video_count} image(s){media} in "
                                   f"{task.seconds:.1f}s")
         audio = result.audio_paths[0] if result.audio_paths else None
         return done, [(path, None) for path in result.paths], audio, result.outputs
