@@ -188,7 +188,7 @@ class TextToAudio:
         """The sampling loop: (final latents, whether Interrupt stopped it: then the latest denoised estimate)."""
         import torch
 
-        unet, timesteps = self.pipeline.unet, scheduler.timesteps
+        unet, timesteps, done = self.pipeline.unet, scheduler.timesteps, 0
         for index, t in enumerate(timesteps):
             model_input = scheduler.scale_model_input(torch.cat([latents] * 2) if guided else latents, t)
             noise_pred = unet(model_input, t, encoder_hidden_states=None, class_labels=embeddings).sample
@@ -200,9 +200,14 @@ class TextToAudio:
                                  "in float32 or bf16) or broken weights; no audio was made.")
             output = scheduler.step(noise_pred, t, latents, **step_kwargs)
             latents = output.prev_sample
-            if callback is not None:
-                callback(StepProgress(index + 1, steps, 0, 1, latents, control))
-            if control.interrupted and index < len(timesteps) - 1:
-                estimate = getattr(output, "pred_original_sample", None)
-                return (latents if estimate is None else estimate), True
+            # a scheduler may take more model calls than steps (PNDM's warm-up, Heun's two per step): progress
+            # counts the user's steps
+            completed = (index + 1) * steps // len(timesteps)
+            if completed > done:
+                done = completed
+                if callback is not None:
+                    callback(StepProgress(done, steps, 0, 1, latents, control))
+                if control.interrupted and index < len(timesteps) - 1:
+                    estimate = getattr(output, "pred_original_sample", None)
+                    return (latents if estimate is None else estimate), True
         return latents, False

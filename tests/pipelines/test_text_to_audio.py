@@ -115,3 +115,23 @@ def test_a_hub_repo_downloads_the_vocoder_with_the_pipelines_components():
         "vae/diffusion_pytorch_model.bin", "text_encoder/config.json", "text_encoder/pytorch_model.bin",
         "tokenizer/vocab.json", "tokenizer/merges.txt", "scheduler/scheduler_config.json", "vocoder/config.json",
         "vocoder/model.safetensors"])
+
+
+def test_a_scheduler_with_more_calls_than_steps_reports_the_users_steps(tiny_audioldm_dir, tmp_path):
+    """PNDM (diffusers' AudioLDM tests' scheduler) makes steps + 1 model calls; progress still ends at steps/steps,
+    and the waveform is still diffusers'."""
+    import shutil
+
+    from diffusers import AudioLDMPipeline, PNDMScheduler
+
+    folder = tmp_path / "pndm"
+    shutil.copytree(tiny_audioldm_dir, folder)
+    pipe = AudioLDMPipeline.from_pretrained(str(folder))
+    pipe.scheduler = PNDMScheduler.from_config(pipe.scheduler.config, skip_prk_steps=True)
+    pipe.set_progress_bar_config(disable=True)
+    model, seen = TextToAudio(pipe), []
+    result = model("a bell", audio_length_in_s=0.01, steps=3, seed=2, callback=lambda p: seen.append(p.step))
+    assert seen == [1, 2, 3]
+    expected = pipe("a bell", audio_length_in_s=0.01, num_inference_steps=3,
+                    generator=torch.Generator().manual_seed(2)).audios[0]
+    np.testing.assert_allclose(result.waveform, expected, rtol=0, atol=1e-7)
