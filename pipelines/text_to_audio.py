@@ -5,7 +5,8 @@ The weights, prompt encoding, latent preparation, mel decoding and vocoder are d
 denoising loop is run here so a clip takes what an SD image takes: a seed (or a torch generator), a step callback
 with `StepProgress` and Interrupt through `GenerationControl`. The loop is exactly diffusers' (the model's own
 scheduler, guidance on the CLAP embedding as the UNet's class label), so the waveform equals
-`AudioLDMPipeline(...)`'s for the same generator.
+`AudioLDMPipeline(...)`'s for the same generator, except that a clip always has int(seconds x rate) samples: diffusers
+gives a few ms less for lengths that fall inside a latent row (`TextToAudio.mel_frames`).
 """
 
 from __future__ import annotations
@@ -129,9 +130,22 @@ class TextToAudio:
         return int(self.pipeline.unet.config.sample_size) * self.shortest_clip
 
     def sample_count(self, audio_length_in_s: float) -> int:
-        """Samples in a clip of `audio_length_in_s` seconds: int(seconds x rate), as diffusers cuts the vocoder's
-        output (the mel is rounded up to whole latent rows, then the waveform cut back)."""
+        """Samples in a clip of `audio_length_in_s` seconds: int(seconds x rate), where diffusers cuts the vocoder's
+        output (`mel_frames` makes sure there are that many)."""
         return int(audio_length_in_s * self.sample_rate)
+
+    def mel_frames(self, audio_length_in_s: float) -> int:
+        """Mel frames to denoise for a clip: enough for every sample asked for, rounded up to whole latent rows.
+
+        diffusers truncates (int(seconds / hop)) and rounds up only when that is not a whole number of rows, so a
+        length between two rows' ends came out short (5.125 s gave 5.12 s with AudioLDM). Rounding up whatever the
+        fraction gives the full length; where diffusers' clip was full length the frame count, and so the waveform,
+        is the same as its. round(..., 6) keeps float noise (0.3 / 0.01 = 29.999999999999996) from adding a row."""
+        import math
+
+        scale = int(self.pipeline.vae_scale_factor)
+        frames = math.ceil(round(audio_length_in_s / self.seconds_per_mel_frame, 6))
+        return math.ceil(frames / scale) * scale
 
     def __call__(self, prompt: str, *, negative_prompt: str = "", audio_length_in_s: float | None = None,
                  steps: int = DEFAULT_STEPS, cfg_scale: float = DEFAULT_CFG, seed: int = -1, generator: Any = None,
@@ -155,10 +169,8 @@ class TextToAudio:
         if generator is None:
             seed = random.randint(0, RANDOM_SEED_MAX) if seed == -1 else int(seed)
             generator = torch.Generator("cpu").manual_seed(seed)
-        # 3. Mel frames: rounded up to whole latent rows, as diffusers rounds them
-        scale = int(pipe.vae_scale_factor)
-        height = int(seconds / self.seconds_per_mel_frame)
-        height = int(np.ceil(height / scale)) * scale
+        # 3. Mel frames: whole latent rows holding every sample asked for
+        height = self.mel_frames(seconds)
         device = pipe._execution_device
         with torch.inference_mode():
             # 4. Encode the prompts (diffusers' CLAP encoding, normalised, as the UNet's class label)

@@ -41,10 +41,22 @@ def test_the_waveform_equals_diffusers_for_the_same_seed(model, tiny_audioldm_di
     (0.02, 320),  # 80 mel frames of 4 samples, a whole number of latent rows
     (0.0205, 328),  # 82 frames, rounded up to 84 for the VAE, the waveform cut back to int(0.0205 x 16000)
     (0.013, 208),
+    (0.020125, 322),  # 80.5 frames: 82 (diffusers truncates to 80, a whole number of rows, and gives 320 samples)
     (None, 64),  # the native length: UNet sample size 8 x VAE factor 2 x 4 samples
 ])
-def test_the_length_is_seconds_times_the_rate_as_diffusers_cuts_it(model, seconds, samples):
+def test_the_length_is_seconds_times_the_rate(model, seconds, samples):
     assert model(prompt="a drum", audio_length_in_s=seconds, steps=1, seed=0).waveform.shape == (samples,)
+
+
+def test_a_length_diffusers_cuts_short_comes_out_full(model, tiny_audioldm_dir):
+    from diffusers import AudioLDMPipeline
+
+    pipe = AudioLDMPipeline.from_pretrained(str(tiny_audioldm_dir))
+    pipe.set_progress_bar_config(disable=True)
+    short = pipe("a drum", audio_length_in_s=0.020125, num_inference_steps=1).audios[0]
+    assert short.shape == (320,)  # diffusers: 2 samples short of int(0.020125 x 16000)
+    assert model("a drum", audio_length_in_s=0.020125, steps=1, seed=0).waveform.shape == (322,)
+    assert [model.mel_frames(s) for s in (0.02, 0.0205, 0.020125, 0.3)] == [80, 82, 82, 1200]
 
 
 def test_seeds_decide_the_noise_and_minus_one_draws_one_to_replay(model):
