@@ -126,7 +126,8 @@ register_app(Chain("text_to_video_generation", [Step("text_to_video", id="genera
                    description="Text to video (ModelScope's text-to-video-ms-1.7b); frames, and .mp4/.gif via "
                                "result['video'].save(path)."))
 # PaddleMIX's music_generation (applications/MusicGeneration): text to music; its image-to-music route (MiniGPT-4
-# caption, then ChatGLM writes the music prompt) is its own app here, the prompt written by a template
+# caption, then ChatGLM writes the music prompt) is an app of its own here, the prompt written by a template (no third
+# model, offline) or, as PaddleMIX, by an LLM
 register_app(Chain("music_generation", [Step("text_to_audio", id="generate")], inputs=["prompt"],
                    description="Text to music/audio (AudioLDM, cvssp/audioldm): a 16 kHz float32 waveform, and .wav "
                                "via result['audio'].save(path)."))

@@ -28,8 +28,9 @@ def check_sample_rate(rate: Any) -> int:
 
 
 def check_waveform(waveform: Any):
-    """The waveform as a float32 numpy array, (samples,) mono or (samples, channels) as scipy's wavfile takes it;
-    TypeError/ValueError saying what was wrong. Torch tensors are taken too (moved to the CPU)."""
+    """The waveform as a numpy array, float32 (or int16 PCM as given), (samples,) mono or (samples, channels) as
+    scipy's wavfile takes it; TypeError/ValueError saying what was wrong. Torch tensors are taken too (moved to the
+    CPU)."""
     import numpy as np
 
     if type(waveform).__module__.startswith("torch"):
@@ -45,7 +46,7 @@ def check_waveform(waveform: Any):
     if waveform.dtype.kind in "iu":
         if waveform.dtype != np.int16:
             raise TypeError(f"an integer waveform must be int16 PCM, got {waveform.dtype}; pass floats in [-1, 1].")
-        return waveform.astype(np.float32) / 32768.0
+        return waveform
     samples = waveform.astype(np.float32)
     if not np.isfinite(samples).all():
         raise ValueError("waveform holds NaN or infinite samples; nothing was written (a diverged model: load it in "
@@ -71,10 +72,14 @@ def check_wav_path(path: Any) -> Path:
 
 
 def pcm16(waveform: Any):
-    """Float samples in [-1, 1] as int16 PCM: clipped (a vocoder overshoots a little), scaled by 32767, rounded."""
+    """Float samples in [-1, 1] as int16 PCM: clipped (a vocoder overshoots a little), scaled by 32767, rounded;
+    int16 samples are kept as they are."""
     import numpy as np
 
-    return np.round(np.clip(check_waveform(waveform), -1.0, 1.0) * 32767.0).astype("<i2")
+    samples = check_waveform(waveform)
+    if samples.dtype == np.int16:
+        return samples.astype("<i2")
+    return np.round(np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2")
 
 
 def wav_bytes(waveform: Any, rate: int = 16000) -> bytes:

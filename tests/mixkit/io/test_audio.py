@@ -31,11 +31,11 @@ def test_a_mono_clip_is_written_as_16_bit_pcm_and_reads_back(tmp_path):
 
 
 def test_channels_are_interleaved_and_int16_is_kept_exactly(tmp_path):
-    stereo = np.array([[100, -100], [200, -200], [300, -300]], dtype=np.int16)
+    stereo = np.array([[100, -100], [32767, -32768], [300, -300]], dtype=np.int16)
     path = write_wav(stereo, tmp_path / "stereo.wav", 8000)
     with wave.open(str(path), "rb") as file:
         assert (file.getnchannels(), file.getframerate()) == (2, 8000)
-        assert np.frombuffer(file.readframes(3), dtype="<i2").tolist() == [100, -100, 200, -200, 300, -300]
+        assert np.frombuffer(file.readframes(3), dtype="<i2").tolist() == [100, -100, 32767, -32768, 300, -300]
     read, _ = read_wav(path)
     assert read.shape == (3, 2) and np.array_equal(np.round(read * 32768).astype(np.int16), stereo)
 
