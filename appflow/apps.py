@@ -125,6 +125,25 @@ register_app(Chain(
 register_app(Chain("text_to_video_generation", [Step("text_to_video", id="generate")], inputs=["prompt"],
                    description="Text to video (ModelScope's text-to-video-ms-1.7b); frames, and .mp4/.gif via "
                                "result['video'].save(path)."))
+# PaddleMIX's music_generation (applications/MusicGeneration): text to music; its image-to-music route (MiniGPT-4
+# caption, then ChatGLM writes the music prompt) is an app of its own here, the prompt written by a template (no third
+# model, offline) or, as PaddleMIX, by an LLM
+register_app(Chain("music_generation", [Step("text_to_audio", id="generate")], inputs=["prompt"],
+                   description="Text to music/audio (AudioLDM, cvssp/audioldm): a 16 kHz float32 waveform, and .wav "
+                               "via result['audio'].save(path)."))
+register_app(Chain(
+    "image2music_generation",
+    [Step("image_caption", id="caption"), Step("music_prompt", id="describe", inputs={"caption": "caption.text"}),
+     Step("text_to_audio", id="generate", inputs={"prompt": "describe.prompt"})],
+    inputs=["image"], outputs={"caption": "caption.text", "music_prompt": "describe.prompt"},
+    description="Image to music: caption the image, turn the caption into a music prompt (a template), AudioLDM."))
+register_app(Chain(
+    "image2music_llm_generation",
+    [Step("image_caption", id="caption"),
+     Step("music_prompt_writing", id="describe", inputs={"caption": "caption.text"}),
+     Step("text_to_audio", id="generate", inputs={"prompt": "describe.prompt"})],
+    inputs=["image"], outputs={"caption": "caption.text", "music_prompt": "describe.prompt"},
+    description="Image to music as PaddleMIX: caption the image, an LLM writes the music prompt, AudioLDM."))
 
 
 def register_app_alias(alias: str, name: str) -> None:

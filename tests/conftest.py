@@ -69,6 +69,13 @@ def tiny_text_to_video_dir(tmp_path_factory):
     return build_tiny_text_to_video(tmp_path_factory.mktemp("tiny-text-to-video"), seed=0)
 
 
+@pytest.fixture(scope="session")
+def tiny_audioldm_dir(tmp_path_factory):
+    from mixkit.testing.tiny_audio import build_tiny_audioldm
+
+    return build_tiny_audioldm(tmp_path_factory.mktemp("tiny-audioldm"), seed=0)
+
+
 @pytest.fixture(scope="module")
 def sd1_model(tiny_sd1_dir):
     """The tiny SD 1.x model loaded through the public loader, once per test module (loading costs seconds); a test

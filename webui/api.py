@@ -271,7 +271,7 @@ def build_api(state: ServerState) -> APIRouter:
 
     @router.post("/appflow/{app}")
     async def appflow_run(app: str, body: AppflowRequest, request: Request):
-        from webui.appflow_io import check_app_options, decode_app_inputs, encode_app_output
+        from webui.appflow_io import check_app_options, decode_app_inputs, encode_app_outputs
 
         try:
             description = state.describe_app(app)
@@ -292,8 +292,8 @@ def build_api(state: ServerState) -> APIRouter:
             raise HTTPException(status_code=503, detail=f"App {app!r} could not run: {error}") from None
         # `interrupted`: Interrupt stopped the run; `outputs` then holds what its finished steps made (200, as an
         # interrupted txt2img answers with the images it has)
-        encoded = await run_in_threadpool(lambda: {k: encode_app_output(v) for k, v in outputs.items()})
-        return {"app": app, "outputs": encoded, "interrupted": bool(getattr(outputs, "interrupted", False))}
+        return {"app": app, "outputs": await run_in_threadpool(encode_app_outputs, outputs),
+                "interrupted": bool(getattr(outputs, "interrupted", False))}
 
     def controlled_owner(request: Request):
         """Whose running job a caller may see and stop: its own as an --auth user (another user's job, or a UI job,

@@ -153,6 +153,7 @@ def check_app_options(options: Any, limits, lora_names: set[str] | None = None) 
     from appflow.tasks.diffusion import GENERATION_ALIASES
     from appflow.tasks.vision_language import CAPTION_OPTION_ALIASES
     from pipelines.params import SEED_MAX, check_size
+    from webui.appflow_audio import check_audio_length_option
 
     if not isinstance(options, dict):
         raise ValueError(f"options must be a JSON object, got {type(options).__name__}.")
@@ -196,6 +197,7 @@ def check_app_options(options: Any, limits, lora_names: set[str] | None = None) 
                                or not 1 <= frames <= limits.max_batch_size * 4):
         raise ValueError(f"option num_frames must be an integer in [1, {limits.max_batch_size * 4}] on this server "
                          f"(4 x its batch size limit), got {frames!r}.")
+    check_audio_length_option(options)  # webui.appflow_audio: a clip's length held to the server's limit
     new_tokens = options.get("max_new_tokens")
     if isinstance(new_tokens, int) and not isinstance(new_tokens, bool) and new_tokens > 256:
         raise ValueError(f"option max_new_tokens must be at most 256 on this server, got {new_tokens}.")
@@ -213,7 +215,8 @@ def _mask_png(mask) -> str:
 
 def encode_app_output(value: Any) -> Any:
     """JSON for one output: images as base64 PNG, bool masks as base64 PNG masks, tensors as lists, a video as its
-    base64 .mp4 (.gif without an MPEG-4 encoder) with fps and frame count (`webui.appflow_video`)."""
+    base64 .mp4 (.gif without an MPEG-4 encoder) with fps and frame count (`webui.appflow_video`), an audio clip as
+    its base64 16-bit .wav with its sample rate (`webui.appflow_audio`)."""
     from PIL import Image
 
     if isinstance(value, Image.Image):
@@ -238,7 +241,22 @@ def encode_app_output(value: Any) -> Any:
         from webui.appflow_video import encode_video_output
 
         return encode_video_output(value)
+    from appflow.audio import Audio
+
+    if isinstance(value, Audio):
+        from webui.appflow_audio import encode_audio_output
+
+        return encode_audio_output(value)
     return repr(value)
+
+
+def encode_app_outputs(outputs: dict) -> dict:
+    """JSON for all of an app's outputs: each `encode_app_output`, but an audio clip and the bare waveforms that are
+    its samples (`waveform`, `result`) as one base64 .wav each (`webui.appflow_audio`), not lists of floats."""
+    from webui.appflow_audio import encode_audio_outputs
+
+    audio = encode_audio_outputs(outputs)
+    return {key: audio[key] if key in audio else encode_app_output(value) for key, value in outputs.items()}
 
 
 def output_images(outputs: dict) -> list:

@@ -78,9 +78,11 @@ def build_appflow_tab(state: ServerState) -> FollowedTab:
     # Outside the app's form (rendered below it), so a page that loads can show a run's progress and outputs in them
     progress = gr.HTML(progress_html(0, "Idle"), elem_id="appflow_progress", render=False)
     gallery = gr.Gallery(label="Images", format="png", interactive=False, elem_id="appflow_images", render=False)
+    # an audio app's clip (a .wav written when the run ends) plays here; empty for the other apps
+    audio = gr.Audio(label="Audio", type="filepath", interactive=False, elem_id="appflow_audio", render=False)
     result = gr.JSON(label="Outputs", elem_id="appflow_outputs", render=False)
     task_box = task_box_for("appflow", render=False)
-    outputs = [progress, gallery, result, task_box]
+    outputs = [progress, gallery, audio, result, task_box]
 
     @gr.render(inputs=app)
     def app_form(name: str):

@@ -13,46 +13,55 @@ import gradio as gr
 from webui.server_state import ServerState
 from webui.ui.progress_view import job_status, progress_html
 
-OUTPUT_COUNT = 4  # progress, images, outputs, task box
+OUTPUT_COUNT = 5  # progress, images, audio, outputs, task box
 
 
 @dataclass
 class AppflowResult:
-    """A finished run: its video and image files (in output order) and its other outputs as JSON."""
+    """A finished run: its video and image files (in output order), its audio file (the tab's player plays the first
+    clip) and its other outputs as JSON."""
 
     app: str
     paths: list[str]
     outputs: dict
     video_count: int = 0  # the first paths are videos
+    audio_paths: tuple[str, ...] = ()
     interrupted: bool = False  # Interrupt stopped the run: these are what its finished steps made
 
 
 def appflow_finish(app: str, cache_dir):
     """The task's `finish`: every image among the app's outputs as a PNG under Gradio's cache (a result is kept for
     hours: files, not pictures in memory), every video as a file before them (the gallery plays it), the other
-    outputs as the JSON the API answers with."""
+    outputs as the JSON the API answers with; every audio clip as a .wav (the tab's player plays the first), its
+    bare samples (`waveform`, `result`) not repeated in the JSON."""
     from pipelines.png import save_png
     from webui.appflow_io import encode_app_output, output_images
     from webui.ui.gallery_files import result_folder
 
     def finish(outputs: dict) -> AppflowResult:
         from appflow.video import Video
+        from webui.appflow_audio import audio_of_outputs, save_audio_outputs
         from webui.appflow_video import save_video_outputs
 
         images = output_images(outputs)
         videos = {key: value for key, value in outputs.items() if isinstance(value, Video)}
-        folder = result_folder(cache_dir, "mixkit-appflow") if images or videos else None
+        clips = audio_of_outputs(outputs)
+        folder = result_folder(cache_dir, "mixkit-appflow") if images or videos or clips else None
         # a video first in the gallery, where it plays; its frames follow as images
         video_paths = save_video_outputs(videos, folder) if videos else {}
         paths = [*video_paths.values(),
                  *(str(save_png(image, folder / f"{number:05d}.png", None)) for number, image in enumerate(images, 1))]
-        text_outputs = {key: value for key, value in outputs.items() if key != "result" and key not in videos}
+        audio_paths = save_audio_outputs(outputs, folder) if clips else {}
+        text_outputs = {key: value for key, value in outputs.items()
+                        if key != "result" and key not in videos and key not in clips}
         shown = {key: encode_app_output(value) for key, value in text_outputs.items()
                  if not output_images({key: value})}
         shown.update({key: {"file": Path(path).name, "frame_count": len(videos[key]), "fps": videos[key].fps}
                       for key, path in video_paths.items()})
-        return AppflowResult(app, paths, shown, len(video_paths),
-                             interrupted=bool(getattr(outputs, "interrupted", False)))
+        shown.update({key: {"file": Path(path).name, "sample_rate": outputs[key].sample_rate,
+                            "duration": outputs[key].duration} for key, path in audio_paths.items()})
+        return AppflowResult(app, paths, shown, len(video_paths), interrupted=bool(getattr(outputs, "interrupted", False)),
+                             audio_paths=tuple(audio_paths.values()))
 
     return finish
 
@@ -70,15 +79,17 @@ def follow_appflow(state: ServerState, task):
                         f"({seconds:.0f}s)")
             return f"Running {task.label or 'the app'} ({seconds:.0f}s)"
 
-        return progress_html(*job_status(state, task.job, describe)), gr.skip(), gr.skip()
+        return progress_html(*job_status(state, task.job, describe)), gr.skip(), gr.skip(), gr.skip()
 
     def shown(task) -> tuple:
         result: AppflowResult = task.result
         label = "Interrupted" if result.interrupted else "Done"  # as the txt2img tab (`webui.ui.reattach`)
-        videos = f" and {result.video_count} video(s)" if result.video_count else ""
-        done = progress_html(1.0, f"{label}: {result.app}, {len(result.paths) - result.video_count} image(s){videos} in "
+        media = f" and {result.video_count} video(s)" if result.video_count else ""
+        media += f" and {len(result.audio_paths)} audio clip(s)" if result.audio_paths else ""
+        done = progress_html(1.0, f"{label}: {result.app}, {len(result.paths) - result.video_count} image(s){media} in "
                                   f"{task.seconds:.1f}s")
-        return done, [(path, None) for path in result.paths], result.outputs
+        audio = result.audio_paths[0] if result.audio_paths else None
+        return done, [(path, None) for path in result.paths], audio, result.outputs
 
     return follow_ui_task(task, OUTPUT_COUNT, running, shown)
 
