@@ -200,7 +200,9 @@ class TextToVideo:
         """The sampling loop: (final latents, whether Interrupt stopped it: then the latest denoised estimate)."""
         import torch
 
+        from pipelines.inpaint_blend import current_step_index, evaluation_alpha
         from pipelines.samplers import extra_step_kwargs, seed_brownian_noise
+        from pipelines.stopped_latents import denoised_from_output
 
         frames = latents.shape[2]
         if seed != -1:  # DPM++ SDE's Brownian tree: one per frame (the frames are the scheduler's batch)
@@ -208,8 +210,10 @@ class TextToVideo:
         step_kwargs = extra_step_kwargs(scheduler, generator)
         unet, done = self.pipeline.unet, 0
         for index, t in enumerate(timesteps):
-            model_input = torch.cat([latents] * 2) if guided else latents
-            model_input = scheduler.scale_model_input(model_input, t)
+            # scaled once and repeated for the two CFG halves: the same elementwise scaling diffusers applies to the
+            # repeated batch, kept apart for the interrupted run's denoised estimate
+            scaled = scheduler.scale_model_input(latents, t)
+            model_input = torch.cat([scaled] * 2) if guided else scaled
             noise_pred = unet(model_input, t, encoder_hidden_states=embeddings, return_dict=False)[0]
             if guided:
                 uncond, cond = noise_pred.chunk(2)
@@ -219,7 +223,10 @@ class TextToVideo:
                                  "in float32 or bf16) or broken weights; no video was made.")
             # The scheduler steps frames as a batch of images (B*F, C, h, w), as diffusers' loop does.
             batch = latents.shape[0]
-            output = scheduler.step(_as_images(noise_pred), t, _as_images(latents), **step_kwargs)
+            sample, guided_images = _as_images(latents), _as_images(noise_pred)
+            scaled_images = sample if scaled is latents else _as_images(scaled)  # one object: no input scaling
+            step_index = current_step_index(scheduler)
+            output = scheduler.step(guided_images, t, sample, **step_kwargs)
             latents = _as_video(output.prev_sample, batch, frames)
             completed = (index + 1) * steps // len(timesteps)
             if completed > done:
@@ -227,8 +234,16 @@ class TextToVideo:
                 if callback is not None:
                     callback(StepProgress(done, steps, 0, 1, latents, control))
                 if control.interrupted and index < len(timesteps) - 1:
+                    # the scheduler's own estimate where its step reports one, else (diffusers' DPM-Solver++, the
+                    # default) the one the guided output gives at this step's noise level: never the noisy sample
                     estimate = getattr(output, "pred_original_sample", None)
-                    return (latents if estimate is None else _as_video(estimate, batch, frames)), True
+                    if estimate is None:
+                        estimate = getattr(output, "denoised", None)
+                    if estimate is None:
+                        alpha = evaluation_alpha(scheduler, sample, scaled_images, step_index=step_index, timestep=t)
+                        estimate = denoised_from_output(guided_images, scaled_images, alpha,
+                                                        scheduler.config.prediction_type)
+                    return _as_video(estimate.to(latents.dtype), batch, frames), True
         return latents, False
 
 
