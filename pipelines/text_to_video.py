@@ -9,7 +9,6 @@ it), so the frames equal `TextToVideoSDPipeline(...)`'s for the same generator.
 
 from __future__ import annotations
 
-import math
 import numbers
 import random
 from dataclasses import dataclass
@@ -50,8 +49,8 @@ def check_video_settings(*, prompt: Any = "", negative_prompt: Any = "", num_fra
     _check_int("num_frames", num_frames, 1, MAX_FRAMES)
     _check_int("steps", steps, 1, MAX_STEPS)
     _check_int("seed", seed, -1, SEED_MAX)
-    if isinstance(cfg_scale, bool) or not isinstance(cfg_scale, numbers.Real) or not math.isfinite(cfg_scale) \
-            or not 0 <= cfg_scale <= MAX_CFG:
+    # the range refuses NaN and infinities (math.isfinite would raise OverflowError on a huge int)
+    if isinstance(cfg_scale, bool) or not isinstance(cfg_scale, numbers.Real) or not 0 <= cfg_scale <= MAX_CFG:
         raise ValueError(f"cfg_scale must be a number in [0, {MAX_CFG:g}], got {cfg_scale!r} (1 or less: no "
                          "classifier-free guidance).")
     for name, value in (("width", width), ("height", height)):
