@@ -161,6 +161,7 @@ class TextToVideo:
             seed = random.randint(0, RANDOM_SEED_MAX) if seed == -1 else int(seed)
             generator = torch.Generator("cpu").manual_seed(seed)
         device = pipe._execution_device
+        tree_seed = seed if seed != -1 else _seed_from_state(generator)  # before the noise is drawn from it
         with torch.inference_mode():
             # 3. Encode the prompts (diffusers' encode_prompt: CLIP, 77 tokens, truncated as there)
             guided = cfg_scale > 1.0
@@ -175,7 +176,7 @@ class TextToVideo:
                                             generator, device)
             # 6. Denoise
             latents, stopped = self._denoise(scheduler, timesteps, latents, embeddings, cfg_scale, guided, steps,
-                                             generator, seed, callback, control)
+                                             generator, tree_seed, callback, control)
             # 7. Decode every frame (one VAE batch, as diffusers) and convert to PIL
             video = pipe.decode_latents(latents)
             frames = pipe.video_processor.postprocess_video(video=video, output_type="pil")[0]
@@ -194,9 +195,10 @@ class TextToVideo:
         start_at_first_step(scheduler)
         return noise * initial_noise_scale(scheduler)  # where A1111's sampler starts
 
-    def _denoise(self, scheduler, timesteps, latents, embeddings, cfg_scale, guided, steps, generator, seed,
+    def _denoise(self, scheduler, timesteps, latents, embeddings, cfg_scale, guided, steps, generator, tree_seed,
                  callback, control):
-        """The sampling loop: (final latents, whether Interrupt stopped it: then the latest denoised estimate)."""
+        """The sampling loop: (final latents, whether Interrupt stopped it: then the latest denoised estimate).
+        `tree_seed` seeds the SDE samplers' Brownian tree."""
         import torch
 
         from pipelines.inpaint_blend import current_step_index, evaluation_alpha
@@ -204,8 +206,8 @@ class TextToVideo:
         from pipelines.stopped_latents import denoised_from_output
 
         frames = latents.shape[2]
-        if seed != -1:  # DPM++ SDE's Brownian tree: one per frame (the frames are the scheduler's batch)
-            seed_brownian_noise(scheduler, [seed + frame for frame in range(frames)])
+        # DPM++ SDE's Brownian tree: one per frame (the frames are the scheduler's batch)
+        seed_brownian_noise(scheduler, [tree_seed + frame for frame in range(frames)])
         step_kwargs = extra_step_kwargs(scheduler, generator)
         unet, done = self.pipeline.unet, 0
         for index, t in enumerate(timesteps):
@@ -244,6 +246,18 @@ class TextToVideo:
                                                         scheduler.config.prediction_type)
                     return _as_video(estimate.to(latents.dtype), batch, frames), True
         return latents, False
+
+
+def _seed_from_state(generator) -> int:
+    """A seed that a caller's generator's current state decides, drawn from a copy (the generator itself is left to
+    draw the noise as diffusers would): the same generator state makes the same Brownian tree, hence the same video,
+    where torch's global RNG would make each run differ."""
+    import torch
+
+    from pipelines.params import RANDOM_SEED_MAX
+
+    copy = torch.Generator(generator.device).set_state(generator.get_state())
+    return int(torch.randint(0, RANDOM_SEED_MAX + 1, (1,), generator=copy, device=generator.device))
 
 
 def _as_images(video):
