@@ -67,8 +67,8 @@ def check_soft_inpainting(value: Any) -> SoftInpainting | None:
     checked = {}
     for name, key, label, low, high, _ in SOFT_INPAINTING_FIELDS:
         number = getattr(value, name)
-        if isinstance(number, bool) or not isinstance(number, numbers.Real) or not math.isfinite(number) \
-                or not low <= number <= high:
+        # the range first: it refuses NaN and infinities, and math.isfinite raises OverflowError on a huge int
+        if isinstance(number, bool) or not isinstance(number, numbers.Real) or not low <= number <= high:
             raise ValueError(f"soft_inpainting.{name} ({label}) must be a number in [{low:g}, {high:g}], "
                              f"got {number!r}.")
         checked[name] = float(str(number)) if type(number).__module__ == "numpy" else float(number)

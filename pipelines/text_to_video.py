@@ -9,7 +9,6 @@ it), so the frames equal `TextToVideoSDPipeline(...)`'s for the same generator.
 
 from __future__ import annotations
 
-import math
 import numbers
 import random
 from dataclasses import dataclass
@@ -50,8 +49,8 @@ def check_video_settings(*, prompt: Any = "", negative_prompt: Any = "", num_fra
     _check_int("num_frames", num_frames, 1, MAX_FRAMES)
     _check_int("steps", steps, 1, MAX_STEPS)
     _check_int("seed", seed, -1, SEED_MAX)
-    if isinstance(cfg_scale, bool) or not isinstance(cfg_scale, numbers.Real) or not math.isfinite(cfg_scale) \
-            or not 0 <= cfg_scale <= MAX_CFG:
+    # the range refuses NaN and infinities (math.isfinite would raise OverflowError on a huge int)
+    if isinstance(cfg_scale, bool) or not isinstance(cfg_scale, numbers.Real) or not 0 <= cfg_scale <= MAX_CFG:
         raise ValueError(f"cfg_scale must be a number in [0, {MAX_CFG:g}], got {cfg_scale!r} (1 or less: no "
                          "classifier-free guidance).")
     for name, value in (("width", width), ("height", height)):
@@ -162,6 +161,7 @@ class TextToVideo:
             seed = random.randint(0, RANDOM_SEED_MAX) if seed == -1 else int(seed)
             generator = torch.Generator("cpu").manual_seed(seed)
         device = pipe._execution_device
+        tree_seed = seed if seed != -1 else _seed_from_state(generator)  # before the noise is drawn from it
         with torch.inference_mode():
             # 3. Encode the prompts (diffusers' encode_prompt: CLIP, 77 tokens, truncated as there)
             guided = cfg_scale > 1.0
@@ -176,7 +176,7 @@ class TextToVideo:
                                             generator, device)
             # 6. Denoise
             latents, stopped = self._denoise(scheduler, timesteps, latents, embeddings, cfg_scale, guided, steps,
-                                             generator, seed, callback, control)
+                                             generator, tree_seed, callback, control)
             # 7. Decode every frame (one VAE batch, as diffusers) and convert to PIL
             video = pipe.decode_latents(latents)
             frames = pipe.video_processor.postprocess_video(video=video, output_type="pil")[0]
@@ -195,21 +195,26 @@ class TextToVideo:
         start_at_first_step(scheduler)
         return noise * initial_noise_scale(scheduler)  # where A1111's sampler starts
 
-    def _denoise(self, scheduler, timesteps, latents, embeddings, cfg_scale, guided, steps, generator, seed,
+    def _denoise(self, scheduler, timesteps, latents, embeddings, cfg_scale, guided, steps, generator, tree_seed,
                  callback, control):
-        """The sampling loop: (final latents, whether Interrupt stopped it: then the latest denoised estimate)."""
+        """The sampling loop: (final latents, whether Interrupt stopped it: then the latest denoised estimate).
+        `tree_seed` seeds the SDE samplers' Brownian tree."""
         import torch
 
+        from pipelines.inpaint_blend import current_step_index, evaluation_alpha
         from pipelines.samplers import extra_step_kwargs, seed_brownian_noise
+        from pipelines.stopped_latents import denoised_from_output
 
         frames = latents.shape[2]
-        if seed != -1:  # DPM++ SDE's Brownian tree: one per frame (the frames are the scheduler's batch)
-            seed_brownian_noise(scheduler, [seed + frame for frame in range(frames)])
+        # DPM++ SDE's Brownian tree: one per frame (the frames are the scheduler's batch)
+        seed_brownian_noise(scheduler, [tree_seed + frame for frame in range(frames)])
         step_kwargs = extra_step_kwargs(scheduler, generator)
         unet, done = self.pipeline.unet, 0
         for index, t in enumerate(timesteps):
-            model_input = torch.cat([latents] * 2) if guided else latents
-            model_input = scheduler.scale_model_input(model_input, t)
+            # scaled once and repeated for the two CFG halves: the same elementwise scaling diffusers applies to the
+            # repeated batch, kept apart for the interrupted run's denoised estimate
+            scaled = scheduler.scale_model_input(latents, t)
+            model_input = torch.cat([scaled] * 2) if guided else scaled
             noise_pred = unet(model_input, t, encoder_hidden_states=embeddings, return_dict=False)[0]
             if guided:
                 uncond, cond = noise_pred.chunk(2)
@@ -219,7 +224,10 @@ class TextToVideo:
                                  "in float32 or bf16) or broken weights; no video was made.")
             # The scheduler steps frames as a batch of images (B*F, C, h, w), as diffusers' loop does.
             batch = latents.shape[0]
-            output = scheduler.step(_as_images(noise_pred), t, _as_images(latents), **step_kwargs)
+            sample, guided_images = _as_images(latents), _as_images(noise_pred)
+            scaled_images = sample if scaled is latents else _as_images(scaled)  # one object: no input scaling
+            step_index = current_step_index(scheduler)
+            output = scheduler.step(guided_images, t, sample, **step_kwargs)
             latents = _as_video(output.prev_sample, batch, frames)
             completed = (index + 1) * steps // len(timesteps)
             if completed > done:
@@ -227,9 +235,29 @@ class TextToVideo:
                 if callback is not None:
                     callback(StepProgress(done, steps, 0, 1, latents, control))
                 if control.interrupted and index < len(timesteps) - 1:
+                    # the scheduler's own estimate where its step reports one, else (diffusers' DPM-Solver++, the
+                    # default) the one the guided output gives at this step's noise level: never the noisy sample
                     estimate = getattr(output, "pred_original_sample", None)
-                    return (latents if estimate is None else _as_video(estimate, batch, frames)), True
+                    if estimate is None:
+                        estimate = getattr(output, "denoised", None)
+                    if estimate is None:
+                        alpha = evaluation_alpha(scheduler, sample, scaled_images, step_index=step_index, timestep=t)
+                        estimate = denoised_from_output(guided_images, scaled_images, alpha,
+                                                        scheduler.config.prediction_type)
+                    return _as_video(estimate.to(latents.dtype), batch, frames), True
         return latents, False
+
+
+def _seed_from_state(generator) -> int:
+    """A seed that a caller's generator's current state decides, drawn from a copy (the generator itself is left to
+    draw the noise as diffusers would): the same generator state makes the same Brownian tree, hence the same video,
+    where torch's global RNG would make each run differ."""
+    import torch
+
+    from pipelines.params import RANDOM_SEED_MAX
+
+    copy = torch.Generator(generator.device).set_state(generator.get_state())
+    return int(torch.randint(0, RANDOM_SEED_MAX + 1, (1,), generator=copy, device=generator.device))
 
 
 def _as_images(video):

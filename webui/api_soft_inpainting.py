@@ -8,7 +8,6 @@ script). Each slot is checked against A1111's slider range, and a 422 names the 
 
 from __future__ import annotations
 
-import math
 import numbers
 from typing import Any
 
@@ -43,8 +42,8 @@ def soft_inpainting_from_scripts(scripts: dict | None) -> SoftInpainting | None:
                          "enabled, " + ", ".join(label for _, _, label, *_ in SOFT_INPAINTING_FIELDS) + ".")
     values = {}
     for slot, (value, (field, _, label, low, high, _)) in enumerate(zip(args[1:], SOFT_INPAINTING_FIELDS), start=1):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
-                or not low <= value <= high:
+        # the range first: it refuses NaN and infinities, and math.isfinite raises OverflowError on a huge int
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not low <= value <= high:
             raise ValueError(f"{where}[{slot}] ({label}) must be a number in [{low:g}, {high:g}], got {value!r}.")
         values[field] = float(value)
     return SoftInpainting(**values)

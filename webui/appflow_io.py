@@ -198,6 +198,11 @@ def check_app_options(options: Any, limits, lora_names: set[str] | None = None) 
         raise ValueError(f"option num_frames must be an integer in [1, {limits.max_batch_size * 4}] on this server "
                          f"(4 x its batch size limit), got {frames!r}.")
     check_audio_length_option(options)  # webui.appflow_audio: a clip's length held to the server's limit
+    fps = options.get("fps")
+    if isinstance(fps, (int, float)) and not isinstance(fps, bool):  # a video app's; its range is the app's check
+        from webui.appflow_video import check_server_video_fps
+
+        check_server_video_fps(fps)
     new_tokens = options.get("max_new_tokens")
     if isinstance(new_tokens, int) and not isinstance(new_tokens, bool) and new_tokens > 256:
         raise ValueError(f"option max_new_tokens must be at most 256 on this server, got {new_tokens}.")

@@ -15,6 +15,17 @@ def video_suffix() -> str:
     return ".mp4" if mp4_available() else ".gif"
 
 
+def check_server_video_fps(fps) -> None:
+    """Refuse (ValueError) before a run a video app's `fps` this server cannot encode its answer at: where it falls
+    back to .gif, a GIF's frame rate range (`mixkit.io.video`) rather than a failure after the video is made."""
+    from mixkit.io.video import GIF_MAX_DELAY_CS, GIF_MAX_FPS
+
+    if video_suffix() == ".gif" and not 100 / GIF_MAX_DELAY_CS <= fps <= GIF_MAX_FPS:
+        raise ValueError(f"option fps must be in [{100 / GIF_MAX_DELAY_CS:.4g}, {GIF_MAX_FPS}] on this server, got "
+                         f"{fps!r}: it answers with a GIF (no MPEG-4 encoder here: install opencv-python-headless for "
+                         ".mp4), and a GIF's delays are whole 1/100 s from 2/100 to 655.35 s.")
+
+
 def encode_video_output(video) -> dict:
     """JSON for an `appflow.video.Video`: the encoded file as base64 with what a client needs to use it. The frames
     themselves are the app's `frames` output (base64 PNGs); this is the same frames as one playable file."""

@@ -65,6 +65,16 @@ def normalise_origin(origin: str) -> str:
     return f"{parts.scheme}://{authority}"
 
 
+def browser_origin(origin: str) -> str:
+    """A `--cors-allow-origins` entry as a browser writes it in its Origin header, which leaves out the scheme's default
+    port ("https://app.example", not "https://app.example:443"): the form CORS' exact comparison needs."""
+    normal = normalise_origin(origin)
+    for default in ("http://", ":80"), ("https://", ":443"):
+        if normal.startswith(default[0]) and normal.endswith(default[1]):
+            return normal[:-len(default[1])]
+    return normal
+
+
 class OriginGuardMiddleware:
     """Refuse requests naming a foreign Host (server bound to localhost) and cross-origin changes from browsers."""
 

@@ -20,7 +20,7 @@ from webui.api_tasks import build_tasks_router
 from webui.config import ServerConfig, check_server_config
 from webui.error_paths import server_path_redactor
 from webui.http_guards import BasicAuthMiddleware, BodySizeLimitMiddleware
-from webui.origin_guard import OriginGuardMiddleware, normalise_origin
+from webui.origin_guard import OriginGuardMiddleware, browser_origin
 from webui.server_state import ServerState
 
 logger = logging.getLogger(__name__)
@@ -29,14 +29,16 @@ logger = logging.getLogger(__name__)
 def build_app(state: ServerState):
     """The ASGI app: API routes, the UI at `/` (when enabled), auth and the body-size cap around both."""
     app = FastAPI(title="mixkit", docs_url="/docs", redoc_url=None)
+    # before CORS: a middleware added later wraps it, so the JSON 500 gets the CORS headers a cross-origin page needs
+    # to read it
+    install_error_handlers(app, server_path_redactor(state))
     if state.config.cors_allow_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
         # A1111's --cors-allow-origins; with a CORS middleware on the parent app Gradio's own (which trusts any
         # localhost origin) stands aside
-        app.add_middleware(CORSMiddleware, allow_origins=[normalise_origin(o) for o in state.config.cors_allow_origins],
+        app.add_middleware(CORSMiddleware, allow_origins=[browser_origin(o) for o in state.config.cors_allow_origins],
                            allow_methods=["*"], allow_headers=["*"], allow_credentials=True)
-    install_error_handlers(app, server_path_redactor(state))
     app.include_router(build_api(state))
     app.include_router(build_embeddings_router(state))
     app.include_router(build_options_router(state))

@@ -7,7 +7,6 @@ the file appears complete or not at all (`atomic_output_path`: a temporary file 
 
 from __future__ import annotations
 
-import math
 import numbers
 import os
 from pathlib import Path
@@ -16,6 +15,10 @@ from typing import Any, Sequence
 VIDEO_FORMATS = {".mp4": "MPEG-4 Part 2 in an MP4 container (OpenCV's 'mp4v' encoder)",
                  ".gif": "animated GIF (Pillow), 256 colours per frame, loops forever"}
 MAX_FPS = 240
+# GIF stores each frame's delay as a 16-bit count of 1/100 s: at most 655.35 s a frame (Pillow raises struct.error past
+# it), and at least 2/100 s, as browsers play a delay of 0 or 1 (what Pillow writes above 50 fps) at 1/10 s
+GIF_MAX_FPS = 50
+GIF_MAX_DELAY_CS = 0xFFFF
 
 
 def mp4_available() -> bool:
@@ -73,7 +76,8 @@ def check_frames(frames: Any) -> list:
 
 
 def check_fps(fps: Any) -> float:
-    if isinstance(fps, bool) or not isinstance(fps, numbers.Real) or not math.isfinite(fps) or not 0 < fps <= MAX_FPS:
+    # the range refuses NaN and infinities (math.isfinite would raise OverflowError on a huge int)
+    if isinstance(fps, bool) or not isinstance(fps, numbers.Real) or not 0 < fps <= MAX_FPS:
         raise ValueError(f"fps must be a number in (0, {MAX_FPS}], got {fps!r}.")
     return float(fps)
 
@@ -96,12 +100,33 @@ def export_video(frames: Sequence[Any], path: str | os.PathLike, fps: float = 8.
     if suffix == ".mp4" and (width % 2 or height % 2):
         raise ValueError(f"Cannot write {str(target)!r}: frames are {width}x{height} and MPEG-4 needs even sides; "
                          "resize or crop them to even sizes, or save as .gif.")
+    if suffix == ".gif":
+        _check_gif_timing(frames, fps, target)
     with atomic_output_path(target) as temp:
         if suffix == ".gif":
             _write_gif(frames, temp, fps)
         else:
             _write_mp4(frames, temp, fps)
     return target
+
+
+def _check_gif_timing(frames: list, fps: float, target: Path) -> None:
+    """Refuse (ValueError) a frame rate a GIF cannot play: above GIF_MAX_FPS, or a frame shown longer than 655.35 s,
+    counting a run of identical frames as one (Pillow merges them and adds their delays)."""
+    if fps > GIF_MAX_FPS:
+        raise ValueError(f"Cannot write {str(target)!r} at {fps:g} fps: a GIF plays at most {GIF_MAX_FPS} fps (its "
+                         "delays are 1/100 s; browsers slow shorter ones to 10 fps); save as .mp4 or lower fps.")
+    longest = run = 1
+    previous = frames[0].convert("RGB").tobytes()
+    for frame in frames[1:]:
+        current = frame.convert("RGB").tobytes()
+        run = run + 1 if current == previous else 1
+        longest, previous = max(longest, run), current
+    if longest * round(1000 / fps) // 10 > GIF_MAX_DELAY_CS:
+        raise ValueError(f"Cannot write {str(target)!r} at {fps:g} fps: "
+                         + (f"{longest} identical frames in a row are one GIF frame, " if longest > 1 else "a frame ")
+                         + f"shown longer than the {GIF_MAX_DELAY_CS / 100:g} s a GIF can hold; raise fps or save as "
+                         ".mp4.")
 
 
 def _write_gif(frames: list, temp: Path, fps: float) -> None:

@@ -29,7 +29,8 @@ def test_check_converts_numbers_and_keeps_none():
 @pytest.mark.parametrize("name, value", [("mask_blend_power", 8.5), ("mask_blend_scale", -0.1),
                                          ("inpaint_detail_preservation", 0.5), ("composite_mask_influence", 1.5),
                                          ("composite_difference_threshold", float("nan")),
-                                         ("composite_difference_contrast", True)])
+                                         ("composite_difference_contrast", True),
+                                         ("mask_blend_scale", 10**400), ("mask_blend_power", float("-inf"))])
 def test_check_names_the_setting_out_of_range(name, value):
     with pytest.raises(ValueError, match=rf"soft_inpainting\.{name} \(.*\) must be a number in"):
         check_soft_inpainting(SoftInpainting(**{name: value}))

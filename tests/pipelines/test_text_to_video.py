@@ -119,3 +119,33 @@ def test_seed_and_generator_together_are_refused(video_model):
 
     with pytest.raises(ValueError, match="Pass seed= or generator=, not both"):
         video_model("a cat", seed=3, generator=torch.Generator(), **SMALL)
+
+
+def test_interrupt_with_the_default_sampler_decodes_its_clean_estimate_not_the_noisy_sample(video_model, monkeypatch):
+    """diffusers' DPM-Solver++ reports no `pred_original_sample`; its own x0 (the multistep's stored model output)
+    is the oracle for what an interrupted video decodes."""
+    import torch
+
+    schedulers, decoded = [], []
+    make_scheduler, decode = video_model.make_scheduler, video_model.pipeline.decode_latents
+    monkeypatch.setattr(video_model, "make_scheduler",
+                        lambda *args: schedulers.append(make_scheduler(*args)) or schedulers[-1])
+    monkeypatch.setattr(video_model.pipeline, "decode_latents",
+                        lambda latents: decoded.append(latents) or decode(latents))
+    control = GenerationControl()
+    stopped = video_model("a cat", seed=3, num_frames=2, steps=3, width=32, height=32, control=control,
+                          callback=lambda progress: control.interrupt())
+    assert stopped.interrupted
+    x0 = schedulers[0].model_outputs[-1]  # [frames, C, h, w]: DPM-Solver++ keeps the clean estimate it stepped with
+    assert torch.allclose(decoded[0][0].permute(1, 0, 2, 3), x0, atol=1e-5)
+
+
+@pytest.mark.parametrize("sampler", ["DPM++ SDE", "DPM++ 2M SDE"])
+def test_a_generator_makes_a_brownian_sampler_video_again(video_model, sampler):
+    """The SDE samplers' Brownian tree is seeded from the caller's generator too, not from torch's global RNG."""
+    import torch
+
+    def run():
+        return arrays(video_model("a cat", generator=torch.Generator().manual_seed(11), sampler=sampler, **SMALL).frames)
+
+    assert np.array_equal(run(), run())

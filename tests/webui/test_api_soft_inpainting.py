@@ -58,6 +58,8 @@ def test_a_transparent_masks_soft_alpha_is_kept_as_a1111s_script_turns_mask_roun
     ([True, 1, 0.5, 4, "0"], r"args\[4\] \(Mask influence\) must be a number in \[0, 1\], got '0'"),
     ([True, 1, 0.5, 4, 0, 0.5, False], r"args\[6\] \(Difference contrast\)"),
     (["yes"], r"args\[0\] \(enabled\) must be true or false"),
+    ([True, 10**400], r"args\[1\] \(Schedule bias\) must be a number in \[0, 8\]"),  # not an OverflowError (500)
+    ([True, 1, float("nan")], r"args\[2\] \(Preservation strength\) must be a number in \[0, 8\], got nan"),
     ([*A1111_ARGS, 1], r"has 8 values; Soft inpainting takes 7"),
 ])
 def test_bad_args_are_refused_naming_the_slot(args, message):

@@ -64,6 +64,24 @@ def test_bad_options_are_refused_with_422_naming_them(client, options, fragment)
     assert response.status_code == 422 and re.search(fragment, response.json()["detail"]), response.text
 
 
+def test_a_huge_number_is_refused_with_422_not_a_500(client):
+    for options in ({"cfg_scale": 10**400}, {"fps": 10**400}):
+        response = client.post(f"/appflow/{APP}", json={"inputs": {"prompt": "a cat"}, "options": options})
+        assert response.status_code == 422 and "must be a number in" in response.json()["detail"], response.text
+
+
+def test_without_an_mp4_encoder_a_frame_rate_no_gif_plays_is_refused_before_the_run(client, monkeypatch):
+    import mixkit.io.video
+
+    monkeypatch.setattr(mixkit.io.video, "mp4_available", lambda: False)
+    for fps in (60, 0.001):
+        response = client.post(f"/appflow/{APP}", json={"inputs": {"prompt": "a cat"},
+                                                         "options": {**OPTIONS, "fps": fps}})
+        assert response.status_code == 422 and "it answers with a GIF" in response.json()["detail"], response.text
+    response = client.post(f"/appflow/{APP}", json={"inputs": {"prompt": "a cat"}, "options": {**OPTIONS, "fps": 50}})
+    assert response.status_code == 200 and response.json()["outputs"]["video"]["format"] == "gif", response.text
+
+
 def test_the_apps_listing_shows_the_configured_video_model(client, server, tiny_text_to_video_dir):
     apps = {app["name"]: app for app in client.get("/appflow").json()}
     assert apps[APP]["models"]["video_generator"]["source"] == str(tiny_text_to_video_dir)

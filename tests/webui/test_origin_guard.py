@@ -124,3 +124,13 @@ def test_listening_server_does_not_check_host_names():
     guard = OriginGuardMiddleware(None, local_only=False)
     assert guard._host_allowed("sd.lan:7860")
     assert not OriginGuardMiddleware(None, local_only=True)._host_allowed("sd.lan:7860")
+
+
+@pytest.mark.parametrize("entry, origin", [("https://App.example:443", "https://app.example"),
+                                           ("http://page.example", "http://page.example"),
+                                           ("http://localhost:3000/", "http://localhost:3000"),
+                                           ("https://app.example:80", "https://app.example:80")])
+def test_cors_origins_are_written_as_browsers_send_them(entry, origin):
+    from webui.origin_guard import browser_origin
+
+    assert browser_origin(entry) == origin

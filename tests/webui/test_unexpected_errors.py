@@ -21,7 +21,7 @@ def server(tiny_sd1_dir, tmp_path_factory, serving):
 def test_a_failing_route_answers_a_redacted_json_500_and_keeps_the_connection(server, tiny_sd1_dir, monkeypatch):
     import pipelines.model_upscale_listing as listing
 
-    def broken():
+    def broken(*_, **__):  # takes what the route passes (dat_enabled=)
         raise OSError(f"cannot list {tiny_sd1_dir}/unet/x.bin")
 
     monkeypatch.setattr(listing, "listed_upscaler_names", broken)
@@ -42,3 +42,26 @@ def test_a_failing_route_answers_a_redacted_json_500_and_keeps_the_connection(se
         assert answered.status == 200 and names[0] == "None"
     finally:
         connection.close()
+
+
+def test_a_cross_origin_client_reads_the_500_as_cors_lets_it(tiny_sd1_dir, tmp_path, serving, monkeypatch):
+    """The JSON 500 passes through --cors-allow-origins' middleware, so a browser page on an allowed origin gets the
+    error body rather than an opaque CORS failure."""
+    import httpx
+
+    import pipelines.model_upscale_listing as listing
+    from webui.config import ServerConfig
+
+    def broken(*_, **__):  # takes what the route passes (dat_enabled=)
+        raise OSError("cannot list")
+
+    monkeypatch.setattr(listing, "listed_upscaler_names", broken)
+    config = ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(tmp_path / "outputs"), ui=False,
+                          cors_allow_origins=["http://page.example"])
+    with serving(config, load_model=False) as running:
+        # a browser leaves the default port out of Origin: the allowed origin matches it as written
+        answered = httpx.get(f"{running.url}/sdapi/v1/samplers", headers={"Origin": "http://page.example"}, timeout=60)
+        failed = httpx.get(f"{running.url}/sdapi/v1/upscalers", headers={"Origin": "http://page.example"}, timeout=60)
+    assert answered.status_code == 200 and answered.headers["access-control-allow-origin"] == "http://page.example"
+    assert failed.status_code == 500 and failed.json()["error"] == "OSError"
+    assert failed.headers.get("access-control-allow-origin") == "http://page.example"

@@ -123,3 +123,29 @@ def test_mp4_without_an_encoder_is_refused_pointing_at_gif(tmp_path, monkeypatch
     with pytest.raises(ValueError, match="needs OpenCV with FFmpeg.*or save as .gif"):
         export_video(frames(), tmp_path / "clip.mp4")
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("fps", [51, 240])
+def test_gif_above_50_fps_is_refused_pointing_at_mp4(tmp_path, fps):
+    """Pillow would write a 0/100 s delay, which browsers play at 10 fps."""
+    with pytest.raises(ValueError, match="a GIF plays at most 50 fps.*save as .mp4"):
+        export_video(frames(), tmp_path / "clip.gif", fps=fps)
+    assert os.listdir(tmp_path) == []
+    with Image.open(export_video(frames(), tmp_path / "clip.gif", fps=50)) as gif:
+        assert gif.info["duration"] == 20
+
+
+def test_gif_delay_past_its_16_bit_limit_is_refused_not_a_struct_error(tmp_path):
+    with pytest.raises(ValueError, match="a frame shown longer than the 655.35 s a GIF can hold"):
+        export_video(frames(2), tmp_path / "clip.gif", fps=0.001)
+    still = [Image.new("RGB", (8, 8), "red")] * 100  # Pillow merges them: one frame of 100 x 10 s
+    with pytest.raises(ValueError, match="100 identical frames in a row are one GIF frame"):
+        export_video(still, tmp_path / "clip.gif", fps=0.1)
+    assert os.listdir(tmp_path) == []
+    with Image.open(export_video(frames(2), tmp_path / "clip.gif", fps=1000 / 655350)) as gif:
+        assert gif.info["duration"] == 655350
+
+
+def test_a_huge_integer_fps_is_refused_as_out_of_range(tmp_path):
+    with pytest.raises(ValueError, match=r"fps must be a number in \(0, 240\]"):
+        export_video(frames(), tmp_path / "clip.gif", fps=10**400)
