@@ -23,5 +23,4 @@ register_script(SelectableScript(
     description="one job per line of a list: a prompt, or A1111's --prompt/--steps/... options"))
 
 __all__ = ["SCRIPTS", "ScriptArg", "ScriptResult", "SelectableScript", "find_script", "is_registered_script",
-           "register_script", "script_info", "prompt_matrix", "prompts_from_file",
-           "xyz_plot"]
+           "register_script", "script_info", "prompt_matrix", "prompts_from_file", "xyz_plot"]
