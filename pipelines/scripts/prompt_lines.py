@@ -96,7 +96,8 @@ def parse_option_line(line: str, number: int = 1) -> dict[str, Any]:
     try:
         words = shlex.split(line)
     except ValueError as error:
-        raise ValueError(f"line {number}: cannot split {line!r:.80} into options ({error}); close its quotes.") from None
+        raise ValueError(f"line {number}: cannot split {line!r:.80} into options ({error}); close its "
+                         "quotes.") from None
     options: dict[str, Any] = {}
     position = 0
     while position < len(words):

@@ -3,28 +3,23 @@ Blocks' own handlers on a tiny model."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import gradio as gr
 import pytest
 from PIL import Image
 
 from pipelines.infotext import parse_infotext
 
-from .test_ui_script_xyz import built, form_values, script_choice  # noqa: F401  (the module's UI, built once)
-from .ui_blocks import component, handler
+from .script_ui import built_ui, generate, script_choice
+from .ui_blocks import component
 
 
-def generate(blocks, script=None, **changes):
-    """Generate's last output (gallery, infotexts ...) with the form and Prompt matrix's controls changed."""
-    request = SimpleNamespace(session_hash="matrix-ui", request=SimpleNamespace(scope={}))
-    form = {name: changes.pop(name) for name in list(changes) if not name.startswith("prompt_matrix_")}
-    values = form_values(blocks, **form)
-    values[-2] = script_choice(blocks, script=script or "None", **changes)  # the script State, before the task box
-    return list(handler(blocks, "txt2img_generate", "click").fn(request, *values))[-1]
+@pytest.fixture(scope="module")
+def built(tiny_sd1_dir, tmp_path_factory):
+    with built_ui(tiny_sd1_dir, tmp_path_factory.mktemp("ui-prompt_matrix")) as pair:
+        yield pair
 
 
-def test_both_tabs_offer_the_matrix_with_a1111s_controls(built):  # noqa: F811
+def test_both_tabs_offer_the_matrix_with_a1111s_controls(built):
     _, blocks = built
     for kind in ("txt2img", "img2img"):
         assert "Prompt matrix" in [choice[0] for choice in component(blocks, f"{kind}_script").choices]
@@ -32,16 +27,17 @@ def test_both_tabs_offer_the_matrix_with_a1111s_controls(built):  # noqa: F811
         assert component(blocks, f"{kind}_prompt_matrix_variations_delimiter").value == "comma"
 
 
-def test_the_script_state_holds_a1111s_five_args(built):  # noqa: F811
+def test_the_script_state_holds_a1111s_five_args(built):
     _, blocks = built
     assert script_choice(blocks, script="Prompt matrix", prompt_matrix_different_seeds=True,
                          prompt_matrix_prompt_type="negative", prompt_matrix_margin_size=12.0) == [
         "Prompt matrix", [False, True, "negative", "comma", 12]]
 
 
-def test_generate_shows_the_grid_then_every_combination(built):  # noqa: F811
+def test_generate_shows_the_grid_then_every_combination(built):
     _, blocks = built
-    last = generate(blocks, prompt="a cat|red", steps=1, width=64, height=64, seed=4, sampler="Euler",
+    last = generate(blocks, "prompt_matrix_", prompt="a cat|red", steps=1, width=64, height=64, seed=4,
+                    sampler="Euler",
                     script="Prompt matrix", prompt_matrix_variations_delimiter="space")
     gallery, infotexts = last[2], last[4]
     assert len(gallery) == 3
@@ -50,7 +46,8 @@ def test_generate_shows_the_grid_then_every_combination(built):  # noqa: F811
     assert [parse_infotext(text)["Prompt"] for text in infotexts] == ["a cat", "a cat", "a cat red"]
 
 
-def test_too_many_parts_are_refused_with_the_cap(built):  # noqa: F811
+def test_too_many_parts_are_refused_with_the_cap(built):
     _, blocks = built
     with pytest.raises(gr.Error, match="the most is 9 parts"):
-        generate(blocks, prompt="x" + "|p" * 10, steps=1, width=64, height=64, script="Prompt matrix")
+        generate(blocks, "prompt_matrix_", prompt="x" + "|p" * 10, steps=1, width=64, height=64,
+                 script="Prompt matrix")

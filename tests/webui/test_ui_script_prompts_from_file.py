@@ -3,27 +3,22 @@ file upload fills the list, Generate runs every line; driven through the built B
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import gradio as gr
 import pytest
 
 from pipelines.infotext import parse_infotext
 
-from .test_ui_script_xyz import built, form_values, script_choice  # noqa: F401  (the module's UI, built once)
+from .script_ui import built_ui, generate, script_choice
 from .ui_blocks import component, handler
 
 
-def generate(blocks, script=None, **changes):
-    """Generate's last output (gallery, infotexts ...) with the form and the script's controls changed."""
-    request = SimpleNamespace(session_hash="lines-ui", request=SimpleNamespace(scope={}))
-    form = {name: changes.pop(name) for name in list(changes) if not name.startswith("prompts_from_file_")}
-    values = form_values(blocks, **form)
-    values[-2] = script_choice(blocks, script=script or "None", **changes)  # the script State, before the task box
-    return list(handler(blocks, "txt2img_generate", "click").fn(request, *values))[-1]
+@pytest.fixture(scope="module")
+def built(tiny_sd1_dir, tmp_path_factory):
+    with built_ui(tiny_sd1_dir, tmp_path_factory.mktemp("ui-prompts_from_file")) as pair:
+        yield pair
 
 
-def test_the_script_state_holds_a1111s_args(built):  # noqa: F811
+def test_the_script_state_holds_a1111s_args(built):
     _, blocks = built
     assert component(blocks, "img2img_prompts_from_file_prompt_position").value == "start"
     assert script_choice(blocks, script="Prompts from file or textbox", prompts_from_file_checkbox_iterate=True,
@@ -31,7 +26,7 @@ def test_the_script_state_holds_a1111s_args(built):  # noqa: F811
         "Prompts from file or textbox", [True, False, "end", "a\nb", False]]
 
 
-def test_an_uploaded_file_fills_the_list_line_by_line(built):  # noqa: F811
+def test_an_uploaded_file_fills_the_list_line_by_line(built):
     _, blocks = built
     upload = handler(blocks, "txt2img_prompts_from_file_file", "upload")
     cleared, text = upload.fn("\ufeff a cat \r\n--prompt a dog --steps 2\n".encode("utf-8"))
@@ -41,9 +36,10 @@ def test_an_uploaded_file_fills_the_list_line_by_line(built):  # noqa: F811
     assert upload.fn(None)[1] == gr.update()
 
 
-def test_generate_runs_every_line_with_its_infotext(built):  # noqa: F811
+def test_generate_runs_every_line_with_its_infotext(built):
     _, blocks = built
-    last = generate(blocks, prompt="photo", steps=1, width=64, height=64, seed=4, sampler="Euler",
+    last = generate(blocks, "prompts_from_file_", prompt="photo", steps=1, width=64, height=64, seed=4,
+                    sampler="Euler",
                     script="Prompts from file or textbox", prompts_from_file_checkbox_iterate=True,
                     prompts_from_file_prompt_txt="a cat\n--prompt a dog --steps 2")
     gallery, infotexts = last[2], last[4]
@@ -52,8 +48,9 @@ def test_generate_runs_every_line_with_its_infotext(built):  # noqa: F811
         == [("a cat photo", "1", "4"), ("a dog photo", "2", "5")]
 
 
-def test_a_bad_line_is_refused_naming_it(built):  # noqa: F811
+def test_a_bad_line_is_refused_naming_it(built):
     _, blocks = built
     with pytest.raises(gr.Error, match="line 2: unknown option --stepz"):
-        generate(blocks, prompt="a cat", steps=1, width=64, height=64, script="Prompts from file or textbox",
+        generate(blocks, "prompts_from_file_", prompt="a cat", steps=1, width=64, height=64,
+                 script="Prompts from file or textbox",
                  prompts_from_file_prompt_txt="a\n--stepz 2")
