@@ -216,9 +216,8 @@ def run(args: argparse.Namespace) -> int:
         if hires is not None:
             check_hires_params(params, GenerationLimits(), 8)  # SD's VAE grid; the pipeline checks the model's
 
-    from webui.cli.xyz_flags import check_xyz_plot, xyz_config_of, xyz_requested
-
     from webui.cli.prompt_script_flags import check_prompt_script, prompt_script_of
+    from webui.cli.xyz_flags import check_xyz_plot, xyz_config_of, xyz_requested
 
     script = prompt_script_of(args, xyz_requested(args))  # Prompt matrix / Prompts from file, or None
     plot = xyz_config_of(args) if xyz_requested(args) else None

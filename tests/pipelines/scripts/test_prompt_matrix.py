@@ -123,3 +123,15 @@ def test_interrupt_keeps_the_done_batches_and_leaves_blank_cells(sd1_pipe):
     assert result.interrupted and len(result.samples.images) == 1 and len(result.images) == 2
     top = result.images[0].height - 64
     assert result.images[0].crop((64, top, 128, top + 64)).getbbox() is None  # black: never generated
+
+
+def test_matrix_runs_through_hires_fix(sd1_pipe):
+    from pipelines.hires import HiresFix, HiresParams
+
+    params = HiresParams(**{**TINY, "prompt": "a cat|red", "width": 32, "height": 32, "batch_size": 2},
+                         hr_scale=2.0, hr_second_pass_steps=1, denoising_strength=0.5, hr_upscaler="Latent")
+    result = prompt_matrix.run(HiresFix(sd1_pipe), params, PromptMatrixConfig())
+    assert [image.size for image in result.images[1:]] == [(64, 64)] * 2 and result.images[0].width == 128
+    read = [parse_infotext(text) for text in result.infotexts[1:]]
+    assert [(r["Prompt"], r["Seed"], r["Hires upscale"]) for r in read] == [("a cat", "5", "2"),
+                                                                           ("a cat, red", "5", "2")]
