@@ -10,6 +10,7 @@ import pytest
 from PIL import Image
 
 from pipelines.infotext import parse_infotext
+from pipelines.scripts import prompt_matrix
 from webui.base64_images import encode_png_base64
 
 from .png_payloads import decode_png
@@ -96,6 +97,7 @@ def test_scripts_and_script_info_list_both_in_a1111_order(client):
                                                 "Use different seed for each picture", "Select prompt",
                                                 "Select joining char", "Grid margins (px)"]
     assert matrix[2]["choices"] == ["positive", "negative"] and matrix[4]["maximum"] == 500
+    assert prompt_matrix.parse_script_args([arg["value"] for arg in matrix]) == prompt_matrix.PromptMatrixConfig()
     lines = info[("prompts from file or textbox", True)]["args"]
     assert [arg["label"] for arg in lines][:4] == ["Iterate seed every line", "Use same random seed for all lines",
                                                    "Insert prompts at the", "List of prompt inputs"]
