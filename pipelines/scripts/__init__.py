@@ -1,10 +1,11 @@
-"""Selectable scripts (A1111's "Script" dropdown) by title: X/Y/Z plot, and the ones that plug in after it.
+"""Selectable scripts (A1111's "Script" dropdown) by title: X/Y/Z plot, Prompt matrix, Prompts from file or
+textbox, and the ones that plug in after them.
 
 `find_script("x/y/z plot")` gives a `SelectableScript`; the HTTP API, the web UI and the CLI all run scripts
 through it. Register a new script with `register_script` in its own module and import that module here.
 """
 
-from pipelines.scripts import xyz_plot
+from pipelines.scripts import prompt_matrix, prompts_from_file, xyz_plot
 from pipelines.scripts.registry import (SCRIPTS, ScriptArg, ScriptResult, SelectableScript, find_script,
                                         is_registered_script, register_script, script_info)
 
@@ -12,6 +13,14 @@ register_script(SelectableScript(
     title=xyz_plot.TITLE, kinds=frozenset({"txt2img", "img2img"}), args=xyz_plot.script_args,
     parse=xyz_plot.parse_script_args, plan=xyz_plot.planned_params, run=xyz_plot.run,
     description="one generation per combination of up to three axes' values, in a labelled grid"))
+register_script(SelectableScript(
+    title=prompt_matrix.TITLE, kinds=frozenset({"txt2img", "img2img"}), args=prompt_matrix.script_args,
+    parse=prompt_matrix.parse_script_args, plan=prompt_matrix.planned_params, run=prompt_matrix.run,
+    description="one image per combination of the prompt's '|' parts, in a grid labelled with the parts"))
+register_script(SelectableScript(
+    title=prompts_from_file.TITLE, kinds=frozenset({"txt2img", "img2img"}), args=prompts_from_file.script_args,
+    parse=prompts_from_file.parse_script_args, plan=prompts_from_file.planned_params, run=prompts_from_file.run,
+    description="one job per line of a list: a prompt, or A1111's --prompt/--steps/... options"))
 
 __all__ = ["SCRIPTS", "ScriptArg", "ScriptResult", "SelectableScript", "find_script", "is_registered_script",
-           "register_script", "script_info", "xyz_plot"]
+           "register_script", "script_info", "prompt_matrix", "prompts_from_file", "xyz_plot"]

@@ -46,8 +46,9 @@ def test_args_left_out_take_the_scripts_defaults_and_it_is_listed(client):
     assert decode_png(response.json()["images"][0]).size == (48 + 256, 40 + 256)  # 128 on all four sides
     assert "Masked content: fill" in json.loads(response.json()["info"])["infotexts"][0]
     assert client.get("/sdapi/v1/scripts").json() == {
-        "txt2img": ["x/y/z plot"],
-        "img2img": ["outpainting mk2", "poor man's outpainting", "soft inpainting", "x/y/z plot"]}
+        "txt2img": ["prompt matrix", "prompts from file or textbox", "x/y/z plot"],
+        "img2img": ["outpainting mk2", "poor man's outpainting", "prompt matrix", "prompts from file or textbox",
+                    "soft inpainting", "x/y/z plot"]}
 
 
 @pytest.mark.parametrize("fields, message", [

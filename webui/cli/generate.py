@@ -30,6 +30,9 @@ def add_parser(subparsers) -> None:
     from webui.cli.xyz_flags import add_xyz_flags
 
     add_xyz_flags(p)
+    from webui.cli.prompt_script_flags import add_prompt_script_flags
+
+    add_prompt_script_flags(p)
     p.set_defaults(func=run)
 
 
@@ -182,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
         from webui.cli.generate_infotext import apply_infotext, read_infotext_argument
 
         args, infotext_keys = apply_infotext(args, read_infotext_argument(args.infotext))
+    if args.prompt is None and args.prompts_from_file is not None:
+        args.prompt = ""  # the list's lines are the prompts
     if args.prompt is None:
         raise ValueError("mixkit generate needs a prompt: pass it as the first argument, or --infotext IMAGE_OR_TEXT")
     from webui.cli.controlnet_units import controlnet_specs
@@ -211,14 +216,20 @@ def run(args: argparse.Namespace) -> int:
         if hires is not None:
             check_hires_params(params, GenerationLimits(), 8)  # SD's VAE grid; the pipeline checks the model's
 
+    from webui.cli.prompt_script_flags import check_prompt_script, prompt_script_of
     from webui.cli.xyz_flags import check_xyz_plot, xyz_config_of, xyz_requested
 
+    script = prompt_script_of(args, xyz_requested(args))  # Prompt matrix / Prompts from file, or None
     plot = xyz_config_of(args) if xyz_requested(args) else None
     if plot is not None:  # before the output folder is made
         check_xyz_plot(plot, params)
+    if script is not None:
+        check_prompt_script(*script, params, check, args)
     output, output_is_file = check_before_load(args, params, check)
-    if plot is not None and output_is_file:
-        raise ValueError("an X/Y/Z plot writes a grid and its images: give -o a folder, not a .png file name.")
+    if (plot is not None or script is not None) and output_is_file:
+        what = "an X/Y/Z plot writes a grid and its images" if plot is not None else \
+            f"{script[0].TITLE} writes several images"
+        raise ValueError(f"{what}: give -o a folder, not a .png file name.")
     from webui.cli.controlnet_units import check_unit_families
 
     check_unit_families(specs, catalog, args.model)
@@ -239,6 +250,11 @@ def run(args: argparse.Namespace) -> int:
         from webui.cli.xyz_flags import run_xyz_plot
 
         return run_xyz_plot(pipe if hires is None else HiresFix(pipe), params, plot, output, infotext_writing_of(args))
+    if script is not None:
+        from webui.cli.prompt_script_flags import run_prompt_script
+
+        return run_prompt_script(*script, pipe if hires is None else HiresFix(pipe), params, output, args,
+                                 infotext_writing_of(args))
     return generate_and_save(pipe if hires is None else HiresFix(pipe), params, output, output_is_file,
                              writing=infotext_writing_of(args))
 

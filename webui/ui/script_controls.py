@@ -19,7 +19,11 @@ import gradio as gr
 from mixkit.registry import Registry
 
 NO_SCRIPT = "None"
-SCRIPT_UI_MODULES = ("webui.ui.script_xyz",)
+SCRIPT_UI_MODULES = (
+    "webui.ui.script_prompt_matrix",
+    "webui.ui.script_prompts_from_file",
+    "webui.ui.script_xyz",
+)
 
 
 @dataclass(frozen=True)

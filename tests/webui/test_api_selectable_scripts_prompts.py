@@ -1,0 +1,104 @@
+"""`/sdapi/v1/txt2img` and `/img2img` with `script_name` "Prompt matrix" and "Prompts from file or textbox": A1111's
+positional script_args, run through the registry's generic dispatch (webui/api_selectable_scripts.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from PIL import Image
+
+from pipelines.infotext import parse_infotext
+from pipelines.scripts import prompt_matrix
+from webui.base64_images import encode_png_base64
+
+from .png_payloads import decode_png
+
+TINY = {"prompt": "a cat|red|blue", "steps": 1, "seed": 3, "sampler_name": "Euler", "width": 64, "height": 64}
+
+
+def post(client, kind="txt2img", **fields):
+    return client.post(f"/sdapi/v1/{kind}", json={**TINY, **fields})
+
+
+def test_prompt_matrix_answers_with_its_labelled_grid_then_every_combination(client, server):
+    out = server.state.output_dir
+    before = set(os.listdir(out)) if os.path.isdir(out) else set()
+    response = post(client, script_name="prompt matrix", script_args=[False, True, "positive", "comma", 0],
+                    batch_size=3, save_images=True)
+    assert response.status_code == 200, response.text
+    info = json.loads(response.json()["info"])
+    grid, *images = [decode_png(data) for data in response.json()["images"]]
+    assert info["index_of_first_image"] == 1 and len(images) == 4
+    assert grid.width == 48 + 128 and grid.height > 128  # 2x2 cells, the parts labelled on top and left
+    read = [parse_infotext(image.info["parameters"]) for image in images]
+    assert [(r["Prompt"], r["Seed"]) for r in read] == [("a cat", "3"), ("a cat, red", "4"), ("a cat, blue", "5"),
+                                                        ("a cat, red, blue", "6")]
+    assert [parse_infotext(text)["Prompt"] for text in info["infotexts"]] == ["a cat", "a cat", "a cat, red",
+                                                                              "a cat, blue", "a cat, red, blue"]
+    new = sorted(set(os.listdir(out)) - before)
+    grids = [name for name in new if name.startswith("prompt_matrix-") and name.endswith(".png")]
+    assert len(grids) == 1 and Image.open(os.path.join(out, grids[0])).size == grid.size
+    assert len([name for name in new if name.endswith(".png") and not name.startswith("prompt_matrix")]) == 4
+
+
+def test_prompt_matrix_on_img2img_varies_the_negative_prompt(client):
+    picture = Image.new("RGB", (64, 64), (200, 30, 30))
+    response = post(client, "img2img", prompt="a cat", negative_prompt="dark|blurry",
+                    init_images=[encode_png_base64(picture)], script_name="Prompt matrix",
+                    script_args=[True, False, "negative", "space"])
+    assert response.status_code == 200, response.text
+    images = [decode_png(data) for data in response.json()["images"]]
+    assert images[0].size == (128, images[0].height) and len(images) == 3
+    assert [parse_infotext(image.info["parameters"]).get("Negative prompt") for image in images[1:]] == [
+        "dark", "blurry dark"]
+
+
+def test_prompts_from_textbox_run_every_line_without_a_grid(client):
+    lines = "a red cat\n--prompt a dog --negative_prompt dark --steps 2 --n_iter 2\n--seed 11"
+    response = post(client, prompt="photo", script_name="Prompts from file or textbox",
+                    script_args=[True, False, "end", lines])
+    assert response.status_code == 200, response.text
+    info = json.loads(response.json()["info"])
+    images = [decode_png(data) for data in response.json()["images"]]
+    assert info["index_of_first_image"] == 0 and len(images) == 4
+    read = [parse_infotext(image.info["parameters"]) for image in images]
+    assert [(r["Prompt"], r.get("Negative prompt"), r["Steps"], r["Seed"]) for r in read] == [
+        ("photo a red cat", "", "1", "3"), ("photo a dog", "dark", "2", "4"), ("photo a dog", "dark", "2", "5"),
+        ("photo", "", "1", "11")]
+
+
+@pytest.mark.parametrize("name, args, message", [
+    ("prompt matrix", [False, False, "sideways"], "script_args prompt_type: must be one of 'positive', 'negative'"),
+    ("prompt matrix", [False, False, "positive", "comma", 3.5], "margin_size: must be a whole number"),
+    ("prompts from file or textbox", [False, False, "start", "a\n--steps 2 --nope 1"],
+     "line 2: unknown option --nope"),
+    ("prompts from file or textbox", [False, False, "start", "a\n--steps 5000"], "steps"),
+    ("prompts from file or textbox", [False, False, "start", "--sampler_name Nope"], "unknown sampler 'Nope'"),
+])
+def test_bad_script_args_are_refused_before_queueing(client, name, args, message):
+    response = post(client, script_name=name, script_args=args)
+    assert response.status_code == 422 and message in response.json()["detail"], response.text
+
+
+def test_prompt_matrix_refuses_too_many_parts(client):
+    response = post(client, prompt="x" + "|p" * 10, script_name="prompt matrix", script_args=[])
+    assert response.status_code == 422 and "the most is 9 parts" in response.json()["detail"], response.text
+
+
+def test_scripts_and_script_info_list_both_in_a1111_order(client):
+    listed = client.get("/sdapi/v1/scripts").json()
+    for kind in ("txt2img", "img2img"):
+        assert {"prompt matrix", "prompts from file or textbox"} <= set(listed[kind])
+    info = {(entry["name"], entry["is_img2img"]): entry for entry in client.get("/sdapi/v1/script-info").json()}
+    matrix = info[("prompt matrix", False)]["args"]
+    assert [arg["label"] for arg in matrix] == ["Put variable parts at start of prompt",
+                                                "Use different seed for each picture", "Select prompt",
+                                                "Select joining char", "Grid margins (px)"]
+    assert matrix[2]["choices"] == ["positive", "negative"] and matrix[4]["maximum"] == 500
+    assert prompt_matrix.parse_script_args([arg["value"] for arg in matrix]) == prompt_matrix.PromptMatrixConfig()
+    lines = info[("prompts from file or textbox", True)]["args"]
+    assert [arg["label"] for arg in lines][:4] == ["Iterate seed every line", "Use same random seed for all lines",
+                                                   "Insert prompts at the", "List of prompt inputs"]
+    assert lines[2]["choices"] == ["start", "end"] and lines[2]["value"] == "start"

@@ -1,0 +1,131 @@
+"""`mixkit generate "a cat|red hat|at night" --prompt-matrix` and `mixkit generate --prompts-from-file list.txt`:
+A1111's Prompt matrix and Prompts from file or textbox from the command line.
+
+The options are A1111's controls. Both are checked before the model loads (the matrix's size cap, every line of the
+list with its options, samplers and styles, and the generation limits of every call they make). The matrix's grid
+is written as `prompt_matrix-NNNN.png` and every image as `generate` writes them into the -o folder; the list writes
+its images (and with --prompts-combined one `grid-NNNN.png` of them all first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+
+
+def add_prompt_script_flags(p: argparse.ArgumentParser) -> None:
+    matrix = p.add_argument_group("Prompt matrix (A1111's script): one image per combination of the prompt's '|' "
+                                  "parts, in a grid labelled with them")
+    matrix.add_argument("--prompt-matrix", action="store_true",
+                        help="split the prompt at '|': the first part is in every image, each other part in half of "
+                             "them (2^n images, at most 9 parts)")
+    matrix.add_argument("--matrix-at-start", action="store_true",
+                        help="A1111's 'Put variable parts at start of prompt'")
+    matrix.add_argument("--matrix-different-seeds", action="store_true",
+                        help="A1111's 'Use different seed for each picture': image c uses seed + c")
+    matrix.add_argument("--matrix-prompt", choices=("positive", "negative"), default="positive",
+                        help="A1111's 'Select prompt': which prompt holds the '|' parts (default positive)")
+    matrix.add_argument("--matrix-joining", choices=("comma", "space"), default="comma",
+                        help="A1111's 'Select joining char' between the parts (default comma)")
+    matrix.add_argument("--matrix-margin", type=int, default=0, metavar="PX",
+                        help="white pixels between the grid's cells (0-500)")
+    lines = p.add_argument_group("Prompts from file or textbox (A1111's script): one job per line, a prompt or "
+                                 "options such as --prompt \"a cat\" --steps 20 --negative_prompt blurry")
+    lines.add_argument("--prompts-from-file", default=None, metavar="FILE",
+                       help="the list (UTF-8 text; - for stdin); each line's prompt joins the command's prompt")
+    lines.add_argument("--prompts-iterate-seed", action="store_true",
+                       help="A1111's 'Iterate seed every line': the seed grows by batch size x count after each line")
+    lines.add_argument("--prompts-same-seed", action="store_true",
+                       help="A1111's 'Use same random seed for all lines': a -1 seed is drawn once for the list")
+    lines.add_argument("--prompts-position", choices=("start", "end"), default="start",
+                       help="A1111's 'Insert prompts at the': a line's prompt before (default) or after the command's")
+    lines.add_argument("--prompts-combined", action="store_true",
+                       help="also write one grid of every image (A1111's 'Make a combined image')")
+
+
+def _read_list(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        with open(path, encoding="utf-8-sig") as file:
+            return file.read()
+    except OSError as error:
+        raise ValueError(f"--prompts-from-file {path}: cannot read it ({error.strerror}).") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"--prompts-from-file {path}: not UTF-8 text; save it as UTF-8.") from None
+
+
+def prompt_script_of(args: argparse.Namespace, xyz_requested: bool = False):
+    """(script module, checked config) for --prompt-matrix or --prompts-from-file, else None; ValueError naming the
+    flag (or the list's line) before any model loads."""
+    from pipelines.scripts import prompt_matrix, prompts_from_file
+
+    chosen = [flag for flag, on in (("--xyz-x/y/z", xyz_requested), ("--prompt-matrix", args.prompt_matrix),
+                                    ("--prompts-from-file", args.prompts_from_file is not None)) if on]
+    if len(chosen) > 1:
+        raise ValueError(f"{' and '.join(chosen)} are two scripts; A1111 runs one script per generation, so give one.")
+    if args.prompt_matrix:
+        try:
+            return prompt_matrix, prompt_matrix.parse_script_args(
+                [args.matrix_at_start, args.matrix_different_seeds, args.matrix_prompt, args.matrix_joining,
+                 args.matrix_margin])
+        except ValueError as error:
+            raise ValueError(str(error).replace("script_args margin_size", "--matrix-margin")) from None
+    if args.prompts_from_file is not None:
+        try:
+            return prompts_from_file, prompts_from_file.prompts_config(
+                _read_list(args.prompts_from_file), iterate_seed=args.prompts_iterate_seed,
+                same_seed=args.prompts_same_seed, prompt_position=args.prompts_position,
+                make_combined=args.prompts_combined)
+        except ValueError as error:
+            raise ValueError(str(error).replace("script_args prompt_txt", f"--prompts-from-file "
+                                                                           f"{args.prompts_from_file}")) from None
+    return None
+
+
+def script_context(args: argparse.Namespace) -> dict:
+    """What the scripts may need: the --styles-file library, for a list's --styles lines."""
+    if not args.styles_file:
+        return {}
+    from mixkit.prompts.styles import StyleLibrary
+
+    return {"styles": StyleLibrary(args.styles_file)}
+
+
+def check_prompt_script(script, config, params, check, args: argparse.Namespace) -> None:
+    """The script's plan on the command's params, and `check` (the command's limits) on every call it will make
+    (a list's errors name its line)."""
+    planned = script.planned_params(params, config, **script_context(args))
+    lines = [job.number for job in getattr(config, "jobs", ())]
+    for index, call in enumerate(planned):
+        try:
+            check(replace(call))
+        except (ValueError, TypeError) as error:
+            if not lines:
+                raise
+            raise type(error)(f"--prompts-from-file {args.prompts_from_file}, line {lines[index]}: {error}") from None
+
+
+def run_prompt_script(script, config, pipe, params, output, args: argparse.Namespace, writing=None) -> int:
+    """Run the script with a progress bar and Ctrl-C as Interrupt; write its grid, then its images; print the paths."""
+    from tqdm import tqdm
+
+    from pipelines.control import GenerationControl
+    from webui.cli.generate import interrupt_keeps_images, steps_done
+
+    control = GenerationControl()
+    with tqdm(total=params.steps, unit="step", file=sys.stderr) as bar, interrupt_keeps_images(control):
+        def progress(state) -> None:
+            bar.n, bar.total = steps_done(state)
+            bar.refresh()
+
+        result = script.run(pipe, params, config, callback=progress, control=control, **script_context(args))
+    paths = [*result.save_grids(output, writing), *result.save(output, writing)]
+    for path in paths:
+        print(path)
+    if result.interrupted:
+        print(f"mixkit: interrupted; kept {len(result.samples.images)} image(s) of the {script.TITLE}",
+              file=sys.stderr)
+        return 130
+    return 0
