@@ -83,8 +83,8 @@ def as_freeu(value: Any) -> FreeU | None:
 def check_freeu_model(model) -> None:
     """ValueError when `model`'s denoiser has no diffusers U-Net decoder for FreeU to act on."""
     unet = model.unet
-    if not callable(getattr(unet, "enable_freeu", None)) or not hasattr(unet, "up_blocks"):
-        backend = model.extras.get("execution_backend")
+    backend = model.extras.get("execution_backend")
+    if not callable(getattr(unet, "enable_freeu", None)) or backend not in (None, "torch", "torch.compile"):
         raise ValueError(f"FreeU re-weights a diffusers U-Net's decoder; this model's denoiser is {type(unet).__name__}"
                          f" (backend {backend or 'torch'!r}). Use a U-Net model (SD 1.x/2.x, SDXL) on backend 'torch'.")
     if "_mixkit_eager_forward" in unet.__dict__:  # mixkit.runtime.compile's marker

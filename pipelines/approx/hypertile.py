@@ -113,7 +113,7 @@ def check_hypertile_model(model, settings: HyperTile) -> None:
     unet = model.unet
     if settings.unet or settings.unet_hires:
         backend = model.extras.get("execution_backend")
-        if not isinstance(unet, UNet2DConditionModel):
+        if not isinstance(unet, UNet2DConditionModel) or backend not in (None, "torch", "torch.compile"):
             raise ValueError(f"HyperTile tiles a diffusers U-Net's self-attention; this model's denoiser is "
                              f"{type(unet).__name__} (backend {backend or 'torch'!r}). Use a U-Net model (SD 1.x/2.x, "
                              "SDXL) on backend 'torch', or switch HyperTile's U-Net part off.")
