@@ -136,8 +136,22 @@ class HyperTile:
         return cls(**{"unet": False, **chosen})
 
 
-HYPERTILE_OPTION_DEFAULTS = {option: value for option, value in HyperTile(unet=False).options().items()}
-INFOTEXT_KEYS = tuple(key for _, key in _NAMES.values())
+HYPERTILE_OPTION_DEFAULTS = HyperTile(unet=False).options()  # A1111's: everything off
+OPTION_FIELDS = {option: name for name, (option, _) in _NAMES.items()}  # A1111 option -> HyperTile field
+INFOTEXT_OPTIONS = {key: option for option, key in _NAMES.values()}  # infotext key -> A1111 option
+
+
+def check_hypertile_option(option: str, value: Any) -> Any:
+    """One Hypertile option's value checked with HyperTile's own bounds (a whole float, as a slider sends, becomes an
+    int); ValueError/TypeError naming the option."""
+    field_name = OPTION_FIELDS[option]
+    if isinstance(value, float) and value.is_integer() and not isinstance(HyperTile().__dict__[field_name], bool):
+        value = int(value)
+    try:
+        HyperTile(**{field_name: value})
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{option}: {error}") from None
+    return value
 
 
 def as_hypertile(value: Any) -> HyperTile | None:
