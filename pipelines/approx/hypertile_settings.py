@@ -136,6 +136,7 @@ class HyperTile:
         return cls(**{"unet": False, **chosen})
 
 
+INFOTEXT_KEYS = {name: key for name, (_, key) in _NAMES.items()}  # HyperTile field -> infotext key
 HYPERTILE_OPTION_DEFAULTS = HyperTile(unet=False).options()  # A1111's: everything off
 OPTION_FIELDS = {option: name for name, (option, _) in _NAMES.items()}  # A1111 option -> HyperTile field
 INFOTEXT_OPTIONS = {key: option for option, key in _NAMES.values()}  # infotext key -> A1111 option
