@@ -163,6 +163,10 @@ def apply_infotext(request: Txt2ImgRequest, lora_library=None, running_labels=No
     written = parse_infotext(request.infotext, defaults=False)  # the keys the text itself has
     check_controlnet_keys(written, request.alwayson_scripts)
     check_approximation_keys(written, running_labels)
+    if written.get("FreeU") not in (None, ""):  # mixkit's key; the API has no FreeU field (A1111 has none either)
+        raise ValueError(f"infotext: FreeU: {written['FreeU']}: the image was made with FreeU, which the API cannot "
+                         "switch on, so it would differ; remove the key, or reproduce it with `mixkit generate "
+                         "--infotext` (or the Python API's freeu=)")
     sent = request.model_fields_set
     fields = dict(COMMON_FIELDS)
     fields.update(IMG2IMG_FIELDS if isinstance(request, Img2ImgRequest) else HIRES_FIELDS)
