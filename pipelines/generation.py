@@ -403,7 +403,8 @@ class ModelSession:
 
         values.update(uncond_skip_of(params).infotext_values())  # NGMS / Skip Early CFG: approximate, per call
         if params.hypertile is not None:  # A1111's Hypertile keys (a hires fix adds its second pass's: hires_infotext)
-            values.update({key: value for key, value in params.hypertile.infotext_values().items() if value is not None})
+            values.update({key: value for key, value in params.hypertile.infotext_values().items()
+                           if value is not None})
         if params.freeu is not None:
             from pipelines.approx.freeu import INFOTEXT_KEY as FREEU_KEY
 

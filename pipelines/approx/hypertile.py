@@ -19,8 +19,8 @@ import random
 from typing import Iterator
 
 from pipelines.approx.hypertile_settings import HyperTile
-from pipelines.approx.hypertile_tiles import (choose_tile_count, merge_maps, merge_tokens, min_tile_cells, split_maps,
-                                              split_tokens)
+from pipelines.approx.hypertile_tiles import (LATENT_FACTOR, choose_tile_count, merge_maps, merge_tokens,
+                                              min_tile_cells, split_maps, split_tokens)
 
 _STATE = "_mixkit_hypertile"
 
@@ -55,7 +55,8 @@ class HyperTileUNetProcessor:
                               attention_mask=attention_mask, **kwargs)
         height, width, depth = grid
         latent_h, latent_w = self.run.latent_size
-        smallest = min_tile_cells(latent_w * 8, latent_h * 8, self.settings.unet_max_tile, depth)
+        smallest = min_tile_cells(latent_w * LATENT_FACTOR, latent_h * LATENT_FACTOR, self.settings.unet_max_tile,
+                                  depth)
         rows = choose_tile_count(height, smallest, self.settings.unet_swap_size, self.run.rng)
         cols = choose_tile_count(width, smallest, self.settings.unet_swap_size, self.run.rng)
         if rows * cols == 1:
@@ -93,7 +94,7 @@ class HyperTileVaeProcessor:
                 or temb is not None:  # a spatial norm on temb (not in SD's VAEs) would need the whole map
             return self.inner(attn, hidden_states, **kwargs)
         height, width = hidden_states.shape[-2:]
-        smallest = min_tile_cells(width * 8, height * 8, self.settings.vae_max_tile, 0)
+        smallest = min_tile_cells(width * LATENT_FACTOR, height * LATENT_FACTOR, self.settings.vae_max_tile, 0)
         rows = choose_tile_count(height, smallest, self.settings.vae_swap_size, self.run.rng)
         cols = choose_tile_count(width, smallest, self.settings.vae_swap_size, self.run.rng)
         if rows * cols == 1:
@@ -122,7 +123,8 @@ def check_hypertile_model(model, settings: HyperTile) -> None:
                              "or HyperTile's U-Net part")
         if token_merging_state(unet) is not None:
             raise ValueError("HyperTile and ToMe both rearrange the U-Net's self-attention tokens and cannot be "
-                             "combined; remove ToMe (approximate(pipe, tome=None)) or switch HyperTile's U-Net part off")
+                             "combined; remove ToMe (approximate(pipe, tome=None)) or switch HyperTile's U-Net "
+                             "part off")
     if settings.vae:
         if model_labels(model).taesd:
             raise ValueError("HyperTile VAE tiles the full VAE decoder's attention, but TAESD decodes this model's "
@@ -133,7 +135,8 @@ def check_hypertile_model(model, settings: HyperTile) -> None:
 
 
 @contextlib.contextmanager
-def hypertile_call(model, settings: HyperTile | None, seed: int, *, hires_second_pass: bool = False) -> Iterator[_Run | None]:
+def hypertile_call(model, settings: HyperTile | None, seed: int, *,
+                   hires_second_pass: bool = False) -> Iterator[_Run | None]:
     """Within the block, `model`'s self-attention runs tiled as `settings` says (None or nothing on: no change).
 
     `seed`: the call's first image seed (the tile draws' RNG). `hires_second_pass`: this call is a hires fix's second

@@ -97,7 +97,8 @@ class HyperTile:
 
     def infotext_values(self, hires: bool = False) -> dict[str, Any]:
         """A1111's infotext keys: "Hypertile U-Net: True" with its sizes that differ from their defaults, the same for
-        the VAE; `hires`: this is a hires-fix image, whose second pass alone may tile ("Hypertile U-Net second pass")."""
+        the VAE; `hires`: this is a hires-fix image, whose second pass alone may tile ("Hypertile U-Net second
+        pass")."""
         default = HyperTile()
         values: dict[str, Any] = {}
         second_only = hires and self.unet_hires and not self.unet

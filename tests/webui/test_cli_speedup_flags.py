@@ -32,7 +32,8 @@ def test_flags_make_the_params():
 @pytest.mark.parametrize("flags, message", [
     (["--hypertile-max-tile", "128"], "--hypertile-max-tile set HyperTile's sizes, but none of --hypertile"),
     (["--hypertile", "--hypertile-swap-size", "0"], r"--hypertile-swap-size must be an integer in \[1, 64\]"),
-    (["--hypertile-vae", "--hypertile-vae-max-tile", "600"], r"--hypertile-vae-max-tile must be an integer in \[0, 512\]"),
+    (["--hypertile-vae", "--hypertile-vae-max-tile", "600"],
+     r"--hypertile-vae-max-tile must be an integer in \[0, 512\]"),
     (["--freeu", "1", "1", "1", "0"], r"--freeu: FreeU s2 must be a number in \(0, 10\]"),
 ])
 def test_bad_values_are_named_by_their_flag(flags, message):

@@ -1,4 +1,5 @@
-"""FreeU for one generation, through diffusers' enable_freeu: restored exactly, b = s = 1 is off, infotext round trip."""
+"""FreeU for one generation, through diffusers' enable_freeu: restored exactly, b = s = 1 is off, infotext round
+trip."""
 
 from __future__ import annotations
 
@@ -64,8 +65,8 @@ def test_infotext_round_trip_and_bad_values():
 
     settings = FreeU(1.3, 1.4, 0.9, 0.2)
     assert FreeU.from_infotext(settings.infotext_value()) == settings
-    assert FreeU.from_infotext(split_infotext(f'p\nSteps: 2, Sampler: Euler, Seed: 1, FreeU: "{settings.infotext_value()}"')[2]["FreeU"]) \
-        == settings
+    text = f'p\nSteps: 2, Sampler: Euler, Seed: 1, FreeU: "{settings.infotext_value()}"'
+    assert FreeU.from_infotext(split_infotext(text)[2]["FreeU"]) == settings
     with pytest.raises(ValueError, match="lacks"):
         FreeU.from_infotext("b1=1, b2=1")
     with pytest.raises(ValueError, match="is not 'b1=..."):
