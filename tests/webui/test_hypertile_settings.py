@@ -58,6 +58,14 @@ def test_options_have_a1111s_names_defaults_and_checks(tmp_path):
             options.check_update(bad)
 
 
+def test_the_settings_file_keeps_them(tmp_path):
+    path = str(tmp_path / "settings.json")
+    options = ServerOptions(str(tmp_path), 0, settings_file=path)
+    options.apply(options.check_update({"hypertile_enable_unet": True, "hypertile_swap_size_unet": 1}))
+    again = ServerOptions(str(tmp_path), 0, settings_file=path)
+    assert again.sampler_params("Euler")["hypertile"] == HyperTile(unet_swap_size=1)
+
+
 def test_the_builtin_scripts_entry_stays_accepted():
     assert unsupported_scripts({"Hypertile": {"args": []}, "hypertile": {"args": [True]}}) == []
 

@@ -74,7 +74,8 @@ def test_settings_are_saved_and_read_back(tmp_path):
     assert again.sampler_params("Euler a") == {"eta": 0.25, "ensd": 31337, "sampler_parameters": SamplerParameters(),
                                                "inpainting_mask_weight": 1.0,
                                                "refiner_switch_by_sample_steps": False,
-                                               "use_old_scheduling": False, "tiling": False, **FACE_PARAMS}
+                                               "use_old_scheduling": False, "tiling": False, "hypertile": None,
+                                               **FACE_PARAMS}
 
 
 def test_the_settings_tab_applies_the_sampler_parameters(tmp_path):
