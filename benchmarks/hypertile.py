@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -81,6 +82,7 @@ def main(argv=None) -> None:
             start = time.perf_counter()
             generate(value)
             times[name].append(time.perf_counter() - start)
+            print(f"round {_round + 1}: {name} {times[name][-1]:.2f} s", file=sys.stderr, flush=True)
     baseline = statistics.median(times["untiled"])
     print(f"\n{args.size}x{args.size}, {args.steps} steps, Euler, {args.rounds} rounds, torch threads "
           f"{torch.get_num_threads()}")
