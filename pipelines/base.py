@@ -12,6 +12,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from mixkit.models.diffusion import DiffusionModel, ModelFamily
+from pipelines.approx.freeu import freeu_call
+from pipelines.approx.hypertile import hypertile_call
 from pipelines.control import GenerationControl, StepCallback, StepProgress
 from pipelines.generation import GenerationResult, ModelSession
 from pipelines.inpaint_mask import is_inpainting_unet
@@ -197,6 +199,7 @@ class DiffusionPipelineBase:
     def _finish_image(self, params, state, image, index: int):
         return image
 
+    hires_second_pass = False  # True for a hires fix's second pass (HyperTile's unet_hires switches it on)
     restores_faces = True  # False for a pass whose images go on to another (hires fix's first pass)
 
     def _restore_faces(self, params, image, index: int, result: GenerationResult):
@@ -254,7 +257,10 @@ class DiffusionPipelineBase:
         # A1111's Tiling: circular padding in the UNet and VAE for this call only (the init image's encode too)
         if params.tiling:
             check_tiling_backend(self.model)
-        with seamless_tiling(self.model.unet, self.model.vae, enabled=params.tiling):
+        # Approximate per-call speed-ups and tweaks (pipelines.approx): A1111's Hypertile, FreeU; removed afterwards
+        with seamless_tiling(self.model.unet, self.model.vae, enabled=params.tiling), \
+                hypertile_call(self.model, params.hypertile, seeds[0], hires_second_pass=self.hires_second_pass), \
+                freeu_call(self.model, params.freeu):
             state = self._prepare(params)
 
             # 2. Apply LoRAs (from params and prompt tags) for this call only

@@ -445,6 +445,13 @@ class ModelSession:
         from pipelines.params import uncond_skip_of
 
         values.update(uncond_skip_of(params).infotext_values())  # NGMS / Skip Early CFG: approximate, per call
+        if params.hypertile is not None:  # A1111's Hypertile keys (a hires fix adds its second pass's: hires_infotext)
+            values.update({key: value for key, value in params.hypertile.infotext_values().items()
+                           if value is not None})
+        if params.freeu is not None:
+            from pipelines.approx.freeu import INFOTEXT_KEY as FREEU_KEY
+
+            values[FREEU_KEY] = params.freeu.infotext_value()
         values.update(extra)
         # A1111's last two keys, each behind its option (add_version_to_infotext on, add_user_name_to_info off)
         values["Version"] = f"mixkit {__version__}" if params.infotext_options.add_version_to_infotext else None

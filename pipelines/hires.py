@@ -172,6 +172,8 @@ def hires_infotext(params: HiresParams) -> dict[str, Any]:
                             ("Hires negative prompt", params.hr_negative_prompt, params.negative_prompt)):
         differs = hires and any(hires != text for text in per_image(own, params.batch_size))
         extras[key] = hires if differs else None
+    if params.hypertile is not None:  # A1111 adds "Hypertile U-Net second pass" when only that pass tiles
+        extras.update(params.hypertile.infotext_values(hires=True))
     return extras
 
 
@@ -296,6 +298,7 @@ class _SecondPass(_RefinedPass, ImageToImage):
     """img2img starting from given (upscaled, cropped) latents instead of encoding the init images."""
 
     pass_name = "second pass"
+    hires_second_pass = True
 
     init_latents: Any  # [N, C, h, w], set on the per-call instance
     upscale_size: tuple[int, int]  # (width, height) before cropping, set on the per-call instance

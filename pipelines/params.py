@@ -110,6 +110,13 @@ class Txt2ImgParams:
     # A1111's "Tiling" (Settings, request field `tiling`, infotext "Tiling: True"): the UNet's and VAE's convolutions
     # pad circularly, so the picture tiles seamlessly (pipelines.tiling).
     tiling: bool = False
+    # A1111's Hypertile (Settings > Hypertile; infotext "Hypertile U-Net: True" ...): self-attention run in tiles, an
+    # approximate speed-up for large images (pipelines.approx.hypertile). None: off; a dict of HyperTile's fields is
+    # taken too.
+    hypertile: Any = None
+    # diffusers' FreeU (`pipelines.approx.freeu.FreeU(b1, b2, s1, s2)`): the U-Net decoder's backbone and skip features
+    # re-weighted, for the call only. None: off.
+    freeu: Any = None
     # A1111's Settings > Infotext switches (model / VAE names and hashes, version, user, LoRA and TI hashes): which
     # optional keys the infotext holds (pipelines.infotext_options); a dict of those option names is taken too.
     infotext_options: InfotextOptions = field(default_factory=InfotextOptions)
@@ -242,6 +249,7 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     if not isinstance(params.tiling, bool):
         raise TypeError(f"tiling must be True or False (A1111's 'Tiling': a seamlessly tileable picture), got "
                         f"{params.tiling!r}.")
+    check_speedup_settings(params)
     if not isinstance(params.use_old_scheduling, bool):
         raise TypeError(f"use_old_scheduling must be True or False (A1111's 'Use old prompt editing timelines'), got "
                         f"{params.use_old_scheduling!r}.")
@@ -266,6 +274,16 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     check_sampler_parameters_for(params.sampler_parameters, params.sampler, params.schedule_type)
     check_infotext_settings(params)
     check_face_restoration_settings(params)
+
+
+def check_speedup_settings(params: Txt2ImgParams) -> None:
+    """`hypertile` (a HyperTile, a dict of its fields, or None) and `freeu` (a FreeU, a (b1, b2, s1, s2) tuple, or
+    None), made into their dataclasses; whether the model can take them is checked when the call starts."""
+    from pipelines.approx.freeu import as_freeu
+    from pipelines.approx.hypertile_settings import as_hypertile
+
+    params.hypertile = as_hypertile(params.hypertile)
+    params.freeu = as_freeu(params.freeu)
 
 
 def check_face_restoration_settings(params: Txt2ImgParams) -> None:

@@ -23,6 +23,8 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
+from pipelines.approx.hypertile_settings import HYPERTILE_OPTION_DEFAULTS
+from pipelines.approx.hypertile_settings import INFOTEXT_OPTIONS as HYPERTILE_INFOTEXT_OPTIONS
 from pipelines.infotext_values import as_flag, as_integer, as_number, as_text
 from webui.api_convert import INPAINTING_FILL
 from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
@@ -98,6 +100,10 @@ SETTING_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     # Settings > Compatibility; A1111 writes it when the option changed a schedule
     "Old prompt editing timelines": ("use_old_scheduling", as_flag),
     "Tiling": ("tiling", as_flag),  # A1111's `tiling` option has infotext="Tiling"
+    # A1111's Hypertile options carry infotext= names ("Hypertile U-Net: True", "Hypertile VAE max tile size: 256" ...)
+    **{key: (option, as_integer if isinstance(HYPERTILE_OPTION_DEFAULTS[option], int)
+             and not isinstance(HYPERTILE_OPTION_DEFAULTS[option], bool) else as_flag)
+       for key, option in HYPERTILE_INFOTEXT_OPTIONS.items()},
     # the restorer that made the image; with it the paste turns restore_faces on (`apply_infotext`)
     "Face restoration": ("face_restoration_model", as_text),
     "VAE": ("sd_vae", as_text),  # A1111's sd_vae option has infotext="VAE"; a VAE other than the loaded one is refused
@@ -157,6 +163,10 @@ def apply_infotext(request: Txt2ImgRequest, lora_library=None, running_labels=No
     written = parse_infotext(request.infotext, defaults=False)  # the keys the text itself has
     check_controlnet_keys(written, request.alwayson_scripts)
     check_approximation_keys(written, running_labels)
+    if written.get("FreeU") not in (None, ""):  # mixkit's key; the API has no FreeU field (A1111 has none either)
+        raise ValueError(f"infotext: FreeU: {written['FreeU']}: the image was made with FreeU, which the API cannot "
+                         "switch on, so it would differ; remove the key, or reproduce it with `mixkit generate "
+                         "--infotext` (or the Python API's freeu=)")
     sent = request.model_fields_set
     fields = dict(COMMON_FIELDS)
     fields.update(IMG2IMG_FIELDS if isinstance(request, Img2ImgRequest) else HIRES_FIELDS)

@@ -13,6 +13,7 @@ import threading
 from dataclasses import asdict
 from typing import Any
 
+from pipelines.approx.hypertile_settings import HYPERTILE_OPTION_DEFAULTS, HyperTile, check_hypertile_option
 from pipelines.infotext_options import INFOTEXT_OPTION_DEFAULTS, InfotextOptions
 from pipelines.model_upscale import A1111_TILING_DEFAULTS
 from pipelines.model_upscale_listing import DAT_RELEASE_NAMES, check_dat_enabled_models
@@ -122,10 +123,13 @@ FACE_RESTORATION_DEFAULTS = {"face_restoration": False, "face_restoration_model"
                              "save_images_before_face_restoration": False}
 FACE_RESTORATION_PARAM_KEYS = ("face_restoration_model", "code_former_weight", "face_restoration_unload",
                                "save_images_before_face_restoration")
+# Settings > Hypertile (A1111's nine hypertile_* options; pipelines.approx.hypertile_settings): read by every
+# generation, as A1111's built-in Hypertile script reads them; they make `Txt2ImgParams.hypertile`.
 SAMPLER_OPTION_DEFAULTS = {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0, "img2img_fix_steps": False,
                            **SAMPLER_PARAMETER_DEFAULTS, **IMG2IMG_NOISE_DEFAULTS, INPAINTING_MASK_WEIGHT_KEY: 1.0,
                            HIRES_REFINER_PASS_KEY: "second pass", REFINER_BY_STEPS_KEY: False,
-                           OLD_SCHEDULING_KEY: False, TILING_KEY: False, **FACE_RESTORATION_DEFAULTS}
+                           OLD_SCHEDULING_KEY: False, TILING_KEY: False, **FACE_RESTORATION_DEFAULTS,
+                           **HYPERTILE_OPTION_DEFAULTS}
 SAMPLER_OPTION_KEYS = tuple(SAMPLER_OPTION_DEFAULTS)
 
 
@@ -137,7 +141,7 @@ def img2img_fix_steps(values: dict[str, Any]) -> bool:
 
 def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any]:
     """The `eta` / `ensd` / `sampler_parameters` / `inpainting_mask_weight` / `refiner_switch_by_sample_steps` /
-    `use_old_scheduling` / `tiling` params
+    `use_old_scheduling` / `tiling` / `hypertile` params
     the sampler settings give `sampler`, as A1111 reads its options.
 
     DDIM takes `eta_ddim`, the k-diffusion samplers with an eta (ancestral and SDE) `eta_ancestral`, others none.
@@ -155,6 +159,8 @@ def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any
             INPAINTING_MASK_WEIGHT_KEY: _as_number(chosen[INPAINTING_MASK_WEIGHT_KEY]),
             REFINER_BY_STEPS_KEY: chosen[REFINER_BY_STEPS_KEY],  # checked by the pipeline (bools)
             OLD_SCHEDULING_KEY: chosen[OLD_SCHEDULING_KEY], TILING_KEY: chosen[TILING_KEY],
+            "hypertile": HyperTile.from_options({key: check_hypertile_option(key, chosen[key])
+                                                 for key in HYPERTILE_OPTION_DEFAULTS}),
             **{key: _as_number(chosen[key]) if key == "code_former_weight" else chosen[key]
                for key in FACE_RESTORATION_PARAM_KEYS}}
 
@@ -302,6 +308,7 @@ SETTABLE = {
     REFINER_BY_STEPS_KEY: _check_bool(REFINER_BY_STEPS_KEY),
     OLD_SCHEDULING_KEY: _check_bool(OLD_SCHEDULING_KEY),
     TILING_KEY: _check_bool(TILING_KEY),
+    **{key: (lambda value, key=key: check_hypertile_option(key, value)) for key in HYPERTILE_OPTION_DEFAULTS},
     "face_restoration": _check_bool("face_restoration"),
     "face_restoration_model": _check_face_restoration_model,
     "code_former_weight": _check_code_former_weight,

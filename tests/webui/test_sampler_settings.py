@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from pipelines.approx.hypertile_settings import HYPERTILE_OPTION_DEFAULTS
 from pipelines.sampler_parameters import SamplerParameters
 from webui.options import SAMPLER_OPTION_DEFAULTS, ServerOptions, sampler_option_params
 
@@ -28,7 +29,8 @@ def test_each_sampler_takes_its_own_eta_setting(sampler, expected_eta):
                                                       "sampler_parameters": SamplerParameters(),
                                                       "inpainting_mask_weight": 1.0,
                                                       "refiner_switch_by_sample_steps": False,
-                                                      "use_old_scheduling": False, "tiling": False, **FACE_PARAMS}
+                                                      "use_old_scheduling": False, "tiling": False, "hypertile": None,
+                                                      **FACE_PARAMS}
 
 
 def test_defaults_are_a1111s():
@@ -45,11 +47,12 @@ def test_defaults_are_a1111s():
                                        "hires_fix_refiner_pass": "second pass",
                                        "refiner_switch_by_sample_steps": False,
                                        "use_old_scheduling": False, "tiling": False, "face_restoration": False,
-                                       **FACE_PARAMS}
+                                       **FACE_PARAMS, **HYPERTILE_OPTION_DEFAULTS}
     assert sampler_option_params("Euler a", {}) == {"eta": 1.0, "ensd": 0, "sampler_parameters": SamplerParameters(),
                                                     "inpainting_mask_weight": 1.0,
                                                     "refiner_switch_by_sample_steps": False,
-                                                    "use_old_scheduling": False, "tiling": False, **FACE_PARAMS}
+                                                    "use_old_scheduling": False, "tiling": False, "hypertile": None,
+                                                    **FACE_PARAMS}
 
 
 @pytest.mark.parametrize("key, value", [("eta_ancestral", 1.5), ("eta_ddim", -0.1), ("eta_ddim", "0"),
@@ -71,7 +74,8 @@ def test_settings_are_saved_and_read_back(tmp_path):
     assert again.sampler_params("Euler a") == {"eta": 0.25, "ensd": 31337, "sampler_parameters": SamplerParameters(),
                                                "inpainting_mask_weight": 1.0,
                                                "refiner_switch_by_sample_steps": False,
-                                               "use_old_scheduling": False, "tiling": False, **FACE_PARAMS}
+                                               "use_old_scheduling": False, "tiling": False, "hypertile": None,
+                                               **FACE_PARAMS}
 
 
 def test_the_settings_tab_applies_the_sampler_parameters(tmp_path):

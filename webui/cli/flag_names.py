@@ -34,6 +34,8 @@ FIELD_FLAGS = {
     "refiner_switch_by_sample_steps": "--refiner-switch-by-sample-steps",
     "use_old_scheduling": "--use-old-scheduling",
     "tiling": "--tiling",
+    "hypertile": "--hypertile",
+    "freeu": "--freeu",
     "subseed_strength": "--subseed-strength",
     "seed_resize_from_w": "--seed-resize-from",
     "seed_resize_from_h": "--seed-resize-from",

@@ -106,6 +106,9 @@ def add_generation_flags(p: argparse.ArgumentParser,
                         "1 is a fraction of the steps, any other N a step number (new: N with a '.' is a fraction)")
     p.add_argument("--tiling", action="store_true", default=None,
                    help="A1111's Tiling: a picture that tiles seamlessly (circular padding in the UNet and VAE)")
+    from webui.cli.speedup_flags import add_speedup_flags
+
+    add_speedup_flags(p)
     faces = p.add_argument_group("face restoration", "A1111's Restore faces: every face of each image restored by "
                                                      "GFPGAN or CodeFormer (weights in the folders below)")
     faces.add_argument("--restore-faces", action="store_true", default=None,
@@ -273,6 +276,7 @@ def generation_fields(args: argparse.Namespace) -> dict:
     from pipelines.params import Txt2ImgParams
     from webui.cli.infotext_flags import infotext_options_of
     from webui.cli.sampler_parameter_flags import sampler_parameters_of
+    from webui.cli.speedup_flags import speedup_params_of
 
     d = Txt2ImgParams()
     if args.style or args.styles_file:
@@ -299,6 +303,7 @@ def generation_fields(args: argparse.Namespace) -> dict:
         face_restoration_model=_or(args.face_restoration_model, d.face_restoration_model),
         code_former_weight=_or(args.code_former_weight, d.code_former_weight),
         save_images_before_face_restoration=bool(args.save_before_face_restoration),
+        **speedup_params_of(args),
     )
 
 
@@ -362,7 +367,7 @@ def load_pipeline(args: argparse.Namespace, pipeline_class, params, check, defau
                                sampler=params.sampler, vae_decoder=VAE_DECODER_CHOICES[args.int8_vae_decoder]
                                ) if args.int8 else False
         approximation = approximate(pipe, taesd=args.taesd, deepcache=args.deepcache, tome=args.tome, int8=int8)
-    warning = approximate_warning(approximation, pipe.model)
+    warning = approximate_warning(approximation, pipe.model, params)
     if warning:
         print(warning, file=sys.stderr)
     return pipe, params
@@ -431,13 +436,19 @@ def _or(value, default):
     return default if value is None else value
 
 
-def approximate_warning(approximation, model) -> str:
+def approximate_warning(approximation, model, params=None) -> str:
     """The CLI's one APPROXIMATE line: what `approximate()` installed, plus VAE tiling, which `optimize()`
-    installs (--vae-tiling) and labels approximate (`VAE tiling:` in the infotext); empty for exact output."""
+    installs (--vae-tiling) and labels approximate (`VAE tiling:` in the infotext), plus the params' HyperTile (per
+    call, `--hypertile`); empty for exact output."""
     from pipelines.approx import ApproximationReport
     from pipelines.approx.labels import OptimizationLabels, model_labels
+    from pipelines.hires import HiresParams
 
     tiling = OptimizationLabels(vae_tiling=model_labels(model).vae_tiling).approximations()
+    hypertile = getattr(params, "hypertile", None)
+    hires = isinstance(params, HiresParams)
+    if hypertile is not None and (hypertile.unet_in(hires) or hypertile.vae):
+        tiling.append(hypertile.describe(hires_second_pass=hires))
     return ApproximationReport(applied=[*approximation.applied, *tiling]).warning()
 
 

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from pipelines.infotext_values import as_flag, as_integer, as_number, as_text
 from webui.cli.sampler_parameter_flags import INFOTEXT_FLAG_KEYS
+from webui.cli.speedup_flags import SPEEDUP_FLAG_KEYS
 
 # argparse destination -> (infotext key as `parse_infotext` returns it, conversion). A flag left at None takes it.
 FLAG_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
@@ -48,6 +49,7 @@ FLAG_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     # A1111's paste of a restored image: Restore faces on, with the restorer it names (its folder flag is needed)
     "restore_faces": ("Face restoration", lambda text: True),
     "face_restoration_model": ("Face restoration", as_text),
+    **SPEEDUP_FLAG_KEYS,  # A1111's Hypertile keys and mixkit's FreeU (webui.cli.speedup_flags)
     **INFOTEXT_FLAG_KEYS,  # A1111's Sampler parameters: Sigma churn, Schedule rho, ... (webui.cli.sampler_parameter_flags)
 }
 ETA_KEYS = ("Eta DDIM", "Eta")  # A1111 writes one of them, for DDIM or the ancestral samplers, when not the default

@@ -471,6 +471,12 @@ def _reproduction_notes(parsed: dict, current_model: str | None, current_model_a
     if sampler_settings:
         notes.append(f"{', '.join(sampler_settings)}: these are Settings here (Settings > Sampler parameters), not "
                      "form fields; set them there to reproduce the image.")
+    from pipelines.approx.hypertile_settings import INFOTEXT_KEYS as HYPERTILE_KEYS
+
+    hypertile = [f"{key}: {parsed[key]}" for key in HYPERTILE_KEYS.values() if parsed.get(key) not in (None, "")]
+    if hypertile:  # A1111's paste sets its Hypertile options; here they are Settings too, which a paste leaves alone
+        notes.append(f"{', '.join(hypertile)}: these are Settings here (Settings > Hypertile), not form fields; set "
+                     "them there to reproduce the image.")
     if parsed.get("Face restoration") not in (None, ""):  # A1111 1.7+: a Setting, not a form field
         notes.append(f"Face restoration: {parsed['Face restoration']}: the image's faces were restored; Restore faces "
                      "is a Setting here (Settings > Face restoration), not a form field; switch it on there, with that "
@@ -524,6 +530,8 @@ def _approximation_notes(parsed: dict) -> list[str]:
         items = infotext_approximations(parsed)
     except ValueError as error:
         return [f"{error}; the image's approximations cannot be read."]
+    if parsed.get("FreeU") not in (None, ""):  # mixkit's FreeU: a per-call setting the web UI has no control for
+        items.append(f"FreeU ({parsed['FreeU']})")
     if not items:
         return []
     return [f"{', '.join(items)}: approximations the image was made with; this server runs its model without them, so "

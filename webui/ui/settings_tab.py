@@ -148,6 +148,11 @@ def build_settings_tab(state: ServerState) -> None:
         from webui.ui.sampler_parameter_settings import build_sampler_parameter_settings
 
         build_sampler_parameter_settings(state, apply_settings)
+    with gr.Accordion("Hypertile (tiled self-attention: faster large images, approximate)", open=False,
+                      elem_id="settings_hypertile"):
+        from webui.ui.hypertile_settings import build_hypertile_settings
+
+        build_hypertile_settings(state, apply_settings)
     with gr.Accordion("Upscaling (model upscalers' tiles)", open=False, elem_id="settings_upscaling"):
         from webui.ui.upscaler_settings import build_upscaler_settings
 
