@@ -39,9 +39,12 @@ __all__ = ["TITLE", "LoopbackConfig", "check_loopback", "loop_strength", "parse_
 
 
 def check_loopback(params, config: LoopbackConfig, interrogate: Callable | None = None) -> None:
-    """ValueError before anything runs: img2img params with an init image, and an interrogator for CLIP."""
+    """ValueError before anything runs: img2img params with one init image, and an interrogator for CLIP."""
     if not hasattr(params, "init_images") or not hasattr(params, "denoising_strength"):
         raise ValueError("'Loopback' runs for img2img: give img2img params with an init image.")
+    if isinstance(params.init_images, list) and len(params.init_images) > 1:
+        raise ValueError(f"'Loopback' feeds one image through its loops; give one init image, not "
+                         f"{len(params.init_images)} (run the script once per image).")
     if config.append_interrogation == "CLIP":
         if interrogate is None:
             raise ValueError("append_interrogation 'CLIP' needs an interrogator and none is configured: pass "

@@ -146,6 +146,8 @@ def test_skip_ends_the_current_batch_only(img2img):
 @pytest.mark.parametrize("call, message", [
     (lambda: loopback.run(None, Txt2ImgParams(), LoopbackConfig()), "runs for img2img"),
     (lambda: loopback.run(None, params(), LoopbackConfig(append_interrogation="CLIP")), "needs an interrogator"),
+    (lambda: loopback.run(None, params(init_images=[noise_picture(1)] * 2, batch_size=2), LoopbackConfig()),
+     "give one init image, not 2"),
     (lambda: loopback.planned_params(params(), LoopbackConfig(append_interrogation="CLIP")), "needs an interrogator"),
 ])
 def test_refused_before_any_work(call, message):
