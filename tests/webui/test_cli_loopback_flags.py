@@ -53,6 +53,7 @@ def test_clip_appends_the_interrogation_to_the_prompt(tiny_sd1_dir, init, tmp_pa
     (["--loopback-curve", "Lazy"], "--loopback-curve sets up Loopback; add --loopback LOOPS"),
     (["--loopback", "2", "--interrogate-clip-model", "x"], "only matter with --loopback-interrogate clip"),
     (["--loopback", "2", "-o", "out.png"], "give -o a folder"),
+    (["--loopback", "2", "--batch-size", "2"], "leave out --batch-size 2"),
 ])
 def test_bad_flags_are_refused_before_the_model_loads(init, tmp_path, capsys, monkeypatch, flags, message):
     monkeypatch.chdir(tmp_path)

@@ -55,6 +55,9 @@ def loopback_config_of(args: argparse.Namespace):
         return None
     if args.input_dir is not None:
         raise ValueError("--loopback runs on one IMAGE; leave out --input-dir (or run Loopback per image).")
+    if args.batch_size != 1:  # the API takes and ignores it, as A1111's script; a typed flag is not ignored here
+        raise ValueError(f"--loopback draws one image per loop; leave out --batch-size {args.batch_size} (use "
+                         "--batch-count for separate runs of the loops).")
     loops, final, curve, interrogation = ARG_DEFAULTS
     config = LoopbackConfig(args.loopback, _or(args.loopback_final_strength, final), _or(args.loopback_curve, curve),
                             _or(args.loopback_interrogate, interrogation))
