@@ -13,9 +13,13 @@ from pipelines.scripts import ScriptResult, find_script, is_registered_script
 
 
 def script_context(state) -> dict[str, Any]:
-    """What scripts may need from the server: the checkpoints' titles (X/Y/Z's Checkpoint name axis) and the styles
-    file (its Styles axis)."""
-    return {"checkpoint_names": [entry.title for entry in state.catalog.entries()], "styles": state.styles()}
+    """What scripts may need from the server: the checkpoints' titles (X/Y/Z's Checkpoint name axis), the styles
+    file (its Styles axis) and Interrogate CLIP (Loopback's "Append interrogated prompt", run in the worker). Each
+    script reads the keys it needs."""
+    from webui.interrogation import interrogate_now
+
+    return {"checkpoint_names": [entry.title for entry in state.catalog.entries()], "styles": state.styles(),
+            "interrogate": lambda image: interrogate_now(state, image)}
 
 
 def request_script(state, kind: str, script_name: Any, script_args: Any, params) -> tuple[Any, Any] | None:

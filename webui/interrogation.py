@@ -4,7 +4,8 @@ image's Danbooru tags, `pipelines.deepbooru`) on this server, each one queued jo
 The caption comes from AppFlow's `image2text_generation` app (the operator's captioner with `--appflow-config`,
 mixkit-tiny-blip2 by default) with Settings > Interrogate's num_beams / min / max length; the terms from
 `state.interrogator` (`--interrogate-clip-model`, `--interrogate-categories-dir`). Shared by
-`POST /sdapi/v1/interrogate` and the img2img tab's Interrogate CLIP and Interrogate DeepBooru buttons.
+`POST /sdapi/v1/interrogate`, the img2img tab's Interrogate CLIP and Interrogate DeepBooru buttons and Loopback's
+"Append interrogated prompt".
 """
 
 from __future__ import annotations
@@ -26,14 +27,11 @@ def submit_interrogation(state: ServerState, image, *, owner: str | None = None,
     The Settings (a min length over the max) and the word lists (a skip name the lists do not have, a list
     emptied since start) are checked here, so a bad setting is a ValueError before anything is queued.
     """
-    from mixkit.interrogate import join_terms
-
     settings = state.options.interrogate_settings()
     state.interrogator.categories(settings)
 
     def run(control, on_step):
-        caption = state.run_app(CAPTION_APP, {"image": image}, settings.caption_options())["text"]
-        return join_terms(caption, state.interrogator.terms(image, settings), settings.return_ranks)
+        return interrogate_now(state, image, settings)
 
     return state.worker.submit(run, "interrogate", owner=owner, session=session)
 
@@ -67,3 +65,14 @@ def submit_deepbooru_interrogation(state: ServerState, image, *, owner: str | No
         return interrogate_deepbooru(image, settings, model=state.deepbooru, keep_in_memory=keep)
 
     return state.worker.submit(run, "interrogate", owner=owner, session=session)
+
+
+def interrogate_now(state: ServerState, image, settings=None) -> str:
+    """A1111's Interrogate CLIP answer for `image`, in the calling (worker) thread: what a queued interrogation
+    runs, and what Loopback's "Append interrogated prompt" CLIP appends at each loop. `settings`: Settings >
+    Interrogate as they are now when None."""
+    from mixkit.interrogate import join_terms
+
+    settings = settings or state.options.interrogate_settings()
+    caption = state.run_app(CAPTION_APP, {"image": image}, settings.caption_options())["text"]
+    return join_terms(caption, state.interrogator.terms(image, settings), settings.return_ranks)

@@ -1,11 +1,11 @@
 """Selectable scripts (A1111's "Script" dropdown) by title: X/Y/Z plot, Prompt matrix, Prompts from file or
-textbox, and the ones that plug in after them.
+textbox, Loopback, and the ones that plug in after them.
 
 `find_script("x/y/z plot")` gives a `SelectableScript`; the HTTP API, the web UI and the CLI all run scripts
 through it. Register a new script with `register_script` in its own module and import that module here.
 """
 
-from pipelines.scripts import prompt_matrix, prompts_from_file, xyz_plot
+from pipelines.scripts import loopback, prompt_matrix, prompts_from_file, xyz_plot
 from pipelines.scripts.registry import (SCRIPTS, ScriptArg, ScriptResult, SelectableScript, find_script,
                                         is_registered_script, register_script, script_info)
 
@@ -22,5 +22,10 @@ register_script(SelectableScript(
     parse=prompts_from_file.parse_script_args, plan=prompts_from_file.planned_params, run=prompts_from_file.run,
     description="one job per line of a list: a prompt, or A1111's --prompt/--steps/... options"))
 
+register_script(SelectableScript(
+    title=loopback.TITLE, kinds=frozenset({"img2img"}), args=loopback.script_args,
+    parse=loopback.parse_script_args, plan=loopback.planned_params, run=loopback.run,
+    description="img2img again and again, each output the next init image, at a scheduled denoising strength"))
+
 __all__ = ["SCRIPTS", "ScriptArg", "ScriptResult", "SelectableScript", "find_script", "is_registered_script",
-           "register_script", "script_info", "prompt_matrix", "prompts_from_file", "xyz_plot"]
+           "register_script", "script_info", "loopback", "prompt_matrix", "prompts_from_file", "xyz_plot"]

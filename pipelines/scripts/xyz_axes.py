@@ -12,7 +12,7 @@ RNG source, FP8 mode) are refused with the reason when chosen.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable
 
 from mixkit.registry import Registry
@@ -35,6 +35,12 @@ class PlotContext:
     switch_checkpoint: Callable[[str], Any] | None = None
     checkpoint_names: list[str] = field(default_factory=list)
     styles: Any = None
+
+    @classmethod
+    def of(cls, **context: Any) -> "PlotContext":
+        """From a server's script context, keeping the keys a plot reads (other scripts read other keys)."""
+        names = {item.name for item in fields(cls)}
+        return cls(**{key: value for key, value in context.items() if key in names})
 
 
 def label_and_value(axis: "AxisOption", value: Any) -> str:

@@ -63,9 +63,11 @@ def generate(blocks, script=None, **changes):
 
 def test_both_tabs_have_the_script_dropdown_defaulting_to_none(built):
     _, blocks = built
-    for kind in ("txt2img", "img2img"):
+    for kind, titles in (("txt2img", ["None", "X/Y/Z plot"]), ("img2img", ["None", "X/Y/Z plot", "Loopback"])):
         dropdown = component(blocks, f"{kind}_script")
-        assert dropdown.value == "None" and [choice[0] for choice in dropdown.choices][:2] == ["None", "X/Y/Z plot"]
+        choices = [choice[0] for choice in dropdown.choices]
+        assert dropdown.value == "None" and choices[:2] == ["None", "X/Y/Z plot"]
+        assert all(title in choices for title in titles) and ("Loopback" in choices) == (kind == "img2img")
     assert component(blocks, "img2img_outpaint_method") is not None  # the Outpaint controls stay
 
 

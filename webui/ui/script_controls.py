@@ -23,6 +23,7 @@ SCRIPT_UI_MODULES = (
     "webui.ui.script_prompt_matrix",
     "webui.ui.script_prompts_from_file",
     "webui.ui.script_xyz",
+    "webui.ui.script_loopback",
 )
 
 

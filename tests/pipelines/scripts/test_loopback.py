@@ -1,0 +1,172 @@
+"""Loopback end to end on the tiny SD 1.x model (pipelines/scripts/loopback.py)."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from pipelines.control import GenerationControl
+from pipelines.img2img import ImageToImage, Img2ImgParams
+from pipelines.infotext import parse_infotext
+from pipelines.params import Txt2ImgParams
+from pipelines.scripts import find_script, loopback
+from pipelines.scripts.loopback_config import LoopbackConfig
+
+
+def noise_picture(seed: int):
+    """A 64x64 picture of seeded noise (every loop visibly changes it)."""
+    return Image.fromarray(np.random.default_rng(seed).integers(0, 255, (64, 64, 3), dtype=np.uint8))
+
+
+TINY = dict(prompt="a red cat", width=64, height=64, steps=2, seed=5, sampler="Euler", denoising_strength=0.75)
+
+
+class RecordingPipe:
+    """The img2img pipeline, keeping each call's params and result so a test can follow the images through."""
+
+    def __init__(self, pipe):
+        self.pipe, self.calls = pipe, []
+
+    def check_inputs(self, params):
+        return self.pipe.check_inputs(params)
+
+    def __call__(self, params, callback=None, control=None):
+        result = self.pipe(params, callback=callback, control=control)
+        self.calls.append((params, result))
+        return result
+
+
+@pytest.fixture(scope="module")
+def img2img(sd1_pipe):
+    return ImageToImage.from_pipeline(sd1_pipe)
+
+
+def params(**changes):
+    return Img2ImgParams(**{**TINY, "init_images": [noise_picture(3)], **changes})
+
+
+def test_each_output_is_the_next_init_image_at_the_scheduled_strength(img2img):
+    pipe = RecordingPipe(img2img)
+    config = LoopbackConfig(loops=3, final_denoising_strength=0.25)
+    result = loopback.run(pipe, params(), config)
+    assert len(pipe.calls) == 3
+    for (_, before), (after, _) in zip(pipe.calls, pipe.calls[1:]):
+        assert after.init_images == [before.images[0]]
+    assert [call.denoising_strength for call, _ in pipe.calls] == [0.75, 0.5, 0.25]
+    assert [call.seed for call, _ in pipe.calls] == [5, 6, 7]
+    assert result.index_of_first_image == 1 and len(result.images) == 4
+    assert result.images[0].size == (192, 64)  # the three loops in one row
+    assert result.images[1:] == [output.images[0] for _, output in pipe.calls]
+    texts = [parse_infotext(text) for text in result.infotexts[1:]]
+    assert [(t["Denoising strength"], t["Seed"]) for t in texts] == [("0.75", "5"), ("0.5", "6"), ("0.25", "7")]
+    assert all((t["Final denoising strength"], t["Denoising curve"]) == ("0.25", "Linear") for t in texts)
+    assert result.infotexts[0] == result.infotexts[1] and result.seeds == [5, 5, 6, 7]
+    assert result.samples.images == result.images[1:]
+
+
+def test_batch_count_restarts_each_batch_and_keeps_its_last_image(img2img):
+    pipe = RecordingPipe(img2img)
+    picture = noise_picture(3)
+    result = loopback.run(pipe, params(batch_count=2, batch_size=3, seed=10, init_images=[picture]),
+                          LoopbackConfig(loops=2, final_denoising_strength=0.5))
+    calls = [call for call, _ in pipe.calls]
+    assert [(c.seed, c.denoising_strength, c.batch_size, c.batch_count) for c in calls] == [
+        (10, 0.75, 1, 1), (11, 0.5, 1, 1), (12, 0.75, 1, 1), (13, 0.5, 1, 1)]  # seeds go on across batches, as A1111
+    assert calls[2].init_images == [picture]
+    assert result.images[1:] == [pipe.calls[1][1].images[0], pipe.calls[3][1].images[0]]
+    assert result.seeds == [11, 11, 13] and len(result.samples.images) == 4
+
+
+def test_interrogation_appends_to_the_prompt_of_each_loop(img2img):
+    pipe = RecordingPipe(img2img)
+    seen = []
+
+    def interrogate(image):
+        seen.append(image)
+        return f"tags {len(seen)}"
+
+    result = loopback.run(pipe, params(), LoopbackConfig(loops=2, append_interrogation="CLIP"), interrogate=interrogate)
+    assert [call.prompt for call, _ in pipe.calls] == ["a red cat, tags 1", "a red cat, tags 2"]
+    assert seen[1] is pipe.calls[0][1].images[0]
+    assert parse_infotext(result.infotexts[2])["Prompt"] == "a red cat, tags 2"
+    loopback.run(pipe, params(prompt=""), LoopbackConfig(loops=1, append_interrogation="CLIP"), interrogate=interrogate)
+    assert pipe.calls[-1][0].prompt == "tags 3"
+
+
+def test_masked_content_is_original_after_the_first_loop(img2img):
+    mask = Image.new("L", (64, 64), 0)
+    mask.paste(255, (16, 16, 48, 40))
+    pipe = RecordingPipe(img2img)
+    loopback.run(pipe, params(mask=mask, inpainting_fill="latent noise"), LoopbackConfig(loops=2))
+    assert [call.inpainting_fill for call, _ in pipe.calls] == ["latent noise", "original"]
+
+
+def test_one_loop_has_no_grid(img2img):
+    result = loopback.run(img2img, params(), LoopbackConfig(loops=1))
+    assert result.index_of_first_image == 0 and len(result.images) == 1
+
+
+def test_random_seed_is_drawn_once(img2img):
+    pipe = RecordingPipe(img2img)
+    loopback.run(pipe, params(seed=-1), LoopbackConfig(loops=2))
+    first, second = (call.seed for call, _ in pipe.calls)
+    assert first != -1 and second == first + 1
+
+
+def test_interrupt_keeps_the_loops_before_it(img2img):
+    control = GenerationControl()
+    steps = []
+
+    def stop_in_second_loop(state):
+        steps.append(state.batch_index)
+        if state.batch_index == 1:
+            control.interrupt()
+
+    result = loopback.run(img2img, params(), LoopbackConfig(loops=3), callback=stop_in_second_loop, control=control)
+    assert result.interrupted and len(result.images) == 1 and result.index_of_first_image == 0
+    assert len(result.samples.images) == 2 and max(steps) == 1  # the interrupted loop is saved, not returned
+
+
+def test_skip_ends_the_current_batch_only(img2img):
+    control = GenerationControl()
+    pipe = RecordingPipe(img2img)
+
+    def skip_first_loop(state):
+        if state.batch_index == 0 and state.step == 1:
+            control.skip()
+
+    result = loopback.run(pipe, params(batch_count=2, steps=3), LoopbackConfig(loops=2), callback=skip_first_loop,
+                          control=control)
+    assert [call.seed for call, _ in pipe.calls] == [5, 6, 7]  # batch 1 ended at its skipped first loop
+    assert pipe.calls[1][0].init_images == params().init_images and not result.interrupted
+    assert len(result.images) == 1 and result.images[0] is pipe.calls[2][1].images[0]
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: loopback.run(None, Txt2ImgParams(), LoopbackConfig()), "runs for img2img"),
+    (lambda: loopback.run(None, params(), LoopbackConfig(append_interrogation="CLIP")), "needs an interrogator"),
+    (lambda: loopback.run(None, params(init_images=[noise_picture(1)] * 2, batch_size=2), LoopbackConfig()),
+     "give one init image, not 2"),
+    (lambda: loopback.planned_params(params(), LoopbackConfig(append_interrogation="CLIP")), "needs an interrogator"),
+])
+def test_refused_before_any_work(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_a_bad_loop_fails_before_the_first_generation(img2img):
+    pipe = RecordingPipe(img2img)
+    with pytest.raises(ValueError, match="steps"):
+        loopback.run(pipe, params(steps=0), LoopbackConfig(loops=2))
+    assert pipe.calls == []
+
+
+def test_registered_for_img2img_only():
+    script = find_script("LOOPBACK", "img2img")
+    assert script.run is loopback.run and script.kinds == frozenset({"img2img"})
+    with pytest.raises(ValueError, match="runs for img2img, not txt2img"):
+        find_script("loopback", "txt2img")
+    planned = script.plan(params(batch_count=2), LoopbackConfig(loops=2, final_denoising_strength=0.25))
+    assert [(p.seed, p.denoising_strength) for p in planned] == [(5, 0.75), (6, 0.25), (7, 0.75), (8, 0.25)]
+    assert replace(planned[0], seed=0).batch_size == 1

@@ -1,0 +1,62 @@
+"""`mixkit img2img IMAGE "prompt" --loopback LOOPS ...`: A1111's Loopback from the command line
+(webui/cli/loopback_flags.py): the grid then every loop's image, refusals before the model loads and nothing written."""
+
+import pytest
+from PIL import Image
+
+from pipelines.infotext import parse_infotext
+from webui.cli import main
+
+from .cli_inputs import write_noise_picture
+
+ARGS = ["--width", "64", "--height", "64", "--steps", "2", "--seed", "8", "--sampler", "Euler",
+        "--denoising-strength", "0.75"]
+
+
+@pytest.fixture(scope="module")
+def init(tmp_path_factory):
+    path = tmp_path_factory.mktemp("loopback-cli") / "init.png"
+    write_noise_picture(path, seed=0, width=64, height=64)
+    return path
+
+
+def test_loops_write_the_grid_then_each_loop(tiny_sd1_dir, init, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main(["img2img", str(init), "a red cat", "--model", str(tiny_sd1_dir), "-o", str(out), *ARGS,
+                 "--loopback", "3", "--loopback-final-strength", "0.25", "--loopback-curve", "aggressive"])
+    assert code == 0
+    printed = capsys.readouterr().out.split()
+    assert len(printed) == 4 and printed[0].endswith("grid-0000.png")
+    assert Image.open(printed[0]).size == (192, 64)
+    texts = [parse_infotext(Image.open(path).text["parameters"]) for path in printed[1:]]
+    assert [(t["Seed"], t["Denoising curve"], t["Final denoising strength"]) for t in texts] == [
+        ("8", "Aggressive", "0.25"), ("9", "Aggressive", "0.25"), ("10", "Aggressive", "0.25")]
+    assert texts[0]["Denoising strength"] == "0.75" and texts[2]["Denoising strength"] == "0.25"
+    assert float(texts[1]["Denoising strength"]) == pytest.approx(0.75 - 0.5 * 2 ** -0.5)  # sin(pi/4) of the way
+
+
+def test_clip_appends_the_interrogation_to_the_prompt(tiny_sd1_dir, init, tmp_path, capsys):
+    code = main(["img2img", str(init), "a red cat", "--model", str(tiny_sd1_dir), "-o", str(tmp_path), *ARGS,
+                 "--loopback", "1", "--loopback-interrogate", "CLIP"])
+    assert code == 0
+    [path] = capsys.readouterr().out.split()
+    prompt = parse_infotext(Image.open(path).text["parameters"])["Prompt"]
+    assert prompt.startswith("a red cat, ") and len(prompt) > len("a red cat, ")
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--loopback", "0"], "loops must be a whole number from 1 to 32"),
+    (["--loopback", "33"], "loops must be a whole number from 1 to 32"),
+    (["--loopback", "2", "--loopback-final-strength", "1.5"], "final_denoising_strength must be a number from 0 to 1"),
+    (["--loopback", "2", "--loopback-curve", "steep"], "denoising_curve must be one of"),
+    (["--loopback", "2", "--loopback-interrogate", "deepbooru"], "no DeepBooru tagger"),
+    (["--loopback-curve", "Lazy"], "--loopback-curve sets up Loopback; add --loopback LOOPS"),
+    (["--loopback", "2", "--interrogate-clip-model", "x"], "only matter with --loopback-interrogate clip"),
+    (["--loopback", "2", "-o", "out.png"], "give -o a folder"),
+    (["--loopback", "2", "--batch-size", "2"], "leave out --batch-size 2"),
+])
+def test_bad_flags_are_refused_before_the_model_loads(init, tmp_path, capsys, monkeypatch, flags, message):
+    monkeypatch.chdir(tmp_path)
+    code = main(["img2img", str(init), "a red cat", "--model", str(tmp_path / "no-model"), *ARGS, *flags])
+    assert code == 2 and message in capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.iterdir()) == []

@@ -1,0 +1,120 @@
+"""`mixkit img2img IMAGE "prompt" --loopback 4 --loopback-final-strength 0.3`: A1111's Loopback from the command line.
+
+Each loop's output is the next loop's init image (`pipelines.scripts.loopback`); the flags are A1111's four controls.
+The settings are checked before the model loads; the loops' grid is written as `grid-NNNN.png`, then every loop's
+image as `img2img` writes them, into the -o folder. `--loopback-interrogate clip` appends A1111's Interrogate CLIP of
+each init image to the prompt: a caption from AppFlow's image2text_generation app (mixkit-tiny-blip2 unless the app
+is configured otherwise) and the best terms of the word lists ranked by `--interrogate-clip-model`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pipelines.scripts.loopback_config import ARG_DEFAULTS, CURVES, MAX_LOOPS
+
+
+def add_loopback_flags(p: argparse.ArgumentParser) -> None:
+    loops, final, curve, _ = ARG_DEFAULTS
+    group = p.add_argument_group("Loopback (A1111's script): img2img again on each output")
+    group.add_argument("--loopback", type=int, default=None, metavar="LOOPS",
+                       help=f"run LOOPS img2img passes, each on the one before's output (1-{MAX_LOOPS}; A1111's "
+                            f"default {loops}); --denoising-strength is the first loop's strength")
+    group.add_argument("--loopback-final-strength", type=float, default=None, metavar="STRENGTH",
+                       help=f"the last loop's denoising strength, 0-1 (default {final})")
+    group.add_argument("--loopback-curve", default=None, metavar="CURVE",
+                       help=f"how the strength moves to the final one: {', '.join(CURVES)} (default {curve})")
+    group.add_argument("--loopback-interrogate", default=None, metavar="WHAT",
+                       help="append an interrogation of each loop's init image to the prompt: none or clip "
+                            "(A1111's DeepBooru is not in mixkit yet)")
+    group.add_argument("--interrogate-clip-model", default=None, metavar="CLIP",
+                       help="with --loopback-interrogate clip: the CLIP that ranks the word lists (default "
+                            "mixkit-tiny-clip)")
+    group.add_argument("--interrogate-categories-dir", default=None, metavar="DIR",
+                       help="with --loopback-interrogate clip: an A1111 interrogate/ folder of *.txt word lists "
+                            "(default: the built-in lists)")
+
+
+LOOPBACK_ONLY_FLAGS = {"loopback_final_strength": "--loopback-final-strength", "loopback_curve": "--loopback-curve",
+                       "loopback_interrogate": "--loopback-interrogate",
+                       "interrogate_clip_model": "--interrogate-clip-model",
+                       "interrogate_categories_dir": "--interrogate-categories-dir"}
+
+
+def loopback_config_of(args: argparse.Namespace):
+    """The Loopback settings the flags ask for, checked (ValueError naming the setting), or None without --loopback;
+    its other flags without it are refused rather than ignored."""
+    from pipelines.scripts.loopback_config import LoopbackConfig
+
+    given = [flag for name, flag in LOOPBACK_ONLY_FLAGS.items() if getattr(args, name) is not None]
+    if args.loopback is None:
+        if given:
+            raise ValueError(f"{', '.join(given)} set{'s' if len(given) == 1 else ''} up Loopback; add --loopback "
+                             "LOOPS, or leave out " + " and ".join(given))
+        return None
+    if args.input_dir is not None:
+        raise ValueError("--loopback runs on one IMAGE; leave out --input-dir (or run Loopback per image).")
+    if args.batch_size != 1:  # the API takes and ignores it, as A1111's script; a typed flag is not ignored here
+        raise ValueError(f"--loopback draws one image per loop; leave out --batch-size {args.batch_size} (use "
+                         "--batch-count for separate runs of the loops).")
+    loops, final, curve, interrogation = ARG_DEFAULTS
+    config = LoopbackConfig(args.loopback, _or(args.loopback_final_strength, final), _or(args.loopback_curve, curve),
+                            _or(args.loopback_interrogate, interrogation))
+    if config.append_interrogation != "CLIP":
+        clip_only = [flag for flag in given if flag.startswith("--interrogate")]
+        if clip_only:
+            raise ValueError(f"{' and '.join(clip_only)} only matter with --loopback-interrogate clip.")
+    return config
+
+
+def _or(value, default):
+    return default if value is None else value
+
+
+def cli_interrogator(args: argparse.Namespace, device: str | None):
+    """`image -> text`: Interrogate CLIP as the server runs it, with Settings > Interrogate's defaults. The word lists
+    are read now, so a bad folder fails before the loops start."""
+    from appflow import Appflow
+    from mixkit.interrogate import ClipInterrogator, InterrogateSettings, join_terms
+    from mixkit.interrogate.interrogator import DEFAULT_CLIP
+    from webui.interrogation import CAPTION_APP
+
+    settings = InterrogateSettings()
+    ranker = ClipInterrogator(args.interrogate_clip_model or DEFAULT_CLIP, args.interrogate_categories_dir,
+                              device=device or "cpu")
+    ranker.categories(settings)
+    flows = []
+
+    def interrogate(image) -> str:
+        if not flows:  # the captioner loads at the first loop, after the checks
+            flows.append(Appflow(app=CAPTION_APP, device=device or "cpu"))
+        caption = flows[0](image=image, **settings.caption_options())["text"]
+        return join_terms(caption, ranker.terms(image, settings), settings.return_ranks)
+    return interrogate
+
+
+def run_loopback(pipe, params, config, output, writing=None, interrogate=None) -> int:
+    """Run the loops with a progress bar and Ctrl-C as Interrupt; write the grid, then every loop's image; print the
+    paths."""
+    from tqdm import tqdm
+
+    from pipelines.control import GenerationControl
+    from pipelines.scripts import loopback
+    from webui.cli.generate import interrupt_keeps_images, steps_done
+
+    control = GenerationControl()
+    total = config.loops * params.batch_count
+    with tqdm(total=params.steps * total, unit="step", file=sys.stderr) as bar, interrupt_keeps_images(control):
+        def progress(state) -> None:
+            bar.n, bar.total = steps_done(state)
+            bar.refresh()
+
+        result = loopback.run(pipe, params, config, callback=progress, control=control, interrogate=interrogate)
+    paths = [*result.save_grids(output, writing), *result.save(output, writing)]
+    for path in paths:
+        print(path)
+    if result.interrupted:
+        print(f"mixkit: interrupted; kept {len(result.samples.images)} of {total} loop image(s)", file=sys.stderr)
+        return 130
+    return 0
