@@ -13,9 +13,12 @@ from pipelines.scripts import ScriptResult, find_script, is_registered_script
 
 
 def script_context(state) -> dict[str, Any]:
-    """What scripts may need from the server: the checkpoints' titles (X/Y/Z's Checkpoint name axis) and the styles
-    file (its Styles axis)."""
-    return {"checkpoint_names": [entry.title for entry in state.catalog.entries()], "styles": state.styles()}
+    """What scripts may need from the server: the checkpoints' titles (X/Y/Z's Checkpoint name axis), the styles
+    file (its Styles axis) and the upscalers as `/sdapi/v1/upscalers` lists them (SD upscale's `upscaler_index`)."""
+    from pipelines.model_upscale_listing import listed_upscaler_names
+
+    return {"checkpoint_names": [entry.title for entry in state.catalog.entries()], "styles": state.styles(),
+            "upscaler_names": listed_upscaler_names(dat_enabled=state.options.get("dat_enabled_models"))}
 
 
 def request_script(state, kind: str, script_name: Any, script_args: Any, params) -> tuple[Any, Any] | None:

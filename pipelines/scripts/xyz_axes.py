@@ -36,6 +36,12 @@ class PlotContext:
     checkpoint_names: list[str] = field(default_factory=list)
     styles: Any = None
 
+    @classmethod
+    def of(cls, **context: Any) -> "PlotContext":
+        """From a script context (`webui.api_selectable_scripts.script_context`), leaving out what other scripts
+        use (SD upscale's `upscaler_names`)."""
+        return cls(**{key: value for key, value in context.items() if key in cls.__dataclass_fields__})
+
 
 def label_and_value(axis: "AxisOption", value: Any) -> str:
     """A1111's `format_value_add_label`: "Steps: 20" (floats rounded to 8 decimals)."""

@@ -184,7 +184,7 @@ def parse_script_args(script_args: Any, kind: str = "txt2img", **context: Any) -
                          f"[{', '.join(ARG_NAMES)}], got {got}.")
     given = [default if value is None else value for value, default in zip(script_args, ARG_DEFAULTS)]
     values = dict(zip(ARG_NAMES, [*given, *ARG_DEFAULTS[len(given):]]))
-    plot_context = PlotContext(kind=kind, **context)
+    plot_context = PlotContext.of(kind=kind, **context)
     flags = {name: _flag(name, values[name]) for name in ARG_NAMES[9:16] + ("csv_mode",)}
     axes = {}
     for name in ("x", "y", "z"):

@@ -127,7 +127,7 @@ def check_plot(params, config: XyzConfig, context: PlotContext) -> list[PlotCell
 
 def planned_params(params, config: XyzConfig, **context: Any) -> list:
     """Every cell's params (after `check_plot`), for a server's own checks before it queues the plot."""
-    return [cell.params for cell in check_plot(params, config, PlotContext(**context))]
+    return [cell.params for cell in check_plot(params, config, PlotContext.of(**context))]
 
 
 def _cell_progress(callback, position: int, cells: int):
@@ -157,7 +157,7 @@ def run(pipe, params, config: XyzConfig, callback=None, control: GenerationContr
     `context`: `switch_checkpoint(name) -> pipeline` and `checkpoint_names` for the Checkpoint name axis, `styles`
     (a StyleLibrary) for Styles, `kind` ("txt2img" / "img2img"). Returns a `ScriptResult`: the grid (and, with
     include_sub_grids, one per Z value) first, then, with include_lone_images, every cell's images."""
-    plot_context = PlotContext(**context)
+    plot_context = PlotContext.of(**context)
     control = control or GenerationControl()
     params, config = fix_seeds(params, config)
     cells = check_plot(params, config, plot_context)

@@ -24,7 +24,7 @@ def axis_choices(label: str, state) -> list[str] | None:
     axis = XYZ_AXES.get(label)
     if axis.choices is None:
         return None
-    return axis.choices(PlotContext(**script_context(state)))
+    return axis.choices(PlotContext.of(**script_context(state)))
 
 
 def select_axis(label: str, text: str, chosen: list, csv_mode: bool, state) -> tuple:
