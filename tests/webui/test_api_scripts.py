@@ -47,7 +47,7 @@ def test_args_left_out_take_the_scripts_defaults_and_it_is_listed(client):
     assert "Masked content: fill" in json.loads(response.json()["info"])["infotexts"][0]
     assert client.get("/sdapi/v1/scripts").json() == {
         "txt2img": ["x/y/z plot"],
-        "img2img": ["outpainting mk2", "poor man's outpainting", "soft inpainting", "x/y/z plot"]}
+        "img2img": ["outpainting mk2", "poor man's outpainting", "sd upscale", "soft inpainting", "x/y/z plot"]}
 
 
 @pytest.mark.parametrize("fields, message", [

@@ -134,5 +134,5 @@ def test_refused_before_any_work(i2i, fields, config, message):
 def test_an_upscaler_unregistered_since_parsing_is_named():
     params = Img2ImgParams(**TINY, init_images=[picture()])
     config = sd_upscale.SdUpscaleConfig(32, "Gone_4x", 2.0)
-    with pytest.raises(Exception, match="Gone_4x"):
+    with pytest.raises(ValueError, match="Unknown upscaler .Gone_4x.. Valid names: .Lanczos."):
         sd_upscale.check_sd_upscale(params, config)
