@@ -35,7 +35,6 @@ DEFAULT_OVERLAP = 64
 DEFAULT_SCALE = 2.0
 MIN_SCALE = 1.0  # A1111's Scale Factor slider starts at 1: the script is for making pictures larger
 MAX_OVERLAP_SLIDER = 256  # A1111's Tile overlap slider's end; larger overlaps are taken when under the tile size
-MAX_SCALE_SLIDER = 4.0  # A1111's Scale Factor slider's end; up to UpscaleLimits.max_scale is taken
 MAX_TILES = 1024  # tiles per upscale: one script holds the queue until it ends
 ARG_NAMES = ("info", "overlap", "upscaler_index", "scale_factor")
 

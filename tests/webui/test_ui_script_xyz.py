@@ -65,7 +65,8 @@ def test_both_tabs_have_the_script_dropdown_defaulting_to_none(built):
     _, blocks = built
     for kind in ("txt2img", "img2img"):
         dropdown = component(blocks, f"{kind}_script")
-        assert dropdown.value == "None" and [choice[0] for choice in dropdown.choices] == ["None", "X/Y/Z plot"]
+        assert dropdown.value == "None" and [choice[0] for choice in dropdown.choices] == (
+            ["None", "X/Y/Z plot"] + (["SD upscale"] if kind == "img2img" else []))
     assert component(blocks, "img2img_outpaint_method") is not None  # the Outpaint controls stay
 
 

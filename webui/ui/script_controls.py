@@ -19,7 +19,7 @@ import gradio as gr
 from mixkit.registry import Registry
 
 NO_SCRIPT = "None"
-SCRIPT_UI_MODULES = ("webui.ui.script_xyz",)
+SCRIPT_UI_MODULES = ("webui.ui.script_xyz", "webui.ui.script_sd_upscale")
 
 
 @dataclass(frozen=True)
