@@ -88,6 +88,9 @@ def add_parser(subparsers) -> None:
 
     add_controlnet_flags(p, img2img=True)
     add_batch_flags(p)
+    from webui.cli.sd_upscale_flags import add_sd_upscale_flags
+
+    add_sd_upscale_flags(p)
     p.set_defaults(func=run)
 
 
@@ -115,6 +118,9 @@ def run(args: argparse.Namespace) -> int:
     if args.prompt is None:
         args.prompt = ""
     check_mask_flags(args)
+    from webui.cli.sd_upscale_flags import check_sd_upscale_run, sd_upscale_config_of, sd_upscale_requested
+
+    upscale = sd_upscale_config_of(args) if sd_upscale_requested(args) else None
     if args.input_dir is not None:
         from webui.cli.img2img_batch import run_batch
 
@@ -139,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
     def check(params: Img2ImgParams) -> None:
         check_img2img_params(params, limits, grid)
 
+    if upscale is not None:  # before the output folder is made
+        check_sd_upscale_run(params, upscale)
     output, output_is_file = check_before_load(args, params, check)
     from webui.cli.controlnet_units import check_unit_families
 
@@ -149,6 +157,10 @@ def run(args: argparse.Namespace) -> int:
         pipe, params = with_controlnets(pipe, params, specs, catalog)
     from webui.cli.infotext_flags import infotext_writing_of
 
+    if upscale is not None:
+        from webui.cli.sd_upscale_flags import run_sd_upscale
+
+        return run_sd_upscale(pipe, params, upscale, output, output_is_file, infotext_writing_of(args))
     return generate_and_save(pipe, params, output, output_is_file, writing=infotext_writing_of(args))
 
 
