@@ -225,18 +225,26 @@ def _batch_progress(callback, position: int, total: int):
 
 
 def script_infotext(infotext: str, config: SdUpscaleConfig) -> str:
-    """The first tile's infotext with A1111's `SD upscale overlap` and `SD upscale upscaler` added before `Version`
-    (where A1111's extra generation params go)."""
+    """The first tile's infotext with A1111's `SD upscale overlap` and `SD upscale upscaler`, where A1111 writes them:
+    first among the extra generation params (the script sets them before processing starts), so right after `RNG`
+    (before `Version` when there is no `RNG`)."""
     from pipelines.infotext import build_infotext, split_infotext
 
     if not infotext:
         return ""
     prompt, negative, keys = split_infotext(infotext)
-    version = keys.pop("Version", None)
-    keys.update({"SD upscale overlap": config.overlap, "SD upscale upscaler": config.upscaler})
-    if version is not None:
-        keys["Version"] = version
-    return build_infotext(prompt, negative, keys)
+    ours = {"SD upscale overlap": config.overlap, "SD upscale upscaler": config.upscaler}
+    anchor = "RNG" if "RNG" in keys else None
+    ordered: dict = {}
+    for key, value in keys.items():
+        if anchor is None and key == "Version":
+            ordered.update(ours)
+        ordered[key] = value
+        if key == anchor:
+            ordered.update(ours)
+    if not set(ours) <= set(ordered):
+        ordered.update(ours)
+    return build_infotext(prompt, negative, ordered)
 
 
 def run(pipe, params, config: SdUpscaleConfig, callback=None, control: GenerationControl | None = None,

@@ -136,3 +136,31 @@ def test_an_upscaler_unregistered_since_parsing_is_named():
     config = sd_upscale.SdUpscaleConfig(32, "Gone_4x", 2.0)
     with pytest.raises(ValueError, match="Unknown upscaler .Gone_4x.. Valid names: .Lanczos."):
         sd_upscale.check_sd_upscale(params, config)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("a cat\nSteps: 1, Seed: 2, RNG: CPU, Lora hashes: \"x: 1\", Version: v", "Steps: 1, Seed: 2, RNG: CPU, "
+     "SD upscale overlap: 32, SD upscale upscaler: ESRGAN_4x, Lora hashes: \"x: 1\", Version: v"),
+    ("a cat\nSteps: 1, Seed: 2, Version: v", "Steps: 1, Seed: 2, SD upscale overlap: 32, "
+     "SD upscale upscaler: ESRGAN_4x, Version: v"),
+    ("a cat\nSteps: 1, Seed: 2, CFG scale: 7", "Steps: 1, Seed: 2, CFG scale: 7, SD upscale overlap: 32, "
+     "SD upscale upscaler: ESRGAN_4x"),
+])
+def test_script_keys_go_first_among_the_extra_params_as_a1111_writes_them(text, expected):
+    config = sd_upscale.SdUpscaleConfig(32, "ESRGAN_4x", 2.0)
+    assert sd_upscale.script_infotext(text, config) == "a cat\n" + expected
+
+
+def test_skip_ends_the_current_tile_batch_and_the_upscale_goes_on(i2i):
+    control, spy, steps = GenerationControl(), SpyPipe(i2i), []
+
+    def skip_in_the_first_batch(state):
+        steps.append((state.batch_index, state.step))
+        if state.batch_index == 0 and state.step == 1:
+            control.skip()
+    params = Img2ImgParams(**{**TINY, "steps": 4, "denoising_strength": 1.0}, init_images=[picture()], batch_size=2)
+    result = sd_upscale.run(spy, params, sd_upscale.sd_upscale_config(2, "Lanczos", 32),
+                            callback=skip_in_the_first_batch, control=control)
+    assert not result.interrupted and len(result.images) == 1 and len(spy.calls) == 2
+    assert [step for index, step in steps if index == 0] == [1]  # the first batch ended after its first step
+    assert [step for index, step in steps if index == 1] == [1, 2, 3, 4]
