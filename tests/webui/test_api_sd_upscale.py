@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -80,3 +81,21 @@ def test_listed_for_img2img_with_the_servers_upscalers(client):
     names = [item["name"] for item in client.get("/sdapi/v1/upscalers").json()]
     assert entry["args"][2]["choices"] == names and entry["args"][2]["value"] == "None"
     assert (entry["args"][1]["value"], entry["args"][3]["value"]) == (64, 2.0)
+
+
+def test_the_answer_is_the_python_apis_upscale_of_the_same_request(client, tiny_sd1_dir):
+    """The HTTP run is the Python run: same tiles, seeds and blended join (pipelines.scripts.sd_upscale)."""
+    from pipelines.img2img import ImageToImage, Img2ImgParams
+    from pipelines.scripts import sd_upscale
+
+    picture = Image.fromarray(np.random.default_rng(5).integers(0, 256, (48, 48, 3), dtype=np.uint8))
+    response = client.post("/sdapi/v1/img2img", json={
+        **TINY, "init_images": [encode_png_base64(picture)], "script_name": "sd upscale",
+        "script_args": ["", 32, upscaler_index(client, "Lanczos"), 2], "batch_size": 2})
+    assert response.status_code == 200, response.text
+    served = decode_png(response.json()["images"][0])
+    pipe = ImageToImage.from_pretrained(tiny_sd1_dir)
+    params = Img2ImgParams(prompt="a red cat", steps=1, seed=3, sampler="Euler", width=64, height=64,
+                           denoising_strength=0.4, init_images=[picture], batch_size=2)
+    local = sd_upscale.run(pipe, params, sd_upscale.sd_upscale_config(2, "Lanczos", 32)).images[0]
+    assert np.array_equal(np.asarray(served.convert("RGB")), np.asarray(local))
