@@ -80,3 +80,21 @@ def test_an_overlap_as_large_as_the_tile_is_refused(built):
     _, blocks = built
     with pytest.raises(gr.Error, match="Tile overlap 64 must be at least 0 and less than the tile size 64x64"):
         generate(blocks, {"script": "SD upscale", "sd_upscale_overlap": 64, "sd_upscale_upscaler_index": "Lanczos"})
+
+
+def test_the_refresh_button_offers_the_servers_upscalers_now(built, tmp_path):
+    from mixkit.testing.tiny_upscalers import TINY_RRDB, save_upscaler, tiny_upscaler
+
+    state, blocks = built
+    refresh = handler(blocks, "img2img_sd_upscale_refresh_upscalers", "click").fn
+    folder, before = tmp_path / "ESRGAN", state.config.esrgan_models_path
+    folder.mkdir()
+    save_upscaler(tiny_upscaler(TINY_RRDB), folder / "Fresh_4x.pth", "esrgan")
+    state.config.esrgan_models_path = str(folder)
+    try:
+        update = refresh("Lanczos")
+        assert update["choices"][:3] == ["None", "Lanczos", "Nearest"] and "Fresh_4x" in update["choices"]
+        assert update["value"] == "Lanczos"
+    finally:
+        state.config.esrgan_models_path = before
+        state.refresh_upscalers()

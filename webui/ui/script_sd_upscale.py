@@ -1,6 +1,6 @@
 """SD upscale's controls under img2img's Script dropdown, as A1111's: its note, Tile overlap, Scale Factor and the
-Upscaler radio (the server's `/sdapi/v1/upscalers` names). Their values become A1111's 4 `script_args`; the upscaler
-goes by name, which the script takes as well as an index."""
+Upscaler radio (the server's `/sdapi/v1/upscalers` names; a refresh button beside it rescans the upscaler folders).
+Their values become A1111's 4 `script_args`; the upscaler goes by name, which the script takes as well as an index."""
 
 from __future__ import annotations
 
@@ -21,7 +21,13 @@ def build_sd_upscale_controls(kind: str, state):
                         elem_id=f"{kind}_sd_upscale_overlap")
     scale_factor = gr.Slider(MIN_SCALE, UpscaleLimits().max_scale, value=DEFAULT_SCALE, step=0.05,
                              label="Scale Factor", elem_id=f"{kind}_sd_upscale_scale_factor")
-    upscaler = gr.Radio(choices, value=choices[0], label="Upscaler", elem_id=f"{kind}_sd_upscale_upscaler_index")
+    with gr.Row():
+        upscaler = gr.Radio(choices, value=choices[0], label="Upscaler", elem_id=f"{kind}_sd_upscale_upscaler_index")
+        if state is not None:  # A1111 rescans on a UI reload; the button does it now (webui.ui.upscaler_refresh)
+            from webui.ui.upscaler_refresh import add_upscaler_refresh
+
+            add_upscaler_refresh(state, upscaler, lambda: upscaler_choices(**script_context(state)),
+                                 elem_id=f"{kind}_sd_upscale_refresh_upscalers")
     return [overlap, upscaler, scale_factor], sd_upscale_script_args
 
 

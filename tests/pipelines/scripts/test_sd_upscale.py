@@ -164,3 +164,22 @@ def test_skip_ends_the_current_tile_batch_and_the_upscale_goes_on(i2i):
     assert not result.interrupted and len(result.images) == 1 and len(spy.calls) == 2
     assert [step for index, step in steps if index == 0] == [1]  # the first batch ended after its first step
     assert [step for index, step in steps if index == 1] == [1, 2, 3, 4]
+
+
+def test_a_model_upscaler_by_its_listed_index_upscales_the_picture_first(i2i, tmp_path, registered):
+    from mixkit.testing.tiny_upscalers import TINY_RRDB, save_upscaler, tiny_upscaler
+    from pipelines.model_upscale_listing import listed_upscaler_names
+
+    save_upscaler(tiny_upscaler(TINY_RRDB), tmp_path / "ESRGAN_4x.pth", "esrgan")
+    registered([tmp_path], tile_size=0)
+    names = listed_upscaler_names()
+    config = sd_upscale.parse_script_args(["", 32, names.index("ESRGAN_4x"), 2], "img2img", upscaler_names=names)
+    assert config.upscaler == "ESRGAN_4x"
+    spy = SpyPipe(i2i)
+    params = Img2ImgParams(**{**TINY, "steps": 1}, init_images=[picture()])
+    result = sd_upscale.run(spy, params, config)
+    assert result.images[0].size == (96, 96) and len(spy.calls) == 4  # x4 network, resized to 48 * 2 as A1111's
+    upscaled = upscale_image(picture(), 2, upscaler="ESRGAN_4x")
+    expected = combine_grid(split_grid(upscaled, 64, 64, 32).with_images(spy.outputs))
+    assert np.array_equal(np.asarray(result.images[0]), np.asarray(expected))
+    assert parse_infotext(result.infotexts[0])["SD upscale upscaler"] == "ESRGAN_4x"
