@@ -95,6 +95,7 @@ def test_the_refresh_button_offers_the_servers_upscalers_now(built, tmp_path):
         update = refresh("Lanczos")
         assert update["choices"][:3] == ["None", "Lanczos", "Nearest"] and "Fresh_4x" in update["choices"]
         assert update["value"] == "Lanczos"
-    finally:
-        state.config.esrgan_models_path = before
+    finally:  # the file gone and rescanned: its name leaves the process-wide registry
+        (folder / "Fresh_4x.pth").unlink()
         state.refresh_upscalers()
+        state.config.esrgan_models_path = before
