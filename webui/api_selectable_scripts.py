@@ -14,12 +14,14 @@ from pipelines.scripts import ScriptResult, find_script, is_registered_script
 
 def script_context(state) -> dict[str, Any]:
     """What scripts may need from the server: the checkpoints' titles (X/Y/Z's Checkpoint name axis), the styles
-    file (its Styles axis) and Interrogate CLIP (Loopback's "Append interrogated prompt", run in the worker). Each
-    script reads the keys it needs."""
+    file (its Styles axis), Interrogate CLIP (Loopback's "Append interrogated prompt", run in the worker) and the
+    upscalers as `/sdapi/v1/upscalers` lists them (SD upscale's `upscaler_index`). Each script reads the keys it needs."""
+    from pipelines.model_upscale_listing import listed_upscaler_names
     from webui.interrogation import interrogate_now
 
     return {"checkpoint_names": [entry.title for entry in state.catalog.entries()], "styles": state.styles(),
-            "interrogate": lambda image: interrogate_now(state, image)}
+            "interrogate": lambda image: interrogate_now(state, image),
+            "upscaler_names": listed_upscaler_names(dat_enabled=state.options.get("dat_enabled_models"))}
 
 
 def request_script(state, kind: str, script_name: Any, script_args: Any, params) -> tuple[Any, Any] | None:

@@ -1,11 +1,11 @@
 """Selectable scripts (A1111's "Script" dropdown) by title: X/Y/Z plot, Prompt matrix, Prompts from file or
-textbox, Loopback, and the ones that plug in after them.
+textbox, Loopback, SD upscale, and the ones that plug in after them.
 
 `find_script("x/y/z plot")` gives a `SelectableScript`; the HTTP API, the web UI and the CLI all run scripts
 through it. Register a new script with `register_script` in its own module and import that module here.
 """
 
-from pipelines.scripts import loopback, prompt_matrix, prompts_from_file, xyz_plot
+from pipelines.scripts import loopback, prompt_matrix, prompts_from_file, sd_upscale, xyz_plot
 from pipelines.scripts.registry import (SCRIPTS, ScriptArg, ScriptResult, SelectableScript, find_script,
                                         is_registered_script, register_script, script_info)
 
@@ -26,6 +26,11 @@ register_script(SelectableScript(
     title=loopback.TITLE, kinds=frozenset({"img2img"}), args=loopback.script_args,
     parse=loopback.parse_script_args, plan=loopback.planned_params, run=loopback.run,
     description="img2img again and again, each output the next init image, at a scheduled denoising strength"))
+register_script(SelectableScript(
+    title=sd_upscale.TITLE, kinds=frozenset({"img2img"}), args=sd_upscale.script_args,
+    parse=sd_upscale.parse_script_args, plan=sd_upscale.planned_params, run=sd_upscale.run,
+    description="upscale the init image, img2img every tile of it, blend the tiles back"))
 
 __all__ = ["SCRIPTS", "ScriptArg", "ScriptResult", "SelectableScript", "find_script", "is_registered_script",
-           "register_script", "script_info", "loopback", "prompt_matrix", "prompts_from_file", "xyz_plot"]
+           "register_script", "script_info", "loopback", "prompt_matrix", "prompts_from_file", "sd_upscale",
+           "xyz_plot"]

@@ -48,7 +48,7 @@ def test_args_left_out_take_the_scripts_defaults_and_it_is_listed(client):
     assert client.get("/sdapi/v1/scripts").json() == {
         "txt2img": ["prompt matrix", "prompts from file or textbox", "x/y/z plot"],
         "img2img": ["loopback", "outpainting mk2", "poor man's outpainting", "prompt matrix", "prompts from file or textbox",
-                    "soft inpainting", "x/y/z plot"]}
+                    "sd upscale", "soft inpainting", "x/y/z plot"]}
 
 
 @pytest.mark.parametrize("fields, message", [

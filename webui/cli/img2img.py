@@ -91,6 +91,9 @@ def add_parser(subparsers) -> None:
     from webui.cli.loopback_flags import add_loopback_flags
 
     add_loopback_flags(p)
+    from webui.cli.sd_upscale_flags import add_sd_upscale_flags
+
+    add_sd_upscale_flags(p)
     p.set_defaults(func=run)
 
 
@@ -121,6 +124,11 @@ def run(args: argparse.Namespace) -> int:
     from webui.cli.loopback_flags import loopback_config_of
 
     loops = loopback_config_of(args)
+    from webui.cli.sd_upscale_flags import check_sd_upscale_run, sd_upscale_config_of, sd_upscale_requested
+
+    upscale = sd_upscale_config_of(args) if sd_upscale_requested(args) else None
+    if loops is not None and upscale is not None:
+        raise ValueError("--loopback and --sd-upscale are two scripts: run one at a time.")
     if args.input_dir is not None:
         from webui.cli.img2img_batch import run_batch
 
@@ -155,6 +163,8 @@ def run(args: argparse.Namespace) -> int:
         if loops.append_interrogation == "CLIP":
             interrogate = cli_interrogator(args, args.device)
         check_loopback(params, loops, interrogate)
+    if upscale is not None:  # before the output folder is made
+        check_sd_upscale_run(params, upscale)
     output, output_is_file = check_before_load(args, params, check)
     if loops is not None and output_is_file:
         raise ValueError("Loopback writes a grid and every loop's image: give -o a folder, not a .png file name.")
@@ -171,6 +181,10 @@ def run(args: argparse.Namespace) -> int:
         from webui.cli.loopback_flags import run_loopback
 
         return run_loopback(pipe, params, loops, output, infotext_writing_of(args), interrogate)
+    if upscale is not None:
+        from webui.cli.sd_upscale_flags import run_sd_upscale
+
+        return run_sd_upscale(pipe, params, upscale, output, output_is_file, infotext_writing_of(args))
     return generate_and_save(pipe, params, output, output_is_file, writing=infotext_writing_of(args))
 
 

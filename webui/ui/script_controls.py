@@ -24,6 +24,7 @@ SCRIPT_UI_MODULES = (
     "webui.ui.script_prompts_from_file",
     "webui.ui.script_xyz",
     "webui.ui.script_loopback",
+    "webui.ui.script_sd_upscale",
 )
 
 

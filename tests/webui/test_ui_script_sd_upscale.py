@@ -1,0 +1,101 @@
+"""SD upscale's controls under img2img's Script dropdown (webui/ui/script_sd_upscale.py), driven through the built
+Blocks' own handlers on a tiny model."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gradio as gr
+import pytest
+from PIL import Image
+
+from pipelines.infotext import parse_infotext
+
+from .ui_blocks import component, handler
+
+
+@pytest.fixture(scope="module")
+def built(tiny_sd1_dir, tmp_path_factory):
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+    from webui.ui.app import build_ui
+
+    root = tmp_path_factory.mktemp("ui-sd-upscale")
+    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "out"), ui=False))
+    state.load_initial_model()
+    try:
+        yield state, build_ui(state)
+    finally:
+        state.close()
+
+
+def script_choice(blocks, **changes):
+    """The page's script State after the Script controls changed to `changes` (by elem_id suffix)."""
+    dropdown = component(blocks, "img2img_script")
+    (fn,) = [f for f in blocks.fns.values() if (dropdown._id, "change") in [tuple(t) for t in f.targets]
+             and len(f.outputs) == 1 and isinstance(f.outputs[0], gr.State)]
+    values = [changes.pop((block.elem_id or "").removeprefix("img2img_"), block.value) for block in fn.inputs]
+    assert not changes, f"no such inputs: {changes}"
+    return fn.fn(*values)
+
+
+def generate(blocks, script_changes, **changes):
+    run = handler(blocks, "img2img_generate", "click")
+    picture = Image.new("RGB", (48, 48), (200, 30, 30))
+    changes = {"prompt": "a red cat", "steps": 1, "seed": 3, "width": 64, "height": 64, "task_id": "",
+               "image": {"background": picture, "layers": [], "composite": picture},
+               "script_choice": script_choice(blocks, **script_changes), **changes}
+    values = [changes.pop((block.elem_id or "").removeprefix("img2img_"), block.value) for block in run.inputs]
+    assert not changes, f"no such inputs: {changes}"
+    return list(run.fn(SimpleNamespace(session_hash="sd-upscale-ui", request=SimpleNamespace(scope={})), *values))[-1]
+
+
+def test_img2img_lists_sd_upscale_and_txt2img_does_not(built):
+    _, blocks = built
+    assert "SD upscale" in [choice[0] for choice in component(blocks, "img2img_script").choices]
+    assert "SD upscale" not in [choice[0] for choice in component(blocks, "txt2img_script").choices]
+    radio = component(blocks, "img2img_sd_upscale_upscaler_index")
+    assert [choice[0] for choice in radio.choices][:3] == ["None", "Lanczos", "Nearest"] and radio.value == "None"
+
+
+def test_the_controls_become_a1111s_script_args(built):
+    _, blocks = built
+    title, args = script_choice(blocks, script="SD upscale", sd_upscale_overlap=32.0,
+                                sd_upscale_upscaler_index="Lanczos", sd_upscale_scale_factor=2.0)
+    assert title == "SD upscale" and args[1:] == [32, "Lanczos", 2.0] and isinstance(args[1], int)
+
+
+def test_generate_shows_the_upscaled_picture(built):
+    _, blocks = built
+    last = generate(blocks, {"script": "SD upscale", "sd_upscale_overlap": 32, "sd_upscale_upscaler_index": "Lanczos",
+                             "sd_upscale_scale_factor": 2})
+    gallery, infotexts = last[2], last[4]
+    assert len(gallery) == 1
+    with Image.open(gallery[0][0]) as image:
+        assert image.size == (96, 96)
+    assert parse_infotext(infotexts[0])["SD upscale upscaler"] == "Lanczos"
+
+
+def test_an_overlap_as_large_as_the_tile_is_refused(built):
+    _, blocks = built
+    with pytest.raises(gr.Error, match="Tile overlap 64 must be at least 0 and less than the tile size 64x64"):
+        generate(blocks, {"script": "SD upscale", "sd_upscale_overlap": 64, "sd_upscale_upscaler_index": "Lanczos"})
+
+
+def test_the_refresh_button_offers_the_servers_upscalers_now(built, tmp_path):
+    from mixkit.testing.tiny_upscalers import TINY_RRDB, save_upscaler, tiny_upscaler
+
+    state, blocks = built
+    refresh = handler(blocks, "img2img_sd_upscale_refresh_upscalers", "click").fn
+    folder, before = tmp_path / "ESRGAN", state.config.esrgan_models_path
+    folder.mkdir()
+    save_upscaler(tiny_upscaler(TINY_RRDB), folder / "Fresh_4x.pth", "esrgan")
+    state.config.esrgan_models_path = str(folder)
+    try:
+        update = refresh("Lanczos")
+        assert update["choices"][:3] == ["None", "Lanczos", "Nearest"] and "Fresh_4x" in update["choices"]
+        assert update["value"] == "Lanczos"
+    finally:  # the file gone and rescanned: its name leaves the process-wide registry
+        (folder / "Fresh_4x.pth").unlink()
+        state.refresh_upscalers()
+        state.config.esrgan_models_path = before
