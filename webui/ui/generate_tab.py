@@ -453,6 +453,7 @@ def _form_params(state: ServerState, kind: str, form: list, chosen_styles: list[
 
     return replace(img2img_params(params, dict(zip(IMG2IMG_FIELDS, own)), warn=lambda text: show_warning(text, state)),
                    exact_steps=bool(state.options.get("img2img_fix_steps")),
+                   color_correction=bool(state.options.get("img2img_color_correction")),
                    **img2img_noise_values(state.options.sampler_options()))
 
 
