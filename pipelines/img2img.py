@@ -80,6 +80,9 @@ class Img2ImgParams(Txt2ImgParams):
     # (resized, cropped, filled), before the inpaint paste-back; a PIL image matches every result to that image
     # (Loopback's first init image). Not recorded in the infotext, as A1111 records nothing.
     color_correction: Any = False
+    # A1111's Settings > Saving "Save a copy of image before applying color correction to img2img results": each
+    # corrected image also kept as it would be without (pasted back), in `GenerationResult.before_color_correction`
+    save_images_before_color_correction: bool = False
 
 
 def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
@@ -132,6 +135,7 @@ def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
     from pipelines.color_correction import check_color_correction
 
     params.color_correction = check_color_correction(params.color_correction)
+    _check_flag("save_images_before_color_correction", params.save_images_before_color_correction)
 
 
 def _shrink_batch_to_images(params: Img2ImgParams) -> None:
@@ -274,6 +278,7 @@ class Img2ImgInputs:
     composite_masks: dict = field(default_factory=dict)
     encoded_images: list | None = None  # the init images as encoded (cropped, filled) when not `originals`
     color_targets: list | None = None  # colour correction's LAB targets, by init image (or one for all)
+    before_color_correction: dict = field(default_factory=dict)  # image index -> finished without the correction
 
 
 class ImageToImage(DiffusionPipelineBase):
@@ -485,12 +490,22 @@ class ImageToImage(DiffusionPipelineBase):
         if inputs.color_targets is not None:  # A1111: after Restore faces, before the overlay paste-back
             from pipelines.color_correction import apply_color_correction
 
+            if params.save_images_before_color_correction:  # A1111 saves apply_overlay(image) uncorrected
+                inputs.before_color_correction[index] = self._pasted_back(inputs, image, index)
             image = apply_color_correction(inputs.color_targets[index % len(inputs.color_targets)], image)
+        finished = self._pasted_back(inputs, image, index)
+        inputs.composite_masks.pop(index, None)  # Soft inpainting's mask of this image is used up
+        return finished
+
+    def _finish_call(self, inputs: Img2ImgInputs, result) -> None:
+        result.before_color_correction.update(inputs.before_color_correction)
+
+    def _pasted_back(self, inputs: Img2ImgInputs, image, index: int):
         if inputs.overlay_masks is None:
             return image
         which = index % len(inputs.originals)
         original, overlay = inputs.originals[which], inputs.overlay_masks[which]
-        soft = inputs.composite_masks.pop(index, None)
+        soft = inputs.composite_masks.get(index)
         if soft is not None:  # Soft inpainting's difference mask replaces the blurred one (A1111's post_sample)
             from pipelines.soft_inpainting_blend import uncropped_mask
 

@@ -238,8 +238,9 @@ def _exact_steps(request: Img2ImgRequest, options: dict[str, Any] | None) -> boo
     return img2img_fix_steps(values)
 
 
-def _color_correction(request: Img2ImgRequest, options: dict[str, Any] | None) -> bool:
-    """A1111's `img2img_color_correction` for an img2img request: Settings, then override_settings."""
+def _color_correction(request: Img2ImgRequest, options: dict[str, Any] | None) -> dict[str, bool]:
+    """A1111's `img2img_color_correction` and `save_images_before_color_correction` for an img2img request: Settings,
+    then override_settings."""
     overrides = request.override_settings or {}
     values = {**(options or {}), **{key: overrides[key] for key in SAMPLER_OPTION_KEYS if key in overrides}}
     return img2img_color_correction(values)
@@ -404,7 +405,7 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
         inpainting_fill=INPAINTING_FILL[request.inpainting_fill], inpaint_full_res=request.inpaint_full_res,
         inpaint_full_res_padding=request.inpaint_full_res_padding,
         exact_steps=_exact_steps(request, sampler_options), **_img2img_noise(request, sampler_options),
-        color_correction=_color_correction(request, sampler_options),
+        **_color_correction(request, sampler_options),
         soft_inpainting=soft_inpainting,
     )
     check_img2img_params(params, limits, 8)

@@ -100,3 +100,18 @@ def test_off_by_default_and_not_in_the_infotext(i2i):
     corrected = i2i(init_images=[init], denoising_strength=0.5, color_correction=True, **SMALL)
     assert not np.array_equal(np.asarray(plain.images[0]), np.asarray(corrected.images[0]))
     assert corrected.infotexts == plain.infotexts  # A1111 records nothing for it
+
+
+def test_a_copy_from_before_the_correction_is_kept_pasted_back_and_saved(i2i, tmp_path):
+    init, mask = tinted(), box_mask((16, 16, 48, 40))
+    common = dict(init_images=[init], mask=mask, mask_blur=0, denoising_strength=0.75, **SMALL)
+    plain = i2i(**common)
+    kept = i2i(color_correction=True, save_images_before_color_correction=True, **common)
+    assert list(kept.before_color_correction) == [0]
+    assert np.array_equal(np.asarray(kept.before_color_correction[0]), np.asarray(plain.images[0]))
+    assert not np.array_equal(np.asarray(kept.images[0]), np.asarray(plain.images[0]))
+    [path] = kept.save(tmp_path)
+    with Image.open(path.with_name(f"{path.stem}-before-color-correction.png")) as before:
+        assert np.array_equal(np.asarray(before.convert("RGB")), np.asarray(plain.images[0]))
+    # without the correction there is nothing to keep
+    assert i2i(save_images_before_color_correction=True, **common).before_color_correction == {}

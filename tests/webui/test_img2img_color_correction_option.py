@@ -46,15 +46,20 @@ def test_the_setting_and_override_settings_turn_it_on_and_the_override_wins(tmp_
     assert _img2img(options.sampler_options()).color_correction is True
     assert _img2img(options.sampler_options(), override_settings={KEY: False}).color_correction is False
     assert _img2img(override_settings={KEY: True}).color_correction is True
+    # A1111's Settings > Saving "Save a copy of image before applying color correction to img2img results"
+    assert _img2img().save_images_before_color_correction is False
+    before = _img2img(override_settings={KEY: True, "save_images_before_color_correction": True})
+    assert before.save_images_before_color_correction is True
 
 
+@pytest.mark.parametrize("key", [KEY, "save_images_before_color_correction"])
 @pytest.mark.parametrize("value", ["yes", 1, None])
-def test_a_value_that_is_not_a_boolean_is_refused_naming_the_key(tmp_path, value):
-    with pytest.raises(ValueError, match=f"{KEY} must be true or false"):
-        ServerOptions(str(tmp_path), 0).check_update({KEY: value})
+def test_a_value_that_is_not_a_boolean_is_refused_naming_the_key(tmp_path, key, value):
+    with pytest.raises(ValueError, match=f"{key} must be true or false"):
+        ServerOptions(str(tmp_path), 0).check_update({key: value})
     if value is not None:  # a null override is no override
-        with pytest.raises(ValueError, match=f"{KEY} must be true or false"):
-            _img2img(override_settings={KEY: value})
+        with pytest.raises(ValueError, match=f"{key} must be true or false"):
+            _img2img(override_settings={key: value})
 
 
 def test_the_setting_is_saved_and_read_back(tmp_path):

@@ -47,6 +47,7 @@ def test_defaults_are_a1111s():
                                        "hires_fix_refiner_pass": "second pass",
                                        "refiner_switch_by_sample_steps": False,
                                        "use_old_scheduling": False, "tiling": False, "img2img_color_correction": False,
+                                       "save_images_before_color_correction": False,
                                        "face_restoration": False,
                                        **FACE_PARAMS, **HYPERTILE_OPTION_DEFAULTS}
     assert sampler_option_params("Euler a", {}) == {"eta": 1.0, "ensd": 0, "sampler_parameters": SamplerParameters(),

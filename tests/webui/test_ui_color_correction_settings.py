@@ -26,9 +26,10 @@ def test_the_checkbox_sets_a1111s_option_and_img2img_takes_it(built):
     assert form_params(state, "img2img", form, [], img2img_tab_values()).color_correction is False
     apply = handler(blocks, "settings_apply_img2img_color_correction", "click").fn
     try:
-        assert apply(True) == "Settings applied."
-        assert state.options.get(KEY) is True
-        assert form_params(state, "img2img", form, [], img2img_tab_values()).color_correction is True
+        assert apply(True, True) == "Settings applied."
+        assert (state.options.get(KEY), state.options.get("save_images_before_color_correction")) == (True, True)
+        params = form_params(state, "img2img", form, [], img2img_tab_values())
+        assert (params.color_correction, params.save_images_before_color_correction) == (True, True)
     finally:
-        apply(False)
+        apply(False, False)
     assert state.options.get(KEY) is False
