@@ -12,7 +12,8 @@ blurred mask doubled for the whole picture, and an "only masked" crop fitted wit
 Dedicated inpainting checkpoints (9-channel UNets) get the mask and the masked image (masked area
 mid grey) as extra input channels; without a mask, a full mask (as A1111 does). `soft_inpainting` is A1111's Soft
 inpainting (pipelines/soft_inpainting.py): the mask kept soft, blended per step by noise level, and pasted back
-through a mask of what changed instead of the blurred one.
+through a mask of what changed instead of the blurred one. `color_correction` is A1111's img2img colour correction
+(pipelines/color_correction.py), applied after Restore faces and before the paste-back, as A1111's process_images.
 """
 
 from __future__ import annotations
