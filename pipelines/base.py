@@ -199,6 +199,9 @@ class DiffusionPipelineBase:
     def _finish_image(self, params, state, image, index: int):
         return image
 
+    def _finish_call(self, state, result: GenerationResult) -> None:
+        """Hand what the call kept besides its images to the result (img2img: copies from before colour correction)."""
+
     hires_second_pass = False  # True for a hires fix's second pass (HyperTile's unet_hires switches it on)
     restores_faces = True  # False for a pass whose images go on to another (hires fix's first pass)
 
@@ -331,6 +334,7 @@ class DiffusionPipelineBase:
                                                          seed=batch_seeds[k], extra=image_extras)
                         image = self._restore_faces(params, image, len(result.images), result)
                         result.add(self._finish_image(params, state, image, first + k), batch_seeds[k], infotext)
+            self._finish_call(state, result)
             result.interrupted = control.interrupted
             result.subseed = params.subseed
             result.inpainting_conditioning = is_inpainting_unet(self.model.unet)

@@ -32,6 +32,9 @@ class GenerationResult:
     subseed: int | None = None
     # With `save_images_before_face_restoration`: image index -> the image as decoded, before Restore faces
     before_face_restoration: dict = field(default_factory=dict)
+    # With img2img's `save_images_before_color_correction`: image index -> the image as finished (pasted back)
+    # without colour correction, saved as "-before-color-correction" (A1111's suffix)
+    before_color_correction: dict = field(default_factory=dict)
 
     def add(self, image, seed: int, infotext: str) -> None:
         self.images.append(image)
@@ -41,7 +44,7 @@ class GenerationResult:
     def save(self, folder: str | os.PathLike, writing=None) -> list:
         """Write each image as PNG with its infotext; returns the paths (names: counter-seed.png). An image kept from
         before face restoration is written next to its result as counter-seed-before-face-restoration.png (A1111's
-        suffix), not counted in the paths returned.
+        suffix), one from before colour correction as counter-seed-before-color-correction.png, not counted in the paths returned.
 
         `writing` (`pipelines.png.InfotextWriting`; None: in the PNG only): in the PNG chunk, a `.txt` beside it."""
         from pipelines.png import PNG_ONLY, save_png, save_png_numbered
@@ -53,6 +56,9 @@ class GenerationResult:
             paths.append(path)
             if index in self.before_face_restoration:
                 save_png(self.before_face_restoration[index], path.with_name(f"{path.stem}-before-face-restoration.png"),
+                         infotext, replace=False, writing=writing)
+            if index in self.before_color_correction:
+                save_png(self.before_color_correction[index], path.with_name(f"{path.stem}-before-color-correction.png"),
                          infotext, replace=False, writing=writing)
         return paths
 

@@ -12,7 +12,8 @@ blurred mask doubled for the whole picture, and an "only masked" crop fitted wit
 Dedicated inpainting checkpoints (9-channel UNets) get the mask and the masked image (masked area
 mid grey) as extra input channels; without a mask, a full mask (as A1111 does). `soft_inpainting` is A1111's Soft
 inpainting (pipelines/soft_inpainting.py): the mask kept soft, blended per step by noise level, and pasted back
-through a mask of what changed instead of the blurred one.
+through a mask of what changed instead of the blurred one. `color_correction` is A1111's img2img colour correction
+(pipelines/color_correction.py), applied after Restore faces and before the paste-back, as A1111's process_images.
 """
 
 from __future__ import annotations
@@ -75,6 +76,14 @@ class Img2ImgParams(Txt2ImgParams):
     # A1111's Soft inpainting (pipelines.soft_inpainting): the blurred mask used as an opacity, not rounded. Needs
     # nothing else; without a mask it does nothing and is not recorded, as A1111's script skips calls without one.
     soft_inpainting: Any = None
+    # A1111's Settings > img2img "Apply color correction to img2img results to match original colors"
+    # (pipelines.color_correction): True matches each result's colours to its init image as the model saw it
+    # (resized, cropped, filled), before the inpaint paste-back; a PIL image matches every result to that image
+    # (Loopback's first init image). Not recorded in the infotext, as A1111 records nothing.
+    color_correction: Any = False
+    # A1111's Settings > Saving "Save a copy of image before applying color correction to img2img results": each
+    # corrected image also kept as it would be without (pasted back), in `GenerationResult.before_color_correction`
+    save_images_before_color_correction: bool = False
 
 
 def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
@@ -124,6 +133,10 @@ def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
     from pipelines.soft_inpainting import check_soft_inpainting
 
     params.soft_inpainting = check_soft_inpainting(params.soft_inpainting)
+    from pipelines.color_correction import check_color_correction
+
+    params.color_correction = check_color_correction(params.color_correction)
+    _check_flag("save_images_before_color_correction", params.save_images_before_color_correction)
 
 
 def _shrink_batch_to_images(params: Img2ImgParams) -> None:
@@ -264,6 +277,9 @@ class Img2ImgInputs:
     crop: CropRegion | None = None
     # Soft inpainting's paste-back masks by image index, filled when each batch's sampling ends
     composite_masks: dict = field(default_factory=dict)
+    encoded_images: list | None = None  # the init images as encoded (cropped, filled) when not `originals`
+    color_targets: list | None = None  # colour correction's LAB targets, by init image (or one for all)
+    before_color_correction: dict = field(default_factory=dict)  # image index -> finished without the correction
 
 
 class ImageToImage(DiffusionPipelineBase):
@@ -275,6 +291,18 @@ class ImageToImage(DiffusionPipelineBase):
         check_img2img_params(params, self.limits, self.model.vae_scale_factor)
 
     def _prepare(self, params: Img2ImgParams) -> Img2ImgInputs:
+        inputs = self._prepare_images(params)
+        if params.color_correction is not False:
+            from pipelines.color_correction import color_correction_target
+
+            # A1111's setup_color_correction: the image the model starts from (after resize, crop and fill), or
+            # the caller's own image (Loopback's first init image)
+            sources = [normalize_init_image(params.color_correction)] if params.color_correction is not True else (
+                inputs.encoded_images or inputs.originals)
+            inputs.color_targets = [color_correction_target(image) for image in sources]
+        return inputs
+
+    def _prepare_images(self, params: Img2ImgParams) -> Img2ImgInputs:
         images = [normalize_init_image(image) for image in params.init_images]
         if params.soft_inpainting is not None and params.mask is not None:
             params.mask_round = False  # A1111's soft inpainting `process`: the mask stays soft everywhere
@@ -373,7 +401,7 @@ class ImageToImage(DiffusionPipelineBase):
         inputs = Img2ImgInputs(originals=originals, init_latents=self._encode(work_images), overlay_masks=overlays,
                                latent_mask=torch.cat([latent_mask(mask, latent_size, round=params.mask_round)
                                                       for mask in keep_masks]),
-                               crop=crop)
+                               crop=crop, encoded_images=work_images)
         if is_inpainting_unet(self.model.unet):
             # A1111 conditions an SDXL inpainting UNet on the rounded mask whatever mask_round says (its
             # `is_sdxl_inpaint` branch leaves `round_image_mask` at its default); SD 1.x/2.x follow mask_round.
@@ -460,11 +488,25 @@ class ImageToImage(DiffusionPipelineBase):
         return start
 
     def _finish_image(self, params: Img2ImgParams, inputs: Img2ImgInputs, image, index: int):
+        if inputs.color_targets is not None:  # A1111: after Restore faces, before the overlay paste-back
+            from pipelines.color_correction import apply_color_correction
+
+            if params.save_images_before_color_correction:  # A1111 saves apply_overlay(image) uncorrected
+                inputs.before_color_correction[index] = self._pasted_back(inputs, image, index)
+            image = apply_color_correction(inputs.color_targets[index % len(inputs.color_targets)], image)
+        finished = self._pasted_back(inputs, image, index)
+        inputs.composite_masks.pop(index, None)  # Soft inpainting's mask of this image is used up
+        return finished
+
+    def _finish_call(self, inputs: Img2ImgInputs, result) -> None:
+        result.before_color_correction.update(inputs.before_color_correction)
+
+    def _pasted_back(self, inputs: Img2ImgInputs, image, index: int):
         if inputs.overlay_masks is None:
             return image
         which = index % len(inputs.originals)
         original, overlay = inputs.originals[which], inputs.overlay_masks[which]
-        soft = inputs.composite_masks.pop(index, None)
+        soft = inputs.composite_masks.get(index)
         if soft is not None:  # Soft inpainting's difference mask replaces the blurred one (A1111's post_sample)
             from pipelines.soft_inpainting_blend import uncropped_mask
 

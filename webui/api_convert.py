@@ -18,7 +18,8 @@ from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
 from webui.base64_images import decode_base64_image
 from webui.generation_defaults import GenerationDefaults, apply_request_defaults
 from webui.options import (INFOTEXT_OPTION_KEYS, PROMPT_OPTION_DEFAULTS, PROMPT_OPTION_KEYS, SAMPLER_OPTION_KEYS,
-                           SETTABLE, UNCOND_SKIP_KEYS, hires_refiner_pass, img2img_fix_steps, img2img_noise_values,
+                           SETTABLE, UNCOND_SKIP_KEYS, hires_refiner_pass, img2img_color_correction, img2img_fix_steps,
+                           img2img_noise_values,
                            restore_faces_default, sampler_option_params, uncond_skip_values)
 from webui.prompt_guard import check_prompt_networks
 
@@ -237,6 +238,14 @@ def _exact_steps(request: Img2ImgRequest, options: dict[str, Any] | None) -> boo
     return img2img_fix_steps(values)
 
 
+def _color_correction(request: Img2ImgRequest, options: dict[str, Any] | None) -> dict[str, bool]:
+    """A1111's `img2img_color_correction` and `save_images_before_color_correction` for an img2img request: Settings,
+    then override_settings."""
+    overrides = request.override_settings or {}
+    values = {**(options or {}), **{key: overrides[key] for key in SAMPLER_OPTION_KEYS if key in overrides}}
+    return img2img_color_correction(values)
+
+
 def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora_names: set[str] | None,
                       default_clip_skip: int = 1, current_vae_names: frozenset[str] | None = None, controlnet_models=None,
                       request_limits: RequestLimits | None = None, defaults: GenerationDefaults | None = None,
@@ -396,6 +405,7 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
         inpainting_fill=INPAINTING_FILL[request.inpainting_fill], inpaint_full_res=request.inpaint_full_res,
         inpaint_full_res_padding=request.inpaint_full_res_padding,
         exact_steps=_exact_steps(request, sampler_options), **_img2img_noise(request, sampler_options),
+        **_color_correction(request, sampler_options),
         soft_inpainting=soft_inpainting,
     )
     check_img2img_params(params, limits, 8)

@@ -123,12 +123,22 @@ FACE_RESTORATION_DEFAULTS = {"face_restoration": False, "face_restoration_model"
                              "save_images_before_face_restoration": False}
 FACE_RESTORATION_PARAM_KEYS = ("face_restoration_model", "code_former_weight", "face_restoration_unload",
                                "save_images_before_face_restoration")
+# Settings > img2img "Apply color correction to img2img results to match original colors" (A1111's
+# `img2img_color_correction`, off by default; `Img2ImgParams.color_correction`, pipelines.color_correction): read by
+# img2img requests, and Loopback re-applies it at every loop; it travels with the sampler options so that
+# override_settings and the settings file carry it too.
+COLOR_CORRECTION_KEY = "img2img_color_correction"
+# Settings > Saving "Save a copy of image before applying color correction to img2img results" (A1111's key; the
+# `Img2ImgParams` field of the same name)
+BEFORE_COLOR_CORRECTION_KEY = "save_images_before_color_correction"
 # Settings > Hypertile (A1111's nine hypertile_* options; pipelines.approx.hypertile_settings): read by every
 # generation, as A1111's built-in Hypertile script reads them; they make `Txt2ImgParams.hypertile`.
 SAMPLER_OPTION_DEFAULTS = {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0, "img2img_fix_steps": False,
                            **SAMPLER_PARAMETER_DEFAULTS, **IMG2IMG_NOISE_DEFAULTS, INPAINTING_MASK_WEIGHT_KEY: 1.0,
                            HIRES_REFINER_PASS_KEY: "second pass", REFINER_BY_STEPS_KEY: False,
-                           OLD_SCHEDULING_KEY: False, TILING_KEY: False, **FACE_RESTORATION_DEFAULTS,
+                           OLD_SCHEDULING_KEY: False, TILING_KEY: False, COLOR_CORRECTION_KEY: False,
+                           BEFORE_COLOR_CORRECTION_KEY: False,
+                           **FACE_RESTORATION_DEFAULTS,
                            **HYPERTILE_OPTION_DEFAULTS}
 SAMPLER_OPTION_KEYS = tuple(SAMPLER_OPTION_DEFAULTS)
 
@@ -137,6 +147,14 @@ def img2img_fix_steps(values: dict[str, Any]) -> bool:
     """`Img2ImgParams.exact_steps` from option values (Settings, then override_settings): A1111's `img2img_fix_steps`,
     checked here because an override value has not been through `/sdapi/v1/options`."""
     return SETTABLE["img2img_fix_steps"](values.get("img2img_fix_steps", SAMPLER_OPTION_DEFAULTS["img2img_fix_steps"]))
+
+
+def img2img_color_correction(values: dict[str, Any]) -> dict[str, bool]:
+    """`Img2ImgParams.color_correction` and `save_images_before_color_correction` from option values (Settings, then
+    override_settings), checked here because an override value has not been through `/sdapi/v1/options`."""
+    return {"color_correction": SETTABLE[COLOR_CORRECTION_KEY](values.get(COLOR_CORRECTION_KEY, False)),
+            BEFORE_COLOR_CORRECTION_KEY: SETTABLE[BEFORE_COLOR_CORRECTION_KEY](
+                values.get(BEFORE_COLOR_CORRECTION_KEY, False))}
 
 
 def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any]:
@@ -303,6 +321,8 @@ SETTABLE = {
     "eta_ddim": _check_eta("eta_ddim"),
     "eta_noise_seed_delta": _check_ensd,
     "img2img_fix_steps": _check_bool("img2img_fix_steps"),
+    COLOR_CORRECTION_KEY: _check_bool(COLOR_CORRECTION_KEY),
+    BEFORE_COLOR_CORRECTION_KEY: _check_bool(BEFORE_COLOR_CORRECTION_KEY),
     INPAINTING_MASK_WEIGHT_KEY: _check_eta(INPAINTING_MASK_WEIGHT_KEY),  # a number in [0, 1], as the etas
     HIRES_REFINER_PASS_KEY: _check_hires_refiner_pass,
     REFINER_BY_STEPS_KEY: _check_bool(REFINER_BY_STEPS_KEY),

@@ -146,6 +146,9 @@ class ControlNetMixin:
                           for control in kept]
         return state.kept
 
+    def _finish_call(self, state: _ControlState, result) -> None:
+        super()._finish_call(state.base, result)
+
     def _finish_image(self, params, state: _ControlState, image, index: int):
         image = super()._finish_image(params, state.base, image, index)
         for control in state.controls:

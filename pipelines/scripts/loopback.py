@@ -15,8 +15,9 @@ loop's denoising strength and A1111's `Final denoising strength` and `Denoising 
 adds `interrogate(init image)` (the server's Interrogate CLIP) to the prompt at each loop. Interrupt ends the script
 (the interrupted loop's image is left out, as A1111's); Skip ends the current batch.
 
-Not done: A1111's "Apply color correction to img2img results to match original colors" (a setting, off by
-default, that this script re-applies at each loop): mixkit has no color correction yet.
+With colour correction on (`params.color_correction=True`, A1111's "Apply color correction to img2img results to match
+original colors" setting), every loop's result is matched to the call's own init image (as given, not resized: A1111's
+`initial_color_corrections`), not to the previous loop's picture, so colours do not drift loop after loop.
 """
 
 from __future__ import annotations
@@ -144,7 +145,7 @@ def run(pipe, params, config: LoopbackConfig, callback=None, control: Generation
     samples, kept = GenerationResult(), GenerationResult()
     seed = params.seed
     for batch in range(params.batch_count):
-        current = replace(params, batch_size=1, batch_count=1)
+        current = replace(params, batch_size=1, batch_count=1, color_correction=_loop_color_target(params))
         last = None
         watch.skipped = False
         for loop in range(config.loops):
@@ -176,6 +177,13 @@ def run(pipe, params, config: LoopbackConfig, callback=None, control: Generation
     # 3. The result: the grid of what was kept, then the kept images
     samples.interrupted = watch.interrupted
     return _assemble(kept, samples)
+
+
+def _loop_color_target(params):
+    """A1111's `initial_color_corrections`: with the setting on, the call's first init image is every loop's target."""
+    if params.color_correction is True:
+        return params.init_images[0]
+    return params.color_correction
 
 
 def _assemble(kept: GenerationResult, samples: GenerationResult) -> ScriptResult:

@@ -133,3 +133,27 @@ def test_scale_by_is_a1111s_resize_by_each_side_times_it_rounded_down_to_8(tiny_
     scaled, sized = Image.open(tmp_path / "a.png"), Image.open(tmp_path / "b.png")
     assert scaled.size == (128, 104)
     assert scaled.tobytes() == sized.tobytes()
+
+
+def test_color_correction_flag_gives_the_python_apis_corrected_image(tiny_sd1_dir, files, tmp_path, capsys, i2i):
+    code = main(["img2img", str(files / "init.png"), "a red circle", "--model", str(tiny_sd1_dir),
+                 "--denoising-strength", "0.6", "--color-correction", "-o", str(tmp_path / "out"), *ARGS])
+    assert code == 0
+    [path] = written(capsys)
+    common = dict(prompt="a red circle", init_images=[Image.open(files / "init.png")], denoising_strength=0.6,
+                  steps=4, seed=21)
+    corrected, plain = i2i(color_correction=True, **common), i2i(**common)
+    saved = Image.open(path).convert("RGB").tobytes()
+    assert saved == corrected.images[0].tobytes() != plain.images[0].tobytes()
+
+
+def test_save_before_color_correction_writes_the_uncorrected_copy_beside(tiny_sd1_dir, files, tmp_path, capsys, i2i):
+    code = main(["img2img", str(files / "init.png"), "a red circle", "--model", str(tiny_sd1_dir),
+                 "--denoising-strength", "0.6", "--color-correction", "--save-before-color-correction",
+                 "-o", str(tmp_path / "out"), *ARGS])
+    assert code == 0
+    [path] = written(capsys)  # the copy is not listed: it is not a result
+    plain = i2i(prompt="a red circle", init_images=[Image.open(files / "init.png")], denoising_strength=0.6, steps=4,
+                seed=21)
+    before = path.replace(".png", "-before-color-correction.png")
+    assert Image.open(before).convert("RGB").tobytes() == plain.images[0].tobytes()

@@ -46,7 +46,9 @@ def test_defaults_are_a1111s():
                                        "img2img_extra_noise": 0.0, "inpainting_mask_weight": 1.0,
                                        "hires_fix_refiner_pass": "second pass",
                                        "refiner_switch_by_sample_steps": False,
-                                       "use_old_scheduling": False, "tiling": False, "face_restoration": False,
+                                       "use_old_scheduling": False, "tiling": False, "img2img_color_correction": False,
+                                       "save_images_before_color_correction": False,
+                                       "face_restoration": False,
                                        **FACE_PARAMS, **HYPERTILE_OPTION_DEFAULTS}
     assert sampler_option_params("Euler a", {}) == {"eta": 1.0, "ensd": 0, "sampler_parameters": SamplerParameters(),
                                                     "inpainting_mask_weight": 1.0,

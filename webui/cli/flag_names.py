@@ -53,6 +53,7 @@ FIELD_FLAGS = {
     "initial_noise_multiplier": "--noise-multiplier",
     "img2img_extra_noise": "--extra-noise",
     "inpainting_mask_weight": "--inpainting-mask-weight",
+    "color_correction": "--color-correction",
     # `mixkit generate`'s hires-fix HiresParams fields (webui.cli.generate_hires)
     "hr_scale": "--hr-scale",
     "hr_resize_x": "--hr-resize-x",

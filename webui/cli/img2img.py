@@ -45,6 +45,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("--exact-steps", action="store_true",
                    help="run exactly --steps steps (A1111's 'With img2img, do exactly the amount of steps the slider "
                         "specifies')")
+    p.add_argument("--color-correction", action="store_true",
+                   help="match each result's colours to its init image (A1111's Settings > img2img 'Apply color "
+                        "correction to img2img results to match original colors'); with --loopback every loop is "
+                        "matched to the first init image")
+    p.add_argument("--save-before-color-correction", action="store_true",
+                   help="with --color-correction: also write each image as it would be without it, as "
+                        "NAME-before-color-correction.png (A1111's Settings > Saving)")
     p.add_argument("--resize-mode", default=d.resize_mode, metavar="MODE",
                    help=f"how IMAGE is brought to --width x --height: {', '.join(IMG2IMG_RESIZE_MODES)} "
                         f"(default: {d.resize_mode})")
@@ -272,7 +279,8 @@ def img2img_fields(args: argparse.Namespace) -> dict:
         return default if value is None else value
 
     return dict(denoising_strength=given(args.denoising_strength, d.denoising_strength), exact_steps=args.exact_steps,
-                resize_mode=args.resize_mode, mask_blur=given(args.mask_blur, d.mask_blur),
+                color_correction=args.color_correction,
+                save_images_before_color_correction=args.save_before_color_correction, resize_mode=args.resize_mode, mask_blur=given(args.mask_blur, d.mask_blur),
                 mask_blur_x=args.mask_blur_x, mask_blur_y=args.mask_blur_y, mask_round=not args.no_mask_round,
                 inpainting_fill=given(args.masked_content, d.inpainting_fill),
                 inpainting_mask_invert=bool(args.inpaint_not_masked), inpaint_full_res=bool(args.only_masked),

@@ -449,10 +449,11 @@ def _form_params(state: ServerState, kind: str, form: list, chosen_styles: list[
         return hires
     # A1111's Settings "With img2img, do exactly the amount of steps the slider specifies" (img2img_fix_steps), and
     # its img2img noise settings (pipelines.img2img_noise)
-    from webui.options import img2img_noise_values
+    from webui.options import img2img_color_correction, img2img_noise_values
 
     return replace(img2img_params(params, dict(zip(IMG2IMG_FIELDS, own)), warn=lambda text: show_warning(text, state)),
                    exact_steps=bool(state.options.get("img2img_fix_steps")),
+                   **img2img_color_correction(state.options.sampler_options()),
                    **img2img_noise_values(state.options.sampler_options()))
 
 

@@ -165,6 +165,10 @@ def build_settings_tab(state: ServerState) -> None:
         from webui.ui.face_restoration_settings import build_face_restoration_settings
 
         build_face_restoration_settings(state, apply_settings)
+    with gr.Accordion("img2img colour correction", open=False, elem_id="settings_img2img_color_correction_group"):
+        from webui.ui.color_correction_settings import build_color_correction_settings
+
+        build_color_correction_settings(state, apply_settings)
     with gr.Accordion("Infotext (what each image's parameters text tells: model, VAE, version, user, LoRA and TI "
                       "hashes)", open=False, elem_id="settings_infotext"):
         from webui.ui.infotext_settings import build_infotext_settings

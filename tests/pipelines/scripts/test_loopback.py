@@ -170,3 +170,24 @@ def test_registered_for_img2img_only():
     planned = script.plan(params(batch_count=2), LoopbackConfig(loops=2, final_denoising_strength=0.25))
     assert [(p.seed, p.denoising_strength) for p in planned] == [(5, 0.75), (6, 0.25), (7, 0.75), (8, 0.25)]
     assert replace(planned[0], seed=0).batch_size == 1
+
+
+def test_color_correction_matches_every_loop_to_the_first_init_image(img2img):
+    from pipelines.color_correction import apply_color_correction, color_correction_target
+
+    picture = noise_picture(3).resize((80, 80))  # as given, not resized: A1111's initial_color_corrections
+    pipe = RecordingPipe(img2img)
+    loopback.run(pipe, params(init_images=[picture], color_correction=True, batch_count=2), LoopbackConfig(loops=2))
+    assert len(pipe.calls) == 4 and all(call.color_correction is picture for call, _ in pipe.calls)
+    # the second loop starts from the first's corrected output and is itself matched to the first init image
+    (first, first_out), (second, second_out) = pipe.calls[:2]
+    assert second.init_images == [first_out.images[0]]
+    plain = img2img(replace(second, color_correction=False)).images[0]
+    expected = apply_color_correction(color_correction_target(picture), plain)
+    assert np.array_equal(np.asarray(second_out.images[0]), np.asarray(expected))
+
+
+def test_without_color_correction_loops_are_not_corrected(img2img):
+    pipe = RecordingPipe(img2img)
+    loopback.run(pipe, params(), LoopbackConfig(loops=2))
+    assert [call.color_correction for call, _ in pipe.calls] == [False, False]
