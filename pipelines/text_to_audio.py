@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import math
 import numbers
-import random
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from pipelines.control import GenerationControl, StepProgress
+from pipelines.diffusers_loop import (LoopProgress, check_cfg_scale, check_generator, check_int, check_prompts,
+                                      guided_prediction, seeded_generator)
 
 MAX_AUDIO_SECONDS = 120.0  # AudioLDM was trained on 10 s clips; longer ones are one UNet pass over a longer mel
 MAX_STEPS = 1000
@@ -45,33 +46,16 @@ def check_audio_settings(*, prompt: Any = "", negative_prompt: Any = "", audio_l
     The model's shortest clip (one latent row: 0.04 s for AudioLDM) is checked by the call, which knows the model."""
     from pipelines.params import SEED_MAX
 
-    for name, value in (("prompt", prompt), ("negative_prompt", negative_prompt)):
-        if not isinstance(value, str):
-            raise TypeError(f"{name} must be a string, got {type(value).__name__}.")
+    check_prompts(prompt, negative_prompt)
     if audio_length_in_s is not None and (
             isinstance(audio_length_in_s, bool) or not isinstance(audio_length_in_s, numbers.Real)
             or not math.isfinite(audio_length_in_s) or not 0 < audio_length_in_s <= MAX_AUDIO_SECONDS):
         raise ValueError(f"audio_length_in_s must be a number of seconds in (0, {MAX_AUDIO_SECONDS:g}] or None (the "
                          f"model's native length, 5.12 s for AudioLDM), got {audio_length_in_s!r}.")
-    _check_int("steps", steps, 1, MAX_STEPS)
-    _check_int("seed", seed, -1, SEED_MAX)
-    if isinstance(cfg_scale, bool) or not isinstance(cfg_scale, numbers.Real) or not math.isfinite(cfg_scale) \
-            or not 0 <= cfg_scale <= MAX_CFG:
-        raise ValueError(f"cfg_scale must be a number in [0, {MAX_CFG:g}], got {cfg_scale!r} (1 or less: no "
-                         "classifier-free guidance).")
-    if generator is not None:
-        import torch
-
-        if not isinstance(generator, torch.Generator):
-            raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}.")
-        if seed != -1:
-            raise ValueError("Pass seed= or generator=, not both: the generator's state would decide the noise and "
-                             f"seed={seed} would be ignored.")
-
-
-def _check_int(name: str, value: Any, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}.")
+    check_int("steps", steps, 1, MAX_STEPS)
+    check_int("seed", seed, -1, SEED_MAX)
+    check_cfg_scale(cfg_scale, MAX_CFG)
+    check_generator(generator, seed)
 
 
 def select_audioldm_files(repo: str, filenames: list[str], read_json: Callable[[str], dict]) -> list[str]:
@@ -155,8 +139,6 @@ class TextToAudio:
         import numpy as np
         import torch
 
-        from pipelines.params import RANDOM_SEED_MAX
-
         # 1. Check inputs, before any work
         check_audio_settings(prompt=prompt, negative_prompt=negative_prompt, audio_length_in_s=audio_length_in_s,
                              steps=steps, cfg_scale=cfg_scale, seed=seed, generator=generator)
@@ -166,9 +148,7 @@ class TextToAudio:
                              f"row of its mel spectrogram), got {audio_length_in_s!r}.")
         pipe, control = self.pipeline, control or GenerationControl()
         # 2. Seed: -1 draws one, as A1111 does; a caller's generator is used as it is
-        if generator is None:
-            seed = random.randint(0, RANDOM_SEED_MAX) if seed == -1 else int(seed)
-            generator = torch.Generator("cpu").manual_seed(seed)
+        seed, generator = seeded_generator(seed, generator)
         # 3. Mel frames: whole latent rows holding every sample asked for
         height = self.mel_frames(seconds)
         device = pipe._execution_device
@@ -200,26 +180,15 @@ class TextToAudio:
         """The sampling loop: (final latents, whether Interrupt stopped it: then the latest denoised estimate)."""
         import torch
 
-        unet, timesteps, done = self.pipeline.unet, scheduler.timesteps, 0
+        unet, timesteps = self.pipeline.unet, scheduler.timesteps
+        progress = LoopProgress(steps, len(timesteps), callback, control)
         for index, t in enumerate(timesteps):
             model_input = scheduler.scale_model_input(torch.cat([latents] * 2) if guided else latents, t)
             noise_pred = unet(model_input, t, encoder_hidden_states=None, class_labels=embeddings).sample
-            if guided:
-                uncond, cond = noise_pred.chunk(2)
-                noise_pred = uncond + cfg_scale * (cond - uncond)
-            if not torch.isfinite(noise_pred).all():
-                raise ValueError(f"The UNet produced NaN/inf at step {index + 1}: an fp16 overflow (load the model "
-                                 "in float32 or bf16) or broken weights; no audio was made.")
+            noise_pred = guided_prediction(noise_pred, cfg_scale, guided, index + 1, "audio")
             output = scheduler.step(noise_pred, t, latents, **step_kwargs)
             latents = output.prev_sample
-            # a scheduler may take more model calls than steps (PNDM's warm-up, Heun's two per step): progress
-            # counts the user's steps
-            completed = (index + 1) * steps // len(timesteps)
-            if completed > done:
-                done = completed
-                if callback is not None:
-                    callback(StepProgress(done, steps, 0, 1, latents, control))
-                if control.interrupted and index < len(timesteps) - 1:
-                    estimate = getattr(output, "pred_original_sample", None)
-                    return (latents if estimate is None else estimate), True
+            if progress.stop_after(index, latents):
+                estimate = getattr(output, "pred_original_sample", None)
+                return (latents if estimate is None else estimate), True
         return latents, False

@@ -9,12 +9,12 @@ it), so the frames equal `TextToVideoSDPipeline(...)`'s for the same generator.
 
 from __future__ import annotations
 
-import numbers
-import random
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from pipelines.control import GenerationControl, StepProgress
+from pipelines.diffusers_loop import (LoopProgress, check_cfg_scale, check_generator, check_int, check_prompts,
+                                      guided_prediction, seeded_generator)
 
 MAX_FRAMES = 256  # decoded in one VAE batch, as diffusers does; ModelScope's model was trained on 16
 MAX_SIDE = 2048
@@ -43,31 +43,19 @@ def check_video_settings(*, prompt: Any = "", negative_prompt: Any = "", num_fra
     """Raise TypeError/ValueError naming the first bad value and its allowed range; nothing loads or runs here."""
     from pipelines.params import SEED_MAX
 
-    for name, value in (("prompt", prompt), ("negative_prompt", negative_prompt)):
-        if not isinstance(value, str):
-            raise TypeError(f"{name} must be a string, got {type(value).__name__}.")
-    _check_int("num_frames", num_frames, 1, MAX_FRAMES)
-    _check_int("steps", steps, 1, MAX_STEPS)
-    _check_int("seed", seed, -1, SEED_MAX)
-    # the range refuses NaN and infinities (math.isfinite would raise OverflowError on a huge int)
-    if isinstance(cfg_scale, bool) or not isinstance(cfg_scale, numbers.Real) or not 0 <= cfg_scale <= MAX_CFG:
-        raise ValueError(f"cfg_scale must be a number in [0, {MAX_CFG:g}], got {cfg_scale!r} (1 or less: no "
-                         "classifier-free guidance).")
+    check_prompts(prompt, negative_prompt)
+    check_int("num_frames", num_frames, 1, MAX_FRAMES)
+    check_int("steps", steps, 1, MAX_STEPS)
+    check_int("seed", seed, -1, SEED_MAX)
+    check_cfg_scale(cfg_scale, MAX_CFG)
     for name, value in (("width", width), ("height", height)):
         if value is None:
             continue
-        _check_int(name, value, size_multiple, MAX_SIDE)
+        check_int(name, value, size_multiple, MAX_SIDE)
         if value % size_multiple:
             raise ValueError(f"{name} must be a multiple of {size_multiple} (the VAE's downscale), got {value}; "
                              f"try {value - value % size_multiple}.")
-    if generator is not None:
-        import torch
-
-        if not isinstance(generator, torch.Generator):
-            raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}.")
-        if seed != -1:
-            raise ValueError("Pass seed= or generator=, not both: the generator's state would decide the noise and "
-                             f"seed={seed} would be ignored.")
+    check_generator(generator, seed)
     if sampler is not None:
         check_video_sampler(sampler, schedule_type, steps)
     elif schedule_type != "Automatic":
@@ -87,11 +75,6 @@ def check_video_sampler(sampler: Any, schedule_type: Any, steps: int) -> None:
     if getattr(scheduler, "walks_whole_batch", False) or getattr(scheduler, "needs_uncond_prediction", False):
         raise ValueError(f"Sampler {spec.name!r} is not available for video (it needs the image sampling loop); "
                          "choose another, e.g. 'DPM++ 2M', 'Euler a', 'DDIM' or 'UniPC'.")
-
-
-def _check_int(name: str, value: Any, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}.")
 
 
 class TextToVideo:
@@ -148,8 +131,6 @@ class TextToVideo:
         """Generate `num_frames` frames (PIL images, width x height, default the model's native size)."""
         import torch
 
-        from pipelines.params import RANDOM_SEED_MAX
-
         # 1. Check inputs, before any work
         check_video_settings(prompt=prompt, negative_prompt=negative_prompt, num_frames=num_frames, steps=steps,
                              cfg_scale=cfg_scale, width=width, height=height, seed=seed, sampler=sampler,
@@ -157,9 +138,7 @@ class TextToVideo:
         pipe, control = self.pipeline, control or GenerationControl()
         width, height = width or self.native_size, height or self.native_size
         # 2. Seed: -1 draws one, as A1111 does; a caller's generator is used as it is
-        if generator is None:
-            seed = random.randint(0, RANDOM_SEED_MAX) if seed == -1 else int(seed)
-            generator = torch.Generator("cpu").manual_seed(seed)
+        seed, generator = seeded_generator(seed, generator)
         device = pipe._execution_device
         tree_seed = seed if seed != -1 else _seed_from_state(generator)  # before the noise is drawn from it
         with torch.inference_mode():
@@ -209,19 +188,14 @@ class TextToVideo:
         # DPM++ SDE's Brownian tree: one per frame (the frames are the scheduler's batch)
         seed_brownian_noise(scheduler, [tree_seed + frame for frame in range(frames)])
         step_kwargs = extra_step_kwargs(scheduler, generator)
-        unet, done = self.pipeline.unet, 0
+        unet, progress = self.pipeline.unet, LoopProgress(steps, len(timesteps), callback, control)
         for index, t in enumerate(timesteps):
             # scaled once and repeated for the two CFG halves: the same elementwise scaling diffusers applies to the
             # repeated batch, kept apart for the interrupted run's denoised estimate
             scaled = scheduler.scale_model_input(latents, t)
             model_input = torch.cat([scaled] * 2) if guided else scaled
             noise_pred = unet(model_input, t, encoder_hidden_states=embeddings, return_dict=False)[0]
-            if guided:
-                uncond, cond = noise_pred.chunk(2)
-                noise_pred = uncond + cfg_scale * (cond - uncond)
-            if not torch.isfinite(noise_pred).all():
-                raise ValueError(f"The UNet produced NaN/inf at step {index + 1}: an fp16 overflow (load the model "
-                                 "in float32 or bf16) or broken weights; no video was made.")
+            noise_pred = guided_prediction(noise_pred, cfg_scale, guided, index + 1, "video")
             # The scheduler steps frames as a batch of images (B*F, C, h, w), as diffusers' loop does.
             batch = latents.shape[0]
             sample, guided_images = _as_images(latents), _as_images(noise_pred)
@@ -229,22 +203,17 @@ class TextToVideo:
             step_index = current_step_index(scheduler)
             output = scheduler.step(guided_images, t, sample, **step_kwargs)
             latents = _as_video(output.prev_sample, batch, frames)
-            completed = (index + 1) * steps // len(timesteps)
-            if completed > done:
-                done = completed
-                if callback is not None:
-                    callback(StepProgress(done, steps, 0, 1, latents, control))
-                if control.interrupted and index < len(timesteps) - 1:
-                    # the scheduler's own estimate where its step reports one, else (diffusers' DPM-Solver++, the
-                    # default) the one the guided output gives at this step's noise level: never the noisy sample
-                    estimate = getattr(output, "pred_original_sample", None)
-                    if estimate is None:
-                        estimate = getattr(output, "denoised", None)
-                    if estimate is None:
-                        alpha = evaluation_alpha(scheduler, sample, scaled_images, step_index=step_index, timestep=t)
-                        estimate = denoised_from_output(guided_images, scaled_images, alpha,
-                                                        scheduler.config.prediction_type)
-                    return _as_video(estimate.to(latents.dtype), batch, frames), True
+            if progress.stop_after(index, latents):
+                # the scheduler's own estimate where its step reports one, else (diffusers' DPM-Solver++, the
+                # default) the one the guided output gives at this step's noise level: never the noisy sample
+                estimate = getattr(output, "pred_original_sample", None)
+                if estimate is None:
+                    estimate = getattr(output, "denoised", None)
+                if estimate is None:
+                    alpha = evaluation_alpha(scheduler, sample, scaled_images, step_index=step_index, timestep=t)
+                    estimate = denoised_from_output(guided_images, scaled_images, alpha,
+                                                    scheduler.config.prediction_type)
+                return _as_video(estimate.to(latents.dtype), batch, frames), True
         return latents, False
 
 

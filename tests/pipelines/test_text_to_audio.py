@@ -11,14 +11,6 @@ from pipelines.control import GenerationControl
 from pipelines.text_to_audio import TextToAudio, check_audio_settings
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 @pytest.fixture(scope="module")
 def model(tiny_audioldm_dir):
     return TextToAudio.from_pretrained(str(tiny_audioldm_dir))

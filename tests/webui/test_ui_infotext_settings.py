@@ -13,22 +13,13 @@ from webui.http_guards import AUTH_USER_KEY
 from webui.options import INFOTEXT_OPTION_KEYS
 
 from .test_ui_prompt_styles_and_options import UI_FIRST_PASS, form_values
-from .ui_blocks import component, handler
+from .ui_blocks import built_ui, component, handler
 
 
 @pytest.fixture(scope="module")
 def built(tiny_sd1_dir, tmp_path_factory):
-    from webui.config import ServerConfig
-    from webui.server_state import ServerState
-    from webui.ui.app import build_ui
-
-    root = tmp_path_factory.mktemp("ui-infotext-settings")
-    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "out"), ui=False))
-    state.load_initial_model()
-    try:
-        yield state, build_ui(state)
-    finally:
-        state.close()
+    with built_ui(tiny_sd1_dir, tmp_path_factory.mktemp("ui-infotext-settings")) as pair:
+        yield pair
 
 
 def generate_as(blocks, user: str | None) -> str:

@@ -11,22 +11,13 @@ import pytest
 from PIL import Image
 
 from .test_ui_prompt_styles_and_options import UI_FIRST_PASS, form_values
-from .ui_blocks import component, handler
+from .ui_blocks import built_ui, component, handler
 
 
 @pytest.fixture(scope="module")
 def built(tiny_sd1_dir, tmp_path_factory):
-    from webui.config import ServerConfig
-    from webui.server_state import ServerState
-    from webui.ui.app import build_ui
-
-    root = tmp_path_factory.mktemp("ui-saving-settings")
-    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "out"), ui=False))
-    state.load_initial_model()
-    try:
-        yield state, build_ui(state)
-    finally:
-        state.close()
+    with built_ui(tiny_sd1_dir, tmp_path_factory.mktemp("ui-saving-settings")) as pair:
+        yield pair
 
 
 def generate(blocks, **changes) -> tuple[list[str], list[str]]:

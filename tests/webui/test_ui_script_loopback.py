@@ -3,53 +3,29 @@ Blocks' own handlers on the tiny model."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import gradio as gr
 import pytest
 from PIL import Image
 
 from pipelines.infotext import parse_infotext
 
-from .ui_blocks import component, handler
+from .script_ui import img2img_generate
+from .script_ui import img2img_script_choice as script_choice
+from .ui_blocks import built_ui, component
 
 
 @pytest.fixture(scope="module")
 def built(tiny_sd1_dir, tmp_path_factory):
-    from webui.config import ServerConfig
-    from webui.server_state import ServerState
-    from webui.ui.app import build_ui
-
-    root = tmp_path_factory.mktemp("ui-loopback")
-    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "out"), ui=False))
-    state.load_initial_model()
-    try:
-        yield state, build_ui(state)
-    finally:
-        state.close()
-
-
-def script_choice(blocks, **changes):
-    """The img2img script State after its controls changed to `changes` (by elem_id without "img2img_")."""
-    dropdown = component(blocks, "img2img_script")
-    (fn,) = [f for f in blocks.fns.values() if (dropdown._id, "change") in [tuple(t) for t in f.targets]
-             and len(f.outputs) == 1 and isinstance(f.outputs[0], gr.State)]
-    values = [changes.pop((block.elem_id or "").removeprefix("img2img_"), block.value) for block in fn.inputs]
-    assert not changes, f"no such inputs: {changes}"
-    return fn.fn(*values)
+    with built_ui(tiny_sd1_dir, tmp_path_factory.mktemp("ui-loopback")) as pair:
+        yield pair
 
 
 def generate(blocks, script_changes, **changes):
     """img2img Generate's last update, every input as a fresh page sends it with `changes`, the Script as chosen."""
-    run = handler(blocks, "img2img_generate", "click")
     picture = Image.new("RGB", (64, 64), (200, 30, 30))
-    changes = {"prompt": "a red cat", "steps": 2, "width": 64, "height": 64, "seed": 4, "sampler": "Euler",
-               "task_id": "", "image": {"background": picture, "layers": [], "composite": picture},
-               "script_choice": script_choice(blocks, **script_changes), **changes}
-    values = [changes.pop((block.elem_id or "").removeprefix("img2img_"), block.value) for block in run.inputs]
-    assert not changes, f"no such inputs: {changes}"
-    request = SimpleNamespace(session_hash="loopback-ui", request=SimpleNamespace(scope={}))
-    return list(run.fn(request, *values))[-1]
+    return img2img_generate(blocks, "loopback-ui", script_changes, **{
+        "prompt": "a red cat", "steps": 2, "width": 64, "height": 64, "seed": 4, "sampler": "Euler",
+        "image": {"background": picture, "layers": [], "composite": picture}, **changes})
 
 
 def test_loopback_is_offered_on_img2img_only_with_a1111s_defaults(built):

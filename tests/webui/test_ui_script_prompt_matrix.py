@@ -9,7 +9,8 @@ from PIL import Image
 
 from pipelines.infotext import parse_infotext
 
-from .script_ui import built_ui, generate, script_choice
+from .script_ui import generate, script_choice
+from .ui_blocks import built_ui
 from .ui_blocks import component
 
 

@@ -3,51 +3,28 @@ Blocks' own handlers on a tiny model."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import gradio as gr
 import pytest
 from PIL import Image
 
 from pipelines.infotext import parse_infotext
 
-from .ui_blocks import component, handler
+from .script_ui import img2img_generate
+from .script_ui import img2img_script_choice as script_choice
+from .ui_blocks import built_ui, component, handler
 
 
 @pytest.fixture(scope="module")
 def built(tiny_sd1_dir, tmp_path_factory):
-    from webui.config import ServerConfig
-    from webui.server_state import ServerState
-    from webui.ui.app import build_ui
-
-    root = tmp_path_factory.mktemp("ui-sd-upscale")
-    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "out"), ui=False))
-    state.load_initial_model()
-    try:
-        yield state, build_ui(state)
-    finally:
-        state.close()
-
-
-def script_choice(blocks, **changes):
-    """The page's script State after the Script controls changed to `changes` (by elem_id suffix)."""
-    dropdown = component(blocks, "img2img_script")
-    (fn,) = [f for f in blocks.fns.values() if (dropdown._id, "change") in [tuple(t) for t in f.targets]
-             and len(f.outputs) == 1 and isinstance(f.outputs[0], gr.State)]
-    values = [changes.pop((block.elem_id or "").removeprefix("img2img_"), block.value) for block in fn.inputs]
-    assert not changes, f"no such inputs: {changes}"
-    return fn.fn(*values)
+    with built_ui(tiny_sd1_dir, tmp_path_factory.mktemp("ui-sd-upscale")) as pair:
+        yield pair
 
 
 def generate(blocks, script_changes, **changes):
-    run = handler(blocks, "img2img_generate", "click")
     picture = Image.new("RGB", (48, 48), (200, 30, 30))
-    changes = {"prompt": "a red cat", "steps": 1, "seed": 3, "width": 64, "height": 64, "task_id": "",
-               "image": {"background": picture, "layers": [], "composite": picture},
-               "script_choice": script_choice(blocks, **script_changes), **changes}
-    values = [changes.pop((block.elem_id or "").removeprefix("img2img_"), block.value) for block in run.inputs]
-    assert not changes, f"no such inputs: {changes}"
-    return list(run.fn(SimpleNamespace(session_hash="sd-upscale-ui", request=SimpleNamespace(scope={})), *values))[-1]
+    return img2img_generate(blocks, "sd-upscale-ui", script_changes, **{
+        "prompt": "a red cat", "steps": 1, "seed": 3, "width": 64, "height": 64,
+        "image": {"background": picture, "layers": [], "composite": picture}, **changes})
 
 
 def test_img2img_lists_sd_upscale_and_txt2img_does_not(built):

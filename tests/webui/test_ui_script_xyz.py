@@ -3,62 +3,26 @@ webui/ui/script_xyz.py), driven through the built Blocks' own handlers on a tiny
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import gradio as gr
 import pytest
 from PIL import Image
 
 from pipelines.infotext import parse_infotext
 
-from .ui_blocks import component, handler
+from . import script_ui
+from .script_ui import script_choice
+from .ui_blocks import built_ui, component, handler
 
 
 @pytest.fixture(scope="module")
 def built(tiny_sd1_dir, tmp_path_factory):
-    from webui.config import ServerConfig
-    from webui.server_state import ServerState
-    from webui.ui.app import build_ui
-
-    root = tmp_path_factory.mktemp("ui-xyz")
-    state = ServerState(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "out"), ui=False))
-    state.load_initial_model()
-    try:
-        yield state, build_ui(state)
-    finally:
-        state.close()
-
-
-def form_values(blocks, **changes) -> list:
-    """txt2img Generate's inputs as a fresh page sends them, `changes` by elem_id suffix."""
-    values = []
-    for block in handler(blocks, "txt2img_generate", "click").inputs:
-        name = (block.elem_id or "").removeprefix("txt2img_")
-        values.append(changes.pop(name) if name in changes else block.value)
-    assert not changes, f"no such inputs: {changes}"
-    return values
-
-
-def script_choice(blocks, **changes):
-    """What the page's script State holds after the Script controls changed to `changes` (the handler every control's
-    change runs)."""
-    dropdown = component(blocks, "txt2img_script")
-    (fn,) = [f for f in blocks.fns.values() if (dropdown._id, "change") in [tuple(t) for t in f.targets]
-             and len(f.outputs) == 1 and isinstance(f.outputs[0], gr.State)]
-    values = []
-    for block in fn.inputs:
-        name = (block.elem_id or "").removeprefix("txt2img_")
-        values.append(changes.pop(name) if name in changes else block.value)
-    assert not changes, f"no such inputs: {changes}"
-    return fn.fn(*values)
+    with built_ui(tiny_sd1_dir, tmp_path_factory.mktemp("ui-xyz")) as pair:
+        yield pair
 
 
 def generate(blocks, script=None, **changes):
-    request = SimpleNamespace(session_hash="xyz-ui", request=SimpleNamespace(scope={}))
-    form = {name: changes.pop(name) for name in list(changes) if not name.startswith("xyz_")}
-    values = form_values(blocks, **form)
-    values[-2] = script_choice(blocks, script=script or "None", **changes)  # the script State, before the task box
-    return list(handler(blocks, "txt2img_generate", "click").fn(request, *values))[-1]
+    """txt2img Generate's last output; fields named xyz_* go to the plot's controls."""
+    return script_ui.generate(blocks, "xyz_", script or "None", **changes)
 
 
 def test_both_tabs_have_the_script_dropdown_defaulting_to_none(built):

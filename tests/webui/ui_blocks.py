@@ -1,8 +1,24 @@
-"""Reach into a built Gradio Blocks app: a component by elem_id, and the handler an event of it runs."""
+"""Build the web UI on a model and reach into the Gradio Blocks app: a component by elem_id, and the handler an
+event of it runs."""
 
 from __future__ import annotations
 
 import contextlib
+
+
+@contextlib.contextmanager
+def built_ui(model_dir, root):
+    """(ServerState, Blocks) on the model in `model_dir`, outputs under `root`, closed afterwards."""
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+    from webui.ui.app import build_ui
+
+    state = ServerState(ServerConfig(models=[str(model_dir)], output_dir=str(root / "out"), ui=False))
+    state.load_initial_model()
+    try:
+        yield state, build_ui(state)
+    finally:
+        state.close()
 
 
 def component(blocks, elem_id: str):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import sys
-import threading
 from pathlib import Path
+
+from webui.cli.progress import report_written, run_with_progress
 
 DEFAULT_MODEL_ENV = "MIXKIT_MODEL"
 
@@ -377,56 +377,12 @@ def generate_and_save(pipe, params, output: Path, output_is_file: bool, save=Non
     """Run `pipe(params)` with a progress bar and Ctrl-C as A1111's Interrupt, save the images, print their paths;
     the exit code (130 when interrupted, whatever was made kept). `save(result)` -> paths replaces the naming of
     `output` (the img2img batch names each result after its input)."""
-    from tqdm import tqdm
-
-    from pipelines.control import GenerationControl
-
-    control = GenerationControl()
-    with tqdm(total=params.steps * params.batch_count, unit="step", file=sys.stderr) as bar, \
-            interrupt_keeps_images(control):
-        def progress(state) -> None:
-            bar.n, bar.total = steps_done(state)
-            bar.refresh()
-
-        result = pipe(params, callback=progress, control=control)
+    result = run_with_progress(lambda **hooks: pipe(params, **hooks), params.steps * params.batch_count)
     if save is not None:
         paths = save(result)
     else:
         paths = result.save_as(output, writing) if output_is_file else result.save(output, writing)
-    for path in paths:
-        print(path)
-    if result.interrupted:
-        print(f"mixkit: interrupted; kept {len(result.images)} of {params.total_images} image(s)", file=sys.stderr)
-        return 130
-    return 0
-
-
-def steps_done(state) -> tuple[int, int]:
-    """(steps done, steps in all) of the job a step callback reports on: the steps each pass runs (img2img runs fewer
-    than --steps, as A1111), both passes of every hires-fix batch (`HiresStepProgress`) counted."""
-    if hasattr(state, "steps_before"):
-        return state.steps_before + state.step, state.steps_before + state.total_steps + state.steps_after
-    return state.batch_index * state.total_steps + state.step, state.total_steps * state.batch_count
-
-
-@contextlib.contextmanager
-def interrupt_keeps_images(control):
-    """The first Ctrl-C stops the generation after its current step and keeps what was made (A1111's Interrupt:
-    finished images are saved, the interrupted batch too); a second one aborts at once."""
-    def on_sigint(signum, frame) -> None:
-        if control.interrupted:
-            raise KeyboardInterrupt
-        control.interrupt()
-        print("\nmixkit: interrupting after this step; Ctrl-C again to abort without saving", file=sys.stderr)
-
-    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    return report_written(paths, result.interrupted, f"kept {len(result.images)} of {params.total_images} image(s)")
 
 
 VAE_DECODER_CHOICES = {"auto": None, "on": True, "off": False}  # --int8-vae-decoder -> Int8Calibration.vae_decoder

@@ -10,7 +10,6 @@ is configured otherwise) and the best terms of the word lists ranked by `--inter
 from __future__ import annotations
 
 import argparse
-import sys
 
 from pipelines.scripts.loopback_config import ARG_DEFAULTS, CURVES, MAX_LOOPS
 
@@ -97,24 +96,11 @@ def cli_interrogator(args: argparse.Namespace, device: str | None):
 def run_loopback(pipe, params, config, output, writing=None, interrogate=None) -> int:
     """Run the loops with a progress bar and Ctrl-C as Interrupt; write the grid, then every loop's image; print the
     paths."""
-    from tqdm import tqdm
-
-    from pipelines.control import GenerationControl
     from pipelines.scripts import loopback
-    from webui.cli.generate import interrupt_keeps_images, steps_done
+    from webui.cli.progress import report_written, run_with_progress
 
-    control = GenerationControl()
     total = config.loops * params.batch_count
-    with tqdm(total=params.steps * total, unit="step", file=sys.stderr) as bar, interrupt_keeps_images(control):
-        def progress(state) -> None:
-            bar.n, bar.total = steps_done(state)
-            bar.refresh()
-
-        result = loopback.run(pipe, params, config, callback=progress, control=control, interrogate=interrogate)
-    paths = [*result.save_grids(output, writing), *result.save(output, writing)]
-    for path in paths:
-        print(path)
-    if result.interrupted:
-        print(f"mixkit: interrupted; kept {len(result.samples.images)} of {total} loop image(s)", file=sys.stderr)
-        return 130
-    return 0
+    result = run_with_progress(lambda **hooks: loopback.run(pipe, params, config, interrogate=interrogate, **hooks),
+                               params.steps * total)
+    return report_written([*result.save_grids(output, writing), *result.save(output, writing)], result.interrupted,
+                          f"kept {len(result.samples.images)} of {total} loop image(s)")

@@ -109,23 +109,9 @@ def check_prompt_script(script, config, params, check, args: argparse.Namespace)
 
 def run_prompt_script(script, config, pipe, params, output, args: argparse.Namespace, writing=None) -> int:
     """Run the script with a progress bar and Ctrl-C as Interrupt; write its grid, then its images; print the paths."""
-    from tqdm import tqdm
+    from webui.cli.progress import report_written, run_with_progress
 
-    from pipelines.control import GenerationControl
-    from webui.cli.generate import interrupt_keeps_images, steps_done
-
-    control = GenerationControl()
-    with tqdm(total=params.steps, unit="step", file=sys.stderr) as bar, interrupt_keeps_images(control):
-        def progress(state) -> None:
-            bar.n, bar.total = steps_done(state)
-            bar.refresh()
-
-        result = script.run(pipe, params, config, callback=progress, control=control, **script_context(args))
-    paths = [*result.save_grids(output, writing), *result.save(output, writing)]
-    for path in paths:
-        print(path)
-    if result.interrupted:
-        print(f"mixkit: interrupted; kept {len(result.samples.images)} image(s) of the {script.TITLE}",
-              file=sys.stderr)
-        return 130
-    return 0
+    result = run_with_progress(lambda **hooks: script.run(pipe, params, config, **hooks, **script_context(args)),
+                               params.steps)
+    return report_written([*result.save_grids(output, writing), *result.save(output, writing)], result.interrupted,
+                          f"kept {len(result.samples.images)} image(s) of the {script.TITLE}")

@@ -10,7 +10,6 @@ One picture per --batch-count, written as img2img writes its images.
 from __future__ import annotations
 
 import argparse
-import sys
 
 # the script's error slots, in flag terms
 FLAG_NAMES = {"script_args[1] (Tile overlap)": "--sd-upscale-overlap",
@@ -78,25 +77,11 @@ def check_sd_upscale_run(params, config) -> None:
 
 def run_sd_upscale(pipe, params, config, output, output_is_file: bool, writing=None) -> int:
     """Run the script with a progress bar and Ctrl-C as Interrupt; write each upscale; print the paths."""
-    from tqdm import tqdm
-
-    from pipelines.control import GenerationControl
     from pipelines.scripts import sd_upscale
-    from webui.cli.generate import interrupt_keeps_images, steps_done
+    from webui.cli.progress import report_written, run_with_progress
 
     plan = sd_upscale.check_sd_upscale(params, config)
-    control = GenerationControl()
-    with tqdm(total=params.steps * plan.batches * plan.iterations, unit="step", file=sys.stderr) as bar, \
-            interrupt_keeps_images(control):
-        def progress(state) -> None:
-            bar.n, bar.total = steps_done(state)
-            bar.refresh()
-
-        result = sd_upscale.run(pipe, params, config, callback=progress, control=control)
+    result = run_with_progress(lambda **hooks: sd_upscale.run(pipe, params, config, **hooks),
+                               params.steps * plan.batches * plan.iterations)
     paths = result.save_as(output, writing) if output_is_file else result.save(output, writing)
-    for path in paths:
-        print(path)
-    if result.interrupted:
-        print(f"mixkit: interrupted; kept {len(result.images)} of {plan.iterations} upscale(s)", file=sys.stderr)
-        return 130
-    return 0
+    return report_written(paths, result.interrupted, f"kept {len(result.images)} of {plan.iterations} upscale(s)")

@@ -9,7 +9,6 @@ the grid is written as `xyz_grid-NNNN.png` (with `--xyz-include-sub-grids`, one 
 from __future__ import annotations
 
 import argparse
-import sys
 
 
 def add_xyz_flags(p: argparse.ArgumentParser) -> None:
@@ -66,25 +65,11 @@ def check_xyz_plot(config, params) -> None:
 
 def run_xyz_plot(pipe, params, config, output, writing=None) -> int:
     """Run the plot with a progress bar and Ctrl-C as Interrupt; write the grids, then the images; print the paths."""
-    from tqdm import tqdm
-
-    from pipelines.control import GenerationControl
     from pipelines.scripts import xyz_plot
-    from webui.cli.generate import interrupt_keeps_images, steps_done
+    from webui.cli.progress import report_written, run_with_progress
 
-    control = GenerationControl()
-    with tqdm(total=params.steps * params.batch_count * config.cell_count, unit="step", file=sys.stderr) as bar, \
-            interrupt_keeps_images(control):
-        def progress(state) -> None:
-            bar.n, bar.total = steps_done(state)
-            bar.refresh()
-
-        result = xyz_plot.run(pipe, params, config, callback=progress, control=control)
-    paths = [*result.save_grids(output, writing), *result.save(output, writing)]
-    for path in paths:
-        print(path)
-    if result.interrupted:
-        print(f"mixkit: interrupted; kept {len(result.samples.images)} of {config.cell_count * params.total_images} "
-              "image(s) of the plot", file=sys.stderr)
-        return 130
-    return 0
+    result = run_with_progress(lambda **hooks: xyz_plot.run(pipe, params, config, **hooks),
+                               params.steps * params.batch_count * config.cell_count)
+    return report_written([*result.save_grids(output, writing), *result.save(output, writing)], result.interrupted,
+                          f"kept {len(result.samples.images)} of {config.cell_count * params.total_images} image(s) "
+                          "of the plot")

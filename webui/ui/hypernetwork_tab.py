@@ -11,7 +11,8 @@ import re
 import gradio as gr
 from webui.lora_previews import find_preview, load_thumbnail, placeholder_image
 from webui.server_state import ServerState
-from webui.ui.prompt_targets import TARGETS, insert_into
+from webui.ui.card_gallery import build_card_gallery
+from webui.ui.prompt_targets import insert_into
 
 # A1111's extra_networks_default_multiplier: the strength a card inserts
 CARD_STRENGTH = 1
@@ -44,25 +45,7 @@ def build_hypernetwork_tab(state: ServerState, boxes: list) -> None:
         gr.Markdown("No hypernetwork folder configured: start the server with `--hypernetwork-dir FOLDER` "
                     "(A1111's models/hypernetworks).")
         return
-    items, names = hypernetwork_cards(library)
-    card_names = gr.State(names)
-    target = gr.Radio(list(TARGETS), value=TARGETS[0], label="Add to", elem_id="hypernetwork_target")
-    cards = gr.Gallery(items, label="Hypernetworks (click a card to add <hypernet:name:1> to the chosen prompt, again "
-                                    "to remove it; preview: NAME.png / NAME.preview.png next to the file)",
-                       columns=6, height="auto", allow_preview=False, interactive=False, format="png",
-                       elem_id="hypernetwork_cards")
-    refresh = gr.Button("Refresh", elem_id="hypernetwork_refresh")
-
-    def pick(chosen: str, shown: list[str], txt_prompt: str, txt_negative: str, img_prompt: str, img_negative: str,
-             event: gr.SelectData):  # Gradio passes the click as the parameter annotated gr.SelectData
-        prompts = [txt_prompt, txt_negative, img_prompt, img_negative]
-        if event.index is None or not 0 <= event.index < len(shown):
-            return prompts
-        name = shown[event.index]
-        return insert_into(chosen, name, prompts, toggle_hypernet_tag)
-
-    def do_refresh():
-        return hypernetwork_cards(library)
-
-    cards.select(pick, inputs=[target, card_names, *boxes], outputs=boxes, queue=False)
-    refresh.click(do_refresh, outputs=[cards, card_names])
+    build_card_gallery(
+        "hypernetwork", "Hypernetworks (click a card to add <hypernet:name:1> to the chosen prompt, again to remove "
+        "it; preview: NAME.png / NAME.preview.png next to the file)", boxes, lambda: hypernetwork_cards(library),
+        lambda target, name, prompts: insert_into(target, name, prompts, toggle_hypernet_tag))

@@ -15,6 +15,7 @@ from pathlib import Path
 import gradio as gr
 from webui.lora_cards import CardText, LoraCard, card_text, lora_cards, read_user_metadata
 from webui.lora_previews import load_thumbnail, placeholder_image
+from webui.ui.card_gallery import build_card_gallery
 from webui.ui.prompt_targets import TARGETS, insert_into
 from webui.server_state import ServerState
 
@@ -125,27 +126,9 @@ def build_lora_tab(state: ServerState, boxes: list) -> None:
     if state.lora_library is None:
         gr.Markdown("No LoRA folder configured: start the server with `--lora-dir FOLDER`.")
         return
-    items, names = card_items(state.lora_library)
-    card_names = gr.State(names)
-    target = gr.Radio(list(TARGETS), value=TARGETS[0], label="Add to", elem_id="lora_target")
-    cards = gr.Gallery(items, label="LoRA (click a card to add it to the chosen prompt, again to remove it; preview: "
-                                    "NAME.png / NAME.preview.png next to the file)",
-                       columns=6, height="auto", allow_preview=False, interactive=False, format="png",
-                       elem_id="lora_cards")
-    refresh = gr.Button("Refresh", elem_id="lora_refresh")
-
-    def pick(chosen: str, shown: list[str], txt_prompt: str, txt_negative: str, img_prompt: str, img_negative: str,
-             event: gr.SelectData):  # Gradio passes the click as the parameter annotated gr.SelectData
-        prompts = [txt_prompt, txt_negative, img_prompt, img_negative]
-        if event.index is None or not 0 <= event.index < len(shown):
-            return prompts
-        name = shown[event.index]
-        return click_card(chosen, name, card_text_for(state.lora_library, name), prompts)
-
-    def do_refresh():
-        state.lora_library.refresh()
-        new_items, new_names = card_items(state.lora_library)
-        return new_items, new_names
-
-    cards.select(pick, inputs=[target, card_names, *boxes], outputs=boxes, queue=False)
-    refresh.click(do_refresh, outputs=[cards, card_names])
+    library = state.lora_library
+    build_card_gallery(
+        "lora", "LoRA (click a card to add it to the chosen prompt, again to remove it; preview: NAME.png / "
+        "NAME.preview.png next to the file)", boxes, lambda: card_items(library),
+        lambda target, name, prompts: click_card(target, name, card_text_for(library, name), prompts),
+        library.refresh)

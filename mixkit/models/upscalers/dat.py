@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from mixkit.models.upscalers.swinir import RGB_MEAN, conv_block, reconstruction_modules, reconstruct
+from mixkit.models.upscalers.transformer_frame import TransformerUpscaler, conv_block
 from mixkit.models.upscalers.windows import (MAX_BLOCKS, MAX_WINDOW_TOKENS, attend, merge, partition,
                                              relative_position_index, shift_mask)
 
@@ -240,34 +240,26 @@ class ResidualGroup(nn.Module):
         return x + self.conv(y.transpose(1, 2).reshape(b, c, h, w)).flatten(2).transpose(1, 2)
 
 
-class DAT(nn.Module):
+class DAT(TransformerUpscaler):
     """RGB in [0, 1] -> RGB in [0, 1] at `config.scale` times the size, any input size."""
 
     architecture = "DAT"
 
     def __init__(self, config: DATConfig) -> None:
-        super().__init__()
-        self.config = config
-        self.scale = config.scale
-        dim = config.embed_dim
-        mean = RGB_MEAN if config.in_channels == 3 else (0.0,) * config.in_channels
-        self.register_buffer("mean", torch.tensor(mean).view(1, -1, 1, 1), persistent=False)
-        self.conv_first = nn.Conv2d(config.in_channels, dim, 3, 1, 1)
-        self.before_RG = nn.Sequential(nn.Identity(), nn.LayerNorm(dim))  # the original's [Rearrange, LayerNorm]
+        super().__init__(config)
+        # the original's [Rearrange, LayerNorm]
+        self.before_RG = nn.Sequential(nn.Identity(), nn.LayerNorm(config.embed_dim))
         self.layers = nn.ModuleList(ResidualGroup(config, depth, heads, group)
                                     for group, (depth, heads) in enumerate(zip(config.depths, config.num_heads)))
-        self.norm = nn.LayerNorm(dim)
-        self.conv_after_body = conv_block(dim, config.resi_connection)
-        for name, module in reconstruction_modules(config, dim).items():
-            setattr(self, name, module)
+        self.add_body_end()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def deep_features(self, x: torch.Tensor) -> torch.Tensor:
+        """The residual groups on (B, C, H, W) features of any size (spatial attention pads its own windows)."""
         h, w = x.shape[-2:]
-        x = (x - self.mean.to(x.dtype)) * self.config.img_range
-        first = self.conv_first(x)
-        tokens = self.before_RG(first.flatten(2).transpose(1, 2))
+        tokens = self.before_RG(x.flatten(2).transpose(1, 2))
         for layer in self.layers:
             tokens = layer(tokens, h, w)
-        features = self.norm(tokens).transpose(1, 2).reshape(first.shape)
-        out = reconstruct(self, self.conv_after_body(features) + first, x)
-        return out / self.config.img_range + self.mean.to(out.dtype)
+        return self.norm(tokens).transpose(1, 2).reshape(x.shape)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_whole_windows(x)

@@ -19,7 +19,7 @@ import re
 import torch
 
 from mixkit.models.upscalers.dat import DATConfig
-from mixkit.models.upscalers.swinir_layout import TransformerLayoutError, reconstruction_head, sized
+from mixkit.models.upscalers.swinir_layout import TransformerLayoutError, block_depths, reconstruction_head, sized
 
 _BLOCK = re.compile(r"^layers\.(\d+)\.blocks\.(\d+)\.")
 _DERIVED_BUFFERS = re.compile(r"\.(rpe_biases|relative_position_index|attn_mask_0|attn_mask_1)$")
@@ -33,14 +33,7 @@ def dat_to_module(state: dict[str, torch.Tensor]) -> tuple[DATConfig, dict[str, 
     """(config, weights for `DAT`) of an official-layout state dict; raises TransformerLayoutError naming what is off."""
     first = sized(state, "conv_first.weight", 4, "DAT")
     embed_dim, in_channels = first.shape[0], first.shape[1]
-    blocks: dict[int, set[int]] = {}
-    for key in state:
-        match = _BLOCK.match(key)
-        if match:
-            blocks.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
-    if sorted(blocks) != list(range(len(blocks))) or any(sorted(b) != list(range(len(b))) for b in blocks.values()):
-        raise TransformerLayoutError(f"a DAT whose layers/blocks are not numbered 0, 1, 2 ...: {sorted(blocks)}")
-    depths = tuple(len(blocks[index]) for index in range(len(blocks)))
+    depths = block_depths(state, _BLOCK, "DAT")
     num_heads = tuple(_heads(state, index) for index in range(len(depths)))
     offsets_key = "layers.0.blocks.0.attn.attns.0.rpe_biases"
     if offsets_key not in state:

@@ -19,9 +19,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from mixkit.attention import attention
-from mixkit.models.upscalers.swinir import RGB_MEAN, Mlp, WindowAttention, reconstruct, reconstruction_modules
+from mixkit.models.upscalers.swinir import Mlp, WindowAttention
+from mixkit.models.upscalers.transformer_frame import SwinTransformerUpscaler, conv_block
 from mixkit.models.upscalers.windows import (ATTENTION_CHUNK_SCORES, MAX_BLOCKS, MAX_WINDOW_TOKENS, merge, partition,
-                                             reflect_pad_to_multiple, shift_mask)
+                                             reflect_pad_to_multiple)
 
 RESI_CONNECTIONS = ("1conv", "identity")
 
@@ -203,8 +204,7 @@ class ResidualHybridAttentionGroup(nn.Module):
         self.residual_group.blocks = nn.ModuleList(HybridAttentionBlock(config, num_heads, index % 2 == 1)
                                                    for index in range(depth))
         self.residual_group.overlap_attn = OverlappingCrossAttention(config, num_heads)
-        dim = config.embed_dim
-        self.conv = nn.Conv2d(dim, dim, 3, 1, 1) if config.resi_connection == "1conv" else nn.Identity()
+        self.conv = conv_block(config.embed_dim, config.resi_connection)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         y = x
@@ -214,41 +214,15 @@ class ResidualHybridAttentionGroup(nn.Module):
         return x + self.conv(y.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
 
 
-class HAT(nn.Module):
+class HAT(SwinTransformerUpscaler):
     """RGB in [0, 1] -> RGB in [0, 1] at `config.scale` times the size, any input size."""
 
     architecture = "HAT"
 
     def __init__(self, config: HATConfig) -> None:
-        super().__init__()
-        self.config = config
-        self.scale = config.scale
-        dim = config.embed_dim
-        mean = RGB_MEAN if config.in_channels == 3 else (0.0,) * config.in_channels
-        self.register_buffer("mean", torch.tensor(mean).view(1, -1, 1, 1), persistent=False)
-        self.conv_first = nn.Conv2d(config.in_channels, dim, 3, 1, 1)
-        if config.patch_norm:
-            self.patch_embed = nn.Module()
-            self.patch_embed.norm = nn.LayerNorm(dim)
-        self.layers = nn.ModuleList(ResidualHybridAttentionGroup(config, depth, heads)
-                                    for depth, heads in zip(config.depths, config.num_heads))
-        self.norm = nn.LayerNorm(dim)
-        self.conv_after_body = nn.Conv2d(dim, dim, 3, 1, 1) if config.resi_connection == "1conv" else nn.Identity()
-        for name, module in reconstruction_modules(config, dim).items():
-            setattr(self, name, module)
+        super().__init__(config, lambda depth, heads: ResidualHybridAttentionGroup(config, depth, heads))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         height, width = x.shape[-2:]
-        size = self.config.window_size
-        x = (reflect_pad_to_multiple(x, size) - self.mean.to(x.dtype)) * self.config.img_range
-        first = self.conv_first(x)
-        h, w = first.shape[-2:]
-        mask = shift_mask(h, w, size, size, size // 2, size // 2, device=x.device)
-        tokens = first.permute(0, 2, 3, 1)
-        if self.config.patch_norm:
-            tokens = self.patch_embed.norm(tokens)
-        for layer in self.layers:
-            tokens = layer(tokens, mask)
-        features = self.conv_after_body(self.norm(tokens).permute(0, 3, 1, 2)) + first
-        out = reconstruct(self, features, x) / self.config.img_range + self.mean.to(x.dtype)
+        out = self.forward_whole_windows(reflect_pad_to_multiple(x, self.config.window_size))
         return out[..., :height * self.scale, :width * self.scale]

@@ -21,7 +21,7 @@ import re
 import torch
 
 from mixkit.models.upscalers.hat import HATConfig
-from mixkit.models.upscalers.swinir_layout import TransformerLayoutError, reconstruction_head, sized
+from mixkit.models.upscalers.swinir_layout import TransformerLayoutError, block_depths, reconstruction_head, sized
 
 _BLOCK = re.compile(r"^layers\.(\d+)\.residual_group\.blocks\.(\d+)\.")
 _HAT_ONLY = re.compile(r"^layers\.\d+\.residual_group\.(overlap_attn|blocks\.\d+\.conv_block)\.")
@@ -41,15 +41,7 @@ def hat_to_module(state: dict[str, torch.Tensor]) -> tuple[HATConfig, dict[str, 
     weights = {key: value for key, value in state.items() if key not in _DERIVED_BUFFERS}
     first = sized(weights, "conv_first.weight", 4, "HAT")
     embed_dim, in_channels = first.shape[0], first.shape[1]
-    blocks: dict[int, set[int]] = {}
-    for key in weights:
-        match = _BLOCK.match(key)
-        if match:
-            blocks.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
-    if not blocks or sorted(blocks) != list(range(len(blocks))) or \
-            any(sorted(b) != list(range(len(b))) for b in blocks.values()):
-        raise TransformerLayoutError(f"a HAT whose layers/blocks are not numbered 0, 1, 2 ...: {sorted(blocks)}")
-    depths = tuple(len(blocks[index]) for index in range(len(blocks)))
+    depths = block_depths(weights, _BLOCK, "HAT")
     tables = [sized(weights, f"layers.{index}.residual_group.blocks.0.attn.relative_position_bias_table", 2, "HAT")
               for index in range(len(depths))]
     if any(table.shape[0] != tables[0].shape[0] for table in tables):

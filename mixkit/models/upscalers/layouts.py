@@ -25,15 +25,11 @@ from typing import Callable
 
 import torch
 
-from mixkit.models.upscalers.dat import DATConfig
 from mixkit.models.upscalers.dat_layout import dat_to_module, looks_like_dat
-from mixkit.models.upscalers.hat import HATConfig
 from mixkit.models.upscalers.hat_layout import hat_to_module, looks_like_hat
 from mixkit.models.upscalers.rrdbnet import RRDBNetConfig
-from mixkit.models.upscalers.scunet import SCUNetConfig
 from mixkit.models.upscalers.scunet_layout import looks_like_scunet, scunet_to_module
 from mixkit.models.upscalers.srvgg import SRVGGConfig
-from mixkit.models.upscalers.swinir import SwinIRConfig
 from mixkit.models.upscalers.swinir_layout import TransformerLayoutError, looks_like_swinir, swinir_to_module
 
 EXPECTED = ("ESRGAN (keys model.0.weight, model.1.sub.0.RDB1.conv1.0.weight ... or RRDB_trunk.0.RDB1.conv1.weight ...), "
@@ -157,36 +153,17 @@ def srvgg_to_module(state: dict[str, torch.Tensor]) -> tuple[SRVGGConfig, dict[s
     return config, dict(state)
 
 
-def swinir_layout_to_module(state: dict[str, torch.Tensor]) -> tuple[SwinIRConfig, dict[str, torch.Tensor]]:
-    """SwinIR's keys are already the module's; every size is read from the shapes (`swinir_layout`)."""
-    try:
-        return swinir_to_module(state)
-    except TransformerLayoutError as error:
-        raise UnknownLayoutError(f"{error}; expected {EXPECTED}") from None
+def _transformer_layout(to_module: Callable) -> Callable:
+    """A transformer network's converter (`swinir_layout`, `dat_layout`, `hat_layout`, `scunet_layout`: the keys are
+    already the module's, every size is read from the shapes), refusing a file as the other layouts do: with
+    UnknownLayoutError, which lists the layouts expected."""
+    def convert(state: dict[str, torch.Tensor]):
+        try:
+            return to_module(state)
+        except TransformerLayoutError as error:
+            raise UnknownLayoutError(f"{error}; expected {EXPECTED}") from None
 
-
-def dat_layout_to_module(state: dict[str, torch.Tensor]) -> tuple[DATConfig, dict[str, torch.Tensor]]:
-    """DAT's keys are already the module's; every size is read from the shapes and buffers (`dat_layout`)."""
-    try:
-        return dat_to_module(state)
-    except TransformerLayoutError as error:
-        raise UnknownLayoutError(f"{error}; expected {EXPECTED}") from None
-
-
-def hat_layout_to_module(state: dict[str, torch.Tensor]) -> tuple[HATConfig, dict[str, torch.Tensor]]:
-    """HAT's keys are already the module's; every size is read from the shapes (`hat_layout`)."""
-    try:
-        return hat_to_module(state)
-    except TransformerLayoutError as error:
-        raise UnknownLayoutError(f"{error}; expected {EXPECTED}") from None
-
-
-def scunet_layout_to_module(state: dict[str, torch.Tensor]) -> tuple[SCUNetConfig, dict[str, torch.Tensor]]:
-    """SCUNet's keys are already the module's; every size is read from the shapes (`scunet_layout`)."""
-    try:
-        return scunet_to_module(state)
-    except TransformerLayoutError as error:
-        raise UnknownLayoutError(f"{error}; expected {EXPECTED}") from None
+    return convert
 
 
 def _rrdb_config(state: dict[str, torch.Tensor], upsamples: int) -> RRDBNetConfig:
@@ -202,8 +179,9 @@ def _rrdb_config(state: dict[str, torch.Tensor], upsamples: int) -> RRDBNetConfi
 
 TO_MODULE: dict[str, Callable] = {"esrgan": esrgan_to_module, "esrgan_trunk": esrgan_trunk_to_module,
                                   "basicsr": basicsr_to_module, "srvgg": srvgg_to_module,
-                                  "swinir": swinir_layout_to_module, "dat": dat_layout_to_module,
-                                  "hat": hat_layout_to_module, "scunet": scunet_layout_to_module}
+                                  "swinir": _transformer_layout(swinir_to_module),
+                                  "dat": _transformer_layout(dat_to_module), "hat": _transformer_layout(hat_to_module),
+                                  "scunet": _transformer_layout(scunet_to_module)}
 # what `/sdapi/v1/upscalers` and the logs call each layout's network
 ARCHITECTURES = {"esrgan": "ESRGAN", "esrgan_trunk": "ESRGAN", "basicsr": "ESRGAN", "srvgg": "SRVGG",
                  "swinir": "SwinIR", "dat": "DAT", "hat": "HAT", "scunet": "ScuNET"}

@@ -18,12 +18,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from mixkit.models.upscalers.transformer_frame import SwinTransformerUpscaler, conv_block
 from mixkit.models.upscalers.windows import (ATTENTION_CHUNK_SCORES, MAX_BLOCKS, MAX_WINDOW_TOKENS, attend, merge,
-                                             partition, relative_position_index, shift_mask)
+                                             partition, relative_position_index)
 
 UPSAMPLERS = ("pixelshuffle", "pixelshuffledirect", "nearest+conv", "")
 RESI_CONNECTIONS = ("1conv", "3conv")
-RGB_MEAN = (0.4488, 0.4371, 0.4040)  # DIV2K's mean, subtracted by every released RGB SwinIR
 
 
 @dataclass(frozen=True)
@@ -68,59 +68,6 @@ class SwinIRConfig:
         if not valid_scale:
             raise ValueError(f"SwinIR upsampler {self.upsampler!r} cannot upscale x{self.upscale} (pixelshuffle: 2^n or "
                              "3; nearest+conv: 2 or 4; no upsampler: 1).")
-
-
-def reconstruction_modules(config, dim: int) -> dict[str, nn.Module]:
-    """The image reconstruction head's modules by attribute name, for `config.upsampler` (SwinIR's four, DAT's
-    first two): 'pixelshuffle' (classical SR), 'pixelshuffledirect' (lightweight), 'nearest+conv' (real-world SR,
-    fewer artifacts), '' (same-size restoration)."""
-    feat, out = config.num_feat, config.out_channels
-    modules: dict[str, nn.Module] = {}
-    if config.upsampler in ("pixelshuffle", "nearest+conv"):
-        modules["conv_before_upsample"] = nn.Sequential(nn.Conv2d(dim, feat, 3, 1, 1), nn.LeakyReLU())
-    if config.upsampler == "pixelshuffle":
-        steps = [3] if config.upscale == 3 else [2] * (config.upscale.bit_length() - 1)
-        modules["upsample"] = nn.Sequential(*(layer for step in steps for layer in
-                                              (nn.Conv2d(feat, step * step * feat, 3, 1, 1), nn.PixelShuffle(step))))
-        modules["conv_last"] = nn.Conv2d(feat, out, 3, 1, 1)
-    elif config.upsampler == "pixelshuffledirect":
-        modules["upsample"] = nn.Sequential(nn.Conv2d(dim, config.upscale ** 2 * out, 3, 1, 1),
-                                            nn.PixelShuffle(config.upscale))
-    elif config.upsampler == "nearest+conv":
-        modules["conv_up1"] = nn.Conv2d(feat, feat, 3, 1, 1)
-        if config.upscale == 4:
-            modules["conv_up2"] = nn.Conv2d(feat, feat, 3, 1, 1)
-        modules["conv_hr"] = nn.Conv2d(feat, feat, 3, 1, 1)
-        modules["conv_last"] = nn.Conv2d(feat, out, 3, 1, 1)
-    else:
-        modules["conv_last"] = nn.Conv2d(dim, out, 3, 1, 1)
-    return modules
-
-
-def reconstruct(network: nn.Module, features: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """The head made by `reconstruction_modules` on deep `features` (x: the normalised input, which the same-size
-    head adds its output to)."""
-    upsampler = network.config.upsampler
-    if upsampler == "pixelshuffle":
-        return network.conv_last(network.upsample(network.conv_before_upsample(features)))
-    if upsampler == "pixelshuffledirect":
-        return network.upsample(features)
-    if upsampler == "nearest+conv":
-        out = network.conv_before_upsample(features)
-        for conv in (network.conv_up1, getattr(network, "conv_up2", None)):
-            if conv is not None:
-                out = F.leaky_relu(conv(F.interpolate(out, scale_factor=2, mode="nearest")), 0.2)
-        return network.conv_last(F.leaky_relu(network.conv_hr(out), 0.2))
-    return x + network.conv_last(features)
-
-
-def conv_block(dim: int, resi_connection: str) -> nn.Module:
-    """The convolution closing a residual group: one 3x3, or '3conv' (3x3 to dim/4, 1x1, 3x3 back) to save weights."""
-    if resi_connection == "1conv":
-        return nn.Conv2d(dim, dim, 3, 1, 1)
-    quarter = dim // 4
-    return nn.Sequential(nn.Conv2d(dim, quarter, 3, 1, 1), nn.LeakyReLU(0.2), nn.Conv2d(quarter, quarter, 1, 1, 0),
-                         nn.LeakyReLU(0.2), nn.Conv2d(quarter, dim, 3, 1, 1))
 
 
 class WindowAttention(nn.Module):
@@ -219,51 +166,16 @@ def mirror_pad(x: torch.Tensor, pad_h: int, pad_w: int) -> torch.Tensor:
     return x
 
 
-class SwinIR(nn.Module):
+class SwinIR(SwinTransformerUpscaler):
     """RGB in [0, 1] -> RGB in [0, 1] at `config.scale` times the size, any input size."""
 
     architecture = "SwinIR"
 
     def __init__(self, config: SwinIRConfig) -> None:
-        super().__init__()
-        self.config = config
-        self.scale = config.scale
-        dim = config.embed_dim
-        mean = RGB_MEAN if config.in_channels == 3 else (0.0,) * config.in_channels
-        self.register_buffer("mean", torch.tensor(mean).view(1, -1, 1, 1), persistent=False)
-        self.conv_first = nn.Conv2d(config.in_channels, dim, 3, 1, 1)
-        if config.patch_norm:
-            self.patch_embed = nn.Module()
-            self.patch_embed.norm = nn.LayerNorm(dim)
-        self.layers = nn.ModuleList(ResidualGroup(config, depth, heads)
-                                    for depth, heads in zip(config.depths, config.num_heads))
-        self.norm = nn.LayerNorm(dim)
-        self.conv_after_body = conv_block(dim, config.resi_connection)
-        for name, module in reconstruction_modules(config, dim).items():
-            setattr(self, name, module)
-
-    def deep_features(self, x: torch.Tensor) -> torch.Tensor:
-        """The residual groups on (B, C, H, W) features whose sides are whole windows."""
-        h, w = x.shape[-2:]
-        size = self.config.window_size
-        mask = shift_mask(h, w, size, size, size // 2, size // 2, device=x.device)
-        tokens = x.permute(0, 2, 3, 1)
-        if self.config.patch_norm:
-            tokens = self.patch_embed.norm(tokens)
-        for layer in self.layers:
-            tokens = layer(tokens, mask)
-        return self.norm(tokens).permute(0, 3, 1, 2)
+        super().__init__(config, lambda depth, heads: ResidualGroup(config, depth, heads))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         height, width = x.shape[-2:]
         size = self.config.window_size
         out = self.forward_whole_windows(mirror_pad(x, window_padding(height, size), window_padding(width, size)))
         return out[..., :height * self.scale, :width * self.scale]
-
-    def forward_whole_windows(self, x: torch.Tensor) -> torch.Tensor:
-        """The network itself, on an input whose sides are whole windows (the official module's forward)."""
-        x = (x - self.mean.to(x.dtype)) * self.config.img_range
-        first = self.conv_first(x)
-        features = self.conv_after_body(self.deep_features(first)) + first
-        out = reconstruct(self, features, x)
-        return out / self.config.img_range + self.mean.to(out.dtype)

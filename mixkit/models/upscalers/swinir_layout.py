@@ -53,14 +53,7 @@ def swinir_to_module(state: dict[str, torch.Tensor]) -> tuple[SwinIRConfig, dict
     weights = {key: value for key, value in state.items() if not _DERIVED_BUFFERS.search(key)}
     first = sized(weights, "conv_first.weight", 4)
     embed_dim, in_channels = first.shape[0], first.shape[1]
-    blocks: dict[int, set[int]] = {}
-    for key in weights:
-        match = _BLOCK.match(key)
-        if match:
-            blocks.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
-    if sorted(blocks) != list(range(len(blocks))) or any(sorted(b) != list(range(len(b))) for b in blocks.values()):
-        raise TransformerLayoutError(f"a SwinIR whose layers/blocks are not numbered 0, 1, 2 ...: {sorted(blocks)}")
-    depths = tuple(len(blocks[index]) for index in range(len(blocks)))
+    depths = block_depths(weights, _BLOCK, "SwinIR")
     tables = [sized(weights, f"layers.{index}.residual_group.blocks.0.attn.relative_position_bias_table", 2)
               for index in range(len(depths))]
     num_heads = tuple(table.shape[1] for table in tables)
@@ -98,6 +91,20 @@ def sized(weights: dict[str, torch.Tensor], key: str, ndim: int, network: str = 
         raise TransformerLayoutError(f"a {network}-like file whose {key!r} has shape {tuple(value.shape)}; expected "
                                      f"{ndim} non-empty dimensions")
     return value
+
+
+def block_depths(weights: dict[str, torch.Tensor], pattern: re.Pattern, network: str) -> tuple[int, ...]:
+    """Blocks per layer, counted from the keys `pattern` matches (groups: layer number, block number); a file whose
+    layers or blocks are not numbered 0, 1, 2 ... (a gap, or none at all) is refused, naming the numbers found."""
+    blocks: dict[int, set[int]] = {}
+    for key in weights:
+        match = pattern.match(key)
+        if match:
+            blocks.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
+    if not blocks or sorted(blocks) != list(range(len(blocks))) or \
+            any(sorted(b) != list(range(len(b))) for b in blocks.values()):
+        raise TransformerLayoutError(f"a {network} whose layers/blocks are not numbered 0, 1, 2 ...: {sorted(blocks)}")
+    return tuple(len(blocks[index]) for index in range(len(blocks)))
 
 
 def _window_size(rows: int) -> int:

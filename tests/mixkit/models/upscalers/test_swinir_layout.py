@@ -131,3 +131,11 @@ def test_a_file_naming_more_blocks_than_any_network_has_is_refused_before_laying
     with pytest.raises(CheckpointFormatError, match=r"x\.pth' is a SwinIR whose shapes do not make a network: SwinIR "
                                                     r"may have at most 1024 blocks in all, got 2001 \(depths \(2000, 1\)\)"):
         load_upscaler(_saved(tmp_path, state))
+
+
+def test_a_swinir_file_whose_only_block_keys_are_stored_buffers_is_refused_naming_the_numbering(tmp_path):
+    # the stored buffers are dropped before blocks are counted: none are left (this was an IndexError)
+    state = {"conv_first.weight": torch.zeros(8, 3, 3, 3),
+             "layers.0.residual_group.blocks.0.attn.relative_position_index": torch.zeros(16, 16)}
+    with pytest.raises(CheckpointFormatError, match=r"SwinIR whose layers/blocks are not numbered 0, 1, 2 \.\.\.: \[\]"):
+        load_upscaler(_saved(tmp_path, state))
