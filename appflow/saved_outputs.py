@@ -144,7 +144,11 @@ def save_app_outputs(app: str, outputs: dict, bindings: dict, folder: str | os.P
     staging = Path(tempfile.mkdtemp(prefix=".mixkit-appflow-", suffix=".tmp", dir=target))
     try:
         writer = OutputWriter(staging, infotexts_by_image(outputs, bindings), video_format)
-        encoded = {name: writer.encode(name, value) for name, value in outputs.items()}
+        # clips first, so a bare waveform listed before its clip (`waveform`, then `audio`) is known as its samples
+        from appflow.audio import Audio
+
+        clips = {name: writer.encode(name, value) for name, value in outputs.items() if isinstance(value, Audio)}
+        encoded = {name: clips[name] if name in clips else writer.encode(name, value) for name, value in outputs.items()}
         document = {"app": app, "outputs": encoded, "interrupted": bool(interrupted)}
         (staging / RESULT_FILE).write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         names = [*writer.files, RESULT_FILE]
