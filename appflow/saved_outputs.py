@@ -17,8 +17,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from mixkit.errors import MixkitError
+
 RESULT_FILE = "result.json"
 VIDEO_FORMATS = ("auto", "mp4", "gif")
+
+
+class OutputExistsError(MixkitError, FileExistsError):
+    """An output file or folder is there already and may not be replaced (no --overwrite); nothing was written."""
 
 
 def check_output_folder(folder: str | os.PathLike, overwrite: bool) -> Path:
@@ -28,7 +34,7 @@ def check_output_folder(folder: str | os.PathLike, overwrite: bool) -> Path:
     if path.exists() and not path.is_dir():
         raise NotADirectoryError(f"Output folder {str(path)!r} exists and is not a folder; choose another with -o.")
     if path.is_dir() and not overwrite and any(not entry.name.startswith(".") for entry in path.iterdir()):
-        raise FileExistsError(f"Output folder {str(path)!r} already holds files; choose a new or empty folder with -o, "
+        raise OutputExistsError(f"Output folder {str(path)!r} already holds files; choose a new or empty folder with -o, "
                               "or pass --overwrite to replace the files of the same names.")
     made = [parent for parent in (path, *path.parents) if not parent.exists()]
     try:
@@ -144,17 +150,21 @@ def save_app_outputs(app: str, outputs: dict, bindings: dict, folder: str | os.P
     staging = Path(tempfile.mkdtemp(prefix=".mixkit-appflow-", suffix=".tmp", dir=target))
     try:
         writer = OutputWriter(staging, infotexts_by_image(outputs, bindings), video_format)
-        # clips first, so a bare waveform listed before its clip (`waveform`, then `audio`) is known as its samples
+        # clips first, so a bare waveform listed before its clip (`waveform`, then `audio`) is known as its samples;
+        # then single images, so one that is also in a list keeps its own name (`draft.png`, not `images-00.png`)
+        from PIL import Image
+
         from appflow.audio import Audio
 
-        clips = {name: writer.encode(name, value) for name, value in outputs.items() if isinstance(value, Audio)}
-        encoded = {name: clips[name] if name in clips else writer.encode(name, value) for name, value in outputs.items()}
+        first = {name: writer.encode(name, value) for kind in (Audio, Image.Image)
+                 for name, value in outputs.items() if isinstance(value, kind)}
+        encoded = {name: first[name] if name in first else writer.encode(name, value) for name, value in outputs.items()}
         document = {"app": app, "outputs": encoded, "interrupted": bool(interrupted)}
         (staging / RESULT_FILE).write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         names = [*writer.files, RESULT_FILE]
         taken = sorted(name for name in names if (target / name).exists())
         if taken and not overwrite:
-            raise FileExistsError(f"Output folder {str(target)!r} already holds {', '.join(taken)}; choose another "
+            raise OutputExistsError(f"Output folder {str(target)!r} already holds {', '.join(taken)}; choose another "
                                   "folder with -o or pass --overwrite.")
         for name in names:
             os.replace(staging / name, target / name)

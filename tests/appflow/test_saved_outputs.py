@@ -30,7 +30,7 @@ def test_images_get_their_steps_infotexts_and_an_output_that_is_another_is_one_f
                 "seeds": Binding("generate", "seeds"), "result": Binding("generate", "image")}
     assert infotexts_by_image(outputs, bindings) == {id(first): "one", id(second): "two"}
     written = save_app_outputs("demo", outputs, bindings, tmp_path / "out")
-    assert [path.name for path in written] == ["image.png", "images-01.png", "blend.png", "result.json"]
+    assert [path.name for path in written] == ["image.png", "blend.png", "images-01.png", "result.json"]
     with Image.open(tmp_path / "out" / "image.png") as image:
         assert image.info["parameters"] == "one" and image.getpixel((0, 0)) == (255, 0, 0)
     with Image.open(tmp_path / "out" / "images-01.png") as image:
