@@ -3,8 +3,10 @@ back against the Python API called directly, errors before any model loads, Ctrl
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import signal
 
 import numpy as np
@@ -199,15 +201,37 @@ def test_the_first_sigint_interrupts_the_control_and_the_second_aborts():
         with interrupt_on_sigint(control):
             os.kill(os.getpid(), signal.SIGINT)
             assert control.interrupted
-            os.kill(os.getpid(), signal.SIGINT)
-            signal.pthread_kill(threading_main_id(), 0)  # let the pending handler run
+            os.kill(os.getpid(), signal.SIGINT)  # the handler raises at the next bytecode
     assert signal.getsignal(signal.SIGINT) is before
 
 
-def threading_main_id() -> int:
-    import threading
+def test_a_hub_id_missing_from_the_cache_offline_fails_at_once_with_exit_2(cli, capsys, monkeypatch, picture,
+                                                                          tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    assert cli(["apps", "run", "image2text_generation", "--model", "someone/not-cached", "--input",
+                f"image={picture}", "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "'someone/not-cached'" in err and "not in the Hugging Face cache" in err and "HF_HUB_OFFLINE" in err
+    assert not (tmp_path / "out").exists()
 
-    return threading.main_thread().ident
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_terminal_shows_the_sampling_steps_and_a_pipe_does_not(cli, capsys, monkeypatch, tiny_audioldm_dir,
+                                                                  tmp_path):
+    argv = ["apps", "run", "music_generation", "--model", str(tiny_audioldm_dir), "--input", "prompt=a bell",
+            "--option", "audio_length_in_s=0.02", "--option", "steps=3"]
+    bar = re.compile(r"3/3 \[[^\]]*(step/s|s/step)")  # tqdm's "3/3 [00:00<00:00, 9.1step/s]"
+    assert cli([*argv, "-o", str(tmp_path / "piped")]) == 0
+    assert not bar.search(capsys.readouterr().err)
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    assert cli([*argv, "-o", str(tmp_path / "shown")]) == 0
+    assert bar.search(terminal.getvalue())
 
 
 def test_describe_prints_inputs_options_with_defaults_and_models(cli, capsys):
