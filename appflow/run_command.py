@@ -16,6 +16,7 @@ import sys
 import threading
 from typing import Any
 
+DEFAULT_OUTPUT_ROOT = "outputs/appflow"
 INTERRUPTED_EXIT_CODE = 130  # what a shell reports for a process stopped by SIGINT (128 + 2), as `mixkit generate`
 
 
@@ -34,8 +35,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the model for a role (a hub id or local folder/file); roles not given use defaults")
     parser.add_argument("--model", action="append", default=[], metavar="SOURCE",
                         help="models in role order, as Appflow(models=[...]); not together with --models")
-    parser.add_argument("-o", "--output", default="outputs/appflow", metavar="OUTDIR",
-                        help="folder for the outputs (default: %(default)s); must be new or empty unless --overwrite")
+    parser.add_argument("-o", "--output", metavar="OUTDIR",
+                        help=f"folder for the outputs, new or empty unless --overwrite (default: a new numbered one, "
+                             f"{DEFAULT_OUTPUT_ROOT}/00001-APP, 00002-APP ...)")
     parser.add_argument("--overwrite", action="store_true", help="replace files of the same names in OUTDIR")
     parser.add_argument("--video-format", choices=["auto", "mp4", "gif"], default="auto",
                         help="a video output's file type (auto: .mp4 where OpenCV can encode it, else .gif)")
@@ -100,7 +102,8 @@ def run_command(args: argparse.Namespace) -> int:
         options["seed"] = args.seed
     json_inputs = read_inputs_json(args.inputs_json) if args.inputs_json else None
     inputs = inputs_from_strings(description, split_assignments(args.input, "--input"), json_inputs)
-    folder = check_output_folder(args.output, args.overwrite)
+    output = args.output if args.output is not None else next_run_folder(DEFAULT_OUTPUT_ROOT, description["name"])
+    folder = check_output_folder(output, args.overwrite)
     flow = build_flow(description["name"], models, options, args)  # option values and model configs: no weights
 
     # 2. Run, Ctrl-C as Interrupt
@@ -116,6 +119,15 @@ def run_command(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return INTERRUPTED_EXIT_CODE
     return 0
+
+
+def next_run_folder(root: str, app: str) -> str:
+    """`root/NNNNN-app`, numbered one past the highest run folder there (A1111 numbers its outputs the same way), so
+    runs without -o never meet an existing folder."""
+    from pathlib import Path
+
+    numbers = [int(path.name[:5]) for path in Path(root).glob("[0-9][0-9][0-9][0-9][0-9]-*") if path.name[:5].isdigit()]
+    return str(Path(root) / f"{max(numbers, default=0) + 1:05d}-{app}")
 
 
 def build_flow(name: str, models: Any, options: dict, args: argparse.Namespace):

@@ -254,3 +254,14 @@ def test_apps_without_a_sub_command_still_lists(cli, capsys):
     assert [info["name"] for info in json.loads(capsys.readouterr().out)] == ["qrcode_art"]
     assert cli(["apps", "list", "qrcode_art"]) == 0
     assert capsys.readouterr().out.startswith("qrcode_art\n")
+
+
+def test_without_o_each_run_gets_a_new_numbered_folder(cli, capsys, monkeypatch, tiny_blip2_dir, picture, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "outputs" / "appflow" / "00007-other").mkdir(parents=True)
+    argv = ["apps", "run", "image2text_generation", "--model", str(tiny_blip2_dir), "--input", f"image={picture}",
+            "--option", "max_new_tokens=2"]
+    assert cli(argv) == 0 and cli(argv) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == ["outputs/appflow/00008-image2text_generation/result.json",
+                       "outputs/appflow/00009-image2text_generation/result.json"]
