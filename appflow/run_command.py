@@ -111,7 +111,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     # 3. Save what was made, complete files only
     written = save_app_outputs(flow.name, result, flow.plan.outputs, folder, overwrite=args.overwrite,
-                               interrupted=interrupted, video_format=args.video_format)
+                               interrupted=interrupted, video_format=args.video_format, documents=labelme_outputs(flow))
     for path in written:
         print(path)
     if interrupted:
@@ -119,6 +119,14 @@ def run_command(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return INTERRUPTED_EXIT_CODE
     return 0
+
+
+def labelme_outputs(flow) -> tuple[str, ...]:
+    """The outputs that are LabelMe annotations (auto_label's `annotation`): saved as their own .json too, for
+    LabelMe to open next to the image."""
+    plan = flow.plan
+    return tuple(name for name, binding in plan.outputs.items()
+                 if binding.step is not None and plan.task_classes[binding.step].name == "labelme_annotation")
 
 
 def next_run_folder(root: str, app: str) -> str:

@@ -120,6 +120,10 @@ class OutputWriter:
         self.written[id(image)] = file_name
         return file_name
 
+    def document(self, file_name: str, data: dict) -> None:
+        (self.staging / file_name).write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        self.files.append(file_name)
+
     def video(self, name: str, video) -> dict:
         file_name = f"{name}{video_suffix(self.video_format)}"
         video.save(self.staging / file_name)
@@ -137,8 +141,10 @@ class OutputWriter:
 
 
 def save_app_outputs(app: str, outputs: dict, bindings: dict, folder: str | os.PathLike, *, interrupted: bool = False,
-                     overwrite: bool = False, video_format: str = "auto") -> list[Path]:
+                     overwrite: bool = False, video_format: str = "auto", documents: tuple[str, ...] = ()) -> list[Path]:
     """Write `outputs` (an app's result) into `folder` and return the files written, `result.json` last.
+
+    `documents`: outputs that are files of their own format (a LabelMe annotation), also written as `<name>.json`.
 
     All files are made in a hidden staging folder inside `folder`, then renamed into place; an error before that
     leaves nothing behind (no partial file, no folder made for it). Without `overwrite` a name taken meanwhile is an
@@ -159,6 +165,11 @@ def save_app_outputs(app: str, outputs: dict, bindings: dict, folder: str | os.P
         first = {name: writer.encode(name, value) for kind in (Audio, Image.Image)
                  for name, value in outputs.items() if isinstance(value, kind)}
         encoded = {name: first[name] if name in first else writer.encode(name, value) for name, value in outputs.items()}
+        documented: set[int] = set()
+        for name in documents:  # "result" would be result.json itself; it is another output under its own name
+            if name != "result" and isinstance(outputs.get(name), dict) and id(outputs[name]) not in documented:
+                documented.add(id(outputs[name]))
+                writer.document(f"{name}.json", encoded[name])
         document = {"app": app, "outputs": encoded, "interrupted": bool(interrupted)}
         (staging / RESULT_FILE).write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         names = [*writer.files, RESULT_FILE]

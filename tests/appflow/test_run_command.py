@@ -265,3 +265,25 @@ def test_without_o_each_run_gets_a_new_numbered_folder(cli, capsys, monkeypatch,
     printed = capsys.readouterr().out.split()
     assert printed == ["outputs/appflow/00008-image2text_generation/result.json",
                        "outputs/appflow/00009-image2text_generation/result.json"]
+
+
+def test_auto_label_writes_masks_the_labelme_file_and_boxes_labels_in_result_json(cli, tiny_blip2_dir, tiny_dino_dir,
+                                                                                 tiny_sam_dir, picture, tmp_path):
+    out = tmp_path / "labels"
+    models = [f"captioner={tiny_blip2_dir}", f"detector={tiny_dino_dir}", f"segmenter={tiny_sam_dir}"]
+    assert cli(["apps", "run", "auto_label", *[arg for model in models for arg in ("--models", model)], "--input",
+                f"image={picture}", "--option", "box_threshold=0", "--option", "text_threshold=0", "-o",
+                str(out)]) == 0
+    by_hand = Appflow("auto_label", models=[tiny_blip2_dir, tiny_dino_dir, tiny_sam_dir], box_threshold=0.0,
+                      text_threshold=0.0)(image=str(picture))
+    outputs = read_result(out)["outputs"]
+    assert outputs["labels"] == by_hand["labels"] and len(outputs["labels"]) > 0
+    assert np.allclose(outputs["boxes"], by_hand["boxes"].tolist()) and outputs["caption"] == by_hand["caption"]
+    count = len(by_hand["labels"])
+    assert outputs["seg_masks"] == outputs["masks"] == [f"seg_masks-{i:02d}.png" for i in range(count)]
+    for index in range(count):
+        with Image.open(out / f"seg_masks-{index:02d}.png") as mask:
+            assert np.array_equal(np.asarray(mask) > 0, by_hand["seg_masks"][index].numpy())
+    annotation = json.loads((out / "annotation.json").read_text())
+    assert annotation == outputs["annotation"] and annotation["imagePath"] == "photo.png"
+    assert len(annotation["shapes"]) >= count

@@ -131,3 +131,12 @@ def test_an_output_folder_must_be_a_writable_folder(tmp_path):
     with pytest.raises(ValueError, match="video format must be one of auto, mp4, gif"):
         save_app_outputs("demo", {}, {}, tmp_path / "c", video_format="avi")
     assert not (tmp_path / "c").exists()
+
+
+def test_a_document_output_is_also_its_own_json_file_once(tmp_path):
+    labelme = {"version": "5.4.1", "shapes": [], "imagePath": "photo.png"}
+    written = save_app_outputs("auto_label", {"annotation": labelme, "result": labelme}, {}, tmp_path,
+                               documents=("annotation", "result"))
+    assert [path.name for path in written] == ["annotation.json", "result.json"]
+    assert json.loads((tmp_path / "annotation.json").read_text()) == labelme
+    assert json.loads((tmp_path / "result.json").read_text())["outputs"] == {"annotation": labelme, "result": labelme}
