@@ -14,28 +14,31 @@ import appflow.tasks  # noqa: F401  (registers the built-in tasks)
 from appflow.chain import Chain, Step, validate_chain
 from mixkit.registry import Registry
 
+
 class AppRegistry(Registry[Chain]):
     """The apps by name; an alias (PaddleMIX's name for the same app) opens the app it stands for."""
 
     def __init__(self) -> None:
         super().__init__("AppFlow app")
-        self.aliases: dict[str, str] = {}
+        # PaddleMIX's app names, apart from the base registry's aliases (whose `aliases(name)` method this must not
+        # hide: `unregister` uses it)
+        self.app_aliases: dict[str, str] = {}
 
     def register_alias(self, alias: str, name: str) -> None:
         self.get(name)  # an alias of an unknown app fails now, not at first use
-        if alias in self or alias in self.aliases:
+        if alias in self or alias in self.app_aliases:
             raise ValueError(f"AppFlow app name {alias!r} is already taken; pick another alias.")
-        self.aliases[alias] = name
+        self.app_aliases[alias] = name
 
     def get(self, name: str) -> Chain:
-        if isinstance(name, str) and name not in self and name in self.aliases:
-            return super().get(self.aliases[name])
+        if isinstance(name, str) and name not in self and name in self.app_aliases:
+            return super().get(self.app_aliases[name])
         return super().get(name)
 
     def unknown_message(self, name: object) -> str:
-        close = difflib.get_close_matches(str(name), [*self.names(), *self.aliases], n=1)
+        close = difflib.get_close_matches(str(name), [*self.names(), *self.app_aliases], n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
-        aliases = ", ".join(f"{alias!r} (= {target!r})" for alias, target in self.aliases.items())
+        aliases = ", ".join(f"{alias!r} (= {target!r})" for alias, target in self.app_aliases.items())
         return (f"Unknown {self.kind} {name!r}.{hint} Valid names: {', '.join(repr(n) for n in self.names())}"
                 + (f"; aliases: {aliases}." if aliases else "."))
 
@@ -208,7 +211,7 @@ def describe_app(name: str) -> dict[str, Any]:
         options.update({key: value for key, value in chosen.items() if key in options})
     return {
         "name": plan.chain.name, "description": plan.chain.description,
-        "aliases": [alias for alias, target in APPS.aliases.items() if target == plan.chain.name],
+        "aliases": [alias for alias, target in APPS.app_aliases.items() if target == plan.chain.name],
         "inputs": {k: p.type + ("?" if p.optional else "") for k, p in plan.app_inputs.items()},
         "outputs": list(plan.outputs),
         "options": options,

@@ -319,18 +319,23 @@ class Appflow:
 
         # 2. Run the steps in dependency order
         values: dict[tuple[str | None, str], Any] = {(None, name): value for name, value in inputs.items()}
+        def stopped(where: str) -> AppInterrupted:
+            made = {name: values[(b.step, b.key)] for name, b in self.plan.outputs.items() if (b.step, b.key) in values}
+            return AppInterrupted(f"App {self.name!r} was interrupted {where}; "
+                                  + (f"only {sorted(made)} were made" if made else "no outputs were made")
+                                  + ". Run it again to finish.",
+                                  partial=AppResult(self.plan.chain, made, inputs, interrupted=True))
+
         for number, step in enumerate(self.plan.order):
             if number and interrupted():  # the previous step stopped early: the rest would work on a partial result
-                made = {name: values[(b.step, b.key)] for name, b in self.plan.outputs.items()
-                        if (b.step, b.key) in values}
-                raise AppInterrupted(f"App {self.name!r} was interrupted before step {step.id!r}; "
-                                     + (f"only {sorted(made)} were made" if made else "no outputs were made")
-                                     + ". Run it again to finish.",
-                                     partial=AppResult(self.plan.chain, made, inputs, interrupted=True))
+                raise stopped(f"before step {step.id!r}")
             task = self.tasks[step.id]
             step_inputs = {key: values[(b.step, b.key)] for key, b in self.plan.bindings[step.id].items()
                            if (b.step, b.key) in values}
-            produced = task.run(_StepModels(self, step.id), per_task[step.id], **step_inputs)
+            try:
+                produced = task.run(_StepModels(self, step.id), per_task[step.id], **step_inputs)
+            except AppInterrupted:  # the step was stopped before it made anything to hand on
+                raise stopped(f"in step {step.id!r} before it made anything") from None
             for key, port_type in task.outputs.items():
                 if key not in produced:
                     raise RuntimeError(f"Step {step.id!r} (task {task.name!r}) did not return its output {key!r}.")

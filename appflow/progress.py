@@ -69,3 +69,11 @@ def interrupted() -> bool:
     """Whether the running app's caller pressed Interrupt (the steps after the current one are then not run)."""
     control = _HOOKS.get().control
     return control is not None and control.interrupted
+
+
+def images_made(result) -> list:
+    """A pipeline result's images, for a task to hand on. An Interrupt that reached the pipeline before its first
+    image leaves none: that is AppInterrupted (the app shows what its earlier steps made), not an IndexError."""
+    if not result.images and interrupted():
+        raise AppInterrupted("interrupted before its first image was made")
+    return result.images

@@ -11,7 +11,7 @@ import contextlib
 import threading
 from typing import Any
 
-from appflow.progress import pipeline_hooks
+from appflow.progress import images_made, pipeline_hooks
 from appflow.task import Port, Task, register_task
 
 from mixkit.tiny.shipped import DEFAULT_TEXT_TO_IMAGE
@@ -196,7 +196,7 @@ class TextToImageTask(GenerationTask):
             result = pipe(prompt=prompt, width=options["width"] or native, height=options["height"] or native,
                           batch_size=options["batch_size"],
                           batch_count=options["batch_count"], **generation_kwargs(options), **pipeline_hooks())
-        return {"image": result.images[0], "images": result.images, **generation_record(result)}
+        return {"image": images_made(result)[0], "images": result.images, **generation_record(result)}
 
 
 @register_task
@@ -222,7 +222,7 @@ class ImageToImageTask(GenerationTask):
             result = pipe(prompt=prompt, init_images=[image], width=width, height=height,
                           denoising_strength=options["denoising_strength"], **generation_kwargs(options),
                           **pipeline_hooks())
-        return {"image": result.images[0], **generation_record(result)}
+        return {"image": images_made(result)[0], **generation_record(result)}
 
 
 @register_task
@@ -259,7 +259,7 @@ class InpaintTask(GenerationTask):
                           height=height, denoising_strength=options["denoising_strength"], mask_blur=options["mask_blur"],
                           inpainting_fill=options["inpainting_fill"], **generation_kwargs(options),
                           **pipeline_hooks())
-        painted = result.images[0]
+        painted = images_made(result)[0]
         if painted.size != image.size:
             # The working size was rounded to the VAE multiple: scale back, and keep unmasked pixels exact.
             from PIL import Image

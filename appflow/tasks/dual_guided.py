@@ -12,7 +12,7 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-from appflow.progress import pipeline_hooks
+from appflow.progress import images_made, pipeline_hooks
 from appflow.task import Port, check_number_option, register_task
 from appflow.tasks.diffusion import (
     DEFAULT_SD, GENERATION_OPTIONS, IMG2IMG_ALIASES, GenerationTask, check_lora_folder, generation_kwargs,
@@ -80,4 +80,4 @@ class DualGuidedGenerationTask(GenerationTask):
             result = pipe(prompt=prompt, init_images=[blend], width=width, height=height,
                           denoising_strength=options["denoising_strength"], **generation_kwargs(options),
                           **pipeline_hooks())
-        return {"image": result.images[0], "blend": blend, **generation_record(result)}
+        return {"image": images_made(result)[0], "blend": blend, **generation_record(result)}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from appflow.progress import pipeline_hooks
+from appflow.progress import images_made, pipeline_hooks
 from appflow.task import Port, Task, check_int_option, check_number_option, register_task
 from appflow.tasks.diffusion import (
     GENERATION_OPTIONS, SD15, GenerationTask, check_lora_folder, generation_kwargs, generation_record,
@@ -133,7 +133,7 @@ class ControlNetTextToImageTask(GenerationTask):
         with one_call_at_a_time(pipe.model):
             result = pipe(prompt=prompt, width=size, height=size, controlnets=[unit], **generation_kwargs(options),
                           **pipeline_hooks())
-        return {"image": result.images[0], **generation_record(result)}
+        return {"image": images_made(result)[0], **generation_record(result)}
 
 
 @register_task

@@ -42,6 +42,16 @@ def test_interrupt_stops_the_sd_step_at_its_next_step_and_keeps_what_it_has(flow
     assert flow(prompt="a cat", control=GenerationControl()).interrupted is False
 
 
+def test_an_interrupt_before_the_first_image_is_app_interrupted_not_an_index_error(flow):
+    """Ctrl-C while the model loads: the pipeline's batch loop makes no image, and the step has nothing to hand on."""
+    control = GenerationControl()
+    control.interrupt()
+    with pytest.raises(AppInterrupted, match=r"interrupted in step '.*' before it made anything; no outputs were made"
+                       ) as stopped:
+        flow(prompt="a cat", control=control)
+    assert stopped.value.partial.interrupted is True and dict(stopped.value.partial) == {}
+
+
 def test_a_chain_interrupted_with_steps_left_stops_before_the_next_one(tiny_sd1_dir, shared_cache):
     chain = Chain("draft_then_refine", [Step("text_to_image", id="draft"),
                                         Step("image_to_image", id="refine", inputs={"prompt": "prompt"})],
