@@ -23,6 +23,7 @@ from typing import Any
 from pipelines.control import GenerationControl
 from pipelines.generation import GenerationResult
 from pipelines.scripts.prompt_lines import OPTIONS, PromptLine, parse_prompt_lines
+from pipelines.scripts.grid_budget import check_grid_size, images_per_call, output_size
 from pipelines.scripts.registry import ScriptArg, ScriptResult
 from pipelines.scripts.script_args import check_choice, check_flag, overall_progress, positional_args
 from pipelines.seeds import resolve_seed
@@ -142,6 +143,10 @@ def plan_lines(params, config: PromptsFromFileConfig, styles=None) -> list:
         planned.append(line_params(params, line, config, seed, styles))
         if config.iterate_seed:
             seed += params.batch_size * params.batch_count
+    if config.make_combined:  # its grid holds every image of every line, each at the largest image's size
+        check_grid_size("Prompts from file: the combined",
+                        [output_size(call) for call in planned for _ in range(images_per_call(call))],
+                        "use fewer lines or images per line, or turn off the combined image")
     return planned
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from pipelines.control import GenerationControl
 from pipelines.generation import GenerationResult
+from pipelines.scripts.grid_budget import batch_grid_size, check_grid_size
 from pipelines.scripts.registry import ScriptResult
 from pipelines.scripts.xyz_axes import PlotContext, find_checkpoint_name
 from pipelines.scripts.xyz_config import (MAX_CELLS, PlotAxis, XyzConfig, parse_script_args, script_args_info,
@@ -29,8 +30,6 @@ from pipelines.seeds import resolve_seed
 
 TITLE = "X/Y/Z plot"
 GRID_PREFIX = "xyz_grid"  # A1111 saves the grids as xyz_grid-NNNN.png
-# A1111's img_max_size_mp default: the grid image's size limit, checked before generating (PIL would refuse later)
-MAX_GRID_MEGAPIXELS = 200
 SEED_AXES = ("Seed", "Var. seed")
 
 __all__ = ["TITLE", "XyzConfig", "check_plot", "parse_script_args", "plan_order", "run", "xyz_config"]
@@ -118,10 +117,8 @@ def check_plot(params, config: XyzConfig, context: PlotContext) -> list[PlotCell
         raise ValueError(f"The plot has {config.cell_count} cells, more than {MAX_CELLS}; split it into smaller plots.")
     cells = [PlotCell(ix, iy, iz, cell_params(params, config, ix, iy, iz, context))
              for ix, iy, iz in plan_order(config)]
-    pixels = sum(cell.params.width * cell.params.height for cell in cells)
-    if pixels / 1_000_000 > MAX_GRID_MEGAPIXELS:
-        raise ValueError(f"The plot's grid would be about {round(pixels / 1_000_000)} megapixels, more than "
-                         f"{MAX_GRID_MEGAPIXELS} (A1111's img_max_size_mp); use fewer values or a smaller size.")
+    check_grid_size("The plot's", [batch_grid_size(cell.params) for cell in cells],
+                    "use fewer values, a smaller size or batch, or no hires fix")
     return cells
 
 

@@ -78,6 +78,16 @@ def test_the_count_is_capped_and_a_prompt_per_image_refused():
         prompt_matrix.plan_batches(big, PromptMatrixConfig())
 
 
+def test_the_grid_cap_counts_the_hires_size():
+    from pipelines.hires import HiresParams
+
+    # 512 images of 512x512 are 134 MP; hires x2 makes them 1024x1024: 537 MP
+    small = dict(TINY, prompt="x" + "|p" * 9, width=512, height=512)
+    prompt_matrix.plan_batches(Txt2ImgParams(**small), PromptMatrixConfig())
+    with pytest.raises(ValueError, match="about 537 megapixels, more than 200"):
+        prompt_matrix.plan_batches(HiresParams(**small, hr_scale=2.0), PromptMatrixConfig())
+
+
 def _pixels(image):
     return np.asarray(image.convert("RGB"), dtype=np.int16)
 

@@ -101,6 +101,15 @@ def test_make_combined_puts_one_grid_of_every_image_first(sd1_pipe):
     assert result.infotexts[0] == "\n".join(result.infotexts[1:]) and len(result.samples.images) == 3
 
 
+def test_the_combined_image_is_refused_before_generating_when_over_the_grid_cap():
+    # 2 lines of 16 x 6 images of 1024x1024 = 201 MP in one grid; without the combined image, no grid to cap
+    text = "--prompt a --n_iter 6\n--prompt b --n_iter 6"
+    params = Txt2ImgParams(**{**TINY, "width": 1024, "height": 1024, "batch_size": 16})
+    assert len(plan_lines(params, prompts_config(text))) == 2
+    with pytest.raises(ValueError, match="combined grid would be about 201 megapixels, more than 200"):
+        plan_lines(params, prompts_config(text, make_combined=True))
+
+
 def test_a_bad_line_fails_before_the_first_image(sd1_pipe):
     calls = []
     with pytest.raises(ValueError, match="line 2: .*width"):

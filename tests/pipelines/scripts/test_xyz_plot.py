@@ -59,6 +59,28 @@ def test_grid_megapixel_cap():
         xyz_plot.check_plot(Txt2ImgParams(**{**TINY, "width": 512, "height": 512}), config, PlotContext())
 
 
+@pytest.mark.parametrize("x, params", [
+    # 100 cells of 8 images of 512x512, each cell their 3x3 grid: 100 x 1536x1536 = 236 MP (26 MP as one per cell)
+    (("Seed", "1-100"), dict(width=512, height=512, batch_size=4, batch_count=2)),
+    # 51 cells, image_grid draws each at 2048x2048: 214 MP (4.5 MP as a sum of each cell's own size)
+    (("Size", "64x2048, 2048x64, 64x64"), dict(width=64, height=64)),
+])
+def test_grid_megapixel_cap_counts_batches_and_the_largest_cell(x, params):
+    y = ("Steps", "1") if x[0] == "Seed" else ("Seed", "1-17")
+    config = xyz_plot.xyz_config(x, y)
+    with pytest.raises(ValueError, match="more than 200"):
+        xyz_plot.check_plot(Txt2ImgParams(**{**TINY, **params}), config, PlotContext())
+
+
+def test_grid_megapixel_cap_counts_the_hires_size():
+    from pipelines.hires import HiresParams
+
+    config = xyz_plot.xyz_config(("Seed", "1-60"))  # 60 x 2048x2048 = 252 MP after hires; 16 MP before
+    with pytest.raises(ValueError, match="252 megapixels"):
+        xyz_plot.check_plot(HiresParams(**{**TINY, "width": 512, "height": 512}, hr_scale=4.0), config,
+                            PlotContext())
+
+
 def test_plot_runs_every_cell_and_draws_a_labelled_grid(sd1_pipe):
     config = xyz_plot.xyz_config(("Steps", "1,2"), ("CFG Scale", "5,7"), ("Prompt S/R", "red,blue"),
                                  include_lone_images=True, include_sub_grids=True)
