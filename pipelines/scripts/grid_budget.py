@@ -16,7 +16,10 @@ def output_size(params) -> tuple[int, int]:
     if hasattr(params, "hr_scale"):
         from pipelines.hires import hires_target_size
 
-        return hires_target_size(params)
+        try:
+            return hires_target_size(params)
+        except (ValueError, TypeError, OverflowError):
+            pass  # a bad hr_scale / hr_resize: the pipeline's check refuses it, naming the field, before any work
     return params.width, params.height
 
 

@@ -12,6 +12,12 @@ def test_output_size_is_the_hires_upscaled_size():
     assert output_size(HiresParams(width=512, height=768, hr_scale=2.0)) == (1024, 1536)
 
 
+@pytest.mark.parametrize("scale", [1e308, float("nan")])
+def test_a_bad_hires_scale_is_left_to_the_hires_check(scale):
+    # the hires size of 1e308 is an OverflowError; check_hires_params refuses it by name right after
+    assert output_size(HiresParams(width=64, height=32, hr_scale=scale)) == (64, 32)
+
+
 def test_a_batch_cell_is_its_batch_grid():
     # 6 images: A1111's rows = round(sqrt(6)) = 2, so 2 rows of 3
     assert batch_grid_size(Txt2ImgParams(width=64, height=32, batch_size=3, batch_count=2)) == (192, 64)
