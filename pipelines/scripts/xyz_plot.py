@@ -147,6 +147,17 @@ def _cell_image(images: list):
     return image_grid(images)
 
 
+def _switch_checkpoint(context: PlotContext, wanted: str, position: int, cells: int):
+    """The pipeline of checkpoint `wanted`. It was valid when the plot was checked; a file removed or broken since
+    fails here, named as the axis value, not as whatever the loader calls it."""
+    try:
+        return context.switch_checkpoint(find_checkpoint_name(context, wanted) or wanted)
+    except (ValueError, LookupError, OSError) as error:
+        raise ValueError(f"X/Y/Z plot stopped at cell {position + 1} of {cells}: the Checkpoint name axis could not "
+                         f"load {wanted!r} ({error}); was it removed or changed? Refresh the checkpoint list and plot "
+                         "again.") from error
+
+
 def run(pipe, params, config: XyzConfig, callback=None, control: GenerationControl | None = None,
         **context: Any) -> ScriptResult:
     """Generate the plot with `pipe` (a txt2img, img2img or hires-fix pipeline) on `params`.
@@ -171,7 +182,7 @@ def run(pipe, params, config: XyzConfig, callback=None, control: GenerationContr
         if checkpoint_axis is not None:
             wanted = checkpoint_axis.values[(cell.ix, cell.iy, cell.iz)[config.axes.index(checkpoint_axis)]]
             if wanted != current_checkpoint:
-                pipe = plot_context.switch_checkpoint(find_checkpoint_name(plot_context, wanted) or wanted)
+                pipe = _switch_checkpoint(plot_context, wanted, position, len(cells))
                 current_checkpoint = wanted
         result = pipe(cell.params, callback=_cell_progress(callback, position, len(cells)), control=control)
         by_index[cell.index(config)] = result

@@ -151,6 +151,19 @@ def test_checkpoint_axis_switches_once_per_value(sd1_pipe):
     assert switched == ["one", "two"] and len(result.samples.images) == 4
 
 
+def test_a_checkpoint_that_fails_to_load_mid_plot_is_named(sd1_pipe):
+    def switch(name):
+        if name == "two":
+            raise FileNotFoundError(2, "No such file or directory", "/models/two.safetensors")
+        return sd1_pipe
+
+    context = {"checkpoint_names": ["one", "two"], "switch_checkpoint": switch}
+    config = xyz_plot.xyz_config(("Checkpoint name", "one, two"), context=context)
+    with pytest.raises(ValueError, match=r"stopped at cell 2 of 2: the Checkpoint name axis could not load 'two' "
+                                         r"\(.*No such file or directory.*\); was it removed"):
+        xyz_plot.run(sd1_pipe, Txt2ImgParams(**TINY), config, **context)
+
+
 def test_a_bad_cell_fails_before_any_generation(sd1_pipe):
     calls = []
     config = xyz_plot.xyz_config(("Steps", "1, 5000"))
