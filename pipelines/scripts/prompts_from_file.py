@@ -150,6 +150,11 @@ def plan_lines(params, config: PromptsFromFileConfig, styles=None) -> list:
     return planned
 
 
+def describe_line(config: PromptsFromFileConfig, index: int) -> str:
+    """Call `index` of `planned_params` by its line in the list ("line 12"), for errors."""
+    return f"line {config.jobs[index].number}"
+
+
 def planned_params(params, config: PromptsFromFileConfig, **context: Any) -> list:
     """Every line's params, for a server's own checks before it queues the list."""
     return plan_lines(params, config, context.get("styles"))

@@ -122,6 +122,13 @@ def check_plot(params, config: XyzConfig, context: PlotContext) -> list[PlotCell
     return cells
 
 
+def describe_cell(config: XyzConfig, index: int) -> str:
+    """Cell `index` of `planned_params` by its axes' labels ("cell Steps: 20, CFG Scale: 7"), for errors."""
+    position = plan_order(config)[index]
+    labels = [axis.labels()[at] for axis, at in zip(config.axes, position) if not axis.is_nothing]
+    return "cell " + ", ".join(labels)
+
+
 def planned_params(params, config: XyzConfig, **context: Any) -> list:
     """Every cell's params (after `check_plot`), for a server's own checks before it queues the plot."""
     return [cell.params for cell in check_plot(params, config, PlotContext.of(**context))]

@@ -78,6 +78,12 @@ def test_bad_script_args_are_refused_naming_the_slot(client, args, message):
     assert response.status_code == 422 and message in response.json()["detail"], response.text
 
 
+def test_a_cell_over_the_server_limits_is_named_by_its_axis_values(client):
+    response = plot(client, script_args=["Size", "64x64, 0x64", [], "CFG Scale", "5, 7"])
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"] == "X/Y/Z plot, cell Size: 0x64, CFG Scale: 5.0: width must be in [8, 4096], got 0."
+
+
 def test_unknown_script_names_are_still_refused(client):
     response = client.post("/sdapi/v1/txt2img", json={**TINY, "script_name": "No such script"})
     assert response.status_code == 422 and "script_name='No such script'" in response.text
