@@ -71,6 +71,8 @@ def test_script_args_in_a1111_order():
     ([False, False, "start", ["a"]], "script_args prompt_txt: must be the list's text"),
     ([False, False, "start", "a\n--bogus 1"], "script_args prompt_txt, line 2: unknown option --bogus"),
     ([False, False, "start", "\n".join("x" * 1001)], "1,001 lines, more than 1,000"),
+    # counted before any line is read (a bad option on line 1 is not reached): reading 100,000 took 10 s
+    ([False, False, "start", "--nope 1\n" + "\n".join("x" * 1000)], "1,001 lines, more than 1,000"),
     ([False, False, "start", "a", False, 1], "at most 5 values"),
 ])
 def test_bad_script_args_name_the_slot_or_line(args, message):
