@@ -126,7 +126,7 @@ def describe_cell(config: XyzConfig, index: int) -> str:
     """Cell `index` of `planned_params` by its axes' labels ("cell Steps: 20, CFG Scale: 7"), for errors."""
     position = plan_order(config)[index]
     labels = [axis.labels()[at] for axis, at in zip(config.axes, position) if not axis.is_nothing]
-    return "cell " + ", ".join(labels)
+    return "cell " + (", ".join(labels) or str(index + 1))
 
 
 def planned_params(params, config: XyzConfig, **context: Any) -> list:

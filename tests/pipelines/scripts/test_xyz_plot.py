@@ -31,6 +31,13 @@ def test_cell_params_apply_axes_and_vary_seeds():
     assert params.prompt == "a red cat" and params.seed == 5
 
 
+def test_describe_cell_names_a_planned_cell_by_its_axes_values():
+    config = xyz_plot.xyz_config(("Steps", "1,2"), ("Prompt S/R", "red,blue"))
+    assert [xyz_plot.describe_cell(config, index) for index in range(4)] == [
+        "cell Steps: 1, red", "cell Steps: 2, red", "cell Steps: 1, blue", "cell Steps: 2, blue"]
+    assert xyz_plot.describe_cell(xyz_plot.xyz_config(("Nothing", "")), 0) == "cell 1"
+
+
 def test_seed_minus_one_is_drawn_once_unless_kept():
     config = xyz_plot.xyz_config(("Seed", "-1, 7"))
     params, fixed = xyz_plot.fix_seeds(Txt2ImgParams(**{**TINY, "seed": -1}), config)
