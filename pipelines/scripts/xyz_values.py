@@ -39,7 +39,11 @@ def split_values(text: str) -> list[str]:
     if not isinstance(text, str):
         raise TypeError(f"axis values must be a string of comma-separated values, got {type(text).__name__}.")
     rows = csv.reader(StringIO(text), skipinitialspace=True)
-    return [value.strip() for row in rows for value in row if value.strip()]
+    try:
+        return [value.strip() for row in rows for value in row if value.strip()]
+    except csv.Error as error:  # a value over csv's 131,072-character field limit: not a ValueError of its own
+        raise ValueError(f"axis values could not be read as comma-separated values ({error}); give shorter "
+                         "values.") from None
 
 
 def join_values(values: list) -> str:

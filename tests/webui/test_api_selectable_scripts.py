@@ -72,6 +72,9 @@ def test_img2img_plot_varies_denoising(client):
     (["Checkpoint name", "nope"], "Unknown checkpoint 'nope'"),
     (["Steps", "1, 5000"], "steps"),
     (["VAE", "x"], "not supported by mixkit"),
+    (["Prompt S/R", "x" * 200_000], "could not be read as comma-separated values"),  # was csv.Error: a 500
+    (["Steps", ",".join(["1-10000"] * 20)], "more than 10000 in all"),
+    (["CFG Scale", "0-" + "9" * 400], "finite numbers"),  # was OverflowError: a 500
 ])
 def test_bad_script_args_are_refused_naming_the_slot(client, args, message):
     response = plot(client, script_args=args)

@@ -10,6 +10,13 @@ def test_split_values_honours_csv_quotes_and_skips_spaces_and_empties():
     assert split_values("") == []
 
 
+@pytest.mark.parametrize("text", ["x" * 200_000, '"' + "x" * 200_000 + '"'])
+def test_a_value_over_the_csv_field_limit_is_a_value_error(text):
+    # csv.Error (not a ValueError) made this a 500 from the HTTP API
+    with pytest.raises(ValueError, match="could not be read as comma-separated values"):
+        split_values(text)
+
+
 def test_join_values_quotes_what_split_values_would_split():
     values = ["Euler a", "DPM++ 2M, Karras", "x"]
     assert split_values(join_values(values)) == values
