@@ -59,6 +59,7 @@ def test_script_args_in_a1111_order_with_defaults():
     ([False, False, "positive", "tab"], "variations_delimiter: must be one of 'comma', 'space'"),
     (["yes"], "script_args put_at_start: must be true or false"),
     ([False, False, "positive", "comma", 501], "margin_size: must be a whole number of pixels 0-500"),
+    ([False, False, "positive", "comma", 10 ** 400], "margin_size: must be a whole number"),  # was OverflowError
     ([False] * 6, "at most 5 values: [put_at_start, different_seeds, prompt_type, variations_delimiter, margin_size]"),
 ])
 def test_bad_script_args_name_the_slot(args, message):
