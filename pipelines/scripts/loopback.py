@@ -27,9 +27,9 @@ from typing import Any, Callable
 from pipelines.control import GenerationControl
 from pipelines.generation import GenerationResult
 from pipelines.infotext import build_infotext, split_infotext
+from pipelines.scripts.grid_budget import check_grid_size, output_size
 from pipelines.scripts.loopback_config import (TITLE, LoopbackConfig, loop_strength, parse_script_args,
                                                script_args, strength_schedule)
-from pipelines.scripts.grid_budget import check_grid_size, output_size
 from pipelines.scripts.registry import ScriptResult
 from pipelines.seeds import resolve_seed
 

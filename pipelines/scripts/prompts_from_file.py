@@ -22,8 +22,8 @@ from typing import Any
 
 from pipelines.control import GenerationControl
 from pipelines.generation import GenerationResult
-from pipelines.scripts.prompt_lines import OPTIONS, PromptLine, parse_prompt_lines
 from pipelines.scripts.grid_budget import check_grid_size, images_per_call, output_size
+from pipelines.scripts.prompt_lines import OPTIONS, PromptLine, parse_prompt_lines
 from pipelines.scripts.registry import ScriptArg, ScriptResult
 from pipelines.scripts.script_args import check_choice, check_flag, overall_progress, positional_args
 from pipelines.seeds import resolve_seed
