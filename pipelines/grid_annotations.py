@@ -13,6 +13,12 @@ from dataclasses import dataclass
 ACTIVE_COLOR = (0, 0, 0)
 INACTIVE_COLOR = (153, 153, 153)  # A1111's grey for an inactive label
 STRIKE_WIDTH = 4
+# A label is read at a glance: a 30,000-character Prompt S/R value (the prompt's own bound) wrapped in full made
+# the top pad tens of thousands of pixels tall (gigabytes across 30 columns) and took seconds to measure. Longer
+# labels end in "..." (A1111 draws them whole); the infotext keeps the full value.
+MAX_LABEL_CHARS = 400
+MAX_LABEL_LINES = 8
+ELLIPSIS = "..."
 
 
 @dataclass
@@ -43,8 +49,21 @@ def _text_size(draw, text: str, font) -> tuple[int, int]:
     return right - left, bottom - top
 
 
-def wrap_text(draw, text: str, font, width: int) -> list[str]:
-    """`text` in lines no wider than `width` where words allow (a single long word keeps its own line)."""
+def shorten_label(text: str) -> str:
+    """`text`, or its first MAX_LABEL_CHARS characters and "..." when longer."""
+    return text if len(text) <= MAX_LABEL_CHARS else text[:MAX_LABEL_CHARS].rstrip() + ELLIPSIS
+
+
+def wrap_text(draw, text: str, font, width: int, max_lines: int | None = None) -> list[str]:
+    """`text` in lines no wider than `width` where words allow (a single long word keeps its own line); with
+    `max_lines`, the lines past it are dropped and the last kept one ends in "..."."""
+    lines = _wrapped(draw, text, font, width)
+    if max_lines is not None and len(lines) > max_lines:
+        lines = lines[:max_lines - 1] + [lines[max_lines - 1].rstrip() + " " + ELLIPSIS]
+    return lines
+
+
+def _wrapped(draw, text: str, font, width: int) -> list[str]:
     lines: list[str] = []
     for paragraph in text.split("\n"):
         current = ""
@@ -62,7 +81,7 @@ def wrap_text(draw, text: str, font, width: int) -> list[str]:
 def _lay_out(draw, annotations: list[GridAnnotation], font, allowed_width: int) -> list[_Line]:
     lines = []
     for annotation in annotations:
-        for text in wrap_text(draw, annotation.text, font, allowed_width):
+        for text in wrap_text(draw, shorten_label(annotation.text), font, allowed_width, MAX_LABEL_LINES):
             lines.append(_Line(text, annotation.is_active, _text_size(draw, text, font), allowed_width))
     return lines
 

@@ -144,9 +144,16 @@ class ServerJobs:
         if kind not in script.kinds:
             raise ValueError(f"script {script.title!r} runs for {', '.join(sorted(script.kinds))}, not {kind}.")
         context = script_context(self)
-        for cell in script.plan(params, config, kind=kind, switch_checkpoint=checkpoint_switcher(self, kind, params),
-                                **context):
-            self.check_params(kind, cell)
+        planned = script.plan(params, config, kind=kind, switch_checkpoint=checkpoint_switcher(self, kind, params),
+                              **context)
+        for index, call in enumerate(planned):
+            try:
+                self.check_params(kind, call)
+            except (ValueError, TypeError) as error:  # which line of 500, which cell of 1,000
+                if script.describe_call is None:
+                    raise
+                refused = ValueError if isinstance(error, ValueError) else TypeError
+                raise refused(f"{script.title}, {script.describe_call(config, index)}: {error}") from None
         entry = self.requested_checkpoint(checkpoint)
         job = script_job(self, kind, params, script, config, save=save, grid_save=grid_save, context=context,
                          checkpoint=entry, restore_checkpoint=restore_checkpoint,

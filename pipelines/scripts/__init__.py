@@ -12,7 +12,8 @@ from pipelines.scripts.registry import (SCRIPTS, ScriptArg, ScriptResult, Select
 register_script(SelectableScript(
     title=xyz_plot.TITLE, kinds=frozenset({"txt2img", "img2img"}), args=xyz_plot.script_args,
     parse=xyz_plot.parse_script_args, plan=xyz_plot.planned_params, run=xyz_plot.run,
-    description="one generation per combination of up to three axes' values, in a labelled grid"))
+    description="one generation per combination of up to three axes' values, in a labelled grid",
+    describe_call=xyz_plot.describe_cell))
 register_script(SelectableScript(
     title=prompt_matrix.TITLE, kinds=frozenset({"txt2img", "img2img"}), args=prompt_matrix.script_args,
     parse=prompt_matrix.parse_script_args, plan=prompt_matrix.planned_params, run=prompt_matrix.run,
@@ -20,7 +21,8 @@ register_script(SelectableScript(
 register_script(SelectableScript(
     title=prompts_from_file.TITLE, kinds=frozenset({"txt2img", "img2img"}), args=prompts_from_file.script_args,
     parse=prompts_from_file.parse_script_args, plan=prompts_from_file.planned_params, run=prompts_from_file.run,
-    description="one job per line of a list: a prompt, or A1111's --prompt/--steps/... options"))
+    description="one job per line of a list: a prompt, or A1111's --prompt/--steps/... options",
+    describe_call=prompts_from_file.describe_line))
 
 register_script(SelectableScript(
     title=loopback.TITLE, kinds=frozenset({"img2img"}), args=loopback.script_args,

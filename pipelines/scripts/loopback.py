@@ -28,6 +28,7 @@ from typing import Any, Callable
 from pipelines.control import GenerationControl
 from pipelines.generation import GenerationResult
 from pipelines.infotext import build_infotext, split_infotext
+from pipelines.scripts.grid_budget import check_grid_size, output_size
 from pipelines.scripts.loopback_config import (TITLE, LoopbackConfig, loop_strength, parse_script_args,
                                                script_args, strength_schedule)
 from pipelines.scripts.registry import ScriptResult
@@ -67,6 +68,8 @@ def loop_params(params, config: LoopbackConfig) -> list:
             planned.append(replace(params, batch_size=1, batch_count=1, denoising_strength=schedule[loop],
                                    seed=seed if seed == -1 else seed + batch * config.loops + loop,
                                    inpainting_fill=params.inpainting_fill if loop == 0 else "original"))
+    kept = config.loops if params.batch_count == 1 else params.batch_count  # the grid's images, see `run`
+    check_grid_size("Loopback's", [output_size(params)] * kept, "use fewer loops or batches, or a smaller size")
     return planned
 
 

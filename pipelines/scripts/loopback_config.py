@@ -58,8 +58,9 @@ class LoopbackConfig:
 
     def __post_init__(self) -> None:
         loops = self.loops
-        if isinstance(loops, bool) or not isinstance(loops, numbers.Real) or not float(loops).is_integer() \
-                or not 1 <= loops <= MAX_LOOPS:
+        # the range before float(): a JSON int of 400 digits is an OverflowError there
+        if isinstance(loops, bool) or not isinstance(loops, numbers.Real) or not 1 <= loops <= MAX_LOOPS \
+                or not float(loops).is_integer():
             raise ValueError(f"loops must be a whole number from 1 to {MAX_LOOPS} (A1111's Loops slider), "
                              f"got {loops!r}.")
         object.__setattr__(self, "loops", int(loops))

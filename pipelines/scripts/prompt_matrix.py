@@ -23,6 +23,7 @@ from typing import Any
 
 from pipelines.control import GenerationControl
 from pipelines.generation import GenerationResult
+from pipelines.scripts.grid_budget import check_grid_size, output_size
 from pipelines.scripts.registry import ScriptArg, ScriptResult
 from pipelines.scripts.script_args import (MAX_MARGIN, check_choice, check_flag, check_margin, overall_progress,
                                            positional_args)
@@ -37,7 +38,6 @@ DELIMITERS = {"comma": ", ", "space": " "}
 # 2^n images: 9 optional parts are 512 images, already a long hold on the worker; 10 would be 1,024 (over X/Y/Z
 # plot's 1,000-cell cap for one job). A bigger study is several matrices.
 MAX_OPTIONAL_PARTS = 9
-MAX_GRID_MEGAPIXELS = 200  # A1111's img_max_size_mp: checked before generating, not after
 
 __all__ = ["TITLE", "PromptMatrixConfig", "matrix_prompts", "parse_script_args", "plan_batches", "run"]
 
@@ -114,10 +114,8 @@ def check_matrix(params, config: PromptMatrixConfig) -> list[str]:
                          f"{2 ** optional:,} images; the most is {MAX_OPTIONAL_PARTS} parts "
                          f"({2 ** MAX_OPTIONAL_PARTS} images, one job holding the queue). Split it into smaller "
                          "matrices.")
-    megapixels = 2 ** optional * params.width * params.height / 1_000_000
-    if megapixels > MAX_GRID_MEGAPIXELS:
-        raise ValueError(f"Prompt matrix: its grid would be about {round(megapixels)} megapixels, more than "
-                         f"{MAX_GRID_MEGAPIXELS} (A1111's img_max_size_mp); use fewer '|' parts or a smaller size.")
+    check_grid_size("Prompt matrix: its", [output_size(params)] * 2 ** optional,
+                    "use fewer '|' parts, a smaller size or no hires fix")
     return parts
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from pipelines.control import GenerationControl
 from pipelines.generation import GenerationResult
+from pipelines.scripts.grid_budget import check_grid_size, images_per_call, output_size
 from pipelines.scripts.prompt_lines import OPTIONS, PromptLine, parse_prompt_lines
 from pipelines.scripts.registry import ScriptArg, ScriptResult
 from pipelines.scripts.script_args import check_choice, check_flag, overall_progress, positional_args
@@ -61,15 +62,17 @@ def parse_script_args(script_args: Any, kind: str = "txt2img", **context: Any) -
     values = positional_args(TITLE, script_args, ARG_NAMES, ARG_DEFAULTS)
     if not isinstance(values["prompt_txt"], str):
         raise ValueError(f"script_args prompt_txt: must be the list's text, got {type(values['prompt_txt']).__name__}.")
+    # counted before the lines are read: shlex-splitting 100,000 option lines took 10 s of a request thread
+    count = sum(1 for line in values["prompt_txt"].splitlines() if line.strip())
+    if count > MAX_LINES:
+        raise ValueError(f"script_args prompt_txt: {count:,} lines, more than {MAX_LINES:,} in one job; split the "
+                         "list into several requests.")
     try:
         jobs = parse_prompt_lines(values["prompt_txt"])
     except ValueError as error:
         raise ValueError(f"script_args prompt_txt, {error}") from None
     if not jobs:
         raise ValueError("script_args prompt_txt: the list has no lines; give one prompt (or --options) per line.")
-    if len(jobs) > MAX_LINES:
-        raise ValueError(f"script_args prompt_txt: {len(jobs):,} lines, more than {MAX_LINES:,} in one job; split the "
-                         "list into several requests.")
     return PromptsFromFileConfig(jobs, check_flag("checkbox_iterate", values["checkbox_iterate"]),
                                  check_flag("checkbox_iterate_batch", values["checkbox_iterate_batch"]),
                                  check_choice("prompt_position", values["prompt_position"], POSITIONS),
@@ -142,7 +145,16 @@ def plan_lines(params, config: PromptsFromFileConfig, styles=None) -> list:
         planned.append(line_params(params, line, config, seed, styles))
         if config.iterate_seed:
             seed += params.batch_size * params.batch_count
+    if config.make_combined:  # its grid holds every image of every line, each at the largest image's size
+        check_grid_size("Prompts from file: the combined",
+                        [output_size(call) for call in planned for _ in range(images_per_call(call))],
+                        "use fewer lines or images per line, or turn off the combined image")
     return planned
+
+
+def describe_line(config: PromptsFromFileConfig, index: int) -> str:
+    """Call `index` of `planned_params` by its line in the list ("line 12"), for errors."""
+    return f"line {config.jobs[index].number}"
 
 
 def planned_params(params, config: PromptsFromFileConfig, **context: Any) -> list:

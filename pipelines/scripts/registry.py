@@ -68,7 +68,8 @@ class SelectableScript:
     """A script by A1111's `title`. `args(kind, **context)`: its script_args slots; `parse(script_args, kind=...,
     **context)`: the typed config; `plan(params, config, **context)`: the params of every generation it will run,
     after its own checks (a server checks each against its limits before queueing); `run(pipe, params, config,
-    callback=None, control=None, **context)`: the result."""
+    callback=None, control=None, **context)`: the result. `describe_call(config, index)`: where `plan`'s call
+    `index` comes from ("line 12", "cell Size: 0x64"), so a server's refusal of one call names it."""
 
     title: str
     kinds: frozenset
@@ -78,6 +79,7 @@ class SelectableScript:
     run: Callable[..., ScriptResult]
     description: str = ""
     tags: tuple = field(default_factory=tuple)
+    describe_call: Callable[[Any, int], str] | None = None
 
     @property
     def name(self) -> str:

@@ -3,7 +3,6 @@ A1111's defaults (a null or a missing slot takes the UI's default), and progress
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import Any
 
@@ -37,8 +36,10 @@ def check_choice(slot: str, value: Any, choices: tuple[str, ...]) -> str:
 
 
 def check_margin(slot: str, value: Any) -> int:
-    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-            or value != int(value) or not 0 <= value <= MAX_MARGIN):
+    # the range first: it refuses nan and inf, and a JSON int of 400 digits, which math.isfinite and int() of a
+    # float would turn into an OverflowError (a 500)
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_MARGIN
+            or value != int(value)):
         raise ValueError(f"script_args {slot}: must be a whole number of pixels 0-{MAX_MARGIN}, got {value!r}.")
     return int(value)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipelines.scripts.registry import ScriptArg
+from pipelines.scripts.script_args import check_margin
 from pipelines.scripts.xyz_axes import (FLOAT, INT, NOTHING, PERMUTATIONS, XYZ_AXES, AxisOption, PlotContext,
                                         axes_for)
 from pipelines.scripts.xyz_values import float_values, int_values, join_values, split_values
@@ -27,6 +28,7 @@ MAX_MARGIN = 500  # A1111's "Grid margins (px)" slider: 0-500 in steps of 2
 # A plot is one job holding the worker: this many cells (at one image each, already a long wait) is the most one
 # request may ask for; a bigger study is several plots. Prompt order's permutations count too (7 words: 5,040).
 MAX_CELLS = 1000
+MAX_PERMUTED = 6  # Prompt order's values: 6! = 720 orders fit in MAX_CELLS, 7! = 5,040 do not
 
 
 @dataclass(frozen=True)
@@ -87,10 +89,7 @@ def _flag(name: str, value: Any) -> bool:
 
 
 def _margin(value: Any) -> int:
-    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-            or value != int(value) or not 0 <= value <= MAX_MARGIN):
-        raise ValueError(f"script_args margin_size: must be a whole number of pixels 0-{MAX_MARGIN}, got {value!r}.")
-    return int(value)
+    return check_margin("margin_size", value)
 
 
 def find_axis(slot: str, value: Any, kind: str) -> AxisOption:
@@ -147,9 +146,11 @@ def parse_axis(name: str, option: AxisOption, text: Any, dropdown: Any, *, csv_m
         elif option.value_type == FLOAT:
             values = float_values(where, items)
         elif option.value_type == PERMUTATIONS:
-            if math.factorial(len(items)) > MAX_CELLS:
-                raise ValueError(f"{where}: {len(items)} values make {math.factorial(len(items))} orders, more than "
-                                 f"a plot's {MAX_CELLS} cells; give at most 6.")
+            # the count first: the factorial of 200,000 values took a second to compute (and to print, failed)
+            if len(items) > MAX_PERMUTED or math.factorial(len(items)) > MAX_CELLS:
+                orders = f"{math.factorial(len(items)):,}" if len(items) <= 12 else "billions of"
+                raise ValueError(f"{where}: {len(items)} values make {orders} orders, more than a plot's {MAX_CELLS} "
+                                 f"cells; give at most {MAX_PERMUTED}.")
             from itertools import permutations
 
             values = [tuple(order) for order in permutations(items)]

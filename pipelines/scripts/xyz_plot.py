@@ -21,6 +21,7 @@ from typing import Any
 
 from pipelines.control import GenerationControl
 from pipelines.generation import GenerationResult
+from pipelines.scripts.grid_budget import batch_grid_size, check_grid_size
 from pipelines.scripts.registry import ScriptResult
 from pipelines.scripts.xyz_axes import PlotContext, find_checkpoint_name
 from pipelines.scripts.xyz_config import (MAX_CELLS, PlotAxis, XyzConfig, parse_script_args, script_args_info,
@@ -29,8 +30,6 @@ from pipelines.seeds import resolve_seed
 
 TITLE = "X/Y/Z plot"
 GRID_PREFIX = "xyz_grid"  # A1111 saves the grids as xyz_grid-NNNN.png
-# A1111's img_max_size_mp default: the grid image's size limit, checked before generating (PIL would refuse later)
-MAX_GRID_MEGAPIXELS = 200
 SEED_AXES = ("Seed", "Var. seed")
 
 __all__ = ["TITLE", "XyzConfig", "check_plot", "parse_script_args", "plan_order", "run", "xyz_config"]
@@ -118,11 +117,16 @@ def check_plot(params, config: XyzConfig, context: PlotContext) -> list[PlotCell
         raise ValueError(f"The plot has {config.cell_count} cells, more than {MAX_CELLS}; split it into smaller plots.")
     cells = [PlotCell(ix, iy, iz, cell_params(params, config, ix, iy, iz, context))
              for ix, iy, iz in plan_order(config)]
-    pixels = sum(cell.params.width * cell.params.height for cell in cells)
-    if pixels / 1_000_000 > MAX_GRID_MEGAPIXELS:
-        raise ValueError(f"The plot's grid would be about {round(pixels / 1_000_000)} megapixels, more than "
-                         f"{MAX_GRID_MEGAPIXELS} (A1111's img_max_size_mp); use fewer values or a smaller size.")
+    check_grid_size("The plot's", [batch_grid_size(cell.params) for cell in cells],
+                    "use fewer values, a smaller size or batch, or no hires fix")
     return cells
+
+
+def describe_cell(config: XyzConfig, index: int) -> str:
+    """Cell `index` of `planned_params` by its axes' labels ("cell Steps: 20, CFG Scale: 7"), for errors."""
+    position = plan_order(config)[index]
+    labels = [axis.labels()[at] for axis, at in zip(config.axes, position) if not axis.is_nothing]
+    return "cell " + (", ".join(labels) or str(index + 1))
 
 
 def planned_params(params, config: XyzConfig, **context: Any) -> list:
@@ -150,6 +154,17 @@ def _cell_image(images: list):
     return image_grid(images)
 
 
+def _switch_checkpoint(context: PlotContext, wanted: str, position: int, cells: int):
+    """The pipeline of checkpoint `wanted`. It was valid when the plot was checked; a file removed or broken since
+    fails here, named as the axis value, not as whatever the loader calls it."""
+    try:
+        return context.switch_checkpoint(find_checkpoint_name(context, wanted) or wanted)
+    except (ValueError, LookupError, OSError) as error:
+        raise ValueError(f"X/Y/Z plot stopped at cell {position + 1} of {cells}: the Checkpoint name axis could not "
+                         f"load {wanted!r} ({error}); was it removed or changed? Refresh the checkpoint list and plot "
+                         "again.") from error
+
+
 def run(pipe, params, config: XyzConfig, callback=None, control: GenerationControl | None = None,
         **context: Any) -> ScriptResult:
     """Generate the plot with `pipe` (a txt2img, img2img or hires-fix pipeline) on `params`.
@@ -174,7 +189,7 @@ def run(pipe, params, config: XyzConfig, callback=None, control: GenerationContr
         if checkpoint_axis is not None:
             wanted = checkpoint_axis.values[(cell.ix, cell.iy, cell.iz)[config.axes.index(checkpoint_axis)]]
             if wanted != current_checkpoint:
-                pipe = plot_context.switch_checkpoint(find_checkpoint_name(plot_context, wanted) or wanted)
+                pipe = _switch_checkpoint(plot_context, wanted, position, len(cells))
                 current_checkpoint = wanted
         result = pipe(cell.params, callback=_cell_progress(callback, position, len(cells)), control=control)
         by_index[cell.index(config)] = result

@@ -30,6 +30,7 @@ FLOAT_STEP_RANGE = re.compile(rf"\s*({_FLOAT})\s*-\s*({_FLOAT})(?:\s*\(\s*({_FLO
 FLOAT_COUNT_RANGE = re.compile(rf"\s*({_FLOAT})\s*-\s*({_FLOAT})\s*\[\s*(\d+)\s*]\s*")
 RANGE_HELP = "a number, or a range such as 1-5, 1-5 (+2) or 10-20 [5]"
 # A range is expanded before the plot's size is checked: a bound here keeps `1-999999999` from filling memory first.
+# It bounds an axis's values in all, not each range: 2,000 copies of `1-10000` in one request are 20 million values.
 MAX_RANGE_VALUES = 10_000
 
 
@@ -38,7 +39,11 @@ def split_values(text: str) -> list[str]:
     if not isinstance(text, str):
         raise TypeError(f"axis values must be a string of comma-separated values, got {type(text).__name__}.")
     rows = csv.reader(StringIO(text), skipinitialspace=True)
-    return [value.strip() for row in rows for value in row if value.strip()]
+    try:
+        return [value.strip() for row in rows for value in row if value.strip()]
+    except csv.Error as error:  # a value over csv's 131,072-character field limit: not a ValueError of its own
+        raise ValueError(f"axis values could not be read as comma-separated values ({error}); give shorter "
+                         "values.") from None
 
 
 def join_values(values: list) -> str:
@@ -58,6 +63,25 @@ def _checked_count(label: str, value: str, count: int) -> int:
     return count
 
 
+def _checked_steps(label: str, value: str, count: int) -> int:
+    if count > MAX_RANGE_VALUES:
+        raise ValueError(f"{label} value {value!r} makes {count} values, more than {MAX_RANGE_VALUES}; use a bigger "
+                         "step in (...) or a count in [...].")
+    return count
+
+
+def _checked_total(label: str, values: list, adding: int) -> None:
+    """Refuses before expanding a range that would take the axis past MAX_RANGE_VALUES values in all."""
+    if len(values) + adding > MAX_RANGE_VALUES:
+        raise ValueError(f"{label}: the values make more than {MAX_RANGE_VALUES} in all; give fewer values or "
+                         "ranges.")
+
+
+def _finite(label: str, value: str, *numbers: float) -> None:
+    if not all(math.isfinite(number) for number in numbers):
+        raise ValueError(f"{label} takes finite numbers, got {value!r}.")
+
+
 def _linspace(start: float, end: float, count: int) -> list[float]:
     if count == 1:
         return [start]
@@ -73,18 +97,21 @@ def int_values(label: str, items: list[str]) -> list[int]:
             step = int(_number(match.group(3))) if match.group(3) else 1
             if step == 0:
                 raise ValueError(f"{label} value {item!r}: the step in (...) must not be 0.")
-            if (end - start) // step + 1 > MAX_RANGE_VALUES:
-                _checked_count(label, item, (end - start) // step + 1)
+            count = max(0, (end - start) // step + 1)  # not len(range(...)): an OverflowError past sys.maxsize
+            _checked_total(label, values, _checked_steps(label, item, count))
             values.extend(range(start, end + (1 if step > 0 else -1), step))
         elif (match := INT_COUNT_RANGE.fullmatch(item)) is not None:
             start, end = int(_number(match.group(1))), int(_number(match.group(2)))
             count = _checked_count(label, item, int(match.group(3)))
+            _checked_total(label, values, count)
             values.extend(int(value) for value in _linspace(start, end, count))
         else:
             try:
-                values.append(int(_number(item)))
+                value = int(_number(item))
             except ValueError:
                 raise ValueError(f"{label} takes whole numbers: {item!r} is not {RANGE_HELP}.") from None
+            _checked_total(label, values, 1)
+            values.append(value)
     return values
 
 
@@ -95,23 +122,27 @@ def float_values(label: str, items: list[str]) -> list[float]:
         if (match := FLOAT_STEP_RANGE.fullmatch(item)) is not None and not _plain_number(item):
             start, end = float(_number(match.group(1))), float(_number(match.group(2)))
             step = float(_number(match.group(3))) if match.group(3) else 1.0
+            # 400 digits read as inf: the count below would be inf (OverflowError), not a clear refusal
+            _finite(label, item, start, end, step, (end - start) / step if step else 0.0)
             if step == 0:
                 raise ValueError(f"{label} value {item!r}: the step in (...) must not be 0.")
             count = math.floor((end - start) / step + 1e-9) + 1
             if count > 0:
-                _checked_count(label, item, count)
+                _checked_total(label, values, _checked_steps(label, item, count))
                 values.extend(round(start + i * step, 10) for i in range(count))
         elif (match := FLOAT_COUNT_RANGE.fullmatch(item)) is not None:
             start, end = float(_number(match.group(1))), float(_number(match.group(2)))
+            _finite(label, item, start, end, end - start)
             count = _checked_count(label, item, int(match.group(3)))
+            _checked_total(label, values, count)
             values.extend(round(value, 10) for value in _linspace(start, end, count))
         else:
             try:
                 value = float(_number(item))
             except ValueError:
                 raise ValueError(f"{label} takes numbers: {item!r} is not {RANGE_HELP}.") from None
-            if not math.isfinite(value):
-                raise ValueError(f"{label} takes finite numbers, got {item!r}.")
+            _finite(label, item, value)
+            _checked_total(label, values, 1)
             values.append(value)
     return values
 

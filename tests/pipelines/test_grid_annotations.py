@@ -54,6 +54,22 @@ def test_long_labels_wrap_to_the_cell_width():
     assert many.height > one.height and many.width == one.width
 
 
+def test_very_long_labels_are_cut_to_a_few_lines_ending_in_an_ellipsis():
+    from PIL import ImageDraw
+
+    from pipelines.grid_annotations import MAX_LABEL_CHARS, MAX_LABEL_LINES, shorten_label
+
+    draw = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+    lines = wrap_text(draw, "word " * 200, grid_font(8), 60, max_lines=3)
+    assert len(lines) == 3 and lines[2].endswith(" ...") and lines[:2] == wrap_text(draw, "word " * 200,
+                                                                                      grid_font(8), 60)[:2]
+    assert shorten_label("x" * 1000) == "x" * MAX_LABEL_CHARS + "..." and shorten_label("short") == "short"
+    # a 30,000-character label: the pad is that of MAX_LABEL_LINES lines, not of thousands
+    capped = draw_grid_annotations(_grid(1, 1), 100, 100, [[GridAnnotation("word " * 6000)]], [[GridAnnotation()]])
+    full = draw_grid_annotations(_grid(1, 1), 100, 100, [[GridAnnotation("word " * 80)]], [[GridAnnotation()]])
+    assert capped.height == full.height < 100 + 12 * MAX_LABEL_LINES
+
+
 def test_label_count_must_match_the_grid():
     with pytest.raises(ValueError, match="2 columns and 2 rows, but got labels for 3 columns"):
         draw_grid_annotations(_grid(), 100, 100, [[GridAnnotation()]] * 3, [[GridAnnotation()]] * 2)

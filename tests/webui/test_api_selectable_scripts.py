@@ -72,10 +72,19 @@ def test_img2img_plot_varies_denoising(client):
     (["Checkpoint name", "nope"], "Unknown checkpoint 'nope'"),
     (["Steps", "1, 5000"], "steps"),
     (["VAE", "x"], "not supported by mixkit"),
+    (["Prompt S/R", "x" * 200_000], "could not be read as comma-separated values"),  # was csv.Error: a 500
+    (["Steps", ",".join(["1-10000"] * 20)], "more than 10000 in all"),
+    (["CFG Scale", "0-" + "9" * 400], "finite numbers"),  # was OverflowError: a 500
 ])
 def test_bad_script_args_are_refused_naming_the_slot(client, args, message):
     response = plot(client, script_args=args)
     assert response.status_code == 422 and message in response.json()["detail"], response.text
+
+
+def test_a_cell_over_the_server_limits_is_named_by_its_axis_values(client):
+    response = plot(client, script_args=["Size", "64x64, 0x64", [], "CFG Scale", "5, 7"])
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"] == "X/Y/Z plot, cell Size: 0x64, CFG Scale: 5.0: width must be in [8, 4096], got 0."
 
 
 def test_unknown_script_names_are_still_refused(client):

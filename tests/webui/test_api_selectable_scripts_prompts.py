@@ -74,7 +74,10 @@ def test_prompts_from_textbox_run_every_line_without_a_grid(client):
     ("prompt matrix", [False, False, "positive", "comma", 3.5], "margin_size: must be a whole number"),
     ("prompts from file or textbox", [False, False, "start", "a\n--steps 2 --nope 1"],
      "line 2: unknown option --nope"),
-    ("prompts from file or textbox", [False, False, "start", "a\n--steps 5000"], "steps"),
+    ("prompts from file or textbox", [False, False, "start", "a\n\nb\n--steps 5000"],
+     "Prompts from file or textbox, line 4: steps must be in [1, 1000], got 5000."),
+    ("prompts from file or textbox", [False, False, "start", "a\n--width 100000"],
+     "Prompts from file or textbox, line 2: width must be in [8, 4096], got 100000."),
     ("prompts from file or textbox", [False, False, "start", "--sampler_name Nope"], "unknown sampler 'Nope'"),
 ])
 def test_bad_script_args_are_refused_before_queueing(client, name, args, message):

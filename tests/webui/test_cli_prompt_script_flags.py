@@ -54,6 +54,8 @@ def test_combined_writes_a_grid_of_the_list_first(tiny_sd1_dir, tmp_path, capsys
     ("a", ["--prompts-from-file", "missing.txt"], "--prompts-from-file missing.txt: cannot read it"),
     ("a", ["--prompts-from-file", "bad.txt"], "--prompts-from-file bad.txt, line 2: unknown option --stepz"),
     ("a", ["--prompts-from-file", "big.txt"], "--prompts-from-file big.txt, line 1: steps must be in [1, 1000]"),
+    # read up to the bound, not to the end: /dev/zero filled memory
+    ("a", ["--prompts-from-file", "/dev/zero"], "--prompts-from-file /dev/zero: more than 16 MB of text"),
 ])
 def test_bad_scripts_fail_in_one_line_before_loading(tiny_sd1_dir, tmp_path, capsys, monkeypatch, prompt, extra,
                                                       message):

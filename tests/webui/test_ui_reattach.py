@@ -206,3 +206,15 @@ def wait_for(condition, seconds: float = 10) -> bool:
     while not condition() and time.monotonic() < deadline:
         time.sleep(0.01)
     return bool(condition())
+
+
+def test_a_script_result_counts_the_images_it_generated_not_its_grid(built, tmp_path):
+    from pipelines.generation import GenerationResult
+    from pipelines.scripts import ScriptResult
+
+    state, _ = built
+    samples = GenerationResult([Image.new("RGB", (8, 8))] * 4, [1, 2, 3, 4], ["a"] * 4)
+    plot = ScriptResult(images=[Image.new("RGB", (16, 16))], seeds=[1], infotexts=["grid"], index_of_first_image=1,
+                        samples=samples)  # a 2x2 plot without "Include Sub Images": the grid only
+    made = gallery_result(state, SimpleNamespace(result=plot, saved=[]), tmp_path)
+    assert made.image_count == 4 and len(made.paths) == 1

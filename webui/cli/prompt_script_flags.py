@@ -44,16 +44,28 @@ def add_prompt_script_flags(p: argparse.ArgumentParser) -> None:
                        help="also write one grid of every image (A1111's 'Make a combined image')")
 
 
+# A list is at most 1,000 lines (prompts_from_file.MAX_LINES); 16 MB holds any such list. Reading stops there, so
+# `--prompts-from-file /dev/zero` (or a wrong, huge file) is refused instead of filling memory.
+MAX_LIST_CHARS = 16 * 1024 * 1024
+
+
 def _read_list(path: str) -> str:
     if path == "-":
-        return sys.stdin.read()
+        return _bounded(path, sys.stdin.read(MAX_LIST_CHARS + 1))
     try:
         with open(path, encoding="utf-8-sig") as file:
-            return file.read()
+            return _bounded(path, file.read(MAX_LIST_CHARS + 1))
     except OSError as error:
         raise ValueError(f"--prompts-from-file {path}: cannot read it ({error.strerror}).") from None
     except UnicodeDecodeError:
         raise ValueError(f"--prompts-from-file {path}: not UTF-8 text; save it as UTF-8.") from None
+
+
+def _bounded(path: str, text: str) -> str:
+    if len(text) > MAX_LIST_CHARS:
+        raise ValueError(f"--prompts-from-file {path}: more than {MAX_LIST_CHARS // (1024 * 1024)} MB of text; a list "
+                         "holds at most 1,000 lines, so split it (or check the path).")
+    return text
 
 
 def prompt_script_of(args: argparse.Namespace, xyz_requested: bool = False):

@@ -48,7 +48,10 @@ def gallery_result(state: ServerState, outcome, cache_dir) -> TaskResult:
     writing = state.options.infotext_writing()  # enable_pnginfo / save_txt, as the grid's and unsaved files' own
     if isinstance(result, ScriptResult):  # its own grids first, then what it returns; its samples were saved apart
         paths = gallery_pngs(result.images, result.seeds, result.infotexts, cache_dir, pnginfo=writing.pnginfo)
-        return TaskResult(paths, list(result.seeds), list(result.infotexts), image_count=len(result.images),
+        # "N image(s)" counts what the script generated (a 20-cell plot returns only its grid unless asked)
+        generated = result.samples.images if result.samples is not None else \
+            result.images[result.index_of_first_image:]
+        return TaskResult(paths, list(result.seeds), list(result.infotexts), image_count=len(generated),
                           interrupted=bool(result.interrupted))
     if outcome.saved:
         paths = [str(path) for path in outcome.saved]

@@ -155,6 +155,13 @@ def test_refused_before_any_work(call, message):
         call()
 
 
+def test_the_grid_is_size_checked_before_any_work():
+    # one batch: the grid of its 32 loops; several: of each batch's last image (100 of 2048x1024 = 210 MP)
+    loopback.planned_params(params(width=2048, height=2048), LoopbackConfig(loops=32))  # 134 MP
+    with pytest.raises(ValueError, match="Loopback's grid would be about 210 megapixels, more than 200"):
+        loopback.planned_params(params(width=2048, height=1024, batch_count=100), LoopbackConfig(loops=2))
+
+
 def test_a_bad_loop_fails_before_the_first_generation(img2img):
     pipe = RecordingPipe(img2img)
     with pytest.raises(ValueError, match="steps"):

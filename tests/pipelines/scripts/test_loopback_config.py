@@ -52,6 +52,7 @@ def test_config_defaults_are_a1111s_and_choices_take_any_case():
 @pytest.mark.parametrize("args, message", [
     ([0], "script_args loops must be a whole number from 1 to 32"),
     ([33], "from 1 to 32"),
+    ([10 ** 400], "from 1 to 32"),  # a JSON int float() cannot hold: was an OverflowError (a 500)
     ([2.5], "got 2.5"),
     ([True], "got True"),
     ([4, 1.5], "script_args final_denoising_strength must be a number from 0 to 1, got 1.5"),

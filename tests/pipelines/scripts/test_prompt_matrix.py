@@ -59,6 +59,7 @@ def test_script_args_in_a1111_order_with_defaults():
     ([False, False, "positive", "tab"], "variations_delimiter: must be one of 'comma', 'space'"),
     (["yes"], "script_args put_at_start: must be true or false"),
     ([False, False, "positive", "comma", 501], "margin_size: must be a whole number of pixels 0-500"),
+    ([False, False, "positive", "comma", 10 ** 400], "margin_size: must be a whole number"),  # was OverflowError
     ([False] * 6, "at most 5 values: [put_at_start, different_seeds, prompt_type, variations_delimiter, margin_size]"),
 ])
 def test_bad_script_args_name_the_slot(args, message):
@@ -76,6 +77,16 @@ def test_the_count_is_capped_and_a_prompt_per_image_refused():
     big = Txt2ImgParams(**{**TINY, "prompt": "x" + "|p" * 9, "width": 1024, "height": 1024})
     with pytest.raises(ValueError, match="about 537 megapixels, more than 200"):
         prompt_matrix.plan_batches(big, PromptMatrixConfig())
+
+
+def test_the_grid_cap_counts_the_hires_size():
+    from pipelines.hires import HiresParams
+
+    # 512 images of 512x512 are 134 MP; hires x2 makes them 1024x1024: 537 MP
+    small = dict(TINY, prompt="x" + "|p" * 9, width=512, height=512)
+    prompt_matrix.plan_batches(Txt2ImgParams(**small), PromptMatrixConfig())
+    with pytest.raises(ValueError, match="about 537 megapixels, more than 200"):
+        prompt_matrix.plan_batches(HiresParams(**small, hr_scale=2.0), PromptMatrixConfig())
 
 
 def _pixels(image):

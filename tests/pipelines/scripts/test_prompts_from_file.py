@@ -71,6 +71,8 @@ def test_script_args_in_a1111_order():
     ([False, False, "start", ["a"]], "script_args prompt_txt: must be the list's text"),
     ([False, False, "start", "a\n--bogus 1"], "script_args prompt_txt, line 2: unknown option --bogus"),
     ([False, False, "start", "\n".join("x" * 1001)], "1,001 lines, more than 1,000"),
+    # counted before any line is read (a bad option on line 1 is not reached): reading 100,000 took 10 s
+    ([False, False, "start", "--nope 1\n" + "\n".join("x" * 1000)], "1,001 lines, more than 1,000"),
     ([False, False, "start", "a", False, 1], "at most 5 values"),
 ])
 def test_bad_script_args_name_the_slot_or_line(args, message):
@@ -99,6 +101,15 @@ def test_make_combined_puts_one_grid_of_every_image_first(sd1_pipe):
     result = prompts_from_file.run(sd1_pipe, Txt2ImgParams(**TINY), prompts_config("a\nb\nc", make_combined=True))
     assert result.index_of_first_image == 1 and result.images[0].size == (128, 128)
     assert result.infotexts[0] == "\n".join(result.infotexts[1:]) and len(result.samples.images) == 3
+
+
+def test_the_combined_image_is_refused_before_generating_when_over_the_grid_cap():
+    # 2 lines of 16 x 6 images of 1024x1024 = 201 MP in one grid; without the combined image, no grid to cap
+    text = "--prompt a --n_iter 6\n--prompt b --n_iter 6"
+    params = Txt2ImgParams(**{**TINY, "width": 1024, "height": 1024, "batch_size": 16})
+    assert len(plan_lines(params, prompts_config(text))) == 2
+    with pytest.raises(ValueError, match="combined grid would be about 201 megapixels, more than 200"):
+        plan_lines(params, prompts_config(text, make_combined=True))
 
 
 def test_a_bad_line_fails_before_the_first_image(sd1_pipe):

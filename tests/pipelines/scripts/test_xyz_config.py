@@ -57,7 +57,11 @@ def test_labels_follow_a1111_formats():
     (["Steps", "1", [], "Nothing", "", [], "Nothing", "", [], "yes"], "script_args draw_legend: must be true or false"),
     (["Steps", "1", *[None] * 14, 501], "script_args margin_size: must be a whole number of pixels 0-500"),
     (["Steps", "1-1001"], f"more than {MAX_CELLS}"),
-    (["Prompt order", "a,b,c,d,e,f,g"], "5040 orders"),
+    (["Prompt order", "a,b,c,d,e,f,g"], "5,040 orders"),
+    # counted before any factorial: 200,000! took a second, and its 973,000 digits failed to print
+    (["Prompt order", ",".join(map(str, range(200_000)))], "200000 values make billions of orders"),
+    (["Steps", "1", *[None] * 14, 10 ** 400], "margin_size: must be a whole number"),  # was an OverflowError
+    (["Steps", "1", *[None] * 14, float("nan")], "margin_size: must be a whole number"),
     (list(range(len(ARG_NAMES) + 1)), "at most 18 values"),
 ])
 def test_bad_script_args_name_the_slot(args, message):

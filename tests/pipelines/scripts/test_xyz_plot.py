@@ -31,6 +31,13 @@ def test_cell_params_apply_axes_and_vary_seeds():
     assert params.prompt == "a red cat" and params.seed == 5
 
 
+def test_describe_cell_names_a_planned_cell_by_its_axes_values():
+    config = xyz_plot.xyz_config(("Steps", "1,2"), ("Prompt S/R", "red,blue"))
+    assert [xyz_plot.describe_cell(config, index) for index in range(4)] == [
+        "cell Steps: 1, red", "cell Steps: 2, red", "cell Steps: 1, blue", "cell Steps: 2, blue"]
+    assert xyz_plot.describe_cell(xyz_plot.xyz_config(("Nothing", "")), 0) == "cell 1"
+
+
 def test_seed_minus_one_is_drawn_once_unless_kept():
     config = xyz_plot.xyz_config(("Seed", "-1, 7"))
     params, fixed = xyz_plot.fix_seeds(Txt2ImgParams(**{**TINY, "seed": -1}), config)
@@ -57,6 +64,28 @@ def test_grid_megapixel_cap():
     config = xyz_plot.xyz_config(("Seed", "1-30"), ("Steps", "1-30"))
     with pytest.raises(ValueError, match="more than 200"):
         xyz_plot.check_plot(Txt2ImgParams(**{**TINY, "width": 512, "height": 512}), config, PlotContext())
+
+
+@pytest.mark.parametrize("x, params", [
+    # 100 cells of 8 images of 512x512, each cell their 3x3 grid: 100 x 1536x1536 = 236 MP (26 MP as one per cell)
+    (("Seed", "1-100"), dict(width=512, height=512, batch_size=4, batch_count=2)),
+    # 51 cells, image_grid draws each at 2048x2048: 214 MP (4.5 MP as a sum of each cell's own size)
+    (("Size", "64x2048, 2048x64, 64x64"), dict(width=64, height=64)),
+])
+def test_grid_megapixel_cap_counts_batches_and_the_largest_cell(x, params):
+    y = ("Steps", "1") if x[0] == "Seed" else ("Seed", "1-17")
+    config = xyz_plot.xyz_config(x, y)
+    with pytest.raises(ValueError, match="more than 200"):
+        xyz_plot.check_plot(Txt2ImgParams(**{**TINY, **params}), config, PlotContext())
+
+
+def test_grid_megapixel_cap_counts_the_hires_size():
+    from pipelines.hires import HiresParams
+
+    config = xyz_plot.xyz_config(("Seed", "1-60"))  # 60 x 2048x2048 = 252 MP after hires; 16 MP before
+    with pytest.raises(ValueError, match="252 megapixels"):
+        xyz_plot.check_plot(HiresParams(**{**TINY, "width": 512, "height": 512}, hr_scale=4.0), config,
+                            PlotContext())
 
 
 def test_plot_runs_every_cell_and_draws_a_labelled_grid(sd1_pipe):
@@ -127,6 +156,19 @@ def test_checkpoint_axis_switches_once_per_value(sd1_pipe):
     result = xyz_plot.run(sd1_pipe, Txt2ImgParams(**TINY), config, switch_checkpoint=switch,
                           checkpoint_names=["one", "two"])
     assert switched == ["one", "two"] and len(result.samples.images) == 4
+
+
+def test_a_checkpoint_that_fails_to_load_mid_plot_is_named(sd1_pipe):
+    def switch(name):
+        if name == "two":
+            raise FileNotFoundError(2, "No such file or directory", "/models/two.safetensors")
+        return sd1_pipe
+
+    context = {"checkpoint_names": ["one", "two"], "switch_checkpoint": switch}
+    config = xyz_plot.xyz_config(("Checkpoint name", "one, two"), context=context)
+    with pytest.raises(ValueError, match=r"stopped at cell 2 of 2: the Checkpoint name axis could not load 'two' "
+                                         r"\(.*No such file or directory.*\); was it removed"):
+        xyz_plot.run(sd1_pipe, Txt2ImgParams(**TINY), config, **context)
 
 
 def test_a_bad_cell_fails_before_any_generation(sd1_pipe):
