@@ -14,12 +14,14 @@ from pipelines.scripts import ScriptResult, find_script, is_registered_script
 
 def script_context(state) -> dict[str, Any]:
     """What scripts may need from the server: the checkpoints' titles (X/Y/Z's Checkpoint name axis), the styles
-    file (its Styles axis) and Interrogate CLIP (Loopback's "Append interrogated prompt", run in the worker). Each
-    script reads the keys it needs."""
-    from webui.interrogation import interrogate_now
+    file (its Styles axis), Interrogate CLIP and, when the server has a DeepDanbooru folder, DeepBooru (Loopback's
+    "Append interrogated prompt", run in the worker; None without `--deepdanbooru-models-path`, so Loopback refuses
+    DeepBooru naming the flag before queueing). Each script reads the keys it needs."""
+    from webui.interrogation import deepbooru_now, interrogate_now
 
     return {"checkpoint_names": [entry.title for entry in state.catalog.entries()], "styles": state.styles(),
-            "interrogate": lambda image: interrogate_now(state, image)}
+            "interrogate": lambda image: interrogate_now(state, image),
+            "deepbooru": None if state.deepbooru is None else lambda image: deepbooru_now(state, image)}
 
 
 def request_script(state, kind: str, script_name: Any, script_args: Any, params) -> tuple[Any, Any] | None:

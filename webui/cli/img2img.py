@@ -147,14 +147,16 @@ def run(args: argparse.Namespace) -> int:
     def check(params: Img2ImgParams) -> None:
         check_img2img_params(params, limits, grid)
 
-    interrogate = None
+    interrogate = deepbooru = None
     if loops is not None:  # before the output folder is made
         from pipelines.scripts.loopback import check_loopback
-        from webui.cli.loopback_flags import cli_interrogator
+        from webui.cli.loopback_flags import cli_deepbooru, cli_interrogator
 
         if loops.append_interrogation == "CLIP":
             interrogate = cli_interrogator(args, args.device)
-        check_loopback(params, loops, interrogate)
+        if loops.append_interrogation == "DeepBooru":
+            deepbooru = cli_deepbooru(args, args.device)
+        check_loopback(params, loops, interrogate, deepbooru)
     output, output_is_file = check_before_load(args, params, check)
     if loops is not None and output_is_file:
         raise ValueError("Loopback writes a grid and every loop's image: give -o a folder, not a .png file name.")
@@ -170,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     if loops is not None:
         from webui.cli.loopback_flags import run_loopback
 
-        return run_loopback(pipe, params, loops, output, infotext_writing_of(args), interrogate)
+        return run_loopback(pipe, params, loops, output, infotext_writing_of(args), interrogate, deepbooru)
     return generate_and_save(pipe, params, output, output_is_file, writing=infotext_writing_of(args))
 
 
