@@ -103,21 +103,13 @@ def cli_interrogator(args: argparse.Namespace, device: str | None):
 
 
 def cli_deepbooru(args: argparse.Namespace, device: str | None):
-    """`image -> tags`: A1111's Interrogate DeepBooru with its default settings, from --deepdanbooru-models-path;
-    None without the flag (Loopback then refuses DeepBooru naming it). The tagger file is found now, so a wrong
-    folder fails before the model loads; the network loads at the first loop and stays for the rest."""
-    from mixkit.interrogate import DeepbooruModel, DeepbooruSettings, find_deepbooru_file
-    from pipelines.deepbooru import interrogate_deepbooru
-
+    """`image -> tags` (`webui.cli.deepbooru_tagger`) from --deepdanbooru-models-path, None without it (Loopback
+    then refuses DeepBooru naming the flag)."""
     if args.deepdanbooru_models_path is None:
         return None
-    find_deepbooru_file(args.deepdanbooru_models_path)
-    tagger = DeepbooruModel(args.deepdanbooru_models_path, device=device or "cpu")
-    settings = DeepbooruSettings()
+    from webui.cli.deepbooru_tagger import deepbooru_tagger
 
-    def deepbooru(image) -> str:
-        return interrogate_deepbooru(image, settings, model=tagger, keep_in_memory=True)
-    return deepbooru
+    return deepbooru_tagger(args.deepdanbooru_models_path, device)
 
 
 def run_loopback(pipe, params, config, output, writing=None, interrogate=None, deepbooru=None) -> int:
