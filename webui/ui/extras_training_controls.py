@@ -81,15 +81,7 @@ def training_job_step(state, body, steps, targets: list, faces_after):
     from webui.api_extras import crop_to, crops_to_size
 
     captioner = server_captioner(state) if "BLIP" in steps.captions else None
-    deepbooru = None
-    if "Deepbooru" in steps.captions:  # refused before queueing without a tagger (ValueError naming the flag)
-        from webui.interrogation import DEEPBOORU_UNAVAILABLE, deepbooru_now
-
-        if state.deepbooru is None:
-            raise ValueError(f"Caption: Deepbooru: {DEEPBOORU_UNAVAILABLE}")
-
-        def deepbooru(image) -> str:
-            return deepbooru_now(state, image)
+    deepbooru = server_deepbooru(state) if "Deepbooru" in steps.captions else None
     face_finder = None
     if steps.focal_crop and steps.focal_weights.face > 0:
         from pipelines.focal_crop import face_finder_from_restorers
@@ -106,6 +98,20 @@ def training_job_step(state, body, steps, targets: list, faces_after):
                                   face_finder=face_finder)
 
     return after
+
+
+def server_deepbooru(state):
+    """The server's Interrogate DeepBooru as a tagger, under Settings > Interrogate as they are at each caption;
+    refused before queueing (ValueError naming the flag) when the server has no tagger."""
+    from webui.interrogation import DEEPBOORU_UNAVAILABLE, deepbooru_now
+
+    if state.deepbooru is None:
+        raise ValueError(f"Caption: Deepbooru: {DEEPBOORU_UNAVAILABLE}")
+
+    def deepbooru(image) -> str:
+        return deepbooru_now(state, image)
+
+    return deepbooru
 
 
 def server_captioner(state):
