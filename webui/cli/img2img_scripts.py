@@ -28,14 +28,17 @@ class Img2ImgScript:
     def check(self, params, check: Callable, args: argparse.Namespace) -> None:
         """The script's plan on the command's params, and `check` (the command's limits) on every call it makes."""
         if self.flag == "--loopback":
-            from pipelines.scripts.loopback import check_loopback
+            from dataclasses import replace
+
+            from pipelines.scripts.loopback import planned_params
             from webui.cli.loopback_flags import cli_deepbooru, cli_interrogator
 
             if self.config.append_interrogation == "CLIP":
                 self.interrogate = cli_interrogator(args, args.device)
             if self.config.append_interrogation == "DeepBooru":
                 self.deepbooru = cli_deepbooru(args, args.device)
-            check_loopback(params, self.config, self.interrogate, self.deepbooru)
+            for loop in planned_params(params, self.config, interrogate=self.interrogate, deepbooru=self.deepbooru):
+                check(replace(loop))
         elif self.flag == "--xyz-x/y/z":
             from webui.cli.xyz_flags import check_xyz_plot
 
