@@ -7,9 +7,10 @@ flipped copies, the split crops. The target size is A1111's `pp.shared.target_wi
 the "Scale to" size, or the source's size times "Scale by" (`int(side * factor)`), whatever the upscaler.
 
 Files: each picture of one source gets a suffix from its name tags (A1111's `get_suffix`): "" for the first, "-1",
-"-2", ... for the next untagged ones, "-focal-crop-debug" for the debug image. A caption (BLIP; "Deepbooru" is
-refused, mixkit has no Deepbooru tagger) is written to a `.txt` beside the picture's file, after the picture, so it
-replaces a `.txt` the save wrote, as A1111's; `existing_caption` is A1111's "Action for existing captions".
+"-2", ... for the next untagged ones, "-focal-crop-debug" for the debug image. A caption is written to a `.txt`
+beside the picture's file, after the picture, so it replaces a `.txt` the save wrote, as A1111's; `existing_caption`
+is A1111's "Action for existing captions". As A1111's Caption step, it is the Deepbooru tags then the BLIP caption
+(whichever are chosen, in that order whatever the order chosen), joined with ", ".
 
 Different from A1111 on purpose: copies made after the caption step (flips, split crops) keep their source's caption
 (A1111's `create_copy` drops it, so its flipped copies get no `.txt`, which a training set needs).
@@ -66,9 +67,6 @@ def check_training_steps(steps: TrainingSteps) -> TrainingSteps:
             raise ValueError(f"Create flipped copies: {choice!r} is not one of {', '.join(FLIP_CHOICES)}.")
     captions = tuple(steps.captions)
     for choice in captions:
-        if choice == "Deepbooru":
-            raise ValueError("Caption: Deepbooru is not available in mixkit (it has no Deepbooru tagger model); use "
-                             "BLIP, the captioner of Interrogate CLIP.")
         if choice not in CAPTION_CHOICES:
             raise ValueError(f"Caption: {choice!r} is not one of {', '.join(CAPTION_CHOICES)}.")
     return replace(steps, flips=tuple(dict.fromkeys(flips)), captions=tuple(dict.fromkeys(captions)))
@@ -94,26 +92,39 @@ class TrainingImage:
         return TrainingImage(image, [*self.nametags, *nametags], self.caption, processed)
 
 
+def check_captioners(steps: TrainingSteps, captioner: Captioner | None, deepbooru: Captioner | None) -> None:
+    """ValueError when a chosen caption has nothing to make it: BLIP needs `captioner`, Deepbooru `deepbooru`."""
+    for choice, given, what in (("Deepbooru", deepbooru, "deepbooru=<function image -> tags> (the web UI passes its "
+                                                          "DeepDanbooru tagger when started with "
+                                                          "--deepdanbooru-models-path FOLDER)"),
+                                ("BLIP", captioner, "captioner=<function image -> caption>")):
+        if choice in steps.captions and given is None:
+            raise ValueError(f"Caption: {choice} needs a {'tagger' if choice == 'Deepbooru' else 'captioner'} and "
+                             f"none was given: pass {what}, or leave {choice} out.")
+
+
 def run_training_steps(image, steps: TrainingSteps, target: tuple[int, int] | None, *,
-                       captioner: Captioner | None = None, face_finder: FaceFinder | None = None) -> list[TrainingImage]:
+                       captioner: Captioner | None = None, deepbooru: Captioner | None = None,
+                       face_finder: FaceFinder | None = None) -> list[TrainingImage]:
     """Every picture the steps make from `image` (PIL, already upscaled and restored), the first being `image`'s own
-    result; in A1111's step order. `target` is A1111's target size (needed by split and focal crop)."""
+    result; in A1111's step order. `target` is A1111's target size (needed by split and focal crop); `captioner`
+    makes the BLIP caption, `deepbooru` the Deepbooru tags (each needed only when its caption is chosen)."""
     steps = check_training_steps(steps)
     if steps.needs_target and (target is None or target[0] < 1 or target[1] < 1):
         raise ValueError(f"Split oversized images and Auto focal point crop need a positive target size, got {target}.")
-    if steps.captions and captioner is None:
-        raise ValueError("Caption: BLIP needs a captioner; none was given.")
+    check_captioners(steps, captioner, deepbooru)
+    captioners = {"Deepbooru": deepbooru, "BLIP": captioner}
     pictures = [TrainingImage(image)]
     for step in (_focal_step, _caption_step, _flip_step, _split_step):
         made = []  # A1111's order: the pictures there were, then the new ones in the order they were made
         for picture in pictures:
             if picture.processed:
-                made += step(picture, steps, target, captioner, face_finder)
+                made += step(picture, steps, target, captioners, face_finder)
         pictures += made
     return pictures
 
 
-def _focal_step(picture, steps, target, captioner, face_finder):
+def _focal_step(picture, steps, target, captioners, face_finder):
     if not steps.focal_crop:
         return []
     result, *debug = focal_crop(picture.image, *target, steps.focal_weights, debug=steps.focal_debug,
@@ -122,13 +133,15 @@ def _focal_step(picture, steps, target, captioner, face_finder):
     return [picture.copy_with(extra, nametags=(DEBUG_TAG,), processed=False) for extra in debug]
 
 
-def _caption_step(picture, steps, target, captioner, face_finder):
-    if steps.captions:
-        picture.caption = ", ".join(text for text in (picture.caption, captioner(picture.image)) if text)
+def _caption_step(picture, steps, target, captioners, face_finder):
+    if steps.captions:  # A1111's order: Deepbooru, then BLIP, whatever order they were chosen in
+        texts = [picture.caption, *(captioners[choice](picture.image) for choice in CAPTION_CHOICES
+                                    if choice in steps.captions)]
+        picture.caption = ", ".join(text for text in texts if text)
     return []
 
 
-def _flip_step(picture, steps, target, captioner, face_finder):
+def _flip_step(picture, steps, target, captioners, face_finder):
     from PIL import Image
 
     flips = {"Horizontal": (Image.Transpose.FLIP_LEFT_RIGHT,), "Vertical": (Image.Transpose.FLIP_TOP_BOTTOM,),
@@ -143,7 +156,7 @@ def _flip_step(picture, steps, target, captioner, face_finder):
     return made
 
 
-def _split_step(picture, steps, target, captioner, face_finder):
+def _split_step(picture, steps, target, captioners, face_finder):
     if not steps.split:
         return []
     first, *others = split_oversized(picture.image, *target, steps.split_threshold, steps.overlap_ratio)

@@ -5,7 +5,7 @@ The caption comes from AppFlow's `image2text_generation` app (the operator's cap
 mixkit-tiny-blip2 by default) with Settings > Interrogate's num_beams / min / max length; the terms from
 `state.interrogator` (`--interrogate-clip-model`, `--interrogate-categories-dir`). Shared by
 `POST /sdapi/v1/interrogate`, the img2img tab's Interrogate CLIP and Interrogate DeepBooru buttons and Loopback's
-"Append interrogated prompt".
+"Append interrogated prompt" (CLIP or DeepBooru).
 """
 
 from __future__ import annotations
@@ -60,11 +60,22 @@ def submit_deepbooru_interrogation(state: ServerState, image, *, owner: str | No
     find_deepbooru_file(state.deepbooru.folder)
 
     def run(control, on_step):
-        from pipelines.deepbooru import interrogate_deepbooru
-
-        return interrogate_deepbooru(image, settings, model=state.deepbooru, keep_in_memory=keep)
+        return deepbooru_now(state, image, settings, keep)
 
     return state.worker.submit(run, "interrogate", owner=owner, session=session)
+
+
+def deepbooru_now(state: ServerState, image, settings=None, keep: bool | None = None) -> str:
+    """A1111's Interrogate DeepBooru tags for `image`, in the calling (worker) thread: what a queued DeepBooru
+    interrogation runs, and what Loopback's "Append interrogated prompt" DeepBooru appends at each loop. `settings`
+    and `keep`: Settings > Interrogate as they are now when None (A1111 reads them at each tagging)."""
+    from pipelines.deepbooru import interrogate_deepbooru
+
+    if state.deepbooru is None:
+        raise DeepbooruUnavailableError(DEEPBOORU_UNAVAILABLE)
+    settings = settings or state.options.deepbooru_settings()
+    keep = bool(state.options.get("interrogate_keep_models_in_memory")) if keep is None else keep
+    return interrogate_deepbooru(image, settings, model=state.deepbooru, keep_in_memory=keep)
 
 
 def interrogate_now(state: ServerState, image, settings=None) -> str:

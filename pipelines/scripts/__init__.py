@@ -6,6 +6,7 @@ through it. Register a new script with `register_script` in its own module and i
 """
 
 from pipelines.scripts import loopback, prompt_matrix, prompts_from_file, sd_upscale, xyz_plot
+from pipelines.scripts import xyz_hypertile_axes  # appends A1111's Hypertile axes after its own list
 from pipelines.scripts.registry import (SCRIPTS, ScriptArg, ScriptResult, SelectableScript, find_script,
                                         is_registered_script, register_script, script_info)
 
@@ -35,4 +36,5 @@ register_script(SelectableScript(
 
 __all__ = ["SCRIPTS", "ScriptArg", "ScriptResult", "SelectableScript", "find_script", "is_registered_script",
            "register_script", "script_info", "loopback", "prompt_matrix", "prompts_from_file", "sd_upscale",
+           "xyz_hypertile_axes",
            "xyz_plot"]

@@ -12,7 +12,9 @@ draws one image (`batch_size` is not used, as in A1111). After the first loop ma
 masked area now holds the previous loop's picture). With one batch the result is the grid of every loop, then every
 loop's image; with several, the grid of each batch's last image, then those images. Each image's infotext has its
 loop's denoising strength and A1111's `Final denoising strength` and `Denoising curve`. "Append interrogated prompt"
-adds `interrogate(init image)` (the server's Interrogate CLIP) to the prompt at each loop. Interrupt ends the script
+adds, after the call's prompt and ", ", `interrogate(init image)` (CLIP: the server's Interrogate CLIP) or
+`deepbooru(init image)` (DeepBooru: the server's DeepDanbooru tags, under Settings > Interrogate's DeepBooru options)
+to the prompt at each loop, as A1111's. Interrupt ends the script
 (the interrupted loop's image is left out, as A1111's); Skip ends the current batch.
 
 With colour correction on (`params.color_correction=True`, A1111's "Apply color correction to img2img results to match
@@ -40,21 +42,31 @@ __all__ = ["TITLE", "LoopbackConfig", "check_loopback", "loop_strength", "parse_
            "script_args", "strength_schedule"]
 
 
-def check_loopback(params, config: LoopbackConfig, interrogate: Callable | None = None) -> None:
-    """ValueError before anything runs: img2img params with one init image, and an interrogator for CLIP."""
+# what each "Append interrogated prompt" choice needs: (keyword of the callable, what it is, where the server has it)
+INTERROGATORS = {"CLIP": ("interrogate", "an interrogator", "its Interrogate CLIP"),
+                 "DeepBooru": ("deepbooru", "a DeepBooru tagger",
+                               "its tagger when started with --deepdanbooru-models-path FOLDER")}
+
+
+def check_loopback(params, config: LoopbackConfig, interrogate: Callable | None = None,
+                   deepbooru: Callable | None = None) -> None:
+    """ValueError before anything runs: img2img params with one init image, and the interrogator the chosen
+    "Append interrogated prompt" needs (`interrogate` for CLIP, `deepbooru` for DeepBooru)."""
     if not hasattr(params, "init_images") or not hasattr(params, "denoising_strength"):
         raise ValueError("'Loopback' runs for img2img: give img2img params with an init image.")
     if isinstance(params.init_images, list) and len(params.init_images) > 1:
         raise ValueError(f"'Loopback' feeds one image through its loops; give one init image, not "
                          f"{len(params.init_images)} (run the script once per image).")
-    if config.append_interrogation == "CLIP":
-        if interrogate is None:
-            raise ValueError("append_interrogation 'CLIP' needs an interrogator and none is configured: pass "
-                             "interrogate=<function image -> text> (the web UI server passes its Interrogate CLIP), "
-                             "or set append_interrogation to 'None'.")
+    choice = config.append_interrogation
+    if choice in INTERROGATORS:
+        keyword, what, server = INTERROGATORS[choice]
+        if (interrogate if choice == "CLIP" else deepbooru) is None:
+            raise ValueError(f"append_interrogation {choice!r} needs {what} and none is configured: pass "
+                             f"{keyword}=<function image -> text> (the web UI server passes {server}), or set "
+                             "append_interrogation to 'None'.")
         if not isinstance(params.prompt, str):
-            raise ValueError("append_interrogation 'CLIP' appends to one prompt; give the prompt as a string, not a "
-                             "list.")
+            raise ValueError(f"append_interrogation {choice!r} appends to one prompt; give the prompt as a string, "
+                             "not a list.")
 
 
 def loop_params(params, config: LoopbackConfig) -> list:
@@ -75,7 +87,7 @@ def loop_params(params, config: LoopbackConfig) -> list:
 
 def planned_params(params, config: LoopbackConfig, **context: Any) -> list:
     """Every loop's params (after `check_loopback`), for a server's own checks before it queues the script."""
-    check_loopback(params, config, context.get("interrogate"))
+    check_loopback(params, config, context.get("interrogate"), context.get("deepbooru"))
     return loop_params(params, config)
 
 
@@ -128,14 +140,15 @@ def with_loop_keys(infotext: str, config: LoopbackConfig) -> str:
 
 
 def run(pipe, params, config: LoopbackConfig, callback=None, control: GenerationControl | None = None,
-        interrogate: Callable | None = None, **context: Any) -> ScriptResult:
+        interrogate: Callable | None = None, deepbooru: Callable | None = None, **context: Any) -> ScriptResult:
     """Run the loops with `pipe` (an img2img pipeline) on `params`.
 
     `interrogate(image) -> str`: the text "Append interrogated prompt" CLIP adds (the web UI's server passes its
-    Interrogate CLIP). Returns a `ScriptResult`: the grid (when more than one image is kept), then the kept images
+    Interrogate CLIP); `deepbooru(image) -> str`: the tags its DeepBooru adds (the server's DeepDanbooru tagger). Returns a `ScriptResult`: the grid (when more than one image is kept), then the kept images
     (see the module's docstring); `samples` holds every loop's image, for saving."""
     # 1. Checks, every loop's params, before the first generation
-    check_loopback(params, config, interrogate)
+    check_loopback(params, config, interrogate, deepbooru)
+    append = {"CLIP": interrogate, "DeepBooru": deepbooru}.get(config.append_interrogation)
     params = replace(params, seed=resolve_seed(params.seed), subseed=resolve_seed(params.subseed))  # A1111's fix_seed
     for planned in loop_params(params, config):
         pipe.check_inputs(replace(planned))
@@ -152,8 +165,8 @@ def run(pipe, params, config: LoopbackConfig, callback=None, control: Generation
         last = None
         watch.skipped = False
         for loop in range(config.loops):
-            if config.append_interrogation == "CLIP":
-                tags = interrogate(current.init_images[0])
+            if append is not None:
+                tags = append(current.init_images[0])
                 current = replace(current, prompt=(f"{original_prompt}, " if original_prompt else "") + tags)
             result = pipe(replace(current, seed=seed), callback=progress.at(batch * config.loops + loop),
                           control=watch)

@@ -21,8 +21,6 @@ CURVES = ("Aggressive", "Linear", "Lazy")
 INTERROGATIONS = ("None", "CLIP", "DeepBooru")
 ARG_NAMES = ("loops", "final_denoising_strength", "denoising_curve", "append_interrogation")
 ARG_DEFAULTS = (4, 0.5, "Linear", "None")
-DEEPBOORU_MISSING = ("mixkit has no DeepBooru tagger yet (it is being added); use 'CLIP' or 'None' for "
-                     "append_interrogation until it lands.")
 
 
 def curve_progress(curve: str, progress: float) -> float:
@@ -69,10 +67,8 @@ class LoopbackConfig:
             raise ValueError(f"final_denoising_strength must be a number from 0 to 1, got {strength!r}.")
         object.__setattr__(self, "final_denoising_strength", float(strength))
         object.__setattr__(self, "denoising_curve", _choice("denoising_curve", self.denoising_curve, CURVES))
-        interrogation = _choice("append_interrogation", self.append_interrogation, INTERROGATIONS)
-        if interrogation == "DeepBooru":
-            raise ValueError(f"append_interrogation 'DeepBooru': {DEEPBOORU_MISSING}")
-        object.__setattr__(self, "append_interrogation", interrogation)
+        object.__setattr__(self, "append_interrogation",
+                           _choice("append_interrogation", self.append_interrogation, INTERROGATIONS))
 
     def schedule(self, initial: float) -> list[float]:
         return strength_schedule(self.loops, initial, self.final_denoising_strength, self.denoising_curve)

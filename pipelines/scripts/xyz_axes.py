@@ -5,8 +5,8 @@ cell's params (a new params object; the caller's is never changed), how the valu
 values are valid (dropdown axes) and what it costs to change (the checkpoint, 1.0, is switched least often).
 
 Every axis of A1111 1.10 is listed, in its order, because API clients send `x_type` as an index into that list. The
-ones mixkit cannot vary per call (VAE, Token merging, Hires sampler, Image CFG Scale, Refiner checkpoint,
-RNG source, FP8 mode) are refused with the reason when chosen.
+ones mixkit cannot vary per call (VAE, Token merging, Hires sampler, Image CFG Scale, RNG source, FP8 mode) are
+refused with the reason when chosen.
 """
 
 from __future__ import annotations
@@ -29,12 +29,15 @@ class PlotContext:
     `switch_checkpoint(name)` loads checkpoint `name` and returns the pipeline to use with it (the server passes its
     model holder's; None: the "Checkpoint name" axis is refused). `checkpoint_names`: the names it takes (the axis's
     choices, and what values are checked against). `styles`: a `mixkit.prompts.styles.StyleLibrary` for "Styles".
+    `refiner_source(name)`: what `params.refiner` takes for checkpoint `name` (the server passes its catalog's file;
+    None: the "Refiner checkpoint" axis is refused).
     """
 
     kind: str = "txt2img"
     switch_checkpoint: Callable[[str], Any] | None = None
     checkpoint_names: list[str] = field(default_factory=list)
     styles: Any = None
+    refiner_source: Callable[[str], Any] | None = None  # a checkpoint name -> `params.refiner` (Refiner checkpoint)
 
     @classmethod
     def of(cls, **context: Any) -> "PlotContext":
@@ -204,6 +207,30 @@ def check_checkpoints(params, values, context) -> None:
         raise ValueError(f"Unknown checkpoint {unknown[0]!r} on the Checkpoint name axis. Valid names: {valid}.")
 
 
+def refiner_choices(context: PlotContext) -> list[str]:
+    return ["None", *checkpoint_names(context)]  # A1111's: "None" first, then the checkpoints
+
+
+def apply_refiner(params, value, values, context):
+    """A1111's Refiner checkpoint axis: the cell refines with checkpoint `value` (at the call's switch point), or,
+    with "None", without a refiner."""
+    if str(value).strip().lower() == "none":
+        return replace(params, refiner=None)
+    return replace(params, refiner=context.refiner_source(find_checkpoint_name(context, value)))
+
+
+def check_refiners(params, values, context) -> None:
+    named = [value for value in values if str(value).strip().lower() != "none"]
+    if named and context.refiner_source is None:
+        raise ValueError("The Refiner checkpoint axis needs the caller's checkpoint list, which it did not give (the "
+                         "Python API: pass refiner_source=callable(name) -> checkpoint file and checkpoint_names); "
+                         "run the plot from the web UI or the HTTP API, or plot only 'None'.")
+    unknown = [value for value in named if find_checkpoint_name(context, value) is None]
+    if unknown:
+        valid = ", ".join(repr(name) for name in refiner_choices(context))
+        raise ValueError(f"Unknown checkpoint {unknown[0]!r} on the Refiner checkpoint axis. Valid names: {valid}.")
+
+
 def apply_size(params, value, values, context):
     width, height = parse_size(value)
     return replace(params, width=width, height=height)
@@ -336,7 +363,8 @@ _register(
                check=check_true_false),
     AxisOption("SGM noise multiplier", TEXT, set_sampler_parameter("sgm_noise_multiplier", boolean=True),
                choices=true_false, check=check_true_false),
-    unsupported("Refiner checkpoint", "the plot would load a refiner per cell; set the refiner on the call"),
+    AxisOption("Refiner checkpoint", TEXT, apply_refiner, format_value=file_name, choices=refiner_choices,
+               check=check_refiners, cost=1.0),
     AxisOption("Refiner switch at", FLOAT, set_field("refiner_switch_at")),
     unsupported("RNG source", "mixkit draws noise on the CPU only, as A1111's CPU source"),
     unsupported("FP8 mode", _SETTING),

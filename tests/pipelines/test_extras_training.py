@@ -38,6 +38,24 @@ def test_captions_join_and_copies_keep_them():
     assert seen == [(6, 4)]  # captioned once, before the flip
 
 
+def test_deepbooru_tags_come_before_the_blip_caption_as_a1111s():
+    def blip(image):
+        return "a red star"
+
+    def deepbooru(image):
+        return "star, red theme"
+
+    for chosen in (("BLIP", "Deepbooru"), ("Deepbooru", "BLIP")):  # the order chosen does not matter
+        [picture] = run_training_steps(_gradient(), TrainingSteps(captions=chosen), None, captioner=blip,
+                                       deepbooru=deepbooru)
+        assert picture.caption == "star, red theme, a red star"
+    [picture] = run_training_steps(_gradient(), TrainingSteps(captions=("Deepbooru",)), None, deepbooru=deepbooru)
+    assert picture.caption == "star, red theme"
+    [picture] = run_training_steps(_gradient(), TrainingSteps(captions=("Deepbooru", "BLIP")), None,
+                                   captioner=lambda image: "", deepbooru=deepbooru)
+    assert picture.caption == "star, red theme"  # an empty answer adds no ", "
+
+
 def test_split_then_flip_order_and_counts():
     # focal crop -> caption -> flip -> split: a 1:3 picture flipped horizontally gives 2 pictures, each split in 4
     image = Image.new("RGB", (64, 192))
@@ -56,7 +74,7 @@ def test_the_focal_debug_image_is_tagged_and_not_processed_further():
 
 
 @pytest.mark.parametrize("steps, message", [
-    (TrainingSteps(captions=("Deepbooru",)), "Deepbooru is not available in mixkit"),
+    (TrainingSteps(captions=("deepbooru",)), "'deepbooru' is not one of Deepbooru, BLIP"),
     (TrainingSteps(flips=("Diagonal",)), "'Diagonal' is not one of Horizontal, Vertical, Both"),
     (TrainingSteps(split_threshold=2.0), "split_threshold"),
 ])
@@ -68,8 +86,11 @@ def test_bad_settings_are_refused(steps, message):
 def test_split_and_focal_need_a_target_and_captions_a_captioner():
     with pytest.raises(ValueError, match="positive target size"):
         run_training_steps(_gradient(), TrainingSteps(split=True), None)
-    with pytest.raises(ValueError, match="needs a captioner"):
+    with pytest.raises(ValueError, match="Caption: BLIP needs a captioner and none was given"):
         run_training_steps(_gradient(), TrainingSteps(captions=("BLIP",)), None)
+    with pytest.raises(ValueError, match="Caption: Deepbooru needs a tagger and none was given: pass deepbooru=.*"
+                                         "--deepdanbooru-models-path"):
+        run_training_steps(_gradient(), TrainingSteps(captions=("Deepbooru", "BLIP")), None, captioner=str)
 
 
 def test_target_size_is_a1111s():

@@ -81,7 +81,8 @@ def test_script_info_lists_loopback_for_img2img_only(client):
     ([33], "from 1 to 32"),
     ([4, 1.5], "final_denoising_strength must be a number from 0 to 1"),
     ([4, 0.5, "Steep"], "denoising_curve must be one of"),
-    ([4, 0.5, "Linear", "DeepBooru"], "no DeepBooru tagger"),
+    ([4, 0.5, "Linear", "DeepBooru"], "needs a DeepBooru tagger and none is configured"),
+    ([4, 0.5, "Linear", "DeepBooru"], "when started with --deepdanbooru-models-path FOLDER"),
 ])
 def test_bad_script_args_are_refused_before_queueing(client, args, message):
     response = loop(client, args)

@@ -119,3 +119,29 @@ def test_checkpoint_axis_switches_and_puts_the_server_checkpoint_back(single_fil
         assert parse_infotext(sd1.info["parameters"])["Model"] == "sd1"
         assert running.state.holder.entry.name == "sd1.safetensors"  # the server's checkpoint, back
         assert http.get("/sdapi/v1/options").json()["sd_model_checkpoint"].startswith("sd1.safetensors")
+
+
+def test_refiner_checkpoint_axis_refines_with_the_named_checkpoint(tiny_sd1_dir, tmp_path, serving):
+    import shutil
+
+    import httpx
+
+    from webui.config import ServerConfig
+
+    other = shutil.copytree(tiny_sd1_dir, tmp_path / "other")  # the same weights in another folder: a refiner
+    config = ServerConfig(models=[str(tiny_sd1_dir), str(other)], output_dir=str(tmp_path / "out"), ui=False)
+    with serving(config) as running, httpx.Client(base_url=running.url, timeout=120) as http:
+        names = [model["title"] for model in http.get("/sdapi/v1/sd-models").json()]
+        loaded = next(name for name in names if not name.startswith("other"))
+        # the refiner that is the loaded checkpoint has nothing to switch to (A1111's apply_refiner): no Refiner key
+        args = ["Refiner checkpoint", "", ["None", "other", loaded], "Nothing", "", [], "Nothing", "", [], False,
+                True]
+        response = http.post("/sdapi/v1/txt2img", json={**TINY, "steps": 4, "script_name": "x/y/z plot",
+                                                        "script_args": args})
+        assert response.status_code == 200, response.text
+        texts = [parse_infotext(text) for text in json.loads(response.json()["info"])["infotexts"][1:]]
+        assert [text.get("Refiner", "").split(" [")[0] for text in texts] == ["", "other", ""]
+        assert texts[1]["Refiner switch at"] == "0.8"  # the call's (A1111's default)
+        bad = http.post("/sdapi/v1/txt2img", json={**TINY, "script_name": "x/y/z plot",
+                                                   "script_args": ["Refiner checkpoint", "None,nope"]})
+        assert bad.status_code == 422 and "Unknown checkpoint 'nope' on the Refiner checkpoint axis" in bad.text

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from mixkit.testing.tiny_deepbooru import crafted_deepbooru_state, save_deepbooru
 from webui.cli import main
 
 
@@ -81,8 +82,35 @@ def test_captions_are_written_beside_every_file(folder, tmp_path, capsys, monkey
     assert (out / "wide.txt").read_text(encoding="utf8") == "a star old words"
 
 
+@pytest.fixture()
+def deepbooru_folder(tmp_path):
+    """A tagger scoring solo 0.881, 1girl 0.953, hat_(object) 0.269, long_hair 0.622 on every image."""
+    folder = tmp_path / "torch_deepdanbooru"
+    folder.mkdir()
+    save_deepbooru(folder / "model-resnet_custom_v3.pt", crafted_deepbooru_state([2.0, 3.0, -1.0, 0.5]),
+                   ["solo", "1girl", "hat_(object)", "long_hair"])
+    return folder
+
+
+def test_deepbooru_tags_then_the_blip_caption_as_a1111s(folder, deepbooru_folder, tmp_path, capsys, monkeypatch):
+    import pipelines.extras_training as training
+
+    monkeypatch.setattr(training, "vlm_captioner", lambda source: lambda image: "a star")
+    out = tmp_path / "out"
+    run(capsys, str(folder / "wide.png"), "--upscaler", "None", "--caption", "blip", "--caption", "deepbooru",
+        "--deepdanbooru-models-path", str(deepbooru_folder), "--flip", "horizontal", "-o", str(out / "wide.png"))
+    expected = "1girl, long hair, solo, a star"  # A1111's default DeepBooru settings, then BLIP
+    assert [(out / name).read_text(encoding="utf8") for name in ("wide.txt", "wide-1.txt")] == [expected] * 2
+    run(capsys, str(folder / "tall.png"), "--upscaler", "None", "--caption", "deepbooru",
+        "--deepdanbooru-models-path", str(deepbooru_folder), "-o", str(out / "tall.png"))
+    assert (out / "tall.txt").read_text(encoding="utf8") == "1girl, long hair, solo"
+
+
 @pytest.mark.parametrize("flags, message", [
-    (["--caption", "deepbooru"], "Deepbooru is not available in mixkit"),
+    (["--caption", "deepbooru"], "--caption deepbooru needs the DeepDanbooru tagger: add --deepdanbooru-models-path"),
+    (["--caption", "deepbooru", "--deepdanbooru-models-path", "no-such-folder"],
+     "The DeepDanbooru folder 'no-such-folder' does not exist"),
+    (["--caption", "blip", "--deepdanbooru-models-path", "x"], "only matters with --caption deepbooru"),
     (["--split-oversized"], "--split-oversized needs a target size"),
     (["--focal-crop", "64x64", "--scale", "2"], "--focal-crop WxH sets the target size"),
     (["--focal-crop", "64x64", "--scale-to", "32x32"], "name two target sizes"),

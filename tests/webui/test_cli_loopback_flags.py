@@ -4,6 +4,7 @@
 import pytest
 from PIL import Image
 
+from mixkit.testing.tiny_deepbooru import crafted_deepbooru_state, save_deepbooru
 from pipelines.infotext import parse_infotext
 from webui.cli import main
 
@@ -44,12 +45,38 @@ def test_clip_appends_the_interrogation_to_the_prompt(tiny_sd1_dir, init, tmp_pa
     assert prompt.startswith("a red cat, ") and len(prompt) > len("a red cat, ")
 
 
+@pytest.fixture(scope="module")
+def deepbooru_folder(tmp_path_factory):
+    """A tagger scoring solo 0.881, 1girl 0.953, hat_(object) 0.269, long_hair 0.622 on every image."""
+    folder = tmp_path_factory.mktemp("torch_deepdanbooru")
+    save_deepbooru(folder / "model-resnet_custom_v3.pt", crafted_deepbooru_state([2.0, 3.0, -1.0, 0.5]),
+                   ["solo", "1girl", "hat_(object)", "long_hair"])
+    return folder
+
+
+def test_deepbooru_appends_the_tags_at_a1111s_default_settings(tiny_sd1_dir, init, deepbooru_folder, tmp_path,
+                                                               capsys):
+    code = main(["img2img", str(init), "a red cat", "--model", str(tiny_sd1_dir), "-o", str(tmp_path), *ARGS,
+                 "--loopback", "2", "--loopback-interrogate", "deepbooru",
+                 "--deepdanbooru-models-path", str(deepbooru_folder)])
+    assert code == 0
+    printed = capsys.readouterr().out.split()
+    prompts = [parse_infotext(Image.open(path).text["parameters"])["Prompt"] for path in printed[1:]]
+    # above 0.5, sorted by name, underscores as spaces
+    assert prompts == ["a red cat, 1girl, long hair, solo"] * 2
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--loopback", "0"], "loops must be a whole number from 1 to 32"),
     (["--loopback", "33"], "loops must be a whole number from 1 to 32"),
     (["--loopback", "2", "--loopback-final-strength", "1.5"], "final_denoising_strength must be a number from 0 to 1"),
     (["--loopback", "2", "--loopback-curve", "steep"], "denoising_curve must be one of"),
-    (["--loopback", "2", "--loopback-interrogate", "deepbooru"], "no DeepBooru tagger"),
+    (["--loopback", "2", "--loopback-interrogate", "deepbooru"],
+     "'DeepBooru' needs a DeepBooru tagger and none is configured"),
+    (["--loopback", "2", "--loopback-interrogate", "deepbooru"], "--deepdanbooru-models-path FOLDER"),
+    (["--loopback", "2", "--loopback-interrogate", "deepbooru", "--deepdanbooru-models-path", "no-such-folder"],
+     "The DeepDanbooru folder 'no-such-folder' does not exist"),
+    (["--loopback", "2", "--deepdanbooru-models-path", "x"], "only matters with --loopback-interrogate deepbooru"),
     (["--loopback-curve", "Lazy"], "--loopback-curve sets up Loopback; add --loopback LOOPS"),
     (["--loopback", "2", "--interrogate-clip-model", "x"], "only matter with --loopback-interrogate clip"),
     (["--loopback", "2", "-o", "out.png"], "give -o a folder"),

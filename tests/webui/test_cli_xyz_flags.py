@@ -43,6 +43,7 @@ def test_no_legend_is_the_bare_grid_and_margins_go_with_the_legend(tiny_sd1_dir,
     (["--xyz-x", "Checkpoint name:a"], "needs a way to load checkpoints"),
     (["--xyz-x", "Steps:1", "--xyz-vary-seeds", "q"], "--xyz-vary-seeds takes the letters x, y and z"),
     (["--xyz-x", "Steps:1", "-o", "plot.png"], "give -o a folder"),
+    (["--xyz-x", "Steps:1", "--xyz-y", "Size:64x64,64x100000"], "X/Y/Z plot cell Steps 1, Size 64x100000: "),
 ])
 def test_bad_plots_fail_in_one_line_before_writing(tiny_sd1_dir, tmp_path, capsys, monkeypatch, extra, message):
     monkeypatch.chdir(tmp_path)

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from mixkit.testing.tiny_deepbooru import crafted_deepbooru_state, save_deepbooru
+
 from .ui_blocks import component, handler, model_less_ui
 
 OFF = dict(split=False, threshold=0.5, overlap=0.2, focal=False, face=0.9, entropy=0.15, edges=0.5, debug=False,
@@ -69,7 +71,9 @@ def test_focal_crop_with_its_debug_image(built):
 
 
 @pytest.mark.parametrize("training, message", [(dict(threshold=2.0), "split_threshold must be"),
-                                               (dict(caption=True, captions=["Deepbooru"]), "Deepbooru is not")])
+                                               (dict(caption=True, captions=["Deepbooru"]),
+                                                "Caption: Deepbooru: DeepBooru is not set up on this server: start it "
+                                                "with --deepdanbooru-models-path FOLDER")])
 def test_bad_settings_are_refused_before_anything_is_queued(built, training, message):
     _, blocks = built
     with pytest.raises(gr.Error, match=message):
@@ -81,4 +85,42 @@ def test_the_page_puts_the_task_id_before_the_training_values(built):
     event = handler(blocks, "extras_generate", "click")
     assert "return [...values.slice(0, 10), id, ...values.slice(11, 23)];" in event.js
     assert component(blocks, "postprocess_split_threshold").value == 0.5
-    assert component(blocks, "postprocess_caption_choices").choices == [("BLIP", "BLIP")]
+    captions = component(blocks, "postprocess_caption_choices")
+    assert captions.choices == [("BLIP", "BLIP")] and captions.value == ["BLIP"]
+    assert "--deepdanbooru-models-path" in captions.info
+
+
+@pytest.fixture(scope="module")
+def with_deepbooru(tmp_path_factory):
+    """A model-less UI whose server has a DeepDanbooru tagger (solo 0.881, 1girl 0.953, long_hair 0.622)."""
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+    from webui.ui.app import build_ui
+
+    root = tmp_path_factory.mktemp("ui-extras-deepbooru")
+    (root / "models").mkdir()
+    (root / "tagger").mkdir()
+    save_deepbooru(root / "tagger" / "model-resnet_custom_v3.pt", crafted_deepbooru_state([2.0, 3.0, 0.5]),
+                   ["solo", "1girl", "long_hair"])
+    state = ServerState(ServerConfig(models_dir=str(root / "models"), output_dir=str(root / "out"),
+                                     deepdanbooru_models_path=str(root / "tagger")))
+    try:
+        yield state, build_ui(state)
+    finally:
+        state.close()
+
+
+def test_deepbooru_is_offered_and_chosen_as_a1111s_with_a_tagger(with_deepbooru):
+    _, blocks = with_deepbooru
+    captions = component(blocks, "postprocess_caption_choices")
+    assert captions.choices == [("Deepbooru", "Deepbooru"), ("BLIP", "BLIP")] and captions.value == ["Deepbooru"]
+
+
+def test_deepbooru_tags_then_the_blip_caption(with_deepbooru, monkeypatch):
+    state, blocks = with_deepbooru
+    state.options.apply({"samples_save": True})
+    monkeypatch.setattr(state, "run_app", lambda app, inputs, options: {"text": " a cube "})
+    _, result, *_ = run(blocks, Image.new("RGB", (16, 16), (200, 10, 30)), mode=0, caption=True,
+                        captions=["BLIP", "Deepbooru"])
+    assert (state.output_dir / result).with_suffix(".txt").read_text(encoding="utf8") == \
+        "1girl, long hair, solo, a cube"

@@ -52,6 +52,6 @@ def test_generate_shows_the_grid_then_each_loop(built):
 
 def test_deepbooru_is_refused_with_the_reason(built):
     state, blocks = built
-    with pytest.raises(gr.Error, match="no DeepBooru tagger"):
+    with pytest.raises(gr.Error, match="needs a DeepBooru tagger .* --deepdanbooru-models-path"):
         generate(blocks, {"script": "Loopback", "loopback_append_interrogation": "DeepBooru"})
     assert state.worker.queued == 0

@@ -33,7 +33,8 @@ class TrainingRun:
     """The training-data steps of a run and what they use (None / off: the upscale alone)."""
 
     steps: Any = None  # pipelines.extras_training.TrainingSteps
-    captioner: Any = None
+    captioner: Any = None  # BLIP
+    deepbooru: Any = None
     face_finder: Any = None
     existing_caption: str = "Ignore"
 
@@ -151,7 +152,7 @@ def upscale_and_save(source: Source, body, path: Path | None, folder: str | os.P
     training = training or TrainingRun()
     if training.steps is not None and training.steps.active:
         pictures = run_training_steps(result, training.steps, source.target, captioner=training.captioner,
-                                      face_finder=training.face_finder)
+                                      deepbooru=training.deepbooru, face_finder=training.face_finder)
     else:
         pictures = [TrainingImage(result)]
     text = request_postprocessing_text(body) if upscales(body) or faces.active else ""

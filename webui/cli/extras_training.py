@@ -51,10 +51,14 @@ def add_training_flags(parser) -> None:
                    help="add a flipped copy: horizontal, vertical or both (repeatable)")
     g.add_argument("--caption", action="append", default=[], metavar="WHICH", type=str.lower,
                    choices=[choice.lower() for choice in CAPTION_CHOICES],
-                   help="write a caption to NAME.txt beside each file: blip (deepbooru is refused: mixkit has no "
-                        "Deepbooru tagger)")
+                   help="write a caption to NAME.txt beside each file: deepbooru (the tags of "
+                        "--deepdanbooru-models-path's tagger, A1111's default DeepBooru settings) and / or blip; "
+                        "both: the tags, then the caption, joined with ', ' as A1111's (repeatable)")
     g.add_argument("--caption-model", default=DEFAULT_CAPTION_MODEL, metavar="MODEL",
                    help=f"the BLIP captioner (a mixkit VLM name or folder; default {DEFAULT_CAPTION_MODEL})")
+    g.add_argument("--deepdanbooru-models-path", default=None, metavar="FOLDER",
+                   help="with --caption deepbooru: the folder holding DeepDanbooru's model-resnet_custom_v3.pt "
+                        "(A1111's models/torch_deepdanbooru)")
     g.add_argument("--existing-caption", default="ignore", type=str.lower,
                    choices=[action.lower() for action in EXISTING_CAPTION_ACTIONS],
                    help="a NAME.txt already there: ignore (replace it), keep, prepend or append (A1111's 'Action for "
@@ -106,12 +110,28 @@ def resolve_target_flags(args: argparse.Namespace) -> None:
 
 
 def captioner_of(args: argparse.Namespace, steps):
-    """The BLIP captioner when --caption blip is given (loaded at the first caption), else None."""
-    if not steps.captions:
+    """The BLIP captioner when --caption blip is given (loaded now, so a bad model fails before any file is
+    written), else None."""
+    if "BLIP" not in steps.captions:
         return None
     from pipelines.extras_training import vlm_captioner
 
     return vlm_captioner(args.caption_model)
+
+
+def deepbooru_of(args: argparse.Namespace, steps):
+    """`image -> tags` for --caption deepbooru (A1111's default DeepBooru settings), else None; refused, naming the
+    flag, without --deepdanbooru-models-path or with it alone; a wrong folder fails before any file is written."""
+    if "Deepbooru" not in steps.captions:
+        if args.deepdanbooru_models_path is not None:
+            raise ValueError("--deepdanbooru-models-path only matters with --caption deepbooru")
+        return None
+    if args.deepdanbooru_models_path is None:
+        raise ValueError("--caption deepbooru needs the DeepDanbooru tagger: add --deepdanbooru-models-path FOLDER, "
+                         "the folder holding model-resnet_custom_v3.pt (A1111's models/torch_deepdanbooru)")
+    from webui.cli.deepbooru_tagger import deepbooru_tagger
+
+    return deepbooru_tagger(args.deepdanbooru_models_path, getattr(args, "device", None))
 
 
 def existing_caption_action(args: argparse.Namespace) -> str:

@@ -225,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
     script = prompt_script_of(args, xyz_requested(args))  # Prompt matrix / Prompts from file, or None
     plot = xyz_config_of(args) if xyz_requested(args) else None
     if plot is not None:  # before the output folder is made
-        check_xyz_plot(plot, params)
+        check_xyz_plot(plot, params, check=check)
     if script is not None:
         check_prompt_script(*script, params, check, args)
     output, output_is_file = check_before_load(args, params, check)

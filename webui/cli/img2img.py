@@ -96,10 +96,14 @@ def add_parser(subparsers) -> None:
     add_controlnet_flags(p, img2img=True)
     add_batch_flags(p)
     from webui.cli.loopback_flags import add_loopback_flags
+    from webui.cli.prompt_script_flags import add_prompt_script_flags
+    from webui.cli.xyz_flags import add_xyz_flags
 
     add_loopback_flags(p)
     from webui.cli.sd_upscale_flags import add_sd_upscale_flags
 
+    add_xyz_flags(p)
+    add_prompt_script_flags(p)
     add_sd_upscale_flags(p)
     p.set_defaults(func=run)
 
@@ -128,14 +132,9 @@ def run(args: argparse.Namespace) -> int:
     if args.prompt is None:
         args.prompt = ""
     check_mask_flags(args)
-    from webui.cli.loopback_flags import loopback_config_of
+    from webui.cli.img2img_scripts import img2img_script_of
 
-    loops = loopback_config_of(args)
-    from webui.cli.sd_upscale_flags import check_sd_upscale_run, sd_upscale_config_of, sd_upscale_requested
-
-    upscale = sd_upscale_config_of(args) if sd_upscale_requested(args) else None
-    if loops is not None and upscale is not None:
-        raise ValueError("--loopback and --sd-upscale are two scripts: run one at a time.")
+    script = img2img_script_of(args)  # Loopback, X/Y/Z plot, Prompt matrix, Prompts from file, SD upscale, or None
     if args.input_dir is not None:
         from webui.cli.img2img_batch import run_batch
 
@@ -154,27 +153,20 @@ def run(args: argparse.Namespace) -> int:
     specs, catalog = controlnet_specs(args, infotext_keys, img2img=True)
     from pipelines.controlnet import ControlImg2ImgParams
 
-    if specs and loops is not None:
-        raise ValueError("--loopback cannot be combined with ControlNet units (as the API's scripts); leave out one.")
+    if specs and script is not None:
+        raise ValueError(f"{script.flag} cannot be combined with ControlNet units (as the API's scripts); leave out "
+                         "one.")
     params_class = ControlImg2ImgParams if specs else Img2ImgParams  # units join the params after the load
     params = params_class(**fields, **img2img_fields(args), init_images=[image], mask=mask, latent_mask=latent_mask)
 
     def check(params: Img2ImgParams) -> None:
         check_img2img_params(params, limits, grid)
 
-    interrogate = None
-    if loops is not None:  # before the output folder is made
-        from pipelines.scripts.loopback import check_loopback
-        from webui.cli.loopback_flags import cli_interrogator
-
-        if loops.append_interrogation == "CLIP":
-            interrogate = cli_interrogator(args, args.device)
-        check_loopback(params, loops, interrogate)
-    if upscale is not None:  # before the output folder is made
-        check_sd_upscale_run(params, upscale)
+    if script is not None:  # before the output folder is made
+        script.check(params, check, args)
     output, output_is_file = check_before_load(args, params, check)
-    if loops is not None and output_is_file:
-        raise ValueError("Loopback writes a grid and every loop's image: give -o a folder, not a .png file name.")
+    if script is not None and output_is_file and script.several_files:
+        raise ValueError(f"{script.module.TITLE} writes several images: give -o a folder, not a .png file name.")
     from webui.cli.controlnet_units import check_unit_families
 
     check_unit_families(specs, catalog, args.model)
@@ -184,14 +176,8 @@ def run(args: argparse.Namespace) -> int:
         pipe, params = with_controlnets(pipe, params, specs, catalog)
     from webui.cli.infotext_flags import infotext_writing_of
 
-    if loops is not None:
-        from webui.cli.loopback_flags import run_loopback
-
-        return run_loopback(pipe, params, loops, output, infotext_writing_of(args), interrogate)
-    if upscale is not None:
-        from webui.cli.sd_upscale_flags import run_sd_upscale
-
-        return run_sd_upscale(pipe, params, upscale, output, output_is_file, infotext_writing_of(args))
+    if script is not None:
+        return script.run(pipe, params, output, args, infotext_writing_of(args), output_is_file)
     return generate_and_save(pipe, params, output, output_is_file, writing=infotext_writing_of(args))
 
 

@@ -5,6 +5,8 @@ The settings are checked before the model loads; the loops' grid is written as `
 image as `img2img` writes them, into the -o folder. `--loopback-interrogate clip` appends A1111's Interrogate CLIP of
 each init image to the prompt: a caption from AppFlow's image2text_generation app (mixkit-tiny-blip2 unless the app
 is configured otherwise) and the best terms of the word lists ranked by `--interrogate-clip-model`.
+`--loopback-interrogate deepbooru` appends its DeepDanbooru tags, from the `--deepdanbooru-models-path` folder's
+tagger under A1111's default DeepBooru settings (threshold 0.5, sorted, spaces, escaped brackets).
 """
 
 from __future__ import annotations
@@ -25,20 +27,24 @@ def add_loopback_flags(p: argparse.ArgumentParser) -> None:
     group.add_argument("--loopback-curve", default=None, metavar="CURVE",
                        help=f"how the strength moves to the final one: {', '.join(CURVES)} (default {curve})")
     group.add_argument("--loopback-interrogate", default=None, metavar="WHAT",
-                       help="append an interrogation of each loop's init image to the prompt: none or clip "
-                            "(A1111's DeepBooru is not in mixkit yet)")
+                       help="append an interrogation of each loop's init image to the prompt: none, clip or "
+                            "deepbooru (needs --deepdanbooru-models-path)")
     group.add_argument("--interrogate-clip-model", default=None, metavar="CLIP",
                        help="with --loopback-interrogate clip: the CLIP that ranks the word lists (default "
                             "mixkit-tiny-clip)")
     group.add_argument("--interrogate-categories-dir", default=None, metavar="DIR",
                        help="with --loopback-interrogate clip: an A1111 interrogate/ folder of *.txt word lists "
                             "(default: the built-in lists)")
+    group.add_argument("--deepdanbooru-models-path", default=None, metavar="FOLDER",
+                       help="with --loopback-interrogate deepbooru: the folder holding DeepDanbooru's "
+                            "model-resnet_custom_v3.pt (A1111's models/torch_deepdanbooru)")
 
 
 LOOPBACK_ONLY_FLAGS = {"loopback_final_strength": "--loopback-final-strength", "loopback_curve": "--loopback-curve",
                        "loopback_interrogate": "--loopback-interrogate",
                        "interrogate_clip_model": "--interrogate-clip-model",
-                       "interrogate_categories_dir": "--interrogate-categories-dir"}
+                       "interrogate_categories_dir": "--interrogate-categories-dir",
+                       "deepdanbooru_models_path": "--deepdanbooru-models-path"}
 
 
 def loopback_config_of(args: argparse.Namespace):
@@ -64,6 +70,8 @@ def loopback_config_of(args: argparse.Namespace):
         clip_only = [flag for flag in given if flag.startswith("--interrogate")]
         if clip_only:
             raise ValueError(f"{' and '.join(clip_only)} only matter with --loopback-interrogate clip.")
+    if config.append_interrogation != "DeepBooru" and args.deepdanbooru_models_path is not None:
+        raise ValueError("--deepdanbooru-models-path only matters with --loopback-interrogate deepbooru.")
     return config
 
 
@@ -93,14 +101,25 @@ def cli_interrogator(args: argparse.Namespace, device: str | None):
     return interrogate
 
 
-def run_loopback(pipe, params, config, output, writing=None, interrogate=None) -> int:
+def cli_deepbooru(args: argparse.Namespace, device: str | None):
+    """`image -> tags` (`webui.cli.deepbooru_tagger`) from --deepdanbooru-models-path, None without it (Loopback
+    then refuses DeepBooru naming the flag)."""
+    if args.deepdanbooru_models_path is None:
+        return None
+    from webui.cli.deepbooru_tagger import deepbooru_tagger
+
+    return deepbooru_tagger(args.deepdanbooru_models_path, device)
+
+
+def run_loopback(pipe, params, config, output, writing=None, interrogate=None, deepbooru=None) -> int:
     """Run the loops with a progress bar and Ctrl-C as Interrupt; write the grid, then every loop's image; print the
     paths."""
     from pipelines.scripts import loopback
     from webui.cli.progress import report_written, run_with_progress
 
     total = config.loops * params.batch_count
-    result = run_with_progress(lambda **hooks: loopback.run(pipe, params, config, interrogate=interrogate, **hooks),
+    result = run_with_progress(lambda **hooks: loopback.run(pipe, params, config, interrogate=interrogate,
+                                                             deepbooru=deepbooru, **hooks),
                                params.steps * total)
     return report_written([*result.save_grids(output, writing), *result.save(output, writing)], result.interrupted,
                           f"kept {len(result.samples.images)} of {total} loop image(s)")

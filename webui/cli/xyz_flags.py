@@ -1,4 +1,5 @@
-"""`mixkit generate ... --xyz-x "Steps:10,20" --xyz-y "CFG Scale:5,7"`: A1111's X/Y/Z plot from the command line.
+"""`mixkit generate ... --xyz-x "Steps:10,20" --xyz-y "CFG Scale:5,7"`: A1111's X/Y/Z plot from the command line
+(and on `mixkit img2img`, with img2img's axes such as "Denoising").
 
 Each axis is `LABEL:VALUES` with A1111's labels and value syntax (`mixkit generate --xyz-x "Sampler:Euler,DPM++ 2M"`,
 ranges such as `Steps:10-30 (+10)`); the options are A1111's checkboxes. The plot is checked before the model loads;
@@ -55,20 +56,35 @@ def xyz_config_of(args: argparse.Namespace, kind: str = "txt2img"):
                       margin_size=args.xyz_margin)
 
 
-def check_xyz_plot(config, params) -> None:
-    """The plot's checks on the call's params (Prompt S/R, samplers, sizes), before the model loads."""
+def check_xyz_plot(config, params, kind: str = "txt2img", check=None) -> None:
+    """The plot's checks on the call's params (Prompt S/R, samplers, sizes), and `check` (the command's limits) on
+    every cell's params, before the model loads; a cell's error names its axis values."""
+    from dataclasses import replace
+
     from pipelines.scripts.xyz_axes import PlotContext
     from pipelines.scripts.xyz_plot import check_plot
 
-    check_plot(params, config, PlotContext())
+    for cell in check_plot(params, config, PlotContext(kind=kind)):
+        if check is not None:
+            try:
+                check(replace(cell.params))
+            except (ValueError, TypeError) as error:
+                raise type(error)(f"X/Y/Z plot cell {cell_label(config, cell)}: {error}") from None
 
 
-def run_xyz_plot(pipe, params, config, output, writing=None) -> int:
+def cell_label(config, cell) -> str:
+    """A cell as its axis values, "Denoising 2, Steps 20" (the Nothing axes left out)."""
+    parts = [f"{axis.label} {axis.values[index]}" for axis, index in zip(config.axes, (cell.ix, cell.iy, cell.iz))
+             if axis.label != "Nothing"]
+    return ", ".join(parts) or "1"
+
+
+def run_xyz_plot(pipe, params, config, output, writing=None, kind: str = "txt2img") -> int:
     """Run the plot with a progress bar and Ctrl-C as Interrupt; write the grids, then the images; print the paths."""
     from pipelines.scripts import xyz_plot
     from webui.cli.progress import report_written, run_with_progress
 
-    result = run_with_progress(lambda **hooks: xyz_plot.run(pipe, params, config, **hooks),
+    result = run_with_progress(lambda **hooks: xyz_plot.run(pipe, params, config, kind=kind, **hooks),
                                params.steps * params.batch_count * config.cell_count)
     return report_written([*result.save_grids(output, writing), *result.save(output, writing)], result.interrupted,
                           f"kept {len(result.samples.images)} of {config.cell_count * params.total_images} image(s) "

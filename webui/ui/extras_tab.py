@@ -89,7 +89,7 @@ def build_extras_tab(state: ServerState) -> tuple[gr.Image, FollowedTab]:
                 codeformer_weight = form_slider(0, 1, value=0, step=0.001,
                                                 label="CodeFormer weight (0 = maximum effect, 1 = minimum effect)",
                                                 elem_id="extras_codeformer_weight")
-            training = training_controls()
+            training = training_controls(state)
         with gr.Column():
             progress = gr.HTML(progress_html(0, "Idle"), elem_id="extras_progress")
             result = gr.Image(label="Result", type="pil", format="png", interactive=False, elem_id="extras_result")

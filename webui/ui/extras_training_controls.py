@@ -2,10 +2,11 @@
 flipped copies", "Caption"; labels, ranges and defaults as its postprocessing scripts), and the job step running them.
 
 The steps run inside the Extras job after the upscale, its crop and face restoration (`pipelines.extras_training`),
-so one source may give several pictures; the captioner is the server's Interrogate CLIP caption model (AppFlow's
-`image2text_generation` with Settings > Interrogate's lengths), the focal crop's faces come from the RetinaFace of the
-configured face restorers (none configured: faces are not looked for). Deepbooru is not offered: mixkit has no
-Deepbooru tagger. A1111's "Action for existing captions" setting is "Ignore" here: a caption replaces the `.txt`.
+so one source may give several pictures; the BLIP captioner is the server's Interrogate CLIP caption model (AppFlow's
+`image2text_generation` with Settings > Interrogate's lengths), Deepbooru its Interrogate DeepBooru (offered, and
+A1111's default choice, when the server was started with `--deepdanbooru-models-path`; its tags come first, as
+A1111's); the focal crop's faces come from the RetinaFace of the configured face restorers (none configured: faces
+are not looked for). A1111's "Action for existing captions" setting is "Ignore" here: a caption replaces the `.txt`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ from webui.ui.form_components import form_slider
 CONTROL_COUNT = 12  # the values `training_controls` returns, in `training_steps_from_form`'s order
 
 
-def training_controls() -> list:
+def caption_choices(state) -> tuple[list[str], list[str]]:
+    """(the Caption choices, the default ones): A1111's Deepbooru and BLIP with Deepbooru chosen when the server has
+    a DeepDanbooru tagger, else BLIP alone."""
+    if state is not None and state.deepbooru is not None:
+        return ["Deepbooru", "BLIP"], ["Deepbooru"]
+    return ["BLIP"], ["BLIP"]
+
+
+def training_controls(state=None) -> list:
     """Build the four accordions; returns their controls in `training_steps_from_form`'s order."""
     from pipelines.focal_crop import FocalWeights
     from pipelines.split_oversized import DEFAULT_OVERLAP_RATIO, DEFAULT_SPLIT_THRESHOLD, MAX_OVERLAP_RATIO
@@ -45,9 +54,11 @@ def training_controls() -> list:
                                  elem_id="postprocess_flip_choices")
     with gr.Accordion("Caption", open=False, elem_id="extras_caption"):
         caption = gr.Checkbox(False, label="Caption", elem_id="postprocess_caption_enable")
-        captions = gr.CheckboxGroup(["BLIP"], value=["BLIP"], show_label=False, elem_id="postprocess_caption_choices",
-                                    info="Written to a .txt beside each saved image. Deepbooru is not available: "
-                                         "mixkit has no Deepbooru tagger.")
+        choices, chosen = caption_choices(state)
+        missing = "" if "Deepbooru" in choices else (" Deepbooru: start the server with --deepdanbooru-models-path "
+                                                     "FOLDER.")
+        captions = gr.CheckboxGroup(choices, value=chosen, show_label=False, elem_id="postprocess_caption_choices",
+                                    info="Written to a .txt beside each saved image." + missing)
     return [split, threshold, overlap, focal, face, entropy, edges, debug, flip, flips, caption, captions]
 
 
@@ -69,7 +80,8 @@ def training_job_step(state, body, steps, targets: list, faces_after):
     from pipelines.extras_training import run_training_steps
     from webui.api_extras import crop_to, crops_to_size
 
-    captioner = server_captioner(state) if steps.captions else None
+    captioner = server_captioner(state) if "BLIP" in steps.captions else None
+    deepbooru = server_deepbooru(state) if "Deepbooru" in steps.captions else None
     face_finder = None
     if steps.focal_crop and steps.focal_weights.face > 0:
         from pipelines.focal_crop import face_finder_from_restorers
@@ -82,9 +94,24 @@ def training_job_step(state, body, steps, targets: list, faces_after):
             image = faces_after(image)  # crops first, as `webui.api_extras.extras_postprocess` does
         elif crops_to_size(body):
             image = crop_to(image, body.upscaling_resize_w, body.upscaling_resize_h)
-        return run_training_steps(image, steps, next(remaining), captioner=captioner, face_finder=face_finder)
+        return run_training_steps(image, steps, next(remaining), captioner=captioner, deepbooru=deepbooru,
+                                  face_finder=face_finder)
 
     return after
+
+
+def server_deepbooru(state):
+    """The server's Interrogate DeepBooru as a tagger, under Settings > Interrogate as they are at each caption;
+    refused before queueing (ValueError naming the flag) when the server has no tagger."""
+    from webui.interrogation import DEEPBOORU_UNAVAILABLE, deepbooru_now
+
+    if state.deepbooru is None:
+        raise ValueError(f"Caption: Deepbooru: {DEEPBOORU_UNAVAILABLE}")
+
+    def deepbooru(image) -> str:
+        return deepbooru_now(state, image)
+
+    return deepbooru
 
 
 def server_captioner(state):

@@ -459,7 +459,8 @@ def _form_params(state: ServerState, kind: str, form: list, chosen_styles: list[
 
 def _form_fields(tab: GenerateTab) -> list[tuple[str, object]]:
     """(value name, widget) for every field a paste can fill: the generation widgets, then img2img's denoising
-    strength and inpaint controls or txt2img's Hires. fix widgets (whose "denoising_strength" is the second pass's)."""
+    strength and inpaint controls or txt2img's Hires. fix widgets (whose "denoising_strength" is the second pass's),
+    the refiner, the ControlNet units, and the Script dropdown with the X/Y/Z plot's axes."""
     fields = list(zip(GenerationWidgets.FIELDS, tab.widgets.inputs()))
     if tab.denoising_strength is not None:
         fields.append(("denoising_strength", tab.denoising_strength))
@@ -472,7 +473,9 @@ def _form_fields(tab: GenerateTab) -> list[tuple[str, object]]:
     from webui.ui.refiner_controls import REFINER_FIELDS
 
     fields += list(zip(REFINER_FIELDS, tab.refiner))
-    return fields + controlnet_form_fields(tab.controlnet_units)
+    from webui.ui.paste_script_values import script_form_fields
+
+    return fields + controlnet_form_fields(tab.controlnet_units) + script_form_fields(tab.scripts)
 
 
 def controlnet_unit_count(tab: GenerateTab) -> int:

@@ -24,21 +24,30 @@ from webui.ui.paste_infotext import infotext_to_form_values, infotext_to_sent_va
 def paste_values(state: ServerState, tab: GenerateTab, text: str, sampler_names: list[str],
                  schedule_names: list[str]) -> tuple[dict[str, object], list[str]]:
     """(form values, notes) for pasting infotext `text` into `tab`, with this server's limits, samplers, hires
-    upscalers (txt2img) and LoRA files (tags re-linked by hash)."""
+    upscalers (txt2img) and LoRA files (tags re-linked by hash); the Script dropdown and X/Y/Z axes too
+    (`webui.ui.paste_script_values`)."""
     upscalers = None
     if tab.hires is not None:
         from webui.ui.hires_controls import hires_upscaler_names
 
         upscalers = hires_upscaler_names()
     aliases = frozenset(state.holder.entry.aliases()) if state.holder.entry else frozenset()
-    return infotext_to_form_values(text, state.limits, sampler_names, schedule_names, current_model=state.model_title,
-                                   current_model_aliases=aliases, hires_upscalers=upscalers,
-                                   lora_name_of=lora_lookup(state), current_emphasis=state.options.get("emphasis"),
-                                   current_vae_names=state.vae_names(), vae_choice=state.vaes.name_for_infotext,
-                                   inpaint_fields=tab.inpaint_controls is not None,
-                                   controlnet_units=controlnet_unit_count(tab),
-                                   controlnet_model_of=controlnet_lookup(state),
-                                   refiner_checkpoint_of=checkpoint_lookup(state) if tab.refiner else None)
+    values, notes = infotext_to_form_values(
+        text, state.limits, sampler_names, schedule_names, current_model=state.model_title,
+        current_model_aliases=aliases, hires_upscalers=upscalers, lora_name_of=lora_lookup(state),
+        current_emphasis=state.options.get("emphasis"), current_vae_names=state.vae_names(),
+        vae_choice=state.vaes.name_for_infotext, inpaint_fields=tab.inpaint_controls is not None,
+        controlnet_units=controlnet_unit_count(tab), controlnet_model_of=controlnet_lookup(state),
+        refiner_checkpoint_of=checkpoint_lookup(state) if tab.refiner else None)
+    if tab.scripts is not None:  # the Script dropdown and the X/Y/Z plot's axes (A1111's paste fields)
+        from pipelines.infotext import parse_infotext
+        from pipelines.scripts.xyz_axes import axes_for
+        from webui.ui.paste_script_values import infotext_script_values
+
+        labels = [axis.label for axis in axes_for(tab.kind, supported_only=True)]
+        script_values, script_notes = infotext_script_values(parse_infotext(text), list(tab.scripts.groups), labels)
+        values, notes = {**values, **script_values}, [*notes, *script_notes]
+    return values, notes
 
 
 def checkpoint_lookup(state: ServerState):

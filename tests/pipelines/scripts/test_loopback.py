@@ -94,6 +94,24 @@ def test_interrogation_appends_to_the_prompt_of_each_loop(img2img):
     assert pipe.calls[-1][0].prompt == "tags 3"
 
 
+def test_deepbooru_appends_its_tags_and_clip_is_not_asked(img2img):
+    pipe = RecordingPipe(img2img)
+    seen = []
+
+    def deepbooru(image):
+        seen.append(image)
+        return "1girl, solo" if len(seen) == 1 else "smile"
+
+    def clip(image):
+        raise AssertionError("CLIP asked for a DeepBooru loopback")
+
+    config = LoopbackConfig(loops=2, append_interrogation="DeepBooru")
+    result = loopback.run(pipe, params(), config, interrogate=clip, deepbooru=deepbooru)
+    assert [call.prompt for call, _ in pipe.calls] == ["a red cat, 1girl, solo", "a red cat, smile"]
+    assert seen == [params().init_images[0], pipe.calls[0][1].images[0]]
+    assert parse_infotext(result.infotexts[2])["Prompt"] == "a red cat, smile"
+
+
 def test_masked_content_is_original_after_the_first_loop(img2img):
     mask = Image.new("L", (64, 64), 0)
     mask.paste(255, (16, 16, 48, 40))
@@ -149,6 +167,13 @@ def test_skip_ends_the_current_batch_only(img2img):
     (lambda: loopback.run(None, params(init_images=[noise_picture(1)] * 2, batch_size=2), LoopbackConfig()),
      "give one init image, not 2"),
     (lambda: loopback.planned_params(params(), LoopbackConfig(append_interrogation="CLIP")), "needs an interrogator"),
+    (lambda: loopback.run(None, params(), LoopbackConfig(append_interrogation="DeepBooru"), interrogate=str),
+     "'DeepBooru' needs a DeepBooru tagger and none is configured: pass deepbooru=<function image -> text> .*"
+     "--deepdanbooru-models-path"),
+    (lambda: loopback.planned_params(params(), LoopbackConfig(append_interrogation="DeepBooru"), deepbooru=None),
+     "needs a DeepBooru tagger"),
+    (lambda: loopback.planned_params(params(prompt=["a", "b"]), LoopbackConfig(append_interrogation="DeepBooru"),
+                                     deepbooru=str), "'DeepBooru' appends to one prompt"),
 ])
 def test_refused_before_any_work(call, message):
     with pytest.raises(ValueError, match=message):

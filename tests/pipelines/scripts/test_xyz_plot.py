@@ -244,3 +244,21 @@ def test_face_restore_values_as_a1111():
             apply_face_restore(params, "GFPGAN", [], None).face_restoration_model) == (True, "GFPGAN")
     assert apply_face_restore(params, "yes", [], None).restore_faces is True
     assert apply_face_restore(params, "off", [], None).restore_faces is False
+
+
+def test_refiner_checkpoint_axis_sets_each_cells_refiner():
+    names = {"checkpoint_names": ["models/a.safetensors [0123]", "b.ckpt"],
+             "refiner_source": lambda name: f"/files/{name}"}
+    context = PlotContext(**names)
+    config = xyz_plot.xyz_config(("Refiner checkpoint", "None,a,B.ckpt"), context=names)
+    params = Txt2ImgParams(**TINY, refiner="/files/call", refiner_switch_at=0.6)
+    cells = xyz_plot.check_plot(params, config, context)
+    assert [(cell.params.refiner, cell.params.refiner_switch_at) for cell in cells] == [
+        (None, 0.6), ("/files/models/a.safetensors [0123]", 0.6), ("/files/b.ckpt", 0.6)]
+    assert config.x.option.choices(context) == ["None", "b.ckpt", "models/a.safetensors [0123]"]
+    with pytest.raises(ValueError, match="Unknown checkpoint 'c' on the Refiner checkpoint axis"):
+        xyz_plot.check_plot(params, xyz_plot.xyz_config(("Refiner checkpoint", "a,c"), context=names),
+                            context)
+    with pytest.raises(ValueError, match="needs the caller's checkpoint list"):
+        xyz_plot.check_plot(params, xyz_plot.xyz_config(("Refiner checkpoint", "None,a")), PlotContext())
+    assert xyz_plot.check_plot(params, xyz_plot.xyz_config(("Refiner checkpoint", "None")), PlotContext())
