@@ -190,7 +190,8 @@ def app_for_models(name: Any, models: Any) -> Any:
 
 
 def describe_app(name: str) -> dict[str, Any]:
-    """Inputs (with port types; '?' = optional), outputs, options (with defaults) and default models of an app."""
+    """Inputs (with port types; '?' = optional), outputs, options (with defaults, and the types and bounds of those a
+    form shows), and default models of an app."""
     from appflow.model_kinds import MODEL_KINDS
 
     plan = validate_chain(APPS.get(name))
@@ -201,8 +202,11 @@ def describe_app(name: str) -> dict[str, Any]:
     defaults.update(plan.chain.default_models)
     options: dict[str, Any] = {}
     option_aliases: dict[str, str] = {}
+    option_specs: dict[str, dict[str, Any]] = {}
     for step in plan.order:
         option_aliases.update(plan.task_classes[step.id].option_aliases)
+        option_specs.update({key: spec.as_dict() for key, spec in plan.task_classes[step.id].option_specs.items()
+                             if key not in option_specs})
         options.update({key: value for key, value in plan.task_classes[step.id].options.items() if key not in options})
         chosen = plan.task_classes[step.id].canonical_options(step.options)
         options.update({key: value for key, value in chosen.items() if key in options})
@@ -212,6 +216,8 @@ def describe_app(name: str) -> dict[str, Any]:
         "inputs": {k: p.type + ("?" if p.optional else "") for k, p in plan.app_inputs.items()},
         "outputs": list(plan.outputs),
         "options": options,
+        # type, bounds and choices of the options that have a form widget (`appflow.option_specs`), in option order
+        "option_specs": {key: option_specs[key] for key in options if key in option_specs},
         "option_aliases": option_aliases,  # other accepted spellings (PaddleMIX's) -> the option
         "input_aliases": dict(plan.chain.input_aliases),  # other accepted spellings of inputs -> the input
         # inputs that also take a list of values of their type, run as one batch (captioning several images)

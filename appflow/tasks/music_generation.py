@@ -13,6 +13,7 @@ from typing import Any
 
 from appflow.audio import Audio
 from appflow.model_kinds import ModelKind, register_model_kind
+from appflow.option_specs import OptionSpec
 from appflow.progress import pipeline_hooks
 from appflow.task import Port, Task, register_task
 from appflow.tasks.diffusion import GENERATION_ALIASES, one_call_at_a_time
@@ -43,6 +44,21 @@ register_model_kind(ModelKind(
     ("AudioLDMPipeline",), _load_text_to_audio, _is_text_to_audio))
 
 
+def audio_option_specs() -> dict[str, OptionSpec]:
+    """The bounds `check_audio_settings` holds these to: its module's constants."""
+    from pipelines.params import SEED_MAX
+    from pipelines.text_to_audio import MAX_AUDIO_SECONDS, MAX_CFG, MAX_STEPS
+
+    return {
+        "negative_prompt": OptionSpec("text", label="Negative prompt"),
+        "audio_length_in_s": OptionSpec("float", 0, MAX_AUDIO_SECONDS, 0.04, auto=True, low_open=True,
+                                        label="Length in seconds (empty: the model's, 5.12 s for AudioLDM)"),
+        "steps": OptionSpec("int", 1, MAX_STEPS, 1, label="Sampling steps"),
+        "cfg_scale": OptionSpec("float", 0, MAX_CFG, 0.5, label="CFG Scale"),
+        "seed": OptionSpec("seed", -1, SEED_MAX, 1, label="Seed"),
+    }
+
+
 @register_task
 class TextToAudioTask(Task):
     """A clip from a prompt. `waveform` (also PaddleMIX's `result`) is the float32 samples at 16000 per second,
@@ -60,6 +76,7 @@ class TextToAudioTask(Task):
     # audio_length_in_s None: the model's native length (5.12 s for AudioLDM); steps and guidance: diffusers' defaults
     options = {"negative_prompt": "", "audio_length_in_s": None, "steps": 10, "cfg_scale": 2.5, "seed": -1,
                "generator": None}
+    option_specs = audio_option_specs()
     option_aliases = GENERATION_ALIASES  # diffusers' / PaddleMIX's num_inference_steps, guidance_scale
 
     @classmethod

@@ -14,7 +14,7 @@ from appflow.progress import pipeline_hooks
 from appflow.task import Port, Task, check_int_option, check_number_option, register_task
 from appflow.tasks.diffusion import (
     GENERATION_OPTIONS, SD15, GenerationTask, check_lora_folder, generation_kwargs, generation_record,
-    one_call_at_a_time, sd_pipeline,
+    one_call_at_a_time, sd_pipeline, specs_for,
 )
 
 QR_ERROR_LEVELS = ("l", "m", "q", "h")
@@ -110,6 +110,7 @@ class ControlNetTextToImageTask(GenerationTask):
     models = {"generator": "stable-diffusion", "controlnet": "controlnet"}
     default_models = {"generator": SD15, "controlnet": "monster-labs/control_v1p_sd15_qrcode_monster"}
     options = {**GENERATION_OPTIONS, "width": 512, "controlnet_weight": 1.35, "guidance_start": 0.0, "guidance_end": 1.0}
+    option_specs = specs_for(options)
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
