@@ -230,5 +230,28 @@ def describe_app(name: str) -> dict[str, Any]:
     }
 
 
+def check_app_option_values(name: str, options: dict[str, Any]) -> None:
+    """Check per-call `options` (canonical names) for app `name` as a run would, before anything is queued: each
+    goes to every step that declares it, and each step's task checks its settings with them; ValueError/TypeError
+    naming the app, the step and the value."""
+    plan = validate_chain(APPS.get(name))
+    known = {key for step in plan.order for key in plan.task_classes[step.id].options}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise TypeError(f"App {plan.chain.name!r} has no option(s) {unknown}; its options are {sorted(known)}.")
+    for step in plan.order:
+        task_class = plan.task_classes[step.id]
+        settings = {**task_class.options, **task_class.canonical_options(step.options)}
+        settings.update({key: value for key, value in options.items() if key in task_class.options})
+        try:
+            task_class.check_options(settings)
+        except (TypeError, ValueError) as error:
+            try:  # the same exception type, naming the step, as the flow's own check (`Appflow._named`) does
+                named = type(error)(f"App {plan.chain.name!r}, step {step.id!r}: {error}")
+            except Exception:  # an exception class taking other arguments: raise it unchanged
+                raise error from None
+            raise named from None
+
+
 def list_apps() -> list[dict[str, Any]]:
     return [describe_app(name) for name in APPS.names()]

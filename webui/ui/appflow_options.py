@@ -1,0 +1,138 @@
+"""The AppFlow tab's options form: one widget per option the app declares a spec for (`describe_app()["option_specs"]`),
+bounded by the spec and by this server's caps, its values turned back into the app's options.
+
+The widgets only translate: the values go through `webui.appflow_io.check_app_options` (the server's caps, as over
+HTTP) and the app's own option checks before the run is queued, so a stale page or a gradio_client caller meets the
+same limits as a browser. A slider covers a range a hand can sweep; a wide one (seeds, sizes up to 4096, an "auto"
+value the model chooses) is a number box, where an empty box keeps the model's choice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from webui.ui.form_components import form_number, form_slider
+
+AUTO_CHOICE = "Automatic (the model's)"  # a dropdown's entry for an option whose None means "the model chooses"
+SLIDER_MAX_STOPS = 2000  # wider ranges get a number box: a slider's pixels could not pick single values
+
+
+def server_caps(limits) -> dict[str, float]:
+    """This server's caps on app options, as `check_app_options` applies them over HTTP: the top of each widget."""
+    from webui.appflow_audio import HTTP_MAX_AUDIO_SECONDS
+
+    return {"steps": limits.max_steps, "batch_size": limits.max_batch_size, "batch_count": limits.max_batch_count,
+            "num_frames": limits.max_batch_size * 4, "audio_length_in_s": HTTP_MAX_AUDIO_SECONDS,
+            "width": limits.max_side, "height": limits.max_side, "max_new_tokens": 256}
+
+
+def widget_bounds(name: str, spec: dict, caps: dict[str, float]) -> tuple[float | None, float | None]:
+    """The widget's range: the spec's, its top lowered to the server's cap; an open low bound moves up one step."""
+    low, high = spec["low"], spec["high"]
+    if name in caps:
+        high = caps[name] if high is None else min(high, caps[name])
+    if low is not None and spec["low_open"]:
+        low = low + (spec["step"] or 1)
+    return low, high
+
+
+def option_label(name: str, spec: dict) -> str:
+    return f"{spec['label'] or name} ({name})"
+
+
+def option_widget(name: str, spec: dict, value: Any, caps: dict[str, float]):
+    """One option's widget holding `value` (its default, or what this page last set for the app)."""
+    elem_id = f"appflow_option_{name}"
+    label = option_label(name, spec)
+    kind = spec["kind"]
+    if kind == "bool":
+        return gr.Checkbox(value=bool(value), label=label, elem_id=elem_id)
+    if kind == "text":
+        return gr.Textbox(value=value or "", label=label, elem_id=elem_id)
+    if kind == "choice":
+        choices = ([AUTO_CHOICE] if spec["auto"] else []) + list(spec["choices"])
+        return gr.Dropdown(choices, value=AUTO_CHOICE if value is None else value, label=label, elem_id=elem_id)
+    low, high = widget_bounds(name, spec, caps)
+    step = spec["step"] or (1 if kind in ("int", "seed") else 0.01)
+    precision = 0 if kind in ("int", "seed") else None
+    narrow = low is not None and high is not None and (high - low) / step <= SLIDER_MAX_STOPS
+    if kind != "seed" and not spec["auto"] and narrow:
+        return form_slider(low, high, value=value, step=step, label=label, elem_id=elem_id)
+    if spec["auto"]:
+        label += ": empty = the model's"
+    return form_number(value=value, minimum=low, maximum=high, precision=precision, step=step, label=label,
+                       elem_id=elem_id)
+
+
+def option_value(name: str, spec: dict, value: Any, default: Any) -> Any:
+    """The option a widget's value stands for: the Automatic entry and an empty "auto" box are None (the model
+    chooses), an empty seed box is -1 (random, as A1111), another empty box the default; integers as int."""
+    if spec["kind"] == "choice":
+        return None if value == AUTO_CHOICE else value
+    if spec["kind"] in ("int", "seed", "float") and value is None:
+        return None if spec["auto"] else (-1 if spec["kind"] == "seed" else default)
+    if spec["kind"] in ("int", "seed") and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def options_from_values(description: dict, names: list[str], values: list) -> dict[str, Any]:
+    """The options the form sets to other than their defaults (the app's own defaults apply to the rest)."""
+    specs, defaults = description["option_specs"], description["options"]
+    chosen = {name: option_value(name, specs[name], value, defaults[name]) for name, value in zip(names, values)}
+    return {name: value for name, value in chosen.items() if value != defaults[name]}
+
+
+def last_seed(outputs: Any) -> int | None:
+    """The seed of the tab's last run (its first image's, or the clip's / video's), for the recycle button."""
+    if not isinstance(outputs, dict):
+        return None
+    seeds = outputs.get("seeds")
+    if isinstance(seeds, list) and seeds and isinstance(seeds[0], int):
+        return seeds[0]
+    seed = outputs.get("seed")
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 else None
+
+
+def build_option_widgets(description: dict, saved: dict, limits, result) -> dict[str, Any]:
+    """The app's option widgets (name -> component) in an "Options" accordion, holding `saved` values where this page
+    set them; a seed gets a Random (-1) and a Reuse (the last run's seed, read from `result`) button."""
+    caps = server_caps(limits)
+    specs = description["option_specs"]
+    widgets: dict[str, Any] = {}
+    if not specs:
+        return widgets
+    with gr.Accordion("Options", open=True, elem_id="appflow_options"):
+        for name, spec in specs.items():
+            value = saved.get(name, description["options"][name])
+            if spec["kind"] != "seed":
+                widgets[name] = option_widget(name, spec, value, caps)
+                continue
+            with gr.Row(equal_height=True):
+                widgets[name] = option_widget(name, spec, value, caps)
+                dice = gr.Button("Random", elem_id=f"appflow_random_{name}", scale=0, min_width=90)
+                # the run's outputs hold its seed; a variation seed is not among them
+                recycle = gr.Button("Reuse", elem_id="appflow_reuse_seed", scale=0, min_width=90) \
+                    if name == "seed" else None
+            dice.click(lambda: -1, outputs=widgets[name], queue=False)
+            if recycle is not None:
+                recycle.click(reused_seed, inputs=result, outputs=widgets[name], queue=False)
+    return widgets
+
+
+def reused_seed(outputs: Any):
+    """The Reuse button: the last run's seed, or the box left as it is when the tab has shown no run."""
+    seed = last_seed(outputs)
+    return gr.skip() if seed is None else seed
+
+
+def remember_option(app: str, name: str):
+    """A widget's change handler: its value kept in the page's per-app memory, so switching apps and back keeps it."""
+    def remember(saved: dict, value):
+        saved = dict(saved or {})
+        saved[app] = {**saved.get(app, {}), name: value}
+        return saved
+
+    return remember
