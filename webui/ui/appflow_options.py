@@ -29,12 +29,10 @@ def server_caps(limits) -> dict[str, float]:
 
 
 def widget_bounds(name: str, spec: dict, caps: dict[str, float]) -> tuple[float | None, float | None]:
-    """The widget's range: the spec's, its top lowered to the server's cap; an open low bound moves up one step."""
+    """The widget's range: the spec's, its top lowered to the server's cap."""
     low, high = spec["low"], spec["high"]
     if name in caps:
         high = caps[name] if high is None else min(high, caps[name])
-    if low is not None and spec["low_open"]:
-        low = low + (spec["step"] or 1)
     return low, high
 
 
@@ -59,6 +57,9 @@ def option_widget(name: str, spec: dict, value: Any, caps: dict[str, float]):
     precision = 0 if kind in ("int", "seed") else None
     narrow = low is not None and high is not None and (high - low) / step <= SLIDER_MAX_STOPS
     if kind != "seed" and not spec["auto"] and narrow:
+        # a slider cannot leave out its low end: an open one ((0, 240] fps) starts a step above it; a number box
+        # takes any value up from it, the check refusing the low end itself with its message
+        low = low + step if spec["low_open"] else low
         return form_slider(low, high, value=value, step=step, label=label, elem_id=elem_id)
     if spec["auto"]:
         label += ": empty = the model's"
