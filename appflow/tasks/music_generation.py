@@ -118,6 +118,7 @@ class MusicPromptTask(Task):
     outputs = {"prompt": "text"}
     main_output = "prompt"
     options = {"music_template": DEFAULT_MUSIC_TEMPLATE}
+    option_specs = {"music_template": OptionSpec("text", label="Music prompt template (holds {caption})")}
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
@@ -160,6 +161,8 @@ class MusicPromptWritingTask(Task):
     models = {"llm": "causal-lm"}
     default_models = {"llm": "Qwen/Qwen2.5-0.5B-Instruct"}  # the dialog app's; PaddleMIX's THUDM/chatglm-6b
     options = {"llm_instruction": LLM_MUSIC_INSTRUCTION, "max_new_tokens": 64}
+    option_specs = {"llm_instruction": OptionSpec("text", label="LLM instruction (holds {caption})"),
+                    "max_new_tokens": OptionSpec("int", 1, 1024, 1, label="LLM reply length (tokens)")}
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
@@ -169,7 +172,8 @@ class MusicPromptWritingTask(Task):
         if not isinstance(instruction, str) or CAPTION_FIELD not in instruction:
             raise ValueError(f"llm_instruction must be a string holding {CAPTION_FIELD} (where the image's caption "
                              f"goes), got {instruction!r}.")
-        check_int_option("max_new_tokens", options["max_new_tokens"], 1, 1024)
+        tokens = cls.option_specs["max_new_tokens"]
+        check_int_option("max_new_tokens", options["max_new_tokens"], tokens.low, tokens.high)
 
     def run(self, models, options, *, caption: str) -> dict[str, Any]:
         from appflow.tasks.dialog import generate_reply

@@ -110,3 +110,19 @@ def test_every_registered_tasks_specs_name_its_options_and_fit_its_defaults():
                 assert default in spec.choice_values(), (name, option)
             elif default is not None or not spec.auto:
                 spec.check(option, default)
+
+
+@pytest.mark.parametrize("app, options, fragment", [
+    ("image2text_generation", {"num_beams": 65}, r"num_beams must be an integer in \[1, 64\]"),
+    ("image2text_generation", {"top_p": 0}, r"top_p must be None or a number in \(0, 1\]"),
+    ("image2image_text_guided_upscaling", {"tile_size": 4}, r"tile_size must be an integer >= 8"),
+    ("qrcode_art", {"guidance_end": 1.5}, r"guidance_end must be a number in \[0.0, 1.0\]"),
+    ("openset_det_sam", {"box_threshold": 2}, r"box_threshold must be a number in \[0, 1\]"),
+    ("dialog_image_editing", {"dilate": 300}, r"dilate \(pixels\) must be an integer in \[0, 256\]"),
+])
+def test_other_apps_checks_refuse_outside_their_declared_bounds(app, options, fragment):
+    (name, value), = options.items()
+    spec = describe_app(app)["option_specs"][name]
+    assert spec["kind"] in ("int", "float")
+    with pytest.raises(ValueError, match=fragment):
+        check_app_option_values(app, options)

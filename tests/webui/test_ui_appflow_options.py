@@ -173,3 +173,21 @@ def test_reuse_sets_the_last_runs_seed_and_leaves_the_box_without_one():
 def test_remember_keeps_other_apps_values():
     assert remember_option("b", "x")({"a": {"x": 1}, "b": {"y": 2}}, 5) == {"a": {"x": 1}, "b": {"y": 2, "x": 5}}
     assert remember_option("a", "x")(None, 5) == {"a": {"x": 5}}
+
+
+def test_the_captioning_apps_form_has_a_checkbox_and_the_servers_token_cap(built):
+    _, blocks = built
+    form, _ = render_form(blocks, "image2text_generation")
+    sample = form["appflow_option_do_sample"]
+    assert isinstance(sample, gr.Checkbox) and sample.value is False
+    assert bounds(form["appflow_option_max_new_tokens"]) == ("Slider", 1, 256, 20)  # the server's cap, not 1024
+    assert bounds(form["appflow_option_num_beams"]) == ("Slider", 1, 64, 1)
+    assert bounds(form["appflow_option_top_p"]) == ("Number", 0, 1, None)  # empty: the checkpoint's own
+
+
+def test_the_detection_apps_form_offers_its_thresholds_and_empty_prompt_policy(built):
+    _, blocks = built
+    form, _ = render_form(blocks, "openset_det_sam")
+    assert bounds(form["appflow_option_box_threshold"]) == ("Slider", 0, 1, 0.35)
+    policy = form["appflow_option_empty_prompt"]
+    assert policy.value == "error" and [value for _, value in policy.choices] == ["error", "no_detections"]
