@@ -14,6 +14,8 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from appflow.task import check_int_option, check_number_option
+
 OPTION_KINDS = ("int", "float", "bool", "choice", "text", "seed")
 
 
@@ -52,9 +54,13 @@ class OptionSpec:
         if self.kind == "bool":
             if not isinstance(value, bool):
                 raise ValueError(f"{name} must be true or false, got {value!r}.")
+        elif self.kind in ("int", "seed") and self.low is not None and not self.low_open:
+            check_int_option(name, value, int(self.low), self.high)  # the tasks' own check, its message
         elif self.kind in ("int", "seed"):
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not self._in_range(value):
                 raise ValueError(f"{name} must be an integer {self._range_text()}, got {value!r}.")
+        elif self.kind == "float" and not self.low_open:
+            check_number_option(name, value, self.low, self.high)
         elif self.kind == "float":
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
                     or not self._in_range(value):

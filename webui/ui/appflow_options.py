@@ -22,10 +22,12 @@ SLIDER_MAX_STOPS = 2000  # wider ranges get a number box: a slider's pixels coul
 def server_caps(limits) -> dict[str, float]:
     """This server's caps on app options, as `check_app_options` applies them over HTTP: the top of each widget."""
     from webui.appflow_audio import HTTP_MAX_AUDIO_SECONDS
+    from webui.appflow_io import FRAMES_PER_BATCH_LIMIT, HTTP_MAX_NEW_TOKENS
 
     return {"steps": limits.max_steps, "batch_size": limits.max_batch_size, "batch_count": limits.max_batch_count,
-            "num_frames": limits.max_batch_size * 4, "audio_length_in_s": HTTP_MAX_AUDIO_SECONDS,
-            "width": limits.max_side, "height": limits.max_side, "max_new_tokens": 256}
+            "num_frames": limits.max_batch_size * FRAMES_PER_BATCH_LIMIT, "audio_length_in_s": HTTP_MAX_AUDIO_SECONDS,
+            "width": limits.max_side, "height": limits.max_side, "max_new_tokens": HTTP_MAX_NEW_TOKENS,
+            "cfg_scale": limits.max_cfg_scale}
 
 
 def widget_bounds(name: str, spec: dict, caps: dict[str, float]) -> tuple[float | None, float | None]:
