@@ -162,6 +162,8 @@ def test_form_values_become_options_the_app_reads():
     assert options_from_values(description, names, [7.0, "Euler a", 12.0, 2.0, 3.5]) == {
         "seed": 7, "sampler": "Euler a", "steps": 12, "num_frames": 2, "cfg_scale": 3.5}
     assert type(options_from_values(description, names, [7.0, AUTO_CHOICE, None, 16, 9.0])["seed"]) is int
+    with pytest.raises(ValueError, match=r"no form option\(s\) \['fps'\]; its form has \['seed', 'sampler'"):
+        options_from_values(description, ["fps"], [8])
 
 
 def test_reuse_sets_the_last_runs_seed_and_leaves_the_box_without_one():

@@ -82,8 +82,13 @@ def option_value(name: str, spec: dict, value: Any, default: Any) -> Any:
 
 
 def options_from_values(description: dict, names: list[str], values: list) -> dict[str, Any]:
-    """The options the form sets to other than their defaults (the app's own defaults apply to the rest)."""
+    """The options the form sets to other than their defaults (the app's own defaults apply to the rest); an option
+    the app's form does not have (a page from before the server changed) is a ValueError naming the form's options."""
     specs, defaults = description["option_specs"], description["options"]
+    unknown = sorted(set(names) - set(specs))
+    if unknown:
+        raise ValueError(f"app {description.get('name', '')!r} has no form option(s) {unknown}; its form has "
+                         f"{list(specs)}. Reload the page.")
     chosen = {name: option_value(name, specs[name], value, defaults[name]) for name, value in zip(names, values)}
     return {name: value for name, value in chosen.items() if value != defaults[name]}
 
