@@ -52,14 +52,21 @@ def bounds(component) -> tuple:
     return type(component).__name__, component.minimum, component.maximum, component.value
 
 
+def auto_box(component) -> tuple:
+    """An "auto" option's text box: empty for the model's choice, its range in its label."""
+    assert isinstance(component, gr.Textbox) and component.placeholder == "empty: the model's choice"
+    return component.value, component.label.rsplit(" ", 2)[-2:]
+
+
 def test_the_sd_apps_form_offers_its_generation_options_within_the_servers_limits(built):
     from pipelines.params import CLIP_SKIP_MAX, SEED_MAX
 
     state, blocks = built
     form, _ = render_form(blocks, SD)
     limits = state.limits
-    assert bounds(form["appflow_option_steps"]) == ("Number", 1, limits.max_steps, None)  # empty: the model's
-    assert bounds(form["appflow_option_cfg_scale"]) == ("Number", 0, limits.max_cfg_scale, None)
+    assert auto_box(form["appflow_option_steps"]) == ("", ["[1,", f"{limits.max_steps}]"])  # empty: the model's
+    assert auto_box(form["appflow_option_cfg_scale"]) == ("", ["[0,", f"{limits.max_cfg_scale:g}]"])
+    assert auto_box(form["appflow_option_width"]) == ("", ["[8,", f"{limits.max_side}]"])
     assert bounds(form["appflow_option_batch_size"]) == ("Slider", 1, limits.max_batch_size, 1)
     assert bounds(form["appflow_option_clip_skip"]) == ("Slider", 1, CLIP_SKIP_MAX, 1)
     assert bounds(form["appflow_option_seed"]) == ("Number", -1, SEED_MAX, -1)
@@ -79,7 +86,7 @@ def test_the_video_apps_form_caps_frames_at_four_times_the_batch_limit(built):
     assert bounds(form["appflow_option_num_frames"]) == ("Slider", 1, state.limits.max_batch_size * 4, 16)
     assert bounds(form["appflow_option_steps"]) == ("Slider", 1, state.limits.max_steps, 25)
     assert bounds(form["appflow_option_fps"]) == ("Slider", 1, MAX_FPS, 8)  # (0, 240]: a slider starts a step up
-    assert bounds(form["appflow_option_width"]) == ("Number", 8, 2048, None)
+    assert auto_box(form["appflow_option_width"]) == ("", ["[8,", "2048]"])
     assert "appflow_option_generator" not in form
 
 
@@ -88,7 +95,7 @@ def test_the_audio_apps_form_caps_the_clip_at_the_servers_30_seconds(built):
 
     _, blocks = built
     form, _ = render_form(blocks, AUDIO)
-    assert bounds(form["appflow_option_audio_length_in_s"]) == ("Number", 0, HTTP_MAX_AUDIO_SECONDS, None)
+    assert auto_box(form["appflow_option_audio_length_in_s"]) == ("", ["(0,", f"{HTTP_MAX_AUDIO_SECONDS:g}]"])
     assert bounds(form["appflow_option_steps"]) == ("Slider", 1, 1000, 10)
     assert bounds(form["appflow_option_cfg_scale"]) == ("Slider", 0, 100.0, 2.5)
     assert "appflow_option_num_frames" not in form
@@ -109,8 +116,8 @@ def test_a_run_with_changed_options_reaches_the_app_and_a_reloaded_page_shows_it
     state, blocks = built
     description = state.describe_app(VIDEO)
     names = list(description["option_specs"])
-    values = {**description["options"], "num_frames": 2, "steps": 2, "width": 32, "height": 24, "seed": 5,
-              "sampler": AUTO_CHOICE}
+    values = {**description["options"], "num_frames": 2, "steps": 2, "width": "32", "height": " 24 ", "seed": 5,
+              "sampler": AUTO_CHOICE}  # as the page sends them: an "auto" option's box holds text
     run = run_app(state, VIDEO, description["inputs"], ["prompt"], ["a cat surfing"], "task(appflow-opts-0001)",
                   page("tab"), tmp_path / "cache", names, [values[name] for name in names])
     *_, (progress, gallery, _, outputs, task_box) = run
@@ -123,7 +130,8 @@ def test_a_run_with_changed_options_reaches_the_app_and_a_reloaded_page_shows_it
 @pytest.mark.parametrize("option, value, fragment", [
     ("num_frames", 65, "num_frames must be an integer in [1, 64] on this server"),  # the server's cap, as HTTP
     ("fps", 0, "fps must be a number in (0, 240]"),  # the app's own check
-    ("width", 12, "width must be a multiple of 8"),
+    ("width", "12", "width must be a multiple of 8"),
+    ("width", "wide", "option width must be an integer or empty (the model's choice), got 'wide'"),
 ])
 def test_a_bad_option_is_refused_before_anything_is_queued(built, tmp_path, option, value, fragment):
     from webui.ui.appflow_tab import run_app
@@ -158,10 +166,12 @@ def test_form_values_become_options_the_app_reads():
                                     "num_frames": {"kind": "int", "auto": False},
                                     "cfg_scale": {"kind": "float", "auto": False}}}
     names = ["seed", "sampler", "steps", "num_frames", "cfg_scale"]
-    assert options_from_values(description, names, [None, AUTO_CHOICE, None, None, 9.0]) == {}  # all defaults
-    assert options_from_values(description, names, [7.0, "Euler a", 12.0, 2.0, 3.5]) == {
+    assert options_from_values(description, names, [None, AUTO_CHOICE, "", None, 9.0]) == {}  # all defaults
+    assert options_from_values(description, names, [7.0, "Euler a", "12", 2.0, 3.5]) == {
         "seed": 7, "sampler": "Euler a", "steps": 12, "num_frames": 2, "cfg_scale": 3.5}
     assert type(options_from_values(description, names, [7.0, AUTO_CHOICE, None, 16, 9.0])["seed"]) is int
+    assert options_from_values(description, ["steps"], ["12.0"]) == {"steps": 12}
+    assert options_from_values(description, ["steps"], [" "]) == {}  # blank: the model's
     with pytest.raises(ValueError, match=r"no form option\(s\) \['fps'\]; its form has \['seed', 'sampler'"):
         options_from_values(description, ["fps"], [8])
 
@@ -184,7 +194,7 @@ def test_the_captioning_apps_form_has_a_checkbox_and_the_servers_token_cap(built
     assert isinstance(sample, gr.Checkbox) and sample.value is False
     assert bounds(form["appflow_option_max_new_tokens"]) == ("Slider", 1, 256, 20)  # the server's cap, not 1024
     assert bounds(form["appflow_option_num_beams"]) == ("Slider", 1, 64, 1)
-    assert bounds(form["appflow_option_top_p"]) == ("Number", 0, 1, None)  # empty: the checkpoint's own
+    assert auto_box(form["appflow_option_top_p"]) == ("", ["(0,", "1]"])  # empty: the checkpoint's own
 
 
 def test_the_detection_apps_form_offers_its_thresholds_and_empty_prompt_policy(built):

@@ -3,8 +3,9 @@ bounded by the spec and by this server's caps, its values turned back into the a
 
 The widgets only translate: the values go through `webui.appflow_io.check_app_options` (the server's caps, as over
 HTTP) and the app's own option checks before the run is queued, so a stale page or a gradio_client caller meets the
-same limits as a browser. A slider covers a range a hand can sweep; a wide one (seeds, sizes up to 4096, an "auto"
-value the model chooses) is a number box, where an empty box keeps the model's choice.
+same limits as a browser. A slider covers a range a hand can sweep, a number box a wide one (seeds); a number the
+model chooses when left out ("auto": steps, size, clip length) is a text box, empty for the model's choice: Gradio 6's
+page sends an empty number box as 0, which the checks then refused ("audio_length_in_s ... got 0").
 """
 
 from __future__ import annotations
@@ -55,18 +56,41 @@ def option_widget(name: str, spec: dict, value: Any, caps: dict[str, float]):
         choices = ([AUTO_CHOICE] if spec["auto"] else []) + list(spec["choices"])
         return gr.Dropdown(choices, value=AUTO_CHOICE if value is None else value, label=label, elem_id=elem_id)
     low, high = widget_bounds(name, spec, caps)
+    if spec["auto"]:
+        opening = "(" if spec["low_open"] else "["
+        bounds = f" {opening}{_plain(low)}, {_plain(high)}]" if low is not None and high is not None else \
+            f" >{'' if spec['low_open'] else '='} {_plain(low)}" if low is not None else ""
+        return gr.Textbox(value="" if value is None else str(value), label=f"{label}{bounds}",
+                          placeholder="empty: the model's choice", elem_id=elem_id)
     step = spec["step"] or (1 if kind in ("int", "seed") else 0.01)
     precision = 0 if kind in ("int", "seed") else None
     narrow = low is not None and high is not None and (high - low) / step <= SLIDER_MAX_STOPS
-    if kind != "seed" and not spec["auto"] and narrow:
+    if kind != "seed" and narrow:
         # a slider cannot leave out its low end: an open one ((0, 240] fps) starts a step above it; a number box
         # takes any value up from it, the check refusing the low end itself with its message
         low = low + step if spec["low_open"] else low
         return form_slider(low, high, value=value, step=step, label=label, elem_id=elem_id)
-    if spec["auto"]:
-        label += ": empty = the model's"
     return form_number(value=value, minimum=low, maximum=high, precision=precision, step=step, label=label,
                        elem_id=elem_id)
+
+
+def _plain(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def auto_number(name: str, spec: dict, value: Any) -> Any:
+    """An "auto" number box's text as the option: empty is None (the model chooses), else the number it holds."""
+    if not isinstance(value, str):
+        return value  # a gradio_client caller's number (or None): the checks judge it
+    text = value.strip()
+    if not text:
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        raise ValueError(f"option {name} must be {'an integer' if spec['kind'] != 'float' else 'a number'} or empty "
+                         f"(the model's choice), got {value!r}.") from None
+    return int(number) if spec["kind"] != "float" and number.is_integer() else number
 
 
 def option_value(name: str, spec: dict, value: Any, default: Any) -> Any:
@@ -74,6 +98,8 @@ def option_value(name: str, spec: dict, value: Any, default: Any) -> Any:
     chooses), an empty seed box is -1 (random, as A1111), another empty box the default; integers as int."""
     if spec["kind"] == "choice":
         return None if value == AUTO_CHOICE else value
+    if spec["auto"] and spec["kind"] in ("int", "seed", "float"):
+        value = auto_number(name, spec, value)
     if spec["kind"] in ("int", "seed", "float") and value is None:
         return None if spec["auto"] else (-1 if spec["kind"] == "seed" else default)
     if spec["kind"] in ("int", "seed") and isinstance(value, float) and value.is_integer():
