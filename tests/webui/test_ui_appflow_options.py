@@ -76,6 +76,8 @@ def test_the_sd_apps_form_offers_its_generation_options_within_the_servers_limit
     assert form["appflow_option_schedule_type"].value == "Automatic"
     assert {"appflow_random_seed", "appflow_reuse_seed", "appflow_random_subseed"} <= set(form)
     assert "appflow_option_loras" not in form  # LoRAs are named in the prompt's <lora:...> tags
+    # set interactive: left to Gradio, the rendered form's sliders came up disabled in Chromium
+    assert all(c.interactive is True for key, c in form.items() if key.startswith("appflow_option_"))
 
 
 def test_the_video_apps_form_caps_frames_at_four_times_the_batch_limit(built):

@@ -45,23 +45,26 @@ def option_label(name: str, spec: dict) -> str:
 
 def option_widget(name: str, spec: dict, value: Any, caps: dict[str, float]):
     """One option's widget holding `value` (its default, or what this page last set for the app)."""
-    elem_id = f"appflow_option_{name}"
+    # interactive: Gradio decides it from the events that read a component, which a rendered form's page may learn
+    # late (a slider came up disabled in Chromium)
+    elem_id, interactive = f"appflow_option_{name}", True
     label = option_label(name, spec)
     kind = spec["kind"]
     if kind == "bool":
-        return gr.Checkbox(value=bool(value), label=label, elem_id=elem_id)
+        return gr.Checkbox(value=bool(value), label=label, elem_id=elem_id, interactive=interactive)
     if kind == "text":
-        return gr.Textbox(value=value or "", label=label, elem_id=elem_id)
+        return gr.Textbox(value=value or "", label=label, elem_id=elem_id, interactive=interactive)
     if kind == "choice":
         choices = ([AUTO_CHOICE] if spec["auto"] else []) + list(spec["choices"])
-        return gr.Dropdown(choices, value=AUTO_CHOICE if value is None else value, label=label, elem_id=elem_id)
+        return gr.Dropdown(choices, value=AUTO_CHOICE if value is None else value, label=label, elem_id=elem_id,
+                           interactive=interactive)
     low, high = widget_bounds(name, spec, caps)
     if spec["auto"]:
         opening = "(" if spec["low_open"] else "["
         bounds = f" {opening}{_plain(low)}, {_plain(high)}]" if low is not None and high is not None else \
             f" >{'' if spec['low_open'] else '='} {_plain(low)}" if low is not None else ""
         return gr.Textbox(value="" if value is None else str(value), label=f"{label}{bounds}",
-                          placeholder="empty: the model's choice", elem_id=elem_id)
+                          placeholder="empty: the model's choice", elem_id=elem_id, interactive=interactive)
     step = spec["step"] or (1 if kind in ("int", "seed") else 0.01)
     precision = 0 if kind in ("int", "seed") else None
     narrow = low is not None and high is not None and (high - low) / step <= SLIDER_MAX_STOPS
@@ -69,9 +72,9 @@ def option_widget(name: str, spec: dict, value: Any, caps: dict[str, float]):
         # a slider cannot leave out its low end: an open one ((0, 240] fps) starts a step above it; a number box
         # takes any value up from it, the check refusing the low end itself with its message
         low = low + step if spec["low_open"] else low
-        return form_slider(low, high, value=value, step=step, label=label, elem_id=elem_id)
+        return form_slider(low, high, value=value, step=step, label=label, elem_id=elem_id, interactive=interactive)
     return form_number(value=value, minimum=low, maximum=high, precision=precision, step=step, label=label,
-                       elem_id=elem_id)
+                       elem_id=elem_id, interactive=interactive)
 
 
 def _plain(value) -> str:
