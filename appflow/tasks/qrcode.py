@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from appflow.progress import pipeline_hooks
 from appflow.option_specs import OptionSpec
+from appflow.progress import pipeline_hooks
 from appflow.task import Port, Task, check_int_option, check_number_option, register_task
 from appflow.tasks.diffusion import (
     GENERATION_OPTIONS, SD15, GenerationTask, check_lora_folder, generation_kwargs, generation_record,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from appflow.task import Port, Task, register_task
 from appflow.option_specs import OptionSpec
+from appflow.task import Port, Task, register_task
 from appflow.tasks.diffusion import GENERATION_ALIASES, one_call_at_a_time
 from pipelines.params import SEED_MAX
 
