@@ -193,7 +193,8 @@ def app_for_models(name: Any, models: Any) -> Any:
 
 
 def describe_app(name: str) -> dict[str, Any]:
-    """Inputs (with port types; '?' = optional), outputs, options (with defaults) and default models of an app."""
+    """Inputs (with port types; '?' = optional), outputs, options (with defaults, and the types and bounds of those a
+    form shows), and default models of an app."""
     from appflow.model_kinds import MODEL_KINDS
 
     plan = validate_chain(APPS.get(name))
@@ -204,8 +205,11 @@ def describe_app(name: str) -> dict[str, Any]:
     defaults.update(plan.chain.default_models)
     options: dict[str, Any] = {}
     option_aliases: dict[str, str] = {}
+    option_specs: dict[str, dict[str, Any]] = {}
     for step in plan.order:
         option_aliases.update(plan.task_classes[step.id].option_aliases)
+        option_specs.update({key: spec.as_dict() for key, spec in plan.task_classes[step.id].option_specs.items()
+                             if key not in option_specs})
         options.update({key: value for key, value in plan.task_classes[step.id].options.items() if key not in options})
         chosen = plan.task_classes[step.id].canonical_options(step.options)
         options.update({key: value for key, value in chosen.items() if key in options})
@@ -215,6 +219,8 @@ def describe_app(name: str) -> dict[str, Any]:
         "inputs": {k: p.type + ("?" if p.optional else "") for k, p in plan.app_inputs.items()},
         "outputs": list(plan.outputs),
         "options": options,
+        # type, bounds and choices of the options that have a form widget (`appflow.option_specs`), in option order
+        "option_specs": {key: option_specs[key] for key in options if key in option_specs},
         "option_aliases": option_aliases,  # other accepted spellings (PaddleMIX's) -> the option
         "input_aliases": dict(plan.chain.input_aliases),  # other accepted spellings of inputs -> the input
         # inputs that also take a list of values of their type, run as one batch (captioning several images)
@@ -225,6 +231,29 @@ def describe_app(name: str) -> dict[str, Any]:
                    for role, kind in plan.model_roles.items()},
         "steps": [f"{step.id}:{step.task}" for step in plan.order],
     }
+
+
+def check_app_option_values(name: str, options: dict[str, Any]) -> None:
+    """Check per-call `options` (canonical names) for app `name` as a run would, before anything is queued: each
+    goes to every step that declares it, and each step's task checks its settings with them; ValueError/TypeError
+    naming the app, the step and the value."""
+    plan = validate_chain(APPS.get(name))
+    known = {key for step in plan.order for key in plan.task_classes[step.id].options}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise TypeError(f"App {plan.chain.name!r} has no option(s) {unknown}; its options are {sorted(known)}.")
+    for step in plan.order:
+        task_class = plan.task_classes[step.id]
+        settings = {**task_class.options, **task_class.canonical_options(step.options)}
+        settings.update({key: value for key, value in options.items() if key in task_class.options})
+        try:
+            task_class.check_options(settings)
+        except (TypeError, ValueError) as error:
+            try:  # the same exception type, naming the step, as the flow's own check (`Appflow._named`) does
+                named = type(error)(f"App {plan.chain.name!r}, step {step.id!r}: {error}")
+            except Exception:  # an exception class taking other arguments: raise it unchanged
+                raise error from None
+            raise named from None
 
 
 def list_apps() -> list[dict[str, Any]]:

@@ -46,6 +46,8 @@ class Task:
     models: ClassVar[dict[str, str]] = {}  # role -> model kind (see `appflow.model_kinds`)
     default_models: ClassVar[dict[str, str]] = {}  # role -> hub id used when the user gives none
     options: ClassVar[dict[str, Any]] = {}  # option name -> default value
+    # option name -> its type and bounds (`appflow.option_specs`), for forms; options without one get no widget
+    option_specs: ClassVar[dict[str, Any]] = {}
     # other spellings of options (PaddleMIX's `guidance_scale` for `cfg_scale`) -> the option they stand for
     option_aliases: ClassVar[dict[str, str]] = {}
     # a keyword taking a dict of options (PaddleMIX's `generate_kwargs`), spread into the options; "" for none
@@ -147,6 +149,9 @@ def register_task(cls: type[Task] | None = None, *, replace: bool = False):
                              "'image' ports are read as masks.")
     for key, port_type in cls.outputs.items():
         PORT_TYPES.get(port_type)
+    stray = sorted(set(cls.option_specs) - set(cls.options))
+    if stray:
+        raise ValueError(f"Task {cls.name!r}: option_specs {stray} are not options of the task {sorted(cls.options)}.")
     if cls.main_output not in cls.outputs:
         raise ValueError(f"Task {cls.name!r}: main_output {cls.main_output!r} is not one of its outputs "
                          f"{sorted(cls.outputs)}.")

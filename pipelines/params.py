@@ -19,6 +19,7 @@ from pipelines.sampler_parameters import SamplerParameters
 # without wrapping); the bound is the largest integer JSON and browsers carry exactly, far above any real seed.
 SEED_MAX = 2**53 - 1
 RANDOM_SEED_MAX = 2**32 - 1  # what -1 draws from, as A1111
+CLIP_SKIP_MAX = 12  # A1111's Clip skip slider: SD 1.x's text encoder has 12 layers
 
 
 @dataclass(frozen=True)
@@ -237,7 +238,7 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     _check_int("seed", params.seed, -1, SEED_MAX)
     check_seed_extras(params, size_multiple, limits)
     _check_int("ensd", params.ensd, 0, SEED_MAX)
-    _check_int("clip_skip", params.clip_skip, 1, 12)
+    _check_int("clip_skip", params.clip_skip, 1, CLIP_SKIP_MAX)
     from mixkit.prompts.emphasis import check_emphasis
     from mixkit.prompts.encoder import check_comma_backtrack
 

@@ -14,6 +14,9 @@ from typing import Any
 from webui.base64_images import base64_payload, decode_base64_image, encode_png_base64
 
 HTTP_PORT_TYPES = ("image", "images", "text", "texts", "flag", "json")
+# A video's frames are denoised and decoded as one batch: held to this many times the server's batch size limit
+FRAMES_PER_BATCH_LIMIT = 4
+HTTP_MAX_NEW_TOKENS = 256  # a captioner's or LLM's reply per request on a server
 
 
 def decode_app_inputs(description: dict, inputs: Any, *, max_pixels: int, max_bytes: int, max_chars: int,
@@ -192,11 +195,10 @@ def check_app_options(options: Any, limits, lora_names: set[str] | None = None) 
         raise ValueError(f"options num_beams x num_return_sequences = {beams * sequences} is above this server's "
                          f"{limits.max_batch_size * 4} (4 x its batch size limit); ask for fewer beams or sequences.")
     # A video's frames are denoised and decoded as one batch: held to 4 x the batch size limit (64 by default)
-    frames = options.get("num_frames")
-    if frames is not None and (isinstance(frames, bool) or not isinstance(frames, int)
-                               or not 1 <= frames <= limits.max_batch_size * 4):
-        raise ValueError(f"option num_frames must be an integer in [1, {limits.max_batch_size * 4}] on this server "
-                         f"(4 x its batch size limit), got {frames!r}.")
+    frames, most = options.get("num_frames"), limits.max_batch_size * FRAMES_PER_BATCH_LIMIT
+    if frames is not None and (isinstance(frames, bool) or not isinstance(frames, int) or not 1 <= frames <= most):
+        raise ValueError(f"option num_frames must be an integer in [1, {most}] on this server "
+                         f"({FRAMES_PER_BATCH_LIMIT} x its batch size limit), got {frames!r}.")
     check_audio_length_option(options)  # webui.appflow_audio: a clip's length held to the server's limit
     fps = options.get("fps")
     if isinstance(fps, (int, float)) and not isinstance(fps, bool):  # a video app's; its range is the app's check
@@ -204,8 +206,9 @@ def check_app_options(options: Any, limits, lora_names: set[str] | None = None) 
 
         check_server_video_fps(fps)
     new_tokens = options.get("max_new_tokens")
-    if isinstance(new_tokens, int) and not isinstance(new_tokens, bool) and new_tokens > 256:
-        raise ValueError(f"option max_new_tokens must be at most 256 on this server, got {new_tokens}.")
+    if isinstance(new_tokens, int) and not isinstance(new_tokens, bool) and new_tokens > HTTP_MAX_NEW_TOKENS:
+        raise ValueError(f"option max_new_tokens must be at most {HTTP_MAX_NEW_TOKENS} on this server, got "
+                         f"{new_tokens}.")
     return dict(given)
 
 

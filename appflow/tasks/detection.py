@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from appflow.option_specs import OptionSpec
 from appflow.task import Port, Task, check_number_option, register_task
 
 EMPTY_PROMPT_POLICIES = ("error", "no_detections")
@@ -20,8 +21,11 @@ def grounding_prompt(prompt: str) -> str:
     return text if text.endswith(".") else text + "."
 
 
+THRESHOLD = OptionSpec("float", 0, 1, 0.01)  # Grounding DINO's box and text scores are probabilities
+
+
 def check_threshold(name: str, value: Any) -> float:
-    return check_number_option(name, value, 0, 1)
+    return check_number_option(name, value, THRESHOLD.low, THRESHOLD.high)
 
 
 def empty_detections() -> dict[str, Any]:
@@ -44,6 +48,8 @@ class OpenVocabularyDetectionTask(Task):
     # Thresholds from Grounded-SAM's demos; `empty_prompt` lets chains whose prompt comes from a
     # caption treat an empty caption as "nothing to detect" instead of an error.
     options = {"box_threshold": 0.35, "text_threshold": 0.25, "empty_prompt": "error"}
+    option_specs = {"box_threshold": THRESHOLD, "text_threshold": THRESHOLD,
+                    "empty_prompt": OptionSpec("choice", choices=EMPTY_PROMPT_POLICIES, label="An empty prompt")}
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
@@ -95,6 +101,7 @@ class BoxSegmentationTask(Task):
     default_models = {"segmenter": "facebook/sam-vit-base"}
     # transformers' `post_process_masks` threshold on SAM's mask logits (0 = probability 0.5), so any finite value
     options = {"mask_threshold": 0.0}
+    option_specs = {"mask_threshold": OptionSpec("float", step=0.1, label="Mask logit threshold")}
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:

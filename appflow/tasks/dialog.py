@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from appflow.option_specs import OptionSpec
 from appflow.task import Port, Task, check_int_option, register_task
+
+LLM_NEW_TOKENS = OptionSpec("int", 1, 1024, 1, label="LLM reply length (tokens)")
 
 EDIT_PROMPT = """You turn an image-editing instruction into the object to change and what it should become.
 Reply with one JSON object and nothing else, like {"what": "<object in the image>", "into": "<what to paint instead>"}.
@@ -79,10 +82,11 @@ class EditInstructionTask(Task):
     models = {"llm": "causal-lm"}
     default_models = {"llm": "Qwen/Qwen2.5-0.5B-Instruct"}
     options = {"max_new_tokens": 64}
+    option_specs = {"max_new_tokens": LLM_NEW_TOKENS}
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
-        check_int_option("max_new_tokens", options["max_new_tokens"], 1, 1024)
+        check_int_option("max_new_tokens", options["max_new_tokens"], LLM_NEW_TOKENS.low, LLM_NEW_TOKENS.high)
 
     def run(self, models, options, *, instruction: str) -> dict[str, Any]:
         if not instruction.strip():

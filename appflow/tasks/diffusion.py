@@ -11,10 +11,12 @@ import contextlib
 import threading
 from typing import Any
 
+from appflow.option_specs import OptionSpec, check_options_against_specs, sampler_choices, schedule_choices
 from appflow.progress import images_made, pipeline_hooks
 from appflow.task import Port, Task, register_task
 
 from mixkit.tiny.shipped import DEFAULT_TEXT_TO_IMAGE
+from pipelines.inpaint_mask import MASKED_CONTENT
 
 DEFAULT_SD = DEFAULT_TEXT_TO_IMAGE  # shipped and offline; pass models={"generator": ...} for a real checkpoint
 SD15 = "stable-diffusion-v1-5/stable-diffusion-v1-5"  # for apps whose add-on models (ControlNets) need SD 1.5
@@ -32,6 +34,46 @@ GENERATION_OPTIONS: dict[str, Any] = {
 GENERATION_ALIASES = {"guidance_scale": "cfg_scale", "num_inference_steps": "steps"}
 IMG2IMG_ALIASES = {**GENERATION_ALIASES, "strength": "denoising_strength"}
 _CHECKED_WITH_PARAMS = (*GENERATION_OPTIONS, "width", "height", "batch_size", "batch_count")
+
+
+def generation_option_specs() -> dict[str, OptionSpec]:
+    """Forms' view of the SD options: the bounds `check_txt2img_params` holds them to (`GenerationLimits`' defaults,
+    `SEED_MAX`, `CLIP_SKIP_MAX`), named here, not repeated. Sizes step by 8 (SD's VAE); the check itself takes the
+    model's multiple when it runs. `loras` has no spec: a list of LoRA specs, given in the prompt's <lora:...> tags."""
+    from pipelines.params import CLIP_SKIP_MAX, SEED_MAX, GenerationLimits
+
+    limits = GenerationLimits()
+    return {
+        "negative_prompt": OptionSpec("text", label="Negative prompt"),
+        "steps": OptionSpec("int", 1, limits.max_steps, 1, auto=True, label="Sampling steps"),
+        "cfg_scale": OptionSpec("float", 0, limits.max_cfg_scale, 0.5, auto=True, label="CFG Scale"),
+        "seed": OptionSpec("seed", -1, SEED_MAX, 1, label="Seed"),
+        "sampler": OptionSpec("choice", choices=sampler_choices, auto=True, label="Sampling method"),
+        "schedule_type": OptionSpec("choice", choices=schedule_choices, label="Schedule type"),
+        "clip_skip": OptionSpec("int", 1, CLIP_SKIP_MAX, 1, label="Clip skip"),
+        "subseed": OptionSpec("seed", -1, SEED_MAX, 1, label="Variation seed"),
+        "subseed_strength": OptionSpec("float", 0, 1, 0.01, label="Variation strength"),
+        "seed_resize_from_w": OptionSpec("int", 0, limits.max_side, 8, label="Resize seed from width"),
+        "seed_resize_from_h": OptionSpec("int", 0, limits.max_side, 8, label="Resize seed from height"),
+        "width": OptionSpec("int", 8, limits.max_side, 8, auto=True, label="Width"),
+        "height": OptionSpec("int", 8, limits.max_side, 8, auto=True, label="Height"),
+        "batch_size": OptionSpec("int", 1, limits.max_batch_size, 1, label="Batch size"),
+        "batch_count": OptionSpec("int", 1, limits.max_batch_count, 1, label="Batch count"),
+    }
+
+
+# Checked here, not by the pipeline's params (img2img's and inpainting's own options): these specs are the check.
+IMAGE_TO_IMAGE_SPECS = {"denoising_strength": OptionSpec("float", 0, 1, 0.01, label="Denoising strength")}
+INPAINT_SPECS = {**IMAGE_TO_IMAGE_SPECS, "mask_blur": OptionSpec("int", 0, 64, 1, label="Mask blur"),
+                 "inpainting_fill": OptionSpec("choice", choices=MASKED_CONTENT, label="Masked content")}
+
+
+def specs_for(options: dict[str, Any], *extra: dict[str, OptionSpec]) -> dict[str, OptionSpec]:
+    """The generation specs and `extra` ones, for the options a task has."""
+    specs = {**generation_option_specs()}
+    for more in extra:
+        specs.update(more)
+    return {name: spec for name, spec in specs.items() if name in options}
 
 
 _MODEL_LOCKS_GUARD = threading.Lock()
@@ -67,25 +109,18 @@ def check_generation_options(options: dict[str, Any]) -> None:
     What depends on the model stays with the pipeline: the size's multiple (the VAE's: 4 px for mixkit-tiny-sd,
     8 for SD) and, when no sampler is named, the model's recommended sampler with the schedule type.
     """
-    import math
-
     from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
 
     values = {key: options[key] for key in _CHECKED_WITH_PARAMS if options.get(key) is not None}
     if "sampler" not in values:
         values.pop("schedule_type", None)
     check_txt2img_params(Txt2ImgParams(**values), GenerationLimits(), size_multiple=1)
-    strength = options.get("denoising_strength")
-    if strength is not None and (isinstance(strength, bool) or not isinstance(strength, (int, float))
-                                 or not math.isfinite(strength) or not 0 <= strength <= 1):
-        raise ValueError(f"denoising_strength must be a number in [0, 1], got {strength!r}.")
+    own = {"denoising_strength": INPAINT_SPECS["denoising_strength"], "mask_blur": INPAINT_SPECS["mask_blur"]}
+    check_options_against_specs({key: spec for key, spec in own.items() if options.get(key) is not None}, options)
     if "inpainting_fill" in options:
         from pipelines.inpaint_mask import check_masked_content
 
         check_masked_content(options["inpainting_fill"])
-    blur = options.get("mask_blur")
-    if blur is not None and (isinstance(blur, bool) or not isinstance(blur, int) or not 0 <= blur <= 64):
-        raise ValueError(f"mask_blur must be an integer in [0, 64], got {blur!r}.")
 
 
 def check_lora_folder(models, prompt: str, task: str) -> None:
@@ -184,6 +219,7 @@ class TextToImageTask(GenerationTask):
     models = {"generator": "stable-diffusion"}
     default_models = {"generator": DEFAULT_SD}
     options = {**GENERATION_OPTIONS, "width": None, "height": None, "batch_size": 1, "batch_count": 1}
+    option_specs = specs_for(options)
     option_aliases = {**GENERATION_ALIASES, "num_images_per_prompt": "batch_size"}  # diffusers' name for it
 
     def run(self, models, options, *, prompt: str) -> dict[str, Any]:
@@ -212,6 +248,7 @@ class ImageToImageTask(GenerationTask):
     models = {"generator": "stable-diffusion"}
     default_models = {"generator": DEFAULT_SD}
     options = {**GENERATION_OPTIONS, "denoising_strength": 0.75, "width": None, "height": None}
+    option_specs = specs_for(options, IMAGE_TO_IMAGE_SPECS)
     option_aliases = IMG2IMG_ALIASES
 
     def run(self, models, options, *, image, prompt: str) -> dict[str, Any]:
@@ -239,6 +276,7 @@ class InpaintTask(GenerationTask):
     default_models = {"generator": DEFAULT_SD}
     options = {**GENERATION_OPTIONS, "denoising_strength": 1.0, "mask_blur": 4, "inpainting_fill": "original",
                "width": None, "height": None}
+    option_specs = specs_for(options, INPAINT_SPECS)
     option_aliases = IMG2IMG_ALIASES
 
     def run(self, models, options, *, image, mask, prompt: str) -> dict[str, Any]:

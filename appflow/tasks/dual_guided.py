@@ -15,8 +15,8 @@ from typing import Any
 from appflow.progress import images_made, pipeline_hooks
 from appflow.task import Port, check_number_option, register_task
 from appflow.tasks.diffusion import (
-    DEFAULT_SD, GENERATION_OPTIONS, IMG2IMG_ALIASES, GenerationTask, check_lora_folder, generation_kwargs,
-    generation_record, image_to_image_pipeline, one_call_at_a_time, working_size,
+    DEFAULT_SD, GENERATION_OPTIONS, IMAGE_TO_IMAGE_SPECS, IMG2IMG_ALIASES, GenerationTask, check_lora_folder,
+    generation_kwargs, generation_record, image_to_image_pipeline, one_call_at_a_time, specs_for, working_size,
 )
 
 
@@ -55,6 +55,7 @@ class DualGuidedGenerationTask(GenerationTask):
     models = {"generator": "stable-diffusion"}
     default_models = {"generator": DEFAULT_SD}
     options = {**GENERATION_OPTIONS, "denoising_strength": 0.6, "image_weights": None, "width": None, "height": None}
+    option_specs = specs_for(options, IMAGE_TO_IMAGE_SPECS)
     option_aliases = {**IMG2IMG_ALIASES, "text_to_image_strength": "denoising_strength"}
 
     @classmethod

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from appflow.option_specs import OptionSpec
 from appflow.task import Port, Task, check_int_option, register_task
+
+DILATE = OptionSpec("int", 0, 256, 1, label="Grow the mask by (pixels)")
 
 
 def union_mask_image(masks, dilate: int = 0):
@@ -30,10 +33,11 @@ class MergeMasksTask(Task):
     outputs = {"mask": "image"}
     main_output = "mask"
     options = {"dilate": 4}
+    option_specs = {"dilate": DILATE}
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
-        check_int_option("dilate (pixels)", options["dilate"], 0, 256)
+        check_int_option("dilate (pixels)", options["dilate"], DILATE.low, DILATE.high)
 
     def run(self, models, options, *, seg_masks) -> dict[str, Any]:
         return {"mask": union_mask_image(seg_masks, options["dilate"])}

@@ -13,6 +13,7 @@ from typing import Any
 
 from appflow.audio import Audio
 from appflow.model_kinds import ModelKind, register_model_kind
+from appflow.option_specs import OptionSpec
 from appflow.progress import pipeline_hooks
 from appflow.task import Port, Task, register_task
 from appflow.tasks.diffusion import GENERATION_ALIASES, one_call_at_a_time
@@ -43,6 +44,21 @@ register_model_kind(ModelKind(
     ("AudioLDMPipeline",), _load_text_to_audio, _is_text_to_audio))
 
 
+def audio_option_specs() -> dict[str, OptionSpec]:
+    """The bounds `check_audio_settings` holds these to: its module's constants."""
+    from pipelines.params import SEED_MAX
+    from pipelines.text_to_audio import MAX_AUDIO_SECONDS, MAX_CFG, MAX_STEPS
+
+    return {
+        "negative_prompt": OptionSpec("text", label="Negative prompt"),
+        "audio_length_in_s": OptionSpec("float", 0, MAX_AUDIO_SECONDS, 0.04, auto=True, low_open=True,
+                                        label="Length in seconds (empty: the model's, 5.12 s for AudioLDM)"),
+        "steps": OptionSpec("int", 1, MAX_STEPS, 1, label="Sampling steps"),
+        "cfg_scale": OptionSpec("float", 0, MAX_CFG, 0.5, label="CFG Scale"),
+        "seed": OptionSpec("seed", -1, SEED_MAX, 1, label="Seed"),
+    }
+
+
 @register_task
 class TextToAudioTask(Task):
     """A clip from a prompt. `waveform` (also PaddleMIX's `result`) is the float32 samples at 16000 per second,
@@ -60,6 +76,7 @@ class TextToAudioTask(Task):
     # audio_length_in_s None: the model's native length (5.12 s for AudioLDM); steps and guidance: diffusers' defaults
     options = {"negative_prompt": "", "audio_length_in_s": None, "steps": 10, "cfg_scale": 2.5, "seed": -1,
                "generator": None}
+    option_specs = audio_option_specs()
     option_aliases = GENERATION_ALIASES  # diffusers' / PaddleMIX's num_inference_steps, guidance_scale
 
     @classmethod
@@ -101,6 +118,7 @@ class MusicPromptTask(Task):
     outputs = {"prompt": "text"}
     main_output = "prompt"
     options = {"music_template": DEFAULT_MUSIC_TEMPLATE}
+    option_specs = {"music_template": OptionSpec("text", label="Music prompt template (holds {caption})")}
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
@@ -143,6 +161,8 @@ class MusicPromptWritingTask(Task):
     models = {"llm": "causal-lm"}
     default_models = {"llm": "Qwen/Qwen2.5-0.5B-Instruct"}  # the dialog app's; PaddleMIX's THUDM/chatglm-6b
     options = {"llm_instruction": LLM_MUSIC_INSTRUCTION, "max_new_tokens": 64}
+    option_specs = {"llm_instruction": OptionSpec("text", label="LLM instruction (holds {caption})"),
+                    "max_new_tokens": OptionSpec("int", 1, 1024, 1, label="LLM reply length (tokens)")}
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
@@ -152,7 +172,8 @@ class MusicPromptWritingTask(Task):
         if not isinstance(instruction, str) or CAPTION_FIELD not in instruction:
             raise ValueError(f"llm_instruction must be a string holding {CAPTION_FIELD} (where the image's caption "
                              f"goes), got {instruction!r}.")
-        check_int_option("max_new_tokens", options["max_new_tokens"], 1, 1024)
+        tokens = cls.option_specs["max_new_tokens"]
+        check_int_option("max_new_tokens", options["max_new_tokens"], tokens.low, tokens.high)
 
     def run(self, models, options, *, caption: str) -> dict[str, Any]:
         from appflow.tasks.dialog import generate_reply

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from appflow.option_specs import OptionSpec
 from appflow.progress import images_made, pipeline_hooks
 from appflow.task import Port, Task, check_int_option, check_number_option, register_task
 from appflow.tasks.diffusion import (
     GENERATION_OPTIONS, SD15, GenerationTask, check_lora_folder, generation_kwargs, generation_record,
-    one_call_at_a_time, sd_pipeline,
+    one_call_at_a_time, sd_pipeline, specs_for,
 )
 
 QR_ERROR_LEVELS = ("l", "m", "q", "h")
@@ -75,14 +76,17 @@ class QrCodeTask(Task):
     outputs = {"qr_image": "image"}
     main_output = "qr_image"
     options = {"width": 512, "qr_error": "h"}
+    # the smallest QR code (version 1: 21 modules + a 4-module quiet zone each side) at one pixel per module
+    option_specs = {"width": OptionSpec("int", 29, 8192, 1, label="QR code and image width"),
+                    "qr_error": OptionSpec("choice", choices=QR_ERROR_LEVELS, label="QR error correction")}
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
         if options["qr_error"] not in QR_ERROR_LEVELS:
             raise ValueError(f"qr_error must be one of {QR_ERROR_LEVELS} (segno's error-correction levels, h = 30%), "
                              f"got {options['qr_error']!r}.")
-        # the smallest QR code (version 1: 21 modules + a 4-module quiet zone each side) at one pixel per module
-        check_int_option("width", options["width"], 29, 8192)
+        width = cls.option_specs["width"]
+        check_int_option("width", options["width"], width.low, width.high)
 
     @classmethod
     def check_inputs(cls, inputs: dict[str, Any]) -> None:
@@ -110,14 +114,20 @@ class ControlNetTextToImageTask(GenerationTask):
     models = {"generator": "stable-diffusion", "controlnet": "controlnet"}
     default_models = {"generator": SD15, "controlnet": "monster-labs/control_v1p_sd15_qrcode_monster"}
     options = {**GENERATION_OPTIONS, "width": 512, "controlnet_weight": 1.35, "guidance_start": 0.0, "guidance_end": 1.0}
+    option_specs = specs_for(options, {
+        "controlnet_weight": OptionSpec("float", 0.0, 2.0, 0.05, label="ControlNet weight"),
+        "guidance_start": OptionSpec("float", 0.0, 1.0, 0.01, label="ControlNet starts at"),
+        "guidance_end": OptionSpec("float", 0.0, 1.0, 0.01, label="ControlNet ends at")})
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
         """The generation options, and the ControlNet unit's ranges as `ControlNetUnit` checks them once loaded."""
         super().check_options(options)
-        check_number_option("controlnet_weight", options["controlnet_weight"], 0.0, 2.0)
-        start = check_number_option("guidance_start", options["guidance_start"], 0.0, 1.0)
-        end = check_number_option("guidance_end", options["guidance_end"], 0.0, 1.0)
+        specs = cls.option_specs
+        weight = specs["controlnet_weight"]
+        check_number_option("controlnet_weight", options["controlnet_weight"], weight.low, weight.high)
+        start, end = (check_number_option(name, options[name], specs[name].low, specs[name].high)
+                      for name in ("guidance_start", "guidance_end"))
         if start > end:
             raise ValueError(f"guidance_start {start} is after guidance_end {end}; the ControlNet acts between them.")
 

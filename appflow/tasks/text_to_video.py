@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from appflow.model_kinds import ModelKind, register_model_kind
+from appflow.option_specs import OptionSpec, sampler_choices, schedule_choices
 from appflow.progress import pipeline_hooks
 from appflow.task import Port, Task, register_task
 from appflow.tasks.diffusion import GENERATION_ALIASES, one_call_at_a_time
@@ -37,6 +38,27 @@ register_model_kind(ModelKind(
     ("TextToVideoSDPipeline",), _load_text_to_video, _is_text_to_video))
 
 
+def video_option_specs() -> dict[str, OptionSpec]:
+    """The bounds `check_video_settings` and `check_fps` hold these to: their modules' constants. `generator` (a
+    torch.Generator) has none: the Python API's alone."""
+    from mixkit.io.video import MAX_FPS
+    from pipelines.params import SEED_MAX
+    from pipelines.text_to_video import MAX_CFG, MAX_FRAMES, MAX_SIDE, MAX_STEPS
+
+    return {
+        "negative_prompt": OptionSpec("text", label="Negative prompt"),
+        "num_frames": OptionSpec("int", 1, MAX_FRAMES, 1, label="Frames"),
+        "steps": OptionSpec("int", 1, MAX_STEPS, 1, label="Sampling steps"),
+        "cfg_scale": OptionSpec("float", 0, MAX_CFG, 0.5, label="CFG Scale"),
+        "width": OptionSpec("int", 8, MAX_SIDE, 8, auto=True, label="Width"),
+        "height": OptionSpec("int", 8, MAX_SIDE, 8, auto=True, label="Height"),
+        "seed": OptionSpec("seed", -1, SEED_MAX, 1, label="Seed"),
+        "sampler": OptionSpec("choice", choices=sampler_choices, auto=True, label="Sampling method"),
+        "schedule_type": OptionSpec("choice", choices=schedule_choices, label="Schedule type"),
+        "fps": OptionSpec("float", 0, MAX_FPS, 1, low_open=True, label="Frames per second"),
+    }
+
+
 @register_task
 class TextToVideoTask(Task):
     """Frames of a short video from a prompt. `frames` (also PaddleMIX's `result`) are PIL images, `video` the same
@@ -54,6 +76,7 @@ class TextToVideoTask(Task):
     # None: the model's native size (256 for ModelScope's) and diffusers' DPM-Solver++ multistep (PaddleMIX's choice)
     options = {"negative_prompt": "", "num_frames": 16, "steps": 25, "cfg_scale": 9.0, "width": None, "height": None,
                "seed": -1, "sampler": None, "schedule_type": "Automatic", "generator": None, "fps": 8}
+    option_specs = video_option_specs()
     option_aliases = GENERATION_ALIASES  # diffusers' / PaddleMIX's num_inference_steps, guidance_scale
 
     @classmethod

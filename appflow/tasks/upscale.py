@@ -5,8 +5,22 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from appflow.option_specs import OptionSpec
 from appflow.task import Port, Task, register_task
 from appflow.tasks.diffusion import GENERATION_ALIASES, one_call_at_a_time
+from pipelines.params import SEED_MAX
+
+# The upper bound of noise_level is the model's (max_noise_level), checked once it loads; tile_overlap's is half the
+# tile size, checked with it.
+UPSCALE_SPECS = {
+    "negative_prompt": OptionSpec("text", label="Negative prompt"),
+    "steps": OptionSpec("int", 1, 1000, 1, label="Sampling steps"),
+    "cfg_scale": OptionSpec("float", 0, 100, 0.5, label="CFG Scale"),
+    "noise_level": OptionSpec("int", 0, None, 1, label="Noise level"),
+    "seed": OptionSpec("seed", -1, SEED_MAX, 1, label="Seed"),
+    "tile_size": OptionSpec("int", 8, None, 8, label="Tile size (latent pixels)"),
+    "tile_overlap": OptionSpec("int", 0, None, 1, label="Tile overlap"),
+}
 
 
 @register_task
@@ -24,13 +38,12 @@ class TextGuidedUpscaleTask(Task):
     # levels are the x4 upscaler's own defaults (diffusers' StableDiffusionUpscalePipeline).
     options = {"negative_prompt": "", "steps": 20, "cfg_scale": 9.0, "noise_level": 20, "seed": -1,
                "tile_size": 128, "tile_overlap": 16}
+    option_specs = UPSCALE_SPECS
     option_aliases = GENERATION_ALIASES  # `guidance_scale`, this task's option's earlier name and diffusers' spelling
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
         import math
-
-        from pipelines.params import SEED_MAX
 
         def check_int(name: str, low: int, high: int | None) -> None:
             value = options[name]
@@ -38,14 +51,13 @@ class TextGuidedUpscaleTask(Task):
                 bounds = f"in [{low}, {high}]" if high is not None else f">= {low}"
                 raise ValueError(f"{name} must be an integer {bounds}, got {value!r}.")
 
-        check_int("steps", 1, 1000)
-        check_int("seed", -1, SEED_MAX)
-        check_int("noise_level", 0, None)  # the upper bound is the model's (max_noise_level), checked once it loads
-        check_int("tile_size", 8, None)
-        check_int("tile_overlap", 0, options["tile_size"] // 2 - 1)
-        cfg = options["cfg_scale"]
-        if isinstance(cfg, bool) or not isinstance(cfg, (int, float)) or not math.isfinite(cfg) or not 0 <= cfg <= 100:
-            raise ValueError(f"cfg_scale must be a number in [0, 100], got {cfg!r}.")
+        for name in ("steps", "seed", "noise_level", "tile_size"):
+            check_int(name, UPSCALE_SPECS[name].low, UPSCALE_SPECS[name].high)
+        check_int("tile_overlap", UPSCALE_SPECS["tile_overlap"].low, options["tile_size"] // 2 - 1)
+        cfg, (low, high) = options["cfg_scale"], (UPSCALE_SPECS["cfg_scale"].low, UPSCALE_SPECS["cfg_scale"].high)
+        if isinstance(cfg, bool) or not isinstance(cfg, (int, float)) or not math.isfinite(cfg) \
+                or not low <= cfg <= high:
+            raise ValueError(f"cfg_scale must be a number in [{low}, {high}], got {cfg!r}.")
         if not isinstance(options["negative_prompt"], str):
             raise TypeError(f"negative_prompt must be a string, got {type(options['negative_prompt']).__name__}.")
 

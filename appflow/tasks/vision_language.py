@@ -6,6 +6,7 @@ import threading
 from contextlib import contextmanager
 from typing import Any
 
+from appflow.option_specs import OptionSpec
 from appflow.task import Port, Task, register_task
 
 CAPTION_GENERATION_OPTIONS = {
@@ -16,6 +17,21 @@ CAPTION_GENERATION_OPTIONS = {
 """LAVIS' `generate(use_nucleus_sampling, num_beams, max_length, min_length, top_p, repetition_penalty,
 num_captions)` and transformers' `generate` options. Greedy (num_beams=1, do_sample=False) by default, so a
 batch of images gives what one call per image gives."""
+
+CAPTION_OPTION_SPECS = {
+    "max_new_tokens": OptionSpec("int", 1, 1024, 1, label="Caption length (new tokens)"),
+    "min_length": OptionSpec("int", 0, 1024, 1, auto=True, label="Fewest new tokens"),
+    "num_beams": OptionSpec("int", 1, 64, 1, label="Beams"),
+    "do_sample": OptionSpec("bool", label="Sample (nucleus) instead of greedy/beam search"),
+    "top_p": OptionSpec("float", 0, 1, 0.01, auto=True, low_open=True, label="Top p"),
+    "temperature": OptionSpec("float", 0, None, 0.05, auto=True, low_open=True, label="Temperature"),
+    "repetition_penalty": OptionSpec("float", 0, None, 0.05, auto=True, low_open=True, label="Repetition penalty"),
+    "length_penalty": OptionSpec("float", None, None, 0.1, auto=True, label="Length penalty"),
+    "num_return_sequences": OptionSpec("int", 1, 64, 1, label="Captions per image"),
+    "seed": OptionSpec("seed", -1, None, 1, label="Seed (-1: not seeded)"),
+    "top_k": OptionSpec("int", 0, None, 1, auto=True, label="Top k (0: off)"),
+}
+"""The captioning options' types and bounds; `check_caption_generation` checks with these bounds."""
 
 CAPTION_OPTION_ALIASES = {
     # LAVIS' names (lavis/models/blip2_models/blip2_opt.py `generate`). Its BLIP-2 generates from embeddings only,
@@ -76,27 +92,34 @@ def check_caption_generation(options: dict[str, Any]) -> None:
     def refuse(name: str, wanted: str) -> None:
         raise ValueError(f"Task 'image_caption': {name} must be {wanted}, got {options[name]!r}.")
 
+    specs = CAPTION_OPTION_SPECS
     tokens = options["max_new_tokens"]
-    if not _is_int(tokens) or not 1 <= tokens <= 1024:
-        refuse("max_new_tokens", "an integer in [1, 1024]")
+    low, high = specs["max_new_tokens"].low, specs["max_new_tokens"].high
+    if not _is_int(tokens) or not low <= tokens <= high:
+        refuse("max_new_tokens", f"an integer in [{low}, {high}]")
     least = options["min_length"]
-    if least is not None and (not _is_int(least) or not 0 <= least <= tokens):
-        refuse("min_length", f"None or an integer in [0, max_new_tokens={tokens}] (the fewest new tokens)")
+    if least is not None and (not _is_int(least) or not specs["min_length"].low <= least <= tokens):
+        refuse("min_length", f"None or an integer in [{specs['min_length'].low}, max_new_tokens={tokens}] (the fewest "
+                             "new tokens)")
     for name in ("num_beams", "num_return_sequences"):
-        if not _is_int(options[name]) or not 1 <= options[name] <= 64:
-            refuse(name, "an integer in [1, 64]")
+        low, high = specs[name].low, specs[name].high
+        if not _is_int(options[name]) or not low <= options[name] <= high:
+            refuse(name, f"an integer in [{low}, {high}]")
     if not isinstance(options["do_sample"], bool):
         refuse("do_sample", "True or False")
-    if options["top_p"] is not None and (not _is_number(options["top_p"]) or not 0 < options["top_p"] <= 1):
-        refuse("top_p", "None or a number in (0, 1]")
+    top_p = specs["top_p"]
+    if options["top_p"] is not None and (not _is_number(options["top_p"])
+                                         or not top_p.low < options["top_p"] <= top_p.high):
+        refuse("top_p", f"None or a number in ({top_p.low}, {top_p.high}]")
     for name in ("temperature", "repetition_penalty"):
-        if options[name] is not None and (not _is_number(options[name]) or options[name] <= 0):
-            refuse(name, "None or a number above 0")
+        if options[name] is not None and (not _is_number(options[name]) or options[name] <= specs[name].low):
+            refuse(name, f"None or a number above {specs[name].low}")
     if options["length_penalty"] is not None and not _is_number(options["length_penalty"]):
         refuse("length_penalty", "None or a number")
-    if options["top_k"] is not None and (not _is_int(options["top_k"]) or options["top_k"] < 0):
-        refuse("top_k", "None or an integer >= 0 (the k most likely tokens sampled from; 0 turns it off)")
-    if not _is_int(options["seed"]) or options["seed"] < -1:
+    if options["top_k"] is not None and (not _is_int(options["top_k"]) or options["top_k"] < specs["top_k"].low):
+        refuse("top_k", f"None or an integer >= {specs['top_k'].low} (the k most likely tokens sampled from; 0 turns "
+                        "it off)")
+    if not _is_int(options["seed"]) or options["seed"] < specs["seed"].low:
         refuse("seed", "-1 (not seeded) or a non-negative integer")
     if options["num_return_sequences"] > 1:
         from mixkit.models.vlm.generative import check_return_sequences
@@ -192,6 +215,7 @@ class ImageCaptionTask(Task):
     models = {"captioner": "vlm-generative"}
     default_models = {"captioner": "mixkit-tiny-blip2"}  # shipped, offline; Salesforce/blip2-opt-2.7b for real photos
     options = dict(CAPTION_GENERATION_OPTIONS)
+    option_specs = CAPTION_OPTION_SPECS
     option_aliases = CAPTION_OPTION_ALIASES
     options_dict = "generate_kwargs"  # PaddleMIX's MiniGPT-4 task reads its generation settings from this dict
 

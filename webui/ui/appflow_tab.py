@@ -1,11 +1,13 @@
-"""AppFlow: pick an app; its input widgets are generated from the app's declared input ports. A run goes on when its
-page goes away: a reloaded page follows it by its task id and shows its outputs (`webui.ui.appflow_task`)."""
+"""AppFlow: pick an app; its input widgets are generated from the app's declared input ports, its options form from
+the app's declared option specs (`webui.ui.appflow_options`; values kept per app while the page lives). A run goes on
+when its page goes away: a reloaded page follows it by its task id and shows its outputs (`webui.ui.appflow_task`)."""
 
 from __future__ import annotations
 
 import gradio as gr
 
 from webui.server_state import ServerState
+from webui.ui.appflow_options import build_option_widgets, options_from_values, remember_option
 from webui.ui.appflow_task import appflow_finish, follow_appflow
 from webui.ui.errors import redacting, refused
 from webui.ui.progress_view import progress_html
@@ -51,17 +53,26 @@ def widget_value(port: str, value):
 
 
 def run_app(state: ServerState, name: str, ports: dict, widget_names: list[str], values: list, task_id, request,
-            cache_dir):
-    """The Run button's handler: the form's values as app inputs (a required one missing is refused), queued as a
-    task under the page's task id and followed (`follow_appflow`); the run goes on when the page goes away."""
+            cache_dir, option_names: list[str] = (), option_values: list = ()):
+    """The Run button's handler: the form's values as app inputs (a required one missing is refused) and its options
+    (held to this server's caps as over HTTP, then to the app's own checks: a bad value is refused before anything
+    is queued), queued as a task under the page's task id and followed (`follow_appflow`); the run goes on when the
+    page goes away."""
+    from appflow.apps import check_app_option_values
+    from webui.appflow_io import check_app_options
+
     inputs = {n: widget_value(ports[n], v) for n, v in zip(widget_names, values)}
     inputs = {n: v for n, v in inputs.items() if v is not None}
     missing = [n for n, p in ports.items() if not p.endswith("?") and n not in inputs]
     if missing:
         raise refused(f"Fill in the required input(s): {', '.join(missing)}.")
     try:
+        options = options_from_values(state.describe_app(name), list(option_names), list(option_values))
+        check_app_options(options, state.limits, state.lora_names())
+        check_app_option_values(name, options)
         task_id = checked_task_id(state, task_id)
-        job = state.submit_app(name, inputs, session=getattr(request, "session_hash", None), keep_on_disconnect=True)
+        job = state.submit_app(name, inputs, options or None, session=getattr(request, "session_hash", None),
+                               keep_on_disconnect=True)
     except (ValueError, TypeError, QueueFullError) as error:  # bad input, queue full: show it
         raise refused(f"{name} failed: {error}") from None
     # a missing model or one that failed is the task's failure: "<app> failed: ..." (`webui.ui.reattach`)
@@ -75,6 +86,8 @@ def build_appflow_tab(state: ServerState) -> FollowedTab:
 
     names = APPS.names()
     app = gr.Dropdown(names, value=names[0] if names else None, label="App", elem_id="appflow_app")
+    # The options this page set, per app ({app: {option: widget value}}): a switch back shows them again
+    saved_options = gr.State({})
     # Outside the app's form (rendered below it), so a page that loads can show a run's progress and outputs in them
     progress = gr.HTML(progress_html(0, "Idle"), elem_id="appflow_progress", render=False)
     gallery = gr.Gallery(label="Images", format="png", interactive=False, elem_id="appflow_images", render=False)
@@ -84,8 +97,9 @@ def build_appflow_tab(state: ServerState) -> FollowedTab:
     task_box = task_box_for("appflow", render=False)
     outputs = [progress, gallery, audio, result, task_box]
 
-    @gr.render(inputs=app)
-    def app_form(name: str):
+    # Re-rendered when the app changes (and on load), not when an option is remembered: the form is read, not redrawn
+    @gr.render(inputs=[app, saved_options], triggers=[app.change, gr.context.get_blocks_context().root_block.load])
+    def app_form(name: str, saved: dict):
         if not name:
             return
         description = state.describe_app(name)
@@ -99,13 +113,20 @@ def build_appflow_tab(state: ServerState) -> FollowedTab:
         with gr.Column(elem_id="appflow_inputs"):
             masks = set(description.get("mask_inputs", ()))
             widgets = {n: w for n, p in ports.items() if (w := input_widget(n, p, mask=n in masks)) is not None}
+        options = build_option_widgets(description, (saved or {}).get(name, {}), state.limits, result)
+        for option, widget in options.items():
+            widget.change(remember_option(name, option), inputs=[saved_options, widget], outputs=saved_options,
+                          queue=False)
         run = gr.Button("Run", variant="primary", elem_id="appflow_run")
 
         def execute(request: gr.Request, *values_and_task_id):
             *values, task_id = values_and_task_id
-            yield from run_app(state, name, ports, list(widgets), values, task_id, request, gallery.GRADIO_CACHE)
+            inputs, chosen = values[:len(widgets)], values[len(widgets):]
+            yield from run_app(state, name, ports, list(widgets), inputs, task_id, request, gallery.GRADIO_CACHE,
+                               list(options), chosen)
 
-        inputs = [*widgets.values(), task_box]
+        # the input widgets, then the option widgets (in `describe_app()["option_specs"]` order), the task id last
+        inputs = [*widgets.values(), *options.values(), task_box]
         run.click(redacting(execute, state), inputs=inputs, outputs=outputs, concurrency_limit=None,
                   js=submit_js(len(inputs)))
 

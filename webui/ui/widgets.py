@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipelines.params import SEED_MAX, GenerationLimits, Txt2ImgParams
+from pipelines.params import CLIP_SKIP_MAX, SEED_MAX, GenerationLimits, Txt2ImgParams
 
 SIZE_STEP = 8  # SD's VAE downsamples by 8; the pipelines refuse other sizes
 DEFAULTED_FIELDS = ("sampler", "schedule_type", "steps", "cfg_scale", "width", "height")  # from Settings
@@ -31,7 +31,7 @@ def widget_ranges(limits: GenerationLimits) -> dict[str, WidgetRange]:
         "height": WidgetRange(SIZE_STEP * 8, limits.max_side, SIZE_STEP),
         "batch_size": WidgetRange(1, limits.max_batch_size, 1),
         "batch_count": WidgetRange(1, limits.max_batch_count, 1),
-        "clip_skip": WidgetRange(1, 12, 1),
+        "clip_skip": WidgetRange(1, CLIP_SKIP_MAX, 1),
         "seed": WidgetRange(-1, SEED_MAX, 1),
         # A1111's "Extra" seed options: its sliders' steps; "Resize seed from" 0 is off
         "subseed": WidgetRange(-1, SEED_MAX, 1),
