@@ -17,6 +17,7 @@ Different from A1111 on purpose: copies made after the caption step (flips, spli
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -152,14 +153,17 @@ def _split_step(picture, steps, target, captioner, face_finder):
 
 
 def file_suffixes(pictures: list[TrainingImage]) -> list[str]:
-    """A1111's `get_suffix` for one source's pictures: the tags joined by "-", "-1", "-2", ... when taken."""
+    """A1111's `get_suffix` for one source's pictures: the tags joined by "-", "-1", "-2", ... when taken.
+
+    Unlike A1111's, the numbering does not stop at 99 (where A1111 hands the taken suffix out again, so the 101st
+    crop of a long strip split with a large overlap overwrote the first picture's file)."""
     used: set[str] = set()
     suffixes = []
     for picture in pictures:
         suffix = "-".join(picture.nametags)
         suffix = f"-{suffix}" if suffix else ""
         if suffix in used:
-            suffix = next((f"{suffix}-{n}" for n in range(1, 100) if f"{suffix}-{n}" not in used), suffix)
+            suffix = next(f"{suffix}-{n}" for n in itertools.count(1) if f"{suffix}-{n}" not in used)
         used.add(suffix)
         suffixes.append(suffix)
     return suffixes
