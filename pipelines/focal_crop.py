@@ -1,7 +1,8 @@
 """A1111's "Auto focal point crop" Extras step: resize to cover the target, then crop around the picture's subject.
 
-As A1111's modules/textual_inversion/autocrop.py: the image is resized so it covers the target (landscape by height,
-portrait by width, a square by the target's longer side), three kinds of points of interest are found (faces, the
+As A1111's modules/textual_inversion/autocrop.py: the image is resized so it covers the target (A1111: landscape by
+height, portrait by width, a square by the target's longer side, which leaves black bars in the crop when the target
+is more elongated than the picture; here always the smallest covering size, `cover_size`), three kinds of points of interest are found (faces, the
 most "entropic" target-sized window, OpenCV's good features to track), each kind's centroid weighted by its slider
 (the weights of the kinds that found something normalised to sum 1), and the crop is centred on the weighted average,
 pushed back inside the picture. "Create debug image" adds the resized picture with the points, their weights and the
@@ -54,14 +55,15 @@ class FocalWeights:
 
 
 def cover_size(width: int, height: int, crop_width: int, crop_height: int) -> tuple[int, int]:
-    """The size A1111 resizes a width x height picture to before cropping crop_width x crop_height from it."""
-    if width > height:
-        scale = crop_height / height
-    elif height > width:
-        scale = crop_width / width
-    else:  # a square follows the target: its width unless the target is portrait
-        scale = crop_height / height if crop_height > crop_width else crop_width / width
-    return int(width * scale), int(height * scale)
+    """The size a width x height picture is resized to before cropping crop_width x crop_height from it: the
+    smallest that covers the target, which is A1111's size wherever A1111's covers it.
+
+    A1111 scales a landscape picture to the target's height and a portrait one to its width; for a target of the
+    same orientation but more elongated (a 3:2 picture, a 4:1 target) that is narrower than the target, and
+    `int(side * scale)` can fall a pixel short (49 x 50 for 512 x 512 gave 511 wide): the crop then held black
+    columns. The larger of the two scales always covers, and the matched side is never rounded below the target."""
+    scale = max(crop_width / width, crop_height / height)
+    return max(crop_width, int(width * scale)), max(crop_height, int(height * scale))
 
 
 def crop_box(focus_x: int, focus_y: int, width: int, height: int, crop_width: int,
