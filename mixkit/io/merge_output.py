@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import shutil
 from pathlib import Path
 
@@ -36,6 +37,7 @@ def save_merged(tensors: dict, target: Path, checkpoint_format: str, metadata: d
     from mixkit.io.atomic import atomic_output_path
     from mixkit.io.saving import save_safetensors
 
+    _check_free_space(tensors, target)
     # A tensor viewing a larger storage (keys of a .ckpt sharing one, tied weights) would be refused by safetensors
     # and would make torch.save write the whole storage again for each key: each is written as its own copy.
     owned = {key: value.clone() if _shares_storage(value) else value for key, value in tensors.items()}
@@ -46,6 +48,17 @@ def save_merged(tensors: dict, target: Path, checkpoint_format: str, metadata: d
 
     with atomic_output_path(target) as temp:
         torch.save(owned, temp)
+
+
+def _check_free_space(tensors: dict, target: Path) -> None:
+    """OSError (ENOSPC) before writing when the folder cannot hold the tensors: a full disk otherwise surfaced
+    after minutes of merging as safetensors' "I/O error" or torch.save's "unexpected pos 832 vs 726"."""
+    needed = sum(value.numel() * value.element_size() for value in tensors.values())
+    free = shutil.disk_usage(target.parent).free
+    if needed > free:
+        raise OSError(errno.ENOSPC, f"The merged checkpoint needs {needed / 2 ** 20:.1f} MiB but {str(target.parent)!r} "
+                                    f"has {free / 2 ** 20:.1f} MiB free; nothing was written. Free some space, choose "
+                                    "another folder, or save as float16.")
 
 
 def _shares_storage(tensor) -> bool:
