@@ -56,9 +56,16 @@ def _check_free_space(tensors: dict, target: Path) -> None:
     needed = sum(value.numel() * value.element_size() for value in tensors.values())
     free = shutil.disk_usage(target.parent).free
     if needed > free:
-        raise OSError(errno.ENOSPC, f"The merged checkpoint needs {needed / 2 ** 20:.1f} MiB but {str(target.parent)!r} "
-                                    f"has {free / 2 ** 20:.1f} MiB free; nothing was written. Free some space, choose "
-                                    "another folder, or save as float16.")
+        raise OSError(errno.ENOSPC, f"The merged checkpoint needs {_size(needed)} but {str(target.parent)!r} has "
+                                    f"{_size(free)} free; nothing was written. Free some space, choose another folder, "
+                                    "or save as float16.")
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} bytes"
 
 
 def _shares_storage(tensor) -> bool:
