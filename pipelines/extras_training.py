@@ -7,8 +7,8 @@ flipped copies, the split crops. The target size is A1111's `pp.shared.target_wi
 the "Scale to" size, or the source's size times "Scale by" (`int(side * factor)`), whatever the upscaler.
 
 Files: each picture of one source gets a suffix from its name tags (A1111's `get_suffix`): "" for the first, "-1",
-"-2", ... for the next untagged ones, "-focal-crop-debug" for the debug image. A caption (BLIP; "Deepbooru" is
-refused, mixkit has no Deepbooru tagger) is written to a `.txt` beside the picture's file, after the picture, so it
+"-2", ... for the next untagged ones, "-focal-crop-debug" for the debug image. A caption (A1111's order: the DeepBooru tags,
+then the BLIP caption, joined by ", ") is written to a `.txt` beside the picture's file, after the picture, so it
 replaces a `.txt` the save wrote, as A1111's; `existing_caption` is A1111's "Action for existing captions".
 
 Different from A1111 on purpose: copies made after the caption step (flips, split crops) keep their source's caption
@@ -67,9 +67,6 @@ def check_training_steps(steps: TrainingSteps) -> TrainingSteps:
             raise ValueError(f"Create flipped copies: {choice!r} is not one of {', '.join(FLIP_CHOICES)}.")
     captions = tuple(steps.captions)
     for choice in captions:
-        if choice == "Deepbooru":
-            raise ValueError("Caption: Deepbooru is not available in mixkit (it has no Deepbooru tagger model); use "
-                             "BLIP, the captioner of Interrogate CLIP.")
         if choice not in CAPTION_CHOICES:
             raise ValueError(f"Caption: {choice!r} is not one of {', '.join(CAPTION_CHOICES)}.")
     return replace(steps, flips=tuple(dict.fromkeys(flips)), captions=tuple(dict.fromkeys(captions)))
@@ -96,25 +93,30 @@ class TrainingImage:
 
 
 def run_training_steps(image, steps: TrainingSteps, target: tuple[int, int] | None, *,
-                       captioner: Captioner | None = None, face_finder: FaceFinder | None = None) -> list[TrainingImage]:
+                       captioner: Captioner | None = None, tagger: Captioner | None = None,
+                       face_finder: FaceFinder | None = None) -> list[TrainingImage]:
     """Every picture the steps make from `image` (PIL, already upscaled and restored), the first being `image`'s own
-    result; in A1111's step order. `target` is A1111's target size (needed by split and focal crop)."""
+    result; in A1111's step order. `target` is A1111's target size (needed by split and focal crop); `captioner`
+    writes the "BLIP" caption, `tagger` the "Deepbooru" one (`deepbooru_captioner`)."""
     steps = check_training_steps(steps)
     if steps.needs_target and (target is None or target[0] < 1 or target[1] < 1):
         raise ValueError(f"Split oversized images and Auto focal point crop need a positive target size, got {target}.")
-    if steps.captions and captioner is None:
-        raise ValueError("Caption: BLIP needs a captioner; none was given.")
+    captioners = {"Deepbooru": tagger, "BLIP": captioner}
+    for choice in steps.captions:
+        if captioners[choice] is None:
+            raise ValueError(f"Caption: {choice} needs a {'tagger' if choice == 'Deepbooru' else 'captioner'}; none "
+                             "was given.")
     pictures = [TrainingImage(image)]
     for step in (_focal_step, _caption_step, _flip_step, _split_step):
         made = []  # A1111's order: the pictures there were, then the new ones in the order they were made
         for picture in pictures:
             if picture.processed:
-                made += step(picture, steps, target, captioner, face_finder)
+                made += step(picture, steps, target, captioners, face_finder)
         pictures += made
     return pictures
 
 
-def _focal_step(picture, steps, target, captioner, face_finder):
+def _focal_step(picture, steps, target, captioners, face_finder):
     if not steps.focal_crop:
         return []
     result, *debug = focal_crop(picture.image, *target, steps.focal_weights, debug=steps.focal_debug,
@@ -123,13 +125,15 @@ def _focal_step(picture, steps, target, captioner, face_finder):
     return [picture.copy_with(extra, nametags=(DEBUG_TAG,), processed=False) for extra in debug]
 
 
-def _caption_step(picture, steps, target, captioner, face_finder):
-    if steps.captions:
-        picture.caption = ", ".join(text for text in (picture.caption, captioner(picture.image)) if text)
+def _caption_step(picture, steps, target, captioners, face_finder):
+    if steps.captions:  # A1111's postprocessing_caption: the caption so far, DeepBooru's tags, BLIP's caption
+        texts = [picture.caption, *(captioners[choice](picture.image) for choice in CAPTION_CHOICES
+                                    if choice in steps.captions)]
+        picture.caption = ", ".join(text for text in texts if text)
     return []
 
 
-def _flip_step(picture, steps, target, captioner, face_finder):
+def _flip_step(picture, steps, target, captioners, face_finder):
     from PIL import Image
 
     flips = {"Horizontal": (Image.Transpose.FLIP_LEFT_RIGHT,), "Vertical": (Image.Transpose.FLIP_TOP_BOTTOM,),
@@ -144,7 +148,7 @@ def _flip_step(picture, steps, target, captioner, face_finder):
     return made
 
 
-def _split_step(picture, steps, target, captioner, face_finder):
+def _split_step(picture, steps, target, captioners, face_finder):
     if not steps.split:
         return []
     first, *others = split_oversized(picture.image, *target, steps.split_threshold, steps.overlap_ratio)
@@ -209,6 +213,23 @@ def vlm_captioner(source: str = "mixkit-tiny-blip2", **generation) -> Captioner:
 
     def caption(image) -> str:
         return str(model.caption([image.convert("RGB")], **generation)[0]).strip()
+
+    return caption
+
+
+def deepbooru_captioner(model, settings=None, *, keep_in_memory: bool = True) -> Captioner:
+    """A tagger writing A1111's DeepBooru caption: `model` a `mixkit.interrogate.DeepbooruModel` or the folder holding
+    A1111's model-resnet_custom_v3.pt; `settings` a `DeepbooruSettings` (Settings > Interrogate; None: A1111's
+    defaults). The file is looked for now (FileNotFoundError saying where to put it) so a missing tagger fails before
+    any file is written; `keep_in_memory=False` reloads it for every picture, as A1111 does unless told to keep it."""
+    from mixkit.interrogate import DeepbooruModel, find_deepbooru_file
+    from pipelines.deepbooru import interrogate_deepbooru
+
+    tagger = model if isinstance(model, DeepbooruModel) else DeepbooruModel(model)
+    find_deepbooru_file(tagger.folder)
+
+    def caption(image) -> str:
+        return interrogate_deepbooru(image, settings, model=tagger, keep_in_memory=keep_in_memory)
 
     return caption
 

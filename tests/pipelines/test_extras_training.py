@@ -38,6 +38,32 @@ def test_captions_join_and_copies_keep_them():
     assert seen == [(6, 4)]  # captioned once, before the flip
 
 
+def test_deepbooru_tags_come_before_the_blip_caption_as_in_a1111():
+    pictures = run_training_steps(_gradient(), TrainingSteps(captions=("BLIP", "Deepbooru")), None,
+                                  captioner=lambda image: "a red star", tagger=lambda image: "1girl, solo")
+    assert pictures[0].caption == "1girl, solo, a red star"
+
+
+def test_deepbooru_caption_of_a_tagger_file(tmp_path):
+    from mixkit.testing.tiny_deepbooru import crafted_deepbooru_state, save_deepbooru
+    from pipelines.extras_training import deepbooru_captioner
+
+    save_deepbooru(tmp_path / "model-resnet_custom_v3.pt", crafted_deepbooru_state([2.0, 3.0, 5.0, -1.0]),
+                   ["solo", "1girl", "rating:safe", "hat"])
+    pictures = run_training_steps(_gradient(), TrainingSteps(captions=("Deepbooru",)), None,
+                                  tagger=deepbooru_captioner(tmp_path))
+    assert pictures[0].caption == "1girl, solo"
+
+
+def test_a_deepbooru_caption_without_its_tagger_file_is_refused_before_any_picture(tmp_path):
+    from pipelines.extras_training import deepbooru_captioner
+
+    with pytest.raises(FileNotFoundError, match="model-resnet_custom_v3.pt"):
+        deepbooru_captioner(tmp_path)
+    with pytest.raises(ValueError, match="Caption: Deepbooru needs a tagger"):
+        run_training_steps(_gradient(), TrainingSteps(captions=("Deepbooru",)), None, captioner=lambda image: "x")
+
+
 def test_split_then_flip_order_and_counts():
     # focal crop -> caption -> flip -> split: a 1:3 picture flipped horizontally gives 2 pictures, each split in 4
     image = Image.new("RGB", (64, 192))
@@ -67,7 +93,6 @@ def test_a_split_into_more_than_a_hundred_crops_gives_every_crop_its_own_file_na
 
 
 @pytest.mark.parametrize("steps, message", [
-    (TrainingSteps(captions=("Deepbooru",)), "Deepbooru is not available in mixkit"),
     (TrainingSteps(flips=("Diagonal",)), "'Diagonal' is not one of Horizontal, Vertical, Both"),
     (TrainingSteps(split_threshold=2.0), "split_threshold"),
 ])

@@ -59,6 +59,29 @@ def test_captions_come_from_the_servers_caption_model(built, monkeypatch):
     assert (state.output_dir / result).with_suffix(".txt").read_text(encoding="utf8") == "a cube"
 
 
+def test_deepbooru_captions_come_from_the_servers_tagger_before_blips(built, monkeypatch, tmp_path):
+    from mixkit.interrogate import DeepbooruModel
+    from mixkit.testing.tiny_deepbooru import crafted_deepbooru_state, save_deepbooru
+
+    state, blocks = built
+    state.options.apply({"samples_save": True, "deepbooru_use_spaces": False})
+    save_deepbooru(tmp_path / "model-resnet_custom_v3.pt", crafted_deepbooru_state([2.0, 3.0, -1.0]),
+                   ["solo", "long_hair", "hat"])
+    monkeypatch.setattr(state, "deepbooru", DeepbooruModel(tmp_path))
+    monkeypatch.setattr(state, "run_app", lambda app, inputs, options: {"text": "a cube"})
+    progress, result, *_ = run(blocks, Image.new("RGB", (16, 16)), mode=0, caption=True, captions=["Deepbooru", "BLIP"])
+    assert (state.output_dir / result).with_suffix(".txt").read_text(encoding="utf8") == "long_hair, solo, a cube"
+
+
+def test_a_deepbooru_folder_without_its_file_is_refused_before_anything_is_queued(built, monkeypatch, tmp_path):
+    from mixkit.interrogate import DeepbooruModel
+
+    state, blocks = built
+    monkeypatch.setattr(state, "deepbooru", DeepbooruModel(tmp_path))
+    with pytest.raises(gr.Error, match="Caption: No DeepDanbooru model in"):
+        run(blocks, Image.new("RGB", (16, 16)), mode=0, caption=True, captions=["Deepbooru"])
+
+
 def test_focal_crop_with_its_debug_image(built):
     state, blocks = built
     state.options.apply({"samples_save": True})
@@ -69,7 +92,9 @@ def test_focal_crop_with_its_debug_image(built):
 
 
 @pytest.mark.parametrize("training, message", [(dict(threshold=2.0), "split_threshold must be"),
-                                               (dict(caption=True, captions=["Deepbooru"]), "Deepbooru is not")])
+                                               (dict(caption=True, captions=["Deepbooru"]),
+                                                "DeepBooru is not set up on this server: start it with "
+                                                "--deepdanbooru-models-path")])
 def test_bad_settings_are_refused_before_anything_is_queued(built, training, message):
     _, blocks = built
     with pytest.raises(gr.Error, match=message):
@@ -81,4 +106,4 @@ def test_the_page_puts_the_task_id_before_the_training_values(built):
     event = handler(blocks, "extras_generate", "click")
     assert "return [...values.slice(0, 10), id, ...values.slice(11, 23)];" in event.js
     assert component(blocks, "postprocess_split_threshold").value == 0.5
-    assert component(blocks, "postprocess_caption_choices").choices == [("BLIP", "BLIP")]
+    assert component(blocks, "postprocess_caption_choices").choices == [("Deepbooru", "Deepbooru"), ("BLIP", "BLIP")]

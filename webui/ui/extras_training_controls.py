@@ -4,8 +4,8 @@ flipped copies", "Caption"; labels, ranges and defaults as its postprocessing sc
 The steps run inside the Extras job after the upscale, its crop and face restoration (`pipelines.extras_training`),
 so one source may give several pictures; the captioner is the server's Interrogate CLIP caption model (AppFlow's
 `image2text_generation` with Settings > Interrogate's lengths), the focal crop's faces come from the RetinaFace of the
-configured face restorers (none configured: faces are not looked for). Deepbooru is not offered: mixkit has no
-Deepbooru tagger. A1111's "Action for existing captions" setting is "Ignore" here: a caption replaces the `.txt`.
+configured face restorers (none configured: faces are not looked for). Deepbooru tags with the server's
+Interrogate DeepBooru tagger (`--deepdanbooru-models-path`, Settings > Interrogate's DeepBooru options). A1111's "Action for existing captions" setting is "Ignore" here: a caption replaces the `.txt`.
 """
 
 from __future__ import annotations
@@ -45,9 +45,10 @@ def training_controls() -> list:
                                  elem_id="postprocess_flip_choices")
     with gr.Accordion("Caption", open=False, elem_id="extras_caption"):
         caption = gr.Checkbox(False, label="Caption", elem_id="postprocess_caption_enable")
-        captions = gr.CheckboxGroup(["BLIP"], value=["BLIP"], show_label=False, elem_id="postprocess_caption_choices",
-                                    info="Written to a .txt beside each saved image. Deepbooru is not available: "
-                                         "mixkit has no Deepbooru tagger.")
+        captions = gr.CheckboxGroup(["Deepbooru", "BLIP"], value=["BLIP"], show_label=False,
+                                    elem_id="postprocess_caption_choices",
+                                    info="Written to a .txt beside each saved image. Deepbooru needs the server started "
+                                         "with --deepdanbooru-models-path.")
     return [split, threshold, overlap, focal, face, entropy, edges, debug, flip, flips, caption, captions]
 
 
@@ -69,7 +70,8 @@ def training_job_step(state, body, steps, targets: list, faces_after):
     from pipelines.extras_training import run_training_steps
     from webui.api_extras import crop_to, crops_to_size
 
-    captioner = server_captioner(state) if steps.captions else None
+    captioner = server_captioner(state) if "BLIP" in steps.captions else None
+    tagger = server_tagger(state) if "Deepbooru" in steps.captions else None
     face_finder = None
     if steps.focal_crop and steps.focal_weights.face > 0:
         from pipelines.focal_crop import face_finder_from_restorers
@@ -82,9 +84,25 @@ def training_job_step(state, body, steps, targets: list, faces_after):
             image = faces_after(image)  # crops first, as `webui.api_extras.extras_postprocess` does
         elif crops_to_size(body):
             image = crop_to(image, body.upscaling_resize_w, body.upscaling_resize_h)
-        return run_training_steps(image, steps, next(remaining), captioner=captioner, face_finder=face_finder)
+        return run_training_steps(image, steps, next(remaining), captioner=captioner, tagger=tagger,
+                                  face_finder=face_finder)
 
     return after
+
+
+def server_tagger(state):
+    """The server's Interrogate DeepBooru tagger as a captioner, with Settings > Interrogate's DeepBooru options as
+    they are now; ValueError (shown to the user, nothing queued) when the server has none or its folder is empty."""
+    from pipelines.extras_training import deepbooru_captioner
+    from webui.interrogation import DEEPBOORU_UNAVAILABLE
+
+    if state.deepbooru is None:
+        raise ValueError(f"Caption: {DEEPBOORU_UNAVAILABLE}")
+    try:
+        return deepbooru_captioner(state.deepbooru, state.options.deepbooru_settings(),
+                                   keep_in_memory=bool(state.options.get("interrogate_keep_models_in_memory")))
+    except FileNotFoundError as error:
+        raise ValueError(f"Caption: {error}") from None
 
 
 def server_captioner(state):
