@@ -81,8 +81,24 @@ def test_captions_are_written_beside_every_file(folder, tmp_path, capsys, monkey
     assert (out / "wide.txt").read_text(encoding="utf8") == "a star old words"
 
 
+def test_deepbooru_and_blip_captions_tags_first(folder, tmp_path, capsys, monkeypatch):
+    import pipelines.extras_training as training
+    from mixkit.testing.tiny_deepbooru import crafted_deepbooru_state, save_deepbooru
+
+    tagger_folder = tmp_path / "torch_deepdanbooru"
+    tagger_folder.mkdir()
+    save_deepbooru(tagger_folder / "model-resnet_custom_v3.pt", crafted_deepbooru_state([2.0, 3.0, -1.0]),
+                   ["solo", "long_hair", "hat"])
+    monkeypatch.setattr(training, "vlm_captioner", lambda source: lambda image: "a star")
+    out = tmp_path / "out"
+    run(capsys, str(folder / "wide.png"), "--upscaler", "None", "--caption", "blip", "--caption", "deepbooru",
+        "--deepdanbooru-models-path", str(tagger_folder), "-o", str(out / "wide.png"))
+    assert (out / "wide.txt").read_text(encoding="utf8") == "long hair, solo, a star"
+
+
 @pytest.mark.parametrize("flags, message", [
-    (["--caption", "deepbooru"], "Deepbooru is not available in mixkit"),
+    (["--caption", "deepbooru", "--deepdanbooru-models-path", "no-such-folder"],
+     "--caption deepbooru: The DeepDanbooru folder 'no-such-folder' does not exist"),
     (["--split-oversized"], "--split-oversized needs a target size"),
     (["--focal-crop", "64x64", "--scale", "2"], "--focal-crop WxH sets the target size"),
     (["--focal-crop", "64x64", "--scale-to", "32x32"], "name two target sizes"),

@@ -224,7 +224,7 @@ def source_files(inputs: list[str]) -> tuple[list[Path], bool]:
 def run(args: argparse.Namespace) -> int:
     from pipelines.params import GenerationLimits
     from webui.cli.extras_batch import TrainingRun, checked_sources, output_paths, upscale_and_save
-    from webui.cli.extras_training import (captioner_of, existing_caption_action, resolve_target_flags,
+    from webui.cli.extras_training import (captioner_of, existing_caption_action, resolve_target_flags, tagger_of,
                                            training_steps_of)
     from webui.cli.infotext_flags import infotext_writing_of
 
@@ -235,8 +235,10 @@ def run(args: argparse.Namespace) -> int:
     body = extras_request(args)
     files, batch = source_files(args.inputs)
     sources = checked_sources(files, body, GenerationLimits().max_pixels * 4, steps)
-    # the captioner loads before the output folder is made: a model that cannot load leaves nothing behind
-    training = TrainingRun(steps, captioner_of(args, steps), _face_finder(steps), existing_caption_action(args))
+    # the captioners load before the output folder is made: a model that cannot load leaves nothing behind
+    tagger = tagger_of(args, steps)
+    training = TrainingRun(steps, captioner_of(args, steps), _face_finder(steps), existing_caption_action(args),
+                           tagger)
     paths, folder = output_paths(sources, batch, args.output)
     writing = infotext_writing_of(args)
     for source, path in zip(sources, paths):

@@ -36,6 +36,7 @@ class TrainingRun:
     captioner: Any = None
     face_finder: Any = None
     existing_caption: str = "Ignore"
+    tagger: Any = None  # the Deepbooru caption's
 
 
 def checked_sources(files: list[Path], body, max_pixels: int, steps=None) -> list[Source]:
@@ -151,7 +152,7 @@ def upscale_and_save(source: Source, body, path: Path | None, folder: str | os.P
     training = training or TrainingRun()
     if training.steps is not None and training.steps.active:
         pictures = run_training_steps(result, training.steps, source.target, captioner=training.captioner,
-                                      face_finder=training.face_finder)
+                                      tagger=training.tagger, face_finder=training.face_finder)
     else:
         pictures = [TrainingImage(result)]
     text = request_postprocessing_text(body) if upscales(body) or faces.active else ""

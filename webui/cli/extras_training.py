@@ -13,6 +13,7 @@ import argparse
 from pipelines.extras_training import CAPTION_CHOICES, EXISTING_CAPTION_ACTIONS, FLIP_CHOICES
 
 DEFAULT_CAPTION_MODEL = "mixkit-tiny-blip2"  # the web UI's Interrogate CLIP caption model by default
+DEFAULT_DEEPBOORU_FOLDER = "models/torch_deepdanbooru"  # A1111's
 
 
 def add_training_flags(parser) -> None:
@@ -51,10 +52,13 @@ def add_training_flags(parser) -> None:
                    help="add a flipped copy: horizontal, vertical or both (repeatable)")
     g.add_argument("--caption", action="append", default=[], metavar="WHICH", type=str.lower,
                    choices=[choice.lower() for choice in CAPTION_CHOICES],
-                   help="write a caption to NAME.txt beside each file: blip (deepbooru is refused: mixkit has no "
-                        "Deepbooru tagger)")
+                   help="write a caption to NAME.txt beside each file: deepbooru (Danbooru tags, from "
+                        "--deepdanbooru-models-path) and / or blip (--caption-model); both: the tags first, as A1111")
     g.add_argument("--caption-model", default=DEFAULT_CAPTION_MODEL, metavar="MODEL",
                    help=f"the BLIP captioner (a mixkit VLM name or folder; default {DEFAULT_CAPTION_MODEL})")
+    g.add_argument("--deepdanbooru-models-path", default=DEFAULT_DEEPBOORU_FOLDER, metavar="FOLDER",
+                   help="the folder holding A1111's DeepDanbooru tagger model-resnet_custom_v3.pt, for --caption "
+                        f"deepbooru (default: A1111's {DEFAULT_DEEPBOORU_FOLDER})")
     g.add_argument("--existing-caption", default="ignore", type=str.lower,
                    choices=[action.lower() for action in EXISTING_CAPTION_ACTIONS],
                    help="a NAME.txt already there: ignore (replace it), keep, prepend or append (A1111's 'Action for "
@@ -107,11 +111,24 @@ def resolve_target_flags(args: argparse.Namespace) -> None:
 
 def captioner_of(args: argparse.Namespace, steps):
     """The BLIP captioner when --caption blip is given (loaded at the first caption), else None."""
-    if not steps.captions:
+    if "BLIP" not in steps.captions:
         return None
     from pipelines.extras_training import vlm_captioner
 
     return vlm_captioner(args.caption_model)
+
+
+def tagger_of(args: argparse.Namespace, steps):
+    """The DeepBooru tagger (A1111's default settings, kept loaded for the run) when --caption deepbooru is given,
+    else None; its file is looked for now, so a missing one is refused before anything is written."""
+    if "Deepbooru" not in steps.captions:
+        return None
+    from pipelines.extras_training import deepbooru_captioner
+
+    try:
+        return deepbooru_captioner(args.deepdanbooru_models_path)
+    except FileNotFoundError as error:
+        raise ValueError(f"--caption deepbooru: {error} Or give --deepdanbooru-models-path FOLDER.") from None
 
 
 def existing_caption_action(args: argparse.Namespace) -> str:
