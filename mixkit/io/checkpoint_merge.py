@@ -234,6 +234,7 @@ def _merged_tensors(plan: MergePlan, report: ProgressCallback, stop: Callable[[]
     try:
         merged, kinds = {}, set()
         keys = theta_a.keys()
+        _refuse_disjoint(plan, keys, theta_b, theta_c)
         for done, key in enumerate(keys, start=1):
             if stop():
                 raise MergeInterrupted("The merge was interrupted; no file was written.")
@@ -257,6 +258,19 @@ def _merged_tensors(plan: MergePlan, report: ProgressCallback, stop: Callable[[]
         for reader in readers:
             if reader is not None:
                 reader.close()
+
+
+def _refuse_disjoint(plan: MergePlan, keys: list[str], theta_b, theta_c) -> None:
+    """Refuse a B (or C) that has none of A's merged weights: the result would be A under a merged name. The usual
+    cause is a LoRA, a VAE or a diffusers-layout file picked as a model (A1111 writes the copy of A silently)."""
+    a, b, c = plan.sources_by_role
+    for source, reader in ((b, theta_b), (c, theta_c)):
+        if reader is not None and not any(is_merged_key(key) and key in reader for key in keys):
+            role = "B" if source is b else "C"
+            raise ValueError(f"{role} ({source.name!r}) has none of A's model weights (its keys look like "
+                             f"{reader.keys()[:3]!r}, A's like {[key for key in keys if is_merged_key(key)][:3]!r}), "
+                             f"so the merge would be a copy of A. Is {role} a LoRA, a VAE or a diffusers-layout file? "
+                             "Choose a full single-file checkpoint; nothing was written.")
 
 
 def _refuse_non_finite(tensors: dict) -> None:
