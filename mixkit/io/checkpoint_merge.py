@@ -159,6 +159,9 @@ def check_merge_request(primary, secondary=None, tertiary=None, *, output_dir: s
     folder = Path(output_dir)
     if not folder.is_dir():
         raise NotADirectoryError(f"Output folder {str(folder)!r} does not exist; create it or choose the models folder.")
+    if not os.access(folder, os.W_OK | os.X_OK):  # a read-only mount or folder: said now, not after the merge
+        raise PermissionError(f"Output folder {str(folder)!r} is not writable (read-only file system or permissions); "
+                              "choose another folder or fix its permissions.")
     vae = None
     if bake_in_vae is not None:
         vae = Path(bake_in_vae)

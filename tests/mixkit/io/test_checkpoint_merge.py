@@ -228,6 +228,20 @@ def test_a_b_or_c_sharing_no_weight_with_a_is_refused_not_copied(models, role):
     assert files(folder) == ["a.safetensors", "b.safetensors", "c.safetensors", "lora.safetensors"]
 
 
+def test_a_folder_that_cannot_be_written_is_refused_before_reading_any_tensor(models, monkeypatch):
+    import os
+
+    from mixkit.io.merge_inputs import CheckpointTensors
+
+    folder, p = models
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: False if str(path) == str(folder) and mode & os.W_OK
+                        else real_access(path, mode, **kw))  # root writes anywhere; a read-only mount is simulated
+    monkeypatch.setattr(CheckpointTensors, "get", lambda self, key: pytest.fail("a tensor was read"))
+    with pytest.raises(PermissionError, match="is not writable"):
+        merge_checkpoints(p["a"], p["b"], output_dir=folder)
+
+
 def test_non_finite_result_is_refused(models):
     folder, p = models
     save_file({**state(3.0), UNET: torch.full((2, 4, 1, 1), float("inf"))}, p["b"])
