@@ -51,14 +51,16 @@ def save_merged(tensors: dict, target: Path, checkpoint_format: str, metadata: d
 
 
 def _check_free_space(tensors: dict, target: Path) -> None:
-    """OSError (ENOSPC) before writing when the folder cannot hold the tensors: a full disk otherwise surfaced
-    after minutes of merging as safetensors' "I/O error" or torch.save's "unexpected pos 832 vs 726"."""
+    """CheckpointWriteError (an OSError, ENOSPC) before writing when the folder cannot hold the tensors: a full disk
+    otherwise surfaced after the whole merge as safetensors' "I/O error" or torch.save's "unexpected pos 832 vs 726"."""
     needed = sum(value.numel() * value.element_size() for value in tensors.values())
     free = shutil.disk_usage(target.parent).free
     if needed > free:
-        raise OSError(errno.ENOSPC, f"The merged checkpoint needs {_size(needed)} but {str(target.parent)!r} has "
-                                    f"{_size(free)} free; nothing was written. Free some space, choose another folder, "
-                                    "or save as float16.")
+        from mixkit.io.atomic import CheckpointWriteError
+
+        raise CheckpointWriteError(errno.ENOSPC, f"The merged checkpoint needs {_size(needed)} but "
+                                   f"{str(target.parent)!r} has {_size(free)} free; nothing was written. Free some "
+                                   "space, choose another folder, or save as float16.")
 
 
 def _size(count: int) -> str:
