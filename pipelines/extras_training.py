@@ -7,9 +7,10 @@ flipped copies, the split crops. The target size is A1111's `pp.shared.target_wi
 the "Scale to" size, or the source's size times "Scale by" (`int(side * factor)`), whatever the upscaler.
 
 Files: each picture of one source gets a suffix from its name tags (A1111's `get_suffix`): "" for the first, "-1",
-"-2", ... for the next untagged ones, "-focal-crop-debug" for the debug image. A caption (A1111's order: the DeepBooru tags,
-then the BLIP caption, joined by ", ") is written to a `.txt` beside the picture's file, after the picture, so it
-replaces a `.txt` the save wrote, as A1111's; `existing_caption` is A1111's "Action for existing captions".
+"-2", ... for the next untagged ones, "-focal-crop-debug" for the debug image. A caption (A1111's order: the
+DeepBooru tags, then the BLIP caption, joined by ", ") is written to a `.txt` beside the picture's file, after the
+picture, so it replaces a `.txt` the save wrote, as A1111's; `existing_caption` is A1111's "Action for existing
+captions".
 
 Different from A1111 on purpose: copies made after the caption step (flips, split crops) keep their source's caption
 (A1111's `create_copy` drops it, so its flipped copies get no `.txt`, which a training set needs).

@@ -2,11 +2,11 @@
 
 As A1111's modules/textual_inversion/autocrop.py: the image is resized so it covers the target (A1111: landscape by
 height, portrait by width, a square by the target's longer side, which leaves black bars in the crop when the target
-is more elongated than the picture; here always the smallest covering size, `cover_size`), three kinds of points of interest are found (faces, the
-most "entropic" target-sized window, OpenCV's good features to track), each kind's centroid weighted by its slider
-(the weights of the kinds that found something normalised to sum 1), and the crop is centred on the weighted average,
-pushed back inside the picture. "Create debug image" adds the resized picture with the points, their weights and the
-crop drawn on it.
+is more elongated than the picture; here always the smallest covering size, `cover_size`), three kinds of points of
+interest are found (faces, the most "entropic" target-sized window, OpenCV's good features to track), each kind's
+centroid weighted by its slider (the weights of the kinds that found something normalised to sum 1), and the crop is
+centred on the weighted average, pushed back inside the picture. "Create debug image" adds the resized picture with
+the points, their weights and the crop drawn on it.
 
 Faces: A1111 runs OpenCV's YuNet (downloaded on first use) or, offline, OpenCV's haar cascades. Neither is available
 here (no downloads; opencv-python-headless 5 ships no cascade files), so faces come from mixkit's RetinaFace (the

@@ -4,8 +4,9 @@ flipped copies", "Caption"; labels, ranges and defaults as its postprocessing sc
 The steps run inside the Extras job after the upscale, its crop and face restoration (`pipelines.extras_training`),
 so one source may give several pictures; the captioner is the server's Interrogate CLIP caption model (AppFlow's
 `image2text_generation` with Settings > Interrogate's lengths), the focal crop's faces come from the RetinaFace of the
-configured face restorers (none configured: faces are not looked for). Deepbooru tags with the server's
-Interrogate DeepBooru tagger (`--deepdanbooru-models-path`, Settings > Interrogate's DeepBooru options). A1111's "Action for existing captions" setting is "Ignore" here: a caption replaces the `.txt`.
+configured face restorers (none configured: faces are not looked for). Deepbooru tags with the server's Interrogate
+DeepBooru tagger (`--deepdanbooru-models-path`, Settings > Interrogate's DeepBooru options). A1111's "Action for
+existing captions" setting is "Ignore" here: a caption replaces the `.txt`.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ def training_controls() -> list:
         caption = gr.Checkbox(False, label="Caption", elem_id="postprocess_caption_enable")
         captions = gr.CheckboxGroup(["Deepbooru", "BLIP"], value=["BLIP"], show_label=False,
                                     elem_id="postprocess_caption_choices",
-                                    info="Written to a .txt beside each saved image. Deepbooru needs the server started "
-                                         "with --deepdanbooru-models-path.")
+                                    info="Written to a .txt beside each saved image. Deepbooru needs the server "
+                                         "started with --deepdanbooru-models-path.")
     return [split, threshold, overlap, focal, face, entropy, edges, debug, flip, flips, caption, captions]
 
 

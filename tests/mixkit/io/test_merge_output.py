@@ -19,7 +19,8 @@ Usage = namedtuple("Usage", "total used free")
 def test_a_folder_without_room_is_refused_before_writing(tmp_path, monkeypatch, checkpoint_format):
     tensors = {"model.w": torch.ones(256, 256)}  # 256 KiB
     monkeypatch.setattr(shutil, "disk_usage", lambda path: Usage(2 ** 30, 2 ** 30 - 2 ** 17, 2 ** 17))
-    with pytest.raises(CheckpointWriteError, match=r"needs 256.0 KiB but .* has 128.0 KiB free; nothing was written") as caught:
+    with pytest.raises(CheckpointWriteError, match=r"needs 256.0 KiB but .* has 128.0 KiB free; nothing was written") \
+            as caught:
         save_merged(tensors, tmp_path / f"m.{checkpoint_format}", checkpoint_format, None)
     assert caught.value.errno == errno.ENOSPC
     assert list(tmp_path.iterdir()) == []
