@@ -237,11 +237,13 @@ def deepbooru_captioner(model, settings=None, *, keep_in_memory: bool = True) ->
 
 def picture_suffixes(width: int, height: int, steps: TrainingSteps, target: tuple[int, int] | None) -> list[str]:
     """The file suffixes the steps will give a width x height picture (after the upscale), known before any work, so
-    a batch's file names can be checked before the first is written: one picture, times the split crops, times
-    1 + the flips, plus the debug image."""
+    a batch's file names (and the steps' resize sizes: ValueError) can be checked before the first is written: one
+    picture, times the split crops, times 1 + the flips, plus the debug image."""
+    from pipelines.focal_crop import check_cover_size
     from pipelines.split_oversized import split_plan
 
     if steps.focal_crop:
+        check_cover_size(width, height, *target)
         width, height = target
     plan = split_plan(width, height, *target, steps.split_threshold, steps.overlap_ratio) if steps.split else None
     count = (1 + len(steps.flips)) * (len(plan.boxes) if plan else 1)

@@ -66,6 +66,22 @@ def cover_size(width: int, height: int, crop_width: int, crop_height: int) -> tu
     return max(crop_width, int(width * scale)), max(crop_height, int(height * scale))
 
 
+def check_cover_size(width: int, height: int, crop_width: int, crop_height: int) -> tuple[int, int]:
+    """`cover_size`, refused (ValueError) above the pixels an Extras image may have (`UpscaleLimits.max_pixels`): a
+    picture far from the target's aspect ratio (a 1 x 4000 strip for 512 x 512) would be resized to billions of
+    pixels, which took the process's memory (killed) where A1111 does the same."""
+    from pipelines.upscale import UpscaleLimits
+
+    size = cover_size(width, height, crop_width, crop_height)
+    budget = UpscaleLimits().max_pixels
+    if size[0] * size[1] > budget:
+        raise ValueError(f"Auto focal point crop: a {width}x{height} picture would be resized to {size[0]}x{size[1]} "
+                         f"({size[0] * size[1]} pixels, over the {budget} an Extras image may have) to cover "
+                         f"{crop_width}x{crop_height}; its aspect ratio is too far from the target's. Crop it nearer "
+                         f"to {crop_width}:{crop_height} first.")
+    return size
+
+
 def crop_box(focus_x: int, focus_y: int, width: int, height: int, crop_width: int,
              crop_height: int) -> tuple[int, int, int, int]:
     """The crop centred on the focal point (half sizes truncated, as A1111), pushed back inside width x height."""
@@ -155,7 +171,7 @@ def focal_crop(image, crop_width: int, crop_height: int, weights: FocalWeights =
     weights = weights.checked()
     if crop_width < 1 or crop_height < 1:
         raise ValueError(f"The focal crop size must be positive, got {crop_width}x{crop_height}.")
-    resized = image.resize(cover_size(image.width, image.height, crop_width, crop_height))
+    resized = image.resize(check_cover_size(image.width, image.height, crop_width, crop_height))
     kinds = [(edge_points(resized) if weights.edges > 0 else [], weights.edges, "Edge", BLUE),
              (entropy_points(resized, crop_width, crop_height) if weights.entropy > 0 else [], weights.entropy,
               "Entropy", YELLOW),

@@ -119,3 +119,11 @@ def test_the_face_restorers_retinaface_finds_the_faces(tmp_path):
 def test_weights_outside_0_1_are_refused():
     with pytest.raises(ValueError, match="edges weight must be in"):
         focal_crop(Image.new("RGB", (8, 8)), 4, 4, FocalWeights(edges=1.5))
+
+
+def test_a_strip_far_from_the_targets_aspect_is_refused_before_resizing():
+    # 1 x 70 covering 512 x 512 is 512 x 35840 (18.4 M pixels, over the 16.8 M an Extras image may have); a 1 x 4000
+    # strip asked for 512 x 2048000 and the process was killed for memory
+    with pytest.raises(ValueError, match=r"a 1x70 picture would be resized to 512x35840 \(18350080 pixels, over the "
+                                         r"16777216 .*Crop it nearer to 512:512 first"):
+        focal_crop(Image.new("RGB", (1, 70)), 512, 512)
