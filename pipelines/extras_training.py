@@ -18,6 +18,7 @@ Different from A1111 on purpose: copies made after the caption step (flips, spli
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -165,14 +166,17 @@ def _split_step(picture, steps, target, captioners, face_finder):
 
 
 def file_suffixes(pictures: list[TrainingImage]) -> list[str]:
-    """A1111's `get_suffix` for one source's pictures: the tags joined by "-", "-1", "-2", ... when taken."""
+    """A1111's `get_suffix` for one source's pictures: the tags joined by "-", "-1", "-2", ... when taken.
+
+    Unlike A1111's, the numbering does not stop at 99 (where A1111 hands the taken suffix out again, so the 101st
+    crop of a long strip split with a large overlap overwrote the first picture's file)."""
     used: set[str] = set()
     suffixes = []
     for picture in pictures:
         suffix = "-".join(picture.nametags)
         suffix = f"-{suffix}" if suffix else ""
         if suffix in used:
-            suffix = next((f"{suffix}-{n}" for n in range(1, 100) if f"{suffix}-{n}" not in used), suffix)
+            suffix = next(f"{suffix}-{n}" for n in itertools.count(1) if f"{suffix}-{n}" not in used)
         used.add(suffix)
         suffixes.append(suffix)
     return suffixes
@@ -224,11 +228,13 @@ def vlm_captioner(source: str = "mixkit-tiny-blip2", **generation) -> Captioner:
 
 def picture_suffixes(width: int, height: int, steps: TrainingSteps, target: tuple[int, int] | None) -> list[str]:
     """The file suffixes the steps will give a width x height picture (after the upscale), known before any work, so
-    a batch's file names can be checked before the first is written: one picture, times the split crops, times
-    1 + the flips, plus the debug image."""
+    a batch's file names (and the steps' resize sizes: ValueError) can be checked before the first is written: one
+    picture, times the split crops, times 1 + the flips, plus the debug image."""
+    from pipelines.focal_crop import check_cover_size
     from pipelines.split_oversized import split_plan
 
     if steps.focal_crop:
+        check_cover_size(width, height, *target)
         width, height = target
     plan = split_plan(width, height, *target, steps.split_threshold, steps.overlap_ratio) if steps.split else None
     count = (1 + len(steps.flips)) * (len(plan.boxes) if plan else 1)

@@ -1,11 +1,12 @@
 """A1111's "Auto focal point crop" Extras step: resize to cover the target, then crop around the picture's subject.
 
-As A1111's modules/textual_inversion/autocrop.py: the image is resized so it covers the target (landscape by height,
-portrait by width, a square by the target's longer side), three kinds of points of interest are found (faces, the
-most "entropic" target-sized window, OpenCV's good features to track), each kind's centroid weighted by its slider
-(the weights of the kinds that found something normalised to sum 1), and the crop is centred on the weighted average,
-pushed back inside the picture. "Create debug image" adds the resized picture with the points, their weights and the
-crop drawn on it.
+As A1111's modules/textual_inversion/autocrop.py: the image is resized so it covers the target (A1111: landscape by
+height, portrait by width, a square by the target's longer side, which leaves black bars in the crop when the target
+is more elongated than the picture; here always the smallest covering size, `cover_size`), three kinds of points of
+interest are found (faces, the most "entropic" target-sized window, OpenCV's good features to track), each kind's
+centroid weighted by its slider (the weights of the kinds that found something normalised to sum 1), and the crop is
+centred on the weighted average, pushed back inside the picture. "Create debug image" adds the resized picture with
+the points, their weights and the crop drawn on it.
 
 Faces: A1111 runs OpenCV's YuNet (downloaded on first use) or, offline, OpenCV's haar cascades. Neither is available
 here (no downloads; opencv-python-headless 5 ships no cascade files), so faces come from mixkit's RetinaFace (the
@@ -54,14 +55,31 @@ class FocalWeights:
 
 
 def cover_size(width: int, height: int, crop_width: int, crop_height: int) -> tuple[int, int]:
-    """The size A1111 resizes a width x height picture to before cropping crop_width x crop_height from it."""
-    if width > height:
-        scale = crop_height / height
-    elif height > width:
-        scale = crop_width / width
-    else:  # a square follows the target: its width unless the target is portrait
-        scale = crop_height / height if crop_height > crop_width else crop_width / width
-    return int(width * scale), int(height * scale)
+    """The size a width x height picture is resized to before cropping crop_width x crop_height from it: the
+    smallest that covers the target, which is A1111's size wherever A1111's covers it.
+
+    A1111 scales a landscape picture to the target's height and a portrait one to its width; for a target of the
+    same orientation but more elongated (a 3:2 picture, a 4:1 target) that is narrower than the target, and
+    `int(side * scale)` can fall a pixel short (49 x 50 for 512 x 512 gave 511 wide): the crop then held black
+    columns. The larger of the two scales always covers, and the matched side is never rounded below the target."""
+    scale = max(crop_width / width, crop_height / height)
+    return max(crop_width, int(width * scale)), max(crop_height, int(height * scale))
+
+
+def check_cover_size(width: int, height: int, crop_width: int, crop_height: int) -> tuple[int, int]:
+    """`cover_size`, refused (ValueError) above the pixels an Extras image may have (`UpscaleLimits.max_pixels`): a
+    picture far from the target's aspect ratio (a 1 x 4000 strip for 512 x 512) would be resized to billions of
+    pixels, which took the process's memory (killed) where A1111 does the same."""
+    from pipelines.upscale import UpscaleLimits
+
+    size = cover_size(width, height, crop_width, crop_height)
+    budget = UpscaleLimits().max_pixels
+    if size[0] * size[1] > budget:
+        raise ValueError(f"Auto focal point crop: a {width}x{height} picture would be resized to {size[0]}x{size[1]} "
+                         f"({size[0] * size[1]} pixels, over the {budget} an Extras image may have) to cover "
+                         f"{crop_width}x{crop_height}; its aspect ratio is too far from the target's. Crop it nearer "
+                         f"to {crop_width}:{crop_height} first.")
+    return size
 
 
 def crop_box(focus_x: int, focus_y: int, width: int, height: int, crop_width: int,
@@ -153,7 +171,7 @@ def focal_crop(image, crop_width: int, crop_height: int, weights: FocalWeights =
     weights = weights.checked()
     if crop_width < 1 or crop_height < 1:
         raise ValueError(f"The focal crop size must be positive, got {crop_width}x{crop_height}.")
-    resized = image.resize(cover_size(image.width, image.height, crop_width, crop_height))
+    resized = image.resize(check_cover_size(image.width, image.height, crop_width, crop_height))
     kinds = [(edge_points(resized) if weights.edges > 0 else [], weights.edges, "Edge", BLUE),
              (entropy_points(resized, crop_width, crop_height) if weights.entropy > 0 else [], weights.entropy,
               "Entropy", YELLOW),

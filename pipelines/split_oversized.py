@@ -41,7 +41,8 @@ def check_split_settings(threshold: float, overlap_ratio: float) -> tuple[float,
 
 def split_plan(width: int, height: int, target_width: int, target_height: int, threshold: float = DEFAULT_SPLIT_THRESHOLD,
                overlap_ratio: float = DEFAULT_OVERLAP_RATIO) -> SplitPlan | None:
-    """Where a width x height image is cut for a target_width x target_height target, or None when it is not split."""
+    """Where a width x height image is cut for a target_width x target_height target, or None when it is not split;
+    ValueError when the resized picture would be over the Extras pixel budget."""
     if height > width:  # portrait: resized to the target's width, cut top to bottom
         ratio = (width * target_height) / (height * target_width)
         inverse_xy = False
@@ -53,12 +54,26 @@ def split_plan(width: int, height: int, target_width: int, target_height: int, t
     from_w, from_h, to_w, to_h = (height, width, target_height, target_width) if inverse_xy else \
         (width, height, target_width, target_height)
     long_side = from_h * to_w // from_w
+    _check_resized_pixels(width, height, to_w, long_side)
     count = math.ceil((long_side - to_h * overlap_ratio) / (to_h * (1.0 - overlap_ratio)))
     step = (long_side - to_h) / (count - 1) if count > 1 else 0.0
     offsets = [int(step * i) for i in range(max(count, 1))]
     if inverse_xy:
         return SplitPlan((long_side, to_w), tuple((x, 0, x + to_h, to_w) for x in offsets))
     return SplitPlan((to_w, long_side), tuple((0, y, to_w, y + to_h) for y in offsets))
+
+
+def _check_resized_pixels(width: int, height: int, short_side: int, long_side: int) -> None:
+    """ValueError above the pixels an Extras image may have (`UpscaleLimits.max_pixels`): a strip far thinner than the
+    target (1 x 4000 for 512 x 512) would be resized to billions of pixels before it is cut (A1111 does, and runs out
+    of memory)."""
+    from pipelines.upscale import UpscaleLimits
+
+    budget = UpscaleLimits().max_pixels
+    if short_side * long_side > budget:
+        raise ValueError(f"Split oversized images: a {width}x{height} picture would be resized to {short_side} x "
+                         f"{long_side} ({short_side * long_side} pixels, over the {budget} an Extras image may have) "
+                         "before it is cut; its aspect ratio is too far from the target's. Crop or resize it first.")
 
 
 def split_oversized(image, target_width: int, target_height: int, threshold: float = DEFAULT_SPLIT_THRESHOLD,

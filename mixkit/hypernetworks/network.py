@@ -178,13 +178,15 @@ def load_hypernetwork(path: str | Path) -> Hypernetwork:
             if not isinstance(state, dict):
                 raise _fail(path, f"the {role} MLP of width {width} is a {type(state).__name__}, not a state dict")
             state = {_OLD_KEYS.get(key, key): value for key, value in state.items()}
-            linear = _build_mlp(width, structure, activation, layer_norm, activate_output, dropout)
-            mlp = HypernetworkMLP(linear)
+            # Built without memory (meta tensors) and given the file's own tensors: the layer sizes come from the
+            # file's width and layer_structure, so a few-byte file naming a huge width must not allocate them.
+            with torch.device("meta"):
+                mlp = HypernetworkMLP(_build_mlp(width, structure, activation, layer_norm, activate_output, dropout))
             problem = _state_mismatch(mlp, state)
             if problem:
                 raise _fail(path, f"the {role} MLP of width {width} does not fit layer_structure {list(structure)} "
                                   f"(activation {activation}, layer norm {layer_norm}): {problem}")
-            mlp.load_state_dict(state, strict=True)
+            mlp.load_state_dict(state, strict=True, assign=True)
             mlps.append(mlp.float().eval().requires_grad_(False))
         layers[width] = (mlps[0], mlps[1])
     if not layers:

@@ -159,6 +159,9 @@ def check_merge_request(primary, secondary=None, tertiary=None, *, output_dir: s
     folder = Path(output_dir)
     if not folder.is_dir():
         raise NotADirectoryError(f"Output folder {str(folder)!r} does not exist; create it or choose the models folder.")
+    if not os.access(folder, os.W_OK | os.X_OK):  # a read-only mount or folder: said now, not after the merge
+        raise PermissionError(f"Output folder {str(folder)!r} is not writable (read-only file system or permissions); "
+                              "choose another folder or fix its permissions.")
     vae = None
     if bake_in_vae is not None:
         vae = Path(bake_in_vae)
@@ -234,6 +237,7 @@ def _merged_tensors(plan: MergePlan, report: ProgressCallback, stop: Callable[[]
     try:
         merged, kinds = {}, set()
         keys = theta_a.keys()
+        _refuse_disjoint(plan, keys, theta_b, theta_c)
         for done, key in enumerate(keys, start=1):
             if stop():
                 raise MergeInterrupted("The merge was interrupted; no file was written.")
@@ -257,6 +261,19 @@ def _merged_tensors(plan: MergePlan, report: ProgressCallback, stop: Callable[[]
         for reader in readers:
             if reader is not None:
                 reader.close()
+
+
+def _refuse_disjoint(plan: MergePlan, keys: list[str], theta_b, theta_c) -> None:
+    """Refuse a B (or C) that has none of A's merged weights: the result would be A under a merged name. The usual
+    cause is a LoRA, a VAE or a diffusers-layout file picked as a model (A1111 writes the copy of A silently)."""
+    a, b, c = plan.sources_by_role
+    for source, reader in ((b, theta_b), (c, theta_c)):
+        if reader is not None and not any(is_merged_key(key) and key in reader for key in keys):
+            role = "B" if source is b else "C"
+            raise ValueError(f"{role} ({source.name!r}) has none of A's model weights (its keys look like "
+                             f"{reader.keys()[:3]!r}, A's like {[key for key in keys if is_merged_key(key)][:3]!r}), "
+                             f"so the merge would be a copy of A. Is {role} a LoRA, a VAE or a diffusers-layout file? "
+                             "Choose a full single-file checkpoint; nothing was written.")
 
 
 def _refuse_non_finite(tensors: dict) -> None:

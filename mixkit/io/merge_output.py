@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import shutil
 from pathlib import Path
 
@@ -36,6 +37,7 @@ def save_merged(tensors: dict, target: Path, checkpoint_format: str, metadata: d
     from mixkit.io.atomic import atomic_output_path
     from mixkit.io.saving import save_safetensors
 
+    _check_free_space(tensors, target)
     # A tensor viewing a larger storage (keys of a .ckpt sharing one, tied weights) would be refused by safetensors
     # and would make torch.save write the whole storage again for each key: each is written as its own copy.
     owned = {key: value.clone() if _shares_storage(value) else value for key, value in tensors.items()}
@@ -46,6 +48,26 @@ def save_merged(tensors: dict, target: Path, checkpoint_format: str, metadata: d
 
     with atomic_output_path(target) as temp:
         torch.save(owned, temp)
+
+
+def _check_free_space(tensors: dict, target: Path) -> None:
+    """CheckpointWriteError (an OSError, ENOSPC) before writing when the folder cannot hold the tensors: a full disk
+    otherwise surfaced after the whole merge as safetensors' "I/O error" or torch.save's "unexpected pos 832 vs 726"."""
+    needed = sum(value.numel() * value.element_size() for value in tensors.values())
+    free = shutil.disk_usage(target.parent).free
+    if needed > free:
+        from mixkit.io.atomic import CheckpointWriteError
+
+        raise CheckpointWriteError(errno.ENOSPC, f"The merged checkpoint needs {_size(needed)} but "
+                                   f"{str(target.parent)!r} has {_size(free)} free; nothing was written. Free some "
+                                   "space, choose another folder, or save as float16.")
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} bytes"
 
 
 def _shares_storage(tensor) -> bool:

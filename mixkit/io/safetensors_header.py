@@ -25,6 +25,8 @@ DTYPE_BYTES = {
     "U32": 4, "I32": 4, "F32": 4,
     "U64": 8, "I64": 8, "F64": 8, "C64": 8,
 }
+# The format's sub-byte and FNUZ dtypes (safetensors >= 0.6): valid names without a whole-byte element size
+OTHER_DTYPES = frozenset({"F4", "F6_E2M3", "F6_E3M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ"})
 
 
 def read_safetensors_header(path: str | os.PathLike) -> dict:
@@ -73,7 +75,10 @@ def _check_entries(file: Path, header: dict, data_size: int) -> None:
     for name, entry in tensor_entries(header).items():
         if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= set(entry):
             raise _corrupt(file, f"tensor {name!r} lacks dtype/shape/data_offsets: {entry!r:.200}")
-        offsets, shape = entry["data_offsets"], entry["shape"]
+        offsets, shape, dtype = entry["data_offsets"], entry["shape"], entry["dtype"]
+        if not isinstance(dtype, str) or (dtype not in DTYPE_BYTES and dtype not in OTHER_DTYPES):
+            raise _corrupt(file, f"tensor {name!r} has unknown dtype {dtype!r:.100} (the format's are "
+                                 f"{', '.join(sorted([*DTYPE_BYTES, *OTHER_DTYPES]))})")
         if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_count(o) for o in offsets)
                 and offsets[0] <= offsets[1]):
             raise _corrupt(file, f"tensor {name!r} has invalid data_offsets {offsets!r}")
@@ -82,9 +87,9 @@ def _check_entries(file: Path, header: dict, data_size: int) -> None:
         if offsets[1] > data_size:
             raise _corrupt(file, f"tensor {name!r} ends at data byte {offsets[1]} but the file holds only "
                                  f"{data_size} data bytes; the file is truncated")
-        item_bytes = DTYPE_BYTES.get(entry["dtype"])
+        item_bytes = DTYPE_BYTES.get(dtype)
         if item_bytes is not None and math.prod(shape) * item_bytes != offsets[1] - offsets[0]:
-            raise _corrupt(file, f"tensor {name!r} ({entry['dtype']}, shape {shape}) needs "
+            raise _corrupt(file, f"tensor {name!r} ({dtype}, shape {shape}) needs "
                                  f"{math.prod(shape) * item_bytes} bytes but data_offsets span "
                                  f"{offsets[1] - offsets[0]}")
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pipelines.extras_training import (TrainingSteps, check_training_steps, file_suffixes, run_training_steps,
-                                       target_size, write_caption)
+from pipelines.extras_training import (TrainingSteps, check_training_steps, file_suffixes, picture_suffixes,
+                                       run_training_steps, target_size, write_caption)
 
 
 def _gradient(width=6, height=4):
@@ -71,6 +71,17 @@ def test_the_focal_debug_image_is_tagged_and_not_processed_further():
     assert [p.nametags for p in pictures] == [[], ["focal-crop-debug"], []]
     assert [p.image.size for p in pictures] == [(64, 64), (128, 64), (64, 64)]  # the debug image was not flipped
     assert file_suffixes(pictures) == ["", "-focal-crop-debug", "-1"]
+
+
+def test_a_split_into_more_than_a_hundred_crops_gives_every_crop_its_own_file_name():
+    # A 512 x 5700 strip cut for 512 x 512 with the largest overlap (0.9) makes 103 crops; A1111's suffixes stop at
+    # "-99", after which the crops were named "" again, overwriting the first picture's file
+    steps = TrainingSteps(split=True, overlap_ratio=0.9)
+    pictures = run_training_steps(Image.new("RGB", (512, 5700)), steps, (512, 512))
+    assert len(pictures) == 103
+    suffixes = file_suffixes(pictures)
+    assert suffixes == ["", *(f"-{n}" for n in range(1, 103))]
+    assert suffixes == picture_suffixes(512, 5700, steps, (512, 512))
 
 
 @pytest.mark.parametrize("steps, message", [

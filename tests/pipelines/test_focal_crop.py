@@ -14,9 +14,21 @@ from pipelines.focal_crop import (FocalWeights, Point, cover_size, crop_box, ent
     ((400, 400), (512, 256), (512, 512)),  # square on a landscape target: by width
     ((400, 400), (256, 512), (512, 512)),  # square on a portrait target: by height
     ((2000, 1000), (512, 768), (1536, 768)),
+    ((49, 50), (512, 512), (512, 522)),  # A1111's int(49 * (512 / 49)) is 511: a pixel short of the target
+    ((300, 200), (512, 128), (512, 341)),  # a target wider than the picture: A1111's 192 x 128 did not cover it
+    ((200, 300), (128, 512), (341, 512)),
+    ((1, 1), (512, 256), (512, 512)),
 ])
 def test_cover_size(size, crop, covered):
     assert cover_size(*size, *crop) == covered
+
+
+@pytest.mark.parametrize("size, crop", [((49, 50), (512, 512)), ((300, 200), (512, 128)), ((97, 98), (100, 100))])
+def test_the_crop_is_all_picture_never_a_black_bar(size, crop):
+    white = Image.new("RGB", size, "white")
+    result = focal_crop(white, *crop)[0]
+    assert result.size == crop
+    assert result.getextrema() == ((255, 255),) * 3
 
 
 @pytest.mark.parametrize("focus, box", [
@@ -107,3 +119,11 @@ def test_the_face_restorers_retinaface_finds_the_faces(tmp_path):
 def test_weights_outside_0_1_are_refused():
     with pytest.raises(ValueError, match="edges weight must be in"):
         focal_crop(Image.new("RGB", (8, 8)), 4, 4, FocalWeights(edges=1.5))
+
+
+def test_a_strip_far_from_the_targets_aspect_is_refused_before_resizing():
+    # 1 x 70 covering 512 x 512 is 512 x 35840 (18.4 M pixels, over the 16.8 M an Extras image may have); a 1 x 4000
+    # strip asked for 512 x 2048000 and the process was killed for memory
+    with pytest.raises(ValueError, match=r"a 1x70 picture would be resized to 512x35840 \(18350080 pixels, over the "
+                                         r"16777216 .*Crop it nearer to 512:512 first"):
+        focal_crop(Image.new("RGB", (1, 70)), 512, 512)

@@ -58,3 +58,13 @@ def test_an_image_that_is_not_split_comes_back_as_it_is():
 def test_settings_out_of_the_sliders_range_are_refused(threshold, overlap, name):
     with pytest.raises(ValueError, match=name):
         check_split_settings(threshold, overlap)
+
+
+def test_a_strip_resized_beyond_the_extras_pixel_budget_is_refused_before_any_work():
+    # 1 x 70 for a 512 x 512 target is resized to 512 x 35840 (18.4 M pixels) before the cut; a 1 x 4000 strip asked
+    # for a billion pixels and the process was killed for memory
+    with pytest.raises(ValueError, match=r"a 1x70 picture would be resized to 512 x 35840 \(18350080 pixels"):
+        split_plan(1, 70, 512, 512)
+    with pytest.raises(ValueError, match="Split oversized images"):
+        split_oversized(Image.new("RGB", (70, 1)), 512, 512)
+    assert len(split_plan(1, 60, 512, 512).boxes) == 75  # 512 x 30720: within the budget

@@ -148,3 +148,13 @@ def test_a_caption_model_that_cannot_load_leaves_nothing_behind(folder, tmp_path
     assert main(["extras", str(folder), "--upscaler", "None", "--caption", "blip", "--caption-model",
                  str(tmp_path / "no-such-model"), "-o", str(tmp_path / "out")]) != 0
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("flags", [["--focal-crop", "512x512"], ["--scale-to", "512x512", "--split-oversized"]])
+def test_a_strip_that_would_be_resized_beyond_the_pixel_budget_is_refused_before_anything_is_written(tmp_path, capsys,
+                                                                                                     flags):
+    Image.new("RGB", (1, 70), "white").save(tmp_path / "strip.png")
+    assert main(["extras", str(tmp_path / "strip.png"), "--upscaler", "None", "-o", str(tmp_path / "out"),
+                 *flags]) == 2
+    assert "would be resized to 512" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -116,6 +116,30 @@ def test_a_file_with_wrong_weight_shapes_is_refused(tmp_path):
         load_hypernetwork(path)
 
 
+def test_a_tiny_file_naming_a_huge_width_is_refused_without_allocating_its_layers(tmp_path):
+    # 2**20 wide with layer_structure [1, 2, 1] would be two 2**41-element Linear layers (8 TiB each): built before
+    # the shape check, the load died with an allocation error (or, a little smaller, took the machine's memory)
+    state = a1111_mlp_state(8, (1, 2, 1))
+    path = write_a1111_hypernetwork(tmp_path / "huge.pt", widths=(8,), extra={2 ** 20: (state, state)})
+    with pytest.raises(CheckpointFormatError, match=r"width 1048576 does not fit .* linear.0.weight is \(16, 8\), "
+                                                    r"expected \(2097152, 1048576\)"):
+        load_hypernetwork(path)
+
+
+def test_loaded_weights_are_the_files_values_on_the_cpu(tmp_path):
+    state = a1111_mlp_state(8, (1, 2, 1))
+    path = write_a1111_hypernetwork(tmp_path / "half.pt", widths=(8,),
+                                    extra={8: ({k: v.half() for k, v in state.items()}, state)})
+    key_mlp, value_mlp = load_hypernetwork(path).layers[8]
+    for mlp in (key_mlp, value_mlp):
+        loaded = mlp.state_dict()
+        assert {tensor.device.type for tensor in loaded.values()} == {"cpu"}
+        assert {tensor.dtype for tensor in loaded.values()} == {torch.float32}
+        assert not any(tensor.requires_grad for tensor in mlp.parameters())
+    assert torch.equal(value_mlp.state_dict()["linear.2.weight"], state["linear.2.weight"])
+    assert torch.equal(key_mlp.state_dict()["linear.2.weight"], state["linear.2.weight"].half().float())
+
+
 def test_a_file_without_widths_is_refused(tmp_path):
     torch.save({"name": "x", "step": 1}, tmp_path / "empty.pt")
     with pytest.raises(CheckpointFormatError, match="no context-width entries"):

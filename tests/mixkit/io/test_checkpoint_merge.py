@@ -215,6 +215,33 @@ def test_mistakes_are_refused_before_anything_is_written(models, kwargs, message
     assert files(folder) == ["a.safetensors", "b.safetensors", "c.safetensors"]
 
 
+@pytest.mark.parametrize("role", ["secondary", "tertiary"])
+def test_a_b_or_c_sharing_no_weight_with_a_is_refused_not_copied(models, role):
+    # e.g. a LoRA picked as B: A1111 keeps every key of A, so the "merge" was A under a merged name
+    folder, p = models
+    save_file({"lora_unet_down_blocks_0_attentions_0_proj_in.lora_down.weight": torch.ones(2, 2)},
+              folder / "lora.safetensors")
+    chosen = {"secondary": p["b"], "tertiary": p["c"], role: folder / "lora.safetensors"}
+    with pytest.raises(ValueError, match=rf"{'B' if role == 'secondary' else 'C'} \('lora.safetensors'\) has none "
+                                         r"of A's model weights .*lora_unet_down.* a copy of A"):
+        merge_checkpoints(p["a"], output_dir=folder, method="Add difference", **chosen)
+    assert files(folder) == ["a.safetensors", "b.safetensors", "c.safetensors", "lora.safetensors"]
+
+
+def test_a_folder_that_cannot_be_written_is_refused_before_reading_any_tensor(models, monkeypatch):
+    import os
+
+    from mixkit.io.merge_inputs import CheckpointTensors
+
+    folder, p = models
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: False if str(path) == str(folder) and mode & os.W_OK
+                        else real_access(path, mode, **kw))  # root writes anywhere; a read-only mount is simulated
+    monkeypatch.setattr(CheckpointTensors, "get", lambda self, key: pytest.fail("a tensor was read"))
+    with pytest.raises(PermissionError, match="is not writable"):
+        merge_checkpoints(p["a"], p["b"], output_dir=folder)
+
+
 def test_non_finite_result_is_refused(models):
     folder, p = models
     save_file({**state(3.0), UNET: torch.full((2, 4, 1, 1), float("inf"))}, p["b"])

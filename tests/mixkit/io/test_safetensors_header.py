@@ -80,6 +80,9 @@ def test_header_that_is_not_an_object(tmp_path):
         ({"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}, "invalid data_offsets"),
         ({"dtype": "F32", "shape": [-1], "data_offsets": [0, 8]}, "invalid shape"),
         ({"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}, r"needs 12 bytes but data_offsets span 8"),
+        # a crafted dtype: a list was a bare TypeError (unhashable), an unknown name the library's error mid-merge
+        ({"dtype": ["F32"], "shape": [2], "data_offsets": [0, 8]}, r"unknown dtype \['F32'\]"),
+        ({"dtype": "ZZZ", "shape": [2], "data_offsets": [0, 8]}, r"unknown dtype 'ZZZ' \(the format's are BF16, BOOL"),
     ],
 )
 def test_inconsistent_tensor_entries(tmp_path, entry, message):
