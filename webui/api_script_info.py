@@ -1,6 +1,7 @@
 """A1111's `GET /sdapi/v1/script-info`: the selectable scripts this server runs and their `script_args`, in order.
 
-Registered scripts (`pipelines.scripts`: X/Y/Z plot) come first, one entry per kind they run for. Clients that
+Registered scripts (`pipelines.scripts`: X/Y/Z plot, Prompt matrix, Prompts from file or textbox, Loopback, SD
+upscale) come first, one entry per kind they run for. Clients that
 build a request from it (instead of hard-coding A1111's argument order) read each script's name (A1111's
 title, lower-cased, as `/sdapi/v1/scripts` lists it), whether it is always on or an img2img script, and one entry per
 `script_args` slot: its label, default value and, for sliders, range and step, for choices the choices. The ranges
