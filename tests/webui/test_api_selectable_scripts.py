@@ -145,3 +145,15 @@ def test_refiner_checkpoint_axis_refines_with_the_named_checkpoint(tiny_sd1_dir,
         bad = http.post("/sdapi/v1/txt2img", json={**TINY, "script_name": "x/y/z plot",
                                                    "script_args": ["Refiner checkpoint", "None,nope"]})
         assert bad.status_code == 422 and "Unknown checkpoint 'nope' on the Refiner checkpoint axis" in bad.text
+
+
+@pytest.mark.parametrize("axis, values, message", [
+    ("Hires steps", "1, 1000000000000000000000", "hr_second_pass_steps must be in [0, "),
+    ("Denoising", "0.5, 1.5", "denoising_strength must be a number in [0, 1], got 1.5"),
+])
+def test_a_hires_cell_is_checked_before_queueing(client, axis, values, message):
+    """A cell's hires fields passed the pre-queue check and failed in the worker; now the plot is refused first."""
+    response = plot(client, enable_hr=True, hr_scale=1, script_args=[axis, values, [], "Nothing", ""])
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"].startswith(f"X/Y/Z plot, cell {axis}: ")
+    assert message in response.json()["detail"]
