@@ -145,6 +145,15 @@ def test_refiner_checkpoint_axis_refines_with_the_named_checkpoint(tiny_sd1_dir,
         bad = http.post("/sdapi/v1/txt2img", json={**TINY, "script_name": "x/y/z plot",
                                                    "script_args": ["Refiner checkpoint", "None,nope"]})
         assert bad.status_code == 422 and "Unknown checkpoint 'nope' on the Refiner checkpoint axis" in bad.text
+        # the request's own switch point, with no refiner of its own, is where the axis's refiner takes over
+        only_other = ["Refiner checkpoint", "", ["other"], "Nothing", "", [], "Nothing", "", [], False, True]
+        at_half = http.post("/sdapi/v1/txt2img", json={**TINY, "steps": 4, "script_name": "x/y/z plot",
+                                                       "refiner_switch_at": 0.5, "script_args": only_other})
+        assert at_half.status_code == 200, at_half.text
+        assert parse_infotext(json.loads(at_half.json()["info"])["infotexts"][-1])["Refiner switch at"] == "0.5"
+        at_end = http.post("/sdapi/v1/txt2img", json={**TINY, "script_name": "x/y/z plot", "refiner_switch_at": 1,
+                                                      "script_args": only_other})
+        assert at_end.status_code == 422 and "X/Y/Z plot, cell other: refiner_switch_at must be" in at_end.text
 
 
 @pytest.mark.parametrize("axis, values, message", [
