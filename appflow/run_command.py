@@ -163,5 +163,3 @@ def run_with_progress(flow, inputs: dict, control=None) -> tuple[dict, bool]:
         except AppInterrupted as stopped:
             return dict(stopped.partial), True
     return dict(result), bool(getattr(result, "interrupted", False))
-
-
