@@ -234,10 +234,16 @@ def describe_app(name: str) -> dict[str, Any]:
 
 
 def check_app_option_values(name: str, options: dict[str, Any]) -> None:
-    """Check per-call `options` (canonical names) for app `name` as a run would, before anything is queued: each
-    goes to every step that declares it, and each step's task checks its settings with them; ValueError/TypeError
-    naming the app, the step and the value."""
+    """Check per-call `options` for app `name` as a run would, before anything is queued: an options dict
+    (`generate_kwargs`) spread and other spellings renamed as the run does, each option goes to every step that
+    declares it, and each step's task checks its settings with them; ValueError/TypeError naming the app, the step
+    and the value."""
+    from appflow.task import rename_aliases, spread_options_dicts
+
     plan = validate_chain(APPS.get(name))
+    options = spread_options_dicts(plan.chain.name, plan.task_classes, options)
+    aliases = {alias: option for task in plan.task_classes.values() for alias, option in task.option_aliases.items()}
+    options = rename_aliases(options, aliases, f"App {plan.chain.name!r}")
     known = {key for step in plan.order for key in plan.task_classes[step.id].options}
     unknown = sorted(set(options) - known)
     if unknown:

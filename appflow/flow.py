@@ -18,7 +18,7 @@ from appflow.chain import Chain, ChainPlan, validate_chain
 from appflow.model_kinds import MODEL_KINDS, check_fit
 from appflow.progress import AppInterrupted, check_run_hooks, interrupted, running_with
 from appflow.ports import check_value
-from appflow.task import Port, rename_aliases
+from appflow.task import Port, rename_aliases, spread_options_dicts
 
 def resolve_dtype(dtype: Any, device: str):
     """torch dtype from None / a name / a torch.dtype; None is fp32 on CPU (half is slow there), fp16 on GPUs.
@@ -180,32 +180,7 @@ class Appflow:
         return {alias: name for task in self.tasks.values() for alias, name in task.option_aliases.items()}
 
     def _spread_options_dicts(self, keywords: dict[str, Any]) -> dict[str, Any]:
-        """`keywords` with each options dict (PaddleMIX's `generate_kwargs={...}`) spread into single options, as the
-        task translates it; a key that is no option, or an option also given outside the dict, is a TypeError."""
-        keywords = dict(keywords)
-        for step_id, task in self.tasks.items():
-            name = task.options_dict
-            if not name or name not in keywords:
-                continue
-            given = keywords.pop(name)
-            if given is None:
-                continue
-            if not isinstance(given, dict):
-                raise TypeError(f"App {self.name!r}: {name} must be a dict of options such as "
-                                f"{{'max_length': 40, 'num_beams': 3}}, got {type(given).__name__}.")
-            try:
-                options = task.options_from_dict(given)
-            except (TypeError, ValueError) as error:
-                raise type(error)(f"App {self.name!r}, step {step_id!r}: {error}") from None
-            unknown = sorted(str(key) for key in options if key not in task.options and key not in task.option_aliases)
-            if unknown:
-                raise TypeError(f"App {self.name!r}: {name} holds {unknown}, which are not options of this app; its "
-                                f"options are {sorted(task.options)} (also spelled {sorted(task.option_aliases)}).")
-            twice = sorted(key for key in options if key in keywords)
-            if twice:
-                raise TypeError(f"App {self.name!r} got {twice} both in {name} and as keywords; pass each once.")
-            keywords.update(options)
-        return keywords
+        return spread_options_dicts(self.name, self.tasks, keywords)
 
     def _canonical_options(self, options: dict[str, Any]) -> dict[str, Any]:
         return rename_aliases(options, self.option_aliases(), f"App {self.name!r}")

@@ -9,11 +9,8 @@ folder), shows the sampling steps on a terminal, treats the first Ctrl-C as Inte
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import signal
 import sys
-import threading
 from typing import Any
 
 DEFAULT_OUTPUT_ROOT = "outputs/appflow"
@@ -152,6 +149,7 @@ def run_with_progress(flow, inputs: dict, control=None) -> tuple[dict, bool]:
 
     from appflow.progress import AppInterrupted
     from pipelines.control import GenerationControl
+    from pipelines.interrupt_signal import interrupt_on_sigint
 
     control = control if control is not None else GenerationControl()
     with tqdm(unit="step", file=sys.stderr, disable=not sys.stderr.isatty()) as bar, interrupt_on_sigint(control):
@@ -165,23 +163,3 @@ def run_with_progress(flow, inputs: dict, control=None) -> tuple[dict, bool]:
         except AppInterrupted as stopped:
             return dict(stopped.partial), True
     return dict(result), bool(getattr(result, "interrupted", False))
-
-
-@contextlib.contextmanager
-def interrupt_on_sigint(control):
-    """The first Ctrl-C interrupts the app after its current sampling step (what is finished is kept); a second
-    aborts at once, saving nothing."""
-    def on_sigint(signum, frame) -> None:
-        if control.interrupted:
-            raise KeyboardInterrupt
-        control.interrupt()
-        print("\ninterrupting after this step; Ctrl-C again to abort without saving", file=sys.stderr)
-
-    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)

@@ -157,3 +157,32 @@ def register_task(cls: type[Task] | None = None, *, replace: bool = False):
                          f"{sorted(cls.outputs)}.")
     TASKS.register(cls.name, cls, replace=replace)
     return cls
+
+
+def spread_options_dicts(app: str, tasks: dict[str, Any], keywords: dict[str, Any]) -> dict[str, Any]:
+    """`keywords` with each options dict (PaddleMIX's `generate_kwargs={...}`) spread into single options, as the
+    task translates it; a key that is no option, or an option also given outside the dict, is a TypeError."""
+    keywords = dict(keywords)
+    for step_id, task in tasks.items():
+        name = task.options_dict
+        if not name or name not in keywords:
+            continue
+        given = keywords.pop(name)
+        if given is None:
+            continue
+        if not isinstance(given, dict):
+            raise TypeError(f"App {app!r}: {name} must be a dict of options such as "
+                            f"{{'max_length': 40, 'num_beams': 3}}, got {type(given).__name__}.")
+        try:
+            options = task.options_from_dict(given)
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"App {app!r}, step {step_id!r}: {error}") from None
+        unknown = sorted(str(key) for key in options if key not in task.options and key not in task.option_aliases)
+        if unknown:
+            raise TypeError(f"App {app!r}: {name} holds {unknown}, which are not options of this app; its "
+                            f"options are {sorted(task.options)} (also spelled {sorted(task.option_aliases)}).")
+        twice = sorted(key for key in options if key in keywords)
+        if twice:
+            raise TypeError(f"App {app!r} got {twice} both in {name} and as keywords; pass each once.")
+        keywords.update(options)
+    return keywords

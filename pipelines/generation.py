@@ -41,6 +41,16 @@ class GenerationResult:
         self.seeds.append(seed)
         self.infotexts.append(infotext)
 
+    def add_from(self, result: GenerationResult, index: int, infotext: str | None = None) -> None:
+        """Append image `index` of `result` (its infotext unless `infotext` is given) with the copies kept from before
+        face restoration and colour correction, which `save` writes beside it as A1111 does for a script's images."""
+        position = len(self.images)
+        self.add(result.images[index], result.seeds[index], result.infotexts[index] if infotext is None else infotext)
+        for kept, own in ((result.before_face_restoration, self.before_face_restoration),
+                          (result.before_color_correction, self.before_color_correction)):
+            if index in kept:
+                own[position] = kept[index]
+
     def save(self, folder: str | os.PathLike, writing=None) -> list:
         """Write each image as PNG with its infotext; returns the paths (names: counter-seed.png). An image kept from
         before face restoration is written next to its result as counter-seed-before-face-restoration.png (A1111's

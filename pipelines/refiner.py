@@ -39,15 +39,17 @@ NEGATIVE_AESTHETIC_SCORE = 2.5
 
 def check_refiner_params(refiner: Any, switch_at: Any, by_sample_steps: Any = False) -> None:
     """`refiner` is None, a model source (path, hub id) or a loaded DiffusionModel/pipeline; `switch_at` in (0, 1);
-    `by_sample_steps` (A1111's `refiner_switch_by_sample_steps`) a bool."""
+    `by_sample_steps` (A1111's `refiner_switch_by_sample_steps`) a bool. Without a refiner `switch_at` is unused
+    (A1111 ignores it then), so it is checked only with one: a plot axis that sets a refiner has it checked per cell."""
     if refiner is not None and not isinstance(refiner, (str, os.PathLike, DiffusionModel)) \
             and not isinstance(getattr(refiner, "model", None), DiffusionModel):
         raise TypeError(f"refiner must be None, a model path / hub id, or a loaded DiffusionModel or pipeline, got "
                         f"{type(refiner).__name__}.")
     if isinstance(refiner, str) and not refiner.strip():
         raise ValueError("refiner is an empty string; pass None for no refiner, or a model path / hub id.")
-    if isinstance(switch_at, bool) or not isinstance(switch_at, (int, float)) or not math.isfinite(switch_at) \
-            or not 0 < switch_at < 1:
+    bad_switch = isinstance(switch_at, bool) or not isinstance(switch_at, (int, float)) \
+        or not math.isfinite(switch_at) or not 0 < switch_at < 1
+    if refiner is not None and bad_switch:
         raise ValueError(f"refiner_switch_at must be a number strictly between 0 and 1 (the fraction of the schedule "
                          f"the base model runs before the refiner takes over; A1111's default {DEFAULT_SWITCH_AT}), "
                          f"got {switch_at!r}.")

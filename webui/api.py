@@ -271,6 +271,7 @@ def build_api(state: ServerState) -> APIRouter:
 
     @router.post("/appflow/{app}")
     async def appflow_run(app: str, body: AppflowRequest, request: Request):
+        from appflow.apps import check_app_option_values
         from webui.appflow_io import check_app_options, decode_app_inputs, encode_app_outputs
 
         try:
@@ -279,6 +280,7 @@ def build_api(state: ServerState) -> APIRouter:
                                              max_bytes=request_limits.max_image_bytes, max_chars=limits.max_prompt_chars,
                                              max_items=limits.max_batch_size)
             options = check_app_options(body.options, limits, state.lora_names())
+            check_app_option_values(app, options)  # the app's own checks: a bad value is a 422, not a failed job
             job = state.submit_app(app, inputs, options, owner=request.scope.get(AUTH_USER_KEY))
         except QueueFullError as error:
             raise queue_full(error) from None

@@ -91,9 +91,10 @@ NO_REFINER = (None, "", "None", "none")  # A1111's "no refiner" spellings (its U
 def refiner_values(name: str | None, switch_at: float | None, catalog) -> dict[str, Any]:
     """`refiner` (the checkpoint's source) and `refiner_switch_at` for the pipeline, {} for no refiner: `name` found
     among the server's checkpoints by any of their titles, as sd_model_checkpoint is; `switch_at` None is A1111's
-    0.8 (checked with the other params by the pipeline's check)."""
+    0.8 (checked with the other params by the pipeline's check). With no refiner, a given `switch_at` is kept, as
+    A1111 keeps the field: an X/Y/Z "Refiner checkpoint" axis that sets a refiner switches there."""
     if name in NO_REFINER:
-        return {}
+        return {} if switch_at is None else {"refiner_switch_at": switch_at}
     from pipelines.refiner import DEFAULT_SWITCH_AT
 
     if catalog is None:

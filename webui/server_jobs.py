@@ -30,7 +30,8 @@ class ServerJobs:
     worker: GenerationWorker
 
     def check_params(self, kind: str, params) -> None:
-        """The checks the API applies, for params built elsewhere (the UI): limits, sampler, LoRA tags."""
+        """The checks the API applies, for params built elsewhere (the UI, a script's planned calls): limits, the
+        hires fields (a hires-fix call), sampler, LoRA tags."""
         from pipelines.params import check_txt2img_params
         from pipelines.samplers import resolve_sampler
 
@@ -40,6 +41,10 @@ class ServerJobs:
             check_img2img_params(params, self.limits, 8)
         else:
             check_txt2img_params(params, self.limits)
+            from pipelines.hires import HiresParams, check_hires_params
+
+            if isinstance(params, HiresParams):  # an X/Y/Z cell's Hires steps or Denoising, not only the request's
+                check_hires_params(params, self.limits, 8)
         resolve_sampler(params.sampler, params.schedule_type)
         model = self.holder.loaded_model()
         if model is not None:  # the UI slider goes to 12; a 3-layer text encoder must refuse 4 here, not in the queue

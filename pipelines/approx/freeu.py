@@ -60,7 +60,12 @@ class FreeU:
             match = re.fullmatch(r"\s*(b1|b2|s1|s2)\s*=\s*([-+0-9.eE]+)\s*", part)
             if match is None or match.group(1) in values:
                 raise ValueError(f"infotext {INFOTEXT_KEY}: {text!r} is not 'b1=..., b2=..., s1=..., s2=...'")
-            values[match.group(1)] = float(match.group(2))
+            key, number = match.groups()
+            try:
+                values[key] = float(number)
+            except ValueError:  # the pattern lets "1e" or "1.2.3" through; float names neither the key nor the value
+                raise ValueError(f"infotext {INFOTEXT_KEY}: {key}={number!r} is not a number (in {text!r}); write it "
+                                 f"as A1111 does, e.g. {key}=1.5") from None
         if set(values) != set(_FIELDS):
             raise ValueError(f"infotext {INFOTEXT_KEY}: {text!r} lacks {sorted(set(_FIELDS) - set(values))}")
         return cls(**values)

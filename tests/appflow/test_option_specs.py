@@ -126,3 +126,15 @@ def test_other_apps_checks_refuse_outside_their_declared_bounds(app, options, fr
     assert spec["kind"] in ("int", "float")
     with pytest.raises(ValueError, match=fragment):
         check_app_option_values(app, options)
+
+
+def test_app_option_values_are_checked_under_every_spelling_a_run_takes():
+    """A request's options arrive as given (diffusers' names, PaddleMIX's `generate_kwargs` dict); the check before
+    queueing reads them as the run does, so a bad value under another spelling is refused too."""
+    with pytest.raises(ValueError, match=r"step 'inpaint': denoising_strength must be a number in \[0, 1\]"):
+        check_app_option_values("mask_guided_inpainting", {"strength": 1.5})
+    with pytest.raises(ValueError, match="step 'caption'.*top_k must be None or an integer"):
+        check_app_option_values("image2text_generation", {"generate_kwargs": {"top_k": "x"}})
+    with pytest.raises(TypeError, match="both in generate_kwargs and as keywords"):
+        check_app_option_values("image2text_generation", {"top_k": 2, "generate_kwargs": {"top_k": 3}})
+    check_app_option_values("image2text_generation", {"generate_kwargs": {"max_length": 8}, "num_beams": 2})

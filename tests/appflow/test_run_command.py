@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
-import signal
 
 import numpy as np
 import pytest
@@ -190,19 +188,6 @@ def test_ctrl_c_interrupts_and_what_the_finished_steps_made_is_saved(cli, capsys
     assert sorted(path.name for path in out.iterdir()) == ["draft.png", "result.json"]
     with Image.open(out / "draft.png") as draft:
         assert draft.info["parameters"] == infotext and infotext.startswith("a fox\nSteps: 2,")
-
-
-def test_the_first_sigint_interrupts_the_control_and_the_second_aborts():
-    from appflow.run_command import interrupt_on_sigint
-
-    control = GenerationControl()
-    before = signal.getsignal(signal.SIGINT)
-    with pytest.raises(KeyboardInterrupt):
-        with interrupt_on_sigint(control):
-            os.kill(os.getpid(), signal.SIGINT)
-            assert control.interrupted
-            os.kill(os.getpid(), signal.SIGINT)  # the handler raises at the next bytecode
-    assert signal.getsignal(signal.SIGINT) is before
 
 
 def test_a_hub_id_missing_from_the_cache_offline_fails_at_once_with_exit_2(cli, capsys, monkeypatch, picture,

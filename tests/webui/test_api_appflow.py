@@ -353,3 +353,20 @@ def test_app_loras_are_names_from_the_lora_folder_never_paths(spec):
     assert check_app_options(given, GenerationLimits(), names) == given
     with pytest.raises(ValueError, match="option loras: no LoRA named"):  # the spread of PaddleMIX's generate_kwargs
         check_app_options({"generate_kwargs": {"loras": [spec]}}, GenerationLimits(), names)
+
+
+@pytest.mark.parametrize("app, options, fragment", [
+    ("text2image_generation", {**OPTIONS, "sampler": "No such sampler"}, "No such sampler"),
+    ("image2text_generation", {"top_k": "x"}, "top_k must be None or an integer"),
+    ("image2text_generation", {"generate_kwargs": {"top_k": "x"}}, "top_k must be None or an integer"),
+])
+def test_an_apps_own_option_checks_refuse_before_anything_is_queued(client, server, monkeypatch, app, options,
+                                                                  fragment):
+    """A bad option value was queued and failed inside the job; now the app's checks answer 422 first."""
+    def queued(*args, **kwargs):
+        raise AssertionError("a request with a bad option was queued")
+
+    monkeypatch.setattr(server.state, "submit_app", queued)
+    inputs = {"prompt": "x"} if app == "text2image_generation" else {"image": _png_base64((1, 2, 3))}
+    response = client.post(f"/appflow/{app}", json={"inputs": inputs, "options": options})
+    assert response.status_code == 422 and fragment in response.text, response.text

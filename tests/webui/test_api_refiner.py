@@ -47,6 +47,14 @@ def test_switch_at_from_the_request(catalog):
 def test_a1111s_no_refiner_spellings_mean_none(catalog, none):
     params = _convert(Txt2ImgRequest(prompt="a", steps=2, refiner_checkpoint=none, refiner_switch_at=0.5), catalog)
     assert params.refiner is None
+    assert params.refiner_switch_at == 0.5  # kept, as A1111 keeps it: a plot's Refiner checkpoint axis switches there
+
+
+@pytest.mark.parametrize("value", [0, 1])
+def test_switch_at_without_a_refiner_is_unused_and_not_refused(catalog, value):
+    """A1111 ignores refiner_switch_at when no refiner is set; clients that send 0 or 1 then are not refused."""
+    params = _convert(Txt2ImgRequest(prompt="a", steps=2, refiner_switch_at=value), catalog)
+    assert (params.refiner, params.refiner_switch_at) == (None, value)
 
 
 def test_an_unknown_refiner_is_refused_listing_the_checkpoints(catalog):

@@ -145,3 +145,24 @@ def test_refiner_checkpoint_axis_refines_with_the_named_checkpoint(tiny_sd1_dir,
         bad = http.post("/sdapi/v1/txt2img", json={**TINY, "script_name": "x/y/z plot",
                                                    "script_args": ["Refiner checkpoint", "None,nope"]})
         assert bad.status_code == 422 and "Unknown checkpoint 'nope' on the Refiner checkpoint axis" in bad.text
+        # the request's own switch point, with no refiner of its own, is where the axis's refiner takes over
+        only_other = ["Refiner checkpoint", "", ["other"], "Nothing", "", [], "Nothing", "", [], False, True]
+        at_half = http.post("/sdapi/v1/txt2img", json={**TINY, "steps": 4, "script_name": "x/y/z plot",
+                                                       "refiner_switch_at": 0.5, "script_args": only_other})
+        assert at_half.status_code == 200, at_half.text
+        assert parse_infotext(json.loads(at_half.json()["info"])["infotexts"][-1])["Refiner switch at"] == "0.5"
+        at_end = http.post("/sdapi/v1/txt2img", json={**TINY, "script_name": "x/y/z plot", "refiner_switch_at": 1,
+                                                      "script_args": only_other})
+        assert at_end.status_code == 422 and "X/Y/Z plot, cell other: refiner_switch_at must be" in at_end.text
+
+
+@pytest.mark.parametrize("axis, values, message", [
+    ("Hires steps", "1, 1000000000000000000000", "hr_second_pass_steps must be in [0, "),
+    ("Denoising", "0.5, 1.5", "denoising_strength must be a number in [0, 1], got 1.5"),
+])
+def test_a_hires_cell_is_checked_before_queueing(client, axis, values, message):
+    """A cell's hires fields passed the pre-queue check and failed in the worker; now the plot is refused first."""
+    response = plot(client, enable_hr=True, hr_scale=1, script_args=[axis, values, [], "Nothing", ""])
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"].startswith(f"X/Y/Z plot, cell {axis}: ")
+    assert message in response.json()["detail"]

@@ -58,7 +58,9 @@ def test_a_refiner_this_server_lacks_is_named(catalog):
 def test_the_accordion_makes_the_apis_refiner(catalog):
     params = Txt2ImgParams(prompt="a")
     assert with_refiner(params, [False, "sd_xl_refiner_1.0.safetensors", 0.6], catalog) is params
-    assert with_refiner(params, [True, "None", 0.6], catalog) is params
+    # no checkpoint: no refiner, but the accordion's switch point is kept for a plot's Refiner checkpoint axis
+    unrefined = with_refiner(params, [True, "None", 0.6], catalog)
+    assert (unrefined.refiner, unrefined.refiner_switch_at) == (None, 0.6)
     refined = with_refiner(params, [True, "sd_xl_refiner_1.0.safetensors", 0.6], catalog)
     assert refined.refiner == str(catalog.models_dir / "sd_xl_refiner_1.0.safetensors")
     assert refined.refiner_switch_at == 0.6

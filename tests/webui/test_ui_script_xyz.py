@@ -80,3 +80,20 @@ def test_a_dropdown_axis_shows_its_values_and_fill_lists_them_all(built):
     assert text["value"].startswith(list_samplers()[0]["name"])
     fill_button, values, _ = select.fn("Steps", "", [], False)
     assert not fill_button["visible"] and values["visible"]
+
+
+def test_a_cleared_axis_type_is_nothing(built):
+    """Clearing a type dropdown sent None to its handlers (a KeyError); it is read as Nothing, there and in the plot."""
+    from webui.ui.script_xyz import axis_choices, xyz_script_args
+
+    state, blocks = built
+    assert axis_choices(None, state) is None
+    axis_type = component(blocks, "txt2img_xyz_x_type")
+    (select,) = [f for f in blocks.fns.values() if (axis_type._id, "change") in [tuple(t) for t in f.targets]
+                 and len(f.outputs) == 3]
+    fill_button, values, dropdown = select.fn(None, "1, 2", [], False)
+    assert not fill_button["visible"] and values["visible"] and values["value"] == "1, 2" and not dropdown["visible"]
+    assert handler(blocks, "txt2img_xyz_x_fill", "click").fn(None, False) == (gr.update(), gr.update())
+    args = xyz_script_args([None, "1, 2", [], "Steps", "1", [], None, "", [], True, False, False, False,
+                            False, False, False, 12.0, False])
+    assert (args[0], args[3], args[6], args[16]) == ("Nothing", "Steps", "Nothing", 12)

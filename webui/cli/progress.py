@@ -4,33 +4,10 @@ on stdout and exit code 130 when the job was cut short."""
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import sys
-import threading
 from typing import Any, Callable, Iterable
 
 INTERRUPTED_EXIT_CODE = 130  # what a shell reports for a command ended by SIGINT
-
-
-@contextlib.contextmanager
-def interrupt_keeps_images(control):
-    """The first Ctrl-C stops the generation after its current step and keeps what was made (A1111's Interrupt:
-    finished images are saved, the interrupted batch too); a second one aborts at once."""
-    def on_sigint(signum, frame) -> None:
-        if control.interrupted:
-            raise KeyboardInterrupt
-        control.interrupt()
-        print("\nmixkit: interrupting after this step; Ctrl-C again to abort without saving", file=sys.stderr)
-
-    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def steps_done(state) -> tuple[int, int]:
@@ -47,9 +24,10 @@ def run_with_progress(run: Callable[..., Any], total_steps: int) -> Any:
     from tqdm import tqdm
 
     from pipelines.control import GenerationControl
+    from pipelines.interrupt_signal import interrupt_on_sigint
 
     control = GenerationControl()
-    with tqdm(total=total_steps, unit="step", file=sys.stderr) as bar, interrupt_keeps_images(control):
+    with tqdm(total=total_steps, unit="step", file=sys.stderr) as bar, interrupt_on_sigint(control):
         def progress(state) -> None:
             bar.n, bar.total = steps_done(state)
             bar.refresh()

@@ -39,7 +39,8 @@ def build_refiner_controls(kind: str, checkpoint_titles: Callable[[], list[str]]
 
 def with_refiner(params, values: list, catalog):
     """`params` with the accordion's refiner (checked as the API checks `refiner_checkpoint`), or unchanged when
-    the accordion is off or names no checkpoint."""
+    the accordion is off; on with no checkpoint, only its switch point (where a plot's Refiner checkpoint axis
+    switches), as the API keeps a request's."""
     from webui.api_convert import refiner_values
 
     fields = dict(zip(REFINER_FIELDS, values))

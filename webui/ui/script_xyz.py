@@ -17,11 +17,12 @@ from webui.ui.script_controls import ScriptUi, register_script_ui
 FILL_SYMBOL = "\U0001f4d2"  # A1111's 📒 "fill values" button
 
 
-def axis_choices(label: str, state) -> list[str] | None:
-    """The valid values of a dropdown axis (None for a typed one), from the server as it is now."""
+def axis_choices(label: str | None, state) -> list[str] | None:
+    """The valid values of a dropdown axis (None for a typed one), from the server as it is now. A cleared type
+    dropdown (None) is Nothing, as the plot reads it (`xyz_script_args`)."""
     from webui.api_selectable_scripts import script_context
 
-    axis = XYZ_AXES.get(label)
+    axis = XYZ_AXES.get(label or "Nothing")
     if axis.choices is None:
         return None
     return axis.choices(PlotContext.of(**script_context(state)))
@@ -97,6 +98,8 @@ def build_xyz_controls(kind: str, state):
 def xyz_script_args(values: list) -> list:
     """The controls' values as A1111's script_args (the same order: the controls were built in it)."""
     args = list(values)
+    for index in (0, 3, 6):  # a cleared type dropdown shows no values dropdown: it is Nothing, not the X default Seed
+        args[index] = args[index] or "Nothing"
     args[16] = int(args[16] or 0)  # the slider's 12.0
     return args
 

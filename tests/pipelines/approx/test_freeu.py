@@ -85,3 +85,12 @@ def test_a_model_without_a_unet_decoder_is_refused(sd1_pipe, monkeypatch):
     monkeypatch.setattr(pipelines.base, "run_sampler", lambda request: pytest.fail("sampled"))
     with pytest.raises(ValueError, match="FreeU re-weights a diffusers U-Net"):
         sd1_pipe(**SMALL, freeu=FreeU())
+
+
+@pytest.mark.parametrize("text, named", [("b1=1e, b2=1, s1=1, s2=1", "b1='1e'"),
+                                         ("b1=1, b2=1, s1=0.9, s2=0.2.1", "s2='0.2.1'")])
+def test_a_malformed_number_in_the_infotext_is_named_by_key_and_value(text, named):
+    with pytest.raises(ValueError) as error:
+        FreeU.from_infotext(text)
+    assert str(error.value) == (f"infotext FreeU: {named} is not a number (in {text!r}); write it as A1111 does, "
+                                f"e.g. {named.split('=')[0]}=1.5")

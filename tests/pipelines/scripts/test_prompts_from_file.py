@@ -10,6 +10,8 @@ from pipelines.params import Txt2ImgParams
 from pipelines.scripts import prompts_from_file
 from pipelines.scripts.prompts_from_file import plan_lines, prompts_config
 
+from .keeps_copies import KeepsCopies
+
 TINY = dict(prompt="", width=64, height=64, steps=1, seed=5, sampler="Euler")
 
 
@@ -127,3 +129,16 @@ def test_interrupt_stops_after_the_current_line(sd1_pipe):
     result = prompts_from_file.run(sd1_pipe, Txt2ImgParams(**TINY), prompts_config("a\nb\nc"),
                                    callback=lambda state: control.interrupt(), control=control)
     assert result.interrupted and len(result.images) == 1 and parse_infotext(result.infotexts[0])["Prompt"] == "a"
+
+
+def test_saved_lines_keep_their_before_copies_at_their_own_positions(sd1_pipe, tmp_path):
+    """An unsaved line's images are skipped; the copies follow the images that are saved, not their old indexes."""
+    config = prompts_config("a\n--prompt b --do_not_save_samples true\nc")
+    result = prompts_from_file.run(KeepsCopies(sd1_pipe), Txt2ImgParams(**TINY), config)
+    samples = result.samples
+    assert sorted(samples.before_face_restoration) == sorted(samples.before_color_correction) == [0, 1]
+    assert [parse_infotext(text)["Prompt"] for text in samples.infotexts] == ["a", "c"]
+    assert samples.before_face_restoration[1] is not samples.images[1]
+    assert list(samples.before_face_restoration[1].getdata()) == list(samples.images[1].getdata())
+    assert len(list(tmp_path.glob("*-before-*.png"))) == 0 and len(result.save(tmp_path)) == 2
+    assert len(list(tmp_path.glob("*-before-face-restoration.png"))) == 2

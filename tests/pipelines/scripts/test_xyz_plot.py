@@ -10,6 +10,8 @@ from pipelines.params import Txt2ImgParams
 from pipelines.scripts import xyz_plot
 from pipelines.scripts.xyz_axes import PlotContext
 
+from .keeps_copies import KeepsCopies
+
 TINY = dict(prompt="a red cat", width=64, height=64, steps=1, seed=5, sampler="Euler")
 
 
@@ -262,3 +264,14 @@ def test_refiner_checkpoint_axis_sets_each_cells_refiner():
     with pytest.raises(ValueError, match="needs the caller's checkpoint list"):
         xyz_plot.check_plot(params, xyz_plot.xyz_config(("Refiner checkpoint", "None,a")), PlotContext())
     assert xyz_plot.check_plot(params, xyz_plot.xyz_config(("Refiner checkpoint", "None")), PlotContext())
+
+
+def test_the_plots_images_save_with_their_before_copies(sd1_pipe, tmp_path):
+    """A1111 saves the before-face-restoration / before-color-correction copy of every image a script makes."""
+    result = xyz_plot.run(KeepsCopies(sd1_pipe), Txt2ImgParams(**TINY), xyz_plot.xyz_config(("Seed", "1,2")))
+    assert sorted(result.samples.before_face_restoration) == sorted(result.samples.before_color_correction) == [0, 1]
+    paths = result.save(tmp_path)
+    assert len(paths) == 2
+    for path in paths:
+        assert path.with_name(f"{path.stem}-before-face-restoration.png").is_file()
+        assert path.with_name(f"{path.stem}-before-color-correction.png").is_file()
