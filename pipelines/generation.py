@@ -41,6 +41,16 @@ class GenerationResult:
         self.seeds.append(seed)
         self.infotexts.append(infotext)
 
+    def add_from(self, other: "GenerationResult", index: int, infotext: str | None = None) -> None:
+        """Add `other`'s image `index` (with `infotext` in place of its own when given), and its copies from before
+        face restoration and colour correction, so a script's samples save them as a plain call's result does."""
+        before = {"before_face_restoration": other.before_face_restoration,
+                  "before_color_correction": other.before_color_correction}
+        for name, copies in before.items():
+            if index in copies:
+                getattr(self, name)[len(self.images)] = copies[index]
+        self.add(other.images[index], other.seeds[index], other.infotexts[index] if infotext is None else infotext)
+
     def save(self, folder: str | os.PathLike, writing=None) -> list:
         """Write each image as PNG with its infotext; returns the paths (names: counter-seed.png). An image kept from
         before face restoration is written next to its result as counter-seed-before-face-restoration.png (A1111's

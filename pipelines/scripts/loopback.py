@@ -172,8 +172,8 @@ def run(pipe, params, config: LoopbackConfig, callback=None, control: Generation
                           control=watch)
             texts = [with_loop_keys(text, config) for text in result.infotexts]
             samples.subseed = result.subseed if samples.subseed is None else samples.subseed
-            for image, image_seed, text in zip(result.images, result.seeds, texts):
-                samples.add(image, image_seed, text)
+            for index, text in enumerate(texts):
+                samples.add_from(result, index, text)
             if watch.interrupted or not result.images:
                 break
             seed = result.seeds[0] + 1

@@ -159,8 +159,8 @@ def run(pipe, params, config: PromptMatrixConfig, callback=None, control: Genera
             break
         result = pipe(batch.params, callback=overall_progress(callback, position, len(batches)), control=control,
                       generator=image_generators(list(batch.seeds)))
-        for image, seed, text in zip(result.images, result.seeds, result.infotexts):
-            samples.add(image, seed, text)
+        for index in range(len(result.images)):
+            samples.add_from(result, index)
     samples.interrupted = control.interrupted
     return assemble(parts, samples, config, params.subseed)
 

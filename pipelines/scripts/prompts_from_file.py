@@ -183,10 +183,10 @@ def run(pipe, params, config: PromptsFromFileConfig, callback=None, control: Gen
         generated = pipe(line_call, callback=overall_progress(callback, done, total), control=control)
         done += line_call.batch_count
         result.subseed = generated.subseed if result.subseed is None else result.subseed
-        for image, seed, text in zip(generated.images, generated.seeds, generated.infotexts):
+        for index, (image, seed, text) in enumerate(zip(generated.images, generated.seeds, generated.infotexts)):
             result.add(image, seed, text)
             if not line.get("do_not_save_samples", False):
-                samples.add(image, seed, text)
+                samples.add_from(generated, index)
     result.samples = samples
     result.interrupted = samples.interrupted = control.interrupted
     if config.make_combined and len(result.images) > 1:

@@ -193,8 +193,8 @@ def run(pipe, params, config: XyzConfig, callback=None, control: GenerationContr
                 current_checkpoint = wanted
         result = pipe(cell.params, callback=_cell_progress(callback, position, len(cells)), control=control)
         by_index[cell.index(config)] = result
-        for image, seed, text in zip(result.images, result.seeds, result.infotexts):
-            samples.add(image, seed, text)
+        for index in range(len(result.images)):
+            samples.add_from(result, index)
     samples.interrupted = control.interrupted
     return assemble(config, by_index, samples, params)
 
