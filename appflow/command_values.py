@@ -59,6 +59,8 @@ def parse_json(where: str, text: str, kind: type) -> Any:
         value = json.loads(text)
     except json.JSONDecodeError as error:
         raise ValueError(f"{where} takes JSON ({kind.__name__}), got {text!r} ({error.msg}).") from None
+    except RecursionError:  # "[[[[..." nested past Python's recursion limit
+        raise ValueError(f"{where} takes JSON ({kind.__name__}) nested less deeply.") from None
     if not isinstance(value, kind):
         raise ValueError(f"{where} takes a JSON {kind.__name__}, got {type(value).__name__}.")
     return value

@@ -135,3 +135,10 @@ def test_inputs_json_past_its_cap_or_nested_too_deeply_is_refused_without_readin
     file.write_text(json.dumps({"prompt": "x" * 10}))
     assert read_inputs_json(file) == {"prompt": "x" * 10}
 
+
+def test_an_option_or_input_nested_too_deeply_is_refused_naming_the_flag():
+    with pytest.raises(ValueError, match=r"--option loras takes JSON \(list\) nested less deeply"):
+        option_value("--option loras", "[" * 100_000, [])
+    with pytest.raises(ValueError, match="nested less deeply"):
+        option_value("--option x", "[" * 100_000, None)
+
