@@ -59,6 +59,8 @@ def parse_json(where: str, text: str, kind: type) -> Any:
         value = json.loads(text)
     except json.JSONDecodeError as error:
         raise ValueError(f"{where} takes JSON ({kind.__name__}), got {text!r} ({error.msg}).") from None
+    except RecursionError:  # "[[[[..." nested past Python's recursion limit
+        raise ValueError(f"{where} takes JSON ({kind.__name__}) nested less deeply.") from None
     if not isinstance(value, kind):
         raise ValueError(f"{where} takes a JSON {kind.__name__}, got {type(value).__name__}.")
     return value
@@ -167,13 +169,26 @@ def image_source(where: str, value: Any, *, folders: bool) -> list[str]:
     return [str(path)]
 
 
+# Inputs are texts and image paths; 16 MB holds any real set of them. Reading stops there, so `--inputs-json
+# /dev/zero` (or a wrong, huge file) is refused instead of filling memory.
+MAX_INPUTS_JSON_CHARS = 16 * 1024 * 1024
+
+
 def read_inputs_json(path: str | os.PathLike) -> dict[str, Any]:
     """The object of an `--inputs-json FILE` (input name -> JSON value: text, list of texts, image path(s), ...)."""
     file = Path(path).expanduser()
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        with open(file, encoding="utf-8") as stream:
+            text = stream.read(MAX_INPUTS_JSON_CHARS + 1)
+        if len(text) > MAX_INPUTS_JSON_CHARS:
+            raise ValueError(f"--inputs-json {str(path)!r} holds more than {MAX_INPUTS_JSON_CHARS // (1024 * 1024)} "
+                             "MB; inputs are texts and image paths, so check the path.")
+        data = json.loads(text)
     except FileNotFoundError:
         raise ValueError(f"--inputs-json: no file {str(path)!r}.") from None
+    except RecursionError:  # "[[[[..." nested past Python's recursion limit
+        raise ValueError(f"--inputs-json {str(path)!r} nests its JSON too deeply; inputs are texts, lists of texts "
+                         "and image paths.") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"--inputs-json {str(path)!r} is not readable JSON ({error}).") from None
     if not isinstance(data, dict):

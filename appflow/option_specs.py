@@ -9,12 +9,11 @@ calls (`OptionSpec.check`), so a form's slider and the check cannot disagree. Op
 
 from __future__ import annotations
 
-import math
 import numbers
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from appflow.task import check_int_option, check_number_option
+from appflow.task import check_int_option, check_number_option, is_finite_number
 
 OPTION_KINDS = ("int", "float", "bool", "choice", "text", "seed")
 
@@ -62,8 +61,7 @@ class OptionSpec:
         elif self.kind == "float" and not self.low_open:
             check_number_option(name, value, self.low, self.high)
         elif self.kind == "float":
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
-                    or not self._in_range(value):
+            if not is_finite_number(value) or not self._in_range(value):
                 raise ValueError(f"{name} must be a number {self._range_text()}, got {value!r} (NaN and infinities "
                                  "are refused).")
         elif self.kind == "text":

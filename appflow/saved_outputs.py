@@ -173,7 +173,8 @@ def save_app_outputs(app: str, outputs: dict, bindings: dict, folder: str | os.P
         document = {"app": app, "outputs": encoded, "interrupted": bool(interrupted)}
         (staging / RESULT_FILE).write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         names = [*writer.files, RESULT_FILE]
-        taken = sorted(name for name in names if (target / name).exists())
+        # lexists: a symlink of that name (even one pointing nowhere) is the user's too, and os.replace would drop it
+        taken = sorted(name for name in names if os.path.lexists(target / name))
         if taken and not overwrite:
             raise OutputExistsError(f"Output folder {str(target)!r} already holds {', '.join(taken)}; choose another "
                                   "folder with -o or pass --overwrite.")

@@ -100,17 +100,27 @@ def rename_aliases(options: dict[str, Any], aliases: dict[str, str], who: str, w
     return renamed
 
 
+def is_finite_number(value: Any) -> bool:
+    """A real number (numpy's too, not a bool) a float can hold: NaN, infinities and an int past float's range (a
+    400-digit JSON or command-line number, on which math.isfinite raises OverflowError) are not."""
+    import math
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def check_number_option(name: str, value: Any, low: float | None = None, high: float | None = None) -> float:
     """`value` as a float if it is a finite real number in [low, high]; else ValueError naming the option and range.
 
     NaN is refused: it passes no comparison, so `not low <= nan <= high` checks let it through to the model, where
     e.g. a NaN mask threshold gives all-empty masks without a word."""
-    import math
-    import numbers
-
     # numbers.Real: numpy scalars too (np.float32 is no float subclass), as the pipelines' own checks take them
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
-            or (low is not None and value < low) or (high is not None and value > high):
+    if not is_finite_number(value) or (low is not None and value < low) or (high is not None and value > high):
         bounds = (f" in [{low}, {high}]" if low is not None and high is not None else
                   f" >= {low}" if low is not None else f" <= {high}" if high is not None else "")
         raise ValueError(f"{name} must be a number{bounds}, got {value!r} (NaN and infinities are refused).")

@@ -18,7 +18,6 @@ as it was while the other faces are restored.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 from typing import Any, Callable
@@ -242,7 +241,8 @@ def register_face_restorers(*, gfpgan_folder: str | os.PathLike | None = None,
 
 def check_face_restoration_weight(value: Any, name: str = "codeformer_weight") -> float:
     """CodeFormer's fidelity w as a float in [0, 1] (also a visibility's check); ValueError naming `name` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+    # the range refuses NaN and infinities (math.isfinite would raise OverflowError on a huge int)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
             or not 0.0 <= value <= 1.0:
         raise ValueError(f"{name} must be a number in [0, 1] (for CodeFormer's weight: 0 = strongest restoration, "
                          f"1 = closest to the input), got {value!r}.")

@@ -24,7 +24,6 @@ sd-webui-controlnet does (`hires_passes`, `pipelines.controlnet.hires`).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -107,7 +106,8 @@ def check_hires_params(params: HiresParams, limits, multiple: int) -> HiresSize:
     snapped to whole latent cells; only the final size must fit the limits (and the upscaled image,
     before cropping, must stay within the 4x budget img2img allows for input images)."""
     scale = params.hr_scale
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) \
+    # the range refuses NaN and infinities (math.isfinite would raise OverflowError on a huge int)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) \
             or not 1 <= scale <= MAX_HIRES_SCALE:
         raise ValueError(f"hr_scale must be a number in [1, {MAX_HIRES_SCALE}], got {scale!r}.")
     for name in ("hr_resize_x", "hr_resize_y", "hr_second_pass_steps"):
@@ -124,7 +124,8 @@ def check_hires_params(params: HiresParams, limits, multiple: int) -> HiresSize:
     check_and_parts("hr_prompt", params.hr_prompt, limits)
     check_hires_refiner_pass(params.hires_fix_refiner_pass)
     strength = params.denoising_strength
-    if isinstance(strength, bool) or not isinstance(strength, (int, float)) or not math.isfinite(strength) \
+    # the range refuses NaN and infinities (math.isfinite would raise OverflowError on a huge int)
+    if isinstance(strength, bool) or not isinstance(strength, (int, float)) \
             or not 0 <= strength <= 1:
         raise ValueError(f"denoising_strength must be a number in [0, 1], got {strength!r}.")
     upscaler = params.hr_upscaler

@@ -18,7 +18,6 @@ through a mask of what changed instead of the blurred one. `color_correction` is
 
 from __future__ import annotations
 
-import math
 import warnings
 import numbers
 from dataclasses import dataclass, field
@@ -196,7 +195,8 @@ def _check_latent_resize_use(params: Img2ImgParams, factor: int) -> None:
 
 def _checked_strength(value: Any) -> float:
     """denoising_strength as a Python float; any real number in [0, 1] (numpy's too), not a bool."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or not 0 <= value <= 1:
+    # the range refuses NaN and infinities (math.isfinite would raise OverflowError on a huge int)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value <= 1:
         raise ValueError(f"denoising_strength must be a number in [0, 1], got {value!r}.")
     # numpy's float32(0.7) is 0.699999988 as a float64: it would run int(0.6999 * 10) = 6 steps instead of 7 and
     # print the long number in the infotext. Its shortest decimal (numpy's str) is the number the caller wrote.

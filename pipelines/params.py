@@ -231,7 +231,9 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     _check_int("steps", params.steps, 1, limits.max_steps)
     check_size(params.width, params.height, size_multiple, limits)
     cfg = params.cfg_scale
-    if isinstance(cfg, bool) or not isinstance(cfg, numbers.Real) or not math.isfinite(cfg):
+    # an int is finite however long (math.isfinite raises OverflowError on one past float's range)
+    if isinstance(cfg, bool) or not isinstance(cfg, numbers.Real) or not (isinstance(cfg, numbers.Integral)
+                                                                          or math.isfinite(cfg)):
         raise ValueError(f"cfg_scale must be a finite number in [0, {limits.max_cfg_scale}], got {cfg!r}.")
     if not 0 <= cfg <= limits.max_cfg_scale:
         raise ValueError(f"cfg_scale must be in [0, {limits.max_cfg_scale}], got {cfg}.")

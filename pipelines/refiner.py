@@ -22,7 +22,6 @@ switch the base UNet moves to the CPU and the refiner's UNet to the device, and 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 from dataclasses import dataclass, replace
 from typing import Any
@@ -47,8 +46,8 @@ def check_refiner_params(refiner: Any, switch_at: Any, by_sample_steps: Any = Fa
                         f"{type(refiner).__name__}.")
     if isinstance(refiner, str) and not refiner.strip():
         raise ValueError("refiner is an empty string; pass None for no refiner, or a model path / hub id.")
-    bad_switch = isinstance(switch_at, bool) or not isinstance(switch_at, (int, float)) \
-        or not math.isfinite(switch_at) or not 0 < switch_at < 1
+    # the range refuses NaN and infinities (math.isfinite would raise OverflowError on a huge int)
+    bad_switch = isinstance(switch_at, bool) or not isinstance(switch_at, (int, float)) or not 0 < switch_at < 1
     if refiner is not None and bad_switch:
         raise ValueError(f"refiner_switch_at must be a number strictly between 0 and 1 (the fraction of the schedule "
                          f"the base model runs before the refiner takes over; A1111's default {DEFAULT_SWITCH_AT}), "

@@ -19,7 +19,6 @@ copied into the uncond slot), so AND prompts keep their relative weights.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -66,13 +65,15 @@ class UncondSkip:
 
 def check_uncond_skip(s_min_uncond, s_min_uncond_all, skip_early_cond) -> None:
     """Raise ValueError/TypeError naming the first bad value; used by every pipeline's check_inputs."""
-    if isinstance(s_min_uncond, bool) or not isinstance(s_min_uncond, (int, float)) or not math.isfinite(s_min_uncond) \
+    # the range refuses NaN and infinities (math.isfinite would raise OverflowError on a huge int)
+    if isinstance(s_min_uncond, bool) or not isinstance(s_min_uncond, (int, float)) \
             or not 0 <= s_min_uncond <= MAX_S_MIN_UNCOND:
         raise ValueError(f"s_min_uncond (NGMS) must be a sigma in [0, {MAX_S_MIN_UNCOND}] (0 is off), got {s_min_uncond!r}.")
     if not isinstance(s_min_uncond_all, bool):
         raise TypeError(f"s_min_uncond_all (NGMS all steps) must be True or False, got {s_min_uncond_all!r}.")
+    # the range refuses NaN and infinities (math.isfinite would raise OverflowError on a huge int)
     if isinstance(skip_early_cond, bool) or not isinstance(skip_early_cond, (int, float)) \
-            or not math.isfinite(skip_early_cond) or not 0 <= skip_early_cond <= 1:
+            or not 0 <= skip_early_cond <= 1:
         raise ValueError(f"skip_early_cond must be a fraction of the steps in [0, 1] (0 is off), got {skip_early_cond!r}.")
     if s_min_uncond_all and not s_min_uncond:
         raise ValueError("s_min_uncond_all (NGMS all steps) needs s_min_uncond > 0: it says how often NGMS skips, "

@@ -58,7 +58,8 @@ def check_upscale(width: int, height: int, scale: Any, limits: UpscaleLimits, up
 
     With `upscaler` (a name or an object), a model upscaler's larger sizes on the way (an x4 network run for x2) are
     checked too, so a queued Extras job cannot fail on them later."""
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) \
+    # the range refuses NaN and infinities (math.isfinite would raise OverflowError on a huge int)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) \
             or not 0 < scale <= limits.max_scale:
         raise ValueError(f"Upscale factor must be a number in (0, {limits.max_scale}], got {scale!r}.")
     out_w, out_h = target_size(width, height, scale)

@@ -85,7 +85,8 @@ class UnitSpec:
 
 
 def _number(label: str, value: Any, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not low <= value <= high:
+    # the range refuses NaN and infinities (math.isfinite would raise OverflowError on a huge int)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
         raise ValueError(f"{label} must be a number in [{low}, {high}], got {value!r}.")
     return float(value)
 

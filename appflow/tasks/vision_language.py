@@ -81,10 +81,9 @@ def _is_int(value: Any) -> bool:
 
 def _is_number(value: Any) -> bool:
     """A finite real number, numpy's included (NaN and infinities pass no range check, so they are refused here)."""
-    import math
-    import numbers
+    from appflow.task import is_finite_number
 
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    return is_finite_number(value)
 
 
 def check_caption_generation(options: dict[str, Any]) -> None:

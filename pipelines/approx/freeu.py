@@ -18,7 +18,6 @@ describes a different, per-stage schedule).
 from __future__ import annotations
 
 import contextlib
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import astuple, dataclass
@@ -43,7 +42,8 @@ class FreeU:
     def __post_init__(self) -> None:
         for name in _FIELDS:
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            # the range refuses NaN and infinities (math.isfinite would raise OverflowError on a huge int)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
                     or not 0 < value <= MAX_FACTOR:
                 raise ValueError(f"FreeU {name} must be a number in (0, {MAX_FACTOR:g}] (diffusers reads 0 as "
                                  f"'FreeU off'), got {value!r}")

@@ -43,7 +43,8 @@ class TokenMergingSettings:
 
 
 def check_tome_ratio(ratio: object) -> float:
-    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not math.isfinite(ratio) \
+    # the range refuses NaN and infinities (math.isfinite would raise OverflowError on a huge int)
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) \
             or not 0 <= ratio <= MAX_RATIO:
         raise ValueError(f"ToMe ratio must be a number in [0, {MAX_RATIO}] (share of self-attention tokens merged), "
                          f"got {ratio!r}")

@@ -95,7 +95,8 @@ def _scale(value: Any) -> float:
     from pipelines.upscale import UpscaleLimits
 
     top = UpscaleLimits().max_scale
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+    # the range refuses NaN and infinities (math.isfinite would raise OverflowError on a huge int)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
             or not MIN_SCALE <= value <= top:
         raise ValueError(f"script_args[3] (Scale Factor) must be a number in [{MIN_SCALE}, {top}], got {value!r}.")
     return float(value)

@@ -118,3 +118,27 @@ def test_inputs_json_aliases_required_and_unknown_inputs(pictures, tmp_path):
         read_inputs_json(file)
     with pytest.raises(ValueError, match="--inputs-json: no file"):
         read_inputs_json(tmp_path / "nope.json")
+
+
+def test_inputs_json_past_its_cap_or_nested_too_deeply_is_refused_without_reading_it_all(tmp_path, monkeypatch):
+    import appflow.command_values as command_values
+
+    monkeypatch.setattr(command_values, "MAX_INPUTS_JSON_CHARS", 16)
+    file = tmp_path / "inputs.json"
+    file.write_text(json.dumps({"prompt": "x" * 10}))  # 17 characters
+    with pytest.raises(ValueError, match="holds more than 0 MB"):
+        read_inputs_json(file)
+    monkeypatch.setattr(command_values, "MAX_INPUTS_JSON_CHARS", 1024 * 1024)
+    file.write_text("[" * 200_000)
+    with pytest.raises(ValueError, match="nests its JSON too deeply"):
+        read_inputs_json(file)
+    file.write_text(json.dumps({"prompt": "x" * 10}))
+    assert read_inputs_json(file) == {"prompt": "x" * 10}
+
+
+def test_an_option_or_input_nested_too_deeply_is_refused_naming_the_flag():
+    with pytest.raises(ValueError, match=r"--option loras takes JSON \(list\) nested less deeply"):
+        option_value("--option loras", "[" * 100_000, [])
+    with pytest.raises(ValueError, match="nested less deeply"):
+        option_value("--option x", "[" * 100_000, None)
+

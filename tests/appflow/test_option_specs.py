@@ -15,7 +15,8 @@ from appflow.task import TASKS
 @pytest.mark.parametrize("spec, good, bad, fragment", [
     (OptionSpec("int", 1, 64), [1, 64], [0, 65, 2.0, True, "3"], "an integer in [1, 64]"),
     (OptionSpec("float", 0, 120, low_open=True), [0.02, 120], [0, -1, 120.5, math.nan, math.inf], "in (0, 120]"),
-    (OptionSpec("float", 0, 1, auto=True), [None, 0, 1], [1.01, "0.5"], "in [0, 1]"),
+    (OptionSpec("float", 0, 1, auto=True), [None, 0, 1], [1.01, "0.5", 10 ** 400], "in [0, 1]"),
+    (OptionSpec("float"), [0, -2.5, 10 ** 300], [10 ** 400, -10 ** 400, math.nan], "must be a number"),
     (OptionSpec("bool"), [True, False], [1, None], "true or false"),
     (OptionSpec("choice", choices=("a", "b")), ["a", "b"], ["c", None], "one of 'a', 'b'"),
     (OptionSpec("text"), ["", "x"], [None, 3], "a string"),
@@ -114,6 +115,8 @@ def test_every_registered_tasks_specs_name_its_options_and_fit_its_defaults():
 
 @pytest.mark.parametrize("app, options, fragment", [
     ("image2text_generation", {"num_beams": 65}, r"num_beams must be an integer in \[1, 64\]"),
+    ("image2text_generation", {"top_p": 10 ** 400}, r"top_p must be None or a number in \(0, 1\]"),
+    ("image2image_text_guided_upscaling", {"cfg_scale": 10 ** 400}, r"cfg_scale must be a number in \["),
     ("image2text_generation", {"top_p": 0}, r"top_p must be None or a number in \(0, 1\]"),
     ("image2image_text_guided_upscaling", {"tile_size": 4}, r"tile_size must be an integer >= 8"),
     ("qrcode_art", {"guidance_end": 1.5}, r"guidance_end must be a number in \[0.0, 1.0\]"),

@@ -140,3 +140,13 @@ def test_a_document_output_is_also_its_own_json_file_once(tmp_path):
     assert [path.name for path in written] == ["annotation.json", "result.json"]
     assert json.loads((tmp_path / "annotation.json").read_text()) == labelme
     assert json.loads((tmp_path / "result.json").read_text())["outputs"] == {"annotation": labelme, "result": labelme}
+
+
+def test_a_symlink_of_an_outputs_name_is_not_replaced_without_overwrite_even_when_it_points_nowhere(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "result.json").symlink_to(tmp_path / "missing.json")
+    with pytest.raises(FileExistsError, match="already holds result.json"):
+        save_app_outputs("demo", {"text": "hi"}, {}, tmp_path / "out")
+    assert (tmp_path / "out" / "result.json").is_symlink()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["result.json"]
+

@@ -90,6 +90,7 @@ def test_a_clip_shorter_than_one_latent_row_is_refused_naming_the_minimum(model)
     ({"audio_length_in_s": 121}, ValueError, r"in \(0, 120\] or None"),
     ({"audio_length_in_s": float("nan")}, ValueError, "audio_length_in_s must be"),
     ({"audio_length_in_s": True}, ValueError, "audio_length_in_s must be"),
+    ({"audio_length_in_s": 10 ** 400}, ValueError, r"in \(0, 120\] or None"),  # no OverflowError
     ({"steps": 0}, ValueError, r"steps must be an integer in \[1, 1000\], got 0"),
     ({"cfg_scale": -1}, ValueError, r"cfg_scale must be a number in \[0, 100\]"),
     ({"seed": -2}, ValueError, "seed must be an integer in"),

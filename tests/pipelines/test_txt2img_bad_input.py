@@ -20,6 +20,7 @@ BAD = [
     (dict(steps=1e9), TypeError, "steps must be an integer"),
     (dict(cfg_scale=math.nan), ValueError, "cfg_scale must be a finite number"),
     (dict(cfg_scale=math.inf), ValueError, "cfg_scale must be a finite number"),
+    (dict(cfg_scale=10 ** 400), ValueError, r"cfg_scale must be in \[0, 100.0\]"),  # no OverflowError
     (dict(batch_size=17), ValueError, "batch_size must be in"),
     (dict(batch_count=0), ValueError, "batch_count must be in"),
     (dict(seed=2**53), ValueError, "seed must be in"),

@@ -223,3 +223,15 @@ def test_without_color_correction_loops_are_not_corrected(img2img):
     pipe = RecordingPipe(img2img)
     loopback.run(pipe, params(), LoopbackConfig(loops=2))
     assert [call.color_correction for call, _ in pipe.calls] == [False, False]
+
+
+def test_save_before_color_correction_keeps_every_loops_uncorrected_image_in_the_samples(img2img, tmp_path):
+    pipe = RecordingPipe(img2img)
+    result = loopback.run(pipe, params(color_correction=True, save_images_before_color_correction=True),
+                          LoopbackConfig(loops=2))
+    outputs = [out for _, out in pipe.calls]
+    assert sorted(result.samples.before_color_correction) == [0, 1]
+    for index, out in enumerate(outputs):
+        assert result.samples.before_color_correction[index] is out.before_color_correction[0]
+    paths = result.save(tmp_path)
+    assert [path.with_name(f"{path.stem}-before-color-correction.png").is_file() for path in paths] == [True, True]
