@@ -37,12 +37,19 @@ def plain(pipe):
     return image(pipe(prompt="a red circle", **SMALL))
 
 
+def patched_forwards(unet) -> set[str]:
+    """The modules whose `forward` is an instance attribute (a patch), by name."""
+    return {name for name, module in unet.named_modules() if "forward" in module.__dict__}
+
+
 def test_the_tag_changes_the_image_for_the_call_only(pipe, plain):
+    # the session's shared pipeline may carry other tests' patches: the call must leave the set as it found it
+    before = patched_forwards(pipe.model.unet)
     tagged = pipe(prompt="a red circle<hypernet:anime:0.8>", **SMALL)
     assert np.abs(image(tagged).astype(int) - plain).max() > 10
     assert np.array_equal(image(pipe(prompt="a red circle", **SMALL)), plain)  # nothing left on the UNet
-    unet = pipe.model.unet
-    assert all("forward" not in module.__dict__ for module in unet.modules())
+    assert patched_forwards(pipe.model.unet) == before
+    assert not any(name.endswith(("to_k", "to_v")) for name in before)  # the keys and values this test patches
 
 
 def test_strength_zero_is_the_untagged_image(pipe, plain):
