@@ -49,7 +49,6 @@ def test_the_tag_changes_the_image_for_the_call_only(pipe, plain):
     assert np.abs(image(tagged).astype(int) - plain).max() > 10
     assert np.array_equal(image(pipe(prompt="a red circle", **SMALL)), plain)  # nothing left on the UNet
     assert patched_forwards(pipe.model.unet) == before
-    assert not any(name.endswith(("to_k", "to_v")) for name in before)  # the keys and values this test patches
 
 
 def test_strength_zero_is_the_untagged_image(pipe, plain):
