@@ -148,7 +148,8 @@ def save_app_outputs(app: str, outputs: dict, bindings: dict, folder: str | os.P
 
     All files are made in a hidden staging folder inside `folder`, then renamed into place; an error before that
     leaves nothing behind (no partial file, no folder made for it). Without `overwrite` a name taken meanwhile is an
-    error and nothing is moved."""
+    error and nothing is moved; a folder of an output's name is an error even with `overwrite`, and nothing is
+    moved."""
     video_suffix(video_format)  # a bad format fails before any file is made
     target = Path(folder).expanduser()
     made = [parent for parent in (target, *target.parents) if not parent.exists()]
@@ -178,6 +179,12 @@ def save_app_outputs(app: str, outputs: dict, bindings: dict, folder: str | os.P
         if taken and not overwrite:
             raise OutputExistsError(f"Output folder {str(target)!r} already holds {', '.join(taken)}; choose another "
                                   "folder with -o or pass --overwrite.")
+        # a folder of an output's name (`image.png/`) cannot be replaced by a file: refused before the first move,
+        # so an --overwrite run never leaves a mix of new and old files behind
+        folders = sorted(name for name in names if os.path.isdir(target / name) and not os.path.islink(target / name))
+        if folders:
+            raise OutputExistsError(f"Output folder {str(target)!r} holds a folder named {', '.join(folders)} where "
+                                    "that output file goes; move or rename it, or choose another folder with -o.")
         for name in names:
             os.replace(staging / name, target / name)
     except BaseException:

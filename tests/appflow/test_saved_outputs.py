@@ -150,3 +150,14 @@ def test_a_symlink_of_an_outputs_name_is_not_replaced_without_overwrite_even_whe
     assert (tmp_path / "out" / "result.json").is_symlink()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["result.json"]
 
+
+
+def test_a_folder_of_an_outputs_name_is_refused_before_any_file_is_moved_even_with_overwrite(tmp_path):
+    (tmp_path / "out" / "image.png").mkdir(parents=True)
+    (tmp_path / "out" / "result.json").write_text("mine")
+    with pytest.raises(FileExistsError, match="holds a folder named image.png where that output file goes"):
+        save_app_outputs("demo", {"draft": picture((1, 2, 3)), "image": picture((4, 5, 6))}, {}, tmp_path / "out",
+                         overwrite=True)
+    assert (tmp_path / "out" / "result.json").read_text() == "mine"  # nothing moved: no mix of new and old files
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["image.png", "result.json"]
+    assert list((tmp_path / "out" / "image.png").iterdir()) == []
