@@ -9,11 +9,16 @@ folder), shows the sampling steps on a terminal, treats the first Ctrl-C as Inte
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import re
 import sys
 from typing import Any
 
 DEFAULT_OUTPUT_ROOT = "outputs/appflow"
+RUN_FOLDER = re.compile(r"(\d+)-")  # `00042-app`, `100000-app`: the number of a run folder, any width
+CLAIM_ATTEMPTS = 1000  # numbers tried past the highest when other runs take them first
 INTERRUPTED_EXIT_CODE = 130  # what a shell reports for a process stopped by SIGINT (128 + 2), as `mixkit generate`
 
 
@@ -99,16 +104,23 @@ def run_command(args: argparse.Namespace) -> int:
         options["seed"] = args.seed
     json_inputs = read_inputs_json(args.inputs_json) if args.inputs_json else None
     inputs = inputs_from_strings(description, split_assignments(args.input, "--input"), json_inputs)
-    output = args.output if args.output is not None else next_run_folder(DEFAULT_OUTPUT_ROOT, description["name"])
-    folder = check_output_folder(output, args.overwrite)
-    flow = build_flow(description["name"], models, options, args)  # option values and model configs: no weights
+    claimed = claim_run_folder(DEFAULT_OUTPUT_ROOT, description["name"]) if args.output is None else None
+    try:
+        folder = check_output_folder(args.output if claimed is None else claimed, args.overwrite)
+        flow = build_flow(description["name"], models, options, args)  # option values and model configs: no weights
 
-    # 2. Run, Ctrl-C as Interrupt
-    result, interrupted = run_with_progress(flow, inputs)
+        # 2. Run, Ctrl-C as Interrupt
+        result, interrupted = run_with_progress(flow, inputs)
 
-    # 3. Save what was made, complete files only
-    written = save_app_outputs(flow.name, result, flow.plan.outputs, folder, overwrite=args.overwrite,
-                               interrupted=interrupted, video_format=args.video_format, documents=labelme_outputs(flow))
+        # 3. Save what was made, complete files only
+        written = save_app_outputs(flow.name, result, flow.plan.outputs, folder, overwrite=args.overwrite,
+                                   interrupted=interrupted, video_format=args.video_format,
+                                   documents=labelme_outputs(flow))
+    except BaseException:
+        if claimed is not None:  # a failed run leaves no empty numbered folder behind
+            with contextlib.suppress(OSError):
+                os.rmdir(claimed)
+        raise
     for path in written:
         print(path)
     if interrupted:
@@ -126,13 +138,32 @@ def labelme_outputs(flow) -> tuple[str, ...]:
                  if binding.step is not None and plan.task_classes[binding.step].name == "labelme_annotation")
 
 
-def next_run_folder(root: str, app: str) -> str:
-    """`root/NNNNN-app`, numbered one past the highest run folder there (A1111 numbers its outputs the same way), so
-    runs without -o never meet an existing folder."""
+def claim_run_folder(root: str, app: str) -> str:
+    """Make and return `root/NNNNN-app`, numbered one past the highest run folder there of any width (A1111 numbers
+    its outputs the same way; past 99999 the numbers grow to six digits). The folder is made without exist_ok, so
+    two runs started together never share one: the second takes the next number. Made before any model loads, so a
+    run is never refused after its work is done."""
     from pathlib import Path
 
-    numbers = [int(path.name[:5]) for path in Path(root).glob("[0-9][0-9][0-9][0-9][0-9]-*") if path.name[:5].isdigit()]
-    return str(Path(root) / f"{max(numbers, default=0) + 1:05d}-{app}")
+    from appflow.saved_outputs import OutputExistsError
+
+    folder = Path(root).expanduser()
+    numbers = [int(match.group(1)) for path in (folder.iterdir() if folder.is_dir() else ())
+               if (match := RUN_FOLDER.match(path.name))]
+    number = max(numbers, default=0) + 1
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for number in range(number, number + CLAIM_ATTEMPTS):
+            path = folder / f"{number:05d}-{app}"
+            try:
+                path.mkdir()
+            except FileExistsError:  # another run (or a file of that name) took it meanwhile
+                continue
+            return str(path)
+    except OSError as error:
+        raise PermissionError(f"Run folder in {str(folder)!r} cannot be made ({error.strerror or error}); choose "
+                              "another folder with -o.") from None
+    raise OutputExistsError(f"No free run folder in {str(folder)!r} after {CLAIM_ATTEMPTS} tries; choose one with -o.")
 
 
 def build_flow(name: str, models: Any, options: dict, args: argparse.Namespace):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ import webui.cli
 from appflow import Appflow, Chain, Step, validate_chain
 from appflow.__main__ import main as appflow_main
 from appflow.apps import APPS
+from appflow.run_command import claim_run_folder
 from mixkit.io.audio import pcm16, read_wav
 from pipelines.control import GenerationControl
 
@@ -272,3 +274,39 @@ def test_auto_label_writes_masks_the_labelme_file_and_boxes_labels_in_result_jso
     annotation = json.loads((out / "annotation.json").read_text())
     assert annotation == outputs["annotation"] and annotation["imagePath"] == "photo.png"
     assert len(annotation["shapes"]) >= count
+
+
+def test_run_folders_number_on_past_99999_from_the_highest_of_any_width(tmp_path):
+    root = tmp_path / "runs"
+    for name in ("99999-a", "00003-b", "notes-1", "7-c"):
+        (root / name).mkdir(parents=True)
+    first = claim_run_folder(str(root), "app")
+    second = claim_run_folder(str(root), "app")
+    assert (first, second) == (str(root / "100000-app"), str(root / "100001-app"))
+    assert (root / "100000-app").is_dir() and (root / "100001-app").is_dir()  # claimed: made, empty
+    assert claim_run_folder(str(tmp_path / "new" / "root"), "app") == str(tmp_path / "new" / "root" / "00001-app")
+
+
+def test_a_run_folder_taken_after_the_listing_is_skipped_not_shared(tmp_path, monkeypatch):
+    """Two runs started together list the same folders; the one that makes its folder second takes the next
+    number (simulated: the listing is stale, 00001-app was made by the other run after it)."""
+    (tmp_path / "00001-app").mkdir()
+    monkeypatch.setattr(Path, "iterdir", lambda self: iter(()))
+    assert claim_run_folder(str(tmp_path), "app") == str(tmp_path / "00002-app")
+
+
+def test_without_o_the_folder_is_claimed_before_the_run_and_removed_when_it_fails(cli, capsys, monkeypatch,
+                                                                                tiny_blip2_dir, picture, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    seen = []
+
+    def failing_run(flow, inputs):
+        seen.append(sorted(p.name for p in (tmp_path / "outputs" / "appflow").iterdir()))
+        raise ValueError("the run failed")
+
+    monkeypatch.setattr("appflow.run_command.run_with_progress", failing_run)
+    argv = ["apps", "run", "image2text_generation", "--model", str(tiny_blip2_dir), "--input", f"image={picture}"]
+    assert cli(argv) == 2
+    assert "the run failed" in capsys.readouterr().err
+    assert seen == [["00001-image2text_generation"]]
+    assert list((tmp_path / "outputs" / "appflow").iterdir()) == []
