@@ -141,6 +141,19 @@ def upscales(body) -> bool:
     return body.upscaler_1 not in ("None", "", None)
 
 
+def size_after_upscale(body, width: int, height: int, factor: float) -> tuple[int, int]:
+    """The size a width x height source has when the training steps (focal crop, split) get it: as sent with the
+    "None" upscaler, the "Scale to" size with "Crop to fit", else the upscale's size (floored to a multiple of 8).
+    Known before the job, so the steps' resize budgets can be checked before anything is queued."""
+    from pipelines.upscale import target_size
+
+    if not upscales(body):
+        return width, height
+    if crops_to_size(body):
+        return body.upscaling_resize_w, body.upscaling_resize_h
+    return target_size(width, height, factor)
+
+
 def plaintext_to_html(text: str) -> str:
     """Text as one HTML paragraph, lines joined by <br>, as A1111's `html_info`."""
     return "<p>" + "<br>\n".join(html.escape(line) for line in text.split("\n")) + "</p>"

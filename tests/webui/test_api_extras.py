@@ -141,3 +141,17 @@ def test_enable_pnginfo_off_returns_the_result_without_text_chunks(client):
     for answer in (body, unchanged):
         assert not {"parameters", "postprocessing"} & set(decode_png(answer["image"]).info)
     assert "Postprocess upscaler: Lanczos" in body["html_info"]
+
+
+def test_the_size_the_training_steps_get_is_known_before_the_job():
+    from types import SimpleNamespace
+
+    from webui.api_extras import SCALE_BY, SCALE_TO, size_after_upscale
+
+    def body(upscaler, mode, crop=False):
+        return SimpleNamespace(upscaler_1=upscaler, resize_mode=mode, upscaling_crop=crop, upscaling_resize=2.0,
+                               upscaling_resize_w=96, upscaling_resize_h=64)
+
+    assert size_after_upscale(body("None", SCALE_TO), 100, 75, 2.0) == (100, 75)  # sent back as it came
+    assert size_after_upscale(body("Nearest", SCALE_TO, crop=True), 100, 75, 0.96) == (96, 64)  # "Crop to fit"
+    assert size_after_upscale(body("Nearest", SCALE_BY), 100, 75, 2.0) == (200, 144)  # floored to a multiple of 8

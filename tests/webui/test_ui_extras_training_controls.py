@@ -124,3 +124,17 @@ def test_deepbooru_tags_then_the_blip_caption(with_deepbooru, monkeypatch):
                         captions=["BLIP", "Deepbooru"])
     assert (state.output_dir / result).with_suffix(".txt").read_text(encoding="utf8") == \
         "1girl, long hair, solo, a cube"
+
+
+@pytest.mark.parametrize("training, message", [
+    (dict(focal=True), "Auto focal point crop: a 64x8000 picture would be resized to 512x64000"),
+    (dict(split=True), "Split oversized images: a 64x8000 picture would be resized to 512"),
+])
+def test_a_resize_over_the_pixel_budget_is_refused_before_anything_is_queued(built, monkeypatch, training, message):
+    """With the "None" upscaler and "Scale to", the size the steps get is the source's: a strip far from the target's
+    aspect ratio would be resized to 32M pixels (over the 4096x4096 budget), refused now instead of failing inside
+    the job."""
+    state, blocks = built
+    monkeypatch.setattr(state, "submit_upscale_batch", lambda *args, **kwargs: pytest.fail("a job was queued"))
+    with pytest.raises(gr.Error, match=message):
+        run(blocks, Image.new("RGB", (64, 8000)), mode=1, size=(512, 512), upscaler="None", **training)

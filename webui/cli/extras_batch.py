@@ -70,17 +70,11 @@ def _with_training_plan(source: Source, body, steps) -> Source:
     if steps is None or not steps.active:
         return source
     from pipelines.extras_training import picture_suffixes, target_size
-    from pipelines.upscale import target_size as upscaled_size
-    from webui.api_extras import SCALE_TO, crops_to_size, upscales
+    from webui.api_extras import SCALE_TO, size_after_upscale
 
     scale_to = (body.upscaling_resize_w, body.upscaling_resize_h) if body.resize_mode == SCALE_TO else None
     target = target_size(source.width, source.height, scale_to=scale_to, scale_by=body.upscaling_resize)
-    if not upscales(body):
-        size = (source.width, source.height)
-    elif crops_to_size(body):
-        size = scale_to
-    else:
-        size = upscaled_size(source.width, source.height, source.factor)
+    size = size_after_upscale(body, source.width, source.height, source.factor)
     return Source(source.file, source.width, source.height, source.factor, target,
                   tuple(picture_suffixes(*size, steps, target)))
 

@@ -102,8 +102,8 @@ def build_extras_tab(state: ServerState) -> tuple[gr.Image, FollowedTab]:
         """Queue the upscale of `sources` (read as the API reads them) as one job and follow it as a task: the job goes
         on when the page goes away, and the task id (made by the page, the input after CodeFormer weight) lets a
         reloaded page follow it."""
-        from pipelines.extras_training import target_size
-        from webui.api_extras import SCALE_TO, extras_faces, extras_postprocess, upscale_factor
+        from pipelines.extras_training import picture_suffixes, target_size
+        from webui.api_extras import SCALE_TO, extras_faces, extras_postprocess, size_after_upscale, upscale_factor
 
         try:
             task_id = checked_task_id(state, task_id)
@@ -114,6 +114,11 @@ def build_extras_tab(state: ServerState) -> tuple[gr.Image, FollowedTab]:
                 scale_to = (body.upscaling_resize_w, body.upscaling_resize_h) if body.resize_mode == SCALE_TO else None
                 targets = [target_size(p.width, p.height, scale_to=scale_to, scale_by=body.upscaling_resize)
                            for p in pixels]
+                for number, (image, factor, target) in enumerate(zip(pixels, factors, targets), 1):
+                    try:  # the focal crop's / split's resize budget, known now: refused before anything is queued
+                        picture_suffixes(*size_after_upscale(body, image.width, image.height, factor), steps, target)
+                    except ValueError as error:
+                        raise ValueError(f"image {number} of {len(pixels)}: {error}" if batch else str(error)) from None
                 after = training_job_step(state, body, steps, targets, after)
             job = state.submit_upscale_batch(pixels, factors, body.upscaler_1, keep_on_disconnect=True,
                                              session=getattr(request, "session_hash", None), after=after)
