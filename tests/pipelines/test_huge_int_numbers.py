@@ -124,6 +124,12 @@ def _preprocessor_threshold():
     get_preprocessor("tile_resample").resolve_thresholds(HUGE, None)
 
 
+def _detect_threshold():
+    from pipelines.controlnet.detect import check_detect_inputs
+
+    check_detect_inputs("canny", 512, HUGE, None)
+
+
 @pytest.mark.parametrize("check, message", [
     (_strength, r"denoising_strength must be a number in \[0, 1\]"),
     (_sd_upscale_scale, r"Scale Factor\) must be a number in"),
@@ -143,6 +149,7 @@ def _preprocessor_threshold():
     (_mk2_script_falloff, "script_args falloff_exponent: must be a number"),
     (_img2img_extra_noise, r"img2img_extra_noise must be a number in \[0, 1\]"),
     (_sampler_s_tmax, r"s_tmax must be a number in \["),
+    (_detect_threshold, "threshold_a must be a finite number or None"),
     (_preprocessor_threshold, r"Preprocessor 'tile_resample': threshold_a .* must be a number >= "),
 ], ids=lambda value: getattr(value, "__name__", "")[:30])
 def test_a_huge_int_is_refused_naming_the_range(check, message):
