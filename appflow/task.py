@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from mixkit.numbers import is_finite_number  # the one check; appflow's callers import it from here too
 from mixkit.registry import Registry
 
 
@@ -98,20 +99,6 @@ def rename_aliases(options: dict[str, Any], aliases: dict[str, str], who: str, w
                             f"(the same {what}); pass only one.")
         renamed[canonical], spelled[canonical] = value, name
     return renamed
-
-
-def is_finite_number(value: Any) -> bool:
-    """A real number (numpy's too, not a bool) a float can hold: NaN, infinities and an int past float's range (a
-    400-digit JSON or command-line number, on which math.isfinite raises OverflowError) are not."""
-    import math
-    import numbers
-
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
 
 
 def check_number_option(name: str, value: Any, low: float | None = None, high: float | None = None) -> float:

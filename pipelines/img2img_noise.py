@@ -11,8 +11,9 @@ x0 in `add_noise` (1 in sigma space, sqrt(a_t) in variance-preserving space).
 
 from __future__ import annotations
 
-import math
 from typing import Any
+
+from mixkit.numbers import is_finite_number
 
 
 # option -> (lowest, highest): A1111's Settings > img2img sliders (shared_options.py). Beyond them the start latents
@@ -28,7 +29,7 @@ def check_img2img_noise(initial_noise_multiplier: Any, img2img_extra_noise: Any)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(f"{name} must be a number (A1111's Settings > img2img), got {value!r}.")
         low, high = RANGES[name]
-        if not math.isfinite(value) or not low <= value <= high:
+        if not is_finite_number(value) or not low <= value <= high:
             raise ValueError(f"{name} must be a number in [{low:g}, {high:g}] (A1111's Settings > img2img slider; "
                              f"defaults: initial_noise_multiplier 1, img2img_extra_noise 0), got {value!r}.")
 

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
+from mixkit.numbers import is_finite_number
 from pipelines.infotext_values import as_integer
 
 # A1111 1.10's `sampler_extra_params`: the samplers whose k-diffusion function takes churn, by mixkit/A1111 name.
@@ -224,7 +225,7 @@ def check_sampler_parameters(parameters: Any) -> None:
         low, high = RANGES[name]
         if name == "s_tmax" and value == math.inf:
             continue  # infinity, as A1111's 0 means
-        if not (math.isfinite(value) and low <= value <= high):
+        if not (is_finite_number(value) and low <= value <= high):
             default = "0 keeps the sampler's default" if low == 0 else f"default {_DEFAULTS[name]}"
             raise ValueError(f"{name} must be a number in [{low:g}, {high:g}] ({default}; A1111's Settings > Sampler "
                              f"parameters), got {value!r}.")

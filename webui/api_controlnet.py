@@ -18,10 +18,10 @@ one ignored); a mask of another size than the unit's image is refused, as there.
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from mixkit.numbers import is_finite_number
 from webui.base64_images import decode_base64_image
 
 logger = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ def _processor_res(label: str, value: Any) -> int:
     if default_if_negative(value) is None:
         return DEFAULT_PROCESSOR_RES
     low, high = PROCESSOR_RES_RANGE
-    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    number = is_finite_number(value)
     if not number or value != int(value) or not low <= value <= high:
         raise ValueError(f"{label} processor_res must be an integer in [{low}, {high}] "
                          f"(or -1 for {DEFAULT_PROCESSOR_RES}), got {value!r}.")
@@ -126,7 +126,7 @@ def _threshold(label: str, value: Any) -> float | None:
     value = default_if_negative(value)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not is_finite_number(value):
         raise ValueError(f"{label} must be a number (-1 for the preprocessor's default), got {value!r}.")
     return float(value)
 

@@ -18,9 +18,11 @@ variation (0.05; 0-1). As A1111's mk2, it paints from masked content "original" 
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import Any
+
+from mixkit.numbers import is_finite_number
+
 
 OUTPAINT_SCRIPT = "poor man's outpainting"  # A1111's title, lower-cased as /sdapi/v1/scripts lists it
 # A1111's ui() order and defaults: pixels, mask_blur, inpainting_fill (radio index), direction
@@ -49,15 +51,14 @@ def _whole_number(name: str, value: Any) -> int:
 
     NaN and Infinity (JSON from Python's json module) are refused here too, before `int()` would raise its own
     ValueError or OverflowError (a 500)."""
-    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-            or value != int(value)):
+    if not is_finite_number(value) or value != int(value):
         raise ValueError(f"script_args {name}: must be a whole number, got {value!r}.")
     return int(value)
 
 
 def _number(name: str, value: Any) -> float:
     """A finite int or float; ValueError naming the arg."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not is_finite_number(value):
         raise ValueError(f"script_args {name}: must be a number, got {value!r}.")
     return float(value)
 

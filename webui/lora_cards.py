@@ -67,7 +67,7 @@ def card_text(user_metadata: dict) -> tuple[CardText, list[str]]:
         weight = float(weight or 0)
         if not math.isfinite(weight):
             raise ValueError
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a 400-digit int, which no float holds
         warnings.append(f"side-car \"preferred weight\" {weight!r} is not a number; 1 is used")
         weight = 0.0
     texts = {}

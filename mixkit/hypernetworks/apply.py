@@ -12,7 +12,6 @@ with other forward patches; `remove()` restores exactly the forwards that were t
 
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass
 
@@ -21,6 +20,7 @@ from torch import nn
 
 from mixkit.forward_patches import stamp_forward_change
 from mixkit.hypernetworks.network import Hypernetwork, HypernetworkMLP
+from mixkit.numbers import is_finite_number
 
 # Far beyond any use (A1111's slider goes to 2), far below what overflows an fp16 context.
 MAX_HYPERNETWORK_STRENGTH = 100.0
@@ -41,7 +41,7 @@ class HypernetworkApplication:
 
 
 def check_hypernetwork_strength(strength, name: str) -> float:
-    if isinstance(strength, bool) or not isinstance(strength, (int, float)) or not math.isfinite(strength):
+    if not is_finite_number(strength):
         raise ValueError(f"hypernetwork {name!r}: strength must be a finite number, got {strength!r}")
     if abs(strength) > MAX_HYPERNETWORK_STRENGTH:
         raise ValueError(f"hypernetwork {name!r}: strength {strength!r} is beyond ±{MAX_HYPERNETWORK_STRENGTH:g}; "

@@ -8,6 +8,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from mixkit.numbers import is_finite_number
 from mixkit.prompts.extra_networks import APPLIED_KINDS
 
 # Prompt-tag kinds that name a LoRA: the kinds the prompt parser applies (the others are skipped there, as in A1111).
@@ -34,7 +35,7 @@ class LoraRequest:
             raise TypeError(f"LoraRequest.source must be a non-empty path or name, got {self.source!r}")
         for field_name in ("te_weight", "unet_weight"):
             value = getattr(self, field_name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if not is_finite_number(value):
                 raise ValueError(f"LoraRequest.{field_name} must be a finite number, got {value!r} (for {self.source})")
             if abs(value) > MAX_STRENGTH:
                 raise ValueError(f"LoraRequest.{field_name}={value!r} for {self.source} is beyond ±{MAX_STRENGTH:g}: such "

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from mixkit.data.shapes import WorldConfig, with_held_out
+from mixkit.numbers import is_finite_number
 
 # The base world leaves out diamond, heart, orange and grey (the LoRA concepts of `mixkit eval tiny`)
 # and holds out 5% of (shape, colour, background) combinations so evaluation prompts are unseen.
@@ -79,7 +80,6 @@ def check_recipe_types(recipe) -> None:
     """Each setting of the type its default has (a `--set learning_rate=abc` used to surface as "'>' not supported
     between 'str' and 'float'"), and `threads` >= 0 (-1 reached torch as a raw RuntimeError)."""
     import dataclasses
-    import math
 
     for setting in dataclasses.fields(recipe):
         value, default = getattr(recipe, setting.name), setting.default
@@ -88,7 +88,7 @@ def check_recipe_types(recipe) -> None:
         elif isinstance(default, int):
             wrong, kind = isinstance(value, bool) or not isinstance(value, int), "an integer"
         elif isinstance(default, float):
-            wrong = isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            wrong = not is_finite_number(value)
             kind = "a finite number"
         else:
             continue

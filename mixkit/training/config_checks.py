@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from mixkit.numbers import is_finite_number
+
 MIXED_PRECISION = ("no", "bf16", "fp16", "auto")  # auto: see accelerator_setup.resolve_mixed_precision
 
 
@@ -20,7 +22,7 @@ def check_non_negative_numbers(config, names: tuple[str, ...]) -> None:
         value = getattr(config, name)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        if not is_finite_number(value) or value < 0:
             raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
 
 
@@ -50,7 +52,7 @@ def check_number_in(config, name: str, interval: str, hint: str = "") -> None:
     """A number setting in an interval written as in the message: "[0, 1]", "(0, 1]", "[0, 1)" or "[0, inf)"."""
     value = getattr(config, name)
     low, high = (float(bound) for bound in interval[1:-1].split(", "))
-    inside = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    inside = (is_finite_number(value)
               and (low <= value if interval[0] == "[" else low < value)
               and (value <= high if interval[-1] == "]" else value < high))
     if not inside:

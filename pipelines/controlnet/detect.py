@@ -9,8 +9,7 @@ is the unit's resize mode's job once a size is known.
 
 from __future__ import annotations
 
-import math
-
+from mixkit.numbers import is_finite_number
 from pipelines.controlnet.resolution import (
     DEFAULT_PROCESSOR_RES, PROCESSOR_RES_RANGE, detect_at_resolution, uses_resolution,
 )
@@ -29,8 +28,7 @@ def check_detect_inputs(preprocessor: str, processor_res: int, threshold_a: floa
         raise ValueError(f"processor_res must be an integer in [{low}, {high}] (sd-webui-controlnet's slider range; "
                          f"its default is {DEFAULT_PROCESSOR_RES}), got {processor_res!r}.")
     for label, value in (("threshold_a", threshold_a), ("threshold_b", threshold_b)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not math.isfinite(value)):
+        if value is not None and not is_finite_number(value):
             raise ValueError(f"{label} must be a finite number or None (the preprocessor's default), got {value!r}.")
     return entry.resolve_thresholds(threshold_a, threshold_b)
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
+from mixkit.numbers import is_finite_number
 from pipelines.controlnet.resolution import PROCESSOR_RES_RANGE
 from pipelines.image_prep import check_resize_mode
 
@@ -88,7 +88,7 @@ def _number(label: str, value: Any, low: float, high: float) -> None:
 def check_weight(label: str, value: Any) -> None:
     """A unit's weight (diffusers' controlnet_conditioning_scale): any finite number >= 0, as sd-webui-controlnet's API
     takes it (its 0-2 is only the UI slider's range; tile and QR-code recipes go above 2)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if not is_finite_number(value) or value < 0:
         raise ValueError(f"{label} must be a finite number >= 0 (1 is full strength; the UI slider runs 0-2), "
                          f"got {value!r}.")
 

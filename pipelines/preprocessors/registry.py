@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+from mixkit.numbers import is_finite_number
 from mixkit.registry import Registry
 
 
@@ -60,7 +61,7 @@ def _resolve(name: str, field: str, slider: Slider | None, value):
     if slider is None or value is None:
         return None if slider is None else slider.default
     low, high = slider.accepts
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not low <= value <= high:
+    if not is_finite_number(value) or not low <= value <= high:
         accepted = f"a number >= {low}" if high == math.inf else f"a number in [{low}, {high}]"
         raise ValueError(f"Preprocessor {name!r}: {field} ({slider.label!r}, slider {slider.minimum}-{slider.maximum}, "
                          f"default {slider.default}) must be {accepted}, got {value!r}; "

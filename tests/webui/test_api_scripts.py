@@ -59,6 +59,7 @@ def test_args_left_out_take_the_scripts_defaults_and_it_is_listed(client):
     ({"script_args": [16, 65]}, "script_args: mask_blur must be an integer in [0, 64]"),
     ({"script_args": [16, 2, 0, ["left"], 1]}, "must be a list of at most 4 values"),
     ({"script_args": [2048]}, "must be in [8, 4096]"),
+    ({"script_args": [10 ** 400]}, "script_args pixels: must be a whole number"),  # was an OverflowError: a 500
     ({"script_name": "No such script"}, "script_name='No such script'"),
 ])
 def test_bad_script_args_are_refused_before_the_job(client, fields, message):

@@ -36,3 +36,13 @@ def test_loras_metadata_decodes_json_objects_as_a1111(tmp_path):
         "ss_training_comment": "{not json",
     }
     assert card.metadata == STORED  # the card keeps the header's strings; only the A1111 item is decoded
+
+
+def test_a_preferred_weight_no_float_holds_is_warned_about_and_skipped():
+    """A 400-digit "preferred weight" in a side-car (float() raised OverflowError, failing the whole card list)."""
+    from webui.lora_cards import card_text
+
+    texts, warnings = card_text({"preferred weight": 10 ** 400})
+    assert len(warnings) == 1 and warnings[0].startswith('side-car "preferred weight" 1000')
+    assert warnings[0].endswith("is not a number; 1 is used")
+    assert texts == card_text({})[0]

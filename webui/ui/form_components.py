@@ -8,10 +8,9 @@ values; they now get the field's label, the range and what was sent.
 
 from __future__ import annotations
 
-import math
-
 import gradio as gr
 
+from mixkit.numbers import is_finite_number
 from webui.ui.errors import refused
 
 
@@ -22,20 +21,12 @@ def checked_number(payload, label: str, minimum: float | None, maximum: float | 
         if allow_empty:
             return None
         raise refused(f"{label} is empty; give {wanted}.")
-    if isinstance(payload, bool) or not isinstance(payload, (int, float)) or not _finite(payload):
+    # is_finite_number also refuses a client's 400-digit int (math.isfinite and Gradio's rounding raise OverflowError)
+    if not is_finite_number(payload):
         raise refused(f"{label} must be {wanted}, got {payload!r}.")
     if (minimum is not None and payload < minimum) or (maximum is not None and payload > maximum):
         raise refused(f"{label} must be {wanted}, got {_plain(payload)}.")
     return payload
-
-
-def _finite(value: int | float) -> bool:
-    """NaN, infinities and an int past float's range (a client's 400-digit number, which math.isfinite and Gradio's
-    rounding would meet with OverflowError) are no number a field takes."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
 
 
 def _plain(value) -> str:

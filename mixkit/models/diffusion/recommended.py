@@ -10,11 +10,11 @@ explicitly always win, and the infotext records what was used.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from mixkit.io.json_object import read_json_object
+from mixkit.numbers import is_finite_number
 
 RECOMMENDED_FILE = "mixkit_generation.json"
 _NOT_GENERATION = ("note", "calibration_prompts")
@@ -37,8 +37,7 @@ class RecommendedSettings:
             raise ValueError(f"sampler must be a WebUI sampler name, got {self.sampler!r}")
         if self.steps is not None and (isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1):
             raise ValueError(f"steps must be an integer >= 1, got {self.steps!r}")
-        if self.cfg_scale is not None and (isinstance(self.cfg_scale, bool) or not isinstance(self.cfg_scale, (int, float))
-                                           or not math.isfinite(self.cfg_scale) or self.cfg_scale < 0):
+        if self.cfg_scale is not None and (not is_finite_number(self.cfg_scale) or self.cfg_scale < 0):
             raise ValueError(f"cfg_scale must be a finite number >= 0, got {self.cfg_scale!r}")
         if self.clip_skip is not None and (isinstance(self.clip_skip, bool) or not isinstance(self.clip_skip, int)
                                            or self.clip_skip < 1):

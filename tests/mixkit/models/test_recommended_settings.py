@@ -39,6 +39,7 @@ def test_calibration_prompts_round_trip_and_are_not_generation_settings(tmp_path
     ('{"steps": 0}', "steps must be an integer >= 1, got 0"),
     ('{"steps": 2.5}', "steps must be an integer"),
     ('{"cfg_scale": -1}', "cfg_scale must be a finite number >= 0"),
+    ('{"cfg_scale": 1' + "0" * 400 + '}', "cfg_scale must be a finite number >= 0"),  # was an OverflowError
     ('{"cfg_scale": true}', "cfg_scale must be a finite number"),
     ('{"sampler": ""}', "sampler must be a WebUI sampler name"),
     ('[5]', "must hold a JSON object"),
