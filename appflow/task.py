@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from mixkit.numbers import is_finite_number  # the one check; appflow's callers import it from here too
+from mixkit.finite_numbers import is_finite_number  # the one check; appflow's callers import it from here too
 from mixkit.registry import Registry
 
 

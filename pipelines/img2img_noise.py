@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mixkit.numbers import is_finite_number
+from mixkit.finite_numbers import is_finite_number
 
 
 # option -> (lowest, highest): A1111's Settings > img2img sliders (shared_options.py). Beyond them the start latents

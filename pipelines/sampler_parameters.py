@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
-from mixkit.numbers import is_finite_number
+from mixkit.finite_numbers import is_finite_number
 from pipelines.infotext_values import as_integer
 
 # A1111 1.10's `sampler_extra_params`: the samplers whose k-diffusion function takes churn, by mixkit/A1111 name.

@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from mixkit.numbers import is_finite_number
+from mixkit.finite_numbers import is_finite_number
 from webui.base64_images import decode_base64_image
 
 logger = logging.getLogger(__name__)

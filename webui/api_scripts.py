@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from mixkit.numbers import is_finite_number
+from mixkit.finite_numbers import is_finite_number
 
 
 OUTPAINT_SCRIPT = "poor man's outpainting"  # A1111's title, lower-cased as /sdapi/v1/scripts lists it

@@ -20,7 +20,7 @@ from torch import nn
 
 from mixkit.forward_patches import stamp_forward_change
 from mixkit.hypernetworks.network import Hypernetwork, HypernetworkMLP
-from mixkit.numbers import is_finite_number
+from mixkit.finite_numbers import is_finite_number
 
 # Far beyond any use (A1111's slider goes to 2), far below what overflows an fp16 context.
 MAX_HYPERNETWORK_STRENGTH = 100.0

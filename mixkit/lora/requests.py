@@ -8,7 +8,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from mixkit.numbers import is_finite_number
+from mixkit.finite_numbers import is_finite_number
 from mixkit.prompts.extra_networks import APPLIED_KINDS
 
 # Prompt-tag kinds that name a LoRA: the kinds the prompt parser applies (the others are skipped there, as in A1111).

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from mixkit.data.shapes import WorldConfig, with_held_out
-from mixkit.numbers import is_finite_number
+from mixkit.finite_numbers import is_finite_number
 
 # The base world leaves out diamond, heart, orange and grey (the LoRA concepts of `mixkit eval tiny`)
 # and holds out 5% of (shape, colour, background) combinations so evaluation prompts are unseen.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from mixkit.numbers import is_finite_number
+from mixkit.finite_numbers import is_finite_number
 
 MIXED_PRECISION = ("no", "bf16", "fp16", "auto")  # auto: see accelerator_setup.resolve_mixed_precision
 

@@ -9,7 +9,7 @@ is the unit's resize mode's job once a size is known.
 
 from __future__ import annotations
 
-from mixkit.numbers import is_finite_number
+from mixkit.finite_numbers import is_finite_number
 from pipelines.controlnet.resolution import (
     DEFAULT_PROCESSOR_RES, PROCESSOR_RES_RANGE, detect_at_resolution, uses_resolution,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mixkit.numbers import is_finite_number
+from mixkit.finite_numbers import is_finite_number
 from pipelines.controlnet.resolution import PROCESSOR_RES_RANGE
 from pipelines.image_prep import check_resize_mode
 

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from mixkit.numbers import is_finite_number
+from mixkit.finite_numbers import is_finite_number
 from mixkit.registry import Registry
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from mixkit.numbers import is_finite_number
+from mixkit.finite_numbers import is_finite_number
 from webui.ui.errors import refused
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from mixkit.io.json_object import read_json_object
-from mixkit.numbers import is_finite_number
+from mixkit.finite_numbers import is_finite_number
 
 RECOMMENDED_FILE = "mixkit_generation.json"
 _NOT_GENERATION = ("note", "calibration_prompts")

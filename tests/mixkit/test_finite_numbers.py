@@ -1,4 +1,4 @@
-"""mixkit.numbers.is_finite_number: the one check user numbers go through (HTTP JSON, CLI, Python API)."""
+"""mixkit.finite_numbers.is_finite_number: the one check user numbers go through (HTTP JSON, CLI, Python API)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from mixkit.numbers import is_finite_number
+from mixkit.finite_numbers import is_finite_number
 
 
 @pytest.mark.parametrize("value", [0, -3, 2.5, -1e308, 10 ** 300, np.float32(1.5), np.int64(7), np.float64(-2.0),
