@@ -17,6 +17,17 @@ class CheckpointFormatError(MixkitError, ValueError):
     """A file is not a readable checkpoint (truncated, wrong format, corrupt header)."""
 
 
+class ConfigMismatchError(CheckpointFormatError):
+    """A single-file checkpoint's tensors do not fit the configs it was read with (another architecture).
+
+    `mismatch` says which keys do not fit, `advice` how to give the right configs; a caller that knows better
+    where the configs come from (a refiner reads the base model's) re-raises with its own advice."""
+
+    def __init__(self, mismatch: str, advice: str = "") -> None:  # advice optional: an unpickled copy has one arg
+        super().__init__(f"{mismatch}. {advice}" if advice else mismatch)
+        self.mismatch, self.advice = mismatch, advice
+
+
 class ModelNotFoundError(MixkitError, FileNotFoundError):
     """A model source (path or hub id) could not be found or is not a model."""
 

@@ -202,20 +202,30 @@ class RefinerSlot:
         """The ModelSession of `refiner` (loaded on first use, like the base model: same dtypes, on the CPU when
         the base model is on an accelerator), sharing the base session's embeddings and LoRA folders."""
         from pipelines.generation import ModelSession
+        from pipelines.refiner_configs import refiner_config_options
         from pipelines.refiner_vae import refiner_load_options
 
         base = base_session.model
         model = refiner if isinstance(refiner, DiffusionModel) else getattr(refiner, "model", None)
         options = refiner_load_options(base)  # the VAE setting "None": its built-in VAE, not the file next to it
+        if model is None:
+            options.update(refiner_config_options(base, refiner))  # a single file: the base model's config_dir
         key = ("object", id(model)) if model is not None else ("source", str(refiner), base.unet.dtype,
                                                                base.text_encoders[0].dtype, tuple(options.items()))
         if key != self._key:
             self._key, self._session = None, None  # the previous refiner is dropped before the next one loads
             if model is None:
+                from mixkit.errors import ConfigMismatchError
                 from mixkit.models.diffusion.loading import load_diffusion_model
+                from pipelines.refiner_configs import refiner_configs_advice
 
-                model = load_diffusion_model(refiner, dtype=base.text_encoders[0].dtype, unet_dtype=base.unet.dtype,
-                                             device="cpu", **options)
+                try:
+                    model = load_diffusion_model(refiner, dtype=base.text_encoders[0].dtype,
+                                                 unet_dtype=base.unet.dtype, device="cpu", **options)
+                except ConfigMismatchError as error:
+                    # the loader's advice is about config_dir / --config-dir, which set the base model's configs
+                    # here; say what reaches a refiner's
+                    raise ConfigMismatchError(error.mismatch, refiner_configs_advice(refiner, base)) from None
             check_refiner_fits(base, model)
             self._session = ModelSession(model, embeddings_dir=base_session.embeddings_dir,
                                          lora_dir=base_session.lora_dir,

@@ -44,3 +44,22 @@ def test_switch_at_outside_the_open_interval_is_a_usage_error(tiny_sdxl_dir, tmp
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and "--refiner-switch-at must be a number strictly between 0 and 1" in err[-1]
     assert not (tmp_path / "x").exists()
+
+
+def test_a_refiner_file_of_a_single_file_models_family_is_read_with_its_config_dir(tiny_sd1_dir, tmp_path, capsys):
+    """`--config-dir` reaches a refiner file of the model's family: the tiny refiner as a single file refines as its
+    folder does (tiny files match no shipped configs, so without it the refiner file was refused)."""
+    from mixkit.models.diffusion.loading import load_diffusion_model
+    from mixkit.models.diffusion.single_file_writer import save_ldm_checkpoint
+    from mixkit.testing.tiny_models import build_tiny_sd1
+
+    refiner_dir = build_tiny_sd1(tmp_path / "refiner", seed=1)
+    save_ldm_checkpoint(load_diffusion_model(tiny_sd1_dir), tmp_path / "base.safetensors")
+    save_ldm_checkpoint(load_diffusion_model(refiner_dir), tmp_path / "refiner.safetensors")
+    model = ["--model", str(tmp_path / "base.safetensors"), "--config-dir", str(tiny_sd1_dir), "--refiner-switch-at",
+             "0.5", *SIZE]
+    from_file, _ = _generate(capsys, "a red circle", *model, "--refiner", str(tmp_path / "refiner.safetensors"),
+                             "-o", str(tmp_path / "f"))
+    from_folder, _ = _generate(capsys, "a red circle", *model, "--refiner", str(refiner_dir), "-o", str(tmp_path / "d"))
+    assert Image.open(from_file).tobytes() == Image.open(from_folder).tobytes()
+    assert "Refiner: refiner [" in Image.open(from_file).text["parameters"]

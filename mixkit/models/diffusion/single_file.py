@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from mixkit.errors import CheckpointFormatError, ModelNotFoundError
+from mixkit.errors import CheckpointFormatError, ConfigMismatchError, ModelNotFoundError
 from mixkit.models.diffusion.components import DiffusionModel
 from mixkit.models.diffusion.diffusers_folder import check_tokenizer
 from mixkit.models.diffusion.detect_keys import (
@@ -52,6 +52,7 @@ IGNORED_KEYS = re.compile(
 IGNORED_VAE_KEYS = re.compile(r"^(loss\..*|model_ema\..*)$")
 VAE_FILE_PREFIXES = (VAE_PREFIX, "vae.")
 EXAMPLES = 5
+CONFIG_DIR_KEY = "config_dir"  # extras key: the user's config_dir a single file was loaded with (absent: shipped)
 CONFIG_DIR_HOW = (
     "load it with the configs of a diffusers folder that matches it: load_diffusion_model(path, config_dir=FOLDER) "
     "or TextToImage.from_pretrained(path, config_dir=FOLDER); on the command line, mixkit generate --config-dir FOLDER"
@@ -116,6 +117,9 @@ def load_single_file(
 
     # 6. VAE: the file's own, or a separate single-file VAE
     extras = {"prediction_type_reason": reason, "configs": configs.source}
+    if config_dir is not None:
+        # kept so a refiner file of this architecture can be read with the same configs (pipelines.refiner_configs)
+        extras[CONFIG_DIR_KEY] = str(config_dir)
     if vae_path is None:
         _assign(vae, _convert_vae(_under(state, VAE_PREFIX), vae), torch_dtype, "VAE", path)
     else:
@@ -284,10 +288,8 @@ def _check_layout(state: dict, expected: dict, path: Path, source: str, ignored)
     if unexpected:
         problems.append(f"{len(unexpected)} unexpected keys (e.g. {unexpected[:EXAMPLES]})")
     if problems:
-        raise CheckpointFormatError(
-            f"{path} does not match the {source!r} configs: " + "; ".join(problems) + ". If the file is complete, "
-            f"it has a different architecture: {CONFIG_DIR_HOW}."
-        )
+        raise ConfigMismatchError(f"{path} does not match the {source!r} configs: " + "; ".join(problems),
+                                  f"If the file is complete, it has a different architecture: {CONFIG_DIR_HOW}.")
 
 
 def _under(state: dict, prefix: str) -> dict:

@@ -1,0 +1,120 @@
+"""A refiner given as a single-file checkpoint (pipelines/refiner_configs.py): read with the base model's config_dir
+when the base came from a single file with one and the refiner is of its family, so it refines exactly as the same
+weights as a diffusers folder; otherwise a ConfigMismatchError with what to do, and the pipeline unchanged.
+
+The tiny models match no published architecture, so a tiny single file loads only with its folder's configs: the
+situation of a user's non-standard checkpoints, which is where the refiner used to fail ("does not match the 'sd15'
+configs")."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mixkit.errors import ConfigMismatchError
+
+SMALL = dict(prompt="a red fox", negative_prompt="blurry", width=64, height=64, seed=3, sampler="Euler", steps=4)
+
+
+@pytest.fixture(scope="module")
+def files(tiny_sd1_dir, tmp_path_factory):
+    """The tiny SD1 model as a single file, and a refiner of its architecture (other weights) as a folder and as a
+    single file."""
+    from mixkit.models.diffusion.loading import load_diffusion_model
+    from mixkit.models.diffusion.single_file_writer import save_ldm_checkpoint
+    from mixkit.testing.tiny_models import build_tiny_sd1
+
+    root = tmp_path_factory.mktemp("refiner-files")
+    refiner_dir = build_tiny_sd1(root / "refiner", seed=1)
+    save_ldm_checkpoint(load_diffusion_model(tiny_sd1_dir), root / "base.safetensors")
+    save_ldm_checkpoint(load_diffusion_model(refiner_dir), root / "refiner.safetensors")
+    return {"base": root / "base.safetensors", "refiner_dir": refiner_dir, "refiner": root / "refiner.safetensors"}
+
+
+def _pixels(result) -> np.ndarray:
+    return np.asarray(result.images[0], dtype=np.int16)
+
+
+def test_a_single_file_refiner_refines_as_its_folder_does(tiny_sd1_dir, files):
+    from pipelines.infotext import parse_infotext
+    from pipelines.txt2img import TextToImage
+
+    pipe = TextToImage.from_pretrained(files["base"], config_dir=tiny_sd1_dir)
+    from_folder = pipe(**SMALL, refiner=str(files["refiner_dir"]), refiner_switch_at=0.5)
+    from_file = pipe(**SMALL, refiner=str(files["refiner"]), refiner_switch_at=0.5)
+    plain = pipe(**SMALL)
+    np.testing.assert_array_equal(_pixels(from_file), _pixels(from_folder))
+    assert np.abs(_pixels(from_file) - _pixels(plain)).max() > 0  # the refiner's other weights did run
+    refiner = pipe.session.refiner_slot._session.model
+    assert refiner.extras["config_dir"] == str(tiny_sd1_dir)
+    # the infotext names the file by its stem and hash, as A1111 names a checkpoint
+    assert parse_infotext(from_file.infotexts[0])["Refiner"] == f"refiner [{refiner.model_hash}]"
+
+
+def test_the_options_give_the_base_models_config_dir_to_a_file_of_its_family(tiny_sd1_dir, files, sd1_model):
+    from mixkit.models.diffusion.loading import load_diffusion_model
+    from pipelines.refiner_configs import refiner_config_options
+
+    base = load_diffusion_model(files["base"], config_dir=tiny_sd1_dir)
+    assert refiner_config_options(base, files["refiner"]) == {"config_dir": str(tiny_sd1_dir)}
+    assert refiner_config_options(base, str(files["refiner"])) == {"config_dir": str(tiny_sd1_dir)}
+    # a folder or hub id has its own configs; a loaded model is used as it is
+    assert refiner_config_options(base, files["refiner_dir"]) == {}
+    assert refiner_config_options(base, "stabilityai/stable-diffusion-xl-refiner-1.0") == {}
+    assert refiner_config_options(base, sd1_model) == {}
+    # a base model read with shipped configs or from a folder has no config_dir to pass on
+    assert refiner_config_options(sd1_model, files["refiner"]) == {}
+
+
+def test_a_refiner_file_of_another_family_keeps_its_shipped_configs(tiny_sdxl_dir, tiny_sdxl_refiner_dir,
+                                                                     tmp_path):
+    from mixkit.models.diffusion.loading import load_diffusion_model
+    from mixkit.models.diffusion.single_file_writer import save_ldm_checkpoint
+    from mixkit.models.diffusion import ModelFamily
+    from pipelines.refiner_configs import refiner_config_options, single_file_family
+
+    save_ldm_checkpoint(load_diffusion_model(tiny_sdxl_dir), tmp_path / "xl.safetensors")
+    save_ldm_checkpoint(load_diffusion_model(tiny_sdxl_refiner_dir), tmp_path / "xl-refiner.safetensors")
+    base = load_diffusion_model(tmp_path / "xl.safetensors", config_dir=tiny_sdxl_dir)
+    assert single_file_family(tmp_path / "xl-refiner.safetensors") is ModelFamily.SDXL_REFINER
+    assert refiner_config_options(base, tmp_path / "xl-refiner.safetensors") == {}  # an SDXL folder would not fit
+    assert refiner_config_options(base, tmp_path / "xl.safetensors") == {"config_dir": str(tiny_sdxl_dir)}
+
+
+def test_a_refiner_file_that_fits_no_configs_is_refused_saying_what_to_do(files):
+    """A diffusers-folder base has no config_dir, so the tiny refiner file is read with the shipped SD 1.5 configs:
+    refused, with the refiner's way out; the pipeline then generates as before the failed call."""
+    from pipelines.txt2img import TextToImage
+
+    pipe = TextToImage.from_pretrained(files["refiner_dir"])  # any tiny SD1 folder as the base
+    before = pipe(**SMALL)
+    with pytest.raises(ConfigMismatchError) as caught:
+        pipe(**SMALL, refiner=str(files["refiner"]), refiner_switch_at=0.5)
+    message = str(caught.value)
+    assert message.startswith(f"{files['refiner']} does not match the 'sd15' configs: ")
+    assert ("The refiner is a single file, read with the shipped configs of its family. If it is complete, it has "
+            "another architecture: load it with the configs of a diffusers folder that matches it and pass that as "
+            "the refiner (refiner=TextToImage.from_pretrained(path, config_dir=FOLDER))") in message
+    assert "mixkit generate --config-dir FOLDER" in message
+    assert pipe.session.refiner_slot._session is None  # nothing half-loaded kept for the next call
+    np.testing.assert_array_equal(_pixels(pipe(**SMALL)), _pixels(before))
+
+
+def test_a_refiner_file_that_does_not_fit_the_base_models_config_dir_names_it(tiny_sd1_dir, files, tmp_path):
+    """An SD1 refiner file the base model's config_dir does not describe (here: one UNet tensor short): the error
+    names the folder it was read with, and the missing key."""
+    from safetensors.torch import load_file, save_file
+
+    from pipelines.txt2img import TextToImage
+
+    state = load_file(files["refiner"])
+    del state["model.diffusion_model.out.2.bias"]
+    save_file(state, tmp_path / "short.safetensors")
+    pipe = TextToImage.from_pretrained(files["base"], config_dir=tiny_sd1_dir)
+    with pytest.raises(ConfigMismatchError) as caught:
+        pipe(**SMALL, refiner=str(tmp_path / "short.safetensors"), refiner_switch_at=0.5)
+    message = str(caught.value)
+    assert f"does not match the {str(tiny_sd1_dir)!r} configs: 1 missing keys" in message
+    assert "'model.diffusion_model.out.2.bias'" in message
+    assert (f"The refiner is a single file, read with the configs of {str(tiny_sd1_dir)!r}, the base model's "
+            "config_dir. ") in message
