@@ -11,8 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mixkit.errors import MixkitError
+
 CAPTION_SUFFIX = ".txt"
 SHOWN = 5  # files named in an error before "and N more"
+
+
+class CaptionFileExistsError(MixkitError, FileExistsError):
+    """A caption file that would be written is already there (the user's, perhaps hand-written)."""
 
 
 def caption_path(image: Path) -> Path:
@@ -25,8 +31,8 @@ def _listed(paths: list[str]) -> str:
 
 
 def plan_caption_files(images: list[Path], overwrite: bool) -> list[Path]:
-    """The caption file of each image, in order; ValueError naming the images that share one, FileExistsError naming
-    the captions already there (without `overwrite`)."""
+    """The caption file of each image, in order; ValueError naming the images that share one, CaptionFileExistsError
+    naming the captions already there (without `overwrite`)."""
     captions = [caption_path(image) for image in images]
     first: dict[Path, Path] = {}
     shared = []
@@ -41,21 +47,21 @@ def plan_caption_files(images: list[Path], overwrite: bool) -> list[Path]:
                          "rename one")
     existing = [str(caption) for caption in captions if caption.exists()]
     if existing and not overwrite:
-        raise FileExistsError(f"{len(existing)} caption file(s) already exist: {_listed(existing)}; add --overwrite "
-                              "to replace them, or move them away")
+        raise CaptionFileExistsError(f"{len(existing)} caption file(s) already exist: {_listed(existing)}; add "
+                                     "--overwrite to replace them, or move them away")
     return captions
 
 
 def write_caption_file(path: Path, caption: str, overwrite: bool) -> None:
     """`caption` (UTF-8, no trailing newline, as A1111 writes captions) atomically at `path`; without `overwrite` a
-    file that appeared since the plan is kept and FileExistsError names it."""
+    file that appeared since the plan is kept and CaptionFileExistsError names it."""
     from pipelines.png import publish_file, written_temporary_file
 
     temp = written_temporary_file(path.parent, path.stem, caption.encode("utf-8"))
     try:
         publish_file(temp, path, replace=overwrite)
     except FileExistsError:
-        raise FileExistsError(f"{path} was created by another program while this one ran; it is kept (add "
-                              "--overwrite to replace captions)") from None
+        raise CaptionFileExistsError(f"{path} was created by another program while this one ran; it is kept (add "
+                                     "--overwrite to replace captions)") from None
     finally:
         temp.unlink(missing_ok=True)

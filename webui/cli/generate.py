@@ -130,8 +130,8 @@ def add_generation_flags(p: argparse.ArgumentParser,
                         "models/hypernetworks; default: none, the tags are then skipped with a warning)")
     p.add_argument("--vae", default=None, help="override the model's VAE (folder or single file)")
     p.add_argument("--config-dir", default=None,
-                   help="single-file checkpoint of a non-standard architecture: a diffusers folder whose configs fit it "
-                        "(a --refiner single file of the same family is read with them too)")
+                   help="single-file checkpoint of a non-standard architecture: a diffusers folder whose configs fit "
+                        "it (a --refiner single file of the same family is read with them too)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cpu)")
     p.add_argument("--preset", default="exact", help="performance preset: exact (default), fast, low-memory")
     p.add_argument("--backend", default="torch", help="execution backend: torch (default), torch.compile, openvino")

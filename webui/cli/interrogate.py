@@ -34,7 +34,8 @@ def add_parser(subparsers) -> None:
                         "--deepdanbooru-models-path)")
     output = p.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true",
-                        help="print one JSON list of {\"file\": ..., \"caption\": ...} (the API's key) instead of lines")
+                        help="print one JSON list of {\"file\": ..., \"caption\": ...} (the API's key) instead of "
+                             "lines")
     output.add_argument("--write-captions", action="store_true",
                         help="write each answer to NAME.txt beside NAME.png (kohya / A1111 caption files) and print "
                              "the files written")

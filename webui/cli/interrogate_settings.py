@@ -41,8 +41,8 @@ def add_interrogator_flags(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("Interrogate CLIP (--model clip): a caption, then CLIP's best terms of each word "
                                   "list; Settings > Interrogate's options")
     g.add_argument("--caption-model", default=None, metavar="MODEL",
-                   help=f"the captioner (a mixkit VLM name, folder or hub id; default {DEFAULT_CAPTION_MODEL}, shipped; "
-                        "Salesforce/blip2-opt-2.7b for photos)")
+                   help=f"the captioner (a mixkit VLM name, folder or hub id; default {DEFAULT_CAPTION_MODEL}, "
+                        "shipped; Salesforce/blip2-opt-2.7b for photos)")
     g.add_argument("--interrogate-clip-model", default=None, metavar="CLIP",
                    help="the CLIP that ranks the word lists (default mixkit-tiny-clip; A1111's is "
                         "openai/clip-vit-large-patch14)")
