@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 
 import pytest
 import torch
 
-from mixkit.errors import CheckpointFormatError, ModelNotFoundError
+from mixkit.errors import CheckpointFormatError, ConfigMismatchError, ModelNotFoundError
 from mixkit.models.diffusion.components import DiffusionModel
 from mixkit.models.diffusion.family import ModelFamily
 from mixkit.models.diffusion.single_file import load_single_file
@@ -245,8 +246,18 @@ def test_missing_keys_are_named(reference, tmp_path):
     file = save_ldm_checkpoint(original, tmp_path / "model.safetensors")
     gone = "model.diffusion_model.out.2.bias"
     edited = _resave(file, tmp_path, lambda s: s.pop(gone))
-    with pytest.raises(CheckpointFormatError, match=r"1 missing keys.*out\.2\.bias"):
+    with pytest.raises(CheckpointFormatError, match=r"1 missing keys.*out\.2\.bias") as caught:
         load_single_file(edited, config_dir=folder)
+    # a ConfigMismatchError, whose parts a caller knowing where the configs came from (a refiner) re-words
+    error = caught.value
+    assert isinstance(error, ConfigMismatchError)
+    assert error.mismatch == (f"{edited} does not match the {str(folder)!r} configs: 1 missing keys (e.g. "
+                              f"['{gone}'])")
+    assert error.advice.startswith("If the file is complete, it has a different architecture: load it with the "
+                                   "configs of a diffusers folder that matches it: load_diffusion_model(path, ")
+    assert str(error) == f"{error.mismatch}. {error.advice}"
+    copy = pickle.loads(pickle.dumps(error))  # as a worker process would hand it back
+    assert type(copy) is ConfigMismatchError and str(copy) == str(error)
 
 
 def test_file_without_vae_asks_for_vae_path(reference, tmp_path):
