@@ -3,10 +3,10 @@ base model was loaded from a single file with one and the refiner file is of the
 
 A single file holds weights only; its architecture comes from configs, the shipped SD 1.x/2.x/XL ones unless
 `config_dir` names a diffusers folder (`mixkit.models.diffusion.single_file`). A user who loads a non-standard base
-file with `config_dir` (the web UI's and `mixkit generate`'s `--config-dir`, which the web UI applies to every
-checkpoint it switches to) has said which architecture their checkpoints have, and a refiner of that family is
-another such checkpoint: A1111 loads its refiner as one more checkpoint switch, through the same config choice as
-any other. Without this the refiner was read with the shipped configs and refused ("does not match the 'sd15'
+file with `config_dir` (`mixkit generate --config-dir`; a web UI `ModelHolder` given one loads every checkpoint it
+switches to with it) has said which architecture their checkpoints have, and a refiner of that family is another
+such checkpoint: A1111 loads its refiner as one more checkpoint switch, through the same config choice as any
+other. Without this the refiner was read with the shipped configs and refused ("does not match the 'sd15'
 configs") although the same weights as a diffusers folder refined fine.
 
 A refiner of another family (an SDXL refiner file next to an SDXL base file) keeps its shipped configs: the base's

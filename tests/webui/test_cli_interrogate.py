@@ -180,6 +180,10 @@ def test_unreadable_images_are_named_before_any_model_loads(images, capsys, no_m
     (["--clip-dict-limit", "-1"], "--clip-dict-limit must be a whole number >= 0 (0 = no limit), got -1."),
     (["--clip-skip-categories", "sizes, moods"], "--clip-skip-categories names ['moods']"),
     (["--caption-model", " "], "--caption-model must name a captioner"),
+    (["--caption-model", "mixkit-tiny-clip"], "--caption-model 'mixkit-tiny-clip': App 'image2text_generation', model "
+                                              "role 'captioner' needs a captioning/VQA vision-language model"),
+    (["--caption-model", "./no-such-captioner"], "--caption-model './no-such-captioner': Model path "
+                                                 "'./no-such-captioner' does not exist"),
     (["--device", "nonsense"], "--device 'nonsense' is not a device name"),
 ])
 def test_bad_flags_are_refused_naming_them(images, capsys, args, message):

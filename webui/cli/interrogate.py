@@ -90,21 +90,18 @@ def one_line(text: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from mixkit.io.images import load_image
     from webui.cli.caption_files import plan_caption_files, write_caption_file
-    from webui.cli.interrogate_settings import (check_flags_of, chosen_model, clip_settings, deepbooru_settings,
-                                                interrogator_of)
+    from webui.cli.interrogate_settings import check_interrogate_flags, interrogator_of
 
-    # 1. Flags and settings, before any file is read
-    model = chosen_model(args)
-    check_flags_of(args, model)
+    # 1. Flags, settings and model names, before any file is read
     if args.overwrite and not args.write_captions:
         raise ValueError("--overwrite replaces caption files; it only matters with --write-captions")
-    clip_settings(args) if model == "clip" else deepbooru_settings(args)
+    checked = check_interrogate_flags(args)
     # 2. Every image readable, every caption file free, before any model loads
     files = image_files(args.inputs)
     check_images_readable(files)
     captions = plan_caption_files(files, args.overwrite) if args.write_captions else None
-    # 3. The interrogator (names and folders checked; the weights load at the first image)
-    interrogate = interrogator_of(args, model)
+    # 3. The interrogator (its weights load at the first image)
+    interrogate = interrogator_of(args, checked)
     answers = []
     for index, file in enumerate(files):
         text = interrogate(load_image(file))
@@ -113,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
                 write_caption_file(captions[index], text, args.overwrite)
                 print(captions[index], flush=True)
             else:  # A1111's Extras writes no caption file for an empty caption either
-                print(f"{file}: no {'tags' if model == 'deepbooru' else 'caption'}, so no "
+                print(f"{file}: no {'tags' if checked.model == 'deepbooru' else 'caption'}, so no "
                       f"{captions[index].name} was written", file=sys.stderr)
         elif args.json:
             answers.append({"file": str(file), "caption": text})

@@ -10,7 +10,8 @@ refused rather than ignored. Everything here is checked before an image is read 
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable
 
 # --model value -> the interrogator: A1111's button names ("clip", "deepbooru"), and the HTTP API's "deepdanbooru"
 MODELS = {"clip": "clip", "deepbooru": "deepbooru", "deepdanbooru": "deepbooru"}
@@ -136,46 +137,81 @@ def deepbooru_settings(args: argparse.Namespace):
         raise ValueError(in_flag_terms(str(error), DEEPBOORU_OPTION_FLAGS)) from None
 
 
-def interrogator_of(args: argparse.Namespace, model: str) -> Callable[[object], str]:
-    """`image -> text` of the chosen interrogator, every setting and name checked now; the weights load at the
-    first image and stay loaded for the rest of the command."""
+@dataclass(frozen=True)
+class CheckedFlags:
+    """What the flags ask for, checked: the interrogator ("clip" or "deepbooru") and its settings."""
+
+    model: str
+    settings: Any  # InterrogateSettings or DeepbooruSettings
+
+
+def check_interrogate_flags(args: argparse.Namespace) -> CheckedFlags:
+    """Every flag checked before an image is read or a model loads (ValueError / FileNotFoundError naming the flag):
+    the interrogator, the flags of the other one, the settings, the device, and the models' names and folders (the
+    word lists are read, the tagger file is found; no weights)."""
     from webui.cli.generate_checks import check_device
 
+    model = chosen_model(args)
+    check_flags_of(args, model)
     check_device(args.device)
     if model == "clip":
-        return _clip_interrogator(args, clip_settings(args))
-    return _deepbooru_interrogator(args, deepbooru_settings(args))
+        settings = clip_settings(args)
+        _clip_ranker(args, settings)
+        if not _caption_model(args).strip():
+            raise ValueError("--caption-model must name a captioner (a mixkit VLM name, folder or hub id), got an "
+                             "empty name")
+    else:
+        settings = deepbooru_settings(args)
+        _deepbooru_file(args)
+    return CheckedFlags(model, settings)
+
+
+def interrogator_of(args: argparse.Namespace, checked: CheckedFlags) -> Callable[[object], str]:
+    """`image -> text` of the checked interrogator; the weights load at the first image and stay loaded for the rest
+    of the command."""
+    if checked.model == "clip":
+        return _clip_interrogator(args, checked.settings)
+    from webui.cli.deepbooru_tagger import deepbooru_tagger
+
+    return deepbooru_tagger(args.deepdanbooru_models_path, args.device, checked.settings)
+
+
+def _caption_model(args: argparse.Namespace) -> str:
+    return args.caption_model if args.caption_model is not None else DEFAULT_CAPTION_MODEL
+
+
+def _clip_ranker(args: argparse.Namespace, settings):
+    """The `ClipInterrogator` of the flags (no weights yet), its word lists read and skip names checked."""
+    from mixkit.interrogate import ClipInterrogator
+    from mixkit.interrogate.interrogator import DEFAULT_CLIP
+
+    try:
+        ranker = ClipInterrogator(args.interrogate_clip_model or DEFAULT_CLIP, args.interrogate_categories_dir,
+                                  device=args.device or "cpu")
+    except ValueError as error:
+        flag = "--interrogate-categories-dir" if "categories" in str(error) else "--interrogate-clip-model"
+        raise ValueError(f"{flag}: {error}") from None
+    try:
+        ranker.categories(settings)
+    except ValueError as error:
+        message = in_flag_terms(str(error), CLIP_OPTION_FLAGS)
+        about_the_lists = message == str(error)  # no option named: an empty or unreadable list of the folder
+        raise ValueError(f"--interrogate-categories-dir: {message}" if about_the_lists else message) from None
+    return ranker
 
 
 def _clip_interrogator(args: argparse.Namespace, settings) -> Callable[[object], str]:
     """Interrogate CLIP as the server answers it (`webui.interrogation.interrogate_now`): the caption app's caption
     with the Settings' beams and lengths, then the ranked terms."""
     from appflow import Appflow
-    from mixkit.interrogate import ClipInterrogator, join_terms
-    from mixkit.interrogate.interrogator import DEFAULT_CLIP
+    from mixkit.interrogate import join_terms
     from webui.interrogation import CAPTION_APP
 
-    device = args.device or "cpu"
-    try:
-        ranker = ClipInterrogator(args.interrogate_clip_model or DEFAULT_CLIP, args.interrogate_categories_dir,
-                                  device=device)
-    except ValueError as error:
-        flag = "--interrogate-categories-dir" if "categories" in str(error) else "--interrogate-clip-model"
-        raise ValueError(f"{flag}: {error}") from None
-    try:
-        ranker.categories(settings)  # the word lists read and the skip names checked now
-    except ValueError as error:
-        message = in_flag_terms(str(error), CLIP_OPTION_FLAGS)
-        about_the_lists = message == str(error)  # no option named: an empty or unreadable list of the folder
-        raise ValueError(f"--interrogate-categories-dir: {message}" if about_the_lists else message) from None
-    caption_model = args.caption_model if args.caption_model is not None else DEFAULT_CAPTION_MODEL
-    if not caption_model.strip():
-        raise ValueError("--caption-model must name a captioner (a mixkit VLM name, folder or hub id), got an empty "
-                         "name")
-    try:
-        captioner = Appflow(app=CAPTION_APP, models={"captioner": caption_model}, device=device)
-    except ValueError as error:
-        raise ValueError(f"--caption-model {caption_model!r}: {error}") from None
+    ranker = _clip_ranker(args, settings)
+    try:  # the captioner's name is checked against its role here (configs only)
+        captioner = Appflow(app=CAPTION_APP, models={"captioner": _caption_model(args)}, device=args.device or "cpu")
+    except (ValueError, FileNotFoundError) as error:  # not a captioner; no such folder or hub id
+        raise ValueError(f"--caption-model {_caption_model(args)!r}: {error}") from None
 
     def interrogate(image) -> str:
         caption = captioner(image=image, **settings.caption_options())["text"]
@@ -183,11 +219,12 @@ def _clip_interrogator(args: argparse.Namespace, settings) -> Callable[[object],
     return interrogate
 
 
-def _deepbooru_interrogator(args: argparse.Namespace, settings) -> Callable[[object], str]:
+def _deepbooru_file(args: argparse.Namespace) -> None:
+    """The tagger file of --deepdanbooru-models-path found (FileNotFoundError naming the folder and the download)."""
+    from mixkit.interrogate import find_deepbooru_file
     from mixkit.interrogate.deepbooru import A1111_FILE_NAME, A1111_FOLDER
-    from webui.cli.deepbooru_tagger import deepbooru_tagger
 
     if args.deepdanbooru_models_path is None:
         raise ValueError(f"--model deepbooru needs the DeepDanbooru tagger: add --deepdanbooru-models-path FOLDER, "
                          f"the folder holding {A1111_FILE_NAME} (A1111's {A1111_FOLDER})")
-    return deepbooru_tagger(args.deepdanbooru_models_path, args.device, settings)
+    find_deepbooru_file(args.deepdanbooru_models_path)
