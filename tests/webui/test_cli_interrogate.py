@@ -71,8 +71,8 @@ def test_deepbooru_prints_a1111s_tag_text_per_file_in_order(images, deepbooru_fo
     single = images / "b.png"
     code, out, _ = run(capsys, str(images), str(single), *deepbooru(deepbooru_folder))
     assert code == 0
-    assert out.splitlines() == [f"{images / 'a.jpg'}\t{A1111_DEFAULT_TAGS}", f"{images / 'b.png'}\t{A1111_DEFAULT_TAGS}",
-                                f"{single}\t{A1111_DEFAULT_TAGS}"]
+    assert out.splitlines() == [f"{images / 'a.jpg'}\t{A1111_DEFAULT_TAGS}",
+                                f"{images / 'b.png'}\t{A1111_DEFAULT_TAGS}", f"{single}\t{A1111_DEFAULT_TAGS}"]
 
 
 def test_the_deepbooru_flags_are_a1111s_options(images, deepbooru_folder, capsys):
