@@ -127,11 +127,14 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
                                              "conv_alpha", "prior_loss_weight"))
         NETWORK_KINDS.get(self.network)
         PRIOR_TARGETS.get(self.prior_target)
-        if self.prior_target != "noise" and not self.class_dataset:
-            raise ValueError(f"prior_target={self.prior_target!r} acts on class images; set class_dataset "
-                             "(a folder or manifest of base-world images) or leave prior_target='noise'")
         SDXL_KEY_LAYOUTS.get(self.sdxl_key_layout)
         from mixkit.training.dataset_config import is_dataset_config
+
+        # A dataset config's class images are its is_reg subsets, found when it is read (`check_prior_images`).
+        if self.prior_target != "noise" and not self.class_dataset and not is_dataset_config(self.dataset):
+            raise ValueError(f"prior_target={self.prior_target!r} acts on class images; set class_dataset "
+                             "(a folder or manifest of base-world images), or use a kohya dataset config with an "
+                             "is_reg = true subset, or leave prior_target='noise'")
 
         if is_dataset_config(self.dataset) and self.class_dataset:
             raise ValueError(f"class_dataset {self.class_dataset!r} and a kohya dataset config ({self.dataset!r}) are "

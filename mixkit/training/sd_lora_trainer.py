@@ -131,6 +131,9 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     if is_dataset_config(config.dataset):
         report, members = scan_dataset_config(config)
         check_masks(config, report)
+        if config.prior_target != "noise" and not any(r.prior for r in report.records):
+            raise ValueError(f"prior_target={config.prior_target!r} acts on class images, but {config.dataset} has no "
+                             "subset with is_reg = true; add the class images as one, or leave prior_target='noise'")
         report.records, held_records = held_out_records(config, report.records, scan_path)
         members = without_held_out(members, report.records)
         dataset = dataset_group(members, config.dataset, config.masked_loss)

@@ -115,3 +115,29 @@ def test_each_row_of_a_batch_takes_its_own_subsets_caption_settings(tiny_sd1_dir
     train_sd_lora(_config(tiny_sd1_dir, toml, tmp_path / "rows.safetensors", max_train_epochs=1))
     # one epoch: every red sample (3 x 2) lost its caption, every blue one (2 x 3) got the prefix
     assert sorted(seen) == [""] * 6 + ["sks a b1 square, flat"] * 3 + ["sks a b2 square, flat"] * 3
+
+
+def test_base_model_prior_target_reads_the_class_images_of_an_is_reg_subset(tiny_sd1_dir, two_subsets, tmp_path):
+    # kohya users keep class images in a dataset config (an is_reg subset), not in class_dataset. At the first step
+    # the adapters are zero, so with prior_target='base_model' the class rows add nothing to the loss, whatever their
+    # weight, exactly as weight-0 rows trained towards the noise would; towards the noise at weight 1000 they dominate.
+    folders, _ = two_subsets
+    toml = write_dataset_config(tmp_path / "reg.toml", [{"batch_size": 12, "subsets": [
+        {"image_dir": folders / "2_red", "num_repeats": 2},
+        {"image_dir": folders / "3_blue", "num_repeats": 3, "is_reg": True}]}])
+
+    def first_loss(name, **overrides):
+        return train_sd_lora(_config(tiny_sd1_dir, toml, tmp_path / f"{name}.safetensors", max_steps=1,
+                                     **overrides)).losses[0]
+
+    base_model = first_loss("base", prior_target="base_model", prior_loss_weight=1000.0)
+    assert base_model == pytest.approx(first_loss("zero", prior_loss_weight=0.0), rel=1e-5)
+    assert first_loss("noise", prior_loss_weight=1000.0) > 100 * base_model
+    assert read_safetensors_metadata(tmp_path / "base.safetensors")["ss_prior_target"] == "base_model"
+
+
+def test_base_model_prior_target_needs_an_is_reg_subset(tiny_sd1_dir, two_subsets, tmp_path):
+    _, toml = two_subsets
+    with pytest.raises(ValueError, match="no subset with is_reg = true"):
+        train_sd_lora(_config(tiny_sd1_dir, toml, tmp_path / "x.safetensors", prior_target="base_model"))
+    assert not (tmp_path / "x.safetensors").exists()
