@@ -68,11 +68,12 @@ class flag_terms:
 
 
 def check_sd_upscale_run(params, config) -> None:
-    """The run's checks that need no model (one image, no mask, the upscaled size, the tiles), before the load."""
-    from pipelines.scripts.sd_upscale import check_sd_upscale
+    """The run's checks that need no model (one image, no mask, the upscaled size, the tiles, the script-image cap),
+    before the load."""
+    from pipelines.scripts.sd_upscale import planned_params
 
     with flag_terms():
-        check_sd_upscale(params, config)
+        planned_params(params, config)
 
 
 def run_sd_upscale(pipe, params, config, output, output_is_file: bool, writing=None) -> int:

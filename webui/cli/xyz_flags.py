@@ -61,10 +61,13 @@ def check_xyz_plot(config, params, kind: str = "txt2img", check=None) -> None:
     every cell's params, before the model loads; a cell's error names its axis values."""
     from dataclasses import replace
 
+    from pipelines.scripts.image_budget import script_image_cap
     from pipelines.scripts.xyz_axes import PlotContext
-    from pipelines.scripts.xyz_plot import check_plot
+    from pipelines.scripts.xyz_plot import check_plot, check_plot_images
 
-    for cell in check_plot(params, config, PlotContext(kind=kind)):
+    cells = check_plot(params, config, PlotContext(kind=kind))
+    check_plot_images(cells, script_image_cap({}))  # the command's pipeline has the default limits
+    for cell in cells:
         if check is not None:
             try:
                 check(replace(cell.params))
