@@ -8,6 +8,27 @@ def sd1_pipe(tiny_sd1_dir):
     return TextToImage.from_pretrained(tiny_sd1_dir)
 
 
+@pytest.fixture(autouse=True)
+def sd1_pipe_left_as_found(request):
+    """Fails a test that leaves a forward patch or hook on the session's shared `sd1_pipe` (a spy put back as the
+    bound method, a wrapper a pipeline call forgot when it raised) and takes it off, so no later test sees a model
+    that depends on test order. Only tests that use `sd1_pipe` (directly or through a fixture) are checked: the walk
+    over the tiny model's modules costs a few milliseconds."""
+    if "sd1_pipe" not in request.fixturenames:
+        yield
+        return
+    from .model_patches import describe, model_patches, remove_patches
+
+    model = request.getfixturevalue("sd1_pipe").model
+    before = model_patches(model)
+    yield
+    left = {key: value for key, value in model_patches(model).items() if key not in before}
+    if left:
+        remove_patches(left)
+        pytest.fail(f"the test left patches on the shared sd1_pipe: {describe(left)}; restore a replaced forward by "
+                    "removing the instance attribute (tests/pipelines/unet_spy.replaced_forward) and remove hooks")
+
+
 @pytest.fixture(scope="session")
 def sdxl_pipe(tiny_sdxl_dir):
     from pipelines.txt2img import TextToImage
