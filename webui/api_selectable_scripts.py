@@ -17,9 +17,9 @@ def script_context(state) -> dict[str, Any]:
     checkpoint axes), the styles file (its Styles axis), Interrogate CLIP and, when the server has a DeepDanbooru
     folder, DeepBooru (Loopback's "Append interrogated prompt", run in the worker; None without
     `--deepdanbooru-models-path`, so Loopback refuses DeepBooru naming the flag before queueing), and the upscalers as
-    `/sdapi/v1/upscalers` lists them (SD upscale's `upscaler_index`), and the server's cap on the images one script job
-generates (`--max-script-images`, checked by every script's plan before queueing). Each script reads the keys it
-needs."""
+    `/sdapi/v1/upscalers` lists them (SD upscale's `upscaler_index`), and the server's cap on the images one script
+    job generates (`--max-script-images`, which every script's plan checks before queueing). Each script reads the
+    keys it needs."""
     from pipelines.model_upscale_listing import listed_upscaler_names
     from webui.interrogation import deepbooru_now, interrogate_now
 

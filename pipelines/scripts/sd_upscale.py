@@ -219,8 +219,8 @@ def planned_params(params, config: SdUpscaleConfig, **context: Any) -> list:
 
 def check_tile_images(plan: UpscalePlan, cap: int) -> None:
     """ValueError when the run's img2img tiles are more than `cap` images (every tile of every upscale is one)."""
-    check_script_images(TITLE, plan.tile_count * plan.iterations, cap,
-                        f"{plan.tile_count:,} tiles of {plan.width}x{plan.height} x batch count {plan.iterations}",
+    made_of = f"{plan.tile_count:,} tiles of the {plan.width}x{plan.height} upscale x batch count {plan.iterations}"
+    check_script_images(TITLE, plan.tile_count * plan.iterations, cap, made_of,
                         "use a smaller batch count, larger tiles (width/height) or a smaller scale factor")
 
 

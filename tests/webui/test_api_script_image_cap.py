@@ -28,7 +28,7 @@ JOBS_OF_8 = {
     "Loopback": ("img2img", {**IMG2IMG, "n_iter": 2, "script_args": [4, 0.5, "Linear", "None"]},
                  "4 loops x batch count 2"),
     "SD upscale": ("img2img", {**IMG2IMG, "n_iter": 2, "script_args": [None, 8, 0, 2]},
-                   "4 tiles of 96x96 x batch count 2"),
+                   "4 tiles of the 96x96 upscale x batch count 2"),
 }
 
 

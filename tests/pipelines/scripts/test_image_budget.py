@@ -36,8 +36,8 @@ JOBS_OF_12 = {
                           lambda: prompts_config("a dog\na fox"), "2 lines x each line's batch size x batch count"),
     "Loopback": (loopback, lambda: img2img_params(batch_count=3), lambda: LoopbackConfig(loops=4),
                  "4 loops x batch count 3"),
-    "SD upscale": (sd_upscale, lambda: img2img_params(batch_count=3), lambda: sd_upscale.sd_upscale_config(2, "Lanczos", 8),
-                   "4 tiles of 96x96 x batch count 3"),
+    "SD upscale": (sd_upscale, lambda: img2img_params(batch_count=3),
+                   lambda: sd_upscale.sd_upscale_config(2, "Lanczos", 8), "4 tiles of the 96x96 upscale x batch count 3"),
 }
 
 
