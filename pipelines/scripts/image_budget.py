@@ -3,8 +3,8 @@
 Each script has caps of its own (X/Y/Z plot: 1,000 cells and a 200-megapixel grid; Prompts from file: 1,000 lines;
 SD upscale: 1,024 tiles) and every call stays within the generation limits, yet their product is unbounded in
 practice: 1,000 list lines x batch size 16 x batch count 100 is 1.6 million images, one queue entry holding the
-server for days. A1111 has no such cap; this one is `GenerationLimits.max_script_images` (10,000 by default), a
-server's `--max-script-images`.
+server for days. A1111 has no such cap; this one is `GenerationLimits.max_script_images` (10,000 by default),
+`--max-script-images` on `mixkit webui`, `generate` and `img2img`.
 
 Where the cap comes from: a script's `plan(params, config, **context)` reads `context["max_script_images"]` (the
 server passes its limits' value), else the default; `run(pipe, ...)` reads the same key, else `pipe.limits`.
@@ -17,8 +17,9 @@ from typing import Any
 from pipelines.params import DEFAULT_MAX_SCRIPT_IMAGES, check_max_script_images
 
 CONTEXT_KEY = "max_script_images"
-RAISE_THE_CAP = ("or raise the cap: `mixkit webui --max-script-images N` for a server; from Python "
-                 "GenerationLimits(max_script_images=N) on the pipeline, or max_script_images=N to the script")
+RAISE_THE_CAP = ("or raise the cap: --max-script-images N (on `mixkit webui` for a server, or on `mixkit generate` / "
+                 "`mixkit img2img`); from Python GenerationLimits(max_script_images=N) on the pipeline, or "
+                 "max_script_images=N to the script")
 
 
 def script_image_cap(context: dict[str, Any], pipe=None) -> int:

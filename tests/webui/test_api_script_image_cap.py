@@ -67,7 +67,7 @@ def test_a_script_job_over_the_servers_cap_is_a_422_before_queueing(client, subm
     assert response.status_code == 422, response.text
     detail = response.json()["detail"]
     assert f"would generate 8 images ({made_of}), more than the {CAP} one script job may make" in detail
-    assert "`mixkit webui --max-script-images N`" in detail
+    assert "--max-script-images N (on `mixkit webui` for a server" in detail
     assert submitted == []
 
 

@@ -65,7 +65,9 @@ def test_each_plan_refuses_a_job_over_the_cap_naming_count_cap_and_how_to_raise_
         module.planned_params(params, config, max_script_images=11)
     message = str(refused.value)
     assert f"would generate 12 images ({made_of}), more than the 11 one script job may make" in message
-    assert "--max-script-images N" in message and "GenerationLimits(max_script_images=N)" in message
+    assert message.endswith("or raise the cap: --max-script-images N (on `mixkit webui` for a server, or on `mixkit "
+                            "generate` / `mixkit img2img`); from Python GenerationLimits(max_script_images=N) on the "
+                            "pipeline, or max_script_images=N to the script.")
     assert len(module.planned_params(params, config, max_script_images=12)) > 0  # the cap itself is allowed
 
 
