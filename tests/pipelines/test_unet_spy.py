@@ -2,7 +2,7 @@
 conftest's check sees what they used to leave (tests/pipelines/unet_spy.py, tests/pipelines/model_patches.py).
 
 The leak this guards against: spies put the saved bound method back as `unet.forward`, an instance attribute
-DeepCache reads as a compiled forward, so `apply_deepcache` on `sd1_pipe` refused ("cannot wrap a compiled UNet")
+DeepCache read as a compiled forward, so `apply_deepcache` on `sd1_pipe` refused ("cannot wrap a compiled UNet")
 after any test that had spied on it, and passed when run alone."""
 
 import pytest

@@ -3,9 +3,10 @@ assert on what reaches the UNet (prompt schedules, AND rows, emphasis, an inpain
 rather than on pixels.
 
 A replaced forward is put back by removing the instance attribute, not by assigning the saved bound method: that
-bound method would stay in the module's `__dict__`, where DeepCache (and the runtime's Linear rewrites) read it as a
-patched or compiled forward and refuse the model, so a later test on the session's shared `sd1_pipe` failed or passed
-by test order. `tests/pipelines/conftest.py` fails a test that leaves one behind.
+bound method stayed in the module's `__dict__`, where DeepCache read it as a compiled forward and refused the model
+(it now tells the two apart; the runtime's Linear rewrites still take any instance forward for a patch), so a later
+test on the session's shared `sd1_pipe` failed or passed by test order. `tests/pipelines/conftest.py` fails a test
+that leaves one behind.
 """
 
 from contextlib import contextmanager
