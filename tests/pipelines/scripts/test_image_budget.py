@@ -12,6 +12,7 @@ from pipelines.params import DEFAULT_MAX_SCRIPT_IMAGES, GenerationLimits, Txt2Im
 from pipelines.scripts import loopback, prompt_matrix, prompts_from_file, sd_upscale, xyz_plot
 from pipelines.scripts.image_budget import script_image_cap
 from pipelines.scripts.loopback_config import LoopbackConfig
+from pipelines.scripts.prompts_from_file import prompts_config
 from pipelines.txt2img import TextToImage
 
 TINY = dict(prompt="a cat|red|blue", width=64, height=64, steps=1, seed=5, sampler="Euler")
@@ -37,12 +38,9 @@ JOBS_OF_12 = {
     "Loopback": (loopback, lambda: img2img_params(batch_count=3), lambda: LoopbackConfig(loops=4),
                  "4 loops x batch count 3"),
     "SD upscale": (sd_upscale, lambda: img2img_params(batch_count=3),
-                   lambda: sd_upscale.sd_upscale_config(2, "Lanczos", 8), "4 tiles of the 96x96 upscale x batch count 3"),
+                   lambda: sd_upscale.sd_upscale_config(2, "Lanczos", 8),
+                   "4 tiles of the 96x96 upscale x batch count 3"),
 }
-
-
-def prompts_config(text):
-    return prompts_from_file.prompts_config(text)
 
 
 def job(name):
