@@ -20,6 +20,9 @@ from pipelines.sampler_parameters import SamplerParameters
 SEED_MAX = 2**53 - 1
 RANDOM_SEED_MAX = 2**32 - 1  # what -1 draws from, as A1111
 CLIP_SKIP_MAX = 12  # A1111's Clip skip slider: SD 1.x's text encoder has 12 layers
+# GenerationLimits.max_script_images' default: far above any plot or list a person reads through (X/Y/Z's 1,000
+# cells at batch 8), far below what the scripts' own caps let through
+DEFAULT_MAX_SCRIPT_IMAGES = 10_000
 
 
 @dataclass(frozen=True)
@@ -39,12 +42,24 @@ class GenerationLimits:
     # of them in one 15,000-character prompt held the worker for a minute on a 2 MB model (A1111 sets no bound).
     # Regional-prompting layouts use a handful.
     max_and_parts: int = 32
+    # Images one selectable script job (X/Y/Z plot, Prompt matrix, Prompts from file, Loopback, SD upscale) may
+    # generate in all, checked from its plan before the first one (pipelines.scripts.image_budget). Each script's own
+    # caps still leave millions (1,000 list lines x batch 16 x count 100), each holding the one queue for hours.
+    max_script_images: int = DEFAULT_MAX_SCRIPT_IMAGES
 
     def __post_init__(self) -> None:
         value = self.max_prompt_chars
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PROMPT_CHARS:
             raise ValueError(f"GenerationLimits.max_prompt_chars must be an int in [1, {MAX_PROMPT_CHARS}] (the prompt "
                              f"encoder's limit, mixkit.prompts.limits.MAX_PROMPT_CHARS), got {value!r}.")
+        check_max_script_images("GenerationLimits.max_script_images", self.max_script_images)
+
+
+def check_max_script_images(name: str, value: Any) -> int:
+    """A script-image cap as given (`name`: where it came from, for the error): a whole number of at least 1."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a whole number of images of at least 1, got {value!r}.")
+    return int(value)
 
 
 @dataclass

@@ -17,7 +17,9 @@ def script_context(state) -> dict[str, Any]:
     checkpoint axes), the styles file (its Styles axis), Interrogate CLIP and, when the server has a DeepDanbooru
     folder, DeepBooru (Loopback's "Append interrogated prompt", run in the worker; None without
     `--deepdanbooru-models-path`, so Loopback refuses DeepBooru naming the flag before queueing), and the upscalers as
-    `/sdapi/v1/upscalers` lists them (SD upscale's `upscaler_index`). Each script reads the keys it needs."""
+    `/sdapi/v1/upscalers` lists them (SD upscale's `upscaler_index`), and the server's cap on the images one script
+    job generates (`--max-script-images`, which every script's plan checks before queueing). Each script reads the
+    keys it needs."""
     from pipelines.model_upscale_listing import listed_upscaler_names
     from webui.interrogation import deepbooru_now, interrogate_now
 
@@ -25,7 +27,8 @@ def script_context(state) -> dict[str, Any]:
             "refiner_source": lambda name: state.catalog.find(name).source,
             "interrogate": lambda image: interrogate_now(state, image),
             "deepbooru": None if state.deepbooru is None else lambda image: deepbooru_now(state, image),
-            "upscaler_names": listed_upscaler_names(dat_enabled=state.options.get("dat_enabled_models"))}
+            "upscaler_names": listed_upscaler_names(dat_enabled=state.options.get("dat_enabled_models")),
+            "max_script_images": state.limits.max_script_images}
 
 
 def request_script(state, kind: str, script_name: Any, script_args: Any, params) -> tuple[Any, Any] | None:

@@ -168,10 +168,23 @@ def check_deepcache_unet(unet: object, settings: DeepCacheSettings) -> None:
         raise ValueError(f"DeepCache needs a diffusers UNet2DConditionModel or the openvino backend's UNet graph, got "
                          f"{type(unet).__name__} (e.g. the torch int8 graph, compiled for one call shape): use the "
                          "float UNet, or backend 'openvino' for int8 with DeepCache")
-    if _COMPILED_MARKER in unet.__dict__ or ("forward" in unet.__dict__ and _STATE not in unet.__dict__):
+    if _COMPILED_MARKER in unet.__dict__:
         raise ValueError("DeepCache cannot wrap a compiled UNet (torch.compile fixes the control flow it changes); "
                          "drop compile / backend 'torch.compile' or do not use DeepCache")
+    if _STATE not in unet.__dict__ and _replaced_forward(unet):
+        raise ValueError(f"DeepCache cannot wrap a UNet whose forward is already replaced (by "
+                         f"{getattr(unet.forward, '__qualname__', repr(unet.forward))}): removing DeepCache would "
+                         "drop that wrapper too; take it off first (del unet.forward) or do not use DeepCache")
     check_branch_layout(unet, settings.shallow_layers)
+
+
+def _replaced_forward(unet) -> bool:
+    """Whether an instance attribute stands in for the class's forward. The class's own forward bound to the UNet does
+    not count: it is what `unet.forward = saved` leaves after a spy is put back, and the same call."""
+    forward = unet.__dict__.get("forward")
+    if forward is None:
+        return False
+    return not (getattr(forward, "__self__", None) is unet and getattr(forward, "__func__", None) is type(unet).forward)
 
 
 def _key(sample: torch.Tensor) -> tuple:

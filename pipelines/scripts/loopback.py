@@ -31,6 +31,7 @@ from pipelines.control import GenerationControl
 from pipelines.generation import GenerationResult
 from pipelines.infotext import build_infotext, split_infotext
 from pipelines.scripts.grid_budget import check_grid_size, output_size
+from pipelines.scripts.image_budget import check_script_images, script_image_cap
 from pipelines.scripts.loopback_config import (TITLE, LoopbackConfig, loop_strength, parse_script_args,
                                                script_args, strength_schedule)
 from pipelines.scripts.registry import ScriptResult
@@ -88,7 +89,17 @@ def loop_params(params, config: LoopbackConfig) -> list:
 def planned_params(params, config: LoopbackConfig, **context: Any) -> list:
     """Every loop's params (after `check_loopback`), for a server's own checks before it queues the script."""
     check_loopback(params, config, context.get("interrogate"), context.get("deepbooru"))
-    return loop_params(params, config)
+    planned = loop_params(params, config)
+    check_loop_images(params, config, script_image_cap(context))
+    return planned
+
+
+def check_loop_images(params, config: LoopbackConfig, cap: int) -> None:
+    """ValueError when the loops make more than `cap` images (one per loop of each batch; A1111 runs them at batch
+    size 1)."""
+    check_script_images("Loopback", config.loops * params.batch_count, cap,
+                        f"{config.loops} loops x batch count {params.batch_count}",
+                        "use fewer loops or a smaller batch count")
 
 
 class _SkipWatch:
@@ -150,7 +161,9 @@ def run(pipe, params, config: LoopbackConfig, callback=None, control: Generation
     check_loopback(params, config, interrogate, deepbooru)
     append = {"CLIP": interrogate, "DeepBooru": deepbooru}.get(config.append_interrogation)
     params = replace(params, seed=resolve_seed(params.seed), subseed=resolve_seed(params.subseed))  # A1111's fix_seed
-    for planned in loop_params(params, config):
+    planned_loops = loop_params(params, config)
+    check_loop_images(params, config, script_image_cap(context, pipe))
+    for planned in planned_loops:
         pipe.check_inputs(replace(planned))
     watch = _SkipWatch(control or GenerationControl())
     progress = _Progress(callback, config.loops * params.batch_count)

@@ -24,6 +24,7 @@ from typing import Any
 from pipelines.control import GenerationControl
 from pipelines.generation import GenerationResult
 from pipelines.scripts.grid_budget import check_grid_size, output_size
+from pipelines.scripts.image_budget import check_script_images, images_of_calls, script_image_cap
 from pipelines.scripts.registry import ScriptArg, ScriptResult
 from pipelines.scripts.script_args import (MAX_MARGIN, check_choice, check_flag, check_margin, overall_progress,
                                            positional_args)
@@ -139,8 +140,17 @@ def plan_batches(params, config: PromptMatrixConfig) -> list[MatrixBatch]:
 
 
 def planned_params(params, config: PromptMatrixConfig, **context: Any) -> list:
-    """Every call's params, for a server's own checks before it queues the matrix."""
-    return [batch.params for batch in plan_batches(params, config)]
+    """Every call's params (after the script-image cap), for a server's own checks before it queues the matrix."""
+    batches = plan_batches(params, config)
+    check_matrix_images(batches, script_image_cap(context))
+    return [batch.params for batch in batches]
+
+
+def check_matrix_images(batches: list[MatrixBatch], cap: int) -> None:
+    """ValueError when the matrix's combinations are more than `cap` images (one image each)."""
+    count = images_of_calls([batch.params for batch in batches])
+    check_script_images("Prompt matrix", count, cap, f"one per combination of the '|' parts: {count:,}",
+                        "use fewer '|' parts")
 
 
 def run(pipe, params, config: PromptMatrixConfig, callback=None, control: GenerationControl | None = None,
@@ -151,6 +161,7 @@ def run(pipe, params, config: PromptMatrixConfig, callback=None, control: Genera
     params = replace(params, seed=resolve_seed(params.seed), subseed=resolve_seed(params.subseed))
     parts = check_matrix(params, config)
     batches = plan_batches(params, config)
+    check_matrix_images(batches, script_image_cap(context, pipe))
     for batch in batches:  # the pipeline's own checks, every call, before the first generation
         pipe.check_inputs(replace(batch.params))
     samples = GenerationResult()

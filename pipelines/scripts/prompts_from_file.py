@@ -23,6 +23,7 @@ from typing import Any
 from pipelines.control import GenerationControl
 from pipelines.generation import GenerationResult
 from pipelines.scripts.grid_budget import check_grid_size, images_per_call, output_size
+from pipelines.scripts.image_budget import check_script_images, images_of_calls, script_image_cap
 from pipelines.scripts.prompt_lines import OPTIONS, PromptLine, parse_prompt_lines
 from pipelines.scripts.registry import ScriptArg, ScriptResult
 from pipelines.scripts.script_args import check_choice, check_flag, overall_progress, positional_args
@@ -158,8 +159,18 @@ def describe_line(config: PromptsFromFileConfig, index: int) -> str:
 
 
 def planned_params(params, config: PromptsFromFileConfig, **context: Any) -> list:
-    """Every line's params, for a server's own checks before it queues the list."""
-    return plan_lines(params, config, context.get("styles"))
+    """Every line's params (after the script-image cap), for a server's own checks before it queues the list."""
+    planned = plan_lines(params, config, context.get("styles"))
+    check_list_images(planned, script_image_cap(context))
+    return planned
+
+
+def check_list_images(planned: list, cap: int) -> None:
+    """ValueError when the lines generate more than `cap` images in all (each line its batch size x count)."""
+    check_script_images("Prompts from file", images_of_calls(planned), cap,
+                        f"{len(planned):,} lines x each line's batch size x batch count",
+                        "use fewer lines or a smaller batch size or count (a line's --batch_size / --n_iter "
+                        "included)")
 
 
 def run(pipe, params, config: PromptsFromFileConfig, callback=None, control: GenerationControl | None = None,
@@ -169,6 +180,7 @@ def run(pipe, params, config: PromptsFromFileConfig, callback=None, control: Gen
     keeps its images out of `samples` (what is saved). Interrupt stops after the current line."""
     control = control or GenerationControl()
     planned = plan_lines(params, config, context.get("styles"))
+    check_list_images(planned, script_image_cap(context, pipe))
     for line, line_call in zip(config.jobs, planned):
         try:
             pipe.check_inputs(replace(line_call))

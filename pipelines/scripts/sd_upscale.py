@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pipelines.control import GenerationControl
+from pipelines.scripts.image_budget import check_script_images, script_image_cap
 from pipelines.scripts.registry import ScriptArg, ScriptResult
 from pipelines.seeds import resolve_seed
 
@@ -210,9 +211,17 @@ def planned_params(params, config: SdUpscaleConfig, **context: Any) -> list:
     from PIL import Image
 
     plan = check_sd_upscale(params, config)
+    check_tile_images(plan, script_image_cap(context))
     blank = Image.new("RGB", (params.width, params.height))
     sizes = {min(plan.batch_size, plan.tile_count), plan.tile_count - (plan.batches - 1) * plan.batch_size}
     return [tile_params(params, [blank] * size, 0, 0) for size in sorted(sizes)]
+
+
+def check_tile_images(plan: UpscalePlan, cap: int) -> None:
+    """ValueError when the run's img2img tiles are more than `cap` images (every tile of every upscale is one)."""
+    made_of = f"{plan.tile_count:,} tiles of the {plan.width}x{plan.height} upscale x batch count {plan.iterations}"
+    check_script_images(TITLE, plan.tile_count * plan.iterations, cap, made_of,
+                        "use a smaller batch count, larger tiles (width/height) or a smaller scale factor")
 
 
 def _batch_progress(callback, position: int, total: int):
@@ -259,7 +268,9 @@ def run(pipe, params, config: SdUpscaleConfig, callback=None, control: Generatio
     control = control or GenerationControl()
     # 1. Check everything, the tiles' img2img calls included, before the upscale
     plan = check_sd_upscale(params, config)
-    for checked in planned_params(params, config):
+    cap = script_image_cap(context, pipe)
+    check_tile_images(plan, cap)
+    for checked in planned_params(params, config, max_script_images=cap):
         pipe.check_inputs(replace(checked))
     seed, subseed = resolve_seed(params.seed), resolve_seed(params.subseed)  # A1111's fix_seed
 

@@ -22,6 +22,7 @@ from typing import Any
 from pipelines.control import GenerationControl
 from pipelines.generation import GenerationResult
 from pipelines.scripts.grid_budget import batch_grid_size, check_grid_size
+from pipelines.scripts.image_budget import check_script_images, images_of_calls, script_image_cap
 from pipelines.scripts.registry import ScriptResult
 from pipelines.scripts.xyz_axes import PlotContext, find_checkpoint_name
 from pipelines.scripts.xyz_config import (MAX_CELLS, PlotAxis, XyzConfig, parse_script_args, script_args_info,
@@ -130,8 +131,19 @@ def describe_cell(config: XyzConfig, index: int) -> str:
 
 
 def planned_params(params, config: XyzConfig, **context: Any) -> list:
-    """Every cell's params (after `check_plot`), for a server's own checks before it queues the plot."""
-    return [cell.params for cell in check_plot(params, config, PlotContext.of(**context))]
+    """Every cell's params (after `check_plot` and the script-image cap), for a server's own checks before it queues
+    the plot."""
+    cells = check_plot(params, config, PlotContext.of(**context))
+    check_plot_images(cells, script_image_cap(context))
+    return [cell.params for cell in cells]
+
+
+def check_plot_images(cells: list[PlotCell], cap: int) -> None:
+    """ValueError when the plot's cells generate more than `cap` images in all (each its batch size x count)."""
+    calls = [cell.params for cell in cells]
+    check_script_images("The X/Y/Z plot", images_of_calls(calls), cap,
+                        f"{len(cells):,} cells x their batch size x batch count",
+                        "use fewer axis values or a smaller batch size or count")
 
 
 def _cell_progress(callback, position: int, cells: int):
@@ -176,6 +188,7 @@ def run(pipe, params, config: XyzConfig, callback=None, control: GenerationContr
     control = control or GenerationControl()
     params, config = fix_seeds(params, config)
     cells = check_plot(params, config, plot_context)
+    check_plot_images(cells, script_image_cap(context, pipe))
     for cell in cells:  # the pipeline's own checks, every cell, before the first generation
         pipe.check_inputs(replace(cell.params))
 

@@ -16,6 +16,7 @@ from pipelines.controlnet import (
 from pipelines.infotext import parse_infotext
 
 from .tiny_images import noise_picture
+from .unet_spy import fail_if_called
 
 SMALL = dict(prompt="a red circle", negative_prompt="blurry", seed=3, width=64, height=64, steps=5, sampler="Euler")
 
@@ -193,7 +194,7 @@ def test_sdxl_controlnet_on_sd1_model_is_refused_before_running(pipe, control_im
     from mixkit.testing.tiny_controlnet import tiny_controlnet
 
     xl = tiny_controlnet(seed=0, sdxl=True)
-    monkeypatch.setattr(pipe.model.unet, "forward", lambda *a, **k: pytest.fail("the UNet ran"))
+    fail_if_called(monkeypatch, pipe.model.unet)
     with pytest.raises(ValueError, match=r"ControlNet 0 \(controlnet\) does not fit this model: it is a "
                        r"ControlNet for SDXL-like \(cross-attention width 64\) models and the model is SD-like "
                        r"\(cross-attention width 32\)"):
@@ -211,7 +212,7 @@ def test_a_controlnet_of_another_downsampling_is_refused_before_running(pipe, co
     other = ControlNetModel(block_out_channels=(32, 64), layers_per_block=1, in_channels=4,
                             down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), cross_attention_dim=32,
                             norm_num_groups=8, attention_head_dim=4, conditioning_embedding_out_channels=channels)
-    monkeypatch.setattr(pipe.model.unet, "forward", lambda *a, **k: pytest.fail("the UNet ran"))
+    fail_if_called(monkeypatch, pipe.model.unet)
     factor = 2 ** len(TINY_CONDITIONING_CHANNELS)
     with pytest.raises(ValueError, match=f"downsamples images by {factor}, the model's VAE by "
                                          f"{pipe.model.vae_scale_factor}"):
@@ -245,7 +246,7 @@ def test_a_model_name_the_infotext_cannot_hold_is_refused_before_running(pipe, c
 
     model = load_controlnet(build_tiny_controlnet(tmp_path / "control_tiny:v2", seed=0))  # None: named by its folder
     unit = ControlNetUnit(model, control_image, model_name=model_name)
-    monkeypatch.setattr(pipe.model.unet, "forward", lambda *a, **k: pytest.fail("the UNet ran"))
+    fail_if_called(monkeypatch, pipe.model.unet)
     with pytest.raises(ValueError, match=r"ControlNet 0: model name .*(,|:).* contains ',' or ':'"):
         pipe(controlnets=[unit], **SMALL)
 

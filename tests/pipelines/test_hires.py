@@ -10,6 +10,8 @@ from pipelines.infotext import parse_infotext
 from pipelines.params import GenerationLimits
 from pipelines.txt2img import TextToImage
 
+from .unet_spy import fail_if_called, replace_forward_for_the_test, replaced_forward
+
 BASE = dict(prompt="a castle", seed=21, width=32, height=32, steps=3, sampler="Euler")
 
 
@@ -64,7 +66,7 @@ def test_resize_to_explicit_size_keeps_aspect_when_one_side_is_zero(hires):
     (dict(width=64, height=1024, hr_resize_x=2048, hr_resize_y=64), "upscales to 2048x32768 before cropping"),
 ])
 def test_bad_hires_settings_are_refused_before_any_pass(hires, change, message, monkeypatch):
-    monkeypatch.setattr(hires.model.unet, "forward", lambda *a, **k: pytest.fail("the UNet ran"))
+    fail_if_called(monkeypatch, hires.model.unet)
     with pytest.raises(ValueError, match=message):
         hires(**{**BASE, **change})
 
@@ -154,7 +156,7 @@ def test_sdxl_second_pass_is_conditioned_on_the_size_before_cropping(sdxl_pipe, 
         sizes.append(tuple(int(v) for v in kwargs["added_cond_kwargs"]["time_ids"][0]))
         return forward(*args, **kwargs)
 
-    monkeypatch.setattr(unet, "forward", recording)
+    replace_forward_for_the_test(monkeypatch, unet, recording)
     result = HiresFix(sdxl_pipe)(**{**BASE, "width": 64, "height": 64, "steps": 2}, hr_resize_x=128, hr_resize_y=64,
                                  hr_second_pass_steps=2, denoising_strength=0.5)
     assert result.images[0].size == (128, 64)
@@ -176,12 +178,9 @@ def test_the_second_pass_runs_exactly_its_steps_over_a1111s_stretched_schedule(s
         seen.append(float(timestep.flatten()[0]))
         return original(sample, timestep, *args, **kwargs)
 
-    sd1_pipe.model.unet.forward = spy
-    try:
+    with replaced_forward(sd1_pipe.model.unet, spy):
         HiresFix(sd1_pipe)(**BASE, hr_scale=2.0, hr_upscaler="Latent", hr_second_pass_steps=hr_steps,
                            denoising_strength=denoise)
-    finally:
-        sd1_pipe.model.unet.forward = original
     second_pass = seen[BASE["steps"]:]
     total = int((hr_steps or BASE["steps"]) / denoise)
     scheduler = make_scheduler("Euler", dict(sd1_pipe.model.scheduler_config))

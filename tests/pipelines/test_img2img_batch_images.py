@@ -11,6 +11,8 @@ from pipelines.image_prep import resize_image
 from pipelines.img2img import Img2ImgParams, ImageToImage, check_img2img_params
 from pipelines.params import GenerationLimits
 
+from .unet_spy import fail_if_called
+
 SMALL = dict(width=64, height=64, steps=3, seed=5, prompt="a red circle", sampler="Euler")
 
 
@@ -95,7 +97,7 @@ def test_whole_picture_inpainting_takes_init_images_of_different_sizes(i2i, monk
 
 
 def test_only_masked_still_needs_one_image_size(i2i, monkeypatch):
-    monkeypatch.setattr(i2i.model.unet, "forward", lambda *a, **k: pytest.fail("the UNet ran"))
+    fail_if_called(monkeypatch, i2i.model.unet)
     with pytest.raises(ValueError, match="only masked.*same size"):
         i2i(init_images=[noise_image(1), noise_image(2, (128, 128))], mask=square_mask(), inpaint_full_res=True,
             batch_size=2, **SMALL)

@@ -14,6 +14,7 @@ from pipelines.outpaint import outpaint
 from pipelines.params import GenerationLimits
 
 from .tiny_images import box_mask
+from .unet_spy import fail_if_called
 
 SMALL = dict(width=64, height=64, steps=4, seed=3, prompt="a red circle", sampler="Euler")
 
@@ -97,7 +98,7 @@ def test_check_normalises_the_params_in_place():
 @pytest.mark.parametrize("name", ["inpaint_full_res", "inpainting_mask_invert", "exact_steps"])
 @pytest.mark.parametrize("value", ["no", "False", 0, 1, None])
 def test_switches_refuse_anything_but_a_bool(i2i, name, value, monkeypatch):
-    monkeypatch.setattr(i2i.model.unet, "forward", lambda *a, **k: pytest.fail("the UNet ran"))
+    fail_if_called(monkeypatch, i2i.model.unet)
     with pytest.raises(TypeError, match=f"{name} must be True or False"):
         i2i(init_images=[noise_image(1)], mask=square_mask(), **{name: value}, **SMALL)
 
@@ -147,7 +148,7 @@ def test_strength_still_refuses_non_numbers(bad):
 # -- degenerate sizes -----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("size", [(0, 0), (0, 64), (64, 0)])
 def test_empty_init_image_or_mask_is_refused(i2i, size, monkeypatch):
-    monkeypatch.setattr(i2i.model.unet, "forward", lambda *a, **k: pytest.fail("the UNet ran"))
+    fail_if_called(monkeypatch, i2i.model.unet)
     with pytest.raises(ValueError, match=r"init_images\[0\] is \d+x\d+ pixels"):
         i2i(init_images=[Image.new("RGB", size)], **SMALL)
     with pytest.raises(ValueError, match=r"mask is \d+x\d+ pixels"):

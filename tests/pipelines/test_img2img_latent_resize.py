@@ -14,6 +14,8 @@ from pipelines.image_prep import resize_image, to_model_pixels
 from pipelines.img2img import ImageToImage
 from pipelines.vae_decode import decode_latents, encode_images
 
+from .unet_spy import fail_if_called
+
 SMALL = dict(width=64, height=64, steps=4, seed=3, prompt="a red circle")
 MODE = "just resize (latent upscale)"
 
@@ -55,7 +57,7 @@ def test_a_denoising_run_gives_the_output_size_and_one_init_image_per_batch_imag
     (dict(mask=Image.new("L", (100, 60), 255)), "without a mask"),
 ])
 def test_latent_resize_with_a_mask_is_refused_before_any_work(i2i, extra, message, monkeypatch):
-    monkeypatch.setattr(i2i.model.unet, "forward", lambda *a, **k: pytest.fail("the UNet ran"))
+    fail_if_called(monkeypatch, i2i.model.unet)
     with pytest.raises(ValueError, match=message):
         i2i(init_images=[noise_image(1, (100, 60))], resize_mode=MODE, **SMALL, **extra)
 

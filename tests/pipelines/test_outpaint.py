@@ -11,6 +11,8 @@ from pipelines.infotext import parse_infotext
 from pipelines.inpaint_mask import blur_mask, latent_mask, paste_back, whole_picture_overlay
 from pipelines.outpaint import outpaint, outpaint_canvas
 
+from .unet_spy import fail_if_called
+
 SMALL = dict(prompt="a field", seed=2, steps=3, sampler="Euler")
 
 
@@ -128,7 +130,7 @@ def test_one_sided_outpaint_keeps_the_sides_it_does_not_extend(pipe, picture):
     (dict(left=8, mask_blur=65), "mask_blur must be"),
 ])
 def test_bad_extensions_are_refused_before_running(pipe, picture, sides, message, monkeypatch):
-    monkeypatch.setattr(pipe.model.unet, "forward", lambda *a, **k: pytest.fail("the UNet ran"))
+    fail_if_called(monkeypatch, pipe.model.unet)
     with pytest.raises(ValueError, match=message):
         outpaint(pipe, picture, **sides, **SMALL)
 

@@ -10,6 +10,8 @@ from pipelines.infotext import parse_infotext
 from pipelines.matched_noise import matched_noise_fill
 from pipelines.outpaint_mk2 import mk2_canvas, mk2_sides, outpaint_mk2
 
+from .unet_spy import fail_if_called
+
 SMALL = dict(prompt="a field", seed=2, steps=3, sampler="Euler")
 
 
@@ -97,7 +99,7 @@ def test_sides_take_mk2s_pixel_range_and_round_as_poor_mans():
     (dict(left=5), "multiple of 8"),
 ])
 def test_bad_settings_are_refused_before_running(pipe, picture, kwargs, message, monkeypatch):
-    monkeypatch.setattr(pipe.model.unet, "forward", lambda *a, **k: pytest.fail("the UNet ran"))
+    fail_if_called(monkeypatch, pipe.model.unet)
     with pytest.raises(ValueError, match=message):
         outpaint_mk2(pipe, picture, **kwargs, **SMALL)
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from pipelines.refiner import NEGATIVE_AESTHETIC_SCORE, POSITIVE_AESTHETIC_SCORE, switch_index
-from .unet_spy import recorded_calls, run_base_and_refiner
+from .unet_spy import recorded_calls, replaced_forward, run_base_and_refiner
 
 SMALL = dict(prompt="a red fox", negative_prompt="blurry", width=64, height=64, seed=3, sampler="Euler")
 
@@ -90,11 +90,8 @@ def test_refiner_conditioning_is_the_refiners_encoding(base_pipe, refiner_model)
         seen.append(encoder_hidden_states.detach().clone())
         return original(sample, timestep, encoder_hidden_states=encoder_hidden_states, **kwargs)
 
-    refiner_model.unet.forward = spy
-    try:
+    with replaced_forward(refiner_model.unet, spy):
         base_pipe(**SMALL, steps=4, refiner=refiner_model, refiner_switch_at=0.6)
-    finally:
-        refiner_model.unet.forward = original
     encoder = ModelSession(refiner_model).encoder(1)
     expected = torch.stack([encoder.encode("a red fox").hidden, encoder.encode("blurry").hidden])
     assert torch.allclose(seen[0], expected)

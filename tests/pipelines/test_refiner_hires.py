@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from pipelines.control import GenerationControl
-from .unet_spy import recorded_calls, run_base_and_refiner
+from .unet_spy import recorded_calls, replaced_forward, run_base_and_refiner
 
 SMALL = dict(prompt="a red fox", negative_prompt="blurry", width=64, height=64, seed=3, sampler="Euler")
 
@@ -114,11 +114,8 @@ def test_the_hires_pass_starts_from_the_refined_first_pass(hires, refiner_model)
             inputs.append(sample.detach().clone())
             return original(sample, *args, **kwargs)
 
-        hires.model.unet.forward = spy
-        try:
+        with replaced_forward(hires.model.unet, spy):
             result = hires(**HIRES, refiner=refiner_model, hires_fix_refiner_pass=refiner_pass)
-        finally:
-            hires.model.unet.forward = original
         hires_inputs = [sample for sample in inputs if sample.shape[-1] == 96 // 8]  # 64 px x 1.5
         return hires_inputs[0], result.images[0].tobytes()
 

@@ -6,6 +6,8 @@ import pytest
 
 from mixkit.errors import UnknownNameError
 
+from .unet_spy import replaced_forward
+
 SMALL = dict(width=64, height=64, steps=2)
 
 BAD = [
@@ -74,9 +76,5 @@ def test_a_unet_output_with_nan_stops_with_a1111s_nan_check(sd1_pipe):
         output.sample[0, 0, 0, 0] = float("nan")
         return output
 
-    sd1_pipe.model.unet.forward = broken
-    try:
-        with pytest.raises(ValueError, match="NaN/inf at step 1"):
-            sd1_pipe(prompt="a cat", seed=1, steps=2, width=64, height=64)
-    finally:
-        sd1_pipe.model.unet.forward = original
+    with replaced_forward(sd1_pipe.model.unet, broken), pytest.raises(ValueError, match="NaN/inf at step 1"):
+        sd1_pipe(prompt="a cat", seed=1, steps=2, width=64, height=64)

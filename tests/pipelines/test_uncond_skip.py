@@ -9,6 +9,8 @@ from mixkit.prompts.conditioning import StepConditioning, combine_cfg
 from pipelines.infotext import parse_infotext
 from pipelines.uncond_skip import UncondSkip, check_uncond_skip, timestep_sigmas, without_uncond
 
+from .unet_spy import replace_forward_for_the_test
+
 SIGMAS = [14.6, 8.0, 3.0, 0.9, 0.5, 0.2, 0.05]  # one per model evaluation
 
 
@@ -94,7 +96,7 @@ class _BatchRecorder:
             self.sizes.append(sample.shape[0])
             return forward(sample, *args, **kwargs)
 
-        monkeypatch.setattr(unet, "forward", recording)
+        replace_forward_for_the_test(monkeypatch, unet, recording)
 
 
 SMALL = dict(width=64, height=64, steps=6, sampler="Euler", seed=3)

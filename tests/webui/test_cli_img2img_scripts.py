@@ -68,13 +68,25 @@ def test_prompts_from_file_run_each_line_on_the_init_image(tiny_sd1_dir, init, t
     (["--xyz-x", "Steps:1", "--prompt-matrix"], "--xyz-x/y/z and --prompt-matrix are two scripts"),
     (["--xyz-x", "Steps:1", "-o", "plot.png"], "X/Y/Z plot writes several images: give -o a folder"),
     (["--prompt-matrix", "-o", "m.png"], "Prompt matrix writes several images: give -o a folder"),
+    # the script-image cap (--max-script-images), for each script img2img runs
+    (["--loopback", "3", "--batch-count", "2", "--max-script-images", "5"],
+     "Loopback would generate 6 images (3 loops x batch count 2), more than the 5 one script job may make"),
+    (["--xyz-x", "Steps:1,2", "--batch-size", "2", "--max-script-images", "3"],
+     "The X/Y/Z plot would generate 4 images (2 cells x their batch size x batch count), more than the 3"),
+    (["--sd-upscale", "2", "--sd-upscale-overlap", "8", "--max-script-images", "1"],
+     "x batch count 1), more than the 1 one script job may make"),
+    (["--prompts-from-file", "list.txt", "--max-script-images", "1"], "Prompts from file would generate 2 images"),
+    (["--loopback", "2", "--max-script-images", "0"],
+     "--max-script-images must be a whole number of images of at least 1, got 0."),
 ])
 def test_bad_scripts_are_refused_before_the_model_loads(init, tmp_path, capsys, monkeypatch, flags, message):
     monkeypatch.chdir(tmp_path)
+    listing = tmp_path / "list.txt"
+    listing.write_text("a dog\na bird\n", encoding="utf-8")
     code = main(["img2img", str(init), "a red cat", "--model", str(tmp_path / "no-model"), *ARGS, *flags])
     err = capsys.readouterr().err
     assert code == 2 and message in err, err
-    assert sorted(path.name for path in tmp_path.iterdir()) == []
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["list.txt"]
 
 
 def test_a_script_on_a_folder_is_refused(tmp_path, capsys, monkeypatch):
@@ -82,3 +94,16 @@ def test_a_script_on_a_folder_is_refused(tmp_path, capsys, monkeypatch):
     (tmp_path / "in").mkdir()
     code = main(["img2img", "a cat", "--input-dir", str(tmp_path / "in"), "--model", "m", "--xyz-x", "Steps:1,2"])
     assert code == 2 and "--xyz-x/y/z runs on one IMAGE; leave out --input-dir" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, images", [
+    (["--loopback", "2"], 2 + 1),  # the loops, then their grid
+    (["--xyz-x", "Steps:1,2"], 2 + 1),
+    (["--sd-upscale", "1", "--sd-upscale-overlap", "8"], 1),  # one 64 px tile
+])
+def test_a_script_at_its_cap_runs_with_the_cap_passed_on(tiny_sd1_dir, init, tmp_path, capsys, flags, images):
+    # a cap of exactly the job's images lets it through the check and the run, which plans again with the flag's
+    # context (one image fewer is refused before loading, above)
+    cap = 1 if "--sd-upscale" in flags else 2
+    assert img2img(tiny_sd1_dir, init, tmp_path / "out", *flags, "--max-script-images", str(cap)) == 0
+    assert len(capsys.readouterr().out.split()) == images

@@ -54,6 +54,14 @@ def test_combined_writes_a_grid_of_the_list_first(tiny_sd1_dir, tmp_path, capsys
     ("a", ["--prompts-from-file", "missing.txt"], "--prompts-from-file missing.txt: cannot read it"),
     ("a", ["--prompts-from-file", "bad.txt"], "--prompts-from-file bad.txt, line 2: unknown option --stepz"),
     ("a", ["--prompts-from-file", "big.txt"], "--prompts-from-file big.txt, line 1: steps must be in [1, 1000]"),
+    # every line within the limits, 11,200 images in all: over the script-image cap (10,000 by default)
+    ("a", ["--prompts-from-file", "huge.txt"], "Prompts from file would generate 11,200 images (7 lines x each "
+                                               "line's batch size x batch count), more than the 10,000"),
+    ("a|b|c", ["--prompt-matrix", "--max-script-images", "3"], "Prompt matrix would generate 4 images (one per "
+                                                               "combination of the '|' parts: 4), more than the 3"),
+    ("a|b", ["--xyz-x", "Steps:1,2,3", "--max-script-images", "2"], "The X/Y/Z plot would generate 3 images"),
+    ("a", ["--prompts-from-file", "huge.txt", "--max-script-images", "-1"], "--max-script-images must be a whole "
+                                                                          "number of images of at least 1, got -1."),
     # read up to the bound, not to the end: /dev/zero filled memory
     ("a", ["--prompts-from-file", "/dev/zero"], "--prompts-from-file /dev/zero: more than 16 MB of text"),
 ])
@@ -62,8 +70,17 @@ def test_bad_scripts_fail_in_one_line_before_loading(tiny_sd1_dir, tmp_path, cap
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bad.txt").write_text("a cat\n--stepz 2\n", encoding="utf-8")
     (tmp_path / "big.txt").write_text("--steps 5000\n", encoding="utf-8")
+    (tmp_path / "huge.txt").write_text("--n_iter 100 --batch_size 16\n" * 7, encoding="utf-8")
     out = tmp_path / "out"
     code = main(["generate", prompt, "--model", str(tiny_sd1_dir), "-o", str(out), *ARGS, *extra])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err[-1].startswith("mixkit: error:") and message in err[-1], err
     assert not out.exists() and not (tmp_path / "m.png").exists()
+
+
+def test_a_list_at_the_cap_runs(tiny_sd1_dir, tmp_path, capsys):
+    listing = tmp_path / "list.txt"
+    listing.write_text("a red cat\n--prompt a dog --n_iter 2\n", encoding="utf-8")
+    code = main(["generate", "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "out"), *ARGS,
+                 "--prompts-from-file", str(listing), "--max-script-images", "3"])
+    assert code == 0 and len(capsys.readouterr().out.split()) == 3

@@ -33,6 +33,9 @@ def add_parser(subparsers) -> None:
     from webui.cli.prompt_script_flags import add_prompt_script_flags
 
     add_prompt_script_flags(p)
+    from webui.cli.script_image_cap import add_script_image_cap_flag
+
+    add_script_image_cap_flag(p)
     p.set_defaults(func=run)
 
 
@@ -221,12 +224,13 @@ def run(args: argparse.Namespace) -> int:
             check_hires_params(params, GenerationLimits(), 8)  # SD's VAE grid; the pipeline checks the model's
 
     from webui.cli.prompt_script_flags import check_prompt_script, prompt_script_of
+    from webui.cli.script_image_cap import script_image_context
     from webui.cli.xyz_flags import check_xyz_plot, xyz_config_of, xyz_requested
 
     script = prompt_script_of(args, xyz_requested(args))  # Prompt matrix / Prompts from file, or None
     plot = xyz_config_of(args) if xyz_requested(args) else None
     if plot is not None:  # before the output folder is made
-        check_xyz_plot(plot, params, check=check)
+        check_xyz_plot(plot, params, check=check, **script_image_context(args))
     if script is not None:
         check_prompt_script(*script, params, check, args)
     output, output_is_file = check_before_load(args, params, check)
@@ -253,7 +257,8 @@ def run(args: argparse.Namespace) -> int:
     if plot is not None:
         from webui.cli.xyz_flags import run_xyz_plot
 
-        return run_xyz_plot(pipe if hires is None else HiresFix(pipe), params, plot, output, infotext_writing_of(args))
+        return run_xyz_plot(pipe if hires is None else HiresFix(pipe), params, plot, output, infotext_writing_of(args),
+                            **script_image_context(args))
     if script is not None:
         from webui.cli.prompt_script_flags import run_prompt_script
 

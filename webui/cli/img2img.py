@@ -105,6 +105,9 @@ def add_parser(subparsers) -> None:
     add_xyz_flags(p)
     add_prompt_script_flags(p)
     add_sd_upscale_flags(p)
+    from webui.cli.script_image_cap import add_script_image_cap_flag
+
+    add_script_image_cap_flag(p)
     p.set_defaults(func=run)
 
 

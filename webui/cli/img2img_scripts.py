@@ -34,10 +34,13 @@ class Img2ImgScript:
 
     def check(self, params, check: Callable, args: argparse.Namespace) -> None:
         """The script's plan on the command's params, and `check` (the command's limits) on every call it makes."""
+        from webui.cli.script_image_cap import script_image_context
+
+        cap = script_image_context(args)  # --max-script-images, for every script
         if self.flag == "--sd-upscale":
             from webui.cli.sd_upscale_flags import check_sd_upscale_run
 
-            check_sd_upscale_run(params, self.config)
+            check_sd_upscale_run(params, self.config, **cap)
         elif self.flag == "--loopback":
             from dataclasses import replace
 
@@ -48,12 +51,13 @@ class Img2ImgScript:
                 self.interrogate = cli_interrogator(args, args.device)
             if self.config.append_interrogation == "DeepBooru":
                 self.deepbooru = cli_deepbooru(args, args.device)
-            for loop in planned_params(params, self.config, interrogate=self.interrogate, deepbooru=self.deepbooru):
+            for loop in planned_params(params, self.config, interrogate=self.interrogate, deepbooru=self.deepbooru,
+                                       **cap):
                 check(replace(loop))
         elif self.flag == "--xyz-x/y/z":
             from webui.cli.xyz_flags import check_xyz_plot
 
-            check_xyz_plot(self.config, params, kind="img2img", check=check)
+            check_xyz_plot(self.config, params, kind="img2img", check=check, **cap)
         else:
             from webui.cli.prompt_script_flags import check_prompt_script
 
@@ -61,18 +65,21 @@ class Img2ImgScript:
 
     def run(self, pipe, params, output, args: argparse.Namespace, writing=None, output_is_file: bool = False) -> int:
         """Run the script with a progress bar and Ctrl-C as Interrupt; write its grid(s) then its images."""
+        from webui.cli.script_image_cap import script_image_context
+
+        cap = script_image_context(args)  # the run checks its plan again, with the same cap
         if self.flag == "--sd-upscale":
             from webui.cli.sd_upscale_flags import run_sd_upscale
 
-            return run_sd_upscale(pipe, params, self.config, output, output_is_file, writing)
+            return run_sd_upscale(pipe, params, self.config, output, output_is_file, writing, **cap)
         if self.flag == "--loopback":
             from webui.cli.loopback_flags import run_loopback
 
-            return run_loopback(pipe, params, self.config, output, writing, self.interrogate, self.deepbooru)
+            return run_loopback(pipe, params, self.config, output, writing, self.interrogate, self.deepbooru, **cap)
         if self.flag == "--xyz-x/y/z":
             from webui.cli.xyz_flags import run_xyz_plot
 
-            return run_xyz_plot(pipe, params, self.config, output, writing, kind="img2img")
+            return run_xyz_plot(pipe, params, self.config, output, writing, kind="img2img", **cap)
         from webui.cli.prompt_script_flags import run_prompt_script
 
         return run_prompt_script(self.module, self.config, pipe, params, output, args, writing)

@@ -111,7 +111,7 @@ def cli_deepbooru(args: argparse.Namespace, device: str | None):
     return deepbooru_tagger(args.deepdanbooru_models_path, device)
 
 
-def run_loopback(pipe, params, config, output, writing=None, interrogate=None, deepbooru=None) -> int:
+def run_loopback(pipe, params, config, output, writing=None, interrogate=None, deepbooru=None, **cap) -> int:
     """Run the loops with a progress bar and Ctrl-C as Interrupt; write the grid, then every loop's image; print the
     paths."""
     from pipelines.scripts import loopback
@@ -119,7 +119,7 @@ def run_loopback(pipe, params, config, output, writing=None, interrogate=None, d
 
     total = config.loops * params.batch_count
     result = run_with_progress(lambda **hooks: loopback.run(pipe, params, config, interrogate=interrogate,
-                                                             deepbooru=deepbooru, **hooks),
+                                                             deepbooru=deepbooru, **cap, **hooks),
                                params.steps * total)
     return report_written([*result.save_grids(output, writing), *result.save(output, writing)], result.interrupted,
                           f"kept {len(result.samples.images)} of {total} loop image(s)")

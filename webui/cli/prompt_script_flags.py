@@ -97,12 +97,15 @@ def prompt_script_of(args: argparse.Namespace, xyz_requested: bool = False):
 
 
 def script_context(args: argparse.Namespace) -> dict:
-    """What the scripts may need: the --styles-file library, for a list's --styles lines."""
+    """What the scripts may need: the --styles-file library, for a list's --styles lines, and --max-script-images."""
+    from webui.cli.script_image_cap import script_image_context
+
+    context = script_image_context(args)
     if not args.styles_file:
-        return {}
+        return context
     from mixkit.prompts.styles import StyleLibrary
 
-    return {"styles": StyleLibrary(args.styles_file)}
+    return {**context, "styles": StyleLibrary(args.styles_file)}
 
 
 def check_prompt_script(script, config, params, check, args: argparse.Namespace) -> None:

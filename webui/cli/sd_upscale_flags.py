@@ -67,21 +67,22 @@ class flag_terms:
         return False
 
 
-def check_sd_upscale_run(params, config) -> None:
-    """The run's checks that need no model (one image, no mask, the upscaled size, the tiles), before the load."""
-    from pipelines.scripts.sd_upscale import check_sd_upscale
+def check_sd_upscale_run(params, config, **cap) -> None:
+    """The run's checks that need no model (one image, no mask, the upscaled size, the tiles, the script-image cap),
+    before the load."""
+    from pipelines.scripts.sd_upscale import planned_params
 
     with flag_terms():
-        check_sd_upscale(params, config)
+        planned_params(params, config, **cap)
 
 
-def run_sd_upscale(pipe, params, config, output, output_is_file: bool, writing=None) -> int:
+def run_sd_upscale(pipe, params, config, output, output_is_file: bool, writing=None, **cap) -> int:
     """Run the script with a progress bar and Ctrl-C as Interrupt; write each upscale; print the paths."""
     from pipelines.scripts import sd_upscale
     from webui.cli.progress import report_written, run_with_progress
 
     plan = sd_upscale.check_sd_upscale(params, config)
-    result = run_with_progress(lambda **hooks: sd_upscale.run(pipe, params, config, **hooks),
+    result = run_with_progress(lambda **hooks: sd_upscale.run(pipe, params, config, **cap, **hooks),
                                params.steps * plan.batches * plan.iterations)
     paths = result.save_as(output, writing) if output_is_file else result.save(output, writing)
     return report_written(paths, result.interrupted, f"kept {len(result.images)} of {plan.iterations} upscale(s)")

@@ -10,6 +10,8 @@ DEFAULT_SETTINGS_FILE = "mixkit-webui-settings.json"
 
 
 def add_parser(subparsers) -> None:
+    from pipelines.params import DEFAULT_MAX_SCRIPT_IMAGES
+
     p = subparsers.add_parser(
         "webui", help="start the web UI and the A1111-compatible HTTP API",
         description="Serve the mixkit web UI at http://127.0.0.1:PORT/ and the A1111 API at /sdapi/v1/. "
@@ -25,6 +27,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--max-image-pixels", type=int, default=None, metavar="N",
                    help="largest input image (img2img, Extras, ControlNet, AppFlow) in pixels "
                         "(default: 4x the generation cap, 16,777,216)")
+    p.add_argument("--max-script-images", type=int, default=None, metavar="N",
+                   help="most images one script job (X/Y/Z plot, Prompt matrix, Prompts from file, Loopback, SD "
+                        "upscale) may generate in all; larger jobs get HTTP 422 before queueing "
+                        f"(default: {DEFAULT_MAX_SCRIPT_IMAGES:,})")
     p.add_argument("--insecure-no-auth", action="store_true", help="allow --listen without --auth (trusted networks only)")
     p.add_argument("--allowed-hosts", default=None, metavar="NAME[,NAME2]",
                    help="host names a server bound to localhost answers to besides localhost/127.0.0.1 (a reverse "
@@ -132,9 +138,19 @@ def config_from_args(args: argparse.Namespace):
         queue_size=args.queue, preview_every=args.preview_every, ui=not args.api_only,
         settings_file=args.ui_settings_file or None,
         request_limits=RequestLimits(max_image_pixels=args.max_image_pixels),
+        limits=generation_limits(args),
     )
     check_server_config(config)
     return config
+
+
+def generation_limits(args: argparse.Namespace):
+    """The server's GenerationLimits: the defaults, with `--max-script-images` when given (checked, named by its flag)."""
+    from pipelines.params import GenerationLimits, check_max_script_images
+
+    if args.max_script_images is None:
+        return GenerationLimits()
+    return GenerationLimits(max_script_images=check_max_script_images("--max-script-images", args.max_script_images))
 
 
 def _comma_list(text: str | None) -> tuple[str, ...]:

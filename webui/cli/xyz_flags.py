@@ -56,15 +56,19 @@ def xyz_config_of(args: argparse.Namespace, kind: str = "txt2img"):
                       margin_size=args.xyz_margin)
 
 
-def check_xyz_plot(config, params, kind: str = "txt2img", check=None) -> None:
-    """The plot's checks on the call's params (Prompt S/R, samplers, sizes), and `check` (the command's limits) on
-    every cell's params, before the model loads; a cell's error names its axis values."""
+def check_xyz_plot(config, params, kind: str = "txt2img", check=None, **cap) -> None:
+    """The plot's checks on the call's params (Prompt S/R, samplers, sizes, the script-image cap: `cap` is
+    `script_image_context`'s), and `check` (the command's limits) on every cell's params, before the model loads; a
+    cell's error names its axis values."""
     from dataclasses import replace
 
+    from pipelines.scripts.image_budget import script_image_cap
     from pipelines.scripts.xyz_axes import PlotContext
-    from pipelines.scripts.xyz_plot import check_plot
+    from pipelines.scripts.xyz_plot import check_plot, check_plot_images
 
-    for cell in check_plot(params, config, PlotContext(kind=kind)):
+    cells = check_plot(params, config, PlotContext(kind=kind))
+    check_plot_images(cells, script_image_cap(cap))
+    for cell in cells:
         if check is not None:
             try:
                 check(replace(cell.params))
@@ -79,12 +83,12 @@ def cell_label(config, cell) -> str:
     return ", ".join(parts) or "1"
 
 
-def run_xyz_plot(pipe, params, config, output, writing=None, kind: str = "txt2img") -> int:
+def run_xyz_plot(pipe, params, config, output, writing=None, kind: str = "txt2img", **cap) -> int:
     """Run the plot with a progress bar and Ctrl-C as Interrupt; write the grids, then the images; print the paths."""
     from pipelines.scripts import xyz_plot
     from webui.cli.progress import report_written, run_with_progress
 
-    result = run_with_progress(lambda **hooks: xyz_plot.run(pipe, params, config, kind=kind, **hooks),
+    result = run_with_progress(lambda **hooks: xyz_plot.run(pipe, params, config, kind=kind, **cap, **hooks),
                                params.steps * params.batch_count * config.cell_count)
     return report_written([*result.save_grids(output, writing), *result.save(output, writing)], result.interrupted,
                           f"kept {len(result.samples.images)} of {config.cell_count * params.total_images} image(s) "

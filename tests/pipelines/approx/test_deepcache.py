@@ -131,6 +131,24 @@ def test_bad_settings_are_refused(kwargs, match):
         DeepCacheSettings(**kwargs)
 
 
+def test_a_forward_put_back_as_its_bound_method_is_wrapped_and_a_foreign_one_refused(tiny_sd1_dir):
+    unet, *_ = unet_and_inputs(tiny_sd1_dir, sdxl=False)
+    unet.forward = unet.forward  # a spy put back the way most code does: the class's forward, bound, in __dict__
+    state = apply_deepcache(unet, DeepCacheSettings(interval=2))
+    assert deepcache_state(unet) is state and remove_deepcache(unet) is True
+    assert "forward" not in unet.__dict__
+
+    def wrapper(*args, **kwargs):
+        return type(unet).forward(unet, *args, **kwargs)
+
+    unet.forward = wrapper
+    with pytest.raises(ValueError, match=r"forward is already replaced \(by test_a_forward_put_back_as_its_bound_"
+                                         r"method_is_wrapped_and_a_foreign_one_refused.<locals>.wrapper\).*del "
+                                         r"unet.forward"):
+        apply_deepcache(unet, DeepCacheSettings(interval=2))
+    assert unet.__dict__["forward"] is wrapper and deepcache_state(unet) is None
+
+
 def test_unsupported_unets_are_refused_and_left_alone(tiny_sd1_dir):
     unet, *_ = unet_and_inputs(tiny_sd1_dir, sdxl=False)
     with pytest.raises(ValueError, match="shallow_layers=3 exceeds the 2 layers"):
