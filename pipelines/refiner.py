@@ -232,7 +232,8 @@ class RefinerSlot:
                 except ConfigMismatchError as error:
                     # the loader's advice is about config_dir / --config-dir, which set the base model's configs
                     # here; say what reaches a refiner's
-                    raise ConfigMismatchError(error.mismatch, refiner_configs_advice(refiner, base, config_dir)) from None
+                    advice = refiner_configs_advice(refiner, base, config_dir)
+                    raise ConfigMismatchError(error.mismatch, advice) from None
             check_refiner_fits(base, model)
             self._session = ModelSession(model, embeddings_dir=base_session.embeddings_dir,
                                          lora_dir=base_session.lora_dir,
