@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from mixkit.interrogate.deepbooru import DeepbooruModel
+from mixkit.interrogate.deepbooru import DeepbooruModel, shared_deepbooru_model
 from mixkit.interrogate.deepbooru_network import INPUT_SIZE
 from mixkit.interrogate.deepbooru_tags import DeepbooruSettings, format_tags
 
@@ -38,12 +38,13 @@ def interrogate_deepbooru(image: Any, settings: DeepbooruSettings | None = None,
                           model: DeepbooruModel | str | os.PathLike, keep_in_memory: bool = False) -> str:
     """A1111's DeepBooru text for one image ("1girl, solo, ..."), `settings` at A1111's defaults when None.
 
-    `model`: a `DeepbooruModel` (kept by the caller, so the network can stay loaded) or the folder holding
-    `model-resnet_custom_v3.pt`. A missing file is a FileNotFoundError naming the folder and the download."""
+    `model`: a `DeepbooruModel` or the folder holding `model-resnet_custom_v3.pt` (the process's shared tagger of that
+    folder, so `keep_in_memory=True` keeps it loaded for the next call). A missing file is a FileNotFoundError naming
+    the folder and the download."""
     settings = DeepbooruSettings() if settings is None else settings
     if not isinstance(settings, DeepbooruSettings):
         raise TypeError(f"settings must be DeepbooruSettings, got {type(settings).__name__}.")
-    tagger = model if isinstance(model, DeepbooruModel) else DeepbooruModel(model)
+    tagger = model if isinstance(model, DeepbooruModel) else shared_deepbooru_model(model)
     pixels = deepbooru_pixels(image)
     tags, scores = tagger.probabilities(pixels, keep_in_memory=keep_in_memory)
     return format_tags(tags, scores, settings)

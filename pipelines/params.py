@@ -107,6 +107,9 @@ class Txt2ImgParams:
     # completed fraction of the schedule (by noise level) reaches refiner_switch_at. None: no refiner.
     refiner: Any = None
     refiner_switch_at: float = 0.8
+    # The configs folder (a diffusers model folder) a single-file `refiner` is read with, when the base model's
+    # config_dir does not describe it (pipelines.refiner_configs). None: the base's config_dir or the shipped configs.
+    refiner_config_dir: Any = None
     # A1111's Settings > Compatibility "Switch to refiner by sampling steps instead of model timesteps": the completed
     # fraction is model calls made / the run's steps instead (infotext "Refiner switch by sampling steps: True").
     refiner_switch_by_sample_steps: bool = False
@@ -281,7 +284,8 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     check_uncond_skip(params.s_min_uncond, params.s_min_uncond_all, params.skip_early_cond)
     from pipelines.refiner import check_refiner_params
 
-    check_refiner_params(params.refiner, params.refiner_switch_at, params.refiner_switch_by_sample_steps)
+    check_refiner_params(params.refiner, params.refiner_switch_at, params.refiner_switch_by_sample_steps,
+                         params.refiner_config_dir)
     weight = params.inpainting_mask_weight
     if isinstance(weight, bool) or not isinstance(weight, numbers.Real) or not 0 <= weight <= 1:
         raise ValueError(f"inpainting_mask_weight must be a number in [0, 1] (A1111's 'Inpainting conditioning mask "

@@ -36,10 +36,12 @@ POSITIVE_AESTHETIC_SCORE = 6.0
 NEGATIVE_AESTHETIC_SCORE = 2.5
 
 
-def check_refiner_params(refiner: Any, switch_at: Any, by_sample_steps: Any = False) -> None:
+def check_refiner_params(refiner: Any, switch_at: Any, by_sample_steps: Any = False, config_dir: Any = None) -> None:
     """`refiner` is None, a model source (path, hub id) or a loaded DiffusionModel/pipeline; `switch_at` in (0, 1);
-    `by_sample_steps` (A1111's `refiner_switch_by_sample_steps`) a bool. Without a refiner `switch_at` is unused
-    (A1111 ignores it then), so it is checked only with one: a plot axis that sets a refiner has it checked per cell."""
+    `by_sample_steps` (A1111's `refiner_switch_by_sample_steps`) a bool; `config_dir` (`refiner_config_dir`) None or
+    the configs folder of a single-file refiner (`pipelines.refiner_configs.check_refiner_config_dir`). Without a
+    refiner `switch_at` is unused (A1111 ignores it then), so it is checked only with one: a plot axis that sets a
+    refiner has it checked per cell."""
     if refiner is not None and not isinstance(refiner, (str, os.PathLike, DiffusionModel)) \
             and not isinstance(getattr(refiner, "model", None), DiffusionModel):
         raise TypeError(f"refiner must be None, a model path / hub id, or a loaded DiffusionModel or pipeline, got "
@@ -55,6 +57,9 @@ def check_refiner_params(refiner: Any, switch_at: Any, by_sample_steps: Any = Fa
     if not isinstance(by_sample_steps, bool):
         raise TypeError(f"refiner_switch_by_sample_steps must be True or False (A1111's Settings > Compatibility "
                         f"'Switch to refiner by sampling steps instead of model timesteps'), got {by_sample_steps!r}.")
+    from pipelines.refiner_configs import check_refiner_config_dir
+
+    check_refiner_config_dir(refiner, config_dir)
 
 
 def switch_index(alphas_cumprod, timesteps, switch_at: float) -> int | None:
@@ -198,9 +203,10 @@ class RefinerSlot:
         self._key: tuple | None = None
         self._session = None
 
-    def session(self, refiner: Any, base_session):
+    def session(self, refiner: Any, base_session, config_dir: Any = None):
         """The ModelSession of `refiner` (loaded on first use, like the base model: same dtypes, on the CPU when
-        the base model is on an accelerator), sharing the base session's embeddings and LoRA folders."""
+        the base model is on an accelerator), sharing the base session's embeddings and LoRA folders; a single-file
+        refiner is read with `config_dir` (the call's checked `refiner_config_dir`) when given."""
         from pipelines.generation import ModelSession
         from pipelines.refiner_configs import refiner_config_options
         from pipelines.refiner_vae import refiner_load_options
@@ -209,7 +215,8 @@ class RefinerSlot:
         model = refiner if isinstance(refiner, DiffusionModel) else getattr(refiner, "model", None)
         options = refiner_load_options(base)  # the VAE setting "None": its built-in VAE, not the file next to it
         if model is None:
-            options.update(refiner_config_options(base, refiner))  # a single file: the base model's config_dir
+            # a single file: its refiner_config_dir, else the base model's config_dir
+            options.update(refiner_config_options(base, refiner, config_dir))
         key = ("object", id(model)) if model is not None else ("source", str(refiner), base.unet.dtype,
                                                                base.text_encoders[0].dtype, tuple(options.items()))
         if key != self._key:
@@ -225,7 +232,8 @@ class RefinerSlot:
                 except ConfigMismatchError as error:
                     # the loader's advice is about config_dir / --config-dir, which set the base model's configs
                     # here; say what reaches a refiner's
-                    raise ConfigMismatchError(error.mismatch, refiner_configs_advice(refiner, base)) from None
+                    advice = refiner_configs_advice(refiner, base, config_dir)
+                    raise ConfigMismatchError(error.mismatch, advice) from None
             check_refiner_fits(base, model)
             self._session = ModelSession(model, embeddings_dir=base_session.embeddings_dir,
                                          lora_dir=base_session.lora_dir,
@@ -322,7 +330,8 @@ class RefinerRun:
     def _prepare(self):
         if self._prepared is None:
             params = self.params
-            self.session = self.base_session.refiner_slot.session(params.refiner, self.base_session)
+            self.session = self.base_session.refiner_slot.session(params.refiner, self.base_session,
+                                                                  params.refiner_config_dir)
             # A1111 leaves the call's networks active when the refiner loads and re-encodes the prompts for it; its
             # Lora extension then patches each refiner layer that carries a network's layer name and fits its shape
             # (a mismatched shape is skipped and counted in "Networks with errors"). So each LoRA acts here on the

@@ -1,5 +1,10 @@
-"""Which configs a refiner given as a single-file checkpoint is read with: the base model's `config_dir`, when the
-base model was loaded from a single file with one and the refiner file is of the same family.
+"""Which configs a refiner given as a single-file checkpoint is read with: its own `refiner_config_dir` when given,
+else the base model's `config_dir`, when the base model was loaded from a single file with one and the refiner file
+is of the same family.
+
+`refiner_config_dir` (`mixkit generate --refiner-config-dir`) is for the refiner the base's configs cannot describe:
+a single-file refiner next to a base loaded from a diffusers folder (which has no config_dir to pass on), or next to
+a base file of another architecture. It is checked once, before any model loads (`check_refiner_config_dir`).
 
 A single file holds weights only; its architecture comes from configs, the shipped SD 1.x/2.x/XL ones unless
 `config_dir` names a diffusers folder (`mixkit.models.diffusion.single_file`). A user who loads a non-standard base
@@ -24,9 +29,12 @@ from mixkit.models.diffusion import DiffusionModel
 from mixkit.models.diffusion.single_file import CONFIG_DIR_KEY
 
 
-def refiner_config_options(base: DiffusionModel, refiner: Any) -> dict:
+def refiner_config_options(base: DiffusionModel, refiner: Any, refiner_config_dir: Any = None) -> dict:
     """`load_diffusion_model` options for `refiner` (a path, hub id or loaded model): `{"config_dir": ...}` when the
-    refiner is a single file to read with the base model's configs (see the module docstring), else `{}`."""
+    refiner is a single file to read with its `refiner_config_dir` (checked by `check_refiner_config_dir`) or the
+    base model's configs (see the module docstring), else `{}`."""
+    if refiner_config_dir is not None:
+        return {"config_dir": str(Path(refiner_config_dir).expanduser())}
     config_dir = base.extras.get(CONFIG_DIR_KEY)
     if config_dir is None or not isinstance(refiner, (str, os.PathLike)):
         return {}
@@ -53,14 +61,72 @@ def single_file_family(path: Path):
     return detect_family(normalize_legacy_keys(shapes), str(path))
 
 
-def refiner_configs_advice(refiner: Any, base: DiffusionModel) -> str:
+def refiner_configs_advice(refiner: Any, base: DiffusionModel, refiner_config_dir: Any = None) -> str:
     """What to do when a refiner file does not fit the configs it was read with (the loader's advice is about
     `config_dir`, which sets the base model's configs, not the refiner's)."""
-    options = refiner_config_options(base, refiner)
-    read_with = (f"the configs of {options['config_dir']!r}, the base model's config_dir" if options
-                 else "the shipped configs of its family")
+    options = refiner_config_options(base, refiner, refiner_config_dir)
+    if refiner_config_dir is not None:
+        read_with = f"the configs of {options['config_dir']!r}, its refiner_config_dir"
+    elif options:
+        read_with = f"the configs of {options['config_dir']!r}, the base model's config_dir"
+    else:
+        read_with = "the shipped configs of its family"
     return (f"The refiner is a single file, read with {read_with}. If it is complete, it has another architecture: "
-            "load it with the configs of a diffusers folder that matches it and pass that as the refiner "
+            "give the diffusers folder whose configs match it as refiner_config_dir=FOLDER (mixkit generate / "
+            "img2img --refiner-config-dir FOLDER), or pass the refiner loaded with them "
             "(refiner=TextToImage.from_pretrained(path, config_dir=FOLDER)), or give the refiner as that diffusers "
-            "folder; a refiner file of the base model's family is read with the base model's config_dir when the "
-            "base was loaded from a single file with one (mixkit generate --config-dir FOLDER).")
+            "folder; without refiner_config_dir, a refiner file of the base model's family is read with the base "
+            "model's config_dir when the base was loaded from a single file with one (mixkit generate --config-dir "
+            "FOLDER).")
+
+
+def check_refiner_config_dir(refiner: Any, refiner_config_dir: Any) -> None:
+    """`refiner_config_dir` is None, or a diffusers model folder holding every config the single-file loader reads
+    (unet/, vae/, scheduler/, text encoder and tokenizer folders) for a `refiner` that is a single-file checkpoint;
+    of the refiner file's family when its `.safetensors` header tells it. ValueError / TypeError saying what to do,
+    before any model loads."""
+    if refiner_config_dir is None:
+        return
+    if not isinstance(refiner_config_dir, (str, os.PathLike)) or not str(refiner_config_dir).strip():
+        raise TypeError("refiner_config_dir must be the path of a diffusers model folder (its unet/, vae/, scheduler/ "
+                        f"and text encoder configs describe the refiner file), got {refiner_config_dir!r}.")
+    if refiner is None:
+        raise ValueError(f"refiner_config_dir={str(refiner_config_dir)!r} sets the configs of a single-file refiner, "
+                         "and no refiner is given: add the refiner checkpoint, or drop refiner_config_dir.")
+    if not isinstance(refiner, (str, os.PathLike)):
+        raise ValueError(f"refiner_config_dir={str(refiner_config_dir)!r} applies to a refiner read from a single "
+                         "file; this refiner is already a loaded model, built with its configs: drop "
+                         "refiner_config_dir.")
+    path = Path(refiner).expanduser()
+    if path.is_dir():
+        raise ValueError(f"refiner_config_dir={str(refiner_config_dir)!r} applies to a single-file refiner; the "
+                         f"refiner {str(refiner)!r} is a diffusers folder, which has its own configs: drop "
+                         "refiner_config_dir.")
+    if not path.is_file():
+        raise ValueError(f"refiner_config_dir={str(refiner_config_dir)!r} applies to a single-file refiner; the "
+                         f"refiner {str(refiner)!r} is no file (a hub id brings its own configs): give the refiner's "
+                         ".safetensors / .ckpt path, or drop refiner_config_dir.")
+    configs = _read_refiner_configs(refiner_config_dir)
+    family = single_file_family(path)
+    if family is not None and family is not configs.family:
+        raise ValueError(f"refiner_config_dir={str(refiner_config_dir)!r} describes {configs.family.label} but the "
+                         f"refiner {str(refiner)!r} is {family.label}: give the diffusers folder of a model of the "
+                         f"refiner's family ({family.label}) and architecture.")
+
+
+def _read_refiner_configs(refiner_config_dir):
+    """The configs the single-file loader would read from `refiner_config_dir`, or a ValueError naming what is
+    missing there."""
+    from mixkit.models.diffusion.single_file_configs import read_model_configs
+
+    folder = Path(refiner_config_dir).expanduser()
+    if not folder.is_dir():
+        raise ValueError(f"refiner_config_dir={str(refiner_config_dir)!r} is not a folder: give the diffusers model "
+                         "folder whose configs describe the refiner file (the folder holding unet/, vae/, "
+                         "scheduler/, text_encoder/ ...).")
+    try:
+        return read_model_configs(folder)
+    except (FileNotFoundError, ValueError, OSError) as error:
+        raise ValueError(f"refiner_config_dir={str(refiner_config_dir)!r} does not hold the configs a single-file "
+                         f"refiner is read with: {error}. Give a diffusers model folder of the refiner's "
+                         "architecture (its weights are not needed, only the config files and tokenizers).") from None

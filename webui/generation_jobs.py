@@ -163,7 +163,11 @@ def script_job(state, kind: str, params, script, config, *, save: bool, grid_sav
     `<script's prefix>-NNNN.png`) with `grid_save`; a checkpoint the script switched to is put back."""
 
     def run(control, on_step) -> GenerationOutcome:
-        with checkpoint_for_job(state, checkpoint, restore=restore_checkpoint), checkpoint_kept(state):
+        from webui.interrogation import interrogation_models_held
+
+        # Loopback may interrogate at every loop: its CLIP / DeepBooru load once for the job
+        with checkpoint_for_job(state, checkpoint, restore=restore_checkpoint), checkpoint_kept(state), \
+                interrogation_models_held(state):
             pipe = script_pipeline(state, kind, params)
             result = script.run(pipe, params, config, callback=on_step, control=control, kind=kind,
                                 switch_checkpoint=checkpoint_switcher(state, kind, params), **context)

@@ -10,6 +10,7 @@ mixkit-tiny-blip2 by default) with Settings > Interrogate's num_beams / min / ma
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from mixkit.interrogate.deepbooru import A1111_FILE_NAME, A1111_FOLDER, A1111_URL
@@ -76,6 +77,18 @@ def deepbooru_now(state: ServerState, image, settings=None, keep: bool | None = 
     settings = settings or state.options.deepbooru_settings()
     keep = bool(state.options.get("interrogate_keep_models_in_memory")) if keep is None else keep
     return interrogate_deepbooru(image, settings, model=state.deepbooru, keep_in_memory=keep)
+
+
+@contextlib.contextmanager
+def interrogation_models_held(state: ServerState):
+    """Around a job that may interrogate many pictures (Loopback's loops, the Extras tab's Caption over a batch): the
+    server's CLIP and DeepBooru models load at most once for the whole job, and are dropped when it ends unless
+    Settings > Interrogate keeps them in memory (`mixkit.interrogate.holding`). Holding loads nothing."""
+    with contextlib.ExitStack() as stack:
+        for model in (state.interrogator, state.deepbooru):
+            if model is not None:
+                stack.enter_context(model.held())
+        yield
 
 
 def interrogate_now(state: ServerState, image, settings=None) -> str:

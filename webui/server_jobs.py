@@ -7,6 +7,7 @@ here, so the UI cannot queue anything the API would refuse.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from webui.generation_jobs import generation_job, outpaint_job
@@ -187,11 +188,12 @@ class ServerJobs:
         return self.worker.submit(lambda control, on_step: after(image), "extras", session=session)
 
     def submit_upscale_batch(self, images: list, scales: list[float], upscaler: str, *, session: str | None = None,
-                             keep_on_disconnect: bool = False, after=None) -> Job:
+                             keep_on_disconnect: bool = False, after=None, held=None) -> Job:
         """Queue the Extras upscale of `images` (each by its scale) as one job, every one checked before it is queued;
         the job returns the upscaled images in order, fewer when interrupted between two. One job, as A1111's
         "Batch Process" is one task: a page that reloads follows it by one task id, and progress counts images.
-        `keep_on_disconnect`: the Extras tab's run goes on when its page goes away, for a reloaded page to follow."""
+        `keep_on_disconnect`: the Extras tab's run goes on when its page goes away, for a reloaded page to follow.
+        `held`: a context manager factory the whole job runs in (the Caption models `after` uses, loaded once)."""
         from pipelines.control import StepProgress
         from pipelines.upscale import UPSCALERS, UpscaleLimits, check_upscale, upscale_image
 
@@ -204,13 +206,14 @@ class ServerJobs:
 
         def run(control, on_step) -> list:
             upscaled = []
-            for image, scale in work:
-                if control.interrupted:
-                    break
-                result = upscale_image(image, scale, upscaler=upscaler)
-                upscaled.append(result if after is None else after(result))
-                on_step(StepProgress(step=len(upscaled), total_steps=len(work), batch_index=0, batch_count=1,
-                                     latents=None, control=control))
+            with contextlib.nullcontext() if held is None else held():
+                for image, scale in work:
+                    if control.interrupted:
+                        break
+                    result = upscale_image(image, scale, upscaler=upscaler)
+                    upscaled.append(result if after is None else after(result))
+                    on_step(StepProgress(step=len(upscaled), total_steps=len(work), batch_index=0, batch_count=1,
+                                         latents=None, control=control))
             return upscaled
 
         return self.worker.submit(run, "extras", session=session, keep_on_disconnect=keep_on_disconnect)

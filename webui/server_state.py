@@ -67,9 +67,9 @@ class ServerState(ServerModels, PromptLibraries, ServerJobs, ServerApps):
                                              device=config.device or "cpu")
         self.deepbooru = None  # Interrogate DeepBooru's tagger (`--deepdanbooru-models-path`), loaded on first use
         if config.deepdanbooru_models_path:
-            from mixkit.interrogate import DeepbooruModel
+            from mixkit.interrogate import shared_deepbooru_model
 
-            self.deepbooru = DeepbooruModel(config.deepdanbooru_models_path, device=config.device or "cpu")
+            self.deepbooru = shared_deepbooru_model(config.deepdanbooru_models_path, device=config.device or "cpu")
         self._hypernetwork_library = None
         if config.hypernetwork_dir:
             from mixkit.hypernetworks import HypernetworkLibrary

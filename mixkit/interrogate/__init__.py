@@ -8,7 +8,7 @@ file into it, `deepbooru_tags` writes A1111's tag text (the image side is `pipel
 
 from mixkit.interrogate.categories import (BUILTIN_CATEGORIES, DEFAULT_DICT_LIMIT, Category, builtin_categories,
                                            read_categories)
-from mixkit.interrogate.deepbooru import DeepbooruModel, find_deepbooru_file, load_deepbooru
+from mixkit.interrogate.deepbooru import DeepbooruModel, find_deepbooru_file, load_deepbooru, shared_deepbooru_model
 from mixkit.interrogate.deepbooru_network import DeepDanbooruNetwork, DeepDanbooruSizes
 from mixkit.interrogate.deepbooru_tags import DeepbooruSettings, format_tags
 from mixkit.interrogate.interrogator import ClipInterrogator, InterrogateSettings, join_terms
@@ -17,4 +17,4 @@ from mixkit.interrogate.ranking import TextEmbeddingCache, rank_lines
 __all__ = ["BUILTIN_CATEGORIES", "DEFAULT_DICT_LIMIT", "Category", "ClipInterrogator", "DeepDanbooruNetwork",
            "DeepDanbooruSizes", "DeepbooruModel", "DeepbooruSettings", "InterrogateSettings", "TextEmbeddingCache",
            "builtin_categories", "find_deepbooru_file", "format_tags", "join_terms", "load_deepbooru", "rank_lines",
-           "read_categories"]
+           "read_categories", "shared_deepbooru_model"]

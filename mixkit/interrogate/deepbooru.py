@@ -17,6 +17,7 @@ import torch
 from mixkit.errors import CheckpointFormatError
 from mixkit.interrogate.deepbooru_network import (CONV_COUNT, STAGE_REPEATS, DeepDanbooruNetwork, DeepDanbooruSizes,
                                                   widening_block_indices)
+from mixkit.interrogate.holding import HeldBetweenUses
 
 A1111_FILE_NAME = "model-resnet_custom_v3.pt"  # the name A1111 downloads into models/torch_deepdanbooru
 A1111_URL = "https://github.com/AUTOMATIC1111/TorchDeepDanbooru/releases/download/v1/model-resnet_custom_v3.pt"
@@ -106,22 +107,26 @@ def find_deepbooru_file(folder: str | os.PathLike) -> Path:
     return candidates[0]
 
 
-class DeepbooruModel:
-    """The tagger of one folder, loaded on first use and dropped after each use unless kept in memory.
+class DeepbooruModel(HeldBetweenUses):
+    """The tagger of one folder, loaded on first use and dropped after each use unless kept in memory or `held()`
+    (a batch tags every picture with one load: `mixkit.interrogate.holding`).
 
-    Thread-safe: the web server's queue and its UI share one instance. `probabilities` takes the 512x512 pixels
-    (`pipelines.deepbooru` prepares them from an image as A1111 does)."""
+    Thread-safe: the web server's queue and its UI share one instance (`shared_deepbooru_model`). `probabilities`
+    takes the 512x512 pixels (`pipelines.deepbooru` prepares them from an image as A1111 does)."""
 
     def __init__(self, folder: str | os.PathLike, *, device: str | torch.device = "cpu") -> None:
         self.folder = Path(folder).expanduser()
         self.device = torch.device(device)
         self._loaded: tuple[DeepDanbooruNetwork, list[str]] | None = None
-        self._lock = threading.Lock()
+        self._init_holds()
+
+    def _drop(self) -> None:
+        self._loaded = None
 
     def unload(self) -> None:
         """Drop the network (A1111 moves it to the CPU; on a CPU server dropping is what frees memory)."""
         with self._lock:
-            self._loaded = None
+            self._drop()
 
     @torch.no_grad()
     def probabilities(self, pixels: torch.Tensor, *, keep_in_memory: bool = False) -> tuple[list[str], list[float]]:
@@ -134,5 +139,21 @@ class DeepbooruModel:
                 scores = network(pixels.to(self.device, torch.float32))[0]
                 return tags, scores.cpu().tolist()
             finally:
-                if not keep_in_memory:
-                    self._loaded = None
+                self._after_use(keep_in_memory)
+
+
+_SHARED: dict[tuple[Path, torch.device], DeepbooruModel] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_deepbooru_model(folder: str | os.PathLike, *, device: str | torch.device = "cpu") -> DeepbooruModel:
+    """The process's one `DeepbooruModel` of `folder` on `device`: every caller tagging with the same file (the
+    server's API, its tabs, Loopback, the command line) shares one loaded network instead of loading its own copy;
+    whether it stays loaded between uses is each use's `keep_in_memory` (A1111's interrogate_keep_models_in_memory).
+    The folder is resolved, so two spellings of one folder share too."""
+    key = (Path(folder).expanduser().resolve(), torch.device(device))
+    with _SHARED_LOCK:
+        model = _SHARED.get(key)
+        if model is None:
+            model = _SHARED[key] = DeepbooruModel(key[0], device=key[1])
+        return model

@@ -7,7 +7,6 @@ a CLIP model: `terms(image, settings)` ranks every category, and `join_terms` wr
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -15,6 +14,7 @@ from typing import Any, Callable
 import torch
 
 from mixkit.interrogate.categories import DEFAULT_DICT_LIMIT, Category, builtin_categories, read_categories
+from mixkit.interrogate.holding import HeldBetweenUses
 from mixkit.interrogate.ranking import TextEmbeddingCache, rank_lines
 
 DEFAULT_CLIP = "mixkit-tiny-clip"  # shipped, offline; openai/clip-vit-large-patch14 is A1111's ViT-L/14
@@ -70,12 +70,13 @@ def join_terms(caption: str, terms: list[tuple[str, float]], return_ranks: bool)
     return caption + "".join(f", ({term}:{score:.3f})" if return_ranks else f", {term}" for term, score in terms)
 
 
-class ClipInterrogator:
+class ClipInterrogator(HeldBetweenUses):
     """Ranks word lists against images with one CLIP model, loaded on first use.
 
     `clip_source` is a shipped name, a transformers CLIP folder or a hub id; `categories_dir` an A1111-style
     folder of word lists (None: the built-in shapes-world lists). The model is dropped after each call unless
-    `keep_models_in_memory` is set; the lists' text embeddings stay cached either way.
+    `keep_models_in_memory` is set or a `held()` block is open (a Loopback job: `mixkit.interrogate.holding`); the
+    lists' text embeddings stay cached either way.
     """
 
     def __init__(self, clip_source: str = DEFAULT_CLIP, categories_dir: str | Path | None = None, *,
@@ -90,7 +91,7 @@ class ClipInterrogator:
         self.device = device
         self._loader = loader
         self._clip = None
-        self._lock = threading.Lock()
+        self._init_holds()
         self.cache = TextEmbeddingCache()
 
     def categories(self, settings: InterrogateSettings) -> list[Category]:
@@ -114,10 +115,13 @@ class ClipInterrogator:
                                  "model; pass a CLIP checkpoint (e.g. openai/clip-vit-large-patch14).")
         return self._clip
 
+    def _drop(self) -> None:
+        self._clip = None
+
     def unload(self) -> None:
         """Drop the CLIP model (A1111 moves it to RAM; on a CPU server dropping is what frees memory)."""
         with self._lock:
-            self._clip = None
+            self._drop()
 
     @torch.no_grad()
     def terms(self, image: Any, settings: InterrogateSettings) -> list[tuple[str, float]]:
@@ -136,5 +140,4 @@ class ClipInterrogator:
                     found.extend(rank_lines(logits, category.items, category.top_n))
                 return found
             finally:
-                if not settings.keep_models_in_memory:
-                    self._clip = None
+                self._after_use(settings.keep_models_in_memory)

@@ -93,8 +93,9 @@ def test_a_refiner_file_that_fits_no_configs_is_refused_saying_what_to_do(files)
     message = str(caught.value)
     assert message.startswith(f"{files['refiner']} does not match the 'sd15' configs: ")
     assert ("The refiner is a single file, read with the shipped configs of its family. If it is complete, it has "
-            "another architecture: load it with the configs of a diffusers folder that matches it and pass that as "
-            "the refiner (refiner=TextToImage.from_pretrained(path, config_dir=FOLDER))") in message
+            "another architecture: give the diffusers folder whose configs match it as refiner_config_dir=FOLDER "
+            "(mixkit generate / img2img --refiner-config-dir FOLDER), or pass the refiner loaded with them "
+            "(refiner=TextToImage.from_pretrained(path, config_dir=FOLDER))") in message
     assert "mixkit generate --config-dir FOLDER" in message
     assert pipe.session.refiner_slot._session is None  # nothing half-loaded kept for the next call
     np.testing.assert_array_equal(_pixels(pipe(**SMALL)), _pixels(before))
@@ -118,3 +119,109 @@ def test_a_refiner_file_that_does_not_fit_the_base_models_config_dir_names_it(ti
     assert "'model.diffusion_model.out.2.bias'" in message
     assert (f"The refiner is a single file, read with the configs of {str(tiny_sd1_dir)!r}, the base model's "
             "config_dir. ") in message
+
+
+
+def test_a_single_file_refiner_with_its_own_config_dir_refines_as_its_folder_does(tiny_sd1_dir, files):
+    """A base loaded from a diffusers folder has no config_dir to pass on: refiner_config_dir gives the refiner file
+    its configs, and the image is the folder refiner's to the pixel."""
+    from pipelines.txt2img import TextToImage
+
+    pipe = TextToImage.from_pretrained(tiny_sd1_dir)
+    from_folder = pipe(**SMALL, refiner=str(files["refiner_dir"]), refiner_switch_at=0.5)
+    from_file = pipe(**SMALL, refiner=str(files["refiner"]), refiner_config_dir=str(files["refiner_dir"]),
+                     refiner_switch_at=0.5)
+    np.testing.assert_array_equal(_pixels(from_file), _pixels(from_folder))
+    assert np.abs(_pixels(from_file) - _pixels(pipe(**SMALL))).max() > 0  # the refiner's other weights did run
+    assert pipe.session.refiner_slot._session.model.extras["config_dir"] == str(files["refiner_dir"])
+
+
+def test_img2img_takes_the_refiners_config_dir_too(tiny_sd1_dir, files):
+    from PIL import Image
+
+    from pipelines.img2img import ImageToImage
+
+    pipe = ImageToImage.from_pretrained(tiny_sd1_dir)
+    init = Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8))
+    call = dict(SMALL, init_images=[init], denoising_strength=0.75, refiner_switch_at=0.5)
+    from_folder = pipe(**call, refiner=str(files["refiner_dir"]))
+    from_file = pipe(**call, refiner=str(files["refiner"]), refiner_config_dir=files["refiner_dir"])
+    np.testing.assert_array_equal(_pixels(from_file), _pixels(from_folder))
+
+
+def test_the_refiners_config_dir_wins_over_the_base_models(tiny_sd1_dir, files, tmp_path):
+    """A base file read with config_dir: the refiner file is read with its own refiner_config_dir (here a copy of
+    the configs in another folder, so which one was used shows)."""
+    import shutil
+
+    from pipelines.txt2img import TextToImage
+
+    own = shutil.copytree(files["refiner_dir"], tmp_path / "refiner-configs")
+    pipe = TextToImage.from_pretrained(files["base"], config_dir=tiny_sd1_dir)
+    pipe(**SMALL, refiner=str(files["refiner"]), refiner_config_dir=str(own), refiner_switch_at=0.5)
+    assert pipe.session.refiner_slot._session.model.extras["config_dir"] == str(own)
+
+
+def _refusal(files, tiny_sdxl_dir, tmp_path, case):
+    """(refiner, refiner_config_dir) of each refused case, and a fragment of its message."""
+    from mixkit.models.diffusion.loading import load_diffusion_model
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    return {
+        "no refiner": (None, files["refiner_dir"], "sets the configs of a single-file refiner, and no refiner is "
+                       "given: add the refiner checkpoint, or drop refiner_config_dir."),
+        "folder refiner": (str(files["refiner_dir"]), files["refiner_dir"], "is a diffusers folder, which has its "
+                           "own configs: drop refiner_config_dir."),
+        "hub id": ("stabilityai/stable-diffusion-xl-refiner-1.0", files["refiner_dir"], "is no file (a hub id brings "
+                   "its own configs): give the refiner's .safetensors / .ckpt path, or drop refiner_config_dir."),
+        "loaded refiner": (load_diffusion_model(files["refiner_dir"]), files["refiner_dir"], "this refiner is already "
+                           "a loaded model, built with its configs: drop refiner_config_dir."),
+        "missing folder": (str(files["refiner"]), tmp_path / "nowhere", "is not a folder: give the diffusers model "
+                           "folder whose configs describe the refiner file"),
+        "no configs": (str(files["refiner"]), empty, "does not hold the configs a single-file refiner is read with: "
+                       f"{empty} needs text_encoder/"),
+        "other family": (str(files["refiner"]), tiny_sdxl_dir, "describes SDXL base but the refiner"),
+    }[case]
+
+
+@pytest.mark.parametrize("case", ["no refiner", "folder refiner", "hub id", "loaded refiner", "missing folder",
+                                  "no configs", "other family"])
+def test_a_bad_refiner_config_dir_is_refused_before_anything_runs(tiny_sd1_dir, tiny_sdxl_dir, files, tmp_path,
+                                                                   case):
+    from pipelines.txt2img import TextToImage
+
+    refiner, config_dir, message = _refusal(files, tiny_sdxl_dir, tmp_path, case)
+    pipe = TextToImage.from_pretrained(tiny_sd1_dir)
+    calls = []
+    pipe.session.refiner_slot.session = lambda *args: calls.append(args)  # nothing may load a refiner
+    with pytest.raises(ValueError) as caught:
+        pipe(**SMALL, refiner=refiner, refiner_config_dir=config_dir, refiner_switch_at=0.5)
+    assert message in str(caught.value) and f"refiner_config_dir={str(config_dir)!r}" in str(caught.value)
+    assert calls == []
+
+
+def test_a_refiner_config_dir_of_another_type_is_refused(tiny_sd1_dir, files):
+    from pipelines.txt2img import TextToImage
+
+    with pytest.raises(TypeError, match="refiner_config_dir must be the path of a diffusers model folder"):
+        TextToImage.from_pretrained(tiny_sd1_dir)(**SMALL, refiner=str(files["refiner"]), refiner_config_dir=3)
+
+
+def test_a_refiner_file_that_does_not_fit_its_config_dir_says_it_was_read_with_it(tiny_sd1_dir, files, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from pipelines.txt2img import TextToImage
+
+    state = load_file(files["refiner"])
+    del state["model.diffusion_model.out.2.bias"]
+    save_file(state, tmp_path / "short.safetensors")
+    pipe = TextToImage.from_pretrained(tiny_sd1_dir)
+    before = pipe(**SMALL)
+    with pytest.raises(ConfigMismatchError) as caught:
+        pipe(**SMALL, refiner=str(tmp_path / "short.safetensors"), refiner_config_dir=files["refiner_dir"],
+             refiner_switch_at=0.5)
+    assert (f"The refiner is a single file, read with the configs of {str(files['refiner_dir'])!r}, its "
+            "refiner_config_dir. ") in str(caught.value)
+    assert pipe.session.refiner_slot._session is None
+    np.testing.assert_array_equal(_pixels(pipe(**SMALL)), _pixels(before))

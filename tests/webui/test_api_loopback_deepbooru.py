@@ -71,3 +71,15 @@ def test_a_removed_tagger_file_fails_the_job_naming_the_folder(client, server):
         assert response.status_code == 422 and "No DeepDanbooru model in" in response.text, response.text
     finally:
         os.rename(folder / "moved.bin", path)
+
+
+def test_the_loops_load_the_tagger_once_and_drop_it_after_the_job(client, server, monkeypatch):
+    """interrogate_keep_models_in_memory off (A1111's default): three loops tag three init images with one load of the
+    tagger (it used to be read again at every loop); the job's end drops it."""
+    from mixkit.interrogate import deepbooru
+
+    assert server.state.options.get("interrogate_keep_models_in_memory") is False
+    loads, real = [], deepbooru.load_deepbooru
+    monkeypatch.setattr(deepbooru, "load_deepbooru", lambda path, **kwargs: loads.append(path) or real(path, **kwargs))
+    assert loop_prompts(client, [3, 0.5, "Linear", "DeepBooru"]) == ["a red cat, 1girl, long hair, solo"] * 3
+    assert len(loads) == 1 and server.state.deepbooru._loaded is None

@@ -45,6 +45,28 @@ def test_clip_appends_the_interrogation_to_the_prompt(tiny_sd1_dir, init, tmp_pa
     assert prompt.startswith("a red cat, ") and len(prompt) > len("a red cat, ")
 
 
+def test_clip_interrogation_loads_each_model_once_for_all_loops(tiny_sd1_dir, init, tmp_path, capsys, monkeypatch):
+    """Three loops interrogate three init images with one load of the CLIP (and of the captioner): a CLI job keeps
+    them loaded, as A1111's interrogate_keep_models_in_memory would."""
+    from collections import Counter
+
+    from mixkit.models import vlm
+
+    loads, real = Counter(), vlm.load_vlm
+
+    def load(source, **kwargs):
+        loads[str(source)] += 1
+        return real(source, **kwargs)
+    monkeypatch.setattr(vlm, "load_vlm", load)
+    code = main(["img2img", str(init), "a red cat", "--model", str(tiny_sd1_dir), "-o", str(tmp_path), *ARGS,
+                 "--loopback", "3", "--loopback-interrogate", "CLIP"])
+    assert code == 0
+    printed = capsys.readouterr().out.split()
+    prompts = [parse_infotext(Image.open(path).text["parameters"])["Prompt"] for path in printed[1:]]
+    assert len(prompts) == 3 and all(prompt.startswith("a red cat, ") for prompt in prompts)
+    assert loads["mixkit-tiny-clip"] == 1 and set(loads.values()) == {1}, loads  # the captioner may be cached
+
+
 @pytest.fixture(scope="module")
 def deepbooru_folder(tmp_path_factory):
     """A tagger scoring solo 0.881, 1girl 0.953, hat_(object) 0.269, long_hair 0.622 on every image."""

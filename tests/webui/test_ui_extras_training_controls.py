@@ -126,6 +126,27 @@ def test_deepbooru_tags_then_the_blip_caption(with_deepbooru, monkeypatch):
         "1girl, long hair, solo, a cube"
 
 
+def test_a_batch_captioned_by_deepbooru_loads_the_tagger_once(with_deepbooru, monkeypatch, tmp_path):
+    """"Upscale all" on three files with Caption: Deepbooru and interrogate_keep_models_in_memory off: one load of the
+    tagger for the whole job (it used to be read again for every picture), dropped when the job ends."""
+    from mixkit.interrogate import deepbooru
+
+    state, blocks = with_deepbooru
+    state.options.apply({"samples_save": True, "interrogate_keep_models_in_memory": False})
+    loads, real = [], deepbooru.load_deepbooru
+    monkeypatch.setattr(deepbooru, "load_deepbooru", lambda path, **kwargs: loads.append(path) or real(path, **kwargs))
+    paths = []
+    for number in range(3):
+        paths.append(tmp_path / f"source{number}.png")
+        Image.new("RGB", (16, 16), (60 * number, 10, 30)).save(paths[-1])
+    values = {**OFF, "caption": True, "captions": ["Deepbooru"]}
+    progress, *_ = list(handler(blocks, "extras_batch_generate", "click").fn(
+        [str(path) for path in paths], "Nearest", 1.0, 1, 16, 16, False, 0.0, 0.0, 0.0, "",
+        SimpleNamespace(session_hash=None), *values.values()))[-1]
+    assert "Done: 3 image(s)" in progress
+    assert len(loads) == 1 and state.deepbooru._loaded is None
+
+
 @pytest.mark.parametrize("training, message", [
     (dict(focal=True), "Auto focal point crop: a 64x8000 picture would be resized to 512x64000"),
     (dict(split=True), "Split oversized images: a 64x8000 picture would be resized to 512"),

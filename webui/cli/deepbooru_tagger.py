@@ -15,11 +15,11 @@ def deepbooru_tagger(folder: str, device: str | None, settings=None) -> Callable
     defaults). The file is found now, so a wrong folder fails before any model loads or file is written
     (FileNotFoundError naming the folder and A1111's download); the network loads at the first image and stays
     loaded for the rest of the command (A1111 keeps it on the CPU between uses)."""
-    from mixkit.interrogate import DeepbooruModel, DeepbooruSettings, find_deepbooru_file
+    from mixkit.interrogate import DeepbooruSettings, find_deepbooru_file, shared_deepbooru_model
     from pipelines.deepbooru import interrogate_deepbooru
 
     find_deepbooru_file(folder)
-    tagger, settings = DeepbooruModel(folder, device=device or "cpu"), settings or DeepbooruSettings()
+    tagger, settings = shared_deepbooru_model(folder, device=device or "cpu"), settings or DeepbooruSettings()
 
     def tags(image) -> str:
         return interrogate_deepbooru(image, settings, model=tagger, keep_in_memory=True)

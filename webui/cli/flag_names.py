@@ -31,6 +31,7 @@ FIELD_FLAGS = {
     "s_min_uncond_all": "--ngms-all-steps",
     "skip_early_cond": "--skip-early-cfg",
     "refiner_switch_at": "--refiner-switch-at",
+    "refiner_config_dir": "--refiner-config-dir",
     "refiner_switch_by_sample_steps": "--refiner-switch-by-sample-steps",
     "use_old_scheduling": "--use-old-scheduling",
     "tiling": "--tiling",

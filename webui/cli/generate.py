@@ -98,6 +98,9 @@ def add_generation_flags(p: argparse.ArgumentParser,
     p.add_argument("--refiner", default=None, metavar="MODEL",
                    help="A1111's Refiner: a checkpoint (folder, single file or hub id; e.g. an SDXL refiner) that "
                         "samples the steps after --refiner-switch-at")
+    p.add_argument("--refiner-config-dir", default=None, metavar="FOLDER",
+                   help="a --refiner single file of a non-standard architecture: a diffusers folder whose configs fit "
+                        "it (default: the --config-dir of a base file of its family, else the shipped configs)")
     p.add_argument("--refiner-switch-at", type=float, default=None, metavar="FRACTION",
                    help="fraction of the schedule (by noise level) after which the refiner takes over, in (0, 1) "
                         "(default: 0.8, A1111's)")
@@ -301,7 +304,8 @@ def generation_fields(args: argparse.Namespace) -> dict:
         sdxl_clip_l_skip=bool(args.sdxl_clip_l_skip),
         s_min_uncond=_or(args.ngms, d.s_min_uncond), s_min_uncond_all=bool(args.ngms_all_steps),
         skip_early_cond=_or(args.skip_early_cfg, d.skip_early_cond),
-        refiner=args.refiner, refiner_switch_at=_or(args.refiner_switch_at, d.refiner_switch_at),
+        refiner=args.refiner, refiner_config_dir=args.refiner_config_dir,
+        refiner_switch_at=_or(args.refiner_switch_at, d.refiner_switch_at),
         refiner_switch_by_sample_steps=bool(args.refiner_switch_by_sample_steps),
         use_old_scheduling=bool(args.use_old_scheduling), tiling=bool(args.tiling),
         sampler_parameters=sampler_parameters_of(args), infotext_options=infotext_options_of(args),

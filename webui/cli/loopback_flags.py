@@ -80,14 +80,16 @@ def _or(value, default):
 
 
 def cli_interrogator(args: argparse.Namespace, device: str | None):
-    """`image -> text`: Interrogate CLIP as the server runs it, with Settings > Interrogate's defaults. The word lists
-    are read now, so a bad folder fails before the loops start."""
+    """`image -> text`: Interrogate CLIP as the server runs it, with Settings > Interrogate's defaults except that the
+    CLIP stays loaded for the whole command (A1111's interrogate_keep_models_in_memory on: a job of N loops loads it
+    once, not N times; the captioner is kept the same way). The word lists are read now, so a bad folder fails before
+    the loops start."""
     from appflow import Appflow
     from mixkit.interrogate import ClipInterrogator, InterrogateSettings, join_terms
     from mixkit.interrogate.interrogator import DEFAULT_CLIP
     from webui.interrogation import CAPTION_APP
 
-    settings = InterrogateSettings()
+    settings = InterrogateSettings(keep_models_in_memory=True)
     ranker = ClipInterrogator(args.interrogate_clip_model or DEFAULT_CLIP, args.interrogate_categories_dir,
                               device=device or "cpu")
     ranker.categories(settings)

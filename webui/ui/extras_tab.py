@@ -104,6 +104,7 @@ def build_extras_tab(state: ServerState) -> tuple[gr.Image, FollowedTab]:
         reloaded page follow it."""
         from pipelines.extras_training import picture_suffixes, target_size
         from webui.api_extras import SCALE_TO, extras_faces, extras_postprocess, size_after_upscale, upscale_factor
+        from webui.interrogation import interrogation_models_held  # Caption's DeepBooru loads once per batch
 
         try:
             task_id = checked_task_id(state, task_id)
@@ -121,7 +122,8 @@ def build_extras_tab(state: ServerState) -> tuple[gr.Image, FollowedTab]:
                         raise ValueError(f"image {number} of {len(pixels)}: {error}" if batch else str(error)) from None
                 after = training_job_step(state, body, steps, targets, after)
             job = state.submit_upscale_batch(pixels, factors, body.upscaler_1, keep_on_disconnect=True,
-                                             session=getattr(request, "session_hash", None), after=after)
+                                             session=getattr(request, "session_hash", None), after=after,
+                                             held=lambda: interrogation_models_held(state))
         except (ValueError, TypeError, QueueFullError) as error:  # limits, bad name, queue full: tell the user
             raise refused(str(error)) from None
         finish = extras_finish(state, sources, pixels, body, result.GRADIO_CACHE, batch=batch)

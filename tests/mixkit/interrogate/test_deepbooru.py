@@ -107,3 +107,53 @@ def test_a_half_precision_file_runs_in_float32(tmp_path):
     with torch.no_grad():
         scores = network(torch.zeros(1, 3, 512, 512))[0]
     assert torch.equal(scores, torch.sigmoid(torch.tensor([1.5, -0.5])))  # both logits exact in fp16
+
+
+@pytest.fixture
+def counted_loads(monkeypatch):
+    """The files `DeepbooruModel` reads, in order (the real reader runs)."""
+    from mixkit.interrogate import deepbooru
+
+    loads, real = [], deepbooru.load_deepbooru
+
+    def load(path, **kwargs):
+        loads.append(path)
+        return real(path, **kwargs)
+    monkeypatch.setattr(deepbooru, "load_deepbooru", load)
+    return loads
+
+
+def test_a_held_tagger_loads_once_for_the_whole_block_then_is_dropped(tiny_file, counted_loads):
+    model = DeepbooruModel(tiny_file.parent)
+    pixels = torch.zeros(1, 3, 512, 512)
+    with model.held():
+        scores = [model.probabilities(pixels)[1] for _ in range(3)]
+        assert model._loaded is not None
+    assert counted_loads == [tiny_file] and model._loaded is None
+    assert scores[0] == scores[1] == scores[2]
+    model.probabilities(pixels)
+    model.probabilities(pixels)
+    assert len(counted_loads) == 3  # not held, keep off: each use reads the file
+
+
+def test_a_held_tagger_whose_last_use_keeps_it_stays_loaded(tiny_file, counted_loads):
+    model = DeepbooruModel(tiny_file.parent)
+    with model.held():
+        model.probabilities(torch.zeros(1, 3, 512, 512), keep_in_memory=True)
+    assert model._loaded is not None and counted_loads == [tiny_file]
+
+
+def test_the_shared_tagger_is_one_per_folder_and_device(tiny_file, tmp_path, counted_loads):
+    from mixkit.interrogate import shared_deepbooru_model
+
+    folder = tiny_file.parent
+    model = shared_deepbooru_model(folder)
+    assert shared_deepbooru_model(folder / ".." / folder.name, device="cpu") is model  # another spelling
+    assert shared_deepbooru_model(tmp_path) is not model
+    try:
+        for _ in range(2):
+            model.probabilities(torch.zeros(1, 3, 512, 512), keep_in_memory=True)
+        shared_deepbooru_model(folder).probabilities(torch.zeros(1, 3, 512, 512), keep_in_memory=True)
+        assert [path.resolve() for path in counted_loads] == [tiny_file.resolve()]
+    finally:
+        model.unload()

@@ -108,3 +108,29 @@ def test_settings_are_checked_naming_the_option(field, value, message):
 def test_a_missing_categories_folder_is_refused_at_construction(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
         ClipInterrogator(categories_dir=tmp_path / "nope")
+
+
+def test_a_held_interrogator_loads_its_clip_once_for_the_whole_block(tiny_clip, star):
+    """A Loopback job of 3 loops with interrogate_keep_models_in_memory off: one load, dropped when the job ends."""
+    load, loads = counting_loader(tiny_clip)
+    interrogator, settings = ClipInterrogator(loader=load), InterrogateSettings()
+    with interrogator.held():
+        first = [interrogator.terms(star, settings) for _ in range(3)]
+        assert loads == ["mixkit-tiny-clip"] and interrogator._clip is tiny_clip
+    assert interrogator._clip is None
+    assert first[0] == first[1] == first[2]
+    interrogator.terms(star, settings)  # outside the block the setting drops it after each use again
+    assert loads == ["mixkit-tiny-clip"] * 2 and interrogator._clip is None
+
+
+def test_a_held_interrogator_kept_by_its_last_use_stays_loaded_after_the_block(tiny_clip, star):
+    load, loads = counting_loader(tiny_clip)
+    interrogator = ClipInterrogator(loader=load)
+    with interrogator.held():
+        with interrogator.held():  # nested holds: only the outer block's end may drop it
+            interrogator.terms(star, InterrogateSettings())
+        assert interrogator._clip is tiny_clip
+        interrogator.terms(star, InterrogateSettings(keep_models_in_memory=True))
+    assert interrogator._clip is tiny_clip and loads == ["mixkit-tiny-clip"]
+    interrogator.unload()
+    assert interrogator._clip is None
