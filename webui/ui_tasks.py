@@ -48,7 +48,8 @@ class TaskResult:
 
 
 # What a failed task's message calls its job, by kind ("Generation failed: ...").
-FAILURE_LABELS = {"extras": "Upscale", "appflow": "AppFlow run", "train": "Training"}
+FAILURE_LABELS = {"extras": "Upscale", "appflow": "AppFlow run", "train": "Training",
+                  "modelmerger": "Checkpoint merge"}
 
 
 @dataclass
@@ -56,7 +57,8 @@ class UiTask:
     """One UI job: its job, whose it is, and once it ended, its result (or why there is none)."""
 
     task_id: str
-    # the tab that shows it: "txt2img", "img2img", "extras", "appflow", "train"; "api" for a request's `force_task_id`
+    # the tab that shows it: "txt2img", "img2img", "extras", "appflow", "train", "modelmerger"; "api" for a
+    # request's `force_task_id`
     kind: str
     job: Job
     owner: str | None  # the --auth user of the page that started it (None without auth)

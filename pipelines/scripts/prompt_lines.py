@@ -26,7 +26,8 @@ def _boolean(text: str) -> bool:
     return text.lower() == "true"
 
 
-# A1111's option -> (what it takes, the params field it sets; None: read and checked, no effect in mixkit)
+# A1111's option -> (what it takes, the params field it sets; None: not a params field: read and checked, and
+# --sd_model run by the script, the others without effect in mixkit)
 OPTIONS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "sd_model": ("a checkpoint name", str, None),
     "outpath_samples": ("a folder", str, None),
@@ -54,13 +55,11 @@ OPTIONS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "do_not_save_grid": ("true or false", _boolean, None),
 }
 TEXT_OPTIONS = ("prompt", "negative_prompt")  # these take every word up to the next --option
-# Read by A1111, refused here: a prompt list (from an HTTP client too) must not choose folders on the machine, and a
-# per-line checkpoint switch is not wired into this script yet (X/Y/Z plot's "Checkpoint name" axis does it).
+# Read by A1111, refused here: a prompt list (from an HTTP client too) must not choose folders on the machine.
+# (--sd_model is read here and run by `pipelines.scripts.prompt_line_checkpoints`.)
 REFUSED = {
     "outpath_samples": "images are saved into the output folder the caller chose; a prompt list cannot pick folders",
     "outpath_grids": "grids are saved into the output folder the caller chose; a prompt list cannot pick folders",
-    "sd_model": "mixkit does not switch checkpoints per line; use X/Y/Z plot's 'Checkpoint name' axis or one list "
-                "per checkpoint",
 }
 
 

@@ -12,7 +12,11 @@ or replaces it when the call's is empty; the same for the negative prompt. Seeds
 unless "Iterate seed every line" or "Use same random seed for all lines" draws it once; iterating adds the call's
 batch size x batch count after each line. A line's own `--seed` wins for that line. No grid is made unless
 `make_combined` (A1111's later "Make a combined image containing all outputs"), which puts one grid of every image
-first. Every line is checked (options, samplers, styles, the pipeline's limits) before the first image.
+first. Every line is checked (options, samplers, styles, checkpoints, the pipeline's limits) before the first image.
+
+A line's `--sd_model "name"` generates it with that checkpoint (`pipelines.scripts.prompt_line_checkpoints`: each
+checkpoint loaded once, the images in the lines' order, the infotext naming the checkpoint); it needs the caller's
+`switch_checkpoint` and `checkpoint_names`, which the server passes and a plain Python call does not.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pipelines.control import GenerationControl
 from pipelines.generation import GenerationResult
 from pipelines.scripts.grid_budget import check_grid_size, images_per_call, output_size
 from pipelines.scripts.image_budget import check_script_images, images_of_calls, script_image_cap
+from pipelines.scripts.prompt_line_checkpoints import line_checkpoints, run_order, switched_pipeline
 from pipelines.scripts.prompt_lines import OPTIONS, PromptLine, parse_prompt_lines
 from pipelines.scripts.registry import ScriptArg, ScriptResult
 from pipelines.scripts.script_args import check_choice, check_flag, overall_progress, positional_args
@@ -159,7 +164,9 @@ def describe_line(config: PromptsFromFileConfig, index: int) -> str:
 
 
 def planned_params(params, config: PromptsFromFileConfig, **context: Any) -> list:
-    """Every line's params (after the script-image cap), for a server's own checks before it queues the list."""
+    """Every line's params, for a server's own checks before it queues the list: its `--sd_model` names checked
+    against `context["checkpoint_names"]` first, then the script-image cap."""
+    line_checkpoints(config.jobs, context)
     planned = plan_lines(params, config, context.get("styles"))
     check_list_images(planned, script_image_cap(context))
     return planned
@@ -176,9 +183,12 @@ def check_list_images(planned: list, cap: int) -> None:
 def run(pipe, params, config: PromptsFromFileConfig, callback=None, control: GenerationControl | None = None,
         **context: Any) -> ScriptResult:
     """Generate every line with `pipe` (txt2img, img2img or hires fix). `context`: `styles` (a StyleLibrary) for
-    lines with --styles. The result holds every image with its infotext; a line with --do_not_save_samples true
-    keeps its images out of `samples` (what is saved). Interrupt stops after the current line."""
+    lines with --styles; `switch_checkpoint(name) -> pipeline` and `checkpoint_names` for lines with --sd_model (the
+    caller puts its own checkpoint back afterwards). The result holds every image with its infotext, in the lines'
+    order; a line with --do_not_save_samples true keeps its images out of `samples` (what is saved). Interrupt stops
+    after the current line."""
     control = control or GenerationControl()
+    checkpoints = line_checkpoints(config.jobs, context)
     planned = plan_lines(params, config, context.get("styles"))
     check_list_images(planned, script_image_cap(context, pipe))
     for line, line_call in zip(config.jobs, planned):
@@ -187,13 +197,23 @@ def run(pipe, params, config: PromptsFromFileConfig, callback=None, control: Gen
         except (ValueError, TypeError) as error:
             raise type(error)(f"line {line.number}: {error}") from None
     total = sum(line_call.batch_count for line_call in planned)
-    result, samples = ScriptResult(), GenerationResult()
-    done = 0
-    for line, line_call in zip(config.jobs, planned):
+    generated_by_line: dict[int, GenerationResult] = {}
+    done, current = 0, None
+    for position, at in enumerate(run_order(checkpoints)):
         if control.interrupted:
             break
-        generated = pipe(line_call, callback=overall_progress(callback, done, total), control=control)
+        if checkpoints[at] != current:  # runs are grouped: each checkpoint is loaded once
+            pipe = switched_pipeline(context["switch_checkpoint"], checkpoints[at], config.jobs[at].number, position,
+                                     len(planned))
+            current = checkpoints[at]
+        line_call = planned[at]
+        generated_by_line[at] = pipe(line_call, callback=overall_progress(callback, done, total), control=control)
         done += line_call.batch_count
+    result, samples = ScriptResult(), GenerationResult()
+    for at, line in enumerate(config.jobs):  # the lines' order, whatever order they ran in
+        generated = generated_by_line.get(at)
+        if generated is None:  # not reached: interrupted
+            continue
         result.subseed = generated.subseed if result.subseed is None else result.subseed
         for index, (image, seed, text) in enumerate(zip(generated.images, generated.seeds, generated.infotexts)):
             result.add(image, seed, text)

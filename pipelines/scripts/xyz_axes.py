@@ -182,18 +182,10 @@ def checkpoint_names(context: PlotContext) -> list[str]:
 
 
 def find_checkpoint_name(context: PlotContext, value: str) -> str | None:
-    """The known name `value` means: exactly, in another case, without the title's " [hash]", or as the file name
-    with or without its folder and extension (A1111's titles are "folder/name.safetensors [hash]")."""
-    for name in context.checkpoint_names:
-        if value == name:
-            return name
-    folded = value.strip().casefold()
-    for name in context.checkpoint_names:
-        path = name.split(" [")[0]
-        spellings = (name, path, os.path.basename(path), os.path.splitext(os.path.basename(path))[0])
-        if folded in (spelling.casefold() for spelling in spellings):
-            return name
-    return None
+    """The known name `value` means (`pipelines.scripts.checkpoint_names.find_checkpoint`)."""
+    from pipelines.scripts.checkpoint_names import find_checkpoint
+
+    return find_checkpoint(context.checkpoint_names, value)
 
 
 def check_checkpoints(params, values, context) -> None:

@@ -105,3 +105,46 @@ def test_scripts_and_script_info_list_both_in_a1111_order(client):
     assert [arg["label"] for arg in lines][:4] == ["Iterate seed every line", "Use same random seed for all lines",
                                                    "Insert prompts at the", "List of prompt inputs"]
     assert lines[2]["choices"] == ["start", "end"] and lines[2]["value"] == "start"
+
+
+def test_sd_model_lines_switch_checkpoints_once_each_and_put_the_servers_back(single_file_checkpoints,
+                                                                              single_file_serving, tmp_path):
+    import httpx
+
+    lines = "--prompt a --sd_model other\nb\n--prompt c --sd_model \"OTHER.safetensors\"\n--prompt d --sd_model sd1"
+    with single_file_serving(single_file_checkpoints, tmp_path) as running, \
+            httpx.Client(base_url=running.url, timeout=120) as http:
+        state = running.state
+        loads, switch = [], state.switch_checkpoint
+
+        def recording(name, *args, **kwargs):
+            loads.append(name)
+            return switch(name, *args, **kwargs)
+
+        state.switch_checkpoint = recording
+        response = http.post("/sdapi/v1/txt2img", json={**TINY, "prompt": "", "script_name": "prompts from file or "
+                                                        "textbox", "script_args": [False, False, "start", lines]})
+        assert response.status_code == 200, response.text
+        images = [decode_png(data) for data in response.json()["images"]]
+        read = [parse_infotext(image.info["parameters"]) for image in images]
+        assert [(r["Prompt"], r["Model"]) for r in read] == [("a", "other"), ("b", "sd1"), ("c", "other"),
+                                                              ("d", "sd1")]
+        assert images[0].tobytes() != images[1].tobytes()  # other weights, other image
+        assert loads == ["other.safetensors", "sd1.safetensors"]  # other loaded once for lines 1 and 3, then back
+        assert state.holder.entry.name == "sd1.safetensors"
+        assert http.get("/sdapi/v1/options").json()["sd_model_checkpoint"].startswith("sd1.safetensors")
+
+        loads.clear()
+        unknown = http.post("/sdapi/v1/txt2img", json={**TINY, "script_name": "prompts from file or textbox",
+                                                       "script_args": [False, False, "start", "a\n--sd_model othr"]})
+        assert unknown.status_code == 422, unknown.text
+        assert "line 2: --sd_model names an unknown checkpoint 'othr'; close names: 'other.safetensors" in \
+            unknown.json()["detail"]
+        assert loads == []  # refused before the first image
+
+        failing = http.post("/sdapi/v1/txt2img", json={**TINY, "script_name": "prompts from file or textbox",
+                                                       "script_args": [False, False, "start",
+                                                                       "--sd_model other\n--sd_model broken"]})
+        assert failing.status_code != 200 and "--sd_model could not load 'broken.safetensors" in failing.text
+        assert loads[:2] == ["other.safetensors", "broken.safetensors"]
+        assert state.holder.entry.name == "sd1.safetensors"  # put back after the failure too

@@ -84,3 +84,15 @@ def test_a_list_at_the_cap_runs(tiny_sd1_dir, tmp_path, capsys):
     code = main(["generate", "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "out"), *ARGS,
                  "--prompts-from-file", str(listing), "--max-script-images", "3"])
     assert code == 0 and len(capsys.readouterr().out.split()) == 3
+
+
+def test_a_list_choosing_a_checkpoint_is_refused_before_any_image(tiny_sd1_dir, tmp_path, capsys):
+    """The CLI loads one model: a line's --sd_model is refused with what to do instead, nothing written."""
+    listing = tmp_path / "list.txt"
+    listing.write_text("a red cat\n--prompt a dog --sd_model other\n", encoding="utf-8")
+    out = tmp_path / "out"
+    code = main(["generate", "--model", str(tiny_sd1_dir), "-o", str(out), *ARGS, "--prompts-from-file", str(listing)])
+    assert code != 0
+    error = capsys.readouterr().err
+    assert "line 2: --sd_model needs a way to load checkpoints" in error and "HTTP API" in error
+    assert not out.exists() or not list(out.iterdir())

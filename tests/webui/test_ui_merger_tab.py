@@ -13,6 +13,8 @@ from safetensors.torch import load_file, save_file
 
 from .ui_blocks import component, handler
 
+SKIP = gr.skip()
+
 FORM_DEFAULTS = dict(method="Weighted sum", multiplier=0.3, save_as_half=False, custom_name="",
                      checkpoint_format="safetensors", config_source="A, B or C", bake_in_vae="None",
                      discard_weights="", save_metadata=True, add_merge_recipe=True, copy_metadata=True,
@@ -43,10 +45,16 @@ def built(single_file_checkpoints, tmp_path, monkeypatch):
         state.close()
 
 
-def run_merge(blocks, a, b=None, c=None, **changes):
+def run_merge(blocks, a, b=None, c=None, *, task_id="", request=None, **changes):
+    """Every update Merge yields (`merge_updates`), the merge run to its end."""
+    return list(merge_updates(blocks, a, b, c, task_id=task_id, request=request, **changes))
+
+
+def merge_updates(blocks, a, b=None, c=None, *, task_id="", request=None, **changes):
+    """Merge's handler as a page calls it: the form, then the task id the page made ("": the server makes one)."""
     form = {**FORM_DEFAULTS, **changes}
     merge = handler(blocks, "modelmerger_merge", "click").fn
-    return list(merge(a, b, c, *form.values()))
+    return merge(a, b, c, *form.values(), task_id, request=request)
 
 
 def test_controls_have_a1111_defaults(built):
@@ -64,7 +72,8 @@ def test_merge_runs_in_the_queue_and_the_new_file_is_listed(built, serving):
     state, blocks, models = built
     outputs = run_merge(blocks, "sd1.safetensors", "other.safetensors", save_as_half=True,
                         bake_in_vae="half.safetensors", metadata_json='{"author": "me"}')
-    progress, text, *boxes = outputs[-1]
+    progress, text, task_box = outputs[-1]
+    boxes = list(lists_after(blocks, task_box, "sd1.safetensors", "other.safetensors", None).values())
     assert "Checkpoint saved" in progress and text == "Checkpoint saved to 0.7(sd1) + 0.3(other).safetensors"
     written = models / "0.7(sd1) + 0.3(other).safetensors"
     merged = load_file(written)
@@ -135,3 +144,131 @@ def test_a_page_merges_through_gradio(built, serving):
         listed = httpx.get(f"{running.url}/sdapi/v1/sd-models", timeout=30).json()
     assert text == "Checkpoint saved to 0.7(sd1) + 0.3(other).safetensors"
     assert "0.7(sd1) + 0.3(other)" in [item["model_name"] for item in listed]
+
+
+MERGED = "0.7(sd1) + 0.3(other).safetensors"
+
+
+def lists_after(blocks, task_box: str, a=None, b=None, c=None) -> dict:
+    """What the task box's change sets, by elem_id, when the merge handler (or a reloaded page's) left `task_box` in
+    it: the A/B/C dropdowns (chosen `a`, `b`, `c` on the page) and the other tabs' checkpoint lists."""
+    target = component(blocks, "modelmerger_task_id")
+    (fn,) = [fn for fn in blocks.fns.values() if (target._id, "change") in [tuple(t) for t in fn.targets]
+             and fn.fn is not None]  # the other change listener is the page's localStorage script
+    assert [block.elem_id for block in fn.inputs] == ["modelmerger_task_id", "modelmerger_primary_model_name",
+                                                      "modelmerger_secondary_model_name",
+                                                      "modelmerger_tertiary_model_name"]
+    return dict(zip([block.elem_id for block in fn.outputs], fn.fn(task_box, a, b, c)))
+
+
+def test_a_merge_lists_the_new_file_in_settings_and_the_refiner_lists(built):
+    from .ui_blocks import page_props
+
+    state, blocks, models = built
+    assert not any(MERGED in value for value, _ in page_props(blocks, "settings_checkpoint")["choices"])
+    *_, last = run_merge(blocks, "sd1.safetensors", "other.safetensors", task_id="task(merge-lists-0001)")
+    assert last[-1] == "ended task(merge-lists-0001)"  # the page forgets the finished task, and the lists refresh
+    running = lists_after(blocks, "task(merge-lists-0001)", "sd1.safetensors")  # the task box while it runs
+    assert list(running.values()) == [SKIP] * 6
+    lists = lists_after(blocks, last[-1], "sd1.safetensors", "nope.safetensors")
+    assert list(lists)[3:] == ["settings_checkpoint", "txt2img_refiner_checkpoint", "img2img_refiner_checkpoint"]
+    titles = state.catalog.titles()
+    assert any(title.startswith(MERGED) for title in titles) and len(titles) == 3
+    assert lists["settings_checkpoint"] == gr.update(choices=titles)  # the value stays the page's choice
+    assert lists["txt2img_refiner_checkpoint"] == lists["img2img_refiner_checkpoint"] == \
+        gr.update(choices=["None", *titles])
+    assert lists["modelmerger_primary_model_name"] == gr.update(choices=titles, value=titles[2])  # sd1, now hashed
+    assert lists["modelmerger_secondary_model_name"] == gr.update(choices=titles, value=None)  # a title gone
+    assert lists["modelmerger_tertiary_model_name"] == gr.update(choices=titles, value=None)
+    served = [value for value, _ in page_props(blocks, "modelmerger_primary_model_name")["choices"]]
+    assert served == titles  # a page opened now lists it in A, B and C
+
+
+def restore_merge(blocks):
+    """The merger tab's page-load handler: it follows the task id the browser kept."""
+    from webui.ui.reattach import RESTORED_NOUNS
+
+    (fn,) = [fn for fn in blocks.fns.values() if (blocks._id, "load") in [tuple(t) for t in fn.targets]
+             and fn.outputs and fn.outputs[0].elem_id == "modelmerger_progress"]
+    assert fn.outputs[-1].elem_id == "modelmerger_task_id" and RESTORED_NOUNS["modelmerger"] == "merge"
+    return fn.fn
+
+
+def page(session: str):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(session_hash=session, request=SimpleNamespace(scope={}))
+
+
+def end_session(blocks, session: str) -> None:
+    (fn,) = [fn for fn in blocks.fns.values() if (None, "unload") in [tuple(t) for t in fn.targets]]
+    fn.fn(page(session))
+
+
+def test_a_reloaded_page_follows_the_merge_and_is_shown_its_file(built):
+    from .worker_jobs import submit_until_interrupted
+
+    state, blocks, models = built
+    busy, _ = submit_until_interrupted(state.worker, "txt2img")  # the merge waits behind it
+    task_id = "task(merge-reload-0001)"
+    try:
+        updates = merge_updates(blocks, "sd1.safetensors", "other.safetensors", task_id=task_id,
+                                request=page("old-tab"))
+        first = next(updates)
+        assert "Waiting in queue (1 job(s) ahead)" in first[0] and first[-1] == task_id  # the page keeps this id
+        updates.close()  # the reload: the old page stops listening and its session ends
+        end_session(blocks, "old-tab")
+        task = state.tasks.find(task_id, None)
+        assert task is not None and task.kind == "modelmerger" and not task.done.is_set()
+        restored = restore_merge(blocks)(page("new-tab"), task_id)
+        assert "Waiting in queue (1 job(s) ahead)" in next(restored)[0]
+    finally:
+        state.worker.interrupt_job(busy)
+    *_, last = restored
+    progress, text, task_box = last
+    assert "Checkpoint saved" in progress and text == f"Checkpoint saved to {MERGED}"
+    assert (models / MERGED).is_file()  # the session's end did not cancel the merge
+    assert task_box == "ended " + task_id
+    titles = state.catalog.titles()
+    lists = lists_after(blocks, task_box, "other.safetensors")  # chosen on the reloaded page meanwhile: kept
+    assert lists["modelmerger_primary_model_name"] == gr.update(choices=titles, value=titles[1])
+    assert lists["settings_checkpoint"] == gr.update(choices=titles)
+
+
+def test_a_failed_merge_is_shown_to_a_page_that_comes_back_later(built):
+    state, blocks, models = built
+    save_file({"model.diffusion_model.out.2.weight": torch.zeros(1)}, models / "tiny.safetensors")
+    handler(blocks, "modelmerger_refresh_checkpoints", "click").fn(None, None, None)
+    task_id = "task(merge-failed-away1)"
+    updates = merge_updates(blocks, "sd1.safetensors", "tiny.safetensors", task_id=task_id, request=page("old"))
+    next(updates)
+    updates.close()
+    end_session(blocks, "old")
+    assert state.tasks.find(task_id, None).done.wait(60)
+    (only,) = list(restore_merge(blocks)(page("new"), task_id))
+    progress, text, task_box = only
+    assert "Merge failed" in progress and "Cannot merge key 'model.diffusion_model.out.2.weight'" in text
+    assert text.startswith("Error merging checkpoints: ") and task_box == "ended " + task_id
+    (gone,) = list(restore_merge(blocks)(page("new"), "task(merge-unknown-01)"))
+    assert "restore the last merge: its result was discarded" in gone[0] and gone[-1] == "ended task(merge-unknown-01)"
+
+
+def test_interrupt_reaches_a_merge_started_before_the_reload(built):
+    from .worker_jobs import submit_until_interrupted
+
+    state, blocks, models = built
+    busy, _ = submit_until_interrupted(state.worker, "txt2img")
+    task_id = "task(merge-interrupt-1)"
+    try:
+        updates = merge_updates(blocks, "sd1.safetensors", "other.safetensors", task_id=task_id,
+                                request=page("old-tab"))
+        next(updates)
+        updates.close()
+        end_session(blocks, "old-tab")
+        interrupt = handler(blocks, "modelmerger_interrupt", "click").fn
+        interrupt(page("new-tab"), task_id)  # the new page's Interrupt sends the followed task's id
+    finally:
+        state.worker.interrupt_job(busy)
+    (only,) = list(restore_merge(blocks)(page("new-tab"), task_id))
+    assert "Interrupted before it started: nothing was written" in only[0]
+    assert sorted(path.name for path in models.iterdir()) == ["other.safetensors", "sd1.safetensors"]

@@ -24,11 +24,13 @@ def build_ui(state: ServerState):
     from webui.ui.generate_tab import build_generate_tab
     from webui.ui.hypernetwork_tab import build_hypernetwork_tab
     from webui.ui.lora_tab import build_lora_tab
-    from webui.ui.merger_tab import build_merger_tab
+    from webui.ui.merger_tab import build_merger_tab, wire_merge
+    from webui.ui.merger_task import CheckpointList
     from webui.ui.page_values import take_page_values
     from webui.ui.png_info_tab import build_png_info_tab
     from webui.ui.prompt_targets import prompt_boxes
     from webui.ui.reattach import wire_reattach
+    from webui.ui.refiner_controls import NO_CHECKPOINT
     from webui.ui.send_to import wire_paste_button, wire_send_buttons
     from webui.ui.settings_tab import build_settings_tab
     from webui.ui.train_tab import build_train_tab
@@ -56,18 +58,22 @@ def build_ui(state: ServerState):
             with gr.Tab("Textual Inversion", id="embeddings"):
                 build_embeddings_tab(state, boxes)
             with gr.Tab("Checkpoint Merger", id="modelmerger"):
-                build_merger_tab(state)
+                merger = build_merger_tab(state)
             with gr.Tab("Train", id="train"):
                 train_followed = build_train_tab(state)
             with gr.Tab("Settings", id="settings"):
-                build_settings_tab(state)
+                settings_checkpoint = build_settings_tab(state)
         for tab in (txt2img, img2img):  # wired once every target exists
             wire_paste_button(state, tab, sampler_names, schedule_names)
             wire_send_buttons(state, tabs, tab, img2img, extras_image, sampler_names, schedule_names)
 
         for kind, tab in (("txt2img", txt2img), ("img2img", img2img)):  # a reloaded page follows its task again
             wire_reattach(state, blocks, kind, tab.task_box, tab.outputs)
-        for followed in (extras_followed, appflow_followed, train_followed):
+        merger_followed = wire_merge(state, merger, [  # a merge ends with the new file in every checkpoint list
+            CheckpointList(settings_checkpoint, state.catalog.titles),
+            *(CheckpointList(tab.refiner[1], lambda: [NO_CHECKPOINT, *state.catalog.titles()])
+              for tab in (txt2img, img2img))])
+        for followed in (extras_followed, appflow_followed, train_followed, merger_followed):
             if followed is not None:  # None: no Train tab without an embeddings folder
                 wire_reattach(state, blocks, followed.kind, followed.task_box, followed.outputs, followed.follow)
 

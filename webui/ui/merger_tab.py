@@ -3,27 +3,29 @@
 The models are chosen from the server's checkpoint list (single files; a diffusers folder is refused with advice),
 the VAE to bake in from its VAE list, and the result is written into the models folder (`--models-dir`, A1111's
 `--ckpt-dir`), so a client never names a server path. The merge is a job in the server's queue, like a generation
-(progress shows here and in `/sdapi/v1/progress`; Interrupt stops it before anything is written); when it ends the
-checkpoint list is refreshed, so the new file is in the A/B/C dropdowns, in Settings' checkpoint list (after its
-refresh button or a reload) and in `/sdapi/v1/sd-models`. All bounds are the Python API's; this file translates.
+(progress shows here and in `/sdapi/v1/progress`; Interrupt stops it before anything is written), and a UI task: it
+goes on when the page reloads, and the reloaded page follows it and shows how it ended (`webui.ui.merger_task`).
+When it ends the checkpoint list is refreshed, so the new file is in the A/B/C dropdowns, in Settings' checkpoint
+list, in txt2img's and img2img's Refiner checkpoint lists (no refresh button needed, as A1111) and in
+`/sdapi/v1/sd-models`. All bounds are the Python API's; this file translates.
 """
 
 from __future__ import annotations
 
-import html
 import json
-import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
 
-from webui.error_paths import server_path_redactor
 from webui.server_state import ServerState
 from webui.ui.errors import refused
-from webui.ui.progress_view import POLL_SECONDS, job_status, progress_html
+from webui.ui.merger_task import KIND, CheckpointList, follow_merge, refreshed_lists
+from webui.ui.page_values import serve_props
+from webui.ui.progress_view import progress_html
+from webui.ui.reattach import (FollowedTab, checked_task_id, interrupt_own_job, page_owner, registered_task, submit_js,
+                               task_box_for)
 from webui.worker import QueueFullError
-
-logger = logging.getLogger(__name__)
 
 JOB_NAME = "model-merge"  # A1111's shared.state job name for a merge
 NO_VAE = "None"
@@ -53,10 +55,12 @@ def merge_source(state: ServerState, title: str | None, role: str):
 def submit_merge(state: ServerState, primary: str | None, secondary: str | None, tertiary: str | None, method: str,
                  multiplier: float, save_as_half: bool, custom_name: str, checkpoint_format: str, config_source: str,
                  bake_in_vae: str, discard_weights: str, save_metadata: bool, add_merge_recipe: bool,
-                 copy_metadata_fields: bool, metadata_json: str, *, session: str | None = None):
+                 copy_metadata_fields: bool, metadata_json: str, *, session: str | None = None,
+                 owner: str | None = None):
     """Queue the merge the form describes; its result is the MergeResult, and the checkpoint list is refreshed once the
     file is written. A form the merge would refuse is refused here (ValueError / TypeError, nothing queued): the
-    checks that read no tensor run before the job is queued."""
+    checks that read no tensor run before the job is queued. The job goes on when the page's session ends (a reload):
+    the page follows it as a task (`webui.ui.merger_task`), so a half-way merge is never thrown away unseen."""
     from mixkit.io.checkpoint_merge import check_merge_request, merge_checkpoints
     from mixkit.io.hashing import sha256_file
     from pipelines.control import StepProgress
@@ -96,7 +100,7 @@ def submit_merge(state: ServerState, primary: str | None, secondary: str | None,
             state.catalog.refresh()  # as A1111's list_models after a merge (also after a failed one)
 
     check_merge_request(*sources, **kwargs)
-    return state.worker.submit(run, JOB_NAME, session=session)
+    return state.worker.submit(run, JOB_NAME, session=session, owner=owner, keep_on_disconnect=True)
 
 
 def read_metadata(state: ServerState, *titles) -> str:
@@ -111,19 +115,38 @@ def read_metadata(state: ServerState, *titles) -> str:
     return json.dumps(metadata, indent=4, ensure_ascii=False)
 
 
-def build_merger_tab(state: ServerState) -> None:
-    """Create the tab's controls (A1111's, with its defaults) and wire Merge to the queue."""
-    titles = state.catalog.titles
+@dataclass
+class MergerTab:
+    """The tab's widgets; `wire_merge` connects Merge once the other tabs' checkpoint lists exist (the tab is built
+    before Settings, and a merge refreshes Settings' list)."""
+
+    form: list  # Merge's inputs, in `submit_merge`'s order
+    model_boxes: list  # A, B, C
+    progress: object
+    result: object
+    merge: object
+    interrupt: object
+    task_box: object
+
+
+def model_dropdown(state: ServerState, label: str, elem_id: str) -> gr.Dropdown:
+    """A model dropdown listing the checkpoints as they are when the page is served (a file merged or added since the
+    server started is in a reloaded page); any title is taken (an older page's, before its file was hashed), the
+    catalog checks it at Merge."""
+    dropdown = gr.Dropdown(state.catalog.titles(), value=None, label=label, elem_id=elem_id, allow_custom_value=True)
+    serve_props(dropdown, lambda: {"choices": [(title, title) for title in state.catalog.titles()], "value": None})
+    return dropdown
+
+
+def build_merger_tab(state: ServerState) -> MergerTab:
+    """Create the tab's controls (A1111's, with its defaults) and wire all but Merge (`wire_merge`)."""
     with gr.Row(equal_height=False):
         with gr.Column():
             description = gr.HTML(DESCRIPTIONS["Weighted sum"], elem_id="modelmerger_interp_description")
             with gr.Row():
-                primary = gr.Dropdown(titles(), value=None, label="Primary model (A)",
-                                      elem_id="modelmerger_primary_model_name")
-                secondary = gr.Dropdown(titles(), value=None, label="Secondary model (B)",
-                                        elem_id="modelmerger_secondary_model_name")
-                tertiary = gr.Dropdown(titles(), value=None, label="Tertiary model (C)",
-                                       elem_id="modelmerger_tertiary_model_name")
+                primary = model_dropdown(state, "Primary model (A)", "modelmerger_primary_model_name")
+                secondary = model_dropdown(state, "Secondary model (B)", "modelmerger_secondary_model_name")
+                tertiary = model_dropdown(state, "Tertiary model (C)", "modelmerger_tertiary_model_name")
                 refresh = gr.Button("\U0001f504", scale=0, min_width=40, elem_id="modelmerger_refresh_checkpoints")
             custom_name = gr.Textbox(label="Custom Name (Optional)", elem_id="modelmerger_custom_name")
             multiplier = gr.Slider(0.0, 1.0, value=0.3, step=0.05, label="Multiplier (M) - set to 0 to get model A",
@@ -156,58 +179,14 @@ def build_merger_tab(state: ServerState) -> None:
         with gr.Column():
             progress = gr.HTML(progress_html(0, "Idle"), elem_id="modelmerger_progress")
             result = gr.HTML(elem_id="modelmerger_result")
+            task_box = task_box_for(KIND)
 
     model_boxes = [primary, secondary, tertiary]
-
-    def current_title(value: str | None) -> str | None:
-        """A choice's title now (hashing a file adds " [hash]" to it), None once its file is gone."""
-        try:
-            return state.catalog.find(value).title if value else None
-        except ValueError:
-            return None
-
-    def choices(*chosen):
-        return [gr.update(choices=titles(), value=current_title(value)) for value in chosen]
 
     def do_refresh(a: str | None, b: str | None, c: str | None):
         state.catalog.refresh()
         state.vaes.refresh()
-        return *choices(a, b, c), gr.update(choices=[NO_VAE, *state.vaes.files()])
-
-    def do_merge(a: str | None, b: str | None, c: str | None, method_value: str, amount: float, half: bool,
-                 name: str, fmt: str, config: str, vae: str, discard: str, with_metadata: bool, with_recipe: bool,
-                 copy_fields: bool, json_text: str, request: gr.Request = None):
-        session = getattr(request, "session_hash", None)
-        form = (a, b, c, method_value, amount, half, name, fmt, config, vae, discard, with_metadata, with_recipe,
-                copy_fields, json_text)
-        try:
-            job = submit_merge(state, *form, session=session)
-        except (ValueError, TypeError, KeyError, OSError, QueueFullError) as error:
-            message = error.args[0] if isinstance(error, KeyError) and error.args else error
-            raise refused(str(message)) from None
-        while not job.future.done():
-            yield progress_html(*job_status(state, job, merging_text)), gr.skip(), *[gr.skip()] * 3
-            try:
-                job.future.exception(timeout=POLL_SECONDS)
-            except Exception:  # noqa: BLE001 - a timeout, or the cancelled future; both end in the loop check
-                pass
-        chosen = (a, b, c)
-        if job.future.cancelled():  # Interrupt pressed while it waited in the queue
-            yield progress_html(0, "Interrupted before it started: nothing was written"), "", *choices(*chosen)
-            return
-        try:
-            merged = job.future.result()
-        except Exception as error:  # noqa: BLE001 - the merge's own error, shown as A1111 shows it
-            logger.warning("Checkpoint merge failed: %s", error)
-            message = server_path_redactor(state)(f"Error merging checkpoints: {error}")  # no server path in a page
-            yield progress_html(0, "Merge failed"), html.escape(message, quote=False), *choices(*chosen)
-            return
-        text = f"Checkpoint saved to {merged.path.name}" + (f" (config: {merged.config_path.name})"
-                                                           if merged.config_path else "")
-        yield progress_html(1, "Checkpoint saved"), html.escape(text, quote=False), *choices(*chosen)
-
-    def do_interrupt(request: gr.Request = None):
-        state.interrupt_session(getattr(request, "session_hash", None))
+        return *model_choices(state, a, b, c), gr.update(choices=[NO_VAE, *state.vaes.files()])
 
     method.change(lambda value: DESCRIPTIONS[value], inputs=[method], outputs=[description], queue=False)
     checkpoint_format.change(lambda fmt: gr.update(visible=fmt == "safetensors"), inputs=[checkpoint_format],
@@ -216,16 +195,46 @@ def build_merger_tab(state: ServerState) -> None:
     read.click(lambda a, b, c: _read_metadata_or_refuse(state, a, b, c), inputs=model_boxes, outputs=[metadata_json])
     form = [*model_boxes, method, multiplier, save_as_half, custom_name, checkpoint_format, config_source, bake_in_vae,
             discard_weights, save_metadata, add_merge_recipe, copy_metadata, metadata_json]
-    merge.click(do_merge, inputs=form, outputs=[progress, result, *model_boxes], concurrency_limit=None,
-                api_name="modelmerger")  # A1111's name for the merge's JavaScript hook
-    interrupt.click(do_interrupt, queue=False)
+    return MergerTab(form, model_boxes, progress, result, merge, interrupt, task_box)
 
 
-def merging_text(snapshot) -> str:
-    """The progress line while the merge runs: which key of how many."""
-    if snapshot.total_steps > 1:
-        return f"Merging: key {snapshot.step}/{snapshot.total_steps}"
-    return "Saving..."
+def model_choices(state: ServerState, *chosen) -> list:
+    """The A/B/C dropdowns as the catalog is now, each choice kept under its title now (hashing a file adds
+    " [hash]" to it), or cleared once its file is gone."""
+
+    def current_title(value: str | None) -> str | None:
+        try:
+            return state.catalog.find(value).title if value else None
+        except ValueError:
+            return None
+
+    return [gr.update(choices=state.catalog.titles(), value=current_title(value)) for value in chosen]
+
+
+def wire_merge(state: ServerState, tab: MergerTab, other_lists: list[CheckpointList]) -> FollowedTab:
+    """Wire Merge and Interrupt: the merge is queued as a task the page follows (and a reloaded page follows again,
+    the returned FollowedTab), and when it ends every checkpoint list (A/B/C and `other_lists`) shows the new file."""
+    outputs = [tab.progress, tab.result, tab.task_box]
+
+    def do_merge(*form_and_task, request: gr.Request = None):
+        *form, task_id = form_and_task
+        try:
+            task_id = checked_task_id(state, task_id)
+            job = submit_merge(state, *form, session=getattr(request, "session_hash", None),
+                               owner=page_owner(request))
+        except (ValueError, TypeError, KeyError, OSError, QueueFullError) as error:
+            message = error.args[0] if isinstance(error, KeyError) and error.args else error
+            raise refused(str(message)) from None
+        yield from follow_merge(state, registered_task(state, task_id, KIND, job, request, lambda merged: merged))
+
+    inputs = [*tab.form, tab.task_box]
+    tab.merge.click(do_merge, inputs=inputs, outputs=outputs, concurrency_limit=None, js=submit_js(len(inputs)),
+                    api_name="modelmerger")  # A1111's name for the merge's JavaScript hook
+    tab.interrupt.click(interrupt_own_job(state), inputs=[tab.task_box], queue=False)
+    tab.task_box.change(refreshed_lists(lambda *chosen: model_choices(state, *chosen), other_lists),
+                        inputs=[tab.task_box, *tab.model_boxes],
+                        outputs=[*tab.model_boxes, *(listed.dropdown for listed in other_lists)], queue=False)
+    return FollowedTab(KIND, tab.task_box, outputs, lambda task: follow_merge(state, task))
 
 
 def _read_metadata_or_refuse(state: ServerState, *titles) -> str:

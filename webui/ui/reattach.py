@@ -1,5 +1,5 @@
 """A tab following its job by task id, so a reload or a second tab reattaches to it: txt2img and img2img (their
-generation), Extras (its upscale), AppFlow (its run) and Train (its training).
+generation), Extras (its upscale), AppFlow (its run), Train (its training) and Checkpoint Merger (its merge).
 
 As in A1111 (1.6+, `javascript/progressbar.js`, `modules/progress.py`), Generate makes a task id in the page and
 keeps it in the browser's localStorage; a page that loads with one follows that task: its progress and live
@@ -22,7 +22,7 @@ from webui.ui.progress_view import POLL_SECONDS, progress_html, status_text
 from webui.ui_tasks import TaskResult, UiTask, check_task_id, new_task_id
 
 # What the "Couldn't restore" line calls a tab's job, by kind (txt2img / img2img: "generation").
-RESTORED_NOUNS = {"extras": "upscale", "appflow": "AppFlow run", "train": "training"}
+RESTORED_NOUNS = {"extras": "upscale", "appflow": "AppFlow run", "train": "training", "modelmerger": "merge"}
 
 # The page keeps the task id of each tab's last Generate here (A1111: "txt2img_task_id" in localStorage).
 STORAGE_KEY = "mixkit_{kind}_task_id"

@@ -79,8 +79,8 @@ def served_checkpoint_props(state: ServerState) -> dict:
     return {"choices": dropdown.choices, "value": dropdown.value}
 
 
-def build_settings_tab(state: ServerState) -> None:
-    """The Settings tab."""
+def build_settings_tab(state: ServerState) -> gr.Dropdown:
+    """The Settings tab; returns its checkpoint dropdown, which a finished merge refreshes (`webui.ui.merger_tab`)."""
     with gr.Row():
         # Choices and value written into each page served (as the VAE's value below), so a page opened after a
         # switch shows the checkpoint that is loaded and its hashed title; no page-load event replaces a choice made
@@ -232,6 +232,7 @@ def build_settings_tab(state: ServerState) -> None:
                                   clip_l_skip],
                 outputs=status)
     preset_apply.click(lambda name: switch_preset(state, name), inputs=preset, outputs=status)
+    return checkpoint
 
 
 def whole_number(value):
