@@ -168,10 +168,12 @@ def script_job(state, kind: str, params, script, config, *, save: bool, grid_sav
         # Loopback may interrogate at every loop: its CLIP / DeepBooru load once for the job
         with checkpoint_for_job(state, checkpoint, restore=restore_checkpoint), checkpoint_kept(state), \
                 interrogation_models_held(state):
-            pipe = script_pipeline(state, kind, params)
+            # The job's own checkpoint, read before the script may switch away from it: A1111's response info names
+            # the checkpoint loaded again at the end, not the last one an X/Y/Z axis or an --sd_model line
+            # switched to (each image's infotext still names the checkpoint that made it).
+            entry, pipe = state.holder.entry, script_pipeline(state, kind, params)
             result = script.run(pipe, params, config, callback=on_step, control=control, kind=kind,
                                 switch_checkpoint=checkpoint_switcher(state, kind, params), **context)
-            entry = state.holder.entry
             if grid_save:
                 result.save_grids(state.output_dir, writing)
             return finished(pipe, result, params, save=save, output_dir=state.output_dir, entry=entry,

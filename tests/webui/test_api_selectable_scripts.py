@@ -121,6 +121,25 @@ def test_checkpoint_axis_switches_and_puts_the_server_checkpoint_back(single_fil
         assert http.get("/sdapi/v1/options").json()["sd_model_checkpoint"].startswith("sd1.safetensors")
 
 
+def test_checkpoint_axis_ending_on_another_checkpoint_answers_with_the_jobs_own(single_file_checkpoints,
+                                                                                  single_file_serving, tmp_path):
+    """A1111's info names the checkpoint loaded again at the end (the job's), not the axis's last value."""
+    import httpx
+
+    with single_file_serving(single_file_checkpoints, tmp_path) as running, \
+            httpx.Client(base_url=running.url, timeout=120) as http:
+        args = ["Checkpoint name", "", ["sd1.safetensors", "other.safetensors"], "Nothing", "", [], "Nothing", "",
+                [], False, True]
+        response = http.post("/sdapi/v1/txt2img", json={**TINY, "script_name": "x/y/z plot", "script_args": args})
+        assert response.status_code == 200, response.text
+        info = json.loads(response.json()["info"])
+        _, sd1, other = [parse_infotext(decode_png(data).info["parameters"]) for data in response.json()["images"]]
+        assert (sd1["Model"], other["Model"]) == ("sd1", "other")  # each image names the checkpoint that made it
+        assert sd1["Model hash"] != other["Model hash"]
+        assert (info["sd_model_name"], info["sd_model_hash"]) == ("sd1", sd1["Model hash"])
+        assert running.state.holder.entry.name == "sd1.safetensors"
+
+
 def test_refiner_checkpoint_axis_refines_with_the_named_checkpoint(tiny_sd1_dir, tmp_path, serving):
     import shutil
 

@@ -148,3 +148,23 @@ def test_sd_model_lines_switch_checkpoints_once_each_and_put_the_servers_back(si
         assert failing.status_code != 200 and "--sd_model could not load 'broken.safetensors" in failing.text
         assert loads[:2] == ["other.safetensors", "broken.safetensors"]
         assert state.holder.entry.name == "sd1.safetensors"  # put back after the failure too
+
+
+def test_sd_model_lines_ending_on_another_checkpoint_answer_with_the_jobs_own(single_file_checkpoints,
+                                                                             single_file_serving, tmp_path):
+    """The response info names the job's checkpoint (loaded again at the end, as in A1111), not the last line's."""
+    import httpx
+
+    with single_file_serving(single_file_checkpoints, tmp_path) as running, \
+            httpx.Client(base_url=running.url, timeout=120) as http:
+        response = http.post("/sdapi/v1/txt2img", json={**TINY, "prompt": "", "script_name": "prompts from file or "
+                                                        "textbox", "script_args": [False, False, "start",
+                                                                                   "a\n--prompt b --sd_model other"]})
+        assert response.status_code == 200, response.text
+        info = json.loads(response.json()["info"])
+        sd1, other = [parse_infotext(decode_png(data).info["parameters"]) for data in response.json()["images"]]
+        assert [(r["Prompt"], r["Model"]) for r in (sd1, other)] == [("a", "sd1"), ("b", "other")]
+        assert sd1["Model hash"] != other["Model hash"]
+        assert (info["sd_model_name"], info["sd_model_hash"]) == ("sd1", sd1["Model hash"])
+        assert [parse_infotext(text)["Model"] for text in info["infotexts"]] == ["sd1", "other"]
+        assert running.state.holder.entry.name == "sd1.safetensors"
