@@ -24,6 +24,8 @@ from typing import Iterator
 import torch
 from torch import nn
 
+from mixkit.forward_patches import has_foreign_forward
+
 MIN_ROWS = 4  # below this MKL's GEMV path wins (measured: 2 rows 0.5–0.74× in oneDNN)
 MAX_ROWS = 1024  # above this MKL's large-GEMM kernels win (2056 rows: 1.3× in MKL)
 MIN_WEIGHT_ELEMENTS = 1 << 22  # 4M fp32 values = 16 MB; smaller layers pay the per-call re-layout
@@ -64,22 +66,24 @@ def onednn_linear(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
 
 def _routable_layers(model: nn.Module) -> list[nn.Linear]:
     """Plain `nn.Linear` layers big enough to route. A layer whose forward is already replaced (a
-    runtime LoRA patch, or another thread's routing of the same model) is left alone; hooks still run,
-    since they wrap whatever forward is."""
+    runtime LoRA patch, or another thread's routing of the same model) is left alone; its own forward
+    put back as an instance attribute is plain; hooks still run, since they wrap whatever forward is."""
     return [
         module for module in model.modules()
-        if type(module) is nn.Linear and "forward" not in module.__dict__
+        if type(module) is nn.Linear and not has_foreign_forward(module)
         and module.weight.dtype == torch.float32 and module.weight.device.type == "cpu"
         and module.weight.numel() >= MIN_WEIGHT_ELEMENTS
     ]
 
 
 _ROUTING_LOCK = threading.Lock()
-_ROUTED: dict[int, tuple[int, list[nn.Linear]]] = {}
-"""id(model) -> (blocks using the routing, routed layers). Two threads captioning with one cached model (an AppFlow
-app shared by a threaded server) overlap their blocks: the first to leave used to unpatch the layers while the other
-was still generating, which then finished its decode steps on the other kernel (another summation order, so not
-always the text it gives alone). The routing now ends when its last user leaves."""
+_ROUTED: dict[int, tuple[int, list[tuple[nn.Linear, object]]]] = {}
+"""id(model) -> (blocks using the routing, [(routed layer, its instance forward before routing, or None)]).
+
+Two threads captioning with one cached model (an AppFlow app shared by a threaded server) overlap their blocks: the
+first to leave used to unpatch the layers while the other was still generating, which then finished its decode steps
+on the other kernel (another summation order, so not always the text it gives alone). The routing now ends when its
+last user leaves, and puts back a layer's own bound forward where one was (`has_foreign_forward`)."""
 
 
 @contextlib.contextmanager
@@ -92,19 +96,23 @@ def onednn_small_batch_linears(model: nn.Module) -> Iterator[int]:
     removed when the last of them exits.
     """
     with _ROUTING_LOCK:
-        users, layers = _ROUTED.get(id(model), (0, []))
+        users, routed = _ROUTED.get(id(model), (0, []))
         if not users:
             layers = _routable_layers(model) if onednn_linear_available() else []
+            routed = [(layer, layer.__dict__.get("forward")) for layer in layers]
             for layer in layers:
                 layer.forward = types.MethodType(routed_linear, layer)
-        _ROUTED[id(model)] = (users + 1, layers)
+        _ROUTED[id(model)] = (users + 1, routed)
     try:
-        yield len(layers)
+        yield len(routed)
     finally:
         with _ROUTING_LOCK:
-            users, layers = _ROUTED.pop(id(model))
+            users, routed = _ROUTED.pop(id(model))
             if users > 1:
-                _ROUTED[id(model)] = (users - 1, layers)
+                _ROUTED[id(model)] = (users - 1, routed)
             else:
-                for layer in layers:
-                    layer.__dict__.pop("forward", None)
+                for layer, before in routed:
+                    if before is None:
+                        layer.__dict__.pop("forward", None)
+                    else:  # its own bound forward, put back by someone before us: left as found
+                        layer.__dict__["forward"] = before

@@ -15,11 +15,13 @@ import torch
 from torch import nn
 
 from mixkit.attention import MixkitAttnProcessor, attention
+from mixkit.forward_patches import has_foreign_forward
 
 
 def _is_plain_linear(module: nn.Module) -> bool:
-    """No runtime patch (instance forward, hooks) that the fused GEMM would bypass."""
-    return (type(module) is nn.Linear and "forward" not in module.__dict__
+    """No runtime patch (a foreign instance forward, hooks) that the fused GEMM would bypass; the layer's own forward
+    put back as an instance attribute is the plain call."""
+    return (type(module) is nn.Linear and not has_foreign_forward(module)
             and not module._forward_hooks and not module._forward_pre_hooks)
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from mixkit.forward_patches import has_foreign_forward
 from mixkit.models.diffusion.deepcache_branch import capture_feature, check_branch_layout, shallow_forward
 
 _STATE = "_mixkit_deepcache"
@@ -171,20 +172,11 @@ def check_deepcache_unet(unet: object, settings: DeepCacheSettings) -> None:
     if _COMPILED_MARKER in unet.__dict__:
         raise ValueError("DeepCache cannot wrap a compiled UNet (torch.compile fixes the control flow it changes); "
                          "drop compile / backend 'torch.compile' or do not use DeepCache")
-    if _STATE not in unet.__dict__ and _replaced_forward(unet):
+    if _STATE not in unet.__dict__ and has_foreign_forward(unet):
         raise ValueError(f"DeepCache cannot wrap a UNet whose forward is already replaced (by "
                          f"{getattr(unet.forward, '__qualname__', repr(unet.forward))}): removing DeepCache would "
                          "drop that wrapper too; take it off first (del unet.forward) or do not use DeepCache")
     check_branch_layout(unet, settings.shallow_layers)
-
-
-def _replaced_forward(unet) -> bool:
-    """Whether an instance attribute stands in for the class's forward. The class's own forward bound to the UNet does
-    not count: it is what `unet.forward = saved` leaves after a spy is put back, and the same call."""
-    forward = unet.__dict__.get("forward")
-    if forward is None:
-        return False
-    return not (getattr(forward, "__self__", None) is unet and getattr(forward, "__func__", None) is type(unet).forward)
 
 
 def _key(sample: torch.Tensor) -> tuple:

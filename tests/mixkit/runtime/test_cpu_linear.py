@@ -95,6 +95,30 @@ def test_context_routes_large_plain_linears_and_restores_them():
 
 
 @needs_onednn
+def test_a_layer_with_its_own_forward_put_back_is_routed_and_left_as_found():
+    """`layer.forward = saved` (a spy or patch undone) leaves the class's forward bound in `__dict__`: a plain layer,
+    not a patch; a foreign wrapper beside it is still left alone."""
+    restored, wrapped = big_linear(), big_linear(1)
+    own = restored.forward
+    restored.forward = own
+
+    def wrapper(inputs):
+        return nn.Linear.forward(wrapped, inputs)
+
+    wrapped.forward = wrapper
+    model = nn.Sequential(restored, wrapped)
+    inputs = torch.randn(8, BIG[1])
+    with torch.no_grad():
+        before = restored(inputs)
+        with onednn_small_batch_linears(model) as routed:
+            assert routed == 1
+            assert restored.__dict__["forward"].__func__ is routed_linear
+            assert wrapped.__dict__["forward"] is wrapper
+            torch.testing.assert_close(restored(inputs), before, rtol=1e-5, atol=1e-5)
+    assert restored.__dict__["forward"] is own and wrapped.__dict__["forward"] is wrapper
+
+
+@needs_onednn
 def test_context_restores_the_model_after_an_error():
     model = nn.Sequential(big_linear())
     with pytest.raises(RuntimeError, match="boom"):

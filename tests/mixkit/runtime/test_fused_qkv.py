@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from mixkit.runtime.fused_qkv import FusedQkvAttnProcessor, fuse_qkv
@@ -46,6 +47,28 @@ def test_runtime_patch_falls_back_to_unfused(tiny_unet, unet_inputs):
         attn.to_v.forward = lambda x: original(x) * 2.0
         patched = tiny_unet(*unet_inputs).sample
     assert (patched - plain).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("put_back, fused_runs", [("its own forward", True), ("a wrapper", False)])
+def test_own_forward_put_back_keeps_the_fused_gemm_and_a_wrapper_does_not(tiny_unet, unet_inputs, put_back,
+                                                                           fused_runs):
+    """`to_v.forward = saved` leaves the layer's own bound forward in `__dict__`: the plain call, so still fused; a
+    wrapper computing the same is someone's patch, which the fused GEMM would bypass."""
+    from diffusers.models.attention_processor import AttnProcessor2_0
+
+    fuse_qkv(tiny_unet)
+    attn = _attention_modules(tiny_unet)[0]
+    fused = attn.to_qkv if getattr(attn, "to_qkv", None) is not None else attn.to_kv
+    own = attn.to_v.forward
+    attn.to_v.forward = own if put_back == "its own forward" else (lambda x: own(x))
+    calls = []
+    fused.register_forward_hook(lambda *_: calls.append(1))
+    with torch.no_grad():
+        got = tiny_unet(*unet_inputs).sample
+        tiny_unet.set_attn_processor(AttnProcessor2_0())  # diffusers' unfused reference on the same weights
+        reference = tiny_unet(*unet_inputs).sample
+    assert bool(calls) is fused_runs
+    torch.testing.assert_close(got, reference, rtol=1e-5, atol=1e-5)
 
 
 def test_cast_after_fusing_stays_correct(tiny_unet, unet_inputs):
