@@ -44,6 +44,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--prior-target", default="base_model", choices=["noise", "base_model"],
                    help="what the class images are trained towards (see SDLoraTrainingConfig.prior_target)")
     p.add_argument("--prior-loss-weight", type=float, default=4.5)
+    p.add_argument("--balance-class-images", action=argparse.BooleanOptionalAction, default=False,
+                   help="kohya's rule: as many class samples per epoch as concept samples (half of each batch); "
+                        "off (the default here): the class images as given, so --images / --class-images set the "
+                        "share (two thirds of each batch show the concept, what the defaults were tuned for)")
     p.add_argument("--steps", type=int, default=500)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--rank", type=int, default=8)
@@ -150,6 +154,7 @@ def main(argv=None) -> None:
         before_base = score(pipe, base_prompts, judge, None)
         config = SDLoraTrainingConfig(model=model, dataset=str(data), output=str(tmp / f"{args.concept}.safetensors"),
                                       class_dataset=str(prior), prior_target=args.prior_target,
+                                      balance_class_images=args.balance_class_images,
                                       prior_loss_weight=args.prior_loss_weight, resolution=size, batch_size=args.batch_size,
                                       max_steps=args.steps, rank=args.rank, alpha=float(args.rank),
                                       conv_rank=args.rank, conv_alpha=float(args.rank),
@@ -194,7 +199,8 @@ def main(argv=None) -> None:
           f"{f'EMA {args.ema_decay}' if args.ema else 'last weights'}, LoRA+ ratio {args.loraplus_lr_ratio}, timesteps >= {args.min_timestep} {args.timestep_sampling}, "
           f"min-SNR gamma {args.min_snr_gamma or 'off'}, "
           f"{args.class_images} class images "
-          f"towards {args.prior_target} x{args.prior_loss_weight}; {wall / 60:.1f} wall min, "
+          f"towards {args.prior_target} x{args.prior_loss_weight} "
+          f"({'balanced as kohya' if args.balance_class_images else 'as given'}); {wall / 60:.1f} wall min, "
           f"{cpu / 60:.1f} process-CPU min ({torch.get_num_threads()} threads); {lora_bytes} bytes")
     print(f"{'prompts':<22} {'metric':<20} {'before':>7} {'after':>7}  target")
     print(f"{args.concept + ' (new concept)':<22} {key:<20} {before_concept[key]:>7.2f} {after_concept[key]:>7.2f}  >= 0.80")

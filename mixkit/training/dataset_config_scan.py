@@ -54,12 +54,14 @@ def without_held_out(members: list[tuple[DatasetSettings, list]], kept: list) ->
     return [(dataset, [r for r in records if id(r) in ids]) for dataset, records in members]
 
 
-def dataset_group(members: list[tuple[DatasetSettings, list]], source: str, loss_masks: bool) -> DatasetGroup:
+def dataset_group(members: list[tuple[DatasetSettings, list]], source: str, loss_masks: bool,
+                  balance: bool = True) -> DatasetGroup:
     """The datasets as kohya trains them: each one's class images balanced against its own training images
-    (kohya's DreamBoothDataset does it per dataset), bucketed at its resolution."""
+    (kohya's DreamBoothDataset does it per dataset; `balance=False`: as given), bucketed at its resolution."""
     group = []
     for dataset, records in members:
-        bucketed = BucketedImageDataset(balance_class_images(records), dataset.resolution, dataset.buckets,
+        bucketed = BucketedImageDataset(balance_class_images(records) if balance else records, dataset.resolution,
+                                        dataset.buckets,
                                         source=f"{source} {dataset.where}", loss_masks=loss_masks)
         group.append((bucketed, dataset.batch_size))
     return DatasetGroup(group)

@@ -55,6 +55,11 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     class_dataset: str | None = None
     prior_loss_weight: float = 1.0
     prior_target: str = "noise"
+    # kohya's rule (True): an epoch holds as many class samples as training samples, so the class images are repeated
+    # or cut to that count (`mixkit.data.class_balance`) and half of each batch is class images. False takes them as
+    # given (each with its folder's repeats), so the two folders' sizes set the share: a recipe that wants two thirds
+    # of each batch on the concept (1200 concept images against 600 class images) needs it.
+    balance_class_images: bool = True
     # kohya's three rates: learning_rate is the base, unet_learning_rate (kohya's unet_lr) and
     # text_encoder_learning_rate (text_encoder_lr) each part's own when given (None: the base). The file records them
     # as given (ss_learning_rate, ss_unet_lr, ss_text_encoder_lr), as kohya does.
@@ -143,7 +148,7 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
         if self.network == "locon" and (not isinstance(self.conv_rank, int) or self.conv_rank <= 0):
             raise ValueError(f"conv_rank must be a positive integer for a LoCon network, got {self.conv_rank!r}")
         check_words(self.train_word_vectors)
-        check_bools(self, ("train_unet", "train_text_encoder"))
+        check_bools(self, ("train_unet", "train_text_encoder", "balance_class_images"))
         if not self.train_unet:
             if not self.train_text_encoder:
                 raise ValueError("train_unet=false and train_text_encoder=false leave no adapters to train (kohya's "

@@ -136,11 +136,12 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                              "subset with is_reg = true; add the class images as one, or leave prior_target='noise'")
         report.records, held_records = held_out_records(config, report.records, scan_path)
         members = without_held_out(members, report.records)
-        dataset = dataset_group(members, config.dataset, config.masked_loss)
+        dataset = dataset_group(members, config.dataset, config.masked_loss, config.balance_class_images)
     else:
         report = scan_dataset(config)
         report.records, held_records = held_out_records(config, report.records, scan_path)
-        dataset = BucketedImageDataset(balance_class_images(report.records), config.resolution, buckets,
+        records = balance_class_images(report.records) if config.balance_class_images else report.records
+        dataset = BucketedImageDataset(records, config.resolution, buckets,
                                        source=config.dataset, loss_masks=config.masked_loss)
     setup = start_run(config, dataset, held_records, stop_at_step=stop_at_step)
     config, accelerator, precision = setup.config, setup.accelerator, setup.precision

@@ -905,3 +905,22 @@ def test_sdxl_text_encoder_only_saves_both_encoders_adapters_alone(tiny_sdxl_dir
 def test_text_encoder_only_refuses_what_it_cannot_train(overrides, message, tmp_path):
     with pytest.raises(ValueError, match=message):
         _config("m", tmp_path, tmp_path / "o.safetensors", **overrides).check()
+
+
+def test_class_images_are_balanced_as_kohya_unless_taken_as_given(tiny_sd1_dir, colour_dataset, tmp_path):
+    # 3 training images x 2 repeats = 6 samples an epoch, 3 class images x 1 repeat. kohya's rule repeats the class
+    # images to 6 (12 samples, 4 batches of 3); balance_class_images=False keeps them as given (9 samples, 3 batches),
+    # so the two folders' sizes set the concept's share of each batch.
+    classes = _class_folder(tmp_path / "class", colour_dataset)
+
+    def batches_per_epoch(name, **overrides):
+        result = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / f"{name}.safetensors",
+                                       class_dataset=str(classes), max_steps=1, **overrides))
+        return read_safetensors_metadata(result.output)["ss_num_batches_per_epoch"]
+
+    assert batches_per_epoch("kohya") == "4"
+    assert batches_per_epoch("given", balance_class_images=False) == "3"
+    with pytest.raises((TypeError, ValueError), match="balance_class_images"):
+        train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "x.safetensors", class_dataset=str(classes),
+                              balance_class_images="no"))
+    assert not (tmp_path / "x.safetensors").exists()
