@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from mixkit.training.lr_schedules import LR_SCHEDULES
-from mixkit.training.sd_objective_options import TIMESTEP_SAMPLINGS
+from mixkit.training.sd_objective_options import HUBER_SCHEDULES, LOSS_TYPES, TIMESTEP_SAMPLINGS
 
 COLOUR_CONCEPTS = ("orange", "grey")
 SHAPE_CONCEPTS = ("diamond", "heart")
@@ -77,6 +77,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--min-snr-gamma", type=float, default=5.0,
                    help="Min-SNR loss weighting (5, the paper's value; 0 turns it off: low-noise steps at full weight)")
     p.add_argument("--timestep-sampling", default="uniform", choices=TIMESTEP_SAMPLINGS.names())
+    p.add_argument("--loss-type", default="l2", choices=LOSS_TYPES.names(),
+                   help="the trainer's loss_type (kohya's; huber: scheduled pseudo-Huber, robust to outlier noise draws)")
+    p.add_argument("--huber-c", type=float, default=0.1, help="with --loss-type huber / smooth_l1 (kohya's huber_c)")
+    p.add_argument("--huber-schedule", default="snr", choices=HUBER_SCHEDULES.names())
     p.add_argument("--ema", action=argparse.BooleanOptionalAction, default=False,
                    help="export the moving average of the adapters instead of the last step's (use_ema)")
     p.add_argument("--ema-decay", type=float, default=0.99)
@@ -168,7 +172,9 @@ def main(argv=None) -> None:
                                       noise_offset=args.noise_offset, mixed_precision=args.mixed_precision,
                                       cache_latents=args.cache_latents, use_ema=args.ema, ema_decay=args.ema_decay,
                                       min_timestep=args.min_timestep,
-                                      timestep_sampling=args.timestep_sampling, loraplus_lr_ratio=args.loraplus_lr_ratio,
+                                      timestep_sampling=args.timestep_sampling, loss_type=args.loss_type,
+                                      huber_c=args.huber_c, huber_schedule=args.huber_schedule,
+                                      loraplus_lr_ratio=args.loraplus_lr_ratio,
                                       save_every_n_steps=args.save_every,
                                       validation_dataset=str(write_kohya_folder(
                                           tmp / "held-out", args.validation_images, seed=13, size=size, config=world,
@@ -197,7 +203,8 @@ def main(argv=None) -> None:
           f"noise offset {args.noise_offset}, precision {args.mixed_precision}, "
           f"latents {'cached' if args.cache_latents else 'encoded per step'}, "
           f"{f'EMA {args.ema_decay}' if args.ema else 'last weights'}, LoRA+ ratio {args.loraplus_lr_ratio}, timesteps >= {args.min_timestep} {args.timestep_sampling}, "
-          f"min-SNR gamma {args.min_snr_gamma or 'off'}, "
+          f"min-SNR gamma {args.min_snr_gamma or 'off'}, loss {args.loss_type}"
+          f"{f' (c {args.huber_c}, {args.huber_schedule})' if args.loss_type != 'l2' else ''}, "
           f"{args.class_images} class images "
           f"towards {args.prior_target} x{args.prior_loss_weight} "
           f"({'balanced as kohya' if args.balance_class_images else 'as given'}); {wall / 60:.1f} wall min, "
