@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from mixkit.data.captions import caption_path, decode_caption
 from mixkit.errors import MixkitError
 
 DEFAULT_EXTENSION = ".txt"
@@ -55,11 +56,6 @@ def check_caption_extension(extension: str) -> str:
     return extension
 
 
-def caption_path(image: Path, extension: str = DEFAULT_EXTENSION) -> Path:
-    """The caption file of `image`: its name with the image's suffix replaced by `extension`, as kohya names them."""
-    return image.with_name(image.stem + extension)
-
-
 def _listed(paths: list[str]) -> str:
     more = f" and {len(paths) - SHOWN} more" if len(paths) > SHOWN else ""
     return ", ".join(paths[:SHOWN]) + more
@@ -80,12 +76,15 @@ def _refuse_shared(images: list[Path], captions: list[Path]) -> None:
 
 
 def read_caption(path: Path) -> str:
-    """A caption file's text (UTF-8; a byte-order mark is dropped); ValueError naming a file that is not text."""
-    try:
-        return path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path} is not UTF-8 text ({error.reason} at byte {error.start}), so tags cannot be "
-                         "appended to it; convert it to UTF-8, or use --existing skip or overwrite") from None
+    """A caption file's text, to append to, decoded as the trainers read it (`mixkit.data.captions`: UTF-8, or UTF-16
+    / UTF-32 with a byte-order mark; it is written back as UTF-8). Refused, naming the file: another encoding, and
+    several lines of text, as the trainers read only the first line, so tags appended after it would be lost."""
+    text = decode_caption(path.read_bytes(), path)
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if len(lines) > 1:
+        raise ValueError(f"{path} holds {len(lines)} lines and trainers read only the first, so appended tags would "
+                         "be lost; join its lines, or use --existing skip or overwrite")
+    return text
 
 
 def plan_caption_files(images: list[Path], existing: str = "refuse",
@@ -93,7 +92,7 @@ def plan_caption_files(images: list[Path], existing: str = "refuse",
     """Each image's caption file and what to do with it, in order (`existing`: one of `EXISTING`, for the captions
     already there). Refused before any model loads: two images sharing a caption file (ValueError), a caption path
     that is a folder (ValueError), existing captions under "refuse" (CaptionFileExistsError
-    naming them), existing captions that are not UTF-8 under "append" (ValueError)."""
+    naming them), existing captions under "append" that cannot take more tags (`read_caption`)."""
     if existing not in EXISTING:
         raise ValueError(f"--existing {existing!r} is not a choice; use one of {', '.join(EXISTING)}")
     captions = [caption_path(image, extension) for image in images]
@@ -110,8 +109,16 @@ def plan_caption_files(images: list[Path], existing: str = "refuse",
                                      "to add the new tags to them, --existing overwrite (--overwrite) to replace "
                                      "them, or move them away")
     if existing == "append":
+        unusable = []
         for caption in found:
-            read_caption(caption)
+            try:
+                read_caption(caption)
+            except ValueError as error:  # CaptionEncodingError, several lines
+                unusable.append(str(error))
+        if unusable:
+            more = f"; and {len(unusable) - SHOWN} more" if len(unusable) > SHOWN else ""
+            raise ValueError(f"{len(unusable)} caption file(s) cannot be appended to, so nothing was written: "
+                             + "; ".join(unusable[:SHOWN]) + more)
     return [CaptionPlan(image, caption, existing if caption in there else "write", existing)
             for image, caption in zip(images, captions)]
 
