@@ -179,7 +179,8 @@ def test_unreadable_images_are_named_before_any_model_loads(images, capsys, no_m
      "--existing, --caption-extension only matter for caption files; add --write-captions or leave them out"),
     (["--write-captions", "--overwrite", "--existing", "append"],
      "--overwrite means --existing overwrite, which contradicts --existing append; give one of them"),
-    (["--write-captions", "--caption-extension", "txt"], "--caption-extension 'txt' must be a dot and a name, e.g. .txt"),
+    (["--write-captions", "--caption-extension", "txt"],
+     "--caption-extension 'txt' must be a dot and a name, e.g. .txt"),
     (["--write-captions", "--caption-extension", "."], "--caption-extension '.' must be a dot and a name"),
     (["--write-captions", "--caption-extension", ".PNG"], "--caption-extension '.PNG' is an image extension: its "
                                                           "caption files would replace images"),

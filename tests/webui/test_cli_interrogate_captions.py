@@ -285,3 +285,24 @@ def test_a_clip_answer_is_appended_as_its_caption_and_the_terms_not_there(capsys
     assert "circle" in terms and "," in caption  # the caption holds a comma, kept whole
     expected = ", ".join(["circle, my style", caption, *(term for term in terms if term != "circle")])
     assert (tmp_path / "circle.txt").read_text(encoding="utf-8") == expected
+
+
+def test_quiet_silences_transformers_bars_while_clip_loads_and_restores_them(images, capsys, monkeypatch):
+    from transformers.utils import logging as transformers_logging
+
+    import webui.cli.interrogate_settings as settings
+    from webui.cli.interrogate_settings import Answer
+
+    seen = []
+
+    def fake_interrogator(args, checked):
+        seen.append(transformers_logging.is_progress_bar_enabled())
+        return lambda image: Answer("a caption", ("a caption",))
+    monkeypatch.setattr(settings, "interrogator_of", fake_interrogator)
+    assert transformers_logging.is_progress_bar_enabled()
+    code, out, err = run(capsys, str(images / "a.jpg"), "-q")
+    assert code == 0 and out == f"{images / 'a.jpg'}\ta caption\n" and err == ""
+    code, _, err = run(capsys, str(images / "a.jpg"))
+    assert seen == [False, True] and transformers_logging.is_progress_bar_enabled()
+    assert err.splitlines() == ["loading the captioner and CLIP for 1 image(s)", f"[1/1] {images / 'a.jpg'}",
+                                "interrogated 1 image(s)"]

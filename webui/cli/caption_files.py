@@ -6,7 +6,7 @@ choice (`EXISTING`, the choices kohya's and A1111's taggers offer): refuse (the 
 skip its image, append the new tags to it (`webui.cli.caption_merge`), or overwrite it. Two images that would share
 one caption file (`cat.png` and `cat.jpg`) are refused, as the second would silently replace the first's. Each file
 is written whole to a hidden temporary file and renamed into place, so an interrupted run leaves complete captions
-only; a caption file that appears while the command runs is treated as the user's choice for existing ones says.
+only; a caption file that appears while the command runs is handled as the choice for existing ones says.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ interrogated, so any of these errors leaves every file as it was.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -151,6 +152,24 @@ class Progress:
             print(message, file=sys.stderr, flush=True)
 
 
+@contextlib.contextmanager
+def transformers_bars_silenced(silenced: bool):
+    """transformers' own progress bars ("Loading weights") off while the block runs, for --quiet with the models
+    it loads (CLIP's); restored afterwards, so a caller in the same process keeps its bars."""
+    if not silenced:
+        yield
+        return
+    from transformers.utils import logging as transformers_logging
+
+    was_enabled = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            transformers_logging.enable_progress_bar()
+
+
 OUTCOME_WORDS = {"written": "written", "appended": "appended to", "overwritten": "overwritten",
                  "unchanged": "unchanged (every tag there already)", "skipped": "skipped (appeared meanwhile)",
                  "empty": "not written (empty answer)"}
@@ -163,26 +182,14 @@ def summary(count: int, outcomes: dict[str, int], skipped: int) -> str:
     return f"interrogated {count} image(s)" + (f"; caption files: {', '.join(done)}" if done else "") + before
 
 
-def run(args: argparse.Namespace) -> int:
+def interrogate_all(args: argparse.Namespace, checked, files: list[Path], plans, skipped: int,
+                    progress: Progress) -> tuple[list[dict], dict[str, int]]:
+    """Load the interrogator, then answer each image: a line on stdout, a JSON item (returned), or its caption file
+    saved as its plan says (the outcomes counted)."""
     from mixkit.io.images import load_image
-    from webui.cli.caption_files import plan_caption_files, save_caption
-    from webui.cli.interrogate_settings import check_interrogate_flags, interrogator_of
+    from webui.cli.caption_files import save_caption
+    from webui.cli.interrogate_settings import interrogator_of
 
-    # 1. Flags, settings and model names, before any file is read
-    existing, extension = check_output_flags(args)
-    checked = check_interrogate_flags(args)
-    progress = Progress(args.quiet)
-    # 2. The images and their caption files; every image to interrogate readable, before any model loads
-    files = image_files(args.inputs, args.recursive)
-    plans = plan_caption_files(files, existing, extension) if args.write_captions else None
-    skipped = 0
-    if plans is not None:
-        plans = [plan for plan in plans if plan.action != "skip"]
-        skipped, files = len(files) - len(plans), [plan.image for plan in plans]
-        if not files:
-            progress(f"all {skipped} image(s) have a caption file already (--existing skip); nothing to interrogate")
-            return 0
-    check_images_readable(files)
     # 3. The interrogator, its weights loaded now: a model that cannot load fails before the first image
     progress(f"loading {'DeepBooru' if checked.model == 'deepbooru' else 'the captioner and CLIP'} for "
              f"{len(files)} image(s)" + (f" ({skipped} skipped, their caption file existing)" if skipped else ""))
@@ -206,6 +213,31 @@ def run(args: argparse.Namespace) -> int:
             answers.append({"file": str(file), "caption": answer.text})
         else:
             print(f"{file}\t{one_line(answer.text)}", flush=True)
+    return answers, outcomes
+
+
+def run(args: argparse.Namespace) -> int:
+    from webui.cli.caption_files import plan_caption_files
+    from webui.cli.interrogate_settings import check_interrogate_flags
+
+    # 1. Flags, settings and model names, before any file is read
+    existing, extension = check_output_flags(args)
+    checked = check_interrogate_flags(args)
+    progress = Progress(args.quiet)
+    # 2. The images and their caption files; every image to interrogate readable, before any model loads
+    files = image_files(args.inputs, args.recursive)
+    plans = plan_caption_files(files, existing, extension) if args.write_captions else None
+    skipped = 0
+    if plans is not None:
+        plans = [plan for plan in plans if plan.action != "skip"]
+        skipped, files = len(files) - len(plans), [plan.image for plan in plans]
+        if not files:
+            progress(f"all {skipped} image(s) have a caption file already (--existing skip); nothing to interrogate")
+            return 0
+    check_images_readable(files)
+    # 3. and 4. The models, then each image
+    with transformers_bars_silenced(args.quiet and checked.model == "clip"):
+        answers, outcomes = interrogate_all(args, checked, files, plans, skipped, progress)
     if args.json:
         print(json.dumps(answers, ensure_ascii=False, indent=2))
     progress(summary(len(files), outcomes, skipped))

@@ -4,7 +4,9 @@ web UI builds from its options (`webui.interrogate_options`), and the interrogat
 Each flag is an A1111 option key without its `interrogate_` prefix (`interrogate_clip_num_beams` is
 `--clip-num-beams`, `deepbooru_sort_alpha` is `--deepbooru-sort-alpha` / `--no-deepbooru-sort-alpha`), unset flags
 take A1111's defaults, and a bad value is refused with the flag's name. A flag of the interrogator not chosen is
-refused rather than ignored. Everything here is checked before an image is read or a model's weights load.
+refused rather than ignored. Everything here is checked before an image is read or a model's weights load; the
+interrogator (`interrogator_of`) then loads every weight before the first image, so a damaged or foreign model file
+is one error naming its flag, with nothing written yet.
 """
 
 from __future__ import annotations
