@@ -91,8 +91,8 @@ def plan_caption_files(images: list[Path], existing: str = "refuse",
                        extension: str = DEFAULT_EXTENSION) -> list[CaptionPlan]:
     """Each image's caption file and what to do with it, in order (`existing`: one of `EXISTING`, for the captions
     already there). Refused before any model loads: two images sharing a caption file (ValueError), a caption path
-    that is a folder (ValueError), existing captions under "refuse" (CaptionFileExistsError
-    naming them), existing captions under "append" that cannot take more tags (`read_caption`)."""
+    that is a folder (ValueError), existing captions under "refuse" (CaptionFileExistsError naming them), existing
+    captions under "append" that cannot take more tags (`read_caption`; all of them named at once)."""
     if existing not in EXISTING:
         raise ValueError(f"--existing {existing!r} is not a choice; use one of {', '.join(EXISTING)}")
     captions = [caption_path(image, extension) for image in images]
