@@ -344,6 +344,14 @@ class Appflow:
     def outputs(self) -> list[str]:
         return list(self.plan.outputs)
 
+    def load_models(self) -> None:
+        """Load every model the app names now, instead of at its first call: a command running the app over many
+        inputs then reports a model that cannot load before the first input. Models passed in as objects are
+        already loaded; each loaded one stays in the flow's cache, where the calls find it."""
+        for role, source in self.models.items():
+            if isinstance(source, (str, os.PathLike)):
+                self.cache.get(MODEL_KINDS.get(self.plan.model_roles[role]), source, self.device, self.dtype)
+
     def release(self) -> int:
         """Drop this flow's models from the cache (other flows sharing them reload on next use)."""
         return sum(self.cache.release(source) for source in self.models.values()

@@ -128,14 +128,25 @@ class DeepbooruModel(HeldBetweenUses):
         with self._lock:
             self._drop()
 
+    def _network(self) -> tuple[DeepDanbooruNetwork, list[str]]:
+        """The loaded network and its tags, loading them now if needed (under `_lock`)."""
+        if self._loaded is None:
+            self._loaded = load_deepbooru(find_deepbooru_file(self.folder), device=self.device)
+        return self._loaded
+
+    def load(self) -> None:
+        """Load the network now instead of at the first picture, so a command tagging many pictures reports a file
+        that is not a tagger before it starts (CheckpointFormatError / FileNotFoundError naming the file). It then
+        stays loaded until `unload()` or a use that does not keep it."""
+        with self._lock:
+            self._network()
+
     @torch.no_grad()
     def probabilities(self, pixels: torch.Tensor, *, keep_in_memory: bool = False) -> tuple[list[str], list[float]]:
         """(tag names, each one's score) for pixels [1, 3, 512, 512] in [0, 1]."""
         with self._lock:
             try:
-                if self._loaded is None:
-                    self._loaded = load_deepbooru(find_deepbooru_file(self.folder), device=self.device)
-                network, tags = self._loaded
+                network, tags = self._network()
                 scores = network(pixels.to(self.device, torch.float32))[0]
                 return tags, scores.cpu().tolist()
             finally:

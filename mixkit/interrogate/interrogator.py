@@ -115,6 +115,12 @@ class ClipInterrogator(HeldBetweenUses):
                                  "model; pass a CLIP checkpoint (e.g. openai/clip-vit-large-patch14).")
         return self._clip
 
+    def load(self) -> None:
+        """Load the CLIP now instead of at the first image, so a command over many images reports a model that
+        cannot load before it starts. It then stays loaded until `unload()` or a use that does not keep it."""
+        with self._lock:
+            self._model()
+
     def _drop(self) -> None:
         self._clip = None
 

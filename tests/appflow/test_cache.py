@@ -135,3 +135,16 @@ def test_a_cached_model_is_served_while_another_one_is_still_loading(tmp_path):
         thread.join(60)
     assert served_during_load == [fast]
     assert loads == [str(tmp_path / "fast"), str(tmp_path / "slow")] and cache.loads == 2
+
+
+def test_load_models_loads_each_named_model_once_before_the_first_call(tiny_blip2_dir):
+    from PIL import Image
+
+    cache = ModelCache()
+    flow = Appflow("image2text_generation", models=[tiny_blip2_dir], cache=cache, max_new_tokens=2)
+    assert cache.loads == 0  # building a flow reads configs only
+    flow.load_models()
+    assert cache.loads == 1 and len(cache) == 1
+    flow.load_models()
+    flow(image=Image.new("RGB", (32, 32), (200, 10, 30)))
+    assert cache.loads == 1  # the call found it loaded

@@ -114,8 +114,9 @@ def test_existing_captions_are_refused_before_any_model_loads_unless_overwrite(i
         patched.setattr(settings, "interrogator_of", lambda *a: pytest.fail("a model was set up"))
         code, out, err = run(capsys, str(images), "--write-captions", *deepbooru(deepbooru_folder))
     assert code == 2 and out == ""
-    assert error_line(err) == (f"mixkit: error: 1 caption file(s) already exist: {images / 'b.txt'}; add --overwrite "
-                               "to replace them, or move them away")
+    assert error_line(err) == (f"mixkit: error: 1 caption file(s) already exist: {images / 'b.txt'}; add --existing "
+                               "skip to leave them (and their images) alone, --existing append to add the new tags to "
+                               "them, --existing overwrite (--overwrite) to replace them, or move them away")
     assert (images / "b.txt").read_text(encoding="utf-8") == "hand-written caption"
     assert not (images / "a.txt").exists()  # nothing written when one is refused
     code, _, _ = run(capsys, str(images), "--write-captions", "--overwrite", *deepbooru(deepbooru_folder))
@@ -173,7 +174,18 @@ def test_unreadable_images_are_named_before_any_model_loads(images, capsys, no_m
      "--clip-num-beams, --caption-model only matter with --model clip"),
     (["--model", "deepbooru"], "--model deepbooru needs the DeepDanbooru tagger: add --deepdanbooru-models-path "
                                "FOLDER, the folder holding model-resnet_custom_v3.pt"),
-    (["--overwrite"], "--overwrite replaces caption files; it only matters with --write-captions"),
+    (["--overwrite"], "--overwrite only matters for caption files; add --write-captions or leave it out"),
+    (["--existing", "skip", "--caption-extension", ".caption"],
+     "--existing, --caption-extension only matter for caption files; add --write-captions or leave them out"),
+    (["--write-captions", "--overwrite", "--existing", "append"],
+     "--overwrite means --existing overwrite, which contradicts --existing append; give one of them"),
+    (["--write-captions", "--caption-extension", "txt"],
+     "--caption-extension 'txt' must be a dot and a name, e.g. .txt"),
+    (["--write-captions", "--caption-extension", "."], "--caption-extension '.' must be a dot and a name"),
+    (["--write-captions", "--caption-extension", ".PNG"], "--caption-extension '.PNG' is an image extension: its "
+                                                          "caption files would replace images"),
+    (["--write-captions", "--caption-extension", "./x.txt"], "--caption-extension './x.txt' must be a file extension "
+                                                             "such as .txt, without a folder"),
     (["--clip-num-beams", "0"], "--clip-num-beams must be a whole number in [1, 16], got 0."),
     (["--clip-min-length", "40", "--clip-max-length", "30"],
      "--clip-min-length (40) must not exceed --clip-max-length (30)."),

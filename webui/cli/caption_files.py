@@ -1,19 +1,25 @@
 """Caption files beside images (`mixkit interrogate --write-captions`): `NAME.txt` next to `NAME.png`, the layout
-kohya's trainers (`caption_extension=".txt"`) and A1111's Extras captions use.
+kohya's trainers (`caption_extension`, default ".txt" in its taggers) and A1111's Extras captions use.
 
-All the names are planned before any model loads: an existing caption is refused unless overwriting is asked for (it
-may be hand-written), and two images that would share one caption file (`cat.png` and `cat.jpg`) are refused, as
-the second would silently replace the first's. Each file is written whole to a hidden temporary file and renamed into
-place, without overwriting a file that appeared meanwhile, so an interrupted run leaves complete captions only.
+All the names are planned before any model loads. What happens to a caption that is already there is the user's
+choice (`EXISTING`, the choices kohya's and A1111's taggers offer): refuse (the default: it may be hand-written),
+skip its image, append the new tags to it (`webui.cli.caption_merge`), or overwrite it. Two images that would share
+one caption file (`cat.png` and `cat.jpg`) are refused, as the second would silently replace the first's. Each file
+is written whole to a hidden temporary file and renamed into place, so an interrupted run leaves complete captions
+only; a caption file that appears while the command runs is handled as the choice for existing ones says.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
+from mixkit.data.captions import caption_path, decode_caption
 from mixkit.errors import MixkitError
 
-CAPTION_SUFFIX = ".txt"
+DEFAULT_EXTENSION = ".txt"
+# what to do with a caption file that already exists; the first is the default
+EXISTING = ("refuse", "skip", "append", "overwrite")
 SHOWN = 5  # files named in an error before "and N more"
 
 
@@ -21,8 +27,33 @@ class CaptionFileExistsError(MixkitError, FileExistsError):
     """A caption file that would be written is already there (the user's, perhaps hand-written)."""
 
 
-def caption_path(image: Path) -> Path:
-    return image.with_suffix(CAPTION_SUFFIX)
+@dataclass(frozen=True)
+class CaptionPlan:
+    """One image's caption file, what to do with it ("write" a new file, or the `existing` choice for a file already
+    there: "append", "overwrite", "skip"), and that choice, for a file that appears while the command runs."""
+
+    image: Path
+    path: Path
+    action: str
+    existing: str = "refuse"
+
+
+def check_caption_extension(extension: str) -> str:
+    """`extension` as given, when it can name a caption file beside an image (ValueError saying why not): a dot and
+    a name (`.txt`, `.caption`, `.tags.txt`), no folder, and not an image's own suffix, which would overwrite
+    images."""
+    from mixkit.data.image_probe import IMAGE_SUFFIXES
+
+    if not isinstance(extension, str) or not extension.startswith(".") or not extension.strip(". "):
+        raise ValueError(f"--caption-extension {extension!r} must be a dot and a name, e.g. .txt (kohya's default) "
+                         "or .caption")
+    if "/" in extension or "\\" in extension or extension != extension.strip():
+        raise ValueError(f"--caption-extension {extension!r} must be a file extension such as .txt, without a folder "
+                         "or surrounding spaces")
+    if extension.lower() in IMAGE_SUFFIXES:
+        raise ValueError(f"--caption-extension {extension!r} is an image extension: its caption files would replace "
+                         "images; use .txt or .caption")
+    return extension
 
 
 def _listed(paths: list[str]) -> str:
@@ -30,10 +61,7 @@ def _listed(paths: list[str]) -> str:
     return ", ".join(paths[:SHOWN]) + more
 
 
-def plan_caption_files(images: list[Path], overwrite: bool) -> list[Path]:
-    """The caption file of each image, in order; ValueError naming the images that share one, CaptionFileExistsError
-    naming the captions already there (without `overwrite`)."""
-    captions = [caption_path(image) for image in images]
+def _refuse_shared(images: list[Path], captions: list[Path]) -> None:
     first: dict[Path, Path] = {}
     shared = []
     for image, caption in zip(images, captions):
@@ -45,11 +73,54 @@ def plan_caption_files(images: list[Path], overwrite: bool) -> list[Path]:
     if shared:
         raise ValueError(f"two images would write the same caption file: {_listed(shared)}; give only one of each, or "
                          "rename one")
-    existing = [str(caption) for caption in captions if caption.exists()]
-    if existing and not overwrite:
-        raise CaptionFileExistsError(f"{len(existing)} caption file(s) already exist: {_listed(existing)}; add "
-                                     "--overwrite to replace them, or move them away")
-    return captions
+
+
+def read_caption(path: Path) -> str:
+    """A caption file's text, to append to, decoded as the trainers read it (`mixkit.data.captions`: UTF-8, or UTF-16
+    / UTF-32 with a byte-order mark; it is written back as UTF-8). Refused, naming the file: another encoding, and
+    several lines of text, as the trainers read only the first line, so tags appended after it would be lost."""
+    text = decode_caption(path.read_bytes(), path)
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if len(lines) > 1:
+        raise ValueError(f"{path} holds {len(lines)} lines and trainers read only the first, so appended tags would "
+                         "be lost; join its lines, or use --existing skip or overwrite")
+    return text
+
+
+def plan_caption_files(images: list[Path], existing: str = "refuse",
+                       extension: str = DEFAULT_EXTENSION) -> list[CaptionPlan]:
+    """Each image's caption file and what to do with it, in order (`existing`: one of `EXISTING`, for the captions
+    already there). Refused before any model loads: two images sharing a caption file (ValueError), a caption path
+    that is a folder (ValueError), existing captions under "refuse" (CaptionFileExistsError naming them), existing
+    captions under "append" that cannot take more tags (`read_caption`; all of them named at once)."""
+    if existing not in EXISTING:
+        raise ValueError(f"--existing {existing!r} is not a choice; use one of {', '.join(EXISTING)}")
+    captions = [caption_path(image, extension) for image in images]
+    _refuse_shared(images, captions)
+    folders = [str(caption) for caption in captions if caption.is_dir()]
+    if folders:
+        raise ValueError(f"{len(folders)} caption path(s) are folders: {_listed(folders)}; rename them or choose "
+                         "another --caption-extension")
+    found = [caption for caption in captions if caption.exists()]
+    there = set(found)
+    if found and existing == "refuse":
+        raise CaptionFileExistsError(f"{len(found)} caption file(s) already exist: {_listed([str(c) for c in found])}"
+                                     "; add --existing skip to leave them (and their images) alone, --existing append "
+                                     "to add the new tags to them, --existing overwrite (--overwrite) to replace "
+                                     "them, or move them away")
+    if existing == "append":
+        unusable = []
+        for caption in found:
+            try:
+                read_caption(caption)
+            except ValueError as error:  # CaptionEncodingError, several lines
+                unusable.append(str(error))
+        if unusable:
+            more = f"; and {len(unusable) - SHOWN} more" if len(unusable) > SHOWN else ""
+            raise ValueError(f"{len(unusable)} caption file(s) cannot be appended to, so nothing was written: "
+                             + "; ".join(unusable[:SHOWN]) + more)
+    return [CaptionPlan(image, caption, existing if caption in there else "write", existing)
+            for image, caption in zip(images, captions)]
 
 
 def write_caption_file(path: Path, caption: str, overwrite: bool) -> None:
@@ -62,6 +133,37 @@ def write_caption_file(path: Path, caption: str, overwrite: bool) -> None:
         publish_file(temp, path, replace=overwrite)
     except FileExistsError:
         raise CaptionFileExistsError(f"{path} was created by another program while this one ran; it is kept (add "
-                                     "--overwrite to replace captions)") from None
+                                     "--existing overwrite or append to change existing captions)") from None
     finally:
         temp.unlink(missing_ok=True)
+
+
+def save_caption(plan: CaptionPlan, text: str, parts: list[str]) -> str:
+    """Carry out `plan` for an answer (`text`, made of comma `parts`); what was done: "written", "overwritten",
+    "appended", "unchanged" (append found every part already there) or "skipped". A caption file that appeared
+    since the plan is treated as the plan's `existing` choice says (refused: CaptionFileExistsError)."""
+    from webui.cli.caption_merge import appended_caption
+
+    action = plan.action
+    if action == "write":
+        try:
+            write_caption_file(plan.path, text, overwrite=False)
+            return "written"
+        except CaptionFileExistsError:
+            if plan.existing == "refuse":
+                raise
+            action = plan.existing
+    if action == "skip":
+        return "skipped"
+    if action == "overwrite":
+        write_caption_file(plan.path, text, overwrite=True)
+        return "overwritten"
+    try:
+        existing = read_caption(plan.path)
+    except FileNotFoundError:  # removed since the plan: the answer is the whole caption
+        return save_caption(CaptionPlan(plan.image, plan.path, "write", plan.existing), text, parts)
+    merged = appended_caption(existing, parts)
+    if merged is None:
+        return "unchanged"
+    write_caption_file(plan.path, merged, overwrite=True)
+    return "appended"

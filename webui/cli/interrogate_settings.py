@@ -4,7 +4,9 @@ web UI builds from its options (`webui.interrogate_options`), and the interrogat
 Each flag is an A1111 option key without its `interrogate_` prefix (`interrogate_clip_num_beams` is
 `--clip-num-beams`, `deepbooru_sort_alpha` is `--deepbooru-sort-alpha` / `--no-deepbooru-sort-alpha`), unset flags
 take A1111's defaults, and a bad value is refused with the flag's name. A flag of the interrogator not chosen is
-refused rather than ignored. Everything here is checked before an image is read or a model's weights load.
+refused rather than ignored. Everything here is checked before an image is read or a model's weights load; the
+interrogator (`interrogator_of`) then loads every weight before the first image, so a damaged or foreign model file
+is one error naming its flag, with nothing written yet.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from typing import Any, Callable
+
+from mixkit.errors import MixkitError
 
 # --model value -> the interrogator: A1111's button names ("clip", "deepbooru"), and the HTTP API's "deepdanbooru"
 MODELS = {"clip": "clip", "deepbooru": "deepbooru", "deepdanbooru": "deepbooru"}
@@ -166,14 +170,48 @@ def check_interrogate_flags(args: argparse.Namespace) -> CheckedFlags:
     return CheckedFlags(model, settings)
 
 
-def interrogator_of(args: argparse.Namespace, checked: CheckedFlags) -> Callable[[object], str]:
-    """`image -> text` of the checked interrogator; the weights load at the first image and stay loaded for the rest
-    of the command."""
+@dataclass(frozen=True)
+class Answer:
+    """One image's answer: the text A1111 gives, and its comma parts (DeepBooru's tags; CLIP's caption, then each
+    ranked term), which `--existing append` adds to a caption file one by one."""
+
+    text: str
+    parts: tuple[str, ...]
+
+
+class ModelLoadError(MixkitError, ValueError):
+    """A model the flags name was found but cannot be loaded (a damaged file, a folder of another model)."""
+
+
+def loaded_now(flag: str, source: object, load: Callable[[], object]) -> None:
+    """Run `load`, turning any failure into a ModelLoadError naming the flag and the model: the user's file is
+    what is wrong, and the command stops before its first image."""
+    try:
+        load()
+    except Exception as error:  # whatever a damaged or foreign file raises (pickle, safetensors, torch, transformers)
+        reason = str(error) or type(error).__name__
+        raise ModelLoadError(f"{flag} {str(source)!r} cannot be loaded, so no image was interrogated: "
+                             f"{reason}") from error
+
+
+def interrogator_of(args: argparse.Namespace, checked: CheckedFlags) -> Callable[[object], Answer]:
+    """`image -> Answer` of the checked interrogator, its weights loaded now (ModelLoadError naming the flag), so a
+    model that cannot load is reported before the first image and before any caption file is written; they stay
+    loaded for the rest of the command."""
     if checked.model == "clip":
         return _clip_interrogator(args, checked.settings)
+    from mixkit.interrogate import find_deepbooru_file, shared_deepbooru_model
     from webui.cli.deepbooru_tagger import deepbooru_tagger
 
-    return deepbooru_tagger(args.deepdanbooru_models_path, args.device, checked.settings)
+    folder, device = args.deepdanbooru_models_path, args.device or "cpu"
+    loaded_now("--deepdanbooru-models-path", find_deepbooru_file(folder),
+               shared_deepbooru_model(folder, device=device).load)
+    tags = deepbooru_tagger(folder, device, checked.settings)
+
+    def interrogate(image) -> Answer:
+        text = tags(image)
+        return Answer(text, tuple(part for part in text.split(", ") if part))
+    return interrogate
 
 
 def _caption_model(args: argparse.Namespace) -> str:
@@ -212,10 +250,15 @@ def _clip_interrogator(args: argparse.Namespace, settings) -> Callable[[object],
         captioner = Appflow(app=CAPTION_APP, models={"captioner": _caption_model(args)}, device=args.device or "cpu")
     except (ValueError, FileNotFoundError) as error:  # not a captioner; no such folder or hub id
         raise ValueError(f"--caption-model {_caption_model(args)!r}: {error}") from None
+    loaded_now("--caption-model", _caption_model(args), captioner.load_models)
+    loaded_now("--interrogate-clip-model", ranker.clip_source, ranker.load)
 
-    def interrogate(image) -> str:
+    def interrogate(image) -> Answer:
         caption = captioner(image=image, **settings.caption_options())["text"]
-        return join_terms(caption, ranker.terms(image, settings), settings.return_ranks)
+        terms = ranker.terms(image, settings)
+        # each term formatted as join_terms writes it, so the parts are the text's own pieces
+        parts = [caption, *(join_terms("", [term], settings.return_ranks)[len(", "):] for term in terms)]
+        return Answer(join_terms(caption, terms, settings.return_ranks), tuple(part for part in parts if part))
     return interrogate
 
 

@@ -157,3 +157,22 @@ def test_the_shared_tagger_is_one_per_folder_and_device(tiny_file, tmp_path, cou
         assert [path.resolve() for path in counted_loads] == [tiny_file.resolve()]
     finally:
         model.unload()
+
+
+def test_load_reads_the_file_once_now_and_a_kept_use_reuses_it(tiny_file, counted_loads):
+    model = DeepbooruModel(tiny_file.parent)
+    model.load()
+    assert counted_loads == [tiny_file] and model._loaded[1] == TAGS
+    model.load()
+    model.probabilities(torch.zeros(1, 3, 512, 512), keep_in_memory=True)
+    assert counted_loads == [tiny_file]  # loaded once: the uses found it loaded
+    model.unload()
+    assert model._loaded is None
+
+
+def test_load_refuses_a_file_that_is_not_a_tagger_before_any_picture(tmp_path):
+    (tmp_path / A1111_FILE_NAME).write_bytes(b"<html>not found</html>")
+    model = DeepbooruModel(tmp_path)
+    with pytest.raises(CheckpointFormatError, match=f"{A1111_FILE_NAME}' is not a recognised checkpoint"):
+        model.load()
+    assert model._loaded is None

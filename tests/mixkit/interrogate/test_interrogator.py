@@ -134,3 +134,19 @@ def test_a_held_interrogator_kept_by_its_last_use_stays_loaded_after_the_block(t
     assert interrogator._clip is tiny_clip and loads == ["mixkit-tiny-clip"]
     interrogator.unload()
     assert interrogator._clip is None
+
+
+def test_load_loads_the_clip_now_and_a_kept_use_reuses_it(tiny_clip, star):
+    load, loads = counting_loader(tiny_clip)
+    interrogator = ClipInterrogator(loader=load)
+    interrogator.load()
+    assert loads == ["mixkit-tiny-clip"]
+    interrogator.terms(star, InterrogateSettings(keep_models_in_memory=True))
+    assert loads == ["mixkit-tiny-clip"]
+
+
+def test_load_refuses_a_model_that_is_no_clip_before_any_image():
+    interrogator = ClipInterrogator("mixkit-tiny-blip2", loader=lambda source: object())
+    with pytest.raises(TypeError, match="'mixkit-tiny-blip2' is no CLIP"):
+        interrogator.load()
+    assert interrogator._clip is None
