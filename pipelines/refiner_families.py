@@ -50,6 +50,7 @@ def configs_family(folder: str | os.PathLike) -> ModelFamily:
 
 @functools.lru_cache(maxsize=CACHED_ENTRIES)
 def _configs_family(given: str, resolved: str, stamp: tuple) -> ModelFamily:
+    # `resolved` and `stamp` are the cache key: the same folder reached by another spelling, and its version
     from mixkit.models.diffusion.single_file_configs import read_model_configs
 
     return read_model_configs(given).family  # `given`: errors name the folder as the user wrote it
@@ -68,4 +69,3 @@ def configs_stamp(folder: Path) -> tuple:
                 stat = entry.stat()
                 stamp.append((f"{name}/{entry.name}", stat.st_size, stat.st_mtime_ns))
     return tuple(stamp)
-

@@ -3,8 +3,9 @@
 A `.safetensors` file states them in its header (`safetensors_header`, no tensor byte read). A pickled `.ckpt` /
 `.pt` / `.bin` has no header: it is unpickled by mixkit's one safe reader (`loading.load_state_dict`: the globals
 scan, then `torch.load(weights_only=True)`, never a plain pickle load) onto the meta device, where every tensor keeps
-its shape and no storage is filled. For a zip archive (every torch.save since torch 1.6, so every SD `.ckpt`) that
-reads only the archive's small `data.pkl`; a legacy (pre-zip) stream is walked to its end, but nothing is kept.
+its shape and no storage is filled. For a zip archive (torch.save's format since torch 1.6, that of SD's `.ckpt`
+releases) that reads only the archive's small `data.pkl`; a legacy (pre-zip) stream is walked to its end, but
+nothing is kept.
 A1111 `.ckpt` files nest their weights under "state_dict"; the names are the flattened ones the loaders see.
 """
 

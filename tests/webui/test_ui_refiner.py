@@ -78,7 +78,8 @@ def test_the_accordions_config_folder_is_a_diffusers_folder_of_the_servers(catal
     assert refined.refiner_config_dir == str(catalog.models_dir / "xl-refiner-configs")
     assert with_refiner(params, [False, "None", 0.6, "xl-refiner-configs"], catalog) is params  # the accordion off
     with pytest.raises(ValueError, match=r"refiner_config_dir='sd_xl_base_1.0.safetensors' is the checkpoint "
-                                         r"'sd_xl_base_1.0.safetensors', not a diffusers folder: .*\(xl-refiner-configs\)"):
+                                         r"'sd_xl_base_1.0.safetensors', not a diffusers folder: "
+                                         r".*\(xl-refiner-configs\)"):
         with_refiner(params, [True, "sd_xl_refiner_1.0.safetensors", 0.6, "sd_xl_base_1.0.safetensors"], catalog)
 
 
