@@ -15,8 +15,9 @@ other. Without this the refiner was read with the shipped configs and refused ("
 configs") although the same weights as a diffusers folder refined fine.
 
 A refiner of another family (an SDXL refiner file next to an SDXL base file) keeps its shipped configs: the base's
-folder describes another architecture. The family is read from a `.safetensors` header (no tensor is read); a
-pickled `.ckpt` has no header, so its family is known only once loaded and it is taken to be the base's.
+folder describes another architecture. The family is read from the file's tensor names and shapes before anything
+loads (`pipelines.refiner_families`): a `.safetensors` header, or a `.ckpt` unpickled by mixkit's safe reader onto
+the meta device, so a `.ckpt` of the wrong family is refused before the base model samples, not at the switch.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 
 from mixkit.models.diffusion import DiffusionModel
 from mixkit.models.diffusion.single_file import CONFIG_DIR_KEY
+from pipelines.refiner_families import configs_family, single_file_family
 
 
 def refiner_config_options(base: DiffusionModel, refiner: Any, refiner_config_dir: Any = None) -> dict:
@@ -41,24 +43,19 @@ def refiner_config_options(base: DiffusionModel, refiner: Any, refiner_config_di
     path = Path(refiner).expanduser()
     if not path.is_file():
         return {}  # a diffusers folder or hub id brings its own configs
-    family = single_file_family(path)
-    if family is not None and family is not base.family:
+    if single_file_family(path) is not base.family:
         return {}
     return {"config_dir": config_dir}
 
 
-def single_file_family(path: Path):
-    """The `ModelFamily` of a `.safetensors` checkpoint from its header's key -> shape table, None for other files
-    (a pickle is read only by loading it). A header that is not a checkpoint's raises the loader's own error, naming
-    the file, before anything loads."""
-    from mixkit.io import detect_checkpoint_format
-    from mixkit.io.safetensors_header import read_safetensors_header, tensor_entries
-    from mixkit.models.diffusion.detect_keys import detect_family, normalize_legacy_keys
-
-    if detect_checkpoint_format(path) != "safetensors":
+def config_dir_for_refiner(refiner: Any, refiner_config_dir: Any) -> Any:
+    """The part of a call's `refiner_config_dir` that applies to `refiner`: kept for a single-file refiner, None for
+    no refiner, a diffusers folder, a hub id or a loaded model (each has its own configs). For callers that vary the
+    refiner under one call's settings (an X/Y/Z plot's Refiner checkpoint axis), so a "None" or folder cell runs as
+    the user plotted it instead of being refused for a config folder meant for the plot's files."""
+    if refiner is None or not isinstance(refiner, (str, os.PathLike)):
         return None
-    shapes = {name: tuple(entry["shape"]) for name, entry in tensor_entries(read_safetensors_header(path)).items()}
-    return detect_family(normalize_legacy_keys(shapes), str(path))
+    return refiner_config_dir if Path(refiner).expanduser().is_file() else None
 
 
 def refiner_configs_advice(refiner: Any, base: DiffusionModel, refiner_config_dir: Any = None) -> str:
@@ -83,8 +80,8 @@ def refiner_configs_advice(refiner: Any, base: DiffusionModel, refiner_config_di
 def check_refiner_config_dir(refiner: Any, refiner_config_dir: Any) -> None:
     """`refiner_config_dir` is None, or a diffusers model folder holding every config the single-file loader reads
     (unet/, vae/, scheduler/, text encoder and tokenizer folders) for a `refiner` that is a single-file checkpoint;
-    of the refiner file's family when its `.safetensors` header tells it. ValueError / TypeError saying what to do,
-    before any model loads."""
+    of the refiner file's family (read from its keys, `.safetensors` or `.ckpt`). ValueError / TypeError saying what to
+    do, before any model loads; the families are read once per version of the file and folder (`refiner_families`)."""
     if refiner_config_dir is None:
         return
     if not isinstance(refiner_config_dir, (str, os.PathLike)) or not str(refiner_config_dir).strip():
@@ -106,26 +103,24 @@ def check_refiner_config_dir(refiner: Any, refiner_config_dir: Any) -> None:
         raise ValueError(f"refiner_config_dir={str(refiner_config_dir)!r} applies to a single-file refiner; the "
                          f"refiner {str(refiner)!r} is no file (a hub id brings its own configs): give the refiner's "
                          ".safetensors / .ckpt path, or drop refiner_config_dir.")
-    configs = _read_refiner_configs(refiner_config_dir)
+    described = _configs_family(refiner_config_dir)
     family = single_file_family(path)
-    if family is not None and family is not configs.family:
-        raise ValueError(f"refiner_config_dir={str(refiner_config_dir)!r} describes {configs.family.label} but the "
+    if family is not described:
+        raise ValueError(f"refiner_config_dir={str(refiner_config_dir)!r} describes {described.label} but the "
                          f"refiner {str(refiner)!r} is {family.label}: give the diffusers folder of a model of the "
                          f"refiner's family ({family.label}) and architecture.")
 
 
-def _read_refiner_configs(refiner_config_dir):
-    """The configs the single-file loader would read from `refiner_config_dir`, or a ValueError naming what is
-    missing there."""
-    from mixkit.models.diffusion.single_file_configs import read_model_configs
-
+def _configs_family(refiner_config_dir):
+    """The family of the configs the single-file loader would read from `refiner_config_dir`, or a ValueError naming
+    what is missing there."""
     folder = Path(refiner_config_dir).expanduser()
     if not folder.is_dir():
         raise ValueError(f"refiner_config_dir={str(refiner_config_dir)!r} is not a folder: give the diffusers model "
                          "folder whose configs describe the refiner file (the folder holding unet/, vae/, "
                          "scheduler/, text_encoder/ ...).")
     try:
-        return read_model_configs(folder)
+        return configs_family(folder)
     except (FileNotFoundError, ValueError, OSError) as error:
         raise ValueError(f"refiner_config_dir={str(refiner_config_dir)!r} does not hold the configs a single-file "
                          f"refiner is read with: {error}. Give a diffusers model folder of the refiner's "

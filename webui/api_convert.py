@@ -22,6 +22,7 @@ from webui.options import (INFOTEXT_OPTION_KEYS, PROMPT_OPTION_DEFAULTS, PROMPT_
                            img2img_noise_values,
                            restore_faces_default, sampler_option_params, uncond_skip_values)
 from webui.prompt_guard import check_prompt_networks
+from webui.refiner_config_folders import find_config_folder
 
 # A1111's integer codes for img2img choices, in its order.
 RESIZE_MODES = {0: "just resize", 1: "crop and resize", 2: "resize and fill", 3: "just resize (latent upscale)"}
@@ -88,13 +89,18 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
 NO_REFINER = (None, "", "None", "none")  # A1111's "no refiner" spellings (its UI sends "None")
 
 
-def refiner_values(name: str | None, switch_at: float | None, catalog) -> dict[str, Any]:
-    """`refiner` (the checkpoint's source) and `refiner_switch_at` for the pipeline, {} for no refiner: `name` found
-    among the server's checkpoints by any of their titles, as sd_model_checkpoint is; `switch_at` None is A1111's
-    0.8 (checked with the other params by the pipeline's check). With no refiner, a given `switch_at` is kept, as
-    A1111 keeps the field: an X/Y/Z "Refiner checkpoint" axis that sets a refiner switches there."""
+def refiner_values(name: str | None, switch_at: float | None, catalog, config_name: str | None = None
+                   ) -> dict[str, Any]:
+    """`refiner` (the checkpoint's source), `refiner_switch_at` and `refiner_config_dir` for the pipeline, {} for no
+    refiner: `name` found among the server's checkpoints by any of their titles, as sd_model_checkpoint is; `switch_at`
+    None is A1111's 0.8 (checked with the other params by the pipeline's check). With no refiner, a given `switch_at`
+    is kept, as A1111 keeps the field: an X/Y/Z "Refiner checkpoint" axis that sets a refiner switches there.
+    `config_name` names a diffusers folder among the same checkpoints (`webui.refiner_config_folders`), passed on as
+    the folder's path whether or not a refiner is set: whether it applies is the pipeline's check."""
+    folder = find_config_folder(config_name, catalog)
+    config = {} if folder is None else {"refiner_config_dir": folder}
     if name in NO_REFINER:
-        return {} if switch_at is None else {"refiner_switch_at": switch_at}
+        return config if switch_at is None else {**config, "refiner_switch_at": switch_at}
     from pipelines.refiner import DEFAULT_SWITCH_AT
 
     if catalog is None:
@@ -104,7 +110,7 @@ def refiner_values(name: str | None, switch_at: float | None, catalog) -> dict[s
         source = catalog.find(name).source
     except ValueError as error:
         raise ValueError(f"refiner_checkpoint={name!r}: {error}") from None
-    return {"refiner": source, "refiner_switch_at": DEFAULT_SWITCH_AT if switch_at is None else switch_at}
+    return {"refiner": source, "refiner_switch_at": DEFAULT_SWITCH_AT if switch_at is None else switch_at, **config}
 
 
 def _clip_skip(request: Txt2ImgRequest, default_clip_skip: int, current_vae_names: frozenset[str] | None = None
@@ -295,13 +301,18 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
         batch_size=request.batch_size, batch_count=request.n_iter,
         clip_skip=_clip_skip(request, default_clip_skip, current_vae_names),
         **_uncond_skip(request, uncond_skip_options), **_prompt_options(request, prompt_options),
-        **refiner_values(request.refiner_checkpoint, request.refiner_switch_at, refiner_catalog),
+        **refiner_values(request.refiner_checkpoint, request.refiner_switch_at, refiner_catalog,
+                         request.refiner_config_dir),
         infotext_options=_infotext_options(request, infotext_options), user=user,
     )
     try:
         check_txt2img_params(params, limits)
     except ValueError as error:
-        raise ValueError(in_request_terms(str(error))) from None
+        message = in_request_terms(str(error))
+        if params.refiner_config_dir is not None:  # the folder as the request named it, not its server path
+            message = message.replace(f"refiner_config_dir={params.refiner_config_dir!r}",
+                                      f"refiner_config_dir={request.refiner_config_dir!r}")
+        raise ValueError(message) from None
     if request.enable_hr and not isinstance(request, Img2ImgRequest):
         params = hires_params(request, params, limits, styles, refiner_pass=refiner_pass)
     units = _controlnet_units(request, limits, request_limits or RequestLimits(), controlnet_models)

@@ -126,6 +126,9 @@ class Txt2ImgRequest(A1111Request):
     override_settings_restore_afterwards: bool = True
     refiner_checkpoint: str | None = None
     refiner_switch_at: float | None = None
+    # mixkit's: the configs a single-file refiner is read with (the Python API's refiner_config_dir), named as a
+    # diffusers folder among the server's checkpoints, never a path (webui.refiner_config_folders)
+    refiner_config_dir: str | None = None
     disable_extra_networks: bool = False
     comments: dict[str, Any] | None = None
     enable_hr: bool = False

@@ -17,6 +17,7 @@ from mixkit.io.hashing import (
     model_hash_matches,
     sha256_file,
 )
+from mixkit.io.key_shapes import checkpoint_shapes
 from mixkit.io.loading import check_pickle_is_safe, load_state_dict, read_checkpoint
 from mixkit.io.safetensors_header import read_safetensors_header, read_safetensors_metadata
 from mixkit.io.saving import save_safetensors
@@ -31,6 +32,7 @@ __all__ = [
     "atomic_output_path",
     "check_merge_request",
     "check_pickle_is_safe",
+    "checkpoint_shapes",
     "detect_checkpoint_format",
     "legacy_a1111_hash",
     "load_state_dict",

@@ -205,10 +205,16 @@ def refiner_choices(context: PlotContext) -> list[str]:
 
 def apply_refiner(params, value, values, context):
     """A1111's Refiner checkpoint axis: the cell refines with checkpoint `value` (at the call's switch point), or,
-    with "None", without a refiner."""
+    with "None", without a refiner. The call's `refiner_config_dir` (the configs of its single-file refiners) goes
+    with a single-file cell only: a "None" cell has no refiner, and a diffusers folder or hub id has its own configs."""
+    from pipelines.refiner_configs import config_dir_for_refiner
+
     if str(value).strip().lower() == "none":
-        return replace(params, refiner=None)
-    return replace(params, refiner=context.refiner_source(find_checkpoint_name(context, value)))
+        refiner = None
+    else:
+        refiner = context.refiner_source(find_checkpoint_name(context, value))
+    config_dir = config_dir_for_refiner(refiner, params.refiner_config_dir)
+    return replace(params, refiner=refiner, refiner_config_dir=config_dir)
 
 
 def check_refiners(params, values, context) -> None:

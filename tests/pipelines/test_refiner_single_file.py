@@ -225,3 +225,76 @@ def test_a_refiner_file_that_does_not_fit_its_config_dir_says_it_was_read_with_i
             "refiner_config_dir. ") in str(caught.value)
     assert pipe.session.refiner_slot._session is None
     np.testing.assert_array_equal(_pixels(pipe(**SMALL)), _pixels(before))
+
+
+def _as_ckpt(safetensors_file, ckpt_file):
+    """An A1111-style `.ckpt` of the same weights: a torch zip archive, the tensors under "state_dict"."""
+    import torch
+    from safetensors.torch import load_file
+
+    torch.save({"state_dict": load_file(safetensors_file), "global_step": 1}, ckpt_file)
+    return ckpt_file
+
+
+def test_a_ckpt_refiner_with_its_config_dir_refines_as_its_folder_does(tiny_sd1_dir, files, tmp_path):
+    from pipelines.txt2img import TextToImage
+
+    ckpt = _as_ckpt(files["refiner"], tmp_path / "refiner.ckpt")
+    pipe = TextToImage.from_pretrained(tiny_sd1_dir)
+    from_folder = pipe(**SMALL, refiner=str(files["refiner_dir"]), refiner_switch_at=0.5)
+    from_ckpt = pipe(**SMALL, refiner=str(ckpt), refiner_config_dir=files["refiner_dir"], refiner_switch_at=0.5)
+    np.testing.assert_array_equal(_pixels(from_ckpt), _pixels(from_folder))
+
+
+def test_a_ckpt_refiner_of_another_family_is_refused_before_anything_runs(tiny_sd1_dir, tiny_sdxl_dir, files,
+                                                                           tmp_path):
+    """Its family comes from its keys, as a .safetensors' from its header: refused by the call's check, before the
+    base model samples (it used to fail only at the switch, once the refiner file was loaded)."""
+    from pipelines.txt2img import TextToImage
+
+    ckpt = _as_ckpt(files["refiner"], tmp_path / "refiner.ckpt")
+    pipe = TextToImage.from_pretrained(tiny_sd1_dir)
+    sampled, loaded = [], []
+    pipe.session.refiner_slot.session = lambda *args: loaded.append(args)
+    with pytest.raises(ValueError) as caught:
+        pipe(**SMALL, refiner=str(ckpt), refiner_config_dir=tiny_sdxl_dir, refiner_switch_at=0.5,
+             callback=lambda state: sampled.append(state))
+    assert str(caught.value) == (
+        f"refiner_config_dir={str(tiny_sdxl_dir)!r} describes SDXL base but the refiner {str(ckpt)!r} is SD 1.x: give "
+        "the diffusers folder of a model of the refiner's family (SD 1.x) and architecture.")
+    assert (sampled, loaded) == ([], [])
+
+
+def test_a_ckpt_refiner_of_another_family_keeps_its_shipped_configs(tiny_sdxl_dir, tiny_sdxl_refiner_dir, tmp_path):
+    """Next to a base file read with config_dir, a .ckpt refiner of another family is no longer taken to be the
+    base's (whose folder would not describe it)."""
+    from mixkit.models.diffusion.loading import load_diffusion_model
+    from mixkit.models.diffusion.single_file_writer import save_ldm_checkpoint
+    from pipelines.refiner_configs import refiner_config_options
+
+    save_ldm_checkpoint(load_diffusion_model(tiny_sdxl_dir), tmp_path / "xl.safetensors")
+    save_ldm_checkpoint(load_diffusion_model(tiny_sdxl_refiner_dir), tmp_path / "xl-refiner.safetensors")
+    base = load_diffusion_model(tmp_path / "xl.safetensors", config_dir=tiny_sdxl_dir)
+    refiner = _as_ckpt(tmp_path / "xl-refiner.safetensors", tmp_path / "xl-refiner.ckpt")
+    same_family = _as_ckpt(tmp_path / "xl.safetensors", tmp_path / "xl.ckpt")
+    assert refiner_config_options(base, refiner) == {}
+    assert refiner_config_options(base, same_family) == {"config_dir": str(tiny_sdxl_dir)}
+
+
+def test_an_unsafe_ckpt_refiner_is_refused_by_the_check_without_running(tiny_sd1_dir, files, tmp_path):
+    import os
+
+    import torch
+
+    from mixkit.errors import UnsafeCheckpointError
+    from pipelines.txt2img import TextToImage
+
+    class RunsShellCommand:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path / 'SENTINEL'}",))
+
+    torch.save({"state_dict": {"w": torch.ones(1)}, "hook": RunsShellCommand()}, tmp_path / "evil.ckpt")
+    with pytest.raises(UnsafeCheckpointError, match=r"evil\.ckpt.*posix\.system"):
+        TextToImage.from_pretrained(tiny_sd1_dir)(**SMALL, refiner=str(tmp_path / "evil.ckpt"),
+                                                  refiner_config_dir=files["refiner_dir"])
+    assert not (tmp_path / "SENTINEL").exists()

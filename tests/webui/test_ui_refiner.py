@@ -57,15 +57,30 @@ def test_a_refiner_this_server_lacks_is_named(catalog):
 
 def test_the_accordion_makes_the_apis_refiner(catalog):
     params = Txt2ImgParams(prompt="a")
-    assert with_refiner(params, [False, "sd_xl_refiner_1.0.safetensors", 0.6], catalog) is params
+    assert with_refiner(params, [False, "sd_xl_refiner_1.0.safetensors", 0.6, "None"], catalog) is params
     # no checkpoint: no refiner, but the accordion's switch point is kept for a plot's Refiner checkpoint axis
-    unrefined = with_refiner(params, [True, "None", 0.6], catalog)
+    unrefined = with_refiner(params, [True, "None", 0.6, "None"], catalog)
     assert (unrefined.refiner, unrefined.refiner_switch_at) == (None, 0.6)
-    refined = with_refiner(params, [True, "sd_xl_refiner_1.0.safetensors", 0.6], catalog)
+    refined = with_refiner(params, [True, "sd_xl_refiner_1.0.safetensors", 0.6, "None"], catalog)
     assert refined.refiner == str(catalog.models_dir / "sd_xl_refiner_1.0.safetensors")
-    assert refined.refiner_switch_at == 0.6
+    assert refined.refiner_switch_at == 0.6 and refined.refiner_config_dir is None
     with pytest.raises(ValueError, match=r"refiner_checkpoint='gone': Unknown checkpoint 'gone'; available: "):
-        with_refiner(params, [True, "gone", 0.6], catalog)
+        with_refiner(params, [True, "gone", 0.6, "None"], catalog)
+
+
+def test_the_accordions_config_folder_is_a_diffusers_folder_of_the_servers(catalog):
+    """Translated as the API's refiner_config_dir: a checkpoint title that is a diffusers folder becomes its path."""
+    (catalog.models_dir / "xl-refiner-configs" / "unet").mkdir(parents=True)
+    (catalog.models_dir / "xl-refiner-configs" / "unet" / "config.json").write_text("{}")
+    catalog.refresh()
+    params = Txt2ImgParams(prompt="a")
+    refined = with_refiner(params, [True, "sd_xl_refiner_1.0.safetensors", 0.6, "xl-refiner-configs"], catalog)
+    assert refined.refiner_config_dir == str(catalog.models_dir / "xl-refiner-configs")
+    assert with_refiner(params, [False, "None", 0.6, "xl-refiner-configs"], catalog) is params  # the accordion off
+    with pytest.raises(ValueError, match=r"refiner_config_dir='sd_xl_base_1.0.safetensors' is the checkpoint "
+                                         r"'sd_xl_base_1.0.safetensors', not a diffusers folder: "
+                                         r".*\(xl-refiner-configs\)"):
+        with_refiner(params, [True, "sd_xl_refiner_1.0.safetensors", 0.6, "sd_xl_base_1.0.safetensors"], catalog)
 
 
 def test_both_tabs_have_the_accordion_listing_the_servers_checkpoints(tmp_path):
@@ -75,23 +90,33 @@ def test_both_tabs_have_the_accordion_listing_the_servers_checkpoints(tmp_path):
 
     with model_less_ui(tmp_path) as (state, blocks):
         (tmp_path / "models" / "sd_xl_refiner_1.0.safetensors").write_bytes(b"weights")  # added after the start
+        (tmp_path / "models" / "refiner-configs" / "unet").mkdir(parents=True)
+        (tmp_path / "models" / "refiner-configs" / "unet" / "config.json").write_text("{}")
         state.catalog.refresh()
         for kind in ("txt2img", "img2img"):
             assert component(blocks, f"{kind}_enable_refiner").value is False
             assert component(blocks, f"{kind}_refiner_switch_at").value == 0.8
             refresh = handler(blocks, f"{kind}_refiner_checkpoint", "focus")
-            assert refresh.fn()["choices"] == ["None", "sd_xl_refiner_1.0.safetensors"]
+            assert refresh.fn()["choices"] == ["None", "refiner-configs", "sd_xl_refiner_1.0.safetensors"]
+            assert component(blocks, f"{kind}_refiner_config_dir").value == "None"
+            folders = handler(blocks, f"{kind}_refiner_config_dir", "focus")
+            assert folders.fn()["choices"] == ["None", "refiner-configs"]  # the diffusers folders only
         form = ["a", "", "Euler", "Automatic", 4, 7, 64, 64, 1, 1, 1, 1]
         hires_off = [False, "Latent", 2, 0, 0, 0, 0.7, "", ""]
-        params = form_params(state, "txt2img", form, [], [*hires_off, True, "sd_xl_refiner_1.0.safetensors", 0.7])
+        params = form_params(state, "txt2img", form, [],
+                             [*hires_off, True, "sd_xl_refiner_1.0.safetensors", 0.7, "None"])
         assert params.refiner.endswith("sd_xl_refiner_1.0.safetensors") and params.refiner_switch_at == 0.7
+        configured = form_params(state, "txt2img", form, [],
+                                 [*hires_off, True, "sd_xl_refiner_1.0.safetensors", 0.7, "refiner-configs"])
+        assert configured.refiner_config_dir == str(tmp_path / "models" / "refiner-configs")
         assert component(blocks, "txt2img_refiner_switch_at").maximum == 0.99  # A1111's 1 would refine nothing
         with pytest.raises(ValueError, match="refiner_switch_at must be a number strictly between 0 and 1"):
             state.check_params("txt2img", form_params(state, "txt2img", form, [],
-                                                      [*hires_off, True, "sd_xl_refiner_1.0.safetensors", 1.0]))
+                                                      [*hires_off, True, "sd_xl_refiner_1.0.safetensors", 1.0,
+                                                       "None"]))
         # with hires fix, Settings' "Hires fix: which pass to enable refiner for" picks the refined pass(es)
         hires_on = [True, *hires_off[1:]]
-        refiner_on = [True, "sd_xl_refiner_1.0.safetensors", 0.7]
+        refiner_on = [True, "sd_xl_refiner_1.0.safetensors", 0.7, "None"]
         assert form_params(state, "txt2img", form, [], [*hires_on, *refiner_on]).hires_fix_refiner_pass == \
             "second pass"
         state.options.apply(state.options.check_update({"hires_fix_refiner_pass": "first pass"}))

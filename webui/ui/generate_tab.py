@@ -269,9 +269,11 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                 from webui.ui.hires_controls import build_hires_controls
 
                 extra_inputs = tab.hires = build_hires_controls(state.limits, state)
+            from webui.refiner_config_folders import config_folder_titles
             from webui.ui.refiner_controls import build_refiner_controls
 
-            tab.refiner = build_refiner_controls(kind, state.catalog.titles)
+            tab.refiner = build_refiner_controls(kind, state.catalog.titles,
+                                                 lambda: config_folder_titles(state.catalog))
             extra_inputs = [*extra_inputs, *tab.refiner]  # the tab's own inputs end with the refiner's
             control_inputs = tab.controlnet_units = build_controlnet_units(
                 state, kind, state.options.get("control_net_unit_count"), size_inputs=(widgets.width, widgets.height))

@@ -1,4 +1,7 @@
-"""A1111's Refiner accordion (txt2img and img2img): a checkpoint from the server's list and "Switch at".
+"""A1111's Refiner accordion (txt2img and img2img): a checkpoint from the server's list and "Switch at", and
+mixkit's "Config folder": the diffusers folder among the server's checkpoints whose configs a single-file refiner
+is read with (the API's `refiner_config_dir`, `webui.refiner_config_folders`), for a refiner file the shipped
+SD/SDXL configs do not describe.
 
 The form's values go through the API's own conversion (`webui.api_convert.refiner_values`), so the checkpoint is
 found by the same titles and "Switch at" checked by the same pipeline check as a `refiner_checkpoint` request.
@@ -13,13 +16,15 @@ from typing import Callable
 
 import gradio as gr
 
-REFINER_FIELDS = ("enable_refiner", "refiner_checkpoint", "refiner_switch_at")
-NO_CHECKPOINT = "None"  # A1111's dropdown entry for "no refiner"
+REFINER_FIELDS = ("enable_refiner", "refiner_checkpoint", "refiner_switch_at", "refiner_config_dir")
+NO_CHECKPOINT = "None"  # A1111's dropdown entry for "no refiner"; the Config folder's for "the usual configs"
 
 
-def build_refiner_controls(kind: str, checkpoint_titles: Callable[[], list[str]]) -> list:
-    """The accordion's widgets, in REFINER_FIELDS order; the dropdown lists the checkpoints again when it is opened
-    (a file added to the models folder since the server started is there once the list is refreshed)."""
+def build_refiner_controls(kind: str, checkpoint_titles: Callable[[], list[str]],
+                           config_folder_titles: Callable[[], list[str]]) -> list:
+    """The accordion's widgets, in REFINER_FIELDS order; the dropdowns list the checkpoints (and the diffusers folders
+    among them) again when opened (a file added to the models folder since the server started is there once the list
+    is refreshed)."""
     from pipelines.refiner import DEFAULT_SWITCH_AT
     from webui.ui.form_components import form_slider
 
@@ -32,21 +37,30 @@ def build_refiner_controls(kind: str, checkpoint_titles: Callable[[], list[str]]
             # 0.999) and the pipeline refuses it, so the slider stops at 0.99
             switch_at = form_slider(0.01, 0.99, value=DEFAULT_SWITCH_AT, step=0.01, label="Switch at",
                                     elem_id=f"{kind}_refiner_switch_at")
+        # no A1111 counterpart (it reads a refiner file with its yaml): "None" reads it as usual, with the shipped
+        # configs of its family (or the model's own configs folder when the model was loaded with one)
+        config_folder = gr.Dropdown(choices=[NO_CHECKPOINT, *config_folder_titles()], value=NO_CHECKPOINT,
+                                    label="Config folder (for a refiner file of a non-standard architecture)",
+                                    elem_id=f"{kind}_refiner_config_dir")
     checkpoint.focus(lambda: gr.update(choices=[NO_CHECKPOINT, *checkpoint_titles()]), outputs=checkpoint,
                      queue=False)
-    return [enabled, checkpoint, switch_at]
+    config_folder.focus(lambda: gr.update(choices=[NO_CHECKPOINT, *config_folder_titles()]), outputs=config_folder,
+                        queue=False)
+    return [enabled, checkpoint, switch_at, config_folder]
 
 
 def with_refiner(params, values: list, catalog):
-    """`params` with the accordion's refiner (checked as the API checks `refiner_checkpoint`), or unchanged when
-    the accordion is off; on with no checkpoint, only its switch point (where a plot's Refiner checkpoint axis
-    switches), as the API keeps a request's."""
+    """`params` with the accordion's refiner and config folder (translated as the API translates `refiner_checkpoint`
+    and `refiner_config_dir`, checked by the pipeline's check), or unchanged when the accordion is off; on with no
+    checkpoint, only its switch point (where a plot's Refiner checkpoint axis switches), as the API keeps a
+    request's."""
     from webui.api_convert import refiner_values
 
     fields = dict(zip(REFINER_FIELDS, values))
     if not fields["enable_refiner"]:
         return params
-    chosen = refiner_values(fields["refiner_checkpoint"], fields["refiner_switch_at"], catalog)
+    chosen = refiner_values(fields["refiner_checkpoint"], fields["refiner_switch_at"], catalog,
+                            fields["refiner_config_dir"])
     return replace(params, **chosen) if chosen else params
 
 
