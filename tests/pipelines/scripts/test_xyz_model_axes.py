@@ -180,3 +180,28 @@ def test_a_cell_the_pipeline_refuses_is_named_before_anything_runs(sd1_pipe):
 def test_axes_without_a_mixkit_feature_are_refused_saying_why_and_what_instead(label, kind, reason):
     with pytest.raises(ValueError, match=f"the '{label}' axis is not supported by mixkit: .*{reason}"):
         parse_script_args([label, "1"], kind)
+
+
+@pytest.mark.parametrize("raised, kind, text", [
+    (RuntimeError("out of memory"), RuntimeError, "out of memory"),
+    (FileNotFoundError(2, "No such file or directory", "lora.safetensors"), FileNotFoundError,
+     "[Errno 2] No such file or directory: 'lora.safetensors'"),
+    (KeyError("Unknown LoRA 'x'"), KeyError, "Unknown LoRA 'x'"),  # its message, not KeyError's quoted repr
+    (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), ValueError,  # takes no message: a ValueError
+     "'utf-8' codec can't decode byte 0xff in position 0: invalid start byte"),
+])
+def test_a_cell_failure_keeps_its_kind_with_the_cell_in_front(sd1_pipe, raised, kind, text):
+    class Fails:
+        model = sd1_pipe.model
+
+        def check_inputs(self, params):
+            return sd1_pipe.check_inputs(params)
+
+        def __call__(self, params, **hooks):
+            raise raised
+
+    with pytest.raises(kind) as caught:
+        xyz_plot.run(Fails(), Txt2ImgParams(**TINY), xyz_plot.xyz_config(("CFG Scale", "6.5")))
+    message = caught.value.args[0] if isinstance(caught.value, KeyError) else str(caught.value)
+    assert message == f"X/Y/Z plot stopped at cell 1 of 1 (CFG Scale: 6.5): {text}"
+    assert caught.value.__cause__ is raised
