@@ -75,7 +75,8 @@ def switch_vae(pipe, value, context: "PlotContext", restorer: ModelRestorer):
 
 
 def check_token_merging_values(params, values, context: "PlotContext") -> None:
-    """Every ratio in ToMe's range before anything runs (whether the model can merge is `check_token_merging_pipe`'s)."""
+    """Every ratio in ToMe's range before anything runs (whether the model can merge is checked on the pipeline, by
+    `check_token_merging_pipe`)."""
     from pipelines.approx.tome_unet import check_tome_ratio
 
     for value in values:
@@ -86,6 +87,7 @@ def check_token_merging_values(params, values, context: "PlotContext") -> None:
 
 
 def check_token_merging_pipe(pipe, values) -> None:
+    """Whether `pipe`'s model can merge tokens at each ratio (not on an int8 or OpenVINO UNet), before it changes."""
     from pipelines.approx.tome_switch import check_token_merging_ratios
 
     try:
