@@ -115,3 +115,13 @@ def test_script_info_offers_the_vae_axis_with_the_servers_vaes(running):
     txt2img = next(entry for entry in entries if entry["name"] == "x/y/z plot" and not entry["is_img2img"])
     choices = txt2img["args"][0]["choices"]
     assert choices[VAE_INDEX] == "VAE" and choices[TOME_INDEX] == "Token merging ratio"
+
+
+def test_the_web_uis_dropdowns_offer_both_axes_and_the_servers_vaes(running):
+    from pipelines.scripts.xyz_axes import axes_for
+    from webui.ui.script_xyz import axis_choices
+
+    offered = [axis.label for axis in axes_for("txt2img", supported_only=True)]
+    assert "VAE" in offered and "Token merging ratio" in offered and "FP8 mode" not in offered
+    assert axis_choices("VAE", running.state) == ["Automatic", "None", "broken.safetensors", "other-vae"]
+    assert axis_choices("Token merging ratio", running.state) is None  # typed numbers, as A1111's slider values

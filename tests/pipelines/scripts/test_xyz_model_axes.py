@@ -113,6 +113,19 @@ def test_token_merging_ratio_axis_merges_per_cell_and_puts_the_models_tome_back(
     assert token_merging_state(own_pipe.model.unet) is None
 
 
+def test_token_merging_ratio_axis_runs_with_hires_fix_and_labels_its_images(own_pipe):
+    from pipelines.hires import HiresFix, HiresParams
+
+    params = HiresParams(**TINY, hr_scale=1.5, hr_upscaler="Latent")
+    config = xyz_plot.xyz_config(("Token merging ratio", "0, 0.5"), include_lone_images=True)
+    result = xyz_plot.run(HiresFix(own_pipe), params, config)
+    texts = [parse_infotext(text) for text in result.infotexts[1:]]
+    assert [(text.get("Token merging ratio"), text["Hires upscale"]) for text in texts] == [(None, "1.5"),
+                                                                                             ("0.5", "1.5")]
+    assert result.images[1].size == (96, 96) and result.images[1].tobytes() != result.images[2].tobytes()
+    assert token_merging_state(own_pipe.model.unet) is None and model_labels(own_pipe.model) == OptimizationLabels()
+
+
 def test_a_failing_cell_stops_the_plot_names_its_values_and_still_puts_tome_back(own_pipe):
     calls = []
 
