@@ -14,9 +14,10 @@ from pipelines.scripts import ScriptResult, find_script, is_registered_script
 
 def script_context(state) -> dict[str, Any]:
     """What scripts may need from the server: the checkpoints' titles and files (X/Y/Z's Checkpoint name and Refiner
-    checkpoint axes), the styles file (its Styles axis), Interrogate CLIP and, when the server has a DeepDanbooru
-    folder, DeepBooru (Loopback's "Append interrogated prompt", run in the worker; None without
-    `--deepdanbooru-models-path`, so Loopback refuses DeepBooru naming the flag before queueing), and the upscalers as
+    checkpoint axes), the `--vae-dir` VAEs' names (its VAE axis; the worker's `switch_vae` is passed with the job),
+    the styles file (its Styles axis), Interrogate CLIP and, when the server has a DeepDanbooru folder, DeepBooru
+    (Loopback's "Append interrogated prompt", run in the worker; None without `--deepdanbooru-models-path`, so
+    Loopback refuses DeepBooru naming the flag before queueing), and the upscalers as
     `/sdapi/v1/upscalers` lists them (SD upscale's `upscaler_index`), and the server's cap on the images one script
     job generates (`--max-script-images`, which every script's plan checks before queueing). Each script reads the
     keys it needs."""
@@ -25,6 +26,7 @@ def script_context(state) -> dict[str, Any]:
 
     return {"checkpoint_names": [entry.title for entry in state.catalog.entries()], "styles": state.styles(),
             "refiner_source": lambda name: state.catalog.find(name).source,
+            "vae_names": [name for name in state.vaes.names() if name != "Automatic"],
             "interrogate": lambda image: interrogate_now(state, image),
             "deepbooru": None if state.deepbooru is None else lambda image: deepbooru_now(state, image),
             "upscaler_names": listed_upscaler_names(dat_enabled=state.options.get("dat_enabled_models")),

@@ -139,6 +139,34 @@ def checkpoint_switcher(state, kind: str, params) -> Callable[[str], Any]:
     return switch
 
 
+def vae_switcher(state, kind: str, params) -> Callable[[str], Any]:
+    """A script's `switch_vae(name)` on the server: decode with VAE `name` ("Automatic", "None" or a `--vae-dir`
+    name; the `sd_vae` setting keeps its own) and return the pipeline. Call only from the generation worker."""
+
+    def switch(name: str):
+        if name != state.holder.vae_name:
+            state.holder.set_vae(name, state.vaes.find(name))
+        return script_pipeline(state, kind, params)
+
+    return switch
+
+
+@contextmanager
+def vae_kept(state):
+    """Put back the VAE decoding when the body started if the body swapped it (an X/Y/Z plot's VAE axis), even when
+    it failed; a failed reload is logged and leaves the other VAE on, as `checkpoint_kept` does."""
+    before = state.holder.vae_name
+    try:
+        yield
+    finally:
+        if state.holder.loaded and state.holder.vae_name != before:
+            try:
+                state.holder.set_vae(before, state.vaes.find(before))
+            except Exception:
+                logger.exception("Could not put VAE %r back after a script swapped it for %r.", before,
+                                  state.holder.vae_name)
+
+
 @contextmanager
 def checkpoint_kept(state):
     """Put back the checkpoint loaded when the body started if the body switched it (an X/Y/Z plot's Checkpoint
@@ -167,13 +195,14 @@ def script_job(state, kind: str, params, script, config, *, save: bool, grid_sav
 
         # Loopback may interrogate at every loop: its CLIP / DeepBooru load once for the job
         with checkpoint_for_job(state, checkpoint, restore=restore_checkpoint), checkpoint_kept(state), \
-                interrogation_models_held(state):
+                vae_kept(state), interrogation_models_held(state):
             # The job's own checkpoint, read before the script may switch away from it: A1111's response info names
             # the checkpoint loaded again at the end, not the last one an X/Y/Z axis or an --sd_model line
             # switched to (each image's infotext still names the checkpoint that made it).
             entry, pipe = state.holder.entry, script_pipeline(state, kind, params)
             result = script.run(pipe, params, config, callback=on_step, control=control, kind=kind,
-                                switch_checkpoint=checkpoint_switcher(state, kind, params), **context)
+                                switch_checkpoint=checkpoint_switcher(state, kind, params),
+                                switch_vae=vae_switcher(state, kind, params), **context)
             if grid_save:
                 result.save_grids(state.output_dir, writing)
             return finished(pipe, result, params, save=save, output_dir=state.output_dir, entry=entry,

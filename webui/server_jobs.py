@@ -145,13 +145,13 @@ class ServerJobs:
         samplers, checkpoints, styles, the size caps), and each planned generation as `check_params` checks a call.
         `save`: the script's images; `grid_save`: its grids. The rest as for `submit_generation`."""
         from webui.api_selectable_scripts import script_context
-        from webui.generation_jobs import checkpoint_switcher, script_job
+        from webui.generation_jobs import checkpoint_switcher, script_job, vae_switcher
 
         if kind not in script.kinds:
             raise ValueError(f"script {script.title!r} runs for {', '.join(sorted(script.kinds))}, not {kind}.")
         context = script_context(self)
         planned = script.plan(params, config, kind=kind, switch_checkpoint=checkpoint_switcher(self, kind, params),
-                              **context)
+                              switch_vae=vae_switcher(self, kind, params), **context)
         for index, call in enumerate(planned):
             try:
                 self.check_params(kind, call)

@@ -95,12 +95,10 @@ def approximate(pipe, *, taesd: str | os.PathLike | None = None, deepcache: int 
     use_deepcache = deepcache is not None and deepcache > 1
     use_tome = tome is not None and tome > 0
     deepcache_settings = DeepCacheSettings(deepcache, deepcache_shallow_layers) if use_deepcache else None
-    # SDXL has no attention at full latent resolution (its first level is convolution only), so
-    # ToMe there merges in the first level that has attention, at 1/2 resolution.
-    max_downsample = 2 if model.family.uses_pooled_text else 1  # the refiner's first level has none either
+    max_downsample = tome_max_downsample(model)
     tome_settings = TokenMergingSettings(tome, max_downsample=max_downsample) if use_tome else None
     if use_tome:
-        _check_plain_unet(model.unet)
+        check_plain_unet(model.unet)
     if deepcache_settings is not None:
         prepare_deepcache(model.unet, deepcache_settings)  # OpenVINO exports its shallow branch: may fail, no change
     tiny_vae = None
@@ -149,6 +147,13 @@ def approximate(pipe, *, taesd: str | os.PathLike | None = None, deepcache: int 
     return report
 
 
+def tome_max_downsample(model) -> int:
+    """The deepest latent downsampling ToMe merges at on `model`: SDXL has no attention at full latent resolution
+    (its first level is convolution only, the refiner's too), so there it merges in the first level that has
+    attention, at 1/2 resolution."""
+    return 2 if model.family.uses_pooled_text else 1
+
+
 def remove_approximations(pipe, *, keep_int8: bool = False) -> None:
     """Undo `approximate`: full VAE decode, plain UNet forward and attention processors, float UNet graph."""
     model = pipe.model
@@ -191,7 +196,7 @@ def _is_openvino_unet(unet) -> bool:
     return isinstance(unet, OpenVinoUNet)
 
 
-def _check_plain_unet(unet) -> None:
+def check_plain_unet(unet) -> None:
     """ToMe replaces attention processors, so it needs the diffusers UNet's modules (DeepCache checks its own)."""
     from diffusers import UNet2DConditionModel
 

@@ -5,8 +5,9 @@ cell's params (a new params object; the caller's is never changed), how the valu
 values are valid (dropdown axes) and what it costs to change (the checkpoint, 1.0, is switched least often).
 
 Every axis of A1111 1.10 is listed, in its order, because API clients send `x_type` as an index into that list. The
-ones mixkit cannot vary per call (VAE, Token merging, Hires sampler, Image CFG Scale, RNG source, FP8 mode) are
-refused with the reason when chosen.
+ones whose feature mixkit does not have (Image CFG Scale, Hires sampler, Token merging ratio high-res, RNG source,
+FP8 mode) are refused when chosen, saying why and what to plot instead. Axes that change the loaded model (Checkpoint
+name, VAE, Token merging ratio) have a `switch` (`pipelines.scripts.xyz_model_axes`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable
 
 from mixkit.registry import Registry
+from pipelines.scripts.xyz_model_axes import (check_token_merging_pipe, check_token_merging_values, check_vaes,
+                                              switch_token_merging, switch_vae, vae_choices)
 
 NOTHING, INT, FLOAT, TEXT, PERMUTATIONS = "nothing", "int", "float", "text", "permutations"
 BOTH = frozenset({"txt2img", "img2img"})
@@ -30,7 +33,9 @@ class PlotContext:
     model holder's; None: the "Checkpoint name" axis is refused). `checkpoint_names`: the names it takes (the axis's
     choices, and what values are checked against). `styles`: a `mixkit.prompts.styles.StyleLibrary` for "Styles".
     `refiner_source(name)`: what `params.refiner` takes for checkpoint `name` (the server passes its catalog's file;
-    None: the "Refiner checkpoint" axis is refused).
+    None: the "Refiner checkpoint" axis is refused). `switch_vae(name)`: makes the loaded model decode with VAE
+    `name` ("Automatic", "None" or one of `vae_names`) and returns the pipeline to use (None: the "VAE" axis is
+    refused); the caller puts its own VAE back after the plot.
     """
 
     kind: str = "txt2img"
@@ -38,6 +43,8 @@ class PlotContext:
     checkpoint_names: list[str] = field(default_factory=list)
     styles: Any = None
     refiner_source: Callable[[str], Any] | None = None  # a checkpoint name -> `params.refiner` (Refiner checkpoint)
+    switch_vae: Callable[[str], Any] | None = None
+    vae_names: list[str] = field(default_factory=list)
 
     @classmethod
     def of(cls, **context: Any) -> "PlotContext":
@@ -66,7 +73,11 @@ def file_name(axis: "AxisOption", value: Any) -> str:
 @dataclass(frozen=True)
 class AxisOption:
     """One axis type. `apply(params, value, values, context)` returns the cell's params; `check(params, values,
-    context)` refuses bad values before anything is generated; `choices(context)` lists a dropdown axis's values."""
+    context)` refuses bad values before anything is generated; `choices(context)` lists a dropdown axis's values.
+
+    An axis that changes the loaded model has `switch(pipe, value, context, restorer) -> pipe`, run before a cell
+    whose value differs from the last cell's, and may have `check_pipe(pipe, values)`, run on the plot's pipeline
+    before the first cell and on each pipeline a costlier axis switches to."""
 
     label: str
     value_type: str
@@ -78,6 +89,8 @@ class AxisOption:
     cost: float = 0.0
     needs_field: str | None = None  # a params field the axis sets, refused when the call's params lack it
     unsupported: str | None = None  # why mixkit refuses this A1111 axis (kept so A1111's indexes line up)
+    switch: Callable[..., Any] | None = None
+    check_pipe: Callable[[Any, list], None] | None = None
 
 
 def set_field(name: str) -> Callable:
@@ -199,6 +212,16 @@ def check_checkpoints(params, values, context) -> None:
         raise ValueError(f"Unknown checkpoint {unknown[0]!r} on the Checkpoint name axis. Valid names: {valid}.")
 
 
+def switch_checkpoint(pipe, value, context: PlotContext, restorer) -> Any:
+    """The pipeline of checkpoint `value`. It was valid when the plot was checked; a file removed or broken since
+    fails here, named as the axis value, not as whatever the loader calls it."""
+    try:
+        return context.switch_checkpoint(find_checkpoint_name(context, value) or value)
+    except (ValueError, LookupError, OSError) as error:
+        raise ValueError(f"the Checkpoint name axis could not load {value!r} ({error}); was it removed or changed? "
+                         "Refresh the checkpoint list and plot again.") from error
+
+
 def refiner_choices(context: PlotContext) -> list[str]:
     return ["None", *checkpoint_names(context)]  # A1111's: "None" first, then the checkpoints
 
@@ -310,7 +333,6 @@ def unsupported(label: str, why: str, kinds: frozenset = BOTH) -> AxisOption:
     return AxisOption(label, TEXT, apply_nothing, kinds=kinds, unsupported=why)
 
 
-_SETTING = "it is a setting of the running server, not of one call, in mixkit"
 # A1111 1.10's list, in its order: a client's `x_type` index counts in it (txt2img and img2img each skip the other's).
 _register(
     AxisOption("Nothing", NOTHING, apply_nothing, format_value=lambda axis, value: ""),
@@ -321,14 +343,17 @@ _register(
     AxisOption("Hires steps", INT, set_field("hr_second_pass_steps"), kinds=TXT2IMG,
                needs_field="hr_second_pass_steps"),
     AxisOption("CFG Scale", FLOAT, set_field("cfg_scale")),
-    unsupported("Image CFG Scale", "mixkit has no InstructPix2Pix models, whose image guidance it sets", IMG2IMG),
+    unsupported("Image CFG Scale", "A1111 applies it to InstructPix2Pix (ip2p) checkpoints only, and mixkit has no "
+                "InstructPix2Pix support (such checkpoints are refused at load); plot CFG Scale or Denoising instead",
+                IMG2IMG),
     AxisOption("Prompt S/R", TEXT, apply_prompt_sr, format_value=value_only, check=check_prompt_sr),
     AxisOption("Prompt order", PERMUTATIONS, apply_prompt_order, format_value=joined, check=check_prompt_order),
     AxisOption("Sampler", TEXT, set_field("sampler"), format_value=value_only, choices=sampler_names,
                check=check_samplers),
-    unsupported("Hires sampler", "mixkit's hires fix runs its second pass with the first pass's sampler", TXT2IMG),
+    unsupported("Hires sampler", "mixkit's hires fix has no sampler of its own: its second pass runs with the first "
+                "pass's sampler and schedule; plot Sampler instead, which sets both passes", TXT2IMG),
     AxisOption("Checkpoint name", TEXT, apply_nothing, format_value=file_name, choices=checkpoint_names,
-               check=check_checkpoints, cost=1.0),
+               check=check_checkpoints, cost=1.0, switch=switch_checkpoint),
     AxisOption("Negative Guidance minimum sigma", FLOAT, set_field("s_min_uncond")),
     AxisOption("Sigma Churn", FLOAT, set_sampler_parameter("s_churn")),
     AxisOption("Sigma min", FLOAT, set_sampler_parameter("s_tmin")),
@@ -350,12 +375,15 @@ _register(
     AxisOption("Hires upscaler", TEXT, set_field("hr_upscaler"), kinds=TXT2IMG, choices=hires_upscalers,
                needs_field="hr_upscaler"),
     AxisOption("Cond. Image Mask Weight", FLOAT, set_field("inpainting_mask_weight"), kinds=IMG2IMG),
-    unsupported("VAE", _SETTING + " (Settings > VAE); plot checkpoints, or generate once per VAE"),
+    AxisOption("VAE", TEXT, apply_nothing, choices=vae_choices, check=check_vaes, cost=0.7, switch=switch_vae),
     AxisOption("Styles", TEXT, apply_styles, choices=style_names, check=check_styles),
     AxisOption("UniPC Order", INT, set_sampler_parameter("uni_pc_order"), cost=0.5),
     AxisOption("Face restore", TEXT, apply_face_restore, format_value=value_only),
-    unsupported("Token merging ratio", _SETTING + " (the model's optimisation preset)"),
-    unsupported("Token merging ratio high-res", _SETTING + " (the model's optimisation preset)"),
+    AxisOption("Token merging ratio", FLOAT, apply_nothing, check=check_token_merging_values,
+               switch=switch_token_merging, check_pipe=check_token_merging_pipe),
+    unsupported("Token merging ratio high-res", "mixkit merges tokens at one ratio for both passes of hires fix "
+                "(A1111's separate token_merging_ratio_hr has no counterpart); plot Token merging ratio instead, which "
+                "sets both passes, as A1111's does when no high-res ratio is set"),
     AxisOption("Always discard next-to-last sigma", TEXT,
                set_sampler_parameter("always_discard_next_to_last_sigma", boolean=True), choices=true_false,
                check=check_true_false),
@@ -364,8 +392,12 @@ _register(
     AxisOption("Refiner checkpoint", TEXT, apply_refiner, format_value=file_name, choices=refiner_choices,
                check=check_refiners, cost=1.0),
     AxisOption("Refiner switch at", FLOAT, set_field("refiner_switch_at")),
-    unsupported("RNG source", "mixkit draws noise on the CPU only, as A1111's CPU source"),
-    unsupported("FP8 mode", _SETTING),
+    unsupported("RNG source", "mixkit draws all noise with torch's CPU generator, A1111's 'CPU' source, and has no "
+                "'GPU' or 'NV' (NVIDIA Philox) noise to compare it with; every mixkit image is already the 'CPU' "
+                "one (set RNG source to CPU in A1111 to reproduce mixkit's images there)"),
+    unsupported("FP8 mode", "mixkit has no FP8 weight storage: weights stay in the dtype the model is loaded in "
+                "(`dtype=` from Python, the performance preset exact / fast / low-memory in the web UI and CLI); to "
+                "compare precisions, run the plot once per preset"),
     AxisOption("Size", TEXT, apply_size, check=check_sizes),
 )
 

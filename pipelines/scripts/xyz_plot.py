@@ -7,7 +7,8 @@ From Python::
     result = xyz_plot.run(pipe, params, config)   # result.images[0] is the grid; result.save_grids(folder)
 
 Each cell is the call's params with the axes' values applied (the caller's params are never changed). Every cell is
-checked by the pipeline before the first one is generated, so a bad value fails the plot at once, not half-way.
+checked by the pipeline before the first one is generated, so a bad value fails the plot at once, not half-way; a
+fault while generating stops the plot (as A1111's does) with an error naming the cell by its axis values.
 Cells run with the most expensive axis outermost (a checkpoint is switched once per value, as in A1111), progress
 counts over all cells, Interrupt stops the plot (cells not reached are blank, as A1111's), and Skip ends the current
 cell's batch. Seeds: -1 on the call or on a Seed / Var. seed axis is drawn once for the whole plot unless
@@ -24,9 +25,10 @@ from pipelines.generation import GenerationResult
 from pipelines.scripts.grid_budget import batch_grid_size, check_grid_size
 from pipelines.scripts.image_budget import check_script_images, images_of_calls, script_image_cap
 from pipelines.scripts.registry import ScriptResult
-from pipelines.scripts.xyz_axes import PlotContext, find_checkpoint_name
+from pipelines.scripts.xyz_axes import PlotContext
 from pipelines.scripts.xyz_config import (MAX_CELLS, PlotAxis, XyzConfig, parse_script_args, script_args_info,
                                           xyz_config)
+from pipelines.scripts.xyz_model_axes import ModelRestorer
 from pipelines.seeds import resolve_seed
 
 TITLE = "X/Y/Z plot"
@@ -123,11 +125,14 @@ def check_plot(params, config: XyzConfig, context: PlotContext) -> list[PlotCell
     return cells
 
 
+def cell_labels(config: XyzConfig, position: tuple[int, int, int]) -> str:
+    """The cell at (ix, iy, iz) by its axes' labels ("Steps: 20, CFG Scale: 7"); "" on a plot of Nothing."""
+    return ", ".join(axis.labels()[at] for axis, at in zip(config.axes, position) if not axis.is_nothing)
+
+
 def describe_cell(config: XyzConfig, index: int) -> str:
     """Cell `index` of `planned_params` by its axes' labels ("cell Steps: 20, CFG Scale: 7"), for errors."""
-    position = plan_order(config)[index]
-    labels = [axis.labels()[at] for axis, at in zip(config.axes, position) if not axis.is_nothing]
-    return "cell " + (", ".join(labels) or str(index + 1))
+    return "cell " + (cell_labels(config, plan_order(config)[index]) or str(index + 1))
 
 
 def planned_params(params, config: XyzConfig, **context: Any) -> list:
@@ -166,48 +171,101 @@ def _cell_image(images: list):
     return image_grid(images)
 
 
-def _switch_checkpoint(context: PlotContext, wanted: str, position: int, cells: int):
-    """The pipeline of checkpoint `wanted`. It was valid when the plot was checked; a file removed or broken since
-    fails here, named as the axis value, not as whatever the loader calls it."""
+def _stopped_at(config: XyzConfig, cell: PlotCell, position: int, cells: int) -> str:
+    labels = cell_labels(config, (cell.ix, cell.iy, cell.iz))
+    return f"X/Y/Z plot stopped at cell {position + 1} of {cells}" + (f" ({labels})" if labels else "")
+
+
+def _message(error: Exception) -> str:
+    """What an error says (a KeyError's message, not its quoted repr)."""
+    return str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
+
+
+def _failed_cell(error: Exception, where: str) -> Exception:
+    """`error` again with `where` (the cell) in front of its message: as its own type when that type takes a message
+    (so a server still answers a ValueError as one), else as the first of ValueError, TypeError, OSError it is,
+    else as a RuntimeError."""
+    message = f"{where}: {_message(error)}"
     try:
-        return context.switch_checkpoint(find_checkpoint_name(context, wanted) or wanted)
-    except (ValueError, LookupError, OSError) as error:
-        raise ValueError(f"X/Y/Z plot stopped at cell {position + 1} of {cells}: the Checkpoint name axis could not "
-                         f"load {wanted!r} ({error}); was it removed or changed? Refresh the checkpoint list and plot "
-                         "again.") from error
+        failure = type(error)(message)
+        if _message(failure) == message:
+            return failure
+    except Exception:  # an exception type with other constructor arguments
+        pass
+    base = next((base for base in (ValueError, TypeError, OSError) if isinstance(error, base)), RuntimeError)
+    return base(message)
+
+
+class ModelSwitches:
+    """The plot's axes that change the loaded model (Checkpoint name, VAE, Token merging ratio), costliest first, and
+    the value each last switched to: a costlier switch (a new checkpoint) makes the cheaper ones switch again."""
+
+    def __init__(self, config: XyzConfig, context: PlotContext, restorer: ModelRestorer) -> None:
+        ranked = [(axis, at) for at, axis in enumerate(config.axes) if axis.option.switch is not None]
+        self.axes = sorted(ranked, key=lambda item: -item[0].option.cost)
+        self.context, self.restorer = context, restorer
+        self.current: list[Any] = [None] * len(self.axes)
+
+    def check(self, pipe, below: int = 0) -> None:
+        """The `check_pipe` of every axis cheaper than the one at `below` (all with 0) on `pipe`."""
+        for axis, _ in self.axes[below:]:
+            if axis.option.check_pipe is not None:
+                axis.option.check_pipe(pipe, list(axis.values))
+
+    def pipeline_for(self, pipe, cell: PlotCell):
+        """`pipe` switched to the cell's values (unchanged when they are the last cell's)."""
+        position = (cell.ix, cell.iy, cell.iz)
+        for rank, (axis, at) in enumerate(self.axes):
+            wanted = axis.values[position[at]]
+            if self.current[rank] is not None and wanted == self.current[rank][0]:
+                continue
+            pipe = axis.option.switch(pipe, wanted, self.context, self.restorer)
+            self.current[rank] = (wanted,)
+            if rank + 1 < len(self.axes):  # a new checkpoint has its own VAE and no ToMe: the cheaper ones again
+                self.current[rank + 1:] = [None] * (len(self.axes) - rank - 1)
+                self.check(pipe, rank + 1)
+        return pipe
 
 
 def run(pipe, params, config: XyzConfig, callback=None, control: GenerationControl | None = None,
         **context: Any) -> ScriptResult:
     """Generate the plot with `pipe` (a txt2img, img2img or hires-fix pipeline) on `params`.
 
-    `context`: `switch_checkpoint(name) -> pipeline` and `checkpoint_names` for the Checkpoint name axis, `styles`
-    (a StyleLibrary) for Styles, `kind` ("txt2img" / "img2img"). Returns a `ScriptResult`: the grid (and, with
-    include_sub_grids, one per Z value) first, then, with include_lone_images, every cell's images."""
+    `context`: `switch_checkpoint(name) -> pipeline` and `checkpoint_names` for the Checkpoint name axis,
+    `switch_vae(name) -> pipeline` and `vae_names` for VAE, `styles` (a StyleLibrary) for Styles, `kind`
+    ("txt2img" / "img2img"). Returns a `ScriptResult`: the grid (and, with include_sub_grids, one per Z value)
+    first, then, with include_lone_images, every cell's images. What the Token merging ratio axis changed on a model
+    is put back when the plot ends or fails."""
     plot_context = PlotContext.of(**context)
     control = control or GenerationControl()
     params, config = fix_seeds(params, config)
     cells = check_plot(params, config, plot_context)
     check_plot_images(cells, script_image_cap(context, pipe))
-    for cell in cells:  # the pipeline's own checks, every cell, before the first generation
-        pipe.check_inputs(replace(cell.params))
+    for position, cell in enumerate(cells):  # the pipeline's own checks, every cell, before the first generation
+        try:
+            pipe.check_inputs(replace(cell.params))
+        except (ValueError, TypeError) as error:
+            raise type(error)(f"X/Y/Z plot, {describe_cell(config, position)}: {error}") from None
+    restorer = ModelRestorer()
+    switches = ModelSwitches(config, plot_context, restorer)
+    switches.check(pipe)
 
     samples = GenerationResult()
     by_index: dict[int, GenerationResult] = {}
-    checkpoint_axis = next((axis for axis in config.axes if axis.label == "Checkpoint name"), None)
-    current_checkpoint = None
-    for position, cell in enumerate(cells):
-        if control.interrupted:
-            break
-        if checkpoint_axis is not None:
-            wanted = checkpoint_axis.values[(cell.ix, cell.iy, cell.iz)[config.axes.index(checkpoint_axis)]]
-            if wanted != current_checkpoint:
-                pipe = _switch_checkpoint(plot_context, wanted, position, len(cells))
-                current_checkpoint = wanted
-        result = pipe(cell.params, callback=_cell_progress(callback, position, len(cells)), control=control)
-        by_index[cell.index(config)] = result
-        for index in range(len(result.images)):
-            samples.add_from(result, index)
+    try:
+        for position, cell in enumerate(cells):
+            if control.interrupted:
+                break
+            try:
+                pipe = switches.pipeline_for(pipe, cell)
+                result = pipe(cell.params, callback=_cell_progress(callback, position, len(cells)), control=control)
+            except Exception as error:  # A1111 stops the plot too; the error says which cell
+                raise _failed_cell(error, _stopped_at(config, cell, position, len(cells))) from error
+            by_index[cell.index(config)] = result
+            for index in range(len(result.images)):
+                samples.add_from(result, index)
+    finally:
+        restorer.restore()
     samples.interrupted = control.interrupted
     return assemble(config, by_index, samples, params)
 

@@ -71,7 +71,9 @@ def test_img2img_plot_varies_denoising(client):
     (["Sampler", "Euler, Nope"], "Sampler 'Nope'"),
     (["Checkpoint name", "nope"], "Unknown checkpoint 'nope'"),
     (["Steps", "1, 5000"], "steps"),
-    (["VAE", "x"], "not supported by mixkit"),
+    (["RNG source", "GPU"], "the 'RNG source' axis is not supported by mixkit: mixkit draws all noise with torch's "
+                            "CPU generator"),
+    (["VAE", "x"], "Unknown VAE 'x' on the VAE axis. Valid names: 'Automatic', 'None'."),
     (["Prompt S/R", "x" * 200_000], "could not be read as comma-separated values"),  # was csv.Error: a 500
     (["Steps", ",".join(["1-10000"] * 20)], "more than 10000 in all"),
     (["CFG Scale", "0-" + "9" * 400], "finite numbers"),  # was OverflowError: a 500

@@ -168,8 +168,8 @@ def test_a_checkpoint_that_fails_to_load_mid_plot_is_named(sd1_pipe):
 
     context = {"checkpoint_names": ["one", "two"], "switch_checkpoint": switch}
     config = xyz_plot.xyz_config(("Checkpoint name", "one, two"), context=context)
-    with pytest.raises(ValueError, match=r"stopped at cell 2 of 2: the Checkpoint name axis could not load 'two' "
-                                         r"\(.*No such file or directory.*\); was it removed"):
+    with pytest.raises(ValueError, match=r"stopped at cell 2 of 2 \(two\): the Checkpoint name axis could not load "
+                                         r"'two' \(.*No such file or directory.*\); was it removed"):
         xyz_plot.run(sd1_pipe, Txt2ImgParams(**TINY), config, **context)
 
 

@@ -1,0 +1,106 @@
+"""The X/Y/Z plot axes that change the loaded model rather than the call's params: VAE and Token merging ratio.
+
+A1111 applies both per generation (`sd_vae` and `token_merging_ratio` overrides). Here each is an axis whose
+`switch(pipe, value, context, restorer)` runs before a cell whose value differs from the previous cell's and
+returns the pipeline to generate with; the plot switches the costlier axes first (a checkpoint, then its VAE, then
+ToMe) and re-applies the cheaper ones after a costlier one switched, since a new checkpoint comes with its own VAE
+and no ToMe. What a switch changes on a model is recorded in the plot's `ModelRestorer` and put back when the plot
+ends, also when it fails; the VAE is the caller's to put back (the server does, as it does its checkpoint).
+
+Values are read as A1111 1.10's `find_vae` reads them ("auto"/"automatic" and "none" in any case, else a VAE
+name in any case), except that an unknown name is refused before anything runs (A1111 prints a note and decodes
+with Automatic).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from pipelines.scripts.xyz_axes import PlotContext
+
+AUTOMATIC, NONE = "Automatic", "None"
+
+
+class ModelRestorer:
+    """What a plot changed on loaded models, as one undo per model and setting, run (newest first) by `restore`."""
+
+    def __init__(self) -> None:
+        self._undo: dict[Any, Callable[[], None]] = {}
+
+    def remember(self, key: Any, undo: Callable[[], None]) -> None:
+        """`undo` puts back what `key` (a model and a setting) was before its first change; later ones are ignored."""
+        self._undo.setdefault(key, undo)
+
+    def restore(self) -> None:
+        for undo in reversed(list(self._undo.values())):
+            undo()
+        self._undo.clear()
+
+
+def vae_choices(context: "PlotContext") -> list[str]:
+    """A1111's: "Automatic", "None", then the VAEs the caller lists (the server's `--vae-dir`)."""
+    return [AUTOMATIC, NONE, *(name for name in context.vae_names if name not in (AUTOMATIC, NONE))]
+
+
+def find_vae_name(context: "PlotContext", value: Any) -> str | None:
+    """The VAE name `value` means (A1111's `find_vae`, a name matched in any case); None when none is listed."""
+    folded = str(value).strip().casefold()
+    if folded in ("auto", "automatic"):
+        return AUTOMATIC
+    if folded == "none":
+        return NONE
+    return next((name for name in context.vae_names if name.casefold() == folded), None)
+
+
+def check_vaes(params, values, context: "PlotContext") -> None:
+    if context.switch_vae is None:
+        raise ValueError("The VAE axis needs a way to swap the loaded model's VAE, which this caller did not give "
+                         "(the Python API: pass switch_vae=callable(name) -> pipeline and vae_names=[...]); run the "
+                         "plot from the web UI or the HTTP API (with --vae-dir), or choose another axis.")
+    unknown = [value for value in values if find_vae_name(context, value) is None]
+    if unknown:
+        valid = ", ".join(repr(name) for name in vae_choices(context))
+        raise ValueError(f"Unknown VAE {unknown[0]!r} on the VAE axis. Valid names: {valid}.")
+
+
+def switch_vae(pipe, value, context: "PlotContext", restorer: ModelRestorer):
+    """The caller's pipeline decoding with VAE `value`; a file removed or broken since the check fails here."""
+    name = find_vae_name(context, value) or str(value)
+    try:
+        return context.switch_vae(name)
+    except (ValueError, LookupError, OSError, RuntimeError) as error:
+        raise ValueError(f"the VAE axis could not load {name!r} ({error}); was it removed or changed, or made for "
+                         "another model family? Refresh the VAE list and plot again.") from error
+
+
+def check_token_merging_values(params, values, context: "PlotContext") -> None:
+    """Every ratio in ToMe's range before anything runs (whether the model can merge is checked on the pipeline, by
+    `check_token_merging_pipe`)."""
+    from pipelines.approx.tome_unet import check_tome_ratio
+
+    for value in values:
+        try:
+            check_tome_ratio(value)
+        except ValueError as error:
+            raise ValueError(f"Token merging ratio {value!r}: {error}; 0 turns it off.") from None
+
+
+def check_token_merging_pipe(pipe, values) -> None:
+    """Whether `pipe`'s model can merge tokens at each ratio (not on an int8 or OpenVINO UNet), before it changes."""
+    from pipelines.approx.tome_switch import check_token_merging_ratios
+
+    try:
+        check_token_merging_ratios(pipe, values)
+    except ValueError as error:
+        raise ValueError(f"Token merging ratio: {error}") from None
+
+
+def switch_token_merging(pipe, value, context: "PlotContext", restorer: ModelRestorer):
+    """`pipe` with `value` of its self-attention tokens merged (0: off), its model's own ToMe put back at the end."""
+    from pipelines.approx.tome_switch import restore_token_merging, set_token_merging, snapshot_token_merging
+
+    snapshot = snapshot_token_merging(pipe)
+    restorer.remember((id(pipe.model), "tome"), lambda: restore_token_merging(snapshot))
+    set_token_merging(pipe, value)
+    return pipe
