@@ -9,7 +9,7 @@ import pytest
 import torch
 from PIL import Image
 
-from .tiny_ip_adapter import save_tiny_ip_adapter
+from mixkit.testing.tiny_ip_adapter import save_tiny_ip_adapter
 
 SMALL = dict(prompt="a cat", width=64, height=64, steps=4, seed=1)
 
