@@ -101,8 +101,13 @@ class IPAdapterMixin:
         if params.ip_adapter_scale is None:
             params.ip_adapter_scale = state["default_scale"]
         call = check_ip_adapter_inputs(params.ip_adapter, params.ip_adapter_image, params.ip_adapter_scale)
-        if call is not None:  # read now, so a missing file or a family mismatch fails before any generation
-            self._loaded_ip_adapters(call.sources)
+        if call is None:
+            return
+        backend = self.model.extras.get("execution_backend")
+        if backend not in (None, "torch", "torch.compile"):
+            raise ValueError(f"IP-Adapter cannot run on the {backend} backend, whose graphs are compiled without its "
+                             "attention layers; use backend='torch' (--backend torch) for image prompts.")
+        self._loaded_ip_adapters(call.sources)  # read now: a missing file or a family mismatch fails before any work
 
     def _call_model_changes(self, params):
         import contextlib

@@ -45,7 +45,7 @@ def test_image_prompt_changes_the_image_and_is_recorded(tiny_sd1_dir, adapter, t
     (["--ip-adapter-image", "{image}"], "without --ip-adapter"),
     (["--ip-adapter", "{adapter}"], "needs --ip-adapter-image"),
     (["--ip-adapter", "{adapter}", "--ip-adapter-image", "{image}", "--ip-adapter-scale", "3"],
-     "ip_adapter_scale must be a number in [0, 2]"),
+     "--ip-adapter-scale must be a number in [0, 2]"),
     (["--ip-adapter", "{adapter}", "--ip-adapter", "{adapter}", "--ip-adapter-image", "{image}"],
      "one image per adapter"),
     (["--ip-adapter", "{missing}", "--ip-adapter-image", "{image}"], "does not exist"),

@@ -63,7 +63,10 @@ def ip_adapter_fields(args: argparse.Namespace) -> dict:
     from pipelines.ip_adapter_files import resolve_image_encoder, resolve_weight_file
     from pipelines.ip_adapter_inputs import check_ip_adapter_inputs
 
-    check_ip_adapter_inputs(**fields)
+    from webui.cli.flag_names import errors_in_flag_terms
+
+    with errors_in_flag_terms():  # `--ip-adapter-scale must be ...`, not the field name
+        check_ip_adapter_inputs(**fields)
     for source in sources:  # a typo fails now, not after the model has loaded
         resolve_image_encoder(source, resolve_weight_file(source))
     return fields
