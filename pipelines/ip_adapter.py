@@ -57,7 +57,7 @@ class IPAdapterMixin:
         state = self.__dict__.get("_ip_adapter_state")
         if state is None:
             state = self.__dict__["_ip_adapter_state"] = {
-                "adapters": {},  # (weights file, mtime, encoder folder) -> LoadedIPAdapter
+                "weights": {},  # (weights file, mtime) -> (state dict, kind)
                 "encoders": {},  # encoder folder -> (encoder, processor)
                 "default_sources": (),  # set by load_ip_adapter
                 "default_scale": 1.0,  # set by set_ip_adapter_scale (diffusers' default)
@@ -163,7 +163,8 @@ class IPAdapterMixin:
         return check_ip_adapter_inputs(params.ip_adapter, params.ip_adapter_image, params.ip_adapter_scale)
 
     def _loaded_ip_adapters(self, sources, local_files_only: bool = False) -> list:
-        """Each source read (cached by file and modification time) and checked against this model's UNet."""
+        """Each source read (weights cached by file and modification time, encoders by folder) and checked against
+        this model's UNet."""
         from pipelines.ip_adapter_files import (
             load_image_encoder, read_ip_adapter_weights, resolve_image_encoder, resolve_weight_file,
         )
@@ -173,19 +174,19 @@ class IPAdapterMixin:
         adapters = []
         for source in sources:
             file = resolve_weight_file(source, local_files_only)
+            weights_key = (str(file.resolve()), file.stat().st_mtime_ns)
+            weights = cache["weights"].get(weights_key)
+            if weights is None:  # read before the encoder is looked for: a ControlNet file is named as such
+                state = read_ip_adapter_weights(file)
+                weights = (state, adapter_kind(source.name, state["image_proj"]))
             encoder_folder = resolve_image_encoder(source, file, local_files_only)
             encoder_key = str(encoder_folder.resolve())
-            key = (str(file.resolve()), file.stat().st_mtime_ns, encoder_key)
-            adapter = cache["adapters"].get(key)
-            if adapter is None:
-                state = read_ip_adapter_weights(file)
-                kind = adapter_kind(source.name, state["image_proj"])
-                encoder = cache["encoders"].get(encoder_key) or load_image_encoder(
-                    encoder_folder, self.model.device, self.model.unet.dtype)
-                adapter = LoadedIPAdapter(source.name, state, *encoder, kind)
-                check_adapter_fits(adapter, self.model.unet)  # only adapters that fit are kept
-                cache["encoders"][encoder_key] = encoder
-                cache["adapters"][key] = adapter
+            encoder = cache["encoders"].get(encoder_key) or load_image_encoder(
+                encoder_folder, self.model.device, self.model.unet.dtype)
+            adapter = LoadedIPAdapter(source.name, weights[0], *encoder, weights[1])
+            check_adapter_fits(adapter, self.model.unet)  # only what fits is kept
+            cache["weights"][weights_key] = weights
+            cache["encoders"][encoder_key] = encoder
             adapters.append(adapter)
         return adapters
 

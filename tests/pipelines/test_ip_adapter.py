@@ -239,3 +239,47 @@ def test_img2img_with_image_prompt(sd1_pipe, adapter_file):
     guided = pipe(**call, ip_adapter=str(adapter_file), ip_adapter_image=picture(0))
     assert np.abs(pixels(guided) - plain).mean() > 1
     assert "IP-Adapter: " in guided.infotexts[0]
+
+
+def test_face_id_adapters_are_refused_by_name(ip_pipe, tmp_path):
+    from safetensors.torch import save_file
+
+    from mixkit.testing.tiny_ip_adapter import save_image_encoder
+
+    file = tmp_path / "ip-adapter-faceid_sd15.safetensors"
+    save_file({"image_proj.proj.0.weight": torch.zeros(8, 8), "image_proj.norm.weight": torch.ones(32),
+               "ip_adapter.1.to_k_ip.weight": torch.zeros(32, 32)}, file)
+    save_image_encoder(tmp_path / "image_encoder")
+    with pytest.raises(ValueError, match="'ip-adapter-faceid_sd15' is a variant mixkit does not run"):
+        ip_pipe(**SMALL, ip_adapter=str(file), ip_adapter_image=picture(0))
+
+
+def test_not_an_ip_adapter_file(ip_pipe, tmp_path):
+    from safetensors.torch import save_file
+
+    from mixkit.errors import CheckpointFormatError
+
+    file = tmp_path / "control_sd15_canny.safetensors"
+    save_file({"input_blocks.0.weight": torch.zeros(2)}, file)
+    with pytest.raises(CheckpointFormatError, match="not an IP-Adapter checkpoint"):
+        ip_pipe(**SMALL, ip_adapter=str(file), ip_adapter_image=picture(0), ip_adapter_scale=0.5)
+
+
+def test_hub_ids_need_a_weight_name_and_say_what_failed_offline(ip_pipe, monkeypatch):
+    from mixkit.errors import ModelNotFoundError
+    from pipelines.ip_adapter_files import IPAdapterSource
+
+    with pytest.raises(ValueError, match="needs weight_name="):
+        ip_pipe(**SMALL, ip_adapter="h94/IP-Adapter", ip_adapter_image=picture(0))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    source = IPAdapterSource("mixkit-test/no-such-ip-adapter", subfolder="models", weight_name="ip-adapter_sd15.bin")
+    with pytest.raises(ModelNotFoundError, match="could not be fetched from the Hugging Face hub"):
+        ip_pipe(**SMALL, ip_adapter=source, ip_adapter_image=picture(0))
+
+
+def test_ip_adapter_dict_form_and_unknown_keys(ip_pipe, adapter_file):
+    from pipelines.ip_adapter_files import IPAdapterSource
+
+    assert IPAdapterSource.of({"source": "x", "weight_name": "w.bin"}) == IPAdapterSource("x", weight_name="w.bin")
+    with pytest.raises(ValueError, match="'subfolder', 'weight_name', 'image_encoder_folder'"):
+        ip_pipe(**SMALL, ip_adapter={"source": str(adapter_file), "scale": 1}, ip_adapter_image=picture(0))
