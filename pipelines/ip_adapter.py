@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pipelines.img2img import ImageToImage, Img2ImgParams
@@ -59,6 +60,7 @@ class IPAdapterMixin:
             state = self.__dict__["_ip_adapter_state"] = {
                 "weights": {},  # (weights file, mtime) -> (state dict, kind)
                 "encoders": {},  # encoder folder -> (encoder, processor)
+                "hub_files": {},  # IPAdapterSource of a hub id -> its weights file in the HF cache
                 "default_sources": (),  # set by load_ip_adapter
                 "default_scale": 1.0,  # set by set_ip_adapter_scale (diffusers' default)
             }
@@ -117,11 +119,15 @@ class IPAdapterMixin:
             return super()._call_model_changes(params)
         from pipelines.ip_adapter_layers import attached_ip_adapters
 
-        stack = contextlib.ExitStack()
-        stack.enter_context(super()._call_model_changes(params))
-        stack.enter_context(attached_ip_adapters(self.model.unet, self._loaded_ip_adapters(call.sources),
-                                                 list(call.scales)))
-        return stack
+        outer = super()._call_model_changes(params)
+
+        @contextlib.contextmanager
+        def both():  # the outer changes are undone too when attaching fails
+            with outer, attached_ip_adapters(self.model.unet, self._loaded_ip_adapters(call.sources),
+                                             list(call.scales)):
+                yield
+
+        return both()
 
     def _prepare(self, params) -> _IPAdapterState:
         base = super()._prepare(params)
@@ -173,7 +179,11 @@ class IPAdapterMixin:
         cache = self._ip_state()
         adapters = []
         for source in sources:
-            file = resolve_weight_file(source, local_files_only)
+            # a hub file is looked up once per pipeline (huggingface_hub asks the hub at every lookup); local files
+            # are found again each call, so a replaced file is read again
+            file = cache["hub_files"].get(source) or resolve_weight_file(source, local_files_only)
+            if not Path(os.fspath(source.source)).expanduser().exists():
+                cache["hub_files"][source] = file
             weights_key = (str(file.resolve()), file.stat().st_mtime_ns)
             weights = cache["weights"].get(weights_key)
             if weights is None:  # read before the encoder is looked for: a ControlNet file is named as such

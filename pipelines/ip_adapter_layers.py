@@ -63,7 +63,9 @@ def check_adapter_fits(adapter: LoadedIPAdapter, unet) -> None:
     unet_dim = unet.config.cross_attention_dim
     unet_dim = unet_dim[0] if isinstance(unet_dim, (list, tuple)) else unet_dim
     adapter_dim = cross_dim_of(adapter.state, adapter.kind)
-    layers = sum(1 for name in unet.attn_processors if not name.endswith("attn1.processor"))
+    # the UNet's own cross-attention layers (an attached plus adapter's resampler has processors too)
+    layers = sum(1 for name in unet.attn_processors
+                 if not name.endswith("attn1.processor") and not name.startswith("encoder_hid_proj"))
     k_keys = [key for key in adapter.state["ip_adapter"] if key.endswith(".to_k_ip.weight")]
     k_dims = {int(adapter.state["ip_adapter"][key].shape[1]) for key in k_keys}
     if adapter_dim != unet_dim or k_dims != {unet_dim} or len(k_keys) != layers:
