@@ -63,3 +63,17 @@ def test_bad_flags_are_one_line_errors(tiny_sd1_dir, adapter, tmp_path, capsys, 
     assert err[-1].startswith("mixkit: error:") and message in err[-1]
     assert not any(line.startswith("Loaded ") for line in err)  # refused before the model loaded
     assert not out.exists() or not any(out.glob("*.png"))
+
+
+def test_infotext_gives_the_scale_for_the_adapter_passed(tiny_sd1_dir, adapter, tmp_path, capsys):
+    image = write_noise_picture(tmp_path / "ref.png", 0, 40, 40)
+    flags = ["--ip-adapter", str(adapter), "--ip-adapter-image", str(image)]
+    assert run(tiny_sd1_dir, tmp_path / "first", *flags, "--ip-adapter-scale", "0.4") == 0
+    first = next((tmp_path / "first").iterdir())
+    capsys.readouterr()
+    assert main(["generate", "--infotext", str(first), "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "again"),
+                 *flags]) == 0
+    assert "IP-Adapter" not in capsys.readouterr().err  # taken, not warned about
+    again = next((tmp_path / "again").iterdir())
+    assert Image.open(again).tobytes() == Image.open(first).tobytes()
+    assert 'IP-Adapter: "ip-adapter_tiny: 0.4"' in Image.open(again).text["parameters"]

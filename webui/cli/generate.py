@@ -215,6 +215,7 @@ def run(args: argparse.Namespace) -> int:
 
     register_face_restorer_flags(args)  # before --restore-faces is checked: the folders' restorers
     hires = hires_fields(args)
+    pipeline_class = TextToImage
     from webui.cli.ip_adapter_flags import ip_adapter_fields
 
     ip_fields = ip_adapter_fields(args)
@@ -223,6 +224,7 @@ def run(args: argparse.Namespace) -> int:
         from pipelines.ip_adapter import IPAdapterTextToImage, IPAdapterTxt2ImgParams
 
         params = IPAdapterTxt2ImgParams(**generation_fields(args), **ip_fields)
+        pipeline_class = IPAdapterTextToImage
     elif specs:  # the units join the params after the load, with their models
         from pipelines.controlnet import ControlHiresParams, ControlTxt2ImgParams
 
@@ -255,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
     from webui.cli.controlnet_units import check_unit_families
 
     check_unit_families(specs, catalog, args.model)
-    pipe, params = load_pipeline(args, IPAdapterTextToImage if ip_fields else TextToImage, params, check, lambda model: (model.native_size,) * 2,
+    pipe, params = load_pipeline(args, pipeline_class, params, check, lambda model: (model.native_size,) * 2,
                                  infotext_keys)
     if specs:
         from dataclasses import replace

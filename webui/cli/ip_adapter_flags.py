@@ -80,3 +80,19 @@ def source_of_flag(value: str, encoder: str | None) -> IPAdapterSource:
         return IPAdapterSource("/".join(parts[:2]), subfolder="/".join(parts[2:-1]) or None, weight_name=parts[-1],
                                image_encoder_folder=encoder_folder)
     return IPAdapterSource(value, image_encoder_folder=encoder_folder)
+
+
+def fill_ip_adapter_scales(args: argparse.Namespace, written: dict) -> list[str]:
+    """An --infotext's `IP-Adapter` scales for the --ip-adapter weights given (the text names adapters by file stem,
+    which is no path here, so the weights must be passed; scales given with --ip-adapter-scale win). Returns the
+    keys taken: ["IP-Adapter"], or [] when nothing was taken (the key is then warned about as not honoured)."""
+    from pipelines.ip_adapter_infotext import INFOTEXT_KEY, ip_adapters_from_infotext
+
+    adapters = getattr(args, "ip_adapter", None)
+    if INFOTEXT_KEY not in written or not adapters or getattr(args, "ip_adapter_scale", None):
+        return []
+    entries = ip_adapters_from_infotext(written)
+    if len(entries) != len(adapters):
+        return []
+    args.ip_adapter_scale = [scale for _name, scale in entries]
+    return [INFOTEXT_KEY]
