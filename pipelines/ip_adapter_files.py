@@ -122,11 +122,12 @@ def resolve_image_encoder(source: IPAdapterSource, weight_file: Path, local_file
                          "prompt into embeddings; pass its folder or hub id (--ip-adapter-image-encoder).")
     text = os.fspath(folder)
     given = Path(text).expanduser()
-    if given.is_dir():
-        return _check_encoder_folder(given)
     beside = weight_file.parent / text  # h94: models/ip-adapter_sd15.safetensors + models/image_encoder
-    if beside.is_dir():
-        return _check_encoder_folder(beside)
+    # beside the weights first, as diffusers reads the name: an `image_encoder` folder in the working directory
+    # must not stand in for the adapter's own
+    for candidate in (beside, given) if not given.is_absolute() else (given,):
+        if candidate.is_dir():
+            return _check_encoder_folder(candidate)
     source_text = os.fspath(source.source)
     from mixkit.io.sources import parse_hub_id
 
