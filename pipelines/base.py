@@ -199,6 +199,11 @@ class DiffusionPipelineBase:
     def _finish_image(self, params, state, image, index: int):
         return image
 
+    def _call_model_changes(self, params):
+        """A context manager putting a mixin's per-call model changes on (IP-Adapter's layers) and taking them off
+        however the call ends; entered after the checks, before `_prepare`."""
+        return contextlib.nullcontext()
+
     def _finish_call(self, state, result: GenerationResult) -> None:
         """Hand what the call kept besides its images to the result (img2img: copies from before colour correction)."""
 
@@ -263,7 +268,7 @@ class DiffusionPipelineBase:
         # Approximate per-call speed-ups and tweaks (pipelines.approx): A1111's Hypertile, FreeU; removed afterwards
         with seamless_tiling(self.model.unet, self.model.vae, enabled=params.tiling), \
                 hypertile_call(self.model, params.hypertile, seeds[0], hires_second_pass=self.hires_second_pass), \
-                freeu_call(self.model, params.freeu):
+                freeu_call(self.model, params.freeu), self._call_model_changes(params):
             state = self._prepare(params)
 
             # 2. Apply LoRAs (from params and prompt tags) for this call only

@@ -183,7 +183,8 @@ def _row_time_ids(request: SamplingRequest, cond, rows: list[int]):
 
 def _predict(request: SamplingRequest, unet, model_input, t, cond, step: int, rows: list[int], time_ids,
              device, dtype):
-    """The UNet's float32 prediction for `model_input`'s rows under `cond` (ControlNet & SDXL extras included)."""
+    """The UNet's float32 prediction for `model_input`'s rows under `cond` (ControlNet, IP-Adapter & SDXL extras
+    included)."""
     kwargs = {}
     if time_ids is not None:
         kwargs["added_cond_kwargs"] = {
@@ -191,7 +192,11 @@ def _predict(request: SamplingRequest, unet, model_input, t, cond, step: int, ro
             "time_ids": time_ids.to(device=device, dtype=dtype),
         }
     if request.unet_extra is not None:
-        kwargs.update(request.unet_extra(model_input, t, cond, step, rows))
+        extra = dict(request.unet_extra(model_input, t, cond, step, rows))
+        added = extra.pop("added_cond_kwargs", None)
+        if added:  # IP-Adapter's image_embeds join SDXL's text_embeds / time_ids
+            kwargs["added_cond_kwargs"] = {**kwargs.get("added_cond_kwargs", {}), **added}
+        kwargs.update(extra)
     return unet(model_input, t, encoder_hidden_states=cond.embeds.to(device=device, dtype=dtype), **kwargs).sample.float()
 
 

@@ -27,6 +27,9 @@ def add_parser(subparsers) -> None:
 
     add_hires_flags(p)
     add_controlnet_flags(p, img2img=False)
+    from webui.cli.ip_adapter_flags import add_ip_adapter_flags
+
+    add_ip_adapter_flags(p)
     from webui.cli.xyz_flags import add_xyz_flags
 
     add_xyz_flags(p)
@@ -212,7 +215,17 @@ def run(args: argparse.Namespace) -> int:
 
     register_face_restorer_flags(args)  # before --restore-faces is checked: the folders' restorers
     hires = hires_fields(args)
-    if specs:  # the units join the params after the load, with their models
+    pipeline_class = TextToImage
+    from webui.cli.ip_adapter_flags import ip_adapter_fields
+
+    ip_fields = ip_adapter_fields(args)
+    if ip_fields:
+        refuse_ip_adapter_with(specs=bool(specs), hires=hires is not None, script=xyz_or_script(args))
+        from pipelines.ip_adapter import IPAdapterTextToImage, IPAdapterTxt2ImgParams
+
+        params = IPAdapterTxt2ImgParams(**generation_fields(args), **ip_fields)
+        pipeline_class = IPAdapterTextToImage
+    elif specs:  # the units join the params after the load, with their models
         from pipelines.controlnet import ControlHiresParams, ControlTxt2ImgParams
 
         params = ControlHiresParams(**generation_fields(args), **hires) if hires is not None else \
@@ -244,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
     from webui.cli.controlnet_units import check_unit_families
 
     check_unit_families(specs, catalog, args.model)
-    pipe, params = load_pipeline(args, TextToImage, params, check, lambda model: (model.native_size,) * 2,
+    pipe, params = load_pipeline(args, pipeline_class, params, check, lambda model: (model.native_size,) * 2,
                                  infotext_keys)
     if specs:
         from dataclasses import replace
@@ -269,6 +282,21 @@ def run(args: argparse.Namespace) -> int:
                                  infotext_writing_of(args))
     return generate_and_save(pipe if hires is None else HiresFix(pipe), params, output, output_is_file,
                              writing=infotext_writing_of(args))
+
+
+def xyz_or_script(args: argparse.Namespace) -> bool:
+    """Whether an X/Y/Z plot or a prompt script (Prompt matrix, Prompts from file) runs the generation."""
+    from webui.cli.xyz_flags import xyz_requested
+
+    return xyz_requested(args) or bool(args.prompt_matrix) or args.prompts_from_file is not None
+
+
+def refuse_ip_adapter_with(*, specs: bool, hires: bool, script: bool) -> None:
+    """--ip-adapter runs on plain txt2img only for now: say so rather than drop the adapter or the other option."""
+    other = "--controlnet" if specs else "the hires fix (--hr-*)" if hires else "an X/Y/Z plot or prompt script" \
+        if script else None
+    if other is not None:
+        raise ValueError(f"--ip-adapter cannot be combined with {other} yet; run them as separate generations.")
 
 
 def seed_resize_size(text: str) -> tuple[int, int]:

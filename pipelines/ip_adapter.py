@@ -1,0 +1,227 @@
+"""IP-Adapter (image prompts) for the SD 1.x / 2.x and SDXL pipelines, on diffusers' own IP-Adapter layers.
+
+`IPAdapterMixin` adds `ip_adapter`, `ip_adapter_image` and `ip_adapter_scale` to a pipeline (as `ControlNetMixin`
+adds `controlnets`): the adapters are read and checked against the model in `check_inputs`, put on the UNet for the
+call only (`pipelines.ip_adapter_layers.attached_ip_adapters`) and taken off however it ends, so the pipeline is
+always left as found. diffusers' `load_ip_adapter` / `set_ip_adapter_scale` / `unload_ip_adapter` are here too:
+they set the adapters a call uses when it names none.
+
+    pipe = IPAdapterTextToImage.from_pretrained("runwayml/stable-diffusion-v1-5")
+    result = pipe(prompt="a cat", ip_adapter=IPAdapterSource("h94/IP-Adapter", subfolder="models",
+                  weight_name="ip-adapter_sd15.safetensors"), ip_adapter_image=picture, ip_adapter_scale=0.6)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipelines.img2img import ImageToImage, Img2ImgParams
+from pipelines.ip_adapter_files import DEFAULT_IMAGE_ENCODER_FOLDER, IPAdapterSource
+from pipelines.ip_adapter_inputs import IPAdapterCall, check_ip_adapter_inputs
+from pipelines.params import Txt2ImgParams
+from pipelines.txt2img import TextToImage
+
+
+@dataclass
+class IPAdapterTxt2ImgParams(Txt2ImgParams):
+    # One adapter (a file, folder or hub id, an IPAdapterSource or its dict) or a list of them; None: the ones
+    # `load_ip_adapter` set, if any
+    ip_adapter: Any = None
+    # One PIL image or a list (several images for one adapter); with several adapters one entry per adapter
+    ip_adapter_image: Any = None
+    # A number in [0, 2] for every adapter, or one per adapter; None: `set_ip_adapter_scale`'s, else 1.0 (diffusers)
+    ip_adapter_scale: Any = None
+
+
+@dataclass
+class IPAdapterImg2ImgParams(Img2ImgParams):
+    ip_adapter: Any = None
+    ip_adapter_image: Any = None
+    ip_adapter_scale: Any = None
+
+
+@dataclass
+class _IPAdapterState:
+    base: Any  # the wrapped pipeline's own per-call state
+    embeds: list = field(default_factory=list)  # ImageEmbeds per adapter
+
+
+class IPAdapterMixin:
+    """Put before a pipeline class: `class P(IPAdapterMixin, TextToImage)`."""
+
+    # Loaded adapters and settings live in the instance's __dict__, made at first use: an `__init__` here would hide
+    # the keyword-only signature `from_pretrained` checks keywords against (`check_pipeline_keywords`).
+    def _ip_state(self) -> dict:
+        state = self.__dict__.get("_ip_adapter_state")
+        if state is None:
+            state = self.__dict__["_ip_adapter_state"] = {
+                "weights": {},  # (weights file, mtime) -> (state dict, kind)
+                "encoders": {},  # encoder folder -> (encoder, processor)
+                "hub_files": {},  # IPAdapterSource of a hub id -> its weights file in the HF cache
+                "default_sources": (),  # set by load_ip_adapter
+                "default_scale": 1.0,  # set by set_ip_adapter_scale (diffusers' default)
+            }
+        return state
+
+    # -- diffusers' loader API ---------------------------------------------------------------
+    def load_ip_adapter(self, pretrained_model_name_or_path: Any, subfolder: Any = None, weight_name: Any = None,
+                        image_encoder_folder: str | os.PathLike | None = DEFAULT_IMAGE_ENCODER_FOLDER, *,
+                        local_files_only: bool = False) -> None:
+        """Read the adapters (lists give several, as diffusers) and check them against this model now; calls that
+        name no `ip_adapter` use them. Replaces the adapters loaded before; on an error those stay."""
+        names = _as_list(pretrained_model_name_or_path)
+        subfolders = _broadcast(subfolder, len(names), "subfolder")
+        weight_names = _broadcast(weight_name, len(names), "weight_name")
+        sources = tuple(IPAdapterSource(name, sub, weight, image_encoder_folder)
+                        for name, sub, weight in zip(names, subfolders, weight_names))
+        self._loaded_ip_adapters(sources, local_files_only)  # raises before anything is replaced
+        self._ip_state()["default_sources"] = sources
+
+    def set_ip_adapter_scale(self, scale: Any) -> None:
+        """The scale calls use when they pass no `ip_adapter_scale`: one number, or one per adapter (the count is
+        checked against the call's adapters)."""
+        from pipelines.ip_adapter_inputs import check_ip_adapter_scales
+
+        values = list(scale) if isinstance(scale, (list, tuple)) else scale
+        check_ip_adapter_scales(values, len(values) if isinstance(values, list) else 1)
+        self._ip_state()["default_scale"] = values
+
+    def unload_ip_adapter(self) -> None:
+        """Forget the loaded adapters and their image encoders (memory freed) and the scale set; later calls run
+        without adapters unless they name one. The UNet itself carries adapter layers only during a call."""
+        self.__dict__.pop("_ip_adapter_state", None)
+
+    # -- pipeline hooks ------------------------------------------------------------------------
+    def check_inputs(self, params) -> None:
+        super().check_inputs(params)
+        state = self._ip_state()
+        if params.ip_adapter is None and state["default_sources"] and params.ip_adapter_image is not None:
+            params.ip_adapter = list(state["default_sources"])
+        if params.ip_adapter_scale is None:
+            params.ip_adapter_scale = state["default_scale"]
+        call = check_ip_adapter_inputs(params.ip_adapter, params.ip_adapter_image, params.ip_adapter_scale)
+        if call is None:
+            return
+        backend = self.model.extras.get("execution_backend")
+        if backend not in (None, "torch", "torch.compile"):
+            raise ValueError(f"IP-Adapter cannot run on the {backend} backend, whose graphs are compiled without its "
+                             "attention layers; use backend='torch' (--backend torch) for image prompts.")
+        self._loaded_ip_adapters(call.sources)  # read now: a missing file or a family mismatch fails before any work
+
+    def _call_model_changes(self, params):
+        import contextlib
+
+        call = self._ip_call(params)
+        if call is None:
+            return super()._call_model_changes(params)
+        from pipelines.ip_adapter_layers import attached_ip_adapters
+
+        outer = super()._call_model_changes(params)
+
+        @contextlib.contextmanager
+        def both():  # the outer changes are undone too when attaching fails
+            with outer, attached_ip_adapters(self.model.unet, self._loaded_ip_adapters(call.sources),
+                                             list(call.scales)):
+                yield
+
+        return both()
+
+    def _prepare(self, params) -> _IPAdapterState:
+        base = super()._prepare(params)
+        call = self._ip_call(params)
+        if call is None:
+            return _IPAdapterState(base)
+        from pipelines.ip_adapter_embeds import encode_ip_images
+
+        adapters = self._loaded_ip_adapters(call.sources)
+        return _IPAdapterState(base, [encode_ip_images(adapter, images) for adapter, images in zip(adapters, call.images)])
+
+    def _start_batch(self, params, state: _IPAdapterState, sampler, generators: list, first_image: int):
+        start = super()._start_batch(params, state.base, sampler, generators, first_image)
+        if state.embeds:
+            from pipelines.ip_adapter_embeds import ip_adapter_unet_extra
+
+            start.unet_extra = ip_adapter_unet_extra(state.embeds, start.unet_extra)
+        return start
+
+    def _finish_image(self, params, state: _IPAdapterState, image, index: int):
+        return super()._finish_image(params, state.base, image, index)
+
+    def _finish_call(self, state: _IPAdapterState, result) -> None:
+        super()._finish_call(state.base, result)
+
+    def _infotext_extras(self, params) -> dict[str, Any]:
+        from pipelines.ip_adapter_infotext import ip_adapter_infotext
+
+        call = self._ip_call(params)
+        if call is None:
+            return super()._infotext_extras(params)
+        return {**super()._infotext_extras(params),
+                **ip_adapter_infotext([source.name for source in call.sources], list(call.scales))}
+
+    # -- loading -------------------------------------------------------------------------------
+    @staticmethod
+    def _ip_call(params) -> IPAdapterCall | None:
+        """The call's checked adapters (params were normalised by `check_inputs`, so this cannot raise)."""
+        return check_ip_adapter_inputs(params.ip_adapter, params.ip_adapter_image, params.ip_adapter_scale)
+
+    def _loaded_ip_adapters(self, sources, local_files_only: bool = False) -> list:
+        """Each source read (weights cached by file and modification time, encoders by folder) and checked against
+        this model's UNet."""
+        from pipelines.ip_adapter_files import (
+            load_image_encoder, read_ip_adapter_weights, resolve_image_encoder, resolve_weight_file,
+        )
+        from pipelines.ip_adapter_layers import LoadedIPAdapter, adapter_kind, check_adapter_fits
+
+        cache = self._ip_state()
+        adapters = []
+        for source in sources:
+            # a hub file is looked up once per pipeline (huggingface_hub asks the hub at every lookup); local files
+            # are found again each call, so a replaced file is read again
+            file = cache["hub_files"].get(source) or resolve_weight_file(source, local_files_only)
+            if not Path(os.fspath(source.source)).expanduser().exists():
+                cache["hub_files"][source] = file
+            weights_key = (str(file.resolve()), file.stat().st_mtime_ns)
+            weights = cache["weights"].get(weights_key)
+            if weights is None:  # read before the encoder is looked for: a ControlNet file is named as such
+                state = read_ip_adapter_weights(file)
+                weights = (state, adapter_kind(source.name, state["image_proj"]))
+            encoder_folder = resolve_image_encoder(source, file, local_files_only)
+            encoder_key = str(encoder_folder.resolve())
+            encoder = cache["encoders"].get(encoder_key) or load_image_encoder(
+                encoder_folder, self.model.device, self.model.unet.dtype)
+            adapter = LoadedIPAdapter(source.name, weights[0], *encoder, weights[1])
+            check_adapter_fits(adapter, self.model.unet)  # only what fits is kept
+            cache["weights"][weights_key] = weights
+            cache["encoders"][encoder_key] = encoder
+            adapters.append(adapter)
+        return adapters
+
+
+class IPAdapterTextToImage(IPAdapterMixin, TextToImage):
+    """Text-to-image with image prompts (IP-Adapter) for SD 1.x/2.x and SDXL."""
+
+    params_class = IPAdapterTxt2ImgParams
+
+
+class IPAdapterImageToImage(IPAdapterMixin, ImageToImage):
+    """img2img / inpainting with image prompts (IP-Adapter)."""
+
+    params_class = IPAdapterImg2ImgParams
+
+
+def _as_list(value: Any) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _broadcast(value: Any, count: int, name: str) -> list:
+    values = _as_list(value)
+    if len(values) == 1:
+        return values * count
+    if len(values) != count:
+        raise ValueError(f"load_ip_adapter got {len(values)} {name} values for {count} adapters; give one for all "
+                         "or one per adapter.")
+    return values

@@ -1,0 +1,102 @@
+"""The IP-Adapter call arguments (`ip_adapter`, `ip_adapter_image`, `ip_adapter_scale`) checked and normalised once.
+
+Shapes follow diffusers' pipelines: one list entry per adapter, each one image or a list of images (their tokens
+are concatenated, as diffusers' `MultiIPAdapterImageProjection` does). With a single adapter a flat list of images
+is that adapter's images too (diffusers would read it as one image per adapter and refuse it).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+from pipelines.ip_adapter_files import IPAdapterSource
+
+# A1111's ControlNet weight slider spans [0, 2]; diffusers sets no bound, but past 2 the image tokens swamp the
+# prompt and the picture degrades to the reference's colours.
+IP_ADAPTER_SCALE_RANGE = (0.0, 2.0)
+MAX_IP_ADAPTERS = 4  # each adds a key/value projection per cross-attention layer
+MAX_IMAGES_PER_ADAPTER = 16  # each adds its tokens (4 per image; 16 for plus) to every cross-attention
+
+
+@dataclass(frozen=True)
+class IPAdapterCall:
+    """The checked IP-Adapter part of one call: sources, each adapter's images, each adapter's scale."""
+
+    sources: tuple[IPAdapterSource, ...]
+    images: tuple[tuple, ...]  # per adapter: PIL images in RGB
+    scales: tuple[float, ...]
+
+
+def check_ip_adapter_inputs(ip_adapter: Any, ip_adapter_image: Any, ip_adapter_scale: Any) -> IPAdapterCall | None:
+    """The call's adapters, images and scales, or None without `ip_adapter`; raises naming the bad value.
+
+    Only shapes and values are checked here (no file is read), so a bad call fails before any model work."""
+    if ip_adapter is None or (isinstance(ip_adapter, (list, tuple)) and not ip_adapter):
+        if ip_adapter_image is not None:
+            raise ValueError("ip_adapter_image was given without ip_adapter; pass the IP-Adapter weights too "
+                             "(ip_adapter=..., --ip-adapter PATH) or drop the image.")
+        return None
+    items = list(ip_adapter) if isinstance(ip_adapter, (list, tuple)) else [ip_adapter]
+    if len(items) > MAX_IP_ADAPTERS:
+        raise ValueError(f"{len(items)} IP-Adapters were given; at most {MAX_IP_ADAPTERS} run in one call.")
+    sources = tuple(IPAdapterSource.of(item) for item in items)
+    images = _images_per_adapter(ip_adapter_image, len(sources))
+    scales = check_ip_adapter_scales(ip_adapter_scale, len(sources))
+    return IPAdapterCall(sources, images, scales)
+
+
+def _images_per_adapter(value: Any, adapters: int) -> tuple[tuple, ...]:
+    if value is None:
+        raise ValueError("ip_adapter was given without ip_adapter_image; an IP-Adapter needs the image prompt "
+                         "(ip_adapter_image=PIL image, --ip-adapter-image FILE).")
+    if _is_image(value):
+        entries = [value]
+    elif isinstance(value, (list, tuple)) and value:
+        entries = list(value)
+        if adapters == 1 and all(_is_image(item) for item in entries):
+            entries = [entries]  # several images for the one adapter
+    else:
+        raise TypeError(f"ip_adapter_image must be a PIL image or a list of them (one entry per adapter), got "
+                        f"{_describe(value)}.")
+    if len(entries) != adapters:
+        raise ValueError(f"ip_adapter_image has {len(entries)} entries for {adapters} IP-Adapters; give one entry "
+                         "per adapter, each an image or a list of images.")
+    per_adapter = []
+    for index, entry in enumerate(entries):
+        group = list(entry) if isinstance(entry, (list, tuple)) else [entry]
+        if not group or not all(_is_image(image) for image in group):
+            raise TypeError(f"ip_adapter_image entry {index} must be a PIL image or a non-empty list of PIL images, "
+                            f"got {_describe(entry)}.")
+        if len(group) > MAX_IMAGES_PER_ADAPTER:
+            raise ValueError(f"ip_adapter_image entry {index} has {len(group)} images; at most "
+                             f"{MAX_IMAGES_PER_ADAPTER} per adapter.")
+        per_adapter.append(tuple(image.convert("RGB") for image in group))
+    return tuple(per_adapter)
+
+
+def check_ip_adapter_scales(value: Any, adapters: int) -> tuple[float, ...]:
+    """One scale per adapter from one number or a list of `adapters` numbers, each in IP_ADAPTER_SCALE_RANGE."""
+    scales = list(value) if isinstance(value, (list, tuple)) else [value] * adapters
+    if len(scales) != adapters:
+        raise ValueError(f"ip_adapter_scale has {len(scales)} values for {adapters} IP-Adapters; give one number "
+                         "for all or one per adapter.")
+    low, high = IP_ADAPTER_SCALE_RANGE
+    for scale in scales:
+        if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale) \
+                or not low <= scale <= high:
+            raise ValueError(f"ip_adapter_scale must be a number in [{low:g}, {high:g}] (A1111's ControlNet weight "
+                             f"range; 0 turns the adapter off), got {scale!r}.")
+    return tuple(float(scale) for scale in scales)
+
+
+def _is_image(value: Any) -> bool:
+    from PIL import Image
+
+    return isinstance(value, Image.Image)
+
+
+def _describe(value: Any) -> str:
+    return f"{type(value).__name__} {value!r}"[:120]
