@@ -16,6 +16,7 @@ spy or a patch back, leaves the class's own forward bound to `m` in its `__dict_
 from __future__ import annotations
 
 import itertools
+import types
 from typing import Any, Callable
 
 from torch import nn
@@ -61,11 +62,13 @@ class ForwardPatch:
         self.body = body  # body(below_forward, *args, **kwargs)
         self.name = name
         self.below = module.__dict__.get("forward")  # None: the class's forward
+        # bound once, here: a call through the patch then only reads attributes (cheap, and simple for torch.compile)
+        self.class_forward = types.MethodType(type(module).forward, module)
         self.active = True
 
     def below_forward(self) -> Callable[..., Any]:
         """What this patch wraps: the instance forward below it, else the class's forward bound to the module."""
-        return self.below if self.below is not None else type(self.module).forward.__get__(self.module)
+        return self.below if self.below is not None else self.class_forward
 
     def __call__(self, *args, **kwargs):
         if not self.active:
