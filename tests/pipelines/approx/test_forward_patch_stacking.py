@@ -71,10 +71,13 @@ def outputs(unet) -> torch.Tensor:
 
 
 def leftovers(unet) -> list[str]:
-    return [f"{name or 'unet'}: {what}" for name, module in unet.named_modules()
-            for what in ("forward", "_mixkit_deepcache") if what in module.__dict__] + \
-           [f"{name or 'unet'}: hook" for name, module in unet.named_modules()
-            if module._forward_hooks or module._forward_pre_hooks]
+    """Instance forwards, DeepCache state and forward hooks still on any module of `unet`."""
+    found = []
+    for name, module in unet.named_modules():
+        found += [f"{name or 'unet'}: {what}" for what in ("forward", "_mixkit_deepcache") if what in module.__dict__]
+        if module._forward_hooks or module._forward_pre_hooks:
+            found.append(f"{name or 'unet'}: hook")
+    return found
 
 
 PLAIN = ["lora", "hypernetwork", "deepcache", "routing"]
