@@ -454,21 +454,56 @@ def build_api(state: ServerState) -> APIRouter:
 
 
 ECHO_DEPTH = 8  # levels of a refused value a validation error echoes back; deeper ones are cut (see clipped_input)
+ECHO_CHARS = 200  # characters of a refused string echoed back (a base64 image, a prompt)
+ECHO_ITEMS = 50  # items of a refused list or object echoed back
+MESSAGE_CHARS = 1000  # characters of a validator's message (its own text, which may quote the value)
 
 
 def clipped_input(value, depth: int = ECHO_DEPTH):
-    """A refused request value as FastAPI's validation error echoes it, with containers deeper than `depth` levels
-    replaced by "...".
+    """A refused request value as FastAPI's validation error echoes it, cut to what says what was sent: containers
+    deeper than `depth` levels become "...", strings keep their first ECHO_CHARS characters, lists and objects their
+    first ECHO_ITEMS items, each cut saying how much there was.
 
     json.loads takes about 990 nested lists, so `{"steps": [[[...]]]}` is valid JSON; echoed whole, walking it back
     (jsonable_encoder, json_safe, the JSON encoder) ran out of Python's recursion limit and the client got a 500
-    instead of the 422. A few levels say what was sent.
+    instead of the 422. And a missing or mistyped field echoes the whole request object, whose base64 images and
+    prompts ran to megabytes in the error body (and in any client log printing it).
     """
+    if isinstance(value, str):
+        return clipped_text(value, ECHO_CHARS)
     if isinstance(value, dict):
-        return "..." if depth <= 0 else {key: clipped_input(item, depth - 1) for key, item in value.items()}
+        if depth <= 0:
+            return "..."
+        items = list(value.items())
+        clipped = {key: clipped_input(item, depth - 1) for key, item in items[:ECHO_ITEMS]}
+        if len(items) > ECHO_ITEMS:
+            clipped["..."] = f"{len(items) - ECHO_ITEMS} more keys not shown"
+        return clipped
     if isinstance(value, (list, tuple)):
-        return "..." if depth <= 0 else [clipped_input(item, depth - 1) for item in value]
+        if depth <= 0:
+            return "..."
+        clipped = [clipped_input(item, depth - 1) for item in value[:ECHO_ITEMS]]
+        if len(value) > ECHO_ITEMS:
+            clipped.append(f"... {len(value) - ECHO_ITEMS} more items not shown")
+        return clipped
     return value
+
+
+def clipped_text(text: str, limit: int) -> str:
+    """`text`, or its first `limit` characters followed by how long it was."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text):,} characters, cut to the first {limit}]"
+
+
+def _echoed(item: dict) -> dict:
+    """One FastAPI validation error with its echoed input and its message cut (`clipped_input`)."""
+    item = dict(item)
+    if "input" in item:
+        item["input"] = clipped_input(item["input"])
+    if isinstance(item.get("msg"), str):
+        item["msg"] = clipped_text(item["msg"], MESSAGE_CHARS)
+    return item
 
 
 def json_safe(value):
@@ -519,8 +554,7 @@ def install_error_handlers(app: FastAPI, redact: Callable[[Any], Any] = lambda t
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError):
-        errors = json_safe(jsonable_encoder([{**item, "input": clipped_input(item["input"])} if "input" in item else item
-                                             for item in error.errors()]))
+        errors = json_safe(jsonable_encoder([_echoed(item) for item in error.errors()]))
         body = error_body(422, errors, error=type(error).__name__)
         return JSONResponse(status_code=422, content={**body, "errors": f"422: {validation_summary(errors)}"})
 

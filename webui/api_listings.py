@@ -22,21 +22,38 @@ EMPTY_LISTS = ("extensions", "sd-modules")
 
 
 def command_line_flags(state: ServerState) -> dict:
-    """The server's own start-up settings under A1111's flag names where it has one; `--auth` is never shown."""
+    """The server's own start-up settings, one key per `mixkit webui` flag: A1111's flag name where it has one
+    (`ckpt_dir`, `nowebui`, `ui_settings_file`), else the flag's own; `--auth` is never shown.
+
+    Limits are the values in force, defaults included (`max_image_pixels` without the flag is 4x the generation cap),
+    so a client can size its requests from this answer alone. `tests/webui/test_api_cmd_flags.py` checks every flag
+    of the parser has its key here."""
     config = state.config
     return {"port": config.port, "listen": config.listen, "api": True, "nowebui": not config.ui,
+            "model": list(config.models),
             "ckpt_dir": config.models_dir, "lora_dir": config.lora_dir, "embeddings_dir": config.embeddings_dir,
-            "hypernetwork_dir": config.hypernetwork_dir,
+            "hypernetwork_dir": config.hypernetwork_dir, "training_data_dir": config.training_data_dir,
             "vae_dir": config.vae_dir, "controlnet_dir": config.controlnet_dir, "device": config.device,
             "esrgan_models_path": config.esrgan_models_path, "realesrgan_models_path": config.realesrgan_models_path,
             "swinir_models_path": config.swinir_models_path, "dat_models_path": config.dat_models_path,
             "scunet_models_path": config.scunet_models_path,
             "gfpgan_models_path": config.gfpgan_models_path, "codeformer_models_path": config.codeformer_models_path,
+            "deepdanbooru_models_path": config.deepdanbooru_models_path,
+            "interrogate_clip_model": config.interrogate_clip_model,
+            "interrogate_categories_dir": config.interrogate_categories_dir,
+            # the parsed --appflow-config file: app -> role -> model source
+            "appflow_config": {app: dict(roles) for app, roles in config.appflow_models.items()},
             # A1111's --styles-file may repeat (a list); its --cors-allow-origins is one comma-separated string
             "styles_file": [config.styles_file] if config.styles_file else [],
             "cors_allow_origins": ",".join(config.cors_allow_origins) or None,
+            "allowed_hosts": ",".join(config.allowed_hosts) or None,
+            "insecure_no_auth": config.insecure_no_auth,
             "ui_settings_file": config.settings_file, "output_dir": str(state.output_dir),
-            "queue_size": config.queue_size}
+            "preview_every": config.preview_every,
+            # limits: --queue, --max-image-pixels, --max-script-images
+            "queue_size": config.queue_size,
+            "max_image_pixels": config.request_limits.image_pixel_cap(state.limits),
+            "max_script_images": state.limits.max_script_images}
 
 
 def memory_usage() -> dict:

@@ -495,9 +495,14 @@ class ServerOptions:
                     unchanged = key in self._values and self._values[key] == value
                 if unchanged:  # a client posting back the whole GET /options body, one key changed
                     continue
-                readonly = " (fixed on this server; output folders come from --output-dir)" if key in self._values else ""
-                raise ValueError(f"Option {key!r} cannot be set over the API{readonly}; "
-                                 f"settable: {sorted([*CALLER_APPLIED, *SETTABLE])}.")
+                # An unknown key is refused, as A1111 refuses it (its `opts.set` raises KeyError: a 500, after the
+                # body's earlier keys were set); here a 422 naming it, before anything changes.
+                settable = sorted([*CALLER_APPLIED, *SETTABLE])
+                if key in self._values:
+                    raise ValueError(f"Option {key!r} cannot be set over the API (fixed on this server; output folders "
+                                     f"come from --output-dir); nothing was changed. Settable: {settable}.")
+                raise ValueError(f"Option {key!r} is not a setting of this server (a typo, or an A1111 extension's "
+                                 f"option); nothing was changed. Remove it from the body; settable: {settable}.")
             checked[key] = check_settable(key, value)
         with self._lock:
             merged = {**self._values, **checked}

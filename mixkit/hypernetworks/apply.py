@@ -7,7 +7,8 @@ each loaded hypernetwork in turn: `context_k = hn_k(context_k)`, `context_v = hn
 `x + mlp(x) * multiplier`, then `to_k(context_k)` and `to_v(context_v)`. A width a file has no entry for is left
 alone. Here the `to_k` / `to_v` projections' forwards are wrapped (never their weights), which every attention
 processor calls, so the change composes with whatever processor is installed (mixkit's, sliced, HyperTile's) and
-with other forward patches; `remove()` restores exactly the forwards that were there, in reverse order.
+with other forward patches, stacked above or below in any order (`mixkit.forward_patches.ForwardPatch`);
+`remove()` takes out exactly its own wrappers.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from mixkit.forward_patches import stamp_forward_change
+from mixkit.forward_patches import ForwardPatch, install_forward_patch
 from mixkit.hypernetworks.network import Hypernetwork, HypernetworkMLP
 from mixkit.finite_numbers import is_finite_number
 
@@ -49,40 +50,33 @@ def check_hypernetwork_strength(strength, name: str) -> float:
     return float(strength)
 
 
-def _chained_forward(previous, chain: list[tuple[HypernetworkMLP, float]]):
-    def forward(x: torch.Tensor) -> torch.Tensor:
+def _chained_forward(chain: list[tuple[HypernetworkMLP, float]]):
+    def forward(below, x: torch.Tensor) -> torch.Tensor:
         # The MLPs stay float32, as A1111 keeps them (fp16 contexts are computed up and cast back)
         context = x.to(torch.float32)
         for mlp, strength in chain:
             context = mlp(context, strength)
-        return previous(context.to(x.dtype))
+        return below(context.to(x.dtype))
 
     return forward
 
 
 class AppliedHypernetworks:
-    """The wrapped projections of one `apply_hypernetworks` call; `remove()` puts their forwards back."""
+    """The wrapped projections of one `apply_hypernetworks` call; `remove()` takes exactly these wrappers out."""
 
     def __init__(self) -> None:
-        self._patched: list[tuple[nn.Module, object]] = []  # (projection, its own forward before, or None)
+        self._patches: list[ForwardPatch] = []
         self.widths: dict[str, list[int]] = {}  # hypernetwork name -> the widths that found an attention
 
     def _wrap(self, projection: nn.Module, chain: list[tuple[HypernetworkMLP, float]]) -> None:
-        own = projection.__dict__.get("forward")  # another patch's instance forward, kept under ours
-        projection.forward = _chained_forward(own if own is not None else type(projection).forward.__get__(projection),
-                                              chain)
-        self._patched.append((projection, own))
-        stamp_forward_change(projection)
+        # Over whatever forward the projection has (a runtime LoRA's, say), which it then calls
+        self._patches.append(install_forward_patch(projection, _chained_forward(chain), "hypernetwork"))
 
     def remove(self) -> None:
-        """Restore every wrapped forward (last wrapped first); calling it twice is harmless."""
-        while self._patched:
-            projection, own = self._patched.pop()
-            if own is None:
-                projection.__dict__.pop("forward", None)
-            else:
-                projection.forward = own
-            stamp_forward_change(projection)
+        """Take every wrapper out (last wrapped first), leaving other patches, stacked above or below, in place;
+        calling it twice is harmless."""
+        while self._patches:
+            self._patches.pop().remove()
 
     def __enter__(self) -> "AppliedHypernetworks":
         return self
@@ -132,14 +126,18 @@ def apply_hypernetworks(unet: nn.Module, applications: list[HypernetworkApplicat
             for mlp in pair:
                 mlp.to(device)
         applied.widths[hypernetwork.name] = sorted(set(hypernetwork.widths) & set(widths))
-    for _, module in attentions:
-        if not isinstance(module.to_k, nn.Linear) or not isinstance(module.to_v, nn.Linear):
-            continue
-        width = module.to_k.in_features
-        entries = [(application.hypernetwork.layers[width], application.strength) for application in applications
-                   if width in application.hypernetwork.layers]
-        if not entries:
-            continue
-        applied._wrap(module.to_k, [(pair[0], strength) for pair, strength in entries])
-        applied._wrap(module.to_v, [(pair[1], strength) for pair, strength in entries])
+    try:
+        for _, module in attentions:
+            if not isinstance(module.to_k, nn.Linear) or not isinstance(module.to_v, nn.Linear):
+                continue
+            width = module.to_k.in_features
+            entries = [(application.hypernetwork.layers[width], application.strength) for application in applications
+                       if width in application.hypernetwork.layers]
+            if not entries:
+                continue
+            applied._wrap(module.to_k, [(pair[0], strength) for pair, strength in entries])
+            applied._wrap(module.to_v, [(pair[1], strength) for pair, strength in entries])
+    except BaseException:
+        applied.remove()  # an interruption half way leaves no projection wrapped
+        raise
     return applied

@@ -3,7 +3,8 @@
 Plain low-rank LoRA runs as a bypass branch (`x -> down -> [mid] -> up`), which costs O(rank)
 per call instead of a full weight; every other family (LoHa, LoKr, IA3, DoRA, full, norm) has
 its weight change precomputed once and the output change `op(x, ΔW)` is added. Patching the
-instance's `forward` (not the class) keeps removal exact: the attribute is deleted or restored.
+instance's `forward` (not the class) keeps removal exact: the patch takes itself out of the module's chain
+of forward patches and puts back what was below it (`mixkit.forward_patches`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mixkit.forward_patches import stamp_forward_change
+from mixkit.forward_patches import install_forward_patch
 
 
 @dataclass
@@ -106,28 +107,18 @@ def can_bypass(module: nn.Module) -> bool:
 
 
 def install_patch(module: nn.Module, patch: RuntimePatch) -> Callable[[], None]:
-    """Replace `module.forward` by one adding `patch`; return the function that undoes it exactly."""
-    had_instance_forward = "forward" in module.__dict__
-    previous = module.__dict__.get("forward")
-    original_forward = module.forward
+    """Wrap `module.forward` (whatever it is: the class's, another LoRA's, a hypernetwork's) with one adding `patch`;
+    return the function that takes exactly this wrapper out again, in any order relative to other patches
+    (`mixkit.forward_patches.ForwardPatch`). Installing stamps the module, so caches of this model's outputs (the
+    prompt encoder's) are not reused."""
     dense = patch.weight_change is not None or patch.bias_change is not None
 
-    def forward(x, *args, **kwargs):
-        out = original_forward(x, *args, **kwargs)
+    def forward(below, x, *args, **kwargs):
+        out = below(x, *args, **kwargs)
         if dense:
             out = out + _dense_change(module, x, patch)
         for branch in patch.branches:
             out = out + _branch_output(module, x, branch)
         return out
 
-    module.forward = forward
-    stamp_forward_change(module)  # caches of this model's outputs (the prompt encoder's) must not be reused
-
-    def undo() -> None:
-        if had_instance_forward:
-            module.forward = previous
-        else:
-            del module.forward
-        stamp_forward_change(module)
-
-    return undo
+    return install_forward_patch(module, forward, "runtime LoRA").remove

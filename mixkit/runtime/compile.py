@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from mixkit.forward_patches import install_forward_patch
 from mixkit.runtime.report import OptimizationReport
 
 _EAGER = "_mixkit_eager_forward"
@@ -78,24 +79,25 @@ def compile_module(module: torch.nn.Module, report: OptimizationReport, *, freez
         report.fallback(f"torch.compile of the {name} failed ({type(error).__name__}: {error}); running eager")
         return False
 
-    def forward(*args, **kwargs):
+    def forward(below, *args, **kwargs):
         try:
             return compiled(*args, **kwargs)
         except Exception as error:  # noqa: BLE001
-            result = eager(*args, **kwargs)  # a user error raises here, from eager code
+            result = below(*args, **kwargs)  # a user error raises here, from eager code
             restore_eager(module)
             report.backend = "torch"  # what runs from this image on: the report and the labels say so
             report.fallback(f"compiled {name} failed on first use ({type(error).__name__}: {error}); "
                             "switched to eager for good")
             return result
 
-    module.forward = forward
-    module.__dict__[_EAGER] = eager
+    # the patch is also the marker other code checks for a compiled module (DeepCache, FreeU, int8, HyperTile)
+    module.__dict__[_EAGER] = install_forward_patch(module, forward, "torch.compile")
     report.step(f"torch.compile {name} (freezing={freezing}, cache {cache})")
     return True
 
 
 def restore_eager(module: torch.nn.Module) -> None:
-    if _EAGER in module.__dict__:
-        del module.__dict__["forward"]
-        del module.__dict__[_EAGER]
+    """Take the compiled forward out, putting back the forward that was there before it (`ForwardPatch.remove`)."""
+    patch = module.__dict__.pop(_EAGER, None)
+    if patch is not None:
+        patch.remove()

@@ -18,13 +18,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
-import types
 from typing import Iterator
 
 import torch
 from torch import nn
 
-from mixkit.forward_patches import has_foreign_forward
+from mixkit.forward_patches import ForwardPatch, has_foreign_forward, install_forward_patch
 
 MIN_ROWS = 4  # below this MKL's GEMV path wins (measured: 2 rows 0.5–0.74× in oneDNN)
 MAX_ROWS = 1024  # above this MKL's large-GEMM kernels win (2056 rows: 1.3× in MKL)
@@ -59,6 +58,11 @@ def routed_linear(layer: nn.Linear, inputs: torch.Tensor) -> torch.Tensor:
     return onednn_linear(flat, layer.weight, layer.bias).reshape(*inputs.shape[:-1], layer.out_features)
 
 
+def _route(layer: nn.Linear, _below, inputs: torch.Tensor) -> torch.Tensor:
+    """The routing's forward patch: replaces the plain call below it (only plain layers are routed)."""
+    return routed_linear(layer, inputs)
+
+
 def onednn_linear(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """`rows @ weight.T + bias` in oneDNN's fp32 inner product (the op inductor's CPU freezing uses)."""
     return torch.ops.mkldnn._linear_pointwise(rows, weight, bias, "none", [], "")
@@ -77,13 +81,13 @@ def _routable_layers(model: nn.Module) -> list[nn.Linear]:
 
 
 _ROUTING_LOCK = threading.Lock()
-_ROUTED: dict[int, tuple[int, list[tuple[nn.Linear, object]]]] = {}
-"""id(model) -> (blocks using the routing, [(routed layer, its instance forward before routing, or None)]).
+_ROUTED: dict[int, tuple[int, list[ForwardPatch]]] = {}
+"""id(model) -> (blocks using the routing, the routing's patch on each routed layer).
 
 Two threads captioning with one cached model (an AppFlow app shared by a threaded server) overlap their blocks: the
 first to leave used to unpatch the layers while the other was still generating, which then finished its decode steps
 on the other kernel (another summation order, so not always the text it gives alone). The routing now ends when its
-last user leaves, and puts back a layer's own bound forward where one was (`has_foreign_forward`)."""
+last user leaves, and puts back a layer's own bound forward where one was (`has_foreign_forward`, `ForwardPatch`)."""
 
 
 @contextlib.contextmanager
@@ -99,9 +103,14 @@ def onednn_small_batch_linears(model: nn.Module) -> Iterator[int]:
         users, routed = _ROUTED.get(id(model), (0, []))
         if not users:
             layers = _routable_layers(model) if onednn_linear_available() else []
-            routed = [(layer, layer.__dict__.get("forward")) for layer in layers]
-            for layer in layers:
-                layer.forward = types.MethodType(routed_linear, layer)
+            routed = []
+            try:
+                for layer in layers:
+                    routed.append(install_forward_patch(layer, functools.partial(_route, layer), "oneDNN routing"))
+            except BaseException:
+                for patch in routed:
+                    patch.remove()
+                raise
         _ROUTED[id(model)] = (users + 1, routed)
     try:
         yield len(routed)
@@ -111,8 +120,5 @@ def onednn_small_batch_linears(model: nn.Module) -> Iterator[int]:
             if users > 1:
                 _ROUTED[id(model)] = (users - 1, routed)
             else:
-                for layer, before in routed:
-                    if before is None:
-                        layer.__dict__.pop("forward", None)
-                    else:  # its own bound forward, put back by someone before us: left as found
-                        layer.__dict__["forward"] = before
+                for patch in routed:  # what was below is put back; a patch stacked on top since stays
+                    patch.remove()

@@ -9,7 +9,7 @@ block's last layers on the cached feature, and the output head. `shallow_layers=
 cheapest branch (the one its Stable Diffusion results use); `interval=1` is the plain UNet.
 
 Installed as a wrapper around `UNet2DConditionModel.forward` (the module, its weights and LoRA
-matching are untouched); `remove_deepcache` restores the plain forward. A fixed-graph UNet that exports
+matching are untouched); `remove_deepcache` puts back the forward that was there before it. A fixed-graph UNet that exports
 the two halves itself (the OpenVINO stand-in's `deepcache_branch`) gets the same schedule through its
 call hook. The model-level math (where the feature is taken, the shallow branch) is
 `mixkit.models.diffusion.deepcache_branch`.
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from mixkit.forward_patches import has_foreign_forward
+from mixkit.forward_patches import has_foreign_forward, install_forward_patch
 from mixkit.models.diffusion.deepcache_branch import capture_feature, check_branch_layout, shallow_forward
 
 _STATE = "_mixkit_deepcache"
@@ -81,14 +81,12 @@ def apply_deepcache(unet, settings: DeepCacheSettings) -> DeepCacheState:
     if branch is not None:
         _install_on_graph(unet, branch, state)
         return state
-    plain_forward = unet.forward
-
     def keep(feature):
         if state.capturing:
             state.feature = feature
     hook = capture_feature(unet, settings.shallow_layers, keep)
 
-    def forward(sample, timestep, encoder_hidden_states, *args, **kwargs):
+    def forward(plain_forward, sample, timestep, encoder_hidden_states, *args, **kwargs):
         if args:
             raise TypeError("a DeepCache UNet takes everything after encoder_hidden_states as keyword arguments")
         if _should_run_full(state, sample, timestep):
@@ -105,8 +103,12 @@ def apply_deepcache(unet, settings: DeepCacheSettings) -> DeepCacheState:
                                  encoder_hidden_states, **kwargs)
         return result if kwargs.get("return_dict", True) else (result.sample,)
 
-    unet.forward = forward
-    unet.__dict__[_STATE] = (state, hook)
+    patch = install_forward_patch(unet, forward, "DeepCache")
+
+    def undo() -> None:
+        hook.remove()
+        patch.remove()  # puts back the forward that was there before (e.g. the UNet's own, put back by a spy)
+    unet.__dict__[_STATE] = (state, undo)
     return state
 
 
@@ -136,20 +138,24 @@ def _install_on_graph(unet, branch, state: DeepCacheState) -> None:
         state.cached_calls += 1
         return branch.shallow(state.feature, sample, timestep, encoder_hidden_states, added_cond_kwargs, **kwargs)
 
+    before = unet.__dict__.get("call_hook")  # None: the class's (no hook)
+
+    def undo() -> None:
+        if before is None:
+            unet.__dict__.pop("call_hook", None)
+        else:
+            unet.call_hook = before
     unet.call_hook = call
-    unet.__dict__[_STATE] = (state, None)
+    unet.__dict__[_STATE] = (state, undo)
 
 
 def remove_deepcache(unet: torch.nn.Module) -> bool:
-    """Restore the plain forward; False if DeepCache was not installed."""
+    """Take DeepCache out, putting back the forward (or graph call hook) that was there before it and leaving
+    patches stacked on top of it since in place; False if DeepCache was not installed."""
     installed = unet.__dict__.pop(_STATE, None)
     if installed is None:
         return False
-    if installed[1] is not None:
-        installed[1].remove()
-    if _is_graph_standin(unet):
-        unet.call_hook = None
-    unet.__dict__.pop("forward", None)
+    installed[1]()
     return True
 
 
@@ -174,8 +180,9 @@ def check_deepcache_unet(unet: object, settings: DeepCacheSettings) -> None:
                          "drop compile / backend 'torch.compile' or do not use DeepCache")
     if _STATE not in unet.__dict__ and has_foreign_forward(unet):
         raise ValueError(f"DeepCache cannot wrap a UNet whose forward is already replaced (by "
-                         f"{getattr(unet.forward, '__qualname__', repr(unet.forward))}): removing DeepCache would "
-                         "drop that wrapper too; take it off first (del unet.forward) or do not use DeepCache")
+                         f"{getattr(unet.forward, '__qualname__', repr(unet.forward))}): its cached steps run the "
+                         "UNet's own blocks and would bypass that wrapper; take it off first (del unet.forward) "
+                         "or do not use DeepCache")
     check_branch_layout(unet, settings.shallow_layers)
 
 

@@ -93,16 +93,20 @@ def apply_token_merging(unet: torch.nn.Module, settings: TokenMergingSettings) -
     handles = [unet.register_forward_pre_hook(lambda module, args, kwargs: _start_call(run, args, kwargs),
                                               with_kwargs=True)]
     wrapped = []
-    for block in unet.modules():
-        if not isinstance(block, BasicTransformerBlock) or block.attn1 is None or block.only_cross_attention:
-            continue
-        processor = TokenMergingAttnProcessor(block.attn1.processor, run)
-        wrapped.append((block.attn1, processor))
-        block.attn1.set_processor(processor)
-        handles.append(block.register_forward_pre_hook(
-            lambda module, args, kwargs, processor=processor: _plan_block(run, processor, args, kwargs),
-            with_kwargs=True))
-    unet.__dict__[_STATE] = (run, handles, wrapped)
+    unet.__dict__[_STATE] = (run, handles, wrapped)  # filled below; what is there is undone if the loop fails
+    try:
+        for block in unet.modules():
+            if not isinstance(block, BasicTransformerBlock) or block.attn1 is None or block.only_cross_attention:
+                continue
+            processor = TokenMergingAttnProcessor(block.attn1.processor, run)
+            wrapped.append((block.attn1, processor))
+            block.attn1.set_processor(processor)
+            handles.append(block.register_forward_pre_hook(
+                lambda module, args, kwargs, processor=processor: _plan_block(run, processor, args, kwargs),
+                with_kwargs=True))
+    except BaseException:
+        remove_token_merging(unet)  # an interruption half way leaves no block wrapped or hooked
+        raise
     return len(wrapped)
 
 

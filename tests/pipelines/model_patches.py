@@ -1,6 +1,6 @@
 """What has been patched onto a loaded model's modules: instance `forward` attributes and forward hooks. The
-pipelines' conftest compares it before and after every test on the session's shared `sd1_pipe`, so a test (or a
-pipeline call) that leaves a spy, a wrapper or a hook behind fails itself instead of changing later tests."""
+pipelines' conftest compares it before and after every test on the shared models (`sd1_pipe`, `sd1_model` ...), so a
+test (or a pipeline call) that leaves a spy, a wrapper or a hook behind fails itself instead of changing later tests."""
 
 from __future__ import annotations
 

@@ -261,3 +261,32 @@ def test_a_pasted_infotext_relinks_lora_tags_through_their_hashes(client, server
     assert response.status_code == 422 and "ink.safetensors cannot be applied" in response.text, response.text
     unlinked = client.post("/sdapi/v1/txt2img", json={"infotext": text.replace(ink, "000000000000")})
     assert unlinked.status_code == 422 and "civitai_ink" in unlinked.text
+
+
+def test_a_refused_long_string_is_echoed_cut_to_200_characters_saying_so(client):
+    response = client.post("/sdapi/v1/txt2img", json={"prompt": "x", "steps": "many " * 1000})
+    assert response.status_code == 422, response.text
+    [error] = response.json()["detail"]
+    assert error["loc"] == ["body", "steps"]
+    assert error["input"] == ("many " * 40) + "... [5,000 characters, cut to the first 200]"
+    assert len(response.content) < 2000
+
+
+def test_a_refused_base64_image_is_not_echoed_whole(client):
+    picture = base64.b64encode(os.urandom(150_000)).decode()  # 200,000 base64 characters
+    response = client.post("/sdapi/v1/img2img", json={"init_images": picture, "prompt": "x"})
+    assert response.status_code == 422, response.text
+    [error] = response.json()["detail"]
+    assert error["loc"] == ["body", "init_images"]
+    assert error["input"] == picture[:200] + "... [200,000 characters, cut to the first 200]"
+    assert len(response.content) < 2000
+
+
+def test_a_refused_whole_body_is_echoed_with_its_first_50_items(client):
+    body = [f"{index:03d}" + "a" * 4000 for index in range(60)]  # not an object: the whole body is the input
+    response = client.post("/sdapi/v1/txt2img", json=body)
+    assert response.status_code == 422, response.text
+    echoed = response.json()["detail"][0]["input"]
+    assert len(echoed) == 51 and echoed[-1] == "... 10 more items not shown"
+    assert echoed[0] == body[0][:200] + "... [4,003 characters, cut to the first 200]"
+    assert len(response.content) < 20_000

@@ -111,3 +111,22 @@ def test_sdxl_cross_attention_takes_a_file_of_its_context_width(sdxl_model, tmp_
         with apply_hypernetworks(unet, [HypernetworkApplication(hypernetwork, 0.3)]):
             assert torch.equal(module.to_v(context), expected)
     assert not any("forward" in m.__dict__ for m in unet.modules())
+
+
+def test_an_error_half_way_through_applying_leaves_no_projection_wrapped(sd1_model, files, monkeypatch):
+    from mixkit.hypernetworks import apply as hypernetwork_apply
+
+    unet = sd1_model.unet
+    real_install, installed = hypernetwork_apply.install_forward_patch, []
+
+    def failing_third(module, body, name):
+        if len(installed) == 2:
+            raise KeyboardInterrupt  # the user stops the call while the projections are being wrapped
+        installed.append(module)
+        return real_install(module, body, name)
+
+    monkeypatch.setattr(hypernetwork_apply, "install_forward_patch", failing_third)
+    with pytest.raises(KeyboardInterrupt):
+        apply_hypernetworks(unet, [HypernetworkApplication(load_hypernetwork(files["first"]), 1.0)])
+    assert len(installed) == 2
+    assert not any("forward" in m.__dict__ for m in unet.modules())

@@ -49,3 +49,34 @@ def test_a_low_rank_branch_on_a_circular_conv_matches_its_merged_weights(with_mi
         assert torch.allclose(conv(x), merged(x), atol=1e-5)
     finally:
         undo()
+
+
+def _linear_and_inputs():
+    torch.manual_seed(0)
+    layer = nn.Linear(3, 4)
+    x = torch.randn(2, 3, generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        return layer, x, layer(x)
+
+
+def test_two_patches_undone_first_applied_first_leave_the_other_and_then_nothing():
+    layer, x, base = _linear_and_inputs()
+    change = torch.ones(4)
+    undo_first = install_patch(layer, RuntimePatch(bias_change=change))
+    undo_second = install_patch(layer, RuntimePatch(bias_change=2 * change))
+    with torch.no_grad():
+        undo_first()  # from under the second: the second stays, the first does not come back later
+        assert torch.equal(layer(x), base + 2 * change)
+        undo_second()
+        assert torch.equal(layer(x), base)
+    assert "forward" not in layer.__dict__
+
+
+def test_undo_after_someone_else_put_the_forward_back_changes_nothing():
+    layer, x, base = _linear_and_inputs()
+    undo = install_patch(layer, RuntimePatch(bias_change=torch.ones(4)))
+    del layer.forward  # a helper restoring the class's forward
+    undo()  # used to raise AttributeError
+    assert "forward" not in layer.__dict__
+    with torch.no_grad():
+        assert torch.equal(layer(x), base)

@@ -126,3 +126,31 @@ def test_a_cache_dir_with_a_tilde_is_the_users_folder(monkeypatch, tmp_path):
 
     monkeypatch.setenv("HOME", str(tmp_path))
     assert compile_cache_dir("~/kernels") == tmp_path / "kernels"
+
+
+
+def test_restore_puts_back_the_forward_that_was_there(monkeypatch):
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: fn)
+    module = Doubler()
+    own = module.forward
+    module.forward = own  # the class's forward put back by an earlier spy: an instance attribute
+    compile_module(module, OptimizationReport("fast", "torch.compile"))
+    assert module.__dict__["forward"] is not own
+    restore_eager(module)
+    assert module.__dict__["forward"] is own and "_mixkit_eager_forward" not in module.__dict__
+
+
+def test_restore_keeps_a_spy_stacked_on_the_compiled_forward(monkeypatch):
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: fn)
+    module = Doubler()
+    compile_module(module, OptimizationReport("fast", "torch.compile"))
+    compiled, calls = module.forward, []
+
+    def spy(x):
+        calls.append(x)
+        return compiled(x)
+
+    module.forward = spy
+    restore_eager(module)  # used to delete the spy (the top forward), leaving the class's forward
+    assert module.__dict__["forward"] is spy and "_mixkit_eager_forward" not in module.__dict__
+    assert torch.equal(module(torch.ones(1, 3)), torch.full((1, 3), 2.0)) and len(calls) == 1

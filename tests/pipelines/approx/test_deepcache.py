@@ -133,10 +133,12 @@ def test_bad_settings_are_refused(kwargs, match):
 
 def test_a_forward_put_back_as_its_bound_method_is_wrapped_and_a_foreign_one_refused(tiny_sd1_dir):
     unet, *_ = unet_and_inputs(tiny_sd1_dir, sdxl=False)
-    unet.forward = unet.forward  # a spy put back the way most code does: the class's forward, bound, in __dict__
+    own = unet.forward
+    unet.forward = own  # a spy put back the way most code does: the class's forward, bound, in __dict__
     state = apply_deepcache(unet, DeepCacheSettings(interval=2))
     assert deepcache_state(unet) is state and remove_deepcache(unet) is True
-    assert "forward" not in unet.__dict__
+    assert unet.__dict__["forward"] is own  # put back as found, not deleted
+    del unet.forward
 
     def wrapper(*args, **kwargs):
         return type(unet).forward(unet, *args, **kwargs)

@@ -80,3 +80,24 @@ def test_remove_restores_the_original_processors(unet, inputs):
 def test_bad_ratio_is_refused(ratio):
     with pytest.raises(ValueError, match=r"ToMe ratio must be a number in \[0, 0.75\]"):
         TokenMergingSettings(ratio)
+
+
+def test_an_error_half_way_through_installing_leaves_the_unet_as_it_was(unet, inputs, monkeypatch):
+    from pipelines.approx import tome_unet
+
+    before, reference, made = dict(unet.attn_processors), run(unet, inputs), []
+    real = tome_unet.TokenMergingAttnProcessor
+
+    def failing_third(inner, state):
+        if len(made) == 2:
+            raise KeyboardInterrupt  # the user stops the server while ToMe is being installed
+        made.append(real(inner, state))
+        return made[-1]
+
+    monkeypatch.setattr(tome_unet, "TokenMergingAttnProcessor", failing_third)
+    with pytest.raises(KeyboardInterrupt):
+        apply_token_merging(unet, TokenMergingSettings(0.5))
+    assert len(made) == 2 and token_merging_state(unet) is None
+    assert dict(unet.attn_processors) == before
+    assert not any(module._forward_pre_hooks for module in unet.modules())
+    assert torch.equal(run(unet, inputs), reference)
