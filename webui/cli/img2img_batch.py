@@ -205,12 +205,21 @@ def free_name(folder: Path, stem: str, taken: set[Path]) -> Path:
 
 def save_named(result, folder: Path, stem: str, taken: set[Path], writing=None) -> list[Path]:
     """Save one input's images as A1111's batch names them: `stem.png`, or `stem-1.png`, ... for several; the
-    infotext where `writing` says (`pipelines.png.InfotextWriting`; None: in the PNG)."""
+    infotext where `writing` says (`pipelines.png.InfotextWriting`; None: in the PNG). A copy kept from before face
+    restoration or colour correction goes beside its image as `<its name>-before-color-correction.png` (A1111's
+    suffix), numbered on like the results when that name is taken, so it never replaces a result or another input's
+    file."""
     from pipelines.png import PNG_ONLY, save_png
 
+    writing = writing or PNG_ONLY
     stems = [stem] if len(result.images) == 1 else [f"{stem}-{n}" for n in range(1, len(result.images) + 1)]
-    return [save_png(image, free_name(folder, name, taken), infotext, writing=writing or PNG_ONLY)
-            for image, name, infotext in zip(result.images, stems, result.infotexts)]
+    paths = []
+    for index, (image, name, infotext) in enumerate(zip(result.images, stems, result.infotexts)):
+        path = save_png(image, free_name(folder, name, taken), infotext, writing=writing)
+        paths.append(path)
+        for kept, suffix in result.kept_copies(index):
+            save_png(kept, free_name(folder, f"{path.stem}{suffix}", taken), infotext, replace=False, writing=writing)
+    return paths
 
 
 def per_input(params, item: BatchInput, image, mask, size: dict):
