@@ -9,8 +9,10 @@ those loads succeeded, so a failed load leaves them unchanged.
 from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Request
+from starlette.concurrency import run_in_threadpool
 
 from webui.api import queue_full, unprocessable, wait_for_job
+from webui.interrogation import release_unkept_interrogation_models
 from webui.options import MODEL_KEY, PRESET_KEY, VAE_KEY
 from webui.server_state import ServerState
 from webui.worker import QueueFullError
@@ -105,6 +107,9 @@ def build_options_router(state: ServerState) -> APIRouter:
         except OSError as error:  # the settings file could not be written: nothing was changed
             raise HTTPException(status_code=500, detail=f"Could not save the settings to "
                                                         f"{state.options.settings_file!r}: {error}; nothing changed.") from None
+        # keep-in-memory turned off frees the interrogation models now; off the event loop, as it waits for a
+        # running interrogation to end
+        await run_in_threadpool(release_unkept_interrogation_models, state, checked)
         return None
 
     return router

@@ -57,10 +57,14 @@ def status_line(state: ServerState) -> str:
 
 def apply_settings(state: ServerState, values: dict) -> str:
     """Check and apply option changes from the form (`/sdapi/v1/options` keys); gr.Error naming the bad value."""
+    from webui.interrogation import release_unkept_interrogation_models
+
     try:
-        state.options.apply(state.options.check_update(values), whole_form=True)
+        checked = state.options.check_update(values)
+        state.options.apply(checked, whole_form=True)
     except (ValueError, OSError) as error:
         raise refused(str(error)) from None
+    release_unkept_interrogation_models(state, checked)
     return "Settings applied."
 
 
