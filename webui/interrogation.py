@@ -20,8 +20,10 @@ if TYPE_CHECKING:
     from webui.server_state import ServerState
     from webui.worker import Job
 
-__all__ = ["CAPTION_APP", "interrogate_now", "deepbooru_now", "interrogation_models_held",
-           "release_unkept_interrogation_models", "submit_interrogation", "submit_deepbooru_interrogation"]
+# CAPTION_APP is imported from here by the CLI and the tabs; the captioner that holds its models is its own module
+__all__ = ["CAPTION_APP", "DEEPBOORU_FLAG", "DEEPBOORU_UNAVAILABLE", "DeepbooruUnavailableError", "KEEP_KEY",
+           "deepbooru_now", "interrogate_now", "interrogation_models_held", "release_unkept_interrogation_models",
+           "submit_deepbooru_interrogation", "submit_interrogation"]
 
 KEEP_KEY = "interrogate_keep_models_in_memory"
 
@@ -106,11 +108,11 @@ def interrogate_now(state: ServerState, image, settings=None) -> str:
     return join_terms(caption, state.interrogator.terms(image, settings), settings.return_ranks)
 
 
-def release_unkept_interrogation_models(state: ServerState, changes: dict) -> None:
-    """After option `changes` were applied: when they turn Settings > Interrogate's keep-in-memory off, free the
-    caption, CLIP and DeepBooru models now (or when the interrogation running ends, which this waits for; a job
-    holding them drops them at its end) rather than at their next use. Call it off the event loop."""
-    if changes.get(KEEP_KEY) is not False:
+def release_unkept_interrogation_models(state: ServerState, kept_before: bool) -> None:
+    """After an options change: when it turned Settings > Interrogate's keep-in-memory off (`kept_before`: its value
+    before), free the caption, CLIP and DeepBooru models now (or when the interrogation running ends, which this waits
+    for; a job holding them drops them at its end) rather than at their next use. Call it off the event loop."""
+    if not kept_before or state.options.get(KEEP_KEY):
         return
     for model in (state.captioner, state.interrogator, state.deepbooru):
         if model is not None:

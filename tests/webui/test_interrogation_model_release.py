@@ -99,7 +99,9 @@ def test_the_settings_tab_turning_it_off_frees_them_too(http, running, loaded, c
     set_options(http, **{KEEP: True})
     assert http.post("/sdapi/v1/interrogate", json={"image": png_base64(circle)}).status_code == 200
     assert alive(loaded) == {"caption": 1, "clip": 1}
-    apply_settings(state, {KEEP: False})
+    apply_settings(state, {KEEP: True, "interrogate_return_ranks": False})  # the form sends every field: kept on
+    assert alive(loaded) == {"caption": 1, "clip": 1}
+    apply_settings(state, {KEEP: False, "interrogate_return_ranks": False})
     assert alive(loaded) == {"caption": 0, "clip": 0}
 
 

@@ -133,4 +133,5 @@ def run_prompt_script(script, config, pipe, params, output, args: argparse.Names
     result = run_with_progress(lambda **hooks: script.run(pipe, params, config, **hooks, **script_context(args)),
                                params.steps)
     paths = save(result) if save is not None else [*result.save_grids(output, writing), *result.save(output, writing)]
-    return report_written(paths, result.interrupted, f"kept {len(result.samples.images)} image(s) of the {script.TITLE}")
+    return report_written(paths, result.interrupted,
+                          f"kept {len(result.samples.images)} image(s) of the {script.TITLE}")
