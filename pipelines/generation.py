@@ -18,6 +18,11 @@ from mixkit import __version__
 from mixkit.models.diffusion import DiffusionModel, ModelFamily
 
 
+# The suffixes A1111 appends to a result's file stem for the copies its Settings > Saving keep
+BEFORE_FACE_RESTORATION = "-before-face-restoration"
+BEFORE_COLOR_CORRECTION = "-before-color-correction"
+
+
 @dataclass
 class GenerationResult:
     images: list = field(default_factory=list)
@@ -51,10 +56,18 @@ class GenerationResult:
             if index in kept:
                 own[position] = kept[index]
 
+    def kept_copies(self, index: int) -> list[tuple[Any, str]]:
+        """Image `index`'s copies kept from before face restoration / colour correction, each with the suffix A1111's
+        `save_image(..., suffix=...)` appends to the result's file stem ("-before-face-restoration", ...)."""
+        return [(kept[index], suffix) for kept, suffix in ((self.before_face_restoration, BEFORE_FACE_RESTORATION),
+                                                            (self.before_color_correction, BEFORE_COLOR_CORRECTION))
+                if index in kept]
+
     def save(self, folder: str | os.PathLike, writing=None) -> list:
         """Write each image as PNG with its infotext; returns the paths (names: counter-seed.png). An image kept from
         before face restoration is written next to its result as counter-seed-before-face-restoration.png (A1111's
-        suffix), one from before colour correction as counter-seed-before-color-correction.png, not counted in the paths returned.
+        suffix), one from before colour correction as counter-seed-before-color-correction.png, not counted in the
+        paths returned.
 
         `writing` (`pipelines.png.InfotextWriting`; None: in the PNG only): in the PNG chunk, a `.txt` beside it."""
         from pipelines.png import PNG_ONLY, save_png, save_png_numbered
@@ -64,28 +77,32 @@ class GenerationResult:
         for index, (image, seed, infotext) in enumerate(zip(self.images, self.seeds, self.infotexts)):
             path = save_png_numbered(image, folder, seed, infotext, writing=writing)
             paths.append(path)
-            if index in self.before_face_restoration:
-                save_png(self.before_face_restoration[index], path.with_name(f"{path.stem}-before-face-restoration.png"),
-                         infotext, replace=False, writing=writing)
-            if index in self.before_color_correction:
-                save_png(self.before_color_correction[index], path.with_name(f"{path.stem}-before-color-correction.png"),
-                         infotext, replace=False, writing=writing)
+            for kept, suffix in self.kept_copies(index):
+                save_png(kept, path.with_name(f"{path.stem}{suffix}.png"), infotext, replace=False, writing=writing)
         return paths
 
     def save_as(self, path: str | os.PathLike, writing=None) -> list:
         """Write the images to a PNG file name of the caller's choosing (with infotext, as `save`): one image as
         `path` itself, several as `<stem>-1.png`, `<stem>-2.png`, ... beside it. Existing files of those names are
-        replaced (each atomically), as a tool told to write `cat.png` is expected to do."""
+        replaced (each atomically), as a tool told to write `cat.png` is expected to do. A copy kept from before face
+        restoration or colour correction goes beside its image as `<its stem>-before-color-correction.png` (A1111's
+        suffix on the result's own name: `cat.png` -> `cat-before-color-correction.png`), never in its place; the
+        copies are not among the paths returned."""
         from pipelines.png import PNG_ONLY, save_png
 
         path = Path(path)
         check_png_file_name(path)
+        writing = writing or PNG_ONLY
         if len(self.images) == 1:
             targets = [path]
         else:
             targets = [path.with_name(f"{path.stem}-{n}{path.suffix}") for n in range(1, len(self.images) + 1)]
-        return [save_png(image, target, infotext, writing=writing or PNG_ONLY)
-                for image, target, infotext in zip(self.images, targets, self.infotexts)]
+        paths = []
+        for index, (image, target, infotext) in enumerate(zip(self.images, targets, self.infotexts)):
+            paths.append(save_png(image, target, infotext, writing=writing))
+            for kept, suffix in self.kept_copies(index):
+                save_png(kept, target.with_name(f"{target.stem}{suffix}.png"), infotext, writing=writing)
+        return paths
 
 
 def check_png_file_name(path: str | os.PathLike) -> None:

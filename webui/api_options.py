@@ -9,8 +9,10 @@ those loads succeeded, so a failed load leaves them unchanged.
 from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Request
+from starlette.concurrency import run_in_threadpool
 
 from webui.api import queue_full, unprocessable, wait_for_job
+from webui.interrogation import KEEP_KEY, release_unkept_interrogation_models
 from webui.options import MODEL_KEY, PRESET_KEY, VAE_KEY
 from webui.server_state import ServerState
 from webui.worker import QueueFullError
@@ -100,11 +102,15 @@ def build_options_router(state: ServerState) -> APIRouter:
             except (ValueError, TypeError, OSError, RuntimeError) as error:
                 raise HTTPException(status_code=422, detail=f"Could not load VAE {vae!r}: {error}; "
                                                             f"still using {state.holder.vae_name!r}.") from None
+        kept = bool(state.options.get(KEEP_KEY))
         try:
             state.options.apply(checked)
         except OSError as error:  # the settings file could not be written: nothing was changed
             raise HTTPException(status_code=500, detail=f"Could not save the settings to "
                                                         f"{state.options.settings_file!r}: {error}; nothing changed.") from None
+        # keep-in-memory turned off frees the interrogation models now; off the event loop, as it waits for a
+        # running interrogation to end
+        await run_in_threadpool(release_unkept_interrogation_models, state, kept)
         return None
 
     return router

@@ -14,12 +14,18 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from mixkit.interrogate.deepbooru import A1111_FILE_NAME, A1111_FOLDER, A1111_URL
+from webui.interrogation_captioner import CAPTION_APP
 
 if TYPE_CHECKING:
     from webui.server_state import ServerState
     from webui.worker import Job
 
-CAPTION_APP = "image2text_generation"
+# CAPTION_APP is imported from here by the CLI and the tabs; the captioner that holds its models is its own module
+__all__ = ["CAPTION_APP", "DEEPBOORU_FLAG", "DEEPBOORU_UNAVAILABLE", "DeepbooruUnavailableError", "KEEP_KEY",
+           "deepbooru_now", "interrogate_now", "interrogation_models_held", "release_unkept_interrogation_models",
+           "submit_deepbooru_interrogation", "submit_interrogation"]
+
+KEEP_KEY = "interrogate_keep_models_in_memory"
 
 
 def submit_interrogation(state: ServerState, image, *, owner: str | None = None, session: str | None = None) -> Job:
@@ -82,10 +88,10 @@ def deepbooru_now(state: ServerState, image, settings=None, keep: bool | None = 
 @contextlib.contextmanager
 def interrogation_models_held(state: ServerState):
     """Around a job that may interrogate many pictures (Loopback's loops, the Extras tab's Caption over a batch): the
-    server's CLIP and DeepBooru models load at most once for the whole job, and are dropped when it ends unless
-    Settings > Interrogate keeps them in memory (`mixkit.interrogate.holding`). Holding loads nothing."""
+    server's caption, CLIP and DeepBooru models load at most once for the whole job, and are dropped when it ends
+    unless Settings > Interrogate keeps them in memory (`mixkit.interrogate.holding`). Holding loads nothing."""
     with contextlib.ExitStack() as stack:
-        for model in (state.interrogator, state.deepbooru):
+        for model in (state.captioner, state.interrogator, state.deepbooru):
             if model is not None:
                 stack.enter_context(model.held())
         yield
@@ -98,5 +104,16 @@ def interrogate_now(state: ServerState, image, settings=None) -> str:
     from mixkit.interrogate import join_terms
 
     settings = settings or state.options.interrogate_settings()
-    caption = state.run_app(CAPTION_APP, {"image": image}, settings.caption_options())["text"]
+    caption = state.captioner.caption(image, settings.caption_options(), settings.keep_models_in_memory)
     return join_terms(caption, state.interrogator.terms(image, settings), settings.return_ranks)
+
+
+def release_unkept_interrogation_models(state: ServerState, kept_before: bool) -> None:
+    """After an options change: when it turned Settings > Interrogate's keep-in-memory off (`kept_before`: its value
+    before), free the caption, CLIP and DeepBooru models now (or when the interrogation running ends, which this waits
+    for; a job holding them drops them at its end) rather than at their next use. Call it off the event loop."""
+    if not kept_before or state.options.get(KEEP_KEY):
+        return
+    for model in (state.captioner, state.interrogator, state.deepbooru):
+        if model is not None:
+            model.release()

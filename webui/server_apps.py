@@ -28,6 +28,12 @@ class ServerApps:
             model["source"] = configured.get(role, model["default"])
         return description
 
+    def release_app(self, name: str) -> int:
+        """Drop app `name`'s models from AppFlow's process-wide cache (its flow stays; its next run loads them again,
+        as does any other flow that shared them); returns how many were dropped, 0 when the app never ran."""
+        flow = self._flows.get(name)
+        return 0 if flow is None else flow.release()
+
     def submit_app(self, name: str, inputs: dict, options: dict | None = None, *, session: str | None = None,
                    owner: str | None = None, keep_on_disconnect: bool = False) -> Job:
         """Queue one run of app `name` with decoded inputs; the flow (and its models) is built once per app.

@@ -60,6 +60,10 @@ class ServerState(ServerModels, PromptLibraries, ServerJobs, ServerApps):
 
             self.controlnets = ControlNetModels(config.controlnet_dir)
         self._flows: dict[str, object] = {}
+        from webui.interrogation_captioner import InterrogationCaptioner
+
+        # Interrogate CLIP's caption app, its models dropped after each caption unless kept in memory
+        self.captioner = InterrogationCaptioner(self)
         from mixkit.interrogate import ClipInterrogator
 
         # Interrogate CLIP's word-list ranker; its CLIP loads on the first interrogation (`webui.api_interrogate`)

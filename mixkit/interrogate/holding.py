@@ -32,6 +32,15 @@ class HeldBetweenUses:
         if not keep and not self._holds:
             self._drop()
 
+    def release(self) -> None:
+        """Free the model as soon as nothing uses it, whatever the last use asked: now when idle, else when the running
+        use ends (this waits for it) or the open `held()` blocks end. For keep-in-memory turned off: without this the
+        model a kept use left loaded would stay until its next use, which may never come."""
+        with self._lock:
+            self._keep_after_use = False
+            if not self._holds:
+                self._drop()
+
     @contextlib.contextmanager
     def held(self):
         """Keep the model loaded between uses until the block ends (blocks nest, and may run in several threads);

@@ -55,12 +55,17 @@ class ScriptResult(GenerationResult):
         return [save_png(image, next_grid_path(folder, self.grid_prefix), text or None, writing=writing or PNG_ONLY)
                 for image, text in self.grids()]
 
+    def sample_images(self) -> GenerationResult:
+        """Every image the script generated (with the copies kept from before face restoration / colour correction):
+        `samples`, else the images after the grids."""
+        if self.samples is not None:
+            return self.samples
+        first = self.index_of_first_image
+        return GenerationResult(self.images[first:], self.seeds[first:], self.infotexts[first:])
+
     def save(self, folder: str | os.PathLike, writing=None) -> list:
         """The generated images (every sample), as `GenerationResult.save` names them; grids: `save_grids`."""
-        first = self.index_of_first_image
-        samples = self.samples if self.samples is not None else GenerationResult(
-            self.images[first:], self.seeds[first:], self.infotexts[first:])
-        return samples.save(folder, writing)
+        return self.sample_images().save(folder, writing)
 
 
 @dataclass(frozen=True)

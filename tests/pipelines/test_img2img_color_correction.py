@@ -115,3 +115,26 @@ def test_a_copy_from_before_the_correction_is_kept_pasted_back_and_saved(i2i, tm
         assert np.array_equal(np.asarray(before.convert("RGB")), np.asarray(plain.images[0]))
     # without the correction there is nothing to keep
     assert i2i(save_images_before_color_correction=True, **common).before_color_correction == {}
+
+
+def test_save_as_writes_the_copy_beside_a_chosen_file_name_without_touching_the_result(i2i, tmp_path):
+    """`-o cat.png`: the copy is `cat-before-color-correction.png` (A1111's suffix on the result's own name); with
+    several images each gets its own copy, and the results are the corrected images."""
+    common = dict(init_images=[tinted()], denoising_strength=0.75, color_correction=True,
+                  save_images_before_color_correction=True, **SMALL)
+    one = i2i(**common)
+    assert one.save_as(tmp_path / "cat.png") == [tmp_path / "cat.png"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cat-before-color-correction.png", "cat.png"]
+    with Image.open(tmp_path / "cat.png") as result, Image.open(tmp_path / "cat-before-color-correction.png") as before:
+        assert np.array_equal(np.asarray(result.convert("RGB")), np.asarray(one.images[0]))
+        assert np.array_equal(np.asarray(before.convert("RGB")), np.asarray(one.before_color_correction[0]))
+        assert not np.array_equal(np.asarray(result.convert("RGB")), np.asarray(before.convert("RGB")))
+        assert before.text["parameters"] == result.text["parameters"] == one.infotexts[0]
+    two = i2i(**{**common, "batch_size": 2})
+    folder = tmp_path / "two"
+    assert two.save_as(folder / "dog.png") == [folder / "dog-1.png", folder / "dog-2.png"]
+    assert sorted(p.name for p in folder.iterdir()) == ["dog-1-before-color-correction.png", "dog-1.png",
+                                                        "dog-2-before-color-correction.png", "dog-2.png"]
+    for n in (1, 2):
+        with Image.open(folder / f"dog-{n}-before-color-correction.png") as before:
+            assert np.array_equal(np.asarray(before.convert("RGB")), np.asarray(two.before_color_correction[n - 1]))

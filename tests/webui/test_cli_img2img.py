@@ -157,3 +157,20 @@ def test_save_before_color_correction_writes_the_uncorrected_copy_beside(tiny_sd
                 seed=21)
     before = path.replace(".png", "-before-color-correction.png")
     assert Image.open(before).convert("RGB").tobytes() == plain.images[0].tobytes()
+
+
+def test_save_before_color_correction_with_an_output_file_name(tiny_sd1_dir, files, tmp_path, capsys, i2i):
+    """-o cat.png: the copy is cat-before-color-correction.png beside it (it was not written at all), and cat.png is
+    the corrected image."""
+    code = main(["img2img", str(files / "init.png"), "a red circle", "--model", str(tiny_sd1_dir),
+                 "--denoising-strength", "0.6", "--color-correction", "--save-before-color-correction",
+                 "-o", str(tmp_path / "cat.png"), *ARGS])
+    assert code == 0
+    assert written(capsys) == [str(tmp_path / "cat.png")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cat-before-color-correction.png", "cat.png"]
+    common = dict(prompt="a red circle", init_images=[Image.open(files / "init.png")], denoising_strength=0.6,
+                  steps=4, seed=21)
+    corrected, plain = i2i(color_correction=True, **common), i2i(**common)
+    assert Image.open(tmp_path / "cat.png").convert("RGB").tobytes() == corrected.images[0].tobytes()
+    before = Image.open(tmp_path / "cat-before-color-correction.png")
+    assert before.convert("RGB").tobytes() == plain.images[0].tobytes() != corrected.images[0].tobytes()

@@ -165,3 +165,31 @@ def test_scale_by_sizes_each_input_from_its_own_size(tiny_sd1_dir, folders, caps
     written = _batch(capsys, "--input-dir", str(folders / "in"), "--model", str(tiny_sd1_dir), *RUN, "--scale-by", "1.5",
                      "-o", str(folders / "o"))
     assert [Image.open(path).size for path in written] == [(96, 96), (104, 96)]
+
+
+def test_before_color_correction_copies_are_named_after_each_output_and_never_replace_one(tiny_sd1_dir, tmp_path,
+                                                                                           capsys):
+    """The copy of `a.png`'s result is `a-before-color-correction.png`; an input already named so (it sorts first,
+    and its result takes that name) pushes the copy on to `-1`, as a taken result name is."""
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    inputs.mkdir()
+    rng = np.random.default_rng(2)
+    for name in ("a-before-color-correction.png", "a.png"):
+        Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(inputs / name)
+    written = _batch(capsys, "--input-dir", str(inputs), "a cat", "--model", str(tiny_sd1_dir), *RUN,
+                     "--denoising-strength", "0.7", "--color-correction", "--save-before-color-correction",
+                     "--output-dir", str(out))
+    assert written == [str(out / "a-before-color-correction.png"), str(out / "a.png")]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "a-before-color-correction-1.png", "a-before-color-correction-before-color-correction.png",
+        "a-before-color-correction.png", "a.png"]
+    pipe = ImageToImage.from_pretrained(tiny_sd1_dir)
+    common = dict(prompt="a cat", steps=2, seed=7, sampler="Euler", cfg_scale=5, denoising_strength=0.7)
+    for source, result, copy in (("a-before-color-correction.png", "a-before-color-correction.png",
+                                  "a-before-color-correction-before-color-correction.png"),
+                                 ("a.png", "a.png", "a-before-color-correction-1.png")):
+        init = Image.open(inputs / source)
+        corrected = pipe(init_images=[init], color_correction=True, **common)
+        plain = pipe(init_images=[init], **common)
+        assert Image.open(out / result).convert("RGB").tobytes() == corrected.images[0].tobytes()
+        assert Image.open(out / copy).convert("RGB").tobytes() == plain.images[0].tobytes()

@@ -89,13 +89,6 @@ def test_bad_scripts_are_refused_before_the_model_loads(init, tmp_path, capsys, 
     assert sorted(path.name for path in tmp_path.iterdir()) == ["list.txt"]
 
 
-def test_a_script_on_a_folder_is_refused(tmp_path, capsys, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "in").mkdir()
-    code = main(["img2img", "a cat", "--input-dir", str(tmp_path / "in"), "--model", "m", "--xyz-x", "Steps:1,2"])
-    assert code == 2 and "--xyz-x/y/z runs on one IMAGE; leave out --input-dir" in capsys.readouterr().err
-
-
 @pytest.mark.parametrize("flags, images", [
     (["--loopback", "2"], 2 + 1),  # the loops, then their grid
     (["--xyz-x", "Steps:1,2"], 2 + 1),

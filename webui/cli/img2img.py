@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     if args.input_dir is not None:
         from webui.cli.img2img_batch import run_batch
 
-        return run_batch(args, infotext_keys)
+        return run_batch(args, infotext_keys, script)
     image = read_init_image(args.image)
     mask = None if args.mask is None else read_mask(args.mask, "--mask")
     latent_mask = None if args.latent_mask is None else read_mask(args.latent_mask, "--latent-mask")

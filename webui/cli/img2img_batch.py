@@ -7,7 +7,8 @@ input `cat-1.png`, `cat-2.png`, ... (its `[generation_number]`), and a name alre
 mask uses it for every input, as A1111 does). `--png-info` is A1111's "PNG info" option: each input's own infotext
 (or that of the file of the same name in `--png-info-dir`) gives the chosen settings, its prompts appended to the
 command's. Every input, mask and infotext is read and checked before the first generation, so a bad file in the
-folder stops the run before any work, naming the file.
+folder stops the run before any work, naming the file. A script (--xyz-x, --prompt-matrix, --prompts-from-file,
+--loopback, --sd-upscale) runs on every input in turn (`webui.cli.img2img_batch_scripts`).
 """
 
 from __future__ import annotations
@@ -205,12 +206,21 @@ def free_name(folder: Path, stem: str, taken: set[Path]) -> Path:
 
 def save_named(result, folder: Path, stem: str, taken: set[Path], writing=None) -> list[Path]:
     """Save one input's images as A1111's batch names them: `stem.png`, or `stem-1.png`, ... for several; the
-    infotext where `writing` says (`pipelines.png.InfotextWriting`; None: in the PNG)."""
+    infotext where `writing` says (`pipelines.png.InfotextWriting`; None: in the PNG). A copy kept from before face
+    restoration or colour correction goes beside its image as `<its name>-before-color-correction.png` (A1111's
+    suffix), numbered on like the results when that name is taken, so it never replaces a result or another input's
+    file."""
     from pipelines.png import PNG_ONLY, save_png
 
+    writing = writing or PNG_ONLY
     stems = [stem] if len(result.images) == 1 else [f"{stem}-{n}" for n in range(1, len(result.images) + 1)]
-    return [save_png(image, free_name(folder, name, taken), infotext, writing=writing or PNG_ONLY)
-            for image, name, infotext in zip(result.images, stems, result.infotexts)]
+    paths = []
+    for index, (image, name, infotext) in enumerate(zip(result.images, stems, result.infotexts)):
+        path = save_png(image, free_name(folder, name, taken), infotext, writing=writing)
+        paths.append(path)
+        for kept, suffix in result.kept_copies(index):
+            save_png(kept, free_name(folder, f"{path.stem}{suffix}", taken), infotext, replace=False, writing=writing)
+    return paths
 
 
 def per_input(params, item: BatchInput, image, mask, size: dict):
@@ -218,8 +228,9 @@ def per_input(params, item: BatchInput, image, mask, size: dict):
     return replace(params, init_images=[image], mask=mask, **size, **item.settings)
 
 
-def run_batch(args: argparse.Namespace, infotext_keys: dict | None) -> int:
-    """Check every input, load the model once, then redraw and save each input in name order."""
+def run_batch(args: argparse.Namespace, infotext_keys: dict | None, script=None) -> int:
+    """Check every input, load the model once, then redraw and save each input in name order; `script`
+    (`webui.cli.img2img_scripts.Img2ImgScript`) runs on each input instead of one generation when given."""
     from pipelines.controlnet import ControlImg2ImgParams
     from pipelines.img2img import ImageToImage, Img2ImgParams, check_img2img_params
     from pipelines.params import GenerationLimits
@@ -229,12 +240,16 @@ def run_batch(args: argparse.Namespace, infotext_keys: dict | None) -> int:
     from webui.cli.generate import check_before_load, generate_and_save, generation_fields, load_pipeline
     from webui.cli.img2img import (check_mask_fits, default_size, img2img_fields, init_size, read_init_image, read_mask,
                                    with_controlnets)
+    from webui.cli.img2img_batch_scripts import check_batch_script_images, save_script_named
     from webui.cli.infotext_flags import infotext_writing_of
 
-    # 1. Every input, mask and infotext read and checked, with the flags, before the model loads
+    # 1. Every input, mask and infotext read and checked, with the flags (and the script's plan), before the model loads
     inputs = batch_inputs(args)
     writing = infotext_writing_of(args)
     specs, catalog = controlnet_specs(args, infotext_keys, img2img=True)
+    if specs and script is not None:
+        raise ValueError(f"{script.flag} cannot be combined with ControlNet units (as the API's scripts); leave out "
+                         "one.")
     limits = GenerationLimits()
     params_class = ControlImg2ImgParams if specs else Img2ImgParams
     base = params_class(**generation_fields(args), **img2img_fields(args))
@@ -248,7 +263,7 @@ def run_batch(args: argparse.Namespace, infotext_keys: dict | None) -> int:
         image = read_init_image(str(item.file))
         return image, None if item.mask is None else read_mask(str(item.mask), "--mask-dir")
 
-    first = None
+    first, script_images = None, []
     for item in inputs:
         image, mask = pictures(item)
         if mask is not None:
@@ -257,9 +272,16 @@ def run_batch(args: argparse.Namespace, infotext_keys: dict | None) -> int:
             params = per_input(base, item, image, mask, default_size(args, image, str(item.file), 8, limits))
             with errors_in_flag_terms():
                 check(params)
+                if script is not None:
+                    script_images.append(script.check(params, check, args))
         except (ValueError, TypeError) as error:
             raise type(error)(f"--input-dir {item.file.name}: {error}") from None
         first = first or params
+    if script is not None:  # the cap counts the whole batch, as one job
+        from pipelines.scripts.image_budget import script_image_cap
+        from webui.cli.script_image_cap import script_image_context
+
+        check_batch_script_images(script.module.TITLE, script_images, script_image_cap(script_image_context(args)))
     args.output = str(Path(args.output_dir or args.output)) + "/"  # a folder, proven writable by check_before_load
     output, _ = check_before_load(args, first, check)
     check_unit_families(specs, catalog, args.model)
@@ -280,9 +302,14 @@ def run_batch(args: argparse.Namespace, infotext_keys: dict | None) -> int:
         print(f"[{number}/{len(inputs)}] {item.file.name}", file=sys.stderr)
         image, mask = pictures(item)
         params = per_input(base, item, image, mask, default_size(args, image, str(item.file), grid, limits))
-        code = generate_and_save(pipe, params, output, False,
-                                 save=lambda result, stem=item.file.stem: save_named(result, output, stem, taken,
-                                                                                     writing))
+        if script is not None:
+            code = script.run(pipe, params, output, args, writing,
+                              save=lambda result, stem=item.file.stem: save_script_named(result, output, stem, taken,
+                                                                                         writing))
+        else:
+            code = generate_and_save(pipe, params, output, False,
+                                     save=lambda result, stem=item.file.stem: save_named(result, output, stem, taken,
+                                                                                         writing))
         if code:
             print(f"mixkit: stopped after {number} of {len(inputs)} inputs", file=sys.stderr)
             return code

@@ -3,9 +3,10 @@ Prompt matrix (`--prompt-matrix`), Prompts from file or textbox (`--prompts-from
 (`--sd-upscale`, webui.cli.sd_upscale_flags).
 
 The flags are `mixkit generate`'s for the three shared scripts (webui.cli.xyz_flags, webui.cli.prompt_script_flags)
-and webui.cli.loopback_flags' for Loopback. As A1111 (and the API) one script runs per generation, on one IMAGE,
-without ControlNet units; every choice is checked, with every call the script will make, before the model loads,
-and the script writes its grid(s) and images into the -o folder.
+and webui.cli.loopback_flags' for Loopback. As A1111 (and the API) one script runs per generation, without ControlNet
+units: on IMAGE, or with --input-dir on every image of the folder in turn (A1111's img2img Batch runs the chosen script
+for each input; webui.cli.img2img_batch_scripts). Every choice is checked, with every call the script will make,
+before the model loads, and the script writes its grid(s) and images into the -o folder.
 """
 
 from __future__ import annotations
@@ -32,62 +33,67 @@ class Img2ImgScript:
         picture per batch count, so a file name works for it."""
         return self.flag != "--sd-upscale"
 
-    def check(self, params, check: Callable, args: argparse.Namespace) -> None:
-        """The script's plan on the command's params, and `check` (the command's limits) on every call it makes."""
+    def check(self, params, check: Callable, args: argparse.Namespace) -> int:
+        """The script's plan on the command's params, and `check` (the command's limits) on every call it makes;
+        returns how many images the plan generates (what --max-script-images counts)."""
         from webui.cli.script_image_cap import script_image_context
 
         cap = script_image_context(args)  # --max-script-images, for every script
         if self.flag == "--sd-upscale":
             from webui.cli.sd_upscale_flags import check_sd_upscale_run
 
-            check_sd_upscale_run(params, self.config, **cap)
-        elif self.flag == "--loopback":
+            return check_sd_upscale_run(params, self.config, **cap)
+        if self.flag == "--loopback":
             from dataclasses import replace
 
             from pipelines.scripts.loopback import planned_params
             from webui.cli.loopback_flags import cli_deepbooru, cli_interrogator
 
-            if self.config.append_interrogation == "CLIP":
+            # built once: a batch checks every input with the same interrogator, which keeps its CLIP loaded
+            if self.config.append_interrogation == "CLIP" and self.interrogate is None:
                 self.interrogate = cli_interrogator(args, args.device)
-            if self.config.append_interrogation == "DeepBooru":
+            if self.config.append_interrogation == "DeepBooru" and self.deepbooru is None:
                 self.deepbooru = cli_deepbooru(args, args.device)
             for loop in planned_params(params, self.config, interrogate=self.interrogate, deepbooru=self.deepbooru,
                                        **cap):
                 check(replace(loop))
-        elif self.flag == "--xyz-x/y/z":
+            return self.config.loops * params.batch_count  # one image per loop of each batch (`check_loop_images`)
+        if self.flag == "--xyz-x/y/z":
             from webui.cli.xyz_flags import check_xyz_plot
 
-            check_xyz_plot(self.config, params, kind="img2img", check=check, **cap)
-        else:
-            from webui.cli.prompt_script_flags import check_prompt_script
+            return check_xyz_plot(self.config, params, kind="img2img", check=check, **cap)
+        from webui.cli.prompt_script_flags import check_prompt_script
 
-            check_prompt_script(self.module, self.config, params, check, args)
+        return check_prompt_script(self.module, self.config, params, check, args)
 
-    def run(self, pipe, params, output, args: argparse.Namespace, writing=None, output_is_file: bool = False) -> int:
-        """Run the script with a progress bar and Ctrl-C as Interrupt; write its grid(s) then its images."""
+    def run(self, pipe, params, output, args: argparse.Namespace, writing=None, output_is_file: bool = False,
+            save: Callable | None = None) -> int:
+        """Run the script with a progress bar and Ctrl-C as Interrupt; write its grid(s) then its images, or hand the
+        result to `save(result) -> paths` (the img2img batch names them after the input)."""
         from webui.cli.script_image_cap import script_image_context
 
         cap = script_image_context(args)  # the run checks its plan again, with the same cap
         if self.flag == "--sd-upscale":
             from webui.cli.sd_upscale_flags import run_sd_upscale
 
-            return run_sd_upscale(pipe, params, self.config, output, output_is_file, writing, **cap)
+            return run_sd_upscale(pipe, params, self.config, output, output_is_file, writing, save=save, **cap)
         if self.flag == "--loopback":
             from webui.cli.loopback_flags import run_loopback
 
-            return run_loopback(pipe, params, self.config, output, writing, self.interrogate, self.deepbooru, **cap)
+            return run_loopback(pipe, params, self.config, output, writing, self.interrogate, self.deepbooru,
+                                save=save, **cap)
         if self.flag == "--xyz-x/y/z":
             from webui.cli.xyz_flags import run_xyz_plot
 
-            return run_xyz_plot(pipe, params, self.config, output, writing, kind="img2img", **cap)
+            return run_xyz_plot(pipe, params, self.config, output, writing, kind="img2img", save=save, **cap)
         from webui.cli.prompt_script_flags import run_prompt_script
 
-        return run_prompt_script(self.module, self.config, pipe, params, output, args, writing)
+        return run_prompt_script(self.module, self.config, pipe, params, output, args, writing, save=save)
 
 
 def img2img_script_of(args: argparse.Namespace) -> Img2ImgScript | None:
-    """The script the flags ask for, its settings checked (ValueError naming the flag), or None; two scripts, or a
-    script with --input-dir, are refused."""
+    """The script the flags ask for, its settings checked (ValueError naming the flag), or None; two scripts are
+    refused. With --input-dir the script runs on every input (`webui.cli.img2img_batch_scripts`)."""
     from pipelines.scripts import loopback, xyz_plot
     from webui.cli.loopback_flags import loopback_config_of
     from webui.cli.prompt_script_flags import prompt_script_of
@@ -105,8 +111,6 @@ def img2img_script_of(args: argparse.Namespace) -> Img2ImgScript | None:
     if len(chosen) > 1:
         raise ValueError(f"{chosen[0]} and {chosen[1]} are two scripts; A1111 runs one script per generation, so give "
                          "one.")
-    if chosen and args.input_dir is not None:
-        raise ValueError(f"{chosen[0]} runs on one IMAGE; leave out --input-dir (or run the script per image).")
     if upscaling:
         from pipelines.scripts import sd_upscale
 

@@ -58,8 +58,6 @@ def loopback_config_of(args: argparse.Namespace):
             raise ValueError(f"{', '.join(given)} set{'s' if len(given) == 1 else ''} up Loopback; add --loopback "
                              "LOOPS, or leave out " + " and ".join(given))
         return None
-    if args.input_dir is not None:
-        raise ValueError("--loopback runs on one IMAGE; leave out --input-dir (or run Loopback per image).")
     if args.batch_size != 1:  # the API takes and ignores it, as A1111's script; a typed flag is not ignored here
         raise ValueError(f"--loopback draws one image per loop; leave out --batch-size {args.batch_size} (use "
                          "--batch-count for separate runs of the loops).")
@@ -113,9 +111,10 @@ def cli_deepbooru(args: argparse.Namespace, device: str | None):
     return deepbooru_tagger(args.deepdanbooru_models_path, device)
 
 
-def run_loopback(pipe, params, config, output, writing=None, interrogate=None, deepbooru=None, **cap) -> int:
-    """Run the loops with a progress bar and Ctrl-C as Interrupt; write the grid, then every loop's image; print the
-    paths."""
+def run_loopback(pipe, params, config, output, writing=None, interrogate=None, deepbooru=None, save=None,
+                 **cap) -> int:
+    """Run the loops with a progress bar and Ctrl-C as Interrupt; write the grid, then every loop's image (or
+    `save(result) -> paths`); print the paths."""
     from pipelines.scripts import loopback
     from webui.cli.progress import report_written, run_with_progress
 
@@ -123,5 +122,5 @@ def run_loopback(pipe, params, config, output, writing=None, interrogate=None, d
     result = run_with_progress(lambda **hooks: loopback.run(pipe, params, config, interrogate=interrogate,
                                                              deepbooru=deepbooru, **cap, **hooks),
                                params.steps * total)
-    return report_written([*result.save_grids(output, writing), *result.save(output, writing)], result.interrupted,
-                          f"kept {len(result.samples.images)} of {total} loop image(s)")
+    paths = save(result) if save is not None else [*result.save_grids(output, writing), *result.save(output, writing)]
+    return report_written(paths, result.interrupted, f"kept {len(result.samples.images)} of {total} loop image(s)")

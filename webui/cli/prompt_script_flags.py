@@ -108,9 +108,11 @@ def script_context(args: argparse.Namespace) -> dict:
     return {**context, "styles": StyleLibrary(args.styles_file)}
 
 
-def check_prompt_script(script, config, params, check, args: argparse.Namespace) -> None:
+def check_prompt_script(script, config, params, check, args: argparse.Namespace) -> int:
     """The script's plan on the command's params, and `check` (the command's limits) on every call it will make
-    (a list's errors name its line)."""
+    (a list's errors name its line); returns how many images the calls generate (what the script-image cap counts)."""
+    from pipelines.scripts.image_budget import images_of_calls
+
     planned = script.planned_params(params, config, **script_context(args))
     lines = [job.number for job in getattr(config, "jobs", ())]
     for index, call in enumerate(planned):
@@ -120,13 +122,16 @@ def check_prompt_script(script, config, params, check, args: argparse.Namespace)
             if not lines:
                 raise
             raise type(error)(f"--prompts-from-file {args.prompts_from_file}, line {lines[index]}: {error}") from None
+    return images_of_calls(planned)
 
 
-def run_prompt_script(script, config, pipe, params, output, args: argparse.Namespace, writing=None) -> int:
-    """Run the script with a progress bar and Ctrl-C as Interrupt; write its grid, then its images; print the paths."""
+def run_prompt_script(script, config, pipe, params, output, args: argparse.Namespace, writing=None, save=None) -> int:
+    """Run the script with a progress bar and Ctrl-C as Interrupt; write its grid, then its images (or
+    `save(result) -> paths`); print the paths."""
     from webui.cli.progress import report_written, run_with_progress
 
     result = run_with_progress(lambda **hooks: script.run(pipe, params, config, **hooks, **script_context(args)),
                                params.steps)
-    return report_written([*result.save_grids(output, writing), *result.save(output, writing)], result.interrupted,
+    paths = save(result) if save is not None else [*result.save_grids(output, writing), *result.save(output, writing)]
+    return report_written(paths, result.interrupted,
                           f"kept {len(result.samples.images)} image(s) of the {script.TITLE}")

@@ -43,8 +43,6 @@ def sd_upscale_config_of(args: argparse.Namespace):
     from pipelines.scripts.sd_upscale import sd_upscale_config
     from webui.cli.extras import register_upscaler_flags
 
-    if args.input_dir is not None:
-        raise ValueError("--sd-upscale upscales one IMAGE; leave out --input-dir.")
     if getattr(args, "controlnet", None):
         raise ValueError("--sd-upscale cannot be combined with ControlNet units; leave out --controlnet.")
     register_upscaler_flags(args)
@@ -67,22 +65,28 @@ class flag_terms:
         return False
 
 
-def check_sd_upscale_run(params, config, **cap) -> None:
+def check_sd_upscale_run(params, config, **cap) -> int:
     """The run's checks that need no model (one image, no mask, the upscaled size, the tiles, the script-image cap),
-    before the load."""
-    from pipelines.scripts.sd_upscale import planned_params
+    before the load; returns the tile images it generates (what the cap counts)."""
+    from pipelines.scripts.sd_upscale import check_sd_upscale, planned_params
 
     with flag_terms():
         planned_params(params, config, **cap)
+        plan = check_sd_upscale(params, config)
+    return plan.tile_count * plan.iterations
 
 
-def run_sd_upscale(pipe, params, config, output, output_is_file: bool, writing=None, **cap) -> int:
-    """Run the script with a progress bar and Ctrl-C as Interrupt; write each upscale; print the paths."""
+def run_sd_upscale(pipe, params, config, output, output_is_file: bool, writing=None, save=None, **cap) -> int:
+    """Run the script with a progress bar and Ctrl-C as Interrupt; write each upscale (or `save(result) -> paths`);
+    print the paths."""
     from pipelines.scripts import sd_upscale
     from webui.cli.progress import report_written, run_with_progress
 
     plan = sd_upscale.check_sd_upscale(params, config)
     result = run_with_progress(lambda **hooks: sd_upscale.run(pipe, params, config, **cap, **hooks),
                                params.steps * plan.batches * plan.iterations)
-    paths = result.save_as(output, writing) if output_is_file else result.save(output, writing)
+    if save is not None:
+        paths = save(result)
+    else:
+        paths = result.save_as(output, writing) if output_is_file else result.save(output, writing)
     return report_written(paths, result.interrupted, f"kept {len(result.images)} of {plan.iterations} upscale(s)")

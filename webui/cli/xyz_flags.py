@@ -56,13 +56,13 @@ def xyz_config_of(args: argparse.Namespace, kind: str = "txt2img"):
                       margin_size=args.xyz_margin)
 
 
-def check_xyz_plot(config, params, kind: str = "txt2img", check=None, **cap) -> None:
+def check_xyz_plot(config, params, kind: str = "txt2img", check=None, **cap) -> int:
     """The plot's checks on the call's params (Prompt S/R, samplers, sizes, the script-image cap: `cap` is
     `script_image_context`'s), and `check` (the command's limits) on every cell's params, before the model loads; a
-    cell's error names its axis values."""
+    cell's error names its axis values. Returns how many images the cells generate (what the cap counts)."""
     from dataclasses import replace
 
-    from pipelines.scripts.image_budget import script_image_cap
+    from pipelines.scripts.image_budget import images_of_calls, script_image_cap
     from pipelines.scripts.xyz_axes import PlotContext
     from pipelines.scripts.xyz_plot import check_plot, check_plot_images
 
@@ -74,6 +74,7 @@ def check_xyz_plot(config, params, kind: str = "txt2img", check=None, **cap) -> 
                 check(replace(cell.params))
             except (ValueError, TypeError) as error:
                 raise type(error)(f"X/Y/Z plot cell {cell_label(config, cell)}: {error}") from None
+    return images_of_calls([cell.params for cell in cells])
 
 
 def cell_label(config, cell) -> str:
@@ -83,13 +84,15 @@ def cell_label(config, cell) -> str:
     return ", ".join(parts) or "1"
 
 
-def run_xyz_plot(pipe, params, config, output, writing=None, kind: str = "txt2img", **cap) -> int:
-    """Run the plot with a progress bar and Ctrl-C as Interrupt; write the grids, then the images; print the paths."""
+def run_xyz_plot(pipe, params, config, output, writing=None, kind: str = "txt2img", save=None, **cap) -> int:
+    """Run the plot with a progress bar and Ctrl-C as Interrupt; write the grids, then the images (or
+    `save(result) -> paths`); print the paths."""
     from pipelines.scripts import xyz_plot
     from webui.cli.progress import report_written, run_with_progress
 
     result = run_with_progress(lambda **hooks: xyz_plot.run(pipe, params, config, kind=kind, **cap, **hooks),
                                params.steps * params.batch_count * config.cell_count)
-    return report_written([*result.save_grids(output, writing), *result.save(output, writing)], result.interrupted,
+    paths = save(result) if save is not None else [*result.save_grids(output, writing), *result.save(output, writing)]
+    return report_written(paths, result.interrupted,
                           f"kept {len(result.samples.images)} of {config.cell_count * params.total_images} image(s) "
                           "of the plot")

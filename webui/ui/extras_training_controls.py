@@ -115,12 +115,12 @@ def server_deepbooru(state):
 
 
 def server_captioner(state):
-    """The server's Interrogate CLIP caption model as a captioner (`webui.interrogation`'s caption app)."""
-    from webui.interrogation import CAPTION_APP
-
-    options = state.options.interrogate_settings().caption_options()
+    """The server's Interrogate CLIP caption model as a captioner (`state.captioner`: dropped after the job unless
+    Settings > Interrogate keeps it in memory)."""
+    settings = state.options.interrogate_settings()
+    options = settings.caption_options()
 
     def caption(image) -> str:
-        return str(state.run_app(CAPTION_APP, {"image": image.convert("RGB")}, options)["text"]).strip()
+        return state.captioner.caption(image.convert("RGB"), options, settings.keep_models_in_memory).strip()
 
     return caption

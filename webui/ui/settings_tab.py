@@ -57,10 +57,14 @@ def status_line(state: ServerState) -> str:
 
 def apply_settings(state: ServerState, values: dict) -> str:
     """Check and apply option changes from the form (`/sdapi/v1/options` keys); gr.Error naming the bad value."""
+    from webui.interrogation import KEEP_KEY, release_unkept_interrogation_models
+
+    kept = bool(state.options.get(KEEP_KEY))
     try:
         state.options.apply(state.options.check_update(values), whole_form=True)
     except (ValueError, OSError) as error:
         raise refused(str(error)) from None
+    release_unkept_interrogation_models(state, kept)  # the form sends every field: only a change to off frees them
     return "Settings applied."
 
 

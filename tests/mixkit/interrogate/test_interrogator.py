@@ -150,3 +150,55 @@ def test_load_refuses_a_model_that_is_no_clip_before_any_image():
     with pytest.raises(TypeError, match="'mixkit-tiny-blip2' is no CLIP"):
         interrogator.load()
     assert interrogator._clip is None
+
+
+def test_release_drops_a_kept_model_now_and_a_held_one_when_its_block_ends(tiny_clip, star):
+    """Keep-in-memory turned off: the CLIP a kept use left loaded goes at once, not at its next use; inside a job's
+    `held()` block it stays for the job's remaining uses and goes at the block's end, though the last use kept it."""
+    load, loads = counting_loader(tiny_clip)
+    interrogator, kept = ClipInterrogator(loader=load), InterrogateSettings(keep_models_in_memory=True)
+    interrogator.terms(star, kept)
+    assert interrogator._clip is tiny_clip
+    interrogator.release()
+    assert interrogator._clip is None and loads == ["mixkit-tiny-clip"]
+    with interrogator.held():
+        interrogator.terms(star, kept)
+        interrogator.release()
+        assert interrogator._clip is tiny_clip  # the job goes on with it, the setting now off
+        interrogator.terms(star, InterrogateSettings())
+        assert interrogator._clip is tiny_clip and loads == ["mixkit-tiny-clip"] * 2
+    assert interrogator._clip is None
+    with interrogator.held():
+        interrogator.terms(star, kept)
+        interrogator.release()  # after the job's last use, which kept it
+    assert interrogator._clip is None and loads == ["mixkit-tiny-clip"] * 3
+
+
+def test_release_waits_for_the_running_use_then_drops_the_model(tiny_clip, star):
+    import threading
+
+    started, go_on = threading.Event(), threading.Event()
+
+    class SlowClip:
+        """The tiny CLIP, its image embedding waiting for the test: a use that is running when release() is called."""
+
+        def __getattr__(self, name):
+            return getattr(tiny_clip, name)
+
+        def embed_images(self, images):
+            started.set()
+            go_on.wait(30)
+            return tiny_clip.embed_images(images)
+
+    interrogator = ClipInterrogator(loader=lambda source: SlowClip())
+    use = threading.Thread(target=interrogator.terms, args=(star, InterrogateSettings(keep_models_in_memory=True)))
+    use.start()
+    assert started.wait(30)
+    release = threading.Thread(target=interrogator.release)
+    release.start()
+    release.join(0.3)
+    assert release.is_alive() and interrogator._clip is not None  # not dropped under the running use
+    go_on.set()
+    use.join(30)
+    release.join(30)
+    assert not release.is_alive() and interrogator._clip is None
