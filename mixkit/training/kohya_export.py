@@ -48,10 +48,11 @@ def training_metadata(*, network: str, rank: int, alpha: float, conv_rank: int |
                       extra_network_args: dict | None = None, reg_dataset_dirs: dict | None = None,
                       dora_wd: bool = False) -> dict[str, str]:
     """kohya's `ss_*` keys (strings only, JSON for nested values); `extra_network_args` (like rank_dropout) join
-    `ss_network_args` as kohya's --network_args do; `dora_wd` writes LyCORIS's module and args. `num_images` is kohya's `ss_num_train_images`: training samples
+    `ss_network_args` as kohya's --network_args do. `num_images` is kohya's `ss_num_train_images`: training samples
     per epoch, repeats included, class images not; `ss_num_reg_images` is the class images times their folders'
     repeats, before they are balanced against the training images (as kohya counts both). `settings` become
-    `ss_<key>` with kohya's key names (`text_encoder_lr`, `optimizer`, `bucket_info` as JSON...)."""
+    `ss_<key>` with kohya's key names (`text_encoder_lr`, `optimizer`, `bucket_info` as JSON...). `dora_wd` (a DoRA
+    run) writes LyCORIS's network module and network_args, the only kohya-side trainer of DoRA files."""
     network_args = {"conv_dim": str(conv_rank), "conv_alpha": str(conv_alpha)} if network == "locon" else {}
     network_args.update({key: str(value) for key, value in (extra_network_args or {}).items()})
     if dora_wd:
