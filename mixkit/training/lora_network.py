@@ -92,9 +92,13 @@ class LoraAdapter(nn.Module):
         return self._delta(self._down(x.to(dtype))).to(x.dtype)
 
     def added_to(self, out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """`out + self(x)`; for a Linear base in full precision the add rides in the up matmul (addmm)."""
+        """`out + self(x)`, or `out` alone when module dropout skips the adapter for this call."""
         if self._skipped():
             return out
+        return self._plus_low_rank(out, x)
+
+    def _plus_low_rank(self, out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """`out + self(x)`; for a Linear base in full precision the add rides in the up matmul (addmm)."""
         fused = (isinstance(self.lora_up, nn.Linear) and out.dtype == x.dtype == self.lora_down.weight.dtype
                  and not torch.is_autocast_enabled(x.device.type))
         if not fused:
