@@ -164,10 +164,20 @@ KOHYA_OPTIONS.register("network_module", KohyaOption("nothing (networks.lora is 
 NETWORK_ARGS = {"conv_dim": "conv_rank", "conv_alpha": "conv_alpha", "rank_dropout": "rank_dropout",
                 "module_dropout": "module_dropout", "loraplus_lr_ratio": "loraplus_lr_ratio",
                 "loraplus_unet_lr_ratio": "loraplus_unet_lr_ratio",
-                "loraplus_text_encoder_lr_ratio": "loraplus_text_encoder_lr_ratio"}
+                "loraplus_text_encoder_lr_ratio": "loraplus_text_encoder_lr_ratio", "dora_wd": "dora_wd"}
+# LyCORIS's switches, written True / False in its documented commands (`--network_args "dora_wd=True"`), which JSON
+# does not read; LyCORIS itself takes any text but "false" as true, mixkit refuses what is neither.
+BOOLEAN_NETWORK_ARGS = ("dora_wd",)
 # kohya's list options (argparse nargs="*"): a command line's list replaces the --config_file's whole list, as
 # kohya's read_config_from_file parses the command line over the file's values; entries are never merged.
 LIST_OPTIONS = ("network_args", "optimizer_args", "lr_scheduler_args")
+
+
+def _network_arg_bool(entry, text: str) -> bool:
+    word = text.strip().lower()
+    if word not in ("true", "false"):
+        raise ValueError(f"network_args entry {entry!r}: the value must be True or False")
+    return word == "true"
 
 
 def _network_args(value, settings: dict) -> dict:
@@ -176,9 +186,17 @@ def _network_args(value, settings: dict) -> dict:
     for entry in entries:
         key, sep, text = str(entry).partition("=")
         key = key.strip()
-        if not sep or key not in NETWORK_ARGS:
+        if not sep or (key not in NETWORK_ARGS and key != "wd_on_output"):
             raise ValueError(f"network_args entry {entry!r}: mixkit knows {sorted(NETWORK_ARGS)} (as key=value); "
                              "remove the others")
+        if key == "wd_on_output":
+            if _network_arg_bool(entry, text) is not True:
+                raise ValueError(f"network_args entry {entry!r}: mixkit's DoRA normalises each output row (LyCORIS's "
+                                 "default wd_on_output=True) only; remove the entry")
+            continue
+        if key in BOOLEAN_NETWORK_ARGS:
+            out[NETWORK_ARGS[key]] = _network_arg_bool(entry, text)
+            continue
         out[NETWORK_ARGS[key]] = json.loads(text.strip()) if text.strip() else text
     if "conv_rank" in out:
         out["network"] = "locon"  # kohya's conv_dim adds the 3x3 convolutions: mixkit's LoCon
@@ -187,7 +205,8 @@ def _network_args(value, settings: dict) -> dict:
 
 KOHYA_OPTIONS.register("network_args", KohyaOption("conv_rank / conv_alpha (network='locon'), rank_dropout, "
                                                    "module_dropout, loraplus_lr_ratio, loraplus_unet_lr_ratio, "
-                                                   "loraplus_text_encoder_lr_ratio", _network_args))
+                                                   "loraplus_text_encoder_lr_ratio, dora_wd (LyCORIS's DoRA; "
+                                                   "wd_on_output=True accepted)", _network_args))
 KOHYA_OPTIONS.register("network_train_unet_only", KohyaOption(
     "train_text_encoder = not network_train_unet_only", lambda value, settings: {"train_text_encoder": not value}))
 # kohya's train_network.py: train_unet = not network_train_text_encoder_only; the text encoder trains unless

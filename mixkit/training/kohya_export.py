@@ -45,16 +45,22 @@ def kohya_hashes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> 
 def training_metadata(*, network: str, rank: int, alpha: float, conv_rank: int | None, conv_alpha: float | None,
                       family: str, train_text_encoder: bool, tag_frequency: dict, dataset_dirs: dict,
                       num_images: int, settings: dict, started_at: float, base_model_name: str,
-                      extra_network_args: dict | None = None, reg_dataset_dirs: dict | None = None) -> dict[str, str]:
+                      extra_network_args: dict | None = None, reg_dataset_dirs: dict | None = None,
+                      dora_wd: bool = False) -> dict[str, str]:
     """kohya's `ss_*` keys (strings only, JSON for nested values); `extra_network_args` (like rank_dropout) join
     `ss_network_args` as kohya's --network_args do. `num_images` is kohya's `ss_num_train_images`: training samples
     per epoch, repeats included, class images not; `ss_num_reg_images` is the class images times their folders'
     repeats, before they are balanced against the training images (as kohya counts both). `settings` become
-    `ss_<key>` with kohya's key names (`text_encoder_lr`, `optimizer`, `bucket_info` as JSON...)."""
+    `ss_<key>` with kohya's key names (`text_encoder_lr`, `optimizer`, `bucket_info` as JSON...). `dora_wd` (a DoRA
+    run) writes LyCORIS's network module and network_args, the only kohya-side trainer of DoRA files."""
     network_args = {"conv_dim": str(conv_rank), "conv_alpha": str(conv_alpha)} if network == "locon" else {}
     network_args.update({key: str(value) for key, value in (extra_network_args or {}).items()})
+    if dora_wd:
+        # kohya's networks.lora has no DoRA: kohya users train it through LyCORIS (`--network_module lycoris.kohya
+        # --network_args "algo=lora" "dora_wd=True"`), so the file says so, with LyCORIS's spelling of the switch.
+        network_args = {"algo": "locon" if network == "locon" else "lora", **network_args, "dora_wd": "True"}
     metadata = {
-        "ss_network_module": "networks.lora",
+        "ss_network_module": "lycoris.kohya" if dora_wd else "networks.lora",
         "ss_network_dim": str(rank),
         "ss_network_alpha": str(float(alpha)),
         "ss_network_args": json.dumps(network_args),

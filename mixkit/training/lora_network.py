@@ -92,9 +92,13 @@ class LoraAdapter(nn.Module):
         return self._delta(self._down(x.to(dtype))).to(x.dtype)
 
     def added_to(self, out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """`out + self(x)`; for a Linear base in full precision the add rides in the up matmul (addmm)."""
+        """`out + self(x)`, or `out` alone when module dropout skips the adapter for this call."""
         if self._skipped():
             return out
+        return self._plus_low_rank(out, x)
+
+    def _plus_low_rank(self, out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """`out + self(x)`; for a Linear base in full precision the add rides in the up matmul (addmm)."""
         fused = (isinstance(self.lora_up, nn.Linear) and out.dtype == x.dtype == self.lora_down.weight.dtype
                  and not torch.is_autocast_enabled(x.device.type))
         if not fused:
@@ -135,14 +139,18 @@ class LoraNetwork(nn.Module):
                  conv_rank: int | None = None, conv_alpha: float | None = None, train_text_encoder: bool = False,
                  train_unet: bool = True, unet_layers: tuple[str, ...] | None = None,
                  word_vectors: nn.Module | None = None, dropout: float = 0.0, rank_dropout: float = 0.0,
-                 module_dropout: float = 0.0) -> None:
+                 module_dropout: float = 0.0, dora: bool = False) -> None:
         """`unet_layers`: adapt only the UNet layers whose path ends with one of these (None: all targets);
         `train_unet=False` (kohya's network_train_text_encoder_only) creates no UNet adapters at all, as kohya's
         `apply_to(..., apply_unet=False)` does, so the file holds `lora_te*` modules only;
         `word_vectors`: a `TrainedWordVectors` trained, attached and switched off together with the adapters;
         `dropout` / `rank_dropout` / `module_dropout`: kohya's network_dropout and network_args (see `LoraAdapter`),
-        active while the network is in training mode."""
+        active while the network is in training mode; `dora`: every adapter a `DoraAdapter` (LyCORIS's dora_wd)."""
+        # Imported here: dora_adapter builds on this module's LoraAdapter.
+        from mixkit.training.dora_adapter import DoraAdapter
+
         super().__init__()
+        self.dora = dora
         self.word_vectors = word_vectors
         self.adapters = nn.ModuleDict()
         self._targets: dict[str, nn.Module] = {}
@@ -162,7 +170,8 @@ class LoraNetwork(nn.Module):
                 if name in self.adapters or (prefix == "lora_unet" and unet_layers and not path.endswith(unet_layers)):
                     continue
                 is_3x3 = isinstance(layer, nn.Conv2d) and not _is_1x1(layer)
-                adapter = LoraAdapter(layer, conv_rank if is_3x3 else rank, conv_alpha if is_3x3 else alpha)
+                adapter = (DoraAdapter if dora else LoraAdapter)(layer, conv_rank if is_3x3 else rank,
+                                                                 conv_alpha if is_3x3 else alpha)
                 adapter.dropout, adapter.rank_dropout, adapter.module_dropout = dropout, rank_dropout, module_dropout
                 self.adapters[name] = adapter
                 self._targets[name] = layer
@@ -213,7 +222,9 @@ class LoraNetwork(nn.Module):
             if ratio is None:
                 groups.append({"params": [p for a in adapters for p in a.parameters()], "lr": lr})
             else:
-                groups += [{"params": [a.lora_down.weight for a in adapters], "lr": lr},
+                # DoRA's magnitudes learn at the part's rate, as LyCORIS's LoRA+ boosts only lora_up weights.
+                ups = {id(a.lora_up.weight) for a in adapters}
+                groups += [{"params": [p for a in adapters for p in a.parameters() if id(p) not in ups], "lr": lr},
                            {"params": [a.lora_up.weight for a in adapters], "lr": lr * ratio}]
         if self.word_vectors is not None:
             groups.append({"params": list(self.word_vectors.parameters()),
@@ -223,7 +234,8 @@ class LoraNetwork(nn.Module):
     @torch.no_grad()
     def apply_max_norm(self, max_norm: float) -> int:
         """Scale every adapter whose weight change is longer than `max_norm` back to it, up and down by the square
-        root of the factor each (as kohya does after each step); returns how many adapters were scaled."""
+        root of the factor each (as kohya does after each step); returns how many adapters were scaled. A DoRA
+        adapter's magnitude is left as it is: LyCORIS's apply_max_norm bounds the low-rank change alone too."""
         scaled = 0
         for adapter in self.adapters.values():
             ratio = max_norm_ratio(adapter.lora_up.weight, adapter.lora_down.weight,

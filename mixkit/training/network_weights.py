@@ -16,6 +16,7 @@ import torch
 logger = logging.getLogger(__name__)
 
 ADAPTER_TENSORS = ("lora_down.weight", "lora_up.weight", "alpha")
+DORA_TENSOR = "dora_scale"  # LyCORIS's DoRA magnitude, in the files of dora_wd runs
 
 
 def _file_modules(tensors: dict[str, torch.Tensor], path: Path, sgm_to_diffusers: dict[str, str]) -> dict:
@@ -27,9 +28,9 @@ def _file_modules(tensors: dict[str, torch.Tensor], path: Path, sgm_to_diffusers
             raise ValueError(f"network_weights: {path} carries trained word vectors ({key}); starting from them is not "
                              "supported: continue from a file without word vectors, or resume the run that wrote it "
                              "(resume_from)")
-        if suffix not in ADAPTER_TENSORS:
+        if suffix not in (*ADAPTER_TENSORS, DORA_TENSOR):
             raise ValueError(f"network_weights: {path} is not a kohya LoRA/LoCon file (tensor {key!r}); a run can "
-                             "start only from the plain LoRA tensors lora_down, lora_up and alpha")
+                             "start only from the LoRA tensors lora_down, lora_up and alpha (and DoRA's dora_scale)")
         modules.setdefault(sgm_to_diffusers.get(module, module), {})[suffix] = tensor
     return modules
 
@@ -63,6 +64,15 @@ def load_network_weights(network, path: str | Path, *, unet=None, sdxl: bool = F
             raise ValueError(f"network_weights: {path} has rank {down.shape[0]} at {name}, this run {adapter.rank}; "
                              f"set {'conv_rank' if down.ndim == 4 and down.shape[-1] > 1 else 'rank'}: {down.shape[0]} "
                              "(the file's ss_network_dim / conv_dim)")
+        # A DoRA magnitude has no plain-LoRA equivalent either way: dropping it or inventing one changes the model.
+        if (DORA_TENSOR in parts) != network.dora:
+            raise ValueError(f"network_weights: {path} is a {'DoRA' if DORA_TENSOR in parts else 'plain LoRA'} file "
+                             f"({name} {'has' if DORA_TENSOR in parts else 'lacks'} dora_scale) and this run trains "
+                             f"{'DoRA' if network.dora else 'plain LoRA'}; set dora_wd: "
+                             f"{'true' if DORA_TENSOR in parts else 'false'} to continue it")
+        if DORA_TENSOR in parts and parts[DORA_TENSOR].numel() != adapter.dora_scale.numel():
+            raise ValueError(f"network_weights: {path} has a dora_scale of shape {list(parts[DORA_TENSOR].shape)} at "
+                             f"{name}, this layer {list(adapter.dora_scale.shape)}; the file is for another model")
         if float(parts["alpha"]) != float(adapter.alpha):
             raise ValueError(f"network_weights: {path} has alpha {float(parts['alpha']):g} at {name}, this run "
                              f"{float(adapter.alpha):g}; set the alpha the file was trained with")
@@ -71,6 +81,8 @@ def load_network_weights(network, path: str | Path, *, unet=None, sdxl: bool = F
             adapter = network.adapters[name]
             adapter.lora_down.weight.copy_(parts["lora_down.weight"])
             adapter.lora_up.weight.copy_(parts["lora_up.weight"])
+            if DORA_TENSOR in parts:
+                adapter.dora_scale.copy_(parts[DORA_TENSOR].reshape(adapter.dora_scale.shape))
     fresh = len(network.adapters) - len(modules)
     logger.info("Started from %s: %d adapters loaded%s", path, len(modules),
                 f", {fresh} not in the file start fresh" if fresh else "")

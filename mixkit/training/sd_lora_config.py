@@ -48,6 +48,9 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     alpha: float = 1.0
     conv_rank: int = 4
     conv_alpha: float = 1.0  # the same for LoCon's 3x3 convolutions (0: conv_alpha = conv_rank)
+    # DoRA (weight-decomposed LoRA, LyCORIS's network_args "dora_wd=True"): each adapted weight is re-normalised per
+    # output row and scaled by a trained magnitude, saved as `<module>.dora_scale` beside lora_down / lora_up / alpha.
+    dora_wd: bool = False
     train_text_encoder: bool = False
     # False trains the text encoder's adapters alone (kohya's network_train_text_encoder_only): no UNet adapters are
     # created, so the file holds `lora_te*` modules only. Needs train_text_encoder.
@@ -148,7 +151,7 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
         if self.network == "locon" and (not isinstance(self.conv_rank, int) or self.conv_rank <= 0):
             raise ValueError(f"conv_rank must be a positive integer for a LoCon network, got {self.conv_rank!r}")
         check_words(self.train_word_vectors)
-        check_bools(self, ("train_unet", "train_text_encoder", "balance_class_images"))
+        check_bools(self, ("train_unet", "train_text_encoder", "balance_class_images", "dora_wd"))
         if not self.train_unet:
             if not self.train_text_encoder:
                 raise ValueError("train_unet=false and train_text_encoder=false leave no adapters to train (kohya's "

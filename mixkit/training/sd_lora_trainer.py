@@ -159,7 +159,7 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                           train_unet=config.train_unet,
                           unet_layers=CROSS_ATTENTION_KV if config.network == "cross-kv" else None,
                           word_vectors=words, dropout=config.network_dropout, rank_dropout=config.rank_dropout,
-                          module_dropout=config.module_dropout)
+                          module_dropout=config.module_dropout, dora=config.dora_wd)
     if config.network_weights:  # before the hooks go on: a refused file leaves the model as it was
         load_network_weights(network, config.network_weights, unet=model.unet, sdxl=model.family.value == "sdxl")
     network.attach()
@@ -227,7 +227,7 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                       "bucket_info": json.dumps(dataset.bucket_info()),
                       "output_name": setup.run_name,
                       "v_parameterization": model.prediction_type == "v_prediction"},
-            started_at=setup.started, base_model_name=getattr(model, "name", str(config.model)),
+            started_at=setup.started, base_model_name=getattr(model, "name", str(config.model)), dora_wd=config.dora_wd,
             # kohya's ss_network_args holds its --network_args entries, LoRA+ ratios included
             extra_network_args={k: getattr(config, k) for k in ("rank_dropout", "module_dropout", *LORAPLUS_RATIOS)
                                 if getattr(config, k)})

@@ -104,3 +104,12 @@ def test_a_width_height_resolution_from_a_kohya_command_line_or_file(tmp_path, c
     assert square["resolution"] == 640
     assert main(["train", "sd-lora", "--config_file", str(toml), "--print-config", "--resolution", "512,770"]) == 2
     assert "each side must be positive and divisible by 8" in capsys.readouterr().err
+
+
+def test_lycoris_dora_switch_on_a_kohya_command_line_and_as_a_setting(capsys):
+    """LyCORIS's documented `--network_args "dora_wd=True"` (True, not JSON's true) and mixkit's own dora_wd key."""
+    base = ["train", "sd-lora", "--set", "model=m", "--set", "dataset=d", "--set", "output=o.safetensors"]
+    from_flags = _printed_config(capsys, [*base, "--network_args", "conv_dim=4", "dora_wd=True", "--print-config"])
+    assert (from_flags["dora_wd"], from_flags["network"]) == (True, "locon")
+    assert _printed_config(capsys, [*base, "--set", "dora_wd=true", "--print-config"])["dora_wd"] is True
+    assert _printed_config(capsys, [*base, "--print-config"])["dora_wd"] is False
