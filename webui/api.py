@@ -151,7 +151,8 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
     owner = request.scope.get(AUTH_USER_KEY)
 
     def as_requested(message: str) -> str:  # a script cell's check quotes the config folder's path: the request's name
-        return named_as_picked(message, getattr(params, "refiner_config_dir", None), body.refiner_config_dir)
+        return named_as_picked(message, getattr(params, "refiner_config_dir", None),
+                               getattr(body, "refiner_config_dir", None))
     try:
         kept = kept_overrides(body, state)
         if body.force_task_id is not None:
