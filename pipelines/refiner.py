@@ -224,16 +224,18 @@ class RefinerSlot:
             if model is None:
                 from mixkit.errors import ConfigMismatchError
                 from mixkit.models.diffusion.loading import load_diffusion_model
-                from pipelines.refiner_configs import refiner_configs_advice
+                from pipelines.refiner_configs import (RefinerConfigMismatchError, refiner_configs_advice,
+                                                       refiner_configs_read_with)
 
                 try:
                     model = load_diffusion_model(refiner, dtype=base.text_encoders[0].dtype,
                                                  unet_dtype=base.unet.dtype, device="cpu", **options)
                 except ConfigMismatchError as error:
                     # the loader's advice is about config_dir / --config-dir, which set the base model's configs
-                    # here; say what reaches a refiner's
+                    # here; say what reaches a refiner's (and which configs were read, for a caller's own advice)
                     advice = refiner_configs_advice(refiner, base, config_dir)
-                    raise ConfigMismatchError(error.mismatch, advice) from None
+                    read_with, _ = refiner_configs_read_with(refiner, base, config_dir)
+                    raise RefinerConfigMismatchError(error.mismatch, advice, read_with) from None
             check_refiner_fits(base, model)
             self._session = ModelSession(model, embeddings_dir=base_session.embeddings_dir,
                                          lora_dir=base_session.lora_dir,

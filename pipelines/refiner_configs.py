@@ -26,6 +26,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from mixkit.errors import ConfigMismatchError
 from mixkit.models.diffusion import DiffusionModel
 from mixkit.models.diffusion.single_file import CONFIG_DIR_KEY
 from pipelines.refiner_families import configs_family, single_file_family
@@ -58,14 +59,40 @@ def config_dir_for_refiner(refiner: Any, refiner_config_dir: Any) -> Any:
     return refiner_config_dir if Path(refiner).expanduser().is_file() else None
 
 
-def refiner_configs_advice(refiner: Any, base: DiffusionModel, refiner_config_dir: Any = None) -> str:
-    """What to do when a refiner file does not fit the configs it was read with (the loader's advice is about
-    `config_dir`, which sets the base model's configs, not the refiner's)."""
+class RefinerConfigMismatchError(ConfigMismatchError):
+    """A single-file refiner's tensors do not fit the configs it was read with. `read_with` says which configs those
+    were (one of READ_WITH), so a caller that names things otherwise than the Python API (the web server, where a
+    request names a config folder among the server's checkpoints) can give its own advice for the same mismatch."""
+
+    def __init__(self, mismatch: str, advice: str = "", read_with: str = "shipped") -> None:
+        super().__init__(mismatch, advice)  # (an unpickled copy gets the message alone: advice and read_with default)
+        self.read_with = read_with
+
+
+# the configs a single-file refiner is read with: its own refiner_config_dir, the base model's config_dir, or the
+# shipped configs of its family
+READ_WITH = ("refiner_config_dir", "config_dir", "shipped")
+
+
+def refiner_configs_read_with(refiner: Any, base: DiffusionModel, refiner_config_dir: Any = None
+                              ) -> tuple[str, str | None]:
+    """(which of READ_WITH, the folder or None) a single-file `refiner` is read with (`refiner_config_options`)."""
     options = refiner_config_options(base, refiner, refiner_config_dir)
     if refiner_config_dir is not None:
-        read_with = f"the configs of {options['config_dir']!r}, its refiner_config_dir"
-    elif options:
-        read_with = f"the configs of {options['config_dir']!r}, the base model's config_dir"
+        return "refiner_config_dir", options["config_dir"]
+    if options:
+        return "config_dir", options["config_dir"]
+    return "shipped", None
+
+
+def refiner_configs_advice(refiner: Any, base: DiffusionModel, refiner_config_dir: Any = None) -> str:
+    """What to do when a refiner file does not fit the configs it was read with (the loader's advice is about
+    `config_dir`, which sets the base model's configs, not the refiner's), in the Python API's and the CLI's terms."""
+    read_with, folder = refiner_configs_read_with(refiner, base, refiner_config_dir)
+    if read_with == "refiner_config_dir":
+        read_with = f"the configs of {folder!r}, its refiner_config_dir"
+    elif read_with == "config_dir":
+        read_with = f"the configs of {folder!r}, the base model's config_dir"
     else:
         read_with = "the shipped configs of its family"
     return (f"The refiner is a single file, read with {read_with}. If it is complete, it has another architecture: "

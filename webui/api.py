@@ -37,6 +37,7 @@ from webui.api_requests import (
 from webui.base64_images import decode_base64_image, decode_base64_png_info, encode_png_base64
 from webui.error_paths import server_error_response, server_path_redactor
 from webui.http_guards import AUTH_USER_KEY, error_body
+from webui.refiner_config_folders import named_as_picked
 from webui.request_checkpoint import CheckpointLoadError
 from webui.result_grid import api_result_grid
 from webui.server_state import ServerState
@@ -52,9 +53,12 @@ class ClientGone(Exception):
     """The client closed the connection while its job waited or ran."""
 
 
-def unprocessable(error: Exception) -> HTTPException:
+def unprocessable(error: Exception, in_request_terms: Callable[[str], str] = lambda message: message
+                  ) -> HTTPException:
+    """A 422 with `error`'s message (a KeyError's without its quotes), passed through `in_request_terms` (a request's
+    own names for what the checks got as server paths)."""
     message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
-    return HTTPException(status_code=422, detail=message)
+    return HTTPException(status_code=422, detail=in_request_terms(message))
 
 
 def queue_full(error: QueueFullError) -> HTTPException:
@@ -145,6 +149,10 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
     save = bool(body.save_images) and not body.do_not_save_samples and save_option(body, state, "samples_save")
     writing = infotext_writing(body, state)
     owner = request.scope.get(AUTH_USER_KEY)
+
+    def as_requested(message: str) -> str:  # a script cell's check quotes the config folder's path: the request's name
+        return named_as_picked(message, getattr(params, "refiner_config_dir", None),
+                               getattr(body, "refiner_config_dir", None))
     try:
         kept = kept_overrides(body, state)
         if body.force_task_id is not None:
@@ -164,7 +172,7 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
     except QueueFullError as error:
         raise queue_full(error) from None
     except (ValueError, TypeError) as error:
-        raise unprocessable(error) from None
+        raise unprocessable(error, as_requested) from None
     if kept:
         try:
             state.options.apply(kept)  # as A1111: set when the job starts, kept even if it then fails
@@ -173,7 +181,8 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
     try:
         outcome = await wait_for_job(job, request, state, finish_if_gone=writes_outputs(body, state, save))
     except (ValueError, TypeError, KeyError, FileNotFoundError, CheckpointLoadError) as error:
-        raise unprocessable(error) from None  # e.g. a LoRA that does not fit the model, a checkpoint that did not load
+        raise unprocessable(error, as_requested) from None  # e.g. a LoRA that does not fit the model, a checkpoint
+        # that did not load, a refiner file its configs do not describe (`webui.refiner_config_folders`)
     except RuntimeError as error:
         raise HTTPException(status_code=503, detail=str(error)) from None
     except ClientGone:

@@ -22,7 +22,7 @@ from webui.options import (INFOTEXT_OPTION_KEYS, PROMPT_OPTION_DEFAULTS, PROMPT_
                            img2img_noise_values,
                            restore_faces_default, sampler_option_params, uncond_skip_values)
 from webui.prompt_guard import check_prompt_networks
-from webui.refiner_config_folders import find_config_folder
+from webui.refiner_config_folders import find_config_folder, named_as_picked
 
 # A1111's integer codes for img2img choices, in its order.
 RESIZE_MODES = {0: "just resize", 1: "crop and resize", 2: "resize and fill", 3: "just resize (latent upscale)"}
@@ -308,10 +308,8 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     try:
         check_txt2img_params(params, limits)
     except ValueError as error:
-        message = in_request_terms(str(error))
-        if params.refiner_config_dir is not None:  # the folder as the request named it, not its server path
-            message = message.replace(f"refiner_config_dir={params.refiner_config_dir!r}",
-                                      f"refiner_config_dir={request.refiner_config_dir!r}")
+        # the config folder as the request named it, not its server path
+        message = named_as_picked(in_request_terms(str(error)), params.refiner_config_dir, request.refiner_config_dir)
         raise ValueError(message) from None
     if request.enable_hr and not isinstance(request, Img2ImgRequest):
         params = hires_params(request, params, limits, styles, refiner_pass=refiner_pass)

@@ -105,9 +105,8 @@ def check_unit_families(models: ControlNetModels, specs: list, holder, entry=Non
 
 def checkpoint_family(holder, entry=None):
     """(family, title) of the checkpoint a job runs on: the loaded model's UNet config when it is that one, else read
-    without loading it (`read_family`: its folder's unet/config.json, its safetensors header, a zip `.ckpt`'s tensor
-    shapes memory-mapped, a Hugging Face id's config in the hub cache; a legacy pickle, which must be read whole, is
-    not read); None when unknown."""
+    without loading it (`read_family`: its folder's unet/config.json, its safetensors header, a pickled `.ckpt`'s
+    tensor shapes read onto the meta device, a Hugging Face id's config in the hub cache); None when unknown."""
     from pipelines.controlnet.family import family_of_config, read_family
 
     current = holder.entry
@@ -118,7 +117,7 @@ def checkpoint_family(holder, entry=None):
     if model is not None:
         return family_of_config(model.unet.config), entry.title
     try:
-        family = read_family(entry.source, whole_pickles=False)
+        family = read_family(entry.source)
     except (ValueError, OSError):  # a broken file: its load fails in the job with the loader's own message
         return None
     return None if family is None else (family, entry.title)

@@ -2,7 +2,8 @@
 first, and the UI session's Interrupt/Skip.
 
 A mixin of `ServerState` (which sets the attributes declared below). The API and the UI both submit
-here, so the UI cannot queue anything the API would refuse.
+here, so the UI cannot queue anything the API would refuse, and a generation job's refiner config mismatch is
+explained in request terms for both (`webui.refiner_config_folders.refiner_errors_in_web_terms`).
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from typing import TYPE_CHECKING
 
 from webui.generation_jobs import generation_job, outpaint_job
 from webui.prompt_guard import check_hypernetwork_tags, check_prompt_networks, check_tag_syntax
+from webui.refiner_config_folders import refiner_errors_in_web_terms
 from webui.worker import ANY_OWNER, Job
 
 if TYPE_CHECKING:
     from pipelines.params import GenerationLimits
+    from webui.checkpoints import CheckpointCatalog
     from webui.controlnet_models import ControlNetModels
     from webui.model_switch import ModelHolder
     from webui.worker import GenerationWorker
@@ -25,6 +28,7 @@ class ServerJobs:
     """Besides the attributes below, uses `lora_names` and `hypernetwork_library` (PromptLibraries) and
     `requested_checkpoint` (ServerModels)."""
 
+    catalog: CheckpointCatalog | None  # the server's checkpoints: a refiner error's advice lists its diffusers folders
     controlnets: ControlNetModels | None
     holder: ModelHolder
     limits: GenerationLimits
@@ -101,8 +105,9 @@ class ServerJobs:
             from webui.controlnet_models import check_unit_families
 
             check_unit_families(self.controlnets, params.controlnets, self.holder, entry)
-        job = generation_job(self, kind, params, save=save, checkpoint=entry, restore_checkpoint=restore_checkpoint,
-                             writing=writing or self.options.infotext_writing())
+        job = refiner_errors_in_web_terms(
+            generation_job(self, kind, params, save=save, checkpoint=entry, restore_checkpoint=restore_checkpoint,
+                           writing=writing or self.options.infotext_writing()), self.catalog)
         return self.worker.submit(job, kind if entry is None else f"{kind} on {entry.title}", session=session,
                                   owner=owner, keep_on_disconnect=keep_on_disconnect)
 
@@ -131,8 +136,9 @@ class ServerJobs:
                                               params.mask_blur if mk2 is None else 0)
         self.check_params("img2img", replace(params, width=width, height=height))
         entry = self.requested_checkpoint(checkpoint)
-        job = outpaint_job(self, params, sides, save=save, checkpoint=entry, restore_checkpoint=restore_checkpoint,
-                           mk2=mk2, writing=writing or self.options.infotext_writing())
+        job = refiner_errors_in_web_terms(
+            outpaint_job(self, params, sides, save=save, checkpoint=entry, restore_checkpoint=restore_checkpoint,
+                         mk2=mk2, writing=writing or self.options.infotext_writing()), self.catalog)
         return self.worker.submit(job, "outpaint" if entry is None else f"outpaint on {entry.title}", session=session,
                                   owner=owner, keep_on_disconnect=keep_on_disconnect)
 
@@ -161,9 +167,10 @@ class ServerJobs:
                 refused = ValueError if isinstance(error, ValueError) else TypeError
                 raise refused(f"{script.title}, {script.describe_call(config, index)}: {error}") from None
         entry = self.requested_checkpoint(checkpoint)
-        job = script_job(self, kind, params, script, config, save=save, grid_save=grid_save, context=context,
-                         checkpoint=entry, restore_checkpoint=restore_checkpoint,
-                         writing=writing or self.options.infotext_writing())
+        job = refiner_errors_in_web_terms(
+            script_job(self, kind, params, script, config, save=save, grid_save=grid_save, context=context,
+                       checkpoint=entry, restore_checkpoint=restore_checkpoint,
+                       writing=writing or self.options.infotext_writing()), self.catalog)
         description = f"{kind} {script.title}" + ("" if entry is None else f" on {entry.title}")
         return self.worker.submit(job, description, session=session, owner=owner,
                                   keep_on_disconnect=keep_on_disconnect)

@@ -8,8 +8,11 @@ projection, whose input width is the text width; `label_emb` / `add_embedding` i
 web server reads them before it queues a job, so a ControlNet of the wrong family is refused at once with both
 families named, instead of failing inside the job (`webui.controlnet_models`, `webui.server_state`).
 
-A pickled single file (`.ckpt`, `.pt`, `.pth`) saved by torch >= 1.6 is a zip archive: it is read with
-`weights_only=True` and memory-mapped, so only its record of tensor names and shapes is read, however large the file.
+A pickled single file (`.ckpt`, `.pt`, `.pth`) has no header: `mixkit.io.checkpoint_shapes` unpickles it onto the
+meta device with mixkit's one safe reader (the globals scan, then `torch.load(weights_only=True)`), so tensors keep
+their shapes and no storage is kept. A zip archive (torch >= 1.6) is read through its small `data.pkl` only; a legacy
+(pre-zip) stream, which old ControlNet `.pth` releases use, is walked to its end, holding at most one tensor's bytes
+at a time, so it is checked too rather than left to the job.
 A Hugging Face id is read from the hub cache only (its config.json or unet/config.json): a check made before a job is
 queued never downloads; a model not in the cache is left to the check made when it loads.
 """
@@ -68,29 +71,20 @@ def family_of_shapes(shapes: Mapping[str, Any]) -> ModelFamily | None:
     return ModelFamily(int(widths[0][1]), added)
 
 
-def read_family(source: str | Path, *, whole_pickles: bool = True) -> ModelFamily | None:
+def read_family(source: str | Path) -> ModelFamily | None:
     """The family of a ControlNet or checkpoint without loading its weights: a diffusers folder's config (a
-    ControlNet's config.json, or a pipeline's unet/config.json), a safetensors file's header, a zip-format pickle's
-    tensor shapes (memory-mapped through `mixkit.io.load_state_dict`, its weights-only loader), or a Hugging Face id's
-    config in the hub cache. A legacy (pre-zip) pickle must be read whole: only with `whole_pickles` (a check that
-    runs before a job is queued passes False). None when the source holds none of these or names no cross-attention;
-    ValueError/OSError for a file that cannot be read (an unsafe pickle is refused, never run)."""
+    ControlNet's config.json, or a pipeline's unet/config.json), a single file's tensor shapes (a safetensors header,
+    or a pickle's shapes read onto the meta device: `mixkit.io.checkpoint_shapes`, zip and legacy pickles alike), or
+    a Hugging Face id's config in the hub cache. None when the source holds none of these or names no
+    cross-attention; ValueError/OSError for a file that cannot be read (an unsafe pickle is refused, never run)."""
     path = Path(source).expanduser()
     if path.is_dir():
         return _family_of_configs(lambda name: path / name if (path / name).is_file() else None)
     if not path.is_file():
         return None if isinstance(source, Path) else _hub_cache_family(str(source))
-    if path.suffix.lower() == ".safetensors":
-        from mixkit.io.safetensors_header import read_safetensors_header, tensor_entries
+    from mixkit.io.key_shapes import checkpoint_shapes
 
-        entries = tensor_entries(read_safetensors_header(path))
-        return family_of_shapes({name: tuple(entry["shape"]) for name, entry in entries.items()})
-    from mixkit.io import load_state_dict
-    from mixkit.io.formats import detect_checkpoint_format
-
-    if not whole_pickles and detect_checkpoint_format(path) != "torch-zip":
-        return None
-    return family_of_shapes({name: tuple(tensor.shape) for name, tensor in load_state_dict(path).items()})
+    return family_of_shapes(checkpoint_shapes(path))
 
 
 # Where a diffusers ControlNet (config.json) or pipeline (unet/config.json) states its UNet's config.

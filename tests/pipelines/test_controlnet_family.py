@@ -70,27 +70,47 @@ def test_a_single_file_loaded_for_another_family_names_both(tmp_path, tiny_sd1_d
         load_controlnet(tmp_path / "xl.safetensors", base_unet=unet)
 
 
-def test_pickled_files_are_read_safely_and_legacy_ones_only_when_asked(tmp_path):
-    """A zip `.ckpt` (torch >= 1.6, Lightning's nested `state_dict` too) is read memory-mapped, weights only; a legacy
-    pickle must be read whole, which a check before queueing does not do; an unsafe pickle is refused, never run."""
+@pytest.mark.parametrize("zip_format", [True, False], ids=["torch-zip", "legacy"])
+def test_pickled_files_of_either_format_are_read_safely(tmp_path, zip_format):
+    """A `.ckpt` / `.pth` of either torch.save format (old ControlNet releases are legacy pickles), Lightning's nested
+    `state_dict` too, is read onto the meta device by the safe reader; an unsafe pickle is refused, never run."""
     import torch
 
     from mixkit.errors import UnsafeCheckpointError
     from mixkit.testing.tiny_controlnet import tiny_controlnet
 
     state = tiny_controlnet(sdxl=True).state_dict()
-    torch.save(state, tmp_path / "xl.ckpt")
-    torch.save({"state_dict": state, "global_step": 3}, tmp_path / "lightning.ckpt")
-    torch.save(state, tmp_path / "legacy.pth", _use_new_zipfile_serialization=False)
-    for name in ("xl.ckpt", "lightning.ckpt"):
-        assert read_family(tmp_path / name, whole_pickles=False) == ModelFamily(64, True)
-    assert read_family(tmp_path / "legacy.pth", whole_pickles=False) is None
-    assert read_family(tmp_path / "legacy.pth") == ModelFamily(64, True)
+    torch.save(state, tmp_path / "xl.pth", _use_new_zipfile_serialization=zip_format)
+    torch.save({"state_dict": state, "global_step": 3}, tmp_path / "lightning.ckpt",
+               _use_new_zipfile_serialization=zip_format)
+    assert read_family(tmp_path / "xl.pth") == ModelFamily(64, True)
+    assert read_family(tmp_path / "lightning.ckpt") == ModelFamily(64, True)
     ran = tmp_path / "created-by-the-pickle"
-    torch.save({"weight": torch.zeros(1), "payload": _MakesAFolder(str(ran))}, tmp_path / "unsafe.ckpt")
+    torch.save({"weight": torch.zeros(1), "payload": _MakesAFolder(str(ran))}, tmp_path / "unsafe.ckpt",
+               _use_new_zipfile_serialization=zip_format)
     with pytest.raises(UnsafeCheckpointError, match="os"):
-        read_family(tmp_path / "unsafe.ckpt", whole_pickles=False)
+        read_family(tmp_path / "unsafe.ckpt")
     assert not ran.exists()
+
+
+def test_a_pickle_is_read_through_the_meta_device_shape_reader(tmp_path, monkeypatch):
+    """`read_family` takes a pickle's shapes from `mixkit.io.checkpoint_shapes` (meta device, no storage kept), not
+    from a CPU load of its weights."""
+    import torch
+
+    from mixkit.io import loading
+
+    torch.save({"attn2.to_k.weight": torch.zeros(8, 16)}, tmp_path / "cn.ckpt", _use_new_zipfile_serialization=False)
+    devices = []
+    original = loading.load_state_dict
+
+    def recording(path, device="cpu"):
+        devices.append(str(device))
+        return original(path, device)
+
+    monkeypatch.setattr(loading, "load_state_dict", recording)
+    assert read_family(tmp_path / "cn.ckpt") == ModelFamily(16, False)
+    assert devices == ["meta"]  # the loader is imported at call time, so the patched one is what ran
 
 
 class _MakesAFolder:

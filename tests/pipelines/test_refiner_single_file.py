@@ -97,6 +97,7 @@ def test_a_refiner_file_that_fits_no_configs_is_refused_saying_what_to_do(files)
             "(mixkit generate / img2img --refiner-config-dir FOLDER), or pass the refiner loaded with them "
             "(refiner=TextToImage.from_pretrained(path, config_dir=FOLDER))") in message
     assert "mixkit generate --config-dir FOLDER" in message
+    assert caught.value.read_with == "shipped"  # for a caller's own advice (the web server's, in request terms)
     assert pipe.session.refiner_slot._session is None  # nothing half-loaded kept for the next call
     np.testing.assert_array_equal(_pixels(pipe(**SMALL)), _pixels(before))
 
@@ -119,6 +120,7 @@ def test_a_refiner_file_that_does_not_fit_the_base_models_config_dir_names_it(ti
     assert "'model.diffusion_model.out.2.bias'" in message
     assert (f"The refiner is a single file, read with the configs of {str(tiny_sd1_dir)!r}, the base model's "
             "config_dir. ") in message
+    assert caught.value.read_with == "config_dir"
 
 
 

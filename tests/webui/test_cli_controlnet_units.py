@@ -13,8 +13,8 @@ RUN = ["--steps", "2", "--seed", "5", "--sampler", "Euler", "--cfg", "5", "--wid
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    """A ControlNet folder with an SD 1.x ControlNet (and SDXL ones: a diffusers folder, a .ckpt), and a control
-    picture."""
+    """A ControlNet folder with an SD 1.x ControlNet (and SDXL ones: a diffusers folder, a zip and a legacy .ckpt),
+    and a control picture."""
     import torch
 
     from mixkit.testing.tiny_controlnet import build_tiny_controlnet, tiny_controlnet
@@ -23,6 +23,8 @@ def files(tmp_path_factory):
     build_tiny_controlnet(root / "controlnets" / "tiny_canny", seed=1)
     build_tiny_controlnet(root / "xl" / "xl_canny", seed=1, sdxl=True)
     torch.save(tiny_controlnet(seed=1, sdxl=True).state_dict(), root / "xl" / "xl_pickle.ckpt")  # a zip pickle
+    torch.save(tiny_controlnet(seed=1, sdxl=True).state_dict(), root / "xl" / "xl_legacy.ckpt",
+               _use_new_zipfile_serialization=False)  # a pre-zip pickle, as old ControlNet releases are
     edges = Image.new("RGB", (64, 64), "black")
     ImageDraw.Draw(edges).rectangle((16, 16, 48, 48), outline="white", width=3)
     edges.save(root / "edges.png")
@@ -161,6 +163,8 @@ def test_img2img_unit_without_a_picture_uses_the_init_image_and_a_path_names_the
     (["--controlnet", "tiny_canny:missing.png"], "IMAGE 'missing.png' does not exist"),
     (["--controlnet", "XL:EDGES"], "ControlNet 'xl_canny' is made for SDXL-like (cross-attention width 64) models, but the checkpoint"),
     (["--controlnet", "XLCKPT:EDGES"], "ControlNet 'xl_pickle' is made for SDXL-like (cross-attention width 64) models"),
+    (["--controlnet", "XLLEGACY:EDGES"], "ControlNet 'xl_legacy' is made for SDXL-like (cross-attention width 64) "
+                                         "models"),
     (["--controlnet", "EDGES"], "is not a ControlNet file (.safetensors"),
     (["--controlnet", "tiny_canny:EDGES", "--cn-mask", "SMALL"], "the mask is 32x32 but the unit's image is 64x64"),
     (["--controlnet", "tiny_canny:EDGES"] * 5, "5 ControlNet units (--controlnet-json, --controlnet and --infotext's "
@@ -170,6 +174,7 @@ def test_bad_units_are_refused_before_the_load(tiny_sd1_dir, files, tmp_path, ca
     monkeypatch.setattr(TextToImage, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("the model loaded")))
     Image.new("L", (32, 32), 255).save(tmp_path / "small.png")
     argv = [value.replace("EDGES", str(files / "edges.png")).replace("XLCKPT", str(files / "xl" / "xl_pickle.ckpt"))
+            .replace("XLLEGACY", str(files / "xl" / "xl_legacy.ckpt"))
             .replace("XL", str(files / "xl" / "xl_canny"))
             .replace("SMALL", str(tmp_path / "small.png")) for value in argv]
     assert main(["generate", "x", "--model", str(tiny_sd1_dir), *RUN, "--controlnet-dir", str(files / "controlnets"),
@@ -204,4 +209,23 @@ def test_a_hub_checkpoint_in_the_hub_cache_is_checked_before_the_load(files, tmp
     err = capsys.readouterr().err
     assert ("ControlNet 'tiny_canny' is made for SD-like (cross-attention width 32) models, but the checkpoint "
             "'org/tiny-xl' is SDXL-like (cross-attention width 64)") in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_legacy_pickled_checkpoint_is_checked_before_the_load(files, tmp_path, capsys, monkeypatch,
+                                                                single_file_checkpoints):
+    """`--model old.ckpt` saved in torch's pre-zip format: its tensor shapes are read onto the meta device, so an SDXL
+    ControlNet is refused before the SD 1.x checkpoint loads (such a checkpoint used to be left to the pipeline)."""
+    import torch
+    from safetensors.torch import load_file
+
+    monkeypatch.setattr(TextToImage, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("the model loaded")))
+    state = load_file(single_file_checkpoints / "sd1.safetensors")
+    torch.save({"state_dict": state}, tmp_path / "old.ckpt", _use_new_zipfile_serialization=False)
+    unit = f"{files / 'xl' / 'xl_canny'}:{files / 'edges.png'}"
+    assert main(["generate", "x", "--model", str(tmp_path / "old.ckpt"), *RUN, "--controlnet", unit,
+                 "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert ("ControlNet 'xl_canny' is made for SDXL-like (cross-attention width 64) models, but the checkpoint "
+            f"'{tmp_path / 'old.ckpt'}' is SD-like (cross-attention width 32)") in err
     assert not (tmp_path / "o").exists()

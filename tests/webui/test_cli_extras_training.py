@@ -145,9 +145,43 @@ def test_the_tiny_blip_captions_end_to_end(tmp_path, capsys):
 
 
 def test_a_caption_model_that_cannot_load_leaves_nothing_behind(folder, tmp_path, capsys):
-    assert main(["extras", str(folder), "--upscaler", "None", "--caption", "blip", "--caption-model",
-                 str(tmp_path / "no-such-model"), "-o", str(tmp_path / "out")]) != 0
+    model = tmp_path / "no-such-model"
+    assert main(["extras", str(folder), "--upscaler", "None", "--caption", "blip", "--caption-model", str(model),
+                 "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"mixkit: error: --caption-model {str(model)!r} cannot be loaded, so no image was "
+                              "processed: "), err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_tagger_file_that_cannot_load_is_one_error_before_the_first_picture(folder, tmp_path, capsys, monkeypatch):
+    """The tagger loads after the checks and before any picture is processed, not at the first caption."""
+    import pipelines.extras_training as training
+
+    monkeypatch.setattr(training, "run_training_steps", lambda *a, **k: pytest.fail("a picture was processed"))
+    tagger = tmp_path / "torch_deepdanbooru"
+    tagger.mkdir()
+    file = tagger / "model-resnet_custom_v3.pt"
+    file.write_bytes(b"<html>404</html>")  # a failed download: found by name, loads nothing
+    assert main(["extras", str(folder), "--upscaler", "None", "--caption", "deepbooru", "--deepdanbooru-models-path",
+                 str(tagger), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"mixkit: error: --deepdanbooru-models-path {str(file)!r} cannot be loaded, so no image "
+                              f"was processed: {str(file)!r} is not a recognised checkpoint"), err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_tagger_is_loaded_before_the_output_folder_is_made(folder, deepbooru_folder, tmp_path, capsys,
+                                                              monkeypatch):
+    from mixkit.interrogate.deepbooru import DeepbooruModel
+
+    out = tmp_path / "out"
+    seen, real = [], DeepbooruModel.load
+    monkeypatch.setattr(DeepbooruModel, "load", lambda self: seen.append(out.exists()) or real(self))
+    run(capsys, str(folder / "wide.png"), "--upscaler", "None", "--caption", "deepbooru",
+        "--deepdanbooru-models-path", str(deepbooru_folder), "-o", str(out))
+    assert seen == [False]  # loaded once, before anything was written
+    assert (out / "00000.txt").read_text(encoding="utf8") == "1girl, long hair, solo"
 
 
 @pytest.mark.parametrize("flags", [["--focal-crop", "512x512"], ["--scale-to", "512x512", "--split-oversized"]])

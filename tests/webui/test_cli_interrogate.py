@@ -68,11 +68,31 @@ def deepbooru(folder, *flags):
 # -- DeepBooru: exact answers ---------------------------------------------------------------------------------------
 
 def test_deepbooru_prints_a1111s_tag_text_per_file_in_order(images, deepbooru_folder, capsys):
-    single = images / "b.png"
-    code, out, _ = run(capsys, str(images), str(single), *deepbooru(deepbooru_folder))
+    code, out, _ = run(capsys, str(images / "b.png"), str(images), *deepbooru(deepbooru_folder))
     assert code == 0
-    assert out.splitlines() == [f"{images / 'a.jpg'}\t{A1111_DEFAULT_TAGS}",
-                                f"{images / 'b.png'}\t{A1111_DEFAULT_TAGS}", f"{single}\t{A1111_DEFAULT_TAGS}"]
+    assert out.splitlines() == [f"{images / 'b.png'}\t{A1111_DEFAULT_TAGS}", f"{images / 'a.jpg'}\t{A1111_DEFAULT_TAGS}"]
+
+
+def test_an_image_given_twice_is_answered_once_at_its_first_place(images, deepbooru_folder, capsys, monkeypatch):
+    """The folder and one of its files, the same file by another spelling: each image once, where it came first."""
+    monkeypatch.chdir(images.parent)
+    again = f"{images.name}/../{images.name}/a.jpg"
+    code, out, err = run(capsys, str(images), str(images / "b.png"), again, *deepbooru(deepbooru_folder))
+    assert code == 0
+    assert out.splitlines() == [f"{images / 'a.jpg'}\t{A1111_DEFAULT_TAGS}", f"{images / 'b.png'}\t{A1111_DEFAULT_TAGS}"]
+    assert "interrogated 2 image(s)" in err
+    code, out, _ = run(capsys, "set/b.png", str(images), "--json", *deepbooru(deepbooru_folder))
+    assert code == 0
+    assert json.loads(out) == [{"file": "set/b.png", "caption": A1111_DEFAULT_TAGS},
+                               {"file": str(images / "a.jpg"), "caption": A1111_DEFAULT_TAGS}]
+
+
+def test_a_link_to_an_image_is_its_own_entry(images, deepbooru_folder, capsys):
+    """`c.png -> a.jpg` is another name in the dataset (its caption file is c.txt): kept, not taken for a repeat."""
+    (images / "c.png").symlink_to(images / "a.jpg")
+    code, out, _ = run(capsys, str(images), "--write-captions", *deepbooru(deepbooru_folder))
+    assert code == 0
+    assert out.splitlines() == [str(images / "a.txt"), str(images / "b.txt"), str(images / "c.txt")]
 
 
 def test_the_deepbooru_flags_are_a1111s_options(images, deepbooru_folder, capsys):
@@ -121,6 +141,23 @@ def test_existing_captions_are_refused_before_any_model_loads_unless_overwrite(i
     assert not (images / "a.txt").exists()  # nothing written when one is refused
     code, _, _ = run(capsys, str(images), "--write-captions", "--overwrite", *deepbooru(deepbooru_folder))
     assert code == 0 and (images / "b.txt").read_text(encoding="utf-8") == A1111_DEFAULT_TAGS
+
+
+def test_the_same_image_twice_writes_its_caption_file_once(images, deepbooru_folder, capsys, monkeypatch):
+    """`set/ set/a.jpg`, and overlapping folders with --recursive (a folder and its subfolder), are no two images
+    sharing a caption file: each image is captioned once (this used to be refused as "two images would write ...")."""
+    sub = images / "sub"
+    sub.mkdir()
+    Image.new("RGB", (8, 8), (1, 2, 3)).save(sub / "c.png")
+    code, out, err = run(capsys, str(images), str(images / "a.jpg"), "--write-captions", *deepbooru(deepbooru_folder))
+    assert code == 0, err
+    assert out.splitlines() == [str(images / "a.txt"), str(images / "b.txt")]
+    code, out, err = run(capsys, str(sub), str(images), "--recursive", "--write-captions", "--overwrite",
+                         *deepbooru(deepbooru_folder))
+    assert code == 0, err
+    assert out.splitlines() == [str(sub / "c.txt"), str(images / "a.txt"), str(images / "b.txt")]
+    assert "interrogated 3 image(s)" in err
+    assert (sub / "c.txt").read_text(encoding="utf-8") == A1111_DEFAULT_TAGS
 
 
 def test_two_images_sharing_a_caption_file_are_refused(images, capsys, no_model_load, deepbooru_folder):

@@ -109,3 +109,60 @@ def test_bad_flags_are_refused_before_the_model_loads(init, tmp_path, capsys, mo
     code = main(["img2img", str(init), "a red cat", "--model", str(tmp_path / "no-model"), *ARGS, *flags])
     assert code == 2 and message in capsys.readouterr().err
     assert sorted(path.name for path in tmp_path.iterdir()) == []
+
+
+# -- interrogation models that cannot load ---------------------------------------------------------------------------
+
+@pytest.fixture
+def no_checkpoint_load(monkeypatch):
+    """Fails the test if the checkpoint starts loading (the interrogation models load before it)."""
+    from pipelines.img2img import ImageToImage
+
+    monkeypatch.setattr(ImageToImage, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("the model loaded")))
+
+
+def test_a_tagger_file_that_cannot_load_is_one_error_naming_its_flag(init, tmp_path, capsys, no_checkpoint_load):
+    folder = tmp_path / "torch_deepdanbooru"
+    folder.mkdir()
+    file = folder / "model-resnet_custom_v3.pt"
+    file.write_bytes(b"<html>404</html>")  # a failed download: found by name, loads nothing
+    out = tmp_path / "out"
+    code = main(["img2img", str(init), "a red cat", "--model", str(tmp_path / "model"), "-o", str(out), *ARGS,
+                 "--loopback", "2", "--loopback-interrogate", "deepbooru", "--deepdanbooru-models-path", str(folder)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1].startswith(f"mixkit: error: --deepdanbooru-models-path {str(file)!r} cannot be loaded, so no image "
+                              f"was generated: {str(file)!r} is not a recognised checkpoint"), err
+    assert not out.exists()
+
+
+def test_a_clip_that_cannot_load_is_one_error_naming_its_flag(init, tmp_path, capsys, no_checkpoint_load):
+    not_a_clip = tmp_path / "empty"
+    not_a_clip.mkdir()
+    out = tmp_path / "out"
+    code = main(["img2img", str(init), "a red cat", "--model", str(tmp_path / "model"), "-o", str(out), *ARGS,
+                 "--loopback", "2", "--loopback-interrogate", "clip", "--interrogate-clip-model", str(not_a_clip)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1] == (f"mixkit: error: --interrogate-clip-model {str(not_a_clip)!r} cannot be loaded, so no image was "
+                       f"generated: {str(not_a_clip)!r} has no config.json; pass a folder saved with save_pretrained "
+                       "or a hub id"), err
+    assert not out.exists()
+
+
+def test_the_captioner_and_clip_are_loaded_before_the_checkpoint(tiny_sd1_dir, init, tmp_path, capsys, monkeypatch):
+    """Both interrogation models are in memory when the checkpoint starts loading, not loaded at the first loop."""
+    from appflow import Appflow
+    from mixkit.interrogate import ClipInterrogator
+    from pipelines.img2img import ImageToImage
+
+    events, load_models, clip_load = [], Appflow.load_models, ClipInterrogator.load
+    monkeypatch.setattr(Appflow, "load_models", lambda self: events.append("captioner") or load_models(self))
+    monkeypatch.setattr(ClipInterrogator, "load", lambda self: events.append("clip") or clip_load(self))
+    real = ImageToImage.from_pretrained.__func__
+    monkeypatch.setattr(ImageToImage, "from_pretrained",
+                        classmethod(lambda cls, *a, **k: events.append("checkpoint") or real(cls, *a, **k)))
+    code = main(["img2img", str(init), "a red cat", "--model", str(tiny_sd1_dir), "-o", str(tmp_path), *ARGS,
+                 "--loopback", "1", "--loopback-interrogate", "clip"])
+    assert code == 0, capsys.readouterr().err
+    assert events == ["captioner", "clip", "checkpoint"]

@@ -121,3 +121,28 @@ def test_both_tabs_have_the_accordion_listing_the_servers_checkpoints(tmp_path):
             "second pass"
         state.options.apply(state.options.check_update({"hires_fix_refiner_pass": "first pass"}))
         assert form_params(state, "txt2img", form, [], [*hires_on, *refiner_on]).hires_fix_refiner_pass == "first pass"
+
+
+def test_a_config_folder_refusal_names_the_folder_as_picked(tmp_path):
+    """The pipeline's check quotes the folder's server path; the UI answers in the name the user picked, as the API
+    does (`sub_full`, the folder's model_name alias, here: the path, even redacted, would read `sub/full`)."""
+    from types import SimpleNamespace
+
+    import gradio as gr
+
+    from .script_ui import _values
+    from .ui_blocks import handler, model_less_ui
+
+    with model_less_ui(tmp_path) as (state, blocks):
+        for folder in ("sub/full", "refiner-dir"):
+            (tmp_path / "models" / folder / "unet").mkdir(parents=True)
+            (tmp_path / "models" / folder / "unet" / "config.json").write_text("{}")
+        state.catalog.refresh()
+        run = handler(blocks, "txt2img_generate", "click")
+        values = _values(run.inputs, {"task_id": "", "enable_refiner": True, "refiner_checkpoint": "refiner-dir",
+                                      "refiner_config_dir": "sub_full"})
+        request = SimpleNamespace(session_hash="picked", request=SimpleNamespace(scope={}))
+        with pytest.raises(gr.Error) as caught:
+            list(run.fn(request, *values))
+    assert caught.value.message.startswith("refiner_config_dir='sub_full' applies to a single-file refiner; the "
+                                           "refiner 'refiner-dir' is a diffusers folder"), caught.value.message

@@ -180,7 +180,7 @@ def check_unit_families(specs: list, catalog: ControlNetCatalog, model_source: s
     if not specs:
         return
     try:  # a hub id is read from the hub cache only; one not downloaded yet is left to the pipeline's check
-        family = read_family(shipped_tiny_model(model_source) or str(model_source), whole_pickles=False)
+        family = read_family(shipped_tiny_model(model_source) or str(model_source))
     except (ValueError, OSError):
         return
     if family is None:

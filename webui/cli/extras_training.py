@@ -109,19 +109,25 @@ def resolve_target_flags(args: argparse.Namespace) -> None:
                          "the target has the picture's own aspect, so nothing would be split)")
 
 
+# what a caption model that cannot load spares: the models load after every check, before the first picture
+NOTHING_DONE = "no image was processed"
+
+
 def captioner_of(args: argparse.Namespace, steps):
-    """The BLIP captioner when --caption blip is given (loaded now, so a bad model fails before any file is
-    written), else None."""
+    """The BLIP captioner when --caption blip is given, else None; loaded now, so a model that cannot load is one
+    error naming --caption-model (`webui.cli.model_loads.ModelLoadError`) before any file is written."""
     if "BLIP" not in steps.captions:
         return None
     from pipelines.extras_training import vlm_captioner
+    from webui.cli.model_loads import loaded_now
 
-    return vlm_captioner(args.caption_model)
+    return loaded_now("--caption-model", args.caption_model, lambda: vlm_captioner(args.caption_model), NOTHING_DONE)
 
 
 def deepbooru_of(args: argparse.Namespace, steps):
     """`image -> tags` for --caption deepbooru (A1111's default DeepBooru settings), else None; refused, naming the
-    flag, without --deepdanbooru-models-path or with it alone; a wrong folder fails before any file is written."""
+    flag, without --deepdanbooru-models-path or with it alone; a wrong folder, or a tagger file that cannot load, is
+    one error naming the flag before any file is written (the network is loaded now, not at the first picture)."""
     if "Deepbooru" not in steps.captions:
         if args.deepdanbooru_models_path is not None:
             raise ValueError("--deepdanbooru-models-path only matters with --caption deepbooru")
@@ -131,7 +137,9 @@ def deepbooru_of(args: argparse.Namespace, steps):
                          "the folder holding model-resnet_custom_v3.pt (A1111's models/torch_deepdanbooru)")
     from webui.cli.deepbooru_tagger import deepbooru_tagger
 
-    return deepbooru_tagger(args.deepdanbooru_models_path, getattr(args, "device", None))
+    tagger = deepbooru_tagger(args.deepdanbooru_models_path, getattr(args, "device", None))
+    tagger.load(NOTHING_DONE)
+    return tagger
 
 
 def existing_caption_action(args: argparse.Namespace) -> str:

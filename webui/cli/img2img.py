@@ -173,6 +173,8 @@ def run(args: argparse.Namespace) -> int:
     from webui.cli.controlnet_units import check_unit_families
 
     check_unit_families(specs, catalog, args.model)
+    if script is not None:  # its own models (Loopback's interrogators) before the checkpoint: a quick failure
+        script.load_models()
     pipe, params = load_pipeline(args, ImageToImage, params, check,
                                  lambda model: init_size(image, model.vae_scale_factor, args.scale_by), infotext_keys)
     if specs:

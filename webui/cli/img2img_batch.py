@@ -285,6 +285,8 @@ def run_batch(args: argparse.Namespace, infotext_keys: dict | None, script=None)
     args.output = str(Path(args.output_dir or args.output)) + "/"  # a folder, proven writable by check_before_load
     output, _ = check_before_load(args, first, check)
     check_unit_families(specs, catalog, args.model)
+    if script is not None:  # its own models (Loopback's interrogators) before the checkpoint, as a single run's
+        script.load_models()
 
     # 2. One model for the whole batch; the flags it left out take the model's recommended settings, as one run's do
     first_image = first.init_images[0]

@@ -66,6 +66,15 @@ class Img2ImgScript:
 
         return check_prompt_script(self.module, self.config, params, check, args)
 
+    def load_models(self) -> None:
+        """The script's own models loaded now, after every check and before the checkpoint loads (Loopback's
+        "Append interrogated prompt" CLIP, captioner or DeepBooru tagger): one that cannot load is one error naming
+        its flag, before any image is generated or file written."""
+        if self.flag == "--loopback":
+            from webui.cli.loopback_flags import load_interrogation_models
+
+            load_interrogation_models(self.interrogate, self.deepbooru)
+
     def run(self, pipe, params, output, args: argparse.Namespace, writing=None, output_is_file: bool = False,
             save: Callable | None = None) -> int:
         """Run the script with a progress bar and Ctrl-C as Interrupt; write its grid(s) then its images, or hand the

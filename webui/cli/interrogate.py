@@ -8,10 +8,10 @@ are flags (`webui.cli.interrogate_settings`). The answers go to stdout as `FILE<
 (`--json`), or into a kohya caption file beside each image (`--write-captions`, `webui.cli.caption_files`); progress
 goes to stderr (`--quiet` silences it), so stdout stays the answers alone.
 
-Order of work: flags and settings, then the images are listed (`--recursive`: subfolders too), the caption files are
-planned (existing ones refused, skipped, appended to or overwritten: `--existing`), every image to interrogate is read
-(an unreadable one is named before any model loads), then the models load, all before the first image is
-interrogated, so any of these errors leaves every file as it was.
+Order of work: flags and settings, then the images are listed (`--recursive`: subfolders too; each image once, however
+often it is given), the caption files are planned (existing ones refused, skipped, appended to or overwritten:
+`--existing`), every image to interrogate is read (an unreadable one is named before any model loads), then the models
+load, all before the first image is interrogated, so any of these errors leaves every file as it was.
 """
 
 from __future__ import annotations
@@ -79,7 +79,9 @@ def folder_images(folder: Path, recursive: bool) -> list[Path]:
 
 
 def image_files(inputs: list[str], recursive: bool = False) -> list[Path]:
-    """The files to interrogate, in order: each file as given, each folder's images (see `folder_images`)."""
+    """The files to interrogate, in order: each file as given, each folder's images (see `folder_images`), each image
+    once: one reached again (`set/ set/a.png`, overlapping folders with --recursive, `set/../set/a.png`) keeps its
+    first place and spelling and is answered once."""
     from mixkit.data.image_probe import IMAGE_SUFFIXES
 
     files = []
@@ -97,7 +99,20 @@ def image_files(inputs: list[str], recursive: bool = False) -> list[Path]:
             files.append(path)
         else:
             raise FileNotFoundError(f"{value!r} does not exist; give an image file or a folder of images")
-    return files
+    return _without_repeats(files)
+
+
+def _without_repeats(files: list[Path]) -> list[Path]:
+    """`files` with each image entry once, the first occurrence kept. Two spellings are the same entry when they name
+    the same file in the same real folder: the folder is resolved (links, `..`, relative spellings), the name is not,
+    because a link `b.png -> a.png` is its own dataset entry, whose caption file is b.txt, not a.txt."""
+    seen, kept = set(), []
+    for file in files:
+        key = (Path(file).absolute().parent.resolve(), file.name)
+        if key not in seen:
+            seen.add(key)
+            kept.append(file)
+    return kept
 
 
 def check_images_readable(files: list[Path]) -> None:

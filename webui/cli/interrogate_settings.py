@@ -15,7 +15,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from mixkit.errors import MixkitError
+from webui.cli.model_loads import loaded_now
 
 # --model value -> the interrogator: A1111's button names ("clip", "deepbooru"), and the HTTP API's "deepdanbooru"
 MODELS = {"clip": "clip", "deepbooru": "deepbooru", "deepdanbooru": "deepbooru"}
@@ -179,34 +179,16 @@ class Answer:
     parts: tuple[str, ...]
 
 
-class ModelLoadError(MixkitError, ValueError):
-    """A model the flags name was found but cannot be loaded (a damaged file, a folder of another model)."""
-
-
-def loaded_now(flag: str, source: object, load: Callable[[], object]) -> None:
-    """Run `load`, turning any failure into a ModelLoadError naming the flag and the model: the user's file is
-    what is wrong, and the command stops before its first image."""
-    try:
-        load()
-    except Exception as error:  # whatever a damaged or foreign file raises (pickle, safetensors, torch, transformers)
-        reason = str(error) or type(error).__name__
-        raise ModelLoadError(f"{flag} {str(source)!r} cannot be loaded, so no image was interrogated: "
-                             f"{reason}") from error
-
-
 def interrogator_of(args: argparse.Namespace, checked: CheckedFlags) -> Callable[[object], Answer]:
     """`image -> Answer` of the checked interrogator, its weights loaded now (ModelLoadError naming the flag), so a
     model that cannot load is reported before the first image and before any caption file is written; they stay
     loaded for the rest of the command."""
     if checked.model == "clip":
         return _clip_interrogator(args, checked.settings)
-    from mixkit.interrogate import find_deepbooru_file, shared_deepbooru_model
     from webui.cli.deepbooru_tagger import deepbooru_tagger
 
-    folder, device = args.deepdanbooru_models_path, args.device or "cpu"
-    loaded_now("--deepdanbooru-models-path", find_deepbooru_file(folder),
-               shared_deepbooru_model(folder, device=device).load)
-    tags = deepbooru_tagger(folder, device, checked.settings)
+    tags = deepbooru_tagger(args.deepdanbooru_models_path, args.device, checked.settings)
+    tags.load()
 
     def interrogate(image) -> Answer:
         text = tags(image)

@@ -6,7 +6,9 @@ image as `img2img` writes them, into the -o folder. `--loopback-interrogate clip
 each init image to the prompt: a caption from AppFlow's image2text_generation app (mixkit-tiny-blip2 unless the app
 is configured otherwise) and the best terms of the word lists ranked by `--interrogate-clip-model`.
 `--loopback-interrogate deepbooru` appends its DeepDanbooru tags, from the `--deepdanbooru-models-path` folder's
-tagger under A1111's default DeepBooru settings (threshold 0.5, sorted, spaces, escaped brackets).
+tagger under A1111's default DeepBooru settings (threshold 0.5, sorted, spaces, escaped brackets). Their models load
+once every check has passed and before the checkpoint, so one that cannot load is one error naming its flag, with no
+image generated and nothing written.
 """
 
 from __future__ import annotations
@@ -77,38 +79,67 @@ def _or(value, default):
     return default if value is None else value
 
 
-def cli_interrogator(args: argparse.Namespace, device: str | None):
-    """`image -> text`: Interrogate CLIP as the server runs it, with Settings > Interrogate's defaults except that the
-    CLIP stays loaded for the whole command (A1111's interrogate_keep_models_in_memory on: a job of N loops loads it
-    once, not N times; the captioner is kept the same way). The word lists are read now, so a bad folder fails before
-    the loops start."""
-    from appflow import Appflow
-    from mixkit.interrogate import ClipInterrogator, InterrogateSettings, join_terms
-    from mixkit.interrogate.interrogator import DEFAULT_CLIP
-    from webui.interrogation import CAPTION_APP
+# what an interrogation model that cannot load spares: it loads after every check, before the checkpoint
+NOTHING_DONE = "no image was generated"
 
-    settings = InterrogateSettings(keep_models_in_memory=True)
-    ranker = ClipInterrogator(args.interrogate_clip_model or DEFAULT_CLIP, args.interrogate_categories_dir,
-                              device=device or "cpu")
-    ranker.categories(settings)
-    flows = []
 
-    def interrogate(image) -> str:
-        if not flows:  # the captioner loads at the first loop, after the checks
-            flows.append(Appflow(app=CAPTION_APP, device=device or "cpu"))
-        caption = flows[0](image=image, **settings.caption_options())["text"]
-        return join_terms(caption, ranker.terms(image, settings), settings.return_ranks)
-    return interrogate
+class LoopbackClip:
+    """`image -> text`: Interrogate CLIP as the server runs it (the caption app's caption, then CLIP's best terms),
+    with Settings > Interrogate's defaults except that both models stay loaded for the whole command (A1111's
+    interrogate_keep_models_in_memory on: a job of N loops loads each once, not N times)."""
+
+    def __init__(self, args: argparse.Namespace, device: str | None) -> None:
+        from appflow import Appflow
+        from mixkit.interrogate import ClipInterrogator, InterrogateSettings
+        from mixkit.interrogate.interrogator import DEFAULT_CLIP
+        from webui.interrogation import CAPTION_APP
+
+        self.settings = InterrogateSettings(keep_models_in_memory=True)
+        self.ranker = ClipInterrogator(args.interrogate_clip_model or DEFAULT_CLIP, args.interrogate_categories_dir,
+                                       device=device or "cpu")
+        self.ranker.categories(self.settings)  # the word lists read now: a bad folder fails with the checks
+        self.captioner = Appflow(app=CAPTION_APP, device=device or "cpu")  # configs only; weights at `load()`
+
+    def load(self) -> None:
+        """Load the captioner and the CLIP now, after the checks and before the first loop; a model that cannot load
+        is one `webui.cli.model_loads.ModelLoadError` naming the flag that chose it."""
+        from webui.cli.model_loads import loaded_now
+
+        # the caption app's own model (no flag of this command names it): the error names the choice that wants it
+        loaded_now("--loopback-interrogate clip's captioner", self.captioner.models.get("captioner"),
+                   self.captioner.load_models, NOTHING_DONE)
+        loaded_now("--interrogate-clip-model", self.ranker.clip_source, self.ranker.load, NOTHING_DONE)
+
+    def __call__(self, image) -> str:
+        from mixkit.interrogate import join_terms
+
+        caption = self.captioner(image=image, **self.settings.caption_options())["text"]
+        return join_terms(caption, self.ranker.terms(image, self.settings), self.settings.return_ranks)
+
+
+def cli_interrogator(args: argparse.Namespace, device: str | None) -> LoopbackClip:
+    """Interrogate CLIP for "Append interrogated prompt" (`LoopbackClip`), its word lists read now, its models loaded
+    by `load()` once every check has passed."""
+    return LoopbackClip(args, device)
 
 
 def cli_deepbooru(args: argparse.Namespace, device: str | None):
-    """`image -> tags` (`webui.cli.deepbooru_tagger`) from --deepdanbooru-models-path, None without it (Loopback
-    then refuses DeepBooru naming the flag)."""
+    """`image -> tags` (`webui.cli.deepbooru_tagger.DeepbooruTagger`, its file found now, its network loaded by
+    `load()`) from --deepdanbooru-models-path, None without it (Loopback then refuses DeepBooru naming the flag)."""
     if args.deepdanbooru_models_path is None:
         return None
     from webui.cli.deepbooru_tagger import deepbooru_tagger
 
     return deepbooru_tagger(args.deepdanbooru_models_path, device)
+
+
+def load_interrogation_models(interrogate: LoopbackClip | None, deepbooru) -> None:
+    """Load Loopback's "Append interrogated prompt" models now (after every check, before the checkpoint and the
+    first loop), so one that cannot load is one error naming its flag, with no image generated or file written."""
+    if interrogate is not None:
+        interrogate.load()
+    if deepbooru is not None:
+        deepbooru.load(NOTHING_DONE)
 
 
 def run_loopback(pipe, params, config, output, writing=None, interrogate=None, deepbooru=None, save=None,

@@ -16,6 +16,7 @@ from pipelines.image_prep import IMG2IMG_RESIZE_MODES
 from pipelines.inpaint_mask import MASKED_CONTENT
 from pipelines.outpaint import OUTPAINT_DIRECTIONS, outpaint_sides
 from pipelines.params import seed_resize_off_note
+from webui.refiner_config_folders import named_as_picked
 from webui.server_state import ServerState
 from webui.ui.controlnet_units import build_controlnet_units, with_controlnet
 from webui.ui.errors import refused, show_warning
@@ -323,6 +324,11 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
         own_values = split_form_values(list(values), len(control_inputs))[2]
         img2img_values = dict(zip(IMG2IMG_FIELDS, own_values)) if kind == "img2img" else {}  # refiner's come after
         outpainting = img2img_values.get("mode") == "outpaint"
+        params = None
+
+        def as_picked(message: str) -> str:  # the checks quote the config folder's server path: the dropdown's name
+            return named_as_picked(message, getattr(params, "refiner_config_dir", None),
+                                   picked_config_folder(own_values))
         try:
             task_id = checked_task_id(state, task_id)  # none: a Gradio client, not the page
             params = replace(to_params(list(values)), user=page_owner(request))  # the infotext's `User`
@@ -333,7 +339,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
             script = selected_script(state, kind, script_choice, params, outpainting)
         except (ValueError, TypeError, KeyError) as error:
             message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
-            raise refused(message) from None
+            raise refused(as_picked(message)) from None
         resize_note = seed_resize_off_note(params.seed_resize_from_w, params.seed_resize_from_h)
         if resize_note:  # taken, as A1111 takes it, but the user set a side that changes nothing
             show_warning(resize_note, state)
@@ -351,7 +357,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
             else:
                 job = state.submit_generation(kind, params, save=save, session=session, keep_on_disconnect=True)
         except (ValueError, TypeError) as error:
-            raise refused(str(error)) from None
+            raise refused(as_picked(str(error))) from None
         except QueueFullError as error:
             show_warning("Queue full: " + str(error), state)
             yield progress_html(0, "Queue full - try again in a moment"), None, *[gr.skip()] * 6
@@ -412,6 +418,15 @@ def split_form_values(values: list, control_count: int) -> tuple[list, list[str]
     count = len(GenerationWidgets.FIELDS)
     own_end = len(values) - control_count
     return values[:count], list(values[count] or []), values[count + 1:own_end], values[own_end:]
+
+
+def picked_config_folder(own: list) -> str | None:
+    """The Refiner accordion's Config folder as the user picked it (its dropdown title), None when the accordion is
+    off; `own` ends with the accordion's values (`REFINER_FIELDS`)."""
+    from webui.ui.refiner_controls import REFINER_FIELDS
+
+    fields = dict(zip(REFINER_FIELDS, own[len(own) - len(REFINER_FIELDS):]))
+    return fields["refiner_config_dir"] if fields["enable_refiner"] else None
 
 
 def form_params(state: ServerState, kind: str, form: list, chosen_styles: list[str], own: list):
