@@ -382,10 +382,11 @@ def _ip_adapter_units(request: Txt2ImgRequest, limits: GenerationLimits, request
 
 def _with_ip_adapter_units(params: Txt2ImgParams, ip_units: list) -> Txt2ImgParams:
     """The txt2img params with the IP-Adapter units' fields, in the class of the units the call has."""
-    from webui.api_ip_adapter import ip_adapter_fields, params_class
+    from pipelines.ip_adapter_controlnet import params_class_for
+    from webui.api_ip_adapter import ip_adapter_fields
 
     has_units = bool(getattr(params, "controlnets", None))
-    return params_class("txt2img", has_units, True)(**{f: getattr(params, f) for f in params.__dataclass_fields__},
+    return params_class_for("txt2img", has_units, True)(**{f: getattr(params, f) for f in params.__dataclass_fields__},
                                                     **ip_adapter_fields(ip_units))
 
 
@@ -430,9 +431,10 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
     mask_round = request.mask_round and soft_inpainting is None
     mask = _decode_mask(request.mask, decode, round=mask_round) if request.mask else None
     ip_units = _ip_adapter_units(request, limits, request_limits, controlnet_models)
-    from webui.api_ip_adapter import ip_adapter_fields, params_class as img2img_params_class
+    from pipelines.ip_adapter_controlnet import params_class_for
+    from webui.api_ip_adapter import ip_adapter_fields
 
-    params_class = img2img_params_class("img2img", bool(units), bool(ip_units))
+    params_class = params_class_for("img2img", bool(units), bool(ip_units))
     extra = {"controlnets": units} if units else {}
     if ip_units:  # a unit without image takes the first init image, as the extension's units do in img2img
         extra.update(ip_adapter_fields(ip_units, init_image=images[0]))

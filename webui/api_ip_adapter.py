@@ -158,30 +158,6 @@ def ip_adapter_fields(specs: list[IPAdapterUnitSpec], init_image=None) -> dict:
             "ip_adapter_guidance": [(spec.guidance_start, spec.guidance_end) for spec in specs]}
 
 
-def params_class(kind: str, controlnets: bool, ip_adapter: bool):
-    """The params class a txt2img / img2img call with (or without) ControlNet units and IP-Adapter units takes."""
-    from pipelines.controlnet import ControlImg2ImgParams, ControlTxt2ImgParams
-    from pipelines.img2img import Img2ImgParams
-    from pipelines.ip_adapter import IPAdapterImg2ImgParams, IPAdapterTxt2ImgParams
-    from pipelines.ip_adapter_controlnet import ControlIPAdapterImg2ImgParams, ControlIPAdapterTxt2ImgParams
-    from pipelines.params import Txt2ImgParams
-
-    table = {"txt2img": (Txt2ImgParams, ControlTxt2ImgParams, IPAdapterTxt2ImgParams, ControlIPAdapterTxt2ImgParams),
-             "img2img": (Img2ImgParams, ControlImg2ImgParams, IPAdapterImg2ImgParams, ControlIPAdapterImg2ImgParams)}
-    return table[kind][controlnets + 2 * ip_adapter]
-
-
-def pipeline_class(kind: str, controlnets: bool, ip_adapter: bool):
-    """The pipeline class running such a call (None: the plain pipeline)."""
-    from pipelines.controlnet import ControlNetImageToImage, ControlNetTextToImage
-    from pipelines.ip_adapter import IPAdapterImageToImage, IPAdapterTextToImage
-    from pipelines.ip_adapter_controlnet import ControlNetIPAdapterImageToImage, ControlNetIPAdapterTextToImage
-
-    table = {"txt2img": (None, ControlNetTextToImage, IPAdapterTextToImage, ControlNetIPAdapterTextToImage),
-             "img2img": (None, ControlNetImageToImage, IPAdapterImageToImage, ControlNetIPAdapterImageToImage)}
-    return table[kind][controlnets + 2 * ip_adapter]
-
-
 def check_ip_adapter_families(sources: list, holder, entry=None) -> None:
     """Refuse, before a job is queued, an adapter made for another model family than the job's checkpoint, or whose
     image encoder gives embeddings of another width than it reads, naming both. Read from the safetensors header and

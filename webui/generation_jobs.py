@@ -72,9 +72,9 @@ def generation_job(state, kind: str, params, *, save: bool, checkpoint: Checkpoi
 
             pipe = HiresFix(pipe)
         elif getattr(params, "controlnets", None) or getattr(params, "ip_adapter", None):
-            from webui.api_ip_adapter import pipeline_class
+            from pipelines.ip_adapter_controlnet import pipeline_class_for
 
-            pipe = pipeline_class(kind, bool(getattr(params, "controlnets", None)),
+            pipe = pipeline_class_for(kind, bool(getattr(params, "controlnets", None)),
                                   bool(getattr(params, "ip_adapter", None))).from_pipeline(pipe)
         result = pipe(run_params, callback=on_step, control=control)
         return finished(pipe, result, params, save=save, output_dir=state.output_dir, entry=state.holder.entry,
