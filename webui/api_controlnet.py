@@ -13,6 +13,8 @@ A unit's `image` takes every shape the extension's `parse_image_formats` does (a
 (`pipelines.controlnet.unit_mask`: the inpaint modules' masked area, else a drawing replacing the picture, a blank
 one ignored); a mask of another size than the unit's image is refused, as there. `effective_region_mask` (extension
 1.1.4xx) is a base64 image limiting where the unit's control applies (`pipelines.controlnet.region_mask`).
+Units with an IP-Adapter module (`ip-adapter_clip_sd15`, ...) are image prompts, not ControlNets: `parse_units` leaves
+them to `parse_ip_adapter_units` (`webui.api_ip_adapter`).
 """
 
 from __future__ import annotations

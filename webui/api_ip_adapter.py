@@ -165,6 +165,7 @@ def check_ip_adapter_families(sources: list, holder, entry=None) -> None:
     pipeline's own check (`pipelines.ip_adapter_layers.check_adapter_fits`), which also runs before sampling."""
     import json
 
+    from pipelines.ip_adapter_files import resolve_image_encoder
     from pipelines.ip_adapter_layers import FAMILY_OF_CROSS_DIM
     from webui.controlnet_models import checkpoint_family
 
@@ -180,11 +181,11 @@ def check_ip_adapter_families(sources: list, holder, entry=None) -> None:
             raise ValueError(f"IP-Adapter {name!r} is made for {FAMILY_OF_CROSS_DIM.get(cross_dim, 'a model')} "
                              f"(cross-attention width {cross_dim}), but checkpoint {title!r} is {family.label}; use "
                              "an adapter for that family (h94/IP-Adapter: models/ for SD 1.5, sdxl_models/ for SDXL).")
-        config_file = Path(source.image_encoder_folder) / "config.json"
-        try:
+        try:  # found as the pipeline finds it (a relative name beside the weights first), nothing fetched
+            config_file = resolve_image_encoder(source, Path(source.source), local_files_only=True) / "config.json"
             config = json.loads(config_file.read_text())
         except (OSError, ValueError):
-            continue  # the load reports it
+            continue  # the pipeline's load reports it
         config = config.get("vision_config", config)
         given = config.get("projection_dim" if kind == "plain" else "hidden_size")
         if given is not None and given != encoder_dim:

@@ -1,8 +1,8 @@
 """The work a queued txt2img / img2img / outpaint / selectable-script job does once the worker runs it.
 
 `ServerState` validates a request and queues one of these; they pick the pipeline the params ask for (hires fix,
-ControlNet, IP-Adapter), run it with the worker's progress callback and interrupt control, save the images, and record what
-the infotext and the API response need to know about the model that made them.
+ControlNet, IP-Adapter), run it with the worker's progress callback and interrupt control, save the images, and record
+what the infotext and the API response need to know about the model that made them.
 """
 
 from __future__ import annotations
