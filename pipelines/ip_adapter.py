@@ -34,6 +34,9 @@ class IPAdapterTxt2ImgParams(Txt2ImgParams):
     ip_adapter_image: Any = None
     # A number in [0, 2] for every adapter, or one per adapter; None: `set_ip_adapter_scale`'s, else 1.0 (diffusers)
     ip_adapter_scale: Any = None
+    # (start, end) fractions of the steps the adapters act in, or one pair per adapter; None: every step.
+    # sd-webui-controlnet's guidance_start/end: outside its window an adapter's scale is 0 (diffusers skips it)
+    ip_adapter_guidance: Any = None
 
 
 @dataclass
@@ -41,6 +44,7 @@ class IPAdapterImg2ImgParams(Img2ImgParams):
     ip_adapter: Any = None
     ip_adapter_image: Any = None
     ip_adapter_scale: Any = None
+    ip_adapter_guidance: Any = None
 
 
 @dataclass
@@ -102,7 +106,8 @@ class IPAdapterMixin:
             params.ip_adapter = list(state["default_sources"])
         if params.ip_adapter_scale is None:
             params.ip_adapter_scale = state["default_scale"]
-        call = check_ip_adapter_inputs(params.ip_adapter, params.ip_adapter_image, params.ip_adapter_scale)
+        call = check_ip_adapter_inputs(params.ip_adapter, params.ip_adapter_image, params.ip_adapter_scale,
+                                       params.ip_adapter_guidance)
         if call is None:
             return
         backend = self.model.extras.get("execution_backend")
@@ -144,7 +149,14 @@ class IPAdapterMixin:
         if state.embeds:
             from pipelines.ip_adapter_embeds import ip_adapter_unet_extra
 
-            start.unet_extra = ip_adapter_unet_extra(state.embeds, start.unet_extra)
+            call = self._ip_call(params)
+            scales_at = None
+            if call.windowed:  # per-step scales only when asked: the default path keeps diffusers' fixed scales
+                from pipelines.ip_adapter_layers import windowed_scales
+
+                total = params.steps if start.steps is None else start.steps  # ControlNet units' denominator
+                scales_at = windowed_scales(self.model.unet, call.scales, call.windows, total)
+            start.unet_extra = ip_adapter_unet_extra(state.embeds, start.unet_extra, scales_at)
         return start
 
     def _finish_image(self, params, state: _IPAdapterState, image, index: int):
@@ -166,7 +178,8 @@ class IPAdapterMixin:
     @staticmethod
     def _ip_call(params) -> IPAdapterCall | None:
         """The call's checked adapters (params were normalised by `check_inputs`, so this cannot raise)."""
-        return check_ip_adapter_inputs(params.ip_adapter, params.ip_adapter_image, params.ip_adapter_scale)
+        return check_ip_adapter_inputs(params.ip_adapter, params.ip_adapter_image, params.ip_adapter_scale,
+                                       params.ip_adapter_guidance)
 
     def _loaded_ip_adapters(self, sources, local_files_only: bool = False) -> list:
         """Each source read (weights cached by file and modification time, encoders by folder) and checked against

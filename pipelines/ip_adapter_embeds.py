@@ -36,12 +36,16 @@ def encode_ip_images(adapter, images: tuple) -> ImageEmbeds:
     return ImageEmbeds(positive[None].float(), negative[None].float())
 
 
-def ip_adapter_unet_extra(embeds: list[ImageEmbeds], inner: Callable[..., dict] | None = None) -> Callable[..., dict]:
+def ip_adapter_unet_extra(embeds: list[ImageEmbeds], inner: Callable[..., dict] | None = None,
+                          scales_at: Callable[[int], None] | None = None) -> Callable[..., dict]:
     """The `unet_extra(model_input, t, step_cond, step, row_owners)` callable giving each row its image embeddings
-    (`added_cond_kwargs["image_embeds"]`), after `inner`'s keywords (ControlNet's residuals) when there is one."""
+    (`added_cond_kwargs["image_embeds"]`), after `inner`'s keywords (ControlNet's residuals) when there is one;
+    `scales_at(step)`, when given, sets the adapters' scales for the step (guidance windows) before the UNet runs."""
     import torch
 
     def unet_extra(model_input, t, step_cond, step: int, row_owners: list[int]) -> dict:
+        if scales_at is not None:
+            scales_at(step)
         kwargs = dict(inner(model_input, t, step_cond, step, row_owners)) if inner is not None else {}
         # Prompt rows, not "rows that are not negative": a step skipping the negative prompt (NGMS) lets a prompt
         # row stand in for it, and that row keeps the image (as ControlNet's residuals do).

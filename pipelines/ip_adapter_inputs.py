@@ -18,6 +18,7 @@ from pipelines.ip_adapter_files import IPAdapterSource
 # prompt and the picture degrades to the reference's colours.
 IP_ADAPTER_SCALE_RANGE = (0.0, 2.0)
 MAX_IP_ADAPTERS = 4  # each adds a key/value projection per cross-attention layer
+FULL_WINDOW = (0.0, 1.0)  # an adapter acting at every step
 MAX_IMAGES_PER_ADAPTER = 16  # each adds its tokens (4 per image; 16 for plus) to every cross-attention
 
 
@@ -28,16 +29,28 @@ class IPAdapterCall:
     sources: tuple[IPAdapterSource, ...]
     images: tuple[tuple, ...]  # per adapter: PIL images in RGB
     scales: tuple[float, ...]
+    # per adapter: (start, end) fractions of the steps it acts in, sd-webui-controlnet's guidance_start/end
+    windows: tuple[tuple[float, float], ...] = ()
+
+    @property
+    def windowed(self) -> bool:
+        """Whether some adapter acts on part of the steps only (the scales then change during sampling)."""
+        return any(window != FULL_WINDOW for window in self.windows)
 
 
-def check_ip_adapter_inputs(ip_adapter: Any, ip_adapter_image: Any, ip_adapter_scale: Any) -> IPAdapterCall | None:
-    """The call's adapters, images and scales, or None without `ip_adapter`; raises naming the bad value.
+def check_ip_adapter_inputs(ip_adapter: Any, ip_adapter_image: Any, ip_adapter_scale: Any,
+                            ip_adapter_guidance: Any = None) -> IPAdapterCall | None:
+    """The call's adapters, images, scales and guidance windows, or None without `ip_adapter`; raises naming the bad
+    value.
 
     Only shapes and values are checked here (no file is read), so a bad call fails before any model work."""
     if ip_adapter is None or (isinstance(ip_adapter, (list, tuple)) and not ip_adapter):
         if ip_adapter_image is not None:
             raise ValueError("ip_adapter_image was given without ip_adapter; pass the IP-Adapter weights too "
                              "(ip_adapter=..., --ip-adapter PATH) or drop the image.")
+        if ip_adapter_guidance is not None:
+            raise ValueError("ip_adapter_guidance was given without ip_adapter; pass the IP-Adapter weights too or "
+                             "drop the guidance window.")
         return None
     items = list(ip_adapter) if isinstance(ip_adapter, (list, tuple)) else [ip_adapter]
     if len(items) > MAX_IP_ADAPTERS:
@@ -45,7 +58,7 @@ def check_ip_adapter_inputs(ip_adapter: Any, ip_adapter_image: Any, ip_adapter_s
     sources = tuple(IPAdapterSource.of(item) for item in items)
     images = _images_per_adapter(ip_adapter_image, len(sources))
     scales = check_ip_adapter_scales(ip_adapter_scale, len(sources))
-    return IPAdapterCall(sources, images, scales)
+    return IPAdapterCall(sources, images, scales, check_ip_adapter_guidance(ip_adapter_guidance, len(sources)))
 
 
 def _images_per_adapter(value: Any, adapters: int) -> tuple[tuple, ...]:
@@ -90,6 +103,30 @@ def check_ip_adapter_scales(value: Any, adapters: int) -> tuple[float, ...]:
             raise ValueError(f"ip_adapter_scale must be a number in [{low:g}, {high:g}] (A1111's ControlNet weight "
                              f"range; 0 turns the adapter off), got {scale!r}.")
     return tuple(float(scale) for scale in scales)
+
+
+def check_ip_adapter_guidance(value: Any, adapters: int) -> tuple[tuple[float, float], ...]:
+    """One (start, end) window per adapter from None (every step), one (start, end) pair for all, or a list of
+    `adapters` pairs; start and end are fractions of the steps in [0, 1] with start <= end."""
+    if value is None:
+        return (FULL_WINDOW,) * adapters
+    is_pair = isinstance(value, (list, tuple)) and len(value) == 2 and all(_is_number(v) for v in value)
+    windows = [value] * adapters if is_pair else list(value) if isinstance(value, (list, tuple)) else None
+    if windows is None or len(windows) != adapters:
+        raise ValueError(f"ip_adapter_guidance must be one (start, end) pair for every adapter or a list of "
+                         f"{adapters} pairs, got {_describe(value)}.")
+    checked = []
+    for window in windows:
+        if not (isinstance(window, (list, tuple)) and len(window) == 2 and all(_is_number(v) for v in window)
+                and 0.0 <= window[0] <= window[1] <= 1.0):
+            raise ValueError(f"ip_adapter_guidance window {_describe(window)} must be (start, end) with "
+                             "0 <= start <= end <= 1: the fractions of the steps the adapter acts in.")
+        checked.append((float(window[0]), float(window[1])))
+    return tuple(checked)
+
+
+def _is_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
 
 
 def _is_image(value: Any) -> bool:

@@ -117,5 +117,25 @@ def attached_ip_adapters(unet, adapters: list[LoadedIPAdapter], scales: list[flo
         unet.set_attn_processor(own_processors)
 
 
+def windowed_scales(unet, scales, windows, total_steps: int):
+    """`scales_at(step)`: sets each attached adapter's scale on the UNet's IP-Adapter processors for `step`, its
+    scale inside its (start, end) window and 0 outside, with sd-webui-controlnet's schedule (active while
+    start <= step / total <= end, step counted from 0, as ControlNet units). diffusers' processors read their
+    `scale` list at every forward (its `IPAdapterScaleCutoffCallback` changes it between steps the same way), and
+    `attached_ip_adapters` replaces the processors after the call, so nothing outlives it."""
+    processors = [p for p in unet.attn_processors.values() if hasattr(p, "to_k_ip")]
+    last: list = []
+
+    def scales_at(step: int) -> None:
+        fraction = step / max(1, total_steps)
+        now = [scale if start <= fraction <= end else 0.0 for scale, (start, end) in zip(scales, windows)]
+        if now != last:
+            for processor in processors:
+                processor.scale = list(now)
+            last[:] = now
+
+    return scales_at
+
+
 def _family(dim: int) -> str:
     return FAMILY_OF_CROSS_DIM.get(dim, "a non-standard model")

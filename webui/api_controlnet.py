@@ -13,6 +13,8 @@ A unit's `image` takes every shape the extension's `parse_image_formats` does (a
 (`pipelines.controlnet.unit_mask`: the inpaint modules' masked area, else a drawing replacing the picture, a blank
 one ignored); a mask of another size than the unit's image is refused, as there. `effective_region_mask` (extension
 1.1.4xx) is a base64 image limiting where the unit's control applies (`pipelines.controlnet.region_mask`).
+Units with an IP-Adapter module (`ip-adapter_clip_sd15`, ...) are image prompts, not ControlNets: `parse_units` leaves
+them to `parse_ip_adapter_units` (`webui.api_ip_adapter`).
 """
 
 from __future__ import annotations
@@ -215,7 +217,7 @@ def unit_picture(label: str, unit: dict) -> tuple[Any, Any, str]:
         if image and all(isinstance(item, dict) for item in image):
             if len(image) > 1:
                 raise ValueError(f"{label}: image is a list of {len(image)} inputs; a ControlNet unit takes one (only "
-                                 "the extension's IP-Adapter modules, which this server does not have, take several). "
+                                 "IP-Adapter modules such as ip-adapter_clip_sd15 take several). "
                                  "Send one {\"image\": ..., \"mask\": ...} object.")
             image, inner_key = image[0], "image[0].mask"
         elif len(image) == 2 and not any(isinstance(item, (dict, list)) for item in image):
@@ -261,10 +263,14 @@ def enabled_units(units: list, name: str) -> Iterator[tuple[str, dict]]:
 
 def parse_units(args: list, *, models, max_units: int, max_pixels: int, max_bytes: int) -> list[UnitSpec]:
     """UnitSpecs for the enabled units; raises ValueError naming the unit and the field."""
+    from webui.api_ip_adapter import is_ip_adapter_module
+
     specs = []
     for label, unit in enabled_units(args, "controlnet unit"):
         if models is None:
             raise ValueError(f"{label}: this server has no ControlNet folder (start it with --controlnet-dir).")
+        if is_ip_adapter_module(unit.get("module")):  # read by parse_ip_adapter_units
+            continue
         image, mask, mask_key = unit_picture(label, unit)
         sizes = dict(max_pixels=max_pixels, max_bytes=max_bytes)
         mask = _decoded(label, mask_key, mask, what="white = masked", **sizes)
@@ -279,6 +285,23 @@ def parse_units(args: list, *, models, max_units: int, max_pixels: int, max_byte
         specs.append(spec)
     if len(specs) > max_units:
         raise ValueError(f"Got {len(specs)} enabled ControlNet units; the limit is {max_units}.")
+    return specs
+
+
+def parse_ip_adapter_units(args: list, *, models, max_pixels: int, max_bytes: int) -> list:
+    """`webui.api_ip_adapter.IPAdapterUnitSpec`s for the enabled units with an IP-Adapter module (the extension runs
+    image prompts as units); raises ValueError naming the unit and the field."""
+    from pipelines.ip_adapter_inputs import MAX_IP_ADAPTERS
+    from webui.api_ip_adapter import ip_adapter_unit_spec, is_ip_adapter_module
+
+    def decode(name: str, data: str):
+        return decode_base64_image(name, data, max_pixels=max_pixels, max_bytes=max_bytes)
+
+    specs = [ip_adapter_unit_spec(label, unit, models, decode=decode)
+             for label, unit in enabled_units(args, "controlnet unit")
+             if models is not None and is_ip_adapter_module(unit.get("module"))]
+    if len(specs) > MAX_IP_ADAPTERS:
+        raise ValueError(f"Got {len(specs)} enabled IP-Adapter units; at most {MAX_IP_ADAPTERS} run in one call.")
     return specs
 
 

@@ -29,17 +29,23 @@ CONTROL_TYPES = {
     "Lineart": (("none", "lineart_standard", "invert"), "lineart_standard", ("lineart",)),
     "Scribble/Sketch": (("none", "scribble_xdog", "invert", "threshold"), "invert", ("scribble", "sketch")),
     "Tile/Blur": (("none", "blur_gaussian", "tile_resample"), "tile_resample", ("tile", "blur")),
+    "IP-Adapter": (("ip-adapter-auto", "ip-adapter_clip_h", "ip-adapter_clip_g", "ip-adapter_clip_sd15",
+                    "ip-adapter_clip_sdxl", "ip-adapter_clip_sdxl_plus_vith"), "ip-adapter-auto",
+                   ("ip-adapter", "ip_adapter")),
 }
 
 
 def control_types(model_names: list[str], preprocessor_names: list[str]) -> dict:
     """The extension's `/controlnet/control_types` answer for these models ("None" first, as it lists them)."""
+    from webui.api_ip_adapter import IP_ADAPTER_MODULES
+
     models = ["None", *model_names]
-    answer = {"All": {"module_list": list(preprocessor_names), "model_list": models, "default_option": "none",
+    modules = [*preprocessor_names, *IP_ADAPTER_MODULES]
+    answer = {"All": {"module_list": modules, "model_list": models, "default_option": "none",
                       "default_model": "None"}}
-    for kind, (modules, default, words) in CONTROL_TYPES.items():
+    for kind, (kind_modules, default, words) in CONTROL_TYPES.items():
         matching = ["None"] + [name for name in model_names if any(word in name.lower() for word in words)]
-        answer[kind] = {"module_list": [m for m in modules if m in preprocessor_names], "model_list": matching,
+        answer[kind] = {"module_list": [m for m in kind_modules if m in modules], "model_list": matching,
                         "default_option": default, "default_model": matching[1] if len(matching) > 1 else "None"}
     return answer
 
@@ -82,9 +88,13 @@ def add_controlnet_routes(router: APIRouter, state) -> None:
     async def controlnet_module_list(alias_names: bool = False):
         from pipelines.preprocessors import PREPROCESSORS
 
+        from webui.api_ip_adapter import IP_ADAPTER_MODULES
+
         shown = {name: EXTENSION_LABELS.get(name, name) if alias_names else name for name in PREPROCESSORS.names()}
-        return {"module_list": list(shown.values()),
-                "module_detail": {shown[name]: module_detail(entry) for name, entry in PREPROCESSORS.items()}}
+        # IP-Adapter modules after the preprocessors: they make image prompts, not control maps (no sliders)
+        return {"module_list": [*shown.values(), *IP_ADAPTER_MODULES],
+                "module_detail": {**{shown[name]: module_detail(entry) for name, entry in PREPROCESSORS.items()},
+                                  **{name: {"model_free": False, "sliders": []} for name in IP_ADAPTER_MODULES}}}
 
     @router.get("/controlnet/control_types")
     async def controlnet_control_types():

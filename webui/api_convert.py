@@ -314,8 +314,16 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     if request.enable_hr and not isinstance(request, Img2ImgRequest):
         params = hires_params(request, params, limits, styles, refiner_pass=refiner_pass)
     units = _controlnet_units(request, limits, request_limits or RequestLimits(), controlnet_models)
+    img2img = isinstance(request, Img2ImgRequest)  # its IP-Adapter units are read with its init images
+    ip_units = [] if img2img else _ip_adapter_units(request, limits, request_limits or RequestLimits(),
+                                                    controlnet_models)
+    if ip_units and request.enable_hr:
+        raise ValueError(f"{ip_units[0].label}: IP-Adapter units cannot run with hires fix yet; send enable_hr false "
+                         "(and upscale the result with img2img) or drop the unit.")
     if units:
         params = _with_units(params, units)
+    if ip_units:
+        params = _with_ip_adapter_units(params, ip_units)
     if not request.disable_extra_networks:  # the negative prompt's tags are text, as in A1111 1.10
         check_prompt_networks("prompt", request.prompt, lora_names)
     return params
@@ -361,6 +369,25 @@ def _controlnet_units(request: Txt2ImgRequest, limits: GenerationLimits, request
                        max_pixels=request_limits.image_pixel_cap(limits), max_bytes=request_limits.max_image_bytes)
 
 
+def _ip_adapter_units(request: Txt2ImgRequest, limits: GenerationLimits, request_limits: RequestLimits,
+                      models) -> list:
+    from webui.api_controlnet import controlnet_args, parse_ip_adapter_units
+
+    args, _ = controlnet_args(request.alwayson_scripts)
+    return parse_ip_adapter_units(args, models=models, max_pixels=request_limits.image_pixel_cap(limits),
+                                  max_bytes=request_limits.max_image_bytes)
+
+
+def _with_ip_adapter_units(params: Txt2ImgParams, ip_units: list) -> Txt2ImgParams:
+    """The txt2img params with the IP-Adapter units' fields, in the class of the units the call has."""
+    from pipelines.ip_adapter_controlnet import params_class_for
+    from webui.api_ip_adapter import ip_adapter_fields
+
+    has_units = bool(getattr(params, "controlnets", None))
+    return params_class_for("txt2img", has_units, True)(**{f: getattr(params, f) for f in params.__dataclass_fields__},
+                                                    **ip_adapter_fields(ip_units))
+
+
 def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, request_limits: RequestLimits,
                       lora_names: set[str] | None, default_clip_skip: int = 1,
                       current_vae_names: frozenset[str] | None = None,
@@ -371,7 +398,7 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
     """Img2ImgParams for a request with its images decoded; raises ValueError naming the bad field.
 
     `exact_steps` is A1111's `img2img_fix_steps`: from `sampler_options` (Settings), then override_settings."""
-    from pipelines.img2img import Img2ImgParams, check_img2img_params
+    from pipelines.img2img import check_img2img_params
 
     base = to_txt2img_params(request, limits=limits, lora_names=lora_names, default_clip_skip=default_clip_skip,
                              current_vae_names=current_vae_names, controlnet_models=controlnet_models,
@@ -401,12 +428,14 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
     # A1111's Soft inpainting sets mask_round=False before the mask is read: a transparent mask keeps its soft alpha
     mask_round = request.mask_round and soft_inpainting is None
     mask = _decode_mask(request.mask, decode, round=mask_round) if request.mask else None
-    params_class = Img2ImgParams
-    extra = {}
-    if units:
-        from pipelines.controlnet import ControlImg2ImgParams
+    ip_units = _ip_adapter_units(request, limits, request_limits, controlnet_models)
+    from pipelines.ip_adapter_controlnet import params_class_for
+    from webui.api_ip_adapter import ip_adapter_fields
 
-        params_class, extra = ControlImg2ImgParams, {"controlnets": units}
+    params_class = params_class_for("img2img", bool(units), bool(ip_units))
+    extra = {"controlnets": units} if units else {}
+    if ip_units:  # a unit without image takes the first init image, as the extension's units do in img2img
+        extra.update(ip_adapter_fields(ip_units, init_image=images[0]))
     params = params_class(
         **{f: getattr(base, f) for f in Txt2ImgParams.__dataclass_fields__}, **extra,
         init_images=images, denoising_strength=request.denoising_strength, resize_mode=RESIZE_MODES[request.resize_mode],

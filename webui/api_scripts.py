@@ -70,9 +70,9 @@ def _directions(direction: Any) -> list:
 
 
 def _refuse_controlnet(params, title: str) -> None:
-    if getattr(params, "controlnets", None):
-        raise ValueError(f"script_name {title!r} cannot be combined with ControlNet units; send them without the "
-                         "script.")
+    if getattr(params, "controlnets", None) or getattr(params, "ip_adapter", None):
+        raise ValueError(f"script_name {title!r} cannot be combined with ControlNet or IP-Adapter units; send them "
+                         "without the script.")
 
 
 def outpaint_script_params(params, script_args: list) -> tuple[Any, dict[str, int]]:

@@ -39,9 +39,9 @@ def request_script(state, kind: str, script_name: Any, script_args: Any, params)
     if not is_registered_script(script_name):
         return None
     script = find_script(script_name, kind)
-    if getattr(params, "controlnets", None):
-        raise ValueError(f"script_name {script.title!r} cannot be combined with ControlNet units; send them without "
-                         "the script.")
+    if getattr(params, "controlnets", None) or getattr(params, "ip_adapter", None):
+        raise ValueError(f"script_name {script.title!r} cannot be combined with ControlNet or IP-Adapter units; send "
+                         "them without the script.")
     return script, script.parse(script_args, kind, **script_context(state))
 
 

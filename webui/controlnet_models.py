@@ -29,12 +29,15 @@ class ControlNetModels:
         self._lock = threading.Lock()
 
     def sources(self) -> dict[str, Path]:
-        """name -> file or diffusers folder, rescanned on every call (the folder is small)."""
+        """name -> file or diffusers folder, rescanned on every call (the folder is small). IP-Adapter files are listed
+        too (the extension keeps them here); their image encoders' folders (`image_encoder*/`) are not."""
+        from webui.api_ip_adapter import is_encoder_folder
+
         found = {}
         for path in sorted(self.folder.iterdir()):
             if path.is_file() and path.suffix.lower() in SUFFIXES:
                 found[path.stem] = path
-            elif path.is_dir() and (path / "config.json").is_file():
+            elif path.is_dir() and (path / "config.json").is_file() and not is_encoder_folder(path):
                 found[path.name] = path
         return found
 

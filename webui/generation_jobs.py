@@ -1,8 +1,8 @@
 """The work a queued txt2img / img2img / outpaint / selectable-script job does once the worker runs it.
 
 `ServerState` validates a request and queues one of these; they pick the pipeline the params ask for (hires fix,
-ControlNet), run it with the worker's progress callback and interrupt control, save the images, and record what
-the infotext and the API response need to know about the model that made them.
+ControlNet, IP-Adapter), run it with the worker's progress callback and interrupt control, save the images, and record
+what the infotext and the API response need to know about the model that made them.
 """
 
 from __future__ import annotations
@@ -71,10 +71,11 @@ def generation_job(state, kind: str, params, *, save: bool, checkpoint: Checkpoi
             from pipelines.hires import HiresFix
 
             pipe = HiresFix(pipe)
-        elif getattr(params, "controlnets", None):
-            from pipelines.controlnet import ControlNetImageToImage, ControlNetTextToImage
+        elif getattr(params, "controlnets", None) or getattr(params, "ip_adapter", None):
+            from pipelines.ip_adapter_controlnet import pipeline_class_for
 
-            pipe = (ControlNetTextToImage if kind == "txt2img" else ControlNetImageToImage).from_pipeline(pipe)
+            pipe = pipeline_class_for(kind, bool(getattr(params, "controlnets", None)),
+                                  bool(getattr(params, "ip_adapter", None))).from_pipeline(pipe)
         result = pipe(run_params, callback=on_step, control=control)
         return finished(pipe, result, params, save=save, output_dir=state.output_dir, entry=state.holder.entry,
                         writing=writing)

@@ -90,7 +90,8 @@ class ServerJobs:
                           restore_checkpoint: bool = True, keep_on_disconnect: bool = False,
                           writing=None) -> Job:
         """Queue a txt2img/img2img call with already validated params; raises QueueFullError, and ValueError for a
-        ControlNet unit made for another model family than the job's checkpoint (before anything is queued).
+        ControlNet unit or IP-Adapter made for another model family than the job's checkpoint (before anything is
+        queued).
 
         `checkpoint` (A1111's override_settings.sd_model_checkpoint, any title it accepts) runs the job on that
         checkpoint, and the server's is put back afterwards unless `restore_checkpoint` is false
@@ -105,6 +106,10 @@ class ServerJobs:
             from webui.controlnet_models import check_unit_families
 
             check_unit_families(self.controlnets, params.controlnets, self.holder, entry)
+        if getattr(params, "ip_adapter", None):
+            from webui.api_ip_adapter import check_ip_adapter_families
+
+            check_ip_adapter_families(params.ip_adapter, self.holder, entry)
         job = refiner_errors_in_web_terms(
             generation_job(self, kind, params, save=save, checkpoint=entry, restore_checkpoint=restore_checkpoint,
                            writing=writing or self.options.infotext_writing()), self.catalog)

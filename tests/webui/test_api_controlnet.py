@@ -40,7 +40,9 @@ def test_model_and_module_lists(api):
     from pipelines.preprocessors import PREPROCESSORS
 
     assert api.custom_get("controlnet/model_list") == {"model_list": ["tiny_canny"]}
-    assert api.custom_get("controlnet/module_list")["module_list"] == PREPROCESSORS.names()
+    from webui.api_ip_adapter import IP_ADAPTER_MODULES
+
+    assert api.custom_get("controlnet/module_list")["module_list"] == [*PREPROCESSORS.names(), *IP_ADAPTER_MODULES]
 
 
 # webuiapi 0.9.17 writes ControlNet units into its mutable default `alwayson_scripts={}`, so units

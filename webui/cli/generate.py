@@ -220,11 +220,12 @@ def run(args: argparse.Namespace) -> int:
 
     ip_fields = ip_adapter_fields(args)
     if ip_fields:
-        refuse_ip_adapter_with(specs=bool(specs), hires=hires is not None, script=xyz_or_script(args))
-        from pipelines.ip_adapter import IPAdapterTextToImage, IPAdapterTxt2ImgParams
+        refuse_ip_adapter_with(hires=hires is not None, script=xyz_or_script(args))
+        from pipelines.ip_adapter_controlnet import params_class_for, pipeline_class_for
 
-        params = IPAdapterTxt2ImgParams(**generation_fields(args), **ip_fields)
-        pipeline_class = IPAdapterTextToImage
+        # with --controlnet the units join the params after the load, with their models
+        params = params_class_for("txt2img", bool(specs), True)(**generation_fields(args), **ip_fields)
+        pipeline_class = pipeline_class_for("txt2img", False, True)
     elif specs:  # the units join the params after the load, with their models
         from pipelines.controlnet import ControlHiresParams, ControlTxt2ImgParams
 
@@ -266,7 +267,11 @@ def run(args: argparse.Namespace) -> int:
         from webui.cli.controlnet_units import built_units
 
         params = replace(params, controlnets=built_units(specs, catalog, pipe))
-        if hires is None:
+        if ip_fields:
+            from pipelines.ip_adapter_controlnet import ControlNetIPAdapterTextToImage
+
+            pipe = ControlNetIPAdapterTextToImage.from_pipeline(pipe)
+        elif hires is None:
             pipe = ControlNetTextToImage.from_pipeline(pipe)
     from webui.cli.infotext_flags import infotext_writing_of
 
@@ -291,10 +296,11 @@ def xyz_or_script(args: argparse.Namespace) -> bool:
     return xyz_requested(args) or bool(args.prompt_matrix) or args.prompts_from_file is not None
 
 
-def refuse_ip_adapter_with(*, specs: bool, hires: bool, script: bool) -> None:
-    """--ip-adapter runs on plain txt2img only for now: say so rather than drop the adapter or the other option."""
-    other = "--controlnet" if specs else "the hires fix (--hr-*)" if hires else "an X/Y/Z plot or prompt script" \
-        if script else None
+def refuse_ip_adapter_with(*, hires: bool = False, script: bool = False, batch: bool = False) -> None:
+    """--ip-adapter runs on single txt2img / img2img calls (with --controlnet units or not) for now: say so rather
+    than drop the adapter or the other option."""
+    other = "the hires fix (--hr-*)" if hires else "an X/Y/Z plot or prompt script" if script else \
+        "--input-dir (batch img2img)" if batch else None
     if other is not None:
         raise ValueError(f"--ip-adapter cannot be combined with {other} yet; run them as separate generations.")
 

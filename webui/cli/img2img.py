@@ -94,6 +94,9 @@ def add_parser(subparsers) -> None:
     from webui.cli.img2img_batch import add_batch_flags
 
     add_controlnet_flags(p, img2img=True)
+    from webui.cli.ip_adapter_flags import add_ip_adapter_flags
+
+    add_ip_adapter_flags(p)
     add_batch_flags(p)
     from webui.cli.loopback_flags import add_loopback_flags
     from webui.cli.prompt_script_flags import add_prompt_script_flags
@@ -112,7 +115,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.img2img import ImageToImage, Img2ImgParams, check_img2img_params
+    from pipelines.img2img import Img2ImgParams, check_img2img_params
     from pipelines.params import GenerationLimits
     from webui.cli.generate import check_before_load, generate_and_save, generation_fields, load_pipeline
     from webui.cli.img2img_batch import check_batch_flags
@@ -138,6 +141,12 @@ def run(args: argparse.Namespace) -> int:
     from webui.cli.img2img_scripts import img2img_script_of
 
     script = img2img_script_of(args)  # Loopback, X/Y/Z plot, Prompt matrix, Prompts from file, SD upscale, or None
+    from webui.cli.generate import refuse_ip_adapter_with
+    from webui.cli.ip_adapter_flags import ip_adapter_fields
+
+    ip_fields = ip_adapter_fields(args)  # images read and files found before anything loads
+    if ip_fields:
+        refuse_ip_adapter_with(script=script is not None, batch=args.input_dir is not None)
     if args.input_dir is not None:
         from webui.cli.img2img_batch import run_batch
 
@@ -154,13 +163,14 @@ def run(args: argparse.Namespace) -> int:
     from webui.cli.controlnet_units import controlnet_specs
 
     specs, catalog = controlnet_specs(args, infotext_keys, img2img=True)
-    from pipelines.controlnet import ControlImg2ImgParams
+    from pipelines.ip_adapter_controlnet import params_class_for, pipeline_class_for
 
     if specs and script is not None:
         raise ValueError(f"{script.flag} cannot be combined with ControlNet units (as the API's scripts); leave out "
                          "one.")
-    params_class = ControlImg2ImgParams if specs else Img2ImgParams  # units join the params after the load
-    params = params_class(**fields, **img2img_fields(args), init_images=[image], mask=mask, latent_mask=latent_mask)
+    params_class = params_class_for("img2img", bool(specs), bool(ip_fields))  # units join the params after the load
+    params = params_class(**fields, **img2img_fields(args), init_images=[image], mask=mask, latent_mask=latent_mask,
+                          **ip_fields)
 
     def check(params: Img2ImgParams) -> None:
         check_img2img_params(params, limits, grid)
@@ -175,10 +185,10 @@ def run(args: argparse.Namespace) -> int:
     check_unit_families(specs, catalog, args.model)
     if script is not None:  # its own models (Loopback's interrogators) before the checkpoint: a quick failure
         script.load_models()
-    pipe, params = load_pipeline(args, ImageToImage, params, check,
+    pipe, params = load_pipeline(args, pipeline_class_for("img2img", False, bool(ip_fields)), params, check,
                                  lambda model: init_size(image, model.vae_scale_factor, args.scale_by), infotext_keys)
     if specs:
-        pipe, params = with_controlnets(pipe, params, specs, catalog)
+        pipe, params = with_controlnets(pipe, params, specs, catalog, ip_adapter=bool(ip_fields))
     from webui.cli.infotext_flags import infotext_writing_of
 
     if script is not None:
@@ -186,15 +196,16 @@ def run(args: argparse.Namespace) -> int:
     return generate_and_save(pipe, params, output, output_is_file, writing=infotext_writing_of(args))
 
 
-def with_controlnets(pipe, params, specs: list, catalog):
+def with_controlnets(pipe, params, specs: list, catalog, ip_adapter: bool = False):
     """(pipeline, params) with the units' ControlNets loaded for the loaded checkpoint: the ControlNet img2img
-    pipeline on the same model."""
+    pipeline (with IP-Adapters when `ip_adapter`) on the same model."""
     from dataclasses import replace
 
-    from pipelines.controlnet import ControlNetImageToImage
+    from pipelines.ip_adapter_controlnet import pipeline_class_for
     from webui.cli.controlnet_units import built_units
 
-    return ControlNetImageToImage.from_pipeline(pipe), replace(params, controlnets=built_units(specs, catalog, pipe))
+    return (pipeline_class_for("img2img", True, ip_adapter).from_pipeline(pipe),
+            replace(params, controlnets=built_units(specs, catalog, pipe)))
 
 
 def check_mask_fits(image, mask, what: str) -> None:

@@ -1,5 +1,5 @@
-"""IP-Adapter on `mixkit generate`: `--ip-adapter PATH --ip-adapter-image IMG [--ip-adapter-scale 0.6]
-[--ip-adapter-image-encoder PATH]`.
+"""IP-Adapter on `mixkit generate` and `mixkit img2img`: `--ip-adapter PATH --ip-adapter-image IMG
+[--ip-adapter-scale 0.6] [--ip-adapter-image-encoder PATH]`.
 
 Each flag may be repeated. With one `--ip-adapter`, every `--ip-adapter-image` is an image for it (their tokens are
 concatenated, as diffusers does); with several, one image per adapter in the order given. `--ip-adapter-scale` and

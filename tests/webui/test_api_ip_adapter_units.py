@@ -1,0 +1,210 @@
+"""IP-Adapter units over the API, as sd-webui-controlnet clients send them (`module: "ip-adapter_clip_sd15"`,
+`model: "ip-adapter_sd15 [hash]"` from its models/ControlNet folder), with tiny adapters on the tiny SD1 model."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw
+
+from mixkit.testing.tiny_ip_adapter import save_tiny_ip_adapter
+
+BASE = {"prompt": "a cat", "steps": 2, "width": 64, "height": 64, "seed": 7, "sampler_name": "Euler"}
+
+
+def encoded(image: Image.Image) -> str:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def reference(seed: int) -> str:
+    return encoded(Image.fromarray((np.random.RandomState(seed).rand(40, 40, 3) * 255).astype("uint8")))
+
+
+def box() -> str:
+    image = Image.new("RGB", (64, 64), "black")
+    ImageDraw.Draw(image).rectangle((16, 16, 48, 48), outline="white", width=3)
+    return encoded(image)
+
+
+def ip_unit(**fields) -> dict:
+    return {"module": "ip-adapter_clip_sd15", "model": "ip-adapter_tiny [1a2b3c4d]", "weight": 1.0,
+            "image": reference(0), **fields}
+
+
+@pytest.fixture(scope="module")
+def server(tiny_sd1_dir, tmp_path_factory, serving):
+    """--controlnet-dir as the extension's users fill it: a ControlNet, IP-Adapter files and `image_encoder/`."""
+    from mixkit.models.diffusion.loading import load_diffusion_model
+    from mixkit.testing.tiny_controlnet import build_tiny_controlnet
+    from webui.config import ServerConfig
+
+    root = tmp_path_factory.mktemp("ip-units")
+    folder = root / "ControlNet"
+    build_tiny_controlnet(folder / "tiny_canny", seed=1)
+    unet = load_diffusion_model(tiny_sd1_dir).unet
+    save_tiny_ip_adapter(folder, unet)  # ip-adapter_tiny.safetensors + image_encoder/
+    save_tiny_ip_adapter(folder, unet, name="ip-adapter_other", seed=5)
+    save_tiny_ip_adapter(folder, unet, name="ip-adapter_wide", cross_dim=48)  # another family's width
+    with serving(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False,
+                              controlnet_dir=str(folder))) as running:
+        yield running
+
+
+def generate(client, units: list, route: str = "txt2img", **fields):
+    payload = {**BASE, **fields, "alwayson_scripts": {"controlnet": {"args": units}}}
+    return client.post(f"/sdapi/v1/{route}", json=payload)
+
+
+def picture(response) -> np.ndarray:
+    assert response.status_code == 200, response.text
+    data = base64.b64decode(response.json()["images"][0])
+    return np.asarray(Image.open(io.BytesIO(data)).convert("RGB")).astype(int)
+
+
+def infotext(response) -> str:
+    import json
+
+    return json.loads(response.json()["info"])["infotexts"][0]
+
+
+def unet_snapshot(server):
+    unet = server.state.holder.loaded_model().unet
+    return dict(unet.attn_processors), unet.encoder_hid_proj, unet.config.encoder_hid_dim_type
+
+
+def test_lists_name_the_adapters_and_modules_but_not_the_encoder_folder(client):
+    models = client.get("/controlnet/model_list").json()["model_list"]
+    assert models == ["ip-adapter_other", "ip-adapter_tiny", "ip-adapter_wide", "tiny_canny"]
+    modules = client.get("/controlnet/module_list").json()
+    for name in ("ip-adapter_clip_sd15", "ip-adapter_clip_sdxl", "ip-adapter_clip_h", "ip-adapter-auto"):
+        assert name in modules["module_list"] and modules["module_detail"][name] == {"model_free": False, "sliders": []}
+    kinds = client.get("/controlnet/control_types").json()["control_types"]
+    assert kinds["IP-Adapter"]["model_list"] == ["None", "ip-adapter_other", "ip-adapter_tiny", "ip-adapter_wide"]
+    assert kinds["IP-Adapter"]["default_option"] == "ip-adapter-auto"
+
+
+def test_a_unit_steers_the_image_weight_is_its_scale_and_the_unet_is_left_as_found(client, server):
+    plain = picture(generate(client, []))
+    before = unet_snapshot(server)
+    steered = generate(client, [ip_unit(weight=0.8)])
+    assert np.abs(picture(steered) - plain).mean() > 2
+    assert 'IP-Adapter: "ip-adapter_tiny: 0.8"' in infotext(steered)
+    off = picture(generate(client, [ip_unit(weight=0.0)]))
+    assert np.abs(off - plain).max() <= 1  # diffusers skips an adapter at scale 0 (another attention kernel: +-1)
+    other_picture = picture(generate(client, [ip_unit(weight=0.8, image=reference(1))]))
+    assert np.abs(other_picture - picture(steered)).mean() > 1
+    after = unet_snapshot(server)
+    assert after[1:] == before[1:] == (None, None)
+    assert all(after[0][name] is before[0][name] for name in before[0])
+    assert np.array_equal(picture(generate(client, [])), plain)
+
+
+def test_guidance_window_outside_every_step_is_the_adapter_off(client):
+    """2 steps: fractions 0 and 0.5 of the steps; a window (0.6, 1) holds neither, (0.4, 1) holds the second."""
+    off = picture(generate(client, [ip_unit(weight=0.0)]))
+    assert np.array_equal(picture(generate(client, [ip_unit(guidance_start=0.6)])), off)
+    late = picture(generate(client, [ip_unit(guidance_start=0.4)]))
+    full = picture(generate(client, [ip_unit()]))
+    assert not np.array_equal(late, off) and not np.array_equal(late, full)
+
+
+def test_several_units_are_several_adapters_and_an_image_list_is_one_adapters_images(client):
+    one = generate(client, [ip_unit(weight=0.6)])
+    two = generate(client, [ip_unit(weight=0.6), ip_unit(model="ip-adapter_other", weight=0.4, image=reference(1))])
+    assert 'IP-Adapter: "ip-adapter_tiny: 0.6, ip-adapter_other: 0.4"' in infotext(two)
+    assert np.abs(picture(two) - picture(one)).mean() > 1
+    images = [{"image": reference(0)}, {"image": reference(1)}]  # the extension's multiple inputs
+    several = generate(client, [ip_unit(weight=0.6, image=images)])
+    assert 'IP-Adapter: "ip-adapter_tiny: 0.6"' in infotext(several)
+    assert np.abs(picture(several) - picture(one)).mean() > 1
+
+
+def test_ip_adapter_and_controlnet_units_in_one_request(client):
+    canny = {"module": "canny", "model": "tiny_canny", "image": box(), "weight": 1.5, "resize_mode": "Just Resize"}
+    control_only = picture(generate(client, [canny]))
+    both = generate(client, [canny, ip_unit(weight=0.8)])
+    text = infotext(both)
+    assert "ControlNet 0:" in text and "tiny_canny" in text and 'IP-Adapter: "ip-adapter_tiny: 0.8"' in text
+    assert "ControlNet 1" not in text  # the IP-Adapter unit is not written as a ControlNet
+    assert np.abs(picture(both) - control_only).mean() > 2
+    adapter_off = picture(generate(client, [canny, ip_unit(weight=0.0)]))
+    assert np.abs(adapter_off - control_only).max() <= 1
+
+
+def test_img2img_unit_without_image_takes_the_init_image(client):
+    init = reference(3)
+    fields = dict(route="img2img", init_images=[init], denoising_strength=0.8)
+    without = picture(generate(client, [ip_unit(image=None)], **fields))
+    given = picture(generate(client, [ip_unit(image=init)], **fields))
+    assert np.array_equal(without, given)
+    assert np.abs(given - picture(generate(client, [], **fields))).mean() > 1
+
+
+@pytest.mark.parametrize("changes, fragment", [
+    ({"model": "ip-adapter_nope"}, "Unknown ControlNet model 'ip-adapter_nope'"),
+    ({"model": "tiny_canny"}, "is a ControlNet folder, not IP-Adapter weights"),
+    ({"module": "ip-adapter_face_id_plus"}, "FaceID / PuLID adapters need insightface"),
+    ({"weight": 2.5}, "weight (the IP-Adapter's scale) must be a number in [0.0, 2.0]"),
+    ({"guidance_start": 0.8, "guidance_end": 0.2}, "guidance_start 0.8 is after guidance_end 0.2"),
+    ({"control_mode": 2}, "control_mode 2 on an IP-Adapter unit is not supported"),
+    ({"mask": reference(2)}, "a mask on an IP-Adapter unit is not supported"),
+    ({"effective_region_mask": reference(2)}, "effective_region_mask (attention masking) on an IP-Adapter unit"),
+    ({"image": None}, "an IP-Adapter unit needs 'image'"),
+    ({"image": [{"image": reference(0), "mask": reference(1)}]}, "takes no mask here"),
+    ({"image": "not-an-image"}, "not valid base64"),
+    ({"model": "ip-adapter_wide"}, "is made for a model (cross-attention width 48), but checkpoint"),
+])
+def test_bad_units_are_422_before_a_job_is_queued(client, server, monkeypatch, changes, fragment):
+    queued = []
+    monkeypatch.setattr(server.state.worker, "submit", lambda *args, **kwargs: queued.append(args))
+    response = generate(client, [ip_unit(**changes)])
+    assert response.status_code == 422, response.text
+    assert fragment in response.text and queued == []
+
+
+def test_units_the_server_cannot_combine_are_422(client):
+    hires = generate(client, [ip_unit()], enable_hr=True, hr_scale=2, hr_upscaler="Lanczos")
+    assert hires.status_code == 422 and "IP-Adapter units cannot run with hires fix yet" in hires.text
+    script = generate(client, [ip_unit()], script_name="prompt matrix", script_args=[])
+    assert script.status_code == 422 and "cannot be combined with ControlNet or IP-Adapter units" in script.text
+    many = generate(client, [ip_unit()] * 5)
+    assert many.status_code == 422 and "at most 4 run in one call" in many.text
+
+
+def test_an_encoder_of_another_width_is_422_and_a_missing_one_names_the_folders(tmp_path, tiny_sd1_dir):
+    from mixkit.models.diffusion.loading import load_diffusion_model
+    from mixkit.testing.tiny_ip_adapter import save_image_encoder
+    from pipelines.ip_adapter_files import IPAdapterSource
+    from webui.api_controlnet import parse_ip_adapter_units
+    from webui.api_ip_adapter import check_ip_adapter_families
+    from webui.controlnet_models import ControlNetModels
+
+    unet = load_diffusion_model(tiny_sd1_dir).unet
+    folder = tmp_path / "ControlNet"
+    save_tiny_ip_adapter(folder, unet, encoder=False)
+    models = ControlNetModels(folder)
+    with pytest.raises(ValueError, match=r"no CLIP image encoder for 'ip-adapter_tiny.safetensors'.*"
+                                         r"'image_encoder_clip_g/' or 'image_encoder/'"):
+        parse_ip_adapter_units([ip_unit(module="ip-adapter_clip_sdxl")], models=models, max_pixels=10**6,
+                               max_bytes=10**7)
+    save_image_encoder(folder / "image_encoder_clip_g", projection_dim=24)  # the module's encoder is found first
+    save_image_encoder(folder / "image_encoder", projection_dim=16)
+    assert models.names() == ["ip-adapter_tiny"]  # encoder folders are no ControlNets
+    spec, = parse_ip_adapter_units([ip_unit(module="ip-adapter_clip_sdxl")], models=models, max_pixels=10**6,
+                                   max_bytes=10**7)
+    assert spec.encoder.name == "image_encoder_clip_g"
+
+    class NoCheckpoint:  # the checkpoint's family unknown: only the encoder is compared
+        entry = None
+
+    source = IPAdapterSource(str(spec.weights), image_encoder_folder=str(spec.encoder))
+    with pytest.raises(ValueError, match="reads 16-wide image embeddings but the encoder .* gives 24"):
+        check_ip_adapter_families([source], NoCheckpoint())
+    spec, = parse_ip_adapter_units([ip_unit()], models=models, max_pixels=10**6, max_bytes=10**7)
+    check_ip_adapter_families([IPAdapterSource(str(spec.weights), image_encoder_folder=str(spec.encoder))],
+                              NoCheckpoint())

@@ -1,0 +1,219 @@
+"""sd-webui-controlnet's IP-Adapter units (`module: "ip-adapter_clip_sd15"`, `model: "ip-adapter_sd15 [hash]"`) ->
+the IP-Adapter fields of `pipelines.ip_adapter`.
+
+The extension runs an image prompt as a ControlNet unit: `model` names an `ip-adapter*` file in its models/ControlNet
+folder (here `--controlnet-dir`), `weight` is the adapter's scale, `image` the reference picture (a list of
+`{"image": ...}` objects gives several, as the extension's `accepts_multiple_inputs`), and `guidance_start/end` the
+part of the steps it acts in. The CLIP image encoder is looked for beside the weights, as the Python API does
+(h94's layout): `image_encoder_clip_h/` (ViT-H: the modules ip-adapter_clip_sd15, ip-adapter_clip_h,
+ip-adapter_clip_sdxl_plus_vith) or `image_encoder_clip_g/` (ViT-bigG: ip-adapter_clip_sdxl, ip-adapter_clip_g) when
+the folder holds adapters for both, else `image_encoder/`. Everything is checked here, before a job is queued;
+`check_ip_adapter_families` then compares the adapters with the job's checkpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# The extension's IP-Adapter modules -> the image encoder each reads (None: whichever the folder has).
+IP_ADAPTER_MODULES = {"ip-adapter_clip_sd15": "clip_h", "ip-adapter_clip_h": "clip_h",
+                      "ip-adapter_clip_sdxl_plus_vith": "clip_h", "ip-adapter_clip_sdxl": "clip_g",
+                      "ip-adapter_clip_g": "clip_g", "ip-adapter-auto": None}
+# Its face modules need insightface embeddings and layers mixkit does not have: refused by name.
+FACE_MODULES = ("ip-adapter_face_id", "ip-adapter_face_id_plus", "ip-adapter_pulid")
+ENCODER_FOLDER = "image_encoder"  # diffusers' and h94's name
+# Unit fields that change an IP-Adapter unit in the extension but are not honoured here: refused unless default.
+UNHONOURED = {"mask": "a mask", "effective_region_mask": "an effective_region_mask (attention masking)"}
+
+
+@dataclass
+class IPAdapterUnitSpec:
+    """One IP-Adapter unit, checked: the weights file and encoder folder found, images decoded (none in img2img:
+    the init image, as the extension uses it)."""
+
+    label: str
+    model_name: str
+    weights: Path
+    encoder: Path
+    images: list = field(default_factory=list)
+    weight: float = 1.0
+    guidance_start: float = 0.0
+    guidance_end: float = 1.0
+
+
+def is_ip_adapter_module(module: Any) -> bool:
+    """Whether a unit's `module` is one of the extension's IP-Adapter modules (face ones included, to refuse them)."""
+    name = str(module).lower()
+    return name in IP_ADAPTER_MODULES or name in FACE_MODULES
+
+
+def encoder_folder_names(module: str) -> list[str]:
+    """The encoder folder names looked for beside the weights, in order, for the unit's module."""
+    encoder = IP_ADAPTER_MODULES[module]
+    return [f"{ENCODER_FOLDER}_{encoder}", ENCODER_FOLDER] if encoder else [ENCODER_FOLDER]
+
+
+def is_encoder_folder(path: Path) -> bool:
+    """An image-encoder folder of the ControlNet folder: not a ControlNet, never listed as one."""
+    return path.name == ENCODER_FOLDER or path.name.startswith(f"{ENCODER_FOLDER}_")
+
+
+def ip_adapter_unit_spec(label: str, unit: dict, models, *, decode) -> IPAdapterUnitSpec:
+    """One enabled IP-Adapter unit (canonical keys) checked field by field; `decode(field, data)` reads a base64
+    image under the request's caps. ValueError naming the unit and field."""
+    from pipelines.ip_adapter_infotext import ip_adapter_infotext
+    from pipelines.ip_adapter_inputs import IP_ADAPTER_SCALE_RANGE
+    from webui.api_controlnet import _given, _number
+
+    module = str(unit.get("module")).lower()
+    if module in FACE_MODULES:
+        raise ValueError(f"{label}: module {unit.get('module')!r} is not available: FaceID / PuLID adapters need "
+                         "insightface face embeddings, which mixkit does not compute; use ip-adapter_clip_sd15 / "
+                         "ip-adapter_clip_sdxl with ip-adapter_* or ip-adapter-plus_* weights.")
+    for key, what in UNHONOURED.items():
+        if _given(unit.get(key)):
+            raise ValueError(f"{label}: {what} on an IP-Adapter unit is not supported here (the image prompt acts on "
+                             f"the whole picture); remove '{key}'.")
+    control = unit.get("control_mode", 0)
+    if control not in (0, "Balanced", "balanced") or unit.get("guess_mode"):
+        raise ValueError(f"{label}: control_mode {control!r} on an IP-Adapter unit is not supported here (only "
+                         "'Balanced': the other modes scale ControlNet residuals, which an IP-Adapter has none of); "
+                         "send control_mode 0 and set the strength with weight.")
+    name = models.resolve(unit.get("model"))
+    weights = models.sources()[name]
+    if weights.is_dir():
+        raise ValueError(f"{label}: model {name!r} is a ControlNet folder, not IP-Adapter weights; an IP-Adapter "
+                         f"module ({unit.get('module')!r}) needs an ip-adapter*.safetensors/.bin file.")
+    ip_adapter_infotext([weights.stem], [1.0])  # a name the infotext cannot carry is refused now
+    encoder = _encoder_folder(label, module, weights)
+    low, high = IP_ADAPTER_SCALE_RANGE
+    weight = _number(f"{label} weight (the IP-Adapter's scale)", unit.get("weight", 1.0), low, high)
+    start = _number(f"{label} guidance_start", unit.get("guidance_start", 0.0), 0.0, 1.0)
+    end = _number(f"{label} guidance_end", unit.get("guidance_end", 1.0), 0.0, 1.0)
+    if start > end:
+        raise ValueError(f"{label}: guidance_start {start:g} is after guidance_end {end:g}; the adapter would never "
+                         "act. Lower guidance_start or raise guidance_end.")
+    return IPAdapterUnitSpec(label, name, weights, encoder, _unit_images(label, unit, decode), weight, start, end)
+
+
+def _encoder_folder(label: str, module: str, weights: Path) -> Path:
+    names = encoder_folder_names(module)
+    for folder_name in names:
+        folder = weights.parent / folder_name
+        if (folder / "config.json").is_file():
+            return folder
+    raise ValueError(f"{label}: no CLIP image encoder for {weights.name!r}: put the encoder folder (h94/IP-Adapter's "
+                     f"models/image_encoder for ViT-H, sdxl_models/image_encoder for ViT-bigG) beside it in the "
+                     f"ControlNet folder as {' or '.join(repr(n + '/') for n in names)}.")
+
+
+def _unit_images(label: str, unit: dict, decode) -> list:
+    """The unit's reference pictures: one base64 image, or the extension's list of {"image": ...} objects."""
+    from webui.api_controlnet import _given, unit_picture
+
+    image = unit.get("image")
+    if isinstance(image, list) and image and all(isinstance(item, dict) for item in image):
+        from pipelines.ip_adapter_inputs import MAX_IMAGES_PER_ADAPTER
+
+        if len(image) > MAX_IMAGES_PER_ADAPTER:
+            raise ValueError(f"{label}: image holds {len(image)} pictures; an IP-Adapter unit takes at most "
+                             f"{MAX_IMAGES_PER_ADAPTER}.")
+        pictures = []
+        for index, item in enumerate(image):
+            unknown = sorted(set(item) - {"image", "mask"})
+            if unknown or _given(item.get("mask")):
+                raise ValueError(f"{label}: image[{index}] must be {{\"image\": base64}} (an IP-Adapter unit takes "
+                                 f"no mask here), got keys {sorted(item)}.")
+            pictures.append(_decoded_picture(label, f"image[{index}].image", item.get("image"), decode))
+        return pictures
+    picture, mask, mask_key = unit_picture(label, unit)
+    if _given(mask):
+        raise ValueError(f"{label}: {UNHONOURED['mask']} on an IP-Adapter unit is not supported here; remove "
+                         f"'{mask_key}'.")
+    return [_decoded_picture(label, "image", picture, decode)] if _given(picture) else []
+
+
+def _decoded_picture(label: str, key: str, data: Any, decode):
+    if not isinstance(data, str) or not data:
+        raise ValueError(f"{label} {key} must be a base64-encoded image, got {type(data).__name__}.")
+    return decode(f"{label} {key}", data)
+
+
+def ip_adapter_fields(specs: list[IPAdapterUnitSpec], init_image=None) -> dict:
+    """The params' IP-Adapter fields for the units (a unit without image takes `init_image`, img2img's first);
+    ValueError for a unit without image when there is no init image (txt2img)."""
+    from pipelines.ip_adapter_files import IPAdapterSource
+
+    images = []
+    for spec in specs:
+        if not spec.images and init_image is None:
+            raise ValueError(f"{spec.label}: an IP-Adapter unit needs 'image', the reference picture (only img2img "
+                             "falls back to its init image).")
+        images.append(list(spec.images) or [init_image])
+    return {"ip_adapter": [IPAdapterSource(str(spec.weights), image_encoder_folder=str(spec.encoder.resolve()))
+                           for spec in specs],
+            "ip_adapter_image": images, "ip_adapter_scale": [spec.weight for spec in specs],
+            "ip_adapter_guidance": [(spec.guidance_start, spec.guidance_end) for spec in specs]}
+
+
+def check_ip_adapter_families(sources: list, holder, entry=None) -> None:
+    """Refuse, before a job is queued, an adapter made for another model family than the job's checkpoint, or whose
+    image encoder gives embeddings of another width than it reads, naming both. Read from the safetensors header and
+    the encoder's config.json without loading anything; `.bin` adapters and unknown checkpoints are left to the
+    pipeline's own check (`pipelines.ip_adapter_layers.check_adapter_fits`), which also runs before sampling."""
+    import json
+
+    from pipelines.ip_adapter_files import resolve_image_encoder
+    from pipelines.ip_adapter_layers import FAMILY_OF_CROSS_DIM
+    from webui.controlnet_models import checkpoint_family
+
+    target = checkpoint_family(holder, entry)
+    for source in sources:
+        widths = _header_widths(Path(source.source))
+        if widths is None:
+            continue
+        cross_dim, encoder_dim, kind = widths
+        name = source.name
+        if target is not None and target[0].cross_attention_dim != cross_dim:
+            family, title = target
+            raise ValueError(f"IP-Adapter {name!r} is made for {FAMILY_OF_CROSS_DIM.get(cross_dim, 'a model')} "
+                             f"(cross-attention width {cross_dim}), but checkpoint {title!r} is {family.label}; use "
+                             "an adapter for that family (h94/IP-Adapter: models/ for SD 1.5, sdxl_models/ for SDXL).")
+        try:  # found as the pipeline finds it (a relative name beside the weights first), nothing fetched
+            config_file = resolve_image_encoder(source, Path(source.source), local_files_only=True) / "config.json"
+            config = json.loads(config_file.read_text())
+        except (OSError, ValueError):
+            continue  # the pipeline's load reports it
+        config = config.get("vision_config", config)
+        given = config.get("projection_dim" if kind == "plain" else "hidden_size")
+        if given is not None and given != encoder_dim:
+            raise ValueError(f"IP-Adapter {name!r} reads {encoder_dim}-wide image embeddings but the encoder "
+                             f"{str(config_file.parent)!r} gives {given}; put the encoder it was trained with "
+                             "beside it (ViT-H as image_encoder_clip_h/, ViT-bigG as image_encoder_clip_g/) and pick "
+                             "the matching module (ip-adapter_clip_h / ip-adapter_clip_g).")
+
+
+def _header_widths(file: Path) -> tuple[int, int, str] | None:
+    """(cross-attention width, image-embedding width read, kind) from a safetensors adapter's header; None else."""
+    from mixkit.io.safetensors_header import read_safetensors_header
+
+    if file.suffix.lower() != ".safetensors":
+        return None
+    try:
+        header = read_safetensors_header(file)
+    except (OSError, ValueError):
+        return None  # the load reports it
+
+    def shape(key: str):
+        entry = header.get(key)
+        return entry.get("shape") if isinstance(entry, dict) else None
+
+    plain_norm, plain_proj = shape("image_proj.norm.weight"), shape("image_proj.proj.weight")
+    if plain_norm and plain_proj:
+        return int(plain_norm[0]), int(plain_proj[1]), "plain"
+    plus_out, plus_in = shape("image_proj.proj_out.weight"), shape("image_proj.proj_in.weight")
+    if plus_out and plus_in:
+        return int(plus_out[0]), int(plus_in[1]), "plus"
+    return None
