@@ -101,10 +101,10 @@ def lycoris_settings(network_args, settings: dict) -> dict:
                                  "one of them")
             out["lycoris_preset"] = text
         elif key == "conv_dim":
-            # LyCORIS: int(conv_dim or network_dim), so 0 means network_dim too
-            out["conv_rank"] = _number(entry, text, integer=True) or None
+            # LyCORIS: int(conv_dim or network_dim) of the entry's text, so "0" is 0: no 3x3 convolution adapted
+            out["conv_rank"] = _number(entry, text, integer=True)
         elif key == "conv_alpha":
-            out["conv_alpha"] = _number(entry, text) or None  # float(conv_alpha or network_alpha)
+            out["conv_alpha"] = _number(entry, text)  # "0": LoConModule then takes alpha = rank, as mixkit's 0
         elif key in ("dora_wd",):
             out["dora_wd"] = _bool(entry, text)
         elif key == "wd_on_output":

@@ -48,7 +48,7 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     alpha: float = 1.0
     # The 3x3 convolutions' rank and alpha (LoCon, or a LyCORIS preset that adapts them); conv_alpha 0 means
     # conv_alpha = conv_rank, as kohya's. None: the linear layers' rank / alpha, LyCORIS's default when network_args
-    # has no conv_dim / conv_alpha.
+    # has no conv_dim / conv_alpha; conv_rank 0 with a LyCORIS preset: no 3x3 convolution (its conv_dim=0).
     conv_rank: int | None = 4
     conv_alpha: float | None = 1.0
     # LyCORIS's layer preset (kohya network_module "lycoris.kohya", network_args "preset=..."): which layers are
@@ -130,7 +130,7 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
 
         convs = (LYCORIS_PRESETS.get(self.lycoris_preset).convs if self.lycoris_preset is not None
                  else self.network == "locon")
-        if not convs:
+        if not convs or self.conv_rank == 0:  # 0: LyCORIS's conv_dim=0, no 3x3 convolution
             return None, self.conv_alpha
         return (self.rank if self.conv_rank is None else self.conv_rank,
                 self.alpha if self.conv_alpha is None else self.conv_alpha)
@@ -168,10 +168,12 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
             raise ValueError(f"class_dataset {self.class_dataset!r} and a kohya dataset config ({self.dataset!r}) are "
                              "both given; as kohya ignores reg_data_dir then, add the class images to the config as "
                              "a subset with is_reg = true, and remove class_dataset")
+        lowest = 0 if self.lycoris_preset is not None else 1  # LyCORIS's conv_dim=0 turns its convolutions off
         if self.conv_rank is not None and (isinstance(self.conv_rank, bool) or not isinstance(self.conv_rank, int)
-                                           or self.conv_rank <= 0):
-            raise ValueError(f"conv_rank must be a positive integer (the 3x3 convolutions' rank), or None for the "
-                             f"rank of the linear layers, got {self.conv_rank!r}")
+                                           or self.conv_rank < lowest):
+            raise ValueError(f"conv_rank must be a {'non-negative' if lowest == 0 else 'positive'} integer (the 3x3 "
+                             "convolutions' rank; 0 with a LyCORIS preset: none adapted), or None for the rank of the "
+                             f"linear layers, got {self.conv_rank!r}")
         self._check_lycoris_preset()
         check_words(self.train_word_vectors)
         check_bools(self, ("train_unet", "train_text_encoder", "balance_class_images", "dora_wd"))
