@@ -177,3 +177,35 @@ def test_sdxl_leaves_out_the_sd1_paths(sdxl_model):
                 or "conv_out" in name]
     assert any("resnets" in name for name in network.adapters)
     torch.manual_seed(0)
+
+
+def test_a_lycoris_run_writes_lycoris_metadata_and_continues_from_its_file(tiny_sd1_dir, colour_dataset, tmp_path):
+    import json
+
+    from mixkit.io import read_safetensors_metadata
+    from mixkit.training.sd_lora_trainer import train_sd_lora
+
+    settings = dict(model=str(tiny_sd1_dir), dataset=str(colour_dataset), resolution=32, batch_size=2, max_steps=2,
+                    learning_rate=1e-2, seed=3, rank=2, alpha=2.0, conv_rank=None, conv_alpha=None,
+                    train_text_encoder=True, network="lora", lycoris_preset="full", dora_wd=True)
+    first = train_sd_lora(SDLoraTrainingConfig(**settings, output=str(tmp_path / "a.safetensors")))
+    metadata = read_safetensors_metadata(first.output)
+    assert metadata["ss_network_module"] == "lycoris.kohya"
+    assert json.loads(metadata["ss_network_args"]) == {"algo": "lora", "preset": "full", "conv_dim": "2",
+                                                       "conv_alpha": "2.0", "dora_wd": "True"}
+    assert "lora_unet_conv_in.dora_scale" in load_file_keys(first.output)
+    again = SDLoraTrainingConfig(**{**settings, "max_steps": 1, "output": str(tmp_path / "b.safetensors"),
+                                    "network_weights": str(first.output)})
+    assert train_sd_lora(again).steps == 1
+    # the file's metadata is the same config again
+    back = SDLoraTrainingConfig(**BASE, **with_kohya_defaults(
+        kohya_network_options(metadata), translate_kohya_options(kohya_network_options(metadata)), set()))
+    assert (back.network, back.lycoris_preset, back.conv_layers(), back.dora_wd, back.rank, back.alpha) == \
+        ("lora", "full", (2, 2.0), True, 2, 2.0)
+
+
+def load_file_keys(path) -> set[str]:
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as handle:
+        return set(handle.keys())
