@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-
 from typing import TYPE_CHECKING
 
 import torch

@@ -79,7 +79,7 @@ def lycoris_settings(network_args, settings: dict) -> dict:
     (kohya's --network_dropout is refused there: kohya passes it as neuron_dropout, which LyCORIS ignores)."""
     from mixkit.training.lycoris_presets import LYCORIS_PRESETS
 
-    accepted = sorted(ACCEPTED_ARGS)
+    accepted = [f"{key} (0 only)" if key in OFF_ONLY else key for key in sorted(ACCEPTED_ARGS)]
     out: dict = {"network": "lora", "lycoris_preset": "full", "conv_rank": None, "conv_alpha": None}
     for entry, key, text in _entries(network_args):
         if key in REFUSED_WHY:

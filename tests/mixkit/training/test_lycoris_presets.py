@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 
 import pytest
-import torch
 
 from mixkit.models.diffusion.loading import load_diffusion_model
 from mixkit.training.config_file import translate_kohya_options, with_kohya_defaults
@@ -176,7 +175,6 @@ def test_sdxl_leaves_out_the_sd1_paths(sdxl_model):
     assert not [name for name in network.adapters if "conv_in" in name or "time_embedding" in name
                 or "conv_out" in name]
     assert any("resnets" in name for name in network.adapters)
-    torch.manual_seed(0)
 
 
 def test_a_lycoris_run_writes_lycoris_metadata_and_continues_from_its_file(tiny_sd1_dir, colour_dataset, tmp_path):
