@@ -151,13 +151,19 @@ KOHYA_OPTIONS.register("optimizer_type", KohyaOption("optimizer (lower case: Ada
 
 
 def _network_module(value, settings: dict) -> dict:
+    from mixkit.training.lycoris_network_args import LYCORIS_MODULE, lycoris_settings
+
+    if value == LYCORIS_MODULE:
+        return lycoris_settings(settings.get("network_args"), settings)
     if value != "networks.lora":
-        raise ValueError(f"network_module {value!r}: mixkit trains kohya's networks.lora only (set network='locon' or "
-                         "network_args conv_dim for its LoCon); remove network_module or set it to 'networks.lora'")
+        raise ValueError(f"network_module {value!r}: mixkit trains kohya's networks.lora and LyCORIS's "
+                         f"{LYCORIS_MODULE!r} (algo lora / locon); remove network_module or set it to one of them")
     return {}
 
 
-KOHYA_OPTIONS.register("network_module", KohyaOption("nothing (networks.lora is mixkit's network)", _network_module))
+KOHYA_OPTIONS.register("network_module", KohyaOption(
+    "nothing for networks.lora; lycoris.kohya: network (its algo), lycoris_preset, conv_rank / conv_alpha (None: "
+    "rank / alpha, LyCORIS's defaults), dora_wd, module_dropout, LoRA+ ratios from network_args", _network_module))
 
 # kohya's --network_args "key=value" entries mixkit knows, and the setting each becomes. kohya's networks/lora.py
 # reads LoRA+ from there too (its documented `--network_args "loraplus_lr_ratio=16"`).
@@ -181,11 +187,18 @@ def _network_arg_bool(entry, text: str) -> bool:
 
 
 def _network_args(value, settings: dict) -> dict:
+    from mixkit.training.lycoris_network_args import LYCORIS_MODULE, lycoris_settings
+
+    if settings.get("network_module") == LYCORIS_MODULE:  # LyCORIS reads its own options from network_args
+        return lycoris_settings(value, settings)
     entries = [value] if isinstance(value, str) else list(value)
     out: dict = {}
     for entry in entries:
         key, sep, text = str(entry).partition("=")
         key = key.strip()
+        if key in ("algo", "preset"):
+            raise ValueError(f"network_args entry {entry!r} is LyCORIS's: set network_module = \"{LYCORIS_MODULE}\" "
+                             "to train through its options (kohya's networks.lora has no algo or preset)")
         if not sep or (key not in NETWORK_ARGS and key != "wd_on_output"):
             raise ValueError(f"network_args entry {entry!r}: mixkit knows {sorted(NETWORK_ARGS)} (as key=value); "
                              "remove the others")
@@ -373,10 +386,12 @@ KOHYA_OPTIONS.register("dataset_config", KohyaOption("dataset (the kohya dataset
 DATASET_CONFIG_OVERRIDES = ("train_data_dir", "reg_data_dir")
 
 
-def translate_kohya_options(settings: dict, own_names=frozenset()) -> dict:
+def translate_kohya_options(settings: dict, own_names=frozenset(), context: dict | None = None) -> dict:
     """`settings` with kohya's options (`KOHYA_OPTIONS`) translated to mixkit's settings; other names pass unchanged
     (the caller's unknown-setting error names any it does not know), and so do `own_names`, the trainer's own
-    settings (tiny-sd's `vae` is its VAE folder, not kohya's --vae). One setting given two values is refused."""
+    settings (tiny-sd's `vae` is its VAE folder, not kohya's --vae). One setting given two values is refused.
+    `context`: the run's other options, from other sources (a --config file's network_module when the command line
+    gives network_args), which translations that depend on another option read; `settings` win over it."""
     def is_kohya(key: str) -> bool:
         return key in KOHYA_OPTIONS and (key not in own_names or KOHYA_OPTIONS.get(key).keeps_name)
 
@@ -394,7 +409,7 @@ def translate_kohya_options(settings: dict, own_names=frozenset()) -> dict:
     if settings.get("save_model_as") is None and "output_dir" in settings and default_format != "safetensors":
         logger.info("kohya config without save_model_as: %s, the default of kohya's textual-inversion trainers",
                     default_format)
-    context = {**settings, "save_model_as": settings.get("save_model_as") or default_format}
+    context = {**(context or {}), **settings, "save_model_as": settings.get("save_model_as") or default_format}
     for key, value in settings.items():
         if not is_kohya(key):
             continue

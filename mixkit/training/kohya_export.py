@@ -46,21 +46,27 @@ def training_metadata(*, network: str, rank: int, alpha: float, conv_rank: int |
                       family: str, train_text_encoder: bool, tag_frequency: dict, dataset_dirs: dict,
                       num_images: int, settings: dict, started_at: float, base_model_name: str,
                       extra_network_args: dict | None = None, reg_dataset_dirs: dict | None = None,
-                      dora_wd: bool = False) -> dict[str, str]:
+                      dora_wd: bool = False, lycoris_preset: str | None = None) -> dict[str, str]:
     """kohya's `ss_*` keys (strings only, JSON for nested values); `extra_network_args` (like rank_dropout) join
     `ss_network_args` as kohya's --network_args do. `num_images` is kohya's `ss_num_train_images`: training samples
     per epoch, repeats included, class images not; `ss_num_reg_images` is the class images times their folders'
     repeats, before they are balanced against the training images (as kohya counts both). `settings` become
     `ss_<key>` with kohya's key names (`text_encoder_lr`, `optimizer`, `bucket_info` as JSON...). `dora_wd` (a DoRA
-    run) writes LyCORIS's network module and network_args, the only kohya-side trainer of DoRA files."""
-    network_args = {"conv_dim": str(conv_rank), "conv_alpha": str(conv_alpha)} if network == "locon" else {}
+    run) and `lycoris_preset` (a LyCORIS layer preset) write LyCORIS's network module and network_args, with its
+    algo and preset, as kohya records a LyCORIS run's --network_args; `conv_rank` None: no 3x3 convolution adapted."""
+    lycoris = dora_wd or lycoris_preset is not None
+    network_args = {"conv_dim": str(conv_rank), "conv_alpha": str(conv_alpha)} if conv_rank else {}
     network_args.update({key: str(value) for key, value in (extra_network_args or {}).items()})
-    if dora_wd:
+    if lycoris:
         # kohya's networks.lora has no DoRA: kohya users train it through LyCORIS (`--network_module lycoris.kohya
-        # --network_args "algo=lora" "dora_wd=True"`), so the file says so, with LyCORIS's spelling of the switch.
-        network_args = {"algo": "locon" if network == "locon" else "lora", **network_args, "dora_wd": "True"}
+        # --network_args "algo=lora" "dora_wd=True"`), so the file says so, with LyCORIS's spellings. A run with
+        # networks.lora's layers names LyCORIS's preset for exactly those (attn-mlp: the transformer blocks and the
+        # text encoder's attention and MLP), where LyCORIS's default preset (full) would read as more layers.
+        preset = lycoris_preset or ("attn-mlp" if network == "lora" else None)
+        network_args = {"algo": "locon" if network == "locon" else "lora", **({"preset": preset} if preset else {}),
+                        **network_args, **({"dora_wd": "True"} if dora_wd else {})}
     metadata = {
-        "ss_network_module": "lycoris.kohya" if dora_wd else "networks.lora",
+        "ss_network_module": "lycoris.kohya" if lycoris else "networks.lora",
         "ss_network_dim": str(rank),
         "ss_network_alpha": str(float(alpha)),
         "ss_network_args": json.dumps(network_args),

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import math
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from mixkit.training.lycoris_presets import LayerPreset
 
 # Which parent modules are adapted, as in kohya's networks/lora.py: attention blocks always,
 # ResNet and resampling blocks only for LoCon (their 3x3 convs are where LoCon adds capacity).
@@ -132,6 +136,13 @@ def find_targets(root: nn.Module, parents: tuple[str, ...], *, include_3x3: bool
     return sorted(found.items())
 
 
+def find_named_targets(root: nn.Module, paths: tuple[str, ...], *, include_3x3: bool) -> list[tuple[str, nn.Module]]:
+    """(dotted path, layer) of the Linear/Conv2d layers at exactly these paths (a LyCORIS preset's target names, like
+    `conv_in`); paths the model lacks are skipped, as LyCORIS skips them."""
+    return sorted((path, layer) for path, layer in root.named_modules() if path in paths and (
+        isinstance(layer, nn.Linear) or _is_1x1(layer) or (include_3x3 and isinstance(layer, nn.Conv2d))))
+
+
 class LoraNetwork(nn.Module):
     """All adapters of one run, keyed by kohya module name; `attach`/`detach` manage the hooks."""
 
@@ -139,13 +150,17 @@ class LoraNetwork(nn.Module):
                  conv_rank: int | None = None, conv_alpha: float | None = None, train_text_encoder: bool = False,
                  train_unet: bool = True, unet_layers: tuple[str, ...] | None = None,
                  word_vectors: nn.Module | None = None, dropout: float = 0.0, rank_dropout: float = 0.0,
-                 module_dropout: float = 0.0, dora: bool = False) -> None:
+                 module_dropout: float = 0.0, dora: bool = False, preset: LayerPreset | None = None,
+                 top_level_paths: bool = True) -> None:
         """`unet_layers`: adapt only the UNet layers whose path ends with one of these (None: all targets);
         `train_unet=False` (kohya's network_train_text_encoder_only) creates no UNet adapters at all, as kohya's
         `apply_to(..., apply_unet=False)` does, so the file holds `lora_te*` modules only;
         `word_vectors`: a `TrainedWordVectors` trained, attached and switched off together with the adapters;
         `dropout` / `rank_dropout` / `module_dropout`: kohya's network_dropout and network_args (see `LoraAdapter`),
-        active while the network is in training mode; `dora`: every adapter a `DoraAdapter` (LyCORIS's dora_wd)."""
+        active while the network is in training mode; `dora`: every adapter a `DoraAdapter` (LyCORIS's dora_wd);
+        `preset`: a LyCORIS layer preset (`lycoris_presets`) choosing the layers instead of kohya's networks.lora
+        choice (3x3 convolutions then need `conv_rank`), its top-level paths only with `top_level_paths` (kohya's SDXL
+        UNet has none of them)."""
         # Imported here: dora_adapter builds on this module's LoraAdapter.
         from mixkit.training.dora_adapter import DoraAdapter
 
@@ -155,17 +170,26 @@ class LoraNetwork(nn.Module):
         self.adapters = nn.ModuleDict()
         self._targets: dict[str, nn.Module] = {}
         self._hooks: list = []
-        groups = [("lora_unet", unet, UNET_ATTENTION_PARENTS, False)] if train_unet else []
-        if conv_rank and train_unet:
-            groups.append(("lora_unet", unet, UNET_CONV_PARENTS, True))
+        prefixes = ["lora_te"] if len(text_encoders) == 1 else ["lora_te1", "lora_te2"]
+        if preset is None:
+            groups = [("lora_unet", unet, find_targets(unet, UNET_ATTENTION_PARENTS, include_3x3=False))] \
+                if train_unet else []
+            if conv_rank and train_unet:
+                groups.append(("lora_unet", unet, find_targets(unet, UNET_CONV_PARENTS, include_3x3=True)))
+            te_parents = TEXT_ENCODER_PARENTS
+        else:
+            convs = bool(preset.convs and conv_rank)
+            paths = preset.unet_paths if top_level_paths else ()
+            groups = [("lora_unet", unet, find_targets(unet, preset.unet_parents, include_3x3=convs)
+                       + find_named_targets(unet, paths, include_3x3=convs))] if train_unet else []
+            te_parents = preset.text_encoder_parents
         if train_text_encoder:
-            prefixes = ["lora_te"] if len(text_encoders) == 1 else ["lora_te1", "lora_te2"]
-            groups += [(p, te, TEXT_ENCODER_PARENTS, False) for p, te in zip(prefixes, text_encoders)]
-        for prefix, root, parents, include_3x3 in groups:
+            groups += [(p, te, find_targets(te, te_parents, include_3x3=False)) for p, te in zip(prefixes, text_encoders)]
+        for prefix, root, targets in groups:
             # transformers 5 dropped CLIPTextModel's `text_model.` level; shared files (A1111, kohya,
             # diffusers' converter) still name text-encoder modules `text_model_encoder_...`.
             level = "text_model." if prefix.startswith("lora_te") and not hasattr(root, "text_model") else ""
-            for path, layer in find_targets(root, parents, include_3x3=include_3x3):
+            for path, layer in targets:
                 name = f"{prefix}_{(level + path).replace('.', '_')}"
                 if name in self.adapters or (prefix == "lora_unet" and unet_layers and not path.endswith(unet_layers)):
                     continue

@@ -46,8 +46,15 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     # The adapters' output is scaled by alpha / rank; 0 means alpha = rank (scale 1), as in kohya, whose files then
     # store the rank as `.alpha` (so A1111 and every loader apply the scale the run trained with).
     alpha: float = 1.0
-    conv_rank: int = 4
-    conv_alpha: float = 1.0  # the same for LoCon's 3x3 convolutions (0: conv_alpha = conv_rank)
+    # The 3x3 convolutions' rank and alpha (LoCon, or a LyCORIS preset that adapts them); conv_alpha 0 means
+    # conv_alpha = conv_rank, as kohya's. None: the linear layers' rank / alpha, LyCORIS's default when network_args
+    # has no conv_dim / conv_alpha; conv_rank 0 with a LyCORIS preset: no 3x3 convolution (its conv_dim=0).
+    conv_rank: int | None = 4
+    conv_alpha: float | None = 1.0
+    # LyCORIS's layer preset (kohya network_module "lycoris.kohya", network_args "preset=..."): which layers are
+    # adapted (`lycoris_presets.LYCORIS_PRESETS`: full, attn-mlp, unet-transformer-only ...), `network` then being
+    # LyCORIS's algo ("lora" and "locon" are one algorithm there). None: kohya networks.lora's layers by `network`.
+    lycoris_preset: str | None = None
     # DoRA (weight-decomposed LoRA, LyCORIS's network_args "dora_wd=True"): each adapted weight is re-normalised per
     # output row and scaled by a trained magnitude, saved as `<module>.dora_scale` beside lora_down / lora_up / alpha.
     dora_wd: bool = False
@@ -115,6 +122,19 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     # version, SAI modelspec) and the sshs hashes; no dataset folders, tags, settings, times or training config.
     no_metadata: bool = False
 
+    def conv_layers(self) -> tuple[int | None, float | None]:
+        """(rank, alpha) of the adapted 3x3 convolutions, rank None when the network adapts none: LoCon's, or with a
+        LyCORIS preset that enables convolutions its conv_dim / conv_alpha, the linear layers' where None (LyCORIS's
+        create_network: conv_dim defaults to network_dim, conv_alpha to network_alpha)."""
+        from mixkit.training.lycoris_presets import LYCORIS_PRESETS
+
+        convs = (LYCORIS_PRESETS.get(self.lycoris_preset).convs if self.lycoris_preset is not None
+                 else self.network == "locon")
+        if not convs or self.conv_rank == 0:  # 0: LyCORIS's conv_dim=0, no 3x3 convolution
+            return None, self.conv_alpha
+        return (self.rank if self.conv_rank is None else self.conv_rank,
+                self.alpha if self.conv_alpha is None else self.conv_alpha)
+
     def loraplus_ratios(self) -> tuple[float | None, float | None]:
         """(UNet, text encoder) LoRA+ ratios as kohya's networks/lora.py takes them: the part's own, else the shared
         loraplus_lr_ratio (None: that part's up weights learn at its plain rate)."""
@@ -148,8 +168,13 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
             raise ValueError(f"class_dataset {self.class_dataset!r} and a kohya dataset config ({self.dataset!r}) are "
                              "both given; as kohya ignores reg_data_dir then, add the class images to the config as "
                              "a subset with is_reg = true, and remove class_dataset")
-        if self.network == "locon" and (not isinstance(self.conv_rank, int) or self.conv_rank <= 0):
-            raise ValueError(f"conv_rank must be a positive integer for a LoCon network, got {self.conv_rank!r}")
+        lowest = 0 if self.lycoris_preset is not None else 1  # LyCORIS's conv_dim=0 turns its convolutions off
+        if self.conv_rank is not None and (isinstance(self.conv_rank, bool) or not isinstance(self.conv_rank, int)
+                                           or self.conv_rank < lowest):
+            raise ValueError(f"conv_rank must be a {'non-negative' if lowest == 0 else 'positive'} integer (the 3x3 "
+                             "convolutions' rank; 0 with a LyCORIS preset: none adapted), or None for the rank of the "
+                             f"linear layers, got {self.conv_rank!r}")
+        self._check_lycoris_preset()
         check_words(self.train_word_vectors)
         check_bools(self, ("train_unet", "train_text_encoder", "balance_class_images", "dora_wd"))
         if not self.train_unet:
@@ -157,7 +182,7 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
                 raise ValueError("train_unet=false and train_text_encoder=false leave no adapters to train (kohya's "
                                  "network_train_text_encoder_only and network_train_unet_only together); set "
                                  "train_text_encoder: true to train the text encoder's adapters alone")
-            if self.network != "lora":
+            if self.network != "lora" and self.lycoris_preset is None:
                 raise ValueError(f"network={self.network!r} chooses UNet layers, but train_unet=false (kohya's "
                                  "network_train_text_encoder_only) creates no UNet adapters; use network: lora "
                                  "(and no network_args conv_dim)")
@@ -181,3 +206,24 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
             raise ValueError(f"network_weights must be the path of a kohya LoRA file or None, got {self.network_weights!r}")
         if self.scale_weight_norms is not None:
             check_number_in(self, "scale_weight_norms", "(0, inf)", "(1.0 is common; None: off)")
+
+    def _check_lycoris_preset(self) -> None:
+        """A LyCORIS preset chooses the layers itself: `network` is then LyCORIS's algo (lora or locon), and the preset
+        must leave something to train with train_unet / train_text_encoder."""
+        if self.lycoris_preset is None:
+            return
+        from mixkit.training.lycoris_presets import LYCORIS_PRESETS
+
+        if self.lycoris_preset not in LYCORIS_PRESETS:
+            raise ValueError(f"lycoris_preset {self.lycoris_preset!r} is not a LyCORIS preset mixkit can build; use one "
+                             f"of {LYCORIS_PRESETS.names()} or None (kohya networks.lora's layers)")
+        if self.network not in ("lora", "locon"):
+            raise ValueError(f"network={self.network!r} chooses its own layers, and lycoris_preset="
+                             f"{self.lycoris_preset!r} chooses others; with a LyCORIS preset network is its algo, "
+                             "'lora' or 'locon' (one algorithm in LyCORIS)")
+        preset = LYCORIS_PRESETS.get(self.lycoris_preset)
+        if self.train_text_encoder and not preset.adapts_text_encoder:
+            raise ValueError(f"lycoris_preset={self.lycoris_preset!r} adapts no text-encoder layer, but "
+                             "train_text_encoder is true; set train_text_encoder: false (kohya's "
+                             "network_train_unet_only = true) or choose a preset with the text encoder (full, "
+                             "attn-mlp, attn-only, full-lin)")

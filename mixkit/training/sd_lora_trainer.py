@@ -35,6 +35,7 @@ from mixkit.training.kohya_export import (base_model_file_metadata, cast_for_sav
                                           minimum_metadata,
                                           save_kohya_lora, to_sgm_layout, training_metadata, without_local_paths)
 from mixkit.training.lora_network import CROSS_ATTENTION_KV, LoraNetwork
+from mixkit.training.lycoris_presets import LYCORIS_PRESETS
 from mixkit.training.modelspec import ModelSpecTexts, lora_modelspec
 from mixkit.training.network_weights import load_network_weights
 from mixkit.training.optimizers import optimizer_description
@@ -151,15 +152,18 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
     if owns_model and precision in ("bf16", "fp16"):
         _frozen_weights_in_half_precision(model, precision, config.train_text_encoder)
     torch.manual_seed(config.seed)
-    conv_rank = config.conv_rank if config.network == "locon" else None
+    conv_rank, conv_alpha = config.conv_layers()
     words = (TrainedWordVectors(model.text_encoders, model.tokenizers, config.train_word_vectors)
              if config.train_word_vectors else None)
     network = LoraNetwork(model.unet, model.text_encoders, rank=config.rank, alpha=config.alpha, conv_rank=conv_rank,
-                          conv_alpha=config.conv_alpha, train_text_encoder=config.train_text_encoder,
+                          conv_alpha=conv_alpha, train_text_encoder=config.train_text_encoder,
                           train_unet=config.train_unet,
                           unet_layers=CROSS_ATTENTION_KV if config.network == "cross-kv" else None,
                           word_vectors=words, dropout=config.network_dropout, rank_dropout=config.rank_dropout,
-                          module_dropout=config.module_dropout, dora=config.dora_wd)
+                          module_dropout=config.module_dropout, dora=config.dora_wd,
+                          preset=LYCORIS_PRESETS.get(config.lycoris_preset) if config.lycoris_preset else None,
+                          # kohya's SDXL UNet has no layer at a preset's SD 1.x paths (`lycoris_presets`)
+                          top_level_paths=model.family.value != "sdxl")
     if config.network_weights:  # before the hooks go on: a refused file leaves the model as it was
         load_network_weights(network, config.network_weights, unet=model.unet, sdxl=model.family.value == "sdxl")
     network.attach()
@@ -210,7 +214,7 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
         `kind` ("step", "epoch" or "final") decides its `ss_epoch` as kohya's (`run_schedule.epoch_of_save`)."""
         metadata = training_metadata(
             network=config.network, rank=config.rank, alpha=config.alpha, conv_rank=conv_rank,
-            conv_alpha=config.conv_alpha,
+            conv_alpha=conv_alpha, lycoris_preset=config.lycoris_preset,
             family=model.family.value, train_text_encoder=config.train_text_encoder,
             tag_frequency=report.tag_frequency(), dataset_dirs=report.dataset_dirs(),
             # kohya's counts: training samples per epoch (repeats included, class images not), class images with

@@ -113,3 +113,22 @@ def test_lycoris_dora_switch_on_a_kohya_command_line_and_as_a_setting(capsys):
     assert (from_flags["dora_wd"], from_flags["network"]) == (True, "locon")
     assert _printed_config(capsys, [*base, "--set", "dora_wd=true", "--print-config"])["dora_wd"] is True
     assert _printed_config(capsys, [*base, "--print-config"])["dora_wd"] is False
+
+
+def test_lycoris_network_module_in_the_file_reads_network_args_from_the_command_line(capsys, tmp_path):
+    """kohya's command line replaces the file's network_args; LyCORIS's options are read with the file's
+    network_module wherever each was given."""
+    toml = tmp_path / "run.toml"
+    toml.write_text('pretrained_model_name_or_path = "m"\ntrain_data_dir = "d"\noutput_dir = "out"\nnetwork_dim = 8\n'
+                    'network_alpha = 4\nnetwork_module = "lycoris.kohya"\nnetwork_args = ["algo=locon", "conv_dim=2"]\n',
+                    encoding="utf-8")
+    from_file = _printed_config(capsys, ["train", "sd-lora", "--config_file", str(toml), "--print-config"])
+    assert [from_file[k] for k in ("network", "lycoris_preset", "conv_rank", "conv_alpha", "train_text_encoder")] == \
+        ["locon", "full", 2, None, True]
+    flags = _printed_config(capsys, ["train", "sd-lora", "--config_file", str(toml), "--print-config",
+                                     "--network_args", "preset=unet-transformer-only", "dora_wd=True"])
+    assert [flags[k] for k in ("network", "lycoris_preset", "conv_rank", "dora_wd", "train_text_encoder")] == \
+        ["lora", "unet-transformer-only", None, True, False]
+    assert main(["train", "sd-lora", "--config_file", str(toml), "--print-config", "--network_args",
+                 "algo=loha"]) == 2
+    assert "mixkit trains LyCORIS's algo lora and locon" in capsys.readouterr().err

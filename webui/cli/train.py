@@ -90,15 +90,19 @@ def resolve_config(config_cls, config_file: Path | None, overrides: list[str], k
     known = {f.name for f in dataclasses.fields(config_cls)}
     raw_kohya_flags = dict(parse_override(text) for text in kohya_flags)
     raw_overrides = dict(parse_override(text) for text in overrides)
-    from_file = {}
+    from_file, raw = {}, {}
     if config_file is not None:
         raw = without_replaced_lists(read_config_file(config_file), {**raw_kohya_flags, **raw_overrides}, known)
-        from_file = with_kohya_defaults(raw, translate_kohya_options(raw, known), known)
-    from_kohya_flags = translate_kohya_options(raw_kohya_flags, known)
+    # every source's options, later winning: an option read together with another (LyCORIS's network_args with
+    # network_module) sees it wherever it was given
+    everything = {**raw, **raw_kohya_flags, **raw_overrides}
+    if config_file is not None:
+        from_file = with_kohya_defaults(raw, translate_kohya_options(raw, known, everything), known)
+    from_kohya_flags = translate_kohya_options(raw_kohya_flags, known, everything)
     # kohya's defaults fill what neither the flags nor the file set (a file's network_train_unet_only stays)
     defaults = with_kohya_defaults(raw_kohya_flags, from_kohya_flags, known)
     from_kohya_flags = {**{k: v for k, v in defaults.items() if k not in from_file}, **from_kohya_flags}
-    from_flags = {**from_kohya_flags, **translate_kohya_options(raw_overrides, known)}
+    from_flags = {**from_kohya_flags, **translate_kohya_options(raw_overrides, known, everything)}
     data = {**from_file, **from_flags}
     unknown = sorted(set(data) - known)
     if unknown:

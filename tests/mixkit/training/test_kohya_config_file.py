@@ -102,8 +102,10 @@ def test_set_overrides_use_kohya_names_too_and_win_over_the_file(tmp_path):
 @pytest.mark.parametrize("text, message", [
     ('rank = 4\nnetwork_dim = 8\n', "kohya's network_dim=8 sets rank=8, but rank=4 is also given; keep one"),
     ('resolution = "512x768"\n', "kohya's form is \"<side>\" or \"<width>,<height>\""),
-    ('network_args = ["algo=lokr"]\n', r"network_args entry 'algo=lokr': mixkit knows"),
-    ('network_module = "lycoris.kohya"\n', "networks.lora only"),
+    ('network_args = ["algo=lokr"]\n', r"network_args entry 'algo=lokr' is LyCORIS's: set network_module"),
+    ('network_args = ["foo=1"]\n', r"network_args entry 'foo=1': mixkit knows"),
+    ('network_module = "networks.oft"\n', "mixkit trains kohya's networks.lora and LyCORIS's"),
+    ('network_module = "lycoris.kohya"\nnetwork_args = ["algo=lokr"]\n', "algo lora and locon"),
     ('optimizer_type = "DAdaptation"\n', "no mixkit equivalent"),
     ('sample_sampler = "euler_a"\n', "DDIM only"),
     ('[a]\nrank = 4\n[b]\nrank = 8\n', "'rank' is given twice"),

@@ -1,0 +1,54 @@
+"""LyCORIS's layer presets (kohya `--network_args "preset=full"`): which UNet and text-encoder layers a run adapts.
+
+The data is LyCORIS 4.1.3's `lycoris/config.py`, cut to the classes and paths an SD 1.x/2.x/SDXL UNet and a CLIP text
+encoder have: a preset adapts every Linear and 1x1 Conv2d inside modules of its parent classes, the modules at its
+paths themselves, and 3x3 convolutions only when it enables them (`convs`, LyCORIS's `enable_conv`). Presets are
+given as they behave under kohya's sd-scripts, which LyCORIS is written for, on kohya's own UNet:
+
+- `attn-only` names the attention class "CrossAttention" (kohya's UNet); in a diffusers UNet it is "Attention".
+- The top-level paths (`conv_in`, `conv_out`, `time_embedding.linear_*`) exist in kohya's SD 1.x/2.x UNet; its SDXL
+  UNet names those layers `input_blocks.0.0`, `out.2` and `time_embed.*`, which no preset names, so on SDXL they are
+  not adapted (`LoraNetwork` is told so).
+- LyCORIS 4.1.3's full lists add "TimestepEmbedding" (for Anima): in SD 1.x/2.x that is `time_embedding`, whose two
+  linears the paths adapt anyway, and kohya's SDXL UNet has no such class, so it is left out here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mixkit.registry import Registry
+
+
+@dataclass(frozen=True)
+class LayerPreset:
+    """The layers one preset adapts (see the module docstring for how each field is read)."""
+
+    unet_parents: tuple[str, ...]
+    unet_paths: tuple[str, ...]
+    text_encoder_parents: tuple[str, ...]
+    convs: bool
+
+    @property
+    def adapts_text_encoder(self) -> bool:
+        return bool(self.text_encoder_parents)
+
+
+TRANSFORMER = ("Transformer2DModel",)
+CONV_BLOCKS = ("ResnetBlock2D", "Downsample2D", "Upsample2D")
+TIME_EMBEDDING = ("time_embedding.linear_1", "time_embedding.linear_2")
+CONV_IN_OUT = ("conv_in", "conv_out")
+TEXT_ENCODER_ATTENTION = ("CLIPAttention", "CLIPSdpaAttention")
+TEXT_ENCODER_FULL = (*TEXT_ENCODER_ATTENTION, "CLIPMLP")
+
+LYCORIS_PRESETS: Registry[LayerPreset] = Registry("LyCORIS preset")
+LYCORIS_PRESETS.register("full", LayerPreset((*TRANSFORMER, *CONV_BLOCKS), (*CONV_IN_OUT, *TIME_EMBEDDING),
+                                             TEXT_ENCODER_FULL, convs=True))
+LYCORIS_PRESETS.register("full-lin", LayerPreset((*TRANSFORMER, "ResnetBlock2D"), TIME_EMBEDDING, TEXT_ENCODER_FULL,
+                                                 convs=False))
+LYCORIS_PRESETS.register("attn-mlp", LayerPreset(TRANSFORMER, (), TEXT_ENCODER_FULL, convs=False))
+LYCORIS_PRESETS.register("attn-only", LayerPreset(("Attention",), (), TEXT_ENCODER_ATTENTION, convs=False))
+LYCORIS_PRESETS.register("unet-only", LayerPreset((*TRANSFORMER, *CONV_BLOCKS), (*CONV_IN_OUT, *TIME_EMBEDDING), (),
+                                                  convs=True))
+LYCORIS_PRESETS.register("unet-transformer-only", LayerPreset(TRANSFORMER, (), (), convs=False))
+LYCORIS_PRESETS.register("unet-convblock-only", LayerPreset(CONV_BLOCKS, CONV_IN_OUT, (), convs=True))
