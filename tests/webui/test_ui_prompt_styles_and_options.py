@@ -255,7 +255,7 @@ def img2img_tab_values():
            "soft_inpainting": False, "si_mask_blend_power": 1, "si_mask_blend_scale": 0.5,
            "si_inpaint_detail_preservation": 4, "si_composite_mask_influence": 0,
            "si_composite_difference_threshold": 0.5, "si_composite_difference_contrast": 2}
-    return [own[name] for name in IMG2IMG_FIELDS] + [False, "None", 0.8]
+    return [own[name] for name in IMG2IMG_FIELDS] + [False, "None", 0.8, None]
 
 
 def test_img2img_merges_the_styles_too(served):
