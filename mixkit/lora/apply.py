@@ -180,7 +180,11 @@ def _apply_runtime(targets: dict[int, tuple[nn.Module, list]], undo: list[Callab
         cast = lambda t: None if t is None else t.to(module.weight.device, module.weight.dtype)  # noqa: E731
         patch.weight_change = None if weight_change is None else cast(weight_change.reshape(module.weight.shape))
         patch.bias_change = cast(bias_change)
-        undo.append(install_patch(module, patch))
+        try:
+            undo.append(install_patch(module, patch))
+        except ValueError as error:  # a hypernetwork hidden under a foreign wrapper (mixkit.forward_patches)
+            target = items[0][0].target
+            raise ValueError(f"{target.component} module {target.path}: {error}") from None
 
 
 LORA_APPLY_MODES: Registry[Callable] = Registry("LoRA apply mode")
