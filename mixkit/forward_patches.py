@@ -158,7 +158,7 @@ def _is_own_method(module: nn.Module, attribute: str, method: Any) -> bool:
 
 def check_patch_inputs(module: Any, body: Any, name: Any, attribute: Any) -> None:
     """Refuse what cannot be a patch: a non-module, a body that is not callable, a method the class does not have."""
-    if not isinstance(module, nn.Module):
+    if not hasattr(module, "__dict__"):  # a torch module, or a stand-in for one (the OpenVINO VAE takes TAESD)
         raise TypeError(f"a forward patch goes on a torch module, got {type(module).__name__}")
     if not callable(body):
         raise TypeError(f"the patch body must be callable as body(below, *args, **kwargs), got {type(body).__name__}")

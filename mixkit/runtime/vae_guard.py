@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from mixkit.forward_patches import ForwardPatch, install_forward_patch
+from mixkit.forward_patches import install_forward_patch
 from mixkit.runtime.report import OptimizationReport
 
 _GUARD = "_mixkit_vae_guard"
@@ -37,6 +37,7 @@ def guarded_decode(decode, z, dtype: torch.dtype, device_type: str, report: Opti
 
 
 def check_vae_guard_inputs(vae, dtype) -> None:
+    """Refuse a module without `decode` and a dtype the guard has no reason to run in, before anything changes."""
     if not isinstance(vae, torch.nn.Module) or not callable(getattr(type(vae), "decode", None)):
         raise TypeError(f"the VAE guard needs a VAE module with a decode method (diffusers' AutoencoderKL), "
                         f"got {type(vae).__name__}")
@@ -60,11 +61,6 @@ def install_vae_guard(vae: torch.nn.Module, dtype: torch.dtype, report: Optimiza
         return guarded_decode(below, z, dtype, device_type, report, *args, **kwargs)
 
     vae.__dict__[_GUARD] = install_forward_patch(vae, decode, "VAE NaN guard", attribute="decode")
-
-
-def installed_vae_guard(vae: torch.nn.Module) -> ForwardPatch | None:
-    """The guard's patch on `vae.decode`, None when no guard is installed."""
-    return vae.__dict__.get(_GUARD)
 
 
 def remove_vae_guard(vae: torch.nn.Module) -> bool:

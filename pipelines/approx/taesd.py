@@ -145,7 +145,7 @@ def install_taesd_decode(vae, taesd) -> None:
     shift = getattr(vae.config, "shift_factor", None) or 0.0
 
     def decode(below, z, *args, return_dict: bool = True, **kwargs):
-        if installed.suspended:
+        if installed.suspended:  # `installed` is bound below, before the first call
             return below(z, *args, return_dict=return_dict, **kwargs)
         latents = ((z - shift) * scale).to(device=taesd.device, dtype=taesd.dtype)
         pixels = taesd.decode(latents).sample.to(device=z.device, dtype=z.dtype)
