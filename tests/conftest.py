@@ -106,3 +106,34 @@ def hash_cache_in_tmp(tmp_path, monkeypatch):
     """Model hashes are cached under MIXKIT_CACHE_DIR; tests that hash files point it into their own tmp folder
     so no test reads another's (or the user's) cached hash. Used with `pytestmark = usefixtures(...)`."""
     monkeypatch.setenv("MIXKIT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+# Fixtures whose model outlives one test, wherever they are defined: the session's pipelines (tests/pipelines' and
+# tests/mixkit/prompts' diffusers ones), the models loaded once per test module (`sd1_model` / `sdxl_model` above,
+# `refiner_model`), and the pipelines loaded once per module (`inpaint_pipe`, tests/pipelines' `base_pipe`). A
+# pipeline is checked through its `.model` (a diffusers one through its own components, tests/model_patches.py).
+SHARED_MODELS = ("sd1_pipe", "sdxl_pipe", "inpaint_pipe", "base_pipe", "sd1_model", "sdxl_model", "refiner_model")
+
+
+@pytest.fixture(autouse=True)
+def shared_models_left_as_found(request):
+    """Fails a test that leaves a forward patch or hook on a model another test will use (`SHARED_MODELS`: a spy put
+    back as the bound method, a wrapper a pipeline call forgot when it raised, a VAE decode guard) and takes it off,
+    so no later test sees a model that depends on test order. Only tests that use one (directly or through a
+    fixture) are checked: the walk over a tiny model's modules costs a few milliseconds, the others nothing."""
+    used = [name for name in SHARED_MODELS if name in request.fixturenames]
+    if not used:
+        yield
+        return
+    from .model_patches import describe, model_patches, remove_patches
+
+    models = {name: request.getfixturevalue(name) for name in used}
+    before = {name: model_patches(model) for name, model in models.items()}
+    yield
+    for name, model in models.items():
+        left = {key: value for key, value in model_patches(model).items() if key not in before[name]}
+        if left:
+            remove_patches(left)
+            pytest.fail(f"the test left patches on the shared {name}: {describe(left)}; restore a replaced forward "
+                        "by removing the instance attribute (tests/pipelines/unet_spy.replaced_forward), remove "
+                        "forward patches (ForwardPatch.remove) and hooks")

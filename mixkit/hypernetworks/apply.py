@@ -8,7 +8,8 @@ each loaded hypernetwork in turn: `context_k = hn_k(context_k)`, `context_v = hn
 alone. Here the `to_k` / `to_v` projections' forwards are wrapped (never their weights), which every attention
 processor calls, so the change composes with whatever processor is installed (mixkit's, sliced, HyperTile's) and
 with other forward patches, stacked above or below in any order (`mixkit.forward_patches.ForwardPatch`);
-`remove()` takes out exactly its own wrappers.
+`remove()` takes out exactly its own wrappers. The wrappers stay above a runtime LoRA's on the same projection
+whichever was applied first, so the LoRA sees the hypernetwork's output, as in A1111.
 """
 
 from __future__ import annotations
@@ -69,8 +70,11 @@ class AppliedHypernetworks:
         self.widths: dict[str, list[int]] = {}  # hypernetwork name -> the widths that found an attention
 
     def _wrap(self, projection: nn.Module, chain: list[tuple[HypernetworkMLP, float]]) -> None:
-        # Over whatever forward the projection has (a runtime LoRA's, say), which it then calls
-        self._patches.append(install_forward_patch(projection, _chained_forward(chain), "hypernetwork"))
+        # Over whatever forward the projection has (a runtime LoRA's, say), which it then calls with the transformed
+        # context; marked as transforming the input, so a runtime LoRA applied later still goes below it and computes
+        # on hn(x), as A1111's does, and not on the raw context
+        self._patches.append(install_forward_patch(projection, _chained_forward(chain), "hypernetwork",
+                                                   transforms_input=True))
 
     def remove(self) -> None:
         """Take every wrapper out (last wrapped first), leaving other patches, stacked above or below, in place;

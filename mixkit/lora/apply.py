@@ -81,20 +81,29 @@ class AppliedLoras:
                 for item in self.loaded for word, embedding in item.lora.embeddings.items()}
 
     def remove(self) -> None:
-        """Undo this application; LoRA sets applied later to the same model must be removed first."""
+        """Undo this application; a second call does nothing.
+
+        Runtime-mode sets come off in any order: each takes out only its own forward patches. A merge-mode set must
+        be the most recently applied set still on the model, since its removal copies back the weights saved when it
+        was applied: sets applied since would lose their merged changes (or, runtime ones of a weight-dependent
+        family, keep changes computed on weights that are gone)."""
         if self.removed:
             return
         stack = _ACTIVE.get(self._unet, [])
-        if stack and stack[-1] is not self:
+        position = next((index for index, handle in enumerate(stack) if handle is self), None)
+        later = [] if position is None else stack[position + 1:]
+        if self.mode == "merge" and later:
             raise ValueError(
-                f"LoRAs {', '.join(self.names())} were applied before {', '.join(stack[-1].names())}, "
-                "which is still applied; remove the most recently applied LoRAs first."
+                f"LoRAs {', '.join(self.names())} were merged into the weights before "
+                f"{', '.join(name for handle in later for name in handle.names())} were applied, which are still "
+                "applied; remove the most recently applied LoRAs first (merged weights are put back from a copy "
+                "taken before the later ones), or apply with mode='runtime', whose sets come off in any order."
             )
         for undo in reversed(self._undo):
             undo()
         self._undo.clear()
-        if stack:
-            stack.pop()
+        if position is not None:
+            del stack[position]
         self.removed = True
 
     def __enter__(self) -> "AppliedLoras":
@@ -180,7 +189,11 @@ def _apply_runtime(targets: dict[int, tuple[nn.Module, list]], undo: list[Callab
         cast = lambda t: None if t is None else t.to(module.weight.device, module.weight.dtype)  # noqa: E731
         patch.weight_change = None if weight_change is None else cast(weight_change.reshape(module.weight.shape))
         patch.bias_change = cast(bias_change)
-        undo.append(install_patch(module, patch))
+        try:
+            undo.append(install_patch(module, patch))
+        except ValueError as error:  # a hypernetwork hidden under a foreign wrapper (mixkit.forward_patches)
+            target = items[0][0].target
+            raise ValueError(f"{target.component} module {target.path}: {error}") from None
 
 
 LORA_APPLY_MODES: Registry[Callable] = Registry("LoRA apply mode")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Iterator
 
 from mixkit.errors import ModelNotFoundError
+from mixkit.forward_patches import ForwardPatch, install_forward_patch
 from mixkit.models.diffusion import ModelFamily
 from mixkit.registry import Registry
 
@@ -124,53 +125,66 @@ def load_taesd(source: str | os.PathLike, family: ModelFamily, *, variant: str |
     return taesd
 
 
+@dataclass
+class _InstalledTaesd:
+    """A TAESD decode on a VAE: the decoder, its patch on `vae.decode`, and how many `taesd_suspended` blocks are
+    open (the patch then passes the call down to what is below it)."""
+
+    taesd: object
+    patch: ForwardPatch
+    suspended: int = 0
+
+
 def install_taesd_decode(vae, taesd) -> None:
-    """Make `vae.decode` decode with `taesd` (undo with `remove_taesd_decode`); encode is untouched."""
+    """Make `vae.decode` decode with `taesd` (undo with `remove_taesd_decode`); encode is untouched. A TAESD decode
+    installed before is replaced; other decode patches (the NaN guard, a spy) stay, above or below it."""
     from diffusers.models.autoencoders.vae import DecoderOutput
 
     remove_taesd_decode(vae)
-    previous = vae.__dict__.get("decode")  # e.g. mixkit.runtime's NaN guard, restored on removal
     scale = vae.config.scaling_factor
     shift = getattr(vae.config, "shift_factor", None) or 0.0
 
-    def decode(z, *args, return_dict: bool = True, **kwargs):
+    def decode(below, z, *args, return_dict: bool = True, **kwargs):
+        if installed.suspended:  # `installed` is bound below, before the first call
+            return below(z, *args, return_dict=return_dict, **kwargs)
         latents = ((z - shift) * scale).to(device=taesd.device, dtype=taesd.dtype)
         pixels = taesd.decode(latents).sample.to(device=z.device, dtype=z.dtype)
         return DecoderOutput(sample=pixels) if return_dict else (pixels,)
 
-    vae.decode = decode
-    vae.__dict__[_INSTALLED] = (taesd, previous)
+    # replaces what is below rather than calling it: the VAE's own decoder is what TAESD stands in for
+    installed = _InstalledTaesd(taesd, install_forward_patch(vae, decode, "TAESD decode", attribute="decode"))
+    vae.__dict__[_INSTALLED] = installed
 
 
 def remove_taesd_decode(vae) -> bool:
-    """Restore the VAE's own decode (and whatever wrapper it had before); False if none was installed."""
+    """Take the TAESD decode out of `vae.decode`, leaving other decode patches (above or below it) in place; False
+    if none was installed."""
     installed = vae.__dict__.pop(_INSTALLED, None)
     if installed is None:
         return False
-    previous = installed[1]
-    if previous is None:
-        vae.__dict__.pop("decode", None)
-    else:
-        vae.__dict__["decode"] = previous
+    installed.patch.remove()
     return True
 
 
 @contextmanager
 def taesd_suspended(vae) -> Iterator[None]:
-    """The VAE's own decode inside the block (int8 calibration records what the real decoder sees),
-    the TAESD decode installed before (if any) again after it, also when the block fails."""
-    installed = installed_taesd(vae)
-    remove_taesd_decode(vae)
+    """The VAE's own decode inside the block (int8 calibration records what the real decoder sees), the TAESD decode
+    again after it, also when the block fails. The patch stays where it is in the chain of decode patches, so a NaN
+    guard above or below it keeps its place."""
+    installed = vae.__dict__.get(_INSTALLED)
+    if installed is None:
+        yield
+        return
+    installed.suspended += 1
     try:
         yield
     finally:
-        if installed is not None:
-            install_taesd_decode(vae, installed)
+        installed.suspended -= 1
 
 
 def installed_taesd(vae):
     installed = vae.__dict__.get(_INSTALLED)
-    return None if installed is None else installed[0]
+    return None if installed is None else installed.taesd
 
 
 def preview_images(model, latents) -> list:

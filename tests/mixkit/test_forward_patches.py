@@ -146,3 +146,135 @@ def test_every_install_and_removal_stamps_a_new_change():
     patch.remove()
     stamps.append(latest_forward_change(layer))
     assert stamps == sorted(set(stamps)) and isinstance(patch, ForwardPatch)
+
+
+class Codec(nn.Module):
+    """A module with a method other than forward to patch, as a VAE's `decode`."""
+
+    def decode(self, x):
+        return x + 1
+
+
+def spy_on_decode(module, calls: list):
+    """A spy as tests write them: wraps whatever `decode` is there now and counts calls."""
+    saved = module.decode
+
+    def spy(x):
+        calls.append(1)
+        return saved(x)
+
+    module.decode = spy
+    return spy
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(["first", "spy", "second"])))
+def test_patches_on_another_method_stack_with_a_spy_and_come_off_in_any_order(order):
+    """Patches on `decode` (`attribute=`) with a spy stacked in `order`: removing either patch leaves the spy and the
+    other patch working; `forward` is never touched."""
+    codec, x, calls = Codec(), torch.tensor([1.0]), []
+    patches = {}
+    for what in order:
+        if what == "spy":
+            spy_on_decode(codec, calls)
+        else:
+            patches[what] = install_forward_patch(codec, scaling(2.0 if what == "first" else 4.0), what,
+                                                  attribute="decode")
+    assert torch.equal(codec.decode(x), torch.tensor([16.0])) and calls == [1]
+    assert "forward" not in codec.__dict__ and has_foreign_forward(codec, "decode")
+    patches["first"].remove()
+    assert torch.equal(codec.decode(x), torch.tensor([8.0])) and calls == [1, 1]
+    patches["second"].remove()
+    assert torch.equal(codec.decode(x), torch.tensor([2.0])) and calls == [1, 1, 1]  # the spy is still called
+
+
+def test_a_patch_on_another_method_put_back_leaves_the_class_method():
+    codec = Codec()
+    patch = install_forward_patch(codec, scaling(2.0), "doubling", attribute="decode")
+    assert torch.equal(codec.decode(torch.tensor([1.0])), torch.tensor([4.0])) and "decode" in repr(patch)
+    patch.remove()
+    assert "decode" not in codec.__dict__ and not has_foreign_forward(codec, "decode")
+
+
+@pytest.mark.parametrize("attribute", ["encode", "training", 3])
+def test_a_method_the_class_does_not_have_is_refused_and_nothing_changes(attribute):
+    codec = Codec()
+    before = dict(codec.__dict__)
+    with pytest.raises(ValueError, match="has no method .* to patch"):
+        install_forward_patch(codec, scaling(2.0), "doubling", attribute=attribute)
+    assert codec.__dict__ == before
+
+
+def test_a_body_that_is_not_callable_is_refused():
+    with pytest.raises(TypeError, match="body must be callable"):
+        install_forward_patch(nn.Linear(2, 2), None, "nothing")
+
+
+def test_a_patch_body_raising_half_way_leaves_the_chain_as_it_was():
+    """An exception inside a patched call propagates and changes nothing: the next call and the removals work."""
+    codec, x = Codec(), torch.tensor([1.0])
+    below = install_forward_patch(codec, scaling(2.0), "doubling", attribute="decode")
+    failing = {"now": True}
+
+    def body(below_decode, inputs):
+        halfway = below_decode(inputs)
+        if failing["now"]:
+            raise RuntimeError("out of memory")
+        return halfway * 4
+
+    top = install_forward_patch(codec, body, "sometimes failing", attribute="decode")
+    with pytest.raises(RuntimeError, match="out of memory"):
+        codec.decode(x)
+    failing["now"] = False
+    assert torch.equal(codec.decode(x), torch.tensor([16.0]))
+    below.remove()
+    assert torch.equal(codec.decode(x), torch.tensor([8.0]))
+    top.remove()
+    assert "decode" not in codec.__dict__
+
+
+def shifting_input(amount: float):
+    """An input-transforming body (as a hypernetwork's): changes the input, then calls the forward below."""
+    return lambda below, x: below(x + amount)
+
+
+def adding_input_times(factor: float):
+    """A body adding a change computed on the input it sees (as a runtime LoRA's `B·x`, B here a row of `factor`s)."""
+    return lambda below, x: below(x) + x.sum(-1, keepdim=True) * factor
+
+
+def transformed_then_added(layer, inputs):
+    """What A1111 computes: the LoRA change on the transformed input, W·t(x) + B·t(x)."""
+    shifted = inputs + 1
+    return nn.Linear.forward(layer, shifted) + shifted.sum(-1, keepdim=True) * 3
+
+
+@pytest.mark.parametrize("order", [("transform", "adder"), ("adder", "transform")])
+def test_an_input_transform_stays_above_other_patches_whichever_came_first(order):
+    layer, inputs, _ = plain_layer()
+    install = {"transform": lambda: install_forward_patch(layer, shifting_input(1.0), "transform",
+                                                          transforms_input=True),
+               "adder": lambda: install_forward_patch(layer, adding_input_times(3.0), "adder")}
+    patches = {what: install[what]() for what in order}
+    with torch.no_grad():
+        assert torch.equal(layer(inputs), transformed_then_added(layer, inputs))
+        patches["transform"].remove()
+        assert torch.equal(layer(inputs), nn.Linear.forward(layer, inputs) + inputs.sum(-1, keepdim=True) * 3)
+        patches["adder"].remove()
+    assert "forward" not in layer.__dict__ and "_mixkit_forward_input_transforms" not in layer.__dict__
+
+
+def test_under_a_foreign_wrapper_over_an_input_transform_a_patch_is_refused_and_nothing_changes():
+    layer, inputs, _ = plain_layer()
+    transform = install_forward_patch(layer, shifting_input(1.0), "transform", transforms_input=True)
+    captured = layer.forward
+    layer.forward = lambda x: captured(x)  # a spy over the transform: a patch cannot be put below it
+    stamp = latest_forward_change(layer)
+    with pytest.raises(ValueError, match="cannot install adder on Linear.forward: 1 input-transforming .* restore "
+                                         "that wrapper first"):
+        install_forward_patch(layer, adding_input_times(3.0), "adder")
+    assert layer.__dict__["forward"] is not captured and transform.below is None
+    assert latest_forward_change(layer) == stamp
+    del layer.forward
+    transform.remove()
+    # with the transform out of the chain (the spy's owner took the forward back), nothing hides it any more
+    install_forward_patch(layer, adding_input_times(3.0), "adder").remove()

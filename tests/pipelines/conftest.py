@@ -8,38 +8,6 @@ def sd1_pipe(tiny_sd1_dir):
     return TextToImage.from_pretrained(tiny_sd1_dir)
 
 
-# Fixtures whose model outlives one test: the session's pipelines, and the models and pipelines loaded once per test
-# module (tests/conftest.py's sd1_model / sdxl_model, inpaint_pipe, base_pipe, refiner_model below); a pipeline is
-# checked through its `.model`.
-SHARED_PIPES = ("sd1_pipe", "sdxl_pipe", "inpaint_pipe", "base_pipe")
-SHARED_MODELS = ("sd1_model", "sdxl_model", "refiner_model")
-
-
-@pytest.fixture(autouse=True)
-def shared_pipes_left_as_found(request):
-    """Fails a test that leaves a forward patch or hook on a model another test will use (`SHARED_PIPES`,
-    `SHARED_MODELS`: a spy put back as the bound method, a wrapper a pipeline call forgot when it raised) and takes it
-    off, so no later test sees a model that depends on test order. Only tests that use one (directly or through a
-    fixture) are checked: the walk over a tiny model's modules costs a few milliseconds."""
-    used = [name for name in (*SHARED_PIPES, *SHARED_MODELS) if name in request.fixturenames]
-    if not used:
-        yield
-        return
-    from .model_patches import describe, model_patches, remove_patches
-
-    models = {name: request.getfixturevalue(name) for name in used}
-    models = {name: value.model if name in SHARED_PIPES else value for name, value in models.items()}
-    before = {name: model_patches(model) for name, model in models.items()}
-    yield
-    for name, model in models.items():
-        left = {key: value for key, value in model_patches(model).items() if key not in before[name]}
-        if left:
-            remove_patches(left)
-            pytest.fail(f"the test left patches on the shared {name}: {describe(left)}; restore a replaced forward "
-                        "by removing the instance attribute (tests/pipelines/unet_spy.replaced_forward) and remove "
-                        "hooks")
-
-
 @pytest.fixture(scope="session")
 def sdxl_pipe(tiny_sdxl_dir):
     from pipelines.txt2img import TextToImage

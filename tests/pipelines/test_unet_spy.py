@@ -1,5 +1,5 @@
 """The UNet spies leave the shared `sd1_pipe` exactly as they found it, also when the generation raises, and the
-conftest's check sees what they used to leave (tests/pipelines/unet_spy.py, tests/pipelines/model_patches.py).
+conftest's check sees what they used to leave (tests/pipelines/unet_spy.py, tests/model_patches.py).
 
 The leak this guards against: spies put the saved bound method back as `unet.forward`, an instance attribute
 DeepCache read as a compiled forward, so `apply_deepcache` on `sd1_pipe` refused ("cannot wrap a compiled UNet")
@@ -9,7 +9,7 @@ import pytest
 
 from pipelines.approx.deepcache import DeepCacheSettings, apply_deepcache, remove_deepcache
 
-from .model_patches import model_patches, remove_patches
+from ..model_patches import model_patches, remove_patches
 from .unet_spy import fail_if_called, recorded_unet_contexts, replace_forward_for_the_test, replaced_forward
 
 SMALL = dict(prompt="a cat", width=64, height=64, steps=2, seed=1)

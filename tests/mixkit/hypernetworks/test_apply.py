@@ -119,14 +119,14 @@ def test_an_error_half_way_through_applying_leaves_no_projection_wrapped(sd1_mod
     unet = sd1_model.unet
     real_install, installed = hypernetwork_apply.install_forward_patch, []
 
-    def failing_third(module, body, name):
+    def failing_third(module, body, name, **options):
         if len(installed) == 2:
             raise KeyboardInterrupt  # the user stops the call while the projections are being wrapped
         installed.append(module)
-        return real_install(module, body, name)
+        return real_install(module, body, name, **options)
 
     monkeypatch.setattr(hypernetwork_apply, "install_forward_patch", failing_third)
     with pytest.raises(KeyboardInterrupt):
         apply_hypernetworks(unet, [HypernetworkApplication(load_hypernetwork(files["first"]), 1.0)])
     assert len(installed) == 2
-    assert not any("forward" in m.__dict__ for m in unet.modules())
+    assert not any("forward" in m.__dict__ or "_mixkit_forward_input_transforms" in m.__dict__ for m in unet.modules())

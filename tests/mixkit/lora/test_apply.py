@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from mixkit.lora import LoraMismatchError, LoraRequest, apply_loras
+from mixkit.lora.apply import applied_lora_records
 from mixkit.errors import UnknownNameError
 from tests.mixkit.lora.conftest import assert_bit_identical, make_peer_lora, relative_error, run_model, snapshot
 
@@ -50,17 +51,79 @@ def test_strength_zero_is_a_no_op(tmp_path, sd1, algo, kwargs):
         handle.remove()
 
 
-def test_handles_must_be_removed_last_first(tmp_path, sd1):
+def test_a_merged_set_must_come_off_before_the_sets_applied_after_it(tmp_path, sd1):
     first = make_peer_lora(tmp_path, sd1, "lora", seed=15, name="first").path
     second = make_peer_lora(tmp_path, sd1, "loha", seed=16, name="second").path
     before = snapshot(sd1)
     handle_first = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(first)], mode="merge")
     handle_second = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(second)], mode="runtime")
+    both = run_model(sd1)
+    with pytest.raises(ValueError, match="LoRAs first were merged into the weights before second were applied, which "
+                                         "are still applied; remove the most recently applied LoRAs first .*"
+                                         "mode='runtime'"):
+        handle_first.remove()
+    assert all(torch.equal(a, b) for a, b in zip(run_model(sd1), both))  # the refused removal changed nothing
+    assert not handle_first.removed and len(applied_lora_records(sd1.unet)) == 2
+    handle_second.remove()
+    handle_first.remove()
+    handle_first.remove()  # idempotent
+    assert_bit_identical(sd1, before)
+
+
+def test_two_merged_sets_come_off_last_first_and_restore_the_weights(tmp_path, sd1):
+    first = make_peer_lora(tmp_path, sd1, "lora", seed=15, name="first").path
+    second = make_peer_lora(tmp_path, sd1, "lokr", seed=16, name="second").path
+    before = snapshot(sd1)
+    handle_first = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(first)], mode="merge")
+    handle_second = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(second)], mode="merge")
     with pytest.raises(ValueError, match="remove the most recently applied"):
         handle_first.remove()
     handle_second.remove()
     handle_first.remove()
-    handle_first.remove()  # idempotent
+    assert_bit_identical(sd1, before)
+
+
+def _outputs_with(model, requests_by_set) -> list[torch.Tensor]:
+    """The model's outputs with each request list applied in runtime mode, in order (then all removed)."""
+    handles = [apply_loras(model.unet, model.text_encoders, requests, mode="runtime") for requests in requests_by_set]
+    try:
+        return run_model(model)
+    finally:
+        for handle in reversed(handles):
+            handle.remove()
+
+
+@pytest.mark.parametrize("removal", [(0, 1, 2), (1, 0, 2), (0, 2, 1), (2, 0, 1)])
+def test_runtime_sets_come_off_in_any_order(tmp_path, sd1, removal):
+    """Each removal leaves exactly what applying the remaining sets alone gives (the runtime changes are added to
+    the layers' outputs in application order, so the oracle is exact), then the model bit for bit."""
+    sets = [[LoraRequest(make_peer_lora(tmp_path, sd1, algo, seed=20 + index, name=f"set{index}").path, 0.7, 0.9)]
+            for index, algo in enumerate(("lora", "loha", "lokr"))]
+    before = snapshot(sd1)
+    remaining = [sorted(removal[step + 1:]) for step in range(3)]
+    expected = [_outputs_with(sd1, [sets[i] for i in left]) for left in remaining]  # before any set is applied
+    handles = [apply_loras(sd1.unet, sd1.text_encoders, requests, mode="runtime") for requests in sets]
+    for step, index in enumerate(removal):
+        handles[index].remove()
+        left = remaining[step]
+        assert [record.split(":")[0] for record in applied_lora_records(sd1.unet)] == [f"set{i}" for i in left]
+        for got, wanted in zip(run_model(sd1), expected[step]):
+            assert torch.equal(got, wanted), f"after removing sets {removal[:step + 1]}"
+    assert_bit_identical(sd1, before)
+
+
+def test_a_runtime_set_applied_before_a_merged_one_can_come_off_first(tmp_path, sd1):
+    runtime = make_peer_lora(tmp_path, sd1, "lora", seed=31, name="runtime").path
+    merged = make_peer_lora(tmp_path, sd1, "loha", seed=32, name="merged").path
+    before = snapshot(sd1)
+    handle_runtime = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(runtime)], mode="runtime")
+    handle_merged = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(merged)], mode="merge")
+    handle_runtime.remove()
+    only_merged = run_model(sd1)
+    handle_merged.remove()
+    assert_bit_identical(sd1, before)
+    with apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(merged)], mode="merge"):
+        assert all(torch.equal(a, b) for a, b in zip(run_model(sd1), only_merged))
     assert_bit_identical(sd1, before)
 
 

@@ -8,9 +8,9 @@ from diffusers.image_processor import VaeImageProcessor
 
 from mixkit.errors import ModelNotFoundError
 from mixkit.models.diffusion import ModelFamily
-from mixkit.runtime import install_vae_guard
+from mixkit.runtime import install_vae_guard, remove_vae_guard
 from pipelines.approx.taesd import (default_taesd_source, install_taesd_decode, installed_taesd, load_taesd,
-                                    preview_images, remove_taesd_decode)
+                                    preview_images, remove_taesd_decode, taesd_suspended)
 from pipelines.txt2img import TextToImage
 from pipelines.vae_decode import decode_latents
 
@@ -104,8 +104,64 @@ def test_removal_restores_an_earlier_decode_wrapper(pipe, tiny_taesd_dir):
     assert installed_taesd(vae) is not None and vae.__dict__["decode"] is not guard
     assert remove_taesd_decode(vae) is True
     assert vae.__dict__["decode"] is guard and installed_taesd(vae) is None
-    from mixkit.runtime import remove_vae_guard
-
     remove_vae_guard(vae)
     assert "decode" not in vae.__dict__
     assert remove_taesd_decode(vae) is False
+
+
+def decoded(vae, latents) -> list[np.ndarray]:
+    return [np.asarray(image) for image in decode_latents(vae, latents)]
+
+
+@pytest.mark.parametrize("first, removed_first", [("guard", "guard"), ("guard", "taesd"), ("taesd", "guard"),
+                                                  ("taesd", "taesd")])
+def test_taesd_and_the_nan_guard_come_off_in_any_order_each_leaving_the_other(pipe, tiny_taesd_dir, first,
+                                                                              removed_first):
+    vae = pipe.model.vae
+    latents = torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(5))
+    full = decoded(vae, latents)
+    taesd = load_taesd(tiny_taesd_dir, ModelFamily.SD1)
+    install_taesd_decode(vae, taesd)
+    tiny = decoded(vae, latents)
+    remove_taesd_decode(vae)
+    install = {"guard": lambda: install_vae_guard(vae, torch.bfloat16), "taesd": lambda: install_taesd_decode(vae, taesd)}
+    remove = {"guard": lambda: remove_vae_guard(vae), "taesd": lambda: remove_taesd_decode(vae)}
+    for name in (first, "taesd" if first == "guard" else "guard"):
+        install[name]()
+    try:
+        assert remove[removed_first]() is True
+        left = "taesd" if removed_first == "guard" else "guard"
+        if left == "taesd":  # TAESD alone again: its exact decode
+            assert all(np.array_equal(a, b) for a, b in zip(decoded(vae, latents), tiny))
+        else:  # the guard alone again: the VAE's own decode in bf16, a few levels from fp32
+            assert max(np.abs(a.astype(int) - b.astype(int)).max() for a, b in zip(decoded(vae, latents), full)) <= 8
+        assert remove[left]() is True
+    finally:
+        remove_taesd_decode(vae)
+        remove_vae_guard(vae)
+    assert "decode" not in vae.__dict__
+    assert all(np.array_equal(a, b) for a, b in zip(decoded(vae, latents), full))
+
+
+def test_suspending_taesd_keeps_its_place_under_the_guard_and_comes_back_after_an_error(pipe, tiny_taesd_dir):
+    vae = pipe.model.vae
+    latents = torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(5))
+    full = decoded(vae, latents)
+    install_taesd_decode(vae, load_taesd(tiny_taesd_dir, ModelFamily.SD1))
+    install_vae_guard(vae, torch.bfloat16)
+    guard = vae.__dict__["decode"]
+    try:
+        tiny = decoded(vae, latents)
+        with pytest.raises(RuntimeError, match="calibration failed"):
+            with taesd_suspended(vae):
+                own = decoded(vae, latents)  # the VAE's own decoder, still under the guard's bf16
+                assert vae.__dict__["decode"] is guard
+                raise RuntimeError("calibration failed")
+        assert max(np.abs(a.astype(int) - b.astype(int)).max() for a, b in zip(own, full)) <= 8
+        assert not all(np.array_equal(a, b) for a, b in zip(own, tiny))
+        assert all(np.array_equal(a, b) for a, b in zip(decoded(vae, latents), tiny))  # TAESD decodes again
+        assert vae.__dict__["decode"] is guard
+    finally:
+        remove_vae_guard(vae)
+        remove_taesd_decode(vae)
+    assert "decode" not in vae.__dict__
