@@ -37,8 +37,12 @@ def running(tiny_sd1_dir, tmp_path_factory, serving):
 @pytest.fixture
 def loaded(monkeypatch):
     """Weak references to every caption model (mixkit-tiny-blip2, through AppFlow's cache) and CLIP
-    (mixkit-tiny-clip) `load_vlm` loads during the test."""
+    (mixkit-tiny-clip) `load_vlm` loads during the test. The caption model an earlier test left in AppFlow's
+    process-wide cache is dropped first, so this test sees its own load."""
     import mixkit.models.vlm as vlm
+    from appflow import release_models
+
+    release_models("mixkit-tiny-blip2")
 
     refs = {"caption": [], "clip": []}
     real_load = vlm.load_vlm
