@@ -64,6 +64,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--network", default="lora", choices=["lora", "locon", "cross-kv"])
     p.add_argument("--dora", action=argparse.BooleanOptionalAction, default=False,
                    help="train DoRA (the trainer's dora_wd, LyCORIS's weight-decomposed LoRA) on the same layers")
+    p.add_argument("--init-lora-weights", default="kaiming", choices=["kaiming", "pissa"],
+                   help="how the adapters start: kohya's random down / zero up, or the layers' principal components "
+                        "(PiSSA; the trainer's init_lora_weights)")
     p.add_argument("--train-text-encoder", action=argparse.BooleanOptionalAction, default=True,
                    help="also adapt the text encoder (a new word needs its own embedding direction)")
     p.add_argument("--noise-offset", type=float, default=0.3,
@@ -169,7 +172,8 @@ def main(argv=None) -> None:
                                       train_word_vectors=[args.concept] if args.word_vectors else [],
                                       word_vectors_learning_rate=args.word_vectors_lr,
                                       min_snr_gamma=args.min_snr_gamma or None, seed=args.seed,
-                                      network=args.network, dora_wd=args.dora, train_text_encoder=args.train_text_encoder,
+                                      network=args.network, dora_wd=args.dora, init_lora_weights=args.init_lora_weights,
+                                      train_text_encoder=args.train_text_encoder,
                                       text_encoder_learning_rate=args.text_encoder_learning_rate,
                                       noise_offset=args.noise_offset, mixed_precision=args.mixed_precision,
                                       cache_latents=args.cache_latents, use_ema=args.ema, ema_decay=args.ema_decay,
@@ -198,7 +202,8 @@ def main(argv=None) -> None:
                     path.read_bytes())
 
     print(f"LoRA for {args.concept!r} on {args.model}: {args.steps} steps, batch {args.batch_size} (+ prior images), "
-          f"rank {args.rank}, {args.network}{' + DoRA' if args.dora else ''}, {args.optimizer} at lr {args.learning_rate} {args.lr_schedule} "
+          f"rank {args.rank}, {args.network}{' + DoRA' if args.dora else ''}"
+          f"{' (PiSSA start)' if args.init_lora_weights == 'pissa' else ''}, {args.optimizer} at lr {args.learning_rate} {args.lr_schedule} "
           f"after {args.warmup_steps} warm-up steps, "
           f"text encoder {'on' if args.train_text_encoder else 'off'}, "
           f"word vectors {f'at {args.word_vectors_lr}' if args.word_vectors else 'off'}, "

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from mixkit.training.pissa import LORA_INITIALISATIONS, PISSA, kohya_factors, principal_factors, residual_weight
+
 if TYPE_CHECKING:
     from mixkit.training.lycoris_presets import LayerPreset
 
@@ -151,7 +153,7 @@ class LoraNetwork(nn.Module):
                  train_unet: bool = True, unet_layers: tuple[str, ...] | None = None,
                  word_vectors: nn.Module | None = None, dropout: float = 0.0, rank_dropout: float = 0.0,
                  module_dropout: float = 0.0, dora: bool = False, preset: LayerPreset | None = None,
-                 top_level_paths: bool = True) -> None:
+                 top_level_paths: bool = True, initialisation: str = "kaiming") -> None:
         """`unet_layers`: adapt only the UNet layers whose path ends with one of these (None: all targets);
         `train_unet=False` (kohya's network_train_text_encoder_only) creates no UNet adapters at all, as kohya's
         `apply_to(..., apply_unet=False)` does, so the file holds `lora_te*` modules only;
@@ -160,12 +162,21 @@ class LoraNetwork(nn.Module):
         active while the network is in training mode; `dora`: every adapter a `DoraAdapter` (LyCORIS's dora_wd);
         `preset`: a LyCORIS layer preset (`lycoris_presets`) choosing the layers instead of kohya's networks.lora
         choice (3x3 convolutions then need `conv_rank`), its top-level paths only with `top_level_paths` (kohya's SDXL
-        UNet has none of them)."""
+        UNet has none of them); `initialisation`: "kaiming" (kohya's random down, zero up) or "pissa" (the layer's
+        principal components, the base layer holding the residual while attached; `pissa`)."""
         # Imported here: dora_adapter builds on this module's LoraAdapter.
         from mixkit.training.dora_adapter import DoraAdapter
 
         super().__init__()
+        if initialisation not in LORA_INITIALISATIONS:
+            raise ValueError(f"initialisation {initialisation!r} is not one of {list(LORA_INITIALISATIONS)}")
+        if initialisation == PISSA and (dora or dropout or rank_dropout or module_dropout):
+            raise ValueError("PiSSA adapters carry the layer's principal part, so they cannot be dropped (dropouts) "
+                             "or re-normalised (DoRA); use initialisation 'kaiming' for those")
         self.dora = dora
+        self.pissa = initialisation == PISSA
+        self._weights_while_detached: dict[str, torch.Tensor] = {}
+        self._residuals: dict[str, tuple[tuple, torch.Tensor]] = {}
         self.word_vectors = word_vectors
         self.adapters = nn.ModuleDict()
         self._targets: dict[str, nn.Module] = {}
@@ -197,14 +208,33 @@ class LoraNetwork(nn.Module):
                 adapter = (DoraAdapter if dora else LoraAdapter)(layer, conv_rank if is_3x3 else rank,
                                                                  conv_alpha if is_3x3 else alpha)
                 adapter.dropout, adapter.rank_dropout, adapter.module_dropout = dropout, rank_dropout, module_dropout
+                if self.pissa:
+                    _start_from_principal_part(adapter, layer)
                 self.adapters[name] = adapter
                 self._targets[name] = layer
+
+    def _residual_of(self, name: str, layer: nn.Module) -> torch.Tensor:
+        """The PiSSA residual of this layer's current weight, made again only when the weight was replaced or moved
+        (the prior-preservation pass detaches and attaches every step)."""
+        weight = layer.weight.data
+        key = (weight.data_ptr(), weight.dtype, weight.device, tuple(weight.shape))
+        cached = self._residuals.get(name)
+        if cached is None or cached[0] != key:
+            adapter = self.adapters[name]
+            cached = (key, residual_weight(weight, adapter.pissa_down0, adapter.pissa_up0,
+                                           float(adapter.alpha) / adapter.rank))
+            self._residuals[name] = cached
+        return cached[1]
 
     def attach(self) -> "LoraNetwork":
         """Add each adapter's output to its layer's output (idempotent)."""
         self.detach()
         for name, layer in self._targets.items():
             adapter = self.adapters[name]
+            if self.pissa:  # the base layer holds W - principal part; the adapter adds it back (and what it learns)
+                residual = self._residual_of(name, layer)
+                self._weights_while_detached[name] = layer.weight.data
+                layer.weight.data = residual
             self._hooks.append(layer.register_forward_hook(lambda _m, args, out, a=adapter: a.added_to(out, args[0])))
         if self.word_vectors is not None:
             self.word_vectors.attach()
@@ -214,6 +244,9 @@ class LoraNetwork(nn.Module):
         for hook in self._hooks:
             hook.remove()
         self._hooks.clear()
+        for name, weight in self._weights_while_detached.items():
+            self._targets[name].weight.data = weight  # the very tensor the model had: restored bit for bit
+        self._weights_while_detached.clear()
         if self.word_vectors is not None:
             self.word_vectors.detach()
 
@@ -260,6 +293,9 @@ class LoraNetwork(nn.Module):
         """Scale every adapter whose weight change is longer than `max_norm` back to it, up and down by the square
         root of the factor each (as kohya does after each step); returns how many adapters were scaled. A DoRA
         adapter's magnitude is left as it is: LyCORIS's apply_max_norm bounds the low-rank change alone too."""
+        if self.pissa:
+            raise ValueError("max-norm (scale_weight_norms) bounds a LoRA's change up @ down, but a PiSSA adapter's "
+                             "product is the layer's principal part; train PiSSA without scale_weight_norms")
         scaled = 0
         for adapter in self.adapters.values():
             ratio = max_norm_ratio(adapter.lora_up.weight, adapter.lora_down.weight,
@@ -271,6 +307,27 @@ class LoraNetwork(nn.Module):
         return scaled
 
     def kohya_state_dict(self) -> dict[str, torch.Tensor]:
-        """The tensors of the shareable file: float32 copies with kohya's key names."""
-        return {f"{name}.{key}": value.detach().float().cpu().clone()
-                for name, adapter in self.adapters.items() for key, value in adapter.state_dict().items()}
+        """The tensors of the shareable file: float32 copies with kohya's key names. A PiSSA adapter is written as
+        the Kohya LoRA of its change to the original weight, at twice its rank (`pissa.kohya_factors`)."""
+        if not self.pissa:
+            return {f"{name}.{key}": value.detach().float().cpu().clone()
+                    for name, adapter in self.adapters.items() for key, value in adapter.state_dict().items()}
+        tensors = {}
+        for name, adapter in self.adapters.items():
+            down, up, alpha = kohya_factors(adapter.lora_down.weight.detach().cpu(), adapter.lora_up.weight.detach().cpu(),
+                                            adapter.pissa_down0.cpu(), adapter.pissa_up0.cpu(),
+                                            float(adapter.alpha) / adapter.rank)
+            tensors.update({f"{name}.lora_down.weight": down, f"{name}.lora_up.weight": up,
+                            f"{name}.alpha": torch.tensor(alpha)})
+        return tensors
+
+
+@torch.no_grad()
+def _start_from_principal_part(adapter: LoraAdapter, layer: nn.Module) -> None:
+    """PiSSA's start: the adapter's weights the layer's top singular directions, kept (not saved: they follow from
+    the base model) to write the file as the change from them."""
+    down, up = principal_factors(layer.weight, adapter.rank, float(adapter.alpha) / adapter.rank)
+    adapter.lora_down.weight.copy_(down)
+    adapter.lora_up.weight.copy_(up)
+    adapter.register_buffer("pissa_down0", down.clone(), persistent=False)
+    adapter.register_buffer("pissa_up0", up.clone(), persistent=False)

@@ -58,6 +58,11 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
     # DoRA (weight-decomposed LoRA, LyCORIS's network_args "dora_wd=True"): each adapted weight is re-normalised per
     # output row and scaled by a trained magnitude, saved as `<module>.dora_scale` beside lora_down / lora_up / alpha.
     dora_wd: bool = False
+    # How the adapters start (peft's init_lora_weights): "kaiming" is kohya's (random down, zero up); "pissa" starts
+    # them as each layer's top singular directions, the base layer holding the rest (PiSSA, Meng et al. 2024), so no
+    # random draw decides the start. The file is an ordinary Kohya LoRA of the run's change, at twice the rank
+    # (`mixkit.training.pissa`). Not with DoRA, dropouts, scale_weight_norms or network_weights.
+    init_lora_weights: str = "kaiming"
     train_text_encoder: bool = False
     # False trains the text encoder's adapters alone (kohya's network_train_text_encoder_only): no UNet adapters are
     # created, so the file holds `lora_te*` modules only. Needs train_text_encoder.
@@ -206,6 +211,27 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
             raise ValueError(f"network_weights must be the path of a kohya LoRA file or None, got {self.network_weights!r}")
         if self.scale_weight_norms is not None:
             check_number_in(self, "scale_weight_norms", "(0, inf)", "(1.0 is common; None: off)")
+        self._check_init_lora_weights()
+
+    def _check_init_lora_weights(self) -> None:
+        """PiSSA's adapters carry the layer's principal part: what drops, re-normalises or bounds an adapter, or
+        starts it from a file, would change the base model itself."""
+        from mixkit.training.pissa import LORA_INITIALISATIONS, PISSA
+
+        if self.init_lora_weights not in LORA_INITIALISATIONS:
+            raise ValueError(f"init_lora_weights must be one of {list(LORA_INITIALISATIONS)} (kaiming: kohya's random "
+                             f"down and zero up; pissa: the layers' principal components), got {self.init_lora_weights!r}")
+        if self.init_lora_weights != PISSA:
+            return
+        clashes = [name for name, on in (("dora_wd", self.dora_wd), ("network_dropout", self.network_dropout),
+                                         ("rank_dropout", self.rank_dropout), ("module_dropout", self.module_dropout),
+                                         ("scale_weight_norms", self.scale_weight_norms is not None),
+                                         ("network_weights", self.network_weights is not None)) if on]
+        if clashes:
+            raise ValueError(f"init_lora_weights='pissa' cannot be combined with {', '.join(clashes)}: a PiSSA adapter "
+                             "holds the layer's principal part, so dropping, re-normalising or bounding it (or "
+                             "starting it from a file) would change the base model; remove those settings or use "
+                             "init_lora_weights='kaiming'")
 
     def _check_lycoris_preset(self) -> None:
         """A LyCORIS preset chooses the layers itself: `network` is then LyCORIS's algo (lora or locon), and the preset

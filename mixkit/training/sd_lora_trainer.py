@@ -40,6 +40,7 @@ from mixkit.training.modelspec import ModelSpecTexts, lora_modelspec
 from mixkit.training.network_weights import load_network_weights
 from mixkit.training.optimizers import optimizer_description
 from mixkit.training.output_path import check_output_path
+from mixkit.training.pissa import file_ranks
 from mixkit.training.run_schedule import epoch_of_save
 from mixkit.training.sd_lora_config import LORAPLUS_RATIOS, SDLoraTrainingConfig
 from mixkit.training.training_result import TrainingResult
@@ -163,7 +164,7 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
                           module_dropout=config.module_dropout, dora=config.dora_wd,
                           preset=LYCORIS_PRESETS.get(config.lycoris_preset) if config.lycoris_preset else None,
                           # kohya's SDXL UNet has no layer at a preset's SD 1.x paths (`lycoris_presets`)
-                          top_level_paths=model.family.value != "sdxl")
+                          top_level_paths=model.family.value != "sdxl", initialisation=config.init_lora_weights)
     if config.network_weights:  # before the hooks go on: a refused file leaves the model as it was
         load_network_weights(network, config.network_weights, unet=model.unet, sdxl=model.family.value == "sdxl")
     network.attach()
@@ -213,8 +214,8 @@ def train_sd_lora(config: SDLoraTrainingConfig, *, stop_at_step: int | None = No
         """The kohya file of the adapters (their moving average with EMA) and trained word vectors as they are now;
         `kind` ("step", "epoch" or "final") decides its `ss_epoch` as kohya's (`run_schedule.epoch_of_save`)."""
         metadata = training_metadata(
-            network=config.network, rank=config.rank, alpha=config.alpha, conv_rank=conv_rank,
-            conv_alpha=conv_alpha, lycoris_preset=config.lycoris_preset,
+            **file_ranks(config.rank, config.alpha, conv_rank, conv_alpha, pissa=network.pissa),
+            network=config.network, lycoris_preset=config.lycoris_preset,
             family=model.family.value, train_text_encoder=config.train_text_encoder,
             tag_frequency=report.tag_frequency(), dataset_dirs=report.dataset_dirs(),
             # kohya's counts: training samples per epoch (repeats included, class images not), class images with
