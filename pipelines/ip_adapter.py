@@ -196,11 +196,11 @@ class IPAdapterMixin:
         from pipelines.ip_adapter_embeds import encode_ip_images
         from pipelines.ip_adapter_inputs import check_ip_adapter_inputs
 
-        sources = ip_adapter if ip_adapter is not None else list(self._ip_state()["default_sources"]) or None
-        call = check_ip_adapter_inputs(sources, ip_adapter_image, 1.0)
-        if call is None:
+        sources = ip_adapter if ip_adapter is not None else list(self._ip_state()["default_sources"])
+        if not sources:
             raise ValueError("encode_ip_adapter_image needs IP-Adapters: pass ip_adapter= or call load_ip_adapter "
                              "first.")
+        call = check_ip_adapter_inputs(sources, ip_adapter_image, 1.0)
         adapters = self._loaded_ip_adapters(call.sources)
         embeds = [encode_ip_images(adapter, images) for adapter, images in zip(adapters, call.images)]
         return [torch.cat([embed.negative, embed.positive]).cpu() for embed in embeds]
