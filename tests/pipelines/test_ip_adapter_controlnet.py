@@ -130,3 +130,16 @@ def test_windows_per_adapter_and_bad_windows(ip_pipe, adapter_file):
     with pytest.raises(ValueError, match="ip_adapter_guidance was given without ip_adapter"):
         ip_pipe(**SMALL, ip_adapter_guidance=(0.0, 0.5))
     assert dict(ip_pipe.model.unet.attn_processors) == processors
+
+
+def test_masks_and_embeds_reach_the_unet_beside_the_units(both_pipe, controlnet, adapter_file):
+    """ControlNet's residuals and the adapter's masks and precomputed embeddings travel in one UNet call."""
+    adapter = dict(ip_adapter=str(adapter_file), ip_adapter_image_embeds=both_pipe.encode_ip_adapter_image(
+        reference(0), ip_adapter=str(adapter_file)))
+    control_only = pixels(both_pipe(**SMALL, controlnets=[unit(controlnet)]))
+    masked_out = pixels(both_pipe(**SMALL, controlnets=[unit(controlnet)], **adapter,
+                                  ip_adapter_mask=Image.new("L", (64, 64), 0)))
+    with_image = pixels(both_pipe(**SMALL, controlnets=[unit(controlnet)], ip_adapter=str(adapter_file),
+                                  ip_adapter_image=reference(0)))
+    assert np.abs(masked_out - control_only).max() <= 1
+    assert np.array_equal(pixels(both_pipe(**SMALL, controlnets=[unit(controlnet)], **adapter)), with_image)
