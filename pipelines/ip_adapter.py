@@ -6,6 +6,11 @@ call only (`pipelines.ip_adapter_layers.attached_ip_adapters`) and taken off how
 always left as found. diffusers' `load_ip_adapter` / `set_ip_adapter_scale` / `unload_ip_adapter` are here too:
 they set the adapters a call uses when it names none.
 
+Beyond images and scales a call takes (`IPAdapterFields`): guidance windows (`ip_adapter_guidance`, written to the
+infotext), precomputed embeddings (`ip_adapter_image_embeds`, made by `encode_ip_adapter_image` and cacheable) and
+attention masks per reference image (`ip_adapter_mask`). Plain (`ip-adapter_*`) and Plus (`ip-adapter-plus_*`,
+`ip-adapter-plus-face_*`: a resampler over the encoder's penultimate hidden states) adapters both run.
+
     pipe = IPAdapterTextToImage.from_pretrained("runwayml/stable-diffusion-v1-5")
     result = pipe(prompt="a cat", ip_adapter=IPAdapterSource("h94/IP-Adapter", subfolder="models",
                   weight_name="ip-adapter_sd15.safetensors"), ip_adapter_image=picture, ip_adapter_scale=0.6)

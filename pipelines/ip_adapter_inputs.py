@@ -113,12 +113,13 @@ def _images_per_adapter(value: Any, adapters: int, embeds: tuple) -> tuple[tuple
                          "ip_adapter_image_embeds).")
     per_adapter = []
     for index, entry in enumerate(entries):
-        if entry is None or embeds[index] is not None:
-            if (entry is None) == (embeds[index] is None):
-                raise ValueError(f"IP-Adapter {index} has "
-                                 f"{'neither' if entry is None else 'both'} an ip_adapter_image entry "
-                                 f"{'nor' if entry is None else 'and'} an ip_adapter_image_embeds entry; give it "
-                                 "exactly one of them (None in the other list).")
+        if entry is not None and embeds[index] is not None:
+            raise ValueError(f"IP-Adapter {index} has both an ip_adapter_image entry and an ip_adapter_image_embeds "
+                             "entry; give it one of them (None in the other list).")
+        if entry is None and embeds[index] is None:
+            raise ValueError(f"IP-Adapter {index} has neither an ip_adapter_image entry nor an "
+                             "ip_adapter_image_embeds entry; give it one of them.")
+        if entry is None:  # fed by its embeddings
             per_adapter.append(None)
             continue
         group = list(entry) if isinstance(entry, (list, tuple)) else [entry]
