@@ -91,3 +91,17 @@ def test_plus_adapter_with_a_too_narrow_encoder_is_refused(ip_pipe, tmp_path):
                                          r"\(hidden_size\)"):
         ip_pipe(**SMALL, ip_adapter=str(file), ip_adapter_image=reference(0))
     unet_as_found(ip_pipe, processors)
+
+
+def test_sdxl_plus_adapter(sdxl_pipe, tmp_path):
+    """h94's ip-adapter-plus_sdxl_vit-h layout on the tiny SDXL: the resampler writes the SDXL cross-attention width."""
+    from mixkit.testing.tiny_ip_adapter import save_tiny_ip_adapter
+    from pipelines.ip_adapter import IPAdapterTextToImage
+
+    pipe = IPAdapterTextToImage.from_pipeline(sdxl_pipe)
+    file = save_tiny_ip_adapter(tmp_path, pipe.model.unet, name="ip-adapter-plus_sdxl_tiny", kind="plus")
+    processors = dict(pipe.model.unet.attn_processors)
+    plain = pixels(pipe(**SMALL))
+    full = pixels(pipe(**SMALL, ip_adapter=str(file), ip_adapter_image=reference(0)))
+    assert np.abs(full - plain).mean() > 1
+    unet_as_found(pipe, processors)
