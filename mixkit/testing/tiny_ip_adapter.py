@@ -28,7 +28,8 @@ def save_image_encoder(folder: Path, projection_dim: int = PROJECTION_DIM, seed:
     from transformers import CLIPVisionConfig, CLIPVisionModelWithProjection
 
     torch.manual_seed(seed)
-    config = CLIPVisionConfig(hidden_size=ENCODER_HIDDEN, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4,
+    config = CLIPVisionConfig(hidden_size=ENCODER_HIDDEN, intermediate_size=37, num_hidden_layers=2,
+                              num_attention_heads=4,
                               image_size=32, patch_size=8, projection_dim=projection_dim)
     CLIPVisionModelWithProjection(config).eval().save_pretrained(folder)
     return folder

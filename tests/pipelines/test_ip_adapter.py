@@ -13,7 +13,6 @@ from mixkit.testing.tiny_ip_adapter import save_tiny_ip_adapter
 from .ip_adapter_helpers import SMALL, pixels, reference, unet_as_found
 
 
-
 @pytest.fixture(scope="module")
 def plain(ip_pipe):
     return pixels(ip_pipe(**SMALL))
@@ -65,7 +64,8 @@ def test_diffusers_layout_load_and_unload(ip_pipe, adapter_file, plain):
     root = adapter_file.parent.parent
     from pipelines.ip_adapter_files import IPAdapterSource
 
-    by_path = pixels(ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=reference(0), ip_adapter_scale=0.6))
+    by_path = pixels(ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=reference(0),
+                             ip_adapter_scale=0.6))
     source = IPAdapterSource(root, subfolder="models", weight_name=adapter_file.name)
     assert np.array_equal(pixels(ip_pipe(**SMALL, ip_adapter=source, ip_adapter_image=reference(0),
                                          ip_adapter_scale=0.6)), by_path)
@@ -88,7 +88,8 @@ def test_folder_with_one_weights_file_needs_no_weight_name(ip_pipe, adapter_file
 
 def test_two_adapters_with_own_images_and_scales(ip_pipe, adapter_file, second_adapter):
     first = pixels(ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=reference(0), ip_adapter_scale=0.8))
-    both = dict(SMALL, ip_adapter=[str(adapter_file), str(second_adapter)], ip_adapter_image=[reference(0), reference(1)])
+    both = dict(SMALL, ip_adapter=[str(adapter_file), str(second_adapter)],
+                ip_adapter_image=[reference(0), reference(1)])
     # the second at scale 0 is skipped: the first alone
     assert np.abs(pixels(ip_pipe(**both, ip_adapter_scale=[0.8, 0.0])) - first).max() <= 1
     together = ip_pipe(**both, ip_adapter_scale=[0.8, 0.6])

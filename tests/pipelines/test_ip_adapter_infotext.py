@@ -38,7 +38,9 @@ def test_full_windows_are_not_written_and_read_as_every_step(ip_pipe, adapter_fi
 @pytest.mark.parametrize("windows", [[(0.2, 0.8)], [(1e-05, 0.5), (0.0, 1.0)], [(0.125, 0.125), (0.0, 0.3)]])
 def test_written_windows_parse_back_exactly(windows):
     from pipelines.infotext import build_infotext, parse_infotext
-    from pipelines.ip_adapter_infotext import IPAdapterInfotextEntry, ip_adapter_entries_from_infotext, ip_adapter_infotext
+    from pipelines.ip_adapter_infotext import (
+        IPAdapterInfotextEntry, ip_adapter_entries_from_infotext, ip_adapter_infotext,
+    )
 
     names = [f"ip-adapter_{index}" for index in range(len(windows))]
     scales = [0.5 + index / 3 for index in range(len(windows))]

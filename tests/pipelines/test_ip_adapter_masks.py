@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from .tiny_images import box_mask
 from .ip_adapter_helpers import SMALL, pixels, reference, unet_as_found
+from .tiny_images import box_mask
 
 BLACK = Image.new("L", (64, 64), 0)
 WHITE = Image.new("L", (64, 64), 255)
@@ -15,7 +15,8 @@ LEFT, RIGHT = box_mask((0, 0, 32, 64)), box_mask((32, 0, 64, 64))
 
 
 def test_a_black_mask_is_no_adapter_there(ip_pipe, adapter_file, second_adapter):
-    two = dict(SMALL, ip_adapter=[str(adapter_file), str(second_adapter)], ip_adapter_image=[reference(0), reference(1)])
+    two = dict(SMALL, ip_adapter=[str(adapter_file), str(second_adapter)],
+               ip_adapter_image=[reference(0), reference(1)])
     # the masked adapter adds scale * (its attention * 0): exactly what skipping it (scale 0) leaves
     second_off = pixels(ip_pipe(**two, ip_adapter_scale=[1.0, 0.0]))
     assert np.array_equal(pixels(ip_pipe(**two, ip_adapter_mask=[None, BLACK])), second_off)
@@ -34,7 +35,8 @@ def test_left_and_right_references(ip_pipe, adapter_file, second_adapter):
     """One reference on the left, another on the right: the picture is neither's alone, and a half mask changes
     the half it covers more than the other."""
     processors = dict(ip_pipe.model.unet.attn_processors)
-    two = dict(SMALL, ip_adapter=[str(adapter_file), str(second_adapter)], ip_adapter_image=[reference(0), reference(1)])
+    two = dict(SMALL, ip_adapter=[str(adapter_file), str(second_adapter)],
+               ip_adapter_image=[reference(0), reference(1)])
     split = pixels(ip_pipe(**two, ip_adapter_mask=[LEFT, RIGHT]))
     first_only = pixels(ip_pipe(**two, ip_adapter_mask=[WHITE, BLACK]))
     second_only = pixels(ip_pipe(**two, ip_adapter_mask=[BLACK, WHITE]))
