@@ -6,6 +6,11 @@ call only (`pipelines.ip_adapter_layers.attached_ip_adapters`) and taken off how
 always left as found. diffusers' `load_ip_adapter` / `set_ip_adapter_scale` / `unload_ip_adapter` are here too:
 they set the adapters a call uses when it names none.
 
+Beyond images and scales a call takes (`IPAdapterFields`): guidance windows (`ip_adapter_guidance`, written to the
+infotext), precomputed embeddings (`ip_adapter_image_embeds`, made by `encode_ip_adapter_image` and cacheable) and
+attention masks per reference image (`ip_adapter_mask`). Plain (`ip-adapter_*`) and Plus (`ip-adapter-plus_*`,
+`ip-adapter-plus-face_*`: a resampler over the encoder's penultimate hidden states) adapters both run.
+
     pipe = IPAdapterTextToImage.from_pretrained("runwayml/stable-diffusion-v1-5")
     result = pipe(prompt="a cat", ip_adapter=IPAdapterSource("h94/IP-Adapter", subfolder="models",
                   weight_name="ip-adapter_sd15.safetensors"), ip_adapter_image=picture, ip_adapter_scale=0.6)
@@ -20,37 +25,27 @@ from typing import Any
 
 from pipelines.img2img import ImageToImage, Img2ImgParams
 from pipelines.ip_adapter_files import DEFAULT_IMAGE_ENCODER_FOLDER, IPAdapterSource
-from pipelines.ip_adapter_inputs import IPAdapterCall, check_ip_adapter_inputs
+from pipelines.ip_adapter_inputs import IPAdapterCall
+from pipelines.ip_adapter_params import IPAdapterFields
 from pipelines.params import Txt2ImgParams
 from pipelines.txt2img import TextToImage
 
 
 @dataclass
-class IPAdapterTxt2ImgParams(Txt2ImgParams):
-    # One adapter (a file, folder or hub id, an IPAdapterSource or its dict) or a list of them; None: the ones
-    # `load_ip_adapter` set, if any
-    ip_adapter: Any = None
-    # One PIL image or a list (several images for one adapter); with several adapters one entry per adapter
-    ip_adapter_image: Any = None
-    # A number in [0, 2] for every adapter, or one per adapter; None: `set_ip_adapter_scale`'s, else 1.0 (diffusers)
-    ip_adapter_scale: Any = None
-    # (start, end) fractions of the steps the adapters act in, or one pair per adapter; None: every step.
-    # sd-webui-controlnet's guidance_start/end: outside its window an adapter's scale is 0 (diffusers skips it)
-    ip_adapter_guidance: Any = None
+class IPAdapterTxt2ImgParams(IPAdapterFields, Txt2ImgParams):
+    """Text-to-image parameters plus the IP-Adapter fields (`IPAdapterFields`)."""
 
 
 @dataclass
-class IPAdapterImg2ImgParams(Img2ImgParams):
-    ip_adapter: Any = None
-    ip_adapter_image: Any = None
-    ip_adapter_scale: Any = None
-    ip_adapter_guidance: Any = None
+class IPAdapterImg2ImgParams(IPAdapterFields, Img2ImgParams):
+    """img2img / inpainting parameters plus the IP-Adapter fields (`IPAdapterFields`)."""
 
 
 @dataclass
 class _IPAdapterState:
     base: Any  # the wrapped pipeline's own per-call state
     embeds: list = field(default_factory=list)  # ImageEmbeds per adapter
+    masks: list | None = None  # per adapter a [1, images, H, W] mask tensor or None; None: no adapter is masked
 
 
 class IPAdapterMixin:
@@ -81,7 +76,10 @@ class IPAdapterMixin:
         weight_names = _broadcast(weight_name, len(names), "weight_name")
         sources = tuple(IPAdapterSource(name, sub, weight, image_encoder_folder)
                         for name, sub, weight in zip(names, subfolders, weight_names))
-        self._loaded_ip_adapters(sources, local_files_only)  # raises before anything is replaced
+        # raises before anything is replaced; image_encoder_folder=None (diffusers: embeddings will be passed)
+        # loads no encoder
+        encoders = tuple(source.image_encoder_folder is not None for source in sources)
+        self._loaded_ip_adapters(sources, encoders, local_files_only=local_files_only)
         self._ip_state()["default_sources"] = sources
 
     def set_ip_adapter_scale(self, scale: Any) -> None:
@@ -102,19 +100,27 @@ class IPAdapterMixin:
     def check_inputs(self, params) -> None:
         super().check_inputs(params)
         state = self._ip_state()
-        if params.ip_adapter is None and state["default_sources"] and params.ip_adapter_image is not None:
+        given = params.ip_adapter_image is not None or params.ip_adapter_image_embeds is not None
+        if params.ip_adapter is None and state["default_sources"] and given:
             params.ip_adapter = list(state["default_sources"])
         if params.ip_adapter_scale is None:
             params.ip_adapter_scale = state["default_scale"]
-        call = check_ip_adapter_inputs(params.ip_adapter, params.ip_adapter_image, params.ip_adapter_scale,
-                                       params.ip_adapter_guidance)
+        call = params.ip_adapter_call()
         if call is None:
             return
         backend = self.model.extras.get("execution_backend")
         if backend not in (None, "torch", "torch.compile"):
             raise ValueError(f"IP-Adapter cannot run on the {backend} backend, whose graphs are compiled without its "
                              "attention layers; use backend='torch' (--backend torch) for image prompts.")
-        self._loaded_ip_adapters(call.sources)  # read now: a missing file or a family mismatch fails before any work
+        from pipelines.ip_adapter_embeds import check_embeds_fit
+        from pipelines.ip_adapter_masks import check_mask_aspect
+
+        check_mask_aspect(call.masks, params.width, params.height)
+        # read now: a missing file, a family mismatch or embeddings of the wrong width fail before any work
+        adapters = self._loaded_ip_adapters(call.sources, call.encodes_images)
+        for index, (adapter, embeds) in enumerate(zip(adapters, call.embeds)):
+            if embeds is not None:
+                check_embeds_fit(adapter, embeds, index)
 
     def _call_model_changes(self, params):
         import contextlib
@@ -128,7 +134,8 @@ class IPAdapterMixin:
 
         @contextlib.contextmanager
         def both():  # the outer changes are undone too when attaching fails
-            with outer, attached_ip_adapters(self.model.unet, self._loaded_ip_adapters(call.sources),
+            with outer, attached_ip_adapters(self.model.unet,
+                                             self._loaded_ip_adapters(call.sources, call.encodes_images),
                                              list(call.scales)):
                 yield
 
@@ -139,10 +146,14 @@ class IPAdapterMixin:
         call = self._ip_call(params)
         if call is None:
             return _IPAdapterState(base)
-        from pipelines.ip_adapter_embeds import encode_ip_images
+        from pipelines.ip_adapter_embeds import embeds_of_tensor, encode_ip_images
+        from pipelines.ip_adapter_masks import mask_tensors
 
-        adapters = self._loaded_ip_adapters(call.sources)
-        return _IPAdapterState(base, [encode_ip_images(adapter, images) for adapter, images in zip(adapters, call.images)])
+        adapters = self._loaded_ip_adapters(call.sources, call.encodes_images)
+        embeds = [encode_ip_images(adapter, images) if images is not None else embeds_of_tensor(tensor)
+                  for adapter, images, tensor in zip(adapters, call.images, call.embeds)]
+        masked = any(mask is not None for mask in call.masks)
+        return _IPAdapterState(base, embeds, mask_tensors(call.masks) if masked else None)
 
     def _start_batch(self, params, state: _IPAdapterState, sampler, generators: list, first_image: int):
         start = super()._start_batch(params, state.base, sampler, generators, first_image)
@@ -156,7 +167,7 @@ class IPAdapterMixin:
 
                 total = params.steps if start.steps is None else start.steps  # ControlNet units' denominator
                 scales_at = windowed_scales(self.model.unet, call.scales, call.windows, total)
-            start.unet_extra = ip_adapter_unet_extra(state.embeds, start.unet_extra, scales_at)
+            start.unet_extra = ip_adapter_unet_extra(state.embeds, start.unet_extra, scales_at, state.masks)
         return start
 
     def _finish_image(self, params, state: _IPAdapterState, image, index: int):
@@ -172,18 +183,44 @@ class IPAdapterMixin:
         if call is None:
             return super()._infotext_extras(params)
         return {**super()._infotext_extras(params),
-                **ip_adapter_infotext([source.name for source in call.sources], list(call.scales))}
+                **ip_adapter_infotext([source.name for source in call.sources], list(call.scales), list(call.windows))}
+
+    # -- precomputed embeddings ------------------------------------------------------------------
+    def encode_ip_adapter_image(self, ip_adapter_image: Any, ip_adapter: Any = None) -> list:
+        """The `ip_adapter_image_embeds` a call with `ip_adapter_image` would compute, to cache and pass later.
+
+        mixkit's counterpart of diffusers' `prepare_ip_adapter_image_embeds`, in its layout: a list with one CPU
+        float32 tensor per adapter, negative half first, `[2, images, projection_dim]` (plain adapters) or
+        `[2, images, tokens, hidden_size]` (plus adapters). `ip_adapter`: as in a call; None: the adapters
+        `load_ip_adapter` set. A later call with `ip_adapter_image_embeds=` these (and the same adapters) gives the
+        same picture without running the image encoder; save them with `safetensors.torch.save_file` or
+        `torch.save`.
+        """
+        import torch
+
+        from pipelines.ip_adapter_embeds import encode_ip_images
+        from pipelines.ip_adapter_inputs import check_ip_adapter_inputs
+
+        sources = ip_adapter if ip_adapter is not None else list(self._ip_state()["default_sources"])
+        if not sources:
+            raise ValueError("encode_ip_adapter_image needs IP-Adapters: pass ip_adapter= or call load_ip_adapter "
+                             "first.")
+        call = check_ip_adapter_inputs(sources, ip_adapter_image, 1.0)
+        adapters = self._loaded_ip_adapters(call.sources)
+        embeds = [encode_ip_images(adapter, images) for adapter, images in zip(adapters, call.images)]
+        return [torch.cat([embed.negative, embed.positive]).cpu() for embed in embeds]
 
     # -- loading -------------------------------------------------------------------------------
     @staticmethod
     def _ip_call(params) -> IPAdapterCall | None:
         """The call's checked adapters (params were normalised by `check_inputs`, so this cannot raise)."""
-        return check_ip_adapter_inputs(params.ip_adapter, params.ip_adapter_image, params.ip_adapter_scale,
-                                       params.ip_adapter_guidance)
+        return params.ip_adapter_call()
 
-    def _loaded_ip_adapters(self, sources, local_files_only: bool = False) -> list:
+    def _loaded_ip_adapters(self, sources, encoders: tuple[bool, ...] | None = None,
+                            local_files_only: bool = False) -> list:
         """Each source read (weights cached by file and modification time, encoders by folder) and checked against
-        this model's UNet."""
+        this model's UNet. `encoders[i]` False: adapter i is fed precomputed embeddings, so its image encoder is
+        neither looked for nor loaded (diffusers' `image_encoder_folder=None`)."""
         from pipelines.ip_adapter_files import (
             load_image_encoder, read_ip_adapter_weights, resolve_image_encoder, resolve_weight_file,
         )
@@ -191,7 +228,7 @@ class IPAdapterMixin:
 
         cache = self._ip_state()
         adapters = []
-        for source in sources:
+        for source, needs_encoder in zip(sources, encoders or (True,) * len(sources)):
             # a hub file is looked up once per pipeline (huggingface_hub asks the hub at every lookup); local files
             # are found again each call, so a replaced file is read again
             file = cache["hub_files"].get(source) or resolve_weight_file(source, local_files_only)
@@ -202,14 +239,17 @@ class IPAdapterMixin:
             if weights is None:  # read before the encoder is looked for: a ControlNet file is named as such
                 state = read_ip_adapter_weights(file)
                 weights = (state, adapter_kind(source.name, state["image_proj"]))
-            encoder_folder = resolve_image_encoder(source, file, local_files_only)
-            encoder_key = str(encoder_folder.resolve())
-            encoder = cache["encoders"].get(encoder_key) or load_image_encoder(
-                encoder_folder, self.model.device, self.model.unet.dtype)
+            encoder, encoder_key = (None, None), None
+            if needs_encoder:
+                encoder_folder = resolve_image_encoder(source, file, local_files_only)
+                encoder_key = str(encoder_folder.resolve())
+                encoder = cache["encoders"].get(encoder_key) or load_image_encoder(
+                    encoder_folder, self.model.device, self.model.unet.dtype)
             adapter = LoadedIPAdapter(source.name, weights[0], *encoder, weights[1])
             check_adapter_fits(adapter, self.model.unet)  # only what fits is kept
             cache["weights"][weights_key] = weights
-            cache["encoders"][encoder_key] = encoder
+            if encoder_key is not None:
+                cache["encoders"][encoder_key] = encoder
             adapters.append(adapter)
         return adapters
 

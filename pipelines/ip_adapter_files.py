@@ -119,7 +119,8 @@ def resolve_image_encoder(source: IPAdapterSource, weight_file: Path, local_file
     folder = source.image_encoder_folder
     if folder is None:
         raise ValueError("image_encoder_folder=None: an IP-Adapter needs a CLIP image encoder to turn the image "
-                         "prompt into embeddings; pass its folder or hub id (--ip-adapter-image-encoder).")
+                         "prompt into embeddings; pass its folder or hub id (--ip-adapter-image-encoder), or pass "
+                         "precomputed ip_adapter_image_embeds instead of ip_adapter_image.")
     text = os.fspath(folder)
     given = Path(text).expanduser()
     beside = weight_file.parent / text  # h94: models/ip-adapter_sd15.safetensors + models/image_encoder

@@ -23,8 +23,8 @@ class LoadedIPAdapter:
 
     name: str
     state: dict  # {"image_proj": {...}, "ip_adapter": {...}}
-    encoder: Any  # CLIPVisionModelWithProjection
-    processor: Any  # CLIPImageProcessor
+    encoder: Any  # CLIPVisionModelWithProjection; None when the call passes precomputed embeddings
+    processor: Any  # CLIPImageProcessor; None with the encoder
     kind: str  # "plain" (pooled image embeds) or "plus" (penultimate hidden states through a resampler)
 
     @property
@@ -74,6 +74,8 @@ def check_adapter_fits(adapter: LoadedIPAdapter, unet) -> None:
             f"({_family(adapter_dim)}) and {len(k_keys)} cross-attention layers; this model has {unet_dim} "
             f"({_family(unet_dim)}) and {layers}. Use an adapter made for this model's family (h94/IP-Adapter: "
             "models/ for SD 1.5, sdxl_models/ for SDXL).")
+    if adapter.encoder is None:  # precomputed embeddings: their width is checked by `check_embeds_fit`
+        return
     needed = encoder_dim_needed(adapter.state, adapter.kind)
     config = adapter.encoder.config
     given = config.projection_dim if adapter.kind == "plain" else config.hidden_size

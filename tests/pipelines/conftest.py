@@ -103,3 +103,40 @@ def release_files(tmp_path):
     return tmp_path
 
 
+
+
+# -- IP-Adapter (tests/pipelines/test_ip_adapter*.py; helpers in ip_adapter_helpers.py) ----------------------------
+
+
+@pytest.fixture(scope="module")
+def ip_pipe(sd1_pipe):
+    """IP-Adapter text-to-image on the tiny SD 1.x model (shares its model with sd1_pipe)."""
+    from pipelines.ip_adapter import IPAdapterTextToImage
+
+    return IPAdapterTextToImage.from_pipeline(sd1_pipe)
+
+
+@pytest.fixture(scope="module")
+def adapter_file(sd1_pipe, tmp_path_factory):
+    """h94's layout: models/ip-adapter_tiny.safetensors beside models/image_encoder."""
+    from mixkit.testing.tiny_ip_adapter import save_tiny_ip_adapter
+
+    return save_tiny_ip_adapter(tmp_path_factory.mktemp("h94") / "models", sd1_pipe.model.unet)
+
+
+@pytest.fixture(scope="module")
+def second_adapter(sd1_pipe, tmp_path_factory):
+    """Another plain tiny adapter (seed 5) with its own encoder folder."""
+    from mixkit.testing.tiny_ip_adapter import save_tiny_ip_adapter
+
+    return save_tiny_ip_adapter(tmp_path_factory.mktemp("second") / "models", sd1_pipe.model.unet,
+                                name="ip-adapter_other", seed=5)
+
+
+@pytest.fixture(scope="module")
+def plus_adapter_file(sd1_pipe, tmp_path_factory):
+    """A tiny IP-Adapter Plus in h94's single-file layout (Resampler keys), beside its image encoder."""
+    from mixkit.testing.tiny_ip_adapter import save_tiny_ip_adapter
+
+    return save_tiny_ip_adapter(tmp_path_factory.mktemp("h94-plus") / "models", sd1_pipe.model.unet,
+                                name="ip-adapter-plus_tiny", kind="plus", seed=3)

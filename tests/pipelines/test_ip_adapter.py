@@ -7,38 +7,10 @@ import math
 import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from mixkit.testing.tiny_ip_adapter import save_tiny_ip_adapter
 
-SMALL = dict(prompt="a cat", width=64, height=64, steps=4, seed=1)
-
-
-def picture(seed: int) -> Image.Image:
-    return Image.fromarray((np.random.RandomState(seed).rand(40, 40, 3) * 255).astype("uint8"))
-
-
-def pixels(result) -> np.ndarray:
-    return np.asarray(result.images[0]).astype(int)
-
-
-@pytest.fixture(scope="module")
-def ip_pipe(sd1_pipe):
-    from pipelines.ip_adapter import IPAdapterTextToImage
-
-    return IPAdapterTextToImage.from_pipeline(sd1_pipe)
-
-
-@pytest.fixture(scope="module")
-def adapter_file(ip_pipe, tmp_path_factory):
-    """h94's layout: models/ip-adapter_tiny.safetensors beside models/image_encoder."""
-    return save_tiny_ip_adapter(tmp_path_factory.mktemp("h94") / "models", ip_pipe.model.unet)
-
-
-@pytest.fixture(scope="module")
-def second_adapter(ip_pipe, tmp_path_factory):
-    return save_tiny_ip_adapter(tmp_path_factory.mktemp("second") / "models", ip_pipe.model.unet,
-                                name="ip-adapter_other", seed=5)
+from .ip_adapter_helpers import SMALL, pixels, reference, unet_as_found
 
 
 @pytest.fixture(scope="module")
@@ -46,28 +18,19 @@ def plain(ip_pipe):
     return pixels(ip_pipe(**SMALL))
 
 
-def unet_as_found(pipe, processors: dict) -> None:
-    unet = pipe.model.unet
-    assert unet.encoder_hid_proj is None
-    assert unet.config.encoder_hid_dim_type is None
-    now = unet.attn_processors
-    assert now.keys() == processors.keys()
-    assert all(now[name] is processors[name] for name in processors)
-
-
 def test_scale_zero_is_the_image_without_adapter(ip_pipe, adapter_file, plain):
-    result = ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=picture(0), ip_adapter_scale=0.0)
+    result = ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=reference(0), ip_adapter_scale=0.0)
     # diffusers' processor skips an adapter at scale 0; the text attention is the same math with another kernel
     assert np.abs(pixels(result) - plain).max() <= 1
 
 
 def test_scale_changes_the_image_and_the_unet_is_left_as_found(ip_pipe, adapter_file, plain):
     processors = dict(ip_pipe.model.unet.attn_processors)
-    half = pixels(ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=picture(0), ip_adapter_scale=0.5))
-    full = pixels(ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=picture(0)))
+    half = pixels(ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=reference(0), ip_adapter_scale=0.5))
+    full = pixels(ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=reference(0)))
     assert np.abs(half - plain).mean() > 2
     assert np.abs(full - half).mean() > 2
-    other_image = pixels(ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=picture(1)))
+    other_image = pixels(ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=reference(1)))
     assert np.abs(other_image - full).mean() > 1
     unet_as_found(ip_pipe, processors)
     assert np.array_equal(pixels(ip_pipe(**SMALL)), plain)  # the next plain call is unchanged
@@ -76,7 +39,7 @@ def test_scale_changes_the_image_and_the_unet_is_left_as_found(ip_pipe, adapter_
 def test_bin_file_reads_through_the_safe_loader_and_equals_safetensors(ip_pipe, adapter_file, tmp_path):
     bin_file = save_tiny_ip_adapter(tmp_path, ip_pipe.model.unet, suffix=".bin", encoder=False)
     (tmp_path / "image_encoder").symlink_to(adapter_file.parent / "image_encoder")
-    call = dict(SMALL, ip_adapter_image=picture(0), ip_adapter_scale=0.7)
+    call = dict(SMALL, ip_adapter_image=reference(0), ip_adapter_scale=0.7)
     assert np.array_equal(pixels(ip_pipe(**call, ip_adapter=str(bin_file))),
                           pixels(ip_pipe(**call, ip_adapter=str(adapter_file))))
 
@@ -93,7 +56,7 @@ def test_pickle_with_code_is_refused(ip_pipe, adapter_file, tmp_path):
     (tmp_path / "image_encoder").symlink_to(adapter_file.parent / "image_encoder")
     processors = dict(ip_pipe.model.unet.attn_processors)
     with pytest.raises(UnsafeCheckpointError, match="Payload"):
-        ip_pipe(**SMALL, ip_adapter=str(file), ip_adapter_image=picture(0))
+        ip_pipe(**SMALL, ip_adapter=str(file), ip_adapter_image=reference(0))
     unet_as_found(ip_pipe, processors)
 
 
@@ -101,30 +64,32 @@ def test_diffusers_layout_load_and_unload(ip_pipe, adapter_file, plain):
     root = adapter_file.parent.parent
     from pipelines.ip_adapter_files import IPAdapterSource
 
-    by_path = pixels(ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=picture(0), ip_adapter_scale=0.6))
+    by_path = pixels(ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=reference(0),
+                             ip_adapter_scale=0.6))
     source = IPAdapterSource(root, subfolder="models", weight_name=adapter_file.name)
-    assert np.array_equal(pixels(ip_pipe(**SMALL, ip_adapter=source, ip_adapter_image=picture(0),
+    assert np.array_equal(pixels(ip_pipe(**SMALL, ip_adapter=source, ip_adapter_image=reference(0),
                                          ip_adapter_scale=0.6)), by_path)
     ip_pipe.load_ip_adapter(str(root), subfolder="models", weight_name=adapter_file.name)
     try:
         ip_pipe.set_ip_adapter_scale(0.6)
-        assert np.array_equal(pixels(ip_pipe(**SMALL, ip_adapter_image=picture(0))), by_path)
+        assert np.array_equal(pixels(ip_pipe(**SMALL, ip_adapter_image=reference(0))), by_path)
         assert np.array_equal(pixels(ip_pipe(**SMALL)), plain)  # no image: no adapter
     finally:
         ip_pipe.unload_ip_adapter()
     with pytest.raises(ValueError, match="ip_adapter_image was given without ip_adapter"):
-        ip_pipe(**SMALL, ip_adapter_image=picture(0))
+        ip_pipe(**SMALL, ip_adapter_image=reference(0))
 
 
 def test_folder_with_one_weights_file_needs_no_weight_name(ip_pipe, adapter_file):
-    call = dict(SMALL, ip_adapter_image=picture(0), ip_adapter_scale=0.6)
+    call = dict(SMALL, ip_adapter_image=reference(0), ip_adapter_scale=0.6)
     assert np.array_equal(pixels(ip_pipe(**call, ip_adapter=str(adapter_file.parent))),
                           pixels(ip_pipe(**call, ip_adapter=str(adapter_file))))
 
 
 def test_two_adapters_with_own_images_and_scales(ip_pipe, adapter_file, second_adapter):
-    first = pixels(ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=picture(0), ip_adapter_scale=0.8))
-    both = dict(SMALL, ip_adapter=[str(adapter_file), str(second_adapter)], ip_adapter_image=[picture(0), picture(1)])
+    first = pixels(ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=reference(0), ip_adapter_scale=0.8))
+    both = dict(SMALL, ip_adapter=[str(adapter_file), str(second_adapter)],
+                ip_adapter_image=[reference(0), reference(1)])
     # the second at scale 0 is skipped: the first alone
     assert np.abs(pixels(ip_pipe(**both, ip_adapter_scale=[0.8, 0.0])) - first).max() <= 1
     together = ip_pipe(**both, ip_adapter_scale=[0.8, 0.6])
@@ -137,15 +102,15 @@ def test_two_adapters_with_own_images_and_scales(ip_pipe, adapter_file, second_a
 
 
 def test_several_images_for_one_adapter(ip_pipe, adapter_file):
-    one = pixels(ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=picture(0)))
-    two = ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=[picture(0), picture(1)])
-    nested = ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=[[picture(0), picture(1)]])
+    one = pixels(ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=reference(0)))
+    two = ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=[reference(0), reference(1)])
+    nested = ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=[[reference(0), reference(1)]])
     assert np.abs(pixels(two) - one).mean() > 1
     assert np.array_equal(pixels(two), pixels(nested))  # diffusers' nested form means the same
 
 
 def test_batch_and_infotext_line(ip_pipe, adapter_file):
-    result = ip_pipe(**dict(SMALL, batch_size=2), ip_adapter=str(adapter_file), ip_adapter_image=picture(0),
+    result = ip_pipe(**dict(SMALL, batch_size=2), ip_adapter=str(adapter_file), ip_adapter_image=reference(0),
                      ip_adapter_scale=0.6)
     assert len(result.images) == 2
     assert all('IP-Adapter: "ip-adapter_tiny: 0.6"' in text for text in result.infotexts)
@@ -154,7 +119,7 @@ def test_batch_and_infotext_line(ip_pipe, adapter_file):
 @pytest.mark.parametrize("scale", [-0.1, 2.5, math.nan, True, "0.5", [0.5, 0.5]])
 def test_bad_scale(ip_pipe, adapter_file, scale):
     with pytest.raises(ValueError, match="ip_adapter_scale"):
-        ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=picture(0), ip_adapter_scale=scale)
+        ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=reference(0), ip_adapter_scale=scale)
 
 
 def test_bad_inputs_name_the_problem_and_leave_the_pipe(ip_pipe, adapter_file, second_adapter, tmp_path):
@@ -163,12 +128,12 @@ def test_bad_inputs_name_the_problem_and_leave_the_pipe(ip_pipe, adapter_file, s
     processors = dict(ip_pipe.model.unet.attn_processors)
     cases = [
         (dict(ip_adapter=str(adapter_file)), ValueError, "without ip_adapter_image"),
-        (dict(ip_adapter=[str(adapter_file), str(second_adapter)], ip_adapter_image=[picture(0)]), ValueError,
+        (dict(ip_adapter=[str(adapter_file), str(second_adapter)], ip_adapter_image=[reference(0)]), ValueError,
          "1 entries for 2 IP-Adapters"),
         (dict(ip_adapter=str(adapter_file), ip_adapter_image="cat.png"), TypeError, "PIL image"),
-        (dict(ip_adapter=str(tmp_path / "nope.safetensors"), ip_adapter_image=picture(0)), ModelNotFoundError,
+        (dict(ip_adapter=str(tmp_path / "nope.safetensors"), ip_adapter_image=reference(0)), ModelNotFoundError,
          "does not exist"),
-        (dict(ip_adapter=str(adapter_file), ip_adapter_image=picture(0), ip_adapter_scale=[0.5, 0.5]), ValueError,
+        (dict(ip_adapter=str(adapter_file), ip_adapter_image=reference(0), ip_adapter_scale=[0.5, 0.5]), ValueError,
          "2 values for 1"),
     ]
     for keywords, error, message in cases:
@@ -182,7 +147,7 @@ def test_missing_image_encoder(ip_pipe, tmp_path):
 
     file = save_tiny_ip_adapter(tmp_path, ip_pipe.model.unet, encoder=False)
     with pytest.raises(ModelNotFoundError, match="image_encoder_folder"):
-        ip_pipe(**SMALL, ip_adapter=str(file), ip_adapter_image=picture(0))
+        ip_pipe(**SMALL, ip_adapter=str(file), ip_adapter_image=reference(0))
 
 
 def test_adapter_of_another_family_is_refused_before_generation(ip_pipe, tmp_path):
@@ -190,7 +155,7 @@ def test_adapter_of_another_family_is_refused_before_generation(ip_pipe, tmp_pat
     processors = dict(ip_pipe.model.unet.attn_processors)
     steps = []
     with pytest.raises(ValueError, match="cross-attention width 48 .* this model has 32"):
-        ip_pipe(**SMALL, ip_adapter=str(file), ip_adapter_image=picture(0), callback=steps.append)
+        ip_pipe(**SMALL, ip_adapter=str(file), ip_adapter_image=reference(0), callback=steps.append)
     assert steps == []
     unet_as_found(ip_pipe, processors)
 
@@ -200,7 +165,7 @@ def test_sd1_adapter_on_sdxl(sdxl_pipe, adapter_file):
 
     pipe = IPAdapterTextToImage.from_pipeline(sdxl_pipe)
     with pytest.raises(ValueError, match="cross-attention width 32 .*this model has 64"):
-        pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=picture(0))
+        pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=reference(0))
     assert pipe.model.unet.encoder_hid_proj is None
 
 
@@ -211,8 +176,8 @@ def test_sdxl_adapter_changes_sdxl_image(sdxl_pipe, tmp_path):
     file = save_tiny_ip_adapter(tmp_path, pipe.model.unet)
     processors = dict(pipe.model.unet.attn_processors)
     plain = pixels(pipe(**SMALL))
-    zero = pixels(pipe(**SMALL, ip_adapter=str(file), ip_adapter_image=picture(0), ip_adapter_scale=0.0))
-    full = pixels(pipe(**SMALL, ip_adapter=str(file), ip_adapter_image=picture(0)))
+    zero = pixels(pipe(**SMALL, ip_adapter=str(file), ip_adapter_image=reference(0), ip_adapter_scale=0.0))
+    full = pixels(pipe(**SMALL, ip_adapter=str(file), ip_adapter_image=reference(0)))
     assert np.abs(zero - plain).max() <= 1
     assert np.abs(full - plain).mean() > 1
     unet_as_found(pipe, processors)
@@ -226,7 +191,7 @@ def test_interrupted_by_an_error_mid_call_restores_the_unet(ip_pipe, adapter_fil
         raise RuntimeError("stop")
 
     with pytest.raises(RuntimeError, match="stop"):
-        ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=picture(0), callback=fail)
+        ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=reference(0), callback=fail)
     unet_as_found(ip_pipe, processors)
 
 
@@ -234,9 +199,9 @@ def test_img2img_with_image_prompt(sd1_pipe, adapter_file):
     from pipelines.ip_adapter import IPAdapterImageToImage
 
     pipe = IPAdapterImageToImage.from_pipeline(sd1_pipe)
-    call = dict(SMALL, init_images=[picture(2).resize((64, 64))], denoising_strength=0.75)
+    call = dict(SMALL, init_images=[reference(2).resize((64, 64))], denoising_strength=0.75)
     plain = pixels(pipe(**call))
-    guided = pipe(**call, ip_adapter=str(adapter_file), ip_adapter_image=picture(0))
+    guided = pipe(**call, ip_adapter=str(adapter_file), ip_adapter_image=reference(0))
     assert np.abs(pixels(guided) - plain).mean() > 1
     assert "IP-Adapter: " in guided.infotexts[0]
 
@@ -251,7 +216,7 @@ def test_face_id_adapters_are_refused_by_name(ip_pipe, tmp_path):
                "ip_adapter.1.to_k_ip.weight": torch.zeros(32, 32)}, file)
     save_image_encoder(tmp_path / "image_encoder")
     with pytest.raises(ValueError, match="'ip-adapter-faceid_sd15' is a variant mixkit does not run"):
-        ip_pipe(**SMALL, ip_adapter=str(file), ip_adapter_image=picture(0))
+        ip_pipe(**SMALL, ip_adapter=str(file), ip_adapter_image=reference(0))
 
 
 def test_not_an_ip_adapter_file(ip_pipe, tmp_path):
@@ -262,7 +227,7 @@ def test_not_an_ip_adapter_file(ip_pipe, tmp_path):
     file = tmp_path / "control_sd15_canny.safetensors"
     save_file({"input_blocks.0.weight": torch.zeros(2)}, file)
     with pytest.raises(CheckpointFormatError, match="not an IP-Adapter checkpoint"):
-        ip_pipe(**SMALL, ip_adapter=str(file), ip_adapter_image=picture(0), ip_adapter_scale=0.5)
+        ip_pipe(**SMALL, ip_adapter=str(file), ip_adapter_image=reference(0), ip_adapter_scale=0.5)
 
 
 def test_hub_ids_need_a_weight_name_and_say_what_failed_offline(ip_pipe, monkeypatch):
@@ -270,11 +235,11 @@ def test_hub_ids_need_a_weight_name_and_say_what_failed_offline(ip_pipe, monkeyp
     from pipelines.ip_adapter_files import IPAdapterSource
 
     with pytest.raises(ValueError, match="needs weight_name="):
-        ip_pipe(**SMALL, ip_adapter="h94/IP-Adapter", ip_adapter_image=picture(0))
+        ip_pipe(**SMALL, ip_adapter="h94/IP-Adapter", ip_adapter_image=reference(0))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     source = IPAdapterSource("mixkit-test/no-such-ip-adapter", subfolder="models", weight_name="ip-adapter_sd15.bin")
     with pytest.raises(ModelNotFoundError, match="could not be fetched from the Hugging Face hub"):
-        ip_pipe(**SMALL, ip_adapter=source, ip_adapter_image=picture(0))
+        ip_pipe(**SMALL, ip_adapter=source, ip_adapter_image=reference(0))
 
 
 def test_ip_adapter_dict_form_and_unknown_keys(ip_pipe, adapter_file):
@@ -282,4 +247,4 @@ def test_ip_adapter_dict_form_and_unknown_keys(ip_pipe, adapter_file):
 
     assert IPAdapterSource.of({"source": "x", "weight_name": "w.bin"}) == IPAdapterSource("x", weight_name="w.bin")
     with pytest.raises(ValueError, match="'subfolder', 'weight_name', 'image_encoder_folder'"):
-        ip_pipe(**SMALL, ip_adapter={"source": str(adapter_file), "scale": 1}, ip_adapter_image=picture(0))
+        ip_pipe(**SMALL, ip_adapter={"source": str(adapter_file), "scale": 1}, ip_adapter_image=reference(0))

@@ -9,11 +9,7 @@ from PIL import Image, ImageDraw
 
 from mixkit.testing.tiny_ip_adapter import save_tiny_ip_adapter
 
-SMALL = dict(prompt="a cat", width=64, height=64, steps=4, seed=1)
-
-
-def reference(seed: int) -> Image.Image:
-    return Image.fromarray((np.random.RandomState(seed).rand(40, 40, 3) * 255).astype("uint8"))
+from .ip_adapter_helpers import SMALL, pixels, reference
 
 
 def box() -> Image.Image:
@@ -22,20 +18,11 @@ def box() -> Image.Image:
     return image
 
 
-def pixels(result) -> np.ndarray:
-    return np.asarray(result.images[0]).astype(int)
-
-
 @pytest.fixture(scope="module")
 def both_pipe(sd1_pipe):
     from pipelines.ip_adapter_controlnet import ControlNetIPAdapterTextToImage
 
     return ControlNetIPAdapterTextToImage.from_pipeline(sd1_pipe)
-
-
-@pytest.fixture(scope="module")
-def adapter_file(both_pipe, tmp_path_factory):
-    return save_tiny_ip_adapter(tmp_path_factory.mktemp("h94") / "models", both_pipe.model.unet)
 
 
 def unit(controlnet, weight=1.0):
@@ -82,13 +69,6 @@ def test_an_adapter_failing_its_check_leaves_the_pipe_and_runs_nothing(both_pipe
 
 
 # -- guidance windows ------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def ip_pipe(sd1_pipe):
-    from pipelines.ip_adapter import IPAdapterTextToImage
-
-    return IPAdapterTextToImage.from_pipeline(sd1_pipe)
 
 
 def with_window(pipe, adapter_file, window, scale=1.0):
@@ -150,3 +130,16 @@ def test_windows_per_adapter_and_bad_windows(ip_pipe, adapter_file):
     with pytest.raises(ValueError, match="ip_adapter_guidance was given without ip_adapter"):
         ip_pipe(**SMALL, ip_adapter_guidance=(0.0, 0.5))
     assert dict(ip_pipe.model.unet.attn_processors) == processors
+
+
+def test_masks_and_embeds_reach_the_unet_beside_the_units(both_pipe, controlnet, adapter_file):
+    """ControlNet's residuals and the adapter's masks and precomputed embeddings travel in one UNet call."""
+    adapter = dict(ip_adapter=str(adapter_file), ip_adapter_image_embeds=both_pipe.encode_ip_adapter_image(
+        reference(0), ip_adapter=str(adapter_file)))
+    control_only = pixels(both_pipe(**SMALL, controlnets=[unit(controlnet)]))
+    masked_out = pixels(both_pipe(**SMALL, controlnets=[unit(controlnet)], **adapter,
+                                  ip_adapter_mask=Image.new("L", (64, 64), 0)))
+    with_image = pixels(both_pipe(**SMALL, controlnets=[unit(controlnet)], ip_adapter=str(adapter_file),
+                                  ip_adapter_image=reference(0)))
+    assert np.abs(masked_out - control_only).max() <= 1
+    assert np.array_equal(pixels(both_pipe(**SMALL, controlnets=[unit(controlnet)], **adapter)), with_image)
