@@ -13,6 +13,7 @@ import numbers
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pipelines.ip_adapter_entries import entries_per_adapter, is_pil_image
 from pipelines.ip_adapter_files import IPAdapterSource
 
 # A1111's ControlNet weight slider spans [0, 2]; diffusers sets no bound, but past 2 the image tokens swamp the
@@ -98,13 +99,8 @@ def _images_per_adapter(value: Any, adapters: int, embeds: tuple) -> tuple[tuple
             raise ValueError(f"IP-Adapter {missing[0]} has neither an ip_adapter_image entry nor an "
                              "ip_adapter_image_embeds entry; give it one of them.")
         return (None,) * adapters
-    if _is_image(value):
-        entries = [value]
-    elif isinstance(value, (list, tuple)) and value:
-        entries = list(value)
-        if adapters == 1 and all(_is_image(item) for item in entries):
-            entries = [entries]  # several images for the one adapter
-    else:
+    entries = entries_per_adapter(value, adapters)
+    if entries is None:
         raise TypeError(f"ip_adapter_image must be a PIL image or a list of them (one entry per adapter), got "
                         f"{_describe(value)}.")
     if len(entries) != adapters:
@@ -123,7 +119,7 @@ def _images_per_adapter(value: Any, adapters: int, embeds: tuple) -> tuple[tuple
             per_adapter.append(None)
             continue
         group = list(entry) if isinstance(entry, (list, tuple)) else [entry]
-        if not group or not all(_is_image(image) for image in group):
+        if not group or not all(is_pil_image(image) for image in group):
             raise TypeError(f"ip_adapter_image entry {index} must be a PIL image or a non-empty list of PIL images, "
                             f"got {_describe(entry)}.")
         if len(group) > MAX_IMAGES_PER_ADAPTER:
@@ -170,12 +166,6 @@ def check_ip_adapter_guidance(value: Any, adapters: int) -> tuple[tuple[float, f
 
 def _is_number(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
-
-
-def _is_image(value: Any) -> bool:
-    from PIL import Image
-
-    return isinstance(value, Image.Image)
 
 
 def _describe(value: Any) -> str:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipelines.ip_adapter_entries import entries_per_adapter, is_pil_image
+
 # Relative aspect-ratio difference tolerated between a mask and the output: 1% is a rounding of the size to the
 # 8-pixel latent grid; more would stretch the region the user drew.
 ASPECT_TOLERANCE = 0.01
@@ -25,13 +27,8 @@ def check_ip_adapter_masks(value: Any, image_counts: tuple[int, ...]) -> tuple:
     adapters = len(image_counts)
     if value is None:
         return (None,) * adapters
-    if _is_image(value):
-        entries = [value]
-    elif isinstance(value, (list, tuple)) and value:
-        entries = list(value)
-        if adapters == 1 and all(_is_image(item) for item in entries):
-            entries = [entries]
-    else:
+    entries = entries_per_adapter(value, adapters)
+    if entries is None:
         raise TypeError(f"ip_adapter_mask must be a PIL image or a list (one entry per IP-Adapter, each None, a mask "
                         f"or a list of masks), got {type(value).__name__}.")
     if len(entries) != adapters:
@@ -43,7 +40,7 @@ def check_ip_adapter_masks(value: Any, image_counts: tuple[int, ...]) -> tuple:
             masks.append(None)
             continue
         group = list(entry) if isinstance(entry, (list, tuple)) else [entry]
-        if not all(_is_image(mask) for mask in group):
+        if not all(is_pil_image(mask) for mask in group):
             raise TypeError(f"ip_adapter_mask entry {index} must be None, a PIL image or a list of PIL images.")
         if len(group) != count:
             raise ValueError(f"ip_adapter_mask entry {index} has {len(group)} masks for the {count} reference "
@@ -89,9 +86,3 @@ def masks_at(tensors: list, height: int, width: int, device, cache: dict) -> lis
                       F.interpolate(mask, size=(height, width), mode="bilinear", antialias=True).clamp(0, 1).to(device)
                       for mask in tensors]
     return cache[key]
-
-
-def _is_image(value: Any) -> bool:
-    from PIL import Image
-
-    return isinstance(value, Image.Image)

@@ -17,6 +17,7 @@ from mixkit.training.lora_network import LoraNetwork
 from mixkit.training.network_weights import load_network_weights
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 from mixkit.training.sd_lora_trainer import train_sd_lora
+from tests.mixkit.training.model_outputs import unet_and_text_outputs
 
 RANKS = dict(rank=2, alpha=2.0, conv_rank=2, conv_alpha=1.0)
 
@@ -80,31 +81,21 @@ def test_the_file_carries_trained_magnitudes_and_lycoris_metadata(dora_run, tiny
     assert load_file(step_file).keys() == tensors.keys()
 
 
-def _outputs(model) -> list[torch.Tensor]:
-    """UNet and text-encoder outputs at fixed inputs."""
-    generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, 100, (2, 8), generator=generator)
-    with torch.no_grad():
-        text = model.text_encoders[0](ids)[0]
-        latents = torch.randn(2, model.unet.config.in_channels, 8, 8, generator=generator)
-        return [text, model.unet(latents, torch.tensor([10, 500]), encoder_hidden_states=text).sample]
-
-
 @pytest.mark.parametrize("mode", ["merge", "runtime"])
-def test_the_file_through_the_community_loader_gives_the_trained_networks_outputs(dora_run, tiny_sd1_dir, mode):
+def test_the_file_through_the_community_loader_gives_the_trained_networksunet_and_text_outputs(dora_run, tiny_sd1_dir, mode):
     from mixkit.lora import LoraRequest, apply_loras
 
     trained = load_diffusion_model(tiny_sd1_dir)
     network = _network(trained)
     load_network_weights(network, dora_run.output)
     network.attach().eval()
-    expected = _outputs(trained)
+    expected = unet_and_text_outputs(trained)
     network.detach()
-    base = _outputs(trained)
+    base = unet_and_text_outputs(trained)
 
     loaded = load_diffusion_model(tiny_sd1_dir)
     apply_loras(loaded.unet, loaded.text_encoders, [LoraRequest(str(dora_run.output))], mode=mode)
-    for got, want, before in zip(_outputs(loaded), expected, base):
+    for got, want, before in zip(unet_and_text_outputs(loaded), expected, base):
         assert (want - before).abs().max() > 1e-3  # the run changed both parts
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 

@@ -17,6 +17,7 @@ from mixkit.training.lora_network import LoraNetwork
 from mixkit.training.pissa import kohya_factors, principal_factors, residual_weight
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 from mixkit.training.sd_lora_trainer import train_sd_lora
+from tests.mixkit.training.model_outputs import unet_and_text_outputs
 
 peft = pytest.importorskip("peft", reason="peft is the PiSSA oracle (a test dependency)")
 
@@ -83,15 +84,6 @@ def test_a_rank_above_the_layer_is_refused():
         principal_factors(torch.randn(4, 9), 5, 1.0)
 
 
-def _outputs(model) -> list[torch.Tensor]:
-    generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, 100, (2, 8), generator=generator)
-    with torch.no_grad():
-        text = model.text_encoders[0](ids)[0]
-        latents = torch.randn(2, model.unet.config.in_channels, 8, 8, generator=generator)
-        return [text, model.unet(latents, torch.tensor([10, 500]), encoder_hidden_states=text).sample]
-
-
 def _network(model) -> LoraNetwork:
     return LoraNetwork(model.unet, model.text_encoders, rank=2, alpha=2.0, conv_rank=2, conv_alpha=1.0,
                        train_text_encoder=True, initialisation="pissa")
@@ -99,19 +91,19 @@ def _network(model) -> LoraNetwork:
 
 def test_attached_pissa_starts_at_the_base_model_and_detaching_gives_back_the_same_tensors(tiny_sd1_dir):
     model = load_diffusion_model(tiny_sd1_dir)
-    before = _outputs(model)
+    before = unet_and_text_outputs(model)
     weights = {name: (p, p.data) for name, p in model.unet.named_parameters()}
     network = _network(model).attach().eval()
     moved = [n for n, (p, data) in weights.items() if p.data.data_ptr() != data.data_ptr()]
     assert moved and all(n.endswith(".weight") for n in moved)  # the adapted layers hold their residuals
-    for got, want in zip(_outputs(model), before):
+    for got, want in zip(unet_and_text_outputs(model), before):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     with network.disabled():
         assert all(p.data.data_ptr() == data.data_ptr() for p, data in weights.values())
-        assert all(torch.equal(got, want) for got, want in zip(_outputs(model), before))
+        assert all(torch.equal(got, want) for got, want in zip(unet_and_text_outputs(model), before))
     network.detach()
     assert all(p.data.data_ptr() == data.data_ptr() for p, data in weights.values())
-    assert all(torch.equal(got, want) for got, want in zip(_outputs(model), before))
+    assert all(torch.equal(got, want) for got, want in zip(unet_and_text_outputs(model), before))
 
 
 def test_pissa_networks_refuse_what_would_change_the_base_model(tiny_sd1_dir):
@@ -170,7 +162,7 @@ def test_the_file_is_a_kohya_lora_of_twice_the_rank_with_metadata_saying_so(piss
 
 
 @pytest.mark.parametrize("mode", ["merge", "runtime"])
-def test_an_exported_network_through_the_community_loader_gives_its_outputs(tiny_sd1_dir, tmp_path, mode):
+def test_an_exported_network_through_the_community_loader_gives_itsunet_and_text_outputs(tiny_sd1_dir, tmp_path, mode):
     """Moved factors (as training moves them) on UNet, LoCon and text-encoder layers: the exported Kohya file through
     the loader gives the attached network's outputs, which differ from the base model's."""
     from safetensors.torch import save_file
@@ -178,20 +170,20 @@ def test_an_exported_network_through_the_community_loader_gives_its_outputs(tiny
     from mixkit.lora import LoraRequest, apply_loras
 
     trained = load_diffusion_model(tiny_sd1_dir)
-    base = _outputs(trained)
+    base = unet_and_text_outputs(trained)
     network = _network(trained)
     generator = torch.Generator().manual_seed(4)
     with torch.no_grad():
         for parameter in network.parameters():
             parameter.mul_(1 + 0.3 * torch.randn(parameter.shape, generator=generator))
     network.attach().eval()
-    expected = _outputs(trained)
+    expected = unet_and_text_outputs(trained)
     save_file(network.kohya_state_dict(), tmp_path / "pissa.safetensors")
     network.detach()
 
     loaded = load_diffusion_model(tiny_sd1_dir)
     apply_loras(loaded.unet, loaded.text_encoders, [LoraRequest(str(tmp_path / "pissa.safetensors"))], mode=mode)
-    for got, want, before in zip(_outputs(loaded), expected, base):
+    for got, want, before in zip(unet_and_text_outputs(loaded), expected, base):
         assert (want - before).abs().max() > 1e-3
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
 
@@ -199,7 +191,7 @@ def test_an_exported_network_through_the_community_loader_gives_its_outputs(tiny
 def test_the_run_changed_the_model(pissa_run, tiny_sd1_dir):
     from mixkit.lora import LoraRequest, apply_loras
 
-    base = _outputs(load_diffusion_model(tiny_sd1_dir))
+    base = unet_and_text_outputs(load_diffusion_model(tiny_sd1_dir))
     loaded = load_diffusion_model(tiny_sd1_dir)
     apply_loras(loaded.unet, loaded.text_encoders, [LoraRequest(str(pissa_run[0].output))], mode="merge")
-    assert all((got - before).abs().max() > 1e-4 for got, before in zip(_outputs(loaded), base))
+    assert all((got - before).abs().max() > 1e-4 for got, before in zip(unet_and_text_outputs(loaded), base))
