@@ -314,8 +314,8 @@ class LoraNetwork(nn.Module):
                     for name, adapter in self.adapters.items() for key, value in adapter.state_dict().items()}
         tensors = {}
         for name, adapter in self.adapters.items():
-            down, up, alpha = kohya_factors(adapter.lora_down.weight.detach().cpu(), adapter.lora_up.weight.detach().cpu(),
-                                            adapter.pissa_down0.cpu(), adapter.pissa_up0.cpu(),
+            trained = adapter.lora_down.weight.detach().cpu(), adapter.lora_up.weight.detach().cpu()
+            down, up, alpha = kohya_factors(*trained, adapter.pissa_down0.cpu(), adapter.pissa_up0.cpu(),
                                             float(adapter.alpha) / adapter.rank)
             tensors.update({f"{name}.lora_down.weight": down, f"{name}.lora_up.weight": up,
                             f"{name}.alpha": torch.tensor(alpha)})

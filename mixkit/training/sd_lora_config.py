@@ -220,7 +220,8 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
 
         if self.init_lora_weights not in LORA_INITIALISATIONS:
             raise ValueError(f"init_lora_weights must be one of {list(LORA_INITIALISATIONS)} (kaiming: kohya's random "
-                             f"down and zero up; pissa: the layers' principal components), got {self.init_lora_weights!r}")
+                             "down and zero up; pissa: the layers' principal components), got "
+                             f"{self.init_lora_weights!r}")
         if self.init_lora_weights != PISSA:
             return
         clashes = [name for name, on in (("dora_wd", self.dora_wd), ("network_dropout", self.network_dropout),
@@ -228,8 +229,8 @@ class SDLoraTrainingConfig(SDRunOptions, JsonConfig):
                                          ("scale_weight_norms", self.scale_weight_norms is not None),
                                          ("network_weights", self.network_weights is not None)) if on]
         if clashes:
-            raise ValueError(f"init_lora_weights='pissa' cannot be combined with {', '.join(clashes)}: a PiSSA adapter "
-                             "holds the layer's principal part, so dropping, re-normalising or bounding it (or "
+            raise ValueError(f"init_lora_weights='pissa' cannot be combined with {', '.join(clashes)}: a PiSSA "
+                             "adapter holds the layer's principal part, so dropping, re-normalising or bounding it (or "
                              "starting it from a file) would change the base model; remove those settings or use "
                              "init_lora_weights='kaiming'")
 

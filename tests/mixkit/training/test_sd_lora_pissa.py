@@ -120,7 +120,8 @@ def test_pissa_networks_refuse_what_would_change_the_base_model(tiny_sd1_dir):
     ({"dora_wd": True}, "dora_wd"), ({"rank_dropout": 0.1, "network_dropout": 0.1}, "network_dropout, rank_dropout"),
     ({"scale_weight_norms": 1.0}, "scale_weight_norms"), ({"network_weights": "a.safetensors"}, "network_weights")])
 def test_the_config_refuses_pissa_with_settings_that_change_the_base_model(overrides, named):
-    config = SDLoraTrainingConfig(model="m", dataset="d", output="o.safetensors", init_lora_weights="pissa", **overrides)
+    config = SDLoraTrainingConfig(model="m", dataset="d", output="o.safetensors", init_lora_weights="pissa",
+                                  **overrides)
     with pytest.raises(ValueError, match=f"init_lora_weights='pissa' cannot be combined with {named}: "):
         config.check()
 
