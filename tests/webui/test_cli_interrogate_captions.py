@@ -2,7 +2,7 @@
 skipped, appended to or overwritten (`--existing`), `--caption-extension`, `--recursive` folders, progress on stderr
 (`--quiet`), and a model that cannot load reported before the first image.
 
-DeepBooru answers come from the crafted tagger of `test_cli_interrogate` (known to the character): every image gets
+DeepBooru answers come from the crafted tagger of the webui conftest's `deepbooru_folder` (known to the character): every image gets
 "1girl, long hair, smile, solo" under A1111's defaults."""
 
 from __future__ import annotations
@@ -12,15 +12,7 @@ import json
 import pytest
 from PIL import Image
 
-from mixkit.testing.tiny_deepbooru import crafted_deepbooru_state, save_deepbooru
-from tests.webui.test_cli_interrogate import A1111_DEFAULT_TAGS, LOGITS, TAGS, deepbooru, error_line, run
-
-
-@pytest.fixture(scope="module")
-def deepbooru_folder(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("torch_deepdanbooru")
-    save_deepbooru(folder / "model-resnet_custom_v3.pt", crafted_deepbooru_state(LOGITS), TAGS)
-    return folder
+from tests.webui.test_cli_interrogate import A1111_DEFAULT_TAGS, deepbooru, error_line, run
 
 
 @pytest.fixture
