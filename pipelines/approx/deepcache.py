@@ -11,8 +11,8 @@ cheapest branch (the one its Stable Diffusion results use); `interval=1` is the 
 Installed as a `ForwardPatch` around `UNet2DConditionModel.forward` (the module, its weights and LoRA
 matching are untouched); `remove_deepcache` takes only that patch out, whatever was stacked on it since. A fixed-graph
 UNet that exports the two halves itself (the OpenVINO stand-in's `deepcache_branch`) gets the same schedule through a
-ForwardPatch on its `forward`, which its call goes through. The model-level math (where the feature is taken, the shallow branch) is
-`mixkit.models.diffusion.deepcache_branch`.
+ForwardPatch on its `forward`, which its call goes through. The model-level math (where the feature is taken, the
+shallow branch) is `mixkit.models.diffusion.deepcache_branch`.
 """
 
 from __future__ import annotations

@@ -66,8 +66,8 @@ def check_loopback(params, config: LoopbackConfig, interrogate: Callable | None 
                              f"{keyword}=<function image -> text> (the web UI server passes {server}), or set "
                              "append_interrogation to 'None'.")
         if not isinstance(params.prompt, str):
-            raise ValueError(f"{TITLE}: append_interrogation {choice!r} appends to one prompt; give the prompt as a string, "
-                             "not a list.")
+            raise ValueError(f"{TITLE}: append_interrogation {choice!r} appends to one prompt; give the prompt as a "
+                             "string, not a list.")
 
 
 def loop_params(params, config: LoopbackConfig) -> list:

@@ -2,8 +2,8 @@
 skipped, appended to or overwritten (`--existing`), `--caption-extension`, `--recursive` folders, progress on stderr
 (`--quiet`), and a model that cannot load reported before the first image.
 
-DeepBooru answers come from the crafted tagger of the webui conftest's `deepbooru_folder` (known to the character): every image gets
-"1girl, long hair, smile, solo" under A1111's defaults."""
+DeepBooru answers come from the crafted tagger of the webui conftest's `deepbooru_folder` (known to the character):
+every image gets "1girl, long hair, smile, solo" under A1111's defaults."""
 
 from __future__ import annotations
 
