@@ -22,14 +22,25 @@ PATCHED_METHODS = ("forward", "decode", "encode")
 
 def model_modules(model) -> list[tuple[str, torch.nn.Module]]:
     """The torch modules of a `DiffusionModel`, of a mixkit pipeline (its `.model`) or of a diffusers pipeline: the
-    UNet, the VAE and every text encoder, by name."""
+    UNet, the VAE and every text encoder, by name; a backend's stand-in for one (OpenVINO's UNet and VAE graphs) too,
+    as forward patches go on those as well (DeepCache, TAESD)."""
     model = getattr(model, "model", model)
     roots = [(name, getattr(model, name, None)) for name in ("unet", "vae")]
     encoders = getattr(model, "text_encoders", None)
     if encoders is None:  # a diffusers pipeline
         encoders = [getattr(model, name, None) for name in ("text_encoder", "text_encoder_2")]
     roots += [(f"text_encoders[{index}]", encoder) for index, encoder in enumerate(encoders)]
-    return [(name, module) for name, module in roots if isinstance(module, torch.nn.Module)]
+    return [(name, module) for name, module in roots if isinstance(module, torch.nn.Module) or _is_standin(module)]
+
+
+def _is_standin(part) -> bool:
+    """A backend's stand-in for a model part: an object of its own with a patchable method, not a torch module."""
+    return (part is not None and hasattr(part, "__dict__") and not isinstance(part, (list, tuple, dict))
+            and any(callable(getattr(type(part), method, None)) for method in PATCHED_METHODS))
+
+
+def _named_parts(module) -> list[tuple[str, object]]:
+    return list(module.named_modules()) if isinstance(module, torch.nn.Module) else [("", module)]
 
 
 def model_patches(model) -> dict[tuple, tuple]:
@@ -37,7 +48,7 @@ def model_patches(model) -> dict[tuple, tuple]:
     modules and the global module hooks; the value is what `remove_patches` deletes."""
     found = {}
     for root, module in model_modules(model):
-        for name, sub in module.named_modules():
+        for name, sub in _named_parts(module):
             where = f"{root}.{name}" if name else root
             for method in PATCHED_METHODS:
                 if method in sub.__dict__:

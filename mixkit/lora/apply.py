@@ -4,6 +4,9 @@ Two modes, chosen by name from `LORA_APPLY_MODES`:
 - "merge": weights are rewritten once (fastest sampling); the original tensors are kept and copied
   back on `remove()`, so restoring is exact whatever rounding the merge caused.
 - "runtime": parameters are never written; patched forwards add the LoRA outputs (see `runtime`).
+Sets come off in any order, with one exception: a merged set under a later merged set (its saved copy would drop the
+later merge). A merged set under later runtime sets comes off, as A1111 users expect of a baked-in LoRA: its saved
+weights are copied back, and the runtime changes that depend on the weight are computed again on them.
 LoRAs act on a module in prompt order, each on the weight the earlier ones left, as A1111's
 `network_apply_weights` and ComfyUI's `calculate_weight` do: a family whose change depends on the weight
 (IA3, OFT, GLoRA, DoRA) also transforms the changes made before it, so `<lora:a:1> <lora:oft:1>` differs
@@ -23,6 +26,7 @@ import torch
 from torch import nn
 
 from mixkit.errors import ModelNotFoundError
+from mixkit.forward_patches import stamp_forward_change
 from mixkit.lora.module_weights import rank_cut
 from mixkit.lora.lora_file import LoraFile, load_lora
 from mixkit.lora.matching import MatchedModule, find_matches, match_lora
@@ -52,6 +56,8 @@ class AppliedLoras:
     loaded: list[LoadedRequest]
     _unet: nn.Module
     _undo: list[Callable[[], None]] = field(default_factory=list)
+    # runtime mode: recompute the changes that depend on the weight, after a merged set under this one came off
+    _reweigh: list[Callable[[], None]] = field(default_factory=list)
     removed: bool = False
 
     def names(self) -> list[str]:
@@ -83,25 +89,33 @@ class AppliedLoras:
     def remove(self) -> None:
         """Undo this application; a second call does nothing.
 
-        Runtime-mode sets come off in any order: each takes out only its own forward patches. A merge-mode set must
-        be the most recently applied set still on the model, since its removal copies back the weights saved when it
-        was applied: sets applied since would lose their merged changes (or, runtime ones of a weight-dependent
-        family, keep changes computed on weights that are gone)."""
+        Runtime-mode sets come off in any order: each takes out only its own forward patches. A merge-mode set copies
+        back, bit for bit, the weights saved when it was applied; runtime sets applied since stay on, their
+        weight-dependent changes (IA3, OFT, GLoRA, DoRA) computed again on the restored weights, so the model is
+        what applying them without this set gives. A merge-mode set with a merged set applied after it still on the
+        model is refused (ValueError, nothing changed): the copy would drop the later merge."""
         if self.removed:
             return
         stack = _ACTIVE.get(self._unet, [])
         position = next((index for index, handle in enumerate(stack) if handle is self), None)
         later = [] if position is None else stack[position + 1:]
-        if self.mode == "merge" and later:
+        merged_later = [handle for handle in later if handle.mode == "merge"]
+        if self.mode == "merge" and merged_later:
             raise ValueError(
                 f"LoRAs {', '.join(self.names())} were merged into the weights before "
-                f"{', '.join(name for handle in later for name in handle.names())} were applied, which are still "
-                "applied; remove the most recently applied LoRAs first (merged weights are put back from a copy "
-                "taken before the later ones), or apply with mode='runtime', whose sets come off in any order."
+                f"{', '.join(name for handle in merged_later for name in handle.names())} were merged too, which are "
+                "still applied; remove the most recently applied merged LoRAs first (merged weights are put back "
+                "from a copy taken before the later merges), or apply with mode='runtime', whose sets come off in "
+                "any order."
             )
         for undo in reversed(self._undo):
             undo()
         self._undo.clear()
+        if self.mode == "merge":
+            with torch.no_grad():
+                for handle in later:
+                    for reweigh in handle._reweigh:
+                        reweigh()
         if position is not None:
             del stack[position]
         self.removed = True
@@ -147,7 +161,10 @@ def _changes(module: nn.Module, items: list[tuple[MatchedModule, float]]) -> tup
     return weight_total, bias_total
 
 
-def _apply_merge(targets: dict[int, tuple[nn.Module, list]], undo: list[Callable[[], None]]) -> None:
+def _apply_merge(targets: dict[int, tuple[nn.Module, list]], undo: list[Callable[[], None]],
+                 reweigh: list[Callable[[], None]]) -> None:
+    """Merge mode: each module's weights rewritten, a copy kept for `undo`; nothing depends on weights applied later,
+    so `reweigh` is left empty."""
     for module, items in targets.values():
         weight_change, bias_change = _changes(module, items)
         for name, change in (("weight", weight_change), ("bias", bias_change)):
@@ -166,7 +183,19 @@ def _restore(param: torch.Tensor, saved: torch.Tensor) -> None:
         param.copy_(saved)
 
 
-def _apply_runtime(targets: dict[int, tuple[nn.Module, list]], undo: list[Callable[[], None]]) -> None:
+def _reweighed(module: nn.Module, patch: RuntimePatch, items: list[tuple[MatchedModule, float]]) -> None:
+    """`patch`'s dense weight change computed again on `module`'s current weight (a merged set under it came off):
+    what applying `items` to the module now gives, bit for bit."""
+    weight_change, _ = _changes(module, items)  # the bias change does not depend on the weight
+    patch.weight_change = weight_change.reshape(module.weight.shape).to(module.weight.device, module.weight.dtype)
+    stamp_forward_change(module)
+
+
+def _apply_runtime(targets: dict[int, tuple[nn.Module, list]], undo: list[Callable[[], None]],
+                   reweigh: list[Callable[[], None]]) -> None:
+    """Runtime mode: a forward patch per module (`runtime`), taken out by `undo`; the dense changes of
+    weight-dependent families are also registered in `reweigh`, to be computed again if the weights under them
+    change."""
     for module, items in targets.values():
         patch = RuntimePatch()
         dense_items, bias_items = [], []
@@ -194,6 +223,8 @@ def _apply_runtime(targets: dict[int, tuple[nn.Module, list]], undo: list[Callab
         except ValueError as error:  # a hypernetwork hidden under a foreign wrapper (mixkit.forward_patches)
             target = items[0][0].target
             raise ValueError(f"{target.component} module {target.path}: {error}") from None
+        if weight_dependent:  # every item is dense then; additive changes and branches never read the weight
+            reweigh.append(lambda module=module, patch=patch, items=dense_items: _reweighed(module, patch, items))
 
 
 LORA_APPLY_MODES: Registry[Callable] = Registry("LoRA apply mode")
@@ -296,13 +327,14 @@ def apply_loras(unet: nn.Module, text_encoders: list[nn.Module], requests: list[
             _add_in_order(targets.setdefault(id(match.target.module), (match.target.module, []))[1], match, strength)
     # 3. Apply; if anything fails half way, undo what was done so the model is unchanged.
     undo: list[Callable[[], None]] = []
+    reweigh: list[Callable[[], None]] = []
     try:
         with torch.no_grad():
-            LORA_APPLY_MODES.get(mode)(targets, undo)
+            LORA_APPLY_MODES.get(mode)(targets, undo, reweigh)
     except BaseException:
         for step in reversed(undo):
             step()
         raise
-    handle = AppliedLoras(mode=mode, loaded=list(loaded.values()), _unet=unet, _undo=undo)
+    handle = AppliedLoras(mode=mode, loaded=list(loaded.values()), _unet=unet, _undo=undo, _reweigh=reweigh)
     _ACTIVE.setdefault(unet, []).append(handle)
     return handle

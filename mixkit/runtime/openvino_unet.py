@@ -121,8 +121,6 @@ class OpenVinoUNet:
 
     int8_path: Path | None = None  # the int8 graph in use (pipelines.approx.int8), None: the float graph
     _recorded: list | None = None  # inputs collected by `recording()`
-    # Set by pipelines.approx.deepcache: takes over calls (same signature as __call__); None: the plain graph.
-    call_hook = None
 
     @property
     def graph(self):
@@ -199,8 +197,12 @@ class OpenVinoUNet:
                              "the torch UNet's modules (LoRA, ControlNet, attention changes) need backend='torch'")
 
     def __call__(self, sample, timestep, encoder_hidden_states, added_cond_kwargs=None, **kwargs) -> _Output:
-        if self.call_hook is not None:
-            return self.call_hook(sample, timestep, encoder_hidden_states, added_cond_kwargs, **kwargs)
+        # through `forward`, as torch modules call theirs: what wraps a UNet's call (DeepCache) is a ForwardPatch
+        # on it (mixkit.forward_patches), stacked and removed in any order as on the torch UNet
+        return self.forward(sample, timestep, encoder_hidden_states, added_cond_kwargs, **kwargs)
+
+    def forward(self, sample, timestep, encoder_hidden_states, added_cond_kwargs=None, **kwargs) -> _Output:
+        """One plain UNet call on the graph: the UNet's output alone."""
         return _Output(self.run_graph(sample, timestep, encoder_hidden_states, added_cond_kwargs, kwargs)[0])
 
     def run_graph(self, sample, timestep, encoder_hidden_states, added_cond_kwargs, kwargs: dict,

@@ -8,11 +8,11 @@ first layers of the first down block (the skip connections that branch needs), t
 block's last layers on the cached feature, and the output head. `shallow_layers=1` is the paper's
 cheapest branch (the one its Stable Diffusion results use); `interval=1` is the plain UNet.
 
-Installed as a wrapper around `UNet2DConditionModel.forward` (the module, its weights and LoRA
-matching are untouched); `remove_deepcache` puts back the forward that was there before it. A fixed-graph UNet that exports
-the two halves itself (the OpenVINO stand-in's `deepcache_branch`) gets the same schedule through its
-call hook. The model-level math (where the feature is taken, the shallow branch) is
-`mixkit.models.diffusion.deepcache_branch`.
+Installed as a `ForwardPatch` around `UNet2DConditionModel.forward` (the module, its weights and LoRA
+matching are untouched); `remove_deepcache` takes only that patch out, whatever was stacked on it since. A fixed-graph
+UNet that exports the two halves itself (the OpenVINO stand-in's `deepcache_branch`) gets the same schedule through a
+ForwardPatch on its `forward`, which its call goes through. The model-level math (where the feature is taken, the
+shallow branch) is `mixkit.models.diffusion.deepcache_branch`.
 """
 
 from __future__ import annotations
@@ -129,7 +129,9 @@ def _install_on_graph(unet, branch, state: DeepCacheState) -> None:
     """The same schedule on a graph stand-in: its full graph also returns the feature, its shallow graph
     (`branch`, from `unet.deepcache_branch`) takes it back."""
 
-    def call(sample, timestep, encoder_hidden_states, added_cond_kwargs=None, **kwargs):
+    def call(plain_forward, sample, timestep, encoder_hidden_states, added_cond_kwargs=None, **kwargs):
+        # full calls run the graph's feature-returning form, not `plain_forward`: nothing else is below (refused by
+        # `check_deepcache_unet`), as on the torch UNet
         if _should_run_full(state, sample, timestep):
             output, state.feature = branch.full(sample, timestep, encoder_hidden_states, added_cond_kwargs, **kwargs)
             state.feature_key = _key(sample)
@@ -138,20 +140,13 @@ def _install_on_graph(unet, branch, state: DeepCacheState) -> None:
         state.cached_calls += 1
         return branch.shallow(state.feature, sample, timestep, encoder_hidden_states, added_cond_kwargs, **kwargs)
 
-    before = unet.__dict__.get("call_hook")  # None: the class's (no hook)
-
-    def undo() -> None:
-        if before is None:
-            unet.__dict__.pop("call_hook", None)
-        else:
-            unet.call_hook = before
-    unet.call_hook = call
-    unet.__dict__[_STATE] = (state, undo)
+    patch = install_forward_patch(unet, call, "DeepCache")
+    unet.__dict__[_STATE] = (state, patch.remove)
 
 
 def remove_deepcache(unet: torch.nn.Module) -> bool:
-    """Take DeepCache out, putting back the forward (or graph call hook) that was there before it and leaving
-    patches stacked on top of it since in place; False if DeepCache was not installed."""
+    """Take DeepCache out, putting back the forward that was there before it and leaving patches stacked on top of it
+    since in place; False if DeepCache was not installed."""
     installed = unet.__dict__.pop(_STATE, None)
     if installed is None:
         return False
@@ -170,6 +165,7 @@ def check_deepcache_unet(unet: object, settings: DeepCacheSettings) -> None:
 
     if _is_graph_standin(unet):
         unet.check_deepcache_branch(settings.shallow_layers)
+        _refuse_foreign_forward(unet)
         return
     if not isinstance(unet, UNet2DConditionModel):
         raise ValueError(f"DeepCache needs a diffusers UNet2DConditionModel or the openvino backend's UNet graph, got "
@@ -178,12 +174,17 @@ def check_deepcache_unet(unet: object, settings: DeepCacheSettings) -> None:
     if _COMPILED_MARKER in unet.__dict__:
         raise ValueError("DeepCache cannot wrap a compiled UNet (torch.compile fixes the control flow it changes); "
                          "drop compile / backend 'torch.compile' or do not use DeepCache")
+    _refuse_foreign_forward(unet)
+    check_branch_layout(unet, settings.shallow_layers)
+
+
+def _refuse_foreign_forward(unet) -> None:
+    """Refuse a UNet whose forward another wrapper already replaced (DeepCache's own, being re-applied, aside)."""
     if _STATE not in unet.__dict__ and has_foreign_forward(unet):
         raise ValueError(f"DeepCache cannot wrap a UNet whose forward is already replaced (by "
                          f"{getattr(unet.forward, '__qualname__', repr(unet.forward))}): its cached steps run the "
                          "UNet's own blocks and would bypass that wrapper; take it off first (del unet.forward) "
                          "or do not use DeepCache")
-    check_branch_layout(unet, settings.shallow_layers)
 
 
 def _key(sample: torch.Tensor) -> tuple:

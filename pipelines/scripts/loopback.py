@@ -62,12 +62,12 @@ def check_loopback(params, config: LoopbackConfig, interrogate: Callable | None 
     if choice in INTERROGATORS:
         keyword, what, server = INTERROGATORS[choice]
         if (interrogate if choice == "CLIP" else deepbooru) is None:
-            raise ValueError(f"append_interrogation {choice!r} needs {what} and none is configured: pass "
+            raise ValueError(f"{TITLE}: append_interrogation {choice!r} needs {what} and none is configured: pass "
                              f"{keyword}=<function image -> text> (the web UI server passes {server}), or set "
                              "append_interrogation to 'None'.")
         if not isinstance(params.prompt, str):
-            raise ValueError(f"append_interrogation {choice!r} appends to one prompt; give the prompt as a string, "
-                             "not a list.")
+            raise ValueError(f"{TITLE}: append_interrogation {choice!r} appends to one prompt; give the prompt as a "
+                             "string, not a list.")
 
 
 def loop_params(params, config: LoopbackConfig) -> list:

@@ -4,6 +4,9 @@ The schedule is A1111's `calculate_denoising_strength`: the first loop runs at t
 loop `n` (counting from 0) of `loops` at `initial + (final - initial) * curve(n / (loops - 1))`, where the curve is
 Linear `p`, Aggressive `sin(p * pi / 2)` (most of the change early) or Lazy `1 - cos(p * pi / 2)` (most of it late).
 So the last loop runs at the final strength, and a single loop at the call's.
+
+A setting refused here is named after the script, as the other scripts' errors are ("Loopback: loops must be ...");
+`parse_script_args` names it as the request's slot ("Loopback: script_args loops must be ..."), the CLI as its flag.
 """
 
 from __future__ import annotations
@@ -59,12 +62,12 @@ class LoopbackConfig:
         # the range before float(): a JSON int of 400 digits is an OverflowError there
         if isinstance(loops, bool) or not isinstance(loops, numbers.Real) or not 1 <= loops <= MAX_LOOPS \
                 or not float(loops).is_integer():
-            raise ValueError(f"loops must be a whole number from 1 to {MAX_LOOPS} (A1111's Loops slider), "
-                             f"got {loops!r}.")
+            raise setting_error("loops", f"must be a whole number from 1 to {MAX_LOOPS} (A1111's Loops slider), "
+                                         f"got {loops!r}.")
         object.__setattr__(self, "loops", int(loops))
         strength = self.final_denoising_strength
         if isinstance(strength, bool) or not isinstance(strength, numbers.Real) or not 0 <= strength <= 1:
-            raise ValueError(f"final_denoising_strength must be a number from 0 to 1, got {strength!r}.")
+            raise setting_error("final_denoising_strength", f"must be a number from 0 to 1, got {strength!r}.")
         object.__setattr__(self, "final_denoising_strength", float(strength))
         object.__setattr__(self, "denoising_curve", _choice("denoising_curve", self.denoising_curve, CURVES))
         object.__setattr__(self, "append_interrogation",
@@ -78,13 +81,18 @@ class LoopbackConfig:
         return {"Final denoising strength": self.final_denoising_strength, "Denoising curve": self.denoising_curve}
 
 
+def setting_error(name: str, problem: str) -> ValueError:
+    """The error for a refused setting `name`, prefixed with the script's title like the other scripts' errors."""
+    return ValueError(f"{TITLE}: {name} {problem}")
+
+
 def _choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
     """One of `choices` in any case; A1111 reads an unknown curve as Linear, here it is refused."""
     if isinstance(value, str):
         for choice in choices:
             if value.strip().lower() == choice.lower():
                 return choice
-    raise ValueError(f"{name} must be one of {', '.join(repr(choice) for choice in choices)}, got {value!r}.")
+    raise setting_error(name, f"must be one of {', '.join(repr(choice) for choice in choices)}, got {value!r}.")
 
 
 def parse_script_args(script_args: Any, kind: str = "img2img", **context: Any) -> LoopbackConfig:
@@ -101,7 +109,7 @@ def parse_script_args(script_args: Any, kind: str = "img2img", **context: Any) -
     try:
         return LoopbackConfig(**values)
     except ValueError as error:
-        raise ValueError(f"script_args {error}") from None
+        raise ValueError(str(error).replace(f"{TITLE}: ", f"{TITLE}: script_args ", 1)) from None
 
 
 def script_args(kind: str = "img2img", **context: Any) -> list[ScriptArg]:

@@ -30,6 +30,15 @@ def _serving(state_or_config, *, load_model: bool = True) -> Iterator:
 
 
 @pytest.fixture(scope="session")
+def deepbooru_folder(tmp_path_factory):
+    """A torch_deepdanbooru folder with the crafted tagger of `tests.webui.crafted_deepbooru` (answers known to the
+    character), shared by the interrogation tests."""
+    from .crafted_deepbooru import write_crafted_deepbooru
+
+    return write_crafted_deepbooru(tmp_path_factory.mktemp("torch_deepdanbooru"))
+
+
+@pytest.fixture(scope="session")
 def serving():
     """`with serving(config_or_state) as running:` a real API server on a free port, stopped even when a test fails."""
     return _serving

@@ -13,9 +13,8 @@ import pytest
 from PIL import Image
 
 from mixkit.testing.tiny_deepbooru import crafted_deepbooru_state, save_deepbooru
+from tests.webui.crafted_deepbooru import LOGITS, TAGS
 
-TAGS = ["solo", "1girl", "rating:safe", "long_hair", "hat_(object)", "smile"]
-LOGITS = [2.0, 3.0, 5.0, 0.5, -1.0, 0.2]  # scores 0.881, 0.953, 0.993, 0.622, 0.269, 0.550
 A1111_DEFAULTS = {"interrogate_deepbooru_score_threshold": 0.5, "deepbooru_sort_alpha": True,
                   "deepbooru_use_spaces": True, "deepbooru_escape": True, "deepbooru_filter_tags": ""}
 
@@ -27,13 +26,6 @@ def png_base64(image) -> str:
 
 
 IMAGE = png_base64(Image.new("RGB", (48, 32), (10, 200, 30)))
-
-
-@pytest.fixture(scope="module")
-def deepbooru_folder(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("torch_deepdanbooru")
-    save_deepbooru(folder / "model-resnet_custom_v3.pt", crafted_deepbooru_state(LOGITS), TAGS)
-    return folder
 
 
 @pytest.fixture(scope="module")

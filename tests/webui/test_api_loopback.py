@@ -77,7 +77,7 @@ def test_script_info_lists_loopback_for_img2img_only(client):
 
 
 @pytest.mark.parametrize("args, message", [
-    ([0], "script_args loops must be a whole number from 1 to 32"),
+    ([0], "Loopback: script_args loops must be a whole number from 1 to 32"),
     ([33], "from 1 to 32"),
     ([4, 1.5], "final_denoising_strength must be a number from 0 to 1"),
     ([4, 0.5, "Steep"], "denoising_curve must be one of"),

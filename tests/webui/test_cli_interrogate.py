@@ -3,7 +3,8 @@ caption files, with Settings > Interrogate's options as flags.
 
 Oracles: for CLIP, the caption app and `ClipInterrogator` called in Python on the same image (what the server's
 `/sdapi/v1/interrogate` runs); for DeepBooru, a crafted tagger whose score for each tag is exactly sigmoid(its logit)
-on every image, so the answer is known to the character (the same tagger and answers as the API's tests)."""
+on every image, so the answer is known to the character (`tests.webui.crafted_deepbooru`, the webui conftest's
+`deepbooru_folder`: the same tagger and answers as the API's tests)."""
 
 from __future__ import annotations
 
@@ -12,19 +13,9 @@ import json
 import pytest
 from PIL import Image
 
-from mixkit.testing.tiny_deepbooru import crafted_deepbooru_state, save_deepbooru
 from webui.cli import main
 
-TAGS = ["solo", "1girl", "rating:safe", "long_hair", "hat_(object)", "smile"]
-LOGITS = [2.0, 3.0, 5.0, 0.5, -1.0, 0.2]  # scores 0.881, 0.953, 0.993, 0.622, 0.269, 0.550
 A1111_DEFAULT_TAGS = "1girl, long hair, smile, solo"
-
-
-@pytest.fixture(scope="module")
-def deepbooru_folder(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("torch_deepdanbooru")
-    save_deepbooru(folder / "model-resnet_custom_v3.pt", crafted_deepbooru_state(LOGITS), TAGS)
-    return folder
 
 
 @pytest.fixture

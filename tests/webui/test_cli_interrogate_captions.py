@@ -2,8 +2,8 @@
 skipped, appended to or overwritten (`--existing`), `--caption-extension`, `--recursive` folders, progress on stderr
 (`--quiet`), and a model that cannot load reported before the first image.
 
-DeepBooru answers come from the crafted tagger of `test_cli_interrogate` (known to the character): every image gets
-"1girl, long hair, smile, solo" under A1111's defaults."""
+DeepBooru answers come from the crafted tagger of the webui conftest's `deepbooru_folder` (known to the character):
+every image gets "1girl, long hair, smile, solo" under A1111's defaults."""
 
 from __future__ import annotations
 
@@ -12,15 +12,7 @@ import json
 import pytest
 from PIL import Image
 
-from mixkit.testing.tiny_deepbooru import crafted_deepbooru_state, save_deepbooru
-from tests.webui.test_cli_interrogate import A1111_DEFAULT_TAGS, LOGITS, TAGS, deepbooru, error_line, run
-
-
-@pytest.fixture(scope="module")
-def deepbooru_folder(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("torch_deepdanbooru")
-    save_deepbooru(folder / "model-resnet_custom_v3.pt", crafted_deepbooru_state(LOGITS), TAGS)
-    return folder
+from tests.webui.test_cli_interrogate import A1111_DEFAULT_TAGS, deepbooru, error_line, run
 
 
 @pytest.fixture
@@ -156,6 +148,104 @@ def test_a_caption_that_appears_while_the_command_runs_follows_the_existing_choi
         assert save_caption(plan, "1girl, solo", ["1girl", "solo"]) == outcome
     assert (tmp_path / "cat.txt").read_text(encoding="utf-8") == text
     assert sorted(path.name for path in tmp_path.iterdir()) == ["cat.png", "cat.txt"]
+
+
+# -- append while another program edits the caption -----------------------------------------------------------------
+
+@pytest.fixture
+def append_plan(tmp_path):
+    """An append plan for cat.png, whose cat.txt holds "mine"."""
+    from webui.cli.caption_files import plan_caption_files
+
+    image = tmp_path / "cat.png"
+    image.write_bytes(b"")
+    (tmp_path / "cat.txt").write_text("mine", encoding="utf-8")
+    [plan] = plan_caption_files([image], "append")
+    assert plan.action == "append"
+    return plan
+
+
+def edits_while_writing(monkeypatch, path, texts):
+    """Make another program save each of `texts` to `path` in turn, one each time a merged caption is being written
+    to its temporary file (between the read and the rename)."""
+    import pipelines.png as png
+
+    written, pending = png.written_temporary_file, list(texts)
+
+    def editing(folder, stem, data):
+        if pending:
+            path.write_text(pending.pop(0), encoding="utf-8")
+        return written(folder, stem, data)
+
+    monkeypatch.setattr(png, "written_temporary_file", editing)
+
+
+def test_an_edit_saved_while_appending_is_kept_and_the_tags_merged_into_it(append_plan, monkeypatch):
+    from webui.cli.caption_files import save_caption
+
+    edits_while_writing(monkeypatch, append_plan.path, ["mine, solo, edited"])
+    assert save_caption(append_plan, "1girl, solo", ["1girl", "solo"]) == "appended"
+    assert append_plan.path.read_bytes() == b"mine, solo, edited, 1girl"
+    assert sorted(path.name for path in append_plan.path.parent.iterdir()) == ["cat.png", "cat.txt"]
+
+
+def test_a_caption_changed_on_every_try_is_left_as_the_other_program_wrote_it(append_plan, monkeypatch):
+    from webui.cli.caption_files import APPEND_TRIES, CaptionChangedError, save_caption
+
+    edits_while_writing(monkeypatch, append_plan.path, [f"edit {n}" for n in range(APPEND_TRIES)])
+    with pytest.raises(CaptionChangedError) as raised:
+        save_caption(append_plan, "1girl, solo", ["1girl", "solo"])
+    assert str(raised.value) == (
+        f"{append_plan.path} was changed by another program each of the 3 times new tags were about to be appended, "
+        "so it is left as that program wrote it; close it there and run the command again")
+    assert append_plan.path.read_text(encoding="utf-8") == f"edit {APPEND_TRIES - 1}"
+    assert sorted(path.name for path in append_plan.path.parent.iterdir()) == ["cat.png", "cat.txt"]
+
+
+def test_an_edit_that_makes_the_caption_unusable_is_refused_and_kept(append_plan, monkeypatch):
+    from webui.cli.caption_files import save_caption
+
+    edits_while_writing(monkeypatch, append_plan.path, ["first line\nsecond line"])
+    with pytest.raises(ValueError, match="cat.txt holds 2 lines and trainers read only the first"):
+        save_caption(append_plan, "1girl, solo", ["1girl", "solo"])
+    assert append_plan.path.read_text(encoding="utf-8") == "first line\nsecond line"
+    assert sorted(path.name for path in append_plan.path.parent.iterdir()) == ["cat.png", "cat.txt"]
+
+
+def test_a_caption_removed_while_appending_is_written_whole(append_plan, monkeypatch):
+    import pipelines.png as png
+    from webui.cli.caption_files import save_caption
+
+    written = png.written_temporary_file
+
+    def removing(folder, stem, data):
+        append_plan.path.unlink(missing_ok=True)
+        return written(folder, stem, data)
+
+    monkeypatch.setattr(png, "written_temporary_file", removing)
+    assert save_caption(append_plan, "1girl, solo", ["1girl", "solo"]) == "written"
+    assert append_plan.path.read_bytes() == b"1girl, solo"
+
+
+def test_an_edit_saved_while_the_model_runs_is_kept_by_the_cli(images, deepbooru_folder, capsys, monkeypatch):
+    import webui.cli.interrogate_settings as settings
+
+    (images / "a.txt").write_text("mine", encoding="utf-8")
+    load = settings.interrogator_of
+
+    def loading(*args):
+        interrogate = load(*args)
+
+        def answering(image):
+            (images / "a.txt").write_text("mine, edited", encoding="utf-8")  # saved in an editor meanwhile
+            return interrogate(image)
+        return answering
+
+    monkeypatch.setattr(settings, "interrogator_of", loading)
+    code, _, _ = run(capsys, str(images / "a.jpg"), "--write-captions", "--existing", "append",
+                     *deepbooru(deepbooru_folder))
+    assert code == 0
+    assert (images / "a.txt").read_text(encoding="utf-8") == "mine, edited, " + A1111_DEFAULT_TAGS
 
 
 # -- --caption-extension --------------------------------------------------------------------------------------------

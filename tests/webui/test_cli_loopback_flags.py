@@ -89,10 +89,15 @@ def test_deepbooru_appends_the_tags_at_a1111s_default_settings(tiny_sd1_dir, ini
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--loopback", "0"], "loops must be a whole number from 1 to 32"),
-    (["--loopback", "33"], "loops must be a whole number from 1 to 32"),
-    (["--loopback", "2", "--loopback-final-strength", "1.5"], "final_denoising_strength must be a number from 0 to 1"),
-    (["--loopback", "2", "--loopback-curve", "steep"], "denoising_curve must be one of"),
+    (["--loopback", "0"],
+     "mixkit: error: --loopback must be a whole number from 1 to 32 (A1111's Loops slider), got 0."),
+    (["--loopback", "33"], "error: --loopback must be a whole number from 1 to 32"),
+    (["--loopback", "2", "--loopback-final-strength", "1.5"],
+     "mixkit: error: --loopback-final-strength must be a number from 0 to 1, got 1.5."),
+    (["--loopback", "2", "--loopback-curve", "steep"],
+     "mixkit: error: --loopback-curve must be one of 'Aggressive', 'Linear', 'Lazy', got 'steep'."),
+    (["--loopback", "2", "--loopback-interrogate", "blip"],
+     "mixkit: error: --loopback-interrogate must be one of 'None', 'CLIP', 'DeepBooru', got 'blip'."),
     (["--loopback", "2", "--loopback-interrogate", "deepbooru"],
      "'DeepBooru' needs a DeepBooru tagger and none is configured"),
     (["--loopback", "2", "--loopback-interrogate", "deepbooru"], "--deepdanbooru-models-path FOLDER"),

@@ -7,6 +7,12 @@ skip its image, append the new tags to it (`webui.cli.caption_merge`), or overwr
 one caption file (`cat.png` and `cat.jpg`) are refused, as the second would silently replace the first's. Each file
 is written whole to a hidden temporary file and renamed into place, so an interrupted run leaves complete captions
 only; a caption file that appears while the command runs is handled as the choice for existing ones says.
+
+Appending is a read-modify-write, and the caption may be open in an editor (a tagging tool, a text editor) while
+the model runs: the file is read after its image is answered, and read again right before the rename; if it changed
+in between, the tags are merged into the new text instead, so the other program's edit is kept (a few tries, then
+CaptionChangedError). Only the instant between that last read and the rename is left, as no portable file lock
+exists that text editors honour.
 """
 
 from __future__ import annotations
@@ -21,10 +27,15 @@ DEFAULT_EXTENSION = ".txt"
 # what to do with a caption file that already exists; the first is the default
 EXISTING = ("refuse", "skip", "append", "overwrite")
 SHOWN = 5  # files named in an error before "and N more"
+APPEND_TRIES = 3  # merges of a caption that another program keeps changing before it is refused
 
 
 class CaptionFileExistsError(MixkitError, FileExistsError):
     """A caption file that would be written is already there (the user's, perhaps hand-written)."""
+
+
+class CaptionChangedError(MixkitError):
+    """Another program changed a caption file each time new tags were about to be appended to it."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +90,12 @@ def read_caption(path: Path) -> str:
     """A caption file's text, to append to, decoded as the trainers read it (`mixkit.data.captions`: UTF-8, or UTF-16
     / UTF-32 with a byte-order mark; it is written back as UTF-8). Refused, naming the file: another encoding, and
     several lines of text, as the trainers read only the first line, so tags appended after it would be lost."""
-    text = decode_caption(path.read_bytes(), path)
+    return caption_text(path.read_bytes(), path)
+
+
+def caption_text(data: bytes, path: Path) -> str:
+    """`read_caption` of the bytes `data` read from `path`."""
+    text = decode_caption(data, path)
     lines = [line for line in text.strip().splitlines() if line.strip()]
     if len(lines) > 1:
         raise ValueError(f"{path} holds {len(lines)} lines and trainers read only the first, so appended tags would "
@@ -142,8 +158,6 @@ def save_caption(plan: CaptionPlan, text: str, parts: list[str]) -> str:
     """Carry out `plan` for an answer (`text`, made of comma `parts`); what was done: "written", "overwritten",
     "appended", "unchanged" (append found every part already there) or "skipped". A caption file that appeared
     since the plan is treated as the plan's `existing` choice says (refused: CaptionFileExistsError)."""
-    from webui.cli.caption_merge import appended_caption
-
     action = plan.action
     if action == "write":
         try:
@@ -158,12 +172,43 @@ def save_caption(plan: CaptionPlan, text: str, parts: list[str]) -> str:
     if action == "overwrite":
         write_caption_file(plan.path, text, overwrite=True)
         return "overwritten"
-    try:
-        existing = read_caption(plan.path)
-    except FileNotFoundError:  # removed since the plan: the answer is the whole caption
+    outcome = append_to_caption_file(plan.path, parts)
+    if outcome is None:  # removed since the plan: the answer is the whole caption
         return save_caption(CaptionPlan(plan.image, plan.path, "write", plan.existing), text, parts)
-    merged = appended_caption(existing, parts)
-    if merged is None:
-        return "unchanged"
-    write_caption_file(plan.path, merged, overwrite=True)
-    return "appended"
+    return outcome
+
+
+def _bytes_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def append_to_caption_file(path: Path, parts: list[str]) -> str | None:
+    """Append the answer's new `parts` to the caption file at `path` (`caption_merge`); "appended" or "unchanged",
+    None when there is no such file (any more). The merged caption replaces the file only if the file still holds
+    what the merge was made from, checked right before the rename; otherwise the merge is made again from the new
+    text, so a concurrent edit is kept. A file that changes on every try raises CaptionChangedError and is left as
+    the other program wrote it; a change that makes it unusable (several lines) raises `read_caption`'s ValueError.
+    No temporary file is left behind either way."""
+    from pipelines.png import publish_file, written_temporary_file
+    from webui.cli.caption_merge import appended_caption
+
+    for _ in range(APPEND_TRIES):
+        read = _bytes_or_none(path)
+        if read is None:
+            return None
+        merged = appended_caption(caption_text(read, path), parts)
+        if merged is None:
+            return "unchanged"
+        temp = written_temporary_file(path.parent, path.stem, merged.encode("utf-8"))
+        try:
+            if _bytes_or_none(path) == read:
+                publish_file(temp, path, replace=True)
+                return "appended"
+        finally:
+            temp.unlink(missing_ok=True)
+    raise CaptionChangedError(f"{path} was changed by another program each of the {APPEND_TRIES} times new tags "
+                              "were about to be appended, so it is left as that program wrote it; close it there "
+                              "and run the command again")

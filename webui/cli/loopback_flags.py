@@ -64,8 +64,11 @@ def loopback_config_of(args: argparse.Namespace):
         raise ValueError(f"--loopback draws one image per loop; leave out --batch-size {args.batch_size} (use "
                          "--batch-count for separate runs of the loops).")
     loops, final, curve, interrogation = ARG_DEFAULTS
-    config = LoopbackConfig(args.loopback, _or(args.loopback_final_strength, final), _or(args.loopback_curve, curve),
-                            _or(args.loopback_interrogate, interrogation))
+    try:
+        config = LoopbackConfig(args.loopback, _or(args.loopback_final_strength, final),
+                                _or(args.loopback_curve, curve), _or(args.loopback_interrogate, interrogation))
+    except ValueError as error:
+        raise ValueError(in_flag_terms(str(error))) from None
     if config.append_interrogation != "CLIP":
         clip_only = [flag for flag in given if flag.startswith("--interrogate")]
         if clip_only:
@@ -73,6 +76,22 @@ def loopback_config_of(args: argparse.Namespace):
     if config.append_interrogation != "DeepBooru" and args.deepdanbooru_models_path is not None:
         raise ValueError("--deepdanbooru-models-path only matters with --loopback-interrogate deepbooru.")
     return config
+
+
+# the config's settings as its errors name them ("Loopback: loops must be ..."), and the flags that set them
+SETTING_FLAGS = {"loops": "--loopback", "final_denoising_strength": "--loopback-final-strength",
+                 "denoising_curve": "--loopback-curve", "append_interrogation": "--loopback-interrogate"}
+
+
+def in_flag_terms(message: str) -> str:
+    """A `LoopbackConfig` error with its setting named by the flag that set it, as the other scripts' flags report
+    theirs ("--loopback must be a whole number from 1 to 32 ..., got 40.")."""
+    from pipelines.scripts.loopback_config import TITLE
+
+    for name, flag in SETTING_FLAGS.items():
+        if message.startswith(f"{TITLE}: {name} "):
+            return flag + message[len(f"{TITLE}: {name}"):]
+    return message
 
 
 def _or(value, default):

@@ -51,22 +51,57 @@ def test_strength_zero_is_a_no_op(tmp_path, sd1, algo, kwargs):
         handle.remove()
 
 
-def test_a_merged_set_must_come_off_before_the_sets_applied_after_it(tmp_path, sd1):
-    first = make_peer_lora(tmp_path, sd1, "lora", seed=15, name="first").path
-    second = make_peer_lora(tmp_path, sd1, "loha", seed=16, name="second").path
+@pytest.mark.parametrize("algo, kwargs", [("lora", {}), ("loha", {}), ("ia3", {}), ("lora", {"dora_wd": True})],
+                         ids=["lora-bypass", "loha-dense", "ia3-weight-dependent", "dora-weight-dependent"])
+def test_a_merged_set_comes_off_under_a_later_runtime_set_which_stays_exact(tmp_path, sd1, algo, kwargs):
+    """A1111's baked-in LoRA removed while a later runtime set is on: the weights come back bit for bit, and the
+    runtime set then gives exactly what applying it alone gives (IA3's and DoRA's changes, which depend on the
+    weight, computed again on the restored one)."""
+    merged = make_peer_lora(tmp_path, sd1, "lokr", seed=15, name="merged").path
+    runtime = make_peer_lora(tmp_path, sd1, algo, seed=16, name="runtime", **kwargs).path
     before = snapshot(sd1)
+    with apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(runtime, 0.8, 0.6)], mode="runtime"):
+        expected = run_model(sd1)  # the runtime set alone, on the base weights
+    handle_merged = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(merged)], mode="merge")
+    handle_runtime = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(runtime, 0.8, 0.6)], mode="runtime")
+    both = run_model(sd1)
+    assert any(not torch.equal(a, b) for a, b in zip(both, expected))  # the merged set did change the outputs
+    handle_merged.remove()
+    assert handle_merged.removed and not handle_runtime.removed
+    restored = snapshot(sd1)  # the saved weights, bit for bit (runtime sets write no parameter)
+    assert [key for key in before if not torch.equal(restored[key], before[key])] == []
+    assert [record.split(":")[0] for record in applied_lora_records(sd1.unet)] == ["runtime"]
+    for got, wanted in zip(run_model(sd1), expected):
+        assert torch.equal(got, wanted)
+    handle_runtime.remove()
+    assert_bit_identical(sd1, before)  # the weights, and no forward left patched
+    assert applied_lora_records(sd1.unet) == ()
+
+
+def test_a_merged_set_under_a_later_merged_set_is_still_refused(tmp_path, sd1):
+    first = make_peer_lora(tmp_path, sd1, "lora", seed=15, name="first").path
+    second = make_peer_lora(tmp_path, sd1, "ia3", seed=16, name="second").path
+    third = make_peer_lora(tmp_path, sd1, "loha", seed=17, name="third").path
+    before = snapshot(sd1)
+    with apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(second)], mode="runtime"):
+        only_second = run_model(sd1)
     handle_first = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(first)], mode="merge")
     handle_second = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(second)], mode="runtime")
-    both = run_model(sd1)
-    with pytest.raises(ValueError, match="LoRAs first were merged into the weights before second were applied, which "
-                                         "are still applied; remove the most recently applied LoRAs first .*"
-                                         "mode='runtime'"):
+    handle_third = apply_loras(sd1.unet, sd1.text_encoders, [LoraRequest(third)], mode="merge")
+    all_three = run_model(sd1)
+    with pytest.raises(ValueError) as raised:
         handle_first.remove()
-    assert all(torch.equal(a, b) for a, b in zip(run_model(sd1), both))  # the refused removal changed nothing
-    assert not handle_first.removed and len(applied_lora_records(sd1.unet)) == 2
-    handle_second.remove()
-    handle_first.remove()
+    assert str(raised.value) == (
+        "LoRAs first were merged into the weights before third were merged too, which are still applied; remove the "
+        "most recently applied merged LoRAs first (merged weights are put back from a copy taken before the later "
+        "merges), or apply with mode='runtime', whose sets come off in any order.")
+    assert all(torch.equal(a, b) for a, b in zip(run_model(sd1), all_three))  # the refused removal changed nothing
+    assert not handle_first.removed and len(applied_lora_records(sd1.unet)) == 3
+    handle_third.remove()
+    handle_first.remove()  # the runtime set between them stays on
     handle_first.remove()  # idempotent
+    assert all(torch.equal(a, b) for a, b in zip(run_model(sd1), only_second))
+    handle_second.remove()
     assert_bit_identical(sd1, before)
 
 

@@ -163,7 +163,8 @@ def test_skip_ends_the_current_batch_only(img2img):
 
 @pytest.mark.parametrize("call, message", [
     (lambda: loopback.run(None, Txt2ImgParams(), LoopbackConfig()), "runs for img2img"),
-    (lambda: loopback.run(None, params(), LoopbackConfig(append_interrogation="CLIP")), "needs an interrogator"),
+    (lambda: loopback.run(None, params(), LoopbackConfig(append_interrogation="CLIP")),
+     "^Loopback: append_interrogation 'CLIP' needs an interrogator"),
     (lambda: loopback.run(None, params(init_images=[noise_picture(1)] * 2, batch_size=2), LoopbackConfig()),
      "give one init image, not 2"),
     (lambda: loopback.planned_params(params(), LoopbackConfig(append_interrogation="CLIP")), "needs an interrogator"),
@@ -173,7 +174,8 @@ def test_skip_ends_the_current_batch_only(img2img):
     (lambda: loopback.planned_params(params(), LoopbackConfig(append_interrogation="DeepBooru"), deepbooru=None),
      "needs a DeepBooru tagger"),
     (lambda: loopback.planned_params(params(prompt=["a", "b"]), LoopbackConfig(append_interrogation="DeepBooru"),
-                                     deepbooru=str), "'DeepBooru' appends to one prompt"),
+                                     deepbooru=str),
+     "^Loopback: append_interrogation 'DeepBooru' appends to one prompt"),
 ])
 def test_refused_before_any_work(call, message):
     with pytest.raises(ValueError, match=message):

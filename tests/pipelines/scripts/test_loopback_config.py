@@ -51,23 +51,39 @@ def test_config_defaults_are_a1111s_and_choices_take_any_case():
 
 
 @pytest.mark.parametrize("args, message", [
-    ([0], "script_args loops must be a whole number from 1 to 32"),
+    ([0], "^Loopback: script_args loops must be a whole number from 1 to 32"),
     ([33], "from 1 to 32"),
     ([10 ** 400], "from 1 to 32"),  # a JSON int float() cannot hold: was an OverflowError (a 500)
     ([2.5], "got 2.5"),
     ([True], "got True"),
-    ([4, 1.5], "script_args final_denoising_strength must be a number from 0 to 1, got 1.5"),
+    ([4, 1.5], "^Loopback: script_args final_denoising_strength must be a number from 0 to 1, got 1.5"),
     ([4, -0.1], "got -0.1"),
     ([4, float("nan")], "got nan"),
     ([4, "0.5"], "got '0.5'"),
-    ([4, 0.5, "Steep"], "denoising_curve must be one of 'Aggressive', 'Linear', 'Lazy', got 'Steep'"),
-    ([4, 0.5, "Linear", "BLIP"], "append_interrogation must be one of 'None', 'CLIP', 'DeepBooru'"),
+    ([4, 0.5, "Steep"], "^Loopback: script_args denoising_curve must be one of 'Aggressive', 'Linear', 'Lazy', got "
+                        "'Steep'"),
+    ([4, 0.5, "Linear", "BLIP"], "^Loopback: script_args append_interrogation must be one of 'None', 'CLIP', "
+                                 "'DeepBooru'"),
     ([4, 0.5, "Linear", "None", 1], "at most 4 values"),
     ("4", "must be a list"),
 ])
 def test_bad_script_args_are_refused_naming_the_slot(args, message):
     with pytest.raises(ValueError, match=message):
         parse_script_args(args)
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"loops": 40}, "Loopback: loops must be a whole number from 1 to 32 (A1111's Loops slider), got 40."),
+    ({"final_denoising_strength": -1}, "Loopback: final_denoising_strength must be a number from 0 to 1, got -1."),
+    ({"denoising_curve": "Steep"},
+     "Loopback: denoising_curve must be one of 'Aggressive', 'Linear', 'Lazy', got 'Steep'."),
+    ({"append_interrogation": "BLIP"},
+     "Loopback: append_interrogation must be one of 'None', 'CLIP', 'DeepBooru', got 'BLIP'."),
+])
+def test_a_config_built_in_python_names_the_script_like_the_other_scripts_errors(settings, message):
+    with pytest.raises(ValueError) as raised:
+        LoopbackConfig(**settings)
+    assert str(raised.value) == message
 
 
 def test_txt2img_is_refused():
