@@ -104,6 +104,19 @@ def ip_adapter_unit_spec(label: str, unit: dict, models, *, decode=None, images:
     return IPAdapterUnitSpec(label, name, weights, encoder, pictures, weight, start, end)
 
 
+def ui_ip_adapter_unit_spec(label: str, models, fields: dict) -> IPAdapterUnitSpec:
+    """An IPAdapterUnitSpec from one web-UI ControlNet unit's widget values (`webui.ui.controlnet_units.UNIT_FIELDS`)
+    whose preprocessor is an IP-Adapter module, through the API's own check: the same unit gives the same image from
+    the UI and from a request. The control image is the reference picture (none in img2img: the init image)."""
+    if models is None:
+        raise ValueError("This server has no ControlNet folder (start it with --controlnet-dir).")
+    unit = {"module": fields["preprocessor"], "model": fields["model"], "weight": fields["weight"],
+            "guidance_start": fields["start"], "guidance_end": fields["end"], "control_mode": fields["control_mode"],
+            "mask": fields.get("mask"), "effective_region_mask": fields.get("effective_region_mask")}
+    images = [] if fields.get("image") is None else [fields["image"]]
+    return ip_adapter_unit_spec(label, unit, models, images=images)
+
+
 def _check_adapter_file(label: str, weights: Path, models) -> None:
     """Refuse now, naming the unit and the file, weights that are no usable IP-Adapter: unreadable, a pickle that
     would run code, another kind of model, a FaceID variant. The shape read stays in the folder's store, so the
