@@ -62,6 +62,8 @@ class IPAdapterStore:
             if key in self._weights:
                 return self._weights[key]
         state = ip_adapter_files.read_ip_adapter_weights(file)  # outside the lock: a big file takes a while
+        if file.suffix.lower() != ".safetensors":
+            state = _owned(state)
         kind = adapter_kind(name, state["image_proj"])
         shape = AdapterShape(cross_dim_of(state, kind), encoder_dim_needed(state, kind), kind)
         with self._lock:
@@ -121,6 +123,15 @@ class IPAdapterStore:
         for table in (self._weights, self._shapes):
             for old in [old for old in table if old[0] == key[0] and old != key]:
                 del table[old]
+
+
+def _owned(state: dict) -> dict:
+    """The state with tensors that own their memory. Why: torch reads a zip `.bin` memory-mapped, and a file copied
+    over in place (`cp new.bin ip-adapter.bin`) would change the tensors a store keeps, or fault on a shorter file."""
+    import torch
+
+    return {part: {key: value.clone() if isinstance(value, torch.Tensor) else value for key, value in values.items()}
+            for part, values in state.items()}
 
 
 def _header_shape(file: Path, name: str) -> AdapterShape:
