@@ -206,7 +206,7 @@ class IPAdapterMixin:
             encoder_folder = resolve_image_encoder(source, file, local_files_only)
             encoder = store.encoder(encoder_folder, self.model.device, self.model.unet.dtype)
             adapter = LoadedIPAdapter(source.name, state, *encoder, kind)
-            check_adapter_fits(adapter, self.model.unet)
+            check_adapter_fits(adapter, self.model.unet)  # a misfit stays in the store: it may fit another model
             adapters.append(adapter)
         return adapters
 

@@ -153,9 +153,9 @@ class ServerModels:
                     self.options.apply({"sd_vae": self.holder.vae_name})
 
     def submit_unload(self) -> Job:
-        """Queue A1111's unload-checkpoint: the model's memory is released once running jobs finish, with the
-        ControlNets and IP-Adapters (and their image encoders) units loaded from `--controlnet-dir`; the checkpoint
-        stays chosen (`sd_model_checkpoint` keeps naming it) and the next generation or `submit_reload` loads it."""
+        """Queue A1111's unload-checkpoint: the model's memory is released once running jobs finish, and so are the
+        ControlNets and IP-Adapters (with their image encoders) that units loaded from `--controlnet-dir`; the
+        checkpoint stays chosen (`sd_model_checkpoint` keeps naming it) and the next generation or `submit_reload` loads it."""
 
         def run(control, on_step):
             if self.controlnets is not None:  # before the checkpoint's release: its memory sweep frees theirs too
