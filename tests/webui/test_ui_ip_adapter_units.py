@@ -129,3 +129,11 @@ def test_the_preprocessor_list_offers_the_ip_adapter_modules(state):
     choices = [choice[0] if isinstance(choice, tuple) else choice for choice in preprocessor.choices]
     assert {"ip-adapter_clip_sd15", "ip-adapter_clip_sdxl", "ip-adapter-auto"} <= set(choices)
     assert "canny" in choices
+
+
+def test_the_preview_button_says_an_ip_adapter_unit_has_no_control_map():
+    from webui.ui.controlnet_units import preview_control_map
+
+    with pytest.raises(ValueError, match="ip-adapter_clip_sd15 makes no control map: the unit's image is the "
+                                         "IP-Adapter's reference picture"):
+        preview_control_map(reference(), "ip-adapter_clip_sd15", False, 512, -1, -1, "Crop and Resize", 64, 64)

@@ -37,6 +37,11 @@ def preview_control_map(image, preprocessor: str, pixel_perfect: bool, processor
     from pipelines.controlnet.resolution import pixel_perfect_resolution
     from webui.api_controlnet import RESIZE_MODES, default_if_negative
 
+    from webui.api_ip_adapter import is_ip_adapter_module
+
+    if is_ip_adapter_module(preprocessor):
+        raise ValueError(f"{preprocessor} makes no control map: the unit's image is the IP-Adapter's reference picture, "
+                         "which its CLIP image encoder reads as it is.")
     if image is None:
         raise ValueError("Upload a control image to this unit first; the preview shows what its preprocessor makes of "
                          "it.")
