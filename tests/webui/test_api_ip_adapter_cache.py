@@ -1,5 +1,6 @@
 """IP-Adapter units over the API keep their files in memory between jobs (`ControlNetModels.ip_adapters`, an
-`pipelines.ip_adapter_store.IPAdapterStore`), read a replaced file again, free them at unload-checkpoint, and refuse
+`pipelines.ip_adapter_store.IPAdapterStore`), read a replaced file again, free them at unload-checkpoint (with the
+units' ControlNets), and refuse
 an unusable weights file (unsafe pickle, not an adapter, another family) with a 422 before anything is queued."""
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ def folder(tmp_path_factory, unet):
     folder = tmp_path_factory.mktemp("ip-cache") / "ControlNet"
     save_tiny_ip_adapter(folder, unet)  # ip-adapter_tiny.safetensors + image_encoder/
     save_tiny_ip_adapter(folder, unet, name="ip-adapter_other", seed=5)
+    from mixkit.testing.tiny_controlnet import build_tiny_controlnet
+
+    build_tiny_controlnet(folder / "tiny_canny", seed=1)
     return folder
 
 
@@ -96,6 +100,28 @@ def test_unload_checkpoint_frees_the_adapters_and_the_next_job_reads_them_again(
     assert len(store(server)) == 0 and server.state.holder.unloaded
     picture(generate(client, [ip_unit()]))  # reloads the checkpoint, reads the unit's files again
     assert reads["weights"] == ["ip-adapter_tiny.safetensors"] * 2 and reads["encoders"] == ["image_encoder"] * 2
+
+
+def test_unload_checkpoint_frees_the_controlnets_units_loaded_too(client, server, reads, monkeypatch):
+    import pipelines.controlnet as controlnet
+
+    from .test_api_ip_adapter_units import box
+
+    loads = []
+    load = controlnet.load_controlnet
+
+    def counted(path, **kwargs):
+        loads.append(path.name)
+        return load(path, **kwargs)
+
+    monkeypatch.setattr(controlnet, "load_controlnet", counted)
+    canny = {"module": "canny", "model": "tiny_canny", "image": box(), "resize_mode": "Just Resize"}
+    first = picture(generate(client, [canny, ip_unit()]))
+    assert np.array_equal(picture(generate(client, [canny, ip_unit()])), first)
+    assert loads == ["tiny_canny"]
+    assert client.post("/sdapi/v1/unload-checkpoint").status_code == 200
+    assert np.array_equal(picture(generate(client, [canny, ip_unit()])), first)  # the same models, read again
+    assert loads == ["tiny_canny"] * 2 and reads["weights"] == ["ip-adapter_tiny.safetensors"] * 2
 
 
 def test_a_bin_adapter_is_read_once_when_the_request_arrives_and_not_again_by_its_job(client, server, folder, unet,
