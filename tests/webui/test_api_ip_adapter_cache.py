@@ -1,7 +1,7 @@
-"""IP-Adapter units over the API keep their files in memory between jobs (`ControlNetModels.ip_adapters`, an
+"""IP-Adapter units over the API keep their files in memory between jobs (`ControlNetModels.ip_adapters`, a
 `pipelines.ip_adapter_store.IPAdapterStore`), read a replaced file again, free them at unload-checkpoint (with the
-units' ControlNets), and refuse
-an unusable weights file (unsafe pickle, not an adapter, another family) with a 422 before anything is queued."""
+units' ControlNets), and refuse an unusable weights file (unsafe pickle, not an adapter, another family) with a 422
+before anything is queued."""
 
 from __future__ import annotations
 
