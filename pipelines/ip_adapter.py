@@ -56,9 +56,10 @@ class IPAdapterMixin:
     def _ip_state(self) -> dict:
         state = self.__dict__.get("_ip_adapter_state")
         if state is None:
+            from pipelines.ip_adapter_store import IPAdapterStore
+
             state = self.__dict__["_ip_adapter_state"] = {
-                "weights": {},  # (weights file, mtime) -> (state dict, kind)
-                "encoders": {},  # encoder folder -> (encoder, processor)
+                "store": IPAdapterStore(),  # weights and encoders by file version; `use_ip_adapter_store` shares one
                 "hub_files": {},  # IPAdapterSource of a hub id -> its weights file in the HF cache
                 "default_sources": (),  # set by load_ip_adapter
                 "default_scale": 1.0,  # set by set_ip_adapter_scale (diffusers' default)
@@ -90,6 +91,12 @@ class IPAdapterMixin:
         values = list(scale) if isinstance(scale, (list, tuple)) else scale
         check_ip_adapter_scales(values, len(values) if isinstance(values, list) else 1)
         self._ip_state()["default_scale"] = values
+
+    def use_ip_adapter_store(self, store) -> None:
+        """Read adapters and image encoders through `store` (`pipelines.ip_adapter_store.IPAdapterStore`) instead of
+        this pipeline's own: a server's store outlives the pipeline it builds for each job, so a unit used again is
+        not read again."""
+        self._ip_state()["store"] = store
 
     def unload_ip_adapter(self) -> None:
         """Forget the loaded adapters and their image encoders (memory freed) and the scale set; later calls run
@@ -218,15 +225,14 @@ class IPAdapterMixin:
 
     def _loaded_ip_adapters(self, sources, encoders: tuple[bool, ...] | None = None,
                             local_files_only: bool = False) -> list:
-        """Each source read (weights cached by file and modification time, encoders by folder) and checked against
-        this model's UNet. `encoders[i]` False: adapter i is fed precomputed embeddings, so its image encoder is
-        neither looked for nor loaded (diffusers' `image_encoder_folder=None`)."""
-        from pipelines.ip_adapter_files import (
-            load_image_encoder, read_ip_adapter_weights, resolve_image_encoder, resolve_weight_file,
-        )
-        from pipelines.ip_adapter_layers import LoadedIPAdapter, adapter_kind, check_adapter_fits
+        """Each source read (through the store: once per file version) and checked against this model's UNet.
+        `encoders[i]` False: adapter i is fed precomputed embeddings, so its image encoder is neither looked for nor
+        loaded (diffusers' `image_encoder_folder=None`)."""
+        from pipelines.ip_adapter_files import resolve_image_encoder, resolve_weight_file
+        from pipelines.ip_adapter_layers import LoadedIPAdapter, check_adapter_fits
 
         cache = self._ip_state()
+        store = cache["store"]
         adapters = []
         for source, needs_encoder in zip(sources, encoders or (True,) * len(sources)):
             # a hub file is looked up once per pipeline (huggingface_hub asks the hub at every lookup); local files
@@ -234,22 +240,13 @@ class IPAdapterMixin:
             file = cache["hub_files"].get(source) or resolve_weight_file(source, local_files_only)
             if not Path(os.fspath(source.source)).expanduser().exists():
                 cache["hub_files"][source] = file
-            weights_key = (str(file.resolve()), file.stat().st_mtime_ns)
-            weights = cache["weights"].get(weights_key)
-            if weights is None:  # read before the encoder is looked for: a ControlNet file is named as such
-                state = read_ip_adapter_weights(file)
-                weights = (state, adapter_kind(source.name, state["image_proj"]))
-            encoder, encoder_key = (None, None), None
+            state, kind = store.weights(file, source.name)  # before the encoder: a ControlNet file is named as such
+            encoder = (None, None)
             if needs_encoder:
                 encoder_folder = resolve_image_encoder(source, file, local_files_only)
-                encoder_key = str(encoder_folder.resolve())
-                encoder = cache["encoders"].get(encoder_key) or load_image_encoder(
-                    encoder_folder, self.model.device, self.model.unet.dtype)
-            adapter = LoadedIPAdapter(source.name, weights[0], *encoder, weights[1])
-            check_adapter_fits(adapter, self.model.unet)  # only what fits is kept
-            cache["weights"][weights_key] = weights
-            if encoder_key is not None:
-                cache["encoders"][encoder_key] = encoder
+                encoder = store.encoder(encoder_folder, self.model.device, self.model.unet.dtype)
+            adapter = LoadedIPAdapter(source.name, state, *encoder, kind)
+            check_adapter_fits(adapter, self.model.unet)  # a misfit stays in the store: it may fit another model
             adapters.append(adapter)
         return adapters
 

@@ -7,8 +7,10 @@ folder (here `--controlnet-dir`), `weight` is the adapter's scale, `image` the r
 part of the steps it acts in. The CLIP image encoder is looked for beside the weights, as the Python API does
 (h94's layout): `image_encoder_clip_h/` (ViT-H: the modules ip-adapter_clip_sd15, ip-adapter_clip_h,
 ip-adapter_clip_sdxl_plus_vith) or `image_encoder_clip_g/` (ViT-bigG: ip-adapter_clip_sdxl, ip-adapter_clip_g) when
-the folder holds adapters for both, else `image_encoder/`. Everything is checked here, before a job is queued;
-`check_ip_adapter_families` then compares the adapters with the job's checkpoint.
+the folder holds adapters for both, else `image_encoder/`. Everything is checked here, before a job is queued,
+the weights file too (`.safetensors` from its header, a pickled `.bin` read once through the safe reader and kept in
+the folder's `IPAdapterStore` for the job); `check_ip_adapter_families` then compares the adapters with the job's
+checkpoint from the shapes read. The web UI's units and `mixkit --controlnet-json` come through here as well.
 """
 
 from __future__ import annotations
@@ -60,9 +62,11 @@ def is_encoder_folder(path: Path) -> bool:
     return path.name == ENCODER_FOLDER or path.name.startswith(f"{ENCODER_FOLDER}_")
 
 
-def ip_adapter_unit_spec(label: str, unit: dict, models, *, decode) -> IPAdapterUnitSpec:
-    """One enabled IP-Adapter unit (canonical keys) checked field by field; `decode(field, data)` reads a base64
-    image under the request's caps. ValueError naming the unit and field."""
+def ip_adapter_unit_spec(label: str, unit: dict, models, *, decode=None, images: list | None = None
+                         ) -> IPAdapterUnitSpec:
+    """One enabled IP-Adapter unit (canonical keys) checked field by field; `decode(field, data)` reads an image of
+    the unit's `image` field (base64 under the request's caps; a file on the command line), or `images` are the
+    unit's pictures already read (the web UI's). ValueError naming the unit and field."""
     from pipelines.ip_adapter_infotext import ip_adapter_infotext
     from pipelines.ip_adapter_inputs import IP_ADAPTER_SCALE_RANGE
     from webui.api_controlnet import _given, _number
@@ -87,6 +91,7 @@ def ip_adapter_unit_spec(label: str, unit: dict, models, *, decode) -> IPAdapter
         raise ValueError(f"{label}: model {name!r} is a ControlNet folder, not IP-Adapter weights; an IP-Adapter "
                          f"module ({unit.get('module')!r}) needs an ip-adapter*.safetensors/.bin file.")
     ip_adapter_infotext([weights.stem], [1.0])  # a name the infotext cannot carry is refused now
+    _check_adapter_file(label, weights, models)  # before the encoder: a ControlNet file is named as such
     encoder = _encoder_folder(label, module, weights)
     low, high = IP_ADAPTER_SCALE_RANGE
     weight = _number(f"{label} weight (the IP-Adapter's scale)", unit.get("weight", 1.0), low, high)
@@ -95,7 +100,34 @@ def ip_adapter_unit_spec(label: str, unit: dict, models, *, decode) -> IPAdapter
     if start > end:
         raise ValueError(f"{label}: guidance_start {start:g} is after guidance_end {end:g}; the adapter would never "
                          "act. Lower guidance_start or raise guidance_end.")
-    return IPAdapterUnitSpec(label, name, weights, encoder, _unit_images(label, unit, decode), weight, start, end)
+    pictures = list(images) if images is not None else _unit_images(label, unit, decode)
+    return IPAdapterUnitSpec(label, name, weights, encoder, pictures, weight, start, end)
+
+
+def ui_ip_adapter_unit_spec(label: str, models, fields: dict) -> IPAdapterUnitSpec:
+    """An IPAdapterUnitSpec from one web-UI ControlNet unit's widget values (`webui.ui.controlnet_units.UNIT_FIELDS`)
+    whose preprocessor is an IP-Adapter module, through the API's own check: the same unit gives the same image from
+    the UI and from a request. The control image is the reference picture (none in img2img: the init image)."""
+    if models is None:
+        raise ValueError("This server has no ControlNet folder (start it with --controlnet-dir).")
+    unit = {"module": fields["preprocessor"], "model": fields["model"], "weight": fields["weight"],
+            "guidance_start": fields["start"], "guidance_end": fields["end"], "control_mode": fields["control_mode"],
+            "mask": fields.get("mask"), "effective_region_mask": fields.get("effective_region_mask")}
+    images = [] if fields.get("image") is None else [fields["image"]]
+    return ip_adapter_unit_spec(label, unit, models, images=images)
+
+
+def _check_adapter_file(label: str, weights: Path, models) -> None:
+    """Refuse now, naming the unit and the file, weights that are no usable IP-Adapter: unreadable, a pickle that
+    would run code, another kind of model, a FaceID variant. The shape read stays in the folder's store, so the
+    family check and the job do not read the file again."""
+    from pipelines.ip_adapter_store import IPAdapterStore
+
+    store = getattr(models, "ip_adapters", None) or IPAdapterStore()
+    try:
+        store.shape(weights, weights.stem)
+    except (ValueError, OSError) as error:  # CheckpointFormatError, UnsafeCheckpointError: ValueErrors
+        raise ValueError(f"{label}: IP-Adapter file {weights.name!r} cannot be used: {error}") from None
 
 
 def _encoder_folder(label: str, module: str, weights: Path) -> Path:
@@ -158,62 +190,47 @@ def ip_adapter_fields(specs: list[IPAdapterUnitSpec], init_image=None) -> dict:
             "ip_adapter_guidance": [(spec.guidance_start, spec.guidance_end) for spec in specs]}
 
 
-def check_ip_adapter_families(sources: list, holder, entry=None) -> None:
+def check_ip_adapter_families(sources: list, holder, entry=None, store=None) -> None:
     """Refuse, before a job is queued, an adapter made for another model family than the job's checkpoint, or whose
-    image encoder gives embeddings of another width than it reads, naming both. Read from the safetensors header and
-    the encoder's config.json without loading anything; `.bin` adapters and unknown checkpoints are left to the
-    pipeline's own check (`pipelines.ip_adapter_layers.check_adapter_fits`), which also runs before sampling."""
+    image encoder gives embeddings of another width than it reads, naming the adapter, its file and both widths.
+
+    The adapter's shape comes from `store` (`IPAdapterStore`: what the unit check read, so a good file is not read
+    twice; None: a store of this call), the encoder's width from its config.json; nothing is loaded. A file that
+    cannot be read is left to the pipeline's own check (`pipelines.ip_adapter_layers.check_adapter_fits`), which
+    also runs before sampling."""
     import json
 
     from pipelines.ip_adapter_files import resolve_image_encoder
     from pipelines.ip_adapter_layers import FAMILY_OF_CROSS_DIM
+    from pipelines.ip_adapter_store import IPAdapterStore
     from webui.controlnet_models import checkpoint_family
 
+    store = store or IPAdapterStore()
     target = checkpoint_family(holder, entry)
     for source in sources:
-        widths = _header_widths(Path(source.source))
-        if widths is None:
+        file = Path(source.source)
+        if not file.is_file():  # a folder or hub id (the Python API's forms): the pipeline's check reads it
             continue
-        cross_dim, encoder_dim, kind = widths
-        name = source.name
-        if target is not None and target[0].cross_attention_dim != cross_dim:
+        try:
+            shape = store.shape(file, source.name)
+        except (OSError, ValueError):
+            continue  # the load reports it
+        name = f"{source.name!r} ({file.name})"
+        if target is not None and target[0].cross_attention_dim != shape.cross_dim:
             family, title = target
-            raise ValueError(f"IP-Adapter {name!r} is made for {FAMILY_OF_CROSS_DIM.get(cross_dim, 'a model')} "
-                             f"(cross-attention width {cross_dim}), but checkpoint {title!r} is {family.label}; use "
-                             "an adapter for that family (h94/IP-Adapter: models/ for SD 1.5, sdxl_models/ for SDXL).")
+            raise ValueError(f"IP-Adapter {name} is made for {FAMILY_OF_CROSS_DIM.get(shape.cross_dim, 'a model')} "
+                             f"(cross-attention width {shape.cross_dim}), but checkpoint {title!r} is "
+                             f"{family.label}; use an adapter for that family (h94/IP-Adapter: models/ for SD 1.5, "
+                             "sdxl_models/ for SDXL).")
         try:  # found as the pipeline finds it (a relative name beside the weights first), nothing fetched
-            config_file = resolve_image_encoder(source, Path(source.source), local_files_only=True) / "config.json"
+            config_file = resolve_image_encoder(source, file, local_files_only=True) / "config.json"
             config = json.loads(config_file.read_text())
         except (OSError, ValueError):
             continue  # the pipeline's load reports it
         config = config.get("vision_config", config)
-        given = config.get("projection_dim" if kind == "plain" else "hidden_size")
-        if given is not None and given != encoder_dim:
-            raise ValueError(f"IP-Adapter {name!r} reads {encoder_dim}-wide image embeddings but the encoder "
+        given = config.get("projection_dim" if shape.kind == "plain" else "hidden_size")
+        if given is not None and given != shape.encoder_dim:
+            raise ValueError(f"IP-Adapter {name} reads {shape.encoder_dim}-wide image embeddings but the encoder "
                              f"{str(config_file.parent)!r} gives {given}; put the encoder it was trained with "
                              "beside it (ViT-H as image_encoder_clip_h/, ViT-bigG as image_encoder_clip_g/) and pick "
                              "the matching module (ip-adapter_clip_h / ip-adapter_clip_g).")
-
-
-def _header_widths(file: Path) -> tuple[int, int, str] | None:
-    """(cross-attention width, image-embedding width read, kind) from a safetensors adapter's header; None else."""
-    from mixkit.io.safetensors_header import read_safetensors_header
-
-    if file.suffix.lower() != ".safetensors":
-        return None
-    try:
-        header = read_safetensors_header(file)
-    except (OSError, ValueError):
-        return None  # the load reports it
-
-    def shape(key: str):
-        entry = header.get(key)
-        return entry.get("shape") if isinstance(entry, dict) else None
-
-    plain_norm, plain_proj = shape("image_proj.norm.weight"), shape("image_proj.proj.weight")
-    if plain_norm and plain_proj:
-        return int(plain_norm[0]), int(plain_proj[1]), "plain"
-    plus_out, plus_in = shape("image_proj.proj_out.weight"), shape("image_proj.proj_in.weight")
-    if plus_out and plus_in:
-        return int(plus_out[0]), int(plus_in[1]), "plus"
-    return None

@@ -27,6 +27,11 @@ class ControlNetModels:
         self._loaded: dict[str, object] = {}
         self._families: dict[tuple, object] = {}  # (path, size, mtime) -> ModelFamily | None
         self._lock = threading.Lock()
+        from pipelines.ip_adapter_store import IPAdapterStore
+
+        # the folder's IP-Adapter files (sd-webui-controlnet keeps them here) and their image encoders, read once per
+        # file version and kept between jobs like the ControlNets; a job's pipeline reads through it
+        self.ip_adapters = IPAdapterStore()
 
     def sources(self) -> dict[str, Path]:
         """name -> file or diffusers folder, rescanned on every call (the folder is small). IP-Adapter files are listed
@@ -83,9 +88,13 @@ class ControlNetModels:
                 self._loaded[name] = model
             return self._loaded[name]
 
-    def release(self) -> None:
+    def release(self) -> int:
+        """Forget the loaded ControlNets and IP-Adapters (weights and image encoders), as unload-checkpoint frees the
+        server's models; the next unit reads its files again. Returns how many models were held."""
         with self._lock:
+            count = len(self._loaded)
             self._loaded.clear()
+        return count + self.ip_adapters.release()
 
 
 def check_unit_families(models: ControlNetModels, specs: list, holder, entry=None) -> None:

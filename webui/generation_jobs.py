@@ -76,6 +76,9 @@ def generation_job(state, kind: str, params, *, save: bool, checkpoint: Checkpoi
 
             pipe = pipeline_class_for(kind, bool(getattr(params, "controlnets", None)),
                                   bool(getattr(params, "ip_adapter", None))).from_pipeline(pipe)
+            if getattr(params, "ip_adapter", None) and state.controlnets is not None:
+                # the server's store: a unit used again is not read again (the job's pipeline is new each time)
+                pipe.use_ip_adapter_store(state.controlnets.ip_adapters)
         result = pipe(run_params, callback=on_step, control=control)
         return finished(pipe, result, params, save=save, output_dir=state.output_dir, entry=state.holder.entry,
                         writing=writing)

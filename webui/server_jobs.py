@@ -109,7 +109,8 @@ class ServerJobs:
         if getattr(params, "ip_adapter", None):
             from webui.api_ip_adapter import check_ip_adapter_families
 
-            check_ip_adapter_families(params.ip_adapter, self.holder, entry)
+            store = self.controlnets.ip_adapters if self.controlnets is not None else None
+            check_ip_adapter_families(params.ip_adapter, self.holder, entry, store)
         job = refiner_errors_in_web_terms(
             generation_job(self, kind, params, save=save, checkpoint=entry, restore_checkpoint=restore_checkpoint,
                            writing=writing or self.options.infotext_writing()), self.catalog)

@@ -15,6 +15,7 @@ from webui.worker import Job
 
 if TYPE_CHECKING:
     from webui.checkpoints import CheckpointCatalog
+    from webui.controlnet_models import ControlNetModels
     from webui.model_switch import ModelHolder
     from webui.options import ServerOptions
     from webui.vae_catalog import VaeCatalog
@@ -25,6 +26,7 @@ logger = logging.getLogger(__name__)
 
 class ServerModels:
     catalog: CheckpointCatalog
+    controlnets: ControlNetModels | None
     holder: ModelHolder
     options: ServerOptions
     vaes: VaeCatalog
@@ -151,9 +153,16 @@ class ServerModels:
                     self.options.apply({"sd_vae": self.holder.vae_name})
 
     def submit_unload(self) -> Job:
-        """Queue A1111's unload-checkpoint: the model's memory is released once running jobs finish; the checkpoint
-        stays chosen (`sd_model_checkpoint` keeps naming it) and the next generation or `submit_reload` loads it."""
-        return self.worker.submit(lambda control, on_step: self.holder.unload(), "unload checkpoint")
+        """Queue A1111's unload-checkpoint: the model's memory is released once running jobs finish, and so are the
+        ControlNets and IP-Adapters (with their image encoders) that units loaded from `--controlnet-dir`; the
+        checkpoint stays chosen (`sd_model_checkpoint` keeps naming it) and the next generation or `submit_reload` loads it."""
+
+        def run(control, on_step):
+            if self.controlnets is not None:  # before the checkpoint's release: its memory sweep frees theirs too
+                self.controlnets.release()
+            self.holder.unload()
+
+        return self.worker.submit(run, "unload checkpoint")
 
     def submit_reload(self) -> Job:
         """Queue A1111's reload-checkpoint: the unloaded checkpoint loads again (nothing happens when it is loaded);

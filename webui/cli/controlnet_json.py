@@ -5,7 +5,8 @@ The file holds the units list (`[unit, ...]`), or the objects around it in a req
 `alwayson_scripts` of an API request can be saved and reused. Units take the API's keys, spellings and image forms
 (webui.api_controlnet: old clients' keys renamed, unknown keys refused, `enabled: false` skipped,
 `{"image": ..., "mask": ...}` or `[image, mask]`); a picture or mask is a file path (relative to the JSON file) or
-base64 data as the API takes it.
+base64 data as the API takes it. A unit with an IP-Adapter module is an image prompt (`webui.cli.ip_adapter_units`),
+whose `image` may also be a list of `{"image": ...}` objects, several pictures for one adapter.
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ def json_units(path: str) -> list[dict]:
     units = _units_list(data, path)
     collected = []
     for label, unit in enabled_units(units, "--controlnet-json unit"):
+        if _is_picture_list(unit):  # an IP-Adapter unit's several pictures (the extension's multiple inputs)
+            fields = {key: value for key, value in unit.items()
+                      if key not in ("image", "enabled", "low_vram", "save_detected_map") and _given(value)}
+            fields["image"] = [{**item, "image": _picture(item["image"], file.parent)}
+                               if isinstance(item.get("image"), str) else item for item in unit["image"]]
+            collected.append({"flag": label, "fields": fields})
+            continue
         image, mask, _ = unit_picture(label, unit)
         fields = {key: value for key, value in unit.items()
                   if key not in ("image", "mask", "enabled", "low_vram", "save_detected_map") and _given(value)}
@@ -44,6 +52,15 @@ def json_units(path: str) -> list[dict]:
                 fields[key] = _picture(value, file.parent)
         collected.append({"flag": label, "fields": fields})
     return collected
+
+
+def _is_picture_list(unit: dict) -> bool:
+    """An IP-Adapter unit whose `image` is a list of {"image": ...} objects (read by `webui.api_ip_adapter`)."""
+    from webui.api_ip_adapter import is_ip_adapter_module
+
+    image = unit.get("image")
+    return (is_ip_adapter_module(unit.get("module")) and isinstance(image, list) and bool(image)
+            and all(isinstance(item, dict) for item in image))
 
 
 def _units_list(data, path: str) -> list:

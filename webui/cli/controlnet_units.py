@@ -59,6 +59,10 @@ class ControlNetCatalog:
             raise ValueError(f"{error} (models in --controlnet-dir {self.folder.folder})") from None
         return self._remember(key, self.folder.sources()[key])
 
+    def sources(self) -> dict[str, Path]:
+        """The models resolved so far, by key (where `webui.api_ip_adapter` looks a unit's weights file up)."""
+        return dict(self.paths)
+
     def _remember(self, key: str, path: Path) -> str:
         known = self.paths.setdefault(key, path)
         if known != path:
@@ -86,16 +90,25 @@ class ControlNetCatalog:
         return self._loaded[key]
 
 
-def requested_units(args: argparse.Namespace, written: dict | None) -> list[tuple[str, dict]]:
-    """(label, API unit fields) of every unit: the command line's, each filled from the infotext's unit of the same
-    number, then the infotext's units past them."""
-    from pipelines.controlnet import controlnet_units_from_infotext
-
+def command_line_units(args: argparse.Namespace) -> list[dict]:
+    """Every unit the command line gives, {"flag": label, "fields": API unit keys}: --controlnet-json's, then
+    --controlnet's; IP-Adapter units (`webui.cli.ip_adapter_units`) among them."""
     given = list(getattr(args, "controlnet", None) or [])
     if getattr(args, "controlnet_json", None) is not None:  # the file's units first, then --controlnet's
         from webui.cli.controlnet_json import json_units
 
         given = json_units(args.controlnet_json) + given
+    return given
+
+
+def requested_units(args: argparse.Namespace, written: dict | None) -> list[tuple[str, dict]]:
+    """(label, API unit fields) of every ControlNet unit: the command line's, each filled from the infotext's unit of
+    the same number, then the infotext's units past them. IP-Adapter units are left to `webui.cli.ip_adapter_units`
+    (the infotext does not number them among the ControlNets)."""
+    from pipelines.controlnet import controlnet_units_from_infotext
+    from webui.api_ip_adapter import is_ip_adapter_module
+
+    given = [unit for unit in command_line_units(args) if not is_ip_adapter_module(unit["fields"].get("module"))]
     pasted = controlnet_units_from_infotext(written) if written else []
     unused = []
     units = []

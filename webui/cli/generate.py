@@ -217,10 +217,13 @@ def run(args: argparse.Namespace) -> int:
     hires = hires_fields(args)
     pipeline_class = TextToImage
     from webui.cli.ip_adapter_flags import ip_adapter_fields
+    from webui.cli.ip_adapter_units import ip_adapter_unit_specs, with_ip_adapter_units
 
     ip_fields = ip_adapter_fields(args)
-    if ip_fields:
-        refuse_ip_adapter_with(hires=hires is not None, script=xyz_or_script(args))
+    ip_units = ip_adapter_unit_specs(args)  # --controlnet-json / --controlnet units with an IP-Adapter module
+    if ip_fields or ip_units:
+        refuse_ip_adapter_with(hires=hires is not None, script=xyz_or_script(args), units_only=not ip_fields)
+        ip_fields = with_ip_adapter_units(ip_fields, ip_units)
         from pipelines.ip_adapter_controlnet import params_class_for, pipeline_class_for
 
         # with --controlnet the units join the params after the load, with their models
@@ -296,13 +299,16 @@ def xyz_or_script(args: argparse.Namespace) -> bool:
     return xyz_requested(args) or bool(args.prompt_matrix) or args.prompts_from_file is not None
 
 
-def refuse_ip_adapter_with(*, hires: bool = False, script: bool = False, batch: bool = False) -> None:
-    """--ip-adapter runs on single txt2img / img2img calls (with --controlnet units or not) for now: say so rather
-    than drop the adapter or the other option."""
+def refuse_ip_adapter_with(*, hires: bool = False, script: bool = False, batch: bool = False,
+                           units_only: bool = False) -> None:
+    """--ip-adapter (and IP-Adapter units: `units_only` when no --ip-adapter is given) runs on single txt2img /
+    img2img calls (with --controlnet units or not) for now: say so rather than drop the adapter or the other
+    option."""
     other = "the hires fix (--hr-*)" if hires else "an X/Y/Z plot or prompt script" if script else \
         "--input-dir (batch img2img)" if batch else None
     if other is not None:
-        raise ValueError(f"--ip-adapter cannot be combined with {other} yet; run them as separate generations.")
+        what = "an IP-Adapter unit (a unit with an ip-adapter module)" if units_only else "--ip-adapter"
+        raise ValueError(f"{what} cannot be combined with {other} yet; run them as separate generations.")
 
 
 def seed_resize_size(text: str) -> tuple[int, int]:

@@ -143,15 +143,18 @@ def run(args: argparse.Namespace) -> int:
     script = img2img_script_of(args)  # Loopback, X/Y/Z plot, Prompt matrix, Prompts from file, SD upscale, or None
     from webui.cli.generate import refuse_ip_adapter_with
     from webui.cli.ip_adapter_flags import ip_adapter_fields
+    from webui.cli.ip_adapter_units import ip_adapter_unit_specs, with_ip_adapter_units
 
     ip_fields = ip_adapter_fields(args)  # images read and files found before anything loads
-    if ip_fields:
-        refuse_ip_adapter_with(script=script is not None, batch=args.input_dir is not None)
+    ip_units = ip_adapter_unit_specs(args)  # --controlnet-json / --controlnet units with an IP-Adapter module
+    if ip_fields or ip_units:
+        refuse_ip_adapter_with(script=script is not None, batch=args.input_dir is not None, units_only=not ip_fields)
     if args.input_dir is not None:
         from webui.cli.img2img_batch import run_batch
 
         return run_batch(args, infotext_keys, script)
     image = read_init_image(args.image)
+    ip_fields = with_ip_adapter_units(ip_fields, ip_units, init_image=image)  # a unit without picture: the init image
     mask = None if args.mask is None else read_mask(args.mask, "--mask")
     latent_mask = None if args.latent_mask is None else read_mask(args.latent_mask, "--latent-mask")
     if mask is not None:

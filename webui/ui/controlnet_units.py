@@ -9,6 +9,11 @@ control image: the extension draws it on the image's canvas, which this page's G
 shows the map the unit's preprocessor makes of its image (not of a drawn mask), as the extension's "Run
 preprocessor" does, through the same function as `/controlnet/detect`. A unit's effective region (the extension's
 "Effective Region Mask": where its control applies, `pipelines.controlnet.region_mask`) is an upload too.
+A unit whose preprocessor is one of the extension's IP-Adapter modules (ip-adapter_clip_sd15, ip-adapter_clip_sdxl,
+ip-adapter-auto, ...) is an image prompt: its model is an `ip-adapter*` file of the ControlNet folder, its control
+image the reference picture (img2img: the init image when empty), its weight the adapter's scale and its control
+steps the adapter's guidance window, checked by `webui.api_ip_adapter.ui_ip_adapter_unit_spec` as the API checks
+such a unit.
 """
 
 from __future__ import annotations
@@ -32,6 +37,11 @@ def preview_control_map(image, preprocessor: str, pixel_perfect: bool, processor
     from pipelines.controlnet.resolution import pixel_perfect_resolution
     from webui.api_controlnet import RESIZE_MODES, default_if_negative
 
+    from webui.api_ip_adapter import is_ip_adapter_module
+
+    if is_ip_adapter_module(preprocessor):
+        raise ValueError(f"{preprocessor} makes no control map: the unit's image is the IP-Adapter's reference picture, "
+                         "which its CLIP image encoder reads as it is.")
     if image is None:
         raise ValueError("Upload a control image to this unit first; the preview shows what its preprocessor makes of "
                          "it.")
@@ -54,6 +64,7 @@ def build_controlnet_units(state: ServerState, kind: str, count: int, size_input
     """
     from pipelines.controlnet.resolution import DEFAULT_PROCESSOR_RES, PROCESSOR_RES_RANGE
     from pipelines.preprocessors import PREPROCESSORS
+    from webui.api_ip_adapter import IP_ADAPTER_MODULES
 
     if state.controlnets is None:
         return []
@@ -65,7 +76,8 @@ def build_controlnet_units(state: ServerState, kind: str, count: int, size_input
             image = gr.Image(label="Control image" + (" (empty: use the init image)" if kind == "img2img" else ""),
                              type="pil", image_mode="RGB", height=220, elem_id=f"{prefix}_image")
             with gr.Row():
-                preprocessor = gr.Dropdown(PREPROCESSORS.names(), value="none", label="Preprocessor",
+                preprocessor = gr.Dropdown(PREPROCESSORS.names() + list(IP_ADAPTER_MODULES), value="none",
+                                           label="Preprocessor (ip-adapter_*: an image prompt)",
                                            elem_id=f"{prefix}_preprocessor")
                 model = gr.Dropdown(state.controlnets.names(), label="Model", elem_id=f"{prefix}_model")
             with gr.Row():
@@ -116,34 +128,63 @@ def _shown_preview(image, preprocessor, pixel_perfect, processor_res, threshold_
 
 
 def with_controlnet(state: ServerState, kind: str, params, control_values: list):
-    """`params` as ControlNet params carrying one unit spec per enabled unit (in unit order); unchanged if none is.
+    """`params` as ControlNet / IP-Adapter params carrying the enabled units (in unit order); unchanged if none is.
 
-    `control_values` holds UNIT_FIELDS values per unit, one unit after the other, as the widgets are laid out.
+    `control_values` holds UNIT_FIELDS values per unit, one unit after the other, as the widgets are laid out. Units
+    with an IP-Adapter preprocessor become the params' `ip_adapter*` fields, the others ControlNet unit specs.
     """
     if len(control_values) % len(UNIT_FIELDS):
         raise ValueError(f"Expected {len(UNIT_FIELDS)} values per ControlNet unit, got {len(control_values)} values.")
-    from pipelines.controlnet import ControlHiresParams, ControlImg2ImgParams, ControlTxt2ImgParams
     from webui.api_controlnet import ui_unit_spec
+    from webui.api_ip_adapter import is_ip_adapter_module, ui_ip_adapter_unit_spec
 
-    specs = []
+    specs, ip_specs = [], []
     for index in range(0, len(control_values), len(UNIT_FIELDS)):
         fields = dict(zip(UNIT_FIELDS, control_values[index:index + len(UNIT_FIELDS)]))
         if not fields["enabled"]:
             continue
         unit = index // len(UNIT_FIELDS)
+        label = f"ControlNet Unit {unit}"  # as the accordion is titled
         if fields["image"] is None and kind == "txt2img":
-            raise ValueError(f"ControlNet Unit {unit} needs a control image.")
+            raise ValueError(f"{label} needs a control image" + (" (the reference picture of its IP-Adapter)."
+                                                                 if is_ip_adapter_module(fields["preprocessor"]) else "."))
+        if is_ip_adapter_module(fields["preprocessor"]):
+            ip_specs.append(ui_ip_adapter_unit_spec(label, state.controlnets, fields))  # messages name the unit
+            continue
         try:
             spec = ui_unit_spec(state.controlnets, fields)
         except (ValueError, TypeError, KeyError) as error:
             message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
-            raise ValueError(f"ControlNet Unit {unit}: {message}") from None
-        spec.label = f"ControlNet Unit {unit}"  # as the accordion is titled, for refusals made when the job is queued
+            raise ValueError(f"{label}: {message}") from None
+        spec.label = label  # for refusals made when the job is queued
         specs.append(spec)
+    if ip_specs:
+        return _with_ip_adapter_units(kind, params, specs, ip_specs)
     if not specs:
         return params
+    from pipelines.controlnet import ControlHiresParams, ControlImg2ImgParams, ControlTxt2ImgParams
+
     if hasattr(params, "hr_scale"):  # hires fix: the units guide both passes
         params_class = ControlHiresParams
     else:
         params_class = ControlTxt2ImgParams if kind == "txt2img" else ControlImg2ImgParams
     return params_class(**vars(params), controlnets=specs)
+
+
+def _with_ip_adapter_units(kind: str, params, specs: list, ip_specs: list):
+    """The params with IP-Adapter units (and ControlNet `specs`, if any) in the class the pipeline takes; img2img's
+    units without an image take its init image, as the extension's do."""
+    from pipelines.ip_adapter_controlnet import params_class_for
+    from pipelines.ip_adapter_inputs import MAX_IP_ADAPTERS
+    from webui.api_ip_adapter import ip_adapter_fields
+
+    if hasattr(params, "hr_scale"):
+        raise ValueError(f"{ip_specs[0].label}: IP-Adapter units cannot run with Hires. fix yet; turn Hires. fix off "
+                         "(and upscale the result in img2img) or disable the unit.")
+    if len(ip_specs) > MAX_IP_ADAPTERS:
+        raise ValueError(f"{len(ip_specs)} units use an IP-Adapter preprocessor; at most {MAX_IP_ADAPTERS} run in one "
+                         "generation. Disable some.")
+    init_image = params.init_images[0] if kind == "img2img" else None
+    extra = {"controlnets": specs} if specs else {}
+    return params_class_for(kind, bool(specs), True)(**vars(params), **extra,
+                                                     **ip_adapter_fields(ip_specs, init_image=init_image))

@@ -1,0 +1,126 @@
+"""IP-Adapter units on the command line (`--controlnet-json` units, or `--controlnet` ones, with an IP-Adapter
+module): the same adapter, scale and window as the `--ip-adapter` flags give the same image; img2img's unit without a
+picture takes the init image; bad units fail before the model loads, exit code 2, nothing written."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from mixkit.testing.tiny_ip_adapter import save_tiny_ip_adapter
+from webui.cli import main
+
+from .cli_inputs import write_noise_picture
+
+ARGS = ["--width", "64", "--height", "64", "--steps", "3", "--seed", "21"]
+
+
+@pytest.fixture(scope="module")
+def folder(tiny_sd1_dir, tmp_path_factory):
+    """--controlnet-dir as the extension's users fill it: a ControlNet, an IP-Adapter and its image encoder, plus
+    the pictures and JSON files the tests write."""
+    from diffusers import UNet2DConditionModel
+
+    from mixkit.testing.tiny_controlnet import build_tiny_controlnet
+
+    root = tmp_path_factory.mktemp("cli-ip-units")
+    build_tiny_controlnet(root / "ControlNet" / "tiny_canny", seed=1)
+    unet = UNet2DConditionModel.from_pretrained(tiny_sd1_dir, subfolder="unet")
+    save_tiny_ip_adapter(root / "ControlNet", unet)
+    write_noise_picture(root / "ref.png", 0, 40, 40)
+    write_noise_picture(root / "other.png", 3, 40, 40)
+    return root
+
+
+def unit(**fields) -> dict:
+    return {"module": "ip-adapter_clip_sd15", "model": "ip-adapter_tiny [1a2b3c4d]", "weight": 0.6, "image": "ref.png",
+            **fields}
+
+
+def units_file(folder, name: str, units: list) -> str:
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps({"alwayson_scripts": {"controlnet": {"args": units}}}))
+    return str(path)
+
+
+def run(command: str, tiny_sd1_dir, folder, out, *extra) -> int:
+    first = [command, str(folder / "init.png"), "a cat"] if command == "img2img" else [command, "a cat"]
+    return main([*first, "--model", str(tiny_sd1_dir), "-o", str(out), "--controlnet-dir", str(folder / "ControlNet"),
+                 *ARGS, *extra])
+
+
+def output(out) -> Image.Image:
+    return Image.open(next(out.iterdir()))
+
+
+def test_a_json_unit_gives_the_image_of_the_same_ip_adapter_flags(tiny_sd1_dir, folder, tmp_path):
+    flags = ["--ip-adapter", str(folder / "ControlNet" / "ip-adapter_tiny.safetensors"),
+             "--ip-adapter-image", str(folder / "ref.png"), "--ip-adapter-scale", "0.6"]
+    assert run("generate", tiny_sd1_dir, folder, tmp_path / "flags", *flags) == 0
+    assert run("generate", tiny_sd1_dir, folder, tmp_path / "json", "--controlnet-json",
+               units_file(folder, "one", [{"enabled": False, "model": "tiny_canny"}, unit()])) == 0
+    assert run("generate", tiny_sd1_dir, folder, tmp_path / "cn", "--controlnet",
+               f"ip-adapter_tiny:{folder / 'ref.png'}", "--cn-module", "ip-adapter-auto", "--cn-weight", "0.6") == 0
+    from_flags, from_json, from_cn = (output(tmp_path / name) for name in ("flags", "json", "cn"))
+    assert from_json.tobytes() == from_flags.tobytes() == from_cn.tobytes()
+    assert 'IP-Adapter: "ip-adapter_tiny: 0.6"' in from_json.text["parameters"]
+    assert "ControlNet 0" not in from_json.text["parameters"]  # an image prompt, not a ControlNet unit
+    assert run("generate", tiny_sd1_dir, folder, tmp_path / "plain") == 0
+    assert np.abs(np.asarray(from_json).astype(int) - np.asarray(output(tmp_path / "plain")).astype(int)).mean() > 1
+
+
+def test_the_guidance_window_and_a_picture_list_reach_the_adapter(tiny_sd1_dir, folder, tmp_path):
+    """3 steps: fractions 0, 1/3, 2/3 of the steps; a window (0.9, 1) holds none of them: the adapter at scale 0."""
+    for name, units in (("off", [unit(weight=0.0)]), ("late", [unit(guidance_start=0.9)]),
+                        ("one", [unit()]), ("two", [unit(image=[{"image": "ref.png"}, {"image": "other.png"}])])):
+        assert run("generate", tiny_sd1_dir, folder, tmp_path / name, "--controlnet-json",
+                   units_file(folder, name, units)) == 0
+    off, late, one, two = (np.asarray(output(tmp_path / name)).astype(int) for name in ("off", "late", "one", "two"))
+    assert np.array_equal(late, off)
+    assert np.abs(two - one).mean() > 1
+
+
+def test_img2img_unit_without_picture_takes_the_init_image_and_runs_with_a_controlnet(tiny_sd1_dir, folder, tmp_path):
+    write_noise_picture(folder / "init.png", 1, 64, 64)
+    canny = {"module": "canny", "model": "tiny_canny", "weight": 0.8}
+    assert run("img2img", tiny_sd1_dir, folder, tmp_path / "none", "--controlnet-json",
+               units_file(folder, "none", [canny, unit(image=None)])) == 0
+    assert run("img2img", tiny_sd1_dir, folder, tmp_path / "init", "--controlnet-json",
+               units_file(folder, "init", [canny, unit(image="init.png")])) == 0
+    without, given = output(tmp_path / "none"), output(tmp_path / "init")
+    assert without.tobytes() == given.tobytes()
+    assert "ControlNet 0: " in given.text["parameters"] and "tiny_canny" in given.text["parameters"]
+    assert 'IP-Adapter: "ip-adapter_tiny: 0.6"' in given.text["parameters"]
+
+
+class Payload:  # a pickled global torch's weights-only loader refuses
+    pass
+
+
+@pytest.mark.parametrize("units, extra, message", [
+    ([unit(image=None)], [], "--controlnet-json unit 0: an IP-Adapter unit needs 'image'"),
+    ([unit(weight=2.5)], [], "--controlnet-json unit 0 weight (the IP-Adapter's scale) must be a number in [0.0, 2.0]"),
+    ([unit(guidance_start=0.8, guidance_end=0.2)], [], "--controlnet-json unit 0: --cn-start 0.8 is after --cn-end"),
+    ([unit(model="ip-adapter_nope")], [], "Unknown ControlNet model 'ip-adapter_nope'"),
+    ([unit(model="ip-adapter_evil")], [], "--controlnet-json unit 0: IP-Adapter file 'ip-adapter_evil.bin' cannot "
+                                          "be used"),
+    ([unit(module="ip-adapter_face_id")], [], "FaceID / PuLID adapters need insightface"),
+    ([unit(image="missing.png")], [], "missing.png"),
+    ([unit()] * 5, [], "the IP-Adapter units: 5 IP-Adapters were given; at most 4"),
+    ([unit()], ["--hr-scale", "2"], "an IP-Adapter unit (a unit with an ip-adapter module) cannot be combined with "
+                                    "the hires fix"),
+])
+def test_bad_units_fail_before_the_model_loads(tiny_sd1_dir, folder, tmp_path, capsys, units, extra, message):
+    torch.save({"image_proj": {"x": Payload()}, "ip_adapter": {}}, folder / "ControlNet" / "ip-adapter_evil.bin")
+    out = tmp_path / "out"
+    try:
+        code = run("generate", tiny_sd1_dir, folder, out, "--controlnet-json", units_file(folder, "bad", units), *extra)
+    finally:
+        (folder / "ControlNet" / "ip-adapter_evil.bin").unlink()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2, err
+    assert err[-1].startswith("mixkit: error:") and message in err[-1], err[-1]
+    assert not any(line.startswith("Loaded ") for line in err)  # refused before the model loaded
+    assert not out.exists() or not any(out.glob("*.png"))

@@ -1,0 +1,69 @@
+"""IP-Adapter units on `mixkit generate` / `mixkit img2img`: a `--controlnet-json` unit (or a `--controlnet` one)
+whose module is one of sd-webui-controlnet's IP-Adapter modules (`ip-adapter_clip_sd15`, `ip-adapter_clip_sdxl`,
+`ip-adapter-auto`, ...) is an image prompt, as in the extension and over HTTP.
+
+Its model is an `ip-adapter*` file named as the server names it (in `--controlnet-dir`, with or without the
+extension's " [hash]") or given as a path, its image encoder beside it (`image_encoder/`, or the module's
+`image_encoder_clip_h/` / `image_encoder_clip_g/`), its `weight` the adapter's scale and `guidance_start/end` its
+window. The unit goes through the API's own check (`webui.api_ip_adapter.ip_adapter_unit_spec`) and becomes the same
+`ip_adapter*` params fields; they join the `--ip-adapter` flags' adapters (those first).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def ip_adapter_unit_specs(args: argparse.Namespace) -> list:
+    """The command's IP-Adapter units (`webui.api_ip_adapter.IPAdapterUnitSpec`), pictures read and weights files
+    checked before the model loads; [] without any. Units without a picture keep none (img2img: the init image)."""
+    from webui.api_ip_adapter import ip_adapter_unit_spec, is_ip_adapter_module
+    from webui.cli.controlnet_flags import in_option_terms
+    from webui.cli.controlnet_json import read_picture
+    from webui.cli.controlnet_units import ControlNetCatalog, command_line_units
+
+    units = [unit for unit in command_line_units(args) if is_ip_adapter_module(unit["fields"].get("module"))]
+    if not units:
+        return []
+    catalog = ControlNetCatalog(getattr(args, "controlnet_dir", None))
+
+    def decode(what: str, value: str):
+        return read_picture(value, what)
+
+    specs = []
+    for unit in units:
+        label = unit["flag"]
+        try:
+            specs.append(ip_adapter_unit_spec(label, unit["fields"], catalog, decode=decode))
+        except FileNotFoundError as error:  # a picture or model path
+            raise FileNotFoundError(f"{label}: {error}") from None
+        except (ValueError, TypeError) as error:
+            raise type(error)(in_option_terms(str(error))) from None
+    return specs
+
+
+def with_ip_adapter_units(fields: dict, specs: list, init_image=None) -> dict:
+    """The `--ip-adapter` flags' params `fields` ({} without them) with the units' adapters after theirs, one list
+    entry per adapter; `init_image` is img2img's (a unit without picture takes it). Checked as one call."""
+    if not specs:
+        return fields
+    from pipelines.ip_adapter_inputs import check_ip_adapter_inputs
+    from webui.api_ip_adapter import ip_adapter_fields
+
+    units = ip_adapter_fields(specs, init_image=init_image)
+    joined = units
+    if fields:
+        count = len(fields["ip_adapter"])
+        images = fields["ip_adapter_image"]
+        scale = fields["ip_adapter_scale"]
+        joined = {"ip_adapter": list(fields["ip_adapter"]) + units["ip_adapter"],
+                  "ip_adapter_image": ([images] if count == 1 else list(images)) + units["ip_adapter_image"],
+                  "ip_adapter_scale": (list(scale) if isinstance(scale, (list, tuple)) else [scale] * count)
+                  + units["ip_adapter_scale"],
+                  "ip_adapter_guidance": [(0.0, 1.0)] * count + units["ip_adapter_guidance"]}
+    try:
+        check_ip_adapter_inputs(**joined)
+    except ValueError as error:
+        what = "--ip-adapter and the IP-Adapter units together" if fields else "the IP-Adapter units"
+        raise ValueError(f"{what}: {error}") from None
+    return joined
