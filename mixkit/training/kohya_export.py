@@ -59,11 +59,13 @@ def training_metadata(*, network: str, rank: int, alpha: float, conv_rank: int |
     network_args.update({key: str(value) for key, value in (extra_network_args or {}).items()})
     if lycoris:
         # kohya's networks.lora has no DoRA: kohya users train it through LyCORIS (`--network_module lycoris.kohya
-        # --network_args "algo=lora" "dora_wd=True"`), so the file says so, with LyCORIS's spellings. A run with
-        # networks.lora's layers names LyCORIS's preset for exactly those (attn-mlp: the transformer blocks and the
-        # text encoder's attention and MLP), where LyCORIS's default preset (full) would read as more layers.
-        preset = lycoris_preset or ("attn-mlp" if network == "lora" else None)
-        network_args = {"algo": "locon" if network == "locon" else "lora", **({"preset": preset} if preset else {}),
+        # --network_args "algo=lora" "dora_wd=True"`), so the file says so, with LyCORIS's spellings. A run on
+        # mixkit's own layers names the LyCORIS preset that builds exactly those (`NETWORK_PRESETS`: attn-mlp, or a
+        # preset file mixkit ships), as LyCORIS's default preset (full) would read as other layers.
+        from mixkit.training.lycoris_presets import NETWORK_PRESETS
+
+        network_args = {"algo": "locon" if network == "locon" else "lora",
+                        "preset": lycoris_preset or NETWORK_PRESETS[network],
                         **network_args, **({"dora_wd": "True"} if dora_wd else {})}
     metadata = {
         "ss_network_module": "lycoris.kohya" if lycoris else "networks.lora",

@@ -16,6 +16,7 @@ given as they behave under kohya's sd-scripts, which LyCORIS is written for, on 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from mixkit.registry import Registry
 
@@ -52,3 +53,17 @@ LYCORIS_PRESETS.register("unet-only", LayerPreset((*TRANSFORMER, *CONV_BLOCKS), 
                                                   convs=True))
 LYCORIS_PRESETS.register("unet-transformer-only", LayerPreset(TRANSFORMER, (), (), convs=False))
 LYCORIS_PRESETS.register("unet-convblock-only", LayerPreset(CONV_BLOCKS, CONV_IN_OUT, (), convs=True))
+
+# mixkit's own networks as LyCORIS sees them, for the files of DoRA runs (LyCORIS's dora_wd) on those layers: kohya
+# networks.lora's LoRA layers are LyCORIS's attn-mlp; no built-in preset builds LoCon's (full adds conv_in, conv_out
+# and the time embedding on SD 1.x/2.x) or cross-kv's, so mixkit ships LyCORIS preset files that do (kohya's
+# `--network_args "preset=<file>"` is how a LyCORIS user trains such a layer set, and kohya records the file's name).
+PRESET_FILES_FOLDER = Path(__file__).with_name("lycoris_preset_files")
+NETWORK_PRESET_FILES = {"locon": "mixkit_locon.toml", "cross-kv": "mixkit_cross_kv.toml"}
+NETWORK_PRESETS = {"lora": "attn-mlp", **NETWORK_PRESET_FILES}
+
+
+def network_of_preset_file(preset: str) -> str | None:
+    """mixkit's network whose shipped LyCORIS preset file `preset` names (a path or a file name), else None."""
+    name = preset.replace("\\", "/").rsplit("/", 1)[-1]
+    return next((network for network, file in NETWORK_PRESET_FILES.items() if file == name), None)

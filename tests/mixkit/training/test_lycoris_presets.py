@@ -11,7 +11,7 @@ import pytest
 from mixkit.models.diffusion.loading import load_diffusion_model
 from mixkit.training.config_file import translate_kohya_options, with_kohya_defaults
 from mixkit.training.lora_network import LoraNetwork
-from mixkit.training.lycoris_network_args import kohya_network_options
+from mixkit.lora.network_options import kohya_network_options
 from mixkit.training.lycoris_presets import LYCORIS_PRESETS
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 
