@@ -19,6 +19,7 @@ LyCORIS runs under kohya on kohya's own UNets, which the oracle runs on diffuser
 from __future__ import annotations
 
 import copy
+import json
 import re
 
 import pytest
@@ -26,8 +27,9 @@ import pytest
 from mixkit.lora.network_options import kohya_network_options
 from mixkit.models.diffusion.loading import load_diffusion_model
 from mixkit.training.config_file import translate_kohya_options, with_kohya_defaults
-from mixkit.training.lora_network import LoraNetwork
-from mixkit.training.lycoris_presets import LYCORIS_PRESETS
+from mixkit.training.lora_network import CROSS_ATTENTION_KV, LoraNetwork
+from mixkit.training.kohya_export import training_metadata
+from mixkit.training.lycoris_presets import LYCORIS_PRESETS, PRESET_FILES_FOLDER, network_of_preset_file
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 
 BASE = dict(model="m", dataset="d", output="o.safetensors")
@@ -65,8 +67,9 @@ def _mixkit_modules(model, config) -> dict[str, tuple[int, float]]:
     conv_rank, conv_alpha = config.conv_layers()
     network = LoraNetwork(model.unet, model.text_encoders, rank=config.rank, alpha=config.alpha, conv_rank=conv_rank,
                           conv_alpha=conv_alpha, train_text_encoder=config.train_text_encoder,
-                          preset=LYCORIS_PRESETS.get(config.lycoris_preset), dora=config.dora_wd,
-                          top_level_paths=model.family.value != "sdxl")
+                          preset=LYCORIS_PRESETS.get(config.lycoris_preset) if config.lycoris_preset else None,
+                          unet_layers=CROSS_ATTENTION_KV if config.network == "cross-kv" else None,
+                          dora=config.dora_wd, top_level_paths=model.family.value != "sdxl")
     return {name: (adapter.rank, float(adapter.alpha)) for name, adapter in network.adapters.items()}
 
 
@@ -87,6 +90,8 @@ def _lycoris_modules(model, network_args, monkeypatch) -> dict[str, tuple[int, f
             preset["unet_target_name"] = []
     monkeypatch.setattr(lycoris.kohya, "PRESET", presets)
     kwargs = dict(entry.split("=", 1) for entry in network_args)
+    if network_of_preset_file(kwargs.get("preset", "")):
+        kwargs["preset"] = str(PRESET_FILES_FOLDER / kwargs["preset"])  # where kohya's command line would point
     text_encoders = model.text_encoders[0] if len(model.text_encoders) == 1 else list(model.text_encoders)
     network = lycoris.kohya.create_network(1.0, 4, 2.0, None, text_encoders, model.unet, **kwargs)
     out = {}
@@ -140,6 +145,40 @@ GRID = [[f"algo={algo}", f"preset={preset}", *conv] for preset in LYCORIS_PRESET
 def test_every_preset_algo_and_conv_setting_builds_lycoris_module_set(model, network_args, monkeypatch):
     _assert_same_modules(_mixkit_modules(model, _config(network_args)),
                          _lycoris_modules(model, network_args, monkeypatch))
+
+
+def _recorded_network_args(model, config) -> list[str]:
+    """The `ss_network_args` entries mixkit writes for a run of `config` on `model`, as kohya --network_args."""
+    conv_rank, conv_alpha = config.conv_layers()
+    metadata = training_metadata(network=config.network, rank=config.rank, alpha=config.alpha, conv_rank=conv_rank,
+                                 conv_alpha=conv_alpha, family=model.family.value,
+                                 train_text_encoder=config.train_text_encoder, tag_frequency={}, dataset_dirs={},
+                                 num_images=0, settings={}, started_at=0.0, base_model_name="m",
+                                 dora_wd=config.dora_wd, lycoris_preset=config.lycoris_preset)
+    assert metadata["ss_network_module"] == "lycoris.kohya"
+    return [f"{key}={value}" for key, value in json.loads(metadata["ss_network_args"]).items()]
+
+
+@pytest.mark.parametrize("network_args", COMBINATIONS + GRID, ids=lambda args: " ".join(args) or "defaults")
+def test_the_recorded_network_args_build_the_files_modules_in_lycoris(model, network_args, monkeypatch):
+    """A file says how it was trained: its ss_network_args, given back to LyCORIS, build the run's modules (a run with
+    conv_dim=0 must say so, or LyCORIS's default conv_dim = network_dim would add every 3x3 convolution)."""
+    config = _config(network_args)
+    _assert_same_modules(_mixkit_modules(model, config),
+                         _lycoris_modules(model, _recorded_network_args(model, config), monkeypatch))
+
+
+@pytest.mark.parametrize("network, args", [
+    ("lora", ["algo=lora", "preset=attn-mlp", "dora_wd=True"]),
+    ("locon", ["algo=locon", "preset=mixkit_locon.toml", "conv_dim=2", "conv_alpha=1.0", "dora_wd=True"]),
+    ("cross-kv", ["algo=lora", "preset=mixkit_cross_kv.toml", "dora_wd=True"]),
+])
+def test_a_dora_run_on_mixkits_own_layers_records_a_preset_that_builds_them(model, network, args, monkeypatch):
+    config = SDLoraTrainingConfig(**BASE, network=network, rank=4, alpha=2.0, conv_rank=2, conv_alpha=1.0,
+                                  train_text_encoder=True, dora_wd=True)
+    assert _recorded_network_args(model, config) == args
+    _assert_same_modules(_mixkit_modules(model, config), _lycoris_modules(model, args, monkeypatch))
+    assert _config(args).network == network  # and the entries read back as that network
 
 
 def test_sdxl_preset_names_reach_no_layer_of_kohyas_sdxl_unet(sdxl):
