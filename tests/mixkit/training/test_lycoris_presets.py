@@ -312,3 +312,12 @@ def load_file_keys(path) -> set[str]:
 
     with safe_open(str(path), "pt") as handle:
         return set(handle.keys())
+
+
+def test_a_shipped_preset_file_reads_by_its_name_from_any_folder():
+    """kohya records the preset as given on its command line, a path on its author's disk."""
+    assert _config(["preset=/home/me/presets/mixkit_cross_kv.toml"]).network == "cross-kv"
+    locon = _config(["algo=locon", r"preset=C:\presets\mixkit_locon.toml", "conv_dim=2"])
+    assert (locon.network, locon.lycoris_preset, locon.conv_layers()) == ("locon", None, (2, 2.0))
+    with pytest.raises(ValueError, match=r"its own preset files \['mixkit_cross_kv.toml', 'mixkit_locon.toml'\]"):
+        _config(["preset=mixkit_loha.toml"])
