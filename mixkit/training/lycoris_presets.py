@@ -9,8 +9,12 @@ given as they behave under kohya's sd-scripts, which LyCORIS is written for, on 
 - The top-level paths (`conv_in`, `conv_out`, `time_embedding.linear_*`) exist in kohya's SD 1.x/2.x UNet; its SDXL
   UNet names those layers `input_blocks.0.0`, `out.2` and `time_embed.*`, which no preset names, so on SDXL they are
   not adapted (`LoraNetwork` is told so).
-- LyCORIS 4.1.3's full lists add "TimestepEmbedding" (for Anima): in SD 1.x/2.x that is `time_embedding`, whose two
-  linears the paths adapt anyway, and kohya's SDXL UNet has no such class, so it is left out here.
+- LyCORIS 4.1.3 adds Anima's "TimestepEmbedding" class to full, full-lin, unet-only, attn-mlp and
+  unet-transformer-only. kohya's SD 1.x/2.x UNet has that class at `time_embedding`: under 4.1.3 full, full-lin and
+  unet-only stop there with "duplicated lora name" (class and paths reach the same two linears), and attn-mlp /
+  unet-transformer-only adapt the time embedding too. It is left out here, so the presets build what they did before
+  4.1.3 (and what LyCORIS then builds): full's layers are the same (its paths reach the time embedding), attn-mlp's are
+  kohya networks.lora's LoRA layers. kohya's SDXL UNet has no such class.
 """
 
 from __future__ import annotations
