@@ -12,9 +12,9 @@ given as they behave under kohya's sd-scripts, which LyCORIS is written for, on 
 - LyCORIS 4.1.3 adds Anima's "TimestepEmbedding" class to full, full-lin, unet-only, attn-mlp and
   unet-transformer-only. kohya's SD 1.x/2.x UNet has that class at `time_embedding`: under 4.1.3 full, full-lin and
   unet-only stop there with "duplicated lora name" (class and paths reach the same two linears), and attn-mlp /
-  unet-transformer-only adapt the time embedding too. It is left out here, so the presets build what they did before
-  4.1.3 (and what LyCORIS then builds): full's layers are the same (its paths reach the time embedding), attn-mlp's are
-  kohya networks.lora's LoRA layers. kohya's SDXL UNet has no such class.
+  unet-transformer-only adapt the time embedding too. It is left out here: full's layers are the same (its paths
+  reach the time embedding), and attn-mlp's stay kohya networks.lora's LoRA layers (which DoRA files on those layers
+  name, `NETWORK_PRESETS`). kohya's SDXL UNet has no such class.
 """
 
 from __future__ import annotations
