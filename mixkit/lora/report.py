@@ -8,6 +8,7 @@ from pathlib import Path
 from mixkit.lora.lora_file import load_lora
 from mixkit.lora.matching import find_matches, guess_base_model
 from mixkit.lora.model_index import ModelIndex
+from mixkit.lora.network_options import TrainedNetwork, trained_network
 
 
 @dataclass
@@ -27,6 +28,7 @@ class LoraReport:
     metadata_warnings: list[str]
     unclaimed_keys: list[str]
     embeddings: dict[str, str] = field(default_factory=dict)  # bundled trigger words -> "n vectors, dim d"
+    network: TrainedNetwork | None = None  # the training network the metadata records (None: none recorded)
     model: str | None = None
     matched: int | None = None
     problems: list[str] = field(default_factory=list)
@@ -39,6 +41,7 @@ class LoraReport:
             f"components:  {', '.join(self.components)} ({self.module_count} modules)",
             f"rank:        {_span(self.ranks)}",
             f"alpha:       {_span(self.alphas)}",
+            f"trained as:  {self.network.summary() if self.network else 'not recorded in the metadata'}",
             f"base model:  {self.base_model or 'unknown'}",
             f"hash:        {self.short_hash}",
         ]
@@ -76,6 +79,10 @@ def inspect_lora(path: str | Path, unet=None, text_encoders=None) -> LoraReport:
         embeddings={word: f"{e.num_vectors} vector{'s' if e.num_vectors > 1 else ''}, dim {e.num_dims()}"
                     for word, e in lora.embeddings.items()},
     )
+    try:
+        report.network = trained_network(lora.metadata.raw)
+    except ValueError as error:  # the file still loads: a bad training record only informs the user
+        report.metadata_warnings.append(f"{error}; training network not shown")
     if unet is not None:
         index = ModelIndex(unet, list(text_encoders or []))
         report.model = index.family_label()

@@ -18,6 +18,7 @@ import torch
 
 from mixkit.io.saving import save_safetensors
 from mixkit.registry import Registry
+from mixkit.training.lycoris_presets import LYCORIS_PRESETS, NETWORK_PRESETS
 
 BASE_MODEL_VERSIONS = {"sd1": "sd_v1", "sd2": "sd_v2", "sdxl": "sdxl_base_v1-0"}
 KOHYA_LEGACY_OFFSET, KOHYA_LEGACY_LENGTH = 0x100000, 0x10000
@@ -53,17 +54,22 @@ def training_metadata(*, network: str, rank: int, alpha: float, conv_rank: int |
     repeats, before they are balanced against the training images (as kohya counts both). `settings` become
     `ss_<key>` with kohya's key names (`text_encoder_lr`, `optimizer`, `bucket_info` as JSON...). `dora_wd` (a DoRA
     run) and `lycoris_preset` (a LyCORIS layer preset) write LyCORIS's network module and network_args, with its
-    algo and preset, as kohya records a LyCORIS run's --network_args; `conv_rank` None: no 3x3 convolution adapted."""
+    algo and preset, as kohya records a LyCORIS run's --network_args; `conv_rank` None: no 3x3 convolution adapted
+    (written conv_dim=0 under a preset that would adapt them)."""
     lycoris = dora_wd or lycoris_preset is not None
     network_args = {"conv_dim": str(conv_rank), "conv_alpha": str(conv_alpha)} if conv_rank else {}
+    if not conv_rank and lycoris_preset is not None and LYCORIS_PRESETS.get(lycoris_preset).convs:
+        # A preset run without 3x3 convolutions (LyCORIS's conv_dim=0) must say so: without the entry LyCORIS takes
+        # conv_dim = network_dim, and the file would read as one that adapts every 3x3 convolution.
+        network_args = {"conv_dim": "0"}
     network_args.update({key: str(value) for key, value in (extra_network_args or {}).items()})
     if lycoris:
         # kohya's networks.lora has no DoRA: kohya users train it through LyCORIS (`--network_module lycoris.kohya
-        # --network_args "algo=lora" "dora_wd=True"`), so the file says so, with LyCORIS's spellings. A run with
-        # networks.lora's layers names LyCORIS's preset for exactly those (attn-mlp: the transformer blocks and the
-        # text encoder's attention and MLP), where LyCORIS's default preset (full) would read as more layers.
-        preset = lycoris_preset or ("attn-mlp" if network == "lora" else None)
-        network_args = {"algo": "locon" if network == "locon" else "lora", **({"preset": preset} if preset else {}),
+        # --network_args "algo=lora" "dora_wd=True"`), so the file says so, with LyCORIS's spellings. A run on
+        # mixkit's own layers names the LyCORIS preset that builds exactly those (`NETWORK_PRESETS`: attn-mlp, or a
+        # preset file mixkit ships), as LyCORIS's default preset (full) would read as other layers.
+        network_args = {"algo": "locon" if network == "locon" else "lora",
+                        "preset": lycoris_preset or NETWORK_PRESETS[network],
                         **network_args, **({"dora_wd": "True"} if dora_wd else {})}
     metadata = {
         "ss_network_module": "lycoris.kohya" if lycoris else "networks.lora",

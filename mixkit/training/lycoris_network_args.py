@@ -3,8 +3,10 @@
 LyCORIS 4.1.3's `kohya.create_network` reads its options from kohya's --network_args. mixkit accepts the ones whose
 network it trains exactly: algo lora / locon (one module class in LyCORIS: `network_module_dict`), a layer preset
 mixkit can build (`lycoris_presets`), conv_dim / conv_alpha (defaulting to network_dim / network_alpha, as there),
-DoRA (dora_wd, output-row norms only), module_dropout and LoRA+. Every other option (another algo, use_tucker,
-train_norm, ...) is refused before anything loads, naming it and what is accepted.
+DoRA (dora_wd, output-row norms only), module_dropout and LoRA+; the LyCORIS preset files mixkit ships for its own
+LoCon and cross-kv layers (`lycoris_presets.NETWORK_PRESET_FILES`, which its DoRA files name) read as those networks.
+Every other option (another algo, use_tucker, train_norm, ...) is refused before anything loads, naming it and what is
+accepted.
 """
 
 from __future__ import annotations
@@ -77,10 +79,11 @@ def _number(entry: str, text: str, integer: bool = False):
 def lycoris_settings(network_args, settings: dict) -> dict:
     """mixkit's settings for a LyCORIS run with these --network_args; `settings` are the run's other kohya options
     (kohya's --network_dropout is refused there: kohya passes it as neuron_dropout, which LyCORIS ignores)."""
-    from mixkit.training.lycoris_presets import LYCORIS_PRESETS
+    from mixkit.training.lycoris_presets import LYCORIS_PRESETS, NETWORK_PRESET_FILES, network_of_preset_file
 
     accepted = [f"{key} (0 only)" if key in OFF_ONLY else key for key in sorted(ACCEPTED_ARGS)]
     out: dict = {"network": "lora", "lycoris_preset": "full", "conv_rank": None, "conv_alpha": None}
+    own_network = None  # a preset file of mixkit's own layers (`NETWORK_PRESET_FILES`) names its network
     for entry, key, text in _entries(network_args):
         if key in REFUSED_WHY:
             raise ValueError(f"network_args entry {entry!r}: {REFUSED_WHY[key]}. With network_module "
@@ -95,11 +98,13 @@ def lycoris_settings(network_args, settings: dict) -> dict:
                                  "and tlora have no mixkit trainer. Use algo=lora or algo=locon")
             out["network"] = text.lower()
         elif key == "preset":
-            if text not in LYCORIS_PRESETS:
+            own_network = network_of_preset_file(text)
+            if own_network is None and text not in LYCORIS_PRESETS:
                 raise ValueError(f"network_args entry {entry!r}: mixkit builds LyCORIS's presets "
-                                 f"{LYCORIS_PRESETS.names()} (ia3 is for algo=ia3; preset files are not read); use "
-                                 "one of them")
-            out["lycoris_preset"] = text
+                                 f"{LYCORIS_PRESETS.names()} and its own preset files "
+                                 f"{sorted(NETWORK_PRESET_FILES.values())} (ia3 is for algo=ia3; other preset files "
+                                 "are not read); use one of them")
+            out["lycoris_preset"] = None if own_network else text
         elif key == "conv_dim":
             # LyCORIS: int(conv_dim or network_dim) of the entry's text, so "0" is 0: no 3x3 convolution adapted
             out["conv_rank"] = _number(entry, text, integer=True)
@@ -118,36 +123,14 @@ def lycoris_settings(network_args, settings: dict) -> dict:
                                  f"kohya's {key} semantics")
         else:
             out[ACCEPTED_ARGS[key]] = _number(entry, text)
-    if not LYCORIS_PRESETS.get(out["lycoris_preset"]).adapts_text_encoder:
+    if own_network is not None:
+        # the file builds exactly that network's layers, whatever the algo (LyCORIS's lora and locon are one module)
+        out["network"] = own_network
+    elif not LYCORIS_PRESETS.get(out["lycoris_preset"]).adapts_text_encoder:
         # LyCORIS builds no text-encoder module then, whatever kohya's network_train_unet_only says
         out["train_text_encoder"] = False
     if settings.get("network_dropout") not in (None, 0, 0.0):
         raise ValueError(f"network_dropout={settings['network_dropout']!r}: under network_module {LYCORIS_MODULE!r} "
                          "kohya passes it as neuron_dropout, which LyCORIS ignores; remove it (LyCORIS's own dropout "
                          "arg differs from kohya's and is not trained by mixkit)")
-    return out
-
-
-def kohya_network_options(metadata: dict[str, str]) -> dict:
-    """The kohya network options a LoRA file's `ss_*` metadata records (network_module, network_dim, network_alpha,
-    network_args as "key=value" entries), for reading a file back as a config: LyCORIS runs and mixkit's DoRA files
-    say `lycoris.kohya` with `{"algo": "lora", "dora_wd": "True", ...}`. Raises ValueError for undecodable args."""
-    out: dict = {}
-    if metadata.get("ss_network_module"):
-        out["network_module"] = metadata["ss_network_module"]
-    for key, name, read in (("ss_network_dim", "network_dim", int), ("ss_network_alpha", "network_alpha", float)):
-        if metadata.get(key) not in (None, "", "None"):
-            try:
-                out[name] = read(float(metadata[key])) if read is int else read(metadata[key])
-            except ValueError:
-                raise ValueError(f"metadata {key}={metadata[key]!r} is not a number") from None
-    text = metadata.get("ss_network_args")
-    if text not in (None, "", "None"):
-        try:
-            args = json.loads(text)
-        except ValueError:
-            args = None
-        if not isinstance(args, dict):
-            raise ValueError(f"metadata ss_network_args={text!r} is not a JSON object of network_args")
-        out["network_args"] = [f"{key}={value}" for key, value in args.items()]
     return out

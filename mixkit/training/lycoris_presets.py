@@ -9,13 +9,18 @@ given as they behave under kohya's sd-scripts, which LyCORIS is written for, on 
 - The top-level paths (`conv_in`, `conv_out`, `time_embedding.linear_*`) exist in kohya's SD 1.x/2.x UNet; its SDXL
   UNet names those layers `input_blocks.0.0`, `out.2` and `time_embed.*`, which no preset names, so on SDXL they are
   not adapted (`LoraNetwork` is told so).
-- LyCORIS 4.1.3's full lists add "TimestepEmbedding" (for Anima): in SD 1.x/2.x that is `time_embedding`, whose two
-  linears the paths adapt anyway, and kohya's SDXL UNet has no such class, so it is left out here.
+- LyCORIS 4.1.3 adds Anima's "TimestepEmbedding" class to full, full-lin, unet-only, attn-mlp and
+  unet-transformer-only. kohya's SD 1.x/2.x UNet has that class at `time_embedding`: under 4.1.3 full, full-lin and
+  unet-only stop there with "duplicated lora name" (class and paths reach the same two linears), and attn-mlp /
+  unet-transformer-only adapt the time embedding too. It is left out here: full's layers are the same (its paths
+  reach the time embedding), and attn-mlp's stay kohya networks.lora's LoRA layers (which DoRA files on those layers
+  name, `NETWORK_PRESETS`). kohya's SDXL UNet has no such class.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from mixkit.registry import Registry
 
@@ -52,3 +57,17 @@ LYCORIS_PRESETS.register("unet-only", LayerPreset((*TRANSFORMER, *CONV_BLOCKS), 
                                                   convs=True))
 LYCORIS_PRESETS.register("unet-transformer-only", LayerPreset(TRANSFORMER, (), (), convs=False))
 LYCORIS_PRESETS.register("unet-convblock-only", LayerPreset(CONV_BLOCKS, CONV_IN_OUT, (), convs=True))
+
+# mixkit's own networks as LyCORIS sees them, for the files of DoRA runs (LyCORIS's dora_wd) on those layers: kohya
+# networks.lora's LoRA layers are LyCORIS's attn-mlp; no built-in preset builds LoCon's (full adds conv_in, conv_out
+# and the time embedding on SD 1.x/2.x) or cross-kv's, so mixkit ships LyCORIS preset files that do (kohya's
+# `--network_args "preset=<file>"` is how a LyCORIS user trains such a layer set, and kohya records the file's name).
+PRESET_FILES_FOLDER = Path(__file__).with_name("lycoris_preset_files")
+NETWORK_PRESET_FILES = {"locon": "mixkit_locon.toml", "cross-kv": "mixkit_cross_kv.toml"}
+NETWORK_PRESETS = {"lora": "attn-mlp", **NETWORK_PRESET_FILES}
+
+
+def network_of_preset_file(preset: str) -> str | None:
+    """mixkit's network whose shipped LyCORIS preset file `preset` names (a path or a file name), else None."""
+    name = preset.replace("\\", "/").rsplit("/", 1)[-1]
+    return next((network for network, file in NETWORK_PRESET_FILES.items() if file == name), None)

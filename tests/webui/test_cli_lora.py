@@ -90,3 +90,15 @@ def test_an_unwritable_output_is_a_one_line_error_not_a_traceback(tmp_path, tiny
     error = capsys.readouterr().err.strip().splitlines()[-1]  # earlier lines: the peer LoRA's save progress bar
     assert error.startswith("mixkit: error: Cannot write") and "a folder with that name exists" in error
     assert list(taken.iterdir()) == []
+
+
+def test_inspect_prints_how_the_file_was_trained(tmp_path, tiny_sd1_dir, capsys):
+    """A file written by lycoris-lora's kohya network with kohya's metadata: module, algo, preset, dims, DoRA."""
+    from tests.mixkit.lora.conftest import _load, make_kohya_lycoris_file
+
+    path = make_kohya_lycoris_file(tmp_path / "lyco.safetensors", _load(tiny_sd1_dir, sdxl=False),
+                                   {"algo": "lora", "preset": "attn-mlp", "dora_wd": "True"}, dim=4, alpha=1.0)
+    args = _parse(["lora", "inspect", str(path)])
+    assert args.func(args) == 0
+    assert "trained as:  lycoris.kohya, algo lora, preset attn-mlp, dim 4, alpha 1, DoRA (dora_wd)\n" in \
+        capsys.readouterr().out

@@ -1,6 +1,7 @@
 """`mixkit lora inspect FILE [--model MODEL]` and `mixkit lora convert FILE --to kohya|diffusers -o OUT`.
 
-inspect prints a LoRA's format, algorithm families, base model, rank/alpha, hash and tags, and with
+inspect prints a LoRA's format, algorithm families, base model, rank/alpha, how it was trained (network module,
+LyCORIS algo and preset, dims, DoRA, from kohya's ss_* metadata), hash and tags, and with
 `--model` how many of its modules match that model (and every key that does not). convert rewrites
 a file in kohya (A1111/ComfyUI) or diffusers/PEFT naming; kohya -> diffusers needs `--model`.
 """

@@ -230,3 +230,24 @@ def assert_bit_identical(model: TinyModel, before: dict[str, torch.Tensor]) -> N
     assert not changed, f"parameters changed after remove(): {changed[:5]}"
     patched = [n for root in [model.unet, *model.text_encoders] for n, m in root.named_modules() if "forward" in m.__dict__]
     assert not patched, f"forwards still patched after remove(): {patched[:5]}"
+
+
+def make_kohya_lycoris_file(path: Path, model: TinyModel, network_args: dict[str, str], *, dim: int = 4,
+                            alpha: float = 2.0, record: bool = True) -> Path:
+    """A file as a kohya run with `--network_module lycoris.kohya --network_args ...` writes it: LyCORIS's own
+    `kohya.create_network` and `save_weights`, with the `ss_network_*` keys kohya's train_network.py passes (its
+    network_args as given, strings), or none with `record=False` (kohya's metadata left out)."""
+    import json
+
+    import lycoris.kohya
+    from lycoris.logging import logger
+
+    logger.setLevel(logging.ERROR)
+    wrapped = model.copy()
+    text_encoders = wrapped.text_encoders[0] if len(wrapped.text_encoders) == 1 else wrapped.text_encoders
+    network = lycoris.kohya.create_network(1.0, dim, alpha, None, text_encoders, wrapped.unet, **network_args)
+    network.apply_to(text_encoders, wrapped.unet, apply_text_encoder=True, apply_unet=True)
+    metadata = {"ss_network_module": "lycoris.kohya", "ss_network_dim": str(dim), "ss_network_alpha": str(alpha),
+                "ss_network_args": json.dumps(network_args)} if record else None
+    network.save_weights(str(path), torch.float32, metadata)
+    return Path(path)

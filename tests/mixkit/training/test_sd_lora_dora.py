@@ -74,8 +74,10 @@ def test_the_file_carries_trained_magnitudes_and_lycoris_metadata(dora_run, tiny
     assert len(moved) > len(modules) // 2  # the magnitudes trained, not only the directions
     metadata = read_safetensors_metadata(dora_run.output)
     assert metadata["ss_network_module"] == "lycoris.kohya"
-    assert json.loads(metadata["ss_network_args"]) == {"algo": "locon", "conv_dim": "2", "conv_alpha": "1.0",
-                                                       "dora_wd": "True"}
+    # no built-in LyCORIS preset builds LoCon's layers (full adds conv_in, conv_out, time_embedding): the file names
+    # the preset file mixkit ships for them (`test_the_files_network_args_build_its_modules_in_lycoris`)
+    assert json.loads(metadata["ss_network_args"]) == {"algo": "locon", "preset": "mixkit_locon.toml", "conv_dim": "2",
+                                                       "conv_alpha": "1.0", "dora_wd": "True"}
     assert json.loads(metadata["mixkit_training_config"])["dora_wd"] is True
     step_file = dora_run.output.with_name("dora-step00000002.safetensors")
     assert load_file(step_file).keys() == tensors.keys()
@@ -135,3 +137,73 @@ def test_max_norm_and_ema_keep_working_with_dora(tiny_sd1_dir, colour_dataset, t
     magnitudes = [k for k in last if k.endswith(".dora_scale")]
     assert any(not torch.equal(averaged[k], fresh[k]) for k in magnitudes)
     assert any(not torch.equal(averaged[k], last[k]) for k in magnitudes)
+
+
+def _lycoris_modules_of(metadata: dict, model) -> dict[str, tuple[int, float]]:
+    """(rank, alpha) of each module LyCORIS 4.1.3's kohya.create_network builds from a file's recorded network, as
+    kohya would run it with `--network_args` from `ss_network_args` (a mixkit preset file's name resolved to the
+    shipped file); text-encoder names get the `text_model_` level transformers 5 dropped and files keep."""
+    import lycoris.kohya
+
+    from mixkit.training.lycoris_presets import PRESET_FILES_FOLDER, network_of_preset_file
+
+    args = json.loads(metadata["ss_network_args"])
+    if network_of_preset_file(args.get("preset", "")):
+        args["preset"] = str(PRESET_FILES_FOLDER / args["preset"])
+    text_encoders = model.text_encoders[0] if len(model.text_encoders) == 1 else list(model.text_encoders)
+    network = lycoris.kohya.create_network(1.0, int(metadata["ss_network_dim"]), float(metadata["ss_network_alpha"]),
+                                           None, text_encoders, model.unet, **args)
+    out = {}
+    for module in network.loras:
+        name = module.lora_name
+        for prefix in ("lora_te_", "lora_te1_", "lora_te2_"):
+            if name.startswith(prefix) and not name.startswith(prefix + "text_model_"):
+                name = prefix + "text_model_" + name[len(prefix):]
+        out[name] = (module.lora_dim, float(module.alpha))
+    return out
+
+
+def _file_modules(path) -> dict[str, tuple[int, float]]:
+    tensors = load_file(path)
+    return {key[:-len(".alpha")]: (tensors[key[:-len(".alpha")] + ".lora_down.weight"].shape[0], tensors[key].item())
+            for key in tensors if key.endswith(".alpha")}
+
+
+def test_the_files_network_args_build_its_modules_in_lycoris(dora_run, tiny_sd1_dir):
+    """The file says how it was trained: kohya + LyCORIS given its recorded network_args build exactly its modules,
+    ranks and alphas, and mixkit reads the same args back as the run's config."""
+    from mixkit.lora.network_options import kohya_network_options
+
+    metadata = read_safetensors_metadata(dora_run.output)
+    assert _lycoris_modules_of(metadata, load_diffusion_model(tiny_sd1_dir)) == _file_modules(dora_run.output)
+    back = SDLoraTrainingConfig(model="m", dataset="d", output="o.safetensors",
+                                **translate_kohya_options(kohya_network_options(metadata)))
+    back.check()
+    assert (back.network, back.lycoris_preset, back.dora_wd, back.conv_layers(), back.rank, back.alpha) == \
+        ("locon", None, True, (2, 1.0), 2, 2.0)
+
+
+def test_a_cross_kv_dora_file_records_its_layers(tiny_sd1_dir, colour_dataset, tmp_path):
+    from mixkit.lora.network_options import kohya_network_options
+
+    run = train_sd_lora(_config(tiny_sd1_dir, colour_dataset, tmp_path / "kv.safetensors", network="cross-kv",
+                                max_steps=1, conv_rank=None, conv_alpha=None))
+    metadata = read_safetensors_metadata(run.output)
+    assert metadata["ss_network_module"] == "lycoris.kohya"
+    assert json.loads(metadata["ss_network_args"]) == {"algo": "lora", "preset": "mixkit_cross_kv.toml",
+                                                       "dora_wd": "True"}
+    modules = _file_modules(run.output)
+    assert {name[-len("attn2_to_k"):] for name in modules if name.startswith("lora_unet")} == {"attn2_to_k",
+                                                                                             "attn2_to_v"}
+    assert _lycoris_modules_of(metadata, load_diffusion_model(tiny_sd1_dir)) == modules
+    back = SDLoraTrainingConfig(model="m", dataset="d", output="o.safetensors",
+                                **translate_kohya_options(kohya_network_options(metadata)))
+    back.check()
+    assert (back.network, back.lycoris_preset, back.dora_wd) == ("cross-kv", None, True)
+
+
+def test_inspect_says_how_a_mixkit_dora_file_was_trained(dora_run):
+    from mixkit.lora.report import inspect_lora
+
+    assert ("trained as:  lycoris.kohya, algo locon, preset mixkit_locon.toml, dim 2, alpha 2, conv dim 2, "
+            "conv alpha 1, DoRA (dora_wd)") in inspect_lora(dora_run.output).lines()
