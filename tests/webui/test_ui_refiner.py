@@ -97,7 +97,8 @@ def test_both_tabs_have_the_accordion_listing_the_servers_checkpoints(tmp_path):
             assert component(blocks, f"{kind}_enable_refiner").value is False
             assert component(blocks, f"{kind}_refiner_switch_at").value == 0.8
             refresh = handler(blocks, f"{kind}_refiner_checkpoint", "focus")
-            assert refresh.fn()["choices"] == ["None", "refiner-configs", "sd_xl_refiner_1.0.safetensors"]
+            # a config-only folder is no checkpoint: only the Config folder dropdown offers it
+            assert refresh.fn()["choices"] == ["None", "sd_xl_refiner_1.0.safetensors"]
             assert component(blocks, f"{kind}_refiner_config_dir").value == "None"
             folders = handler(blocks, f"{kind}_refiner_config_dir", "focus")
             assert folders.fn()["choices"] == ["None", "refiner-configs"]  # the diffusers folders only
@@ -137,6 +138,7 @@ def test_a_config_folder_refusal_names_the_folder_as_picked(tmp_path):
         for folder in ("sub/full", "refiner-dir"):
             (tmp_path / "models" / folder / "unet").mkdir(parents=True)
             (tmp_path / "models" / folder / "unet" / "config.json").write_text("{}")
+        (tmp_path / "models" / "refiner-dir" / "unet" / "diffusion_pytorch_model.safetensors").write_bytes(b"x")
         state.catalog.refresh()
         run = handler(blocks, "txt2img_generate", "click")
         values = _values(run.inputs, {"task_id": "", "enable_refiner": True, "refiner_checkpoint": "refiner-dir",
