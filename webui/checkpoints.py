@@ -10,7 +10,7 @@ sha256 is known (loading hashes it; a listing never does), and it is found by an
 (10 hex digits), the full sha256, `name [hash]` and the legacy 8-digit hash. A diffusers folder has no
 A1111 counterpart: its title is its folder path, its hash (listed) that of its UNet weights.
 
-A diffusers folder holding configs only (no weight file in any of its component folders: a copy kept to read a
+A diffusers folder holding configs only (no weights in unet/, vae/ or a text encoder folder: a copy kept to read a
 non-standard single-file refiner with, `webui.refiner_config_folders`) is no checkpoint: it is left out of the
 checkpoint list (`entries`, `titles`, `/sdapi/v1/sd-models`, every checkpoint dropdown) and `find` refuses it
 saying what it is, while `config_folders` / `find_config_folder` still offer it as a refiner's config folder.
@@ -26,9 +26,6 @@ from pathlib import Path
 from mixkit.models.diffusion.loading import VAE_NEAR_CHECKPOINT_SUFFIXES
 
 WEIGHT_SUFFIXES = (".safetensors", ".ckpt")
-# The weight files a diffusers folder's components hold (diffusers' and transformers' .safetensors and .bin, plain,
-# variant or sharded); a folder without any holds configs only.
-FOLDER_WEIGHT_SUFFIXES = (".safetensors", ".bin")
 SHORT_HASH_LENGTH = 10
 LEGACY_HASH = re.compile(r"^[0-9a-fA-F]{8}$")
 # A1111's re_strip_checksum: a trailing " [hash]" dropped when the exact title is not known.
@@ -113,20 +110,14 @@ def _is_diffusers_folder(path: Path) -> bool:
     return (path / "model_index.json").is_file() or (path / "unet" / "config.json").is_file()
 
 
-def holds_weights(folder: Path) -> bool:
-    """Whether a diffusers folder holds a weight file in one of its component folders (unet/, vae/, text_encoder/
-    ...) or at its top; one that holds none is a copy of configs, which no loader can make a model of."""
-    for place in (folder, *(sub for sub in folder.iterdir() if sub.is_dir())):
-        if any(file.suffix.lower() in FOLDER_WEIGHT_SUFFIXES and file.is_file() for file in place.iterdir()):
-            return True
-    return False
-
-
 def is_config_only(source: str) -> bool:
-    """Whether `source` is a folder on disk holding configs and no weights (`holds_weights`)."""
+    """Whether `source` is a folder on disk holding configs and no weights: none in unet/, vae/ or a text encoder
+    folder (`pipelines.refiner_folders.holds_no_weights`, the refiner check's own test)."""
+    from pipelines.refiner_folders import holds_no_weights
+
     path = Path(source)
     try:
-        return path.is_dir() and not holds_weights(path)
+        return path.is_dir() and holds_no_weights(path)
     except OSError:  # an unreadable folder is listed as before; loading it says what is wrong
         return False
 
