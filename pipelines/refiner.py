@@ -61,8 +61,8 @@ def check_refiner_params(refiner: Any, switch_at: Any, by_sample_steps: Any = Fa
     from pipelines.refiner_configs import check_refiner_config_dir
     from pipelines.refiner_folders import check_refiner_folder
 
-    check_refiner_folder(refiner)  # a folder that cannot load (configs only, parts missing): now, not at the switch
     check_refiner_config_dir(refiner, config_dir)
+    check_refiner_folder(refiner)  # a folder that cannot load (configs only, parts missing): now, not at the switch
 
 
 def switch_index(alphas_cumprod, timesteps, switch_at: float) -> int | None:

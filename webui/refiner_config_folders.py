@@ -4,8 +4,9 @@ A client never sends a server path: as with `refiner_checkpoint`, it sends a nam
 checkpoints (`CheckpointCatalog`: the operator's --model sources and what --models-dir holds), by any title A1111
 accepts. Only a diffusers folder there can serve, since a folder's configs (unet/, vae/, scheduler/, text encoder
 and tokenizer folders) are what a single file lacks; a config-only copy (no weights) works too, and is offered here
-only: it is no checkpoint, so the checkpoint lists leave it out (`CheckpointCatalog.config_folders`). So a client can only point the refiner at configs the operator put in the models folder, and
-whether they describe the refiner file is checked by the Python API's own check
+only: it is no checkpoint, so the checkpoint lists leave it out (`CheckpointCatalog.config_folders`; a client lists
+the folders with GET CONFIG_FOLDERS_ROUTE). So a client can only point the refiner at configs the operator put in
+the models folder, and whether they describe the refiner file is checked by the Python API's own check
 (`pipelines.refiner_configs.check_refiner_config_dir`), not here.
 
 The answers are in the web user's terms too: a check's message quotes the folder by the name the request or the web
