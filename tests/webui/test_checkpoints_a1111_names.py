@@ -124,7 +124,7 @@ def test_a_config_only_folder_is_no_checkpoint_but_a_config_folder(models):
     _configs_only(models / "xl-configs")
     catalog = CheckpointCatalog(models_dir=models)
     assert catalog.titles() == ["aaa", "bbb", "ccc.safetensors", "sub/beta.safetensors"]
-    assert [entry["title"] for entry in map(lambda e: e.as_a1111(), catalog.entries())] == catalog.titles()
+    assert [entry.as_a1111()["title"] for entry in catalog.entries()] == catalog.titles()  # /sdapi/v1/sd-models
     assert [entry.title for entry in catalog.config_folders()] == ["aaa", "bbb", "xl-configs"]
     assert catalog.find_config_folder("xl-configs").source == str(models / "xl-configs")
     assert catalog.find_config_folder("xl-configs").config_only and not catalog.find_config_folder("aaa").config_only
