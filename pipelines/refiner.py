@@ -39,7 +39,8 @@ NEGATIVE_AESTHETIC_SCORE = 2.5
 def check_refiner_params(refiner: Any, switch_at: Any, by_sample_steps: Any = False, config_dir: Any = None) -> None:
     """`refiner` is None, a model source (path, hub id) or a loaded DiffusionModel/pipeline; `switch_at` in (0, 1);
     `by_sample_steps` (A1111's `refiner_switch_by_sample_steps`) a bool; `config_dir` (`refiner_config_dir`) None or
-    the configs folder of a single-file refiner (`pipelines.refiner_configs.check_refiner_config_dir`). Without a
+    the configs folder of a single-file refiner (`pipelines.refiner_configs.check_refiner_config_dir`); a refiner
+    folder must hold what loading it reads (`pipelines.refiner_folders.check_refiner_folder`). Without a
     refiner `switch_at` is unused (A1111 ignores it then), so it is checked only with one: a plot axis that sets a
     refiner has it checked per cell."""
     if refiner is not None and not isinstance(refiner, (str, os.PathLike, DiffusionModel)) \
@@ -58,8 +59,10 @@ def check_refiner_params(refiner: Any, switch_at: Any, by_sample_steps: Any = Fa
         raise TypeError(f"refiner_switch_by_sample_steps must be True or False (A1111's Settings > Compatibility "
                         f"'Switch to refiner by sampling steps instead of model timesteps'), got {by_sample_steps!r}.")
     from pipelines.refiner_configs import check_refiner_config_dir
+    from pipelines.refiner_folders import check_refiner_folder
 
     check_refiner_config_dir(refiner, config_dir)
+    check_refiner_folder(refiner)  # a folder that cannot load (configs only, parts missing): now, not at the switch
 
 
 def switch_index(alphas_cumprod, timesteps, switch_at: float) -> int | None:

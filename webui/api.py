@@ -368,9 +368,15 @@ def build_api(state: ServerState) -> APIRouter:
         return {"txt2img": sorted(registered["txt2img"]),
                 "img2img": sorted([*registered["img2img"], MK2_SCRIPT, OUTPAINT_SCRIPT, SOFT_INPAINTING_SCRIPT])}
 
+    from webui.refiner_config_folders import CONFIG_FOLDERS_ROUTE, config_folder_listing
+
     @router.get("/sdapi/v1/sd-models")
     async def sd_models():
         return [entry.as_a1111() for entry in state.catalog.entries()]
+
+    @router.get(CONFIG_FOLDERS_ROUTE)
+    async def refiner_config_folders():
+        return config_folder_listing(state.catalog)
 
     @router.post("/sdapi/v1/refresh-checkpoints")
     async def refresh_checkpoints():

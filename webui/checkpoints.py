@@ -9,6 +9,11 @@ sha256 is known (loading hashes it; a listing never does), and it is found by an
 (`CheckpointInfo.ids`): the title, the name, the file name without extension, `model_name`, the short hash
 (10 hex digits), the full sha256, `name [hash]` and the legacy 8-digit hash. A diffusers folder has no
 A1111 counterpart: its title is its folder path, its hash (listed) that of its UNet weights.
+
+A diffusers folder holding configs only (no weights in unet/, vae/ or a text encoder folder: a copy kept to read a
+non-standard single-file refiner with, `webui.refiner_config_folders`) is no checkpoint: it is left out of the
+checkpoint list (`entries`, `titles`, `/sdapi/v1/sd-models`, every checkpoint dropdown) and `find` refuses it
+saying what it is, while `config_folders` / `find_config_folder` still offer it as a refiner's config folder.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class CheckpointEntry:
     name: str  # A1111's CheckpointInfo.name: the path below the models folder, extension included
     model_name: str  # A1111's model_name: the name without extension, "/" replaced by "_"
     source: str  # a diffusers folder, a single file, or a Hugging Face id
+    config_only: bool = False  # a diffusers folder without weights: a refiner's config folder, not a checkpoint
 
     @property
     def is_file(self) -> bool:
@@ -104,6 +110,18 @@ def _is_diffusers_folder(path: Path) -> bool:
     return (path / "model_index.json").is_file() or (path / "unet" / "config.json").is_file()
 
 
+def is_config_only(source: str) -> bool:
+    """Whether `source` is a folder on disk holding configs and no weights: none in unet/, vae/ or a text encoder
+    folder (`pipelines.refiner_folders.holds_no_weights`, the refiner check's own test)."""
+    from pipelines.refiner_folders import holds_no_weights
+
+    path = Path(source)
+    try:
+        return path.is_dir() and holds_no_weights(path)
+    except OSError:  # an unreadable folder is listed as before; loading it says what is wrong
+        return False
+
+
 def _is_checkpoint_file(path: Path) -> bool:
     # A1111's checkpoint list skips the VAE files kept next to checkpoints (list_models' ext_blacklist).
     lower = path.name.lower()
@@ -168,39 +186,65 @@ class CheckpointCatalog:
             while name in names:
                 name, suffix = f"{base} ({suffix})", suffix + 1
             names.add(name)
-            entries.append(CheckpointEntry(name=name, model_name=model_name_of(name, os.path.isfile(source)), source=source))
+            entries.append(CheckpointEntry(name=name, model_name=model_name_of(name, os.path.isfile(source)),
+                                           source=source, config_only=is_config_only(source)))
         self._entries = entries
-        return list(entries)
+        return self.entries()
 
     def entries(self) -> list[CheckpointEntry]:
-        return list(self._entries)
+        """The checkpoints: every entry but the config-only folders."""
+        return [entry for entry in self._entries if not entry.config_only]
 
     def titles(self) -> list[str]:
-        return [entry.title for entry in self._entries]
+        return [entry.title for entry in self.entries()]
+
+    def config_folders(self) -> list[CheckpointEntry]:
+        """The diffusers folders on disk, with weights or configs only: what a refiner's config folder may name."""
+        return [entry for entry in self._entries if Path(entry.source).is_dir()]
 
     def find(self, title: str) -> CheckpointEntry:
-        """The entry one of whose aliases is `title` (A1111's checkpoint_aliases lookup).
+        """The checkpoint one of whose aliases is `title` (A1111's checkpoint_aliases lookup).
 
         As A1111's get_closet_checkpoint_match, a title whose " [hash]" is not known (a remembered title from
         before the file was hashed or changed) is looked up again without it. An 8-digit hex string is compared
         with each file's legacy hash. A name that fits several entries (`model` for model.ckpt and
-        model.safetensors) is refused, listing them: A1111 would take whichever it registered last.
+        model.safetensors) is refused, listing them: A1111 would take whichever it registered last. A config-only
+        folder is refused saying so (it is only a refiner's config folder).
         """
         if not isinstance(title, str):
             raise TypeError(f"A checkpoint title must be a string, got {type(title).__name__}.")
-        for candidate in dict.fromkeys((title, TRAILING_CHECKSUM.sub("", title))):
-            if not candidate:
-                continue
-            exact = [entry for entry in self._entries if candidate in (entry.title, entry.name)]
-            if exact:
-                return exact[0]
-            matches = [entry for entry in self._entries if candidate in entry.aliases()]
-            if not matches and LEGACY_HASH.match(candidate):
-                matches = [entry for entry in self._entries if entry.legacy_hash() == candidate.lower()]
-            if len(matches) == 1:
-                return matches[0]
-            if matches:
-                raise ValueError(f"Checkpoint {title!r} is ambiguous: it names {', '.join(e.title for e in matches)}; "
-                                 "send one of these titles.")
+        entry = _find_among(self.entries(), title)
+        if entry is not None:
+            return entry
+        configs = _find_among([entry for entry in self._entries if entry.config_only], title)
+        if configs is not None:
+            raise ValueError(f"{title!r} is the folder {configs.name!r}, which holds configs only (no weights): it is "
+                             "no checkpoint, only a refiner's config folder (refiner_config_dir, the Refiner's Config "
+                             "folder). Pick a checkpoint; available: "
+                             f"{', '.join(self.titles()) or '(none)'}.")
         raise ValueError(f"Unknown checkpoint {title!r}; available: {', '.join(self.titles()) or '(none)'}. "
                          "Call /sdapi/v1/refresh-checkpoints after adding files to the models folder.")
+
+    def find_config_folder(self, title: str) -> CheckpointEntry | None:
+        """The diffusers folder (with weights or configs only) one of whose aliases is `title`, or None."""
+        return _find_among(self.config_folders(), title)
+
+
+def _find_among(entries: list[CheckpointEntry], title: str) -> CheckpointEntry | None:
+    """The entry of `entries` that `title` names (see `CheckpointCatalog.find`), None when none does; ValueError
+    listing them when several do."""
+    for candidate in dict.fromkeys((title, TRAILING_CHECKSUM.sub("", title))):
+        if not candidate:
+            continue
+        exact = [entry for entry in entries if candidate in (entry.title, entry.name)]
+        if exact:
+            return exact[0]
+        matches = [entry for entry in entries if candidate in entry.aliases()]
+        if not matches and LEGACY_HASH.match(candidate):
+            matches = [entry for entry in entries if entry.legacy_hash() == candidate.lower()]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            raise ValueError(f"Checkpoint {title!r} is ambiguous: it names {', '.join(e.title for e in matches)}; "
+                             "send one of these titles.")
+    return None

@@ -3,9 +3,10 @@
 A client never sends a server path: as with `refiner_checkpoint`, it sends a name, looked up among the server's own
 checkpoints (`CheckpointCatalog`: the operator's --model sources and what --models-dir holds), by any title A1111
 accepts. Only a diffusers folder there can serve, since a folder's configs (unet/, vae/, scheduler/, text encoder
-and tokenizer folders) are what a single file lacks; a config-only copy (no weights) works too, and is listed like
-any diffusers folder. So a client can only point the refiner at configs the operator put in the models folder, and
-whether they describe the refiner file is checked by the Python API's own check
+and tokenizer folders) are what a single file lacks; a config-only copy (no weights) works too, and is offered here
+only: it is no checkpoint, so the checkpoint lists leave it out (`CheckpointCatalog.config_folders`; a client lists
+the folders with GET CONFIG_FOLDERS_ROUTE). So a client can only point the refiner at configs the operator put in
+the models folder, and whether they describe the refiner file is checked by the Python API's own check
 (`pipelines.refiner_configs.check_refiner_config_dir`), not here.
 
 The answers are in the web user's terms too: a check's message quotes the folder by the name the request or the web
@@ -16,15 +17,24 @@ Python API's `refiner_config_dir=FOLDER` or the CLI's `--refiner-config-dir`.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Callable
 
+# mixkit's listing of what a refiner_config_dir may name: config-only folders are in no A1111 checkpoint list
+CONFIG_FOLDERS_ROUTE = "/mixkit/v1/refiner-config-folders"
 NO_CONFIG_FOLDER = (None, "", "None", "none")  # as A1111's "no refiner" spellings: the UI's dropdown sends "None"
 
 
 def config_folder_titles(catalog) -> list[str]:
-    """The titles of the server's checkpoints a `refiner_config_dir` may name: its diffusers folders on disk."""
-    return [entry.title for entry in catalog.entries() if Path(entry.source).is_dir()]
+    """The titles a `refiner_config_dir` may name: the diffusers folders among the server's models, config-only ones
+    included."""
+    return [entry.title for entry in catalog.config_folders()]
+
+
+def config_folder_listing(catalog) -> list[dict]:
+    """CONFIG_FOLDERS_ROUTE's answer: each diffusers folder's title (what refiner_config_dir sends), its model_name
+    (also accepted) and whether it holds configs only (then it is no checkpoint: not in /sdapi/v1/sd-models)."""
+    return [{"title": entry.title, "model_name": entry.model_name, "config_only": entry.config_only}
+            for entry in catalog.config_folders()]
 
 
 def find_config_folder(name: str | None, catalog) -> str | None:
@@ -33,21 +43,22 @@ def find_config_folder(name: str | None, catalog) -> str | None:
     if name in NO_CONFIG_FOLDER:
         return None
     if not isinstance(name, str):
-        raise TypeError(f"refiner_config_dir must be the name of a diffusers folder among this server's checkpoints "
-                        f"(GET /sdapi/v1/sd-models), got {name!r}.")
+        raise TypeError(f"refiner_config_dir must be the name of a diffusers folder among this server's models "
+                        f"(GET {CONFIG_FOLDERS_ROUTE}), got {name!r}.")
     if catalog is None:
         raise ValueError(f"refiner_config_dir={name!r}: this server has no checkpoint list to find it in; leave it "
                          "empty")
     try:
-        entry = catalog.find(name)
+        folder = catalog.find_config_folder(name)
+        entry = folder or catalog.find(name)
     except ValueError as error:
         raise ValueError(f"refiner_config_dir={name!r}: {error}") from None
-    if not Path(entry.source).is_dir():
+    if folder is None:
         folders = ", ".join(config_folder_titles(catalog)) or "none; add one to the models folder"
         raise ValueError(f"refiner_config_dir={name!r} is the checkpoint {entry.name!r}, not a diffusers folder: name "
                          "the diffusers folder among this server's checkpoints whose configs describe the refiner "
                          f"file ({folders}).")
-    return entry.source
+    return folder.source
 
 
 def named_as_picked(message: str, folder: str | None, name: str | None) -> str:
@@ -78,7 +89,7 @@ def web_refiner_advice(read_with: str, catalog) -> str:
     return (f"The refiner is a single file, read with {WEB_READ_WITH.get(read_with, WEB_READ_WITH['shipped'])}. If it "
             "is complete, it has another architecture: name the diffusers folder whose configs match it in the "
             "request's refiner_config_dir (the web UI's Refiner > Config folder), a diffusers folder among this "
-            f"server's checkpoints (GET /sdapi/v1/sd-models; {folders}), or pick that diffusers folder as the refiner "
+            f"server's models (GET {CONFIG_FOLDERS_ROUTE}; {folders}), or pick that diffusers folder as the refiner "
             "itself.")
 
 

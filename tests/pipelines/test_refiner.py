@@ -280,3 +280,77 @@ def test_one_unet_on_the_accelerator_at_a_time_and_back_after_a_failure():
     with RefinerSlot().swapped(cpu_base, refiner) as enter:
         enter()
     assert log == []  # on the CPU both stay where they are
+
+
+def _broken_copy(source, target, drop=(), weights_as=None):
+    """A copy of the refiner folder `source` without the files / folders in `drop`; `weights_as` renames each weight
+    file's suffix (".fp16.safetensors": a variant-only download)."""
+    import shutil
+
+    shutil.copytree(source, target)
+    for name in drop:
+        for path in target.glob(name):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    if weights_as is not None:
+        for path in target.glob("*/*.safetensors"):
+            path.rename(path.with_name(path.name.replace(".safetensors", weights_as)))
+    return target
+
+
+@pytest.mark.parametrize("drop, lacks", [
+    (["unet/*.safetensors"], "unet/ weights (diffusion_pytorch_model.safetensors)"),
+    (["vae/*.safetensors", "tokenizer_2"], "tokenizer_2/ (next to text_encoder_2/), vae/ weights "
+                                           "(diffusion_pytorch_model.safetensors)"),
+    (["model_index.json", "scheduler"], "model_index.json, scheduler/scheduler_config.json"),
+    (["text_encoder_2"], "a text encoder (text_encoder/, or text_encoder_2/ for an SDXL refiner)"),
+])
+def test_a_refiner_folder_missing_parts_is_refused_before_anything_runs(base_pipe, tiny_sdxl_refiner_dir, tmp_path,
+                                                                         drop, lacks):
+    """Every missing part named at once, by the call's check: no step sampled, no refiner loaded (it used to fail
+    when the first batch reached the switch, with the loader's "re-download the unet/ folder")."""
+    folder = _broken_copy(tiny_sdxl_refiner_dir, tmp_path / "refiner", drop)
+    steps, loads = [], []
+    base_pipe.session.refiner_slot.session = lambda *args: loads.append(args)
+    with pytest.raises(ValueError) as caught:
+        base_pipe(**SMALL, steps=4, refiner=str(folder), refiner_switch_at=0.6, callback=steps.append)
+    assert str(caught.value) == (
+        f"refiner {str(folder)!r} is a diffusers folder without the parts a refiner is loaded from: it lacks {lacks}. "
+        "Re-download or complete the folder, or give the refiner as a .safetensors / .ckpt checkpoint.")
+    assert (steps, loads) == ([], [])
+
+
+@pytest.mark.parametrize("drop, also", [([], ""), (["scheduler"], "; it also lacks scheduler/scheduler_config.json")])
+def test_a_config_only_folder_as_refiner_is_refused_saying_where_it_belongs(base_pipe, tiny_sdxl_refiner_dir,
+                                                                              tmp_path, drop, also):
+    folder = _broken_copy(tiny_sdxl_refiner_dir, tmp_path / "configs", ["*/*.safetensors", *drop])
+    with pytest.raises(ValueError) as caught:
+        base_pipe(**SMALL, steps=4, refiner=folder, refiner_switch_at=0.6)  # a Path, as a str
+    assert str(caught.value) == (
+        f"refiner {str(folder)!r} holds configs only (no weights), so it cannot be the refiner: give a checkpoint (a "
+        ".safetensors / .ckpt file, or a diffusers folder with its weights). A folder of configs serves as the "
+        "refiner_config_dir of a single-file refiner of its architecture (the web UI's Refiner > Config folder)"
+        f"{also}.")
+    assert base_pipe.session.refiner_slot._session is None
+
+
+def test_a_hires_second_pass_refiner_folder_is_refused_before_the_first_pass(tiny_sdxl_dir, tiny_sdxl_refiner_dir,
+                                                                             tmp_path):
+    """The refiner finishes the second pass by default, so its load came after the first pass had sampled."""
+    from pipelines.hires import HiresFix
+    from pipelines.txt2img import TextToImage
+
+    folder = _broken_copy(tiny_sdxl_refiner_dir, tmp_path / "refiner", ["unet/*.safetensors"])
+    steps = []
+    with pytest.raises(ValueError, match=r"it lacks unet/ weights"):
+        HiresFix(TextToImage.from_pretrained(tiny_sdxl_dir))(**SMALL, steps=4, hr_scale=1.5, denoising_strength=0.5,
+                                                             refiner=str(folder), refiner_switch_at=0.6,
+                                                             callback=steps.append)
+    assert steps == []
+
+
+def test_a_variant_only_refiner_folder_is_complete(base_pipe, tiny_sdxl_refiner_dir, refiner_model, tmp_path):
+    """Weights saved only as a variant (`*.fp16.safetensors`) are weights: the folder refines as the original."""
+    folder = _broken_copy(tiny_sdxl_refiner_dir, tmp_path / "refiner", weights_as=".fp16.safetensors")
+    from_variant = base_pipe(**SMALL, steps=4, refiner=str(folder), refiner_switch_at=0.6)
+    assert np.array_equal(_pixels(from_variant), _pixels(base_pipe(**SMALL, steps=4, refiner=refiner_model,
+                                                                    refiner_switch_at=0.6)))

@@ -89,6 +89,9 @@ def test_catalog_scans_models_dir_and_refreshes(tmp_path):
     (tmp_path / "notes.txt").write_text("x")
     (tmp_path / "folder" / "unet").mkdir(parents=True)
     (tmp_path / "folder" / "unet" / "config.json").write_text("{}")
+    (tmp_path / "folder" / "unet" / "diffusion_pytorch_model.safetensors").write_bytes(b"x")
+    (tmp_path / "configs" / "unet").mkdir(parents=True)  # configs only: a refiner's config folder, no checkpoint
+    (tmp_path / "configs" / "unet" / "config.json").write_text("{}")
     catalog = CheckpointCatalog([], tmp_path)
     # A1111's CheckpointInfo.name keeps the extension; a diffusers folder is listed by its folder name
     assert catalog.titles() == ["folder", "one.safetensors"]

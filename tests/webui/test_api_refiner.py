@@ -119,6 +119,20 @@ def test_txt2img_with_a_refiner_over_http(refiner_server, tiny_sdxl_refiner_dir)
         again = http.post("/sdapi/v1/txt2img", json={"infotext": infotext})
         assert again.status_code == 200, again.text
         assert again.json()["images"][0] == refined.json()["images"][0]
+        # the PNG carries it: png-info reads A1111's keys back (as A1111's parameters: the written strings), and its
+        # info pasted as a request's infotext sets refiner_checkpoint / refiner_switch_at and makes the same image
+        read = http.post("/sdapi/v1/png-info", json={"image": refined.json()["images"][0]})
+        assert read.status_code == 200 and read.json()["info"] == infotext, read.text
+        parameters = read.json()["parameters"]
+        refiner_hash = infotext.split(f"Refiner: {tiny_sdxl_refiner_dir.name} [", 1)[1][:10]
+        assert (parameters["Refiner"], parameters["Refiner switch at"]) == (
+            f"{tiny_sdxl_refiner_dir.name} [{refiner_hash}]", "0.6")
+        pasted = apply_infotext(Txt2ImgRequest(infotext=read.json()["info"]))
+        assert (pasted.refiner_checkpoint, pasted.refiner_switch_at) == (parameters["Refiner"], 0.6)
+        from_png = http.post("/sdapi/v1/txt2img", json={"infotext": read.json()["info"]})
+        assert from_png.json()["images"][0] == refined.json()["images"][0]
+        unrefined = http.post("/sdapi/v1/png-info", json={"image": plain.json()["images"][0]}).json()["parameters"]
+        assert "Refiner" not in unrefined and "Refiner switch at" not in unrefined
     assert unknown.status_code == 422 and "refiner_checkpoint='nope': Unknown checkpoint 'nope'" in unknown.text
     assert tiny_sdxl_refiner_dir.name in unknown.text
     assert bad_switch.status_code == 422

@@ -76,7 +76,8 @@ def _pixels(payload: str) -> bytes:
 @pytest.fixture(scope="module")
 def config_dir_server(tiny_sd1_dir, tmp_path_factory, serving):
     """The tiny SD1 model, and in the models folder a refiner of its architecture (other weights) as a diffusers
-    folder `refiner` and as the single file `refiner.safetensors`, which loads only with that folder's configs."""
+    folder `refiner` and as the single file `refiner.safetensors`, which loads only with that folder's configs, and
+    `refiner-configs`, the folder's configs without its weights."""
     from mixkit.models.diffusion.loading import load_diffusion_model
     from mixkit.models.diffusion.single_file_writer import save_ldm_checkpoint
     from mixkit.testing.tiny_models import build_tiny_sd1
@@ -86,6 +87,8 @@ def config_dir_server(tiny_sd1_dir, tmp_path_factory, serving):
     models = root / "models"
     build_tiny_sd1(models / "refiner", seed=1)
     save_ldm_checkpoint(load_diffusion_model(models / "refiner"), models / "refiner.safetensors")
+    shutil.copytree(models / "refiner", models / "refiner-configs",
+                    ignore=shutil.ignore_patterns("*.safetensors", "*.bin"))
     base = shutil.copytree(tiny_sd1_dir, root / "base")
     config = ServerConfig(models=[str(base)], models_dir=str(models), output_dir=str(root / "outputs"), ui=False)
     with serving(config) as running:
@@ -116,8 +119,9 @@ def test_a_single_file_refiner_with_its_config_folder_refines_as_the_folder_over
     assert detail.endswith(
         "The refiner is a single file, read with the shipped configs of its family. If it is complete, it has another "
         "architecture: name the diffusers folder whose configs match it in the request's refiner_config_dir (the web "
-        "UI's Refiner > Config folder), a diffusers folder among this server's checkpoints (GET /sdapi/v1/sd-models; "
-        "this server's are: base, refiner), or pick that diffusers folder as the refiner itself."), detail
+        "UI's Refiner > Config folder), a diffusers folder among this server's models (GET "
+        "/mixkit/v1/refiner-config-folders; this server's are: base, refiner, refiner-configs), or pick that diffusers "
+        "folder as the refiner itself."), detail
     assert "FOLDER" not in detail and "--refiner-config-dir" not in detail and "from_pretrained" not in detail
 
 
@@ -166,3 +170,32 @@ def test_a_plots_refiner_axis_runs_none_folder_and_file_cells_with_the_requests_
     assert single_file == folder != none
     texts = [parse_infotext(text) for text in json.loads(response.json()["info"])["infotexts"][1:]]
     assert [text.get("Refiner", "").split(" [")[0] for text in texts] == ["", "refiner", "refiner"]
+
+
+def test_a_config_only_folder_is_listed_and_used_only_as_a_config_folder(config_dir_server):
+    """Not a checkpoint of /sdapi/v1/sd-models (nor a refiner_checkpoint or sd_model_checkpoint, refused before
+    queueing saying what it is), but listed by /mixkit/v1/refiner-config-folders and read as a refiner's configs."""
+    import httpx
+
+    with httpx.Client(base_url=config_dir_server.url, timeout=120) as http:
+        listed = http.get("/sdapi/v1/sd-models").json()
+        folders = http.get("/mixkit/v1/refiner-config-folders").json()
+        from_configs = http.post("/sdapi/v1/txt2img", json={
+            **TINY, "refiner_checkpoint": "refiner.safetensors", "refiner_switch_at": 0.5,
+            "refiner_config_dir": "refiner-configs"})
+        from_folder = http.post("/sdapi/v1/txt2img", json={**TINY, "refiner_checkpoint": "refiner",
+                                                           "refiner_switch_at": 0.5})
+        as_refiner = http.post("/sdapi/v1/txt2img", json={**TINY, "refiner_checkpoint": "refiner-configs"})
+        as_model = http.post("/sdapi/v1/txt2img", json={
+            **TINY, "override_settings": {"sd_model_checkpoint": "refiner-configs"}})
+    assert [item["model_name"] for item in listed] == ["base", "refiner", "refiner"]  # the folder and the file
+    assert folders == [{"title": "base", "model_name": "base", "config_only": False},
+                       {"title": "refiner", "model_name": "refiner", "config_only": False},
+                       {"title": "refiner-configs", "model_name": "refiner-configs", "config_only": True}]
+    assert from_configs.status_code == from_folder.status_code == 200, from_configs.text
+    assert _pixels(from_configs.json()["images"][0]) == _pixels(from_folder.json()["images"][0])
+    refused = ("'refiner-configs' is the folder 'refiner-configs', which holds configs only (no weights): it is no "
+               "checkpoint, only a refiner's config folder")
+    assert as_refiner.status_code == 422 and as_refiner.json()["detail"].startswith(
+        "refiner_checkpoint='refiner-configs': " + refused), as_refiner.text
+    assert as_model.status_code in (400, 404, 422) and refused in as_model.text, as_model.text

@@ -26,6 +26,7 @@ def models(tmp_path):
     for name in ("aaa", "bbb"):
         (folder / name / "unet").mkdir(parents=True)
         (folder / name / "unet" / "config.json").write_text("{}")
+        (folder / name / "unet" / "diffusion_pytorch_model.safetensors").write_bytes(b"weights")
     (folder / "ccc.safetensors").write_bytes(b"weights c" * 300_000)  # > 1 MiB: a real legacy hash window
     (folder / "ccc.vae.safetensors").write_bytes(b"a VAE next to it")
     (folder / "sub").mkdir()
@@ -71,6 +72,7 @@ def test_same_stem_in_two_formats_has_distinct_stable_titles(tmp_path):
     assert before == {"model.ckpt": str(folder / "model.ckpt"), "model.safetensors": str(folder / "model.safetensors")}
     (folder / "model" / "unet").mkdir(parents=True)  # adding a diffusers folder named like them
     (folder / "model" / "unet" / "config.json").write_text("{}")
+    (folder / "model" / "unet" / "diffusion_pytorch_model.safetensors").write_bytes(b"weights")
     catalog.refresh()
     after = {entry.title: entry.source for entry in catalog.entries()}
     assert {title: after[title] for title in before} == before  # no title moved to another file
@@ -103,3 +105,44 @@ def test_sd_models_filename_is_absolute_as_a1111s(tmp_path, monkeypatch):
     assert entry.as_a1111()["filename"] == str(tmp_path / "models" / "tiny.safetensors")
     hub = CheckpointEntry(name="org/model", model_name="org_model", source="org/model")
     assert hub.as_a1111()["filename"] == "org/model"  # a hub id is no file: given as it is
+
+
+def _configs_only(folder):
+    """A diffusers folder's configs and tokenizer files, no weights (a refiner's config folder)."""
+    for part in ("unet", "vae", "text_encoder_2", "tokenizer_2", "scheduler"):
+        (folder / part).mkdir(parents=True)
+    (folder / "model_index.json").write_text("{}")
+    (folder / "unet" / "config.json").write_text("{}")
+    (folder / "tokenizer_2" / "vocab.json").write_text("{}")
+    return folder
+
+
+def test_a_config_only_folder_is_no_checkpoint_but_a_config_folder(models):
+    """Left out of every checkpoint list and refused as a checkpoint saying what it is; still found as a config
+    folder, as are the diffusers folders with weights. Weights in any component (or a variant, or .bin) make it a
+    checkpoint again once the list is refreshed."""
+    _configs_only(models / "xl-configs")
+    catalog = CheckpointCatalog(models_dir=models)
+    assert catalog.titles() == ["aaa", "bbb", "ccc.safetensors", "sub/beta.safetensors"]
+    assert [entry.as_a1111()["title"] for entry in catalog.entries()] == catalog.titles()  # /sdapi/v1/sd-models
+    assert [entry.title for entry in catalog.config_folders()] == ["aaa", "bbb", "xl-configs"]
+    assert catalog.find_config_folder("xl-configs").source == str(models / "xl-configs")
+    assert catalog.find_config_folder("xl-configs").config_only and not catalog.find_config_folder("aaa").config_only
+    assert catalog.find_config_folder("ccc.safetensors") is None  # a file holds no configs
+    with pytest.raises(ValueError) as caught:
+        catalog.find("xl-configs")
+    assert str(caught.value) == (
+        "'xl-configs' is the folder 'xl-configs', which holds configs only (no weights): it is no checkpoint, only a "
+        "refiner's config folder (refiner_config_dir, the Refiner's Config folder). Pick a checkpoint; available: "
+        "aaa, bbb, ccc.safetensors, sub/beta.safetensors.")
+    (models / "xl-configs" / "vae" / "diffusion_pytorch_model.fp16.bin").write_bytes(b"weights")
+    assert "xl-configs" not in catalog.titles()  # until refreshed
+    catalog.refresh()
+    assert "xl-configs" in catalog.titles() and catalog.find("xl-configs").source == str(models / "xl-configs")
+
+
+def test_an_operators_config_only_source_is_no_checkpoint_either(tmp_path):
+    configs = _configs_only(tmp_path / "configs")
+    catalog = CheckpointCatalog(sources=[str(configs), "org/hub-model"])
+    assert catalog.titles() == ["hub-model"]  # a hub id is no folder on disk: listed as before
+    assert [entry.name for entry in catalog.config_folders()] == ["configs"]

@@ -76,6 +76,7 @@ def test_catalog_finds_the_exact_title_before_the_hash_stripped_name(tmp_path):
 
     (tmp_path / "model" / "unet").mkdir(parents=True)
     (tmp_path / "model" / "model_index.json").write_text("{}")
+    (tmp_path / "model" / "unet" / "diffusion_pytorch_model.safetensors").write_bytes(b"x")  # a model, not configs
     (tmp_path / "model [v2].safetensors").write_bytes(b"x")
     catalog = CheckpointCatalog(models_dir=tmp_path)
     assert catalog.find("model [v2]").source.endswith("model [v2].safetensors")

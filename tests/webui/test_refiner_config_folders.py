@@ -42,14 +42,15 @@ def test_the_advice_names_the_requests_field_and_the_servers_folders(catalog, re
     assert web_refiner_advice(read_with, catalog) == (
         f"The refiner is a single file, read with {configs}. If it is complete, it has another architecture: name the "
         "diffusers folder whose configs match it in the request's refiner_config_dir (the web UI's Refiner > Config "
-        "folder), a diffusers folder among this server's checkpoints (GET /sdapi/v1/sd-models; this server's are: "
-        "sub/full, xl-configs), or pick that diffusers folder as the refiner itself.")
+        "folder), a diffusers folder among this server's models (GET /mixkit/v1/refiner-config-folders; this server's "
+        "are: sub/full, xl-configs), or pick that diffusers folder as the refiner itself.")
 
 
 def test_a_server_without_diffusers_folders_says_so(tmp_path):
     (tmp_path / "models").mkdir()
     advice = web_refiner_advice("shipped", CheckpointCatalog(models_dir=tmp_path / "models"))
-    assert "(GET /sdapi/v1/sd-models; this server has none; the operator can add one to its models folder)" in advice
+    assert ("(GET /mixkit/v1/refiner-config-folders; this server has none; the operator can add one to its models "
+            "folder)") in advice
     assert "this server has none" in web_refiner_advice("shipped", None)
 
 

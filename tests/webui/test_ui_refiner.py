@@ -97,7 +97,8 @@ def test_both_tabs_have_the_accordion_listing_the_servers_checkpoints(tmp_path):
             assert component(blocks, f"{kind}_enable_refiner").value is False
             assert component(blocks, f"{kind}_refiner_switch_at").value == 0.8
             refresh = handler(blocks, f"{kind}_refiner_checkpoint", "focus")
-            assert refresh.fn()["choices"] == ["None", "refiner-configs", "sd_xl_refiner_1.0.safetensors"]
+            # a config-only folder is no checkpoint: only the Config folder dropdown offers it
+            assert refresh.fn()["choices"] == ["None", "sd_xl_refiner_1.0.safetensors"]
             assert component(blocks, f"{kind}_refiner_config_dir").value == "None"
             folders = handler(blocks, f"{kind}_refiner_config_dir", "focus")
             assert folders.fn()["choices"] == ["None", "refiner-configs"]  # the diffusers folders only
@@ -137,6 +138,7 @@ def test_a_config_folder_refusal_names_the_folder_as_picked(tmp_path):
         for folder in ("sub/full", "refiner-dir"):
             (tmp_path / "models" / folder / "unet").mkdir(parents=True)
             (tmp_path / "models" / folder / "unet" / "config.json").write_text("{}")
+        (tmp_path / "models" / "refiner-dir" / "unet" / "diffusion_pytorch_model.safetensors").write_bytes(b"x")
         state.catalog.refresh()
         run = handler(blocks, "txt2img_generate", "click")
         values = _values(run.inputs, {"task_id": "", "enable_refiner": True, "refiner_checkpoint": "refiner-dir",
@@ -146,3 +148,39 @@ def test_a_config_folder_refusal_names_the_folder_as_picked(tmp_path):
             list(run.fn(request, *values))
     assert caught.value.message.startswith("refiner_config_dir='sub_full' applies to a single-file refiner; the "
                                            "refiner 'refiner-dir' is a diffusers folder"), caught.value.message
+
+
+def test_png_info_of_a_refined_image_fills_the_accordion_and_makes_its_refiner(tmp_path, tiny_sdxl_dir,
+                                                                               tiny_sdxl_refiner_dir):
+    """The whole round trip: an image the pipeline refined, saved with its infotext, dropped on PNG Info and sent to
+    txt2img and img2img: the accordion is on with the server's title of that refiner and its switch, and the form
+    makes the call's refiner again."""
+    import shutil
+
+    from pipelines.png import save_png
+    from pipelines.txt2img import TextToImage
+    from webui.ui.generate_tab import form_params
+
+    from .ui_blocks import handler, model_less_ui
+
+    with model_less_ui(tmp_path) as (state, blocks):
+        refiner = shutil.copytree(tiny_sdxl_refiner_dir, tmp_path / "models" / "xl-refiner")
+        state.catalog.refresh()
+        result = TextToImage.from_pretrained(tiny_sdxl_dir)(prompt="a red fox", width=64, height=64, steps=4, seed=3,
+                                                            sampler="Euler", refiner=str(refiner),
+                                                            refiner_switch_at=0.6)
+        assert ", Refiner: xl-refiner [" in result.infotexts[0] and ", Refiner switch at: 0.6" in result.infotexts[0]
+        png = save_png(result.images[0], tmp_path / "refined.png", result.infotexts[0])
+        text, _, _ = handler(blocks, "pnginfo_image", "change").fn(str(png))
+        assert text == result.infotexts[0]
+        for kind in ("txt2img", "img2img"):
+            send = handler(blocks, f"pnginfo_send_to_{kind}", "click")
+            sent = {block.elem_id: update.get("value") if isinstance(update, dict) else update
+                    for block, update in zip(send.outputs, send.fn(text, str(png)))}
+            assert (sent[f"{kind}_enable_refiner"], sent[f"{kind}_refiner_checkpoint"],
+                    sent[f"{kind}_refiner_switch_at"]) == (True, "xl-refiner", 0.6), kind
+            assert sent["pnginfo_notes"] == "" or "Refiner" not in sent["pnginfo_notes"], sent["pnginfo_notes"]
+        form = ["a red fox", "", "Euler", "Automatic", 4, 7, 64, 64, 1, 1, 3, 1]
+        hires_off = [False, "Latent", 2, 0, 0, 0, 0.7, "", ""]
+        params = form_params(state, "txt2img", form, [], [*hires_off, True, "xl-refiner", 0.6, "None"])
+        assert (params.refiner, params.refiner_switch_at) == (str(refiner), 0.6)
