@@ -176,24 +176,27 @@ def _stopped_at(config: XyzConfig, cell: PlotCell, position: int, cells: int) ->
     return f"X/Y/Z plot stopped at cell {position + 1} of {cells}" + (f" ({labels})" if labels else "")
 
 
-def _message(error: Exception) -> str:
+def error_message(error: Exception) -> str:
     """What an error says (a KeyError's message, not its quoted repr)."""
     return str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
 
 
-def _failed_cell(error: Exception, where: str) -> Exception:
-    """`error` again with `where` (the cell) in front of its message: as its own type when that type takes a message
-    (so a server still answers a ValueError as one), else as the first of ValueError, TypeError, OSError it is,
-    else as a RuntimeError."""
-    message = f"{where}: {_message(error)}"
+def reworded(error: Exception, message: str) -> Exception:
+    """`error` again with `message`: as its own type when that type takes a message (so a server still answers a
+    ValueError as one), else as the first of ValueError, TypeError, OSError it is, else as a RuntimeError."""
     try:
         failure = type(error)(message)
-        if _message(failure) == message:
+        if error_message(failure) == message:
             return failure
     except Exception:  # an exception type with other constructor arguments
         pass
     base = next((base for base in (ValueError, TypeError, OSError) if isinstance(error, base)), RuntimeError)
     return base(message)
+
+
+def _failed_cell(error: Exception, where: str) -> Exception:
+    """`error` again with `where` (the cell) in front of its message (`reworded`)."""
+    return reworded(error, f"{where}: {error_message(error)}")
 
 
 class ModelSwitches:

@@ -94,6 +94,47 @@ def test_a_vae_failing_to_load_mid_plot_stops_it_naming_the_cell_and_the_servers
     assert running.state.holder.vae_name == "Automatic" and model.vae is own_vae
 
 
+@pytest.fixture()
+def restore_fails(running, monkeypatch):
+    """The holder's `set_vae` failing when asked for "Automatic" (the VAE the plot puts back), as a checkpoint
+    folder removed mid-plot would; the server's VAE is put back for real afterwards."""
+    holder = running.state.holder
+    real = holder.set_vae
+
+    def set_vae(name, path):
+        if name == "Automatic":
+            raise OSError("the checkpoint's VAE folder is gone")
+        return real(name, path)
+
+    monkeypatch.setattr(holder, "set_vae", set_vae)
+    yield
+    monkeypatch.undo()
+    real("Automatic", None)
+
+
+def test_a_failing_cell_whose_vae_cannot_be_restored_names_both(running, restore_fails):
+    response = plot(running, ["VAE", "other-vae, broken.safetensors", [], "Steps", "2", [], *NOTHING[:3], False,
+                              False, False, False, False, False, False, 0, True])
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert detail.startswith("X/Y/Z plot stopped at cell 2 of 2 (VAE: broken.safetensors, Steps: 2): the VAE axis "
+                             "could not load 'broken.safetensors' (")
+    assert detail.endswith("; the model's VAE could not be restored to 'Automatic' (the checkpoint's VAE folder is "
+                           "gone), so it still decodes with 'other-vae': choose 'Automatic' again in Settings (or POST "
+                           "sd_vae to /sdapi/v1/options) before generating.")
+    assert running.state.holder.vae_name == "other-vae"  # what the error says
+
+
+def test_a_finished_plot_whose_vae_cannot_be_restored_is_an_error(running, restore_fails):
+    response = plot(running, ["VAE", "other-vae", [], *NOTHING, False, False, False, False, False, False, False, 0,
+                              True])
+    assert response.status_code == 503, response.text  # a model problem, not the request's
+    assert response.json()["detail"] == (
+        "The script finished (its images were saved where saving was on), but the model's VAE could not be restored "
+        "to 'Automatic' (the checkpoint's VAE folder is gone), so it still decodes with 'other-vae': choose "
+        "'Automatic' again in Settings (or POST sd_vae to /sdapi/v1/options) before generating.")
+
+
 def test_token_merging_ratio_axis_labels_each_cell_and_leaves_the_model_as_it_was(running):
     model = running.state.holder.txt2img().model
     response = plot(running, [TOME_INDEX, "0, 0.5", [], *NOTHING, False, True])
