@@ -35,7 +35,10 @@ class PlotContext:
     `refiner_source(name)`: what `params.refiner` takes for checkpoint `name` (the server passes its catalog's file;
     None: the "Refiner checkpoint" axis is refused). `switch_vae(name)`: makes the loaded model decode with VAE
     `name` ("Automatic", "None" or one of `vae_names`) and returns the pipeline to use (None: the "VAE" axis is
-    refused); the caller puts its own VAE back after the plot.
+    refused); the caller puts its own VAE back after the plot. `fixed_unet`: why the UNet the plot will run on has a
+    fixed graph, when the caller knows it before the model loads (the CLI's "--int8 compiles the UNet into a fixed
+    int8 graph"); axes that change the UNet's layers (Token merging ratio, FP8 mode) refuse their values with it
+    while the plot is validated, instead of after the load.
     """
 
     kind: str = "txt2img"
@@ -45,6 +48,7 @@ class PlotContext:
     refiner_source: Callable[[str], Any] | None = None  # a checkpoint name -> `params.refiner` (Refiner checkpoint)
     switch_vae: Callable[[str], Any] | None = None
     vae_names: list[str] = field(default_factory=list)
+    fixed_unet: str | None = None
 
     @classmethod
     def of(cls, **context: Any) -> "PlotContext":

@@ -74,9 +74,15 @@ def switch_vae(pipe, value, context: "PlotContext", restorer: ModelRestorer):
                          "another model family? Refresh the VAE list and plot again.") from error
 
 
+def _merging(values) -> str:
+    """The ratios that merge tokens (above 0), as the plot's cells show them: "0.3, 0.5"."""
+    return ", ".join(str(value) for value in values if value > 0)
+
+
 def check_token_merging_values(params, values, context: "PlotContext") -> None:
-    """Every ratio in ToMe's range before anything runs (whether the model can merge is checked on the pipeline, by
-    `check_token_merging_pipe`)."""
+    """Every ratio in ToMe's range, and none above 0 when the caller knows the UNet's graph will be fixed
+    (`context.fixed_unet`: the CLI's --int8 or --backend), before anything loads or runs. Whether a loaded model can
+    merge is checked on its pipeline, by `check_token_merging_pipe`."""
     from pipelines.approx.tome_unet import check_tome_ratio
 
     for value in values:
@@ -84,6 +90,9 @@ def check_token_merging_values(params, values, context: "PlotContext") -> None:
             check_tome_ratio(value)
         except ValueError as error:
             raise ValueError(f"Token merging ratio {value!r}: {error}; 0 turns it off.") from None
+    if context.fixed_unet and any(value > 0 for value in values):
+        raise ValueError(f"Token merging ratio {_merging(values)}: ToMe changes the UNet's attention, but "
+                         f"{context.fixed_unet}; plot only 0, or leave that out.")
 
 
 def check_token_merging_pipe(pipe, values) -> None:
@@ -93,7 +102,7 @@ def check_token_merging_pipe(pipe, values) -> None:
     try:
         check_token_merging_ratios(pipe, values)
     except ValueError as error:
-        raise ValueError(f"Token merging ratio: {error}") from None
+        raise ValueError(f"Token merging ratio {_merging(values)}: {error}") from None
 
 
 def switch_token_merging(pipe, value, context: "PlotContext", restorer: ModelRestorer):

@@ -211,9 +211,12 @@ class ModelSwitches:
 
     def check(self, pipe, below: int = 0) -> None:
         """The `check_pipe` of every axis cheaper than the one at `below` (all with 0) on `pipe`."""
-        for axis, _ in self.axes[below:]:
+        for axis, at in self.axes[below:]:
             if axis.option.check_pipe is not None:
-                axis.option.check_pipe(pipe, list(axis.values))
+                try:
+                    axis.option.check_pipe(pipe, list(axis.values))
+                except ValueError as error:
+                    raise ValueError(f"{'XYZ'[at]} axis: {error}") from None
 
     def pipeline_for(self, pipe, cell: PlotCell):
         """`pipe` switched to the cell's values (unchanged when they are the last cell's)."""
@@ -244,14 +247,14 @@ def run(pipe, params, config: XyzConfig, callback=None, control: GenerationContr
     params, config = fix_seeds(params, config)
     cells = check_plot(params, config, plot_context)
     check_plot_images(cells, script_image_cap(context, pipe))
+    restorer = ModelRestorer()
+    switches = ModelSwitches(config, plot_context, restorer)
+    switches.check(pipe)  # what the model can change (no ToMe on an int8 UNet), before any cell
     for position, cell in enumerate(cells):  # the pipeline's own checks, every cell, before the first generation
         try:
             pipe.check_inputs(replace(cell.params))
         except (ValueError, TypeError) as error:
             raise type(error)(f"X/Y/Z plot, {describe_cell(config, position)}: {error}") from None
-    restorer = ModelRestorer()
-    switches = ModelSwitches(config, plot_context, restorer)
-    switches.check(pipe)
 
     samples = GenerationResult()
     by_index: dict[int, GenerationResult] = {}

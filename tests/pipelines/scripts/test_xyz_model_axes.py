@@ -167,12 +167,25 @@ def test_token_merging_on_an_int8_model_is_refused_before_anything_runs(own_pipe
     labels = model_labels(own_pipe.model)
     own_pipe.model.extras[MODEL_EXTRAS_KEY] = replace(labels, int8=True)  # as an int8 preset labels it
     try:
-        with pytest.raises(ValueError, match="Token merging ratio: ToMe changes the UNet's attention, which this "
-                                             "model's int8 graph has fixed"):
-            xyz_plot.run(own_pipe, Txt2ImgParams(**TINY), xyz_plot.xyz_config(("Token merging ratio", "0, 0.5")))
+        with pytest.raises(ValueError, match=r"^X axis: Token merging ratio 0\.25, 0\.5: ToMe changes the UNet's "
+                                             "attention, which this model's int8 graph has fixed"):
+            xyz_plot.run(own_pipe, Txt2ImgParams(**TINY),
+                         xyz_plot.xyz_config(("Token merging ratio", "0, 0.25, 0.5")))
         assert token_merging_state(own_pipe.model.unet) is None
     finally:
         own_pipe.model.extras[MODEL_EXTRAS_KEY] = labels
+
+
+def test_token_merging_is_refused_while_validating_when_the_caller_knows_the_unet_is_fixed():
+    """The CLI knows --int8 before the model loads: the plot is refused then, naming the merging ratios."""
+    context = PlotContext(fixed_unet="--int8 compiles the UNet into a fixed int8 graph")
+    config = xyz_plot.xyz_config(("Steps", "1, 2"), ("Token merging ratio", "0, 0.3, 0.5"))
+    with pytest.raises(ValueError) as caught:
+        xyz_plot.check_plot(Txt2ImgParams(**TINY), config, context)
+    assert str(caught.value) == ("Y axis: Token merging ratio 0.3, 0.5: ToMe changes the UNet's attention, but --int8 "
+                                 "compiles the UNet into a fixed int8 graph; plot only 0, or leave that out.")
+    only_off = xyz_plot.xyz_config(("Token merging ratio", "0"))
+    assert len(xyz_plot.check_plot(Txt2ImgParams(**TINY), only_off, context)) == 1  # 0 is "off": any UNet takes it
 
 
 def test_a_cell_the_pipeline_refuses_is_named_before_anything_runs(sd1_pipe):
