@@ -153,12 +153,13 @@ def vae_switcher(state, kind: str, params) -> Callable[[str], Any]:
 
 
 @contextmanager
-def vae_kept(state):
+def vae_kept(state, redo: str | None = None):
     """Put back the VAE decoding when the body started if the body swapped it (an X/Y/Z plot's VAE axis), even when
     it failed. A VAE that cannot be put back is an error the user sees, not a log line: the model would go on decoding
     with the plot's last VAE while Settings and every later infotext's reader expect the one chosen before. After a
     failed body the error keeps the body's (which names the failing cell) and adds the VAE's; after a finished one it
-    says the script finished (its grids and images were saved where saving was on)."""
+    says the script finished (its grids and images were saved where saving was on). `redo`: what the user should do
+    then (the server's: choose the VAE again in Settings)."""
     from pipelines.scripts.xyz_plot import error_message, reworded
 
     before = state.holder.vae_name
@@ -168,14 +169,14 @@ def vae_kept(state):
         problem = _put_vae_back(state, before)
         if problem is None:
             raise
-        raise reworded(error, f"{error_message(error)}; {_vae_not_back(state, before, problem)}") from error
+        raise reworded(error, f"{error_message(error)}; {_vae_not_back(state, before, problem, redo)}") from error
     except BaseException:  # KeyboardInterrupt, SystemExit: the process is going away, the VAE goes back if it can
         _put_vae_back(state, before)
         raise
     problem = _put_vae_back(state, before)
     if problem is not None:
         raise RuntimeError(f"The script finished (its images were saved where saving was on), but "
-                           f"{_vae_not_back(state, before, problem)}") from problem
+                           f"{_vae_not_back(state, before, problem, redo)}") from problem
 
 
 def _put_vae_back(state, before: str) -> Exception | None:
@@ -190,12 +191,12 @@ def _put_vae_back(state, before: str) -> Exception | None:
     return None
 
 
-def _vae_not_back(state, before: str, problem: Exception) -> str:
+def _vae_not_back(state, before: str, problem: Exception, redo: str | None) -> str:
     from pipelines.scripts.xyz_plot import error_message
 
     return (f"the model's VAE could not be restored to {before!r} ({error_message(problem)}), so it still decodes "
-            f"with {state.holder.vae_name!r}: choose {before!r} again in Settings (or POST sd_vae to "
-            "/sdapi/v1/options) before generating.")
+            f"with {state.holder.vae_name!r}: " + (redo or f"choose {before!r} again in Settings (or POST sd_vae to "
+                                                      "/sdapi/v1/options) before generating."))
 
 
 @contextmanager

@@ -57,11 +57,12 @@ def check_vaes(params, values, context: "PlotContext") -> None:
     if context.switch_vae is None:
         raise ValueError("The VAE axis needs a way to swap the loaded model's VAE, which this caller did not give "
                          "(the Python API: pass switch_vae=callable(name) -> pipeline and vae_names=[...]); run the "
-                         "plot from the web UI or the HTTP API (with --vae-dir), or choose another axis.")
+                         "plot from the web UI, the HTTP API or the CLI (with --vae-dir), or choose another axis.")
     unknown = [value for value in values if find_vae_name(context, value) is None]
     if unknown:
         valid = ", ".join(repr(name) for name in vae_choices(context))
-        raise ValueError(f"Unknown VAE {unknown[0]!r} on the VAE axis. Valid names: {valid}.")
+        raise ValueError(f"Unknown VAE {unknown[0]!r} on the VAE axis. Valid names: {valid} (the VAE files and "
+                         "folders listed are --vae-dir's).")
 
 
 def switch_vae(pipe, value, context: "PlotContext", restorer: ModelRestorer):

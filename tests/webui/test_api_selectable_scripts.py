@@ -73,7 +73,7 @@ def test_img2img_plot_varies_denoising(client):
     (["Steps", "1, 5000"], "steps"),
     (["RNG source", "GPU"], "the 'RNG source' axis is not supported by mixkit: mixkit draws all noise with torch's "
                             "CPU generator"),
-    (["VAE", "x"], "Unknown VAE 'x' on the VAE axis. Valid names: 'Automatic', 'None'."),
+    (["VAE", "x"], "Unknown VAE 'x' on the VAE axis. Valid names: 'Automatic', 'None' (the VAE files and folders"),
     (["Prompt S/R", "x" * 200_000], "could not be read as comma-separated values"),  # was csv.Error: a 500
     (["Steps", ",".join(["1-10000"] * 20)], "more than 10000 in all"),
     (["CFG Scale", "0-" + "9" * 400], "finite numbers"),  # was OverflowError: a 500

@@ -77,7 +77,8 @@ def test_unknown_vae_is_refused_before_queueing(running):
     response = plot(running, [VAE_INDEX, "", ["other-vae", "missing.safetensors"]])
     assert response.status_code == 422
     assert response.json()["detail"] == ("X axis: Unknown VAE 'missing.safetensors' on the VAE axis. Valid names: "
-                                         "'Automatic', 'None', 'broken.safetensors', 'other-vae'.")
+                                         "'Automatic', 'None', 'broken.safetensors', 'other-vae' (the VAE files "
+                                         "and folders listed are --vae-dir's).")
 
 
 def test_a_vae_failing_to_load_mid_plot_stops_it_naming_the_cell_and_the_servers_vae_is_back(running):

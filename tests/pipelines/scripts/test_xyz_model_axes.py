@@ -49,7 +49,8 @@ def test_vae_values_are_read_as_a1111s_find_vae():
 @pytest.mark.parametrize("values, context, message", [
     ("Automatic", {}, "The VAE axis needs a way to swap the loaded model's VAE"),
     ("Automatic, kl-f8", {"switch_vae": print, "vae_names": VAES},
-     "Unknown VAE 'kl-f8' on the VAE axis. Valid names: 'Automatic', 'None', 'kl-f8.safetensors', 'Other-VAE'."),
+     "Unknown VAE 'kl-f8' on the VAE axis. Valid names: 'Automatic', 'None', 'kl-f8.safetensors', 'Other-VAE' (the "
+     "VAE files and folders listed are --vae-dir's)."),
 ])
 def test_vae_axis_is_checked_before_anything_runs(values, context, message):
     config = xyz_plot.xyz_config(("VAE", values), context=context)
