@@ -114,3 +114,93 @@ def switch_token_merging(pipe, value, context: "PlotContext", restorer: ModelRes
     restorer.remember((id(pipe.model), "tome"), lambda: restore_token_merging(snapshot))
     set_token_merging(pipe, value)
     return pipe
+
+
+# A1111's "FP8 mode" axis sets its `fp8_storage` option per cell; these are that option's values, in its order.
+FP8_MODES = ("Disable", "Enable for SDXL", "Enable")
+_FP8_ATTRIBUTE = "_mixkit_fp8_storage"  # on the UNet: the `Fp8Storage` a plot installed, until it is removed
+
+
+def fp8_choices(context: "PlotContext") -> list[str]:
+    return list(FP8_MODES)
+
+
+def find_fp8_mode(value: Any) -> str | None:
+    """The FP8 mode `value` names, in any case ("enable" is "Enable"); None when it names none."""
+    folded = str(value).strip().casefold()
+    return next((mode for mode in FP8_MODES if mode.casefold() == folded), None)
+
+
+def _fp8_on(model, value: Any) -> bool:
+    """A1111's `check_fp8`: "Enable" always, "Enable for SDXL" on an SDXL model (base or refiner)."""
+    mode = find_fp8_mode(value)
+    return mode == "Enable" or (mode == "Enable for SDXL" and model.family.uses_pooled_text)
+
+
+def check_fp8_values(params, values, context: "PlotContext") -> None:
+    """Every value one of A1111's modes, and no enabling one when this torch has no FP8 dtype or the caller knows the
+    UNet's graph will be fixed (`context.fixed_unet`), before anything loads or runs."""
+    from mixkit.runtime.fp8_storage import fp8_storage_problem
+
+    unknown = [value for value in values if find_fp8_mode(value) is None]
+    if unknown:
+        raise ValueError(f"FP8 mode {unknown[0]!r} is not one of {', '.join(map(repr, FP8_MODES))}.")
+    enabling = ", ".join(str(value) for value in values if find_fp8_mode(value) != "Disable")
+    if enabling and context.fixed_unet:
+        raise ValueError(f"FP8 mode {enabling}: FP8 storage changes the UNet's layers, but {context.fixed_unet}; "
+                         "plot only Disable, or leave that out.")
+    problem = fp8_storage_problem([]) if enabling else None
+    if problem:
+        raise ValueError(f"FP8 mode {enabling}: {problem}; plot only Disable.")
+
+
+def _fp8_parts(model) -> list:
+    """What A1111 stores as FP8: everything but the VAE (the UNet and the text encoders)."""
+    return [model.unet, *model.text_encoders]
+
+
+def check_fp8_pipe(pipe, values) -> None:
+    """Whether `pipe`'s model can store FP8 weights for the values that enable it (not an int8, OpenVINO or compiled
+    UNet; a device torch converts FP8 on), before it changes."""
+    from torch import nn
+
+    from mixkit.runtime.fp8_storage import fp8_storage_problem
+    from pipelines.approx.labels import model_labels
+
+    model = pipe.model
+    enabling = ", ".join(str(value) for value in values if _fp8_on(model, value))
+    if not enabling:
+        return  # "Disable", or "Enable for SDXL" on an SD 1.x / 2.x model: nothing changes
+    unet = model.unet
+    if model_labels(model).int8:
+        problem = "this model's UNet is an int8 graph, whose weights are not floats to store as FP8"
+    elif not isinstance(unet, nn.Module) or "_mixkit_eager_forward" in unet.__dict__:
+        problem = (f"this model's UNet is a compiled graph ({type(unet).__name__}), which keeps the weights it was "
+                   "compiled with")
+    else:
+        problem = fp8_storage_problem(_fp8_parts(model))
+    if problem:
+        raise ValueError(f"FP8 mode {enabling}: {problem}; plot only Disable, or load the model without that.")
+
+
+def _fp8_off(model) -> None:
+    from mixkit.runtime.fp8_storage import restore_fp8
+
+    storage = model.unet.__dict__.pop(_FP8_ATTRIBUTE, None)
+    if storage is not None:
+        restore_fp8(storage)
+
+
+def switch_fp8(pipe, value, context: "PlotContext", restorer: ModelRestorer):
+    """`pipe` with its model's UNet and text encoders storing FP8 weights when `value` enables it for this model, and
+    its own weights back (bit for bit) when it does not, and when the plot ends."""
+    from mixkit.runtime.fp8_storage import store_fp8
+
+    model = pipe.model
+    installed = _FP8_ATTRIBUTE in model.unet.__dict__
+    if _fp8_on(model, value) and not installed:
+        restorer.remember((id(model), "fp8"), lambda: _fp8_off(model))
+        model.unet.__dict__[_FP8_ATTRIBUTE] = store_fp8(_fp8_parts(model))
+    elif not _fp8_on(model, value) and installed:
+        _fp8_off(model)
+    return pipe

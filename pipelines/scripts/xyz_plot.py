@@ -200,18 +200,23 @@ def _failed_cell(error: Exception, where: str) -> Exception:
 
 
 class ModelSwitches:
-    """The plot's axes that change the loaded model (Checkpoint name, VAE, Token merging ratio), costliest first, and
-    the value each last switched to: a costlier switch (a new checkpoint) makes the cheaper ones switch again."""
+    """The plot's axes that change the loaded model (Checkpoint name, FP8 mode, VAE, Token merging ratio), costliest
+    first, and the value each last switched to: a costlier switch (a new checkpoint) makes the cheaper ones switch
+    again. Axes that only need the model to allow their values (RNG source's GPU on a CPU model) are checked on every
+    pipeline too."""
 
     def __init__(self, config: XyzConfig, context: PlotContext, restorer: ModelRestorer) -> None:
         ranked = [(axis, at) for at, axis in enumerate(config.axes) if axis.option.switch is not None]
         self.axes = sorted(ranked, key=lambda item: -item[0].option.cost)
+        self.checked_only = [(axis, at) for at, axis in enumerate(config.axes)
+                             if axis.option.switch is None and axis.option.check_pipe is not None]
         self.context, self.restorer = context, restorer
         self.current: list[Any] = [None] * len(self.axes)
 
     def check(self, pipe, below: int = 0) -> None:
-        """The `check_pipe` of every axis cheaper than the one at `below` (all with 0) on `pipe`."""
-        for axis, at in self.axes[below:]:
+        """The `check_pipe` of every axis cheaper than the one at `below` (all with 0), and of the axes that switch
+        nothing, on `pipe`."""
+        for axis, at in [*self.axes[below:], *self.checked_only]:
             if axis.option.check_pipe is not None:
                 try:
                     axis.option.check_pipe(pipe, list(axis.values))
