@@ -91,7 +91,12 @@ def test_no_legend_is_the_bare_grid_and_margins_go_with_the_legend(tiny_sd1_dir,
      "Y axis: Token merging ratio 0.5: ToMe changes the UNet's attention, but --backend torch.compile replaces the "
      "UNet with a compiled graph"),
     (["--xyz-x", "Token merging ratio:0,0.8"], "Token merging ratio 0.8: ToMe ratio must be a number in [0, 0.75]"),
-    (["--xyz-x", "FP8 mode:Enable"], "the 'FP8 mode' axis is not supported by mixkit: mixkit has no FP8 weight"),
+    (["--xyz-x", "FP8 mode:Disable,On"], "X axis: FP8 mode 'On' is not one of 'Disable', 'Enable for SDXL', "
+                                         "'Enable'."),
+    (["--xyz-x", "FP8 mode:Disable,Enable", "--int8"], "X axis: FP8 mode Enable: FP8 storage changes the UNet's "
+                                                       "layers, but --int8 compiles the UNet into a fixed int8 graph"),
+    (["--xyz-x", "Hires sampler:Euler"], "the 'Hires sampler' axis is not supported by mixkit: mixkit's hires fix "
+                                         "has no sampler of its own"),
     (["--xyz-x", "Steps:1", "--xyz-vary-seeds", "q"], "--xyz-vary-seeds takes the letters x, y and z"),
     (["--xyz-x", "Steps:1", "-o", "plot.png"], "give -o a folder"),
     (["--xyz-x", "Steps:1", "--xyz-y", "Size:64x64,64x100000"], "X/Y/Z plot cell Steps 1, Size 64x100000: "),
