@@ -22,6 +22,9 @@ import torch
 from mixkit.forward_patches import has_foreign_forward, stamp_forward_change
 
 FP8_DTYPE = getattr(torch, "float8_e4m3fn", None)
+# `DiffusionModel.extras` key: the A1111 mode ("Enable", "Enable for SDXL") whose FP8 weights the model holds, which the
+# infotext writes as `FP8 weight` (set and cleared by whoever stores them: the X/Y/Z plot's FP8 mode axis)
+FP8_WEIGHT_EXTRA = "fp8_weight"
 _LAYERS = (torch.nn.Linear, torch.nn.Conv2d)  # A1111's: isinstance(module, (Conv2d, Linear))
 
 

@@ -184,17 +184,18 @@ def check_fp8_pipe(pipe, values) -> None:
 
 
 def _fp8_off(model) -> None:
-    from mixkit.runtime.fp8_storage import restore_fp8
+    from mixkit.runtime.fp8_storage import FP8_WEIGHT_EXTRA, restore_fp8
 
     storage = model.unet.__dict__.pop(_FP8_ATTRIBUTE, None)
     if storage is not None:
         restore_fp8(storage)
+    model.extras.pop(FP8_WEIGHT_EXTRA, None)
 
 
 def switch_fp8(pipe, value, context: "PlotContext", restorer: ModelRestorer):
     """`pipe` with its model's UNet and text encoders storing FP8 weights when `value` enables it for this model, and
     its own weights back (bit for bit) when it does not, and when the plot ends."""
-    from mixkit.runtime.fp8_storage import store_fp8
+    from mixkit.runtime.fp8_storage import FP8_WEIGHT_EXTRA, store_fp8
 
     model = pipe.model
     installed = _FP8_ATTRIBUTE in model.unet.__dict__
@@ -203,4 +204,6 @@ def switch_fp8(pipe, value, context: "PlotContext", restorer: ModelRestorer):
         model.unet.__dict__[_FP8_ATTRIBUTE] = store_fp8(_fp8_parts(model))
     elif not _fp8_on(model, value) and installed:
         _fp8_off(model)
+    if _fp8_on(model, value):  # the infotext's `FP8 weight`: the cell's mode ("Enable for SDXL" as written)
+        model.extras[FP8_WEIGHT_EXTRA] = find_fp8_mode(value)
     return pipe

@@ -215,6 +215,12 @@ def test_fp8_mode_rounds_the_weights_per_cell_and_puts_the_models_own_back(own_p
     assert np.array_equal(off, np.asarray(plain.images[0])) and result.infotexts[1] == plain.infotexts[0]
     assert not np.array_equal(fp8, off)
     assert np.array_equal(sdxl_only, off)  # after the FP8 cell: the model's own weights again
+    texts = [parse_infotext(text) for text in result.infotexts[1:]]
+    # A1111's key, written while FP8 is on (the reader fills in its "Disable" default where it is not written)
+    assert [text["FP8 weight"] for text in texts] == ["Disable", "Enable", "Disable"]
+    assert "FP8 weight: Enable, Cache FP16 weight for LoRA: False, " in result.infotexts[2]
+    assert texts[1]["Cache FP16 weight for LoRA"] in (False, "False") and result.infotexts[3] == plain.infotexts[0]
+    assert "fp8_weight" not in own_pipe.model.extras
     assert _same(before, _weights(own_pipe.model))
     assert np.array_equal(np.asarray(own_pipe(Txt2ImgParams(**TINY)).images[0]), off)
 
@@ -226,6 +232,8 @@ def test_fp8_mode_enable_for_sdxl_stores_fp8_on_an_sdxl_model(sdxl_pipe):
                                                                  include_lone_images=True))
     off, sdxl, enable = (np.asarray(image) for image in result.images[1:])
     assert not np.array_equal(sdxl, off) and np.array_equal(sdxl, enable)
+    assert [parse_infotext(text)["FP8 weight"] for text in result.infotexts[1:]] == ["Disable", "Enable for SDXL",
+                                                                                     "Enable"]
     assert _same(before, _weights(sdxl_pipe.model))
 
 
