@@ -5,9 +5,10 @@ cell's params (a new params object; the caller's is never changed), how the valu
 values are valid (dropdown axes) and what it costs to change (the checkpoint, 1.0, is switched least often).
 
 Every axis of A1111 1.10 is listed, in its order, because API clients send `x_type` as an index into that list. The
-ones whose feature mixkit does not have (Image CFG Scale, Hires sampler, Token merging ratio high-res, RNG source,
-FP8 mode) are refused when chosen, saying why and what to plot instead. Axes that change the loaded model (Checkpoint
-name, VAE, Token merging ratio) have a `switch` (`pipelines.scripts.xyz_model_axes`).
+ones whose feature mixkit does not have (Image CFG Scale, Hires sampler, Token merging ratio high-res) are refused
+when chosen, saying why and what to plot instead; RNG source runs the sources mixkit's noise is (CPU, and GPU on a CPU
+model) and refuses NV. Axes that change the loaded model (Checkpoint name, FP8 mode, VAE, Token merging ratio) have a
+`switch` (`pipelines.scripts.xyz_model_axes`).
 """
 
 from __future__ import annotations

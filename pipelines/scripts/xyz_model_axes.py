@@ -1,11 +1,18 @@
-"""The X/Y/Z plot axes that change the loaded model rather than the call's params: VAE and Token merging ratio.
+"""The X/Y/Z plot axes that change the loaded model rather than the call's params: VAE, Token merging ratio and FP8
+mode.
 
-A1111 applies both per generation (`sd_vae` and `token_merging_ratio` overrides). Here each is an axis whose
+A1111 applies them per generation (`sd_vae`, `token_merging_ratio` and `fp8_storage` overrides; FP8 by reloading the
+weights). Here each is an axis whose
 `switch(pipe, value, context, restorer)` runs before a cell whose value differs from the previous cell's and
 returns the pipeline to generate with; the plot switches the costlier axes first (a checkpoint, then its VAE, then
 ToMe) and re-applies the cheaper ones after a costlier one switched, since a new checkpoint comes with its own VAE
 and no ToMe. What a switch changes on a model is recorded in the plot's `ModelRestorer` and put back when the plot
-ends, also when it fails; the VAE is the caller's to put back (the server does, as it does its checkpoint).
+ends, also when it fails; the VAE is the caller's to put back (the server and the CLI do, as the server does its
+checkpoint).
+
+FP8 mode stores the UNet's and text encoders' linear and convolution weights as float8_e4m3fn
+(`mixkit.runtime.fp8_storage`) in the cells whose value enables it for the model ("Enable"; "Enable for SDXL" on an
+SDXL model), keeping the model's own tensors to put back bit for bit; the plot's refiner, if any, keeps its weights.
 
 Values are read as A1111 1.10's `find_vae` reads them ("auto"/"automatic" and "none" in any case, else a VAE
 name in any case), except that an unknown name is refused before anything runs (A1111 prints a note and decodes
@@ -162,7 +169,7 @@ def _fp8_parts(model) -> list:
 def check_fp8_pipe(pipe, values) -> None:
     """Whether `pipe`'s model can store FP8 weights for the values that enable it (not an int8, OpenVINO or compiled
     UNet; a device torch converts FP8 on), before it changes."""
-    from torch import nn
+    from diffusers import UNet2DConditionModel
 
     from mixkit.runtime.fp8_storage import fp8_storage_problem
     from pipelines.approx.labels import model_labels
@@ -174,7 +181,7 @@ def check_fp8_pipe(pipe, values) -> None:
     unet = model.unet
     if model_labels(model).int8:
         problem = "this model's UNet is an int8 graph, whose weights are not floats to store as FP8"
-    elif not isinstance(unet, nn.Module) or "_mixkit_eager_forward" in unet.__dict__:
+    elif not isinstance(unet, UNet2DConditionModel) or "_mixkit_eager_forward" in unet.__dict__:
         problem = (f"this model's UNet is a compiled graph ({type(unet).__name__}), which keeps the weights it was "
                    "compiled with")
     else:

@@ -245,8 +245,8 @@ def run(pipe, params, config: XyzConfig, callback=None, control: GenerationContr
     `context`: `switch_checkpoint(name) -> pipeline` and `checkpoint_names` for the Checkpoint name axis,
     `switch_vae(name) -> pipeline` and `vae_names` for VAE, `styles` (a StyleLibrary) for Styles, `kind`
     ("txt2img" / "img2img"). Returns a `ScriptResult`: the grid (and, with include_sub_grids, one per Z value)
-    first, then, with include_lone_images, every cell's images. What the Token merging ratio axis changed on a model
-    is put back when the plot ends or fails."""
+    first, then, with include_lone_images, every cell's images. What the Token merging ratio and FP8 mode axes changed
+    on a model is put back when the plot ends or fails."""
     plot_context = PlotContext.of(**context)
     control = control or GenerationControl()
     params, config = fix_seeds(params, config)

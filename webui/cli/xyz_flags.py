@@ -2,7 +2,8 @@
 (and on `mixkit img2img`, with img2img's axes such as "Denoising").
 
 Each axis is `LABEL:VALUES` with A1111's labels and value syntax (`mixkit generate --xyz-x "Sampler:Euler,DPM++ 2M"`,
-ranges such as `Steps:10-30 (+10)`); the options are A1111's checkboxes. The plot is checked before the model loads;
+ranges such as `Steps:10-30 (+10)`); the options are A1111's checkboxes. The VAE axis picks from `--vae-dir`
+(`webui.cli.xyz_model`). The plot is checked before the model loads (ToMe and FP8 against --int8 / --backend too);
 the grid is written as `xyz_grid-NNNN.png` (with `--xyz-include-sub-grids`, one per Z value too) and every image as
 `generate` writes them, into the -o folder.
 """
