@@ -2,11 +2,10 @@
 mode.
 
 A1111 applies them per generation (`sd_vae`, `token_merging_ratio` and `fp8_storage` overrides; FP8 by reloading the
-weights). Here each is an axis whose
-`switch(pipe, value, context, restorer)` runs before a cell whose value differs from the previous cell's and
-returns the pipeline to generate with; the plot switches the costlier axes first (a checkpoint, then its VAE, then
-ToMe) and re-applies the cheaper ones after a costlier one switched, since a new checkpoint comes with its own VAE
-and no ToMe. What a switch changes on a model is recorded in the plot's `ModelRestorer` and put back when the plot
+weights). Here each is an axis whose `switch(pipe, value, context, restorer)` runs before a cell whose value differs
+from the previous cell's and returns the pipeline to generate with; the plot switches the costlier axes first (a
+checkpoint, then its FP8 storage, its VAE, then ToMe) and re-applies the cheaper ones after a costlier one switched,
+since a new checkpoint comes with its own weights, its own VAE and no ToMe. What a switch changes on a model is recorded in the plot's `ModelRestorer` and put back when the plot
 ends, also when it fails; the VAE is the caller's to put back (the server and the CLI do, as the server does its
 checkpoint).
 

@@ -243,10 +243,9 @@ def run(args: argparse.Namespace) -> int:
     from webui.cli.prompt_script_flags import check_prompt_script, prompt_script_of
     from webui.cli.script_image_cap import script_image_context
     from webui.cli.xyz_flags import check_xyz_plot, xyz_config_of, xyz_requested
-
-    script = prompt_script_of(args, xyz_requested(args))  # Prompt matrix / Prompts from file, or None
     from webui.cli.xyz_model import cli_plot_model
 
+    script = prompt_script_of(args, xyz_requested(args))  # Prompt matrix / Prompts from file, or None
     plot = xyz_config_of(args) if xyz_requested(args) else None
     plot_model = cli_plot_model(args)  # the VAE axis's --vae-dir, what --int8 / --backend fix in the UNet
     if plot is not None:  # before the output folder is made

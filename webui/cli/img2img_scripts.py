@@ -111,7 +111,6 @@ def img2img_script_of(args: argparse.Namespace) -> Img2ImgScript | None:
     from webui.cli.xyz_flags import xyz_config_of, xyz_requested
 
     from webui.cli.sd_upscale_flags import sd_upscale_config_of, sd_upscale_requested
-
     from webui.cli.xyz_model import cli_plot_model
 
     plotted = xyz_requested(args)
