@@ -426,6 +426,7 @@ class ModelSession:
 
     def infotext(self, params, sampler: ResolvedSampler, *, prompt: str, negative_prompt: str, seed: int,
                  extra: dict[str, Any]) -> str:
+        from mixkit.runtime.fp8_storage import FP8_WEIGHT_EXTRA
         from pipelines.infotext import build_infotext
         from pipelines.inpaint_mask import is_inpainting_unet
         from pipelines.sampler_parameters import beta_schedule_infotext
@@ -448,6 +449,10 @@ class ModelSession:
             **params.infotext_options.model_values({  # A1111's add_model_name_to_info ... add_vae_hash_to_info
                 "Model hash": model.model_hash,
                 "Model": model.name,
+                # A1111's fp8_storage while the weights are FP8 (an X/Y/Z plot's FP8 mode cells), and its cache
+                # option then: LoRAs merge into the FP8 weights, as A1111's without cache_fp16_weight
+                "FP8 weight": model.extras.get(FP8_WEIGHT_EXTRA),
+                "Cache FP16 weight for LoRA": False if model.extras.get(FP8_WEIGHT_EXTRA) else None,
                 "VAE hash": model.extras.get("vae_hash"),
                 "VAE": model.extras.get("vae_name"),
             }),

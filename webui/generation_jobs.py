@@ -156,19 +156,50 @@ def vae_switcher(state, kind: str, params) -> Callable[[str], Any]:
 
 
 @contextmanager
-def vae_kept(state):
+def vae_kept(state, redo: str | None = None):
     """Put back the VAE decoding when the body started if the body swapped it (an X/Y/Z plot's VAE axis), even when
-    it failed; a failed reload is logged and leaves the other VAE on, as `checkpoint_kept` does."""
+    it failed. A VAE that cannot be put back is an error the user sees, not a log line: the model would go on decoding
+    with the plot's last VAE while Settings and every later infotext's reader expect the one chosen before. After a
+    failed body the error keeps the body's (which names the failing cell) and adds the VAE's; after a finished one it
+    says the script finished (its grids and images were saved where saving was on). `redo`: what the user should do
+    then (the server's: choose the VAE again in Settings)."""
+    from pipelines.scripts.xyz_plot import error_message, reworded
+
     before = state.holder.vae_name
     try:
         yield
-    finally:
-        if state.holder.loaded and state.holder.vae_name != before:
-            try:
-                state.holder.set_vae(before, state.vaes.find(before))
-            except Exception:
-                logger.exception("Could not put VAE %r back after a script swapped it for %r.", before,
-                                  state.holder.vae_name)
+    except Exception as error:
+        problem = _put_vae_back(state, before)
+        if problem is None:
+            raise
+        raise reworded(error, f"{error_message(error)}; {_vae_not_back(state, before, problem, redo)}") from error
+    except BaseException:  # KeyboardInterrupt, SystemExit: the process is going away, the VAE goes back if it can
+        _put_vae_back(state, before)
+        raise
+    problem = _put_vae_back(state, before)
+    if problem is not None:
+        raise RuntimeError(f"The script finished (its images were saved where saving was on), but "
+                           f"{_vae_not_back(state, before, problem, redo)}") from problem
+
+
+def _put_vae_back(state, before: str) -> Exception | None:
+    """Decode with VAE `before` again when a script swapped it; the error that stopped it, or None."""
+    if not state.holder.loaded or state.holder.vae_name == before:
+        return None
+    try:
+        state.holder.set_vae(before, state.vaes.find(before))
+    except Exception as error:
+        logger.exception("Could not put VAE %r back after a script swapped it for %r.", before, state.holder.vae_name)
+        return error
+    return None
+
+
+def _vae_not_back(state, before: str, problem: Exception, redo: str | None) -> str:
+    from pipelines.scripts.xyz_plot import error_message
+
+    return (f"the model's VAE could not be restored to {before!r} ({error_message(problem)}), so it still decodes "
+            f"with {state.holder.vae_name!r}: " + (redo or f"choose {before!r} again in Settings (or POST sd_vae to "
+                                                      "/sdapi/v1/options) before generating."))
 
 
 @contextmanager

@@ -83,6 +83,15 @@ class ModelHolder:
         self._own_vae_weights = None  # on an optimised model: a CPU copy of the checkpoint's VAE weights (`set_vae`)
         self.vae_name = "Automatic"
 
+    @classmethod
+    def holding(cls, pipe, entry: CheckpointEntry | None = None) -> "ModelHolder":
+        """A holder of a pipeline loaded elsewhere (the CLI's), for `set_vae` (the CLI's X/Y/Z VAE axis); it has no
+        catalog, so it cannot `switch` checkpoints. `entry`: the checkpoint `pipe` was loaded from ("None" reloads a
+        single file's built-in VAE from it)."""
+        holder = cls(catalog=None)
+        holder._install(entry, pipe, holder.preset)
+        return holder
+
     def _load_pipeline(self, source: str, preset: str):
         from pipelines.optimize import load_options_for
         from pipelines.txt2img import TextToImage

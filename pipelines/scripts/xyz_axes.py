@@ -5,9 +5,10 @@ cell's params (a new params object; the caller's is never changed), how the valu
 values are valid (dropdown axes) and what it costs to change (the checkpoint, 1.0, is switched least often).
 
 Every axis of A1111 1.10 is listed, in its order, because API clients send `x_type` as an index into that list. The
-ones whose feature mixkit does not have (Image CFG Scale, Hires sampler, Token merging ratio high-res, RNG source,
-FP8 mode) are refused when chosen, saying why and what to plot instead. Axes that change the loaded model (Checkpoint
-name, VAE, Token merging ratio) have a `switch` (`pipelines.scripts.xyz_model_axes`).
+ones whose feature mixkit does not have (Image CFG Scale, Hires sampler, Token merging ratio high-res) are refused
+when chosen, saying why and what to plot instead; RNG source runs the sources mixkit's noise is (CPU, and GPU on a CPU
+model) and refuses NV. Axes that change the loaded model (Checkpoint name, FP8 mode, VAE, Token merging ratio) have a
+`switch` (`pipelines.scripts.xyz_model_axes`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable
 
 from mixkit.registry import Registry
-from pipelines.scripts.xyz_model_axes import (check_token_merging_pipe, check_token_merging_values, check_vaes,
+from pipelines.scripts.xyz_model_axes import (check_fp8_pipe, check_fp8_values, check_token_merging_pipe,
+                                              check_token_merging_values, check_vaes, fp8_choices, switch_fp8,
                                               switch_token_merging, switch_vae, vae_choices)
 
 NOTHING, INT, FLOAT, TEXT, PERMUTATIONS = "nothing", "int", "float", "text", "permutations"
@@ -35,7 +37,10 @@ class PlotContext:
     `refiner_source(name)`: what `params.refiner` takes for checkpoint `name` (the server passes its catalog's file;
     None: the "Refiner checkpoint" axis is refused). `switch_vae(name)`: makes the loaded model decode with VAE
     `name` ("Automatic", "None" or one of `vae_names`) and returns the pipeline to use (None: the "VAE" axis is
-    refused); the caller puts its own VAE back after the plot.
+    refused); the caller puts its own VAE back after the plot. `fixed_unet`: why the UNet the plot will run on has a
+    fixed graph, when the caller knows it before the model loads (the CLI's "--int8 compiles the UNet into a fixed
+    int8 graph"); axes that change the UNet's layers (Token merging ratio, FP8 mode) refuse their values with it
+    while the plot is validated, instead of after the load.
     """
 
     kind: str = "txt2img"
@@ -45,6 +50,7 @@ class PlotContext:
     refiner_source: Callable[[str], Any] | None = None  # a checkpoint name -> `params.refiner` (Refiner checkpoint)
     switch_vae: Callable[[str], Any] | None = None
     vae_names: list[str] = field(default_factory=list)
+    fixed_unet: str | None = None
 
     @classmethod
     def of(cls, **context: Any) -> "PlotContext":
@@ -319,6 +325,39 @@ def check_true_false(params, values, context) -> None:
             raise ValueError(f"{value!r} must be True or False.")
 
 
+# A1111's `randn_source` choices, in its order. mixkit draws every noise tensor with a CPU generator seeded per image
+# (`pipelines.seeds`): A1111's "CPU" source. Its "GPU" source draws with torch on the model's device, which on a CPU
+# device is that same generator, so "GPU" is the same noise there; "NV" is A1111's own NumPy Philox generator.
+RNG_SOURCES = ("GPU", "CPU", "NV")
+
+
+def rng_source_choices(context: PlotContext) -> list[str]:
+    return ["GPU", "CPU"]  # NV is refused (`check_rng_sources`): the fill button offers what runs
+
+
+def find_rng_source(value: Any) -> str | None:
+    folded = str(value).strip().casefold()
+    return next((source for source in RNG_SOURCES if source.casefold() == folded), None)
+
+
+def check_rng_sources(params, values, context) -> None:
+    unknown = [value for value in values if find_rng_source(value) is None]
+    if unknown:
+        raise ValueError(f"RNG source {unknown[0]!r} is not one of {', '.join(map(repr, RNG_SOURCES))}.")
+    if any(find_rng_source(value) == "NV" for value in values):
+        raise ValueError("RNG source NV is A1111's own NumPy Philox generator (NVIDIA's GPU noise, drawn the same on "
+                         "every device), which mixkit does not have: its noise is A1111's CPU source; plot CPU (and "
+                         "GPU, the same noise on a CPU device).")
+
+
+def check_rng_source_pipe(pipe, values) -> None:
+    """"GPU" only where it is the CPU source's noise: on a model running on the CPU."""
+    device = getattr(pipe.model, "device", None)
+    if any(find_rng_source(value) == "GPU" for value in values) and getattr(device, "type", "cpu") != "cpu":
+        raise ValueError(f"RNG source GPU draws A1111's noise on the model's device ({device}), and mixkit draws all "
+                         "noise on the CPU (A1111's CPU source); plot only CPU here.")
+
+
 XYZ_AXES: Registry[AxisOption] = Registry("X/Y/Z plot axis type")
 
 
@@ -392,12 +431,10 @@ _register(
     AxisOption("Refiner checkpoint", TEXT, apply_refiner, format_value=file_name, choices=refiner_choices,
                check=check_refiners, cost=1.0),
     AxisOption("Refiner switch at", FLOAT, set_field("refiner_switch_at")),
-    unsupported("RNG source", "mixkit draws all noise with torch's CPU generator, A1111's 'CPU' source, and has no "
-                "'GPU' or 'NV' (NVIDIA Philox) noise to compare it with; every mixkit image is already the 'CPU' "
-                "one (set RNG source to CPU in A1111 to reproduce mixkit's images there)"),
-    unsupported("FP8 mode", "mixkit has no FP8 weight storage: weights stay in the dtype the model is loaded in "
-                "(`dtype=` from Python, the performance preset exact / fast / low-memory in the web UI and CLI); to "
-                "compare precisions, run the plot once per preset"),
+    AxisOption("RNG source", TEXT, apply_nothing, choices=rng_source_choices, check=check_rng_sources,
+               check_pipe=check_rng_source_pipe),
+    AxisOption("FP8 mode", TEXT, apply_nothing, choices=fp8_choices, check=check_fp8_values, cost=0.9,
+               switch=switch_fp8, check_pipe=check_fp8_pipe),
     AxisOption("Size", TEXT, apply_size, check=check_sizes),
 )
 

@@ -176,19 +176,17 @@ def _stopped_at(config: XyzConfig, cell: PlotCell, position: int, cells: int) ->
     return f"X/Y/Z plot stopped at cell {position + 1} of {cells}" + (f" ({labels})" if labels else "")
 
 
-def _message(error: Exception) -> str:
+def error_message(error: Exception) -> str:
     """What an error says (a KeyError's message, not its quoted repr)."""
     return str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
 
 
-def _failed_cell(error: Exception, where: str) -> Exception:
-    """`error` again with `where` (the cell) in front of its message: as its own type when that type takes a message
-    (so a server still answers a ValueError as one), else as the first of ValueError, TypeError, OSError it is,
-    else as a RuntimeError."""
-    message = f"{where}: {_message(error)}"
+def reworded(error: Exception, message: str) -> Exception:
+    """`error` again with `message`: as its own type when that type takes a message (so a server still answers a
+    ValueError as one), else as the first of ValueError, TypeError, OSError it is, else as a RuntimeError."""
     try:
         failure = type(error)(message)
-        if _message(failure) == message:
+        if error_message(failure) == message:
             return failure
     except Exception:  # an exception type with other constructor arguments
         pass
@@ -196,21 +194,34 @@ def _failed_cell(error: Exception, where: str) -> Exception:
     return base(message)
 
 
+def _failed_cell(error: Exception, where: str) -> Exception:
+    """`error` again with `where` (the cell) in front of its message (`reworded`)."""
+    return reworded(error, f"{where}: {error_message(error)}")
+
+
 class ModelSwitches:
-    """The plot's axes that change the loaded model (Checkpoint name, VAE, Token merging ratio), costliest first, and
-    the value each last switched to: a costlier switch (a new checkpoint) makes the cheaper ones switch again."""
+    """The plot's axes that change the loaded model (Checkpoint name, FP8 mode, VAE, Token merging ratio), costliest
+    first, and the value each last switched to: a costlier switch (a new checkpoint) makes the cheaper ones switch
+    again. Axes that only need the model to allow their values (RNG source's GPU on a CPU model) are checked on every
+    pipeline too."""
 
     def __init__(self, config: XyzConfig, context: PlotContext, restorer: ModelRestorer) -> None:
         ranked = [(axis, at) for at, axis in enumerate(config.axes) if axis.option.switch is not None]
         self.axes = sorted(ranked, key=lambda item: -item[0].option.cost)
+        self.checked_only = [(axis, at) for at, axis in enumerate(config.axes)
+                             if axis.option.switch is None and axis.option.check_pipe is not None]
         self.context, self.restorer = context, restorer
         self.current: list[Any] = [None] * len(self.axes)
 
     def check(self, pipe, below: int = 0) -> None:
-        """The `check_pipe` of every axis cheaper than the one at `below` (all with 0) on `pipe`."""
-        for axis, _ in self.axes[below:]:
+        """The `check_pipe` of every axis cheaper than the one at `below` (all with 0), and of the axes that switch
+        nothing, on `pipe`."""
+        for axis, at in [*self.axes[below:], *self.checked_only]:
             if axis.option.check_pipe is not None:
-                axis.option.check_pipe(pipe, list(axis.values))
+                try:
+                    axis.option.check_pipe(pipe, list(axis.values))
+                except ValueError as error:
+                    raise ValueError(f"{'XYZ'[at]} axis: {error}") from None
 
     def pipeline_for(self, pipe, cell: PlotCell):
         """`pipe` switched to the cell's values (unchanged when they are the last cell's)."""
@@ -234,21 +245,21 @@ def run(pipe, params, config: XyzConfig, callback=None, control: GenerationContr
     `context`: `switch_checkpoint(name) -> pipeline` and `checkpoint_names` for the Checkpoint name axis,
     `switch_vae(name) -> pipeline` and `vae_names` for VAE, `styles` (a StyleLibrary) for Styles, `kind`
     ("txt2img" / "img2img"). Returns a `ScriptResult`: the grid (and, with include_sub_grids, one per Z value)
-    first, then, with include_lone_images, every cell's images. What the Token merging ratio axis changed on a model
-    is put back when the plot ends or fails."""
+    first, then, with include_lone_images, every cell's images. What the Token merging ratio and FP8 mode axes changed
+    on a model is put back when the plot ends or fails."""
     plot_context = PlotContext.of(**context)
     control = control or GenerationControl()
     params, config = fix_seeds(params, config)
     cells = check_plot(params, config, plot_context)
     check_plot_images(cells, script_image_cap(context, pipe))
+    restorer = ModelRestorer()
+    switches = ModelSwitches(config, plot_context, restorer)
+    switches.check(pipe)  # what the model can change (no ToMe on an int8 UNet), before any cell
     for position, cell in enumerate(cells):  # the pipeline's own checks, every cell, before the first generation
         try:
             pipe.check_inputs(replace(cell.params))
         except (ValueError, TypeError) as error:
             raise type(error)(f"X/Y/Z plot, {describe_cell(config, position)}: {error}") from None
-    restorer = ModelRestorer()
-    switches = ModelSwitches(config, plot_context, restorer)
-    switches.check(pipe)
 
     samples = GenerationResult()
     by_index: dict[int, GenerationResult] = {}

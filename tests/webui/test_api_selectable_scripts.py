@@ -71,9 +71,9 @@ def test_img2img_plot_varies_denoising(client):
     (["Sampler", "Euler, Nope"], "Sampler 'Nope'"),
     (["Checkpoint name", "nope"], "Unknown checkpoint 'nope'"),
     (["Steps", "1, 5000"], "steps"),
-    (["RNG source", "GPU"], "the 'RNG source' axis is not supported by mixkit: mixkit draws all noise with torch's "
-                            "CPU generator"),
-    (["VAE", "x"], "Unknown VAE 'x' on the VAE axis. Valid names: 'Automatic', 'None'."),
+    (["RNG source", "NV"], "RNG source NV is A1111's own NumPy Philox generator"),
+    (["Image CFG Scale", "1.5"], "script_args x_type: unknown txt2img axis type 'Image CFG Scale'"),
+    (["VAE", "x"], "Unknown VAE 'x' on the VAE axis. Valid names: 'Automatic', 'None' (the VAE files and folders"),
     (["Prompt S/R", "x" * 200_000], "could not be read as comma-separated values"),  # was csv.Error: a 500
     (["Steps", ",".join(["1-10000"] * 20)], "more than 10000 in all"),
     (["CFG Scale", "0-" + "9" * 400], "finite numbers"),  # was OverflowError: a 500

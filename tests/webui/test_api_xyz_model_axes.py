@@ -77,7 +77,8 @@ def test_unknown_vae_is_refused_before_queueing(running):
     response = plot(running, [VAE_INDEX, "", ["other-vae", "missing.safetensors"]])
     assert response.status_code == 422
     assert response.json()["detail"] == ("X axis: Unknown VAE 'missing.safetensors' on the VAE axis. Valid names: "
-                                         "'Automatic', 'None', 'broken.safetensors', 'other-vae'.")
+                                         "'Automatic', 'None', 'broken.safetensors', 'other-vae' (the VAE files "
+                                         "and folders listed are --vae-dir's).")
 
 
 def test_a_vae_failing_to_load_mid_plot_stops_it_naming_the_cell_and_the_servers_vae_is_back(running):
@@ -92,6 +93,47 @@ def test_a_vae_failing_to_load_mid_plot_stops_it_naming_the_cell_and_the_servers
     assert detail.endswith("); was it removed or changed, or made for another model family? Refresh the VAE list and "
                            "plot again.")
     assert running.state.holder.vae_name == "Automatic" and model.vae is own_vae
+
+
+@pytest.fixture()
+def restore_fails(running, monkeypatch):
+    """The holder's `set_vae` failing when asked for "Automatic" (the VAE the plot puts back), as a checkpoint
+    folder removed mid-plot would; the server's VAE is put back for real afterwards."""
+    holder = running.state.holder
+    real = holder.set_vae
+
+    def set_vae(name, path):
+        if name == "Automatic":
+            raise OSError("the checkpoint's VAE folder is gone")
+        return real(name, path)
+
+    monkeypatch.setattr(holder, "set_vae", set_vae)
+    yield
+    monkeypatch.undo()
+    real("Automatic", None)
+
+
+def test_a_failing_cell_whose_vae_cannot_be_restored_names_both(running, restore_fails):
+    response = plot(running, ["VAE", "other-vae, broken.safetensors", [], "Steps", "2", [], *NOTHING[:3], False,
+                              False, False, False, False, False, False, 0, True])
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert detail.startswith("X/Y/Z plot stopped at cell 2 of 2 (VAE: broken.safetensors, Steps: 2): the VAE axis "
+                             "could not load 'broken.safetensors' (")
+    assert detail.endswith("; the model's VAE could not be restored to 'Automatic' (the checkpoint's VAE folder is "
+                           "gone), so it still decodes with 'other-vae': choose 'Automatic' again in Settings (or POST "
+                           "sd_vae to /sdapi/v1/options) before generating.")
+    assert running.state.holder.vae_name == "other-vae"  # what the error says
+
+
+def test_a_finished_plot_whose_vae_cannot_be_restored_is_an_error(running, restore_fails):
+    response = plot(running, ["VAE", "other-vae", [], *NOTHING, False, False, False, False, False, False, False, 0,
+                              True])
+    assert response.status_code == 503, response.text  # a model problem, not the request's
+    assert response.json()["detail"] == (
+        "The script finished (its images were saved where saving was on), but the model's VAE could not be restored "
+        "to 'Automatic' (the checkpoint's VAE folder is gone), so it still decodes with 'other-vae': choose "
+        "'Automatic' again in Settings (or POST sd_vae to /sdapi/v1/options) before generating.")
 
 
 def test_token_merging_ratio_axis_labels_each_cell_and_leaves_the_model_as_it_was(running):
@@ -122,6 +164,9 @@ def test_the_web_uis_dropdowns_offer_both_axes_and_the_servers_vaes(running):
     from webui.ui.script_xyz import axis_choices
 
     offered = [axis.label for axis in axes_for("txt2img", supported_only=True)]
-    assert "VAE" in offered and "Token merging ratio" in offered and "FP8 mode" not in offered
+    assert "VAE" in offered and "Token merging ratio" in offered and "FP8 mode" in offered
+    assert "Token merging ratio high-res" not in offered  # refused: not offered
+    assert axis_choices("FP8 mode", running.state) == ["Disable", "Enable for SDXL", "Enable"]
+    assert axis_choices("RNG source", running.state) == ["GPU", "CPU"]
     assert axis_choices("VAE", running.state) == ["Automatic", "None", "broken.safetensors", "other-vae"]
     assert axis_choices("Token merging ratio", running.state) is None  # typed numbers, as A1111's slider values

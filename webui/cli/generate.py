@@ -246,11 +246,13 @@ def run(args: argparse.Namespace) -> int:
     from webui.cli.prompt_script_flags import check_prompt_script, prompt_script_of
     from webui.cli.script_image_cap import script_image_context
     from webui.cli.xyz_flags import check_xyz_plot, xyz_config_of, xyz_requested
+    from webui.cli.xyz_model import cli_plot_model
 
     script = prompt_script_of(args, xyz_requested(args))  # Prompt matrix / Prompts from file, or None
     plot = xyz_config_of(args) if xyz_requested(args) else None
+    plot_model = cli_plot_model(args)  # the VAE axis's --vae-dir, what --int8 / --backend fix in the UNet
     if plot is not None:  # before the output folder is made
-        check_xyz_plot(plot, params, check=check, **script_image_context(args))
+        check_xyz_plot(plot, params, check=check, model=plot_model, **script_image_context(args))
     if script is not None:
         check_prompt_script(*script, params, check, args)
     output, output_is_file = check_before_load(args, params, check)
@@ -282,7 +284,7 @@ def run(args: argparse.Namespace) -> int:
         from webui.cli.xyz_flags import run_xyz_plot
 
         return run_xyz_plot(pipe if hires is None else HiresFix(pipe), params, plot, output, infotext_writing_of(args),
-                            **script_image_context(args))
+                            model=plot_model, **script_image_context(args))
     if script is not None:
         from webui.cli.prompt_script_flags import run_prompt_script
 

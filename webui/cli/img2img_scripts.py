@@ -26,6 +26,7 @@ class Img2ImgScript:
     config: Any
     interrogate: Callable | None = None
     deepbooru: Callable | None = None
+    model: Any = None  # an X/Y/Z plot's `webui.cli.xyz_model.CliPlotModel`
 
     @property
     def several_files(self) -> bool:
@@ -61,7 +62,7 @@ class Img2ImgScript:
         if self.flag == "--xyz-x/y/z":
             from webui.cli.xyz_flags import check_xyz_plot
 
-            return check_xyz_plot(self.config, params, kind="img2img", check=check, **cap)
+            return check_xyz_plot(self.config, params, kind="img2img", check=check, model=self.model, **cap)
         from webui.cli.prompt_script_flags import check_prompt_script
 
         return check_prompt_script(self.module, self.config, params, check, args)
@@ -94,7 +95,8 @@ class Img2ImgScript:
         if self.flag == "--xyz-x/y/z":
             from webui.cli.xyz_flags import run_xyz_plot
 
-            return run_xyz_plot(pipe, params, self.config, output, writing, kind="img2img", save=save, **cap)
+            return run_xyz_plot(pipe, params, self.config, output, writing, kind="img2img", save=save, model=self.model,
+                                **cap)
         from webui.cli.prompt_script_flags import run_prompt_script
 
         return run_prompt_script(self.module, self.config, pipe, params, output, args, writing, save=save)
@@ -109,8 +111,10 @@ def img2img_script_of(args: argparse.Namespace) -> Img2ImgScript | None:
     from webui.cli.xyz_flags import xyz_config_of, xyz_requested
 
     from webui.cli.sd_upscale_flags import sd_upscale_config_of, sd_upscale_requested
+    from webui.cli.xyz_model import cli_plot_model
 
     plotted = xyz_requested(args)
+    plot_model = cli_plot_model(args)  # --vae-dir without a plot: refused
     prompts = prompt_script_of(args, plotted)  # refuses two of these three itself
     loops = loopback_config_of(args)
     upscaling = sd_upscale_requested(args)
@@ -127,7 +131,7 @@ def img2img_script_of(args: argparse.Namespace) -> Img2ImgScript | None:
     if loops is not None:
         return Img2ImgScript("--loopback", loopback, loops)
     if plotted:
-        return Img2ImgScript("--xyz-x/y/z", xyz_plot, xyz_config_of(args, kind="img2img"))
+        return Img2ImgScript("--xyz-x/y/z", xyz_plot, xyz_config_of(args, kind="img2img"), model=plot_model)
     if prompts is not None:
         return Img2ImgScript(chosen[0], *prompts)
     return None

@@ -2,7 +2,8 @@
 (and on `mixkit img2img`, with img2img's axes such as "Denoising").
 
 Each axis is `LABEL:VALUES` with A1111's labels and value syntax (`mixkit generate --xyz-x "Sampler:Euler,DPM++ 2M"`,
-ranges such as `Steps:10-30 (+10)`); the options are A1111's checkboxes. The plot is checked before the model loads;
+ranges such as `Steps:10-30 (+10)`); the options are A1111's checkboxes. The VAE axis picks from `--vae-dir`
+(`webui.cli.xyz_model`). The plot is checked before the model loads (ToMe and FP8 against --int8 / --backend too);
 the grid is written as `xyz_grid-NNNN.png` (with `--xyz-include-sub-grids`, one per Z value too) and every image as
 `generate` writes them, into the -o folder.
 """
@@ -26,6 +27,10 @@ def add_xyz_flags(p: argparse.ArgumentParser) -> None:
                        help="A1111's 'Vary seeds for X/Y/Z': the axes (e.g. xy) along which each cell adds its "
                             "position to the seed")
     group.add_argument("--xyz-margin", type=int, default=0, metavar="PX", help="white pixels between cells (0-500), drawn with the legend as in A1111")
+    group.add_argument("--vae-dir", default=None, metavar="DIR",
+                       help="folder of VAEs (.safetensors, .pt, .ckpt files or diffusers VAE folders) the VAE axis "
+                            "picks from by name, as mixkit webui's --vae-dir (\"VAE:Automatic,kl-f8.safetensors\"); "
+                            "Automatic is the VAE the command loaded, None the checkpoint's built-in one")
 
 
 def xyz_requested(args: argparse.Namespace) -> bool:
@@ -56,17 +61,18 @@ def xyz_config_of(args: argparse.Namespace, kind: str = "txt2img"):
                       margin_size=args.xyz_margin)
 
 
-def check_xyz_plot(config, params, kind: str = "txt2img", check=None, **cap) -> int:
+def check_xyz_plot(config, params, kind: str = "txt2img", check=None, model=None, **cap) -> int:
     """The plot's checks on the call's params (Prompt S/R, samplers, sizes, the script-image cap: `cap` is
     `script_image_context`'s), and `check` (the command's limits) on every cell's params, before the model loads; a
-    cell's error names its axis values. Returns how many images the cells generate (what the cap counts)."""
+    cell's error names its axis values. `model`: the flags' `CliPlotModel` (the VAE axis's names, what --int8 or
+    --backend fix). Returns how many images the cells generate (what the cap counts)."""
     from dataclasses import replace
 
     from pipelines.scripts.image_budget import images_of_calls, script_image_cap
     from pipelines.scripts.xyz_axes import PlotContext
     from pipelines.scripts.xyz_plot import check_plot, check_plot_images
 
-    cells = check_plot(params, config, PlotContext(kind=kind))
+    cells = check_plot(params, config, PlotContext(kind=kind, **(model.context() if model is not None else {})))
     check_plot_images(cells, script_image_cap(cap))
     for cell in cells:
         if check is not None:
@@ -84,15 +90,25 @@ def cell_label(config, cell) -> str:
     return ", ".join(parts) or "1"
 
 
-def run_xyz_plot(pipe, params, config, output, writing=None, kind: str = "txt2img", save=None, **cap) -> int:
+def run_xyz_plot(pipe, params, config, output, writing=None, kind: str = "txt2img", save=None, model=None,
+                 **cap) -> int:
     """Run the plot with a progress bar and Ctrl-C as Interrupt; write the grids, then the images (or
-    `save(result) -> paths`); print the paths."""
+    `save(result) -> paths`); print the paths. `model` (the flags' `CliPlotModel`) swaps the VAE for a VAE axis and
+    puts the loaded one back after the plot and its writing."""
+    from contextlib import nullcontext
+
     from pipelines.scripts import xyz_plot
     from webui.cli.progress import report_written, run_with_progress
 
-    result = run_with_progress(lambda **hooks: xyz_plot.run(pipe, params, config, kind=kind, **cap, **hooks),
-                               params.steps * params.batch_count * config.cell_count)
-    paths = save(result) if save is not None else [*result.save_grids(output, writing), *result.save(output, writing)]
+    if model is not None:
+        model.attach(pipe)
+    plot_context = model.context() if model is not None else {}
+    with model.vae_kept() if model is not None else nullcontext():
+        result = run_with_progress(
+            lambda **hooks: xyz_plot.run(pipe, params, config, kind=kind, **plot_context, **cap, **hooks),
+            params.steps * params.batch_count * config.cell_count)
+        paths = save(result) if save is not None else [*result.save_grids(output, writing),
+                                                       *result.save(output, writing)]
     return report_written(paths, result.interrupted,
                           f"kept {len(result.samples.images)} of {config.cell_count * params.total_images} image(s) "
                           "of the plot")

@@ -1,10 +1,12 @@
 """The X/Y/Z plot axes that change the loaded model (pipelines/scripts/xyz_model_axes.py): VAE and Token merging
 ratio, the refusals of the A1111 axes mixkit has no feature for, and a failing cell named by its axis values."""
 
+import re
 from dataclasses import replace
 
 import numpy as np
 import pytest
+import torch
 
 from pipelines.approx import approximate, model_labels, remove_approximations
 from pipelines.approx.labels import MODEL_EXTRAS_KEY, OptimizationLabels
@@ -49,11 +51,12 @@ def test_vae_values_are_read_as_a1111s_find_vae():
 @pytest.mark.parametrize("values, context, message", [
     ("Automatic", {}, "The VAE axis needs a way to swap the loaded model's VAE"),
     ("Automatic, kl-f8", {"switch_vae": print, "vae_names": VAES},
-     "Unknown VAE 'kl-f8' on the VAE axis. Valid names: 'Automatic', 'None', 'kl-f8.safetensors', 'Other-VAE'."),
+     "Unknown VAE 'kl-f8' on the VAE axis. Valid names: 'Automatic', 'None', 'kl-f8.safetensors', 'Other-VAE' (the "
+     "VAE files and folders listed are --vae-dir's)."),
 ])
 def test_vae_axis_is_checked_before_anything_runs(values, context, message):
     config = xyz_plot.xyz_config(("VAE", values), context=context)
-    with pytest.raises(ValueError, match="^X axis: " + message.replace("(", r"\(").replace(".", r"\.")):
+    with pytest.raises(ValueError, match="^X axis: " + re.escape(message)):
         xyz_plot.check_plot(Txt2ImgParams(**TINY), config, PlotContext(**context))
 
 
@@ -167,12 +170,101 @@ def test_token_merging_on_an_int8_model_is_refused_before_anything_runs(own_pipe
     labels = model_labels(own_pipe.model)
     own_pipe.model.extras[MODEL_EXTRAS_KEY] = replace(labels, int8=True)  # as an int8 preset labels it
     try:
-        with pytest.raises(ValueError, match="Token merging ratio: ToMe changes the UNet's attention, which this "
-                                             "model's int8 graph has fixed"):
-            xyz_plot.run(own_pipe, Txt2ImgParams(**TINY), xyz_plot.xyz_config(("Token merging ratio", "0, 0.5")))
+        with pytest.raises(ValueError, match=r"^X axis: Token merging ratio 0\.25, 0\.5: ToMe changes the UNet's "
+                                             "attention, which this model's int8 graph has fixed"):
+            xyz_plot.run(own_pipe, Txt2ImgParams(**TINY),
+                         xyz_plot.xyz_config(("Token merging ratio", "0, 0.25, 0.5")))
         assert token_merging_state(own_pipe.model.unet) is None
     finally:
         own_pipe.model.extras[MODEL_EXTRAS_KEY] = labels
+
+
+def test_token_merging_is_refused_while_validating_when_the_caller_knows_the_unet_is_fixed():
+    """The CLI knows --int8 before the model loads: the plot is refused then, naming the merging ratios."""
+    context = PlotContext(fixed_unet="--int8 compiles the UNet into a fixed int8 graph")
+    config = xyz_plot.xyz_config(("Steps", "1, 2"), ("Token merging ratio", "0, 0.3, 0.5"))
+    with pytest.raises(ValueError) as caught:
+        xyz_plot.check_plot(Txt2ImgParams(**TINY), config, context)
+    assert str(caught.value) == ("Y axis: Token merging ratio 0.3, 0.5: ToMe changes the UNet's attention, but --int8 "
+                                 "compiles the UNet into a fixed int8 graph; plot only 0, or leave that out.")
+    only_off = xyz_plot.xyz_config(("Token merging ratio", "0"))
+    assert len(xyz_plot.check_plot(Txt2ImgParams(**TINY), only_off, context)) == 1  # 0 is "off": any UNet takes it
+
+
+def _weights(model) -> dict:
+    """The UNet's and text encoders' tensors (storage, dtype, values): what FP8 mode must leave as it found them."""
+    modules = {"unet": model.unet, **{f"text_encoder_{i}": encoder for i, encoder in enumerate(model.text_encoders)}}
+    return {(part, name): (param.data_ptr(), param.dtype, param.detach().clone())
+            for part, module in modules.items() for name, param in module.named_parameters()}
+
+
+def _same(before: dict, after: dict) -> bool:
+    return before.keys() == after.keys() and all(
+        before[key][:2] == after[key][:2] and torch.equal(before[key][2], after[key][2]) for key in before)
+
+
+def test_fp8_mode_rounds_the_weights_per_cell_and_puts_the_models_own_back(own_pipe):
+    """A1111's modes: Enable stores FP8 (other pixels), "Enable for SDXL" leaves an SD 1.x model as it is, Disable is
+    the exact image; values in any case. The model's own weights are back, bit for bit, between cells and after."""
+    plain = own_pipe(Txt2ImgParams(**TINY))
+    before = _weights(own_pipe.model)
+    config = xyz_plot.xyz_config(("FP8 mode", "Disable, enable, Enable for SDXL"), include_lone_images=True)
+    assert config.x.labels() == ["FP8 mode: Disable", "FP8 mode: enable", "FP8 mode: Enable for SDXL"]
+    result = xyz_plot.run(own_pipe, Txt2ImgParams(**TINY), config)
+    off, fp8, sdxl_only = (np.asarray(image) for image in result.images[1:])
+    assert np.array_equal(off, np.asarray(plain.images[0])) and result.infotexts[1] == plain.infotexts[0]
+    assert not np.array_equal(fp8, off)
+    assert np.array_equal(sdxl_only, off)  # after the FP8 cell: the model's own weights again
+    texts = [parse_infotext(text) for text in result.infotexts[1:]]
+    # A1111's key, written while FP8 is on (the reader fills in its "Disable" default where it is not written)
+    assert [text["FP8 weight"] for text in texts] == ["Disable", "Enable", "Disable"]
+    assert "FP8 weight: Enable, Cache FP16 weight for LoRA: False, " in result.infotexts[2]
+    assert texts[1]["Cache FP16 weight for LoRA"] in (False, "False") and result.infotexts[3] == plain.infotexts[0]
+    assert "fp8_weight" not in own_pipe.model.extras
+    assert _same(before, _weights(own_pipe.model))
+    assert np.array_equal(np.asarray(own_pipe(Txt2ImgParams(**TINY)).images[0]), off)
+
+
+def test_fp8_mode_enable_for_sdxl_stores_fp8_on_an_sdxl_model(sdxl_pipe):
+    params = Txt2ImgParams(**TINY)
+    before = _weights(sdxl_pipe.model)
+    result = xyz_plot.run(sdxl_pipe, params, xyz_plot.xyz_config(("FP8 mode", "Disable, Enable for SDXL, Enable"),
+                                                                 include_lone_images=True))
+    off, sdxl, enable = (np.asarray(image) for image in result.images[1:])
+    assert not np.array_equal(sdxl, off) and np.array_equal(sdxl, enable)
+    assert [parse_infotext(text)["FP8 weight"] for text in result.infotexts[1:]] == ["Disable", "Enable for SDXL",
+                                                                                     "Enable"]
+    assert _same(before, _weights(sdxl_pipe.model))
+
+
+@pytest.mark.parametrize("values, context, message", [
+    ("Disable, On", {}, "X axis: FP8 mode 'On' is not one of 'Disable', 'Enable for SDXL', 'Enable'."),
+    ("Disable, Enable, Enable for SDXL", {"fixed_unet": "--int8 compiles the UNet into a fixed int8 graph"},
+     "X axis: FP8 mode Enable, Enable for SDXL: FP8 storage changes the UNet's layers, but --int8 compiles the UNet "
+     "into a fixed int8 graph; plot only Disable, or leave that out."),
+])
+def test_fp8_mode_values_are_checked_while_validating(values, context, message):
+    with pytest.raises(ValueError) as caught:
+        xyz_plot.check_plot(Txt2ImgParams(**TINY), xyz_plot.xyz_config(("FP8 mode", values)), PlotContext(**context))
+    assert str(caught.value) == message
+
+
+def test_fp8_mode_on_an_int8_model_is_refused_before_anything_runs(own_pipe):
+    labels = model_labels(own_pipe.model)
+    own_pipe.model.extras[MODEL_EXTRAS_KEY] = replace(labels, int8=True)
+    calls = []
+    try:
+        with pytest.raises(ValueError) as caught:
+            xyz_plot.run(own_pipe, Txt2ImgParams(**TINY),
+                         xyz_plot.xyz_config(("Seed", "1"), ("FP8 mode", "Disable, Enable")), callback=calls.append)
+        # "Disable" changes nothing, so an int8 model may plot it alone
+        only_off = xyz_plot.run(own_pipe, Txt2ImgParams(**TINY), xyz_plot.xyz_config(("FP8 mode", "Disable")))
+        assert len(only_off.images) == 1
+    finally:
+        own_pipe.model.extras[MODEL_EXTRAS_KEY] = labels
+    assert str(caught.value) == ("Y axis: FP8 mode Enable: this model's UNet is an int8 graph, whose weights are not "
+                                 "floats to store as FP8; plot only Disable, or load the model without that.")
+    assert calls == []
 
 
 def test_a_cell_the_pipeline_refuses_is_named_before_anything_runs(sd1_pipe):
@@ -187,8 +279,6 @@ def test_a_cell_the_pipeline_refuses_is_named_before_anything_runs(sd1_pipe):
     ("Image CFG Scale", "img2img", "InstructPix2Pix"),
     ("Hires sampler", "txt2img", "plot Sampler instead"),
     ("Token merging ratio high-res", "txt2img", "plot Token merging ratio instead"),
-    ("RNG source", "txt2img", "A1111's 'CPU' source"),
-    ("FP8 mode", "img2img", "no FP8 weight storage"),
 ])
 def test_axes_without_a_mixkit_feature_are_refused_saying_why_and_what_instead(label, kind, reason):
     with pytest.raises(ValueError, match=f"the '{label}' axis is not supported by mixkit: .*{reason}"):

@@ -275,3 +275,48 @@ def test_the_plots_images_save_with_their_before_copies(sd1_pipe, tmp_path):
     for path in paths:
         assert path.with_name(f"{path.stem}-before-face-restoration.png").is_file()
         assert path.with_name(f"{path.stem}-before-color-correction.png").is_file()
+
+
+def test_rng_source_cpu_and_gpu_are_the_same_noise_on_a_cpu_model(sd1_pipe):
+    """A1111's GPU source draws with torch on the model's device: on a CPU that is its CPU source, mixkit's noise."""
+    plain = sd1_pipe(Txt2ImgParams(**TINY))
+    config = xyz_plot.xyz_config(("RNG source", "CPU, gpu"), include_lone_images=True)
+    assert config.x.labels() == ["RNG source: CPU", "RNG source: gpu"]
+    result = xyz_plot.run(sd1_pipe, Txt2ImgParams(**TINY), config)
+    cpu, gpu = result.images[1:]
+    assert cpu.tobytes() == gpu.tobytes() == plain.images[0].tobytes()
+    assert [parse_infotext(text)["RNG"] for text in result.infotexts[1:]] == ["CPU", "CPU"]  # reproduces in A1111
+    assert parse_infotext(result.infotexts[0])["X Type"] == "RNG source"
+
+
+@pytest.mark.parametrize("values, message", [
+    ("CPU, NV", "X axis: RNG source NV is A1111's own NumPy Philox generator (NVIDIA's GPU noise, drawn the same on "
+                "every device), which mixkit does not have: its noise is A1111's CPU source; plot CPU (and GPU, the "
+                "same noise on a CPU device)."),
+    ("CPU, XPU", "X axis: RNG source 'XPU' is not one of 'GPU', 'CPU', 'NV'."),
+])
+def test_rng_sources_mixkit_cannot_draw_are_refused_while_validating(values, message):
+    with pytest.raises(ValueError) as caught:
+        xyz_plot.check_plot(Txt2ImgParams(**TINY), xyz_plot.xyz_config(("RNG source", values)), PlotContext())
+    assert str(caught.value) == message
+
+
+def test_rng_source_gpu_on_a_model_off_the_cpu_is_refused_before_anything_runs(sd1_pipe):
+    import torch
+
+    class OnGpu:
+        """The tiny pipeline, but its model says it runs on CUDA (where A1111's GPU noise is another noise)."""
+
+        model = type("Model", (), {"device": torch.device("cuda", 0)})()
+
+        def check_inputs(self, params):
+            return sd1_pipe.check_inputs(params)
+
+        def __call__(self, params, **hooks):
+            raise AssertionError("no cell may run")
+
+    with pytest.raises(ValueError) as caught:
+        xyz_plot.run(OnGpu(), Txt2ImgParams(**TINY), xyz_plot.xyz_config(("Steps", "1"), ("RNG source", "CPU, GPU")))
+    assert str(caught.value) == ("Y axis: RNG source GPU draws A1111's noise on the model's device (cuda:0), and mixkit "
+                                 "draws all noise on the CPU (A1111's CPU source); plot only CPU here.")
+    xyz_plot.check_plot(Txt2ImgParams(**TINY), xyz_plot.xyz_config(("RNG source", "CPU")), PlotContext())
