@@ -94,7 +94,9 @@ def _dropout_structure(saved, layer_structure, use_dropout: bool, last_layer_dro
 
 
 def _build_mlp(width: int, layer_structure, activation: str | None, layer_norm: bool,
-               activate_output: bool, dropout: list[float]) -> nn.Sequential:
+               activate_output: bool, dropout: list[float], *, trainable: bool = False) -> nn.Sequential:
+    """A1111's `HypernetworkModule.linear` layout; `trainable` puts real Dropout layers where inference needs only
+    their index (the training path, `mixkit.hypernetworks.create`)."""
     layers: list[nn.Module] = []
     last = len(layer_structure) - 2
     for i in range(len(layer_structure) - 1):
@@ -104,8 +106,8 @@ def _build_mlp(width: int, layer_structure, activation: str | None, layer_norm: 
         if layer_norm:
             layers.append(nn.LayerNorm(int(width * layer_structure[i + 1])))
         if dropout[i + 1] > 0:
-            # Identity, not Dropout: inference only, and the index is all that matters for the keys
-            layers.append(nn.Identity())
+            # Identity, not Dropout, for inference: the index is all that matters for the keys
+            layers.append(nn.Dropout(p=dropout[i + 1]) if trainable else nn.Identity())
     return nn.Sequential(*layers)
 
 
