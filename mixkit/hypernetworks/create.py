@@ -94,7 +94,7 @@ class TrainableHypernetwork(nn.Module):
         file_shape = FileShape.of(shape)
         generator = torch.Generator().manual_seed(seed)
         mlps = {}
-        for width in sorted(shape.enable_sizes):
+        for width in sorted(shape.context_widths()):
             pair = (file_shape.mlp(width), file_shape.mlp(width))
             for mlp in pair:
                 _initialise(mlp.linear, shape.weight_init, shape.activation_func, generator)

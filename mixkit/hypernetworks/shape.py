@@ -9,6 +9,7 @@ as lists of floats, which is what A1111 writes into the file.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from mixkit.hypernetworks.network import ACTIVATIONS
@@ -34,9 +35,13 @@ def parse_number_list(value, setting: str, example: str) -> list[float]:
         try:
             if isinstance(item, bool):
                 raise ValueError
-            numbers.append(float(item.strip() if isinstance(item, str) else item))
+            number = float(item.strip() if isinstance(item, str) else item)
+            if not math.isfinite(number):
+                raise ValueError
+            numbers.append(number)
         except (TypeError, ValueError):
-            raise ValueError(f"{setting} {value!r}: {item!r} is not a number; write it like {example!r}") from None
+            shown = item.strip() if isinstance(item, str) else item
+            raise ValueError(f"{setting} {value!r}: {shown!r} is not a number; write it like {example!r}") from None
     return numbers
 
 
@@ -68,7 +73,7 @@ class HypernetworkShape:
     """The layout of a new hypernetwork: one (key, value) pair of residual MLPs per width of `enable_sizes`, each
     MLP's layer widths `layer_structure` times the context width."""
 
-    enable_sizes: list[int] = field(default_factory=lambda: list(A1111_DEFAULT_WIDTHS))
+    enable_sizes: list[int] | str = field(default_factory=lambda: list(A1111_DEFAULT_WIDTHS))
     layer_structure: str | list[float] = "1, 2, 1"
     activation_func: str = "linear"
     weight_init: str = "Normal"
@@ -78,6 +83,25 @@ class HypernetworkShape:
     dropout_structure: str | list[float] | None = None
     # Also the activation after the output layer (A1111's create leaves it off).
     activate_output: bool = False
+
+    def context_widths(self) -> list[int]:
+        """`enable_sizes` as whole numbers: a list ([768, 320]), A1111's checkbox values as text (["768", "320"],
+        what a `--enable_sizes 768 320` command line gives), one text "768, 320" or one number."""
+        sizes = self.enable_sizes
+        items = sizes.split(",") if isinstance(sizes, str) else [sizes] if isinstance(sizes, int) else sizes
+        if not isinstance(items, (list, tuple)) or not items:
+            raise ValueError(f"enable_sizes must be a non-empty list of context widths (A1111's: "
+                             f"{list(A1111_WIDTHS)}), got {sizes!r}")
+        widths = []
+        for item in items:
+            text = item.strip() if isinstance(item, str) else item
+            if isinstance(text, str) and text.isdigit():
+                text = int(text)
+            if isinstance(text, bool) or not isinstance(text, int) or not 0 < text <= MAX_WIDTH:
+                raise ValueError(f"enable_sizes entry {item!r} must be a context width in 1..{MAX_WIDTH}, like "
+                                 f"{list(A1111_WIDTHS)}")
+            widths.append(text)
+        return widths
 
     def layers(self) -> list[float]:
         return parse_number_list(self.layer_structure, "layer_structure", "1, 2, 1")
@@ -90,14 +114,7 @@ class HypernetworkShape:
 
     def check_shape(self) -> None:
         """Raise ValueError/TypeError naming the first setting A1111 could not build a hypernetwork from."""
-        sizes = self.enable_sizes
-        if not isinstance(sizes, (list, tuple)) or not sizes:
-            raise ValueError(f"enable_sizes must be a non-empty list of context widths (A1111's: "
-                             f"{list(A1111_WIDTHS)}), got {sizes!r}")
-        for size in sizes:
-            if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= MAX_WIDTH:
-                raise ValueError(f"enable_sizes entry {size!r} must be a context width in 1..{MAX_WIDTH}, like "
-                                 f"{list(A1111_WIDTHS)}")
+        sizes = self.context_widths()
         if len(set(sizes)) != len(sizes):
             raise ValueError(f"enable_sizes {list(sizes)} names a width twice; list each once")
         layers = self.layers()
