@@ -10,6 +10,7 @@ as lists of floats, which is what A1111 writes into the file.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 from mixkit.hypernetworks.network import ACTIVATIONS
@@ -47,11 +48,17 @@ def parse_number_list(value, setting: str, example: str) -> list[float]:
 
 def buildable_activations() -> list[str]:
     """The activation names a hypernetwork can use: A1111's list, minus torch classes that need arguments
-    (MultiheadAttention, Threshold), which A1111 would fail to build too."""
+    (MultiheadAttention, Threshold) or change the width (GLU halves it), with which A1111 fails to build or to run."""
+    import torch
+
     names = []
+    probe = torch.zeros(1, 2, 4)
     for name, cls in ACTIVATIONS.items():
         try:
-            cls()
+            with warnings.catch_warnings():  # softmax & co. warn of their implicit dim, as they do in A1111
+                warnings.simplefilter("ignore")
+                if cls()(probe).shape != probe.shape:
+                    continue
         except TypeError:
             continue
         names.append(name)

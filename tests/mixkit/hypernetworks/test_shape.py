@@ -32,6 +32,7 @@ def test_the_activation_list_is_a1111s():
     assert names[:7] == ["linear", "relu", "leakyrelu", "elu", "swish", "tanh", "sigmoid"]
     assert {"gelu", "silu", "mish", "softplus"} <= set(names)
     assert "multiheadattention" not in names and "threshold" not in names  # they need arguments
+    assert "glu" not in names  # it halves the width, so the next layer could not take it
 
 
 @pytest.mark.parametrize("settings, message", [
