@@ -1,7 +1,7 @@
 """New and trainable A1111 hypernetworks: MLPs initialised as A1111's create does, and the `.pt` written in A1111's
 exact format (the keys `Hypernetwork.save` of v1.10 writes), which A1111 and `load_hypernetwork` read.
 
-The MLPs are `HypernetworkMLP`s laid out by `network._build_mlp` (the loader's own layout, so a written file loads
+The MLPs are `HypernetworkMLP`s laid out by `network.build_mlp` (the loader's own layout, so a written file loads
 strictly), with real Dropout layers for training. `TrainableHypernetwork` holds them as one module (what an
 optimizer and accelerate see) and can hand them to `apply_hypernetworks` as a `Hypernetwork`, so training runs the
 very forward that generation runs.
@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from mixkit.hypernetworks.network import (DEFAULT_LAYER_STRUCTURE, Hypernetwork, HypernetworkMLP, _build_mlp,
-                                          _dropout_structure)
+from mixkit.hypernetworks.network import (DEFAULT_LAYER_STRUCTURE, Hypernetwork, HypernetworkMLP, build_mlp,
+                                          dropout_structure_of)
 from mixkit.hypernetworks.shape import HypernetworkShape
 
 
@@ -65,7 +65,7 @@ class FileShape:
         keys take A1111's load defaults, so training it on keeps the layout it is used with."""
         structure = [float(x) for x in (checkpoint.get("layer_structure") or DEFAULT_LAYER_STRUCTURE)]
         use_dropout = bool(checkpoint.get("use_dropout", False))
-        dropout = _dropout_structure(checkpoint.get("dropout_structure"), structure, use_dropout,
+        dropout = dropout_structure_of(checkpoint.get("dropout_structure"), structure, use_dropout,
                                      bool(checkpoint.get("last_layer_dropout", False)))
         return cls(structure, checkpoint.get("activation_func"),
                    checkpoint.get("weight_initialization") or "Normal", bool(checkpoint.get("is_layer_norm", False)),
@@ -73,7 +73,7 @@ class FileShape:
 
     def mlp(self, width: int) -> HypernetworkMLP:
         """An uninitialised trainable MLP of `width` in this layout (real Dropout layers)."""
-        return HypernetworkMLP(_build_mlp(width, self.layer_structure, self.activation_func, self.add_layer_norm,
+        return HypernetworkMLP(build_mlp(width, self.layer_structure, self.activation_func, self.add_layer_norm,
                                           self.activate_output, self.dropout_structure, trainable=True))
 
 

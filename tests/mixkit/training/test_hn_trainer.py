@@ -165,3 +165,15 @@ def test_a_schedule_already_ended_is_refused(tmp_path, colour_dataset):
     with pytest.raises(ValueError) as error:
         train_hypernetwork(config)
     assert "is at step 50, where learning_rate_schedule '1e-3:50' has already ended" in str(error.value)
+
+
+def test_template_lines_make_the_captions_with_filewords_and_the_name(tmp_path):
+    template = tmp_path / "hypernetwork.txt"
+    template.write_text("a picture of [filewords]\n\n[name] art, [filewords]\n", encoding="utf-8")
+    config = SDHypernetworkConfig(model="m", dataset="d", output=str(tmp_path / "inky.pt"),
+                                  template_file=str(template))
+    templates = config.caption_templates()
+    assert templates.lines == ("a picture of [filewords]", "[name] art, [filewords]")  # no [name] needed
+    captions = templates.captions(["a red square"] * 8, 0, 0)
+    assert set(captions) == {"a picture of a red square", "inky art, a red square"}
+    assert SDHypernetworkConfig(model="m", dataset="d", output="o.pt").caption_templates() is None
