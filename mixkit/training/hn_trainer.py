@@ -53,6 +53,18 @@ def _model_widths(unet) -> list[int]:
                    if isinstance(m, Attention) and isinstance(m.to_k, torch.nn.Linear)})
 
 
+def checkpoint_identity(model_source, model) -> tuple[str | None, str]:
+    """(sd_checkpoint, sd_checkpoint_name) as A1111 v1.10 records the model a hypernetwork was trained on: a
+    single-file checkpoint's short hash (the first 10 hex digits of its SHA-256) and its file stem; a diffusers
+    folder or hub id has no one file to hash, so no hash and its name."""
+    path = Path(str(model_source)).expanduser()
+    if path.is_file():
+        from mixkit.io.hashing import sha256_file
+
+        return sha256_file(path)[:10], path.stem
+    return None, getattr(model, "name", None) or path.name
+
+
 def _stepped_rate_schedule(config: SDHypernetworkConfig, parameters, start_step: int):
     """The optimizer at the schedule's rate for `start_step`, and a LambdaLR giving each run step the rate A1111's
     schedule gives the hypernetwork's step `start_step + step`."""
@@ -132,14 +144,15 @@ def train_hypernetwork(config: SDHypernetworkConfig, *, stop_at_step: int | None
         step = resume(config, fingerprint, optimizer, lr_schedule, hypernetwork.load_state_dict)
         denoiser, optimizer = setup.accelerator.prepare(denoiser, optimizer)
     output = Path(config.output).expanduser()
-    checkpoint_name = getattr(model, "name", None) or Path(str(config.model)).name
+    checkpoint_hash, checkpoint_name = checkpoint_identity(config.model, model)
 
     def save(path: str | Path, at_step: int, kind: str) -> Path:
         """The `.pt` of the MLPs as they are now, its step counted on from the starting file's; files written along
         the way are `<name>-<step>.pt`, as A1111 names them."""
         file_step = start_step + at_step
         target = output if kind == "final" else output.with_name(f"{name}-{file_step}{output.suffix}")
-        return hypernetwork.save(target, step=file_step, sd_checkpoint_name=checkpoint_name)
+        return hypernetwork.save(target, step=file_step, sd_checkpoint=checkpoint_hash,
+                                 sd_checkpoint_name=checkpoint_name)
 
     # 4. Train with the shared loop; 5. write the file (main process only; atomically, also when interrupted after
     # some steps) and take the MLPs off, so the caller's model is unchanged.

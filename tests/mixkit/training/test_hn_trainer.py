@@ -14,7 +14,7 @@ from mixkit.hypernetworks.create import TrainableHypernetwork
 from mixkit.hypernetworks.shape import HypernetworkShape
 from mixkit.models.diffusion.loading import load_diffusion_model
 from mixkit.training.hn_config import SDHypernetworkConfig
-from mixkit.training.hn_trainer import _stepped_rate_schedule, train_hypernetwork
+from mixkit.training.hn_trainer import _stepped_rate_schedule, checkpoint_identity, train_hypernetwork
 
 
 def _config(model, dataset, output, **overrides) -> SDHypernetworkConfig:
@@ -93,6 +93,7 @@ def test_files_along_the_way_are_named_by_their_step_as_a1111_names_them(trained
     assert [path.name for path in result.intermediate_outputs] == ["squares-3.pt"]
     saved = torch.load(result.intermediate_outputs[0], weights_only=True)
     assert saved["step"] == 3 and saved["name"] == "squares"  # A1111 keeps the network's name inside
+    assert saved["sd_checkpoint"] is None and saved["sd_checkpoint_name"]  # a folder model: its name, no hash
 
 
 def test_a_file_continues_its_steps_until_the_schedule_ends(trained, tiny_sd1_dir, colour_dataset):
@@ -177,3 +178,12 @@ def test_template_lines_make_the_captions_with_filewords_and_the_name(tmp_path):
     captions = templates.captions(["a red square"] * 8, 0, 0)
     assert set(captions) == {"a picture of a red square", "inky art, a red square"}
     assert SDHypernetworkConfig(model="m", dataset="d", output="o.pt").caption_templates() is None
+
+
+def test_the_base_model_is_recorded_as_a1111_records_it(tmp_path, tiny_sd1_dir):
+    import hashlib
+
+    single = tmp_path / "base-v1.safetensors"
+    single.write_bytes(b"weights")
+    assert checkpoint_identity(single, None) == (hashlib.sha256(b"weights").hexdigest()[:10], "base-v1")
+    assert checkpoint_identity(tiny_sd1_dir, None) == (None, tiny_sd1_dir.name)  # a folder has no one file to hash
