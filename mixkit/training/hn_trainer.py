@@ -122,6 +122,9 @@ def train_hypernetwork(config: SDHypernetworkConfig, *, stop_at_step: int | None
         raise ValueError(f"the hypernetwork's context widths {hypernetwork.widths} are none of this model's attention "
                          f"widths {widths}, so it would train nothing; set enable_sizes to some of {widths}")
     hypernetwork.requires_grad_(True).train()  # dropout on, as A1111 trains
+    # Dropout draws from torch's global generator: seeded, as the LoRA trainer seeds it, so a run repeats, and saved
+    # with the training state, so a resumed run draws what the straight run drew.
+    torch.manual_seed(config.seed)
     hypernetwork.attach(model.unet)
     with put_back_on_failure(model, hypernetwork, config):
         if config.gradient_checkpointing:

@@ -187,3 +187,18 @@ def test_the_base_model_is_recorded_as_a1111_records_it(tmp_path, tiny_sd1_dir):
     single.write_bytes(b"weights")
     assert checkpoint_identity(single, None) == (hashlib.sha256(b"weights").hexdigest()[:10], "base-v1")
     assert checkpoint_identity(tiny_sd1_dir, None) == (None, tiny_sd1_dir.name)  # a folder has no one file to hash
+
+
+def test_resume_continues_bit_for_bit_with_dropout_and_a_stepped_rate(tiny_sd1_dir, colour_dataset, tmp_path,
+                                                                       sd1_model):
+    settings = dict(max_steps=4, use_dropout=True, dropout_structure="0, 0.3, 0", learning_rate_schedule="1e-2:2, 1e-3")
+    straight = train_hypernetwork(_config(tiny_sd1_dir, colour_dataset, tmp_path / "a" / "h.pt", **settings),
+                                  model=sd1_model)
+    stopped = train_hypernetwork(_config(tiny_sd1_dir, colour_dataset, tmp_path / "b" / "h.pt", **settings),
+                                 model=sd1_model, stop_at_step=2)
+    assert stopped.output is None and stopped.last_checkpoint is not None
+    resumed = train_hypernetwork(_config(tiny_sd1_dir, colour_dataset, tmp_path / "b" / "h.pt", **settings,
+                                         resume_from=str(stopped.last_checkpoint)), model=sd1_model)
+    assert resumed.first_step == 2 and resumed.losses == straight.losses[2:]
+    a, b = (torch.load(path, weights_only=True) for path in (straight.output, resumed.output))
+    assert b["step"] == 4 and all(torch.equal(a[64][i][key], b[64][i][key]) for i in (0, 1) for key in a[64][i])
