@@ -81,7 +81,7 @@ def _fail(path: Path, problem: str) -> CheckpointFormatError:
                                  "re-save it with A1111 or remove it from the hypernetworks folder.")
 
 
-def _dropout_structure(saved, layer_structure, use_dropout: bool, last_layer_dropout: bool) -> list[float]:
+def dropout_structure_of(saved, layer_structure, use_dropout: bool, last_layer_dropout: bool) -> list[float]:
     """Where the Dropout layers sit (they take a Sequential index, so the weights' keys depend on them)."""
     if saved is not None:
         return [float(p) for p in saved]
@@ -93,8 +93,10 @@ def _dropout_structure(saved, layer_structure, use_dropout: bool, last_layer_dro
     return [0.0, *middle, A1111_DROPOUT if last_layer_dropout else 0.0, 0.0]
 
 
-def _build_mlp(width: int, layer_structure, activation: str | None, layer_norm: bool,
-               activate_output: bool, dropout: list[float]) -> nn.Sequential:
+def build_mlp(width: int, layer_structure, activation: str | None, layer_norm: bool,
+               activate_output: bool, dropout: list[float], *, trainable: bool = False) -> nn.Sequential:
+    """A1111's `HypernetworkModule.linear` layout; `trainable` puts real Dropout layers where inference needs only
+    their index (the training path, `mixkit.hypernetworks.create`)."""
     layers: list[nn.Module] = []
     last = len(layer_structure) - 2
     for i in range(len(layer_structure) - 1):
@@ -104,8 +106,8 @@ def _build_mlp(width: int, layer_structure, activation: str | None, layer_norm: 
         if layer_norm:
             layers.append(nn.LayerNorm(int(width * layer_structure[i + 1])))
         if dropout[i + 1] > 0:
-            # Identity, not Dropout: inference only, and the index is all that matters for the keys
-            layers.append(nn.Identity())
+            # Identity, not Dropout, for inference: the index is all that matters for the keys
+            layers.append(nn.Dropout(p=dropout[i + 1]) if trainable else nn.Identity())
     return nn.Sequential(*layers)
 
 
@@ -127,9 +129,9 @@ def _check_description(path: Path, checkpoint: dict):
         except TypeError:  # torch classes that need arguments (MultiheadAttention, Threshold): A1111 fails too
             raise _fail(path, f"activation_func {activation!r} cannot be built without arguments") from None
     try:
-        dropout = _dropout_structure(checkpoint.get("dropout_structure"), structure,
-                                     bool(checkpoint.get("use_dropout", False)),
-                                     bool(checkpoint.get("last_layer_dropout", False)))
+        dropout = dropout_structure_of(checkpoint.get("dropout_structure"), structure,
+                                       bool(checkpoint.get("use_dropout", False)),
+                                       bool(checkpoint.get("last_layer_dropout", False)))
     except (TypeError, ValueError):
         raise _fail(path, f"dropout_structure {checkpoint.get('dropout_structure')!r} is not a list of numbers") from None
     if len(dropout) != len(structure) or any(not 0 <= p < 1 for p in dropout):
@@ -181,7 +183,7 @@ def load_hypernetwork(path: str | Path) -> Hypernetwork:
             # Built without memory (meta tensors) and given the file's own tensors: the layer sizes come from the
             # file's width and layer_structure, so a few-byte file naming a huge width must not allocate them.
             with torch.device("meta"):
-                mlp = HypernetworkMLP(_build_mlp(width, structure, activation, layer_norm, activate_output, dropout))
+                mlp = HypernetworkMLP(build_mlp(width, structure, activation, layer_norm, activate_output, dropout))
             problem = _state_mismatch(mlp, state)
             if problem:
                 raise _fail(path, f"the {role} MLP of width {width} does not fit layer_structure {list(structure)} "

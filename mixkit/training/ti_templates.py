@@ -50,9 +50,11 @@ NAMED_TEMPLATES.register("style.txt", STYLE_TEMPLATES)
 NAMED_TEMPLATES.register("style_filewords.txt", tuple(f"{line}, {FILEWORDS}" for line in STYLE_TEMPLATES))
 
 
-def read_template_file(path: str | Path) -> tuple[str, ...]:
-    """The templates of an A1111 template file (one a line; blank lines skipped). Refused when unreadable or when no
-    line holds `[name]`: the embedding would then appear in no caption and never train."""
+def read_template_file(path: str | Path, *, require_name: bool = True) -> tuple[str, ...]:
+    """The templates of an A1111 template file (one a line; blank lines skipped). Refused when unreadable or, with
+    `require_name` (an embedding's run), when no line holds `[name]`: the embedding would then appear in no caption
+    and never train. A hypernetwork trains on any caption, so its templates need only text (A1111's
+    hypernetwork.txt holds `[filewords]` lines)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -60,7 +62,10 @@ def read_template_file(path: str | Path) -> tuple[str, ...]:
         raise ValueError(f"template_file {str(path)!r} cannot be read ({error}); name a UTF-8 text file with one "
                          f"template a line, like 'a photo of a {NAME}, {FILEWORDS}'") from None
     lines = tuple(line.strip() for line in text.splitlines() if line.strip())
-    if not any(NAME in line for line in lines):
+    if not lines:
+        raise ValueError(f"template_file {str(path)!r} has no template lines; write one a line, like "
+                         f"'a photo of {FILEWORDS}'")
+    if require_name and not any(NAME in line for line in lines):
         raise ValueError(f"template_file {str(path)!r} has no line with {NAME}, so the embedding would be in no "
                          f"caption; write templates like 'a photo of a {NAME}, {FILEWORDS}'")
     return lines

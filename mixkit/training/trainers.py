@@ -35,6 +35,13 @@ TRAINERS.register("sd-lora", TrainerEntry(
 TRAINERS.register("ti", TrainerEntry(
     "mixkit.training.ti_config.SDTextualInversionConfig", "mixkit.training.ti_trainer.train_textual_inversion",
     "textual-inversion embedding (a new word's vectors) for SD 1.x/2.x/SDXL, in kohya's and A1111's formats"))
+TRAINERS.register("hypernetwork", TrainerEntry(
+    "mixkit.training.hn_config.SDHypernetworkConfig", "mixkit.training.hn_trainer.train_hypernetwork",
+    "A1111 hypernetwork (MLPs on the attention's key/value context) for SD 1.x/2.x/SDXL, new or continued, "
+    "written as A1111's .pt"))
+TRAINERS.register("hypernetwork-create", TrainerEntry(
+    "mixkit.training.hn_config.HypernetworkCreateConfig", "mixkit.training.hn_trainer.create_hypernetwork",
+    "a new, untrained A1111 hypernetwork .pt (A1111's Create hypernetwork: sizes, layer structure, activation, ...)"))
 TRAINERS.register("clip", TrainerEntry(
     "mixkit.training.clip_config.ClipTrainingConfig", "mixkit.training.clip_trainer.train_clip",
     "CLIP contrastive fine-tuning on image-text pairs (all-gathered negatives across processes)"))

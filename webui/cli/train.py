@@ -141,6 +141,9 @@ def run(args: argparse.Namespace) -> int:
         print(config.to_json())
         return 0
     result = train(config, stop_at_step=args.stop_at_step)
+    if result.steps == 0 and result.output:  # a trainer that only creates (hypernetwork-create)
+        print(f"wrote {result.output}")
+        return 0
     resumed = f" (resumed at step {result.first_step}: {result.steps - result.first_step} in this run)" \
         if result.first_step else ""
     print(f"trained {result.steps} steps{resumed} in {result.seconds:.1f} s"
