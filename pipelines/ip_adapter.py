@@ -126,7 +126,7 @@ class IPAdapterMixin:
         import contextlib
 
         call = self._ip_call(params)
-        if call is None:
+        if not _acts(call):
             return super()._call_model_changes(params)
         from pipelines.ip_adapter_layers import attached_ip_adapters
 
@@ -144,16 +144,25 @@ class IPAdapterMixin:
     def _prepare(self, params) -> _IPAdapterState:
         base = super()._prepare(params)
         call = self._ip_call(params)
-        if call is None:
+        if not _acts(call):
             return _IPAdapterState(base)
+        return _IPAdapterState(base, self._ip_embeds(call), self._ip_masks(call))
+
+    def _ip_embeds(self, call: IPAdapterCall) -> list:
+        """Each adapter's ImageEmbeds for the call: its images through its encoder, or its precomputed tensor (a hires
+        fix's second pass reuses its first pass's instead, `pipelines.ip_adapter_hires`)."""
         from pipelines.ip_adapter_embeds import embeds_of_tensor, encode_ip_images
-        from pipelines.ip_adapter_masks import mask_tensors
 
         adapters = self._loaded_ip_adapters(call.sources, call.encodes_images)
-        embeds = [encode_ip_images(adapter, images) if images is not None else embeds_of_tensor(tensor)
-                  for adapter, images, tensor in zip(adapters, call.images, call.embeds)]
-        masked = any(mask is not None for mask in call.masks)
-        return _IPAdapterState(base, embeds, mask_tensors(call.masks) if masked else None)
+        return [encode_ip_images(adapter, images) if images is not None else embeds_of_tensor(tensor)
+                for adapter, images, tensor in zip(adapters, call.images, call.embeds)]
+
+    def _ip_masks(self, call: IPAdapterCall) -> list | None:
+        """Per adapter a `[1, images, H, W]` mask tensor or None, in this pass's frame; None when no adapter is
+        masked."""
+        from pipelines.ip_adapter_masks import mask_tensors
+
+        return mask_tensors(call.masks) if any(mask is not None for mask in call.masks) else None
 
     def _start_batch(self, params, state: _IPAdapterState, sampler, generators: list, first_image: int):
         start = super()._start_batch(params, state.base, sampler, generators, first_image)
@@ -264,6 +273,14 @@ class IPAdapterImageToImage(IPAdapterMixin, ImageToImage):
     """img2img / inpainting with image prompts (IP-Adapter)."""
 
     params_class = IPAdapterImg2ImgParams
+
+
+def _acts(call: IPAdapterCall | None) -> bool:
+    """Whether the call's adapters change anything: some adapter has a scale above 0. At scale 0 everywhere nothing is
+    attached and nothing encoded, so the picture is exactly the one without adapters (attached, diffusers' processor
+    would skip the adapters but run the text attention with its own kernel, a rounding difference); the checks and
+    the infotext still cover them."""
+    return call is not None and any(scale > 0 for scale in call.scales)
 
 
 def _as_list(value: Any) -> list:

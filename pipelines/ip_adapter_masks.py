@@ -95,3 +95,17 @@ def _is_image(value: Any) -> bool:
     from PIL import Image
 
     return isinstance(value, Image.Image)
+
+
+def hires_pass_masks(tensors: list, grid: tuple[int, int], crop: tuple[int, int, int, int]) -> list:
+    """First-pass `tensors` in a hires fix's second-pass frame: stretched over the upscaled latent grid (`grid`,
+    cells (width, height)) and cut as its latents are (`crop`, cells (left, top, right, bottom)), so a region stays
+    where it was drawn when hr_resize_x and hr_resize_y crop the picture to another aspect ratio. Latent resolution
+    is enough: diffusers resizes masks to each attention layer, none finer than the latent."""
+    import torch.nn.functional as F
+
+    (width, height), (left, top, right, bottom) = grid, crop
+    return [None if mask is None else
+            F.interpolate(mask, size=(height, width), mode="bilinear", antialias=True).clamp(0, 1)[
+                :, :, top:bottom, left:right]
+            for mask in tensors]
