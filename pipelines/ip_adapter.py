@@ -9,7 +9,9 @@ they set the adapters a call uses when it names none.
 Beyond images and scales a call takes (`IPAdapterFields`): guidance windows (`ip_adapter_guidance`, written to the
 infotext), precomputed embeddings (`ip_adapter_image_embeds`, made by `encode_ip_adapter_image` and cacheable) and
 attention masks per reference image (`ip_adapter_mask`). Plain (`ip-adapter_*`) and Plus (`ip-adapter-plus_*`,
-`ip-adapter-plus-face_*`: a resampler over the encoder's penultimate hidden states) adapters both run.
+`ip-adapter-plus-face_*`: a resampler over the encoder's penultimate hidden states) adapters both run. Adapters all at
+scale 0 are checked and written to the infotext but neither attached nor encoded (the picture is exactly the one
+without them). With hires fix the adapters guide both passes (`pipelines.ip_adapter_hires`).
 
     pipe = IPAdapterTextToImage.from_pretrained("runwayml/stable-diffusion-v1-5")
     result = pipe(prompt="a cat", ip_adapter=IPAdapterSource("h94/IP-Adapter", subfolder="models",
@@ -50,6 +52,8 @@ class _IPAdapterState:
 
 class IPAdapterMixin:
     """Put before a pipeline class: `class P(IPAdapterMixin, TextToImage)`."""
+
+    ip_mask_frame = "output"  # what masks are drawn over, for their aspect-ratio error (hires fix: "first pass")
 
     # Loaded adapters and settings live in the instance's __dict__, made at first use: an `__init__` here would hide
     # the keyword-only signature `from_pretrained` checks keywords against (`check_pipeline_keywords`).
@@ -115,7 +119,7 @@ class IPAdapterMixin:
         from pipelines.ip_adapter_embeds import check_embeds_fit
         from pipelines.ip_adapter_masks import check_mask_aspect
 
-        check_mask_aspect(call.masks, params.width, params.height)
+        check_mask_aspect(call.masks, params.width, params.height, self.ip_mask_frame)
         # read now: a missing file, a family mismatch or embeddings of the wrong width fail before any work
         adapters = self._loaded_ip_adapters(call.sources, call.encodes_images)
         for index, (adapter, embeds) in enumerate(zip(adapters, call.embeds)):

@@ -57,6 +57,7 @@ class _IPAdapterFirstPassMixin(IPAdapterMixin):
     # set by the first batch's `_prepare`; HiresFix makes one first-pass instance per job and calls it per batch
     ip_embeds_out: list | None = None
     ip_masks_out: list | None = None
+    ip_mask_frame = "first pass"
 
     @classmethod
     def from_pipeline(cls, other, **kwargs: Any):

@@ -52,13 +52,14 @@ def check_ip_adapter_masks(value: Any, image_counts: tuple[int, ...]) -> tuple:
     return tuple(masks)
 
 
-def check_mask_aspect(masks: tuple, width: int, height: int) -> None:
-    """Refuse a mask whose aspect ratio is not the output's (stretching it would move the region drawn)."""
+def check_mask_aspect(masks: tuple, width: int, height: int, frame: str = "output") -> None:
+    """Refuse a mask whose aspect ratio is not the `frame`'s, `width` x `height` (stretching it would move the region
+    drawn); a hires fix's frame is its first pass."""
     for index, group in enumerate(masks):
         for mask in group or ():
             if abs(mask.width / mask.height - width / height) > ASPECT_TOLERANCE * (width / height):
                 raise ValueError(f"ip_adapter_mask entry {index} is {mask.width}x{mask.height}, whose aspect ratio "
-                                 f"is not the output's {width}x{height}; draw the mask at {width}x{height} (or any "
+                                 f"is not the {frame}'s {width}x{height}; draw the mask at {width}x{height} (or any "
                                  "size of that shape).")
 
 

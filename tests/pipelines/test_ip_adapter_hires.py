@@ -77,6 +77,25 @@ def test_the_adapter_guides_both_passes_and_the_unet_is_left_as_found(hires, ip_
     unet_as_found(ip_pipe, processors)
 
 
+def test_a_plus_adapter_and_an_sdxl_adapter_guide_both_passes(hires, plus_adapter_file, plain_hires, sdxl_pipe,
+                                                             tmp_path, unet_extras):
+    from mixkit.testing.tiny_ip_adapter import save_tiny_ip_adapter
+    from pipelines.ip_adapter import IPAdapterTextToImage
+
+    plus = hires(IPAdapterHiresParams(**SMALL, **adapter(plus_adapter_file)))
+    assert np.abs(pixels(plus) - plain_hires).mean() > 1
+    sdxl = IPAdapterTextToImage.from_pipeline(sdxl_pipe)
+    processors = dict(sdxl.model.unet.attn_processors)
+    file = save_tiny_ip_adapter(tmp_path, sdxl.model.unet)
+    plain = pixels(HiresFix(sdxl)(HiresParams(**SMALL)))
+    unet_extras.clear()
+    guided = HiresFix(sdxl)(IPAdapterHiresParams(**SMALL, **adapter(file)))
+    latent = 64 // sdxl.model.vae_scale_factor
+    assert sorted({size for size, embeds, _ in unet_extras if embeds}) == [(latent, latent), (2 * latent, 2 * latent)]
+    assert guided.images[0].size == (128, 128) and np.abs(pixels(guided) - plain).mean() > 1
+    unet_as_found(sdxl, processors)
+
+
 def test_hires_with_the_adapter_is_neither_hires_alone_nor_the_adapter_alone(hires, ip_pipe, adapter_file,
                                                                             plain_hires, monkeypatch):
     both = pixels(hires(IPAdapterHiresParams(**SMALL, **adapter(adapter_file))))
@@ -215,7 +234,7 @@ def test_an_interrupted_job_keeps_the_first_pass_image_and_the_adapter_keys(hire
 
 
 @pytest.mark.parametrize("call, error, match", [
-    (dict(ip_adapter_mask=Image.new("L", (128, 64), 0)), ValueError, "aspect ratio is not the output's 64x64"),
+    (dict(ip_adapter_mask=Image.new("L", (128, 64), 0)), ValueError, "aspect ratio is not the first pass's 64x64"),
     (dict(ip_adapter_scale=3.0), ValueError, r"ip_adapter_scale must be a number in \[0, 2\]"),
     (dict(hr_scale=0.5), ValueError, "hr_scale must be a number"),
 ])
