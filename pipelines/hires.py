@@ -19,7 +19,8 @@ runs `sample` (first pass, then `sample_hr_pass`) per batch: progress counts bot
 rises (pipelines.hires_progress), and an interrupt keeps the batches already refined; an image whose second
 pass never ran comes back at the first-pass size with a plain txt2img infotext (`without_hires_recipe`).
 Params carrying ControlNet units (`pipelines.controlnet.ControlHiresParams`) run both passes with them, as
-sd-webui-controlnet does (`hires_passes`, `pipelines.controlnet.hires`).
+sd-webui-controlnet does (`hires_passes`, `pipelines.controlnet.hires`); so do params carrying IP-Adapters
+(`pipelines.ip_adapter_hires.IPAdapterHiresParams`), their image prompts encoded once for the job.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from pipelines.hires_progress import HiresJobProgress
 from pipelines.hires_size import HiresSize, plan_hires_size
 from pipelines.img2img import Img2ImgParams, ImageToImage, Img2ImgInputs
 from pipelines.infotext import quote_value, split_infotext
+from pipelines.ip_adapter_params import IPAdapterFields
 from pipelines.params import Txt2ImgParams, check_and_parts, check_prompt_field, check_size, per_image, with_overrides
 from pipelines.seeds import image_generators, resolve_seed
 from pipelines.txt2img import TextToImage
@@ -307,6 +309,7 @@ class _SecondPass(_RefinedPass, ImageToImage):
     # an inpainting checkpoint's extra input at inpainting_mask_weight < 1, [N, 5, h, w]; None: the grey default
     conditioning_channels: Any = None
     image_seeds: list[int]  # the batch's seeds, one per image, set on the per-call instance
+    hires_size: HiresSize  # where this pass runs in the upscaled first pass, set on the per-call instance
 
     def _seeds_and_generators(self, params, generator):
         # A1111's sample_hr_pass draws from the images' own seeds (`ImageRNG(shape, self.seeds, ...)`), not from the
@@ -352,27 +355,38 @@ class HiresFix:
         self.limits = pipe.limits
 
     def check_inputs(self, params: HiresParams) -> HiresSize:
-        hires_passes(params)[0].from_pipeline(self.pipe).check_inputs(params)
+        return self._checked(params, hires_passes(params)[0].from_pipeline(self.pipe))
+
+    def _checked(self, params: HiresParams, first_pass: _FirstPass) -> HiresSize:
+        """Check `params` with the job's first pass (so what its checks read, IP-Adapter weights and encoders, is
+        read once for the job); the second pass's size."""
+        first_pass.check_inputs(params)
         return check_hires_params(params, self.limits, self.model.vae_scale_factor)
+
+    def _params_class(self, kwargs: dict) -> type[HiresParams]:
+        """The params class keywords ask for: with ControlNet units and/or IP-Adapter fields (also when the wrapped
+        pipeline has IP-Adapters loaded by `load_ip_adapter`), as the ControlNet and IP-Adapter pipelines take them."""
+        from pipelines.ip_adapter_hires import hires_params_class
+
+        adapters = any(kwargs.get(f.name) is not None for f in fields(IPAdapterFields)) \
+            or hasattr(self.pipe, "load_ip_adapter")
+        return hires_params_class(bool(kwargs.get("controlnets")), adapters)
 
     def __call__(self, params: HiresParams | None = None, *, callback=None, control=None, generator=None,
                  **kwargs: Any) -> GenerationResult:
         # 1. Check every input before the first pass starts
         if params is None:
-            params_class = HiresParams
-            if kwargs.get("controlnets"):  # as the ControlNet pipelines take the keyword
-                from pipelines.controlnet import ControlHiresParams as params_class
-            params = params_from_keywords(self.model, params_class, kwargs)
+            params = params_from_keywords(self.model, self._params_class(kwargs), kwargs)
         else:
             params = with_overrides(params, kwargs)
-        target = self.check_inputs(params)
+        first_pass = hires_passes(params)[0].from_pipeline(self.pipe)  # one for the whole job, every batch
+        target = self._checked(params, first_pass)
         params.subseed = resolve_seed(params.subseed)  # one variation seed for the job; batch b starts at + b * size
         if params.refiner is not None:  # before the first pass, not when the second pass starts
             from pipelines.refiner_optimization import check_refiner_optimization
 
             check_refiner_optimization(self.model, params.refiner)
         control = control or GenerationControl()  # one for both passes of every batch
-        first_pass = hires_passes(params)[0].from_pipeline(self.pipe)
         first_pass.refiner_pass = params.hires_fix_refiner_pass
         # `generator=` seeds the job as TextToImage's does; each second pass draws from the seeds its batch recorded
         seeds, generators = first_pass._seeds_and_generators(params, generator)
@@ -458,6 +472,7 @@ class HiresFix:
         second.upscale_size = (target.upscale_width, target.upscale_height)
         second.first_pass_steps = params.steps
         second.image_seeds = seeds
+        second.hires_size = target
         second.refiner_pass = params.hires_fix_refiner_pass
         second.follow(first_pass)
         # only placeholders (img2img's checks want images; nothing is encoded or pasted back)
@@ -485,7 +500,12 @@ class HiresFix:
 
 
 def hires_passes(params: HiresParams) -> tuple[type[_FirstPass], type[_SecondPass]]:
-    """The two pass pipelines: ControlNet's when the params carry units (sd-webui-controlnet guides both passes)."""
+    """The two pass pipelines: ControlNet's when the params carry units, IP-Adapter's when they have its fields
+    (sd-webui-controlnet guides both passes with either)."""
+    if isinstance(params, IPAdapterFields):
+        from pipelines.ip_adapter_hires import ip_adapter_hires_passes
+
+        return ip_adapter_hires_passes(bool(getattr(params, "controlnets", None)))
     if getattr(params, "controlnets", None):
         from pipelines.controlnet.hires import ControlFirstPass, ControlSecondPass
 

@@ -9,7 +9,9 @@ they set the adapters a call uses when it names none.
 Beyond images and scales a call takes (`IPAdapterFields`): guidance windows (`ip_adapter_guidance`, written to the
 infotext), precomputed embeddings (`ip_adapter_image_embeds`, made by `encode_ip_adapter_image` and cacheable) and
 attention masks per reference image (`ip_adapter_mask`). Plain (`ip-adapter_*`) and Plus (`ip-adapter-plus_*`,
-`ip-adapter-plus-face_*`: a resampler over the encoder's penultimate hidden states) adapters both run.
+`ip-adapter-plus-face_*`: a resampler over the encoder's penultimate hidden states) adapters both run. Adapters all at
+scale 0 are checked and written to the infotext but neither attached nor encoded (the picture is exactly the one
+without them). With hires fix the adapters guide both passes (`pipelines.ip_adapter_hires`).
 
     pipe = IPAdapterTextToImage.from_pretrained("runwayml/stable-diffusion-v1-5")
     result = pipe(prompt="a cat", ip_adapter=IPAdapterSource("h94/IP-Adapter", subfolder="models",
@@ -50,6 +52,8 @@ class _IPAdapterState:
 
 class IPAdapterMixin:
     """Put before a pipeline class: `class P(IPAdapterMixin, TextToImage)`."""
+
+    ip_mask_frame = "output"  # what masks are drawn over, for their aspect-ratio error (hires fix: "first pass")
 
     # Loaded adapters and settings live in the instance's __dict__, made at first use: an `__init__` here would hide
     # the keyword-only signature `from_pretrained` checks keywords against (`check_pipeline_keywords`).
@@ -122,7 +126,7 @@ class IPAdapterMixin:
         from pipelines.ip_adapter_embeds import check_embeds_fit
         from pipelines.ip_adapter_masks import check_mask_aspect
 
-        check_mask_aspect(call.masks, params.width, params.height)
+        check_mask_aspect(call.masks, params.width, params.height, self.ip_mask_frame)
         # read now: a missing file, a family mismatch or embeddings of the wrong width fail before any work
         adapters = self._loaded_ip_adapters(call.sources, call.encodes_images)
         for index, (adapter, embeds) in enumerate(zip(adapters, call.embeds)):
@@ -133,7 +137,7 @@ class IPAdapterMixin:
         import contextlib
 
         call = self._ip_call(params)
-        if call is None:
+        if not _acts(call):
             return super()._call_model_changes(params)
         from pipelines.ip_adapter_layers import attached_ip_adapters
 
@@ -151,16 +155,25 @@ class IPAdapterMixin:
     def _prepare(self, params) -> _IPAdapterState:
         base = super()._prepare(params)
         call = self._ip_call(params)
-        if call is None:
+        if not _acts(call):
             return _IPAdapterState(base)
+        return _IPAdapterState(base, self._ip_embeds(call), self._ip_masks(call))
+
+    def _ip_embeds(self, call: IPAdapterCall) -> list:
+        """Each adapter's ImageEmbeds for the call: its images through its encoder, or its precomputed tensor (a hires
+        fix's second pass reuses its first pass's instead, `pipelines.ip_adapter_hires`)."""
         from pipelines.ip_adapter_embeds import embeds_of_tensor, encode_ip_images
-        from pipelines.ip_adapter_masks import mask_tensors
 
         adapters = self._loaded_ip_adapters(call.sources, call.encodes_images)
-        embeds = [encode_ip_images(adapter, images) if images is not None else embeds_of_tensor(tensor)
-                  for adapter, images, tensor in zip(adapters, call.images, call.embeds)]
-        masked = any(mask is not None for mask in call.masks)
-        return _IPAdapterState(base, embeds, mask_tensors(call.masks) if masked else None)
+        return [encode_ip_images(adapter, images) if images is not None else embeds_of_tensor(tensor)
+                for adapter, images, tensor in zip(adapters, call.images, call.embeds)]
+
+    def _ip_masks(self, call: IPAdapterCall) -> list | None:
+        """Per adapter a `[1, images, H, W]` mask tensor or None, in this pass's frame; None when no adapter is
+        masked."""
+        from pipelines.ip_adapter_masks import mask_tensors
+
+        return mask_tensors(call.masks) if any(mask is not None for mask in call.masks) else None
 
     def _start_batch(self, params, state: _IPAdapterState, sampler, generators: list, first_image: int):
         start = super()._start_batch(params, state.base, sampler, generators, first_image)
@@ -261,6 +274,14 @@ class IPAdapterImageToImage(IPAdapterMixin, ImageToImage):
     """img2img / inpainting with image prompts (IP-Adapter)."""
 
     params_class = IPAdapterImg2ImgParams
+
+
+def _acts(call: IPAdapterCall | None) -> bool:
+    """Whether the call's adapters change anything: some adapter has a scale above 0. At scale 0 everywhere nothing is
+    attached and nothing encoded, so the picture is exactly the one without adapters (attached, diffusers' processor
+    would skip the adapters but run the text attention with its own kernel, a rounding difference); the checks and
+    the infotext still cover them."""
+    return call is not None and any(scale > 0 for scale in call.scales)
 
 
 def _as_list(value: Any) -> list:

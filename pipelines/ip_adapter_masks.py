@@ -49,13 +49,14 @@ def check_ip_adapter_masks(value: Any, image_counts: tuple[int, ...]) -> tuple:
     return tuple(masks)
 
 
-def check_mask_aspect(masks: tuple, width: int, height: int) -> None:
-    """Refuse a mask whose aspect ratio is not the output's (stretching it would move the region drawn)."""
+def check_mask_aspect(masks: tuple, width: int, height: int, frame: str = "output") -> None:
+    """Refuse a mask whose aspect ratio is not the `frame`'s, `width` x `height` (stretching it would move the region
+    drawn); a hires fix's frame is its first pass."""
     for index, group in enumerate(masks):
         for mask in group or ():
             if abs(mask.width / mask.height - width / height) > ASPECT_TOLERANCE * (width / height):
                 raise ValueError(f"ip_adapter_mask entry {index} is {mask.width}x{mask.height}, whose aspect ratio "
-                                 f"is not the output's {width}x{height}; draw the mask at {width}x{height} (or any "
+                                 f"is not the {frame}'s {width}x{height}; draw the mask at {width}x{height} (or any "
                                  "size of that shape).")
 
 
@@ -86,3 +87,17 @@ def masks_at(tensors: list, height: int, width: int, device, cache: dict) -> lis
                       F.interpolate(mask, size=(height, width), mode="bilinear", antialias=True).clamp(0, 1).to(device)
                       for mask in tensors]
     return cache[key]
+
+
+def hires_pass_masks(tensors: list, grid: tuple[int, int], crop: tuple[int, int, int, int]) -> list:
+    """First-pass `tensors` in a hires fix's second-pass frame: stretched over the upscaled latent grid (`grid`,
+    cells (width, height)) and cut as its latents are (`crop`, cells (left, top, right, bottom)), so a region stays
+    where it was drawn when hr_resize_x and hr_resize_y crop the picture to another aspect ratio. Latent resolution
+    is enough: diffusers resizes masks to each attention layer, none finer than the latent."""
+    import torch.nn.functional as F
+
+    (width, height), (left, top, right, bottom) = grid, crop
+    return [None if mask is None else
+            F.interpolate(mask, size=(height, width), mode="bilinear", antialias=True).clamp(0, 1)[
+                :, :, top:bottom, left:right]
+            for mask in tensors]

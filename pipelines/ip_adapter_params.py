@@ -37,7 +37,8 @@ class IPAdapterFields:
     # as `encode_ip_adapter_image` returns) or None for an adapter fed by `ip_adapter_image`
     ip_adapter_image_embeds: Any = None
     # diffusers' IP-Adapter attention masks: per adapter None (whole picture) or one grayscale PIL mask per image of
-    # that adapter (white: the reference acts there), in the output's aspect ratio
+    # that adapter (white: the reference acts there), in the output's aspect ratio (a hires fix's: the first pass's,
+    # its second pass cuts them as it cuts the picture)
     ip_adapter_mask: Any = None
 
     def ip_adapter_call(self) -> IPAdapterCall | None:
