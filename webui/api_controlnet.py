@@ -339,11 +339,11 @@ def unit_spec(label: str, unit: dict, image, models, mask=None) -> UnitSpec:
         preprocessor=MODULE_ALIASES[module],
         threshold_a=thresholds[0], threshold_b=thresholds[1],
         pixel_perfect=_flag(f"{label} pixel_perfect", unit.get("pixel_perfect", False)),
-        processor_res=_processor_res(label, unit.get("processor_res")), hr_option=_hr_option(label, unit), mask=mask,
+        processor_res=_processor_res(label, unit.get("processor_res")), hr_option=hr_option_of(label, unit), mask=mask,
         label=label)
 
 
-def _hr_option(label: str, unit: dict) -> str:
+def hr_option_of(label: str, unit: dict) -> str:
     """sd-webui-controlnet's `hr_option` (which hires-fix passes the unit guides), in its spelling."""
     value = unit.get("hr_option", "Both")
     if not isinstance(value, str) or value.lower() not in HR_OPTIONS:

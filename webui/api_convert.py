@@ -318,8 +318,7 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     ip_units = [] if img2img else _ip_adapter_units(request, limits, request_limits or RequestLimits(),
                                                     controlnet_models)
     if ip_units and request.enable_hr:
-        raise ValueError(f"{ip_units[0].label}: IP-Adapter units cannot run with hires fix yet; send enable_hr false "
-                         "(and upscale the result with img2img) or drop the unit.")
+        _refuse_single_pass_ip_units(request)
     if units:
         params = _with_units(params, units)
     if ip_units:
@@ -378,14 +377,33 @@ def _ip_adapter_units(request: Txt2ImgRequest, limits: GenerationLimits, request
                                   max_bytes=request_limits.max_image_bytes)
 
 
+def _refuse_single_pass_ip_units(request: Txt2ImgRequest) -> None:
+    """With hires fix, IP-Adapter units guide both passes (as the extension's default hr_option "Both" does, and
+    `pipelines.ip_adapter_hires` runs them); one pass only is refused, as for ControlNet units."""
+    from webui.api_controlnet import controlnet_args, enabled_units, hr_option_of
+    from webui.api_ip_adapter import is_ip_adapter_module
+
+    args, _ = controlnet_args(request.alwayson_scripts)
+    single_pass = [f"{label}: hr_option={unit.get('hr_option')!r}"
+                   for label, unit in enabled_units(args, "controlnet unit")
+                   if is_ip_adapter_module(unit.get("module")) and hr_option_of(label, unit) != "Both"]
+    if single_pass:
+        raise ValueError(f"{', '.join(single_pass)} is not supported: IP-Adapter units guide both hires-fix passes "
+                         "here; send hr_option 'Both'.")
+
+
 def _with_ip_adapter_units(params: Txt2ImgParams, ip_units: list) -> Txt2ImgParams:
-    """The txt2img params with the IP-Adapter units' fields, in the class of the units the call has."""
+    """The txt2img params with the IP-Adapter units' fields, in the class of the units the call has (hires fix
+    included: its params carry the adapters into both passes)."""
+    from pipelines.hires import HiresParams
     from pipelines.ip_adapter_controlnet import params_class_for
+    from pipelines.ip_adapter_hires import hires_params_class
     from webui.api_ip_adapter import ip_adapter_fields
 
     has_units = bool(getattr(params, "controlnets", None))
-    return params_class_for("txt2img", has_units, True)(**{f: getattr(params, f) for f in params.__dataclass_fields__},
-                                                    **ip_adapter_fields(ip_units))
+    params_class = hires_params_class(has_units, True) if isinstance(params, HiresParams) else \
+        params_class_for("txt2img", has_units, True)
+    return params_class(**{f: getattr(params, f) for f in params.__dataclass_fields__}, **ip_adapter_fields(ip_units))
 
 
 def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, request_limits: RequestLimits,

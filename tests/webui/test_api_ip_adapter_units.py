@@ -167,9 +167,22 @@ def test_bad_units_are_422_before_a_job_is_queued(client, server, monkeypatch, c
     assert fragment in response.text and queued == []
 
 
+def test_hires_fix_runs_the_units_in_both_passes_and_refuses_one_pass(client):
+    hires = dict(enable_hr=True, hr_scale=2, hr_upscaler="Latent")
+    with_unit = generate(client, [ip_unit()], **hires)
+    assert with_unit.status_code == 200, with_unit.text
+    info = infotext(with_unit)
+    assert "Hires upscale: 2" in info and "IP-Adapter: " in info
+    at_zero = picture(generate(client, [ip_unit(weight=0.0)], **hires))
+    plain = picture(generate(client, [], **hires))
+    assert np.array_equal(at_zero, plain)  # scale 0 is exactly hires fix alone
+    assert np.abs(picture(with_unit) - plain).mean() > 1
+    one_pass = generate(client, [ip_unit(hr_option="Low res only")], **hires)
+    assert one_pass.status_code == 422
+    assert "controlnet unit 0: hr_option='Low res only' is not supported: IP-Adapter units guide both" in one_pass.text
+
+
 def test_units_the_server_cannot_combine_are_422(client):
-    hires = generate(client, [ip_unit()], enable_hr=True, hr_scale=2, hr_upscaler="Lanczos")
-    assert hires.status_code == 422 and "IP-Adapter units cannot run with hires fix yet" in hires.text
     script = generate(client, [ip_unit()], script_name="prompt matrix", script_args=[])
     assert script.status_code == 422 and "cannot be combined with ControlNet or IP-Adapter units" in script.text
     many = generate(client, [ip_unit()] * 5)

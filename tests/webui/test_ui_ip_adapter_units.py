@@ -103,9 +103,7 @@ class Payload:  # a pickled global torch's weights-only loader refuses
     pass
 
 
-def test_an_unsafe_weights_file_and_hires_fix_are_refused(state, tmp_path):
-    from pipelines.hires import HiresParams
-
+def test_an_unsafe_weights_file_is_refused(state, tmp_path):
     evil = state.controlnets.folder / "ip-adapter_evil.bin"
     torch.save({"image_proj": {"x": Payload()}, "ip_adapter": {}}, evil)
     try:
@@ -114,8 +112,20 @@ def test_an_unsafe_weights_file_and_hires_fix_are_refused(state, tmp_path):
             with_controlnet(state, "txt2img", Txt2ImgParams(prompt="x"), unit(image=reference(), model="ip-adapter_evil"))
     finally:
         evil.unlink()
-    with pytest.raises(ValueError, match="ControlNet Unit 0: IP-Adapter units cannot run with Hires. fix yet"):
-        with_controlnet(state, "txt2img", HiresParams(prompt="x", hr_scale=2.0), unit(image=reference()))
+
+
+def test_hires_fix_takes_the_units_into_both_passes(state):
+    """Hires. fix on: the params are the hires class carrying the adapters (`pipelines.ip_adapter_hires`), with the
+    ControlNet units too when there are some."""
+    from pipelines.hires import HiresParams
+    from pipelines.ip_adapter_hires import ControlIPAdapterHiresParams, IPAdapterHiresParams
+
+    hires = HiresParams(prompt="x", hr_scale=2.0)
+    params = with_controlnet(state, "txt2img", hires, unit(image=reference(), weight=0.7))
+    assert type(params) is IPAdapterHiresParams and params.hr_scale == 2.0 and params.ip_adapter_scale == [0.7]
+    both = with_controlnet(state, "txt2img", hires, unit(image=reference())
+                           + unit(image=reference(), preprocessor="none", model="tiny_canny"))
+    assert type(both) is ControlIPAdapterHiresParams and len(both.controlnets) == 1
 
 
 def test_the_preprocessor_list_offers_the_ip_adapter_modules(state):

@@ -175,16 +175,16 @@ def _with_ip_adapter_units(kind: str, params, specs: list, ip_specs: list):
     """The params with IP-Adapter units (and ControlNet `specs`, if any) in the class the pipeline takes; img2img's
     units without an image take its init image, as the extension's do."""
     from pipelines.ip_adapter_controlnet import params_class_for
+    from pipelines.ip_adapter_hires import hires_params_class
     from pipelines.ip_adapter_inputs import MAX_IP_ADAPTERS
     from webui.api_ip_adapter import ip_adapter_fields
 
-    if hasattr(params, "hr_scale"):
-        raise ValueError(f"{ip_specs[0].label}: IP-Adapter units cannot run with Hires. fix yet; turn Hires. fix off "
-                         "(and upscale the result in img2img) or disable the unit.")
     if len(ip_specs) > MAX_IP_ADAPTERS:
         raise ValueError(f"{len(ip_specs)} units use an IP-Adapter preprocessor; at most {MAX_IP_ADAPTERS} run in one "
                          "generation. Disable some.")
     init_image = params.init_images[0] if kind == "img2img" else None
     extra = {"controlnets": specs} if specs else {}
-    return params_class_for(kind, bool(specs), True)(**vars(params), **extra,
-                                                     **ip_adapter_fields(ip_specs, init_image=init_image))
+    # hires fix: the adapters guide both passes, as the extension's units (hr_option "Both") do
+    params_class = hires_params_class(bool(specs), True) if hasattr(params, "hr_scale") else \
+        params_class_for(kind, bool(specs), True)
+    return params_class(**vars(params), **extra, **ip_adapter_fields(ip_specs, init_image=init_image))
