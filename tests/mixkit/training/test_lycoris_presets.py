@@ -29,8 +29,9 @@ from mixkit.models.diffusion.loading import load_diffusion_model
 from mixkit.training.config_file import translate_kohya_options, with_kohya_defaults
 from mixkit.training.lora_network import CROSS_ATTENTION_KV, LoraNetwork
 from mixkit.training.kohya_export import training_metadata
-from mixkit.training.lycoris_presets import LYCORIS_PRESETS, PRESET_FILES_FOLDER, network_of_preset_file
+from mixkit.training.lycoris_presets import LYCORIS_PRESETS
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
+from tests.mixkit.training.lycoris_oracle import lycoris_created_modules
 
 BASE = dict(model="m", dataset="d", output="o.safetensors")
 
@@ -89,19 +90,7 @@ def _lycoris_modules(model, network_args, monkeypatch) -> dict[str, tuple[int, f
         if kohya_sdxl:
             preset["unet_target_name"] = []
     monkeypatch.setattr(lycoris.kohya, "PRESET", presets)
-    kwargs = dict(entry.split("=", 1) for entry in network_args)
-    if network_of_preset_file(kwargs.get("preset", "")):
-        kwargs["preset"] = str(PRESET_FILES_FOLDER / kwargs["preset"])  # where kohya's command line would point
-    text_encoders = model.text_encoders[0] if len(model.text_encoders) == 1 else list(model.text_encoders)
-    network = lycoris.kohya.create_network(1.0, 4, 2.0, None, text_encoders, model.unet, **kwargs)
-    out = {}
-    for module in network.loras:
-        name = module.lora_name
-        for prefix in ("lora_te_", "lora_te1_", "lora_te2_"):
-            if name.startswith(prefix) and not name.startswith(prefix + "text_model_"):
-                name = prefix + "text_model_" + name[len(prefix):]
-        out[name] = (module.lora_dim, float(module.alpha))
-    return out
+    return lycoris_created_modules(model, 4, 2.0, dict(entry.split("=", 1) for entry in network_args))
 
 
 def _assert_same_modules(mine: dict, lycoris: dict) -> None:

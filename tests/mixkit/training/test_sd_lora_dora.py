@@ -17,6 +17,7 @@ from mixkit.training.lora_network import LoraNetwork
 from mixkit.training.network_weights import load_network_weights
 from mixkit.training.sd_lora_config import SDLoraTrainingConfig
 from mixkit.training.sd_lora_trainer import train_sd_lora
+from tests.mixkit.training.lycoris_oracle import lycoris_created_modules
 from tests.mixkit.training.model_outputs import unet_and_text_outputs
 
 RANKS = dict(rank=2, alpha=2.0, conv_rank=2, conv_alpha=1.0)
@@ -143,24 +144,8 @@ def _lycoris_modules_of(metadata: dict, model) -> dict[str, tuple[int, float]]:
     """(rank, alpha) of each module LyCORIS 4.1.3's kohya.create_network builds from a file's recorded network, as
     kohya would run it with `--network_args` from `ss_network_args` (a mixkit preset file's name resolved to the
     shipped file); text-encoder names get the `text_model_` level transformers 5 dropped and files keep."""
-    import lycoris.kohya
-
-    from mixkit.training.lycoris_presets import PRESET_FILES_FOLDER, network_of_preset_file
-
-    args = json.loads(metadata["ss_network_args"])
-    if network_of_preset_file(args.get("preset", "")):
-        args["preset"] = str(PRESET_FILES_FOLDER / args["preset"])
-    text_encoders = model.text_encoders[0] if len(model.text_encoders) == 1 else list(model.text_encoders)
-    network = lycoris.kohya.create_network(1.0, int(metadata["ss_network_dim"]), float(metadata["ss_network_alpha"]),
-                                           None, text_encoders, model.unet, **args)
-    out = {}
-    for module in network.loras:
-        name = module.lora_name
-        for prefix in ("lora_te_", "lora_te1_", "lora_te2_"):
-            if name.startswith(prefix) and not name.startswith(prefix + "text_model_"):
-                name = prefix + "text_model_" + name[len(prefix):]
-        out[name] = (module.lora_dim, float(module.alpha))
-    return out
+    return lycoris_created_modules(model, int(metadata["ss_network_dim"]), float(metadata["ss_network_alpha"]),
+                                   json.loads(metadata["ss_network_args"]))
 
 
 def _file_modules(path) -> dict[str, tuple[int, float]]:
