@@ -58,22 +58,22 @@ def store_fp8(modules: list[torch.nn.Module]) -> Fp8Storage:
     """The linear and convolution layers of `modules` storing their weights (and biases) as float8_e4m3fn."""
     from diffusers.hooks import HookRegistry
 
-    from mixkit.runtime.weight_storage import _CAST_HOOK, _compute_hook_class, _has_cast_hook
+    from mixkit.runtime.weight_storage import CAST_HOOK, compute_hook_class, has_cast_hook
 
     storage = Fp8Storage()
-    hook_class = _compute_hook_class()
+    hook_class = compute_hook_class()
     for module in modules:
         for layer in module.modules():
             if not isinstance(layer, _LAYERS):
                 continue
             params = [param for param in layer.parameters(recurse=False) if param.is_floating_point()]
             storage.originals += [(param, param.data) for param in params]
-            if _has_cast_hook(layer):  # the low-memory preset's half-precision storage: its hook upcasts FP8 too
+            if has_cast_hook(layer):  # the low-memory preset's half-precision storage: its hook upcasts FP8 too
                 for param in params:
                     param.data = param.data.to(FP8_DTYPE)
             else:  # the hook converts the layer's tensors as it is registered
                 HookRegistry.check_if_exists_or_initialize(layer).register_hook(
-                    hook_class(FP8_DTYPE, layer.weight.dtype), _CAST_HOOK)
+                    hook_class(FP8_DTYPE, layer.weight.dtype), CAST_HOOK)
                 storage.hooked.append(layer)
             storage.layers.append(layer)
             stamp_forward_change(layer)  # the prompt encoder's cache key: its text encoders now compute otherwise
@@ -82,11 +82,11 @@ def store_fp8(modules: list[torch.nn.Module]) -> Fp8Storage:
 
 def restore_fp8(storage: Fp8Storage) -> None:
     """The layers `store_fp8` changed with their own tensors and hooks again."""
-    from mixkit.runtime.weight_storage import _CAST_HOOK
+    from mixkit.runtime.weight_storage import CAST_HOOK
 
     for layer in storage.hooked:
         registry = layer._diffusers_hook
-        registry.remove_hook(_CAST_HOOK, recurse=False)
+        registry.remove_hook(CAST_HOOK, recurse=False)
         if not registry.hooks:  # the registry was made for this hook: the layer as it was, its class's forward
             del layer._diffusers_hook
             if "forward" in layer.__dict__ and not has_foreign_forward(layer):

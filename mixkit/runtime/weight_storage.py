@@ -23,13 +23,13 @@ from mixkit.runtime.report import OptimizationReport
 
 STORAGE_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 _SHORT_NAMES = {"float16": "fp16", "bfloat16": "bf16"}  # the infotext's `Optimization:` part: fp16-weights
-_CAST_HOOK = "layerwise_casting"  # diffusers' name: ModelMixin.dtype looks for it to report compute_dtype
+CAST_HOOK = "layerwise_casting"  # diffusers' name: ModelMixin.dtype looks for it to report compute_dtype
 _LAYERS = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d, torch.nn.ConvTranspose2d,
            torch.nn.Embedding)
 
 
 @functools.cache  # one class, built on first use: importing diffusers is left to the first caller
-def _compute_hook_class():
+def compute_hook_class():
     from diffusers.hooks.hooks import ModelHook
 
     class ComputeInFloat32Hook(ModelHook):
@@ -69,22 +69,22 @@ def store_weights_in(module: torch.nn.Module, storage: torch.dtype, compute: tor
     """
     from diffusers.hooks import HookRegistry
 
-    hook_class = _compute_hook_class()
+    hook_class = compute_hook_class()
     hooked = 0
     for submodule in module.modules():
-        if isinstance(submodule, _LAYERS) and not _has_cast_hook(submodule):
-            HookRegistry.check_if_exists_or_initialize(submodule).register_hook(hook_class(storage, compute), _CAST_HOOK)
+        if isinstance(submodule, _LAYERS) and not has_cast_hook(submodule):
+            HookRegistry.check_if_exists_or_initialize(submodule).register_hook(hook_class(storage, compute), CAST_HOOK)
             hooked += 1
-        elif not _has_cast_hook(submodule):
+        elif not has_cast_hook(submodule):
             for tensor in list(submodule.parameters(recurse=False)) + list(submodule.buffers(recurse=False)):
                 if tensor.is_floating_point() and tensor.dtype != compute:
                     tensor.data = tensor.data.to(compute)
     return hooked
 
 
-def _has_cast_hook(module: torch.nn.Module) -> bool:
+def has_cast_hook(module: torch.nn.Module) -> bool:
     registry = getattr(module, "_diffusers_hook", None)
-    return registry is not None and registry.get_hook(_CAST_HOOK) is not None
+    return registry is not None and registry.get_hook(CAST_HOOK) is not None
 
 
 def apply_weight_storage(model, storage_name: str, report: OptimizationReport) -> None:
