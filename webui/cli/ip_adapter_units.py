@@ -51,19 +51,34 @@ def with_ip_adapter_units(fields: dict, specs: list, init_image=None) -> dict:
     from webui.api_ip_adapter import ip_adapter_fields
 
     units = ip_adapter_fields(specs, init_image=init_image)
-    joined = units
-    if fields:
-        count = len(fields["ip_adapter"])
-        images = fields["ip_adapter_image"]
-        scale = fields["ip_adapter_scale"]
-        joined = {"ip_adapter": list(fields["ip_adapter"]) + units["ip_adapter"],
-                  "ip_adapter_image": ([images] if count == 1 else list(images)) + units["ip_adapter_image"],
-                  "ip_adapter_scale": (list(scale) if isinstance(scale, (list, tuple)) else [scale] * count)
-                  + units["ip_adapter_scale"],
-                  "ip_adapter_guidance": [(0.0, 1.0)] * count + units["ip_adapter_guidance"]}
+    joined = _joined(_per_adapter(fields), units) if fields else units
     try:
         check_ip_adapter_inputs(**joined)
     except ValueError as error:
         what = "--ip-adapter and the IP-Adapter units together" if fields else "the IP-Adapter units"
         raise ValueError(f"{what}: {error}") from None
+    return joined
+
+
+def _per_adapter(fields: dict) -> dict:
+    """The flags' fields (already checked) as lists with one entry per adapter, every field present."""
+    from pipelines.ip_adapter_inputs import check_ip_adapter_inputs
+
+    call = check_ip_adapter_inputs(**fields)
+    return {"ip_adapter": list(call.sources),
+            "ip_adapter_image": [None if images is None else list(images) for images in call.images],
+            "ip_adapter_scale": list(call.scales), "ip_adapter_guidance": list(call.windows),
+            "ip_adapter_image_embeds": list(call.embeds),
+            "ip_adapter_mask": [None if masks is None else list(masks) for masks in call.masks]}
+
+
+def _joined(flags: dict, units: dict) -> dict:
+    """Flags' adapters then units'; the optional fields (embeddings, masks) only when some adapter has one."""
+    count = len(units["ip_adapter"])
+    joined = {key: flags[key] + units[key] for key in ("ip_adapter", "ip_adapter_image", "ip_adapter_scale",
+                                                        "ip_adapter_guidance")}
+    for key in ("ip_adapter_image_embeds", "ip_adapter_mask"):
+        entries = flags[key] + list(units.get(key) or [None] * count)
+        if any(entry is not None for entry in entries):
+            joined[key] = entries
     return joined
