@@ -79,6 +79,7 @@ def ip_adapter_fields(args: argparse.Namespace) -> dict:
     else:
         from webui.cli.ip_adapter_embeds_file import read_embeds_file
 
+        fields["ip_adapter_image"] = None  # every adapter is fed by its embeddings
         fields["ip_adapter_image_embeds"] = [read_embeds_file(path, source, "--ip-adapter-embeds")
                                              for path, source in zip(embeds_files, sources)]
     scales = given["--ip-adapter-scale"]
@@ -138,7 +139,7 @@ def _check_counts(adapters: int, given: dict[str, list]) -> None:
 
 def _masks_per_adapter(masks: list, fields: dict) -> list:
     """The masks (one per reference image, in order) as `ip_adapter_mask`'s one entry per adapter."""
-    if "ip_adapter_image" in fields:
+    if fields["ip_adapter_image"] is not None:
         counts = [len(fields["ip_adapter_image"])] if len(fields["ip_adapter"]) == 1 else [1] * len(masks)
     else:
         counts = [int(embeds.shape[1]) for embeds in fields["ip_adapter_image_embeds"]]
