@@ -199,3 +199,16 @@ def test_bad_mask_guidance_and_embeds_flags_fail_before_the_load(tiny_sd1_dir, a
     assert err[-1].startswith("mixkit: error:") and message in err[-1]
     assert not any(line.startswith("Loaded ") for line in err)  # refused before the model loaded
     assert not out.exists() or not any(out.glob("*.png"))
+
+
+def test_mask_files_are_read_as_grayscale_weights(tmp_path):
+    from webui.cli.ip_adapter_flags import read_grayscale_mask
+
+    deep = np.array([[0, 257, 65535, 32896]], dtype=np.uint16)  # 16-bit PNG values
+    Image.fromarray(deep).save(tmp_path / "deep.png")
+    assert np.asarray(read_grayscale_mask(str(tmp_path / "deep.png"))).tolist() == [[0, 1, 255, 128]]
+    Image.new("RGB", (4, 4), (200, 200, 200)).save(tmp_path / "grey.png")  # black-and-white saved as RGB
+    assert np.asarray(read_grayscale_mask(str(tmp_path / "grey.png"))).tolist() == [[200] * 4] * 4
+    Image.new("RGBA", (4, 4), (255, 255, 255, 0)).save(tmp_path / "clear.png")
+    with pytest.raises(ValueError, match="has transparent pixels"):
+        read_grayscale_mask(str(tmp_path / "clear.png"))

@@ -1,5 +1,7 @@
-"""`mixkit ip-adapter-embeds --ip-adapter X --ip-adapter-image ref.png -o ref.safetensors`: one adapter's image
-prompt encoded once, for `mixkit generate/img2img --ip-adapter X --ip-adapter-embeds ref.safetensors`.
+"""Encode one IP-Adapter's image prompt once, for `mixkit generate/img2img --ip-adapter-embeds FILE`.
+
+`mixkit ip-adapter-embeds --ip-adapter X --ip-adapter-image ref.png -o ref.safetensors`, then
+`mixkit generate "a cat" --ip-adapter X --ip-adapter-embeds ref.safetensors`.
 
 The embeddings are what the adapter's image encoder and projection make of the pictures (the Python API's
 `encode_ip_adapter_image`), so later generations skip the CLIP vision encoder: it is neither loaded nor needs to be

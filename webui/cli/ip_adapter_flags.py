@@ -161,9 +161,16 @@ def read_grayscale_mask(path: str, flag: str = "--ip-adapter-mask"):
 
     from webui.cli.img2img import read_mask
 
+    from PIL import Image
+
     mask = read_mask(path, flag)
-    if mask.mode in ("L", "1", "I", "I;16", "F"):
-        return mask.convert("L") if mask.mode != "F" else mask.point(lambda v: v * 255).convert("L")
+    if mask.mode in ("L", "1"):
+        return mask.convert("L")
+    if mask.mode.startswith("I"):  # a 16-bit grayscale PNG: 0-65535, to 0-255 (PIL's own convert would clip)
+        return Image.fromarray((np.asarray(mask, dtype=np.float64) / 257).round().clip(0, 255).astype(np.uint8))
+    if mask.mode not in ("LA", "P", "PA", "RGB", "RGBA"):
+        raise ValueError(f"{flag} {path!r} is a {mask.mode} image; give an 8- or 16-bit grayscale mask (white: the "
+                         "reference acts, black: it does not).")
     rgba = np.asarray(mask.convert("RGBA"))
     if (rgba[..., 3] < 255).any():
         raise ValueError(f"{flag} {path!r} has transparent pixels; give a grayscale mask (white: the reference acts, "

@@ -4,9 +4,10 @@ whose module is one of sd-webui-controlnet's IP-Adapter modules (`ip-adapter_cli
 
 Its model is an `ip-adapter*` file named as the server names it (in `--controlnet-dir`, with or without the
 extension's " [hash]") or given as a path, its image encoder beside it (`image_encoder/`, or the module's
-`image_encoder_clip_h/` / `image_encoder_clip_g/`), its `weight` the adapter's scale and `guidance_start/end` its
-window. The unit goes through the API's own check (`webui.api_ip_adapter.ip_adapter_unit_spec`) and becomes the same
-`ip_adapter*` params fields; they join the `--ip-adapter` flags' adapters (those first).
+`image_encoder_clip_h/` / `image_encoder_clip_g/`), its `weight` the adapter's scale, `guidance_start/end` its
+window and `effective_region_mask` (a file) its mask. The unit goes through the API's own check
+(`webui.api_ip_adapter.ip_adapter_unit_spec`) and becomes the same `ip_adapter*` params fields; they join the
+`--ip-adapter` flags' adapters (those first), with their masks, windows and embeddings.
 """
 
 from __future__ import annotations
