@@ -155,3 +155,13 @@ def test_flag_masks_and_windows_join_a_masked_unit_as_one_call(tiny_sd1_dir, fol
     got = output(tmp_path / "out")
     assert np.array_equal(np.asarray(got.convert("RGB")), expected)
     assert 'IP-Adapter Guidance: "0-0.5, 0.3-1"' in got.text["parameters"]
+
+
+def test_a_unit_mask_of_another_shape_fails_before_the_load(tiny_sd1_dir, folder, tmp_path, capsys):
+    Image.new("L", (64, 32), 255).save(tmp_path / "wide.png")
+    code = run("generate", tiny_sd1_dir, folder, tmp_path / "out", "--controlnet-json",
+               units_file(tmp_path, "wide", [unit(image=str(folder / "ref.png"), effective_region_mask="wide.png")]))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert "the effective_region_mask of IP-Adapter unit 0 is 64x32, whose aspect ratio is not the output's" in err[-1]
+    assert not any(line.startswith("Loaded ") for line in err) and not (tmp_path / "out").exists()

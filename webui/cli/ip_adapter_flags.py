@@ -96,12 +96,7 @@ def ip_adapter_fields(args: argparse.Namespace) -> dict:
     from webui.cli.flag_names import errors_in_flag_terms
 
     with errors_in_flag_terms():  # `--ip-adapter-scale must be ...`, not the field name
-        call = check_ip_adapter_inputs(**fields)
-        width, height = getattr(args, "width", None), getattr(args, "height", None)
-        if masks and width and height:  # else the size is the model's or the init image's: checked after the load
-            from pipelines.ip_adapter_masks import check_mask_aspect
-
-            check_mask_aspect(call.masks, width, height)
+        check_ip_adapter_inputs(**fields)  # the masks' shape against the output: `check_mask_sizes`
     for source in sources:  # a typo fails now, not after the model has loaded
         weights = resolve_weight_file(source)
         if images:  # embeddings need no encoder (none is loaded)
