@@ -163,5 +163,5 @@ def test_a_unit_mask_of_another_shape_fails_before_the_load(tiny_sd1_dir, folder
                units_file(tmp_path, "wide", [unit(image=str(folder / "ref.png"), effective_region_mask="wide.png")]))
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
-    assert "the effective_region_mask of IP-Adapter unit 0 is 64x32, whose aspect ratio is not the output's" in err[-1]
+    assert "--controlnet-json unit 0 effective_region_mask is 64x32, whose aspect ratio is not the output's" in err[-1]
     assert not any(line.startswith("Loaded ") for line in err) and not (tmp_path / "out").exists()

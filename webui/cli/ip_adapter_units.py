@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 
-from pipelines.ip_adapter_masks import ASPECT_TOLERANCE
-
 
 def ip_adapter_unit_specs(args: argparse.Namespace) -> list:
     """The command's IP-Adapter units (`webui.api_ip_adapter.IPAdapterUnitSpec`), pictures read and weights files
@@ -87,18 +85,22 @@ def _joined(flags: dict, units: dict) -> dict:
     return joined
 
 
-def check_mask_sizes(fields: dict, flag_adapters: int, width: int | None, height: int | None) -> None:
-    """Refuse, before the model loads, a mask (--ip-adapter-mask, or a unit's effective_region_mask) whose shape is
-    not the output's; `flag_adapters` of the adapters come from the --ip-adapter flags, the rest from units. Without
-    a size (the model's native one, known after the load) the pipeline's own check runs later."""
+def mask_names(fields: dict, specs: list) -> list[str]:
+    """Per adapter of the joined fields, how the user gave its mask: the flag, or the unit's field (its label)."""
+    flag_adapters = len(fields.get("ip_adapter", ()))
+    return ["--ip-adapter-mask"] * flag_adapters + [f"{spec.label} effective_region_mask" for spec in specs]
+
+
+def check_mask_sizes(fields: dict, names: list[str], width: int | None, height: int | None) -> None:
+    """Refuse, before the model loads, a mask whose shape is not the output's, named by `names` (`mask_names`).
+    Without a size (the model's native one, known after the load) the pipeline's own check runs later."""
     if not fields.get("ip_adapter_mask") or not width or not height:
         return
     from pipelines.ip_adapter_inputs import check_ip_adapter_inputs
+    from pipelines.ip_adapter_masks import ASPECT_TOLERANCE
 
-    for index, masks in enumerate(check_ip_adapter_inputs(**fields).masks):
+    for name, masks in zip(names, check_ip_adapter_inputs(**fields).masks):
         for mask in masks or ():
             if abs(mask.width / mask.height - width / height) > ASPECT_TOLERANCE * (width / height):
-                what = "--ip-adapter-mask" if index < flag_adapters else \
-                    f"the effective_region_mask of IP-Adapter unit {index - flag_adapters}"
-                raise ValueError(f"{what} is {mask.width}x{mask.height}, whose aspect ratio is not the output's "
+                raise ValueError(f"{name} is {mask.width}x{mask.height}, whose aspect ratio is not the output's "
                                  f"{width}x{height}; draw it at {width}x{height} (or any size of that shape).")
