@@ -371,10 +371,13 @@ def _controlnet_units(request: Txt2ImgRequest, limits: GenerationLimits, request
 def _ip_adapter_units(request: Txt2ImgRequest, limits: GenerationLimits, request_limits: RequestLimits,
                       models) -> list:
     from webui.api_controlnet import controlnet_args, parse_ip_adapter_units
+    from webui.api_ip_adapter import check_region_mask_sizes
 
     args, _ = controlnet_args(request.alwayson_scripts)
-    return parse_ip_adapter_units(args, models=models, max_pixels=request_limits.image_pixel_cap(limits),
-                                  max_bytes=request_limits.max_image_bytes)
+    units = parse_ip_adapter_units(args, models=models, max_pixels=request_limits.image_pixel_cap(limits),
+                                   max_bytes=request_limits.max_image_bytes)
+    check_region_mask_sizes(units, request.width, request.height)  # the output's size, txt2img's and img2img's
+    return units
 
 
 def _refuse_single_pass_ip_units(request: Txt2ImgRequest) -> None:

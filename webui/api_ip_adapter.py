@@ -11,6 +11,12 @@ the folder holds adapters for both, else `image_encoder/`. Everything is checked
 the weights file too (`.safetensors` from its header, a pickled `.bin` read once through the safe reader and kept in
 the folder's `IPAdapterStore` for the job); `check_ip_adapter_families` then compares the adapters with the job's
 checkpoint from the shapes read. The web UI's units and `mixkit --controlnet-json` come through here as well.
+
+A unit's `effective_region_mask` restricts where its image prompt acts: the extension multiplies the adapter's
+attention output by the mask's first channel (white = acts), resized to each layer; diffusers' IP-Adapter masks
+(`ip_adapter_mask`) do the same for an adapter with one reference image, so the unit's mask becomes its adapter's
+mask. A unit with several pictures is refused with a mask: the extension averages their embeddings and masks the
+result, while a masked diffusers adapter attends to each picture separately, which would give another image.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ IP_ADAPTER_MODULES = {"ip-adapter_clip_sd15": "clip_h", "ip-adapter_clip_h": "cl
 FACE_MODULES = ("ip-adapter_face_id", "ip-adapter_face_id_plus", "ip-adapter_pulid")
 ENCODER_FOLDER = "image_encoder"  # diffusers' and h94's name
 # Unit fields that change an IP-Adapter unit in the extension but are not honoured here: refused unless default.
-UNHONOURED = {"mask": "a mask", "effective_region_mask": "an effective_region_mask (attention masking)"}
+UNHONOURED = {"mask": "a mask"}
 
 
 @dataclass
@@ -40,6 +46,7 @@ class IPAdapterUnitSpec:
     weights: Path
     encoder: Path
     images: list = field(default_factory=list)
+    region_mask: Any = None  # "L" PIL image from effective_region_mask (white: the image prompt acts), or None
     weight: float = 1.0
     guidance_start: float = 0.0
     guidance_end: float = 1.0
@@ -101,7 +108,49 @@ def ip_adapter_unit_spec(label: str, unit: dict, models, *, decode=None, images:
         raise ValueError(f"{label}: guidance_start {start:g} is after guidance_end {end:g}; the adapter would never "
                          "act. Lower guidance_start or raise guidance_end.")
     pictures = list(images) if images is not None else _unit_images(label, unit, decode)
-    return IPAdapterUnitSpec(label, name, weights, encoder, pictures, weight, start, end)
+    region = _region_mask(label, unit.get("effective_region_mask"), decode)
+    if region is not None and len(pictures) > 1:
+        raise ValueError(f"{label}: effective_region_mask with {len(pictures)} pictures is not supported (a masked "
+                         "IP-Adapter attends to each picture separately, which differs from the extension's average "
+                         "of them); send one picture per masked unit, or several units with the same mask.")
+    return IPAdapterUnitSpec(label, name, weights, encoder, pictures, region, weight, start, end)
+
+
+def _region_mask(label: str, data: Any, decode):
+    """The unit's effective_region_mask as an "L" image of its first channel, as the extension reads it (a colour
+    mask's red); None when not given. The web UI hands a PIL image, requests base64."""
+    from webui.api_controlnet import _given
+
+    if not _given(data):
+        return None
+    if isinstance(data, str):
+        if decode is None:
+            raise ValueError(f"{label} effective_region_mask must be an image.")
+        data = decode(f"{label} effective_region_mask", data)
+    if not hasattr(data, "convert"):
+        raise ValueError(f"{label} effective_region_mask must be a base64-encoded image (white: the image prompt "
+                         f"acts there), got {type(data).__name__}.")
+    import numpy as np
+    from PIL import Image
+
+    return Image.fromarray(np.ascontiguousarray(np.asarray(data.convert("RGB"))[..., 0]), mode="L")
+
+
+def check_region_mask_sizes(specs: list[IPAdapterUnitSpec], width: int, height: int) -> None:
+    """Refuse, before a job is queued, a unit's effective_region_mask whose shape is not the output's (the Python
+    API refuses it too, after the model loaded; the extension would stretch it, moving the region drawn)."""
+    from pipelines.ip_adapter_masks import check_mask_aspect
+
+    for spec in specs:
+        if spec.region_mask is None:
+            continue
+        try:
+            check_mask_aspect(((spec.region_mask,),), width, height)
+        except ValueError:
+            mask = spec.region_mask
+            raise ValueError(f"{spec.label}: effective_region_mask is {mask.width}x{mask.height}, whose aspect ratio "
+                             f"is not the output's {width}x{height}; send it at {width}x{height} (or any size of "
+                             "that shape).") from None
 
 
 def ui_ip_adapter_unit_spec(label: str, models, fields: dict) -> IPAdapterUnitSpec:
@@ -184,10 +233,13 @@ def ip_adapter_fields(specs: list[IPAdapterUnitSpec], init_image=None) -> dict:
             raise ValueError(f"{spec.label}: an IP-Adapter unit needs 'image', the reference picture (only img2img "
                              "falls back to its init image).")
         images.append(list(spec.images) or [init_image])
-    return {"ip_adapter": [IPAdapterSource(str(spec.weights), image_encoder_folder=str(spec.encoder.resolve()))
-                           for spec in specs],
-            "ip_adapter_image": images, "ip_adapter_scale": [spec.weight for spec in specs],
-            "ip_adapter_guidance": [(spec.guidance_start, spec.guidance_end) for spec in specs]}
+    fields = {"ip_adapter": [IPAdapterSource(str(spec.weights), image_encoder_folder=str(spec.encoder.resolve()))
+                             for spec in specs],
+              "ip_adapter_image": images, "ip_adapter_scale": [spec.weight for spec in specs],
+              "ip_adapter_guidance": [(spec.guidance_start, spec.guidance_end) for spec in specs]}
+    if any(spec.region_mask is not None for spec in specs):  # one mask for the unit's one picture
+        fields["ip_adapter_mask"] = [None if spec.region_mask is None else [spec.region_mask] for spec in specs]
+    return fields
 
 
 def check_ip_adapter_families(sources: list, holder, entry=None, store=None) -> None:

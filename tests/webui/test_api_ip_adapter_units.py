@@ -37,21 +37,26 @@ def ip_unit(**fields) -> dict:
 
 
 @pytest.fixture(scope="module")
-def server(tiny_sd1_dir, tmp_path_factory, serving):
+def unit_folder(tiny_sd1_dir, tmp_path_factory):
     """--controlnet-dir as the extension's users fill it: a ControlNet, IP-Adapter files and `image_encoder/`."""
     from mixkit.models.diffusion.loading import load_diffusion_model
     from mixkit.testing.tiny_controlnet import build_tiny_controlnet
-    from webui.config import ServerConfig
 
-    root = tmp_path_factory.mktemp("ip-units")
-    folder = root / "ControlNet"
+    folder = tmp_path_factory.mktemp("ip-units") / "ControlNet"
     build_tiny_controlnet(folder / "tiny_canny", seed=1)
     unet = load_diffusion_model(tiny_sd1_dir).unet
     save_tiny_ip_adapter(folder, unet)  # ip-adapter_tiny.safetensors + image_encoder/
     save_tiny_ip_adapter(folder, unet, name="ip-adapter_other", seed=5)
     save_tiny_ip_adapter(folder, unet, name="ip-adapter_wide", cross_dim=48)  # another family's width
-    with serving(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(root / "outputs"), ui=False,
-                              controlnet_dir=str(folder))) as running:
+    return folder
+
+
+@pytest.fixture(scope="module")
+def server(tiny_sd1_dir, unit_folder, serving):
+    from webui.config import ServerConfig
+
+    with serving(ServerConfig(models=[str(tiny_sd1_dir)], output_dir=str(unit_folder.parent / "outputs"), ui=False,
+                              controlnet_dir=str(unit_folder))) as running:
         yield running
 
 
@@ -136,6 +141,51 @@ def test_ip_adapter_and_controlnet_units_in_one_request(client):
     assert np.abs(adapter_off - control_only).max() <= 1
 
 
+def left_half(size=(64, 64), colour=True) -> Image.Image:
+    """White (red, as the extension reads a colour mask's first channel) on the left half, black on the right."""
+    mask = Image.new("RGB" if colour else "L", size, 0)
+    mask.paste((255, 0, 0) if colour else 255, (0, 0, size[0] // 2, size[1]))
+    return mask
+
+
+def test_effective_region_mask_is_the_adapters_mask(client, tiny_sd1_dir, unit_folder):
+    """The unit's effective_region_mask gives the Python API's picture with `ip_adapter_mask` (its first channel)."""
+    from pipelines.ip_adapter import IPAdapterTextToImage, IPAdapterTxt2ImgParams
+    from pipelines.ip_adapter_files import IPAdapterSource
+
+    unmasked = picture(generate(client, [ip_unit(weight=1.5)]))
+    response = generate(client, [ip_unit(weight=1.5, effective_region_mask=encoded(left_half((32, 32))))])
+    masked = picture(response)
+    assert 'IP-Adapter: "ip-adapter_tiny: 1.5"' in infotext(response)
+    pipe = IPAdapterTextToImage.from_pretrained(str(tiny_sd1_dir))
+    source = IPAdapterSource(str(unit_folder / "ip-adapter_tiny.safetensors"),
+                             image_encoder_folder=str(unit_folder / "image_encoder"))
+    reference_picture = Image.open(io.BytesIO(base64.b64decode(reference(0)))).convert("RGB")
+    params = IPAdapterTxt2ImgParams(prompt="a cat", steps=2, width=64, height=64, seed=7, sampler="Euler",
+                                    ip_adapter=[source], ip_adapter_image=[[reference_picture]], ip_adapter_scale=[1.5],
+                                    ip_adapter_mask=[[left_half(colour=False)]])
+    expected = np.asarray(pipe(params).images[0].convert("RGB")).astype(int)
+    assert np.array_equal(masked, expected)
+    assert not np.array_equal(masked, unmasked)
+    # the right half, where the mask is black, is nearer the picture without the unit than the left half is
+    plain = picture(generate(client, []))
+    right, left = (np.abs(masked - plain)[:, half].mean() for half in (slice(40, 64), slice(0, 24)))
+    assert right < left
+
+
+def test_region_masks_of_several_units_and_of_an_img2img_unit_without_image(client):
+    two = [ip_unit(weight=1.0, effective_region_mask=encoded(left_half())),
+           ip_unit(model="ip-adapter_other", image=reference(1), weight=1.0)]
+    whole = [{**two[0], "effective_region_mask": None}, two[1]]
+    assert not np.array_equal(picture(generate(client, two)), picture(generate(client, whole)))
+    fields = dict(route="img2img", init_images=[reference(3)], denoising_strength=0.8)
+    region = encoded(left_half())
+    without = picture(generate(client, [ip_unit(image=None, effective_region_mask=region)], **fields))
+    given = picture(generate(client, [ip_unit(image=reference(3), effective_region_mask=region)], **fields))
+    assert np.array_equal(without, given)
+    assert not np.array_equal(given, picture(generate(client, [ip_unit(image=reference(3))], **fields)))
+
+
 def test_img2img_unit_without_image_takes_the_init_image(client):
     init = reference(3)
     fields = dict(route="img2img", init_images=[init], denoising_strength=0.8)
@@ -153,7 +203,11 @@ def test_img2img_unit_without_image_takes_the_init_image(client):
     ({"guidance_start": 0.8, "guidance_end": 0.2}, "guidance_start 0.8 is after guidance_end 0.2"),
     ({"control_mode": 2}, "control_mode 2 on an IP-Adapter unit is not supported"),
     ({"mask": reference(2)}, "a mask on an IP-Adapter unit is not supported"),
-    ({"effective_region_mask": reference(2)}, "effective_region_mask (attention masking) on an IP-Adapter unit"),
+    ({"effective_region_mask": encoded(Image.new("L", (64, 32), 255))},
+     "effective_region_mask is 64x32, whose aspect ratio is not the output's 64x64"),
+    ({"effective_region_mask": 3}, "effective_region_mask must be a base64-encoded image"),
+    ({"effective_region_mask": encoded(Image.new("L", (64, 64), 255)),
+      "image": [{"image": reference(0)}, {"image": reference(1)}]}, "effective_region_mask with 2 pictures"),
     ({"image": None}, "an IP-Adapter unit needs 'image'"),
     ({"image": [{"image": reference(0), "mask": reference(1)}]}, "takes no mask here"),
     ({"image": "not-an-image"}, "not valid base64"),

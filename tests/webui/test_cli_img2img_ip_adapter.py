@@ -101,3 +101,32 @@ def test_batch_img2img_with_an_image_prompt_is_refused(tiny_sd1_dir, adapter, tm
     assert code == 2
     assert "--ip-adapter cannot be combined with --input-dir (batch img2img)" in capsys.readouterr().err
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").glob("*.png"))
+
+
+def test_img2img_mask_against_the_init_images_size(tiny_sd1_dir, adapter, tmp_path, capsys):
+    """Without --width/--height the output takes the init image's size: a mask of its shape runs (the Python API's
+    picture), one of another shape fails before the model loads."""
+    from pipelines.ip_adapter import IPAdapterImageToImage, IPAdapterImg2ImgParams
+
+    init = write_noise_picture(tmp_path / "init.png", 1, 64, 32)
+    reference = write_noise_picture(tmp_path / "ref.png", 0, 40, 40)
+    left = Image.new("L", (64, 32), 0)
+    left.paste(255, (0, 0, 32, 32))
+    left.save(tmp_path / "left.png")
+    Image.new("L", (64, 64), 255).save(tmp_path / "square.png")
+    flags = ["--model", str(tiny_sd1_dir), "--steps", "3", "--seed", "21", "--sampler", "Euler", "--cfg", "7",
+             "--ip-adapter", str(adapter), "--ip-adapter-image", str(reference)]
+    assert main(["img2img", str(init), "a cat", "-o", str(tmp_path / "out"), *flags,
+                 "--ip-adapter-mask", str(tmp_path / "left.png")]) == 0
+    params = IPAdapterImg2ImgParams(prompt="a cat", width=64, height=32, steps=3, seed=21, sampler="Euler",
+                                    cfg_scale=7.0, init_images=[Image.open(init).convert("RGB")],
+                                    ip_adapter=str(adapter), ip_adapter_image=Image.open(reference),
+                                    ip_adapter_mask=[left])
+    expected = np.asarray(IPAdapterImageToImage.from_pretrained(str(tiny_sd1_dir))(params).images[0].convert("RGB"))
+    assert np.array_equal(pixels(tmp_path / "out")[..., :3], expected.astype(int))
+    capsys.readouterr()
+    assert main(["img2img", str(init), "a cat", "-o", str(tmp_path / "bad"), *flags,
+                 "--ip-adapter-mask", str(tmp_path / "square.png")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "--ip-adapter-mask is 64x64, whose aspect ratio is not the output's 64x32" in err[-1]
+    assert not any(line.startswith("Loaded ") for line in err) and not (tmp_path / "bad").exists()

@@ -124,3 +124,44 @@ def test_bad_units_fail_before_the_model_loads(tiny_sd1_dir, folder, tmp_path, c
     assert err[-1].startswith("mixkit: error:") and message in err[-1], err[-1]
     assert not any(line.startswith("Loaded ") for line in err)  # refused before the model loaded
     assert not out.exists() or not any(out.glob("*.png"))
+
+
+def test_flag_masks_and_windows_join_a_masked_unit_as_one_call(tiny_sd1_dir, folder, tmp_path):
+    """--ip-adapter with --ip-adapter-mask / --ip-adapter-guidance, then a unit with effective_region_mask: the
+    Python API's picture for the two adapters with their masks and windows."""
+    from pipelines.ip_adapter import IPAdapterTextToImage, IPAdapterTxt2ImgParams
+    from pipelines.ip_adapter_files import IPAdapterSource
+
+    left = Image.new("L", (64, 64), 0)
+    left.paste(255, (0, 0, 32, 64))
+    left.save(tmp_path / "left.png")
+    right = Image.eval(left, lambda v: 255 - v)
+    right.save(tmp_path / "right.png")
+    weights = folder / "ControlNet" / "ip-adapter_tiny.safetensors"
+    flags = ["--ip-adapter", str(weights), "--ip-adapter-image", str(folder / "ref.png"), "--ip-adapter-scale", "1.2",
+             "--ip-adapter-mask", str(tmp_path / "left.png"), "--ip-adapter-guidance", "0", "0.5",
+             "--sampler", "Euler", "--cfg", "7"]
+    masked_unit = unit(image=str(folder / "other.png"), weight=0.8, guidance_start=0.3,
+                       effective_region_mask="right.png")  # relative to the JSON file, as the unit's other files
+    assert run("generate", tiny_sd1_dir, folder, tmp_path / "out", *flags, "--controlnet-json",
+               units_file(tmp_path, "masked", [masked_unit])) == 0
+    source = IPAdapterSource(str(weights), image_encoder_folder=str((folder / "ControlNet" / "image_encoder")))
+    params = IPAdapterTxt2ImgParams(
+        prompt="a cat", width=64, height=64, steps=3, seed=21, sampler="Euler", cfg_scale=7.0,
+        ip_adapter=[source, source], ip_adapter_scale=[1.2, 0.8], ip_adapter_guidance=[(0.0, 0.5), (0.3, 1.0)],
+        ip_adapter_image=[[Image.open(folder / "ref.png")], [Image.open(folder / "other.png")]],
+        ip_adapter_mask=[[left], [right]])
+    expected = np.asarray(IPAdapterTextToImage.from_pretrained(str(tiny_sd1_dir))(params).images[0].convert("RGB"))
+    got = output(tmp_path / "out")
+    assert np.array_equal(np.asarray(got.convert("RGB")), expected)
+    assert 'IP-Adapter Guidance: "0-0.5, 0.3-1"' in got.text["parameters"]
+
+
+def test_a_unit_mask_of_another_shape_fails_before_the_load(tiny_sd1_dir, folder, tmp_path, capsys):
+    Image.new("L", (64, 32), 255).save(tmp_path / "wide.png")
+    code = run("generate", tiny_sd1_dir, folder, tmp_path / "out", "--controlnet-json",
+               units_file(tmp_path, "wide", [unit(image=str(folder / "ref.png"), effective_region_mask="wide.png")]))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert "--controlnet-json unit 0 effective_region_mask is 64x32, whose aspect ratio is not the output's" in err[-1]
+    assert not any(line.startswith("Loaded ") for line in err) and not (tmp_path / "out").exists()

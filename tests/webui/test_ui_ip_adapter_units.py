@@ -66,6 +66,16 @@ def test_an_ip_adapter_unit_gives_the_params_an_api_request_unit_gives(state):
     assert np.array_equal(np.asarray(ui_images[0]), np.asarray(api_images[0]))
 
 
+def test_an_effective_region_mask_is_the_adapters_mask(state):
+    region = Image.new("L", (64, 64), 0)
+    region.paste(255, (0, 0, 32, 64))
+    params = with_controlnet(state, "txt2img", Txt2ImgParams(prompt="x"),
+                             unit(image=reference(), region=region) + unit(image=reference()))
+    (first,), second = params.ip_adapter_mask
+    assert second is None and np.array_equal(np.asarray(first), np.asarray(region))
+    assert params.ip_adapter_call().masks[0][0].mode == "L"
+
+
 def test_ip_adapter_and_controlnet_units_together_and_img2img_takes_the_init_image(state):
     from pipelines.img2img import Img2ImgParams
     from pipelines.ip_adapter_controlnet import ControlIPAdapterImg2ImgParams, ControlIPAdapterTxt2ImgParams

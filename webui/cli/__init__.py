@@ -15,8 +15,8 @@ import sys
 
 from mixkit.errors import MixkitError
 
-SUBCOMMANDS = ["apps", "cache", "eval", "extras", "generate", "img2img", "info", "interrogate", "lora", "merge",
-               "outpaint", "samplers", "tiny_model", "train", "webui", "world"]
+SUBCOMMANDS = ["apps", "cache", "eval", "extras", "generate", "img2img", "info", "interrogate", "ip_adapter_embeds",
+               "lora", "merge", "outpaint", "samplers", "tiny_model", "train", "webui", "world"]
 
 # MixkitError: every mixkit error is a user's, including those that are OSErrors (a checkpoint that cannot be
 # written, an unusable latent-cache folder) or ImportErrors (an attention backend that is not installed).

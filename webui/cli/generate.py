@@ -217,13 +217,16 @@ def run(args: argparse.Namespace) -> int:
     hires = hires_fields(args)
     pipeline_class = TextToImage
     from webui.cli.ip_adapter_flags import ip_adapter_fields
-    from webui.cli.ip_adapter_units import ip_adapter_unit_specs, with_ip_adapter_units
+    from webui.cli.ip_adapter_units import (check_mask_sizes, ip_adapter_unit_specs, mask_names,
+                                              with_ip_adapter_units)
 
     ip_fields = ip_adapter_fields(args)
     ip_units = ip_adapter_unit_specs(args)  # --controlnet-json / --controlnet units with an IP-Adapter module
     if ip_fields or ip_units:
         refuse_ip_adapter_with(hires=hires is not None, script=xyz_or_script(args), units_only=not ip_fields)
+        names = mask_names(ip_fields, ip_units)
         ip_fields = with_ip_adapter_units(ip_fields, ip_units)
+        check_mask_sizes(ip_fields, names, args.width, args.height)  # without a size: the pipeline's check
         from pipelines.ip_adapter_controlnet import params_class_for, pipeline_class_for
 
         # with --controlnet the units join the params after the load, with their models

@@ -154,9 +154,9 @@ def apply_infotext(args: argparse.Namespace, text: str, img2img=None) -> tuple[a
         taken += _fill_flags(args, img2img.flag_keys(args), written)
     taken += [key for key in _fill_flags(args, FLAG_KEYS, parsed) if key in written]
     taken += _fill_seed_resize(args, written)
-    from webui.cli.ip_adapter_flags import fill_ip_adapter_scales
+    from webui.cli.ip_adapter_flags import fill_ip_adapter_infotext
 
-    taken += fill_ip_adapter_scales(args, written)  # with --ip-adapter given: the infotext's scales
+    taken += fill_ip_adapter_infotext(args, written)  # with --ip-adapter given: its scales and windows
     if "Prompt" in taken and getattr(args, "lora_dir", None) and written.get("Lora hashes"):
         # A1111's paste: tags re-linked through `Lora hashes` to the local files with those hashes (renamed copies).
         from mixkit.lora import LoraLibrary

@@ -154,6 +154,9 @@ def run(args: argparse.Namespace) -> int:
 
         return run_batch(args, infotext_keys, script)
     image = read_init_image(args.image)
+    from webui.cli.ip_adapter_units import check_mask_sizes, mask_names
+
+    names = mask_names(ip_fields, ip_units)
     ip_fields = with_ip_adapter_units(ip_fields, ip_units, init_image=image)  # a unit without picture: the init image
     mask = None if args.mask is None else read_mask(args.mask, "--mask")
     latent_mask = None if args.latent_mask is None else read_mask(args.latent_mask, "--latent-mask")
@@ -163,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
     grid = 8  # SD's VAE, for the checks before the load; the loaded model's own grid sets the default size after it
     limits = GenerationLimits()
     fields.update(default_size(args, image, f"IMAGE {args.image!r}", grid, limits))
+    check_mask_sizes(ip_fields, names, fields["width"], fields["height"])
     from webui.cli.controlnet_units import controlnet_specs
 
     specs, catalog = controlnet_specs(args, infotext_keys, img2img=True)

@@ -4,9 +4,10 @@ whose module is one of sd-webui-controlnet's IP-Adapter modules (`ip-adapter_cli
 
 Its model is an `ip-adapter*` file named as the server names it (in `--controlnet-dir`, with or without the
 extension's " [hash]") or given as a path, its image encoder beside it (`image_encoder/`, or the module's
-`image_encoder_clip_h/` / `image_encoder_clip_g/`), its `weight` the adapter's scale and `guidance_start/end` its
-window. The unit goes through the API's own check (`webui.api_ip_adapter.ip_adapter_unit_spec`) and becomes the same
-`ip_adapter*` params fields; they join the `--ip-adapter` flags' adapters (those first).
+`image_encoder_clip_h/` / `image_encoder_clip_g/`), its `weight` the adapter's scale, `guidance_start/end` its
+window and `effective_region_mask` (a file) its mask. The unit goes through the API's own check
+(`webui.api_ip_adapter.ip_adapter_unit_spec`) and becomes the same `ip_adapter*` params fields; they join the
+`--ip-adapter` flags' adapters (those first), with their masks, windows and embeddings.
 """
 
 from __future__ import annotations
@@ -51,19 +52,55 @@ def with_ip_adapter_units(fields: dict, specs: list, init_image=None) -> dict:
     from webui.api_ip_adapter import ip_adapter_fields
 
     units = ip_adapter_fields(specs, init_image=init_image)
-    joined = units
-    if fields:
-        count = len(fields["ip_adapter"])
-        images = fields["ip_adapter_image"]
-        scale = fields["ip_adapter_scale"]
-        joined = {"ip_adapter": list(fields["ip_adapter"]) + units["ip_adapter"],
-                  "ip_adapter_image": ([images] if count == 1 else list(images)) + units["ip_adapter_image"],
-                  "ip_adapter_scale": (list(scale) if isinstance(scale, (list, tuple)) else [scale] * count)
-                  + units["ip_adapter_scale"],
-                  "ip_adapter_guidance": [(0.0, 1.0)] * count + units["ip_adapter_guidance"]}
+    joined = _joined(_per_adapter(fields), units) if fields else units
     try:
         check_ip_adapter_inputs(**joined)
     except ValueError as error:
         what = "--ip-adapter and the IP-Adapter units together" if fields else "the IP-Adapter units"
         raise ValueError(f"{what}: {error}") from None
     return joined
+
+
+def _per_adapter(fields: dict) -> dict:
+    """The flags' fields (already checked) as lists with one entry per adapter, every field present."""
+    from pipelines.ip_adapter_inputs import check_ip_adapter_inputs
+
+    call = check_ip_adapter_inputs(**fields)
+    return {"ip_adapter": list(call.sources),
+            "ip_adapter_image": [None if images is None else list(images) for images in call.images],
+            "ip_adapter_scale": list(call.scales), "ip_adapter_guidance": list(call.windows),
+            "ip_adapter_image_embeds": list(call.embeds),
+            "ip_adapter_mask": [None if masks is None else list(masks) for masks in call.masks]}
+
+
+def _joined(flags: dict, units: dict) -> dict:
+    """Flags' adapters then units'; the optional fields (embeddings, masks) only when some adapter has one."""
+    count = len(units["ip_adapter"])
+    joined = {key: flags[key] + units[key] for key in ("ip_adapter", "ip_adapter_image", "ip_adapter_scale",
+                                                        "ip_adapter_guidance")}
+    for key in ("ip_adapter_image_embeds", "ip_adapter_mask"):
+        entries = flags[key] + list(units.get(key) or [None] * count)
+        if any(entry is not None for entry in entries):
+            joined[key] = entries
+    return joined
+
+
+def mask_names(fields: dict, specs: list) -> list[str]:
+    """Per adapter of the joined fields, how the user gave its mask: the flag, or the unit's field (its label)."""
+    flag_adapters = len(fields.get("ip_adapter", ()))
+    return ["--ip-adapter-mask"] * flag_adapters + [f"{spec.label} effective_region_mask" for spec in specs]
+
+
+def check_mask_sizes(fields: dict, names: list[str], width: int | None, height: int | None) -> None:
+    """Refuse, before the model loads, a mask whose shape is not the output's, named by `names` (`mask_names`).
+    Without a size (the model's native one, known after the load) the pipeline's own check runs later."""
+    if not fields.get("ip_adapter_mask") or not width or not height:
+        return
+    from pipelines.ip_adapter_inputs import check_ip_adapter_inputs
+    from pipelines.ip_adapter_masks import ASPECT_TOLERANCE
+
+    for name, masks in zip(names, check_ip_adapter_inputs(**fields).masks):
+        for mask in masks or ():
+            if abs(mask.width / mask.height - width / height) > ASPECT_TOLERANCE * (width / height):
+                raise ValueError(f"{name} is {mask.width}x{mask.height}, whose aspect ratio is not the output's "
+                                 f"{width}x{height}; draw it at {width}x{height} (or any size of that shape).")
