@@ -51,7 +51,6 @@ def test_image_prompt_changes_the_image_and_is_recorded(tiny_sd1_dir, adapter, t
     (["--ip-adapter", "{missing}", "--ip-adapter-image", "{image}"], "does not exist"),
     (["--ip-adapter", "{adapter}", "--ip-adapter-image", "{image}", "--ip-adapter-image-encoder", "{missing}"],
      "image encoder"),
-    (["--ip-adapter", "{adapter}", "--ip-adapter-image", "{image}", "--hr-scale", "2"], "hires fix"),
 ])
 def test_bad_flags_are_one_line_errors(tiny_sd1_dir, adapter, tmp_path, capsys, extra, message):
     image = write_noise_picture(tmp_path / "ref.png", 0, 40, 40)
@@ -117,6 +116,27 @@ def test_mask_and_guidance_window_give_the_python_api_picture(tiny_sd1_dir, adap
     assert not np.array_equal(saved(tmp_path / "whole"), expected)  # the mask was not ignored
     infotext = Image.open(next((tmp_path / "masked").glob("*.png"))).text["parameters"]
     assert 'IP-Adapter: "ip-adapter_tiny: 1.5", IP-Adapter Guidance: 0-0.5' in infotext
+
+
+def test_hires_fix_gives_the_python_api_hires_picture(tiny_sd1_dir, adapter, tmp_path):
+    """--hr-scale with --ip-adapter: the adapter guides both passes, as `HiresFix` with IPAdapterHiresParams does."""
+    from pipelines.hires import HiresFix
+    from pipelines.ip_adapter import IPAdapterTextToImage
+    from pipelines.ip_adapter_hires import IPAdapterHiresParams
+
+    image = write_noise_picture(tmp_path / "ref.png", 0, 40, 40)
+    hires = ["--hr-scale", "2", "--hr-upscaler", "Latent", "--denoising-strength", "0.6"]
+    assert run(tiny_sd1_dir, tmp_path / "hires", *EXACT, *hires, "--ip-adapter", str(adapter),
+               "--ip-adapter-image", str(image), "--ip-adapter-scale", "0.8") == 0
+    pipe = IPAdapterTextToImage.from_pretrained(str(tiny_sd1_dir))
+    params = IPAdapterHiresParams(prompt="a cat", width=64, height=64, steps=3, seed=21, sampler="Euler", cfg_scale=7.0,
+                                  hr_scale=2.0, hr_upscaler="Latent", denoising_strength=0.6, ip_adapter=str(adapter),
+                                  ip_adapter_image=Image.open(image), ip_adapter_scale=0.8)
+    expected = np.asarray(HiresFix(pipe)(params).images[0].convert("RGB"))
+    assert saved(tmp_path / "hires").shape == (128, 128, 3)
+    assert np.array_equal(saved(tmp_path / "hires"), expected)
+    infotext = Image.open(next((tmp_path / "hires").glob("*.png"))).text["parameters"]
+    assert "Hires upscale: 2" in infotext and 'IP-Adapter: "ip-adapter_tiny: 0.8"' in infotext
 
 
 def test_one_mask_per_image_of_one_adapter_in_order(tiny_sd1_dir, adapter, tmp_path):
