@@ -123,6 +123,10 @@ class IPAdapterMixin:
         if backend not in (None, "torch", "torch.compile"):
             raise ValueError(f"IP-Adapter cannot run on the {backend} backend, whose graphs are compiled without its "
                              "attention layers; use backend='torch' (--backend torch) for image prompts.")
+        if getattr(params, "refiner", None) is not None:
+            raise ValueError("IP-Adapter cannot run with a refiner yet: the refiner's UNet has no adapter layers, so "
+                             "the image prompt would stop acting at the switch; drop the refiner (refiner=None, no "
+                             "--refiner), or refine the result afterwards with img2img.")
         from pipelines.ip_adapter_embeds import check_embeds_fit
         from pipelines.ip_adapter_masks import check_mask_aspect
 

@@ -319,6 +319,7 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
                                                     controlnet_models)
     if ip_units and request.enable_hr:
         _refuse_single_pass_ip_units(request)
+    _refuse_ip_units_with_refiner(ip_units, params)
     if units:
         params = _with_units(params, units)
     if ip_units:
@@ -395,6 +396,14 @@ def _refuse_single_pass_ip_units(request: Txt2ImgRequest) -> None:
                          "here; send hr_option 'Both'.")
 
 
+def _refuse_ip_units_with_refiner(ip_units: list, params) -> None:
+    """The pipelines refuse IP-Adapter with a refiner (its UNet has no adapter layers); said here before queueing."""
+    if ip_units and params.refiner is not None:
+        raise ValueError(f"{ip_units[0].label}: IP-Adapter units cannot run with a refiner yet (the refiner's UNet has "
+                         "no adapter layers, so the image prompt would stop at the switch); send no "
+                         "refiner_checkpoint, or refine the result afterwards with img2img.")
+
+
 def _with_ip_adapter_units(params: Txt2ImgParams, ip_units: list) -> Txt2ImgParams:
     """The txt2img params with the IP-Adapter units' fields, in the class of the units the call has (hires fix
     included: its params carry the adapters into both passes)."""
@@ -450,6 +459,7 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
     mask_round = request.mask_round and soft_inpainting is None
     mask = _decode_mask(request.mask, decode, round=mask_round) if request.mask else None
     ip_units = _ip_adapter_units(request, limits, request_limits, controlnet_models)
+    _refuse_ip_units_with_refiner(ip_units, base)
     from pipelines.ip_adapter_controlnet import params_class_for
     from webui.api_ip_adapter import ip_adapter_fields
 

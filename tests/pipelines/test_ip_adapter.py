@@ -220,6 +220,13 @@ def test_face_id_adapters_are_refused_by_name(ip_pipe, tmp_path):
         ip_pipe(**SMALL, ip_adapter=str(file), ip_adapter_image=reference(0))
 
 
+def test_a_refiner_is_refused_before_anything_loads(ip_pipe, adapter_file, tiny_sd1_dir):
+    """The refiner's UNet would run without the adapter layers after the switch: refused, not half applied."""
+    with pytest.raises(ValueError, match="IP-Adapter cannot run with a refiner yet: the refiner's UNet has no adapter"):
+        ip_pipe(**SMALL, ip_adapter=str(adapter_file), ip_adapter_image=reference(0), refiner=str(tiny_sd1_dir),
+                refiner_switch_at=0.5)
+
+
 def test_not_an_ip_adapter_file(ip_pipe, tmp_path):
     from safetensors.torch import save_file
 

@@ -236,6 +236,18 @@ def test_hires_fix_runs_the_units_in_both_passes_and_refuses_one_pass(client):
     assert "controlnet unit 0: hr_option='Low res only' is not supported: IP-Adapter units guide both" in one_pass.text
 
 
+def test_a_refiner_with_ip_adapter_units_is_422_before_queueing(client, server, monkeypatch):
+    queued = []
+    monkeypatch.setattr(server.state.worker, "submit", lambda *args, **kwargs: queued.append(args))
+    checkpoint = client.get("/sdapi/v1/sd-models").json()[0]["title"]
+    for route, fields in (("txt2img", {}), ("img2img", {"init_images": [reference(3)]})):
+        response = generate(client, [ip_unit()], route=route, refiner_checkpoint=checkpoint, refiner_switch_at=0.5,
+                            **fields)
+        assert response.status_code == 422, response.text
+        assert "controlnet unit 0: IP-Adapter units cannot run with a refiner yet" in response.text
+    assert queued == []
+
+
 def test_units_the_server_cannot_combine_are_422(client):
     script = generate(client, [ip_unit()], script_name="prompt matrix", script_args=[])
     assert script.status_code == 422 and "cannot be combined with ControlNet or IP-Adapter units" in script.text

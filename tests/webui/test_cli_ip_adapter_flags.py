@@ -42,6 +42,8 @@ def test_image_prompt_changes_the_image_and_is_recorded(tiny_sd1_dir, adapter, t
 
 
 @pytest.mark.parametrize("extra, message", [
+    (["--ip-adapter", "{adapter}", "--ip-adapter-image", "{image}", "--refiner", "{missing}"],
+     "--ip-adapter cannot be combined with --refiner (the refiner's UNet has no adapter layers) yet"),
     (["--ip-adapter-image", "{image}"], "without --ip-adapter"),
     (["--ip-adapter", "{adapter}"], "needs --ip-adapter-image"),
     (["--ip-adapter", "{adapter}", "--ip-adapter-image", "{image}", "--ip-adapter-scale", "3"],

@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
     ip_fields = ip_adapter_fields(args)
     ip_units = ip_adapter_unit_specs(args)  # --controlnet-json / --controlnet units with an IP-Adapter module
     if ip_fields or ip_units:
-        refuse_ip_adapter_with(script=xyz_or_script(args), units_only=not ip_fields)
+        refuse_ip_adapter_with(script=xyz_or_script(args), refiner=args.refiner is not None, units_only=not ip_fields)
         names = mask_names(ip_fields, ip_units)
         ip_fields = with_ip_adapter_units(ip_fields, ip_units)
         check_mask_sizes(ip_fields, names, args.width, args.height)  # without a size: the pipeline's check
@@ -308,11 +308,13 @@ def xyz_or_script(args: argparse.Namespace) -> bool:
     return xyz_requested(args) or bool(args.prompt_matrix) or args.prompts_from_file is not None
 
 
-def refuse_ip_adapter_with(*, script: bool = False, batch: bool = False, units_only: bool = False) -> None:
+def refuse_ip_adapter_with(*, script: bool = False, batch: bool = False, refiner: bool = False,
+                           units_only: bool = False) -> None:
     """--ip-adapter (and IP-Adapter units: `units_only` when no --ip-adapter is given) runs on single txt2img /
     img2img calls (with --controlnet units, hires fix, or not) for now: say so rather than drop the adapter or the
     other option."""
-    other = "an X/Y/Z plot or prompt script" if script else "--input-dir (batch img2img)" if batch else None
+    other = "an X/Y/Z plot or prompt script" if script else "--input-dir (batch img2img)" if batch else \
+        "--refiner (the refiner's UNet has no adapter layers)" if refiner else None
     if other is not None:
         what = "an IP-Adapter unit (a unit with an ip-adapter module)" if units_only else "--ip-adapter"
         raise ValueError(f"{what} cannot be combined with {other} yet; run them as separate generations.")
