@@ -62,24 +62,32 @@ class TrainEmbeddingFields:
 
 def check_train_fields(fields: object) -> TrainEmbeddingFields:
     """The fields with A1111's defaults filled in; ValueError/TypeError naming an unknown, missing or mistyped one."""
+    return check_a1111_fields(fields, route="train_embedding", defaults=A1111_TRAIN_DEFAULTS, types=FIELD_TYPES,
+                              required=REQUIRED_FIELDS, refused=REFUSED_FIELDS,
+                              missing_hint="name the embedding to train, the dataset folder (below the server's "
+                                           "training data folder) and the step to train to")
+
+
+def check_a1111_fields(fields: object, *, route: str, defaults: dict, types: dict, required: tuple[str, ...],
+                       refused: dict[str, str], missing_hint: str) -> TrainEmbeddingFields:
+    """One A1111 training route's fields (`route`: its function's name) with `defaults` filled in; ValueError or
+    TypeError naming an unknown, refused, missing or mistyped field. Shared by the embedding and hypernetwork routes."""
     if not isinstance(fields, dict):
-        raise TypeError(f"the request body must be a JSON object of A1111's train_embedding fields, got "
+        raise TypeError(f"the request body must be a JSON object of A1111's {route} fields, got "
                         f"{type(fields).__name__}")
     fields = {key: value for key, value in fields.items() if value is not None}  # null: left out, as A1111 reads it
-    for key, why in REFUSED_FIELDS.items():
+    for key, why in refused.items():
         if key in fields:
             raise ValueError(f"{key} is not supported: {why}")
-    unknown = sorted(set(fields) - set(FIELD_TYPES))
+    unknown = sorted(set(fields) - set(types))
     if unknown:
-        raise ValueError(f"unknown field(s) {', '.join(unknown)}; A1111's train_embedding takes "
-                         f"{', '.join(sorted(FIELD_TYPES))}")
-    missing = [key for key in REQUIRED_FIELDS if key not in fields]
+        raise ValueError(f"unknown field(s) {', '.join(unknown)}; A1111's {route} takes {', '.join(sorted(types))}")
+    missing = [key for key in required if key not in fields]
     if missing:
-        raise ValueError(f"missing field(s) {', '.join(missing)}: name the embedding to train, the dataset folder "
-                         "(below the server's training data folder) and the step to train to")
-    values = {**A1111_TRAIN_DEFAULTS, **fields}
+        raise ValueError(f"missing field(s) {', '.join(missing)}: {missing_hint}")
+    values = {**defaults, **fields}
     for key, value in values.items():
-        kinds = FIELD_TYPES[key]
+        kinds = types[key]
         if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
             names = " or ".join(kind.__name__ for kind in kinds)
             raise TypeError(f"{key} must be {names}, got {value!r}")
@@ -93,14 +101,14 @@ def learning_rate(value) -> float:
         if ":" in value or "," in value:
             raise ValueError(f"learn_rate {value!r} is not one number; stepped schedules ('rate:step, ...') are not "
                              "supported here, send one rate such as '0.005'")
-        number = _number(value)
+        number = plain_number(value)
         if number is None:
             raise ValueError(f"learn_rate {value!r} is not a number; send one rate such as '0.005'")
         return number
     return float(value)
 
 
-def _number(text: str) -> float | None:
+def plain_number(text: str) -> float | None:
     """`text` as a float when it is one number in digits (A1111's fields are text boxes), else None."""
     if not A_NUMBER.match(text):
         return None
@@ -130,7 +138,7 @@ def resolve_dataset(data_root: str, allowed: str | Path | None) -> Path:
     return folder
 
 
-def _refuse_unless(condition: bool, field: str, value, why: str) -> None:
+def refuse_unless(condition: bool, field: str, value, why: str) -> None:
     if not condition:
         raise ValueError(f"{field}={value!r} is not supported: {why}")
 
@@ -143,7 +151,7 @@ def preview_prompts(fields: TrainEmbeddingFields, name: str, template: tuple[str
         return []
     if not fields["preview_from_txt2img"]:
         return [template[0].replace("[name]", name).replace("[filewords]", "").strip(" ,")]
-    _refuse_unless(fields["preview_sampler_name"].lower() == "ddim", "preview_sampler_name",
+    refuse_unless(fields["preview_sampler_name"].lower() == "ddim", "preview_sampler_name",
                    fields["preview_sampler_name"], "training previews are drawn with DDIM; send 'DDIM'")
     seed = fields["preview_seed"] if fields["preview_seed"] >= 0 else random.randrange(2**32)  # A1111's -1: random
     prompt = fields["preview_prompt"].strip() or name
@@ -161,6 +169,28 @@ def training_resolution(fields: TrainEmbeddingFields) -> int | list[int]:
     return width if width == height else [width, height]
 
 
+def shared_run_settings(fields: TrainEmbeddingFields) -> float:
+    """The trainer's max_grad_norm (0: off) for the fields the embedding and hypernetwork routes share, refusing
+    those of their values this server cannot honour."""
+    refuse_unless(not fields["varsize"], "varsize", True,
+                  "images are resized to training_width x training_height; send false")
+    refuse_unless(not fields["use_weight"], "use_weight", True, "alpha-channel loss weights are not read; send false")
+    refuse_unless(fields["latent_sampling_method"] == "random", "latent_sampling_method",
+                  fields["latent_sampling_method"], "this trainer draws a new latent from each image's VAE "
+                  "distribution at every step, A1111's 'random'; send 'random'")
+    refuse_unless(fields["clip_grad_mode"] in ("disabled", "norm"), "clip_grad_mode", fields["clip_grad_mode"],
+                  "gradients are clipped by norm only; send 'norm' or 'disabled'")
+    refuse_unless(fields["log_directory"] in ("", LOG_DIRECTORY), "log_directory", fields["log_directory"],
+                  f"the server writes a run's files to its own output folder; send {LOG_DIRECTORY!r}")
+    if fields["clip_grad_mode"] != "norm":
+        return 0.0
+    value = fields["clip_grad_value"]
+    number = plain_number(value) if isinstance(value, str) else float(value)
+    refuse_unless(number is not None, "clip_grad_value", value, "send one number (stepped schedules are not "
+                  "supported)")
+    return number
+
+
 def training_config(fields: TrainEmbeddingFields, *, model: str, dataset: Path, output: Path, num_vectors: int,
                     weights: str, start_step: int) -> SDTextualInversionConfig:
     """The trainer's settings for A1111's fields: continue the embedding file `weights` (already trained
@@ -172,26 +202,10 @@ def training_config(fields: TrainEmbeddingFields, *, model: str, dataset: Path, 
     if steps <= start_step:
         raise ValueError(f"embedding {name!r} is already trained to step {start_step}; set steps above {start_step} "
                          "to train it further (A1111 counts an embedding's steps across runs)")
-    _refuse_unless(not fields["varsize"], "varsize", True,
-                   "images are resized to training_width x training_height; send false")
-    _refuse_unless(not fields["use_weight"], "use_weight", True, "alpha-channel loss weights are not read; send false")
-    _refuse_unless(fields["latent_sampling_method"] == "random", "latent_sampling_method",
-                   fields["latent_sampling_method"], "this trainer draws a new latent from each image's VAE "
-                   "distribution at every step, A1111's 'random'; send 'random'")
-    _refuse_unless(fields["clip_grad_mode"] in ("disabled", "norm"), "clip_grad_mode", fields["clip_grad_mode"],
-                   "gradients are clipped by norm only; send 'norm' or 'disabled'")
-    _refuse_unless(fields["log_directory"] in ("", LOG_DIRECTORY), "log_directory", fields["log_directory"],
-                   f"the server writes a run's files to its own output folder; send {LOG_DIRECTORY!r}")
-    _refuse_unless(not (fields["save_image_with_stored_embedding"] and fields["create_image_every"]),
-                   "save_image_with_stored_embedding", True, "previews are not written as embedding PNGs; send false")
+    refuse_unless(not (fields["save_image_with_stored_embedding"] and fields["create_image_every"]),
+                  "save_image_with_stored_embedding", True, "previews are not written as embedding PNGs; send false")
+    max_grad_norm = shared_run_settings(fields)
     template = NAMED_TEMPLATES.get(fields["template_filename"])  # an unknown file lists the valid names
-    max_grad_norm = 0.0
-    if fields["clip_grad_mode"] == "norm":
-        value = fields["clip_grad_value"]
-        number = _number(value) if isinstance(value, str) else float(value)
-        _refuse_unless(number is not None, "clip_grad_value", value, "send one number (stepped schedules are not "
-                       "supported)")
-        max_grad_norm = number
     return SDTextualInversionConfig(
         model=model, dataset=str(dataset), output=str(output), token_string=name, num_vectors_per_token=num_vectors,
         weights=weights, template_name=fields["template_filename"],
@@ -231,5 +245,5 @@ def check_training_limits(fields: TrainEmbeddingFields, limits) -> None:
 def run_folder(output_dir: Path, name: str) -> Path:
     """A1111's log folder of a run: `<output dir>/textual_inversion/<YYYY-MM-DD>/<name>/`."""
     if name in (".", ".."):  # a file named "...pt" would name a folder above the run's
-        raise ValueError(f"embedding {name!r} cannot name a run folder; rename its file")
+        raise ValueError(f"{name!r} cannot name a run folder; rename its file")
     return output_dir / LOG_DIRECTORY / datetime.date.today().isoformat() / name
