@@ -137,3 +137,30 @@ def test_a_page_served_after_a_create_lists_the_new_hypernetwork(built):
     create(blocks, "fresh")
     assert ("fresh", "fresh") in page_props(blocks, "train_hn_hypernetwork")["choices"]
     assert ("squares", "squares") in page_props(blocks, "train_hn_data_root")["choices"]
+
+
+def test_a_reloaded_page_follows_the_run_interrupts_it_and_shows_its_log(built):
+    from .test_ui_reattach import end_session, page, restore_handler
+
+    state, blocks, root = built
+    create(blocks, "reload")
+    task_id = "task(hn-reload-00001)"
+    old_page = SimpleNamespace(session_hash="old-hn-tab", request=SimpleNamespace(scope={}))
+    first_page = []
+    run = threading.Thread(target=lambda: first_page.extend(
+        train(blocks, *form("reload", 400, task_id, save_hypernetwork_every=0), session=old_page)))
+    run.start()
+    deadline = time.monotonic() + 120
+    while state.worker.progress().step < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    end_session(blocks, "old-hn-tab")  # the reload: the run goes on
+    updates = restore_handler(blocks, "train_hn")(page("new-hn-tab"), task_id)
+    assert next(updates)[-1] == task_id
+    handler(blocks, "train_hn_interrupt", "click").fn(page("new-hn-tab"), task_id)  # reaches it by its task id
+    *_, (progress, log, task_box) = updates
+    run.join(120)
+    step = torch.load(root / "hypernetworks" / "reload.pt", weights_only=True)["step"]
+    assert 1 <= step < 400
+    assert log.startswith(f"Interrupted: {root / 'hypernetworks' / 'reload.pt'} holds step {step}")
+    assert task_box.endswith(task_id) and task_box != task_id  # ended
