@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Body, Request
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
 
 from webui.server_state import ServerState
 
@@ -18,7 +18,8 @@ class CreateHypernetworkRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
-    enable_sizes: list[int] | list[str] | str | int
+    # strict: a `true` among the widths is refused, not read as width 1
+    enable_sizes: list[StrictInt] | list[StrictStr] | StrictStr | StrictInt
     overwrite_old: bool = False
     layer_structure: list[float] | str | None = None
     activation_func: str | None = None

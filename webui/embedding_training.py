@@ -51,8 +51,9 @@ A_NUMBER = re.compile(r"^\s*[0-9.eE+-]+\s*$")
 
 
 @dataclass(frozen=True)
-class TrainEmbeddingFields:
-    """A request's fields: every A1111 field present (defaults filled in), types checked."""
+class A1111TrainFields:
+    """A training request's fields (embedding or hypernetwork): every A1111 field present (defaults filled in),
+    types checked."""
 
     values: dict
 
@@ -60,7 +61,7 @@ class TrainEmbeddingFields:
         return self.values[name]
 
 
-def check_train_fields(fields: object) -> TrainEmbeddingFields:
+def check_train_fields(fields: object) -> A1111TrainFields:
     """The fields with A1111's defaults filled in; ValueError/TypeError naming an unknown, missing or mistyped one."""
     return check_a1111_fields(fields, route="train_embedding", defaults=A1111_TRAIN_DEFAULTS, types=FIELD_TYPES,
                               required=REQUIRED_FIELDS, refused=REFUSED_FIELDS,
@@ -69,7 +70,7 @@ def check_train_fields(fields: object) -> TrainEmbeddingFields:
 
 
 def check_a1111_fields(fields: object, *, route: str, defaults: dict, types: dict, required: tuple[str, ...],
-                       refused: dict[str, str], missing_hint: str) -> TrainEmbeddingFields:
+                       refused: dict[str, str], missing_hint: str) -> A1111TrainFields:
     """One A1111 training route's fields (`route`: its function's name) with `defaults` filled in; ValueError or
     TypeError naming an unknown, refused, missing or mistyped field. Shared by the embedding and hypernetwork routes."""
     if not isinstance(fields, dict):
@@ -91,7 +92,7 @@ def check_a1111_fields(fields: object, *, route: str, defaults: dict, types: dic
         if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
             names = " or ".join(kind.__name__ for kind in kinds)
             raise TypeError(f"{key} must be {names}, got {value!r}")
-    return TrainEmbeddingFields(values)
+    return A1111TrainFields(values)
 
 
 def learning_rate(value) -> float:
@@ -143,7 +144,7 @@ def refuse_unless(condition: bool, field: str, value, why: str) -> None:
         raise ValueError(f"{field}={value!r} is not supported: {why}")
 
 
-def preview_prompts(fields: TrainEmbeddingFields, name: str, template: tuple[str, ...]) -> list[str]:
+def preview_prompts(fields: A1111TrainFields, name: str, template: tuple[str, ...]) -> list[str]:
     """The sample-image prompt (kohya's sample-prompt syntax, which `validation_prompts` reads) of a run with
     create_image_every: A1111's txt2img preview settings, or the template's first line with the embedding's name
     (A1111 takes a training caption; this trainer's previews are fixed prompts, so a run's images compare)."""
@@ -162,14 +163,14 @@ def preview_prompts(fields: TrainEmbeddingFields, name: str, template: tuple[str
     return [" ".join([prompt, *options])]
 
 
-def training_resolution(fields: TrainEmbeddingFields) -> int | list[int]:
+def training_resolution(fields: A1111TrainFields) -> int | list[int]:
     """The trainer's resolution for A1111's training_width and training_height: one side for a square, else kohya's
     [width, height], each image then trained at that size (the trainer checks both sides, multiples of 8)."""
     width, height = fields["training_width"], fields["training_height"]
     return width if width == height else [width, height]
 
 
-def shared_run_settings(fields: TrainEmbeddingFields) -> float:
+def shared_run_settings(fields: A1111TrainFields) -> float:
     """The trainer's max_grad_norm (0: off) for the fields the embedding and hypernetwork routes share, refusing
     those of their values this server cannot honour."""
     refuse_unless(not fields["varsize"], "varsize", True,
@@ -191,7 +192,7 @@ def shared_run_settings(fields: TrainEmbeddingFields) -> float:
     return number
 
 
-def training_config(fields: TrainEmbeddingFields, *, model: str, dataset: Path, output: Path, num_vectors: int,
+def training_config(fields: A1111TrainFields, *, model: str, dataset: Path, output: Path, num_vectors: int,
                     weights: str, start_step: int) -> SDTextualInversionConfig:
     """The trainer's settings for A1111's fields: continue the embedding file `weights` (already trained
     `start_step` steps) up to step `steps`, writing `output`."""
@@ -218,7 +219,7 @@ def training_config(fields: TrainEmbeddingFields, *, model: str, dataset: Path, 
         validation_prompts=preview_prompts(fields, name, template), missing_captions="file_name")
 
 
-def check_training_limits(fields: TrainEmbeddingFields, limits) -> None:
+def check_training_limits(fields: A1111TrainFields, limits) -> None:
     """The server's generation limits (`GenerationLimits`) on what a remote client's run would allocate: the training
     size and batch as an image batch of that size, the preview images as generations. The trainer's own checks
     have no upper bounds, since a local user may train as large as their machine takes."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mixkit.training.hn_config import HypernetworkCreateConfig, SDHypernetworkConfig
-from webui.embedding_training import (A1111_TRAIN_DEFAULTS, FIELD_TYPES, REFUSED_FIELDS, TrainEmbeddingFields,
+from webui.embedding_training import (A1111_TRAIN_DEFAULTS, FIELD_TYPES, REFUSED_FIELDS, A1111TrainFields,
                                       check_a1111_fields, learning_rate, preview_prompts,
                                       shared_run_settings, training_resolution)
 
@@ -31,7 +31,7 @@ HN_FIELD_TYPES: dict[str, tuple[type, ...]] = {
 HN_REQUIRED_FIELDS = ("hypernetwork_name", "data_root", "steps")
 
 
-def check_hn_train_fields(fields: object) -> TrainEmbeddingFields:
+def check_hn_train_fields(fields: object) -> A1111TrainFields:
     """The train_hypernetwork fields with A1111's defaults filled in; ValueError/TypeError naming an unknown,
     missing or mistyped one."""
     return check_a1111_fields(fields, route="train_hypernetwork", defaults=A1111_HN_TRAIN_DEFAULTS,
@@ -60,7 +60,7 @@ def create_config(folder: Path, name: object, *, enable_sizes, overwrite_old: bo
     return config
 
 
-def training_config(fields: TrainEmbeddingFields, *, model: str, dataset: Path, output: Path, hypernetwork: str,
+def training_config(fields: A1111TrainFields, *, model: str, dataset: Path, output: Path, hypernetwork: str,
                     start_step: int) -> SDHypernetworkConfig:
     """The trainer's settings for A1111's fields: continue the hypernetwork file `hypernetwork` (already trained
     `start_step` steps) up to step `steps`, writing `output` (a file of the run folder, named as the hypernetwork)."""

@@ -91,6 +91,7 @@ def test_create_keeps_an_existing_file_unless_overwrite_old(client, folders):
     ({"layer_structure": "2, 1"}, "must start and end with 1"),
     ({"dropout_structure": "0, 0.5, 0"}, "use_dropout is false"),
     ({"enable_sizes": []}, "enable_sizes"),
+    ({"enable_sizes": [True]}, "enable_sizes"),
     ({"name": "../up"}, "without folders"),
     ({"name": "my:style"}, "characters A1111 removes"),
     ({"name": ""}, "name"),
