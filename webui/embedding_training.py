@@ -8,6 +8,7 @@ run's log folder is always the server's (`<output dir>/textual_inversion/<date>/
 
 A field A1111 has but this trainer cannot honour is accepted at its "off" value (or where it has no effect, such as
 preview settings without previews) and refused otherwise, naming it; an unknown field is refused, naming it.
+The field checks and the shared fields' translation serve the hypernetwork routes too (`webui.hypernetwork_training`).
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ def preview_prompts(fields: A1111TrainFields, name: str, template: tuple[str, ..
     if not fields["preview_from_txt2img"]:
         return [template[0].replace("[name]", name).replace("[filewords]", "").strip(" ,")]
     refuse_unless(fields["preview_sampler_name"].lower() == "ddim", "preview_sampler_name",
-                   fields["preview_sampler_name"], "training previews are drawn with DDIM; send 'DDIM'")
+                  fields["preview_sampler_name"], "training previews are drawn with DDIM; send 'DDIM'")
     seed = fields["preview_seed"] if fields["preview_seed"] >= 0 else random.randrange(2**32)  # A1111's -1: random
     prompt = fields["preview_prompt"].strip() or name
     options = [f"--w {fields['preview_width']}", f"--h {fields['preview_height']}", f"--s {fields['preview_steps']}",

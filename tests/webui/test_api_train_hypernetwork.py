@@ -214,3 +214,29 @@ def test_training_is_refused_without_a_hypernetwork_folder(tiny_sd1_dir, tmp_pat
         trained = http.post("/sdapi/v1/train/hypernetwork", json={**TRAIN, "hypernetwork_name": "x", "steps": 2})
     for response in (created, trained):
         assert response.status_code == 422 and "--hypernetwork-dir" in response.json()["detail"]
+
+
+def test_create_image_every_draws_previews_into_the_run_folder(client, folders):
+    assert create(client, "shown").status_code == 200
+    preview = {"create_image_every": 1, "preview_from_txt2img": True, "preview_prompt": "a red square",
+               "preview_width": 64, "preview_height": 64, "preview_steps": 2, "preview_seed": 3}
+    refused = client.post("/sdapi/v1/train/hypernetwork", json={**TRAIN, "hypernetwork_name": "shown", "steps": 2,
+                                                                **preview, "preview_sampler_name": "Euler a"})
+    assert refused.status_code == 422 and "DDIM" in refused.json()["detail"]
+    response = client.post("/sdapi/v1/train/hypernetwork",
+                           json={**TRAIN, "hypernetwork_name": "shown", "steps": 2, **preview})
+    assert response.status_code == 200, response.text
+    images = sorted((folders / "outputs" / "textual_inversion").glob("*/shown/**/*.png"))
+    assert len(images) == 2 and Image.open(images[0]).size == (64, 64)
+
+
+def test_training_an_unloaded_checkpoint_says_to_reload_it(client, folders):
+    assert create(client, "later").status_code == 200
+    assert client.post("/sdapi/v1/unload-checkpoint").status_code == 200
+    try:
+        response = client.post("/sdapi/v1/train/hypernetwork", json={**TRAIN, "hypernetwork_name": "later", "steps": 2})
+        assert response.status_code == 422, response.text
+        assert "is unloaded; load it again (POST /sdapi/v1/reload-checkpoint" in response.json()["detail"]
+    finally:
+        assert client.post("/sdapi/v1/reload-checkpoint").status_code == 200
+    assert stored(folders, "later")["step"] == 0
