@@ -31,9 +31,8 @@ class CreateEmbeddingRequest(BaseModel):
 
 
 def build_embeddings_router(state: ServerState) -> APIRouter:
-    from webui.api import ClientGone, queue_full, unprocessable, wait_for_job
+    from webui.api import unprocessable
     from webui.embedding_jobs import create_embedding, submit_embedding_training
-    from webui.request_checkpoint import CheckpointLoadError
 
     router = APIRouter()
 
@@ -65,24 +64,33 @@ def build_embeddings_router(state: ServerState) -> APIRouter:
 
     @router.post("/sdapi/v1/train/embedding")
     async def train(request: Request, body: dict = Body(...)):
-        try:
-            job = await run_in_threadpool(submit_embedding_training, state, body,
-                                          owner=request.scope.get(AUTH_USER_KEY))
-        except QueueFullError as error:
-            raise queue_full(error) from None
-        except (ValueError, TypeError) as error:
-            raise unprocessable(error) from None
-        try:
-            # the embedding file is the run's result: it trains to the end even if the client leaves, as A1111's
-            trained = await wait_for_job(job, request, state, finish_if_gone=True)
-        except (ValueError, TypeError, KeyError, FileNotFoundError, CheckpointLoadError) as error:
-            raise unprocessable(error) from None  # CheckpointLoadError: an unloaded checkpoint did not load again
-        except ClientGone:
-            raise
-        except Exception as error:  # a bug or a broken model: A1111's error shape, and the server lives on
-            logger.exception("train embedding failed")
-            return server_error_response(error, "train embedding", server_path_redactor(state))
-        # A1111's TrainResponse, also after an Interrupt (the file then holds the steps done).
-        return {"info": f"train embedding complete: filename: {trained.filename} error: None"}
+        return await run_training_request(state, request, submit_embedding_training, body, "train embedding")
 
     return router
+
+
+async def run_training_request(state: ServerState, request: Request, submit, body: dict, what: str):
+    """Queue a training run (`submit(state, body, owner=...)`, which checks the body) and answer A1111's
+    TrainResponse when it ends; shared by the embedding and hypernetwork routes."""
+    from webui.api import ClientGone, queue_full, unprocessable, wait_for_job
+    from webui.request_checkpoint import CheckpointLoadError
+
+    try:
+        job = await run_in_threadpool(submit, state, body, owner=request.scope.get(AUTH_USER_KEY))
+    except QueueFullError as error:
+        raise queue_full(error) from None
+    except (ValueError, TypeError) as error:
+        raise unprocessable(error) from None
+    try:
+        # the trained file is the run's result: it trains to the end even if the client leaves, as A1111's
+        trained = await wait_for_job(job, request, state, finish_if_gone=True)
+    except (ValueError, TypeError, KeyError, FileNotFoundError, CheckpointLoadError) as error:
+        raise unprocessable(error) from None  # CheckpointLoadError: an unloaded checkpoint did not load again
+    except ClientGone:
+        raise
+    except Exception as error:  # a bug or a broken model: A1111's error shape, and the server lives on
+        logger.exception("%s failed", what)
+        return server_error_response(error, what, server_path_redactor(state))
+    # A1111's TrainResponse, also after an Interrupt (the file then holds the steps done); A1111's hypernetwork
+    # route answers "train embedding complete" too, which clients may match on.
+    return {"info": f"train embedding complete: filename: {trained.filename} error: None"}

@@ -25,11 +25,13 @@ class ServerConfig:
     models_dir: str | None = None
     output_dir: str = "outputs"
     lora_dir: str | None = None
-    # A1111's --hypernetwork-dir: its .pt files are `<hypernet:name:strength>` tags and /sdapi/v1/hypernetworks
+    # A1111's --hypernetwork-dir: its .pt files are `<hypernet:name:strength>` tags and /sdapi/v1/hypernetworks;
+    # create/train hypernetwork write there
     hypernetwork_dir: str | None = None
     embeddings_dir: str | None = None
     # The only folder whose subfolders remote clients may name as training datasets (`--training-data-dir`); None:
-    # training refused. Create/train embedding write into `embeddings_dir` and `output_dir` only.
+    # training refused. Create/train embedding write into `embeddings_dir` and `output_dir` only, hypernetworks into
+    # `hypernetwork_dir` and `output_dir`.
     training_data_dir: str | None = None
     styles_file: str | None = None  # an A1111 styles.csv for requests' `styles` and /sdapi/v1/prompt-styles
     vae_dir: str | None = None  # VAE files / diffusers VAE folders offered as `sd_vae`

@@ -37,7 +37,7 @@ class TrainedEmbedding:
         return self.result.output is not None
 
 
-def _loaded_model(state):
+def trainable_model(state):
     """The loaded model, if training may use it: a performance preset other than "exact" changes the model
     (fused, cast, compiled or int8 modules) in ways the trainer's gradients cannot go through."""
     if state.holder.unloaded:
@@ -66,14 +66,14 @@ def create_embedding(state, name: str, *, num_vectors_per_token: int = 1, init_t
     from mixkit.training.ti_create import create_embedding as create
 
     folder = _embeddings_folder(state)
-    model = _loaded_model(state)
+    model = trainable_model(state)
     path = create(model, folder, name, num_vectors_per_token=num_vectors_per_token, init_text=init_text,
                   overwrite_old=overwrite_old, checkpoint_name=state.holder.entry.model_name)
     state.refresh_embeddings()
     return path
 
 
-def _copy_into_place(source: Path, target: Path) -> None:
+def copy_into_place(source: Path, target: Path) -> None:
     """`target` replaced by a copy of `source` in one rename: readers see the old file or the new one."""
     from mixkit.io.atomic import atomic_output_path
 
@@ -97,7 +97,7 @@ def submit_embedding_training(state, fields: dict, *, session: str | None = None
     checked = check_train_fields(fields)
     check_training_limits(checked, state.limits)
     folder = _embeddings_folder(state)
-    model = _loaded_model(state)
+    model = trainable_model(state)
     state.refresh_embeddings()
     library = state.embedding_library
     name = checked["embedding_name"]
@@ -147,7 +147,7 @@ def submit_embedding_training(state, fields: dict, *, session: str | None = None
                                          step_offset=start_step)
         if result.output is None:
             return TrainedEmbedding(target, start_step, result)
-        _copy_into_place(Path(result.output), target)
+        copy_into_place(Path(result.output), target)
         state.refresh_embeddings()
         logger.info("Trained embedding %r to step %d%s: %s", name, start_step + result.steps,
                     " (interrupted)" if result.interrupted else "", target)

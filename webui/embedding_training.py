@@ -8,6 +8,7 @@ run's log folder is always the server's (`<output dir>/textual_inversion/<date>/
 
 A field A1111 has but this trainer cannot honour is accepted at its "off" value (or where it has no effect, such as
 preview settings without previews) and refused otherwise, naming it; an unknown field is refused, naming it.
+The field checks and the shared fields' translation serve the hypernetwork routes too (`webui.hypernetwork_training`).
 """
 
 from __future__ import annotations
@@ -51,8 +52,9 @@ A_NUMBER = re.compile(r"^\s*[0-9.eE+-]+\s*$")
 
 
 @dataclass(frozen=True)
-class TrainEmbeddingFields:
-    """A request's fields: every A1111 field present (defaults filled in), types checked."""
+class A1111TrainFields:
+    """A training request's fields (embedding or hypernetwork): every A1111 field present (defaults filled in),
+    types checked."""
 
     values: dict
 
@@ -60,30 +62,38 @@ class TrainEmbeddingFields:
         return self.values[name]
 
 
-def check_train_fields(fields: object) -> TrainEmbeddingFields:
+def check_train_fields(fields: object) -> A1111TrainFields:
     """The fields with A1111's defaults filled in; ValueError/TypeError naming an unknown, missing or mistyped one."""
+    return check_a1111_fields(fields, route="train_embedding", defaults=A1111_TRAIN_DEFAULTS, types=FIELD_TYPES,
+                              required=REQUIRED_FIELDS, refused=REFUSED_FIELDS,
+                              missing_hint="name the embedding to train, the dataset folder (below the server's "
+                                           "training data folder) and the step to train to")
+
+
+def check_a1111_fields(fields: object, *, route: str, defaults: dict, types: dict, required: tuple[str, ...],
+                       refused: dict[str, str], missing_hint: str) -> A1111TrainFields:
+    """One A1111 training route's fields (`route`: its function's name) with `defaults` filled in; ValueError or
+    TypeError naming an unknown, refused, missing or mistyped field. Shared by the embedding and hypernetwork routes."""
     if not isinstance(fields, dict):
-        raise TypeError(f"the request body must be a JSON object of A1111's train_embedding fields, got "
+        raise TypeError(f"the request body must be a JSON object of A1111's {route} fields, got "
                         f"{type(fields).__name__}")
     fields = {key: value for key, value in fields.items() if value is not None}  # null: left out, as A1111 reads it
-    for key, why in REFUSED_FIELDS.items():
+    for key, why in refused.items():
         if key in fields:
             raise ValueError(f"{key} is not supported: {why}")
-    unknown = sorted(set(fields) - set(FIELD_TYPES))
+    unknown = sorted(set(fields) - set(types))
     if unknown:
-        raise ValueError(f"unknown field(s) {', '.join(unknown)}; A1111's train_embedding takes "
-                         f"{', '.join(sorted(FIELD_TYPES))}")
-    missing = [key for key in REQUIRED_FIELDS if key not in fields]
+        raise ValueError(f"unknown field(s) {', '.join(unknown)}; A1111's {route} takes {', '.join(sorted(types))}")
+    missing = [key for key in required if key not in fields]
     if missing:
-        raise ValueError(f"missing field(s) {', '.join(missing)}: name the embedding to train, the dataset folder "
-                         "(below the server's training data folder) and the step to train to")
-    values = {**A1111_TRAIN_DEFAULTS, **fields}
+        raise ValueError(f"missing field(s) {', '.join(missing)}: {missing_hint}")
+    values = {**defaults, **fields}
     for key, value in values.items():
-        kinds = FIELD_TYPES[key]
+        kinds = types[key]
         if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
             names = " or ".join(kind.__name__ for kind in kinds)
             raise TypeError(f"{key} must be {names}, got {value!r}")
-    return TrainEmbeddingFields(values)
+    return A1111TrainFields(values)
 
 
 def learning_rate(value) -> float:
@@ -93,14 +103,14 @@ def learning_rate(value) -> float:
         if ":" in value or "," in value:
             raise ValueError(f"learn_rate {value!r} is not one number; stepped schedules ('rate:step, ...') are not "
                              "supported here, send one rate such as '0.005'")
-        number = _number(value)
+        number = plain_number(value)
         if number is None:
             raise ValueError(f"learn_rate {value!r} is not a number; send one rate such as '0.005'")
         return number
     return float(value)
 
 
-def _number(text: str) -> float | None:
+def plain_number(text: str) -> float | None:
     """`text` as a float when it is one number in digits (A1111's fields are text boxes), else None."""
     if not A_NUMBER.match(text):
         return None
@@ -130,12 +140,12 @@ def resolve_dataset(data_root: str, allowed: str | Path | None) -> Path:
     return folder
 
 
-def _refuse_unless(condition: bool, field: str, value, why: str) -> None:
+def refuse_unless(condition: bool, field: str, value, why: str) -> None:
     if not condition:
         raise ValueError(f"{field}={value!r} is not supported: {why}")
 
 
-def preview_prompts(fields: TrainEmbeddingFields, name: str, template: tuple[str, ...]) -> list[str]:
+def preview_prompts(fields: A1111TrainFields, name: str, template: tuple[str, ...]) -> list[str]:
     """The sample-image prompt (kohya's sample-prompt syntax, which `validation_prompts` reads) of a run with
     create_image_every: A1111's txt2img preview settings, or the template's first line with the embedding's name
     (A1111 takes a training caption; this trainer's previews are fixed prompts, so a run's images compare)."""
@@ -143,8 +153,8 @@ def preview_prompts(fields: TrainEmbeddingFields, name: str, template: tuple[str
         return []
     if not fields["preview_from_txt2img"]:
         return [template[0].replace("[name]", name).replace("[filewords]", "").strip(" ,")]
-    _refuse_unless(fields["preview_sampler_name"].lower() == "ddim", "preview_sampler_name",
-                   fields["preview_sampler_name"], "training previews are drawn with DDIM; send 'DDIM'")
+    refuse_unless(fields["preview_sampler_name"].lower() == "ddim", "preview_sampler_name",
+                  fields["preview_sampler_name"], "training previews are drawn with DDIM; send 'DDIM'")
     seed = fields["preview_seed"] if fields["preview_seed"] >= 0 else random.randrange(2**32)  # A1111's -1: random
     prompt = fields["preview_prompt"].strip() or name
     options = [f"--w {fields['preview_width']}", f"--h {fields['preview_height']}", f"--s {fields['preview_steps']}",
@@ -154,14 +164,36 @@ def preview_prompts(fields: TrainEmbeddingFields, name: str, template: tuple[str
     return [" ".join([prompt, *options])]
 
 
-def training_resolution(fields: TrainEmbeddingFields) -> int | list[int]:
+def training_resolution(fields: A1111TrainFields) -> int | list[int]:
     """The trainer's resolution for A1111's training_width and training_height: one side for a square, else kohya's
     [width, height], each image then trained at that size (the trainer checks both sides, multiples of 8)."""
     width, height = fields["training_width"], fields["training_height"]
     return width if width == height else [width, height]
 
 
-def training_config(fields: TrainEmbeddingFields, *, model: str, dataset: Path, output: Path, num_vectors: int,
+def shared_run_settings(fields: A1111TrainFields) -> float:
+    """The trainer's max_grad_norm (0: off) for the fields the embedding and hypernetwork routes share, refusing
+    those of their values this server cannot honour."""
+    refuse_unless(not fields["varsize"], "varsize", True,
+                  "images are resized to training_width x training_height; send false")
+    refuse_unless(not fields["use_weight"], "use_weight", True, "alpha-channel loss weights are not read; send false")
+    refuse_unless(fields["latent_sampling_method"] == "random", "latent_sampling_method",
+                  fields["latent_sampling_method"], "this trainer draws a new latent from each image's VAE "
+                  "distribution at every step, A1111's 'random'; send 'random'")
+    refuse_unless(fields["clip_grad_mode"] in ("disabled", "norm"), "clip_grad_mode", fields["clip_grad_mode"],
+                  "gradients are clipped by norm only; send 'norm' or 'disabled'")
+    refuse_unless(fields["log_directory"] in ("", LOG_DIRECTORY), "log_directory", fields["log_directory"],
+                  f"the server writes a run's files to its own output folder; send {LOG_DIRECTORY!r}")
+    if fields["clip_grad_mode"] != "norm":
+        return 0.0
+    value = fields["clip_grad_value"]
+    number = plain_number(value) if isinstance(value, str) else float(value)
+    refuse_unless(number is not None, "clip_grad_value", value, "send one number (stepped schedules are not "
+                  "supported)")
+    return number
+
+
+def training_config(fields: A1111TrainFields, *, model: str, dataset: Path, output: Path, num_vectors: int,
                     weights: str, start_step: int) -> SDTextualInversionConfig:
     """The trainer's settings for A1111's fields: continue the embedding file `weights` (already trained
     `start_step` steps) up to step `steps`, writing `output`."""
@@ -172,26 +204,10 @@ def training_config(fields: TrainEmbeddingFields, *, model: str, dataset: Path, 
     if steps <= start_step:
         raise ValueError(f"embedding {name!r} is already trained to step {start_step}; set steps above {start_step} "
                          "to train it further (A1111 counts an embedding's steps across runs)")
-    _refuse_unless(not fields["varsize"], "varsize", True,
-                   "images are resized to training_width x training_height; send false")
-    _refuse_unless(not fields["use_weight"], "use_weight", True, "alpha-channel loss weights are not read; send false")
-    _refuse_unless(fields["latent_sampling_method"] == "random", "latent_sampling_method",
-                   fields["latent_sampling_method"], "this trainer draws a new latent from each image's VAE "
-                   "distribution at every step, A1111's 'random'; send 'random'")
-    _refuse_unless(fields["clip_grad_mode"] in ("disabled", "norm"), "clip_grad_mode", fields["clip_grad_mode"],
-                   "gradients are clipped by norm only; send 'norm' or 'disabled'")
-    _refuse_unless(fields["log_directory"] in ("", LOG_DIRECTORY), "log_directory", fields["log_directory"],
-                   f"the server writes a run's files to its own output folder; send {LOG_DIRECTORY!r}")
-    _refuse_unless(not (fields["save_image_with_stored_embedding"] and fields["create_image_every"]),
-                   "save_image_with_stored_embedding", True, "previews are not written as embedding PNGs; send false")
+    refuse_unless(not (fields["save_image_with_stored_embedding"] and fields["create_image_every"]),
+                  "save_image_with_stored_embedding", True, "previews are not written as embedding PNGs; send false")
+    max_grad_norm = shared_run_settings(fields)
     template = NAMED_TEMPLATES.get(fields["template_filename"])  # an unknown file lists the valid names
-    max_grad_norm = 0.0
-    if fields["clip_grad_mode"] == "norm":
-        value = fields["clip_grad_value"]
-        number = _number(value) if isinstance(value, str) else float(value)
-        _refuse_unless(number is not None, "clip_grad_value", value, "send one number (stepped schedules are not "
-                       "supported)")
-        max_grad_norm = number
     return SDTextualInversionConfig(
         model=model, dataset=str(dataset), output=str(output), token_string=name, num_vectors_per_token=num_vectors,
         weights=weights, template_name=fields["template_filename"],
@@ -204,7 +220,7 @@ def training_config(fields: TrainEmbeddingFields, *, model: str, dataset: Path, 
         validation_prompts=preview_prompts(fields, name, template), missing_captions="file_name")
 
 
-def check_training_limits(fields: TrainEmbeddingFields, limits) -> None:
+def check_training_limits(fields: A1111TrainFields, limits) -> None:
     """The server's generation limits (`GenerationLimits`) on what a remote client's run would allocate: the training
     size and batch as an image batch of that size, the preview images as generations. The trainer's own checks
     have no upper bounds, since a local user may train as large as their machine takes."""
@@ -231,5 +247,5 @@ def check_training_limits(fields: TrainEmbeddingFields, limits) -> None:
 def run_folder(output_dir: Path, name: str) -> Path:
     """A1111's log folder of a run: `<output dir>/textual_inversion/<YYYY-MM-DD>/<name>/`."""
     if name in (".", ".."):  # a file named "...pt" would name a folder above the run's
-        raise ValueError(f"embedding {name!r} cannot name a run folder; rename its file")
+        raise ValueError(f"{name!r} cannot name a run folder; rename its file")
     return output_dir / LOG_DIRECTORY / datetime.date.today().isoformat() / name

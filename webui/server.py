@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from webui.api import build_api, install_error_handlers
 from webui.api_checkpoint_memory import build_checkpoint_memory_router
 from webui.api_embeddings import build_embeddings_router
+from webui.api_hypernetwork_training import build_hypernetwork_training_router
 from webui.api_loras import build_lora_router
 from webui.api_options import build_options_router
 from webui.api_tasks import build_tasks_router
@@ -41,6 +42,7 @@ def build_app(state: ServerState):
                            allow_methods=["*"], allow_headers=["*"], allow_credentials=True)
     app.include_router(build_api(state))
     app.include_router(build_embeddings_router(state))
+    app.include_router(build_hypernetwork_training_router(state))
     app.include_router(build_options_router(state))
     app.include_router(build_checkpoint_memory_router(state))
     app.include_router(build_lora_router(state))

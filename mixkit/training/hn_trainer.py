@@ -46,7 +46,8 @@ def create_hypernetwork(config: HypernetworkCreateConfig, *, stop_at_step: int |
     return TrainingResult(output=output, steps=0)
 
 
-def _model_widths(unet) -> list[int]:
+def attention_context_widths(unet) -> list[int]:
+    """The key/value input widths of `unet`'s attentions: the widths a hypernetwork's MLPs must have to apply."""
     from diffusers.models.attention_processor import Attention
 
     return sorted({m.to_k.in_features for m in unet.modules()
@@ -117,7 +118,7 @@ def train_hypernetwork(config: SDHypernetworkConfig, *, stop_at_step: int | None
     model, owns_model = load_frozen_model(config, model)
     if owns_model and setup.precision in ("bf16", "fp16"):
         model.unet.to(dtype=torch.bfloat16 if setup.precision == "bf16" else torch.float16)
-    widths = _model_widths(model.unet)
+    widths = attention_context_widths(model.unet)
     if not set(hypernetwork.widths) & set(widths):
         raise ValueError(f"the hypernetwork's context widths {hypernetwork.widths} are none of this model's attention "
                          f"widths {widths}, so it would train nothing; set enable_sizes to some of {widths}")

@@ -44,11 +44,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("--lora-dir", default=None, help="folder of LoRA files for <lora:name:w> tags and the LoRA tab")
     p.add_argument("--embeddings-dir", default=None, help="folder of textual-inversion embeddings")
     p.add_argument("--hypernetwork-dir", default=None, metavar="FOLDER",
-                   help="folder of A1111 hypernetwork .pt files for <hypernet:name:strength> tags (A1111's "
-                        "models/hypernetworks; default: none, the tags are then skipped with a warning)")
+                   help="folder of A1111 hypernetwork .pt files for <hypernet:name:strength> tags, where the Train "
+                        "tab and /sdapi/v1/create|train/hypernetwork write (A1111's models/hypernetworks; default: "
+                        "none, the tags are then skipped with a warning)")
     p.add_argument("--training-data-dir", default=None, metavar="FOLDER",
-                   help="the folder whose subfolders the Train tab and /sdapi/v1/train/embedding may read as datasets "
-                        "(default: none, training refused); clients name a folder below it, never another path")
+                   help="the folder whose subfolders the Train tab and /sdapi/v1/train/embedding|hypernetwork may read as "
+                        "datasets (default: none, training refused); clients name a folder below it, never another "
+                        "path")
     p.add_argument("--styles-file", default=None, metavar="CSV",
                    help="an A1111 styles.csv: the styles API requests may name (A1111's --styles-file)")
     p.add_argument("--vae-dir", default=None, help="folder of VAEs for Settings (.safetensors, .pt, .ckpt files or diffusers VAE folders; "

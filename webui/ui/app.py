@@ -60,7 +60,7 @@ def build_ui(state: ServerState):
             with gr.Tab("Checkpoint Merger", id="modelmerger"):
                 merger = build_merger_tab(state)
             with gr.Tab("Train", id="train"):
-                train_followed = build_train_tab(state)
+                train_followed = build_train_tab(state)  # one per sub-tab family
             with gr.Tab("Settings", id="settings"):
                 settings_checkpoint = build_settings_tab(state)
         for tab in (txt2img, img2img):  # wired once every target exists
@@ -73,8 +73,8 @@ def build_ui(state: ServerState):
             CheckpointList(settings_checkpoint, state.catalog.titles),
             *(CheckpointList(tab.refiner[1], lambda: [NO_CHECKPOINT, *state.catalog.titles()])
               for tab in (txt2img, img2img))])
-        for followed in (extras_followed, appflow_followed, train_followed, merger_followed):
-            if followed is not None:  # None: no Train tab without an embeddings folder
+        for followed in (extras_followed, appflow_followed, *train_followed, merger_followed):
+            if followed is not None:
                 wire_reattach(state, blocks, followed.kind, followed.task_box, followed.outputs, followed.follow)
 
         def end_session(request: gr.Request):

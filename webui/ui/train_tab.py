@@ -1,5 +1,5 @@
-"""A1111's Train tab for textual inversion: Create embedding, then Train it on a dataset folder, with progress,
-Interrupt and the run's log. A run goes on when its page goes away; a reloaded page follows it by its task id
+"""A1111's Train tab: for textual inversion, Create embedding, then Train it on a dataset folder, with progress,
+Interrupt and the run's log (hypernetworks' sub-tabs: `webui.ui.hypernetwork_train_tab`, built from these parts). A run goes on when its page goes away; a reloaded page follows it by its task id
 (`webui.ui.reattach`) and shows its log when it ends.
 
 The handlers send A1111's `train_embedding` fields to the same functions the HTTP API calls
@@ -56,14 +56,21 @@ NUMBER_LABELS = {"steps": "Max steps", "batch_size": "Batch size", "gradient_ste
 def train_fields(values: dict) -> dict:
     """A1111's train_embedding fields from the tab's values (a preview prompt means A1111's "Read parameters from
     txt2img tab" with that prompt). An emptied number box is a ValueError naming it."""
+    return form_fields(values, NUMBER_LABELS, "embedding_name")
+
+
+def form_fields(values: dict, number_labels: dict[str, str], name_key: str) -> dict:
+    """A1111's training fields from a Train sub-tab's values: sliders' floats as whole numbers, `number_labels`'
+    boxes as whole numbers (an emptied one is a ValueError naming its label), an empty dropdown as "" (the API
+    then names it), a preview prompt as "Read parameters from txt2img tab" with that prompt."""
     fields = dict(values)
     fields.update(training_width=int(values["training_width"]), training_height=int(values["training_height"]))
-    for key, label in NUMBER_LABELS.items():
+    for key, label in number_labels.items():
         if values[key] is None:
             raise ValueError(f"{label} is empty; enter a whole number.")
         fields[key] = int(values[key])
     fields["tag_drop_out"] = float(values["tag_drop_out"])
-    fields["embedding_name"] = values["embedding_name"] or ""
+    fields[name_key] = values[name_key] or ""
     fields["data_root"] = values["data_root"] or ""
     fields["preview_from_txt2img"] = bool((values["preview_prompt"] or "").strip())
     return fields
@@ -77,7 +84,7 @@ def training_status(state: ServerState, job) -> tuple[float, str]:
     return snapshot.fraction, f"Step {snapshot.step}/{snapshot.total_steps}, ETA {snapshot.eta_seconds:.0f}s"
 
 
-def training_log(trained, seconds: float) -> str:
+def training_log(trained, seconds: float, saved: str = "Saved embedding") -> str:
     """What the finished run did: A1111's final text (file, step, loss), the files written on the way."""
     result = trained.result
     if not trained.written:
@@ -85,7 +92,7 @@ def training_log(trained, seconds: float) -> str:
     lines = [f"{'Interrupted' if result.interrupted else 'Done'}: {trained.filename} holds step {trained.step} "
              f"({len(result.losses)} step(s) in {seconds:.1f}s).",
              f"Loss: {result.losses[-1]:.7f}" if result.losses else "Loss: -"]
-    lines += [f"Saved embedding: {path}" for path in result.intermediate_outputs]
+    lines += [f"{saved}: {path}" for path in result.intermediate_outputs]
     lines.append(f"Run folder: {Path(result.output).parent}")
     return "\n".join(lines)
 
@@ -101,16 +108,37 @@ def follow_training(state: ServerState, task) -> object:
     return follow_ui_task(task, 3, running, shown)
 
 
-def build_train_tab(state: ServerState) -> FollowedTab | None:
-    """Create the tab; returns what a loading page needs to follow its training (None without an embeddings
-    folder: nothing to train)."""
-    from mixkit.training.ti_templates import NAMED_TEMPLATES
-    from webui.embedding_jobs import create_embedding, submit_embedding_training
+def build_train_tab(state: ServerState) -> list[FollowedTab]:
+    """Create the tab's sub-tabs (embeddings with an embeddings folder, hypernetworks with a hypernetwork folder);
+    returns what a loading page needs to follow each sub-tab's training."""
+    from webui.ui.hypernetwork_train_tab import build_hypernetwork_train_tabs
 
+    followed = []
     if state.embedding_library is None:
         gr.Markdown("No embeddings folder configured: start the server with `--embeddings-dir FOLDER` to create and "
                     "train embeddings.")
-        return None
+    else:
+        followed.append(build_embedding_train_tabs(state))
+    if state.hypernetwork_library is None:
+        gr.Markdown("No hypernetwork folder configured: start the server with `--hypernetwork-dir FOLDER` to create "
+                    "and train hypernetworks.")
+    else:
+        followed.append(build_hypernetwork_train_tabs(state))
+    return followed
+
+
+def training_data_note(state: ServerState) -> None:
+    """Without `--training-data-dir`, a Train sub-tab says how to give it datasets."""
+    if not state.config.training_data_dir:
+        gr.Markdown("Training reads datasets from a folder the operator allows: start the server with "
+                    "`--training-data-dir FOLDER` and put each dataset in a folder below it.")
+
+
+def build_embedding_train_tabs(state: ServerState) -> FollowedTab:
+    """The Create embedding and Train sub-tabs; returns what a loading page needs to follow their training."""
+    from mixkit.training.ti_templates import NAMED_TEMPLATES
+    from webui.embedding_jobs import create_embedding, submit_embedding_training
+
     with gr.Tab("Create embedding"):
         name = gr.Textbox(label="Name", elem_id="train_new_name")
         init_text = gr.Textbox(label="Initialization text", value="*", elem_id="train_init_text")
@@ -119,9 +147,7 @@ def build_train_tab(state: ServerState) -> FollowedTab | None:
         create = gr.Button("Create embedding", variant="primary", elem_id="train_create")
         created = gr.Textbox(label="Result", interactive=False, elem_id="train_create_result")
     with gr.Tab("Train"):
-        if not state.config.training_data_dir:
-            gr.Markdown("Training reads datasets from a folder the operator allows: start the server with "
-                        "`--training-data-dir FOLDER` and put each dataset in a folder below it.")
+        training_data_note(state)
         with gr.Row():
             # Choices written into each page served, so one opened after a Create (or a file copied into the
             # folder) lists it; Gradio checks a value against its build-time choices unless custom values are
