@@ -81,9 +81,12 @@ class SDTextualInversionConfig(SDRunOptions, JsonConfig):
         if len(chosen) > 1:
             raise ValueError(f"{' and '.join(chosen)} each choose the training captions; keep one")
         if self.template_name is not None:
-            from mixkit.training.ti_templates import NAMED_TEMPLATES
+            from mixkit.training.ti_templates import NAME, NAMED_TEMPLATES
 
-            NAMED_TEMPLATES.get(self.template_name)  # an unknown name lists the valid ones
+            if not any(NAME in line for line in NAMED_TEMPLATES.get(self.template_name)):  # unknown: lists the names
+                raise ValueError(f"template_name {self.template_name!r} has no {NAME} in its lines (it is for "
+                                 "hypernetworks), so the embedding would appear in no caption and never train; pick "
+                                 "subject.txt, subject_filewords.txt, style.txt or style_filewords.txt")
         SAVE_PRECISIONS.get(self.save_precision)
         if self.save_model_as is not None:
             suffix = Path(self.output).suffix.lower()

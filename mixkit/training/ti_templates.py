@@ -48,6 +48,9 @@ NAMED_TEMPLATES.register("subject.txt", OBJECT_TEMPLATES)
 NAMED_TEMPLATES.register("subject_filewords.txt", tuple(f"{line}, {FILEWORDS}" for line in OBJECT_TEMPLATES))
 NAMED_TEMPLATES.register("style.txt", STYLE_TEMPLATES)
 NAMED_TEMPLATES.register("style_filewords.txt", tuple(f"{line}, {FILEWORDS}" for line in STYLE_TEMPLATES))
+# A1111's hypernetwork.txt: the object templates with the image's caption where the name stands (a hypernetwork has
+# no word of its own), the template A1111's Train hypernetwork tab starts with.
+NAMED_TEMPLATES.register("hypernetwork.txt", tuple(line.replace(NAME, FILEWORDS) for line in OBJECT_TEMPLATES))
 
 
 def read_template_file(path: str | Path, *, require_name: bool = True) -> tuple[str, ...]:

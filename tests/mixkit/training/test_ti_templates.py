@@ -38,3 +38,19 @@ def test_template_file_lines_and_refusals(tmp_path):
         read_template_file(path)
     with pytest.raises(ValueError, match="cannot be read"):
         read_template_file(tmp_path / "missing.txt")
+
+
+def test_a1111_hypernetwork_template_is_the_object_templates_with_the_caption():
+    """A1111's textual_inversion_templates/hypernetwork.txt: 27 lines, "a photo of a [filewords]" ... "a photo of a
+    small [filewords]"; an embedding run refuses it (no [name]: the embedding would never train)."""
+    from mixkit.training.hn_config import SDHypernetworkConfig
+    from mixkit.training.ti_config import SDTextualInversionConfig
+    from mixkit.training.ti_templates import NAMED_TEMPLATES
+
+    lines = NAMED_TEMPLATES.get("hypernetwork.txt")
+    assert len(lines) == 27 and lines[0] == "a photo of a [filewords]" and lines[-1] == "a photo of a small [filewords]"
+    assert all("[name]" not in line and line.count("[filewords]") == 1 for line in lines)
+    SDHypernetworkConfig(model="m", dataset="d", output="h.pt", template_name="hypernetwork.txt").check()
+    with pytest.raises(ValueError, match=r"template_name 'hypernetwork.txt' has no \[name\] in its lines"):
+        SDTextualInversionConfig(model="m", dataset="d", output="e.safetensors", init_word="dog",
+                               template_name="hypernetwork.txt").check()
