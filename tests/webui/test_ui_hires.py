@@ -168,3 +168,26 @@ def test_the_hires_dropdowns_translate_as_the_api_does():
     samplers, schedules = hires_sampler_choices()
     assert (samplers[0], schedules[0]) == ("Use same sampler", "Use same scheduler")
     assert {"Euler", "DPM++ 2M", "DDIM"} <= set(samplers) and {"Karras", "Exponential"} <= set(schedules)
+
+
+def test_the_hires_panel_has_a1111s_sampler_and_schedule_dropdowns(tmp_path):
+    # A1111 1.10 (modules/ui.py): elem_id "hr_sampler" / "hr_scheduler", "Use same ..." first and selected
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+    from webui.ui.app import build_ui
+    from webui.ui.hires_controls import hires_sampler_choices
+
+    from .ui_blocks import component
+
+    (tmp_path / "models").mkdir()
+    state = ServerState(ServerConfig(models_dir=str(tmp_path / "models"), output_dir=str(tmp_path / "out")))
+    try:
+        blocks = build_ui(state)
+        samplers, schedules = hires_sampler_choices()
+        for elem_id, label, choices in (("hr_sampler", "Hires sampling method", samplers),
+                                        ("hr_scheduler", "Hires schedule type", schedules)):
+            dropdown = component(blocks, elem_id)
+            assert dropdown.label == label and dropdown.value == choices[0]
+            assert [choice[0] for choice in dropdown.choices] == choices
+    finally:
+        state.close()
