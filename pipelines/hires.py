@@ -33,6 +33,7 @@ from pipelines.base import params_from_keywords
 from pipelines.control import GenerationControl
 from pipelines.generation import OLD_TIMELINES_KEY, GenerationResult
 from pipelines.hires_progress import HiresJobProgress
+from pipelines.hires_sampler import check_hires_sampler, hires_sampler_fields, hires_sampler_infotext
 from pipelines.hires_size import HiresSize, plan_hires_size
 from pipelines.img2img import Img2ImgParams, ImageToImage, Img2ImgInputs
 from pipelines.infotext import quote_value, split_infotext
@@ -83,6 +84,11 @@ class HiresParams(Txt2ImgParams):
     hr_negative_prompt: str = ""
     # A1111's `hires_fix_refiner_pass`: with `refiner=`, the pass(es) it finishes (HIRES_REFINER_PASSES)
     hires_fix_refiner_pass: str = DEFAULT_HIRES_REFINER_PASS
+    # A1111's hr_sampler_name / hr_scheduler (pipelines.hires_sampler): None = the first pass's sampler / schedule
+    # type; `hr_eta` None = `eta` (an API request's Settings eta for the hires sampler's kind goes here)
+    hr_sampler: str | None = None
+    hr_schedule_type: str | None = None
+    hr_eta: float | None = None
 
 
 def hires_size(params: HiresParams, factor: int = 8) -> HiresSize:
@@ -125,6 +131,7 @@ def check_hires_params(params: HiresParams, limits, multiple: int) -> HiresSize:
         check_prompt_field(name, value, 1, limits)
     check_and_parts("hr_prompt", params.hr_prompt, limits)
     check_hires_refiner_pass(params.hires_fix_refiner_pass)
+    check_hires_sampler(params, params.hr_second_pass_steps or params.steps)
     strength = params.denoising_strength
     # the range refuses NaN and infinities (math.isfinite would raise OverflowError on a huge int)
     if isinstance(strength, bool) or not isinstance(strength, (int, float)) \
@@ -170,6 +177,7 @@ def hires_infotext(params: HiresParams) -> dict[str, Any]:
         extras["Hires upscale"] = params.hr_scale
     extras["Hires steps"] = params.hr_second_pass_steps or None
     extras["Hires upscaler"] = upscaler_name(params.hr_upscaler)  # None (not named by the caller): not written
+    extras.update(hires_sampler_infotext(params))  # only what differs from the first pass's
     # A1111 writes them when they differ from the image's own prompts (an empty one is the prompt itself).
     for key, hires, own in (("Hires prompt", params.hr_prompt, params.prompt),
                             ("Hires negative prompt", params.hr_negative_prompt, params.negative_prompt)):
@@ -432,7 +440,7 @@ class HiresFix:
 
         base = {f.name: getattr(params, f.name) for f in fields(Txt2ImgParams)}
         base.update(width=target.width, height=target.height, seed=seeds[0], batch_size=len(images), batch_count=1,
-                    steps=params.hr_second_pass_steps or params.steps)
+                    steps=params.hr_second_pass_steps or params.steps, **hires_sampler_fields(params))
         if params.hr_prompt:
             base["prompt"] = params.hr_prompt
         if params.hr_negative_prompt:

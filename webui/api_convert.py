@@ -13,7 +13,7 @@ from typing import Any
 
 from mixkit.prompts import extract_extra_networks
 from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
-from webui.api_hires import hires_params, hires_sampler_differences
+from webui.api_hires import hires_params
 from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
 from webui.base64_images import decode_base64_image
 from webui.generation_defaults import GenerationDefaults, apply_request_defaults
@@ -80,8 +80,7 @@ def _unsupported(request: Txt2ImgRequest) -> list[str]:
     found.extend(unsupported_scripts(other_scripts, img2img=isinstance(request, Img2ImgRequest)))
     if request.enable_hr and request.hr_checkpoint_name not in (None, "", "Use same checkpoint"):
         # A1111's UI sends its "off" value: the first pass's checkpoint, which is what this server's hires pass uses.
-        # Hires prompts are supported (HiresParams.hr_prompt / hr_negative_prompt); the hires sampler and schedule
-        # are checked against the first pass's by `hires_sampler_differences`.
+        # Hires prompts, sampler and schedule are supported (HiresParams.hr_prompt / hr_sampler / ...).
         found.append(f"hr_checkpoint_name={request.hr_checkpoint_name!r}")
     return found
 
@@ -187,9 +186,7 @@ def _sampler_options(request: Txt2ImgRequest, sampler: str, options: dict[str, A
     """eta, ENSD and A1111's other Sampler parameters: Settings, then override_settings, then the request's `eta`,
     `s_churn`, `s_tmin`, `s_tmax`, `s_noise` (checked strictly by the pipeline). A1111 itself lets the setting win over
     the request's churn fields (`getattr(opts, 's_churn', p.s_churn)`); here the request's own field wins, as its eta."""
-    overrides = request.override_settings or {}
-    values = {**(options or {}), **{key: overrides[key] for key in SAMPLER_OPTION_KEYS if key in overrides}}
-    values.update({name: getattr(request, name) for name in CHURN_REQUEST_FIELDS if getattr(request, name) is not None})
+    values = _sampler_option_values(request, options)
     chosen = sampler_option_params(sampler, values)
     if request.eta is not None:
         chosen["eta"] = request.eta
@@ -201,6 +198,23 @@ def _sampler_options(request: Txt2ImgRequest, sampler: str, options: dict[str, A
 
 
 CHURN_REQUEST_FIELDS = ("s_churn", "s_tmin", "s_tmax", "s_noise")  # A1111's top-level request fields
+
+
+def _sampler_option_values(request: Txt2ImgRequest, options: dict[str, Any] | None) -> dict[str, Any]:
+    """The sampler settings in force for the request: Settings, then override_settings, then its churn fields."""
+    overrides = request.override_settings or {}
+    values = {**(options or {}), **{key: overrides[key] for key in SAMPLER_OPTION_KEYS if key in overrides}}
+    values.update({name: getattr(request, name) for name in CHURN_REQUEST_FIELDS if getattr(request, name) is not None})
+    return values
+
+
+def _hires_eta(request: Txt2ImgRequest, hires_sampler: str, options: dict[str, Any] | None) -> float | None:
+    """The eta of a hires sampler other than the first pass's: the request's `eta` (None here: HiresParams.eta, which
+    holds it, serves both passes, as A1111's `p.eta`), else the Settings' eta for the hires sampler's kind (eta_ddim or
+    eta_ancestral; None for a sampler without eta), as A1111's sampler reads `p.eta` or its own option."""
+    if request.eta is not None:
+        return None
+    return sampler_option_params(hires_sampler, _sampler_option_values(request, options))["eta"]
 
 
 def _img2img_noise(request: Img2ImgRequest, options: dict[str, Any] | None) -> dict[str, Any]:
@@ -272,8 +286,8 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     the server's --styles-file) merges the request's `styles` into its prompts, as A1111 does before generating.
     `refiner_checkpoint` is looked up in `refiner_catalog` (the server's CheckpointCatalog), by any title A1111
     accepts; `refiner_switch_at` defaults to A1111's 0.8.
-    `hires_fix_refiner_pass` comes from `sampler_options` (Settings), then override_settings; a hires
-    sampler or schedule is accepted when it resolves to the first pass's (`hires_sampler_differences`).
+    `hires_fix_refiner_pass` comes from `sampler_options` (Settings), then override_settings; a hires sampler
+    other than the first pass's takes its own eta from them too (`_hires_eta`), unless the request sends `eta`.
     The Settings > Infotext switches come from `infotext_options` (Settings), then override_settings; `user` is the
     --auth user who sent the request (the infotext's `User` when add_user_name_to_info is on).
     """
@@ -288,8 +302,6 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     resolve_sampler(chosen["sampler"], chosen["schedule_type"])
     refiner_pass = _hires_refiner_pass(request, sampler_options)
     refused = _hires_extra_noise(request, sampler_options)
-    if request.enable_hr:
-        refused += hires_sampler_differences(request, chosen["sampler"], chosen["schedule_type"])
     if refused:
         raise ValueError(f"Not supported by this server: {'; '.join(refused)}.")
     # disable_extra_networks (A1111): the tags leave the prompt but nothing is applied.
@@ -312,7 +324,8 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
         message = named_as_picked(in_request_terms(str(error)), params.refiner_config_dir, request.refiner_config_dir)
         raise ValueError(message) from None
     if request.enable_hr and not isinstance(request, Img2ImgRequest):
-        params = hires_params(request, params, limits, styles, refiner_pass=refiner_pass)
+        params = hires_params(request, params, limits, styles, refiner_pass=refiner_pass,
+                              hires_eta=lambda sampler: _hires_eta(request, sampler, sampler_options))
     units = _controlnet_units(request, limits, request_limits or RequestLimits(), controlnet_models)
     img2img = isinstance(request, Img2ImgRequest)  # its IP-Adapter units are read with its init images
     ip_units = [] if img2img else _ip_adapter_units(request, limits, request_limits or RequestLimits(),

@@ -1,5 +1,5 @@
 """A1111's "Hires. fix" request fields -> HiresParams, shared by `POST /sdapi/v1/txt2img` and the web UI's Hires
-controls, and the check that a request's hires sampler and schedule are the first pass's (the only ones run here)."""
+controls, with the hires pass's own sampler and schedule (hr_sampler_name / hr_scheduler)."""
 
 from __future__ import annotations
 
@@ -9,50 +9,38 @@ from webui.api_requests import Txt2ImgRequest
 # A1111's txt2img request model declares denoising_strength 0.75 (0.7 is only its UI slider's start).
 A1111_API_HIRES_DENOISING = 0.75
 
-# The hires fields' "off" values, A1111's UI labels for "the first pass's".
-SAME_SAMPLER, SAME_SCHEDULER = "Use same sampler", "Use same scheduler"
 
-
-def hires_sampler_differences(request: Txt2ImgRequest, sampler: str, schedule_type: str) -> list[str]:
-    """Why the request's hr_sampler_name / hr_scheduler cannot be run: this server's hires pass always runs the
-    first pass's sampler and schedule. Empty when they name those (after resolving aliases and "Automatic").
+def hires_sampler_request(request: Txt2ImgRequest, sampler: str, schedule_type: str) -> dict[str, str | None]:
+    """`hr_sampler` / `hr_schedule_type` for HiresParams from the request's hr_sampler_name / hr_scheduler; None where
+    they mean the first pass's.
 
     A1111 runs its hires pass with `hr_sampler_name or sampler_name` and `hr_scheduler or scheduler`, where
     "Automatic" is the sampler's own default schedule (`sd_samplers_kdiffusion.get_sigmas`: `if scheduler_name ==
-    'Automatic': scheduler_name = self.config.options.get('scheduler')`). So hr_sampler_name equal to the first
-    pass's sampler, or a schedule that resolves to the first pass's, is the same run (A1111 then writes no
-    "Hires sampler" / "Hires schedule type" key), while "Automatic" after a first pass on another schedule is not.
+    'Automatic': scheduler_name = self.config.options.get('scheduler')`); its UI sends "Use same sampler" / "Use same
+    scheduler" for "the first pass's". A pair that resolves to exactly what the first pass runs (an alias, a pre-1.9
+    name, "Automatic" when that is the first pass's schedule) is the same run and becomes None, so the params equal
+    those of a request without it. An unknown name raises ValueError naming the field and the valid names.
     """
+    from pipelines.hires import HiresParams
+    from pipelines.hires_sampler import SAME_SAMPLER, SAME_SCHEDULER, hires_sampler_choice, hires_sampler_names
     from pipelines.samplers import resolve_sampler
 
-    hr_sampler = request.hr_sampler_name if request.hr_sampler_name not in (None, "", SAME_SAMPLER) else None
-    hr_schedule = request.hr_scheduler if request.hr_scheduler not in (None, "", SAME_SCHEDULER) else None
+    hr_sampler, hr_schedule = hires_sampler_choice(request.hr_sampler_name, request.hr_scheduler)
     if hr_sampler is None and hr_schedule is None:
-        return []
-    first_spec, first_schedule = resolve_sampler(sampler, schedule_type)
+        return {"hr_sampler": None, "hr_schedule_type": None}
+    chosen = HiresParams(sampler=sampler, schedule_type=schedule_type, hr_sampler=hr_sampler,
+                         hr_schedule_type=hr_schedule)
     try:
-        hires_spec, hires_schedule = resolve_sampler(hr_sampler or sampler, hr_schedule or schedule_type)
-    except (ValueError, KeyError) as error:
-        hires_spec, hires_schedule, why = None, None, f" is not usable here ({error})"
-    else:
-        why = ""
-    if (hires_spec, hires_schedule) == (first_spec, first_schedule):
-        return []
-    differences = []
-    if hr_sampler is not None and (hires_spec is None or hires_spec.name != first_spec.name):
-        differences.append(f"hr_sampler_name={hr_sampler!r} (infotext: Hires sampler){why}: this server's hires pass "
-                           f"always runs the first pass's sampler, {first_spec.name}; send {SAME_SAMPLER!r} or "
-                           f"{first_spec.name!r}, or leave it out")
-    elif hr_schedule is not None:
-        runs = repr(hr_schedule) + (f" is schedule {hires_schedule} for {first_spec.name}" if hires_spec else "")
-        differences.append(f"hr_scheduler={runs} (infotext: Hires schedule type){why}: this server's hires pass "
-                           f"always runs the first pass's schedule, {first_schedule}; send {SAME_SCHEDULER!r} or "
-                           f"{first_schedule!r}, or leave it out")
-    else:  # an old-style hires sampler name carrying another schedule ("DPM++ 2M Exponential")
-        differences.append(f"hr_sampler_name={hr_sampler!r} (infotext: Hires sampler) runs schedule {hires_schedule}: "
-                           f"this server's hires pass always runs the first pass's schedule, {first_schedule}; send "
-                           f"{SAME_SAMPLER!r} or {first_spec.name!r}, or leave it out")
-    return differences
+        hires = resolve_sampler(*hires_sampler_names(chosen))
+    except (KeyError, ValueError) as error:
+        message = error.args[0] if isinstance(error, KeyError) and error.args else str(error)
+        given = ", ".join(f"{name}={value!r}" for name, value in (("hr_sampler_name", hr_sampler),
+                                                                  ("hr_scheduler", hr_schedule)) if value is not None)
+        raise ValueError(f"{given} (infotext: Hires sampler / Hires schedule type): {message}; send "
+                         f"{SAME_SAMPLER!r} / {SAME_SCHEDULER!r} (or leave them out) for the first pass's.") from None
+    if hires == resolve_sampler(sampler, schedule_type):
+        return {"hr_sampler": None, "hr_schedule_type": None}
+    return {"hr_sampler": hr_sampler, "hr_schedule_type": hr_schedule}
 
 
 def hires_prompts(request: Txt2ImgRequest, styles) -> dict[str, str]:
@@ -65,9 +53,10 @@ def hires_prompts(request: Txt2ImgRequest, styles) -> dict[str, str]:
 
 
 def hires_params(request: Txt2ImgRequest, params: Txt2ImgParams, limits: GenerationLimits, styles=None,
-                 refiner_pass: str = "second pass"):
+                 refiner_pass: str = "second pass", hires_eta=None):
     """A1111's "Hires. fix" fields -> HiresParams (first pass at width x height, then upscale and refine);
-    `refiner_pass` is the Settings' (or override's) `hires_fix_refiner_pass`."""
+    `refiner_pass` is the Settings' (or override's) `hires_fix_refiner_pass`; `hires_eta(sampler)` gives the eta
+    Settings give a hires sampler other than the first pass's (A1111's eta_ddim / eta_ancestral by its kind)."""
     from pipelines.hires import HiresParams, check_hires_params
 
     # No hr_upscaler: A1111 upscales with "Latent" and writes no "Hires upscaler" key (HiresParams takes None so).
@@ -78,6 +67,9 @@ def hires_params(request: Txt2ImgRequest, params: Txt2ImgParams, limits: Generat
         denoising_strength=(A1111_API_HIRES_DENOISING if request.denoising_strength is None
                             else request.denoising_strength),
         **hires_prompts(request, styles), hires_fix_refiner_pass=refiner_pass,
+        **hires_sampler_request(request, params.sampler, params.schedule_type),
     )
+    if hires.hr_sampler is not None and hires_eta is not None:
+        hires.hr_eta = hires_eta(hires.hr_sampler)
     check_hires_params(hires, limits, 8)
     return hires

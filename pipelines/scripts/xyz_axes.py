@@ -5,7 +5,7 @@ cell's params (a new params object; the caller's is never changed), how the valu
 values are valid (dropdown axes) and what it costs to change (the checkpoint, 1.0, is switched least often).
 
 Every axis of A1111 1.10 is listed, in its order, because API clients send `x_type` as an index into that list. The
-ones whose feature mixkit does not have (Image CFG Scale, Hires sampler, Token merging ratio high-res) are refused
+ones whose feature mixkit does not have (Image CFG Scale, Token merging ratio high-res) are refused
 when chosen, saying why and what to plot instead; RNG source runs the sources mixkit's noise is (CPU, and GPU on a CPU
 model) and refuses NV. Axes that change the loaded model (Checkpoint name, FP8 mode, VAE, Token merging ratio) have a
 `switch` (`pipelines.scripts.xyz_model_axes`).
@@ -177,6 +177,28 @@ def check_samplers(params, values, context) -> None:
         except (ValueError, KeyError) as error:
             message = str(error.args[0]) if error.args else str(error)
             raise ValueError(f"Sampler {value!r}: {message}") from None
+
+
+def apply_hires_sampler(params, value, values, context):
+    """The hires pass's sampler (A1111's `apply_field("hr_sampler_name")`); "Use same sampler" is the first pass's.
+    `hr_eta` is cleared: a request's Settings eta was for its own hires sampler's kind, so a cell's sampler runs
+    the first pass's `eta` or its own default (pipelines.hires_sampler.hires_eta)."""
+    from pipelines.hires_sampler import hires_sampler_choice
+
+    return replace(params, hr_sampler=hires_sampler_choice(value, None)[0], hr_eta=None)
+
+
+def check_hires_samplers(params, values, context) -> None:
+    """Every value runs as the hires pass's sampler with the call's hires schedule and steps (A1111's
+    `confirm_samplers`, with the schedule checked too)."""
+    from pipelines.hires_sampler import check_hires_sampler
+
+    steps = params.hr_second_pass_steps or params.steps
+    for value in values:
+        try:
+            check_hires_sampler(apply_hires_sampler(params, value, values, context), steps)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"Hires sampler {value!r}: {error}") from None
 
 
 def schedule_names(context: PlotContext) -> list[str]:
@@ -389,8 +411,8 @@ _register(
     AxisOption("Prompt order", PERMUTATIONS, apply_prompt_order, format_value=joined, check=check_prompt_order),
     AxisOption("Sampler", TEXT, set_field("sampler"), format_value=value_only, choices=sampler_names,
                check=check_samplers),
-    unsupported("Hires sampler", "mixkit's hires fix has no sampler of its own: its second pass runs with the first "
-                "pass's sampler and schedule; plot Sampler instead, which sets both passes", TXT2IMG),
+    AxisOption("Hires sampler", TEXT, apply_hires_sampler, kinds=TXT2IMG, choices=sampler_names,
+               check=check_hires_samplers, needs_field="hr_sampler"),
     AxisOption("Checkpoint name", TEXT, apply_nothing, format_value=file_name, choices=checkpoint_names,
                check=check_checkpoints, cost=1.0, switch=switch_checkpoint),
     AxisOption("Negative Guidance minimum sigma", FLOAT, set_field("s_min_uncond")),

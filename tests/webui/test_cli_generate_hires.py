@@ -43,6 +43,8 @@ def test_hires_flags_make_the_python_apis_image_and_its_infotext_makes_it_again(
     (["--hires", "--hr-resize-x", "-8"], "--hr-resize-x must be a non-negative integer"),
     (["--hires", "--denoising-strength", "2"], "--denoising-strength must be a number in [0, 1], got 2.0"),
     (["--hr-resize-x", "100", "--hr-resize-y", "20000"], "hires-fix target size"),
+    (["--hr-sampler", "Eular"], "The hires pass's sampler (--hr-sampler='Eular') is not usable"),
+    (["--hr-schedule-type", "Karas"], "--hr-schedule-type='Karas'"),
 ])
 def test_hires_flag_errors_are_one_line_before_the_model_loads(tmp_path, capsys, monkeypatch, extra, message):
     monkeypatch.setattr(TextToImage, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("the model loaded")))
@@ -112,3 +114,29 @@ def test_hr_upscaler_takes_a_model_file_from_realesrgan_models_path(tiny_sd1_dir
     finally:
         UPSCALERS.unregister("R-ESRGAN General 4xV3")
         LOADED.clear()
+
+
+def test_hr_sampler_flags_make_the_python_apis_image_and_its_infotext_makes_it_again(tiny_sd1_dir, tmp_path, capsys):
+    flags = ["--hr-scale", "1.5", "--hr-steps", "2", "--denoising-strength", "0.6", "--hr-upscaler", "Latent"]
+    assert main(["generate", "a red circle", "--model", str(tiny_sd1_dir), *flags, "--hr-sampler", "DPM++ 2M",
+                 "--hr-schedule-type", "Exponential", "-o", str(tmp_path / "a"), *ARGS]) == 0
+    [path] = capsys.readouterr().out.split()
+    saved = Image.open(path)
+    expected = HiresFix(TextToImage.from_pretrained(tiny_sd1_dir))(
+        prompt="a red circle", width=64, height=64, steps=3, seed=21, sampler="Euler a", hr_scale=1.5,
+        hr_second_pass_steps=2, denoising_strength=0.6, hr_upscaler="Latent", hr_sampler="DPM++ 2M",
+        hr_schedule_type="Exponential")
+    assert saved.convert("RGB").tobytes() == expected.images[0].tobytes()
+    assert "Hires sampler: DPM++ 2M, Hires schedule type: Exponential" in saved.text["parameters"]
+    assert main(["generate", "--infotext", path, "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "b")]) == 0
+    [again] = capsys.readouterr().out.split()
+    assert Image.open(again).tobytes() == saved.tobytes()
+    assert Image.open(again).text["parameters"] == saved.text["parameters"]
+    # A1111's "same" labels are the first pass's sampler: the run without the flags
+    assert main(["generate", "a red circle", "--model", str(tiny_sd1_dir), *flags, "--hr-sampler", "Use same sampler",
+                 "--hr-schedule-type", "Use same scheduler", "-o", str(tmp_path / "c"), *ARGS]) == 0
+    assert main(["generate", "a red circle", "--model", str(tiny_sd1_dir), *flags, "-o", str(tmp_path / "d"),
+                 *ARGS]) == 0
+    same, plain = capsys.readouterr().out.split()
+    assert Image.open(same).tobytes() == Image.open(plain).tobytes() != saved.tobytes()
+    assert Image.open(same).text["parameters"] == Image.open(plain).text["parameters"]

@@ -74,7 +74,7 @@ def test_keys_it_cannot_honour_are_named_on_stderr(tiny_sd1_dir, tmp_path, capsy
 
 
 @pytest.mark.parametrize("extra, fragment", [
-    ("Denoising strength: 0.5, Hires upscale: 2, Hires sampler: Euler a", "hires-fix settings"),  # no flag for it
+    ("Denoising strength: 0.5, Hires upscale: 2, Hires CFG Scale: 5", "hires-fix settings"),  # no flag for it
     ("Hires upscale: 2, Hires upscaler: Latent", "hires keys without the Denoising strength"),
     ("ControlNet 0: \"Module: canny, Model: tiny_canny\"", "--infotext's ControlNet 0: ControlNet model 'tiny_canny' is no file"),
     ("Denoising strength: 0.6", "img2img"),

@@ -95,8 +95,9 @@ def test_no_legend_is_the_bare_grid_and_margins_go_with_the_legend(tiny_sd1_dir,
                                          "'Enable'."),
     (["--xyz-x", "FP8 mode:Disable,Enable", "--int8"], "X axis: FP8 mode Enable: FP8 storage changes the UNet's "
                                                        "layers, but --int8 compiles the UNet into a fixed int8 graph"),
-    (["--xyz-x", "Hires sampler:Euler"], "the 'Hires sampler' axis is not supported by mixkit: mixkit's hires fix "
-                                         "has no sampler of its own"),
+    (["--xyz-x", "Hires sampler:Euler"], "X axis 'Hires sampler' needs hires fix (enable_hr), which this call does "
+                                         "not use."),
+    (["--xyz-x", "Hires sampler:Euler,Eular", "--hires"], "X axis: Hires sampler 'Eular': The hires pass's sampler"),
     (["--xyz-x", "Steps:1", "--xyz-vary-seeds", "q"], "--xyz-vary-seeds takes the letters x, y and z"),
     (["--xyz-x", "Steps:1", "-o", "plot.png"], "give -o a folder"),
     (["--xyz-x", "Steps:1", "--xyz-y", "Size:64x64,64x100000"], "X/Y/Z plot cell Steps 1, Size 64x100000: "),

@@ -16,7 +16,8 @@ BASE = Txt2ImgParams(prompt="a cube", steps=1, width=32, height=32, seed=5, samp
 def form(**changes) -> list:
     values = {"enable_hr": True, "hr_upscaler": "Latent", "hr_scale": 2.0, "hr_second_pass_steps": 0.0,
               "hr_resize_x": 0.0, "hr_resize_y": 0.0, "denoising_strength": 0.7, "hr_prompt": "",
-              "hr_negative_prompt": "", **changes}
+              "hr_negative_prompt": "", "hr_sampler_name": "Use same sampler", "hr_scheduler": "Use same scheduler",
+              **changes}
     return [values[name] for name in HIRES_FIELDS]
 
 
@@ -37,7 +38,8 @@ def test_hires_form_equals_the_api_conversion():
 
 @pytest.mark.parametrize("changes, fragment", [({"hr_scale": 9.0}, "hr_scale"), ({"hr_upscaler": "ESRGAN"}, "ESRGAN"),
                                                ({"hr_second_pass_steps": 78.0}, "hr_second_pass_steps"),
-                                               ({"hr_resize_x": 4096.0}, "target size 4096x4096")])
+                                               ({"hr_resize_x": 4096.0}, "target size 4096x4096"),
+                                               ({"hr_sampler_name": "Eular"}, "hr_sampler_name='Eular'")])
 def test_hires_form_errors_name_the_field(changes, fragment):
     with pytest.raises(ValueError, match=fragment):
         with_hires(BASE, form(**changes), LIMITS)
@@ -90,12 +92,14 @@ def test_an_infotexts_hires_recipe_fills_the_controls():
     values, notes = infotext_hires_values(parsed(**{"Denoising strength": 0.45, "Hires upscale": 1.5, "Hires steps": 10,
                                                     "Hires upscaler": "Latent"}), LIMITS, hires_upscaler_names())
     assert values == {"enable_hr": True, "hr_scale": 1.5, "hr_second_pass_steps": 10, "hr_resize_x": 0, "hr_resize_y": 0,
-                      "hr_upscaler": "Latent", "hr_prompt": "", "hr_negative_prompt": ""} and notes == []
+                      "hr_upscaler": "Latent", "hr_prompt": "", "hr_negative_prompt": "",
+                      "hr_sampler_name": "Use same sampler", "hr_scheduler": "Use same scheduler"} and notes == []
     assert set(values) <= set(HIRES_FIELDS)
     values, notes = infotext_hires_values(parsed(**{"Denoising strength": 0.3, "Hires resize": "640x0",
                                                     "Hires upscaler": "SwinIR_4x"}), LIMITS, hires_upscaler_names())
     assert values == {"enable_hr": True, "hr_second_pass_steps": 0, "hr_resize_x": 640, "hr_resize_y": 0, "hr_prompt": "",
-                      "hr_negative_prompt": ""}
+                      "hr_negative_prompt": "", "hr_sampler_name": "Use same sampler",
+                      "hr_scheduler": "Use same scheduler"}
     assert len(notes) == 1 and notes[0].startswith("Hires upscaler 'SwinIR_4x' is not available here")
 
 
@@ -130,21 +134,60 @@ def test_an_infotext_without_a_hires_recipe_unticks_hires_fix():
     values, notes = infotext_hires_values(parsed(**{"Hires upscale": 2}), LIMITS, hires_upscaler_names())
     assert values == off and "no Denoising strength" in notes[0]
     values, notes = infotext_hires_values(parsed(**{"Denoising strength": 0.5, "Hires upscale": 20, "Hires steps": 78,
-                                                    "Hires sampler": "Heun"}), LIMITS, hires_upscaler_names())
+                                                    "Hires sampler": "Hoon"}), LIMITS, hires_upscaler_names())
     assert values == {"enable_hr": True, "hr_resize_x": 0, "hr_resize_y": 0, "hr_prompt": "", "hr_negative_prompt": ""}
-    assert [n.split(":")[0] for n in notes] == ["Hires upscale", "Hires steps", "Hires sampler"]
+    assert [n.split(":")[0] for n in notes] == ["Hires sampler", "Hires upscale", "Hires steps"]
 
 
-def test_a_pasted_hires_sampler_or_schedule_equal_to_the_first_passs_gets_no_note():
-    # The hires pass here runs the first pass's sampler and schedule: naming them (or an alias, or "Automatic" when
-    # the first pass runs the sampler's own schedule) changes nothing, as the API's hires_sampler_differences accepts.
+@pytest.mark.parametrize("keys, dropdowns", [
+    ({}, ("Use same sampler", "Use same scheduler")),  # A1111's defaults for missing keys
+    ({"Hires sampler": "Heun"}, ("Heun", "Use same scheduler")),
+    ({"Hires sampler": "k_dpmpp_2m"}, ("DPM++ 2M", "Use same scheduler")),  # an alias selects its sampler
+    ({"Hires sampler": "DPM++ 2M Karras"}, ("DPM++ 2M", "Karras")),  # a pre-1.9 name fills both
+    ({"Hires schedule type": "karras"}, ("Use same sampler", "Karras")),
+    ({"Hires sampler": "Euler a", "Hires schedule type": "Uniform"}, ("Euler a", "Uniform")),
+])
+def test_a_pasted_hires_sampler_and_schedule_fill_their_dropdowns(keys, dropdowns):
     from webui.ui.hires_controls import infotext_hires_values
 
     base = {"Sampler": "DPM++ 2M", "Schedule type": "Karras", "Denoising strength": 0.5, "Hires upscale": 2}
-    for same in ({"Hires sampler": "DPM++ 2M"}, {"Hires sampler": "k_dpmpp_2m"}, {"Hires schedule type": "Karras"},
-                 {"Hires schedule type": "Automatic"}):
-        _, notes = infotext_hires_values(parsed(**base, **same), LIMITS, hires_upscaler_names())
-        assert notes == [], same
-    _, notes = infotext_hires_values(parsed(**base, **{"Hires schedule type": "Exponential"}), LIMITS,
-                                     hires_upscaler_names())
-    assert [note.split(":")[0] for note in notes] == ["Hires schedule type"]
+    values, notes = infotext_hires_values(parsed(**base, **keys), LIMITS, hires_upscaler_names())
+    assert (values["hr_sampler_name"], values["hr_scheduler"]) == dropdowns and notes == []
+
+
+def test_the_hires_dropdowns_translate_as_the_api_does():
+    ui = with_hires(BASE, form(hr_sampler_name="DPM++ 2M", hr_scheduler="Exponential"), LIMITS)
+    api = to_txt2img_params(Txt2ImgRequest(prompt="a cube", steps=1, width=32, height=32, seed=5, sampler_name="Euler",
+                                           enable_hr=True, hr_upscaler="Latent", hr_sampler_name="DPM++ 2M",
+                                           hr_scheduler="Exponential",
+                                           denoising_strength=0.7), limits=LIMITS, lora_names=None)
+    assert ui == api and (ui.hr_sampler, ui.hr_schedule_type) == ("DPM++ 2M", "Exponential")
+    assert with_hires(BASE, form(hr_sampler_name="Euler"), LIMITS) == with_hires(BASE, form(), LIMITS)
+    from webui.ui.hires_controls import hires_sampler_choices
+
+    samplers, schedules = hires_sampler_choices()
+    assert (samplers[0], schedules[0]) == ("Use same sampler", "Use same scheduler")
+    assert {"Euler", "DPM++ 2M", "DDIM"} <= set(samplers) and {"Karras", "Exponential"} <= set(schedules)
+
+
+def test_the_hires_panel_has_a1111s_sampler_and_schedule_dropdowns(tmp_path):
+    # A1111 1.10 (modules/ui.py): elem_id "hr_sampler" / "hr_scheduler", "Use same ..." first and selected
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+    from webui.ui.app import build_ui
+    from webui.ui.hires_controls import hires_sampler_choices
+
+    from .ui_blocks import component
+
+    (tmp_path / "models").mkdir()
+    state = ServerState(ServerConfig(models_dir=str(tmp_path / "models"), output_dir=str(tmp_path / "out")))
+    try:
+        blocks = build_ui(state)
+        samplers, schedules = hires_sampler_choices()
+        for elem_id, label, choices in (("hr_sampler", "Hires sampling method", samplers),
+                                        ("hr_scheduler", "Hires schedule type", schedules)):
+            dropdown = component(blocks, elem_id)
+            assert dropdown.label == label and dropdown.value == choices[0]
+            assert [choice[0] for choice in dropdown.choices] == choices
+    finally:
+        state.close()

@@ -69,6 +69,8 @@ FIELD_FLAGS = {
     "hr_second_pass_steps": "--hr-steps",
     "hr_negative_prompt": "--hr-negative",
     "hr_prompt": "--hr-prompt",
+    "hr_sampler": "--hr-sampler",
+    "hr_schedule_type": "--hr-schedule-type",
     **{name: "--" + name.replace("_", "-") for name in OPTION_NAMES},
     # One-word fields are also ordinary words ("needs at least 2 steps"): translated only as a message's subject.
     "steps": "--steps",

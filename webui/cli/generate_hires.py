@@ -22,6 +22,8 @@ HIRES_FLAGS: dict[str, tuple[str, str, Any]] = {
     "denoising_strength": ("denoising_strength", "Denoising strength", as_number),
     "hr_prompt": ("hr_prompt", "Hires prompt", as_text),
     "hr_negative": ("hr_negative_prompt", "Hires negative prompt", as_text),
+    "hr_sampler": ("hr_sampler", "Hires sampler", as_text),
+    "hr_schedule_type": ("hr_schedule_type", "Hires schedule type", as_text),
 }
 # argparse destination -> (infotext key, conversion), as `webui.cli.generate_infotext.FLAG_KEYS`
 HIRES_INFOTEXT_KEYS = {dest: (key, convert) for dest, (_, key, convert) in HIRES_FLAGS.items()}
@@ -56,6 +58,12 @@ def add_hires_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--hr-prompt", default=None, metavar="PROMPT", help="the second pass's prompt (default: the prompt)")
     g.add_argument("--hr-negative", default=None, metavar="PROMPT",
                    help="the second pass's negative prompt (default: --negative)")
+    g.add_argument("--hr-sampler", default=None, metavar="NAME",
+                   help="the second pass's sampler, any name --sampler takes (default: --sampler's; "
+                        "'Use same sampler' also means that)")
+    g.add_argument("--hr-schedule-type", default=None, metavar="NAME",
+                   help="the second pass's schedule type, any name --schedule-type takes (default: --schedule-type's; "
+                        "'Use same scheduler' also means that)")
 
 
 def hires_requested(args: argparse.Namespace) -> bool:
@@ -72,8 +80,14 @@ def hires_fields(args: argparse.Namespace) -> dict[str, Any] | None:
             raise ValueError("--denoising-strength sets how much hires fix's second pass redraws; add --hires (or an "
                              "--hr-* flag), or use `mixkit img2img IMAGE` to redraw an image")
         return None
-    return {field: getattr(args, dest) for dest, (field, _, _) in HIRES_FLAGS.items()
-            if getattr(args, dest) is not None}
+    from pipelines.hires_sampler import hires_sampler_choice
+
+    fields = {field: getattr(args, dest) for dest, (field, _, _) in HIRES_FLAGS.items()
+              if getattr(args, dest) is not None}
+    # A1111's "Use same sampler" / "Use same scheduler" (and "") are the first pass's: HiresParams' None
+    sampler, schedule = hires_sampler_choice(fields.pop("hr_sampler", None), fields.pop("hr_schedule_type", None))
+    return {**fields, **({"hr_sampler": sampler} if sampler else {}),
+            **({"hr_schedule_type": schedule} if schedule else {})}
 
 
 def is_hires_infotext(written: dict[str, object]) -> bool:

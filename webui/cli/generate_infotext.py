@@ -60,9 +60,9 @@ INFORMATIONAL_KEYS = {"Version", "User", "Lora hashes", "TI hashes", "Model", "M
 HIRES_KEYS = ("Hires upscale", "Hires upscaler", "Hires resize-1", "Hires resize-2", "Hires steps", "Hires sampler",
               "Hires schedule type", "Hires checkpoint", "Hires prompt", "Hires negative prompt", "Hires CFG Scale",
               "Hires refiner")
-# Hires keys with no `mixkit generate` flag (webui.cli.generate_hires has the others): A1111's hires sampler,
-# checkpoint and CFG choices, and which pass the refiner finishes.
-UNSUPPORTED_HIRES_KEYS = ("Hires sampler", "Hires schedule type", "Hires checkpoint", "Hires CFG Scale", "Hires refiner")
+# Hires keys with no `mixkit generate` flag (webui.cli.generate_hires has the others): A1111's hires checkpoint and
+# CFG choices, and which pass the refiner finishes.
+UNSUPPORTED_HIRES_KEYS = ("Hires checkpoint", "Hires CFG Scale", "Hires refiner")
 # sd-webui-controlnet's unit keys, `ControlNet 0`, ...: recreated as units (webui.cli.controlnet_units)
 CONTROLNET_KEY = re.compile(r"^ControlNet \d+$", re.MULTILINE)
 # key -> why `mixkit generate` refuses it: honouring none of it would give a substantially different image.

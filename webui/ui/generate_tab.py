@@ -454,7 +454,8 @@ def _form_params(state: ServerState, kind: str, form: list, chosen_styles: list[
         from webui.ui.hires_controls import with_hires
 
         hires = with_hires(params, own, state.limits, styles=library, style_names=chosen_styles,
-                           unstyled_prompts=(unstyled.prompt, unstyled.negative_prompt))
+                           unstyled_prompts=(unstyled.prompt, unstyled.negative_prompt),
+                           hires_eta=lambda sampler: state.options.sampler_params(sampler)["eta"])
         extra_noise = state.options.get("img2img_extra_noise")
         if hires is not params and extra_noise > 0:  # A1111 adds it in its hires pass too; this server's does not
             from webui.ui.errors import refused

@@ -10,13 +10,23 @@ from __future__ import annotations
 import gradio as gr
 
 HIRES_FIELDS = ("enable_hr", "hr_upscaler", "hr_scale", "hr_second_pass_steps", "hr_resize_x", "hr_resize_y",
-                "denoising_strength", "hr_prompt", "hr_negative_prompt")
+                "denoising_strength", "hr_prompt", "hr_negative_prompt", "hr_sampler_name", "hr_scheduler")
 
 
 def hires_upscaler_names() -> list[str]:
     from pipelines.hires import hires_upscaler_names as names
 
     return names()
+
+
+def hires_sampler_choices() -> tuple[list[str], list[str]]:
+    """The hires sampler and schedule dropdowns' choices: A1111's "Use same ..." first, then every sampler / schedule
+    type the main dropdowns offer."""
+    from pipelines.hires_sampler import SAME_SAMPLER, SAME_SCHEDULER
+    from pipelines.samplers import SCHEDULE_TYPES, list_samplers
+
+    return ([SAME_SAMPLER, *(item["name"] for item in list_samplers())],
+            [SAME_SCHEDULER, *SCHEDULE_TYPES.names()])
 
 
 def build_hires_controls(limits, state=None) -> list:
@@ -49,12 +59,21 @@ def build_hires_controls(limits, state=None) -> list:
             hr_negative = gr.Textbox(label="Hires negative prompt", lines=2, max_length=limits.max_prompt_chars,
                                      placeholder="Negative prompt for the hires fix pass; leave empty to use the "
                                                  "first pass's.", elem_id="txt2img_hr_negative_prompt")
-    return [enabled, upscaler, scale, steps, resize_x, resize_y, strength, hr_prompt, hr_negative]
+        # A1111 1.10 shows these with its "hires_fix_show_sampler" setting; here they are always shown
+        samplers, schedules = hires_sampler_choices()
+        with gr.Row():
+            hr_sampler = gr.Dropdown(samplers, value=samplers[0], label="Hires sampling method",
+                                     elem_id="hr_sampler")
+            hr_schedule = gr.Dropdown(schedules, value=schedules[0], label="Hires schedule type",
+                                      elem_id="hr_scheduler")
+    return [enabled, upscaler, scale, steps, resize_x, resize_y, strength, hr_prompt, hr_negative, hr_sampler,
+            hr_schedule]
 
 
 def with_hires(params, values: list, limits, *, styles=None, style_names: list[str] | None = None,
-               unstyled_prompts: tuple[str, str] | None = None):
-    """`params` unchanged when hires fix is off, else HiresParams checked exactly as the API checks them.
+               unstyled_prompts: tuple[str, str] | None = None, hires_eta=None):
+    """`params` unchanged when hires fix is off, else HiresParams checked exactly as the API checks them;
+    `hires_eta(sampler)`: the Settings' eta for a hires sampler other than the first pass's (as the API's).
 
     With styles chosen, `params` carries the styled prompts and `unstyled_prompts` the form's own (prompt, negative
     prompt): the API's `hires_params` styles a Hires prompt from those, as A1111 styles its `all_hr_prompts`."""
@@ -74,13 +93,13 @@ def with_hires(params, values: list, limits, *, styles=None, style_names: list[s
                              hr_resize_y=whole(fields["hr_resize_y"]),
                              denoising_strength=float(fields["denoising_strength"]), hr_prompt=fields["hr_prompt"] or "",
                              hr_negative_prompt=fields["hr_negative_prompt"] or "",
-                             prompt=prompt, negative_prompt=negative_prompt, styles=list(style_names or []))
-    return hires_params(request, params, limits, styles)
+                             prompt=prompt, negative_prompt=negative_prompt, styles=list(style_names or []),
+                             hr_sampler_name=fields["hr_sampler_name"], hr_scheduler=fields["hr_scheduler"])
+    return hires_params(request, params, limits, styles, hires_eta=hires_eta)
 
 
 # Hires keys the form has no control for, with the value A1111 writes (or assumes) when they are unused.
-_UNCONTROLLED_HIRES_KEYS = {"Hires sampler": "Use same sampler", "Hires schedule type": None, "Hires CFG Scale": None,
-                            "Hires checkpoint": "Use same checkpoint"}
+_UNCONTROLLED_HIRES_KEYS = {"Hires CFG Scale": None, "Hires checkpoint": "Use same checkpoint"}
 
 
 def infotext_hires_prompts(parsed: dict) -> dict[str, str]:
@@ -111,7 +130,7 @@ def infotext_hires_values(parsed: dict, limits, upscaler_names: list[str]) -> tu
             f"Hires fix ({found}): the infotext has no Denoising strength, so hires fix is left off, as A1111 does."]
     values: dict[str, object] = {"enable_hr": True, "hr_second_pass_steps": 0, "hr_resize_x": 0, "hr_resize_y": 0,
                                  **infotext_hires_prompts(parsed)}
-    notes: list[str] = []
+    notes: list[str] = infotext_hires_sampler(parsed, values)
     numeric = {"hr_scale": ("Hires upscale", float, 1, MAX_HIRES_SCALE),
                "hr_second_pass_steps": ("Hires steps", int, 0, limits.max_steps),
                "hr_resize_x": ("Hires resize-1", int, 0, limits.max_side),
@@ -143,24 +162,45 @@ def infotext_hires_values(parsed: dict, limits, upscaler_names: list[str]) -> tu
             notes.append(f"Hires upscaler {upscaler!r} is not available here (choose one of {', '.join(upscaler_names)}); "
                          "kept the current upscaler.")
     for key, unused in _UNCONTROLLED_HIRES_KEYS.items():
-        if key in parsed and parsed[key] != unused and not _runs_the_first_pass(parsed, key):
+        if key in parsed and parsed[key] != unused:
             notes.append(f"{key}: {parsed[key]}: the Hires. fix here has no such control (its second pass uses the "
                          "first pass's); the image will differ.")
     return values, notes
 
 
-def _runs_the_first_pass(parsed: dict, key: str) -> bool:
-    """Whether a pasted "Hires sampler" / "Hires schedule type" names what the first pass runs (aliases, old names
-    and "Automatic" resolved, as the API's `hires_sampler_differences` does): the hires pass here runs that anyway."""
-    from pipelines.samplers import resolve_sampler
+def infotext_hires_sampler(parsed: dict, values: dict) -> list[str]:
+    """Fill the hires sampler and schedule dropdowns from an infotext, as A1111's paste (`get_hr_sampler_and_scheduler`)
+    does: a missing key is "Use same ...", a pre-1.9 "Hires sampler: DPM++ 2M Karras" fills both, an alias selects its
+    sampler. A name this server lacks leaves the dropdowns as they are, with a note."""
+    from pipelines.hires_sampler import SAMPLER_KEY, SCHEDULE_KEY, hires_sampler_from_infotext
+    from pipelines.infotext_samplers import split_sampler_name
+    from pipelines.samplers import find_sampler, get_schedule_type
 
-    if key not in ("Hires sampler", "Hires schedule type"):
-        return False
-    sampler, schedule = str(parsed.get("Sampler", "")), str(parsed.get("Schedule type", "Automatic"))
+    samplers, schedules = hires_sampler_choices()
+    sampler, schedule = hires_sampler_from_infotext(parsed)
+    chosen = {"hr_sampler_name": samplers[0], "hr_scheduler": schedules[0]}
     try:
-        first = resolve_sampler(sampler, schedule)
-        hires = (resolve_sampler(str(parsed[key]), schedule) if key == "Hires sampler"
-                 else resolve_sampler(sampler, str(parsed[key])))
-    except (ValueError, KeyError):
-        return False
-    return hires == first
+        if sampler is not None:
+            spec = find_sampler(sampler)
+            if spec is None:
+                name, implied = split_sampler_name(sampler)
+                spec = find_sampler(name)
+                if implied is not None and schedule is None:
+                    schedule = implied
+            if spec is None or spec.name not in samplers:
+                raise ValueError(f"{SAMPLER_KEY}: {sampler}: no such sampler here (choose one of "
+                                 f"{', '.join(samplers[1:])}); kept the current hires sampler.")
+            chosen["hr_sampler_name"] = spec.name
+        if schedule is not None:
+            try:
+                name = get_schedule_type(schedule).name
+            except (KeyError, ValueError):
+                name = None
+            if name not in schedules:
+                raise ValueError(f"{SCHEDULE_KEY}: {schedule}: no such schedule type here (choose one of "
+                                 f"{', '.join(schedules[1:])}); kept the current hires schedule type.")
+            chosen["hr_scheduler"] = name
+    except ValueError as error:
+        return [str(error)]
+    values.update(chosen)
+    return []

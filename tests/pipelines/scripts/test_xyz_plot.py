@@ -53,6 +53,7 @@ def test_seed_minus_one_is_drawn_once_unless_kept():
     (("Sampler", "Euler,Nope"), "Sampler 'Nope'"),
     (("Checkpoint name", "a"), "needs a way to load checkpoints"),
     (("Hires steps", "1,2"), "needs hires fix"),
+    (("Hires sampler", "Euler"), "X axis 'Hires sampler' needs hires fix"),
     (("Denoising", "0.5"), "needs img2img or hires fix"),
     (("Styles", "x"), "needs a styles file"),
 ])
@@ -215,6 +216,25 @@ def test_hires_axes_reach_the_second_pass(sd1_pipe):
     assert [(r["Hires steps"], r["Denoising strength"]) for r in read] == [
         ("1", "0.3"), ("2", "0.3"), ("1", "0.6"), ("2", "0.6")]
     assert result.images[0].size == (2 * 96, 2 * 96)
+
+
+def test_the_hires_sampler_axis_runs_each_cells_second_pass_with_its_sampler(sd1_pipe):
+    # A1111's "Hires sampler" axis: index 10 of txt2img's list, values parsed as sampler names, label "Hires sampler: X"
+    from pipelines.hires import HiresFix, HiresParams
+    from pipelines.scripts.xyz_config import parse_script_args
+
+    config = parse_script_args([10, "Use same sampler, DPM++ 2M", [], 0, "", []], "txt2img")
+    assert (config.x.label, config.x.values) == ("Hires sampler", ("Use same sampler", "DPM++ 2M"))
+    params = HiresParams(**TINY, hr_scale=1.5, hr_upscaler="Latent", hr_second_pass_steps=2)
+    result = xyz_plot.run(HiresFix(sd1_pipe), params, xyz_plot.xyz_config(("Hires sampler", "Use same sampler, DPM++ 2M"),
+                                                                         draw_legend=False))
+    read = [parse_infotext(text) for text in result.samples.infotexts]
+    assert [r["Hires sampler"] for r in read] == ["Use same sampler", "DPM++ 2M"]  # the first: no key written
+    own = [HiresFix(sd1_pipe)(params), HiresFix(sd1_pipe)(replace(params, hr_sampler="DPM++ 2M"))]
+    assert [image.tobytes() for image in result.samples.images] == [r.images[0].tobytes() for r in own]
+    assert result.samples.infotexts == [r.infotexts[0] for r in own]
+    with pytest.raises(ValueError, match="X axis: Hires sampler 'Nope': .*Unknown sampler"):
+        xyz_plot.check_plot(params, xyz_plot.xyz_config(("Hires sampler", "Euler,Nope")), PlotContext())
 
 
 def test_styles_axis_merges_each_value_and_checks_names():

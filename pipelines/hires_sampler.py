@@ -1,0 +1,109 @@
+"""The hires pass's own sampler and schedule type (A1111 1.10's `hr_sampler_name` / `hr_scheduler`).
+
+A1111 runs its hires pass with `hr_sampler_name or sampler_name` and `hr_scheduler or scheduler`; its UI's "Use same
+sampler" / "Use same scheduler" (and the API's empty string or null) mean the first pass's. Here `HiresParams.hr_sampler`
+/ `hr_schedule_type` None is that. The schedule falls back to the first pass's *requested* schedule (not its resolved
+one), so "Automatic" after a first pass on Automatic is the hires sampler's own default, as in A1111.
+
+Everything the first pass's code derives from a sampler is derived again for the hires sampler by the same functions
+(`resolve_sampler`, `sampler_eta`, `check_sampler_parameters_for`): its sigmas, its eta (`hr_eta`, or `eta`, or the
+sampler's default), and whether ENSD and the churn / s_noise settings apply to it.
+
+Infotext: A1111 writes `Hires sampler: X` when the hires sampler differs from the first pass's (processing.py's
+txt2img `init`), and `Hires schedule type: Y` when the hires pass's resolved schedule label differs from the first
+pass's (`sd_samplers_kdiffusion.get_sigmas`); a paste without them means "the same".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# A1111's UI labels for "the first pass's" (its dropdowns' first entries).
+SAME_SAMPLER, SAME_SCHEDULER = "Use same sampler", "Use same scheduler"
+SAMPLER_KEY, SCHEDULE_KEY = "Hires sampler", "Hires schedule type"
+
+
+def same_as_first(value: Any, same_label: str) -> bool:
+    """Whether a hires sampler / schedule value means "the first pass's": None, "" or A1111's "Use same ..." label."""
+    return value is None or (isinstance(value, str) and value.strip() in ("", same_label))
+
+
+def hires_sampler_choice(sampler: Any, schedule_type: Any) -> tuple[str | None, str | None]:
+    """(hr_sampler, hr_schedule_type) with A1111's "same" spellings turned into None; the rest as given."""
+    return (None if same_as_first(sampler, SAME_SAMPLER) else sampler,
+            None if same_as_first(schedule_type, SAME_SCHEDULER) else schedule_type)
+
+
+def hires_sampler_names(params) -> tuple[str, str]:
+    """The (sampler, schedule type) names the hires pass runs, before resolution: its own or the first pass's.
+
+    An old-style hires sampler name carrying its schedule ("DPM++ 2M Karras") with no hires schedule runs that
+    schedule, as A1111's `get_hr_sampler_and_scheduler` splits it, not the first pass's."""
+    from pipelines.samplers import find_sampler
+
+    sampler = params.sampler if params.hr_sampler is None else params.hr_sampler
+    if params.hr_schedule_type is not None:
+        return sampler, params.hr_schedule_type
+    if params.hr_sampler is not None and find_sampler(params.hr_sampler.strip()) is None:
+        return sampler, "Automatic"  # the name implies its schedule (or is unknown: resolve_sampler says so)
+    return sampler, params.schedule_type
+
+
+def hires_eta(params) -> float | None:
+    """The eta the hires pass asks for: `hr_eta`, else `eta` (A1111's `p.eta` holds for both passes); None: the
+    hires sampler's default. A sampler without eta ignores it (`sampler_eta`), as the first pass does."""
+    return params.eta if params.hr_eta is None else params.hr_eta
+
+
+def check_hires_sampler(params, steps: int) -> None:
+    """Refuse a hires sampler / schedule type / eta the hires pass could not run, before the first pass starts.
+
+    `steps` is the hires pass's step count. Unknown names list the valid ones (the sampler registry's message)."""
+    from pipelines.sampler_parameters import check_sampler_parameters_for
+    from pipelines.samplers import check_sampler_steps, resolve_sampler, sampler_eta
+
+    for name, value in (("hr_sampler", params.hr_sampler), ("hr_schedule_type", params.hr_schedule_type)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{name} must be a sampler name or None (= the first pass's), got "
+                            f"{type(value).__name__} {value!r}.")
+    if params.hr_sampler is None and params.hr_schedule_type is None and params.hr_eta is None:
+        return  # the first pass's checks cover it
+    sampler, schedule = hires_sampler_names(params)
+    try:
+        resolve_sampler(sampler, schedule)
+        check_sampler_steps(sampler, steps)
+        sampler_eta(sampler, hires_eta(params))
+        check_sampler_parameters_for(params.sampler_parameters, sampler, schedule)
+    except (KeyError, ValueError) as error:
+        given = ", ".join(f"{name}={value!r}" for name, value in (
+            ("hr_sampler", params.hr_sampler), ("hr_schedule_type", params.hr_schedule_type),
+            ("hr_eta", params.hr_eta)) if value is not None)
+        message = error.args[0] if isinstance(error, KeyError) and error.args else str(error)
+        raise ValueError(f"The hires pass's sampler ({given}) is not usable: {message} (leave hr_sampler / "
+                         f"hr_schedule_type out to use the first pass's).") from None
+
+
+def hires_sampler_fields(params) -> dict[str, Any]:
+    """The second pass's `sampler`, `schedule_type` and `eta`."""
+    sampler, schedule = hires_sampler_names(params)
+    return {"sampler": sampler, "schedule_type": schedule, "eta": hires_eta(params)}
+
+
+def hires_sampler_infotext(params) -> dict[str, Any]:
+    """A1111's `Hires sampler` / `Hires schedule type`, each only when it differs from the first pass's (None: not
+    written). The sampler is written under its registry name, the schedule as its resolved label."""
+    if params.hr_sampler is None and params.hr_schedule_type is None:
+        return {SAMPLER_KEY: None, SCHEDULE_KEY: None}
+    from pipelines.samplers import resolve_sampler
+
+    first_spec, first_schedule = resolve_sampler(params.sampler, params.schedule_type)
+    hires_spec, hires_schedule = resolve_sampler(*hires_sampler_names(params))
+    return {SAMPLER_KEY: hires_spec.name if hires_spec.name != first_spec.name else None,
+            SCHEDULE_KEY: hires_schedule if hires_schedule != first_schedule else None}
+
+
+def hires_sampler_from_infotext(written: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(hr_sampler, hr_schedule_type) from an infotext's keys, as A1111's `get_hr_sampler_and_scheduler` reads them:
+    missing or "Use same ..." is None; an old-style "Hires sampler: DPM++ 2M Karras" carries its schedule, which
+    `resolve_sampler` splits off when the pass runs."""
+    return hires_sampler_choice(written.get(SAMPLER_KEY), written.get(SCHEDULE_KEY))
