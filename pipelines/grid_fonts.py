@@ -1,13 +1,14 @@
 """Which font draws a grid label: A1111's `font` setting, else a system font that has the label's glyphs.
 
 A1111 draws its legends in the font its `font` option names (Settings > Saving images/grids; empty = its bundled
-Roboto). Pillow's bundled font (Aileron) has no glyph outside ASCII (not even "é"): a Cyrillic, Greek, CJK or
-accented label drew as boxes. So each label gets the first font that has a glyph for every character of it, in this
-order: the chosen `font` (if any), then the system fonts `system_font_paths` finds (DejaVu Sans, Noto Sans, Arial
-Unicode, Microsoft YaHei, ... and fontconfig's own fallback list); when none has them all, the one that has the most
-(so "猫 кошка" with DejaVu alone draws the Cyrillic at least). Only a label that no system font can draw better, or a
-machine with no system font, gets Pillow's default, drawn exactly as before; the characters nothing could draw are
-logged once.
+Roboto). Pillow's bundled font (Aileron), which mixkit draws with, has hardly a glyph outside ASCII (not "é"): a
+Cyrillic, Greek, CJK or accented label drew as boxes. So a label is drawn in, in this order:
+the chosen `font` (if any; else Pillow's font) when it has a glyph for every character of the label, else the first
+system font `system_font_paths` finds that has them all (DejaVu Sans, Noto Sans, Arial Unicode, Microsoft YaHei, ...,
+then fontconfig's own fallback list), else the one that has the most (so "猫 кошка" with only DejaVu installed draws
+its Cyrillic at least); the characters nothing could draw are logged once. `grid_faces` keeps one font for a whole
+grid where one fits every label, so a legend does not mix fonts needlessly. An ASCII-only legend without a `font`, and
+any legend on a machine without system fonts, is drawn exactly as before (Pillow's font).
 
 Coverage is read from the glyphs FreeType renders: a character the font lacks renders as its ".notdef" glyph, the
 same bitmap as a noncharacter (U+FFFF) that no font maps. That needs no fontTools and costs one small rendering per
