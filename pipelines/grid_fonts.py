@@ -225,6 +225,9 @@ def face_at_size(face: str | None, size: int):
 
 def clear_font_caches() -> None:
     """Forget the font search and glyph coverage (after fonts are installed while the process runs)."""
-    for cached in (system_font_paths, _coverage_font, _notdef, has_glyph, _choose_face, face_at_size):
+    for cached in _CACHES:
         cached.cache_clear()
     _reported_missing.clear()
+
+
+_CACHES = (system_font_paths, _coverage_font, _notdef, has_glyph, _choose_face, face_at_size)
