@@ -120,14 +120,11 @@ def _fontconfig_fallbacks() -> list[str]:
 @functools.lru_cache(maxsize=1)
 def system_font_paths() -> tuple[str, ...]:
     """The system fonts a label may be drawn in, best first: the preferred ones found in `font_folders`, then
-    fontconfig's fallbacks; only files FreeType loads. Searched once per process."""
+    fontconfig's fallbacks. Searched once per process; a font is loaded only when a label needs it (one FreeType
+    cannot load has no glyphs, so it is never chosen)."""
     installed = _installed_fonts(font_folders())
     candidates = [installed[name] for name in PREFERRED_FONT_FILES if name in installed] + _fontconfig_fallbacks()
-    paths: list[str] = []
-    for path in candidates:
-        if path not in paths and os.path.isfile(path) and _coverage_font(path) is not None:
-            paths.append(path)
-    return tuple(paths)
+    return tuple(dict.fromkeys(path for path in candidates if os.path.isfile(path)))
 
 
 @functools.lru_cache(maxsize=None)

@@ -76,6 +76,14 @@ def test_without_a_font_a_label_pillow_cannot_draw_gets_a_system_font_that_can(m
 
 
 @needs_dejavu
+def test_a_system_font_freetype_cannot_load_is_passed_over(monkeypatch, tmp_path):
+    broken = tmp_path / "NotoSans-Regular.ttf"
+    broken.write_bytes(b"\x00\x01\x00\x00 truncated")
+    only_system_fonts(monkeypatch, str(broken), DEJAVU)
+    assert label_face("Жар") == DEJAVU and grid_faces(["cat", "Жар"]) == [DEJAVU, DEJAVU]
+
+
+@needs_dejavu
 def test_a_chosen_font_is_used_unless_it_lacks_a_labels_glyphs(monkeypatch):
     only_system_fonts(monkeypatch, DEJAVU)
     assert label_face("Steps: 20", NO_CYRILLIC) == NO_CYRILLIC and label_face("λ", NO_CYRILLIC) == NO_CYRILLIC
@@ -172,7 +180,9 @@ def test_the_system_font_search_finds_preferred_files_and_runs_once(monkeypatch,
     calls = []
     monkeypatch.setattr(grid_fonts, "font_folders", lambda: [str(tmp_path), str(tmp_path / "absent")])
     monkeypatch.setattr(grid_fonts, "_fontconfig_fallbacks", lambda: calls.append(1) or [str(tmp_path / "broken.ttf")])
-    assert grid_fonts.system_font_paths() == (str(tmp_path / "sub" / "DejaVuSans.ttf"),)
+    found = (str(tmp_path / "sub" / "DejaVuSans.ttf"), str(tmp_path / "broken.ttf"))
+    assert grid_fonts.system_font_paths() == found
+    assert label_face("Жар") == found[0] and label_face("λ") == found[0]  # a file FreeType cannot load has no glyphs
     grid_fonts.system_font_paths()
     top_label("Жар")
     assert calls == [1]  # cached: a plot does not search again per label
