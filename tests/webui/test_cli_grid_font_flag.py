@@ -8,6 +8,8 @@ from PIL import Image
 
 from webui.cli import main
 
+from .cli_inputs import write_noise_picture
+
 DEJAVU = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 DEJAVU_MATH = "/usr/share/fonts/truetype/dejavu/DejaVuMathTeXGyre.ttf"  # has λ too, drawn otherwise
 ARGS = ["--width", "64", "--height", "64", "--steps", "1", "--seed", "8", "--sampler", "Euler"]
@@ -22,6 +24,17 @@ def test_a_bad_grid_font_fails_in_one_line_before_the_model_loads(tiny_sd1_dir, 
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err[-1].startswith("mixkit: error:") and f"--grid-font '{missing}' is not a file" in err[-1]
     assert not out.exists()
+
+
+@pytest.mark.parametrize("script", [["--xyz-x", "Denoising:0.5,0.75"], ["--prompt-matrix"]])
+def test_img2img_refuses_a_bad_grid_font_before_the_model_loads(tmp_path, capsys, script):
+    init = tmp_path / "init.png"
+    write_noise_picture(init, seed=0, width=64, height=64)
+    out, missing = tmp_path / "out", tmp_path / "Roboto.ttf"
+    code = main(["img2img", str(init), "a red cat|blue", "--model", str(tmp_path / "no-model"), "-o", str(out), *ARGS,
+                 *script, "--grid-font", str(missing)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and f"--grid-font '{missing}' is not a file" in err[-1] and not out.exists()
 
 
 @pytest.mark.skipif(not os.path.isfile(DEJAVU), reason="DejaVu fonts are not installed here")
