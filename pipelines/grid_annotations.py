@@ -3,12 +3,15 @@
 X/Y/Z plot and Prompt matrix label their grids this way: one list of annotations above each column and one left of
 each row. Text is wrapped to the cell (columns) or to the left pad (rows, 3/4 of a cell wide), a line still too wide
 is drawn in a smaller font, and an inactive annotation (Prompt matrix: a part left out of that cell) is grey with a
-line through it. `margin` puts that many white pixels between cells.
+line through it. `margin` puts that many white pixels between cells. `font` is A1111's `font` setting (a .ttf /
+.otf / .ttc path; None: automatic), and each label is drawn in a font that has its glyphs (`pipelines.grid_fonts`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from pipelines.grid_fonts import check_font, face_at_size, grid_faces
 
 ACTIVE_COLOR = (0, 0, 0)
 INACTIVE_COLOR = (153, 153, 153)  # A1111's grey for an inactive label
@@ -35,13 +38,13 @@ class _Line:
     is_active: bool
     size: tuple[int, int]
     allowed_width: int
+    face: str | None  # the font file it is drawn in (None: Pillow's default)
 
 
-def grid_font(size: int):
-    """PIL's bundled scalable font (Pillow >= 10.1 ships it; no font file needed, so it works offline)."""
-    from PIL import ImageFont
-
-    return ImageFont.load_default(size=max(1, int(size)))
+def grid_font(size: int, face: str | None = None):
+    """The font file `face` at `size` px; None: PIL's bundled scalable font (Pillow >= 10.1 ships it; no font file
+    needed, so it works offline)."""
+    return face_at_size(face, max(1, int(size)))
 
 
 def _text_size(draw, text: str, font) -> tuple[int, int]:
@@ -78,11 +81,15 @@ def _wrapped(draw, text: str, font, width: int) -> list[str]:
     return lines
 
 
-def _lay_out(draw, annotations: list[GridAnnotation], font, allowed_width: int) -> list[_Line]:
+def _lay_out(draw, annotations: list[GridAnnotation], faces: dict[str, str | None], font_size: int,
+            allowed_width: int) -> list[_Line]:
     lines = []
     for annotation in annotations:
-        for text in wrap_text(draw, shorten_label(annotation.text), font, allowed_width, MAX_LABEL_LINES):
-            lines.append(_Line(text, annotation.is_active, _text_size(draw, text, font), allowed_width))
+        label = shorten_label(annotation.text)
+        face = faces.get(label)
+        font = grid_font(font_size, face)
+        for text in wrap_text(draw, label, font, allowed_width, MAX_LABEL_LINES):
+            lines.append(_Line(text, annotation.is_active, _text_size(draw, text, font), allowed_width, face))
     return lines
 
 
@@ -95,10 +102,10 @@ def _draw_lines(draw, center_x: float, top: float, lines: list[_Line], font_size
     y = top
     for line in lines:
         size = font_size
-        font = grid_font(size)
+        font = grid_font(size, line.face)
         while size > 1 and _text_size(draw, line.text, font)[0] > line.allowed_width:
             size = int(size * 0.9)
-            font = grid_font(size)
+            font = grid_font(size, line.face)
         color = ACTIVE_COLOR if line.is_active else INACTIVE_COLOR
         draw.multiline_text((center_x, y + line.size[1] / 2), line.text, font=font, fill=color, anchor="mm",
                             align="center")
@@ -110,12 +117,15 @@ def _draw_lines(draw, center_x: float, top: float, lines: list[_Line], font_size
 
 
 def draw_grid_annotations(grid, cell_width: int, cell_height: int, hor_texts: list[list[GridAnnotation]],
-                          ver_texts: list[list[GridAnnotation]], margin: int = 0):
+                          ver_texts: list[list[GridAnnotation]], margin: int = 0, font: str | None = None):
     """A new image: `grid`'s cells (each `cell_width` x `cell_height`) with `hor_texts[col]` above each column and
     `ver_texts[row]` left of each row, `margin` pixels between cells. The font size is (cell width + height) / 25,
-    as A1111's; with no text on a side, that side gets no pad."""
+    as A1111's; with no text on a side, that side gets no pad. `font`: a font file path (A1111's `font` option),
+    used for every label it has the glyphs of; None or "": Pillow's default font, or a system font where a label
+    needs glyphs it lacks (`pipelines.grid_fonts.grid_faces`)."""
     from PIL import Image, ImageDraw
 
+    font = check_font(font)
     if cell_width < 1 or cell_height < 1:
         raise ValueError(f"cell size must be positive, got {cell_width}x{cell_height}.")
     if margin < 0:
@@ -126,13 +136,15 @@ def draw_grid_annotations(grid, cell_width: int, cell_height: int, hor_texts: li
                          f"and {rows} rows, but got labels for {len(hor_texts)} columns and {len(ver_texts)} rows.")
     font_size = (cell_width + cell_height) // 25
     spacing = font_size // 2
-    font = grid_font(font_size)
+    labels = list(dict.fromkeys(shorten_label(annotation.text) for lines in (*hor_texts, *ver_texts)
+                                for annotation in lines if annotation.text))
+    faces = dict(zip(labels, grid_faces(labels, font)))
     has_row_text = any(annotation.text for lines in ver_texts for annotation in lines)
     pad_left = cell_width * 3 // 4 if has_row_text else 0
 
     measure = ImageDraw.Draw(Image.new("RGB", (1, 1), "white"))
-    columns = [_lay_out(measure, annotations, font, cell_width) for annotations in hor_texts]
-    row_lines = [_lay_out(measure, annotations, font, pad_left) for annotations in ver_texts]
+    columns = [_lay_out(measure, annotations, faces, font_size, cell_width) for annotations in hor_texts]
+    row_lines = [_lay_out(measure, annotations, faces, font_size, pad_left) for annotations in ver_texts]
     column_heights = [_block_height(lines, spacing) for lines in columns]
     row_heights = [_block_height(lines, spacing) for lines in row_lines]
     has_column_text = any(annotation.text for lines in hor_texts for annotation in lines)

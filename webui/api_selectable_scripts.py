@@ -19,8 +19,8 @@ def script_context(state) -> dict[str, Any]:
     (Loopback's "Append interrogated prompt", run in the worker; None without `--deepdanbooru-models-path`, so
     Loopback refuses DeepBooru naming the flag before queueing), and the upscalers as
     `/sdapi/v1/upscalers` lists them (SD upscale's `upscaler_index`), and the server's cap on the images one script
-    job generates (`--max-script-images`, which every script's plan checks before queueing). Each script reads the
-    keys it needs."""
+    job generates (`--max-script-images`, which every script's plan checks before queueing), and the `font` option
+    (the grid legends' font file; None: automatic). Each script reads the keys it needs."""
     from pipelines.model_upscale_listing import listed_upscaler_names
     from webui.interrogation import deepbooru_now, interrogate_now
 
@@ -30,7 +30,7 @@ def script_context(state) -> dict[str, Any]:
             "interrogate": lambda image: interrogate_now(state, image),
             "deepbooru": None if state.deepbooru is None else lambda image: deepbooru_now(state, image),
             "upscaler_names": listed_upscaler_names(dat_enabled=state.options.get("dat_enabled_models")),
-            "max_script_images": state.limits.max_script_images}
+            "max_script_images": state.limits.max_script_images, "font": state.options.get("font") or None}
 
 
 def request_script(state, kind: str, script_name: Any, script_args: Any, params) -> tuple[Any, Any] | None:

@@ -43,6 +43,17 @@ def _check_bool(name: str):
     return check
 
 
+def _check_font_option(value: Any) -> str:
+    """A1111's `font` (Settings > Saving images/grids: the grid legends' font file): "" for automatic, else a path
+    Pillow's FreeType loads (`pipelines.grid_fonts.check_font`)."""
+    from pipelines.grid_fonts import OPTION_NAME, check_font
+
+    if not isinstance(value, str):
+        raise ValueError(f"{OPTION_NAME} must be a font file path, or \"\" for an automatic system font; "
+                         f"got {value!r}.")
+    return check_font(value.strip(), OPTION_NAME) or ""
+
+
 def _check_preview_every(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not -1 <= value <= 1000:
         raise ValueError(f"show_progress_every_n_steps must be an integer in [-1, 1000], got {value!r}.")
@@ -313,6 +324,8 @@ SETTABLE = {
     # A1111's Settings > Saving images: where each saved image's infotext goes (pipelines.png.InfotextWriting)
     "enable_pnginfo": _check_bool("enable_pnginfo"),
     "save_txt": _check_bool("save_txt"),
+    # A1111's Settings > Saving images/grids "Font for image grids that have text" (X/Y/Z plot, Prompt matrix legends)
+    "font": _check_font_option,
     "show_progress_every_n_steps": _check_preview_every,
     "control_net_unit_count": _check_unit_count,  # sd-webui-controlnet's key; the UI uses it when it is built
     # A1111's Settings > Optimizations: skip the negative prompt on some steps (approximate; see pipelines.uncond_skip)
@@ -382,6 +395,7 @@ class ServerOptions:
             "grid_save": True,
             "enable_pnginfo": True,
             "save_txt": False,
+            "font": "",
             "samples_format": "png",
             "outdir_samples": output_dir,
             "outdir_txt2img_samples": output_dir,

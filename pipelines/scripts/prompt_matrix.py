@@ -140,7 +140,11 @@ def plan_batches(params, config: PromptMatrixConfig) -> list[MatrixBatch]:
 
 
 def planned_params(params, config: PromptMatrixConfig, **context: Any) -> list:
-    """Every call's params (after the script-image cap), for a server's own checks before it queues the matrix."""
+    """Every call's params (after the script-image cap and the legend's `font` check), for a server's own checks
+    before it queues the matrix."""
+    from pipelines.scripts.legend_font import legend_font
+
+    legend_font(context)
     batches = plan_batches(params, config)
     check_matrix_images(batches, script_image_cap(context))
     return [batch.params for batch in batches]
@@ -156,7 +160,11 @@ def check_matrix_images(batches: list[MatrixBatch], cap: int) -> None:
 def run(pipe, params, config: PromptMatrixConfig, callback=None, control: GenerationControl | None = None,
         **context: Any) -> ScriptResult:
     """Generate the matrix with `pipe` (txt2img, img2img or hires fix) on `params`: the annotated grid first, then
-    every combination's image. Interrupt stops after the current batch (cells not reached are blank)."""
+    every combination's image. Interrupt stops after the current batch (cells not reached are blank). `context`:
+    `font` (A1111's `font` option: the legend's font file; None: automatic), `max_script_images`."""
+    from pipelines.scripts.legend_font import legend_font
+
+    font = legend_font(context)
     control = control or GenerationControl()
     params = replace(params, seed=resolve_seed(params.seed), subseed=resolve_seed(params.subseed))
     parts = check_matrix(params, config)
@@ -173,12 +181,13 @@ def run(pipe, params, config: PromptMatrixConfig, callback=None, control: Genera
         for index in range(len(result.images)):
             samples.add_from(result, index)
     samples.interrupted = control.interrupted
-    return assemble(parts, samples, config, params.subseed)
+    return assemble(parts, samples, config, params.subseed, font)
 
 
-def assemble(parts: list[str], samples: GenerationResult, config: PromptMatrixConfig, subseed) -> ScriptResult:
-    """The grid (cells not reached are blank) with its labels, then the images; the grid takes the first image's
-    infotext and seed, as A1111's."""
+def assemble(parts: list[str], samples: GenerationResult, config: PromptMatrixConfig, subseed,
+             font: str | None = None) -> ScriptResult:
+    """The grid (cells not reached are blank) with its labels in `font` (a checked font path; None: automatic), then
+    the images; the grid takes the first image's infotext and seed, as A1111's."""
     from PIL import Image
 
     from pipelines.grid_annotations import draw_grid_annotations
@@ -191,7 +200,7 @@ def assemble(parts: list[str], samples: GenerationResult, config: PromptMatrixCo
     cells = samples.images + [Image.new("RGB", (width, height))] * (count - len(samples.images))
     grid = image_grid(cells, rows=1 << ((len(parts) - 1) // 2))
     hor, ver = matrix_annotations(parts)
-    grid = draw_grid_annotations(grid, width, height, hor, ver, config.margin_size)
+    grid = draw_grid_annotations(grid, width, height, hor, ver, config.margin_size, font)
     return ScriptResult(images=[grid, *samples.images], seeds=[samples.seeds[0], *samples.seeds],
                         infotexts=[samples.infotexts[0], *samples.infotexts], index_of_first_image=1,
                         grid_prefix=GRID_PREFIX, samples=samples, interrupted=samples.interrupted, subseed=subseed)

@@ -24,6 +24,7 @@ from pipelines.control import GenerationControl
 from pipelines.generation import GenerationResult
 from pipelines.scripts.grid_budget import batch_grid_size, check_grid_size
 from pipelines.scripts.image_budget import check_script_images, images_of_calls, script_image_cap
+from pipelines.scripts.legend_font import legend_font
 from pipelines.scripts.registry import ScriptResult
 from pipelines.scripts.xyz_axes import PlotContext
 from pipelines.scripts.xyz_config import (MAX_CELLS, PlotAxis, XyzConfig, parse_script_args, script_args_info,
@@ -137,7 +138,8 @@ def describe_cell(config: XyzConfig, index: int) -> str:
 
 def planned_params(params, config: XyzConfig, **context: Any) -> list:
     """Every cell's params (after `check_plot` and the script-image cap), for a server's own checks before it queues
-    the plot."""
+    the plot (the legend's `font` too)."""
+    legend_font(context)
     cells = check_plot(params, config, PlotContext.of(**context))
     check_plot_images(cells, script_image_cap(context))
     return [cell.params for cell in cells]
@@ -244,10 +246,12 @@ def run(pipe, params, config: XyzConfig, callback=None, control: GenerationContr
 
     `context`: `switch_checkpoint(name) -> pipeline` and `checkpoint_names` for the Checkpoint name axis,
     `switch_vae(name) -> pipeline` and `vae_names` for VAE, `styles` (a StyleLibrary) for Styles, `kind`
-    ("txt2img" / "img2img"). Returns a `ScriptResult`: the grid (and, with include_sub_grids, one per Z value)
-    first, then, with include_lone_images, every cell's images. What the Token merging ratio and FP8 mode axes changed
+    ("txt2img" / "img2img"), `font` (A1111's `font` option: the legend's font file; None: automatic). Returns a
+    `ScriptResult`: the grid (and, with include_sub_grids, one per Z value) first, then, with include_lone_images,
+    every cell's images. What the Token merging ratio and FP8 mode axes changed
     on a model is put back when the plot ends or fails."""
     plot_context = PlotContext.of(**context)
+    font = legend_font(context)
     control = control or GenerationControl()
     params, config = fix_seeds(params, config)
     cells = check_plot(params, config, plot_context)
@@ -278,12 +282,13 @@ def run(pipe, params, config: XyzConfig, callback=None, control: GenerationContr
     finally:
         restorer.restore()
     samples.interrupted = control.interrupted
-    return assemble(config, by_index, samples, params)
+    return assemble(config, by_index, samples, params, font)
 
 
 def assemble(config: XyzConfig, by_index: dict[int, GenerationResult], samples: GenerationResult,
-             params) -> ScriptResult:
-    """The plot's result from each cell's result (by grid index): grids with their infotexts, then sub images."""
+             params, font: str | None = None) -> ScriptResult:
+    """The plot's result from each cell's result (by grid index): grids with their infotexts, then sub images;
+    legends in `font` (a checked font path; None: automatic)."""
     from PIL import Image
 
     from pipelines.grid_annotations import GridAnnotation, draw_grid_annotations
@@ -315,7 +320,7 @@ def assemble(config: XyzConfig, by_index: dict[int, GenerationResult], samples: 
         grid = image_grid(images, rows=ny)
         if config.draw_legend:
             width, height = (max(sizes) for sizes in zip(*(image.size for image in images)))
-            grid = draw_grid_annotations(grid, width, height, hor, ver, config.margin_size)
+            grid = draw_grid_annotations(grid, width, height, hor, ver, config.margin_size, font)
         first = next((text for text in cell_infotexts[iz * nx * ny:(iz + 1) * nx * ny] if text), "")
         sub_grids.append(grid)
         sub_texts.append(grid_infotext(first, config, with_z=False))
@@ -323,7 +328,7 @@ def assemble(config: XyzConfig, by_index: dict[int, GenerationResult], samples: 
     main = image_grid(sub_grids, rows=1)
     if config.draw_legend:
         width, height = (max(sizes) for sizes in zip(*(grid.size for grid in sub_grids)))
-        main = draw_grid_annotations(main, width, height, titles, [[GridAnnotation()]])
+        main = draw_grid_annotations(main, width, height, titles, [[GridAnnotation()]], font=font)
     first_text = next((text for text in cell_infotexts if text), "")
     grids = [main] + (sub_grids if config.include_sub_grids else [])
     texts = [grid_infotext(first_text, config, with_z=True)] + (sub_texts if config.include_sub_grids else [])

@@ -62,3 +62,22 @@ def test_the_next_generation_follows_the_saving_settings(built):
     with Image.open(path) as image:
         assert image.info["parameters"].startswith("a cube\n")
     assert not Path(path).with_suffix(".txt").exists()
+
+
+def test_the_grid_font_box_applies_the_font_option_and_refuses_a_bad_path(built, tmp_path):
+    state, blocks = built
+    assert component(blocks, "settings_font").value == ""
+    apply = handler(blocks, "settings_apply_font", "click")
+    assert [block.elem_id for block in apply.inputs] == ["settings_font"]
+    missing = str(tmp_path / "Roboto.ttf")
+    with pytest.raises(gr.Error, match="is not a file"):
+        apply.fn(missing)
+    assert state.options.get("font") == ""
+    font = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+    if not Path(font).is_file():
+        pytest.skip("DejaVu Sans is not installed here")
+    try:
+        assert apply.fn(font) == "Settings applied." and state.options.get("font") == font
+    finally:
+        apply.fn("")
+    assert state.options.get("font") == ""

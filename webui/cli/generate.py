@@ -39,6 +39,9 @@ def add_parser(subparsers) -> None:
     from webui.cli.script_image_cap import add_script_image_cap_flag
 
     add_script_image_cap_flag(p)
+    from webui.cli.grid_font_flag import add_grid_font_flag
+
+    add_grid_font_flag(p)
     p.set_defaults(func=run)
 
 
@@ -251,6 +254,7 @@ def run(args: argparse.Namespace) -> int:
             check_hires_params(params, GenerationLimits(), 8)  # SD's VAE grid; the pipeline checks the model's
 
     from webui.cli.prompt_script_flags import check_prompt_script, prompt_script_of
+    from webui.cli.grid_font_flag import grid_font_context
     from webui.cli.script_image_cap import script_image_context
     from webui.cli.xyz_flags import check_xyz_plot, xyz_config_of, xyz_requested
     from webui.cli.xyz_model import cli_plot_model
@@ -259,7 +263,8 @@ def run(args: argparse.Namespace) -> int:
     plot = xyz_config_of(args) if xyz_requested(args) else None
     plot_model = cli_plot_model(args)  # the VAE axis's --vae-dir, what --int8 / --backend fix in the UNet
     if plot is not None:  # before the output folder is made
-        check_xyz_plot(plot, params, check=check, model=plot_model, **script_image_context(args))
+        check_xyz_plot(plot, params, check=check, model=plot_model, **script_image_context(args),
+                       **grid_font_context(args))
     if script is not None:
         check_prompt_script(*script, params, check, args)
     output, output_is_file = check_before_load(args, params, check)
@@ -291,7 +296,7 @@ def run(args: argparse.Namespace) -> int:
         from webui.cli.xyz_flags import run_xyz_plot
 
         return run_xyz_plot(pipe if hires is None else HiresFix(pipe), params, plot, output, infotext_writing_of(args),
-                            model=plot_model, **script_image_context(args))
+                            model=plot_model, **script_image_context(args), **grid_font_context(args))
     if script is not None:
         from webui.cli.prompt_script_flags import run_prompt_script
 

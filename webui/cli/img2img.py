@@ -111,6 +111,9 @@ def add_parser(subparsers) -> None:
     from webui.cli.script_image_cap import add_script_image_cap_flag
 
     add_script_image_cap_flag(p)
+    from webui.cli.grid_font_flag import add_grid_font_flag
+
+    add_grid_font_flag(p)
     p.set_defaults(func=run)
 
 

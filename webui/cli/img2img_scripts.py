@@ -62,7 +62,10 @@ class Img2ImgScript:
         if self.flag == "--xyz-x/y/z":
             from webui.cli.xyz_flags import check_xyz_plot
 
-            return check_xyz_plot(self.config, params, kind="img2img", check=check, model=self.model, **cap)
+            from webui.cli.grid_font_flag import grid_font_context
+
+            return check_xyz_plot(self.config, params, kind="img2img", check=check, model=self.model, **cap,
+                                  **grid_font_context(args))
         from webui.cli.prompt_script_flags import check_prompt_script
 
         return check_prompt_script(self.module, self.config, params, check, args)
@@ -95,8 +98,10 @@ class Img2ImgScript:
         if self.flag == "--xyz-x/y/z":
             from webui.cli.xyz_flags import run_xyz_plot
 
+            from webui.cli.grid_font_flag import grid_font_context
+
             return run_xyz_plot(pipe, params, self.config, output, writing, kind="img2img", save=save, model=self.model,
-                                **cap)
+                                **cap, **grid_font_context(args))
         from webui.cli.prompt_script_flags import run_prompt_script
 
         return run_prompt_script(self.module, self.config, pipe, params, output, args, writing, save=save)

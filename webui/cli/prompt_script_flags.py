@@ -97,10 +97,12 @@ def prompt_script_of(args: argparse.Namespace, xyz_requested: bool = False):
 
 
 def script_context(args: argparse.Namespace) -> dict:
-    """What the scripts may need: the --styles-file library, for a list's --styles lines, and --max-script-images."""
+    """What the scripts may need: the --styles-file library, for a list's --styles lines, --max-script-images, and
+    --grid-font (Prompt matrix's legend)."""
+    from webui.cli.grid_font_flag import grid_font_context
     from webui.cli.script_image_cap import script_image_context
 
-    context = script_image_context(args)
+    context = {**script_image_context(args), **grid_font_context(args)}
     if not args.styles_file:
         return context
     from mixkit.prompts.styles import StyleLibrary

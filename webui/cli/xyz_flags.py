@@ -63,9 +63,10 @@ def xyz_config_of(args: argparse.Namespace, kind: str = "txt2img"):
 
 def check_xyz_plot(config, params, kind: str = "txt2img", check=None, model=None, **cap) -> int:
     """The plot's checks on the call's params (Prompt S/R, samplers, sizes, the script-image cap: `cap` is
-    `script_image_context`'s), and `check` (the command's limits) on every cell's params, before the model loads; a
-    cell's error names its axis values. `model`: the flags' `CliPlotModel` (the VAE axis's names, what --int8 or
-    --backend fix). Returns how many images the cells generate (what the cap counts)."""
+    `script_image_context`'s, with `grid_font_context`'s `font`, already checked as --grid-font), and `check` (the
+    command's limits) on every cell's params, before the model loads; a cell's error names its axis values. `model`:
+    the flags' `CliPlotModel` (the VAE axis's names, what --int8 or --backend fix). Returns how many images the cells
+    generate (what the cap counts)."""
     from dataclasses import replace
 
     from pipelines.scripts.image_budget import images_of_calls, script_image_cap

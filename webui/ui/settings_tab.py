@@ -161,7 +161,8 @@ def build_settings_tab(state: ServerState) -> gr.Dropdown:
         from webui.ui.upscaler_settings import build_upscaler_settings
 
         build_upscaler_settings(state, apply_settings)
-    with gr.Accordion("Saving images (infotext in the PNG, a .txt beside it)", open=False, elem_id="settings_saving"):
+    with gr.Accordion("Saving images/grids (infotext in the PNG, a .txt beside it; the grid legends' font)",
+                      open=False, elem_id="settings_saving"):
         from webui.ui.saving_settings import build_saving_settings
 
         build_saving_settings(state, apply_settings)
