@@ -122,14 +122,8 @@ def submit_embedding_training(state, fields: dict, *, session: str | None = None
 
     # 2. The run, on the worker.
     def run(control, on_step) -> TrainedEmbedding:
-        def report(step: int, max_steps: int, loss: float) -> None:
-            on_step(StepProgress(step=step, total_steps=max_steps, batch_index=0, batch_count=1, latents=None,
-                                 control=control))
-
-        if state.holder.entry is None or state.holder.entry.source != config.model or \
-                state.holder.preset != EXACT_PRESET:
-            raise ValueError(f"the loaded model changed while the training of {name!r} waited in the queue; send the "
-                             "request again for the model now loaded")
+        report = step_reporter(control, on_step)
+        check_model_unchanged(state, config.model, name)
         state.refresh_embeddings()
         now = state.embedding_library.get(name) if name in state.embedding_library.file_names() else None
         if now is None or int(now.step or 0) != start_step:
@@ -155,3 +149,20 @@ def submit_embedding_training(state, fields: dict, *, session: str | None = None
 
     return state.worker.submit(run, f"train embedding {name}", session=session, owner=owner,
                                keep_on_disconnect=keep_on_disconnect)
+
+
+def step_reporter(control, on_step):
+    """A trainer's `on_step(step, max_steps, loss)` as the worker's progress (one batch a step, no preview latents)."""
+    def report(step: int, max_steps: int, loss: float) -> None:
+        on_step(StepProgress(step=step, total_steps=max_steps, batch_index=0, batch_count=1, latents=None,
+                             control=control))
+
+    return report
+
+
+def check_model_unchanged(state, model_source, name: str) -> None:
+    """A queued training runs on the model it was checked against: refused if another was loaded (or the preset
+    changed) while it waited."""
+    if state.holder.entry is None or state.holder.entry.source != model_source or state.holder.preset != EXACT_PRESET:
+        raise ValueError(f"the loaded model changed while the training of {name!r} waited in the queue; send the "
+                         "request again for the model now loaded")

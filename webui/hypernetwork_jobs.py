@@ -13,9 +13,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.control import StepProgress
-from webui.embedding_jobs import copy_into_place, trainable_model
-from webui.model_switch import EXACT_PRESET
+from webui.embedding_jobs import check_model_unchanged, copy_into_place, step_reporter, trainable_model
 from webui.request_checkpoint import checkpoint_for_job
 from webui.worker import Job
 
@@ -95,14 +93,8 @@ def submit_hypernetwork_training(state, fields: dict, *, session: str | None = N
 
     # 2. The run, on the worker.
     def run(control, on_step) -> TrainedHypernetwork:
-        def report(step: int, max_steps: int, loss: float) -> None:
-            on_step(StepProgress(step=step, total_steps=max_steps, batch_index=0, batch_count=1, latents=None,
-                                 control=control))
-
-        if state.holder.entry is None or state.holder.entry.source != config.model or \
-                state.holder.preset != EXACT_PRESET:
-            raise ValueError(f"the loaded model changed while the training of {name!r} waited in the queue; send the "
-                             "request again for the model now loaded")
+        report = step_reporter(control, on_step)
+        check_model_unchanged(state, config.model, name)
         now = TrainableHypernetwork.from_file(target).step if target.is_file() else None
         if now != start_step:
             # another run (or a Create with overwrite_old) changed the file since this one was checked: continuing it

@@ -17,8 +17,8 @@ from webui.ui.page_values import serve_props
 from webui.ui.progress_view import progress_html
 from webui.ui.reattach import (FollowedTab, checked_task_id, interrupt_own_job, registered_task, submit_js,
                                task_box_for)
-from webui.ui.train_tab import (dataset_folders, follow_training, form_fields, served_choices, training_data_note,
-                                training_log)
+from webui.ui.train_tab import (dataset_folders, follow_training, form_fields, run_settings_rows, served_choices,
+                                training_data_note, training_log)
 from webui.worker import QueueFullError
 
 KIND = "train_hn"
@@ -97,27 +97,8 @@ def build_hypernetwork_train_tabs(state: ServerState) -> FollowedTab:
             steps = gr.Number(value=100000, precision=0, label="Max steps", elem_id="train_hn_steps")
             learn_rate = gr.Textbox(value="0.00001", label="Hypernetwork Learning rate (one rate, or A1111's "
                                     "'rate:step, ...' schedule)", elem_id="train_hn_learn_rate")
-        with gr.Row():
-            batch_size = gr.Number(value=1, precision=0, label="Batch size", elem_id="train_hn_batch_size")
-            gradient_step = gr.Number(value=1, precision=0, label="Gradient accumulation steps",
-                                      elem_id="train_hn_gradient_step")
-        with gr.Row():
-            width = gr.Slider(64, 2048, value=512, step=8, label="Width", elem_id="train_hn_training_width")
-            height = gr.Slider(64, 2048, value=512, step=8, label="Height", elem_id="train_hn_training_height")
-        with gr.Row():
-            shuffle_tags = gr.Checkbox(label="Shuffle tags by ',' when creating prompts", elem_id="train_hn_shuffle")
-            tag_drop_out = gr.Slider(0, 1, value=0, step=0.1, label="Drop out tags when creating prompts",
-                                     elem_id="train_hn_tag_drop_out")
-            clip_grad_mode = gr.Dropdown(["disabled", "norm"], value="disabled", label="Gradient clipping",
-                                         elem_id="train_hn_clip_grad_mode")
-            clip_grad_value = gr.Textbox(value="0.1", label="Clip to norm", elem_id="train_hn_clip_grad_value")
-        with gr.Row():
-            save_every = gr.Number(value=500, precision=0, label="Save a copy of hypernetwork to log directory every "
-                                   "N steps, 0 to disable", elem_id="train_hn_save_every")
-            image_every = gr.Number(value=0, precision=0, label="Save an image to log directory every N steps, 0 to "
-                                    "disable", elem_id="train_hn_image_every")
-        preview_prompt = gr.Textbox(label="Preview prompt (empty: the template's first line)",
-                                    elem_id="train_hn_preview_prompt")
+        (batch_size, gradient_step, width, height, shuffle_tags, tag_drop_out, clip_grad_mode, clip_grad_value,
+         save_every, image_every, preview_prompt) = run_settings_rows("train_hn_", "hypernetwork")
         with gr.Row():
             train = gr.Button("Train Hypernetwork", variant="primary", elem_id="train_hn_start")
             interrupt = gr.Button("Interrupt", elem_id="train_hn_interrupt")

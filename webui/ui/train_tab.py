@@ -134,6 +134,35 @@ def training_data_note(state: ServerState) -> None:
                     "`--training-data-dir FOLDER` and put each dataset in a folder below it.")
 
 
+def run_settings_rows(prefix: str, what: str) -> tuple:
+    """A1111's run settings rows, the same for embeddings and hypernetworks: batch size, gradient accumulation,
+    width / height, tag shuffling and dropout, gradient clipping, save / preview intervals and the preview prompt
+    (in that order), with `prefix` on their elem_ids and `what` in the save label."""
+    with gr.Row():
+        batch_size = gr.Number(value=1, precision=0, label="Batch size", elem_id=f"{prefix}batch_size")
+        gradient_step = gr.Number(value=1, precision=0, label="Gradient accumulation steps",
+                                  elem_id=f"{prefix}gradient_step")
+    with gr.Row():  # A1111's two sliders: a run may train at a width other than its height
+        width = gr.Slider(64, 2048, value=512, step=8, label="Width", elem_id=f"{prefix}training_width")
+        height = gr.Slider(64, 2048, value=512, step=8, label="Height", elem_id=f"{prefix}training_height")
+    with gr.Row():
+        shuffle_tags = gr.Checkbox(label="Shuffle tags by ',' when creating prompts", elem_id=f"{prefix}shuffle")
+        tag_drop_out = gr.Slider(0, 1, value=0, step=0.1, label="Drop out tags when creating prompts",
+                                 elem_id=f"{prefix}tag_drop_out")
+        clip_grad_mode = gr.Dropdown(["disabled", "norm"], value="disabled", label="Gradient clipping",
+                                     elem_id=f"{prefix}clip_grad_mode")
+        clip_grad_value = gr.Textbox(value="0.1", label="Clip to norm", elem_id=f"{prefix}clip_grad_value")
+    with gr.Row():
+        save_every = gr.Number(value=500, precision=0, label=f"Save a copy of {what} to log directory every N steps, "
+                               "0 to disable", elem_id=f"{prefix}save_every")
+        image_every = gr.Number(value=0, precision=0, label="Save an image to log directory every N steps, 0 to "
+                                "disable", elem_id=f"{prefix}image_every")
+    preview_prompt = gr.Textbox(label="Preview prompt (empty: the template's first line)",
+                                elem_id=f"{prefix}preview_prompt")
+    return (batch_size, gradient_step, width, height, shuffle_tags, tag_drop_out, clip_grad_mode, clip_grad_value,
+            save_every, image_every, preview_prompt)
+
+
 def build_embedding_train_tabs(state: ServerState) -> FollowedTab:
     """The Create embedding and Train sub-tabs; returns what a loading page needs to follow their training."""
     from mixkit.training.ti_templates import NAMED_TEMPLATES
@@ -164,27 +193,8 @@ def build_embedding_train_tabs(state: ServerState) -> FollowedTab:
         with gr.Row():
             steps = gr.Number(value=100000, precision=0, label="Max steps", elem_id="train_steps")
             learn_rate = gr.Textbox(value="0.005", label="Embedding Learning rate", elem_id="train_learn_rate")
-        with gr.Row():
-            batch_size = gr.Number(value=1, precision=0, label="Batch size", elem_id="train_batch_size")
-            gradient_step = gr.Number(value=1, precision=0, label="Gradient accumulation steps",
-                                      elem_id="train_gradient_step")
-        with gr.Row():  # A1111's two sliders: a run may train at a width other than its height
-            width = gr.Slider(64, 2048, value=512, step=8, label="Width", elem_id="train_training_width")
-            height = gr.Slider(64, 2048, value=512, step=8, label="Height", elem_id="train_training_height")
-        with gr.Row():
-            shuffle_tags = gr.Checkbox(label="Shuffle tags by ',' when creating prompts", elem_id="train_shuffle")
-            tag_drop_out = gr.Slider(0, 1, value=0, step=0.1, label="Drop out tags when creating prompts",
-                                     elem_id="train_tag_drop_out")
-            clip_grad_mode = gr.Dropdown(["disabled", "norm"], value="disabled", label="Gradient clipping",
-                                         elem_id="train_clip_grad_mode")
-            clip_grad_value = gr.Textbox(value="0.1", label="Clip to norm", elem_id="train_clip_grad_value")
-        with gr.Row():
-            save_every = gr.Number(value=500, precision=0, label="Save a copy of embedding to log directory every N "
-                                   "steps, 0 to disable", elem_id="train_save_every")
-            image_every = gr.Number(value=0, precision=0, label="Save an image to log directory every N steps, 0 to "
-                                    "disable", elem_id="train_image_every")
-        preview_prompt = gr.Textbox(label="Preview prompt (empty: the template's first line)",
-                                    elem_id="train_preview_prompt")
+        (batch_size, gradient_step, width, height, shuffle_tags, tag_drop_out, clip_grad_mode, clip_grad_value,
+         save_every, image_every, preview_prompt) = run_settings_rows("train_", "embedding")
         with gr.Row():
             train = gr.Button("Train Embedding", variant="primary", elem_id="train_start")
             interrupt = gr.Button("Interrupt", elem_id="train_interrupt")
