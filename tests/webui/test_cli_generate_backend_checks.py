@@ -62,8 +62,10 @@ def test_a_lora_prompt_tag_on_openvino_is_refused_before_loading(tiny_sd1_dir, t
 def test_a_refiner_with_a_preset_is_refused_before_loading(tiny_sd1_dir, tmp_path, capsys):
     """The pipeline refuses a refiner path on an optimised model (pipelines.refiner_optimization); the CLI, which
     only has paths, says so before the load."""
-    refiner = tmp_path / "refiner"
-    refiner.mkdir()
+    import shutil
+
+    refiner = tmp_path / "refiner"  # a whole diffusers folder (an empty one is refused by the folder check first)
+    shutil.copytree(tiny_sd1_dir, refiner)
     message = _refused(tiny_sd1_dir, tmp_path, capsys, "a cube", "--preset", "low-memory", "--refiner", str(refiner))
     assert message == (f"mixkit: error: --refiner {refiner} with --preset low-memory: the refiner would run "
                        "unoptimised while the infotext labels the image with the base model's optimisation; leave out "
