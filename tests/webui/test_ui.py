@@ -298,7 +298,7 @@ def test_ui_gallery_images_carry_their_infotext_when_saving_is_off(ui_server):
     state.options.apply({"samples_save": False, "return_grid": False})
     try:
         client = Client(ui_server.url + "/", verbose=False)
-        styles, hires_off = [], [False, "Latent", 2, 0, 0, 0, 0.7, "", ""]
+        styles, hires_off = [], [False, "Latent", 2, 0, 0, 0, 0.7, "", "", "Use same sampler", "Use same scheduler"]
         result = client.predict("a cube", "", "Euler", "Automatic", 1, 7, 64, 64, 1000, 1, 2, 1, *SEED_EXTRAS_OFF, styles, *hires_off, api_name="/run")
     finally:
         state.options.apply({"samples_save": True, "return_grid": True})
@@ -321,7 +321,7 @@ def test_a_batch_gets_a1111s_grid_first_in_the_gallery_and_saved(ui_server):
     state = ui_server.state
     before = {p.name for p in state.output_dir.glob("*.png")}
     client = Client(ui_server.url + "/", verbose=False)
-    styles, hires_off = [], [False, "Latent", 2, 0, 0, 0, 0.7, "", ""]
+    styles, hires_off = [], [False, "Latent", 2, 0, 0, 0, 0.7, "", "", "Use same sampler", "Use same scheduler"]
     result = client.predict("a cube", "", "Euler", "Automatic", 1, 7, 64, 64, 2000, 3, 1, 1, *SEED_EXTRAS_OFF, styles, *hires_off, api_name="/run")
     files = [item["image"] for item in result[2]]
     new = sorted({p.name for p in state.output_dir.glob("*.png")} - before)

@@ -111,7 +111,7 @@ def test_a_client_gets_the_refusal_through_gradio(built, serving):
     state, _ = built
     with serving(state) as running:
         client = Client(running.url + "/", verbose=False)
-        styles, hires_off = [], [False, "Latent", 2, 0, 0, 0, 0.7, "", ""]
+        styles, hires_off = [], [False, "Latent", 2, 0, 0, 0, 0.7, "", "", "Use same sampler", "Use same scheduler"]
         with pytest.raises(Exception, match="Sampling steps is empty; give a number in \\[1, 150\\]"):
             client.predict("a cube", "", "Euler", "Automatic", None, 7, 64, 64, 1, 1, 1, 1, *SEED_EXTRAS_OFF, styles, *hires_off, api_name="/run")
         with pytest.raises(Exception, match="prompt: extra network tag '<lora:style:abc>'"):

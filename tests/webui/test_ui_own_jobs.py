@@ -78,7 +78,7 @@ def test_the_interrupted_queued_job_says_so_in_its_own_tab(built):
     job_a, _ = running_job(state, "tab-A")
     # prompt .. clip skip, then the Extra seed options off (variation seed, strength, resize seed from width/height)
     form = ["a cube", "", "Euler", "Automatic", 2, 7, 64, 64, 1, 1, 1, 1, -1, 0, 0, 0]
-    styles, hires_off = [], [False, "Latent", 2, 0, 0, 0, 0.7, "", ""]
+    styles, hires_off = [], [False, "Latent", 2, 0, 0, 0, 0.7, "", "", "Use same sampler", "Use same scheduler"]
     run = handler(blocks, "txt2img_generate", "click").fn(SimpleNamespace(session_hash="tab-B"), *form, styles,
                                                           *hires_off, None, "")  # no script; "": no task id
     assert "Waiting in queue (1 job(s) ahead)" in next(run)[0]

@@ -154,7 +154,7 @@ def test_a_failed_task_shows_its_error_to_the_reloaded_page(built):
 
 
 GENERATE_FORM = ["a cube", "", "Euler", "Automatic", 2, 7, 64, 64, 1, 1, 1, 1, -1, 0, 0, 0]  # then the Extra seed options
-HIRES_OFF = [False, "Latent", 2, 0, 0, 0, 0.7, "", ""]
+HIRES_OFF = [False, "Latent", 2, 0, 0, 0, 0.7, "", "", "Use same sampler", "Use same scheduler"]
 
 
 @pytest.mark.parametrize("task_id, message", [

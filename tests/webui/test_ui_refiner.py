@@ -103,7 +103,7 @@ def test_both_tabs_have_the_accordion_listing_the_servers_checkpoints(tmp_path):
             folders = handler(blocks, f"{kind}_refiner_config_dir", "focus")
             assert folders.fn()["choices"] == ["None", "refiner-configs"]  # the diffusers folders only
         form = ["a", "", "Euler", "Automatic", 4, 7, 64, 64, 1, 1, 1, 1]
-        hires_off = [False, "Latent", 2, 0, 0, 0, 0.7, "", ""]
+        hires_off = [False, "Latent", 2, 0, 0, 0, 0.7, "", "", "Use same sampler", "Use same scheduler"]
         params = form_params(state, "txt2img", form, [],
                              [*hires_off, True, "sd_xl_refiner_1.0.safetensors", 0.7, "None"])
         assert params.refiner.endswith("sd_xl_refiner_1.0.safetensors") and params.refiner_switch_at == 0.7
@@ -181,6 +181,6 @@ def test_png_info_of_a_refined_image_fills_the_accordion_and_makes_its_refiner(t
                     sent[f"{kind}_refiner_switch_at"]) == (True, "xl-refiner", 0.6), kind
             assert sent["pnginfo_notes"] == "" or "Refiner" not in sent["pnginfo_notes"], sent["pnginfo_notes"]
         form = ["a red fox", "", "Euler", "Automatic", 4, 7, 64, 64, 1, 1, 3, 1]
-        hires_off = [False, "Latent", 2, 0, 0, 0, 0.7, "", ""]
+        hires_off = [False, "Latent", 2, 0, 0, 0, 0.7, "", "", "Use same sampler", "Use same scheduler"]
         params = form_params(state, "txt2img", form, [], [*hires_off, True, "xl-refiner", 0.6, "None"])
         assert (params.refiner, params.refiner_switch_at) == (str(refiner), 0.6)

@@ -61,7 +61,7 @@ def test_the_form_runs_a_variation_batch_end_to_end(tiny_sd1_dir, tmp_path, serv
     with serving(config) as running:
         running.state.options.apply({"samples_save": False, "return_grid": False})
         client = Client(running.url + "/", verbose=False)
-        hires_off = [False, "Latent", 2, 0, 0, 0, 0.7, "", ""]
+        hires_off = [False, "Latent", 2, 0, 0, 0, 0.7, "", "", "Use same sampler", "Use same scheduler"]
         result = client.predict("a cube", "", "Euler a", "Automatic", 2, 7, 64, 64, 1000, 1, 2, 1, 77, 0.5, 48, 80, [],
                                 *hires_off, api_name="/run")
         gallery = result[2]
