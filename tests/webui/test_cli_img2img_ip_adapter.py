@@ -75,7 +75,7 @@ def test_ip_adapter_with_a_controlnet_unit(tiny_sd1_dir, adapter, controlnet_dir
     (["--ip-adapter", "{adapter}", "--ip-adapter-image", "{image}", "--ip-adapter-scale", "3"],
      "--ip-adapter-scale must be a number in [0, 2]"),
     (["--ip-adapter", "{adapter}", "--ip-adapter-image", "{image}", "--loopback", "2"],
-     "--ip-adapter cannot be combined with an X/Y/Z plot or prompt script"),
+     "--ip-adapter cannot be combined with --loopback (Loopback: its init image changes at every generation"),
     (["--ip-adapter", "{missing}", "--ip-adapter-image", "{image}"], "does not exist"),
 ])
 def test_bad_img2img_flags_are_one_line_errors(tiny_sd1_dir, adapter, tmp_path, capsys, extra, message):
@@ -89,18 +89,6 @@ def test_bad_img2img_flags_are_one_line_errors(tiny_sd1_dir, adapter, tmp_path, 
     assert err[-1].startswith("mixkit: error:") and message in err[-1]
     assert not any(line.startswith("Loaded ") for line in err)
     assert not out.exists() or not any(out.glob("*.png"))
-
-
-def test_batch_img2img_with_an_image_prompt_is_refused(tiny_sd1_dir, adapter, tmp_path, capsys):
-    inputs = tmp_path / "in"
-    inputs.mkdir()
-    write_noise_picture(inputs / "a.png", 1, 64, 64)
-    reference = write_noise_picture(tmp_path / "ref.png", 0, 40, 40)
-    code = main(["img2img", "a cat", "--input-dir", str(inputs), "--model", str(tiny_sd1_dir), "-o",
-                 str(tmp_path / "out"), *ARGS, "--ip-adapter", str(adapter), "--ip-adapter-image", str(reference)])
-    assert code == 2
-    assert "--ip-adapter cannot be combined with --input-dir (batch img2img)" in capsys.readouterr().err
-    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").glob("*.png"))
 
 
 def test_img2img_mask_against_the_init_images_size(tiny_sd1_dir, adapter, tmp_path, capsys):

@@ -226,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
     ip_fields = ip_adapter_fields(args)
     ip_units = ip_adapter_unit_specs(args)  # --controlnet-json / --controlnet units with an IP-Adapter module
     if ip_fields or ip_units:
-        refuse_ip_adapter_with(script=xyz_or_script(args), refiner=args.refiner is not None, units_only=not ip_fields)
+        refuse_ip_adapter_with(refiner=args.refiner is not None, units_only=not ip_fields)
         names = mask_names(ip_fields, ip_units)
         ip_fields = with_ip_adapter_units(ip_fields, ip_units)
         check_mask_sizes(ip_fields, names, args.width, args.height)  # without a size: the pipeline's check
@@ -292,6 +292,10 @@ def run(args: argparse.Namespace) -> int:
             pipe = ControlNetTextToImage.from_pipeline(pipe)
     from webui.cli.infotext_flags import infotext_writing_of
 
+    if ip_fields and (plot is not None or script is not None):  # every cell / line reuses one encoding
+        from pipelines.ip_adapter_reuse import ReferenceEmbeddings
+
+        params = ReferenceEmbeddings().params_with_embeds(pipe, params)
     if plot is not None:
         from webui.cli.xyz_flags import run_xyz_plot
 
@@ -306,23 +310,25 @@ def run(args: argparse.Namespace) -> int:
                              writing=infotext_writing_of(args))
 
 
-def xyz_or_script(args: argparse.Namespace) -> bool:
-    """Whether an X/Y/Z plot or a prompt script (Prompt matrix, Prompts from file) runs the generation."""
-    from webui.cli.xyz_flags import xyz_requested
+# img2img scripts whose init image changes from one generation to the next (Loopback feeds each result back, SD
+# upscale redraws tiles): an IP-Adapter unit without a picture of its own would have to follow it, and the reference
+# encoded once for the run would be stale. X/Y/Z plot, Prompt matrix and Prompts from file keep the init image.
+IP_ADAPTER_REFUSED_SCRIPTS = {"--loopback": "Loopback", "--sd-upscale": "SD upscale"}
 
-    return xyz_requested(args) or bool(args.prompt_matrix) or args.prompts_from_file is not None
 
-
-def refuse_ip_adapter_with(*, script: bool = False, batch: bool = False, refiner: bool = False,
-                           units_only: bool = False) -> None:
-    """--ip-adapter (and IP-Adapter units: `units_only` when no --ip-adapter is given) runs on single txt2img /
-    img2img calls (with --controlnet units, hires fix, or not) for now: say so rather than drop the adapter or the
-    other option."""
-    other = "an X/Y/Z plot or prompt script" if script else "--input-dir (batch img2img)" if batch else \
-        "--refiner (the refiner's UNet has no adapter layers)" if refiner else None
+def refuse_ip_adapter_with(*, script_flag: str | None = None, refiner: bool = False, units_only: bool = False) -> None:
+    """--ip-adapter (and IP-Adapter units: `units_only` when no --ip-adapter is given) runs on single generations,
+    batches (--input-dir), X/Y/Z plots and prompt scripts; refuse what it cannot run with (`script_flag`, the
+    chosen img2img script's flag, when it is Loopback or SD upscale; a refiner) rather than drop one of them."""
+    other = None
+    if script_flag in IP_ADAPTER_REFUSED_SCRIPTS:
+        other = (f"{script_flag} ({IP_ADAPTER_REFUSED_SCRIPTS[script_flag]}: its init image changes at every "
+                 "generation, so an image prompt made from it once would be stale); run them as separate generations")
+    elif refiner:
+        other = "--refiner (the refiner's UNet has no adapter layers) yet; run them as separate generations"
     if other is not None:
         what = "an IP-Adapter unit (a unit with an ip-adapter module)" if units_only else "--ip-adapter"
-        raise ValueError(f"{what} cannot be combined with {other} yet; run them as separate generations.")
+        raise ValueError(f"{what} cannot be combined with {other}.")
 
 
 def seed_resize_size(text: str) -> tuple[int, int]:

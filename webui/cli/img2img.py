@@ -151,12 +151,12 @@ def run(args: argparse.Namespace) -> int:
     ip_fields = ip_adapter_fields(args)  # images read and files found before anything loads
     ip_units = ip_adapter_unit_specs(args)  # --controlnet-json / --controlnet units with an IP-Adapter module
     if ip_fields or ip_units:
-        refuse_ip_adapter_with(script=script is not None, batch=args.input_dir is not None,
+        refuse_ip_adapter_with(script_flag=None if script is None else script.flag,
                                refiner=getattr(args, "refiner", None) is not None, units_only=not ip_fields)
     if args.input_dir is not None:
         from webui.cli.img2img_batch import run_batch
 
-        return run_batch(args, infotext_keys, script)
+        return run_batch(args, infotext_keys, script, ip_fields, ip_units)
     image = read_init_image(args.image)
     from webui.cli.ip_adapter_units import check_mask_sizes, mask_names
 
@@ -203,6 +203,10 @@ def run(args: argparse.Namespace) -> int:
     from webui.cli.infotext_flags import infotext_writing_of
 
     if script is not None:
+        if ip_fields:  # every cell / line reuses one encoding of the reference pictures
+            from pipelines.ip_adapter_reuse import ReferenceEmbeddings
+
+            params = ReferenceEmbeddings().params_with_embeds(pipe, params)
         return script.run(pipe, params, output, args, infotext_writing_of(args), output_is_file)
     return generate_and_save(pipe, params, output, output_is_file, writing=infotext_writing_of(args))
 

@@ -223,16 +223,42 @@ def save_named(result, folder: Path, stem: str, taken: set[Path], writing=None) 
     return paths
 
 
-def per_input(params, item: BatchInput, image, mask, size: dict):
-    """The params of one input: the run's, with its picture, mask, default size and --png-info settings."""
-    return replace(params, init_images=[image], mask=mask, **size, **item.settings)
+def per_input(params, item: BatchInput, image, mask, size: dict, ip_adapter: "BatchImagePrompts | None" = None):
+    """The params of one input: the run's, with its picture, mask, default size and --png-info settings, and the
+    image prompts' fields (a unit without a picture takes this input's picture, as the extension's batch does)."""
+    params = replace(params, init_images=[image], mask=mask, **size, **item.settings)
+    return params if ip_adapter is None else replace(params, **ip_adapter.fields_for(image, params.width,
+                                                                                    params.height))
 
 
-def run_batch(args: argparse.Namespace, infotext_keys: dict | None, script=None) -> int:
+@dataclass
+class BatchImagePrompts:
+    """The batch's IP-Adapter adapters: the --ip-adapter flags' fields and the IP-Adapter units, joined per input."""
+
+    flag_fields: dict
+    units: list
+
+    def fields_for(self, image, width: int | None, height: int | None) -> dict:
+        """The params' IP-Adapter fields for one input (`image`, output `width` x `height`), masks checked against
+        its size."""
+        from webui.cli.ip_adapter_units import check_mask_sizes, mask_names, with_ip_adapter_units
+
+        fields = with_ip_adapter_units(self.flag_fields, self.units, init_image=image)
+        check_mask_sizes(fields, mask_names(self.flag_fields, self.units), width, height)
+        return fields
+
+
+def run_batch(args: argparse.Namespace, infotext_keys: dict | None, script=None, ip_fields: dict | None = None,
+              ip_units: list | None = None) -> int:
     """Check every input, load the model once, then redraw and save each input in name order; `script`
-    (`webui.cli.img2img_scripts.Img2ImgScript`) runs on each input instead of one generation when given."""
-    from pipelines.controlnet import ControlImg2ImgParams
-    from pipelines.img2img import ImageToImage, Img2ImgParams, check_img2img_params
+    (`webui.cli.img2img_scripts.Img2ImgScript`) runs on each input instead of one generation when given.
+
+    `ip_fields` (the --ip-adapter flags' params fields) and `ip_units` (IP-Adapter units) guide every input; each
+    reference picture is encoded once for the whole batch (`pipelines.ip_adapter_reuse`), a unit without a picture
+    once per input (it takes that input's picture)."""
+    from pipelines.img2img import check_img2img_params
+    from pipelines.ip_adapter_controlnet import params_class_for, pipeline_class_for
+    from pipelines.ip_adapter_reuse import ReferenceEmbeddings
     from pipelines.params import GenerationLimits
     from pipelines.seeds import resolve_seed
     from webui.cli.controlnet_units import check_unit_families, controlnet_specs
@@ -251,7 +277,8 @@ def run_batch(args: argparse.Namespace, infotext_keys: dict | None, script=None)
         raise ValueError(f"{script.flag} cannot be combined with ControlNet units (as the API's scripts); leave out "
                          "one.")
     limits = GenerationLimits()
-    params_class = ControlImg2ImgParams if specs else Img2ImgParams
+    prompts = BatchImagePrompts(ip_fields or {}, ip_units or []) if ip_fields or ip_units else None
+    params_class = params_class_for("img2img", bool(specs), prompts is not None)
     base = params_class(**generation_fields(args), **img2img_fields(args))
     # A1111's process_batch fixes the seeds once (`fix_seed(p)`): with -1 every input shares one drawn seed
     base = replace(base, seed=resolve_seed(base.seed), subseed=resolve_seed(base.subseed))
@@ -269,7 +296,7 @@ def run_batch(args: argparse.Namespace, infotext_keys: dict | None, script=None)
         if mask is not None:
             check_mask_fits(image, mask, f"--mask-dir {item.mask.name} for {item.file.name}")
         try:
-            params = per_input(base, item, image, mask, default_size(args, image, str(item.file), 8, limits))
+            params = per_input(base, item, image, mask, default_size(args, image, str(item.file), 8, limits), prompts)
             with errors_in_flag_terms():
                 check(params)
                 if script is not None:
@@ -291,11 +318,12 @@ def run_batch(args: argparse.Namespace, infotext_keys: dict | None, script=None)
     # 2. One model for the whole batch; the flags it left out take the model's recommended settings, as one run's do
     first_image = first.init_images[0]
     without_info = replace(first, **{name: getattr(base, name) for name in inputs[0].settings})
-    pipe, loaded = load_pipeline(args, ImageToImage, without_info, check,
+    pipe, loaded = load_pipeline(args, pipeline_class_for("img2img", False, prompts is not None), without_info, check,
                                  lambda model: init_size(first_image, model.vae_scale_factor, args.scale_by), infotext_keys)
     base = replace(base, **{name: getattr(loaded, name) for name in ("steps", "cfg_scale", "sampler", "clip_skip")})
     if specs:
-        pipe, base = with_controlnets(pipe, base, specs, catalog)
+        pipe, base = with_controlnets(pipe, base, specs, catalog, ip_adapter=prompts is not None)
+    encoded = ReferenceEmbeddings()  # each reference picture through its encoder once for the whole batch
 
     # 3. Each input in turn, named after it; Ctrl-C stops the batch after the image being made is saved
     taken: set[Path] = set()
@@ -303,7 +331,9 @@ def run_batch(args: argparse.Namespace, infotext_keys: dict | None, script=None)
     for number, item in enumerate(inputs, 1):
         print(f"[{number}/{len(inputs)}] {item.file.name}", file=sys.stderr)
         image, mask = pictures(item)
-        params = per_input(base, item, image, mask, default_size(args, image, str(item.file), grid, limits))
+        params = encoded.params_with_embeds(pipe, per_input(base, item, image, mask,
+                                                            default_size(args, image, str(item.file), grid, limits),
+                                                            prompts))
         if script is not None:
             code = script.run(pipe, params, output, args, writing,
                               save=lambda result, stem=item.file.stem: save_script_named(result, output, stem, taken,
