@@ -121,13 +121,31 @@ def outpaint_job(state, params, sides: dict[str, int], *, save: bool, checkpoint
 
 
 def script_pipeline(state, kind: str, params):
-    """The loaded checkpoint's pipeline for a script's `params`: txt2img (with hires fix when asked) or img2img."""
+    """The loaded checkpoint's pipeline for a script's `params`: txt2img (with hires fix when asked) or img2img, with
+    IP-Adapter support when the params carry IP-Adapter units (hires fix runs them itself)."""
     pipe = state.holder.txt2img() if kind == "txt2img" else state.holder.img2img()
     if kind == "txt2img" and hasattr(params, "hr_scale"):
         from pipelines.hires import HiresFix
 
         pipe = HiresFix(pipe)
+    elif getattr(params, "ip_adapter", None):
+        from pipelines.ip_adapter_controlnet import pipeline_class_for
+
+        pipe = pipeline_class_for(kind, False, True).from_pipeline(pipe)
+        if state.controlnets is not None:
+            pipe.use_ip_adapter_store(state.controlnets.ip_adapters)
     return pipe
+
+
+def with_encoded_references(state, pipe, params):
+    """A script job's params with its IP-Adapter reference pictures encoded once, for every generation the script
+    makes (an X/Y/Z plot's cells, a prompt list's lines); `params` itself without IP-Adapter units."""
+    if not getattr(params, "ip_adapter", None):
+        return params
+    from pipelines.ip_adapter_reuse import ReferenceEmbeddings
+
+    store = state.controlnets.ip_adapters if state.controlnets is not None else None
+    return ReferenceEmbeddings(store).params_with_embeds(pipe, params)
 
 
 def checkpoint_switcher(state, kind: str, params) -> Callable[[str], Any]:
@@ -235,7 +253,8 @@ def script_job(state, kind: str, params, script, config, *, save: bool, grid_sav
             # the checkpoint loaded again at the end, not the last one an X/Y/Z axis or an --sd_model line
             # switched to (each image's infotext still names the checkpoint that made it).
             entry, pipe = state.holder.entry, script_pipeline(state, kind, params)
-            result = script.run(pipe, params, config, callback=on_step, control=control, kind=kind,
+            result = script.run(pipe, with_encoded_references(state, pipe, params), config, callback=on_step,
+                                control=control, kind=kind,
                                 switch_checkpoint=checkpoint_switcher(state, kind, params),
                                 switch_vae=vae_switcher(state, kind, params), **context)
             if grid_save:

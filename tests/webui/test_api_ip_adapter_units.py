@@ -249,8 +249,14 @@ def test_a_refiner_with_ip_adapter_units_is_422_before_queueing(client, server, 
 
 
 def test_units_the_server_cannot_combine_are_422(client):
-    script = generate(client, [ip_unit()], script_name="prompt matrix", script_args=[])
-    assert script.status_code == 422 and "cannot be combined with ControlNet or IP-Adapter units" in script.text
+    for name in ("loopback", "sd upscale"):  # their init image changes at every generation
+        script = generate(client, [ip_unit()], route="img2img", init_images=[reference(3)], script_name=name,
+                          script_args=[])
+        assert script.status_code == 422, script.text
+        assert "cannot be combined with IP-Adapter units: its init image changes at every generation" in script.text
+    with_controlnet = generate(client, [ip_unit(), {"module": "none", "model": "tiny_canny", "image": box()}],
+                               script_name="prompt matrix", script_args=[])
+    assert with_controlnet.status_code == 422 and "cannot be combined with ControlNet units" in with_controlnet.text
     many = generate(client, [ip_unit()] * 5)
     assert many.status_code == 422 and "at most 4 run in one call" in many.text
 
@@ -287,3 +293,24 @@ def test_an_encoder_of_another_width_is_422_and_a_missing_one_names_the_folders(
     spec, = parse_ip_adapter_units([ip_unit()], models=models, max_pixels=10**6, max_bytes=10**7)
     check_ip_adapter_families([IPAdapterSource(str(spec.weights), image_encoder_folder=str(spec.encoder))],
                               NoCheckpoint())
+
+
+def test_an_xyz_plot_encodes_the_reference_once_and_each_cell_is_its_own_request(client, monkeypatch):
+    """The plot's cells reuse one encoding of the unit's picture (`pipelines.ip_adapter_reuse`), and each cell is the
+    picture a request with the cell's value gives."""
+    import pipelines.ip_adapter_embeds as embeds
+
+    runs, real = [], embeds.encode_ip_images
+    monkeypatch.setattr(embeds, "encode_ip_images", lambda adapter, images: runs.append(len(images))
+                        or real(adapter, images))
+    steps_axis = [4, "1,2", [], 0, "", [], 0, "", [], True, True]  # Steps: 1, 2; legend; include sub images
+    response = generate(client, [ip_unit(weight=0.8)], script_name="x/y/z plot", script_args=steps_axis)
+    assert response.status_code == 200, response.text
+    assert runs == [1]
+    grid, *cells = response.json()["images"]
+    assert len(cells) == 2
+    for steps, cell in zip((1, 2), cells):
+        single = picture(generate(client, [ip_unit(weight=0.8)], steps=steps))
+        got = np.asarray(Image.open(io.BytesIO(base64.b64decode(cell))).convert("RGB")).astype(int)
+        assert np.array_equal(got, single)
+    assert runs == [1, 1, 1]

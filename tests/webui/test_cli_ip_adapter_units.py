@@ -109,8 +109,8 @@ class Payload:  # a pickled global torch's weights-only loader refuses
     ([unit(module="ip-adapter_face_id")], [], "FaceID / PuLID adapters need insightface"),
     ([unit(image="missing.png")], [], "missing.png"),
     ([unit()] * 5, [], "the IP-Adapter units: 5 IP-Adapters were given; at most 4"),
-    ([unit()], ["--xyz-x", "Steps:2,3"], "an IP-Adapter unit (a unit with an ip-adapter module) cannot be combined "
-                                         "with an X/Y/Z plot"),
+    ([unit()], ["--refiner", "missing"], "an IP-Adapter unit (a unit with an ip-adapter module) cannot be combined "
+                                         "with --refiner"),
 ])
 def test_bad_units_fail_before_the_model_loads(tiny_sd1_dir, folder, tmp_path, capsys, units, extra, message):
     torch.save({"image_proj": {"x": Payload()}, "ip_adapter": {}}, folder / "ControlNet" / "ip-adapter_evil.bin")

@@ -157,3 +157,25 @@ def test_the_preview_button_says_an_ip_adapter_unit_has_no_control_map():
     with pytest.raises(ValueError, match="ip-adapter_clip_sd15 makes no control map: the unit's image is the "
                                          "IP-Adapter's reference picture"):
         preview_control_map(reference(), "ip-adapter_clip_sd15", False, 512, -1, -1, "Crop and Resize", 64, 64)
+
+
+def test_an_ip_adapter_preprocessor_hides_the_map_controls_and_says_why(state):
+    """The extension ignores resize mode, Pixel Perfect, resolution and thresholds for its IP-Adapter modules (their
+    preprocessor returns CLIP embeddings, no map to fit); the unit hides them then, and a note takes their place."""
+    import gradio as gr
+
+    from .ui_blocks import handler
+
+    with gr.Blocks() as blocks:
+        from webui.ui.controlnet_units import build_controlnet_units
+
+        build_controlnet_units(state, "txt2img", 1)
+    fn = handler(blocks, "txt2img_controlnet_0_preprocessor", "change")
+    shown = [blocks.blocks[block._id].elem_id for block in fn.outputs]
+    prefix = "txt2img_controlnet_0"
+    assert shown == [f"{prefix}_{name}" for name in ("resize_mode", "pixel_perfect", "processor_res", "threshold_a",
+                                                     "threshold_b", "preview_run", "preview_map", "ip_adapter_note")]
+    for preprocessor, image_prompt in (("ip-adapter_clip_sd15", True), ("ip-adapter-auto", True),
+                                       ("ip-adapter_face_id_plus", True), ("canny", False), ("none", False)):
+        updates = fn.fn(preprocessor)
+        assert [update["visible"] for update in updates] == [not image_prompt] * 7 + [image_prompt], preprocessor

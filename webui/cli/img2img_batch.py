@@ -8,7 +8,9 @@ mask uses it for every input, as A1111 does). `--png-info` is A1111's "PNG info"
 (or that of the file of the same name in `--png-info-dir`) gives the chosen settings, its prompts appended to the
 command's. Every input, mask and infotext is read and checked before the first generation, so a bad file in the
 folder stops the run before any work, naming the file. A script (--xyz-x, --prompt-matrix, --prompts-from-file,
---loopback, --sd-upscale) runs on every input in turn (`webui.cli.img2img_batch_scripts`).
+--loopback, --sd-upscale) runs on every input in turn (`webui.cli.img2img_batch_scripts`). Image prompts
+(--ip-adapter, IP-Adapter units) guide every input, each reference picture encoded once for the whole batch; a unit
+without a picture of its own takes each input's, as the extension's units do in A1111's batch.
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ A unit whose preprocessor is one of the extension's IP-Adapter modules (ip-adapt
 ip-adapter-auto, ...) is an image prompt: its model is an `ip-adapter*` file of the ControlNet folder, its control
 image the reference picture (img2img: the init image when empty), its weight the adapter's scale and its control
 steps the adapter's guidance window, checked by `webui.api_ip_adapter.ui_ip_adapter_unit_spec` as the API checks
-such a unit.
+such a unit. Its map controls (resize mode, Pixel Perfect, preprocessor resolution, thresholds, preview) are hidden
+while an IP-Adapter preprocessor is chosen, with a note in their place: they do not act on an image prompt, here as in
+the extension.
 """
 
 from __future__ import annotations
@@ -26,6 +28,13 @@ UNIT_FIELDS = ("enabled", "image", "preprocessor", "model", "weight", "start", "
                "pixel_perfect", "processor_res", "threshold_a", "threshold_b", "mask", "effective_region_mask")
 RESIZE_MODE_CHOICES = ("Just Resize", "Crop and Resize", "Resize and Fill")  # the extension's, default Crop and Resize
 CONTROL_MODE_CHOICES = ("Balanced", "My prompt is more important", "ControlNet is more important")
+# Shown in place of the map controls while an IP-Adapter preprocessor is chosen. sd-webui-controlnet ignores them for
+# its IP-Adapter modules too: their preprocessor returns CLIP embeddings, not an image, so the resize mode (which fits
+# a control map to the output) never applies, and Pixel Perfect only sets a resolution the CLIP encoder does not read.
+IP_ADAPTER_NOTE = ("**IP-Adapter unit:** the control image is the reference picture; the image encoder reads it at its "
+                   "own input size (the shorter side scaled to it, then a centre crop), so Resize mode, Pixel Perfect, "
+                   "Preprocessor resolution and the thresholds do not apply (sd-webui-controlnet ignores them for its "
+                   "IP-Adapter modules as well) and are hidden.")
 
 
 def preview_control_map(image, preprocessor: str, pixel_perfect: bool, processor_res: float, threshold_a: float,
@@ -107,11 +116,26 @@ def build_controlnet_units(state: ServerState, kind: str, count: int, size_input
                 preview = gr.Button("Preview preprocessor", scale=0, min_width=180, elem_id=f"{prefix}_preview_run")
                 preview_map = gr.Image(label="Preprocessor preview", type="pil", interactive=False, height=220,
                                        format="png", elem_id=f"{prefix}_preview_map")
+            ip_note = gr.Markdown(IP_ADAPTER_NOTE, visible=False, elem_id=f"{prefix}_ip_adapter_note")
         preview.click(_shown_preview, inputs=[image, preprocessor, pixel_perfect, processor_res, threshold_a,
                                               threshold_b, resize_mode, *size_inputs], outputs=preview_map)
+        # a pasted infotext sets the preprocessor too, and .change follows it
+        preprocessor.change(ip_adapter_visibility, inputs=preprocessor,
+                            outputs=[resize_mode, pixel_perfect, processor_res, threshold_a, threshold_b, preview,
+                                     preview_map, ip_note])
         widgets += [enabled, image, preprocessor, model, weight, start, end, resize_mode, control_mode, pixel_perfect,
                     processor_res, threshold_a, threshold_b, mask, region]
     return widgets
+
+
+def ip_adapter_visibility(preprocessor: str) -> list:
+    """Visibility updates for a unit's (resize mode, pixel perfect, processor res, threshold A, threshold B, preview
+    button, preview map, IP-Adapter note) when its preprocessor becomes `preprocessor`: an IP-Adapter module hides the
+    map controls, which do not act on an image prompt, and shows the note saying so."""
+    from webui.api_ip_adapter import is_ip_adapter_module
+
+    image_prompt = is_ip_adapter_module(preprocessor)
+    return [gr.update(visible=not image_prompt)] * 7 + [gr.update(visible=image_prompt)]
 
 
 def _shown_preview(image, preprocessor, pixel_perfect, processor_res, threshold_a, threshold_b, resize_mode,

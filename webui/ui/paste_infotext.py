@@ -135,6 +135,13 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
     controlnet_values, notes_for_units = infotext_controlnet_values(parsed, controlnet_units, controlnet_model_of)
     values.update(controlnet_values)
     notes += notes_for_units
+    from webui.ui.paste_ip_adapter import infotext_ip_adapter_values
+
+    # mixkit's `IP-Adapter` keys take the units after the infotext's `ControlNet N` ones
+    used = max((_controlnet_index(key) + 1 for key in parsed if _controlnet_index(key) is not None), default=0)
+    ip_values, ip_notes = infotext_ip_adapter_values(parsed, used, controlnet_units, controlnet_model_of)
+    values.update(ip_values)
+    notes += ip_notes
     return values, notes
 
 
@@ -197,11 +204,16 @@ def infotext_controlnet_values(parsed: dict, unit_count: int, model_of: Callable
 
     As the extension's paste (scripts/infotext.py: `parse_unit` gives `enabled=True` and every field but the image),
     a unit the form has is enabled and every field the infotext holds is filled (module, model, weight, guidance
-    window, resize and control mode, pixel perfect, processor res, thresholds). No infotext holds the control image,
-    so each unit gets a note asking for it, naming what this server could not take; a unit the form does not have is
-    only named."""
+    window, resize and control mode, pixel perfect, processor res, thresholds). A unit whose Module is an IP-Adapter
+    module (`ip-adapter_clip_sd15`, ...) is filled the same way: it is the extension's spelling of an image prompt.
+    No infotext holds the control image (an IP-Adapter's reference picture), so each unit gets a note asking for it,
+    naming what this server could not take; a unit the form does not have is only named."""
     from pipelines.controlnet.infotext import parse_unit
     from pipelines.preprocessors import PREPROCESSORS
+    from webui.api_ip_adapter import IP_ADAPTER_MODULES, is_ip_adapter_module
+    from webui.ui.paste_ip_adapter import reference_picture_note
+
+    modules = PREPROCESSORS.names() + list(IP_ADAPTER_MODULES)  # the units' Preprocessor choices
 
     values: dict[str, object] = {}
     notes: list[str] = []
@@ -220,7 +232,7 @@ def infotext_controlnet_values(parsed: dict, unit_count: int, model_of: Callable
         for field, name in CONTROLNET_PASTE_FIELDS.items():
             if name not in unit:
                 continue
-            value = _controlnet_value(field, unit[name], PREPROCESSORS.names(), model_of)
+            value = _controlnet_value(field, unit[name], modules, model_of)
             if value is None:
                 left.append(f"{name} {unit[name]!r}")
             else:
@@ -228,8 +240,9 @@ def infotext_controlnet_values(parsed: dict, unit_count: int, model_of: Callable
         values.update(filled)
         unused = [f"{_display(name)}: {value}" for name, value in unit.items()
                   if name not in CONTROLNET_PASTE_FIELDS.values()]
-        notes.append(f"{key}: ControlNet Unit {index} is enabled and filled from the infotext, but no infotext holds "
-                     "its control image; add it to the unit to reproduce the image."
+        needs = (reference_picture_note() if is_ip_adapter_module(unit.get("module")) else
+                 "no infotext holds its control image; add it to the unit to reproduce the image")
+        notes.append(f"{key}: ControlNet Unit {index} is enabled and filled from the infotext, but {needs}."
                      + (f" Not available here, so not set: {', '.join(left)}." if left else "")
                      + (f" The unit has no control for: {', '.join(unused)}." if unused else ""))
     return values, notes
