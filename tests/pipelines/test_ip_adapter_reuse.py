@@ -105,3 +105,22 @@ def test_bad_fields_are_refused_before_any_encoding(ip_pipe, adapter_file, encod
     with pytest.raises(ValueError, match=r"ip_adapter_scale must be a number in \[0, 2\]"):
         ReferenceEmbeddings().params_with_embeds(ip_pipe, too_strong)
     assert encoder_calls == []
+
+
+def test_a_hires_fix_job_reuses_the_encoding_in_both_passes(sd1_pipe, adapter_file, encoder_calls):
+    """A server's hires-fix X/Y/Z plot hands a `HiresFix` over a plain pipeline: the embeddings are made on its model
+    and both passes of every generation use them."""
+    from pipelines.hires import HiresFix
+    from pipelines.ip_adapter_hires import IPAdapterHiresParams
+    from pipelines.ip_adapter_reuse import ReferenceEmbeddings
+
+    hires = HiresFix(sd1_pipe)
+    given = IPAdapterHiresParams(**{**SMALL, "steps": 2}, sampler="Euler", hr_scale=2.0, hr_upscaler="Latent",
+                                 denoising_strength=0.6, ip_adapter=str(adapter_file), ip_adapter_image=reference(0),
+                                 ip_adapter_scale=0.8)
+    expected = pixels(hires(given))
+    encoder_calls.clear()
+    reuse = ReferenceEmbeddings()
+    for _ in range(2):
+        assert np.array_equal(pixels(hires(reuse.params_with_embeds(hires, given))), expected)
+    assert encoder_calls == [("ip-adapter_tiny", 1)]

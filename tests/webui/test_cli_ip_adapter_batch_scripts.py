@@ -18,12 +18,16 @@ ARGS = ["--width", "64", "--height", "64", "--steps", "2", "--seed", "21", "--sa
 
 @pytest.fixture(scope="module")
 def folder(tiny_sd1_dir, tmp_path_factory):
-    """A --controlnet-dir with the tiny IP-Adapter and its encoder, a reference picture and two batch inputs."""
+    """A --controlnet-dir with the tiny IP-Adapter, its encoder and a tiny ControlNet, a reference picture and two
+    batch inputs."""
     from diffusers import UNet2DConditionModel
+
+    from mixkit.testing.tiny_controlnet import build_tiny_controlnet
 
     root = tmp_path_factory.mktemp("cli-ip-batch")
     unet = UNet2DConditionModel.from_pretrained(tiny_sd1_dir, subfolder="unet")
     save_tiny_ip_adapter(root / "ControlNet", unet)
+    build_tiny_controlnet(root / "ControlNet" / "tiny_canny", seed=1)
     write_noise_picture(root / "ref.png", 0, 40, 40)
     (root / "in").mkdir()
     write_noise_picture(root / "in" / "a.png", 1, 64, 64)
@@ -84,6 +88,19 @@ def test_a_unit_without_picture_takes_each_inputs_picture(tiny_sd1_dir, folder, 
     assert img2img(tiny_sd1_dir, str(folder / "in" / "b.png"), tmp_path / "b", *unit_flags) == 0
     assert np.array_equal(b, pixels(next((tmp_path / "b").iterdir())))
     assert not np.array_equal(a, b)
+
+
+def test_a_batch_with_a_controlnet_unit_too(tiny_sd1_dir, folder, tmp_path, encoder_calls):
+    canny = ["--controlnet-dir", str(folder / "ControlNet"), "--controlnet", f"tiny_canny:{folder / 'ref.png'}",
+             "--cn-module", "none", "--cn-weight", "0.8"]
+    assert img2img(tiny_sd1_dir, None, tmp_path / "batch", "--input-dir", str(folder / "in"), *flags(folder),
+                   *canny) == 0
+    assert encoder_calls == [1]
+    assert img2img(tiny_sd1_dir, str(folder / "in" / "a.png"), tmp_path / "a", *flags(folder), *canny) == 0
+    single = next((tmp_path / "a").iterdir())
+    assert np.array_equal(pixels(tmp_path / "batch" / "a.png"), pixels(single))
+    infotext = Image.open(single).text["parameters"]
+    assert "ControlNet 0: " in infotext and 'IP-Adapter: "ip-adapter_tiny: 0.8"' in infotext
 
 
 def test_an_xyz_plot_encodes_once_and_each_cell_is_its_single_run(tiny_sd1_dir, folder, tmp_path, encoder_calls,
