@@ -19,6 +19,14 @@ import hashlib
 from dataclasses import replace
 from typing import Any
 
+# A1111 scripts whose init image changes from one generation to the next (Loopback feeds each result back, SD upscale
+# redraws tile after tile): an IP-Adapter unit without a picture of its own would have to follow it, and a reference
+# encoded once for the run would be stale, so the CLI and the server refuse image prompts with them. X/Y/Z plot,
+# Prompt matrix and Prompts from file keep the init image.
+SCRIPTS_REFUSING_IMAGE_PROMPTS = ("Loopback", "SD upscale")
+STALE_REFERENCE_REASON = ("its init image changes at every generation, so an image prompt made from it once would be "
+                          "stale")
+
 
 class ReferenceEmbeddings:
     """The embeddings of the reference pictures a run has encoded, keyed by adapter and pictures' pixels.

@@ -12,12 +12,6 @@ from typing import Any
 from pipelines.scripts import ScriptResult, find_script, is_registered_script
 
 
-# Scripts whose init image changes from one generation to the next (Loopback feeds each result back, SD upscale
-# redraws tiles): an IP-Adapter unit without a picture would have to follow it, and the reference encoded once for
-# the job (`pipelines.ip_adapter_reuse`) would be stale. The CLI refuses them too (`webui.cli.generate`).
-IP_ADAPTER_REFUSED_SCRIPTS = ("Loopback", "SD upscale")
-
-
 def script_context(state) -> dict[str, Any]:
     """What scripts may need from the server: the checkpoints' titles and files (X/Y/Z's Checkpoint name and Refiner
     checkpoint axes), the `--vae-dir` VAEs' names (its VAE axis; the worker's `switch_vae` is passed with the job),
@@ -48,10 +42,12 @@ def request_script(state, kind: str, script_name: Any, script_args: Any, params)
     if getattr(params, "controlnets", None):
         raise ValueError(f"script_name {script.title!r} cannot be combined with ControlNet units; send them without "
                          "the script.")
-    if getattr(params, "ip_adapter", None) and script.title in IP_ADAPTER_REFUSED_SCRIPTS:
-        raise ValueError(f"script_name {script.title!r} cannot be combined with IP-Adapter units: its init image "
-                         "changes at every generation, so an image prompt made from it once would be stale; send them "
-                         "without the script (X/Y/Z plot, Prompt matrix and Prompts from file take IP-Adapter units).")
+    from pipelines.ip_adapter_reuse import SCRIPTS_REFUSING_IMAGE_PROMPTS, STALE_REFERENCE_REASON
+
+    if getattr(params, "ip_adapter", None) and script.title in SCRIPTS_REFUSING_IMAGE_PROMPTS:
+        raise ValueError(f"script_name {script.title!r} cannot be combined with IP-Adapter units: "
+                         f"{STALE_REFERENCE_REASON}; send them without the script (X/Y/Z plot, Prompt matrix and "
+                         "Prompts from file take IP-Adapter units).")
     return script, script.parse(script_args, kind, **script_context(state))
 
 

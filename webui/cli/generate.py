@@ -310,20 +310,16 @@ def run(args: argparse.Namespace) -> int:
                              writing=infotext_writing_of(args))
 
 
-# img2img scripts whose init image changes from one generation to the next (Loopback feeds each result back, SD
-# upscale redraws tiles): an IP-Adapter unit without a picture of its own would have to follow it, and the reference
-# encoded once for the run would be stale. X/Y/Z plot, Prompt matrix and Prompts from file keep the init image.
-IP_ADAPTER_REFUSED_SCRIPTS = {"--loopback": "Loopback", "--sd-upscale": "SD upscale"}
-
-
-def refuse_ip_adapter_with(*, script_flag: str | None = None, refiner: bool = False, units_only: bool = False) -> None:
+def refuse_ip_adapter_with(*, script=None, refiner: bool = False, units_only: bool = False) -> None:
     """--ip-adapter (and IP-Adapter units: `units_only` when no --ip-adapter is given) runs on single generations,
-    batches (--input-dir), X/Y/Z plots and prompt scripts; refuse what it cannot run with (`script_flag`, the
-    chosen img2img script's flag, when it is Loopback or SD upscale; a refiner) rather than drop one of them."""
+    batches (--input-dir), X/Y/Z plots and prompt scripts; refuse what it cannot run with rather than drop one of
+    them: `script` (the chosen `webui.cli.img2img_scripts.Img2ImgScript`) when it is Loopback or SD upscale
+    (`pipelines.ip_adapter_reuse.SCRIPTS_REFUSING_IMAGE_PROMPTS`), a refiner."""
+    from pipelines.ip_adapter_reuse import SCRIPTS_REFUSING_IMAGE_PROMPTS, STALE_REFERENCE_REASON
+
     other = None
-    if script_flag in IP_ADAPTER_REFUSED_SCRIPTS:
-        other = (f"{script_flag} ({IP_ADAPTER_REFUSED_SCRIPTS[script_flag]}: its init image changes at every "
-                 "generation, so an image prompt made from it once would be stale); run them as separate generations")
+    if script is not None and script.module.TITLE in SCRIPTS_REFUSING_IMAGE_PROMPTS:
+        other = f"{script.flag} ({script.module.TITLE}: {STALE_REFERENCE_REASON}); run them as separate generations"
     elif refiner:
         other = "--refiner (the refiner's UNet has no adapter layers) yet; run them as separate generations"
     if other is not None:

@@ -151,8 +151,8 @@ def run(args: argparse.Namespace) -> int:
     ip_fields = ip_adapter_fields(args)  # images read and files found before anything loads
     ip_units = ip_adapter_unit_specs(args)  # --controlnet-json / --controlnet units with an IP-Adapter module
     if ip_fields or ip_units:
-        refuse_ip_adapter_with(script_flag=None if script is None else script.flag,
-                               refiner=getattr(args, "refiner", None) is not None, units_only=not ip_fields)
+        refuse_ip_adapter_with(script=script, refiner=getattr(args, "refiner", None) is not None,
+                               units_only=not ip_fields)
     if args.input_dir is not None:
         from webui.cli.img2img_batch import run_batch
 
