@@ -16,6 +16,7 @@ same pixels share one encoding.
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from dataclasses import replace
 from typing import Any
 
@@ -26,6 +27,10 @@ from typing import Any
 SCRIPTS_REFUSING_IMAGE_PROMPTS = ("Loopback", "SD upscale")
 STALE_REFERENCE_REASON = ("its init image changes at every generation, so an image prompt made from it once would be "
                           "stale")
+# Encodings kept, least recently used dropped first. A batch whose units take each input's picture makes one per
+# input (a Plus adapter's is 2 x 257 x 1280 floats, 2.6 MB), used once; the run's shared references are used by every
+# generation, so they stay.
+MAX_KEPT_ENCODINGS = 32
 
 
 class ReferenceEmbeddings:
@@ -36,7 +41,7 @@ class ReferenceEmbeddings:
 
     def __init__(self, store: Any = None):
         self._store = store
-        self._embeds: dict[tuple, Any] = {}
+        self._embeds: OrderedDict[tuple, Any] = OrderedDict()
         self._encoder_pipe = None  # an IPAdapterTextToImage on the model last encoded with, for plain pipelines
         self.encoder_runs = 0  # how many (adapter, pictures) were encoded: once each per run
 
@@ -54,10 +59,14 @@ class ReferenceEmbeddings:
                 embeds.append(given)
                 continue
             key = (source, tuple(picture_digest(image) for image in images))
-            if key not in self._embeds:
+            if key in self._embeds:
+                self._embeds.move_to_end(key)
+            else:
                 encoder = self._encoding_pipeline(pipe)
                 self._embeds[key] = encoder.encode_ip_adapter_image([list(images)], ip_adapter=[source])[0]
                 self.encoder_runs += 1
+                if len(self._embeds) > MAX_KEPT_ENCODINGS:
+                    self._embeds.popitem(last=False)
             embeds.append(self._embeds[key])
         return replace(params, ip_adapter=list(call.sources), ip_adapter_image=None, ip_adapter_image_embeds=embeds)
 

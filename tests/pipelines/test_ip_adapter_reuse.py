@@ -124,3 +124,15 @@ def test_a_hires_fix_job_reuses_the_encoding_in_both_passes(sd1_pipe, adapter_fi
     for _ in range(2):
         assert np.array_equal(pixels(hires(reuse.params_with_embeds(hires, given))), expected)
     assert encoder_calls == [("ip-adapter_tiny", 1)]
+
+
+def test_the_least_recently_used_encodings_are_dropped_first(ip_pipe, adapter_file, encoder_calls, monkeypatch):
+    """A batch whose unit takes every input's own picture would otherwise keep one encoding per input; the run's
+    shared reference, used by every generation, stays."""
+    import pipelines.ip_adapter_reuse as reuse_module
+
+    monkeypatch.setattr(reuse_module, "MAX_KEPT_ENCODINGS", 2)
+    reuse = reuse_module.ReferenceEmbeddings()
+    for seed in (0, 1, 0, 2, 0, 1):  # 0 used throughout; 1 dropped when 2 came in
+        reuse.params_with_embeds(ip_pipe, params(adapter_file, reference(seed)))
+    assert reuse.encoder_runs == 4 and len(encoder_calls) == 4
