@@ -62,6 +62,21 @@ def test_a_callers_generator_draws_every_clip(tiny_audioldm2_dir):
     again = flow(prompt="rain", batch_size=2, generator=torch.Generator().manual_seed(3), **SMALL)
     assert result["seeds"] == [-1, -1] and result["seed"] == -1
     assert all(np.array_equal(a.waveform, b.waveform) for a, b in zip(result["audios"], again["audios"]))
+    assert not np.array_equal(result["audios"][0].waveform, result["audios"][1].waveform)
+
+
+def test_a_cached_hub_id_loads_as_its_model_index_class(model_dir, direct, tmp_path, monkeypatch):
+    import shutil
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--someone--tiny-audio"
+    shutil.copytree(model_dir, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from_hub = Appflow(app=APP, models=["someone/tiny-audio"], cache=ModelCache())(prompt="a bell", seed=3, **SMALL)
+    assert np.array_equal(from_hub["waveform"], direct("a bell", seed=3, **SMALL).waveform)
 
 
 def test_a_text_to_speech_audioldm2_speaks_the_transcription(tiny_audioldm2_tts_dir):
