@@ -132,8 +132,8 @@ register_app(Chain("text_to_video_generation", [Step("text_to_video", id="genera
 # caption, then ChatGLM writes the music prompt) is an app of its own here, the prompt written by a template (no third
 # model, offline) or, as PaddleMIX, by an LLM
 register_app(Chain("music_generation", [Step("text_to_audio", id="generate")], inputs=["prompt"],
-                   description="Text to music/audio (AudioLDM, cvssp/audioldm): a 16 kHz float32 waveform, and .wav "
-                               "via result['audio'].save(path)."))
+                   description="Text to music/audio (AudioLDM by default, cvssp/audioldm; MusicLDM and AudioLDM 2 "
+                               "folders too): a 16 kHz float32 waveform, and .wav via result['audio'].save(path)."))
 register_app(Chain(
     "image2music_generation",
     [Step("image_caption", id="caption"), Step("music_prompt", id="describe", inputs={"caption": "caption.text"}),

@@ -49,3 +49,6 @@ register_port_type("waveform", "a mono float32 numpy array of samples in [-1, 1]
                    _is_waveform)
 register_port_type("audio", "a waveform with its sample rate (appflow.audio.Audio; .save('clip.wav'))",
                    lambda value: isinstance(value, Audio) and _is_waveform(value.waveform))
+register_port_type("audios", "a list of clips (appflow.audio.Audio), e.g. every clip of a batch",
+                   lambda value: isinstance(value, (list, tuple))
+                   and all(isinstance(clip, Audio) and _is_waveform(clip.waveform) for clip in value), min_items=1)

@@ -103,6 +103,10 @@ class OutputWriter:
             digits = max(2, len(str(len(value) - 1)))
             encoded = [self.written.get(id(image)) or self.image(f"{name}-{index:0{digits}d}.png", image)
                        for index, image in enumerate(value)]
+        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, Audio) for v in value):
+            digits = max(2, len(str(len(value) - 1)))  # a batch's clips; the first is often `audio` already
+            encoded = [self.written.get(id(clip)) or self.audio(f"{name}-{index:0{digits}d}", clip)
+                       for index, clip in enumerate(value)]
         elif _is_mask_stack(value):
             digits = max(2, len(str(len(value) - 1)))
             encoded = [self.image(f"{name}-{index:0{digits}d}.png", _mask_image(mask)) for index, mask in

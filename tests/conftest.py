@@ -76,6 +76,27 @@ def tiny_audioldm_dir(tmp_path_factory):
     return build_tiny_audioldm(tmp_path_factory.mktemp("tiny-audioldm"), seed=0)
 
 
+@pytest.fixture(scope="session")
+def tiny_musicldm_dir(tmp_path_factory):
+    from mixkit.testing.tiny_audio import build_tiny_musicldm
+
+    return build_tiny_musicldm(tmp_path_factory.mktemp("tiny-musicldm"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_audioldm2_dir(tmp_path_factory):
+    from mixkit.testing.tiny_audio import build_tiny_audioldm2
+
+    return build_tiny_audioldm2(tmp_path_factory.mktemp("tiny-audioldm2"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_audioldm2_tts_dir(tmp_path_factory):
+    from mixkit.testing.tiny_audio import build_tiny_audioldm2
+
+    return build_tiny_audioldm2(tmp_path_factory.mktemp("tiny-audioldm2-tts"), seed=0, text_to_speech=True)
+
+
 @pytest.fixture(scope="module")
 def sd1_model(tiny_sd1_dir):
     """The tiny SD 1.x model loaded through the public loader, once per test module (loading costs seconds); a test

@@ -3,7 +3,7 @@ tab's audio player plays).
 
 A music app answers with its clip three times over (`audio`, and the bare samples as `waveform` and PaddleMIX's
 `result`); over HTTP each is the same base64 .wav, encoded once, rather than a JSON list of 80,000 floats without
-its sample rate."""
+its sample rate. A batch's clips (`audios`) are a list of those, the first being the `audio` output's."""
 
 from __future__ import annotations
 
@@ -33,11 +33,27 @@ def audio_of_outputs(outputs: dict) -> dict[str, Any]:
             for key, value in outputs.items() if any(clip is value or clip.waveform is value for clip in clips)}
 
 
-def encode_audio_outputs(outputs: dict) -> dict[str, dict]:
-    """The JSON of every audio output (`audio_of_outputs`), one encoding per clip."""
+def clip_lists_of_outputs(outputs: dict) -> dict[str, list]:
+    """Output name -> its clips, for every output that is a list of clips (a batch's `audios`)."""
+    from appflow.audio import Audio
+
+    return {key: list(value) for key, value in outputs.items()
+            if isinstance(value, (list, tuple)) and value and all(isinstance(clip, Audio) for clip in value)}
+
+
+def encode_audio_outputs(outputs: dict) -> dict[str, Any]:
+    """The JSON of every audio output (`audio_of_outputs`) and of every list of clips (a list of encodings), one
+    encoding per clip: a batch's first clip is also the `audio` output."""
     encoded: dict[int, dict] = {}
-    return {key: encoded.setdefault(id(clip), encode_audio_output(clip))
-            for key, clip in audio_of_outputs(outputs).items()}
+
+    def once(clip) -> dict:
+        if id(clip) not in encoded:
+            encoded[id(clip)] = encode_audio_output(clip)
+        return encoded[id(clip)]
+
+    result: dict[str, Any] = {key: once(clip) for key, clip in audio_of_outputs(outputs).items()}
+    result.update({key: [once(clip) for clip in clips] for key, clips in clip_lists_of_outputs(outputs).items()})
+    return result
 
 
 def check_audio_length_option(options: dict) -> None:
@@ -59,3 +75,20 @@ def save_audio_outputs(outputs: dict, folder: Path) -> dict[str, str]:
     if clips:
         folder.mkdir(parents=True, exist_ok=True)
     return {key: str(value.save(folder / f"{key}.wav")) for key, value in clips.items()}
+
+
+def save_clip_list_outputs(outputs: dict, folder: Path, saved: dict[str, str]) -> dict[str, list[str]]:
+    """Each list of clips (`clip_lists_of_outputs`) as .wav files in `folder`: output name -> paths, a clip that an
+    audio output already wrote (`saved`, from `save_audio_outputs`) pointing at that file instead of a second one."""
+    written = {id(outputs[key]): path for key, path in saved.items()}
+    lists = clip_lists_of_outputs(outputs)
+    if lists:
+        folder.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, list[str]] = {}
+    for key, clips in lists.items():
+        digits = max(2, len(str(len(clips) - 1)))
+        for index, clip in enumerate(clips):
+            if id(clip) not in written:
+                written[id(clip)] = str(clip.save(folder / f"{key}-{index:0{digits}d}.wav"))
+        paths[key] = [written[id(clip)] for clip in clips]
+    return paths

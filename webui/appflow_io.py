@@ -168,7 +168,8 @@ def check_app_options(options: Any, limits, lora_names: set[str] | None = None) 
         options = {**{key: value for key, value in options.items() if key != "generate_kwargs"}, **spread}
     # LAVIS' and diffusers' spellings (max_length, num_captions, num_inference_steps, num_images_per_prompt) are held
     # to the same limits as the options they stand for
-    aliases = {**CAPTION_OPTION_ALIASES, **GENERATION_ALIASES, "num_images_per_prompt": "batch_size"}
+    aliases = {**CAPTION_OPTION_ALIASES, **GENERATION_ALIASES, "num_images_per_prompt": "batch_size",
+               "num_waveforms_per_prompt": "batch_size"}
     try:
         options = rename_aliases(options, aliases, "options")
     except TypeError as error:

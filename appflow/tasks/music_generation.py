@@ -1,10 +1,12 @@
-"""Text to music (PaddleMIX's `music_generation`): AudioLDM, cvssp/audioldm by default as PaddleMIX's app.
+"""Text to music (PaddleMIX's `music_generation`): AudioLDM, MusicLDM or AudioLDM 2; cvssp/audioldm by default as
+PaddleMIX's app.
 
-The model is diffusers' `AudioLDMPipeline` (CLAP text encoder, UNet, mel VAE, HiFi-GAN vocoder), run by
-`pipelines.text_to_audio.TextToAudio` with the SD apps' seed, progress and Interrupt conventions. Image to music
-captions the picture first and turns the caption into a music prompt: PaddleMIX asks an LLM (ChatGLM) to write it,
-as `music_prompt_writing` does (any causal LM, or a `reply(prompt) -> str` function); `music_prompt` fills a template
-instead (`music_template=`), which needs no third model and runs offline.
+The model is a diffusers `AudioLDMPipeline`, `MusicLDMPipeline` or `AudioLDM2Pipeline` (PaddleMIX ships AudioLDM 2 in
+ppdiffusers too), chosen by the folder's model_index.json and run by `pipelines.text_to_audio.TextToAudio` with the SD
+apps' seed, batch, progress and Interrupt conventions. Image to music captions the picture first and turns the
+caption into a music prompt: PaddleMIX asks an LLM (ChatGLM) to write it, as `music_prompt_writing` does (any causal
+LM, or a `reply(prompt) -> str` function); `music_prompt` fills a template instead (`music_template=`), which needs
+no third model and runs offline.
 """
 
 from __future__ import annotations
@@ -30,54 +32,72 @@ def _load_text_to_audio(source: str, device: str, dtype: Any):
     return TextToAudio.from_pretrained(source, dtype=dtype, device=device)
 
 
-def _is_text_to_audio(obj: Any) -> bool:
-    """A loaded `TextToAudio`, or diffusers' `AudioLDMPipeline` (wrapped when the task runs)."""
-    from diffusers import AudioLDMPipeline
+def _text_to_audio_classes() -> tuple[str, ...]:
+    from pipelines.audio_models import AUDIO_MODEL_FAMILIES
 
+    return tuple(AUDIO_MODEL_FAMILIES.names())
+
+
+def _is_text_to_audio(obj: Any) -> bool:
+    """A loaded `TextToAudio`, or a diffusers pipeline of an accepted class (wrapped when the task runs)."""
+    from pipelines.audio_models import family_of
     from pipelines.text_to_audio import TextToAudio
 
-    return isinstance(obj, (TextToAudio, AudioLDMPipeline))
+    if isinstance(obj, TextToAudio):
+        return True
+    try:
+        family_of(obj)
+    except ValueError:
+        return False
+    return True
 
 
 register_model_kind(ModelKind(
-    "text-to-audio", "a text-to-audio model (diffusers AudioLDMPipeline: folder, hub id or loaded pipeline)",
-    ("AudioLDMPipeline",), _load_text_to_audio, _is_text_to_audio))
+    "text-to-audio", "a text-to-audio model (diffusers AudioLDMPipeline, MusicLDMPipeline or AudioLDM2Pipeline: "
+    "folder, hub id or loaded pipeline)", _text_to_audio_classes, _load_text_to_audio, _is_text_to_audio))
 
 
 def audio_option_specs() -> dict[str, OptionSpec]:
     """The bounds `check_audio_settings` holds these to: its module's constants."""
     from pipelines.params import SEED_MAX
-    from pipelines.text_to_audio import MAX_AUDIO_SECONDS, MAX_CFG, MAX_STEPS
+    from pipelines.text_to_audio import MAX_AUDIO_SECONDS, MAX_CFG, MAX_STEPS, MAX_WAVEFORMS
 
     return {
         "negative_prompt": OptionSpec("text", label="Negative prompt"),
         "audio_length_in_s": OptionSpec("float", 0, MAX_AUDIO_SECONDS, 0.04, auto=True, low_open=True,
-                                        label="Length in seconds (empty: the model's, 5.12 s for AudioLDM)"),
-        "steps": OptionSpec("int", 1, MAX_STEPS, 1, label="Sampling steps"),
-        "cfg_scale": OptionSpec("float", 0, MAX_CFG, 0.5, label="CFG Scale"),
+                                        label="Length in seconds (empty: the model's, 5.12 s AudioLDM, 10.24 s "
+                                              "MusicLDM / AudioLDM 2)"),
+        "steps": OptionSpec("int", 1, MAX_STEPS, 1, auto=True,
+                            label="Sampling steps (empty: the model's, 10 AudioLDM, 200 MusicLDM / AudioLDM 2)"),
+        "cfg_scale": OptionSpec("float", 0, MAX_CFG, 0.5, auto=True,
+                                label="CFG Scale (empty: the model's, 2.5 AudioLDM, 2 MusicLDM, 3.5 AudioLDM 2)"),
         "seed": OptionSpec("seed", -1, SEED_MAX, 1, label="Seed"),
+        "batch_size": OptionSpec("int", 1, MAX_WAVEFORMS, 1, label="Clips per prompt (clip k: seed + k)"),
+        "transcription": OptionSpec("text", label="Transcription (AudioLDM 2 text-to-speech models only)"),
     }
 
 
 @register_task
 class TextToAudioTask(Task):
-    """A clip from a prompt. `waveform` (also PaddleMIX's `result`) is the float32 samples at 16000 per second,
-    `audio` the same samples with their rate for saving (`result["audio"].save("clip.wav")`), `seed` the seed used
-    (the one drawn for seed -1; -1 when your own `generator=` drew the noise)."""
+    """Clips from a prompt. `audios` holds every clip of the call (clip k drawn from seed + k, as A1111's batch
+    images), `seeds` each clip's seed (-1 each when your own `generator=` drew the noise); `audio` is the first clip
+    (samples with their rate: `result["audio"].save("clip.wav")`), `waveform` (also PaddleMIX's `result`) its float32
+    samples at 16000 per second, `seed` its seed."""
 
     name = "text_to_audio"
-    description = "Text to audio / music (AudioLDM: CLAP + UNet + mel VAE + HiFi-GAN)"
+    description = "Text to audio / music (AudioLDM, MusicLDM, AudioLDM 2: text encoders + UNet + mel VAE + HiFi-GAN)"
     inputs = {"prompt": Port("text")}
-    outputs = {"waveform": "waveform", "audio": "audio", "seed": "int"}
+    outputs = {"waveform": "waveform", "audio": "audio", "seed": "int", "audios": "audios", "seeds": "ints"}
     main_output = "waveform"
     # its own role name, so a chain that also has an SD step (role "generator") needs both models
     models = {"audio_generator": "text-to-audio"}
     default_models = {"audio_generator": DEFAULT_TEXT_TO_AUDIO}
-    # audio_length_in_s None: the model's native length (5.12 s for AudioLDM); steps and guidance: diffusers' defaults
-    options = {"negative_prompt": "", "audio_length_in_s": None, "steps": 10, "cfg_scale": 2.5, "seed": -1,
-               "generator": None}
+    # None: the model's own (its native length; diffusers' steps and guidance for its class)
+    options = {"negative_prompt": "", "audio_length_in_s": None, "steps": None, "cfg_scale": None, "seed": -1,
+               "batch_size": 1, "transcription": "", "generator": None}
     option_specs = audio_option_specs()
-    option_aliases = GENERATION_ALIASES  # diffusers' / PaddleMIX's num_inference_steps, guidance_scale
+    # diffusers' / PaddleMIX's num_inference_steps, guidance_scale, num_waveforms_per_prompt
+    option_aliases = {**GENERATION_ALIASES, "num_waveforms_per_prompt": "batch_size"}
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
@@ -93,8 +113,9 @@ class TextToAudioTask(Task):
             model = TextToAudio(model)
         with one_call_at_a_time(model.pipeline):
             result = model(prompt, **options, **pipeline_hooks())
-        return {"waveform": result.waveform, "audio": Audio(result.waveform, result.sample_rate),
-                "seed": result.seed}
+        clips = [Audio(waveform, result.sample_rate) for waveform in result.waveforms]
+        return {"waveform": result.waveform, "audio": clips[0], "seed": result.seed, "audios": clips,
+                "seeds": list(result.seeds)}
 
 
 def check_music_template(template: Any) -> str:

@@ -75,6 +75,20 @@ def test_an_audio_clip_is_one_wav_and_its_bare_samples_point_at_it(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["audio.wav", "result.json"]
 
 
+def test_a_batch_of_clips_is_one_wav_each_and_the_first_is_the_audio_outputs_file(tmp_path):
+    waveforms = [np.full(4, value, dtype=np.float32) for value in (0.0, 0.5, -0.5)]
+    clips = [Audio(waveform, 16000) for waveform in waveforms]
+    save_app_outputs("music", {"waveform": waveforms[0], "audio": clips[0], "audios": clips, "seeds": [7, 8, 9]}, {},
+                     tmp_path)
+    outputs = json.loads((tmp_path / "result.json").read_text())["outputs"]
+    assert [clip["file"] for clip in outputs["audios"]] == ["audio.wav", "audios-01.wav", "audios-02.wav"]
+    assert outputs["waveform"]["file"] == outputs["audio"]["file"] == "audio.wav" and outputs["seeds"] == [7, 8, 9]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["audio.wav", "audios-01.wav", "audios-02.wav", "result.json"]
+    for name, waveform in (("audios-01.wav", waveforms[1]), ("audios-02.wav", waveforms[2])):
+        samples, rate = read_wav(tmp_path / name)
+        assert rate == 16000 and np.array_equal(samples, pcm16(waveform).astype(np.float32) / 32768.0)
+
+
 def test_a_waveform_that_is_no_clips_samples_stays_a_list(tmp_path):
     clip = Audio(np.zeros(4, dtype=np.float32), 8000)
     save_app_outputs("music", {"audio": clip, "waveform": np.ones(2, dtype=np.float32)}, {}, tmp_path)

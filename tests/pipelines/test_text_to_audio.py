@@ -97,6 +97,10 @@ def test_a_clip_shorter_than_one_latent_row_is_refused_naming_the_minimum(model)
     ({"negative_prompt": None}, TypeError, "negative_prompt must be a string, got NoneType"),
     ({"generator": 5}, TypeError, "generator must be a torch.Generator"),
     ({"generator": torch.Generator(), "seed": 3}, ValueError, "Pass seed= or generator=, not both"),
+    ({"batch_size": 0}, ValueError, r"batch_size must be an integer in \[1, 16\], got 0"),
+    ({"batch_size": 17}, ValueError, r"batch_size must be an integer in \[1, 16\], got 17"),
+    ({"batch_size": 2.0}, ValueError, r"batch_size must be an integer in \[1, 16\]"),
+    ({"transcription": None}, TypeError, "transcription must be a string .*got NoneType"),
 ])
 def test_bad_settings_are_refused_naming_the_value_and_range(settings, error, message):
     with pytest.raises(error, match=message):
@@ -104,7 +108,7 @@ def test_bad_settings_are_refused_naming_the_value_and_range(settings, error, me
 
 
 def test_a_hub_repo_downloads_the_vocoder_with_the_pipelines_components():
-    from pipelines.text_to_audio import select_audioldm_files
+    from pipelines.text_to_audio import select_text_to_audio_files
 
     listing = ["model_index.json", "README.md", "unet/config.json", "unet/diffusion_pytorch_model.bin",
                "unet/diffusion_pytorch_model.safetensors", "vae/config.json", "vae/diffusion_pytorch_model.bin",
@@ -115,11 +119,53 @@ def test_a_hub_repo_downloads_the_vocoder_with_the_pipelines_components():
              "vae": ["diffusers", "AutoencoderKL"], "text_encoder": ["transformers", "ClapTextModelWithProjection"],
              "tokenizer": ["transformers", "RobertaTokenizerFast"], "scheduler": ["diffusers", "DDIMScheduler"],
              "vocoder": ["transformers", "SpeechT5HifiGan"]}
-    assert select_audioldm_files("cvssp/audioldm", listing, lambda name: index) == sorted([
+    assert select_text_to_audio_files("cvssp/audioldm", listing, lambda name: index) == sorted([
         "model_index.json", "unet/config.json", "unet/diffusion_pytorch_model.safetensors", "vae/config.json",
         "vae/diffusion_pytorch_model.bin", "text_encoder/config.json", "text_encoder/pytorch_model.bin",
         "tokenizer/vocab.json", "tokenizer/merges.txt", "scheduler/scheduler_config.json", "vocoder/config.json",
         "vocoder/model.safetensors"])
+
+
+AUDIOLDM2_LISTING = [
+    "model_index.json", "README.md", "unet/config.json", "unet/diffusion_pytorch_model.safetensors",
+    "unet/diffusion_pytorch_model.bin", "vae/config.json", "vae/diffusion_pytorch_model.safetensors",
+    "text_encoder/config.json", "text_encoder/model.safetensors", "text_encoder_2/config.json",
+    "text_encoder_2/model.safetensors", "text_encoder_2/pytorch_model.bin", "tokenizer/vocab.json",
+    "tokenizer/merges.txt", "tokenizer_2/spiece.model", "tokenizer_2/tokenizer_config.json",
+    "scheduler/scheduler_config.json", "vocoder/config.json", "vocoder/model.safetensors",
+    "feature_extractor/preprocessor_config.json", "projection_model/config.json",
+    "projection_model/diffusion_pytorch_model.safetensors", "projection_model/diffusion_pytorch_model.bin",
+    "language_model/config.json", "language_model/model.safetensors", "language_model/pytorch_model.bin"]
+AUDIOLDM2_INDEX = {
+    "_class_name": "AudioLDM2Pipeline", "unet": ["diffusers", "AudioLDM2UNet2DConditionModel"],
+    "vae": ["diffusers", "AutoencoderKL"], "text_encoder": ["transformers", "ClapModel"],
+    "text_encoder_2": ["transformers", "T5EncoderModel"], "tokenizer": ["transformers", "RobertaTokenizerFast"],
+    "tokenizer_2": ["transformers", "T5TokenizerFast"], "scheduler": ["diffusers", "DDIMScheduler"],
+    "vocoder": ["transformers", "SpeechT5HifiGan"], "feature_extractor": ["transformers", "ClapFeatureExtractor"],
+    "projection_model": ["audioldm2", "AudioLDM2ProjectionModel"], "language_model": ["transformers", "GPT2Model"]}
+
+
+def test_an_audioldm2_repo_downloads_its_projection_language_model_and_feature_extractor():
+    from pipelines.text_to_audio import select_text_to_audio_files
+
+    assert select_text_to_audio_files("cvssp/audioldm2", AUDIOLDM2_LISTING, lambda name: AUDIOLDM2_INDEX) == sorted([
+        "model_index.json", "unet/config.json", "unet/diffusion_pytorch_model.safetensors", "vae/config.json",
+        "vae/diffusion_pytorch_model.safetensors", "text_encoder/config.json", "text_encoder/model.safetensors",
+        "text_encoder_2/config.json", "text_encoder_2/model.safetensors", "tokenizer/vocab.json",
+        "tokenizer/merges.txt", "tokenizer_2/spiece.model", "tokenizer_2/tokenizer_config.json",
+        "scheduler/scheduler_config.json", "vocoder/config.json", "vocoder/model.safetensors",
+        "feature_extractor/preprocessor_config.json", "projection_model/config.json",
+        "projection_model/diffusion_pytorch_model.safetensors", "language_model/config.json",
+        "language_model/model.safetensors"])
+
+
+def test_a_repo_of_another_pipeline_class_is_refused_before_any_download():
+    from pipelines.text_to_audio import select_text_to_audio_files
+
+    index = {**AUDIOLDM2_INDEX, "_class_name": "StableDiffusionPipeline"}
+    with pytest.raises(ValueError, match="'StableDiffusionPipeline' pipeline, not a text-to-audio model; accepted "
+                                         "pipeline classes: AudioLDMPipeline, MusicLDMPipeline, AudioLDM2Pipeline"):
+        select_text_to_audio_files("org/sd", AUDIOLDM2_LISTING, lambda name: index)
 
 
 def test_a_scheduler_with_more_calls_than_steps_reports_the_users_steps(tiny_audioldm_dir, tmp_path):

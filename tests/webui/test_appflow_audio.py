@@ -86,7 +86,7 @@ def test_bad_options_are_refused_with_422_naming_them(client, options, fragment)
 def test_the_apps_listing_shows_the_configured_audio_model(client, server, tiny_audioldm_dir):
     apps = {app["name"]: app for app in client.get("/appflow").json()}
     assert apps[APP]["models"]["audio_generator"]["source"] == str(tiny_audioldm_dir)
-    assert apps[APP]["outputs"] == ["waveform", "audio", "seed", "result"]
+    assert apps[APP]["outputs"] == ["waveform", "audio", "seed", "audios", "seeds", "result"]
     assert apps["image2music_generation"]["inputs"] == {"image": "image"}
 
 
@@ -98,6 +98,46 @@ def test_a_waveform_that_is_no_clips_samples_stays_a_list():
     assert encoded["result"] is encoded["audio"] and encoded["audio"]["sample_count"] == 160
     assert encoded["other"] == [0.25, -0.25] and encoded["seed"] == 1
     assert encode_app_output(audio) == encoded["audio"]  # one clip on its own encodes the same way
+
+
+def test_a_batch_of_clips_is_a_list_of_base64_wavs_each_clip_encoded_once(client, tiny_audioldm_dir):
+    from pipelines.text_to_audio import TextToAudio
+
+    response = client.post(f"/appflow/{APP}", json={"inputs": {"prompt": "smooth jazz"},
+                                                    "options": {**OPTIONS, "num_waveforms_per_prompt": 2}})
+    assert response.status_code == 200, response.text
+    outputs = response.json()["outputs"]
+    assert outputs["seeds"] == [5, 6] and len(outputs["audios"]) == 2 and outputs["audios"][0] == outputs["audio"]
+    expected = TextToAudio.from_pretrained(str(tiny_audioldm_dir))("smooth jazz", audio_length_in_s=0.02, steps=2,
+                                                                    seed=5, batch_size=2).waveforms
+    for encoded, waveform in zip(outputs["audios"], expected):
+        with wave.open(io.BytesIO(base64.b64decode(encoded["data"])), "rb") as file:
+            assert np.array_equal(np.frombuffer(file.readframes(320), dtype="<i2"), pcm16(waveform))
+
+
+def test_a_batch_over_the_servers_batch_size_is_refused_in_diffusers_spelling_too(client, server):
+    limit = server.state.limits.max_batch_size
+    response = client.post(f"/appflow/{APP}", json={"inputs": {"prompt": "a bell"},
+                                                    "options": {"num_waveforms_per_prompt": limit + 1}})
+    assert response.status_code == 422
+    assert f"option batch_size must be an integer in [1, {limit}], got {limit + 1}" in response.json()["detail"]
+
+
+def test_the_appflow_tab_writes_each_clip_of_a_batch_once(tmp_path):
+    from mixkit.io.audio import read_wav
+    from webui.ui.appflow_task import appflow_finish
+
+    clips = [clip(), Audio(np.full(80, 0.25, dtype=np.float32), 16000)]
+    outputs = {"waveform": clips[0].waveform, "audio": clips[0], "seed": 3, "audios": clips, "seeds": [3, 4],
+               "result": clips[0].waveform}
+    result = appflow_finish(APP, tmp_path / "cache")(outputs)
+    assert [path.rsplit("/", 1)[1] for path in result.audio_paths] == ["audio.wav", "audios-01.wav"]
+    assert result.outputs == {"seed": 3, "seeds": [3, 4],
+                              "audio": {"file": "audio.wav", "sample_rate": 16000, "duration": 0.01},
+                              "audios": [{"file": "audio.wav", "sample_rate": 16000, "duration": 0.01},
+                                         {"file": "audios-01.wav", "sample_rate": 16000, "duration": 0.005}]}
+    samples, rate = read_wav(result.audio_paths[1])
+    assert rate == 16000 and np.array_equal(samples, pcm16(clips[1].waveform).astype(np.float32) / 32768.0)
 
 
 def test_the_appflow_tab_writes_the_clip_as_a_wav_for_its_player(tmp_path):
@@ -159,6 +199,7 @@ def test_the_appflow_tabs_run_button_plays_the_music_apps_clip(server, tmp_path)
     run = run_app(state, APP, ports, ["prompt"], ["a cello"], "task(music-run-0001)", request, tmp_path / "cache")
     *_, (progress, gallery, audio, outputs, task_box) = run
     assert f"Done: {APP}, 0 image(s) and 1 audio clip(s) in" in progress and task_box == ENDED + "task(music-run-0001)"
-    assert gallery == [] and audio.endswith("audio.wav") and set(outputs) == {"audio", "seed"}
+    assert gallery == [] and audio.endswith("audio.wav") and set(outputs) == {"audio", "seed", "audios", "seeds"}
+    assert outputs["audios"] == [outputs["audio"]] and outputs["seeds"] == [outputs["seed"]]  # a batch of one
     samples, rate = read_wav(audio)  # the app's defaults: the tiny model's native length (64 samples), 10 steps
     assert rate == 16000 and samples.shape == (64,) and outputs["audio"]["duration"] == 64 / 16000

@@ -98,8 +98,11 @@ def test_the_audio_apps_form_caps_the_clip_at_the_servers_30_seconds(built):
     _, blocks = built
     form, _ = render_form(blocks, AUDIO)
     assert auto_box(form["appflow_option_audio_length_in_s"]) == ("", ["(0,", f"{HTTP_MAX_AUDIO_SECONDS:g}]"])
-    assert bounds(form["appflow_option_steps"]) == ("Slider", 1, 1000, 10)
-    assert bounds(form["appflow_option_cfg_scale"]) == ("Slider", 0, 100.0, 2.5)
+    # empty: the loaded model's own (10 steps / CFG 2.5 for AudioLDM, 200 / 2 MusicLDM, 200 / 3.5 AudioLDM 2)
+    assert auto_box(form["appflow_option_steps"]) == ("", ["[1,", "1000]"])
+    assert auto_box(form["appflow_option_cfg_scale"]) == ("", ["[0,", "100]"])
+    assert bounds(form["appflow_option_batch_size"]) == ("Slider", 1, 16, 1)
+    assert form["appflow_option_transcription"].value == ""
     assert "appflow_option_num_frames" not in form
 
 
@@ -109,7 +112,8 @@ def test_run_takes_the_inputs_then_the_options_then_the_task_id(built):
     (run,) = [fn for fn in fns if (form["appflow_run"]._id, "click") in [tuple(t) for t in fn.targets]]
     assert [component.elem_id for component in run.inputs] == [
         "appflow_input_prompt", "appflow_option_negative_prompt", "appflow_option_audio_length_in_s",
-        "appflow_option_steps", "appflow_option_cfg_scale", "appflow_option_seed", "appflow_task_id"]
+        "appflow_option_steps", "appflow_option_cfg_scale", "appflow_option_seed", "appflow_option_batch_size",
+        "appflow_option_transcription", "appflow_task_id"]
 
 
 def test_a_run_with_changed_options_reaches_the_app_and_a_reloaded_page_shows_it(built, tmp_path):
@@ -155,7 +159,7 @@ def test_an_options_value_is_kept_per_app_when_switching_apps(built):
     saved = remember.fn({AUDIO: {"steps": 4}}, 3)
     assert saved == {AUDIO: {"steps": 4}, VIDEO: {"num_frames": 3}}
     audio_form, _ = render_form(blocks, AUDIO, saved)  # switch to the music app: its own value, not the video's
-    assert audio_form["appflow_option_steps"].value == 4
+    assert audio_form["appflow_option_steps"].value == "4"  # an "auto" option's text box (empty: the model's steps)
     back, _ = render_form(blocks, VIDEO, saved)  # and back
     assert back["appflow_option_num_frames"].value == 3 and back["appflow_option_steps"].value == 25
 

@@ -49,9 +49,9 @@ def test_options_typed_in_the_form_reach_the_app_and_stay_with_it(ui_server, tmp
             timeout=60_000)
         length.fill("0.02")
         length.blur()
-        steps = page.locator("#appflow_option_steps input[type=number]")
+        steps = page.locator("#appflow_option_steps textarea")  # empty: the model's steps
         steps.fill("2")
-        steps.press("Enter")
+        steps.blur()
         page.locator("#appflow_run").click()
         page.locator("#appflow_progress", has_text=f"Done: {APP}, 0 image(s) and 1 audio clip(s)").wait_for(
             timeout=120_000)
@@ -59,9 +59,9 @@ def test_options_typed_in_the_form_reach_the_app_and_stay_with_it(ui_server, tmp
         with wave.open(io.BytesIO(page.request.get(link.get_attribute("href")).body()), "rb") as file:
             assert file.getnframes() == 320  # 0.02 s at 16 kHz, not the tiny model's native 64 samples
         choose(page, OTHER)
-        page.locator("#appflow_option_batch_size").wait_for(timeout=30_000)
+        page.locator("#appflow_option_batch_count").wait_for(timeout=30_000)  # the SD app's; the music app has none
         choose(page, APP)
         sync_api.expect(page.locator("#appflow_option_audio_length_in_s textarea")).to_have_value("0.02",
                                                                                                   timeout=30_000)
-        sync_api.expect(page.locator("#appflow_option_steps input[type=number]")).to_have_value("2")
+        sync_api.expect(page.locator("#appflow_option_steps textarea")).to_have_value("2")
         assert errors == []

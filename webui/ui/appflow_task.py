@@ -33,35 +33,41 @@ def appflow_finish(app: str, cache_dir):
     """The task's `finish`: every image among the app's outputs as a PNG under Gradio's cache (a result is kept for
     hours: files, not pictures in memory), every video as a file before them (the gallery plays it), the other
     outputs as the JSON the API answers with; every audio clip as a .wav (the tab's player plays the first), its
-    bare samples (`waveform`, `result`) not repeated in the JSON."""
+    bare samples (`waveform`, `result`) not repeated in the JSON, a batch's clips (`audios`) one .wav each."""
     from pipelines.png import save_png
     from webui.appflow_io import encode_app_output, output_images
     from webui.ui.gallery_files import result_folder
 
     def finish(outputs: dict) -> AppflowResult:
         from appflow.video import Video
-        from webui.appflow_audio import audio_of_outputs, save_audio_outputs
+        from webui.appflow_audio import (audio_of_outputs, clip_lists_of_outputs, save_audio_outputs,
+                                         save_clip_list_outputs)
         from webui.appflow_video import save_video_outputs
 
         images = output_images(outputs)
         videos = {key: value for key, value in outputs.items() if isinstance(value, Video)}
-        clips = audio_of_outputs(outputs)
-        folder = result_folder(cache_dir, "mixkit-appflow") if images or videos or clips else None
+        clips, batches = audio_of_outputs(outputs), clip_lists_of_outputs(outputs)
+        folder = result_folder(cache_dir, "mixkit-appflow") if images or videos or clips or batches else None
         # a video first in the gallery, where it plays; its frames follow as images
         video_paths = save_video_outputs(videos, folder) if videos else {}
         paths = [*video_paths.values(),
                  *(str(save_png(image, folder / f"{number:05d}.png", None)) for number, image in enumerate(images, 1))]
         audio_paths = save_audio_outputs(outputs, folder) if clips else {}
+        batch_paths = save_clip_list_outputs(outputs, folder, audio_paths) if batches else {}
         text_outputs = {key: value for key, value in outputs.items()
-                        if key != "result" and key not in videos and key not in clips}
+                        if key != "result" and key not in videos and key not in clips and key not in batches}
         shown = {key: encode_app_output(value) for key, value in text_outputs.items()
                  if not output_images({key: value})}
         shown.update({key: {"file": Path(path).name, "frame_count": len(videos[key]), "fps": videos[key].fps}
                       for key, path in video_paths.items()})
         shown.update({key: {"file": Path(path).name, "sample_rate": outputs[key].sample_rate,
                             "duration": outputs[key].duration} for key, path in audio_paths.items()})
+        shown.update({key: [{"file": Path(path).name, "sample_rate": clip.sample_rate, "duration": clip.duration}
+                            for path, clip in zip(batch_paths[key], batches[key])] for key in batch_paths})
+        # every clip once, the audio outputs' first (the player plays the first), then a batch's other clips
+        every_clip = dict.fromkeys([*audio_paths.values(), *(path for group in batch_paths.values() for path in group)])
         return AppflowResult(app, paths, shown, len(video_paths), interrupted=bool(getattr(outputs, "interrupted", False)),
-                             audio_paths=tuple(audio_paths.values()))
+                             audio_paths=tuple(every_clip))
 
     return finish
 

@@ -28,11 +28,15 @@ def flow(tiny_audioldm_dir, shared_cache):
 def test_the_app_declares_paddlemix_inputs_outputs_and_default_model():
     info = describe_app(APP)
     assert info["inputs"] == {"prompt": "text"}
-    assert info["outputs"] == ["waveform", "audio", "seed", "result"]
+    assert info["outputs"] == ["waveform", "audio", "seed", "audios", "seeds", "result"]
     assert info["models"] == {"audio_generator": {"kind": "text-to-audio", "default": "cvssp/audioldm"}}
-    assert {key: info["options"][key] for key in ("audio_length_in_s", "steps", "cfg_scale", "negative_prompt")} == {
-        "audio_length_in_s": None, "steps": 10, "cfg_scale": 2.5, "negative_prompt": ""}
-    assert info["option_aliases"] == {"guidance_scale": "cfg_scale", "num_inference_steps": "steps"}
+    # None: the loaded model's own (its native length; diffusers' steps and guidance for its pipeline class)
+    assert {key: info["options"][key] for key in ("audio_length_in_s", "steps", "cfg_scale", "negative_prompt",
+                                                  "batch_size", "transcription")} == {
+        "audio_length_in_s": None, "steps": None, "cfg_scale": None, "negative_prompt": "", "batch_size": 1,
+        "transcription": ""}
+    assert info["option_aliases"] == {"guidance_scale": "cfg_scale", "num_inference_steps": "steps",
+                                      "num_waveforms_per_prompt": "batch_size"}
 
 
 def test_the_result_is_a_16_khz_float32_waveform_of_the_asked_length(flow):
