@@ -80,7 +80,7 @@ def dropout_seed(seed: int, hypernetwork_step: int) -> int:
     return int(digest[:15], 16)
 
 
-def _optimizer_class(config: SDHypernetworkConfig) -> str:
+def optimizer_class(config: SDHypernetworkConfig) -> str:
     """The torch class name of the run's optimizer (what A1111's `.optim` files record), from a throw-away one."""
     probe = make_optimizer(config.optimizer, [{"params": [torch.nn.Parameter(torch.zeros(1))]}],
                            config.learning_rate, config.optimizer_args)
@@ -127,7 +127,7 @@ def train_hypernetwork(config: SDHypernetworkConfig, *, stop_at_step: int | None
             logger.info("learning_rate_schedule ends at step %d: this run trains %d steps, not max_steps=%d", end,
                         end - start_step, config.max_steps)
             config = dataclasses.replace(config, max_steps=end - start_step)
-    saved_optimizer = (read_optimizer_state(Path(config.hypernetwork).expanduser(), _optimizer_class(config))
+    saved_optimizer = (read_optimizer_state(Path(config.hypernetwork).expanduser(), optimizer_class(config))
                        if config.hypernetwork else None)
     templates = config.caption_templates()
     report = scan_dataset(config)
