@@ -12,29 +12,15 @@ a second training of it is refused (`webui.training_targets`): the job's result 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
-from webui.embedding_jobs import check_model_unchanged, copy_into_place, step_reporter, trainable_model
+from webui.embedding_jobs import (TrainedFile, check_model_unchanged, copy_into_place, step_reporter,
+                                  trainable_model)
 from webui.request_checkpoint import checkpoint_for_job
 from webui.training_targets import training_targets
 from webui.worker import Job
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class TrainedHypernetwork:
-    """What a training job returns: the hypernetwork-folder file, the step it holds, and the trainer's result
-    (`output` None: interrupted before its first step, the file is as it was)."""
-
-    filename: Path
-    step: int
-    result: object
-
-    @property
-    def written(self) -> bool:
-        return self.result.output is not None
 
 
 def hypernetwork_folder(state) -> Path:
@@ -53,7 +39,7 @@ def create_hypernetwork(state, name: str, **shape) -> Path:
     from webui.hypernetwork_training import create_config
 
     config = create_config(hypernetwork_folder(state), name, **shape)
-    with training_targets(state).writing(Path(config.output), f"cannot create hypernetwork {name!r}"):
+    with training_targets(state).writing([Path(config.output)], f"cannot create hypernetwork {name!r}"):
         config.check()  # the file may have appeared since: checked again where no training can start
         return Path(create(config).output)
 
@@ -100,7 +86,7 @@ def submit_hypernetwork_training(state, fields: dict, *, session: str | None = N
     scan_dataset(config)  # an empty or unreadable dataset fails now, naming it, not in the queue
 
     # 2. The run, on the worker.
-    def run(control, on_step) -> TrainedHypernetwork:
+    def run(control, on_step) -> TrainedFile:
         report = step_reporter(control, on_step)
         check_model_unchanged(state, config.model, name)
         now = TrainableHypernetwork.from_file(target).step if target.is_file() else None
@@ -113,13 +99,13 @@ def submit_hypernetwork_training(state, fields: dict, *, session: str | None = N
             result = train_hypernetwork(config, model=state.holder.txt2img().model,
                                         should_stop=lambda: control.interrupted, on_step=report)
         if result.output is None:
-            return TrainedHypernetwork(target, start_step, result)
+            return TrainedFile(target, start_step, result)
         copy_into_place(Path(result.output), target)
         if config.save_optimizer_state:  # after the .pt: its hash ties the two, a reader of the old pair skips it
             copy_into_place(optimizer_state_path(result.output), optimizer_state_path(target))
         logger.info("Trained hypernetwork %r to step %d%s: %s", name, start_step + result.steps,
                     " (interrupted)" if result.interrupted else "", target)
-        return TrainedHypernetwork(target, start_step + result.steps, result)
+        return TrainedFile(target, start_step + result.steps, result)
 
     with training_targets(state).reserving(target, f"cannot train hypernetwork {name!r}") as reservation:
         reservation.job = state.worker.submit(run, f"train hypernetwork {name}", session=session, owner=owner,

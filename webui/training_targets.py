@@ -4,7 +4,8 @@ A training job copies its result over the hypernetwork file at its end; a Create
 training of the same file, in between would be lost then (or would make the job's continued steps count from a file
 that is no longer there). So each server keeps the target of every training job until the job is over, and
 refuses the other writers with `TargetBusyError` (the HTTP routes answer 409 Conflict), naming the job to wait for
-or interrupt. Python and CLI runs have no queue and write their own output files: this is the server's concern.
+or interrupt. Embeddings and hypernetworks alike. Python and CLI runs have no queue and write their own output files: this is
+the server's concern.
 """
 
 from __future__ import annotations
@@ -37,11 +38,12 @@ class TrainingTargets:
         return job
 
     @contextlib.contextmanager
-    def writing(self, path: Path, what: str):
-        """Hold `path` for a write that happens at once (a Create): refused while a training job holds it."""
-        path = Path(path).resolve()
+    def writing(self, paths: list[Path], what: str):
+        """Hold `paths` (what a Create may write) for a write that happens at once: refused while a training job
+        holds one of them."""
         with self._lock:
-            self._refuse_if_busy(path, what)
+            for path in paths:
+                self._refuse_if_busy(Path(path).resolve(), what)
             yield
 
     @contextlib.contextmanager
