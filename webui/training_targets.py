@@ -4,8 +4,8 @@ A training job copies its result over the hypernetwork file at its end; a Create
 training of the same file, in between would be lost then (or would make the job's continued steps count from a file
 that is no longer there). So each server keeps the target of every training job until the job is over, and
 refuses the other writers with `TargetBusyError` (the HTTP routes answer 409 Conflict), naming the job to wait for
-or interrupt. Embeddings and hypernetworks alike. Python and CLI runs have no queue and write their own output files: this is
-the server's concern.
+or interrupt. Embeddings and hypernetworks alike. Python and CLI runs have no queue and write their own output
+files: this is the server's concern.
 """
 
 from __future__ import annotations

@@ -66,9 +66,10 @@ class SDHypernetworkConfig(SDRunOptions, HypernetworkShape, JsonConfig):
     Trains the file `hypernetwork` on (its layout, weights and step: the written files count on from its step, as
     A1111 continues a hypernetwork), or, without it, a new one of the shape settings (`enable_sizes`,
     `layer_structure`, ...) initialised from `seed`; a continued file's data order, noise and dropout go on from
-    its step, and with its `.optim` (`save_optimizer_state`) its optimizer too. `max_steps` is this run's steps; `learning_rate_schedule`
-    (A1111's stepped "5e-5:100, 5e-6:1500") counts the hypernetwork's own steps, as A1111 does, and ends the run
-    at its last step. `save_every_n_steps` writes `<name>-<step>.pt` next to `output`, as A1111 names them.
+    its step, and with its `.optim` (`save_optimizer_state`) its optimizer too. `max_steps` is this run's steps;
+    `learning_rate_schedule` (A1111's stepped "5e-5:100, 5e-6:1500") counts the hypernetwork's own steps, as A1111
+    does, and ends the run at its last step. `save_every_n_steps` writes `<name>-<step>.pt` next to `output`, as
+    A1111 names them.
     """
 
     model: str
